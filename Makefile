@@ -1,0 +1,43 @@
+# Thin wrapper over CMake. `make demo` and `make test` work on a fresh Debian 12
+# machine: both install missing packages first (scripts/install-deps).
+BUILD      ?= build
+TEST_BUILD ?= build-test
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 20
+JOBS       ?= $(shell nproc)
+SHARED     ?= ../shared
+
+.PHONY: all deps build test unit fuzz demo bench clean
+
+all: build
+
+deps:
+	scripts/install-deps
+
+build: deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DTS_TESTS=OFF >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+# Unit tests under ASan+UBSan through CTest, then each fuzz target for a short,
+# bounded time.
+test: deps unit fuzz
+
+unit:
+	cmake -S . -B $(TEST_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTS_SANITIZE=ON >/dev/null
+	cmake --build $(TEST_BUILD) -j $(JOBS)
+	cd $(TEST_BUILD) && ctest --output-on-failure -j $(JOBS)
+
+fuzz:
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTS_FUZZ=ON \
+	  -DTS_SANITIZE=ON -DTS_TESTS=OFF >/dev/null
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	scripts/run-fuzz $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+demo: build
+	scripts/demo $(BUILD)
+
+bench: build
+	bench/run-all $(BUILD) $(SHARED)
+
+clean:
+	rm -rf $(BUILD) $(TEST_BUILD) $(FUZZ_BUILD)

@@ -1,0 +1,47 @@
+/*
+ * error.h - how every libtessera function reports failure.
+ *
+ * Functions return 0 on success or a negative TS_E* code, and fill a caller-owned
+ * ts_err with the code and a message that names the field and the reason, e.g.
+ * "nodes.csv:12: cpu_milli: must be a non-negative integer". The library never
+ * prints; the shells decide what to do with the message. A NULL ts_err is allowed
+ * everywhere and means "the caller does not want the text".
+ */
+#ifndef TESSERA_ERROR_H
+#define TESSERA_ERROR_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum ts_errcode {
+    TS_OK = 0,
+    TS_EINVAL = -1,  /* bad input: the message names the field */
+    TS_ENOMEM = -2,  /* allocation failed */
+    TS_ENOSPC = -3,  /* does not fit (placement, MIG layout) */
+    TS_ENOENT = -4,  /* named thing does not exist */
+    TS_EIO = -5,     /* I/O in a shell (never from the pure core) */
+    TS_EEXIST = -6,  /* duplicate name */
+};
+
+#define TS_ERR_MSG_MAX 512
+
+typedef struct ts_err {
+    int code;
+    char msg[TS_ERR_MSG_MAX];
+} ts_err;
+
+/* Fills err (if not NULL) and returns code, so callers can write
+ * `return ts_err_set(err, TS_EINVAL, "x: must be > 0");`. */
+int ts_err_set(ts_err *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Prefixes the existing message with more context ("file.yaml: " + msg). */
+int ts_err_prefix(ts_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+void ts_err_clear(ts_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

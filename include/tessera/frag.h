@@ -1,0 +1,80 @@
+/*
+ * frag.h - GPU fragmentation: how much idle GPU capacity the expected
+ * workload could not use (Weng et al., "Beware of Fragmentation", ATC '23).
+ *
+ * The expected workload is a "typical pod" list: the most frequent request
+ * classes of a trace, weighted by frequency. For node n and class j with idle
+ * GPU milli U(n):
+ *   f(n, j) = U(n)                       if j needs no GPU, may not use n's
+ *                                        model, or lacks CPU or enough GPUs on n;
+ *           = sum of free milli on GPUs  otherwise (j fits):
+ *             whose free milli < j's share   the slivers j cannot use.
+ * F(n) = sum_j p_j f(n, j). The cluster measure is sum_n F(n), kept by a
+ * tracker that recomputes only the node a placement touched (O(classes x GPUs)
+ * per event, never a scan of the cluster). Memory is not considered, as in the
+ * published definition.
+ */
+#ifndef TESSERA_FRAG_H
+#define TESSERA_FRAG_H
+
+#include "tessera/load.h"
+#include "tessera/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TS_TYPICAL_COVERAGE_DEFAULT 0.95
+
+typedef struct ts_typical {
+    int n;
+    ts_request *req;  /* cpu_milli, gpu_milli, num_gpu, model_mask of each class */
+    double *p;        /* weights, summing to 1 */
+    int *count;       /* pods of the class in the source list */
+} ts_typical;
+
+/* The most frequent classes of w (by pod count, ties broken by larger cpu,
+ * gpu share, GPU count, model mask) added while their cumulative count is
+ * below coverage x pods, so the class that crosses the threshold is kept.
+ * Returns 0 or TS_ENOMEM; free with ts_typical_free. */
+int ts_typical_from_workload(const ts_workload *w, double coverage, ts_typical *out,
+                             ts_err *err);
+void ts_typical_free(ts_typical *t);
+
+/* A node as the measure sees it: enough to evaluate "what if" placements
+ * without touching the real node. */
+typedef struct ts_frag_shape {
+    int model;
+    int ngpu;
+    int64_t cpu_left;
+    int32_t free[TS_NODE_MAX_GPUS]; /* free milli per GPU (0 for MIG GPUs) */
+} ts_frag_shape;
+
+void ts_frag_shape_of(const ts_node *n, ts_frag_shape *s);
+/* F of a shape, in milli-GPU. */
+double ts_frag_shape_amount(const ts_frag_shape *s, const ts_typical *t);
+/* F(n) of a node. */
+double ts_frag_node(const ts_node *n, const ts_typical *t);
+/* Idle GPU milli U(n). */
+int64_t ts_frag_idle(const ts_node *n);
+
+/* Cluster-wide totals kept incrementally. */
+typedef struct ts_frag_tracker {
+    const ts_typical *typ;
+    int nnodes;
+    double *node_f;     /* F(n) per node */
+    int64_t *node_u;    /* U(n) per node */
+    double sum_f;
+    int64_t sum_u;
+} ts_frag_tracker;
+
+int ts_frag_tracker_init(ts_frag_tracker *t, const ts_cluster *c, const ts_typical *typ,
+                         ts_err *err);
+/* Call after node i changed. */
+void ts_frag_tracker_update(ts_frag_tracker *t, const ts_cluster *c, int i);
+void ts_frag_tracker_free(ts_frag_tracker *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,85 @@
+/*
+ * sched.h - placement: which node (and which GPUs on it) a request goes to.
+ *
+ * Policy lives behind a small ops table (struct ts_scorer_ops) so a site can
+ * swap scoring without touching the loop. The placer filters every node with
+ * ts_node_fits, asks the scorer for an integer score and a GPU choice, and
+ * takes the highest score; on equal scores the lowest node index wins, so a
+ * decision is a function of the cluster's state, its node order and the seed.
+ *
+ * A scorer that declares itself cacheable promises its score and GPU choice
+ * are a pure function of the node's state and the request's class (not its
+ * memory); the placer then keeps one entry per (node, class) stamped with the
+ * node's version, and a placement recomputes only the node it changed. That
+ * is what lets FGD-style scorers place tens of thousands of pods per second.
+ *
+ * Ownership: the placer borrows the cluster and the typical-pod list (both
+ * must outlive it) and owns its cache and scorer state. Not thread-safe; one
+ * placer per thread.
+ */
+#ifndef TESSERA_SCHED_H
+#define TESSERA_SCHED_H
+
+#include <stdint.h>
+
+#include "tessera/frag.h"
+#include "tessera/model.h"
+#include "tessera/rng.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a scorer may look at besides the node. */
+typedef struct ts_sched_env {
+    const ts_cluster *cluster;
+    const ts_typical *typical;   /* may be NULL for scorers that do not use it */
+} ts_sched_env;
+
+struct ts_scorer_ops {
+    const char *name;
+    const char *summary;
+    bool cacheable;
+    /* optional: set up *state (may stay NULL) */
+    int (*init)(void **state, const ts_sched_env *env, ts_err *err);
+    void (*fini)(void *state);
+    /* Score a node that passed ts_node_fits for r; fill a->gpu/ngpu/mig_*.
+     * Higher is better; must be >= 0. */
+    int64_t (*score)(void *state, const ts_node *n, const ts_request *r, ts_alloc *a,
+                     ts_rng *rng);
+    /* optional: told about every request before it is placed (learning the
+     * arrival mix); returns true when cached scores must be dropped */
+    bool (*observe)(void *state, const ts_request *r);
+};
+
+/* Built-in scorers: "random", "dotprod", "clustering", "packing", "bestfit",
+ * "fgd", "tessera". NULL if unknown. */
+const struct ts_scorer_ops *ts_scorer_find(const char *name);
+/* NULL-terminated list of all built-in scorers. */
+const struct ts_scorer_ops *const *ts_scorer_all(void);
+
+typedef struct ts_placer ts_placer;
+
+/* nclasses: how many request classes cacheable scores are kept for (the
+ * workload's nspecs); 0 disables the cache. */
+ts_placer *ts_placer_new(ts_cluster *c, const struct ts_scorer_ops *ops,
+                         const ts_typical *typical, int nclasses, uint64_t seed, ts_err *err);
+void ts_placer_free(ts_placer *p);
+
+/* Places r (class id `cls` in 0..nclasses-1, or -1 for none): picks the best
+ * node, binds the allocation and returns its node index, or TS_ENOSPC when no
+ * node fits (the cluster is then unchanged). */
+int ts_placer_place(ts_placer *p, const ts_request *r, int cls, ts_alloc *out);
+/* Releases an allocation made by this placer. */
+int ts_placer_release(ts_placer *p, const ts_alloc *a);
+
+/* Statistics: nodes scored, cache hits. */
+typedef struct ts_placer_stats {
+    uint64_t placed, failed, scored, cache_hits;
+} ts_placer_stats;
+void ts_placer_get_stats(const ts_placer *p, ts_placer_stats *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,319 @@
+/*
+ * load_csv.c - the openb trace's node and pod lists.
+ *
+ * The format is plain comma-separated values with a header row; columns are
+ * found by header name so extra or reordered columns are harmless, and the
+ * trace's 5-column multigpu files load like the 11-column ones. Parsing is
+ * strict: every numeric field must be a whole non-negative number, every
+ * error names file, line and column, and a failed load frees what it built so
+ * the caller's state is untouched. Pods are interned into "spec classes"
+ * (cpu, gpu share, GPU count, allowed models) - the grouping the
+ * fragmentation measure's typical-pod list is built from.
+ */
+#include "tessera/load.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CSV_MAX_COLS 32
+#define CSV_FIELD_MAX 256
+
+typedef struct csv_reader {
+    const char *p, *end;
+    const char *fname;
+    int line;
+    int ncols;
+    char cols[CSV_MAX_COLS][CSV_FIELD_MAX];
+} csv_reader;
+
+/* Reads one row into r->cols. Returns 1 for a row, 0 at end, <0 on error. */
+static int csv_row(csv_reader *r, ts_err *err)
+{
+    for (;;) {
+        if (r->p >= r->end)
+            return 0;
+        r->line++;
+        const char *eol = memchr(r->p, '\n', (size_t)(r->end - r->p));
+        const char *stop = eol ? eol : r->end;
+        const char *next = eol ? eol + 1 : r->end;
+        if (stop > r->p && stop[-1] == '\r')
+            stop--;
+        if (stop == r->p) { /* blank line */
+            r->p = next;
+            continue;
+        }
+        r->ncols = 0;
+        const char *f = r->p;
+        for (;;) {
+            const char *comma = memchr(f, ',', (size_t)(stop - f));
+            const char *fe = comma ? comma : stop;
+            if (r->ncols == CSV_MAX_COLS)
+                return ts_err_set(err, TS_EINVAL, "%s:%d: more than %d columns", r->fname,
+                                  r->line, CSV_MAX_COLS);
+            size_t n = (size_t)(fe - f);
+            if (n >= CSV_FIELD_MAX)
+                return ts_err_set(err, TS_EINVAL, "%s:%d: column %d: field longer than %d bytes",
+                                  r->fname, r->line, r->ncols + 1, CSV_FIELD_MAX - 1);
+            if (memchr(f, '"', n) || memchr(f, '\0', n))
+                return ts_err_set(err, TS_EINVAL,
+                                  "%s:%d: column %d: quotes and NUL bytes are not allowed",
+                                  r->fname, r->line, r->ncols + 1);
+            memcpy(r->cols[r->ncols], f, n);
+            r->cols[r->ncols][n] = '\0';
+            r->ncols++;
+            if (!comma)
+                break;
+            f = comma + 1;
+        }
+        r->p = next;
+        return 1;
+    }
+}
+
+typedef struct col_want {
+    const char *name;
+    bool required;
+    int idx;
+} col_want;
+
+static int csv_header(csv_reader *r, col_want *want, int nwant, ts_err *err)
+{
+    int rc = csv_row(r, err);
+    if (rc < 0)
+        return rc;
+    if (rc == 0)
+        return ts_err_set(err, TS_EINVAL, "%s: empty file (expected a header row)", r->fname);
+    for (int w = 0; w < nwant; w++) {
+        want[w].idx = -1;
+        for (int c = 0; c < r->ncols; c++)
+            if (strcmp(r->cols[c], want[w].name) == 0)
+                want[w].idx = c;
+        if (want[w].required && want[w].idx < 0)
+            return ts_err_set(err, TS_EINVAL, "%s:%d: header: missing column \"%s\"", r->fname,
+                              r->line, want[w].name);
+    }
+    return 0;
+}
+
+static const char *field(const csv_reader *r, const col_want *w)
+{
+    return w->idx >= 0 && w->idx < r->ncols ? r->cols[w->idx] : NULL;
+}
+
+static int parse_nonneg(const csv_reader *r, const col_want *w, int64_t max, int64_t *out,
+                        ts_err *err)
+{
+    const char *s = field(r, w);
+    if (!s)
+        return ts_err_set(err, TS_EINVAL, "%s:%d: %s: missing field", r->fname, r->line,
+                          w->name);
+    if (!*s)
+        return ts_err_set(err, TS_EINVAL, "%s:%d: %s: empty, expected a number", r->fname,
+                          r->line, w->name);
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (*end || errno || s[0] == '+' || s[0] == ' ')
+        return ts_err_set(err, TS_EINVAL, "%s:%d: %s: not a whole number: \"%s\"", r->fname,
+                          r->line, w->name, s);
+    if (v < 0)
+        return ts_err_set(err, TS_EINVAL, "%s:%d: %s: must not be negative, got %lld",
+                          r->fname, r->line, w->name, v);
+    if (v > max)
+        return ts_err_set(err, TS_EINVAL, "%s:%d: %s: %lld is larger than %lld", r->fname,
+                          r->line, w->name, v, (long long)max);
+    *out = v;
+    return 0;
+}
+
+#define CSV_MAX_CPU_MILLI (1LL << 32)
+#define CSV_MAX_MEM_MIB (1LL << 32)
+
+int ts_load_nodes_csv(const char *buf, size_t len, const char *fname, ts_cluster **out,
+                      ts_err *err)
+{
+    *out = NULL;
+    csv_reader *r = calloc(1, sizeof *r);
+    ts_cluster *c = ts_cluster_new();
+    int rc = TS_ENOMEM;
+    if (!r || !c) {
+        ts_err_set(err, rc, "%s: out of memory", fname);
+        goto fail;
+    }
+    r->p = buf;
+    r->end = buf + len;
+    r->fname = fname;
+    enum { SN, CPU, MEM, GPU, MODEL, NCOL };
+    col_want w[NCOL] = {{"sn", true, -1},
+                        {"cpu_milli", true, -1},
+                        {"memory_mib", true, -1},
+                        {"gpu", true, -1},
+                        {"model", true, -1}};
+    if ((rc = csv_header(r, w, NCOL, err)) < 0)
+        goto fail;
+    while ((rc = csv_row(r, err)) > 0) {
+        int64_t cpu, mem, ngpu;
+        const char *name = field(r, &w[SN]);
+        const char *model = field(r, &w[MODEL]);
+        if ((rc = parse_nonneg(r, &w[CPU], CSV_MAX_CPU_MILLI, &cpu, err)) < 0 ||
+            (rc = parse_nonneg(r, &w[MEM], CSV_MAX_MEM_MIB, &mem, err)) < 0 ||
+            (rc = parse_nonneg(r, &w[GPU], TS_NODE_MAX_GPUS, &ngpu, err)) < 0)
+            goto fail;
+        if (!name || !*name) {
+            rc = ts_err_set(err, TS_EINVAL, "%s:%d: sn: empty node name", fname, r->line);
+            goto fail;
+        }
+        if (!model) {
+            rc = ts_err_set(err, TS_EINVAL, "%s:%d: model: missing field", fname, r->line);
+            goto fail;
+        }
+        ts_node_spec s = {.name = name,
+                          .gpu_model = model,
+                          .ngpu = (int)ngpu,
+                          .cpu_milli = cpu,
+                          .mem_mib = mem,
+                          .gpu_mode = TS_GPU_SHARED};
+        if ((rc = ts_cluster_add_node(c, &s, err)) < 0) {
+            ts_err_prefix(err, "%s:%d: ", fname, r->line);
+            goto fail;
+        }
+    }
+    if (rc < 0)
+        goto fail;
+    if (c->nnodes == 0) {
+        rc = ts_err_set(err, TS_EINVAL, "%s: no nodes (header only)", fname);
+        goto fail;
+    }
+    free(r);
+    *out = c;
+    return 0;
+fail:
+    free(r);
+    ts_cluster_free(c);
+    return rc;
+}
+
+void ts_workload_free(ts_workload *w)
+{
+    if (!w)
+        return;
+    free(w->pods);
+    free(w->specs);
+    free(w->spec_count);
+    free(w);
+}
+
+static bool same_spec(const ts_request *a, const ts_request *b)
+{
+    return a->cpu_milli == b->cpu_milli && a->gpu_milli == b->gpu_milli &&
+           a->num_gpu == b->num_gpu && a->model_mask == b->model_mask &&
+           a->mig_profile == b->mig_profile;
+}
+
+static int intern_spec(ts_workload *w, const ts_request *req, int *cap)
+{
+    for (int i = 0; i < w->nspecs; i++)
+        if (same_spec(&w->specs[i], req)) {
+            w->spec_count[i]++;
+            return i;
+        }
+    if (w->nspecs == *cap) {
+        int ncap = *cap ? *cap * 2 : 64;
+        ts_request *s = realloc(w->specs, (size_t)ncap * sizeof *s);
+        if (!s)
+            return TS_ENOMEM;
+        w->specs = s;
+        int *cnt = realloc(w->spec_count, (size_t)ncap * sizeof *cnt);
+        if (!cnt)
+            return TS_ENOMEM;
+        w->spec_count = cnt;
+        *cap = ncap;
+    }
+    w->specs[w->nspecs] = *req;
+    w->specs[w->nspecs].mem_mib = 0; /* classes ignore memory */
+    w->spec_count[w->nspecs] = 1;
+    return w->nspecs++;
+}
+
+int ts_load_pods_csv(const char *buf, size_t len, const char *fname, ts_workload **out,
+                     ts_err *err)
+{
+    *out = NULL;
+    csv_reader *r = calloc(1, sizeof *r);
+    ts_workload *wl = calloc(1, sizeof *wl);
+    int rc = TS_ENOMEM, pod_cap = 0, spec_cap = 0;
+    if (!r || !wl) {
+        ts_err_set(err, rc, "%s: out of memory", fname);
+        goto fail;
+    }
+    r->p = buf;
+    r->end = buf + len;
+    r->fname = fname;
+    enum { NAME, CPU, MEM, NGPU, MILLI, SPEC, NCOL };
+    col_want w[NCOL] = {{"name", true, -1},     {"cpu_milli", true, -1},
+                        {"memory_mib", true, -1}, {"num_gpu", true, -1},
+                        {"gpu_milli", true, -1},  {"gpu_spec", false, -1}};
+    if ((rc = csv_header(r, w, NCOL, err)) < 0)
+        goto fail;
+    while ((rc = csv_row(r, err)) > 0) {
+        ts_request q = {.mig_profile = -1};
+        int64_t ngpu, milli;
+        const char *name = field(r, &w[NAME]);
+        if (!name || !*name || strlen(name) >= TS_NAME_MAX) {
+            rc = ts_err_set(err, TS_EINVAL, "%s:%d: name: must be 1..%d characters", fname,
+                            r->line, TS_NAME_MAX - 1);
+            goto fail;
+        }
+        if ((rc = parse_nonneg(r, &w[CPU], CSV_MAX_CPU_MILLI, &q.cpu_milli, err)) < 0 ||
+            (rc = parse_nonneg(r, &w[MEM], CSV_MAX_MEM_MIB, &q.mem_mib, err)) < 0 ||
+            (rc = parse_nonneg(r, &w[NGPU], TS_NODE_MAX_GPUS, &ngpu, err)) < 0 ||
+            (rc = parse_nonneg(r, &w[MILLI], TS_MILLI_PER_GPU, &milli, err)) < 0)
+            goto fail;
+        q.num_gpu = (int32_t)ngpu;
+        q.gpu_milli = (int32_t)milli;
+        const char *spec = field(r, &w[SPEC]);
+        if (spec && (rc = ts_gpu_model_mask_parse(spec, &q.model_mask, err)) < 0) {
+            ts_err_prefix(err, "%s:%d: gpu_spec: ", fname, r->line);
+            goto fail;
+        }
+        if ((rc = ts_request_check(&q, err)) < 0) {
+            ts_err_prefix(err, "%s:%d: ", fname, r->line);
+            goto fail;
+        }
+        if (wl->npods == pod_cap) {
+            int ncap = pod_cap ? pod_cap * 2 : 1024;
+            ts_pod *np = realloc(wl->pods, (size_t)ncap * sizeof *np);
+            if (!np) {
+                rc = ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
+                goto fail;
+            }
+            wl->pods = np;
+            pod_cap = ncap;
+        }
+        ts_pod *p = &wl->pods[wl->npods];
+        memset(p, 0, sizeof *p);
+        strcpy(p->name, name);
+        p->req = q;
+        int k = intern_spec(wl, &q, &spec_cap);
+        if (k < 0) {
+            rc = ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
+            goto fail;
+        }
+        p->spec_key = (uint32_t)k;
+        wl->npods++;
+    }
+    if (rc < 0)
+        goto fail;
+    if (wl->npods == 0) {
+        rc = ts_err_set(err, TS_EINVAL, "%s: no pods (header only)", fname);
+        goto fail;
+    }
+    free(r);
+    *out = wl;
+    return 0;
+fail:
+    free(r);
+    ts_workload_free(wl);
+    return rc;
+}

@@ -1,0 +1,174 @@
+/*
+ * frag.c - the fragmentation measure (see frag.h for the definition).
+ *
+ * The typical-pod list is computed once per workload; the per-node amount is
+ * a short double loop over classes and GPUs on a small value type
+ * (ts_frag_shape), so scorers can ask "what would F be if this pod went to
+ * GPU 3" by editing a copy of the shape, with no allocation and no effect on
+ * the cluster. The tracker keeps sum F and sum U for the whole cluster and
+ * is updated per touched node, which is what makes logging the measure after
+ * every one of ~10,000 pod events cheap.
+ */
+#include "tessera/frag.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct class_rank {
+    int idx;
+    int count;
+} class_rank;
+
+static int cmp_int64_desc(int64_t a, int64_t b) { return a > b ? -1 : a < b ? 1 : 0; }
+
+/* Orders classes by count, then by larger cpu, share, GPU count and model
+ * mask, so equal counts keep a fixed order independent of input order. */
+static int rank_cmp(const class_rank *x, const class_rank *y, const ts_workload *w)
+{
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    const ts_request *a = &w->specs[x->idx], *b = &w->specs[y->idx];
+    int c;
+    if ((c = cmp_int64_desc(a->cpu_milli, b->cpu_milli)) ||
+        (c = cmp_int64_desc(a->gpu_milli, b->gpu_milli)) ||
+        (c = cmp_int64_desc(a->num_gpu, b->num_gpu)) ||
+        (c = cmp_int64_desc(a->model_mask, b->model_mask)))
+        return c;
+    return 0;
+}
+
+int ts_typical_from_workload(const ts_workload *w, double coverage, ts_typical *out,
+                             ts_err *err)
+{
+    memset(out, 0, sizeof *out);
+    class_rank *r = malloc((size_t)(w->nspecs ? w->nspecs : 1) * sizeof *r);
+    if (!r)
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    for (int i = 0; i < w->nspecs; i++)
+        r[i] = (class_rank){i, w->spec_count[i]};
+    /* insertion sort: a few hundred classes at most, and no global comparator
+     * state (qsort has no context argument in C11) */
+    for (int i = 1; i < w->nspecs; i++) {
+        class_rank v = r[i];
+        int j = i - 1;
+        while (j >= 0 && rank_cmp(&v, &r[j], w) < 0) {
+            r[j + 1] = r[j];
+            j--;
+        }
+        r[j + 1] = v;
+    }
+    int64_t cum = 0;
+    int n = 0;
+    while (n < w->nspecs && (double)cum < coverage * w->npods)
+        cum += r[n++].count;
+    out->req = malloc((size_t)(n ? n : 1) * sizeof *out->req);
+    out->p = malloc((size_t)(n ? n : 1) * sizeof *out->p);
+    out->count = malloc((size_t)(n ? n : 1) * sizeof *out->count);
+    if (!out->req || !out->p || !out->count) {
+        free(r);
+        ts_typical_free(out);
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        out->req[i] = w->specs[r[i].idx];
+        out->count[i] = r[i].count;
+        out->p[i] = (double)r[i].count / (double)cum;
+    }
+    out->n = n;
+    free(r);
+    return 0;
+}
+
+void ts_typical_free(ts_typical *t)
+{
+    free(t->req);
+    free(t->p);
+    free(t->count);
+    memset(t, 0, sizeof *t);
+}
+
+void ts_frag_shape_of(const ts_node *n, ts_frag_shape *s)
+{
+    s->model = n->model;
+    s->ngpu = n->ngpu;
+    s->cpu_left = n->cpu_milli - n->cpu_used;
+    for (int i = 0; i < n->ngpu; i++)
+        s->free[i] = ts_gpu_free_milli(&n->gpu[i]);
+}
+
+double ts_frag_shape_amount(const ts_frag_shape *s, const ts_typical *t)
+{
+    int64_t idle = 0;
+    for (int i = 0; i < s->ngpu; i++)
+        idle += s->free[i];
+    if (idle == 0)
+        return 0.0;
+    double f = 0.0;
+    for (int j = 0; j < t->n; j++) {
+        const ts_request *q = &t->req[j];
+        int64_t frag_j = idle;
+        bool allowed = q->model_mask == 0 || (s->model >= 0 && ((q->model_mask >> s->model) & 1u));
+        if (q->num_gpu > 0 && allowed && s->cpu_left >= q->cpu_milli) {
+            int fit = 0;
+            int64_t sliver = 0;
+            for (int i = 0; i < s->ngpu; i++) {
+                if (s->free[i] >= q->gpu_milli)
+                    fit++;
+                else
+                    sliver += s->free[i];
+            }
+            if (fit >= q->num_gpu)
+                frag_j = sliver;
+        }
+        f += t->p[j] * (double)frag_j;
+    }
+    return f;
+}
+
+double ts_frag_node(const ts_node *n, const ts_typical *t)
+{
+    ts_frag_shape s;
+    ts_frag_shape_of(n, &s);
+    return ts_frag_shape_amount(&s, t);
+}
+
+int64_t ts_frag_idle(const ts_node *n) { return n->milli_free; }
+
+int ts_frag_tracker_init(ts_frag_tracker *t, const ts_cluster *c, const ts_typical *typ,
+                         ts_err *err)
+{
+    memset(t, 0, sizeof *t);
+    t->typ = typ;
+    t->nnodes = c->nnodes;
+    t->node_f = calloc((size_t)(c->nnodes ? c->nnodes : 1), sizeof *t->node_f);
+    t->node_u = calloc((size_t)(c->nnodes ? c->nnodes : 1), sizeof *t->node_u);
+    if (!t->node_f || !t->node_u) {
+        ts_frag_tracker_free(t);
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < c->nnodes; i++) {
+        t->node_f[i] = ts_frag_node(&c->nodes[i], typ);
+        t->node_u[i] = ts_frag_idle(&c->nodes[i]);
+        t->sum_f += t->node_f[i];
+        t->sum_u += t->node_u[i];
+    }
+    return 0;
+}
+
+void ts_frag_tracker_update(ts_frag_tracker *t, const ts_cluster *c, int i)
+{
+    double f = ts_frag_node(&c->nodes[i], t->typ);
+    int64_t u = ts_frag_idle(&c->nodes[i]);
+    t->sum_f += f - t->node_f[i];
+    t->sum_u += u - t->node_u[i];
+    t->node_f[i] = f;
+    t->node_u[i] = u;
+}
+
+void ts_frag_tracker_free(ts_frag_tracker *t)
+{
+    free(t->node_f);
+    free(t->node_u);
+    t->node_f = NULL;
+    t->node_u = NULL;
+}
