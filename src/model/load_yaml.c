@@ -841,11 +841,13 @@ static int parse_failed(const loader *L, const yaml_parser_t *p)
     int line = (int)p->problem_mark.line + 1;
     if (p->error == YAML_MEMORY_ERROR)
         return ts_err_set(L->err, TS_ENOMEM, "%s: out of memory parsing YAML", L->fname);
-    if (p->context)
-        return ts_err_set(L->err, TS_EINVAL, "%s:%d: malformed YAML: %s %s", L->fname, line,
-                          p->problem ? p->problem : "error", p->context);
-    return ts_err_set(L->err, TS_EINVAL, "%s:%d: malformed YAML: %s", L->fname, line,
-                      p->problem ? p->problem : "error");
+    if (p->context && (int)p->context_mark.line + 1 != line)
+        return ts_err_set(L->err, TS_EINVAL, "%s:%d: malformed YAML: %s %s (started at line %d)",
+                          L->fname, line, p->problem ? p->problem : "error", p->context,
+                          (int)p->context_mark.line + 1);
+    return ts_err_set(L->err, TS_EINVAL, "%s:%d: malformed YAML: %s%s%s", L->fname, line,
+                      p->problem ? p->problem : "error", p->context ? " " : "",
+                      p->context ? p->context : "");
 }
 
 static int load_document(loader *L)

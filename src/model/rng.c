@@ -55,20 +55,28 @@ uint64_t ts_rng_below(ts_rng *rng, uint64_t bound)
 
 double ts_rng_double(ts_rng *rng) { return (double)(ts_rng_next(rng) >> 11) * 0x1.0p-53; }
 
-#define SHUFFLE_TMP_MAX 512
+/* Swaps two elements in chunks, so any element size works without a
+ * temporary of that size. */
+static void swap_bytes(unsigned char *a, unsigned char *b, size_t size)
+{
+    unsigned char tmp[64];
+    while (size) {
+        size_t k = size < sizeof tmp ? size : sizeof tmp;
+        memcpy(tmp, a, k);
+        memcpy(a, b, k);
+        memcpy(b, tmp, k);
+        a += k;
+        b += k;
+        size -= k;
+    }
+}
 
 void ts_rng_shuffle(ts_rng *rng, void *base, int n, int size)
 {
-    unsigned char tmp[SHUFFLE_TMP_MAX];
     unsigned char *b = base;
-    if (size > SHUFFLE_TMP_MAX)
-        return;
     for (int i = n - 1; i > 0; i--) {
         int j = (int)ts_rng_below(rng, (uint64_t)i + 1);
-        if (j == i)
-            continue;
-        memcpy(tmp, b + (size_t)i * size, (size_t)size);
-        memcpy(b + (size_t)i * size, b + (size_t)j * size, (size_t)size);
-        memcpy(b + (size_t)j * size, tmp, (size_t)size);
+        if (j != i)
+            swap_bytes(b + (size_t)i * (size_t)size, b + (size_t)j * (size_t)size, (size_t)size);
     }
 }

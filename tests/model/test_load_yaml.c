@@ -184,9 +184,10 @@ static void test_ranges(void **state)
     ts_cluster *c = load_text("node_classes:\n"
                               "  c: {cpu_milli: 1000, memory_mib: 1024}\n"
                               "nodes:\n"
-                              "  - {names: r-[008-011], class: c}\n"
+                              "  - {names: 'r-[008-011]', class: c}\n"
                               "  - {names: 'x[1-2,05,7-8]y', class: c}\n"
-                              "  - {names: big-[99-100], class: c}\n");
+                              "  - names: big-[99-100]\n"
+                              "    class: c\n");
     static const char *const want[] = {"r-008", "r-009", "r-010", "r-011", "x1y",
                                        "x2y",   "x05y",  "x7y",   "x8y",   "big-99",
                                        "big-100"};
@@ -234,8 +235,8 @@ typedef struct bad_case {
 static const bad_case BAD[] = {
     {"empty", "", "empty file"},
     {"comments only", "# nothing here\n\n", "empty file"},
-    {"malformed", "nodes: [a, b\n#<", "malformed YAML"},
-    {"tab indent", "node_classes:\n\th100: {}\n#<", "malformed YAML"},
+    {"malformed", "nodes:\n  - a: b: c  #<\n", "malformed YAML: mapping values are not allowed"},
+    {"tab indent", "node_classes:\n\th100: {}  #<\n", "malformed YAML"},
     {"root is a list", "- a\n- b\n", "top level: must be a mapping"},
     {"unknown top key", "nodez: []  #<\n", "top level: unknown key \"nodez\""},
     {"no nodes", CLASSES, "nodes: required"},
@@ -405,6 +406,20 @@ static void test_bad_data_files(void **state)
     }
 }
 
+/* libyaml notices an unclosed list at the end of input (line 3); the message
+ * also names the line where the list began. */
+static void test_unclosed_list(void **state)
+{
+    (void)state;
+    const char *text = "nodes: [a, b\n\n";
+    ts_cluster *c = NULL;
+    ts_err err = {0};
+    assert_int_equal(ts_load_cluster_yaml(text, strlen(text), "t.yaml", &c, &err), TS_EINVAL);
+    assert_null(c);
+    assert_non_null(strstr(err.msg, "t.yaml:3: malformed YAML: "));
+    assert_non_null(strstr(err.msg, "while parsing a flow sequence (started at line 1)"));
+}
+
 /* The loader reads exactly len bytes: no NUL terminator needed. */
 static void test_not_nul_terminated(void **state)
 {
@@ -428,6 +443,7 @@ int main(void)
         cmocka_unit_test(test_two_levels_default_domain),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_bad_data_files),
+        cmocka_unit_test(test_unclosed_list),
         cmocka_unit_test(test_not_nul_terminated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
