@@ -30,7 +30,10 @@ typedef struct ts_typical {
     int n;
     ts_request *req;  /* cpu_milli, gpu_milli, num_gpu, model_mask of each class */
     double *p;        /* weights, summing to 1 */
-    int *count;       /* pods of the class in the source list */
+    int64_t *count;   /* the class's weight: pods, or GPU milli asked (ts_typical_build) */
+    int64_t *mem_mib; /* mean memory request of the class's pods */
+    bool mem_aware;   /* count a node short of a class's memory as fragment
+                         (Tessera's measure; the published one ignores memory) */
 } ts_typical;
 
 /* The most frequent classes of w (by pod count, ties broken by larger cpu,
@@ -39,6 +42,14 @@ typedef struct ts_typical {
  * Returns 0 or TS_ENOMEM; free with ts_typical_free. */
 int ts_typical_from_workload(const ts_workload *w, double coverage, ts_typical *out,
                              ts_err *err);
+
+/* How classes are weighted: by pod count (the published measure), or by the
+ * GPU they ask for (count x GPUs x share; CPU-only classes drop out), which
+ * makes the measure "expected GPU demand that cannot be served" and keeps
+ * rare but large multi-GPU classes in the list. */
+enum ts_typical_weight { TS_TYPICAL_BY_COUNT = 0, TS_TYPICAL_BY_GPU = 1 };
+int ts_typical_build(const ts_workload *w, double coverage, int weight, ts_typical *out,
+                     ts_err *err);
 void ts_typical_free(ts_typical *t);
 
 /* A node as the measure sees it: enough to evaluate "what if" placements
@@ -47,6 +58,7 @@ typedef struct ts_frag_shape {
     int model;
     int ngpu;
     int64_t cpu_left;
+    int64_t mem_left;
     int32_t free[TS_NODE_MAX_GPUS]; /* free milli per GPU (0 for MIG GPUs) */
 } ts_frag_shape;
 

@@ -29,14 +29,14 @@ int ts_load_nodes_csv(const char *buf, size_t len, const char *fname, ts_cluster
 typedef struct ts_pod {
     char name[TS_NAME_MAX];
     ts_request req;
-    uint32_t spec_key;   /* index of its (cpu, gpu_milli, num_gpu, model_mask) class */
+    uint32_t spec_key;   /* index of its request class in specs */
 } ts_pod;
 
 typedef struct ts_workload {
     ts_pod *pods;
     int npods;
-    /* distinct (cpu_milli, gpu_milli, num_gpu, model_mask) classes, in order of
-     * first appearance; pods[i].spec_key indexes these */
+    /* distinct requests (cpu_milli, mem_mib, gpu_milli, num_gpu, model_mask),
+     * in order of first appearance; pods[i].spec_key indexes these */
     ts_request *specs;
     int *spec_count;
     int nspecs;

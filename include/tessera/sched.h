@@ -13,7 +13,7 @@
  * node's version, and a placement recomputes only the node it changed. That
  * is what lets FGD-style scorers place tens of thousands of pods per second.
  *
- * Ownership: the placer borrows the cluster and the typical-pod list (both
+ * Ownership: the placer borrows the cluster and what env points to (all
  * must outlive it) and owns its cache and scorer state. Not thread-safe; one
  * placer per thread.
  */
@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "tessera/frag.h"
+#include "tessera/load.h"
 #include "tessera/model.h"
 #include "tessera/rng.h"
 
@@ -34,6 +35,7 @@ extern "C" {
 typedef struct ts_sched_env {
     const ts_cluster *cluster;
     const ts_typical *typical;   /* may be NULL for scorers that do not use it */
+    const ts_workload *workload; /* the expected request mix, may be NULL */
 } ts_sched_env;
 
 struct ts_scorer_ops {
@@ -63,7 +65,7 @@ typedef struct ts_placer ts_placer;
 /* nclasses: how many request classes cacheable scores are kept for (the
  * workload's nspecs); 0 disables the cache. */
 ts_placer *ts_placer_new(ts_cluster *c, const struct ts_scorer_ops *ops,
-                         const ts_typical *typical, int nclasses, uint64_t seed, ts_err *err);
+                         const ts_sched_env *env, int nclasses, uint64_t seed, ts_err *err);
 void ts_placer_free(ts_placer *p);
 
 /* Places r (class id `cls` in 0..nclasses-1, or -1 for none): picks the best

@@ -206,7 +206,8 @@ void ts_workload_free(ts_workload *w)
 
 static bool same_spec(const ts_request *a, const ts_request *b)
 {
-    return a->cpu_milli == b->cpu_milli && a->gpu_milli == b->gpu_milli &&
+    return a->cpu_milli == b->cpu_milli && a->mem_mib == b->mem_mib &&
+           a->gpu_milli == b->gpu_milli &&
            a->num_gpu == b->num_gpu && a->model_mask == b->model_mask &&
            a->mig_profile == b->mig_profile;
 }
@@ -231,7 +232,6 @@ static int intern_spec(ts_workload *w, const ts_request *req, int *cap)
         *cap = ncap;
     }
     w->specs[w->nspecs] = *req;
-    w->specs[w->nspecs].mem_mib = 0; /* classes ignore memory */
     w->spec_count[w->nspecs] = 1;
     return w->nspecs++;
 }

@@ -16,18 +16,18 @@
 
 typedef struct class_rank {
     int idx;
-    int count;
+    int64_t count;
 } class_rank;
 
 static int cmp_int64_desc(int64_t a, int64_t b) { return a > b ? -1 : a < b ? 1 : 0; }
 
 /* Orders classes by count, then by larger cpu, share, GPU count and model
  * mask, so equal counts keep a fixed order independent of input order. */
-static int rank_cmp(const class_rank *x, const class_rank *y, const ts_workload *w)
+static int rank_cmp(const class_rank *x, const class_rank *y, const ts_request *groups)
 {
     if (x->count != y->count)
         return x->count > y->count ? -1 : 1;
-    const ts_request *a = &w->specs[x->idx], *b = &w->specs[y->idx];
+    const ts_request *a = &groups[x->idx], *b = &groups[y->idx];
     int c;
     if ((c = cmp_int64_desc(a->cpu_milli, b->cpu_milli)) ||
         (c = cmp_int64_desc(a->gpu_milli, b->gpu_milli)) ||
@@ -37,21 +37,61 @@ static int rank_cmp(const class_rank *x, const class_rank *y, const ts_workload 
     return 0;
 }
 
+static bool same_group(const ts_request *a, const ts_request *b)
+{
+    return a->cpu_milli == b->cpu_milli && a->gpu_milli == b->gpu_milli &&
+           a->num_gpu == b->num_gpu && a->model_mask == b->model_mask &&
+           a->mig_profile == b->mig_profile;
+}
+
 int ts_typical_from_workload(const ts_workload *w, double coverage, ts_typical *out,
                              ts_err *err)
 {
+    return ts_typical_build(w, coverage, TS_TYPICAL_BY_COUNT, out, err);
+}
+
+static int64_t class_weight(const ts_request *q, int64_t count, int weight)
+{
+    return weight == TS_TYPICAL_BY_GPU ? count * q->num_gpu * q->gpu_milli : count;
+}
+
+int ts_typical_build(const ts_workload *w, double coverage, int weight, ts_typical *out,
+                     ts_err *err)
+{
     memset(out, 0, sizeof *out);
-    class_rank *r = malloc((size_t)(w->nspecs ? w->nspecs : 1) * sizeof *r);
-    if (!r)
-        return ts_err_set(err, TS_ENOMEM, "out of memory");
-    for (int i = 0; i < w->nspecs; i++)
-        r[i] = (class_rank){i, w->spec_count[i]};
-    /* insertion sort: a few hundred classes at most, and no global comparator
+    size_t cap = (size_t)(w->nspecs ? w->nspecs : 1);
+    ts_request *greq = malloc(cap * sizeof *greq);
+    double *gmem = calloc(cap, sizeof *gmem);
+    class_rank *r = malloc(cap * sizeof *r);
+    int ng = 0;
+    if (!greq || !gmem || !r)
+        goto oom;
+    /* group the workload's classes, ignoring memory */
+    for (int k = 0; k < w->nspecs; k++) {
+        int g = 0;
+        while (g < ng && !same_group(&greq[g], &w->specs[k]))
+            g++;
+        if (g == ng) {
+            greq[g] = w->specs[k];
+            greq[g].mem_mib = 0;
+            r[g] = (class_rank){g, 0};
+            ng++;
+        }
+        r[g].count += w->spec_count[k];
+        gmem[g] += (double)w->specs[k].mem_mib * w->spec_count[k];
+    }
+    int64_t total = 0;
+    for (int g = 0; g < ng; g++) {
+        gmem[g] /= r[g].count;
+        r[g].count = (int)class_weight(&greq[g], r[g].count, weight);
+        total += r[g].count;
+    }
+    /* insertion sort: a few hundred groups at most, and no global comparator
      * state (qsort has no context argument in C11) */
-    for (int i = 1; i < w->nspecs; i++) {
+    for (int i = 1; i < ng; i++) {
         class_rank v = r[i];
         int j = i - 1;
-        while (j >= 0 && rank_cmp(&v, &r[j], w) < 0) {
+        while (j >= 0 && rank_cmp(&v, &r[j], greq) < 0) {
             r[j + 1] = r[j];
             j--;
         }
@@ -59,24 +99,32 @@ int ts_typical_from_workload(const ts_workload *w, double coverage, ts_typical *
     }
     int64_t cum = 0;
     int n = 0;
-    while (n < w->nspecs && (double)cum < coverage * w->npods)
+    while (n < ng && r[n].count > 0 && (double)cum < coverage * (double)total)
         cum += r[n++].count;
-    out->req = malloc((size_t)(n ? n : 1) * sizeof *out->req);
-    out->p = malloc((size_t)(n ? n : 1) * sizeof *out->p);
-    out->count = malloc((size_t)(n ? n : 1) * sizeof *out->count);
-    if (!out->req || !out->p || !out->count) {
-        free(r);
-        ts_typical_free(out);
-        return ts_err_set(err, TS_ENOMEM, "out of memory");
-    }
+    size_t nn = (size_t)(n ? n : 1);
+    out->req = malloc(nn * sizeof *out->req);
+    out->p = malloc(nn * sizeof *out->p);
+    out->count = malloc(nn * sizeof *out->count);
+    out->mem_mib = malloc(nn * sizeof *out->mem_mib);
+    if (!out->req || !out->p || !out->count || !out->mem_mib)
+        goto oom;
     for (int i = 0; i < n; i++) {
-        out->req[i] = w->specs[r[i].idx];
+        out->req[i] = greq[r[i].idx];
         out->count[i] = r[i].count;
         out->p[i] = (double)r[i].count / (double)cum;
+        out->mem_mib[i] = (int64_t)gmem[r[i].idx];
     }
     out->n = n;
+    free(greq);
+    free(gmem);
     free(r);
     return 0;
+oom:
+    free(greq);
+    free(gmem);
+    free(r);
+    ts_typical_free(out);
+    return ts_err_set(err, TS_ENOMEM, "out of memory");
 }
 
 void ts_typical_free(ts_typical *t)
@@ -84,6 +132,7 @@ void ts_typical_free(ts_typical *t)
     free(t->req);
     free(t->p);
     free(t->count);
+    free(t->mem_mib);
     memset(t, 0, sizeof *t);
 }
 
@@ -92,6 +141,7 @@ void ts_frag_shape_of(const ts_node *n, ts_frag_shape *s)
     s->model = n->model;
     s->ngpu = n->ngpu;
     s->cpu_left = n->cpu_milli - n->cpu_used;
+    s->mem_left = n->mem_mib - n->mem_used;
     for (int i = 0; i < n->ngpu; i++)
         s->free[i] = ts_gpu_free_milli(&n->gpu[i]);
 }
@@ -108,7 +158,8 @@ double ts_frag_shape_amount(const ts_frag_shape *s, const ts_typical *t)
         const ts_request *q = &t->req[j];
         int64_t frag_j = idle;
         bool allowed = q->model_mask == 0 || (s->model >= 0 && ((q->model_mask >> s->model) & 1u));
-        if (q->num_gpu > 0 && allowed && s->cpu_left >= q->cpu_milli) {
+        bool mem_ok = !t->mem_aware || s->mem_left >= t->mem_mib[j];
+        if (q->num_gpu > 0 && allowed && s->cpu_left >= q->cpu_milli && mem_ok) {
             int fit = 0;
             int64_t sliver = 0;
             for (int i = 0; i < s->ngpu; i++) {

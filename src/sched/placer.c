@@ -31,7 +31,7 @@ struct ts_placer {
 };
 
 ts_placer *ts_placer_new(ts_cluster *c, const struct ts_scorer_ops *ops,
-                         const ts_typical *typical, int nclasses, uint64_t seed, ts_err *err)
+                         const ts_sched_env *env, int nclasses, uint64_t seed, ts_err *err)
 {
     ts_placer *p = calloc(1, sizeof *p);
     if (!p) {
@@ -41,8 +41,9 @@ ts_placer *ts_placer_new(ts_cluster *c, const struct ts_scorer_ops *ops,
     p->c = c;
     p->ops = ops;
     ts_rng_seed(&p->rng, seed);
-    ts_sched_env env = {.cluster = c, .typical = typical};
-    if (ops->init && ops->init(&p->state, &env, err) != 0) {
+    ts_sched_env e = *env;
+    e.cluster = c;
+    if (ops->init && ops->init(&p->state, &e, err) != 0) {
         free(p);
         return NULL;
     }
