@@ -196,6 +196,10 @@ bool ts_node_fits(const ts_node *node, const ts_request *req);
  * Returns TS_ENOSPC if the request does not fit. */
 int ts_node_choose_gpus(const ts_node *node, const ts_request *req, ts_alloc *alloc);
 
+/* Can GPU i of node take the share r (SHARED mode, enough free milli and GPU
+ * memory)? For scorers that choose the GPU of a share themselves. */
+bool ts_node_gpu_takes_share(const ts_node *node, int i, const ts_request *req);
+
 /* Binds alloc (which must come from a fit check) to the node, updating the
  * aggregates and version. TS_ENOSPC (and no change) if it does not fit. */
 int ts_node_assign(ts_node *node, const ts_request *req, const ts_alloc *alloc);

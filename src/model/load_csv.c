@@ -13,6 +13,7 @@
 #include "tessera/load.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,9 +24,21 @@ typedef struct csv_reader {
     const char *p, *end;
     const char *fname;
     int line;
+    int header_line; /* 0 until the header row is read */
     int ncols;
     char cols[CSV_MAX_COLS][CSV_FIELD_MAX];
+    int nhdr;
+    char hdr[CSV_MAX_COLS][CSV_FIELD_MAX]; /* header names, for messages */
 } csv_reader;
+
+/* Column c's header name, or "column N" while reading the header itself. */
+static const char *col_name(const csv_reader *r, int c, char *buf, size_t cap)
+{
+    if (c < r->nhdr && r->hdr[c][0])
+        return r->hdr[c];
+    snprintf(buf, cap, "column %d", c + 1);
+    return buf;
+}
 
 /* Reads one row into r->cols. Returns 1 for a row, 0 at end, <0 on error. */
 static int csv_row(csv_reader *r, ts_err *err)
@@ -52,13 +65,15 @@ static int csv_row(csv_reader *r, ts_err *err)
                 return ts_err_set(err, TS_EINVAL, "%s:%d: more than %d columns", r->fname,
                                   r->line, CSV_MAX_COLS);
             size_t n = (size_t)(fe - f);
+            char cn[32];
             if (n >= CSV_FIELD_MAX)
-                return ts_err_set(err, TS_EINVAL, "%s:%d: column %d: field longer than %d bytes",
-                                  r->fname, r->line, r->ncols + 1, CSV_FIELD_MAX - 1);
+                return ts_err_set(err, TS_EINVAL, "%s:%d: %s: field longer than %d bytes",
+                                  r->fname, r->line, col_name(r, r->ncols, cn, sizeof cn),
+                                  CSV_FIELD_MAX - 1);
             if (memchr(f, '"', n) || memchr(f, '\0', n))
                 return ts_err_set(err, TS_EINVAL,
-                                  "%s:%d: column %d: quotes and NUL bytes are not allowed",
-                                  r->fname, r->line, r->ncols + 1);
+                                  "%s:%d: %s: quotes and NUL bytes are not allowed", r->fname,
+                                  r->line, col_name(r, r->ncols, cn, sizeof cn));
             memcpy(r->cols[r->ncols], f, n);
             r->cols[r->ncols][n] = '\0';
             r->ncols++;
@@ -83,7 +98,11 @@ static int csv_header(csv_reader *r, col_want *want, int nwant, ts_err *err)
     if (rc < 0)
         return rc;
     if (rc == 0)
-        return ts_err_set(err, TS_EINVAL, "%s: empty file (expected a header row)", r->fname);
+        return ts_err_set(err, TS_EINVAL, "%s:1: header: empty file (expected a header row)",
+                          r->fname);
+    r->header_line = r->line;
+    r->nhdr = r->ncols;
+    memcpy(r->hdr, r->cols, sizeof r->hdr);
     for (int w = 0; w < nwant; w++) {
         want[w].idx = -1;
         for (int c = 0; c < r->ncols; c++)
@@ -164,6 +183,11 @@ int ts_load_nodes_csv(const char *buf, size_t len, const char *fname, ts_cluster
             rc = ts_err_set(err, TS_EINVAL, "%s:%d: sn: empty node name", fname, r->line);
             goto fail;
         }
+        if (strlen(name) >= TS_NAME_MAX) {
+            rc = ts_err_set(err, TS_EINVAL, "%s:%d: sn: must be 1..%d characters", fname,
+                            r->line, TS_NAME_MAX - 1);
+            goto fail;
+        }
         if (!model) {
             rc = ts_err_set(err, TS_EINVAL, "%s:%d: model: missing field", fname, r->line);
             goto fail;
@@ -174,7 +198,13 @@ int ts_load_nodes_csv(const char *buf, size_t len, const char *fname, ts_cluster
                           .cpu_milli = cpu,
                           .mem_mib = mem,
                           .gpu_mode = TS_GPU_SHARED};
-        if ((rc = ts_cluster_add_node(c, &s, err)) < 0) {
+        if ((rc = ts_cluster_add_node(c, &s, err)) == TS_EEXIST) {
+            /* the column is "sn", and a bad file is TS_EINVAL like any other */
+            rc = ts_err_set(err, TS_EINVAL, "%s:%d: sn: duplicate node \"%s\"", fname, r->line,
+                            name);
+            goto fail;
+        }
+        if (rc < 0) {
             ts_err_prefix(err, "%s:%d: ", fname, r->line);
             goto fail;
         }
@@ -182,7 +212,8 @@ int ts_load_nodes_csv(const char *buf, size_t len, const char *fname, ts_cluster
     if (rc < 0)
         goto fail;
     if (c->nnodes == 0) {
-        rc = ts_err_set(err, TS_EINVAL, "%s: no nodes (header only)", fname);
+        rc = ts_err_set(err, TS_EINVAL, "%s:%d: header: no rows after the header (no nodes)",
+                        fname, r->header_line);
         goto fail;
     }
     free(r);
@@ -306,7 +337,8 @@ int ts_load_pods_csv(const char *buf, size_t len, const char *fname, ts_workload
     if (rc < 0)
         goto fail;
     if (wl->npods == 0) {
-        rc = ts_err_set(err, TS_EINVAL, "%s: no pods (header only)", fname);
+        rc = ts_err_set(err, TS_EINVAL, "%s:%d: header: no rows after the header (no pods)",
+                        fname, r->header_line);
         goto fail;
     }
     free(r);

@@ -65,8 +65,8 @@ int ts_gpu_model_mask_parse(const char *spec, uint32_t *mask, ts_err *err)
             return ts_err_set(err, TS_EINVAL, "unknown GPU model \"%s\"", name);
         *mask |= 1u << m;
         p += n;
-        if (*p == '|')
-            p++;
+        if (*p == '|' && !*++p) /* "T4|": a trailing empty name */
+            return ts_err_set(err, TS_EINVAL, "empty or over-long GPU model in \"%s\"", spec);
     }
     return 0;
 }
@@ -102,6 +102,8 @@ int ts_request_check(const ts_request *r, ts_err *err)
     if (r->mig_profile >= 0) {
         if (r->num_gpu != 1)
             return ts_err_set(err, TS_EINVAL, "num_gpu: a MIG request takes exactly 1 instance");
+        if (r->gpu_milli != 0)
+            return ts_err_set(err, TS_EINVAL, "gpu_milli: must be 0 for a MIG request");
         return 0;
     }
     if (r->num_gpu < 0 || r->num_gpu > TS_NODE_MAX_GPUS)
@@ -173,6 +175,11 @@ static bool gpu_takes_share(const ts_node *n, const ts_gpu *g, const ts_request 
            gpu_mem_ok(n, g, r->gpu_mem_mib);
 }
 
+bool ts_node_gpu_takes_share(const ts_node *n, int i, const ts_request *r)
+{
+    return i >= 0 && i < n->ngpu && gpu_takes_share(n, &n->gpu[i], r);
+}
+
 static int mig_idle_instance(const ts_gpu *g, int profile)
 {
     for (int k = 0; k < g->mig.n; k++)
@@ -185,6 +192,14 @@ static int node_geometry(const ts_node *n)
 {
     const ts_gpu_model_info *m = ts_gpu_model_get(n->model);
     return m ? m->mig_geometry : TS_MIG_NONE;
+}
+
+static bool node_has_mig(const ts_node *n)
+{
+    for (int i = 0; i < n->ngpu; i++)
+        if (n->gpu[i].mode == TS_GPU_MIG)
+            return true;
+    return false;
 }
 
 bool ts_node_fits(const ts_node *n, const ts_request *r)
@@ -202,7 +217,8 @@ bool ts_node_fits(const ts_node *n, const ts_request *r)
     if (r->gpu_milli >= TS_MILLI_PER_GPU) {
         if (n->gpus_free < r->num_gpu)
             return false;
-        if (r->gpu_mem_mib == 0)
+        /* gpus_free counts idle MIG GPUs too, which whole requests never take. */
+        if (r->gpu_mem_mib == 0 && !node_has_mig(n))
             return true;
     } else if (n->max_gpu_free < r->gpu_milli) {
         return false;
@@ -338,7 +354,7 @@ int ts_node_assign(ts_node *n, const ts_request *r, const ts_alloc *a)
                           ? g->mode != TS_GPU_MIG && g->ntasks == 0
                           : g->mode == TS_GPU_SHARED &&
                                 TS_MILLI_PER_GPU - g->milli_used >= a->gpu_milli;
-            if (!ok)
+            if (!ok || !gpu_mem_ok(n, g, a->gpu_mem_mib))
                 return TS_ENOSPC;
         }
         for (int j = 0; j < a->ngpu; j++) {

@@ -83,7 +83,7 @@ int ts_typical_build(const ts_workload *w, double coverage, int weight, ts_typic
     int64_t total = 0;
     for (int g = 0; g < ng; g++) {
         gmem[g] /= r[g].count;
-        r[g].count = (int)class_weight(&greq[g], r[g].count, weight);
+        r[g].count = class_weight(&greq[g], r[g].count, weight);
         total += r[g].count;
     }
     /* insertion sort: a few hundred groups at most, and no global comparator

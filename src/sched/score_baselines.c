@@ -57,7 +57,7 @@ static int64_t random_score(void *st, const ts_node *n, const ts_request *r, ts_
         /* uniform among the GPUs that can take the share (reservoir) */
         int seen = 0;
         for (int i = 0; i < n->ngpu; i++) {
-            if (n->gpu[i].mode != TS_GPU_SHARED || ts_gpu_free_milli(&n->gpu[i]) < r->gpu_milli)
+            if (!ts_node_gpu_takes_share(n, i, r))
                 continue;
             if (ts_rng_below(rng, (uint64_t)++seen) == 0)
                 a->gpu[0] = (int8_t)i;

@@ -41,7 +41,7 @@ static int64_t fgd_score(void *st, const ts_node *n, const ts_request *r, ts_all
     if (ts_request_is_share(r)) {
         int64_t best = -1;
         for (int i = 0; i < n->ngpu; i++) {
-            if (n->gpu[i].mode != TS_GPU_SHARED || s.free[i] < r->gpu_milli)
+            if (!ts_node_gpu_takes_share(n, i, r))
                 continue;
             s.free[i] -= r->gpu_milli;
             int64_t v = ts_fgd_score_of_delta(before - ts_frag_shape_amount(&s, typ));

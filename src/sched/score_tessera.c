@@ -1,138 +1,119 @@
 /*
- * score_tessera.c - Tessera's own placement policy (experimental knobs).
+ * score_tessera.c - Tessera's own placement policy: the fragmentation
+ * gradient, extended to the CPU and memory that strand GPUs.
+ *
+ * FGD (score_fgd.c) scores a node by how much a pod grows the fragmentation
+ * F of the expected workload, but F looks only at GPU slivers and CPU, and at
+ * whether *one* pod of each typical class still fits. On the openb traces
+ * almost every pod that fails does so on a node that still has free GPUs but
+ * has run out of CPU or memory. So the measure here is
+ *
+ *   M(n) = F_mem(n) + S(n)
+ *   F_mem: FGD's F, where a class also fails on a node lacking its mean memory;
+ *   S:     GPU stranded by CPU and memory - for each typical class j, the GPU
+ *          that j could take on n by GPU count alone, minus what it could
+ *          take once n's CPU and memory bound the number of j pods, weighted
+ *          by p_j.
+ *
+ * A pod's score is 100 * sigmoid((M before - M after) / 1000), truncated to a
+ * whole number as FGD's is (the coarse buckets make placements consolidate in
+ * node order, which the published FGD results owe much to); among nodes in
+ * the same bucket the one left with more idle GPU wins. Shares try every GPU
+ * that can take them. docs/policies.md has the measurements.
  */
 #include <math.h>
 #include <stdlib.h>
 
 #include "sched/scorers.h"
 
-typedef struct tess {
-    const ts_typical *typ;
-    ts_typical own;
-    ts_typical capown;
-    const ts_typical *captyp;
-    int q;        /* quantisation: buckets of the sigmoid */
-    int tie;      /* 0 none, 1 fuller node first (less idle after), 2 emptier first */
-    double lam;
-    double wcap, wfgd;
-    int cpumode;
-} tess;
+#define TESSERA_SCORE_BUCKETS 100
+#define TESSERA_DELTA_SCALE_MILLI 1000.0
+#define TESSERA_MINOR_RANGE (1LL << 24) /* > any node's idle GPU milli */
+
+typedef struct tessera {
+    ts_typical typ; /* shallow copy of the env's list, memory-aware */
+} tessera;
 
 static int tessera_init(void **state, const ts_sched_env *env, ts_err *err)
 {
     if (!env->typical)
         return ts_err_set(err, TS_EINVAL, "tessera: needs a typical-pod list");
-    tess *t = calloc(1, sizeof *t);
-    if (getenv("TCOV") && env->workload) {
-        if (ts_typical_build(env->workload, atof(getenv("TCOV")), getenv("TW") ? atoi(getenv("TW")) : 0, &t->own, err) != 0)
-            return err->code;
-    } else {
-        t->own = *env->typical;
-        t->own.req = NULL;
-    }
-    if (!t->own.req) {
-        t->own = *env->typical;
-    }
-    t->own.mem_aware = getenv("TMEM") ? atoi(getenv("TMEM")) : 1;
-    t->typ = &t->own;
-    t->captyp = &t->own;
-    if (getenv("TCAPW") && env->workload) {
-        ts_typical_build(env->workload, getenv("TCAPCOV") ? atof(getenv("TCAPCOV")) : 1.0, atoi(getenv("TCAPW")), &t->capown, err);
-        t->capown.mem_aware = t->own.mem_aware;
-        t->captyp = &t->capown;
-    }
-    t->q = getenv("TQ") ? atoi(getenv("TQ")) : 100;
-    t->tie = getenv("TTIE") ? atoi(getenv("TTIE")) : 1;
-    t->lam = getenv("TLAM") ? atof(getenv("TLAM")) : 0;
-    t->cpumode = getenv("TCPU") ? atoi(getenv("TCPU")) : 0;
-    t->wcap = getenv("TWCAP") ? atof(getenv("TWCAP")) : 1;
-    t->wfgd = getenv("TWFGD") ? atof(getenv("TWFGD")) : 0;
+    tessera *t = malloc(sizeof *t);
+    if (!t)
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    t->typ = *env->typical;
+    t->typ.mem_aware = t->typ.mem_mib != NULL;
     *state = t;
     return 0;
 }
 
-static void tessera_fini(void *st) { free(st); }
+static void tessera_fini(void *state) { free(state); }
 
-/* Idle GPU on the shape that a class could not use even if the node were
- * filled with that class alone: CPU, memory and GPU slivers all bound it. */
-static double capacity_frag(const ts_frag_shape *s, const ts_typical *t)
+static bool class_allowed(const ts_request *q, int model)
 {
-    int64_t idle = 0;
-    for (int i = 0; i < s->ngpu; i++)
-        idle += s->free[i];
-    if (idle == 0)
-        return 0.0;
+    return q->model_mask == 0 || (model >= 0 && ((q->model_mask >> model) & 1u));
+}
+
+/* S(n): GPU milli that CPU and memory keep the typical classes from using. */
+static double stranded(const ts_frag_shape *s, const ts_typical *t)
+{
     double f = 0.0;
     for (int j = 0; j < t->n; j++) {
         const ts_request *q = &t->req[j];
-        int64_t frag_j = idle;
-        bool allowed = q->model_mask == 0 || (s->model >= 0 && ((q->model_mask >> s->model) & 1u));
-        if (q->num_gpu > 0 && allowed) {
-            int64_t k;
-            if (q->gpu_milli >= TS_MILLI_PER_GPU) {
-                int full = 0;
-                for (int i = 0; i < s->ngpu; i++)
-                    full += s->free[i] == TS_MILLI_PER_GPU;
-                k = full / q->num_gpu;
-            } else {
-                k = 0;
-                for (int i = 0; i < s->ngpu; i++)
-                    k += s->free[i] / q->gpu_milli;
-            }
-            if (q->cpu_milli > 0 && s->cpu_left / q->cpu_milli < k)
-                k = s->cpu_left / q->cpu_milli;
-            if (t->mem_aware && t->mem_mib[j] > 0 && s->mem_left / t->mem_mib[j] < k)
-                k = s->mem_left / t->mem_mib[j];
-            if (k < 0)
-                k = 0;
-            frag_j = idle - k * q->num_gpu * q->gpu_milli;
-        }
-        f += t->p[j] * (double)frag_j;
+        if (q->num_gpu == 0 || !class_allowed(q, s->model))
+            continue;
+        int64_t by_gpu = 0;
+        for (int i = 0; i < s->ngpu; i++)
+            by_gpu += q->gpu_milli >= TS_MILLI_PER_GPU ? s->free[i] == TS_MILLI_PER_GPU
+                                                       : s->free[i] / q->gpu_milli;
+        if (q->gpu_milli >= TS_MILLI_PER_GPU)
+            by_gpu /= q->num_gpu;
+        int64_t k = by_gpu;
+        if (q->cpu_milli > 0 && s->cpu_left / q->cpu_milli < k)
+            k = s->cpu_left / q->cpu_milli;
+        if (t->mem_aware && t->mem_mib[j] > 0 && s->mem_left / t->mem_mib[j] < k)
+            k = s->mem_left / t->mem_mib[j];
+        if (k < 0)
+            k = 0;
+        f += t->p[j] * (double)((by_gpu - k) * q->num_gpu * q->gpu_milli);
     }
     return f;
 }
 
-static double amount(const tess *t, const ts_frag_shape *s)
+static double measure(const ts_frag_shape *s, const ts_typical *t)
 {
-    return t->wcap * capacity_frag(s, t->captyp) + t->wfgd * ts_frag_shape_amount(s, t->typ);
+    return ts_frag_shape_amount(s, t) + stranded(s, t);
 }
 
-static int64_t combine(const tess *t, double delta, const ts_frag_shape *after, const ts_node *n)
+static int64_t score_of(double before, const ts_frag_shape *after, const ts_typical *t)
 {
-    double sig = 1.0 / (1.0 + exp(-delta / 1000.0));
-    int64_t major = (int64_t)(sig * t->q);
+    double delta = before - measure(after, t);
+    int64_t major = (int64_t)(TESSERA_SCORE_BUCKETS /
+                              (1.0 + exp(-delta / TESSERA_DELTA_SCALE_MILLI)));
     int64_t idle = 0;
     for (int i = 0; i < after->ngpu; i++)
         idle += after->free[i];
-    int64_t minor = 0;
-    (void)n;
-    if (t->tie == 1)
-        minor = 100000 - idle;
-    else if (t->tie == 2)
-        minor = idle;
-    else if (t->tie == 3)
-        minor = 100000 - (int64_t)(after->cpu_left / 100);
-    return major * 1000000 + minor;
+    return major * TESSERA_MINOR_RANGE + idle;
 }
 
 static int64_t tessera_score(void *st, const ts_node *n, const ts_request *r, ts_alloc *a,
                              ts_rng *rng)
 {
     (void)rng;
-    const tess *t = st;
+    const tessera *t = st;
     ts_node_choose_gpus(n, r, a);
     ts_frag_shape s;
     ts_frag_shape_of(n, &s);
-    double before = amount(t, &s);
+    double before = measure(&s, &t->typ);
     s.cpu_left -= r->cpu_milli;
     s.mem_left -= r->mem_mib;
     if (ts_request_is_share(r)) {
         int64_t best = INT64_MIN;
         for (int i = 0; i < n->ngpu; i++) {
-            if (n->gpu[i].mode != TS_GPU_SHARED || s.free[i] < r->gpu_milli)
+            if (!ts_node_gpu_takes_share(n, i, r))
                 continue;
             s.free[i] -= r->gpu_milli;
-            int64_t v = combine(t, before - amount(t, &s), &s, n);
+            int64_t v = score_of(before, &s, &t->typ);
             s.free[i] += r->gpu_milli;
             if (v > best) {
                 best = v;
@@ -143,20 +124,12 @@ static int64_t tessera_score(void *st, const ts_node *n, const ts_request *r, ts
     }
     for (int k = 0; k < a->ngpu && r->mig_profile < 0; k++)
         s.free[a->gpu[k]] -= a->gpu_milli;
-    if (t->cpumode && r->num_gpu == 0) {
-        int64_t idle = 0;
-        for (int i = 0; i < s.ngpu; i++)
-            idle += s.free[i];
-        if (t->cpumode == 1)
-            return -idle * 1000000000LL + combine(t, before - amount(t, &s), &s, n) / 1000000;
-        return combine(t, before - amount(t, &s), &s, n) / 1000000 * 1000000 - idle;
-    }
-    return combine(t, before - amount(t, &s), &s, n);
+    return score_of(before, &s, &t->typ);
 }
 
 const struct ts_scorer_ops ts_scorer_tessera = {
     .name = "tessera",
-    .summary = "Tessera: fragmentation gradient at full resolution",
+    .summary = "fragmentation gradient counting GPUs stranded by CPU and memory",
     .cacheable = true,
     .init = tessera_init,
     .fini = tessera_fini,

@@ -164,18 +164,6 @@ void sim_run_one(const sim_input *in, sim_run *run)
         arrived += pod_gpu_milli(p);
         ts_alloc a;
         int node = ts_placer_place(pl, &p->req, (int)p->spec_key, &a);
-        if (node < 0 && getenv("TDBG") && arrived <= cap_milli) {
-            int gpuok = 0, cpu = 0, mem = 0, both = 0;
-            for (int q = 0; q < c->nnodes; q++) {
-                const ts_node *nn = &c->nodes[q];
-                bool g = p->req.gpu_milli >= 1000 ? nn->gpus_free >= p->req.num_gpu : nn->max_gpu_free >= p->req.gpu_milli;
-                if (!g) continue;
-                gpuok++;
-                bool lc = nn->cpu_milli - nn->cpu_used < p->req.cpu_milli, lm = nn->mem_mib - nn->mem_used < p->req.mem_mib;
-                cpu += lc && !lm; mem += lm && !lc; both += lc && lm;
-            }
-            fprintf(stderr, "FAIL shape=%d gpuok=%d cpu=%d mem=%d both=%d\n", ts_request_shape(&p->req), gpuok > 0, cpu > 0, mem > 0, both > 0);
-        }
         if (node >= 0) {
             used += pod_gpu_milli(p);
             ts_frag_tracker_update(&ft, c, node);

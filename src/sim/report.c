@@ -119,9 +119,13 @@ void sim_print_table(FILE *f, const char *workload, int cluster_gpus, const sim_
     }
 }
 
+/* JSON has no NaN: a figure that could not be measured (no event near
+ * arrived 100, say, on a cluster too small for the workload) is null. */
+static json_t *num(double v) { return isnan(v) || isinf(v) ? json_null() : json_real(v); }
+
 static json_t *stat_obj(double mean, double sd)
 {
-    return json_pack("{s:f,s:f}", "mean", mean, "sd", sd);
+    return json_pack("{s:o,s:o}", "mean", num(mean), "sd", num(sd));
 }
 
 /* mean over seeds of one curve, per bin */
@@ -138,7 +142,7 @@ static json_t *curve(const sim_summary *s, int which)
                 n++;
             }
         }
-        json_array_append_new(a, n ? json_real(sum / n) : json_null());
+        json_array_append_new(a, n ? num(sum / n) : json_null());
     }
     return a;
 }
@@ -151,18 +155,24 @@ int sim_write_json(const char *path, const char *workload, int cluster_gpus,
         json_t *seeds = json_array();
         for (int k = 0; k < s[i].nseeds; k++)
             json_array_append_new(seeds, json_integer((json_int_t)s[i].runs[k].seed));
-        json_t *r = json_pack("{s:s,s:o,s:o,s:o,s:o,s:f,s:{s:o,s:o}}", "policy", s[i].policy,
+        json_t *r = json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:{s:o,s:o}}", "policy", s[i].policy,
                               "seeds", seeds, "alloc_pct_at_arrived_100",
                               stat_obj(s[i].alloc_mean, s[i].alloc_sd),
                               "frag_pct_at_arrived_100", stat_obj(s[i].frag_mean, s[i].frag_sd),
                               "frag_ratio_at_arrived_100",
                               stat_obj(s[i].ratio_mean, s[i].ratio_sd), "pods_per_s",
-                              s[i].pods_per_s, "curve", "alloc_pct", curve(&s[i], 0),
+                              num(s[i].pods_per_s), "curve", "alloc_pct", curve(&s[i], 0),
                               "frag_pct", curve(&s[i], 1));
+        if (!r) {
+            json_decref(results);
+            return ts_err_set(err, TS_ENOMEM, "%s: cannot build the JSON document", path);
+        }
         json_array_append_new(results, r);
     }
     json_t *doc = json_pack("{s:s,s:i,s:o}", "workload", workload, "cluster_gpus", cluster_gpus,
                             "results", results);
+    if (!doc)
+        return ts_err_set(err, TS_ENOMEM, "%s: cannot build the JSON document", path);
     int rc = json_dump_file(doc, path, JSON_INDENT(1) | JSON_REAL_PRECISION(6));
     json_decref(doc);
     return rc == 0 ? 0 : ts_err_set(err, TS_EIO, "%s: cannot write", path);

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# cli.sh - tessera-sim's command-line contract, as CTest runs it:
+#
+#   tests/sim/cli.sh SIM_BIN DATA_DIR
+#
+# Proves what a user and a script rely on: bad input (malformed node or pod
+# CSV, unknown option or policy, bad --seeds, missing --nodes) exits 2 before
+# anything runs, with a message naming file:line: field so the bad row can be
+# found; a tiny valid run (2 seeds, all seven policies, on the small openb
+# fixtures) exits 0 and prints one table row per policy; --json has the shape
+# the plotting scripts read; and the results are a function of the seed alone
+# (identical --csv for the same seed, for --jobs 1 and --jobs 2). Every check
+# counts; the last line is "N passed, M failed" and any failure exits 1.
+set -uo pipefail
+
+if [ $# -ne 2 ]; then
+  echo "usage: $0 SIM_BIN DATA_DIR" >&2
+  exit 2
+fi
+SIM=$1
+DATA=$2
+RUN_TIMEOUT_S=120
+POLICIES=random,dotprod,clustering,packing,bestfit,fgd,tessera
+NODES=$DATA/openb-nodes-sim.csv
+PODS=$DATA/openb-pods-small.csv
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+
+pass() { passed=$((passed + 1)); }
+fail() {
+  failed=$((failed + 1))
+  echo "FAIL: $*"
+  if [ -s "$tmp/err" ]; then sed 's/^/  stderr: /' "$tmp/err" | head -n 5; fi
+}
+
+# sim ARGS...: runs the simulator; exit code in $rc, output in $tmp/out, $tmp/err
+sim() {
+  timeout "$RUN_TIMEOUT_S" "$SIM" "$@" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+}
+
+# expect_bad NAME SUBSTRING ARGS...: exit 2, nothing on stdout, stderr has SUBSTRING
+expect_bad() {
+  local name=$1 want=$2
+  shift 2
+  sim "$@"
+  if [ "$rc" -ne 2 ]; then
+    fail "$name: exit $rc, expected 2"
+  elif ! grep -qF -- "$want" "$tmp/err"; then
+    fail "$name: stderr lacks \"$want\""
+  elif [ -s "$tmp/out" ]; then
+    fail "$name: printed a result on stdout"
+  else
+    pass
+  fi
+}
+
+for f in "$NODES" "$PODS"; do
+  if [ ! -f "$f" ]; then
+    echo "cli.sh: missing fixture $f" >&2
+    exit 2
+  fi
+done
+
+# ---- malformed node lists ---------------------------------------------------
+NH="sn,cpu_milli,memory_mib,gpu,model"
+printf 'sn,cpu_milli,gpu,model\nn1,1000,2,T4\n' >"$tmp/n-missing.csv"
+printf '%s\nn1,1000,1024,2,T4\nn2,1000,lots,2,T4\n' "$NH" >"$tmp/n-nan.csv"
+printf '%s\nn1,-64000,1024,2,T4\n' "$NH" >"$tmp/n-neg.csv"
+printf '%s\nn1,1000,1024,2,T4\nn2,1000,1024,2,K80\n' "$NH" >"$tmp/n-model.csv"
+: >"$tmp/n-empty.csv"
+printf '%s\nn1,1000,1024,0,\n' "$NH" >"$tmp/n-nogpu.csv"
+good_pods=(--pods "$PODS" --policy fgd --seeds 1 --quiet)
+expect_bad "nodes: missing column" "n-missing.csv:1: header: missing column \"memory_mib\"" \
+  fgd --nodes "$tmp/n-missing.csv" "${good_pods[@]}"
+expect_bad "nodes: non-number" "n-nan.csv:3: memory_mib: not a whole number" \
+  fgd --nodes "$tmp/n-nan.csv" "${good_pods[@]}"
+expect_bad "nodes: negative" "n-neg.csv:2: cpu_milli: must not be negative" \
+  fgd --nodes "$tmp/n-neg.csv" "${good_pods[@]}"
+expect_bad "nodes: unknown model" "n-model.csv:3: model: unknown GPU model \"K80\"" \
+  fgd --nodes "$tmp/n-model.csv" "${good_pods[@]}"
+expect_bad "nodes: empty file" "n-empty.csv:1: header: empty file" \
+  fgd --nodes "$tmp/n-empty.csv" "${good_pods[@]}"
+expect_bad "nodes: no GPUs" "n-nogpu.csv: the cluster has no GPUs" \
+  fgd --nodes "$tmp/n-nogpu.csv" "${good_pods[@]}"
+expect_bad "nodes: no such file" "$tmp/nope.csv: cannot open" \
+  fgd --nodes "$tmp/nope.csv" "${good_pods[@]}"
+
+# ---- malformed pod lists -------------------------------------------------------
+PH="name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec"
+printf 'name,cpu_milli,memory_mib,num_gpu\np1,1000,1024,1\n' >"$tmp/p-missing.csv"
+printf '%s\np1,1000,1024,1,500,\np2,1000,1024,x,500,\n' "$PH" >"$tmp/p-nan.csv"
+printf '%s\np1,1000,-1,1,500,\n' "$PH" >"$tmp/p-neg.csv"
+printf '%s\np1,1000,1024,1,1000,T4|K80\n' "$PH" >"$tmp/p-model.csv"
+printf '%s\np1,1000,1024,1,1500,\n' "$PH" >"$tmp/p-milli.csv"
+: >"$tmp/p-empty.csv"
+good_nodes=(--nodes "$NODES" --policy fgd --seeds 1 --quiet)
+expect_bad "pods: missing column" "p-missing.csv:1: header: missing column \"gpu_milli\"" \
+  fgd --pods "$tmp/p-missing.csv" "${good_nodes[@]}"
+expect_bad "pods: non-number" "p-nan.csv:3: num_gpu: not a whole number" \
+  fgd --pods "$tmp/p-nan.csv" "${good_nodes[@]}"
+expect_bad "pods: negative" "p-neg.csv:2: memory_mib: must not be negative" \
+  fgd --pods "$tmp/p-neg.csv" "${good_nodes[@]}"
+expect_bad "pods: unknown model" "p-model.csv:2: gpu_spec: unknown GPU model \"K80\"" \
+  fgd --pods "$tmp/p-model.csv" "${good_nodes[@]}"
+expect_bad "pods: gpu_milli > 1000" "p-milli.csv:2: gpu_milli: 1500 is larger than 1000" \
+  fgd --pods "$tmp/p-milli.csv" "${good_nodes[@]}"
+expect_bad "pods: empty file" "p-empty.csv:1: header: empty file" \
+  fgd --pods "$tmp/p-empty.csv" "${good_nodes[@]}"
+
+# ---- bad command lines -----------------------------------------------------------
+both=(--nodes "$NODES" --pods "$PODS")
+expect_bad "no arguments" "usage:"
+expect_bad "unknown experiment" "unknown experiment \"inflate\"" inflate "${both[@]}" --policy fgd
+expect_bad "unknown option" "unknown option \"--bogus\"" fgd "${both[@]}" --policy fgd --bogus 1
+expect_bad "option without value" "--seeds: needs a value" fgd "${both[@]}" --policy fgd --seeds
+expect_bad "unknown policy" "unknown policy \"nope\"" fgd "${both[@]}" --policy fgd,nope
+expect_bad "empty policy list" "--policy: empty list" fgd "${both[@]}" --policy ,
+for s in "5-3" "abc" "-1" "1-" "1,,x" "" "1-2000"; do
+  expect_bad "bad --seeds \"$s\"" "--seeds: expected" fgd "${both[@]}" --policy fgd --seeds "$s"
+done
+expect_bad "missing --nodes" "--nodes: required" fgd --pods "$PODS" --policy fgd
+expect_bad "missing --pods" "--pods: required" fgd --nodes "$NODES" --policy fgd
+expect_bad "missing --policy" "--policy: required" fgd "${both[@]}"
+expect_bad "bad --jobs" "--jobs: must be 1..64" fgd "${both[@]}" --policy fgd --jobs 0
+expect_bad "bad --tune" "--tune: must be a number" fgd "${both[@]}" --policy fgd --tune x
+
+# ---- a tiny valid run --------------------------------------------------------------
+sim fgd "${both[@]}" --policy "$POLICIES" --seeds 1-2 --quiet --json "$tmp/run.json" \
+  --csv "$tmp/run.csv"
+if [ "$rc" -ne 0 ]; then
+  fail "valid run: exit $rc, expected 0"
+else
+  pass
+  # one row per policy, in the order given, each with 2 seeds and a number
+  rows=$(awk 'NR > 2 { print $1 ":" $2 ":" ($3 ~ /^[0-9.]+$/) }' "$tmp/out" | paste -sd' ')
+  want=$(echo "$POLICIES" | tr ',' '\n' | sed 's/$/:2:1/' | paste -sd' ')
+  if [ "$rows" = "$want" ] && [ "$(wc -l <"$tmp/out")" -eq 9 ]; then
+    pass
+  else
+    fail "valid run: table rows \"$rows\", expected \"$want\""
+  fi
+  if head -n 1 "$tmp/out" | grep -qF "workload openb-pods-small, 352 GPUs"; then
+    pass
+  else
+    fail "valid run: table title \"$(head -n 1 "$tmp/out")\""
+  fi
+fi
+
+# ---- --json shape --------------------------------------------------------------------
+if python3 - "$tmp/run.json" "$POLICIES" <<'EOF'; then pass; else fail "--json: wrong shape"; fi
+import json, sys
+
+d = json.load(open(sys.argv[1]))
+policies = sys.argv[2].split(",")
+assert isinstance(d["workload"], str) and d["workload"] == "openb-pods-small", d["workload"]
+assert type(d["cluster_gpus"]) is int and d["cluster_gpus"] == 352, d["cluster_gpus"]
+res = d["results"]
+assert isinstance(res, list) and [r["policy"] for r in res] == policies, res
+def num(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+for r in res:
+    assert r["seeds"] == [1, 2], r["seeds"]
+    for k in ("alloc_pct_at_arrived_100", "frag_pct_at_arrived_100", "frag_ratio_at_arrived_100"):
+        assert num(r[k]["mean"]) and num(r[k]["sd"]) and r[k]["sd"] >= 0, (k, r[k])
+    assert 0 < r["alloc_pct_at_arrived_100"]["mean"] <= 100, r["alloc_pct_at_arrived_100"]
+    assert num(r["pods_per_s"]) and r["pods_per_s"] > 0
+    for c in ("alloc_pct", "frag_pct"):
+        curve = r["curve"][c]
+        assert isinstance(curve, list) and len(curve) == 131, (c, len(curve))
+        assert all(v is None or num(v) for v in curve), c
+        assert num(curve[100]), (c, curve[100])
+EOF
+
+# ---- determinism ---------------------------------------------------------------------
+det() { # det OUT JOBS SEEDS
+  sim fgd "${both[@]}" --policy "$POLICIES" --seeds "$3" --quiet --jobs "$2" --csv "$1"
+  [ "$rc" -eq 0 ] || fail "determinism run (jobs $2, seeds $3): exit $rc"
+}
+det "$tmp/a.csv" 1 7-8
+det "$tmp/b.csv" 1 7-8
+det "$tmp/c.csv" 2 7-8
+det "$tmp/d.csv" 2 9-10
+if [ -s "$tmp/a.csv" ] && cmp -s "$tmp/a.csv" "$tmp/b.csv"; then
+  pass
+else
+  fail "same seed, two runs: --csv differs"
+fi
+if [ -s "$tmp/a.csv" ] && cmp -s "$tmp/a.csv" "$tmp/c.csv"; then
+  pass
+else
+  fail "same seed, --jobs 1 vs --jobs 2: --csv differs"
+fi
+# the rows have one line per policy, seed and bin; other seeds give other numbers
+if [ "$(wc -l <"$tmp/a.csv")" -eq $((1 + 7 * 2 * 131)) ] &&
+  ! cmp -s <(cut -d, -f2,4- "$tmp/a.csv") <(cut -d, -f2,4- "$tmp/d.csv"); then
+  pass
+else
+  fail "--csv: expected 1835 lines, and different seeds to give different results"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
