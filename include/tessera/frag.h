@@ -65,6 +65,12 @@ typedef struct ts_frag_shape {
 void ts_frag_shape_of(const ts_node *n, ts_frag_shape *s);
 /* F of a shape, in milli-GPU. */
 double ts_frag_shape_amount(const ts_frag_shape *s, const ts_typical *t);
+/* F of a shape and, if stranded is not NULL, S: the GPU that CPU and memory
+ * keep the typical classes from using - for each class, what it could take by
+ * GPU count alone minus what it can take once the shape's CPU and memory (the
+ * class's mean, when mem_aware) bound its number of pods, weighted by p_j.
+ * One pass over classes and GPUs for both. */
+double ts_frag_shape_measure(const ts_frag_shape *s, const ts_typical *t, double *stranded);
 /* F(n) of a node. */
 double ts_frag_node(const ts_node *n, const ts_typical *t);
 /* Idle GPU milli U(n). */

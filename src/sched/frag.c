@@ -148,18 +148,40 @@ void ts_frag_shape_of(const ts_node *n, ts_frag_shape *s)
 
 double ts_frag_shape_amount(const ts_frag_shape *s, const ts_typical *t)
 {
+    return ts_frag_shape_measure(s, t, NULL);
+}
+
+/* GPU of class q that CPU and memory keep off a shape: what q could take by
+ * GPU count alone (by_gpu pods) minus what it can take once CPU and memory
+ * bound the number of pods. */
+static int64_t stranded_of(const ts_frag_shape *s, const ts_request *q, int64_t mem,
+                           int64_t by_gpu)
+{
+    int64_t k = by_gpu;
+    if (q->cpu_milli > 0 && s->cpu_left / q->cpu_milli < k)
+        k = s->cpu_left / q->cpu_milli;
+    if (mem > 0 && s->mem_left / mem < k)
+        k = s->mem_left / mem;
+    if (k < 0)
+        k = 0;
+    return (by_gpu - k) * q->num_gpu * q->gpu_milli;
+}
+
+double ts_frag_shape_measure(const ts_frag_shape *s, const ts_typical *t, double *stranded)
+{
     int64_t idle = 0;
     for (int i = 0; i < s->ngpu; i++)
         idle += s->free[i];
+    if (stranded)
+        *stranded = 0.0;
     if (idle == 0)
         return 0.0;
-    double f = 0.0;
+    double f = 0.0, st = 0.0;
     for (int j = 0; j < t->n; j++) {
         const ts_request *q = &t->req[j];
         int64_t frag_j = idle;
         bool allowed = q->model_mask == 0 || (s->model >= 0 && ((q->model_mask >> s->model) & 1u));
-        bool mem_ok = !t->mem_aware || s->mem_left >= t->mem_mib[j];
-        if (q->num_gpu > 0 && allowed && s->cpu_left >= q->cpu_milli && mem_ok) {
+        if (q->num_gpu > 0 && allowed) {
             int fit = 0;
             int64_t sliver = 0;
             for (int i = 0; i < s->ngpu; i++) {
@@ -168,11 +190,25 @@ double ts_frag_shape_amount(const ts_frag_shape *s, const ts_typical *t)
                 else
                     sliver += s->free[i];
             }
-            if (fit >= q->num_gpu)
+            int64_t mem = t->mem_aware ? t->mem_mib[j] : 0;
+            if (fit >= q->num_gpu && s->cpu_left >= q->cpu_milli && s->mem_left >= mem)
                 frag_j = sliver;
+            if (stranded && fit >= q->num_gpu) {
+                /* pods by GPU alone: whole GPUs are the fit ones; a share
+                 * may stack several on one GPU */
+                int64_t by_gpu = fit / q->num_gpu;
+                if (q->gpu_milli < TS_MILLI_PER_GPU) {
+                    by_gpu = 0;
+                    for (int i = 0; i < s->ngpu; i++)
+                        by_gpu += s->free[i] / q->gpu_milli;
+                }
+                st += t->p[j] * (double)stranded_of(s, q, mem, by_gpu);
+            }
         }
         f += t->p[j] * (double)frag_j;
     }
+    if (stranded)
+        *stranded = st;
     return f;
 }
 

@@ -22,6 +22,7 @@
  * that can take them. docs/policies.md has the measurements.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "sched/scorers.h"
@@ -30,59 +31,61 @@
 #define TESSERA_DELTA_SCALE_MILLI 1000.0
 #define TESSERA_MINOR_RANGE (1LL << 24) /* > any node's idle GPU milli */
 
+typedef struct before_entry {
+    uint64_t version; /* node version + 1 when valid */
+    double measure;
+} before_entry;
+
 typedef struct tessera {
     ts_typical typ; /* shallow copy of the env's list, memory-aware */
+    const ts_cluster *cluster;
+    before_entry *before; /* M(n) per node, valid while the node is unchanged */
+    int nbefore;
 } tessera;
 
 static int tessera_init(void **state, const ts_sched_env *env, ts_err *err)
 {
     if (!env->typical)
         return ts_err_set(err, TS_EINVAL, "tessera: needs a typical-pod list");
-    tessera *t = malloc(sizeof *t);
+    tessera *t = calloc(1, sizeof *t);
     if (!t)
         return ts_err_set(err, TS_ENOMEM, "out of memory");
+    t->cluster = env->cluster;
+    t->nbefore = env->cluster ? env->cluster->nnodes : 0;
+    t->before = calloc((size_t)(t->nbefore ? t->nbefore : 1), sizeof *t->before);
+    if (!t->before) {
+        free(t);
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    }
     t->typ = *env->typical;
     t->typ.mem_aware = t->typ.mem_mib != NULL;
     *state = t;
     return 0;
 }
 
-static void tessera_fini(void *state) { free(state); }
-
-static bool class_allowed(const ts_request *q, int model)
+static void tessera_fini(void *state)
 {
-    return q->model_mask == 0 || (model >= 0 && ((q->model_mask >> model) & 1u));
+    tessera *t = state;
+    if (t)
+        free(t->before);
+    free(t);
 }
 
-/* S(n): GPU milli that CPU and memory keep the typical classes from using. */
-static double stranded(const ts_frag_shape *s, const ts_typical *t)
+/* The measure is symmetric in the GPUs, so a GPU with the same free milli as
+ * an earlier candidate scores the same; the earlier one would win the tie. */
+static bool same_free_tried(const ts_node *n, int i, const ts_request *r)
 {
-    double f = 0.0;
-    for (int j = 0; j < t->n; j++) {
-        const ts_request *q = &t->req[j];
-        if (q->num_gpu == 0 || !class_allowed(q, s->model))
-            continue;
-        int64_t by_gpu = 0;
-        for (int i = 0; i < s->ngpu; i++)
-            by_gpu += q->gpu_milli >= TS_MILLI_PER_GPU ? s->free[i] == TS_MILLI_PER_GPU
-                                                       : s->free[i] / q->gpu_milli;
-        if (q->gpu_milli >= TS_MILLI_PER_GPU)
-            by_gpu /= q->num_gpu;
-        int64_t k = by_gpu;
-        if (q->cpu_milli > 0 && s->cpu_left / q->cpu_milli < k)
-            k = s->cpu_left / q->cpu_milli;
-        if (t->mem_aware && t->mem_mib[j] > 0 && s->mem_left / t->mem_mib[j] < k)
-            k = s->mem_left / t->mem_mib[j];
-        if (k < 0)
-            k = 0;
-        f += t->p[j] * (double)((by_gpu - k) * q->num_gpu * q->gpu_milli);
-    }
-    return f;
+    for (int k = 0; k < i; k++)
+        if (n->gpu[k].milli_used == n->gpu[i].milli_used && ts_node_gpu_takes_share(n, k, r))
+            return true;
+    return false;
 }
 
 static double measure(const ts_frag_shape *s, const ts_typical *t)
 {
-    return ts_frag_shape_amount(s, t) + stranded(s, t);
+    double stranded;
+    double f = ts_frag_shape_measure(s, t, &stranded);
+    return f + stranded;
 }
 
 static int64_t score_of(double before, const ts_frag_shape *after, const ts_typical *t)
@@ -96,21 +99,36 @@ static int64_t score_of(double before, const ts_frag_shape *after, const ts_typi
     return major * TESSERA_MINOR_RANGE + idle;
 }
 
+/* M(n) depends on the node alone, so one value serves every class scored
+ * against the node until it changes. */
+static double measure_before(tessera *t, const ts_node *n, const ts_frag_shape *s)
+{
+    ptrdiff_t i = t->cluster ? n - t->cluster->nodes : -1;
+    if (i < 0 || i >= t->nbefore)
+        return measure(s, &t->typ);
+    before_entry *e = &t->before[i];
+    if (e->version != n->version + 1) {
+        e->measure = measure(s, &t->typ);
+        e->version = n->version + 1;
+    }
+    return e->measure;
+}
+
 static int64_t tessera_score(void *st, const ts_node *n, const ts_request *r, ts_alloc *a,
                              ts_rng *rng)
 {
     (void)rng;
-    const tessera *t = st;
+    tessera *t = st;
     ts_node_choose_gpus(n, r, a);
     ts_frag_shape s;
     ts_frag_shape_of(n, &s);
-    double before = measure(&s, &t->typ);
+    double before = measure_before(t, n, &s);
     s.cpu_left -= r->cpu_milli;
     s.mem_left -= r->mem_mib;
     if (ts_request_is_share(r)) {
         int64_t best = INT64_MIN;
         for (int i = 0; i < n->ngpu; i++) {
-            if (!ts_node_gpu_takes_share(n, i, r))
+            if (!ts_node_gpu_takes_share(n, i, r) || same_free_tried(n, i, r))
                 continue;
             s.free[i] -= r->gpu_milli;
             int64_t v = score_of(before, &s, &t->typ);

@@ -5,6 +5,7 @@
  *       [--seeds 42-51] [--tune 1.3] [--published SUMMARY.csv]
  *       [--json OUT.json] [--csv OUT.csv] [--jobs N] [--quiet]
  *
+ * NODES may also be a cluster in Tessera's YAML format (*.yaml, *.yml).
  * Loads the trace, builds the typical-pod list from the pod file as given,
  * runs every (policy, seed) on the production placer and prints the table.
  * Bad input (unknown option, bad number, malformed file) exits 2 with a
@@ -28,7 +29,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: tessera-sim fgd --nodes NODES.csv --pods PODS.csv --policy P[,P...]\n"
+            "usage: tessera-sim fgd --nodes NODES.csv|CLUSTER.yaml --pods PODS.csv --policy P[,P...]\n"
             "         [--seeds 42-51] [--tune 1.3] [--published SUMMARY.csv]\n"
             "         [--json OUT.json] [--csv OUT.csv] [--jobs N] [--quiet]\n"
             "policies:");
@@ -119,6 +120,15 @@ static int parse_seeds(const char *s, uint64_t *seeds, int *n)
 fail:
     free(copy);
     return -1;
+}
+
+/* A cluster given as Tessera's YAML (docs/cluster-format.md) rather than the
+ * openb node CSV. */
+static bool is_yaml(const char *path)
+{
+    size_t l = strlen(path);
+    return (l > 5 && strcmp(path + l - 5, ".yaml") == 0) ||
+           (l > 4 && strcmp(path + l - 4, ".yml") == 0);
 }
 
 /* workload name: the pod file's base name without ".csv" */
@@ -219,7 +229,8 @@ int main(int argc, char **argv)
     ts_cluster *cluster = NULL;
     ts_workload *wl = NULL;
     char *buf = read_file(nodes_path, &len, &err);
-    if (!buf || ts_load_nodes_csv(buf, len, nodes_path, &cluster, &err) != 0) {
+    if (!buf || (is_yaml(nodes_path) ? ts_load_cluster_yaml(buf, len, nodes_path, &cluster, &err)
+                                      : ts_load_nodes_csv(buf, len, nodes_path, &cluster, &err)) != 0) {
         free(buf);
         fprintf(stderr, "tessera-sim: %s\n", err.msg);
         return EXIT_BAD_INPUT;

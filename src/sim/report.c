@@ -113,6 +113,11 @@ void sim_print_table(FILE *f, const char *workload, int cluster_gpus, const sim_
             snprintf(pub, sizeof pub, "%.2f", s[i].published);
             snprintf(diff, sizeof diff, "%+.2f", s[i].alloc_mean - s[i].published);
         }
+        if (isnan(s[i].alloc_mean)) { /* no event near arrived 100 */
+            fprintf(f, "%-11s %5d  %-15s %9s %7s  %-13s %-13s %10.0f\n", s[i].policy,
+                    s[i].nseeds, "n/a", pub, "-", "n/a", "n/a", s[i].pods_per_s);
+            continue;
+        }
         fprintf(f, "%-11s %5d  %6.2f +- %-5.2f %9s %7s  %5.2f +- %-4.2f %5.2f +- %-4.2f %10.0f\n",
                 s[i].policy, s[i].nseeds, s[i].alloc_mean, s[i].alloc_sd, pub, diff,
                 s[i].frag_mean, s[i].frag_sd, s[i].ratio_mean, s[i].ratio_sd, s[i].pods_per_s);

@@ -253,12 +253,9 @@ static void test_typical_by_gpu(void **state)
 }
 
 /*
- * BUG (reported, not fixed here): ts_typical_build stores a class's weight
- * with `r[g].count = (int)class_weight(...)`, truncating the int64 weight to
- * int. Under TS_TYPICAL_BY_GPU 300000 pods of 8 x 1000 weigh 2.4e9 > INT_MAX:
- * the weight wraps negative, the total goes negative, and the list comes back
- * empty (n = 0) instead of that one dominant class. A trace of ~270k 8-GPU
- * pods (or 2.2M single-GPU pods) hits it.
+ * Regression: class weights are 64-bit. Under TS_TYPICAL_BY_GPU 300000 pods
+ * of 8 x 1000 weigh 2.4e9 > INT_MAX; an int weight wrapped negative and the
+ * list came back empty instead of holding that one dominant class.
  */
 static void test_typical_by_gpu_large_weight(void **state)
 {

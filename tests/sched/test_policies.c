@@ -960,16 +960,12 @@ static void test_sequences(void **state)
 }
 
 /*
- * BUG (reported, not fixed here): fgd and random choose a share's GPU from
- * free milli alone (score_fgd.c, random_score in score_baselines.c; tessera
- * too), never asking whether that GPU has the GPU memory the request needs.
- * ts_node_fits admits the node because another GPU has the memory, so:
- *  - with ts_node_assign not re-checking GPU memory (commit a7995a7) the pod
- *    is bound to a GPU that lacks it: 1000 MiB onto a T4 with 384 left;
- *  - with assign re-checking it (working tree) the placement fails with
- *    TS_ENOSPC although GPU 1 of the node takes it - the placer promises
- *    ENOSPC only when no node fits.
- * Either way the right answer is node 0, GPU 1, memory within 16384 MiB.
+ * Regression: a scorer that chooses a share's GPU itself (fgd, random,
+ * tessera) must ask whether that GPU has the GPU memory the request needs.
+ * ts_node_fits admits the node because another GPU has the memory; choosing
+ * by free milli alone bound 1000 MiB onto a T4 with 384 left (or, once assign
+ * re-checked memory, failed with TS_ENOSPC although GPU 1 takes it). The
+ * right answer is node 0, GPU 1, memory within 16384 MiB.
  */
 static void test_share_respects_gpu_memory(void **state)
 {
