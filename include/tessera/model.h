@@ -95,6 +95,7 @@ typedef struct ts_node {
     int topo_vertex;       /* the node's own vertex's parent chain, -1 if none */
     /* aggregates, kept by assign/release */
     int gpus_free;         /* GPUs with nothing on them (any mode) */
+    int mig_gpus;          /* GPUs in MIG mode (fixed when the node is added) */
     int32_t milli_free;    /* sum over non-MIG GPUs of free milli */
     int32_t max_gpu_free;  /* largest free milli on one non-MIG GPU */
     int ntasks;

@@ -124,14 +124,17 @@ int ts_request_check(const ts_request *r, ts_err *err)
 static void node_refresh(ts_node *n)
 {
     n->gpus_free = 0;
+    n->mig_gpus = 0;
     n->milli_free = 0;
     n->max_gpu_free = 0;
     for (int i = 0; i < n->ngpu; i++) {
         const ts_gpu *g = &n->gpu[i];
         if (g->ntasks == 0)
             n->gpus_free++;
-        if (g->mode == TS_GPU_MIG)
+        if (g->mode == TS_GPU_MIG) {
+            n->mig_gpus++;
             continue;
+        }
         int32_t f = TS_MILLI_PER_GPU - g->milli_used;
         n->milli_free += f;
         if (f > n->max_gpu_free)
@@ -194,14 +197,6 @@ static int node_geometry(const ts_node *n)
     return m ? m->mig_geometry : TS_MIG_NONE;
 }
 
-static bool node_has_mig(const ts_node *n)
-{
-    for (int i = 0; i < n->ngpu; i++)
-        if (n->gpu[i].mode == TS_GPU_MIG)
-            return true;
-    return false;
-}
-
 bool ts_node_fits(const ts_node *n, const ts_request *r)
 {
     if (n->cpu_milli - n->cpu_used < r->cpu_milli || n->mem_mib - n->mem_used < r->mem_mib)
@@ -218,7 +213,7 @@ bool ts_node_fits(const ts_node *n, const ts_request *r)
         if (n->gpus_free < r->num_gpu)
             return false;
         /* gpus_free counts idle MIG GPUs too, which whole requests never take. */
-        if (r->gpu_mem_mib == 0 && !node_has_mig(n))
+        if (r->gpu_mem_mib == 0 && n->mig_gpus == 0)
             return true;
     } else if (n->max_gpu_free < r->gpu_milli) {
         return false;

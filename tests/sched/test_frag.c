@@ -26,6 +26,7 @@
 #include "tessera/load.h"
 #include "tessera/model.h"
 #include "tessera/rng.h"
+#include "test_util.h"
 
 /* cmocka here has only a float comparison; doubles need their own */
 #define assert_double_equal(a, b, eps)                                                  \
@@ -378,18 +379,7 @@ static void bind(ts_node *n, int64_t cpu, int64_t mem, int32_t ngpu, int32_t mil
 {
     ts_request r = req(cpu, ngpu, milli, 0);
     r.mem_mib = mem;
-    ts_alloc a;
-    memset(&a, 0, sizeof a);
-    a.node = -1;
-    a.mig_profile = -1;
-    a.mig_start = -1;
-    a.ngpu = ngpu;
-    for (int k = 0; k < ngpu; k++)
-        a.gpu[k] = (int8_t)gpus[k];
-    a.gpu_milli = milli;
-    a.cpu_milli = cpu;
-    a.mem_mib = mem;
-    a.shape = (int8_t)ts_request_shape(&r);
+    ts_alloc a = ts_test_alloc(&r, -1, gpus, ngpu);
     assert_int_equal(ts_node_assign(n, &r, &a), 0);
 }
 

@@ -29,6 +29,7 @@
 #include "tessera/model.h"
 #include "tessera/rng.h"
 #include "tessera/sched.h"
+#include "test_util.h"
 
 #define SEQ_STEPS 3000
 #define SEQ_MAX_LIVE 512
@@ -70,19 +71,7 @@ static void bind_mem(ts_cluster *c, int i, int64_t cpu, int32_t ngpu, int32_t mi
 {
     ts_request r = req(cpu, ngpu, milli, 0);
     r.gpu_mem_mib = gpu_mem;
-    ts_alloc a;
-    memset(&a, 0, sizeof a);
-    a.node = i;
-    a.mig_profile = -1;
-    a.mig_start = -1;
-    a.ngpu = ngpu;
-    for (int k = 0; k < ngpu; k++)
-        a.gpu[k] = (int8_t)gpus[k];
-    a.gpu_milli = milli;
-    a.gpu_mem_mib = gpu_mem;
-    a.cpu_milli = cpu;
-    a.mem_mib = r.mem_mib;
-    a.shape = (int8_t)ts_request_shape(&r);
+    ts_alloc a = ts_test_alloc(&r, i, gpus, ngpu);
     assert_int_equal(ts_node_assign(&c->nodes[i], &r, &a), 0);
 }
 
