@@ -18,9 +18,9 @@ build: deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DTS_TESTS=OFF >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Unit tests under ASan+UBSan through CTest, then each fuzz target for a short,
-# bounded time.
-test: deps unit fuzz
+# Each fuzz target for a short, bounded time, then the unit tests under
+# ASan+UBSan through CTest (last, so its summary closes the output).
+test: deps fuzz unit
 
 unit:
 	cmake -S . -B $(TEST_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTS_SANITIZE=ON >/dev/null
