@@ -46,12 +46,9 @@ struct ts_scorer_ops {
     int (*init)(void **state, const ts_sched_env *env, ts_err *err);
     void (*fini)(void *state);
     /* Score a node that passed ts_node_fits for r; fill a->gpu/ngpu/mig_*.
-     * Higher is better; must be >= 0. */
+     * Higher is better. */
     int64_t (*score)(void *state, const ts_node *n, const ts_request *r, ts_alloc *a,
                      ts_rng *rng);
-    /* optional: told about every request before it is placed (learning the
-     * arrival mix); returns true when cached scores must be dropped */
-    bool (*observe)(void *state, const ts_request *r);
 };
 
 /* Built-in scorers: "random", "dotprod", "clustering", "packing", "bestfit",

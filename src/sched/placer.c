@@ -11,7 +11,6 @@
 #include "tessera/sched.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 typedef struct cache_entry {
     uint64_t version; /* node version + 1 when valid, 0 when empty */
@@ -90,17 +89,8 @@ static int64_t score_node(ts_placer *p, int i, const ts_request *r, int cls, ts_
     return p->ops->score(p->state, n, r, a, &p->rng);
 }
 
-static void drop_cache(ts_placer *p)
-{
-    if (p->cache)
-        memset(p->cache, 0,
-               (size_t)p->cache_nodes * (size_t)p->nclasses * sizeof *p->cache);
-}
-
 int ts_placer_place(ts_placer *p, const ts_request *r, int cls, ts_alloc *out)
 {
-    if (p->ops->observe && p->ops->observe(p->state, r))
-        drop_cache(p);
     int best = -1;
     int64_t best_score = 0;
     ts_alloc cand, best_alloc;
