@@ -23,11 +23,10 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "model/name_range.h"
+
 #define YAML_MAX_CLASSES 4096        /* distinct node classes in one file */
-#define YAML_RANGE_MAX_NAMES 10000   /* names one `names:` range may expand to */
 #define YAML_MAX_NODES 100000        /* nodes in one file, all entries together */
-#define YAML_RANGE_MAX_PARTS 64      /* comma-separated parts inside [...] */
-#define YAML_RANGE_MAX_DIGITS 9      /* so a bound always fits in a long */
 #define YAML_SHOW_MAX 40             /* characters of a bad value quoted back */
 #define YAML_PATH_MAX 160
 
@@ -479,98 +478,6 @@ static int load_classes(loader *L, const yaml_node_t *map)
     return 0;
 }
 
-/* ---- node name ranges -------------------------------------------------------- */
-
-typedef struct name_range {
-    const char *text;       /* the whole pattern */
-    size_t prefix_len;      /* characters before '[' */
-    const char *suffix;     /* after ']' */
-    int nparts;
-    long lo[YAML_RANGE_MAX_PARTS], hi[YAML_RANGE_MAX_PARTS];
-    int width[YAML_RANGE_MAX_PARTS]; /* zero-padding, 0 for none */
-    long count;
-} name_range;
-
-/* Reads one decimal bound of at most YAML_RANGE_MAX_DIGITS digits. */
-static const char *range_number(const char *p, long *v, int *ndigits)
-{
-    *v = 0;
-    *ndigits = 0;
-    while (*p >= '0' && *p <= '9' && *ndigits < YAML_RANGE_MAX_DIGITS + 1) {
-        *v = *v * 10 + (*p - '0');
-        (*ndigits)++;
-        p++;
-    }
-    return (*ndigits == 0 || *ndigits > YAML_RANGE_MAX_DIGITS) ? NULL : p;
-}
-
-/* Parses "prefix[a-b,c,d-e]suffix": one bracket group, parts are a number or
- * lo-hi with lo <= hi; a bound written with a leading zero sets the width all
- * its numbers are padded to ("[002-010]" gives 002..010). */
-static int range_parse(const loader *L, const yaml_node_t *n, const char *path, name_range *r)
-{
-    const char *s = scalar_of(n);
-    if (!s)
-        return fail_got(L, n, path, "a name pattern such as node-[001-016]");
-    const char *open = strchr(s, '[');
-    const char *close = open ? strchr(open, ']') : NULL;
-    if (!open || !close || strchr(close + 1, '[') || strchr(close + 1, ']') ||
-        memchr(s, ']', (size_t)(open - s)))
-        return fail_got(L, n, path, "a name pattern with one [lo-hi,...] range, such as "
-                        "node-[001-016]");
-    r->text = s;
-    r->prefix_len = (size_t)(open - s);
-    r->suffix = close + 1;
-    r->nparts = 0;
-    r->count = 0;
-    const char *p = open + 1;
-    for (;;) {
-        if (r->nparts == YAML_RANGE_MAX_PARTS)
-            return fail(L, n, TS_EINVAL, "%s: more than %d parts in [...]", path,
-                        YAML_RANGE_MAX_PARTS);
-        int i = r->nparts, dl, dh;
-        const char *q = range_number(p, &r->lo[i], &dl);
-        if (!q)
-            return fail_got(L, n, path, "a range of numbers of 1..9 digits inside [...]");
-        r->width[i] = (*p == '0' && dl > 1) ? dl : 0;
-        r->hi[i] = r->lo[i];
-        if (*q == '-') {
-            p = q + 1;
-            q = range_number(p, &r->hi[i], &dh);
-            if (!q)
-                return fail_got(L, n, path, "a range of numbers of 1..9 digits inside [...]");
-        }
-        if (r->hi[i] < r->lo[i])
-            return fail(L, n, TS_EINVAL, "%s: range %ld-%ld runs backwards", path, r->lo[i],
-                        r->hi[i]);
-        r->count += r->hi[i] - r->lo[i] + 1;
-        if (r->count > YAML_RANGE_MAX_NAMES)
-            return fail(L, n, TS_EINVAL, "%s: expands to more than %d names", path,
-                        YAML_RANGE_MAX_NAMES);
-        r->nparts++;
-        if (*q == ']')
-            break;
-        if (*q != ',')
-            return fail_got(L, n, path, "a name pattern such as node-[001-016] or "
-                            "node-[1-4,9]");
-        p = q + 1;
-    }
-    return 0;
-}
-
-/* The k-th name of the range into buf; false if it does not fit. */
-static bool range_name(const name_range *r, long k, char *buf, size_t size)
-{
-    int i = 0;
-    while (k > r->hi[i] - r->lo[i]) {
-        k -= r->hi[i] - r->lo[i] + 1;
-        i++;
-    }
-    int len = snprintf(buf, size, "%.*s%0*ld%s", (int)r->prefix_len, r->text, r->width[i],
-                       r->lo[i] + k, r->suffix);
-    return len > 0 && (size_t)len < size;
-}
-
 /* ---- nodes ------------------------------------------------------------------ */
 
 typedef struct node_entry {
@@ -805,12 +712,16 @@ static int load_node(loader *L, int index, const yaml_node_t *map)
         return add_node(L, &e, v[K_NAME], name);
     }
     pathf(sub, sizeof sub, "%s.names", path);
-    name_range r = {0};
-    if ((rc = range_parse(L, v[K_NAMES], sub, &r)) < 0)
-        return rc;
+    const char *pattern = scalar_of(v[K_NAMES]);
+    if (!pattern)
+        return fail_got(L, v[K_NAMES], sub, "a name pattern such as node-[001-016]");
+    ts_name_range r;
+    if ((rc = ts_name_range_parse(pattern, &r, L->err)) < 0)
+        return fail_prefix(L, v[K_NAMES], sub, rc);
+    /* one byte over TS_NAME_MAX, so a name just too long reaches add_node's check */
     char name[TS_NAME_MAX + 1];
     for (long i = 0; i < r.count; i++) {
-        if (!range_name(&r, i, name, sizeof name))
+        if (!ts_name_range_name(&r, i, name, sizeof name))
             return fail(L, v[K_NAMES], TS_EINVAL, "%s: expanded name longer than %d "
                         "characters", sub, TS_NAME_MAX - 1);
         if ((rc = add_node(L, &e, v[K_NAMES], name)) < 0)
