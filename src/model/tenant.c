@@ -1,0 +1,226 @@
+/*
+ * tenant.c - the tenant tree: organisations and their teams, each with a
+ * guaranteed quota, a borrowing limit and a lending limit per resource
+ * dimension, and a fair-share weight.
+ *
+ * The tree is a flat array in insertion order; a child is always added after
+ * its parent, so a parent's index is smaller than its children's and a pass
+ * from the last index to the first visits every child before its parent
+ * (quota.c relies on that). Names are unique over the whole tree so that a
+ * job, a message or a config key can name a tenant without its path. The
+ * accounting of usage lives in src/sched/quota.c; this file only describes
+ * and validates who may have what.
+ */
+#include "tessera/tenant.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TENANTS_INITIAL_CAP 16
+
+void ts_res_name(int dim, char *buf, size_t size)
+{
+    if (size == 0)
+        return;
+    if (dim == TS_RES_CPU) {
+        snprintf(buf, size, "cpu_milli");
+    } else if (dim == TS_RES_MEM) {
+        snprintf(buf, size, "mem_mib");
+    } else if (dim >= TS_RES_GPU0 && dim < TS_RES_DIMS) {
+        const ts_gpu_model_info *m = ts_gpu_model_get(dim - TS_RES_GPU0);
+        if (m && m->name)
+            snprintf(buf, size, "gpu[%s]", m->name);
+        else
+            snprintf(buf, size, "gpu[%d]", dim - TS_RES_GPU0);
+    } else {
+        snprintf(buf, size, "dim[%d]", dim);
+    }
+}
+
+ts_tenants *ts_tenants_new(void)
+{
+    ts_tenants *ts = calloc(1, sizeof *ts);
+    if (!ts)
+        return NULL;
+    ts->t = calloc(TENANTS_INITIAL_CAP, sizeof *ts->t);
+    if (!ts->t) {
+        free(ts);
+        return NULL;
+    }
+    ts->cap = TENANTS_INITIAL_CAP;
+    return ts;
+}
+
+void ts_tenants_free(ts_tenants *ts)
+{
+    if (!ts)
+        return;
+    free(ts->t);
+    free(ts);
+}
+
+int ts_tenant_find(const ts_tenants *ts, const char *name)
+{
+    if (!ts || !name)
+        return -1;
+    for (int i = 0; i < ts->n; i++)
+        if (strcmp(ts->t[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+static bool name_ok(const char *name)
+{
+    size_t len = strnlen(name, TS_NAME_MAX);
+    if (len == 0 || len >= TS_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (c <= ' ' || c >= 0x7f)
+            return false;
+    }
+    return true;
+}
+
+int ts_tenant_add(ts_tenants *ts, const char *name, const char *parent, ts_err *err)
+{
+    if (!ts || !name)
+        return ts_err_set(err, TS_EINVAL, "tenants: missing tenant name");
+    if (!name_ok(name))
+        return ts_err_set(err, TS_EINVAL,
+                          "tenants.%.*s: name must be 1..%d printable characters without spaces",
+                          TS_NAME_MAX - 1, name, TS_NAME_MAX - 1);
+    if (ts_tenant_find(ts, name) >= 0)
+        return ts_err_set(err, TS_EEXIST, "tenants.%s: duplicate tenant name", name);
+    int p = -1;
+    int depth = 0;
+    if (parent && parent[0]) {
+        p = ts_tenant_find(ts, parent);
+        if (p < 0)
+            return ts_err_set(err, TS_ENOENT, "tenants.%s.parent: no tenant named '%.*s'", name,
+                              TS_NAME_MAX - 1, parent);
+        depth = ts->t[p].depth + 1;
+        if (depth >= TS_TENANT_MAX_DEPTH)
+            return ts_err_set(err, TS_EINVAL,
+                              "tenants.%s.parent: the tree may be at most %d levels deep", name,
+                              TS_TENANT_MAX_DEPTH);
+    }
+    if (ts->n >= TS_TENANT_MAX)
+        return ts_err_set(err, TS_EINVAL, "tenants.%s: more than %d tenants", name,
+                          TS_TENANT_MAX);
+    if (ts->n == ts->cap) {
+        int ncap = ts->cap * 2;
+        ts_tenant *nt = realloc(ts->t, (size_t)ncap * sizeof *nt);
+        if (!nt)
+            return ts_err_set(err, TS_ENOMEM, "tenants.%s: out of memory", name);
+        ts->t = nt;
+        ts->cap = ncap;
+    }
+    ts_tenant *t = &ts->t[ts->n];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->parent = p;
+    t->depth = depth;
+    t->weight = 1.0;
+    for (int k = 0; k < TS_RES_DIMS; k++) {
+        t->borrow_limit[k] = TS_QUOTA_UNLIMITED;
+        t->lend_limit[k] = TS_QUOTA_UNLIMITED;
+    }
+    if (p >= 0)
+        ts->t[p].nchildren++;
+    return ts->n++;
+}
+
+static bool limit_ok(int64_t v)
+{
+    return v == TS_QUOTA_UNLIMITED || (v >= 0 && v <= TS_QUOTA_MAX);
+}
+
+int ts_tenant_set_quota(ts_tenants *ts, int t, int dim, int64_t guaranteed, int64_t borrow,
+                        int64_t lend, ts_err *err)
+{
+    if (!ts || t < 0 || t >= ts->n)
+        return ts_err_set(err, TS_EINVAL, "tenants[%d]: no such tenant", t);
+    const char *name = ts->t[t].name;
+    if (dim < 0 || dim >= TS_RES_DIMS)
+        return ts_err_set(err, TS_EINVAL, "tenants.%s: resource dimension %d out of range",
+                          name, dim);
+    char dn[TS_NAME_MAX + 8];
+    ts_res_name(dim, dn, sizeof dn);
+    if (guaranteed < 0 || guaranteed > TS_QUOTA_MAX)
+        return ts_err_set(err, TS_EINVAL, "tenants.%s.guaranteed.%s: must be 0..%lld", name,
+                          dn, (long long)TS_QUOTA_MAX);
+    if (!limit_ok(borrow))
+        return ts_err_set(err, TS_EINVAL,
+                          "tenants.%s.borrow.%s: must be 0..%lld or unlimited", name, dn,
+                          (long long)TS_QUOTA_MAX);
+    if (!limit_ok(lend))
+        return ts_err_set(err, TS_EINVAL, "tenants.%s.lend.%s: must be 0..%lld or unlimited",
+                          name, dn, (long long)TS_QUOTA_MAX);
+    ts->t[t].guaranteed[dim] = guaranteed;
+    ts->t[t].borrow_limit[dim] = borrow;
+    ts->t[t].lend_limit[dim] = lend;
+    return 0;
+}
+
+#define WEIGHT_MAX 1e6
+
+int ts_tenant_set_weight(ts_tenants *ts, int t, double weight, ts_err *err)
+{
+    if (!ts || t < 0 || t >= ts->n)
+        return ts_err_set(err, TS_EINVAL, "tenants[%d]: no such tenant", t);
+    /* written so that NaN fails too */
+    if (!(weight > 0.0 && weight <= WEIGHT_MAX))
+        return ts_err_set(err, TS_EINVAL, "tenants.%s.weight: must be > 0 and <= %g",
+                          ts->t[t].name, WEIGHT_MAX);
+    ts->t[t].weight = weight;
+    return 0;
+}
+
+int ts_tenants_validate(const ts_tenants *ts, ts_err *err)
+{
+    if (!ts)
+        return ts_err_set(err, TS_EINVAL, "tenants: missing");
+    int64_t *sum = calloc((size_t)(ts->n > 0 ? ts->n : 1) * TS_RES_DIMS, sizeof *sum);
+    if (!sum)
+        return ts_err_set(err, TS_ENOMEM, "tenants: out of memory");
+    for (int i = 0; i < ts->n; i++) {
+        const ts_tenant *t = &ts->t[i];
+        if (!(t->weight > 0.0 && t->weight <= WEIGHT_MAX)) {
+            free(sum);
+            return ts_err_set(err, TS_EINVAL, "tenants.%s.weight: must be > 0 and <= %g",
+                              t->name, WEIGHT_MAX);
+        }
+        for (int k = 0; k < TS_RES_DIMS; k++) {
+            if (t->guaranteed[k] < 0 || t->guaranteed[k] > TS_QUOTA_MAX ||
+                !limit_ok(t->borrow_limit[k]) || !limit_ok(t->lend_limit[k])) {
+                char dn[TS_NAME_MAX + 8];
+                ts_res_name(k, dn, sizeof dn);
+                free(sum);
+                return ts_err_set(err, TS_EINVAL, "tenants.%s.%s: quota out of range",
+                                  t->name, dn);
+            }
+            /* at most TS_TENANT_MAX terms of at most TS_QUOTA_MAX: no overflow */
+            if (t->parent >= 0)
+                sum[(size_t)t->parent * TS_RES_DIMS + (size_t)k] += t->guaranteed[k];
+        }
+    }
+    for (int i = 0; i < ts->n; i++) {
+        const ts_tenant *t = &ts->t[i];
+        for (int k = 0; k < TS_RES_DIMS; k++) {
+            int64_t s = sum[(size_t)i * TS_RES_DIMS + (size_t)k];
+            if (s > t->guaranteed[k]) {
+                char dn[TS_NAME_MAX + 8];
+                ts_res_name(k, dn, sizeof dn);
+                free(sum);
+                return ts_err_set(err, TS_EINVAL,
+                                  "tenants.%s.guaranteed.%s: children's guarantees (%lld) "
+                                  "exceed the parent's (%lld)",
+                                  t->name, dn, (long long)s, (long long)t->guaranteed[k]);
+            }
+        }
+    }
+    free(sum);
+    return 0;
+}
