@@ -4,6 +4,7 @@
  *   tessera-sim fgd --nodes NODES.csv --pods PODS.csv --policy P[,P...]
  *       [--seeds 42-51] [--tune 1.3] [--published SUMMARY.csv]
  *       [--json OUT.json] [--csv OUT.csv] [--jobs N] [--quiet]
+ *   tessera-sim replay ...   (time-based replay: see replay_main.c)
  *
  * NODES may also be a cluster in Tessera's YAML format (*.yaml, *.yml).
  * Loads the trace, builds the typical-pod list from the pod file as given,
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "sim/experiment.h"
+#include "sim/replay.h"
 #include "sim/report.h"
 #include "tessera/frag.h"
 
@@ -32,7 +34,9 @@ static void usage(FILE *f)
             "usage: tessera-sim fgd --nodes NODES.csv|CLUSTER.yaml --pods PODS.csv --policy P[,P...]\n"
             "         [--seeds 42-51] [--tune 1.3] [--published SUMMARY.csv]\n"
             "         [--json OUT.json] [--csv OUT.csv] [--jobs N] [--quiet]\n"
-            "policies:");
+            "       tessera-sim replay --jobs JOBS.csv [--set NAME] --policy P[,P...] ...\n"
+            "         (tessera-sim replay --help for its options)\n"
+            "fgd policies:");
     for (const struct ts_scorer_ops *const *p = ts_scorer_all(); *p; p++)
         fprintf(f, " %s", (*p)->name);
     fprintf(f, "\n");
@@ -148,8 +152,10 @@ int main(int argc, char **argv)
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? EXIT_BAD_INPUT : 0;
     }
+    if (strcmp(argv[1], "replay") == 0)
+        return replay_main(argc, argv);
     if (strcmp(argv[1], "fgd") != 0)
-        return bad("unknown experiment \"%s\" (expected: fgd)", argv[1]);
+        return bad("unknown experiment \"%s\" (expected: fgd or replay)", argv[1]);
     const char *nodes_path = NULL, *pods_path = NULL, *policies = NULL, *seeds_arg = "42-51";
     const char *published = NULL, *json_path = NULL, *csv_path = NULL;
     double tune = 1.3;

@@ -1,0 +1,135 @@
+/*
+ * replay.h - internal: the time-based replay engine behind `tessera-sim replay`.
+ *
+ * A replay runs one workload (a list of rigid jobs: submit time, GPU count,
+ * work) on a cluster of identical nodes, in virtual time, under one policy.
+ * The engine owns time, progress, restart costs, count-only placement and the
+ * metrics; a policy (small ops table, replay_policies.c) only answers "which
+ * of the submitted, unfinished jobs run now". Everything here is pure: no
+ * clock, no I/O, no globals, so a replay is a function of its input. It lives
+ * in libtessera (not src/sim) so that the unit tests link it directly; the
+ * shell (src/sim/replay_main.c) reads files and prints.
+ *
+ * Ownership: the caller owns every array passed in; ts_replay_trace from the
+ * loader is freed with ts_replay_trace_free. Not thread-safe per object;
+ * separate replays share nothing.
+ */
+#ifndef TS_SCHED_REPLAY_H
+#define TS_SCHED_REPLAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "tessera/error.h"
+
+/* The Pollux artifact's measured durations include one start-up of this
+ * length (README "Experiment procedures" B); the loader subtracts it so a
+ * job's work is pure progress and the engine charges every start itself. */
+#define TS_REPLAY_POLLUX_STARTUP_S 30.0
+#define TS_REPLAY_ROUND_DEFAULT_S 60.0
+#define TS_REPLAY_RESTART_DEFAULT_S 30.0
+/* Tiresias demotes a job from Q0 to Q1 at this attained service. */
+#define TS_REPLAY_TIRESIAS_DEMOTE_GPU_S (16.0 * 3600.0)
+#define TS_REPLAY_NAME_MAX 64
+
+typedef struct ts_replay_job {
+    char name[TS_REPLAY_NAME_MAX];
+    double submit_s;
+    int gpus;
+    double work_s;  /* progress needed, start-up excluded; >= 0 */
+} ts_replay_job;
+
+typedef struct ts_replay_config {
+    int nodes;
+    int gpus_per_node;
+    double round_s;        /* 0: decide on every event */
+    double restart_cost_s; /* charged, without progress, at every start and restart */
+} ts_replay_config;
+
+/* What a policy sees at a decision. Jobs are in arrival order (submit time,
+ * then input order); pending[] lists the submitted, unfinished ones. */
+typedef struct ts_replay_view {
+    double now_s;
+    double since_s;              /* time of the previous decision (0 at the first) */
+    const ts_replay_job *jobs;
+    int njobs;
+    const int *pending;          /* indices into jobs, ascending */
+    int npending;
+    const bool *holding;         /* holding[j]: j has GPUs since the previous decision */
+    const double *work_left_s;   /* oracle knowledge: srtf/sjf only */
+    int total_gpus;
+} ts_replay_view;
+
+/* A policy sets run[j] for every pending j (run[] is cleared by the engine).
+ * The engine preempts holders not chosen and places the newly chosen; the
+ * chosen must fit in total_gpus. next_event_s (may be NULL) says when, in
+ * event-driven mode, the policy wants to decide again without an arrival or
+ * completion (tiresias: a demotion); return a value <= now for "never". */
+typedef struct ts_replay_policy_ops {
+    const char *name;
+    bool preemptive;
+    int (*init)(void **state, int njobs, ts_err *err);
+    void (*decide)(void *state, const ts_replay_view *v, bool *run);
+    double (*next_event_s)(void *state, const ts_replay_view *v);
+    void (*free)(void *state);
+} ts_replay_policy_ops;
+
+/* NULL-terminated list of the built-in policies; lookup by name or NULL. */
+const ts_replay_policy_ops *const *ts_replay_policy_all(void);
+const ts_replay_policy_ops *ts_replay_policy_find(const char *name);
+
+/* Per job, what happened. */
+typedef struct ts_replay_outcome {
+    double finish_s;
+    double jct_s;
+    double queue_s;     /* time submitted and holding no GPUs */
+    int starts;
+    int preemptions;
+} ts_replay_outcome;
+
+/* One workload's (or, averaged, one set's) figures. */
+typedef struct ts_replay_result {
+    int jobs;
+    double avg_jct_s, p50_jct_s, p99_jct_s;
+    double avg_queue_s, max_wait_s;
+    double utilization_pct; /* GPU-s held (incl. restarts) / (GPUs x makespan) */
+    long preemptions;
+    double lost_gpu_s;      /* GPU-s of restart delay beyond each job's first start */
+    double makespan_s;      /* latest completion, from time 0 */
+} ts_replay_result;
+
+/* Replays jobs[0..njobs-1] (sorted by submit_s, ties in input order) under
+ * policy. out (may be NULL) gets one outcome per job. Returns 0, TS_EINVAL on
+ * a bad config or a job that can never fit, TS_ENOMEM, or TS_ENOSPC if the
+ * policy leaves an idle cluster idle while jobs wait (it would never end). */
+int ts_replay_run(const ts_replay_config *cfg, const ts_replay_policy_ops *policy,
+                  const ts_replay_job *jobs, int njobs, ts_replay_outcome *out,
+                  ts_replay_result *res, ts_err *err);
+
+/* The Pollux set's way of averaging: mean of the workloads' figures for the
+ * averages, percentiles, utilisation and makespan; sums for preemptions and
+ * lost GPU-s and jobs; max for max_wait_s. */
+void ts_replay_result_mean(const ts_replay_result *per, int n, ts_replay_result *out);
+
+/* A loaded trace: workloads, each a job list in arrival order. */
+typedef struct ts_replay_workload {
+    char name[TS_REPLAY_NAME_MAX];
+    ts_replay_job *jobs;
+    int njobs;
+} ts_replay_workload;
+
+typedef struct ts_replay_trace {
+    char set[TS_REPLAY_NAME_MAX];
+    ts_replay_workload *wl;
+    int nwl;
+} ts_replay_trace;
+
+/* pollux_rigid_durations.csv (columns workload_set, workload, name, time,
+ * application, num_gpus, batch_size, duration, gpu_time, in that order).
+ * set: keep only rows of that workload_set; NULL means the file must hold a
+ * single set. Errors name fname:line: field. On success *out is new. */
+int ts_replay_load_pollux(const char *buf, size_t len, const char *fname, const char *set,
+                          ts_replay_trace **out, ts_err *err);
+void ts_replay_trace_free(ts_replay_trace *t);
+
+#endif

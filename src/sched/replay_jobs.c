@@ -1,0 +1,244 @@
+/*
+ * replay_jobs.c - loading the Pollux rigid workloads for a replay.
+ *
+ * pollux_rigid_durations.csv (README "Experiment procedures" B) holds, per
+ * job of each load set, its submit time, GPU count and isolated run time.
+ * That run time already contains one 30-s start-up, so a job's work is
+ * duration - TS_REPLAY_POLLUX_STARTUP_S and the engine charges every start
+ * (the first included) itself: a job alone still takes exactly `duration`.
+ * Rows are grouped by `workload` in order of first appearance; inside a
+ * workload jobs are put in arrival order (stable, so equal submit times keep
+ * file order). Parsing is from memory, strict (fixed header, 9 fields, no
+ * quoting) and every error names file:line: field.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/replay.h"
+
+#define NCOLS 9
+#define LINE_MAX_BYTES 4096
+#define GPUS_MAX 1024
+/* gpu_time is written rounded; allow that much disagreement with duration x gpus */
+#define GPU_TIME_SLACK_GPU_S 1.0
+
+static const char *const cols[NCOLS] = {"workload_set", "workload", "name", "time", "application",
+                                        "num_gpus", "batch_size", "duration", "gpu_time"};
+enum { C_SET, C_WL, C_NAME, C_TIME, C_APP, C_GPUS, C_BSZ, C_DUR, C_GPUTIME };
+
+/* Splits line (modified in place) on commas; returns the field count. */
+static int split(char *line, char **f, int max)
+{
+    int n = 0;
+    char *p = line;
+    for (;;) {
+        if (n < max)
+            f[n] = p;
+        n++;
+        char *c = strchr(p, ',');
+        if (!c)
+            break;
+        *c = '\0';
+        p = c + 1;
+    }
+    return n;
+}
+
+static int num(const char *fname, int line, int col, const char *s, double min, double max,
+               bool integer, double *out, ts_err *err)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !isfinite(v) || v < min || v > max ||
+        (integer && v != floor(v)))
+        return ts_err_set(err, TS_EINVAL, "%s:%d: %s: must be %s in [%.0f, %.0f], got \"%s\"",
+                          fname, line, cols[col], integer ? "an integer" : "a number", min, max,
+                          s);
+    *out = v;
+    return 0;
+}
+
+void ts_replay_trace_free(ts_replay_trace *t)
+{
+    if (!t)
+        return;
+    for (int i = 0; i < t->nwl; i++)
+        free(t->wl[i].jobs);
+    free(t->wl);
+    free(t);
+}
+
+static int find_or_add_workload(ts_replay_trace *t, const char *name, int *cap)
+{
+    for (int i = 0; i < t->nwl; i++)
+        if (strcmp(t->wl[i].name, name) == 0)
+            return i;
+    if (t->nwl == *cap) {
+        int nc = *cap ? *cap * 2 : 8;
+        ts_replay_workload *nw = realloc(t->wl, sizeof *nw * (size_t)nc);
+        if (!nw)
+            return -1;
+        t->wl = nw;
+        *cap = nc;
+    }
+    ts_replay_workload *w = &t->wl[t->nwl];
+    memset(w, 0, sizeof *w);
+    snprintf(w->name, sizeof w->name, "%s", name);
+    return t->nwl++;
+}
+
+/* stable insertion sort by submit time: workloads are small and nearly sorted */
+static void sort_arrivals(ts_replay_workload *w)
+{
+    for (int i = 1; i < w->njobs; i++) {
+        ts_replay_job v = w->jobs[i];
+        int k = i - 1;
+        while (k >= 0 && w->jobs[k].submit_s > v.submit_s) {
+            w->jobs[k + 1] = w->jobs[k];
+            k--;
+        }
+        w->jobs[k + 1] = v;
+    }
+}
+
+static int parse_row(char **f, const char *fname, int line, ts_replay_job *job, ts_err *err)
+{
+    double t, g, bsz, dur, gt;
+    for (int c = 0; c < NCOLS; c++)
+        if (!*f[c])
+            return ts_err_set(err, TS_EINVAL, "%s:%d: %s: must not be empty", fname, line,
+                              cols[c]);
+    if (strlen(f[C_NAME]) >= TS_REPLAY_NAME_MAX)
+        return ts_err_set(err, TS_EINVAL, "%s:%d: name: longer than %d bytes", fname, line,
+                          TS_REPLAY_NAME_MAX - 1);
+    int rc;
+    if ((rc = num(fname, line, C_TIME, f[C_TIME], 0, 1e12, false, &t, err)) ||
+        (rc = num(fname, line, C_GPUS, f[C_GPUS], 1, GPUS_MAX, true, &g, err)) ||
+        (rc = num(fname, line, C_BSZ, f[C_BSZ], 1, 1e12, true, &bsz, err)) ||
+        (rc = num(fname, line, C_DUR, f[C_DUR], TS_REPLAY_POLLUX_STARTUP_S, 1e12, false, &dur,
+                  err)) ||
+        (rc = num(fname, line, C_GPUTIME, f[C_GPUTIME], 0, 1e15, false, &gt, err)))
+        return rc;
+    if (fabs(gt - dur * g) > GPU_TIME_SLACK_GPU_S)
+        return ts_err_set(err, TS_EINVAL, "%s:%d: gpu_time: must be duration x num_gpus (%.0f), got %s",
+                          fname, line, dur * g, f[C_GPUTIME]);
+    memset(job, 0, sizeof *job);
+    snprintf(job->name, sizeof job->name, "%s", f[C_NAME]);
+    job->submit_s = t;
+    job->gpus = (int)g;
+    job->work_s = dur - TS_REPLAY_POLLUX_STARTUP_S;
+    return 0;
+}
+
+int ts_replay_load_pollux(const char *buf, size_t len, const char *fname, const char *set,
+                          ts_replay_trace **out, ts_err *err)
+{
+    ts_replay_trace *t = calloc(1, sizeof *t);
+    int *jcap = NULL;  /* capacity of each workload's job array */
+    int wcap = 0, jcap_n = 0, rc = 0, line = 0;
+    char first_set[TS_REPLAY_NAME_MAX] = "";
+    char row[LINE_MAX_BYTES];
+    if (!t)
+        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
+    size_t pos = 0;
+    while (pos < len && rc == 0) {
+        const char *nl = memchr(buf + pos, '\n', len - pos);
+        size_t l = nl ? (size_t)(nl - (buf + pos)) : len - pos;
+        line++;
+        if (l >= sizeof row) {
+            rc = ts_err_set(err, TS_EINVAL, "%s:%d: line longer than %d bytes", fname, line,
+                            LINE_MAX_BYTES - 1);
+            break;
+        }
+        memcpy(row, buf + pos, l);
+        row[l] = '\0';
+        pos += l + (nl ? 1 : 0);
+        if (l > 0 && row[l - 1] == '\r')
+            row[--l] = '\0';
+        if (memchr(row, '\0', l)) {
+            rc = ts_err_set(err, TS_EINVAL, "%s:%d: contains a NUL byte", fname, line);
+            break;
+        }
+        char *f[NCOLS];
+        if (line == 1) {
+            int n = split(row, f, NCOLS);
+            for (int c = 0; c < NCOLS && rc == 0; c++)
+                if (n != NCOLS || strcmp(f[c], cols[c]) != 0)
+                    rc = ts_err_set(err, TS_EINVAL,
+                                    "%s:1: header: expected workload_set,workload,name,time,"
+                                    "application,num_gpus,batch_size,duration,gpu_time",
+                                    fname);
+            continue;
+        }
+        if (l == 0)
+            continue;
+        int n = split(row, f, NCOLS);
+        if (n != NCOLS) {
+            rc = ts_err_set(err, TS_EINVAL, "%s:%d: expected %d fields, got %d", fname, line,
+                            NCOLS, n);
+            break;
+        }
+        if (set ? strcmp(f[C_SET], set) != 0 : false)
+            continue;
+        if (!set) {
+            if (!first_set[0])
+                snprintf(first_set, sizeof first_set, "%s", f[C_SET]);
+            else if (strcmp(first_set, f[C_SET]) != 0) {
+                rc = ts_err_set(err, TS_EINVAL,
+                                "%s:%d: workload_set: file holds several sets (%s, %s); "
+                                "pick one with --set",
+                                fname, line, first_set, f[C_SET]);
+                break;
+            }
+        }
+        ts_replay_job job;
+        if ((rc = parse_row(f, fname, line, &job, err)) != 0)
+            break;
+        int w = find_or_add_workload(t, f[C_WL], &wcap);
+        if (w >= 0 && wcap > jcap_n) {
+            int *nj = realloc(jcap, sizeof *nj * (size_t)wcap);
+            if (!nj)
+                w = -1;
+            else {
+                memset(nj + jcap_n, 0, sizeof *nj * (size_t)(wcap - jcap_n));
+                jcap = nj;
+                jcap_n = wcap;
+            }
+        }
+        if (w < 0) {
+            rc = ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
+            break;
+        }
+        ts_replay_workload *W = &t->wl[w];
+        if (W->njobs == jcap[w]) {
+            int nc = jcap[w] ? jcap[w] * 2 : 64;
+            ts_replay_job *nj = realloc(W->jobs, sizeof *nj * (size_t)nc);
+            if (!nj) {
+                rc = ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
+                break;
+            }
+            W->jobs = nj;
+            jcap[w] = nc;
+        }
+        W->jobs[W->njobs++] = job;
+    }
+    free(jcap);
+    if (rc == 0 && line == 0)
+        rc = ts_err_set(err, TS_EINVAL, "%s:1: header: file is empty", fname);
+    if (rc == 0 && t->nwl == 0)
+        rc = set ? ts_err_set(err, TS_EINVAL, "%s: workload_set: no rows of set \"%s\"", fname, set)
+                 : ts_err_set(err, TS_EINVAL, "%s: no jobs", fname);
+    if (rc != 0) {
+        ts_replay_trace_free(t);
+        return rc;
+    }
+    snprintf(t->set, sizeof t->set, "%s", set ? set : first_set);
+    for (int i = 0; i < t->nwl; i++)
+        sort_arrivals(&t->wl[i]);
+    *out = t;
+    return 0;
+}
