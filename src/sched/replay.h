@@ -31,12 +31,19 @@
 /* Tiresias demotes a job from Q0 to Q1 at this attained service. */
 #define TS_REPLAY_TIRESIAS_DEMOTE_GPU_S (16.0 * 3600.0)
 #define TS_REPLAY_NAME_MAX 64
+/* Helios SRTF checkpoint cost paid at a restart after a preemption (README A) */
+#define TS_REPLAY_CKPT_1GPU_S 7.0
+#define TS_REPLAY_CKPT_NODE_S 30.0  /* 2..8 GPUs */
+#define TS_REPLAY_CKPT_MULTI_S 60.0 /* more than 8 GPUs */
+/* Philly virtual clusters are partitions of 8-GPU nodes (README A) */
+#define TS_REPLAY_PHILLY_GPUS_PER_NODE 8
 
 typedef struct ts_replay_job {
     char name[TS_REPLAY_NAME_MAX];
     double submit_s;
     int gpus;
     double work_s;  /* progress needed, start-up excluded; >= 0 */
+    int tenant;     /* index into the trace's tenants; 0 when it has none */
 } ts_replay_job;
 
 typedef struct ts_replay_config {
@@ -44,7 +51,13 @@ typedef struct ts_replay_config {
     int gpus_per_node;
     double round_s;        /* 0: decide on every event */
     double restart_cost_s; /* charged, without progress, at every start and restart */
+    bool ckpt_cost_by_gpus; /* restarts also pay ts_replay_ckpt_cost_s(gpus) */
 } ts_replay_config;
+
+/* 7 s for 1 GPU, 30 s for 2..8, 60 s above (Helios SRTF, README A). */
+double ts_replay_ckpt_cost_s(int gpus);
+/* q-th percentile of sorted[0..n-1], numpy's linear interpolation; 0 if n is 0. */
+double ts_replay_percentile(const double *sorted, int n, double q);
 
 /* What a policy sees at a decision. Jobs are in arrival order (submit time,
  * then input order); pending[] lists the submitted, unfinished ones. */
@@ -118,10 +131,22 @@ typedef struct ts_replay_workload {
     int njobs;
 } ts_replay_workload;
 
+/* A tenant of a siloed replay: a partition of nodes only its jobs use. */
+typedef struct ts_replay_tenant {
+    char name[TS_REPLAY_NAME_MAX];
+    int nodes;
+} ts_replay_tenant;
+
 typedef struct ts_replay_trace {
     char set[TS_REPLAY_NAME_MAX];
     ts_replay_workload *wl;
     int nwl;
+    /* Philly only (else NULL / 0): the tenants jobs[].tenant points into, and
+     * what the loader left out (README A, step 1 and the window). */
+    ts_replay_tenant *tenants;
+    int ntenants;
+    long dropped_vc, dropped_no_gpu, dropped_window;
+    double origin_epoch_s; /* submit_s 0 = this Unix time (the first kept job) */
 } ts_replay_trace;
 
 /* pollux_rigid_durations.csv (columns workload_set, workload, name, time,
@@ -131,5 +156,51 @@ typedef struct ts_replay_trace {
 int ts_replay_load_pollux(const char *buf, size_t len, const char *fname, const char *set,
                           ts_replay_trace **out, ts_err *err);
 void ts_replay_trace_free(ts_replay_trace *t);
+
+/* True when buf's first line is the Philly job list's header
+ * (timestamp,duration,num_gpus,gpu_time,cluster). */
+bool ts_replay_is_philly(const char *buf, size_t len);
+
+/* "YYYY-MM-DD" -> days since 1970-01-01 (proleptic Gregorian). 0 or TS_EINVAL. */
+int ts_replay_parse_day(const char *s, long *day, ts_err *err);
+
+/* philly_vc_nodes_helios.csv (header vc,node num). *out is new (free()). */
+int ts_replay_load_vc_nodes(const char *buf, size_t len, const char *fname,
+                            ts_replay_tenant **out, int *n, ts_err *err);
+
+/* The Philly job list (README A): keeps rows whose cluster is one of
+ * tenants[] and whose num_gpus > 0, submitted on a day in [from_day, to_day]
+ * (inclusive whole days, UTC-naive as the file is); shifts time so the first
+ * kept job is at 0; one workload "philly", jobs in arrival order (ties in file
+ * order), work = duration as written. The trace gets a copy of tenants. A job
+ * larger than its tenant's partition is an error: the procedure's simulator
+ * could never start it. */
+int ts_replay_load_philly(const char *buf, size_t len, const char *fname,
+                          const ts_replay_tenant *tenants, int ntenants, long from_day,
+                          long to_day, ts_replay_trace **out, ts_err *err);
+
+/* Per tenant figures of a siloed replay. share_vs_guarantee = GPU-s its jobs
+ * held / time it had demand (a submitted, unfinished job) / its partition's
+ * GPUs; 0 for a tenant without jobs. */
+typedef struct ts_replay_tenant_result {
+    int jobs;
+    double avg_jct_s;
+    double demand_s;
+    double share_vs_guarantee;
+} ts_replay_tenant_result;
+
+/* Replays each tenant alone on its own partition of tenants[k].nodes nodes of
+ * base->gpus_per_node GPUs (base->nodes is ignored): a tenant never uses
+ * another's GPUs. jobs are in arrival order with .tenant in [0, ntenants).
+ * res pools every job (averages weighted by job count, as Helios' "all");
+ * utilisation is over all partitions' GPUs; tres gets ntenants entries; *jain
+ * is Jain's index over the shares of tenants that had jobs. out may be NULL. */
+int ts_replay_run_siloed(const ts_replay_config *base, const ts_replay_policy_ops *policy,
+                         const ts_replay_job *jobs, int njobs, const ts_replay_tenant *tenants,
+                         int ntenants, ts_replay_outcome *out, ts_replay_result *res,
+                         ts_replay_tenant_result *tres, double *jain, ts_err *err);
+
+/* Jain's fairness index (sum x)^2 / (n sum x^2); 1 when n is 0 or all x are 0. */
+double ts_replay_jain(const double *x, int n);
 
 #endif

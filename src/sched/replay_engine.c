@@ -12,7 +12,9 @@
  * GPUs one at a time from the node with the most free GPUs and keeps them
  * until it finishes or is preempted (no migration). Progress is never lost on
  * preemption here; only the restart cost is paid again. Time is a double in
- * seconds; with integer inputs every time stays an exact integer.
+ * seconds; with integer inputs every time stays an exact integer. With
+ * ckpt_cost_by_gpus (the Helios procedure's SRTF, README A) every restart
+ * after a preemption also pays the checkpoint cost for the job's GPU count.
  */
 #include <assert.h>
 #include <math.h>
@@ -43,6 +45,8 @@ typedef struct engine {
     int *node_free;
     int *pending;
     int npending;
+    int *active;  /* arrived, unfinished jobs, ascending: what advance and decide walk */
+    int nactive;
     bool *holding, *run;
     double *work_left;
     int nfinished;
@@ -74,44 +78,59 @@ static void place(engine *e, int j)
     s->holding = true;
     e->holding[j] = true;
     s->delay_left_s = e->cfg->restart_cost_s;
+    if (e->cfg->ckpt_cost_by_gpus && e->out[j].starts > 0)
+        s->delay_left_s += ts_replay_ckpt_cost_s(e->jobs[j].gpus);
     e->out[j].starts++;
 }
 
-/* Moves every job from e->now to t: holders run (delay first), waiters wait. */
-static void advance(engine *e, double t)
+/* Moves one unfinished job from e->now to t: a holder runs (delay first), a
+ * submitted waiter waits. */
+static void advance_job(engine *e, int j, double t)
 {
     double dt = t - e->now;
-    assert(dt >= 0);
-    for (int j = 0; j < e->njobs; j++) {
-        job_state *s = &e->st[j];
-        if (s->finished)
-            continue;
-        if (s->holding) {
-            double d = s->delay_left_s < dt ? s->delay_left_s : dt;
-            s->delay_left_s -= d;
-            s->delay_spent_s += d;
-            double rest = dt - d;
-            if (s->work_left_s <= rest + TIME_EPS_S) {
-                double fin = e->now + d + s->work_left_s;
-                s->held_s += d + s->work_left_s;
-                s->work_left_s = 0;
-                s->finished = true;
-                e->out[j].finish_s = fin;
-                e->out[j].jct_s = fin - e->jobs[j].submit_s;
-                e->nfinished++;
-                release(e, j);
-            } else {
-                s->work_left_s -= rest;
-                s->held_s += dt;
-            }
-        } else if (e->jobs[j].submit_s < t) {
-            double from = e->jobs[j].submit_s > e->now ? e->jobs[j].submit_s : e->now;
-            e->out[j].queue_s += t - from;
+    job_state *s = &e->st[j];
+    if (s->holding) {
+        double d = s->delay_left_s < dt ? s->delay_left_s : dt;
+        s->delay_left_s -= d;
+        s->delay_spent_s += d;
+        double rest = dt - d;
+        if (s->work_left_s <= rest + TIME_EPS_S) {
+            double fin = e->now + d + s->work_left_s;
+            s->held_s += d + s->work_left_s;
+            s->work_left_s = 0;
+            s->finished = true;
+            e->out[j].finish_s = fin;
+            e->out[j].jct_s = fin - e->jobs[j].submit_s;
+            e->nfinished++;
+            release(e, j);
+        } else {
+            s->work_left_s -= rest;
+            s->held_s += dt;
         }
+    } else if (e->jobs[j].submit_s < t) {
+        double from = e->jobs[j].submit_s > e->now ? e->jobs[j].submit_s : e->now;
+        e->out[j].queue_s += t - from;
     }
+}
+
+/* Moves every job from e->now to t. Only the active list and the jobs that
+ * arrive before t are touched, so a step costs O(active), not O(jobs). */
+static void advance(engine *e, double t)
+{
+    assert(t - e->now >= 0);
+    int keep = 0;
+    for (int i = 0; i < e->nactive; i++) {
+        int j = e->active[i];
+        advance_job(e, j, t);
+        if (!e->st[j].finished)
+            e->active[keep++] = j;
+    }
+    for (int j = e->arrived; j < e->njobs && e->jobs[j].submit_s < t; j++)
+        advance_job(e, j, t);  /* waiters only: they hold nothing yet */
+    e->nactive = keep;
     e->now = t;
     while (e->arrived < e->njobs && e->jobs[e->arrived].submit_s <= t)
-        e->arrived++;
+        e->active[e->nactive++] = e->arrived++;
 }
 
 static ts_replay_view view_of(const engine *e)
@@ -132,12 +151,12 @@ static ts_replay_view view_of(const engine *e)
 /* One decision at e->now: ask the policy, preempt, place. */
 static int decide(engine *e, ts_err *err)
 {
-    e->npending = 0;
-    for (int j = 0; j < e->arrived; j++)
-        if (!e->st[j].finished) {
-            e->pending[e->npending++] = j;
-            e->work_left[j] = e->st[j].work_left_s;
-        }
+    e->npending = e->nactive;
+    for (int i = 0; i < e->nactive; i++) {
+        int j = e->active[i];
+        e->pending[i] = j;
+        e->work_left[j] = e->st[j].work_left_s;
+    }
     for (int i = 0; i < e->npending; i++)
         e->run[e->pending[i]] = false;
     ts_replay_view v = view_of(e);
@@ -209,8 +228,13 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+double ts_replay_ckpt_cost_s(int gpus)
+{
+    return gpus <= 1 ? TS_REPLAY_CKPT_1GPU_S : gpus <= 8 ? TS_REPLAY_CKPT_NODE_S : TS_REPLAY_CKPT_MULTI_S;
+}
+
 /* numpy's default (linear interpolation between closest ranks) */
-static double percentile(const double *sorted, int n, double q)
+double ts_replay_percentile(const double *sorted, int n, double q)
 {
     if (n == 0)
         return 0;
@@ -249,8 +273,8 @@ static int summarise(const engine *e, ts_replay_result *res, ts_err *err)
     }
     qsort(jct, (size_t)e->njobs, sizeof *jct, cmp_double);
     res->avg_jct_s = sum_jct / e->njobs;
-    res->p50_jct_s = percentile(jct, e->njobs, 50);
-    res->p99_jct_s = percentile(jct, e->njobs, 99);
+    res->p50_jct_s = ts_replay_percentile(jct, e->njobs, 50);
+    res->p99_jct_s = ts_replay_percentile(jct, e->njobs, 99);
     res->avg_queue_s = sum_q / e->njobs;
     if (res->makespan_s > 0)
         res->utilization_pct = 100.0 * busy_gpu_s / (e->total_gpus * res->makespan_s);
@@ -292,6 +316,7 @@ static void engine_free(engine *e)
     free(e->st);
     free(e->node_free);
     free(e->pending);
+    free(e->active);
     free(e->holding);
     free(e->run);
     free(e->work_left);
@@ -313,13 +338,14 @@ int ts_replay_run(const ts_replay_config *cfg, const ts_replay_policy_ops *polic
     e.st = calloc(n, sizeof *e.st);
     e.node_free = malloc(sizeof *e.node_free * (size_t)cfg->nodes);
     e.pending = malloc(sizeof *e.pending * n);
+    e.active = malloc(sizeof *e.active * n);
     e.holding = calloc(n, sizeof *e.holding);
     e.run = calloc(n, sizeof *e.run);
     e.work_left = calloc(n, sizeof *e.work_left);
     ts_replay_outcome *own = out ? NULL : calloc(n, sizeof *own);
     e.out = out ? out : own;
     int *gpu_pool = malloc(sizeof *gpu_pool * (size_t)(pool > 0 ? pool : 1));
-    if (!e.st || !e.node_free || !e.pending || !e.holding || !e.run || !e.work_left || !e.out ||
+    if (!e.st || !e.node_free || !e.pending || !e.active || !e.holding || !e.run || !e.work_left || !e.out ||
         !gpu_pool) {
         free(gpu_pool);
         free(own);

@@ -69,6 +69,7 @@ void ts_replay_trace_free(ts_replay_trace *t)
     for (int i = 0; i < t->nwl; i++)
         free(t->wl[i].jobs);
     free(t->wl);
+    free(t->tenants);
     free(t);
 }
 

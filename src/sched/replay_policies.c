@@ -34,6 +34,7 @@ typedef struct order_state {
     double *attained_gpu_s;
     long next_seq;
     double *keybuf;        /* sort key per job */
+    struct keyed { double key; int job; } *kv; /* scratch for sort_by_key */
 } order_state;
 
 static int order_init(void **out, int njobs, ts_err *err)
@@ -47,14 +48,17 @@ static int order_init(void **out, int njobs, ts_err *err)
         s->demoted_seq = calloc(n, sizeof *s->demoted_seq);
         s->attained_gpu_s = calloc(n, sizeof *s->attained_gpu_s);
         s->keybuf = calloc(n, sizeof *s->keybuf);
+        s->kv = malloc(sizeof *s->kv * n);
     }
-    if (!s || !s->idx || !s->queue || !s->demoted_seq || !s->attained_gpu_s || !s->keybuf) {
+    if (!s || !s->idx || !s->queue || !s->demoted_seq || !s->attained_gpu_s || !s->keybuf ||
+        !s->kv) {
         if (s) {
             free(s->idx);
             free(s->queue);
             free(s->demoted_seq);
             free(s->attained_gpu_s);
             free(s->keybuf);
+            free(s->kv);
         }
         free(s);
         return ts_err_set(err, TS_ENOMEM, "replay policy: out of memory");
@@ -71,23 +75,29 @@ static void order_free(void *p)
     free(s->demoted_seq);
     free(s->attained_gpu_s);
     free(s->keybuf);
+    free(s->kv);
     free(s);
 }
 
-/* Sort idx[0..n-1] by keybuf[job], ties by job index (= arrival order).
- * Insertion sort keeps it stable and allocation-free; n is the pending count. */
+static int cmp_keyed(const void *a, const void *b)
+{
+    const struct keyed *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return (x->job > y->job) - (x->job < y->job);
+}
+
+/* Sort idx[0..n-1] by keybuf[job], ties by job index (= arrival order), so
+ * the order is total and the result does not depend on qsort's stability.
+ * O(n log n): the Philly replay's queues reach thousands of jobs. */
 static void sort_by_key(order_state *s, int n)
 {
-    for (int i = 1; i < n; i++) {
-        int v = s->idx[i];
-        int k = i - 1;
-        while (k >= 0 && (s->keybuf[s->idx[k]] > s->keybuf[v] ||
-                          (s->keybuf[s->idx[k]] == s->keybuf[v] && s->idx[k] > v))) {
-            s->idx[k + 1] = s->idx[k];
-            k--;
-        }
-        s->idx[k + 1] = v;
-    }
+    for (int i = 0; i < n; i++)
+        s->kv[i] = (struct keyed){s->keybuf[s->idx[i]], s->idx[i]};
+    if (n > 1)
+        qsort(s->kv, (size_t)n, sizeof *s->kv, cmp_keyed);
+    for (int i = 0; i < n; i++)
+        s->idx[i] = s->kv[i].job;
 }
 
 /* Non-preemptive: holders keep running; waiters in idx order until one does

@@ -1,0 +1,367 @@
+/*
+ * replay_philly.c - loading the Philly job list and its virtual clusters.
+ *
+ * philly_jobs_pollux.csv (timestamp,duration,num_gpus,gpu_time,cluster) is
+ * one row per job; the cluster is the job's virtual cluster, which the
+ * replay treats as a tenant with its own partition of 8-GPU nodes sized by
+ * philly_vc_nodes_helios.csv. The filtering is the Helios procedure's (README
+ * "Experiment procedures" A, step 1-3): rows of VCs outside the VC file and
+ * rows with no GPU are dropped, the window keeps whole days, and time starts at
+ * the first kept job. Rows are not in time order in the file, so jobs are
+ * sorted (ties keep file order). Parsing is strict and from memory; every
+ * error names file:line: field. Nothing here does I/O.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/replay.h"
+
+#define PHILLY_HEADER "timestamp,duration,num_gpus,gpu_time,cluster"
+#define VC_HEADER "vc,node num"
+#define NCOLS 5
+#define LINE_MAX_BYTES 1024
+#define GPUS_MAX 1024
+#define VC_NODES_MAX 100000
+#define DURATION_MAX_S 1e9
+#define SECONDS_PER_DAY 86400L
+/* gpu_time is duration x num_gpus as written; allow float rounding */
+#define GPU_TIME_SLACK_GPU_S 1.0
+
+static const char *const cols[NCOLS] = {"timestamp", "duration", "num_gpus", "gpu_time",
+                                        "cluster"};
+enum { C_TS, C_DUR, C_GPUS, C_GPUTIME, C_VC };
+
+static int split(char *line, char **f, int max)
+{
+    int n = 0;
+    char *p = line;
+    for (;;) {
+        if (n < max)
+            f[n] = p;
+        n++;
+        char *c = strchr(p, ',');
+        if (!c)
+            break;
+        *c = '\0';
+        p = c + 1;
+    }
+    return n;
+}
+
+/* Next line of buf into row (NUL-terminated, CR stripped); false at the end. */
+static bool next_line(const char *buf, size_t len, size_t *pos, char *row, size_t cap,
+                      size_t *l)
+{
+    if (*pos >= len)
+        return false;
+    const char *nl = memchr(buf + *pos, '\n', len - *pos);
+    size_t n = nl ? (size_t)(nl - (buf + *pos)) : len - *pos;
+    *l = n;
+    if (n >= cap) {
+        *pos += n + (nl ? 1 : 0);
+        row[0] = '\0';
+        return true;  /* caller sees *l >= cap */
+    }
+    memcpy(row, buf + *pos, n);
+    row[n] = '\0';
+    *pos += n + (nl ? 1 : 0);
+    if (n > 0 && row[n - 1] == '\r')
+        row[n - 1] = '\0';
+    return true;
+}
+
+bool ts_replay_is_philly(const char *buf, size_t len)
+{
+    size_t h = strlen(PHILLY_HEADER);
+    return len >= h && memcmp(buf, PHILLY_HEADER, h) == 0 &&
+           (len == h || buf[h] == '\n' || buf[h] == '\r');
+}
+
+/* days from 1970-01-01 to y-m-d (Howard Hinnant's days_from_civil) */
+static long days_from_civil(long y, long m, long d)
+{
+    y -= m <= 2;
+    long era = (y >= 0 ? y : y - 399) / 400;
+    long yoe = y - era * 400;
+    long doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static bool leap(long y)
+{
+    return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
+
+/* "YYYY-MM-DD" prefix of s; *rest points after it. */
+static bool parse_date(const char *s, long *day, const char **rest)
+{
+    static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int y, m, d, n = 0;
+    if (sscanf(s, "%4d-%2d-%2d%n", &y, &m, &d, &n) != 3 || n != 10 || s[4] != '-' ||
+        s[7] != '-')
+        return false;
+    if (m < 1 || m > 12 || d < 1 || d > mdays[m - 1] + (m == 2 && leap(y)))
+        return false;
+    *day = days_from_civil(y, m, d);
+    *rest = s + n;
+    return true;
+}
+
+int ts_replay_parse_day(const char *s, long *day, ts_err *err)
+{
+    const char *rest;
+    if (!parse_date(s, day, &rest) || *rest)
+        return ts_err_set(err, TS_EINVAL, "date: must be YYYY-MM-DD, got \"%s\"", s);
+    return 0;
+}
+
+/* "YYYY-MM-DD HH:MM:SS" -> Unix seconds (the file has no zone; taken as UTC) */
+static bool parse_timestamp(const char *s, long *day, double *epoch_s)
+{
+    const char *r;
+    int hh, mm, ss, n = 0;
+    if (!parse_date(s, day, &r) || sscanf(r, " %2d:%2d:%2d%n", &hh, &mm, &ss, &n) != 3 ||
+        r[n] || r[0] != ' ' || hh > 23 || mm > 59 || ss > 60 || hh < 0 || mm < 0 || ss < 0)
+        return false;
+    *epoch_s = (double)(*day * SECONDS_PER_DAY + hh * 3600L + mm * 60L + ss);
+    return true;
+}
+
+static int num(const char *fname, int line, const char *col, const char *s, double min,
+               double max, bool integer, double *out, ts_err *err)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !isfinite(v) || v < min || v > max ||
+        (integer && v != floor(v)))
+        return ts_err_set(err, TS_EINVAL, "%s:%d: %s: must be %s in [%.0f, %.0f], got \"%s\"",
+                          fname, line, col, integer ? "an integer" : "a number", min, max, s);
+    *out = v;
+    return 0;
+}
+
+int ts_replay_load_vc_nodes(const char *buf, size_t len, const char *fname,
+                            ts_replay_tenant **out, int *n, ts_err *err)
+{
+    char row[LINE_MAX_BYTES];
+    size_t pos = 0, l;
+    int line = 0, cap = 0, cnt = 0, rc = 0;
+    ts_replay_tenant *t = NULL;
+    while (rc == 0 && next_line(buf, len, &pos, row, sizeof row, &l)) {
+        line++;
+        if (l >= sizeof row) {
+            rc = ts_err_set(err, TS_EINVAL, "%s:%d: line too long", fname, line);
+            break;
+        }
+        if (line == 1) {
+            if (strcmp(row, VC_HEADER) != 0)
+                rc = ts_err_set(err, TS_EINVAL, "%s:1: header: expected " VC_HEADER, fname);
+            continue;
+        }
+        if (!row[0])
+            continue;
+        char *f[2];
+        double nodes;
+        if (split(row, f, 2) != 2 || !f[0][0] || strlen(f[0]) >= TS_REPLAY_NAME_MAX) {
+            rc = ts_err_set(err, TS_EINVAL, "%s:%d: expected vc,node num", fname, line);
+            break;
+        }
+        if ((rc = num(fname, line, "node num", f[1], 1, VC_NODES_MAX, true, &nodes, err)))
+            break;
+        for (int i = 0; i < cnt && rc == 0; i++)
+            if (strcmp(t[i].name, f[0]) == 0)
+                rc = ts_err_set(err, TS_EINVAL, "%s:%d: vc: %s listed twice", fname, line, f[0]);
+        if (rc)
+            break;
+        if (cnt == cap) {
+            int nc = cap ? cap * 2 : 16;
+            ts_replay_tenant *nt = realloc(t, sizeof *nt * (size_t)nc);
+            if (!nt) {
+                rc = ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
+                break;
+            }
+            t = nt;
+            cap = nc;
+        }
+        memset(&t[cnt], 0, sizeof t[cnt]);
+        snprintf(t[cnt].name, sizeof t[cnt].name, "%s", f[0]);
+        t[cnt++].nodes = (int)nodes;
+    }
+    if (rc == 0 && cnt == 0)
+        rc = ts_err_set(err, TS_EINVAL, "%s: no virtual clusters", fname);
+    if (rc) {
+        free(t);
+        return rc;
+    }
+    *out = t;
+    *n = cnt;
+    return 0;
+}
+
+typedef struct row_job {
+    double epoch_s;
+    int seq;  /* file order, for ties */
+    ts_replay_job job;
+} row_job;
+
+static int cmp_row(const void *a, const void *b)
+{
+    const row_job *x = a, *y = b;
+    if (x->epoch_s != y->epoch_s)
+        return x->epoch_s < y->epoch_s ? -1 : 1;
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+static int find_tenant(const ts_replay_tenant *t, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(t[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* Parses one data row; *keep false when the procedure drops it. */
+static int parse_row(char **f, const char *fname, int line, const ts_replay_tenant *tenants,
+                     int ntenants, long from_day, long to_day, ts_replay_trace *t, row_job *r,
+                     bool *keep, ts_err *err)
+{
+    double dur, g, gt;
+    long day;
+    int rc;
+    *keep = false;
+    for (int c = 0; c < NCOLS; c++)
+        if (!*f[c])
+            return ts_err_set(err, TS_EINVAL, "%s:%d: %s: must not be empty", fname, line,
+                              cols[c]);
+    if (!parse_timestamp(f[C_TS], &day, &r->epoch_s))
+        return ts_err_set(err, TS_EINVAL, "%s:%d: timestamp: must be YYYY-MM-DD HH:MM:SS, got \"%s\"",
+                          fname, line, f[C_TS]);
+    if ((rc = num(fname, line, cols[C_DUR], f[C_DUR], 0, DURATION_MAX_S, false, &dur, err)) ||
+        (rc = num(fname, line, cols[C_GPUS], f[C_GPUS], 0, GPUS_MAX, true, &g, err)) ||
+        (rc = num(fname, line, cols[C_GPUTIME], f[C_GPUTIME], 0, DURATION_MAX_S * GPUS_MAX,
+                  false, &gt, err)))
+        return rc;
+    if (fabs(gt - dur * g) > GPU_TIME_SLACK_GPU_S)
+        return ts_err_set(err, TS_EINVAL, "%s:%d: gpu_time: must be duration x num_gpus (%.0f), got %s",
+                          fname, line, dur * g, f[C_GPUTIME]);
+    int k = find_tenant(tenants, ntenants, f[C_VC]);
+    if (k < 0) {
+        t->dropped_vc++;
+        return 0;
+    }
+    if (g == 0) {
+        t->dropped_no_gpu++;
+        return 0;
+    }
+    if (day < from_day || day > to_day) {
+        t->dropped_window++;
+        return 0;
+    }
+    long part = (long)tenants[k].nodes * TS_REPLAY_PHILLY_GPUS_PER_NODE;
+    if (g > part)
+        return ts_err_set(err, TS_EINVAL,
+                          "%s:%d: num_gpus: %.0f exceeds virtual cluster %s's %ld GPUs "
+                          "(the procedure could never start it)",
+                          fname, line, g, f[C_VC], part);
+    memset(&r->job, 0, sizeof r->job);
+    snprintf(r->job.name, sizeof r->job.name, "%s:%d", f[C_VC], line);
+    r->job.gpus = (int)g;
+    r->job.work_s = dur;
+    r->job.tenant = k;
+    *keep = true;
+    return 0;
+}
+
+int ts_replay_load_philly(const char *buf, size_t len, const char *fname,
+                          const ts_replay_tenant *tenants, int ntenants, long from_day,
+                          long to_day, ts_replay_trace **out, ts_err *err)
+{
+    ts_replay_trace *t = calloc(1, sizeof *t);
+    row_job *rows = NULL;
+    int cap = 0, n = 0, line = 0, rc = 0;
+    char row[LINE_MAX_BYTES];
+    size_t pos = 0, l;
+    if (!t)
+        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
+    while (rc == 0 && next_line(buf, len, &pos, row, sizeof row, &l)) {
+        line++;
+        if (l >= sizeof row) {
+            rc = ts_err_set(err, TS_EINVAL, "%s:%d: line longer than %d bytes", fname, line,
+                            LINE_MAX_BYTES - 1);
+            break;
+        }
+        if (strlen(row) != l && strlen(row) + 1 != l) {
+            rc = ts_err_set(err, TS_EINVAL, "%s:%d: contains a NUL byte", fname, line);
+            break;
+        }
+        if (line == 1) {
+            if (strcmp(row, PHILLY_HEADER) != 0)
+                rc = ts_err_set(err, TS_EINVAL, "%s:1: header: expected " PHILLY_HEADER, fname);
+            continue;
+        }
+        if (!row[0])
+            continue;
+        char *f[NCOLS];
+        int nf = split(row, f, NCOLS);
+        if (nf != NCOLS) {
+            rc = ts_err_set(err, TS_EINVAL, "%s:%d: expected %d fields, got %d", fname, line,
+                            NCOLS, nf);
+            break;
+        }
+        if (n == cap) {
+            int nc = cap ? cap * 2 : 1024;
+            row_job *nr = realloc(rows, sizeof *nr * (size_t)nc);
+            if (!nr) {
+                rc = ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
+                break;
+            }
+            rows = nr;
+            cap = nc;
+        }
+        bool keep;
+        rc = parse_row(f, fname, line, tenants, ntenants, from_day, to_day, t, &rows[n], &keep,
+                       err);
+        if (rc == 0 && keep)
+            rows[n].seq = n, n++;
+    }
+    if (rc == 0 && line == 0)
+        rc = ts_err_set(err, TS_EINVAL, "%s:1: header: file is empty", fname);
+    if (rc == 0 && n == 0)
+        rc = ts_err_set(err, TS_EINVAL, "%s: no jobs of the virtual clusters in the window", fname);
+    if (rc == 0) {
+        t->wl = calloc(1, sizeof *t->wl);
+        t->tenants = malloc(sizeof *t->tenants * (size_t)ntenants);
+        if (t->wl)
+            t->wl->jobs = malloc(sizeof *t->wl->jobs * (size_t)n);
+        if (!t->wl || !t->tenants || !t->wl->jobs) {
+            if (t->wl)
+                t->nwl = 1;  /* so that trace_free frees it */
+            rc = ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
+        }
+    }
+    if (rc) {
+        free(rows);
+        ts_replay_trace_free(t);
+        return rc;
+    }
+    qsort(rows, (size_t)n, sizeof *rows, cmp_row);
+    t->nwl = 1;
+    snprintf(t->wl->name, sizeof t->wl->name, "philly");
+    snprintf(t->set, sizeof t->set, "philly");
+    t->origin_epoch_s = rows[0].epoch_s;
+    for (int i = 0; i < n; i++) {
+        t->wl->jobs[i] = rows[i].job;
+        t->wl->jobs[i].submit_s = rows[i].epoch_s - t->origin_epoch_s;
+    }
+    t->wl->njobs = n;
+    memcpy(t->tenants, tenants, sizeof *t->tenants * (size_t)ntenants);
+    t->ntenants = ntenants;
+    free(rows);
+    *out = t;
+    return 0;
+}
