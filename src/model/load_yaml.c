@@ -15,19 +15,16 @@
  */
 #include "tessera/load.h"
 
-#include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yaml.h>
 
 #include "model/name_range.h"
+#include "model/yaml_doc.h"
 
 #define YAML_MAX_CLASSES 4096        /* distinct node classes in one file */
 #define YAML_MAX_NODES 100000        /* nodes in one file, all entries together */
-#define YAML_SHOW_MAX 40             /* characters of a bad value quoted back */
 #define YAML_PATH_MAX 160
 
 typedef struct yclass {
@@ -45,9 +42,7 @@ typedef struct yclass {
 } yclass;
 
 typedef struct loader {
-    const char *fname;
-    yaml_document_t *doc;
-    ts_err *err;
+    ts_yaml_doc y; /* file name, document, error: see yaml_doc.h */
     ts_cluster *c;
     ts_topo *topo; /* == c->topo once attached */
     int nlevels;
@@ -62,150 +57,27 @@ typedef struct loader {
 
 /* ---- small helpers -------------------------------------------------------- */
 
-static int line_of(const yaml_node_t *n) { return (int)n->start_mark.line + 1; }
-
-static yaml_node_t *node_at(const loader *L, int id)
-{
-    return yaml_document_get_node(L->doc, id);
-}
-
-static const char *scalar_of(const yaml_node_t *n)
-{
-    return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
-}
-
-__attribute__((format(printf, 4, 5)))
-static int fail(const loader *L, const yaml_node_t *at, int code, const char *fmt, ...)
-{
-    char msg[TS_ERR_MSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return ts_err_set(L->err, code, "%s:%d: %s", L->fname, at ? line_of(at) : 1, msg);
-}
-
 /* Adds "file:line: path: " in front of a message that a lower layer wrote. */
 static int fail_prefix(const loader *L, const yaml_node_t *at, const char *path, int code)
 {
-    if (L->err) {
-        L->err->code = code;
-        ts_err_prefix(L->err, "%s:%d: %s: ", L->fname, line_of(at), path);
+    if (L->y.err) {
+        L->y.err->code = code;
+        ts_err_prefix(L->y.err, "%s:%d: %s: ", L->y.fname, ts_yaml_line(at), path);
     }
     return code;
-}
-
-/* Key paths for messages ("nodes[3].topology.leaf"); truncation is harmless. */
-__attribute__((format(printf, 3, 4)))
-static void pathf(char *buf, size_t size, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, size, fmt, ap);
-    va_end(ap);
-}
-
-/* What a value is, for "got ..." in messages. */
-static void describe(const yaml_node_t *n, char *buf, size_t size)
-{
-    const char *s = scalar_of(n);
-    if (s)
-        snprintf(buf, size, "\"%.*s%s\"", YAML_SHOW_MAX, s,
-                 strlen(s) > YAML_SHOW_MAX ? "..." : "");
-    else if (n && n->type == YAML_MAPPING_NODE)
-        snprintf(buf, size, "a mapping");
-    else if (n && n->type == YAML_SEQUENCE_NODE)
-        snprintf(buf, size, "a list");
-    else
-        snprintf(buf, size, "nothing");
-}
-
-static int fail_got(const loader *L, const yaml_node_t *n, const char *path, const char *want)
-{
-    char got[YAML_SHOW_MAX + 16];
-    describe(n, got, sizeof got);
-    return fail(L, n, TS_EINVAL, "%s: must be %s, got %s", path, want, got);
-}
-
-/* Names of nodes, classes and topology vertices: they appear in messages, in
- * GPU vertex names ("<node>/gpu3") and in label selectors, so keep them plain. */
-static bool name_ok(const char *s, size_t max)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n >= max)
-        return false;
-    for (const char *p = s; *p; p++) {
-        char ch = *p;
-        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                  (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.';
-        if (!ok)
-            return false;
-    }
-    return true;
 }
 
 static int get_name(const loader *L, const yaml_node_t *n, const char *path, size_t max,
                     const char **out)
 {
-    const char *s = scalar_of(n);
-    if (!s || !name_ok(s, max)) {
+    const char *s = ts_yaml_scalar(n);
+    if (!s || !ts_yaml_name_ok(s, max)) {
         char want[96];
         snprintf(want, sizeof want, "a name of 1..%zu characters from [A-Za-z0-9._-]",
                  max - 1);
-        return fail_got(L, n, path, want);
+        return ts_yaml_fail_got(&L->y, n, path, want);
     }
     *out = s;
-    return 0;
-}
-
-static int get_int(const loader *L, const yaml_node_t *n, const char *path, int64_t lo,
-                   int64_t hi, const char *want, int64_t *out)
-{
-    const char *s = scalar_of(n);
-    if (!s || !*s)
-        return fail_got(L, n, path, want);
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    /* strtoll skips leading blanks and takes "+": neither is an integer here */
-    if (*end || errno || s[0] == ' ' || s[0] == '\t' || s[0] == '+' || v < lo || v > hi)
-        return fail_got(L, n, path, want);
-    *out = v;
-    return 0;
-}
-
-/* The value nodes of a mapping with a fixed key set: vals[i] gets keys[i]'s
- * value or NULL. Unknown and repeated keys are errors, naming the key. */
-static int map_fields(const loader *L, const yaml_node_t *map, const char *path,
-                      const char *const *keys, int nkeys, yaml_node_t **vals)
-{
-    for (int i = 0; i < nkeys; i++)
-        vals[i] = NULL;
-    if (!map || map->type != YAML_MAPPING_NODE)
-        return fail_got(L, map, path[0] ? path : "top level", "a mapping");
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
-         p++) {
-        yaml_node_t *k = node_at(L, p->key);
-        const char *ks = scalar_of(k);
-        int idx = -1;
-        for (int i = 0; ks && i < nkeys; i++)
-            if (strcmp(ks, keys[i]) == 0)
-                idx = i;
-        if (idx < 0) {
-            char got[YAML_SHOW_MAX + 16], expect[256] = "";
-            describe(k, got, sizeof got);
-            for (int i = 0; i < nkeys; i++) {
-                size_t used = strlen(expect);
-                snprintf(expect + used, sizeof expect - used, "%s%s", i ? ", " : "", keys[i]);
-            }
-            return fail(L, k, TS_EINVAL, "%s: unknown key %s (expected one of: %s)",
-                        path[0] ? path : "top level", got, expect);
-        }
-        if (vals[idx])
-            return fail(L, k, TS_EINVAL, "%s%s%s: key given twice", path, path[0] ? "." : "",
-                        ks);
-        vals[idx] = node_at(L, p->value);
-    }
     return 0;
 }
 
@@ -217,33 +89,33 @@ static int get_labels(const loader *L, const yaml_node_t *map, const char *path,
                       ts_label *labels, int *nlabels)
 {
     if (map->type != YAML_MAPPING_NODE)
-        return fail_got(L, map, path, "a mapping of label: value");
+        return ts_yaml_fail_got(&L->y, map, path, "a mapping of label: value");
     bool mine[TS_NODE_MAX_LABELS] = {false}; /* set by this mapping: a repeat is a typo */
     for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
          p++) {
-        yaml_node_t *k = node_at(L, p->key), *v = node_at(L, p->value);
-        const char *ks = scalar_of(k), *vs = scalar_of(v);
+        yaml_node_t *k = ts_yaml_node(&L->y, p->key), *v = ts_yaml_node(&L->y, p->value);
+        const char *ks = ts_yaml_scalar(k), *vs = ts_yaml_scalar(v);
         char sub[YAML_PATH_MAX];
         if (!ks || !*ks || strlen(ks) >= TS_NAME_MAX) {
             char want[64];
             snprintf(want, sizeof want, "label keys of 1..%d characters", TS_NAME_MAX - 1);
-            return fail_got(L, k, path, want);
+            return ts_yaml_fail_got(&L->y, k, path, want);
         }
-        pathf(sub, sizeof sub, "%s.%s", path, ks);
+        ts_yaml_pathf(sub, sizeof sub, "%s.%s", path, ks);
         if (!vs || strlen(vs) >= TS_NAME_MAX) {
             char want[64];
             snprintf(want, sizeof want, "a value of 0..%d characters", TS_NAME_MAX - 1);
-            return fail_got(L, v, sub, want);
+            return ts_yaml_fail_got(&L->y, v, sub, want);
         }
         int at = -1;
         for (int i = 0; i < *nlabels; i++)
             if (strcmp(labels[i].key, ks) == 0)
                 at = i;
         if (at >= 0 && mine[at])
-            return fail(L, k, TS_EINVAL, "%s: key given twice", sub);
+            return ts_yaml_fail(&L->y, k, TS_EINVAL, "%s: key given twice", sub);
         if (at < 0) {
             if (*nlabels == TS_NODE_MAX_LABELS)
-                return fail(L, k, TS_EINVAL, "%s: more than %d labels", path,
+                return ts_yaml_fail(&L->y, k, TS_EINVAL, "%s: more than %d labels", path,
                             TS_NODE_MAX_LABELS);
             at = (*nlabels)++;
             memcpy(labels[at].key, ks, strlen(ks) + 1);
@@ -260,12 +132,12 @@ static int load_topology(loader *L, const yaml_node_t *top)
 {
     static const char *const keys[] = {"levels"};
     yaml_node_t *v[1];
-    int rc = map_fields(L, top, "topology", keys, 1, v);
+    int rc = ts_yaml_map_fields(&L->y, top, "topology", keys, 1, v);
     if (rc < 0)
         return rc;
     yaml_node_t *lv = v[0];
     if (!lv)
-        return fail(L, top, TS_EINVAL, "topology.levels: required");
+        return ts_yaml_fail(&L->y, top, TS_EINVAL, "topology.levels: required");
     int n = lv->type == YAML_SEQUENCE_NODE
                 ? (int)(lv->data.sequence.items.top - lv->data.sequence.items.start)
                 : -1;
@@ -273,27 +145,29 @@ static int load_topology(loader *L, const yaml_node_t *top)
         char want[80];
         snprintf(want, sizeof want, "a list of 2..%d level names ending in gpu",
                  TS_TOPO_MAX_LEVELS);
-        return fail_got(L, lv, "topology.levels", want);
+        return ts_yaml_fail_got(&L->y, lv, "topology.levels", want);
     }
     const char *names[TS_TOPO_MAX_LEVELS];
     for (int i = 0; i < n; i++) {
-        yaml_node_t *item = node_at(L, lv->data.sequence.items.start[i]);
+        yaml_node_t *item = ts_yaml_node(&L->y, lv->data.sequence.items.start[i]);
         char path[48];
-        pathf(path, sizeof path, "topology.levels[%d]", i);
+        ts_yaml_pathf(path, sizeof path, "topology.levels[%d]", i);
         if ((rc = get_name(L, item, path, TS_TOPO_NAME_MAX, &names[i])) < 0)
             return rc;
         for (int j = 0; j < i; j++)
             if (strcmp(names[i], names[j]) == 0)
-                return fail(L, item, TS_EINVAL, "%s: level \"%s\" named twice", path,
+                return ts_yaml_fail(&L->y, item, TS_EINVAL, "%s: level \"%s\" named twice", path,
                             names[i]);
         if ((i == n - 1) != (strcmp(names[i], "gpu") == 0))
-            return fail(L, item, TS_EINVAL, "%s: the last level, and only the last, must be "
-                        "\"gpu\", got \"%s\"", path, names[i]);
+            return ts_yaml_fail(&L->y, item, TS_EINVAL,
+                                "%s: the last level, and only the last, must be "
+                                "\"gpu\", got \"%s\"",
+                                path, names[i]);
     }
     ts_err sub;
     L->topo = ts_topo_new(names, n, &sub);
     if (!L->topo)
-        return fail(L, lv, sub.code, "%s", sub.msg);
+        return ts_yaml_fail(&L->y, lv, sub.code, "%s", sub.msg);
     L->c->topo = L->topo;
     L->nlevels = n;
     return 0;
@@ -304,41 +178,44 @@ static int load_topology(loader *L, const yaml_node_t *top)
 static int load_mig_layout(loader *L, yclass *k, const yaml_node_t *seq, const char *path)
 {
     if (seq->type != YAML_SEQUENCE_NODE)
-        return fail_got(L, seq, path, "a list of MIG profiles");
+        return ts_yaml_fail_got(&L->y, seq, path, "a list of MIG profiles");
     int geom = ts_mig_geometry_of(k->gpu_model);
     int n = (int)(seq->data.sequence.items.top - seq->data.sequence.items.start);
     if (n > TS_MIG_MAX_INSTANCES)
-        return fail(L, seq, TS_EINVAL, "%s: at most %d instances per GPU, got %d", path,
+        return ts_yaml_fail(&L->y, seq, TS_EINVAL, "%s: at most %d instances per GPU, got %d", path,
                     TS_MIG_MAX_INSTANCES, n);
     int ids[TS_MIG_MAX_INSTANCES];
     int nnames = 0;
     memset(&k->mig, 0, sizeof k->mig);
     for (int i = 0; i < n; i++) {
-        yaml_node_t *item = node_at(L, seq->data.sequence.items.start[i]);
+        yaml_node_t *item = ts_yaml_node(&L->y, seq->data.sequence.items.start[i]);
         char ipath[YAML_PATH_MAX];
-        pathf(ipath, sizeof ipath, "%s[%d]", path, i);
-        const char *pname = scalar_of(item);
+        ts_yaml_pathf(ipath, sizeof ipath, "%s[%d]", path, i);
+        const char *pname = ts_yaml_scalar(item);
         yaml_node_t *start = NULL, *pnode = item;
         if (item->type == YAML_MAPPING_NODE) {
             static const char *const keys[] = {"profile", "start"};
             yaml_node_t *v[2];
-            int rc = map_fields(L, item, ipath, keys, 2, v);
+            int rc = ts_yaml_map_fields(&L->y, item, ipath, keys, 2, v);
             if (rc < 0)
                 return rc;
             if (!v[0] || !v[1])
-                return fail(L, item, TS_EINVAL, "%s: needs both profile and start", ipath);
+                return ts_yaml_fail(&L->y, item, TS_EINVAL, "%s: needs both profile and start",
+                                    ipath);
             pnode = v[0];
             start = v[1];
-            pname = scalar_of(v[0]);
+            pname = ts_yaml_scalar(v[0]);
         } else if (!pname) {
-            return fail_got(L, item, ipath, "a profile name or {profile, start}");
+            return ts_yaml_fail_got(&L->y, item, ipath, "a profile name or {profile, start}");
         }
         if (i > 0 && (start != NULL) != (nnames == 0))
-            return fail(L, item, TS_EINVAL, "%s: mixes profile names and {profile, start} "
-                        "entries; use one form for the whole layout", ipath);
+            return ts_yaml_fail(&L->y, item, TS_EINVAL,
+                                "%s: mixes profile names and {profile, start} "
+                                "entries; use one form for the whole layout",
+                                ipath);
         if (!pname)
-            return fail_got(L, pnode, ipath, "a profile name");
-        int id = ts_mig_profile_parse(geom, pname, L->err);
+            return ts_yaml_fail_got(&L->y, pnode, ipath, "a profile name");
+        int id = ts_mig_profile_parse(geom, pname, L->y.err);
         if (id < 0)
             return fail_prefix(L, pnode, ipath, id);
         if (!start) {
@@ -347,8 +224,8 @@ static int load_mig_layout(loader *L, yclass *k, const yaml_node_t *seq, const c
         }
         int64_t s;
         char spath[YAML_PATH_MAX + 8];
-        pathf(spath, sizeof spath, "%s.start", ipath);
-        int rc = get_int(L, start, spath, 0, TS_MIG_MEM_SLICES - 1,
+        ts_yaml_pathf(spath, sizeof spath, "%s.start", ipath);
+        int rc = ts_yaml_get_int(&L->y, start, spath, 0, TS_MIG_MEM_SLICES - 1,
                          "a memory slot 0..7", &s);
         if (rc < 0)
             return rc;
@@ -357,8 +234,8 @@ static int load_mig_layout(loader *L, yclass *k, const yaml_node_t *seq, const c
         k->mig.inst[k->mig.n].busy = 0;
         k->mig.n++;
     }
-    int rc = nnames ? ts_mig_layout_from_profiles(geom, ids, nnames, &k->mig, L->err)
-                    : ts_mig_layout_validate(geom, &k->mig, L->err);
+    int rc = nnames ? ts_mig_layout_from_profiles(geom, ids, nnames, &k->mig, L->y.err)
+                    : ts_mig_layout_validate(geom, &k->mig, L->y.err);
     if (rc < 0)
         return fail_prefix(L, seq, path, rc);
     k->has_mig = true;
@@ -372,77 +249,78 @@ static int load_class(loader *L, yclass *k, const yaml_node_t *map)
                                           "gpu_mode", "mig_layout", "labels"};
     yaml_node_t *v[K_N];
     char path[YAML_PATH_MAX], sub[YAML_PATH_MAX + 16];
-    pathf(path, sizeof path, "node_classes.%s", k->name);
-    int rc = map_fields(L, map, path, keys, K_N, v);
+    ts_yaml_pathf(path, sizeof path, "node_classes.%s", k->name);
+    int rc = ts_yaml_map_fields(&L->y, map, path, keys, K_N, v);
     if (rc < 0)
         return rc;
 
     if (v[K_MODEL]) {
-        pathf(sub, sizeof sub, "%s.gpu_model", path);
-        const char *m = scalar_of(v[K_MODEL]);
+        ts_yaml_pathf(sub, sizeof sub, "%s.gpu_model", path);
+        const char *m = ts_yaml_scalar(v[K_MODEL]);
         if (!m || ts_gpu_model_lookup(m) < 0) {
-            char known[256] = "", gotd[YAML_SHOW_MAX + 16];
+            char known[256] = "", gotd[TS_YAML_GOT_MAX];
             for (int i = 0; i < ts_gpu_model_count(); i++) {
                 size_t used = strlen(known);
                 snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "",
                          ts_gpu_model_get(i)->name);
             }
-            describe(v[K_MODEL], gotd, sizeof gotd);
-            return fail(L, v[K_MODEL], TS_EINVAL, "%s: unknown GPU model %s (known: %s)", sub,
-                        gotd, known);
+            ts_yaml_describe(v[K_MODEL], gotd, sizeof gotd);
+            return ts_yaml_fail(&L->y, v[K_MODEL], TS_EINVAL,
+                                "%s: unknown GPU model %s (known: %s)", sub, gotd, known);
         }
         k->gpu_model = m;
     }
     int64_t x = 0;
-    pathf(sub, sizeof sub, "%s.gpus", path);
+    ts_yaml_pathf(sub, sizeof sub, "%s.gpus", path);
     if (k->gpu_model) {
         char want[48];
         snprintf(want, sizeof want, "an integer 1..%d", TS_NODE_MAX_GPUS);
         if (!v[K_GPUS])
-            return fail(L, map, TS_EINVAL, "%s: required with gpu_model", sub);
-        if ((rc = get_int(L, v[K_GPUS], sub, 1, TS_NODE_MAX_GPUS, want, &x)) < 0)
+            return ts_yaml_fail(&L->y, map, TS_EINVAL, "%s: required with gpu_model", sub);
+        if ((rc = ts_yaml_get_int(&L->y, v[K_GPUS], sub, 1, TS_NODE_MAX_GPUS, want, &x)) < 0)
             return rc;
-    } else if (v[K_GPUS] && (rc = get_int(L, v[K_GPUS], sub, 0, 0,
+    } else if (v[K_GPUS] && (rc = ts_yaml_get_int(&L->y, v[K_GPUS], sub, 0, 0,
                                           "0 without gpu_model", &x)) < 0) {
         return rc;
     }
     k->ngpu = (int)x;
 
-    pathf(sub, sizeof sub, "%s.cpu_milli", path);
+    ts_yaml_pathf(sub, sizeof sub, "%s.cpu_milli", path);
     if (!v[K_CPU])
-        return fail(L, map, TS_EINVAL, "%s: required", sub);
-    if ((rc = get_int(L, v[K_CPU], sub, 0, INT64_MAX, "a non-negative integer (milli-cores)",
-                      &k->cpu_milli)) < 0)
+        return ts_yaml_fail(&L->y, map, TS_EINVAL, "%s: required", sub);
+    if ((rc = ts_yaml_get_int(&L->y, v[K_CPU], sub, 0, INT64_MAX,
+                              "a non-negative integer (milli-cores)", &k->cpu_milli)) < 0)
         return rc;
-    pathf(sub, sizeof sub, "%s.memory_mib", path);
+    ts_yaml_pathf(sub, sizeof sub, "%s.memory_mib", path);
     if (!v[K_MEM])
-        return fail(L, map, TS_EINVAL, "%s: required", sub);
-    if ((rc = get_int(L, v[K_MEM], sub, 0, INT64_MAX, "a non-negative integer (MiB)",
+        return ts_yaml_fail(&L->y, map, TS_EINVAL, "%s: required", sub);
+    if ((rc = ts_yaml_get_int(&L->y, v[K_MEM], sub, 0, INT64_MAX, "a non-negative integer (MiB)",
                       &k->mem_mib)) < 0)
         return rc;
 
     k->gpu_mode = TS_GPU_WHOLE;
     if (v[K_MODE]) {
-        pathf(sub, sizeof sub, "%s.gpu_mode", path);
-        const char *m = scalar_of(v[K_MODE]);
+        ts_yaml_pathf(sub, sizeof sub, "%s.gpu_mode", path);
+        const char *m = ts_yaml_scalar(v[K_MODE]);
         k->gpu_mode = m ? ts_gpu_mode_parse(m) : -1;
         if (k->gpu_mode < 0)
-            return fail_got(L, v[K_MODE], sub, "one of whole, shared, mig");
+            return ts_yaml_fail_got(&L->y, v[K_MODE], sub, "one of whole, shared, mig");
         if (!k->gpu_model)
-            return fail(L, v[K_MODE], TS_EINVAL, "%s: needs gpu_model", sub);
+            return ts_yaml_fail(&L->y, v[K_MODE], TS_EINVAL, "%s: needs gpu_model", sub);
         if (k->gpu_mode == TS_GPU_MIG && ts_mig_geometry_of(k->gpu_model) == TS_MIG_NONE)
-            return fail(L, v[K_MODE], TS_EINVAL, "%s: %s is not MIG capable", sub,
+            return ts_yaml_fail(&L->y, v[K_MODE], TS_EINVAL, "%s: %s is not MIG capable", sub,
                         k->gpu_model);
     }
     if (v[K_MIG]) {
-        pathf(sub, sizeof sub, "%s.mig_layout", path);
+        ts_yaml_pathf(sub, sizeof sub, "%s.mig_layout", path);
         if (k->gpu_mode != TS_GPU_MIG)
-            return fail(L, v[K_MIG], TS_EINVAL, "%s: only allowed with gpu_mode: mig", sub);
+            return ts_yaml_fail(&L->y, v[K_MIG], TS_EINVAL, "%s: only allowed with gpu_mode: mig",
+                                sub);
         if ((rc = load_mig_layout(L, k, v[K_MIG], sub)) < 0)
             return rc;
     }
     if (v[K_LABELS]) {
-        pathf(sub, sizeof sub, "%s.labels", path);
+        ts_yaml_pathf(sub, sizeof sub, "%s.labels", path);
         if ((rc = get_labels(L, v[K_LABELS], sub, k->labels, &k->nlabels)) < 0)
             return rc;
     }
@@ -452,27 +330,29 @@ static int load_class(loader *L, yclass *k, const yaml_node_t *map)
 static int load_classes(loader *L, const yaml_node_t *map)
 {
     if (map->type != YAML_MAPPING_NODE)
-        return fail_got(L, map, "node_classes", "a mapping of class name: class");
+        return ts_yaml_fail_got(&L->y, map, "node_classes", "a mapping of class name: class");
     int n = (int)(map->data.mapping.pairs.top - map->data.mapping.pairs.start);
     if (n > YAML_MAX_CLASSES)
-        return fail(L, map, TS_EINVAL, "node_classes: more than %d classes", YAML_MAX_CLASSES);
+        return ts_yaml_fail(&L->y, map, TS_EINVAL, "node_classes: more than %d classes",
+                            YAML_MAX_CLASSES);
     L->classes = calloc((size_t)(n ? n : 1), sizeof *L->classes);
     if (!L->classes)
-        return ts_err_set(L->err, TS_ENOMEM, "%s: out of memory", L->fname);
+        return ts_err_set(L->y.err, TS_ENOMEM, "%s: out of memory", L->y.fname);
     for (int i = 0; i < n; i++) {
         yaml_node_pair_t *p = &map->data.mapping.pairs.start[i];
-        yaml_node_t *kn = node_at(L, p->key);
+        yaml_node_t *kn = ts_yaml_node(&L->y, p->key);
         yclass *k = &L->classes[i];
         int rc = get_name(L, kn, "node_classes", TS_NAME_MAX, &k->name);
         if (rc < 0)
             return rc;
         for (int j = 0; j < i; j++)
             if (strcmp(L->classes[j].name, k->name) == 0)
-                return fail(L, kn, TS_EINVAL, "node_classes.%s: defined twice (first at line %d)",
-                            k->name, L->classes[j].line);
-        k->line = line_of(kn);
+                return ts_yaml_fail(&L->y, kn, TS_EINVAL,
+                                    "node_classes.%s: defined twice (first at line %d)", k->name,
+                                    L->classes[j].line);
+        k->line = ts_yaml_line(kn);
         L->nclasses = i + 1;
-        if ((rc = load_class(L, k, node_at(L, p->value))) < 0)
+        if ((rc = load_class(L, k, ts_yaml_node(&L->y, p->value))) < 0)
             return rc;
     }
     return 0;
@@ -495,33 +375,36 @@ static int load_node_topology(loader *L, node_entry *e, const yaml_node_t *map,
     int above = L->nlevels - 1; /* levels above the GPU */
     char sub[YAML_PATH_MAX + TS_TOPO_NAME_MAX];
     if (map && !L->topo)
-        return fail(L, map, TS_EINVAL, "%s: no topology.levels declared in this file", path);
+        return ts_yaml_fail(&L->y, map, TS_EINVAL, "%s: no topology.levels declared in this file",
+                            path);
     if (!L->topo)
         return 0;
     if (map) {
         if (map->type != YAML_MAPPING_NODE)
-            return fail_got(L, map, path, "a mapping of level: name");
+            return ts_yaml_fail_got(&L->y, map, path, "a mapping of level: name");
         for (yaml_node_pair_t *p = map->data.mapping.pairs.start;
              p < map->data.mapping.pairs.top; p++) {
-            yaml_node_t *k = node_at(L, p->key);
-            const char *ks = scalar_of(k);
+            yaml_node_t *k = ts_yaml_node(&L->y, p->key);
+            const char *ks = ts_yaml_scalar(k);
             int lv = ks ? ts_topo_level_index(L->topo, ks) : -1;
             if (lv < 0 || lv >= above) {
-                char got[YAML_SHOW_MAX + 16], expect[TS_TOPO_MAX_LEVELS * TS_TOPO_NAME_MAX];
-                describe(k, got, sizeof got);
+                char got[TS_YAML_GOT_MAX], expect[TS_TOPO_MAX_LEVELS * TS_TOPO_NAME_MAX];
+                ts_yaml_describe(k, got, sizeof got);
                 expect[0] = '\0';
                 for (int i = 0; i < above; i++) {
                     size_t used = strlen(expect);
                     snprintf(expect + used, sizeof expect - used, "%s%s", i ? ", " : "",
                              ts_topo_level_name(L->topo, i));
                 }
-                return fail(L, k, TS_EINVAL, "%s: unknown level %s (expected one of: %s)",
-                            path, got, expect);
+                return ts_yaml_fail(&L->y, k, TS_EINVAL,
+                                    "%s: unknown level %s (expected one of: %s)", path, got,
+                                    expect);
             }
-            pathf(sub, sizeof sub, "%s.%s", path, ks);
+            ts_yaml_pathf(sub, sizeof sub, "%s.%s", path, ks);
             if (e->place[lv])
-                return fail(L, k, TS_EINVAL, "%s: key given twice", sub);
-            int rc = get_name(L, node_at(L, p->value), sub, TS_TOPO_NAME_MAX, &e->place[lv]);
+                return ts_yaml_fail(&L->y, k, TS_EINVAL, "%s: key given twice", sub);
+            int rc =
+                get_name(L, ts_yaml_node(&L->y, p->value), sub, TS_TOPO_NAME_MAX, &e->place[lv]);
             if (rc < 0)
                 return rc;
         }
@@ -529,7 +412,7 @@ static int load_node_topology(loader *L, node_entry *e, const yaml_node_t *map,
     /* every level but the one directly above the GPUs must be placed */
     for (int lv = 0; lv < above - 1; lv++)
         if (!e->place[lv])
-            return fail(L, map ? map : e->at, TS_EINVAL, "%s.%s: required", path,
+            return ts_yaml_fail(&L->y, map ? map : e->at, TS_EINVAL, "%s.%s: required", path,
                         ts_topo_level_name(L->topo, lv));
     return 0;
 }
@@ -570,7 +453,7 @@ static int node_record(loader *L, int idx, const node_entry *e)
         L->node_entry = ne;
         L->node_cap = ncap;
     }
-    L->node_line[idx] = line_of(e->at);
+    L->node_line[idx] = ts_yaml_line(e->at);
     L->node_entry[idx] = e->index;
     if ((idx + 1) * 2 > L->name_hash_cap) {
         int ncap = L->name_hash_cap ? L->name_hash_cap * 2 : 128;
@@ -593,18 +476,21 @@ static int add_node(loader *L, const node_entry *e, const yaml_node_t *name_at,
                     const char *name)
 {
     char path[YAML_PATH_MAX];
-    pathf(path, sizeof path, "nodes[%d]", e->index);
-    if (!name_ok(name, TS_NAME_MAX))
-        return fail(L, name_at, TS_EINVAL, "%s: node name \"%.*s\" must be 1..%d characters "
-                    "from [A-Za-z0-9._-]", path, YAML_SHOW_MAX, name, TS_NAME_MAX - 1);
+    ts_yaml_pathf(path, sizeof path, "nodes[%d]", e->index);
+    if (!ts_yaml_name_ok(name, TS_NAME_MAX))
+        return ts_yaml_fail(&L->y, name_at, TS_EINVAL,
+                            "%s: node name \"%.*s\" must be 1..%d characters "
+                            "from [A-Za-z0-9._-]",
+                            path, TS_YAML_SHOW_MAX, name, TS_NAME_MAX - 1);
     if (L->c->nnodes >= YAML_MAX_NODES)
-        return fail(L, name_at, TS_EINVAL, "%s: more than %d nodes in one file", path,
+        return ts_yaml_fail(&L->y, name_at, TS_EINVAL, "%s: more than %d nodes in one file", path,
                     YAML_MAX_NODES);
     int dup = node_named(L, name);
     if (dup >= 0)
-        return fail(L, name_at, TS_EINVAL, "%s: duplicate node name \"%s\" (first defined by "
-                    "nodes[%d] at line %d)", path, name, L->node_entry[dup],
-                    L->node_line[dup]);
+        return ts_yaml_fail(&L->y, name_at, TS_EINVAL,
+                            "%s: duplicate node name \"%s\" (first defined by "
+                            "nodes[%d] at line %d)",
+                            path, name, L->node_entry[dup], L->node_line[dup]);
     const yclass *k = e->k;
     ts_node_spec spec = {
         .name = name,
@@ -618,14 +504,14 @@ static int add_node(loader *L, const node_entry *e, const yaml_node_t *name_at,
         .labels = e->labels,
         .nlabels = e->nlabels,
     };
-    int idx = ts_cluster_add_node(L->c, &spec, L->err);
+    int idx = ts_cluster_add_node(L->c, &spec, L->y.err);
     if (idx < 0) {
         char where[YAML_PATH_MAX + TS_NAME_MAX + 8];
         snprintf(where, sizeof where, "%s (%s)", path, name);
         return fail_prefix(L, name_at, where, idx);
     }
     if (node_record(L, idx, e) < 0)
-        return ts_err_set(L->err, TS_ENOMEM, "%s: out of memory", L->fname);
+        return ts_err_set(L->y.err, TS_ENOMEM, "%s: out of memory", L->y.fname);
     ts_node *node = &L->c->nodes[idx];
     node->topo_vertex = -1;
     for (int g = 0; g < node->ngpu; g++)
@@ -641,21 +527,23 @@ static int add_node(loader *L, const node_entry *e, const yaml_node_t *name_at,
     if (!names[above - 1])
         names[above - 1] = name; /* the NVLink domain defaults to the node itself */
     if (strlen(names[above - 1]) >= TS_TOPO_NAME_MAX)
-        return fail(L, name_at, TS_EINVAL, "%s.topology: node name \"%s\" too long for a "
-                    "topology vertex (at most %d characters)", path, name,
-                    TS_TOPO_NAME_MAX - 1);
-    int v = ts_topo_path(L->topo, names, above, L->err);
+        return ts_yaml_fail(&L->y, name_at, TS_EINVAL,
+                            "%s.topology: node name \"%s\" too long for a "
+                            "topology vertex (at most %d characters)",
+                            path, name, TS_TOPO_NAME_MAX - 1);
+    int v = ts_topo_path(L->topo, names, above, L->y.err);
     if (v < 0)
         return fail_prefix(L, name_at, path, v);
     node->topo_vertex = v;
     for (int g = 0; g < node->ngpu; g++) {
         snprintf(gpu_name, sizeof gpu_name, "%s/gpu%d", name, g);
         if (strlen(gpu_name) >= TS_TOPO_NAME_MAX)
-            return fail(L, name_at, TS_EINVAL, "%s: GPU vertex name \"%s\" longer than %d "
-                        "characters; use a shorter node name", path, gpu_name,
-                        TS_TOPO_NAME_MAX - 1);
+            return ts_yaml_fail(&L->y, name_at, TS_EINVAL,
+                                "%s: GPU vertex name \"%s\" longer than %d "
+                                "characters; use a shorter node name",
+                                path, gpu_name, TS_TOPO_NAME_MAX - 1);
         names[above] = gpu_name;
-        int gv = ts_topo_path(L->topo, names, L->nlevels, L->err);
+        int gv = ts_topo_path(L->topo, names, L->nlevels, L->y.err);
         if (gv < 0)
             return fail_prefix(L, name_at, path, gv);
         node->gpu[g].topo_vertex = gv;
@@ -669,60 +557,60 @@ static int load_node(loader *L, int index, const yaml_node_t *map)
     static const char *const keys[K_N] = {"name", "names", "class", "topology", "labels"};
     yaml_node_t *v[K_N];
     char path[YAML_PATH_MAX], sub[YAML_PATH_MAX + 16];
-    pathf(path, sizeof path, "nodes[%d]", index);
-    int rc = map_fields(L, map, path, keys, K_N, v);
+    ts_yaml_pathf(path, sizeof path, "nodes[%d]", index);
+    int rc = ts_yaml_map_fields(&L->y, map, path, keys, K_N, v);
     if (rc < 0)
         return rc;
     if (!v[K_NAME] == !v[K_NAMES])
-        return fail(L, map, TS_EINVAL, "%s: needs exactly one of name or names", path);
+        return ts_yaml_fail(&L->y, map, TS_EINVAL, "%s: needs exactly one of name or names", path);
     node_entry e;
     memset(&e, 0, sizeof e);
     e.index = index;
     e.at = map;
 
-    pathf(sub, sizeof sub, "%s.class", path);
+    ts_yaml_pathf(sub, sizeof sub, "%s.class", path);
     if (!v[K_CLASS])
-        return fail(L, map, TS_EINVAL, "%s: required", sub);
-    const char *cname = scalar_of(v[K_CLASS]);
+        return ts_yaml_fail(&L->y, map, TS_EINVAL, "%s: required", sub);
+    const char *cname = ts_yaml_scalar(v[K_CLASS]);
     for (int i = 0; cname && i < L->nclasses; i++)
         if (strcmp(L->classes[i].name, cname) == 0)
             e.k = &L->classes[i];
     if (!e.k) {
-        char got[YAML_SHOW_MAX + 16];
-        describe(v[K_CLASS], got, sizeof got);
-        return fail(L, v[K_CLASS], TS_EINVAL, "%s: class %s is not defined in node_classes",
-                    sub, got);
+        char got[TS_YAML_GOT_MAX];
+        ts_yaml_describe(v[K_CLASS], got, sizeof got);
+        return ts_yaml_fail(&L->y, v[K_CLASS], TS_EINVAL,
+                            "%s: class %s is not defined in node_classes", sub, got);
     }
     memcpy(e.labels, e.k->labels, sizeof e.labels);
     e.nlabels = e.k->nlabels;
     if (v[K_LABELS]) {
-        pathf(sub, sizeof sub, "%s.labels", path);
+        ts_yaml_pathf(sub, sizeof sub, "%s.labels", path);
         if ((rc = get_labels(L, v[K_LABELS], sub, e.labels, &e.nlabels)) < 0)
             return rc;
     }
-    pathf(sub, sizeof sub, "%s.topology", path);
+    ts_yaml_pathf(sub, sizeof sub, "%s.topology", path);
     if ((rc = load_node_topology(L, &e, v[K_TOPO], sub)) < 0)
         return rc;
 
     if (v[K_NAME]) {
-        pathf(sub, sizeof sub, "%s.name", path);
-        const char *name;
+        ts_yaml_pathf(sub, sizeof sub, "%s.name", path);
+        const char *name = NULL;
         if ((rc = get_name(L, v[K_NAME], sub, TS_NAME_MAX, &name)) < 0)
             return rc;
         return add_node(L, &e, v[K_NAME], name);
     }
-    pathf(sub, sizeof sub, "%s.names", path);
-    const char *pattern = scalar_of(v[K_NAMES]);
+    ts_yaml_pathf(sub, sizeof sub, "%s.names", path);
+    const char *pattern = ts_yaml_scalar(v[K_NAMES]);
     if (!pattern)
-        return fail_got(L, v[K_NAMES], sub, "a name pattern such as node-[001-016]");
+        return ts_yaml_fail_got(&L->y, v[K_NAMES], sub, "a name pattern such as node-[001-016]");
     ts_name_range r;
-    if ((rc = ts_name_range_parse(pattern, &r, L->err)) < 0)
+    if ((rc = ts_name_range_parse(pattern, &r, L->y.err)) < 0)
         return fail_prefix(L, v[K_NAMES], sub, rc);
     /* one byte over TS_NAME_MAX, so a name just too long reaches add_node's check */
     char name[TS_NAME_MAX + 1];
     for (long i = 0; i < r.count; i++) {
         if (!ts_name_range_name(&r, i, name, sizeof name))
-            return fail(L, v[K_NAMES], TS_EINVAL, "%s: expanded name longer than %d "
+            return ts_yaml_fail(&L->y, v[K_NAMES], TS_EINVAL, "%s: expanded name longer than %d "
                         "characters", sub, TS_NAME_MAX - 1);
         if ((rc = add_node(L, &e, v[K_NAMES], name)) < 0)
             return rc;
@@ -733,12 +621,12 @@ static int load_node(loader *L, int index, const yaml_node_t *map)
 static int load_nodes(loader *L, const yaml_node_t *seq)
 {
     if (seq->type != YAML_SEQUENCE_NODE)
-        return fail_got(L, seq, "nodes", "a list of nodes");
+        return ts_yaml_fail_got(&L->y, seq, "nodes", "a list of nodes");
     int n = (int)(seq->data.sequence.items.top - seq->data.sequence.items.start);
     if (n == 0)
-        return fail(L, seq, TS_EINVAL, "nodes: must list at least one node");
+        return ts_yaml_fail(&L->y, seq, TS_EINVAL, "nodes: must list at least one node");
     for (int i = 0; i < n; i++) {
-        int rc = load_node(L, i, node_at(L, seq->data.sequence.items.start[i]));
+        int rc = load_node(L, i, ts_yaml_node(&L->y, seq->data.sequence.items.start[i]));
         if (rc < 0)
             return rc;
     }
@@ -747,38 +635,25 @@ static int load_nodes(loader *L, const yaml_node_t *seq)
 
 /* ---- entry point ------------------------------------------------------------ */
 
-static int parse_failed(const loader *L, const yaml_parser_t *p)
+static int load_document(void *ctx)
 {
-    int line = (int)p->problem_mark.line + 1;
-    if (p->error == YAML_MEMORY_ERROR)
-        return ts_err_set(L->err, TS_ENOMEM, "%s: out of memory parsing YAML", L->fname);
-    if (p->context && (int)p->context_mark.line + 1 != line)
-        return ts_err_set(L->err, TS_EINVAL, "%s:%d: malformed YAML: %s %s (started at line %d)",
-                          L->fname, line, p->problem ? p->problem : "error", p->context,
-                          (int)p->context_mark.line + 1);
-    return ts_err_set(L->err, TS_EINVAL, "%s:%d: malformed YAML: %s%s%s", L->fname, line,
-                      p->problem ? p->problem : "error", p->context ? " " : "",
-                      p->context ? p->context : "");
-}
-
-static int load_document(loader *L)
-{
-    yaml_node_t *root = yaml_document_get_root_node(L->doc);
-    if (!root || (root->type == YAML_SCALAR_NODE && !*scalar_of(root)))
-        return ts_err_set(L->err, TS_EINVAL, "%s:1: empty file: expected topology, "
-                          "node_classes and nodes", L->fname);
+    loader *L = ctx;
+    yaml_node_t *root = yaml_document_get_root_node(L->y.doc);
+    if (!root || (root->type == YAML_SCALAR_NODE && !*ts_yaml_scalar(root)))
+        return ts_err_set(L->y.err, TS_EINVAL, "%s:1: empty file: expected topology, "
+                          "node_classes and nodes", L->y.fname);
     static const char *const keys[] = {"topology", "node_classes", "nodes"};
     yaml_node_t *v[3];
-    int rc = map_fields(L, root, "", keys, 3, v);
+    int rc = ts_yaml_map_fields(&L->y, root, "", keys, 3, v);
     if (rc < 0)
         return rc;
     if (!v[1])
-        return fail(L, root, TS_EINVAL, "node_classes: required");
+        return ts_yaml_fail(&L->y, root, TS_EINVAL, "node_classes: required");
     if (!v[2])
-        return fail(L, root, TS_EINVAL, "nodes: required");
+        return ts_yaml_fail(&L->y, root, TS_EINVAL, "nodes: required");
     L->c = ts_cluster_new();
     if (!L->c)
-        return ts_err_set(L->err, TS_ENOMEM, "%s: out of memory", L->fname);
+        return ts_err_set(L->y.err, TS_ENOMEM, "%s: out of memory", L->y.fname);
     if (v[0] && (rc = load_topology(L, v[0])) < 0)
         return rc;
     if ((rc = load_classes(L, v[1])) < 0)
@@ -791,41 +666,13 @@ int ts_load_cluster_yaml(const char *buf, size_t len, const char *fname, ts_clus
 {
     loader L;
     memset(&L, 0, sizeof L);
-    L.fname = fname ? fname : "<cluster yaml>";
-    L.err = err;
+    L.y.fname = fname ? fname : "<cluster yaml>";
+    L.y.err = err;
     if (!out)
-        return ts_err_set(err, TS_EINVAL, "%s: no output cluster given", L.fname);
+        return ts_err_set(err, TS_EINVAL, "%s: no output cluster given", L.y.fname);
     *out = NULL;
-    if (!buf)
-        len = 0;
 
-    yaml_parser_t parser;
-    yaml_document_t doc;
-    if (!yaml_parser_initialize(&parser))
-        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", L.fname);
-    yaml_parser_set_input_string(&parser, (const unsigned char *)(buf ? buf : ""), len);
-    int rc;
-    if (!yaml_parser_load(&parser, &doc)) {
-        rc = parse_failed(&L, &parser);
-        yaml_parser_delete(&parser);
-        return rc;
-    }
-    L.doc = &doc;
-    rc = load_document(&L);
-    yaml_document_delete(&doc);
-    if (rc == 0) {
-        /* a second document would be silently ignored otherwise */
-        if (!yaml_parser_load(&parser, &doc)) {
-            rc = parse_failed(&L, &parser);
-        } else {
-            yaml_node_t *extra = yaml_document_get_root_node(&doc);
-            if (extra)
-                rc = ts_err_set(err, TS_EINVAL, "%s:%d: only one YAML document allowed",
-                                L.fname, line_of(extra));
-            yaml_document_delete(&doc);
-        }
-    }
-    yaml_parser_delete(&parser);
+    int rc = ts_yaml_load_one(&L.y, buf, len, load_document, &L);
     free(L.classes);
     free(L.node_line);
     free(L.node_entry);

@@ -11,12 +11,12 @@
  * file order). Parsing is from memory, strict (fixed header, 9 fields, no
  * quoting) and every error names file:line: field.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/csv_reader.h"
 #include "sched/replay.h"
 
 #define NCOLS 9
@@ -28,39 +28,6 @@
 static const char *const cols[NCOLS] = {"workload_set", "workload", "name", "time", "application",
                                         "num_gpus", "batch_size", "duration", "gpu_time"};
 enum { C_SET, C_WL, C_NAME, C_TIME, C_APP, C_GPUS, C_BSZ, C_DUR, C_GPUTIME };
-
-/* Splits line (modified in place) on commas; returns the field count. */
-static int split(char *line, char **f, int max)
-{
-    int n = 0;
-    char *p = line;
-    for (;;) {
-        if (n < max)
-            f[n] = p;
-        n++;
-        char *c = strchr(p, ',');
-        if (!c)
-            break;
-        *c = '\0';
-        p = c + 1;
-    }
-    return n;
-}
-
-static int num(const char *fname, int line, int col, const char *s, double min, double max,
-               bool integer, double *out, ts_err *err)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || *end || errno || !isfinite(v) || v < min || v > max ||
-        (integer && v != floor(v)))
-        return ts_err_set(err, TS_EINVAL, "%s:%d: %s: must be %s in [%.0f, %.0f], got \"%s\"",
-                          fname, line, cols[col], integer ? "an integer" : "a number", min, max,
-                          s);
-    *out = v;
-    return 0;
-}
 
 void ts_replay_trace_free(ts_replay_trace *t)
 {
@@ -117,12 +84,13 @@ static int parse_row(char **f, const char *fname, int line, ts_replay_job *job, 
         return ts_err_set(err, TS_EINVAL, "%s:%d: name: longer than %d bytes", fname, line,
                           TS_REPLAY_NAME_MAX - 1);
     int rc;
-    if ((rc = num(fname, line, C_TIME, f[C_TIME], 0, 1e12, false, &t, err)) ||
-        (rc = num(fname, line, C_GPUS, f[C_GPUS], 1, GPUS_MAX, true, &g, err)) ||
-        (rc = num(fname, line, C_BSZ, f[C_BSZ], 1, 1e12, true, &bsz, err)) ||
-        (rc = num(fname, line, C_DUR, f[C_DUR], TS_REPLAY_POLLUX_STARTUP_S, 1e12, false, &dur,
-                  err)) ||
-        (rc = num(fname, line, C_GPUTIME, f[C_GPUTIME], 0, 1e15, false, &gt, err)))
+    if ((rc = ts_csv_number(fname, line, cols[C_TIME], f[C_TIME], 0, 1e12, false, &t, err)) ||
+        (rc = ts_csv_number(fname, line, cols[C_GPUS], f[C_GPUS], 1, GPUS_MAX, true, &g, err)) ||
+        (rc = ts_csv_number(fname, line, cols[C_BSZ], f[C_BSZ], 1, 1e12, true, &bsz, err)) ||
+        (rc = ts_csv_number(fname, line, cols[C_DUR], f[C_DUR], TS_REPLAY_POLLUX_STARTUP_S, 1e12,
+                            false, &dur, err)) ||
+        (rc = ts_csv_number(fname, line, cols[C_GPUTIME], f[C_GPUTIME], 0, 1e15, false, &gt,
+                            err)))
         return rc;
     if (fabs(gt - dur * g) > GPU_TIME_SLACK_GPU_S)
         return ts_err_set(err, TS_EINVAL, "%s:%d: gpu_time: must be duration x num_gpus (%.0f), got %s",
@@ -166,7 +134,7 @@ int ts_replay_load_pollux(const char *buf, size_t len, const char *fname, const 
         }
         char *f[NCOLS];
         if (line == 1) {
-            int n = split(row, f, NCOLS);
+            int n = ts_csv_split(row, f, NCOLS);
             for (int c = 0; c < NCOLS && rc == 0; c++)
                 if (n != NCOLS || strcmp(f[c], cols[c]) != 0)
                     rc = ts_err_set(err, TS_EINVAL,
@@ -177,7 +145,7 @@ int ts_replay_load_pollux(const char *buf, size_t len, const char *fname, const 
         }
         if (l == 0)
             continue;
-        int n = split(row, f, NCOLS);
+        int n = ts_csv_split(row, f, NCOLS);
         if (n != NCOLS) {
             rc = ts_err_set(err, TS_EINVAL, "%s:%d: expected %d fields, got %d", fname, line,
                             NCOLS, n);

@@ -11,12 +11,12 @@
  * sorted (ties keep file order). Parsing is strict and from memory; every
  * error names file:line: field. Nothing here does I/O.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/csv_reader.h"
 #include "sched/replay.h"
 
 #define PHILLY_HEADER "timestamp,duration,num_gpus,gpu_time,cluster"
@@ -33,23 +33,6 @@
 static const char *const cols[NCOLS] = {"timestamp", "duration", "num_gpus", "gpu_time",
                                         "cluster"};
 enum { C_TS, C_DUR, C_GPUS, C_GPUTIME, C_VC };
-
-static int split(char *line, char **f, int max)
-{
-    int n = 0;
-    char *p = line;
-    for (;;) {
-        if (n < max)
-            f[n] = p;
-        n++;
-        char *c = strchr(p, ',');
-        if (!c)
-            break;
-        *c = '\0';
-        p = c + 1;
-    }
-    return n;
-}
 
 /* Next line of buf into row (NUL-terminated, CR stripped); false at the end. */
 static bool next_line(const char *buf, size_t len, size_t *pos, char *row, size_t cap,
@@ -131,20 +114,6 @@ static bool parse_timestamp(const char *s, long *day, double *epoch_s)
     return true;
 }
 
-static int num(const char *fname, int line, const char *col, const char *s, double min,
-               double max, bool integer, double *out, ts_err *err)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || *end || errno || !isfinite(v) || v < min || v > max ||
-        (integer && v != floor(v)))
-        return ts_err_set(err, TS_EINVAL, "%s:%d: %s: must be %s in [%.0f, %.0f], got \"%s\"",
-                          fname, line, col, integer ? "an integer" : "a number", min, max, s);
-    *out = v;
-    return 0;
-}
-
 int ts_replay_load_vc_nodes(const char *buf, size_t len, const char *fname,
                             ts_replay_tenant **out, int *n, ts_err *err)
 {
@@ -167,11 +136,12 @@ int ts_replay_load_vc_nodes(const char *buf, size_t len, const char *fname,
             continue;
         char *f[2];
         double nodes;
-        if (split(row, f, 2) != 2 || !f[0][0] || strlen(f[0]) >= TS_REPLAY_NAME_MAX) {
+        if (ts_csv_split(row, f, 2) != 2 || !f[0][0] || strlen(f[0]) >= TS_REPLAY_NAME_MAX) {
             rc = ts_err_set(err, TS_EINVAL, "%s:%d: expected vc,node num", fname, line);
             break;
         }
-        if ((rc = num(fname, line, "node num", f[1], 1, VC_NODES_MAX, true, &nodes, err)))
+        if ((rc = ts_csv_number(fname, line, "node num", f[1], 1, VC_NODES_MAX, true, &nodes,
+                                err)))
             break;
         for (int i = 0; i < cnt && rc == 0; i++)
             if (strcmp(t[i].name, f[0]) == 0)
@@ -241,10 +211,11 @@ static int parse_row(char **f, const char *fname, int line, const ts_replay_tena
     if (!parse_timestamp(f[C_TS], &day, &r->epoch_s))
         return ts_err_set(err, TS_EINVAL, "%s:%d: timestamp: must be YYYY-MM-DD HH:MM:SS, got \"%s\"",
                           fname, line, f[C_TS]);
-    if ((rc = num(fname, line, cols[C_DUR], f[C_DUR], 0, DURATION_MAX_S, false, &dur, err)) ||
-        (rc = num(fname, line, cols[C_GPUS], f[C_GPUS], 0, GPUS_MAX, true, &g, err)) ||
-        (rc = num(fname, line, cols[C_GPUTIME], f[C_GPUTIME], 0, DURATION_MAX_S * GPUS_MAX,
-                  false, &gt, err)))
+    if ((rc = ts_csv_number(fname, line, cols[C_DUR], f[C_DUR], 0, DURATION_MAX_S, false, &dur,
+                            err)) ||
+        (rc = ts_csv_number(fname, line, cols[C_GPUS], f[C_GPUS], 0, GPUS_MAX, true, &g, err)) ||
+        (rc = ts_csv_number(fname, line, cols[C_GPUTIME], f[C_GPUTIME], 0,
+                            DURATION_MAX_S * GPUS_MAX, false, &gt, err)))
         return rc;
     if (fabs(gt - dur * g) > GPU_TIME_SLACK_GPU_S)
         return ts_err_set(err, TS_EINVAL, "%s:%d: gpu_time: must be duration x num_gpus (%.0f), got %s",
@@ -307,7 +278,7 @@ int ts_replay_load_philly(const char *buf, size_t len, const char *fname,
         if (!row[0])
             continue;
         char *f[NCOLS];
-        int nf = split(row, f, NCOLS);
+        int nf = ts_csv_split(row, f, NCOLS);
         if (nf != NCOLS) {
             rc = ts_err_set(err, TS_EINVAL, "%s:%d: expected %d fields, got %d", fname, line,
                             NCOLS, nf);

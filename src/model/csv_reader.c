@@ -1,0 +1,48 @@
+/*
+ * csv_reader.c - splitting and numeric fields of the fixed-header trace CSVs
+ * (see csv_reader.h).
+ *
+ * The Pollux and Philly trace loaders read the same kind of file: no quoting,
+ * a fixed column count, numbers written as plain decimals. They used to carry
+ * identical copies of these two routines; one copy here keeps what they
+ * accept and how they word an error the same. strtod is used for every
+ * number because the traces write whole counts and fractional seconds alike;
+ * "integer" then only checks there is no fractional part.
+ */
+#include "model/csv_reader.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int ts_csv_split(char *line, char **f, int max)
+{
+    int n = 0;
+    char *p = line;
+    for (;;) {
+        if (n < max)
+            f[n] = p;
+        n++;
+        char *c = strchr(p, ',');
+        if (!c)
+            break;
+        *c = '\0';
+        p = c + 1;
+    }
+    return n;
+}
+
+int ts_csv_number(const char *fname, int line, const char *col, const char *s, double min,
+                  double max, bool integer, double *out, ts_err *err)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !isfinite(v) || v < min || v > max ||
+        (integer && v != floor(v)))
+        return ts_err_set(err, TS_EINVAL, "%s:%d: %s: must be %s in [%.0f, %.0f], got \"%s\"",
+                          fname, line, col, integer ? "an integer" : "a number", min, max, s);
+    *out = v;
+    return 0;
+}

@@ -1,0 +1,35 @@
+/*
+ * csv_reader.h - internal: the row splitting and numeric field check that the
+ * fixed-header trace loaders share (src/sched/replay_jobs.c for the Pollux
+ * workloads, src/sched/replay_philly.c for the Philly jobs and VC sizes).
+ *
+ * Those files are strict, unquoted comma-separated rows read from memory; a
+ * row is split in place and each numeric field must be a finite number in a
+ * closed range, optionally whole. Errors read "file:line: column: why", the
+ * wording the replay tests assert. (load_csv.c's openb reader finds columns
+ * by header name and words its errors differently, so it keeps its own.)
+ * Nothing here allocates or keeps state; safe from any thread.
+ */
+#ifndef TS_MODEL_CSV_READER_H
+#define TS_MODEL_CSV_READER_H
+
+#include <stdbool.h>
+
+#include "tessera/error.h"
+
+/*
+ * Splits line (modified in place: commas become NULs) into at most max
+ * fields in f[]; returns the number of fields the line has, which may be more
+ * than max (only the first max are stored).
+ */
+int ts_csv_split(char *line, char **f, int max);
+
+/*
+ * Parses s as a finite number in [min, max] (whole when integer) into *out.
+ * On anything else fills err with "fname:line: col: must be an integer|a
+ * number in [min, max], got "s"" and returns TS_EINVAL; 0 on success.
+ */
+int ts_csv_number(const char *fname, int line, const char *col, const char *s, double min,
+                  double max, bool integer, double *out, ts_err *err);
+
+#endif
