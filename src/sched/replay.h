@@ -90,6 +90,8 @@ typedef struct ts_replay_policy_ops {
 /* NULL-terminated list of the built-in policies; lookup by name or NULL. */
 const ts_replay_policy_ops *const *ts_replay_policy_all(void);
 const ts_replay_policy_ops *ts_replay_policy_find(const char *name);
+/* replay_tessera.c: least attained service that reads no durations */
+extern const ts_replay_policy_ops ts_replay_tessera_ops;
 
 /* Per job, what happened. */
 typedef struct ts_replay_outcome {

@@ -240,7 +240,8 @@ static const ts_replay_policy_ops tiresias_ops = {"tiresias", true, order_init, 
                                                   tiresias_next_event, order_free};
 
 static const ts_replay_policy_ops *const all_policies[] = {&fifo_ops, &sjf_ops, &srtf_ops,
-                                                           &tiresias_ops, NULL};
+                                                           &tiresias_ops, &ts_replay_tessera_ops,
+                                                           NULL};
 
 const ts_replay_policy_ops *const *ts_replay_policy_all(void)
 {
