@@ -37,6 +37,20 @@ typedef struct order_state {
     struct keyed { double key; int job; } *kv; /* scratch for sort_by_key */
 } order_state;
 
+static void order_free(void *p)
+{
+    order_state *s = p;
+    if (!s)
+        return;
+    free(s->idx);
+    free(s->queue);
+    free(s->demoted_seq);
+    free(s->attained_gpu_s);
+    free(s->keybuf);
+    free(s->kv);
+    free(s);
+}
+
 static int order_init(void **out, int njobs, ts_err *err)
 {
     order_state *s = calloc(1, sizeof *s);
@@ -52,31 +66,11 @@ static int order_init(void **out, int njobs, ts_err *err)
     }
     if (!s || !s->idx || !s->queue || !s->demoted_seq || !s->attained_gpu_s || !s->keybuf ||
         !s->kv) {
-        if (s) {
-            free(s->idx);
-            free(s->queue);
-            free(s->demoted_seq);
-            free(s->attained_gpu_s);
-            free(s->keybuf);
-            free(s->kv);
-        }
-        free(s);
+        order_free(s);
         return ts_err_set(err, TS_ENOMEM, "replay policy: out of memory");
     }
     *out = s;
     return 0;
-}
-
-static void order_free(void *p)
-{
-    order_state *s = p;
-    free(s->idx);
-    free(s->queue);
-    free(s->demoted_seq);
-    free(s->attained_gpu_s);
-    free(s->keybuf);
-    free(s->kv);
-    free(s);
 }
 
 static int cmp_keyed(const void *a, const void *b)

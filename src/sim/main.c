@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "sim/experiment.h"
+#include "sim/fileio.h"
 #include "sim/replay.h"
 #include "sim/report.h"
 #include "tessera/frag.h"
@@ -26,7 +27,6 @@
 #define EXIT_BAD_INPUT 2
 #define SEEDS_MAX 1024
 #define POLICIES_MAX 16
-#define FILE_MAX_BYTES (256L << 20)
 
 static void usage(FILE *f)
 {
@@ -48,48 +48,6 @@ static int bad(const char *fmt, const char *arg)
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\n");
     return EXIT_BAD_INPUT;
-}
-
-static char *read_file(const char *path, size_t *len, ts_err *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        ts_err_set(err, TS_EIO, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap)
-            break;
-        if (cap >= (size_t)FILE_MAX_BYTES) {
-            free(buf);
-            buf = NULL;
-            ts_err_set(err, TS_EINVAL, "%s: larger than %ld bytes", path, FILE_MAX_BYTES);
-            fclose(f);
-            return NULL;
-        }
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    if (!buf)
-        ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
-    else if (ferror(f)) {
-        ts_err_set(err, TS_EIO, "%s: read error", path);
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
 }
 
 /* "42-51", "42", or "1,5,9" */
@@ -234,7 +192,7 @@ int main(int argc, char **argv)
     size_t len;
     ts_cluster *cluster = NULL;
     ts_workload *wl = NULL;
-    char *buf = read_file(nodes_path, &len, &err);
+    char *buf = sim_read_file(nodes_path, &len, &err);
     if (!buf || (is_yaml(nodes_path) ? ts_load_cluster_yaml(buf, len, nodes_path, &cluster, &err)
                                       : ts_load_nodes_csv(buf, len, nodes_path, &cluster, &err)) != 0) {
         free(buf);
@@ -242,7 +200,7 @@ int main(int argc, char **argv)
         return EXIT_BAD_INPUT;
     }
     free(buf);
-    buf = read_file(pods_path, &len, &err);
+    buf = sim_read_file(pods_path, &len, &err);
     if (!buf || ts_load_pods_csv(buf, len, pods_path, &wl, &err) != 0) {
         free(buf);
         ts_cluster_free(cluster);

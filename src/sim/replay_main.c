@@ -30,11 +30,11 @@
 #include <string.h>
 
 #include "sched/replay.h"
+#include "sim/fileio.h"
 #include "sim/replay.h"
 
 #define EXIT_BAD_INPUT 2
 #define POLICIES_MAX 16
-#define FILE_MAX_BYTES (256L << 20)
 #define NODES_MAX 100000
 #define GPUS_PER_NODE_MAX 64
 #define ROUND_MAX_S 86400.0
@@ -63,36 +63,13 @@ static int bad(const char *fmt, const char *arg)
     return EXIT_BAD_INPUT;
 }
 
+/* Reads a whole file, printing the reason when it cannot. */
 static char *slurp(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "tessera-sim replay: %s: cannot open: %s\n", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        char *nb = cap >= (size_t)FILE_MAX_BYTES ? NULL : realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            fprintf(stderr, "tessera-sim replay: %s: too large or out of memory\n", path);
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    if (buf && ferror(f)) {
-        fprintf(stderr, "tessera-sim replay: %s: read error\n", path);
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *len = n;
+    ts_err err = {0};
+    char *buf = sim_read_file(path, len, &err);
+    if (!buf)
+        fprintf(stderr, "tessera-sim replay: %s\n", err.msg);
     return buf;
 }
 

@@ -1,0 +1,19 @@
+/*
+ * fileio.h - reading a whole input file for the simulator's subcommands, so
+ * both `fgd` and `replay` report an unreadable, oversized or vanished file the
+ * same way (the core itself parses from memory and never opens files).
+ */
+#ifndef TS_SIM_FILEIO_H
+#define TS_SIM_FILEIO_H
+
+#include <stddef.h>
+
+#include "tessera/error.h"
+
+#define SIM_FILE_MAX_BYTES (256L << 20)
+
+/* The file's bytes (caller frees) and their count in *len, or NULL with err
+ * naming the path and the reason. */
+char *sim_read_file(const char *path, size_t *len, ts_err *err);
+
+#endif
