@@ -1,7 +1,7 @@
 /*
  * test_util.h - helpers shared by the unit tests: binding a request to GPUs
  * chosen by the test (to preload a node's state exactly), bypassing the
- * placer's own GPU choice.
+ * placer's own GPU choice; finding the line a bad-input case marks.
  */
 #ifndef TS_TEST_UTIL_H
 #define TS_TEST_UTIL_H
@@ -27,6 +27,17 @@ static inline ts_alloc ts_test_alloc(const ts_request *r, int node, const int *g
     a.mem_mib = r->mem_mib;
     a.shape = (int8_t)ts_request_shape(r);
     return a;
+}
+
+/* Line of the "#<" marker in a test's YAML text (where the error must be
+ * reported), 1 if none. */
+static inline int ts_test_marked_line(const char *yaml)
+{
+    const char *m = strstr(yaml, "#<");
+    int line = 1;
+    for (const char *p = yaml; m && p < m; p++)
+        line += *p == '\n';
+    return line;
 }
 
 #endif

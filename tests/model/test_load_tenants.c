@@ -22,6 +22,7 @@
 
 #include "tessera/load.h"
 #include "tessera/tenant_load.h"
+#include "test_util.h"
 
 #define EXAMPLES TS_TEST_DATA "/../../examples"
 
@@ -235,16 +236,6 @@ static const bad_case BAD[] = {
      "tenants.org.guaranteed.cpu_milli: children's guarantees (1200) exceed the parent's (1000)"},
 };
 
-/* Line of the "#<" marker, 1 if none. */
-static int marked_line(const char *yaml)
-{
-    const char *m = strstr(yaml, "#<");
-    int line = 1;
-    for (const char *p = yaml; m && p < m; p++)
-        line += *p == '\n';
-    return line;
-}
-
 static void test_bad_files(void **state)
 {
     (void)state;
@@ -254,7 +245,7 @@ static void test_bad_files(void **state)
         ts_err err = {0};
         int rc = ts_load_tenants_yaml(b->yaml, strlen(b->yaml), "t.yaml", &ts, &err);
         char where[32];
-        snprintf(where, sizeof where, "t.yaml:%d: ", marked_line(b->yaml));
+        snprintf(where, sizeof where, "t.yaml:%d: ", ts_test_marked_line(b->yaml));
         if (rc != TS_EINVAL || ts != NULL || err.code != rc ||
             strncmp(err.msg, where, strlen(where)) != 0 || !strstr(err.msg, b->field))
             fail_msg("case \"%s\": rc %d, message \"%s\"; wanted \"%s\" and \"%s\"", b->name,

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "tessera/load.h"
+#include "test_util.h"
 
 static char *slurp(const char *path, size_t *len)
 {
@@ -349,16 +350,6 @@ static const bad_case BAD[] = {
      "node_classes.h100: defined twice (first at line 2)"},
 };
 
-/* Line of the "#<" marker, 1 if none. */
-static int marked_line(const char *yaml)
-{
-    const char *m = strstr(yaml, "#<");
-    int line = 1;
-    for (const char *p = yaml; m && p < m; p++)
-        line += *p == '\n';
-    return line;
-}
-
 static void test_bad_files(void **state)
 {
     (void)state;
@@ -368,7 +359,7 @@ static void test_bad_files(void **state)
         ts_err err = {0};
         int rc = ts_load_cluster_yaml(b->yaml, strlen(b->yaml), "t.yaml", &c, &err);
         char where[32];
-        snprintf(where, sizeof where, "t.yaml:%d: ", marked_line(b->yaml));
+        snprintf(where, sizeof where, "t.yaml:%d: ", ts_test_marked_line(b->yaml));
         if (rc != TS_EINVAL || c != NULL || err.code != rc || !strstr(err.msg, where) ||
             !strstr(err.msg, b->field))
             fail_msg("case \"%s\": rc %d, message \"%s\"; wanted \"%s\" and \"%s\"", b->name,
