@@ -6,7 +6,10 @@
  * Resource dimensions are CPU milli-cores, memory MiB and milli-GPU per GPU
  * model (one slot per model id of ts_gpu_model_lookup). The guarantees are the
  * capacity the quota layer hands out: idle capacity that is nobody's guarantee
- * is not lent by quota (placement still decides what physically fits).
+ * is not lent by quota (placement still decides what physically fits). A
+ * dimension in which no tenant is guaranteed anything (CPU and memory in a
+ * GPU-only tenants file, a GPU model nobody has quota on) is not managed:
+ * admission lets any demand in it through and nothing counts as borrowed.
  *
  * Ownership: a ts_tenants owns its tenants; a ts_quota reads (and keeps a
  * pointer to) the ts_tenants it was made from, which must outlive it and not
@@ -157,6 +160,9 @@ int ts_quota_charge(ts_quota *q, int t, int tier, const int64_t demand[TS_RES_DI
                     double now, ts_err *err);
 int ts_quota_credit(ts_quota *q, int t, int tier, const int64_t demand[TS_RES_DIMS],
                     double now, ts_err *err);
+
+/* The tenants q was made from. */
+const ts_tenants *ts_quota_tenants(const ts_quota *q);
 
 /* Usage of t's subtree (both tiers, or one tier). */
 int64_t ts_quota_usage(const ts_quota *q, int t, int dim);

@@ -231,7 +231,7 @@ int ts_quota_check(const ts_quota *q, int x, int tier, const int64_t demand[TS_R
     verdict(v, TS_QUOTA_OK, TS_QLIM_NONE, -1, -1, 0);
     if (tier == TS_TIER_GUARANTEED) {
         for (int k = 0; k < TS_RES_DIMS; k++) {
-            if (demand[k] == 0)
+            if (demand[k] == 0 || q->cap[k] == 0)
                 continue;
             for (int t = x; t >= 0; t = q->ts->t[t].parent) {
                 int64_t after = AT(q->use_g, t, k) + demand[k];
@@ -244,7 +244,7 @@ int ts_quota_check(const ts_quota *q, int x, int tier, const int64_t demand[TS_R
     /* guaranteed work that passed its guarantee fits once borrowers give back */
     int status = tier == TS_TIER_GUARANTEED ? TS_QUOTA_RECLAIM : TS_QUOTA_REFUSED;
     for (int k = 0; k < TS_RES_DIMS; k++) {
-        if (demand[k] == 0)
+        if (demand[k] == 0 || q->cap[k] == 0) /* nobody guaranteed: not managed */
             continue;
         struct step path[TS_TENANT_MAX_DEPTH];
         int64_t root_net;
@@ -390,8 +390,10 @@ int64_t ts_quota_usage_tier(const ts_quota *q, int t, int tier, int k)
 
 int64_t ts_quota_borrowed(const ts_quota *q, int t, int k)
 {
-    return tenant_ok(q, t) && dim_ok(k) ? AT(q->need, t, k) : 0;
+    return tenant_ok(q, t) && dim_ok(k) && q->cap[k] > 0 ? AT(q->need, t, k) : 0;
 }
+
+const ts_tenants *ts_quota_tenants(const ts_quota *q) { return q->ts; }
 
 int64_t ts_quota_lendable(const ts_quota *q, int t, int k)
 {

@@ -1,0 +1,192 @@
+/*
+ * cycle.h - the scheduling cycle: given the jobs that wait and the jobs that
+ * run, decide which start now and where, which waiting job holds the
+ * reservation, which running jobs are preempted for whom, and why every other
+ * job waits.
+ *
+ * One cycle: order the waiting jobs (held and backed-off jobs aside; jobs
+ * past the starvation bound first, oldest first; then tenants interleaved by
+ * weighted dominant share with decayed usage, each tenant's jobs by priority
+ * class, tier, submit time); for each, check quota, then place the whole
+ * gang or nothing. The first job that cannot start for lack of room gets a
+ * reservation at the earliest time the running jobs' time limits free enough
+ * room in a subtree of its level (EASY backfill: a later job starts now only
+ * if it ends before that time or stays off the reserved GPUs). Guaranteed
+ * work that cannot fit takes room back from opportunistic work: whole gangs
+ * only, most over-share tenant first, the least work lost since checkpoints,
+ * never before a victim's minimum runtime nor beyond its preemptions per
+ * hour; the preemptor keeps those GPUs reserved while the victims use their
+ * grace. Costs, the starvation bound and what is approximated: cycle.c.
+ *
+ * Starts are applied by the cycle itself (bound on the cluster and charged to
+ * the quota) so the next job sees them; preemptions are not: victims keep
+ * their GPUs until the shell reports them stopped with ts_sched_stop.
+ *
+ * Ownership: a ts_sched borrows the cluster and the quota (they must outlive
+ * it; nothing else may change them while it lives except through
+ * ts_sched_start/ts_sched_stop) and owns its index and scratch space. Jobs
+ * passed to a cycle are the caller's and are only read. Not thread-safe.
+ */
+#ifndef TESSERA_CYCLE_H
+#define TESSERA_CYCLE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tessera/error.h"
+#include "tessera/gang.h"
+#include "tessera/model.h"
+#include "tessera/tenant.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Why a job waits; "held", "quota", ... as written by ts_pending_name. */
+enum ts_pending_reason {
+    TS_PEND_NONE = 0,         /* started (or not looked at) */
+    TS_PEND_HELD = 1,         /* held by a user, or backing off after a preemption */
+    TS_PEND_QUOTA = 2,        /* its tenant's quota or borrowing limits */
+    TS_PEND_CAPACITY = 3,     /* not enough free resources in the cluster */
+    TS_PEND_TOPOLOGY = 4,     /* enough in total, not inside one subtree of its level */
+    TS_PEND_FRAGMENTATION = 5,/* a subtree has the GPUs, not in a shape it can use */
+    TS_PEND_GANG = 6,         /* some of its tasks would fit, not all: all or nothing */
+    TS_PEND_RESERVATION = 7,  /* it would fit, but would delay the reserved job */
+    TS_PEND_PREEMPTING = 8,   /* victims are checkpointing to make room for it */
+    TS_PEND_INVALID = 9,      /* the spec can never run here (why says which field) */
+};
+const char *ts_pending_name(int reason);
+
+#define TS_CYCLE_WHY_MAX 192
+#define TS_PRIORITY_MIN (-1000000)
+#define TS_PRIORITY_MAX 1000000
+#define TS_SIGNAL_DEFAULT 10 /* SIGUSR1 on Linux */
+
+/* A job, waiting or running. Waiting jobs ignore the running-only fields. */
+typedef struct ts_job {
+    int64_t id;                /* the caller's; unique among one cycle's jobs */
+    int tenant;                /* index into the quota's tenants */
+    int tier;                  /* enum ts_tier */
+    int priority;              /* class within the tenant, higher first */
+    double submit_s;
+    double time_limit_s;       /* > 0; 0 means the scheduler's default */
+    bool held;
+    double eligible_s;         /* a requeued job backs off until then */
+    const ts_request *tasks;   /* ntasks, rank order; borrowed */
+    int ntasks;
+    int required_level;        /* TS_GANG_LEVEL_* or a topology depth */
+    int preferred_level;
+    bool rail_aligned;
+    int ckpt_signal;           /* 0 = TS_SIGNAL_DEFAULT */
+    double ckpt_grace_s;       /* < 0 = the scheduler's default */
+    /* running jobs only */
+    const ts_alloc *allocs;    /* ntasks, as bound */
+    double start_s;
+    double last_ckpt_s;        /* the start if it never checkpointed */
+    int preemptions_hour;      /* times preempted in the last hour */
+    bool stopping;             /* already signalled; releases by stop_by_s */
+    double stop_by_s;
+} ts_job;
+
+/* Expands a Slurm-style array: n copies of tmpl with ids first_id + i. */
+int ts_job_array_expand(const ts_job *tmpl, int n, int64_t first_id, ts_job *out, ts_err *err);
+
+typedef struct ts_sched_config {
+    double default_time_limit_s;   /* for jobs that give none */
+    double starve_after_s;         /* a job waiting longer goes to the head */
+    double min_runtime_s;          /* a job is not preempted before this */
+    int max_preemptions_hour;      /* a job preempted this often is left alone */
+    double default_grace_s;        /* checkpoint grace when the job gives none */
+    double backoff_base_s;         /* requeue backoff: base * 2^(preemptions_hour-1) */
+    int max_preemptors_cycle;      /* preemption searches per cycle */
+    /* resource proportionality per GPU model (index = model id): CPU and
+     * memory kept on a node per idle GPU for GPU work, and the most a GPU
+     * task may ask per GPU (0 = no cap) */
+    int64_t reserve_cpu_milli_per_gpu[TS_MAX_GPU_MODELS];
+    int64_t reserve_mem_mib_per_gpu[TS_MAX_GPU_MODELS];
+    int64_t cap_cpu_milli_per_gpu[TS_MAX_GPU_MODELS];
+    int64_t cap_mem_mib_per_gpu[TS_MAX_GPU_MODELS];
+} ts_sched_config;
+
+/* Defaults: 24 h limit, 24 h starvation bound, 10 min minimum runtime, 3
+ * preemptions per hour, 60 s grace, 60 s backoff base, 8 preemptors a cycle,
+ * no reservations or caps. */
+void ts_sched_config_default(ts_sched_config *cfg);
+
+typedef struct ts_sched ts_sched;
+
+int ts_sched_new(ts_cluster *c, ts_quota *q, const ts_sched_config *cfg, ts_sched **out,
+                 ts_err *err);
+void ts_sched_free(ts_sched *s);
+
+/* Is job valid for this cluster and tenancy (tenant, tier, tasks, levels,
+ * caps)? TS_EINVAL naming the field: "tasks[2].cpu_milli: 64000 per GPU is
+ * above the cap of 16000 for H100-80GB". */
+int ts_sched_check_job(const ts_sched *s, const ts_job *job, ts_err *err);
+
+/* Record work the cycle did not start (state restored after a restart) and
+ * work that stopped. start binds job->allocs and charges the quota; stop
+ * releases and credits. */
+int ts_sched_start(ts_sched *s, const ts_job *job, double now, ts_err *err);
+int ts_sched_stop(ts_sched *s, const ts_job *job, double now, ts_err *err);
+
+typedef struct ts_cycle_start {
+    int job;            /* index into the cycle's waiting jobs */
+    ts_alloc *allocs;   /* its ntasks allocations (owned by the decision) */
+    bool backfilled;    /* started ahead of the reserved job */
+} ts_cycle_start;
+
+typedef struct ts_cycle_preempt {
+    int victim;         /* index into the cycle's running jobs */
+    int preemptor;      /* index into the waiting jobs */
+    int signal;
+    double grace_s;
+    double lost_gpu_s;  /* GPU-seconds since the victim's last checkpoint */
+} ts_cycle_preempt;
+
+typedef struct ts_cycle_pending {
+    int reason;                 /* enum ts_pending_reason */
+    double reserved_at_s;       /* the reserved job: when it should start; else -1 */
+    char why[TS_CYCLE_WHY_MAX]; /* one line with the numbers behind the reason */
+} ts_cycle_pending;
+
+typedef struct ts_cycle_stats {
+    int considered;      /* waiting jobs looked at */
+    int placements;      /* placement attempts made */
+    int memo_hits;       /* answered from an identical job's failure */
+    int started, backfilled, preempted;
+} ts_cycle_stats;
+
+typedef struct ts_decision {
+    ts_cycle_start *starts;
+    int nstarts;
+    ts_cycle_preempt *preempts;
+    int npreempts;
+    ts_cycle_pending *pending;  /* one per waiting job, parallel to the input */
+    int reserved;               /* waiting job holding the reservation, or -1 */
+    double reserved_at_s;
+    ts_cycle_stats stats;
+    /* storage, reused from cycle to cycle */
+    ts_alloc *alloc_pool;
+    int alloc_cap, starts_cap, preempts_cap, pending_cap;
+} ts_decision;
+
+void ts_decision_init(ts_decision *d);
+void ts_decision_fini(ts_decision *d);
+
+/* One cycle at time now. waiting[0..nwaiting-1] and running[0..nrunning-1]
+ * must be exactly the jobs the shell knows (running ones bound with
+ * ts_sched_start or started by an earlier cycle). Fills d. Returns 0,
+ * TS_ENOMEM, or TS_EINVAL (err names the job and field) for input that
+ * breaks the contract. A job that is invalid for the cluster is not an error:
+ * it waits with TS_PEND_INVALID. */
+int ts_sched_cycle(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
+                   const ts_job *running, int nrunning, ts_decision *d, ts_err *err);
+
+/* The index the cycle keeps (for tests and for explain). */
+const ts_gang_index *ts_sched_gang_index(const ts_sched *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

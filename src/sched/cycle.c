@@ -1,0 +1,262 @@
+/*
+ * cycle.c - the scheduler object: configuration, job checks, recording work
+ * started and stopped outside a cycle, and the decision's storage. The cycle
+ * itself (order, quota, placement, reservation, preemption) is in
+ * cycle_loop.c.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/cycle_internal.h"
+
+const char *ts_pending_name(int reason)
+{
+    static const char *const names[] = {"none",  "held",   "quota",       "capacity",
+                                        "topology", "fragmentation", "gang", "reservation",
+                                        "preempting", "invalid"};
+    if (reason < 0 || reason > TS_PEND_INVALID)
+        return "unknown";
+    return names[reason];
+}
+
+void ts_sched_config_default(ts_sched_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->default_time_limit_s = 24.0 * 3600.0;
+    cfg->starve_after_s = 24.0 * 3600.0;
+    cfg->min_runtime_s = 600.0;
+    cfg->max_preemptions_hour = 3;
+    cfg->default_grace_s = 60.0;
+    cfg->backoff_base_s = 60.0;
+    cfg->max_preemptors_cycle = 8;
+}
+
+int ts_job_array_expand(const ts_job *tmpl, int n, int64_t first_id, ts_job *out, ts_err *err)
+{
+    if (!tmpl || !out || n < 1)
+        return ts_err_set(err, TS_EINVAL, "array_size: must be >= 1");
+    for (int i = 0; i < n; i++) {
+        out[i] = *tmpl;
+        out[i].id = first_id + i;
+    }
+    return 0;
+}
+
+/* ---- the scheduler object ------------------------------------------------ */
+
+int ts_sched_new(ts_cluster *c, ts_quota *q, const ts_sched_config *cfg, ts_sched **out,
+                 ts_err *err)
+{
+    if (!c || !q || !out)
+        return ts_err_set(err, TS_EINVAL, "sched: cluster, quota and out are required");
+    ts_sched *s = calloc(1, sizeof *s);
+    if (!s)
+        return ts_err_set(err, TS_ENOMEM, "sched: out of memory");
+    s->c = c;
+    s->q = q;
+    if (cfg)
+        s->cfg = *cfg;
+    else
+        ts_sched_config_default(&s->cfg);
+    s->ix = ts_gang_index_new(c, err);
+    s->sc = ts_cluster_clone(c);
+    if (!s->ix || !s->sc) {
+        ts_sched_free(s);
+        return ts_err_set(err, TS_ENOMEM, "sched: out of memory");
+    }
+    for (int i = 0; i < c->nnodes; i++) {
+        const ts_node *n = &c->nodes[i];
+        s->cap[TS_RES_CPU] += n->cpu_milli;
+        s->cap[TS_RES_MEM] += n->mem_mib;
+        if (n->model >= 0) {
+            s->cap[ts_res_gpu(n->model)] += (int64_t)n->ngpu * TS_MILLI_PER_GPU;
+            s->models_present |= UINT32_C(1) << n->model;
+        }
+    }
+    *out = s;
+    return 0;
+}
+
+void ts_sched_free(ts_sched *s)
+{
+    if (!s)
+        return;
+    blockers_clear(s);
+    ts_gang_index_free(s->ix);
+    ts_gang_index_free(s->six);
+    ts_cluster_free(s->sc);
+    free(s->blk);
+    free(s);
+}
+
+const ts_gang_index *ts_sched_gang_index(const ts_sched *s) { return s->ix; }
+
+static bool level_ok(const ts_cluster *c, int level)
+{
+    if (level == TS_GANG_LEVEL_ANY || level == TS_GANG_LEVEL_NODE)
+        return true;
+    return c->topo && level >= 0 && level < ts_topo_nlevels(c->topo) - 1;
+}
+
+int ts_sched_check_job(const ts_sched *s, const ts_job *job, ts_err *err)
+{
+    const ts_tenants *ts = ts_quota_tenants(s->q);
+    if (job->tenant < 0 || job->tenant >= ts->n)
+        return ts_err_set(err, TS_EINVAL, "tenant: %d is not a tenant", job->tenant);
+    if (job->tier != TS_TIER_GUARANTEED && job->tier != TS_TIER_OPPORTUNISTIC)
+        return ts_err_set(err, TS_EINVAL, "tier: must be guaranteed or opportunistic");
+    if (job->priority < TS_PRIORITY_MIN || job->priority > TS_PRIORITY_MAX)
+        return ts_err_set(err, TS_EINVAL, "priority: must be %d..%d", TS_PRIORITY_MIN,
+                          TS_PRIORITY_MAX);
+    if (!(isfinite(job->time_limit_s) && job->time_limit_s >= 0.0))
+        return ts_err_set(err, TS_EINVAL, "time_limit_s: must be >= 0 (0 = the default)");
+    if (!isfinite(job->submit_s))
+        return ts_err_set(err, TS_EINVAL, "submit_s: must be a finite time");
+    if (job->ntasks < 1 || job->ntasks > TS_GANG_MAX_TASKS || !job->tasks)
+        return ts_err_set(err, TS_EINVAL, "tasks: must hold 1..%d tasks", TS_GANG_MAX_TASKS);
+    if (!level_ok(s->c, job->required_level))
+        return ts_err_set(err, TS_EINVAL, "topology.required: not a level of this cluster");
+    if (!level_ok(s->c, job->preferred_level))
+        return ts_err_set(err, TS_EINVAL, "topology.preferred: not a level of this cluster");
+    for (int i = 0; i < job->ntasks; i++) {
+        const ts_request *r = &job->tasks[i];
+        ts_err e;
+        if (ts_request_check(r, &e) != 0)
+            return ts_err_set(err, TS_EINVAL, "tasks[%d].%s", i, e.msg);
+        if (r->num_gpu < 1)
+            continue;
+        for (int m = 0; m < TS_MAX_GPU_MODELS; m++) {
+            if (!(s->models_present >> m & 1) || (r->model_mask && !(r->model_mask >> m & 1)))
+                continue;
+            int64_t cap_cpu = s->cfg.cap_cpu_milli_per_gpu[m];
+            int64_t cap_mem = s->cfg.cap_mem_mib_per_gpu[m];
+            if (cap_cpu > 0 && r->cpu_milli > cap_cpu * r->num_gpu)
+                return ts_err_set(err, TS_EINVAL, "tasks[%d].cpu_milli: %lld per GPU is above "
+                                  "the cap of %lld for %s", i,
+                                  (long long)(r->cpu_milli / r->num_gpu), (long long)cap_cpu,
+                                  ts_gpu_model_get(m)->name);
+            if (cap_mem > 0 && r->mem_mib > cap_mem * r->num_gpu)
+                return ts_err_set(err, TS_EINVAL, "tasks[%d].mem_mib: %lld per GPU is above "
+                                  "the cap of %lld for %s", i,
+                                  (long long)(r->mem_mib / r->num_gpu), (long long)cap_mem,
+                                  ts_gpu_model_get(m)->name);
+        }
+    }
+    return 0;
+}
+
+/* What job charges once placed on allocs (GPU model of each task's node). */
+int cycle_job_demand(const ts_sched *s, const ts_job *job, const ts_alloc *allocs,
+                      int model_if_unplaced, int64_t demand[TS_RES_DIMS])
+{
+    memset(demand, 0, TS_RES_DIMS * sizeof *demand);
+    for (int i = 0; i < job->ntasks; i++) {
+        int64_t d[TS_RES_DIMS];
+        int model = allocs ? s->c->nodes[allocs[i].node].model : model_if_unplaced;
+        ts_err e;
+        if (ts_quota_demand(&job->tasks[i], job->tasks[i].num_gpu > 0 ? model : -1, d, &e) != 0)
+            return TS_EINVAL;
+        for (int k = 0; k < TS_RES_DIMS; k++)
+            demand[k] += d[k];
+    }
+    return 0;
+}
+
+static int bind(ts_sched *s, const ts_job *job, ts_err *err)
+{
+    int i = 0;
+    for (; i < job->ntasks; i++) {
+        const ts_alloc *a = &job->allocs[i];
+        if (a->node < 0 || a->node >= s->c->nnodes ||
+            ts_node_assign(&s->c->nodes[a->node], &job->tasks[i], a) != 0)
+            break;
+        ts_gang_index_node_changed(s->ix, a->node);
+    }
+    if (i == job->ntasks)
+        return 0;
+    while (i-- > 0) {
+        ts_node_release(&s->c->nodes[job->allocs[i].node], &job->allocs[i]);
+        ts_gang_index_node_changed(s->ix, job->allocs[i].node);
+    }
+    return ts_err_set(err, TS_EINVAL, "job %lld: allocs: do not fit the cluster as it is",
+                      (long long)job->id);
+}
+
+int ts_sched_start(ts_sched *s, const ts_job *job, double now, ts_err *err)
+{
+    int rc = ts_sched_check_job(s, job, err);
+    if (rc != 0)
+        return rc;
+    if (!job->allocs)
+        return ts_err_set(err, TS_EINVAL, "job %lld: allocs: required", (long long)job->id);
+    int64_t demand[TS_RES_DIMS];
+    for (int i = 0; i < job->ntasks; i++)
+        if (job->allocs[i].node < 0 || job->allocs[i].node >= s->c->nnodes)
+            return ts_err_set(err, TS_EINVAL, "job %lld: allocs[%d].node: out of range",
+                              (long long)job->id, i);
+    if (cycle_job_demand(s, job, job->allocs, -1, demand) != 0)
+        return ts_err_set(err, TS_EINVAL, "job %lld: tasks: bad demand", (long long)job->id);
+    blockers_clear(s);
+    if ((rc = bind(s, job, err)) != 0)
+        return rc;
+    if ((rc = ts_quota_charge(s->q, job->tenant, job->tier, demand, now, err)) != 0) {
+        cycle_unplace(s->c, s->ix, job, job->allocs);
+        return rc;
+    }
+    return 0;
+}
+
+int ts_sched_stop(ts_sched *s, const ts_job *job, double now, ts_err *err)
+{
+    if (!job->allocs || job->ntasks < 1 || !job->tasks)
+        return ts_err_set(err, TS_EINVAL, "job %lld: allocs: required", (long long)job->id);
+    int64_t demand[TS_RES_DIMS];
+    for (int i = 0; i < job->ntasks; i++)
+        if (job->allocs[i].node < 0 || job->allocs[i].node >= s->c->nnodes)
+            return ts_err_set(err, TS_EINVAL, "job %lld: allocs[%d].node: out of range",
+                              (long long)job->id, i);
+    if (cycle_job_demand(s, job, job->allocs, -1, demand) != 0)
+        return ts_err_set(err, TS_EINVAL, "job %lld: tasks: bad demand", (long long)job->id);
+    int rc = ts_quota_credit(s->q, job->tenant, job->tier, demand, now, err);
+    if (rc != 0)
+        return rc;
+    blockers_clear(s);
+    if (cycle_unplace(s->c, s->ix, job, job->allocs) != 0)
+        return ts_err_set(err, TS_EINVAL, "job %lld: allocs: not bound on the cluster",
+                          (long long)job->id);
+    return 0;
+}
+
+/* ---- decisions ----------------------------------------------------------- */
+
+void ts_decision_init(ts_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    d->reserved = -1;
+}
+
+void ts_decision_fini(ts_decision *d)
+{
+    free(d->starts);
+    free(d->preempts);
+    free(d->pending);
+    free(d->alloc_pool);
+    ts_decision_init(d);
+}
+
+int cycle_grow(void **p, int *cap, int need, size_t size)
+{
+    if (need <= *cap)
+        return 0;
+    int n = *cap > 0 ? *cap : 16;
+    while (n < need)
+        n *= 2;
+    void *q = realloc(*p, (size_t)n * size);
+    if (!q)
+        return TS_ENOMEM;
+    *p = q;
+    *cap = n;
+    return 0;
+}

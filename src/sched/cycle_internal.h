@@ -1,0 +1,105 @@
+/*
+ * cycle_internal.h - internal: the scheduler object shared by cycle.c (the
+ * loop and its ordering), cycle_place.c (placing one job on a cluster and
+ * its index) and cycle_plan.c (what-if planning on a scratch copy of the
+ * cluster: the reservation's time and GPUs, and preemption victims).
+ */
+#ifndef TS_SCHED_CYCLE_INTERNAL_H
+#define TS_SCHED_CYCLE_INTERNAL_H
+
+#include "tessera/cycle.h"
+
+/* A job a preemption was decided for: it goes first while its victims stop. */
+typedef struct preemptor_entry {
+    int64_t id;
+    double until_s;
+} preemptor_entry;
+
+#define PREEMPTOR_TABLE_MAX 64
+
+/* A failure remembered for identical jobs within one cycle. */
+typedef struct memo_entry {
+    uint64_t key;
+    uint64_t epoch;   /* the cycle's placement epoch it is valid for; 0 = empty */
+    int reason;
+    char why[TS_CYCLE_WHY_MAX];
+} memo_entry;
+
+#define MEMO_SLOTS 1024
+
+/* Reserved GPUs held back from long jobs (EASY backfill). */
+typedef struct blocker {
+    ts_alloc alloc;  /* the reserved job's planned allocation on one node */
+    ts_request req;  /* what is held now (num_gpu < 0: nothing) */
+    ts_alloc held;
+} blocker;
+
+struct ts_sched {
+    ts_cluster *c;
+    ts_quota *q;
+    ts_sched_config cfg;
+    ts_gang_index *ix;
+    int64_t cap[TS_RES_DIMS];   /* cluster totals, for in-cycle shares */
+    uint32_t models_present;    /* GPU models the cluster has (bit = id) */
+    /* scratch copy for planning */
+    ts_cluster *sc;
+    ts_gang_index *six;
+    /* per cycle */
+    uint64_t epoch;
+    memo_entry memo[MEMO_SLOTS];
+    blocker *blk;
+    int nblk, blk_cap;
+    bool blk_on;
+    preemptor_entry pre[PREEMPTOR_TABLE_MAX];
+    int npre;
+};
+
+/* cycle.c ------------------------------------------------------------------ */
+
+/* What job charges placed on allocs, or (allocs NULL) on GPUs of model. */
+int cycle_job_demand(const ts_sched *s, const ts_job *job, const ts_alloc *allocs, int model,
+                     int64_t demand[TS_RES_DIMS]);
+/* Grows *p (elements of size bytes) to hold need; TS_ENOMEM. */
+int cycle_grow(void **p, int *cap, int need, size_t size);
+
+/* cycle_place.c ----------------------------------------------------------- */
+
+/* Places job on cluster c (index ix kept in step) all or nothing; fills
+ * allocs[0..ntasks-1] and returns 0, or TS_ENOSPC with *reason (enum
+ * ts_pending_reason) and why set and c unchanged. */
+int cycle_place(const ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job,
+                ts_alloc *allocs, int *reason, char *why, size_t whylen);
+/* Releases what cycle_place bound (or a running job's allocs). */
+int cycle_unplace(ts_cluster *c, ts_gang_index *ix, const ts_job *job, const ts_alloc *allocs);
+/* Whole GPUs the job needs (0 for CPU-only and shares count as one each). */
+int64_t cycle_job_gpus(const ts_job *job);
+
+/* cycle_plan.c ------------------------------------------------------------ */
+
+typedef struct plan_job {
+    const ts_job *job;
+    const ts_alloc *allocs;
+    double end_s;
+} plan_job;
+
+/* Earliest time at which job fits once the jobs of ends[] (sorted by end_s)
+ * released theirs; the scratch placement at that time in plan[]. Returns 0
+ * and *at_s, or TS_ENOSPC when it never fits. */
+int plan_reservation(ts_sched *s, const ts_job *job, const plan_job *ends, int nends,
+                     ts_alloc *plan, double *at_s);
+/* Chooses victims among cand[0..n-1] (already in preference order; each one
+ * whole job) so that job fits once they are gone, plus the jobs in free[]
+ * (already stopping); prunes victims not needed, most lost work first.
+ * chosen[] gets the victims' indices into cand; returns how many (0 if no
+ * set works). plan gets the placement. */
+int plan_victims(ts_sched *s, const ts_job *job, const plan_job *cand, const double *lost,
+                 int n, const plan_job *stopping, int nstopping, int *chosen, ts_alloc *plan);
+
+/* Blockers: the reserved placement's currently free parts held on the real
+ * cluster so that long jobs stay off them. */
+int blockers_set(ts_sched *s, const ts_job *job, const ts_alloc *plan);
+void blockers_on(ts_sched *s);
+void blockers_off(ts_sched *s);
+void blockers_clear(ts_sched *s);
+
+#endif

@@ -1,0 +1,750 @@
+/*
+ * cycle_loop.c - one scheduling cycle: order, quota, placement, reservation,
+ * preemption, and a reason for every job that waits.
+ *
+ * Order. Jobs a preemption was decided for come first (their victims are
+ * checkpointing for them), then jobs past the starvation bound, oldest
+ * first, then the rest: tenants interleaved through a heap keyed by weighted
+ * dominant share (decayed usage, plus what this cycle already started for
+ * them), each tenant's own jobs by priority class, tier (guaranteed first),
+ * submit time, id.
+ *
+ * Costs, for W waiting and R running jobs: O(W log W) to order; per job O(1)
+ * for held, quota (one check per GPU model it may use) and the cluster-wide
+ * free-GPU test; a job identical (tasks and topology) to one that failed
+ * since the last start is answered from a memo; a placement attempt costs
+ * what ts_gang_place costs (gang.c). One reservation per cycle (O(R log R)
+ * plus the plan, cycle_plan.c) and at most cfg.max_preemptors_cycle victim
+ * searches (O(R log R) each plus the plan).
+ *
+ * Starvation bound. Time limits are enforced by the shell, so the reserved
+ * job starts by its reservation time T <= now + L, L the longest time limit
+ * (a backfilled job ends before T or stays off the reserved GPUs). A job that
+ * has waited starve_after_s is ordered before every job that has not (only
+ * preemptors, which take opportunistic GPUs back for guaranteed work, go
+ * before it), oldest first; so once the k starving jobs older than it have
+ * started it holds the reservation, and it starts within
+ * starve_after_s + (k + 1) * L of its submission, unless it is held, invalid
+ * or refused by its own tenant's quota. tests/sched/test_cycle.c checks the
+ * bound against a stream of short jobs from a tenant with a lower share.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/cycle_internal.h"
+
+#define PREEMPTOR_SLACK_S 60.0 /* a preemptor keeps its place this long past the grace */
+
+typedef struct loop {
+    ts_sched *s;
+    double now;
+    const ts_job *w;
+    int nw;
+    const ts_job *r;
+    int nr;
+    ts_decision *d;
+    int npool;
+    int *start_off;     /* [nw] pool offset of each start's allocs */
+    ts_alloc *tmp;      /* [max ntasks] */
+    ts_alloc *plan;     /* [max ntasks] */
+    plan_job *pj;       /* [nr + nw] */
+    double *lost;       /* [nr] */
+    int *cand;          /* [nr] */
+    int *chosen;        /* [nr] */
+    bool *victim;       /* [nr] */
+    int *table_pos;     /* [PREEMPTOR_TABLE_MAX] waiting index of each entry, -1 */
+    double *dom;        /* [ntenants] dominant share started this cycle */
+    int searches;
+    bool have_res;
+    double res_at;
+    int64_t res_id;
+} loop;
+
+/* ---- memo of failures ---------------------------------------------------- */
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + UINT64_C(0x9e3779b97f4a7c15) + (h << 6) + (h >> 2);
+    return h;
+}
+
+static uint64_t job_key(const ts_job *j, bool blocked)
+{
+    uint64_t h = mix((uint64_t)j->ntasks, (uint64_t)(j->required_level + 3));
+    h = mix(h, (uint64_t)(j->preferred_level + 3) * 2 + j->rail_aligned);
+    h = mix(h, blocked);
+    for (int i = 0; i < j->ntasks; i++) {
+        const ts_request *r = &j->tasks[i];
+        h = mix(h, (uint64_t)r->cpu_milli);
+        h = mix(h, (uint64_t)r->mem_mib);
+        h = mix(h, (uint64_t)r->num_gpu << 32 | (uint32_t)r->gpu_milli);
+        h = mix(h, (uint64_t)r->gpu_mem_mib);
+        h = mix(h, (uint64_t)r->model_mask << 32 | (uint32_t)(r->mig_profile + 1));
+    }
+    return h ? h : 1;
+}
+
+static memo_entry *memo_slot(ts_sched *s, uint64_t key)
+{
+    return &s->memo[key % MEMO_SLOTS];
+}
+
+/* ---- tenant heap ----------------------------------------------------------- */
+
+typedef struct theap {
+    int *t;
+    double *key; /* per tenant */
+    int n;
+} theap;
+
+static bool heap_less(const theap *h, int a, int b)
+{
+    int x = h->t[a], y = h->t[b];
+    if (h->key[x] != h->key[y])
+        return h->key[x] < h->key[y];
+    return x < y;
+}
+
+static void heap_swap(theap *h, int a, int b)
+{
+    int t = h->t[a];
+    h->t[a] = h->t[b];
+    h->t[b] = t;
+}
+
+static void heap_down(theap *h, int i)
+{
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < h->n && heap_less(h, l, m))
+            m = l;
+        if (r < h->n && heap_less(h, r, m))
+            m = r;
+        if (m == i)
+            return;
+        heap_swap(h, i, m);
+        i = m;
+    }
+}
+
+static void heap_up(theap *h, int i)
+{
+    while (i > 0 && heap_less(h, i, (i - 1) / 2)) {
+        heap_swap(h, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+}
+
+/* ---- one job --------------------------------------------------------------- */
+
+static double limit_of(const loop *l, const ts_job *j)
+{
+    return j->time_limit_s > 0.0 ? j->time_limit_s : l->s->cfg.default_time_limit_s;
+}
+
+static void pend(ts_cycle_pending *p, int reason, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void pend(ts_cycle_pending *p, int reason, const char *fmt, ...)
+{
+    p->reason = reason;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->why, sizeof p->why, fmt, ap);
+    va_end(ap);
+}
+
+/* Quota before placement: refused only if refused on every GPU model the job
+ * may land on (exact: any placement is on one of them). */
+static bool quota_precheck(loop *l, const ts_job *job, ts_cycle_pending *p)
+{
+    ts_sched *s = l->s;
+    uint32_t allowed = s->models_present;
+    bool gpu = false;
+    for (int i = 0; i < job->ntasks; i++)
+        if (job->tasks[i].num_gpu > 0) {
+            gpu = true;
+            if (job->tasks[i].model_mask)
+                allowed &= job->tasks[i].model_mask;
+        }
+    if (gpu && !allowed) {
+        pend(p, TS_PEND_INVALID, "tasks: no node has a GPU model the tasks allow");
+        return false;
+    }
+    ts_quota_verdict first = {0};
+    bool have_first = false;
+    for (int m = gpu ? 0 : -1; m < (gpu ? TS_MAX_GPU_MODELS : 0); m++) {
+        if (m >= 0 && !(allowed >> m & 1))
+            continue;
+        int64_t demand[TS_RES_DIMS];
+        ts_quota_verdict v;
+        if (cycle_job_demand(s, job, NULL, m, demand) != 0) {
+            pend(p, TS_PEND_INVALID, "tasks: cannot be charged to a quota");
+            return false;
+        }
+        if (ts_quota_check(s->q, job->tenant, job->tier, demand, &v) != TS_QUOTA_REFUSED)
+            return true;
+        if (!have_first) {
+            first = v;
+            have_first = true;
+        }
+    }
+    char buf[TS_CYCLE_WHY_MAX];
+    ts_quota_explain(ts_quota_tenants(s->q), &first, buf, sizeof buf);
+    pend(p, TS_PEND_QUOTA, "%s", buf);
+    return false;
+}
+
+static bool whole_job(const ts_job *job)
+{
+    for (int i = 0; i < job->ntasks; i++) {
+        const ts_request *r = &job->tasks[i];
+        if (r->num_gpu < 1 || r->gpu_milli < TS_MILLI_PER_GPU || r->mig_profile >= 0)
+            return false;
+    }
+    return true;
+}
+
+static int record_start(loop *l, int i, const ts_alloc *allocs)
+{
+    ts_decision *d = l->d;
+    const ts_job *job = &l->w[i];
+    if (cycle_grow((void **)&d->alloc_pool, &d->alloc_cap, l->npool + job->ntasks,
+                   sizeof *d->alloc_pool) != 0)
+        return TS_ENOMEM;
+    memcpy(d->alloc_pool + l->npool, allocs, (size_t)job->ntasks * sizeof *allocs);
+    l->start_off[d->nstarts] = l->npool;
+    l->npool += job->ntasks;
+    d->starts[d->nstarts++] = (ts_cycle_start){.job = i, .backfilled = l->have_res};
+    d->stats.started++;
+    if (l->have_res)
+        d->stats.backfilled++;
+    return 0;
+}
+
+/* Tries to start job i; 1 started, 0 waits (p set), < 0 error. */
+static int try_start(loop *l, int i)
+{
+    ts_sched *s = l->s;
+    const ts_job *job = &l->w[i];
+    ts_cycle_pending *p = &l->d->pending[i];
+    double limit = limit_of(l, job);
+    bool blocked = l->have_res && l->now + limit > l->res_at;
+    if (l->have_res) {
+        if (blocked)
+            blockers_on(s);
+        else
+            blockers_off(s);
+    }
+    uint64_t key = job_key(job, blocked);
+    memo_entry *m = memo_slot(s, key);
+    if (m->epoch == s->epoch && m->key == key) {
+        l->d->stats.memo_hits++;
+        pend(p, m->reason, "%s", m->why);
+        return 0;
+    }
+    int64_t gpus = cycle_job_gpus(job);
+    int64_t free_gpus = ts_gang_index_free_gpus(s->ix, -1);
+    int reason = 0;
+    char why[TS_CYCLE_WHY_MAX];
+    int rc = TS_ENOSPC;
+    if (whole_job(job) && gpus > free_gpus && !blocked) {
+        reason = TS_PEND_CAPACITY;
+        snprintf(why, sizeof why, "needs %lld whole GPUs, %lld free in the cluster",
+                 (long long)gpus, (long long)free_gpus);
+    } else {
+        l->d->stats.placements++;
+        rc = cycle_place(s, s->c, s->ix, job, l->tmp, &reason, why, sizeof why);
+    }
+    if (rc == 0) {
+        int64_t demand[TS_RES_DIMS];
+        ts_quota_verdict v;
+        ts_err e;
+        if (cycle_job_demand(s, job, l->tmp, -1, demand) != 0 ||
+            ts_quota_check(s->q, job->tenant, job->tier, demand, &v) == TS_QUOTA_REFUSED) {
+            cycle_unplace(s->c, s->ix, job, l->tmp);
+            ts_quota_explain(ts_quota_tenants(s->q), &v, why, sizeof why);
+            pend(p, TS_PEND_QUOTA, "%s", why);
+            return 0;
+        }
+        if (ts_quota_charge(s->q, job->tenant, job->tier, demand, l->now, &e) != 0) {
+            cycle_unplace(s->c, s->ix, job, l->tmp);
+            pend(p, TS_PEND_QUOTA, "%s", e.msg);
+            return 0;
+        }
+        if (record_start(l, i, l->tmp) != 0)
+            return TS_ENOMEM;
+        double dom = 0.0;
+        for (int k = 0; k < TS_RES_DIMS; k++)
+            if (s->cap[k] > 0 && (double)demand[k] / (double)s->cap[k] > dom)
+                dom = (double)demand[k] / (double)s->cap[k];
+        l->dom[job->tenant] += dom / ts_quota_tenants(s->q)->t[job->tenant].weight;
+        s->epoch++;
+        p->reason = TS_PEND_NONE;
+        p->why[0] = '\0';
+        return 1;
+    }
+    if (blocked && reason != TS_PEND_INVALID) {
+        /* would it fit without the reservation's GPUs held back? */
+        blockers_off(s);
+        int r2;
+        char w2[TS_CYCLE_WHY_MAX];
+        if (cycle_place(s, s->c, s->ix, job, l->tmp, &r2, w2, sizeof w2) == 0) {
+            cycle_unplace(s->c, s->ix, job, l->tmp);
+            reason = TS_PEND_RESERVATION;
+            snprintf(why, sizeof why, "fits now, but its time limit (%.0f s) runs past %.0f, "
+                     "when job %lld is reserved to start on those GPUs", limit, l->res_at,
+                     (long long)l->res_id);
+        }
+        blockers_on(s);
+    }
+    pend(p, reason, "%s", why);
+    m->key = key;
+    m->epoch = s->epoch;
+    m->reason = reason;
+    memcpy(m->why, p->why, sizeof m->why);
+    return 0;
+}
+
+/* ---- preemption and reservation ------------------------------------------ */
+
+static bool victim_ok(const loop *l, const ts_job *job, const ts_job *v)
+{
+    if (v->stopping)
+        return false;
+    if (v->tier == TS_TIER_GUARANTEED && !(v->tenant == job->tenant && v->priority < job->priority))
+        return false;
+    if (v->tier == TS_TIER_OPPORTUNISTIC && v->tenant == job->tenant &&
+        v->priority > job->priority)
+        return false;
+    if (l->now - v->start_s < l->s->cfg.min_runtime_s)
+        return false;
+    return v->preemptions_hour < l->s->cfg.max_preemptions_hour;
+}
+
+typedef struct vkey {
+    int borrowing;
+    double share;
+    int priority;
+    double lost;
+    int j;
+} vkey;
+
+static int cmp_vkey(const void *a, const void *b)
+{
+    const vkey *x = a, *y = b;
+    if (x->borrowing != y->borrowing)
+        return y->borrowing - x->borrowing;
+    if (x->share != y->share)
+        return x->share > y->share ? -1 : 1;
+    if (x->priority != y->priority)
+        return x->priority < y->priority ? -1 : 1;
+    if (x->lost != y->lost)
+        return x->lost < y->lost ? -1 : 1;
+    return (x->j > y->j) - (x->j < y->j);
+}
+
+static bool tenant_borrows(const ts_quota *q, int t)
+{
+    for (int k = 0; k < TS_RES_DIMS; k++)
+        if (ts_quota_borrowed(q, t, k) > 0)
+            return true;
+    return false;
+}
+
+static double job_grace(const loop *l, const ts_job *j)
+{
+    return j->ckpt_grace_s >= 0.0 ? j->ckpt_grace_s : l->s->cfg.default_grace_s;
+}
+
+static int table_add(ts_sched *s, int64_t id, double until_s)
+{
+    for (int k = 0; k < s->npre; k++)
+        if (s->pre[k].id == id) {
+            s->pre[k].until_s = until_s;
+            return 0;
+        }
+    if (s->npre == PREEMPTOR_TABLE_MAX)
+        return TS_ENOSPC;
+    s->pre[s->npre++] = (preemptor_entry){id, until_s};
+    return 0;
+}
+
+/* Victims for guaranteed job i; true if a preemption was decided. */
+static bool try_preempt(loop *l, int i)
+{
+    ts_sched *s = l->s;
+    const ts_job *job = &l->w[i];
+    if (job->tier != TS_TIER_GUARANTEED || l->searches >= s->cfg.max_preemptors_cycle ||
+        s->npre == PREEMPTOR_TABLE_MAX)
+        return false;
+    l->searches++;
+    vkey *keys = malloc((size_t)(l->nr > 0 ? l->nr : 1) * sizeof *keys);
+    if (!keys)
+        return false;
+    int n = 0, nstop = 0;
+    plan_job *stopping = l->pj + l->nr;
+    for (int j = 0; j < l->nr; j++) {
+        const ts_job *v = &l->r[j];
+        if (v->stopping || l->victim[j]) {
+            stopping[nstop++] = (plan_job){v, v->allocs, 0.0};
+            continue;
+        }
+        if (!victim_ok(l, job, v))
+            continue;
+        double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
+        keys[n++] = (vkey){tenant_borrows(s->q, v->tenant), ts_quota_share(s->q, v->tenant, l->now),
+                           v->priority, (double)cycle_job_gpus(v) * (l->now - since), j};
+    }
+    qsort(keys, (size_t)n, sizeof *keys, cmp_vkey);
+    for (int k = 0; k < n; k++) {
+        l->pj[k] = (plan_job){&l->r[keys[k].j], l->r[keys[k].j].allocs, 0.0};
+        l->lost[k] = keys[k].lost;
+    }
+    int m = plan_victims(s, job, l->pj, l->lost, n, stopping, nstop, l->chosen, l->plan);
+    if (m == 0) {
+        free(keys);
+        return false;
+    }
+    ts_decision *d = l->d;
+    double until = l->now;
+    for (int k = 0; k < m; k++) {
+        int j = keys[l->chosen[k]].j;
+        const ts_job *v = &l->r[j];
+        l->victim[j] = true;
+        double grace = job_grace(l, v);
+        d->preempts[d->npreempts++] = (ts_cycle_preempt){
+            .victim = j,
+            .preemptor = i,
+            .signal = v->ckpt_signal > 0 ? v->ckpt_signal : TS_SIGNAL_DEFAULT,
+            .grace_s = grace,
+            .lost_gpu_s = keys[l->chosen[k]].lost,
+        };
+        if (l->now + grace > until)
+            until = l->now + grace;
+    }
+    d->stats.preempted += m;
+    table_add(s, job->id, until + PREEMPTOR_SLACK_S);
+    if (!l->have_res) {
+        l->have_res = true;
+        l->res_at = until;
+        l->res_id = job->id;
+        d->reserved = i;
+        d->reserved_at_s = until;
+        d->pending[i].reserved_at_s = until;
+        if (blockers_set(s, job, l->plan) == 0)
+            s->epoch++;
+    }
+    pend(&d->pending[i], TS_PEND_PREEMPTING, "preempting %d opportunistic job%s (%.0f GPU-s "
+         "since their checkpoints); they stop by %.0f", m, m == 1 ? "" : "s",
+         keys[l->chosen[0]].lost, until);
+    free(keys);
+    return true;
+}
+
+static int cmp_end(const void *a, const void *b)
+{
+    const plan_job *x = a, *y = b;
+    if (x->end_s != y->end_s)
+        return x->end_s < y->end_s ? -1 : 1;
+    return (x->job->id > y->job->id) - (x->job->id < y->job->id);
+}
+
+static void reserve(loop *l, int i)
+{
+    ts_sched *s = l->s;
+    const ts_job *job = &l->w[i];
+    ts_decision *d = l->d;
+    int n = 0;
+    for (int j = 0; j < l->nr; j++) {
+        const ts_job *v = &l->r[j];
+        double end = v->stopping ? v->stop_by_s
+                     : l->victim[j] ? l->now + job_grace(l, v)
+                                    : v->start_s + limit_of(l, v);
+        l->pj[n++] = (plan_job){v, v->allocs, end > l->now ? end : l->now};
+    }
+    for (int k = 0; k < d->nstarts; k++) {
+        const ts_job *v = &l->w[d->starts[k].job];
+        l->pj[n++] = (plan_job){v, d->alloc_pool + l->start_off[k], l->now + limit_of(l, v)};
+    }
+    qsort(l->pj, (size_t)n, sizeof *l->pj, cmp_end);
+    double at;
+    ts_cycle_pending *p = &d->pending[i];
+    if (plan_reservation(s, job, l->pj, n, l->plan, &at) != 0) {
+        char was[TS_CYCLE_WHY_MAX];
+        memcpy(was, p->why, sizeof was);
+        if (p->reason != TS_PEND_PREEMPTING)
+            pend(p, TS_PEND_INVALID, "does not fit even on the idle cluster (%s: %s)",
+                 ts_pending_name(p->reason), was);
+        return;
+    }
+    l->have_res = true;
+    l->res_at = at;
+    l->res_id = job->id;
+    d->reserved = i;
+    d->reserved_at_s = at;
+    p->reserved_at_s = at;
+    size_t len = strlen(p->why);
+    snprintf(p->why + len, sizeof p->why - len, "; reserved to start by %.0f", at);
+    if (blockers_set(s, job, l->plan) == 0)
+        s->epoch++;
+}
+
+static int process(loop *l, int i)
+{
+    const ts_job *job = &l->w[i];
+    ts_cycle_pending *p = &l->d->pending[i];
+    p->reserved_at_s = -1.0;
+    l->d->stats.considered++;
+    if (job->held) {
+        pend(p, TS_PEND_HELD, "held");
+        return 0;
+    }
+    if (job->eligible_s > l->now) {
+        pend(p, TS_PEND_HELD, "requeued after a preemption; backing off until %.0f",
+             job->eligible_s);
+        return 0;
+    }
+    ts_err e;
+    if (ts_sched_check_job(l->s, job, &e) != 0) {
+        pend(p, TS_PEND_INVALID, "%s", e.msg);
+        return 0;
+    }
+    if (!quota_precheck(l, job, p))
+        return 0;
+    int rc = try_start(l, i);
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
+    switch (p->reason) {
+    case TS_PEND_CAPACITY:
+    case TS_PEND_TOPOLOGY:
+    case TS_PEND_FRAGMENTATION:
+    case TS_PEND_GANG:
+        break;
+    default:
+        return 0;
+    }
+    bool in_table = false;
+    for (int k = 0; k < l->s->npre; k++)
+        in_table = in_table || l->s->pre[k].id == job->id;
+    if (in_table)
+        pend(p, TS_PEND_PREEMPTING, "waiting for the jobs preempted for it to stop (%s)",
+             ts_pending_name(p->reason));
+    else
+        try_preempt(l, i);
+    if (!l->have_res)
+        reserve(l, i);
+    return 0;
+}
+
+/* ---- order ------------------------------------------------------------------ */
+
+typedef struct okey {
+    int tenant;
+    int priority;
+    int tier;
+    double submit_s;
+    int64_t id;
+    int idx;
+} okey;
+
+static int cmp_okey(const void *a, const void *b)
+{
+    const okey *x = a, *y = b;
+    if (x->tenant != y->tenant)
+        return x->tenant < y->tenant ? -1 : 1;
+    if (x->priority != y->priority)
+        return x->priority > y->priority ? -1 : 1;
+    if (x->tier != y->tier)
+        return x->tier < y->tier ? -1 : 1;
+    if (x->submit_s != y->submit_s)
+        return x->submit_s < y->submit_s ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static okey okey_of(const ts_job *j, int idx, bool by_age)
+{
+    /* by_age: one bucket, oldest first */
+    return (okey){by_age ? 0 : j->tenant, by_age ? 0 : j->priority, by_age ? 0 : j->tier,
+                  j->submit_s, j->id, idx};
+}
+
+static int check_input(const loop *l, ts_err *err)
+{
+    int nt = ts_quota_tenants(l->s->q)->n;
+    for (int i = 0; i < l->nw; i++)
+        if (l->w[i].tenant < 0 || l->w[i].tenant >= nt || l->w[i].ntasks < 1 || !l->w[i].tasks)
+            return ts_err_set(err, TS_EINVAL, "waiting[%d] (job %lld): tenant and tasks are "
+                              "required", i, (long long)l->w[i].id);
+    for (int j = 0; j < l->nr; j++) {
+        const ts_job *v = &l->r[j];
+        if (v->tenant < 0 || v->tenant >= nt || v->ntasks < 1 || !v->tasks || !v->allocs)
+            return ts_err_set(err, TS_EINVAL, "running[%d] (job %lld): tenant, tasks and allocs "
+                              "are required", j, (long long)v->id);
+    }
+    return 0;
+}
+
+static int loop_alloc(loop *l)
+{
+    int maxt = 1;
+    for (int i = 0; i < l->nw; i++)
+        maxt = l->w[i].ntasks > maxt ? l->w[i].ntasks : maxt;
+    size_t nr = (size_t)(l->nr > 0 ? l->nr : 1);
+    int nt = ts_quota_tenants(l->s->q)->n;
+    l->start_off = malloc((size_t)(l->nw > 0 ? l->nw : 1) * sizeof *l->start_off);
+    l->tmp = malloc((size_t)maxt * sizeof *l->tmp);
+    l->plan = malloc((size_t)maxt * sizeof *l->plan);
+    l->pj = malloc((nr + (size_t)l->nw + 1) * sizeof *l->pj);
+    l->lost = malloc(nr * sizeof *l->lost);
+    l->cand = malloc(nr * sizeof *l->cand);
+    l->chosen = malloc(nr * sizeof *l->chosen);
+    l->victim = calloc(nr, sizeof *l->victim);
+    l->dom = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->dom);
+    if (!l->start_off || !l->tmp || !l->plan || !l->pj || !l->lost || !l->cand || !l->chosen ||
+        !l->victim || !l->dom)
+        return TS_ENOMEM;
+    ts_decision *d = l->d;
+    if (cycle_grow((void **)&d->starts, &d->starts_cap, l->nw, sizeof *d->starts) != 0 ||
+        cycle_grow((void **)&d->preempts, &d->preempts_cap, l->nr, sizeof *d->preempts) != 0 ||
+        cycle_grow((void **)&d->pending, &d->pending_cap, l->nw, sizeof *d->pending) != 0)
+        return TS_ENOMEM;
+    return 0;
+}
+
+static void loop_free(loop *l)
+{
+    free(l->start_off);
+    free(l->tmp);
+    free(l->plan);
+    free(l->pj);
+    free(l->lost);
+    free(l->cand);
+    free(l->chosen);
+    free(l->victim);
+    free(l->dom);
+}
+
+/* Preemptors, then the starving, then tenants by share. */
+static int run_order(loop *l)
+{
+    ts_sched *s = l->s;
+    uint8_t *done = calloc((size_t)(l->nw > 0 ? l->nw : 1), 1);
+    okey *keys = malloc((size_t)(l->nw > 0 ? l->nw : 1) * sizeof *keys);
+    int nt = ts_quota_tenants(s->q)->n;
+    int *tstart = calloc((size_t)nt + 1, sizeof *tstart);
+    size_t ntz = (size_t)(nt > 0 ? nt : 1);
+    int *tend = malloc(ntz * sizeof *tend);
+    int *heap = malloc(ntz * sizeof *heap);
+    double *tkey = malloc(ntz * sizeof *tkey);
+    int rc = TS_ENOMEM;
+    if (!done || !keys || !tstart || !tend || !heap || !tkey)
+        goto out;
+    rc = 0;
+    /* 1. preemptors, in the order their preemptions were decided */
+    int pos[PREEMPTOR_TABLE_MAX];
+    for (int k = 0; k < s->npre; k++)
+        pos[k] = -1;
+    for (int i = 0; i < l->nw && s->npre > 0; i++)
+        for (int k = 0; k < s->npre; k++)
+            if (s->pre[k].id == l->w[i].id && pos[k] < 0)
+                pos[k] = i;
+    int npre = s->npre;
+    for (int k = 0; k < npre && rc == 0; k++)
+        if (pos[k] >= 0 && !done[pos[k]]) {
+            done[pos[k]] = 1;
+            rc = process(l, pos[k]);
+        }
+    /* drop entries whose job left the queue or whose wait is over */
+    int kept = 0;
+    for (int k = 0; k < s->npre; k++) {
+        bool waiting = k < npre ? pos[k] >= 0 : true;
+        bool started = false;
+        for (int m = 0; k < npre && pos[k] >= 0 && m < l->d->nstarts; m++)
+            started = started || l->d->starts[m].job == pos[k];
+        if (waiting && !started && s->pre[k].until_s >= l->now)
+            s->pre[kept++] = s->pre[k];
+    }
+    s->npre = kept;
+    /* 2. the starving, oldest first */
+    int n = 0;
+    for (int i = 0; i < l->nw; i++)
+        if (!done[i] && l->now - l->w[i].submit_s >= s->cfg.starve_after_s)
+            keys[n++] = okey_of(&l->w[i], i, true);
+    qsort(keys, (size_t)n, sizeof *keys, cmp_okey);
+    for (int k = 0; k < n && rc == 0; k++) {
+        done[keys[k].idx] = 1;
+        rc = process(l, keys[k].idx);
+    }
+    /* 3. tenants by weighted dominant share, each by its own order */
+    n = 0;
+    for (int i = 0; i < l->nw; i++)
+        if (!done[i])
+            keys[n++] = okey_of(&l->w[i], i, false);
+    qsort(keys, (size_t)n, sizeof *keys, cmp_okey);
+    for (int k = 0; k < n; k++)
+        tstart[keys[k].tenant + 1]++;
+    for (int t = 0; t < nt; t++)
+        tstart[t + 1] += tstart[t];
+    for (int t = 0; t < nt; t++)
+        tend[t] = tstart[t + 1]; /* tstart[t] becomes t's cursor */
+    theap h = {heap, tkey, 0};
+    for (int t = 0; t < nt; t++) {
+        if (tend[t] == tstart[t])
+            continue;
+        tkey[t] = ts_quota_share(s->q, t, l->now) + l->dom[t];
+        h.t[h.n++] = t;
+        heap_up(&h, h.n - 1);
+    }
+    while (h.n > 0 && rc == 0) {
+        int t = h.t[0];
+        int i = keys[tstart[t]++].idx;
+        int before = l->d->nstarts;
+        rc = process(l, i);
+        if (tstart[t] == tend[t]) {
+            h.t[0] = h.t[--h.n];
+        } else if (l->d->nstarts != before) {
+            tkey[t] = ts_quota_share(s->q, t, l->now) + l->dom[t];
+        }
+        heap_down(&h, 0);
+    }
+out:
+    free(done);
+    free(keys);
+    free(tstart);
+    free(tend);
+    free(heap);
+    free(tkey);
+    return rc;
+}
+
+int ts_sched_cycle(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
+                   const ts_job *running, int nrunning, ts_decision *d, ts_err *err)
+{
+    if (!s || !d || nwaiting < 0 || nrunning < 0 || (nwaiting && !waiting) ||
+        (nrunning && !running))
+        return ts_err_set(err, TS_EINVAL, "cycle: bad arguments");
+    loop l = {.s = s, .now = now, .w = waiting, .nw = nwaiting, .r = running, .nr = nrunning,
+              .d = d};
+    int rc = check_input(&l, err);
+    if (rc != 0)
+        return rc;
+    d->nstarts = 0;
+    d->npreempts = 0;
+    d->reserved = -1;
+    d->reserved_at_s = -1.0;
+    memset(&d->stats, 0, sizeof d->stats);
+    blockers_clear(s);
+    s->epoch++;
+    if ((rc = loop_alloc(&l)) == 0)
+        rc = run_order(&l);
+    blockers_clear(s);
+    for (int k = 0; k < d->nstarts; k++)
+        d->starts[k].allocs = d->alloc_pool + l.start_off[k];
+    loop_free(&l);
+    if (rc != 0)
+        return ts_err_set(err, rc, "cycle: out of memory");
+    return 0;
+}

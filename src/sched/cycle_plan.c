@@ -1,0 +1,245 @@
+/*
+ * cycle_plan.c - what-if planning on a scratch copy of the cluster, and the
+ * blockers that hold a reservation's GPUs on the real one.
+ *
+ * The scratch copy is the real cluster's nodes copied over (same topology)
+ * with its own gang index rebuilt: O(nodes x depth) per plan, at most one
+ * reservation and cfg.max_preemptors_cycle victim searches per cycle.
+ *
+ * Reservation: release the running jobs in order of their end (time limit,
+ * or the end of a stopping job's grace) and try the job after each release
+ * that leaves enough free GPUs; the first success is its time and GPUs.
+ * After PLAN_DENSE_TRIES failed tries only every PLAN_SPARSE_STEP-th release
+ * is tried (and the last): the time found may then be later than the
+ * earliest, which only lets more short jobs backfill; the job still fits at
+ * that time on those GPUs, which is what the reservation promises.
+ *
+ * Victims: release the candidates in the caller's order of preference until
+ * the job fits, then give back, most lost work first, every victim the job
+ * can do without. The result is minimal (no victim can be spared) though not
+ * necessarily the least lost work of all sets; the greedy order puts the
+ * cheap victims of the most over-share tenant first.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/cycle_internal.h"
+
+#define PLAN_DENSE_TRIES 64
+#define PLAN_SPARSE_STEP 16
+
+static int scratch_sync(ts_sched *s)
+{
+    bool was_on = s->blk_on;
+    if (was_on)
+        blockers_off(s);
+    memcpy(s->sc->nodes, s->c->nodes, (size_t)s->c->nnodes * sizeof *s->c->nodes);
+    if (was_on)
+        blockers_on(s);
+    ts_gang_index_free(s->six);
+    ts_err err;
+    s->six = ts_gang_index_new(s->sc, &err);
+    return s->six ? 0 : TS_ENOMEM;
+}
+
+static void scratch_release(ts_sched *s, const plan_job *p)
+{
+    cycle_unplace(s->sc, s->six, p->job, p->allocs);
+}
+
+static int scratch_rebind(ts_sched *s, const plan_job *p)
+{
+    for (int i = 0; i < p->job->ntasks; i++) {
+        const ts_alloc *a = &p->allocs[i];
+        int rc = ts_node_assign(&s->sc->nodes[a->node], &p->job->tasks[i], a);
+        if (rc != 0)
+            return rc;
+        ts_gang_index_node_changed(s->six, a->node);
+    }
+    return 0;
+}
+
+/* Does job fit on the scratch cluster now? On success plan (may be NULL)
+ * gets the placement, which is undone again. */
+static bool scratch_fits(ts_sched *s, const ts_job *job, ts_alloc *plan, ts_alloc *tmp)
+{
+    int reason;
+    char why[TS_CYCLE_WHY_MAX];
+    if (cycle_job_gpus(job) > 0 && ts_gang_index_free_gpus(s->six, -1) < cycle_job_gpus(job) &&
+        job->tasks[0].mig_profile < 0 && job->tasks[0].gpu_milli >= TS_MILLI_PER_GPU)
+        return false;
+    if (cycle_place(s, s->sc, s->six, job, tmp, &reason, why, sizeof why) != 0)
+        return false;
+    if (plan)
+        memcpy(plan, tmp, (size_t)job->ntasks * sizeof *tmp);
+    cycle_unplace(s->sc, s->six, job, tmp);
+    return true;
+}
+
+int plan_reservation(ts_sched *s, const ts_job *job, const plan_job *ends, int nends,
+                     ts_alloc *plan, double *at_s)
+{
+    if (scratch_sync(s) != 0)
+        return TS_ENOMEM;
+    ts_alloc *tmp = malloc((size_t)job->ntasks * sizeof *tmp);
+    if (!tmp)
+        return TS_ENOMEM;
+    int tries = 0, rc = TS_ENOSPC;
+    for (int i = 0; i < nends; i++) {
+        scratch_release(s, &ends[i]);
+        if (i + 1 < nends && ends[i + 1].end_s == ends[i].end_s)
+            continue;
+        if (tries >= PLAN_DENSE_TRIES && i % PLAN_SPARSE_STEP != 0 && i + 1 < nends)
+            continue;
+        tries++;
+        if (scratch_fits(s, job, plan, tmp)) {
+            *at_s = ends[i].end_s;
+            rc = 0;
+            break;
+        }
+    }
+    free(tmp);
+    return rc;
+}
+
+static int cmp_lost_desc(const void *a, const void *b, const double *lost)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    if (lost[x] != lost[y])
+        return lost[x] > lost[y] ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+int plan_victims(ts_sched *s, const ts_job *job, const plan_job *cand, const double *lost,
+                 int n, const plan_job *stopping, int nstopping, int *chosen, ts_alloc *plan)
+{
+    if (n == 0 || scratch_sync(s) != 0)
+        return 0;
+    ts_alloc *tmp = malloc((size_t)job->ntasks * sizeof *tmp);
+    if (!tmp)
+        return 0;
+    for (int i = 0; i < nstopping; i++)
+        scratch_release(s, &stopping[i]);
+    int k = 0;
+    bool fits = false;
+    for (int i = 0; i < n && !fits; i++) {
+        scratch_release(s, &cand[i]);
+        chosen[k++] = i;
+        fits = scratch_fits(s, job, NULL, tmp);
+    }
+    if (!fits) {
+        free(tmp);
+        return 0;
+    }
+    /* give back what is not needed, the most lost work first */
+    for (int pass = 0; pass < k; pass++) {
+        int best = -1;
+        for (int j = 0; j < k; j++)
+            if (chosen[j] >= 0 && (best < 0 || cmp_lost_desc(&chosen[j], &chosen[best], lost) < 0))
+                best = j;
+        int c = chosen[best];
+        chosen[best] = -1 - c; /* visited, provisionally kept */
+        if (scratch_rebind(s, &cand[c]) != 0) {
+            scratch_release(s, &cand[c]);
+            continue;
+        }
+        if (scratch_fits(s, job, NULL, tmp))
+            chosen[best] = INT32_MIN; /* spared */
+        else
+            scratch_release(s, &cand[c]);
+    }
+    int m = 0;
+    for (int j = 0; j < k; j++)
+        if (chosen[j] != INT32_MIN)
+            chosen[m++] = -1 - chosen[j];
+    if (!scratch_fits(s, job, plan, tmp))
+        m = 0; /* cannot happen: the pruned set was tested last */
+    free(tmp);
+    return m;
+}
+
+/* ---- blockers ------------------------------------------------------------ */
+
+int blockers_set(ts_sched *s, const ts_job *job, const ts_alloc *plan)
+{
+    blockers_clear(s);
+    if (job->ntasks > s->blk_cap) {
+        blocker *b = realloc(s->blk, (size_t)job->ntasks * sizeof *b);
+        if (!b)
+            return TS_ENOMEM;
+        s->blk = b;
+        s->blk_cap = job->ntasks;
+    }
+    for (int i = 0; i < job->ntasks; i++) {
+        blocker *b = &s->blk[i];
+        memset(b, 0, sizeof *b);
+        b->alloc = plan[i]; /* the plan; blockers_on derives the held part */
+        b->req.num_gpu = -1; /* not bound */
+    }
+    s->nblk = job->ntasks;
+    return 0;
+}
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+void blockers_on(ts_sched *s)
+{
+    if (s->blk_on)
+        return;
+    s->blk_on = true;
+    for (int i = 0; i < s->nblk; i++) {
+        blocker *b = &s->blk[i];
+        const ts_alloc *p = &b->alloc;
+        ts_node *n = &s->c->nodes[p->node];
+        ts_request r = {.mig_profile = -1};
+        ts_alloc a;
+        memset(&a, 0, sizeof a);
+        a.node = p->node;
+        a.mig_profile = -1;
+        a.mig_start = -1;
+        for (int k = 0; k < p->ngpu && p->mig_profile < 0 && p->gpu_milli >= TS_MILLI_PER_GPU;
+             k++) {
+            const ts_gpu *g = &n->gpu[p->gpu[k]];
+            if (g->mode != TS_GPU_MIG && g->milli_used == 0 && g->ntasks == 0)
+                a.gpu[a.ngpu++] = p->gpu[k];
+        }
+        r.num_gpu = a.ngpu;
+        r.gpu_milli = a.ngpu > 0 ? TS_MILLI_PER_GPU : 0;
+        r.cpu_milli = min64(p->cpu_milli, n->cpu_milli - n->cpu_used);
+        r.mem_mib = min64(p->mem_mib, n->mem_mib - n->mem_used);
+        a.gpu_milli = r.gpu_milli;
+        a.cpu_milli = r.cpu_milli;
+        a.mem_mib = r.mem_mib;
+        a.shape = (int8_t)ts_request_shape(&r);
+        b->req.num_gpu = -1;
+        if (a.ngpu == 0 && r.cpu_milli <= 0 && r.mem_mib <= 0)
+            continue;
+        if (ts_node_assign(n, &r, &a) != 0)
+            continue;
+        ts_gang_index_node_changed(s->ix, p->node);
+        b->req = r;
+        b->held = a;
+    }
+}
+
+void blockers_off(ts_sched *s)
+{
+    if (!s->blk_on)
+        return;
+    s->blk_on = false;
+    for (int i = s->nblk - 1; i >= 0; i--) {
+        blocker *b = &s->blk[i];
+        if (b->req.num_gpu < 0)
+            continue;
+        ts_node_release(&s->c->nodes[b->held.node], &b->held);
+        ts_gang_index_node_changed(s->ix, b->held.node);
+        b->req.num_gpu = -1;
+    }
+}
+
+void blockers_clear(ts_sched *s)
+{
+    blockers_off(s);
+    s->nblk = 0;
+}

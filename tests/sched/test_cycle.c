@@ -1,0 +1,787 @@
+/*
+ * test_cycle.c - the scheduling cycle (tessera/cycle.h) on crafted clusters.
+ *
+ * The cluster: leaf l0 = n0, n1 (4 H100 each), leaf l1 = n2 (4 H100) and c0
+ * (CPU only). Tenants: org > team-a, team-b, each guaranteed 4 GPUs (the org
+ * 12). Each test sets up running jobs by hand so the answer can be worked out
+ * on paper: start and charge, all or nothing, quota, borrowing and lending
+ * limits, reclaim by preemption (victim choice, minimum runtime, preemptions
+ * per hour, whole gangs), reservation and backfill that must not delay it,
+ * pending reasons, fair-share order, resource proportionality, arrays, the
+ * starvation bound over many cycles, and a random property test: no quota
+ * invariant and no capacity is ever broken, no gang is ever partial.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "tessera/cycle.h"
+#include "tessera/load.h"
+#include "tessera/rng.h"
+#include "tessera/tenant_load.h"
+
+static const char CLUSTER_YAML[] =
+    "topology:\n"
+    "  levels: [leaf, gpu]\n"
+    "node_classes:\n"
+    "  g4: {gpu_model: H100-80GB, gpus: 4, cpu_milli: 64000, memory_mib: 524288}\n"
+    "  cpu: {cpu_milli: 32000, memory_mib: 131072}\n"
+    "nodes:\n"
+    "  - {names: 'n[0-1]', class: g4, topology: {leaf: l0}}\n"
+    "  - {name: n2, class: g4, topology: {leaf: l1}}\n"
+    "  - {name: c0, class: cpu, topology: {leaf: l1}}\n";
+
+static const char TENANTS_YAML[] =
+    "tenants:\n"
+    "  org:\n"
+    "    guaranteed: {gpu: {H100-80GB: 12}}\n"
+    "    teams:\n"
+    "      team-a: {guaranteed: {gpu: {H100-80GB: 4}}}\n"
+    "      team-b: {guaranteed: {gpu: {H100-80GB: 4}}}\n"
+    "      team-c: {guaranteed: {gpu: {H100-80GB: 4}}}\n";
+
+enum { N0, N1, N2, C0 };
+enum { ORG, TA, TB, TC };
+#define LEAF 0
+#define MAX_JOBS 64
+#define MAX_TASKS 4
+
+typedef struct fx {
+    ts_cluster *c;
+    ts_tenants *ts;
+    ts_quota *q;
+    ts_sched *s;
+    ts_sched_config cfg;
+    ts_decision d;
+    /* job storage: tasks and allocs per job */
+    ts_job jobs[MAX_JOBS];
+    ts_request tasks[MAX_JOBS][MAX_TASKS];
+    ts_alloc allocs[MAX_JOBS][MAX_TASKS];
+    int njobs;
+} fx;
+
+static int make(fx *f, const char *tenants)
+{
+    ts_err err;
+    if (ts_load_cluster_yaml(CLUSTER_YAML, sizeof CLUSTER_YAML - 1, "c.yaml", &f->c, &err) != 0 ||
+        ts_load_tenants_yaml(tenants, strlen(tenants), "t.yaml", &f->ts, &err) != 0 ||
+        ts_quota_new(f->ts, 3600.0, &f->q, &err) != 0)
+        return -1;
+    return ts_sched_new(f->c, f->q, &f->cfg, &f->s, &err);
+}
+
+static int setup(void **state)
+{
+    fx *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    ts_sched_config_default(&f->cfg);
+    ts_decision_init(&f->d);
+    if (make(f, TENANTS_YAML) != 0)
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx *f = *state;
+    ts_decision_fini(&f->d);
+    ts_sched_free(f->s);
+    ts_quota_free(f->q);
+    ts_tenants_free(f->ts);
+    ts_cluster_free(f->c);
+    free(f);
+    return 0;
+}
+
+/* Rebuilds the scheduler with another configuration or tenants. */
+static void remake(fx *f, const char *tenants)
+{
+    ts_sched_free(f->s);
+    ts_quota_free(f->q);
+    ts_tenants_free(f->ts);
+    ts_cluster_free(f->c);
+    f->s = NULL;
+    assert_int_equal(make(f, tenants), 0);
+}
+
+/* A job of ntasks tasks of k whole GPUs each (k 0: CPU only). */
+static ts_job *job(fx *f, int tenant, int tier, int ntasks, int k, double limit_s)
+{
+    assert_true(f->njobs < MAX_JOBS && ntasks <= MAX_TASKS);
+    int n = f->njobs++;
+    ts_job *j = &f->jobs[n];
+    memset(j, 0, sizeof *j);
+    j->id = 100 + n;
+    j->tenant = tenant;
+    j->tier = tier;
+    j->time_limit_s = limit_s;
+    j->ckpt_grace_s = -1.0;
+    j->tasks = f->tasks[n];
+    j->ntasks = ntasks;
+    j->required_level = TS_GANG_LEVEL_ANY;
+    j->preferred_level = TS_GANG_LEVEL_ANY;
+    for (int t = 0; t < ntasks; t++) {
+        ts_request *r = &f->tasks[n][t];
+        memset(r, 0, sizeof *r);
+        r->cpu_milli = 1000;
+        r->mem_mib = 1024;
+        r->num_gpu = k;
+        r->gpu_milli = k > 0 ? TS_MILLI_PER_GPU : 0;
+        r->mig_profile = -1;
+    }
+    return j;
+}
+
+/* Binds job j as running since start_s on the given nodes, GPUs from first. */
+static void run_on(fx *f, ts_job *j, double start_s, const int *nodes, const int *first_gpu)
+{
+    int n = (int)(j - f->jobs);
+    for (int t = 0; t < j->ntasks; t++) {
+        ts_alloc *a = &f->allocs[n][t];
+        memset(a, 0, sizeof *a);
+        a->node = nodes[t];
+        a->ngpu = j->tasks[t].num_gpu;
+        for (int g = 0; g < a->ngpu; g++)
+            a->gpu[g] = (int8_t)(first_gpu[t] + g);
+        a->gpu_milli = j->tasks[t].gpu_milli;
+        a->cpu_milli = j->tasks[t].cpu_milli;
+        a->mem_mib = j->tasks[t].mem_mib;
+        a->mig_profile = -1;
+        a->mig_start = -1;
+        a->shape = (int8_t)ts_request_shape(&j->tasks[t]);
+    }
+    j->allocs = f->allocs[n];
+    j->start_s = start_s;
+    j->last_ckpt_s = start_s;
+    ts_err err;
+    assert_int_equal(ts_sched_start(f->s, j, start_s, &err), 0);
+}
+
+static int cycle(fx *f, double now, ts_job *const *w, int nw, ts_job *const *r, int nr)
+{
+    ts_job wv[MAX_JOBS], rv[MAX_JOBS];
+    for (int i = 0; i < nw; i++)
+        wv[i] = *w[i];
+    for (int i = 0; i < nr; i++)
+        rv[i] = *r[i];
+    ts_err err;
+    int rc = ts_sched_cycle(f->s, now, wv, nw, rv, nr, &f->d, &err);
+    if (rc != 0)
+        print_error("cycle: %s\n", err.msg);
+    for (int i = 0; rc == 0 && getenv("TS_TEST_VERBOSE") && i < nw; i++)
+        print_message("job %lld: %s: %s\n", (long long)wv[i].id,
+                      ts_pending_name(f->d.pending[i].reason), f->d.pending[i].why);
+    return rc;
+}
+
+static int64_t gpu_usage(const fx *f, int t)
+{
+    return ts_quota_usage(f->q, t, ts_res_gpu(ts_gpu_model_lookup("H100-80GB")));
+}
+
+static int free_gpus(const fx *f) { return (int)ts_gang_index_free_gpus(ts_sched_gang_index(f->s), -1); }
+
+/* ---- starting ------------------------------------------------------------ */
+
+static void test_starts_and_charges(void **state)
+{
+    fx *f = *state;
+    ts_job *a = job(f, TA, TS_TIER_GUARANTEED, 1, 2, 100);
+    ts_job *b = job(f, TB, TS_TIER_GUARANTEED, 2, 2, 100);
+    ts_job *w[] = {a, b};
+    assert_int_equal(cycle(f, 0, w, 2, NULL, 0), 0);
+    assert_int_equal(f->d.nstarts, 2);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_NONE);
+    assert_int_equal(free_gpus(f), 12 - 6);
+    assert_int_equal(gpu_usage(f, TA), 2000);
+    assert_int_equal(gpu_usage(f, TB), 4000);
+    assert_int_equal(gpu_usage(f, ORG), 6000);
+    /* the started job's allocations are whole and bound */
+    for (int k = 0; k < f->d.nstarts; k++) {
+        const ts_job *j = w[f->d.starts[k].job];
+        for (int t = 0; t < j->ntasks; t++)
+            assert_int_equal(f->d.starts[k].allocs[t].ngpu, 2);
+    }
+    /* stopping returns everything */
+    ts_job done = *b;
+    done.allocs = f->d.starts[1].allocs;
+    ts_err err;
+    assert_int_equal(ts_sched_stop(f->s, &done, 50, &err), 0);
+    assert_int_equal(gpu_usage(f, TB), 0);
+    assert_int_equal(free_gpus(f), 12 - 2);
+}
+
+static void test_gang_all_or_nothing(void **state)
+{
+    fx *f = *state;
+    /* n0 has 1 GPU busy until 1000: 2 tasks of 4 GPUs inside leaf l0 need n0
+     * and n1 whole */
+    ts_job *r = job(f, TC, TS_TIER_GUARANTEED, 1, 1, 1000);
+    run_on(f, r, 0, (int[]){N0}, (int[]){0});
+    ts_cluster *before = ts_cluster_clone(f->c);
+    ts_job *g = job(f, TA, TS_TIER_OPPORTUNISTIC, 2, 4, 100);
+    g->required_level = g->preferred_level = LEAF;
+    assert_int_equal(cycle(f, 10, &g, 1, &r, 1), 0);
+    assert_int_equal(f->d.nstarts, 0);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_TOPOLOGY);
+    for (int i = 0; i < f->c->nnodes; i++) {
+        assert_int_equal(f->c->nodes[i].cpu_used, before->nodes[i].cpu_used);
+        assert_int_equal(f->c->nodes[i].gpus_free, before->nodes[i].gpus_free);
+        assert_int_equal(f->c->nodes[i].ntasks, before->nodes[i].ntasks);
+    }
+    ts_cluster_free(before);
+    /* it holds the reservation: at 1000, when r's time limit ends */
+    assert_int_equal(f->d.reserved, 0);
+    assert_true(f->d.reserved_at_s == 1000.0);
+    /* a gang too big for any leaf can never run */
+    ts_job *huge = job(f, TA, TS_TIER_OPPORTUNISTIC, 2, 4, 100);
+    huge->required_level = huge->preferred_level = TS_GANG_LEVEL_NODE;
+    assert_int_equal(cycle(f, 10, &huge, 1, &r, 1), 0);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_INVALID);
+    assert_non_null(strstr(f->d.pending[0].why, "idle cluster"));
+}
+
+/* ---- quota ---------------------------------------------------------------- */
+
+static void test_quota_guarantee_and_borrowing(void **state)
+{
+    fx *f = *state;
+    /* guaranteed work must fit the guarantee: 8 > 4 */
+    ts_job *big = job(f, TA, TS_TIER_GUARANTEED, 2, 4, 100);
+    assert_int_equal(cycle(f, 0, &big, 1, NULL, 0), 0);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_QUOTA);
+    assert_non_null(strstr(f->d.pending[0].why, "team-a"));
+    /* opportunistic work borrows the idle guarantees */
+    big->tier = TS_TIER_OPPORTUNISTIC;
+    assert_int_equal(cycle(f, 0, &big, 1, NULL, 0), 0);
+    assert_int_equal(f->d.nstarts, 1);
+    assert_int_equal(gpu_usage(f, TA), 8000);
+    assert_true(ts_quota_borrowed(f->q, TA, ts_res_gpu(ts_gpu_model_lookup("H100-80GB"))) > 0);
+}
+
+static void test_quota_lend_and_borrow_limits(void **state)
+{
+    fx *f = *state;
+    remake(f, "tenants:\n"
+              "  org:\n"
+              "    guaranteed: {gpu: {H100-80GB: 12}}\n"
+              "    teams:\n"
+              "      team-a: {guaranteed: {gpu: {H100-80GB: 4}}, borrow_limit: {gpu: {H100-80GB: 2}}}\n"
+              "      team-b: {guaranteed: {gpu: {H100-80GB: 4}}, lend_limit: {gpu: {H100-80GB: 0}}}\n"
+              "      team-c: {guaranteed: {gpu: {H100-80GB: 4}}, lend_limit: {gpu: {H100-80GB: 0}}}\n");
+    /* team-a may borrow 2 at most: 4 + 3 is refused, 4 + 2 starts */
+    ts_job *a7 = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 1, 100);
+    f->tasks[f->njobs - 1][0].num_gpu = 7;
+    assert_int_equal(cycle(f, 0, &a7, 1, NULL, 0), 0);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_QUOTA);
+    assert_non_null(strstr(f->d.pending[0].why, "borrow"));
+    /* team-b lends nothing and team-c lends nothing: team-a cannot get 5 */
+    ts_job *a5 = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 1, 100);
+    f->tasks[f->njobs - 1][0].num_gpu = 5;
+    assert_int_equal(cycle(f, 0, &a5, 1, NULL, 0), 0);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_QUOTA);
+}
+
+/* ---- preemption ------------------------------------------------------------ */
+
+/* team-a borrows everything with three opportunistic jobs; team-b's
+ * guaranteed job takes 4 GPUs back. */
+static void test_reclaim_takes_least_lost_work(void **state)
+{
+    fx *f = *state;
+    ts_job *a1 = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 10000);
+    ts_job *a2 = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 10000);
+    ts_job *a3 = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 10000);
+    run_on(f, a1, 0, (int[]){N0}, (int[]){0});
+    run_on(f, a2, 0, (int[]){N1}, (int[]){0});
+    run_on(f, a3, 0, (int[]){N2}, (int[]){0});
+    a1->last_ckpt_s = 1000; /* a2 checkpointed last at 1900: least lost */
+    a2->last_ckpt_s = 1900;
+    a3->last_ckpt_s = 1200;
+    ts_job *b = job(f, TB, TS_TIER_GUARANTEED, 1, 4, 100);
+    ts_job *run[] = {a1, a2, a3};
+    assert_int_equal(cycle(f, 2000, &b, 1, run, 3), 0);
+    assert_int_equal(f->d.nstarts, 0);
+    assert_int_equal(f->d.npreempts, 1);
+    assert_int_equal(f->d.preempts[0].victim, 1);
+    assert_int_equal(f->d.preempts[0].signal, TS_SIGNAL_DEFAULT);
+    assert_true(f->d.preempts[0].grace_s == f->cfg.default_grace_s);
+    assert_true(f->d.preempts[0].lost_gpu_s == 4 * 100.0);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_PREEMPTING);
+    assert_int_equal(f->d.reserved, 0);
+    /* the next cycle, a2 is stopping: no second victim, b still waits for it */
+    ts_job a2s = *a2;
+    a2s.stopping = true;
+    a2s.stop_by_s = 2060;
+    ts_job *run2[] = {a1, &a2s, a3};
+    assert_int_equal(cycle(f, 2030, &b, 1, run2, 3), 0);
+    assert_int_equal(f->d.npreempts, 0);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_PREEMPTING);
+    /* a2 stopped: b starts on its GPUs */
+    ts_err err;
+    assert_int_equal(ts_sched_stop(f->s, &a2s, 2050, &err), 0);
+    ts_job *run3[] = {a1, a3};
+    assert_int_equal(cycle(f, 2050, &b, 1, run3, 2), 0);
+    assert_int_equal(f->d.nstarts, 1);
+    assert_int_equal(f->d.starts[0].allocs[0].node, N1);
+}
+
+static void test_victims_respect_min_runtime_and_rate(void **state)
+{
+    fx *f = *state;
+    ts_job *a1 = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 10000);
+    ts_job *a2 = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 10000);
+    ts_job *a3 = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 10000);
+    run_on(f, a2, 0, (int[]){N1}, (int[]){0});
+    run_on(f, a3, 0, (int[]){N2}, (int[]){0});
+    run_on(f, a1, 1900, (int[]){N0}, (int[]){0}); /* too young at 2000 */
+    a2->preemptions_hour = f->cfg.max_preemptions_hour; /* preempted enough */
+    ts_job *b = job(f, TB, TS_TIER_GUARANTEED, 1, 4, 100);
+    ts_job *run[] = {a1, a2, a3};
+    assert_int_equal(cycle(f, 2000, &b, 1, run, 3), 0);
+    assert_int_equal(f->d.npreempts, 1);
+    assert_int_equal(f->d.preempts[0].victim, 2);
+    /* with a3 protected too there is no victim: b waits for capacity */
+    a3->preemptions_hour = f->cfg.max_preemptions_hour;
+    ts_job *b2 = job(f, TC, TS_TIER_GUARANTEED, 1, 4, 100);
+    assert_int_equal(cycle(f, 2000, &b2, 1, run, 3), 0);
+    assert_int_equal(f->d.npreempts, 0);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_CAPACITY);
+}
+
+static void test_victim_is_whole_gang_from_most_over_share(void **state)
+{
+    fx *f = *state;
+    /* team-a: one 2-task gang on n0+n1 (2 GPUs each); team-c borrows less */
+    ts_job *ga = job(f, TA, TS_TIER_OPPORTUNISTIC, 2, 2, 10000);
+    run_on(f, ga, 0, (int[]){N0, N1}, (int[]){0, 0});
+    ts_job *a2 = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 10000);
+    run_on(f, a2, 0, (int[]){N2}, (int[]){0});
+    ts_job *c1 = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 2, 10000);
+    run_on(f, c1, 0, (int[]){N0}, (int[]){2});
+    ts_job *c2 = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 2, 10000);
+    run_on(f, c2, 0, (int[]){N1}, (int[]){2});
+    /* usage: a 8 (borrows 4), c 4 (borrows 0): team-a's work goes first */
+    ts_job *b = job(f, TB, TS_TIER_GUARANTEED, 1, 4, 100);
+    ts_job *run[] = {ga, a2, c1, c2};
+    assert_int_equal(cycle(f, 5000, &b, 1, run, 4), 0);
+    assert_int_equal(f->d.npreempts, 1);
+    int v = f->d.preempts[0].victim;
+    assert_true(v == 0 || v == 1);
+    /* a 4-GPU task needs a whole node: the gang frees 2+2 on two nodes, so
+     * only a2 (all of n2) makes room */
+    assert_int_equal(v, 1);
+}
+
+/* ---- reservation and backfill ------------------------------------------ */
+
+static void test_backfill_never_delays_reservation(void **state)
+{
+    fx *f = *state;
+    /* n0: r1 (3 GPUs) until 100; n1: r2 (1 GPU) until 1000; n2 idle */
+    ts_job *r1 = job(f, TC, TS_TIER_GUARANTEED, 1, 3, 100);
+    ts_job *r2 = job(f, TC, TS_TIER_GUARANTEED, 1, 1, 1000);
+    run_on(f, r1, 0, (int[]){N0}, (int[]){0});
+    run_on(f, r2, 0, (int[]){N1}, (int[]){0});
+    /* big: 2 x 4 GPUs inside one leaf: l0 (n0 + n1), free at 1000 */
+    ts_job *big = job(f, TA, TS_TIER_OPPORTUNISTIC, 2, 4, 100);
+    big->required_level = big->preferred_level = LEAF;
+    big->submit_s = 0;
+    ts_job *longj = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 2, 5000);  /* n2: off the plan */
+    ts_job *shortj = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 2, 500);  /* ends 510 < 1000 */
+    ts_job *longj2 = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 2, 5000); /* would delay big */
+    shortj->submit_s = longj->submit_s = longj2->submit_s = 1;
+    ts_job *w[] = {big, longj, shortj, longj2};
+    ts_job *run[] = {r1, r2};
+    assert_int_equal(cycle(f, 10, w, 4, run, 2), 0);
+    assert_int_equal(f->d.reserved, 0);
+    assert_true(f->d.reserved_at_s == 1000.0);
+    bool started[4] = {false};
+    for (int k = 0; k < f->d.nstarts; k++) {
+        started[f->d.starts[k].job] = true;
+        assert_true(f->d.starts[k].backfilled);
+        if (f->d.starts[k].job != 2)
+            assert_int_equal(f->d.starts[k].allocs[0].node, N2);
+    }
+    assert_true(started[1] && started[2] && !started[3]);
+    assert_int_equal(f->d.pending[3].reason, TS_PEND_RESERVATION);
+    assert_non_null(strstr(f->d.pending[3].why, "reserved"));
+    /* the short job, alone with free GPUs only on the plan, still backfills */
+    ts_job *short2 = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 3, 900);
+    short2->submit_s = 2;
+    ts_job *w2[] = {big, short2};
+    assert_int_equal(cycle(f, 10, w2, 2, run, 2), 0);
+    assert_int_equal(f->d.nstarts, 1);
+    assert_int_equal(f->d.starts[0].allocs[0].node, N1);
+}
+
+/* ---- pending reasons -------------------------------------------------------- */
+
+static void test_pending_reasons(void **state)
+{
+    fx *f = *state;
+    ts_job *held = job(f, TA, TS_TIER_GUARANTEED, 1, 1, 100);
+    held->held = true;
+    ts_job *backoff = job(f, TA, TS_TIER_GUARANTEED, 1, 1, 100);
+    backoff->eligible_s = 500;
+    /* 2 tasks x 4 GPUs in one node: topology */
+    ts_job *topo = job(f, TA, TS_TIER_OPPORTUNISTIC, 2, 4, 100);
+    topo->required_level = topo->preferred_level = TS_GANG_LEVEL_NODE;
+    ts_job *bad = job(f, TB, TS_TIER_GUARANTEED, 1, 1, 100);
+    bad->priority = TS_PRIORITY_MAX + 1;
+    ts_job *w[] = {held, backoff, topo, bad};
+    assert_int_equal(cycle(f, 10, w, 4, NULL, 0), 0);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_HELD);
+    assert_int_equal(f->d.pending[1].reason, TS_PEND_HELD);
+    assert_non_null(strstr(f->d.pending[1].why, "backing off"));
+    assert_int_equal(f->d.pending[3].reason, TS_PEND_INVALID);
+    assert_non_null(strstr(f->d.pending[3].why, "priority"));
+    assert_true(f->d.pending[2].reason == TS_PEND_TOPOLOGY ||
+                f->d.pending[2].reason == TS_PEND_INVALID);
+    assert_string_equal(ts_pending_name(TS_PEND_FRAGMENTATION), "fragmentation");
+    assert_string_equal(ts_pending_name(TS_PEND_GANG), "gang");
+    /* fragmentation: 1 + 1 + 2 GPUs free on n0, n1, n2: a 3-GPU task waits */
+    ts_job *r[3];
+    for (int i = 0; i < 3; i++) {
+        r[i] = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, i < 2 ? 3 : 2, 1000);
+        run_on(f, r[i], 0, (int[]){i}, (int[]){0});
+    }
+    ts_job *three = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 3, 100);
+    assert_int_equal(cycle(f, 10, &three, 1, r, 3), 0);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_FRAGMENTATION);
+    /* a gang of two 2-GPU tasks: one would fit (n2), not both */
+    ts_job *g = job(f, TA, TS_TIER_OPPORTUNISTIC, 2, 2, 100);
+    assert_int_equal(cycle(f, 10, &g, 1, r, 3), 0);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_GANG);
+}
+
+/* ---- order ------------------------------------------------------------------ */
+
+static void test_fair_share_orders_tenants(void **state)
+{
+    fx *f = *state;
+    /* team-a used 4 GPUs for a long time; team-b nothing: b goes first */
+    ts_job *old = job(f, TA, TS_TIER_GUARANTEED, 1, 4, 100000);
+    run_on(f, old, 0, (int[]){N0}, (int[]){0});
+    ts_job *hog = job(f, TB, TS_TIER_OPPORTUNISTIC, 1, 4, 100000);
+    run_on(f, hog, 0, (int[]){N1}, (int[]){0});
+    ts_err err;
+    assert_int_equal(ts_sched_stop(f->s, old, 7200, &err), 0);
+    /* hog keeps running; at 7200 team-a has decayed usage, team-c none */
+    ts_job *a = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 100);
+    ts_job *c = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 4, 100);
+    a->submit_s = 0; /* older, but its tenant used more */
+    c->submit_s = 7000;
+    ts_job *x = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 100); /* fills after */
+    ts_job *w[] = {a, c, x};
+    assert_int_equal(cycle(f, 7200, w, 3, &hog, 1), 0);
+    /* two nodes free (n0, n2): c first, then a; x waits */
+    assert_int_equal(f->d.nstarts, 2);
+    assert_int_equal(f->d.starts[0].job, 1);
+    assert_int_equal(f->d.starts[1].job, 0);
+    /* inside a tenant: priority class first */
+    ts_job *lo = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 4, 100);
+    ts_job *hi = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 4, 100);
+    hi->priority = 10;
+    hi->submit_s = 7100;
+    ts_job *w2[] = {lo, hi};
+    ts_job *run2[] = {hog};
+    /* undo the starts so one node is free again */
+    ts_job sa = *a, sc = *c;
+    sa.allocs = f->d.starts[1].allocs;
+    sc.allocs = f->d.starts[0].allocs;
+    ts_job saved_a = sa, saved_c = sc;
+    ts_alloc aa[1], ca[1];
+    aa[0] = sa.allocs[0];
+    ca[0] = sc.allocs[0];
+    saved_a.allocs = aa;
+    saved_c.allocs = ca;
+    assert_int_equal(ts_sched_stop(f->s, &saved_c, 7300, &err), 0);
+    assert_int_equal(cycle(f, 7300, w2, 2, run2, 1), 0);
+    assert_int_equal(f->d.nstarts, 1);
+    assert_int_equal(f->d.starts[0].job, 1);
+    (void)saved_a;
+}
+
+/* ---- proportionality, caps, arrays ----------------------------------------- */
+
+static void test_cpu_tasks_cannot_strand_gpus(void **state)
+{
+    fx *f = *state;
+    int h100 = ts_gpu_model_lookup("H100-80GB");
+    f->cfg.reserve_cpu_milli_per_gpu[h100] = 15000; /* 4 idle GPUs keep 60 of 64 cores */
+    f->cfg.cap_cpu_milli_per_gpu[h100] = 16000;
+    remake(f, TENANTS_YAML);
+    /* c0 has 32 cores: a 30-core CPU job goes there; a second one cannot
+     * take a GPU node's cores */
+    ts_job *c1 = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 0, 100);
+    ts_job *c2 = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 0, 100);
+    f->tasks[f->njobs - 2][0].cpu_milli = 30000;
+    f->tasks[f->njobs - 1][0].cpu_milli = 30000;
+    ts_job *w[] = {c1, c2};
+    assert_int_equal(cycle(f, 0, w, 2, NULL, 0), 0);
+    assert_int_equal(f->d.nstarts, 1);
+    assert_int_equal(f->d.starts[0].allocs[0].node, C0);
+    assert_int_equal(f->d.pending[1].reason, TS_PEND_CAPACITY);
+    assert_non_null(strstr(f->d.pending[1].why, "kept for their idle GPUs"));
+    /* a small CPU task fits beside the reservation (64 - 60 = 4 cores) */
+    ts_job *c3 = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 0, 100);
+    f->tasks[f->njobs - 1][0].cpu_milli = 3000;
+    assert_int_equal(cycle(f, 0, &c3, 1, NULL, 0), 0);
+    assert_int_equal(f->d.nstarts, 1);
+    /* the cap: 40 cores for one GPU is refused with the field named */
+    ts_job *fat = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 1, 100);
+    f->tasks[f->njobs - 1][0].cpu_milli = 40000;
+    ts_err err;
+    assert_int_equal(ts_sched_check_job(f->s, fat, &err), TS_EINVAL);
+    assert_non_null(strstr(err.msg, "tasks[0].cpu_milli"));
+    assert_int_equal(cycle(f, 0, &fat, 1, NULL, 0), 0);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_INVALID);
+}
+
+static void test_array_expands(void **state)
+{
+    fx *f = *state;
+    ts_job *t = job(f, TA, TS_TIER_GUARANTEED, 1, 1, 100);
+    ts_job arr[6];
+    ts_err err;
+    assert_int_equal(ts_job_array_expand(t, 6, 500, arr, &err), 0);
+    assert_int_equal(arr[5].id, 505);
+    assert_int_equal(ts_job_array_expand(t, 0, 500, arr, &err), TS_EINVAL);
+    /* 6 one-GPU elements, team-a guaranteed 4: 4 start, 2 wait on quota */
+    assert_int_equal(ts_sched_cycle(f->s, 0, arr, 6, NULL, 0, &f->d, &err), 0);
+    assert_int_equal(f->d.nstarts, 4);
+    assert_int_equal(f->d.pending[5].reason, TS_PEND_QUOTA);
+}
+
+/* ---- starvation bound --------------------------------------------------- */
+
+/* team-b (weight 1000, and first on ties: always ordered first) keeps three fresh 4-GPU jobs
+ * waiting, so its first blocked job holds the reservation and it takes every
+ * node that frees; team-a's 12-GPU job waits for a moment when all are free.
+ * Returns when it started, or -1 if not within the horizon. */
+static double starving_big_job(fx *f, double starve_after_s)
+{
+    f->cfg.starve_after_s = starve_after_s;
+    remake(f, "tenants:\n"
+              "  org:\n"
+              "    teams:\n"
+              "      team-b: {weight: 1000}\n"
+              "      team-a: {}\n");
+    enum { LIMIT = 100, STEP = 10, HORIZON = 5000, SLOTS = 16, BACKLOG = 3 };
+    ts_request big_task = {.cpu_milli = 1000, .mem_mib = 1024, .num_gpu = 4,
+                           .gpu_milli = TS_MILLI_PER_GPU, .mig_profile = -1};
+    ts_request big_tasks[3] = {big_task, big_task, big_task};
+    ts_job big = {.id = 1, .tenant = 2, .tier = TS_TIER_OPPORTUNISTIC, .time_limit_s = LIMIT,
+                  .tasks = big_tasks, .ntasks = 3, .required_level = TS_GANG_LEVEL_ANY,
+                  .preferred_level = TS_GANG_LEVEL_ANY, .ckpt_grace_s = -1};
+    ts_job jobs[SLOTS];
+    ts_alloc allocs[SLOTS];
+    double end[SLOTS];
+    bool running[SLOTS] = {false}, used[SLOTS] = {false};
+    int64_t next_id = 1000;
+    for (double now = 0; now <= HORIZON; now += STEP) {
+        ts_err err;
+        for (int k = 0; k < SLOTS; k++)
+            if (running[k] && end[k] <= now) {
+                assert_int_equal(ts_sched_stop(f->s, &jobs[k], now, &err), 0);
+                running[k] = used[k] = false;
+            }
+        int waiting_b = 0;
+        for (int k = 0; k < SLOTS; k++)
+            waiting_b += used[k] && !running[k];
+        for (int k = 0; k < SLOTS && waiting_b < BACKLOG; k++)
+            if (!used[k]) {
+                jobs[k] = (ts_job){.id = next_id++, .tenant = 1, .tier = TS_TIER_OPPORTUNISTIC,
+                                   .submit_s = now, .time_limit_s = LIMIT, .tasks = &big_task,
+                                   .ntasks = 1, .required_level = TS_GANG_LEVEL_ANY,
+                                   .preferred_level = TS_GANG_LEVEL_ANY, .ckpt_grace_s = -1};
+                used[k] = true;
+                waiting_b++;
+            }
+        ts_job w[SLOTS + 1], r[SLOTS];
+        int wi[SLOTS + 1], nw = 0, nr = 0;
+        w[nw] = big;
+        wi[nw++] = -1;
+        for (int k = 0; k < SLOTS; k++) {
+            if (used[k] && !running[k]) {
+                w[nw] = jobs[k];
+                wi[nw++] = k;
+            } else if (running[k]) {
+                r[nr++] = jobs[k];
+            }
+        }
+        assert_int_equal(ts_sched_cycle(f->s, now, w, nw, r, nr, &f->d, &err), 0);
+        for (int s = 0; s < f->d.nstarts; s++) {
+            int k = wi[f->d.starts[s].job];
+            if (k < 0)
+                return now;
+            allocs[k] = f->d.starts[s].allocs[0];
+            jobs[k].allocs = &allocs[k];
+            jobs[k].start_s = now;
+            running[k] = true;
+            end[k] = now + LIMIT;
+        }
+    }
+    return -1;
+}
+
+static void test_starvation_bound(void **state)
+{
+    fx *f = *state;
+    enum { LIMIT = 100, STEP = 10 };
+    /* without the bound the big job starves */
+    assert_true(starving_big_job(f, 1e9) < 0);
+    /* with it: starve_after + (0 + 1) * L, plus one cycle's step */
+    double started = starving_big_job(f, 1000);
+    assert_true(started >= 1000 && started <= 1000 + LIMIT + STEP);
+}
+
+/* ---- property: random workloads ----------------------------------------- */
+
+#define PROP_CYCLES 300
+#define PROP_SEED 77u
+
+static void test_random_workloads_keep_invariants(void **state)
+{
+    fx *f = *state;
+    ts_rng rng;
+    ts_rng_seed(&rng, PROP_SEED);
+    enum { SLOTS = 48 };
+    ts_job jobs[SLOTS];
+    ts_request tasks[SLOTS][MAX_TASKS];
+    ts_alloc allocs[SLOTS][MAX_TASKS];
+    double end[SLOTS];
+    int state_of[SLOTS] = {0}; /* 0 free, 1 waiting, 2 running, 3 stopping */
+    int64_t next_id = 1;
+    int h100 = ts_gpu_model_lookup("H100-80GB");
+    int starts = 0, preempts = 0;
+    f->cfg.min_runtime_s = 60;
+    remake(f, TENANTS_YAML);
+    for (int cyc = 0; cyc < PROP_CYCLES; cyc++) {
+        double now = cyc * 30.0;
+        ts_err err;
+        for (int k = 0; k < SLOTS; k++)
+            if ((state_of[k] == 2 && end[k] <= now) ||
+                (state_of[k] == 3 && jobs[k].stop_by_s <= now)) {
+                assert_int_equal(ts_sched_stop(f->s, &jobs[k], now, &err), 0);
+                state_of[k] = 0;
+            }
+        for (int k = 0; k < SLOTS; k++) {
+            if (state_of[k] != 0 || ts_rng_next(&rng) % 3 != 0)
+                continue;
+            /* guaranteed: small and short; opportunistic: larger and longer */
+            int tier = (int)(ts_rng_next(&rng) % 2);
+            int nt = tier == TS_TIER_GUARANTEED ? 1 : 1 + (int)(ts_rng_next(&rng) % 3);
+            int g = tier == TS_TIER_GUARANTEED ? 1 + (int)(ts_rng_next(&rng) % 2)
+                                               : (int)(ts_rng_next(&rng) % 5);
+            for (int t = 0; t < nt; t++)
+                tasks[k][t] = (ts_request){.cpu_milli = 1000 + (int64_t)(ts_rng_next(&rng) % 8000),
+                                           .mem_mib = 1024, .num_gpu = g,
+                                           .gpu_milli = g ? TS_MILLI_PER_GPU : 0,
+                                           .mig_profile = -1};
+            jobs[k] = (ts_job){.id = next_id++, .tenant = 1 + (int)(ts_rng_next(&rng) % 3),
+                               .tier = tier,
+                               .priority = (int)(ts_rng_next(&rng) % 3),
+                               .submit_s = now,
+                               .time_limit_s = (tier == TS_TIER_GUARANTEED ? 60.0 : 600.0) +
+                                               (double)(ts_rng_next(&rng) % 600),
+                               .tasks = tasks[k], .ntasks = nt,
+                               .required_level = ts_rng_next(&rng) % 2 ? TS_GANG_LEVEL_ANY : LEAF,
+                               .preferred_level = TS_GANG_LEVEL_ANY, .ckpt_grace_s = 30};
+            if (jobs[k].required_level == LEAF)
+                jobs[k].preferred_level = LEAF;
+            state_of[k] = 1;
+        }
+        ts_job w[SLOTS], r[SLOTS];
+        int wi[SLOTS], ri[SLOTS], nw = 0, nr = 0;
+        for (int k = 0; k < SLOTS; k++) {
+            if (state_of[k] == 1) {
+                w[nw] = jobs[k];
+                wi[nw++] = k;
+            } else if (state_of[k] >= 2) {
+                r[nr] = jobs[k];
+                ri[nr++] = k;
+            }
+        }
+        assert_int_equal(ts_sched_cycle(f->s, now, w, nw, r, nr, &f->d, &err), 0);
+        for (int s = 0; s < f->d.nstarts; s++) {
+            int k = wi[f->d.starts[s].job];
+            /* a gang starts whole */
+            for (int t = 0; t < jobs[k].ntasks; t++) {
+                allocs[k][t] = f->d.starts[s].allocs[t];
+                assert_int_equal(allocs[k][t].ngpu, jobs[k].tasks[t].num_gpu);
+            }
+            jobs[k].allocs = allocs[k];
+            jobs[k].start_s = now;
+            jobs[k].last_ckpt_s = now;
+            end[k] = now + jobs[k].time_limit_s * 0.5;
+            state_of[k] = 2;
+            if (f->d.pending[f->d.starts[s].job].reason != TS_PEND_NONE)
+                print_error("cycle %d job %lld: %s\n", cyc, (long long)jobs[k].id,
+                            f->d.pending[f->d.starts[s].job].why);
+            assert_int_equal(f->d.pending[f->d.starts[s].job].reason, TS_PEND_NONE);
+            starts++;
+        }
+        for (int p = 0; p < f->d.npreempts; p++) {
+            int k = ri[f->d.preempts[p].victim];
+            assert_int_equal(state_of[k], 2);
+            /* guaranteed work of another tenant is never a victim */
+            const ts_job *pre = &w[f->d.preempts[p].preemptor];
+            assert_true(jobs[k].tier == TS_TIER_OPPORTUNISTIC || jobs[k].tenant == pre->tenant);
+            assert_int_equal(pre->tier, TS_TIER_GUARANTEED);
+            jobs[k].stopping = true;
+            jobs[k].stop_by_s = now + f->d.preempts[p].grace_s;
+            state_of[k] = 3;
+            preempts++;
+        }
+        /* invariants: guaranteed usage within guarantees; capacity never exceeded */
+        int64_t total = 0;
+        for (int t = 1; t <= 3; t++) {
+            assert_true(ts_quota_usage_tier(f->q, t, TS_TIER_GUARANTEED, ts_res_gpu(h100)) <= 4000);
+            total += ts_quota_usage(f->q, t, ts_res_gpu(h100));
+        }
+        assert_true(total <= 12000);
+        for (int i = 0; i < f->c->nnodes; i++) {
+            const ts_node *n = &f->c->nodes[i];
+            assert_true(n->cpu_used <= n->cpu_milli && n->mem_used <= n->mem_mib);
+            assert_true(n->gpus_free >= 0 && n->gpus_free <= n->ngpu);
+        }
+        /* the index agrees with the nodes */
+        int64_t free_nodes = 0;
+        for (int i = 0; i < f->c->nnodes; i++)
+            free_nodes += f->c->nodes[i].gpus_free;
+        assert_int_equal(free_gpus(f), free_nodes);
+    }
+    assert_true(starts > 50);
+    assert_true(preempts > 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_starts_and_charges, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gang_all_or_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_quota_guarantee_and_borrowing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_quota_lend_and_borrow_limits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reclaim_takes_least_lost_work, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_victims_respect_min_runtime_and_rate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_victim_is_whole_gang_from_most_over_share, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_backfill_never_delays_reservation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pending_reasons, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fair_share_orders_tenants, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cpu_tasks_cannot_strand_gpus, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_array_expands, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_starvation_bound, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_random_workloads_keep_invariants, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
