@@ -147,7 +147,10 @@ typedef struct ts_cycle_preempt {
 typedef struct ts_cycle_pending {
     int reason;                 /* enum ts_pending_reason */
     double reserved_at_s;       /* the reserved job: when it should start; else -1 */
-    char why[TS_CYCLE_WHY_MAX]; /* one line with the numbers behind the reason */
+    /* one line with the numbers behind the reason, at most TS_CYCLE_WHY_MAX
+     * bytes; owned by the decision, valid until its next cycle or fini.
+     * Identical jobs that failed alike share one line. */
+    const char *why;
 } ts_cycle_pending;
 
 typedef struct ts_cycle_stats {
@@ -169,6 +172,8 @@ typedef struct ts_decision {
     /* storage, reused from cycle to cycle */
     ts_alloc *alloc_pool;
     int alloc_cap, starts_cap, preempts_cap, pending_cap;
+    char *why_buf;
+    size_t why_len, why_cap;
 } ts_decision;
 
 void ts_decision_init(ts_decision *d);

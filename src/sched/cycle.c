@@ -87,7 +87,13 @@ void ts_sched_free(ts_sched *s)
     ts_gang_index_free(s->ix);
     ts_gang_index_free(s->six);
     ts_cluster_free(s->sc);
+    free(s->sync_ver);
+    free(s->sdirty);
     free(s->blk);
+    free(s->keys);
+    free(s->done);
+    free(s->js);
+    free(s->why_off);
     free(s);
 }
 
@@ -98,6 +104,14 @@ static bool level_ok(const ts_cluster *c, int level)
     if (level == TS_GANG_LEVEL_ANY || level == TS_GANG_LEVEL_NODE)
         return true;
     return c->topo && level >= 0 && level < ts_topo_nlevels(c->topo) - 1;
+}
+
+static bool same_request(const ts_request *a, const ts_request *b)
+{
+    return a->cpu_milli == b->cpu_milli && a->mem_mib == b->mem_mib &&
+           a->num_gpu == b->num_gpu && a->gpu_milli == b->gpu_milli &&
+           a->gpu_mem_mib == b->gpu_mem_mib && a->model_mask == b->model_mask &&
+           a->mig_profile == b->mig_profile;
 }
 
 int ts_sched_check_job(const ts_sched *s, const ts_job *job, ts_err *err)
@@ -122,6 +136,8 @@ int ts_sched_check_job(const ts_sched *s, const ts_job *job, ts_err *err)
         return ts_err_set(err, TS_EINVAL, "topology.preferred: not a level of this cluster");
     for (int i = 0; i < job->ntasks; i++) {
         const ts_request *r = &job->tasks[i];
+        if (i > 0 && same_request(r, r - 1))
+            continue; /* a gang's ranks are usually alike: checked once */
         ts_err e;
         if (ts_request_check(r, &e) != 0)
             return ts_err_set(err, TS_EINVAL, "tasks[%d].%s", i, e.msg);
@@ -243,6 +259,7 @@ void ts_decision_fini(ts_decision *d)
     free(d->preempts);
     free(d->pending);
     free(d->alloc_pool);
+    free(d->why_buf);
     ts_decision_init(d);
 }
 

@@ -17,15 +17,20 @@ typedef struct preemptor_entry {
 
 #define PREEMPTOR_TABLE_MAX 64
 
-/* A failure remembered for identical jobs within one cycle. */
+/* A failure remembered for identical jobs within one cycle. Within a cycle
+ * free resources only shrink (starts bind, nothing is released), so a job
+ * that failed fails again until the blockers change (epoch); a "reservation"
+ * failure ("fits now, except for the reserved GPUs") holds only until the
+ * next start (starts). */
 typedef struct memo_entry {
     uint64_t key;
-    uint64_t epoch;   /* the cycle's placement epoch it is valid for; 0 = empty */
+    uint64_t epoch;   /* the epoch it is valid for; 0 = empty */
+    uint64_t starts;
     int reason;
-    char why[TS_CYCLE_WHY_MAX];
+    int why_off;      /* into the decision's why arena */
 } memo_entry;
 
-#define MEMO_SLOTS 1024
+#define MEMO_SLOTS 4096
 
 /* Reserved GPUs held back from long jobs (EASY backfill). */
 typedef struct blocker {
@@ -43,13 +48,27 @@ struct ts_sched {
     uint32_t models_present;    /* GPU models the cluster has (bit = id) */
     /* scratch copy for planning */
     ts_cluster *sc;
-    ts_gang_index *six;
+    ts_gang_index *six;         /* NULL until the first plan */
+    uint64_t *sync_ver;         /* [nnodes] real version when last copied */
+    uint8_t *sdirty;            /* [nnodes] copy touched by a plan since */
     /* per cycle */
-    uint64_t epoch;
+    uint64_t epoch;             /* bumped when blockers are set, and per cycle */
+    uint64_t starts;            /* bumped by every start */
     memo_entry memo[MEMO_SLOTS];
+    /* per-cycle scratch kept between cycles (no page faults per cycle) */
+    void *keys;
+    int keys_cap;
+    uint8_t *done;
+    int done_cap;
+    void *js;
+    int js_cap;
+    int *why_off;
+    int why_off_cap;
     blocker *blk;
     int nblk, blk_cap;
     bool blk_on;
+    int64_t blk_gpus;           /* GPUs the blockers hold while on */
+    int cpu_cursor;             /* next-fit start for CPU-only tasks */
     preemptor_entry pre[PREEMPTOR_TABLE_MAX];
     int npre;
 };
@@ -67,7 +86,7 @@ int cycle_grow(void **p, int *cap, int need, size_t size);
 /* Places job on cluster c (index ix kept in step) all or nothing; fills
  * allocs[0..ntasks-1] and returns 0, or TS_ENOSPC with *reason (enum
  * ts_pending_reason) and why set and c unchanged. */
-int cycle_place(const ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job,
+int cycle_place(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job,
                 ts_alloc *allocs, int *reason, char *why, size_t whylen);
 /* Releases what cycle_place bound (or a running job's allocs). */
 int cycle_unplace(ts_cluster *c, ts_gang_index *ix, const ts_job *job, const ts_alloc *allocs);

@@ -35,7 +35,22 @@
 
 #include "sched/cycle_internal.h"
 
+#define PREFETCH_AHEAD 6       /* jobs of one tenant fetched ahead in the ordered pass */
 #define PREEMPTOR_SLACK_S 60.0 /* a preemptor keeps its place this long past the grace */
+
+/* Per waiting job, computed once in memory order (the ordered pass then
+ * touches this and the job only when it tries a placement). */
+typedef struct jsum {
+    uint64_t key;        /* memo key without the blocked bit */
+    int64_t cpu, mem;    /* the job's total demand ... */
+    int64_t gpu_milli;   /* ... and GPU milli (whole jobs and shares) */
+    int64_t gpus;        /* cycle_job_gpus */
+    double limit_s;      /* its time limit, the default applied */
+    uint32_t allowed;    /* GPU models it may use, present in the cluster */
+    int tenant, tier;
+    bool gpu, mig, whole;
+    bool preemptor;      /* in the preemptor table: its victims stop for it */
+} jsum;
 
 typedef struct loop {
     ts_sched *s;
@@ -56,6 +71,8 @@ typedef struct loop {
     bool *victim;       /* [nr] */
     int *table_pos;     /* [PREEMPTOR_TABLE_MAX] waiting index of each entry, -1 */
     double *dom;        /* [ntenants] dominant share started this cycle */
+    jsum *js;           /* [nw] what the pre-pass learnt of each job */
+    int *why_off;       /* [nw] offset of each job's why in d->why_buf */
     int searches;
     bool have_res;
     double res_at;
@@ -144,47 +161,76 @@ static double limit_of(const loop *l, const ts_job *j)
     return j->time_limit_s > 0.0 ? j->time_limit_s : l->s->cfg.default_time_limit_s;
 }
 
-static void pend(ts_cycle_pending *p, int reason, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* Appends a formatted line to the decision's why arena; its offset (the
+ * empty string at 0 when memory runs out). */
+static int why_add(loop *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static void pend(ts_cycle_pending *p, int reason, const char *fmt, ...)
+static int why_add(loop *l, const char *fmt, ...)
 {
-    p->reason = reason;
+    ts_decision *d = l->d;
+    if (d->why_cap - d->why_len < TS_CYCLE_WHY_MAX) {
+        size_t cap = d->why_cap ? d->why_cap * 2 : 65536;
+        char *b = realloc(d->why_buf, cap);
+        if (!b)
+            return 0;
+        d->why_buf = b;
+        d->why_cap = cap;
+    }
+    int off = (int)d->why_len;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(p->why, sizeof p->why, fmt, ap);
+    int n = vsnprintf(d->why_buf + off, TS_CYCLE_WHY_MAX, fmt, ap);
     va_end(ap);
+    if (n < 0)
+        n = 0;
+    d->why_len += (size_t)(n < TS_CYCLE_WHY_MAX ? n : TS_CYCLE_WHY_MAX - 1) + 1;
+    return off;
 }
+
+static const char *why_of(const loop *l, int i) { return l->d->why_buf + l->why_off[i]; }
+
+#define pend(l, i, reason_, ...)                                                              \
+    do {                                                                                      \
+        (l)->d->pending[i].reason = (reason_);                                                \
+        (l)->why_off[i] = why_add((l), __VA_ARGS__);                                          \
+    } while (0)
 
 /* Quota before placement: refused only if refused on every GPU model the job
  * may land on (exact: any placement is on one of them). */
-static bool quota_precheck(loop *l, const ts_job *job, ts_cycle_pending *p)
+static bool quota_precheck(loop *l, int i)
 {
     ts_sched *s = l->s;
-    uint32_t allowed = s->models_present;
-    bool gpu = false;
-    for (int i = 0; i < job->ntasks; i++)
-        if (job->tasks[i].num_gpu > 0) {
-            gpu = true;
-            if (job->tasks[i].model_mask)
-                allowed &= job->tasks[i].model_mask;
-        }
-    if (gpu && !allowed) {
-        pend(p, TS_PEND_INVALID, "tasks: no node has a GPU model the tasks allow");
+    const ts_job *job = &l->w[i];
+    const jsum *js = &l->js[i];
+    /* usage only grows within a cycle: a refused job's twins (same tasks,
+     * tenant and tier) are refused too */
+    uint64_t qkey = mix(mix(js->key, (uint64_t)js->tenant + 11), (uint64_t)js->tier + 5);
+    memo_entry *mq = memo_slot(s, qkey);
+    if (mq->epoch == s->epoch && mq->key == qkey && mq->reason == TS_PEND_QUOTA) {
+        l->d->stats.memo_hits++;
+        l->d->pending[i].reason = TS_PEND_QUOTA;
+        l->why_off[i] = mq->why_off;
         return false;
     }
     ts_quota_verdict first = {0};
     bool have_first = false;
-    for (int m = gpu ? 0 : -1; m < (gpu ? TS_MAX_GPU_MODELS : 0); m++) {
-        if (m >= 0 && !(allowed >> m & 1))
+    for (int m = js->gpu ? 0 : -1; m < (js->gpu ? TS_MAX_GPU_MODELS : 0); m++) {
+        if (m >= 0 && !(js->allowed >> m & 1))
             continue;
-        int64_t demand[TS_RES_DIMS];
-        ts_quota_verdict v;
-        if (cycle_job_demand(s, job, NULL, m, demand) != 0) {
-            pend(p, TS_PEND_INVALID, "tasks: cannot be charged to a quota");
-            return false;
+        int64_t demand[TS_RES_DIMS] = {0};
+        if (js->mig) {
+            if (cycle_job_demand(s, job, NULL, m, demand) != 0) {
+                pend(l, i, TS_PEND_INVALID, "tasks: cannot be charged to a quota");
+                return false;
+            }
+        } else {
+            demand[TS_RES_CPU] = js->cpu;
+            demand[TS_RES_MEM] = js->mem;
+            if (m >= 0)
+                demand[ts_res_gpu(m)] = js->gpu_milli;
         }
-        if (ts_quota_check(s->q, job->tenant, job->tier, demand, &v) != TS_QUOTA_REFUSED)
+        ts_quota_verdict v;
+        if (ts_quota_check(s->q, js->tenant, js->tier, demand, &v) != TS_QUOTA_REFUSED)
             return true;
         if (!have_first) {
             first = v;
@@ -193,18 +239,10 @@ static bool quota_precheck(loop *l, const ts_job *job, ts_cycle_pending *p)
     }
     char buf[TS_CYCLE_WHY_MAX];
     ts_quota_explain(ts_quota_tenants(s->q), &first, buf, sizeof buf);
-    pend(p, TS_PEND_QUOTA, "%s", buf);
+    pend(l, i, TS_PEND_QUOTA, "%s", buf);
+    *mq = (memo_entry){.key = qkey, .epoch = s->epoch, .starts = s->starts,
+                       .reason = TS_PEND_QUOTA, .why_off = l->why_off[i]};
     return false;
-}
-
-static bool whole_job(const ts_job *job)
-{
-    for (int i = 0; i < job->ntasks; i++) {
-        const ts_request *r = &job->tasks[i];
-        if (r->num_gpu < 1 || r->gpu_milli < TS_MILLI_PER_GPU || r->mig_profile >= 0)
-            return false;
-    }
-    return true;
 }
 
 static int record_start(loop *l, int i, const ts_alloc *allocs)
@@ -230,7 +268,8 @@ static int try_start(loop *l, int i)
     ts_sched *s = l->s;
     const ts_job *job = &l->w[i];
     ts_cycle_pending *p = &l->d->pending[i];
-    double limit = limit_of(l, job);
+    const jsum *js = &l->js[i];
+    double limit = js->limit_s;
     bool blocked = l->have_res && l->now + limit > l->res_at;
     if (l->have_res) {
         if (blocked)
@@ -238,19 +277,21 @@ static int try_start(loop *l, int i)
         else
             blockers_off(s);
     }
-    uint64_t key = job_key(job, blocked);
+    uint64_t key = blocked ? mix(js->key, 1) : js->key;
     memo_entry *m = memo_slot(s, key);
-    if (m->epoch == s->epoch && m->key == key) {
+    if (m->epoch == s->epoch && m->key == key &&
+        (m->reason != TS_PEND_RESERVATION || m->starts == s->starts)) {
         l->d->stats.memo_hits++;
-        pend(p, m->reason, "%s", m->why);
+        p->reason = m->reason;
+        l->why_off[i] = m->why_off;
         return 0;
     }
-    int64_t gpus = cycle_job_gpus(job);
+    int64_t gpus = js->gpus;
     int64_t free_gpus = ts_gang_index_free_gpus(s->ix, -1);
     int reason = 0;
     char why[TS_CYCLE_WHY_MAX];
     int rc = TS_ENOSPC;
-    if (whole_job(job) && gpus > free_gpus && !blocked) {
+    if (js->whole && gpus > free_gpus + s->blk_gpus) {
         reason = TS_PEND_CAPACITY;
         snprintf(why, sizeof why, "needs %lld whole GPUs, %lld free in the cluster",
                  (long long)gpus, (long long)free_gpus);
@@ -266,12 +307,12 @@ static int try_start(loop *l, int i)
             ts_quota_check(s->q, job->tenant, job->tier, demand, &v) == TS_QUOTA_REFUSED) {
             cycle_unplace(s->c, s->ix, job, l->tmp);
             ts_quota_explain(ts_quota_tenants(s->q), &v, why, sizeof why);
-            pend(p, TS_PEND_QUOTA, "%s", why);
+            pend(l, i, TS_PEND_QUOTA, "%s", why);
             return 0;
         }
         if (ts_quota_charge(s->q, job->tenant, job->tier, demand, l->now, &e) != 0) {
             cycle_unplace(s->c, s->ix, job, l->tmp);
-            pend(p, TS_PEND_QUOTA, "%s", e.msg);
+            pend(l, i, TS_PEND_QUOTA, "%s", e.msg);
             return 0;
         }
         if (record_start(l, i, l->tmp) != 0)
@@ -281,9 +322,9 @@ static int try_start(loop *l, int i)
             if (s->cap[k] > 0 && (double)demand[k] / (double)s->cap[k] > dom)
                 dom = (double)demand[k] / (double)s->cap[k];
         l->dom[job->tenant] += dom / ts_quota_tenants(s->q)->t[job->tenant].weight;
-        s->epoch++;
+        s->starts++;
         p->reason = TS_PEND_NONE;
-        p->why[0] = '\0';
+        l->why_off[i] = 0;
         return 1;
     }
     if (blocked && reason != TS_PEND_INVALID) {
@@ -300,11 +341,12 @@ static int try_start(loop *l, int i)
         }
         blockers_on(s);
     }
-    pend(p, reason, "%s", why);
+    pend(l, i, reason, "%s", why);
     m->key = key;
     m->epoch = s->epoch;
+    m->starts = s->starts;
     m->reason = reason;
-    memcpy(m->why, p->why, sizeof m->why);
+    m->why_off = l->why_off[i];
     return 0;
 }
 
@@ -376,10 +418,10 @@ static int table_add(ts_sched *s, int64_t id, double until_s)
 static bool try_preempt(loop *l, int i)
 {
     ts_sched *s = l->s;
-    const ts_job *job = &l->w[i];
-    if (job->tier != TS_TIER_GUARANTEED || l->searches >= s->cfg.max_preemptors_cycle ||
+    if (l->js[i].tier != TS_TIER_GUARANTEED || l->searches >= s->cfg.max_preemptors_cycle ||
         s->npre == PREEMPTOR_TABLE_MAX)
         return false;
+    const ts_job *job = &l->w[i];
     l->searches++;
     vkey *keys = malloc((size_t)(l->nr > 0 ? l->nr : 1) * sizeof *keys);
     if (!keys)
@@ -437,7 +479,7 @@ static bool try_preempt(loop *l, int i)
         if (blockers_set(s, job, l->plan) == 0)
             s->epoch++;
     }
-    pend(&d->pending[i], TS_PEND_PREEMPTING, "preempting %d opportunistic job%s (%.0f GPU-s "
+    pend(l, i, TS_PEND_PREEMPTING, "preempting %d opportunistic job%s (%.0f GPU-s "
          "since their checkpoints); they stop by %.0f", m, m == 1 ? "" : "s",
          keys[l->chosen[0]].lost, until);
     free(keys);
@@ -474,9 +516,9 @@ static void reserve(loop *l, int i)
     ts_cycle_pending *p = &d->pending[i];
     if (plan_reservation(s, job, l->pj, n, l->plan, &at) != 0) {
         char was[TS_CYCLE_WHY_MAX];
-        memcpy(was, p->why, sizeof was);
+        snprintf(was, sizeof was, "%s", why_of(l, i));
         if (p->reason != TS_PEND_PREEMPTING)
-            pend(p, TS_PEND_INVALID, "does not fit even on the idle cluster (%s: %s)",
+            pend(l, i, TS_PEND_INVALID, "does not fit even on the idle cluster (%s: %s)",
                  ts_pending_name(p->reason), was);
         return;
     }
@@ -486,33 +528,101 @@ static void reserve(loop *l, int i)
     d->reserved = i;
     d->reserved_at_s = at;
     p->reserved_at_s = at;
-    size_t len = strlen(p->why);
-    snprintf(p->why + len, sizeof p->why - len, "; reserved to start by %.0f", at);
+    char was[TS_CYCLE_WHY_MAX];
+    snprintf(was, sizeof was, "%s", why_of(l, i));
+    l->why_off[i] = why_add(l, "%s; reserved to start by %.0f", was, at);
     if (blockers_set(s, job, l->plan) == 0)
         s->epoch++;
 }
 
+/* The preemptor table's ids in an open-addressing set (id -1 = empty; a
+ * job id of -1 is looked up in the table itself). */
+#define PREEMPTOR_SET_SLOTS (4 * PREEMPTOR_TABLE_MAX)
+
+static void preemptor_set_build(const ts_sched *s, int64_t *set)
+{
+    for (int k = 0; k < PREEMPTOR_SET_SLOTS; k++)
+        set[k] = -1;
+    for (int k = 0; k < s->npre; k++) {
+        uint64_t h = mix(0, (uint64_t)s->pre[k].id) % PREEMPTOR_SET_SLOTS;
+        while (set[h] != -1 && set[h] != s->pre[k].id)
+            h = (h + 1) % PREEMPTOR_SET_SLOTS;
+        set[h] = s->pre[k].id;
+    }
+}
+
+static bool preemptor_set_has(const int64_t *set, int64_t id)
+{
+    for (uint64_t h = mix(0, (uint64_t)id) % PREEMPTOR_SET_SLOTS; set[h] != -1;
+         h = (h + 1) % PREEMPTOR_SET_SLOTS)
+        if (set[h] == id)
+            return true;
+    return false;
+}
+
+/* In memory order, before any ordering: what does not depend on the order
+ * (held, invalid) is decided here, and the rest summarised in l->js. */
+static void prepass(loop *l, uint8_t *done)
+{
+    ts_sched *s = l->s;
+    int64_t set[PREEMPTOR_SET_SLOTS];
+    preemptor_set_build(s, set);
+    for (int i = 0; i < l->nw; i++) {
+        const ts_job *job = &l->w[i];
+        ts_cycle_pending *p = &l->d->pending[i];
+        p->reserved_at_s = -1.0;
+        l->d->stats.considered++;
+        done[i] = 1;
+        if (job->held) {
+            pend(l, i, TS_PEND_HELD, "held");
+            continue;
+        }
+        if (job->eligible_s > l->now) {
+            pend(l, i, TS_PEND_HELD, "requeued after a preemption; backing off until %.0f",
+                 job->eligible_s);
+            continue;
+        }
+        ts_err e;
+        if (ts_sched_check_job(s, job, &e) != 0) {
+            pend(l, i, TS_PEND_INVALID, "%s", e.msg);
+            continue;
+        }
+        jsum *js = &l->js[i];
+        memset(js, 0, sizeof *js);
+        js->allowed = s->models_present;
+        js->whole = true;
+        for (int t = 0; t < job->ntasks; t++) {
+            const ts_request *r = &job->tasks[t];
+            js->cpu += r->cpu_milli;
+            js->mem += r->mem_mib;
+            js->gpus += r->mig_profile >= 0 ? 1 : r->num_gpu;
+            js->mig = js->mig || r->mig_profile >= 0;
+            js->whole = js->whole && r->num_gpu >= 1 && r->gpu_milli >= TS_MILLI_PER_GPU &&
+                        r->mig_profile < 0;
+            if (r->num_gpu > 0 || r->mig_profile >= 0) {
+                js->gpu = true;
+                js->gpu_milli += (int64_t)r->num_gpu * r->gpu_milli;
+                if (r->model_mask)
+                    js->allowed &= r->model_mask;
+            }
+        }
+        if (js->gpu && !js->allowed) {
+            pend(l, i, TS_PEND_INVALID, "tasks: no node has a GPU model the tasks allow");
+            continue;
+        }
+        js->key = job_key(job, false);
+        js->preemptor = s->npre > 0 && preemptor_set_has(set, job->id);
+        js->limit_s = limit_of(l, job);
+        js->tenant = job->tenant;
+        js->tier = job->tier;
+        done[i] = 0;
+    }
+}
+
 static int process(loop *l, int i)
 {
-    const ts_job *job = &l->w[i];
     ts_cycle_pending *p = &l->d->pending[i];
-    p->reserved_at_s = -1.0;
-    l->d->stats.considered++;
-    if (job->held) {
-        pend(p, TS_PEND_HELD, "held");
-        return 0;
-    }
-    if (job->eligible_s > l->now) {
-        pend(p, TS_PEND_HELD, "requeued after a preemption; backing off until %.0f",
-             job->eligible_s);
-        return 0;
-    }
-    ts_err e;
-    if (ts_sched_check_job(l->s, job, &e) != 0) {
-        pend(p, TS_PEND_INVALID, "%s", e.msg);
-        return 0;
-    }
-    if (!quota_precheck(l, job, p))
+    if (!quota_precheck(l, i))
         return 0;
     int rc = try_start(l, i);
     if (rc != 0)
@@ -526,14 +636,14 @@ static int process(loop *l, int i)
     default:
         return 0;
     }
-    bool in_table = false;
-    for (int k = 0; k < l->s->npre; k++)
-        in_table = in_table || l->s->pre[k].id == job->id;
-    if (in_table)
-        pend(p, TS_PEND_PREEMPTING, "waiting for the jobs preempted for it to stop (%s)",
-             ts_pending_name(p->reason));
-    else
+    if (l->js[i].preemptor) {
+        char was[TS_CYCLE_WHY_MAX];
+        snprintf(was, sizeof was, "%s", ts_pending_name(p->reason));
+        pend(l, i, TS_PEND_PREEMPTING, "waiting for the jobs preempted for it to stop (%s)",
+             was);
+    } else {
         try_preempt(l, i);
+    }
     if (!l->have_res)
         reserve(l, i);
     return 0;
@@ -603,8 +713,15 @@ static int loop_alloc(loop *l)
     l->chosen = malloc(nr * sizeof *l->chosen);
     l->victim = calloc(nr, sizeof *l->victim);
     l->dom = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->dom);
+    ts_sched *s = l->s;
+    if (cycle_grow(&s->js, &s->js_cap, l->nw > 0 ? l->nw : 1, sizeof *l->js) != 0 ||
+        cycle_grow((void **)&s->why_off, &s->why_off_cap, l->nw > 0 ? l->nw : 1,
+                   sizeof *l->why_off) != 0)
+        return TS_ENOMEM;
+    l->js = s->js;
+    l->why_off = s->why_off;
     if (!l->start_off || !l->tmp || !l->plan || !l->pj || !l->lost || !l->cand || !l->chosen ||
-        !l->victim || !l->dom)
+        !l->victim || !l->dom || !l->js || !l->why_off)
         return TS_ENOMEM;
     ts_decision *d = l->d;
     if (cycle_grow((void **)&d->starts, &d->starts_cap, l->nw, sizeof *d->starts) != 0 ||
@@ -631,8 +748,14 @@ static void loop_free(loop *l)
 static int run_order(loop *l)
 {
     ts_sched *s = l->s;
-    uint8_t *done = calloc((size_t)(l->nw > 0 ? l->nw : 1), 1);
-    okey *keys = malloc((size_t)(l->nw > 0 ? l->nw : 1) * sizeof *keys);
+    int nwz = l->nw > 0 ? l->nw : 1;
+    if (cycle_grow(&s->keys, &s->keys_cap, nwz, sizeof(okey)) != 0 ||
+        cycle_grow((void **)&s->done, &s->done_cap, nwz, 1) != 0)
+        return TS_ENOMEM;
+    uint8_t *done = s->done;
+    okey *keys = s->keys;
+    memset(done, 0, (size_t)nwz);
+    prepass(l, done);
     int nt = ts_quota_tenants(s->q)->n;
     int *tstart = calloc((size_t)nt + 1, sizeof *tstart);
     size_t ntz = (size_t)(nt > 0 ? nt : 1);
@@ -640,7 +763,7 @@ static int run_order(loop *l)
     int *heap = malloc(ntz * sizeof *heap);
     double *tkey = malloc(ntz * sizeof *tkey);
     int rc = TS_ENOMEM;
-    if (!done || !keys || !tstart || !tend || !heap || !tkey)
+    if (!tstart || !tend || !heap || !tkey)
         goto out;
     rc = 0;
     /* 1. preemptors, in the order their preemptions were decided */
@@ -679,17 +802,22 @@ static int run_order(loop *l)
         rc = process(l, keys[k].idx);
     }
     /* 3. tenants by weighted dominant share, each by its own order */
-    n = 0;
+    /* bucket by tenant (counting sort), then sort each bucket: cheaper than
+     * one sort of everything */
     for (int i = 0; i < l->nw; i++)
         if (!done[i])
-            keys[n++] = okey_of(&l->w[i], i, false);
-    qsort(keys, (size_t)n, sizeof *keys, cmp_okey);
-    for (int k = 0; k < n; k++)
-        tstart[keys[k].tenant + 1]++;
+            tstart[l->w[i].tenant + 1]++;
     for (int t = 0; t < nt; t++)
         tstart[t + 1] += tstart[t];
     for (int t = 0; t < nt; t++)
-        tend[t] = tstart[t + 1]; /* tstart[t] becomes t's cursor */
+        tend[t] = tstart[t];
+    for (int i = 0; i < l->nw; i++)
+        if (!done[i])
+            keys[tend[l->w[i].tenant]++] = okey_of(&l->w[i], i, false);
+    for (int t = 0; t < nt; t++)
+        if (tend[t] - tstart[t] > 1)
+            qsort(keys + tstart[t], (size_t)(tend[t] - tstart[t]), sizeof *keys, cmp_okey);
+    /* tstart[t] is now t's cursor, tend[t] its end */
     theap h = {heap, tkey, 0};
     for (int t = 0; t < nt; t++) {
         if (tend[t] == tstart[t])
@@ -701,6 +829,14 @@ static int run_order(loop *l)
     while (h.n > 0 && rc == 0) {
         int t = h.t[0];
         int i = keys[tstart[t]++].idx;
+        /* the ordered pass is bound by cache misses on the summaries: fetch
+         * this tenant's next jobs ahead (it usually goes on until a start) */
+        if (tstart[t] + PREFETCH_AHEAD < tend[t]) {
+            int ahead = keys[tstart[t] + PREFETCH_AHEAD].idx;
+            __builtin_prefetch(&l->js[ahead]);
+            __builtin_prefetch(&l->d->pending[ahead], 1);
+            __builtin_prefetch(&l->why_off[ahead], 1);
+        }
         int before = l->d->nstarts;
         rc = process(l, i);
         if (tstart[t] == tend[t]) {
@@ -711,8 +847,6 @@ static int run_order(loop *l)
         heap_down(&h, 0);
     }
 out:
-    free(done);
-    free(keys);
     free(tstart);
     free(tend);
     free(heap);
@@ -736,13 +870,18 @@ int ts_sched_cycle(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
     d->reserved = -1;
     d->reserved_at_s = -1.0;
     memset(&d->stats, 0, sizeof d->stats);
+    d->why_len = 0;
     blockers_clear(s);
     s->epoch++;
-    if ((rc = loop_alloc(&l)) == 0)
+    if ((rc = loop_alloc(&l)) == 0 && (why_add(&l, "%s", "") != 0 || !d->why_buf))
+        rc = TS_ENOMEM;
+    if (rc == 0)
         rc = run_order(&l);
     blockers_clear(s);
     for (int k = 0; k < d->nstarts; k++)
         d->starts[k].allocs = d->alloc_pool + l.start_off[k];
+    for (int i = 0; rc == 0 && i < nwaiting; i++)
+        d->pending[i].why = d->why_buf + l.why_off[i];
     loop_free(&l);
     if (rc != 0)
         return ts_err_set(err, rc, "cycle: out of memory");

@@ -41,23 +41,36 @@ static bool proportional_ok(const ts_sched *s, const ts_node *n, const ts_reques
            n->mem_mib - n->mem_used - r->mem_mib >= keep_mem;
 }
 
-/* Best node for one non-gang task, or -1. only >= 0 restricts to that node. */
-static int best_node(const ts_sched *s, const ts_cluster *c, const ts_request *r, int only,
+/* Best node for one non-gang task, or -1. only >= 0 restricts to that node.
+ * GPU tasks: best fit over every node. CPU-only tasks: the first node with
+ * no idle GPU to strand (CPU-only nodes, or GPU nodes already full) that
+ * fits, searched from where the last one was found (next fit, so a cycle
+ * that starts many CPU tasks does not rescan the same full nodes); failing
+ * that, the GPU node with the fewest idle GPUs. */
+static int best_node(ts_sched *s, const ts_cluster *c, const ts_request *r, int only,
                      bool *blocked_by_reserve)
 {
     int best = -1;
     int64_t best_gpus = 0, best_cpu = 0;
-    int lo = only >= 0 ? only : 0, hi = only >= 0 ? only + 1 : c->nnodes;
-    for (int i = lo; i < hi; i++) {
-        const ts_node *n = &c->nodes[i];
-        if (!ts_node_fits(n, r))
+    bool cpu_task = r->num_gpu == 0 && r->mig_profile < 0;
+    int n = only >= 0 ? 1 : c->nnodes;
+    int start = only >= 0 ? only : cpu_task && s->cpu_cursor < c->nnodes ? s->cpu_cursor : 0;
+    for (int k = 0; k < n; k++) {
+        int i = start + k < c->nnodes ? start + k : start + k - c->nnodes;
+        const ts_node *nd = &c->nodes[i];
+        if (!ts_node_fits(nd, r))
             continue;
-        if (!proportional_ok(s, n, r)) {
+        if (!proportional_ok(s, nd, r)) {
             *blocked_by_reserve = true;
             continue;
         }
-        int64_t gpus = n->gpus_free, cpu = n->cpu_milli - n->cpu_used;
-        if (best < 0 || gpus < best_gpus || (gpus == best_gpus && cpu < best_cpu)) {
+        int64_t gpus = nd->gpus_free, cpu = nd->cpu_milli - nd->cpu_used;
+        if (cpu_task && gpus == 0 && only < 0) {
+            s->cpu_cursor = i;
+            return i;
+        }
+        if (best < 0 || gpus < best_gpus || (gpus == best_gpus && cpu < best_cpu) ||
+            (gpus == best_gpus && cpu == best_cpu && i < best)) {
             best = i;
             best_gpus = gpus;
             best_cpu = cpu;
@@ -68,7 +81,7 @@ static int best_node(const ts_sched *s, const ts_cluster *c, const ts_request *r
 
 /* Tasks first..ntasks-1 each on its best node (only >= 0: all on that one).
  * Returns how many were bound; on a shortfall the caller rolls back. */
-static int bind_tasks(const ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job,
+static int bind_tasks(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job,
                       int only, ts_alloc *allocs, bool *reserve_hit)
 {
     int done = 0;
@@ -95,7 +108,7 @@ static void unbind(ts_cluster *c, ts_gang_index *ix, ts_alloc *allocs, int n)
     }
 }
 
-static int place_tasks(const ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job,
+static int place_tasks(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job,
                        ts_alloc *allocs, int *reason, char *why, size_t whylen)
 {
     bool one_node = job->required_level == TS_GANG_LEVEL_NODE && job->ntasks > 1;
@@ -133,7 +146,7 @@ static int place_tasks(const ts_sched *s, ts_cluster *c, ts_gang_index *ix, cons
     return TS_ENOSPC;
 }
 
-int cycle_place(const ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job,
+int cycle_place(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job,
                 ts_alloc *allocs, int *reason, char *why, size_t whylen)
 {
     bool gang = true;

@@ -2,9 +2,11 @@
  * cycle_plan.c - what-if planning on a scratch copy of the cluster, and the
  * blockers that hold a reservation's GPUs on the real one.
  *
- * The scratch copy is the real cluster's nodes copied over (same topology)
- * with its own gang index rebuilt: O(nodes x depth) per plan, at most one
- * reservation and cfg.max_preemptors_cycle victim searches per cycle.
+ * The scratch copy is the real cluster's nodes (same topology) with its own
+ * gang index. Before each plan it is brought in step node by node: a node is
+ * copied again only if the real one changed since (version stamp) or a plan
+ * touched the copy, so a plan costs O(nodes) compares plus what changed. At
+ * most one reservation and cfg.max_preemptors_cycle victim searches a cycle.
  *
  * Reservation: release the running jobs in order of their end (time limit,
  * or the end of a stopping job's grace) and try the job after each release
@@ -31,20 +33,46 @@
 
 static int scratch_sync(ts_sched *s)
 {
+    int n = s->c->nnodes;
+    if (!s->sync_ver) {
+        s->sync_ver = calloc((size_t)n, sizeof *s->sync_ver);
+        s->sdirty = malloc((size_t)n);
+        if (!s->sync_ver || !s->sdirty)
+            return TS_ENOMEM;
+        memset(s->sdirty, 1, (size_t)n);
+    }
     bool was_on = s->blk_on;
     if (was_on)
         blockers_off(s);
-    memcpy(s->sc->nodes, s->c->nodes, (size_t)s->c->nnodes * sizeof *s->c->nodes);
+    bool fresh = s->six == NULL;
+    for (int i = 0; i < n; i++) {
+        const ts_node *real = &s->c->nodes[i];
+        if (!s->sdirty[i] && real->version == s->sync_ver[i])
+            continue;
+        s->sc->nodes[i] = *real;
+        s->sync_ver[i] = real->version;
+        s->sdirty[i] = 0;
+        if (!fresh)
+            ts_gang_index_node_changed(s->six, i);
+    }
     if (was_on)
         blockers_on(s);
-    ts_gang_index_free(s->six);
-    ts_err err;
-    s->six = ts_gang_index_new(s->sc, &err);
+    if (fresh) {
+        ts_err err;
+        s->six = ts_gang_index_new(s->sc, &err);
+    }
     return s->six ? 0 : TS_ENOMEM;
+}
+
+static void mark_dirty(ts_sched *s, const ts_job *job, const ts_alloc *allocs)
+{
+    for (int i = 0; i < job->ntasks; i++)
+        s->sdirty[allocs[i].node] = 1;
 }
 
 static void scratch_release(ts_sched *s, const plan_job *p)
 {
+    mark_dirty(s, p->job, p->allocs);
     cycle_unplace(s->sc, s->six, p->job, p->allocs);
 }
 
@@ -71,6 +99,7 @@ static bool scratch_fits(ts_sched *s, const ts_job *job, ts_alloc *plan, ts_allo
         return false;
     if (cycle_place(s, s->sc, s->six, job, tmp, &reason, why, sizeof why) != 0)
         return false;
+    mark_dirty(s, job, tmp);
     if (plan)
         memcpy(plan, tmp, (size_t)job->ntasks * sizeof *tmp);
     cycle_unplace(s->sc, s->six, job, tmp);
@@ -220,6 +249,7 @@ void blockers_on(ts_sched *s)
         ts_gang_index_node_changed(s->ix, p->node);
         b->req = r;
         b->held = a;
+        s->blk_gpus += a.ngpu;
     }
 }
 
@@ -228,6 +258,7 @@ void blockers_off(ts_sched *s)
     if (!s->blk_on)
         return;
     s->blk_on = false;
+    s->blk_gpus = 0;
     for (int i = s->nblk - 1; i >= 0; i--) {
         blocker *b = &s->blk[i];
         if (b->req.num_gpu < 0)
