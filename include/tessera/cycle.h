@@ -124,6 +124,11 @@ void ts_sched_free(ts_sched *s);
  * above the cap of 16000 for H100-80GB". */
 int ts_sched_check_job(const ts_sched *s, const ts_job *job, ts_err *err);
 
+/* How long a job preempted for the n-th time within the hour (n >= 1) backs
+ * off before it may start again (the shell sets its eligible_s to now plus
+ * this): backoff_base_s * 2^(n-1), at most an hour. */
+double ts_sched_backoff_s(const ts_sched *s, int preemptions_hour);
+
 /* Record work the cycle did not start (state restored after a restart) and
  * work that stopped. start binds job->allocs and charges the quota; stop
  * releases and credits. */

@@ -163,6 +163,16 @@ int ts_sched_check_job(const ts_sched *s, const ts_job *job, ts_err *err)
     return 0;
 }
 
+#define BACKOFF_MAX_S 3600.0
+
+double ts_sched_backoff_s(const ts_sched *s, int preemptions_hour)
+{
+    double b = s->cfg.backoff_base_s;
+    for (int i = 1; i < preemptions_hour && b < BACKOFF_MAX_S; i++)
+        b *= 2.0;
+    return b < BACKOFF_MAX_S ? b : BACKOFF_MAX_S;
+}
+
 /* What job charges once placed on allocs (GPU model of each task's node). */
 int cycle_job_demand(const ts_sched *s, const ts_job *job, const ts_alloc *allocs,
                       int model_if_unplaced, int64_t demand[TS_RES_DIMS])

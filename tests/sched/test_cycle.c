@@ -336,6 +336,10 @@ static void test_reclaim_takes_least_lost_work(void **state)
 static void test_victims_respect_min_runtime_and_rate(void **state)
 {
     fx *f = *state;
+    /* a requeued job backs off longer each time it is preempted */
+    assert_true(ts_sched_backoff_s(f->s, 1) == f->cfg.backoff_base_s);
+    assert_true(ts_sched_backoff_s(f->s, 3) == 4 * f->cfg.backoff_base_s);
+    assert_true(ts_sched_backoff_s(f->s, 100) == 3600.0);
     ts_job *a1 = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 10000);
     ts_job *a2 = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 10000);
     ts_job *a3 = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 10000);
