@@ -46,12 +46,29 @@ typedef struct ts_replay_job {
     int tenant;     /* index into the trace's tenants; 0 when it has none */
 } ts_replay_job;
 
+/* A tenant: a name and the GPUs it is guaranteed. In a siloed replay the
+ * guarantee is a partition only its jobs use; in a shared one it is what the
+ * tenant may always reclaim of the pooled cluster. */
+typedef struct ts_replay_tenant {
+    char name[TS_REPLAY_NAME_MAX];
+    int gpus;
+} ts_replay_tenant;
+
 typedef struct ts_replay_config {
     int nodes;
     int gpus_per_node;
     double round_s;        /* 0: decide on every event */
     double restart_cost_s; /* charged, without progress, at every start and restart */
     bool ckpt_cost_by_gpus; /* restarts also pay ts_replay_ckpt_cost_s(gpus) */
+    /* 0: a preempted job checkpoints as it stops and loses nothing; N > 0: it
+     * checkpoints every N s of progress and a preemption loses the progress
+     * made since the last one (work to do again, counted in lost_gpu_s). */
+    double checkpoint_s;
+    /* Tenants the policy sees (may be NULL / 0: one pool, no tenants); with
+     * them, every jobs[].tenant must be in [0, ntenants) and the guarantees
+     * must fit in the cluster. Borrowed, not owned. */
+    const ts_replay_tenant *tenants;
+    int ntenants;
 } ts_replay_config;
 
 /* 7 s for 1 GPU, 30 s for 2..8, 60 s above (Helios SRTF, README A). */
@@ -71,9 +88,18 @@ typedef struct ts_replay_view {
     const bool *holding;         /* holding[j]: j has GPUs since the previous decision */
     const double *work_left_s;   /* oracle knowledge: srtf/sjf only */
     int total_gpus;
+    /* Observed, not oracle: per job, the progress (s) a preemption now would
+     * lose (made since its last checkpoint; 0 without checkpoint_s). May be
+     * NULL in hand-made views. */
+    const double *at_risk_s;
+    /* The config's tenants (NULL / 0 when the replay has none). */
+    const ts_replay_tenant *tenants;
+    int ntenants;
 } ts_replay_view;
 
-/* A policy sets run[j] for every pending j (run[] is cleared by the engine).
+/* init gets the job count and the tenant count (0: none) of the replay, so
+ * that a policy allocates everything up front and decide never fails.
+ * A policy sets run[j] for every pending j (run[] is cleared by the engine).
  * The engine preempts holders not chosen and places the newly chosen; the
  * chosen must fit in total_gpus. next_event_s (may be NULL) says when, in
  * event-driven mode, the policy wants to decide again without an arrival or
@@ -81,7 +107,7 @@ typedef struct ts_replay_view {
 typedef struct ts_replay_policy_ops {
     const char *name;
     bool preemptive;
-    int (*init)(void **state, int njobs, ts_err *err);
+    int (*init)(void **state, int njobs, int ntenants, ts_err *err);
     void (*decide)(void *state, const ts_replay_view *v, bool *run);
     double (*next_event_s)(void *state, const ts_replay_view *v);
     void (*free)(void *state);
@@ -100,6 +126,7 @@ typedef struct ts_replay_outcome {
     double queue_s;     /* time submitted and holding no GPUs */
     int starts;
     int preemptions;
+    double lost_work_s; /* progress lost to preemptions (done again) */
 } ts_replay_outcome;
 
 /* One workload's (or, averaged, one set's) figures. */
@@ -109,7 +136,8 @@ typedef struct ts_replay_result {
     double avg_queue_s, max_wait_s;
     double utilization_pct; /* GPU-s held (incl. restarts) / (GPUs x makespan) */
     long preemptions;
-    double lost_gpu_s;      /* GPU-s of restart delay beyond each job's first start */
+    double lost_gpu_s;      /* GPU-s of restart delay beyond each job's first start,
+                               plus progress lost to preemptions */
     double makespan_s;      /* latest completion, from time 0 */
 } ts_replay_result;
 
@@ -120,6 +148,28 @@ typedef struct ts_replay_result {
 int ts_replay_run(const ts_replay_config *cfg, const ts_replay_policy_ops *policy,
                   const ts_replay_job *jobs, int njobs, ts_replay_outcome *out,
                   ts_replay_result *res, ts_err *err);
+
+/* One stretch of time a job held its GPUs: [start_s, end_s]; done when it
+ * ended because the job finished (else it was preempted). */
+typedef struct ts_replay_hold {
+    int job;
+    double start_s, end_s;
+    bool done;
+} ts_replay_hold;
+
+/* Every hold of a replay, in the order they ended. Owned by the caller:
+ * zero-initialise, pass to the runs, then ts_replay_log_free. */
+typedef struct ts_replay_log {
+    ts_replay_hold *holds;
+    int n, cap;
+} ts_replay_log;
+
+void ts_replay_log_free(ts_replay_log *log);
+
+/* ts_replay_run that also appends every hold to log (may be NULL). */
+int ts_replay_run_logged(const ts_replay_config *cfg, const ts_replay_policy_ops *policy,
+                         const ts_replay_job *jobs, int njobs, ts_replay_outcome *out,
+                         ts_replay_result *res, ts_replay_log *log, ts_err *err);
 
 /* The Pollux set's way of averaging: mean of the workloads' figures for the
  * averages, percentiles, utilisation and makespan; sums for preemptions and
@@ -132,12 +182,6 @@ typedef struct ts_replay_workload {
     ts_replay_job *jobs;
     int njobs;
 } ts_replay_workload;
-
-/* A tenant of a siloed replay: a partition of nodes only its jobs use. */
-typedef struct ts_replay_tenant {
-    char name[TS_REPLAY_NAME_MAX];
-    int nodes;
-} ts_replay_tenant;
 
 typedef struct ts_replay_trace {
     char set[TS_REPLAY_NAME_MAX];
@@ -166,7 +210,9 @@ bool ts_replay_is_philly(const char *buf, size_t len);
 /* "YYYY-MM-DD" -> days since 1970-01-01 (proleptic Gregorian). 0 or TS_EINVAL. */
 int ts_replay_parse_day(const char *s, long *day, ts_err *err);
 
-/* philly_vc_nodes_helios.csv (header vc,node num). *out is new (free()). */
+/* philly_vc_nodes_helios.csv (header vc,node num): one tenant per VC,
+ * guaranteed its node num x TS_REPLAY_PHILLY_GPUS_PER_NODE GPUs. *out is new
+ * (free()). */
 int ts_replay_load_vc_nodes(const char *buf, size_t len, const char *fname,
                             ts_replay_tenant **out, int *n, ts_err *err);
 
@@ -175,34 +221,115 @@ int ts_replay_load_vc_nodes(const char *buf, size_t len, const char *fname,
  * (inclusive whole days, UTC-naive as the file is); shifts time so the first
  * kept job is at 0; one workload "philly", jobs in arrival order (ties in file
  * order), work = duration as written. The trace gets a copy of tenants. A job
- * larger than its tenant's partition is an error: the procedure's simulator
- * could never start it. */
+ * larger than its tenant's guarantee is an error: the procedure's simulator
+ * could never start it in the tenant's partition. */
 int ts_replay_load_philly(const char *buf, size_t len, const char *fname,
                           const ts_replay_tenant *tenants, int ntenants, long from_day,
                           long to_day, ts_replay_trace **out, ts_err *err);
 
-/* Per tenant figures of a siloed replay. share_vs_guarantee = GPU-s its jobs
- * held / time it had demand (a submitted, unfinished job) / its partition's
- * GPUs; 0 for a tenant without jobs. */
+/* True when buf's first line starts with Tessera's own job list header
+ * (name,submit_s,gpus,duration_s, then optionally tenant). */
+bool ts_replay_is_jobs_csv(const char *buf, size_t len);
+
+/* Tessera's job list (docs/simulator.md): columns name,submit_s,gpus,
+ * duration_s[,tenant]; work = duration_s; one workload named after the file's
+ * set ("jobs"), in arrival order (ties in file order). With tenants (ntenants
+ * > 0) every row must name one of them in its tenant column, which the file
+ * must then have; without, the column is ignored and jobs[].tenant is 0. The
+ * trace gets a copy of tenants. Errors name fname:line: field. */
+int ts_replay_load_jobs_csv(const char *buf, size_t len, const char *fname,
+                            const ts_replay_tenant *tenants, int ntenants, ts_replay_trace **out,
+                            ts_err *err);
+
+/* ---- tenants: fairness over time (replay_timeline.c) --------------------
+ *
+ * At every instant, per tenant k: demand_k = GPUs its submitted, unfinished
+ * jobs ask for; held_k = GPUs its jobs hold (restart delays included);
+ * entitled_k = min(guarantee_k, demand_k); fair_k = the weighted max-min
+ * water-fill of the cluster's GPUs over the demands, guarantees as weights
+ * (tenants guaranteed nothing share only what the others leave); deficit_k =
+ * max(0, entitled_k - held_k) while the tenant's smallest waiting job fits in
+ * its unused guarantee (guarantee_k - held_k), else 0. Each is integrated
+ * over time between the first submit and the last completion. */
 typedef struct ts_replay_tenant_result {
     int jobs;
     double avg_jct_s;
+    double held_gpu_s, entitled_gpu_s, fair_gpu_s, deficit_gpu_s;
+    double share_vs_guarantee; /* held / entitled (0 without demand); > 1: it borrowed */
+    double fair_ratio;         /* held / fair (0 without demand) */
+    /* The older measure: held / time with demand / guarantee. */
     double demand_s;
-    double share_vs_guarantee;
+    double share_while_active;
 } ts_replay_tenant_result;
 
-/* Replays each tenant alone on its own partition of tenants[k].nodes nodes of
- * base->gpus_per_node GPUs (base->nodes is ignored): a tenant never uses
- * another's GPUs. jobs are in arrival order with .tenant in [0, ntenants).
- * res pools every job (averages weighted by job count, as Helios' "all");
- * utilisation is over all partitions' GPUs; tres gets ntenants entries; *jain
- * is Jain's index over the shares of tenants that had jobs. out may be NULL. */
-int ts_replay_run_siloed(const ts_replay_config *base, const ts_replay_policy_ops *policy,
-                         const ts_replay_job *jobs, int njobs, const ts_replay_tenant *tenants,
-                         int ntenants, ts_replay_outcome *out, ts_replay_result *res,
-                         ts_replay_tenant_result *tres, double *jain, ts_err *err);
+typedef struct ts_replay_fairness {
+    double jain;        /* Jain's index over fair_ratio of tenants with demand */
+    double jain_active; /* Jain's index over share_while_active of tenants with jobs */
+    double deficit_gpu_s; /* sum over tenants */
+} ts_replay_fairness;
+
+/* The figures above from a finished replay: its jobs, their outcomes and
+ * the log of their holds, on a cluster of total_gpus. tres gets ntenants
+ * entries; fair may be NULL. TS_EINVAL (a job's tenant out of range), TS_ENOMEM. */
+int ts_replay_tenant_metrics(const ts_replay_job *jobs, int njobs, const ts_replay_outcome *out,
+                             const ts_replay_log *log, const ts_replay_tenant *tenants,
+                             int ntenants, long total_gpus, ts_replay_tenant_result *tres,
+                             ts_replay_fairness *fair, ts_err *err);
+
+/* A replay's state over time: point i holds over [t_s[i], t_s[i+1]) (the
+ * last until the last completion, end_s). With at most max_points distinct
+ * event times, one point per event time; else max_points equal buckets, each
+ * the time-weighted mean over its bucket. */
+typedef struct ts_replay_series {
+    int npoints, ntenants;
+    double end_s;
+    long total_gpus;
+    double *t_s;
+    double *busy_gpus;  /* GPUs held */
+    double *queue_jobs; /* submitted, unfinished jobs holding no GPUs */
+    double *held;       /* npoints x ntenants, row-major: GPUs each tenant holds */
+} ts_replay_series;
+
+/* ntenants may be 0 (no per-tenant columns). *out is new (ts_replay_series_free). */
+int ts_replay_series_build(const ts_replay_job *jobs, int njobs, const ts_replay_outcome *out,
+                           const ts_replay_log *log, int ntenants, long total_gpus,
+                           int max_points, ts_replay_series **series, ts_err *err);
+void ts_replay_series_free(ts_replay_series *s);
 
 /* Jain's fairness index (sum x)^2 / (n sum x^2); 1 when n is 0 or all x are 0. */
 double ts_replay_jain(const double *x, int n);
+
+/* Weighted max-min fair shares: fills share[0..n-1] with what each of n
+ * tenants gets of capacity, given its demand and weight (>= 0): every
+ * tenant gets min(demand, level x weight) for the one level that hands out
+ * all of capacity (or everyone's demand); tenants of weight 0 then share
+ * what is left equally (max-min). */
+void ts_replay_water_fill(double capacity, const double *demand, const double *weight, int n,
+                          double *share);
+
+/* ---- tenants: siloed and shared replays --------------------------------- */
+
+/* Replays each tenant alone on its own partition of tenants[k].gpus GPUs (as
+ * nodes of base->gpus_per_node when it divides them, else one node): a
+ * tenant never uses another's GPUs. base->nodes x gpus_per_node is the
+ * cluster the fairness figures are measured against. jobs are in arrival
+ * order with .tenant in [0, ntenants). res pools every job (averages
+ * weighted by job count, as Helios' "all"); utilisation is over all
+ * partitions' GPUs; tres gets ntenants entries. out, fair and log (holds of
+ * every partition, job indices into jobs) may be NULL. */
+int ts_replay_run_siloed(const ts_replay_config *base, const ts_replay_policy_ops *policy,
+                         const ts_replay_job *jobs, int njobs, const ts_replay_tenant *tenants,
+                         int ntenants, ts_replay_outcome *out, ts_replay_result *res,
+                         ts_replay_tenant_result *tres, ts_replay_fairness *fair,
+                         ts_replay_log *log, ts_err *err);
+
+/* Replays every tenant on one pooled cluster (base's nodes) with the tenants
+ * and their guarantees in the policy's view (the sum of guarantees must fit
+ * in the cluster); the rest as ts_replay_run_siloed. */
+int ts_replay_run_shared(const ts_replay_config *base, const ts_replay_policy_ops *policy,
+                         const ts_replay_job *jobs, int njobs, const ts_replay_tenant *tenants,
+                         int ntenants, ts_replay_outcome *out, ts_replay_result *res,
+                         ts_replay_tenant_result *tres, ts_replay_fairness *fair,
+                         ts_replay_log *log, ts_err *err);
 
 #endif

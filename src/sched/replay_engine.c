@@ -10,11 +10,18 @@
  * policy event instead. Each start and restart costs restart_cost_s held
  * without progress. Placement is count-only: a newly started job takes its
  * GPUs one at a time from the node with the most free GPUs and keeps them
- * until it finishes or is preempted (no migration). Progress is never lost on
- * preemption here; only the restart cost is paid again. Time is a double in
- * seconds; with integer inputs every time stays an exact integer. With
- * ckpt_cost_by_gpus (the Helios procedure's SRTF, README A) every restart
- * after a preemption also pays the checkpoint cost for the job's GPU count.
+ * until it finishes or is preempted (no migration). With checkpoint_s 0 a
+ * preempted job checkpoints as it stops and loses no progress, only the
+ * restart cost is paid again; with N > 0 it keeps only the progress up to its
+ * last multiple of N s (it checkpoints every N s of progress, and resumes from
+ * one, so the multiples stay aligned) and does the rest again. Time is a
+ * double in seconds; with integer inputs every time stays an exact integer.
+ * With ckpt_cost_by_gpus (the Helios procedure's SRTF, README A) every
+ * restart after a preemption also pays the checkpoint cost for the job's GPU
+ * count. With tenants in the config the engine only checks them and hands
+ * them to the policy; the pooled cluster is the same. Every hold can be
+ * logged (start, end, finished or preempted) for the fairness figures and
+ * the time series (replay_timeline.c).
  */
 #include <assert.h>
 #include <math.h>
@@ -31,6 +38,7 @@ typedef struct job_state {
     bool holding, finished;
     double delay_left_s, work_left_s;
     double held_s, delay_spent_s;
+    double hold_start_s;
     int *gpu_node;  /* gpus entries: the node of each held GPU */
 } job_state;
 
@@ -49,18 +57,61 @@ typedef struct engine {
     int nactive;
     bool *holding, *run;
     double *work_left;
+    double *at_risk;
+    ts_replay_log *log;
+    int log_failed;  /* TS_ENOMEM once appending to the log failed */
     int nfinished;
     int arrived;  /* jobs[0..arrived-1] have submit_s <= now */
     double now, since;
 } engine;
 
-static void release(engine *e, int j)
+void ts_replay_log_free(ts_replay_log *log)
+{
+    if (!log)
+        return;
+    free(log->holds);
+    memset(log, 0, sizeof *log);
+}
+
+static void log_hold(engine *e, int j, double end_s, bool done)
+{
+    ts_replay_log *log = e->log;
+    if (!log || e->log_failed)
+        return;
+    if (log->n == log->cap) {
+        int nc = log->cap ? log->cap * 2 : 1024;
+        ts_replay_hold *nh = realloc(log->holds, sizeof *nh * (size_t)nc);
+        if (!nh) {
+            e->log_failed = TS_ENOMEM;
+            return;
+        }
+        log->holds = nh;
+        log->cap = nc;
+    }
+    log->holds[log->n++] = (ts_replay_hold){j, e->st[j].hold_start_s, end_s, done};
+}
+
+/* j gives its GPUs back at end_s, finished (done) or preempted. */
+static void release(engine *e, int j, double end_s, bool done)
 {
     job_state *s = &e->st[j];
     for (int k = 0; k < e->jobs[j].gpus; k++)
         e->node_free[s->gpu_node[k]]++;
     s->holding = false;
     e->holding[j] = false;
+    log_hold(e, j, end_s, done);
+}
+
+/* Progress made since j's last checkpoint: what a preemption now loses. A
+ * value within TIME_EPS_S of a whole interval is a checkpoint just taken. */
+static double at_risk_s(const engine *e, int j)
+{
+    double every = e->cfg->checkpoint_s;
+    if (every <= 0)
+        return 0;
+    double done = e->jobs[j].work_s - e->st[j].work_left_s;
+    double r = fmod(done, every);
+    return r < TIME_EPS_S || every - r < TIME_EPS_S ? 0 : r;
 }
 
 static void place(engine *e, int j)
@@ -77,6 +128,7 @@ static void place(engine *e, int j)
     }
     s->holding = true;
     e->holding[j] = true;
+    s->hold_start_s = e->now;
     s->delay_left_s = e->cfg->restart_cost_s;
     if (e->cfg->ckpt_cost_by_gpus && e->out[j].starts > 0)
         s->delay_left_s += ts_replay_ckpt_cost_s(e->jobs[j].gpus);
@@ -102,7 +154,7 @@ static void advance_job(engine *e, int j, double t)
             e->out[j].finish_s = fin;
             e->out[j].jct_s = fin - e->jobs[j].submit_s;
             e->nfinished++;
-            release(e, j);
+            release(e, j, fin, true);
         } else {
             s->work_left_s -= rest;
             s->held_s += dt;
@@ -145,6 +197,9 @@ static ts_replay_view view_of(const engine *e)
         .holding = e->holding,
         .work_left_s = e->work_left,
         .total_gpus = e->total_gpus,
+        .at_risk_s = e->at_risk,
+        .tenants = e->cfg->ntenants > 0 ? e->cfg->tenants : NULL,
+        .ntenants = e->cfg->ntenants,
     };
 }
 
@@ -156,6 +211,7 @@ static int decide(engine *e, ts_err *err)
         int j = e->active[i];
         e->pending[i] = j;
         e->work_left[j] = e->st[j].work_left_s;
+        e->at_risk[j] = e->holding[j] ? at_risk_s(e, j) : 0;
     }
     for (int i = 0; i < e->npending; i++)
         e->run[e->pending[i]] = false;
@@ -173,7 +229,10 @@ static int decide(engine *e, ts_err *err)
         int j = e->pending[i];
         if (e->holding[j] && !e->run[j]) {
             assert(e->pol->preemptive);
-            release(e, j);
+            double lost = at_risk_s(e, j);
+            e->st[j].work_left_s += lost;
+            e->out[j].lost_work_s += lost;
+            release(e, j, e->now, false);
             e->out[j].preemptions++;
         }
     }
@@ -269,7 +328,7 @@ static int summarise(const engine *e, ts_replay_result *res, ts_err *err)
         busy_gpu_s += s->held_s * g;
         double first = e->cfg->restart_cost_s < s->delay_spent_s ? e->cfg->restart_cost_s
                                                                  : s->delay_spent_s;
-        res->lost_gpu_s += (s->delay_spent_s - first) * g;
+        res->lost_gpu_s += (s->delay_spent_s - first + o->lost_work_s) * g;
     }
     qsort(jct, (size_t)e->njobs, sizeof *jct, cmp_double);
     res->avg_jct_s = sum_jct / e->njobs;
@@ -290,7 +349,22 @@ static int check_input(const ts_replay_config *cfg, const ts_replay_job *jobs, i
     if (!(cfg->round_s >= 0) || !(cfg->restart_cost_s >= 0) || !isfinite(cfg->round_s) ||
         !isfinite(cfg->restart_cost_s))
         return ts_err_set(err, TS_EINVAL, "replay: round_s and restart_cost_s must be >= 0");
+    if (!(cfg->checkpoint_s >= 0) || !isfinite(cfg->checkpoint_s))
+        return ts_err_set(err, TS_EINVAL, "replay: checkpoint_s: must be >= 0");
     long total = (long)cfg->nodes * cfg->gpus_per_node;
+    if (cfg->ntenants < 0 || (cfg->ntenants > 0 && !cfg->tenants))
+        return ts_err_set(err, TS_EINVAL, "replay: ntenants: must be >= 0, with tenants");
+    long guaranteed = 0;
+    for (int k = 0; k < cfg->ntenants; k++) {
+        if (cfg->tenants[k].gpus < 0)
+            return ts_err_set(err, TS_EINVAL, "tenants[%d] (%s).gpus: must be >= 0", k,
+                              cfg->tenants[k].name);
+        guaranteed += cfg->tenants[k].gpus;
+    }
+    if (guaranteed > total)
+        return ts_err_set(err, TS_EINVAL,
+                          "tenants: guarantees add up to %ld GPUs, the cluster has %ld",
+                          guaranteed, total);
     for (int j = 0; j < njobs; j++) {
         const ts_replay_job *J = &jobs[j];
         if (J->gpus < 1 || J->gpus > total)
@@ -303,6 +377,9 @@ static int check_input(const ts_replay_config *cfg, const ts_replay_job *jobs, i
         if (j > 0 && J->submit_s < jobs[j - 1].submit_s)
             return ts_err_set(err, TS_EINVAL, "jobs[%d] (%s).submit_s: jobs must be in arrival order",
                               j, J->name);
+        if (cfg->ntenants > 0 && (J->tenant < 0 || J->tenant >= cfg->ntenants))
+            return ts_err_set(err, TS_EINVAL, "jobs[%d] (%s).tenant: must be 0..%d", j, J->name,
+                              cfg->ntenants - 1);
     }
     return 0;
 }
@@ -320,17 +397,25 @@ static void engine_free(engine *e)
     free(e->holding);
     free(e->run);
     free(e->work_left);
+    free(e->at_risk);
 }
 
 int ts_replay_run(const ts_replay_config *cfg, const ts_replay_policy_ops *policy,
                   const ts_replay_job *jobs, int njobs, ts_replay_outcome *out,
                   ts_replay_result *res, ts_err *err)
 {
+    return ts_replay_run_logged(cfg, policy, jobs, njobs, out, res, NULL, err);
+}
+
+int ts_replay_run_logged(const ts_replay_config *cfg, const ts_replay_policy_ops *policy,
+                         const ts_replay_job *jobs, int njobs, ts_replay_outcome *out,
+                         ts_replay_result *res, ts_replay_log *log, ts_err *err)
+{
     int rc = check_input(cfg, jobs, njobs, err);
     if (rc)
         return rc;
     engine e = {.cfg = cfg, .pol = policy, .jobs = jobs, .njobs = njobs,
-                .total_gpus = cfg->nodes * cfg->gpus_per_node};
+                .total_gpus = cfg->nodes * cfg->gpus_per_node, .log = log};
     size_t n = (size_t)(njobs > 0 ? njobs : 1);
     long pool = 0;
     for (int j = 0; j < njobs; j++)
@@ -342,11 +427,12 @@ int ts_replay_run(const ts_replay_config *cfg, const ts_replay_policy_ops *polic
     e.holding = calloc(n, sizeof *e.holding);
     e.run = calloc(n, sizeof *e.run);
     e.work_left = calloc(n, sizeof *e.work_left);
+    e.at_risk = calloc(n, sizeof *e.at_risk);
     ts_replay_outcome *own = out ? NULL : calloc(n, sizeof *own);
     e.out = out ? out : own;
     int *gpu_pool = malloc(sizeof *gpu_pool * (size_t)(pool > 0 ? pool : 1));
-    if (!e.st || !e.node_free || !e.pending || !e.active || !e.holding || !e.run || !e.work_left || !e.out ||
-        !gpu_pool) {
+    if (!e.st || !e.node_free || !e.pending || !e.active || !e.holding || !e.run ||
+        !e.work_left || !e.at_risk || !e.out || !gpu_pool) {
         free(gpu_pool);
         free(own);
         engine_free(&e);
@@ -364,7 +450,7 @@ int ts_replay_run(const ts_replay_config *cfg, const ts_replay_policy_ops *polic
     }
     if (njobs == 0)
         free(gpu_pool);  /* st[0].gpu_node is NULL: engine_free frees nothing twice */
-    if ((rc = policy->init(&e.pol_state, njobs, err)) != 0) {
+    if ((rc = policy->init(&e.pol_state, njobs, cfg->ntenants, err)) != 0) {
         free(own);
         engine_free(&e);
         return rc;
@@ -380,6 +466,8 @@ int ts_replay_run(const ts_replay_config *cfg, const ts_replay_policy_ops *polic
         if (e.nfinished < njobs)
             rc = decide(&e, err);
     }
+    if (rc == 0 && e.log_failed)
+        rc = ts_err_set(err, e.log_failed, "replay: out of memory for the hold log");
     if (rc == 0)
         rc = summarise(&e, res, err);
     free(own);

@@ -160,7 +160,7 @@ int ts_replay_load_vc_nodes(const char *buf, size_t len, const char *fname,
         }
         memset(&t[cnt], 0, sizeof t[cnt]);
         snprintf(t[cnt].name, sizeof t[cnt].name, "%s", f[0]);
-        t[cnt++].nodes = (int)nodes;
+        t[cnt++].gpus = (int)nodes * TS_REPLAY_PHILLY_GPUS_PER_NODE;
     }
     if (rc == 0 && cnt == 0)
         rc = ts_err_set(err, TS_EINVAL, "%s: no virtual clusters", fname);
@@ -233,7 +233,7 @@ static int parse_row(char **f, const char *fname, int line, const ts_replay_tena
         t->dropped_window++;
         return 0;
     }
-    long part = (long)tenants[k].nodes * TS_REPLAY_PHILLY_GPUS_PER_NODE;
+    long part = tenants[k].gpus;
     if (g > part)
         return ts_err_set(err, TS_EINVAL,
                           "%s:%d: num_gpus: %.0f exceeds virtual cluster %s's %ld GPUs "

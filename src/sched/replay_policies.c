@@ -51,8 +51,9 @@ static void order_free(void *p)
     free(s);
 }
 
-static int order_init(void **out, int njobs, ts_err *err)
+static int order_init(void **out, int njobs, int ntenants, ts_err *err)
 {
+    (void)ntenants; /* the baselines ignore tenants: siloed replays run them per partition */
     order_state *s = calloc(1, sizeof *s);
     size_t n = (size_t)(njobs > 0 ? njobs : 1);
     if (s) {

@@ -1,30 +1,22 @@
 /*
- * replay_siloed.c - a replay where every tenant owns a partition.
+ * replay_siloed.c - replays with tenants: every tenant on its own partition
+ * (siloed), or all of them on one pooled cluster (shared).
  *
  * The Helios procedure (README "Experiment procedures" A) simulates each
  * Philly virtual cluster alone, on its own nodes, never lending or borrowing.
  * The cleanest way to guarantee that is to do the same: one engine run per
  * tenant on a cluster of that tenant's size with only its jobs, then pool
- * the per-job outcomes. The pooled figures weigh every job equally (Helios'
- * "all" row); the per-tenant share is the GPU-time its jobs held divided by
- * the time it had demand and by its partition size, and Jain's index is taken
- * over those shares. Pure: no I/O, no globals.
+ * the per-job outcomes and the hold logs. The pooled figures weigh every job
+ * equally (Helios' "all" row). A shared replay is one engine run on the whole
+ * cluster with the tenants in the policy's view. Both are then measured by
+ * the same timeline (replay_timeline.c) against the whole cluster (for a
+ * siloed one: base's nodes, or the partitions if they are more), so their
+ * fairness figures compare. Pure: no I/O, no globals.
  */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sched/replay.h"
-
-double ts_replay_jain(const double *x, int n)
-{
-    double s = 0, s2 = 0;
-    for (int i = 0; i < n; i++) {
-        s += x[i];
-        s2 += x[i] * x[i];
-    }
-    return s2 > 0 ? s * s / (n * s2) : 1.0;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -32,37 +24,13 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Length of the union of [submit, finish] over one tenant's jobs; they come
- * in arrival order, so one sweep merges the intervals. */
-static double demand_s(const ts_replay_job *jobs, const ts_replay_outcome *o, const int *idx,
-                       int n)
-{
-    double total = 0, lo = 0, hi = -INFINITY;
-    for (int i = 0; i < n; i++) {
-        double s = jobs[idx[i]].submit_s, f = o[idx[i]].finish_s;
-        if (s > hi) {
-            if (hi > lo)
-                total += hi - lo;
-            lo = s;
-            hi = f;
-        } else if (f > hi) {
-            hi = f;
-        }
-    }
-    if (hi > lo)
-        total += hi - lo;
-    return total;
-}
-
-static int pool(const ts_replay_config *base, const ts_replay_job *jobs, int njobs,
-                const ts_replay_outcome *o, const ts_replay_tenant *tenants, int ntenants,
-                const ts_replay_result *part, ts_replay_result *res, ts_err *err)
+static int pool(const ts_replay_job *jobs, int njobs, const ts_replay_outcome *o,
+                long total_gpus, const ts_replay_result *part, int nparts, ts_replay_result *res,
+                ts_err *err)
 {
     memset(res, 0, sizeof *res);
     res->jobs = njobs;
-    long total_gpus = 0;
-    for (int k = 0; k < ntenants; k++) {
-        total_gpus += (long)tenants[k].nodes * base->gpus_per_node;
+    for (int k = 0; k < nparts; k++) {
         res->preemptions += part[k].preemptions;
         res->lost_gpu_s += part[k].lost_gpu_s;
     }
@@ -93,29 +61,63 @@ static int pool(const ts_replay_config *base, const ts_replay_job *jobs, int njo
     return 0;
 }
 
-int ts_replay_run_siloed(const ts_replay_config *base, const ts_replay_policy_ops *policy,
-                         const ts_replay_job *jobs, int njobs, const ts_replay_tenant *tenants,
-                         int ntenants, ts_replay_outcome *out, ts_replay_result *res,
-                         ts_replay_tenant_result *tres, double *jain, ts_err *err)
+static int check_tenants(const ts_replay_job *jobs, int njobs, const ts_replay_tenant *tenants,
+                         int ntenants, ts_err *err)
 {
     if (ntenants < 1)
-        return ts_err_set(err, TS_EINVAL, "replay: a siloed replay needs tenants");
+        return ts_err_set(err, TS_EINVAL, "replay: a replay with tenants needs tenants");
+    for (int k = 0; k < ntenants; k++)
+        if (tenants[k].gpus < 0)
+            return ts_err_set(err, TS_EINVAL, "tenants[%d] (%s).gpus: must be >= 0", k,
+                              tenants[k].name);
     for (int j = 0; j < njobs; j++)
         if (jobs[j].tenant < 0 || jobs[j].tenant >= ntenants)
             return ts_err_set(err, TS_EINVAL, "jobs[%d] (%s).tenant: must be 0..%d", j,
                               jobs[j].name, ntenants - 1);
+    return 0;
+}
+
+/* Appends the holds of a partition's run, its job indices mapped back. */
+static int append_log(ts_replay_log *dst, const ts_replay_log *src, const int *idx, ts_err *err)
+{
+    if (dst->n + src->n > dst->cap) {
+        int nc = dst->cap ? dst->cap : 1024;
+        while (nc < dst->n + src->n)
+            nc *= 2;
+        ts_replay_hold *nh = realloc(dst->holds, sizeof *nh * (size_t)nc);
+        if (!nh)
+            return ts_err_set(err, TS_ENOMEM, "replay: out of memory for the hold log");
+        dst->holds = nh;
+        dst->cap = nc;
+    }
+    for (int i = 0; i < src->n; i++) {
+        ts_replay_hold h = src->holds[i];
+        h.job = idx[h.job];
+        dst->holds[dst->n++] = h;
+    }
+    return 0;
+}
+
+int ts_replay_run_siloed(const ts_replay_config *base, const ts_replay_policy_ops *policy,
+                         const ts_replay_job *jobs, int njobs, const ts_replay_tenant *tenants,
+                         int ntenants, ts_replay_outcome *out, ts_replay_result *res,
+                         ts_replay_tenant_result *tres, ts_replay_fairness *fair,
+                         ts_replay_log *log, ts_err *err)
+{
+    int rc = check_tenants(jobs, njobs, tenants, ntenants, err);
+    if (rc)
+        return rc;
     size_t n = (size_t)(njobs > 0 ? njobs : 1);
     int *idx = malloc(sizeof *idx * n);
     ts_replay_job *sub = malloc(sizeof *sub * n);
     ts_replay_outcome *subo = malloc(sizeof *subo * n);
     ts_replay_outcome *own = out ? NULL : calloc(n, sizeof *own);
     ts_replay_result *part = calloc((size_t)ntenants, sizeof *part);
-    double *share = malloc(sizeof *share * (size_t)ntenants);
     ts_replay_outcome *o = out ? out : own;
-    int rc = 0;
-    if (!idx || !sub || !subo || !o || !part || !share)
+    ts_replay_log all = {0}, one = {0};
+    if (!idx || !sub || !subo || !o || !part)
         rc = ts_err_set(err, TS_ENOMEM, "replay: out of memory");
-    int nshare = 0;
+    long partition_gpus = 0, cluster = (long)base->nodes * base->gpus_per_node;
     for (int k = 0; k < ntenants && rc == 0; k++) {
         int m = 0;
         for (int j = 0; j < njobs; j++)
@@ -123,37 +125,76 @@ int ts_replay_run_siloed(const ts_replay_config *base, const ts_replay_policy_op
                 idx[m] = j;
                 sub[m++] = jobs[j];
             }
-        ts_replay_tenant_result *tr = &tres[k];
-        memset(tr, 0, sizeof *tr);
+        partition_gpus += tenants[k].gpus;
         if (m == 0)
             continue;
         ts_replay_config cfg = *base;
-        cfg.nodes = tenants[k].nodes;
-        rc = ts_replay_run(&cfg, policy, sub, m, subo, &part[k], err);
-        if (rc)
+        cfg.tenants = NULL;
+        cfg.ntenants = 0;
+        bool whole_nodes = tenants[k].gpus % base->gpus_per_node == 0;
+        cfg.nodes = whole_nodes ? tenants[k].gpus / base->gpus_per_node : 1;
+        cfg.gpus_per_node = whole_nodes ? base->gpus_per_node : tenants[k].gpus;
+        if (cfg.nodes < 1) {
+            rc = ts_err_set(err, TS_EINVAL, "tenants[%d] (%s).gpus: has %d jobs but no GPUs", k,
+                            tenants[k].name, m);
             break;
-        double held_gpu_s = 0;
-        for (int i = 0; i < m; i++) {
-            o[idx[i]] = subo[i];
-            held_gpu_s += (subo[i].jct_s - subo[i].queue_s) * sub[i].gpus;
         }
-        tr->jobs = m;
-        tr->avg_jct_s = part[k].avg_jct_s;
-        tr->demand_s = demand_s(jobs, o, idx, m);
-        long gpus = (long)cfg.nodes * cfg.gpus_per_node;
-        if (tr->demand_s > 0)
-            tr->share_vs_guarantee = held_gpu_s / tr->demand_s / (double)gpus;
-        share[nshare++] = tr->share_vs_guarantee;
+        one.n = 0;
+        rc = ts_replay_run_logged(&cfg, policy, sub, m, subo, &part[k], &one, err);
+        if (rc == 0)
+            rc = append_log(&all, &one, idx, err);
+        for (int i = 0; i < m && rc == 0; i++)
+            o[idx[i]] = subo[i];
     }
     if (rc == 0)
-        rc = pool(base, jobs, njobs, o, tenants, ntenants, part, res, err);
-    if (rc == 0 && jain)
-        *jain = ts_replay_jain(share, nshare);
+        rc = pool(jobs, njobs, o, partition_gpus, part, ntenants, res, err);
+    if (rc == 0)
+        rc = ts_replay_tenant_metrics(jobs, njobs, o, &all, tenants, ntenants,
+                                      cluster > partition_gpus ? cluster : partition_gpus, tres,
+                                      fair, err);
+    if (rc == 0 && log) {
+        ts_replay_log_free(log);
+        *log = all;
+        all = (ts_replay_log){0};
+    }
+    ts_replay_log_free(&all);
+    ts_replay_log_free(&one);
     free(idx);
     free(sub);
     free(subo);
     free(own);
     free(part);
-    free(share);
+    return rc;
+}
+
+int ts_replay_run_shared(const ts_replay_config *base, const ts_replay_policy_ops *policy,
+                         const ts_replay_job *jobs, int njobs, const ts_replay_tenant *tenants,
+                         int ntenants, ts_replay_outcome *out, ts_replay_result *res,
+                         ts_replay_tenant_result *tres, ts_replay_fairness *fair,
+                         ts_replay_log *log, ts_err *err)
+{
+    int rc = check_tenants(jobs, njobs, tenants, ntenants, err);
+    if (rc)
+        return rc;
+    size_t n = (size_t)(njobs > 0 ? njobs : 1);
+    ts_replay_outcome *own = out ? NULL : calloc(n, sizeof *own);
+    ts_replay_outcome *o = out ? out : own;
+    if (!o)
+        return ts_err_set(err, TS_ENOMEM, "replay: out of memory");
+    ts_replay_config cfg = *base;
+    cfg.tenants = tenants;
+    cfg.ntenants = ntenants;
+    ts_replay_log all = {0};
+    rc = ts_replay_run_logged(&cfg, policy, jobs, njobs, o, res, &all, err);
+    if (rc == 0)
+        rc = ts_replay_tenant_metrics(jobs, njobs, o, &all, tenants, ntenants,
+                                      (long)base->nodes * base->gpus_per_node, tres, fair, err);
+    if (rc == 0 && log) {
+        ts_replay_log_free(log);
+        *log = all;
+        all = (ts_replay_log){0};
+    }
+    ts_replay_log_free(&all);
+    free(own);
     return rc;
 }

@@ -1,28 +1,29 @@
 /*
- * replay_main.c - the shell of `tessera-sim replay`.
+ * replay_main.c - the shell of `tessera-sim replay`: options, inputs, runs.
  *
- *   tessera-sim replay --jobs POLLUX_RIGID.csv [--set NAME] --policy P[,P...]
- *       [--nodes 16] [--gpus-per-node 4] [--round-s 60] [--restart-cost-s 30]
- *       [--json OUT.json]
- *   tessera-sim replay --jobs philly_jobs_pollux.csv [--vc-nodes VC.csv]
- *       [--from YYYY-MM-DD] [--to YYYY-MM-DD] --policy P[,P...] [--round-s 0]
- *       [--restart-cost-s 0] [--json OUT.json]
+ *   tessera-sim replay --jobs JOBS.csv --policy P[,P...] [--set NAME]
+ *       [--cluster CLUSTER.yaml | --nodes N --gpus-per-node G]
+ *       [--tenants TENANTS.yaml | --vc-nodes VC.csv] [--from DAY --to DAY]
+ *       [--round-s S] [--restart-cost-s S] [--checkpoint-s S]
+ *       [--json OUT.json] [--series OUT.csv] [--plot OUT.svg]
  *
- * Reads the file, replays each workload of the set under each policy with the
- * pure engine in libtessera, and prints a per-workload average-JCT table and
- * the summary (for a Pollux set: the mean of the workload means, as
- * published). Only this file does I/O. Bad input (unknown option, bad number,
- * malformed CSV) exits 2 with file:line: field before anything runs. This is
- * the first slice of issue 3 section 4: no --cluster/--tenants yet. The file
- * format is told by its header. A Pollux set has no tenants (`jain` null,
- * `tenants` empty). The Philly job list follows the Helios procedure (README
- * A): its virtual clusters are tenants, each siloed on its own partition of
- * 8-GPU nodes (sizes from philly_vc_nodes_helios.csv beside the jobs file
- * unless --vc-nodes), event-driven (the procedure's 1-s ticks) with no
- * start-up cost unless told, and srtf restarts pay the checkpoint cost.
+ * The jobs file's header tells its format: the Pollux rigid workloads, the
+ * Philly job list, or our own job list (name,submit_s,gpus,duration_s
+ * [,tenant]; docs/simulator.md). A Pollux set replays each workload on one
+ * pooled cluster (16 x 4 GPUs, 60-s rounds, 30-s restarts by default, as
+ * published). Philly follows the Helios procedure (README A): its virtual
+ * clusters are tenants (sizes from philly_vc_nodes_helios.csv beside the jobs
+ * file, --vc-nodes, or --tenants), event-driven with no start-up cost unless
+ * told, and restarts after a preemption pay the checkpoint cost. Our job list
+ * replays the same way, with tenants when --tenants names them. With
+ * tenants, policy tessera runs all of them on one shared cluster (guarantees
+ * first, idle GPUs lent, reclaimed by preemption) and every other policy
+ * runs siloed, each tenant on a partition of its guarantee; without, every
+ * policy runs pooled. Only this file and its siblings do I/O; bad input
+ * (unknown option, bad number, malformed file) exits 2 with file:line: field
+ * before anything runs.
  */
 #include <errno.h>
-#include <jansson.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -32,6 +33,7 @@
 #include "sched/replay.h"
 #include "sim/fileio.h"
 #include "sim/replay.h"
+#include "sim/replay_cli.h"
 
 #define EXIT_BAD_INPUT 2
 #define POLICIES_MAX 16
@@ -39,16 +41,25 @@
 #define GPUS_PER_NODE_MAX 64
 #define ROUND_MAX_S 86400.0
 #define RESTART_MAX_S 86400.0
+#define CHECKPOINT_MAX_S 1e9
+#define POLLUX_NODES_DEFAULT 16
+#define POLLUX_GPUS_PER_NODE_DEFAULT 4
+#define SERIES_POINTS_MAX 2000
+#define VC_FILE_NAME "philly_vc_nodes_helios.csv"
+#define PATH_MAX_BYTES 4096
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tessera-sim replay --jobs POLLUX_RIGID.csv [--set NAME] --policy P[,P...]\n"
-               "         [--nodes 16] [--gpus-per-node 4] [--round-s 60] [--restart-cost-s 30]\n"
-               "         [--json OUT.json]\n"
-               "       tessera-sim replay --jobs PHILLY.csv [--vc-nodes VC.csv] [--from YYYY-MM-DD]\n"
-               "         [--to YYYY-MM-DD] --policy P[,P...] [--round-s 0] [--restart-cost-s 0]\n"
-               "         [--json OUT.json]\n"
+    fprintf(f, "usage: tessera-sim replay --jobs JOBS.csv --policy P[,P...] [--set NAME]\n"
+               "         [--cluster CLUSTER.yaml | --nodes N --gpus-per-node G]\n"
+               "         [--tenants TENANTS.yaml | --vc-nodes VC.csv] [--from YYYY-MM-DD]\n"
+               "         [--to YYYY-MM-DD] [--round-s S] [--restart-cost-s S] [--checkpoint-s S]\n"
+               "         [--json OUT.json] [--series OUT.csv] [--plot OUT.svg]\n"
+               "  JOBS.csv: pollux_rigid_durations.csv, philly_jobs_pollux.csv, or a job list\n"
+               "    name,submit_s,gpus,duration_s[,tenant] (told apart by the header)\n"
                "  --round-s 0 decides on every event instead of in rounds\n"
+               "  --checkpoint-s 0 (default): a preempted job loses no progress\n"
+               "  with tenants, tessera shares one cluster; other policies run siloed\n"
                "policies:");
     for (const ts_replay_policy_ops *const *p = ts_replay_policy_all(); *p; p++)
         fprintf(f, " %s", (*p)->name);
@@ -63,7 +74,6 @@ static int bad(const char *fmt, const char *arg)
     return EXIT_BAD_INPUT;
 }
 
-/* Reads a whole file, printing the reason when it cannot. */
 static char *slurp(const char *path, size_t *len)
 {
     ts_err err = {0};
@@ -89,158 +99,99 @@ static int parse_num(const char *opt, const char *v, double min, double max, boo
     return 0;
 }
 
-typedef struct policy_result {
-    const ts_replay_policy_ops *ops;
-    ts_replay_result *per;  /* one per workload */
-    ts_replay_result mean;
-} policy_result;
+typedef struct options {
+    const char *jobs, *set, *policies, *json, *series, *plot;
+    const char *vc_nodes, *from, *to, *cluster, *tenants;
+    bool round_given, restart_given, nodes_given;
+    double nodes, gpus_per_node;
+    ts_replay_config cfg;
+    const ts_replay_policy_ops *ops[POLICIES_MAX];
+    int npol;
+} options;
 
-static void print_tables(FILE *f, const ts_replay_trace *t, const ts_replay_config *cfg,
-                         const policy_result *pr, int npol)
+static int parse_policies(options *o)
 {
-    fprintf(f, "replay: set %s, %d workloads; %d nodes x %d GPUs; round %g s%s; restart %g s\n",
-            t->set, t->nwl, cfg->nodes, cfg->gpus_per_node, cfg->round_s,
-            cfg->round_s == 0 ? " (event-driven)" : "", cfg->restart_cost_s);
-    fprintf(f, "\navg JCT per workload (s)\n%-14s", "workload");
-    for (int p = 0; p < npol; p++)
-        fprintf(f, " %10s", pr[p].ops->name);
-    fprintf(f, "\n");
-    for (int w = 0; w < t->nwl; w++) {
-        fprintf(f, "%-14s", t->wl[w].name);
-        for (int p = 0; p < npol; p++)
-            fprintf(f, " %10.0f", pr[p].per[w].avg_jct_s);
-        fprintf(f, "\n");
+    char *copy = strdup(o->policies), *save = NULL;
+    if (!copy)
+        return 1;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        const ts_replay_policy_ops *ops = ts_replay_policy_find(tok);
+        if (!ops || o->npol == POLICIES_MAX) {
+            fprintf(stderr, "tessera-sim replay: --policy: %s \"%s\"\n",
+                    ops ? "too many policies at" : "unknown policy", tok);
+            usage(stderr);
+            free(copy);
+            return EXIT_BAD_INPUT;
+        }
+        o->ops[o->npol++] = ops;
     }
-    fprintf(f, "\n%-10s %5s %10s %10s %10s %10s %8s %11s %6s\n", "policy", "jobs", "avg_jct_s",
-            "p50_jct_s", "p99_jct_s", "avg_queue", "preempt", "makespan_s", "util%");
-    for (int p = 0; p < npol; p++) {
-        const ts_replay_result *r = &pr[p].mean;
-        fprintf(f, "%-10s %5d %10.0f %10.0f %10.0f %10.0f %8ld %11.0f %6.1f\n", pr[p].ops->name,
-                r->jobs, r->avg_jct_s, r->p50_jct_s, r->p99_jct_s, r->avg_queue_s,
-                r->preemptions, r->makespan_s, r->utilization_pct);
-    }
-    if (t->nwl > 1)
-        fprintf(f, "(averages, percentiles, makespan and utilisation: mean over the %d workloads; "
-                   "preemptions: total)\n",
-                t->nwl);
+    free(copy);
+    return o->npol == 0 ? bad("%s", "--policy: empty list") : 0;
 }
 
-static int write_json(const char *path, const char *jobs_file, const char *set,
-                      const ts_replay_trace *t, const policy_result *pr, int npol)
+/* argv[2..] into o; 0, or the exit status (-1: --help printed, exit 0). */
+static int parse_options(int argc, char **argv, options *o)
 {
-    json_t *results = json_array();
-    for (int p = 0; p < npol; p++) {
-        const ts_replay_result *r = &pr[p].mean;
-        json_t *wls = json_array();
-        for (int w = 0; w < t->nwl; w++)
-            json_array_append_new(wls, json_pack("{s:s,s:i,s:f,s:f}", "name", t->wl[w].name,
-                                                 "jobs", pr[p].per[w].jobs, "avg_jct_s",
-                                                 pr[p].per[w].avg_jct_s, "makespan_s",
-                                                 pr[p].per[w].makespan_s));
-        json_t *o = json_pack(
-            "{s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:n,s:I,s:f,s:f,s:f,s:[],s:o}", "policy",
-            pr[p].ops->name, "jobs", r->jobs, "avg_jct_s", r->avg_jct_s, "p50_jct_s",
-            r->p50_jct_s, "p99_jct_s", r->p99_jct_s, "avg_queue_s", r->avg_queue_s,
-            "utilization_pct", r->utilization_pct, "jain", "preemptions",
-            (json_int_t)r->preemptions, "lost_gpu_s", r->lost_gpu_s, "max_wait_s", r->max_wait_s,
-            "makespan_s", r->makespan_s, "tenants", "workloads", wls);
-        if (!o) {
-            json_decref(results);
+    memset(o, 0, sizeof *o);
+    o->nodes = POLLUX_NODES_DEFAULT;
+    o->gpus_per_node = POLLUX_GPUS_PER_NODE_DEFAULT;
+    o->cfg.round_s = TS_REPLAY_ROUND_DEFAULT_S;
+    o->cfg.restart_cost_s = TS_REPLAY_RESTART_DEFAULT_S;
+    struct { const char *name; const char **dst; } paths[] = {
+        {"--jobs", &o->jobs},       {"--set", &o->set},         {"--policy", &o->policies},
+        {"--json", &o->json},       {"--series", &o->series},   {"--plot", &o->plot},
+        {"--vc-nodes", &o->vc_nodes}, {"--from", &o->from},     {"--to", &o->to},
+        {"--cluster", &o->cluster}, {"--tenants", &o->tenants},
+    };
+    for (int i = 2; i < argc; i++) {
+        const char *opt = argv[i];
+        if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
+            usage(stdout);
             return -1;
         }
-        json_array_append_new(results, o);
-    }
-    json_t *doc = json_pack("{s:s,s:o,s:o}", "jobs_file", jobs_file, "set",
-                            set ? json_string(set) : json_null(), "results", results);
-    if (!doc)
-        return -1;
-    int rc = json_dump_file(doc, path, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
-    json_decref(doc);
-    return rc;
-}
-
-#define VC_FILE_NAME "philly_vc_nodes_helios.csv"
-#define PATH_MAX_BYTES 4096
-
-typedef struct philly_result {
-    const ts_replay_policy_ops *ops;
-    ts_replay_result res;
-    ts_replay_tenant_result *tres;
-    double jain;
-} philly_result;
-
-static void print_philly(FILE *f, const ts_replay_trace *t, const ts_replay_config *cfg,
-                         const philly_result *pr, int npol)
-{
-    const ts_replay_workload *w = &t->wl[0];
-    long gpus = 0;
-    for (int k = 0; k < t->ntenants; k++)
-        gpus += (long)t->tenants[k].nodes * TS_REPLAY_PHILLY_GPUS_PER_NODE;
-    fprintf(f, "replay: philly, %d jobs in %d virtual clusters (siloed, %ld GPUs of %d-GPU nodes); "
-               "round %g s%s; restart %g s%s\n",
-            w->njobs, t->ntenants, gpus, TS_REPLAY_PHILLY_GPUS_PER_NODE, cfg->round_s,
-            cfg->round_s == 0 ? " (event-driven)" : "", cfg->restart_cost_s,
-            cfg->ckpt_cost_by_gpus ? "; preemptive restarts + checkpoint 7/30/60 s" : "");
-    fprintf(f, "dropped: %ld rows of other virtual clusters, %ld with no GPU, %ld outside the window\n",
-            t->dropped_vc, t->dropped_no_gpu, t->dropped_window);
-    fprintf(f, "\n%-8s %5s %6s", "tenant", "nodes", "jobs");
-    for (int p = 0; p < npol; p++)
-        fprintf(f, " %10s", pr[p].ops->name);
-    for (int p = 0; p < npol; p++)
-        fprintf(f, " %7s", pr[p].ops->name);
-    fprintf(f, "\n%-21s avg JCT (s) per policy, then share vs guarantee\n", "");
-    for (int k = 0; k < t->ntenants; k++) {
-        fprintf(f, "%-8s %5d %6d", t->tenants[k].name, t->tenants[k].nodes, pr[0].tres[k].jobs);
-        for (int p = 0; p < npol; p++)
-            fprintf(f, " %10.0f", pr[p].tres[k].avg_jct_s);
-        for (int p = 0; p < npol; p++)
-            fprintf(f, " %7.3f", pr[p].tres[k].share_vs_guarantee);
-        fprintf(f, "\n");
-    }
-    fprintf(f, "\n%-10s %6s %10s %10s %10s %10s %8s %11s %6s %6s\n", "policy", "jobs",
-            "avg_jct_s", "p50_jct_s", "p99_jct_s", "avg_queue", "preempt", "makespan_s", "util%",
-            "jain");
-    for (int p = 0; p < npol; p++) {
-        const ts_replay_result *r = &pr[p].res;
-        fprintf(f, "%-10s %6d %10.0f %10.0f %10.0f %10.0f %8ld %11.0f %6.1f %6.3f\n",
-                pr[p].ops->name, r->jobs, r->avg_jct_s, r->p50_jct_s, r->p99_jct_s,
-                r->avg_queue_s, r->preemptions, r->makespan_s, r->utilization_pct, pr[p].jain);
-    }
-    fprintf(f, "(averages pooled over all jobs of all virtual clusters, as Helios' \"all\" row)\n");
-}
-
-static int write_philly_json(const char *path, const char *jobs_file, const ts_replay_trace *t,
-                             const philly_result *pr, int npol)
-{
-    json_t *results = json_array();
-    for (int p = 0; p < npol; p++) {
-        const ts_replay_result *r = &pr[p].res;
-        json_t *ten = json_array();
-        for (int k = 0; k < t->ntenants; k++)
-            json_array_append_new(ten, json_pack("{s:s,s:i,s:f,s:f}", "name", t->tenants[k].name,
-                                                 "jobs", pr[p].tres[k].jobs, "avg_jct_s",
-                                                 pr[p].tres[k].avg_jct_s, "share_vs_guarantee",
-                                                 pr[p].tres[k].share_vs_guarantee));
-        json_t *o = json_pack("{s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:f,s:f,s:f,s:o}", "policy",
-                              pr[p].ops->name, "jobs", r->jobs, "avg_jct_s", r->avg_jct_s,
-                              "p50_jct_s", r->p50_jct_s, "p99_jct_s", r->p99_jct_s,
-                              "avg_queue_s", r->avg_queue_s, "utilization_pct",
-                              r->utilization_pct, "jain", pr[p].jain, "preemptions",
-                              (json_int_t)r->preemptions, "lost_gpu_s", r->lost_gpu_s,
-                              "max_wait_s", r->max_wait_s, "makespan_s", r->makespan_s,
-                              "tenants", ten);
-        if (!o) {
-            json_decref(results);
-            return -1;
+        if (i + 1 >= argc)
+            return bad("%s: needs a value", opt);
+        const char *v = argv[++i];
+        bool known = false;
+        for (size_t k = 0; k < sizeof paths / sizeof paths[0] && !known; k++)
+            if (strcmp(opt, paths[k].name) == 0) {
+                *paths[k].dst = v;
+                known = true;
+            }
+        if (known)
+            continue;
+        int rc = 0;
+        if (strcmp(opt, "--nodes") == 0) {
+            rc = parse_num(opt, v, 1, NODES_MAX, true, &o->nodes);
+            o->nodes_given = true;
+        } else if (strcmp(opt, "--gpus-per-node") == 0) {
+            rc = parse_num(opt, v, 1, GPUS_PER_NODE_MAX, true, &o->gpus_per_node);
+            o->nodes_given = true;
+        } else if (strcmp(opt, "--round-s") == 0) {
+            rc = parse_num(opt, v, 0, ROUND_MAX_S, false, &o->cfg.round_s);
+            o->round_given = true;
+        } else if (strcmp(opt, "--restart-cost-s") == 0) {
+            rc = parse_num(opt, v, 0, RESTART_MAX_S, false, &o->cfg.restart_cost_s);
+            o->restart_given = true;
+        } else if (strcmp(opt, "--checkpoint-s") == 0) {
+            rc = parse_num(opt, v, 0, CHECKPOINT_MAX_S, false, &o->cfg.checkpoint_s);
+        } else {
+            fprintf(stderr, "tessera-sim replay: unknown option \"%s\"\n", opt);
+            usage(stderr);
+            return EXIT_BAD_INPUT;
         }
-        json_array_append_new(results, o);
+        if (rc)
+            return EXIT_BAD_INPUT;
     }
-    json_t *doc = json_pack("{s:s,s:n,s:o}", "jobs_file", jobs_file, "set", "results", results);
-    if (!doc)
-        return -1;
-    int rc = json_dump_file(doc, path, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
-    json_decref(doc);
-    return rc;
+    if (!o->jobs)
+        return bad("%s", "--jobs: required");
+    if (!o->policies)
+        return bad("%s", "--policy: required");
+    if (o->cluster && o->nodes_given)
+        return bad("%s", "--cluster: give either --cluster or --nodes/--gpus-per-node");
+    if (o->tenants && o->vc_nodes)
+        return bad("%s", "--tenants: give either --tenants or --vc-nodes");
+    return parse_policies(o);
 }
 
 /* The VC file beside the jobs file unless given. */
@@ -261,206 +212,193 @@ static int load_vcs(const char *jobs_path, const char *vc_path, ts_replay_tenant
     ts_err err = {0};
     int rc = ts_replay_load_vc_nodes(buf, len, vc_path, vcs, n, &err);
     free(buf);
-    if (rc)
-        return bad("%s", err.msg);
-    return 0;
+    return rc ? bad("%s", err.msg) : 0;
 }
 
-static int run_philly(const char *buf, size_t len, const char *jobs_path, const char *vc_path,
-                      const char *from, const char *to, ts_replay_config *cfg,
-                      const ts_replay_policy_ops **ops, int npol, const char *json_path)
+/* Reads the jobs file in its format, with its tenants, into *t. */
+static int load_trace(options *o, const char **format, ts_replay_trace **t)
 {
+    size_t len;
+    char *buf = slurp(o->jobs, &len);
+    if (!buf)
+        return EXIT_BAD_INPUT;
+    bool philly = ts_replay_is_philly(buf, len), ours = ts_replay_is_jobs_csv(buf, len);
+    ts_replay_tenant *ten = NULL;
+    int nten = 0, rc = 0;
     ts_err err = {0};
-    long from_day = LONG_MIN, to_day = LONG_MAX;
-    if ((from && ts_replay_parse_day(from, &from_day, &err)) ||
-        (to && ts_replay_parse_day(to, &to_day, &err)))
-        return bad("--from/--to: %s", err.msg);
-    ts_replay_tenant *vcs = NULL;
-    int nvc = 0, rc = load_vcs(jobs_path, vc_path, &vcs, &nvc);
-    if (rc)
-        return rc;
-    ts_replay_trace *t = NULL;
-    rc = ts_replay_load_philly(buf, len, jobs_path, vcs, nvc, from_day, to_day, &t, &err);
-    free(vcs);
-    if (rc)
-        return bad("%s", err.msg);
-    cfg->gpus_per_node = TS_REPLAY_PHILLY_GPUS_PER_NODE;
-    philly_result pr[POLICIES_MAX];
-    memset(pr, 0, sizeof pr);
-    for (int p = 0; p < npol && rc == 0; p++) {
-        pr[p].ops = ops[p];
-        pr[p].tres = calloc((size_t)t->ntenants, sizeof *pr[p].tres);
-        ts_replay_config c = *cfg;
-        c.ckpt_cost_by_gpus = ops[p]->preemptive;  /* Helios SRTF's checkpoint cost */
-        if (!pr[p].tres) {
-            fprintf(stderr, "tessera-sim replay: out of memory\n");
-            rc = 1;
-        } else if (ts_replay_run_siloed(&c, ops[p], t->wl[0].jobs, t->wl[0].njobs, t->tenants,
-                                        t->ntenants, NULL, &pr[p].res, pr[p].tres, &pr[p].jain,
-                                        &err) != 0) {
-            fprintf(stderr, "tessera-sim replay: %s: %s\n", ops[p]->name, err.msg);
-            rc = 1;
-        }
+    if (!philly && (o->vc_nodes || o->from || o->to))
+        rc = bad("%s", "--vc-nodes/--from/--to: only for the Philly job list");
+    else if (!philly && !ours && o->tenants)
+        rc = bad("%s", "--tenants: only for the Philly job list and our job lists");
+    else if (o->set && (philly || ours))
+        rc = bad("%s", "--set: only for the Pollux workloads");
+    else if (o->tenants)
+        rc = replay_load_tenants(o->tenants, &ten, &nten);
+    else if (philly)
+        rc = load_vcs(o->jobs, o->vc_nodes, &ten, &nten);
+    if (rc == 0 && philly) {
+        long from_day = LONG_MIN, to_day = LONG_MAX;
+        *format = "philly";
+        if ((o->from && ts_replay_parse_day(o->from, &from_day, &err)) ||
+            (o->to && ts_replay_parse_day(o->to, &to_day, &err)))
+            rc = bad("--from/--to: %s", err.msg);
+        else if (ts_replay_load_philly(buf, len, o->jobs, ten, nten, from_day, to_day, t, &err))
+            rc = bad("%s", err.msg);
+    } else if (rc == 0 && ours) {
+        *format = "jobs";
+        if (ts_replay_load_jobs_csv(buf, len, o->jobs, ten, nten, t, &err))
+            rc = bad("%s", err.msg);
+    } else if (rc == 0) {
+        *format = "pollux";
+        if (ts_replay_load_pollux(buf, len, o->jobs, o->set, t, &err))
+            rc = bad("%s", err.msg);
     }
-    if (rc == 0) {
-        cfg->ckpt_cost_by_gpus = true;
-        print_philly(stdout, t, cfg, pr, npol);
-        if (json_path && write_philly_json(json_path, jobs_path, t, pr, npol) != 0) {
-            fprintf(stderr, "tessera-sim replay: %s: cannot write JSON\n", json_path);
-            rc = 1;
-        }
-    }
-    for (int p = 0; p < npol; p++)
-        free(pr[p].tres);
-    ts_replay_trace_free(t);
+    free(ten);
+    free(buf);
     return rc;
 }
 
-int replay_main(int argc, char **argv)
+/* The cluster, clock and costs: given, or the format's defaults. */
+static int settle_config(options *o, const char *format, const ts_replay_trace *t)
 {
-    const char *jobs_path = NULL, *set = NULL, *policies = NULL, *json_path = NULL;
-    const char *vc_path = NULL, *from = NULL, *to = NULL;
-    bool round_given = false, restart_given = false;
-    double nodes = 16, gpn = 4;
-    ts_replay_config cfg = {.round_s = TS_REPLAY_ROUND_DEFAULT_S,
-                            .restart_cost_s = TS_REPLAY_RESTART_DEFAULT_S};
-    for (int i = 2; i < argc; i++) {
-        const char *o = argv[i];
-        if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        if (i + 1 >= argc)
-            return bad("%s: needs a value", o);
-        const char *v = argv[++i];
-        if (strcmp(o, "--jobs") == 0)
-            jobs_path = v;
-        else if (strcmp(o, "--set") == 0)
-            set = v;
-        else if (strcmp(o, "--policy") == 0)
-            policies = v;
-        else if (strcmp(o, "--json") == 0)
-            json_path = v;
-        else if (strcmp(o, "--vc-nodes") == 0)
-            vc_path = v;
-        else if (strcmp(o, "--from") == 0)
-            from = v;
-        else if (strcmp(o, "--to") == 0)
-            to = v;
-        else if (strcmp(o, "--nodes") == 0) {
-            if (parse_num(o, v, 1, NODES_MAX, true, &nodes))
-                return EXIT_BAD_INPUT;
-        } else if (strcmp(o, "--gpus-per-node") == 0) {
-            if (parse_num(o, v, 1, GPUS_PER_NODE_MAX, true, &gpn))
-                return EXIT_BAD_INPUT;
-        } else if (strcmp(o, "--round-s") == 0) {
-            if (parse_num(o, v, 0, ROUND_MAX_S, false, &cfg.round_s))
-                return EXIT_BAD_INPUT;
-            round_given = true;
-        } else if (strcmp(o, "--restart-cost-s") == 0) {
-            if (parse_num(o, v, 0, RESTART_MAX_S, false, &cfg.restart_cost_s))
-                return EXIT_BAD_INPUT;
-            restart_given = true;
-        } else {
-            fprintf(stderr, "tessera-sim replay: unknown option \"%s\"\n", o);
-            usage(stderr);
-            return EXIT_BAD_INPUT;
-        }
+    ts_replay_config *cfg = &o->cfg;
+    bool helios = strcmp(format, "pollux") != 0;
+    if (helios && !o->round_given)
+        cfg->round_s = 0; /* the procedure's 1-s ticks: decide at every event */
+    if (helios && !o->restart_given)
+        cfg->restart_cost_s = 0;
+    cfg->ckpt_cost_by_gpus = helios;
+    if (o->cluster) {
+        int rc = replay_load_cluster(o->cluster, &cfg->nodes, &cfg->gpus_per_node);
+        if (rc)
+            return rc;
+    } else if (!o->nodes_given && t->ntenants > 0) {
+        /* the tenants' guarantees, in the procedure's 8-GPU nodes */
+        long g = 0;
+        for (int k = 0; k < t->ntenants; k++)
+            g += t->tenants[k].gpus;
+        cfg->gpus_per_node = TS_REPLAY_PHILLY_GPUS_PER_NODE;
+        cfg->nodes = (int)((g + TS_REPLAY_PHILLY_GPUS_PER_NODE - 1) / TS_REPLAY_PHILLY_GPUS_PER_NODE);
+        if (cfg->nodes < 1)
+            cfg->nodes = 1;
+    } else {
+        cfg->nodes = (int)o->nodes;
+        cfg->gpus_per_node = (int)o->gpus_per_node;
     }
-    cfg.nodes = (int)nodes;
-    cfg.gpus_per_node = (int)gpn;
-    if (!jobs_path)
-        return bad("%s", "--jobs: required");
-    if (!policies)
-        return bad("%s", "--policy: required");
-
-    policy_result pr[POLICIES_MAX];
-    memset(pr, 0, sizeof pr);
-    int npol = 0;
-    char *pcopy = strdup(policies), *save = NULL;
-    if (!pcopy)
-        return 1;
-    for (char *tok = strtok_r(pcopy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        const ts_replay_policy_ops *ops = ts_replay_policy_find(tok);
-        if (!ops || npol == POLICIES_MAX) {
-            fprintf(stderr, "tessera-sim replay: --policy: %s \"%s\"\n",
-                    ops ? "too many policies at" : "unknown policy", tok);
-            usage(stderr);
-            free(pcopy);
-            return EXIT_BAD_INPUT;
-        }
-        pr[npol++].ops = ops;
-    }
-    free(pcopy);
-    if (npol == 0)
-        return bad("%s", "--policy: empty list");
-
-    size_t len;
-    char *buf = slurp(jobs_path, &len);
-    if (!buf)
-        return EXIT_BAD_INPUT;
-    if (ts_replay_is_philly(buf, len)) {
-        const ts_replay_policy_ops *ops[POLICIES_MAX];
-        for (int p = 0; p < npol; p++)
-            ops[p] = pr[p].ops;
-        if (!round_given)
-            cfg.round_s = 0;  /* the procedure's 1-s ticks: decide at every event */
-        if (!restart_given)
-            cfg.restart_cost_s = 0;
-        int prc = run_philly(buf, len, jobs_path, vc_path, from, to, &cfg, ops, npol, json_path);
-        free(buf);
-        return prc;
-    }
-    if (vc_path || from || to) {
-        free(buf);
-        return bad("%s", "--vc-nodes/--from/--to: only for the Philly job list");
-    }
-    ts_err err = {0};
-    ts_replay_trace *t = NULL;
-    int rc = ts_replay_load_pollux(buf, len, jobs_path, set, &t, &err);
-    free(buf);
-    if (rc != 0) {
-        fprintf(stderr, "tessera-sim replay: %s\n", err.msg);
+    long total = (long)cfg->nodes * cfg->gpus_per_node, guaranteed = 0;
+    for (int k = 0; k < t->ntenants; k++)
+        guaranteed += t->tenants[k].gpus;
+    if (guaranteed > total) {
+        fprintf(stderr,
+                "tessera-sim replay: %s: tenants: guarantees add up to %ld GPUs, the cluster has "
+                "%ld\n",
+                o->tenants ? o->tenants : o->jobs, guaranteed, total);
         return EXIT_BAD_INPUT;
     }
-    long total = (long)cfg.nodes * cfg.gpus_per_node;
     for (int w = 0; w < t->nwl; w++)
         for (int j = 0; j < t->wl[w].njobs; j++)
             if (t->wl[w].jobs[j].gpus > total) {
                 fprintf(stderr,
                         "tessera-sim replay: %s: job %s of %s needs %d GPUs, the cluster has %ld\n",
-                        jobs_path, t->wl[w].jobs[j].name, t->wl[w].name, t->wl[w].jobs[j].gpus,
+                        o->jobs, t->wl[w].jobs[j].name, t->wl[w].name, t->wl[w].jobs[j].gpus,
                         total);
-                ts_replay_trace_free(t);
                 return EXIT_BAD_INPUT;
             }
+    return 0;
+}
 
-    rc = 0;
-    for (int p = 0; p < npol && rc == 0; p++) {
-        pr[p].per = calloc((size_t)t->nwl, sizeof *pr[p].per);
-        if (!pr[p].per) {
-            fprintf(stderr, "tessera-sim replay: out of memory\n");
-            rc = 1;
-            break;
-        }
-        for (int w = 0; w < t->nwl && rc == 0; w++)
-            if (ts_replay_run(&cfg, pr[p].ops, t->wl[w].jobs, t->wl[w].njobs, NULL,
-                              &pr[p].per[w], &err) != 0) {
-                fprintf(stderr, "tessera-sim replay: %s, %s: %s\n", pr[p].ops->name,
-                        t->wl[w].name, err.msg);
-                rc = 1;
-            }
-        ts_replay_result_mean(pr[p].per, t->nwl, &pr[p].mean);
+/* Runs one policy over every workload (or once over the tenants). */
+static int run_policy(const options *o, const ts_replay_trace *t, replay_policy_run *pr)
+{
+    ts_err err = {0};
+    bool tenanted = t->ntenants > 0, want_series = o->series || o->plot;
+    pr->per = calloc((size_t)t->nwl, sizeof *pr->per);
+    pr->series = calloc((size_t)t->nwl, sizeof *pr->series);
+    pr->tres = tenanted ? calloc((size_t)t->ntenants, sizeof *pr->tres) : NULL;
+    if (!pr->per || !pr->series || (tenanted && !pr->tres)) {
+        fprintf(stderr, "tessera-sim replay: out of memory\n");
+        return 1;
     }
-    if (rc == 0) {
-        print_tables(stdout, t, &cfg, pr, npol);
-        if (json_path && write_json(json_path, jobs_path, set, t, pr, npol) != 0) {
-            fprintf(stderr, "tessera-sim replay: %s: cannot write JSON\n", json_path);
-            rc = 1;
-        }
+    bool shared = tenanted && pr->ops == &ts_replay_tessera_ops;
+    pr->mode = !tenanted ? "pooled" : shared ? "shared" : "siloed";
+    ts_replay_config cfg = o->cfg;
+    cfg.ckpt_cost_by_gpus = o->cfg.ckpt_cost_by_gpus && pr->ops->preemptive;
+    int rc = 0;
+    for (int w = 0; w < t->nwl && rc == 0; w++) {
+        const ts_replay_workload *W = &t->wl[w];
+        ts_replay_outcome *out = calloc((size_t)(W->njobs > 0 ? W->njobs : 1), sizeof *out);
+        ts_replay_log log = {0};
+        if (!out)
+            rc = ts_err_set(&err, TS_ENOMEM, "out of memory");
+        else if (shared)
+            rc = ts_replay_run_shared(&cfg, pr->ops, W->jobs, W->njobs, t->tenants, t->ntenants,
+                                      out, &pr->per[w], pr->tres, &pr->fair, &log, &err);
+        else if (tenanted)
+            rc = ts_replay_run_siloed(&cfg, pr->ops, W->jobs, W->njobs, t->tenants, t->ntenants,
+                                      out, &pr->per[w], pr->tres, &pr->fair, &log, &err);
+        else
+            rc = ts_replay_run_logged(&cfg, pr->ops, W->jobs, W->njobs, out, &pr->per[w],
+                                      want_series ? &log : NULL, &err);
+        if (rc == 0 && want_series)
+            rc = ts_replay_series_build(W->jobs, W->njobs, out, &log, t->ntenants,
+                                        (long)cfg.nodes * cfg.gpus_per_node, SERIES_POINTS_MAX,
+                                        &pr->series[w], &err);
+        if (rc)
+            fprintf(stderr, "tessera-sim replay: %s, %s: %s\n", pr->ops->name, W->name, err.msg);
+        ts_replay_log_free(&log);
+        free(out);
     }
-    for (int p = 0; p < npol; p++)
+    ts_replay_result_mean(pr->per, t->nwl, &pr->mean);
+    return rc ? 1 : 0;
+}
+
+static void free_runs(replay_policy_run *pr, int npol, int nwl)
+{
+    for (int p = 0; p < npol; p++) {
+        for (int w = 0; pr[p].series && w < nwl; w++)
+            ts_replay_series_free(pr[p].series[w]);
+        free(pr[p].series);
         free(pr[p].per);
+        free(pr[p].tres);
+    }
+}
+
+int replay_main(int argc, char **argv)
+{
+    options o;
+    int rc = parse_options(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    const char *format = NULL;
+    ts_replay_trace *t = NULL;
+    if ((rc = load_trace(&o, &format, &t)) != 0)
+        return rc;
+    if ((rc = settle_config(&o, format, t)) != 0) {
+        ts_replay_trace_free(t);
+        return rc;
+    }
+    replay_policy_run pr[POLICIES_MAX];
+    memset(pr, 0, sizeof pr);
+    for (int p = 0; p < o.npol && rc == 0; p++) {
+        pr[p].ops = o.ops[p];
+        rc = run_policy(&o, t, &pr[p]);
+    }
+    replay_report rep = {o.jobs, o.set, format, t, &o.cfg, pr, o.npol};
+    if (rc == 0) {
+        replay_print(stdout, &rep);
+        const char *failed = NULL;
+        if (o.json && replay_write_json(o.json, &rep) != 0)
+            failed = o.json;
+        else if (o.series && replay_write_series(o.series, &rep) != 0)
+            failed = o.series;
+        else if (o.plot && sim_plot_replay(o.plot, &rep) != 0)
+            failed = o.plot;
+        if (failed) {
+            fprintf(stderr, "tessera-sim replay: %s: cannot write\n", failed);
+            rc = 1;
+        }
+    }
+    free_runs(pr, o.npol, t->nwl);
     ts_replay_trace_free(t);
     return rc;
 }

@@ -7,7 +7,8 @@
  * event-driven, the restart cost paid again after a preemption, tiresias
  * demoting at exactly 16 GPU-hours (not a round earlier) in both clock modes,
  * fifo blocking at the first job that does not fit while sjf takes the
- * shortest first, a job larger than the cluster refused, determinism, and the
+ * shortest first, progress lost to a preemption since the last checkpoint
+ * (--checkpoint-s), a job larger than the cluster refused, determinism, and the
  * Pollux CSV loader (start-up subtracted, arrival order, set filtering, and
  * file:line: field messages on bad input).
  */
@@ -119,6 +120,55 @@ static void test_restart_cost_on_preemption(void **state)
     assert_true(o[0].finish_s == 690);   /* 60 + 30 + 600 */
     assert_true(o[1].finish_s == 810);   /* seen free at 720, 30 + 60 */
     assert_int_equal(r.preemptions, 0);
+}
+
+/* --checkpoint-s. One GPU, event-driven, no restart cost. A (work 600) from
+ * 0; B (work 60) at 130 preempts it under srtf. Checkpointing at preemption
+ * (0), A resumes with 470 left at 190: done 660. Every 100 s of progress, A
+ * keeps the checkpoint at 100, does 30 s again: 500 left, done 690; 30 s
+ * lost, 30 GPU-s with its one GPU. Preempted right at a checkpoint (B at
+ * 200), nothing is lost. On 2 GPUs the same loss counts twice. */
+static void test_checkpoint_loss(void **state)
+{
+    (void)state;
+    ts_replay_config cfg = one_node(1, 0);
+    cfg.restart_cost_s = 0;
+    ts_replay_job jobs[] = {job("A", 0, 1, 600), job("B", 130, 1, 60)};
+    ts_replay_outcome o[2];
+    ts_replay_result r;
+    run_ok(&cfg, "srtf", jobs, 2, o, &r);
+    assert_true(o[0].finish_s == 660);
+    assert_true(o[0].lost_work_s == 0 && r.lost_gpu_s == 0);
+    cfg.checkpoint_s = 100;
+    run_ok(&cfg, "srtf", jobs, 2, o, &r);
+    assert_int_equal(o[0].preemptions, 1);
+    assert_true(o[0].finish_s == 690);
+    assert_true(o[0].lost_work_s == 30);
+    assert_true(r.lost_gpu_s == 30);
+    jobs[1].submit_s = 200;
+    run_ok(&cfg, "srtf", jobs, 2, o, &r);
+    assert_true(o[0].finish_s == 660); /* 200 done, B 200..260, 400 more */
+    assert_true(o[0].lost_work_s == 0 && r.lost_gpu_s == 0);
+    ts_replay_config two = one_node(2, 0);
+    two.restart_cost_s = 0;
+    two.checkpoint_s = 100;
+    ts_replay_job wide[] = {job("A", 0, 2, 600), job("B", 130, 2, 60)};
+    run_ok(&two, "srtf", wide, 2, o, &r);
+    assert_true(o[0].finish_s == 690);
+    assert_true(r.lost_gpu_s == 60);
+    /* restart costs count on top, and delay progress: with 30 s per start,
+     * B at 150 finds A 120 s along: 20 s lost, and 30 s of restart again */
+    two.restart_cost_s = 30;
+    wide[1].submit_s = 150;
+    run_ok(&two, "srtf", wide, 2, o, &r);
+    assert_true(o[0].lost_work_s == 20);
+    assert_true(r.lost_gpu_s == 2 * (30 + 20));
+    /* a bad interval is refused, naming the field */
+    ts_err err = {0};
+    cfg.checkpoint_s = -1;
+    assert_int_equal(ts_replay_run(&cfg, ts_replay_policy_find("srtf"), jobs, 2, o, &r, &err),
+                     TS_EINVAL);
+    assert_non_null(strstr(err.msg, "checkpoint_s"));
 }
 
 /* Four GPUs. A (4 GPUs, long) runs from 60; each round adds 60 x 4 = 240
@@ -301,6 +351,7 @@ int main(void)
         cmocka_unit_test(test_job_alone_rounds),
         cmocka_unit_test(test_job_alone_event_driven),
         cmocka_unit_test(test_restart_cost_on_preemption),
+        cmocka_unit_test(test_checkpoint_loss),
         cmocka_unit_test(test_tiresias_demotion_at_threshold),
         cmocka_unit_test(test_fifo_blocks_sjf_orders),
         cmocka_unit_test(test_job_too_large_refused),

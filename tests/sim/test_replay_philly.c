@@ -45,17 +45,17 @@ static ts_replay_job job(int tenant, double submit, int gpus, double work)
     return j;
 }
 
-static const ts_replay_tenant two_tenants[2] = {{"aa", 1}, {"bb", 1}};
+static const ts_replay_tenant two_tenants[2] = {{"aa", 8}, {"bb", 8}};
 
 static void run_siloed_ok(const ts_replay_config *cfg, const char *policy,
                           const ts_replay_job *jobs, int n, const ts_replay_tenant *t, int nt,
                           ts_replay_outcome *out, ts_replay_result *res,
-                          ts_replay_tenant_result *tres, double *jain)
+                          ts_replay_tenant_result *tres, ts_replay_fairness *fair)
 {
     ts_err err = {0};
     const ts_replay_policy_ops *ops = ts_replay_policy_find(policy);
     assert_non_null(ops);
-    if (ts_replay_run_siloed(cfg, ops, jobs, n, t, nt, out, res, tres, jain, &err) != 0)
+    if (ts_replay_run_siloed(cfg, ops, jobs, n, t, nt, out, res, tres, fair, NULL, &err) != 0)
         fail_msg("%s", err.msg);
 }
 
@@ -71,8 +71,8 @@ static void test_tenant_never_uses_another_partition(void **state)
         ts_replay_outcome o[3];
         ts_replay_result r;
         ts_replay_tenant_result tr[2];
-        double jain;
-        run_siloed_ok(&cfg, pols[p], jobs, 3, two_tenants, 2, o, &r, tr, &jain);
+        ts_replay_fairness fair;
+        run_siloed_ok(&cfg, pols[p], jobs, 3, two_tenants, 2, o, &r, tr, &fair);
         assert_true(o[0].finish_s == 100);
         assert_true(o[1].finish_s == 200);
         assert_true(o[1].queue_s == 100);
@@ -130,9 +130,11 @@ static void test_srtf_restart_pays_checkpoint(void **state)
                 ts_replay_ckpt_cost_s(8) == 30 && ts_replay_ckpt_cost_s(9) == 60);
 }
 
-/* aa: 4 GPUs for 100 s at 0 and again at 300: demand 200 s (the gap does not
- * count), held 800 GPU-s, share 800 / 200 / 8 = 0.5. bb: 8 GPUs for 100 s:
- * share 1. Jain = (0.5 + 1)^2 / (2 (0.25 + 1)) = 2.25 / 2.5 = 0.9. */
+/* The older measure. aa: 4 GPUs for 100 s at 0 and again at 300: demand
+ * 200 s (the gap does not count), held 800 GPU-s, share while active 800 /
+ * 200 / 8 = 0.5. bb: 8 GPUs for 100 s: 1. Jain = (0.5 + 1)^2 / (2 (0.25 +
+ * 1)) = 2.25 / 2.5 = 0.9. By the new one both got all they were entitled to
+ * (share vs guarantee 1) and all their fair share: Jain 1, no deficit. */
 static void test_share_and_jain_by_hand(void **state)
 {
     (void)state;
@@ -141,12 +143,16 @@ static void test_share_and_jain_by_hand(void **state)
     ts_replay_outcome o[3];
     ts_replay_result r;
     ts_replay_tenant_result tr[2];
-    double jain;
-    run_siloed_ok(&cfg, "fifo", jobs, 3, two_tenants, 2, o, &r, tr, &jain);
+    ts_replay_fairness fair;
+    run_siloed_ok(&cfg, "fifo", jobs, 3, two_tenants, 2, o, &r, tr, &fair);
     assert_true(tr[0].demand_s == 200);
-    assert_true(fabs(tr[0].share_vs_guarantee - 0.5) < 1e-12);
-    assert_true(fabs(tr[1].share_vs_guarantee - 1.0) < 1e-12);
-    assert_true(fabs(jain - 0.9) < 1e-12);
+    assert_true(fabs(tr[0].share_while_active - 0.5) < 1e-12);
+    assert_true(fabs(tr[1].share_while_active - 1.0) < 1e-12);
+    assert_true(fabs(fair.jain_active - 0.9) < 1e-12);
+    assert_true(tr[0].held_gpu_s == 800 && tr[0].entitled_gpu_s == 800);
+    assert_true(tr[0].share_vs_guarantee == 1 && tr[1].share_vs_guarantee == 1);
+    assert_true(fabs(fair.jain - 1) < 1e-12);
+    assert_true(fair.deficit_gpu_s == 0);
     double x[3] = {1, 1, 1}, y[2] = {1, 0};
     assert_true(fabs(ts_replay_jain(x, 3) - 1) < 1e-12);
     assert_true(fabs(ts_replay_jain(y, 2) - 0.5) < 1e-12);
@@ -184,7 +190,7 @@ static void test_loader_window_whole_days(void **state)
     int nvc;
     ts_replay_tenant *vcs = fixture_vcs(&nvc);
     assert_int_equal(nvc, 2);
-    assert_int_equal(vcs[1].nodes, 2);
+    assert_int_equal(vcs[1].gpus, 2 * TS_REPLAY_PHILLY_GPUS_PER_NODE);
     size_t len;
     char *buf = slurp(FIXTURE, &len);
     assert_true(ts_replay_is_philly(buf, len));
@@ -219,7 +225,7 @@ static void test_loader_window_whole_days(void **state)
     ts_replay_trace_free(t);
 
     /* aa has one node: a 16-GPU job can never start */
-    vcs[0].nodes = 1;
+    vcs[0].gpus = TS_REPLAY_PHILLY_GPUS_PER_NODE;
     const char *big = "timestamp,duration,num_gpus,gpu_time,cluster\n"
                       "2017-10-01 00:00:00,10.0,16,160.0,aa\n";
     assert_int_equal(ts_replay_load_philly(big, strlen(big), "big.csv", vcs, nvc, from, to, &t,

@@ -59,7 +59,7 @@ static void driver_init(driver *d, const ts_replay_job *jobs, int n)
     d->jobs = jobs;
     d->njobs = n;
     ts_err err = {0};
-    assert_int_equal(d->ops->init(&d->state, n, &err), 0);
+    assert_int_equal(d->ops->init(&d->state, n, 0, &err), 0);
 }
 
 /* Decides at now over the jobs listed in pending (a -1-terminated list of
@@ -198,9 +198,9 @@ static struct {
     bool saw_oracle;
 } g_log;
 
-static int rec_init(void **st, int njobs, ts_err *err)
+static int rec_init(void **st, int njobs, int ntenants, ts_err *err)
 {
-    return ts_replay_tessera_ops.init(st, njobs, err);
+    return ts_replay_tessera_ops.init(st, njobs, ntenants, err);
 }
 
 static void rec_decide(void *st, const ts_replay_view *v, bool *run)
