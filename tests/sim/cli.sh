@@ -9,8 +9,13 @@
 # found; a tiny valid run (2 seeds, all seven policies, on the small openb
 # fixtures) exits 0 and prints one table row per policy; --json has the shape
 # the plotting scripts read; and the results are a function of the seed alone
-# (identical --csv for the same seed, for --jobs 1 and --jobs 2). Every check
-# counts; the last line is "N passed, M failed" and any failure exits 1.
+# (identical --csv for the same seed, for --jobs 1 and --jobs 2). For
+# `replay`: bad inputs (unequal nodes, unknown tenant, guarantees beyond the
+# cluster, ...) exit 2 naming the field; a run with tenants writes --json,
+# --series and --plot of the documented shape (the SVG must parse as XML);
+# the Philly fixture gives the same figures by --vc-nodes and by
+# --cluster/--tenants; a Pollux run has no tenants. Every check counts; the
+# last line is "N passed, M failed" and any failure exits 1.
 set -uo pipefail
 
 if [ $# -ne 2 ]; then
@@ -201,6 +206,103 @@ if [ "$(wc -l <"$tmp/a.csv")" -eq $((1 + 7 * 2 * 131)) ] &&
 else
   fail "--csv: expected 1835 lines, and different seeds to give different results"
 fi
+
+# ---- replay: inputs, outputs, and the same figures by either route ----------------
+PJ=$DATA/replay-philly-small.csv
+JOBS=$DATA/replay-jobs-small.csv
+TEN=$DATA/replay-tenants-small.yaml
+CL=$DATA/replay-cluster-small.yaml
+ours=(--jobs "$JOBS" --tenants "$TEN" --cluster "$CL")
+expect_bad "replay: unequal nodes" "the same GPUs on every node" \
+  replay --jobs "$JOBS" --tenants "$TEN" --cluster "$DATA/cluster-small.yaml" --policy fifo
+expect_bad "replay: --cluster and --nodes" "--cluster: give either" \
+  replay "${ours[@]}" --nodes 4 --policy fifo
+expect_bad "replay: bad --checkpoint-s" "--checkpoint-s: must be a number" \
+  replay "${ours[@]}" --policy tessera --checkpoint-s -5
+expect_bad "replay: guarantees beyond the cluster" "guarantees add up to 16 GPUs, the cluster has 8" \
+  replay --jobs "$JOBS" --tenants "$TEN" --nodes 2 --gpus-per-node 4 --policy tessera
+printf 'name,submit_s,gpus,duration_s,tenant\na,0,1,10,vision\nb,5,1,10,audio\n' >"$tmp/j-ten.csv"
+expect_bad "replay: unknown tenant" "j-ten.csv:3: tenant: \"audio\" is not one of the 2 tenants" \
+  replay --jobs "$tmp/j-ten.csv" --tenants "$TEN" --cluster "$CL" --policy fifo
+expect_bad "replay: --tenants on Pollux" "--tenants: only for" \
+  replay --jobs "$DATA/replay-pollux-small.csv" --tenants "$TEN" --policy fifo
+expect_bad "replay: missing tenants file" "nope.yaml: cannot open" \
+  replay --jobs "$JOBS" --tenants "$tmp/nope.yaml" --policy fifo
+
+sim replay "${ours[@]}" --policy fifo,sjf,srtf,tessera --checkpoint-s 600 \
+  --json "$tmp/r.json" --series "$tmp/r.csv" --plot "$tmp/r.svg"
+if [ "$rc" -ne 0 ]; then
+  fail "replay with tenants: exit $rc, expected 0"
+else
+  pass
+fi
+if python3 - "$tmp/r.json" "$tmp/r.csv" "$tmp/r.svg" <<'PY'; then pass; else fail "replay outputs: wrong shape"; fi
+import csv, json, sys
+import xml.etree.ElementTree as ET
+
+d = json.load(open(sys.argv[1]))
+assert set(d) >= {"jobs_file", "set", "results"} and d["set"] is None, d.keys()
+assert d["checkpoint_s"] == 600 and d["cluster"] == {"nodes": 4, "gpus_per_node": 4}, d
+want = {"policy", "jobs", "avg_jct_s", "p50_jct_s", "p99_jct_s", "avg_queue_s", "utilization_pct",
+        "jain", "preemptions", "lost_gpu_s", "max_wait_s", "makespan_s", "tenants"}
+res = d["results"]
+assert [r["policy"] for r in res] == ["fifo", "sjf", "srtf", "tessera"], res
+assert [r["mode"] for r in res] == ["siloed", "siloed", "siloed", "shared"], res
+for r in res:
+    assert want <= set(r), want - set(r)
+    assert r["jobs"] == 6 and 0 < r["jain"] <= 1 and r["deficit_gpu_s"] >= 0, r
+    assert [t["name"] for t in r["tenants"]] == ["vision", "speech"], r["tenants"]
+    for t in r["tenants"]:
+        assert {"name", "avg_jct_s", "share_vs_guarantee"} <= set(t), t
+tessera = res[3]
+assert tessera["deficit_gpu_s"] == 0, tessera
+assert tessera["tenants"][0]["share_vs_guarantee"] > 1, tessera  # vision borrowed
+
+rows = list(csv.reader(open(sys.argv[2])))
+assert rows[0] == ["policy", "workload", "t_s", "busy_gpus", "utilization_pct", "queue_jobs",
+                   "held_vision", "held_speech"], rows[0]
+assert {r[0] for r in rows[1:]} == {"fifo", "sjf", "srtf", "tessera"}
+for r in rows[1:]:
+    busy, held = float(r[3]), float(r[6]) + float(r[7])
+    assert r[1] == "jobs" and abs(busy - held) < 1e-6 and 0 <= float(r[4]) <= 100, r
+
+root = ET.parse(sys.argv[3]).getroot()
+assert root.tag == "{http://www.w3.org/2000/svg}svg", root.tag
+text = " ".join("".join(e.itertext()) for e in root.iter("{http://www.w3.org/2000/svg}text"))
+for word in ("tessera (shared)", "fifo (siloed)", "GPU utilisation (%)", "queue (jobs waiting)",
+             "GPUs held per tenant", "vision", "speech", "time (minutes)"):
+    assert word in text, word
+PY
+
+# Philly: the VC file, or a cluster and tenants file saying the same, give the same replay
+sim replay --jobs "$PJ" --vc-nodes "$DATA/replay-philly-vc-small.csv" --policy fifo,srtf,tessera \
+  --json "$tmp/p1.json"
+rc1=$rc
+sim replay --jobs "$PJ" --cluster "$DATA/replay-philly-cluster-small.yaml" \
+  --tenants "$DATA/replay-philly-tenants-small.yaml" --policy fifo,srtf,tessera --json "$tmp/p2.json"
+if [ "$rc1" -eq 0 ] && [ "$rc" -eq 0 ] &&
+  python3 -c 'import json,sys; a,b=(json.load(open(f))["results"] for f in sys.argv[1:]); assert a==b and len(a)==3' \
+    "$tmp/p1.json" "$tmp/p2.json"; then
+  pass
+else
+  fail "replay: Philly by --vc-nodes and by --cluster/--tenants differ (exit $rc1, $rc)"
+fi
+
+# Pollux: no tenants: jain null, tenants empty, a series per workload without tenant columns
+sim replay --jobs "$DATA/replay-pollux-small.csv" --set workloads --policy fifo,tessera --nodes 2 \
+  --json "$tmp/x.json" --series "$tmp/x.csv" --plot "$tmp/x.svg"
+if [ "$rc" -eq 0 ] && python3 - "$tmp/x.json" "$tmp/x.csv" "$tmp/x.svg" <<'PY'; then pass; else fail "replay pollux: outputs"; fi
+import csv, json, sys
+import xml.etree.ElementTree as ET
+
+d = json.load(open(sys.argv[1]))
+for r in d["results"]:
+    assert r["jain"] is None and r["tenants"] == [] and r["mode"] == "pooled", r
+rows = list(csv.reader(open(sys.argv[2])))
+assert rows[0] == ["policy", "workload", "t_s", "busy_gpus", "utilization_pct", "queue_jobs"]
+assert {r[1] for r in rows[1:]} == {w["name"] for w in d["results"][0]["workloads"]}
+ET.parse(sys.argv[3])
+PY
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
