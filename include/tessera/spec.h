@@ -1,0 +1,91 @@
+/*
+ * spec.h - the job spec users submit (YAML or JSON, one parser: JSON is
+ * read as YAML flow syntax), validated field by field with every error
+ * reported at once, and written back as canonical JSON for the store.
+ * The format is documented key by key in docs/job-spec.md.
+ *
+ * Ownership: ts_spec_parse returns a new ts_job_spec freed with
+ * ts_spec_free; strings inside are owned by it. ts_spec_to_json returns a
+ * malloc'd string. Pure: no I/O, thread-safe.
+ */
+#ifndef TESSERA_SPEC_H
+#define TESSERA_SPEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TS_SPEC_NAME_MAX 64
+#define TS_SPEC_MAX_ERRORS 32
+#define TS_SPEC_MAX_BYTES (1 << 20)   /* a spec larger than 1 MiB is refused */
+#define TS_SPEC_MAX_TASKS 65536
+#define TS_SPEC_MAX_ARRAY 100000
+#define TS_SPEC_MAX_ARGS 4096
+#define TS_SPEC_MAX_ENV 4096
+
+/* Every error found, each "field.path: reason" (e.g. "tasks[1].gpus: must be
+ * 0..16"); more than TS_SPEC_MAX_ERRORS are counted in `more`. */
+typedef struct ts_spec_errors {
+    int n;
+    int more;
+    char msg[TS_SPEC_MAX_ERRORS][TS_ERR_MSG_MAX];
+} ts_spec_errors;
+
+/* One group of identical tasks (ranks in order: group 0's first). */
+typedef struct ts_task_spec {
+    int count;                          /* >= 1 */
+    int gpus;                           /* whole GPUs per task, 0..16 */
+    int32_t gpu_milli;                  /* 1000, or a share 1..999 with gpus == 1 */
+    int64_t gpu_mem_mib;                /* per GPU, 0 = no requirement */
+    char gpu_model[TS_SPEC_NAME_MAX];   /* "" = any; else a model of model.h */
+    char mig_profile[TS_SPEC_NAME_MAX]; /* "" = none, else e.g. "3g.40gb" (gpus must be 0) */
+    int64_t cpu_milli;
+    int64_t mem_mib;
+} ts_task_spec;
+
+typedef struct ts_job_spec {
+    char tenant[TS_SPEC_NAME_MAX];      /* required */
+    char name[TS_SPEC_NAME_MAX];        /* required */
+    int tier;                           /* enum ts_tier; default guaranteed */
+    char priority_class[TS_SPEC_NAME_MAX]; /* "" = the default class */
+    ts_task_spec *tasks;                /* ntasks groups, >= 1 */
+    int ntasks;
+    char required_level[TS_SPEC_NAME_MAX];  /* "" = any */
+    char preferred_level[TS_SPEC_NAME_MAX]; /* "" = the required one */
+    bool rail_aligned;
+    double time_limit_s;                /* 0 = the controller's default */
+    double duration_s;                  /* virtual nodes only: run this long (0 = the limit) */
+    int ckpt_signal;                    /* signal number; 0 = default (SIGUSR1) */
+    double ckpt_grace_s;                /* -1 = default */
+    double idle_timeout_s;              /* reap when idle this long; 0 = never */
+    char **argv;                        /* command, argc entries (may be 0) */
+    int argc;
+    char **env;                         /* "NAME=value", nenv entries */
+    int nenv;
+    char *workdir;                      /* NULL = the agent's default */
+    int array_size;                     /* 1 = a single job */
+} ts_job_spec;
+
+/* Parses and validates buf (YAML or JSON, at most TS_SPEC_MAX_BYTES). On
+ * success returns 0 and *out; otherwise TS_EINVAL with errs filled (every
+ * error, each naming its field path) and *out NULL. */
+int ts_spec_parse(const char *buf, size_t len, ts_job_spec **out, ts_spec_errors *errs);
+void ts_spec_free(ts_job_spec *spec);
+/* Canonical JSON (keys in a fixed order, defaults written out); parsing it
+ * gives back an equal spec. NULL on allocation failure. */
+char *ts_spec_to_json(const ts_job_spec *spec);
+/* Total whole GPUs (MIG instances and shares count 1 each) over all tasks. */
+int64_t ts_spec_gpus(const ts_job_spec *spec);
+/* All errors joined by "; " into buf (for one-line messages). */
+void ts_spec_errors_join(const ts_spec_errors *errs, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

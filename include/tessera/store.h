@@ -1,0 +1,182 @@
+/*
+ * store.h - the controller's durable state: jobs, their events, API tokens,
+ * tenant and quota overrides, behind one ops table with two backends.
+ *
+ * "sqlite:PATH" (or a bare path) is the embedded default: SQLite in WAL mode.
+ * "postgresql://..." uses PostgreSQL through libpq. Both apply the same
+ * versioned schema migrations at open (table schema_version).
+ *
+ * Durable before acknowledged: every write call returns only once its
+ * transaction is committed (synchronous=FULL on SQLite, a real COMMIT on
+ * PostgreSQL). Group commit: writes from concurrent threads are queued to one
+ * committer thread per store, which commits whatever is queued in a single
+ * transaction and then wakes every waiter, so N concurrent submissions cost
+ * about one disk flush, not N. A write that fails inside a group fails alone
+ * (the group is retried without it) with its own error.
+ *
+ * Ownership: a ts_store is created by ts_store_open and freed by
+ * ts_store_close. Rows returned to the caller own their strings; free them
+ * with ts_job_row_fini / ts_store_free_* . All calls are thread-safe: reads
+ * use their own connections (WAL readers on SQLite), writes go through the
+ * committer.
+ */
+#ifndef TESSERA_STORE_H
+#define TESSERA_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TS_STORE_NAME_MAX 64
+#define TS_STORE_KEY_MAX 128   /* idempotency keys */
+#define TS_STORE_REASON_MAX 32
+
+enum ts_job_state {
+    TS_JOB_PENDING = 0,
+    TS_JOB_HELD = 1,
+    TS_JOB_RUNNING = 2,
+    TS_JOB_STOPPING = 3,   /* preempted or cancelled, within its grace */
+    TS_JOB_COMPLETED = 4,
+    TS_JOB_FAILED = 5,
+    TS_JOB_CANCELLED = 6,
+};
+#define TS_JOB_STATES 7
+/* "pending", "held", "running", "stopping", "completed", "failed", "cancelled". */
+const char *ts_job_state_name(int state);
+int ts_job_state_parse(const char *name); /* -1 if unknown */
+static inline bool ts_job_state_terminal(int s) { return s >= TS_JOB_COMPLETED; }
+
+typedef struct ts_job_row {
+    int64_t id;                          /* assigned by the store at insert (> 0) */
+    char tenant[TS_STORE_NAME_MAX];
+    char name[TS_STORE_NAME_MAX];
+    char owner[TS_STORE_NAME_MAX];       /* the token's name that submitted it */
+    char idem_key[TS_STORE_KEY_MAX];     /* "" = none; unique per owner */
+    int state;                           /* enum ts_job_state */
+    int tier;                            /* enum ts_tier */
+    int priority;
+    int gpus;                            /* GPUs it asks for in all (for filters, usage) */
+    char gpu_model[TS_STORE_NAME_MAX];   /* model it runs on ("" until placed) */
+    double submit_s, start_s, end_s;     /* Unix seconds; 0 = not yet */
+    int preemptions;
+    char reason[TS_STORE_REASON_MAX];    /* last pending reason ("" when none) */
+    char *spec_json;                     /* the canonical spec (owned, never NULL on read) */
+    char *placement_json;                /* allocations while it runs (owned, may be NULL) */
+    char *why;                           /* last pending explanation (owned, may be NULL) */
+    int64_t gen;                         /* bumped by every update; optimistic concurrency */
+} ts_job_row;
+
+void ts_job_row_fini(ts_job_row *r);
+
+typedef struct ts_job_filter {
+    const char *tenant;   /* NULL = any */
+    const char *owner;    /* NULL = any */
+    int state;            /* -1 = any */
+    bool active_only;     /* pending, held, running, stopping */
+} ts_job_filter;
+
+typedef struct ts_event_row {
+    int64_t id;
+    int64_t job_id;
+    double t_s;
+    char kind[TS_STORE_REASON_MAX];   /* submitted, reserved, started, preempted, requeued, ... */
+    char *detail;                     /* owned, may be NULL */
+} ts_event_row;
+
+enum ts_role { TS_ROLE_ADMIN = 0, TS_ROLE_TENANT_ADMIN = 1, TS_ROLE_USER = 2, TS_ROLE_VIEWER = 3 };
+const char *ts_role_name(int role);
+int ts_role_parse(const char *name);
+
+#define TS_TOKEN_HASH_BYTES 32
+
+typedef struct ts_token_row {
+    int64_t id;
+    char name[TS_STORE_NAME_MAX];      /* unique */
+    int role;
+    char tenant[TS_STORE_NAME_MAX];    /* "" for admin and viewer of all */
+    uint8_t hash[TS_TOKEN_HASH_BYTES]; /* SHA-256 of the secret; the secret is never stored */
+    double created_s;
+    double revoked_s;                  /* 0 = live */
+} ts_token_row;
+
+/* GPU-seconds used between [from_s, to_s), by tenant, tier and GPU model
+ * (jobs' running intervals clipped to the window). */
+typedef struct ts_usage_row {
+    char tenant[TS_STORE_NAME_MAX];
+    int tier;
+    char gpu_model[TS_STORE_NAME_MAX];
+    double gpu_s;
+} ts_usage_row;
+
+typedef struct ts_store ts_store;
+
+/* Opens (creating and migrating) the store at url. */
+int ts_store_open(const char *url, ts_store **out, ts_err *err);
+void ts_store_close(ts_store *s);
+/* "sqlite" or "postgresql". */
+const char *ts_store_backend(const ts_store *s);
+int ts_store_schema_version(ts_store *s);
+
+/* Inserts a job (row->id, row->gen set on return). With a non-empty
+ * idem_key already used by the same owner, nothing is inserted: *existed is
+ * set and row is overwritten with the stored job. */
+int ts_store_job_insert(ts_store *s, ts_job_row *row, bool *existed, ts_err *err);
+/* Updates every mutable field of job row->id (state, times, preemptions,
+ * reason, why, placement_json, gpu_model) if its gen still equals row->gen;
+ * row->gen is bumped on success. TS_EEXIST when the gen moved (someone else
+ * updated it), TS_ENOENT when there is no such job. */
+int ts_store_job_update(ts_store *s, ts_job_row *row, ts_err *err);
+/* Several updates and events in one transaction (the scheduler applies one
+ * cycle's decisions at once). Same gen rule per row; all or nothing. */
+int ts_store_apply(ts_store *s, ts_job_row *rows, int nrows, const ts_event_row *events,
+                   int nevents, ts_err *err);
+int ts_store_job_get(ts_store *s, int64_t id, ts_job_row *out, ts_err *err);
+/* Jobs with id > after_id matching f, ascending id, at most limit (1..10000).
+ * *rows is malloc'd (free with ts_store_free_jobs). */
+int ts_store_job_list(ts_store *s, const ts_job_filter *f, int64_t after_id, int limit,
+                      ts_job_row **rows, int *n, ts_err *err);
+void ts_store_free_jobs(ts_job_row *rows, int n);
+/* Counts by state for one tenant (NULL = all): out[TS_JOB_STATES]. */
+int ts_store_job_counts(ts_store *s, const char *tenant, int64_t out[TS_JOB_STATES], ts_err *err);
+
+int ts_store_event_append(ts_store *s, const ts_event_row *ev, ts_err *err);
+int ts_store_event_list(ts_store *s, int64_t job_id, int64_t after_id, int limit,
+                        ts_event_row **rows, int *n, ts_err *err);
+void ts_store_free_events(ts_event_row *rows, int n);
+
+/* TS_EEXIST if the name is taken. */
+int ts_store_token_insert(ts_store *s, ts_token_row *row, ts_err *err);
+/* The live token with this hash, TS_ENOENT if none (or revoked). */
+int ts_store_token_by_hash(ts_store *s, const uint8_t hash[TS_TOKEN_HASH_BYTES],
+                           ts_token_row *out, ts_err *err);
+int ts_store_token_revoke(ts_store *s, const char *name, double now_s, ts_err *err);
+/* tenant NULL = every token. */
+int ts_store_token_list(ts_store *s, const char *tenant, ts_token_row **rows, int *n,
+                        ts_err *err);
+
+/* Tenants and quotas changed through the API, as one YAML document in the
+ * format of docs/tenants-format.md; *yaml NULL when never set (the
+ * configuration file's tenants apply). */
+int ts_store_tenants_get(ts_store *s, char **yaml, ts_err *err);
+int ts_store_tenants_put(ts_store *s, const char *yaml, ts_err *err);
+
+int ts_store_usage(ts_store *s, double from_s, double to_s, ts_usage_row **rows, int *n,
+                   ts_err *err);
+
+/* Writes committed and transactions used so far (for the group-commit test). */
+typedef struct ts_store_stats {
+    uint64_t writes;
+    uint64_t commits;
+} ts_store_stats;
+void ts_store_get_stats(ts_store *s, ts_store_stats *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
