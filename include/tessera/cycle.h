@@ -193,6 +193,11 @@ void ts_decision_fini(ts_decision *d);
 int ts_sched_cycle(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
                    const ts_job *running, int nrunning, ts_decision *d, ts_err *err);
 
+/* Drains a node (on = false: no new work lands on it; what runs stays) or
+ * puts it back. TS_EINVAL for a bad index. */
+int ts_sched_node_set_schedulable(ts_sched *s, int node, bool on, ts_err *err);
+bool ts_sched_node_schedulable(const ts_sched *s, int node);
+
 /* The index the cycle keeps (for tests and for explain). */
 const ts_gang_index *ts_sched_gang_index(const ts_sched *s);
 

@@ -75,6 +75,11 @@ void ts_gang_index_free(ts_gang_index *ix);
 /* Re-reads one node after a change made outside this module: O(ngpu + depth). */
 void ts_gang_index_node_changed(ts_gang_index *ix, int node);
 
+/* Takes a node out of (on = false) or back into placement: a node out of it
+ * counts no free GPUs and is never chosen (a drained node). O(depth). */
+void ts_gang_index_node_enable(ts_gang_index *ix, int node, bool on);
+bool ts_gang_index_node_enabled(const ts_gang_index *ix, int node);
+
 /* Aggregates, for tests and for pending-reason text. vertex -1 = the whole
  * cluster. Free whole GPUs count non-MIG GPUs with no task on them; a node is
  * fully free when it has such GPUs and all of them are free. */

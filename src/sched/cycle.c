@@ -99,6 +99,22 @@ void ts_sched_free(ts_sched *s)
 
 const ts_gang_index *ts_sched_gang_index(const ts_sched *s) { return s->ix; }
 
+int ts_sched_node_set_schedulable(ts_sched *s, int node, bool on, ts_err *err)
+{
+    if (node < 0 || node >= s->c->nnodes)
+        return ts_err_set(err, TS_EINVAL, "node: %d is not a node of the cluster", node);
+    blockers_clear(s);
+    ts_gang_index_node_enable(s->ix, node, on);
+    if (s->six)
+        ts_gang_index_node_enable(s->six, node, on);
+    return 0;
+}
+
+bool ts_sched_node_schedulable(const ts_sched *s, int node)
+{
+    return ts_gang_index_node_enabled(s->ix, node);
+}
+
 static bool level_ok(const ts_cluster *c, int level)
 {
     if (level == TS_GANG_LEVEL_ANY || level == TS_GANG_LEVEL_NODE)

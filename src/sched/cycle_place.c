@@ -58,7 +58,7 @@ static int best_node(ts_sched *s, const ts_cluster *c, const ts_request *r, int 
     for (int k = 0; k < n; k++) {
         int i = start + k < c->nnodes ? start + k : start + k - c->nnodes;
         const ts_node *nd = &c->nodes[i];
-        if (!ts_node_fits(nd, r))
+        if (!ts_gang_index_node_enabled(c == s->c ? s->ix : s->six, i) || !ts_node_fits(nd, r))
             continue;
         if (!proportional_ok(s, nd, r)) {
             *blocked_by_reserve = true;

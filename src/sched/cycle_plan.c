@@ -60,6 +60,9 @@ static int scratch_sync(ts_sched *s)
     if (fresh) {
         ts_err err;
         s->six = ts_gang_index_new(s->sc, &err);
+        for (int i = 0; s->six && i < n; i++)
+            if (!ts_gang_index_node_enabled(s->ix, i))
+                ts_gang_index_node_enable(s->six, i, false);
     }
     return s->six ? 0 : TS_ENOMEM;
 }

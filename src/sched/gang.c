@@ -38,6 +38,7 @@ struct ts_gang_index {
     int *d_verts;
     uint8_t *n_free;     /* [nnodes] free whole GPUs as last seen */
     uint8_t *n_full;
+    uint8_t *n_off;      /* [nnodes] taken out of placement (drained) */
     int64_t free, full;
     int32_t hist[NBUCKET];
     uint64_t *bucket;    /* [NBUCKET * words] node bitset per free count */
@@ -132,6 +133,8 @@ void ts_gang_index_node_changed(ts_gang_index *ix, int node)
     const ts_node *n = &ix->c->nodes[node];
     int f, cap;
     node_whole(n, &f, &cap);
+    if (ix->n_off[node])
+        f = 0;
     int full = cap > 0 && f == cap;
     int of = ix->n_free[node], ofull = ix->n_full[node];
     if (f == of && full == ofull)
@@ -153,6 +156,19 @@ void ts_gang_index_node_changed(ts_gang_index *ix, int node)
     ix->n_full[node] = (uint8_t)full;
 }
 
+void ts_gang_index_node_enable(ts_gang_index *ix, int node, bool on)
+{
+    if (node < 0 || node >= ix->nnodes || ix->n_off[node] == !on)
+        return;
+    ix->n_off[node] = !on;
+    ts_gang_index_node_changed(ix, node);
+}
+
+bool ts_gang_index_node_enabled(const ts_gang_index *ix, int node)
+{
+    return node >= 0 && node < ix->nnodes && !ix->n_off[node];
+}
+
 void ts_gang_index_free(ts_gang_index *ix)
 {
     if (!ix)
@@ -166,6 +182,7 @@ void ts_gang_index_free(ts_gang_index *ix)
     free(ix->d_verts);
     free(ix->n_free);
     free(ix->n_full);
+    free(ix->n_off);
     free(ix->bucket);
     free(ix->slot);
     free(ix);
@@ -184,11 +201,12 @@ static int index_build(ts_gang_index *ix)
     ix->d_start = calloc((size_t)ix->nlevels + 2, sizeof *ix->d_start);
     ix->d_verts = calloc(nv + 1, sizeof *ix->d_verts);
     ix->n_free = calloc(nn + 1, 1);
+    ix->n_off = calloc(nn + 1, 1);
     ix->n_full = calloc(nn + 1, 1);
     ix->bucket = calloc((size_t)NBUCKET * (size_t)ix->words + 1, sizeof *ix->bucket);
     ix->slot = malloc((nn + 1) * sizeof *ix->slot);
     if (!ix->v_free || !ix->v_full || !ix->v_hist || !ix->v_nstart || !ix->d_start ||
-        !ix->d_verts || !ix->n_free || !ix->n_full || !ix->bucket || !ix->slot)
+        !ix->d_verts || !ix->n_free || !ix->n_full || !ix->n_off || !ix->bucket || !ix->slot)
         return TS_ENOMEM;
     for (size_t i = 0; i < nn; i++)
         ix->slot[i] = -1;

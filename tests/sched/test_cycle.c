@@ -514,6 +514,29 @@ static void test_fair_share_orders_tenants(void **state)
     (void)saved_a;
 }
 
+static void test_drained_node_gets_no_work(void **state)
+{
+    fx *f = *state;
+    ts_err err;
+    assert_int_equal(ts_sched_node_set_schedulable(f->s, N0, false, &err), 0);
+    assert_int_equal(ts_sched_node_set_schedulable(f->s, N1, false, &err), 0);
+    assert_false(ts_sched_node_schedulable(f->s, N0));
+    assert_int_equal(free_gpus(f), 4);
+    /* two 4-GPU jobs: one fits on n2, the other waits; a CPU task avoids n0/n1 */
+    ts_job *a = job(f, TA, TS_TIER_GUARANTEED, 1, 4, 100);
+    ts_job *b = job(f, TB, TS_TIER_GUARANTEED, 1, 4, 100);
+    ts_job *c = job(f, TC, TS_TIER_GUARANTEED, 1, 0, 100);
+    ts_job *w[] = {a, b, c};
+    assert_int_equal(cycle(f, 0, w, 3, NULL, 0), 0);
+    assert_int_equal(f->d.nstarts, 2);
+    for (int k = 0; k < f->d.nstarts; k++)
+        assert_true(f->d.starts[k].allocs[0].node == N2 || f->d.starts[k].allocs[0].node == C0);
+    assert_int_equal(ts_sched_node_set_schedulable(f->s, 99, false, &err), TS_EINVAL);
+    /* back in service */
+    assert_int_equal(ts_sched_node_set_schedulable(f->s, N0, true, &err), 0);
+    assert_int_equal(free_gpus(f), 4);
+}
+
 /* ---- proportionality, caps, arrays ----------------------------------------- */
 
 static void test_cpu_tasks_cannot_strand_gpus(void **state)
@@ -782,6 +805,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_backfill_never_delays_reservation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pending_reasons, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fair_share_orders_tenants, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_drained_node_gets_no_work, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cpu_tasks_cannot_strand_gpus, setup, teardown),
         cmocka_unit_test_setup_teardown(test_array_expands, setup, teardown),
         cmocka_unit_test_setup_teardown(test_starvation_bound, setup, teardown),
