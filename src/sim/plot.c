@@ -151,7 +151,8 @@ static void polyline(FILE *f, const double *col, int ncol, double y0, double h, 
     fprintf(f, "\"/>\n");
 }
 
-static void legend(FILE *f, double y0, const char *title, const char *const *names, int n)
+static void legend(FILE *f, double y0, const char *title, const char *const *names, int n,
+                   bool guarantee)
 {
     double x = LEFT_PX + PANEL_W_PX + 16;
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"legendtitle\">", x, y0 + 10);
@@ -164,6 +165,13 @@ static void legend(FILE *f, double y0, const char *title, const char *const *nam
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">", x + 17, y);
         esc(f, names[i]);
         fprintf(f, "</text>\n");
+    }
+    if (guarantee) {
+        double y = y0 + 24 + n * 16 + 4;
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"guarantee\"/>\n",
+                x, y - 4, x + 12, y - 4);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">all guarantees</text>\n",
+                x + 17, y);
     }
 }
 
@@ -311,12 +319,13 @@ int sim_plot_replay(const char *path, const replay_report *r)
             y += LINE_PANEL_H_PX + PANEL_GAP_PX;
         }
         if (!tenants && t->nwl > 1)
-            legend(f, y - 2 * (LINE_PANEL_H_PX + PANEL_GAP_PX), "workload", names, nlegend);
+            legend(f, y - 2 * (LINE_PANEL_H_PX + PANEL_GAP_PX), "workload", names, nlegend,
+                   false);
         if (tenants && pr->series && pr->series[0]) {
             frame(f, &a, y, STACK_PANEL_H_PX, held_top, "GPUs held per tenant", true);
             stacked(f, pr->series[0], &a, y, STACK_PANEL_H_PX, held_top, guaranteed, col, base,
                     ncol);
-            legend(f, y, "tenant (stacked)", names, nlegend);
+            legend(f, y, "tenant (stacked)", names, nlegend, guaranteed <= held_top);
             y += STACK_PANEL_H_PX + PANEL_GAP_PX;
         }
         y += AXIS_H_PX - PANEL_GAP_PX + SECTION_GAP_PX;

@@ -44,6 +44,7 @@ typedef struct replay_report {
     const char *format;           /* "pollux", "philly" or "jobs" */
     const ts_replay_trace *t;     /* its tenants are the replay's (ntenants 0: none) */
     const ts_replay_config *cfg;  /* cluster, clock, costs */
+    double load;                  /* --load: submit times were divided by it */
     const replay_policy_run *pr;
     int npol;
 } replay_report;

@@ -4,7 +4,7 @@
  *   tessera-sim replay --jobs JOBS.csv --policy P[,P...] [--set NAME]
  *       [--cluster CLUSTER.yaml | --nodes N --gpus-per-node G]
  *       [--tenants TENANTS.yaml | --vc-nodes VC.csv] [--from DAY --to DAY]
- *       [--round-s S] [--restart-cost-s S] [--checkpoint-s S]
+ *       [--round-s S] [--restart-cost-s S] [--checkpoint-s S] [--load X]
  *       [--json OUT.json] [--series OUT.csv] [--plot OUT.svg]
  *
  * The jobs file's header tells its format: the Pollux rigid workloads, the
@@ -42,6 +42,8 @@
 #define ROUND_MAX_S 86400.0
 #define RESTART_MAX_S 86400.0
 #define CHECKPOINT_MAX_S 1e9
+#define LOAD_MIN 0.01
+#define LOAD_MAX 100.0
 #define POLLUX_NODES_DEFAULT 16
 #define POLLUX_GPUS_PER_NODE_DEFAULT 4
 #define SERIES_POINTS_MAX 2000
@@ -54,11 +56,12 @@ static void usage(FILE *f)
                "         [--cluster CLUSTER.yaml | --nodes N --gpus-per-node G]\n"
                "         [--tenants TENANTS.yaml | --vc-nodes VC.csv] [--from YYYY-MM-DD]\n"
                "         [--to YYYY-MM-DD] [--round-s S] [--restart-cost-s S] [--checkpoint-s S]\n"
-               "         [--json OUT.json] [--series OUT.csv] [--plot OUT.svg]\n"
+               "         [--load X] [--json OUT.json] [--series OUT.csv] [--plot OUT.svg]\n"
                "  JOBS.csv: pollux_rigid_durations.csv, philly_jobs_pollux.csv, or a job list\n"
                "    name,submit_s,gpus,duration_s[,tenant] (told apart by the header)\n"
                "  --round-s 0 decides on every event instead of in rounds\n"
                "  --checkpoint-s 0 (default): a preempted job loses no progress\n"
+               "  --load X: jobs arrive X times as fast (submit times / X; default 1)\n"
                "  with tenants, tessera shares one cluster; other policies run siloed\n"
                "policies:");
     for (const ts_replay_policy_ops *const *p = ts_replay_policy_all(); *p; p++)
@@ -103,7 +106,7 @@ typedef struct options {
     const char *jobs, *set, *policies, *json, *series, *plot;
     const char *vc_nodes, *from, *to, *cluster, *tenants;
     bool round_given, restart_given, nodes_given;
-    double nodes, gpus_per_node;
+    double nodes, gpus_per_node, load;
     ts_replay_config cfg;
     const ts_replay_policy_ops *ops[POLICIES_MAX];
     int npol;
@@ -135,6 +138,7 @@ static int parse_options(int argc, char **argv, options *o)
     memset(o, 0, sizeof *o);
     o->nodes = POLLUX_NODES_DEFAULT;
     o->gpus_per_node = POLLUX_GPUS_PER_NODE_DEFAULT;
+    o->load = 1;
     o->cfg.round_s = TS_REPLAY_ROUND_DEFAULT_S;
     o->cfg.restart_cost_s = TS_REPLAY_RESTART_DEFAULT_S;
     struct { const char *name; const char **dst; } paths[] = {
@@ -175,6 +179,8 @@ static int parse_options(int argc, char **argv, options *o)
             o->restart_given = true;
         } else if (strcmp(opt, "--checkpoint-s") == 0) {
             rc = parse_num(opt, v, 0, CHECKPOINT_MAX_S, false, &o->cfg.checkpoint_s);
+        } else if (strcmp(opt, "--load") == 0) {
+            rc = parse_num(opt, v, LOAD_MIN, LOAD_MAX, false, &o->load);
         } else {
             fprintf(stderr, "tessera-sim replay: unknown option \"%s\"\n", opt);
             usage(stderr);
@@ -373,6 +379,10 @@ int replay_main(int argc, char **argv)
     ts_replay_trace *t = NULL;
     if ((rc = load_trace(&o, &format, &t)) != 0)
         return rc;
+    /* a heavier (or lighter) load of the same jobs: arrivals compressed */
+    for (int w = 0; w < t->nwl && o.load != 1; w++)
+        for (int j = 0; j < t->wl[w].njobs; j++)
+            t->wl[w].jobs[j].submit_s /= o.load;
     if ((rc = settle_config(&o, format, t)) != 0) {
         ts_replay_trace_free(t);
         return rc;
@@ -383,7 +393,7 @@ int replay_main(int argc, char **argv)
         pr[p].ops = o.ops[p];
         rc = run_policy(&o, t, &pr[p]);
     }
-    replay_report rep = {o.jobs, o.set, format, t, &o.cfg, pr, o.npol};
+    replay_report rep = {o.jobs, o.set, format, t, &o.cfg, o.load, pr, o.npol};
     if (rc == 0) {
         replay_print(stdout, &rep);
         const char *failed = NULL;

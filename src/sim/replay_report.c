@@ -37,6 +37,8 @@ static void print_pooled(FILE *f, const replay_report *r)
             cfg->restart_cost_s);
     if (cfg->checkpoint_s > 0)
         fprintf(f, "; checkpoint every %g s", cfg->checkpoint_s);
+    if (r->load != 1)
+        fprintf(f, "; load x%g (arrivals compressed)", r->load);
     fprintf(f, "\n\navg JCT per workload (s)\n%-14s", "workload");
     for (int p = 0; p < r->npol; p++)
         fprintf(f, " %10s", pr[p].ops->name);
@@ -102,6 +104,8 @@ static void print_tenanted(FILE *f, const replay_report *r)
         fprintf(f, "checkpoint at preemption (no progress lost)\n");
     for (int p = 0; p < r->npol; p++)
         fprintf(f, "%s%s %s", p ? ", " : "policies: ", r->pr[p].ops->name, r->pr[p].mode);
+    if (r->load != 1)
+        fprintf(f, "; load x%g (arrivals compressed)", r->load);
     fprintf(f, "\n");
     if (strcmp(r->format, "philly") == 0)
         fprintf(f, "dropped: %ld rows of other virtual clusters, %ld with no GPU, %ld outside the "
@@ -180,11 +184,11 @@ int replay_write_json(const char *path, const replay_report *r)
         }
         json_array_append_new(results, o);
     }
-    json_t *doc = json_pack("{s:s,s:o,s:s,s:{s:i,s:i},s:f,s:o}", "jobs_file", r->jobs_file, "set",
-                            r->set ? json_string(r->set) : json_null(), "format", r->format,
-                            "cluster", "nodes", r->cfg->nodes, "gpus_per_node",
-                            r->cfg->gpus_per_node, "checkpoint_s", r->cfg->checkpoint_s,
-                            "results", results);
+    json_t *doc = json_pack("{s:s,s:o,s:s,s:{s:i,s:i},s:f,s:f,s:o}", "jobs_file", r->jobs_file,
+                            "set", r->set ? json_string(r->set) : json_null(), "format",
+                            r->format, "cluster", "nodes", r->cfg->nodes, "gpus_per_node",
+                            r->cfg->gpus_per_node, "checkpoint_s", r->cfg->checkpoint_s, "load",
+                            r->load, "results", results);
     if (!doc)
         return -1;
     int rc = json_dump_file(doc, path, JSON_INDENT(1) | JSON_REAL_PRECISION(10));

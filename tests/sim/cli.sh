@@ -228,6 +228,17 @@ expect_bad "replay: --tenants on Pollux" "--tenants: only for" \
   replay --jobs "$DATA/replay-pollux-small.csv" --tenants "$TEN" --policy fifo
 expect_bad "replay: missing tenants file" "nope.yaml: cannot open" \
   replay --jobs "$JOBS" --tenants "$tmp/nope.yaml" --policy fifo
+expect_bad "replay: bad --load" "--load: must be a number in [0.01, 100]" \
+  replay "${ours[@]}" --policy fifo --load 0
+
+# --load 2: the same jobs arriving twice as fast (submit times halved)
+sim replay "${ours[@]}" --policy tessera --load 2 --series "$tmp/l.csv" --json "$tmp/l.json"
+if [ "$rc" -eq 0 ] && python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["load"] == 2' "$tmp/l.json" &&
+  grep -q '^tessera,jobs,150,' "$tmp/l.csv"; then
+  pass
+else
+  fail "replay --load 2: exit $rc, or no event at 150 s (train-e, submitted at 300)"
+fi
 
 sim replay "${ours[@]}" --policy fifo,sjf,srtf,tessera --checkpoint-s 600 \
   --json "$tmp/r.json" --series "$tmp/r.csv" --plot "$tmp/r.svg"

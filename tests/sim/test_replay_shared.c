@@ -5,8 +5,9 @@
  * Worked by hand, event-driven with no restart cost: an idle tenant's GPUs
  * are lent and taken back by preemption the moment it has a job that fits
  * its guarantee (its job never waits, the borrower resumes later); victims
- * come from the tenant most over its guarantee, and within it the one that
- * loses least since its last checkpoint (which --checkpoint-s changes);
+ * come from the tenant most over its guarantee, and within it one that
+ * keeps the tenant at its guarantee, then the one that loses least since
+ * its last checkpoint (which --checkpoint-s changes);
  * idle GPUs go to the tenant with the lowest held / guarantee first. Then on
  * random tenanted workloads: no tenant is ever below its guarantee while a
  * job of its fits there (deficit exactly 0), decisions do not depend on
@@ -135,6 +136,31 @@ static void test_victims_most_over_tenant_least_loss(void **state)
     assert_true(r.lost_gpu_s == 100);
     /* it did its 50 s again: back at 250 (aa done), 850 + 50 left */
     assert_true(o[2].finish_s == 250 + 900);
+}
+
+/* 16 GPUs, aa and cc guaranteed 8 each. cc runs an 8-GPU job from 0 and a
+ * 2-GPU one from 100 (on aa's idle GPUs). At 300 aa wants its 8: cc is 2
+ * over. Least attained first, cc's 2-GPU job now counts as its guaranteed
+ * one and the 8-GPU job as borrowed; yet taking the 8-GPU job would leave
+ * cc at 2 of its 8. The victim is the job that fits in the overage: the
+ * 2-GPU one, and cc stays at its guarantee. */
+static void test_victim_keeps_tenant_at_guarantee(void **state)
+{
+    (void)state;
+    ts_replay_config cfg = cluster(2, 8);
+    ts_replay_tenant t[2] = {{"aa", 8}, {"cc", 8}};
+    ts_replay_job jobs[3] = {job(1, 0, 8, 5000), job(1, 100, 2, 5000), job(0, 300, 8, 100)};
+    ts_replay_outcome o[3];
+    ts_replay_result r;
+    ts_replay_tenant_result tr[2];
+    ts_replay_fairness fair;
+    shared(&cfg, jobs, 3, t, 2, o, &r, tr, &fair);
+    assert_true(o[2].queue_s == 0);
+    assert_int_equal(o[0].preemptions, 0);
+    assert_int_equal(o[1].preemptions, 1);
+    assert_true(o[0].finish_s == 5000);
+    assert_true(o[1].finish_s == 5100 + 100); /* resumed when aa's job ended at 400 */
+    assert_true(fair.deficit_gpu_s == 0);
 }
 
 /* 8 GPUs: aa 2, bb 4, cc 2 guaranteed; cc is idle. aa has 2 + 1 + 1 + 1
@@ -303,6 +329,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_borrow_then_reclaim),
         cmocka_unit_test(test_victims_most_over_tenant_least_loss),
+        cmocka_unit_test(test_victim_keeps_tenant_at_guarantee),
         cmocka_unit_test(test_lending_lowest_usage_first),
         cmocka_unit_test(test_no_deficit_random_workloads),
         cmocka_unit_test(test_no_durations_read),
