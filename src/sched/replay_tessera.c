@@ -25,8 +25,8 @@
  *      all; else victims go, whole jobs, from the tenant most over its
  *      guarantee (held / guarantee) first, and within it a running job
  *      whose GPUs fit in the tenant's overage (so it stays at its
- *      guarantee), then the one that loses least (GPU-s of progress since
- *      its last checkpoint), then one past its minimum run, then the most
+ *      guarantee), then one past its minimum run, then the one that loses
+ *      least (GPU-s of progress since its last checkpoint), then the most
  *      attained service (as LAS would), until the rest fit;
  *   3. lending: the GPUs still free go to waiting jobs, one job at a time to
  *      the tenant with the lowest held / guarantee that has a job that fits
@@ -188,20 +188,23 @@ static int cmp_usage(const ts_replay_view *v, const long *held, int a, int b)
 
 /* Is running holder a a better victim than b (both of the same tenant,
  * over its guarantee by `over` GPUs)? One whose GPUs fit in the overage
- * (the tenant stays at its guarantee), then the least progress lost, then
- * one past its minimum run, then the most attained service, then the newest. */
+ * (the tenant stays at its guarantee), then one past its minimum run, then
+ * the least progress lost, then the most attained service, then the newest.
+ * The minimum run comes before the loss: a job just restarted from a
+ * checkpoint has nothing at risk, and ranking by loss alone preempts it
+ * again and again before it makes any progress. */
 static bool better_victim(const tessera_state *s, const ts_replay_view *v, long over, int a, int b)
 {
     bool fa = v->jobs[a].gpus <= over, fb = v->jobs[b].gpus <= over;
     if (fa != fb)
         return fa;
+    bool pa = v->now_s - s->started_s[a] < MIN_RUN_S, pb = v->now_s - s->started_s[b] < MIN_RUN_S;
+    if (pa != pb)
+        return !pa;
     double la = (v->at_risk_s ? v->at_risk_s[a] : 0) * v->jobs[a].gpus;
     double lb = (v->at_risk_s ? v->at_risk_s[b] : 0) * v->jobs[b].gpus;
     if (la != lb)
         return la < lb;
-    bool pa = v->now_s - s->started_s[a] < MIN_RUN_S, pb = v->now_s - s->started_s[b] < MIN_RUN_S;
-    if (pa != pb)
-        return !pa;
     if (s->attained_gpu_s[a] != s->attained_gpu_s[b])
         return s->attained_gpu_s[a] > s->attained_gpu_s[b];
     return a > b;

@@ -6,8 +6,9 @@
  * are lent and taken back by preemption the moment it has a job that fits
  * its guarantee (its job never waits, the borrower resumes later); victims
  * come from the tenant most over its guarantee, and within it one that
- * keeps the tenant at its guarantee, then the one that loses least since
- * its last checkpoint (which --checkpoint-s changes);
+ * keeps the tenant at its guarantee, then one past its minimum run, then
+ * the one that loses least since its last checkpoint (which --checkpoint-s
+ * changes);
  * idle GPUs go to the tenant with the lowest held / guarantee first. Then on
  * random tenanted workloads: no tenant is ever below its guarantee while a
  * job of its fits there (deficit exactly 0), decisions do not depend on
@@ -161,6 +162,33 @@ static void test_victim_keeps_tenant_at_guarantee(void **state)
     assert_true(o[0].finish_s == 5000);
     assert_true(o[1].finish_s == 5100 + 100); /* resumed when aa's job ended at 400 */
     assert_true(fair.deficit_gpu_s == 0);
+}
+
+/* The minimum run protects a job that just (re)started even though it has
+ * the least at risk. 16 GPUs, aa and bb 8 each; checkpoints every 100 s. bb
+ * runs 8 + 4 GPUs from 0 and 4 more from 240 on aa's idle GPUs; at 250 aa
+ * wants 4. At risk: 50 s x 8, 50 s x 4, and 10 s x 4 for the job 10 s into
+ * its run. Least loss alone would take that one, which would then restart
+ * with nothing done, and again at the next reclaim; past its minimum run
+ * first, the 4-GPU job started at 0 goes (and does 50 s again). */
+static void test_minimum_run_before_least_loss(void **state)
+{
+    (void)state;
+    ts_replay_config cfg = cluster(2, 8);
+    cfg.checkpoint_s = 100;
+    ts_replay_tenant t[2] = {{"aa", 8}, {"bb", 8}};
+    ts_replay_job jobs[4] = {job(1, 0, 8, 5000), job(1, 0, 4, 5000), job(1, 240, 4, 5000),
+                             job(0, 250, 4, 100)};
+    ts_replay_outcome o[4];
+    ts_replay_result r;
+    ts_replay_tenant_result tr[2];
+    ts_replay_fairness fair;
+    shared(&cfg, jobs, 4, t, 2, o, &r, tr, &fair);
+    assert_true(o[3].queue_s == 0);
+    assert_int_equal(o[1].preemptions, 1);
+    assert_int_equal(o[2].preemptions, 0);
+    assert_int_equal(o[0].preemptions, 0);
+    assert_true(o[1].lost_work_s == 50);
 }
 
 /* 8 GPUs: aa 2, bb 4, cc 2 guaranteed; cc is idle. aa has 2 + 1 + 1 + 1
@@ -330,6 +358,7 @@ int main(void)
         cmocka_unit_test(test_borrow_then_reclaim),
         cmocka_unit_test(test_victims_most_over_tenant_least_loss),
         cmocka_unit_test(test_victim_keeps_tenant_at_guarantee),
+        cmocka_unit_test(test_minimum_run_before_least_loss),
         cmocka_unit_test(test_lending_lowest_usage_first),
         cmocka_unit_test(test_no_deficit_random_workloads),
         cmocka_unit_test(test_no_durations_read),
