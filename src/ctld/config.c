@@ -1,0 +1,373 @@
+/*
+ * config.c - tesserad's configuration file (docs/tesserad.md, key by key).
+ *
+ * A closed schema read with the project's libyaml helpers: unknown keys and
+ * repeated keys are errors, every error is "file:line: key.path: why". Paths
+ * in the file are relative to the file's own folder. Defaults make a file
+ * with only `cluster:` a working configuration.
+ */
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctld/ctld.h"
+#include "model/yaml_doc.h"
+#include "tessera/model.h"
+
+typedef struct cfg_ctx {
+    ts_yaml_doc D;
+    ctld_config *cfg;
+    char base[CTLD_PATH_MAX];
+} cfg_ctx;
+
+int ctld_parse_duration(const char *s, double *out)
+{
+    if (!s || !*s)
+        return TS_EINVAL;
+    double total = 0.0;
+    const char *p = s;
+    bool any = false;
+    while (*p) {
+        char *end;
+        errno = 0;
+        double v = strtod(p, &end);
+        if (end == p || errno != 0 || v < 0.0 || v != v)
+            return TS_EINVAL;
+        p = end;
+        double unit = 1.0;
+        if (*p == 's') {
+            p++;
+        } else if (*p == 'm') {
+            unit = 60.0;
+            p++;
+        } else if (*p == 'h') {
+            unit = 3600.0;
+            p++;
+        } else if (*p == 'd') {
+            unit = 86400.0;
+            p++;
+        } else if (*p != '\0' || any) {
+            return TS_EINVAL;
+        }
+        total += v * unit;
+        any = true;
+    }
+    if (total > 1e10)
+        return TS_EINVAL;
+    *out = total;
+    return 0;
+}
+
+static int get_str(cfg_ctx *x, const yaml_node_t *n, const char *path, char *out, size_t size)
+{
+    const char *v = ts_yaml_scalar(n);
+    if (!v || !*v || strlen(v) >= size)
+        return ts_yaml_fail_got(&x->D, n, path, "a non-empty string");
+    snprintf(out, size, "%s", v);
+    return 0;
+}
+
+static int get_path(cfg_ctx *x, const yaml_node_t *n, const char *path, char *out, size_t size)
+{
+    char v[CTLD_PATH_MAX];
+    int rc = get_str(x, n, path, v, sizeof v);
+    if (rc != 0)
+        return rc;
+    int k = v[0] == '/' ? snprintf(out, size, "%s", v) : snprintf(out, size, "%s/%s", x->base, v);
+    if (k < 0 || (size_t)k >= size)
+        return ts_yaml_fail(&x->D, n, TS_EINVAL, "%s: path too long", path);
+    return 0;
+}
+
+static int get_dur(cfg_ctx *x, const yaml_node_t *n, const char *path, double *out)
+{
+    if (ctld_parse_duration(ts_yaml_scalar(n), out) != 0)
+        return ts_yaml_fail_got(&x->D, n, path, "a duration such as 90s, 15m, 2h or 7d");
+    return 0;
+}
+
+static int get_bool(cfg_ctx *x, const yaml_node_t *n, const char *path, bool *out)
+{
+    const char *v = ts_yaml_scalar(n);
+    if (v && strcmp(v, "true") == 0)
+        *out = true;
+    else if (v && strcmp(v, "false") == 0)
+        *out = false;
+    else
+        return ts_yaml_fail_got(&x->D, n, path, "true or false");
+    return 0;
+}
+
+static int listen_parse(cfg_ctx *x, const yaml_node_t *n)
+{
+    const char *v = ts_yaml_scalar(n);
+    const char *colon = v ? strrchr(v, ':') : NULL;
+    char *end;
+    long port = colon ? strtol(colon + 1, &end, 10) : -1;
+    size_t hl = colon ? (size_t)(colon - v) : 0;
+    if (!colon || *end || port < 0 || port > 65535 || hl == 0 ||
+        hl >= sizeof x->cfg->listen_addr)
+        return ts_yaml_fail_got(&x->D, n, "listen", "ADDRESS:PORT such as 127.0.0.1:8460");
+    memcpy(x->cfg->listen_addr, v, hl);
+    x->cfg->listen_addr[hl] = '\0';
+    x->cfg->listen_port = (int)port;
+    return 0;
+}
+
+/* MODEL: {cpu_milli, memory_mib} per GPU, into two per-model arrays. */
+static int per_gpu(cfg_ctx *x, const yaml_node_t *map, const char *path, int64_t *cpu,
+                   int64_t *mem)
+{
+    if (map->type != YAML_MAPPING_NODE)
+        return ts_yaml_fail_got(&x->D, map, path, "a mapping of GPU model to limits");
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = ts_yaml_node(&x->D, p->key), *v = ts_yaml_node(&x->D, p->value);
+        const char *model = ts_yaml_scalar(k);
+        int m = model ? ts_gpu_model_lookup(model) : -1;
+        char sub[256];
+        ts_yaml_pathf(sub, sizeof sub, "%s.%s", path, model ? model : "?");
+        if (m < 0)
+            return ts_yaml_fail(&x->D, k, TS_EINVAL, "%s: unknown GPU model", sub);
+        static const char *const keys[] = {"cpu_milli", "memory_mib"};
+        yaml_node_t *vals[2];
+        int rc = ts_yaml_map_fields(&x->D, v, sub, keys, 2, vals);
+        char fp[300];
+        ts_yaml_pathf(fp, sizeof fp, "%s.cpu_milli", sub);
+        if (rc == 0 && vals[0])
+            rc = ts_yaml_get_int(&x->D, vals[0], fp, 0, 100000000, "0..100000000", &cpu[m]);
+        ts_yaml_pathf(fp, sizeof fp, "%s.memory_mib", sub);
+        if (rc == 0 && vals[1])
+            rc = ts_yaml_get_int(&x->D, vals[1], fp, 0, 1000000000, "0..1000000000", &mem[m]);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int scheduler_parse(cfg_ctx *x, const yaml_node_t *n)
+{
+    static const char *const keys[] = {
+        "interval", "default_time_limit", "starve_after", "min_runtime",
+        "max_preemptions_per_hour", "grace", "backoff", "preemptors_per_cycle", "half_life",
+        "priority_classes", "reserve_per_gpu", "cap_per_gpu"};
+    enum { NK = sizeof keys / sizeof keys[0] };
+    yaml_node_t *v[NK];
+    ctld_config *cfg = x->cfg;
+    ts_sched_config *sc = &cfg->sched;
+    int rc = ts_yaml_map_fields(&x->D, n, "scheduler", keys, NK, v);
+    if (rc == 0 && v[0])
+        rc = get_dur(x, v[0], "scheduler.interval", &cfg->interval_s);
+    if (rc == 0 && v[1])
+        rc = get_dur(x, v[1], "scheduler.default_time_limit", &sc->default_time_limit_s);
+    if (rc == 0 && v[2])
+        rc = get_dur(x, v[2], "scheduler.starve_after", &sc->starve_after_s);
+    if (rc == 0 && v[3])
+        rc = get_dur(x, v[3], "scheduler.min_runtime", &sc->min_runtime_s);
+    int64_t iv;
+    if (rc == 0 && v[4] &&
+        (rc = ts_yaml_get_int(&x->D, v[4], "scheduler.max_preemptions_per_hour", 0, 1000,
+                              "0..1000", &iv)) == 0)
+        sc->max_preemptions_hour = (int)iv;
+    if (rc == 0 && v[5])
+        rc = get_dur(x, v[5], "scheduler.grace", &sc->default_grace_s);
+    if (rc == 0 && v[6])
+        rc = get_dur(x, v[6], "scheduler.backoff", &sc->backoff_base_s);
+    if (rc == 0 && v[7] &&
+        (rc = ts_yaml_get_int(&x->D, v[7], "scheduler.preemptors_per_cycle", 0, 1000, "0..1000",
+                              &iv)) == 0)
+        sc->max_preemptors_cycle = (int)iv;
+    if (rc == 0 && v[8])
+        rc = get_dur(x, v[8], "scheduler.half_life", &cfg->half_life_s);
+    if (rc == 0 && (cfg->interval_s <= 0.0 || cfg->half_life_s <= 0.0))
+        rc = ts_yaml_fail(&x->D, n, TS_EINVAL, "scheduler: interval and half_life must be > 0");
+    if (rc == 0 && v[9]) {
+        const yaml_node_t *m = v[9];
+        if (m->type != YAML_MAPPING_NODE)
+            return ts_yaml_fail_got(&x->D, m, "scheduler.priority_classes",
+                                    "a mapping of class name to integer");
+        cfg->nclasses = 0;
+        for (yaml_node_pair_t *p = m->data.mapping.pairs.start;
+             rc == 0 && p < m->data.mapping.pairs.top; p++) {
+            yaml_node_t *k = ts_yaml_node(&x->D, p->key);
+            const char *name = ts_yaml_scalar(k);
+            if (!name || !ts_yaml_name_ok(name, TS_SPEC_NAME_MAX))
+                return ts_yaml_fail_got(&x->D, k, "scheduler.priority_classes", "a class name");
+            if (cfg->nclasses == CTLD_MAX_PRIORITY_CLASSES)
+                return ts_yaml_fail(&x->D, k, TS_EINVAL,
+                                    "scheduler.priority_classes: at most %d classes",
+                                    CTLD_MAX_PRIORITY_CLASSES);
+            char path[128];
+            ts_yaml_pathf(path, sizeof path, "scheduler.priority_classes.%s", name);
+            rc = ts_yaml_get_int(&x->D, ts_yaml_node(&x->D, p->value), path, TS_PRIORITY_MIN,
+                                 TS_PRIORITY_MAX, "an integer -1000000..1000000", &iv);
+            snprintf(cfg->classes[cfg->nclasses].name, TS_SPEC_NAME_MAX, "%s", name);
+            cfg->classes[cfg->nclasses++].value = (int)iv;
+        }
+    }
+    if (rc == 0 && v[10])
+        rc = per_gpu(x, v[10], "scheduler.reserve_per_gpu", sc->reserve_cpu_milli_per_gpu,
+                     sc->reserve_mem_mib_per_gpu);
+    if (rc == 0 && v[11])
+        rc = per_gpu(x, v[11], "scheduler.cap_per_gpu", sc->cap_cpu_milli_per_gpu,
+                     sc->cap_mem_mib_per_gpu);
+    return rc;
+}
+
+static int walk(void *p)
+{
+    cfg_ctx *x = p;
+    ctld_config *cfg = x->cfg;
+    static const char *const keys[] = {"listen", "state_dir", "store", "cluster", "tenants",
+                                       "virtual_nodes", "tls", "admin_token_file",
+                                       "metrics_public", "limits", "scheduler"};
+    enum { NK = sizeof keys / sizeof keys[0] };
+    yaml_node_t *v[NK];
+    yaml_node_t *root = yaml_document_get_root_node(x->D.doc);
+    if (!root)
+        return ts_yaml_fail(&x->D, NULL, TS_EINVAL, "cluster: required (the cluster file)");
+    int rc = ts_yaml_map_fields(&x->D, root, "", keys, NK, v);
+    if (rc == 0 && v[0])
+        rc = listen_parse(x, v[0]);
+    if (rc == 0 && v[1])
+        rc = get_path(x, v[1], "state_dir", cfg->state_dir, sizeof cfg->state_dir);
+    if (rc == 0 && v[2]) {
+        const char *u = ts_yaml_scalar(v[2]);
+        if (u && (strncmp(u, "postgresql://", 13) == 0 || strncmp(u, "postgres://", 11) == 0 ||
+                  strncmp(u, "sqlite:", 7) == 0))
+            rc = get_str(x, v[2], "store", cfg->store_url, sizeof cfg->store_url);
+        else
+            rc = get_path(x, v[2], "store", cfg->store_url, sizeof cfg->store_url);
+    }
+    if (rc == 0 && !v[3])
+        rc = ts_yaml_fail(&x->D, root, TS_EINVAL, "cluster: required (the cluster file)");
+    if (rc == 0)
+        rc = get_path(x, v[3], "cluster", cfg->cluster_file, sizeof cfg->cluster_file);
+    if (rc == 0 && v[4])
+        rc = get_path(x, v[4], "tenants", cfg->tenants_file, sizeof cfg->tenants_file);
+    if (rc == 0 && v[5]) {
+        const char *s = ts_yaml_scalar(v[5]);
+        if (s && strcmp(s, "all") == 0) {
+            cfg->virtual_all = true;
+        } else if (s && strcmp(s, "none") == 0) {
+            cfg->virtual_all = false;
+        } else if (v[5]->type == YAML_SEQUENCE_NODE) {
+            int n = (int)(v[5]->data.sequence.items.top - v[5]->data.sequence.items.start);
+            cfg->virtual_nodes = calloc((size_t)(n > 0 ? n : 1), sizeof *cfg->virtual_nodes);
+            if (!cfg->virtual_nodes)
+                return TS_ENOMEM;
+            for (int i = 0; rc == 0 && i < n; i++) {
+                yaml_node_t *it = ts_yaml_node(&x->D, v[5]->data.sequence.items.start[i]);
+                const char *name = ts_yaml_scalar(it);
+                if (!name || !*name)
+                    return ts_yaml_fail_got(&x->D, it, "virtual_nodes[]", "a node name");
+                cfg->virtual_nodes[cfg->nvirtual++] = strdup(name);
+            }
+        } else {
+            rc = ts_yaml_fail_got(&x->D, v[5], "virtual_nodes", "all, none or a list of names");
+        }
+    }
+    if (rc == 0 && v[6]) {
+        static const char *const tk[] = {"cert", "key"};
+        yaml_node_t *tv[2];
+        rc = ts_yaml_map_fields(&x->D, v[6], "tls", tk, 2, tv);
+        if (rc == 0 && (!tv[0] || !tv[1]))
+            rc = ts_yaml_fail(&x->D, v[6], TS_EINVAL, "tls: needs both cert and key");
+        if (rc == 0)
+            rc = get_path(x, tv[0], "tls.cert", cfg->tls_cert, sizeof cfg->tls_cert);
+        if (rc == 0)
+            rc = get_path(x, tv[1], "tls.key", cfg->tls_key, sizeof cfg->tls_key);
+    }
+    if (rc == 0 && v[7])
+        rc = get_path(x, v[7], "admin_token_file", cfg->admin_token_file,
+                      sizeof cfg->admin_token_file);
+    if (rc == 0 && v[8])
+        rc = get_bool(x, v[8], "metrics_public", &cfg->metrics_public);
+    if (rc == 0 && v[9]) {
+        static const char *const lk[] = {"requests_per_s", "burst"};
+        yaml_node_t *lv[2];
+        int64_t iv;
+        rc = ts_yaml_map_fields(&x->D, v[9], "limits", lk, 2, lv);
+        if (rc == 0 && lv[0] &&
+            (rc = ts_yaml_get_int(&x->D, lv[0], "limits.requests_per_s", 1, 1000000,
+                                  "1..1000000", &iv)) == 0)
+            cfg->rate_per_s = (double)iv;
+        if (rc == 0 && lv[1] &&
+            (rc = ts_yaml_get_int(&x->D, lv[1], "limits.burst", 1, 10000000, "1..10000000",
+                                  &iv)) == 0)
+            cfg->rate_burst = (double)iv;
+    }
+    if (rc == 0 && v[10])
+        rc = scheduler_parse(x, v[10]);
+    return rc;
+}
+
+static void defaults(ctld_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->listen_addr, sizeof cfg->listen_addr, "127.0.0.1");
+    cfg->listen_port = CTLD_PORT_DEFAULT;
+    cfg->interval_s = 1.0;
+    cfg->half_life_s = 7.0 * 86400.0;
+    ts_sched_config_default(&cfg->sched);
+    cfg->rate_per_s = 200.0;
+    cfg->rate_burst = 1000.0;
+    cfg->metrics_public = true;
+}
+
+int ctld_config_load(const char *path, ctld_config *cfg, ts_err *err)
+{
+    defaults(cfg);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ts_err_set(err, TS_EIO, "%s: %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
+            }
+            buf = nb;
+        }
+        size_t k = fread(buf + len, 1, cap - len, f);
+        len += k;
+        if (k == 0)
+            break;
+    }
+    fclose(f);
+    cfg_ctx x = {.D = {.fname = path, .err = err}, .cfg = cfg};
+    char tmp[CTLD_PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    snprintf(x.base, sizeof x.base, "%s", dirname(tmp));
+    int rc = ts_yaml_load_one(&x.D, buf, len, walk, &x);
+    free(buf);
+    if (rc != 0) {
+        ctld_config_fini(cfg);
+        return rc;
+    }
+    if (!cfg->state_dir[0] &&
+        snprintf(cfg->state_dir, sizeof cfg->state_dir, "%s/tessera-state", x.base) >=
+            (int)sizeof cfg->state_dir)
+        return ts_err_set(err, TS_EINVAL, "%s: the folder's path is too long", path);
+    if (!cfg->store_url[0] &&
+        snprintf(cfg->store_url, sizeof cfg->store_url, "sqlite:%s/tessera.db", cfg->state_dir) >=
+            (int)sizeof cfg->store_url)
+        return ts_err_set(err, TS_EINVAL, "%s: state_dir: path too long", path);
+    return 0;
+}
+
+void ctld_config_fini(ctld_config *cfg)
+{
+    for (int i = 0; i < cfg->nvirtual; i++)
+        free(cfg->virtual_nodes[i]);
+    free(cfg->virtual_nodes);
+    cfg->virtual_nodes = NULL;
+    cfg->nvirtual = 0;
+}

@@ -1,0 +1,220 @@
+/*
+ * ctld.h - internal: the controller daemon tesserad.
+ *
+ * One process: an HTTP server (libmicrohttpd, a thread per connection) in
+ * front of the controller state, a scheduling thread that runs the core's
+ * cycle (tessera/cycle.h) on that state, and the store (tessera/store.h)
+ * that makes every accepted change durable before it is acknowledged.
+ *
+ * State: the cluster, tenants, quota and scheduler of libtessera, plus the
+ * active jobs (pending, held, running, stopping) in memory, each mirrored by
+ * its store row. Finished jobs live only in the store. One mutex (ctld.mu)
+ * guards all of it; handlers and the loop hold it briefly, and never across
+ * a store write except where order matters (state changes are written, then
+ * applied, so a crash never acknowledges what the store does not have).
+ *
+ * Files: config.c (the YAML configuration), state.c (jobs in memory,
+ * restore, actions), loop.c (the scheduling thread and virtual nodes),
+ * http.c (server, routing, auth, limits), routes.c (the API handlers),
+ * render.c (JSON of jobs, nodes, tenants), metrics.c (Prometheus text),
+ * auth.c (tokens), main.c.
+ */
+#ifndef TS_CTLD_H
+#define TS_CTLD_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "tessera/cycle.h"
+#include "tessera/spec.h"
+#include "tessera/store.h"
+#include "tessera/tenant.h"
+
+#define CTLD_PORT_DEFAULT 8460
+#define CTLD_PATH_MAX 1024
+#define CTLD_MAX_PRIORITY_CLASSES 32
+#define CTLD_BODY_MAX_BYTES (1 << 20)
+
+/* ---- configuration (config.c) ------------------------------------------- */
+
+typedef struct ctld_priority_class {
+    char name[TS_SPEC_NAME_MAX];
+    int value;
+} ctld_priority_class;
+
+typedef struct ctld_config {
+    char listen_addr[64];       /* "127.0.0.1" */
+    int listen_port;            /* 8460 */
+    char state_dir[CTLD_PATH_MAX];
+    char store_url[CTLD_PATH_MAX];
+    char cluster_file[CTLD_PATH_MAX];
+    char tenants_file[CTLD_PATH_MAX];
+    bool virtual_all;           /* every node is virtual */
+    char **virtual_nodes;       /* else: these node names are virtual */
+    int nvirtual;
+    char tls_cert[CTLD_PATH_MAX], tls_key[CTLD_PATH_MAX]; /* "" = plain HTTP */
+    char admin_token_file[CTLD_PATH_MAX];
+    double interval_s;          /* periodic cycle */
+    double half_life_s;
+    ts_sched_config sched;
+    ctld_priority_class classes[CTLD_MAX_PRIORITY_CLASSES];
+    int nclasses;
+    double rate_per_s;          /* requests per second per token */
+    double rate_burst;
+    bool metrics_public;        /* /metrics without a token */
+} ctld_config;
+
+/* Reads the configuration file (paths in it are relative to its folder). */
+int ctld_config_load(const char *path, ctld_config *cfg, ts_err *err);
+void ctld_config_fini(ctld_config *cfg);
+/* "90", "90s", "15m", "2h", "7d", "1h30m" -> seconds; TS_EINVAL. */
+int ctld_parse_duration(const char *s, double *out);
+
+/* ---- jobs in memory (state.c) -------------------------------------------- */
+
+#define CTLD_PREEMPT_MEMORY 8
+
+typedef struct cjob {
+    ts_job_row row;             /* the store's row, kept in step */
+    ts_job_spec *spec;          /* parsed from row.spec_json */
+    ts_request *tasks;          /* one per rank */
+    int ntasks;
+    ts_alloc *allocs;           /* ntasks while running or stopping, else NULL */
+    ts_job sj;                  /* the scheduler's view of it */
+    double end_s;               /* virtual: when it finishes */
+    double preempted_at[CTLD_PREEMPT_MEMORY]; /* recent preemption times */
+    int npreempted;
+    double reserved_at_s;       /* -1 */
+    bool is_virtual;            /* runs on virtual nodes only */
+} cjob;
+
+typedef struct ctld_metrics {
+    uint64_t submitted, started, finished, preempted, cancelled;
+    uint64_t cycles;
+    double cycle_s_sum;
+    uint64_t cycle_hist[16];     /* buckets of CTLD_CYCLE_BUCKETS */
+    double wait_s_sum;
+    uint64_t wait_hist[16];      /* buckets of CTLD_WAIT_BUCKETS */
+    uint64_t wait_count;
+    uint64_t http_requests[6];   /* by status class 1xx..5xx, index 1..5 */
+} ctld_metrics;
+
+typedef struct ctld {
+    ctld_config cfg;
+    ts_store *store;
+    ts_cluster *cluster;
+    ts_tenants *tenants;
+    ts_quota *quota;
+    ts_sched *sched;
+    bool *node_virtual;          /* [nnodes] */
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    bool dirty;                  /* something changed: run a cycle soon */
+    bool stop;
+    bool ready;
+    cjob **jobs;                 /* active jobs, in no particular order */
+    int njobs, jobs_cap;
+    int64_t *map_ids;            /* open addressing id -> index in jobs */
+    int *map_idx;
+    int map_cap;
+    ctld_metrics m;
+    ts_decision d;
+    double last_cycle_ms;
+    int64_t frag_free_gpus;
+    void *http;                  /* struct MHD_Daemon */
+    void *limiter;               /* http.c's rate limiter */
+} ctld;
+
+double ctld_now(void);
+int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err);
+void ctld_close(ctld *c);
+
+/* Under c->mu: */
+cjob *ctld_job_find(ctld *c, int64_t id);
+/* Turns a spec (already valid syntactically) into one job per array element,
+ * checks it against the cluster and tenants (err names the field), writes
+ * the jobs durably and adds them. ids_out gets their ids (array_size
+ * entries). Not under mu: takes it itself. existed: an idempotent retry. */
+int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const char *owner,
+                const char *idem_key, int64_t *ids_out, int *nids, bool *existed, ts_err *err);
+/* Actions on an active job ("cancel", "hold", "release", "requeue"); not
+ * under mu. TS_ENOENT (not active: maybe finished), TS_EEXIST (state does
+ * not allow it: 409). */
+int ctld_job_action(ctld *c, int64_t id, const char *action, ts_err *err);
+/* Drain/resume a node by name; not under mu. */
+int ctld_node_drain(ctld *c, const char *node, bool drain, ts_err *err);
+/* Replaces the tenants (YAML); not under mu. */
+int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err);
+void ctld_kick(ctld *c);
+/* Under c->mu: removes and frees an active job. */
+void ctld_job_remove(ctld *c, cjob *j);
+/* Under c->mu: releases a running job's resources at once. */
+void ctld_job_unbind(ctld *c, cjob *j, double now);
+/* Under c->mu: writes j->row and one event in one transaction. */
+int ctld_write_row(ctld *c, cjob *j, const char *event, const char *detail, double now,
+                   ts_err *err);
+/* The placement of a running job as stored (malloc'd). */
+char *ctld_placement_json(const ctld *c, const cjob *j);
+/* How long a job runs on virtual nodes. */
+double ctld_job_run_s(const cjob *j);
+
+/* ---- the loop (loop.c) ------------------------------------------------------ */
+
+int ctld_loop_start(ctld *c, pthread_t *th);
+/* One cycle now (tests, and the loop itself); under nothing, takes mu. */
+int ctld_cycle_once(ctld *c, double now, ts_err *err);
+
+/* ---- HTTP (http.c, routes.c, render.c, metrics.c, auth.c) ------------------ */
+
+typedef struct ctld_caller {
+    char name[TS_STORE_NAME_MAX];
+    int role;
+    char tenant[TS_STORE_NAME_MAX];
+} ctld_caller;
+
+int ctld_http_start(ctld *c, ts_err *err);
+void ctld_http_stop(ctld *c);
+
+typedef struct ctld_reply {
+    int status;
+    char *body;                  /* malloc'd */
+    const char *content_type;
+    char retry_after[16];
+} ctld_reply;
+
+/* The query parameters the API reads (NULL when absent). */
+typedef struct ctld_query {
+    const char *tenant, *state, *owner, *limit, *cursor, *from, *to;
+} ctld_query;
+
+typedef struct ctld_request {
+    const ctld_caller *who;
+    const char *method;
+    const char *url;
+    ctld_query q;
+    const char *content_type;
+    const char *idem_key;
+    const char *body;
+    size_t len;
+} ctld_request;
+
+/* Routes one authenticated request. */
+void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *out);
+void ctld_reply_json(ctld_reply *r, int status, json_t *doc); /* steals doc */
+void ctld_reply_error(ctld_reply *r, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active);
+json_t *ctld_render_node(const ctld *c, int node);
+char *ctld_metrics_text(ctld *c);
+
+/* Tokens: a new secret "tsk_" + 43 base64url characters; its SHA-256. */
+int ctld_token_new_secret(char *out, size_t size);
+void ctld_token_hash(const char *secret, uint8_t hash[TS_TOKEN_HASH_BYTES]);
+/* Creates the admin token on first start and writes its secret to the file. */
+int ctld_bootstrap_admin(ctld *c, ts_err *err);
+
+#endif

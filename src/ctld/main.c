@@ -1,0 +1,101 @@
+/*
+ * main.c - tesserad: reads the configuration, opens the store and the
+ * controller state, starts the scheduling thread and the HTTP server, and
+ * runs until SIGINT or SIGTERM (then stops accepting, finishes the cycle in
+ * progress and closes the store). docs/tesserad.md.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctld/ctld.h"
+
+json_t *ctld_openapi(void);
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tesserad --config FILE [--store URL] [--listen ADDR:PORT]\n"
+               "       tesserad --openapi    (print the API description and exit)\n"
+               "The configuration keys are documented in docs/tesserad.md.\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *config = NULL, *store = NULL, *listen = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+            config = argv[++i];
+        } else if (strcmp(argv[i], "--store") == 0 && i + 1 < argc) {
+            store = argv[++i];
+        } else if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc) {
+            listen = argv[++i];
+        } else if (strcmp(argv[i], "--openapi") == 0) {
+            json_t *doc = ctld_openapi();
+            json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+            fputc('\n', stdout);
+            json_decref(doc);
+            return 0;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "tesserad: unknown argument \"%s\"\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!config) {
+        fprintf(stderr, "tesserad: --config is required\n");
+        usage(stderr);
+        return 2;
+    }
+    ctld_config cfg;
+    ts_err err;
+    if (ctld_config_load(config, &cfg, &err) != 0) {
+        fprintf(stderr, "tesserad: %s\n", err.msg);
+        return 1;
+    }
+    if (store)
+        snprintf(cfg.store_url, sizeof cfg.store_url, "%s", store);
+    if (listen) {
+        const char *colon = strrchr(listen, ':');
+        if (!colon || colon == listen || (size_t)(colon - listen) >= sizeof cfg.listen_addr) {
+            fprintf(stderr, "tesserad: --listen: expected ADDRESS:PORT, got \"%s\"\n", listen);
+            return 2;
+        }
+        memcpy(cfg.listen_addr, listen, (size_t)(colon - listen));
+        cfg.listen_addr[colon - listen] = '\0';
+        cfg.listen_port = atoi(colon + 1);
+    }
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL); /* threads inherit it; main waits for them */
+    signal(SIGPIPE, SIG_IGN);
+    static ctld c;
+    if (ctld_open(&c, &cfg, &err) != 0) {
+        fprintf(stderr, "tesserad: %s\n", err.msg);
+        return 1;
+    }
+    pthread_t loop;
+    if (ctld_loop_start(&c, &loop) != 0 || ctld_http_start(&c, &err) != 0) {
+        fprintf(stderr, "tesserad: %s\n", err.msg);
+        return 1;
+    }
+    fprintf(stderr, "tesserad: listening on %s:%d (%s), store %s (%s), %d nodes, %d active jobs\n",
+            c.cfg.listen_addr, c.cfg.listen_port, c.cfg.tls_cert[0] ? "https" : "http",
+            c.cfg.store_url, ts_store_backend(c.store), c.cluster->nnodes, c.njobs);
+    int sig = 0;
+    sigwait(&set, &sig);
+    fprintf(stderr, "tesserad: signal %d, stopping\n", sig);
+    ctld_http_stop(&c);
+    pthread_mutex_lock(&c.mu);
+    c.stop = true;
+    pthread_cond_signal(&c.wake);
+    pthread_mutex_unlock(&c.mu);
+    pthread_join(loop, NULL);
+    ctld_close(&c);
+    return 0;
+}

@@ -1,0 +1,149 @@
+/*
+ * metrics.c - /metrics in the Prometheus text format (version 0.0.4):
+ * jobs by state and tenant, GPUs by state, each tenant's usage against its
+ * guarantee, the queue-wait and scheduling-cycle histograms, fragmentation,
+ * preemptions, HTTP answers. docs/metrics.md lists every series.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctld/ctld.h"
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+} sbuf;
+
+static void put(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(sbuf *b, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            return;
+        if (b->p && b->len + (size_t)n < b->cap) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap ? b->cap * 2 : 16384;
+        while (cap < b->len + (size_t)n + 1)
+            cap *= 2;
+        char *np = realloc(b->p, cap);
+        if (!np)
+            return;
+        b->p = np;
+        b->cap = cap;
+    }
+}
+
+static void head(sbuf *b, const char *name, const char *type, const char *help)
+{
+    put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void hist(sbuf *b, const char *name, const char *help, const uint64_t *h,
+                 const double *bounds, int nb, double sum)
+{
+    head(b, name, "histogram", help);
+    for (int i = 0; i < nb; i++)
+        put(b, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[i], (unsigned long long)h[i]);
+    put(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)h[nb]);
+    put(b, "%s_sum %.6f\n%s_count %llu\n", name, sum, name, (unsigned long long)h[nb]);
+}
+
+/* Tenant names are [A-Za-z0-9._-]: nothing to escape in a label value. */
+char *ctld_metrics_text(ctld *c)
+{
+    static const double CYCLE_B[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0};
+    static const double WAIT_B[] = {1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600};
+    sbuf b = {0};
+    pthread_mutex_lock(&c->mu);
+    const ctld_metrics *m = &c->m;
+    head(&b, "tessera_jobs", "gauge", "Active jobs by state and tenant.");
+    int nt = c->tenants->n;
+    int64_t *counts = calloc((size_t)nt * TS_JOB_STATES + 1, sizeof *counts);
+    for (int i = 0; counts && i < c->njobs; i++) {
+        int t = c->jobs[i]->sj.tenant;
+        if (t >= 0 && t < nt)
+            counts[t * TS_JOB_STATES + c->jobs[i]->row.state]++;
+    }
+    for (int t = 0; counts && t < nt; t++)
+        for (int s = 0; s < TS_JOB_STATES; s++)
+            if (!ts_job_state_terminal(s))
+                put(&b, "tessera_jobs{state=\"%s\",tenant=\"%s\"} %lld\n", ts_job_state_name(s),
+                    c->tenants->t[t].name, (long long)counts[t * TS_JOB_STATES + s]);
+    free(counts);
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } ctr[] = {
+        {"tessera_jobs_submitted_total", "Jobs accepted.", offsetof(ctld_metrics, submitted)},
+        {"tessera_jobs_started_total", "Job starts (restarts included).",
+         offsetof(ctld_metrics, started)},
+        {"tessera_jobs_finished_total", "Jobs that completed.", offsetof(ctld_metrics, finished)},
+        {"tessera_jobs_cancelled_total", "Jobs cancelled.", offsetof(ctld_metrics, cancelled)},
+        {"tessera_preemptions_total", "Jobs preempted for guaranteed work.",
+         offsetof(ctld_metrics, preempted)},
+        {"tessera_scheduling_cycles_total", "Scheduling cycles run.",
+         offsetof(ctld_metrics, cycles)},
+    };
+    for (size_t i = 0; i < sizeof ctr / sizeof ctr[0]; i++) {
+        head(&b, ctr[i].name, "counter", ctr[i].help);
+        put(&b, "%s %llu\n", ctr[i].name,
+            (unsigned long long)*(const uint64_t *)((const char *)m + ctr[i].off));
+    }
+    int64_t total = 0, free_g = 0, drained = 0, whole_free = 0;
+    for (int n = 0; n < c->cluster->nnodes; n++) {
+        const ts_node *nd = &c->cluster->nodes[n];
+        total += nd->ngpu;
+        if (!ts_sched_node_schedulable(c->sched, n)) {
+            drained += nd->ngpu;
+            continue;
+        }
+        free_g += nd->gpus_free;
+        if (nd->ngpu > 0 && nd->gpus_free == nd->ngpu)
+            whole_free += nd->ngpu;
+    }
+    head(&b, "tessera_gpus", "gauge", "GPUs by state.");
+    put(&b, "tessera_gpus{state=\"free\"} %lld\n", (long long)free_g);
+    put(&b, "tessera_gpus{state=\"allocated\"} %lld\n", (long long)(total - free_g - drained));
+    put(&b, "tessera_gpus{state=\"drained\"} %lld\n", (long long)drained);
+    head(&b, "tessera_gpu_fragmentation_ratio", "gauge",
+         "Share of free GPUs that are not on completely free nodes (0: none stranded).");
+    put(&b, "tessera_gpu_fragmentation_ratio %.6f\n",
+        free_g > 0 ? 1.0 - (double)whole_free / (double)free_g : 0.0);
+    head(&b, "tessera_tenant_gpus_used", "gauge", "GPUs a tenant's running jobs hold, by model.");
+    for (int t = 0; t < nt; t++)
+        for (int mo = 0; mo < TS_MAX_GPU_MODELS; mo++) {
+            const ts_gpu_model_info *info = ts_gpu_model_get(mo);
+            int64_t u = ts_quota_usage(c->quota, t, ts_res_gpu(mo));
+            if (info && (u > 0 || c->tenants->t[t].guaranteed[ts_res_gpu(mo)] > 0))
+                put(&b, "tessera_tenant_gpus_used{tenant=\"%s\",gpu_model=\"%s\"} %.3f\n",
+                    c->tenants->t[t].name, info->name, (double)u / 1000.0);
+        }
+    head(&b, "tessera_tenant_gpus_guaranteed", "gauge", "A tenant's guaranteed GPUs, by model.");
+    for (int t = 0; t < nt; t++)
+        for (int mo = 0; mo < TS_MAX_GPU_MODELS; mo++) {
+            const ts_gpu_model_info *info = ts_gpu_model_get(mo);
+            int64_t g = c->tenants->t[t].guaranteed[ts_res_gpu(mo)];
+            if (info && g > 0)
+                put(&b, "tessera_tenant_gpus_guaranteed{tenant=\"%s\",gpu_model=\"%s\"} %.3f\n",
+                    c->tenants->t[t].name, info->name, (double)g / 1000.0);
+        }
+    hist(&b, "tessera_queue_wait_seconds", "Time from submission to start.", m->wait_hist, WAIT_B,
+         sizeof WAIT_B / sizeof *WAIT_B, m->wait_s_sum);
+    hist(&b, "tessera_scheduling_cycle_seconds", "Duration of one scheduling cycle.",
+         m->cycle_hist, CYCLE_B, sizeof CYCLE_B / sizeof *CYCLE_B, m->cycle_s_sum);
+    head(&b, "tessera_http_responses_total", "counter", "HTTP responses by status class.");
+    for (int k = 1; k <= 5; k++)
+        put(&b, "tessera_http_responses_total{code=\"%dxx\"} %llu\n", k,
+            (unsigned long long)__atomic_load_n(&m->http_requests[k], __ATOMIC_RELAXED));
+    pthread_mutex_unlock(&c->mu);
+    return b.p ? b.p : strdup("");
+}

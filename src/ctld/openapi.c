@@ -1,0 +1,72 @@
+/*
+ * openapi.c - the OpenAPI 3 description served at /v1/openapi.json and
+ * printed by `tesserad --openapi` (docs/openapi.json is that output; a test
+ * keeps the two equal). Built from one table of operations so the document
+ * cannot drift from the routes' list.
+ */
+#include <string.h>
+
+#include "ctld/ctld.h"
+
+typedef struct op {
+    const char *path, *method, *summary, *ok;
+} op;
+
+static const op OPS[] = {
+    {"/v1/jobs", "post", "Submit a job spec (YAML or JSON); Idempotency-Key makes a retry safe",
+     "201"},
+    {"/v1/jobs", "get", "List jobs (filters tenant, state, owner; cursor pagination)", "200"},
+    {"/v1/jobs/{id}", "get", "Show a job", "200"},
+    {"/v1/jobs/{id}/cancel", "post", "Cancel a job", "200"},
+    {"/v1/jobs/{id}/hold", "post", "Hold a pending job", "200"},
+    {"/v1/jobs/{id}/release", "post", "Release a held job", "200"},
+    {"/v1/jobs/{id}/requeue", "post", "Requeue a running job", "200"},
+    {"/v1/jobs/{id}/events", "get", "A job's events", "200"},
+    {"/v1/jobs/{id}/explain", "get", "Why a job waits: the scheduler's reason and numbers",
+     "200"},
+    {"/v1/nodes", "get", "List nodes", "200"},
+    {"/v1/nodes/{name}", "get", "Show a node (GPUs, MIG layout, jobs)", "200"},
+    {"/v1/nodes/{name}/drain", "post", "Drain a node (admin)", "200"},
+    {"/v1/nodes/{name}/resume", "post", "Resume a drained node (admin)", "200"},
+    {"/v1/tenants", "get", "Tenants with guarantees, usage and fair share", "200"},
+    {"/v1/tenants", "put", "Replace tenants and quotas (admin; tenants YAML)", "200"},
+    {"/v1/usage", "get", "GPU-hours by tenant, tier and GPU model over [from, to)", "200"},
+    {"/v1/tokens", "get", "List tokens visible to the caller", "200"},
+    {"/v1/tokens", "post", "Create a token; the secret is returned once", "201"},
+    {"/v1/tokens/{name}", "delete", "Revoke a token", "204"},
+    {"/healthz", "get", "Liveness", "200"},
+    {"/readyz", "get", "Readiness: store open and scheduler running", "200"},
+    {"/metrics", "get", "Prometheus metrics", "200"},
+};
+
+json_t *ctld_openapi(void)
+{
+    json_t *paths = json_object();
+    for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++) {
+        json_t *p = json_object_get(paths, OPS[i].path);
+        if (!p) {
+            p = json_object();
+            json_object_set_new(paths, OPS[i].path, p);
+        }
+        json_t *params = json_array();
+        if (strstr(OPS[i].path, "{id}"))
+            json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:{s:s}}", "name", "id", "in",
+                                                    "path", "required", 1, "schema", "type",
+                                                    "integer"));
+        if (strstr(OPS[i].path, "{name}"))
+            json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:{s:s}}", "name", "name",
+                                                    "in", "path", "required", 1, "schema",
+                                                    "type", "string"));
+        bool open = OPS[i].path[1] != 'v';
+        json_t *o = json_pack("{s:s,s:o,s:{s:{s:s},s:{s:s}}}", "summary", OPS[i].summary,
+                              "parameters", params, "responses", OPS[i].ok, "description", "OK",
+                              "default", "description", "An error (docs/api.md)");
+        if (!open)
+            json_object_set_new(o, "security", json_pack("[{s:[]}]", "bearer"));
+        json_object_set_new(p, OPS[i].method, o);
+    }
+    return json_pack("{s:s,s:{s:s,s:s},s:o,s:{s:{s:{s:s,s:s}}}}", "openapi", "3.0.3", "info",
+                     "title", "Tessera controller API", "version", "1", "paths", paths,
+                     "components", "securitySchemes", "bearer", "type", "http", "scheme",
+                     "bearer");
+}

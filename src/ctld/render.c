@@ -1,0 +1,94 @@
+/*
+ * render.c - the JSON the API answers with: jobs (docs/api.md "Job"),
+ * nodes ("Node") and tenants. Under c->mu where it reads memory.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ctld/ctld.h"
+#include "tessera/mig.h"
+
+static json_t *time_or_null(double t) { return t > 0.0 ? json_real(t) : json_null(); }
+
+static json_t *str_or_null(const char *s) { return s && *s ? json_string(s) : json_null(); }
+
+json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active)
+{
+    json_error_t je;
+    json_t *spec = row->spec_json ? json_loads(row->spec_json, 0, &je) : NULL;
+    json_t *placement = json_null();
+    const char *pj = active && active->row.placement_json ? active->row.placement_json
+                                                          : row->placement_json;
+    if (pj) {
+        json_t *p = json_loads(pj, 0, &je);
+        if (p) {
+            json_decref(placement);
+            placement = json_array();
+            size_t i;
+            json_t *t;
+            json_array_foreach(p, i, t)
+            {
+                json_array_append_new(placement,
+                                      json_pack("{s:O,s:O}", "node", json_object_get(t, "node"),
+                                                "gpus", json_object_get(t, "gpus")));
+            }
+            json_decref(p);
+        }
+    }
+    const char *reason = active ? active->row.reason : row->reason;
+    const char *why = active ? active->row.why : row->why;
+    (void)c;
+    return json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:o,s:o,s:o,s:o,s:i,s:o,s:o,s:o,s:o}",
+                     "id", (json_int_t)row->id, "name", row->name, "tenant", row->tenant,
+                     "owner", row->owner, "state", ts_job_state_name(row->state), "tier",
+                     row->tier == TS_TIER_GUARANTEED ? "guaranteed" : "opportunistic",
+                     "priority", row->priority, "gpus", row->gpus, "gpu_model",
+                     str_or_null(row->gpu_model), "submit_time", time_or_null(row->submit_s),
+                     "start_time", time_or_null(row->start_s), "end_time",
+                     time_or_null(row->end_s), "preemptions", row->preemptions, "reason",
+                     str_or_null(reason), "why", str_or_null(why), "placement", placement,
+                     "spec", spec ? spec : json_null());
+}
+
+json_t *ctld_render_node(const ctld *c, int node)
+{
+    const ts_node *n = &c->cluster->nodes[node];
+    json_t *labels = json_object();
+    for (int i = 0; i < n->nlabels; i++)
+        json_object_set_new(labels, n->labels[i].key, json_string(n->labels[i].value));
+    json_t *mig = json_array();
+    int geo = n->model >= 0 ? ts_gpu_model_get(n->model)->mig_geometry : TS_MIG_NONE;
+    for (int g = 0; g < n->ngpu; g++) {
+        if (n->gpu[g].mode != TS_GPU_MIG)
+            continue;
+        json_t *inst = json_array();
+        for (int k = 0; k < n->gpu[g].mig.n; k++) {
+            const ts_mig_instance *mi = &n->gpu[g].mig.inst[k];
+            const ts_mig_profile *p = ts_mig_profile_get(geo, mi->profile_id);
+            json_array_append_new(inst, json_pack("{s:s,s:i,s:b}", "profile",
+                                                  p ? p->name : "?", "start", mi->start, "used",
+                                                  mi->busy != 0));
+        }
+        json_array_append_new(mig, json_pack("{s:i,s:o}", "gpu", g, "instances", inst));
+    }
+    json_t *jobs = json_array();
+    for (int i = 0; i < c->njobs; i++) {
+        const cjob *j = c->jobs[i];
+        for (int t = 0; j->allocs && t < j->ntasks; t++)
+            if (j->allocs[t].node == node) {
+                json_array_append_new(jobs, json_integer(j->row.id));
+                break;
+            }
+    }
+    bool up = ts_sched_node_schedulable(c->sched, node);
+    return json_pack("{s:s,s:s,s:b,s:o,s:i,s:i,s:I,s:I,s:I,s:I,s:o,s:o,s:o}", "name", n->name,
+                     "state", up ? "up" : "drained", "virtual", c->node_virtual[node],
+                     "gpu_model",
+                     n->model >= 0 ? json_string(ts_gpu_model_get(n->model)->name) : json_null(),
+                     "gpus", n->ngpu, "gpus_free", n->gpus_free, "cpu_milli",
+                     (json_int_t)n->cpu_milli, "cpu_free_milli",
+                     (json_int_t)(n->cpu_milli - n->cpu_used), "memory_mib",
+                     (json_int_t)n->mem_mib, "memory_free_mib",
+                     (json_int_t)(n->mem_mib - n->mem_used), "mig", mig, "jobs", jobs, "labels",
+                     labels);
+}

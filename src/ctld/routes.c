@@ -1,0 +1,565 @@
+/*
+ * routes.c - the API of docs/api.md: jobs, nodes, tenants, usage, tokens.
+ *
+ * Visibility: admin sees everything; viewer reads everything; tenant-admin
+ * and user see their own tenant's jobs only, and a job of another tenant
+ * answers 404 exactly like a job that does not exist. Only admin drains
+ * nodes and changes tenants; tenant-admin creates and revokes its tenant's
+ * user and viewer tokens.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctld/ctld.h"
+
+#define LIST_LIMIT_DEFAULT 100
+#define LIST_LIMIT_MAX 1000
+
+static bool sees_all(const ctld_caller *w)
+{
+    return w->role == TS_ROLE_ADMIN || w->role == TS_ROLE_VIEWER;
+}
+
+static bool may_write_jobs(const ctld_caller *w) { return w->role != TS_ROLE_VIEWER; }
+
+static bool sees_tenant(const ctld_caller *w, const char *tenant)
+{
+    return sees_all(w) || strcmp(w->tenant, tenant) == 0;
+}
+
+/* "/v1/jobs/42/cancel" -> 42 and "cancel"; false if not of that shape. */
+static bool parse_job_path(const char *url, int64_t *id, const char **rest)
+{
+    const char *p = url + strlen("/v1/jobs/");
+    char *end;
+    long long v = strtoll(p, &end, 10);
+    if (end == p || v <= 0 || (*end && *end != '/'))
+        return false;
+    *id = v;
+    *rest = *end == '/' ? end + 1 : "";
+    return true;
+}
+
+static int limit_of(const ctld_query *q, ctld_reply *r)
+{
+    if (!q->limit)
+        return LIST_LIMIT_DEFAULT;
+    char *end;
+    long v = strtol(q->limit, &end, 10);
+    if (*end || v < 1 || v > LIST_LIMIT_MAX) {
+        ctld_reply_error(r, 400, "invalid", "limit: must be 1..%d", LIST_LIMIT_MAX);
+        return -1;
+    }
+    return (int)v;
+}
+
+static bool cursor_of(const char *s, int64_t *out, ctld_reply *r)
+{
+    *out = 0;
+    if (!s)
+        return true;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (*end || v < 0) {
+        ctld_reply_error(r, 400, "invalid", "cursor: not a cursor this API gave");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* ---- jobs -------------------------------------------------------------------- */
+
+static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    const ctld_caller *w = rq->who;
+    if (!may_write_jobs(w)) {
+        ctld_reply_error(r, 403, "forbidden", "role viewer cannot submit jobs");
+        return;
+    }
+    ts_job_spec *spec = NULL;
+    ts_spec_errors errs;
+    if (ts_spec_parse(rq->body, rq->len, &spec, &errs) != 0) {
+        json_t *fields = json_array();
+        for (int i = 0; i < errs.n; i++) {
+            const char *m = errs.msg[i];
+            const char *colon = strstr(m, ": ");
+            json_array_append_new(
+                fields, colon ? json_pack("{s:s%,s:s}", "path", m, (size_t)(colon - m), "reason",
+                                          colon + 2)
+                              : json_pack("{s:s,s:s}", "path", "", "reason", m));
+        }
+        char line[1024];
+        ts_spec_errors_join(&errs, line, sizeof line);
+        ctld_reply_json(r, 400,
+                        json_pack("{s:{s:s,s:s,s:o}}", "error", "code", "invalid", "message", line,
+                                  "fields", fields));
+        return;
+    }
+    if (w->role != TS_ROLE_ADMIN && strcmp(spec->tenant, w->tenant) != 0) {
+        ctld_reply_error(r, 403, "forbidden", "tenant: token \"%s\" may submit to tenant \"%s\" "
+                         "only", w->name, w->tenant);
+        ts_spec_free(spec);
+        return;
+    }
+    char *json = ts_spec_to_json(spec);
+    int n = spec->array_size > 0 ? spec->array_size : 1;
+    int64_t *ids = malloc((size_t)n * sizeof *ids);
+    int nids = 0;
+    bool existed = false;
+    ts_err err;
+    int rc = json && ids ? ctld_submit(c, spec, json, w->name, rq->idem_key, ids, &nids,
+                                       &existed, &err)
+                         : ts_err_set(&err, TS_ENOMEM, "out of memory");
+    ts_spec_free(spec);
+    free(json);
+    if (rc == TS_EINVAL) {
+        const char *colon = strstr(err.msg, ": ");
+        ctld_reply_json(
+            r, 400,
+            json_pack("{s:{s:s,s:s,s:[{s:s%,s:s}]}}", "error", "code", "invalid", "message",
+                      err.msg, "fields", "path", err.msg,
+                      colon ? (size_t)(colon - err.msg) : (size_t)0, "reason",
+                      colon ? colon + 2 : err.msg));
+    } else if (rc != 0) {
+        ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+    } else {
+        json_t *jobs = json_array();
+        for (int i = 0; i < nids; i++) {
+            ts_job_row row;
+            if (ts_store_job_get(c->store, ids[i], &row, NULL) == 0) {
+                json_array_append_new(jobs, ctld_render_job(c, &row, NULL));
+                ts_job_row_fini(&row);
+            }
+        }
+        ctld_reply_json(r, existed ? 200 : 201, json_pack("{s:o}", "jobs", jobs));
+    }
+    free(ids);
+}
+
+static void jobs_list(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    const ctld_caller *w = rq->who;
+    int limit = limit_of(&rq->q, r);
+    int64_t after;
+    if (limit < 0 || !cursor_of(rq->q.cursor, &after, r))
+        return;
+    ts_job_filter f = {.tenant = rq->q.tenant, .owner = rq->q.owner, .state = -1};
+    if (rq->q.state && (f.state = ts_job_state_parse(rq->q.state)) < 0) {
+        ctld_reply_error(r, 400, "invalid", "state: unknown state \"%s\"", rq->q.state);
+        return;
+    }
+    if (!sees_all(w)) {
+        if (f.tenant && strcmp(f.tenant, w->tenant) != 0) {
+            ctld_reply_json(r, 200, json_pack("{s:[],s:n}", "jobs", "next_cursor"));
+            return;
+        }
+        f.tenant = w->tenant;
+    }
+    ts_job_row *rows = NULL;
+    int n = 0;
+    ts_err err;
+    if (ts_store_job_list(c->store, &f, after, limit, &rows, &n, &err) != 0) {
+        ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+        return;
+    }
+    json_t *jobs = json_array();
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < n; i++)
+        json_array_append_new(jobs, ctld_render_job(c, &rows[i], ctld_job_find(c, rows[i].id)));
+    pthread_mutex_unlock(&c->mu);
+    char cur[32];
+    snprintf(cur, sizeof cur, "%lld", n > 0 ? (long long)rows[n - 1].id : 0LL);
+    ctld_reply_json(r, 200,
+                    json_pack("{s:o,s:o}", "jobs", jobs, "next_cursor",
+                              n == limit ? json_string(cur) : json_null()));
+    ts_store_free_jobs(rows, n);
+}
+
+/* Loads a job the caller may see; false (and a 404) otherwise. */
+static bool visible_job(ctld *c, const ctld_caller *w, int64_t id, ts_job_row *row,
+                        ctld_reply *r)
+{
+    ts_err err;
+    int rc = ts_store_job_get(c->store, id, row, &err);
+    if (rc == 0 && sees_tenant(w, row->tenant))
+        return true;
+    if (rc == 0)
+        ts_job_row_fini(row);
+    if (rc == 0 || rc == TS_ENOENT)
+        ctld_reply_error(r, 404, "not_found", "job %lld does not exist", (long long)id);
+    else
+        ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+    return false;
+}
+
+static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *rest,
+                    ctld_reply *r)
+{
+    const ctld_caller *w = rq->who;
+    ts_job_row row;
+    bool get = strcmp(rq->method, "GET") == 0, post = strcmp(rq->method, "POST") == 0;
+    if (!get && !post) {
+        ctld_reply_error(r, 405, "method_not_allowed", "%s %s", rq->method, rq->url);
+        return;
+    }
+    if (!visible_job(c, w, id, &row, r))
+        return;
+    if (get && !*rest) {
+        pthread_mutex_lock(&c->mu);
+        json_t *j = ctld_render_job(c, &row, ctld_job_find(c, id));
+        pthread_mutex_unlock(&c->mu);
+        ctld_reply_json(r, 200, json_pack("{s:o}", "job", j));
+    } else if (get && strcmp(rest, "events") == 0) {
+        int limit = limit_of(&rq->q, r);
+        int64_t after;
+        ts_event_row *ev = NULL;
+        int n = 0;
+        ts_err err;
+        if (limit > 0 && cursor_of(rq->q.cursor, &after, r)) {
+            if (ts_store_event_list(c->store, id, after, limit, &ev, &n, &err) != 0) {
+                ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+            } else {
+                json_t *a = json_array();
+                if (after == 0) /* the submission is the row itself */
+                    json_array_append_new(a, json_pack("{s:i,s:f,s:s,s:n}", "id", 0, "time",
+                                                       row.submit_s, "kind", "submitted",
+                                                       "detail"));
+                for (int i = 0; i < n; i++)
+                    json_array_append_new(
+                        a, json_pack("{s:I,s:f,s:s,s:o}", "id", (json_int_t)ev[i].id, "time",
+                                     ev[i].t_s, "kind", ev[i].kind, "detail",
+                                     ev[i].detail ? json_string(ev[i].detail) : json_null()));
+                char cur[32];
+                snprintf(cur, sizeof cur, "%lld", n > 0 ? (long long)ev[n - 1].id : 0LL);
+                ctld_reply_json(r, 200,
+                                json_pack("{s:o,s:o}", "events", a, "next_cursor",
+                                          n == limit ? json_string(cur) : json_null()));
+                ts_store_free_events(ev, n);
+            }
+        }
+    } else if (get && strcmp(rest, "explain") == 0) {
+        pthread_mutex_lock(&c->mu);
+        const cjob *j = ctld_job_find(c, id);
+        const char *reason = j ? j->row.reason : row.reason;
+        const char *why = j ? j->row.why : row.why;
+        double at = j ? j->reserved_at_s : -1.0;
+        int state = j ? j->row.state : row.state;
+        json_t *doc = json_pack("{s:I,s:s,s:o,s:o,s:o}", "job_id", (json_int_t)id, "state",
+                                ts_job_state_name(state), "reason",
+                                reason && *reason ? json_string(reason) : json_null(),
+                                "explanation", why && *why ? json_string(why) : json_null(),
+                                "reserved_at", at > 0.0 ? json_real(at) : json_null());
+        pthread_mutex_unlock(&c->mu);
+        ctld_reply_json(r, 200, doc);
+    } else if (post && (strcmp(rest, "cancel") == 0 || strcmp(rest, "hold") == 0 ||
+                        strcmp(rest, "release") == 0 || strcmp(rest, "requeue") == 0)) {
+        if (!may_write_jobs(w)) {
+            ctld_reply_error(r, 403, "forbidden", "role viewer cannot change jobs");
+        } else {
+            ts_err err;
+            int rc = ctld_job_action(c, id, rest, &err);
+            if (rc == TS_ENOENT || rc == TS_EEXIST)
+                ctld_reply_error(r, 409, "conflict", "job %lld is %s: cannot %s it",
+                                 (long long)id, ts_job_state_name(row.state), rest);
+            else if (rc != 0)
+                ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+            else {
+                ts_job_row now;
+                if (ts_store_job_get(c->store, id, &now, NULL) == 0) {
+                    pthread_mutex_lock(&c->mu);
+                    json_t *j = ctld_render_job(c, &now, ctld_job_find(c, id));
+                    pthread_mutex_unlock(&c->mu);
+                    ctld_reply_json(r, 200, json_pack("{s:o}", "job", j));
+                    ts_job_row_fini(&now);
+                } else {
+                    ctld_reply_json(r, 200, NULL);
+                }
+            }
+        }
+    } else {
+        ctld_reply_error(r, 404, "not_found", "%s %s", rq->method, rq->url);
+    }
+    ts_job_row_fini(&row);
+}
+
+/* ---- nodes ------------------------------------------------------------------------ */
+
+static void nodes(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    const char *p = rq->url + strlen("/v1/nodes");
+    if (!*p || strcmp(p, "/") == 0) {
+        if (strcmp(rq->method, "GET") != 0) {
+            ctld_reply_error(r, 405, "method_not_allowed", "%s %s", rq->method, rq->url);
+            return;
+        }
+        json_t *a = json_array();
+        pthread_mutex_lock(&c->mu);
+        for (int i = 0; i < c->cluster->nnodes; i++)
+            json_array_append_new(a, ctld_render_node(c, i));
+        pthread_mutex_unlock(&c->mu);
+        ctld_reply_json(r, 200, json_pack("{s:o}", "nodes", a));
+        return;
+    }
+    char name[TS_NAME_MAX];
+    const char *slash = strchr(p + 1, '/');
+    size_t nl = slash ? (size_t)(slash - (p + 1)) : strlen(p + 1);
+    if (nl == 0 || nl >= sizeof name) {
+        ctld_reply_error(r, 404, "not_found", "no such node");
+        return;
+    }
+    memcpy(name, p + 1, nl);
+    name[nl] = '\0';
+    const char *action = slash ? slash + 1 : "";
+    pthread_mutex_lock(&c->mu);
+    int n = ts_cluster_find_node(c->cluster, name);
+    pthread_mutex_unlock(&c->mu);
+    if (n < 0) {
+        ctld_reply_error(r, 404, "not_found", "node \"%s\" does not exist", name);
+        return;
+    }
+    if (*action) {
+        if (strcmp(rq->method, "POST") != 0 ||
+            (strcmp(action, "drain") != 0 && strcmp(action, "resume") != 0)) {
+            ctld_reply_error(r, 404, "not_found", "%s %s", rq->method, rq->url);
+            return;
+        }
+        if (rq->who->role != TS_ROLE_ADMIN) {
+            ctld_reply_error(r, 403, "forbidden", "only admin drains and resumes nodes");
+            return;
+        }
+        ts_err err;
+        if (ctld_node_drain(c, name, strcmp(action, "drain") == 0, &err) != 0) {
+            ctld_reply_error(r, 409, "conflict", "%s", err.msg);
+            return;
+        }
+    }
+    pthread_mutex_lock(&c->mu);
+    json_t *doc = ctld_render_node(c, n);
+    pthread_mutex_unlock(&c->mu);
+    ctld_reply_json(r, 200, json_pack("{s:o}", "node", doc));
+}
+
+/* ---- tenants and usage -------------------------------------------------------------- */
+
+static json_t *quota_json(const int64_t *v)
+{
+    json_t *gpu = json_object();
+    for (int m = 0; m < TS_MAX_GPU_MODELS; m++) {
+        const ts_gpu_model_info *info = ts_gpu_model_get(m);
+        if (info && v[ts_res_gpu(m)] > 0)
+            json_object_set_new(gpu, info->name, json_real((double)v[ts_res_gpu(m)] / 1000.0));
+    }
+    return json_pack("{s:o,s:I,s:I}", "gpu", gpu, "cpu_milli", (json_int_t)v[TS_RES_CPU],
+                     "memory_mib", (json_int_t)v[TS_RES_MEM]);
+}
+
+static void tenants(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    if (strcmp(rq->method, "PUT") == 0) {
+        if (rq->who->role != TS_ROLE_ADMIN) {
+            ctld_reply_error(r, 403, "forbidden", "only admin changes tenants and quotas");
+            return;
+        }
+        ts_err err;
+        int rc = ctld_tenants_replace(c, rq->body, rq->len, &err);
+        if (rc == TS_EINVAL) {
+            ctld_reply_error(r, 400, "invalid", "%s", err.msg);
+            return;
+        }
+        if (rc != 0) {
+            ctld_reply_error(r, rc == TS_EEXIST ? 409 : 503,
+                             rc == TS_EEXIST ? "conflict" : "unavailable", "%s", err.msg);
+            return;
+        }
+    } else if (strcmp(rq->method, "GET") != 0) {
+        ctld_reply_error(r, 405, "method_not_allowed", "%s %s", rq->method, rq->url);
+        return;
+    }
+    json_t *a = json_array();
+    pthread_mutex_lock(&c->mu);
+    double now = ctld_now();
+    for (int t = 0; t < c->tenants->n; t++) {
+        const ts_tenant *tn = &c->tenants->t[t];
+        int64_t use[TS_RES_DIMS];
+        for (int k = 0; k < TS_RES_DIMS; k++)
+            use[k] = ts_quota_usage(c->quota, t, k);
+        json_array_append_new(
+            a, json_pack("{s:s,s:o,s:f,s:o,s:o,s:f}", "name", tn->name, "parent",
+                         tn->parent >= 0 ? json_string(c->tenants->t[tn->parent].name)
+                                         : json_null(),
+                         "weight", tn->weight, "guaranteed", quota_json(tn->guaranteed), "usage",
+                         quota_json(use), "share", ts_quota_share(c->quota, t, now)));
+    }
+    pthread_mutex_unlock(&c->mu);
+    ctld_reply_json(r, 200, json_pack("{s:o}", "tenants", a));
+}
+
+static void usage(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    double now = ctld_now();
+    double from = rq->q.from ? strtod(rq->q.from, NULL) : now - 30 * 86400.0;
+    double to = rq->q.to ? strtod(rq->q.to, NULL) : now;
+    if (!(to > from)) {
+        ctld_reply_error(r, 400, "invalid", "to: must be after from");
+        return;
+    }
+    ts_usage_row *rows = NULL;
+    int n = 0;
+    ts_err err;
+    if (ts_store_usage(c->store, from, to, &rows, &n, &err) != 0) {
+        ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+        return;
+    }
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        if (sees_tenant(rq->who, rows[i].tenant))
+            json_array_append_new(
+                a, json_pack("{s:s,s:s,s:s,s:f}", "tenant", rows[i].tenant, "tier",
+                             rows[i].tier == TS_TIER_GUARANTEED ? "guaranteed" : "opportunistic",
+                             "gpu_model", rows[i].gpu_model, "gpu_hours", rows[i].gpu_s / 3600.0));
+    free(rows);
+    ctld_reply_json(r, 200, json_pack("{s:o,s:f,s:f}", "usage", a, "from", from, "to", to));
+}
+
+/* ---- tokens ------------------------------------------------------------------------- */
+
+void ctld_token_cache_clear(ctld *c);
+
+static json_t *token_json(const ts_token_row *t)
+{
+    return json_pack("{s:s,s:s,s:o,s:f,s:o}", "name", t->name, "role", ts_role_name(t->role),
+                     "tenant", t->tenant[0] ? json_string(t->tenant) : json_null(), "created",
+                     t->created_s, "revoked", t->revoked_s > 0 ? json_real(t->revoked_s)
+                                                                : json_null());
+}
+
+static void tokens(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    const ctld_caller *w = rq->who;
+    const char *p = rq->url + strlen("/v1/tokens");
+    ts_err err;
+    if (strcmp(rq->method, "GET") == 0 && !*p) {
+        ts_token_row *rows = NULL;
+        int n = 0;
+        const char *tenant = w->role == TS_ROLE_ADMIN ? NULL : w->tenant;
+        if (ts_store_token_list(c->store, tenant, &rows, &n, &err) != 0) {
+            ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+            return;
+        }
+        json_t *a = json_array();
+        for (int i = 0; i < n; i++)
+            if (w->role == TS_ROLE_ADMIN || w->role == TS_ROLE_TENANT_ADMIN ||
+                strcmp(rows[i].name, w->name) == 0)
+                json_array_append_new(a, token_json(&rows[i]));
+        free(rows);
+        ctld_reply_json(r, 200, json_pack("{s:o}", "tokens", a));
+    } else if (strcmp(rq->method, "POST") == 0 && !*p) {
+        json_error_t je;
+        json_t *in = json_loadb(rq->body, rq->len, 0, &je);
+        const char *name = json_string_value(json_object_get(in, "name"));
+        const char *role = json_string_value(json_object_get(in, "role"));
+        const char *tenant = json_string_value(json_object_get(in, "tenant"));
+        ts_token_row t = {0};
+        int rl = role ? ts_role_parse(role) : -1;
+        if (!in || !json_is_object(in)) {
+            ctld_reply_error(r, 400, "invalid", "body: not a JSON object (%s)", je.text);
+        } else if (!name || !*name || strlen(name) >= sizeof t.name) {
+            ctld_reply_error(r, 400, "invalid", "name: required, 1..63 characters");
+        } else if (rl < 0) {
+            ctld_reply_error(r, 400, "invalid",
+                             "role: must be admin, tenant-admin, user or viewer");
+        } else if ((rl == TS_ROLE_TENANT_ADMIN || rl == TS_ROLE_USER) && (!tenant || !*tenant)) {
+            ctld_reply_error(r, 400, "invalid", "tenant: required for role %s", role);
+        } else if (tenant && *tenant && ts_tenant_find(c->tenants, tenant) < 0) {
+            ctld_reply_error(r, 400, "invalid", "tenant: no tenant \"%s\"", tenant);
+        } else if (w->role != TS_ROLE_ADMIN &&
+                   !(w->role == TS_ROLE_TENANT_ADMIN && tenant && strcmp(tenant, w->tenant) == 0 &&
+                     (rl == TS_ROLE_USER || rl == TS_ROLE_VIEWER))) {
+            ctld_reply_error(r, 403, "forbidden", "role %s cannot create this token",
+                             ts_role_name(w->role));
+        } else {
+            char secret[128];
+            snprintf(t.name, sizeof t.name, "%s", name);
+            t.role = rl;
+            snprintf(t.tenant, sizeof t.tenant, "%s", tenant ? tenant : "");
+            t.created_s = ctld_now();
+            int rc = ctld_token_new_secret(secret, sizeof secret);
+            if (rc == 0) {
+                ctld_token_hash(secret, t.hash);
+                rc = ts_store_token_insert(c->store, &t, &err);
+            }
+            if (rc == TS_EEXIST)
+                ctld_reply_error(r, 409, "conflict", "token \"%s\" exists", name);
+            else if (rc != 0)
+                ctld_reply_error(r, 503, "unavailable", "cannot create the token");
+            else {
+                json_t *doc = token_json(&t);
+                json_object_set_new(doc, "secret", json_string(secret));
+                ctld_reply_json(r, 201, json_pack("{s:o}", "token", doc));
+            }
+        }
+        json_decref(in);
+    } else if (strcmp(rq->method, "DELETE") == 0 && p[0] == '/' && p[1]) {
+        const char *name = p + 1;
+        ts_token_row *rows = NULL;
+        int n = 0, found = -1;
+        if (ts_store_token_list(c->store, NULL, &rows, &n, &err) == 0)
+            for (int i = 0; i < n; i++)
+                if (strcmp(rows[i].name, name) == 0)
+                    found = i;
+        bool allowed = found >= 0 && (w->role == TS_ROLE_ADMIN ||
+                                      (w->role == TS_ROLE_TENANT_ADMIN &&
+                                       strcmp(rows[found].tenant, w->tenant) == 0));
+        free(rows);
+        if (!allowed) {
+            ctld_reply_error(r, 404, "not_found", "token \"%s\" does not exist", name);
+        } else if (ts_store_token_revoke(c->store, name, ctld_now(), &err) != 0) {
+            ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+        } else {
+            ctld_token_cache_clear(c);
+            r->status = 204;
+            r->body = NULL;
+        }
+    } else {
+        ctld_reply_error(r, 405, "method_not_allowed", "%s %s", rq->method, rq->url);
+    }
+}
+
+/* ---- the router --------------------------------------------------------------------- */
+
+json_t *ctld_openapi(void);
+
+void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    const char *u = rq->url;
+    const char *m = rq->method;
+    if (strcmp(u, "/v1/jobs") == 0) {
+        if (strcmp(m, "POST") == 0)
+            jobs_submit(c, rq, r);
+        else if (strcmp(m, "GET") == 0)
+            jobs_list(c, rq, r);
+        else
+            ctld_reply_error(r, 405, "method_not_allowed", "%s %s", m, u);
+    } else if (strncmp(u, "/v1/jobs/", 9) == 0) {
+        int64_t id;
+        const char *rest;
+        if (!parse_job_path(u, &id, &rest))
+            ctld_reply_error(r, 404, "not_found", "%s: not a job path", u);
+        else
+            job_one(c, rq, id, rest, r);
+    } else if (strncmp(u, "/v1/nodes", 9) == 0 && (u[9] == '\0' || u[9] == '/')) {
+        nodes(c, rq, r);
+    } else if (strcmp(u, "/v1/tenants") == 0) {
+        tenants(c, rq, r);
+    } else if (strcmp(u, "/v1/usage") == 0 && strcmp(m, "GET") == 0) {
+        usage(c, rq, r);
+    } else if (strncmp(u, "/v1/tokens", 10) == 0 && (u[10] == '\0' || u[10] == '/')) {
+        tokens(c, rq, r);
+    } else if (strcmp(u, "/v1/openapi.json") == 0 && strcmp(m, "GET") == 0) {
+        ctld_reply_json(r, 200, ctld_openapi());
+    } else {
+        ctld_reply_error(r, 404, "not_found", "%s %s: no such endpoint", m, u);
+    }
+}

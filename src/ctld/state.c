@@ -1,0 +1,781 @@
+/*
+ * state.c - the controller's jobs in memory: building the scheduler's view
+ * of a job from its stored spec, restoring every active job at start,
+ * submission (durable before it is acknowledged), user actions, drains and
+ * tenant changes.
+ *
+ * Active jobs live in an array plus an open-addressing map from id to slot;
+ * finished jobs leave memory (the store keeps them). A job's ranks become
+ * ts_request entries once, at build; its placement is written to the store as
+ * JSON ({"node", "gpus", "gpu_milli", "gpu_mem_mib", "cpu_milli", "mem_mib",
+ * "mig_profile", "mig_start"} per rank) so a restarted controller binds
+ * exactly what ran.
+ *
+ * Nodes that are not virtual get no work until an agent serves them (the
+ * agent issue): they are drained at start, with that reason.
+ */
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "ctld/ctld.h"
+#include "tessera/load.h"
+#include "tessera/mig.h"
+#include "tessera/tenant_load.h"
+
+double ctld_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- id map ------------------------------------------------------------------ */
+
+static uint64_t hash_id(int64_t id)
+{
+    uint64_t x = (uint64_t)id * UINT64_C(0x9e3779b97f4a7c15);
+    return x ^ (x >> 29);
+}
+
+static int map_rebuild(ctld *c, int cap)
+{
+    int64_t *ids = malloc((size_t)cap * sizeof *ids);
+    int *idx = malloc((size_t)cap * sizeof *idx);
+    if (!ids || !idx) {
+        free(ids);
+        free(idx);
+        return TS_ENOMEM;
+    }
+    for (int i = 0; i < cap; i++)
+        ids[i] = 0;
+    free(c->map_ids);
+    free(c->map_idx);
+    c->map_ids = ids;
+    c->map_idx = idx;
+    c->map_cap = cap;
+    for (int k = 0; k < c->njobs; k++) {
+        uint64_t h = hash_id(c->jobs[k]->row.id) % (uint64_t)cap;
+        while (ids[h] != 0)
+            h = (h + 1) % (uint64_t)cap;
+        ids[h] = c->jobs[k]->row.id;
+        idx[h] = k;
+    }
+    return 0;
+}
+
+static int map_slot(const ctld *c, int64_t id)
+{
+    if (c->map_cap == 0)
+        return -1;
+    for (uint64_t h = hash_id(id) % (uint64_t)c->map_cap; c->map_ids[h] != 0;
+         h = (h + 1) % (uint64_t)c->map_cap)
+        if (c->map_ids[h] == id)
+            return (int)h;
+    return -1;
+}
+
+cjob *ctld_job_find(ctld *c, int64_t id)
+{
+    int h = map_slot(c, id);
+    return h < 0 ? NULL : c->jobs[c->map_idx[h]];
+}
+
+static int job_add(ctld *c, cjob *j)
+{
+    if (c->njobs == c->jobs_cap) {
+        int cap = c->jobs_cap ? c->jobs_cap * 2 : 256;
+        cjob **nj = realloc(c->jobs, (size_t)cap * sizeof *nj);
+        if (!nj)
+            return TS_ENOMEM;
+        c->jobs = nj;
+        c->jobs_cap = cap;
+    }
+    c->jobs[c->njobs++] = j;
+    if ((int64_t)c->njobs * 2 > c->map_cap)
+        return map_rebuild(c, c->map_cap ? c->map_cap * 2 : 1024);
+    uint64_t h = hash_id(j->row.id) % (uint64_t)c->map_cap;
+    while (c->map_ids[h] != 0)
+        h = (h + 1) % (uint64_t)c->map_cap;
+    c->map_ids[h] = j->row.id;
+    c->map_idx[h] = c->njobs - 1;
+    return 0;
+}
+
+static void cjob_free(cjob *j)
+{
+    if (!j)
+        return;
+    ts_job_row_fini(&j->row);
+    ts_spec_free(j->spec);
+    free(j->tasks);
+    free(j->allocs);
+    free(j);
+}
+
+/* Removes and frees j (swap with the last; the map is rebuilt lazily by
+ * deleting with backward-shift). */
+void ctld_job_remove(ctld *c, cjob *j)
+{
+    int h = map_slot(c, j->row.id);
+    if (h < 0)
+        return;
+    int k = c->map_idx[h];
+    /* delete from the map: backward-shift the cluster after h */
+    uint64_t cap = (uint64_t)c->map_cap;
+    uint64_t i = (uint64_t)h;
+    c->map_ids[i] = 0;
+    for (uint64_t n = (i + 1) % cap; c->map_ids[n] != 0; n = (n + 1) % cap) {
+        uint64_t home = hash_id(c->map_ids[n]) % cap;
+        bool move = (i <= n) ? (home <= i || home > n) : (home <= i && home > n);
+        if (move) {
+            c->map_ids[i] = c->map_ids[n];
+            c->map_idx[i] = c->map_idx[n];
+            c->map_ids[n] = 0;
+            i = n;
+        }
+    }
+    int last = c->njobs - 1;
+    if (k != last) {
+        c->jobs[k] = c->jobs[last];
+        int hl = map_slot(c, c->jobs[k]->row.id);
+        if (hl >= 0)
+            c->map_idx[hl] = k;
+    }
+    c->njobs--;
+    cjob_free(j);
+}
+
+/* ---- a job's scheduler view ------------------------------------------------ */
+
+static int priority_of(const ctld *c, const char *cls, int *out)
+{
+    if (!cls || !*cls) {
+        *out = 0;
+        for (int i = 0; i < c->cfg.nclasses; i++)
+            if (strcmp(c->cfg.classes[i].name, "default") == 0)
+                *out = c->cfg.classes[i].value;
+        return 0;
+    }
+    for (int i = 0; i < c->cfg.nclasses; i++)
+        if (strcmp(c->cfg.classes[i].name, cls) == 0) {
+            *out = c->cfg.classes[i].value;
+            return 0;
+        }
+    return TS_ENOENT;
+}
+
+static int mig_geometry_any(const ctld *c, const char *model)
+{
+    if (model && *model)
+        return ts_mig_geometry_of(model);
+    for (int i = 0; i < c->cluster->nnodes; i++) {
+        int m = c->cluster->nodes[i].model;
+        if (m >= 0 && ts_gpu_model_get(m)->mig_geometry != TS_MIG_NONE)
+            return ts_gpu_model_get(m)->mig_geometry;
+    }
+    return TS_MIG_NONE;
+}
+
+/* Builds j->tasks and j->sj from j->spec and j->row; err names the field. */
+static int job_build(ctld *c, cjob *j, ts_err *err)
+{
+    const ts_job_spec *sp = j->spec;
+    int n = 0;
+    for (int g = 0; g < sp->ntasks; g++)
+        n += sp->tasks[g].count;
+    j->tasks = calloc((size_t)n, sizeof *j->tasks);
+    if (!j->tasks)
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    j->ntasks = n;
+    int k = 0;
+    for (int g = 0; g < sp->ntasks; g++) {
+        const ts_task_spec *t = &sp->tasks[g];
+        ts_request r = {.cpu_milli = t->cpu_milli, .mem_mib = t->mem_mib, .mig_profile = -1};
+        if (t->gpu_model[0]) {
+            int m = ts_gpu_model_lookup(t->gpu_model);
+            if (m < 0)
+                return ts_err_set(err, TS_EINVAL, "tasks[%d].gpu_model: unknown GPU model \"%s\"",
+                                  g, t->gpu_model);
+            r.model_mask = UINT32_C(1) << m;
+        }
+        if (t->mig_profile[0]) {
+            int geo = mig_geometry_any(c, t->gpu_model);
+            ts_err e;
+            int pid = geo == TS_MIG_NONE ? TS_EINVAL : ts_mig_profile_parse(geo, t->mig_profile, &e);
+            if (pid < 0)
+                return ts_err_set(err, TS_EINVAL, "tasks[%d].mig_profile: %s", g,
+                                  geo == TS_MIG_NONE ? "no MIG-capable GPU in the cluster"
+                                                     : e.msg);
+            r.mig_profile = pid;
+            r.num_gpu = 1;
+            r.gpu_milli = 0;
+        } else if (t->gpus > 0 || t->gpu_milli < TS_MILLI_PER_GPU) {
+            r.num_gpu = t->gpus > 0 ? t->gpus : 1;
+            r.gpu_milli = t->gpu_milli > 0 ? t->gpu_milli : TS_MILLI_PER_GPU;
+            r.gpu_mem_mib = t->gpu_mem_mib;
+        }
+        for (int i = 0; i < t->count; i++)
+            j->tasks[k++] = r;
+    }
+    ts_job *s = &j->sj;
+    memset(s, 0, sizeof *s);
+    s->id = j->row.id;
+    s->tenant = ts_tenant_find(c->tenants, sp->tenant);
+    if (s->tenant < 0)
+        return ts_err_set(err, TS_EINVAL, "tenant: no tenant \"%s\"", sp->tenant);
+    s->tier = sp->tier;
+    if (priority_of(c, sp->priority_class, &s->priority) != 0)
+        return ts_err_set(err, TS_EINVAL, "priority_class: no class \"%s\" in the configuration",
+                          sp->priority_class);
+    s->submit_s = j->row.submit_s;
+    s->time_limit_s = sp->time_limit_s;
+    s->tasks = j->tasks;
+    s->ntasks = j->ntasks;
+    ts_err e;
+    s->required_level = sp->required_level[0]
+                            ? ts_gang_level_parse(c->cluster, sp->required_level, &e)
+                            : TS_GANG_LEVEL_ANY;
+    if (s->required_level < TS_GANG_LEVEL_NODE)
+        return ts_err_set(err, TS_EINVAL, "topology.required: %s", e.msg);
+    s->preferred_level = sp->preferred_level[0]
+                             ? ts_gang_level_parse(c->cluster, sp->preferred_level, &e)
+                             : s->required_level;
+    if (s->preferred_level < TS_GANG_LEVEL_NODE)
+        return ts_err_set(err, TS_EINVAL, "topology.preferred: %s", e.msg);
+    s->rail_aligned = sp->rail_aligned;
+    s->ckpt_signal = sp->ckpt_signal;
+    s->ckpt_grace_s = sp->ckpt_grace_s;
+    s->held = j->row.state == TS_JOB_HELD;
+    j->reserved_at_s = -1.0;
+    return ts_sched_check_job(c->sched, s, err);
+}
+
+/* ---- placement JSON ------------------------------------------------------------ */
+
+static char *placement_json(const ctld *c, const cjob *j)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < j->ntasks; i++) {
+        const ts_alloc *al = &j->allocs[i];
+        json_t *g = json_array();
+        for (int k = 0; k < al->ngpu; k++)
+            json_array_append_new(g, json_integer(al->gpu[k]));
+        json_array_append_new(
+            a, json_pack("{s:s,s:o,s:i,s:I,s:I,s:I,s:i,s:i}", "node",
+                         c->cluster->nodes[al->node].name, "gpus", g, "gpu_milli", al->gpu_milli,
+                         "gpu_mem_mib", (json_int_t)al->gpu_mem_mib, "cpu_milli",
+                         (json_int_t)al->cpu_milli, "mem_mib", (json_int_t)al->mem_mib,
+                         "mig_profile", al->mig_profile, "mig_start", al->mig_start));
+    }
+    char *s = json_dumps(a, JSON_COMPACT);
+    json_decref(a);
+    return s;
+}
+
+static int placement_parse(const ctld *c, cjob *j, ts_err *err)
+{
+    json_error_t je;
+    json_t *a = j->row.placement_json ? json_loads(j->row.placement_json, 0, &je) : NULL;
+    if (!json_is_array(a) || (int)json_array_size(a) != j->ntasks) {
+        json_decref(a);
+        return ts_err_set(err, TS_EINVAL, "job %lld: placement: unreadable", (long long)j->row.id);
+    }
+    j->allocs = calloc((size_t)j->ntasks, sizeof *j->allocs);
+    if (!j->allocs) {
+        json_decref(a);
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < j->ntasks; i++) {
+        json_t *t = json_array_get(a, (size_t)i), *g = json_object_get(t, "gpus");
+        const char *node = json_string_value(json_object_get(t, "node"));
+        int n = node ? ts_cluster_find_node(c->cluster, node) : -1;
+        if (n < 0 || !json_is_array(g) || json_array_size(g) > TS_NODE_MAX_GPUS) {
+            json_decref(a);
+            return ts_err_set(err, TS_EINVAL, "job %lld: placement[%d]: node \"%s\" is gone",
+                              (long long)j->row.id, i, node ? node : "?");
+        }
+        ts_alloc *al = &j->allocs[i];
+        al->node = n;
+        al->ngpu = (int)json_array_size(g);
+        for (int k = 0; k < al->ngpu; k++)
+            al->gpu[k] = (int8_t)json_integer_value(json_array_get(g, (size_t)k));
+        al->gpu_milli = (int32_t)json_integer_value(json_object_get(t, "gpu_milli"));
+        al->gpu_mem_mib = json_integer_value(json_object_get(t, "gpu_mem_mib"));
+        al->cpu_milli = json_integer_value(json_object_get(t, "cpu_milli"));
+        al->mem_mib = json_integer_value(json_object_get(t, "mem_mib"));
+        al->mig_profile = (int8_t)json_integer_value(json_object_get(t, "mig_profile"));
+        al->mig_start = (int8_t)json_integer_value(json_object_get(t, "mig_start"));
+        al->shape = (int8_t)ts_request_shape(&j->tasks[i]);
+    }
+    json_decref(a);
+    return 0;
+}
+
+char *ctld_placement_json(const ctld *c, const cjob *j) { return placement_json(c, j); }
+
+/* A job whose every rank runs on virtual nodes finishes by itself. */
+double ctld_job_run_s(const cjob *j)
+{
+    if (j->spec->duration_s > 0.0)
+        return j->spec->duration_s;
+    return j->sj.time_limit_s > 0.0 ? j->sj.time_limit_s : 3600.0;
+}
+
+/* ---- open and restore -------------------------------------------------------------- */
+
+static int read_file(const char *path, char **buf, size_t *len, ts_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ts_err_set(err, TS_EIO, "%s: %s", path, strerror(errno));
+    size_t cap = 65536, n = 0;
+    char *b = malloc(cap);
+    while (b) {
+        size_t k = fread(b + n, 1, cap - n, f);
+        n += k;
+        if (n < cap)
+            break;
+        char *nb = realloc(b, cap * 2);
+        if (!nb) {
+            free(b);
+            b = NULL;
+            break;
+        }
+        b = nb;
+        cap *= 2;
+    }
+    fclose(f);
+    if (!b)
+        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+static const char DEFAULT_TENANTS[] = "tenants:\n  default: {}\n";
+
+static int load_tenants(ctld *c, ts_err *err)
+{
+    char *yaml = NULL;
+    size_t len = 0;
+    const char *fname = "(built-in)";
+    int rc = ts_store_tenants_get(c->store, &yaml, err);
+    if (rc != 0)
+        return rc;
+    if (yaml) {
+        fname = "tenants (set through the API)";
+        len = strlen(yaml);
+    } else if (c->cfg.tenants_file[0]) {
+        if ((rc = read_file(c->cfg.tenants_file, &yaml, &len, err)) != 0)
+            return rc;
+        fname = c->cfg.tenants_file;
+    }
+    rc = ts_load_tenants_yaml(yaml ? yaml : DEFAULT_TENANTS,
+                              yaml ? len : sizeof DEFAULT_TENANTS - 1, fname, &c->tenants, err);
+    free(yaml);
+    if (rc == 0)
+        rc = ts_quota_new(c->tenants, c->cfg.half_life_s, &c->quota, err);
+    return rc;
+}
+
+static bool node_is_virtual(const ctld *c, const char *name)
+{
+    if (c->cfg.virtual_all)
+        return true;
+    for (int i = 0; i < c->cfg.nvirtual; i++)
+        if (fnmatch(c->cfg.virtual_nodes[i], name, 0) == 0)
+            return true;
+    return false;
+}
+
+/* Binds a running job restored from the store; on failure the job fails. */
+static int restore_running(ctld *c, cjob *j, double now, ts_err *err)
+{
+    int rc = placement_parse(c, j, err);
+    if (rc == 0) {
+        j->sj.allocs = j->allocs;
+        j->sj.start_s = j->row.start_s;
+        j->sj.last_ckpt_s = j->row.start_s;
+        rc = ts_sched_start(c->sched, &j->sj, now, err);
+    }
+    if (rc == 0) {
+        j->end_s = j->row.start_s + ctld_job_run_s(j);
+        return 0;
+    }
+    free(j->allocs);
+    j->allocs = NULL;
+    return rc;
+}
+
+static int restore_jobs(ctld *c, ts_err *err)
+{
+    ts_job_filter f = {.state = -1, .active_only = true};
+    int64_t after = 0;
+    double now = ctld_now();
+    for (;;) {
+        ts_job_row *rows = NULL;
+        int n = 0;
+        int rc = ts_store_job_list(c->store, &f, after, 10000, &rows, &n, err);
+        if (rc != 0)
+            return rc;
+        for (int i = 0; i < n; i++) {
+            after = rows[i].id;
+            cjob *j = calloc(1, sizeof *j);
+            if (!j) {
+                ts_store_free_jobs(rows, n);
+                return ts_err_set(err, TS_ENOMEM, "out of memory");
+            }
+            j->row = rows[i];
+            memset(&rows[i], 0, sizeof rows[i]); /* ownership moved */
+            ts_spec_errors se;
+            ts_err e;
+            int brc = ts_spec_parse(j->row.spec_json, strlen(j->row.spec_json), &j->spec, &se);
+            if (brc == 0)
+                brc = job_build(c, j, &e);
+            else
+                ts_spec_errors_join(&se, e.msg, sizeof e.msg);
+            if (brc == 0 && (j->row.state == TS_JOB_RUNNING || j->row.state == TS_JOB_STOPPING))
+                brc = restore_running(c, j, now, &e);
+            if (brc != 0) {
+                /* a job that cannot come back fails, with the reason kept */
+                j->row.state = TS_JOB_FAILED;
+                j->row.end_s = now;
+                free(j->row.why);
+                j->row.why = strdup(e.msg);
+                ts_store_job_update(c->store, &j->row, NULL);
+                ts_event_row ev = {.job_id = j->row.id, .t_s = now, .kind = "failed",
+                                   .detail = e.msg};
+                ts_store_event_append(c->store, &ev, NULL);
+                cjob_free(j);
+                continue;
+            }
+            if (j->row.state == TS_JOB_STOPPING) /* its grace ended while we were down */
+                j->sj.stop_by_s = now;
+            if ((rc = job_add(c, j)) != 0) {
+                cjob_free(j);
+                ts_store_free_jobs(rows, n);
+                return ts_err_set(err, rc, "out of memory");
+            }
+        }
+        ts_store_free_jobs(rows, n);
+        if (n < 10000)
+            return 0;
+    }
+}
+
+int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
+{
+    memset(c, 0, sizeof *c);
+    c->cfg = *cfg;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->wake, NULL);
+    ts_decision_init(&c->d);
+    char *buf;
+    size_t len;
+    mkdir(c->cfg.state_dir, 0700);
+    int rc = read_file(cfg->cluster_file, &buf, &len, err);
+    if (rc != 0)
+        return rc;
+    rc = ts_load_cluster_yaml(buf, len, cfg->cluster_file, &c->cluster, err);
+    free(buf);
+    if (rc == 0)
+        rc = ts_store_open(cfg->store_url, &c->store, err);
+    if (rc == 0)
+        rc = load_tenants(c, err);
+    if (rc == 0)
+        rc = ts_sched_new(c->cluster, c->quota, &c->cfg.sched, &c->sched, err);
+    if (rc != 0)
+        return rc;
+    c->node_virtual = calloc((size_t)c->cluster->nnodes + 1, sizeof *c->node_virtual);
+    if (!c->node_virtual)
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    for (int i = 0; i < c->cluster->nnodes; i++) {
+        c->node_virtual[i] = node_is_virtual(c, c->cluster->nodes[i].name);
+        if (!c->node_virtual[i])
+            ts_sched_node_set_schedulable(c->sched, i, false, NULL);
+    }
+    if ((rc = map_rebuild(c, 1024)) != 0)
+        return ts_err_set(err, rc, "out of memory");
+    if ((rc = restore_jobs(c, err)) != 0)
+        return rc;
+    if ((rc = ctld_bootstrap_admin(c, err)) != 0)
+        return rc;
+    c->dirty = true;
+    return 0;
+}
+
+void ctld_close(ctld *c)
+{
+    for (int i = 0; i < c->njobs; i++)
+        cjob_free(c->jobs[i]);
+    free(c->jobs);
+    free(c->map_ids);
+    free(c->map_idx);
+    free(c->node_virtual);
+    ts_decision_fini(&c->d);
+    ts_sched_free(c->sched);
+    ts_quota_free(c->quota);
+    ts_tenants_free(c->tenants);
+    ts_cluster_free(c->cluster);
+    ts_store_close(c->store);
+    ctld_config_fini(&c->cfg);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->wake);
+}
+
+void ctld_kick(ctld *c)
+{
+    c->dirty = true;
+    pthread_cond_signal(&c->wake);
+}
+
+/* ---- submission ---------------------------------------------------------------------- */
+
+int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const char *owner,
+                const char *idem_key, int64_t *ids_out, int *nids, bool *existed, ts_err *err)
+{
+    int n = spec->array_size > 0 ? spec->array_size : 1;
+    *nids = 0;
+    *existed = false;
+    char suffix[24];
+    snprintf(suffix, sizeof suffix, "[%d]", n - 1);
+    if (n > 1 && strlen(spec->name) + strlen(suffix) >= TS_STORE_NAME_MAX)
+        return ts_err_set(err, TS_EINVAL, "name: too long for an array of %d (at most %zu "
+                          "characters)", n, TS_STORE_NAME_MAX - 1 - strlen(suffix));
+    /* validate against the cluster and tenants once, before anything is written */
+    cjob probe = {0};
+    probe.row.submit_s = ctld_now();
+    probe.spec = (ts_job_spec *)spec;
+    pthread_mutex_lock(&c->mu);
+    int rc = job_build(c, &probe, err);
+    pthread_mutex_unlock(&c->mu);
+    free(probe.tasks);
+    if (rc != 0)
+        return rc;
+    int priority = probe.sj.priority;
+    double now = ctld_now();
+    for (int i = 0; i < n; i++) {
+        cjob *j = calloc(1, sizeof *j);
+        if (!j)
+            return ts_err_set(err, TS_ENOMEM, "out of memory");
+        ts_job_row *r = &j->row;
+        snprintf(r->tenant, sizeof r->tenant, "%s", spec->tenant);
+        if (snprintf(r->name, sizeof r->name, n > 1 ? "%s[%d]" : "%s", spec->name, i) >=
+            (int)sizeof r->name) {
+            cjob_free(j);
+            return ts_err_set(err, TS_EINVAL, "name: too long");
+        }
+        snprintf(r->owner, sizeof r->owner, "%s", owner);
+        if (idem_key && *idem_key) {
+            if (n > 1)
+                snprintf(r->idem_key, sizeof r->idem_key, "%.100s#%d", idem_key, i);
+            else
+                snprintf(r->idem_key, sizeof r->idem_key, "%s", idem_key);
+        }
+        r->state = TS_JOB_PENDING;
+        r->tier = spec->tier;
+        r->gpus = (int)ts_spec_gpus(spec);
+        r->priority = priority;
+        r->submit_s = now;
+        r->spec_json = strdup(spec_json);
+        bool ex = false;
+        rc = r->spec_json ? ts_store_job_insert(c->store, r, &ex, err)
+                          : ts_err_set(err, TS_ENOMEM, "out of memory");
+        if (rc != 0) {
+            cjob_free(j);
+            return rc;
+        }
+        ids_out[(*nids)++] = r->id;
+        if (ex) {
+            *existed = true;
+            cjob_free(j);
+            continue;
+        }
+        ts_spec_errors se;
+        ts_err e;
+        rc = ts_spec_parse(r->spec_json, strlen(r->spec_json), &j->spec, &se);
+        pthread_mutex_lock(&c->mu);
+        if (rc == 0)
+            rc = job_build(c, j, &e);
+        if (rc == 0)
+            rc = job_add(c, j);
+        if (rc == 0) {
+            c->m.submitted++;
+            ctld_kick(c);
+        }
+        pthread_mutex_unlock(&c->mu);
+        if (rc != 0) {
+            cjob_free(j);
+            return ts_err_set(err, TS_ENOMEM, "job %lld stored but not loaded: restart the "
+                              "controller", (long long)ids_out[*nids - 1]);
+        }
+    }
+    return 0;
+}
+
+/* ---- actions ------------------------------------------------------------------------- */
+
+int ctld_write_row(ctld *c, cjob *j, const char *event, const char *detail, double now,
+                   ts_err *err)
+{
+    ts_event_row ev = {.job_id = j->row.id, .t_s = now, .detail = (char *)detail};
+    snprintf(ev.kind, sizeof ev.kind, "%s", event);
+    return ts_store_apply(c->store, &j->row, 1, &ev, 1, err);
+}
+
+/* Stops a running job's use of the cluster (virtual: at once). */
+void ctld_job_unbind(ctld *c, cjob *j, double now)
+{
+    if (!j->allocs)
+        return;
+    j->sj.allocs = j->allocs;
+    ts_sched_stop(c->sched, &j->sj, now, NULL);
+    free(j->allocs);
+    j->allocs = NULL;
+    j->sj.allocs = NULL;
+    free(j->row.placement_json);
+    j->row.placement_json = NULL;
+}
+
+int ctld_job_action(ctld *c, int64_t id, const char *action, ts_err *err)
+{
+    pthread_mutex_lock(&c->mu);
+    cjob *j = ctld_job_find(c, id);
+    int rc = 0;
+    double now = ctld_now();
+    if (!j) {
+        pthread_mutex_unlock(&c->mu);
+        return ts_err_set(err, TS_ENOENT, "job %lld is not active", (long long)id);
+    }
+    ts_job_row before = j->row;
+    int st = j->row.state;
+    if (strcmp(action, "cancel") == 0) {
+        if (st == TS_JOB_RUNNING || st == TS_JOB_STOPPING)
+            ctld_job_unbind(c, j, now);
+        j->row.state = TS_JOB_CANCELLED;
+        j->row.end_s = now;
+    } else if (strcmp(action, "hold") == 0) {
+        if (st != TS_JOB_PENDING)
+            rc = ts_err_set(err, TS_EEXIST, "job %lld is %s: only a pending job can be held",
+                            (long long)id, ts_job_state_name(st));
+        j->row.state = TS_JOB_HELD;
+    } else if (strcmp(action, "release") == 0) {
+        if (st != TS_JOB_HELD)
+            rc = ts_err_set(err, TS_EEXIST, "job %lld is %s: only a held job can be released",
+                            (long long)id, ts_job_state_name(st));
+        j->row.state = TS_JOB_PENDING;
+    } else if (strcmp(action, "requeue") == 0) {
+        if (st != TS_JOB_RUNNING)
+            rc = ts_err_set(err, TS_EEXIST, "job %lld is %s: only a running job can be "
+                            "requeued", (long long)id, ts_job_state_name(st));
+        else
+            ctld_job_unbind(c, j, now);
+        j->row.state = TS_JOB_PENDING;
+        j->row.start_s = 0;
+    } else {
+        rc = ts_err_set(err, TS_EINVAL, "action: unknown \"%s\"", action);
+    }
+    if (rc == 0) {
+        rc = ctld_write_row(c, j, action, NULL, now, err);
+        if (rc == 0) {
+            j->sj.held = j->row.state == TS_JOB_HELD;
+            if (j->row.state == TS_JOB_CANCELLED) {
+                c->m.cancelled++;
+                ctld_job_remove(c, j);
+            }
+            ctld_kick(c);
+        } else {
+            /* not durable: nothing changed (a cancelled running job stays
+             * released; the next cycle may start it again) */
+            j->row.state = before.state;
+            j->row.end_s = before.end_s;
+            j->row.start_s = before.start_s;
+        }
+    } else {
+        j->row.state = before.state;
+        j->row.start_s = before.start_s;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int ctld_node_drain(ctld *c, const char *node, bool drain, ts_err *err)
+{
+    pthread_mutex_lock(&c->mu);
+    int n = ts_cluster_find_node(c->cluster, node);
+    int rc;
+    if (n < 0)
+        rc = ts_err_set(err, TS_ENOENT, "node \"%s\" does not exist", node);
+    else if (!drain && !c->node_virtual[n])
+        rc = ts_err_set(err, TS_EEXIST, "node \"%s\" has no agent yet: it stays drained", node);
+    else
+        rc = ts_sched_node_set_schedulable(c->sched, n, !drain, err);
+    if (rc == 0)
+        ctld_kick(c);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err)
+{
+    ts_tenants *ts = NULL;
+    ts_quota *q = NULL;
+    ts_sched *s = NULL;
+    int rc = ts_load_tenants_yaml(yaml, len, "tenants", &ts, err);
+    if (rc == 0)
+        rc = ts_quota_new(ts, c->cfg.half_life_s, &q, err);
+    if (rc != 0) {
+        ts_quota_free(q);
+        ts_tenants_free(ts);
+        return rc;
+    }
+    pthread_mutex_lock(&c->mu);
+    /* every active job's tenant must still exist */
+    for (int i = 0; rc == 0 && i < c->njobs; i++)
+        if (ts_tenant_find(ts, c->jobs[i]->row.tenant) < 0)
+            rc = ts_err_set(err, TS_EEXIST, "tenants: \"%s\" still has active jobs (job %lld)",
+                            c->jobs[i]->row.tenant, (long long)c->jobs[i]->row.id);
+    if (rc == 0)
+        rc = ts_store_tenants_put(c->store, yaml, err);
+    if (rc == 0) {
+        /* unbind everything, swap, bind again under the new quota */
+        double now = ctld_now();
+        bool *drained = calloc((size_t)c->cluster->nnodes + 1, sizeof *drained);
+        for (int n = 0; drained && n < c->cluster->nnodes; n++)
+            drained[n] = !ts_sched_node_schedulable(c->sched, n);
+        for (int i = 0; i < c->njobs; i++)
+            if (c->jobs[i]->allocs) {
+                c->jobs[i]->sj.allocs = c->jobs[i]->allocs;
+                ts_sched_stop(c->sched, &c->jobs[i]->sj, now, NULL);
+            }
+        ts_sched_free(c->sched);
+        ts_quota_free(c->quota);
+        ts_tenants_free(c->tenants);
+        c->tenants = ts;
+        c->quota = q;
+        rc = ts_sched_new(c->cluster, q, &c->cfg.sched, &s, err);
+        c->sched = s;
+        for (int n = 0; rc == 0 && drained && n < c->cluster->nnodes; n++)
+            if (drained[n])
+                ts_sched_node_set_schedulable(s, n, false, NULL);
+        free(drained);
+        for (int i = 0; rc == 0 && i < c->njobs; i++) {
+            cjob *j = c->jobs[i];
+            j->sj.tenant = ts_tenant_find(ts, j->row.tenant);
+            if (j->allocs)
+                ts_sched_start(s, &j->sj, now, NULL);
+        }
+        ctld_kick(c);
+        pthread_mutex_unlock(&c->mu);
+        return rc;
+    }
+    pthread_mutex_unlock(&c->mu);
+    ts_quota_free(q);
+    ts_tenants_free(ts);
+    return rc;
+}

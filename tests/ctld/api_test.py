@@ -1,0 +1,311 @@
+#!/usr/bin/env python3
+"""End-to-end tests of tesserad over HTTP on loopback (docs/api.md).
+
+    api_test.py TESSERAD [STORE_URL]
+
+Starts tesserad on a virtual cluster in a temporary folder (SQLite, or the
+given store URL, e.g. a PostgreSQL database), then checks authentication and
+roles, submission (idempotency, every error at once, tenant isolation), the
+scheduling loop (jobs run and finish on virtual nodes, borrowing and reclaim by
+preemption with grace and requeue), cancel/hold/release, explain and events,
+pagination, body and rate limits, metrics, and that a kill -9 loses no
+acknowledged job. Every wait is bounded.
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+TESSERAD = sys.argv[1]
+STORE = sys.argv[2] if len(sys.argv) > 2 else None
+TMP = tempfile.mkdtemp(prefix="tessera-api-")
+FAILS = []
+
+CLUSTER = """topology:
+  levels: [leaf, node, gpu]
+node_classes:
+  g4: {gpu_model: H100-80GB, gpus: 4, cpu_milli: 64000, memory_mib: 524288}
+nodes:
+  - {names: 'a-[1-2]', class: g4, topology: {leaf: la}}
+  - {names: 'b-[1-2]', class: g4, topology: {leaf: lb}}
+"""
+TENANTS = """tenants:
+  org:
+    guaranteed: {gpu: {H100-80GB: 16}}
+    teams:
+      team-a: {guaranteed: {gpu: {H100-80GB: 8}}}
+      team-b: {guaranteed: {gpu: {H100-80GB: 8}}}
+"""
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+PORT = free_port()
+URL = f"http://127.0.0.1:{PORT}"
+with open(os.path.join(TMP, "cluster.yaml"), "w") as f:
+    f.write(CLUSTER)
+with open(os.path.join(TMP, "tenants.yaml"), "w") as f:
+    f.write(TENANTS)
+with open(os.path.join(TMP, "tesserad.yaml"), "w") as f:
+    f.write(f"""listen: 127.0.0.1:{PORT}
+cluster: cluster.yaml
+tenants: tenants.yaml
+virtual_nodes: all
+state_dir: state
+limits: {{requests_per_s: 40, burst: 60}}
+scheduler:
+  interval: 200ms
+  min_runtime: 1s
+  grace: 1s
+  backoff: 1s
+""".replace("200ms", "0.2s"))
+
+
+def start():
+    args = [TESSERAD, "--config", os.path.join(TMP, "tesserad.yaml")]
+    if STORE:
+        args += ["--store", STORE]
+    log = open(os.path.join(TMP, "tesserad.log"), "ab")
+    p = subprocess.Popen(args, stdout=log, stderr=log)
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(URL + "/readyz", timeout=2) as r:
+                if r.status == 200:
+                    return p
+        except Exception:
+            pass
+        if p.poll() is not None:
+            break
+        time.sleep(0.1)
+    print(open(os.path.join(TMP, "tesserad.log")).read())
+    raise SystemExit("tesserad did not become ready")
+
+
+def call(method, path, token=None, body=None, headers=None, raw=None):
+    h = dict(headers or {})
+    if token:
+        h["Authorization"] = "Bearer " + token
+    data = raw
+    if body is not None:
+        data = json.dumps(body).encode()
+        h.setdefault("Content-Type", "application/json")
+    req = urllib.request.Request(URL + path, data=data, method=method, headers=h)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            txt = r.read().decode()
+            return r.status, (json.loads(txt) if txt.strip().startswith(("{", "[")) else txt)
+    except urllib.error.HTTPError as e:
+        txt = e.read().decode()
+        try:
+            return e.code, json.loads(txt)
+        except ValueError:
+            return e.code, txt
+
+
+def check(cond, what):
+    if not cond:
+        FAILS.append(what)
+        print("FAIL:", what)
+    else:
+        print("ok:", what)
+
+
+def wait_for(pred, what, timeout=20.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.1)
+    check(False, what + " (timed out)")
+    return None
+
+
+def spec(tenant, name, gpus=4, count=1, tier="guaranteed", duration="1s", **kw):
+    s = {"tenant": tenant, "name": name, "tier": tier,
+         "tasks": [{"count": count, "gpus": gpus, "cpu_milli": 1000, "memory_mib": 1024}],
+         "time_limit": "1h", "duration": duration, "command": ["true"]}
+    s.update(kw)
+    return s
+
+
+def job(tok, jid):
+    st, d = call("GET", f"/v1/jobs/{jid}", tok)
+    return d["job"] if st == 200 else None
+
+
+proc = start()
+try:
+    admin = open(os.path.join(TMP, "state", "admin.token")).read().strip()
+    check(oct(os.stat(os.path.join(TMP, "state", "admin.token")).st_mode & 0o777) == "0o600",
+          "the admin token file is readable by its owner only")
+    # authentication
+    check(call("GET", "/v1/jobs")[0] == 401, "no token: 401")
+    check(call("GET", "/v1/jobs", "tsk_wrong")[0] == 401, "unknown token: 401")
+    check(call("GET", "/healthz")[0] == 200, "healthz")
+    toks = {}
+    for name, role, tenant in [("alice", "user", "team-a"), ("bob", "user", "team-b"),
+                               ("vera", "viewer", None), ("tam", "tenant-admin", "team-a")]:
+        st, d = call("POST", "/v1/tokens", admin, {"name": name, "role": role, "tenant": tenant})
+        check(st == 201 and d["token"]["secret"].startswith("tsk_"), f"token {name} created")
+        toks[name] = d["token"]["secret"]
+    st, _ = call("POST", "/v1/tokens", admin, {"name": "alice", "role": "user", "tenant": "team-a"})
+    check(st == 409, "duplicate token name: 409")
+    st, _ = call("POST", "/v1/tokens", toks["tam"], {"name": "x", "role": "admin"})
+    check(st == 403, "tenant-admin cannot create an admin token")
+    st, d = call("GET", "/v1/tokens", toks["alice"])
+    check(st == 200 and [t["name"] for t in d["tokens"]] == ["alice"], "a user lists its own token only")
+
+    # submission
+    st, d = call("POST", "/v1/jobs", toks["alice"], spec("team-a", "first"),
+                 headers={"Idempotency-Key": "k1"})
+    check(st == 201 and len(d["jobs"]) == 1, "submit: 201")
+    first = d["jobs"][0]["id"]
+    st, d = call("POST", "/v1/jobs", toks["alice"], spec("team-a", "first"),
+                 headers={"Idempotency-Key": "k1"})
+    check(st == 200 and d["jobs"][0]["id"] == first, "a retried Idempotency-Key gives the same job")
+    bad = spec("team-a", "bad name!", gpus=99)
+    bad["wat"] = 1
+    st, d = call("POST", "/v1/jobs", toks["alice"], bad)
+    paths = [f["path"] for f in d.get("error", {}).get("fields", [])] if st == 400 else []
+    check(st == 400 and len(paths) >= 3, f"bad spec: 400 with every error ({paths})")
+    st, _ = call("POST", "/v1/jobs", toks["alice"], spec("team-b", "intruder"))
+    check(st == 403, "submitting to another tenant: 403")
+    st, _ = call("POST", "/v1/jobs", toks["vera"], spec("team-a", "v"))
+    check(st == 403, "a viewer cannot submit")
+    st, _ = call("GET", f"/v1/jobs/{first}", toks["bob"])
+    check(st == 404, "another tenant's job is a 404")
+    st, _ = call("GET", f"/v1/jobs/{first}", toks["vera"])
+    check(st == 200, "a viewer reads any job")
+    st, d = call("POST", "/v1/jobs", toks["alice"], raw=b"x" * (1 << 20 + 1) + b"xx",
+                 headers={"Content-Type": "application/json"})
+    check(st == 413, "a body above 1 MiB: 413")
+    st, d = call("POST", "/v1/jobs", toks["alice"], spec("team-a", "huge", gpus=4, count=3,
+                                                         topology={"required": "leaf"}))
+    huge = d["jobs"][0]["id"] if st == 201 else None
+
+    # it runs and finishes on the virtual nodes
+    wait_for(lambda: (job(toks["alice"], first) or {}).get("state") == "completed",
+             "the first job completes")
+    st, d = call("GET", f"/v1/jobs/{first}/events", toks["alice"])
+    kinds = [e["kind"] for e in d["events"]] if st == 200 else []
+    check(kinds[:3] == ["submitted", "started", "finished"], f"events {kinds}")
+    if huge:
+        wait_for(lambda: (job(toks["alice"], huge) or {}).get("reason") == "invalid",
+                 "a gang larger than any leaf waits as invalid")
+        st, d = call("GET", f"/v1/jobs/{huge}/explain", toks["alice"])
+        check(st == 200 and d["explanation"] and "leaf" in d["explanation"], f"explain: {d}")
+        st, d = call("POST", f"/v1/jobs/{huge}/cancel", toks["alice"])
+        check(st == 200 and d["job"]["state"] == "cancelled", "cancel a pending job")
+        st, _ = call("POST", f"/v1/jobs/{huge}/cancel", toks["alice"])
+        check(st == 409, "cancelling twice: 409")
+
+    # borrowing and reclaim: bob borrows everything, alice's guaranteed job takes 8 back
+    st, d = call("POST", "/v1/jobs", toks["bob"], spec("team-b", "borrow", gpus=4, tier="opportunistic",
+                                                       duration="60s", array_size=4))
+    bids = [j["id"] for j in d["jobs"]] if st == 201 else []
+    check(st == 201 and len(bids) == 4, "an array of 4 opportunistic jobs")
+    wait_for(lambda: all((job(toks["bob"], b) or {}).get("state") == "running" for b in bids),
+             "team-b borrows all 16 GPUs")
+    time.sleep(1.2)  # past min_runtime
+    st, d = call("POST", "/v1/jobs", toks["alice"], spec("team-a", "reclaim", gpus=4, count=2,
+                                                         duration="2s"))
+    rid = d["jobs"][0]["id"]
+    wait_for(lambda: sum((job(toks["bob"], b) or {}).get("preemptions", 0) for b in bids) >= 2,
+             "two borrowed jobs are preempted")
+    wait_for(lambda: (job(toks["alice"], rid) or {}).get("state") in ("running", "completed"),
+             "the guaranteed job starts on the reclaimed GPUs")
+    st, d = call("GET", f"/v1/jobs/{bids[0]}/events", toks["bob"])
+    st2, d2 = call("GET", f"/v1/jobs/{bids[-1]}/events", toks["bob"])
+    allk = [e["kind"] for e in d["events"] + d2["events"]]
+    check("preempted" in allk, f"a preempted event is recorded ({allk})")
+    wait_for(lambda: "requeued" in [e["kind"] for b in bids for e in call("GET", f"/v1/jobs/{b}/events", toks["bob"])[1]["events"]],
+             "the victim requeues after its grace")
+
+    # hold / release
+    st, d = call("POST", "/v1/jobs", toks["alice"], spec("team-a", "later", gpus=16, duration="1s"))
+    lid = d["jobs"][0]["id"]
+    st, d = call("POST", f"/v1/jobs/{lid}/hold", toks["alice"])
+    check(st == 200 and d["job"]["state"] == "held", "hold")
+    st, d = call("POST", f"/v1/jobs/{lid}/release", toks["alice"])
+    check(st == 200 and d["job"]["state"] == "pending", "release")
+
+    # pagination over an array of 250
+    st, d = call("POST", "/v1/jobs", toks["alice"], spec("team-a", "many", gpus=0, duration="1s",
+                                                         array_size=250))
+    check(st == 201 and len(d["jobs"]) == 250, "an array of 250")
+    seen, cur, pages = [], None, 0
+    while pages < 20:
+        st, d = call("GET", "/v1/jobs?limit=100" + (f"&cursor={cur}" if cur else ""), toks["alice"])
+        pages += 1
+        seen += [j["id"] for j in d["jobs"]]
+        cur = d["next_cursor"]
+        if not cur:
+            break
+    check(seen == sorted(set(seen)) and len(seen) >= 250, f"pagination: {len(seen)} jobs in {pages} pages")
+    st, d = call("GET", "/v1/jobs?limit=0", toks["alice"])
+    check(st == 400, "limit=0: 400")
+
+    # nodes and tenants
+    st, d = call("GET", "/v1/nodes", toks["vera"])
+    check(st == 200 and len(d["nodes"]) == 4, "nodes")
+    st, _ = call("POST", "/v1/nodes/a-1/drain", toks["alice"])
+    check(st == 403, "a user cannot drain")
+    st, d = call("POST", "/v1/nodes/a-1/drain", admin)
+    check(st == 200 and d["node"]["state"] == "drained", "admin drains a node")
+    st, d = call("POST", "/v1/nodes/a-1/resume", admin)
+    check(st == 200 and d["node"]["state"] == "up", "and resumes it")
+    st, d = call("GET", "/v1/tenants", toks["vera"])
+    check(st == 200 and {t["name"] for t in d["tenants"]} >= {"team-a", "team-b"}, "tenants")
+    st, d = call("GET", "/v1/usage", admin)
+    check(st == 200 and any(u["tenant"] == "team-b" for u in d["usage"]), f"usage {d}")
+    st, d = call("GET", "/v1/openapi.json", toks["vera"])
+    check(st == 200 and "/v1/jobs" in d["paths"], "openapi")
+
+    # metrics
+    st, txt = call("GET", "/metrics")
+    check(st == 200 and "tessera_scheduling_cycle_seconds_bucket" in txt
+          and "tessera_preemptions_total" in txt, "metrics")
+
+    # rate limit: 40/s, burst 60
+    codes = [call("GET", "/v1/nodes", toks["vera"])[0] for _ in range(120)]
+    check(429 in codes, f"rate limit: {codes.count(429)} of 120 answered 429")
+
+    # kill -9 loses nothing acknowledged
+    acked = []
+    for i in range(30):
+        st, d = call("POST", "/v1/jobs", toks["alice"], spec("team-a", f"k{i}", gpus=0, duration="30s"))
+        if st == 201:
+            acked.append(d["jobs"][0]["id"])
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    proc = start()
+    got = [job(toks["alice"], a) for a in acked]
+    check(all(g is not None for g in got) and len(acked) == 30,
+          f"after kill -9 all {len(acked)} acknowledged jobs are there")
+    check(all(g["state"] in ("pending", "running", "completed") for g in got if g),
+          "and they resume")
+finally:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+if FAILS:
+    print(open(os.path.join(TMP, "tesserad.log")).read()[-3000:])
+    print(f"{len(FAILS)} FAILED:", *FAILS, sep="\n  ")
+    sys.exit(1)
+print("all passed")
