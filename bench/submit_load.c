@@ -1,0 +1,148 @@
+/*
+ * submit_load.c - durable submissions per second against tesserad.
+ *
+ *   tessera-bench-submit --url URL --token T [--clients 32] [--jobs 10000]
+ *                        [--spec FILE] [--prefix KEY]
+ *
+ * Each client thread keeps one HTTP connection (libcurl keep-alive) and
+ * POSTs the same small spec with its own Idempotency-Key, one after the
+ * other; a 201 means the job is committed. Prints jobs per second over the
+ * whole run and the p50/p99/max latency of one submission, and the count of
+ * answers that were not 201 (which must be 0).
+ */
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char DEFAULT_SPEC[] =
+    "{\"tenant\": \"bench\", \"name\": \"load\", \"tier\": \"opportunistic\", "
+    "\"tasks\": [{\"gpus\": 1, \"cpu_milli\": 1000, \"memory_mib\": 1024}], "
+    "\"time_limit\": \"1h\", \"duration\": \"10s\", \"command\": [\"true\"]}";
+
+typedef struct client {
+    int id, n;
+    const char *url, *token, *spec, *prefix;
+    double *lat;
+    int bad;
+} client;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static size_t sink(char *p, size_t sz, size_t n, void *u)
+{
+    (void)p;
+    (void)u;
+    return sz * n;
+}
+
+static void *run(void *arg)
+{
+    client *c = arg;
+    CURL *h = curl_easy_init();
+    char url[512], auth[512], key[256];
+    snprintf(url, sizeof url, "%s/v1/jobs", c->url);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", c->token);
+    for (int i = 0; i < c->n; i++) {
+        struct curl_slist *hd = NULL;
+        hd = curl_slist_append(hd, auth);
+        hd = curl_slist_append(hd, "Content-Type: application/json");
+        snprintf(key, sizeof key, "Idempotency-Key: %s-%d-%d", c->prefix, c->id, i);
+        hd = curl_slist_append(hd, key);
+        curl_easy_setopt(h, CURLOPT_URL, url);
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, c->spec);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+        double t0 = now_s();
+        CURLcode rc = curl_easy_perform(h);
+        long code = 0;
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+        c->lat[i] = now_s() - t0;
+        if (rc != CURLE_OK || code != 201)
+            c->bad++;
+        curl_slist_free_all(hd);
+    }
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *b = calloc(1, 1 << 16);
+    if (b)
+        fread(b, 1, (1 << 16) - 1, f);
+    fclose(f);
+    return b;
+}
+
+int main(int argc, char **argv)
+{
+    const char *url = NULL, *token = NULL, *specf = NULL, *prefix = "load";
+    int clients = 32, jobs = 10000;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--url") == 0)
+            url = argv[i + 1];
+        else if (strcmp(argv[i], "--token") == 0)
+            token = argv[i + 1];
+        else if (strcmp(argv[i], "--clients") == 0)
+            clients = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--jobs") == 0)
+            jobs = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--spec") == 0)
+            specf = argv[i + 1];
+        else if (strcmp(argv[i], "--prefix") == 0)
+            prefix = argv[i + 1];
+    }
+    if (!url || !token || clients < 1 || jobs < clients) {
+        fprintf(stderr, "usage: %s --url URL --token T [--clients N] [--jobs N] [--spec FILE] "
+                        "[--prefix KEY]\n", argv[0]);
+        return 2;
+    }
+    char *spec = specf ? slurp(specf) : NULL;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    client *c = calloc((size_t)clients, sizeof *c);
+    pthread_t *th = calloc((size_t)clients, sizeof *th);
+    double *lat = calloc((size_t)jobs, sizeof *lat);
+    int per = jobs / clients, off = 0;
+    double t0 = now_s();
+    for (int i = 0; i < clients; i++) {
+        c[i] = (client){i, per + (i < jobs % clients), url, token, spec ? spec : DEFAULT_SPEC,
+                        prefix, lat + off, 0};
+        off += c[i].n;
+        pthread_create(&th[i], NULL, run, &c[i]);
+    }
+    int bad = 0;
+    for (int i = 0; i < clients; i++) {
+        pthread_join(th[i], NULL);
+        bad += c[i].bad;
+    }
+    double wall = now_s() - t0;
+    qsort(lat, (size_t)jobs, sizeof *lat, cmp);
+    printf("clients %d jobs %d wall %.2f s: %.0f submissions/s; latency p50 %.1f ms p99 %.1f ms "
+           "max %.1f ms; not 201: %d\n",
+           clients, jobs, wall, jobs / wall, lat[jobs / 2] * 1e3, lat[(int)(jobs * 0.99)] * 1e3,
+           lat[jobs - 1] * 1e3, bad);
+    free(c);
+    free(th);
+    free(lat);
+    free(spec);
+    curl_global_cleanup();
+    return bad == 0 ? 0 : 1;
+}
