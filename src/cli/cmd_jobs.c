@@ -1,0 +1,336 @@
+/*
+ * cmd_jobs.c - the job commands: submit, jobs, show, cancel, hold, release,
+ * requeue, explain and events (docs/api.md "Jobs").
+ *
+ * submit sends the file's bytes untouched: the server's parser is the one
+ * judge of a spec, and its field errors come back through http.c. Every
+ * submit carries an Idempotency-Key, random unless given, and when the
+ * answer is lost (timeout, connection reset) the key is printed with the
+ * command that retries safely. Job ids are checked here (positive integers)
+ * so that a typo is a usage error, not a 404.
+ */
+#include "cli/cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SUBMIT_MAX_BYTES (16L << 20) /* the server refuses above 1 MiB; this only bounds reading */
+#define IDEMPOTENCY_KEY_BYTES 16
+#define IDEMPOTENCY_KEY_MAX 200
+#define JOBS_PAGE_MAX 1000
+
+/* A random key as hex; the kernel's random source, else a weaker mix. */
+static void random_key(char out[2 * IDEMPOTENCY_KEY_BYTES + 1])
+{
+    unsigned char raw[IDEMPOTENCY_KEY_BYTES];
+    FILE *f = fopen("/dev/urandom", "rb");
+    size_t got = f ? fread(raw, 1, sizeof raw, f) : 0;
+    if (f)
+        fclose(f);
+    if (got != sizeof raw) {
+        unsigned long long x = (unsigned long long)time(NULL) ^
+                               ((unsigned long long)getpid() << 32) ^ (unsigned long long)clock();
+        for (size_t i = 0; i < sizeof raw; i++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            raw[i] = (unsigned char)(x >> 56);
+        }
+    }
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(out + 2 * i, 3, "%02x", raw[i]);
+}
+
+static bool key_ok(const char *k)
+{
+    size_t n = strlen(k);
+    if (n == 0 || n > IDEMPOTENCY_KEY_MAX)
+        return false;
+    for (; *k; k++)
+        if ((unsigned char)*k <= ' ' || (unsigned char)*k >= 0x7f)
+            return false;
+    return true;
+}
+
+int cli_cmd_submit(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *file = NULL, *key = NULL;
+    const struct cli_opt opts[] = {
+        {"file", 'f', &file, NULL}, {"idempotency-key", 0, &key, NULL}, {NULL, 0, NULL, NULL}};
+    int rc = cli_parse(ctx, cmd, argc, argv, opts, NULL, 0, 0);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    if (!file)
+        return cli_usage_error(cmd, "-f FILE is required");
+    if (key && !key_ok(key))
+        return cli_usage_error(cmd, "--idempotency-key must be 1..%d printable characters, no "
+                                    "blanks", IDEMPOTENCY_KEY_MAX);
+    char made[2 * IDEMPOTENCY_KEY_BYTES + 1];
+    if (!key) {
+        random_key(made);
+        key = made;
+    }
+    size_t len;
+    char *body = cli_read_file(file, SUBMIT_MAX_BYTES, &len, &rc);
+    if (!body)
+        return rc;
+    struct cli_req req = {.method = "POST", .path = "/v1/jobs", .body = body, .body_len = len,
+                          .content_type = cli_content_type(file, body, len),
+                          .idempotency_key = key};
+    struct cli_resp resp;
+    rc = cli_http(ctx, &req, &resp);
+    free(body);
+    if (rc == CLI_EXIT_UNREACHABLE || rc == CLI_EXIT_SERVER) {
+        cli_errorf("the jobs may or may not have been created; to retry without creating them "
+                   "twice:\n  " CLI_PROG " submit -f %s --idempotency-key %s", file, key);
+        return rc;
+    }
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    json_t *jobs;
+    rc = cli_expect_member(resp.json, "jobs", JSON_ARRAY, &jobs);
+    if (rc == CLI_EXIT_OK && resp.replayed)
+        cli_warn("this idempotency key was used before: these are the jobs it created then");
+    if (rc == CLI_EXIT_OK && !cli_emit(ctx, resp.json)) {
+        size_t i;
+        json_t *job;
+        json_array_foreach(jobs, i, job)
+            printf("%lld\n", cli_int(job, "id", -1));
+    }
+    cli_resp_free(&resp);
+    return rc;
+}
+
+/* "16", or "8 H100" when the job asks for a model. */
+static const char *gpus_cell(const json_t *job, char *buf, size_t size)
+{
+    char n[32], model[CLI_CELL_MAX];
+    cli_str(job, "gpus", n, sizeof n);
+    if (json_is_string(json_object_get(job, "gpu_model")))
+        snprintf(buf, size, "%s %s", n, cli_str(job, "gpu_model", model, sizeof model));
+    else
+        snprintf(buf, size, "%s", n);
+    return buf;
+}
+
+int cli_cmd_jobs(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *tenant = NULL, *state = NULL, *owner = NULL, *limit = NULL;
+    bool all = false;
+    const struct cli_opt opts[] = {
+        {"tenant", 0, &tenant, NULL}, {"state", 0, &state, NULL}, {"owner", 0, &owner, NULL},
+        {"limit", 0, &limit, NULL},   {"all", 0, NULL, &all},     {NULL, 0, NULL, NULL}};
+    int rc = cli_parse(ctx, cmd, argc, argv, opts, NULL, 0, 0);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    long n;
+    if (limit && !cli_parse_long(limit, 1, JOBS_PAGE_MAX, &n))
+        return cli_usage_error(cmd, "--limit must be 1..%d, got '%s'", JOBS_PAGE_MAX, limit);
+    struct cli_buf path = {0};
+    cli_buf_puts(&path, "/v1/jobs");
+    cli_buf_query(&path, "tenant", tenant);
+    cli_buf_query(&path, "state", state);
+    cli_buf_query(&path, "owner", owner);
+    cli_buf_query(&path, "limit", limit);
+    json_t *out = NULL;
+    rc = path.oom ? CLI_EXIT_LOCAL : cli_get_pages(ctx, path.p, "jobs", all, &out);
+    cli_buf_free(&path);
+    if (rc != CLI_EXIT_OK || cli_emit(ctx, out)) {
+        json_decref(out);
+        return rc;
+    }
+    static const char *const head[] = {"ID", "NAME", "TENANT", "OWNER", "STATE",
+                                       "GPUS", "SUBMITTED", "REASON"};
+    struct cli_table t;
+    cli_table_init(&t, 8, head, 1u << 0 | 1u << 5);
+    size_t i;
+    json_t *job;
+    json_array_foreach(json_object_get(out, "jobs"), i, job) {
+        char c[8][CLI_CELL_MAX];
+        const char *row[8] = {
+            cli_str(job, "id", c[0], sizeof c[0]),         cli_str(job, "name", c[1], sizeof c[1]),
+            cli_str(job, "tenant", c[2], sizeof c[2]),     cli_str(job, "owner", c[3], sizeof c[3]),
+            cli_str(job, "state", c[4], sizeof c[4]),      gpus_cell(job, c[5], sizeof c[5]),
+            cli_time_short(ctx, json_object_get(job, "submit_time"), c[6], sizeof c[6]),
+            cli_str(job, "reason", c[7], sizeof c[7])};
+        cli_table_row(&t, row);
+    }
+    bool more = !all && json_is_string(json_object_get(out, "next_cursor"));
+    rc = cli_table_finish(&t, "jobs");
+    if (more)
+        fprintf(stderr, "more jobs: --all lists them all\n");
+    json_decref(out);
+    return rc;
+}
+
+/* GPU indexes as ranges: [0,1,2,3,6] -> "0-3,6". */
+static void gpu_ranges(const json_t *gpus, struct cli_buf *b)
+{
+    size_t n = json_array_size(gpus);
+    for (size_t i = 0; i < n;) {
+        long long first = json_integer_value(json_array_get(gpus, i));
+        size_t j = i;
+        while (j + 1 < n && json_integer_value(json_array_get(gpus, j + 1)) ==
+                                json_integer_value(json_array_get(gpus, j)) + 1)
+            j++;
+        long long last = json_integer_value(json_array_get(gpus, j));
+        cli_buf_printf(b, "%s%lld", i ? "," : "", first);
+        if (j > i)
+            cli_buf_printf(b, "%s%lld", j == i + 1 ? "," : "-", last);
+        i = j + 1;
+    }
+}
+
+static void placement_cell(const json_t *job, struct cli_buf *b)
+{
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(job, "placement"), i, p) {
+        char node[CLI_CELL_MAX];
+        cli_buf_printf(b, "%s%s: GPUs ", i ? "\n" : "", cli_str(p, "node", node, sizeof node));
+        gpu_ranges(json_object_get(p, "gpus"), b);
+    }
+}
+
+/* Fetches /v1/jobs/ID[suffix] with method; the answer's "job" in *job. */
+static int job_request(struct cli_ctx *ctx, const char *method, long id, const char *suffix,
+                       const char *member, json_t **root, json_t **out)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/v1/jobs/%ld%s", id, suffix);
+    struct cli_req req = {.method = method, .path = path};
+    struct cli_resp resp;
+    int rc = cli_http(ctx, &req, &resp);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    rc = member ? cli_expect_member(resp.json, member, JSON_OBJECT, out)
+                : cli_expect_member(resp.json, "job_id", JSON_INTEGER, out);
+    if (rc != CLI_EXIT_OK)
+        cli_resp_free(&resp);
+    else
+        *root = resp.json;
+    return rc;
+}
+
+int cli_cmd_show(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *arg;
+    long id;
+    int rc = cli_parse(ctx, cmd, argc, argv, NULL, &arg, 1, 1);
+    if (rc != CLI_CONTINUE || (rc = cli_job_id(cmd, arg, &id)) != CLI_CONTINUE)
+        return rc;
+    json_t *root, *job;
+    rc = job_request(ctx, "GET", id, "", "job", &root, &job);
+    if (rc != CLI_EXIT_OK || cli_emit(ctx, root)) {
+        if (rc == CLI_EXIT_OK)
+            json_decref(root);
+        return rc;
+    }
+    static const char *const keys[][2] = {
+        {"ID", "id"},     {"Name", "name"},         {"Tenant", "tenant"},
+        {"Owner", "owner"}, {"State", "state"},     {"Tier", "tier"},
+        {"Priority", "priority"}, {"GPUs", NULL},   {"Submitted", "submit_time"},
+        {"Started", "start_time"}, {"Ended", "end_time"}, {"Preemptions", "preemptions"},
+        {"Reason", "reason"}, {"Why", "why"},
+    };
+    struct cli_table t;
+    cli_table_init(&t, 2, NULL, 0);
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        char v[CLI_CELL_MAX];
+        const char *val;
+        if (!keys[k][1])
+            val = gpus_cell(job, v, sizeof v);
+        else if (strstr(keys[k][1], "_time"))
+            val = cli_time_long(ctx, json_object_get(job, keys[k][1]), v, sizeof v);
+        else
+            val = cli_str(job, keys[k][1], v, sizeof v);
+        cli_kv(&t, keys[k][0], val);
+    }
+    struct cli_buf place = {0};
+    placement_cell(job, &place);
+    cli_kv(&t, "Placement", place.p ? place.p : "-");
+    t.oom |= place.oom;
+    cli_buf_free(&place);
+    json_decref(root);
+    return cli_table_finish(&t, "job");
+}
+
+int cli_cmd_job_action(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *arg;
+    long id;
+    int rc = cli_parse(ctx, cmd, argc, argv, NULL, &arg, 1, 1);
+    if (rc != CLI_CONTINUE || (rc = cli_job_id(cmd, arg, &id)) != CLI_CONTINUE)
+        return rc;
+    char suffix[32];
+    snprintf(suffix, sizeof suffix, "/%s", cmd->name);
+    json_t *root, *job;
+    rc = job_request(ctx, "POST", id, suffix, "job", &root, &job);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (!cli_emit(ctx, root)) {
+        char state[CLI_CELL_MAX];
+        printf("job %ld: %s\n", id, cli_str(job, "state", state, sizeof state));
+    }
+    json_decref(root);
+    return CLI_EXIT_OK;
+}
+
+int cli_cmd_explain(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *arg;
+    long id;
+    int rc = cli_parse(ctx, cmd, argc, argv, NULL, &arg, 1, 1);
+    if (rc != CLI_CONTINUE || (rc = cli_job_id(cmd, arg, &id)) != CLI_CONTINUE)
+        return rc;
+    json_t *root, *job_id;
+    rc = job_request(ctx, "GET", id, "/explain", NULL, &root, &job_id);
+    if (rc != CLI_EXIT_OK || cli_emit(ctx, root)) {
+        if (rc == CLI_EXIT_OK)
+            json_decref(root);
+        return rc;
+    }
+    char v[4][CLI_CELL_MAX];
+    struct cli_table t;
+    cli_table_init(&t, 2, NULL, 0);
+    cli_kv(&t, "Job", cli_str(root, "job_id", v[0], sizeof v[0]));
+    cli_kv(&t, "State", cli_str(root, "state", v[1], sizeof v[1]));
+    cli_kv(&t, "Reason", cli_str(root, "reason", v[2], sizeof v[2]));
+    cli_kv(&t, "Explanation", cli_str(root, "explanation", v[3], sizeof v[3]));
+    const json_t *at = json_object_get(root, "reserved_at");
+    cli_kv(&t, "Reserved", json_is_number(at) ? cli_time_long(ctx, at, v[0], sizeof v[0])
+                                              : "no reservation");
+    json_decref(root);
+    return cli_table_finish(&t, "explanation");
+}
+
+int cli_cmd_events(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *arg;
+    long id;
+    int rc = cli_parse(ctx, cmd, argc, argv, NULL, &arg, 1, 1);
+    if (rc != CLI_CONTINUE || (rc = cli_job_id(cmd, arg, &id)) != CLI_CONTINUE)
+        return rc;
+    char path[96];
+    snprintf(path, sizeof path, "/v1/jobs/%ld/events", id);
+    json_t *out = NULL;
+    rc = cli_get_pages(ctx, path, "events", true, &out);
+    if (rc != CLI_EXIT_OK || cli_emit(ctx, out)) {
+        json_decref(out);
+        return rc;
+    }
+    static const char *const head[] = {"ID", "TIME", "KIND", "DETAIL"};
+    struct cli_table t;
+    cli_table_init(&t, 4, head, 1u << 0);
+    size_t i;
+    json_t *ev;
+    json_array_foreach(json_object_get(out, "events"), i, ev) {
+        char c[4][CLI_CELL_MAX];
+        const char *row[4] = {cli_str(ev, "id", c[0], sizeof c[0]),
+                              cli_time_iso(json_object_get(ev, "time"), c[1], sizeof c[1]),
+                              cli_str(ev, "kind", c[2], sizeof c[2]),
+                              cli_str(ev, "detail", c[3], sizeof c[3])};
+        cli_table_row(&t, row);
+    }
+    json_decref(out);
+    return cli_table_finish(&t, "events");
+}

@@ -1,0 +1,202 @@
+/*
+ * config.c - where the CLI's server, token and CA come from: a flag, else
+ * the environment ($TESSERA_URL, $TESSERA_TOKEN), else the config file, else
+ * the default server (no token). The config file is YAML with a closed
+ * schema (server, token, ca), read by libtessera's document loader so its
+ * errors read "file:line: key: why" like every other Tessera file; it lives
+ * at --config PATH, else $XDG_CONFIG_HOME/tessera/config.yaml, else
+ * ~/.config/tessera/config.yaml. A missing default file is normal; a
+ * missing --config file is an error. A file that holds a token is a secret:
+ * readable by group or others, it draws a warning (not a refusal, so a
+ * shared read-only setup keeps working while it is fixed).
+ */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "model/yaml_doc.h"
+
+#define CONFIG_MAX_BYTES 65536
+#define CONFIG_REL_PATH "tessera/config.yaml"
+
+struct config_vals {
+    char *server;
+    char *token;
+    char *ca;
+    ts_yaml_doc D;
+};
+
+static const char *env_value(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+/* The default config path (malloc'd), or NULL when there is no home. */
+static char *default_path(void)
+{
+    struct cli_buf b = {0};
+    const char *xdg = env_value("XDG_CONFIG_HOME");
+    const char *home = env_value("HOME");
+    if (xdg && xdg[0] == '/')
+        cli_buf_printf(&b, "%s/%s", xdg, CONFIG_REL_PATH);
+    else if (home)
+        cli_buf_printf(&b, "%s/.config/%s", home, CONFIG_REL_PATH);
+    if (b.oom)
+        cli_buf_free(&b);
+    return b.p;
+}
+
+static int take_string(struct config_vals *cv, yaml_node_t *n, const char *key, char **out)
+{
+    if (!n)
+        return 0;
+    const char *s = ts_yaml_scalar(n);
+    if (!s || !*s)
+        return ts_yaml_fail_got(&cv->D, n, key, "a non-empty string");
+    *out = strdup(s);
+    if (!*out)
+        return ts_err_set(cv->D.err, TS_ENOMEM, "%s: out of memory", cv->D.fname);
+    return 0;
+}
+
+static int walk_config(void *arg)
+{
+    struct config_vals *cv = arg;
+    yaml_node_t *root = yaml_document_get_root_node(cv->D.doc);
+    if (!root)
+        return 0; /* an empty file sets nothing */
+    static const char *const keys[] = {"server", "token", "ca"};
+    yaml_node_t *vals[3];
+    int rc = ts_yaml_map_fields(&cv->D, root, "", keys, 3, vals);
+    if (rc == 0)
+        rc = take_string(cv, vals[0], "server", &cv->server);
+    if (rc == 0)
+        rc = take_string(cv, vals[1], "token", &cv->token);
+    if (rc == 0)
+        rc = take_string(cv, vals[2], "ca", &cv->ca);
+    return rc;
+}
+
+/* A relative `ca` in the config file is relative to the file's folder. */
+static char *ca_beside(const char *config_path, char *ca)
+{
+    const char *slash = strrchr(config_path, '/');
+    if (ca[0] == '/' || !slash)
+        return ca;
+    struct cli_buf b = {0};
+    cli_buf_printf(&b, "%.*s/%s", (int)(slash - config_path), config_path, ca);
+    if (b.oom)
+        return ca;
+    free(ca);
+    return b.p;
+}
+
+static int load_config(const char *path, bool must_exist, struct config_vals *cv)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (!must_exist && errno == ENOENT)
+            return CLI_CONTINUE;
+        cli_errorf("config %s: %s", path, strerror(errno));
+        return CLI_EXIT_USAGE;
+    }
+    size_t len;
+    int rc;
+    char *text = cli_read_file(path, CONFIG_MAX_BYTES, &len, &rc);
+    if (!text)
+        return rc;
+    ts_err err = {0};
+    cv->D.fname = path;
+    cv->D.err = &err;
+    int yrc = ts_yaml_load_one(&cv->D, text, len, walk_config, cv);
+    free(text);
+    if (yrc != 0) {
+        cli_errorf("config %s", err.msg);
+        return yrc == TS_ENOMEM ? CLI_EXIT_LOCAL : CLI_EXIT_USAGE;
+    }
+    if (cv->token && (st.st_mode & (S_IRGRP | S_IROTH)))
+        cli_warn("%s holds a token and is readable by %s; run: chmod 600 %s", path,
+                 (st.st_mode & S_IROTH) ? "everyone" : "its group", path);
+    if (cv->ca)
+        cv->ca = ca_beside(path, cv->ca);
+    return CLI_CONTINUE;
+}
+
+static char *dup_or_take(const char *flag, const char *env, char **from_file)
+{
+    if (flag || env)
+        return strdup(flag ? flag : env);
+    char *v = *from_file;
+    *from_file = NULL;
+    return v;
+}
+
+static int check_server(struct cli_ctx *ctx, const char *from)
+{
+    char *s = ctx->server;
+    if (strncmp(s, "http://", 7) != 0 && strncmp(s, "https://", 8) != 0) {
+        cli_errorf("server URL must start with http:// or https://, got '%s' (from %s)", s,
+                   from);
+        return CLI_EXIT_USAGE;
+    }
+    size_t n = strlen(s);
+    while (n > 0 && s[n - 1] == '/')
+        s[--n] = '\0';
+    return CLI_CONTINUE;
+}
+
+int cli_config_resolve(struct cli_ctx *ctx)
+{
+    if (ctx->resolved)
+        return CLI_CONTINUE;
+    const struct cli_flags *f = &ctx->flags;
+    struct config_vals cv = {0};
+    char *path = f->config ? strdup(f->config) : default_path();
+    int rc = CLI_CONTINUE;
+    if (path)
+        rc = load_config(path, f->config != NULL, &cv);
+    if (rc == CLI_CONTINUE) {
+        const char *env_url = env_value("TESSERA_URL");
+        const char *env_token = env_value("TESSERA_TOKEN");
+        const char *server_from = f->server ? "--server" : env_url ? "$TESSERA_URL"
+                                  : cv.server            ? "the config file"
+                                                         : "the default";
+        const char *token_from = f->token ? "--token" : env_token ? "$TESSERA_TOKEN"
+                                 : cv.token               ? "the config file"
+                                                          : NULL;
+        ctx->server = dup_or_take(f->server, env_url, &cv.server);
+        if (!ctx->server && !f->server && !env_url)
+            ctx->server = strdup(CLI_DEFAULT_SERVER);
+        ctx->token = dup_or_take(f->token, env_token, &cv.token);
+        ctx->ca = dup_or_take(f->ca, NULL, &cv.ca);
+        ctx->token_from = token_from ? strdup(token_from) : NULL;
+        if (!ctx->server || (token_from && (!ctx->token || !ctx->token_from)) ||
+            (f->ca && !ctx->ca)) {
+            cli_errorf("out of memory");
+            rc = CLI_EXIT_LOCAL;
+        } else {
+            rc = check_server(ctx, server_from);
+        }
+    }
+    free(cv.server);
+    free(cv.token);
+    free(cv.ca);
+    free(path);
+    if (rc == CLI_CONTINUE)
+        ctx->resolved = true;
+    return rc;
+}
+
+void cli_ctx_free(struct cli_ctx *ctx)
+{
+    cli_http_cleanup(ctx);
+    free(ctx->server);
+    free(ctx->token);
+    free(ctx->ca);
+    free(ctx->token_from);
+    ctx->server = ctx->token = ctx->ca = ctx->token_from = NULL;
+}

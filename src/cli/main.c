@@ -1,0 +1,173 @@
+/*
+ * main.c - `tessera`, the command-line client of tesserad: the command
+ * table, global help and the dispatch to cmd_*.c.
+ *
+ *   tessera [GLOBAL FLAGS] COMMAND [ARGS] [FLAGS]
+ *
+ * Each command is one row of COMMANDS: its synopsis, its help and the
+ * function that runs it; two-word commands ("quota set", "tokens create")
+ * are rows of their own and win over their one-word prefix. The exit code
+ * is the command's, except that output which could not be written (a full
+ * disk, a closed pipe) turns success into CLI_EXIT_LOCAL: a script must
+ * never take a truncated listing for a whole one.
+ */
+#include "cli/cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+
+static const struct cli_cmd COMMANDS[] = {
+    {"submit", "submit -f FILE [--idempotency-key K]",
+     "Submits the job spec in FILE (YAML or JSON; '-' reads stdin) as it is and prints\n"
+     "the id of every job it created, one a line. A random idempotency key is sent\n"
+     "unless given, so re-running a submit that timed out with the same --idempotency-key\n"
+     "cannot create the jobs twice.\n\n"
+     "  -f, --file FILE          the spec; .json is sent as JSON, .yaml/.yml as YAML,\n"
+     "                           anything else by its first character\n"
+     "  --idempotency-key K      the key of this submission",
+     cli_cmd_submit},
+    {"jobs", "jobs [--tenant T] [--state S] [--owner O] [--limit N] [--all]",
+     "Lists jobs the token may see, newest first as the server orders them.\n\n"
+     "  --tenant T, --state S, --owner O   only those jobs\n"
+     "  --limit N                          jobs per page, 1..1000 (server default 100)\n"
+     "  --all                              follow the pages to the end",
+     cli_cmd_jobs},
+    {"show", "show ID", "Shows one job: state, times, reason and placement.", cli_cmd_show},
+    {"cancel", "cancel ID", "Cancels a job (stops it if running).", cli_cmd_job_action},
+    {"hold", "hold ID", "Holds a pending job: the scheduler skips it until released.",
+     cli_cmd_job_action},
+    {"release", "release ID", "Releases a held job.", cli_cmd_job_action},
+    {"requeue", "requeue ID", "Stops a job and puts it back in the queue.", cli_cmd_job_action},
+    {"explain", "explain ID",
+     "Says why a job waits: its reason, the scheduler's explanation and the time its\n"
+     "reservation starts, if it has one.",
+     cli_cmd_explain},
+    {"events", "events ID", "Lists a job's events, oldest first (all pages).", cli_cmd_events},
+    {"nodes", "nodes", "Lists the nodes with free/total GPUs, CPU and memory.", cli_cmd_nodes},
+    {"node", "node NAME", "Shows one node: resources, MIG instances, jobs and labels.",
+     cli_cmd_node},
+    {"drain", "drain NAME", "Drains a node: no new jobs are placed on it (admin).",
+     cli_cmd_node_action},
+    {"resume", "resume NAME", "Puts a drained node back in service (admin).",
+     cli_cmd_node_action},
+    {"tenants", "tenants", "Lists the tenants: parent, weight, share, guarantee and usage.",
+     cli_cmd_tenants},
+    {"quota", "quota",
+     "Shows each tenant's guaranteed GPUs next to the GPUs it uses, per GPU model.",
+     cli_cmd_quota},
+    {"quota set", "quota set -f TENANTS.yaml",
+     "Replaces the tenants and their quotas with the file (docs/tenants-format.md; admin)\n"
+     "and prints the result as 'quota' does.\n\n"
+     "  -f, --file FILE   the tenants file (YAML or JSON; '-' reads stdin)",
+     cli_cmd_quota_set},
+    {"usage", "usage [--from WHEN] [--to WHEN]",
+     "GPU-hours per tenant, tier and GPU model over a period.\n\n"
+     "  --from WHEN, --to WHEN   YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS] (local, or with Z or\n"
+     "                           +HH:MM), Unix seconds, 'now', or -7d / -12h / -30m",
+     cli_cmd_usage},
+    {"tokens", "tokens", "Lists the API tokens the caller may see.", cli_cmd_tokens},
+    {"tokens create", "tokens create NAME --role ROLE [--tenant T]",
+     "Creates a token and prints its secret on stdout. The secret is shown only this\n"
+     "once; store it now.\n\n"
+     "  --role ROLE   admin, tenant-admin, user or viewer\n"
+     "  --tenant T    the tenant it acts for (not for admin)",
+     cli_cmd_tokens_create},
+    {"tokens revoke", "tokens revoke NAME", "Revokes a token (admin).", cli_cmd_tokens_revoke},
+};
+#define NCOMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
+
+static void print_overview(FILE *f)
+{
+    fprintf(f, "usage: " CLI_PROG " [GLOBAL FLAGS] COMMAND [ARGS]\n\n"
+               "The command-line client of tesserad, the Tessera controller.\n\nCommands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(f, "  %s\n", COMMANDS[i].usage);
+    fprintf(f,
+            "\nGlobal flags (before or after the command):\n"
+            "  --server URL     the controller (else $TESSERA_URL, the config file,\n"
+            "                   " CLI_DEFAULT_SERVER ")\n"
+            "  --token T        the API token (else $TESSERA_TOKEN, the config file)\n"
+            "  --config PATH    config file (default $XDG_CONFIG_HOME/tessera/config.yaml\n"
+            "                   or ~/.config/tessera/config.yaml; keys server, token, ca)\n"
+            "  --ca FILE        trust this CA for https (PEM)\n"
+            "  -o, --output F   table (default), json or yaml\n"
+            "  --timeout S      give up on a request after S seconds (default 30)\n"
+            "  -h, --help       help; '" CLI_PROG " COMMAND --help' for one command\n"
+            "  --version        the version\n\n"
+            "Exit codes: 0 done, 2 usage, 3 not found, 4 refused, 5 unauthenticated or\n"
+            "forbidden, 6 server unreachable, 7 server error, 1 local failure.\n"
+            "See docs/cli.md.\n");
+}
+
+/* The command named by argv[*i] (and argv[*i + 1] for two words); advances *i. */
+static const struct cli_cmd *find_command(int argc, char **argv, int *i)
+{
+    if (*i + 1 < argc) {
+        for (size_t c = 0; c < NCOMMANDS; c++) {
+            const char *name = COMMANDS[c].name;
+            size_t n = strlen(argv[*i]);
+            if (strncmp(name, argv[*i], n) == 0 && name[n] == ' ' &&
+                strcmp(name + n + 1, argv[*i + 1]) == 0) {
+                *i += 2;
+                return &COMMANDS[c];
+            }
+        }
+    }
+    for (size_t c = 0; c < NCOMMANDS; c++) {
+        if (strcmp(COMMANDS[c].name, argv[*i]) == 0) {
+            *i += 1;
+            return &COMMANDS[c];
+        }
+    }
+    return NULL;
+}
+
+static int run(struct cli_ctx *ctx, int argc, char **argv)
+{
+    int i = 1;
+    if (cli_parse_globals(ctx, argc, argv, &i) != CLI_CONTINUE)
+        return CLI_EXIT_USAGE;
+    if (i >= argc) {
+        if (ctx->flags.version) {
+            printf(CLI_PROG " " CLI_VERSION "\n");
+            return CLI_EXIT_OK;
+        }
+        print_overview(ctx->flags.help ? stdout : stderr);
+        return ctx->flags.help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    }
+    if (strcmp(argv[i], "help") == 0) {
+        i++;
+        if (i >= argc) {
+            print_overview(stdout);
+            return CLI_EXIT_OK;
+        }
+        ctx->flags.help = true;
+    }
+    const struct cli_cmd *cmd = find_command(argc, argv, &i);
+    if (!cmd)
+        return cli_usage_error(NULL, "unknown command '%s'", argv[i]);
+    return cmd->run(ctx, cmd, argc - i, argv + i);
+}
+
+int main(int argc, char **argv)
+{
+    struct cli_ctx ctx = {0};
+    ctx.now = time(NULL);
+    tzset();
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        cli_errorf("cannot start libcurl");
+        return CLI_EXIT_LOCAL;
+    }
+    int rc = run(&ctx, argc, argv);
+    cli_ctx_free(&ctx);
+    curl_global_cleanup();
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        if (rc == CLI_EXIT_OK) {
+            cli_errorf("cannot write the output");
+            rc = CLI_EXIT_LOCAL;
+        }
+    }
+    return rc;
+}
