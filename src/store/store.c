@@ -1,0 +1,554 @@
+/*
+ * store.c - the ts_store object: which backend a URL names, the name tables
+ * for states and roles, the row free helpers, input checks, and the public
+ * calls.
+ *
+ * Writes are checked here (so a bad field is reported before it costs a
+ * transaction, and both backends reject the same things with the same
+ * message), then handed to the group committer (store_commit.c) as a
+ * ts_wop on the caller's stack. Reads never queue behind writes: they borrow
+ * a connection from a small pool, opened on first use, and run one
+ * autocommit statement on it. On SQLite in WAL mode such a reader sees the
+ * last committed state without blocking the writer; on PostgreSQL each
+ * reader is its own session. A connection the server dropped is discarded
+ * on return, so the pool heals after a database restart.
+ */
+#include "store/store_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tessera/tenant.h"
+
+static const char *const job_state_names[TS_JOB_STATES] = {
+    "pending", "held", "running", "stopping", "completed", "failed", "cancelled",
+};
+
+static const char *const role_names[] = {"admin", "tenant-admin", "user", "viewer"};
+#define ROLES ((int)(sizeof role_names / sizeof role_names[0]))
+
+const char *ts_job_state_name(int state)
+{
+    return state >= 0 && state < TS_JOB_STATES ? job_state_names[state] : "unknown";
+}
+
+int ts_job_state_parse(const char *name)
+{
+    for (int i = 0; name && i < TS_JOB_STATES; i++)
+        if (strcmp(name, job_state_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+const char *ts_role_name(int role)
+{
+    return role >= 0 && role < ROLES ? role_names[role] : "unknown";
+}
+
+int ts_role_parse(const char *name)
+{
+    for (int i = 0; name && i < ROLES; i++)
+        if (strcmp(name, role_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+void ts_job_row_fini(ts_job_row *r)
+{
+    if (!r)
+        return;
+    free(r->spec_json);
+    free(r->placement_json);
+    free(r->why);
+    r->spec_json = r->placement_json = r->why = NULL;
+}
+
+void ts_store_free_jobs(ts_job_row *rows, int n)
+{
+    for (int i = 0; rows && i < n; i++)
+        ts_job_row_fini(&rows[i]);
+    free(rows);
+}
+
+void ts_store_free_events(ts_event_row *rows, int n)
+{
+    for (int i = 0; rows && i < n; i++)
+        free(rows[i].detail);
+    free(rows);
+}
+
+void ts_store_copy_field(char *dst, size_t cap, const char *src, size_t len)
+{
+    if (!src)
+        len = 0;
+    if (len > cap - 1)
+        len = cap - 1;
+    if (len)
+        memcpy(dst, src, len);
+    dst[len] = '\0';
+}
+
+void *ts_store_grow(void **rows, int n, int *cap, size_t size)
+{
+    if (n == *cap) {
+        int ncap = *cap ? *cap * 2 : 16;
+        void *p = realloc(*rows, (size_t)ncap * size);
+        if (!p)
+            return NULL;
+        *rows = p;
+        *cap = ncap;
+    }
+    return (char *)*rows + (size_t)n * size;
+}
+
+/* ---- input checks ---- */
+
+/* A fixed-size field must hold a terminated string; `required` also wants
+ * it non-empty. */
+static int check_field(const char *what, const char *field, const char *v, size_t cap,
+                       bool required, ts_err *err)
+{
+    size_t len = strnlen(v, cap);
+    if (len == cap)
+        return ts_err_set(err, TS_EINVAL, "%s.%s: longer than %zu bytes", what, field, cap - 1);
+    if (required && len == 0)
+        return ts_err_set(err, TS_EINVAL, "%s.%s: must not be empty", what, field);
+    return 0;
+}
+
+static int check_time(const char *what, const char *field, double t, ts_err *err)
+{
+    if (!isfinite(t) || t < 0)
+        return ts_err_set(err, TS_EINVAL, "%s.%s: must be a finite time >= 0 (Unix seconds)",
+                          what, field);
+    return 0;
+}
+
+/* The fields an update writes (and an insert too). */
+static int check_mutable(const char *what, const ts_job_row *r, ts_err *err)
+{
+    int rc;
+    if (r->state < 0 || r->state >= TS_JOB_STATES)
+        return ts_err_set(err, TS_EINVAL, "%s.state: %d is not a job state", what, r->state);
+    if ((rc = check_field(what, "gpu_model", r->gpu_model, sizeof r->gpu_model, false, err)) ||
+        (rc = check_field(what, "reason", r->reason, sizeof r->reason, false, err)) ||
+        (rc = check_time(what, "submit_s", r->submit_s, err)) ||
+        (rc = check_time(what, "start_s", r->start_s, err)) ||
+        (rc = check_time(what, "end_s", r->end_s, err)))
+        return rc;
+    if (r->preemptions < 0)
+        return ts_err_set(err, TS_EINVAL, "%s.preemptions: must be >= 0", what);
+    return 0;
+}
+
+static int check_new_job(const ts_job_row *r, ts_err *err)
+{
+    int rc;
+    if ((rc = check_field("job", "tenant", r->tenant, sizeof r->tenant, true, err)) ||
+        (rc = check_field("job", "name", r->name, sizeof r->name, false, err)) ||
+        (rc = check_field("job", "owner", r->owner, sizeof r->owner, false, err)) ||
+        (rc = check_field("job", "idem_key", r->idem_key, sizeof r->idem_key, false, err)) ||
+        (rc = check_mutable("job", r, err)))
+        return rc;
+    if (r->tier < 0 || r->tier >= TS_TIERS)
+        return ts_err_set(err, TS_EINVAL, "job.tier: %d is not a tier", r->tier);
+    if (r->gpus < 0)
+        return ts_err_set(err, TS_EINVAL, "job.gpus: must be >= 0");
+    if (!r->spec_json)
+        return ts_err_set(err, TS_EINVAL, "job.spec_json: must not be NULL");
+    return 0;
+}
+
+static int check_update(const char *what, const ts_job_row *r, ts_err *err)
+{
+    if (r->id <= 0)
+        return ts_err_set(err, TS_EINVAL, "%s.id: must be > 0", what);
+    if (r->gen <= 0)
+        return ts_err_set(err, TS_EINVAL, "%s.gen: must be > 0 (the gen read with the job)",
+                          what);
+    return check_mutable(what, r, err);
+}
+
+static int check_event(const char *what, const ts_event_row *ev, ts_err *err)
+{
+    if (ev->job_id <= 0)
+        return ts_err_set(err, TS_EINVAL, "%s.job_id: must be > 0", what);
+    int rc = check_field(what, "kind", ev->kind, sizeof ev->kind, true, err);
+    return rc ? rc : check_time(what, "t_s", ev->t_s, err);
+}
+
+static int check_limit(int limit, ts_err *err)
+{
+    if (limit < 1 || limit > TS_STORE_LIST_MAX)
+        return ts_err_set(err, TS_EINVAL, "limit: must be 1..%d", TS_STORE_LIST_MAX);
+    return 0;
+}
+
+/* ---- open and close ---- */
+
+static bool has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+
+/* Picks the backend and the target it connects to. */
+static int parse_url(const char *url, const struct ts_store_ops **ops, const char **target,
+                     ts_err *err)
+{
+    if (!url || !*url)
+        return ts_err_set(err, TS_EINVAL, "store url: must not be empty");
+    if (has_prefix(url, "postgresql://") || has_prefix(url, "postgres://")) {
+        *ops = &ts_store_pg_ops;
+        *target = url;
+        return 0;
+    }
+    const char *path = url;
+    if (has_prefix(url, "sqlite:")) {
+        path = url + strlen("sqlite:");
+        if (has_prefix(path, "//"))
+            path += 2;
+    } else {
+        const char *sep = strstr(url, "://");
+        if (sep && !memchr(url, '/', (size_t)(sep - url)))
+            return ts_err_set(err, TS_EINVAL,
+                              "store url: unknown scheme '%.*s' (want sqlite:PATH, a path, or "
+                              "postgresql://...)",
+                              (int)(sep - url), url);
+    }
+    if (!*path)
+        return ts_err_set(err, TS_EINVAL, "store url: sqlite: needs a file path");
+    if (strcmp(path, ":memory:") == 0 || has_prefix(path, "file:"))
+        return ts_err_set(err, TS_EINVAL,
+                          "store url: '%s': want a plain file path (readers open their own "
+                          "connections, so an in-memory or URI database cannot be shared)",
+                          path);
+    *ops = &ts_store_sqlite_ops;
+    *target = path;
+    return 0;
+}
+
+int ts_store_open_version(const char *url, int max_version, ts_store **out, ts_err *err)
+{
+    const struct ts_store_ops *ops;
+    const char *target;
+    *out = NULL;
+    int rc = parse_url(url, &ops, &target, err);
+    if (rc)
+        return rc;
+    ts_store *s = calloc(1, sizeof *s);
+    if (!s || !(s->target = strdup(target))) {
+        free(s);
+        return ts_err_set(err, TS_ENOMEM, "store: out of memory");
+    }
+    s->ops = ops;
+    pthread_mutex_init(&s->qmu, NULL);
+    pthread_cond_init(&s->qcv, NULL);
+    pthread_cond_init(&s->donecv, NULL);
+    pthread_mutex_init(&s->rmu, NULL);
+    pthread_cond_init(&s->rcv, NULL);
+    rc = ops->connect(s->target, true, &s->wconn, err);
+    if (rc == 0)
+        rc = ts_store_migrate(ops, s->wconn, max_version, &s->schema_version, err);
+    if (rc == 0)
+        rc = ts_store_committer_start(s, err);
+    if (rc) {
+        ts_store_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+int ts_store_open(const char *url, ts_store **out, ts_err *err)
+{
+    return ts_store_open_version(url, TS_SCHEMA_VERSION, out, err);
+}
+
+void ts_store_close(ts_store *s)
+{
+    if (!s)
+        return;
+    ts_store_committer_stop(s);
+    for (int i = 0; i < TS_STORE_READERS_MAX; i++)
+        if (s->readers[i])
+            s->ops->disconnect(s->readers[i]);
+    if (s->wconn)
+        s->ops->disconnect(s->wconn);
+    pthread_mutex_destroy(&s->qmu);
+    pthread_cond_destroy(&s->qcv);
+    pthread_cond_destroy(&s->donecv);
+    pthread_mutex_destroy(&s->rmu);
+    pthread_cond_destroy(&s->rcv);
+    free(s->target);
+    free(s);
+}
+
+const char *ts_store_backend(const ts_store *s) { return s->ops->name; }
+
+int ts_store_schema_version(ts_store *s) { return s->schema_version; }
+
+void ts_store_get_stats(ts_store *s, ts_store_stats *st)
+{
+    pthread_mutex_lock(&s->qmu);
+    *st = s->stats;
+    pthread_mutex_unlock(&s->qmu);
+}
+
+/* ---- the reader pool ---- */
+
+/* Borrows an idle connection, or opens one in an empty slot, or waits. */
+static int reader_get(ts_store *s, int *slot, ts_err *err)
+{
+    pthread_mutex_lock(&s->rmu);
+    for (;;) {
+        int empty = -1;
+        for (int i = 0; i < TS_STORE_READERS_MAX; i++) {
+            if (s->reader_busy[i])
+                continue;
+            if (s->readers[i]) {
+                s->reader_busy[i] = true;
+                pthread_mutex_unlock(&s->rmu);
+                *slot = i;
+                return 0;
+            }
+            if (empty < 0)
+                empty = i;
+        }
+        if (empty >= 0) {
+            s->reader_busy[empty] = true;
+            pthread_mutex_unlock(&s->rmu);
+            void *conn = NULL;
+            int rc = s->ops->connect(s->target, false, &conn, err);
+            pthread_mutex_lock(&s->rmu);
+            if (rc) {
+                s->reader_busy[empty] = false;
+                pthread_cond_signal(&s->rcv);
+                pthread_mutex_unlock(&s->rmu);
+                return rc;
+            }
+            s->readers[empty] = conn;
+            s->nreaders++;
+            pthread_mutex_unlock(&s->rmu);
+            *slot = empty;
+            return 0;
+        }
+        pthread_cond_wait(&s->rcv, &s->rmu);
+    }
+}
+
+static void reader_put(ts_store *s, int slot)
+{
+    void *dead = NULL;
+    pthread_mutex_lock(&s->rmu);
+    if (!s->ops->healthy(s->readers[slot])) {
+        dead = s->readers[slot];
+        s->readers[slot] = NULL;
+        s->nreaders--;
+    }
+    s->reader_busy[slot] = false;
+    pthread_cond_signal(&s->rcv);
+    pthread_mutex_unlock(&s->rmu);
+    if (dead)
+        s->ops->disconnect(dead);
+}
+
+/* Runs `call` on a borrowed reader connection `c`. */
+#define WITH_READER(s, err, call)                                                              \
+    do {                                                                                       \
+        int slot_;                                                                             \
+        int rc_ = reader_get((s), &slot_, (err));                                              \
+        if (rc_)                                                                               \
+            return rc_;                                                                        \
+        void *c = (s)->readers[slot_];                                                         \
+        rc_ = (call);                                                                          \
+        reader_put((s), slot_);                                                                \
+        return rc_;                                                                            \
+    } while (0)
+
+/* ---- writes ---- */
+
+int ts_store_job_insert(ts_store *s, ts_job_row *row, bool *existed, ts_err *err)
+{
+    int rc = check_new_job(row, err);
+    if (rc)
+        return rc;
+    ts_wop op = {.kind = TS_WOP_JOB_INSERT, .rows = row, .nrows = 1};
+    rc = ts_store_submit(s, &op, err);
+    if (existed)
+        *existed = rc == 0 && op.existed;
+    if (rc)
+        return rc;
+    if (op.existed) {
+        /* the caller's strings stay the caller's: only the pointers change */
+        *row = op.stored;
+    } else {
+        row->id = op.id;
+        row->gen = 1;
+    }
+    return 0;
+}
+
+int ts_store_job_update(ts_store *s, ts_job_row *row, ts_err *err)
+{
+    return ts_store_apply(s, row, 1, NULL, 0, err);
+}
+
+int ts_store_apply(ts_store *s, ts_job_row *rows, int nrows, const ts_event_row *events,
+                   int nevents, ts_err *err)
+{
+    if (nrows < 0 || nevents < 0 || (nrows && !rows) || (nevents && !events))
+        return ts_err_set(err, TS_EINVAL, "apply: rows and events must match their counts");
+    char what[32];
+    for (int i = 0; i < nrows; i++) {
+        if (nrows == 1 && !nevents)
+            snprintf(what, sizeof what, "job");
+        else
+            snprintf(what, sizeof what, "rows[%d]", i);
+        int rc = check_update(what, &rows[i], err);
+        if (rc)
+            return rc;
+    }
+    for (int i = 0; i < nevents; i++) {
+        snprintf(what, sizeof what, "events[%d]", i);
+        int rc = check_event(what, &events[i], err);
+        if (rc)
+            return rc;
+    }
+    if (nrows == 0 && nevents == 0)
+        return 0;
+    ts_wop op = {.kind = TS_WOP_JOB_UPDATES,
+                 .rows = rows,
+                 .nrows = nrows,
+                 .events = events,
+                 .nevents = nevents};
+    int rc = ts_store_submit(s, &op, err);
+    if (rc == 0)
+        for (int i = 0; i < nrows; i++)
+            rows[i].gen++;
+    return rc;
+}
+
+int ts_store_event_append(ts_store *s, const ts_event_row *ev, ts_err *err)
+{
+    int rc = check_event("event", ev, err);
+    if (rc)
+        return rc;
+    ts_wop op = {.kind = TS_WOP_JOB_UPDATES, .events = ev, .nevents = 1};
+    return ts_store_submit(s, &op, err);
+}
+
+int ts_store_token_insert(ts_store *s, ts_token_row *row, ts_err *err)
+{
+    int rc;
+    if ((rc = check_field("token", "name", row->name, sizeof row->name, true, err)) ||
+        (rc = check_field("token", "tenant", row->tenant, sizeof row->tenant, false, err)) ||
+        (rc = check_time("token", "created_s", row->created_s, err)) ||
+        (rc = check_time("token", "revoked_s", row->revoked_s, err)))
+        return rc;
+    if (row->role < 0 || row->role >= ROLES)
+        return ts_err_set(err, TS_EINVAL, "token.role: %d is not a role", row->role);
+    ts_wop op = {.kind = TS_WOP_TOKEN_INSERT, .token = row};
+    rc = ts_store_submit(s, &op, err);
+    if (rc == 0)
+        row->id = op.id;
+    return rc;
+}
+
+int ts_store_token_revoke(ts_store *s, const char *name, double now_s, ts_err *err)
+{
+    if (!name || !*name)
+        return ts_err_set(err, TS_EINVAL, "token name: must not be empty");
+    int rc = check_time("token", "revoked_s", now_s, err);
+    if (rc)
+        return rc;
+    if (now_s <= 0)
+        return ts_err_set(err, TS_EINVAL, "token.revoked_s: must be > 0");
+    ts_wop op = {.kind = TS_WOP_TOKEN_REVOKE, .name = name, .now_s = now_s};
+    return ts_store_submit(s, &op, err);
+}
+
+int ts_store_tenants_put(ts_store *s, const char *yaml, ts_err *err)
+{
+    if (!yaml)
+        return ts_err_set(err, TS_EINVAL, "tenants: the YAML document must not be NULL");
+    ts_wop op = {.kind = TS_WOP_SETTING_PUT, .name = TS_SETTING_TENANTS, .value = yaml};
+    return ts_store_submit(s, &op, err);
+}
+
+/* ---- reads ---- */
+
+int ts_store_job_get(ts_store *s, int64_t id, ts_job_row *out, ts_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (id <= 0)
+        return ts_err_set(err, TS_ENOENT, "job %lld: no such job", (long long)id);
+    WITH_READER(s, err, s->ops->job_get(c, id, out, err));
+}
+
+int ts_store_job_list(ts_store *s, const ts_job_filter *f, int64_t after_id, int limit,
+                      ts_job_row **rows, int *n, ts_err *err)
+{
+    *rows = NULL;
+    *n = 0;
+    int rc = check_limit(limit, err);
+    if (rc)
+        return rc;
+    ts_job_filter any = {.state = -1};
+    if (!f)
+        f = &any;
+    if (f->state < -1 || f->state >= TS_JOB_STATES)
+        return ts_err_set(err, TS_EINVAL, "filter.state: %d is not a job state", f->state);
+    WITH_READER(s, err, s->ops->job_list(c, f, after_id, limit, rows, n, err));
+}
+
+int ts_store_job_counts(ts_store *s, const char *tenant, int64_t out[TS_JOB_STATES], ts_err *err)
+{
+    memset(out, 0, sizeof(int64_t) * TS_JOB_STATES);
+    WITH_READER(s, err, s->ops->job_counts(c, tenant, out, err));
+}
+
+int ts_store_event_list(ts_store *s, int64_t job_id, int64_t after_id, int limit,
+                        ts_event_row **rows, int *n, ts_err *err)
+{
+    *rows = NULL;
+    *n = 0;
+    int rc = check_limit(limit, err);
+    if (rc)
+        return rc;
+    WITH_READER(s, err, s->ops->event_list(c, job_id, after_id, limit, rows, n, err));
+}
+
+int ts_store_token_by_hash(ts_store *s, const uint8_t hash[TS_TOKEN_HASH_BYTES],
+                           ts_token_row *out, ts_err *err)
+{
+    memset(out, 0, sizeof *out);
+    WITH_READER(s, err, s->ops->token_by_hash(c, hash, out, err));
+}
+
+int ts_store_token_list(ts_store *s, const char *tenant, ts_token_row **rows, int *n,
+                        ts_err *err)
+{
+    *rows = NULL;
+    *n = 0;
+    WITH_READER(s, err, s->ops->token_list(c, tenant, rows, n, err));
+}
+
+int ts_store_tenants_get(ts_store *s, char **yaml, ts_err *err)
+{
+    *yaml = NULL;
+    WITH_READER(s, err, s->ops->setting_get(c, TS_SETTING_TENANTS, yaml, err));
+}
+
+int ts_store_usage(ts_store *s, double from_s, double to_s, ts_usage_row **rows, int *n,
+                   ts_err *err)
+{
+    *rows = NULL;
+    *n = 0;
+    if (!isfinite(from_s) || !isfinite(to_s) || from_s >= to_s)
+        return ts_err_set(err, TS_EINVAL, "usage: window [%g, %g) must be finite and non-empty",
+                          from_s, to_s);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    double now_s = (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+    WITH_READER(s, err, s->ops->usage(c, from_s, to_s, now_s, rows, n, err));
+}

@@ -1,0 +1,206 @@
+/*
+ * store_commit.c - group commit: one committer thread per store turns the
+ * writes queued by any number of threads into as few transactions as it can.
+ *
+ * Every write must be durable before it is acknowledged, and a durable
+ * commit costs a disk flush (or a round trip to PostgreSQL and its flush).
+ * One transaction per write would cap the controller at a few hundred writes
+ * a second on an ordinary disk, so callers queue their op and sleep; the
+ * committer takes everything queued (up to GROUP_OPS_MAX), runs it as
+ * BEGIN; op; op; ...; COMMIT, and wakes every waiter with its own result.
+ * While it flushes, the next group gathers, so the batch grows with load.
+ *
+ * One op failing (a stale gen, a taken token name) must not fail the
+ * others, and a failed statement can poison the transaction (PostgreSQL
+ * refuses everything after it), so the group is rolled back and re-run
+ * without the failed op. Backend write calls never change their inputs and
+ * results live in the op, so a re-run starts from clean state. A failed
+ * BEGIN or COMMIT fails every op still in the group: its outcome is theirs.
+ */
+#include "store/store_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Upper bound on one transaction, so a burst cannot build one that holds
+ * the write lock (and every waiter) for long. */
+#define GROUP_OPS_MAX 512
+
+/* Runs one op inside the open transaction, results into the op. */
+static int run_op(ts_store *s, ts_wop *op)
+{
+    const struct ts_store_ops *o = s->ops;
+    void *c = s->wconn;
+    ts_err_clear(&op->err);
+    op->id = 0;
+    op->existed = false;
+    ts_job_row_fini(&op->stored);
+    int rc = 0;
+    switch (op->kind) {
+    case TS_WOP_JOB_INSERT:
+        rc = o->job_insert(c, op->rows, &op->id, &op->existed, &op->err);
+        if (rc == 0 && op->existed)
+            rc = o->job_get(c, op->id, &op->stored, &op->err);
+        break;
+    case TS_WOP_JOB_UPDATES:
+        for (int i = 0; rc == 0 && i < op->nrows; i++) {
+            rc = o->job_update(c, &op->rows[i], &op->err);
+            if (rc && (op->nrows > 1 || op->nevents))
+                ts_err_prefix(&op->err, "rows[%d]: ", i);
+        }
+        for (int i = 0; rc == 0 && i < op->nevents; i++) {
+            rc = o->event_append(c, &op->events[i], &op->err);
+            if (rc && (op->nrows || op->nevents > 1))
+                ts_err_prefix(&op->err, "events[%d]: ", i);
+        }
+        break;
+    case TS_WOP_TOKEN_INSERT:
+        rc = o->token_insert(c, op->token, &op->id, &op->err);
+        break;
+    case TS_WOP_TOKEN_REVOKE:
+        rc = o->token_revoke(c, op->name, op->now_s, &op->err);
+        break;
+    case TS_WOP_SETTING_PUT:
+        rc = o->setting_put(c, op->name, op->value, &op->err);
+        break;
+    }
+    return rc;
+}
+
+static void fail_rest(ts_wop **group, int n, const ts_err *why)
+{
+    for (int i = 0; i < n; i++) {
+        if (group[i]->failed)
+            continue;
+        group[i]->failed = true;
+        group[i]->rc = why->code;
+        group[i]->err = *why;
+        ts_job_row_fini(&group[i]->stored);
+    }
+}
+
+/* Commits the group; returns how many ops it committed (0 or 1 commit). */
+static int run_group(ts_store *s, ts_wop **group, int n, bool *committed)
+{
+    const struct ts_store_ops *o = s->ops;
+    *committed = false;
+    for (;;) {
+        int live = 0;
+        for (int i = 0; i < n; i++)
+            live += !group[i]->failed;
+        if (live == 0)
+            return 0;
+        ts_err terr;
+        ts_err_clear(&terr);
+        if (o->begin(s->wconn, &terr)) {
+            fail_rest(group, n, &terr);
+            return 0;
+        }
+        bool retry = false;
+        for (int i = 0; i < n && !retry; i++) {
+            if (group[i]->failed)
+                continue;
+            int rc = run_op(s, group[i]);
+            if (rc) {
+                group[i]->failed = true;
+                group[i]->rc = rc;
+                ts_job_row_fini(&group[i]->stored);
+                retry = true;
+            }
+        }
+        if (retry) {
+            o->rollback(s->wconn);
+            continue;
+        }
+        if (o->commit(s->wconn, &terr)) {
+            o->rollback(s->wconn);
+            fail_rest(group, n, &terr);
+            return 0;
+        }
+        *committed = true;
+        for (int i = 0; i < n; i++)
+            if (!group[i]->failed)
+                group[i]->rc = 0;
+        return live;
+    }
+}
+
+static void *committer_main(void *arg)
+{
+    ts_store *s = arg;
+    ts_wop *group[GROUP_OPS_MAX];
+    pthread_mutex_lock(&s->qmu);
+    for (;;) {
+        while ((!s->qhead || s->hold) && !s->stopping)
+            pthread_cond_wait(&s->qcv, &s->qmu);
+        if (!s->qhead)
+            break;
+        int n = 0;
+        while (s->qhead && n < GROUP_OPS_MAX) {
+            group[n++] = s->qhead;
+            s->qhead = s->qhead->next;
+        }
+        if (!s->qhead)
+            s->qtail = NULL;
+        s->nqueued -= n;
+        pthread_mutex_unlock(&s->qmu);
+
+        bool committed;
+        int ok = run_group(s, group, n, &committed);
+
+        pthread_mutex_lock(&s->qmu);
+        s->stats.writes += (uint64_t)ok;
+        s->stats.commits += committed;
+        for (int i = 0; i < n; i++)
+            group[i]->done = true;
+        pthread_cond_broadcast(&s->donecv);
+    }
+    pthread_mutex_unlock(&s->qmu);
+    return NULL;
+}
+
+int ts_store_committer_start(ts_store *s, ts_err *err)
+{
+    if (pthread_create(&s->committer, NULL, committer_main, s) != 0)
+        return ts_err_set(err, TS_EIO, "store: cannot start the committer thread");
+    s->committer_started = true;
+    return 0;
+}
+
+void ts_store_committer_stop(ts_store *s)
+{
+    if (!s->committer_started)
+        return;
+    pthread_mutex_lock(&s->qmu);
+    s->stopping = true;
+    s->hold = false;
+    pthread_cond_signal(&s->qcv);
+    pthread_mutex_unlock(&s->qmu);
+    pthread_join(s->committer, NULL);
+    s->committer_started = false;
+}
+
+int ts_store_submit(ts_store *s, ts_wop *op, ts_err *err)
+{
+    memset(&op->stored, 0, sizeof op->stored);
+    op->failed = op->done = false;
+    op->next = NULL;
+    pthread_mutex_lock(&s->qmu);
+    if (s->stopping) {
+        pthread_mutex_unlock(&s->qmu);
+        return ts_err_set(err, TS_EINVAL, "store: closed");
+    }
+    if (s->qtail)
+        s->qtail->next = op;
+    else
+        s->qhead = op;
+    s->qtail = op;
+    s->nqueued++;
+    pthread_cond_signal(&s->qcv);
+    while (!op->done)
+        pthread_cond_wait(&s->donecv, &s->qmu);
+    pthread_mutex_unlock(&s->qmu);
+    if (op->rc && err)
+        *err = op->err;
+    return op->rc;
+}

@@ -1,0 +1,170 @@
+/*
+ * store_internal.h - internal: the backend ops table behind ts_store, and the
+ * pieces store.c (the object, the public calls, the reader pool),
+ * store_commit.c (the group committer) and store_schema.c (migrations) share.
+ *
+ * A backend knows one SQL dialect and one client library, nothing about
+ * threads: every function gets a connection that exactly one thread uses at
+ * a time. The writer connection belongs to the committer thread, which wraps
+ * the write functions in begin/commit; reader connections come from a small
+ * pool and run in autocommit, one statement per call, so each read sees
+ * everything committed before it started.
+ */
+#ifndef TS_STORE_INTERNAL_H
+#define TS_STORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tessera/store.h"
+
+/* The schema this code writes. A store at a higher version is refused. */
+#define TS_SCHEMA_VERSION 2
+/* Settings key of the tenants YAML document. */
+#define TS_SETTING_TENANTS "tenants"
+/* Page size bounds shared by job and event lists. */
+#define TS_STORE_LIST_MAX 10000
+
+struct ts_store_ops {
+    const char *name; /* "sqlite", "postgresql" */
+    /* target: a file path (sqlite) or a libpq connection URI. The writer
+     * is the one connection that changes the store and migrates it. */
+    int (*connect)(const char *target, bool writer, void **conn, ts_err *err);
+    void (*disconnect)(void *conn);
+    /* false once the connection is unusable (dropped by the server); the
+     * pool then discards it instead of handing it out again. */
+    bool (*healthy)(void *conn);
+
+    /* Schema: run a script of statements without parameters (migrations
+     * only); read one integer (ENOENT when there is no row). */
+    int (*exec_script)(void *conn, const char *sql, ts_err *err);
+    int (*query_int)(void *conn, const char *sql, int64_t *out, ts_err *err);
+    /* Begins the migration transaction, excluding other processes that
+     * open the same store at the same moment. */
+    int (*begin_exclusive)(void *conn, ts_err *err);
+    int (*set_version)(void *conn, int version, ts_err *err);
+
+    /* Transactions on the writer. rollback never fails in a way the caller
+     * could act on; a dead connection is reported by healthy(). */
+    int (*begin)(void *conn, ts_err *err);
+    int (*commit)(void *conn, ts_err *err);
+    void (*rollback)(void *conn);
+
+    /* Writes, inside a transaction. job_insert sets *id and *existed (the
+     * owner's idem_key was used before: *id is that job's). job_update
+     * writes the mutable fields with gen = in->gen + 1 if the stored gen is
+     * in->gen. None of them changes its inputs, so a group can be re-run. */
+    int (*job_insert)(void *conn, const ts_job_row *in, int64_t *id, bool *existed,
+                      ts_err *err);
+    int (*job_update)(void *conn, const ts_job_row *in, ts_err *err);
+    int (*event_append)(void *conn, const ts_event_row *ev, ts_err *err);
+    int (*token_insert)(void *conn, const ts_token_row *in, int64_t *id, ts_err *err);
+    int (*token_revoke)(void *conn, const char *name, double now_s, ts_err *err);
+    int (*setting_put)(void *conn, const char *key, const char *value, ts_err *err);
+
+    /* Reads (any connection; the writer too, inside its transaction). */
+    int (*job_get)(void *conn, int64_t id, ts_job_row *out, ts_err *err);
+    int (*job_list)(void *conn, const ts_job_filter *f, int64_t after_id, int limit,
+                    ts_job_row **rows, int *n, ts_err *err);
+    int (*job_counts)(void *conn, const char *tenant, int64_t out[TS_JOB_STATES], ts_err *err);
+    int (*event_list)(void *conn, int64_t job_id, int64_t after_id, int limit,
+                      ts_event_row **rows, int *n, ts_err *err);
+    int (*token_by_hash)(void *conn, const uint8_t hash[TS_TOKEN_HASH_BYTES],
+                         ts_token_row *out, ts_err *err);
+    int (*token_list)(void *conn, const char *tenant, ts_token_row **rows, int *n,
+                      ts_err *err);
+    /* *value NULL (and 0 returned) when the key was never set. */
+    int (*setting_get)(void *conn, const char *key, char **value, ts_err *err);
+    int (*usage)(void *conn, double from_s, double to_s, double now_s, ts_usage_row **rows,
+                 int *n, ts_err *err);
+};
+
+extern const struct ts_store_ops ts_store_sqlite_ops;
+extern const struct ts_store_ops ts_store_pg_ops;
+
+/* One queued write; lives on the calling thread's stack until done. */
+enum ts_wop_kind {
+    TS_WOP_JOB_INSERT,
+    TS_WOP_JOB_UPDATES, /* one update or a whole apply: rows, then events */
+    TS_WOP_TOKEN_INSERT,
+    TS_WOP_TOKEN_REVOKE,
+    TS_WOP_SETTING_PUT,
+};
+
+typedef struct ts_wop {
+    enum ts_wop_kind kind;
+    /* inputs, owned by the caller, read only */
+    const ts_job_row *rows;
+    int nrows;
+    const ts_event_row *events;
+    int nevents;
+    const ts_token_row *token;
+    const char *name; /* token to revoke, or setting key */
+    const char *value;
+    double now_s;
+    /* results, valid once done */
+    int rc;
+    ts_err err;
+    int64_t id;
+    bool existed;
+    ts_job_row stored; /* the earlier job when existed (store-owned strings) */
+    bool failed;       /* left out of its group's retry */
+    bool done;
+    struct ts_wop *next;
+} ts_wop;
+
+#define TS_STORE_READERS_MAX 8
+
+struct ts_store {
+    const struct ts_store_ops *ops;
+    char *target;     /* path or URI handed to connect */
+    int schema_version;
+    /* the committer and its queue; qmu guards everything below it */
+    void *wconn;
+    pthread_t committer;
+    bool committer_started;
+    pthread_mutex_t qmu;
+    pthread_cond_t qcv;    /* the committer waits for work */
+    pthread_cond_t donecv; /* callers wait for their op */
+    ts_wop *qhead, *qtail;
+    int nqueued;
+    bool stopping;
+    bool hold; /* tests: leave the queue alone, to build a known group */
+    ts_store_stats stats;
+    /* reader pool; rmu guards it */
+    pthread_mutex_t rmu;
+    pthread_cond_t rcv;
+    void *readers[TS_STORE_READERS_MAX];
+    bool reader_busy[TS_STORE_READERS_MAX];
+    int nreaders;
+};
+
+/* Migrates the writer's store to `target_version` (TS_SCHEMA_VERSION in
+ * normal use); *version is the store's version afterwards. */
+int ts_store_migrate(const struct ts_store_ops *ops, void *conn, int target_version,
+                     int *version, ts_err *err);
+/* The script that migration `version` runs on a backend (tests build old
+ * stores with it); NULL if there is none. */
+const char *ts_store_migration_sql(const char *backend, int version);
+
+/* Opens like ts_store_open but migrates no further than max_version (tests
+ * make old stores with it). */
+int ts_store_open_version(const char *url, int max_version, ts_store **out, ts_err *err);
+
+/* Starts and stops the committer thread (store_commit.c). */
+int ts_store_committer_start(ts_store *s, ts_err *err);
+void ts_store_committer_stop(ts_store *s);
+/* Queues op, waits until its group is committed or it failed; returns op->rc
+ * with op->err copied to err. */
+int ts_store_submit(ts_store *s, ts_wop *op, ts_err *err);
+
+/* Copies src into a fixed field, as much as fits (values are validated to
+ * fit before they are written, so truncation only guards the reader). */
+void ts_store_copy_field(char *dst, size_t cap, const char *src, size_t len);
+
+/* Grows a row array to hold row n (doubling); the new slot, NULL when out
+ * of memory (the array is then unchanged). */
+void *ts_store_grow(void **rows, int n, int *cap, size_t size);
+
+#endif

@@ -1,0 +1,150 @@
+/*
+ * store_schema.c - the versioned schema: each migration is one script per
+ * dialect, numbered, applied in order at open, never edited once released.
+ *
+ * schema_version holds one row, the number of the last migration applied.
+ * Opening a store runs, in one transaction that excludes other processes
+ * opening it at the same moment, every migration above that number, so an
+ * old store is brought forward and a new one is built by the same path. A
+ * store whose number is above the highest this code knows was written by a
+ * newer tessera: it is refused, because this code cannot know what the newer
+ * columns mean and writing to it could break the newer reader.
+ *
+ * Job ids are AUTOINCREMENT (SQLite) / BIGSERIAL (PostgreSQL): they are API
+ * identifiers, so an id is never handed out twice, even after deletes.
+ */
+#include "store/store_internal.h"
+
+#include <assert.h>
+#include <string.h>
+
+typedef struct migration {
+    int version;
+    const char *sqlite;
+    const char *pg;
+} migration;
+
+static const migration migrations[] = {
+    {1,
+     /* jobs, their events, API tokens, settings (the tenants YAML) */
+     "CREATE TABLE jobs ("
+     " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+     " tenant TEXT NOT NULL, name TEXT NOT NULL DEFAULT '', owner TEXT NOT NULL DEFAULT '',"
+     " idem_key TEXT NOT NULL DEFAULT '', state INTEGER NOT NULL, tier INTEGER NOT NULL,"
+     " priority INTEGER NOT NULL DEFAULT 0, gpus INTEGER NOT NULL DEFAULT 0,"
+     " gpu_model TEXT NOT NULL DEFAULT '', submit_s REAL NOT NULL DEFAULT 0,"
+     " start_s REAL NOT NULL DEFAULT 0, end_s REAL NOT NULL DEFAULT 0,"
+     " preemptions INTEGER NOT NULL DEFAULT 0, reason TEXT NOT NULL DEFAULT '', why TEXT,"
+     " spec_json TEXT NOT NULL, placement_json TEXT, gen INTEGER NOT NULL DEFAULT 1);"
+     "CREATE UNIQUE INDEX jobs_owner_idem ON jobs (owner, idem_key) WHERE idem_key <> '';"
+     "CREATE INDEX jobs_tenant_id ON jobs (tenant, id);"
+     "CREATE INDEX jobs_state_id ON jobs (state, id);"
+     "CREATE INDEX jobs_owner_id ON jobs (owner, id);"
+     "CREATE TABLE events ("
+     " id INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, t_s REAL NOT NULL,"
+     " kind TEXT NOT NULL, detail TEXT);"
+     "CREATE INDEX events_job_id ON events (job_id, id);"
+     "CREATE TABLE tokens ("
+     " id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE, role INTEGER NOT NULL,"
+     " tenant TEXT NOT NULL DEFAULT '', hash BLOB NOT NULL UNIQUE, created_s REAL NOT NULL,"
+     " revoked_s REAL NOT NULL DEFAULT 0);"
+     "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
+
+     "CREATE TABLE jobs ("
+     " id BIGSERIAL PRIMARY KEY,"
+     " tenant TEXT NOT NULL, name TEXT NOT NULL DEFAULT '', owner TEXT NOT NULL DEFAULT '',"
+     " idem_key TEXT NOT NULL DEFAULT '', state INTEGER NOT NULL, tier INTEGER NOT NULL,"
+     " priority INTEGER NOT NULL DEFAULT 0, gpus INTEGER NOT NULL DEFAULT 0,"
+     " gpu_model TEXT NOT NULL DEFAULT '', submit_s DOUBLE PRECISION NOT NULL DEFAULT 0,"
+     " start_s DOUBLE PRECISION NOT NULL DEFAULT 0, end_s DOUBLE PRECISION NOT NULL DEFAULT 0,"
+     " preemptions INTEGER NOT NULL DEFAULT 0, reason TEXT NOT NULL DEFAULT '', why TEXT,"
+     " spec_json TEXT NOT NULL, placement_json TEXT, gen BIGINT NOT NULL DEFAULT 1);"
+     "CREATE UNIQUE INDEX jobs_owner_idem ON jobs (owner, idem_key) WHERE idem_key <> '';"
+     "CREATE INDEX jobs_tenant_id ON jobs (tenant, id);"
+     "CREATE INDEX jobs_state_id ON jobs (state, id);"
+     "CREATE INDEX jobs_owner_id ON jobs (owner, id);"
+     "CREATE TABLE events ("
+     " id BIGSERIAL PRIMARY KEY, job_id BIGINT NOT NULL, t_s DOUBLE PRECISION NOT NULL,"
+     " kind TEXT NOT NULL, detail TEXT);"
+     "CREATE INDEX events_job_id ON events (job_id, id);"
+     "CREATE TABLE tokens ("
+     " id BIGSERIAL PRIMARY KEY, name TEXT NOT NULL UNIQUE, role INTEGER NOT NULL,"
+     " tenant TEXT NOT NULL DEFAULT '', hash BYTEA NOT NULL UNIQUE,"
+     " created_s DOUBLE PRECISION NOT NULL, revoked_s DOUBLE PRECISION NOT NULL DEFAULT 0);"
+     "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);"},
+    {2,
+     /* per-tenant counts read the index alone instead of every job row;
+      * a tenant admin's token list stops scanning all tokens */
+     "CREATE INDEX jobs_tenant_state ON jobs (tenant, state);"
+     "CREATE INDEX tokens_tenant_id ON tokens (tenant, id);",
+     "CREATE INDEX jobs_tenant_state ON jobs (tenant, state);"
+     "CREATE INDEX tokens_tenant_id ON tokens (tenant, id);"},
+};
+#define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
+
+const char *ts_store_migration_sql(const char *backend, int version)
+{
+    for (int i = 0; i < MIGRATIONS; i++)
+        if (migrations[i].version == version)
+            return strcmp(backend, "sqlite") == 0 ? migrations[i].sqlite : migrations[i].pg;
+    return NULL;
+}
+
+/* Reads the store's version inside the migration transaction, creating the
+ * version table (at 0) in a store that has none. */
+static int read_version(const struct ts_store_ops *ops, void *conn, int64_t *v, ts_err *err)
+{
+    int rc = ops->exec_script(
+        conn, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)", err);
+    if (rc)
+        return rc;
+    rc = ops->query_int(conn, "SELECT MAX(version) FROM schema_version", v, err);
+    if (rc == TS_ENOENT) {
+        *v = 0;
+        return ops->exec_script(conn, "INSERT INTO schema_version (version) VALUES (0)", err);
+    }
+    return rc;
+}
+
+int ts_store_migrate(const struct ts_store_ops *ops, void *conn, int target_version,
+                     int *version, ts_err *err)
+{
+    /* numbered 1..N in order, the last being the version this code writes */
+    for (int i = 0; i < MIGRATIONS; i++)
+        assert(migrations[i].version == i + 1);
+    assert(migrations[MIGRATIONS - 1].version == TS_SCHEMA_VERSION);
+    int rc = ops->begin_exclusive(conn, err);
+    if (rc)
+        return ts_err_prefix(err, "store schema: ");
+    int64_t v = 0;
+    rc = read_version(ops, conn, &v, err);
+    if (rc) {
+        ops->rollback(conn);
+        return ts_err_prefix(err, "store schema: ");
+    }
+    if (v > TS_SCHEMA_VERSION || v < 0) {
+        ops->rollback(conn);
+        return ts_err_set(err, TS_EINVAL,
+                          "store schema: version %lld is newer than this tessera knows (%d); "
+                          "it was written by a newer release: upgrade tessera to open it",
+                          (long long)v, TS_SCHEMA_VERSION);
+    }
+    for (int i = 0; i < MIGRATIONS; i++) {
+        const migration *m = &migrations[i];
+        if (m->version <= v || m->version > target_version)
+            continue;
+        const char *sql = strcmp(ops->name, "sqlite") == 0 ? m->sqlite : m->pg;
+        if ((rc = ops->exec_script(conn, sql, err)) ||
+            (rc = ops->set_version(conn, m->version, err))) {
+            ops->rollback(conn);
+            return ts_err_prefix(err, "store schema: migration %d: ", m->version);
+        }
+        v = m->version;
+    }
+    if ((rc = ops->commit(conn, err))) {
+        ops->rollback(conn);
+        return ts_err_prefix(err, "store schema: ");
+    }
+    *version = (int)v;
+    return 0;
+}
