@@ -5,14 +5,20 @@
  * work) on a cluster of identical nodes, in virtual time, under one policy.
  * The engine owns time, progress, restart costs, count-only placement and the
  * metrics; a policy (small ops table, replay_policies.c) only answers "which
- * of the submitted, unfinished jobs run now". Everything here is pure: no
- * clock, no I/O, no globals, so a replay is a function of its input. It lives
- * in libtessera (not src/sim) so that the unit tests link it directly; the
- * shell (src/sim/replay_main.c) reads files and prints.
+ * of the submitted, unfinished jobs run now". With tenants a replay is
+ * either siloed (one engine run per tenant on its own partition) or shared
+ * (one run on the pooled cluster, the tenants and their guarantees in the
+ * policy's view); the engine logs every hold, and one sweep over the log
+ * (replay_timeline.c) measures fairness and draws the time series for both,
+ * so they compare. Everything here is pure: no clock, no I/O, no globals,
+ * so a replay is a function of its input. It lives in libtessera (not
+ * src/sim) so that the unit tests link it directly; the shell
+ * (src/sim/replay_main.c) reads files and prints.
  *
  * Ownership: the caller owns every array passed in; ts_replay_trace from the
- * loader is freed with ts_replay_trace_free. Not thread-safe per object;
- * separate replays share nothing.
+ * loaders is freed with ts_replay_trace_free, a ts_replay_log with
+ * ts_replay_log_free, a ts_replay_series with ts_replay_series_free. Not
+ * thread-safe per object; separate replays share nothing.
  */
 #ifndef TS_SCHED_REPLAY_H
 #define TS_SCHED_REPLAY_H
