@@ -301,6 +301,24 @@ static int settle_config(options *o, const char *format, const ts_replay_trace *
                 o->tenants ? o->tenants : o->jobs, guaranteed, total);
         return EXIT_BAD_INPUT;
     }
+    /* siloed, a tenant's jobs must fit in its own guarantee */
+    const ts_replay_policy_ops *siloed = NULL;
+    for (int p = 0; p < o->npol && t->ntenants > 0; p++)
+        if (o->ops[p] != &ts_replay_tessera_ops)
+            siloed = o->ops[p];
+    for (int j = 0; siloed && j < t->wl[0].njobs; j++) {
+        const ts_replay_job *J = &t->wl[0].jobs[j];
+        const ts_replay_tenant *T = &t->tenants[J->tenant];
+        if (J->gpus > T->gpus) {
+            fprintf(stderr,
+                    "tessera-sim replay: %s: tenants.%s: guaranteed %d GPUs, job %s needs %d: "
+                    "%s runs each tenant siloed on its guarantee and could never start it "
+                    "(tessera, which shares the cluster, can)\n",
+                    o->tenants ? o->tenants : o->jobs, T->name, T->gpus, J->name, J->gpus,
+                    siloed->name);
+            return EXIT_BAD_INPUT;
+        }
+    }
     for (int w = 0; w < t->nwl; w++)
         for (int j = 0; j < t->wl[w].njobs; j++)
             if (t->wl[w].jobs[j].gpus > total) {

@@ -228,6 +228,9 @@ expect_bad "replay: --tenants on Pollux" "--tenants: only for" \
   replay --jobs "$DATA/replay-pollux-small.csv" --tenants "$TEN" --policy fifo
 expect_bad "replay: missing tenants file" "nope.yaml: cannot open" \
   replay --jobs "$JOBS" --tenants "$tmp/nope.yaml" --policy fifo
+printf 'tenants:\n  lab:\n    guaranteed:\n      gpu: {T4: 8}\n    teams:\n      vision:\n        guaranteed:\n          gpu: {T4: 8}\n      speech: {}\n' >"$tmp/t0.yaml"
+expect_bad "replay: siloed tenant too small" "tenants.speech: guaranteed 0 GPUs, job eval-c needs 1" \
+  replay --jobs "$JOBS" --tenants "$tmp/t0.yaml" --cluster "$CL" --policy tessera,srtf
 expect_bad "replay: bad --load" "--load: must be a number in [0.01, 100]" \
   replay "${ours[@]}" --policy fifo --load 0
 
