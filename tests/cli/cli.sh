@@ -1,0 +1,391 @@
+#!/usr/bin/env bash
+# cli.sh - the `tessera` CLI's contract, as CTest runs it:
+#
+#   tests/cli/cli.sh CLI_BIN
+#
+# Starts tests/cli/fake_server.py (a stand-in for tesserad on an ephemeral
+# port of 127.0.0.1) and proves, for every command, what users and scripts
+# rely on: the table output, --output json (parses) and yaml (parses to the
+# same data where PyYAML is installed, else a shape check), and the EXIT
+# CODES: 2 for usage errors with nothing on stdout, 3 for 404, 4 for 400 /
+# 409 / 413 / 429 with the server's message and every field error, 5 for
+# 401 / 403, 6 for a closed port, an unresolvable host, a timeout or an
+# untrusted certificate (naming the URL), 7 for 5xx, a non-JSON answer and
+# a redirect, 1 when the output cannot be written. Also: flags > env >
+# config file, the warning for a token file others may read, what is sent
+# (query escaping, Content-Type, Idempotency-Key), cursors followed by --all.
+# Every run is bounded by RUN_TIMEOUT_S; the server is killed on exit. The
+# last line is "N passed, M failed"; any failure exits 1; no python3 exits
+# 77 (skipped).
+set -uo pipefail
+
+if [ $# -ne 1 ]; then
+  echo "usage: $0 CLI_BIN" >&2
+  exit 2
+fi
+CLI=$1
+HERE=$(cd "$(dirname "$0")" && pwd)
+RUN_TIMEOUT_S=20
+SERVER_START_S=10
+if ! command -v python3 >/dev/null; then
+  echo "SKIP: python3 is needed for the fake server"
+  exit 77
+fi
+# the interpreter itself, not a version manager's shim that costs a second a call
+PY=$(python3 -c 'import sys; print(sys.executable)')
+
+tmp=$(mktemp -d)
+server_pids=()
+cleanup() {
+  for p in "${server_pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+# A hermetic environment: no real config file, no inherited server or token.
+export HOME=$tmp/home TZ=UTC
+unset XDG_CONFIG_HOME TESSERA_URL TESSERA_TOKEN
+mkdir -p "$HOME"
+
+passed=0
+failed=0
+pass() { passed=$((passed + 1)); }
+fail() {
+  failed=$((failed + 1))
+  echo "FAIL: $*"
+  if [ -s "$tmp/err" ]; then sed 's/^/  stderr: /' "$tmp/err" | head -n 6; fi
+}
+
+# start_server PORT_FILE [--tls CERT KEY]: starts one, waits for its port
+start_server() {
+  local pf=$1
+  shift
+  "$PY" "$HERE/fake_server.py" "$pf" "$@" 2>>"$tmp/server.log" &
+  server_pids+=($!)
+  local waited=0
+  while [ ! -s "$pf" ]; do
+    sleep 0.1
+    waited=$((waited + 1))
+    if [ "$waited" -ge $((SERVER_START_S * 10)) ]; then
+      echo "FAIL: fake server did not start"; cat "$tmp/server.log"; exit 1
+    fi
+  done
+}
+
+start_server "$tmp/port"
+PORT=$(cat "$tmp/port")
+URL=http://127.0.0.1:$PORT
+export TESSERA_URL=$URL TESSERA_TOKEN=tsk_admin
+
+# cli ARGS...: runs the CLI; exit code in $rc, output in $tmp/out, $tmp/err
+cli() {
+  timeout "$RUN_TIMEOUT_S" "$CLI" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+  rc=$?
+}
+
+# expect NAME RC ARGS...: runs the CLI, checks the exit code; false if wrong
+expect() {
+  local name=$1 want=$2
+  shift 2
+  cli "$@"
+  if [ "$rc" -ne "$want" ]; then
+    fail "$name: exit $rc, expected $want"
+    return 1
+  fi
+  pass
+}
+out_has() { if grep -qE -- "$2" "$tmp/out"; then pass; else fail "$1: stdout lacks /$2/"; sed 's/^/  stdout: /' "$tmp/out" | head -n 8; fi; }
+err_has() { if grep -qiE -- "$2" "$tmp/err"; then pass; else fail "$1: stderr lacks /$2/"; fi; }
+out_lacks() { if grep -qE -- "$2" "$tmp/out"; then fail "$1: stdout has /$2/"; else pass; fi; }
+same() { if cmp -s "$tmp/out" "$2"; then pass; else fail "$1: stdout differs"; fi; }
+out_empty() { if [ -s "$tmp/out" ]; then fail "$1: printed on stdout"; else pass; fi; }
+err_empty() { if [ -s "$tmp/err" ]; then fail "$1: printed on stderr"; else pass; fi; }
+out_lines() {
+  local n
+  n=$(wc -l <"$tmp/out")
+  if [ "$n" -eq "$2" ]; then pass; else fail "$1: $n lines on stdout, expected $2"; fi
+}
+# json_ok NAME PYTHON_EXPR: stdout is JSON and EXPR (over d) holds
+json_ok() {
+  if "$PY" -c "import json,sys; d=json.load(open(sys.argv[1], encoding=\"utf-8\")); sys.exit(0 if ($2) else 1)" \
+    "$tmp/out" 2>>"$tmp/err"; then pass; else fail "$1: JSON check ($2)"; fi
+}
+# last_ok NAME PYTHON_EXPR: EXPR (over d) holds for what the server last received
+last_ok() {
+  if "$PY" - "$URL/_debug/last" "$2" <<'EOF' 2>>"$tmp/err"; then pass; else fail "$1: request check ($2)"; fi
+import json, sys, urllib.request
+d = json.load(urllib.request.urlopen(sys.argv[1], timeout=10))
+sys.exit(0 if eval(sys.argv[2]) else 1)
+EOF
+}
+have_pyyaml=0
+"$PY" -c 'import yaml' 2>/dev/null && have_pyyaml=1
+# yaml_same NAME ARGS...: `-o yaml` parses to what `-o json` gives
+yaml_same() {
+  local name=$1
+  shift
+  expect "$name json" 0 -o json "$@" || return
+  cp "$tmp/out" "$tmp/json"
+  expect "$name yaml" 0 -o yaml "$@" || return
+  if [ "$have_pyyaml" -eq 1 ]; then
+    if "$PY" -c '
+import json, sys, yaml
+y = yaml.safe_load(open(sys.argv[1], encoding="utf-8"))
+sys.exit(0 if y == json.load(open(sys.argv[2], encoding="utf-8")) else 1)' \
+      "$tmp/out" "$tmp/json" 2>>"$tmp/err"; then pass; else fail "$name: YAML differs from JSON"; fi
+  elif grep -qE '^[a-z_]+:' "$tmp/out" && ! grep -q '^{' "$tmp/out"; then
+    pass
+  else
+    fail "$name: not block YAML"
+  fi
+}
+
+# ---- help, version, usage errors (exit 2, nothing on stdout) ----
+expect "--version" 0 --version && out_has "--version" "^tessera [0-9]+\.[0-9]+\.[0-9]+$"
+expect "--help" 0 --help && out_has "--help" "Commands:"
+expect "no command" 2 && out_empty "no command"
+for c in submit jobs show cancel hold release requeue explain events nodes node drain resume \
+  tenants quota "quota set" usage tokens "tokens create" "tokens revoke"; do
+  # shellcheck disable=SC2086
+  expect "$c --help" 0 $c --help && out_has "$c --help" "^usage: tessera $c"
+done
+expect "help jobs" 0 help jobs && out_has "help jobs" "^usage: tessera jobs"
+
+bad() { # bad NAME STDERR_SUBSTRING ARGS...
+  local name=$1 want=$2
+  shift 2
+  expect "$name" 2 "$@" && out_empty "$name" && err_has "$name" "$want"
+}
+bad "unknown command" "unknown command 'frobnicate'" frobnicate
+bad "unknown option" "unknown option --bogus" jobs --bogus
+bad "flag with value" "takes no value" jobs --all=yes
+bad "option without value" "needs a value" jobs --tenant
+bad "job id" "positive integer" show abc
+bad "job id zero" "positive integer" cancel 0
+bad "missing id" "missing argument" show
+bad "extra argument" "unexpected argument '2'" show 1 2
+bad "limit" "--limit must be 1..1000" jobs --limit 0
+bad "output" "--output must be" -o xml jobs
+bad "timeout" "--timeout must be" --timeout 0 jobs
+bad "submit without -f" "-f FILE is required" submit
+bad "submit missing file" "cannot open" submit -f "$tmp/nope.yaml"
+bad "idempotency key" "idempotency-key" submit -f "$HERE/fake_server.py" --idempotency-key "a b"
+bad "tokens create no role" "--role is required" tokens create bot
+bad "tokens create bad role" "--role must be" tokens create bot --role god
+bad "quota set without -f" "-f TENANTS.yaml is required" quota set
+bad "usage bad from" "--from: not a date" usage --from garbage
+bad "usage bad date" "--from: not a date" usage --from 2026-02-30
+bad "usage from after to" "--from is after --to" usage --from 2026-12-01 --to 2026-11-01
+bad "server scheme" "must start with http" --server ftp://x jobs
+bad "missing --config" "nope.yaml" --config "$tmp/nope.yaml" jobs
+bad "missing --ca" "cannot read" --ca "$tmp/nope.pem" jobs
+
+# ---- cannot reach (exit 6, naming the URL) ----
+closed=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+expect "closed port" 6 --server "http://127.0.0.1:$closed" jobs &&
+  err_has "closed port" "127.0.0.1:$closed.*refused" && out_empty "closed port"
+expect "unresolvable host" 6 --server http://tessera.invalid jobs && err_has "unresolvable host" "tessera.invalid"
+expect "timeout" 6 --timeout 1 show 502 && err_has "timeout" "timed out"
+TESSERA_URL=http://127.0.0.1:$closed expect "closed port via env" 6 jobs
+
+# ---- authentication (exit 5) ----
+TESSERA_TOKEN="" expect "no token" 5 jobs && err_has "no token" "no token given" && out_empty "no token"
+expect "wrong token" 5 --token tsk_wrong jobs && err_has "wrong token" "unauthenticated" &&
+  err_has "wrong token" "from --token was not accepted"
+expect "viewer drain" 5 --token tsk_viewer drain r1-n01 && err_has "viewer drain" "forbidden"
+expect "bad token chars" 2 --token "a b" jobs
+
+# ---- not found (exit 3) ----
+expect "show 77" 3 show 77 && err_has "show 77" "no such job 77" && out_empty "show 77"
+expect "other tenant's job" 3 --token tsk_user show 44
+expect "node nope" 3 node nope && err_has "node nope" "no such node"
+expect "explain 77" 3 explain 77
+expect "events 77" 3 events 77
+expect "revoke nope" 3 tokens revoke nope
+
+# ---- refused (exit 4) with every field error ----
+printf 'name: x\ntenant: team-a\ntasks:\n  - gpus: 99\n' >"$tmp/bad.yaml"
+expect "invalid spec" 4 submit -f "$tmp/bad.yaml" && err_has "invalid spec" "the job spec is invalid" &&
+  err_has "invalid spec" "^  tasks\[0\]\.gpus: must be 0\.\.16$" && err_has "invalid spec" "^  name: required$" &&
+  out_empty "invalid spec"
+printf 'tenants:\n  team-a:\n    wieght: 2\n' >"$tmp/bad-tenants.yaml"
+expect "invalid tenants" 4 quota set -f "$tmp/bad-tenants.yaml" &&
+  err_has "invalid tenants" 'tenants.team-a: unknown key "wieght"' &&
+  err_has "invalid tenants" 'guaranteed.gpu\[A100\]: unknown GPU model'
+expect "bad state" 4 jobs --state bogus && err_has "bad state" "state: must be one of"
+expect "conflict" 4 cancel 44 && err_has "conflict" "409 conflict"
+expect "rate limited" 4 node busy && err_has "rate limited" "retry after 7 s"
+head -c 1100000 /dev/zero | tr '\0' 'x' >"$tmp/big.yaml"
+expect "too large" 4 submit -f "$tmp/big.yaml" && err_has "too large" "413"
+expect "token exists" 4 tokens create ops --role admin
+
+# ---- server errors (exit 7) ----
+expect "500" 7 show 500 && err_has "500" "the store failed \(500 internal\)"
+expect "not JSON" 7 show 501 && err_has "not JSON" "unreadable answer"
+expect "redirect" 7 show 503 && err_has "redirect" "redirect to 'http://elsewhere.invalid" &&
+  err_has "redirect" "not followed"
+
+# ---- jobs ----
+expect "jobs" 0 jobs && out_lines "jobs" 6 &&
+  out_has "jobs" "^ID +NAME +TENANT +OWNER +STATE +GPUS +SUBMITTED +REASON$" &&
+  out_has "jobs" "^42 +train +team-a +alice +pending +16 +[0-9]+m ago +capacity$" &&
+  out_has "jobs" "^43 .* 6 H100 " && out_has "jobs" "^44 .*20[0-9][0-9]-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2} " &&
+  out_lacks "jobs" " $"
+last_ok "jobs sent the token" 'd["authorization"] == "Bearer tsk_admin"'
+expect "jobs -o after" 0 jobs -o json && cp "$tmp/out" "$tmp/a.json"
+expect "jobs -o before" 0 -o json jobs && same "jobs -o before = after" "$tmp/a.json"
+expect "jobs --tenant" 0 jobs --tenant team-b && out_lines "jobs --tenant" 3 && out_lacks "jobs --tenant" "team-a"
+last_ok "jobs query" 'd["query"] == {"tenant": ["team-b"]}'
+expect "jobs escaping" 0 jobs --owner 'a b&c=d'
+last_ok "jobs escaping sent" 'd["query"]["owner"] == ["a b&c=d"]'
+expect "jobs --limit 2" 0 jobs --limit 2 && out_lines "jobs --limit 2" 3 && err_has "jobs --limit 2" "--all"
+expect "jobs --all" 0 jobs --limit 2 --all && out_lines "jobs --all" 6
+expect "jobs --all json" 0 -o json jobs --limit 2 --all &&
+  json_ok "jobs --all json" 'len(d["jobs"]) == 5 and d["next_cursor"] is None and d["jobs"][0]["id"] == 42'
+expect "jobs as user" 0 --token tsk_user jobs && out_lines "jobs as user" 4
+yaml_same "jobs" jobs
+
+# ---- show, explain, events ----
+expect "show 43" 0 show 43 && out_has "show 43" "^Placement: +r1-n03: GPUs 0-3$" &&
+  out_has "show 43" "^ +r1-n04: GPUs 5,7$" && out_has "show 43" "^GPUs: +6 H100$" &&
+  out_has "show 43" "^Started: +20[0-9-]+T[0-9:]+\+00:00 \([0-9]+[sm] ago\)$" && out_has "show 43" "^Ended: +-$"
+expect "show 42 json" 0 show 42 -o json && json_ok "show 42 json" 'd["job"]["id"] == 42 and d["job"]["gpu_model"] is None'
+yaml_same "show 44 (name 'no')" show 44
+yaml_same "show 45 (name '0123', why with ': ' and ' #')" show 45
+yaml_same "show 46 (non-ASCII name)" show 46
+expect "explain 42" 0 explain 42 && out_has "explain 42" "^Reason: +capacity$" &&
+  out_has "explain 42" "^Explanation: +needs 16 whole GPUs" && out_has "explain 42" "^Reserved: .*\(in 2[0-9]m\)$"
+expect "explain 43" 0 explain 43 && out_has "explain 43" "^Reserved: +no reservation$"
+yaml_same "explain" explain 42
+expect "events" 0 events 42 && out_lines "events" 4 && out_has "events" "^ 3 +20[0-9-]+T[0-9:]+ +reserved +at \+25m$"
+expect "events json" 0 -o json events 42 && json_ok "events json" '[e["id"] for e in d["events"]] == [1, 2, 3]'
+
+# ---- job actions ----
+expect "hold" 0 hold 42 && out_has "hold" "^job 42: held$"
+expect "release" 0 release 42 && out_has "release" "^job 42: pending$"
+expect "requeue" 0 requeue 43 && out_has "requeue" "^job 43: pending$"
+expect "cancel" 0 cancel 43 -o json && json_ok "cancel" 'd["job"]["state"] == "cancelled"'
+last_ok "cancel is a POST" 'd["method"] == "POST" and d["path"] == "/v1/jobs/43/cancel"'
+expect "cancel again" 4 cancel 43
+
+# ---- submit ----
+printf 'name: a\ntenant: team-a\n' >"$tmp/one.yaml"
+expect "submit yaml" 0 submit -f "$tmp/one.yaml" && out_has "submit yaml" "^[0-9]+$" && out_lines "submit yaml" 1 &&
+  err_empty "submit yaml"
+last_ok "submit yaml sent" 'd["content_type"] == "application/yaml" and len(d["idempotency_key"]) == 32'
+first_key=$("$PY" -c 'import json,sys,urllib.request; print(json.load(urllib.request.urlopen(sys.argv[1]))["idempotency_key"])' "$URL/_debug/last")
+expect "submit new key" 0 submit -f "$tmp/one.yaml"
+last_ok "submit keys differ" "d['idempotency_key'] != '$first_key'"
+expect "submit with key" 0 submit -f "$tmp/one.yaml" --idempotency-key k-1 && cp "$tmp/out" "$tmp/first"
+expect "submit retried" 0 submit -f "$tmp/one.yaml" --idempotency-key k-1 &&
+  same "submit retried: same ids" "$tmp/first" && err_has "submit retried" "used before"
+printf '[{"name": "a"}, {"name": "b"}]' >"$tmp/two.json"
+expect "submit json list" 0 submit -f "$tmp/two.json" && out_lines "submit json list" 2
+last_ok "submit json sent" 'd["content_type"] == "application/json"'
+printf '  {"name": "a"}' >"$tmp/noext"
+expect "submit sniffed" 0 submit -f "$tmp/noext"
+last_ok "submit sniffed json" 'd["content_type"] == "application/json"'
+cli_stdin() { timeout "$RUN_TIMEOUT_S" "$CLI" "$@" >"$tmp/out" 2>"$tmp/err" <"$tmp/one.yaml"; rc=$?; }
+cli_stdin submit -f -
+if [ "$rc" -eq 0 ]; then pass; else fail "submit from stdin: exit $rc"; fi
+expect "submit json output" 0 -o json submit -f "$tmp/one.yaml" && json_ok "submit json output" 'd["jobs"][0]["state"] == "pending"'
+
+# ---- nodes ----
+expect "nodes" 0 nodes && out_lines "nodes" 4 &&
+  out_has "nodes" "^r1-n01 +up +A100-80GB +4/8 +48.5/96 +512/1024Gi +1$" && out_has "nodes" "^v1 +up,virtual +- "
+yaml_same "nodes" nodes
+expect "node v1" 0 node v1 && out_has "node v1" "^MIG: +gpu 0: 3g.40gb@0 used, 1g.10gb@4 free$" &&
+  out_has "node v1" "^Jobs: +45, 46$" && out_has "node v1" "^ +weird=a: b$"
+yaml_same "node v1" node v1
+expect "drain" 0 drain r1-n01 && out_has "drain" "^node r1-n01: drained$"
+expect "resume" 0 resume r1-n01 && out_has "resume" "^node r1-n01: up$"
+expect "node name escaped" 3 node 'a/b c'
+last_ok "node name escaped" 'd["path"] == "/v1/nodes/a%2Fb%20c"'
+
+# ---- tenants, quota, usage ----
+expect "tenants" 0 tenants && out_lines "tenants" 4 && out_has "tenants" "^team-a +- +1 +0.5 +A100-80GB:16 +A100-80GB:20 H100:2$"
+yaml_same "tenants" tenants
+expect "quota" 0 quota && out_has "quota" "^TENANT +GPU MODEL +GUARANTEED +USED +USE%$" &&
+  out_has "quota" "^team-a +A100-80GB +16 +20 +125%$" && out_has "quota" "^team-a +H100 +0 +2 +-$" &&
+  out_has "quota" "^team-b +H100 +8 +0 +0%$" && out_has "quota" "^students +- +0 +0 +-$"
+printf 'tenants:\n  team-a:\n    weight: 2\n' >"$tmp/tenants.yaml"
+expect "quota set" 0 quota set -f "$tmp/tenants.yaml" && out_has "quota set" "^team-a +A100-80GB"
+last_ok "quota set sent" 'd["method"] == "PUT" and d["path"] == "/v1/tenants" and d["content_type"] == "application/yaml"'
+expect "quota set as user" 5 --token tsk_user quota set -f "$tmp/tenants.yaml"
+expect "usage" 0 usage --from 2026-11-01 --to 2026-11-29T12:00:30Z && out_has "usage" "^total +1244.8$" &&
+  out_has "usage" "^team-b +guaranteed +- +0.0$"
+last_ok "usage times" 'd["query"] == {"from": ["1793491200"], "to": ["1795953630"]}'
+expect "usage offset" 0 usage --from 2026-11-29T13:00+01:00
+last_ok "usage offset time" 'd["query"] == {"from": ["1795953600"]}'
+expect "usage relative" 0 usage --from -7d --to now
+expect "usage unix" 0 usage --from 1700000000
+last_ok "usage unix sent" 'd["query"] == {"from": ["1700000000"]}'
+yaml_same "usage" usage
+
+# ---- tokens ----
+expect "tokens" 0 tokens && out_lines "tokens" 3 && out_has "tokens" "^ci +user +team-a +1h ago +[0-9]+m ago$" &&
+  out_has "tokens" "^ops +admin +- +20[0-9-]+T[0-9:]+ +no$"
+yaml_same "tokens" tokens
+expect "tokens create" 0 tokens create bot --role user --tenant team-a &&
+  out_has "tokens create" "^tsk_bot_s3cr3t$" && out_lines "tokens create" 1 && err_has "tokens create" "shown only"
+expect "tokens create admin" 0 tokens create root2 --role admin -o json &&
+  json_ok "tokens create admin" 'd["token"]["secret"] == "tsk_root2_s3cr3t" and d["token"]["tenant"] is None'
+expect "tokens revoke" 0 tokens revoke ci && out_has "tokens revoke" "^token ci revoked$"
+last_ok "tokens revoke sent" 'd["method"] == "DELETE" and d["path"] == "/v1/tokens/ci"'
+expect "tokens revoke json" 0 -o json tokens revoke bot && out_empty "tokens revoke json"
+
+# ---- settings: flags > environment > config file ----
+mkdir -p "$tmp/xdg/tessera" "$HOME/.config/tessera"
+printf 'server: %s\ntoken: tsk_admin\n' "$URL" >"$tmp/cfg.yaml"
+chmod 600 "$tmp/cfg.yaml"
+env -u TESSERA_URL -u TESSERA_TOKEN "$CLI" --config "$tmp/cfg.yaml" nodes >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -eq 0 ] && [ ! -s "$tmp/err" ]; then pass; else fail "config file: exit $rc"; fi
+chmod 644 "$tmp/cfg.yaml"
+env -u TESSERA_URL -u TESSERA_TOKEN "$CLI" --config "$tmp/cfg.yaml" nodes >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -eq 0 ]; then pass; else fail "config 644: exit $rc"; fi
+err_has "config 644 warns" "readable by everyone; run: chmod 600"
+cp "$tmp/cfg.yaml" "$tmp/xdg/tessera/config.yaml"
+chmod 600 "$tmp/xdg/tessera/config.yaml"
+env -u TESSERA_URL -u TESSERA_TOKEN XDG_CONFIG_HOME="$tmp/xdg" "$CLI" nodes >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -eq 0 ]; then pass; else fail "XDG config: exit $rc"; fi
+printf 'server: %s\ntoken: tsk_wrong\n' "$URL" >"$HOME/.config/tessera/config.yaml"
+chmod 600 "$HOME/.config/tessera/config.yaml"
+env -u TESSERA_URL -u TESSERA_TOKEN "$CLI" nodes >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -eq 5 ] && grep -q "from the config file" "$tmp/err"; then pass; else fail "home config token used: exit $rc"; fi
+expect "env beats config" 0 nodes
+TESSERA_TOKEN=tsk_wrong expect "flag beats env" 0 --token tsk_admin nodes
+TESSERA_URL=http://127.0.0.1:$closed expect "flag beats env url" 0 --server "$URL" nodes
+printf 'server: %s\ntokn: x\n' "$URL" >"$tmp/typo.yaml"
+bad "config unknown key" "typo.yaml:2: top level: unknown key \"tokn\"" --config "$tmp/typo.yaml" nodes
+printf 'server: [a\n' >"$tmp/broken.yaml"
+bad "config malformed" "broken.yaml:" --config "$tmp/broken.yaml" nodes
+
+# ---- output that cannot be written ----
+if [ -w /dev/full ]; then
+  timeout "$RUN_TIMEOUT_S" "$CLI" jobs >/dev/full 2>"$tmp/err"
+  rc=$?
+  if [ "$rc" -eq 1 ]; then pass; else fail "stdout /dev/full: exit $rc, expected 1"; fi
+fi
+
+# ---- https: certificates verified, --ca trusts a private CA ----
+if command -v openssl >/dev/null &&
+  openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
+    -addext subjectAltName=IP:127.0.0.1 -keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>/dev/null; then
+  start_server "$tmp/tls-port" --tls "$tmp/cert.pem" "$tmp/key.pem"
+  TLS_URL=https://127.0.0.1:$(cat "$tmp/tls-port")
+  expect "https untrusted" 6 --server "$TLS_URL" nodes && err_has "https untrusted" "TLS failed.*--ca"
+  expect "https --ca" 0 --server "$TLS_URL" --ca "$tmp/cert.pem" nodes && out_lines "https --ca" 4
+  printf 'server: %s\ntoken: tsk_admin\nca: cert.pem\n' "$TLS_URL" >"$tmp/tls.yaml"
+  chmod 600 "$tmp/tls.yaml"
+  expect "https ca in config" 0 --config "$tmp/tls.yaml" --server "$TLS_URL" nodes
+else
+  echo "note: openssl missing, https checks skipped"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
