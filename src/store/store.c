@@ -229,8 +229,8 @@ static int parse_url(const char *url, const struct ts_store_ops **ops, const cha
 
 int ts_store_open_version(const char *url, int max_version, ts_store **out, ts_err *err)
 {
-    const struct ts_store_ops *ops;
-    const char *target;
+    const struct ts_store_ops *ops = NULL;
+    const char *target = NULL;
     *out = NULL;
     int rc = parse_url(url, &ops, &target, err);
     if (rc)
@@ -352,17 +352,23 @@ static void reader_put(ts_store *s, int slot)
         s->ops->disconnect(dead);
 }
 
-/* Runs `call` on a borrowed reader connection `c`. */
+/* Runs `call` on a borrowed reader connection `c`. A read that failed
+ * because the server dropped the session is run once more on a new one:
+ * reads change nothing, so repeating one is safe. */
 #define WITH_READER(s, err, call)                                                              \
     do {                                                                                       \
-        int slot_;                                                                             \
-        int rc_ = reader_get((s), &slot_, (err));                                              \
-        if (rc_)                                                                               \
-            return rc_;                                                                        \
-        void *c = (s)->readers[slot_];                                                         \
-        rc_ = (call);                                                                          \
-        reader_put((s), slot_);                                                                \
-        return rc_;                                                                            \
+        for (int try_ = 0;; try_++) {                                                          \
+            int slot_;                                                                         \
+            int rc_ = reader_get((s), &slot_, (err));                                          \
+            if (rc_)                                                                           \
+                return rc_;                                                                    \
+            void *c = (s)->readers[slot_];                                                     \
+            rc_ = (call);                                                                      \
+            bool dead_ = !(s)->ops->healthy(c);                                                \
+            reader_put((s), slot_);                                                            \
+            if (rc_ == 0 || !dead_ || try_ > 0)                                                \
+                return rc_;                                                                    \
+        }                                                                                      \
     } while (0)
 
 /* ---- writes ---- */

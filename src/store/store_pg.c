@@ -358,7 +358,7 @@ static int pg_exec_script(void *conn, const char *sql, ts_err *err)
 
 static int pg_query_int(void *conn, const char *sql, int64_t *out, ts_err *err)
 {
-    PGresult *res;
+    PGresult *res = NULL;
     int rc = pg_exec_text(conn, sql, &res, "query", err);
     if (rc)
         return rc;
@@ -370,20 +370,27 @@ static int pg_query_int(void *conn, const char *sql, int64_t *out, ts_err *err)
     return rc;
 }
 
+/* A session the server dropped (restart, failover, idle kill) is noticed
+ * only at its next use: BEGIN on it fails and leaves it CONNECTION_BAD. As
+ * nothing of the group has run yet, one reset and a second BEGIN are safe. */
 static int pg_begin(void *conn, ts_err *err)
 {
     pg_conn *c = conn;
-    if (PQstatus(c->pc) != CONNECTION_OK) {
-        PQreset(c->pc);
-        if (PQstatus(c->pc) != CONNECTION_OK)
-            return pg_fail(c, NULL, "reconnect", err);
-        int rc = pg_session_setup(c, true, err);
-        if (rc)
+    for (int attempt = 0;; attempt++) {
+        if (PQstatus(c->pc) != CONNECTION_OK) {
+            PQreset(c->pc);
+            if (PQstatus(c->pc) != CONNECTION_OK)
+                return pg_fail(c, NULL, "reconnect", err);
+            int rc = pg_session_setup(c, true, err);
+            if (rc)
+                return rc;
+        }
+        if (PQtransactionStatus(c->pc) != PQTRANS_IDLE)
+            pg_exec_text(c, "ROLLBACK", NULL, "rollback", NULL);
+        int rc = pg_exec_text(c, "BEGIN", NULL, "begin", err);
+        if (rc == 0 || attempt > 0 || PQstatus(c->pc) == CONNECTION_OK)
             return rc;
     }
-    if (PQtransactionStatus(c->pc) != PQTRANS_IDLE)
-        pg_exec_text(c, "ROLLBACK", NULL, "rollback", NULL);
-    return pg_exec_text(c, "BEGIN", NULL, "begin", err);
 }
 
 static int pg_begin_exclusive(void *conn, ts_err *err)
@@ -399,7 +406,7 @@ static int pg_begin_exclusive(void *conn, ts_err *err)
 static int pg_commit(void *conn, ts_err *err)
 {
     pg_conn *c = conn;
-    PGresult *res;
+    PGresult *res = NULL;
     int rc = pg_exec_text(c, "COMMIT", &res, "commit", err);
     if (rc)
         return rc;
@@ -447,7 +454,7 @@ static int pg_job_insert(void *conn, const ts_job_row *r, int64_t *id, bool *exi
     pp_text(&p, r->why);
     pp_text(&p, r->spec_json);
     pp_text(&p, r->placement_json);
-    PGresult *res;
+    PGresult *res = NULL;
     int rc = pg_stmt(conn, PG_JOB_INSERT, &p, &res, "insert job", err);
     if (rc)
         return rc;
@@ -486,7 +493,7 @@ static int pg_job_update(void *conn, const ts_job_row *r, ts_err *err)
     pp_text(&p, r->why);
     pp_text(&p, r->placement_json);
     pp_text(&p, r->gpu_model);
-    PGresult *res;
+    PGresult *res = NULL;
     int rc = pg_stmt(conn, PG_JOB_UPDATE, &p, &res, "update job", err);
     if (rc)
         return rc;
@@ -524,7 +531,7 @@ static int token_exists(void *conn, const char *name, ts_err *err)
 {
     pg_params p = {0};
     pp_text(&p, name);
-    PGresult *res;
+    PGresult *res = NULL;
     int rc = pg_stmt(conn, PG_TOKEN_BY_NAME, &p, &res, "token", err);
     if (rc)
         return rc;
@@ -548,7 +555,7 @@ static int pg_token_insert(void *conn, const ts_token_row *t, int64_t *id, ts_er
     pp_bytes(&p, t->hash, TS_TOKEN_HASH_BYTES);
     pp_f64(&p, t->created_s);
     pp_f64(&p, t->revoked_s);
-    PGresult *res;
+    PGresult *res = NULL;
     rc = pg_stmt(conn, PG_TOKEN_INSERT, &p, &res, "insert token", err);
     if (rc == TS_EEXIST)
         return ts_err_set(err, TS_EEXIST, "token '%s': hash already used by another token",
@@ -565,7 +572,7 @@ static int pg_token_revoke(void *conn, const char *name, double now_s, ts_err *e
     pg_params p = {0};
     pp_text(&p, name);
     pp_f64(&p, now_s);
-    PGresult *res;
+    PGresult *res = NULL;
     int rc = pg_stmt(conn, PG_TOKEN_REVOKE, &p, &res, "revoke token", err);
     if (rc)
         return rc;
@@ -589,7 +596,7 @@ static int pg_job_get(void *conn, int64_t id, ts_job_row *out, ts_err *err)
 {
     pg_params p = {0};
     pp_i64(&p, id);
-    PGresult *res;
+    PGresult *res = NULL;
     int rc = pg_stmt(conn, PG_JOB_GET, &p, &res, "get job", err);
     if (rc)
         return rc;
@@ -624,7 +631,7 @@ static int pg_job_list(void *conn, const ts_job_filter *f, int64_t after_id, int
     snprintf(sql, sizeof sql,
              "SELECT " JOB_COLS " FROM jobs WHERE id > $1%s%s%s%s ORDER BY id LIMIT $%d", tn, on,
              sn, mask & LF_ACTIVE ? " AND state IN (0, 1, 2, 3)" : "", p.n);
-    PGresult *res;
+    PGresult *res = NULL;
     int rc = pg_run(conn, PG_STMTS + mask, sql, &p, &res, "list jobs", err);
     if (rc)
         return rc;
@@ -649,7 +656,7 @@ static int pg_job_counts(void *conn, const char *tenant, int64_t out[TS_JOB_STAT
     pg_params p = {0};
     if (tenant)
         pp_text(&p, tenant);
-    PGresult *res;
+    PGresult *res = NULL;
     int rc = pg_stmt(conn, tenant ? PG_COUNTS_TENANT : PG_COUNTS_ALL, &p, &res, "count jobs",
                      err);
     if (rc)
@@ -671,7 +678,7 @@ static int pg_event_list(void *conn, int64_t job_id, int64_t after_id, int limit
         pp_i64(&p, job_id);
     pp_i64(&p, after_id);
     pp_i64(&p, limit);
-    PGresult *res;
+    PGresult *res = NULL;
     int rc = pg_stmt(conn, job_id > 0 ? PG_EVENTS_JOB : PG_EVENTS_ALL, &p, &res, "list events",
                      err);
     if (rc)
@@ -703,7 +710,7 @@ static int pg_token_by_hash(void *conn, const uint8_t hash[TS_TOKEN_HASH_BYTES],
 {
     pg_params p = {0};
     pp_bytes(&p, hash, TS_TOKEN_HASH_BYTES);
-    PGresult *res;
+    PGresult *res = NULL;
     int rc = pg_stmt(conn, PG_TOKEN_BY_HASH, &p, &res, "token by hash", err);
     if (rc)
         return rc;
@@ -721,7 +728,7 @@ static int pg_token_list(void *conn, const char *tenant, ts_token_row **rows, in
     pg_params p = {0};
     if (tenant)
         pp_text(&p, tenant);
-    PGresult *res;
+    PGresult *res = NULL;
     int rc = pg_stmt(conn, tenant ? PG_TOKENS_TENANT : PG_TOKENS_ALL, &p, &res, "list tokens",
                      err);
     if (rc)
@@ -739,7 +746,7 @@ static int pg_setting_get(void *conn, const char *key, char **value, ts_err *err
 {
     pg_params p = {0};
     pp_text(&p, key);
-    PGresult *res;
+    PGresult *res = NULL;
     int rc = pg_stmt(conn, PG_SETTING_GET, &p, &res, "get setting", err);
     if (rc)
         return rc;
@@ -756,7 +763,7 @@ static int pg_usage(void *conn, double from_s, double to_s, double now_s, ts_usa
     pp_f64(&p, from_s);
     pp_f64(&p, to_s);
     pp_f64(&p, now_s);
-    PGresult *res;
+    PGresult *res = NULL;
     int rc = pg_stmt(conn, PG_USAGE, &p, &res, "usage", err);
     if (rc)
         return rc;
