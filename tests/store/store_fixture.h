@@ -52,7 +52,7 @@ static inline int store_fixture_pg_admin(const char *sql)
     int ok = PQstatus(pc) == CONNECTION_OK;
     if (ok) {
         PGresult *r = PQexec(pc, sql);
-        ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+        ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
         if (!ok)
             fprintf(stderr, "pg fixture: %s: %s", sql, PQerrorMessage(pc));
         PQclear(r);
@@ -74,8 +74,9 @@ static inline int store_fixture_pg(void **state)
     }
     fx->pg = true;
     snprintf(fx->schema, sizeof fx->schema, "ts_test_%d_%d", (int)getpid(), ++serial);
-    snprintf(fx->url, sizeof fx->url, "%s%soptions=-csearch_path%%3D%s", base,
-             strchr(base, '?') ? "&" : "?", fx->schema);
+    /* application_name lets a test find (and kill) its own sessions */
+    snprintf(fx->url, sizeof fx->url, "%s%soptions=-csearch_path%%3D%s&application_name=%s",
+             base, strchr(base, '?') ? "&" : "?", fx->schema, fx->schema);
     char sql[128];
     snprintf(sql, sizeof sql, "CREATE SCHEMA %s", fx->schema);
     if (store_fixture_pg_admin(sql)) {
