@@ -308,7 +308,7 @@ static int sq_query_int(void *conn, const char *sql, int64_t *out, ts_err *err)
 static int sq_simple(void *conn, enum sq_stmt which, const char *what, ts_err *err)
 {
     sq_conn *c = conn;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = sq_stmt(c, which, &st, err);
     return rc ? rc : sq_run(c, st, what, err);
 }
@@ -327,7 +327,7 @@ static void sq_rollback(void *conn)
 static int sq_set_version(void *conn, int version, ts_err *err)
 {
     sq_conn *c = conn;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = sq_stmt(c, SQ_SET_VERSION, &st, err);
     if (rc)
         return rc;
@@ -341,7 +341,7 @@ static int sq_job_insert(void *conn, const ts_job_row *r, int64_t *id, bool *exi
                          ts_err *err)
 {
     sq_conn *c = conn;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = sq_stmt(c, SQ_JOB_INSERT, &st, err);
     if (rc)
         return rc;
@@ -393,7 +393,7 @@ static int sq_job_insert(void *conn, const ts_job_row *r, int64_t *id, bool *exi
 static int sq_job_update(void *conn, const ts_job_row *r, ts_err *err)
 {
     sq_conn *c = conn;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = sq_stmt(c, SQ_JOB_UPDATE, &st, err);
     if (rc)
         return rc;
@@ -431,7 +431,7 @@ static int sq_job_update(void *conn, const ts_job_row *r, ts_err *err)
 static int sq_event_append(void *conn, const ts_event_row *ev, ts_err *err)
 {
     sq_conn *c = conn;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = sq_stmt(c, SQ_EVENT_INSERT, &st, err);
     if (rc)
         return rc;
@@ -445,7 +445,7 @@ static int sq_event_append(void *conn, const ts_event_row *ev, ts_err *err)
 /* The token's revoked_s, TS_ENOENT if there is no token of that name. */
 static int token_revoked_s(sq_conn *c, const char *name, double *revoked_s, ts_err *err)
 {
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = sq_stmt(c, SQ_TOKEN_BY_NAME, &st, err);
     if (rc)
         return rc;
@@ -470,7 +470,7 @@ static int sq_token_insert(void *conn, const ts_token_row *t, int64_t *id, ts_er
         return ts_err_set(err, TS_EEXIST, "token '%s': name already taken", t->name);
     if (rc != TS_ENOENT)
         return token_revoked_s(c, t->name, &revoked, err);
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     if ((rc = sq_stmt(c, SQ_TOKEN_INSERT, &st, err)))
         return rc;
     bind_text(st, 1, t->name);
@@ -494,7 +494,7 @@ static int sq_token_insert(void *conn, const ts_token_row *t, int64_t *id, ts_er
 static int sq_token_revoke(void *conn, const char *name, double now_s, ts_err *err)
 {
     sq_conn *c = conn;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = sq_stmt(c, SQ_TOKEN_REVOKE, &st, err);
     if (rc)
         return rc;
@@ -512,7 +512,7 @@ static int sq_token_revoke(void *conn, const char *name, double now_s, ts_err *e
 static int sq_setting_put(void *conn, const char *key, const char *value, ts_err *err)
 {
     sq_conn *c = conn;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = sq_stmt(c, SQ_SETTING_PUT, &st, err);
     if (rc)
         return rc;
@@ -526,7 +526,7 @@ static int sq_setting_put(void *conn, const char *key, const char *value, ts_err
 static int sq_job_get(void *conn, int64_t id, ts_job_row *out, ts_err *err)
 {
     sq_conn *c = conn;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = sq_stmt(c, SQ_JOB_GET, &st, err);
     if (rc)
         return rc;
@@ -571,7 +571,7 @@ static int sq_job_list(void *conn, const ts_job_filter *f, int64_t after_id, int
     sq_conn *c = conn;
     int mask = (f->tenant ? LF_TENANT : 0) | (f->owner ? LF_OWNER : 0) |
                (f->state >= 0 ? LF_STATE : 0) | (f->active_only ? LF_ACTIVE : 0);
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = list_stmt(c, mask, &st, err);
     if (rc)
         return rc;
@@ -610,7 +610,7 @@ static int sq_job_counts(void *conn, const char *tenant, int64_t out[TS_JOB_STAT
                          ts_err *err)
 {
     sq_conn *c = conn;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = sq_stmt(c, tenant ? SQ_COUNTS_TENANT : SQ_COUNTS_ALL, &st, err);
     if (rc)
         return rc;
@@ -629,7 +629,7 @@ static int sq_event_list(void *conn, int64_t job_id, int64_t after_id, int limit
                          ts_event_row **rows, int *n, ts_err *err)
 {
     sq_conn *c = conn;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = sq_stmt(c, job_id > 0 ? SQ_EVENTS_JOB : SQ_EVENTS_ALL, &st, err);
     if (rc)
         return rc;
@@ -671,7 +671,7 @@ static int sq_token_by_hash(void *conn, const uint8_t hash[TS_TOKEN_HASH_BYTES],
                             ts_token_row *out, ts_err *err)
 {
     sq_conn *c = conn;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = sq_stmt(c, SQ_TOKEN_BY_HASH, &st, err);
     if (rc)
         return rc;
@@ -692,7 +692,7 @@ static int sq_token_list(void *conn, const char *tenant, ts_token_row **rows, in
                          ts_err *err)
 {
     sq_conn *c = conn;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = sq_stmt(c, tenant ? SQ_TOKENS_TENANT : SQ_TOKENS_ALL, &st, err);
     if (rc)
         return rc;
@@ -722,7 +722,7 @@ static int sq_token_list(void *conn, const char *tenant, ts_token_row **rows, in
 static int sq_setting_get(void *conn, const char *key, char **value, ts_err *err)
 {
     sq_conn *c = conn;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = sq_stmt(c, SQ_SETTING_GET, &st, err);
     if (rc)
         return rc;
@@ -744,7 +744,7 @@ static int sq_usage(void *conn, double from_s, double to_s, double now_s, ts_usa
                     int *n, ts_err *err)
 {
     sq_conn *c = conn;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = sq_stmt(c, SQ_USAGE, &st, err);
     if (rc)
         return rc;
