@@ -19,6 +19,9 @@
 #define IDEMPOTENCY_KEY_BYTES 16
 #define IDEMPOTENCY_KEY_MAX 200
 #define JOBS_PAGE_MAX 1000
+/* a 64-bit LCG (Knuth's MMIX constants) to spread the fallback seed */
+#define LCG_MUL 6364136223846793005ULL
+#define LCG_ADD 1442695040888963407ULL
 
 /* A random key as hex; the kernel's random source, else a weaker mix. */
 static void random_key(char out[2 * IDEMPOTENCY_KEY_BYTES + 1])
@@ -32,7 +35,7 @@ static void random_key(char out[2 * IDEMPOTENCY_KEY_BYTES + 1])
         unsigned long long x = (unsigned long long)time(NULL) ^
                                ((unsigned long long)getpid() << 32) ^ (unsigned long long)clock();
         for (size_t i = 0; i < sizeof raw; i++) {
-            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            x = x * LCG_MUL + LCG_ADD;
             raw[i] = (unsigned char)(x >> 56);
         }
     }

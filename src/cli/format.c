@@ -21,6 +21,7 @@
 #define SECONDS_PER_HOUR 3600L
 #define SECONDS_PER_DAY 86400L
 #define RELATIVE_WITHIN_S SECONDS_PER_DAY /* older than this: an absolute time */
+#define RELATIVE_MAX_DAYS (1000L * 365) /* "-Nd" beyond this is a typo */
 
 const char *cli_clean(const char *s, char *buf, size_t size)
 {
@@ -211,7 +212,7 @@ static bool parse_relative(const char *s, time_t now, double *out)
                 : end[0] == 'h' ? SECONDS_PER_HOUR
                 : end[0] == 'd' ? SECONDS_PER_DAY
                                 : 0;
-    if (!unit || end[1] || n > 100000L * 365)
+    if (!unit || end[1] || n > RELATIVE_MAX_DAYS)
         return false;
     *out = (double)now - (double)n * (double)unit;
     return true;

@@ -128,10 +128,13 @@ static int transport_failed(const struct cli_ctx *ctx, CURLcode cc, long os_errn
     case CURLE_OPERATION_TIMEDOUT:
         cli_errorf("cannot reach %s: timed out (%s; see --timeout)", ctx->server, detail);
         return CLI_EXIT_UNREACHABLE;
+    case CURLE_SSL_CACERT_BADFILE:
+        cli_errorf("--ca %s: not a usable CA certificate file (%s)", ctx->ca ? ctx->ca : "?",
+                   detail);
+        return CLI_EXIT_USAGE;
     case CURLE_PEER_FAILED_VERIFICATION:
     case CURLE_SSL_CONNECT_ERROR:
     case CURLE_SSL_CERTPROBLEM:
-    case CURLE_SSL_CACERT_BADFILE:
         cli_errorf("cannot reach %s: TLS failed (%s); a private CA is trusted with --ca FILE",
                    ctx->server, detail);
         return CLI_EXIT_UNREACHABLE;

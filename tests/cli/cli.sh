@@ -380,6 +380,8 @@ if command -v openssl >/dev/null &&
   TLS_URL=https://127.0.0.1:$(cat "$tmp/tls-port")
   expect "https untrusted" 6 --server "$TLS_URL" nodes && err_has "https untrusted" "TLS failed.*--ca"
   expect "https --ca" 0 --server "$TLS_URL" --ca "$tmp/cert.pem" nodes && out_lines "https --ca" 4
+  printf 'not a certificate\n' >"$tmp/bad.pem"
+  bad "https bad --ca" "not a usable CA certificate" --server "$TLS_URL" --ca "$tmp/bad.pem" nodes
   printf 'server: %s\ntoken: tsk_admin\nca: cert.pem\n' "$TLS_URL" >"$tmp/tls.yaml"
   chmod 600 "$tmp/tls.yaml"
   expect "https ca in config" 0 --config "$tmp/tls.yaml" --server "$TLS_URL" nodes
