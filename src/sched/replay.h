@@ -101,6 +101,7 @@ typedef struct ts_replay_view {
     /* The config's tenants (NULL / 0 when the replay has none). */
     const ts_replay_tenant *tenants;
     int ntenants;
+    int gpus_per_node;           /* the replayed nodes' size */
 } ts_replay_view;
 
 /* init gets the job count and the tenant count (0: none) of the replay, so
@@ -124,6 +125,8 @@ const ts_replay_policy_ops *const *ts_replay_policy_all(void);
 const ts_replay_policy_ops *ts_replay_policy_find(const char *name);
 /* replay_tessera.c: least attained service that reads no durations */
 extern const ts_replay_policy_ops ts_replay_tessera_ops;
+/* replay_core.c: the production scheduling cycle (tessera/cycle.h) */
+extern const ts_replay_policy_ops ts_replay_core_ops;
 
 /* Per job, what happened. */
 typedef struct ts_replay_outcome {

@@ -304,7 +304,7 @@ static int settle_config(options *o, const char *format, const ts_replay_trace *
     /* siloed, a tenant's jobs must fit in its own guarantee */
     const ts_replay_policy_ops *siloed = NULL;
     for (int p = 0; p < o->npol && t->ntenants > 0; p++)
-        if (o->ops[p] != &ts_replay_tessera_ops)
+        if (o->ops[p] != &ts_replay_tessera_ops && o->ops[p] != &ts_replay_core_ops)
             siloed = o->ops[p];
     for (int j = 0; siloed && j < t->wl[0].njobs; j++) {
         const ts_replay_job *J = &t->wl[0].jobs[j];
@@ -343,7 +343,8 @@ static int run_policy(const options *o, const ts_replay_trace *t, replay_policy_
         fprintf(stderr, "tessera-sim replay: out of memory\n");
         return 1;
     }
-    bool shared = tenanted && pr->ops == &ts_replay_tessera_ops;
+    bool shared =
+        tenanted && (pr->ops == &ts_replay_tessera_ops || pr->ops == &ts_replay_core_ops);
     pr->mode = !tenanted ? "pooled" : shared ? "shared" : "siloed";
     ts_replay_config cfg = o->cfg;
     cfg.ckpt_cost_by_gpus = o->cfg.ckpt_cost_by_gpus && pr->ops->preemptive;

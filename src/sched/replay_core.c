@@ -1,0 +1,281 @@
+/*
+ * replay_core.c - the `core` replay policy: the production scheduling cycle
+ * (tessera/cycle.h, the code tesserad runs) deciding the replay.
+ *
+ * The policy keeps its own model of the replayed cluster: nodes of
+ * gpus_per_node GPUs (no topology: the replays count GPUs), one tenant per
+ * replay tenant under one organisation, guaranteed its GPUs, borrowing and
+ * lending freely; without tenants, one tenant with no quota. A job of g GPUs
+ * is one task of g GPUs, or a gang of ceil(g / gpus_per_node) node-sized
+ * tasks. At each decision it runs one cycle: a waiting job is `guaranteed`
+ * when it fits its tenant's unused guarantee, else `opportunistic` (it may
+ * borrow and may be preempted); it knows no durations (every job has the
+ * default time limit, so backfill has little to go on). Victims stop at once
+ * (the replay has no grace: the engine charges restarts and lost progress),
+ * and the policy decides again a second later so that the preemptor starts.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/replay.h"
+#include "tessera/cycle.h"
+
+#define CORE_MODEL "H100-80GB"         /* a label: the replays count GPUs only */
+#define CORE_NODE_CPU_MILLI 1000000
+#define CORE_NODE_MEM_MIB 100000000
+#define CORE_TIME_LIMIT_S (7.0 * 86400.0)
+#define CORE_MIN_RUNTIME_S 120.0       /* as the tessera replay policy */
+#define CORE_HALF_LIFE_S 86400.0
+#define CORE_REDECIDE_S 1.0
+
+typedef struct core_job {
+    ts_request task[2];   /* [0] full tasks, [1] the remainder task */
+    ts_request *tasks;    /* ntasks, built once */
+    int ntasks;
+    ts_alloc *allocs;     /* while running */
+    int tier;
+    double start_s;
+    double preempted_at[4];
+} core_job;
+
+typedef struct core_state {
+    int njobs, ntenants;
+    bool built;
+    ts_cluster *c;
+    ts_tenants *ts;
+    ts_quota *q;
+    ts_sched *s;
+    ts_decision d;
+    core_job *jobs;
+    ts_request *tasks;     /* storage for every job's tasks */
+    bool *running;
+    ts_job *wv, *rv;
+    int *wi, *ri;
+    bool redecide;
+    int gpn;
+    int64_t *gsum;         /* [tenants] guaranteed use, as this decision assigns tiers */
+} core_state;
+
+static void core_free(void *p)
+{
+    core_state *s = p;
+    if (!s)
+        return;
+    ts_decision_fini(&s->d);
+    ts_sched_free(s->s);
+    ts_quota_free(s->q);
+    ts_tenants_free(s->ts);
+    ts_cluster_free(s->c);
+    for (int j = 0; s->jobs && j < s->njobs; j++)
+        free(s->jobs[j].allocs);
+    free(s->jobs);
+    free(s->tasks);
+    free(s->running);
+    free(s->wv);
+    free(s->rv);
+    free(s->wi);
+    free(s->ri);
+    free(s->gsum);
+    free(s);
+}
+
+static int core_init(void **out, int njobs, int ntenants, ts_err *err)
+{
+    core_state *s = calloc(1, sizeof *s);
+    size_t n = (size_t)(njobs > 0 ? njobs : 1);
+    if (s) {
+        s->njobs = njobs;
+        s->ntenants = ntenants;
+        ts_decision_init(&s->d);
+        s->jobs = calloc(n, sizeof *s->jobs);
+        s->running = calloc(n, sizeof *s->running);
+        s->wv = malloc(n * sizeof *s->wv);
+        s->rv = malloc(n * sizeof *s->rv);
+        s->wi = malloc(n * sizeof *s->wi);
+        s->ri = malloc(n * sizeof *s->ri);
+        s->gsum = calloc((size_t)ntenants + 2, sizeof *s->gsum);
+    }
+    if (!s || !s->jobs || !s->running || !s->wv || !s->rv || !s->wi || !s->ri || !s->gsum) {
+        core_free(s);
+        return ts_err_set(err, TS_ENOMEM, "replay policy core: out of memory");
+    }
+    *out = s;
+    return 0;
+}
+
+/* The cluster, tenants and scheduler, once the first view says their sizes. */
+static int build(core_state *s, const ts_replay_view *v)
+{
+    ts_err err;
+    s->gpn = v->gpus_per_node > 0 ? v->gpus_per_node : TS_REPLAY_PHILLY_GPUS_PER_NODE;
+    int nodes = v->total_gpus / s->gpn;
+    s->c = ts_cluster_new();
+    s->ts = ts_tenants_new();
+    if (!s->c || !s->ts)
+        return TS_ENOMEM;
+    for (int i = 0; i < nodes; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "n%05d", i);
+        ts_node_spec ns = {.name = name, .gpu_model = CORE_MODEL, .ngpu = s->gpn,
+                           .cpu_milli = CORE_NODE_CPU_MILLI, .mem_mib = CORE_NODE_MEM_MIB,
+                           .gpu_mode = TS_GPU_WHOLE};
+        if (ts_cluster_add_node(s->c, &ns, &err) < 0)
+            return err.code;
+    }
+    int dim = ts_res_gpu(ts_gpu_model_lookup(CORE_MODEL));
+    int org = ts_tenant_add(s->ts, "replay", NULL, &err);
+    if (org < 0)
+        return org;
+    int64_t total = 0;
+    for (int t = 0; t < v->ntenants; t++)
+        total += (int64_t)v->tenants[t].gpus * TS_MILLI_PER_GPU;
+    if (total > 0 &&
+        ts_tenant_set_quota(s->ts, org, dim, total, TS_QUOTA_UNLIMITED, TS_QUOTA_UNLIMITED,
+                            &err) != 0)
+        return err.code;
+    for (int t = 0; t < (v->ntenants > 0 ? v->ntenants : 1); t++) {
+        char name[TS_NAME_MAX];
+        snprintf(name, sizeof name, "t%d", t);
+        int id = ts_tenant_add(s->ts, name, "replay", &err);
+        if (id < 0)
+            return id;
+        if (v->ntenants > 0 &&
+            ts_tenant_set_quota(s->ts, id, dim, (int64_t)v->tenants[t].gpus * TS_MILLI_PER_GPU,
+                                TS_QUOTA_UNLIMITED, TS_QUOTA_UNLIMITED, &err) != 0)
+            return err.code;
+    }
+    ts_sched_config cfg;
+    ts_sched_config_default(&cfg);
+    cfg.default_time_limit_s = CORE_TIME_LIMIT_S;
+    cfg.min_runtime_s = CORE_MIN_RUNTIME_S;
+    cfg.default_grace_s = 0.0;
+    int rc = ts_quota_new(s->ts, CORE_HALF_LIFE_S, &s->q, &err);
+    if (rc == 0)
+        rc = ts_sched_new(s->c, s->q, &cfg, &s->s, &err);
+    if (rc != 0)
+        return rc;
+    int total_tasks = 0;
+    for (int j = 0; j < s->njobs; j++) {
+        int g = v->jobs[j].gpus;
+        total_tasks += g <= s->gpn ? 1 : (g + s->gpn - 1) / s->gpn;
+    }
+    s->tasks = calloc((size_t)(total_tasks > 0 ? total_tasks : 1), sizeof *s->tasks);
+    if (!s->tasks)
+        return TS_ENOMEM;
+    int k = 0;
+    for (int j = 0; j < s->njobs; j++) {
+        core_job *cj = &s->jobs[j];
+        int g = v->jobs[j].gpus;
+        cj->tasks = &s->tasks[k];
+        cj->ntasks = g <= s->gpn ? 1 : (g + s->gpn - 1) / s->gpn;
+        for (int t = 0; t < cj->ntasks; t++) {
+            int take = g - t * s->gpn < s->gpn ? g - t * s->gpn : s->gpn;
+            s->tasks[k++] = (ts_request){.cpu_milli = 1000, .mem_mib = 1024, .num_gpu = take,
+                                         .gpu_milli = TS_MILLI_PER_GPU, .mig_profile = -1};
+        }
+    }
+    s->built = true;
+    return 0;
+}
+
+static ts_job view_job(const core_state *s, const ts_replay_view *v, int j)
+{
+    const core_job *cj = &s->jobs[j];
+    int tenant = v->ntenants > 0 ? 1 + v->jobs[j].tenant : 1;
+    return (ts_job){.id = j + 1, .tenant = tenant, .tier = cj->tier,
+                    .submit_s = v->jobs[j].submit_s, .tasks = cj->tasks, .ntasks = cj->ntasks,
+                    .required_level = TS_GANG_LEVEL_ANY, .preferred_level = TS_GANG_LEVEL_ANY,
+                    .ckpt_grace_s = 0.0, .allocs = cj->allocs, .start_s = cj->start_s,
+                    .last_ckpt_s = cj->start_s};
+}
+
+static void stop(core_state *s, const ts_replay_view *v, int j)
+{
+    core_job *cj = &s->jobs[j];
+    ts_job job = view_job(s, v, j);
+    ts_sched_stop(s->s, &job, v->now_s, NULL);
+    free(cj->allocs);
+    cj->allocs = NULL;
+    s->running[j] = false;
+}
+
+static void core_decide(void *p, const ts_replay_view *v, bool *run)
+{
+    core_state *s = p;
+    s->redecide = false;
+    if (!s->built && build(s, v) != 0)
+        return; /* nothing runs; the engine reports a stuck replay */
+    /* what finished since the last decision gives its GPUs back */
+    int pi = 0;
+    for (int j = 0; j < s->njobs; j++) {
+        while (pi < v->npending && v->pending[pi] < j)
+            pi++;
+        bool pending = pi < v->npending && v->pending[pi] == j;
+        if (s->running[j] && !pending)
+            stop(s, v, j);
+    }
+    int dim = ts_res_gpu(ts_gpu_model_lookup(CORE_MODEL));
+    int nw = 0, nr = 0;
+    for (int t = 0; t < ts_quota_tenants(s->q)->n; t++)
+        s->gsum[t] = ts_quota_usage_tier(s->q, t, TS_TIER_GUARANTEED, dim);
+    for (int i = 0; i < v->npending; i++) {
+        int j = v->pending[i];
+        core_job *cj = &s->jobs[j];
+        if (s->running[j]) {
+            s->ri[nr] = j;
+            s->rv[nr] = view_job(s, v, j);
+            int recent = 0;
+            for (int k = 0; k < 4; k++)
+                recent += cj->preempted_at[k] > 0.0 && v->now_s - cj->preempted_at[k] < 3600.0;
+            s->rv[nr++].preemptions_hour = recent;
+            continue;
+        }
+        /* in arrival order, the first jobs that fit the tenant's unused
+         * guarantee are guaranteed; the rest may only borrow */
+        int t = v->ntenants > 0 ? 1 + v->jobs[j].tenant : 1;
+        int64_t need = (int64_t)v->jobs[j].gpus * TS_MILLI_PER_GPU;
+        int64_t guar = ts_quota_tenants(s->q)->t[t].guaranteed[dim];
+        cj->tier = s->gsum[t] + need <= guar ? TS_TIER_GUARANTEED : TS_TIER_OPPORTUNISTIC;
+        if (cj->tier == TS_TIER_GUARANTEED)
+            s->gsum[t] += need;
+        s->wi[nw] = j;
+        s->wv[nw++] = view_job(s, v, j);
+    }
+    ts_err err;
+    if (ts_sched_cycle(s->s, v->now_s, s->wv, nw, s->rv, nr, &s->d, &err) != 0)
+        return;
+    for (int k = 0; k < s->d.npreempts; k++) {
+        int j = s->ri[s->d.preempts[k].victim];
+        core_job *cj = &s->jobs[j];
+        memmove(cj->preempted_at + 1, cj->preempted_at, 3 * sizeof *cj->preempted_at);
+        cj->preempted_at[0] = v->now_s;
+        stop(s, v, j);
+        s->redecide = true;
+    }
+    for (int k = 0; k < s->d.nstarts; k++) {
+        int j = s->wi[s->d.starts[k].job];
+        core_job *cj = &s->jobs[j];
+        cj->allocs = malloc((size_t)cj->ntasks * sizeof *cj->allocs);
+        if (!cj->allocs) {
+            ts_job job = view_job(s, v, j);
+            job.allocs = s->d.starts[k].allocs;
+            ts_sched_stop(s->s, &job, v->now_s, NULL);
+            continue;
+        }
+        memcpy(cj->allocs, s->d.starts[k].allocs, (size_t)cj->ntasks * sizeof *cj->allocs);
+        cj->start_s = v->now_s;
+        s->running[j] = true;
+    }
+    for (int i = 0; i < v->npending; i++)
+        run[v->pending[i]] = s->running[v->pending[i]];
+}
+
+static double core_next_event(void *p, const ts_replay_view *v)
+{
+    core_state *s = p;
+    return s->redecide ? v->now_s + CORE_REDECIDE_S : v->now_s;
+}
+
+const ts_replay_policy_ops ts_replay_core_ops = {"core", true, core_init, core_decide,
+                                                 core_next_event, core_free};
