@@ -1,0 +1,660 @@
+/*
+ * spec.c - ts_spec_parse: a job spec (docs/job-spec.md) from YAML or JSON.
+ *
+ * One parser for both formats: JSON is YAML's flow syntax, so libyaml's
+ * document API reads either, with a start mark on every node. The walk is a
+ * closed schema like the cluster and tenants loaders' (src/model), with two
+ * differences that come from who writes a spec: a user at a terminal, or a
+ * program through the HTTP API. So every error is collected rather than the
+ * first one returned (the API answers all of them at once), and each reads
+ * "key.path: reason" with JSON-style paths (tasks[1].gpus) rather than
+ * "file:line:", because the user's spec has no file name.
+ *
+ * The input is untrusted, so its cost is bounded before the tree is built:
+ * at most TS_SPEC_MAX_BYTES, nested at most SPEC_NESTING_MAX deep (checked
+ * with libyaml's event parser first, since libyaml's scanner is quadratic in
+ * flow nesting), and no node walked twice, which refuses aliases and with them
+ * the "billion laughs" expansion and alias cycles. This file knows the keys;
+ * how a value is read and how an error reads is spec_walk.c, the scalar
+ * grammars (numbers, durations, signals) are spec_scalar.c and the canonical
+ * JSON writer is spec_json.c.
+ */
+#include "tessera/spec.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/spec_scalar.h"
+#include "api/spec_walk.h"
+#include "tessera/mig.h"
+#include "tessera/model.h"
+#include "tessera/tenant.h"
+
+#define SPEC_NESTING_MAX 16      /* the schema itself needs 3 levels */
+#define SPEC_CPU_MILLI_DEFAULT 1000
+#define SPEC_MEM_MIB_DEFAULT 1024
+#define SPEC_CPU_MILLI_MAX (4096LL * 1000)  /* 4096 cores per task */
+#define SPEC_MEM_MIB_MAX (64LL << 20)       /* 64 TiB per task */
+#define SPEC_GPU_MEM_MIB_MAX (1LL << 20)    /* 1 TiB per GPU */
+#define SPEC_WORKDIR_MAX 4096               /* Linux PATH_MAX, with its NUL */
+#define SPEC_LEVEL_ANY "any"
+#define SPEC_SHELL "/bin/sh"
+
+/* ---- task groups ---------------------------------------------------------------- */
+
+enum { T_COUNT, T_GPUS, T_FRACTION, T_GPU_MEM, T_MODEL, T_MIG, T_CPU, T_MEM, T_N };
+static const char *const TASK_KEYS[T_N] = {"count",     "gpus",        "gpu_fraction",
+                                           "gpu_memory_mib", "gpu_model", "mig_profile",
+                                           "cpu_milli", "memory_mib"};
+
+/* MIG names are short ASCII; checking that first keeps mig.c's messages,
+ * which quote the name, free of anything odd. */
+static bool mig_chars_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n >= TS_SPEC_NAME_MAX)
+        return false;
+    for (const char *p = s; *p; p++) {
+        char c = *p;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '+' || c == '-' || c == '_'))
+            return false;
+    }
+    return true;
+}
+
+/* A MIG profile name, for the given model (-1: any MIG-capable model). */
+static void check_mig(spec_parser *P, const yaml_node_t *n, const char *path, int model)
+{
+    const char *s = (const char *)n->data.scalar.value;
+    if (mig_chars_ok(s) && model >= 0) {
+        int geometry = ts_gpu_model_get(model)->mig_geometry;
+        ts_err e = {0};
+        if (geometry == TS_MIG_NONE)
+            spec_fail(P, path, "GPU model %s has no MIG", ts_gpu_model_get(model)->name);
+        else if (ts_mig_profile_parse(geometry, s, &e) < 0)
+            spec_fail(P, path, "%s", e.msg);
+        return;
+    }
+    for (int g = 0; mig_chars_ok(s) && g < TS_MIG_NGEOMETRY; g++)
+        if (ts_mig_profile_parse(g, s, NULL) >= 0)
+            return;
+    char got[SPEC_SHOW_BUF];
+    spec_show(n, got, sizeof got);
+    spec_fail(P, path, "unknown MIG profile %s (e.g. 1g.10gb, 3g.40gb or a short form: 1g, 1g+me, "
+                  "1gx2, 2g, 3g, 4g, 7g)", got);
+}
+
+static void unknown_model(spec_parser *P, const yaml_node_t *n, const char *path)
+{
+    char known[256] = "", got[SPEC_SHOW_BUF];
+    for (int i = 0; i < ts_gpu_model_count(); i++) {
+        size_t used = strlen(known);
+        snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "",
+                 ts_gpu_model_get(i)->name);
+    }
+    spec_show(n, got, sizeof got);
+    spec_fail(P, path, "unknown GPU model %s (known: %s)", got, known);
+}
+
+/* One group; false when its count is unknown (so the total is not checked). */
+static bool walk_group(spec_parser *P, const yaml_node_t *map, const char *path, ts_task_spec *t)
+{
+    t->count = 1;
+    t->gpu_milli = TS_MILLI_PER_GPU;
+    t->cpu_milli = SPEC_CPU_MILLI_DEFAULT;
+    t->mem_mib = SPEC_MEM_MIB_DEFAULT;
+    yaml_node_t *v[T_N];
+    unsigned given;
+    char sub[T_N][SPEC_PATH_MAX];
+    if (!spec_map_fields(P, map, path, TASK_KEYS, T_N, v, &given))
+        return false;
+    for (int k = 0; k < T_N; k++)
+        ts_yaml_pathf(sub[k], sizeof sub[k], "%s.%s", path, TASK_KEYS[k]);
+    unsigned ok = 0; /* bit k: key k given and valid */
+    int64_t x;
+    if (v[T_COUNT] && spec_int(P, v[T_COUNT], sub[T_COUNT], 1, TS_SPEC_MAX_TASKS, &x)) {
+        t->count = (int)x;
+        ok |= BIT(T_COUNT);
+    }
+    if (v[T_GPUS] && spec_int(P, v[T_GPUS], sub[T_GPUS], 0, TS_NODE_MAX_GPUS, &x)) {
+        t->gpus = (int)x;
+        ok |= BIT(T_GPUS);
+    }
+    int32_t milli = 0;
+    if (v[T_FRACTION]) {
+        const char *s = spec_scalar_text(v[T_FRACTION]);
+        double f = 0;
+        bool plain = s && v[T_FRACTION]->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+        if (plain && ts_spec_number(s, &f) && f > 0 && f < 1)
+            milli = (int32_t)(f * TS_MILLI_PER_GPU + 0.5);
+        if (milli >= 1 && milli < TS_MILLI_PER_GPU)
+            ok |= BIT(T_FRACTION);
+        else
+            spec_fail_got(P, v[T_FRACTION], sub[T_FRACTION],
+                     "a number between 0 and 1 that rounds to 0.001..0.999");
+    }
+    if (v[T_GPU_MEM] && spec_int(P, v[T_GPU_MEM], sub[T_GPU_MEM], 0, SPEC_GPU_MEM_MIB_MAX, &x)) {
+        t->gpu_mem_mib = x;
+        ok |= BIT(T_GPU_MEM);
+    }
+    int model = -1;
+    if (v[T_MODEL]) {
+        const char *s = spec_text(P, v[T_MODEL], sub[T_MODEL]);
+        model = s ? ts_gpu_model_lookup(s) : -1;
+        if (s && model < 0)
+            unknown_model(P, v[T_MODEL], sub[T_MODEL]);
+        if (model >= 0) {
+            snprintf(t->gpu_model, sizeof t->gpu_model, "%s", s);
+            ok |= BIT(T_MODEL);
+        }
+    }
+    if (v[T_MIG]) {
+        const char *s = spec_text(P, v[T_MIG], sub[T_MIG]);
+        if (s && !(given & BIT(T_MODEL) && !(ok & BIT(T_MODEL)))) {
+            int errors = P->errs->n + P->errs->more;
+            check_mig(P, v[T_MIG], sub[T_MIG], model);
+            if (P->errs->n + P->errs->more == errors) {
+                snprintf(t->mig_profile, sizeof t->mig_profile, "%s", s);
+                ok |= BIT(T_MIG);
+            }
+        }
+    }
+    if (v[T_CPU] && spec_int(P, v[T_CPU], sub[T_CPU], 0, SPEC_CPU_MILLI_MAX, &x))
+        t->cpu_milli = x;
+    if (v[T_MEM] && spec_int(P, v[T_MEM], sub[T_MEM], 0, SPEC_MEM_MIB_MAX, &x))
+        t->mem_mib = x;
+
+    /* How the GPU keys combine: a share is one GPU; a MIG instance is no
+     * whole GPU; memory per GPU needs a GPU. Checked only between keys that
+     * were valid on their own, so one mistake gives one error. */
+    bool gpus_set = ok & BIT(T_GPUS), gpus_bad = (given & BIT(T_GPUS)) && !gpus_set;
+    if (ok & BIT(T_FRACTION) && !(given & BIT(T_MIG))) {
+        if (gpus_set && t->gpus != 1)
+            spec_fail(P, sub[T_FRACTION], "needs gpus: 1 (or gpus left out), got gpus: %d", t->gpus);
+        else if (!gpus_bad) {
+            t->gpus = 1;
+            t->gpu_milli = milli;
+        }
+    }
+    if (ok & BIT(T_MIG)) {
+        if (gpus_set && t->gpus != 0)
+            spec_fail(P, sub[T_MIG], "needs gpus: 0 (or gpus left out), got gpus: %d", t->gpus);
+        if (given & BIT(T_FRACTION))
+            spec_fail(P, sub[T_MIG], "cannot be combined with gpu_fraction");
+        if (ok & BIT(T_GPU_MEM) && t->gpu_mem_mib > 0)
+            spec_fail(P, sub[T_GPU_MEM], "cannot be combined with mig_profile (the profile sets the "
+                                    "memory)");
+    }
+    bool whole_or_share = !(given & (BIT(T_MIG) | BIT(T_FRACTION)));
+    if (ok & BIT(T_GPU_MEM) && t->gpu_mem_mib > 0 && whole_or_share) {
+        if (!(given & BIT(T_GPUS)))
+            t->gpus = 1;
+        else if (gpus_set && t->gpus == 0)
+            spec_fail(P, sub[T_GPU_MEM], "needs a GPU, got gpus: 0");
+    }
+    if (ok & BIT(T_MODEL) && whole_or_share && !gpus_bad && t->gpus == 0)
+        spec_fail(P, sub[T_MODEL], "needs gpus, gpu_fraction or mig_profile");
+    return !(given & BIT(T_COUNT)) || (ok & BIT(T_COUNT));
+}
+
+static void walk_tasks(spec_parser *P, const yaml_node_t *n)
+{
+    if (n->type != YAML_SEQUENCE_NODE) {
+        spec_fail_got(P, n, "tasks", "a list of task groups");
+        return;
+    }
+    ptrdiff_t ngroups = n->data.sequence.items.top - n->data.sequence.items.start;
+    if (ngroups == 0) {
+        spec_fail(P, "tasks", "must list at least one task group");
+        return;
+    }
+    if (ngroups > TS_SPEC_MAX_TASKS) {
+        spec_fail(P, "tasks", "%td task groups, at most %d", ngroups, TS_SPEC_MAX_TASKS);
+        return;
+    }
+    ts_task_spec *t = calloc((size_t)ngroups, sizeof *t);
+    if (!t) {
+        spec_fail_oom(P);
+        return;
+    }
+    P->spec->tasks = t;
+    P->spec->ntasks = (int)ngroups;
+    int64_t ranks = 0;
+    bool counted = true;
+    char path[SPEC_PATH_MAX];
+    for (ptrdiff_t i = 0; i < ngroups; i++) {
+        ts_yaml_pathf(path, sizeof path, "tasks[%td]", i);
+        bool reused;
+        yaml_node_t *g = spec_child(P, n->data.sequence.items.start[i], path, &reused);
+        if (!g || !walk_group(P, g, path, &t[i]))
+            counted = false;
+        ranks += t[i].count;
+    }
+    if (counted && ranks > TS_SPEC_MAX_TASKS)
+        spec_fail(P, "tasks", "%lld ranks in all (the counts' sum), at most %d", (long long)ranks,
+             TS_SPEC_MAX_TASKS);
+}
+
+/* ---- the other sections ------------------------------------------------------- */
+
+static bool copy_level(spec_parser *P, const yaml_node_t *n, const char *path, bool preferred,
+                       char out[TS_SPEC_NAME_MAX])
+{
+    const char *s = spec_text(P, n, path);
+    if (!s)
+        return false;
+    if (strcmp(s, SPEC_LEVEL_ANY) == 0) {
+        if (preferred) {
+            spec_fail(P, path, "\"any\" prefers nothing; leave preferred out");
+            return false;
+        }
+        out[0] = '\0';
+        return true;
+    }
+    if (!ts_yaml_name_ok(s, TS_SPEC_NAME_MAX)) {
+        spec_fail_got(P, n, path,
+                 preferred ? "node or a topology level name"
+                           : "node, any or a topology level name");
+        return false;
+    }
+    snprintf(out, TS_SPEC_NAME_MAX, "%s", s);
+    return true;
+}
+
+static void walk_topology(spec_parser *P, const yaml_node_t *map)
+{
+    enum { TP_REQUIRED, TP_PREFERRED, TP_RAIL, TP_N };
+    static const char *const keys[TP_N] = {"required", "preferred", "rail_aligned"};
+    yaml_node_t *v[TP_N];
+    unsigned given;
+    if (!spec_map_fields(P, map, "topology", keys, TP_N, v, &given))
+        return;
+    if (v[TP_REQUIRED])
+        copy_level(P, v[TP_REQUIRED], "topology.required", false, P->spec->required_level);
+    if (v[TP_PREFERRED])
+        copy_level(P, v[TP_PREFERRED], "topology.preferred", true, P->spec->preferred_level);
+    if (v[TP_RAIL])
+        spec_bool(P, v[TP_RAIL], "topology.rail_aligned", &P->spec->rail_aligned);
+}
+
+static void walk_checkpoint(spec_parser *P, const yaml_node_t *map)
+{
+    enum { CK_SIGNAL, CK_GRACE, CK_N };
+    static const char *const keys[CK_N] = {"signal", "grace"};
+    yaml_node_t *v[CK_N];
+    unsigned given;
+    if (!spec_map_fields(P, map, "checkpoint", keys, CK_N, v, &given))
+        return;
+    if (v[CK_SIGNAL]) {
+        const char *s = spec_text(P, v[CK_SIGNAL], "checkpoint.signal");
+        int sig = s ? ts_spec_signal(s) : -1;
+        char got[SPEC_SHOW_BUF];
+        spec_show(v[CK_SIGNAL], got, sizeof got);
+        if (s && sig < 0)
+            spec_fail(P, "checkpoint.signal", "unknown signal %s (a name like SIGUSR1 or USR1, or a "
+                                         "number 1..%d)", got, TS_SPEC_SIGNAL_MAX);
+        else if (sig == SIGKILL || sig == SIGSTOP)
+            spec_fail(P, "checkpoint.signal", "%s cannot be caught, so no job could checkpoint on it",
+                 ts_spec_signal_name(sig));
+        else if (sig > 0)
+            P->spec->ckpt_signal = sig;
+    }
+    if (v[CK_GRACE])
+        spec_duration(P, v[CK_GRACE], "checkpoint.grace", &P->spec->ckpt_grace_s);
+}
+
+static void walk_idle(spec_parser *P, const yaml_node_t *map)
+{
+    static const char *const keys[1] = {"timeout"};
+    yaml_node_t *v[1];
+    unsigned given;
+    if (spec_map_fields(P, map, "idle", keys, 1, v, &given) && v[0])
+        spec_duration(P, v[0], "idle.timeout", &P->spec->idle_timeout_s);
+}
+
+static char *spec_dup(spec_parser *P, const char *s)
+{
+    char *d = strdup(s);
+    if (!d)
+        spec_fail_oom(P);
+    return d;
+}
+
+static void walk_command(spec_parser *P, const yaml_node_t *n)
+{
+    ts_job_spec *spec = P->spec;
+    if (n->type == YAML_SCALAR_NODE) {
+        const char *s = spec_text(P, n, "command");
+        if (!s)
+            return;
+        if (strspn(s, " \t\r\n") == strlen(s)) {
+            spec_fail(P, "command", "must not be empty");
+            return;
+        }
+        if (!(spec->argv = calloc(3, sizeof *spec->argv))) {
+            spec_fail_oom(P);
+            return;
+        }
+        const char *words[3] = {SPEC_SHELL, "-c", s};
+        for (int i = 0; i < 3; i++)
+            if ((spec->argv[spec->argc] = spec_dup(P, words[i])))
+                spec->argc++;
+        return;
+    }
+    if (n->type != YAML_SEQUENCE_NODE) {
+        spec_fail_got(P, n, "command", "a list of strings or one string for /bin/sh -c");
+        return;
+    }
+    ptrdiff_t nargs = n->data.sequence.items.top - n->data.sequence.items.start;
+    if (nargs > TS_SPEC_MAX_ARGS) {
+        spec_fail(P, "command", "%td arguments, at most %d", nargs, TS_SPEC_MAX_ARGS);
+        return;
+    }
+    if (nargs && !(spec->argv = calloc((size_t)nargs, sizeof *spec->argv))) {
+        spec_fail_oom(P);
+        return;
+    }
+    char path[SPEC_PATH_MAX];
+    for (ptrdiff_t i = 0; i < nargs; i++) {
+        ts_yaml_pathf(path, sizeof path, "command[%td]", i);
+        bool reused;
+        yaml_node_t *a = spec_child(P, n->data.sequence.items.start[i], path, &reused);
+        if (!a)
+            continue;
+        if (spec_is_null(a)) {
+            spec_fail_got(P, a, path, "a string (write \"\" for an empty argument)");
+            continue;
+        }
+        const char *s = spec_text(P, a, path);
+        if (s && (spec->argv[spec->argc] = spec_dup(P, s)))
+            spec->argc++;
+    }
+}
+
+/* env entries "NAME=value" by name, so equal environments compare equal. */
+static int env_cmp(const void *a, const void *b)
+{
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    size_t nx = strcspn(x, "="), ny = strcspn(y, "=");
+    int c = strncmp(x, y, nx < ny ? nx : ny);
+    return c ? c : (nx > ny) - (nx < ny);
+}
+
+static void walk_env(spec_parser *P, const yaml_node_t *map)
+{
+    ts_job_spec *spec = P->spec;
+    if (map->type != YAML_MAPPING_NODE) {
+        spec_fail_got(P, map, "env", "a mapping of NAME: value");
+        return;
+    }
+    ptrdiff_t nvars = map->data.mapping.pairs.top - map->data.mapping.pairs.start;
+    if (nvars > TS_SPEC_MAX_ENV) {
+        spec_fail(P, "env", "%td variables, at most %d", nvars, TS_SPEC_MAX_ENV);
+        return;
+    }
+    if (nvars && !(spec->env = calloc((size_t)nvars, sizeof *spec->env))) {
+        spec_fail_oom(P);
+        return;
+    }
+    char path[SPEC_PATH_MAX];
+    for (ptrdiff_t i = 0; i < nvars; i++) {
+        yaml_node_pair_t *p = &map->data.mapping.pairs.start[i];
+        yaml_node_t *k = ts_yaml_node(&P->y, p->key);
+        const char *name = spec_scalar_text(k);
+        if (!ts_yaml_scalar(k)) {
+            char got[SPEC_SHOW_BUF];
+            spec_show(k, got, sizeof got);
+            spec_fail(P, "env", "variable names must be strings, got %s", got);
+            continue;
+        }
+        spec_key_path(path, sizeof path, "env", (const char *)k->data.scalar.value,
+                 k->data.scalar.length);
+        if (!name || !ts_spec_env_name_ok(name)) {
+            spec_fail(P, path, "not a variable name (A-Z a-z 0-9 _, not starting with a digit, "
+                               "under %d characters)", TS_SPEC_ENV_NAME_MAX);
+            continue;
+        }
+        bool reused;
+        yaml_node_t *v = spec_child(P, p->value, path, &reused);
+        if (!v)
+            continue;
+        if (spec_is_null(v)) {
+            spec_fail_got(P, v, path, "a string (write \"\" for an empty value)");
+            continue;
+        }
+        const char *value = spec_text(P, v, path);
+        if (!value)
+            continue;
+        size_t len = strlen(name) + 1 + strlen(value) + 1;
+        char *entry = malloc(len);
+        if (!entry) {
+            spec_fail_oom(P);
+            break;
+        }
+        snprintf(entry, len, "%s=%s", name, value);
+        spec->env[spec->nenv++] = entry;
+    }
+    if (spec->nenv > 1)
+        qsort(spec->env, (size_t)spec->nenv, sizeof *spec->env, env_cmp);
+    for (int i = 1; i < spec->nenv; i++) {
+        if (env_cmp(&spec->env[i - 1], &spec->env[i]) == 0) {
+            int n = (int)strcspn(spec->env[i], "=");
+            ts_yaml_pathf(path, sizeof path, "env.%.*s", n, spec->env[i]);
+            spec_fail(P, path, "key given twice");
+        }
+    }
+}
+
+static void walk_workdir(spec_parser *P, const yaml_node_t *n)
+{
+    const char *s = spec_text(P, n, "workdir");
+    if (!s)
+        return;
+    if (s[0] != '/' || strlen(s) >= SPEC_WORKDIR_MAX) {
+        spec_fail_got(P, n, "workdir", "an absolute path (starting with /, under 4096 bytes)");
+        return;
+    }
+    P->spec->workdir = spec_dup(P, s);
+}
+
+/* ---- the top level ----------------------------------------------------------- */
+
+enum {
+    K_TENANT, K_NAME, K_TIER, K_PRIORITY, K_TASKS, K_TOPOLOGY, K_TIME_LIMIT, K_DURATION,
+    K_CHECKPOINT, K_IDLE, K_COMMAND, K_ENV, K_WORKDIR, K_ARRAY, K_N
+};
+static const char *const TOP_KEYS[K_N] = {
+    "tenant",     "name",     "tier",       "priority_class", "tasks",
+    "topology",   "time_limit", "duration", "checkpoint",     "idle",
+    "command",    "env",      "workdir",    "array_size"};
+
+static void walk_top(spec_parser *P, const yaml_node_t *root)
+{
+    ts_job_spec *spec = P->spec;
+    yaml_node_t *v[K_N];
+    unsigned given;
+    if (!spec_map_fields(P, root, "", TOP_KEYS, K_N, v, &given))
+        return;
+    static const int required[] = {K_TENANT, K_NAME, K_TASKS};
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+        if (!(given & BIT(required[i])))
+            spec_fail(P, TOP_KEYS[required[i]], "required");
+    if (v[K_TENANT])
+        spec_name(P, v[K_TENANT], "tenant", false, spec->tenant);
+    if (v[K_NAME])
+        spec_name(P, v[K_NAME], "name", false, spec->name);
+    if (v[K_TIER]) {
+        const char *s = spec_text(P, v[K_TIER], "tier");
+        if (s && strcmp(s, "guaranteed") == 0)
+            spec->tier = TS_TIER_GUARANTEED;
+        else if (s && strcmp(s, "opportunistic") == 0)
+            spec->tier = TS_TIER_OPPORTUNISTIC;
+        else if (s)
+            spec_fail_got(P, v[K_TIER], "tier", "guaranteed or opportunistic");
+    }
+    if (v[K_PRIORITY])
+        spec_name(P, v[K_PRIORITY], "priority_class", true, spec->priority_class);
+    if (v[K_TASKS])
+        walk_tasks(P, v[K_TASKS]);
+    if (v[K_TOPOLOGY])
+        walk_topology(P, v[K_TOPOLOGY]);
+    if (v[K_TIME_LIMIT])
+        spec_duration(P, v[K_TIME_LIMIT], "time_limit", &spec->time_limit_s);
+    if (v[K_DURATION])
+        spec_duration(P, v[K_DURATION], "duration", &spec->duration_s);
+    if (v[K_CHECKPOINT])
+        walk_checkpoint(P, v[K_CHECKPOINT]);
+    if (v[K_IDLE])
+        walk_idle(P, v[K_IDLE]);
+    if (v[K_COMMAND])
+        walk_command(P, v[K_COMMAND]);
+    if (v[K_ENV])
+        walk_env(P, v[K_ENV]);
+    if (v[K_WORKDIR])
+        walk_workdir(P, v[K_WORKDIR]);
+    int64_t x;
+    if (v[K_ARRAY] && spec_int(P, v[K_ARRAY], "array_size", 1, TS_SPEC_MAX_ARRAY, &x))
+        spec->array_size = (int)x;
+}
+
+static int walk(void *ctx)
+{
+    spec_parser *P = ctx;
+    yaml_document_t *doc = P->y.doc;
+    yaml_node_t *root = yaml_document_get_root_node(doc);
+    if (!root) {
+        spec_fail(P, "top level", "the spec is empty");
+        return TS_EINVAL;
+    }
+    P->nnodes = (size_t)(doc->nodes.top - doc->nodes.start);
+    P->seen = calloc(P->nnodes, 1);
+    if (!P->seen) {
+        spec_fail_oom(P);
+        return TS_ENOMEM;
+    }
+    P->seen[0] = 1; /* the root: an alias to it is a cycle */
+    walk_top(P, root);
+    free(P->seen);
+    P->seen = NULL;
+    if (P->oom)
+        return TS_ENOMEM;
+    return P->walk_failed ? TS_EINVAL : 0;
+}
+
+/* libyaml's scanner does work per token in proportion to the flow nesting
+ * depth, so "[[[[..." of 1 MiB would take hours to load; its event parser
+ * reads lazily, so checking the depth first stops such input after a few
+ * events. A syntax error here is left for the load to report. */
+static bool nesting_ok(const char *buf, size_t len, ts_spec_errors *errs)
+{
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser))
+        return true; /* the load reports out of memory */
+    yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
+    int depth = 0;
+    bool ok = true;
+    for (;;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&parser, &ev))
+            break;
+        yaml_event_type_t type = ev.type;
+        size_t line = ev.start_mark.line + 1;
+        yaml_event_delete(&ev);
+        if (type == YAML_STREAM_END_EVENT)
+            break;
+        if (type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) {
+            if (++depth > SPEC_NESTING_MAX) {
+                spec_push(errs, "%s:%zu: nested deeper than %d levels", SPEC_FNAME, line,
+                     SPEC_NESTING_MAX);
+                ok = false;
+                break;
+            }
+        } else if (type == YAML_SEQUENCE_END_EVENT || type == YAML_MAPPING_END_EVENT) {
+            depth--;
+        }
+    }
+    yaml_parser_delete(&parser);
+    return ok;
+}
+
+/* The store keeps the canonical JSON and reads it back with this parser, so
+ * a spec is accepted only if that JSON is within TS_SPEC_MAX_BYTES too: it
+ * spells out every default, and 65536 one-line task groups "{}" would grow
+ * fifty-fold. Errors are pushed (the walk succeeded, so errs is empty). */
+static int canonical_fits(const ts_job_spec *spec, ts_spec_errors *errs)
+{
+    char *json = ts_spec_to_json(spec);
+    if (!json) {
+        spec_push(errs, "top level: out of memory");
+        return TS_ENOMEM;
+    }
+    size_t len = strlen(json);
+    free(json);
+    if (len <= TS_SPEC_MAX_BYTES)
+        return 0;
+    spec_push(errs, "top level: the spec's canonical JSON (every default written out) would be "
+                    "%zu bytes, at most %d; use fewer task groups", len, TS_SPEC_MAX_BYTES);
+    return TS_EINVAL;
+}
+
+int ts_spec_parse(const char *buf, size_t len, ts_job_spec **out, ts_spec_errors *errs)
+{
+    ts_spec_errors mine;
+    if (!errs)
+        errs = &mine;
+    memset(errs, 0, sizeof *errs);
+    *out = NULL;
+    if (!buf)
+        buf = "", len = 0;
+    if (len > TS_SPEC_MAX_BYTES) {
+        spec_push(errs, "top level: the spec is %zu bytes, at most %d", len, TS_SPEC_MAX_BYTES);
+        return TS_EINVAL;
+    }
+    if (!nesting_ok(buf, len, errs))
+        return TS_EINVAL;
+    ts_job_spec *spec = calloc(1, sizeof *spec);
+    if (!spec) {
+        spec_push(errs, "top level: out of memory");
+        return TS_ENOMEM;
+    }
+    spec->tier = TS_TIER_GUARANTEED;
+    spec->ckpt_grace_s = -1;
+    spec->array_size = 1;
+    ts_err yaml_err = {0};
+    spec_parser P = {.y = {.fname = SPEC_FNAME, .err = &yaml_err}, .errs = errs, .spec = spec};
+    int rc = ts_yaml_load_one(&P.y, buf, len, walk, &P);
+    free(P.seen);
+    if (rc == 0 && errs->n == 0) {
+        rc = canonical_fits(spec, errs);
+    } else {
+        if (!P.walk_failed) /* libyaml's error, or a second document */
+            spec_push(errs, "%s", yaml_err.msg[0] ? yaml_err.msg : "top level: not a valid spec");
+        if (rc == 0)
+            rc = TS_EINVAL;
+    }
+    if (rc == 0) {
+        *out = spec;
+        return 0;
+    }
+    ts_spec_free(spec);
+    return rc == TS_ENOMEM ? TS_ENOMEM : TS_EINVAL;
+}
+
+void ts_spec_free(ts_job_spec *spec)
+{
+    if (!spec)
+        return;
+    free(spec->tasks);
+    for (int i = 0; i < spec->argc; i++)
+        free(spec->argv[i]);
+    free(spec->argv);
+    for (int i = 0; i < spec->nenv; i++)
+        free(spec->env[i]);
+    free(spec->env);
+    free(spec->workdir);
+    free(spec);
+}

@@ -1,0 +1,82 @@
+/*
+ * spec_walk.h - internal: how the job spec parser (spec.c) walks libyaml's
+ * tree and what every complaint looks like.
+ *
+ * A spec_parser lives on ts_spec_parse's stack for one parse: it borrows the
+ * document (through ts_yaml_doc) and the caller's error list, and owns only
+ * the per-node "seen" marks. Every reader below takes a key path, records at
+ * most one error per value as "path: reason" (the rest of the spec is still
+ * read) and returns false or NULL when the value is unusable. Not
+ * thread-affine; nothing is kept between parses.
+ */
+#ifndef TS_API_SPEC_WALK_H
+#define TS_API_SPEC_WALK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <yaml.h>
+
+#include "model/yaml_doc.h"
+#include "tessera/spec.h"
+
+#define SPEC_FNAME "spec"      /* YAML syntax errors read "spec:LINE: ..." */
+#define SPEC_PATH_MAX 128      /* "tasks[65535].gpu_memory_mib"; user keys are cut */
+#define SPEC_SHOW_MAX 40       /* bytes of a bad value quoted back */
+#define SPEC_SHOW_BUF (SPEC_SHOW_MAX * 2 + 32)
+#define BIT(k) (1u << (k))
+
+typedef struct spec_parser {
+    ts_yaml_doc y;        /* the document while walking; libyaml's own error */
+    ts_spec_errors *errs; /* what the walk found */
+    ts_job_spec *spec;    /* being filled */
+    unsigned char *seen;  /* per node id - 1: walked already (an alias) */
+    size_t nnodes;
+    bool walk_failed;     /* errs holds the walk's errors */
+    bool oom;
+} spec_parser;
+
+/* Appends one message to errs (counted in errs->more past TS_SPEC_MAX_ERRORS). */
+__attribute__((format(printf, 2, 3)))
+void spec_push(ts_spec_errors *errs, const char *fmt, ...);
+/* "path: reason" ("" reads "top level"); marks the walk failed. */
+__attribute__((format(printf, 3, 4)))
+void spec_fail(spec_parser *P, const char *path, const char *fmt, ...);
+/* "path: must be <want>, got <spec_show>". */
+void spec_fail_got(spec_parser *P, const yaml_node_t *n, const char *path, const char *want);
+void spec_fail_oom(spec_parser *P);
+
+/* A plain "", "~" or "null" (any YAML 1.1 case): the key was not given. */
+bool spec_is_null(const yaml_node_t *n);
+/* What a value is, safe to quote: "17", the string "17", null, a mapping, a list. */
+void spec_show(const yaml_node_t *n, char *buf, size_t size);
+/* parent.key, or parent["key"] (cut, made printable) for a key that is not a word. */
+void spec_key_path(char *buf, size_t size, const char *parent, const char *key, size_t keylen);
+/* A scalar's text if it holds no NUL byte, else NULL. */
+const char *spec_scalar_text(const yaml_node_t *n);
+
+/* The node with id, the first time; a second visit is an alias, an error at
+ * path (*reused set, NULL returned). */
+yaml_node_t *spec_child(spec_parser *P, int id, const char *path, bool *reused);
+
+/*
+ * The value nodes of a mapping with a fixed key set (at most 32 keys): vals[k]
+ * gets key k's value, NULL when absent or null; *given has bit k set when key
+ * k was given other than null, even if badly. Unknown, repeated and non-scalar
+ * keys are errors, and the rest is still read. False when map is not a mapping.
+ */
+bool spec_map_fields(spec_parser *P, const yaml_node_t *map, const char *path,
+                     const char *const *keys, int nkeys, yaml_node_t **vals, unsigned *given);
+
+/* Typed readers: any scalar as text; a name of 1..TS_SPEC_NAME_MAX-1 plain
+ * characters ("" too when empty_ok); a plain decimal integer in lo..hi; plain
+ * true/false; a duration (spec_scalar.h). */
+const char *spec_text(spec_parser *P, const yaml_node_t *n, const char *path);
+bool spec_name(spec_parser *P, const yaml_node_t *n, const char *path, bool empty_ok,
+               char out[TS_SPEC_NAME_MAX]);
+bool spec_int(spec_parser *P, const yaml_node_t *n, const char *path, int64_t lo, int64_t hi,
+              int64_t *out);
+bool spec_bool(spec_parser *P, const yaml_node_t *n, const char *path, bool *out);
+bool spec_duration(spec_parser *P, const yaml_node_t *n, const char *path, double *out);
+
+#endif
