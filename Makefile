@@ -26,6 +26,11 @@ unit:
 	cmake -S . -B $(TEST_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTS_SANITIZE=ON >/dev/null
 	cmake --build $(TEST_BUILD) -j $(JOBS)
 	cd $(TEST_BUILD) && ctest --output-on-failure -j $(JOBS)
+	# the store and API tests once more, against a throwaway PostgreSQL on
+	# loopback (stopped whatever the result)
+	pg=$$(mktemp -d /tmp/tessera-pg.XXXXXX) && url=$$(scripts/pg-test-server start $$pg) && \
+	  (cd $(TEST_BUILD) && TS_TEST_PG_URL=$$url ctest --output-on-failure -R '^(store|ctld)/'); \
+	  rc=$$?; scripts/pg-test-server stop $$pg; exit $$rc
 
 fuzz:
 	CC=clang cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTS_FUZZ=ON \

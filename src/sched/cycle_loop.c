@@ -516,10 +516,9 @@ static void reserve(loop *l, int i)
     ts_cycle_pending *p = &d->pending[i];
     if (plan_reservation(s, job, l->pj, n, l->plan, &at) != 0) {
         char was[TS_CYCLE_WHY_MAX];
-        snprintf(was, sizeof was, "%s", why_of(l, i));
+        snprintf(was, sizeof was, "%s: %s", ts_pending_name(p->reason), why_of(l, i));
         if (p->reason != TS_PEND_PREEMPTING)
-            pend(l, i, TS_PEND_INVALID, "does not fit even on the idle cluster (%s: %s)",
-                 ts_pending_name(p->reason), was);
+            pend(l, i, TS_PEND_INVALID, "does not fit even on the idle cluster (%s)", was);
         return;
     }
     l->have_res = true;

@@ -23,7 +23,7 @@ import urllib.error
 import urllib.request
 
 TESSERAD = sys.argv[1]
-STORE = sys.argv[2] if len(sys.argv) > 2 else None
+STORE = sys.argv[2] if len(sys.argv) > 2 else os.environ.get("TS_TEST_PG_URL")
 TMP = tempfile.mkdtemp(prefix="tessera-api-")
 FAILS = []
 
@@ -194,7 +194,10 @@ try:
                  headers={"Content-Type": "application/json"})
     check(st == 413, "a body above 1 MiB: 413")
     st, d = call("POST", "/v1/jobs", toks["alice"], spec("team-a", "huge", gpus=4, count=3,
+                                                         tier="opportunistic",
                                                          topology={"required": "leaf"}))
+    st2, d2 = call("POST", "/v1/jobs", toks["alice"], spec("team-a", "over", gpus=4, count=3))
+    over = d2["jobs"][0]["id"] if st2 == 201 else None
     huge = d["jobs"][0]["id"] if st == 201 else None
 
     # it runs and finishes on the virtual nodes
@@ -208,6 +211,10 @@ try:
                  "a gang larger than any leaf waits as invalid")
         st, d = call("GET", f"/v1/jobs/{huge}/explain", toks["alice"])
         check(st == 200 and d["explanation"] and "leaf" in d["explanation"], f"explain: {d}")
+        st, d = call("GET", f"/v1/jobs/{over}/explain", toks["alice"])
+        check(st == 200 and d["reason"] == "quota" and "team-a" in d["explanation"],
+              f"a guaranteed job above the guarantee waits on quota: {d}")
+        call("POST", f"/v1/jobs/{over}/cancel", toks["alice"])
         st, d = call("POST", f"/v1/jobs/{huge}/cancel", toks["alice"])
         check(st == 200 and d["job"]["state"] == "cancelled", "cancel a pending job")
         st, _ = call("POST", f"/v1/jobs/{huge}/cancel", toks["alice"])
