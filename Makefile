@@ -40,6 +40,7 @@ fuzz:
 
 demo: build
 	scripts/demo $(BUILD)
+	scripts/demo-controller $(BUILD)
 
 bench: build
 	bench/run-all $(BUILD) $(SHARED)

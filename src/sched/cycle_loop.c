@@ -577,8 +577,8 @@ static void prepass(loop *l, uint8_t *done)
             continue;
         }
         if (job->eligible_s > l->now) {
-            pend(l, i, TS_PEND_HELD, "requeued after a preemption; backing off until %.0f",
-                 job->eligible_s);
+            pend(l, i, TS_PEND_HELD, "requeued after a preemption; backing off for another "
+                 "%.0f s", job->eligible_s - l->now);
             continue;
         }
         ts_err e;
