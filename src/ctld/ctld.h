@@ -137,9 +137,11 @@ cjob *ctld_job_find(ctld *c, int64_t id);
 /* Turns a spec (already valid syntactically) into one job per array element,
  * checks it against the cluster and tenants (err names the field), writes
  * the jobs durably and adds them. ids_out gets their ids (array_size
- * entries). Not under mu: takes it itself. existed: an idempotent retry. */
+ * entries) and rendered (if not NULL) their JSON. Not under mu: takes it
+ * itself. existed: an idempotent retry. */
 int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const char *owner,
-                const char *idem_key, int64_t *ids_out, int *nids, bool *existed, ts_err *err);
+                const char *idem_key, int64_t *ids_out, int *nids, bool *existed,
+                json_t *rendered, ts_err *err);
 /* Actions on an active job ("cancel", "hold", "release", "requeue"); not
  * under mu. TS_ENOENT (not active: maybe finished), TS_EEXIST (state does
  * not allow it: 409). */

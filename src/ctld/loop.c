@@ -278,11 +278,26 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
     return rc;
 }
 
+/* Cycles triggered by changes are at least this far apart, so a storm of
+ * submissions is scheduled in batches instead of one cycle per job. */
+#define CYCLE_MIN_GAP_S 0.02
+
+static void wait_until(ctld *c, double t)
+{
+    struct timespec until;
+    until.tv_sec = (time_t)t;
+    until.tv_nsec = (long)((t - floor(t)) * 1e9);
+    pthread_cond_timedwait(&c->wake, &c->mu, &until);
+}
+
 static void *loop_main(void *arg)
 {
     ctld *c = arg;
+    double last = 0.0;
     for (;;) {
         pthread_mutex_lock(&c->mu);
+        while (!c->stop && c->dirty && ctld_now() < last + CYCLE_MIN_GAP_S)
+            wait_until(c, last + CYCLE_MIN_GAP_S);
         if (!c->dirty && !c->stop) {
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
@@ -296,7 +311,8 @@ static void *loop_main(void *arg)
         if (stop)
             return NULL;
         ts_err err;
-        if (ctld_cycle_once(c, ctld_now(), &err) != 0) {
+        last = ctld_now();
+        if (ctld_cycle_once(c, last, &err) != 0) {
             fprintf(stderr, "tesserad: scheduling cycle failed: %s; exiting so that a restart "
                     "rebuilds from the store\n", err.msg);
             exit(1);

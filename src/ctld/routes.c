@@ -109,9 +109,10 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
     int nids = 0;
     bool existed = false;
     ts_err err;
-    int rc = json && ids ? ctld_submit(c, spec, json, w->name, rq->idem_key, ids, &nids,
-                                       &existed, &err)
-                         : ts_err_set(&err, TS_ENOMEM, "out of memory");
+    json_t *jobs = json_array();
+    int rc = json && ids && jobs ? ctld_submit(c, spec, json, w->name, rq->idem_key, ids, &nids,
+                                               &existed, jobs, &err)
+                                 : ts_err_set(&err, TS_ENOMEM, "out of memory");
     ts_spec_free(spec);
     free(json);
     if (rc == TS_EINVAL) {
@@ -125,16 +126,9 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
     } else if (rc != 0) {
         ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
     } else {
-        json_t *jobs = json_array();
-        for (int i = 0; i < nids; i++) {
-            ts_job_row row;
-            if (ts_store_job_get(c->store, ids[i], &row, NULL) == 0) {
-                json_array_append_new(jobs, ctld_render_job(c, &row, NULL));
-                ts_job_row_fini(&row);
-            }
-        }
-        ctld_reply_json(r, existed ? 200 : 201, json_pack("{s:o}", "jobs", jobs));
+        ctld_reply_json(r, existed ? 200 : 201, json_pack("{s:O}", "jobs", jobs));
     }
+    json_decref(jobs);
     free(ids);
 }
 

@@ -537,7 +537,8 @@ void ctld_kick(ctld *c)
 /* ---- submission ---------------------------------------------------------------------- */
 
 int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const char *owner,
-                const char *idem_key, int64_t *ids_out, int *nids, bool *existed, ts_err *err)
+                const char *idem_key, int64_t *ids_out, int *nids, bool *existed,
+                json_t *rendered, ts_err *err)
 {
     int n = spec->array_size > 0 ? spec->array_size : 1;
     *nids = 0;
@@ -593,6 +594,8 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
         ids_out[(*nids)++] = r->id;
         if (ex) {
             *existed = true;
+            if (rendered)
+                json_array_append_new(rendered, ctld_render_job(c, r, NULL));
             cjob_free(j);
             continue;
         }
@@ -607,6 +610,8 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
         if (rc == 0) {
             c->m.submitted++;
             ctld_kick(c);
+            if (rendered)
+                json_array_append_new(rendered, ctld_render_job(c, &j->row, j));
         }
         pthread_mutex_unlock(&c->mu);
         if (rc != 0) {
