@@ -33,22 +33,22 @@
 #include "tessera/model.h"
 #include "tessera/tenant.h"
 
-#define SPEC_NESTING_MAX 16      /* the schema itself needs 3 levels */
+#define SPEC_NESTING_MAX 16 /* the schema itself needs 3 levels */
 #define SPEC_CPU_MILLI_DEFAULT 1000
 #define SPEC_MEM_MIB_DEFAULT 1024
-#define SPEC_CPU_MILLI_MAX (4096LL * 1000)  /* 4096 cores per task */
-#define SPEC_MEM_MIB_MAX (64LL << 20)       /* 64 TiB per task */
-#define SPEC_GPU_MEM_MIB_MAX (1LL << 20)    /* 1 TiB per GPU */
-#define SPEC_WORKDIR_MAX 4096               /* Linux PATH_MAX, with its NUL */
+#define SPEC_CPU_MILLI_MAX (4096LL * 1000) /* 4096 cores per task */
+#define SPEC_MEM_MIB_MAX (64LL << 20)      /* 64 TiB per task */
+#define SPEC_GPU_MEM_MIB_MAX (1LL << 20)   /* 1 TiB per GPU */
+#define SPEC_WORKDIR_MAX 4096              /* Linux PATH_MAX, with its NUL */
 #define SPEC_LEVEL_ANY "any"
 #define SPEC_SHELL "/bin/sh"
 
 /* ---- task groups ---------------------------------------------------------------- */
 
 enum { T_COUNT, T_GPUS, T_FRACTION, T_GPU_MEM, T_MODEL, T_MIG, T_CPU, T_MEM, T_N };
-static const char *const TASK_KEYS[T_N] = {"count",     "gpus",        "gpu_fraction",
+static const char *const TASK_KEYS[T_N] = {"count",          "gpus",      "gpu_fraction",
                                            "gpu_memory_mib", "gpu_model", "mig_profile",
-                                           "cpu_milli", "memory_mib"};
+                                           "cpu_milli",      "memory_mib"};
 
 /* MIG names are short ASCII; checking that first keeps mig.c's messages,
  * which quote the name, free of anything odd. */
@@ -84,8 +84,10 @@ static void check_mig(spec_parser *P, const yaml_node_t *n, const char *path, in
             return;
     char got[SPEC_SHOW_BUF];
     spec_show(n, got, sizeof got);
-    spec_fail(P, path, "unknown MIG profile %s (e.g. 1g.10gb, 3g.40gb or a short form: 1g, 1g+me, "
-                  "1gx2, 2g, 3g, 4g, 7g)", got);
+    spec_fail(P, path,
+              "unknown MIG profile %s (e.g. 1g.10gb, 3g.40gb or a short form: 1g, 1g+me, "
+              "1gx2, 2g, 3g, 4g, 7g)",
+              got);
 }
 
 static void unknown_model(spec_parser *P, const yaml_node_t *n, const char *path)
@@ -135,7 +137,7 @@ static bool walk_group(spec_parser *P, const yaml_node_t *map, const char *path,
             ok |= BIT(T_FRACTION);
         else
             spec_fail_got(P, v[T_FRACTION], sub[T_FRACTION],
-                     "a number between 0 and 1 that rounds to 0.001..0.999");
+                          "a number between 0 and 1 that rounds to 0.001..0.999");
     }
     if (v[T_GPU_MEM] && spec_int(P, v[T_GPU_MEM], sub[T_GPU_MEM], 0, SPEC_GPU_MEM_MIB_MAX, &x)) {
         t->gpu_mem_mib = x;
@@ -174,7 +176,8 @@ static bool walk_group(spec_parser *P, const yaml_node_t *map, const char *path,
     bool gpus_set = ok & BIT(T_GPUS), gpus_bad = (given & BIT(T_GPUS)) && !gpus_set;
     if (ok & BIT(T_FRACTION) && !(given & BIT(T_MIG))) {
         if (gpus_set && t->gpus != 1)
-            spec_fail(P, sub[T_FRACTION], "needs gpus: 1 (or gpus left out), got gpus: %d", t->gpus);
+            spec_fail(P, sub[T_FRACTION], "needs gpus: 1 (or gpus left out), got gpus: %d",
+                      t->gpus);
         else if (!gpus_bad) {
             t->gpus = 1;
             t->gpu_milli = milli;
@@ -186,8 +189,9 @@ static bool walk_group(spec_parser *P, const yaml_node_t *map, const char *path,
         if (given & BIT(T_FRACTION))
             spec_fail(P, sub[T_MIG], "cannot be combined with gpu_fraction");
         if (ok & BIT(T_GPU_MEM) && t->gpu_mem_mib > 0)
-            spec_fail(P, sub[T_GPU_MEM], "cannot be combined with mig_profile (the profile sets the "
-                                    "memory)");
+            spec_fail(P, sub[T_GPU_MEM],
+                      "cannot be combined with mig_profile (the profile sets the "
+                      "memory)");
     }
     bool whole_or_share = !(given & (BIT(T_MIG) | BIT(T_FRACTION)));
     if (ok & BIT(T_GPU_MEM) && t->gpu_mem_mib > 0 && whole_or_share) {
@@ -236,7 +240,7 @@ static void walk_tasks(spec_parser *P, const yaml_node_t *n)
     }
     if (counted && ranks > TS_SPEC_MAX_TASKS)
         spec_fail(P, "tasks", "%lld ranks in all (the counts' sum), at most %d", (long long)ranks,
-             TS_SPEC_MAX_TASKS);
+                  TS_SPEC_MAX_TASKS);
 }
 
 /* ---- the other sections ------------------------------------------------------- */
@@ -257,8 +261,8 @@ static bool copy_level(spec_parser *P, const yaml_node_t *n, const char *path, b
     }
     if (!ts_yaml_name_ok(s, TS_SPEC_NAME_MAX)) {
         spec_fail_got(P, n, path,
-                 preferred ? "node or a topology level name"
-                           : "node, any or a topology level name");
+                      preferred ? "node or a topology level name"
+                                : "node, any or a topology level name");
         return false;
     }
     snprintf(out, TS_SPEC_NAME_MAX, "%s", s);
@@ -295,11 +299,14 @@ static void walk_checkpoint(spec_parser *P, const yaml_node_t *map)
         char got[SPEC_SHOW_BUF];
         spec_show(v[CK_SIGNAL], got, sizeof got);
         if (s && sig < 0)
-            spec_fail(P, "checkpoint.signal", "unknown signal %s (a name like SIGUSR1 or USR1, or a "
-                                         "number 1..%d)", got, TS_SPEC_SIGNAL_MAX);
+            spec_fail(P, "checkpoint.signal",
+                      "unknown signal %s (a name like SIGUSR1 or USR1, or a "
+                      "number 1..%d)",
+                      got, TS_SPEC_SIGNAL_MAX);
         else if (sig == SIGKILL || sig == SIGSTOP)
-            spec_fail(P, "checkpoint.signal", "%s cannot be caught, so no job could checkpoint on it",
-                 ts_spec_signal_name(sig));
+            spec_fail(P, "checkpoint.signal",
+                      "%s cannot be caught, so no job could checkpoint on it",
+                      ts_spec_signal_name(sig));
         else if (sig > 0)
             P->spec->ckpt_signal = sig;
     }
@@ -412,10 +419,12 @@ static void walk_env(spec_parser *P, const yaml_node_t *map)
             continue;
         }
         spec_key_path(path, sizeof path, "env", (const char *)k->data.scalar.value,
-                 k->data.scalar.length);
+                      k->data.scalar.length);
         if (!name || !ts_spec_env_name_ok(name)) {
-            spec_fail(P, path, "not a variable name (A-Z a-z 0-9 _, not starting with a digit, "
-                               "under %d characters)", TS_SPEC_ENV_NAME_MAX);
+            spec_fail(P, path,
+                      "not a variable name (A-Z a-z 0-9 _, not starting with a digit, "
+                      "under %d characters)",
+                      TS_SPEC_ENV_NAME_MAX);
             continue;
         }
         bool reused;
@@ -468,9 +477,8 @@ enum {
     K_CHECKPOINT, K_IDLE, K_COMMAND, K_ENV, K_WORKDIR, K_ARRAY, K_N
 };
 static const char *const TOP_KEYS[K_N] = {
-    "tenant",     "name",     "tier",       "priority_class", "tasks",
-    "topology",   "time_limit", "duration", "checkpoint",     "idle",
-    "command",    "env",      "workdir",    "array_size"};
+    "tenant",   "name",       "tier", "priority_class", "tasks", "topology", "time_limit",
+    "duration", "checkpoint", "idle", "command",        "env",   "workdir",  "array_size"};
 
 static void walk_top(spec_parser *P, const yaml_node_t *root)
 {
@@ -569,7 +577,7 @@ static bool nesting_ok(const char *buf, size_t len, ts_spec_errors *errs)
         if (type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) {
             if (++depth > SPEC_NESTING_MAX) {
                 spec_push(errs, "%s:%zu: nested deeper than %d levels", SPEC_FNAME, line,
-                     SPEC_NESTING_MAX);
+                          SPEC_NESTING_MAX);
                 ok = false;
                 break;
             }
@@ -596,8 +604,10 @@ static int canonical_fits(const ts_job_spec *spec, ts_spec_errors *errs)
     free(json);
     if (len <= TS_SPEC_MAX_BYTES)
         return 0;
-    spec_push(errs, "top level: the spec's canonical JSON (every default written out) would be "
-                    "%zu bytes, at most %d; use fewer task groups", len, TS_SPEC_MAX_BYTES);
+    spec_push(errs,
+              "top level: the spec's canonical JSON (every default written out) would be "
+              "%zu bytes, at most %d; use fewer task groups",
+              len, TS_SPEC_MAX_BYTES);
     return TS_EINVAL;
 }
 

@@ -29,7 +29,7 @@
 
 #define JSON_REAL_DIGITS 15
 #define JSON_EXACT_INT_MAX 9007199254740992.0 /* 2^53: doubles are whole and exact below */
-#define JSON_ESCAPE_LEN 6                      /* "\u2028" */
+#define JSON_ESCAPE_LEN 6                     /* "\u2028" */
 
 /* Adds key: value to obj; a NULL value (allocation failure, or a string that
  * is not UTF-8 in a spec built by hand) turns *ok false. */
@@ -45,10 +45,7 @@ static void append(json_t *arr, json_t *value, bool *ok)
         *ok = false;
 }
 
-static json_t *string_or_null(const char *s)
-{
-    return s && s[0] ? json_string(s) : json_null();
-}
+static json_t *string_or_null(const char *s) { return s && s[0] ? json_string(s) : json_null(); }
 
 static json_t *seconds(double s)
 {
@@ -67,8 +64,8 @@ static json_t *task_json(const ts_task_spec *t, bool *ok)
     bool share = !t->mig_profile[0] && t->gpu_milli > 0 && t->gpu_milli < TS_MILLI_PER_GPU;
     put(o, "count", json_integer(t->count), ok);
     put(o, "gpus", json_integer(t->gpus), ok);
-    put(o, "gpu_fraction",
-        share ? json_real((double)t->gpu_milli / TS_MILLI_PER_GPU) : json_null(), ok);
+    put(o, "gpu_fraction", share ? json_real((double)t->gpu_milli / TS_MILLI_PER_GPU) : json_null(),
+        ok);
     put(o, "gpu_memory_mib", json_integer(t->gpu_mem_mib), ok);
     put(o, "gpu_model", string_or_null(t->gpu_model), ok);
     put(o, "mig_profile", string_or_null(t->mig_profile), ok);
@@ -88,8 +85,7 @@ static json_t *signal_json(int sig)
 static json_t *spec_json(const ts_job_spec *s, bool *ok)
 {
     json_t *root = json_object(), *tasks = json_array(), *topo = json_object(),
-           *ckpt = json_object(), *idle = json_object(), *argv = json_array(),
-           *env = json_object();
+           *ckpt = json_object(), *idle = json_object(), *argv = json_array(), *env = json_object();
     put(root, "tenant", json_string(s->tenant), ok);
     put(root, "name", json_string(s->name), ok);
     put(root, "tier",
@@ -101,8 +97,7 @@ static json_t *spec_json(const ts_job_spec *s, bool *ok)
     put(root, "tasks", tasks, ok);
 
     if (topo) {
-        put(topo, "required", json_string(s->required_level[0] ? s->required_level : "any"),
-            ok);
+        put(topo, "required", json_string(s->required_level[0] ? s->required_level : "any"), ok);
         put(topo, "preferred", string_or_null(s->preferred_level), ok);
         put(topo, "rail_aligned", json_boolean(s->rail_aligned), ok);
     }
@@ -199,8 +194,8 @@ char *ts_spec_to_json(const ts_job_spec *spec)
         return NULL;
     bool ok = true;
     json_t *root = spec_json(spec, &ok);
-    char *text = ok && root ? json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(JSON_REAL_DIGITS))
-                            : NULL;
+    char *text =
+        ok && root ? json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(JSON_REAL_DIGITS)) : NULL;
     json_decref(root);
     return text ? yaml_safe(text) : NULL;
 }

@@ -16,7 +16,7 @@
 #define TS_SPEC_DURATION_MAX_S (365.0 * 86400.0) /* a year; more is a typo */
 #define TS_SPEC_DURATION_MS_PER_S 1000.0         /* durations are kept to the ms */
 #define TS_SPEC_ENV_NAME_MAX 256
-#define TS_SPEC_SIGNAL_MAX 64                    /* Linux: SIGRTMAX */
+#define TS_SPEC_SIGNAL_MAX 64 /* Linux: SIGRTMAX */
 
 /* A JSON number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, finite.
  * Stricter than strtod, which also takes "inf", "nan", hex and blanks. */

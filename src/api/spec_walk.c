@@ -43,7 +43,7 @@ void spec_fail(spec_parser *P, const char *path, const char *fmt, ...)
     va_end(ap);
     P->walk_failed = true;
     spec_push(P->errs, "%.*s: %.*s", SPEC_PATH_MAX, path[0] ? path : "top level",
-         TS_ERR_MSG_MAX - SPEC_PATH_MAX - 3, reason);
+              TS_ERR_MSG_MAX - SPEC_PATH_MAX - 3, reason);
 }
 
 void spec_fail_oom(spec_parser *P)
@@ -173,7 +173,7 @@ yaml_node_t *spec_child(spec_parser *P, int id, const char *path, bool *reused)
  * when map is not a mapping at all.
  */
 bool spec_map_fields(spec_parser *P, const yaml_node_t *map, const char *path,
-                       const char *const *keys, int nkeys, yaml_node_t **vals, unsigned *given)
+                     const char *const *keys, int nkeys, yaml_node_t **vals, unsigned *given)
 {
     for (int i = 0; i < nkeys; i++)
         vals[i] = NULL;
@@ -241,7 +241,7 @@ const char *spec_text(spec_parser *P, const yaml_node_t *n, const char *path)
 }
 
 bool spec_name(spec_parser *P, const yaml_node_t *n, const char *path, bool empty_ok,
-                      char out[TS_SPEC_NAME_MAX])
+               char out[TS_SPEC_NAME_MAX])
 {
     const char *s = spec_text(P, n, path);
     if (!s)
@@ -257,7 +257,7 @@ bool spec_name(spec_parser *P, const yaml_node_t *n, const char *path, bool empt
 /* Integers are plain decimal: a quoted "4" is a string, and a leading zero
  * would be octal to YAML 1.1 readers, so both are refused. */
 bool spec_int(spec_parser *P, const yaml_node_t *n, const char *path, int64_t lo, int64_t hi,
-                    int64_t *out)
+              int64_t *out)
 {
     const char *s = spec_scalar_text(n);
     if (!s || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) {
@@ -309,4 +309,3 @@ bool spec_duration(spec_parser *P, const yaml_node_t *n, const char *path, doubl
     }
     return true;
 }
-

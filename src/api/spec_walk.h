@@ -20,9 +20,9 @@
 #include "model/yaml_doc.h"
 #include "tessera/spec.h"
 
-#define SPEC_FNAME "spec"      /* YAML syntax errors read "spec:LINE: ..." */
-#define SPEC_PATH_MAX 128      /* "tasks[65535].gpu_memory_mib"; user keys are cut */
-#define SPEC_SHOW_MAX 40       /* bytes of a bad value quoted back */
+#define SPEC_FNAME "spec" /* YAML syntax errors read "spec:LINE: ..." */
+#define SPEC_PATH_MAX 128 /* "tasks[65535].gpu_memory_mib"; user keys are cut */
+#define SPEC_SHOW_MAX 40  /* bytes of a bad value quoted back */
 #define SPEC_SHOW_BUF (SPEC_SHOW_MAX * 2 + 32)
 #define BIT(k) (1u << (k))
 
@@ -32,16 +32,15 @@ typedef struct spec_parser {
     ts_job_spec *spec;    /* being filled */
     unsigned char *seen;  /* per node id - 1: walked already (an alias) */
     size_t nnodes;
-    bool walk_failed;     /* errs holds the walk's errors */
+    bool walk_failed; /* errs holds the walk's errors */
     bool oom;
 } spec_parser;
 
 /* Appends one message to errs (counted in errs->more past TS_SPEC_MAX_ERRORS). */
-__attribute__((format(printf, 2, 3)))
-void spec_push(ts_spec_errors *errs, const char *fmt, ...);
+__attribute__((format(printf, 2, 3))) void spec_push(ts_spec_errors *errs, const char *fmt, ...);
 /* "path: reason" ("" reads "top level"); marks the walk failed. */
-__attribute__((format(printf, 3, 4)))
-void spec_fail(spec_parser *P, const char *path, const char *fmt, ...);
+__attribute__((format(printf, 3, 4))) void spec_fail(spec_parser *P, const char *path,
+                                                     const char *fmt, ...);
 /* "path: must be <want>, got <spec_show>". */
 void spec_fail_got(spec_parser *P, const yaml_node_t *n, const char *path, const char *want);
 void spec_fail_oom(spec_parser *P);

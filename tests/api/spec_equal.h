@@ -21,12 +21,12 @@ static inline bool ts_test_str_eq(const char *a, const char *b)
 static inline bool ts_test_spec_equal(const ts_job_spec *a, const ts_job_spec *b, char *why,
                                       size_t size)
 {
-#define SPEC_DIFF(cond, field)                        \
-    do {                                              \
-        if (!(cond)) {                                \
-            snprintf(why, size, "%s differs", field); \
-            return false;                             \
-        }                                             \
+#define SPEC_DIFF(cond, field)                                                                     \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            snprintf(why, size, "%s differs", field);                                              \
+            return false;                                                                          \
+        }                                                                                          \
     } while (0)
     SPEC_DIFF(strcmp(a->tenant, b->tenant) == 0, "tenant");
     SPEC_DIFF(strcmp(a->name, b->name) == 0, "name");

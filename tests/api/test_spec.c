@@ -245,12 +245,13 @@ static void null_means_default(void **state)
 static void value_forms(void **state)
 {
     (void)state;
-    ts_job_spec *s = parse_ok(BASE "tasks: [{gpu_memory_mib: 20000}, {gpus: 1, gpu_fraction: 0.1},"
-                                   " {mig_profile: 1g+me}, {mig_profile: 1G.10GB, gpu_model: A100-40GB}]\n"
-                                   "time_limit: 1.5\nduration: \"45s\"\n"
-                                   "checkpoint: {signal: 10, grace: 0}\nidle: {timeout: 1d}\n"
-                                   "command: python -c 'print(1)'  # one string: /bin/sh -c\n"
-                                   "topology: {required: any}\n");
+    ts_job_spec *s =
+        parse_ok(BASE "tasks: [{gpu_memory_mib: 20000}, {gpus: 1, gpu_fraction: 0.1},"
+                      " {mig_profile: 1g+me}, {mig_profile: 1G.10GB, gpu_model: A100-40GB}]\n"
+                      "time_limit: 1.5\nduration: \"45s\"\n"
+                      "checkpoint: {signal: 10, grace: 0}\nidle: {timeout: 1d}\n"
+                      "command: python -c 'print(1)'  # one string: /bin/sh -c\n"
+                      "topology: {required: any}\n");
     assert_int_equal(s->tasks[0].gpus, 1); /* memory per GPU asks for one GPU */
     assert_int_equal(s->tasks[0].gpu_milli, 1000);
     assert_int_equal(s->tasks[0].gpu_mem_mib, 20000);
@@ -283,9 +284,9 @@ static void value_forms(void **state)
     static const struct {
         const char *text;
         double s;
-    } durations[] = {{"0", 0},       {"90m", 5400},     {"2h", 7200},  {"1d", 86400},
+    } durations[] = {{"0", 0},        {"90m", 5400},       {"2h", 7200},   {"1d", 86400},
                      {"1h30m", 5400}, {"1d2h3m4s", 93784}, {"0.25", 0.25}, {"1e3", 1000},
-                     {"0.0004", 0},  {"365d", 31536000}};
+                     {"0.0004", 0},   {"365d", 31536000}};
     for (size_t i = 0; i < sizeof durations / sizeof durations[0]; i++) {
         char text[256];
         snprintf(text, sizeof text, BASE_TASKS "time_limit: %s\n", durations[i].text);
@@ -307,14 +308,13 @@ static void canonical_json_exact(void **state)
     char *json = ts_spec_to_json(s);
     assert_non_null(json);
     assert_string_equal(
-        json,
-        "{\"tenant\":\"t\",\"name\":\"n\",\"tier\":\"guaranteed\",\"priority_class\":\"\","
-        "\"tasks\":[{\"count\":1,\"gpus\":1,\"gpu_fraction\":0.3,\"gpu_memory_mib\":0,"
-        "\"gpu_model\":null,\"mig_profile\":null,\"cpu_milli\":1000,\"memory_mib\":1024}],"
-        "\"topology\":{\"required\":\"any\",\"preferred\":null,\"rail_aligned\":false},"
-        "\"time_limit\":2.5,\"duration\":0,\"checkpoint\":{\"signal\":null,\"grace\":null},"
-        "\"idle\":{\"timeout\":0},\"command\":[],\"env\":{\"A\":\"x=y\",\"B\":\"2\"},"
-        "\"workdir\":null,\"array_size\":1}");
+        json, "{\"tenant\":\"t\",\"name\":\"n\",\"tier\":\"guaranteed\",\"priority_class\":\"\","
+              "\"tasks\":[{\"count\":1,\"gpus\":1,\"gpu_fraction\":0.3,\"gpu_memory_mib\":0,"
+              "\"gpu_model\":null,\"mig_profile\":null,\"cpu_milli\":1000,\"memory_mib\":1024}],"
+              "\"topology\":{\"required\":\"any\",\"preferred\":null,\"rail_aligned\":false},"
+              "\"time_limit\":2.5,\"duration\":0,\"checkpoint\":{\"signal\":null,\"grace\":null},"
+              "\"idle\":{\"timeout\":0},\"command\":[],\"env\":{\"A\":\"x=y\",\"B\":\"2\"},"
+              "\"workdir\":null,\"array_size\":1}");
     free(json);
     ts_spec_free(s);
 }
@@ -441,8 +441,7 @@ static const bad_case BAD[] = {
     {BASE_TASKS "time_limit: h\n", "time_limit", "duration"},
     {BASE_TASKS "time_limit: \" 5\"\n", "time_limit", "duration"},
     /* checkpoint and idle */
-    {BASE_TASKS "checkpoint: {signal: SIGFOO}\n", "checkpoint.signal",
-     "unknown signal \"SIGFOO\""},
+    {BASE_TASKS "checkpoint: {signal: SIGFOO}\n", "checkpoint.signal", "unknown signal \"SIGFOO\""},
     {BASE_TASKS "checkpoint: {signal: 65}\n", "checkpoint.signal", "unknown signal"},
     {BASE_TASKS "checkpoint: {signal: 0}\n", "checkpoint.signal", "unknown signal"},
     {BASE_TASKS "checkpoint: {signal: KILL}\n", "checkpoint.signal", "cannot be caught"},
@@ -508,8 +507,8 @@ static void five_errors(void **state)
                                "checkpoint: {signal: SIGFOO}\n"
                                "workdir: tmp\n";
     ts_spec_errors errs = parse_bad(text, strlen(text));
-    static const char *const want[] = {"tenant: ", "tasks[0].gpus: ", "tasks[1].gpu_model: ",
-                                       "checkpoint.signal: ", "workdir: "};
+    static const char *const want[] = {
+        "tenant: ", "tasks[0].gpus: ", "tasks[1].gpu_model: ", "checkpoint.signal: ", "workdir: "};
     char all[4096];
     ts_spec_errors_join(&errs, all, sizeof all);
     if (errs.n != 5)
