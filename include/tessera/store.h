@@ -127,6 +127,10 @@ int ts_store_schema_version(ts_store *s);
  * idem_key already used by the same owner, nothing is inserted: *existed is
  * set and row is overwritten with the stored job. */
 int ts_store_job_insert(ts_store *s, ts_job_row *row, bool *existed, ts_err *err);
+/* Inserts n jobs queued together (an array: usually one transaction); as
+ * ts_store_job_insert for each, existed[i] per row. If any insert fails the
+ * error names its row; the others may be committed. */
+int ts_store_job_insert_many(ts_store *s, ts_job_row *rows, int n, bool *existed, ts_err *err);
 /* Updates every mutable field of job row->id (state, times, preemptions,
  * reason, why, placement_json, gpu_model) if its gen still equals row->gen;
  * row->gen is bumped on success. TS_EEXIST when the gen moved (someone else
@@ -165,6 +169,12 @@ int ts_store_token_list(ts_store *s, const char *tenant, ts_token_row **rows, in
  * configuration file's tenants apply). */
 int ts_store_tenants_get(ts_store *s, char **yaml, ts_err *err);
 int ts_store_tenants_put(ts_store *s, const char *yaml, ts_err *err);
+
+/* Other small settings of the controller (e.g. "drained_nodes"), by key;
+ * *value malloc'd, NULL when never set. The key "tenants" is reserved for
+ * the two calls above. */
+int ts_store_setting_put(ts_store *s, const char *key, const char *value, ts_err *err);
+int ts_store_setting_get(ts_store *s, const char *key, char **value, ts_err *err);
 
 int ts_store_usage(ts_store *s, double from_s, double to_s, ts_usage_row **rows, int *n,
                    ts_err *err);

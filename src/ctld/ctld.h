@@ -37,6 +37,8 @@
 #define CTLD_PATH_MAX 1024
 #define CTLD_MAX_PRIORITY_CLASSES 32
 #define CTLD_BODY_MAX_BYTES (1 << 20)
+/* A submitted array larger than this is answered with {id, name, state} per job. */
+#define CTLD_ARRAY_BRIEF 100
 
 /* ---- configuration (config.c) ------------------------------------------- */
 

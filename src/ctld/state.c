@@ -357,6 +357,8 @@ static int read_file(const char *path, char **buf, size_t *len, ts_err *err)
     return 0;
 }
 
+#define DRAINED_KEY "drained_nodes"
+
 static const char DEFAULT_TENANTS[] = "tenants:\n  default: {}\n";
 
 static int load_tenants(ctld *c, ts_err *err)
@@ -499,6 +501,22 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
         if (!c->node_virtual[i])
             ts_sched_node_set_schedulable(c->sched, i, false, NULL);
     }
+    char *drained = NULL;
+    if ((rc = ts_store_setting_get(c->store, DRAINED_KEY, &drained, err)) != 0)
+        return rc;
+    json_error_t je;
+    json_t *dl = drained ? json_loads(drained, 0, &je) : NULL;
+    size_t di;
+    json_t *dv;
+    json_array_foreach(dl, di, dv)
+    {
+        int n = json_string_value(dv) ? ts_cluster_find_node(c->cluster, json_string_value(dv))
+                                      : -1;
+        if (n >= 0)
+            ts_sched_node_set_schedulable(c->sched, n, false, NULL);
+    }
+    json_decref(dl);
+    free(drained);
     if ((rc = map_rebuild(c, 1024)) != 0)
         return ts_err_set(err, rc, "out of memory");
     if ((rc = restore_jobs(c, err)) != 0)
@@ -560,17 +578,17 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
         return rc;
     int priority = probe.sj.priority;
     double now = ctld_now();
-    for (int i = 0; i < n; i++) {
-        cjob *j = calloc(1, sizeof *j);
-        if (!j)
-            return ts_err_set(err, TS_ENOMEM, "out of memory");
-        ts_job_row *r = &j->row;
+    cjob **jobs = calloc((size_t)n, sizeof *jobs);
+    ts_job_row *rows = calloc((size_t)n, sizeof *rows);
+    bool *ex = calloc((size_t)n, sizeof *ex);
+    char **mine = calloc((size_t)n, sizeof *mine);
+    rc = jobs && rows && ex && mine ? 0 : ts_err_set(err, TS_ENOMEM, "out of memory");
+    for (int i = 0; rc == 0 && i < n; i++) {
+        ts_job_row *r = &rows[i];
         snprintf(r->tenant, sizeof r->tenant, "%s", spec->tenant);
         if (snprintf(r->name, sizeof r->name, n > 1 ? "%s[%d]" : "%s", spec->name, i) >=
-            (int)sizeof r->name) {
-            cjob_free(j);
-            return ts_err_set(err, TS_EINVAL, "name: too long");
-        }
+            (int)sizeof r->name)
+            rc = ts_err_set(err, TS_EINVAL, "name: too long");
         snprintf(r->owner, sizeof r->owner, "%s", owner);
         if (idem_key && *idem_key) {
             if (n > 1)
@@ -583,44 +601,68 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
         r->gpus = (int)ts_spec_gpus(spec);
         r->priority = priority;
         r->submit_s = now;
-        r->spec_json = strdup(spec_json);
-        bool ex = false;
-        rc = r->spec_json ? ts_store_job_insert(c->store, r, &ex, err)
-                          : ts_err_set(err, TS_ENOMEM, "out of memory");
-        if (rc != 0) {
-            cjob_free(j);
-            return rc;
-        }
-        ids_out[(*nids)++] = r->id;
-        if (ex) {
+        mine[i] = r->spec_json = strdup(spec_json);
+        if (!r->spec_json)
+            rc = ts_err_set(err, TS_ENOMEM, "out of memory");
+    }
+    /* one queued group: an array of n costs about one commit */
+    if (rc == 0)
+        rc = ts_store_job_insert_many(c->store, rows, n, ex, err);
+    for (int i = 0; rc == 0 && i < n; i++) {
+        ids_out[(*nids)++] = rows[i].id;
+        if (ex[i]) {
             *existed = true;
             if (rendered)
-                json_array_append_new(rendered, ctld_render_job(c, r, NULL));
-            cjob_free(j);
+                json_array_append_new(rendered, ctld_render_job(c, &rows[i], NULL));
+            ts_job_row_fini(&rows[i]); /* the stored row the store handed back */
+            free(mine[i]);
+            mine[i] = NULL;
             continue;
         }
+        cjob *j = calloc(1, sizeof *j);
         ts_spec_errors se;
-        ts_err e;
-        rc = ts_spec_parse(r->spec_json, strlen(r->spec_json), &j->spec, &se);
-        pthread_mutex_lock(&c->mu);
-        if (rc == 0)
-            rc = job_build(c, j, &e);
-        if (rc == 0)
-            rc = job_add(c, j);
-        if (rc == 0) {
-            c->m.submitted++;
-            ctld_kick(c);
-            if (rendered)
-                json_array_append_new(rendered, ctld_render_job(c, &j->row, j));
+        if (!j || ts_spec_parse(spec_json, strlen(spec_json), &j->spec, &se) != 0) {
+            free(j);
+            rc = ts_err_set(err, TS_ENOMEM, "out of memory");
+            break;
         }
-        pthread_mutex_unlock(&c->mu);
-        if (rc != 0) {
-            cjob_free(j);
-            return ts_err_set(err, TS_ENOMEM, "job %lld stored but not loaded: restart the "
-                              "controller", (long long)ids_out[*nids - 1]);
-        }
+        j->row = rows[i];
+        mine[i] = NULL; /* owned by the job now */
+        jobs[i] = j;
     }
-    return 0;
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < n; i++) {
+        cjob *j = jobs[i];
+        if (!j)
+            continue;
+        ts_err e;
+        int brc = rc == 0 ? job_build(c, j, &e) : TS_EINVAL;
+        if (brc == 0)
+            brc = job_add(c, j);
+        if (brc != 0) {
+            cjob_free(j);
+            if (rc == 0)
+                rc = ts_err_set(err, TS_ENOMEM, "job %lld stored but not loaded: restart the "
+                                "controller", (long long)rows[i].id);
+            continue;
+        }
+        c->m.submitted++;
+        if (rendered && n > CTLD_ARRAY_BRIEF)
+            json_array_append_new(rendered, json_pack("{s:I,s:s,s:s}", "id",
+                                                      (json_int_t)j->row.id, "name", j->row.name,
+                                                      "state", ts_job_state_name(j->row.state)));
+        else if (rendered)
+            json_array_append_new(rendered, ctld_render_job(c, &j->row, j));
+    }
+    ctld_kick(c);
+    pthread_mutex_unlock(&c->mu);
+    for (int i = 0; mine && i < n; i++)
+        free(mine[i]);
+    free(mine);
+    free(jobs);
+    free(rows);
+    free(ex);
+    return rc;
 }
 
 /* ---- actions ------------------------------------------------------------------------- */
@@ -718,10 +760,26 @@ int ctld_node_drain(ctld *c, const char *node, bool drain, ts_err *err)
         rc = ts_err_set(err, TS_ENOENT, "node \"%s\" does not exist", node);
     else if (!drain && !c->node_virtual[n])
         rc = ts_err_set(err, TS_EEXIST, "node \"%s\" has no agent yet: it stays drained", node);
+    else if (ts_sched_node_schedulable(c->sched, n) == !drain)
+        rc = 0; /* already so */
     else
         rc = ts_sched_node_set_schedulable(c->sched, n, !drain, err);
-    if (rc == 0)
-        ctld_kick(c);
+    if (rc == 0) {
+        /* durable: the list of drained virtual nodes */
+        json_t *a = json_array();
+        for (int i = 0; i < c->cluster->nnodes; i++)
+            if (c->node_virtual[i] && !ts_sched_node_schedulable(c->sched, i))
+                json_array_append_new(a, json_string(c->cluster->nodes[i].name));
+        char *txt = json_dumps(a, JSON_COMPACT);
+        json_decref(a);
+        rc = txt ? ts_store_setting_put(c->store, DRAINED_KEY, txt, err)
+                 : ts_err_set(err, TS_ENOMEM, "out of memory");
+        free(txt);
+        if (rc != 0) /* not durable: undo */
+            ts_sched_node_set_schedulable(c->sched, n, drain, NULL);
+        else
+            ctld_kick(c);
+    }
     pthread_mutex_unlock(&c->mu);
     return rc;
 }

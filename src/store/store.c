@@ -394,6 +394,48 @@ int ts_store_job_insert(ts_store *s, ts_job_row *row, bool *existed, ts_err *err
     return 0;
 }
 
+int ts_store_job_insert_many(ts_store *s, ts_job_row *rows, int n, bool *existed, ts_err *err)
+{
+    if (n < 1 || !rows || !existed)
+        return ts_err_set(err, TS_EINVAL, "insert: rows, n >= 1 and existed are required");
+    for (int i = 0; i < n; i++) {
+        int rc = check_new_job(&rows[i], err);
+        if (rc) {
+            ts_err_prefix(err, "rows[%d]: ", i);
+            return rc;
+        }
+    }
+    ts_wop *ops = calloc((size_t)n, sizeof *ops);
+    if (!ops)
+        return ts_err_set(err, TS_ENOMEM, "insert: out of memory");
+    for (int i = 0; i < n; i++)
+        ops[i] = (ts_wop){.kind = TS_WOP_JOB_INSERT, .rows = &rows[i], .nrows = 1};
+    int rc = ts_store_submit_many(s, ops, n);
+    if (rc)
+        ts_err_set(err, rc, "store: closed");
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (ops[i].rc) {
+            rc = ops[i].rc;
+            if (err)
+                *err = ops[i].err;
+            ts_err_prefix(err, "rows[%d]: ", i);
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        existed[i] = rc == 0 && ops[i].existed;
+        if (rc == 0 && ops[i].existed) {
+            rows[i] = ops[i].stored;
+        } else if (rc == 0) {
+            rows[i].id = ops[i].id;
+            rows[i].gen = 1;
+        } else {
+            ts_job_row_fini(&ops[i].stored);
+        }
+    }
+    free(ops);
+    return rc;
+}
+
 int ts_store_job_update(ts_store *s, ts_job_row *row, ts_err *err)
 {
     return ts_store_apply(s, row, 1, NULL, 0, err);
@@ -479,6 +521,23 @@ int ts_store_tenants_put(ts_store *s, const char *yaml, ts_err *err)
         return ts_err_set(err, TS_EINVAL, "tenants: the YAML document must not be NULL");
     ts_wop op = {.kind = TS_WOP_SETTING_PUT, .name = TS_SETTING_TENANTS, .value = yaml};
     return ts_store_submit(s, &op, err);
+}
+
+int ts_store_setting_put(ts_store *s, const char *key, const char *value, ts_err *err)
+{
+    if (!key || !*key || !value || strcmp(key, TS_SETTING_TENANTS) == 0)
+        return ts_err_set(err, TS_EINVAL, "setting: a key other than \"%s\" and a value are "
+                          "required", TS_SETTING_TENANTS);
+    ts_wop op = {.kind = TS_WOP_SETTING_PUT, .name = key, .value = value};
+    return ts_store_submit(s, &op, err);
+}
+
+int ts_store_setting_get(ts_store *s, const char *key, char **value, ts_err *err)
+{
+    *value = NULL;
+    if (!key || !*key)
+        return ts_err_set(err, TS_EINVAL, "setting: a key is required");
+    WITH_READER(s, err, s->ops->setting_get(c, key, value, err));
 }
 
 /* ---- reads ---- */

@@ -180,6 +180,33 @@ void ts_store_committer_stop(ts_store *s)
     s->committer_started = false;
 }
 
+int ts_store_submit_many(ts_store *s, ts_wop *ops, int n)
+{
+    pthread_mutex_lock(&s->qmu);
+    if (s->stopping) {
+        pthread_mutex_unlock(&s->qmu);
+        return TS_EINVAL;
+    }
+    for (int i = 0; i < n; i++) {
+        ts_wop *op = &ops[i];
+        memset(&op->stored, 0, sizeof op->stored);
+        op->failed = op->done = false;
+        op->next = NULL;
+        if (s->qtail)
+            s->qtail->next = op;
+        else
+            s->qhead = op;
+        s->qtail = op;
+        s->nqueued++;
+    }
+    pthread_cond_signal(&s->qcv);
+    for (int i = 0; i < n; i++)
+        while (!ops[i].done)
+            pthread_cond_wait(&s->donecv, &s->qmu);
+    pthread_mutex_unlock(&s->qmu);
+    return 0;
+}
+
 int ts_store_submit(ts_store *s, ts_wop *op, ts_err *err)
 {
     memset(&op->stored, 0, sizeof op->stored);

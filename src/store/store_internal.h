@@ -157,6 +157,9 @@ int ts_store_committer_start(ts_store *s, ts_err *err);
 void ts_store_committer_stop(ts_store *s);
 /* Queues op, waits until its group is committed or it failed; returns op->rc
  * with op->err copied to err. */
+/* Queues n ops at once (they usually share one transaction) and waits for
+ * all of them; each op's own rc says how it went. TS_EINVAL once closed. */
+int ts_store_submit_many(ts_store *s, ts_wop *ops, int n);
 int ts_store_submit(ts_store *s, ts_wop *op, ts_err *err);
 
 /* Copies src into a fixed field, as much as fits (values are validated to

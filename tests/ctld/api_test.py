@@ -275,6 +275,7 @@ try:
     check(st == 200 and d["node"]["state"] == "drained", "admin drains a node")
     st, d = call("POST", "/v1/nodes/a-1/resume", admin)
     check(st == 200 and d["node"]["state"] == "up", "and resumes it")
+    st, d = call("POST", "/v1/nodes/b-2/drain", admin)
     st, d = call("GET", "/v1/tenants", toks["vera"])
     check(st == 200 and {t["name"] for t in d["tenants"]} >= {"team-a", "team-b"}, "tenants")
     st, d = call("GET", "/v1/usage", admin)
@@ -305,6 +306,8 @@ try:
           f"after kill -9 all {len(acked)} acknowledged jobs are there")
     check(all(g["state"] in ("pending", "running", "completed") for g in got if g),
           "and they resume")
+    st, d = call("GET", "/v1/nodes/b-2", admin)
+    check(st == 200 and d["node"]["state"] == "drained", "a drain survives the restart")
 finally:
     proc.send_signal(signal.SIGTERM)
     try:
