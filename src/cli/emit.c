@@ -9,8 +9,8 @@
  * reader could take them for anything else (a number, a date, a bool such
  * as "no" or "on", null, an indicator); everything else is double-quoted
  * with JSON escapes, which are valid YAML escapes too. Characters YAML does
- * not allow raw (C0/C1 controls, DEL, U+FFFE/U+FFFF) are escaped in both
- * forms. Key order is the server's (jansson keeps insertion order).
+ * not allow raw or reads as line breaks (C0/C1 controls, DEL, U+2028,
+ * U+2029, a BOM, U+FFFE/U+FFFF) are escaped in both forms. Key order is the server's (jansson keeps insertion order).
  */
 #include "cli/cli.h"
 
@@ -75,6 +75,13 @@ static void put_quoted(FILE *f, const char *s, size_t n)
             i++;
         } else if (c == 0xef && i + 2 < n && u[i + 1] == 0xbf && u[i + 2] >= 0xbe) {
             fprintf(f, "\\u%04x", 0xffc0u | (u[i + 2] & 0x3fu)); /* U+FFFE, U+FFFF */
+            i += 2;
+        } else if (c == 0xe2 && i + 2 < n && u[i + 1] == 0x80 &&
+                   (u[i + 2] == 0xa8 || u[i + 2] == 0xa9)) {
+            fprintf(f, "\\u%04x", 0x2000u | (u[i + 2] & 0x3fu)); /* line/paragraph separator */
+            i += 2;
+        } else if (c == 0xef && i + 2 < n && u[i + 1] == 0xbb && u[i + 2] == 0xbf) {
+            fputs("\\ufeff", f); /* a byte-order mark inside a value */
             i += 2;
         } else {
             fputc(c, f);

@@ -72,7 +72,8 @@ NODES = {n["name"]: n for n in [
      "memory_free_mib": 1024,
      "mig": [{"gpu": 0, "instances": [{"profile": "3g.40gb", "start": 0, "used": True},
                                       {"profile": "1g.10gb", "start": 4, "used": False}]}],
-     "jobs": [45, 46], "labels": {"zone": "edge", "weird": "a: b"}},
+     "jobs": [45, 46], "labels": {"zone": "edge", "weird": "a: b",
+                                       "breaks": "a\u2028b\u0085c\ufeffd\x7f"}},
 ]}
 TENANTS = [
     {"name": "team-a", "parent": None, "weight": 1, "share": 0.5,
