@@ -16,6 +16,7 @@
 
 #define TENANTS_FILE_MAX_BYTES (16L << 20)
 #define PERCENT 100.0
+#define SHARE_DECIMALS 3
 
 /* "A100-80GB:32 T4:8" from a {model: n} object; "-" when empty. */
 static const char *gpu_map_cell(const json_t *res, char *buf, size_t size)
@@ -34,6 +35,24 @@ static const char *gpu_map_cell(const json_t *res, char *buf, size_t size)
     }
     if (!used)
         snprintf(buf, size, "-");
+    return buf;
+}
+
+/* A share to SHARE_DECIMALS places without trailing zeros: 0.25, 0.5, 0
+ * (a share of 3e-08 is no share worth reading). */
+static const char *share_cell(const json_t *tenant, char *buf, size_t size)
+{
+    const json_t *v = json_object_get(tenant, "share");
+    if (!json_is_number(v))
+        return cli_value(v, buf, size);
+    snprintf(buf, size, "%.*f", SHARE_DECIMALS, json_number_value(v));
+    char *end = buf + strlen(buf);
+    while (end > buf && end[-1] == '0')
+        *--end = '\0';
+    if (end > buf && end[-1] == '.')
+        *--end = '\0';
+    if (strcmp(buf, "-0") == 0)
+        snprintf(buf, size, "0");
     return buf;
 }
 
@@ -59,7 +78,7 @@ int cli_cmd_tenants(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, ch
         const char *row[6] = {cli_str(tn, "name", c[0], sizeof c[0]),
                               cli_str(tn, "parent", c[1], sizeof c[1]),
                               cli_str(tn, "weight", c[2], sizeof c[2]),
-                              cli_str(tn, "share", c[3], sizeof c[3]),
+                              share_cell(tn, c[3], sizeof c[3]),
                               gpu_map_cell(json_object_get(tn, "guaranteed"), c[4], sizeof c[4]),
                               gpu_map_cell(json_object_get(tn, "usage"), c[5], sizeof c[5])};
         cli_table_row(&t, row);

@@ -304,7 +304,8 @@ expect "node name escaped" 3 node 'a/b c'
 last_ok "node name escaped" 'd["path"] == "/v1/nodes/a%2Fb%20c"'
 
 # ---- tenants, quota, usage ----
-expect "tenants" 0 tenants && out_lines "tenants" 4 && out_has "tenants" "^team-a +- +1 +0.5 +A100-80GB:16 +A100-80GB:20 H100:2$"
+expect "tenants" 0 tenants && out_lines "tenants" 4 && out_has "tenants" "^team-a +- +1 +0.5 +A100-80GB:16 +A100-80GB:20 H100:2$" &&
+  out_has "tenants" "^students +- +1 +0 +- +-$"
 yaml_same "tenants" tenants
 expect "quota" 0 quota && out_has "quota" "^TENANT +GPU MODEL +GUARANTEED +USED +USE%$" &&
   out_has "quota" "^team-a +A100-80GB +16 +20 +125%$" && out_has "quota" "^team-a +H100 +0 +2 +-$" &&

@@ -82,7 +82,7 @@ TENANTS = [
     {"name": "team-b", "parent": "org", "weight": 0.5, "share": 0.25,
      "guaranteed": {"gpu": {"H100": 8}, "cpu_milli": 0, "memory_mib": 0},
      "usage": {"gpu": {}, "cpu_milli": 0, "memory_mib": 0}},
-    {"name": "students", "parent": None, "weight": 1, "share": 0.1,
+    {"name": "students", "parent": None, "weight": 1, "share": 2.9e-08,
      "guaranteed": {"gpu": {}, "cpu_milli": 0, "memory_mib": 0},
      "usage": {"gpu": {}, "cpu_milli": 0, "memory_mib": 0}},
 ]
