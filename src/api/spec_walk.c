@@ -20,6 +20,8 @@
 
 #include "api/spec_scalar.h"
 
+#define INT64_DIGITS_SAFE 18 /* more might overflow; every range here is far smaller */
+
 /* ---- errors ------------------------------------------------------------------ */
 
 void spec_push(ts_spec_errors *errs, const char *fmt, ...)
@@ -36,12 +38,16 @@ void spec_push(ts_spec_errors *errs, const char *fmt, ...)
 
 void spec_fail(spec_parser *P, const char *path, const char *fmt, ...)
 {
+    P->walk_failed = true;
+    if (P->errs->n >= TS_SPEC_MAX_ERRORS) { /* only counted: skip the formatting */
+        P->errs->more++;
+        return;
+    }
     char reason[TS_ERR_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(reason, sizeof reason, fmt, ap);
     va_end(ap);
-    P->walk_failed = true;
     spec_push(P->errs, "%.*s: %.*s", SPEC_PATH_MAX, path[0] ? path : "top level",
               TS_ERR_MSG_MAX - SPEC_PATH_MAX - 3, reason);
 }
@@ -53,17 +59,37 @@ void spec_fail_oom(spec_parser *P)
     P->oom = true;
 }
 
-/* Text from the user, made safe to put in a message: at most SPEC_SHOW_MAX
- * bytes cut at a UTF-8 character boundary, control characters as '?', so a
- * message is always one line of valid UTF-8 (the API puts it in JSON). */
-static void spec_sanitize(const char *s, size_t len, char *out, size_t size)
+/* The length of a line break or control character at s[i] that is not
+ * ASCII (U+0080..U+009F, which hold NEL, and U+2028, U+2029), else 0. */
+static size_t wide_control(const unsigned char *s, size_t i, size_t len)
 {
+    if (s[i] == 0xC2 && i + 1 < len && s[i + 1] >= 0x80 && s[i + 1] <= 0x9F)
+        return 2;
+    if (s[i] == 0xE2 && i + 2 < len && s[i + 1] == 0x80 && (s[i + 2] == 0xA8 || s[i + 2] == 0xA9))
+        return 3;
+    return 0;
+}
+
+/* Text from the user, made safe to put in a message: at most SPEC_SHOW_MAX
+ * bytes cut at a UTF-8 character boundary, control characters and line
+ * breaks as '?', so a message is always one line of valid UTF-8 (the API puts
+ * it in JSON, the CLI on a terminal). */
+static void spec_sanitize(const char *text, size_t len, char *out, size_t size)
+{
+    const unsigned char *s = (const unsigned char *)text;
     size_t o = 0, i = 0;
-    for (; i < len && o + 4 < size; i++) {
-        unsigned char c = (unsigned char)s[i];
+    while (i < len && o + 4 < size) {
+        unsigned char c = s[i];
         if (i >= SPEC_SHOW_MAX && (c & 0xC0) != 0x80)
             break;
-        out[o++] = (c < 0x20 || c == 0x7F) ? '?' : (char)c;
+        size_t wide = wide_control(s, i, len);
+        if (wide || c < 0x20 || c == 0x7F) {
+            out[o++] = '?';
+            i += wide ? wide : 1;
+        } else {
+            out[o++] = (char)c;
+            i++;
+        }
     }
     if (i < len) {
         out[o++] = '.';
@@ -266,15 +292,15 @@ bool spec_int(spec_parser *P, const yaml_node_t *n, const char *path, int64_t lo
     }
     const char *d = s[0] == '-' ? s + 1 : s;
     size_t len = strlen(d);
-    bool ok = len > 0 && len <= 18 && !(d[0] == '0' && len > 1);
+    bool ok = len > 0 && !(d[0] == '0' && len > 1);
     for (size_t i = 0; ok && i < len; i++)
         ok = d[i] >= '0' && d[i] <= '9';
     if (!ok) {
         spec_fail_got(P, n, path, "an integer");
         return false;
     }
-    long long v = strtoll(s, NULL, 10);
-    if (v < lo || v > hi) {
+    long long v = len <= INT64_DIGITS_SAFE ? strtoll(s, NULL, 10) : 0;
+    if (len > INT64_DIGITS_SAFE || v < lo || v > hi) {
         char want[64];
         snprintf(want, sizeof want, "%lld..%lld", (long long)lo, (long long)hi);
         spec_fail_got(P, n, path, want);

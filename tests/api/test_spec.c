@@ -346,6 +346,32 @@ static void canonical_json_round_trips(void **state)
     }
 }
 
+/* Strings keep every character through the canonical JSON, those that JSON
+ * escapes, those jansson writes raw but YAML reads differently (DEL, C1, NEL,
+ * LS, PS, BOM, U+FFFE/F) and those outside the BMP. (Every code point was
+ * checked once; these ranges hold all the special ones.) */
+static void every_character_round_trips(void **state)
+{
+    (void)state;
+    static const unsigned ranges[][2] = {{0x01, 0x2FF},        {0x2000, 0x206F},
+                                         {0xD7F0, 0xD7FF},     {0xE000, 0xE00F},
+                                         {0xFEF0, 0xFFFF},     {0x10000, 0x1000F},
+                                         {0x1F600, 0x1F60F},   {0x10FFF0, 0x10FFFF}};
+    for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++) {
+        for (unsigned cp = ranges[r][0]; cp <= ranges[r][1]; cp++) {
+            char text[256];
+            if (cp < 0x10000)
+                snprintf(text, sizeof text,
+                         BASE_TASKS "command: [\"a\\u%04xb\"]\nenv: {X: \"\\u%04x\"}\n", cp, cp);
+            else
+                snprintf(text, sizeof text, BASE_TASKS "command: [\"a\\U%08xb\"]\n", cp);
+            ts_job_spec *s = parse_ok(text);
+            assert_round_trip(s);
+            ts_spec_free(s);
+        }
+    }
+}
+
 /* ---- bad input: one mistake, one error, at its path ----------------------------- */
 
 typedef struct bad_case {
@@ -404,6 +430,7 @@ static const bad_case BAD[] = {
     {BASE "tasks: [{count: 65536}, {count: 1}]\n", "tasks", "65537 ranks"},
     {BASE "tasks: [{gpus: 1}, {gpus: 17}]\n", "tasks[1].gpus", "must be 0..16"},
     {BASE "tasks: [{gpus: -1}]\n", "tasks[0].gpus", "must be 0..16"},
+    {BASE "tasks: [{gpus: 99999999999999999999}]\n", "tasks[0].gpus", "must be 0..16"},
     {BASE "tasks: [{gpu_fraction: 1.5}]\n", "tasks[0].gpu_fraction", "between 0 and 1"},
     {BASE "tasks: [{gpu_fraction: 1}]\n", "tasks[0].gpu_fraction", "between 0 and 1"},
     {BASE "tasks: [{gpu_fraction: 0.0001}]\n", "tasks[0].gpu_fraction", "rounds to"},
@@ -665,6 +692,11 @@ static void messages_are_safe(void **state)
     for (const unsigned char *p = (const unsigned char *)m; *p; p++)
         if (*p == 0xC3)
             assert_true(p[1] == 0xA9);
+    /* line breaks of any kind are shown as '?' */
+    static const char breaks[] = BASE_TASKS "tier: \"a\\nb\\Nc\\Ld\\Pe\\x9f\"\n";
+    errs = parse_bad(breaks, strlen(breaks));
+    assert_string_equal(errs.msg[0], "tier: must be guaranteed or opportunistic, got the string "
+                                     "\"a?b?c?d?e?\"");
 }
 
 int main(void)
@@ -677,6 +709,7 @@ int main(void)
         cmocka_unit_test(value_forms),
         cmocka_unit_test(canonical_json_exact),
         cmocka_unit_test(canonical_json_round_trips),
+        cmocka_unit_test(every_character_round_trips),
         cmocka_unit_test(bad_inputs),
         cmocka_unit_test(five_errors),
         cmocka_unit_test(errors_capped_and_joined),

@@ -23,7 +23,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Valid UTF-8 (no overlongs, surrogates or values past U+10FFFF) and no
- * control characters. */
+ * control characters or line breaks (C0, DEL, C1 with NEL, U+2028, U+2029). */
 static bool one_line_utf8(const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
@@ -43,7 +43,8 @@ static bool one_line_utf8(const char *s)
             cp = (cp << 6) | (p[i] & 0x3Fu);
         }
         static const uint32_t MIN[] = {0, 0x80, 0x800, 0x10000};
-        if (cp < MIN[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        if (cp < MIN[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) ||
+            (cp >= 0x80 && cp <= 0x9F) || cp == 0x2028 || cp == 0x2029)
             return false;
         p += n + 1;
     }
