@@ -125,6 +125,7 @@ typedef struct ctld {
     ctld_metrics m;
     ts_decision d;
     double last_cycle_ms;
+    int64_t reserved_id;         /* the job holding the reservation (an event when it changes) */
     int64_t frag_free_gpus;
     void *http;                  /* struct MHD_Daemon */
     void *limiter;               /* http.c's rate limiter */

@@ -201,6 +201,16 @@ static int apply(ctld *c, double now, cjob **w, cjob **r, batch *b)
         c->jobs[i]->reserved_at_s = -1.0;
     for (int k = 0; k < d->nstarts; k++)
         w[d->starts[k].job]->row.reason[0] = '\0';
+    if (d->reserved >= 0 && w[d->reserved]->row.id != c->reserved_id) {
+        cjob *j = w[d->reserved];
+        c->reserved_id = j->row.id;
+        if (batch_event(b, j->row.id, now, "reserved",
+                        dupf("to start by %.0f (in %.0f s)", d->reserved_at_s,
+                             d->reserved_at_s - now)))
+            return TS_ENOMEM;
+    } else if (d->reserved < 0) {
+        c->reserved_id = 0;
+    }
     return 0;
 }
 
