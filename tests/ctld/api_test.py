@@ -287,6 +287,14 @@ try:
     st, txt = call("GET", "/metrics")
     check(st == 200 and "tessera_scheduling_cycle_seconds_bucket" in txt
           and "tessera_preemptions_total" in txt, "metrics")
+    import shutil
+    if shutil.which("promtool"):
+        pr = subprocess.run(["promtool", "check", "metrics"], input=txt.encode(),
+                            capture_output=True, timeout=60)
+        check(pr.returncode == 0, "promtool check metrics: " +
+              (pr.stdout + pr.stderr).decode().strip()[:300])
+    else:
+        print("note: promtool not installed; metrics format not checked by it")
 
     # rate limit: 40/s, burst 60
     # 240 requests from 16 threads: even slowed tenfold they outrun 60 + 40/s
