@@ -163,6 +163,9 @@ int ctld_write_row(ctld *c, cjob *j, const char *event, const char *detail, doub
                    ts_err *err);
 /* The placement of a running job as stored (malloc'd). */
 char *ctld_placement_json(const ctld *c, const cjob *j);
+/* The "run-ended" event's detail for a run that ends now without ending the
+ * job (preempted and requeued, or requeued by a user): usage reads it. */
+char *ctld_run_detail(const cjob *j, double now);
 /* How long a job runs on virtual nodes. */
 double ctld_job_run_s(const cjob *j);
 
@@ -219,6 +222,10 @@ char *ctld_metrics_text(ctld *c);
 /* Tokens: a new secret "tsk_" + 43 base64url characters; its SHA-256. */
 int ctld_token_new_secret(char *out, size_t size);
 void ctld_token_hash(const char *secret, uint8_t hash[TS_TOKEN_HASH_BYTES]);
+/* Forgets the cached tokens (after a revocation). */
+void ctld_token_cache_clear(ctld *c);
+/* The OpenAPI document (openapi.c). */
+json_t *ctld_openapi(void);
 /* Creates the admin token on first start and writes its secret to the file. */
 int ctld_bootstrap_admin(ctld *c, ts_err *err);
 

@@ -126,6 +126,8 @@ static int finish_and_requeue(ctld *c, double now, batch *b)
             if (batch_row(b, j) || batch_event(b, j->row.id, now, "finished", NULL))
                 return TS_ENOMEM;
         } else if (j->row.state == TS_JOB_STOPPING && j->sj.stop_by_s <= now) {
+            if (batch_event(b, j->row.id, now, "run-ended", ctld_run_detail(j, now)))
+                return TS_ENOMEM;
             ctld_job_unbind(c, j, now);
             j->row.state = TS_JOB_PENDING;
             j->row.start_s = 0;

@@ -11,8 +11,6 @@
 
 #include "ctld/ctld.h"
 
-json_t *ctld_openapi(void);
-
 static void usage(FILE *f)
 {
     fprintf(f, "usage: tesserad --config FILE [--store URL] [--listen ADDR:PORT]\n"

@@ -81,8 +81,14 @@ json_t *ctld_render_node(const ctld *c, int node)
             }
     }
     bool up = ts_sched_node_schedulable(c->sched, node);
-    return json_pack("{s:s,s:s,s:b,s:o,s:i,s:i,s:I,s:I,s:I,s:I,s:o,s:o,s:o}", "name", n->name,
-                     "state", up ? "up" : "drained", "virtual", c->node_virtual[node],
+    /* health comes from the node agent (its own issue); a virtual node has
+     * no hardware to be sick, a real one is unknown until an agent reports */
+    json_t *health = c->node_virtual[node]
+                         ? json_pack("{s:s,s:s}", "state", "ok", "source", "virtual node")
+                         : json_pack("{s:s,s:s}", "state", "unknown", "source", "no agent yet");
+    return json_pack("{s:s,s:s,s:b,s:o,s:o,s:i,s:i,s:I,s:I,s:I,s:I,s:o,s:o,s:o}", "name", n->name,
+                     "state", up ? "up" : "drained", "virtual", c->node_virtual[node], "health",
+                     health,
                      "gpu_model",
                      n->model >= 0 ? json_string(ts_gpu_model_get(n->model)->name) : json_null(),
                      "gpus", n->ngpu, "gpus_free", n->gpus_free, "cpu_milli",

@@ -667,6 +667,14 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
 
 /* ---- actions ------------------------------------------------------------------------- */
 
+char *ctld_run_detail(const cjob *j, double now)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "start=%.3f end=%.3f gpus=%d model=%s tier=%d", j->row.start_s, now,
+             j->row.gpus, j->row.gpu_model[0] ? j->row.gpu_model : "-", j->row.tier);
+    return strdup(buf);
+}
+
 int ctld_write_row(ctld *c, cjob *j, const char *event, const char *detail, double now,
                    ts_err *err)
 {
@@ -720,10 +728,17 @@ int ctld_job_action(ctld *c, int64_t id, const char *action, ts_err *err)
         if (st != TS_JOB_RUNNING)
             rc = ts_err_set(err, TS_EEXIST, "job %lld is %s: only a running job can be "
                             "requeued", (long long)id, ts_job_state_name(st));
-        else
-            ctld_job_unbind(c, j, now);
-        j->row.state = TS_JOB_PENDING;
-        j->row.start_s = 0;
+        else {
+            /* the run that ends here keeps counting in usage */
+            char *d = ctld_run_detail(j, now);
+            ts_event_row ev = {.job_id = j->row.id, .t_s = now, .kind = "run-ended", .detail = d};
+            rc = ts_store_event_append(c->store, &ev, err);
+            free(d);
+            if (rc == 0)
+                ctld_job_unbind(c, j, now);
+        }
+        j->row.state = rc == 0 ? TS_JOB_PENDING : st;
+        j->row.start_s = rc == 0 ? 0 : j->row.start_s;
     } else {
         rc = ts_err_set(err, TS_EINVAL, "action: unknown \"%s\"", action);
     }

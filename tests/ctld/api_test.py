@@ -280,6 +280,16 @@ try:
     check(st == 200 and {t["name"] for t in d["tenants"]} >= {"team-a", "team-b"}, "tenants")
     st, d = call("GET", "/v1/usage", admin)
     check(st == 200 and any(u["tenant"] == "team-b" for u in d["usage"]), f"usage {d}")
+    # a preempted run keeps counting: its "run-ended" event is in team-b's usage
+    runs = [e for b in bids for e in call("GET", f"/v1/jobs/{b}/events", toks["bob"])[1]["events"]
+            if e["kind"] == "run-ended"]
+    ended_gpu_s = 0.0
+    for e in runs:
+        f = dict(kv.split("=") for kv in e["detail"].split())
+        ended_gpu_s += (float(f["end"]) - float(f["start"])) * int(f["gpus"])
+    b_hours = sum(u["gpu_hours"] for u in d["usage"] if u["tenant"] == "team-b")
+    check(runs and b_hours * 3600 >= ended_gpu_s - 1e-6,
+          f"usage counts preempted runs ({ended_gpu_s:.1f} GPU-s ended, {b_hours * 3600:.1f} counted)")
     st, d = call("GET", "/v1/openapi.json", toks["vera"])
     check(st == 200 and "/v1/jobs" in d["paths"], "openapi")
 
