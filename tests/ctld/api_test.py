@@ -340,6 +340,44 @@ finally:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
+# HTTPS: the same daemon with tls.cert/tls.key (a self-signed certificate)
+import shutil
+import ssl
+if shutil.which("openssl"):
+    cert, key = os.path.join(TMP, "cert.pem"), os.path.join(TMP, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                    "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], capture_output=True, timeout=60)
+    tport = free_port()
+    with open(os.path.join(TMP, "tls.yaml"), "w") as f:
+        f.write(f"listen: 127.0.0.1:{tport}\ncluster: cluster.yaml\ntenants: tenants.yaml\n"
+                f"virtual_nodes: all\nstate_dir: tls-state\ntls: {{cert: cert.pem, key: key.pem}}\n")
+    tp = subprocess.Popen([TESSERAD, "--config", os.path.join(TMP, "tls.yaml")],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        ctx = ssl.create_default_context(cafile=cert)
+        ok = False
+        for _ in range(100):
+            try:
+                with urllib.request.urlopen(f"https://127.0.0.1:{tport}/healthz", context=ctx,
+                                            timeout=2) as r:
+                    ok = r.status == 200
+                    break
+            except Exception:
+                time.sleep(0.1)
+        check(ok, "HTTPS with tls.cert and tls.key")
+        plain_refused = False
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{tport}/healthz", timeout=2)
+        except Exception:
+            plain_refused = True
+        check(plain_refused, "plain HTTP to the HTTPS port gets no answer")
+    finally:
+        tp.terminate()
+        tp.wait(timeout=10)
+else:
+    print("note: openssl not installed; HTTPS not checked")
+
 if FAILS:
     print(open(os.path.join(TMP, "tesserad.log")).read()[-3000:])
     print(f"{len(FAILS)} FAILED:", *FAILS, sep="\n  ")
