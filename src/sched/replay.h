@@ -143,6 +143,10 @@ typedef struct ts_replay_result {
     int jobs;
     double avg_jct_s, p50_jct_s, p99_jct_s;
     double avg_queue_s, max_wait_s;
+    /* gang wait: mean queueing delay of the jobs larger than one node (all
+     * or nothing across nodes); 0 with none */
+    int gang_jobs;
+    double avg_gang_wait_s;
     double utilization_pct; /* GPU-s held (incl. restarts) / (GPUs x makespan) */
     long preemptions;
     double lost_gpu_s;      /* GPU-s of restart delay beyond each job's first start,

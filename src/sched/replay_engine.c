@@ -321,6 +321,10 @@ static int summarise(const engine *e, ts_replay_result *res, ts_err *err)
         jct[j] = o->jct_s;
         sum_jct += o->jct_s;
         sum_q += o->queue_s;
+        if (g > e->cfg->gpus_per_node) {
+            res->gang_jobs++;
+            res->avg_gang_wait_s += o->queue_s;
+        }
         if (o->queue_s > res->max_wait_s)
             res->max_wait_s = o->queue_s;
         if (o->finish_s > res->makespan_s)
@@ -336,6 +340,8 @@ static int summarise(const engine *e, ts_replay_result *res, ts_err *err)
     res->p50_jct_s = ts_replay_percentile(jct, e->njobs, 50);
     res->p99_jct_s = ts_replay_percentile(jct, e->njobs, 99);
     res->avg_queue_s = sum_q / e->njobs;
+    if (res->gang_jobs > 0)
+        res->avg_gang_wait_s /= res->gang_jobs;
     if (res->makespan_s > 0)
         res->utilization_pct = 100.0 * busy_gpu_s / (e->total_gpus * res->makespan_s);
     free(jct);
@@ -488,6 +494,8 @@ void ts_replay_result_mean(const ts_replay_result *per, int n, ts_replay_result 
         out->p50_jct_s += r->p50_jct_s / n;
         out->p99_jct_s += r->p99_jct_s / n;
         out->avg_queue_s += r->avg_queue_s / n;
+        out->gang_jobs += r->gang_jobs;
+        out->avg_gang_wait_s += r->avg_gang_wait_s / n;
         out->utilization_pct += r->utilization_pct / n;
         out->makespan_s += r->makespan_s / n;
         out->preemptions += r->preemptions;

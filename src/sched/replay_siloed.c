@@ -25,8 +25,8 @@ static int cmp_double(const void *a, const void *b)
 }
 
 static int pool(const ts_replay_job *jobs, int njobs, const ts_replay_outcome *o,
-                long total_gpus, const ts_replay_result *part, int nparts, ts_replay_result *res,
-                ts_err *err)
+                long total_gpus, int gpus_per_node, const ts_replay_result *part, int nparts,
+                ts_replay_result *res, ts_err *err)
 {
     memset(res, 0, sizeof *res);
     res->jobs = njobs;
@@ -44,6 +44,10 @@ static int pool(const ts_replay_job *jobs, int njobs, const ts_replay_outcome *o
         jct[j] = o[j].jct_s;
         sum_jct += o[j].jct_s;
         sum_q += o[j].queue_s;
+        if (jobs[j].gpus > gpus_per_node) {
+            res->gang_jobs++;
+            res->avg_gang_wait_s += o[j].queue_s;
+        }
         held_gpu_s += (o[j].jct_s - o[j].queue_s) * jobs[j].gpus;
         if (o[j].queue_s > res->max_wait_s)
             res->max_wait_s = o[j].queue_s;
@@ -55,6 +59,8 @@ static int pool(const ts_replay_job *jobs, int njobs, const ts_replay_outcome *o
     res->p50_jct_s = ts_replay_percentile(jct, njobs, 50);
     res->p99_jct_s = ts_replay_percentile(jct, njobs, 99);
     res->avg_queue_s = sum_q / njobs;
+    if (res->gang_jobs > 0)
+        res->avg_gang_wait_s /= res->gang_jobs;
     if (res->makespan_s > 0 && total_gpus > 0)
         res->utilization_pct = 100.0 * held_gpu_s / ((double)total_gpus * res->makespan_s);
     free(jct);
@@ -147,7 +153,7 @@ int ts_replay_run_siloed(const ts_replay_config *base, const ts_replay_policy_op
             o[idx[i]] = subo[i];
     }
     if (rc == 0)
-        rc = pool(jobs, njobs, o, partition_gpus, part, ntenants, res, err);
+        rc = pool(jobs, njobs, o, partition_gpus, base->gpus_per_node, part, ntenants, res, err);
     if (rc == 0)
         rc = ts_replay_tenant_metrics(jobs, njobs, o, &all, tenants, ntenants,
                                       cluster > partition_gpus ? cluster : partition_gpus, tres,

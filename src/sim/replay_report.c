@@ -115,16 +115,18 @@ static void print_tenanted(FILE *f, const replay_report *r)
     tenant_table(f, r, "share vs guarantee", f_share, " %10.3f");
     tenant_table(f, r, "held / fair share", f_fair, " %10.3f");
     tenant_table(f, r, "deficit GPU-s", f_deficit, " %10.0f");
-    fprintf(f, "\n%-8s %-6s %6s %9s %9s %9s %9s %7s %10s %10s %5s %6s %10s\n", "policy", "mode",
-            "jobs", "avg_jct_s", "p50_jct_s", "p99_jct_s", "avg_queue", "preempt", "lost_gpu_s",
-            "makespan_s", "util%", "jain", "deficit");
+    fprintf(f, "\n%-8s %-6s %6s %9s %9s %9s %9s %9s %7s %10s %10s %5s %6s %10s\n", "policy",
+            "mode", "jobs", "avg_jct_s", "p50_jct_s", "p99_jct_s", "avg_queue", "gang_wait",
+            "preempt", "lost_gpu_s", "makespan_s", "util%", "jain", "deficit");
     for (int p = 0; p < r->npol; p++) {
         const replay_policy_run *pr = &r->pr[p];
         const ts_replay_result *m = &pr->mean;
-        fprintf(f, "%-8s %-6s %6d %9.0f %9.0f %9.0f %9.0f %7ld %10.0f %10.0f %5.1f %6.3f %10.0f\n",
+        fprintf(f,
+                "%-8s %-6s %6d %9.0f %9.0f %9.0f %9.0f %9.0f %7ld %10.0f %10.0f %5.1f %6.3f "
+                "%10.0f\n",
                 pr->ops->name, pr->mode, m->jobs, m->avg_jct_s, m->p50_jct_s, m->p99_jct_s,
-                m->avg_queue_s, m->preemptions, m->lost_gpu_s, m->makespan_s, m->utilization_pct,
-                pr->fair.jain, pr->fair.deficit_gpu_s);
+                m->avg_queue_s, m->avg_gang_wait_s, m->preemptions, m->lost_gpu_s, m->makespan_s,
+                m->utilization_pct, pr->fair.jain, pr->fair.deficit_gpu_s);
     }
     fprintf(f, "(averages pooled over all jobs of all tenants, as Helios' \"all\" row; jain over "
                "held / fair share; deficit in GPU-s below guarantee while a job fitted in it)\n");
@@ -178,6 +180,8 @@ int replay_write_json(const char *path, const replay_report *r)
             tenanted ? json_real(pr->fair.deficit_gpu_s) : json_null(), "preemptions",
             (json_int_t)m->preemptions, "lost_gpu_s", m->lost_gpu_s, "max_wait_s", m->max_wait_s,
             "makespan_s", m->makespan_s, "tenants", tenants_json(r, pr), "workloads", wls);
+        if (o)
+            json_object_set_new(o, "gang_wait_s", json_real(m->avg_gang_wait_s));
         if (!o) {
             json_decref(results);
             return -1;

@@ -67,6 +67,8 @@ static void test_gang_spans_nodes(void **state)
     ts_replay_result r;
     run(jobs, 2, o, &r);
     assert_true(o[0].queue_s == 0.0);
+    assert_int_equal(r.gang_jobs, 1); /* 8 GPUs on 4-GPU nodes: a gang */
+    assert_true(r.avg_gang_wait_s == o[0].queue_s);
     /* b's job within its guarantee reclaims only after the minimum run */
     assert_true(o[1].finish_s > 0.0);
 }
