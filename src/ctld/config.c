@@ -222,7 +222,8 @@ static int walk(void *p)
     ctld_config *cfg = x->cfg;
     static const char *const keys[] = {"listen", "state_dir", "store", "cluster", "tenants",
                                        "virtual_nodes", "tls", "admin_token_file",
-                                       "metrics_public", "limits", "scheduler"};
+                                       "metrics_public", "limits", "scheduler",
+                                       "node_lost_after"};
     enum { NK = sizeof keys / sizeof keys[0] };
     yaml_node_t *v[NK];
     yaml_node_t *root = yaml_document_get_root_node(x->D.doc);
@@ -301,6 +302,9 @@ static int walk(void *p)
     }
     if (rc == 0 && v[10])
         rc = scheduler_parse(x, v[10]);
+    if (rc == 0 && v[11] && (rc = get_dur(x, v[11], "node_lost_after", &cfg->node_lost_s)) == 0 &&
+        cfg->node_lost_s < 1.0)
+        rc = ts_yaml_fail(&x->D, v[11], TS_EINVAL, "node_lost_after: must be at least 1s");
     return rc;
 }
 
@@ -315,6 +319,7 @@ static void defaults(ctld_config *cfg)
     cfg->rate_per_s = 200.0;
     cfg->rate_burst = 1000.0;
     cfg->metrics_public = true;
+    cfg->node_lost_s = CTLD_NODE_LOST_S;
 }
 
 int ctld_config_load(const char *path, ctld_config *cfg, ts_err *err)

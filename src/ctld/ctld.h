@@ -67,6 +67,7 @@ typedef struct ctld_config {
     double rate_per_s;          /* requests per second per token */
     double rate_burst;
     bool metrics_public;        /* /metrics without a token */
+    double node_lost_s;         /* an agent silent this long is lost */
 } ctld_config;
 
 /* Reads the configuration file (paths in it are relative to its folder). */
@@ -78,6 +79,15 @@ int ctld_parse_duration(const char *s, double *out);
 /* ---- jobs in memory (state.c) -------------------------------------------- */
 
 #define CTLD_PREEMPT_MEMORY 8
+
+/* Per rank of a job on agent-served nodes: what its agent last reported. */
+enum ctld_rank_state {
+    CTLD_RANK_PENDING = 0,   /* asked to run, not reported yet */
+    CTLD_RANK_RUNNING = 1,
+    CTLD_RANK_DONE = 2,      /* exited 0 */
+    CTLD_RANK_FAILED = 3,    /* exited non-zero or by a signal */
+    CTLD_RANK_STOPPED = 4,   /* stopped on request (preempted, cancelled) */
+};
 
 typedef struct cjob {
     ts_job_row row;             /* the store's row, kept in step */
@@ -91,7 +101,28 @@ typedef struct cjob {
     int npreempted;
     double reserved_at_s;       /* -1 */
     bool is_virtual;            /* runs on virtual nodes only */
+    uint8_t *rank_state;        /* ntasks, enum ctld_rank_state, while it runs on agents */
+    char stop_outcome[32];      /* how the last rank stopped (checkpointed, terminated, ...) */
 } cjob;
+
+/* A node agent as the controller sees it (agents.c). */
+typedef struct ctld_agent {
+    bool registered;            /* an agent serves the node now */
+    double last_seen_s;
+    uint64_t gen;               /* the node's desired-state generation */
+    int health;                 /* 0 healthy, 1 degraded, 2 failed */
+    char health_why[256];
+    json_t *discovery;          /* its last registration's description */
+} ctld_agent;
+
+#define CTLD_HEALTHY 0
+#define CTLD_DEGRADED 1
+#define CTLD_FAILED 2
+/* Default: an agent not heard from this long is lost: its node is drained
+ * and its jobs requeue (not before: their processes may still run there). */
+#define CTLD_NODE_LOST_S 30.0
+/* A sync waits at most this long for a change before answering. */
+#define CTLD_SYNC_WAIT_S 20.0
 
 typedef struct ctld_metrics {
     uint64_t submitted, started, finished, preempted, cancelled;
@@ -112,6 +143,9 @@ typedef struct ctld {
     ts_quota *quota;
     ts_sched *sched;
     bool *node_virtual;          /* [nnodes] */
+    bool *admin_drained;         /* [nnodes] drained by an admin (durable) */
+    ctld_agent *agents;          /* [nnodes] */
+    pthread_cond_t agents_cv;    /* a node's generation moved */
     pthread_mutex_t mu;
     pthread_cond_t wake;
     bool dirty;                  /* something changed: run a cycle soon */
@@ -161,6 +195,15 @@ void ctld_job_unbind(ctld *c, cjob *j, double now);
 /* Under c->mu: writes j->row and one event in one transaction. */
 int ctld_write_row(ctld *c, cjob *j, const char *event, const char *detail, double now,
                    ts_err *err);
+/* Under c->mu: whether node n may take new work (admin drain, agent,
+ * health), applied to the scheduler. */
+void ctld_node_refresh(ctld *c, int n);
+/* Under c->mu: the nodes a job's ranks use get a new desired-state
+ * generation, and waiting agents wake. */
+void ctld_nodes_touch_job(ctld *c, const cjob *j);
+/* Under c->mu: agents not heard from for CTLD_NODE_LOST_S are lost. */
+int ctld_agents_expire(ctld *c, double now, ts_err *err);
+
 /* The placement of a running job as stored (malloc'd). */
 char *ctld_placement_json(const ctld *c, const cjob *j);
 /* The "run-ended" event's detail for a run that ends now without ending the
@@ -211,6 +254,8 @@ typedef struct ctld_request {
 
 /* Routes one authenticated request. */
 void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *out);
+/* The agent endpoints (/v1/agent/register, /v1/agent/sync), agents.c. */
+void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *out);
 void ctld_reply_json(ctld_reply *r, int status, json_t *doc); /* steals doc */
 void ctld_reply_error(ctld_reply *r, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -125,7 +125,9 @@ static int finish_and_requeue(ctld *c, double now, batch *b)
             c->m.finished++;
             if (batch_row(b, j) || batch_event(b, j->row.id, now, "finished", NULL))
                 return TS_ENOMEM;
-        } else if (j->row.state == TS_JOB_STOPPING && j->sj.stop_by_s <= now) {
+        } else if (j->row.state == TS_JOB_STOPPING && j->is_virtual && j->sj.stop_by_s <= now) {
+            /* virtual: the grace is the checkpoint; jobs on agents requeue
+             * when their agents report every rank stopped (agents.c) */
             if (batch_event(b, j->row.id, now, "run-ended", ctld_run_detail(j, now)))
                 return TS_ENOMEM;
             ctld_job_unbind(c, j, now);
@@ -159,6 +161,8 @@ static int apply(ctld *c, double now, cjob **w, cjob **r, batch *b)
         for (int t = 0; t < j->ntasks; t++)
             j->is_virtual = j->is_virtual && c->node_virtual[j->allocs[t].node];
         j->end_s = now + ctld_job_run_s(j);
+        if (!j->is_virtual)
+            ctld_nodes_touch_job(c, j); /* their agents start the ranks */
         j->row.state = TS_JOB_RUNNING;
         j->row.start_s = now;
         j->row.reason[0] = '\0';
@@ -188,6 +192,8 @@ static int apply(ctld *c, double now, cjob **w, cjob **r, batch *b)
         v->sj.stopping = true;
         v->sj.stop_by_s = now + p->grace_s;
         v->row.preemptions++;
+        if (!v->is_virtual)
+            ctld_nodes_touch_job(c, v); /* their agents signal the ranks */
         v->preempted_at[v->npreempted++ % CTLD_PREEMPT_MEMORY] = now;
         c->m.preempted++;
         if (batch_row(b, v) ||
@@ -220,7 +226,9 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
 {
     pthread_mutex_lock(&c->mu);
     batch b = {0};
-    int rc = finish_and_requeue(c, now, &b);
+    int rc = ctld_agents_expire(c, now, err);
+    if (rc == 0)
+        rc = finish_and_requeue(c, now, &b);
     int nw = 0, nr = 0;
     ts_job *wv = malloc((size_t)(c->njobs + 1) * sizeof *wv);
     ts_job *rv = malloc((size_t)(c->njobs + 1) * sizeof *rv);

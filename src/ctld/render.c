@@ -83,9 +83,15 @@ json_t *ctld_render_node(const ctld *c, int node)
     bool up = ts_sched_node_schedulable(c->sched, node);
     /* health comes from the node agent (its own issue); a virtual node has
      * no hardware to be sick, a real one is unknown until an agent reports */
-    json_t *health = c->node_virtual[node]
-                         ? json_pack("{s:s,s:s}", "state", "ok", "source", "virtual node")
-                         : json_pack("{s:s,s:s}", "state", "unknown", "source", "no agent yet");
+    const ctld_agent *ag = &c->agents[node];
+    static const char *const HEALTH[] = {"ok", "degraded", "failed"};
+    json_t *health =
+        c->node_virtual[node]
+            ? json_pack("{s:s,s:s}", "state", "ok", "source", "virtual node")
+        : ag->registered
+            ? json_pack("{s:s,s:s,s:s,s:f}", "state", HEALTH[ag->health], "source", "agent",
+                        "reasons", ag->health_why, "last_seen", ag->last_seen_s)
+            : json_pack("{s:s,s:s}", "state", "unknown", "source", "no agent");
     return json_pack("{s:s,s:s,s:b,s:o,s:o,s:i,s:i,s:I,s:I,s:I,s:I,s:o,s:o,s:o}", "name", n->name,
                      "state", up ? "up" : "drained", "virtual", c->node_virtual[node], "health",
                      health,

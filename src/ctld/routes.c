@@ -522,7 +522,11 @@ static void tokens(ctld *c, const ctld_request *rq, ctld_reply *r)
             ctld_reply_error(r, 400, "invalid", "name: required, 1..63 characters");
         } else if (rl < 0) {
             ctld_reply_error(r, 400, "invalid",
-                             "role: must be admin, tenant-admin, user or viewer");
+                             "role: must be admin, tenant-admin, user, viewer or node");
+        } else if (rl == TS_ROLE_NODE && ts_cluster_find_node(c->cluster, name) < 0) {
+            ctld_reply_error(r, 400, "invalid",
+                             "name: a node credential is named after its node; \"%s\" is "
+                             "not a node of the cluster", name);
         } else if ((rl == TS_ROLE_TENANT_ADMIN || rl == TS_ROLE_USER) && (!tenant || !*tenant)) {
             ctld_reply_error(r, 400, "invalid", "tenant: required for role %s", role);
         } else if (tenant && *tenant && ts_tenant_find(c->tenants, tenant) < 0) {
@@ -586,6 +590,14 @@ void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     const char *u = rq->url;
     const char *m = rq->method;
+    if (strncmp(u, "/v1/agent/", 10) == 0) {
+        ctld_agent_route(c, rq, r);
+        return;
+    }
+    if (rq->who->role == TS_ROLE_NODE) {
+        ctld_reply_error(r, 403, "forbidden", "a node credential may use /v1/agent/ only");
+        return;
+    }
     if (strcmp(u, "/v1/jobs") == 0) {
         if (strcmp(m, "POST") == 0)
             jobs_submit(c, rq, r);

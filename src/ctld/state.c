@@ -114,6 +114,7 @@ static void cjob_free(cjob *j)
     ts_spec_free(j->spec);
     free(j->tasks);
     free(j->allocs);
+    free(j->rank_state);
     free(j);
 }
 
@@ -476,6 +477,7 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
     c->cfg = *cfg;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->wake, NULL);
+    pthread_cond_init(&c->agents_cv, NULL);
     ts_decision_init(&c->d);
     char *buf;
     size_t len;
@@ -493,14 +495,14 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
         rc = ts_sched_new(c->cluster, c->quota, &c->cfg.sched, &c->sched, err);
     if (rc != 0)
         return rc;
-    c->node_virtual = calloc((size_t)c->cluster->nnodes + 1, sizeof *c->node_virtual);
-    if (!c->node_virtual)
+    size_t nn = (size_t)c->cluster->nnodes + 1;
+    c->node_virtual = calloc(nn, sizeof *c->node_virtual);
+    c->admin_drained = calloc(nn, sizeof *c->admin_drained);
+    c->agents = calloc(nn, sizeof *c->agents);
+    if (!c->node_virtual || !c->admin_drained || !c->agents)
         return ts_err_set(err, TS_ENOMEM, "out of memory");
-    for (int i = 0; i < c->cluster->nnodes; i++) {
+    for (int i = 0; i < c->cluster->nnodes; i++)
         c->node_virtual[i] = node_is_virtual(c, c->cluster->nodes[i].name);
-        if (!c->node_virtual[i])
-            ts_sched_node_set_schedulable(c->sched, i, false, NULL);
-    }
     char *drained = NULL;
     if ((rc = ts_store_setting_get(c->store, DRAINED_KEY, &drained, err)) != 0)
         return rc;
@@ -513,10 +515,12 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
         int n = json_string_value(dv) ? ts_cluster_find_node(c->cluster, json_string_value(dv))
                                       : -1;
         if (n >= 0)
-            ts_sched_node_set_schedulable(c->sched, n, false, NULL);
+            c->admin_drained[n] = true;
     }
     json_decref(dl);
     free(drained);
+    for (int i = 0; i < c->cluster->nnodes; i++)
+        ctld_node_refresh(c, i);
     if ((rc = map_rebuild(c, 1024)) != 0)
         return ts_err_set(err, rc, "out of memory");
     if ((rc = restore_jobs(c, err)) != 0)
@@ -535,6 +539,10 @@ void ctld_close(ctld *c)
     free(c->map_ids);
     free(c->map_idx);
     free(c->node_virtual);
+    free(c->admin_drained);
+    for (int i = 0; c->agents && i < c->cluster->nnodes; i++)
+        json_decref(c->agents[i].discovery);
+    free(c->agents);
     ts_decision_fini(&c->d);
     ts_sched_free(c->sched);
     ts_quota_free(c->quota);
@@ -544,6 +552,7 @@ void ctld_close(ctld *c)
     ctld_config_fini(&c->cfg);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->wake);
+    pthread_cond_destroy(&c->agents_cv);
 }
 
 void ctld_kick(ctld *c)
@@ -688,6 +697,7 @@ void ctld_job_unbind(ctld *c, cjob *j, double now)
 {
     if (!j->allocs)
         return;
+    ctld_nodes_touch_job(c, j); /* its agents stop what no longer should run */
     j->sj.allocs = j->allocs;
     ts_sched_stop(c->sched, &j->sj, now, NULL);
     free(j->allocs);
@@ -695,6 +705,8 @@ void ctld_job_unbind(ctld *c, cjob *j, double now)
     j->sj.allocs = NULL;
     free(j->row.placement_json);
     j->row.placement_json = NULL;
+    free(j->rank_state);
+    j->rank_state = NULL;
 }
 
 int ctld_job_action(ctld *c, int64_t id, const char *action, ts_err *err)
@@ -770,20 +782,15 @@ int ctld_node_drain(ctld *c, const char *node, bool drain, ts_err *err)
 {
     pthread_mutex_lock(&c->mu);
     int n = ts_cluster_find_node(c->cluster, node);
-    int rc;
-    if (n < 0)
+    int rc = 0;
+    if (n < 0) {
         rc = ts_err_set(err, TS_ENOENT, "node \"%s\" does not exist", node);
-    else if (!drain && !c->node_virtual[n])
-        rc = ts_err_set(err, TS_EEXIST, "node \"%s\" has no agent yet: it stays drained", node);
-    else if (ts_sched_node_schedulable(c->sched, n) == !drain)
-        rc = 0; /* already so */
-    else
-        rc = ts_sched_node_set_schedulable(c->sched, n, !drain, err);
-    if (rc == 0) {
-        /* durable: the list of drained virtual nodes */
+    } else if (c->admin_drained[n] != drain) {
+        c->admin_drained[n] = drain;
+        /* durable: the list of nodes an admin drained */
         json_t *a = json_array();
         for (int i = 0; i < c->cluster->nnodes; i++)
-            if (c->node_virtual[i] && !ts_sched_node_schedulable(c->sched, i))
+            if (c->admin_drained[i])
                 json_array_append_new(a, json_string(c->cluster->nodes[i].name));
         char *txt = json_dumps(a, JSON_COMPACT);
         json_decref(a);
@@ -791,9 +798,13 @@ int ctld_node_drain(ctld *c, const char *node, bool drain, ts_err *err)
                  : ts_err_set(err, TS_ENOMEM, "out of memory");
         free(txt);
         if (rc != 0) /* not durable: undo */
-            ts_sched_node_set_schedulable(c->sched, n, drain, NULL);
-        else
+            c->admin_drained[n] = !drain;
+        ctld_node_refresh(c, n);
+        if (rc == 0) {
+            c->agents[n].gen++;
+            pthread_cond_broadcast(&c->agents_cv);
             ctld_kick(c);
+        }
     }
     pthread_mutex_unlock(&c->mu);
     return rc;
@@ -838,9 +849,8 @@ int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err)
         c->quota = q;
         rc = ts_sched_new(c->cluster, q, &c->cfg.sched, &s, err);
         c->sched = s;
-        for (int n = 0; rc == 0 && drained && n < c->cluster->nnodes; n++)
-            if (drained[n])
-                ts_sched_node_set_schedulable(s, n, false, NULL);
+        for (int n = 0; rc == 0 && n < c->cluster->nnodes; n++)
+            ctld_node_refresh(c, n);
         free(drained);
         for (int i = 0; rc == 0 && i < c->njobs; i++) {
             cjob *j = c->jobs[i];

@@ -1,0 +1,370 @@
+/*
+ * agents.c - the controller's side of the node agents (docs/agent-protocol.md).
+ *
+ * Level-triggered: an agent registers (its node's description), then calls
+ * sync in a loop, reporting what runs and what it sees (each task's state,
+ * the node's health); the controller answers what should run there (every
+ * rank of every running job placed on the node, with a stop request for
+ * ranks of jobs being preempted) and whether the node is drained. Each node
+ * has a generation that moves on every change of its desired state; a sync
+ * whose generation is current waits (long-poll, CTLD_SYNC_WAIT_S) for the
+ * next change, so an agent behind NAT needs no inbound connection. A lost,
+ * repeated or reordered message converges: every answer is the whole
+ * desired state, and every report the whole observed state.
+ *
+ * What the reports change: a rank that exits is recorded; a job whose ranks
+ * all exited 0 completes; a rank that fails fails the whole gang (its other
+ * ranks leave the desired state, so their agents stop them); a preempted
+ * job requeues once every rank stopped. Health: degraded takes the node
+ * out of placement, failed also requeues its jobs. An agent silent for
+ * CTLD_NODE_LOST_S is lost: its node is drained and its jobs requeue (not
+ * earlier: their processes may still run there, and must not run twice).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctld/ctld.h"
+
+#define MASTER_PORT_BASE 29500
+#define MASTER_PORT_SPAN 2000
+
+void ctld_node_refresh(ctld *c, int n)
+{
+    const ctld_agent *a = &c->agents[n];
+    bool up = !c->admin_drained[n] &&
+              (c->node_virtual[n] || (a->registered && a->health == CTLD_HEALTHY));
+    if (ts_sched_node_schedulable(c->sched, n) != up) {
+        ts_sched_node_set_schedulable(c->sched, n, up, NULL);
+        c->dirty = true;
+    }
+}
+
+void ctld_nodes_touch_job(ctld *c, const cjob *j)
+{
+    for (int t = 0; j->allocs && t < j->ntasks; t++) {
+        int n = j->allocs[t].node;
+        if (t == 0 || n != j->allocs[t - 1].node)
+            c->agents[n].gen++;
+    }
+    pthread_cond_broadcast(&c->agents_cv);
+}
+
+/* ---- what should run on a node ----------------------------------------------- */
+
+static json_t *task_json(const ctld *c, const cjob *j, int rank)
+{
+    const ts_alloc *a = &j->allocs[rank];
+    const ts_job_spec *sp = j->spec;
+    json_t *gpus = json_array();
+    for (int k = 0; k < a->ngpu; k++)
+        json_array_append_new(gpus, json_integer(a->gpu[k]));
+    json_t *argv = json_array();
+    for (int i = 0; i < sp->argc; i++)
+        json_array_append_new(argv, json_string(sp->argv[i]));
+    json_t *env = json_array();
+    for (int i = 0; i < sp->nenv; i++)
+        json_array_append_new(env, json_string(sp->env[i]));
+    int local = 0;
+    for (int r = 0; r < rank; r++)
+        local += j->allocs[r].node == a->node;
+    bool stop = j->row.state == TS_JOB_STOPPING;
+    return json_pack(
+        "{s:I,s:i,s:s,s:s,s:o,s:i,s:I,s:I,s:i,s:i,s:o,s:o,s:o,s:s,s:i,s:i,s:s,s:s,s:i,s:f}",
+        "job", (json_int_t)j->row.id, "rank", rank, "name", j->row.name, "action",
+        stop ? "stop" : "run", "gpus", gpus, "gpu_milli", a->gpu_milli, "cpu_milli",
+        (json_int_t)a->cpu_milli, "memory_mib", (json_int_t)a->mem_mib, "mig_profile",
+        a->mig_profile, "mig_start", a->mig_start, "command", argv, "env", env, "workdir",
+        sp->workdir ? json_string(sp->workdir) : json_null(), "user", j->row.owner,
+        "world_size", j->ntasks, "local_rank", local, "master_addr",
+        c->cluster->nodes[j->allocs[0].node].name, "tenant", j->row.tenant, "master_port",
+        MASTER_PORT_BASE + (int)(j->row.id % MASTER_PORT_SPAN), "grace_s",
+        j->sj.ckpt_grace_s >= 0 ? j->sj.ckpt_grace_s : c->cfg.sched.default_grace_s);
+}
+
+static json_t *desired(const ctld *c, int n)
+{
+    json_t *tasks = json_array();
+    for (int i = 0; i < c->njobs; i++) {
+        const cjob *j = c->jobs[i];
+        if (!j->allocs || (j->row.state != TS_JOB_RUNNING && j->row.state != TS_JOB_STOPPING))
+            continue;
+        for (int r = 0; r < j->ntasks; r++)
+            if (j->allocs[r].node == n) {
+                json_t *t = task_json(c, j, r);
+                if (j->row.state == TS_JOB_STOPPING)
+                    json_object_set_new(t, "signal", json_integer(j->sj.ckpt_signal > 0
+                                                                      ? j->sj.ckpt_signal
+                                                                      : TS_SIGNAL_DEFAULT));
+                json_array_append_new(tasks, t);
+            }
+    }
+    return json_pack("{s:I,s:b,s:o}", "gen", (json_int_t)c->agents[n].gen, "drained",
+                     !ts_sched_node_schedulable(c->sched, n), "tasks", tasks);
+}
+
+/* ---- what the agent reports ---------------------------------------------------- */
+
+static int rank_state_of(const char *s)
+{
+    if (!s)
+        return -1;
+    if (strcmp(s, "running") == 0)
+        return CTLD_RANK_RUNNING;
+    if (strcmp(s, "exited") == 0)
+        return CTLD_RANK_DONE; /* refined by the exit code */
+    if (strcmp(s, "failed") == 0)
+        return CTLD_RANK_FAILED;
+    if (strcmp(s, "stopped") == 0)
+        return CTLD_RANK_STOPPED;
+    return -1;
+}
+
+/* A job's end on agents: completed, failed (a rank died: the gang goes as
+ * one), or requeued after a preemption. Under mu. */
+static void job_settle(ctld *c, cjob *j, double now)
+{
+    int done = 0, failed = 0, stopped = 0;
+    for (int r = 0; r < j->ntasks; r++) {
+        done += j->rank_state[r] == CTLD_RANK_DONE;
+        failed += j->rank_state[r] == CTLD_RANK_FAILED;
+        stopped += j->rank_state[r] == CTLD_RANK_STOPPED;
+    }
+    const char *event = NULL;
+    char detail[160] = "";
+    if (j->row.state == TS_JOB_RUNNING && failed > 0) {
+        j->row.state = TS_JOB_FAILED;
+        j->row.end_s = now;
+        event = "failed";
+        snprintf(detail, sizeof detail, "%d of %d ranks failed; the gang stops as one", failed,
+                 j->ntasks);
+    } else if (j->row.state == TS_JOB_RUNNING && done == j->ntasks) {
+        j->row.state = TS_JOB_COMPLETED;
+        j->row.end_s = now;
+        c->m.finished++;
+        event = "finished";
+    } else if (j->row.state == TS_JOB_STOPPING && stopped + done + failed == j->ntasks) {
+        char *d = ctld_run_detail(j, now);
+        ts_event_row ev = {.job_id = j->row.id, .t_s = now, .kind = "run-ended", .detail = d};
+        ts_store_event_append(c->store, &ev, NULL);
+        free(d);
+        j->row.state = TS_JOB_PENDING;
+        j->row.start_s = 0;
+        int recent = 0;
+        for (int k = 0; k < j->npreempted && k < CTLD_PREEMPT_MEMORY; k++)
+            recent += now - j->preempted_at[k] < 3600.0;
+        j->sj.eligible_s = now + ts_sched_backoff_s(c->sched, recent > 0 ? recent : 1);
+        event = "requeued";
+        snprintf(detail, sizeof detail, "every rank stopped (%s); eligible again at %.0f",
+                 j->stop_outcome[0] ? j->stop_outcome : "stopped", j->sj.eligible_s);
+    }
+    if (!event)
+        return;
+    ctld_job_unbind(c, j, now);
+    ts_err err;
+    if (ctld_write_row(c, j, event, detail[0] ? detail : NULL, now, &err) != 0)
+        fprintf(stderr, "tesserad: job %lld: %s\n", (long long)j->row.id, err.msg);
+    ctld_kick(c);
+}
+
+static void apply_reports(ctld *c, int n, json_t *tasks, double now)
+{
+    size_t i;
+    json_t *t;
+    json_array_foreach(tasks, i, t)
+    {
+        int64_t id = json_integer_value(json_object_get(t, "job"));
+        int rank = (int)json_integer_value(json_object_get(t, "rank"));
+        int st = rank_state_of(json_string_value(json_object_get(t, "state")));
+        cjob *j = ctld_job_find(c, id);
+        if (!j || !j->allocs || rank < 0 || rank >= j->ntasks || j->allocs[rank].node != n ||
+            st < 0)
+            continue; /* not ours (any more): the desired state tells the agent */
+        if (!j->rank_state && !(j->rank_state = calloc((size_t)j->ntasks, 1)))
+            continue;
+        if (st == CTLD_RANK_DONE && json_integer_value(json_object_get(t, "exit_code")) != 0)
+            st = CTLD_RANK_FAILED;
+        const char *outcome = json_string_value(json_object_get(t, "outcome"));
+        if (outcome && st == CTLD_RANK_STOPPED)
+            snprintf(j->stop_outcome, sizeof j->stop_outcome, "%s", outcome);
+        if (j->rank_state[rank] == st)
+            continue;
+        j->rank_state[rank] = (uint8_t)st;
+        if (st != CTLD_RANK_RUNNING)
+            job_settle(c, j, now);
+    }
+}
+
+/* Requeues (or fails) every job with a rank on node n; under mu. */
+static void evict_node(ctld *c, int n, const char *why, double now)
+{
+    for (int i = c->njobs - 1; i >= 0; i--) {
+        cjob *j = c->jobs[i];
+        bool here = false;
+        for (int r = 0; j->allocs && r < j->ntasks; r++)
+            here = here || j->allocs[r].node == n;
+        if (!here)
+            continue;
+        char *d = ctld_run_detail(j, now);
+        ts_event_row ev = {.job_id = j->row.id, .t_s = now, .kind = "run-ended", .detail = d};
+        ts_store_event_append(c->store, &ev, NULL);
+        free(d);
+        ctld_job_unbind(c, j, now);
+        j->row.state = TS_JOB_PENDING;
+        j->row.start_s = 0;
+        ts_err err;
+        if (ctld_write_row(c, j, "requeued", why, now, &err) != 0)
+            fprintf(stderr, "tesserad: job %lld: %s\n", (long long)j->row.id, err.msg);
+    }
+    ctld_kick(c);
+}
+
+static void apply_health(ctld *c, int n, json_t *h, double now)
+{
+    const char *v = json_string_value(json_object_get(h, "verdict"));
+    int health = v && strcmp(v, "failed") == 0     ? CTLD_FAILED
+                 : v && strcmp(v, "degraded") == 0 ? CTLD_DEGRADED
+                                                   : CTLD_HEALTHY;
+    ctld_agent *a = &c->agents[n];
+    json_t *reasons = json_object_get(h, "reasons");
+    char why[256] = "";
+    size_t i;
+    json_t *r;
+    json_array_foreach(reasons, i, r)
+    {
+        const char *s = json_string_value(r);
+        if (s && strlen(why) + strlen(s) + 3 < sizeof why)
+            snprintf(why + strlen(why), sizeof why - strlen(why), "%s%s", why[0] ? "; " : "", s);
+    }
+    snprintf(a->health_why, sizeof a->health_why, "%s", why);
+    if (health == a->health)
+        return;
+    int was = a->health;
+    a->health = health;
+    ctld_node_refresh(c, n);
+    a->gen++;
+    if (health == CTLD_FAILED && was != CTLD_FAILED) {
+        char d[TS_NAME_MAX + sizeof why + 16];
+        snprintf(d, sizeof d, "node %s failed: %s", c->cluster->nodes[n].name, why);
+        evict_node(c, n, d, now);
+    }
+}
+
+/* ---- the endpoints --------------------------------------------------------------- */
+
+static int node_of(ctld *c, const ctld_request *rq, json_t *in, ctld_reply *r)
+{
+    const char *name = json_string_value(json_object_get(in, "node"));
+    int n = name ? ts_cluster_find_node(c->cluster, name) : -1;
+    if (!name) {
+        ctld_reply_error(r, 400, "invalid", "node: required");
+        return -1;
+    }
+    if (n < 0) {
+        ctld_reply_error(r, 404, "not_found", "node \"%s\" is not in the cluster", name);
+        return -1;
+    }
+    if (strcmp(rq->who->name, name) != 0) {
+        ctld_reply_error(r, 403, "forbidden", "node credential \"%s\" cannot speak for \"%s\"",
+                         rq->who->name, name);
+        return -1;
+    }
+    if (c->node_virtual[n]) {
+        ctld_reply_error(r, 409, "conflict", "node \"%s\" is virtual in the configuration",
+                         name);
+        return -1;
+    }
+    return n;
+}
+
+void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    if (rq->who->role != TS_ROLE_NODE) {
+        ctld_reply_error(r, 403, "forbidden", "only a node credential may use %s", rq->url);
+        return;
+    }
+    if (strcmp(rq->method, "POST") != 0) {
+        ctld_reply_error(r, 405, "method_not_allowed", "%s %s", rq->method, rq->url);
+        return;
+    }
+    json_error_t je;
+    json_t *in = json_loadb(rq->body, rq->len, 0, &je);
+    if (!json_is_object(in)) {
+        ctld_reply_error(r, 400, "invalid", "body: not a JSON object (%s)", je.text);
+        json_decref(in);
+        return;
+    }
+    bool reg = strcmp(rq->url, "/v1/agent/register") == 0;
+    if (!reg && strcmp(rq->url, "/v1/agent/sync") != 0) {
+        ctld_reply_error(r, 404, "not_found", "%s %s: no such endpoint", rq->method, rq->url);
+        json_decref(in);
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    int n = node_of(c, rq, in, r);
+    if (n < 0) {
+        pthread_mutex_unlock(&c->mu);
+        json_decref(in);
+        return;
+    }
+    ctld_agent *a = &c->agents[n];
+    double now = ctld_now();
+    a->last_seen_s = now;
+    if (reg) {
+        json_decref(a->discovery);
+        a->discovery = json_incref(json_object_get(in, "discovery"));
+        bool was = a->registered;
+        a->registered = true;
+        a->gen++;
+        ctld_node_refresh(c, n);
+        if (!was)
+            ctld_kick(c);
+    } else if (!a->registered) {
+        pthread_mutex_unlock(&c->mu);
+        json_decref(in);
+        ctld_reply_error(r, 409, "conflict", "register first (the controller restarted or the "
+                         "node was declared lost)");
+        return;
+    }
+    if (json_is_object(json_object_get(in, "health")))
+        apply_health(c, n, json_object_get(in, "health"), now);
+    if (json_is_array(json_object_get(in, "tasks")))
+        apply_reports(c, n, json_object_get(in, "tasks"), now);
+    json_int_t seen = json_integer_value(json_object_get(in, "gen"));
+    if (!reg) {
+        /* long-poll: wait for the node's desired state to move */
+        double wait = CTLD_SYNC_WAIT_S < c->cfg.node_lost_s / 2 ? CTLD_SYNC_WAIT_S
+                                                                : c->cfg.node_lost_s / 2;
+        double until = now + wait;
+        while ((uint64_t)seen >= a->gen && !c->stop && ctld_now() < until) {
+            struct timespec ts;
+            ts.tv_sec = (time_t)until;
+            ts.tv_nsec = (long)((until - floor(until)) * 1e9);
+            pthread_cond_timedwait(&c->agents_cv, &c->mu, &ts);
+        }
+        a->last_seen_s = ctld_now();
+    }
+    json_t *out = desired(c, n);
+    pthread_mutex_unlock(&c->mu);
+    json_decref(in);
+    ctld_reply_json(r, 200, out);
+}
+
+int ctld_agents_expire(ctld *c, double now, ts_err *err)
+{
+    (void)err;
+    for (int n = 0; n < c->cluster->nnodes; n++) {
+        ctld_agent *a = &c->agents[n];
+        if (!a->registered || now - a->last_seen_s < c->cfg.node_lost_s)
+            continue;
+        a->registered = false;
+        ctld_node_refresh(c, n);
+        char d[200];
+        snprintf(d, sizeof d, "node %s lost: no word from its agent for %.0f s",
+                 c->cluster->nodes[n].name, now - a->last_seen_s);
+        evict_node(c, n, d, now);
+    }
+    return 0;
+}
