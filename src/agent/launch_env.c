@@ -1,0 +1,169 @@
+/*
+ * launch_env.c - the environment a task starts with.
+ *
+ * The job's own env comes first; what the agent computed for this node then
+ * replaces any variable of the same name, because those values are how the
+ * node keeps tenants apart (CUDA_VISIBLE_DEVICES, NCCL QoS classes, the MPS
+ * pipe, the sharing shim) and a job must not be able to choose them. HOME,
+ * USER, LOGNAME and PATH are filled in only when the job did not set them.
+ * The list is built in the agent before fork, so the child only execs.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "launch_env.h"
+
+#define PATH_DEFAULT "/usr/local/bin:/usr/bin:/bin"
+
+void ts_envv_free(ts_envv *e)
+{
+    for (size_t i = 0; i < e->n; i++)
+        free(e->v[i]);
+    free(e->v);
+    e->v = NULL;
+    e->n = e->cap = 0;
+}
+
+static size_t name_len(const char *entry)
+{
+    const char *eq = strchr(entry, '=');
+    return eq ? (size_t)(eq - entry) : strlen(entry);
+}
+
+static ssize_t find(const ts_envv *e, const char *name, size_t nl)
+{
+    for (size_t i = 0; i < e->n; i++)
+        if (name_len(e->v[i]) == nl && strncmp(e->v[i], name, nl) == 0)
+            return (ssize_t)i;
+    return -1;
+}
+
+const char *ts_envv_get(const ts_envv *e, const char *name)
+{
+    ssize_t i = find(e, name, strlen(name));
+    return i < 0 ? NULL : e->v[i] + strlen(name) + 1;
+}
+
+/* Takes ownership of entry ("NAME=value"). */
+static int put(ts_envv *e, char *entry, int replace)
+{
+    if (entry == NULL)
+        return -1;
+    ssize_t i = find(e, entry, name_len(entry));
+    if (i >= 0) {
+        if (replace) {
+            free(e->v[i]);
+            e->v[i] = entry;
+        } else {
+            free(entry);
+        }
+        return 0;
+    }
+    if (e->n + 2 > e->cap) {
+        size_t cap = e->cap ? e->cap * 2 : 32;
+        char **v = realloc(e->v, cap * sizeof *v);
+        if (v == NULL) {
+            free(entry);
+            return -1;
+        }
+        e->v = v;
+        e->cap = cap;
+    }
+    e->v[e->n++] = entry;
+    e->v[e->n] = NULL;
+    return 0;
+}
+
+static char *join(const char *name, const char *value)
+{
+    size_t nl = strlen(name), vl = strlen(value);
+    char *s = malloc(nl + vl + 2);
+    if (s != NULL) {
+        memcpy(s, name, nl);
+        s[nl] = '=';
+        memcpy(s + nl + 1, value, vl + 1);
+    }
+    return s;
+}
+
+int ts_envv_set(ts_envv *e, const char *name, const char *value, int replace)
+{
+    return put(e, join(name, value), replace);
+}
+
+static int set_int(ts_envv *e, const char *name, long long v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", v);
+    return ts_envv_set(e, name, buf, 1);
+}
+
+static int set_nonempty(ts_envv *e, const char *name, const char *v)
+{
+    return v != NULL && v[0] != '\0' ? ts_envv_set(e, name, v, 1) : 0;
+}
+
+int ts_envv_build(ts_envv *e, const ts_task_spec *s, const struct ts_env_user *u,
+                  const char *ack_path)
+{
+    int rc = 0;
+    for (const char *const *p = s->env; p != NULL && *p != NULL; p++)
+        rc |= put(e, strdup(*p), 1);
+    rc |= ts_envv_set(e, "PATH", PATH_DEFAULT, 0);
+    rc |= ts_envv_set(e, "HOME", u->home, 0);
+    rc |= ts_envv_set(e, "USER", u->name, 0);
+    rc |= ts_envv_set(e, "LOGNAME", u->name, 0);
+
+    /* no GPUs: an empty list, so CUDA sees none rather than all of them */
+    size_t len = 1;
+    for (size_t i = 0; i < s->ngpu; i++)
+        len += strlen(s->gpu_uuids[i]) + 1;
+    char *cvd = malloc(len);
+    if (cvd == NULL)
+        return -1;
+    cvd[0] = '\0';
+    for (size_t i = 0; i < s->ngpu; i++) {
+        if (i > 0)
+            strcat(cvd, ",");
+        strcat(cvd, s->gpu_uuids[i]);
+    }
+    rc |= ts_envv_set(e, "CUDA_VISIBLE_DEVICES", cvd, 1);
+    free(cvd);
+
+    if (s->world_size > 0) {
+        rc |= set_int(e, "RANK", s->rank);
+        rc |= set_int(e, "WORLD_SIZE", s->world_size);
+        rc |= set_int(e, "LOCAL_RANK", s->local_rank);
+        rc |= set_nonempty(e, "MASTER_ADDR", s->master_addr);
+        if (s->master_port > 0)
+            rc |= set_int(e, "MASTER_PORT", s->master_port);
+    }
+    rc |= set_nonempty(e, "NCCL_IB_HCA", s->nccl_ib_hca);
+    rc |= set_nonempty(e, "NCCL_IB_TC", s->nccl_ib_tc);
+    rc |= set_nonempty(e, "NCCL_IB_SL", s->nccl_ib_sl);
+    rc |= set_nonempty(e, "CUDA_MPS_PIPE_DIRECTORY", s->mps_pipe_dir);
+    rc |= set_nonempty(e, "CUDA_MPS_LOG_DIRECTORY", s->mps_log_dir);
+    if (s->mps_thread_pct > 0)
+        rc |= set_int(e, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", s->mps_thread_pct);
+
+    if (s->preload_shim != NULL && s->preload_shim[0] != '\0') {
+        /* the shim first, so the job's own preloads cannot shadow it */
+        const char *old = ts_envv_get(e, "LD_PRELOAD");
+        char *pre = malloc(strlen(s->preload_shim) + (old ? strlen(old) : 0) + 2);
+        if (pre == NULL)
+            return -1;
+        strcpy(pre, s->preload_shim);
+        if (old != NULL && old[0] != '\0') {
+            strcat(pre, ":");
+            strcat(pre, old);
+        }
+        rc |= ts_envv_set(e, "LD_PRELOAD", pre, 1);
+        free(pre);
+        for (const char *const *p = s->shim_env; p != NULL && *p != NULL; p++)
+            rc |= put(e, strdup(*p), 1);
+    }
+    rc |= ts_envv_set(e, "TESSERA_TASK_ID", s->task_id, 1);
+    rc |= ts_envv_set(e, "TESSERA_CHECKPOINT_DONE", ack_path, 1);
+    return rc == 0 ? 0 : -1;
+}
