@@ -3,7 +3,7 @@
  *
  * A new token's secret is shown once, so `tokens create` writes it alone on
  * stdout (secret=$(tessera tokens create ...) works) and says everything
- * else on stderr. The role is checked here against the four the API
+ * else on stderr. The role is checked here against the five the API
  * defines, so a typo is a usage error before anything is created. The list
  * shows `revoked` as a time when the server gives one, yes/no for a bool.
  */
@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-static const char *const ROLES[] = {"admin", "tenant-admin", "user", "viewer"};
+static const char *const ROLES[] = {"admin", "tenant-admin", "user", "viewer", "node"};
 
 int cli_cmd_tokens(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
@@ -59,7 +59,7 @@ int cli_cmd_tokens_create(struct cli_ctx *ctx, const struct cli_cmd *cmd, int ar
     for (size_t i = 0; i < sizeof ROLES / sizeof ROLES[0]; i++)
         known |= strcmp(role, ROLES[i]) == 0;
     if (!known)
-        return cli_usage_error(cmd, "--role must be admin, tenant-admin, user or viewer, got '%s'",
+        return cli_usage_error(cmd, "--role must be admin, tenant-admin, user, viewer or node, got '%s'",
                                role);
     json_t *body = json_pack("{s:s, s:s, s:s*}", "name", name, "role", role, "tenant", tenant);
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;

@@ -71,7 +71,8 @@ static const struct cli_cmd COMMANDS[] = {
     {"tokens create", "tokens create NAME --role ROLE [--tenant T]",
      "Creates a token and prints its secret on stdout. The secret is shown only this\n"
      "once; store it now.\n\n"
-     "  --role ROLE   admin, tenant-admin, user or viewer\n"
+     "  --role ROLE   admin, tenant-admin, user, viewer or node (a node agent's credential,\n"
+     "                named after its node)\n"
      "  --tenant T    the tenant it acts for (not for admin)",
      cli_cmd_tokens_create},
     {"tokens revoke", "tokens revoke NAME", "Revokes a token (admin).", cli_cmd_tokens_revoke},
