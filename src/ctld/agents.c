@@ -337,6 +337,10 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
         /* long-poll: wait for the node's desired state to move */
         double wait = CTLD_SYNC_WAIT_S < c->cfg.node_lost_s / 2 ? CTLD_SYNC_WAIT_S
                                                                 : c->cfg.node_lost_s / 2;
+        /* an agent with tasks to watch asks for shorter waits */
+        json_t *ws = json_object_get(in, "wait_s");
+        if (json_is_number(ws) && json_number_value(ws) >= 0 && json_number_value(ws) < wait)
+            wait = json_number_value(ws);
         double until = now + wait;
         while ((uint64_t)seen >= a->gen && !c->stop && ctld_now() < until) {
             struct timespec ts;

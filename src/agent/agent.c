@@ -1,0 +1,382 @@
+/*
+ * agent.c - the node agent's loop over the agent protocol
+ * (docs/agent-protocol.md).
+ *
+ * Each step: report every local task's state (and the node's health), get
+ * the node's whole desired state (a long-poll: short while tasks run, so an
+ * exit is reported within about a second), then reconcile: start what
+ * should run and does not, begin the stop sequence (checkpoint signal,
+ * grace, SIGTERM, SIGKILL: launch.c) for ranks the controller asks to stop,
+ * stop local tasks the desired state no longer lists, and forget finished
+ * tasks once the controller stopped listing them. A task that ended stays
+ * in the report until then, so a lost answer loses nothing. Tasks are never
+ * started twice: a (job, rank) with a local entry, running or ended, is not
+ * started again until the controller has dropped it.
+ */
+#define _DEFAULT_SOURCE /* getpwnam_r's companions, mkdir, strdup */
+#include <curl/curl.h>
+#include <errno.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+
+typedef struct local_task {
+    int64_t job;
+    int rank;
+    ts_task *t;            /* NULL when it could not start */
+    char start_error[TS_ERR_MSG_MAX]; /* why it could not start */
+    bool stop_requested;
+    ts_task_state st;
+} local_task;
+
+struct ts_agent {
+    ts_agent_config cfg;
+    ts_agent_node *node;
+    ts_launch_caps caps;
+    CURL *h;
+    bool registered;
+    int64_t gen;
+    double last_ok_s;
+    local_task tasks[TS_AGENT_MAX_TASKS];
+    int ntasks;
+    char logs[600];
+};
+
+typedef struct buf {
+    char *p;
+    size_t len;
+} buf;
+
+static size_t sink(char *p, size_t sz, size_t n, void *u)
+{
+    buf *b = u;
+    size_t k = sz * n;
+    char *np = realloc(b->p, b->len + k + 1);
+    if (!np)
+        return 0;
+    memcpy(np + b->len, p, k);
+    b->p = np;
+    b->len += k;
+    b->p[b->len] = '\0';
+    return k;
+}
+
+/* POST body to path; *answer the parsed JSON (owned by the caller). */
+static int post(ts_agent *a, const char *path, json_t *body, long *status, json_t **answer,
+                double timeout_s, ts_err *err)
+{
+    char url[700], auth[320];
+    snprintf(url, sizeof url, "%s%s", a->cfg.server, path);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", a->cfg.token);
+    char *txt = json_dumps(body, JSON_COMPACT);
+    if (!txt)
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    struct curl_slist *hd = curl_slist_append(NULL, auth);
+    hd = curl_slist_append(hd, "Content-Type: application/json");
+    buf b = {0};
+    curl_easy_setopt(a->h, CURLOPT_URL, url);
+    curl_easy_setopt(a->h, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(a->h, CURLOPT_POSTFIELDS, txt);
+    curl_easy_setopt(a->h, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(a->h, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(a->h, CURLOPT_TIMEOUT_MS, (long)(timeout_s * 1000));
+    curl_easy_setopt(a->h, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+    if (a->cfg.ca_file[0])
+        curl_easy_setopt(a->h, CURLOPT_CAINFO, a->cfg.ca_file);
+    CURLcode rc = curl_easy_perform(a->h);
+    curl_slist_free_all(hd);
+    free(txt);
+    *status = 0;
+    curl_easy_getinfo(a->h, CURLINFO_RESPONSE_CODE, status);
+    if (rc != CURLE_OK) {
+        free(b.p);
+        return ts_err_set(err, TS_EIO, "%s: %s", url, curl_easy_strerror(rc));
+    }
+    json_error_t je;
+    *answer = b.p ? json_loads(b.p, 0, &je) : NULL;
+    free(b.p);
+    if (*status != 200)
+        return ts_err_set(err, TS_EIO, "%s: HTTP %ld: %s", url, *status,
+                          json_string_value(json_object_get(json_object_get(*answer, "error"),
+                                                            "message"))
+                              ? json_string_value(json_object_get(
+                                    json_object_get(*answer, "error"), "message"))
+                              : "no message");
+    return 0;
+}
+
+int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, ts_err *err)
+{
+    ts_agent *a = calloc(1, sizeof *a);
+    if (!a)
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    a->cfg = *cfg;
+    if (a->cfg.lost_s <= 0)
+        a->cfg.lost_s = TS_AGENT_LOST_S;
+    a->node = node;
+    a->h = curl_easy_init();
+    if (!a->h) {
+        free(a);
+        return ts_err_set(err, TS_ENOMEM, "cannot start libcurl");
+    }
+    snprintf(a->logs, sizeof a->logs, "%s/logs", cfg->state_dir);
+    mkdir(cfg->state_dir, 0755);
+    if (mkdir(a->logs, 0755) != 0 && errno != EEXIST) {
+        int e = errno;
+        ts_err_set(err, TS_EIO, "state_dir %s: %s", a->logs, strerror(e));
+        curl_easy_cleanup(a->h);
+        free(a);
+        return TS_EIO;
+    }
+    ts_launch_probe(cfg->cgroup_parent[0] ? cfg->cgroup_parent : NULL, &a->caps);
+    a->last_ok_s = ts_launch_now();
+    *out = a;
+    return 0;
+}
+
+void ts_agent_free(ts_agent *a)
+{
+    if (!a)
+        return;
+    for (int i = 0; i < a->ntasks; i++)
+        ts_task_free(a->tasks[i].t);
+    curl_easy_cleanup(a->h);
+    free(a);
+}
+
+int ts_agent_ntasks(const ts_agent *a) { return a->ntasks; }
+
+const ts_launch_caps *ts_agent_caps(const ts_agent *a) { return &a->caps; }
+
+/* ---- reporting ------------------------------------------------------------------ */
+
+static const char *outcome_name(ts_stop_outcome o)
+{
+    switch (o) {
+    case TS_STOP_CHECKPOINTED:
+        return "checkpointed";
+    case TS_STOP_EXITED:
+        return "exited";
+    case TS_STOP_TERMINATED:
+        return "terminated";
+    case TS_STOP_KILLED:
+        return "killed";
+    default:
+        return "stopped";
+    }
+}
+
+static json_t *report(ts_agent *a)
+{
+    json_t *arr = json_array();
+    double now = ts_launch_now();
+    for (int i = 0; i < a->ntasks; i++) {
+        local_task *lt = &a->tasks[i];
+        json_t *o = json_pack("{s:I,s:i}", "job", (json_int_t)lt->job, "rank", lt->rank);
+        if (!lt->t) {
+            json_object_set_new(o, "state", json_string("failed"));
+            json_object_set_new(o, "error", json_string(lt->start_error));
+        } else {
+            ts_err e;
+            if (lt->st.phase != TS_TASK_EXITED)
+                ts_task_poll(lt->t, now, &lt->st, &e);
+            if (lt->st.phase != TS_TASK_EXITED) {
+                json_object_set_new(o, "state", json_string("running"));
+            } else if (lt->stop_requested) {
+                json_object_set_new(o, "state", json_string("stopped"));
+                json_object_set_new(o, "outcome", json_string(outcome_name(lt->st.outcome)));
+            } else if (lt->st.term_signal) {
+                json_object_set_new(o, "state", json_string("failed"));
+                json_object_set_new(o, "signal", json_integer(lt->st.term_signal));
+            } else {
+                json_object_set_new(o, "state", json_string("exited"));
+                json_object_set_new(o, "exit_code", json_integer(lt->st.exit_code));
+            }
+        }
+        json_array_append_new(arr, o);
+    }
+    return arr;
+}
+
+/* ---- reconciling ---------------------------------------------------------------- */
+
+static local_task *find(ts_agent *a, int64_t job, int rank)
+{
+    for (int i = 0; i < a->ntasks; i++)
+        if (a->tasks[i].job == job && a->tasks[i].rank == rank)
+            return &a->tasks[i];
+    return NULL;
+}
+
+static const char **strv(json_t *arr)
+{
+    size_t n = json_array_size(arr);
+    const char **v = calloc(n + 1, sizeof *v);
+    for (size_t i = 0; v && i < n; i++)
+        v[i] = json_string_value(json_array_get(arr, i));
+    return v;
+}
+
+static void start(ts_agent *a, json_t *t)
+{
+    if (a->ntasks == TS_AGENT_MAX_TASKS)
+        return;
+    local_task *lt = &a->tasks[a->ntasks++];
+    memset(lt, 0, sizeof *lt);
+    lt->job = json_integer_value(json_object_get(t, "job"));
+    lt->rank = (int)json_integer_value(json_object_get(t, "rank"));
+    char id[64];
+    snprintf(id, sizeof id, "j%lld-r%d", (long long)lt->job, lt->rank);
+    const char **argv = strv(json_object_get(t, "command"));
+    const char **env = strv(json_object_get(t, "env"));
+    json_t *gpus = json_object_get(t, "gpus");
+    const char *uuids[16];
+    size_t ngpu = 0;
+    for (size_t k = 0; k < json_array_size(gpus) && ngpu < 16; k++) {
+        json_int_t g = json_integer_value(json_array_get(gpus, k));
+        if (g >= 0 && g < a->node->ngpu)
+            uuids[ngpu++] = a->node->gpu_uuid[g];
+    }
+    const char *user = json_string_value(json_object_get(t, "user"));
+    struct passwd *pw = user ? getpwnam(user) : NULL; /* run as it only where it exists */
+    const char *workdir = json_string_value(json_object_get(t, "workdir"));
+    ts_task_spec spec = {
+        .task_id = id,
+        .argv = argv,
+        .env = env,
+        .workdir = workdir ? workdir : a->cfg.state_dir,
+        .user = pw && a->caps.root ? user : NULL,
+        .log_dir = a->logs,
+        .gpu_uuids = uuids,
+        .ngpu = ngpu,
+        .world_size = (int)json_integer_value(json_object_get(t, "world_size")),
+        .rank = lt->rank,
+        .local_rank = (int)json_integer_value(json_object_get(t, "local_rank")),
+        .master_addr = json_string_value(json_object_get(t, "master_addr")),
+        .master_port = (int)json_integer_value(json_object_get(t, "master_port")),
+        .cpu_milli = json_integer_value(json_object_get(t, "cpu_milli")),
+        .memory_bytes = json_integer_value(json_object_get(t, "memory_mib")) * 1048576LL,
+        .pids_max = 4096,
+    };
+    ts_err err;
+    if (!argv || !argv[0]) {
+        snprintf(lt->start_error, sizeof lt->start_error, "command: empty");
+    } else if (ts_task_start(&a->caps, &spec, &lt->t, &err) != 0) {
+        snprintf(lt->start_error, sizeof lt->start_error, "%s", err.msg);
+        lt->t = NULL;
+    }
+    free(argv);
+    free(env);
+}
+
+static void reconcile(ts_agent *a, json_t *desired)
+{
+    json_t *tasks = json_object_get(desired, "tasks");
+    double now = ts_launch_now();
+    size_t i;
+    json_t *t;
+    json_array_foreach(tasks, i, t)
+    {
+        int64_t job = json_integer_value(json_object_get(t, "job"));
+        int rank = (int)json_integer_value(json_object_get(t, "rank"));
+        const char *action = json_string_value(json_object_get(t, "action"));
+        local_task *lt = find(a, job, rank);
+        if (!lt && action && strcmp(action, "run") == 0)
+            start(a, t);
+        else if (lt && lt->t && action && strcmp(action, "stop") == 0 && !lt->stop_requested) {
+            ts_err e;
+            lt->stop_requested = true;
+            ts_task_preempt_begin(lt->t, (int)json_integer_value(json_object_get(t, "signal")),
+                                  json_number_value(json_object_get(t, "grace_s")), now, &e);
+        }
+    }
+    /* what is no longer wanted: stop it, and forget it once it ended */
+    for (int k = a->ntasks - 1; k >= 0; k--) {
+        local_task *lt = &a->tasks[k];
+        bool wanted = false;
+        json_array_foreach(tasks, i, t)
+        {
+            wanted = wanted || (json_integer_value(json_object_get(t, "job")) == lt->job &&
+                                json_integer_value(json_object_get(t, "rank")) == lt->rank);
+        }
+        if (wanted)
+            continue;
+        if (lt->t && lt->st.phase != TS_TASK_EXITED) {
+            if (!lt->stop_requested) {
+                ts_err e;
+                lt->stop_requested = true;
+                ts_task_preempt_begin(lt->t, SIGTERM, 0.0, now, &e);
+            }
+            continue;
+        }
+        ts_task_free(lt->t);
+        a->tasks[k] = a->tasks[--a->ntasks];
+    }
+}
+
+/* ---- one step ------------------------------------------------------------------- */
+
+int ts_agent_step(ts_agent *a, ts_err *err)
+{
+    long status = 0;
+    json_t *ans = NULL;
+    int rc;
+    if (!a->registered) {
+        json_t *body = json_pack("{s:s,s:O,s:o}", "node", a->cfg.node, "discovery",
+                                 a->node->discovery ? a->node->discovery : json_null(), "tasks",
+                                 report(a));
+        rc = post(a, "/v1/agent/register", body, &status, &ans, 30.0, err);
+        json_decref(body);
+        if (rc == 0) {
+            a->registered = true;
+            a->gen = json_integer_value(json_object_get(ans, "gen"));
+            a->last_ok_s = ts_launch_now();
+            reconcile(a, ans);
+        }
+    } else {
+        bool busy = a->ntasks > 0;
+        json_t *body = json_pack("{s:s,s:I,s:o,s:f}", "node", a->cfg.node, "gen",
+                                 (json_int_t)a->gen, "tasks", report(a), "wait_s",
+                                 busy ? TS_AGENT_WAIT_BUSY_S : TS_AGENT_WAIT_IDLE_S);
+        json_t *h = a->node->health ? a->node->health(a->node->health_ctx) : NULL;
+        if (h)
+            json_object_set_new(body, "health", h);
+        rc = post(a, "/v1/agent/sync", body, &status, &ans, TS_AGENT_WAIT_IDLE_S + 30.0, err);
+        json_decref(body);
+        if (rc == 0) {
+            a->gen = json_integer_value(json_object_get(ans, "gen"));
+            a->last_ok_s = ts_launch_now();
+            reconcile(a, ans);
+        } else if (status == 409) {
+            a->registered = false; /* the controller restarted or declared us lost */
+        }
+    }
+    json_decref(ans);
+    if (rc != 0 && ts_launch_now() - a->last_ok_s > a->cfg.lost_s && a->ntasks > 0) {
+        /* the controller may already have declared this node lost and
+         * requeued its jobs elsewhere: they must not run twice */
+        ts_agent_stop_all(a);
+    }
+    return rc;
+}
+
+void ts_agent_stop_all(ts_agent *a)
+{
+    for (int i = 0; i < a->ntasks; i++) {
+        local_task *lt = &a->tasks[i];
+        if (lt->t && lt->st.phase != TS_TASK_EXITED) {
+            ts_stop_outcome o;
+            ts_err e;
+            lt->stop_requested = true;
+            ts_task_preempt(lt->t, SIGTERM, 0.0, &o, &e);
+        }
+        ts_task_free(lt->t);
+    }
+    a->ntasks = 0;
+}

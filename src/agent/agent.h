@@ -1,0 +1,60 @@
+/*
+ * agent.h - internal: the node agent's loop (agent.c) over the agent
+ * protocol (docs/agent-protocol.md): register, then sync in a loop,
+ * starting, stopping and reporting the node's tasks (launch.h).
+ *
+ * Ownership: a ts_agent owns its tasks, its HTTP handle and its copies of
+ * the configuration strings. One thread.
+ */
+#ifndef TS_AGENT_AGENT_H
+#define TS_AGENT_AGENT_H
+
+#include <stdbool.h>
+
+#include <jansson.h>
+
+#include "agent/launch.h"
+#include "tessera/error.h"
+
+#define TS_AGENT_MAX_TASKS 256
+#define TS_AGENT_WAIT_IDLE_S 10.0  /* long-poll wait with nothing to watch */
+#define TS_AGENT_WAIT_BUSY_S 1.0   /* with tasks running or stopping */
+#define TS_AGENT_LOST_S 30.0       /* no controller this long: stop every task */
+
+typedef struct ts_agent_config {
+    char server[512];       /* http(s)://host:port */
+    char node[64];
+    char token[256];        /* the node credential's secret */
+    char state_dir[512];    /* logs and checkpoint acknowledgements */
+    char ca_file[512];      /* "" = the system's */
+    char cgroup_parent[512];/* "" = the agent's own cgroup */
+    double lost_s;          /* TS_AGENT_LOST_S */
+} ts_agent_config;
+
+/* The node as the agent reports it: filled by the caller (discovery) and
+ * read when a task needs its GPUs' identifiers. */
+typedef struct ts_agent_node {
+    json_t *discovery;      /* sent at registration (owned) */
+    char gpu_uuid[16][96];  /* CUDA_VISIBLE_DEVICES value per GPU index */
+    int ngpu;
+    /* health, refreshed by the caller before each sync; NULL = not reported */
+    json_t *(*health)(void *ctx);
+    void *health_ctx;
+} ts_agent_node;
+
+typedef struct ts_agent ts_agent;
+
+int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, ts_err *err);
+void ts_agent_free(ts_agent *a);
+/* One exchange: (re)register if needed, report, receive the desired state
+ * and reconcile. Returns 0, or an error the loop logs and retries after. */
+int ts_agent_step(ts_agent *a, ts_err *err);
+/* Stops every task (the controller has been unreachable too long, or the
+ * agent is shutting down); blocks at most for their graces. */
+void ts_agent_stop_all(ts_agent *a);
+/* What isolation this node allows (cgroups, device filter), and why not. */
+const ts_launch_caps *ts_agent_caps(const ts_agent *a);
+/* Tasks it runs now. */
+int ts_agent_ntasks(const ts_agent *a);
+
+#endif

@@ -1,0 +1,136 @@
+/*
+ * main.c - tessera-agent: serves one node for the controller.
+ *
+ *   tessera-agent --server URL --node NAME --token-file FILE --state-dir DIR
+ *                 [--nvml PATH] [--ca FILE] [--cgroup-parent DIR] [--lost-after S]
+ *
+ * Loads NVML (docs/agent-protocol.md; without it the agent says so and serves
+ * CPU-only work), describes the node, then runs the agent loop (agent.c)
+ * until SIGINT/SIGTERM, when it stops its tasks (checkpoint signal first).
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "agent/nvml.h"
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tessera-agent --server URL --node NAME --token-file FILE --state-dir DIR\n"
+               "                     [--nvml PATH] [--ca FILE] [--cgroup-parent DIR] "
+               "[--lost-after SECONDS]\n");
+}
+
+static int read_token(const char *path, char *out, size_t size)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    if (!fgets(out, (int)size, f)) {
+        fclose(f);
+        return -1;
+    }
+    fclose(f);
+    out[strcspn(out, "\r\n")] = '\0';
+    return out[0] ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    ts_agent_config cfg = {.lost_s = TS_AGENT_LOST_S};
+    const char *token_file = NULL, *nvml_path = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (!v) {
+            usage(stderr);
+            return 2;
+        } else if (strcmp(argv[i], "--server") == 0) {
+            snprintf(cfg.server, sizeof cfg.server, "%s", v);
+        } else if (strcmp(argv[i], "--node") == 0) {
+            snprintf(cfg.node, sizeof cfg.node, "%s", v);
+        } else if (strcmp(argv[i], "--token-file") == 0) {
+            token_file = v;
+        } else if (strcmp(argv[i], "--state-dir") == 0) {
+            snprintf(cfg.state_dir, sizeof cfg.state_dir, "%s", v);
+        } else if (strcmp(argv[i], "--nvml") == 0) {
+            nvml_path = v;
+        } else if (strcmp(argv[i], "--ca") == 0) {
+            snprintf(cfg.ca_file, sizeof cfg.ca_file, "%s", v);
+        } else if (strcmp(argv[i], "--cgroup-parent") == 0) {
+            snprintf(cfg.cgroup_parent, sizeof cfg.cgroup_parent, "%s", v);
+        } else if (strcmp(argv[i], "--lost-after") == 0) {
+            cfg.lost_s = atof(v);
+        } else {
+            fprintf(stderr, "tessera-agent: unknown argument \"%s\"\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+        i++;
+    }
+    if (!cfg.server[0] || !cfg.node[0] || !token_file || !cfg.state_dir[0]) {
+        fprintf(stderr, "tessera-agent: --server, --node, --token-file and --state-dir are "
+                        "required\n");
+        usage(stderr);
+        return 2;
+    }
+    if (read_token(token_file, cfg.token, sizeof cfg.token) != 0) {
+        fprintf(stderr, "tessera-agent: --token-file %s: cannot read a token\n", token_file);
+        return 2;
+    }
+    ts_agent_node node = {0};
+    ts_err err;
+    ts_nvml *nv = NULL;
+    if (ts_nvml_open(nvml_path, &nv, &err) != 0) {
+        fprintf(stderr, "tessera-agent: no NVML (%s): serving CPU-only work\n", err.msg);
+    }
+    /* GPU identifiers for CUDA_VISIBLE_DEVICES: by index until discovery
+     * names them by UUID */
+    node.ngpu = 16;
+    for (int g = 0; g < node.ngpu; g++)
+        snprintf(node.gpu_uuid[g], sizeof node.gpu_uuid[g], "%d", g);
+    node.discovery = json_pack("{s:s,s:b,s:I}", "hostname", cfg.node, "nvml", nv != NULL, "cpus",
+                               (json_int_t)sysconf(_SC_NPROCESSORS_ONLN));
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    ts_agent *a = NULL;
+    if (ts_agent_new(&cfg, &node, &a, &err) != 0) {
+        fprintf(stderr, "tessera-agent: %s\n", err.msg);
+        return 1;
+    }
+    fprintf(stderr, "tessera-agent: node %s, controller %s\n", cfg.node, cfg.server);
+    const ts_launch_caps *caps = ts_agent_caps(a);
+    if (!caps->cgroup) /* said once: tasks run, without limits */
+        fprintf(stderr, "tessera-agent: no per-task cgroups (%s): tasks run without CPU, "
+                        "memory and pids limits\n", caps->cgroup_reason);
+    if (!caps->devices)
+        fprintf(stderr, "tessera-agent: no GPU device filter (%s)\n", caps->devices_reason);
+    while (!stop_requested) {
+        if (ts_agent_step(a, &err) != 0) {
+            fprintf(stderr, "tessera-agent: %s\n", err.msg);
+            sleep(1);
+        }
+    }
+    fprintf(stderr, "tessera-agent: stopping %d task(s)\n", ts_agent_ntasks(a));
+    ts_agent_stop_all(a);
+    ts_agent_free(a);
+    json_decref(node.discovery);
+    ts_nvml_close(nv);
+    return 0;
+}

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""tesserad with two real tessera-agent processes on loopback, running real
+processes: a 2-node gang sees its rank, world size and GPUs and completes; a
+borrowing job is preempted with its checkpoint signal, acknowledges its
+checkpoint and requeues; a gang whose rank fails fails as one and its other
+rank is stopped.
+
+    e2e_test.py TESSERAD TESSERA_AGENT
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+TESSERAD, AGENT = sys.argv[1], sys.argv[2]
+TMP = tempfile.mkdtemp(prefix="tessera-e2e-")
+FAILS = []
+PROCS = []
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+PORT = free_port()
+URL = f"http://127.0.0.1:{PORT}"
+open(os.path.join(TMP, "cluster.yaml"), "w").write("""topology:
+  levels: [leaf, node, gpu]
+node_classes:
+  g4: {gpu_model: H100-80GB, gpus: 4, cpu_milli: 64000, memory_mib: 524288}
+nodes:
+  - {names: 'r-[1-2]', class: g4, topology: {leaf: l1}}
+""")
+open(os.path.join(TMP, "tenants.yaml"), "w").write("""tenants:
+  org:
+    guaranteed: {gpu: {H100-80GB: 8}}
+    teams:
+      team-a: {guaranteed: {gpu: {H100-80GB: 4}}}
+      team-b: {guaranteed: {gpu: {H100-80GB: 4}}}
+""")
+open(os.path.join(TMP, "tesserad.yaml"), "w").write(f"""listen: 127.0.0.1:{PORT}
+cluster: cluster.yaml
+tenants: tenants.yaml
+state_dir: state
+node_lost_after: 10s
+limits: {{requests_per_s: 100000, burst: 100000}}
+scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 5s, backoff: 1s}}
+""")
+
+
+def call(method, path, token, body=None):
+    h = {"Authorization": "Bearer " + token}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        h["Content-Type"] = "application/json"
+    req = urllib.request.Request(URL + path, data=data, method=method, headers=h)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read().decode() or "{}")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read().decode() or "{}")
+
+
+def check(cond, what):
+    (FAILS.append(what), print("FAIL:", what)) if not cond else print("ok:", what)
+
+
+def wait_for(pred, what, timeout=20.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.2)
+    check(False, what + " (timed out)")
+    return None
+
+
+def start(args, log):
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(os.path.join(TMP, log), "w"))
+    PROCS.append(p)
+    return p
+
+
+try:
+    start([TESSERAD, "--config", os.path.join(TMP, "tesserad.yaml")], "tesserad.log")
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(URL + "/readyz", timeout=1)
+            break
+        except Exception:
+            time.sleep(0.1)
+    admin = open(os.path.join(TMP, "state", "admin.token")).read().strip()
+    for node in ("r-1", "r-2"):
+        st, d = call("POST", "/v1/tokens", admin, {"name": node, "role": "node"})
+        tf = os.path.join(TMP, node + ".token")
+        open(tf, "w").write(d["token"]["secret"] + "\n")
+        start([AGENT, "--server", URL, "--node", node, "--token-file", tf,
+               "--state-dir", os.path.join(TMP, node), "--nvml", "/nonexistent/libnvidia-ml.so.1"],
+              node + ".log")
+    wait_for(lambda: all(call("GET", f"/v1/nodes/{n}", admin)[1]["node"]["state"] == "up"
+                         for n in ("r-1", "r-2")), "both agents register and their nodes come up")
+
+    def job(jid):
+        return call("GET", f"/v1/jobs/{jid}", admin)[1]["job"]
+
+    def spec(tenant, name, cmd, count=1, tier="guaranteed", grace="5s"):
+        return {"tenant": tenant, "name": name, "tier": tier, "command": ["/bin/sh", "-c", cmd],
+                "tasks": [{"count": count, "gpus": 4, "cpu_milli": 1000, "memory_mib": 1024}],
+                "time_limit": "1h", "checkpoint": {"signal": "SIGUSR1", "grace": grace}}
+
+    # a 2-node gang, real processes
+    st, d = call("POST", "/v1/jobs", admin, spec(
+        "team-a", "hello", 'echo "rank=$RANK world=$WORLD_SIZE local=$LOCAL_RANK '
+        'master=$MASTER_ADDR gpus=$CUDA_VISIBLE_DEVICES"; sleep 1', count=2, tier="opportunistic"))
+    hello = d["jobs"][0]["id"]
+    wait_for(lambda: job(hello)["state"] == "completed", "the gang runs on both agents and completes")
+    outs = []
+    for node in ("r-1", "r-2"):
+        for r in (0, 1):
+            p = os.path.join(TMP, node, "logs", f"j{hello}-r{r}.out")
+            if os.path.exists(p):
+                outs.append(open(p).read().strip())
+    check(sorted(outs) == ["rank=0 world=2 local=0 master=r-1 gpus=0,1,2,3",
+                           "rank=1 world=2 local=0 master=r-1 gpus=0,1,2,3"],
+          f"each rank saw its environment: {outs}")
+
+    # preemption with a checkpoint acknowledgement
+    ckpt = ('trap \'echo checkpointing; touch "$TESSERA_CHECKPOINT_DONE"; exit 0\' USR1; '
+            'while true; do sleep 0.1; done')
+    st, d = call("POST", "/v1/jobs", admin, spec("team-b", "borrow", ckpt, count=2,
+                                                 tier="opportunistic"))
+    bj = d["jobs"][0]["id"]
+    wait_for(lambda: job(bj)["state"] == "running", "a borrowing gang runs")
+    time.sleep(1.5)
+    st, d = call("POST", "/v1/jobs", admin, spec("team-a", "reclaim", "sleep 1"))
+    aj = d["jobs"][0]["id"]
+    wait_for(lambda: job(bj)["state"] == "pending" and job(bj)["preemptions"] >= 1,
+             "the borrower is preempted and requeues")
+    ev = call("GET", f"/v1/jobs/{bj}/events", admin)[1]["events"]
+    check(any(e["kind"] == "requeued" and "checkpointed" in (e["detail"] or "") for e in ev),
+          f"it acknowledged its checkpoint: {[e['kind'] + ':' + str(e['detail']) for e in ev]}")
+    wait_for(lambda: job(aj)["state"] == "completed", "the guaranteed job runs on the reclaimed GPUs")
+    call("POST", f"/v1/jobs/{bj}/cancel", admin)
+
+    # a rank that fails fails the gang; the other rank is stopped
+    st, d = call("POST", "/v1/jobs", admin, spec(
+        "team-a", "broken", 'if [ "$RANK" = 1 ]; then exit 3; fi; sleep 100', count=2,
+        tier="opportunistic"))
+    broken = d["jobs"][0]["id"]
+    wait_for(lambda: job(broken)["state"] == "failed", "a failed rank fails the gang")
+    time.sleep(2)
+    alive = subprocess.run(["pgrep", "-f", "sleep 100"], capture_output=True).stdout.strip()
+    check(not alive, "its other rank was stopped")
+finally:
+    for p in reversed(PROCS):
+        p.send_signal(signal.SIGTERM)
+    for p in reversed(PROCS):
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+if FAILS:
+    for log in ("tesserad.log", "r-1.log", "r-2.log"):
+        print(f"--- {log}\n" + open(os.path.join(TMP, log)).read()[-1500:])
+    print(f"{len(FAILS)} FAILED:", *FAILS, sep="\n  ")
+    sys.exit(1)
+print("all passed")
