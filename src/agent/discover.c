@@ -21,7 +21,7 @@
 #define PROFILE_INDEX_LIMIT 64 /* a guard, not a limit: NVML ends the walk first */
 #define BYTES_PER_KIB 1024ULL
 
-/* ---- model mapping (docs/agent-discovery.md) ---------------------------- */
+/* ---- model mapping (docs/agent-health.md "Model mapping") ---------------------------- */
 
 /* PCI device ids from gpu-facts.md 2.4-2.7 are exact; names vary by board
  * and driver, so they are the fallback. */

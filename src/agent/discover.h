@@ -9,7 +9,7 @@
  * still learns the GPU exists and the health sampler reports why it is bad.
  * The NVML model name is mapped to the project's GPU model id (model.h) by PCI
  * device id first, then by exact name; the table is in discover.c and
- * docs/agent-discovery.md. Not thread-safe per desc; NVML calls are.
+ * docs/agent-health.md "Model mapping". Not thread-safe per desc; NVML calls are.
  */
 #ifndef TS_AGENT_DISCOVER_H
 #define TS_AGENT_DISCOVER_H
