@@ -477,6 +477,28 @@ static void nvlink_down_degrades(void **state)
     assert_non_null(strstr(find_reason(&fx->s.gpu[7], "nvlink-down")->message, "NVLink 5"));
 }
 
+static void lost_gpu_fails_and_discovery_carries_on(void **state)
+{
+    struct health_fx *fx = *state;
+    inject(6, "lost", json_true());
+    inject(6, "xids", json_pack("[i]", 79));
+    expect(fx, 6, TS_HEALTH_FAILED, "gpu-lost");
+    assert_true(fx->s.gpu[6].lost);
+    assert_non_null(find_reason(&fx->s.gpu[6], "xid-79"));
+
+    static ts_node_desc d;
+    ts_err err = {0};
+    assert_int_equal(ts_discover(fx->nv, &d, &err), 0);
+    assert_int_equal(d.ngpus, 8);
+    assert_string_equal(d.gpu[6].error, "gpu 6: nvmlDeviceGetUUID: GPU is lost");
+    assert_string_equal(d.gpu[7].error, "");
+    assert_int_equal(d.topo[6][7], TS_TOPO_UNKNOWN);
+    json_t *j = ts_discover_json(&d);
+    json_t *g6 = json_array_get(json_object_get(j, "gpus"), 6);
+    assert_non_null(strstr(json_string_value(json_object_get(g6, "error")), "GPU is lost"));
+    json_decref(j);
+}
+
 static void xid_events_are_delivered_once(void **state)
 {
     (void)state;
@@ -544,6 +566,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(ecc_and_row_remap_follow_the_table, health_setup,
                                         health_teardown),
         cmocka_unit_test_setup_teardown(nvlink_down_degrades, health_setup, health_teardown),
+        cmocka_unit_test_setup_teardown(lost_gpu_fails_and_discovery_carries_on, health_setup,
+                                        health_teardown),
         cmocka_unit_test(xid_events_are_delivered_once),
         cmocka_unit_test(xid_policy_matches_the_drain_table),
     };

@@ -83,6 +83,7 @@ struct fgpu {
     unsigned long long mem_total_mib, mem_used_mib;
     int numa_node, pcie_switch;
     /* health state: replaced on every reload */
+    int lost;
     int temp_c;
     unsigned long long clock_reasons;
     unsigned pcie_gen, pcie_width, pcie_max_gen, pcie_max_width;
@@ -267,6 +268,7 @@ static void jstr(json_t *obj, const char *key, char *dst, size_t len)
 
 static void load_health(struct fgpu *g, json_t *j)
 {
+    g->lost = (int)jnum(j, "lost", 0);
     g->temp_c = (int)jnum(j, "temperature_c", 35);
     g->clock_reasons = (unsigned long long)jnum(j, "clock_event_reasons", 0);
     g->mem_used_mib = (unsigned long long)jnum(j, "memory_used_mib", 0);
@@ -426,6 +428,17 @@ static nvmlReturn_t leave(nvmlReturn_t rc)
             return enter_rc_;                  \
     } while (0)
 
+static struct fgpu *as_any(nvmlDevice_t d);
+
+/* A GPU marked "lost" in the fixture answers like one that fell off the bus. */
+#define ENTER_DEV(dev)                                      \
+    do {                                                    \
+        ENTER();                                            \
+        struct fgpu *lost_ = as_any(dev);                   \
+        if (lost_ && lost_->lost)                           \
+            return leave(NVML_ERROR_GPU_IS_LOST);           \
+    } while (0)
+
 static struct fgpu *as_gpu(nvmlDevice_t d)
 {
     struct fgpu *g = (struct fgpu *)(void *)d;
@@ -566,7 +579,7 @@ static unsigned long long mig_mem_mib(const struct fci *c)
 
 EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t dev, char *name, unsigned int length)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct fci *c = as_mig(dev);
     struct fgpu *g = as_any(dev);
     if (!g)
@@ -586,7 +599,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t dev, char *name, unsigned int
 
 EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t dev, char *uuid, unsigned int length)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct fci *c = as_mig(dev);
     struct fgpu *g = as_any(dev);
     if (!g)
@@ -610,7 +623,7 @@ static void fill_pci(nvmlPciInfo_t *pci, const char *bus_id, unsigned device_id)
 
 EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t dev, nvmlPciInfo_t *pci)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct fgpu *g = as_any(dev);
     if (!g || !pci)
         return leave(NVML_ERROR_INVALID_ARGUMENT);
@@ -620,7 +633,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t dev, nvmlPciInfo_t *pci
 
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t dev, nvmlMemory_t *mem)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct fci *c = as_mig(dev);
     struct fgpu *g = as_any(dev);
     if (!g || !mem)
@@ -637,7 +650,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t dev, nvmlMemory_t *mem)
 
 EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t dev, nvmlUtilization_t *u)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct fgpu *g = as_gpu(dev);
     if (!g || !u)
         return leave(NVML_ERROR_INVALID_ARGUMENT);
@@ -651,7 +664,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t dev, nvmlUtilizat
 EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t dev, nvmlTemperatureSensors_t sensor,
                                              unsigned int *temp)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct fgpu *g = as_gpu(dev);
     if (!g || !temp || sensor != NVML_TEMPERATURE_GPU)
         return leave(NVML_ERROR_INVALID_ARGUMENT);
@@ -661,7 +674,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t dev, nvmlTemperatureSe
 
 EXPORT nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t dev, nvmlTemperature_t *t)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct fgpu *g = as_gpu(dev);
     if (!g || !t || t->sensorType != NVML_TEMPERATURE_GPU)
         return leave(NVML_ERROR_INVALID_ARGUMENT);
@@ -674,7 +687,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t dev, nvmlTemperature_
 EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t dev,
                                                            unsigned long long *reasons)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct fgpu *g = as_gpu(dev);
     if (!g || !reasons)
         return leave(NVML_ERROR_INVALID_ARGUMENT);
@@ -690,7 +703,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t dev,
 
 static nvmlReturn_t pcie_get(nvmlDevice_t dev, unsigned int *out, int which)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct fgpu *g = as_gpu(dev);
     if (!g || !out)
         return leave(NVML_ERROR_INVALID_ARGUMENT);
@@ -722,7 +735,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t dev, nvmlMemoryErro
                                                 nvmlEccCounterType_t counter,
                                                 unsigned long long *count)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct fgpu *g = as_gpu(dev);
     if (!g || !count || (unsigned)type > 1 || (unsigned)counter > 1)
         return leave(NVML_ERROR_INVALID_ARGUMENT);
@@ -733,7 +746,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t dev, nvmlMemoryErro
 EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t dev,
                                                            nvmlEnableState_t *pending)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct fgpu *g = as_gpu(dev);
     if (!g || !pending)
         return leave(NVML_ERROR_INVALID_ARGUMENT);
@@ -745,7 +758,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t dev, unsigned int *co
                                               unsigned int *unc, unsigned int *pending,
                                               unsigned int *failure)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct fgpu *g = as_gpu(dev);
     if (!g || !corr || !unc || !pending || !failure)
         return leave(NVML_ERROR_INVALID_ARGUMENT);
@@ -776,7 +789,7 @@ static nvmlReturn_t link_of(nvmlDevice_t dev, unsigned link, struct flink **out)
 EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t dev, unsigned int link,
                                              nvmlEnableState_t *active)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct flink *l = NULL;
     nvmlReturn_t rc = link_of(dev, link, &l);
     if (rc == NVML_SUCCESS && !active)
@@ -789,7 +802,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t dev, unsigned int link
 EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t dev, unsigned int link,
                                                         nvmlPciInfo_t *pci)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct flink *l = NULL;
     nvmlReturn_t rc = link_of(dev, link, &l);
     if (rc == NVML_SUCCESS && !pci)
@@ -802,7 +815,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t dev, unsign
 EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t dev, unsigned int link,
                                                         nvmlIntNvLinkDeviceType_t *type)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct flink *l = NULL;
     nvmlReturn_t rc = link_of(dev, link, &l);
     if (rc == NVML_SUCCESS && !type)
@@ -819,6 +832,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevi
     struct fgpu *ga = as_gpu(a), *gb = as_gpu(b);
     if (!ga || !gb || !level)
         return leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (ga->lost || gb->lost)
+        return leave(NVML_ERROR_GPU_IS_LOST);
     if (ga == gb)
         *level = NVML_TOPOLOGY_INTERNAL;
     else if (ga->pcie_switch >= 0 && ga->pcie_switch == gb->pcie_switch)
@@ -858,7 +873,7 @@ static struct fset *as_set(nvmlEventSet_t s)
 
 EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t dev, unsigned long long *types)
 {
-    ENTER();
+    ENTER_DEV(dev);
     if (!as_gpu(dev) || !types)
         return leave(NVML_ERROR_INVALID_ARGUMENT);
     *types = FAKE_SUPPORTED_EVENTS;
@@ -868,7 +883,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t dev, unsigned 
 EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t dev, unsigned long long types,
                                              nvmlEventSet_t set)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct fgpu *g = as_gpu(dev); /* MIG device handles: not supported (1.4) */
     struct fset *s = as_set(set);
     if (as_mig(dev))
@@ -940,7 +955,7 @@ EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
 EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t dev, unsigned int *current,
                                          unsigned int *pending)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct fgpu *g = as_gpu(dev);
     if (!g || !current || !pending)
         return leave(NVML_ERROR_INVALID_ARGUMENT);
@@ -954,7 +969,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t dev, unsigned int *current
 EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t dev, unsigned int index,
                                                         nvmlGpuInstanceProfileInfo_t *info)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct fgpu *g = as_gpu(dev);
     if (!g || !info || index >= FAKE_GI_PROFILE_COUNT)
         return leave(NVML_ERROR_INVALID_ARGUMENT);
@@ -1002,7 +1017,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t dev,
                                                               unsigned int profile_id,
                                                               unsigned int *count)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct fgpu *g = as_gpu(dev);
     const struct gi_profile *p = gi_profile_by_id(profile_id);
     if (!g || !count || !p)
@@ -1054,7 +1069,7 @@ EXPORT nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(
 EXPORT nvmlReturn_t nvmlDeviceCreateGpuInstance(nvmlDevice_t dev, unsigned int profile_id,
                                                 nvmlGpuInstance_t *gi)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct fgpu *g = as_gpu(dev);
     const struct gi_profile *p = gi_profile_by_id(profile_id);
     if (!g || !p || !gi)
@@ -1085,7 +1100,7 @@ EXPORT nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t h)
 EXPORT nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t dev, unsigned int profile_id,
                                               nvmlGpuInstance_t *out, unsigned int *count)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct fgpu *g = as_gpu(dev);
     if (!g || !out || !count || !gi_profile_by_id(profile_id))
         return leave(NVML_ERROR_INVALID_ARGUMENT);
@@ -1200,7 +1215,7 @@ EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t h,
 
 EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t dev, unsigned int *count)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct fgpu *g = as_gpu(dev);
     if (!g || !count)
         return leave(NVML_ERROR_INVALID_ARGUMENT);
@@ -1213,7 +1228,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t dev, unsigned in
 EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t dev, unsigned int index,
                                                         nvmlDevice_t *mig)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct fgpu *g = as_gpu(dev);
     if (!g || !mig || index >= FAKE_MIG_MAX_GI)
         return leave(NVML_ERROR_INVALID_ARGUMENT);
@@ -1229,7 +1244,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t dev, unsign
 
 EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t dev, unsigned int *id)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct fci *c = as_mig(dev);
     if (!id || !as_any(dev))
         return leave(NVML_ERROR_INVALID_ARGUMENT);
@@ -1241,7 +1256,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t dev, unsigned int *i
 
 EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t dev, unsigned int *id)
 {
-    ENTER();
+    ENTER_DEV(dev);
     struct fci *c = as_mig(dev);
     if (!id || !as_any(dev))
         return leave(NVML_ERROR_INVALID_ARGUMENT);
