@@ -499,6 +499,25 @@ static void lost_gpu_fails_and_discovery_carries_on(void **state)
     json_decref(j);
 }
 
+static void mig_gpu_baseline_is_healthy(void **state)
+{
+    (void)state;
+    ts_nvml *nv = open_fake("a100-mig.json");
+    ts_health *h = NULL;
+    static ts_health_sample s;
+    ts_err err = {0};
+    assert_int_equal(ts_health_open(nv, &h, &err), 0);
+    assert_int_equal(ts_health_sample_now(h, &s, &err), 0);
+    /* utilisation and row remapping are NOT_SUPPORTED there: unknown, not faults */
+    assert_int_equal(s.verdict, TS_HEALTH_HEALTHY);
+    assert_int_equal(s.gpu[0].util_gpu_pct, -1);
+    assert_int_equal(s.gpu[0].nreasons, 0);
+    assert_int_equal(s.gpu[1].nvlinks, 12);
+    ts_health_close(h);
+    ts_nvml_close(nv);
+    teardown_fixture();
+}
+
 static void xid_events_are_delivered_once(void **state)
 {
     (void)state;
@@ -568,6 +587,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(nvlink_down_degrades, health_setup, health_teardown),
         cmocka_unit_test_setup_teardown(lost_gpu_fails_and_discovery_carries_on, health_setup,
                                         health_teardown),
+        cmocka_unit_test(mig_gpu_baseline_is_healthy),
         cmocka_unit_test(xid_events_are_delivered_once),
         cmocka_unit_test(xid_policy_matches_the_drain_table),
     };
