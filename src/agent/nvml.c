@@ -38,8 +38,9 @@ static void store_fn(void *slot, void *sym)
     memcpy(slot, &sym, sizeof sym);
 }
 
-/* Resolves one entry; returns the chosen name inside spec->names (static)
- * copied into a static-lifetime pointer, or NULL. */
+/* Resolves one entry; returns where the chosen name starts inside the static
+ * spec->names (so it ends at the next space), or NULL with tried listing the
+ * names asked for. */
 static const char *resolve(ts_nvml *nv, const struct func_spec *spec, char *tried,
                            size_t tried_len)
 {
