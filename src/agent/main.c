@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/discover.h"
+#include "agent/health.h"
 #include "agent/nvml.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -23,6 +25,16 @@ static void on_signal(int sig)
 {
     (void)sig;
     stop_requested = 1;
+}
+
+/* The node's health for the next sync (agent.h's callback). */
+static json_t *health_report(void *ctx)
+{
+    static ts_health_sample s;
+    ts_err err;
+    if (ts_health_sample_now(ctx, &s, &err) != 0)
+        return json_pack("{s:s,s:[s]}", "verdict", "degraded", "reasons", err.msg);
+    return ts_health_json(&s);
 }
 
 static void usage(FILE *f)
@@ -50,7 +62,7 @@ int main(int argc, char **argv)
 {
     ts_agent_config cfg = {.lost_s = TS_AGENT_LOST_S};
     const char *token_file = NULL, *nvml_path = NULL;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--help") == 0) {
             usage(stdout);
@@ -79,7 +91,6 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
-        i++;
     }
     if (!cfg.server[0] || !cfg.node[0] || !token_file || !cfg.state_dir[0]) {
         fprintf(stderr, "tessera-agent: --server, --node, --token-file and --state-dir are "
@@ -94,16 +105,35 @@ int main(int argc, char **argv)
     ts_agent_node node = {0};
     ts_err err;
     ts_nvml *nv = NULL;
+    ts_health *health = NULL;
     if (ts_nvml_open(nvml_path, &nv, &err) != 0) {
         fprintf(stderr, "tessera-agent: no NVML (%s): serving CPU-only work\n", err.msg);
+        nv = NULL;
     }
-    /* GPU identifiers for CUDA_VISIBLE_DEVICES: by index until discovery
-     * names them by UUID */
-    node.ngpu = 16;
-    for (int g = 0; g < node.ngpu; g++)
-        snprintf(node.gpu_uuid[g], sizeof node.gpu_uuid[g], "%d", g);
-    node.discovery = json_pack("{s:s,s:b,s:I}", "hostname", cfg.node, "nvml", nv != NULL, "cpus",
-                               (json_int_t)sysconf(_SC_NPROCESSORS_ONLN));
+    static ts_node_desc desc;
+    if (ts_discover(nv, &desc, &err) != 0) {
+        fprintf(stderr, "tessera-agent: discovery: %s\n", err.msg);
+        return 1;
+    }
+    node.discovery = ts_discover_json(&desc);
+    if (nv && ts_health_open(nv, &health, &err) != 0)
+        fprintf(stderr, "tessera-agent: health checks unavailable: %s\n", err.msg);
+    if (health) {
+        node.health = health_report;
+        node.health_ctx = health;
+    }
+    /* CUDA_VISIBLE_DEVICES: the GPUs' UUIDs; without NVML, their indices */
+    node.ngpu = nv ? desc.ngpus : 16;
+    if (node.ngpu > 16)
+        node.ngpu = 16;
+    for (int g = 0; g < node.ngpu; g++) {
+        if (nv)
+            snprintf(node.gpu_uuid[g], sizeof node.gpu_uuid[g], "%s", desc.gpu[g].uuid);
+        else
+            snprintf(node.gpu_uuid[g], sizeof node.gpu_uuid[g], "%d", g);
+    }
+    fprintf(stderr, "tessera-agent: %d GPU(s), %ld CPUs, %llu MiB\n", nv ? desc.ngpus : 0,
+            desc.cpus, (unsigned long long)(desc.mem_total_bytes >> 20));
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
@@ -131,6 +161,7 @@ int main(int argc, char **argv)
     ts_agent_stop_all(a);
     ts_agent_free(a);
     json_decref(node.discovery);
+    ts_health_close(health);
     ts_nvml_close(nv);
     return 0;
 }

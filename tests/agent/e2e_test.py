@@ -5,7 +5,11 @@ borrowing job is preempted with its checkpoint signal, acknowledges its
 checkpoint and requeues; a gang whose rank fails fails as one and its other
 rank is stopped.
 
-    e2e_test.py TESSERAD TESSERA_AGENT
+    e2e_test.py TESSERAD TESSERA_AGENT [FAKE_NVML FIXTURE]
+
+With the fake NVML (tests/fakes) each agent discovers eight H100s with their
+UUIDs, the tasks get those UUIDs in CUDA_VISIBLE_DEVICES, and an Xid 79
+written into one node's fixture drains that node and requeues its job.
 """
 import json
 import os
@@ -19,6 +23,8 @@ import urllib.error
 import urllib.request
 
 TESSERAD, AGENT = sys.argv[1], sys.argv[2]
+FAKE = sys.argv[3] if len(sys.argv) > 4 and os.path.exists(sys.argv[3]) else None
+FIXTURE = sys.argv[4] if FAKE else None
 TMP = tempfile.mkdtemp(prefix="tessera-e2e-")
 FAILS = []
 PROCS = []
@@ -37,16 +43,16 @@ URL = f"http://127.0.0.1:{PORT}"
 open(os.path.join(TMP, "cluster.yaml"), "w").write("""topology:
   levels: [leaf, node, gpu]
 node_classes:
-  g4: {gpu_model: H100-80GB, gpus: 4, cpu_milli: 64000, memory_mib: 524288}
+  g4: {gpu_model: H100-80GB, gpus: 8, cpu_milli: 64000, memory_mib: 524288}
 nodes:
   - {names: 'r-[1-2]', class: g4, topology: {leaf: l1}}
 """)
 open(os.path.join(TMP, "tenants.yaml"), "w").write("""tenants:
   org:
-    guaranteed: {gpu: {H100-80GB: 8}}
+    guaranteed: {gpu: {H100-80GB: 16}}
     teams:
-      team-a: {guaranteed: {gpu: {H100-80GB: 4}}}
-      team-b: {guaranteed: {gpu: {H100-80GB: 4}}}
+      team-a: {guaranteed: {gpu: {H100-80GB: 8}}}
+      team-b: {guaranteed: {gpu: {H100-80GB: 8}}}
 """)
 open(os.path.join(TMP, "tesserad.yaml"), "w").write(f"""listen: 127.0.0.1:{PORT}
 cluster: cluster.yaml
@@ -87,8 +93,9 @@ def wait_for(pred, what, timeout=20.0):
     return None
 
 
-def start(args, log):
-    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(os.path.join(TMP, log), "w"))
+def start(args, log, env=None):
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(os.path.join(TMP, log), "w"),
+                         env=env)
     PROCS.append(p)
     return p
 
@@ -107,9 +114,17 @@ try:
         st, d = call("POST", "/v1/tokens", admin, {"name": node, "role": "node"})
         tf = os.path.join(TMP, node + ".token")
         open(tf, "w").write(d["token"]["secret"] + "\n")
+        env = dict(os.environ)
+        nvml = "/nonexistent/libnvidia-ml.so.1"
+        if FAKE:
+            fx = json.load(open(FIXTURE))
+            for g in fx["gpus"]:  # distinct UUIDs per node
+                g["uuid"] = g["uuid"][:-2] + ("01" if node == "r-1" else "02")
+            json.dump(fx, open(os.path.join(TMP, node + "-gpus.json"), "w"))
+            env["TESSERA_FAKE_NVML_FIXTURE"] = os.path.join(TMP, node + "-gpus.json")
+            nvml = FAKE
         start([AGENT, "--server", URL, "--node", node, "--token-file", tf,
-               "--state-dir", os.path.join(TMP, node), "--nvml", "/nonexistent/libnvidia-ml.so.1"],
-              node + ".log")
+               "--state-dir", os.path.join(TMP, node), "--nvml", nvml], node + ".log", env)
     wait_for(lambda: all(call("GET", f"/v1/nodes/{n}", admin)[1]["node"]["state"] == "up"
                          for n in ("r-1", "r-2")), "both agents register and their nodes come up")
 
@@ -118,7 +133,7 @@ try:
 
     def spec(tenant, name, cmd, count=1, tier="guaranteed", grace="5s"):
         return {"tenant": tenant, "name": name, "tier": tier, "command": ["/bin/sh", "-c", cmd],
-                "tasks": [{"count": count, "gpus": 4, "cpu_milli": 1000, "memory_mib": 1024}],
+                "tasks": [{"count": count, "gpus": 8, "cpu_milli": 1000, "memory_mib": 1024}],
                 "time_limit": "1h", "checkpoint": {"signal": "SIGUSR1", "grace": grace}}
 
     # a 2-node gang, real processes
@@ -133,9 +148,13 @@ try:
             p = os.path.join(TMP, node, "logs", f"j{hello}-r{r}.out")
             if os.path.exists(p):
                 outs.append(open(p).read().strip())
-    check(sorted(outs) == ["rank=0 world=2 local=0 master=r-1 gpus=0,1,2,3",
-                           "rank=1 world=2 local=0 master=r-1 gpus=0,1,2,3"],
-          f"each rank saw its environment: {outs}")
+    if FAKE:
+        want = sorted(f"rank={r} world=2 local=0 master=r-1 gpus=" + ",".join(
+            g["uuid"][:-2] + ("01" if r == 0 else "02") for g in json.load(open(FIXTURE))["gpus"])
+            for r in (0, 1))
+    else:
+        want = [f"rank={r} world=2 local=0 master=r-1 gpus=0,1,2,3,4,5,6,7" for r in (0, 1)]
+    check(sorted(outs) == want, f"each rank saw its environment: {outs}")
 
     # preemption with a checkpoint acknowledgement
     ckpt = ('trap \'echo checkpointing; touch "$TESSERA_CHECKPOINT_DONE"; exit 0\' USR1; '
@@ -164,6 +183,27 @@ try:
     time.sleep(2)
     alive = subprocess.run(["pgrep", "-f", "sleep 100"], capture_output=True).stdout.strip()
     check(not alive, "its other rank was stopped")
+
+    if FAKE:
+        # an Xid 79 on r-2: the node fails, its job requeues, nothing new lands there
+        st, d = call("POST", "/v1/jobs", admin, spec("team-a", "victim", "sleep 100", count=2,
+                                                     tier="opportunistic"))
+        vj = d["jobs"][0]["id"]
+        wait_for(lambda: job(vj)["state"] == "running", "a gang runs on both nodes")
+        path = os.path.join(TMP, "r-2-gpus.json")
+        fx = json.load(open(path))
+        fx["gpus"][3].setdefault("xids", []).append(79)
+        json.dump(fx, open(path + ".tmp", "w"))
+        os.rename(path + ".tmp", path)
+        t0 = time.time()
+        wait_for(lambda: call("GET", "/v1/nodes/r-2", admin)[1]["node"]["state"] == "drained",
+                 "Xid 79 drains r-2")
+        print(f"note: Xid 79 to drained in {time.time() - t0:.1f} s")
+        h = call("GET", "/v1/nodes/r-2", admin)[1]["node"]["health"]
+        check(h["state"] == "failed" and "79" in h["reasons"], f"r-2 says why: {h}")
+        wait_for(lambda: any(e["kind"] == "requeued" for e in
+                             call("GET", f"/v1/jobs/{vj}/events", admin)[1]["events"]),
+                 "the gang on the failed node requeues")
 finally:
     for p in reversed(PROCS):
         p.send_signal(signal.SIGTERM)
