@@ -41,6 +41,7 @@ fuzz:
 demo: build
 	scripts/demo $(BUILD)
 	scripts/demo-controller $(BUILD)
+	scripts/demo-cluster $(BUILD)
 
 bench: build
 	bench/run-all $(BUILD) $(SHARED)

@@ -144,6 +144,16 @@ int cli_cmd_node(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
     cli_table_init(&t, 2, NULL, 0);
     cli_kv(&t, "Name", cli_str(n, "name", v, sizeof v));
     cli_kv(&t, "State", state_cell(n, v, sizeof v));
+    {
+        /* health: its state, and the agent's reasons when it gave any */
+        json_t *h = json_object_get(n, "health");
+        const char *hs = json_string_value(json_object_get(h, "state"));
+        const char *hr = json_string_value(json_object_get(h, "reasons"));
+        char hv[CLI_CELL_MAX];
+        snprintf(hv, sizeof hv, "%s%s%s", hs ? hs : "-", hr && *hr ? ": " : "",
+                 hr && *hr ? hr : "");
+        cli_kv(&t, "Health", hv);
+    }
     cli_kv(&t, "GPU model", cli_str(n, "gpu_model", v, sizeof v));
     cli_kv(&t, "GPUs free", free_of(n, "gpus_free", "gpus", 1, "", v, sizeof v));
     cli_kv(&t, "CPU free",
