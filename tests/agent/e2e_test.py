@@ -93,6 +93,14 @@ def wait_for(pred, what, timeout=20.0):
     return None
 
 
+def _up():
+    try:
+        urllib.request.urlopen(URL + "/readyz", timeout=1)
+        return True
+    except Exception:
+        return False
+
+
 def start(args, log, env=None):
     p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(os.path.join(TMP, log), "w"),
                          env=env)
@@ -155,6 +163,28 @@ try:
     else:
         want = [f"rank={r} world=2 local=0 master=r-1 gpus=0,1,2,3,4,5,6,7" for r in (0, 1)]
     check(sorted(outs) == want, f"each rank saw its environment: {outs}")
+
+    # the controller restarts (kill -9) while a job runs on the agents: they
+    # register again and report it; it keeps running and completes, once
+    st, d = call("POST", "/v1/jobs", admin, spec("team-a", "survivor", "sleep 4; echo done",
+                                                 count=2, tier="opportunistic"))
+    sv = d["jobs"][0]["id"]
+    wait_for(lambda: job(sv)["state"] == "running", "a job runs before the controller restarts")
+    ctld = PROCS[0]
+    ctld.send_signal(signal.SIGKILL)
+    ctld.wait(timeout=10)
+    PROCS[0] = start([TESSERAD, "--config", os.path.join(TMP, "tesserad.yaml")], "tesserad2.log")
+    wait_for(lambda: job(sv)["state"] == "completed" if _up() else False,
+             "after the restart the job completes where it ran")
+    starts = [e for e in call("GET", f"/v1/jobs/{sv}/events", admin)[1]["events"]
+              if e["kind"] == "started"]
+    check(len(starts) == 1, f"it started once ({len(starts)})")
+    done = 0
+    for node in ("r-1", "r-2"):
+        for f in os.listdir(os.path.join(TMP, node, "logs")):
+            if f.startswith(f"j{sv}-") and f.endswith(".out"):
+                done += open(os.path.join(TMP, node, "logs", f)).read().count("done")
+    check(done == 2, f"each rank ran to its end exactly once ({done} 'done' lines for 2 ranks)")
 
     # preemption with a checkpoint acknowledgement
     ckpt = ('trap \'echo checkpointing; touch "$TESSERA_CHECKPOINT_DONE"; exit 0\' USR1; '
