@@ -29,6 +29,9 @@
 typedef struct local_task {
     int64_t job;
     int rank;
+    int gpu[16];           /* its GPU indices, for its utilisation */
+    int ngpu;
+    bool idle_warned;
     ts_task *t;            /* NULL when it could not start */
     char start_error[TS_ERR_MSG_MAX]; /* why it could not start */
     bool stop_requested;
@@ -188,6 +191,15 @@ static json_t *report(ts_agent *a)
                 ts_task_poll(lt->t, now, &lt->st, &e);
             if (lt->st.phase != TS_TASK_EXITED) {
                 json_object_set_new(o, "state", json_string("running"));
+                /* its GPUs' mean utilisation, for the controller's idle policy */
+                int sum = 0, known = 0;
+                for (int k = 0; k < lt->ngpu; k++)
+                    if (a->node->gpu_util[lt->gpu[k]] >= 0) {
+                        sum += a->node->gpu_util[lt->gpu[k]];
+                        known++;
+                    }
+                if (known > 0)
+                    json_object_set_new(o, "gpu_util", json_real((double)sum / known));
             } else if (lt->stop_requested) {
                 json_object_set_new(o, "state", json_string("stopped"));
                 json_object_set_new(o, "outcome", json_string(outcome_name(lt->st.outcome)));
@@ -240,8 +252,10 @@ static void start(ts_agent *a, json_t *t)
     size_t ngpu = 0;
     for (size_t k = 0; k < json_array_size(gpus) && ngpu < 16; k++) {
         json_int_t g = json_integer_value(json_array_get(gpus, k));
-        if (g >= 0 && g < a->node->ngpu)
+        if (g >= 0 && g < a->node->ngpu) {
+            lt->gpu[lt->ngpu++] = (int)g;
             uuids[ngpu++] = a->node->gpu_uuid[g];
+        }
     }
     const char *user = json_string_value(json_object_get(t, "user"));
     struct passwd *pw = user ? getpwnam(user) : NULL; /* run as it only where it exists */
@@ -287,6 +301,16 @@ static void reconcile(ts_agent *a, json_t *desired)
         int rank = (int)json_integer_value(json_object_get(t, "rank"));
         const char *action = json_string_value(json_object_get(t, "action"));
         local_task *lt = find(a, job, rank);
+        const char *warn = json_string_value(json_object_get(t, "idle_warning"));
+        if (lt && lt->t && warn && !lt->idle_warned) {
+            /* the idle policy's warning, where the user reads the task's output */
+            FILE *f = fopen(ts_task_info_get(lt->t)->stdout_path, "a");
+            if (f) {
+                fprintf(f, "tessera: %s\n", warn);
+                fclose(f);
+            }
+            lt->idle_warned = true;
+        }
         if (!lt && action && strcmp(action, "run") == 0)
             start(a, t);
         else if (lt && lt->t && action && strcmp(action, "stop") == 0 && !lt->stop_requested) {

@@ -37,6 +37,7 @@ typedef struct ts_agent_node {
     json_t *discovery;      /* sent at registration (owned) */
     char gpu_uuid[16][96];  /* CUDA_VISIBLE_DEVICES value per GPU index */
     int ngpu;
+    int gpu_util[16];       /* last utilisation % per GPU (the health callback sets it), -1 unknown */
     /* health, refreshed by the caller before each sync; NULL = not reported */
     json_t *(*health)(void *ctx);
     void *health_ctx;

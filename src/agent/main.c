@@ -27,13 +27,22 @@ static void on_signal(int sig)
     stop_requested = 1;
 }
 
-/* The node's health for the next sync (agent.h's callback). */
+typedef struct health_ctx {
+    ts_health *h;
+    ts_agent_node *node;
+} health_ctx;
+
+/* The node's health for the next sync (agent.h's callback); it also leaves
+ * each GPU's utilisation for the tasks' idle reports. */
 static json_t *health_report(void *ctx)
 {
+    health_ctx *hc = ctx;
     static ts_health_sample s;
     ts_err err;
-    if (ts_health_sample_now(ctx, &s, &err) != 0)
+    if (ts_health_sample_now(hc->h, &s, &err) != 0)
         return json_pack("{s:s,s:[s]}", "verdict", "degraded", "reasons", err.msg);
+    for (int g = 0; g < s.ngpus && g < 16; g++)
+        hc->node->gpu_util[g] = s.gpu[g].util_gpu_pct;
     return ts_health_json(&s);
 }
 
@@ -118,9 +127,13 @@ int main(int argc, char **argv)
     node.discovery = ts_discover_json(&desc);
     if (nv && ts_health_open(nv, &health, &err) != 0)
         fprintf(stderr, "tessera-agent: health checks unavailable: %s\n", err.msg);
+    for (int g = 0; g < 16; g++)
+        node.gpu_util[g] = -1;
+    static health_ctx hctx;
     if (health) {
+        hctx = (health_ctx){health, &node};
         node.health = health_report;
-        node.health_ctx = health;
+        node.health_ctx = &hctx;
     }
     /* CUDA_VISIBLE_DEVICES: the GPUs' UUIDs; without NVML, their indices */
     node.ngpu = nv ? desc.ngpus : 16;

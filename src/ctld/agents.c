@@ -98,6 +98,11 @@ static json_t *desired(const ctld *c, int n)
                     json_object_set_new(t, "signal", json_integer(j->sj.ckpt_signal > 0
                                                                       ? j->sj.ckpt_signal
                                                                       : TS_SIGNAL_DEFAULT));
+                if (j->idle_warned && j->row.state == TS_JOB_RUNNING)
+                    json_object_set_new(
+                        t, "idle_warning",
+                        json_string("this job's GPUs have been idle; it will be stopped "
+                                    "(checkpoint signal first) and held unless they get busy"));
                 json_array_append_new(tasks, t);
             }
     }
@@ -150,15 +155,23 @@ static void job_settle(ctld *c, cjob *j, double now)
         ts_event_row ev = {.job_id = j->row.id, .t_s = now, .kind = "run-ended", .detail = d};
         ts_store_event_append(c->store, &ev, NULL);
         free(d);
-        j->row.state = TS_JOB_PENDING;
+        bool reaped = j->reaped;
+        j->row.state = reaped ? TS_JOB_HELD : TS_JOB_PENDING;
+        j->sj.held = reaped;
+        j->reaped = false;
         j->row.start_s = 0;
         int recent = 0;
         for (int k = 0; k < j->npreempted && k < CTLD_PREEMPT_MEMORY; k++)
             recent += now - j->preempted_at[k] < 3600.0;
         j->sj.eligible_s = now + ts_sched_backoff_s(c->sched, recent > 0 ? recent : 1);
-        event = "requeued";
-        snprintf(detail, sizeof detail, "every rank stopped (%s); eligible again at %.0f",
-                 j->stop_outcome[0] ? j->stop_outcome : "stopped", j->sj.eligible_s);
+        event = reaped ? "held" : "requeued";
+        if (reaped)
+            snprintf(detail, sizeof detail, "every rank stopped (%s) after the idle policy "
+                     "reaped it; release it to run again",
+                     j->stop_outcome[0] ? j->stop_outcome : "stopped");
+        else
+            snprintf(detail, sizeof detail, "every rank stopped (%s); eligible again at %.0f",
+                     j->stop_outcome[0] ? j->stop_outcome : "stopped", j->sj.eligible_s);
     }
     if (!event)
         return;
@@ -184,6 +197,12 @@ static void apply_reports(ctld *c, int n, json_t *tasks, double now)
             continue; /* not ours (any more): the desired state tells the agent */
         if (!j->rank_state && !(j->rank_state = calloc((size_t)j->ntasks, 1)))
             continue;
+        json_t *u = json_object_get(t, "gpu_util");
+        if (!j->rank_util && (j->rank_util = malloc((size_t)j->ntasks * sizeof *j->rank_util)))
+            for (int r = 0; r < j->ntasks; r++)
+                j->rank_util[r] = -1.0f;
+        if (j->rank_util && json_is_number(u))
+            j->rank_util[rank] = (float)json_number_value(u);
         if (st == CTLD_RANK_DONE && json_integer_value(json_object_get(t, "exit_code")) != 0)
             st = CTLD_RANK_FAILED;
         const char *outcome = json_string_value(json_object_get(t, "outcome"));
@@ -356,9 +375,58 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
     ctld_reply_json(r, 200, out);
 }
 
+/* The idle policy: a running job whose every rank reports GPU utilisation
+ * below the threshold is warned (in its tasks' logs) after half its window,
+ * then stopped like a preempted job (checkpoint signal first) and held. */
+static void idle_check(ctld *c, double now)
+{
+    for (int i = 0; i < c->njobs; i++) {
+        cjob *j = c->jobs[i];
+        if (j->row.state != TS_JOB_RUNNING || j->is_virtual || !j->rank_util)
+            continue;
+        double window = j->spec->idle_timeout_s > 0 ? j->spec->idle_timeout_s
+                                                    : c->cfg.idle_window_s[j->sj.tier ? 1 : 0];
+        bool idle = window > 0;
+        for (int r = 0; idle && r < j->ntasks; r++)
+            idle = j->rank_util[r] >= 0 && j->rank_util[r] < c->cfg.idle_threshold_pct;
+        if (!idle) {
+            j->idle_since_s = 0;
+            j->idle_warned = false;
+            continue;
+        }
+        if (j->idle_since_s == 0)
+            j->idle_since_s = now;
+        double t = now - j->idle_since_s;
+        ts_err err;
+        char d[160];
+        if (t >= window / 2 && !j->idle_warned) {
+            j->idle_warned = true;
+            ctld_nodes_touch_job(c, j);
+            snprintf(d, sizeof d, "every rank below %.0f%% GPU utilisation for %.0f s; stopped "
+                     "and held at %.0f s", c->cfg.idle_threshold_pct, t, window);
+            ts_event_row ev = {.job_id = j->row.id, .t_s = now, .kind = "idle-warning",
+                               .detail = d};
+            ts_store_event_append(c->store, &ev, NULL);
+        }
+        if (t >= window) {
+            j->reaped = true;
+            j->row.state = TS_JOB_STOPPING;
+            j->sj.stopping = true;
+            j->sj.stop_by_s = now + (j->sj.ckpt_grace_s >= 0 ? j->sj.ckpt_grace_s
+                                                            : c->cfg.sched.default_grace_s);
+            ctld_nodes_touch_job(c, j);
+            snprintf(d, sizeof d, "idle for %.0f s (below %.0f%% GPU utilisation): its GPUs go "
+                     "back; it is held until released", t, c->cfg.idle_threshold_pct);
+            if (ctld_write_row(c, j, "reaped", d, now, &err) != 0)
+                fprintf(stderr, "tesserad: job %lld: %s\n", (long long)j->row.id, err.msg);
+        }
+    }
+}
+
 int ctld_agents_expire(ctld *c, double now, ts_err *err)
 {
     (void)err;
+    idle_check(c, now);
     for (int n = 0; n < c->cluster->nnodes; n++) {
         ctld_agent *a = &c->agents[n];
         if (!a->registered || now - a->last_seen_s < c->cfg.node_lost_s)

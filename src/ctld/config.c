@@ -223,7 +223,7 @@ static int walk(void *p)
     static const char *const keys[] = {"listen", "state_dir", "store", "cluster", "tenants",
                                        "virtual_nodes", "tls", "admin_token_file",
                                        "metrics_public", "limits", "scheduler",
-                                       "node_lost_after"};
+                                       "node_lost_after", "idle"};
     enum { NK = sizeof keys / sizeof keys[0] };
     yaml_node_t *v[NK];
     yaml_node_t *root = yaml_document_get_root_node(x->D.doc);
@@ -305,6 +305,20 @@ static int walk(void *p)
     if (rc == 0 && v[11] && (rc = get_dur(x, v[11], "node_lost_after", &cfg->node_lost_s)) == 0 &&
         cfg->node_lost_s < 1.0)
         rc = ts_yaml_fail(&x->D, v[11], TS_EINVAL, "node_lost_after: must be at least 1s");
+    if (rc == 0 && v[12]) {
+        static const char *const ik[] = {"threshold_pct", "guaranteed", "opportunistic"};
+        yaml_node_t *iv[3];
+        int64_t pct;
+        rc = ts_yaml_map_fields(&x->D, v[12], "idle", ik, 3, iv);
+        if (rc == 0 && iv[0] &&
+            (rc = ts_yaml_get_int(&x->D, iv[0], "idle.threshold_pct", 0, 100, "0..100", &pct)) ==
+                0)
+            cfg->idle_threshold_pct = (double)pct;
+        if (rc == 0 && iv[1])
+            rc = get_dur(x, iv[1], "idle.guaranteed", &cfg->idle_window_s[0]);
+        if (rc == 0 && iv[2])
+            rc = get_dur(x, iv[2], "idle.opportunistic", &cfg->idle_window_s[1]);
+    }
     return rc;
 }
 
@@ -320,6 +334,7 @@ static void defaults(ctld_config *cfg)
     cfg->rate_burst = 1000.0;
     cfg->metrics_public = true;
     cfg->node_lost_s = CTLD_NODE_LOST_S;
+    cfg->idle_threshold_pct = 5.0;
 }
 
 int ctld_config_load(const char *path, ctld_config *cfg, ts_err *err)

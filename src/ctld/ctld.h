@@ -68,6 +68,8 @@ typedef struct ctld_config {
     double rate_burst;
     bool metrics_public;        /* /metrics without a token */
     double node_lost_s;         /* an agent silent this long is lost */
+    double idle_threshold_pct;  /* a task below this GPU utilisation is idle */
+    double idle_window_s[2];    /* per tier: idle this long is reaped; 0 = never */
 } ctld_config;
 
 /* Reads the configuration file (paths in it are relative to its folder). */
@@ -102,6 +104,9 @@ typedef struct cjob {
     double reserved_at_s;       /* -1 */
     bool is_virtual;            /* runs on virtual nodes only */
     uint8_t *rank_state;        /* ntasks, enum ctld_rank_state, while it runs on agents */
+    float *rank_util;           /* ntasks, last reported GPU utilisation %, -1 unknown */
+    double idle_since_s;        /* every rank idle since; 0 = not idle */
+    bool idle_warned, reaped;
     char stop_outcome[32];      /* how the last rank stopped (checkpointed, terminated, ...) */
 } cjob;
 

@@ -115,6 +115,7 @@ static void cjob_free(cjob *j)
     free(j->tasks);
     free(j->allocs);
     free(j->rank_state);
+    free(j->rank_util);
     free(j);
 }
 
@@ -707,6 +708,10 @@ void ctld_job_unbind(ctld *c, cjob *j, double now)
     j->row.placement_json = NULL;
     free(j->rank_state);
     j->rank_state = NULL;
+    free(j->rank_util);
+    j->rank_util = NULL;
+    j->idle_since_s = 0;
+    j->idle_warned = false;
 }
 
 int ctld_job_action(ctld *c, int64_t id, const char *action, ts_err *err)

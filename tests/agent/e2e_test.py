@@ -215,6 +215,21 @@ try:
     check(not alive, "its other rank was stopped")
 
     if FAKE:
+        # idle reaping: the fake GPUs report 0 % utilisation; a job whose spec
+        # says idle.timeout 3s is warned in its log, then stopped and held
+        sp = spec("team-a", "idler", "sleep 100")
+        sp["idle"] = {"timeout": "3s"}
+        st, d = call("POST", "/v1/jobs", admin, sp)
+        ij = d["jobs"][0]["id"]
+        wait_for(lambda: job(ij)["state"] == "held", "an idle job is reaped and held")
+        kinds = [e["kind"] for e in call("GET", f"/v1/jobs/{ij}/events", admin)[1]["events"]]
+        check("idle-warning" in kinds and "reaped" in kinds, f"with a warning first: {kinds}")
+        logs = "".join(open(os.path.join(TMP, n, "logs", f)).read()
+                       for n in ("r-1", "r-2") for f in os.listdir(os.path.join(TMP, n, "logs"))
+                       if f.startswith(f"j{ij}-") and f.endswith(".out"))
+        check("GPUs have been idle" in logs, "the warning is in the task's log")
+        call("POST", f"/v1/jobs/{ij}/cancel", admin)
+
         # an Xid 79 on r-2: the node fails, its job requeues, nothing new lands there
         st, d = call("POST", "/v1/jobs", admin, spec("team-a", "victim", "sleep 100", count=2,
                                                      tier="opportunistic"))
