@@ -88,11 +88,13 @@ int main(int argc, char **argv)
     int sig = 0;
     sigwait(&set, &sig);
     fprintf(stderr, "tesserad: signal %d, stopping\n", sig);
-    ctld_http_stop(&c);
+    /* wake the agents' long-polls first, or stopping the server waits for them */
     pthread_mutex_lock(&c.mu);
     c.stop = true;
     pthread_cond_signal(&c.wake);
+    pthread_cond_broadcast(&c.agents_cv);
     pthread_mutex_unlock(&c.mu);
+    ctld_http_stop(&c);
     pthread_join(loop, NULL);
     ctld_close(&c);
     return 0;
