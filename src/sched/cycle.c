@@ -226,20 +226,30 @@ static int bind(ts_sched *s, const ts_job *job, ts_err *err)
                       (long long)job->id);
 }
 
-int ts_sched_start(ts_sched *s, const ts_job *job, double now, ts_err *err)
+/* What a bound (or to be bound) job charges, after checking its allocations
+ * name nodes of the cluster. */
+static int bound_demand(const ts_sched *s, const ts_job *job, int64_t demand[TS_RES_DIMS],
+                        ts_err *err)
 {
-    int rc = ts_sched_check_job(s, job, err);
-    if (rc != 0)
-        return rc;
-    if (!job->allocs)
+    if (!job->allocs || job->ntasks < 1 || !job->tasks)
         return ts_err_set(err, TS_EINVAL, "job %lld: allocs: required", (long long)job->id);
-    int64_t demand[TS_RES_DIMS];
     for (int i = 0; i < job->ntasks; i++)
         if (job->allocs[i].node < 0 || job->allocs[i].node >= s->c->nnodes)
             return ts_err_set(err, TS_EINVAL, "job %lld: allocs[%d].node: out of range",
                               (long long)job->id, i);
     if (cycle_job_demand(s, job, job->allocs, -1, demand) != 0)
         return ts_err_set(err, TS_EINVAL, "job %lld: tasks: bad demand", (long long)job->id);
+    return 0;
+}
+
+int ts_sched_start(ts_sched *s, const ts_job *job, double now, ts_err *err)
+{
+    int64_t demand[TS_RES_DIMS];
+    int rc = ts_sched_check_job(s, job, err);
+    if (rc == 0)
+        rc = bound_demand(s, job, demand, err);
+    if (rc != 0)
+        return rc;
     blockers_clear(s);
     if ((rc = bind(s, job, err)) != 0)
         return rc;
@@ -252,16 +262,10 @@ int ts_sched_start(ts_sched *s, const ts_job *job, double now, ts_err *err)
 
 int ts_sched_stop(ts_sched *s, const ts_job *job, double now, ts_err *err)
 {
-    if (!job->allocs || job->ntasks < 1 || !job->tasks)
-        return ts_err_set(err, TS_EINVAL, "job %lld: allocs: required", (long long)job->id);
     int64_t demand[TS_RES_DIMS];
-    for (int i = 0; i < job->ntasks; i++)
-        if (job->allocs[i].node < 0 || job->allocs[i].node >= s->c->nnodes)
-            return ts_err_set(err, TS_EINVAL, "job %lld: allocs[%d].node: out of range",
-                              (long long)job->id, i);
-    if (cycle_job_demand(s, job, job->allocs, -1, demand) != 0)
-        return ts_err_set(err, TS_EINVAL, "job %lld: tasks: bad demand", (long long)job->id);
-    int rc = ts_quota_credit(s->q, job->tenant, job->tier, demand, now, err);
+    int rc = bound_demand(s, job, demand, err);
+    if (rc == 0)
+        rc = ts_quota_credit(s->q, job->tenant, job->tier, demand, now, err);
     if (rc != 0)
         return rc;
     blockers_clear(s);

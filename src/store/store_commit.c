@@ -209,24 +209,8 @@ int ts_store_submit_many(ts_store *s, ts_wop *ops, int n)
 
 int ts_store_submit(ts_store *s, ts_wop *op, ts_err *err)
 {
-    memset(&op->stored, 0, sizeof op->stored);
-    op->failed = op->done = false;
-    op->next = NULL;
-    pthread_mutex_lock(&s->qmu);
-    if (s->stopping) {
-        pthread_mutex_unlock(&s->qmu);
+    if (ts_store_submit_many(s, op, 1) != 0)
         return ts_err_set(err, TS_EINVAL, "store: closed");
-    }
-    if (s->qtail)
-        s->qtail->next = op;
-    else
-        s->qhead = op;
-    s->qtail = op;
-    s->nqueued++;
-    pthread_cond_signal(&s->qcv);
-    while (!op->done)
-        pthread_cond_wait(&s->donecv, &s->qmu);
-    pthread_mutex_unlock(&s->qmu);
     if (op->rc && err)
         *err = op->err;
     return op->rc;
