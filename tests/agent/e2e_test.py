@@ -14,32 +14,33 @@ written into one node's fixture drains that node and requeues its job.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
 
 TESSERAD, AGENT = sys.argv[1], sys.argv[2]
 FAKE = sys.argv[3] if len(sys.argv) > 4 and os.path.exists(sys.argv[3]) else None
 FIXTURE = sys.argv[4] if FAKE else None
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from harness import FAILS, check, free_port, http_call  # noqa: E402
+from harness import wait_for as harness_wait_for  # noqa: E402
+
 TMP = tempfile.mkdtemp(prefix="tessera-e2e-")
-FAILS = []
 PROCS = []
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 PORT = free_port()
 URL = f"http://127.0.0.1:{PORT}"
+
+
+def call(method, path, token, body=None):
+    return http_call(URL, method, path, token, body)
+
+
+def wait_for(pred, what, timeout=20.0):
+    return harness_wait_for(pred, what, timeout, step=0.2)
 open(os.path.join(TMP, "cluster.yaml"), "w").write("""topology:
   levels: [leaf, node, gpu]
 node_classes:
@@ -62,35 +63,6 @@ node_lost_after: 10s
 limits: {{requests_per_s: 100000, burst: 100000}}
 scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 5s, backoff: 1s}}
 """)
-
-
-def call(method, path, token, body=None):
-    h = {"Authorization": "Bearer " + token}
-    data = None
-    if body is not None:
-        data = json.dumps(body).encode()
-        h["Content-Type"] = "application/json"
-    req = urllib.request.Request(URL + path, data=data, method=method, headers=h)
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, json.loads(r.read().decode() or "{}")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read().decode() or "{}")
-
-
-def check(cond, what):
-    (FAILS.append(what), print("FAIL:", what)) if not cond else print("ok:", what)
-
-
-def wait_for(pred, what, timeout=20.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.2)
-    check(False, what + " (timed out)")
-    return None
 
 
 def _up():

@@ -12,31 +12,31 @@ checkpoint signal and the job requeues once they report stopped; a failed
 health report drains the node and requeues its jobs; a silent agent is
 declared lost after node_lost_after and its jobs requeue. Every wait is bounded.
 """
-import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
 
 TESSERAD = sys.argv[1]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from harness import FAILS, check, free_port, http_call  # noqa: E402
+from harness import wait_for as harness_wait_for  # noqa: E402
+
 TMP = tempfile.mkdtemp(prefix="tessera-agents-")
-FAILS = []
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 PORT = free_port()
 URL = f"http://127.0.0.1:{PORT}"
+
+
+def call(method, path, token, body=None, timeout=30):
+    return http_call(URL, method, path, token, body, timeout=timeout)
+
+
+def wait_for(pred, what, timeout=15.0):
+    return harness_wait_for(pred, what, timeout)
 open(os.path.join(TMP, "cluster.yaml"), "w").write("""topology:
   levels: [leaf, node, gpu]
 node_classes:
@@ -59,38 +59,6 @@ node_lost_after: 3s
 limits: {{requests_per_s: 100000, burst: 100000}}
 scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 1s}}
 """)
-
-
-def call(method, path, token, body=None, timeout=30):
-    h = {"Authorization": "Bearer " + token}
-    data = None
-    if body is not None:
-        data = json.dumps(body).encode()
-        h["Content-Type"] = "application/json"
-    req = urllib.request.Request(URL + path, data=data, method=method, headers=h)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, json.loads(r.read().decode() or "{}")
-    except urllib.error.HTTPError as e:
-        try:
-            return e.code, json.loads(e.read().decode())
-        except ValueError:
-            return e.code, {}
-
-
-def check(cond, what):
-    (FAILS.append(what), print("FAIL:", what)) if not cond else print("ok:", what)
-
-
-def wait_for(pred, what, timeout=15.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.1)
-    check(False, what + " (timed out)")
-    return None
 
 
 proc = subprocess.Popen([TESSERAD, "--config", os.path.join(TMP, "tesserad.yaml")],

@@ -11,21 +11,20 @@ preemption with grace and requeue), cancel/hold/release, explain and events,
 pagination, body and rate limits, metrics, and that a kill -9 loses no
 acknowledged job. Every wait is bounded.
 """
-import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
 
 TESSERAD = sys.argv[1]
 STORE = sys.argv[2] if len(sys.argv) > 2 else os.environ.get("TS_TEST_PG_URL")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from harness import FAILS, check, free_port, http_call, wait_for  # noqa: E402
+
 TMP = tempfile.mkdtemp(prefix="tessera-api-")
-FAILS = []
 
 CLUSTER = """topology:
   levels: [leaf, node, gpu]
@@ -44,16 +43,12 @@ TENANTS = """tenants:
 """
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 PORT = free_port()
 URL = f"http://127.0.0.1:{PORT}"
+
+
+def call(method, path, token=None, body=None, headers=None, raw=None):
+    return http_call(URL, method, path, token, body, headers, raw)
 with open(os.path.join(TMP, "cluster.yaml"), "w") as f:
     f.write(CLUSTER)
 with open(os.path.join(TMP, "tenants.yaml"), "w") as f:
@@ -92,46 +87,6 @@ def start():
         time.sleep(0.1)
     print(open(os.path.join(TMP, "tesserad.log")).read())
     raise SystemExit("tesserad did not become ready")
-
-
-def call(method, path, token=None, body=None, headers=None, raw=None):
-    h = dict(headers or {})
-    if token:
-        h["Authorization"] = "Bearer " + token
-    data = raw
-    if body is not None:
-        data = json.dumps(body).encode()
-        h.setdefault("Content-Type", "application/json")
-    req = urllib.request.Request(URL + path, data=data, method=method, headers=h)
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            txt = r.read().decode()
-            return r.status, (json.loads(txt) if txt.strip().startswith(("{", "[")) else txt)
-    except urllib.error.HTTPError as e:
-        txt = e.read().decode()
-        try:
-            return e.code, json.loads(txt)
-        except ValueError:
-            return e.code, txt
-
-
-def check(cond, what):
-    if not cond:
-        FAILS.append(what)
-        print("FAIL:", what)
-    else:
-        print("ok:", what)
-
-
-def wait_for(pred, what, timeout=20.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.1)
-    check(False, what + " (timed out)")
-    return None
 
 
 def spec(tenant, name, gpus=4, count=1, tier="guaranteed", duration="1s", **kw):
