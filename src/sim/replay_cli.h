@@ -17,6 +17,10 @@
 
 #include "sched/replay.h"
 
+/* The file's bytes (malloc'd, *len set), or NULL after saying why on
+ * stderr ("tessera-sim replay: ..."). */
+char *replay_slurp(const char *path, size_t *len);
+
 /* Of a tenants YAML (docs/tenants-format.md), the leaves (tenants without
  * teams under them), each guaranteed the whole GPUs of all its models'
  * guarantees (fractions dropped). *out is new (free()). */

@@ -21,7 +21,7 @@
 
 #define EXIT_BAD_INPUT 2
 
-static char *slurp(const char *path, size_t *len)
+char *replay_slurp(const char *path, size_t *len)
 {
     ts_err err = {0};
     char *buf = sim_read_file(path, len, &err);
@@ -33,7 +33,7 @@ static char *slurp(const char *path, size_t *len)
 int replay_load_tenants(const char *path, ts_replay_tenant **out, int *n)
 {
     size_t len;
-    char *buf = slurp(path, &len);
+    char *buf = replay_slurp(path, &len);
     if (!buf)
         return EXIT_BAD_INPUT;
     ts_err err = {0};
@@ -82,7 +82,7 @@ int replay_load_tenants(const char *path, ts_replay_tenant **out, int *n)
 int replay_load_cluster(const char *path, int *nodes, int *gpus_per_node)
 {
     size_t len;
-    char *buf = slurp(path, &len);
+    char *buf = replay_slurp(path, &len);
     if (!buf)
         return EXIT_BAD_INPUT;
     ts_err err = {0};

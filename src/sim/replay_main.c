@@ -77,15 +77,6 @@ static int bad(const char *fmt, const char *arg)
     return EXIT_BAD_INPUT;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    ts_err err = {0};
-    char *buf = sim_read_file(path, len, &err);
-    if (!buf)
-        fprintf(stderr, "tessera-sim replay: %s\n", err.msg);
-    return buf;
-}
-
 static int parse_num(const char *opt, const char *v, double min, double max, bool integer,
                      double *out)
 {
@@ -212,7 +203,7 @@ static int load_vcs(const char *jobs_path, const char *vc_path, ts_replay_tenant
         vc_path = def;
     }
     size_t len;
-    char *buf = slurp(vc_path, &len);
+    char *buf = replay_slurp(vc_path, &len);
     if (!buf)
         return EXIT_BAD_INPUT;
     ts_err err = {0};
@@ -225,7 +216,7 @@ static int load_vcs(const char *jobs_path, const char *vc_path, ts_replay_tenant
 static int load_trace(options *o, const char **format, ts_replay_trace **t)
 {
     size_t len;
-    char *buf = slurp(o->jobs, &len);
+    char *buf = replay_slurp(o->jobs, &len);
     if (!buf)
         return EXIT_BAD_INPUT;
     bool philly = ts_replay_is_philly(buf, len), ours = ts_replay_is_jobs_csv(buf, len);
