@@ -52,6 +52,45 @@ void ctld_nodes_touch_job(ctld *c, const cjob *j)
     pthread_cond_broadcast(&c->agents_cv);
 }
 
+/* ---- tenant policies -------------------------------------------------------------- */
+
+/* Index in names[] of the tenant or its nearest ancestor named there, else -1. */
+static int tenant_match(const ctld *c, const char *tenant, const char *const *names, int n,
+                        size_t stride)
+{
+    const ts_tenants *ts = c->tenants;
+    int t = ts ? ts_tenant_find(ts, tenant) : -1;
+    const char *name = tenant;
+    for (;;) {
+        for (int i = 0; i < n; i++)
+            if (strcmp(*(const char *const *)((const char *)names + (size_t)i * stride), name) ==
+                0)
+                return i;
+        if (t < 0 || ts->t[t].parent < 0)
+            return -1;
+        t = ts->t[t].parent;
+        name = ts->t[t].name;
+    }
+}
+
+static bool straggler_drains(const ctld *c, const char *tenant)
+{
+    return tenant_match(c, tenant, (const char *const *)c->cfg.straggler_drain,
+                        c->cfg.nstraggler_drain, sizeof(char *)) >= 0;
+}
+
+/* The tenant's NCCL QoS (its own, an ancestor's, else "default"); NULL: none. */
+static const ctld_qos *tenant_qos(const ctld *c, const char *tenant)
+{
+    const char *names[CTLD_MAX_QOS];
+    for (int i = 0; i < c->cfg.nqos; i++)
+        names[i] = c->cfg.qos[i].tenant;
+    int k = tenant_match(c, tenant, names, c->cfg.nqos, sizeof(char *));
+    if (k < 0)
+        k = tenant_match(c, "default", names, c->cfg.nqos, sizeof(char *));
+    return k >= 0 ? &c->cfg.qos[k] : NULL;
+}
+
 /* ---- what should run on a node ----------------------------------------------- */
 
 static json_t *task_json(const ctld *c, const cjob *j, int rank)
@@ -84,6 +123,35 @@ static json_t *task_json(const ctld *c, const cjob *j, int rank)
         j->sj.ckpt_grace_s >= 0 ? j->sj.ckpt_grace_s : c->cfg.sched.default_grace_s);
 }
 
+/* What the controller adds to a task's environment: where its checkpoints
+ * live and whether this run resumes one (docs/agent-tasks.md). */
+static void task_extras(const ctld *c, const cjob *j, json_t *t)
+{
+    json_t *env = json_object_get(t, "env");
+    char kv[CTLD_PATH_MAX + 160];
+    bool own_dir = false; /* the job's env names its own checkpoint folder */
+    for (int i = 0; i < j->spec->nenv; i++)
+        own_dir = own_dir || strncmp(j->spec->env[i], "TESSERA_CHECKPOINT_DIR=", 23) == 0;
+    if (c->cfg.checkpoint_dir[0] && !own_dir) {
+        snprintf(kv, sizeof kv, "TESSERA_CHECKPOINT_DIR=%s/%s/%lld", c->cfg.checkpoint_dir,
+                 j->row.tenant, (long long)j->row.id);
+        json_array_append_new(env, json_string(kv));
+    }
+    snprintf(kv, sizeof kv, "TESSERA_JOB_ID=%lld", (long long)j->row.id);
+    json_array_append_new(env, json_string(kv));
+    snprintf(kv, sizeof kv, "TESSERA_RESTARTS=%d", j->row.preemptions);
+    json_array_append_new(env, json_string(kv));
+    if (j->row.preemptions > 0 && j->stop_outcome[0]) {
+        snprintf(kv, sizeof kv, "TESSERA_LAST_STOP=%s", j->stop_outcome);
+        json_array_append_new(env, json_string(kv));
+    }
+    const ctld_qos *q = tenant_qos(c, j->row.tenant);
+    if (q && q->tc >= 0)
+        json_object_set_new(t, "nccl_tc", json_integer(q->tc));
+    if (q && q->sl >= 0)
+        json_object_set_new(t, "nccl_sl", json_integer(q->sl));
+}
+
 static json_t *desired(const ctld *c, int n)
 {
     json_t *tasks = json_array();
@@ -94,6 +162,7 @@ static json_t *desired(const ctld *c, int n)
         for (int r = 0; r < j->ntasks; r++)
             if (j->allocs[r].node == n) {
                 json_t *t = task_json(c, j, r);
+                task_extras(c, j, t);
                 if (j->row.state == TS_JOB_STOPPING)
                     json_object_set_new(t, "signal", json_integer(j->sj.ckpt_signal > 0
                                                                       ? j->sj.ckpt_signal
@@ -163,7 +232,9 @@ static void job_settle(ctld *c, cjob *j, double now)
         int recent = 0;
         for (int k = 0; k < j->npreempted && k < CTLD_PREEMPT_MEMORY; k++)
             recent += now - j->preempted_at[k] < 3600.0;
-        j->sj.eligible_s = now + ts_sched_backoff_s(c->sched, recent > 0 ? recent : 1);
+        j->sj.eligible_s = j->restart_now ? now
+                                          : now + ts_sched_backoff_s(c->sched, recent > 0 ? recent : 1);
+        j->restart_now = false;
         event = reaped ? "held" : "requeued";
         if (reaped)
             snprintf(detail, sizeof detail, "every rank stopped (%s) after the idle policy "
@@ -203,6 +274,12 @@ static void apply_reports(ctld *c, int n, json_t *tasks, double now)
                 j->rank_util[r] = -1.0f;
         if (j->rank_util && json_is_number(u))
             j->rank_util[rank] = (float)json_number_value(u);
+        json_t *step = json_object_get(t, "step_s");
+        if (!j->rank_step && (j->rank_step = malloc((size_t)j->ntasks * sizeof *j->rank_step)))
+            for (int r = 0; r < j->ntasks; r++)
+                j->rank_step[r] = -1.0f;
+        if (j->rank_step && json_is_number(step) && json_number_value(step) > 0)
+            j->rank_step[rank] = (float)json_number_value(step);
         if (st == CTLD_RANK_DONE && json_integer_value(json_object_get(t, "exit_code")) != 0)
             st = CTLD_RANK_FAILED;
         const char *outcome = json_string_value(json_object_get(t, "outcome"));
@@ -423,10 +500,100 @@ static void idle_check(ctld *c, double now)
     }
 }
 
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Stragglers: ranks report their step time (docs/agent-tasks.md); a rank
+ * whose step time stays above factor x the gang's median (the lower median,
+ * so a gang of two can tell its slow rank) for the window is flagged once
+ * per run. For tenants whose policy says so its node is drained (it stays
+ * drained until an admin resumes it) and the job is stopped with its
+ * checkpoint signal and requeued, to restart elsewhere from its checkpoint. */
+static void straggler_check(ctld *c, double now)
+{
+    for (int i = 0; i < c->njobs; i++) {
+        cjob *j = c->jobs[i];
+        if (j->row.state != TS_JOB_RUNNING || j->is_virtual || !j->rank_step ||
+            j->ntasks < 2 || j->straggler_flagged)
+            continue;
+        int n = 0;
+        for (int r = 0; r < j->ntasks; r++)
+            n += j->rank_step[r] > 0;
+        if (n < j->ntasks)
+            continue; /* every rank must have reported */
+        float *sorted = malloc((size_t)n * sizeof *sorted);
+        if (!sorted)
+            continue;
+        memcpy(sorted, j->rank_step, (size_t)n * sizeof *sorted);
+        qsort(sorted, (size_t)n, sizeof *sorted, cmp_float);
+        float median = sorted[(n - 1) / 2];
+        free(sorted);
+        if (!j->straggle_since &&
+            !(j->straggle_since = calloc((size_t)j->ntasks, sizeof *j->straggle_since)))
+            continue;
+        int worst = -1;
+        for (int r = 0; r < j->ntasks; r++) {
+            if (j->rank_step[r] <= c->cfg.straggler_factor * median) {
+                j->straggle_since[r] = 0;
+                continue;
+            }
+            if (j->straggle_since[r] == 0)
+                j->straggle_since[r] = now;
+            if (now - j->straggle_since[r] >= c->cfg.straggler_window_s &&
+                (worst < 0 || j->rank_step[r] > j->rank_step[worst]))
+                worst = r;
+        }
+        if (worst < 0)
+            continue;
+        j->straggler_flagged = true;
+        const ts_alloc *a = &j->allocs[worst];
+        int node = a->node;
+        char gpus[64] = "";
+        for (int k = 0; k < a->ngpu; k++)
+            snprintf(gpus + strlen(gpus), sizeof gpus - strlen(gpus), "%s%d", k ? "," : "",
+                     a->gpu[k]);
+        bool drain = straggler_drains(c, j->row.tenant);
+        char d[400];
+        snprintf(d, sizeof d,
+                 "rank %d on node %s (GPUs %s): step %.3g s vs the gang's median %.3g s "
+                 "(over %.3gx for %.0f s)%s",
+                 worst, c->cluster->nodes[node].name, gpus[0] ? gpus : "none",
+                 (double)j->rank_step[worst], (double)median, c->cfg.straggler_factor,
+                 now - j->straggle_since[worst],
+                 drain ? "; the node is drained and the job requeues from its checkpoint"
+                       : "; flagged only (the tenant's policy does not drain)");
+        ts_event_row ev = {.job_id = j->row.id, .t_s = now, .kind = "straggler", .detail = d};
+        ts_store_event_append(c->store, &ev, NULL);
+        if (!drain)
+            continue;
+        ts_err err;
+        snprintf(c->agents[node].drain_why, sizeof c->agents[node].drain_why,
+                 "straggler: job %lld rank %d (GPUs %s) step %.3g s vs median %.3g s",
+                 (long long)j->row.id, worst, gpus[0] ? gpus : "none",
+                 (double)j->rank_step[worst], (double)median);
+        if (ctld_node_drain_locked(c, node, true, &err) != 0)
+            fprintf(stderr, "tesserad: drain %s: %s\n", c->cluster->nodes[node].name, err.msg);
+        j->row.state = TS_JOB_STOPPING;
+        j->sj.stopping = true;
+        j->sj.stop_by_s = now + (j->sj.ckpt_grace_s >= 0 ? j->sj.ckpt_grace_s
+                                                        : c->cfg.sched.default_grace_s);
+        j->restart_now = true;
+        j->row.preemptions++; /* a restart: TESSERA_RESTARTS counts it */
+        ctld_nodes_touch_job(c, j);
+        if (ctld_write_row(c, j, "stopping", "a straggling rank: restarting from the checkpoint "
+                           "away from the slow node", now, &err) != 0)
+            fprintf(stderr, "tesserad: job %lld: %s\n", (long long)j->row.id, err.msg);
+    }
+}
+
 int ctld_agents_expire(ctld *c, double now, ts_err *err)
 {
     (void)err;
     idle_check(c, now);
+    straggler_check(c, now);
     for (int n = 0; n < c->cluster->nnodes; n++) {
         ctld_agent *a = &c->agents[n];
         if (!a->registered || now - a->last_seen_s < c->cfg.node_lost_s)

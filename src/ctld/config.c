@@ -216,6 +216,88 @@ static int scheduler_parse(cfg_ctx *x, const yaml_node_t *n)
     return rc;
 }
 
+/* stragglers: {factor, window, drain: [tenant...]} */
+static int stragglers_parse(cfg_ctx *x, yaml_node_t *m)
+{
+    static const char *const sk[] = {"factor", "window", "drain"};
+    yaml_node_t *sv[3];
+    ctld_config *cfg = x->cfg;
+    int rc = ts_yaml_map_fields(&x->D, m, "stragglers", sk, 3, sv);
+    if (rc == 0 && sv[0]) {
+        const char *t = ts_yaml_scalar(sv[0]);
+        char *end = NULL;
+        double f = t ? strtod(t, &end) : 0.0;
+        if (!t || end == t || *end != '\0' || !(f > 1.0 && f <= 100.0))
+            return ts_yaml_fail_got(&x->D, sv[0], "stragglers.factor",
+                                    "a number above 1 (e.g. 1.5: 50 % slower than the median)");
+        cfg->straggler_factor = f;
+    }
+    if (rc == 0 && sv[1])
+        rc = get_dur(x, sv[1], "stragglers.window", &cfg->straggler_window_s);
+    if (rc == 0 && sv[2]) {
+        if (sv[2]->type != YAML_SEQUENCE_NODE)
+            return ts_yaml_fail_got(&x->D, sv[2], "stragglers.drain", "a list of tenant names");
+        int n = (int)(sv[2]->data.sequence.items.top - sv[2]->data.sequence.items.start);
+        cfg->straggler_drain = calloc((size_t)(n > 0 ? n : 1), sizeof *cfg->straggler_drain);
+        if (!cfg->straggler_drain)
+            return TS_ENOMEM;
+        for (int i = 0; i < n; i++) {
+            yaml_node_t *it = ts_yaml_node(&x->D, sv[2]->data.sequence.items.start[i]);
+            const char *name = ts_yaml_scalar(it);
+            if (!name || !ts_yaml_name_ok(name, TS_NAME_MAX))
+                return ts_yaml_fail_got(&x->D, it, "stragglers.drain[]", "a tenant name");
+            if (!(cfg->straggler_drain[cfg->nstraggler_drain++] = strdup(name)))
+                return TS_ENOMEM;
+        }
+    }
+    return rc;
+}
+
+/* nccl_qos: {tenant: {tc, sl}} */
+static int qos_parse(cfg_ctx *x, yaml_node_t *m)
+{
+    ctld_config *cfg = x->cfg;
+    if (m->type != YAML_MAPPING_NODE)
+        return ts_yaml_fail_got(&x->D, m, "nccl_qos", "a mapping of tenant names to {tc, sl}");
+    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = ts_yaml_node(&x->D, p->key), *v = ts_yaml_node(&x->D, p->value);
+        const char *name = ts_yaml_scalar(k);
+        if (!name || !ts_yaml_name_ok(name, TS_NAME_MAX))
+            return ts_yaml_fail_got(&x->D, k, "nccl_qos", "a tenant name");
+        char path[TS_NAME_MAX + 16];
+        ts_yaml_pathf(path, sizeof path, "nccl_qos.%s", name);
+        for (int i = 0; i < cfg->nqos; i++)
+            if (strcmp(cfg->qos[i].tenant, name) == 0)
+                return ts_yaml_fail(&x->D, k, TS_EINVAL, "%s: given twice", path);
+        if (cfg->nqos == CTLD_MAX_QOS)
+            return ts_yaml_fail(&x->D, k, TS_EINVAL, "nccl_qos: at most %d tenants",
+                                CTLD_MAX_QOS);
+        static const char *const qk[] = {"tc", "sl"};
+        yaml_node_t *qv[2];
+        int rc = ts_yaml_map_fields(&x->D, v, path, qk, 2, qv);
+        if (rc != 0)
+            return rc;
+        ctld_qos *q = &cfg->qos[cfg->nqos];
+        snprintf(q->tenant, sizeof q->tenant, "%s", name);
+        q->tc = q->sl = -1;
+        int64_t iv;
+        char fp[TS_NAME_MAX + 24];
+        /* InfiniBand: traffic class is the 8-bit GRH field, service level 4 bits */
+        ts_yaml_pathf(fp, sizeof fp, "%s.tc", path);
+        if (qv[0] && (rc = ts_yaml_get_int(&x->D, qv[0], fp, 0, 255, "0..255", &iv)) != 0)
+            return rc;
+        if (qv[0])
+            q->tc = (int)iv;
+        ts_yaml_pathf(fp, sizeof fp, "%s.sl", path);
+        if (qv[1] && (rc = ts_yaml_get_int(&x->D, qv[1], fp, 0, 15, "0..15", &iv)) != 0)
+            return rc;
+        if (qv[1])
+            q->sl = (int)iv;
+        cfg->nqos++;
+    }
+    return 0;
+}
+
 static int walk(void *p)
 {
     cfg_ctx *x = p;
@@ -223,7 +305,8 @@ static int walk(void *p)
     static const char *const keys[] = {"listen", "state_dir", "store", "cluster", "tenants",
                                        "virtual_nodes", "tls", "admin_token_file",
                                        "metrics_public", "limits", "scheduler",
-                                       "node_lost_after", "idle"};
+                                       "node_lost_after", "idle", "stragglers",
+                                       "checkpoint_dir", "nccl_qos"};
     enum { NK = sizeof keys / sizeof keys[0] };
     yaml_node_t *v[NK];
     yaml_node_t *root = yaml_document_get_root_node(x->D.doc);
@@ -319,6 +402,15 @@ static int walk(void *p)
         if (rc == 0 && iv[2])
             rc = get_dur(x, iv[2], "idle.opportunistic", &cfg->idle_window_s[1]);
     }
+    if (rc == 0 && v[13])
+        rc = stragglers_parse(x, v[13]);
+    if (rc == 0 && v[14])
+        rc = get_str(x, v[14], "checkpoint_dir", cfg->checkpoint_dir, sizeof cfg->checkpoint_dir);
+    if (rc == 0 && v[14] && cfg->checkpoint_dir[0] != '/')
+        rc = ts_yaml_fail(&x->D, v[14], TS_EINVAL,
+                          "checkpoint_dir: must be an absolute path (the same on every node)");
+    if (rc == 0 && v[15])
+        rc = qos_parse(x, v[15]);
     return rc;
 }
 
@@ -335,6 +427,8 @@ static void defaults(ctld_config *cfg)
     cfg->metrics_public = true;
     cfg->node_lost_s = CTLD_NODE_LOST_S;
     cfg->idle_threshold_pct = 5.0;
+    cfg->straggler_factor = 1.5;
+    cfg->straggler_window_s = 60.0;
 }
 
 int ctld_config_load(const char *path, ctld_config *cfg, ts_err *err)
@@ -389,5 +483,10 @@ void ctld_config_fini(ctld_config *cfg)
         free(cfg->virtual_nodes[i]);
     free(cfg->virtual_nodes);
     cfg->virtual_nodes = NULL;
+    for (int i = 0; i < cfg->nstraggler_drain; i++)
+        free(cfg->straggler_drain[i]);
+    free(cfg->straggler_drain);
+    cfg->straggler_drain = NULL;
+    cfg->nstraggler_drain = 0;
     cfg->nvirtual = 0;
 }

@@ -47,6 +47,12 @@ typedef struct ctld_priority_class {
     int value;
 } ctld_priority_class;
 
+#define CTLD_MAX_QOS 64
+typedef struct ctld_qos {
+    char tenant[TS_NAME_MAX];   /* a tenant or organisation; "default" for the rest */
+    int tc, sl;                 /* NCCL_IB_TC, NCCL_IB_SL; -1 = not set */
+} ctld_qos;
+
 typedef struct ctld_config {
     char listen_addr[64];       /* "127.0.0.1" */
     int listen_port;            /* 8460 */
@@ -70,6 +76,13 @@ typedef struct ctld_config {
     double node_lost_s;         /* an agent silent this long is lost */
     double idle_threshold_pct;  /* a task below this GPU utilisation is idle */
     double idle_window_s[2];    /* per tier: idle this long is reaped; 0 = never */
+    double straggler_factor;    /* a rank this much slower than its gang's median straggles */
+    double straggler_window_s;  /* for this long, before it counts */
+    char **straggler_drain;     /* tenants (or their organisations) whose straggling jobs are */
+    int nstraggler_drain;       /* requeued from their checkpoint and the node drained */
+    char checkpoint_dir[CTLD_PATH_MAX]; /* TESSERA_CHECKPOINT_DIR root; "" none */
+    ctld_qos qos[CTLD_MAX_QOS]; /* NCCL traffic class / service level per tenant */
+    int nqos;
 } ctld_config;
 
 /* Reads the configuration file (paths in it are relative to its folder). */
@@ -108,6 +121,10 @@ typedef struct cjob {
     double idle_since_s;        /* every rank idle since; 0 = not idle */
     bool idle_warned, reaped;
     char stop_outcome[32];      /* how the last rank stopped (checkpointed, terminated, ...) */
+    float *rank_step;           /* ntasks, last reported step time (s), -1 unknown */
+    double *straggle_since;     /* ntasks, since when the rank straggles; 0 = it does not */
+    bool straggler_flagged;     /* the straggler event was written for this run */
+    bool restart_now;           /* stopping to restart elsewhere at once (no backoff) */
 } cjob;
 
 /* A node agent as the controller sees it (agents.c). */
@@ -118,6 +135,7 @@ typedef struct ctld_agent {
     int health;                 /* 0 healthy, 1 degraded, 2 failed */
     char health_why[256];
     json_t *discovery;          /* its last registration's description */
+    char drain_why[256];        /* why the controller drained it itself ("" = it did not) */
 } ctld_agent;
 
 #define CTLD_HEALTHY 0
@@ -190,6 +208,8 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
 int ctld_job_action(ctld *c, int64_t id, const char *action, ts_err *err);
 /* Drain/resume a node by name; not under mu. */
 int ctld_node_drain(ctld *c, const char *node, bool drain, ts_err *err);
+/* The same for node index n, under mu (durable; resuming clears drain_why). */
+int ctld_node_drain_locked(ctld *c, int n, bool drain, ts_err *err);
 /* Replaces the tenants (YAML); not under mu. */
 int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err);
 void ctld_kick(ctld *c);

@@ -92,8 +92,15 @@ json_t *ctld_render_node(const ctld *c, int node)
             ? json_pack("{s:s,s:s,s:s,s:f}", "state", HEALTH[ag->health], "source", "agent",
                         "reasons", ag->health_why, "last_seen", ag->last_seen_s)
             : json_pack("{s:s,s:s}", "state", "unknown", "source", "no agent");
-    return json_pack("{s:s,s:s,s:b,s:o,s:o,s:i,s:i,s:I,s:I,s:I,s:I,s:o,s:o,s:o}", "name", n->name,
-                     "state", up ? "up" : "drained", "virtual", c->node_virtual[node], "health",
+    const char *why = up                        ? NULL
+                      : c->admin_drained[node]  ? (ag->drain_why[0] ? ag->drain_why
+                                                                    : "drained by an admin")
+                      : !c->node_virtual[node] && !ag->registered ? "no agent"
+                      : ag->health != CTLD_HEALTHY ? ag->health_why
+                                                   : NULL;
+    return json_pack("{s:s,s:s,s:o,s:b,s:o,s:o,s:i,s:i,s:I,s:I,s:I,s:I,s:o,s:o,s:o}", "name",
+                     n->name, "state", up ? "up" : "drained", "drain_reason",
+                     why ? json_string(why) : json_null(), "virtual", c->node_virtual[node], "health",
                      health,
                      "gpu_model",
                      n->model >= 0 ? json_string(ts_gpu_model_get(n->model)->name) : json_null(),

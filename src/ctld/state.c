@@ -116,6 +116,8 @@ static void cjob_free(cjob *j)
     free(j->allocs);
     free(j->rank_state);
     free(j->rank_util);
+    free(j->rank_step);
+    free(j->straggle_since);
     free(j);
 }
 
@@ -710,6 +712,11 @@ void ctld_job_unbind(ctld *c, cjob *j, double now)
     j->rank_state = NULL;
     free(j->rank_util);
     j->rank_util = NULL;
+    free(j->rank_step);
+    j->rank_step = NULL;
+    free(j->straggle_since);
+    j->straggle_since = NULL;
+    j->straggler_flagged = false;
     j->idle_since_s = 0;
     j->idle_warned = false;
 }
@@ -783,34 +790,40 @@ int ctld_job_action(ctld *c, int64_t id, const char *action, ts_err *err)
     return rc;
 }
 
+int ctld_node_drain_locked(ctld *c, int n, bool drain, ts_err *err)
+{
+    if (c->admin_drained[n] == drain)
+        return 0;
+    c->admin_drained[n] = drain;
+    if (!drain)
+        c->agents[n].drain_why[0] = '\0';
+    /* durable: the list of drained nodes */
+    json_t *a = json_array();
+    for (int i = 0; i < c->cluster->nnodes; i++)
+        if (c->admin_drained[i])
+            json_array_append_new(a, json_string(c->cluster->nodes[i].name));
+    char *txt = json_dumps(a, JSON_COMPACT);
+    json_decref(a);
+    int rc = txt ? ts_store_setting_put(c->store, DRAINED_KEY, txt, err)
+                 : ts_err_set(err, TS_ENOMEM, "out of memory");
+    free(txt);
+    if (rc != 0) /* not durable: undo */
+        c->admin_drained[n] = !drain;
+    ctld_node_refresh(c, n);
+    if (rc == 0) {
+        c->agents[n].gen++;
+        pthread_cond_broadcast(&c->agents_cv);
+        ctld_kick(c);
+    }
+    return rc;
+}
+
 int ctld_node_drain(ctld *c, const char *node, bool drain, ts_err *err)
 {
     pthread_mutex_lock(&c->mu);
     int n = ts_cluster_find_node(c->cluster, node);
-    int rc = 0;
-    if (n < 0) {
-        rc = ts_err_set(err, TS_ENOENT, "node \"%s\" does not exist", node);
-    } else if (c->admin_drained[n] != drain) {
-        c->admin_drained[n] = drain;
-        /* durable: the list of nodes an admin drained */
-        json_t *a = json_array();
-        for (int i = 0; i < c->cluster->nnodes; i++)
-            if (c->admin_drained[i])
-                json_array_append_new(a, json_string(c->cluster->nodes[i].name));
-        char *txt = json_dumps(a, JSON_COMPACT);
-        json_decref(a);
-        rc = txt ? ts_store_setting_put(c->store, DRAINED_KEY, txt, err)
-                 : ts_err_set(err, TS_ENOMEM, "out of memory");
-        free(txt);
-        if (rc != 0) /* not durable: undo */
-            c->admin_drained[n] = !drain;
-        ctld_node_refresh(c, n);
-        if (rc == 0) {
-            c->agents[n].gen++;
-            pthread_cond_broadcast(&c->agents_cv);
-            ctld_kick(c);
-        }
-    }
+    int rc = n < 0 ? ts_err_set(err, TS_ENOENT, "node \"%s\" does not exist", node)
+                   : ctld_node_drain_locked(c, n, drain, err);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
