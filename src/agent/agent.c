@@ -36,6 +36,7 @@ typedef struct local_task {
     char start_error[TS_ERR_MSG_MAX]; /* why it could not start */
     bool stop_requested;
     ts_task_state st;
+    char step_file[700];   /* where the task writes its step times */
 } local_task;
 
 struct ts_agent {
@@ -49,6 +50,7 @@ struct ts_agent {
     local_task tasks[TS_AGENT_MAX_TASKS];
     int ntasks;
     char logs[600];
+    char steps[600];       /* <state_dir>/steps: the tasks' step-time files */
 };
 
 typedef struct buf {
@@ -129,7 +131,10 @@ int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out
         return ts_err_set(err, TS_ENOMEM, "cannot start libcurl");
     }
     snprintf(a->logs, sizeof a->logs, "%s/logs", cfg->state_dir);
+    snprintf(a->steps, sizeof a->steps, "%s/steps", cfg->state_dir);
     mkdir(cfg->state_dir, 0755);
+    mkdir(a->steps, 01777); /* tasks run as their users; sticky, like /tmp */
+    chmod(a->steps, 01777);
     if (mkdir(a->logs, 0755) != 0 && errno != EEXIST) {
         int e = errno;
         ts_err_set(err, TS_EIO, "state_dir %s: %s", a->logs, strerror(e));
@@ -175,6 +180,49 @@ static const char *outcome_name(ts_stop_outcome o)
     }
 }
 
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* The median of the last TS_AGENT_STEP_SAMPLES step times the task wrote to
+ * its step file (one number of seconds per line); -1 when none. */
+static double step_median(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1.0;
+    char tail[4096];
+    size_t n = 0;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long size = ftell(f);
+        long from = size > (long)sizeof tail - 1 ? size - (long)sizeof tail + 1 : 0;
+        if (fseek(f, from, SEEK_SET) == 0)
+            n = fread(tail, 1, sizeof tail - 1, f);
+    }
+    fclose(f);
+    tail[n] = '\0';
+    double v[TS_AGENT_STEP_SAMPLES];
+    int k = 0;
+    /* newest last: walk the complete lines backwards */
+    char *end = strrchr(tail, '\n');
+    while (end && k < TS_AGENT_STEP_SAMPLES) {
+        *end = '\0';
+        char *line = strrchr(tail, '\n');
+        line = line ? line + 1 : tail;
+        char *stop;
+        double x = strtod(line, &stop);
+        if (stop != line && x > 0 && x < 1e6)
+            v[k++] = x;
+        end = line > tail ? line - 1 : NULL;
+    }
+    if (k == 0)
+        return -1.0;
+    qsort(v, (size_t)k, sizeof *v, cmp_double);
+    return v[k / 2];
+}
+
 static json_t *report(ts_agent *a)
 {
     json_t *arr = json_array();
@@ -200,6 +248,9 @@ static json_t *report(ts_agent *a)
                     }
                 if (known > 0)
                     json_object_set_new(o, "gpu_util", json_real((double)sum / known));
+                double step = step_median(lt->step_file);
+                if (step > 0)
+                    json_object_set_new(o, "step_s", json_real(step));
             } else if (lt->stop_requested) {
                 json_object_set_new(o, "state", json_string("stopped"));
                 json_object_set_new(o, "outcome", json_string(outcome_name(lt->st.outcome)));
@@ -246,7 +297,18 @@ static void start(ts_agent *a, json_t *t)
     char id[64];
     snprintf(id, sizeof id, "j%lld-r%d", (long long)lt->job, lt->rank);
     const char **argv = strv(json_object_get(t, "command"));
-    const char **env = strv(json_object_get(t, "env"));
+    /* the job's environment, then the step file (docs/agent-tasks.md) */
+    json_t *envj = json_deep_copy(json_object_get(t, "env"));
+    if (!json_is_array(envj)) {
+        json_decref(envj);
+        envj = json_array();
+    }
+    snprintf(lt->step_file, sizeof lt->step_file, "%s/%s", a->steps, id);
+    unlink(lt->step_file); /* an old run's steps must not count */
+    char kv[760];
+    snprintf(kv, sizeof kv, "TESSERA_STEP_FILE=%s", lt->step_file);
+    json_array_append_new(envj, json_string(kv));
+    const char **env = strv(envj);
     json_t *gpus = json_object_get(t, "gpus");
     const char *uuids[16];
     size_t ngpu = 0;
@@ -260,6 +322,12 @@ static void start(ts_agent *a, json_t *t)
     const char *user = json_string_value(json_object_get(t, "user"));
     struct passwd *pw = user ? getpwnam(user) : NULL; /* run as it only where it exists */
     const char *workdir = json_string_value(json_object_get(t, "workdir"));
+    char hca[512], tc[16] = "", sl[16] = "";
+    ts_nics_for_task(&a->node->nics, lt->gpu, lt->ngpu, hca, sizeof hca);
+    if (json_is_integer(json_object_get(t, "nccl_tc")))
+        snprintf(tc, sizeof tc, "%d", (int)json_integer_value(json_object_get(t, "nccl_tc")));
+    if (json_is_integer(json_object_get(t, "nccl_sl")))
+        snprintf(sl, sizeof sl, "%d", (int)json_integer_value(json_object_get(t, "nccl_sl")));
     ts_task_spec spec = {
         .task_id = id,
         .argv = argv,
@@ -274,6 +342,9 @@ static void start(ts_agent *a, json_t *t)
         .local_rank = (int)json_integer_value(json_object_get(t, "local_rank")),
         .master_addr = json_string_value(json_object_get(t, "master_addr")),
         .master_port = (int)json_integer_value(json_object_get(t, "master_port")),
+        .nccl_ib_hca = hca,
+        .nccl_ib_tc = tc,
+        .nccl_ib_sl = sl,
         .cpu_milli = json_integer_value(json_object_get(t, "cpu_milli")),
         .memory_bytes = json_integer_value(json_object_get(t, "memory_mib")) * 1048576LL,
         .pids_max = 4096,
@@ -287,6 +358,7 @@ static void start(ts_agent *a, json_t *t)
     }
     free(argv);
     free(env);
+    json_decref(envj);
 }
 
 static void reconcile(ts_agent *a, json_t *desired)

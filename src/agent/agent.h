@@ -14,12 +14,14 @@
 #include <jansson.h>
 
 #include "agent/launch.h"
+#include "agent/nics.h"
 #include "tessera/error.h"
 
 #define TS_AGENT_MAX_TASKS 256
 #define TS_AGENT_WAIT_IDLE_S 10.0  /* long-poll wait with nothing to watch */
 #define TS_AGENT_WAIT_BUSY_S 1.0   /* with tasks running or stopping */
 #define TS_AGENT_LOST_S 30.0       /* no controller this long: stop every task */
+#define TS_AGENT_STEP_SAMPLES 20   /* step times a task's median is taken over */
 
 typedef struct ts_agent_config {
     char server[512];       /* http(s)://host:port */
@@ -38,6 +40,7 @@ typedef struct ts_agent_node {
     char gpu_uuid[16][96];  /* CUDA_VISIBLE_DEVICES value per GPU index */
     int ngpu;
     int gpu_util[16];       /* last utilisation % per GPU (the health callback sets it), -1 unknown */
+    ts_nic_map nics;        /* the adapter (rail) of each GPU, for NCCL_IB_HCA */
     /* health, refreshed by the caller before each sync; NULL = not reported */
     json_t *(*health)(void *ctx);
     void *health_ctx;

@@ -1,0 +1,199 @@
+/*
+ * nics.c - the GPU-to-adapter (rail) map from sysfs or a file (nics.h).
+ */
+#define _DEFAULT_SOURCE /* realpath, DT_* */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/nics.h"
+
+/* "00000000:17:00.0" (NVML) -> "0000:17:00.0" (sysfs), lower case. */
+static void sysfs_bus_id(const char *nvml, char *out, size_t size)
+{
+    const char *p = nvml;
+    size_t n = strlen(p);
+    /* NVML pads the domain to 8 hex digits; sysfs uses 4 */
+    const char *colon = strchr(p, ':');
+    if (colon && colon - p > 4)
+        p = colon - 4;
+    n = strlen(p);
+    if (n >= size)
+        n = size - 1;
+    for (size_t i = 0; i < n; i++)
+        out[i] = (char)tolower((unsigned char)p[i]);
+    out[n] = '\0';
+}
+
+/* Path components two real paths share. */
+static int shared_depth(const char *a, const char *b)
+{
+    int depth = 0;
+    size_t i = 0;
+    for (;; i++) {
+        if (a[i] != b[i]) {
+            /* a component counts only when both end it here */
+            return (a[i] == '/' || a[i] == '\0') && (b[i] == '/' || b[i] == '\0') ? depth + 1
+                                                                                  : depth;
+        }
+        if (a[i] == '\0')
+            return depth + 1;
+        if (a[i] == '/' && i > 0)
+            depth++;
+    }
+}
+
+/* The adapter's first ACTIVE port ("4: ACTIVE" in ports/N/state), else 1. */
+static int active_port(const char *root, const char *hca)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/class/infiniband/%s/ports", root, hca);
+    DIR *d = opendir(path);
+    int best = -1, first = -1;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        char *end;
+        long port = strtol(e->d_name, &end, 10);
+        if (end == e->d_name || *end != '\0' || port < 1 || port > 255)
+            continue;
+        if (first < 0 || port < first)
+            first = (int)port;
+        char sp[PATH_MAX + 32], line[64] = "";
+        snprintf(sp, sizeof sp, "%s/%ld/state", path, port);
+        FILE *f = fopen(sp, "r");
+        if (f) {
+            if (!fgets(line, sizeof line, f))
+                line[0] = '\0';
+            fclose(f);
+        }
+        if (strstr(line, "ACTIVE") && (best < 0 || port < best))
+            best = (int)port;
+    }
+    if (d)
+        closedir(d);
+    return best > 0 ? best : first > 0 ? first : 1;
+}
+
+int ts_nics_discover(const char *sysfs_root, const char *const *bus_ids, int ngpu,
+                     ts_nic_map *map, ts_err *err)
+{
+    memset(map, 0, sizeof *map);
+    map->ngpu = ngpu < TS_NICS_MAX_GPUS ? ngpu : TS_NICS_MAX_GPUS;
+    const char *root = sysfs_root && *sysfs_root ? sysfs_root : "/sys";
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/class/infiniband", root);
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT)
+            return 0; /* no RDMA adapters: nothing to map */
+        return ts_err_set(err, TS_EIO, "%s: %s", dir, strerror(errno));
+    }
+    enum { MAX_HCA = 64 };
+    char names[MAX_HCA][TS_NICS_NAME_MAX];
+    char *real[MAX_HCA];
+    int nh = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && nh < MAX_HCA) {
+        if (e->d_name[0] == '.' || strlen(e->d_name) >= TS_NICS_NAME_MAX - 4)
+            continue;
+        char link[PATH_MAX + 300];
+        snprintf(link, sizeof link, "%s/%s/device", dir, e->d_name);
+        char *r = realpath(link, NULL);
+        if (!r)
+            continue; /* a software device (rxe over a plain NIC) has no PCI parent */
+        if (snprintf(names[nh], sizeof names[nh], "%s", e->d_name) >= (int)sizeof names[nh]) {
+            free(r);
+            continue;
+        }
+        real[nh++] = r;
+    }
+    closedir(d);
+    for (int g = 0; g < map->ngpu; g++) {
+        if (!bus_ids[g] || !bus_ids[g][0])
+            continue;
+        char bid[64], link[PATH_MAX + 80];
+        sysfs_bus_id(bus_ids[g], bid, sizeof bid);
+        snprintf(link, sizeof link, "%s/bus/pci/devices/%s", root, bid);
+        char *gr = realpath(link, NULL);
+        if (!gr)
+            continue;
+        int best = -1, best_depth = -1;
+        for (int h = 0; h < nh; h++) {
+            int dep = shared_depth(gr, real[h]);
+            if (dep > best_depth || (dep == best_depth && strcmp(names[h], names[best]) < 0)) {
+                best = h;
+                best_depth = dep;
+            }
+        }
+        if (best >= 0 && snprintf(map->hca[g], sizeof map->hca[g], "%s:%d", names[best],
+                                  active_port(root, names[best])) >= (int)sizeof map->hca[g])
+            map->hca[g][0] = '\0';
+        free(gr);
+    }
+    for (int h = 0; h < nh; h++)
+        free(real[h]);
+    return 0;
+}
+
+int ts_nics_load(const char *path, int ngpu, ts_nic_map *map, ts_err *err)
+{
+    memset(map, 0, sizeof *map);
+    map->ngpu = ngpu < TS_NICS_MAX_GPUS ? ngpu : TS_NICS_MAX_GPUS;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return ts_err_set(err, TS_EIO, "%s: %s", path, strerror(errno));
+    char line[256];
+    int ln = 0, rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        ln++;
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        char gpu_s[32], hca[TS_NICS_NAME_MAX], extra[8];
+        int k = sscanf(line, "%31s %63s %7s", gpu_s, hca, extra);
+        if (k <= 0)
+            continue;
+        char *end;
+        long g = strtol(gpu_s, &end, 10);
+        if (*end != '\0' || g < 0 || g >= map->ngpu)
+            rc = ts_err_set(err, TS_EINVAL, "%s:%d: gpu: \"%s\" is not a GPU index 0..%d", path,
+                            ln, gpu_s, map->ngpu - 1);
+        else if (k != 2)
+            rc = ts_err_set(err, TS_EINVAL, "%s:%d: expected \"GPU HCA[:PORT]\"", path, ln);
+        else if (strchr(hca, ',') || strchr(hca, '='))
+            rc = ts_err_set(err, TS_EINVAL, "%s:%d: hca: \"%s\" must be one adapter name", path,
+                            ln, hca);
+        else if (snprintf(map->hca[g], sizeof map->hca[g], strchr(hca, ':') ? "%s" : "%s:1",
+                          hca) >= (int)sizeof map->hca[g])
+            rc = ts_err_set(err, TS_EINVAL, "%s:%d: hca: \"%s\" is too long", path, ln, hca);
+    }
+    fclose(f);
+    return rc;
+}
+
+void ts_nics_for_task(const ts_nic_map *map, const int *gpus, int ngpu, char *out, size_t size)
+{
+    out[0] = '\0';
+    size_t len = 0;
+    for (int i = 0; i < ngpu; i++) {
+        int g = gpus[i];
+        if (g < 0 || g >= map->ngpu || !map->hca[g][0])
+            continue;
+        bool seen = false;
+        for (int k = 0; k < i && !seen; k++)
+            seen = gpus[k] >= 0 && gpus[k] < map->ngpu && strcmp(map->hca[gpus[k]], map->hca[g]) == 0;
+        if (seen)
+            continue;
+        int w = snprintf(out + len, size - len, "%s%s", len ? "," : "=", map->hca[g]);
+        if (w < 0 || (size_t)w >= size - len) {
+            out[len] = '\0';
+            return;
+        }
+        len += (size_t)w;
+    }
+}

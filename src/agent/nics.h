@@ -1,0 +1,45 @@
+/*
+ * nics.h - which network adapter (rail) serves each GPU of the node, for the
+ * NCCL variables of the tasks (docs/agent-tasks.md).
+ *
+ * On a rail-optimised node each GPU shares a PCIe switch with one InfiniBand
+ * / RoCE adapter; NCCL should use exactly the adapters of the task's GPUs.
+ * ts_nics_discover reads sysfs: for each GPU (by its PCI bus id) the adapter
+ * under /sys/class/infiniband whose PCI path shares the longest prefix with
+ * the GPU's (the nearest common bridge), and the adapter's first ACTIVE port.
+ * ts_nics_load reads an explicit map instead ("GPU HCA[:PORT]" per line,
+ * '#' comments), for nodes whose topology sysfs does not show.
+ *
+ * Ownership: a ts_nic_map is a plain value filled by the calls; nothing is
+ * allocated. Nothing prints.
+ */
+#ifndef TS_AGENT_NICS_H
+#define TS_AGENT_NICS_H
+
+#include <stddef.h>
+
+#include "tessera/error.h"
+
+#define TS_NICS_MAX_GPUS 16
+#define TS_NICS_NAME_MAX 64
+
+typedef struct ts_nic_map {
+    int ngpu;
+    /* "mlx5_0:1" per GPU index; "" when no adapter serves it */
+    char hca[TS_NICS_MAX_GPUS][TS_NICS_NAME_MAX];
+} ts_nic_map;
+
+/* sysfs_root: "/sys" (tests point it elsewhere). bus_ids[g]: NVML's PCI bus
+ * id of GPU g ("00000000:17:00.0"). No adapters at all is not an error (the
+ * map stays empty); TS_EIO only for an unreadable tree. */
+int ts_nics_discover(const char *sysfs_root, const char *const *bus_ids, int ngpu,
+                     ts_nic_map *map, ts_err *err);
+
+/* Reads "GPU HCA[:PORT]" lines; TS_EINVAL names the file, line and field. */
+int ts_nics_load(const char *path, int ngpu, ts_nic_map *map, ts_err *err);
+
+/* The NCCL_IB_HCA value for a task on these GPUs: "=mlx5_0:1,mlx5_1:1" (the
+ * '=' asks NCCL for exact names), each adapter once; "" when none. */
+void ts_nics_for_task(const ts_nic_map *map, const int *gpus, int ngpu, char *out, size_t size);
+
+#endif

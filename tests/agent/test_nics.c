@@ -1,0 +1,162 @@
+/*
+ * test_nics.c - the GPU-to-adapter map: from a fake sysfs tree (two PCIe
+ * switches, a GPU and an adapter under each, a third adapter on another
+ * socket, a software adapter without PCI), from a file with its errors, and
+ * the NCCL_IB_HCA value of a task.
+ */
+#define _DEFAULT_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "agent/nics.h"
+
+static char root[64];
+
+static void mkpath(const char *rel)
+{
+    char p[512], *s;
+    snprintf(p, sizeof p, "%s/%s", root, rel);
+    for (s = p + strlen(root) + 1; (s = strchr(s, '/')) != NULL; s++) {
+        *s = '\0';
+        mkdir(p, 0755);
+        *s = '/';
+    }
+    mkdir(p, 0755);
+}
+
+static void put(const char *rel, const char *text)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", root, rel);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void link_to(const char *target_rel, const char *link_rel)
+{
+    char t[512], l[512];
+    snprintf(t, sizeof t, "%s/%s", root, target_rel);
+    snprintf(l, sizeof l, "%s/%s", root, link_rel);
+    assert_int_equal(symlink(t, l), 0);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(root, sizeof root, "/tmp/ts-nics-XXXXXX");
+    assert_non_null(mkdtemp(root));
+    const char *sw0 = "devices/pci0000:16/0000:16:01.0", *sw1 = "devices/pci0000:16/0000:16:02.0";
+    char p[256];
+    snprintf(p, sizeof p, "%s/0000:17:00.0", sw0); /* GPU 0 */
+    mkpath(p);
+    snprintf(p, sizeof p, "%s/0000:18:00.0", sw0); /* mlx5_0 */
+    mkpath(p);
+    snprintf(p, sizeof p, "%s/0000:1a:00.0", sw1); /* GPU 1 */
+    mkpath(p);
+    snprintf(p, sizeof p, "%s/0000:1b:00.0", sw1); /* mlx5_1 */
+    mkpath(p);
+    mkpath("devices/pci0000:80/0000:80:01.0/0000:81:00.0"); /* mlx5_2, other socket */
+    mkpath("bus/pci/devices");
+    link_to("devices/pci0000:16/0000:16:01.0/0000:17:00.0", "bus/pci/devices/0000:17:00.0");
+    link_to("devices/pci0000:16/0000:16:02.0/0000:1a:00.0", "bus/pci/devices/0000:1a:00.0");
+    const char *hcas[][2] = {{"mlx5_0", "devices/pci0000:16/0000:16:01.0/0000:18:00.0"},
+                             {"mlx5_1", "devices/pci0000:16/0000:16:02.0/0000:1b:00.0"},
+                             {"mlx5_2", "devices/pci0000:80/0000:80:01.0/0000:81:00.0"}};
+    for (int i = 0; i < 3; i++) {
+        char d[128];
+        snprintf(d, sizeof d, "class/infiniband/%s/ports/1", hcas[i][0]);
+        mkpath(d);
+        snprintf(d, sizeof d, "class/infiniband/%s/ports/2", hcas[i][0]);
+        mkpath(d);
+        snprintf(d, sizeof d, "class/infiniband/%s/ports/1/state", hcas[i][0]);
+        put(d, i == 1 ? "1: DOWN\n" : "4: ACTIVE\n");
+        snprintf(d, sizeof d, "class/infiniband/%s/ports/2/state", hcas[i][0]);
+        put(d, "4: ACTIVE\n");
+        snprintf(d, sizeof d, "class/infiniband/%s/device", hcas[i][0]);
+        link_to(hcas[i][1], d);
+    }
+    mkpath("class/infiniband/rxe0"); /* software adapter: no device link */
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    return system(cmd);
+}
+
+static void test_discover(void **state)
+{
+    (void)state;
+    const char *ids[] = {"00000000:17:00.0", "00000000:1A:00.0", "00000000:99:00.0"};
+    ts_nic_map m;
+    ts_err err;
+    assert_int_equal(ts_nics_discover(root, ids, 3, &m, &err), 0);
+    assert_int_equal(m.ngpu, 3);
+    assert_string_equal(m.hca[0], "mlx5_0:1");
+    assert_string_equal(m.hca[1], "mlx5_1:2"); /* port 1 is down */
+    assert_string_equal(m.hca[2], "");         /* a GPU sysfs does not know */
+    char v[128];
+    int both[] = {0, 1, 0};
+    ts_nics_for_task(&m, both, 3, v, sizeof v);
+    assert_string_equal(v, "=mlx5_0:1,mlx5_1:2");
+    int none[] = {2};
+    ts_nics_for_task(&m, none, 1, v, sizeof v);
+    assert_string_equal(v, "");
+}
+
+static void test_no_adapters(void **state)
+{
+    (void)state;
+    const char *ids[] = {"00000000:17:00.0"};
+    ts_nic_map m;
+    ts_err err;
+    assert_int_equal(ts_nics_discover("/nonexistent-sysfs", ids, 1, &m, &err), 0);
+    assert_string_equal(m.hca[0], "");
+}
+
+static void test_load(void **state)
+{
+    (void)state;
+    put("map", "# rails\n0 mlx5_4\n1 mlx5_5:2   # second port\n\n");
+    char p[128];
+    snprintf(p, sizeof p, "%s/map", root);
+    ts_nic_map m;
+    ts_err err;
+    assert_int_equal(ts_nics_load(p, 2, &m, &err), 0);
+    assert_string_equal(m.hca[0], "mlx5_4:1");
+    assert_string_equal(m.hca[1], "mlx5_5:2");
+    put("map", "0 mlx5_4\n7 mlx5_5\n");
+    assert_int_equal(ts_nics_load(p, 2, &m, &err), TS_EINVAL);
+    assert_non_null(strstr(err.msg, ":2: gpu"));
+    put("map", "0 mlx5_4,mlx5_5\n");
+    assert_int_equal(ts_nics_load(p, 2, &m, &err), TS_EINVAL);
+    assert_non_null(strstr(err.msg, "hca"));
+    put("map", "0\n");
+    assert_int_equal(ts_nics_load(p, 2, &m, &err), TS_EINVAL);
+    snprintf(p, sizeof p, "%s/missing", root);
+    assert_int_equal(ts_nics_load(p, 2, &m, &err), TS_EIO);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_discover),
+        cmocka_unit_test(test_no_adapters),
+        cmocka_unit_test(test_load),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
