@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
@@ -37,6 +38,8 @@ typedef struct local_task {
     bool stop_requested;
     ts_task_state st;
     char step_file[700];   /* where the task writes its step times */
+    char tenant[64];
+    char mig_uuid[96];     /* a MIG task's instance, "" otherwise */
 } local_task;
 
 struct ts_agent {
@@ -47,6 +50,7 @@ struct ts_agent {
     bool registered;
     int64_t gen;
     double last_ok_s;
+    double ctld_lost_s;    /* the controller's node_lost_after, from its answers; 0 unknown */
     local_task tasks[TS_AGENT_MAX_TASKS];
     int ntasks;
     char logs[600];
@@ -294,6 +298,8 @@ static void start(ts_agent *a, json_t *t)
     memset(lt, 0, sizeof *lt);
     lt->job = json_integer_value(json_object_get(t, "job"));
     lt->rank = (int)json_integer_value(json_object_get(t, "rank"));
+    const char *tenant = json_string_value(json_object_get(t, "tenant"));
+    snprintf(lt->tenant, sizeof lt->tenant, "%s", tenant ? tenant : "");
     char id[64];
     snprintf(id, sizeof id, "j%lld-r%d", (long long)lt->job, lt->rank);
     const char **argv = strv(json_object_get(t, "command"));
@@ -348,6 +354,11 @@ static void start(ts_agent *a, json_t *t)
         .cpu_milli = json_integer_value(json_object_get(t, "cpu_milli")),
         .memory_bytes = json_integer_value(json_object_get(t, "memory_mib")) * 1048576LL,
         .pids_max = 4096,
+        /* a cut-off agent must have its tasks gone before the controller
+         * declares the node lost (ts_agent_step): a quarter of that time */
+        .term_grace_s = a->ctld_lost_s > 0 && a->ctld_lost_s / 4 < TS_TERM_GRACE_DEFAULT_S
+                            ? a->ctld_lost_s / 4
+                            : 0.0,
     };
     ts_err err;
     if (!argv || !argv[0]) {
@@ -363,6 +374,9 @@ static void start(ts_agent *a, json_t *t)
 
 static void reconcile(ts_agent *a, json_t *desired)
 {
+    json_t *lost = json_object_get(desired, "lost_after_s");
+    if (json_is_number(lost) && json_number_value(lost) > 0)
+        a->ctld_lost_s = json_number_value(lost);
     json_t *tasks = json_object_get(desired, "tasks");
     double now = ts_launch_now();
     size_t i;
@@ -416,7 +430,43 @@ static void reconcile(ts_agent *a, json_t *desired)
     }
 }
 
+/* The tasks, for /metrics (its tenant and job labels). */
+static void tell_metrics(ts_agent *a)
+{
+    if (!a->node->metrics)
+        return;
+    ts_metrics_task *mt = calloc((size_t)a->ntasks + 1, sizeof *mt);
+    if (!mt)
+        return;
+    size_t n = 0;
+    for (int i = 0; i < a->ntasks; i++) {
+        const local_task *lt = &a->tasks[i];
+        if (!lt->t || lt->st.phase == TS_TASK_EXITED)
+            continue;
+        ts_metrics_task *m = &mt[n++];
+        m->job = lt->job;
+        m->rank = lt->rank;
+        snprintf(m->tenant, sizeof m->tenant, "%s", lt->tenant);
+        m->pgid = (int)ts_task_info_get(lt->t)->pid;
+        for (int k = 0; k < lt->ngpu && k < TS_METRICS_MAX_GPUS; k++)
+            m->gpu[m->ngpu++] = lt->gpu[k];
+        snprintf(m->mig_uuid, sizeof m->mig_uuid, "%s", lt->mig_uuid);
+    }
+    ts_err e;
+    ts_agent_metrics_set_tasks(a->node->metrics, mt, n, &e);
+    free(mt);
+}
+
 /* ---- one step ------------------------------------------------------------------- */
+
+/* How long without the controller before this node's tasks must stop. */
+static double lost_limit(const ts_agent *a)
+{
+    double limit = a->cfg.lost_s;
+    if (a->ctld_lost_s > 0 && a->ctld_lost_s / 2 < limit)
+        limit = a->ctld_lost_s / 2;
+    return limit;
+}
 
 int ts_agent_step(ts_agent *a, ts_err *err)
 {
@@ -443,7 +493,15 @@ int ts_agent_step(ts_agent *a, ts_err *err)
         json_t *h = a->node->health ? a->node->health(a->node->health_ctx) : NULL;
         if (h)
             json_object_set_new(body, "health", h);
-        rc = post(a, "/v1/agent/sync", body, &status, &ans, TS_AGENT_WAIT_IDLE_S + 30.0, err);
+        /* never wait past the moment the tasks must stop (below) */
+        double timeout = TS_AGENT_WAIT_IDLE_S + 30.0;
+        if (busy) {
+            double left = lost_limit(a) - (ts_launch_now() - a->last_ok_s);
+            timeout = left < TS_AGENT_WAIT_BUSY_S + 0.5 ? TS_AGENT_WAIT_BUSY_S + 0.5
+                      : left < timeout                  ? left
+                                                        : timeout;
+        }
+        rc = post(a, "/v1/agent/sync", body, &status, &ans, timeout, err);
         json_decref(body);
         if (rc == 0) {
             a->gen = json_integer_value(json_object_get(ans, "gen"));
@@ -454,25 +512,45 @@ int ts_agent_step(ts_agent *a, ts_err *err)
         }
     }
     json_decref(ans);
-    if (rc != 0 && ts_launch_now() - a->last_ok_s > a->cfg.lost_s && a->ntasks > 0) {
-        /* the controller may already have declared this node lost and
-         * requeued its jobs elsewhere: they must not run twice */
+    tell_metrics(a);
+    /* Cut off: the controller declares this node lost after ctld_lost_s
+     * and requeues its jobs elsewhere, where they must not run twice. So
+     * the tasks stop at half that time, with a termination grace of a
+     * quarter of it: gone before the controller gives up on the node. */
+    if (rc != 0 && ts_launch_now() - a->last_ok_s > lost_limit(a) && a->ntasks > 0)
         ts_agent_stop_all(a);
-    }
     return rc;
 }
 
 void ts_agent_stop_all(ts_agent *a)
 {
+    /* every task's stop sequence at once, then wait for all of them */
+    double now = ts_launch_now(), deadline = now;
     for (int i = 0; i < a->ntasks; i++) {
         local_task *lt = &a->tasks[i];
         if (lt->t && lt->st.phase != TS_TASK_EXITED) {
-            ts_stop_outcome o;
             ts_err e;
             lt->stop_requested = true;
-            ts_task_preempt(lt->t, SIGTERM, 0.0, &o, &e);
+            ts_task_preempt_begin(lt->t, SIGTERM, 0.0, now, &e);
+            deadline = now + 2.0 * TS_TERM_GRACE_DEFAULT_S + 1.0;
         }
-        ts_task_free(lt->t);
     }
+    for (;;) {
+        bool running = false;
+        now = ts_launch_now();
+        for (int i = 0; i < a->ntasks; i++) {
+            local_task *lt = &a->tasks[i];
+            ts_err e;
+            if (lt->t && lt->st.phase != TS_TASK_EXITED &&
+                (ts_task_poll(lt->t, now, &lt->st, &e) != 0 || lt->st.phase != TS_TASK_EXITED))
+                running = true;
+        }
+        if (!running || now > deadline)
+            break;
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    for (int i = 0; i < a->ntasks; i++)
+        ts_task_free(a->tasks[i].t);
     a->ntasks = 0;
 }

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "agent/launch.h"
+#include "agent/metrics.h"
 #include "agent/nics.h"
 #include "tessera/error.h"
 
@@ -41,6 +42,7 @@ typedef struct ts_agent_node {
     int ngpu;
     int gpu_util[16];       /* last utilisation % per GPU (the health callback sets it), -1 unknown */
     ts_nic_map nics;        /* the adapter (rail) of each GPU, for NCCL_IB_HCA */
+    ts_agent_metrics *metrics; /* told the tasks after each exchange; NULL = no /metrics */
     /* health, refreshed by the caller before each sync; NULL = not reported */
     json_t *(*health)(void *ctx);
     void *health_ctx;

@@ -3,6 +3,7 @@
  *
  *   tessera-agent --server URL --node NAME --token-file FILE --state-dir DIR
  *                 [--nvml PATH] [--ca FILE] [--cgroup-parent DIR] [--lost-after S]
+ *                 [--metrics-listen ADDR:PORT] [--nic-map FILE] [--sysfs-root DIR]
  *
  * Loads NVML (docs/agent-protocol.md; without it the agent says so and serves
  * CPU-only work), describes the node, then runs the agent loop (agent.c)
@@ -17,6 +18,7 @@
 #include "agent/agent.h"
 #include "agent/discover.h"
 #include "agent/health.h"
+#include "agent/metrics.h"
 #include "agent/nvml.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -50,7 +52,12 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: tessera-agent --server URL --node NAME --token-file FILE --state-dir DIR\n"
                "                     [--nvml PATH] [--ca FILE] [--cgroup-parent DIR] "
-               "[--lost-after SECONDS]\n");
+               "[--lost-after SECONDS]\n"
+               "                     [--metrics-listen ADDR:PORT]  (Prometheus /metrics; "
+               "default: off)\n"
+               "                     [--nic-map FILE]  (\"GPU HCA[:PORT]\" lines; default: from "
+               "sysfs)\n"
+               "                     [--sysfs-root DIR]  (default /sys)\n");
 }
 
 static int read_token(const char *path, char *out, size_t size)
@@ -70,7 +77,8 @@ static int read_token(const char *path, char *out, size_t size)
 int main(int argc, char **argv)
 {
     ts_agent_config cfg = {.lost_s = TS_AGENT_LOST_S};
-    const char *token_file = NULL, *nvml_path = NULL;
+    const char *token_file = NULL, *nvml_path = NULL, *metrics_listen = NULL;
+    const char *nic_map = NULL, *sysfs_root = "/sys";
     for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--help") == 0) {
@@ -95,6 +103,12 @@ int main(int argc, char **argv)
             snprintf(cfg.cgroup_parent, sizeof cfg.cgroup_parent, "%s", v);
         } else if (strcmp(argv[i], "--lost-after") == 0) {
             cfg.lost_s = atof(v);
+        } else if (strcmp(argv[i], "--metrics-listen") == 0) {
+            metrics_listen = v;
+        } else if (strcmp(argv[i], "--nic-map") == 0) {
+            nic_map = v;
+        } else if (strcmp(argv[i], "--sysfs-root") == 0) {
+            sysfs_root = v;
         } else {
             fprintf(stderr, "tessera-agent: unknown argument \"%s\"\n", argv[i]);
             usage(stderr);
@@ -124,6 +138,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "tessera-agent: discovery: %s\n", err.msg);
         return 1;
     }
+    ts_agent_metrics *metrics = NULL;
+    if (metrics_listen) {
+        if (ts_agent_metrics_start(metrics_listen, nv, cfg.node, &metrics, &err) != 0) {
+            fprintf(stderr, "tessera-agent: --metrics-listen: %s\n", err.msg);
+            ts_nvml_close(nv);
+            return 2;
+        }
+        fprintf(stderr, "tessera-agent: metrics on port %d (/metrics)\n",
+                ts_agent_metrics_port(metrics));
+    }
     node.discovery = ts_discover_json(&desc);
     if (nv && ts_health_open(nv, &health, &err) != 0)
         fprintf(stderr, "tessera-agent: health checks unavailable: %s\n", err.msg);
@@ -147,6 +171,26 @@ int main(int argc, char **argv)
     }
     fprintf(stderr, "tessera-agent: %d GPU(s), %ld CPUs, %llu MiB\n", nv ? desc.ngpus : 0,
             desc.cpus, (unsigned long long)(desc.mem_total_bytes >> 20));
+    /* the rails: each GPU's network adapter, for NCCL_IB_HCA */
+    const char *bus_ids[TS_NICS_MAX_GPUS] = {0};
+    for (int g = 0; nv && g < desc.ngpus && g < TS_NICS_MAX_GPUS; g++)
+        bus_ids[g] = desc.gpu[g].bus_id;
+    int nrc = nic_map ? ts_nics_load(nic_map, node.ngpu, &node.nics, &err)
+                      : ts_nics_discover(sysfs_root, bus_ids, nv ? node.ngpu : 0, &node.nics, &err);
+    if (nrc != 0) {
+        fprintf(stderr, "tessera-agent: %s%s\n", nic_map ? "--nic-map: " : "", err.msg);
+        if (nic_map)
+            return 2;
+    }
+    json_t *rails = json_array();
+    for (int g = 0; g < node.nics.ngpu; g++)
+        if (node.nics.hca[g][0])
+            json_array_append_new(rails, json_pack("{s:i,s:s}", "gpu", g, "hca", node.nics.hca[g]));
+    if (json_array_size(rails) > 0)
+        fprintf(stderr, "tessera-agent: %zu GPU(s) with an RDMA adapter (rail)\n",
+                json_array_size(rails));
+    json_object_set_new(node.discovery, "rails", rails);
+    node.metrics = metrics;
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
@@ -155,6 +199,7 @@ int main(int argc, char **argv)
     ts_agent *a = NULL;
     if (ts_agent_new(&cfg, &node, &a, &err) != 0) {
         fprintf(stderr, "tessera-agent: %s\n", err.msg);
+        ts_agent_metrics_stop(metrics);
         return 1;
     }
     fprintf(stderr, "tessera-agent: node %s, controller %s\n", cfg.node, cfg.server);
@@ -173,6 +218,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "tessera-agent: stopping %d task(s)\n", ts_agent_ntasks(a));
     ts_agent_stop_all(a);
     ts_agent_free(a);
+    ts_agent_metrics_stop(metrics);
     json_decref(node.discovery);
     ts_health_close(health);
     ts_nvml_close(nv);

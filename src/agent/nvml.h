@@ -45,6 +45,14 @@
       "nvmlDeviceGetTemperatureV")                                                          \
     X(DeviceGetTemperature, (nvmlDevice_t, nvmlTemperatureSensors_t, unsigned int *), 0,    \
       "nvmlDeviceGetTemperature")                                                           \
+    X(DeviceGetPowerUsage, (nvmlDevice_t, unsigned int *), 0, "nvmlDeviceGetPowerUsage")    \
+    X(DeviceGetClockInfo, (nvmlDevice_t, nvmlClockType_t, unsigned int *), 0,               \
+      "nvmlDeviceGetClockInfo")                                                             \
+    X(DeviceGetComputeRunningProcesses, (nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *), \
+      0, "nvmlDeviceGetComputeRunningProcesses_v3 nvmlDeviceGetComputeRunningProcesses_v2") \
+    X(DeviceGetProcessUtilization,                                                          \
+      (nvmlDevice_t, nvmlProcessUtilizationSample_t *, unsigned int *, unsigned long long),  \
+      0, "nvmlDeviceGetProcessUtilization")                                                 \
     X(DeviceGetCurrentClocksEventReasons, (nvmlDevice_t, unsigned long long *), 0,          \
       "nvmlDeviceGetCurrentClocksEventReasons nvmlDeviceGetCurrentClocksThrottleReasons")   \
     X(DeviceGetCurrPcieLinkGeneration, (nvmlDevice_t, unsigned int *), 0,                   \

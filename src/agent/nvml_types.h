@@ -84,6 +84,13 @@ typedef enum {
     NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02,
     NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF
 } nvmlIntNvLinkDeviceType_t;
+/* table 1.6.3 */
+typedef enum {
+    NVML_CLOCK_GRAPHICS = 0,
+    NVML_CLOCK_SM = 1,
+    NVML_CLOCK_MEM = 2,
+    NVML_CLOCK_VIDEO = 3
+} nvmlClockType_t;
 
 /* clock event ("throttle") reason bits, table 1.6.9 */
 #define nvmlClocksEventReasonGpuIdle 0x1ULL
@@ -180,6 +187,27 @@ typedef struct nvmlComputeInstanceInfo_st {
     nvmlComputeInstancePlacement_t placement;
 } nvmlComputeInstanceInfo_t;
 
+/* What nvmlDevice*RunningProcesses_v3 fills (nvmlProcessInfo_v2_t, 24 bytes;
+ * some 535 drivers wrote 32-byte entries under the same name: gpu-facts.md
+ * 1.7, so readers must measure the stride). usedGpuMemory is bytes or
+ * NVML_VALUE_NOT_AVAILABLE; the instance ids are NVML_INSTANCE_ID_NONE off MIG. */
+typedef struct nvmlProcessInfo_st {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+} nvmlProcessInfo_t;
+#define NVML_VALUE_NOT_AVAILABLE (~0ULL) /* -1 as unsigned long long (1.3) */
+
+/* One sample of nvmlDeviceGetProcessUtilization: percentages over the
+ * driver's sampling period; timeStamp in microseconds (CPU clock). Layout as
+ * in NVIDIA's header (NVIDIA/go-nvml pkg/nvml/nvml.h, ProcessUtilizationSample). */
+typedef struct nvmlProcessUtilizationSample_st {
+    unsigned int pid;
+    unsigned long long timeStamp;
+    unsigned int smUtil, memUtil, encUtil, decUtil;
+} nvmlProcessUtilizationSample_t;
+
 /* The reference's x86_64 sizes: a mismatch here is an ABI bug, not a style
  * question, so fail the build. */
 #if defined(__x86_64__) || defined(__aarch64__)
@@ -193,6 +221,8 @@ _Static_assert(sizeof(nvmlGpuInstanceProfileInfo_t) == 48, "GI profile info is 4
 _Static_assert(sizeof(nvmlGpuInstanceInfo_t) == 24, "nvmlGpuInstanceInfo_t is 24 bytes");
 _Static_assert(sizeof(nvmlComputeInstanceProfileInfo_t) == 36, "CI profile info is 36 bytes");
 _Static_assert(sizeof(nvmlComputeInstanceInfo_t) == 32, "nvmlComputeInstanceInfo_t is 32");
+_Static_assert(sizeof(nvmlProcessInfo_t) == 24, "nvmlProcessInfo_v2_t is 24 bytes");
+_Static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32, "process util sample is 32 bytes");
 #endif
 
 #endif

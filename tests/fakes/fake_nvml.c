@@ -39,6 +39,11 @@
 #define FAKE_GI_PROFILE_COUNT 0x12 /* NVML_GPU_INSTANCE_PROFILE_COUNT, 13.3 */
 #define FAKE_CI_PROFILE_COUNT 0x9
 #define FAKE_WAIT_POLL_MS 5
+#define FAKE_MAX_PROCS 32
+#define FAKE_CLOCK_TYPES 4
+#define FAKE_PROC_STRIDE_BYTES 24
+#define FAKE_PROC_STRIDE_535_BYTES 32
+#define USEC_PER_SEC 1000000ULL
 #define FIXTURE_ENV "TESSERA_FAKE_NVML_FIXTURE"
 #define BYTES_PER_MIB (1024ULL * 1024ULL)
 
@@ -73,6 +78,14 @@ struct fxid {
     unsigned xid, gi, ci;
 };
 
+/* A process using a GPU (or, with mig_uuid, one MIG device of it). */
+struct fproc {
+    unsigned pid;
+    unsigned long long used_mib;
+    int sm_util, mem_util; /* -1: no utilisation sample for it */
+    char mig_uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+};
+
 struct fgpu {
     int magic;
     unsigned index;
@@ -95,6 +108,11 @@ struct fgpu {
     struct flink link[FAKE_MAX_LINKS];
     int nxids;
     struct fxid xids[FAKE_MAX_XIDS];
+    int power_mw;                   /* -1: NOT_SUPPORTED */
+    int clock_mhz[FAKE_CLOCK_TYPES]; /* by nvmlClockType_t; -1: NOT_SUPPORTED */
+    int nprocs;
+    struct fproc procs[FAKE_MAX_PROCS];
+    unsigned proc_stride; /* bytes per nvmlProcessInfo entry written (24, or 32: 535.43-.86) */
     /* MIG: from the fixture at init, then owned by the create/destroy calls */
     int mig_capable;
     unsigned mig_mode, mig_pending;
@@ -295,6 +313,26 @@ static void load_health(struct fgpu *g, json_t *j)
     json_t *util = json_object_get(j, "utilization");
     g->util_gpu = (unsigned)jnum(util, "gpu", 0);
     g->util_mem = (unsigned)jnum(util, "memory", 0);
+    g->power_mw = (int)jnum(j, "power_mw", -1);
+    static const char *const clock_key[FAKE_CLOCK_TYPES] = {"graphics", "sm", "mem", "video"};
+    json_t *clocks = json_object_get(j, "clocks_mhz");
+    for (int c = 0; c < FAKE_CLOCK_TYPES; c++)
+        g->clock_mhz[c] = (int)jnum(clocks, clock_key[c], -1);
+    g->proc_stride = jnum(j, "process_info_stride", FAKE_PROC_STRIDE_BYTES) ==
+                             FAKE_PROC_STRIDE_535_BYTES
+                         ? FAKE_PROC_STRIDE_535_BYTES
+                         : FAKE_PROC_STRIDE_BYTES;
+    json_t *procs = json_object_get(j, "processes");
+    g->nprocs = 0;
+    for (size_t i = 0; i < json_array_size(procs) && g->nprocs < FAKE_MAX_PROCS; i++) {
+        json_t *jp = json_array_get(procs, i);
+        struct fproc *fp = &g->procs[g->nprocs++];
+        fp->pid = (unsigned)jnum(jp, "pid", 0);
+        fp->used_mib = (unsigned long long)jnum(jp, "used_memory_mib", 0);
+        fp->sm_util = (int)jnum(jp, "sm_util", -1);
+        fp->mem_util = (int)jnum(jp, "mem_util", 0);
+        jstr(jp, "mig_uuid", fp->mig_uuid, sizeof fp->mig_uuid);
+    }
 
     json_t *links = json_object_get(j, "nvlinks");
     g->nlinks = 0;
@@ -631,6 +669,28 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t dev, nvmlPciInfo_t *pci
     return leave(NVML_SUCCESS);
 }
 
+/* The CI a process runs on: its MIG device UUID names it. */
+static const struct fci *proc_ci(const struct fgpu *g, const struct fproc *p)
+{
+    for (int i = 0; p->mig_uuid[0] && i < FAKE_MIG_MAX_GI; i++)
+        for (int c = 0; g->gi[i].used && c < FAKE_MIG_MAX_CI; c++)
+            if (g->gi[i].ci[c].used && strcmp(g->gi[i].ci[c].uuid, p->mig_uuid) == 0)
+                return &g->gi[i].ci[c];
+    return NULL;
+}
+
+/* A MIG device's memory is its GI's, which all the GI's CIs share. */
+static unsigned long long gi_procs_mib(const struct fgi *gi)
+{
+    unsigned long long mib = 0;
+    for (int i = 0; i < gi->gpu->nprocs; i++) {
+        const struct fci *c = proc_ci(gi->gpu, &gi->gpu->procs[i]);
+        if (c && c->gi == gi)
+            mib += gi->gpu->procs[i].used_mib;
+    }
+    return mib;
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t dev, nvmlMemory_t *mem)
 {
     ENTER_DEV(dev);
@@ -639,7 +699,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t dev, nvmlMemory_t *mem)
     if (!g || !mem)
         return leave(NVML_ERROR_INVALID_ARGUMENT);
     unsigned long long total = c ? mig_mem_mib(c) : g->mem_total_mib;
-    unsigned long long used = c ? 0 : g->mem_used_mib;
+    unsigned long long used = c ? gi_procs_mib(c->gi) : g->mem_used_mib;
     mem->total = total * BYTES_PER_MIB;
     mem->used = used * BYTES_PER_MIB;
     mem->free = mem->total - mem->used;
@@ -727,6 +787,119 @@ EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t d, unsigned 
 EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t d, unsigned int *v)
 {
     return pcie_get(d, v, 3);
+}
+
+/* ---- power, clocks, processes ------------------------------------------- */
+
+EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t dev, unsigned int *mw)
+{
+    ENTER_DEV(dev);
+    struct fgpu *g = as_gpu(dev);
+    if (!g || !mw)
+        return leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (g->power_mw < 0)
+        return leave(NVML_ERROR_NOT_SUPPORTED);
+    *mw = (unsigned)g->power_mw;
+    return leave(NVML_SUCCESS);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t dev, nvmlClockType_t type,
+                                           unsigned int *mhz)
+{
+    ENTER_DEV(dev);
+    struct fgpu *g = as_gpu(dev);
+    if (!g || !mhz || (unsigned)type >= FAKE_CLOCK_TYPES)
+        return leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (g->clock_mhz[type] < 0)
+        return leave(NVML_ERROR_NOT_SUPPORTED);
+    *mhz = (unsigned)g->clock_mhz[type];
+    return leave(NVML_SUCCESS);
+}
+
+/* Processes of a GPU handle (all of them; on a MIG GPU with their instance
+ * ids, as a privileged caller sees them) or of one MIG device handle. Entries
+ * are proc_stride bytes apart: 32 reproduces the 535.43-535.86 drivers. */
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t dev,
+                                                            unsigned int *count,
+                                                            nvmlProcessInfo_t *infos)
+{
+    ENTER_DEV(dev);
+    struct fci *mig = as_mig(dev);
+    struct fgpu *g = as_any(dev);
+    if (!g || !count)
+        return leave(NVML_ERROR_INVALID_ARGUMENT);
+    unsigned n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && (!infos || *count < n)) {
+            *count = n;
+            return leave(n == 0 ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE);
+        }
+        n = 0;
+        for (int i = 0; i < g->nprocs; i++) {
+            const struct fproc *p = &g->procs[i];
+            const struct fci *c = proc_ci(g, p);
+            if (mig ? c != mig : (mig_active(g) && !c))
+                continue; /* not on this MIG device; or a GPU's process on a MIG GPU */
+            if (pass == 1) {
+                unsigned char *at = (unsigned char *)infos + (size_t)n * g->proc_stride;
+                nvmlProcessInfo_t e = {p->pid, p->used_mib * BYTES_PER_MIB,
+                                       c ? c->gi->id : NVML_INSTANCE_ID_NONE,
+                                       c ? c->id : NVML_INSTANCE_ID_NONE};
+                memset(at, 0, g->proc_stride);
+                memcpy(at, &e, sizeof e);
+            }
+            n++;
+        }
+    }
+    *count = n;
+    return leave(NVML_SUCCESS);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t dev,
+                                                            unsigned int *count,
+                                                            nvmlProcessInfo_t *infos)
+{
+    return nvmlDeviceGetComputeRunningProcesses_v3(dev, count, infos);
+}
+
+/* One sample per process that has "sm_util", stamped now. NOT_FOUND when no
+ * process has one; NOT_SUPPORTED on MIG GPUs and MIG devices (1.7). */
+EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t dev,
+                                                    nvmlProcessUtilizationSample_t *samples,
+                                                    unsigned int *count,
+                                                    unsigned long long last_seen_us)
+{
+    ENTER_DEV(dev);
+    struct fgpu *g = as_gpu(dev);
+    if (as_mig(dev))
+        return leave(NVML_ERROR_NOT_SUPPORTED);
+    if (!g || !count)
+        return leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (mig_active(g))
+        return leave(NVML_ERROR_NOT_SUPPORTED);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    unsigned long long stamp_us =
+        (unsigned long long)now.tv_sec * USEC_PER_SEC + (unsigned long long)now.tv_nsec / 1000;
+    unsigned n = 0;
+    for (int i = 0; i < g->nprocs; i++)
+        n += g->procs[i].sm_util >= 0 && stamp_us > last_seen_us;
+    if (n == 0)
+        return leave(NVML_ERROR_NOT_FOUND);
+    if (!samples || *count < n) {
+        *count = n;
+        return leave(NVML_ERROR_INSUFFICIENT_SIZE);
+    }
+    n = 0;
+    for (int i = 0; i < g->nprocs; i++) {
+        const struct fproc *p = &g->procs[i];
+        if (p->sm_util < 0 || stamp_us <= last_seen_us)
+            continue;
+        samples[n++] = (nvmlProcessUtilizationSample_t){
+            p->pid, stamp_us, (unsigned)p->sm_util, (unsigned)p->mem_util, 0, 0};
+    }
+    *count = n;
+    return leave(NVML_SUCCESS);
 }
 
 /* ---- ECC, retired pages, row remapping ---------------------------------- */
