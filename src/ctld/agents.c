@@ -175,8 +175,9 @@ static json_t *desired(const ctld *c, int n)
                 json_array_append_new(tasks, t);
             }
     }
-    return json_pack("{s:I,s:b,s:o}", "gen", (json_int_t)c->agents[n].gen, "drained",
-                     !ts_sched_node_schedulable(c->sched, n), "tasks", tasks);
+    return json_pack("{s:I,s:b,s:f,s:o}", "gen", (json_int_t)c->agents[n].gen, "drained",
+                     !ts_sched_node_schedulable(c->sched, n), "lost_after_s",
+                     c->cfg.node_lost_s, "tasks", tasks);
 }
 
 /* ---- what the agent reports ---------------------------------------------------- */
