@@ -40,6 +40,8 @@ typedef struct local_task {
     char step_file[700];   /* where the task writes its step times */
     char tenant[64];
     char mig_uuid[96];     /* a MIG task's instance, "" otherwise */
+    int mig_profile, mig_start; /* -1 unless a MIG task */
+    bool fractional;       /* shares its GPU (gpu_milli < 1000) */
 } local_task;
 
 struct ts_agent {
@@ -55,6 +57,9 @@ struct ts_agent {
     int ntasks;
     char logs[600];
     char steps[600];       /* <state_dir>/steps: the tasks' step-time files */
+    char mig_error[256];   /* the last MIG reconfiguration's error, "" none */
+    ts_mps_daemon mps[16]; /* per GPU, while fractional tasks use it */
+    bool mps_on[16];
 };
 
 typedef struct buf {
@@ -298,6 +303,16 @@ static void start(ts_agent *a, json_t *t)
     memset(lt, 0, sizeof *lt);
     lt->job = json_integer_value(json_object_get(t, "job"));
     lt->rank = (int)json_integer_value(json_object_get(t, "rank"));
+    int mig_profile = json_is_integer(json_object_get(t, "mig_profile"))
+                          ? (int)json_integer_value(json_object_get(t, "mig_profile"))
+                          : -1;
+    int mig_start = (int)json_integer_value(json_object_get(t, "mig_start"));
+    int gpu_milli = json_is_integer(json_object_get(t, "gpu_milli"))
+                        ? (int)json_integer_value(json_object_get(t, "gpu_milli"))
+                        : 1000;
+    lt->mig_profile = mig_profile;
+    lt->mig_start = mig_start;
+    lt->fractional = mig_profile < 0 && gpu_milli > 0 && gpu_milli < 1000;
     const char *tenant = json_string_value(json_object_get(t, "tenant"));
     snprintf(lt->tenant, sizeof lt->tenant, "%s", tenant ? tenant : "");
     char id[64];
@@ -323,6 +338,47 @@ static void start(ts_agent *a, json_t *t)
         if (g >= 0 && g < a->node->ngpu) {
             lt->gpu[lt->ngpu++] = (int)g;
             uuids[ngpu++] = a->node->gpu_uuid[g];
+        }
+    }
+    char why[TS_ERR_MSG_MAX] = "";
+    if (mig_profile >= 0) {
+        /* CUDA_VISIBLE_DEVICES names the MIG device, not its GPU */
+        ts_err me;
+        if (!a->node->nv || lt->ngpu != 1)
+            snprintf(why, sizeof why, "mig_profile: no MIG GPU here (NVML %s)",
+                     a->node->nv ? "present" : "missing");
+        else if (ts_agent_mig_uuid(a->node->nv, (unsigned)lt->gpu[0], mig_profile, mig_start,
+                                   lt->mig_uuid, sizeof lt->mig_uuid, &me) != 0)
+            snprintf(why, sizeof why, "MIG instance (profile %d at slot %d) on GPU %d: %.400s",
+                     mig_profile, mig_start, lt->gpu[0], me.msg);
+        uuids[0] = lt->mig_uuid;
+    }
+    const char *mps_pipe = NULL, *mps_log = NULL;
+    int mps_pct = 0;
+    if (!why[0] && lt->fractional && a->node->mps && lt->ngpu == 1) {
+        int g = lt->gpu[0];
+        if (!a->mps_on[g]) {
+            char base[700];
+            snprintf(base, sizeof base, "%s/mps", a->cfg.state_dir);
+            ts_mps_config mc = {.binary = a->node->mps_binary[0] ? a->node->mps_binary : NULL,
+                                .base_dir = base};
+            ts_err me;
+            if (ts_mps_start(&mc, a->node->gpu_uuid[g], &a->mps[g], &me) != 0)
+                snprintf(why, sizeof why, "MPS on GPU %d: %.400s", g, me.msg);
+            else
+                a->mps_on[g] = true;
+        }
+        if (a->mps_on[g]) {
+            mps_pipe = a->mps[g].pipe_dir;
+            mps_log = a->mps[g].log_dir;
+            mps_pct = (gpu_milli + 9) / 10; /* its share of the SMs */
+            json_int_t mem = json_integer_value(json_object_get(t, "gpu_memory_mib"));
+            if (mem > 0) {
+                snprintf(kv, sizeof kv, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=%lldM", (long long)mem);
+                json_array_append_new(envj, json_string(kv));
+                free(env);
+                env = strv(envj);
+            }
         }
     }
     const char *user = json_string_value(json_object_get(t, "user"));
@@ -351,6 +407,9 @@ static void start(ts_agent *a, json_t *t)
         .nccl_ib_hca = hca,
         .nccl_ib_tc = tc,
         .nccl_ib_sl = sl,
+        .mps_pipe_dir = mps_pipe,
+        .mps_log_dir = mps_log,
+        .mps_thread_pct = mps_pct,
         .cpu_milli = json_integer_value(json_object_get(t, "cpu_milli")),
         .memory_bytes = json_integer_value(json_object_get(t, "memory_mib")) * 1048576LL,
         .pids_max = 4096,
@@ -361,7 +420,9 @@ static void start(ts_agent *a, json_t *t)
                             : 0.0,
     };
     ts_err err;
-    if (!argv || !argv[0]) {
+    if (why[0]) {
+        snprintf(lt->start_error, sizeof lt->start_error, "%s", why);
+    } else if (!argv || !argv[0]) {
         snprintf(lt->start_error, sizeof lt->start_error, "command: empty");
     } else if (ts_task_start(&a->caps, &spec, &lt->t, &err) != 0) {
         snprintf(lt->start_error, sizeof lt->start_error, "%s", err.msg);
@@ -370,6 +431,71 @@ static void start(ts_agent *a, json_t *t)
     free(argv);
     free(env);
     json_decref(envj);
+}
+
+/* Makes each MIG GPU hold the layout the controller asks for, never
+ * touching an instance a local task still uses; the first error is kept
+ * for the next report. */
+static void apply_mig(ts_agent *a, json_t *mig)
+{
+    a->mig_error[0] = '\0';
+    size_t i;
+    json_t *m;
+    json_array_foreach(mig, i, m)
+    {
+        int g = (int)json_integer_value(json_object_get(m, "gpu"));
+        if (!a->node->nv) {
+            snprintf(a->mig_error, sizeof a->mig_error, "gpu %d: no NVML on this node", g);
+            return;
+        }
+        ts_mig_layout want = {0};
+        size_t k;
+        json_t *in;
+        json_array_foreach(json_object_get(m, "layout"), k, in)
+        {
+            if (want.n == TS_MIG_MAX_INSTANCES)
+                break;
+            want.inst[want.n].profile_id =
+                (int8_t)json_integer_value(json_object_get(in, "profile"));
+            want.inst[want.n++].start = (int8_t)json_integer_value(json_object_get(in, "start"));
+        }
+        ts_agent_mig_busy busy[TS_AGENT_MAX_TASKS];
+        int nbusy = 0;
+        for (int x = 0; x < a->ntasks; x++) {
+            const local_task *lt = &a->tasks[x];
+            if (lt->mig_profile >= 0 && lt->ngpu == 1 && lt->gpu[0] == g && lt->t &&
+                lt->st.phase != TS_TASK_EXITED)
+                busy[nbusy++] = (ts_agent_mig_busy){.uuid = lt->mig_uuid[0] ? lt->mig_uuid : NULL,
+                                                    .profile_id = lt->mig_profile,
+                                                    .start = lt->mig_start};
+        }
+        static ts_agent_mig_report rep;
+        ts_err e;
+        if (ts_agent_mig_apply(a->node->nv, (unsigned)g, &want, busy, nbusy, &rep, &e) != 0 &&
+            !a->mig_error[0])
+            snprintf(a->mig_error, sizeof a->mig_error, "%.250s", e.msg);
+    }
+}
+
+/* An MPS daemon whose GPU no running fractional task uses any more stops. */
+static void mps_tidy(ts_agent *a)
+{
+    for (int g = 0; g < 16; g++) {
+        if (!a->mps_on[g])
+            continue;
+        bool used = false;
+        for (int x = 0; x < a->ntasks && !used; x++) {
+            const local_task *lt = &a->tasks[x];
+            used = lt->fractional && lt->ngpu == 1 && lt->gpu[0] == g && lt->t &&
+                   lt->st.phase != TS_TASK_EXITED;
+        }
+        if (used)
+            continue;
+        ts_err e;
+        if (ts_mps_stop(&a->mps[g], &e) != 0)
+            fprintf(stderr, "tessera-agent: MPS on GPU %d: %s\n", g, e.msg);
+        a->mps_on[g] = false;
+    }
 }
 
 static void reconcile(ts_agent *a, json_t *desired)
@@ -381,6 +507,7 @@ static void reconcile(ts_agent *a, json_t *desired)
     double now = ts_launch_now();
     size_t i;
     json_t *t;
+    apply_mig(a, json_object_get(desired, "mig"));
     json_array_foreach(tasks, i, t)
     {
         int64_t job = json_integer_value(json_object_get(t, "job"));
@@ -493,6 +620,8 @@ int ts_agent_step(ts_agent *a, ts_err *err)
         json_t *h = a->node->health ? a->node->health(a->node->health_ctx) : NULL;
         if (h)
             json_object_set_new(body, "health", h);
+        if (a->mig_error[0])
+            json_object_set_new(body, "mig_error", json_string(a->mig_error));
         /* never wait past the moment the tasks must stop (below) */
         double timeout = TS_AGENT_WAIT_IDLE_S + 30.0;
         if (busy) {
@@ -513,6 +642,7 @@ int ts_agent_step(ts_agent *a, ts_err *err)
     }
     json_decref(ans);
     tell_metrics(a);
+    mps_tidy(a);
     /* Cut off: the controller declares this node lost after ctld_lost_s
      * and requeues its jobs elsewhere, where they must not run twice. So
      * the tasks stop at half that time, with a termination grace of a

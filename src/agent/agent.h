@@ -15,7 +15,10 @@
 
 #include "agent/launch.h"
 #include "agent/metrics.h"
+#include "agent/mig.h"
+#include "agent/mps.h"
 #include "agent/nics.h"
+#include "agent/nvml.h"
 #include "tessera/error.h"
 
 #define TS_AGENT_MAX_TASKS 256
@@ -43,6 +46,9 @@ typedef struct ts_agent_node {
     int gpu_util[16];       /* last utilisation % per GPU (the health callback sets it), -1 unknown */
     ts_nic_map nics;        /* the adapter (rail) of each GPU, for NCCL_IB_HCA */
     ts_agent_metrics *metrics; /* told the tasks after each exchange; NULL = no /metrics */
+    ts_nvml *nv;            /* NULL without NVML: no MIG */
+    bool mps;               /* fractional tasks share their GPU through MPS */
+    char mps_binary[256];   /* nvidia-cuda-mps-control; "" = found on PATH */
     /* health, refreshed by the caller before each sync; NULL = not reported */
     json_t *(*health)(void *ctx);
     void *health_ctx;

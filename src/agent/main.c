@@ -4,6 +4,7 @@
  *   tessera-agent --server URL --node NAME --token-file FILE --state-dir DIR
  *                 [--nvml PATH] [--ca FILE] [--cgroup-parent DIR] [--lost-after S]
  *                 [--metrics-listen ADDR:PORT] [--nic-map FILE] [--sysfs-root DIR]
+ *                 [--sharing timeslice|mps] [--mps-control PATH]
  *
  * Loads NVML (docs/agent-protocol.md; without it the agent says so and serves
  * CPU-only work), describes the node, then runs the agent loop (agent.c)
@@ -57,7 +58,11 @@ static void usage(FILE *f)
                "default: off)\n"
                "                     [--nic-map FILE]  (\"GPU HCA[:PORT]\" lines; default: from "
                "sysfs)\n"
-               "                     [--sysfs-root DIR]  (default /sys)\n");
+               "                     [--sysfs-root DIR]  (default /sys)\n"
+               "                     [--sharing timeslice|mps]  (how fractional tasks share "
+               "a GPU; default timeslice)\n"
+               "                     [--mps-control PATH]  (default: nvidia-cuda-mps-control "
+               "on PATH)\n");
 }
 
 static int read_token(const char *path, char *out, size_t size)
@@ -77,6 +82,7 @@ static int read_token(const char *path, char *out, size_t size)
 int main(int argc, char **argv)
 {
     ts_agent_config cfg = {.lost_s = TS_AGENT_LOST_S};
+    static ts_agent_node node;
     const char *token_file = NULL, *nvml_path = NULL, *metrics_listen = NULL;
     const char *nic_map = NULL, *sysfs_root = "/sys";
     for (int i = 1; i < argc; i += 2) {
@@ -109,6 +115,14 @@ int main(int argc, char **argv)
             nic_map = v;
         } else if (strcmp(argv[i], "--sysfs-root") == 0) {
             sysfs_root = v;
+        } else if (strcmp(argv[i], "--sharing") == 0) {
+            if (strcmp(v, "mps") != 0 && strcmp(v, "timeslice") != 0) {
+                fprintf(stderr, "tessera-agent: --sharing: \"%s\" is not timeslice or mps\n", v);
+                return 2;
+            }
+            node.mps = strcmp(v, "mps") == 0;
+        } else if (strcmp(argv[i], "--mps-control") == 0) {
+            snprintf(node.mps_binary, sizeof node.mps_binary, "%s", v);
         } else {
             fprintf(stderr, "tessera-agent: unknown argument \"%s\"\n", argv[i]);
             usage(stderr);
@@ -125,7 +139,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "tessera-agent: --token-file %s: cannot read a token\n", token_file);
         return 2;
     }
-    ts_agent_node node = {0};
     ts_err err;
     ts_nvml *nv = NULL;
     ts_health *health = NULL;
@@ -191,6 +204,7 @@ int main(int argc, char **argv)
                 json_array_size(rails));
     json_object_set_new(node.discovery, "rails", rails);
     node.metrics = metrics;
+    node.nv = nv;
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);

@@ -145,6 +145,9 @@ static void task_extras(const ctld *c, const cjob *j, json_t *t)
         snprintf(kv, sizeof kv, "TESSERA_LAST_STOP=%s", j->stop_outcome);
         json_array_append_new(env, json_string(kv));
     }
+    const ts_alloc *al = &j->allocs[json_integer_value(json_object_get(t, "rank"))];
+    if (al->gpu_mem_mib > 0)
+        json_object_set_new(t, "gpu_memory_mib", json_integer(al->gpu_mem_mib));
     const ctld_qos *q = tenant_qos(c, j->row.tenant);
     if (q && q->tc >= 0)
         json_object_set_new(t, "nccl_tc", json_integer(q->tc));
@@ -175,9 +178,23 @@ static json_t *desired(const ctld *c, int n)
                 json_array_append_new(tasks, t);
             }
     }
-    return json_pack("{s:I,s:b,s:f,s:o}", "gen", (json_int_t)c->agents[n].gen, "drained",
+    /* the MIG layout of every MIG GPU: the agent makes NVML match it */
+    json_t *mig = json_array();
+    const ts_node *nd = &c->cluster->nodes[n];
+    for (int g = 0; g < nd->ngpu; g++) {
+        const ts_gpu *gp = &nd->gpu[g];
+        if (gp->mode != TS_GPU_MIG)
+            continue;
+        json_t *layout = json_array();
+        for (int k = 0; k < gp->mig.n; k++)
+            json_array_append_new(layout, json_pack("{s:i,s:i}", "profile",
+                                                    gp->mig.inst[k].profile_id, "start",
+                                                    gp->mig.inst[k].start));
+        json_array_append_new(mig, json_pack("{s:i,s:o}", "gpu", g, "layout", layout));
+    }
+    return json_pack("{s:I,s:b,s:f,s:o,s:o}", "gen", (json_int_t)c->agents[n].gen, "drained",
                      !ts_sched_node_schedulable(c->sched, n), "lost_after_s",
-                     c->cfg.node_lost_s, "tasks", tasks);
+                     c->cfg.node_lost_s, "tasks", tasks, "mig", mig);
 }
 
 /* ---- what the agent reports ---------------------------------------------------- */
@@ -429,6 +446,8 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
         apply_health(c, n, json_object_get(in, "health"), now);
     if (json_is_array(json_object_get(in, "tasks")))
         apply_reports(c, n, json_object_get(in, "tasks"), now);
+    const char *mig_error = json_string_value(json_object_get(in, "mig_error"));
+    snprintf(a->mig_error, sizeof a->mig_error, "%s", mig_error ? mig_error : "");
     json_int_t seen = json_integer_value(json_object_get(in, "gen"));
     if (!reg) {
         /* long-poll: wait for the node's desired state to move */

@@ -136,6 +136,7 @@ typedef struct ctld_agent {
     char health_why[256];
     json_t *discovery;          /* its last registration's description */
     char drain_why[256];        /* why the controller drained it itself ("" = it did not) */
+    char mig_error[256];        /* the agent's last MIG reconfiguration error, "" none */
 } ctld_agent;
 
 #define CTLD_HEALTHY 0

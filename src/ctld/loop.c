@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "tessera/mig_plan.h"
 
 /* Histogram bounds, seconds. */
 static const double CYCLE_BUCKETS[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0};
@@ -222,6 +223,78 @@ static int apply(ctld *c, double now, cjob **w, cjob **r, batch *b)
     return 0;
 }
 
+static int by_order(const void *x, const void *y)
+{
+    const cjob *a = *(cjob *const *)x, *b = *(cjob *const *)y;
+    if (a->sj.priority != b->sj.priority)
+        return a->sj.priority > b->sj.priority ? -1 : 1;
+    return (a->sj.submit_s > b->sj.submit_s) - (a->sj.submit_s < b->sj.submit_s);
+}
+
+/* Dynamic MIG (docs/scheduler.md): the MIG requests that wait for room get
+ * idle instances of other profiles destroyed (at most
+ * TS_MIG_PLAN_CHANGES_DEFAULT GPUs a cycle, never a busy instance). The new
+ * layouts go to the agents at once; placement creates the instances the
+ * next cycle. Under mu. */
+static bool mig_replan(ctld *c, cjob **wj, int nw, double now)
+{
+    cjob **order = malloc((size_t)(nw + 1) * sizeof *order);
+    ts_mig_demand *dem = NULL;
+    int nd = 0, no = 0;
+    for (int i = 0; order && i < nw; i++) {
+        const ts_cycle_pending *p = &c->d.pending[i];
+        const cjob *j = wj[i];
+        if (j->sj.held || j->sj.eligible_s > now ||
+            (p->reason != TS_PEND_CAPACITY && p->reason != TS_PEND_FRAGMENTATION &&
+             p->reason != TS_PEND_GANG && p->reason != TS_PEND_TOPOLOGY &&
+             p->reason != TS_PEND_RESERVATION))
+            continue;
+        bool mig = false;
+        for (int t = 0; t < j->sj.ntasks && !mig; t++)
+            mig = j->sj.tasks[t].mig_profile >= 0;
+        if (mig)
+            order[no++] = wj[i];
+    }
+    if (no == 0) {
+        free(order);
+        return false;
+    }
+    qsort(order, (size_t)no, sizeof *order, by_order);
+    int total = 0;
+    for (int i = 0; i < no; i++)
+        total += order[i]->sj.ntasks;
+    dem = calloc((size_t)total, sizeof *dem);
+    for (int i = 0; dem && i < no; i++)
+        for (int t = 0; t < order[i]->sj.ntasks; t++)
+            if (order[i]->sj.tasks[t].mig_profile >= 0)
+                dem[nd++] = (ts_mig_demand){.req = order[i]->sj.tasks[t], .count = 1};
+    bool *closed = calloc((size_t)c->cluster->nnodes + 1, sizeof *closed);
+    for (int n = 0; closed && n < c->cluster->nnodes; n++)
+        closed[n] = !ts_sched_node_schedulable(c->sched, n);
+    ts_mig_change ch[TS_MIG_PLAN_CHANGES_DEFAULT];
+    size_t nch = 0;
+    bool changed = false;
+    ts_err e;
+    ts_mig_plan_opts opts = {.max_changes = TS_MIG_PLAN_CHANGES_DEFAULT, .excluded = closed};
+    if (dem && closed &&
+        ts_mig_plan(c->cluster, dem, (size_t)nd, &opts, ch, TS_MIG_PLAN_CHANGES_DEFAULT, &nch,
+                    NULL, &e) == 0 &&
+        nch > 0) {
+        if (ts_mig_plan_apply(c->cluster, ch, nch, &e) == 0) {
+            for (size_t k = 0; k < nch; k++)
+                c->agents[ch[k].node].gen++;
+            pthread_cond_broadcast(&c->agents_cv);
+            changed = true; /* place on the new room at the next cycle */
+        } else {
+            fprintf(stderr, "tesserad: MIG plan: %s\n", e.msg);
+        }
+    }
+    free(closed);
+    free(dem);
+    free(order);
+    return changed;
+}
+
 int ctld_cycle_once(ctld *c, double now, ts_err *err)
 {
     pthread_mutex_lock(&c->mu);
@@ -283,12 +356,13 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
                 b.jobs[i]->row.gen = b.rows[i].gen;
         }
     }
+    bool reshaped = rc == 0 && mig_replan(c, wj, nw, now);
     /* finished jobs leave memory once durable */
     for (int i = c->njobs - 1; rc == 0 && i >= 0; i--)
         if (ts_job_state_terminal(c->jobs[i]->row.state))
             ctld_job_remove(c, c->jobs[i]);
     c->frag_free_gpus = ts_gang_index_free_gpus(ts_sched_gang_index(c->sched), -1);
-    c->dirty = false;
+    c->dirty = reshaped;
     pthread_mutex_unlock(&c->mu);
     free(wv);
     free(rv);

@@ -98,7 +98,7 @@ json_t *ctld_render_node(const ctld *c, int node)
                       : !c->node_virtual[node] && !ag->registered ? "no agent"
                       : ag->health != CTLD_HEALTHY ? ag->health_why
                                                    : NULL;
-    return json_pack("{s:s,s:s,s:o,s:b,s:o,s:o,s:i,s:i,s:I,s:I,s:I,s:I,s:o,s:o,s:o}", "name",
+    json_t *doc = json_pack("{s:s,s:s,s:o,s:b,s:o,s:o,s:i,s:i,s:I,s:I,s:I,s:I,s:o,s:o,s:o}", "name",
                      n->name, "state", up ? "up" : "drained", "drain_reason",
                      why ? json_string(why) : json_null(), "virtual", c->node_virtual[node], "health",
                      health,
@@ -110,4 +110,8 @@ json_t *ctld_render_node(const ctld *c, int node)
                      (json_int_t)n->mem_mib, "memory_free_mib",
                      (json_int_t)(n->mem_mib - n->mem_used), "mig", mig, "jobs", jobs, "labels",
                      labels);
+    /* the agent could not make NVML match the MIG layout (docs/agent-mig-mps.md) */
+    if (doc && ag->mig_error[0])
+        json_object_set_new(doc, "mig_error", json_string(ag->mig_error));
+    return doc;
 }

@@ -521,6 +521,8 @@ static void reserve(loop *l, int i)
             pend(l, i, TS_PEND_INVALID, "does not fit even on the idle cluster (%s)", was);
         return;
     }
+    if (at < l->now)
+        at = l->now; /* fits on the emptied cluster with nothing running */
     l->have_res = true;
     l->res_at = at;
     l->res_id = job->id;

@@ -109,6 +109,38 @@ static bool scratch_fits(ts_sched *s, const ts_job *job, ts_alloc *plan, ts_allo
     return true;
 }
 
+static bool job_wants_mig(const ts_job *job)
+{
+    for (int i = 0; i < job->ntasks; i++)
+        if (job->tasks[i].mig_profile >= 0)
+            return true;
+    return false;
+}
+
+/* Removes every idle MIG instance from the scratch copy. */
+static void strip_idle_mig(ts_sched *s)
+{
+    for (int i = 0; i < s->sc->nnodes; i++) {
+        ts_node *n = &s->sc->nodes[i];
+        bool changed = false;
+        for (int g = 0; g < n->ngpu; g++) {
+            ts_mig_layout *l = &n->gpu[g].mig;
+            if (n->gpu[g].mode != TS_GPU_MIG)
+                continue;
+            int k = 0;
+            for (int j = 0; j < l->n; j++)
+                if (l->inst[j].busy)
+                    l->inst[k++] = l->inst[j];
+            changed = changed || k != l->n;
+            l->n = k;
+        }
+        if (changed) {
+            s->sdirty[i] = 1;
+            ts_gang_index_node_changed(s->six, i);
+        }
+    }
+}
+
 int plan_reservation(ts_sched *s, const ts_job *job, const plan_job *ends, int nends,
                      ts_alloc *plan, double *at_s)
 {
@@ -129,6 +161,15 @@ int plan_reservation(ts_sched *s, const ts_job *job, const plan_job *ends, int n
             *at_s = ends[i].end_s;
             rc = 0;
             break;
+        }
+    }
+    if (rc != 0 && nends >= 0 && job_wants_mig(job)) {
+        /* Dynamic MIG (mig_plan.h): idle instances of other profiles can be
+         * destroyed, so on the emptied copy a MIG GPU holds any layout. */
+        strip_idle_mig(s);
+        if (scratch_fits(s, job, plan, tmp)) {
+            *at_s = nends > 0 ? ends[nends - 1].end_s : 0.0;
+            rc = 0;
         }
     }
     free(tmp);
