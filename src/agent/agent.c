@@ -125,6 +125,76 @@ static int post(ts_agent *a, const char *path, json_t *body, long *status, json_
     return 0;
 }
 
+static const char *str_or(const json_t *v)
+{
+    return json_string_value(v) ? json_string_value(v) : "";
+}
+
+/* Adopts one task from its record: its keeper still runs it, or has left
+ * its exit status. Under ts_agent_new, before any exchange. */
+static int adopt_one(const char *id, void *ctx)
+{
+    ts_agent *a = ctx;
+    ts_task *t = NULL;
+    ts_err e;
+    if (ts_task_adopt(&a->caps, a->logs, id, &t, &e) != 0) {
+        fprintf(stderr, "tessera-agent: task %s: cannot adopt (%s); forgotten\n", id, e.msg);
+        ts_task_forget(a->logs, id, &e);
+        return 0;
+    }
+    if (a->ntasks == TS_AGENT_MAX_TASKS) {
+        ts_task_detach(t);
+        return 1;
+    }
+    json_error_t je;
+    json_t *m = ts_task_meta(t) ? json_loads(ts_task_meta(t), 0, &je) : NULL;
+    if (!json_is_object(m)) {
+        fprintf(stderr, "tessera-agent: task %s: its record has no job; stopped\n", id);
+        json_decref(m);
+        ts_task_free(t);
+        return 0;
+    }
+    local_task *lt = &a->tasks[a->ntasks++];
+    memset(lt, 0, sizeof *lt);
+    lt->t = t;
+    lt->job = json_integer_value(json_object_get(m, "job"));
+    lt->rank = (int)json_integer_value(json_object_get(m, "rank"));
+    size_t k;
+    json_t *g;
+    json_array_foreach(json_object_get(m, "gpus"), k, g)
+    {
+        if (lt->ngpu < 16)
+            lt->gpu[lt->ngpu++] = (int)json_integer_value(g);
+    }
+    snprintf(lt->step_file, sizeof lt->step_file, "%s",
+             str_or(json_object_get(m, "step_file")));
+    snprintf(lt->tenant, sizeof lt->tenant, "%s",
+             str_or(json_object_get(m, "tenant")));
+    snprintf(lt->mig_uuid, sizeof lt->mig_uuid, "%s",
+             str_or(json_object_get(m, "mig_uuid")));
+    lt->mig_profile = (int)json_integer_value(json_object_get(m, "mig_profile"));
+    lt->mig_start = (int)json_integer_value(json_object_get(m, "mig_start"));
+    lt->fractional = json_is_true(json_object_get(m, "fractional"));
+    json_decref(m);
+    ts_task_poll(t, ts_launch_now(), &lt->st, &e);
+    lt->stop_requested = (lt->st.phase != TS_TASK_RUNNING && lt->st.phase != TS_TASK_EXITED) ||
+                         lt->st.outcome != TS_STOP_NONE;
+    if (lt->fractional && a->node->mps && lt->ngpu == 1 && !a->mps_on[lt->gpu[0]]) {
+        /* its MPS daemon runs on too: take it back */
+        char base[700];
+        snprintf(base, sizeof base, "%s/mps", a->cfg.state_dir);
+        ts_mps_config mc = {.binary = a->node->mps_binary[0] ? a->node->mps_binary : NULL,
+                            .base_dir = base};
+        int gi = lt->gpu[0];
+        if (gi >= 0 && gi < 16 && ts_mps_start(&mc, a->node->gpu_uuid[gi], &a->mps[gi], &e) == 0)
+            a->mps_on[gi] = true;
+    }
+    fprintf(stderr, "tessera-agent: adopted task %s (job %lld rank %d, %s)\n", id,
+            (long long)lt->job, lt->rank,
+            lt->st.phase == TS_TASK_EXITED ? (lt->st.lost ? "lost" : "ended") : "running");
+    return 0;
+}
+
 int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, ts_err *err)
 {
     ts_agent *a = calloc(1, sizeof *a);
@@ -152,6 +222,11 @@ int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out
         return TS_EIO;
     }
     ts_launch_probe(cfg->cgroup_parent[0] ? cfg->cgroup_parent : NULL, &a->caps);
+    /* tasks an earlier agent left running (or that ended while none ran) */
+    ts_err e;
+    int nrec = ts_task_records(a->logs, adopt_one, a, &e);
+    if (nrec < 0 && nrec != TS_ENOENT)
+        fprintf(stderr, "tessera-agent: task records in %s: %s\n", a->logs, e.msg);
     a->last_ok_s = ts_launch_now();
     *out = a;
     return 0;
@@ -161,8 +236,10 @@ void ts_agent_free(ts_agent *a)
 {
     if (!a)
         return;
+    /* what still runs here runs on, for the next agent to adopt (a
+     * shutdown that should stop it calls ts_agent_stop_all first) */
     for (int i = 0; i < a->ntasks; i++)
-        ts_task_free(a->tasks[i].t);
+        ts_task_detach(a->tasks[i].t);
     curl_easy_cleanup(a->h);
     free(a);
 }
@@ -263,6 +340,11 @@ static json_t *report(ts_agent *a)
             } else if (lt->stop_requested) {
                 json_object_set_new(o, "state", json_string("stopped"));
                 json_object_set_new(o, "outcome", json_string(outcome_name(lt->st.outcome)));
+            } else if (lt->st.lost) {
+                json_object_set_new(o, "state", json_string("failed"));
+                json_object_set_new(o, "error",
+                                    json_string("its exit status was lost (its keeper died "
+                                                "while no agent ran)"));
             } else if (lt->st.term_signal) {
                 json_object_set_new(o, "state", json_string("failed"));
                 json_object_set_new(o, "signal", json_integer(lt->st.term_signal));
@@ -419,6 +501,17 @@ static void start(ts_agent *a, json_t *t)
                             ? a->ctld_lost_s / 4
                             : 0.0,
     };
+    /* what a restarted agent needs to adopt the task (ts_task_adopt) */
+    json_t *gl = json_array();
+    for (int k = 0; k < lt->ngpu; k++)
+        json_array_append_new(gl, json_integer(lt->gpu[k]));
+    json_t *mj = json_pack("{s:I,s:i,s:o,s:s,s:s,s:s,s:i,s:i,s:b}", "job", (json_int_t)lt->job,
+                           "rank", lt->rank, "gpus", gl, "step_file", lt->step_file, "tenant",
+                           lt->tenant, "mig_uuid", lt->mig_uuid, "mig_profile", lt->mig_profile,
+                           "mig_start", lt->mig_start, "fractional", lt->fractional);
+    char *meta = mj ? json_dumps(mj, JSON_COMPACT) : NULL;
+    json_decref(mj);
+    spec.meta = meta;
     ts_err err;
     if (why[0]) {
         snprintf(lt->start_error, sizeof lt->start_error, "%s", why);
@@ -430,6 +523,7 @@ static void start(ts_agent *a, json_t *t)
     }
     free(argv);
     free(env);
+    free(meta);
     json_decref(envj);
 }
 

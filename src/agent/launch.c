@@ -1,19 +1,26 @@
 /*
- * launch.c - starting a task (fork/exec) and the stop state machine.
+ * launch.c - starting a task through its keeper, the stop state machine, and
+ * adopting the tasks an earlier agent left running.
  *
  * Everything that can fail in an explainable way (spec, user, workdir, command
- * lookup, log files, cgroup) is done in the agent before fork, so the child
- * runs only async-signal-safe calls: setsid, join the cgroup (it writes "0" to
- * the cgroup.procs fd the parent opened, before dropping privileges, so the
- * task and all it forks are accounted from the first instruction), stdio,
- * groups/gid/uid, chdir, default signals, execve. A failure there comes back
- * over a close-on-exec pipe as (step, errno); EOF on the pipe means exec won.
+ * lookup, log files, cgroup, the record's text) is done in the agent before
+ * fork; the keeper (launch_keeper.c) and the task before its exec run only
+ * async-signal-safe calls. The keeper answers once: started (task pid and
+ * start time, keeper start time; the record is already written) or the step
+ * that failed with its errno. EOF without an answer means the keeper died.
  *
  * The task leads its own session and process group, so signals go to -pid and
- * reach whatever the task started. When the leader is reaped the rest of the
- * group is killed too (and the cgroup, where there is one, via cgroup.kill).
+ * reach whatever the task started. When the task ends, its keeper kills the
+ * rest of the group (and cgroup) and writes the exit file. The agent learns
+ * the end from that file, whether it forked the keeper (then it also reaps
+ * it) or adopted the task from its record (launch_record.c). A task whose
+ * keeper is gone without an exit file is watched through /proc until it ends,
+ * and is then reported lost: its status is unknowable.
  *
- * _GNU_SOURCE: setgroups, getgrouplist, pipe2 and close_range are not POSIX.
+ * A pid is only signalled while /proc does not show another process under it
+ * (same start time, or no process: what is left is the task's own group).
+ *
+ * _GNU_SOURCE: getgrouplist and pipe2 are not POSIX.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -35,6 +42,8 @@
 #include "launch.h"
 #include "launch_cgroup.h"
 #include "launch_env.h"
+#include "launch_keeper.h"
+#include "launch_record.h"
 
 /* snprintf for reasons and names, where cutting a long one short is fine. */
 static void say(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -46,28 +55,29 @@ static void say(char *buf, size_t len, const char *fmt, ...)
     va_end(ap);
 }
 
-#define TASK_ID_MAX 63
+_Static_assert(TS_TASK_LOST_SIGNAL == SIGKILL, "launch.h documents a lost task as SIGKILL");
+
 #define POLL_INTERVAL_NS 10000000L /* blocking helpers poll every 10 ms */
 #define CGROUP_RMDIR_TRIES 100    /* x 10 ms while killed processes exit */
 #define LOG_FILE_MODE 0640
 
 struct ts_task {
-    ts_task_info info;
-    ts_task_phase phase;
+    ts_rec r;                /* what the record holds; r.phase is the task's phase */
+    ts_rec_paths paths;
     ts_stop_outcome outcome;
     int exit_code, term_signal;
-    bool stopping, ack_seen, cgroup_left;
-    double deadline, term_grace_s;
+    bool lost, cgroup_left;
+    bool keeper_child;       /* this agent forked the keeper and has not reaped it */
+    bool keeper_gone;
 };
 
-enum child_step { STEP_SETSID, STEP_CGROUP, STEP_STDIO, STEP_GROUPS, STEP_GID, STEP_UID,
-                  STEP_CHDIR, STEP_EXEC };
-static const char *const STEP_NAME[] = {"setsid", "joining the cgroup", "redirecting stdio",
-                                        "setgroups", "setgid", "setuid", "chdir", "exec"};
-
-struct child_report {
-    int step, err;
-};
+static const char *const STEP_NAME[TS_STEP_COUNT] = {
+    [TS_STEP_STARTED] = "start", [TS_STEP_KEEPER] = "keeper set-up",
+    [TS_STEP_FORK] = "fork", [TS_STEP_PROC] = "reading its start time",
+    [TS_STEP_RECORD] = "record", [TS_STEP_SETSID] = "setsid",
+    [TS_STEP_CGROUP] = "joining the cgroup", [TS_STEP_STDIO] = "redirecting stdio",
+    [TS_STEP_GROUPS] = "setgroups", [TS_STEP_GID] = "setgid", [TS_STEP_UID] = "setuid",
+    [TS_STEP_CHDIR] = "chdir", [TS_STEP_EXEC] = "exec"};
 
 double ts_launch_now(void)
 {
@@ -85,7 +95,12 @@ void ts_launch_probe(const char *cgroup_parent, ts_launch_caps *caps)
 
 const ts_task_info *ts_task_info_get(const ts_task *t)
 {
-    return &t->info;
+    return &t->r.info;
+}
+
+const char *ts_task_meta(const ts_task *t)
+{
+    return t->r.meta != NULL ? t->r.meta : "";
 }
 
 static int valid_env_name(const char *s, size_t n)
@@ -110,14 +125,22 @@ static int check_env_list(const char *const *list, const char *what, ts_err *err
     return 0;
 }
 
-static int check_spec(const ts_task_spec *s, ts_err *err)
+static int check_id(const char *id, ts_err *err)
 {
-    const char *id = s->task_id;
-    if (id == NULL || id[0] == '\0' || strlen(id) > TASK_ID_MAX)
-        return ts_err_set(err, TS_EINVAL, "task_id: must be 1..%d characters", TASK_ID_MAX);
+    if (id == NULL || id[0] == '\0' || strlen(id) > TS_TASK_ID_MAX)
+        return ts_err_set(err, TS_EINVAL, "task_id: must be 1..%d characters", TS_TASK_ID_MAX);
     if (id[strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")] ||
         strcmp(id, ".") == 0 || strcmp(id, "..") == 0)
         return ts_err_set(err, TS_EINVAL, "task_id: \"%s\": only A-Z a-z 0-9 . _ -", id);
+    return 0;
+}
+
+static int check_spec(const ts_task_spec *s, ts_err *err)
+{
+    const char *id = s->task_id;
+    int rc = check_id(id, err);
+    if (rc)
+        return rc;
     if (s->argv == NULL || s->argv[0] == NULL || s->argv[0][0] == '\0')
         return ts_err_set(err, TS_EINVAL, "task %s: argv: empty command", id);
     if (s->workdir == NULL || s->workdir[0] == '\0')
@@ -144,7 +167,10 @@ static int check_spec(const ts_task_spec *s, ts_err *err)
     if (s->ngpu_devs > 0 && s->gpu_devs == NULL)
         return ts_err_set(err, TS_EINVAL, "task %s: gpu_devs: NULL with ngpu_devs %zu", id,
                           s->ngpu_devs);
-    int rc = check_env_list(s->env, "env", err);
+    if (s->meta != NULL && strlen(s->meta) > TS_TASK_META_MAX_BYTES)
+        return ts_err_set(err, TS_EINVAL, "task %s: meta: longer than %d bytes", id,
+                          TS_TASK_META_MAX_BYTES);
+    rc = check_env_list(s->env, "env", err);
     return rc ? rc : check_env_list(s->shim_env, "shim_env", err);
 }
 
@@ -167,16 +193,7 @@ static int resolve_command(const char *cmd, const char *path, char *out, size_t 
     return -1;
 }
 
-struct run_as {
-    uid_t uid;
-    gid_t gid;
-    gid_t *groups;
-    int ngroups;
-    bool change;
-    char name[256], home[PATH_MAX];
-};
-
-static int pick_user(const ts_task_spec *s, struct run_as *ra, ts_task_info *info, ts_err *err)
+static int pick_user(const ts_task_spec *s, struct ts_run_as *ra, ts_task_info *info, ts_err *err)
 {
     struct passwd pw, *res = NULL;
     char buf[16384];
@@ -223,7 +240,7 @@ static int pick_user(const ts_task_spec *s, struct run_as *ra, ts_task_info *inf
 }
 
 static int open_log(const char *dir, const char *id, const char *ext, char *path, size_t len,
-                    const struct run_as *ra, ts_err *err)
+                    const struct ts_run_as *ra, ts_err *err)
 {
     if (snprintf(path, len, "%s/%s.%s", dir, id, ext) >= (int)len)
         return ts_err_set(err, TS_EINVAL, "task %s: log_dir: path too long", id);
@@ -239,63 +256,85 @@ static int open_log(const char *dir, const char *id, const char *ext, char *path
     return fd;
 }
 
-static void child_fail(int fd, int step)
+/* ---- records left by earlier starts ---------------------------------------------- */
+
+/* Removes an old record of this id, unless its task or keeper still runs. */
+static int clear_record(const ts_rec_paths *p, const char *id, ts_err *err)
 {
-    struct child_report r = {step, errno};
-    ssize_t w = write(fd, &r, sizeof r);
-    (void)w;
-    _exit(127);
+    ts_rec old;
+    int rc = ts_rec_read(p->record, &old, NULL);
+    bool running = rc == 0 && (ts_rec_alive(old.info.keeper_pid, old.info.keeper_start_ticks) ||
+                               ts_rec_alive(old.info.pid, old.info.start_ticks));
+    long pid = (long)old.info.pid;
+    ts_rec_clear(&old);
+    if (running)
+        return ts_err_set(err, TS_EEXIST, "task %s: still runs here (pid %ld, record %s)", id,
+                          pid, p->record);
+    if (ts_rec_remove(p) != 0)
+        return ts_err_set(err, TS_EIO, "task %s: removing the old record %s: %s", id, p->record,
+                          strerror(errno));
+    return 0;
 }
 
-static void child(int rep, int cg_fd, int in, int out, int errfd, const struct run_as *ra,
-                  const char *workdir, const char *exe, char *const argv[], char *const envp[])
+static int record_paths(const char *record_dir, const char *id, ts_rec_paths *p, ts_err *err)
 {
-    if (setsid() < 0)
-        child_fail(rep, STEP_SETSID);
-    if (cg_fd >= 0 && write(cg_fd, "0", 1) != 1)
-        child_fail(rep, STEP_CGROUP);
-    if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(errfd, 2) < 0)
-        child_fail(rep, STEP_STDIO);
-    if (ra->change) {
-        if (setgroups((size_t)ra->ngroups, ra->groups) != 0)
-            child_fail(rep, STEP_GROUPS);
-        if (setgid(ra->gid) != 0)
-            child_fail(rep, STEP_GID);
-        if (setuid(ra->uid) != 0)
-            child_fail(rep, STEP_UID);
-    }
-    if (chdir(workdir) != 0)
-        child_fail(rep, STEP_CHDIR);
-    /* the agent's signal handling must not leak into the task */
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    for (int sig = 1; sig < NSIG; sig++)
-        if (sig != SIGKILL && sig != SIGSTOP)
-            signal(sig, SIG_DFL);
-    /* descriptors the agent forgot to mark close-on-exec do not reach the task */
-    close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-    execve(exe, argv, envp);
-    child_fail(rep, STEP_EXEC);
+    if (record_dir == NULL || record_dir[0] == '\0')
+        return ts_err_set(err, TS_EINVAL, "task %s: record_dir: required", id);
+    if (ts_rec_paths_make(record_dir, id, p) != 0)
+        return ts_err_set(err, TS_EINVAL, "task %s: record_dir: path too long", id);
+    return 0;
 }
 
-/* Waits for the child's report: 0 when exec succeeded. */
-static int read_report(int fd, pid_t pid, const ts_task_spec *s, const char *exe, ts_err *err)
+int ts_task_forget(const char *record_dir, const char *task_id, ts_err *err)
 {
-    struct child_report r;
+    ts_rec_paths p;
+    int rc = check_id(task_id, err);
+    if (rc == 0)
+        rc = record_paths(record_dir, task_id, &p, err);
+    return rc ? rc : clear_record(&p, task_id, err);
+}
+
+/* ---- starting ------------------------------------------------------------------- */
+
+static int check_dir(const char *id, const char *what, const char *dir, ts_err *err)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return ts_err_set(err, TS_ENOENT, "task %s: %s %s: %s", id, what, dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return ts_err_set(err, TS_ENOENT, "task %s: %s %s: not a directory", id, what, dir);
+    return 0;
+}
+
+/* The keeper's answer: 0 when the task runs (t filled), else the failed step. */
+static int read_report(int fd, pid_t keeper, const ts_task_spec *s, const char *exe, ts_task *t,
+                       ts_err *err)
+{
+    ts_keeper_report r;
     ssize_t n;
     do
         n = read(fd, &r, sizeof r);
     while (n < 0 && errno == EINTR);
-    if (n == 0)
+    if (n == (ssize_t)sizeof r && r.step == TS_STEP_STARTED) {
+        ts_task_info *in = &t->r.info;
+        in->pid = r.pid;
+        in->start_ticks = r.start_ticks;
+        in->keeper_pid = keeper;
+        in->keeper_start_ticks = r.keeper_start_ticks;
+        t->keeper_child = true;
         return 0;
+    }
     int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    while (waitpid(keeper, &status, 0) < 0 && errno == EINTR)
         ;
-    if (n != (ssize_t)sizeof r)
-        return ts_err_set(err, TS_EIO, "task %s: lost the start report from the child",
+    ts_rec_remove(&t->paths);
+    if (n != (ssize_t)sizeof r || r.step <= TS_STEP_STARTED || r.step >= TS_STEP_COUNT)
+        return ts_err_set(err, TS_EIO, "task %s: lost the start report from its keeper",
                           s->task_id);
-    const char *what = r.step == STEP_CHDIR ? s->workdir : r.step == STEP_EXEC ? exe : "";
+    const char *what = r.step == TS_STEP_CHDIR    ? s->workdir
+                       : r.step == TS_STEP_EXEC   ? exe
+                       : r.step == TS_STEP_RECORD ? t->paths.record
+                                                  : "";
     int code = r.err == ENOENT ? TS_ENOENT : TS_EIO;
     return ts_err_set(err, code, "task %s: %s%s%s: %s", s->task_id, STEP_NAME[r.step],
                       what[0] ? " " : "", what, strerror(r.err));
@@ -307,24 +346,32 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **o
     int rc = check_spec(s, err);
     if (rc)
         return rc;
-    struct stat st;
-    if (stat(s->workdir, &st) != 0)
-        return ts_err_set(err, TS_ENOENT, "task %s: workdir %s: %s", s->task_id, s->workdir,
-                          strerror(errno));
-    if (!S_ISDIR(st.st_mode))
-        return ts_err_set(err, TS_ENOENT, "task %s: workdir %s: not a directory", s->task_id,
-                          s->workdir);
+    const char *record_dir = s->record_dir && s->record_dir[0] ? s->record_dir : s->log_dir;
+    if ((rc = check_dir(s->task_id, "workdir", s->workdir, err)) != 0 ||
+        (rc = check_dir(s->task_id, "record_dir", record_dir, err)) != 0)
+        return rc;
 
     ts_task *t = calloc(1, sizeof *t);
-    struct run_as ra = {0};
+    struct ts_run_as ra = {0};
     ts_envv env = {0};
-    char **argv = NULL;
-    int fds[6] = {-1, -1, -1, -1, -1, -1}; /* in, out, err, cgroup.procs, report r/w */
+    char **argv = NULL, *body = NULL;
+    /* in, out, err, cgroup.procs, task report r/w, keeper report r/w */
+    int fds[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
     if (t == NULL)
         return ts_err_set(err, TS_ENOMEM, "task %s: out of memory", s->task_id);
     t->exit_code = -1;
-    t->term_grace_s = s->term_grace_s > 0 ? s->term_grace_s : TS_TERM_GRACE_DEFAULT_S;
-    ts_task_info *info = &t->info;
+    t->r.term_grace_s = s->term_grace_s > 0 ? s->term_grace_s : TS_TERM_GRACE_DEFAULT_S;
+    ts_task_info *info = &t->r.info;
+    say(info->task_id, sizeof info->task_id, "%s", s->task_id);
+    if ((rc = record_paths(record_dir, s->task_id, &t->paths, err)) != 0 ||
+        (rc = clear_record(&t->paths, s->task_id, err)) != 0)
+        goto fail;
+    say(info->record_path, sizeof info->record_path, "%s", t->paths.record);
+    say(info->exit_path, sizeof info->exit_path, "%s", t->paths.exit);
+    if ((t->r.meta = strdup(s->meta != NULL ? s->meta : "")) == NULL) {
+        rc = ts_err_set(err, TS_ENOMEM, "task %s: meta: out of memory", s->task_id);
+        goto fail;
+    }
 
     if ((rc = pick_user(s, &ra, info, err)) != 0)
         goto fail;
@@ -378,12 +425,12 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **o
                           info->isolation_reason, sizeof info->isolation_reason) == 0) {
         char procs[1024];
         say(procs, sizeof procs, "%s/cgroup.procs", info->cgroup_path);
+        info->isolated = true;
         fds[3] = open(procs, O_WRONLY | O_CLOEXEC);
         if (fds[3] < 0) {
             rc = ts_err_set(err, TS_EIO, "task %s: %s: %s", s->task_id, procs, strerror(errno));
             goto fail;
         }
-        info->isolated = true;
     } else {
         info->cgroup_path[0] = '\0';
     }
@@ -397,57 +444,133 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **o
                                  info->devices_reason, sizeof info->devices_reason) == 0)
         info->devices_isolated = true;
 
-    if (pipe2(&fds[4], O_CLOEXEC) != 0) {
+    if ((body = ts_rec_body(&t->r)) == NULL) {
+        rc = ts_err_set(err, TS_ENOMEM, "task %s: record: out of memory", s->task_id);
+        goto fail;
+    }
+    if (pipe2(&fds[4], O_CLOEXEC) != 0 || pipe2(&fds[6], O_CLOEXEC) != 0) {
         rc = ts_err_set(err, TS_EIO, "task %s: pipe: %s", s->task_id, strerror(errno));
         goto fail;
     }
-    pid_t pid = fork();
-    if (pid < 0) {
+    ts_keeper_plan plan = {
+        .in = fds[0], .out = fds[1], .err = fds[2], .cgroup_procs = fds[3],
+        .task_report_rd = fds[4], .task_report_wr = fds[5], .agent_report_wr = fds[7],
+        .run_as = &ra, .workdir = s->workdir, .exe = exe, .argv = argv, .envp = env.v,
+        .task_id = s->task_id, .paths = &t->paths, .record_body = body,
+        .cgroup_path = info->isolated ? info->cgroup_path : ""};
+    pid_t keeper = fork();
+    if (keeper < 0) {
         rc = ts_err_set(err, TS_EIO, "task %s: fork: %s", s->task_id, strerror(errno));
         goto fail;
     }
-    if (pid == 0)
-        child(fds[5], fds[3], fds[0], fds[1], fds[2], &ra, s->workdir, exe, argv, env.v);
-    close(fds[5]);
-    fds[5] = -1;
-    if ((rc = read_report(fds[4], pid, s, exe, err)) != 0)
-        goto fail;
-    info->pid = pid;
-    t->phase = TS_TASK_RUNNING;
-    for (int i = 0; i < 6; i++)
-        if (fds[i] >= 0)
+    if (keeper == 0)
+        ts_keeper_run(&plan);
+    for (int i = 0; i < 8; i++)
+        if (i != 6) {
             close(fds[i]);
+            fds[i] = -1;
+        }
+    if ((rc = read_report(fds[6], keeper, s, exe, t, err)) != 0)
+        goto fail;
+    t->r.phase = TS_TASK_RUNNING;
+    close(fds[6]);
+    free(body);
     free(argv);
     ts_envv_free(&env);
     free(ra.groups);
     *out = t;
     return 0;
 fail:
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 8; i++)
         if (fds[i] >= 0)
             close(fds[i]);
     if (info->isolated)
         ts_cg_remove(info->cgroup_path);
+    free(body);
     free(argv);
     ts_envv_free(&env);
     free(ra.groups);
+    ts_rec_clear(&t->r);
     free(t);
     return rc;
 }
 
-static void signal_group(ts_task *t, int sig)
+/* ---- adopting ------------------------------------------------------------------- */
+
+/* The cgroup ts_cg_create makes for this task id: <parent>/tessera-<id>. */
+static bool named_for(const char *cgroup_path, const char *id)
 {
-    kill(-t->info.pid, sig);
-    if (sig == SIGKILL && t->info.isolated)
-        ts_cg_kill(t->info.cgroup_path);
+    static const char PREFIX[] = "tessera-";
+    const char *base = strrchr(cgroup_path, '/');
+    return base != NULL && strncmp(base + 1, PREFIX, sizeof PREFIX - 1) == 0 &&
+           strcmp(base + sizeof PREFIX, id) == 0;
+}
+
+int ts_task_adopt(const ts_launch_caps *caps, const char *record_dir, const char *task_id,
+                  ts_task **out, ts_err *err)
+{
+    (void)caps; /* the record names the task's cgroup; nothing else of the node is needed */
+    *out = NULL;
+    int rc = check_id(task_id, err);
+    if (rc)
+        return rc;
+    ts_task *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return ts_err_set(err, TS_ENOMEM, "task %s: out of memory", task_id);
+    if ((rc = record_paths(record_dir, task_id, &t->paths, err)) == 0)
+        rc = ts_rec_read(t->paths.record, &t->r, err);
+    ts_task_info *in = &t->r.info;
+    if (rc == 0 && strcmp(in->task_id, task_id) != 0)
+        rc = ts_err_set(err, TS_EINVAL, "record %s: id: \"%s\", not \"%s\"", t->paths.record,
+                        in->task_id, task_id);
+    /* a damaged record must not point the agent at another cgroup to kill */
+    if (rc == 0 && in->isolated && !named_for(in->cgroup_path, task_id))
+        rc = ts_err_set(err, TS_EINVAL, "record %s: cgroup: %s is not named tessera-%s",
+                        t->paths.record, in->cgroup_path, task_id);
+    if (rc != 0) {
+        ts_rec_clear(&t->r);
+        free(t);
+        return rc;
+    }
+    in->adopted = true;
+    say(in->record_path, sizeof in->record_path, "%s", t->paths.record);
+    say(in->exit_path, sizeof in->exit_path, "%s", t->paths.exit);
+    if (t->r.term_grace_s <= 0)
+        t->r.term_grace_s = TS_TERM_GRACE_DEFAULT_S;
+    t->exit_code = -1;
+    *out = t;
+    return 0;
+}
+
+/* ---- watching and stopping ------------------------------------------------------ */
+
+/* /proc shows no other process under the task's pid: the task itself, its
+ * zombie, or nothing (then -pid can only be what is left of its group). */
+static bool pid_is_ours(const ts_task *t)
+{
+    unsigned long long start;
+    char state;
+    return ts_rec_proc_stat(t->r.info.pid, &start, &state) != 0 ||
+           start == t->r.info.start_ticks;
+}
+
+/* 0, or the errno of kill. */
+static int signal_group(ts_task *t, int sig)
+{
+    int e = 0;
+    if (pid_is_ours(t) && kill(-t->r.info.pid, sig) != 0 && errno != ESRCH)
+        e = errno;
+    if (sig == SIGKILL && t->r.info.isolated)
+        ts_cg_kill(t->r.info.cgroup_path);
+    return e;
 }
 
 static void remove_cgroup(ts_task *t, int tries)
 {
-    if (!t->info.isolated || !t->cgroup_left)
+    if (!t->r.info.isolated || !t->cgroup_left)
         return;
     for (int i = 0; i < tries; i++) {
-        if (ts_cg_remove(t->info.cgroup_path) == 0 || errno == ENOENT) {
+        if (ts_cg_remove(t->r.info.cgroup_path) == 0 || errno == ENOENT) {
             t->cgroup_left = false;
             return;
         }
@@ -456,79 +579,130 @@ static void remove_cgroup(ts_task *t, int tries)
     }
 }
 
-static int ack_present(const ts_task *t)
+static void reap_keeper(ts_task *t, bool block)
 {
-    return access(t->info.ack_path, F_OK) == 0;
+    if (!t->keeper_child)
+        return;
+    pid_t r;
+    while ((r = waitpid(t->r.info.keeper_pid, NULL, block ? 0 : WNOHANG)) < 0 && errno == EINTR)
+        ;
+    if (r != 0) { /* reaped, or ECHILD: someone else did */
+        t->keeper_child = false;
+        t->keeper_gone = true;
+    }
 }
 
-static void finish(ts_task *t, int status, bool known)
+static bool keeper_gone(ts_task *t)
 {
-    if (known && WIFEXITED(status))
-        t->exit_code = WEXITSTATUS(status);
-    else if (known && WIFSIGNALED(status))
-        t->term_signal = WTERMSIG(status);
-    if (t->stopping) {
-        t->ack_seen = t->ack_seen || ack_present(t);
-        t->outcome = t->ack_seen                          ? TS_STOP_CHECKPOINTED
-                     : t->phase == TS_TASK_CHECKPOINTING ? TS_STOP_EXITED
-                     : t->phase == TS_TASK_TERMINATING   ? TS_STOP_TERMINATED
-                                                          : TS_STOP_KILLED;
+    const ts_task_info *in = &t->r.info;
+    if (t->keeper_child)
+        reap_keeper(t, false);
+    if (t->keeper_gone || t->keeper_child)
+        return t->keeper_gone;
+    unsigned long long start;
+    char state;
+    if (ts_rec_proc_stat(in->keeper_pid, &start, &state) == 0 &&
+        start == in->keeper_start_ticks) {
+        if (state != 'Z' && state != 'X')
+            return false;
+        waitpid(in->keeper_pid, NULL, WNOHANG); /* ours where this agent is a subreaper */
     }
-    /* what the task left behind in its group (or cgroup) ends with it */
+    t->keeper_gone = true;
+    return true;
+}
+
+static bool ack_present(const ts_task *t)
+{
+    return access(t->r.info.ack_path, F_OK) == 0;
+}
+
+static void finish(ts_task *t, int code, int sig, bool lost)
+{
+    t->exit_code = code;
+    t->term_signal = sig;
+    t->lost = lost;
+    if (t->r.stopping) {
+        t->r.ack_seen = t->r.ack_seen || ack_present(t);
+        t->outcome = t->r.ack_seen                          ? TS_STOP_CHECKPOINTED
+                     : t->r.phase == TS_TASK_CHECKPOINTING ? TS_STOP_EXITED
+                     : t->r.phase == TS_TASK_TERMINATING   ? TS_STOP_TERMINATED
+                                                            : TS_STOP_KILLED;
+    }
+    /* the keeper has done this already, unless it is gone too */
     signal_group(t, SIGKILL);
-    t->phase = TS_TASK_EXITED;
-    t->cgroup_left = t->info.isolated;
+    t->r.phase = TS_TASK_EXITED;
+    t->cgroup_left = t->r.info.isolated;
     remove_cgroup(t, 1);
+}
+
+/* Finishes the task if it ended. The keeper is looked at first: once it is
+ * gone, its exit file is either there or will never be. */
+static void settle(ts_task *t)
+{
+    const ts_task_info *in = &t->r.info;
+    bool gone = keeper_gone(t);
+    int code, sig;
+    if (ts_rec_exit_read(t->paths.exit, in->pid, in->start_ticks, &code, &sig) == 1)
+        finish(t, code, sig, false);
+    else if (gone && !ts_rec_alive(in->pid, in->start_ticks))
+        finish(t, -1, TS_TASK_LOST_SIGNAL, true);
+}
+
+/* Best effort: a stop goes on without its record; an agent adopting the task
+ * later resumes from the last phase that was recorded. */
+static void record_stop(ts_task *t)
+{
+    ts_rec_write(&t->r, &t->paths, NULL);
 }
 
 int ts_task_preempt_begin(ts_task *t, int sig, double grace_s, double now, ts_err *err)
 {
-    if (t->stopping || t->phase == TS_TASK_EXITED)
+    if (t->r.stopping || t->r.phase == TS_TASK_EXITED)
         return 0;
     if (sig == 0)
         sig = SIGUSR1;
     if (sig < 1 || sig >= NSIG || sig == SIGKILL || sig == SIGSTOP)
         return ts_err_set(err, TS_EINVAL, "checkpoint signal %d: not a catchable signal", sig);
-    t->stopping = true;
-    t->phase = TS_TASK_CHECKPOINTING;
-    t->deadline = now + (grace_s < 0 ? TS_CHECKPOINT_GRACE_DEFAULT_S : grace_s);
-    if (kill(-t->info.pid, sig) != 0 && errno != ESRCH)
-        return ts_err_set(err, TS_EIO, "task pid %ld: signal %d: %s", (long)t->info.pid, sig,
-                          strerror(errno));
+    t->r.stopping = true;
+    t->r.stop_signal = sig;
+    t->r.stop_grace_s = grace_s < 0 ? TS_CHECKPOINT_GRACE_DEFAULT_S : grace_s;
+    t->r.stop_begun_s = now;
+    t->r.phase = TS_TASK_CHECKPOINTING;
+    t->r.deadline_s = now + t->r.stop_grace_s;
+    record_stop(t); /* before the signal: an agent that dies now still finds the stop */
+    int e = signal_group(t, sig);
+    if (e != 0)
+        return ts_err_set(err, TS_EIO, "task pid %ld: signal %d: %s", (long)t->r.info.pid, sig,
+                          strerror(e));
     return 0;
 }
 
 int ts_task_poll(ts_task *t, double now, ts_task_state *st, ts_err *err)
 {
-    if (t->phase != TS_TASK_EXITED) {
-        int status = 0;
-        pid_t r = waitpid(t->info.pid, &status, WNOHANG);
-        if (r == t->info.pid) {
-            finish(t, status, true);
-        } else if (r < 0 && errno != EINTR) {
-            int e = errno;
-            finish(t, 0, false); /* someone else reaped it: the status is lost */
-            if (e != ECHILD)
-                return ts_err_set(err, TS_EIO, "task pid %ld: waitpid: %s", (long)t->info.pid,
-                                  strerror(e));
-        } else if (t->phase == TS_TASK_CHECKPOINTING && (ack_present(t) || now >= t->deadline)) {
-            t->ack_seen = ack_present(t);
-            signal_group(t, SIGTERM);
-            t->phase = TS_TASK_TERMINATING;
-            t->deadline = now + t->term_grace_s;
-        } else if (t->phase == TS_TASK_TERMINATING && now >= t->deadline) {
-            signal_group(t, SIGKILL);
-            t->phase = TS_TASK_KILLING;
-        }
-    } else {
+    (void)err; /* nothing here fails: what cannot be known is reported as lost */
+    if (t->r.phase != TS_TASK_EXITED)
+        settle(t);
+    if (t->r.phase == TS_TASK_EXITED) {
+        reap_keeper(t, false);
         remove_cgroup(t, 1);
+    } else if (t->r.phase == TS_TASK_CHECKPOINTING && (ack_present(t) || now >= t->r.deadline_s)) {
+        t->r.ack_seen = ack_present(t);
+        signal_group(t, SIGTERM);
+        t->r.phase = TS_TASK_TERMINATING;
+        t->r.deadline_s = now + t->r.term_grace_s;
+        record_stop(t);
+    } else if (t->r.phase == TS_TASK_TERMINATING && now >= t->r.deadline_s) {
+        signal_group(t, SIGKILL);
+        t->r.phase = TS_TASK_KILLING;
+        record_stop(t);
     }
     if (st != NULL) {
-        st->phase = t->phase;
+        st->phase = t->r.phase;
         st->exit_code = t->exit_code;
         st->term_signal = t->term_signal;
         st->outcome = t->outcome;
-        st->ack_seen = t->ack_seen;
+        st->ack_seen = t->r.ack_seen;
+        st->lost = t->lost;
     }
     return 0;
 }
@@ -567,14 +741,27 @@ void ts_task_free(ts_task *t)
 {
     if (t == NULL)
         return;
-    if (t->phase != TS_TASK_EXITED) {
+    if (t->r.phase != TS_TASK_EXITED) {
         signal_group(t, SIGKILL);
-        int status = 0;
-        pid_t r;
-        while ((r = waitpid(t->info.pid, &status, 0)) < 0 && errno == EINTR)
-            ;
-        finish(t, status, r == t->info.pid);
+        reap_keeper(t, true); /* a keeper ends right after its task */
+        double end = ts_launch_now() + TS_TASK_FREE_WAIT_S;
+        for (settle(t); t->r.phase != TS_TASK_EXITED && ts_launch_now() < end; settle(t))
+            nanosleep(&(struct timespec){0, POLL_INTERVAL_NS}, NULL);
+        if (t->r.phase != TS_TASK_EXITED)
+            finish(t, -1, TS_TASK_LOST_SIGNAL, true);
     }
+    reap_keeper(t, true);
     remove_cgroup(t, CGROUP_RMDIR_TRIES);
+    ts_rec_remove(&t->paths);
+    ts_rec_clear(&t->r);
+    free(t);
+}
+
+void ts_task_detach(ts_task *t)
+{
+    if (t == NULL)
+        return;
+    reap_keeper(t, false); /* only a keeper that already ended */
+    ts_rec_clear(&t->r);
     free(t);
 }

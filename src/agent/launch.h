@@ -1,5 +1,6 @@
 /*
- * launch.h - how the agent starts a task and stops it.
+ * launch.h - how the agent starts a task, stops it, and finds it again after
+ * an agent restart.
  *
  * A task is one process (and the process group it leads) started from a
  * ts_task_spec: the job's argv/env/workdir plus what the agent computed for
@@ -8,17 +9,30 @@
  * cgroup v2 limits and GPU device filtering are possible here; when they are
  * not, tasks still run, and their info says isolated=false and why.
  *
+ * Each task has a keeper: a small process of its own (own session, signals
+ * ignored) that the agent forks and that forks the task and waits for it, so
+ * the task's exit status survives the agent. The keeper writes
+ * <record dir>/<task id>.task (who the task is: pids, start times, paths,
+ * the stop in progress, the caller's meta) before the start returns, and
+ * <record dir>/<task id>.exit when the task ends. A restarted agent lists the
+ * records (ts_task_records) and adopts each (ts_task_adopt); everything below
+ * then works the same on an adopted task. docs/agent-tasks.md has the files.
+ *
  * Stopping follows the checkpoint acknowledgement contract (docs/agent-tasks.md):
  * checkpoint signal, wait for $TESSERA_CHECKPOINT_DONE or the grace, SIGTERM,
  * a short termination grace, SIGKILL. ts_task_poll drives that as a state
  * machine so the agent's loop never blocks; ts_task_preempt and ts_task_wait
- * are blocking conveniences built on it.
+ * are blocking conveniences built on it. The stop's progress is kept in the
+ * record, so an adopted task that was stopping carries on from where it was.
  *
  * Ownership: the spec and everything it points to belong to the caller and are
- * only read during ts_task_start. A ts_task is allocated by ts_task_start and
- * freed by ts_task_free (which kills the group if it still runs). Nothing here
- * is thread-safe per task; different tasks may be used from different threads.
- * Nothing prints: errors come back in the ts_err.
+ * only read during ts_task_start. A ts_task is allocated by ts_task_start or
+ * ts_task_adopt and released by exactly one of ts_task_free (kills the task if
+ * it still runs and removes its record: the task is done with) or
+ * ts_task_detach (touches nothing: the task runs on, adoptable later). Nothing
+ * here is thread-safe per task; different tasks may be used from different
+ * threads. One agent per record directory. Nothing prints: errors come back in
+ * the ts_err.
  */
 #ifndef TS_AGENT_LAUNCH_H
 #define TS_AGENT_LAUNCH_H
@@ -31,7 +45,11 @@
 
 #define TS_CHECKPOINT_GRACE_DEFAULT_S 60.0 /* job-spec default (docs/job-spec.md) */
 #define TS_TERM_GRACE_DEFAULT_S 10.0       /* SIGTERM to SIGKILL */
+#define TS_TASK_FREE_WAIT_S 10.0           /* ts_task_free: a killed task's end, at most */
 #define TS_LAUNCH_REASON_MAX 256
+#define TS_TASK_ID_MAX 63
+#define TS_TASK_META_MAX_BYTES 65536       /* the caller's meta string, see ts_task_spec */
+#define TS_TASK_LOST_SIGNAL 9              /* SIGKILL: what a lost task reports (see lost) */
 
 /* What this node allows: filled by ts_launch_probe. */
 typedef struct ts_launch_caps {
@@ -49,7 +67,7 @@ typedef struct ts_devnum {
 } ts_devnum;
 
 typedef struct ts_task_spec {
-    const char *task_id;          /* required: 1..63 of A-Z a-z 0-9 . _ - */
+    const char *task_id;          /* required: 1..TS_TASK_ID_MAX of A-Z a-z 0-9 . _ - */
     const char *const *argv;      /* required, NULL-terminated; argv[0] a path or found on PATH */
     const char *const *env;       /* NULL-terminated "NAME=value", may be NULL */
     const char *workdir;          /* required, an existing directory */
@@ -81,10 +99,21 @@ typedef struct ts_task_spec {
     bool limit_devices;           /* false: no device filter at all */
 
     double term_grace_s;          /* SIGTERM->SIGKILL; 0: TS_TERM_GRACE_DEFAULT_S */
+
+    const char *record_dir;       /* <record_dir>/<task_id>.task and .exit; NULL: log_dir */
+    const char *meta;             /* opaque, kept in the record for the caller (e.g. JSON:
+                                   * job, rank, GPUs), any bytes but NUL, at most
+                                   * TS_TASK_META_MAX_BYTES; NULL: "" */
 } ts_task_spec;
 
 typedef struct ts_task_info {
+    char task_id[TS_TASK_ID_MAX + 1];
     pid_t pid;                    /* also the process group id */
+    unsigned long long start_ticks;        /* field 22 of /proc/<pid>/stat: tells a reused pid */
+    pid_t keeper_pid;             /* the keeper that waits for the task */
+    unsigned long long keeper_start_ticks; /* the same for the keeper */
+    bool adopted;                 /* from ts_task_adopt, not ts_task_start */
+    char record_path[768], exit_path[768];
     uid_t uid;                    /* who the task runs as */
     char user_note[TS_LAUNCH_REASON_MAX]; /* non-empty when not run as spec->user */
     bool isolated;                /* in its own cgroup with the limits */
@@ -119,6 +148,12 @@ typedef struct ts_task_state {
     int term_signal;         /* the signal that ended it, 0 otherwise */
     ts_stop_outcome outcome;
     bool ack_seen;
+    /* EXITED, but how is unknown: neither the task nor its keeper exists and
+     * there is no exit file (the keeper was killed, or the node rebooted, or
+     * a record's pid now belongs to another process). Reported as ended by
+     * TS_TASK_LOST_SIGNAL with exit_code -1, so a caller that does not look
+     * at this flag still never takes a lost task for a success. */
+    bool lost;
 } ts_task_state;
 
 /* Fills caps. cgroup_parent: a delegated cgroup2 directory, or NULL to use the
@@ -128,20 +163,53 @@ void ts_launch_probe(const char *cgroup_parent, ts_launch_caps *caps);
 /* Monotonic seconds, the clock ts_task_poll expects. */
 double ts_launch_now(void);
 
-/* Starts the task. caps may be NULL (then no cgroups: the info says so).
+/* Starts the task (through its keeper) and writes its record. caps may be
+ * NULL (then no cgroups: the info says so). An old record and exit file of
+ * the same id are removed first, unless that task still runs.
  * Errors: TS_EINVAL (spec), TS_ENOENT (workdir, command, user, log dir),
- * TS_EIO (fork, cgroup, exec: the message names the step and errno). */
+ * TS_EEXIST (a task with this id still runs here: adopt it instead),
+ * TS_EIO (fork, cgroup, exec, record: the message names the step and errno). */
 int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *spec, ts_task **out,
                   ts_err *err);
 
+/* Rebuilds a task from <record_dir>/<task_id>.task, as left by an agent that
+ * exited or died. The task comes back running (its pid still has the recorded
+ * start time), stopping (the recorded stop continues at the next poll),
+ * exited (the keeper's exit file: its status), or lost (state.lost: none of
+ * those). caps: the adopting agent's probe, may be NULL; the record itself
+ * says which cgroup the task has. Nothing is signalled here.
+ * Errors: TS_EINVAL (task_id, record_dir, or a damaged record: the message
+ * names the file and the field), TS_ENOENT (no record), TS_ENOMEM. */
+int ts_task_adopt(const ts_launch_caps *caps, const char *record_dir, const char *task_id,
+                  ts_task **out, ts_err *err);
+
+/* Calls fn(task_id, ctx) for each record in record_dir, in no particular
+ * order; fn returning non-zero stops the listing. Returns how many were
+ * listed (>= 0), or TS_ENOENT / TS_EIO when the directory cannot be read. */
+int ts_task_records(const char *record_dir, int (*fn)(const char *task_id, void *ctx),
+                    void *ctx, ts_err *err);
+
+/* Removes a record and exit file that no handle owns (a record that could not
+ * be adopted, or whose task the controller no longer knows). Refuses with
+ * TS_EEXIST while the recorded task or its keeper still runs; a damaged
+ * record is removed. 0 also when there was nothing to remove. */
+int ts_task_forget(const char *record_dir, const char *task_id, ts_err *err);
+
 const ts_task_info *ts_task_info_get(const ts_task *t);
+
+/* The spec's meta as recorded ("" when none); valid until the task is released. */
+const char *ts_task_meta(const ts_task *t);
 
 /* Begins the stop sequence: sends sig (0: SIGUSR1) to the group; grace_s < 0
  * means TS_CHECKPOINT_GRACE_DEFAULT_S. Does nothing if already stopping or exited. */
 int ts_task_preempt_begin(ts_task *t, int sig, double grace_s, double now, ts_err *err);
 
 /* Advances the state machine at time `now` (ts_launch_now) and reports it;
- * never blocks. Once EXITED the group is killed and the cgroup removed. */
+ * never blocks, and does not fail today (err is for the future). The task's
+ * end comes from its keeper's exit file (or is "lost", see ts_task_state).
+ * Once EXITED the group is killed and the cgroup removed. Rewriting the record
+ * when a stop changes phase is best effort: if it fails the stop goes on, and
+ * an agent adopting the task later resumes from the last recorded phase. */
 int ts_task_poll(ts_task *t, double now, ts_task_state *st, ts_err *err);
 
 /* Blocking: the whole stop sequence; outcome may be NULL. */
@@ -151,7 +219,18 @@ int ts_task_preempt(ts_task *t, int sig, double grace_s, ts_stop_outcome *outcom
  * Returns TS_OK when it exited (st filled), TS_ENOSPC when it is still running. */
 int ts_task_wait(ts_task *t, double timeout_s, ts_task_state *st, ts_err *err);
 
-/* Kills the group if still running, reaps it, removes its cgroup, frees. NULL ok. */
+/* The task is done with: kills the group if still running, waits for it and
+ * its keeper (an adopted task's exit file at most TS_TASK_FREE_WAIT_S, then
+ * it counts as lost), removes its cgroup, its record and its exit file, frees. A
+ * record must not outlive a task the controller dropped, so this is what the
+ * agent calls when it forgets a task. NULL ok. */
 void ts_task_free(ts_task *t);
+
+/* Frees the handle only: the task, its keeper, record and exit file stay, for
+ * a later ts_task_adopt. What an agent that exits leaving its tasks running
+ * calls. A keeper this process forked and that is still running becomes a
+ * zombie of this process when it ends, so detach where the process exits.
+ * NULL ok. */
+void ts_task_detach(ts_task *t);
 
 #endif

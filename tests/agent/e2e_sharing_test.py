@@ -165,10 +165,12 @@ try:
                  'echo "gpus=$CUDA_VISIBLE_DEVICES"; sleep 4')
     if not wait_for(lambda: job(big)["state"] == "running", "all three 3g.20gb tasks run (dynamic MIG)"):
         print("big:", job(big).get("reason"), job(big).get("why"))
-    rows = mig_rows(metrics())
-    mine = [r for r in rows if r[1] == "3g.20gb" and r[3] == str(big)]
-    check(len(mine) == 3 and all(r[2] == "team-a" for r in mine),
-          f"three 3g.20gb instances, each attributed to team-a's job {big}: {rows}")
+    def attributed():
+        mine = [r for r in mig_rows(metrics()) if r[1] == "3g.20gb" and r[3] == str(big)]
+        return len(mine) == 3 and all(r[2] == "team-a" for r in mine)
+    if not wait_for(attributed, f"three 3g.20gb instances on /metrics, each attributed to "
+                    f"team-a's job {big}"):
+        print("rows:", mig_rows(metrics()))
     node = call("GET", "/v1/nodes/m-1", admin)[1]["node"]
     check("mig_error" not in node, f"no MIG error on the node: {node.get('mig_error')}")
     wait_for(lambda: job(big)["state"] == "completed", "they complete")

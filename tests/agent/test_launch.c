@@ -4,8 +4,16 @@
  * three ways a preemption ends, the process group dying with the task, and
  * cgroups: limits read back where this machine allows them, the probe's
  * reason and an unisolated run where it does not. Every wait is bounded.
+ *
+ * Agent restarts: a forked child plays the agent that dies (it starts tasks,
+ * maybe begins a stop, and _exit()s without cleaning up); this process plays
+ * the next agent and adopts them. This process is not made a subreaper, so
+ * the dead agent's keepers go to init as they would on a node: the adopting
+ * side is never their parent (tasks started in this process are, which the
+ * detach test uses for the other case).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pwd.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -16,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,7 +36,9 @@
 #define READY_WAIT_S 3.0
 
 typedef struct fix {
-    char dir[64], work[96], logs[96];
+    char dir[64], work[96], logs[96], recs[96];
+    pid_t stray;       /* a helper process a failed test may leave */
+    pid_t stray_group; /* a task group a failed test may leave without a record */
 } fix;
 
 static int setup(void **state)
@@ -38,11 +49,21 @@ static int setup(void **state)
     chmod(f->dir, 0755);
     snprintf(f->work, sizeof f->work, "%s/work", f->dir);
     snprintf(f->logs, sizeof f->logs, "%s/logs", f->dir);
+    snprintf(f->recs, sizeof f->recs, "%s/records", f->dir);
     assert_int_equal(mkdir(f->work, 0777), 0);
     assert_int_equal(mkdir(f->logs, 0777), 0);
+    assert_int_equal(mkdir(f->recs, 0700), 0);
     chmod(f->work, 0777);
     chmod(f->logs, 0777);
     *state = f;
+    return 0;
+}
+
+static int stop_recorded_task(const char *id, void *ctx)
+{
+    ts_task *t;
+    if (ts_task_adopt(NULL, ctx, id, &t, NULL) == 0)
+        ts_task_free(t);
     return 0;
 }
 
@@ -50,6 +71,15 @@ static int teardown(void **state)
 {
     fix *f = *state;
     char cmd[128];
+    /* what a failed test left running */
+    if (f->stray > 0) {
+        kill(f->stray, SIGKILL);
+        waitpid(f->stray, NULL, 0);
+    }
+    if (f->stray_group > 0)
+        kill(-f->stray_group, SIGKILL);
+    ts_task_records(f->recs, stop_recorded_task, f->recs, NULL);
+    ts_task_records(f->logs, stop_recorded_task, f->logs, NULL);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
     assert_int_equal(system(cmd), 0);
     free(f);
@@ -195,6 +225,15 @@ static void named_errors(void **state)
     s = sh_spec(f, "../bad", argv);
     assert_int_equal(ts_task_start(NULL, &s, &t, &err), TS_EINVAL);
     assert_non_null(strstr(err.msg, "task_id"));
+
+    s = sh_spec(f, "e5", argv);
+    s.record_dir = "/nonexistent/tessera-records";
+    assert_int_equal(ts_task_start(NULL, &s, &t, &err), TS_ENOENT);
+    assert_non_null(strstr(err.msg, "record_dir /nonexistent/tessera-records"));
+
+    assert_int_equal(ts_task_adopt(NULL, f->logs, "never-started", &t, &err), TS_ENOENT);
+    assert_null(t);
+    assert_int_equal(ts_task_adopt(NULL, f->logs, "../x", &t, &err), TS_EINVAL);
 }
 
 static void runs_as_user_or_says_why_not(void **state)
@@ -348,6 +387,415 @@ static void cgroup_limits_or_reason(void **state)
         assert_int_equal(access(cg, F_OK), -1); /* removed after the task */
 }
 
+/* ---- agent restarts ------------------------------------------------------------- */
+
+#define PLAYED_AGENT_FAILED 3
+
+/* Plays an agent that starts a task (and, with stop_grace_s >= 0, begins its
+ * stop once the task is ready), then dies without cleaning anything up. */
+static void agent_that_dies(fix *f, const char *id, const char *script, const char *meta,
+                            double stop_grace_s)
+{
+    char ready[160];
+    snprintf(ready, sizeof ready, "%s/ready", f->work);
+    unlink(ready);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        const char *argv[] = {"/bin/sh", "-c", script, NULL};
+        ts_task_spec s = sh_spec(f, id, argv);
+        s.record_dir = f->recs;
+        s.meta = meta;
+        ts_task *t;
+        ts_err err = {0};
+        if (ts_task_start(NULL, &s, &t, &err) != 0)
+            _exit(PLAYED_AGENT_FAILED);
+        if (stop_grace_s >= 0) {
+            double end = ts_launch_now() + READY_WAIT_S;
+            while (access(ready, F_OK) != 0 && ts_launch_now() < end)
+                nanosleep(&(struct timespec){0, 10000000L}, NULL);
+            if (ts_task_preempt_begin(t, SIGUSR1, stop_grace_s, ts_launch_now(), &err) != 0)
+                _exit(PLAYED_AGENT_FAILED);
+        }
+        _exit(0); /* no ts_task_free, no ts_task_detach: a crash */
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static ts_task *adopt(fix *f, const char *id, ts_task_state *st)
+{
+    ts_task *t = NULL;
+    ts_err err = {0};
+    assert_int_equal(ts_task_adopt(NULL, f->recs, id, &t, &err), 0);
+    assert_non_null(t);
+    assert_true(ts_task_info_get(t)->adopted);
+    assert_int_equal(ts_task_poll(t, ts_launch_now(), st, &err), 0);
+    return t;
+}
+
+static int file_exists(const char *path)
+{
+    return access(path, F_OK) == 0;
+}
+
+static void adopts_running_task_and_sees_its_exit_code(void **state)
+{
+    fix *f = *state;
+    agent_that_dies(f, "a1", "touch ready; while [ ! -e go ]; do sleep 0.05; done; exit 7",
+                    "{\"job\":12,\"rank\":3}\nsecond line \\ with a backslash", -1);
+    wait_for_file(f->work, "ready");
+    ts_task_state st;
+    ts_task *t = adopt(f, "a1", &st);
+    assert_int_equal(st.phase, TS_TASK_RUNNING);
+    assert_string_equal(ts_task_meta(t),
+                        "{\"job\":12,\"rank\":3}\nsecond line \\ with a backslash");
+    const ts_task_info *in = ts_task_info_get(t);
+    assert_string_equal(in->task_id, "a1");
+    assert_true(in->pid > 0 && in->keeper_pid > 0 && in->pid != in->keeper_pid);
+    assert_false(process_gone(in->pid));
+    char out_path[256];
+    snprintf(out_path, sizeof out_path, "%s/a1.out", f->logs);
+    assert_string_equal(in->stdout_path, out_path);
+    /* a terminal's ^C, a hang-up or a stray TERM meant for the agent do not end the keeper */
+    assert_int_equal(kill(in->keeper_pid, SIGINT), 0);
+    assert_int_equal(kill(in->keeper_pid, SIGHUP), 0);
+    assert_int_equal(kill(in->keeper_pid, SIGTERM), 0);
+    assert_int_equal(kill(in->keeper_pid, SIGUSR1), 0);
+
+    char go[160];
+    snprintf(go, sizeof go, "%s/go", f->work);
+    FILE *fp = fopen(go, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    ts_err err = {0};
+    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_int_equal(st.phase, TS_TASK_EXITED);
+    assert_int_equal(st.exit_code, 7); /* the real status, through the keeper's exit file */
+    assert_int_equal(st.term_signal, 0);
+    assert_false(st.lost);
+    assert_int_equal(st.outcome, TS_STOP_NONE);
+    char rec[sizeof in->record_path], ex[sizeof in->exit_path];
+    snprintf(rec, sizeof rec, "%s", in->record_path);
+    snprintf(ex, sizeof ex, "%s", in->exit_path);
+    assert_true(file_exists(rec) && file_exists(ex));
+    ts_task_free(t); /* the task is done with: its files go */
+    assert_false(file_exists(rec));
+    assert_false(file_exists(ex));
+}
+
+static void adopts_task_that_ended_while_no_agent_ran(void **state)
+{
+    fix *f = *state;
+    agent_that_dies(f, "b1", "exit 5", NULL, -1);
+    agent_that_dies(f, "b2", "kill -TERM $$", NULL, -1);
+    wait_for_file(f->recs, "b1.exit");
+    wait_for_file(f->recs, "b2.exit");
+    ts_task_state st;
+    ts_task *t = adopt(f, "b1", &st);
+    assert_int_equal(st.phase, TS_TASK_EXITED);
+    assert_int_equal(st.exit_code, 5);
+    assert_int_equal(st.term_signal, 0);
+    assert_false(st.lost);
+    ts_task_free(t);
+    t = adopt(f, "b2", &st);
+    assert_int_equal(st.phase, TS_TASK_EXITED);
+    assert_int_equal(st.exit_code, -1);
+    assert_int_equal(st.term_signal, SIGTERM);
+    assert_false(st.lost);
+    ts_task_free(t);
+}
+
+static void adopted_task_preempted_with_checkpoint_ack(void **state)
+{
+    fix *f = *state;
+    agent_that_dies(f, "c1",
+                    "trap 'echo done > \"$TESSERA_CHECKPOINT_DONE\"; exit 0' USR1; "
+                    "touch ready; while :; do sleep 0.05; done",
+                    NULL, -1);
+    wait_for_file(f->work, "ready");
+    ts_task_state st;
+    ts_task *t = adopt(f, "c1", &st);
+    assert_int_equal(st.phase, TS_TASK_RUNNING);
+    ts_stop_outcome out;
+    ts_err err = {0};
+    assert_int_equal(ts_task_preempt(t, 0, 3.0, &out, &err), 0);
+    assert_int_equal(out, TS_STOP_CHECKPOINTED);
+    assert_int_equal(ts_task_poll(t, ts_launch_now(), &st, &err), 0);
+    assert_true(st.ack_seen);
+    assert_false(st.lost);
+    ts_task_free(t);
+}
+
+static void stop_begun_before_the_crash_continues(void **state)
+{
+    fix *f = *state;
+    /* ignores the checkpoint signal: only a SIGTERM from the adopting agent ends it */
+    agent_that_dies(f, "s1", "trap '' USR1; touch ready; while :; do sleep 0.05; done", NULL,
+                    0.3);
+    ts_task_state st;
+    ts_task *t = adopt(f, "s1", &st);
+    assert_true(st.phase == TS_TASK_CHECKPOINTING || st.phase == TS_TASK_TERMINATING);
+    ts_err err = {0};
+    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_int_equal(st.phase, TS_TASK_EXITED);
+    assert_int_equal(st.outcome, TS_STOP_TERMINATED);
+    assert_int_equal(st.term_signal, SIGTERM);
+    assert_false(st.ack_seen);
+    ts_task_free(t);
+}
+
+/* Field 22 of /proc/<pid>/stat. */
+static unsigned long long proc_start(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    assert_non_null(p);
+    p += 2;
+    for (int field = 3; field < 22; field++) {
+        p = strchr(p, ' ');
+        assert_non_null(p);
+        p++;
+    }
+    return strtoull(p, NULL, 10);
+}
+
+static void reused_pid_is_not_taken_for_the_task(void **state)
+{
+    fix *f = *state;
+    /* the "reused" pid: an unrelated process that leads its own process group */
+    pid_t other = fork();
+    assert_true(other >= 0);
+    if (other == 0) {
+        setpgid(0, 0);
+        int null = open("/dev/null", O_RDWR); /* holds no pipe of whoever runs the test */
+        dup2(null, 1);
+        dup2(null, 2);
+        for (;;)
+            pause();
+    }
+    f->stray = other;
+    setpgid(other, other);
+    unsigned long long wrong = proc_start(other) + 1;
+    char path[256];
+    snprintf(path, sizeof path, "%s/r1.task", f->recs);
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fprintf(fp,
+            "tessera-task-record 1\nid r1\npid %ld\nstart %llu\nkeeper %ld\nkeeper_start %llu\n"
+            "uid 0\nterm_grace_s 0.5\nisolated 0\ndevices_isolated 0\ncgroup \n"
+            "isolation_reason cgroups not probed\ndevices_reason not requested\nuser_note \n"
+            "stdout %s/r1.out\nstderr %s/r1.err\nack %s/r1.ckpt-done\nmeta \n",
+            (long)other, wrong, (long)other, wrong, f->logs, f->logs, f->logs);
+    fclose(fp);
+
+    ts_task_state st;
+    ts_task *t = adopt(f, "r1", &st);
+    assert_int_equal(st.phase, TS_TASK_EXITED); /* not "running" */
+    assert_true(st.lost);
+    assert_int_equal(st.exit_code, -1);         /* and never a success */
+    assert_int_equal(st.term_signal, TS_TASK_LOST_SIGNAL);
+    ts_err err = {0};
+    assert_int_equal(ts_task_preempt_begin(t, SIGUSR1, 1.0, ts_launch_now(), &err), 0);
+    ts_task_free(t);
+    assert_false(file_exists(path));
+    /* nothing was sent to the process that now has the pid, nor to its group: the
+     * signal that ends it is this one (a SIGKILL sent before would have won) */
+    int status;
+    assert_int_equal(kill(other, SIGTERM), 0);
+    assert_int_equal(waitpid(other, &status, 0), other);
+    f->stray = 0;
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGTERM);
+
+    /* a record must not send the agent to kill a cgroup that is not the task's */
+    fp = fopen(path, "w");
+    assert_non_null(fp);
+    fprintf(fp,
+            "tessera-task-record 1\nid r1\npid 1\nstart 1\nkeeper 1\nkeeper_start 1\n"
+            "isolated 1\ncgroup /sys/fs/cgroup/system.slice\nstdout /o\nstderr /e\nack /a\n");
+    fclose(fp);
+    assert_int_equal(ts_task_adopt(NULL, f->recs, "r1", &t, &err), TS_EINVAL);
+    assert_non_null(strstr(err.msg, "cgroup"));
+
+    /* a damaged record is refused with its field, and forgetting it removes it */
+    fp = fopen(path, "w");
+    assert_non_null(fp);
+    fprintf(fp, "tessera-task-record 1\nid r1\npid many\n");
+    fclose(fp);
+    assert_int_equal(ts_task_adopt(NULL, f->recs, "r1", &t, &err), TS_EINVAL);
+    assert_non_null(strstr(err.msg, "pid"));
+    assert_int_equal(ts_task_forget(f->recs, "r1", &err), 0);
+    assert_false(file_exists(path));
+}
+
+static void task_lost_when_its_keeper_is_killed(void **state)
+{
+    fix *f = *state;
+    agent_that_dies(f, "k1", "touch ready; while [ ! -e go ]; do sleep 0.05; done; exit 0", NULL,
+                    -1);
+    wait_for_file(f->work, "ready");
+    ts_task_state st;
+    ts_task *t = adopt(f, "k1", &st);
+    const ts_task_info *in = ts_task_info_get(t);
+    assert_int_equal(kill(in->keeper_pid, SIGKILL), 0);
+    double end = ts_launch_now() + READY_WAIT_S;
+    while (!process_gone(in->keeper_pid) && ts_launch_now() < end)
+        nanosleep(&(struct timespec){0, 10000000L}, NULL);
+    assert_true(process_gone(in->keeper_pid));
+    ts_err err = {0};
+    assert_int_equal(ts_task_poll(t, ts_launch_now(), &st, &err), 0);
+    assert_int_equal(st.phase, TS_TASK_RUNNING); /* still watched, through /proc */
+    char go[160];
+    snprintf(go, sizeof go, "%s/go", f->work);
+    fclose(fopen(go, "w"));
+    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_int_equal(st.phase, TS_TASK_EXITED);
+    assert_true(st.lost); /* it exited 0, but nobody could see that */
+    assert_int_equal(st.exit_code, -1);
+    assert_int_equal(st.term_signal, TS_TASK_LOST_SIGNAL);
+    ts_task_free(t);
+}
+
+typedef struct seen_ids {
+    char ids[8][64];
+    int n;
+} seen_ids;
+
+static int note_id(const char *id, void *ctx)
+{
+    seen_ids *s = ctx;
+    if (s->n < 8)
+        snprintf(s->ids[s->n++], sizeof s->ids[0], "%s", id);
+    return 0;
+}
+
+static int has_id(const seen_ids *s, const char *id)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->ids[i], id) == 0)
+            return 1;
+    return 0;
+}
+
+static void records_list_what_was_left_running(void **state)
+{
+    fix *f = *state;
+    const char *ids[] = {"l1", "l2", "l3"};
+    for (int i = 0; i < 3; i++)
+        agent_that_dies(f, ids[i], "touch ready; while :; do sleep 0.05; done", NULL, -1);
+    /* what is not a record is not listed */
+    const char *junk[] = {"l4.task.tmp", "bad name.task", "notes.txt", "l1.exit.tmp"};
+    for (int i = 0; i < 4; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/%s", f->recs, junk[i]);
+        fclose(fopen(path, "w"));
+    }
+    seen_ids seen = {0};
+    ts_err err = {0};
+    assert_int_equal(ts_task_records(f->recs, note_id, &seen, &err), 3);
+    assert_int_equal(seen.n, 3);
+    for (int i = 0; i < 3; i++)
+        assert_true(has_id(&seen, ids[i]));
+    assert_int_equal(ts_task_records("/nonexistent/tessera-records", note_id, &seen, &err),
+                     TS_ENOENT);
+    /* adopted and freed: killed with their groups, records gone */
+    for (int i = 0; i < 3; i++) {
+        ts_task_state st;
+        ts_task *t = adopt(f, ids[i], &st);
+        assert_int_equal(st.phase, TS_TASK_RUNNING);
+        long pid = (long)ts_task_info_get(t)->pid;
+        ts_task_free(t);
+        assert_true(process_gone(pid));
+    }
+    seen.n = 0;
+    assert_int_equal(ts_task_records(f->recs, note_id, &seen, &err), 0);
+}
+
+static void detach_keeps_task_and_record_forget_removes(void **state)
+{
+    fix *f = *state;
+    const char *argv[] = {"/bin/sh", "-c",
+                          "touch ready; while [ ! -e go ]; do sleep 0.05; done; exit 4", NULL};
+    ts_task_spec s = sh_spec(f, "d1", argv);
+    s.record_dir = f->recs;
+    ts_task *t;
+    ts_err err = {0};
+    assert_int_equal(ts_task_start(NULL, &s, &t, &err), 0);
+    wait_for_file(f->work, "ready");
+    ts_task_info in = *ts_task_info_get(t);
+    f->stray_group = in.pid;
+    assert_false(in.adopted);
+    /* the task is the keeper's child, and the keeper leads a session of its own */
+    char stat_name[64];
+    snprintf(stat_name, sizeof stat_name, "%ld/stat", (long)in.pid);
+    const char *st_line = slurp("/proc", stat_name);
+    assert_non_null(st_line);
+    long ppid = 0;
+    assert_int_equal(sscanf(strrchr(st_line, ')') + 2, "%*c %ld", &ppid), 1);
+    assert_int_equal(ppid, (long)in.keeper_pid);
+    assert_int_equal(getsid(in.keeper_pid), in.keeper_pid);
+    snprintf(stat_name, sizeof stat_name, "%ld/comm", (long)in.keeper_pid);
+    assert_string_equal(slurp("/proc", stat_name), "tessera-keeper\n");
+    assert_int_equal(getpgid(in.pid), in.pid);
+
+    ts_task_detach(t);
+    assert_false(process_gone(in.pid));
+    assert_true(file_exists(in.record_path));
+    /* the same id is not started twice, nor forgotten while it runs */
+    assert_int_equal(ts_task_start(NULL, &s, &t, &err), TS_EEXIST);
+    assert_non_null(strstr(err.msg, "d1"));
+    assert_int_equal(ts_task_forget(f->recs, "d1", &err), TS_EEXIST);
+    assert_true(file_exists(in.record_path));
+
+    /* this process is the keeper's parent here, the adopted handle does not know it */
+    ts_task_state st;
+    t = adopt(f, "d1", &st);
+    assert_int_equal(st.phase, TS_TASK_RUNNING);
+    assert_int_equal(ts_task_info_get(t)->pid, in.pid);
+    assert_int_equal(ts_task_info_get(t)->start_ticks, in.start_ticks);
+    char go[160];
+    snprintf(go, sizeof go, "%s/go", f->work);
+    fclose(fopen(go, "w"));
+    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_int_equal(st.exit_code, 4);
+    f->stray_group = 0;
+    ts_task_detach(t); /* ended and detached: the exit file waits for the next agent */
+    assert_true(file_exists(in.exit_path));
+    /* its keeper ends right after the exit file; reaped by the adopter or by its parent here */
+    double end = ts_launch_now() + READY_WAIT_S;
+    pid_t reaped;
+    while ((reaped = waitpid(in.keeper_pid, NULL, WNOHANG)) == 0 && ts_launch_now() < end)
+        nanosleep(&(struct timespec){0, 10000000L}, NULL);
+    assert_true(reaped == in.keeper_pid || (reaped < 0 && errno == ECHILD));
+
+    seen_ids seen = {0};
+    assert_int_equal(ts_task_records(f->recs, note_id, &seen, &err), 1);
+    assert_int_equal(ts_task_forget(f->recs, "d1", &err), 0);
+    assert_false(file_exists(in.record_path));
+    assert_false(file_exists(in.exit_path));
+    assert_int_equal(ts_task_records(f->recs, note_id, &seen, &err), 0);
+    assert_int_equal(ts_task_adopt(NULL, f->recs, "d1", &t, &err), TS_ENOENT);
+
+    /* with nothing left running, the id can be started again */
+    unlink(go);
+    const char *quick[] = {"/bin/true", NULL};
+    s = sh_spec(f, "d1", quick);
+    s.record_dir = f->recs;
+    assert_int_equal(ts_task_start(NULL, &s, &t, &err), 0);
+    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_int_equal(st.exit_code, 0);
+    ts_task_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -360,6 +808,18 @@ int main(void)
         cmocka_unit_test_setup_teardown(preempt_killed_with_its_children, setup, teardown),
         cmocka_unit_test_setup_teardown(group_dies_with_the_task, setup, teardown),
         cmocka_unit_test_setup_teardown(cgroup_limits_or_reason, setup, teardown),
+        cmocka_unit_test_setup_teardown(adopts_running_task_and_sees_its_exit_code, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(adopts_task_that_ended_while_no_agent_ran, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(adopted_task_preempted_with_checkpoint_ack, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(stop_begun_before_the_crash_continues, setup, teardown),
+        cmocka_unit_test_setup_teardown(reused_pid_is_not_taken_for_the_task, setup, teardown),
+        cmocka_unit_test_setup_teardown(task_lost_when_its_keeper_is_killed, setup, teardown),
+        cmocka_unit_test_setup_teardown(records_list_what_was_left_running, setup, teardown),
+        cmocka_unit_test_setup_teardown(detach_keeps_task_and_record_forget_removes, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,323 @@
+/*
+ * launch_keeper.c - the keeper: the one process that sees a task end.
+ *
+ * Only a task's parent can learn its exit status, so that parent must not be
+ * the agent, which may be killed, crash or be upgraded while its tasks run.
+ * The keeper is a small fork of the agent that leads its own session (a
+ * terminal's ^C or the agent's process group being signalled does not reach
+ * it), ignores the signals it has no use for, and keeps only the descriptors
+ * it needs. It forks the task exactly as the agent used to (own session and
+ * process group, cgroup, stdio, user, workdir, default signals, exec),
+ * records who the task is, tells the agent, then waits. When the task ends
+ * it kills what is left of the task's group and cgroup, writes the exit file,
+ * removes the cgroup and exits.
+ *
+ * Everything here runs after fork() in a process that never execs itself, so
+ * only async-signal-safe calls are made (no malloc, stdio or locale): all
+ * text was prepared by the agent in the plan, numbers are formatted by hand.
+ *
+ * _GNU_SOURCE: setgroups and close_range are not POSIX.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "launch_keeper.h"
+
+#define KEEPER_FAILED_EXIT 127
+#define CGROUP_RMDIR_TRIES 100      /* x RMDIR_RETRY_NS while killed processes exit */
+#define RMDIR_RETRY_NS 10000000L
+#define CGROUP_PROCS_CHUNK_BYTES 512
+#define FD_FIRST_KEPT 3             /* 0..2 become /dev/null in the keeper */
+#define KEEPER_NAME "tessera-keeper" /* its comm (ps, pgrep): at most 15 bytes */
+
+struct task_report {
+    int step, err;
+};
+
+_Noreturn static void task_fail(int fd, int step)
+{
+    struct task_report r = {step, errno};
+    ssize_t w = write(fd, &r, sizeof r);
+    (void)w;
+    _exit(KEEPER_FAILED_EXIT);
+}
+
+/* The task itself, from fork to exec. */
+_Noreturn static void task(const ts_keeper_plan *p, int rep, int cg_fd, int in, int out,
+                           int errfd)
+{
+    const struct ts_run_as *ra = p->run_as;
+    if (setsid() < 0)
+        task_fail(rep, TS_STEP_SETSID);
+    /* joins before dropping privileges: accounted from the first instruction */
+    if (cg_fd >= 0 && write(cg_fd, "0", 1) != 1)
+        task_fail(rep, TS_STEP_CGROUP);
+    if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(errfd, 2) < 0)
+        task_fail(rep, TS_STEP_STDIO);
+    if (ra->change) {
+        if (setgroups((size_t)ra->ngroups, ra->groups) != 0)
+            task_fail(rep, TS_STEP_GROUPS);
+        if (setgid(ra->gid) != 0)
+            task_fail(rep, TS_STEP_GID);
+        if (setuid(ra->uid) != 0)
+            task_fail(rep, TS_STEP_UID);
+    }
+    if (chdir(p->workdir) != 0)
+        task_fail(rep, TS_STEP_CHDIR);
+    /* neither the agent's nor the keeper's signal handling leaks into the task */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            sigaction(sig, &dfl, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    /* whatever the keeper still holds (its pipes) does not reach the task */
+    close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+    execve(p->exe, p->argv, p->envp);
+    task_fail(rep, TS_STEP_EXEC);
+}
+
+static void tell_agent(int fd, int step, int err, pid_t pid, unsigned long long start,
+                       unsigned long long kstart)
+{
+    ts_keeper_report r;
+    memset(&r, 0, sizeof r);
+    r.step = step;
+    r.err = err;
+    r.pid = pid;
+    r.start_ticks = start;
+    r.keeper_start_ticks = kstart;
+    ssize_t w;
+    do /* under PIPE_BUF: one atomic write; EPIPE (agent gone) is ignored */
+        w = write(fd, &r, sizeof r);
+    while (w < 0 && errno == EINTR);
+}
+
+static int reap(pid_t pid)
+{
+    int status = 0;
+    pid_t r;
+    while ((r = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
+        ;
+    return r == pid ? status : -1;
+}
+
+/* A failed start after the fork: nothing of the task may stay behind. */
+_Noreturn static void give_up(const ts_keeper_plan *p, int agent_fd, pid_t pid, int step,
+                              int err)
+{
+    if (pid > 0) {
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
+        reap(pid);
+    }
+    unlink(p->paths->keeper_tmp);
+    tell_agent(agent_fd, step, err, 0, 0, 0);
+    _exit(KEEPER_FAILED_EXIT);
+}
+
+/* The signals nothing should deliver to the keeper are ignored. Faults keep
+ * their handling (an ignored SIGSEGV would spin); SIGCHLD stays default, or
+ * the task would be reaped by the kernel before the keeper could wait. */
+static void keeper_signals(void)
+{
+    struct sigaction ign, dfl;
+    memset(&ign, 0, sizeof ign);
+    memset(&dfl, 0, sizeof dfl);
+    ign.sa_handler = SIG_IGN;
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&ign.sa_mask);
+    sigemptyset(&dfl.sa_mask);
+    for (int sig = 1; sig < NSIG; sig++) {
+        if (sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS ||
+            sig == SIGFPE || sig == SIGILL || sig == SIGABRT || sig == SIGTRAP ||
+            sig == SIGSYS)
+            continue;
+        sigaction(sig, sig == SIGCHLD ? &dfl : &ign, NULL); /* EINVAL for libc's own: fine */
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+/* Moves the n descriptors in fds (-1: absent) to FD_FIRST_KEPT.., closes
+ * every other one, and points 0..2 at /dev/null. 0, or -1 with errno. */
+static int keep_only(int *fds, int n)
+{
+    int tmp[8];
+    if (n > (int)(sizeof tmp / sizeof tmp[0])) {
+        errno = EINVAL;
+        return -1;
+    }
+    /* first above the target range, so moving one cannot overwrite another */
+    for (int i = 0; i < n; i++) {
+        tmp[i] = fds[i] < 0 ? -1 : fcntl(fds[i], F_DUPFD, FD_FIRST_KEPT + n);
+        if (fds[i] >= 0 && tmp[i] < 0)
+            return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (tmp[i] < 0)
+            continue;
+        if (dup2(tmp[i], FD_FIRST_KEPT + i) < 0)
+            return -1;
+        fds[i] = FD_FIRST_KEPT + i;
+    }
+    close_range((unsigned)(FD_FIRST_KEPT + n), ~0U, 0);
+    for (int i = 0; i < n; i++) /* a slot of an absent one may hold an old descriptor */
+        if (tmp[i] < 0)
+            close(FD_FIRST_KEPT + i);
+    int null = open("/dev/null", O_RDWR);
+    if (null < 0)
+        return -1;
+    for (int fd = 0; fd <= 2; fd++)
+        if (null != fd)
+            dup2(null, fd);
+    if (null > 2)
+        close(null);
+    return 0;
+}
+
+/* SIGKILL to every pid listed in the cgroup (kernels without cgroup.kill). */
+static void kill_cgroup_procs(const char *cg)
+{
+    char path[TS_REC_PATH_MAX + 32], chunk[CGROUP_PROCS_CHUNK_BYTES];
+    ts_sbuf b;
+    ts_sb_init(&b, path, sizeof path);
+    ts_sb_str(&b, cg);
+    ts_sb_str(&b, "/cgroup.procs");
+    int fd = b.cut ? -1 : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    long pid = 0;
+    bool digits = false;
+    ssize_t n;
+    while ((n = read(fd, chunk, sizeof chunk)) > 0 || (n < 0 && errno == EINTR)) {
+        for (ssize_t i = 0; i < n; i++) {
+            if (chunk[i] >= '0' && chunk[i] <= '9') {
+                pid = pid * 10 + (chunk[i] - '0');
+                digits = true;
+            } else {
+                if (digits && pid > 0)
+                    kill((pid_t)pid, SIGKILL);
+                pid = 0;
+                digits = false;
+            }
+        }
+    }
+    if (digits && pid > 0)
+        kill((pid_t)pid, SIGKILL);
+    close(fd);
+}
+
+static void kill_cgroup(const char *cg)
+{
+    char path[TS_REC_PATH_MAX + 32];
+    ts_sbuf b;
+    ts_sb_init(&b, path, sizeof path);
+    ts_sb_str(&b, cg);
+    ts_sb_str(&b, "/cgroup.kill");
+    int fd = b.cut ? -1 : open(path, O_WRONLY | O_CLOEXEC);
+    bool done = fd >= 0 && write(fd, "1", 1) == 1;
+    if (fd >= 0)
+        close(fd);
+    if (!done)
+        kill_cgroup_procs(cg);
+}
+
+static void remove_cgroup(const char *cg)
+{
+    for (int i = 0; i < CGROUP_RMDIR_TRIES; i++) {
+        if (rmdir(cg) == 0 || errno == ENOENT)
+            return;
+        struct timespec ts = {0, RMDIR_RETRY_NS};
+        nanosleep(&ts, NULL);
+    }
+}
+
+enum { KEPT_IN, KEPT_OUT, KEPT_ERR, KEPT_CGROUP, KEPT_TASK_RD, KEPT_TASK_WR, KEPT_AGENT,
+       KEPT_N };
+
+_Noreturn void ts_keeper_run(const ts_keeper_plan *p)
+{
+    int agent = p->agent_report_wr;
+    if (setsid() < 0)
+        give_up(p, agent, 0, TS_STEP_KEEPER, errno);
+    keeper_signals();
+    /* not to be taken for the agent by whoever stops agents by name */
+    prctl(PR_SET_NAME, KEEPER_NAME, 0, 0, 0);
+    int fd[KEPT_N] = {p->in, p->out, p->err, p->cgroup_procs, p->task_report_rd,
+                      p->task_report_wr, agent};
+    if (keep_only(fd, KEPT_N) != 0)
+        give_up(p, agent, 0, TS_STEP_KEEPER, errno);
+    agent = fd[KEPT_AGENT];
+
+    pid_t pid = fork();
+    if (pid < 0)
+        give_up(p, agent, 0, TS_STEP_FORK, errno);
+    if (pid == 0)
+        task(p, fd[KEPT_TASK_WR], fd[KEPT_CGROUP], fd[KEPT_IN], fd[KEPT_OUT], fd[KEPT_ERR]);
+    for (int i = KEPT_IN; i <= KEPT_TASK_WR; i++)
+        if (i != KEPT_TASK_RD && fd[i] >= 0)
+            close(fd[i]);
+
+    /* EOF: the exec succeeded (the pipe is close-on-exec in the task) */
+    struct task_report tr;
+    ssize_t n;
+    do
+        n = read(fd[KEPT_TASK_RD], &tr, sizeof tr);
+    while (n < 0 && errno == EINTR);
+    close(fd[KEPT_TASK_RD]);
+    if (n != 0) {
+        reap(pid);
+        bool whole = n == (ssize_t)sizeof tr && tr.step > TS_STEP_STARTED && tr.step < TS_STEP_COUNT;
+        tell_agent(agent, whole ? tr.step : TS_STEP_EXEC, whole ? tr.err : EIO, 0, 0, 0);
+        _exit(KEEPER_FAILED_EXIT);
+    }
+
+    /* the task cannot be reaped before this keeper waits: its stat is there */
+    unsigned long long start = 0, kstart = 0;
+    char state;
+    if (ts_rec_proc_stat(pid, &start, &state) != 0 ||
+        ts_rec_proc_stat(getpid(), &kstart, &state) != 0)
+        give_up(p, agent, pid, TS_STEP_PROC, errno ? errno : EIO);
+    char head[512];
+    ts_sbuf hb;
+    ts_sb_init(&hb, head, sizeof head);
+    ts_rec_head(&hb, p->task_id, pid, start, getpid(), kstart);
+    if (hb.cut)
+        give_up(p, agent, pid, TS_STEP_RECORD, ENAMETOOLONG);
+    if (ts_rec_put(p->paths->keeper_tmp, p->paths->record, head, hb.len, p->record_body,
+                   strlen(p->record_body)) != 0)
+        give_up(p, agent, pid, TS_STEP_RECORD, errno);
+    tell_agent(agent, TS_STEP_STARTED, 0, pid, start, kstart);
+    close(agent);
+
+    int status = reap(pid);
+    /* what the task left in its group and cgroup ends with it */
+    kill(-pid, SIGKILL);
+    if (p->cgroup_path[0] != '\0')
+        kill_cgroup(p->cgroup_path);
+    if (status != -1) {
+        char text[256];
+        ts_sbuf eb;
+        ts_sb_init(&eb, text, sizeof text);
+        ts_rec_exit_text(&eb, pid, start, status);
+        ts_rec_put(p->paths->exit_tmp, p->paths->exit, text, eb.len, "", 0);
+    }
+    if (p->cgroup_path[0] != '\0')
+        remove_cgroup(p->cgroup_path);
+    _exit(0);
+}

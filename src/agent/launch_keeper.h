@@ -1,0 +1,80 @@
+/*
+ * launch_keeper.h - the keeper process and the task's own start-up (internal
+ * to the launcher).
+ *
+ * The agent prepares everything (user, environment, command path, log files,
+ * cgroup, the record's text) in a ts_keeper_plan, forks, and the child runs
+ * ts_keeper_run: it becomes the keeper, forks the task, sends the agent one
+ * ts_keeper_report (started, with pids and start ticks; or the step that
+ * failed and its errno), waits for the task, and leaves the exit file.
+ *
+ * Both the keeper and the task before its exec are forks of an agent that may
+ * have had threads, so the code behind this header calls only
+ * async-signal-safe functions, and everything it reads is in the plan.
+ *
+ * Ownership: the plan and what it points to belong to the agent; the keeper
+ * has its own copy-on-write view of them.
+ */
+#ifndef TS_AGENT_LAUNCH_KEEPER_H
+#define TS_AGENT_LAUNCH_KEEPER_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "launch_record.h"
+
+/* Who the task runs as (filled by the agent before the fork). */
+struct ts_run_as {
+    uid_t uid;
+    gid_t gid;
+    gid_t *groups;
+    int ngroups;
+    bool change;              /* switch to uid/gid/groups */
+    char name[256], home[PATH_MAX];
+};
+
+/* Where a start stopped; TS_STEP_STARTED is success. Names in launch.c. */
+enum ts_start_step {
+    TS_STEP_STARTED,
+    TS_STEP_KEEPER,           /* the keeper's own set-up (session, descriptors) */
+    TS_STEP_FORK,
+    TS_STEP_PROC,             /* reading the task's start time */
+    TS_STEP_RECORD,           /* writing the record */
+    TS_STEP_SETSID,           /* from here on: in the task, before exec */
+    TS_STEP_CGROUP,
+    TS_STEP_STDIO,
+    TS_STEP_GROUPS,
+    TS_STEP_GID,
+    TS_STEP_UID,
+    TS_STEP_CHDIR,
+    TS_STEP_EXEC,
+    TS_STEP_COUNT
+};
+
+/* The keeper's one message to the agent. */
+typedef struct ts_keeper_report {
+    int step;                 /* enum ts_start_step */
+    int err;                  /* errno of the failed step */
+    pid_t pid;                /* the task (= its process group) */
+    unsigned long long start_ticks, keeper_start_ticks;
+} ts_keeper_report;
+
+typedef struct ts_keeper_plan {
+    int in, out, err;         /* the task's stdin/stdout/stderr */
+    int cgroup_procs;         /* the task cgroup's cgroup.procs, -1: none */
+    int task_report_rd, task_report_wr; /* the task's exec report (close-on-exec pipe) */
+    int agent_report_wr;      /* where the ts_keeper_report goes */
+    const struct ts_run_as *run_as;
+    const char *workdir, *exe;
+    char *const *argv, *const *envp;
+    const char *task_id;
+    const ts_rec_paths *paths;
+    const char *record_body;  /* ts_rec_body of the new task */
+    const char *cgroup_path;  /* "" when the task has no cgroup */
+} ts_keeper_plan;
+
+/* Runs in the agent's child and never returns. */
+_Noreturn void ts_keeper_run(const ts_keeper_plan *plan);
+
+#endif

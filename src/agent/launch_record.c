@@ -1,0 +1,652 @@
+/*
+ * launch_record.c - the record and exit files of a task (see launch_record.h
+ * for the format and who calls what).
+ *
+ * The keeper writes the first record (it knows the pids first, and a record
+ * must exist before the agent can lose the task) and the exit file; the agent
+ * rewrites the record when a stop begins or changes phase, and reads both
+ * back when it adopts. The pid alone cannot name a task across agents: pids
+ * are reused. A pid together with its start time (field 22 of
+ * /proc/<pid>/stat, clock ticks since boot, see proc(5)) can, so every file
+ * carries both and a reader checks them against the live process.
+ *
+ * The first half of this file is async-signal-safe (system calls, hand-made
+ * number formatting); the second half is ordinary agent code.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "launch_record.h"
+
+#define REC_VERSION_LINE "tessera-task-record 1"
+#define EXIT_VERSION_LINE "tessera-task-exit 1"
+#define REC_FILE_MODE 0600
+#define PROC_STAT_BYTES 1024  /* comm is at most 16 bytes: a stat line is far shorter */
+#define PROC_START_FIELD 22   /* starttime, proc(5) */
+#define REC_FILE_MAX_BYTES (2 * TS_TASK_META_MAX_BYTES + 65536) /* escaped meta + the rest */
+#define EXIT_FILE_MAX_BYTES 512
+#define SIGNAL_MAX 64          /* Linux signals are 1..SIGRTMAX (64) */
+#define EXIT_CODE_MAX 255
+#define TASK_ID_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-"
+
+/* ---- async-signal-safe ---------------------------------------------------------- */
+
+void ts_sb_init(ts_sbuf *b, char *mem, size_t cap)
+{
+    b->p = mem;
+    b->cap = cap;
+    b->len = 0;
+    b->cut = cap == 0;
+    if (cap > 0)
+        mem[0] = '\0';
+}
+
+void ts_sb_str(ts_sbuf *b, const char *s)
+{
+    for (; *s != '\0'; s++) {
+        if (b->len + 1 >= b->cap) {
+            b->cut = true;
+            return;
+        }
+        b->p[b->len++] = *s;
+        b->p[b->len] = '\0';
+    }
+}
+
+void ts_sb_uint(ts_sbuf *b, unsigned long long v)
+{
+    char digits[24];
+    size_t n = 0;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0);
+    char out[25];
+    for (size_t i = 0; i < n; i++)
+        out[i] = digits[n - 1 - i];
+    out[n] = '\0';
+    ts_sb_str(b, out);
+}
+
+void ts_sb_int(ts_sbuf *b, long long v)
+{
+    if (v < 0) {
+        ts_sb_str(b, "-");
+        ts_sb_uint(b, 0ULL - (unsigned long long)v);
+    } else {
+        ts_sb_uint(b, (unsigned long long)v);
+    }
+}
+
+void ts_rec_head(ts_sbuf *b, const char *id, pid_t pid, unsigned long long start,
+                 pid_t keeper, unsigned long long keeper_start)
+{
+    ts_sb_str(b, REC_VERSION_LINE "\nid ");
+    ts_sb_str(b, id); /* task ids need no escaping: A-Z a-z 0-9 . _ - */
+    ts_sb_str(b, "\npid ");
+    ts_sb_int(b, pid);
+    ts_sb_str(b, "\nstart ");
+    ts_sb_uint(b, start);
+    ts_sb_str(b, "\nkeeper ");
+    ts_sb_int(b, keeper);
+    ts_sb_str(b, "\nkeeper_start ");
+    ts_sb_uint(b, keeper_start);
+    ts_sb_str(b, "\n");
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int ts_rec_put(const char *tmp, const char *path, const char *a, size_t alen, const char *b,
+               size_t blen)
+{
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, REC_FILE_MODE);
+    if (fd < 0)
+        return -1;
+    if (write_all(fd, a, alen) != 0 || write_all(fd, b, blen) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    if (close(fd) != 0 || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+void ts_rec_exit_text(ts_sbuf *b, pid_t pid, unsigned long long start, int wait_status)
+{
+    ts_sb_str(b, EXIT_VERSION_LINE "\npid ");
+    ts_sb_int(b, pid);
+    ts_sb_str(b, "\nstart ");
+    ts_sb_uint(b, start);
+    /* the <sys/wait.h> macros are plain bit tests, safe anywhere */
+    if ((wait_status & 0x7f) == 0) {
+        ts_sb_str(b, "\nexit ");
+        ts_sb_int(b, (wait_status >> 8) & 0xff);
+    } else {
+        ts_sb_str(b, "\nsignal ");
+        ts_sb_int(b, wait_status & 0x7f);
+    }
+    ts_sb_str(b, "\n");
+}
+
+int ts_rec_proc_stat(pid_t pid, unsigned long long *start, char *state)
+{
+    char path[48], buf[PROC_STAT_BYTES];
+    ts_sbuf b;
+    ts_sb_init(&b, path, sizeof path);
+    ts_sb_str(&b, "/proc/");
+    ts_sb_int(&b, pid);
+    ts_sb_str(&b, "/stat");
+    if (pid <= 0)
+        return -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n;
+    do
+        n = read(fd, buf, sizeof buf - 1);
+    while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    /* "pid (comm) S ...": comm may hold spaces and ')', so start after the last ')' */
+    char *p = NULL;
+    for (ssize_t i = n - 1; i >= 0; i--)
+        if (buf[i] == ')') {
+            p = buf + i + 1;
+            break;
+        }
+    if (p == NULL || p[0] != ' ' || p[1] == '\0')
+        return -1;
+    p++;
+    *state = *p;
+    for (int field = 3; field < PROC_START_FIELD; field++) {
+        while (*p != ' ' && *p != '\0')
+            p++;
+        if (*p == '\0')
+            return -1;
+        p++;
+    }
+    unsigned long long v = 0;
+    if (*p < '0' || *p > '9')
+        return -1;
+    while (*p >= '0' && *p <= '9')
+        v = v * 10 + (unsigned long long)(*p++ - '0');
+    *start = v;
+    return 0;
+}
+
+/* ---- agent side ----------------------------------------------------------------- */
+
+bool ts_rec_alive(pid_t pid, unsigned long long start)
+{
+    unsigned long long s;
+    char state;
+    return ts_rec_proc_stat(pid, &s, &state) == 0 && s == start && state != 'Z' &&
+           state != 'X';
+}
+
+int ts_rec_paths_make(const char *dir, const char *id, ts_rec_paths *p)
+{
+    struct {
+        char *dst;
+        const char *suffix;
+    } want[] = {{p->record, "task"},
+                {p->record_tmp, "task.tmp"},
+                {p->keeper_tmp, "task.keeper-tmp"},
+                {p->exit, "exit"},
+                {p->exit_tmp, "exit.tmp"}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (snprintf(want[i].dst, TS_REC_PATH_MAX, "%s/%s.%s", dir, id, want[i].suffix) >=
+            TS_REC_PATH_MAX)
+            return -1;
+    return 0;
+}
+
+static void put_escaped(FILE *f, const char *key, const char *v)
+{
+    fprintf(f, "%s ", key);
+    for (; v != NULL && *v != '\0'; v++) {
+        if (*v == '\\')
+            fputs("\\\\", f);
+        else if (*v == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*v, f);
+    }
+    fputc('\n', f);
+}
+
+static const char *phase_name(ts_task_phase p)
+{
+    switch (p) {
+    case TS_TASK_CHECKPOINTING:
+        return "checkpointing";
+    case TS_TASK_TERMINATING:
+        return "terminating";
+    case TS_TASK_KILLING:
+        return "killing";
+    default:
+        return "running";
+    }
+}
+
+char *ts_rec_body(const ts_rec *r)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (f == NULL)
+        return NULL;
+    const ts_task_info *in = &r->info;
+    fprintf(f, "uid %ld\nterm_grace_s %.9g\nisolated %d\ndevices_isolated %d\n", (long)in->uid,
+            r->term_grace_s, in->isolated, in->devices_isolated);
+    put_escaped(f, "cgroup", in->cgroup_path);
+    put_escaped(f, "isolation_reason", in->isolation_reason);
+    put_escaped(f, "devices_reason", in->devices_reason);
+    put_escaped(f, "user_note", in->user_note);
+    put_escaped(f, "stdout", in->stdout_path);
+    put_escaped(f, "stderr", in->stderr_path);
+    put_escaped(f, "ack", in->ack_path);
+    if (r->stopping)
+        fprintf(f,
+                "stop_signal %d\nstop_grace_s %.9f\nstop_begun_s %.9f\nstop_phase %s\n"
+                "stop_deadline_s %.9f\nack_seen %d\n",
+                r->stop_signal, r->stop_grace_s, r->stop_begun_s, phase_name(r->phase),
+                r->deadline_s, r->ack_seen);
+    put_escaped(f, "meta", r->meta);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+int ts_rec_write(const ts_rec *r, const ts_rec_paths *p, ts_err *err)
+{
+    char head[512];
+    ts_sbuf hb;
+    ts_sb_init(&hb, head, sizeof head);
+    const ts_task_info *in = &r->info;
+    ts_rec_head(&hb, in->task_id, in->pid, in->start_ticks, in->keeper_pid,
+                in->keeper_start_ticks);
+    char *body = ts_rec_body(r);
+    if (body == NULL)
+        return ts_err_set(err, TS_ENOMEM, "task %s: record: out of memory", in->task_id);
+    int rc = ts_rec_put(p->record_tmp, p->record, head, hb.len, body, strlen(body));
+    int e = errno;
+    free(body);
+    if (rc != 0)
+        return ts_err_set(err, TS_EIO, "task %s: record %s: %s", in->task_id, p->record,
+                          strerror(e));
+    return 0;
+}
+
+void ts_rec_clear(ts_rec *r)
+{
+    free(r->meta);
+    r->meta = NULL;
+}
+
+/* The whole file, NUL-terminated (malloc'd), or NULL with errno. */
+static char *slurp(const char *path, size_t max, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (buf == NULL)
+            break;
+        if (n + 1 >= cap) {
+            if (cap > max) {
+                free(buf);
+                buf = NULL;
+                errno = EFBIG;
+                break;
+            }
+            char *nb = realloc(buf, cap * 2);
+            if (nb == NULL) {
+                free(buf);
+                buf = NULL;
+                errno = ENOMEM;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t k = read(fd, buf + n, cap - n - 1);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        if (k == 0)
+            break;
+        n += (size_t)k;
+    }
+    int e = errno;
+    close(fd);
+    errno = e;
+    if (buf != NULL) {
+        buf[n] = '\0';
+        *len = n;
+    }
+    return buf;
+}
+
+/* Undoes put_escaped in place; -1 on a stray backslash. */
+static int unescape(char *s)
+{
+    char *w = s;
+    for (char *r = s; *r != '\0'; r++) {
+        if (*r != '\\') {
+            *w++ = *r;
+            continue;
+        }
+        r++;
+        if (*r == '\\')
+            *w++ = '\\';
+        else if (*r == 'n')
+            *w++ = '\n';
+        else
+            return -1;
+    }
+    *w = '\0';
+    return 0;
+}
+
+static int parse_ull(const char *v, unsigned long long *out)
+{
+    if (*v < '0' || *v > '9')
+        return -1;
+    char *end;
+    errno = 0;
+    *out = strtoull(v, &end, 10);
+    return *end != '\0' || errno != 0 ? -1 : 0;
+}
+
+static int parse_pid(const char *v, pid_t *out)
+{
+    unsigned long long u;
+    if (parse_ull(v, &u) != 0 || u == 0 || u > 0x7fffffffULL)
+        return -1;
+    *out = (pid_t)u;
+    return 0;
+}
+
+static int parse_double(const char *v, double *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtod(v, &end);
+    return end == v || *end != '\0' || errno != 0 ? -1 : 0;
+}
+
+static int parse_bool(const char *v, bool *out)
+{
+    if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+        return -1;
+    *out = v[0] == '1';
+    return 0;
+}
+
+static int parse_phase(const char *v, ts_task_phase *out)
+{
+    static const ts_task_phase PHASES[] = {TS_TASK_CHECKPOINTING, TS_TASK_TERMINATING,
+                                           TS_TASK_KILLING};
+    for (size_t i = 0; i < sizeof PHASES / sizeof PHASES[0]; i++)
+        if (strcmp(v, phase_name(PHASES[i])) == 0) {
+            *out = PHASES[i];
+            return 0;
+        }
+    return -1;
+}
+
+static int copy_field(char *dst, size_t len, const char *v)
+{
+    if (strlen(v) >= len)
+        return -1;
+    memcpy(dst, v, strlen(v) + 1);
+    return 0;
+}
+
+enum { SEEN_ID = 1, SEEN_PID = 2, SEEN_START = 4, SEEN_KEEPER = 8, SEEN_KSTART = 16,
+       SEEN_OUT = 32, SEEN_ERR = 64, SEEN_ACK = 128, SEEN_ALL = 255 };
+
+/* One "key value" line into r; -1 when the value is bad. */
+static int parse_line(ts_rec *r, const char *key, char *v, int *seen)
+{
+    ts_task_info *in = &r->info;
+    const struct {
+        const char *key;
+        char *dst;
+        size_t len;
+        int seen;
+    } text[] = {
+        {"id", in->task_id, sizeof in->task_id, SEEN_ID},
+        {"cgroup", in->cgroup_path, sizeof in->cgroup_path, 0},
+        {"isolation_reason", in->isolation_reason, sizeof in->isolation_reason, 0},
+        {"devices_reason", in->devices_reason, sizeof in->devices_reason, 0},
+        {"user_note", in->user_note, sizeof in->user_note, 0},
+        {"stdout", in->stdout_path, sizeof in->stdout_path, SEEN_OUT},
+        {"stderr", in->stderr_path, sizeof in->stderr_path, SEEN_ERR},
+        {"ack", in->ack_path, sizeof in->ack_path, SEEN_ACK},
+    };
+    if (unescape(v) != 0)
+        return -1;
+    for (size_t i = 0; i < sizeof text / sizeof text[0]; i++)
+        if (strcmp(key, text[i].key) == 0) {
+            *seen |= text[i].seen;
+            return copy_field(text[i].dst, text[i].len, v);
+        }
+    unsigned long long u;
+    if (strcmp(key, "pid") == 0) {
+        *seen |= SEEN_PID;
+        return parse_pid(v, &in->pid);
+    }
+    if (strcmp(key, "start") == 0) {
+        *seen |= SEEN_START;
+        return parse_ull(v, &in->start_ticks);
+    }
+    if (strcmp(key, "keeper") == 0) {
+        *seen |= SEEN_KEEPER;
+        return parse_pid(v, &in->keeper_pid);
+    }
+    if (strcmp(key, "keeper_start") == 0) {
+        *seen |= SEEN_KSTART;
+        return parse_ull(v, &in->keeper_start_ticks);
+    }
+    if (strcmp(key, "uid") == 0) {
+        if (parse_ull(v, &u) != 0 || u > 0xffffffffULL)
+            return -1;
+        in->uid = (uid_t)u;
+        return 0;
+    }
+    if (strcmp(key, "term_grace_s") == 0)
+        return parse_double(v, &r->term_grace_s);
+    if (strcmp(key, "isolated") == 0)
+        return parse_bool(v, &in->isolated);
+    if (strcmp(key, "devices_isolated") == 0)
+        return parse_bool(v, &in->devices_isolated);
+    if (strcmp(key, "stop_signal") == 0) {
+        r->stopping = true;
+        if (parse_ull(v, &u) != 0 || u == 0 || u > SIGNAL_MAX)
+            return -1;
+        r->stop_signal = (int)u;
+        return 0;
+    }
+    if (strcmp(key, "stop_grace_s") == 0)
+        return parse_double(v, &r->stop_grace_s);
+    if (strcmp(key, "stop_begun_s") == 0)
+        return parse_double(v, &r->stop_begun_s);
+    if (strcmp(key, "stop_phase") == 0)
+        return parse_phase(v, &r->phase);
+    if (strcmp(key, "stop_deadline_s") == 0)
+        return parse_double(v, &r->deadline_s);
+    if (strcmp(key, "ack_seen") == 0)
+        return parse_bool(v, &r->ack_seen);
+    if (strcmp(key, "meta") == 0) {
+        free(r->meta);
+        r->meta = strdup(v);
+        return r->meta == NULL ? -1 : 0;
+    }
+    return 0; /* a key from a newer agent */
+}
+
+int ts_rec_read(const char *path, ts_rec *r, ts_err *err)
+{
+    memset(r, 0, sizeof *r);
+    r->phase = TS_TASK_RUNNING;
+    size_t len;
+    char *text = slurp(path, REC_FILE_MAX_BYTES, &len);
+    if (text == NULL)
+        return ts_err_set(err, errno == ENOENT ? TS_ENOENT : TS_EIO, "record %s: %s", path,
+                          strerror(errno));
+    int rc = 0, seen = 0, lineno = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line != NULL && rc == 0;
+         line = strtok_r(NULL, "\n", &save)) {
+        lineno++;
+        if (lineno == 1) {
+            if (strcmp(line, REC_VERSION_LINE) != 0)
+                rc = ts_err_set(err, TS_EINVAL, "record %s:1: not \"%s\"", path,
+                                REC_VERSION_LINE);
+            continue;
+        }
+        char *sp = strchr(line, ' ');
+        if (sp == NULL) {
+            rc = ts_err_set(err, TS_EINVAL, "record %s:%d: not \"key value\"", path, lineno);
+            break;
+        }
+        *sp = '\0';
+        if (parse_line(r, line, sp + 1, &seen) != 0)
+            rc = ts_err_set(err, TS_EINVAL, "record %s:%d: %s: bad value", path, lineno, line);
+    }
+    if (rc == 0 && lineno == 0)
+        rc = ts_err_set(err, TS_EINVAL, "record %s: empty", path);
+    if (rc == 0 && seen != SEEN_ALL)
+        rc = ts_err_set(err, TS_EINVAL, "record %s: %s: missing", path,
+                        !(seen & SEEN_ID)       ? "id"
+                        : !(seen & SEEN_PID)    ? "pid"
+                        : !(seen & SEEN_START)  ? "start"
+                        : !(seen & SEEN_KEEPER) ? "keeper"
+                        : !(seen & SEEN_KSTART) ? "keeper_start"
+                        : !(seen & SEEN_OUT)    ? "stdout"
+                        : !(seen & SEEN_ERR)    ? "stderr"
+                                                : "ack");
+    if (rc == 0 && r->stopping && r->phase == TS_TASK_RUNNING)
+        rc = ts_err_set(err, TS_EINVAL, "record %s: stop_phase: missing with stop_signal", path);
+    free(text);
+    return rc;
+}
+
+int ts_rec_exit_read(const char *path, pid_t pid, unsigned long long start, int *code, int *sig)
+{
+    size_t len;
+    char *text = slurp(path, EXIT_FILE_MAX_BYTES, &len);
+    if (text == NULL)
+        return 0;
+    pid_t fpid = 0;
+    unsigned long long fstart = 0, v = 0;
+    int lineno = 0, got = 0;
+    bool ok = true;
+    *code = -1;
+    *sig = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line != NULL && ok;
+         line = strtok_r(NULL, "\n", &save)) {
+        char *sp = strchr(line, ' ');
+        if (++lineno == 1) {
+            ok = strcmp(line, EXIT_VERSION_LINE) == 0;
+            continue;
+        }
+        if (sp == NULL) {
+            ok = false;
+            break;
+        }
+        *sp = '\0';
+        if (strcmp(line, "pid") == 0)
+            ok = parse_pid(sp + 1, &fpid) == 0;
+        else if (strcmp(line, "start") == 0)
+            ok = parse_ull(sp + 1, &fstart) == 0;
+        else if (strcmp(line, "exit") == 0 && parse_ull(sp + 1, &v) == 0 && v <= EXIT_CODE_MAX) {
+            *code = (int)v;
+            got++;
+        } else if (strcmp(line, "signal") == 0 && parse_ull(sp + 1, &v) == 0 && v > 0 &&
+                   v <= SIGNAL_MAX) {
+            *sig = (int)v;
+            got++;
+        }
+    }
+    free(text);
+    return ok && got == 1 && fpid == pid && fstart == start ? 1 : 0;
+}
+
+int ts_rec_remove(const ts_rec_paths *p)
+{
+    const char *all[] = {p->record, p->record_tmp, p->keeper_tmp, p->exit, p->exit_tmp};
+    int rc = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (unlink(all[i]) != 0 && errno != ENOENT)
+            rc = -1;
+    return rc;
+}
+
+int ts_task_records(const char *record_dir, int (*fn)(const char *task_id, void *ctx),
+                    void *ctx, ts_err *err)
+{
+    static const char SUFFIX[] = ".task";
+    const size_t slen = sizeof SUFFIX - 1;
+    DIR *d = opendir(record_dir != NULL ? record_dir : "");
+    if (d == NULL)
+        return ts_err_set(err, errno == ENOENT ? TS_ENOENT : TS_EIO, "record_dir %s: %s",
+                          record_dir != NULL ? record_dir : "(null)", strerror(errno));
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        size_t len = strlen(de->d_name);
+        if (len <= slen || len - slen > TS_TASK_ID_MAX ||
+            strcmp(de->d_name + len - slen, SUFFIX) != 0)
+            continue;
+        char id[TS_TASK_ID_MAX + 1];
+        memcpy(id, de->d_name, len - slen);
+        id[len - slen] = '\0';
+        if (id[strspn(id, TASK_ID_CHARS)] != '\0' || strcmp(id, ".") == 0 ||
+            strcmp(id, "..") == 0)
+            continue; /* not a name ts_task_start gives */
+        n++;
+        if (fn != NULL && fn(id, ctx) != 0)
+            break;
+    }
+    closedir(d);
+    return n;
+}
