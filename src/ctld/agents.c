@@ -42,14 +42,25 @@ void ctld_node_refresh(ctld *c, int n)
     }
 }
 
+void ctld_agent_moved(ctld *c, int n)
+{
+    c->agents[n].gen++;
+    pthread_cond_broadcast(&c->agents[n].moved);
+}
+
+void ctld_agents_wake_all(ctld *c)
+{
+    for (int n = 0; c->agents && n < c->cluster->nnodes; n++)
+        pthread_cond_broadcast(&c->agents[n].moved);
+}
+
 void ctld_nodes_touch_job(ctld *c, const cjob *j)
 {
     for (int t = 0; j->allocs && t < j->ntasks; t++) {
         int n = j->allocs[t].node;
         if (t == 0 || n != j->allocs[t - 1].node)
-            c->agents[n].gen++;
+            ctld_agent_moved(c, n);
     }
-    pthread_cond_broadcast(&c->agents_cv);
 }
 
 /* ---- tenant policies -------------------------------------------------------------- */
@@ -358,7 +369,7 @@ static void apply_health(ctld *c, int n, json_t *h, double now)
     int was = a->health;
     a->health = health;
     ctld_node_refresh(c, n);
-    a->gen++;
+    ctld_agent_moved(c, n);
     if (health == CTLD_FAILED && was != CTLD_FAILED) {
         char d[TS_NAME_MAX + sizeof why + 16];
         snprintf(d, sizeof d, "node %s failed: %s", c->cluster->nodes[n].name, why);
@@ -431,7 +442,7 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
         a->discovery = json_incref(json_object_get(in, "discovery"));
         bool was = a->registered;
         a->registered = true;
-        a->gen++;
+        ctld_agent_moved(c, n);
         ctld_node_refresh(c, n);
         if (!was)
             ctld_kick(c);
@@ -462,7 +473,7 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
             struct timespec ts;
             ts.tv_sec = (time_t)until;
             ts.tv_nsec = (long)((until - floor(until)) * 1e9);
-            pthread_cond_timedwait(&c->agents_cv, &c->mu, &ts);
+            pthread_cond_timedwait(&a->moved, &c->mu, &ts);
         }
         a->last_seen_s = ctld_now();
     }

@@ -137,6 +137,7 @@ typedef struct ctld_agent {
     json_t *discovery;          /* its last registration's description */
     char drain_why[256];        /* why the controller drained it itself ("" = it did not) */
     char mig_error[256];        /* the agent's last MIG reconfiguration error, "" none */
+    pthread_cond_t moved;       /* gen moved (or the controller stops): wakes its long-poll */
 } ctld_agent;
 
 #define CTLD_HEALTHY 0
@@ -169,7 +170,6 @@ typedef struct ctld {
     bool *node_virtual;          /* [nnodes] */
     bool *admin_drained;         /* [nnodes] drained by an admin (durable) */
     ctld_agent *agents;          /* [nnodes] */
-    pthread_cond_t agents_cv;    /* a node's generation moved */
     pthread_mutex_t mu;
     pthread_cond_t wake;
     bool dirty;                  /* something changed: run a cycle soon */
@@ -214,6 +214,12 @@ int ctld_node_drain_locked(ctld *c, int n, bool drain, ts_err *err);
 /* Replaces the tenants (YAML); not under mu. */
 int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err);
 void ctld_kick(ctld *c);
+/* Under mu: node n's desired state changed; wakes only that node's
+ * long-poll (one condition variable per node: a job change must not wake
+ * a thousand agents). */
+void ctld_agent_moved(ctld *c, int n);
+/* Under mu: wakes every long-poll (shutdown). */
+void ctld_agents_wake_all(ctld *c);
 /* Under c->mu: removes and frees an active job. */
 void ctld_job_remove(ctld *c, cjob *j);
 /* Under c->mu: releases a running job's resources at once. */

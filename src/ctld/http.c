@@ -10,6 +10,14 @@
  * live tokens (refreshed from the store on a miss, and cleared when a token
  * is revoked); comparing hashes is constant-time (memcmp-free loop), and the
  * secret itself is never stored or logged.
+ *
+ * Every node agent holds one connection open (its long-poll), so the server
+ * polls each connection with poll(), not select(): select() cannot watch a
+ * descriptor at or above FD_SETSIZE (1024), which made tesserad drop the
+ * connections of agents beyond about the 1,000th. For the same reason it
+ * raises its soft RLIMIT_NOFILE to the hard limit, accepts as many
+ * connections as that allows less CTLD_FDS_RESERVED (store, logs), and says
+ * at start when that is too few for the cluster's agent nodes.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,12 +28,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include "ctld/ctld.h"
 
 #define LIMITER_SLOTS 1024
-#define TOKEN_CACHE_SLOTS 256
+#define TOKEN_CACHE_SLOTS 4096 /* one per node agent of a large cluster, and users */
+/* Descriptors kept back from connections: the store (SQLite database, WAL
+ * and shared memory, or PostgreSQL sockets), logs, the listening socket. */
+#define CTLD_FDS_RESERVED 64
+/* Connections accepted when the descriptor limit cannot be read. */
+#define CTLD_CONNECTIONS_DEFAULT 1000
 
 typedef struct bucket {
     char name[TS_STORE_NAME_MAX];
@@ -296,6 +310,25 @@ static char *slurp(const char *path)
     return b;
 }
 
+/* Raises the soft descriptor limit to the hard one; how many connections
+ * the server may then hold. */
+static unsigned connection_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return CTLD_CONNECTIONS_DEFAULT;
+    if (rl.rlim_cur < rl.rlim_max) {
+        struct rlimit up = {rl.rlim_max, rl.rlim_max};
+        if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+            rl.rlim_cur = rl.rlim_max;
+    }
+    rlim_t n = rl.rlim_cur == RLIM_INFINITY ? (rlim_t)1 << 20 : rl.rlim_cur;
+    if (n > (rlim_t)1 << 20)
+        n = (rlim_t)1 << 20;
+    return n > 2 * CTLD_FDS_RESERVED ? (unsigned)(n - CTLD_FDS_RESERVED)
+                                     : (unsigned)(n > 16 ? n / 2 : 8);
+}
+
 int ctld_http_start(ctld *c, ts_err *err)
 {
     limiter *L = calloc(1, sizeof *L);
@@ -305,7 +338,17 @@ int ctld_http_start(ctld *c, ts_err *err)
     c->limiter = L;
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION;
+    unsigned flags =
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL;
+    unsigned max_conns = connection_limit();
+    int agent_nodes = 0;
+    for (int n = 0; n < c->cluster->nnodes; n++)
+        agent_nodes += !c->node_virtual[n];
+    if ((long)max_conns < (long)agent_nodes + CTLD_FDS_RESERVED)
+        fprintf(stderr, "tesserad: warning: the descriptor limit (RLIMIT_NOFILE) allows %u "
+                "connections, too few for %d node agents and API clients: agents beyond it "
+                "cannot connect; raise the hard limit (ulimit -Hn, systemd LimitNOFILE=)\n",
+                max_conns, agent_nodes);
     struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
     if (inet_pton(AF_INET, c->cfg.listen_addr, &s4->sin_addr) == 1) {
@@ -337,12 +380,14 @@ int ctld_http_start(ctld *c, ts_err *err)
                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                              MHD_OPTION_NOTIFY_COMPLETED, completed, c,
                              MHD_OPTION_HTTPS_MEM_CERT, cert, MHD_OPTION_HTTPS_MEM_KEY, key,
-                             MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_END);
+                             MHD_OPTION_CONNECTION_TIMEOUT, 60u,
+                             MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_END);
     else
         d = MHD_start_daemon(flags, (uint16_t)c->cfg.listen_port, NULL, NULL, handle, c,
                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                              MHD_OPTION_NOTIFY_COMPLETED, completed, c,
-                             MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_END);
+                             MHD_OPTION_CONNECTION_TIMEOUT, 60u,
+                             MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_END);
     free(cert);
     free(key);
     if (!d)

@@ -282,8 +282,7 @@ static bool mig_replan(ctld *c, cjob **wj, int nw, double now)
         nch > 0) {
         if (ts_mig_plan_apply(c->cluster, ch, nch, &e) == 0) {
             for (size_t k = 0; k < nch; k++)
-                c->agents[ch[k].node].gen++;
-            pthread_cond_broadcast(&c->agents_cv);
+                ctld_agent_moved(c, ch[k].node);
             changed = true; /* place on the new room at the next cycle */
         } else {
             fprintf(stderr, "tesserad: MIG plan: %s\n", e.msg);

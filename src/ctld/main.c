@@ -92,7 +92,7 @@ int main(int argc, char **argv)
     pthread_mutex_lock(&c.mu);
     c.stop = true;
     pthread_cond_signal(&c.wake);
-    pthread_cond_broadcast(&c.agents_cv);
+    ctld_agents_wake_all(&c);
     pthread_mutex_unlock(&c.mu);
     ctld_http_stop(&c);
     pthread_join(loop, NULL);

@@ -480,7 +480,6 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
     c->cfg = *cfg;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->wake, NULL);
-    pthread_cond_init(&c->agents_cv, NULL);
     ts_decision_init(&c->d);
     char *buf;
     size_t len;
@@ -504,8 +503,10 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
     c->agents = calloc(nn, sizeof *c->agents);
     if (!c->node_virtual || !c->admin_drained || !c->agents)
         return ts_err_set(err, TS_ENOMEM, "out of memory");
-    for (int i = 0; i < c->cluster->nnodes; i++)
+    for (int i = 0; i < c->cluster->nnodes; i++) {
         c->node_virtual[i] = node_is_virtual(c, c->cluster->nodes[i].name);
+        pthread_cond_init(&c->agents[i].moved, NULL);
+    }
     char *drained = NULL;
     if ((rc = ts_store_setting_get(c->store, DRAINED_KEY, &drained, err)) != 0)
         return rc;
@@ -543,8 +544,10 @@ void ctld_close(ctld *c)
     free(c->map_idx);
     free(c->node_virtual);
     free(c->admin_drained);
-    for (int i = 0; c->agents && i < c->cluster->nnodes; i++)
+    for (int i = 0; c->agents && i < c->cluster->nnodes; i++) {
         json_decref(c->agents[i].discovery);
+        pthread_cond_destroy(&c->agents[i].moved);
+    }
     free(c->agents);
     ts_decision_fini(&c->d);
     ts_sched_free(c->sched);
@@ -555,7 +558,6 @@ void ctld_close(ctld *c)
     ctld_config_fini(&c->cfg);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->wake);
-    pthread_cond_destroy(&c->agents_cv);
 }
 
 void ctld_kick(ctld *c)
@@ -811,8 +813,7 @@ int ctld_node_drain_locked(ctld *c, int n, bool drain, ts_err *err)
         c->admin_drained[n] = !drain;
     ctld_node_refresh(c, n);
     if (rc == 0) {
-        c->agents[n].gen++;
-        pthread_cond_broadcast(&c->agents_cv);
+        ctld_agent_moved(c, n);
         ctld_kick(c);
     }
     return rc;
