@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/tail.h"
 
 typedef struct local_task {
     int64_t job;
@@ -58,6 +59,7 @@ struct ts_agent {
     char logs[600];
     char steps[600];       /* <state_dir>/steps: the tasks' step-time files */
     char mig_error[256];   /* the last MIG reconfiguration's error, "" none */
+    json_t *log_answers;   /* output the controller asked for, sent with the next sync */
     ts_mps_daemon mps[16]; /* per GPU, while fractional tasks use it */
     bool mps_on[16];
 };
@@ -241,6 +243,7 @@ void ts_agent_free(ts_agent *a)
     for (int i = 0; i < a->ntasks; i++)
         ts_task_detach(a->tasks[i].t);
     curl_easy_cleanup(a->h);
+    json_decref(a->log_answers);
     free(a);
 }
 
@@ -309,6 +312,24 @@ static double step_median(const char *path)
     return v[k / 2];
 }
 
+/* An ended task's last output, for its job's events (docs/agent-protocol.md). */
+static void add_output(const local_task *lt, json_t *o)
+{
+    const ts_task_info *in = ts_task_info_get(lt->t);
+    json_t *out = json_object();
+    const char *paths[2] = {in->stdout_path, in->stderr_path};
+    static const char *const names[2] = {"stdout", "stderr"};
+    for (int k = 0; k < 2; k++) {
+        char *text = NULL;
+        long long size;
+        ts_err e;
+        if (ts_tail_read(paths[k], TS_AGENT_OUTPUT_TAIL, &text, &size, &e) == 0 && text[0])
+            json_object_set_new(out, names[k], json_string(text));
+        free(text);
+    }
+    json_object_set_new(o, "output", out);
+}
+
 static json_t *report(ts_agent *a)
 {
     json_t *arr = json_array();
@@ -337,7 +358,7 @@ static json_t *report(ts_agent *a)
                 double step = step_median(lt->step_file);
                 if (step > 0)
                     json_object_set_new(o, "step_s", json_real(step));
-            } else if (lt->stop_requested) {
+            } else if ((add_output(lt, o), lt->stop_requested)) { /* ended: its last output */
                 json_object_set_new(o, "state", json_string("stopped"));
                 json_object_set_new(o, "outcome", json_string(outcome_name(lt->st.outcome)));
             } else if (lt->st.lost) {
@@ -571,6 +592,44 @@ static void apply_mig(ts_agent *a, json_t *mig)
     }
 }
 
+/* Reads the output the controller asks for (tessera logs); the answers go
+ * with the next sync. */
+static void answer_logs(ts_agent *a, json_t *reqs)
+{
+    size_t i;
+    json_t *q;
+    json_array_foreach(reqs, i, q)
+    {
+        if (!a->log_answers)
+            a->log_answers = json_array();
+        json_int_t id = json_integer_value(json_object_get(q, "id"));
+        local_task *lt = find(a, json_integer_value(json_object_get(q, "job")),
+                              (int)json_integer_value(json_object_get(q, "rank")));
+        const char *stream = json_string_value(json_object_get(q, "stream"));
+        json_int_t tail = json_integer_value(json_object_get(q, "tail"));
+        if (tail <= 0 || tail > (1 << 20))
+            tail = 65536;
+        if (!lt || !lt->t) {
+            json_array_append_new(a->log_answers, json_pack("{s:I,s:s}", "id", id, "error",
+                                                            "no such task on this node"));
+            continue;
+        }
+        const ts_task_info *in = ts_task_info_get(lt->t);
+        const char *path = stream && strcmp(stream, "stderr") == 0 ? in->stderr_path
+                                                                   : in->stdout_path;
+        char *text = NULL;
+        long long size = 0;
+        ts_err e;
+        if (ts_tail_read(path, (size_t)tail, &text, &size, &e) != 0)
+            json_array_append_new(a->log_answers,
+                                  json_pack("{s:I,s:s}", "id", id, "error", e.msg));
+        else
+            json_array_append_new(a->log_answers, json_pack("{s:I,s:s,s:I}", "id", id, "data",
+                                                            text, "size", (json_int_t)size));
+        free(text);
+    }
+}
+
 /* An MPS daemon whose GPU no running fractional task uses any more stops. */
 static void mps_tidy(ts_agent *a)
 {
@@ -602,6 +661,7 @@ static void reconcile(ts_agent *a, json_t *desired)
     size_t i;
     json_t *t;
     apply_mig(a, json_object_get(desired, "mig"));
+    answer_logs(a, json_object_get(desired, "logs"));
     json_array_foreach(tasks, i, t)
     {
         int64_t job = json_integer_value(json_object_get(t, "job"));
@@ -716,6 +776,8 @@ int ts_agent_step(ts_agent *a, ts_err *err)
             json_object_set_new(body, "health", h);
         if (a->mig_error[0])
             json_object_set_new(body, "mig_error", json_string(a->mig_error));
+        if (a->log_answers)
+            json_object_set(body, "logs", a->log_answers);
         /* never wait past the moment the tasks must stop (below) */
         double timeout = TS_AGENT_WAIT_IDLE_S + 30.0;
         if (busy) {
@@ -727,6 +789,8 @@ int ts_agent_step(ts_agent *a, ts_err *err)
         rc = post(a, "/v1/agent/sync", body, &status, &ans, timeout, err);
         json_decref(body);
         if (rc == 0) {
+            json_decref(a->log_answers); /* delivered */
+            a->log_answers = NULL;
             a->gen = json_integer_value(json_object_get(ans, "gen"));
             a->last_ok_s = ts_launch_now();
             reconcile(a, ans);

@@ -268,6 +268,7 @@ int cli_cmd_show(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_job_action(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_explain(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_events(struct cli_ctx *, const struct cli_cmd *, int, char **);
+int cli_cmd_logs(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_nodes(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_node(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_node_action(struct cli_ctx *, const struct cli_cmd *, int, char **);

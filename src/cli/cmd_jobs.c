@@ -337,3 +337,47 @@ int cli_cmd_events(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     json_decref(out);
     return cli_table_finish(&t, "events");
 }
+
+int cli_cmd_logs(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *arg, *rank_s = NULL, *tail_s = NULL;
+    bool err_stream = false;
+    const struct cli_opt opts[] = {{"rank", 0, &rank_s, NULL},
+                                   {"stderr", 0, NULL, &err_stream},
+                                   {"tail", 0, &tail_s, NULL},
+                                   {0}};
+    long id, rank = 0, tail = 65536;
+    int rc = cli_parse(ctx, cmd, argc, argv, opts, &arg, 1, 1);
+    if (rc != CLI_CONTINUE || (rc = cli_job_id(cmd, arg, &id)) != CLI_CONTINUE)
+        return rc;
+    if (rank_s && !cli_parse_long(rank_s, 0, 65535, &rank))
+        return cli_usage_error(cmd, "--rank: \"%s\" is not a rank 0..65535", rank_s);
+    if (tail_s && !cli_parse_long(tail_s, 1, 1048576, &tail))
+        return cli_usage_error(cmd, "--tail: \"%s\" is not 1..1048576 bytes", tail_s);
+    char suffix[96];
+    snprintf(suffix, sizeof suffix, "/logs?rank=%ld&stream=%s&tail=%ld", rank,
+             err_stream ? "stderr" : "stdout", tail);
+    char path[160];
+    snprintf(path, sizeof path, "/v1/jobs/%ld%s", id, suffix);
+    struct cli_req req = {.method = "GET", .path = path};
+    struct cli_resp resp;
+    rc = cli_http(ctx, &req, &resp);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    json_t *data;
+    rc = cli_expect_member(resp.json, "data", JSON_STRING, &data);
+    if (rc != CLI_EXIT_OK) {
+        cli_resp_free(&resp);
+        return rc;
+    }
+    if (cli_emit(ctx, resp.json)) {
+        cli_resp_free(&resp);
+        return CLI_EXIT_OK;
+    }
+    const char *text = json_string_value(data);
+    fputs(text, stdout);
+    if (*text && text[strlen(text) - 1] != '\n')
+        fputc('\n', stdout);
+    cli_resp_free(&resp);
+    return CLI_EXIT_OK;
+}

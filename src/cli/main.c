@@ -45,6 +45,13 @@ static const struct cli_cmd COMMANDS[] = {
      "reservation starts, if it has one.",
      cli_cmd_explain},
     {"events", "events ID", "Lists a job's events, oldest first (all pages).", cli_cmd_events},
+    {"logs", "logs ID [--rank N] [--stderr] [--tail BYTES]",
+     "Prints a task's output: fetched from its node's agent while the job runs, else\n"
+     "the last 4 KiB its agent reported when the task ended.\n\n"
+     "  --rank N       the rank (default 0)\n"
+     "  --stderr       standard error instead of standard output\n"
+     "  --tail BYTES   how much from the end, 1..1048576 (default 65536)",
+     cli_cmd_logs},
     {"nodes", "nodes", "Lists the nodes with free/total GPUs, CPU and memory.", cli_cmd_nodes},
     {"node", "node NAME", "Shows one node: resources, MIG instances, jobs and labels.",
      cli_cmd_node},

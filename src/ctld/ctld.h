@@ -127,6 +127,19 @@ typedef struct cjob {
     bool restart_now;           /* stopping to restart elsewhere at once (no backoff) */
 } cjob;
 
+/* A request for a running task's output, answered by its agent through the
+ * sync exchange (agents.c, ctld_job_logs). */
+typedef struct ctld_logreq {
+    struct ctld_logreq *next;
+    int64_t id, job;
+    int rank;
+    int stream;                 /* 0 stdout, 1 stderr */
+    long tail;                  /* bytes from the end */
+    bool done;
+    json_t *answer;             /* {"data", "size"} or {"error"} */
+    pthread_cond_t cv;
+} ctld_logreq;
+
 /* A node agent as the controller sees it (agents.c). */
 typedef struct ctld_agent {
     bool registered;            /* an agent serves the node now */
@@ -138,6 +151,7 @@ typedef struct ctld_agent {
     char drain_why[256];        /* why the controller drained it itself ("" = it did not) */
     char mig_error[256];        /* the agent's last MIG reconfiguration error, "" none */
     pthread_cond_t moved;       /* gen moved (or the controller stops): wakes its long-poll */
+    ctld_logreq *logreqs;       /* output requests waiting for this agent */
 } ctld_agent;
 
 #define CTLD_HEALTHY 0
@@ -184,6 +198,7 @@ typedef struct ctld {
     ts_decision d;
     double last_cycle_ms;
     int64_t reserved_id;         /* the job holding the reservation (an event when it changes) */
+    int64_t next_logreq;         /* ids of output requests */
     int64_t frag_free_gpus;
     void *http;                  /* struct MHD_Daemon */
     void *limiter;               /* http.c's rate limiter */
@@ -271,6 +286,7 @@ typedef struct ctld_reply {
 /* The query parameters the API reads (NULL when absent). */
 typedef struct ctld_query {
     const char *tenant, *state, *owner, *limit, *cursor, *from, *to;
+    const char *rank, *stream, *tail; /* GET /v1/jobs/{id}/logs */
 } ctld_query;
 
 typedef struct ctld_request {
@@ -284,6 +300,10 @@ typedef struct ctld_request {
     size_t len;
 } ctld_request;
 
+/* GET /v1/jobs/{id}/logs for a job the caller may see (row): a running
+ * rank's output fetched from its agent, else the tail its agent reported
+ * when the rank ended. Not under mu. */
+void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_reply *r);
 /* Routes one authenticated request. */
 void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *out);
 /* The agent endpoints (/v1/agent/register, /v1/agent/sync), agents.c. */

@@ -22,6 +22,8 @@ static const op OPS[] = {
     {"/v1/jobs/{id}/release", "post", "Release a held job", "200"},
     {"/v1/jobs/{id}/requeue", "post", "Requeue a running job", "200"},
     {"/v1/jobs/{id}/events", "get", "A job's events", "200"},
+    {"/v1/jobs/{id}/logs", "get", "A task's output: live from its agent, else its last output",
+     "200"},
     {"/v1/jobs/{id}/explain", "get", "Why a job waits: the scheduler's reason and numbers",
      "200"},
     {"/v1/nodes", "get", "List nodes", "200"},

@@ -233,6 +233,8 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
                 ts_store_free_events(ev, n);
             }
         }
+    } else if (get && strcmp(rest, "logs") == 0) {
+        ctld_job_logs(c, rq, &row, r);
     } else if (get && strcmp(rest, "explain") == 0) {
         pthread_mutex_lock(&c->mu);
         const cjob *j = ctld_job_find(c, id);

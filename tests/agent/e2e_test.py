@@ -136,6 +136,29 @@ try:
         want = [f"rank={r} world=2 local=0 master=r-1 gpus=0,1,2,3,4,5,6,7" for r in (0, 1)]
     check(sorted(outs) == want, f"each rank saw its environment: {outs}")
 
+    # output: the ended ranks' last output is kept with the job; a running
+    # rank's is fetched from its agent
+    st, d = call("GET", f"/v1/jobs/{hello}/logs?rank=1", admin)
+    check(st == 200 and not d["live"] and d["data"].startswith("rank=1 world=2"),
+          f"an ended rank's output is kept: {st} {d}")
+    st, d = call("POST", "/v1/jobs", admin, spec("team-a", "chatty",
+                 'for i in 1 2 3; do echo "line $i"; echo "oops $i" >&2; done; sleep 60',
+                 tier="opportunistic"))
+    chatty = d["jobs"][0]["id"]
+    wait_for(lambda: job(chatty)["state"] == "running", "a chatty job runs")
+    got = wait_for(lambda: (lambda r: r[1] if r[0] == 200 and "line 3" in r[1]["data"] else None)(
+        call("GET", f"/v1/jobs/{chatty}/logs", admin)), "its output is fetched from its agent")
+    if got:
+        check(got["live"] and got["data"] == "line 1\nline 2\nline 3\n", f"live stdout: {got}")
+    st, d = call("GET", f"/v1/jobs/{chatty}/logs?stream=stderr&tail=7", admin)
+    check(st == 200 and d["data"] == "oops 3\n", f"the tail of its stderr: {st} {d}")
+    st, d = call("GET", f"/v1/jobs/{chatty}/logs?rank=5", admin)
+    check(st == 400 and "rank" in d["error"]["message"], f"a rank it does not have: {st}")
+    st, d = call("GET", f"/v1/jobs/{chatty}/logs?stream=stdin", admin)
+    check(st == 400 and "stream" in d["error"]["message"], f"a stream that is not one: {st}")
+    call("POST", f"/v1/jobs/{chatty}/cancel", admin)
+    wait_for(lambda: job(chatty)["state"] == "cancelled", "it is cancelled")
+
     # the controller restarts (kill -9) while a job runs on the agents: they
     # register again and report it; it keeps running and completes, once
     st, d = call("POST", "/v1/jobs", admin, spec("team-a", "survivor", "sleep 4; echo done",

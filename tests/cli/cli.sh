@@ -145,7 +145,7 @@ sys.exit(0 if y == json.load(open(sys.argv[2], encoding="utf-8")) else 1)' \
 expect "--version" 0 --version && out_has "--version" "^tessera [0-9]+\.[0-9]+\.[0-9]+$"
 expect "--help" 0 --help && out_has "--help" "Commands:"
 expect "no command" 2 && out_empty "no command"
-for c in submit jobs show cancel hold release requeue explain events nodes node drain resume \
+for c in submit jobs show cancel hold release requeue explain events logs nodes node drain resume \
   tenants quota "quota set" usage tokens "tokens create" "tokens revoke"; do
   # shellcheck disable=SC2086
   expect "$c --help" 0 $c --help && out_has "$c --help" "^usage: tessera $c"
@@ -260,6 +260,12 @@ expect "explain 43" 0 explain 43 && out_has "explain 43" "^Reserved: +no reserva
 yaml_same "explain" explain 42
 expect "events" 0 events 42 && out_lines "events" 4 && out_has "events" "^ 3 +20[0-9-]+T[0-9:]+ +reserved +at \+25m$"
 expect "events json" 0 -o json events 42 && json_ok "events json" '[e["id"] for e in d["events"]] == [1, 2, 3]'
+expect "logs" 0 logs 42 && out_lines "logs" 2 && out_has "logs" "^rank 0 stdout line 1$"
+last_ok "logs asks for rank 0's stdout" 'd["path"] == "/v1/jobs/42/logs" and d["query"]["rank"] == ["0"] and d["query"]["stream"] == ["stdout"] and d["query"]["tail"] == ["65536"]'
+expect "logs rank 1 stderr" 0 logs 42 --rank 1 --stderr --tail 100 && out_has "logs rank 1 stderr" "^rank 1 stderr line 1$"
+expect "logs bad rank" 4 logs 42 --rank 7
+bad "logs --tail 0" "--tail" logs 42 --tail 0
+bad "logs --rank x" "--rank" logs 42 --rank x
 
 # ---- job actions ----
 expect "hold" 0 hold 42 && out_has "hold" "^job 42: held$"

@@ -304,6 +304,13 @@ class Handler(BaseHTTPRequestHandler):
                          "reserved_at": NOW + 1500 if jid == 42 and pending else None}, None
         if method == "GET" and action == "events":
             return 200, page(EVENTS.get(jid, []), query, "events", 2), None
+        if method == "GET" and action == "logs":
+            rank = int(query.get("rank", ["0"])[0])
+            if rank > 1:
+                raise Answer(400, "invalid", "rank: the job has ranks 0..1")
+            stream = query.get("stream", ["stdout"])[0]
+            return 200, {"job": jid, "rank": rank, "stream": stream, "live": True,
+                         "data": f"rank {rank} {stream} line 1\nline 2"}, None
         allowed = {"cancel": ("pending", "held", "running"), "hold": ("pending",),
                    "release": ("held",), "requeue": ("running", "failed")}
         after = {"cancel": "cancelled", "hold": "held", "release": "pending",

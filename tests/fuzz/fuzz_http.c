@@ -102,6 +102,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         query.limit = strstr(q + 1, "limit=") ? strstr(q + 1, "limit=") + 6 : NULL;
         query.cursor = strstr(q + 1, "cursor=") ? strstr(q + 1, "cursor=") + 7 : NULL;
         query.state = strstr(q + 1, "state=") ? strstr(q + 1, "state=") + 6 : NULL;
+        query.rank = strstr(q + 1, "rank=") ? strstr(q + 1, "rank=") + 5 : NULL;
+        query.stream = strstr(q + 1, "stream=") ? strstr(q + 1, "stream=") + 7 : NULL;
+        query.tail = strstr(q + 1, "tail=") ? strstr(q + 1, "tail=") + 5 : NULL;
     }
     ctld_request rq = {.who = who, .method = method, .url = url, .q = query,
                        .content_type = "application/json", .idem_key = NULL, .body = body,

@@ -1,0 +1,22 @@
+/*
+ * tail.h - the end of a task's output file as text the agent protocol can
+ * carry: at most `max` bytes from the end, cut to whole lines where it can,
+ * with bytes that are not valid UTF-8 (or are control characters other than
+ * newline and tab) replaced by '?', so the JSON string is always valid.
+ *
+ * Ownership: *out is malloc'd, the caller frees it. Nothing prints.
+ */
+#ifndef TS_AGENT_TAIL_H
+#define TS_AGENT_TAIL_H
+
+#include <stddef.h>
+
+#include "tessera/error.h"
+
+/* *size gets the file's whole size. TS_ENOENT / TS_EIO naming the file. */
+int ts_tail_read(const char *path, size_t max, char **out, long long *size, ts_err *err);
+
+/* Replaces invalid UTF-8 and control bytes in buf[0..len) in place. */
+void ts_tail_sanitize(char *buf, size_t len);
+
+#endif
