@@ -1,0 +1,378 @@
+/*
+ * trace.c - the allocation-trace files of ../shared/traces/alloc: reading
+ * X.events.csv, X.initial_live.csv and X.segments.csv into a ts_memtrace,
+ * writing a trace back (the generator's output), and the trace's own peak of
+ * requested bytes (the numerator of every fragmentation figure).
+ *
+ * Columns are found by header name, so extra columns are ignored. Of the
+ * actions, alloc and free_completed are played (free_requested differs only
+ * for cross-stream frees, which free_completed already orders), segment_alloc
+ * and segment_free are kept for the fidelity check, the rest are skipped.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc/ptrmap.h"
+#include "tessera/alloc.h"
+
+#define TRACE_MAX_COLS 16
+#define TRACE_FILE_MAX_BYTES (1ull << 32)
+
+static int slurp(const char *path, char **out, ts_err *err)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ts_err_set(err, TS_EIO, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (n < cap - 1)
+            break;
+        if (cap >= TRACE_FILE_MAX_BYTES) {
+            free(buf);
+            fclose(f);
+            return ts_err_set(err, TS_EINVAL, "%s: file too large", path);
+        }
+        char *nb = realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf)
+        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
+    if (bad) {
+        free(buf);
+        return ts_err_set(err, TS_EIO, "%s: read error", path);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    return 0;
+}
+
+/* Splits a line in place; returns the number of fields. */
+static int split(char *line, char **f, int max)
+{
+    int n = 0;
+    char *p = line;
+    for (;;) {
+        if (n < max)
+            f[n] = p;
+        n++;
+        char *c = strchr(p, ',');
+        if (!c)
+            break;
+        *c = '\0';
+        p = c + 1;
+    }
+    return n;
+}
+
+static int col_index(char **hdr, int nh, const char *name)
+{
+    for (int i = 0; i < nh && i < TRACE_MAX_COLS; i++)
+        if (strcmp(hdr[i], name) == 0)
+            return i;
+    return -1;
+}
+
+static int parse_u64(const char *file, int line, const char *col, const char *s, int empty_ok,
+                     uint64_t *out, ts_err *err)
+{
+    if (!*s && empty_ok) {
+        *out = 0;
+        return 0;
+    }
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *s == '-' || *end || errno)
+        return ts_err_set(err, TS_EINVAL, "%s:%d: %s: must be a non-negative integer, got \"%.32s\"",
+                          file, line, col, s);
+    *out = v;
+    return 0;
+}
+
+/* Walks the rows of a CSV file: calls row(fields) for each non-empty line
+ * after the header, with cols[] the indices of the wanted columns. */
+typedef int (*row_fn)(void *ctx, const char *file, int line, char **f, const int *cols,
+                      ts_err *err);
+
+static int walk_csv(const char *path, const char *const *want, int nwant, int required,
+                    row_fn row, void *ctx, ts_err *err)
+{
+    char *buf = NULL;
+    int rc = slurp(path, &buf, err);
+    if (rc != 0)
+        return rc;
+    char *save = buf, *line;
+    int lineno = 0, cols[TRACE_MAX_COLS];
+    char *f[TRACE_MAX_COLS];
+    while ((line = save) != NULL && *line) {
+        char *nl = strchr(line, '\n');
+        save = nl ? nl + 1 : NULL;
+        if (nl)
+            *nl = '\0';
+        size_t len = strlen(line);
+        if (len && line[len - 1] == '\r')
+            line[len - 1] = '\0';
+        lineno++;
+        if (!*line)
+            continue;
+        int nf = split(line, f, TRACE_MAX_COLS);
+        if (lineno == 1) {
+            for (int i = 0; i < nwant; i++) {
+                cols[i] = col_index(f, nf, want[i]);
+                if (cols[i] < 0 && i < required) {
+                    free(buf);
+                    return ts_err_set(err, TS_EINVAL, "%s:1: header: no column \"%s\"", path,
+                                      want[i]);
+                }
+            }
+            continue;
+        }
+        for (int i = 0; i < nwant; i++) {
+            if (cols[i] >= nf && i < required) {
+                free(buf);
+                return ts_err_set(err, TS_EINVAL, "%s:%d: %s: missing", path, lineno, want[i]);
+            }
+        }
+        rc = row(ctx, path, lineno, f, cols, err);
+        if (rc != 0)
+            break;
+    }
+    free(buf);
+    return rc;
+}
+
+static int grow(void **arr, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap)
+        return 0;
+    size_t nc = *cap ? *cap * 2 : 1024;
+    void *na = realloc(*arr, nc * elem);
+    if (!na)
+        return TS_ENOMEM;
+    *arr = na;
+    *cap = nc;
+    return 0;
+}
+
+struct ev_ctx {
+    ts_memtrace *t;
+    size_t cap;
+};
+
+static int ev_row(void *ctx, const char *file, int line, char **f, const int *cols, ts_err *err)
+{
+    struct ev_ctx *c = ctx;
+    const char *action = f[cols[1]];
+    int op;
+    if (strcmp(action, "alloc") == 0)
+        op = TS_MEMTRACE_ALLOC;
+    else if (strcmp(action, "free_completed") == 0)
+        op = TS_MEMTRACE_FREE;
+    else if (strcmp(action, "segment_alloc") == 0)
+        op = TS_MEMTRACE_SEGMENT_ALLOC;
+    else if (strcmp(action, "segment_free") == 0)
+        op = TS_MEMTRACE_SEGMENT_FREE;
+    else
+        return 0;
+    ts_memtrace_ev e;
+    memset(&e, 0, sizeof e);
+    e.op = op;
+    uint64_t seq = 0;
+    int rc = parse_u64(file, line, "seq", f[cols[0]], 0, &seq, err);
+    if (rc == 0)
+        rc = parse_u64(file, line, "addr", f[cols[2]], 0, &e.addr, err);
+    if (rc == 0)
+        rc = parse_u64(file, line, "size", f[cols[3]], 0, &e.size, err);
+    if (rc == 0)
+        rc = parse_u64(file, line, "stream", f[cols[4]], 0, &e.stream, err);
+    if (rc != 0)
+        return rc;
+    if (op == TS_MEMTRACE_ALLOC && !e.size)
+        return ts_err_set(err, TS_EINVAL, "%s:%d: size: an alloc must be > 0", file, line);
+    if (!e.addr)
+        return ts_err_set(err, TS_EINVAL, "%s:%d: addr: must be > 0", file, line);
+    e.seq = (int64_t)seq;
+    if (grow((void **)&c->t->ev, &c->cap, c->t->nev, sizeof e) != 0)
+        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", file);
+    c->t->ev[c->t->nev++] = e;
+    return 0;
+}
+
+struct live_ctx {
+    ts_memtrace *t;
+    size_t cap;
+};
+
+static int live_row(void *ctx, const char *file, int line, char **f, const int *cols, ts_err *err)
+{
+    struct live_ctx *c = ctx;
+    ts_memtrace_live l;
+    memset(&l, 0, sizeof l);
+    int rc = parse_u64(file, line, "addr", f[cols[0]], 0, &l.addr, err);
+    if (rc == 0)
+        rc = parse_u64(file, line, "requested_size", f[cols[1]], 0, &l.requested, err);
+    if (rc == 0)
+        rc = parse_u64(file, line, "block_size", f[cols[2]], 1, &l.block_size, err);
+    if (rc == 0)
+        rc = parse_u64(file, line, "stream", f[cols[3]], 0, &l.stream, err);
+    if (rc != 0)
+        return rc;
+    if (!l.addr || !l.requested)
+        return ts_err_set(err, TS_EINVAL, "%s:%d: addr and requested_size must be > 0", file, line);
+    if (grow((void **)&c->t->live, &c->cap, c->t->nlive, sizeof l) != 0)
+        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", file);
+    c->t->live[c->t->nlive++] = l;
+    return 0;
+}
+
+static int seg_row(void *ctx, const char *file, int line, char **f, const int *cols, ts_err *err)
+{
+    struct live_ctx *c = ctx;
+    ts_memtrace_seg s;
+    memset(&s, 0, sizeof s);
+    int rc = parse_u64(file, line, "addr", f[cols[0]], 0, &s.addr, err);
+    if (rc == 0)
+        rc = parse_u64(file, line, "total_size", f[cols[1]], 0, &s.size, err);
+    if (rc == 0)
+        rc = parse_u64(file, line, "stream", f[cols[2]], 0, &s.stream, err);
+    if (rc != 0)
+        return rc;
+    const char *pool = f[cols[3]];
+    if (strcmp(pool, "small") != 0 && strcmp(pool, "large") != 0)
+        return ts_err_set(err, TS_EINVAL, "%s:%d: pool: must be small or large, got \"%.16s\"",
+                          file, line, pool);
+    s.small_pool = pool[0] == 's';
+    if (grow((void **)&c->t->seg, &c->cap, c->t->nseg, sizeof s) != 0)
+        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", file);
+    c->t->seg[c->t->nseg++] = s;
+    return 0;
+}
+
+static int live_cmp(const void *a, const void *b)
+{
+    const ts_memtrace_live *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+int ts_memtrace_load(const char *events_csv, const char *initial_live_csv,
+                     const char *segments_csv, ts_memtrace *out, ts_err *err)
+{
+    memset(out, 0, sizeof *out);
+    static const char *const ev_cols[] = {"seq", "action", "addr", "size", "stream"};
+    static const char *const live_cols[] = {"addr", "requested_size", "block_size", "stream"};
+    static const char *const seg_cols[] = {"addr", "total_size", "stream", "pool"};
+    struct ev_ctx ec = {out, 0};
+    int rc = walk_csv(events_csv, ev_cols, 5, 5, ev_row, &ec, err);
+    if (rc == 0 && initial_live_csv) {
+        struct live_ctx lc = {out, 0};
+        rc = walk_csv(initial_live_csv, live_cols, 4, 4, live_row, &lc, err);
+        if (rc == 0 && out->nlive)
+            qsort(out->live, out->nlive, sizeof *out->live, live_cmp);
+    }
+    if (rc == 0 && segments_csv) {
+        struct live_ctx sc = {out, 0};
+        rc = walk_csv(segments_csv, seg_cols, 4, 4, seg_row, &sc, err);
+    }
+    if (rc != 0)
+        ts_memtrace_free(out);
+    return rc;
+}
+
+void ts_memtrace_free(ts_memtrace *t)
+{
+    free(t->ev);
+    free(t->live);
+    free(t->seg);
+    memset(t, 0, sizeof *t);
+}
+
+int ts_memtrace_write(const ts_memtrace *t, const char *events_csv, const char *initial_live_csv,
+                      ts_err *err)
+{
+    FILE *f = fopen(events_csv, "w");
+    if (!f)
+        return ts_err_set(err, TS_EIO, "%s: cannot create: %s", events_csv, strerror(errno));
+    fprintf(f, "seq,time_us,action,addr,size,stream\n");
+    long long seq = 0;
+    for (size_t i = 0; i < t->nev; i++) {
+        const ts_memtrace_ev *e = &t->ev[i];
+        unsigned long long a = e->addr, s = e->size, st = e->stream;
+        switch (e->op) {
+        case TS_MEMTRACE_ALLOC:
+            fprintf(f, "%lld,%lld,alloc,%llu,%llu,%llu\n", seq, seq, a, s, st);
+            seq++;
+            break;
+        case TS_MEMTRACE_FREE:
+            fprintf(f, "%lld,%lld,free_requested,%llu,%llu,%llu\n", seq, seq, a, s, st);
+            seq++;
+            fprintf(f, "%lld,%lld,free_completed,%llu,%llu,%llu\n", seq, seq, a, s, st);
+            seq++;
+            break;
+        default:
+            fprintf(f, "%lld,%lld,%s,%llu,%llu,%llu\n", seq, seq,
+                    e->op == TS_MEMTRACE_SEGMENT_ALLOC ? "segment_alloc" : "segment_free", a, s,
+                    st);
+            seq++;
+        }
+    }
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad)
+        return ts_err_set(err, TS_EIO, "%s: write error", events_csv);
+    if (!initial_live_csv)
+        return 0;
+    f = fopen(initial_live_csv, "w");
+    if (!f)
+        return ts_err_set(err, TS_EIO, "%s: cannot create: %s", initial_live_csv, strerror(errno));
+    fprintf(f, "addr,requested_size,block_size,stream,kind\n");
+    for (size_t i = 0; i < t->nlive; i++) {
+        const ts_memtrace_live *l = &t->live[i];
+        fprintf(f, "%llu,%llu,", (unsigned long long)l->addr, (unsigned long long)l->requested);
+        if (l->block_size)
+            fprintf(f, "%llu", (unsigned long long)l->block_size);
+        fprintf(f, ",%llu,%s\n", (unsigned long long)l->stream,
+                l->block_size ? "live_at_end" : "freed_in_window");
+    }
+    bad = ferror(f);
+    if (fclose(f) != 0 || bad)
+        return ts_err_set(err, TS_EIO, "%s: write error", initial_live_csv);
+    return 0;
+}
+
+uint64_t ts_memtrace_peak_requested(const ts_memtrace *t)
+{
+    ts_ptrmap live;
+    ts_ptrmap_init(&live);
+    uint64_t cur = 0, peak = 0;
+    for (size_t i = 0; i < t->nlive; i++) {
+        cur += t->live[i].requested;
+        ts_ptrmap_put(&live, t->live[i].addr, (void *)(uintptr_t)t->live[i].requested);
+    }
+    peak = cur;
+    for (size_t i = 0; i < t->nev; i++) {
+        const ts_memtrace_ev *e = &t->ev[i];
+        if (e->op == TS_MEMTRACE_ALLOC) {
+            cur += e->size;
+            ts_ptrmap_put(&live, e->addr, (void *)(uintptr_t)e->size);
+            if (cur > peak)
+                peak = cur;
+        } else if (e->op == TS_MEMTRACE_FREE) {
+            cur -= (uint64_t)(uintptr_t)ts_ptrmap_del(&live, e->addr);
+        }
+    }
+    ts_ptrmap_destroy(&live);
+    return peak;
+}
