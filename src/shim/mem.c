@@ -1,0 +1,729 @@
+/*
+ * mem.c - the device-memory quota: every allocation path of the driver API is
+ * charged to the tenant's ledger at the size the driver takes (rounded up to
+ * the device's allocation granularity) before the driver is asked, and every
+ * free returns exactly what its allocation charged.
+ *
+ * Order of a charged call: reserve in the ledger (over quota: return
+ * CUDA_ERROR_OUT_OF_MEMORY, the driver is never asked), call the driver,
+ * then record the object (key -> bytes, ledger device, owning context) or,
+ * if the driver failed, release the reservation. Sizes the driver decides
+ * itself are reserved at an upper bound, so the device never holds more than
+ * was reserved: an array's size is asked of the driver first (a
+ * deferred-mapping twin, which holds no memory, answers
+ * cuArrayGetMemoryRequirements); a pitch is bounded by a learned alignment
+ * and the excess returned once the driver has answered. A
+ * free removes the record first (so an address reused by a concurrent
+ * allocation cannot be confused with it), then calls the driver, then
+ * releases, or puts the record back if the driver refused.
+ *
+ * VMM: a physical handle is charged at cuMemCreate and released when the
+ * last reference goes: its creation and retains must all be released and all
+ * its mappings unmapped, as the driver frees it then and not before. A
+ * context charges TESSERA_CUDA_CTX_BYTES from creation (primary: first
+ * retain) to destruction (primary: last release or reset), and its
+ * destruction returns what was allocated in it.
+ */
+#include "shim/shim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PITCH_ALIGN_FIRST_BYTES 4096 /* guess above any driver's pitch alignment */
+#define ARRAY_ELEMENT_MAX_BYTES 16 /* unknown formats: the widest element */
+
+#define REAL ts_shim.real
+#define PASS(name, ...) (REAL.name ? REAL.name(__VA_ARGS__) : CUDA_ERROR_NOT_SUPPORTED)
+
+/* The device if it has a quota, else NULL. */
+static const struct ts_shim_dev *quota_dev(int ordinal)
+{
+    const struct ts_shim_dev *d = ts_shim_device(ordinal);
+    return d && d->limit >= 0 && d->ledger_dev >= 0 ? d : NULL;
+}
+
+/* bytes rounded up to gran; UINT64_MAX when that overflows (never fits). */
+static uint64_t rounded(uint64_t bytes, uint64_t gran)
+{
+    if (bytes > UINT64_MAX - gran)
+        return UINT64_MAX;
+    return (bytes + gran - 1) / gran * gran;
+}
+
+static int reserve(const struct ts_shim_dev *d, uint64_t bytes)
+{
+    return ts_ledger_reserve(ts_shim.ledger, d->ledger_dev, bytes, (uint64_t)d->limit);
+}
+
+static void release(int ldev, uint64_t bytes)
+{
+    if (ldev >= 0 && bytes)
+        ts_ledger_release(ts_shim.ledger, ldev, bytes);
+}
+
+static int record(uint32_t kind, uint64_t key, int ldev, uint64_t bytes, uint64_t owner)
+{
+    struct ts_shim_rec r = {.key = key, .kind = kind, .ldev = ldev, .bytes = bytes,
+                            .owner = owner, .refs = 1};
+    pthread_mutex_lock(&ts_shim.lock);
+    int rc = ts_shim_rec_put(&ts_shim.recs, &r);
+    pthread_mutex_unlock(&ts_shim.lock);
+    return rc;
+}
+
+static int unrecord(uint32_t kind, uint64_t key, struct ts_shim_rec *out)
+{
+    pthread_mutex_lock(&ts_shim.lock);
+    int rc = ts_shim_rec_del(&ts_shim.recs, kind, key, out);
+    pthread_mutex_unlock(&ts_shim.lock);
+    return rc;
+}
+
+/* After a charged allocation call: keep the charge with a record, or give it
+ * back. If the record cannot be kept, the object is freed with undo() so it
+ * cannot live uncharged. */
+static CUresult settle(CUresult r, const struct ts_shim_dev *d, uint32_t kind, uint64_t key,
+                       uint64_t bytes, uint64_t owner, CUresult (*undo)(uint64_t key))
+{
+    if (r != CUDA_SUCCESS) {
+        release(d->ledger_dev, bytes);
+        return r;
+    }
+    if (record(kind, key, d->ledger_dev, bytes, owner) != 0) {
+        undo(key);
+        release(d->ledger_dev, bytes);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Brings a reservation of `est` to `actual` (both rounded); on failure the
+ * caller frees the object. */
+static int true_up(const struct ts_shim_dev *d, uint64_t est, uint64_t actual)
+{
+    if (actual > est)
+        return reserve(d, actual - est);
+    release(d->ledger_dev, est - actual);
+    return 0;
+}
+
+static CUresult undo_free(uint64_t p) { return PASS(cuMemFree_v2, (CUdeviceptr)p); }
+static CUresult undo_array(uint64_t a) { return PASS(cuArrayDestroy, (CUarray)(uintptr_t)a); }
+static CUresult undo_mipmap(uint64_t a)
+{
+    return PASS(cuMipmappedArrayDestroy, (CUmipmappedArray)(uintptr_t)a);
+}
+static CUresult undo_handle(uint64_t h) { return PASS(cuMemRelease, h); }
+static CUresult undo_ctx(uint64_t c) { return PASS(cuCtxDestroy_v2, (CUcontext)(uintptr_t)c); }
+
+/* A free of a recorded object: record out first, driver, then release. */
+static CUresult charged_free(uint32_t kind, uint64_t key, CUresult (*call)(uint64_t key))
+{
+    struct ts_shim_rec rec;
+    int had = unrecord(kind, key, &rec) == 0;
+    CUresult r = call(key);
+    if (had) {
+        if (r == CUDA_SUCCESS)
+            release(rec.ldev, rec.bytes);
+        else
+            record(rec.kind, rec.key, rec.ldev, rec.bytes, rec.owner);
+    }
+    return r;
+}
+
+/* The driver pitches rows to a power-of-two alignment of its own. Every pitch
+ * it returns is a multiple of that alignment, so the largest power of two
+ * dividing all pitches seen (starting from a generous guess) is never below
+ * it: a width rounded up to it bounds the pitch from above, and the
+ * reservation made before the call always covers what the driver takes. */
+static uint64_t pitch_align[TS_SHIM_MAX_DEVICES]; /* 0: nothing seen yet */
+
+static void learn_pitch(int o, uint64_t pitch)
+{
+    uint64_t low = pitch & (~pitch + 1); /* the largest power of two dividing it */
+    uint64_t cur = __atomic_load_n(&pitch_align[o], __ATOMIC_RELAXED);
+    while (low) {
+        uint64_t base = cur ? cur : PITCH_ALIGN_FIRST_BYTES;
+        uint64_t want = low < base ? low : base;
+        if (want == cur || __atomic_compare_exchange_n(&pitch_align[o], &cur, want, 0,
+                                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            return;
+    }
+}
+
+/* ---- cuMemAlloc family --------------------------------------------------- */
+
+TS_SHIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    ts_shim_ready();
+    CUcontext ctx;
+    const struct ts_shim_dev *d;
+    if (!ts_shim.cfg.mem_on || !dptr || bytesize == 0 ||
+        !(d = quota_dev(ts_shim_current_ordinal(&ctx))))
+        return PASS(cuMemAlloc_v2, dptr, bytesize);
+    uint64_t bytes = rounded(bytesize, d->gran);
+    if (reserve(d, bytes) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = PASS(cuMemAlloc_v2, dptr, bytesize);
+    return settle(r, d, TS_REC_PTR, r == CUDA_SUCCESS ? *dptr : 0, bytes, (uintptr_t)ctx,
+                  undo_free);
+}
+
+TS_SHIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    ts_shim_ready();
+    CUcontext ctx;
+    const struct ts_shim_dev *d;
+    if (!ts_shim.cfg.mem_on || !dptr || bytesize == 0 ||
+        !(d = quota_dev(ts_shim_current_ordinal(&ctx))))
+        return PASS(cuMemAllocManaged, dptr, bytesize, flags);
+    uint64_t bytes = rounded(bytesize, d->gran); /* charged as if resident on the device */
+    if (reserve(d, bytes) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = PASS(cuMemAllocManaged, dptr, bytesize, flags);
+    return settle(r, d, TS_REC_PTR, r == CUDA_SUCCESS ? *dptr : 0, bytes, (uintptr_t)ctx,
+                  undo_free);
+}
+
+TS_SHIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+                                           size_t Height, unsigned int ElementSizeBytes)
+{
+    ts_shim_ready();
+    CUcontext ctx;
+    int o = -1;
+    const struct ts_shim_dev *d = NULL;
+    if (ts_shim.cfg.mem_on && dptr && pPitch && WidthInBytes && Height)
+        d = quota_dev(o = ts_shim_current_ordinal(&ctx));
+    if (!d)
+        return PASS(cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    uint64_t align = __atomic_load_n(&pitch_align[o], __ATOMIC_RELAXED);
+    uint64_t row = rounded(WidthInBytes, align ? align : PITCH_ALIGN_FIRST_BYTES);
+    uint64_t est = row > UINT64_MAX / Height ? UINT64_MAX : rounded(row * Height, d->gran);
+    if (reserve(d, est) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = PASS(cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    if (r != CUDA_SUCCESS) {
+        release(d->ledger_dev, est);
+        return r;
+    }
+    learn_pitch(o, *pPitch);
+    /* never more than reserved, unless the driver's alignment beats the guess */
+    uint64_t actual = rounded((uint64_t)*pPitch * Height, d->gran);
+    if (true_up(d, est, actual) != 0) {
+        undo_free(*dptr);
+        release(d->ledger_dev, est);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return settle(r, d, TS_REC_PTR, *dptr, actual, (uintptr_t)ctx, undo_free);
+}
+
+TS_SHIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    ts_shim_ready();
+    if (!ts_shim.cfg.mem_on || dptr == 0)
+        return PASS(cuMemFree_v2, dptr);
+    return charged_free(TS_REC_PTR, dptr, undo_free);
+}
+
+/* cuMemAllocAsync, cuMemAllocFromPoolAsync and their _ptsz: charged on the
+ * stream's device (a pool serving another device is charged there too: the
+ * driver requires the pool to be accessible from the stream's device, and
+ * pools live on the device they serve in practice). */
+#define ASYNC_ALLOC(name, proto_extra, call_extra)                                             \
+    TS_SHIM_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize proto_extra, CUstream hStream) \
+    {                                                                                          \
+        ts_shim_ready();                                                                       \
+        CUcontext ctx = NULL;                                                                  \
+        const struct ts_shim_dev *d = NULL;                                                    \
+        if (ts_shim.cfg.mem_on && dptr && bytesize)                                            \
+            d = quota_dev(ts_shim_ctx_ordinal(ctx = ts_shim_stream_ctx(hStream)));            \
+        if (!d)                                                                                \
+            return PASS(name, dptr, bytesize call_extra, hStream);                             \
+        uint64_t bytes = rounded(bytesize, d->gran);                                           \
+        if (reserve(d, bytes) != 0)                                                            \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                                   \
+        CUresult r = PASS(name, dptr, bytesize call_extra, hStream);                           \
+        return settle(r, d, TS_REC_PTR, r == CUDA_SUCCESS ? *dptr : 0, bytes, (uintptr_t)ctx,  \
+                      undo_free);                                                              \
+    }
+#define NOTHING
+#define POOL_PARAM , CUmemoryPool pool
+#define POOL_ARG , pool
+ASYNC_ALLOC(cuMemAllocAsync, NOTHING, NOTHING)
+ASYNC_ALLOC(cuMemAllocAsync_ptsz, NOTHING, NOTHING)
+ASYNC_ALLOC(cuMemAllocFromPoolAsync, POOL_PARAM, POOL_ARG)
+ASYNC_ALLOC(cuMemAllocFromPoolAsync_ptsz, POOL_PARAM, POOL_ARG)
+
+static _Thread_local CUstream tl_free_stream; /* the stream of the free in progress */
+static CUresult call_free_async(uint64_t p) { return PASS(cuMemFreeAsync, p, tl_free_stream); }
+static CUresult call_free_async_ptsz(uint64_t p)
+{
+    return PASS(cuMemFreeAsync_ptsz, p, tl_free_stream);
+}
+
+/* The charge returns when the free is queued: the stream-ordered allocator
+ * may keep the memory cached for the pool (bounded by the pool's release
+ * threshold; docs/sharing.md). */
+TS_SHIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    ts_shim_ready();
+    if (!ts_shim.cfg.mem_on || dptr == 0)
+        return PASS(cuMemFreeAsync, dptr, hStream);
+    tl_free_stream = hStream;
+    return charged_free(TS_REC_PTR, dptr, call_free_async);
+}
+
+TS_SHIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    ts_shim_ready();
+    if (!ts_shim.cfg.mem_on || dptr == 0)
+        return PASS(cuMemFreeAsync_ptsz, dptr, hStream);
+    tl_free_stream = hStream;
+    return charged_free(TS_REC_PTR, dptr, call_free_async_ptsz);
+}
+
+/* ---- arrays -------------------------------------------------------------- */
+
+static uint64_t element_bytes(CUarray_format f)
+{
+    switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8: case CU_AD_FORMAT_SIGNED_INT8: return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16: case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF: return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32: case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT: return 4;
+    }
+    return ARRAY_ELEMENT_MAX_BYTES;
+}
+
+/* W x H x D x channels x element, saturating. */
+static uint64_t array_estimate(size_t w, size_t h, size_t z, CUarray_format f, unsigned ch)
+{
+    uint64_t v = element_bytes(f) * (ch ? ch : 1);
+    size_t dims[3] = {w, h ? h : 1, z ? z : 1};
+    for (int i = 0; i < 3; i++) {
+        if (dims[i] && v > UINT64_MAX / dims[i])
+            return UINT64_MAX;
+        v *= dims[i];
+    }
+    return v;
+}
+
+/* The bytes an array of this description takes, asked of the driver before
+ * anything is allocated: a deferred-mapping twin holds no memory but answers
+ * cuArrayGetMemoryRequirements (which the driver refuses for ordinary
+ * arrays). 0 when the driver cannot say (no deferred mapping on this device
+ * or driver): the caller falls back to its own arithmetic. */
+static uint64_t array_requirement(const CUDA_ARRAY3D_DESCRIPTOR *desc, unsigned levels, int dev)
+{
+    CUDA_ARRAY3D_DESCRIPTOR twin = *desc;
+    twin.Flags |= TS_CU_ARRAY3D_DEFERRED_MAPPING;
+    CUDA_ARRAY_MEMORY_REQUIREMENTS req;
+    memset(&req, 0, sizeof req);
+    if (levels) {
+        CUmipmappedArray m;
+        if (PASS(cuMipmappedArrayCreate, &m, &twin, levels) != CUDA_SUCCESS)
+            return 0;
+        if (PASS(cuMipmappedArrayGetMemoryRequirements, &req, m, dev) != CUDA_SUCCESS)
+            req.size = 0;
+        PASS(cuMipmappedArrayDestroy, m);
+    } else {
+        CUarray a;
+        if (PASS(cuArray3DCreate_v2, &a, &twin) != CUDA_SUCCESS)
+            return 0;
+        if (PASS(cuArrayGetMemoryRequirements, &req, a, dev) != CUDA_SUCCESS)
+            req.size = 0;
+        PASS(cuArrayDestroy, a);
+    }
+    return req.size;
+}
+
+/* W x H x D x channels x element summed over the levels: the fallback. */
+static uint64_t array_arithmetic(const CUDA_ARRAY3D_DESCRIPTOR *d3, unsigned levels)
+{
+    uint64_t raw = 0;
+    size_t w = d3->Width, h = d3->Height, z = d3->Depth;
+    for (unsigned l = 0; l < (levels ? levels : 1) && raw != UINT64_MAX; l++) {
+        uint64_t b = array_estimate(w, h, z, d3->Format, d3->NumChannels);
+        raw = b > UINT64_MAX - raw ? UINT64_MAX : raw + b;
+        w = w > 1 ? w / 2 : w;
+        h = h > 1 ? h / 2 : h;
+        z = z > 1 ? z / 2 : z;
+    }
+    return raw;
+}
+
+/* Creates an array (3D when d3, mipmapped when levels > 0) charged at what
+ * the driver says it needs, reserved before it is created. Sparse and
+ * deferred-mapping arrays hold no memory of their own (what is mapped into
+ * them comes from cuMemCreate, charged there): not charged. */
+static CUresult array_create(void **out, const CUDA_ARRAY_DESCRIPTOR *d2,
+                             const CUDA_ARRAY3D_DESCRIPTOR *d3, unsigned levels)
+{
+#define ARRAY_CALL()                                                                          \
+    (levels ? PASS(cuMipmappedArrayCreate, (CUmipmappedArray *)out, d3, levels)               \
+     : d3   ? PASS(cuArray3DCreate_v2, (CUarray *)out, d3)                                    \
+            : PASS(cuArrayCreate_v2, (CUarray *)out, d2))
+    CUcontext ctx;
+    const struct ts_shim_dev *d = NULL;
+    int o = -1;
+    if (ts_shim.cfg.mem_on && out && (d2 || d3) &&
+        !(d3 && (d3->Flags & (TS_CU_ARRAY3D_DEFERRED_MAPPING | TS_CU_ARRAY3D_SPARSE))))
+        d = quota_dev(o = ts_shim_current_ordinal(&ctx));
+    if (!d)
+        return ARRAY_CALL();
+    CUDA_ARRAY3D_DESCRIPTOR desc;
+    if (d3) {
+        desc = *d3;
+    } else {
+        memset(&desc, 0, sizeof desc);
+        desc.Width = d2->Width;
+        desc.Height = d2->Height;
+        desc.Format = d2->Format;
+        desc.NumChannels = d2->NumChannels;
+    }
+    uint64_t need = array_requirement(&desc, levels, o);
+    uint64_t bytes = rounded(need ? need : array_arithmetic(&desc, levels), d->gran);
+    if (reserve(d, bytes) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = ARRAY_CALL();
+#undef ARRAY_CALL
+    return settle(r, d, levels ? TS_REC_MIPMAP : TS_REC_ARRAY,
+                  r == CUDA_SUCCESS ? (uintptr_t)*out : 0, bytes, (uintptr_t)ctx,
+                  levels ? undo_mipmap : undo_array);
+}
+
+TS_SHIM_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *p)
+{
+    ts_shim_ready();
+    return array_create((void **)pHandle, p, NULL, 0);
+}
+
+TS_SHIM_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *p)
+{
+    ts_shim_ready();
+    return array_create((void **)pHandle, NULL, p, 0);
+}
+
+TS_SHIM_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
+                                               const CUDA_ARRAY3D_DESCRIPTOR *p,
+                                               unsigned int numMipmapLevels)
+{
+    ts_shim_ready();
+    if (numMipmapLevels == 0)
+        return PASS(cuMipmappedArrayCreate, pHandle, p, numMipmapLevels);
+    return array_create((void **)pHandle, NULL, p, numMipmapLevels);
+}
+
+TS_SHIM_EXPORT CUresult cuArrayDestroy(CUarray hArray)
+{
+    ts_shim_ready();
+    if (!ts_shim.cfg.mem_on)
+        return PASS(cuArrayDestroy, hArray);
+    return charged_free(TS_REC_ARRAY, (uintptr_t)hArray, undo_array);
+}
+
+TS_SHIM_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
+{
+    ts_shim_ready();
+    if (!ts_shim.cfg.mem_on)
+        return PASS(cuMipmappedArrayDestroy, hMipmappedArray);
+    return charged_free(TS_REC_MIPMAP, (uintptr_t)hMipmappedArray, undo_mipmap);
+}
+
+/* ---- virtual memory management ---------------------------------------------- */
+
+TS_SHIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                                    const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    ts_shim_ready();
+    const struct ts_shim_dev *d = NULL;
+    if (ts_shim.cfg.mem_on && handle && prop && size &&
+        prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+        d = quota_dev(prop->location.id);
+    if (!d)
+        return PASS(cuMemCreate, handle, size, prop, flags);
+    uint64_t bytes = rounded(size, d->gran);
+    if (reserve(d, bytes) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = PASS(cuMemCreate, handle, size, prop, flags);
+    return settle(r, d, TS_REC_HANDLE, r == CUDA_SUCCESS ? *handle : 0, bytes, 0, undo_handle);
+}
+
+/* Drops one reference (a release or an unmap) of a recorded handle; returns
+ * the charge to give back once nothing holds it. Lock held. */
+static uint64_t handle_unref_locked(uint64_t h, int is_map, int *ldev)
+{
+    struct ts_shim_rec *rec = ts_shim_rec_get(&ts_shim.recs, TS_REC_HANDLE, h);
+    if (!rec)
+        return 0;
+    if (is_map)
+        rec->maps -= rec->maps > 0;
+    else
+        rec->refs -= rec->refs > 0;
+    if (rec->refs > 0 || rec->maps > 0)
+        return 0;
+    struct ts_shim_rec gone;
+    ts_shim_rec_del(&ts_shim.recs, TS_REC_HANDLE, h, &gone);
+    *ldev = gone.ldev;
+    return gone.bytes;
+}
+
+TS_SHIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    ts_shim_ready();
+    CUresult r = PASS(cuMemRelease, handle);
+    if (r != CUDA_SUCCESS || !ts_shim.cfg.mem_on)
+        return r;
+    int ldev = -1;
+    pthread_mutex_lock(&ts_shim.lock);
+    uint64_t back = handle_unref_locked(handle, 0, &ldev);
+    pthread_mutex_unlock(&ts_shim.lock);
+    release(ldev, back);
+    return r;
+}
+
+TS_SHIM_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle,
+                                                    void *addr)
+{
+    ts_shim_ready();
+    CUresult r = PASS(cuMemRetainAllocationHandle, handle, addr);
+    if (r != CUDA_SUCCESS || !ts_shim.cfg.mem_on)
+        return r;
+    pthread_mutex_lock(&ts_shim.lock);
+    struct ts_shim_rec *rec = ts_shim_rec_get(&ts_shim.recs, TS_REC_HANDLE, *handle);
+    if (rec)
+        rec->refs++;
+    pthread_mutex_unlock(&ts_shim.lock);
+    return r;
+}
+
+TS_SHIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                                 CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    ts_shim_ready();
+    CUresult r = PASS(cuMemMap, ptr, size, offset, handle, flags);
+    if (r != CUDA_SUCCESS || !ts_shim.cfg.mem_on)
+        return r;
+    pthread_mutex_lock(&ts_shim.lock);
+    struct ts_shim_rec *rec = ts_shim_rec_get(&ts_shim.recs, TS_REC_HANDLE, handle);
+    if (rec) {
+        rec->maps++;
+        struct ts_shim_rec m = {.key = ptr, .kind = TS_REC_MAP, .ldev = -1, .bytes = size,
+                                .owner = handle};
+        if (ts_shim_rec_put(&ts_shim.recs, &m) != 0)
+            rec->maps--; /* untracked mapping: the handle is freed at its release */
+    }
+    pthread_mutex_unlock(&ts_shim.lock);
+    return r;
+}
+
+/* Unmaps every recorded mapping inside [ptr, ptr+size): walks from ptr by
+ * mapping lengths (the driver unmaps whole mappings), falling back to a scan
+ * where the walk finds a hole. */
+TS_SHIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    ts_shim_ready();
+    CUresult r = PASS(cuMemUnmap, ptr, size);
+    if (r != CUDA_SUCCESS || !ts_shim.cfg.mem_on)
+        return r;
+    uint64_t back[TS_LEDGER_MAX_DEVICES] = {0};
+    pthread_mutex_lock(&ts_shim.lock);
+    uint64_t va = ptr, end = ptr + size;
+    int hole = 0;
+    while (va < end) {
+        struct ts_shim_rec m;
+        if (ts_shim_rec_del(&ts_shim.recs, TS_REC_MAP, va, &m) != 0) {
+            hole = 1;
+            break;
+        }
+        int ldev = -1;
+        uint64_t b = handle_unref_locked(m.owner, 1, &ldev);
+        if (ldev >= 0 && ldev < TS_LEDGER_MAX_DEVICES)
+            back[ldev] += b;
+        va += m.bytes ? m.bytes : 1;
+    }
+    for (size_t i = 0; hole && i < ts_shim.recs.cap;) {
+        struct ts_shim_rec *e = &ts_shim.recs.e[i];
+        if (e->kind == TS_REC_MAP && e->key >= ptr && e->key < end) {
+            struct ts_shim_rec m;
+            ts_shim_rec_del(&ts_shim.recs, TS_REC_MAP, e->key, &m);
+            int ldev = -1;
+            uint64_t b = handle_unref_locked(m.owner, 1, &ldev);
+            if (ldev >= 0 && ldev < TS_LEDGER_MAX_DEVICES)
+                back[ldev] += b;
+            i = 0; /* deletion shifts entries: rescan */
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&ts_shim.lock);
+    for (int d = 0; d < TS_LEDGER_MAX_DEVICES; d++)
+        release(d, back[d]);
+    return r;
+}
+
+/* ---- contexts ------------------------------------------------------------------ */
+
+void ts_shim_mem_ctx_gone(uint64_t ctx)
+{
+    uint64_t back[TS_LEDGER_MAX_DEVICES] = {0};
+    pthread_mutex_lock(&ts_shim.lock);
+    for (size_t i = 0; i < ts_shim.recs.cap;) {
+        struct ts_shim_rec *e = &ts_shim.recs.e[i];
+        int owned = (e->kind == TS_REC_PTR || e->kind == TS_REC_ARRAY ||
+                     e->kind == TS_REC_MIPMAP) && e->owner == ctx;
+        owned |= e->kind == TS_REC_CTX && e->key == ctx;
+        if (owned) {
+            struct ts_shim_rec gone;
+            ts_shim_rec_del(&ts_shim.recs, e->kind, e->key, &gone);
+            if (gone.ldev >= 0 && gone.ldev < TS_LEDGER_MAX_DEVICES)
+                back[gone.ldev] += gone.bytes;
+            continue; /* entry i now holds a shifted one: look again */
+        }
+        i++;
+    }
+    pthread_mutex_unlock(&ts_shim.lock);
+    for (int d = 0; d < TS_LEDGER_MAX_DEVICES; d++)
+        release(d, back[d]);
+    ts_shim_ctx_forget((CUcontext)(uintptr_t)ctx);
+}
+
+static const struct ts_shim_dev *ctx_charge_dev(CUdevice dev)
+{
+    return ts_shim.cfg.mem_on && ts_shim.cfg.ctx_bytes ? quota_dev(dev) : NULL;
+}
+
+#define CTX_CREATE(name, proto, args)                                                         \
+    TS_SHIM_EXPORT CUresult name proto                                                        \
+    {                                                                                         \
+        ts_shim_ready();                                                                      \
+        const struct ts_shim_dev *d = pctx ? ctx_charge_dev(dev) : NULL;                      \
+        if (!d)                                                                               \
+            return PASS(name, TS_SHIM_UNPAREN args);                                          \
+        if (reserve(d, ts_shim.cfg.ctx_bytes) != 0)                                           \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                                  \
+        CUresult r = PASS(name, TS_SHIM_UNPAREN args);                                        \
+        return settle(r, d, TS_REC_CTX, r == CUDA_SUCCESS ? (uintptr_t)*pctx : 0,             \
+                      ts_shim.cfg.ctx_bytes, r == CUDA_SUCCESS ? (uintptr_t)*pctx : 0,        \
+                      undo_ctx);                                                              \
+    }
+#define TS_SHIM_UNPAREN(...) __VA_ARGS__
+CTX_CREATE(cuCtxCreate_v2, (CUcontext * pctx, unsigned int flags, CUdevice dev),
+           (pctx, flags, dev))
+CTX_CREATE(cuCtxCreate_v3,
+           (CUcontext * pctx, CUexecAffinityParam *paramsArray, int numParams,
+            unsigned int flags, CUdevice dev),
+           (pctx, paramsArray, numParams, flags, dev))
+CTX_CREATE(cuCtxCreate_v4,
+           (CUcontext * pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
+            CUdevice dev),
+           (pctx, ctxCreateParams, flags, dev))
+
+TS_SHIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    ts_shim_ready();
+    CUresult r = PASS(cuCtxDestroy_v2, ctx);
+    if (r == CUDA_SUCCESS) {
+        ts_shim_limiter_ctx_gone(ctx);
+        ts_shim_mem_ctx_gone((uintptr_t)ctx);
+    }
+    return r;
+}
+
+TS_SHIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    ts_shim_ready();
+    const struct ts_shim_dev *d = pctx ? ctx_charge_dev(dev) : NULL;
+    if (dev < 0 || dev >= TS_SHIM_MAX_DEVICES)
+        return PASS(cuDevicePrimaryCtxRetain, pctx, dev);
+    pthread_mutex_lock(&ts_shim.lock);
+    int first = ts_shim.primary_refs[dev]++ == 0;
+    pthread_mutex_unlock(&ts_shim.lock);
+    int charged = first && d && reserve(d, ts_shim.cfg.ctx_bytes) == 0;
+    CUresult r = first && d && !charged ? CUDA_ERROR_OUT_OF_MEMORY
+                                        : PASS(cuDevicePrimaryCtxRetain, pctx, dev);
+    pthread_mutex_lock(&ts_shim.lock);
+    if (r != CUDA_SUCCESS) {
+        ts_shim.primary_refs[dev]--;
+    } else {
+        ts_shim.primary_ctx[dev] = (uintptr_t)*pctx;
+        if (charged) {
+            struct ts_shim_rec c = {.key = (uintptr_t)*pctx, .kind = TS_REC_CTX,
+                                    .ldev = d->ledger_dev, .bytes = ts_shim.cfg.ctx_bytes,
+                                    .owner = (uintptr_t)*pctx};
+            if (ts_shim_rec_put(&ts_shim.recs, &c) != 0)
+                charged = -1; /* cannot track: give the charge back below */
+        }
+    }
+    pthread_mutex_unlock(&ts_shim.lock);
+    if (charged && (r != CUDA_SUCCESS || charged < 0))
+        release(d->ledger_dev, ts_shim.cfg.ctx_bytes);
+    return r;
+}
+
+static CUresult primary_down(CUdevice dev, CUresult r, int reset)
+{
+    if (r != CUDA_SUCCESS || dev < 0 || dev >= TS_SHIM_MAX_DEVICES)
+        return r;
+    pthread_mutex_lock(&ts_shim.lock);
+    int gone = ts_shim.primary_refs[dev] > 0 && (reset || --ts_shim.primary_refs[dev] == 0);
+    if (reset)
+        ts_shim.primary_refs[dev] = 0;
+    uint64_t ctx = ts_shim.primary_ctx[dev];
+    pthread_mutex_unlock(&ts_shim.lock);
+    if (gone && ctx) {
+        ts_shim_limiter_ctx_gone((CUcontext)(uintptr_t)ctx);
+        ts_shim_mem_ctx_gone(ctx);
+    }
+    return r;
+}
+
+TS_SHIM_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    ts_shim_ready();
+    return primary_down(dev, PASS(cuDevicePrimaryCtxRelease, dev), 0);
+}
+
+TS_SHIM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    ts_shim_ready();
+    return primary_down(dev, PASS(cuDevicePrimaryCtxRelease_v2, dev), 0);
+}
+
+TS_SHIM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    ts_shim_ready();
+    return primary_down(dev, PASS(cuDevicePrimaryCtxReset_v2, dev), 1);
+}
+
+/* ---- what the process is told ------------------------------------------------------- */
+
+/* Total: the quota (or the device, if smaller). Free: what the tenant has
+ * left, or what the device has left if that is less (other tenants). */
+TS_SHIM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+    ts_shim_ready();
+    CUresult r = PASS(cuMemGetInfo_v2, free_bytes, total);
+    const struct ts_shim_dev *d;
+    if (r != CUDA_SUCCESS || !ts_shim.cfg.mem_on || !(d = quota_dev(ts_shim_current_ordinal(NULL))))
+        return r;
+    uint64_t q = (uint64_t)d->limit, used = ts_ledger_used(ts_shim.ledger, d->ledger_dev);
+    uint64_t left = used >= q ? 0 : q - used;
+    if (q < *total)
+        *total = (size_t)q;
+    if (left < *free_bytes)
+        *free_bytes = (size_t)left;
+    return r;
+}
+
+TS_SHIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    ts_shim_ready();
+    CUresult r = PASS(cuDeviceTotalMem_v2, bytes, dev);
+    const struct ts_shim_dev *d;
+    if (r == CUDA_SUCCESS && ts_shim.cfg.mem_on && (d = quota_dev(dev)) &&
+        (uint64_t)d->limit < *bytes)
+        *bytes = (size_t)d->limit;
+    return r;
+}
