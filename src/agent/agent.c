@@ -43,6 +43,8 @@ typedef struct local_task {
     char mig_uuid[96];     /* a MIG task's instance, "" otherwise */
     int mig_profile, mig_start; /* -1 unless a MIG task */
     bool fractional;       /* shares its GPU (gpu_milli < 1000) */
+    int gpu_milli;         /* its share of its GPU */
+    long long gpu_mem_mib; /* its GPU memory, 0 = not limited */
 } local_task;
 
 struct ts_agent {
@@ -416,6 +418,8 @@ static void start(ts_agent *a, json_t *t)
     lt->mig_profile = mig_profile;
     lt->mig_start = mig_start;
     lt->fractional = mig_profile < 0 && gpu_milli > 0 && gpu_milli < 1000;
+    lt->gpu_milli = gpu_milli;
+    lt->gpu_mem_mib = json_integer_value(json_object_get(t, "gpu_memory_mib"));
     const char *tenant = json_string_value(json_object_get(t, "tenant"));
     snprintf(lt->tenant, sizeof lt->tenant, "%s", tenant ? tenant : "");
     char id[64];
@@ -484,6 +488,39 @@ static void start(ts_agent *a, json_t *t)
             }
         }
     }
+    /* the sharing shim (docs/sharing.md): the tenant's memory quota and
+     * compute share on this GPU, the sum of its fractional tasks here,
+     * shared through one ledger per tenant and GPU */
+    char shim_env[3][200];
+    const char *shim_envp[4] = {NULL};
+    if (!why[0] && lt->fractional && a->node->shim[0] && lt->ngpu == 1) {
+        long long mem = lt->gpu_mem_mib;
+        int milli = lt->gpu_milli;
+        for (int x = 0; x < a->ntasks - 1; x++) {
+            const local_task *o = &a->tasks[x];
+            if (o->fractional && o->ngpu == 1 && o->gpu[0] == lt->gpu[0] && o->t &&
+                o->st.phase != TS_TASK_EXITED && strcmp(o->tenant, lt->tenant) == 0) {
+                mem += o->gpu_mem_mib;
+                milli += o->gpu_milli;
+            }
+        }
+        int ne = 0;
+        snprintf(shim_env[ne], sizeof shim_env[ne], "TESSERA_CUDA_LEDGER=tessera-%.63s-%.80s",
+                 lt->tenant[0] ? lt->tenant : "none", a->node->gpu_uuid[lt->gpu[0]]);
+        shim_envp[ne] = shim_env[ne];
+        ne++;
+        if (lt->gpu_mem_mib > 0) {
+            snprintf(shim_env[ne], sizeof shim_env[ne], "TESSERA_CUDA_MEM_LIMIT=%lldM", mem);
+            shim_envp[ne] = shim_env[ne];
+            ne++;
+        }
+        if (!a->node->mps) { /* MPS limits the SMs itself */
+            snprintf(shim_env[ne], sizeof shim_env[ne], "TESSERA_CUDA_COMPUTE_PERCENT=%d",
+                     milli >= 1000 ? 100 : (milli + 9) / 10);
+            shim_envp[ne] = shim_env[ne];
+            ne++;
+        }
+    }
     const char *user = json_string_value(json_object_get(t, "user"));
     struct passwd *pw = user ? getpwnam(user) : NULL; /* run as it only where it exists */
     const char *workdir = json_string_value(json_object_get(t, "workdir"));
@@ -513,6 +550,8 @@ static void start(ts_agent *a, json_t *t)
         .mps_pipe_dir = mps_pipe,
         .mps_log_dir = mps_log,
         .mps_thread_pct = mps_pct,
+        .preload_shim = shim_envp[0] ? a->node->shim : NULL,
+        .shim_env = shim_envp[0] ? shim_envp : NULL,
         .cpu_milli = json_integer_value(json_object_get(t, "cpu_milli")),
         .memory_bytes = json_integer_value(json_object_get(t, "memory_mib")) * 1048576LL,
         .pids_max = 4096,

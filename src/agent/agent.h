@@ -50,6 +50,7 @@ typedef struct ts_agent_node {
     ts_nvml *nv;            /* NULL without NVML: no MIG */
     bool mps;               /* fractional tasks share their GPU through MPS */
     char mps_binary[256];   /* nvidia-cuda-mps-control; "" = found on PATH */
+    char shim[512];         /* libtessera-cuda.so preloaded into fractional tasks; "" none */
     /* health, refreshed by the caller before each sync; NULL = not reported */
     json_t *(*health)(void *ctx);
     void *health_ctx;

@@ -4,7 +4,7 @@
  *   tessera-agent --server URL --node NAME --token-file FILE --state-dir DIR
  *                 [--nvml PATH] [--ca FILE] [--cgroup-parent DIR] [--lost-after S]
  *                 [--metrics-listen ADDR:PORT] [--nic-map FILE] [--sysfs-root DIR]
- *                 [--sharing timeslice|mps] [--mps-control PATH]
+ *                 [--sharing timeslice|mps] [--mps-control PATH] [--shim PATH]
  *
  * Loads NVML (docs/agent-protocol.md; without it the agent says so and serves
  * CPU-only work), describes the node, then runs the agent loop (agent.c)
@@ -62,7 +62,9 @@ static void usage(FILE *f)
                "                     [--sharing timeslice|mps]  (how fractional tasks share "
                "a GPU; default timeslice)\n"
                "                     [--mps-control PATH]  (default: nvidia-cuda-mps-control "
-               "on PATH)\n");
+               "on PATH)\n"
+               "                     [--shim PATH]  (libtessera-cuda.so: fractional tasks' "
+               "memory quota and compute share)\n");
 }
 
 static int read_token(const char *path, char *out, size_t size)
@@ -121,6 +123,12 @@ int main(int argc, char **argv)
                 return 2;
             }
             node.mps = strcmp(v, "mps") == 0;
+        } else if (strcmp(argv[i], "--shim") == 0) {
+            if (access(v, R_OK) != 0) {
+                fprintf(stderr, "tessera-agent: --shim: %s: cannot read it\n", v);
+                return 2;
+            }
+            snprintf(node.shim, sizeof node.shim, "%s", v);
         } else if (strcmp(argv[i], "--mps-control") == 0) {
             snprintf(node.mps_binary, sizeof node.mps_binary, "%s", v);
         } else {

@@ -26,6 +26,7 @@ import urllib.request
 
 TESSERAD, AGENT, FAKE, FIXTURES = sys.argv[1:5]
 MPS_CONTROL = os.path.join(os.path.dirname(FAKE), "nvidia-cuda-mps-control")
+SHIM = os.path.join(os.path.dirname(os.path.dirname(FAKE)), "libtessera-cuda.so")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import FAILS, check, free_port, http_call  # noqa: E402
 from harness import wait_for as harness_wait_for  # noqa: E402
@@ -129,7 +130,8 @@ try:
         write(node + ".token", d["token"]["secret"] + "\n")
         env = dict(os.environ, TESSERA_FAKE_NVML_FIXTURE=os.path.join(TMP, node + "-gpus.json"))
         extra = (["--metrics-listen", f"127.0.0.1:{MPORT}"] if node == "m-1" else
-                 ["--sharing", "mps", "--mps-control", MPS_CONTROL])
+                 ["--sharing", "mps", "--mps-control", MPS_CONTROL] +
+                 (["--shim", SHIM] if os.path.exists(SHIM) else []))
         start(node, [AGENT, "--server", URL, "--node", node, "--token-file",
                      os.path.join(TMP, node + ".token"), "--state-dir", os.path.join(TMP, node),
                      "--nvml", FAKE] + extra, env)
@@ -143,7 +145,9 @@ try:
         task = dict(task, cpu_milli=1000, memory_mib=1024)
         st, d = call("POST", "/v1/jobs", admin, {
             "tenant": tenant, "name": name, "tier": "opportunistic", "tasks": [task],
-            "command": ["/bin/sh", "-c", cmd], "time_limit": "1h"})
+            "command": ["/bin/sh", "-c", cmd], "time_limit": "1h",
+            # a sanitizer build's shim may be preloaded into the (plain) shell
+            "env": {"ASAN_OPTIONS": "verify_asan_link_order=0:detect_leaks=0"}})
         check(st == 201, f"{name} accepted ({st}: {d if st != 201 else ''})")
         return d["jobs"][0]["id"]
 
@@ -182,15 +186,27 @@ try:
     mps = submit("team-b", "infer", {"count": 2, "gpus": 1, "gpu_fraction": 0.25,
                                      "gpu_memory_mib": 2048},
                  'echo "pipe=$CUDA_MPS_PIPE_DIRECTORY pct=$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE '
-                 'mem=$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"; sleep 3')
+                 'mem=$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"; '
+                 'echo "shim=$LD_PRELOAD quota=$TESSERA_CUDA_MEM_LIMIT ledger=$TESSERA_CUDA_LEDGER '
+                 'share=${TESSERA_CUDA_COMPUTE_PERCENT:-mps}" >&2; sleep 3')
     wait_for(lambda: job(mps)["state"] == "running", "the quarter-GPU tasks run")
-    logs = [os.path.join(r, f) for r, _, fs in os.walk(os.path.join(TMP, "s-1", "mps"))
-            for f in fs if f == "control.log"]
-    check(len(logs) >= 1, f"an MPS control daemon runs for the shared GPU ({logs})")
+    def control_logs():
+        return [os.path.join(r, f) for r, _, fs in os.walk(os.path.join(TMP, "s-1", "mps"))
+                for f in fs if f == "control.log"]
+    logs = wait_for(control_logs, "an MPS control daemon runs for the shared GPU") or []
     wait_for(lambda: job(mps)["state"] == "completed", "they complete")
     outs = [o.strip() for o in out_lines("s-1", mps)]
     check(len(outs) == 2 and all(re.match(r"pipe=\S+/pipe pct=25 mem=0=2048M$", o) for o in outs),
           f"each task has the MPS pipe, its 25 % of the SMs and its memory limit: {outs}")
+    if os.path.exists(SHIM):
+        d = os.path.join(TMP, "s-1", "logs")
+        errs = sorted(open(os.path.join(d, f)).read().strip() for f in os.listdir(d)
+                      if f.startswith(f"j{mps}-") and f.endswith(".err"))
+        check(len(errs) == 2 and errs[0].startswith(f"shim={SHIM} ")
+              and "ledger=tessera-team-b-GPU-" in errs[0] and "share=mps" in errs[0]
+              and {e.split("quota=")[1].split()[0] for e in errs} <= {"2048M", "4096M"}
+              and errs[-1].split("quota=")[1].split()[0] == "4096M",
+              f"the sharing shim is preloaded with the tenant's quota on the GPU: {errs}")
     wait_for(lambda: all("quit" in open(p).read() for p in logs),
              "the daemon is told to quit once no task uses the GPU")
 finally:
