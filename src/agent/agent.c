@@ -27,6 +27,7 @@
 
 #include "agent/agent.h"
 #include "agent/tail.h"
+#include "tessera/shim.h"
 
 typedef struct local_task {
     int64_t job;
@@ -400,6 +401,24 @@ static const char **strv(json_t *arr)
     return v;
 }
 
+/* The shim's ledger for a task (a file in TS_SHIM_LEDGER_DIR). */
+static const char *ledger_name(const local_task *lt)
+{
+    static char name[96];
+    snprintf(name, sizeof name, "tessera-j%lld-r%d", (long long)lt->job, lt->rank);
+    return name;
+}
+
+/* A forgotten task's shim ledger goes with it. */
+static void ledger_remove(const ts_agent *a, const local_task *lt)
+{
+    if (!a->node->shim[0] || !lt->fractional)
+        return;
+    char path[160];
+    snprintf(path, sizeof path, "%s/%s", TS_SHIM_LEDGER_DIR, ledger_name(lt));
+    unlink(path);
+}
+
 static void start(ts_agent *a, json_t *t)
 {
     if (a->ntasks == TS_AGENT_MAX_TASKS)
@@ -488,35 +507,25 @@ static void start(ts_agent *a, json_t *t)
             }
         }
     }
-    /* the sharing shim (docs/sharing.md): the tenant's memory quota and
-     * compute share on this GPU, the sum of its fractional tasks here,
-     * shared through one ledger per tenant and GPU */
+    /* the sharing shim (docs/sharing.md): the task's GPU memory and share
+     * of the GPU, as the scheduler granted them, enforced for every process
+     * of the task through one ledger per task */
     char shim_env[3][200];
     const char *shim_envp[4] = {NULL};
     if (!why[0] && lt->fractional && a->node->shim[0] && lt->ngpu == 1) {
-        long long mem = lt->gpu_mem_mib;
-        int milli = lt->gpu_milli;
-        for (int x = 0; x < a->ntasks - 1; x++) {
-            const local_task *o = &a->tasks[x];
-            if (o->fractional && o->ngpu == 1 && o->gpu[0] == lt->gpu[0] && o->t &&
-                o->st.phase != TS_TASK_EXITED && strcmp(o->tenant, lt->tenant) == 0) {
-                mem += o->gpu_mem_mib;
-                milli += o->gpu_milli;
-            }
-        }
         int ne = 0;
-        snprintf(shim_env[ne], sizeof shim_env[ne], "TESSERA_CUDA_LEDGER=tessera-%.63s-%.80s",
-                 lt->tenant[0] ? lt->tenant : "none", a->node->gpu_uuid[lt->gpu[0]]);
+        snprintf(shim_env[ne], sizeof shim_env[ne], "TESSERA_CUDA_LEDGER=%s", ledger_name(lt));
         shim_envp[ne] = shim_env[ne];
         ne++;
         if (lt->gpu_mem_mib > 0) {
-            snprintf(shim_env[ne], sizeof shim_env[ne], "TESSERA_CUDA_MEM_LIMIT=%lldM", mem);
+            snprintf(shim_env[ne], sizeof shim_env[ne], "TESSERA_CUDA_MEM_LIMIT=%lldM",
+                     lt->gpu_mem_mib);
             shim_envp[ne] = shim_env[ne];
             ne++;
         }
         if (!a->node->mps) { /* MPS limits the SMs itself */
             snprintf(shim_env[ne], sizeof shim_env[ne], "TESSERA_CUDA_COMPUTE_PERCENT=%d",
-                     milli >= 1000 ? 100 : (milli + 9) / 10);
+                     (lt->gpu_milli + 9) / 10);
             shim_envp[ne] = shim_env[ne];
             ne++;
         }
@@ -746,6 +755,7 @@ static void reconcile(ts_agent *a, json_t *desired)
             continue;
         }
         ts_task_free(lt->t);
+        ledger_remove(a, lt);
         a->tasks[k] = a->tasks[--a->ntasks];
     }
 }

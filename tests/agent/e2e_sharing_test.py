@@ -202,11 +202,10 @@ try:
         d = os.path.join(TMP, "s-1", "logs")
         errs = sorted(open(os.path.join(d, f)).read().strip() for f in os.listdir(d)
                       if f.startswith(f"j{mps}-") and f.endswith(".err"))
-        check(len(errs) == 2 and errs[0].startswith(f"shim={SHIM} ")
-              and "ledger=tessera-team-b-GPU-" in errs[0] and "share=mps" in errs[0]
-              and {e.split("quota=")[1].split()[0] for e in errs} <= {"2048M", "4096M"}
-              and errs[-1].split("quota=")[1].split()[0] == "4096M",
-              f"the sharing shim is preloaded with the tenant's quota on the GPU: {errs}")
+        check(len(errs) == 2 and all(e.startswith(f"shim={SHIM} quota=2048M ledger=tessera-j{mps}-r")
+                                     and e.endswith(" share=mps") for e in errs)
+              and len({e.split("ledger=")[1] for e in errs}) == 2,
+              f"the sharing shim is preloaded with each task's quota, one ledger per task: {errs}")
     wait_for(lambda: all("quit" in open(p).read() for p in logs),
              "the daemon is told to quit once no task uses the GPU")
 finally:
