@@ -11,12 +11,12 @@
  * tasks once the controller stopped listing them. A task that ended stays
  * in the report until then, so a lost answer loses nothing. Tasks are never
  * started twice: a (job, rank) with a local entry, running or ended, is not
- * started again until the controller has dropped it.
+ * started again until the controller has dropped it. What one task needs
+ * (its start, adoption after a restart, MIG, MPS, output) is agent_task.c.
  */
 #define _DEFAULT_SOURCE /* getpwnam_r's companions, mkdir, strdup */
 #include <curl/curl.h>
 #include <errno.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,47 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/agent.h"
-#include "agent/tail.h"
-#include "tessera/shim.h"
-
-typedef struct local_task {
-    int64_t job;
-    int rank;
-    int gpu[16];           /* its GPU indices, for its utilisation */
-    int ngpu;
-    bool idle_warned;
-    ts_task *t;            /* NULL when it could not start */
-    char start_error[TS_ERR_MSG_MAX]; /* why it could not start */
-    bool stop_requested;
-    ts_task_state st;
-    char step_file[700];   /* where the task writes its step times */
-    char tenant[64];
-    char mig_uuid[96];     /* a MIG task's instance, "" otherwise */
-    int mig_profile, mig_start; /* -1 unless a MIG task */
-    bool fractional;       /* shares its GPU (gpu_milli < 1000) */
-    int gpu_milli;         /* its share of its GPU */
-    long long gpu_mem_mib; /* its GPU memory, 0 = not limited */
-} local_task;
-
-struct ts_agent {
-    ts_agent_config cfg;
-    ts_agent_node *node;
-    ts_launch_caps caps;
-    CURL *h;
-    bool registered;
-    int64_t gen;
-    double last_ok_s;
-    double ctld_lost_s;    /* the controller's node_lost_after, from its answers; 0 unknown */
-    local_task tasks[TS_AGENT_MAX_TASKS];
-    int ntasks;
-    char logs[600];
-    char steps[600];       /* <state_dir>/steps: the tasks' step-time files */
-    char mig_error[256];   /* the last MIG reconfiguration's error, "" none */
-    json_t *log_answers;   /* output the controller asked for, sent with the next sync */
-    ts_mps_daemon mps[16]; /* per GPU, while fractional tasks use it */
-    bool mps_on[16];
-};
+#include "agent/agent_internal.h"
 
 typedef struct buf {
     char *p;
@@ -130,76 +90,6 @@ static int post(ts_agent *a, const char *path, json_t *body, long *status, json_
     return 0;
 }
 
-static const char *str_or(const json_t *v)
-{
-    return json_string_value(v) ? json_string_value(v) : "";
-}
-
-/* Adopts one task from its record: its keeper still runs it, or has left
- * its exit status. Under ts_agent_new, before any exchange. */
-static int adopt_one(const char *id, void *ctx)
-{
-    ts_agent *a = ctx;
-    ts_task *t = NULL;
-    ts_err e;
-    if (ts_task_adopt(&a->caps, a->logs, id, &t, &e) != 0) {
-        fprintf(stderr, "tessera-agent: task %s: cannot adopt (%s); forgotten\n", id, e.msg);
-        ts_task_forget(a->logs, id, &e);
-        return 0;
-    }
-    if (a->ntasks == TS_AGENT_MAX_TASKS) {
-        ts_task_detach(t);
-        return 1;
-    }
-    json_error_t je;
-    json_t *m = ts_task_meta(t) ? json_loads(ts_task_meta(t), 0, &je) : NULL;
-    if (!json_is_object(m)) {
-        fprintf(stderr, "tessera-agent: task %s: its record has no job; stopped\n", id);
-        json_decref(m);
-        ts_task_free(t);
-        return 0;
-    }
-    local_task *lt = &a->tasks[a->ntasks++];
-    memset(lt, 0, sizeof *lt);
-    lt->t = t;
-    lt->job = json_integer_value(json_object_get(m, "job"));
-    lt->rank = (int)json_integer_value(json_object_get(m, "rank"));
-    size_t k;
-    json_t *g;
-    json_array_foreach(json_object_get(m, "gpus"), k, g)
-    {
-        if (lt->ngpu < 16)
-            lt->gpu[lt->ngpu++] = (int)json_integer_value(g);
-    }
-    snprintf(lt->step_file, sizeof lt->step_file, "%s",
-             str_or(json_object_get(m, "step_file")));
-    snprintf(lt->tenant, sizeof lt->tenant, "%s",
-             str_or(json_object_get(m, "tenant")));
-    snprintf(lt->mig_uuid, sizeof lt->mig_uuid, "%s",
-             str_or(json_object_get(m, "mig_uuid")));
-    lt->mig_profile = (int)json_integer_value(json_object_get(m, "mig_profile"));
-    lt->mig_start = (int)json_integer_value(json_object_get(m, "mig_start"));
-    lt->fractional = json_is_true(json_object_get(m, "fractional"));
-    json_decref(m);
-    ts_task_poll(t, ts_launch_now(), &lt->st, &e);
-    lt->stop_requested = (lt->st.phase != TS_TASK_RUNNING && lt->st.phase != TS_TASK_EXITED) ||
-                         lt->st.outcome != TS_STOP_NONE;
-    if (lt->fractional && a->node->mps && lt->ngpu == 1 && !a->mps_on[lt->gpu[0]]) {
-        /* its MPS daemon runs on too: take it back */
-        char base[700];
-        snprintf(base, sizeof base, "%s/mps", a->cfg.state_dir);
-        ts_mps_config mc = {.binary = a->node->mps_binary[0] ? a->node->mps_binary : NULL,
-                            .base_dir = base};
-        int gi = lt->gpu[0];
-        if (gi >= 0 && gi < 16 && ts_mps_start(&mc, a->node->gpu_uuid[gi], &a->mps[gi], &e) == 0)
-            a->mps_on[gi] = true;
-    }
-    fprintf(stderr, "tessera-agent: adopted task %s (job %lld rank %d, %s)\n", id,
-            (long long)lt->job, lt->rank,
-            lt->st.phase == TS_TASK_EXITED ? (lt->st.lost ? "lost" : "ended") : "running");
-    return 0;
-}
-
 int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, ts_err *err)
 {
     ts_agent *a = calloc(1, sizeof *a);
@@ -229,7 +119,7 @@ int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out
     ts_launch_probe(cfg->cgroup_parent[0] ? cfg->cgroup_parent : NULL, &a->caps);
     /* tasks an earlier agent left running (or that ended while none ran) */
     ts_err e;
-    int nrec = ts_task_records(a->logs, adopt_one, a, &e);
+    int nrec = ts_task_records(a->logs, ts_agent_adopt_one, a, &e);
     if (nrec < 0 && nrec != TS_ENOENT)
         fprintf(stderr, "tessera-agent: task records in %s: %s\n", a->logs, e.msg);
     a->last_ok_s = ts_launch_now();
@@ -272,67 +162,6 @@ static const char *outcome_name(ts_stop_outcome o)
     }
 }
 
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-/* The median of the last TS_AGENT_STEP_SAMPLES step times the task wrote to
- * its step file (one number of seconds per line); -1 when none. */
-static double step_median(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1.0;
-    char tail[4096];
-    size_t n = 0;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long size = ftell(f);
-        long from = size > (long)sizeof tail - 1 ? size - (long)sizeof tail + 1 : 0;
-        if (fseek(f, from, SEEK_SET) == 0)
-            n = fread(tail, 1, sizeof tail - 1, f);
-    }
-    fclose(f);
-    tail[n] = '\0';
-    double v[TS_AGENT_STEP_SAMPLES];
-    int k = 0;
-    /* newest last: walk the complete lines backwards */
-    char *end = strrchr(tail, '\n');
-    while (end && k < TS_AGENT_STEP_SAMPLES) {
-        *end = '\0';
-        char *line = strrchr(tail, '\n');
-        line = line ? line + 1 : tail;
-        char *stop;
-        double x = strtod(line, &stop);
-        if (stop != line && x > 0 && x < 1e6)
-            v[k++] = x;
-        end = line > tail ? line - 1 : NULL;
-    }
-    if (k == 0)
-        return -1.0;
-    qsort(v, (size_t)k, sizeof *v, cmp_double);
-    return v[k / 2];
-}
-
-/* An ended task's last output, for its job's events (docs/agent-protocol.md). */
-static void add_output(const local_task *lt, json_t *o)
-{
-    const ts_task_info *in = ts_task_info_get(lt->t);
-    json_t *out = json_object();
-    const char *paths[2] = {in->stdout_path, in->stderr_path};
-    static const char *const names[2] = {"stdout", "stderr"};
-    for (int k = 0; k < 2; k++) {
-        char *text = NULL;
-        long long size;
-        ts_err e;
-        if (ts_tail_read(paths[k], TS_AGENT_OUTPUT_TAIL, &text, &size, &e) == 0 && text[0])
-            json_object_set_new(out, names[k], json_string(text));
-        free(text);
-    }
-    json_object_set_new(o, "output", out);
-}
-
 static json_t *report(ts_agent *a)
 {
     json_t *arr = json_array();
@@ -358,10 +187,10 @@ static json_t *report(ts_agent *a)
                     }
                 if (known > 0)
                     json_object_set_new(o, "gpu_util", json_real((double)sum / known));
-                double step = step_median(lt->step_file);
+                double step = ts_agent_step_median(lt->step_file);
                 if (step > 0)
                     json_object_set_new(o, "step_s", json_real(step));
-            } else if ((add_output(lt, o), lt->stop_requested)) { /* ended: its last output */
+            } else if ((ts_agent_add_output(lt, o), lt->stop_requested)) { /* ended: its last output */
                 json_object_set_new(o, "state", json_string("stopped"));
                 json_object_set_new(o, "outcome", json_string(outcome_name(lt->st.outcome)));
             } else if (lt->st.lost) {
@@ -384,319 +213,12 @@ static json_t *report(ts_agent *a)
 
 /* ---- reconciling ---------------------------------------------------------------- */
 
-static local_task *find(ts_agent *a, int64_t job, int rank)
+local_task *ts_agent_find(ts_agent *a, int64_t job, int rank)
 {
     for (int i = 0; i < a->ntasks; i++)
         if (a->tasks[i].job == job && a->tasks[i].rank == rank)
             return &a->tasks[i];
     return NULL;
-}
-
-static const char **strv(json_t *arr)
-{
-    size_t n = json_array_size(arr);
-    const char **v = calloc(n + 1, sizeof *v);
-    for (size_t i = 0; v && i < n; i++)
-        v[i] = json_string_value(json_array_get(arr, i));
-    return v;
-}
-
-/* The shim's ledger for a task (a file in TS_SHIM_LEDGER_DIR). */
-static const char *ledger_name(const local_task *lt)
-{
-    static char name[96];
-    snprintf(name, sizeof name, "tessera-j%lld-r%d", (long long)lt->job, lt->rank);
-    return name;
-}
-
-/* A forgotten task's shim ledger goes with it. */
-static void ledger_remove(const ts_agent *a, const local_task *lt)
-{
-    if (!a->node->shim[0] || !lt->fractional)
-        return;
-    char path[160];
-    snprintf(path, sizeof path, "%s/%s", TS_SHIM_LEDGER_DIR, ledger_name(lt));
-    unlink(path);
-}
-
-static void start(ts_agent *a, json_t *t)
-{
-    if (a->ntasks == TS_AGENT_MAX_TASKS)
-        return;
-    local_task *lt = &a->tasks[a->ntasks++];
-    memset(lt, 0, sizeof *lt);
-    lt->job = json_integer_value(json_object_get(t, "job"));
-    lt->rank = (int)json_integer_value(json_object_get(t, "rank"));
-    int mig_profile = json_is_integer(json_object_get(t, "mig_profile"))
-                          ? (int)json_integer_value(json_object_get(t, "mig_profile"))
-                          : -1;
-    int mig_start = (int)json_integer_value(json_object_get(t, "mig_start"));
-    int gpu_milli = json_is_integer(json_object_get(t, "gpu_milli"))
-                        ? (int)json_integer_value(json_object_get(t, "gpu_milli"))
-                        : 1000;
-    lt->mig_profile = mig_profile;
-    lt->mig_start = mig_start;
-    lt->fractional = mig_profile < 0 && gpu_milli > 0 && gpu_milli < 1000;
-    lt->gpu_milli = gpu_milli;
-    lt->gpu_mem_mib = json_integer_value(json_object_get(t, "gpu_memory_mib"));
-    const char *tenant = json_string_value(json_object_get(t, "tenant"));
-    snprintf(lt->tenant, sizeof lt->tenant, "%s", tenant ? tenant : "");
-    char id[64];
-    snprintf(id, sizeof id, "j%lld-r%d", (long long)lt->job, lt->rank);
-    const char **argv = strv(json_object_get(t, "command"));
-    /* the job's environment, then the step file (docs/agent-tasks.md) */
-    json_t *envj = json_deep_copy(json_object_get(t, "env"));
-    if (!json_is_array(envj)) {
-        json_decref(envj);
-        envj = json_array();
-    }
-    snprintf(lt->step_file, sizeof lt->step_file, "%s/%s", a->steps, id);
-    unlink(lt->step_file); /* an old run's steps must not count */
-    char kv[760];
-    snprintf(kv, sizeof kv, "TESSERA_STEP_FILE=%s", lt->step_file);
-    json_array_append_new(envj, json_string(kv));
-    const char **env = strv(envj);
-    json_t *gpus = json_object_get(t, "gpus");
-    const char *uuids[16];
-    size_t ngpu = 0;
-    for (size_t k = 0; k < json_array_size(gpus) && ngpu < 16; k++) {
-        json_int_t g = json_integer_value(json_array_get(gpus, k));
-        if (g >= 0 && g < a->node->ngpu) {
-            lt->gpu[lt->ngpu++] = (int)g;
-            uuids[ngpu++] = a->node->gpu_uuid[g];
-        }
-    }
-    char why[TS_ERR_MSG_MAX] = "";
-    if (mig_profile >= 0) {
-        /* CUDA_VISIBLE_DEVICES names the MIG device, not its GPU */
-        ts_err me;
-        if (!a->node->nv || lt->ngpu != 1)
-            snprintf(why, sizeof why, "mig_profile: no MIG GPU here (NVML %s)",
-                     a->node->nv ? "present" : "missing");
-        else if (ts_agent_mig_uuid(a->node->nv, (unsigned)lt->gpu[0], mig_profile, mig_start,
-                                   lt->mig_uuid, sizeof lt->mig_uuid, &me) != 0)
-            snprintf(why, sizeof why, "MIG instance (profile %d at slot %d) on GPU %d: %.400s",
-                     mig_profile, mig_start, lt->gpu[0], me.msg);
-        uuids[0] = lt->mig_uuid;
-    }
-    const char *mps_pipe = NULL, *mps_log = NULL;
-    int mps_pct = 0;
-    if (!why[0] && lt->fractional && a->node->mps && lt->ngpu == 1) {
-        int g = lt->gpu[0];
-        if (!a->mps_on[g]) {
-            char base[700];
-            snprintf(base, sizeof base, "%s/mps", a->cfg.state_dir);
-            ts_mps_config mc = {.binary = a->node->mps_binary[0] ? a->node->mps_binary : NULL,
-                                .base_dir = base};
-            ts_err me;
-            if (ts_mps_start(&mc, a->node->gpu_uuid[g], &a->mps[g], &me) != 0)
-                snprintf(why, sizeof why, "MPS on GPU %d: %.400s", g, me.msg);
-            else
-                a->mps_on[g] = true;
-        }
-        if (a->mps_on[g]) {
-            mps_pipe = a->mps[g].pipe_dir;
-            mps_log = a->mps[g].log_dir;
-            mps_pct = (gpu_milli + 9) / 10; /* its share of the SMs */
-            json_int_t mem = json_integer_value(json_object_get(t, "gpu_memory_mib"));
-            if (mem > 0) {
-                snprintf(kv, sizeof kv, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=%lldM", (long long)mem);
-                json_array_append_new(envj, json_string(kv));
-                free(env);
-                env = strv(envj);
-            }
-        }
-    }
-    /* the sharing shim (docs/sharing.md): the task's GPU memory and share
-     * of the GPU, as the scheduler granted them, enforced for every process
-     * of the task through one ledger per task */
-    char shim_env[3][200];
-    const char *shim_envp[4] = {NULL};
-    if (!why[0] && lt->fractional && a->node->shim[0] && lt->ngpu == 1) {
-        int ne = 0;
-        snprintf(shim_env[ne], sizeof shim_env[ne], "TESSERA_CUDA_LEDGER=%s", ledger_name(lt));
-        shim_envp[ne] = shim_env[ne];
-        ne++;
-        if (lt->gpu_mem_mib > 0) {
-            snprintf(shim_env[ne], sizeof shim_env[ne], "TESSERA_CUDA_MEM_LIMIT=%lldM",
-                     lt->gpu_mem_mib);
-            shim_envp[ne] = shim_env[ne];
-            ne++;
-        }
-        if (!a->node->mps) { /* MPS limits the SMs itself */
-            snprintf(shim_env[ne], sizeof shim_env[ne], "TESSERA_CUDA_COMPUTE_PERCENT=%d",
-                     (lt->gpu_milli + 9) / 10);
-            shim_envp[ne] = shim_env[ne];
-            ne++;
-        }
-    }
-    const char *user = json_string_value(json_object_get(t, "user"));
-    struct passwd *pw = user ? getpwnam(user) : NULL; /* run as it only where it exists */
-    const char *workdir = json_string_value(json_object_get(t, "workdir"));
-    char hca[512], tc[16] = "", sl[16] = "";
-    ts_nics_for_task(&a->node->nics, lt->gpu, lt->ngpu, hca, sizeof hca);
-    if (json_is_integer(json_object_get(t, "nccl_tc")))
-        snprintf(tc, sizeof tc, "%d", (int)json_integer_value(json_object_get(t, "nccl_tc")));
-    if (json_is_integer(json_object_get(t, "nccl_sl")))
-        snprintf(sl, sizeof sl, "%d", (int)json_integer_value(json_object_get(t, "nccl_sl")));
-    ts_task_spec spec = {
-        .task_id = id,
-        .argv = argv,
-        .env = env,
-        .workdir = workdir ? workdir : a->cfg.state_dir,
-        .user = pw && a->caps.root ? user : NULL,
-        .log_dir = a->logs,
-        .gpu_uuids = uuids,
-        .ngpu = ngpu,
-        .world_size = (int)json_integer_value(json_object_get(t, "world_size")),
-        .rank = lt->rank,
-        .local_rank = (int)json_integer_value(json_object_get(t, "local_rank")),
-        .master_addr = json_string_value(json_object_get(t, "master_addr")),
-        .master_port = (int)json_integer_value(json_object_get(t, "master_port")),
-        .nccl_ib_hca = hca,
-        .nccl_ib_tc = tc,
-        .nccl_ib_sl = sl,
-        .mps_pipe_dir = mps_pipe,
-        .mps_log_dir = mps_log,
-        .mps_thread_pct = mps_pct,
-        .preload_shim = shim_envp[0] ? a->node->shim : NULL,
-        .shim_env = shim_envp[0] ? shim_envp : NULL,
-        .cpu_milli = json_integer_value(json_object_get(t, "cpu_milli")),
-        .memory_bytes = json_integer_value(json_object_get(t, "memory_mib")) * 1048576LL,
-        .pids_max = 4096,
-        /* a cut-off agent must have its tasks gone before the controller
-         * declares the node lost (ts_agent_step): a quarter of that time */
-        .term_grace_s = a->ctld_lost_s > 0 && a->ctld_lost_s / 4 < TS_TERM_GRACE_DEFAULT_S
-                            ? a->ctld_lost_s / 4
-                            : 0.0,
-    };
-    /* what a restarted agent needs to adopt the task (ts_task_adopt) */
-    json_t *gl = json_array();
-    for (int k = 0; k < lt->ngpu; k++)
-        json_array_append_new(gl, json_integer(lt->gpu[k]));
-    json_t *mj = json_pack("{s:I,s:i,s:o,s:s,s:s,s:s,s:i,s:i,s:b}", "job", (json_int_t)lt->job,
-                           "rank", lt->rank, "gpus", gl, "step_file", lt->step_file, "tenant",
-                           lt->tenant, "mig_uuid", lt->mig_uuid, "mig_profile", lt->mig_profile,
-                           "mig_start", lt->mig_start, "fractional", lt->fractional);
-    char *meta = mj ? json_dumps(mj, JSON_COMPACT) : NULL;
-    json_decref(mj);
-    spec.meta = meta;
-    ts_err err;
-    if (why[0]) {
-        snprintf(lt->start_error, sizeof lt->start_error, "%s", why);
-    } else if (!argv || !argv[0]) {
-        snprintf(lt->start_error, sizeof lt->start_error, "command: empty");
-    } else if (ts_task_start(&a->caps, &spec, &lt->t, &err) != 0) {
-        snprintf(lt->start_error, sizeof lt->start_error, "%s", err.msg);
-        lt->t = NULL;
-    }
-    free(argv);
-    free(env);
-    free(meta);
-    json_decref(envj);
-}
-
-/* Makes each MIG GPU hold the layout the controller asks for, never
- * touching an instance a local task still uses; the first error is kept
- * for the next report. */
-static void apply_mig(ts_agent *a, json_t *mig)
-{
-    a->mig_error[0] = '\0';
-    size_t i;
-    json_t *m;
-    json_array_foreach(mig, i, m)
-    {
-        int g = (int)json_integer_value(json_object_get(m, "gpu"));
-        if (!a->node->nv) {
-            snprintf(a->mig_error, sizeof a->mig_error, "gpu %d: no NVML on this node", g);
-            return;
-        }
-        ts_mig_layout want = {0};
-        size_t k;
-        json_t *in;
-        json_array_foreach(json_object_get(m, "layout"), k, in)
-        {
-            if (want.n == TS_MIG_MAX_INSTANCES)
-                break;
-            want.inst[want.n].profile_id =
-                (int8_t)json_integer_value(json_object_get(in, "profile"));
-            want.inst[want.n++].start = (int8_t)json_integer_value(json_object_get(in, "start"));
-        }
-        ts_agent_mig_busy busy[TS_AGENT_MAX_TASKS];
-        int nbusy = 0;
-        for (int x = 0; x < a->ntasks; x++) {
-            const local_task *lt = &a->tasks[x];
-            if (lt->mig_profile >= 0 && lt->ngpu == 1 && lt->gpu[0] == g && lt->t &&
-                lt->st.phase != TS_TASK_EXITED)
-                busy[nbusy++] = (ts_agent_mig_busy){.uuid = lt->mig_uuid[0] ? lt->mig_uuid : NULL,
-                                                    .profile_id = lt->mig_profile,
-                                                    .start = lt->mig_start};
-        }
-        static ts_agent_mig_report rep;
-        ts_err e;
-        if (ts_agent_mig_apply(a->node->nv, (unsigned)g, &want, busy, nbusy, &rep, &e) != 0 &&
-            !a->mig_error[0])
-            snprintf(a->mig_error, sizeof a->mig_error, "%.250s", e.msg);
-    }
-}
-
-/* Reads the output the controller asks for (tessera logs); the answers go
- * with the next sync. */
-static void answer_logs(ts_agent *a, json_t *reqs)
-{
-    size_t i;
-    json_t *q;
-    json_array_foreach(reqs, i, q)
-    {
-        if (!a->log_answers)
-            a->log_answers = json_array();
-        json_int_t id = json_integer_value(json_object_get(q, "id"));
-        local_task *lt = find(a, json_integer_value(json_object_get(q, "job")),
-                              (int)json_integer_value(json_object_get(q, "rank")));
-        const char *stream = json_string_value(json_object_get(q, "stream"));
-        json_int_t tail = json_integer_value(json_object_get(q, "tail"));
-        if (tail <= 0 || tail > (1 << 20))
-            tail = 65536;
-        if (!lt || !lt->t) {
-            json_array_append_new(a->log_answers, json_pack("{s:I,s:s}", "id", id, "error",
-                                                            "no such task on this node"));
-            continue;
-        }
-        const ts_task_info *in = ts_task_info_get(lt->t);
-        const char *path = stream && strcmp(stream, "stderr") == 0 ? in->stderr_path
-                                                                   : in->stdout_path;
-        char *text = NULL;
-        long long size = 0;
-        ts_err e;
-        if (ts_tail_read(path, (size_t)tail, &text, &size, &e) != 0)
-            json_array_append_new(a->log_answers,
-                                  json_pack("{s:I,s:s}", "id", id, "error", e.msg));
-        else
-            json_array_append_new(a->log_answers, json_pack("{s:I,s:s,s:I}", "id", id, "data",
-                                                            text, "size", (json_int_t)size));
-        free(text);
-    }
-}
-
-/* An MPS daemon whose GPU no running fractional task uses any more stops. */
-static void mps_tidy(ts_agent *a)
-{
-    for (int g = 0; g < 16; g++) {
-        if (!a->mps_on[g])
-            continue;
-        bool used = false;
-        for (int x = 0; x < a->ntasks && !used; x++) {
-            const local_task *lt = &a->tasks[x];
-            used = lt->fractional && lt->ngpu == 1 && lt->gpu[0] == g && lt->t &&
-                   lt->st.phase != TS_TASK_EXITED;
-        }
-        if (used)
-            continue;
-        ts_err e;
-        if (ts_mps_stop(&a->mps[g], &e) != 0)
-            fprintf(stderr, "tessera-agent: MPS on GPU %d: %s\n", g, e.msg);
-        a->mps_on[g] = false;
-    }
 }
 
 static void reconcile(ts_agent *a, json_t *desired)
@@ -708,14 +230,14 @@ static void reconcile(ts_agent *a, json_t *desired)
     double now = ts_launch_now();
     size_t i;
     json_t *t;
-    apply_mig(a, json_object_get(desired, "mig"));
-    answer_logs(a, json_object_get(desired, "logs"));
+    ts_agent_apply_mig(a, json_object_get(desired, "mig"));
+    ts_agent_answer_logs(a, json_object_get(desired, "logs"));
     json_array_foreach(tasks, i, t)
     {
         int64_t job = json_integer_value(json_object_get(t, "job"));
         int rank = (int)json_integer_value(json_object_get(t, "rank"));
         const char *action = json_string_value(json_object_get(t, "action"));
-        local_task *lt = find(a, job, rank);
+        local_task *lt = ts_agent_find(a, job, rank);
         const char *warn = json_string_value(json_object_get(t, "idle_warning"));
         if (lt && lt->t && warn && !lt->idle_warned) {
             /* the idle policy's warning, where the user reads the task's output */
@@ -727,7 +249,7 @@ static void reconcile(ts_agent *a, json_t *desired)
             lt->idle_warned = true;
         }
         if (!lt && action && strcmp(action, "run") == 0)
-            start(a, t);
+            ts_agent_start_task(a, t);
         else if (lt && lt->t && action && strcmp(action, "stop") == 0 && !lt->stop_requested) {
             ts_err e;
             lt->stop_requested = true;
@@ -755,36 +277,9 @@ static void reconcile(ts_agent *a, json_t *desired)
             continue;
         }
         ts_task_free(lt->t);
-        ledger_remove(a, lt);
+        ts_agent_ledger_remove(a, lt);
         a->tasks[k] = a->tasks[--a->ntasks];
     }
-}
-
-/* The tasks, for /metrics (its tenant and job labels). */
-static void tell_metrics(ts_agent *a)
-{
-    if (!a->node->metrics)
-        return;
-    ts_metrics_task *mt = calloc((size_t)a->ntasks + 1, sizeof *mt);
-    if (!mt)
-        return;
-    size_t n = 0;
-    for (int i = 0; i < a->ntasks; i++) {
-        const local_task *lt = &a->tasks[i];
-        if (!lt->t || lt->st.phase == TS_TASK_EXITED)
-            continue;
-        ts_metrics_task *m = &mt[n++];
-        m->job = lt->job;
-        m->rank = lt->rank;
-        snprintf(m->tenant, sizeof m->tenant, "%s", lt->tenant);
-        m->pgid = (int)ts_task_info_get(lt->t)->pid;
-        for (int k = 0; k < lt->ngpu && k < TS_METRICS_MAX_GPUS; k++)
-            m->gpu[m->ngpu++] = lt->gpu[k];
-        snprintf(m->mig_uuid, sizeof m->mig_uuid, "%s", lt->mig_uuid);
-    }
-    ts_err e;
-    ts_agent_metrics_set_tasks(a->node->metrics, mt, n, &e);
-    free(mt);
 }
 
 /* ---- one step ------------------------------------------------------------------- */
@@ -848,8 +343,8 @@ int ts_agent_step(ts_agent *a, ts_err *err)
         }
     }
     json_decref(ans);
-    tell_metrics(a);
-    mps_tidy(a);
+    ts_agent_tell_metrics(a);
+    ts_agent_mps_tidy(a);
     /* Cut off: the controller declares this node lost after ctld_lost_s
      * and requeues its jobs elsewhere, where they must not run twice. So
      * the tasks stop at half that time, with a termination grace of a

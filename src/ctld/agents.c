@@ -65,40 +65,15 @@ void ctld_nodes_touch_job(ctld *c, const cjob *j)
 
 /* ---- tenant policies -------------------------------------------------------------- */
 
-/* Index in names[] of the tenant or its nearest ancestor named there, else -1. */
-static int tenant_match(const ctld *c, const char *tenant, const char *const *names, int n,
-                        size_t stride)
-{
-    const ts_tenants *ts = c->tenants;
-    int t = ts ? ts_tenant_find(ts, tenant) : -1;
-    const char *name = tenant;
-    for (;;) {
-        for (int i = 0; i < n; i++)
-            if (strcmp(*(const char *const *)((const char *)names + (size_t)i * stride), name) ==
-                0)
-                return i;
-        if (t < 0 || ts->t[t].parent < 0)
-            return -1;
-        t = ts->t[t].parent;
-        name = ts->t[t].name;
-    }
-}
-
-static bool straggler_drains(const ctld *c, const char *tenant)
-{
-    return tenant_match(c, tenant, (const char *const *)c->cfg.straggler_drain,
-                        c->cfg.nstraggler_drain, sizeof(char *)) >= 0;
-}
-
 /* The tenant's NCCL QoS (its own, an ancestor's, else "default"); NULL: none. */
 static const ctld_qos *tenant_qos(const ctld *c, const char *tenant)
 {
     const char *names[CTLD_MAX_QOS];
     for (int i = 0; i < c->cfg.nqos; i++)
         names[i] = c->cfg.qos[i].tenant;
-    int k = tenant_match(c, tenant, names, c->cfg.nqos, sizeof(char *));
+    int k = ctld_tenant_match(c, tenant, names, c->cfg.nqos);
     if (k < 0)
-        k = tenant_match(c, "default", names, c->cfg.nqos, sizeof(char *));
+        k = ctld_tenant_match(c, "default", names, c->cfg.nqos);
     return k >= 0 ? &c->cfg.qos[k] : NULL;
 }
 
@@ -400,148 +375,6 @@ static void apply_health(ctld *c, int n, json_t *h, double now)
     }
 }
 
-/* ---- a task's output ---------------------------------------------------------------- */
-
-#define LOG_WAIT_S 10.0
-#define LOG_TAIL_DEFAULT 65536
-#define LOG_TAIL_MAX (1 << 20)
-
-/* The output its agent reported when rank `rank` ended (an "output" event). */
-static void stored_output(ctld *c, const ts_job_row *row, int rank, int stream, ctld_reply *r)
-{
-    char head[48];
-    snprintf(head, sizeof head, "rank %d %s\n", rank, stream ? "stderr" : "stdout");
-    ts_event_row *ev = NULL;
-    int n = 0;
-    int64_t after = 0;
-    char *found = NULL;
-    ts_err err;
-    for (int page = 0; page < 1000; page++) {
-        if (ts_store_event_list(c->store, row->id, after, 500, &ev, &n, &err) != 0) {
-            ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
-            free(found);
-            return;
-        }
-        for (int i = 0; i < n; i++)
-            if (strcmp(ev[i].kind, "output") == 0 && ev[i].detail &&
-                strncmp(ev[i].detail, head, strlen(head)) == 0) {
-                free(found); /* the latest run's wins */
-                found = strdup(ev[i].detail + strlen(head));
-            }
-        after = n > 0 ? ev[n - 1].id : after;
-        ts_store_free_events(ev, n);
-        if (n < 500)
-            break;
-    }
-    if (!found) {
-        ctld_reply_error(r, 404, "not_found",
-                         "job %lld rank %d: not running, and no %s was recorded when it ended",
-                         (long long)row->id, rank, stream ? "stderr" : "stdout");
-        return;
-    }
-    ctld_reply_json(r, 200, json_pack("{s:I,s:i,s:s,s:b,s:s}", "job", (json_int_t)row->id, "rank",
-                                      rank, "stream", stream ? "stderr" : "stdout", "live", 0,
-                                      "data", found));
-    free(found);
-}
-
-void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_reply *r)
-{
-    long rank = 0, tail = LOG_TAIL_DEFAULT;
-    char *end;
-    if (rq->q.rank && ((rank = strtol(rq->q.rank, &end, 10)) < 0 || *end || !*rq->q.rank)) {
-        ctld_reply_error(r, 400, "invalid", "rank: \"%s\" is not a rank number", rq->q.rank);
-        return;
-    }
-    if (rq->q.tail &&
-        ((tail = strtol(rq->q.tail, &end, 10)) < 1 || tail > LOG_TAIL_MAX || *end)) {
-        ctld_reply_error(r, 400, "invalid", "tail: \"%s\" must be 1..%d bytes", rq->q.tail,
-                         LOG_TAIL_MAX);
-        return;
-    }
-    int stream = 0;
-    if (rq->q.stream && strcmp(rq->q.stream, "stdout") != 0) {
-        if (strcmp(rq->q.stream, "stderr") != 0) {
-            ctld_reply_error(r, 400, "invalid", "stream: \"%s\" is not stdout or stderr",
-                             rq->q.stream);
-            return;
-        }
-        stream = 1;
-    }
-    pthread_mutex_lock(&c->mu);
-    cjob *j = ctld_job_find(c, row->id);
-    if (j && j->allocs && rank >= j->ntasks) {
-        pthread_mutex_unlock(&c->mu);
-        ctld_reply_error(r, 400, "invalid", "rank: the job has ranks 0..%d", j->ntasks - 1);
-        return;
-    }
-    if (!j || !j->allocs ||
-        (j->row.state != TS_JOB_RUNNING && j->row.state != TS_JOB_STOPPING)) {
-        pthread_mutex_unlock(&c->mu);
-        stored_output(c, row, (int)rank, stream, r);
-        return;
-    }
-    int n = j->allocs[rank].node;
-    ctld_agent *a = &c->agents[n];
-    if (c->node_virtual[n] || !a->registered) {
-        pthread_mutex_unlock(&c->mu);
-        ctld_reply_error(r, 409, "conflict", "rank %ld runs on %s, %s", rank,
-                         c->cluster->nodes[n].name,
-                         c->node_virtual[n] ? "a virtual node: it has no output"
-                                            : "whose agent is not connected");
-        return;
-    }
-    ctld_logreq *q = calloc(1, sizeof *q);
-    if (!q) {
-        pthread_mutex_unlock(&c->mu);
-        ctld_reply_error(r, 503, "unavailable", "out of memory");
-        return;
-    }
-    q->id = ++c->next_logreq;
-    q->job = row->id;
-    q->rank = (int)rank;
-    q->stream = stream;
-    q->tail = tail;
-    pthread_cond_init(&q->cv, NULL);
-    q->next = a->logreqs;
-    a->logreqs = q;
-    ctld_agent_moved(c, n);
-    double until = ctld_now() + LOG_WAIT_S;
-    while (!q->done && !c->stop && ctld_now() < until) {
-        struct timespec ts;
-        ts.tv_sec = (time_t)until;
-        ts.tv_nsec = (long)((until - floor(until)) * 1e9);
-        pthread_cond_timedwait(&q->cv, &c->mu, &ts);
-    }
-    for (ctld_logreq **p = &a->logreqs; *p; p = &(*p)->next)
-        if (*p == q) {
-            *p = q->next;
-            break;
-        }
-    pthread_mutex_unlock(&c->mu);
-    json_t *ans = q->answer;
-    pthread_cond_destroy(&q->cv);
-    free(q);
-    const char *err = json_string_value(json_object_get(ans, "error"));
-    if (!ans)
-        ctld_reply_error(r, 503, "unavailable", "the agent of %s did not answer within %.0f s",
-                         c->cluster->nodes[n].name, LOG_WAIT_S);
-    else if (err)
-        ctld_reply_error(r, 404, "not_found", "rank %ld on %s: %s", rank,
-                         c->cluster->nodes[n].name, err);
-    else
-        ctld_reply_json(r, 200,
-                        json_pack("{s:I,s:i,s:s,s:b,s:s,s:O}", "job", (json_int_t)row->id,
-                                  "rank", (int)rank, "stream", stream ? "stderr" : "stdout",
-                                  "live", 1, "data",
-                                  json_string_value(json_object_get(ans, "data"))
-                                      ? json_string_value(json_object_get(ans, "data"))
-                                      : "",
-                                  "size", json_object_get(ans, "size") ? json_object_get(ans, "size")
-                                                                       : json_null()));
-    json_decref(ans);
-}
-
 /* ---- the endpoints --------------------------------------------------------------- */
 
 static int node_of(ctld *c, const ctld_request *rq, json_t *in, ctld_reply *r)
@@ -660,148 +493,11 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
     ctld_reply_json(r, 200, out);
 }
 
-/* The idle policy: a running job whose every rank reports GPU utilisation
- * below the threshold is warned (in its tasks' logs) after half its window,
- * then stopped like a preempted job (checkpoint signal first) and held. */
-static void idle_check(ctld *c, double now)
-{
-    for (int i = 0; i < c->njobs; i++) {
-        cjob *j = c->jobs[i];
-        if (j->row.state != TS_JOB_RUNNING || j->is_virtual || !j->rank_util)
-            continue;
-        double window = j->spec->idle_timeout_s > 0 ? j->spec->idle_timeout_s
-                                                    : c->cfg.idle_window_s[j->sj.tier ? 1 : 0];
-        bool idle = window > 0;
-        for (int r = 0; idle && r < j->ntasks; r++)
-            idle = j->rank_util[r] >= 0 && j->rank_util[r] < c->cfg.idle_threshold_pct;
-        if (!idle) {
-            j->idle_since_s = 0;
-            j->idle_warned = false;
-            continue;
-        }
-        if (j->idle_since_s == 0)
-            j->idle_since_s = now;
-        double t = now - j->idle_since_s;
-        ts_err err;
-        char d[160];
-        if (t >= window / 2 && !j->idle_warned) {
-            j->idle_warned = true;
-            ctld_nodes_touch_job(c, j);
-            snprintf(d, sizeof d, "every rank below %.0f%% GPU utilisation for %.0f s; stopped "
-                     "and held at %.0f s", c->cfg.idle_threshold_pct, t, window);
-            ts_event_row ev = {.job_id = j->row.id, .t_s = now, .kind = "idle-warning",
-                               .detail = d};
-            ts_store_event_append(c->store, &ev, NULL);
-        }
-        if (t >= window) {
-            j->reaped = true;
-            j->row.state = TS_JOB_STOPPING;
-            j->sj.stopping = true;
-            j->sj.stop_by_s = now + (j->sj.ckpt_grace_s >= 0 ? j->sj.ckpt_grace_s
-                                                            : c->cfg.sched.default_grace_s);
-            ctld_nodes_touch_job(c, j);
-            snprintf(d, sizeof d, "idle for %.0f s (below %.0f%% GPU utilisation): its GPUs go "
-                     "back; it is held until released", t, c->cfg.idle_threshold_pct);
-            if (ctld_write_row(c, j, "reaped", d, now, &err) != 0)
-                fprintf(stderr, "tesserad: job %lld: %s\n", (long long)j->row.id, err.msg);
-        }
-    }
-}
-
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-/* Stragglers: ranks report their step time (docs/agent-tasks.md); a rank
- * whose step time stays above factor x the gang's median (the lower median,
- * so a gang of two can tell its slow rank) for the window is flagged once
- * per run. For tenants whose policy says so its node is drained (it stays
- * drained until an admin resumes it) and the job is stopped with its
- * checkpoint signal and requeued, to restart elsewhere from its checkpoint. */
-static void straggler_check(ctld *c, double now)
-{
-    for (int i = 0; i < c->njobs; i++) {
-        cjob *j = c->jobs[i];
-        if (j->row.state != TS_JOB_RUNNING || j->is_virtual || !j->rank_step ||
-            j->ntasks < 2 || j->straggler_flagged)
-            continue;
-        int n = 0;
-        for (int r = 0; r < j->ntasks; r++)
-            n += j->rank_step[r] > 0;
-        if (n < j->ntasks)
-            continue; /* every rank must have reported */
-        float *sorted = malloc((size_t)n * sizeof *sorted);
-        if (!sorted)
-            continue;
-        memcpy(sorted, j->rank_step, (size_t)n * sizeof *sorted);
-        qsort(sorted, (size_t)n, sizeof *sorted, cmp_float);
-        float median = sorted[(n - 1) / 2];
-        free(sorted);
-        if (!j->straggle_since &&
-            !(j->straggle_since = calloc((size_t)j->ntasks, sizeof *j->straggle_since)))
-            continue;
-        int worst = -1;
-        for (int r = 0; r < j->ntasks; r++) {
-            if (j->rank_step[r] <= c->cfg.straggler_factor * median) {
-                j->straggle_since[r] = 0;
-                continue;
-            }
-            if (j->straggle_since[r] == 0)
-                j->straggle_since[r] = now;
-            if (now - j->straggle_since[r] >= c->cfg.straggler_window_s &&
-                (worst < 0 || j->rank_step[r] > j->rank_step[worst]))
-                worst = r;
-        }
-        if (worst < 0)
-            continue;
-        j->straggler_flagged = true;
-        const ts_alloc *a = &j->allocs[worst];
-        int node = a->node;
-        char gpus[64] = "";
-        for (int k = 0; k < a->ngpu; k++)
-            snprintf(gpus + strlen(gpus), sizeof gpus - strlen(gpus), "%s%d", k ? "," : "",
-                     a->gpu[k]);
-        bool drain = straggler_drains(c, j->row.tenant);
-        char d[400];
-        snprintf(d, sizeof d,
-                 "rank %d on node %s (GPUs %s): step %.3g s vs the gang's median %.3g s "
-                 "(over %.3gx for %.0f s)%s",
-                 worst, c->cluster->nodes[node].name, gpus[0] ? gpus : "none",
-                 (double)j->rank_step[worst], (double)median, c->cfg.straggler_factor,
-                 now - j->straggle_since[worst],
-                 drain ? "; the node is drained and the job requeues from its checkpoint"
-                       : "; flagged only (the tenant's policy does not drain)");
-        ts_event_row ev = {.job_id = j->row.id, .t_s = now, .kind = "straggler", .detail = d};
-        ts_store_event_append(c->store, &ev, NULL);
-        if (!drain)
-            continue;
-        ts_err err;
-        snprintf(c->agents[node].drain_why, sizeof c->agents[node].drain_why,
-                 "straggler: job %lld rank %d (GPUs %s) step %.3g s vs median %.3g s",
-                 (long long)j->row.id, worst, gpus[0] ? gpus : "none",
-                 (double)j->rank_step[worst], (double)median);
-        if (ctld_node_drain_locked(c, node, true, &err) != 0)
-            fprintf(stderr, "tesserad: drain %s: %s\n", c->cluster->nodes[node].name, err.msg);
-        j->row.state = TS_JOB_STOPPING;
-        j->sj.stopping = true;
-        j->sj.stop_by_s = now + (j->sj.ckpt_grace_s >= 0 ? j->sj.ckpt_grace_s
-                                                        : c->cfg.sched.default_grace_s);
-        j->restart_now = true;
-        j->row.preemptions++; /* a restart: TESSERA_RESTARTS counts it */
-        ctld_nodes_touch_job(c, j);
-        if (ctld_write_row(c, j, "stopping", "a straggling rank: restarting from the checkpoint "
-                           "away from the slow node", now, &err) != 0)
-            fprintf(stderr, "tesserad: job %lld: %s\n", (long long)j->row.id, err.msg);
-    }
-}
-
 int ctld_agents_expire(ctld *c, double now, ts_err *err)
 {
     (void)err;
-    idle_check(c, now);
-    straggler_check(c, now);
+    ctld_idle_check(c, now);
+    ctld_straggler_check(c, now);
     for (int n = 0; n < c->cluster->nnodes; n++) {
         ctld_agent *a = &c->agents[n];
         if (!a->registered || now - a->last_seen_s < c->cfg.node_lost_s)

@@ -235,6 +235,12 @@ void ctld_kick(ctld *c);
 void ctld_agent_moved(ctld *c, int n);
 /* Under mu: wakes every long-poll (shutdown). */
 void ctld_agents_wake_all(ctld *c);
+/* Under mu: the index in names[0..n) of the tenant or of its nearest
+ * ancestor named there, else -1. */
+int ctld_tenant_match(const ctld *c, const char *tenant, const char *const *names, int n);
+/* Under mu, once a cycle (policies.c): the idle policy and stragglers. */
+void ctld_idle_check(ctld *c, double now);
+void ctld_straggler_check(ctld *c, double now);
 /* Under c->mu: removes and frees an active job. */
 void ctld_job_remove(ctld *c, cjob *j);
 /* Under c->mu: releases a running job's resources at once. */

@@ -1,0 +1,80 @@
+/*
+ * agent_internal.h - internal to the agent's loop: the state agent.c (the
+ * protocol exchange) and agent_task.c (one task's start, adoption, MIG, MPS,
+ * shim, output and metrics) share. Not for other modules: they use agent.h.
+ * One thread owns a ts_agent; nothing here is thread-safe.
+ */
+#ifndef TS_AGENT_AGENT_INTERNAL_H
+#define TS_AGENT_AGENT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "agent/agent.h"
+
+typedef struct local_task {
+    int64_t job;
+    int rank;
+    int gpu[16];           /* its GPU indices, for its utilisation */
+    int ngpu;
+    bool idle_warned;
+    ts_task *t;            /* NULL when it could not start */
+    char start_error[TS_ERR_MSG_MAX]; /* why it could not start */
+    bool stop_requested;
+    ts_task_state st;
+    char step_file[700];   /* where the task writes its step times */
+    char tenant[64];
+    char mig_uuid[96];     /* a MIG task's instance, "" otherwise */
+    int mig_profile, mig_start; /* -1 unless a MIG task */
+    bool fractional;       /* shares its GPU (gpu_milli < 1000) */
+    int gpu_milli;         /* its share of its GPU */
+    long long gpu_mem_mib; /* its GPU memory, 0 = not limited */
+} local_task;
+
+struct ts_agent {
+    ts_agent_config cfg;
+    ts_agent_node *node;
+    ts_launch_caps caps;
+    CURL *h;
+    bool registered;
+    int64_t gen;
+    double last_ok_s;
+    double ctld_lost_s;    /* the controller's node_lost_after, from its answers; 0 unknown */
+    local_task tasks[TS_AGENT_MAX_TASKS];
+    int ntasks;
+    char logs[600];
+    char steps[600];       /* <state_dir>/steps: the tasks' step-time files */
+    char mig_error[256];   /* the last MIG reconfiguration's error, "" none */
+    json_t *log_answers;   /* output the controller asked for, sent with the next sync */
+    ts_mps_daemon mps[16]; /* per GPU, while fractional tasks use it */
+    bool mps_on[16];
+};
+
+/* agent.c */
+local_task *ts_agent_find(ts_agent *a, int64_t job, int rank);
+
+/* agent_task.c */
+/* Starts the task the desired state describes (t), as a new local task;
+ * a start that fails is kept with its error, reported as failed. */
+void ts_agent_start_task(ts_agent *a, json_t *t);
+/* ts_task_records callback: adopts one task an earlier agent left. */
+int ts_agent_adopt_one(const char *id, void *ctx);
+/* Makes each MIG GPU hold its desired layout (a->mig_error: the first error). */
+void ts_agent_apply_mig(ts_agent *a, json_t *mig);
+/* Reads the output the controller asks for into a->log_answers. */
+void ts_agent_answer_logs(ts_agent *a, json_t *reqs);
+/* Stops MPS daemons no running fractional task uses. */
+void ts_agent_mps_tidy(ts_agent *a);
+/* Tells /metrics which task runs where. */
+void ts_agent_tell_metrics(ts_agent *a);
+/* Removes a forgotten task's shim ledger. */
+void ts_agent_ledger_remove(const ts_agent *a, const local_task *lt);
+/* The median of a task's last step times; -1 when none. */
+double ts_agent_step_median(const char *path);
+/* Adds an ended task's last output to its report o. */
+void ts_agent_add_output(const local_task *lt, json_t *o);
+
+#endif

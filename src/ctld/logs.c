@@ -1,0 +1,156 @@
+/*
+ * logs.c - GET /v1/jobs/{id}/logs: a task's output. While the job runs, the
+ * request is queued on the rank's node (ctld_logreq) and goes to its agent in
+ * the next desired state; the agent's following sync carries the answer
+ * (agents.c), which wakes the waiting request. Once the rank ended, the
+ * answer is the output its agent reported then, kept with the job's events
+ * (kind "output"). docs/agent-protocol.md, docs/api.md.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctld/ctld.h"
+
+#define LOG_WAIT_S 10.0
+#define LOG_TAIL_DEFAULT 65536
+#define LOG_TAIL_MAX (1 << 20)
+
+/* The output its agent reported when rank `rank` ended (an "output" event). */
+static void stored_output(ctld *c, const ts_job_row *row, int rank, int stream, ctld_reply *r)
+{
+    char head[48];
+    snprintf(head, sizeof head, "rank %d %s\n", rank, stream ? "stderr" : "stdout");
+    ts_event_row *ev = NULL;
+    int n = 0;
+    int64_t after = 0;
+    char *found = NULL;
+    ts_err err;
+    for (int page = 0; page < 1000; page++) {
+        if (ts_store_event_list(c->store, row->id, after, 500, &ev, &n, &err) != 0) {
+            ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+            free(found);
+            return;
+        }
+        for (int i = 0; i < n; i++)
+            if (strcmp(ev[i].kind, "output") == 0 && ev[i].detail &&
+                strncmp(ev[i].detail, head, strlen(head)) == 0) {
+                free(found); /* the latest run's wins */
+                found = strdup(ev[i].detail + strlen(head));
+            }
+        after = n > 0 ? ev[n - 1].id : after;
+        ts_store_free_events(ev, n);
+        if (n < 500)
+            break;
+    }
+    if (!found) {
+        ctld_reply_error(r, 404, "not_found",
+                         "job %lld rank %d: not running, and no %s was recorded when it ended",
+                         (long long)row->id, rank, stream ? "stderr" : "stdout");
+        return;
+    }
+    ctld_reply_json(r, 200, json_pack("{s:I,s:i,s:s,s:b,s:s}", "job", (json_int_t)row->id, "rank",
+                                      rank, "stream", stream ? "stderr" : "stdout", "live", 0,
+                                      "data", found));
+    free(found);
+}
+
+void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_reply *r)
+{
+    long rank = 0, tail = LOG_TAIL_DEFAULT;
+    char *end;
+    if (rq->q.rank && ((rank = strtol(rq->q.rank, &end, 10)) < 0 || *end || !*rq->q.rank)) {
+        ctld_reply_error(r, 400, "invalid", "rank: \"%s\" is not a rank number", rq->q.rank);
+        return;
+    }
+    if (rq->q.tail &&
+        ((tail = strtol(rq->q.tail, &end, 10)) < 1 || tail > LOG_TAIL_MAX || *end)) {
+        ctld_reply_error(r, 400, "invalid", "tail: \"%s\" must be 1..%d bytes", rq->q.tail,
+                         LOG_TAIL_MAX);
+        return;
+    }
+    int stream = 0;
+    if (rq->q.stream && strcmp(rq->q.stream, "stdout") != 0) {
+        if (strcmp(rq->q.stream, "stderr") != 0) {
+            ctld_reply_error(r, 400, "invalid", "stream: \"%s\" is not stdout or stderr",
+                             rq->q.stream);
+            return;
+        }
+        stream = 1;
+    }
+    pthread_mutex_lock(&c->mu);
+    cjob *j = ctld_job_find(c, row->id);
+    if (j && j->allocs && rank >= j->ntasks) {
+        pthread_mutex_unlock(&c->mu);
+        ctld_reply_error(r, 400, "invalid", "rank: the job has ranks 0..%d", j->ntasks - 1);
+        return;
+    }
+    if (!j || !j->allocs ||
+        (j->row.state != TS_JOB_RUNNING && j->row.state != TS_JOB_STOPPING)) {
+        pthread_mutex_unlock(&c->mu);
+        stored_output(c, row, (int)rank, stream, r);
+        return;
+    }
+    int n = j->allocs[rank].node;
+    ctld_agent *a = &c->agents[n];
+    if (c->node_virtual[n] || !a->registered) {
+        pthread_mutex_unlock(&c->mu);
+        ctld_reply_error(r, 409, "conflict", "rank %ld runs on %s, %s", rank,
+                         c->cluster->nodes[n].name,
+                         c->node_virtual[n] ? "a virtual node: it has no output"
+                                            : "whose agent is not connected");
+        return;
+    }
+    ctld_logreq *q = calloc(1, sizeof *q);
+    if (!q) {
+        pthread_mutex_unlock(&c->mu);
+        ctld_reply_error(r, 503, "unavailable", "out of memory");
+        return;
+    }
+    q->id = ++c->next_logreq;
+    q->job = row->id;
+    q->rank = (int)rank;
+    q->stream = stream;
+    q->tail = tail;
+    pthread_cond_init(&q->cv, NULL);
+    q->next = a->logreqs;
+    a->logreqs = q;
+    ctld_agent_moved(c, n);
+    double until = ctld_now() + LOG_WAIT_S;
+    while (!q->done && !c->stop && ctld_now() < until) {
+        struct timespec ts;
+        ts.tv_sec = (time_t)until;
+        ts.tv_nsec = (long)((until - floor(until)) * 1e9);
+        pthread_cond_timedwait(&q->cv, &c->mu, &ts);
+    }
+    for (ctld_logreq **p = &a->logreqs; *p; p = &(*p)->next)
+        if (*p == q) {
+            *p = q->next;
+            break;
+        }
+    pthread_mutex_unlock(&c->mu);
+    json_t *ans = q->answer;
+    pthread_cond_destroy(&q->cv);
+    free(q);
+    const char *err = json_string_value(json_object_get(ans, "error"));
+    if (!ans)
+        ctld_reply_error(r, 503, "unavailable", "the agent of %s did not answer within %.0f s",
+                         c->cluster->nodes[n].name, LOG_WAIT_S);
+    else if (err)
+        ctld_reply_error(r, 404, "not_found", "rank %ld on %s: %s", rank,
+                         c->cluster->nodes[n].name, err);
+    else
+        ctld_reply_json(r, 200,
+                        json_pack("{s:I,s:i,s:s,s:b,s:s,s:O}", "job", (json_int_t)row->id,
+                                  "rank", (int)rank, "stream", stream ? "stderr" : "stdout",
+                                  "live", 1, "data",
+                                  json_string_value(json_object_get(ans, "data"))
+                                      ? json_string_value(json_object_get(ans, "data"))
+                                      : "",
+                                  "size", json_object_get(ans, "size") ? json_object_get(ans, "size")
+                                                                       : json_null()));
+    json_decref(ans);
+}
+

@@ -1,0 +1,175 @@
+/*
+ * policies.c - what the controller does about running jobs from their
+ * agents' reports, once per scheduling cycle (ctld_agents_expire): the idle
+ * policy (tesserad.md `idle`: warn, then stop with the checkpoint signal and
+ * hold) and stragglers (tesserad.md `stragglers`: a gang's rank persistently
+ * slower than the gang's median is flagged, and for the tenants the policy
+ * names its node is drained and the job restarted from its checkpoint).
+ * Everything here runs under c->mu.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctld/ctld.h"
+
+/* Index in names[] of the tenant or its nearest ancestor named there, else -1. */
+int ctld_tenant_match(const ctld *c, const char *tenant, const char *const *names, int n)
+{
+    const ts_tenants *ts = c->tenants;
+    int t = ts ? ts_tenant_find(ts, tenant) : -1;
+    const char *name = tenant;
+    for (;;) {
+        for (int i = 0; i < n; i++)
+            if (strcmp(names[i], name) == 0)
+                return i;
+        if (t < 0 || ts->t[t].parent < 0)
+            return -1;
+        t = ts->t[t].parent;
+        name = ts->t[t].name;
+    }
+}
+
+static bool straggler_drains(const ctld *c, const char *tenant)
+{
+    return ctld_tenant_match(c, tenant, (const char *const *)c->cfg.straggler_drain,
+                             c->cfg.nstraggler_drain) >= 0;
+}
+
+/* The idle policy: a running job whose every rank reports GPU utilisation
+ * below the threshold is warned (in its tasks' logs) after half its window,
+ * then stopped like a preempted job (checkpoint signal first) and held. */
+void ctld_idle_check(ctld *c, double now)
+{
+    for (int i = 0; i < c->njobs; i++) {
+        cjob *j = c->jobs[i];
+        if (j->row.state != TS_JOB_RUNNING || j->is_virtual || !j->rank_util)
+            continue;
+        double window = j->spec->idle_timeout_s > 0 ? j->spec->idle_timeout_s
+                                                    : c->cfg.idle_window_s[j->sj.tier ? 1 : 0];
+        bool idle = window > 0;
+        for (int r = 0; idle && r < j->ntasks; r++)
+            idle = j->rank_util[r] >= 0 && j->rank_util[r] < c->cfg.idle_threshold_pct;
+        if (!idle) {
+            j->idle_since_s = 0;
+            j->idle_warned = false;
+            continue;
+        }
+        if (j->idle_since_s == 0)
+            j->idle_since_s = now;
+        double t = now - j->idle_since_s;
+        ts_err err;
+        char d[160];
+        if (t >= window / 2 && !j->idle_warned) {
+            j->idle_warned = true;
+            ctld_nodes_touch_job(c, j);
+            snprintf(d, sizeof d, "every rank below %.0f%% GPU utilisation for %.0f s; stopped "
+                     "and held at %.0f s", c->cfg.idle_threshold_pct, t, window);
+            ts_event_row ev = {.job_id = j->row.id, .t_s = now, .kind = "idle-warning",
+                               .detail = d};
+            ts_store_event_append(c->store, &ev, NULL);
+        }
+        if (t >= window) {
+            j->reaped = true;
+            j->row.state = TS_JOB_STOPPING;
+            j->sj.stopping = true;
+            j->sj.stop_by_s = now + (j->sj.ckpt_grace_s >= 0 ? j->sj.ckpt_grace_s
+                                                            : c->cfg.sched.default_grace_s);
+            ctld_nodes_touch_job(c, j);
+            snprintf(d, sizeof d, "idle for %.0f s (below %.0f%% GPU utilisation): its GPUs go "
+                     "back; it is held until released", t, c->cfg.idle_threshold_pct);
+            if (ctld_write_row(c, j, "reaped", d, now, &err) != 0)
+                fprintf(stderr, "tesserad: job %lld: %s\n", (long long)j->row.id, err.msg);
+        }
+    }
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Stragglers: ranks report their step time (docs/agent-tasks.md); a rank
+ * whose step time stays above factor x the gang's median (the lower median,
+ * so a gang of two can tell its slow rank) for the window is flagged once
+ * per run. For tenants whose policy says so its node is drained (it stays
+ * drained until an admin resumes it) and the job is stopped with its
+ * checkpoint signal and requeued, to restart elsewhere from its checkpoint. */
+void ctld_straggler_check(ctld *c, double now)
+{
+    for (int i = 0; i < c->njobs; i++) {
+        cjob *j = c->jobs[i];
+        if (j->row.state != TS_JOB_RUNNING || j->is_virtual || !j->rank_step ||
+            j->ntasks < 2 || j->straggler_flagged)
+            continue;
+        int n = 0;
+        for (int r = 0; r < j->ntasks; r++)
+            n += j->rank_step[r] > 0;
+        if (n < j->ntasks)
+            continue; /* every rank must have reported */
+        float *sorted = malloc((size_t)n * sizeof *sorted);
+        if (!sorted)
+            continue;
+        memcpy(sorted, j->rank_step, (size_t)n * sizeof *sorted);
+        qsort(sorted, (size_t)n, sizeof *sorted, cmp_float);
+        float median = sorted[(n - 1) / 2];
+        free(sorted);
+        if (!j->straggle_since &&
+            !(j->straggle_since = calloc((size_t)j->ntasks, sizeof *j->straggle_since)))
+            continue;
+        int worst = -1;
+        for (int r = 0; r < j->ntasks; r++) {
+            if (j->rank_step[r] <= c->cfg.straggler_factor * median) {
+                j->straggle_since[r] = 0;
+                continue;
+            }
+            if (j->straggle_since[r] == 0)
+                j->straggle_since[r] = now;
+            if (now - j->straggle_since[r] >= c->cfg.straggler_window_s &&
+                (worst < 0 || j->rank_step[r] > j->rank_step[worst]))
+                worst = r;
+        }
+        if (worst < 0)
+            continue;
+        j->straggler_flagged = true;
+        const ts_alloc *a = &j->allocs[worst];
+        int node = a->node;
+        char gpus[64] = "";
+        for (int k = 0; k < a->ngpu; k++)
+            snprintf(gpus + strlen(gpus), sizeof gpus - strlen(gpus), "%s%d", k ? "," : "",
+                     a->gpu[k]);
+        bool drain = straggler_drains(c, j->row.tenant);
+        char d[400];
+        snprintf(d, sizeof d,
+                 "rank %d on node %s (GPUs %s): step %.3g s vs the gang's median %.3g s "
+                 "(over %.3gx for %.0f s)%s",
+                 worst, c->cluster->nodes[node].name, gpus[0] ? gpus : "none",
+                 (double)j->rank_step[worst], (double)median, c->cfg.straggler_factor,
+                 now - j->straggle_since[worst],
+                 drain ? "; the node is drained and the job requeues from its checkpoint"
+                       : "; flagged only (the tenant's policy does not drain)");
+        ts_event_row ev = {.job_id = j->row.id, .t_s = now, .kind = "straggler", .detail = d};
+        ts_store_event_append(c->store, &ev, NULL);
+        if (!drain)
+            continue;
+        ts_err err;
+        snprintf(c->agents[node].drain_why, sizeof c->agents[node].drain_why,
+                 "straggler: job %lld rank %d (GPUs %s) step %.3g s vs median %.3g s",
+                 (long long)j->row.id, worst, gpus[0] ? gpus : "none",
+                 (double)j->rank_step[worst], (double)median);
+        if (ctld_node_drain_locked(c, node, true, &err) != 0)
+            fprintf(stderr, "tesserad: drain %s: %s\n", c->cluster->nodes[node].name, err.msg);
+        j->row.state = TS_JOB_STOPPING;
+        j->sj.stopping = true;
+        j->sj.stop_by_s = now + (j->sj.ckpt_grace_s >= 0 ? j->sj.ckpt_grace_s
+                                                        : c->cfg.sched.default_grace_s);
+        j->restart_now = true;
+        j->row.preemptions++; /* a restart: TESSERA_RESTARTS counts it */
+        ctld_nodes_touch_job(c, j);
+        if (ctld_write_row(c, j, "stopping", "a straggling rank: restarting from the checkpoint "
+                           "away from the slow node", now, &err) != 0)
+            fprintf(stderr, "tesserad: job %lld: %s\n", (long long)j->row.id, err.msg);
+    }
+}
+
