@@ -263,8 +263,10 @@ int ts_memreplay_run(const ts_memtrace *t, const ts_memreplay_opts *o, ts_memrep
     ts_memalloc_get_stats(a, &r->stats);
     r->peak_reserved = r->stats.peak_reserved_bytes;
     r->reserved_end = r->stats.reserved_bytes;
-    r->fragmentation =
-        r->peak_reserved ? 1.0 - (double)r->peak_requested / (double)r->peak_reserved : 0;
+    /* a replay that ran out of memory never reached the trace's peak: no figure */
+    r->fragmentation = r->peak_reserved && !r->oom
+                           ? 1.0 - (double)r->peak_requested / (double)r->peak_reserved
+                           : 0;
     ts_ptrmap_destroy(&map);
     ts_memalloc_destroy(a);
     ts_memdev_free(dev);

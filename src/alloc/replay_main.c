@@ -161,10 +161,13 @@ int main(int argc, char **argv)
     uint64_t ops = r.allocs + r.frees;
     double calls_per_k = ops ? 1000.0 * (double)r.device_calls / (double)ops : 0;
     const ts_memdev_stats *d = &r.stats.dev;
+    char frag[32] = "null"; /* none when the replay ran out of memory */
+    if (!r.oom)
+        snprintf(frag, sizeof frag, "%.6f", r.fragmentation);
     if (json) {
         printf("{\"trace\":\"%s\",\"allocator\":\"%s\",\"allocs\":%llu,\"frees\":%llu,"
                "\"peak_requested\":%llu,\"peak_reserved\":%llu,\"reserved_end\":%llu,"
-               "\"fragmentation\":%.6f,\"device_calls\":%llu,\"calls_per_1000_ops\":%.3f,"
+               "\"fragmentation\":%s,\"device_calls\":%llu,\"calls_per_1000_ops\":%.3f,"
                "\"oom\":%s,\"oom_seq\":%lld,\"oom_size\":%llu,"
                "\"model_segment_allocs\":%llu,\"model_segment_alloc_bytes\":%llu,"
                "\"trace_segment_allocs\":%llu,\"trace_segment_alloc_bytes\":%llu,"
@@ -175,7 +178,7 @@ int main(int argc, char **argv)
                "\"mean_op_ns\":%.1f",
                events, alloc_name, (unsigned long long)r.allocs, (unsigned long long)r.frees,
                (unsigned long long)r.peak_requested, (unsigned long long)r.peak_reserved,
-               (unsigned long long)r.reserved_end, r.fragmentation,
+               (unsigned long long)r.reserved_end, frag,
                (unsigned long long)r.device_calls, calls_per_k, r.oom ? "true" : "false",
                (long long)r.oom_seq, (unsigned long long)r.oom_size,
                (unsigned long long)r.model_segment_allocs,
@@ -199,7 +202,10 @@ int main(int argc, char **argv)
         printf("allocator: %s%s\n", alloc_name, warm ? " (warm start from recorded segments)" : "");
         printf("peak requested: %.1f MiB\n", (double)r.peak_requested / MIB);
         printf("peak reserved: %.1f MiB\n", (double)r.peak_reserved / MIB);
-        printf("fragmentation: %.2f %%\n", 100.0 * r.fragmentation);
+        if (r.oom)
+            printf("fragmentation: - (the replay ran out of memory)\n");
+        else
+            printf("fragmentation: %.2f %%\n", 100.0 * r.fragmentation);
         printf("reserved at end: %.1f MiB\n", (double)r.reserved_end / MIB);
         printf("device calls: %llu (%.1f per 1,000 operations):", (unsigned long long)r.device_calls,
                calls_per_k);
