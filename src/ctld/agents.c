@@ -50,8 +50,11 @@ void ctld_agent_moved(ctld *c, int n)
 
 void ctld_agents_wake_all(ctld *c)
 {
-    for (int n = 0; c->agents && n < c->cluster->nnodes; n++)
+    for (int n = 0; c->agents && n < c->cluster->nnodes; n++) {
         pthread_cond_broadcast(&c->agents[n].moved);
+        for (ctld_logreq *q = c->agents[n].logreqs; q; q = q->next)
+            pthread_cond_signal(&q->cv); /* output requests stop waiting too */
+    }
 }
 
 void ctld_nodes_touch_job(ctld *c, const cjob *j)
