@@ -253,6 +253,37 @@ static int stragglers_parse(cfg_ctx *x, yaml_node_t *m)
     return rc;
 }
 
+/* idle.tenants: {tenant: duration} */
+static int idle_tenants_parse(cfg_ctx *x, yaml_node_t *m)
+{
+    ctld_config *cfg = x->cfg;
+    if (m->type != YAML_MAPPING_NODE)
+        return ts_yaml_fail_got(&x->D, m, "idle.tenants", "a mapping of tenant names to durations");
+    int n = (int)(m->data.mapping.pairs.top - m->data.mapping.pairs.start);
+    cfg->idle_tenant = calloc((size_t)(n > 0 ? n : 1), sizeof *cfg->idle_tenant);
+    cfg->idle_tenant_s = calloc((size_t)(n > 0 ? n : 1), sizeof *cfg->idle_tenant_s);
+    if (!cfg->idle_tenant || !cfg->idle_tenant_s)
+        return TS_ENOMEM;
+    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = ts_yaml_node(&x->D, p->key), *v = ts_yaml_node(&x->D, p->value);
+        const char *name = ts_yaml_scalar(k);
+        if (!name || !ts_yaml_name_ok(name, TS_NAME_MAX))
+            return ts_yaml_fail_got(&x->D, k, "idle.tenants", "a tenant name");
+        char path[TS_NAME_MAX + 16];
+        ts_yaml_pathf(path, sizeof path, "idle.tenants.%s", name);
+        for (int i = 0; i < cfg->nidle_tenant; i++)
+            if (strcmp(cfg->idle_tenant[i], name) == 0)
+                return ts_yaml_fail(&x->D, k, TS_EINVAL, "%s: given twice", path);
+        int rc = get_dur(x, v, path, &cfg->idle_tenant_s[cfg->nidle_tenant]);
+        if (rc != 0)
+            return rc;
+        if (!(cfg->idle_tenant[cfg->nidle_tenant] = strdup(name)))
+            return TS_ENOMEM;
+        cfg->nidle_tenant++;
+    }
+    return 0;
+}
+
 /* nccl_qos: {tenant: {tc, sl}} */
 static int qos_parse(cfg_ctx *x, yaml_node_t *m)
 {
@@ -389,10 +420,13 @@ static int walk(void *p)
         cfg->node_lost_s < 1.0)
         rc = ts_yaml_fail(&x->D, v[11], TS_EINVAL, "node_lost_after: must be at least 1s");
     if (rc == 0 && v[12]) {
-        static const char *const ik[] = {"threshold_pct", "guaranteed", "opportunistic"};
-        yaml_node_t *iv[3];
+        static const char *const ik[] = {"threshold_pct", "guaranteed", "opportunistic",
+                                         "tenants"};
+        yaml_node_t *iv[4];
         int64_t pct;
-        rc = ts_yaml_map_fields(&x->D, v[12], "idle", ik, 3, iv);
+        rc = ts_yaml_map_fields(&x->D, v[12], "idle", ik, 4, iv);
+        if (rc == 0 && iv[3])
+            rc = idle_tenants_parse(x, iv[3]);
         if (rc == 0 && iv[0] &&
             (rc = ts_yaml_get_int(&x->D, iv[0], "idle.threshold_pct", 0, 100, "0..100", &pct)) ==
                 0)
@@ -483,6 +517,13 @@ void ctld_config_fini(ctld_config *cfg)
         free(cfg->virtual_nodes[i]);
     free(cfg->virtual_nodes);
     cfg->virtual_nodes = NULL;
+    for (int i = 0; i < cfg->nidle_tenant; i++)
+        free(cfg->idle_tenant[i]);
+    free(cfg->idle_tenant);
+    free(cfg->idle_tenant_s);
+    cfg->idle_tenant = NULL;
+    cfg->idle_tenant_s = NULL;
+    cfg->nidle_tenant = 0;
     for (int i = 0; i < cfg->nstraggler_drain; i++)
         free(cfg->straggler_drain[i]);
     free(cfg->straggler_drain);

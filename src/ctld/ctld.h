@@ -76,6 +76,9 @@ typedef struct ctld_config {
     double node_lost_s;         /* an agent silent this long is lost */
     double idle_threshold_pct;  /* a task below this GPU utilisation is idle */
     double idle_window_s[2];    /* per tier: idle this long is reaped; 0 = never */
+    char **idle_tenant;         /* tenants (or organisations) with their own window, */
+    double *idle_tenant_s;      /* which beats the tier's; 0 = never */
+    int nidle_tenant;
     double straggler_factor;    /* a rank this much slower than its gang's median straggles */
     double straggler_window_s;  /* for this long, before it counts */
     char **straggler_drain;     /* tenants (or their organisations) whose straggling jobs are */

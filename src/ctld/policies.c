@@ -45,7 +45,11 @@ void ctld_idle_check(ctld *c, double now)
         cjob *j = c->jobs[i];
         if (j->row.state != TS_JOB_RUNNING || j->is_virtual || !j->rank_util)
             continue;
+        /* the job's own window, else its tenant's (or organisation's), else its tier's */
+        int k = ctld_tenant_match(c, j->row.tenant, (const char *const *)c->cfg.idle_tenant,
+                                  c->cfg.nidle_tenant);
         double window = j->spec->idle_timeout_s > 0 ? j->spec->idle_timeout_s
+                        : k >= 0                    ? c->cfg.idle_tenant_s[k]
                                                     : c->cfg.idle_window_s[j->sj.tier ? 1 : 0];
         bool idle = window > 0;
         for (int r = 0; idle && r < j->ntasks; r++)

@@ -10,8 +10,10 @@ whose policy drains, its node is drained (with the reason shown) and the job
 stopped with its checkpoint signal and requeued; resuming the node runs it
 again with TESSERA_RESTARTS=1 and TESSERA_LAST_STOP=checkpointed. Tasks carry
 TESSERA_CHECKPOINT_DIR and their tenant's NCCL traffic class / service level
-(own entry, else an ancestor's). Bad stragglers / nccl_qos / checkpoint_dir
-values are refused naming the key. Every wait is bounded.
+(own entry, else an ancestor's). A tenant's own idle window reaps its idle
+job while another tenant's runs on. Bad stragglers / nccl_qos /
+checkpoint_dir / idle.tenants values are refused naming the key. Every wait
+is bounded.
 """
 import os
 import subprocess
@@ -65,6 +67,7 @@ limits: {{requests_per_s: 100000, burst: 100000}}
 scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 1s}}
 """
 write("tesserad.yaml", BASE + """stragglers: {factor: 1.5, window: 1s, drain: [team-a]}
+idle: {tenants: {team-b: 2s}}
 checkpoint_dir: /shared/ckpt
 nccl_qos:
   org: {tc: 106, sl: 3}
@@ -77,7 +80,8 @@ for bad, key in [("stragglers: {factor: 0.9}\n", "stragglers.factor"),
                  ("stragglers: {drain: team-a}\n", "stragglers.drain"),
                  ("checkpoint_dir: relative/dir\n", "checkpoint_dir"),
                  ("nccl_qos: {team-a: {sl: 16}}\n", "nccl_qos.team-a.sl"),
-                 ("nccl_qos: {team-a: {tc: 1, dscp: 3}}\n", "dscp")]:
+                 ("nccl_qos: {team-a: {tc: 1, dscp: 3}}\n", "dscp"),
+                 ("idle: {tenants: {team-a: soon}}\n", "idle.tenants.team-a")]:
     write("bad.yaml", BASE + bad)
     r = subprocess.run([TESSERAD, "--config", os.path.join(TMP, "bad.yaml")],
                        capture_output=True, text=True, timeout=20)
@@ -212,6 +216,32 @@ try:
         check(env.get("TESSERA_RESTARTS") == "1" and env.get("TESSERA_LAST_STOP") == "checkpointed"
               and env.get("TESSERA_CHECKPOINT_DIR") == f"/shared/ckpt/team-a/{aj}",
               f"it is told to resume from its checkpoint: {env}")
+
+    # idle policy per tenant: team-b's window is 2 s, team-a has none
+    def one(tenant, name):
+        sp = spec(tenant, name)
+        sp["tasks"][0]["count"] = 1
+        return call("POST", "/v1/jobs", admin, sp)[1]["jobs"][0]["id"]
+    call("POST", f"/v1/jobs/{aj}/cancel", admin)
+    for n in ("r-1", "r-2"):
+        reports[n] = []
+    wait_for(lambda: job(aj)["state"] == "cancelled", "team-a's gang is cancelled")
+    ib, ia = one("team-b", "b-idle"), one("team-a", "a-idle")
+    wait_for(lambda: len(tasks_of(ib)) == 1 and len(tasks_of(ia)) == 1, "both idle jobs are placed")
+
+    def report_idle():
+        for n in ("r-1", "r-2"):
+            reports[n] = []
+        for jid in (ib, ia):
+            for r, (n, t) in tasks_of(jid).items():
+                reports[n].append({"job": jid, "rank": r, "state": "running", "gpu_util": 0.0})
+        for n in ("r-1", "r-2"):
+            sync(n)
+    wait_for(lambda: job(ib)["state"] == "stopping" or (report_idle() and False),
+             "team-b's idle job is reaped after its tenant's 2 s window")
+    kinds = [e["kind"] for e in events(ib)]
+    check("idle-warning" in kinds and "reaped" in kinds, f"warned, then reaped: {kinds}")
+    check(job(ia)["state"] == "running", "team-a's idle job runs on (no window for it)")
 finally:
     proc.terminate()
     try:
