@@ -10,6 +10,7 @@
  * CPU-only work), describes the node, then runs the agent loop (agent.c)
  * until SIGINT/SIGTERM, when it stops its tasks (checkpoint signal first).
  */
+#define _DEFAULT_SOURCE /* realpath */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,11 +125,15 @@ int main(int argc, char **argv)
             }
             node.mps = strcmp(v, "mps") == 0;
         } else if (strcmp(argv[i], "--shim") == 0) {
-            if (access(v, R_OK) != 0) {
+            /* absolute: tasks start in their own working directories */
+            char *abs = realpath(v, NULL);
+            if (!abs || access(abs, R_OK) != 0) {
                 fprintf(stderr, "tessera-agent: --shim: %s: cannot read it\n", v);
+                free(abs);
                 return 2;
             }
-            snprintf(node.shim, sizeof node.shim, "%s", v);
+            snprintf(node.shim, sizeof node.shim, "%s", abs);
+            free(abs);
         } else if (strcmp(argv[i], "--mps-control") == 0) {
             snprintf(node.mps_binary, sizeof node.mps_binary, "%s", v);
         } else {

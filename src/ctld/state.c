@@ -25,6 +25,7 @@
 #include "ctld/ctld.h"
 #include "tessera/load.h"
 #include "tessera/mig.h"
+#include "tessera/mig_plan.h"
 #include "tessera/tenant_load.h"
 
 double ctld_now(void)
@@ -400,9 +401,46 @@ static bool node_is_virtual(const ctld *c, const char *name)
 }
 
 /* Binds a running job restored from the store; on failure the job fails. */
+/* A running job's MIG instance may sit where the cluster file's layout has
+ * idle instances: dynamic MIG destroyed them before the controller
+ * restarted (the planner's changes are not stored). The placement wins;
+ * the idle instances in its way go, as they did on the GPU. */
+static void mig_make_room(ctld *c, const cjob *j)
+{
+    for (int t = 0; t < j->ntasks; t++) {
+        const ts_alloc *a = &j->allocs[t];
+        if (a->mig_profile < 0 || a->ngpu != 1)
+            continue;
+        const ts_node *n = &c->cluster->nodes[a->node];
+        const ts_gpu *g = &n->gpu[a->gpu[0]];
+        const ts_gpu_model_info *mi = n->model >= 0 ? ts_gpu_model_get(n->model) : NULL;
+        const ts_mig_profile *p = mi ? ts_mig_profile_get(mi->mig_geometry, a->mig_profile) : NULL;
+        if (g->mode != TS_GPU_MIG || !p)
+            continue;
+        ts_mig_change ch = {.node = a->node, .gpu = a->gpu[0]};
+        for (int k = 0; k < g->mig.n; k++) {
+            const ts_mig_instance *in = &g->mig.inst[k];
+            const ts_mig_profile *q = ts_mig_profile_get(mi->mig_geometry, in->profile_id);
+            bool same = in->profile_id == a->mig_profile && in->start == a->mig_start;
+            bool overlaps = q && in->start < a->mig_start + p->mem_slices &&
+                            a->mig_start < in->start + q->mem_slices;
+            if (!same && overlaps && !in->busy)
+                ch.removed[ch.nremoved++] = *in;
+            else
+                ch.layout.inst[ch.layout.n++] = *in;
+        }
+        ts_err e;
+        if (ch.nremoved > 0 && ts_mig_plan_apply(c->cluster, &ch, 1, &e) != 0)
+            fprintf(stderr, "tesserad: job %lld: MIG layout of %s GPU %d: %s\n",
+                    (long long)j->row.id, n->name, a->gpu[0], e.msg);
+    }
+}
+
 static int restore_running(ctld *c, cjob *j, double now, ts_err *err)
 {
     int rc = placement_parse(c, j, err);
+    if (rc == 0)
+        mig_make_room(c, j);
     if (rc == 0) {
         j->sj.allocs = j->allocs;
         j->sj.start_s = j->row.start_s;

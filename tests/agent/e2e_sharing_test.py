@@ -7,7 +7,8 @@
   UUID in CUDA_VISIBLE_DEVICES; three 3g.20gb tasks, one more than the layout
   holds, make the controller's planner destroy idle instances so the third
   fits (dynamic MIG), each task on its own MIG device, attributed on
-  /metrics to its tenant and job;
+  /metrics to its tenant and job; a controller restart (kill -9) meanwhile
+  binds the three instances again and they run to their end once;
 - MPS: a shared H100 node whose agent runs with --sharing mps starts an MPS
   control daemon (the fake nvidia-cuda-mps-control) for the GPU its quarter-
   GPU tasks share, gives them the MPS variables, and quits it when they end.
@@ -26,7 +27,7 @@ import urllib.request
 
 TESSERAD, AGENT, FAKE, FIXTURES = sys.argv[1:5]
 MPS_CONTROL = os.path.join(os.path.dirname(FAKE), "nvidia-cuda-mps-control")
-SHIM = os.path.join(os.path.dirname(os.path.dirname(FAKE)), "libtessera-cuda.so")
+SHIM = os.path.abspath(os.path.join(os.path.dirname(os.path.dirname(FAKE)), "libtessera-cuda.so"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import FAILS, check, free_port, http_call  # noqa: E402
 from harness import wait_for as harness_wait_for  # noqa: E402
@@ -166,7 +167,7 @@ try:
 
     # three 3g.20gb tasks: the layout holds two; the planner makes room for a third
     big = submit("team-a", "big", {"count": 3, "mig_profile": "3g.20gb"},
-                 'echo "gpus=$CUDA_VISIBLE_DEVICES"; sleep 4')
+                 'echo "gpus=$CUDA_VISIBLE_DEVICES"; sleep 8')
     if not wait_for(lambda: job(big)["state"] == "running", "all three 3g.20gb tasks run (dynamic MIG)"):
         print("big:", job(big).get("reason"), job(big).get("why"))
     def attributed():
@@ -177,7 +178,27 @@ try:
         print("rows:", mig_rows(metrics()))
     node = call("GET", "/v1/nodes/m-1", admin)[1]["node"]
     check("mig_error" not in node, f"no MIG error on the node: {node.get('mig_error')}")
+    # the controller restarts (kill -9): the planner's changes were not stored,
+    # so the cluster file's layout comes back; the running 3g.20gb instance
+    # wins over the idle instances in its way, and nothing is disturbed
+    PROCS["tesserad"].send_signal(signal.SIGKILL)
+    PROCS["tesserad"].wait(timeout=10)
+    start("tesserad", [TESSERAD, "--config", os.path.join(TMP, "tesserad.yaml")])
+    def running_again():
+        try:
+            st, d = call("GET", f"/v1/jobs/{big}", admin)
+        except OSError:  # not listening yet
+            return False
+        return st == 200 and d["job"]["state"] == "running"
+    wait_for(running_again, "after a controller restart the job still runs")
+    node = call("GET", "/v1/nodes/m-1", admin)[1]["node"]
+    check("mig_error" not in node and sum(1 for g in node["mig"] for i in g["instances"]
+                                        if i["profile"] == "3g.20gb" and i["used"]) == 3,
+          f"its three instances are bound again: {node['mig']}")
     wait_for(lambda: job(big)["state"] == "completed", "they complete")
+    starts = [e for e in call("GET", f"/v1/jobs/{big}/events", admin)[1]["events"]
+              if e["kind"] == "started"]
+    check(len(starts) == 1, f"started once ({len(starts)})")
     uu = [o.strip() for o in out_lines("m-1", big)]
     check(len(uu) == 3 and len(set(uu)) == 3 and all(u.startswith("gpus=MIG-") for u in uu),
           f"each on its own MIG device: {uu}")
