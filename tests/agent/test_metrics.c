@@ -34,9 +34,10 @@
 #include "agent/metrics.h"
 #include "agent/nvml.h"
 
-#define FIXTURE_DIR TS_TEST_DATA "/../fakes"
-#define FIXTURE_ENV "TESSERA_FAKE_NVML_FIXTURE"
-#define PATH_MAX_BYTES 512
+#define NVML_FIXTURE_TAG "metrics"
+#include "fakes/nvml_fixture.h"
+
+#define PATH_MAX_BYTES NVML_FIXTURE_PATH_BYTES
 #define LINE_MAX_BYTES 1024
 #define HTTP_TIMEOUT_S 10L
 #define HOST "node-a"
@@ -44,52 +45,9 @@
 #define MODEL_LABEL_SNAKE "model_name="
 #define KIDS_MAX 8
 
-static char fixture[PATH_MAX_BYTES];
 static ts_nvml *fake; /* the open fake, closed by teardown even after a failure */
 
-/* ---- fixture (as tests/agent/test_nvml.c) --------------------------------------- */
-
-static void use_fixture(const char *name)
-{
-    char src[PATH_MAX_BYTES];
-    snprintf(src, sizeof src, "%s/%s", FIXTURE_DIR, name);
-    json_error_t jerr;
-    json_t *root = json_load_file(src, 0, &jerr);
-    assert_non_null(root);
-    snprintf(fixture, sizeof fixture, "/tmp/ts-test-metrics-%d-%s", (int)getpid(), name);
-    assert_int_equal(json_dump_file(root, fixture, JSON_INDENT(1)), 0);
-    json_decref(root);
-    setenv(FIXTURE_ENV, fixture, 1);
-}
-
-static json_t *fixture_load(void)
-{
-    json_error_t jerr;
-    json_t *root = json_load_file(fixture, 0, &jerr);
-    assert_non_null(root);
-    return root;
-}
-
-static void fixture_save(json_t *root)
-{
-    char tmp[PATH_MAX_BYTES + 8];
-    snprintf(tmp, sizeof tmp, "%s.new", fixture);
-    assert_int_equal(json_dump_file(root, tmp, JSON_INDENT(1)), 0);
-    assert_int_equal(rename(tmp, fixture), 0);
-    json_decref(root);
-}
-
-static json_t *gpu_of(json_t *root, int i)
-{
-    return json_array_get(json_object_get(root, "gpus"), (size_t)i);
-}
-
-static void inject(int gpu, const char *key, json_t *value)
-{
-    json_t *root = fixture_load();
-    json_object_set_new(gpu_of(root, gpu), key, value);
-    fixture_save(root);
-}
+/* ---- fixture (tests/fakes/nvml_fixture.h) ----------------------------------------- */
 
 static const char *fixture_str(int gpu, const char *key, char *out, size_t len)
 {
@@ -172,7 +130,7 @@ static int teardown(void **state)
     if (fixture[0])
         unlink(fixture);
     fixture[0] = '\0';
-    unsetenv(FIXTURE_ENV);
+    unsetenv(NVML_FIXTURE_ENV);
     return 0;
 }
 

@@ -28,9 +28,9 @@
 #include "agent/mig.h"
 #include "agent/nvml.h"
 
-#define FIXTURE_DIR TS_TEST_DATA "/../fakes"
-#define FIXTURE_ENV "TESSERA_FAKE_NVML_FIXTURE"
-#define PATH_BYTES 512
+#define NVML_FIXTURE_TAG "mig"
+#include "fakes/nvml_fixture.h"
+
 #define UUID_3G "MIG-5c3a1e2f-8b7d-5e0f-a1b2-c3d4e5f60001"
 #define UUID_2G_A "MIG-5c3a1e2f-8b7d-5e0f-a1b2-c3d4e5f60002"
 #define UUID_1G "MIG-5c3a1e2f-8b7d-5e0f-a1b2-c3d4e5f60004"
@@ -38,24 +38,18 @@
 #define GPU_MIG_OFF 1
 #define RAW_MAX 8
 
-static char fixture[PATH_BYTES];
 static ts_nvml *opened; /* closed by the teardown when a test fails midway */
 
 /* A private copy of a shipped fixture, named by the env var the fake reads;
  * GPU no_mig (>= 0) loses its "mig" object: a GPU that is not MIG capable. */
 static ts_nvml *open_fake_with(const char *name, int no_mig)
 {
-    char src[PATH_BYTES];
-    snprintf(src, sizeof src, "%s/%s", FIXTURE_DIR, name);
-    json_error_t jerr;
-    json_t *root = json_load_file(src, 0, &jerr);
-    assert_non_null(root);
-    if (no_mig >= 0)
-        json_object_del(json_array_get(json_object_get(root, "gpus"), (size_t)no_mig), "mig");
-    snprintf(fixture, sizeof fixture, "/tmp/ts-test-mig-%d-%s", (int)getpid(), name);
-    assert_int_equal(json_dump_file(root, fixture, JSON_INDENT(1)), 0);
-    json_decref(root);
-    setenv(FIXTURE_ENV, fixture, 1);
+    use_fixture(name);
+    if (no_mig >= 0) {
+        json_t *root = fixture_load();
+        json_object_del(gpu_of(root, no_mig), "mig");
+        fixture_save(root);
+    }
     ts_nvml *nv = NULL;
     ts_err err = {0};
     if (ts_nvml_open(TS_FAKE_NVML, &nv, &err) != 0)
@@ -76,7 +70,7 @@ static void close_fake(ts_nvml *nv)
     ts_nvml_close(nv);
     opened = NULL;
     unlink(fixture);
-    unsetenv(FIXTURE_ENV);
+    unsetenv(NVML_FIXTURE_ENV);
 }
 
 static int teardown(void **state)

@@ -28,56 +28,10 @@
 #include "agent/nvml.h"
 #include "tessera/model.h"
 
-#define FIXTURE_DIR TS_TEST_DATA "/../fakes"
-#define FIXTURE_ENV "TESSERA_FAKE_NVML_FIXTURE"
-#define PATH_MAX_BYTES 512
+#define NVML_FIXTURE_TAG "nvml"
+#include "fakes/nvml_fixture.h"
 
-static char fixture[PATH_MAX_BYTES]; /* this test's private, rewritable copy */
 
-/* Copies a shipped fixture to a temp file and points the fake at it. */
-static void use_fixture(const char *name)
-{
-    char src[PATH_MAX_BYTES];
-    snprintf(src, sizeof src, "%s/%s", FIXTURE_DIR, name);
-    json_error_t jerr;
-    json_t *root = json_load_file(src, 0, &jerr);
-    assert_non_null(root);
-    snprintf(fixture, sizeof fixture, "/tmp/ts-test-nvml-%d-%s", (int)getpid(), name);
-    assert_int_equal(json_dump_file(root, fixture, JSON_INDENT(1)), 0);
-    json_decref(root);
-    setenv(FIXTURE_ENV, fixture, 1);
-}
-
-static json_t *fixture_load(void)
-{
-    json_error_t jerr;
-    json_t *root = json_load_file(fixture, 0, &jerr);
-    assert_non_null(root);
-    return root;
-}
-
-/* Atomic rewrite (temp + rename): the fake sees a new inode at once. */
-static void fixture_save(json_t *root)
-{
-    char tmp[PATH_MAX_BYTES + 8];
-    snprintf(tmp, sizeof tmp, "%s.new", fixture);
-    assert_int_equal(json_dump_file(root, tmp, JSON_INDENT(1)), 0);
-    assert_int_equal(rename(tmp, fixture), 0);
-    json_decref(root);
-}
-
-static json_t *gpu_of(json_t *root, int i)
-{
-    return json_array_get(json_object_get(root, "gpus"), (size_t)i);
-}
-
-/* Sets gpus[i].key = value (stolen) in the fixture file. */
-static void inject(int gpu, const char *key, json_t *value)
-{
-    json_t *root = fixture_load();
-    json_object_set_new(gpu_of(root, gpu), key, value);
-    fixture_save(root);
-}
 
 static ts_nvml *open_fake(const char *fixture_name)
 {
@@ -93,7 +47,7 @@ static ts_nvml *open_fake(const char *fixture_name)
 static void teardown_fixture(void)
 {
     unlink(fixture);
-    unsetenv(FIXTURE_ENV);
+    unsetenv(NVML_FIXTURE_ENV);
 }
 
 static const ts_health_reason *find_reason(const ts_gpu_health *g, const char *code)
@@ -127,7 +81,7 @@ static void env_names_the_library_and_init_errors_are_reported(void **state)
     ts_nvml *nv = NULL;
     ts_err err = {0};
     /* the fake without a fixture behaves like a node whose driver is not loaded */
-    unsetenv(FIXTURE_ENV);
+    unsetenv(NVML_FIXTURE_ENV);
     setenv(TS_NVML_LIBRARY_ENV, TS_FAKE_NVML, 1);
     assert_int_equal(ts_nvml_open(NULL, &nv, &err), TS_EIO);
     assert_non_null(strstr(err.msg, "nvmlInit_v2"));
