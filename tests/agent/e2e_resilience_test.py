@@ -21,11 +21,10 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 TESSERAD, AGENT, FAKE, FIXTURE = sys.argv[1:5]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from harness import FAILS, check, free_port, http_call  # noqa: E402
+from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
 from harness import wait_for as harness_wait_for  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="tessera-e2e-res-")
@@ -160,13 +159,7 @@ def lines(node, jid):
 
 try:
     start("tesserad", [TESSERAD, "--config", os.path.join(TMP, "tesserad.yaml")])
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(URL + "/readyz", timeout=1)
-            break
-        except Exception:
-            time.sleep(0.1)
+    wait_ready(URL)
     admin = open(os.path.join(TMP, "state", "admin.token")).read().strip()
     for node in ("r-1", "r-2"):
         st, d = call("POST", "/v1/tokens", admin, {"name": node, "role": "node"})
@@ -241,16 +234,5 @@ try:
              "that happened while no agent ran", timeout=30)
     check(lines("r-2", jid).count("done") == 1, "it ran once")
 finally:
-    for p in PROCS.values():
-        p.send_signal(signal.SIGTERM)
-    for p in PROCS.values():
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-if FAILS:
-    for log in ("tesserad.log", "r-1.log", "r-2.log"):
-        print(f"--- {log}\n" + open(os.path.join(TMP, log)).read()[-1500:])
-    print(f"{len(FAILS)} FAILED:", *FAILS, sep="\n  ")
-    sys.exit(1)
-print("all passed")
+    stop_all(list(PROCS.values()))
+finish(TMP, ("tesserad.log", "r-1.log", "r-2.log"))

@@ -22,14 +22,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 
 TESSERAD, AGENT, FAKE, FIXTURES = sys.argv[1:5]
 MPS_CONTROL = os.path.join(os.path.dirname(FAKE), "nvidia-cuda-mps-control")
 SHIM = os.path.abspath(os.path.join(os.path.dirname(os.path.dirname(FAKE)), "libtessera-cuda.so"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from harness import FAILS, check, free_port, http_call  # noqa: E402
+from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
 from harness import wait_for as harness_wait_for  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="tessera-e2e-share-")
@@ -118,13 +117,7 @@ def out_lines(node, jid):
 
 try:
     start("tesserad", [TESSERAD, "--config", os.path.join(TMP, "tesserad.yaml")])
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(URL + "/readyz", timeout=1)
-            break
-        except Exception:
-            time.sleep(0.1)
+    wait_ready(URL)
     admin = open(os.path.join(TMP, "state", "admin.token")).read().strip()
     for node in ("m-1", "s-1"):
         st, d = call("POST", "/v1/tokens", admin, {"name": node, "role": "node"})
@@ -230,16 +223,5 @@ try:
     wait_for(lambda: all("quit" in open(p).read() for p in logs),
              "the daemon is told to quit once no task uses the GPU")
 finally:
-    for p in PROCS.values():
-        p.send_signal(signal.SIGTERM)
-    for p in PROCS.values():
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-if FAILS:
-    for log in ("tesserad.log", "m-1.log", "s-1.log"):
-        print(f"--- {log}\n" + open(os.path.join(TMP, log)).read()[-1500:])
-    print(f"{len(FAILS)} FAILED:", *FAILS, sep="\n  ")
-    sys.exit(1)
-print("all passed")
+    stop_all(list(PROCS.values()))
+finish(TMP, ("tesserad.log", "m-1.log", "s-1.log"))

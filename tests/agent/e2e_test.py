@@ -24,7 +24,7 @@ TESSERAD, AGENT = sys.argv[1], sys.argv[2]
 FAKE = sys.argv[3] if len(sys.argv) > 4 and os.path.exists(sys.argv[3]) else None
 FIXTURE = sys.argv[4] if FAKE else None
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from harness import FAILS, check, free_port, http_call  # noqa: E402
+from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
 from harness import wait_for as harness_wait_for  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="tessera-e2e-")
@@ -82,13 +82,7 @@ def start(args, log, env=None):
 
 try:
     start([TESSERAD, "--config", os.path.join(TMP, "tesserad.yaml")], "tesserad.log")
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(URL + "/readyz", timeout=1)
-            break
-        except Exception:
-            time.sleep(0.1)
+    wait_ready(URL)
     admin = open(os.path.join(TMP, "state", "admin.token")).read().strip()
     for node in ("r-1", "r-2"):
         st, d = call("POST", "/v1/tokens", admin, {"name": node, "role": "node"})
@@ -245,16 +239,5 @@ try:
                              call("GET", f"/v1/jobs/{vj}/events", admin)[1]["events"]),
                  "the gang on the failed node requeues")
 finally:
-    for p in reversed(PROCS):
-        p.send_signal(signal.SIGTERM)
-    for p in reversed(PROCS):
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-if FAILS:
-    for log in ("tesserad.log", "r-1.log", "r-2.log"):
-        print(f"--- {log}\n" + open(os.path.join(TMP, log)).read()[-1500:])
-    print(f"{len(FAILS)} FAILED:", *FAILS, sep="\n  ")
-    sys.exit(1)
-print("all passed")
+    stop_all(PROCS)
+finish(TMP, ("tesserad.log", "r-1.log", "r-2.log"))

@@ -17,11 +17,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 TESSERAD = sys.argv[1]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from harness import FAILS, check, free_port, http_call  # noqa: E402
+from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
 from harness import wait_for as harness_wait_for  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="tessera-agents-")
@@ -64,13 +63,7 @@ scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 1s}}
 proc = subprocess.Popen([TESSERAD, "--config", os.path.join(TMP, "tesserad.yaml")],
                         stdout=subprocess.DEVNULL, stderr=open(os.path.join(TMP, "log"), "w"))
 try:
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(URL + "/readyz", timeout=1)
-            break
-        except Exception:
-            time.sleep(0.1)
+    wait_ready(URL)
     admin = open(os.path.join(TMP, "state", "admin.token")).read().strip()
     tok = {}
     for name, role, tenant in [("r-1", "node", None), ("r-2", "node", None),
@@ -199,13 +192,5 @@ try:
     st, _ = call("POST", "/v1/agent/sync", tok["r-1"], {"node": "r-1", "gen": gens["r-1"]})
     check(st == 409, "the lost agent must register again")
 finally:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-if FAILS:
-    print(open(os.path.join(TMP, "log")).read()[-2000:])
-    print(f"{len(FAILS)} FAILED:", *FAILS, sep="\n  ")
-    sys.exit(1)
-print("all passed")
+    stop_all([proc])
+finish(TMP, ("log",))

@@ -20,11 +20,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 TESSERAD = sys.argv[1]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from harness import FAILS, check, free_port, http_call  # noqa: E402
+from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
 from harness import wait_for as harness_wait_for  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="tessera-straggler-")
@@ -90,13 +89,7 @@ for bad, key in [("stragglers: {factor: 0.9}\n", "stragglers.factor"),
 proc = subprocess.Popen([TESSERAD, "--config", os.path.join(TMP, "tesserad.yaml")],
                         stdout=subprocess.DEVNULL, stderr=open(os.path.join(TMP, "log"), "w"))
 try:
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(URL + "/readyz", timeout=1)
-            break
-        except Exception:
-            time.sleep(0.1)
+    wait_ready(URL)
     admin = open(os.path.join(TMP, "state", "admin.token")).read().strip()
     tok = {}
     for name in ("r-1", "r-2"):
@@ -243,13 +236,5 @@ try:
     check("idle-warning" in kinds and "reaped" in kinds, f"warned, then reaped: {kinds}")
     check(job(ia)["state"] == "running", "team-a's idle job runs on (no window for it)")
 finally:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-if FAILS:
-    print(open(os.path.join(TMP, "log")).read()[-2000:])
-    print(f"{len(FAILS)} FAILED:", *FAILS, sep="\n  ")
-    sys.exit(1)
-print("all passed")
+    stop_all([proc])
+finish(TMP, ("log",))

@@ -5,7 +5,11 @@ records failures instead of stopping at the first, and a bounded wait.
 The tests put tests/lib on sys.path and import from here.
 """
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -62,3 +66,38 @@ def wait_for(pred, what, timeout=20.0, step=0.1):
         time.sleep(step)
     check(False, what + " (timed out)")
     return None
+
+
+def wait_ready(url, timeout=20.0):
+    """Until the tesserad at url answers /readyz, at most timeout seconds."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url + "/readyz", timeout=1)
+            return True
+        except Exception:
+            time.sleep(0.1)
+    return False
+
+
+def stop_all(procs, timeout=15):
+    """SIGTERM to every process (the last started first), then waits for
+    each; what is still running after timeout seconds is killed."""
+    for p in reversed(procs):
+        p.send_signal(signal.SIGTERM)
+    for p in reversed(procs):
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def finish(tmp, logs):
+    """Ends a test: with failures, the end of each log in tmp and the list of
+    what failed, exit status 1; else "all passed"."""
+    if FAILS:
+        for log in logs:
+            print(f"--- {log}\n" + open(os.path.join(tmp, log)).read()[-2000:])
+        print(f"{len(FAILS)} FAILED:", *FAILS, sep="\n  ")
+        sys.exit(1)
+    print("all passed")
