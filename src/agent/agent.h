@@ -26,6 +26,7 @@
 #define TS_AGENT_WAIT_BUSY_S 1.0   /* with tasks running or stopping */
 #define TS_AGENT_LOST_S 30.0       /* no controller this long: stop every task */
 #define TS_AGENT_STEP_SAMPLES 20   /* step times a task's median is taken over */
+#define TS_AGENT_STEP_TAIL_BYTES 4096 /* read from the end of a step file for them */
 #define TS_AGENT_OUTPUT_TAIL 4096  /* bytes of each stream an ended task reports */
 
 typedef struct ts_agent_config {

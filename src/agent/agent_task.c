@@ -97,19 +97,11 @@ static int cmp_double(const void *x, const void *y)
  * its step file (one number of seconds per line); -1 when none. */
 double ts_agent_step_median(const char *path)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
+    char *tail = NULL;
+    long long size;
+    ts_err e;
+    if (ts_tail_read(path, TS_AGENT_STEP_TAIL_BYTES, &tail, &size, &e) != 0)
         return -1.0;
-    char tail[4096];
-    size_t n = 0;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long size = ftell(f);
-        long from = size > (long)sizeof tail - 1 ? size - (long)sizeof tail + 1 : 0;
-        if (fseek(f, from, SEEK_SET) == 0)
-            n = fread(tail, 1, sizeof tail - 1, f);
-    }
-    fclose(f);
-    tail[n] = '\0';
     double v[TS_AGENT_STEP_SAMPLES];
     int k = 0;
     /* newest last: walk the complete lines backwards */
@@ -124,6 +116,7 @@ double ts_agent_step_median(const char *path)
             v[k++] = x;
         end = line > tail ? line - 1 : NULL;
     }
+    free(tail);
     if (k == 0)
         return -1.0;
     qsort(v, (size_t)k, sizeof *v, cmp_double);

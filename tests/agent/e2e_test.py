@@ -3,7 +3,8 @@
 processes: a 2-node gang sees its rank, world size and GPUs and completes; a
 borrowing job is preempted with its checkpoint signal, acknowledges its
 checkpoint and requeues; a gang whose rank fails fails as one and its other
-rank is stopped.
+rank is stopped; the ranks' step times (TESSERA_STEP_FILE) flag a slow rank;
+a task's output is fetched live and kept once it ended.
 
     e2e_test.py TESSERAD TESSERA_AGENT [FAKE_NVML FIXTURE]
 
@@ -60,6 +61,7 @@ cluster: cluster.yaml
 tenants: tenants.yaml
 state_dir: state
 node_lost_after: 10s
+stragglers: {{factor: 1.5, window: 1s}}
 limits: {{requests_per_s: 100000, burst: 100000}}
 scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 5s, backoff: 1s}}
 """)
@@ -152,6 +154,21 @@ try:
     check(st == 400 and "stream" in d["error"]["message"], f"a stream that is not one: {st}")
     call("POST", f"/v1/jobs/{chatty}/cancel", admin)
     wait_for(lambda: job(chatty)["state"] == "cancelled", "it is cancelled")
+
+    # step times: each rank appends its own to $TESSERA_STEP_FILE; rank 1 is
+    # three times slower, and the controller flags it from the agents' medians
+    st, d = call("POST", "/v1/jobs", admin, spec(
+        "team-a", "steps", 'if [ "$RANK" = 1 ]; then t=3.0; else t=1.0; fi; '
+        'while true; do echo "$t" >> "$TESSERA_STEP_FILE"; sleep 0.1; done', count=2,
+        tier="opportunistic"))
+    steps = d["jobs"][0]["id"]
+    ev = wait_for(lambda: [e for e in call("GET", f"/v1/jobs/{steps}/events", admin)[1]["events"]
+                           if e["kind"] == "straggler"], "the slow rank's step times flag it")
+    if ev:
+        check("rank 1 " in ev[0]["detail"] and "step 3 s vs the gang's median 1 s"
+              in ev[0]["detail"], f"rank 1 at 3 s against 1 s: {ev[0]['detail']}")
+    call("POST", f"/v1/jobs/{steps}/cancel", admin)
+    wait_for(lambda: job(steps)["state"] == "cancelled", "it is cancelled")
 
     # the controller restarts (kill -9) while a job runs on the agents: they
     # register again and report it; it keeps running and completes, once
