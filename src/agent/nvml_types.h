@@ -9,12 +9,26 @@
  * reference's x86_64 numbers. Both the agent (nvml.c) and the test fake
  * (tests/fakes/fake_nvml.c) include this, so the two cannot drift apart.
  * Header-only: no functions, no storage.
+ *
+ * With TS_NVML_NVIDIA_HEADERS defined (the build does it for the fake where
+ * NVIDIA's nvml.h is found) the types come from nvml.h itself, so the fake is
+ * compiled with the real layouts and its exports against the real
+ * prototypes; tests/conformance/conf_nvml.c checks every hand declaration
+ * below against nvml.h (sizes, offsets, values, function types).
  */
 #ifndef TS_AGENT_NVML_TYPES_H
 #define TS_AGENT_NVML_TYPES_H
 
 #include <stddef.h>
 
+#if defined(TS_NVML_NVIDIA_HEADERS)
+/* Every versioned export declared under its own name (nvmlInit and
+ * nvmlInit_v2), as the agent resolves them. */
+#ifndef NVML_NO_UNVERSIONED_FUNC_DEFS
+#define NVML_NO_UNVERSIONED_FUNC_DEFS 1
+#endif
+#include <nvml.h>
+#else
 /* ---- return codes (section 1.2) ---------------------------------------- */
 typedef enum nvmlReturn_enum {
     NVML_SUCCESS = 0,
@@ -110,8 +124,6 @@ typedef enum {
 #define NVML_DEVICE_MIG_DISABLE 0
 #define NVML_DEVICE_MIG_ENABLE 1
 #define NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED 0
-/* Instance ids in event data when the event is not attributable. */
-#define NVML_INSTANCE_ID_NONE 0xFFFFFFFFu
 
 /* ---- structs (section 1.5) --------------------------------------------- */
 typedef struct nvmlPciInfo_st {
@@ -224,5 +236,10 @@ _Static_assert(sizeof(nvmlComputeInstanceInfo_t) == 32, "nvmlComputeInstanceInfo
 _Static_assert(sizeof(nvmlProcessInfo_t) == 24, "nvmlProcessInfo_v2_t is 24 bytes");
 _Static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32, "process util sample is 32 bytes");
 #endif
+#endif /* TS_NVML_NVIDIA_HEADERS */
+
+/* Instance ids in event data when the event is not attributable (ours: NVML
+ * writes 0xFFFFFFFF but names no constant for it). */
+#define NVML_INSTANCE_ID_NONE 0xFFFFFFFFu
 
 #endif

@@ -3,13 +3,29 @@
  * function signatures the allocator's CUDA backend calls, declared here from
  * the public driver API reference (no NVIDIA header is used or needed). Only
  * what dev_cuda.c resolves with dlsym is listed.
+ *
+ * With TS_CUDA_NVIDIA_HEADERS defined the types come from NVIDIA's cuda.h
+ * instead; tests/conformance/ checks these declarations against it (layouts,
+ * values, and each TS_CUDA_FUNCS prototype against the driver's export).
  */
 #ifndef TS_ALLOC_CUDA_API_H
 #define TS_ALLOC_CUDA_API_H
 
 #include <stddef.h>
 
-typedef int CUresult;
+#if defined(TS_CUDA_NVIDIA_HEADERS)
+#ifndef __CUDA_API_VERSION_INTERNAL
+#define __CUDA_API_VERSION_INTERNAL 1
+#endif
+#include <cuda.h>
+#else
+/* 4-byte enums, as in cuda.h (an int in their place is a different type to
+ * the compiler: the conformance test compares function types exactly). */
+typedef enum cudaError_enum {
+    CUDA_SUCCESS = 0,
+    CUDA_ERROR_OUT_OF_MEMORY = 2,
+    CUDA_ERROR_NOT_READY = 600,
+} CUresult;
 typedef int CUdevice;
 typedef unsigned long long CUdeviceptr;
 typedef unsigned long long CUmemGenericAllocationHandle;
@@ -17,27 +33,25 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 
-#define CUDA_SUCCESS 0
-#define CUDA_ERROR_OUT_OF_MEMORY 2
-#define CUDA_ERROR_NOT_READY 600
-
-/* CUmemAllocationType, CUmemLocationType, CUmemAccess_flags,
- * CUmemAllocationGranularity_flags, CUmemAllocationHandleType values */
-#define CU_MEM_ALLOCATION_TYPE_PINNED 1
-#define CU_MEM_LOCATION_TYPE_DEVICE 1
-#define CU_MEM_ACCESS_FLAGS_PROT_READWRITE 3
-#define CU_MEM_ALLOC_GRANULARITY_MINIMUM 0
-#define CU_MEM_HANDLE_TYPE_NONE 0
-#define CU_EVENT_DISABLE_TIMING 2
+typedef enum CUmemAllocationType_enum { CU_MEM_ALLOCATION_TYPE_PINNED = 1 } CUmemAllocationType;
+typedef enum CUmemLocationType_enum { CU_MEM_LOCATION_TYPE_DEVICE = 1 } CUmemLocationType;
+typedef enum CUmemAccess_flags_enum { CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3 } CUmemAccess_flags;
+typedef enum CUmemAllocationGranularity_flags_enum {
+    CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0
+} CUmemAllocationGranularity_flags;
+typedef enum CUmemAllocationHandleType_enum {
+    CU_MEM_HANDLE_TYPE_NONE = 0
+} CUmemAllocationHandleType;
+typedef enum CUevent_flags_enum { CU_EVENT_DISABLE_TIMING = 2 } CUevent_flags;
 
 typedef struct CUmemLocation_st {
-    int type; /* CUmemLocationType */
+    CUmemLocationType type;
     int id;
 } CUmemLocation;
 
 typedef struct CUmemAllocationProp_st {
-    int type;                 /* CUmemAllocationType */
-    int requestedHandleTypes; /* CUmemAllocationHandleType */
+    CUmemAllocationType type;
+    CUmemAllocationHandleType requestedHandleTypes;
     CUmemLocation location;
     void *win32HandleMetaData;
     struct {
@@ -50,8 +64,9 @@ typedef struct CUmemAllocationProp_st {
 
 typedef struct CUmemAccessDesc_st {
     CUmemLocation location;
-    int flags; /* CUmemAccess_flags */
+    CUmemAccess_flags flags;
 } CUmemAccessDesc;
+#endif /* TS_CUDA_NVIDIA_HEADERS */
 
 /* X(name, return, args): the table dev_cuda.c builds; R = required. */
 #define TS_CUDA_FUNCS(X)                                                                      \
@@ -64,7 +79,8 @@ typedef struct CUmemAccessDesc_st {
     X(cuMemAlloc_v2, 1, (CUdeviceptr * ptr, size_t size))                                     \
     X(cuMemFree_v2, 1, (CUdeviceptr ptr))                                                     \
     X(cuMemGetAllocationGranularity, 1,                                                       \
-      (size_t * granularity, const CUmemAllocationProp *prop, int option))                    \
+      (size_t * granularity, const CUmemAllocationProp *prop,                                 \
+       CUmemAllocationGranularity_flags option))                                              \
     X(cuMemAddressReserve, 1,                                                                 \
       (CUdeviceptr * ptr, size_t size, size_t alignment, CUdeviceptr addr,                    \
        unsigned long long flags))                                                             \

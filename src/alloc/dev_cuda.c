@@ -53,7 +53,7 @@ static int cu_fail(cuda *c, ts_err *err, const char *call, CUresult r)
 {
     if (r == CUDA_ERROR_OUT_OF_MEMORY)
         return ts_err_set(err, TS_ENOSPC, "cuda: %s: out of memory", call);
-    return ts_err_set(err, TS_EIO, "cuda: %s failed: %s (%d)", call, cu_name(c, r), r);
+    return ts_err_set(err, TS_EIO, "cuda: %s failed: %s (%d)", call, cu_name(c, r), (int)r);
 }
 
 #define CU_CALL(c, err, fn, ...)                              \

@@ -15,6 +15,13 @@
  * real exported name (the _v2 / _ptsz suffixes are part of the ABI). The shim
  * derives its table of real entry points from it and the fake its prototypes,
  * so the two cannot drift apart. Header-only: no functions, no storage.
+ *
+ * Held against NVIDIA's headers: with TS_CUDA_NVIDIA_HEADERS defined (the
+ * build does it where the toolkit's cuda.h is found) the types below come
+ * from cuda.h itself and the hand declarations are skipped, so whatever
+ * includes this (the fake libcuda, the conformance tests) is compiled with the
+ * real driver's layouts and prototypes; tests/conformance/ checks the hand
+ * declarations against cuda.h field by field (docs/sharing.md, Conformance).
  */
 #ifndef TS_SHIM_CUDA_TYPES_H
 #define TS_SHIM_CUDA_TYPES_H
@@ -22,6 +29,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#if defined(TS_CUDA_NVIDIA_HEADERS)
+/* The real types and prototypes. __CUDA_API_VERSION_INTERNAL is what the
+ * driver's own sources define: cuda.h then declares every export under its
+ * real name (cuMemAlloc and cuMemAlloc_v2, cuLaunchKernel and
+ * cuLaunchKernel_ptsz) instead of macro-mapping names to the newest. */
+#ifndef __CUDA_API_VERSION_INTERNAL
+#define __CUDA_API_VERSION_INTERNAL 1
+#endif
+#include <cuda.h>
+#else
 /* ---- results -------------------------------------------------------------- */
 typedef enum cudaError_enum {
     CUDA_SUCCESS = 0,
@@ -70,10 +87,6 @@ typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef struct CUexecAffinityParam_st CUexecAffinityParam; /* only passed through */
 typedef struct CUctxCreateParams_st CUctxCreateParams;     /* only passed through */
 
-/* Special stream handles (cuda.h: CU_STREAM_LEGACY, CU_STREAM_PER_THREAD). */
-#define TS_CU_STREAM_LEGACY ((CUstream)0x1)
-#define TS_CU_STREAM_PER_THREAD ((CUstream)0x2)
-
 typedef struct CUuuid_st {
     char bytes[16];
 } CUuuid;
@@ -104,6 +117,8 @@ typedef enum CUmemLocationType_enum {
     CU_MEM_LOCATION_TYPE_INVALID = 0,
     CU_MEM_LOCATION_TYPE_DEVICE = 1,
     CU_MEM_LOCATION_TYPE_HOST = 2,
+    CU_MEM_LOCATION_TYPE_HOST_NUMA = 3,
+    CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT = 4,
 } CUmemLocationType;
 
 typedef enum CUmemAccess_flags_enum {
@@ -151,28 +166,6 @@ typedef enum CUdriverProcAddressQueryResult_enum {
     CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
     CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2,
 } CUdriverProcAddressQueryResult;
-
-/* cuGetProcAddress flags (CUdriverProcAddress_flags). */
-#define TS_CU_GET_PROC_ADDRESS_DEFAULT 0ULL
-#define TS_CU_GET_PROC_ADDRESS_LEGACY_STREAM 1ULL
-#define TS_CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM 2ULL
-
-/* cuEventCreate flags. */
-#define TS_CU_EVENT_DEFAULT 0x0u
-#define TS_CU_EVENT_DISABLE_TIMING 0x2u
-
-/* CUDA_ARRAY3D_DESCRIPTOR.Flags: the array holds no memory of its own. */
-#define TS_CU_ARRAY3D_SPARSE 0x40u
-#define TS_CU_ARRAY3D_DEFERRED_MAPPING 0x80u
-
-/* cuMemAllocManaged flags. */
-#define TS_CU_MEM_ATTACH_GLOBAL 0x1u
-#define TS_CU_MEM_ATTACH_HOST 0x2u
-
-/* cuLaunchKernel `extra` markers. */
-#define TS_CU_LAUNCH_PARAM_END ((void *)0x00)
-#define TS_CU_LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
-#define TS_CU_LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
 
 /* ---- structs -------------------------------------------------------------- */
 typedef struct CUmemLocation_st {
@@ -231,7 +224,7 @@ typedef struct CUDA_ARRAY_MEMORY_REQUIREMENTS_st {
 } CUDA_ARRAY_MEMORY_REQUIREMENTS;
 
 typedef union CUlaunchAttributeValue_union {
-    char pad[64];
+    _Alignas(8) char pad[64]; /* cuda.h's members include pointers: 8-byte aligned */
     int cooperative;
 } CUlaunchAttributeValue;
 
@@ -293,6 +286,35 @@ _Static_assert(sizeof(CUDA_LAUNCH_PARAMS) == 56, "CUDA_LAUNCH_PARAMS is 56 bytes
 _Static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS_v1) == 56, "kernel node params v1: 56 bytes");
 _Static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS_v2) == 72, "kernel node params v2: 72 bytes");
 #endif
+
+#endif /* TS_CUDA_NVIDIA_HEADERS */
+
+/* ---- constants: ours, equal to cuda.h's (tests/conformance checks) ------ */
+/* Special stream handles (cuda.h: CU_STREAM_LEGACY, CU_STREAM_PER_THREAD). */
+#define TS_CU_STREAM_LEGACY ((CUstream)0x1)
+#define TS_CU_STREAM_PER_THREAD ((CUstream)0x2)
+
+/* cuGetProcAddress flags (CUdriverProcAddress_flags). */
+#define TS_CU_GET_PROC_ADDRESS_DEFAULT 0ULL
+#define TS_CU_GET_PROC_ADDRESS_LEGACY_STREAM 1ULL
+#define TS_CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM 2ULL
+
+/* cuEventCreate flags. */
+#define TS_CU_EVENT_DEFAULT 0x0u
+#define TS_CU_EVENT_DISABLE_TIMING 0x2u
+
+/* CUDA_ARRAY3D_DESCRIPTOR.Flags: the array holds no memory of its own. */
+#define TS_CU_ARRAY3D_SPARSE 0x40u
+#define TS_CU_ARRAY3D_DEFERRED_MAPPING 0x80u
+
+/* cuMemAllocManaged flags. */
+#define TS_CU_MEM_ATTACH_GLOBAL 0x1u
+#define TS_CU_MEM_ATTACH_HOST 0x2u
+
+/* cuLaunchKernel `extra` markers. */
+#define TS_CU_LAUNCH_PARAM_END ((void *)0x00)
+#define TS_CU_LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
+#define TS_CU_LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
 
 /* ---- the functions ---------------------------------------------------------
  * X(name, (parameter list), (argument names)). Every name is a real export of

@@ -1386,6 +1386,7 @@ static uint64_t format_bytes(CUarray_format f)
     case CU_AD_FORMAT_HALF: return 2;
     case CU_AD_FORMAT_UNSIGNED_INT32: case CU_AD_FORMAT_SIGNED_INT32:
     case CU_AD_FORMAT_FLOAT: return 4;
+    default: break; /* cuda.h has more formats (packed, block-compressed) */
     }
     return 0;
 }
