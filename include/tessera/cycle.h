@@ -91,6 +91,8 @@ typedef struct ts_job {
 /* Expands a Slurm-style array: n copies of tmpl with ids first_id + i. */
 int ts_job_array_expand(const ts_job *tmpl, int n, int64_t first_id, ts_job *out, ts_err *err);
 
+struct ts_scorer_ops;
+
 typedef struct ts_sched_config {
     double default_time_limit_s;   /* for jobs that give none */
     double starve_after_s;         /* a job waiting longer goes to the head */
@@ -106,6 +108,9 @@ typedef struct ts_sched_config {
     int64_t reserve_mem_mib_per_gpu[TS_MAX_GPU_MODELS];
     int64_t cap_cpu_milli_per_gpu[TS_MAX_GPU_MODELS];
     int64_t cap_mem_mib_per_gpu[TS_MAX_GPU_MODELS];
+    /* placement policy for non-gang tasks (sched.h's scorers, by name with
+     * ts_scorer_find); NULL = TS_PLACEMENT_DEFAULT */
+    const struct ts_scorer_ops *placement;
 } ts_sched_config;
 
 /* Defaults: 24 h limit, 24 h starvation bound, 10 min minimum runtime, 3

@@ -36,6 +36,9 @@ typedef struct ts_sched_env {
     const ts_cluster *cluster;
     const ts_typical *typical;   /* may be NULL for scorers that do not use it */
     const ts_workload *workload; /* the expected request mix, may be NULL */
+    /* node versions may repeat with a different state (a scratch copy that
+     * is re-synced from the real cluster): scorers keep no per-node cache */
+    bool no_cache;
 } ts_sched_env;
 
 struct ts_scorer_ops {
@@ -60,7 +63,8 @@ const struct ts_scorer_ops *const *ts_scorer_all(void);
 typedef struct ts_placer ts_placer;
 
 /* nclasses: how many request classes cacheable scores are kept for (the
- * workload's nspecs); 0 disables the cache. */
+ * workload's nspecs); 0 disables the cache. A class's table (one entry per
+ * node) is allocated the first time the class is placed. */
 ts_placer *ts_placer_new(ts_cluster *c, const struct ts_scorer_ops *ops,
                          const ts_sched_env *env, int nclasses, uint64_t seed, ts_err *err);
 void ts_placer_free(ts_placer *p);
@@ -69,6 +73,12 @@ void ts_placer_free(ts_placer *p);
  * node, binds the allocation and returns its node index, or TS_ENOSPC when no
  * node fits (the cluster is then unchanged). */
 int ts_placer_place(ts_placer *p, const ts_request *r, int cls, ts_alloc *out);
+/* What ts_placer_place would choose among the nodes ok(ctx, i) accepts (ok
+ * NULL: every node), without binding: fills out (node, GPUs, CPU, memory) and
+ * returns the node index, or TS_ENOSPC. The caller binds with ts_node_assign
+ * (the scheduling cycle, which keeps its own index in step). */
+int ts_placer_choose(ts_placer *p, const ts_request *r, int cls,
+                     bool (*ok)(void *ctx, int node), void *ctx, ts_alloc *out);
 /* Releases an allocation made by this placer. */
 int ts_placer_release(ts_placer *p, const ts_alloc *a);
 
@@ -77,6 +87,20 @@ typedef struct ts_placer_stats {
     uint64_t placed, failed, scored, cache_hits;
 } ts_placer_stats;
 void ts_placer_get_stats(const ts_placer *p, ts_placer_stats *s);
+
+/* The policy ts_sched_cycle places non-gang tasks with when its
+ * configuration names none, and what tesserad's scheduler.placement defaults
+ * to: the best measured one (docs/policies.md). */
+#define TS_PLACEMENT_DEFAULT "tessera"
+
+/* The scheduling cycle (cycle.h) measures fragmentation against an expected
+ * workload. By default it learns one from the tasks it is asked to place
+ * (their classes, counts halved at each rebuild, rebuilt after as many new
+ * attempts as it has weight, at least every 4096); a shell that knows the
+ * mix (the simulator replaying a trace) sets it here instead. t is borrowed
+ * and must outlive s or the next call; NULL returns to learning. */
+typedef struct ts_sched ts_sched;
+int ts_sched_set_expected(ts_sched *s, const ts_typical *t, ts_err *err);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,7 @@
 #include "ctld/ctld.h"
 #include "model/yaml_doc.h"
 #include "tessera/model.h"
+#include "tessera/sched.h"
 
 typedef struct cfg_ctx {
     ts_yaml_doc D;
@@ -152,7 +153,7 @@ static int scheduler_parse(cfg_ctx *x, const yaml_node_t *n)
     static const char *const keys[] = {
         "interval", "default_time_limit", "starve_after", "min_runtime",
         "max_preemptions_per_hour", "grace", "backoff", "preemptors_per_cycle", "half_life",
-        "priority_classes", "reserve_per_gpu", "cap_per_gpu"};
+        "priority_classes", "reserve_per_gpu", "cap_per_gpu", "placement"};
     enum { NK = sizeof keys / sizeof keys[0] };
     yaml_node_t *v[NK];
     ctld_config *cfg = x->cfg;
@@ -213,6 +214,15 @@ static int scheduler_parse(cfg_ctx *x, const yaml_node_t *n)
     if (rc == 0 && v[11])
         rc = per_gpu(x, v[11], "scheduler.cap_per_gpu", sc->cap_cpu_milli_per_gpu,
                      sc->cap_mem_mib_per_gpu);
+    if (rc == 0 && v[12]) {
+        /* a placement policy by name: sched.h's scorers */
+        const char *name = ts_yaml_scalar(v[12]);
+        sc->placement = name ? ts_scorer_find(name) : NULL;
+        if (!sc->placement)
+            rc = ts_yaml_fail_got(&x->D, v[12], "scheduler.placement",
+                                  "tessera, fgd, bestfit, dotprod, packing, clustering or "
+                                  "random");
+    }
     return rc;
 }
 

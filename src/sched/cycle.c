@@ -84,6 +84,7 @@ void ts_sched_free(ts_sched *s)
     if (!s)
         return;
     blockers_clear(s);
+    cycle_scoring_free(s);
     ts_gang_index_free(s->ix);
     ts_gang_index_free(s->six);
     ts_cluster_free(s->sc);

@@ -71,6 +71,7 @@ struct ts_sched {
     int cpu_cursor;             /* next-fit start for CPU-only tasks */
     preemptor_entry pre[PREEMPTOR_TABLE_MAX];
     int npre;
+    struct cycle_scoring *scoring; /* placement policy state: cycle_place.c */
 };
 
 /* cycle.c ------------------------------------------------------------------ */
@@ -90,6 +91,8 @@ int cycle_place(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job
                 ts_alloc *allocs, int *reason, char *why, size_t whylen);
 /* Releases what cycle_place bound (or a running job's allocs). */
 int cycle_unplace(ts_cluster *c, ts_gang_index *ix, const ts_job *job, const ts_alloc *allocs);
+/* Frees the placement policy's state (scorers, learned workload). */
+void cycle_scoring_free(ts_sched *s);
 /* Whole GPUs the job needs (0 for CPU-only and shares count as one each). */
 int64_t cycle_job_gpus(const ts_job *job);
 

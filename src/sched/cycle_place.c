@@ -2,20 +2,196 @@
  * cycle_place.c - placing one job, all or nothing, on a cluster and its gang
  * index: the real cluster during a cycle, or the scratch copy when planning.
  *
- * Gangs of whole-GPU tasks go to ts_gang_place (smallest subtree at the
- * required level, packed, rail-aligned on request). Other jobs (CPU-only
- * tasks, GPU shares, MIG instances, or a mix) are placed task by task, each
- * on the node that keeps the most whole GPUs free (best fit: fewest free
- * GPUs left, then least free CPU), with "node" as the only topology
- * constraint they honour (every task on one node); a task that does not fit
- * rolls the earlier ones back. CPU-only tasks on GPU nodes must leave the
- * CPU and memory the configuration reserves per idle GPU, so they cannot
- * strand a node's GPUs by taking its cores.
+ * Gangs of two or more whole-GPU tasks go to ts_gang_place (smallest subtree
+ * at the required level, packed, rail-aligned on request). Other jobs (one
+ * task of any shape, CPU-only tasks, GPU shares, MIG instances, or a mix)
+ * are placed task by task through
+ * the placement policy's scorer (sched.h; configuration field placement,
+ * default TS_PLACEMENT_DEFAULT): the same placer, filter, scores and tie rule
+ * as `tessera-sim fgd` measures, with drained nodes and the CPU reserved for
+ * idle GPUs filtered out. "node" is the only topology constraint they honour
+ * (every task on one node); a task that does not fit rolls the earlier ones
+ * back. The fragmentation measure needs an expected workload: the shell's
+ * (ts_sched_set_expected) or one learned from the tasks the cycle is asked
+ * to place (see sched.h for the rule).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sched/cycle_internal.h"
+#include "tessera/sched.h"
+
+#define CLASS_MAX 4096          /* request classes with a cached score row */
+#define CLASS_HASH 8192         /* open addressing, power of two > CLASS_MAX */
+#define LEARN_REBUILD_MAX 4096  /* attempts between rebuilds at most */
+#define LEARN_SAME_P 0.02       /* a rebuilt list this close keeps the caches */
+#define PLACER_SEED 0x7e55e7aULL
+
+struct cycle_scoring {
+    const struct ts_scorer_ops *ops;
+    ts_placer *real, *scratch;  /* on s->c and on s->sc (uncached) */
+    const ts_typical *set;      /* the shell's expected workload, borrowed */
+    ts_typical learned;         /* else this, owned */
+    ts_request cls[CLASS_MAX];
+    int64_t count[CLASS_MAX];   /* attempts per class, halved at each rebuild */
+    int ncls;
+    int32_t hash[CLASS_HASH];   /* class index + 1, 0 = empty */
+    int64_t since, next_at;     /* attempts since the last rebuild; rebuild at */
+};
+
+static uint64_t request_hash(const ts_request *r)
+{
+    uint64_t h = 1469598103934665603ULL;
+    const int64_t v[] = {r->cpu_milli, r->mem_mib, r->num_gpu, r->gpu_milli, r->gpu_mem_mib,
+                         r->model_mask, r->mig_profile};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        h ^= (uint64_t)v[i];
+        h *= 1099511628211ULL;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+static bool same_request(const ts_request *a, const ts_request *b)
+{
+    return a->cpu_milli == b->cpu_milli && a->mem_mib == b->mem_mib &&
+           a->num_gpu == b->num_gpu && a->gpu_milli == b->gpu_milli &&
+           a->gpu_mem_mib == b->gpu_mem_mib && a->model_mask == b->model_mask &&
+           a->mig_profile == b->mig_profile;
+}
+
+/* The class index of r (added if new), or -1 when the table is full. */
+static int class_of(struct cycle_scoring *k, const ts_request *r)
+{
+    uint64_t h = request_hash(r);
+    for (uint64_t i = 0; i < CLASS_HASH; i++) {
+        int32_t *slot = &k->hash[(h + i) & (CLASS_HASH - 1)];
+        if (*slot == 0) {
+            if (k->ncls == CLASS_MAX)
+                return -1;
+            k->cls[k->ncls] = *r;
+            *slot = ++k->ncls;
+            return k->ncls - 1;
+        }
+        if (same_request(&k->cls[*slot - 1], r))
+            return *slot - 1;
+    }
+    return -1;
+}
+
+static void placers_drop(struct cycle_scoring *k)
+{
+    ts_placer_free(k->real);
+    ts_placer_free(k->scratch);
+    k->real = k->scratch = NULL;
+}
+
+void cycle_scoring_free(ts_sched *s)
+{
+    struct cycle_scoring *k = s->scoring;
+    if (!k)
+        return;
+    placers_drop(k);
+    ts_typical_free(&k->learned);
+    free(k);
+    s->scoring = NULL;
+}
+
+static struct cycle_scoring *scoring_get(ts_sched *s)
+{
+    if (s->scoring)
+        return s->scoring;
+    struct cycle_scoring *k = calloc(1, sizeof *k);
+    if (!k)
+        return NULL;
+    k->ops = s->cfg.placement ? s->cfg.placement : ts_scorer_find(TS_PLACEMENT_DEFAULT);
+    s->scoring = k;
+    return k;
+}
+
+int ts_sched_set_expected(ts_sched *s, const ts_typical *t, ts_err *err)
+{
+    if (!s)
+        return ts_err_set(err, TS_EINVAL, "expected workload: no scheduler");
+    struct cycle_scoring *k = scoring_get(s);
+    if (!k)
+        return ts_err_set(err, TS_ENOMEM, "expected workload: out of memory");
+    k->set = t;
+    placers_drop(k);
+    return 0;
+}
+
+/* Two lists close enough that rebuilding the scores is not worth it. */
+static bool same_typical(const ts_typical *a, const ts_typical *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (int i = 0; i < a->n; i++) {
+        double d = a->p[i] - b->p[i];
+        if (!same_request(&a->req[i], &b->req[i]) || d > LEARN_SAME_P || d < -LEARN_SAME_P ||
+            a->mem_mib[i] != b->mem_mib[i])
+            return false;
+    }
+    return true;
+}
+
+/* Counts job's tasks as attempts of their classes; rebuilds the learned list
+ * when due. 0 or TS_ENOMEM. */
+static int learn(struct cycle_scoring *k, const ts_job *job)
+{
+    if (k->set)
+        return 0;
+    for (int i = 0; i < job->ntasks; i++) {
+        int cls = class_of(k, &job->tasks[i]);
+        if (cls >= 0)
+            k->count[cls]++;
+    }
+    k->since += job->ntasks;
+    if (k->since < k->next_at)
+        return 0;
+    int *cnt = malloc((size_t)(k->ncls ? k->ncls : 1) * sizeof *cnt);
+    if (!cnt)
+        return TS_ENOMEM;
+    int64_t total = 0;
+    for (int i = 0; i < k->ncls; i++) {
+        cnt[i] = (int)k->count[i];
+        total += k->count[i];
+        k->count[i] /= 2;
+    }
+    ts_workload w = {.specs = k->cls, .spec_count = cnt, .nspecs = k->ncls};
+    ts_typical t;
+    ts_err err;
+    int rc = ts_typical_build(&w, TS_TYPICAL_COVERAGE_DEFAULT, TS_TYPICAL_BY_COUNT, &t, &err);
+    free(cnt);
+    if (rc != 0)
+        return rc;
+    k->since = 0;
+    k->next_at = total < 1 ? 1 : total > LEARN_REBUILD_MAX ? LEARN_REBUILD_MAX : total;
+    if (k->learned.req && same_typical(&k->learned, &t)) {
+        ts_typical_free(&t);
+        return 0;
+    }
+    ts_typical_free(&k->learned);
+    k->learned = t;
+    placers_drop(k);
+    return 0;
+}
+
+/* The placer for cluster c (the real one or the scratch copy), made when
+ * first needed. */
+static ts_placer *placer_for(ts_sched *s, struct cycle_scoring *k, ts_cluster *c)
+{
+    bool real = c == s->c;
+    ts_placer **pp = real ? &k->real : &k->scratch;
+    if (*pp)
+        return *pp;
+    ts_sched_env env = {.cluster = c, .typical = k->set ? k->set : &k->learned,
+                        .no_cache = !real};
+    ts_err err;
+    *pp = ts_placer_new(c, k->ops, &env, real ? CLASS_MAX : 0, PLACER_SEED, &err);
+    return *pp;
+}
 
 static bool whole_gpu_task(const ts_request *r)
 {
@@ -41,58 +217,48 @@ static bool proportional_ok(const ts_sched *s, const ts_node *n, const ts_reques
            n->mem_mib - n->mem_used - r->mem_mib >= keep_mem;
 }
 
-/* Best node for one non-gang task, or -1. only >= 0 restricts to that node.
- * GPU tasks: best fit over every node. CPU-only tasks: the first node with
- * no idle GPU to strand (CPU-only nodes, or GPU nodes already full) that
- * fits, searched from where the last one was found (next fit, so a cycle
- * that starts many CPU tasks does not rescan the same full nodes); failing
- * that, the GPU node with the fewest idle GPUs. */
-static int best_node(ts_sched *s, const ts_cluster *c, const ts_request *r, int only,
-                     bool *blocked_by_reserve)
+typedef struct node_filter {
+    ts_sched *s;
+    const ts_cluster *c;
+    const ts_gang_index *ix;
+    const ts_request *r;
+    int only;
+    bool reserve_hit;
+} node_filter;
+
+static bool node_ok(void *ctx, int i)
 {
-    int best = -1;
-    int64_t best_gpus = 0, best_cpu = 0;
-    bool cpu_task = r->num_gpu == 0 && r->mig_profile < 0;
-    int n = only >= 0 ? 1 : c->nnodes;
-    int start = only >= 0 ? only : cpu_task && s->cpu_cursor < c->nnodes ? s->cpu_cursor : 0;
-    for (int k = 0; k < n; k++) {
-        int i = start + k < c->nnodes ? start + k : start + k - c->nnodes;
-        const ts_node *nd = &c->nodes[i];
-        if (!ts_gang_index_node_enabled(c == s->c ? s->ix : s->six, i) || !ts_node_fits(nd, r))
-            continue;
-        if (!proportional_ok(s, nd, r)) {
-            *blocked_by_reserve = true;
-            continue;
-        }
-        int64_t gpus = nd->gpus_free, cpu = nd->cpu_milli - nd->cpu_used;
-        if (cpu_task && gpus == 0 && only < 0) {
-            s->cpu_cursor = i;
-            return i;
-        }
-        if (best < 0 || gpus < best_gpus || (gpus == best_gpus && cpu < best_cpu) ||
-            (gpus == best_gpus && cpu == best_cpu && i < best)) {
-            best = i;
-            best_gpus = gpus;
-            best_cpu = cpu;
-        }
+    node_filter *f = ctx;
+    if ((f->only >= 0 && i != f->only) || !ts_gang_index_node_enabled(f->ix, i))
+        return false;
+    if (!proportional_ok(f->s, &f->c->nodes[i], f->r)) {
+        f->reserve_hit = true;
+        return false;
     }
-    return best;
+    return true;
 }
 
-/* Tasks first..ntasks-1 each on its best node (only >= 0: all on that one).
- * Returns how many were bound; on a shortfall the caller rolls back. */
+/* Tasks first..ntasks-1 each on the node the policy picks (only >= 0: all
+ * on that one). Returns how many were bound, or TS_ENOMEM; on a shortfall
+ * the caller rolls back. */
 static int bind_tasks(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job,
                       int only, ts_alloc *allocs, bool *reserve_hit)
 {
+    struct cycle_scoring *k = scoring_get(s);
+    if (!k || !k->ops)
+        return TS_ENOMEM;
     int done = 0;
     for (; done < job->ntasks; done++) {
         const ts_request *r = &job->tasks[done];
-        int at = best_node(s, c, r, only, reserve_hit);
+        int cls = class_of(k, r);
+        ts_placer *pl = placer_for(s, k, c);
+        if (!pl)
+            return TS_ENOMEM;
+        node_filter f = {.s = s, .c = c, .ix = ix, .r = r, .only = only};
         ts_alloc a;
-        if (at < 0 || ts_node_choose_gpus(&c->nodes[at], r, &a) != 0)
-            break;
-        a.node = at;
-        if (ts_node_assign(&c->nodes[at], r, &a) != 0)
+        int at = ts_placer_choose(pl, r, cls, node_ok, &f, &a);
+        *reserve_hit = *reserve_hit || f.reserve_hit;
+        if (at < 0 || ts_node_assign(&c->nodes[at], r, &a) != 0)
             break;
         allocs[done] = a;
         ts_gang_index_node_changed(ix, at);
@@ -108,17 +274,48 @@ static void unbind(ts_cluster *c, ts_gang_index *ix, ts_alloc *allocs, int n)
     }
 }
 
+/* Whole GPUs r could use are free in total, only not enough on one node. */
+static bool fragmented(const ts_cluster *c, const ts_gang_index *ix, const ts_request *r,
+                       char *why, size_t whylen)
+{
+    if (r->num_gpu < 2 || r->mig_profile >= 0)
+        return false;
+    int64_t total = 0;
+    int most = 0;
+    for (int i = 0; i < c->nnodes; i++) {
+        const ts_node *n = &c->nodes[i];
+        if (!ts_gang_index_node_enabled(ix, i) || n->model < 0 ||
+            (r->model_mask && !((r->model_mask >> n->model) & 1u)))
+            continue;
+        total += n->gpus_free;
+        most = n->gpus_free > most ? n->gpus_free : most;
+    }
+    if (total < r->num_gpu)
+        return false;
+    snprintf(why, whylen, "tasks[0]: %lld GPUs it may use are free, at most %d on one node; "
+             "it asks for %d on one node", (long long)total, most, r->num_gpu);
+    return true;
+}
+
 static int place_tasks(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job,
                        ts_alloc *allocs, int *reason, char *why, size_t whylen)
 {
     bool one_node = job->required_level == TS_GANG_LEVEL_NODE && job->ntasks > 1;
     bool reserve_hit = false;
     int most = 0;
+    struct cycle_scoring *k = scoring_get(s);
+    if (!k || (c == s->c && learn(k, job) != 0)) {
+        *reason = TS_PEND_CAPACITY;
+        snprintf(why, whylen, "placement: out of memory");
+        return TS_ENOSPC;
+    }
     if (one_node) {
         for (int i = 0; i < c->nnodes; i++) {
             if (!ts_node_fits(&c->nodes[i], &job->tasks[0]))
                 continue;
             int done = bind_tasks(s, c, ix, job, i, allocs, &reserve_hit);
+            if (done < 0)
+                break;
             if (done == job->ntasks)
                 return 0;
             unbind(c, ix, allocs, done);
@@ -139,6 +336,8 @@ static int place_tasks(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_j
         *reason = TS_PEND_CAPACITY;
         snprintf(why, whylen, "tasks[0]: the CPU and memory left on GPU nodes are kept for "
                  "their idle GPUs");
+    } else if (!one_node && fragmented(c, ix, &job->tasks[0], why, whylen)) {
+        *reason = TS_PEND_FRAGMENTATION;
     } else {
         *reason = TS_PEND_CAPACITY;
         snprintf(why, whylen, "tasks[0]: no node has the CPU, memory and GPU room it asks for");
@@ -149,7 +348,8 @@ static int place_tasks(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_j
 int cycle_place(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job,
                 ts_alloc *allocs, int *reason, char *why, size_t whylen)
 {
-    bool gang = true;
+    /* one task is one node: the policy places it whatever its shape */
+    bool gang = job->ntasks > 1;
     for (int i = 0; i < job->ntasks && gang; i++)
         gang = whole_gpu_task(&job->tasks[i]);
     if (!gang)

@@ -5,18 +5,25 @@
  * it (ts_node_fits), score the rest and keep the first strictly better one.
  * Cacheable scorers are looked up in a (node x class) table whose entries are
  * valid while the node's version matches, so a placement costs one filter and
- * one table read per untouched node. The binding step re-checks the fit
+ * one table read per untouched node. A class's row is allocated when the class
+ * is first placed, so a placer sized for thousands of classes (the scheduling
+ * cycle's) costs memory only for those it meets. The binding step re-checks the fit
  * inside ts_node_assign, so a scorer bug cannot oversubscribe a node.
  */
 #include "tessera/sched.h"
 
 #include <stdlib.h>
+#include <string.h>
 
-typedef struct cache_entry {
-    uint64_t version; /* node version + 1 when valid, 0 when empty */
-    int64_t score;
-    ts_alloc choice;
-} cache_entry;
+#define SCORE_NOFIT INT64_MIN /* the node cannot take the class */
+
+/* One class's row: the scan reads only ver and score (16 bytes a node); the
+ * GPU choice is read for the winner. */
+typedef struct cache_row {
+    uint64_t *ver;     /* node version + 1 when valid, 0 when empty */
+    int64_t *score;    /* SCORE_NOFIT when the node does not fit */
+    ts_alloc *choice;
+} cache_row;
 
 struct ts_placer {
     ts_cluster *c;
@@ -24,7 +31,7 @@ struct ts_placer {
     void *state;
     int nclasses;
     int cache_nodes;
-    cache_entry *cache; /* [node * nclasses + cls] */
+    cache_row *cache; /* [cls], rows allocated when the class is first placed */
     ts_rng rng;
     ts_placer_stats st;
 };
@@ -46,10 +53,10 @@ ts_placer *ts_placer_new(ts_cluster *c, const struct ts_scorer_ops *ops,
         free(p);
         return NULL;
     }
-    if (ops->cacheable && nclasses > 0 && c->nnodes > 0) {
+    if (ops->cacheable && !env->no_cache && nclasses > 0 && c->nnodes > 0) {
         p->nclasses = nclasses;
         p->cache_nodes = c->nnodes;
-        p->cache = calloc((size_t)c->nnodes * (size_t)nclasses, sizeof *p->cache);
+        p->cache = calloc((size_t)nclasses, sizeof *p->cache);
         if (!p->cache) {
             ts_placer_free(p);
             ts_err_set(err, TS_ENOMEM, "out of memory for the score cache");
@@ -65,60 +72,109 @@ void ts_placer_free(ts_placer *p)
         return;
     if (p->ops->fini)
         p->ops->fini(p->state);
+    for (int k = 0; p->cache && k < p->nclasses; k++) {
+        free(p->cache[k].ver);
+        free(p->cache[k].score);
+        free(p->cache[k].choice);
+    }
     free(p->cache);
     free(p);
 }
 
-static int64_t score_node(ts_placer *p, int i, const ts_request *r, int cls, ts_alloc *a)
+static int64_t score_node(ts_placer *p, int i, const ts_request *r, ts_alloc *a)
 {
-    const ts_node *n = &p->c->nodes[i];
-    if (p->cache && cls >= 0 && cls < p->nclasses && i < p->cache_nodes) {
-        cache_entry *e = &p->cache[(size_t)i * (size_t)p->nclasses + (size_t)cls];
-        if (e->version == n->version + 1) {
-            p->st.cache_hits++;
-            *a = e->choice;
-            return e->score;
-        }
-        e->score = p->ops->score(p->state, n, r, &e->choice, &p->rng);
-        e->version = n->version + 1;
-        p->st.scored++;
-        *a = e->choice;
-        return e->score;
-    }
     p->st.scored++;
-    return p->ops->score(p->state, n, r, a, &p->rng);
+    return p->ops->score(p->state, &p->c->nodes[i], r, a, &p->rng);
 }
 
-int ts_placer_place(ts_placer *p, const ts_request *r, int cls, ts_alloc *out)
+/* The class's row, allocated on first use; NULL when uncached. */
+static cache_row *row_of(ts_placer *p, int cls)
+{
+    if (!p->cache || cls < 0 || cls >= p->nclasses)
+        return NULL;
+    cache_row *w = &p->cache[cls];
+    if (!w->ver) {
+        size_t n = (size_t)p->cache_nodes;
+        w->ver = calloc(n, sizeof *w->ver);
+        w->score = malloc(n * sizeof *w->score);
+        w->choice = malloc(n * sizeof *w->choice);
+        if (!w->ver || !w->score || !w->choice) {
+            free(w->ver);
+            free(w->score);
+            free(w->choice);
+            memset(w, 0, sizeof *w);
+            return NULL;
+        }
+    }
+    return w;
+}
+
+/* The filter ok runs only on a node that would become the best so far,
+ * which chooses the same node as filtering first. */
+int ts_placer_choose(ts_placer *p, const ts_request *r, int cls,
+                     bool (*ok)(void *ctx, int node), void *ctx, ts_alloc *out)
 {
     int best = -1;
     int64_t best_score = 0;
     ts_alloc cand, best_alloc;
-    for (int i = 0; i < p->c->nnodes; i++) {
-        if (!ts_node_fits(&p->c->nodes[i], r))
-            continue;
-        int64_t s = score_node(p, i, r, cls, &cand);
-        if (best < 0 || s > best_score) {
+    cache_row *w = row_of(p, cls);
+    const ts_node *nodes = p->c->nodes;
+    if (w) {
+        for (int i = 0; i < p->c->nnodes; i++) {
+            int64_t s;
+            if (w->ver[i] == nodes[i].version + 1) {
+                p->st.cache_hits++;
+                s = w->score[i];
+            } else {
+                s = ts_node_fits(&nodes[i], r) ? score_node(p, i, r, &w->choice[i])
+                                               : SCORE_NOFIT;
+                w->score[i] = s;
+                w->ver[i] = nodes[i].version + 1;
+            }
+            if (s == SCORE_NOFIT || (best >= 0 && s <= best_score) || (ok && !ok(ctx, i)))
+                continue;
             best = i;
             best_score = s;
-            best_alloc = cand;
+        }
+        if (best >= 0)
+            best_alloc = w->choice[best];
+    } else {
+        for (int i = 0; i < p->c->nnodes; i++) {
+            if (!ts_node_fits(&nodes[i], r) || (ok && !ok(ctx, i)))
+                continue;
+            int64_t s = score_node(p, i, r, &cand);
+            if (best < 0 || s > best_score) {
+                best = i;
+                best_score = s;
+                best_alloc = cand;
+            }
         }
     }
-    if (best < 0) {
-        p->st.failed++;
+    if (best < 0)
         return TS_ENOSPC;
-    }
     best_alloc.node = best;
     best_alloc.cpu_milli = r->cpu_milli;
     best_alloc.mem_mib = r->mem_mib;
     best_alloc.gpu_mem_mib = r->gpu_mem_mib;
-    int rc = ts_node_assign(&p->c->nodes[best], r, &best_alloc);
+    *out = best_alloc;
+    return best;
+}
+
+int ts_placer_place(ts_placer *p, const ts_request *r, int cls, ts_alloc *out)
+{
+    ts_alloc a;
+    int best = ts_placer_choose(p, r, cls, NULL, NULL, &a);
+    if (best < 0) {
+        p->st.failed++;
+        return TS_ENOSPC;
+    }
+    int rc = ts_node_assign(&p->c->nodes[best], r, &a);
     if (rc != 0) {
         p->st.failed++;
         return rc;
     }
     p->st.placed++;
-    *out = best_alloc;
+    *out = a;
     return best;
 }
 

@@ -51,7 +51,7 @@ static int tessera_init(void **state, const ts_sched_env *env, ts_err *err)
     if (!t)
         return ts_err_set(err, TS_ENOMEM, "out of memory");
     t->cluster = env->cluster;
-    t->nbefore = env->cluster ? env->cluster->nnodes : 0;
+    t->nbefore = env->cluster && !env->no_cache ? env->cluster->nnodes : 0;
     t->before = calloc((size_t)(t->nbefore ? t->nbefore : 1), sizeof *t->before);
     if (!t->before) {
         free(t);

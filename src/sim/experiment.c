@@ -11,6 +11,14 @@
  * analysis scripts do; a bin with no event takes the mean of its neighbours'
  * events. Runs share the read-only input and own everything else, so they
  * run on several threads with results independent of the thread count.
+ *
+ * Policy "core" (sim_policy_core) submits the same pods to the production
+ * scheduling cycle instead: one single-task job per pod, one tenant with no
+ * quota, tesserad's default configuration, one ts_sched_cycle per arrival
+ * with that pod as the only waiting job. The study's pods never leave, so
+ * there is no end to plan a reservation or preemption around and the
+ * cycle is given no running jobs (what they hold is bound on its cluster).
+ * Its placements are the default scorer's, which tests/sim checks.
  */
 #include "sim/experiment.h"
 
@@ -20,6 +28,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "tessera/cycle.h"
+#include "tessera/tenant.h"
+
+const struct ts_scorer_ops sim_policy_core = {
+    .name = "core",
+    .summary = "ts_sched_cycle with tesserad's default configuration (one job per pod)",
+};
 
 typedef struct bins {
     double alloc[SIM_BINS + 1], frag[SIM_BINS + 1], ratio[SIM_BINS + 1];
@@ -125,8 +141,65 @@ static ts_cluster *permuted_cluster(const ts_cluster *c, ts_rng *rng)
     return d;
 }
 
+/* The production cycle set up as tesserad's default, on cluster c. */
+typedef struct core_run {
+    ts_tenants *tenants;
+    ts_quota *quota;
+    ts_sched *sched;
+    ts_decision d;
+} core_run;
+
+static void core_fini(core_run *k)
+{
+    ts_decision_fini(&k->d);
+    ts_sched_free(k->sched);
+    ts_quota_free(k->quota);
+    ts_tenants_free(k->tenants);
+}
+
+static int core_init(core_run *k, ts_cluster *c, const ts_typical *typ, ts_err *err)
+{
+    memset(k, 0, sizeof *k);
+    ts_decision_init(&k->d);
+    ts_sched_config cfg;
+    ts_sched_config_default(&cfg);
+    int rc;
+    if (!(k->tenants = ts_tenants_new()))
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    if ((rc = ts_tenant_add(k->tenants, "sim", NULL, err)) != 0 ||
+        (rc = ts_tenants_validate(k->tenants, err)) != 0 ||
+        (rc = ts_quota_new(k->tenants, 3600.0, &k->quota, err)) != 0 ||
+        (rc = ts_sched_new(c, k->quota, &cfg, &k->sched, err)) != 0 ||
+        (rc = ts_sched_set_expected(k->sched, typ, err)) != 0)
+        return rc;
+    return 0;
+}
+
+/* Pod i as the only waiting job of one cycle; the node it started on, or
+ * TS_ENOSPC (or another negative code with err). */
+static int core_place(core_run *k, const ts_pod *p, int i, ts_err *err)
+{
+    ts_job j = {
+        .id = i,
+        .tenant = 0,
+        .tier = TS_TIER_GUARANTEED,
+        .submit_s = (double)i,
+        .tasks = &p->req,
+        .ntasks = 1,
+        .required_level = TS_GANG_LEVEL_ANY,
+        .preferred_level = TS_GANG_LEVEL_ANY,
+        .ckpt_grace_s = -1.0,
+    };
+    int rc = ts_sched_cycle(k->sched, (double)i, &j, 1, NULL, 0, &k->d, err);
+    if (rc != 0)
+        return rc;
+    return k->d.nstarts == 1 ? k->d.starts[0].allocs[0].node : TS_ENOSPC;
+}
+
 void sim_run_one(const sim_input *in, sim_run *run)
 {
+    core_run core = {0};
+    bool is_core = run->policy == &sim_policy_core;
     ts_rng rng;
     ts_rng_seed(&rng, run->seed);
     int64_t cap_milli = in->cluster->total_gpus * TS_MILLI_PER_GPU;
@@ -150,8 +223,12 @@ void sim_run_one(const sim_input *in, sim_run *run)
         goto out;
     }
     ts_sched_env env = {.cluster = c, .typical = in->typical, .workload = in->pods};
-    pl = ts_placer_new(c, run->policy, &env, in->pods->nspecs, ts_rng_next(&rng), &run->err);
-    if (!pl) {
+    uint64_t placer_seed = ts_rng_next(&rng);
+    if (is_core) {
+        if ((run->rc = core_init(&core, c, in->typical, &run->err)) != 0)
+            goto out;
+    } else if (!(pl = ts_placer_new(c, run->policy, &env, in->pods->nspecs, placer_seed,
+                                    &run->err))) {
         run->rc = run->err.code ? run->err.code : TS_ENOMEM;
         goto out;
     }
@@ -163,7 +240,14 @@ void sim_run_one(const sim_input *in, sim_run *run)
         const ts_pod *p = &in->pods->pods[seq[i]];
         arrived += pod_gpu_milli(p);
         ts_alloc a;
-        int node = ts_placer_place(pl, &p->req, (int)p->spec_key, &a);
+        int node = is_core ? core_place(&core, p, i, &run->err)
+                           : ts_placer_place(pl, &p->req, (int)p->spec_key, &a);
+        if (is_core && node < 0 && node != TS_ENOSPC) {
+            run->rc = node;
+            goto out;
+        }
+        if (run->placements && i < run->nplacements)
+            run->placements[i] = node >= 0 ? node : -1;
         if (node >= 0) {
             used += pod_gpu_milli(p);
             ts_frag_tracker_update(&ft, c, node);
@@ -183,6 +267,8 @@ void sim_run_one(const sim_input *in, sim_run *run)
     run->npods = nseq;
     bins_finish(b, run);
 out:
+    if (is_core)
+        core_fini(&core);
     ts_frag_tracker_free(&ft);
     ts_placer_free(pl);
     ts_cluster_free(c);

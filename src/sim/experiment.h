@@ -17,9 +17,14 @@ typedef struct sim_input {
     double tune;                 /* requested GPU = tune x capacity */
 } sim_input;
 
+/* The production scheduling cycle as a policy (see experiment.c). */
+extern const struct ts_scorer_ops sim_policy_core;
+
 typedef struct sim_run {
-    const struct ts_scorer_ops *policy;
+    const struct ts_scorer_ops *policy; /* a scorer, or &sim_policy_core */
     uint64_t seed;
+    int *placements;             /* optional: node index per submitted pod (-1 none), */
+    int nplacements;             /* in submission order, for the first nplacements */
     /* outputs */
     double alloc_pct[SIM_BINS];  /* allocated GPU % of capacity, binned by arrived % */
     double frag_pct[SIM_BINS];   /* fragmentation amount % of capacity */

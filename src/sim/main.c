@@ -36,7 +36,8 @@ static void usage(FILE *f)
             "         [--json OUT.json] [--csv OUT.csv] [--jobs N] [--quiet]\n"
             "       tessera-sim replay --jobs JOBS.csv [--set NAME] --policy P[,P...] ...\n"
             "         (tessera-sim replay --help for its options)\n"
-            "fgd policies:");
+            "fgd policies: core (the scheduling cycle, default configuration; places as %s)",
+            TS_PLACEMENT_DEFAULT);
     for (const struct ts_scorer_ops *const *p = ts_scorer_all(); *p; p++)
         fprintf(f, " %s", (*p)->name);
     fprintf(f, "\n");
@@ -171,7 +172,8 @@ int main(int argc, char **argv)
     int npol = 0;
     char *pcopy = strdup(policies), *save = NULL;
     for (char *t = strtok_r(pcopy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        const struct ts_scorer_ops *ops = ts_scorer_find(t);
+        const struct ts_scorer_ops *ops =
+            strcmp(t, sim_policy_core.name) == 0 ? &sim_policy_core : ts_scorer_find(t);
         if (!ops) {
             fprintf(stderr, "tessera-sim: --policy: unknown policy \"%s\"\n", t);
             usage(stderr);
