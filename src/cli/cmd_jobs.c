@@ -56,6 +56,8 @@ static bool key_ok(const char *k)
 
 int cli_cmd_submit(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
+    if (cli_submit_is_script(argc, argv))
+        return cli_cmd_sbatch(ctx, cmd, argc, argv);
     const char *file = NULL, *key = NULL;
     const struct cli_opt opts[] = {
         {"file", 'f', &file, NULL}, {"idempotency-key", 0, &key, NULL}, {NULL, 0, NULL, NULL}};

@@ -28,6 +28,17 @@ static const struct cli_cmd COMMANDS[] = {
      "                           anything else by its first character\n"
      "  --idempotency-key K      the key of this submission",
      cli_cmd_submit},
+    {"sbatch", "sbatch [--tenant T] [--slurm-map F] [--dry-run] [OPTIONS] SCRIPT [ARGS]",
+     "Submits a Slurm batch script: its #SBATCH lines and the sbatch OPTIONS given here\n"
+     "(which override them) become a job spec (docs/slurm.md). Prints the job ids, one a\n"
+     "line; '" CLI_PROG " submit SCRIPT' does the same. Options after SCRIPT are its own.\n\n"
+     "  --tenant T          the tenant, instead of --account / --partition\n"
+     "  --slurm-map F       names mapped to tiers and tenants (else $TESSERA_SLURM_MAP,\n"
+     "                      else ~/.config/tessera/slurm-map if present)\n"
+     "  --dry-run           print the spec and its interpretation; submit nothing\n"
+     "  --idempotency-key K the key of this submission\n"
+     "  -o, -e here are sbatch's --output / --error; give tessera's -o before the command",
+     cli_cmd_sbatch},
     {"jobs", "jobs [--tenant T] [--state S] [--owner O] [--limit N] [--all]",
      "Lists jobs the token may see, newest first as the server orders them.\n\n"
      "  --tenant T, --state S, --owner O   only those jobs\n"

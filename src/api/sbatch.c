@@ -1,0 +1,1085 @@
+/*
+ * sbatch.c - reading a Slurm batch script's `#SBATCH` directives and
+ * sbatch-style command-line options (include/tessera/sbatch.h).
+ *
+ * As sbatch does, directives are the `#SBATCH` lines before the first line
+ * that is neither blank nor a comment; each line holds one or more options,
+ * words split as a shell would (quotes, backslash), and a word starting with
+ * '#' ends it. Options take the long form (--mem=4G, --mem 4G) or the short
+ * one (-N2, -N 2). Every option Slurm documents for sbatch that Tessera
+ * cannot honour is an error naming it; the few whose absence changes nothing
+ * about where and how the job runs are warnings; an unknown option is an
+ * error. Values are checked here, one by one; how they combine is
+ * sbatch_spec.c's. The command line is read after the script, so its
+ * options override the script's (sbatch's rule).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "api/sbatch_req.h"
+#include "api/spec_scalar.h"
+
+#define DIRECTIVE "#SBATCH"
+#define MAX_WORDS_PER_LINE 64
+#define NODES_MAX 65536L
+#define TASKS_MAX 65536L
+#define CPUS_PER_TASK_MAX 4096L
+#define GPUS_PER_TASK_MAX 16L
+#define GPUS_PER_NODE_MAX 64L
+#define GPUS_TOTAL_MAX (16L * 65536L)
+#define MEM_MAX_MIB (64LL << 20)         /* 64 TiB, the spec's per-task ceiling */
+#define TIME_MAX_MIN (365LL * 24 * 60)   /* the spec's longest duration */
+#define SIGNAL_TIME_MAX_S 65535L         /* Slurm's own ceiling */
+#define SIGNAL_TIME_DEFAULT_S 60L
+#define ARRAY_COUNT_MAX 100000L          /* TS_SPEC_MAX_ARRAY */
+#define MIB_PER_GIB 1024LL
+#define MIB_PER_TIB (1024LL * 1024)
+#define KIB_PER_MIB 1024LL
+
+enum opt_id {
+    O_NAME, O_NODES, O_NTASKS, O_NTPN, O_CPT, O_CPG, O_GPUS, O_GPN, O_GPT, O_GRES, O_MEM,
+    O_MEM_CPU, O_MEM_GPU, O_TIME, O_ARRAY, O_QOS, O_ACCOUNT, O_PARTITION, O_DEPENDENCY,
+    O_SIGNAL, O_OUTPUT, O_ERROR, O_EXPORT, O_CHDIR, O_WARN, O_REFUSE
+};
+enum { ARG_NONE, ARG_REQUIRED, ARG_OPTIONAL };
+
+struct sopt {
+    const char *name;
+    char short_name;
+    int id;
+    int arg;
+    const char *why; /* for O_WARN / O_REFUSE: what Tessera does instead */
+};
+
+static const struct sopt OPTS[] = {
+    {"job-name", 'J', O_NAME, ARG_REQUIRED, NULL},
+    {"nodes", 'N', O_NODES, ARG_REQUIRED, NULL},
+    {"ntasks", 'n', O_NTASKS, ARG_REQUIRED, NULL},
+    {"ntasks-per-node", 0, O_NTPN, ARG_REQUIRED, NULL},
+    {"cpus-per-task", 'c', O_CPT, ARG_REQUIRED, NULL},
+    {"cpus-per-gpu", 0, O_CPG, ARG_REQUIRED, NULL},
+    {"gpus", 'G', O_GPUS, ARG_REQUIRED, NULL},
+    {"gpus-per-node", 0, O_GPN, ARG_REQUIRED, NULL},
+    {"gpus-per-task", 0, O_GPT, ARG_REQUIRED, NULL},
+    {"gres", 0, O_GRES, ARG_REQUIRED, NULL},
+    {"mem", 0, O_MEM, ARG_REQUIRED, NULL},
+    {"mem-per-cpu", 0, O_MEM_CPU, ARG_REQUIRED, NULL},
+    {"mem-per-gpu", 0, O_MEM_GPU, ARG_REQUIRED, NULL},
+    {"time", 't', O_TIME, ARG_REQUIRED, NULL},
+    {"array", 'a', O_ARRAY, ARG_REQUIRED, NULL},
+    {"qos", 'q', O_QOS, ARG_REQUIRED, NULL},
+    {"account", 'A', O_ACCOUNT, ARG_REQUIRED, NULL},
+    {"partition", 'p', O_PARTITION, ARG_REQUIRED, NULL},
+    {"dependency", 'd', O_DEPENDENCY, ARG_REQUIRED, NULL},
+    {"signal", 0, O_SIGNAL, ARG_REQUIRED, NULL},
+    {"output", 'o', O_OUTPUT, ARG_REQUIRED, NULL},
+    {"error", 'e', O_ERROR, ARG_REQUIRED, NULL},
+    {"export", 0, O_EXPORT, ARG_REQUIRED, NULL},
+    {"chdir", 'D', O_CHDIR, ARG_REQUIRED, NULL},
+    /* safe to ignore: where and how the job runs stays the same */
+    {"mail-type", 0, O_WARN, ARG_REQUIRED, "Tessera sends no mail"},
+    {"mail-user", 0, O_WARN, ARG_REQUIRED, "Tessera sends no mail"},
+    {"comment", 0, O_WARN, ARG_REQUIRED, "Tessera keeps no comment"},
+    {"requeue", 0, O_WARN, ARG_NONE, "Tessera always requeues a preempted job"},
+    {"no-requeue", 0, O_WARN, ARG_NONE, "Tessera always requeues a preempted job"},
+    {"open-mode", 0, O_WARN, ARG_REQUIRED, "--output/--error are always appended to"},
+    {"parsable", 0, O_WARN, ARG_NONE, "tessera prints job ids one a line"},
+    {"quiet", 'Q', O_WARN, ARG_NONE, "no effect"},
+    {"verbose", 'v', O_WARN, ARG_NONE, "no effect"},
+    {"exclusive", 0, O_WARN, ARG_OPTIONAL, "a task gets only its own GPUs, CPUs and memory"},
+    {"oversubscribe", 's', O_WARN, ARG_NONE, "a task gets only its own GPUs, CPUs and memory"},
+    {"nice", 0, O_WARN, ARG_OPTIONAL, "the tenant's priority classes order its jobs"},
+    {"hint", 0, O_WARN, ARG_REQUIRED, "no CPU binding hints"},
+    {"distribution", 'm', O_WARN, ARG_REQUIRED, "the scheduler places tasks"},
+    {"gpu-bind", 0, O_WARN, ARG_REQUIRED, "a task sees exactly its own GPUs"},
+    {"mem-bind", 0, O_WARN, ARG_REQUIRED, "no memory binding"},
+    {"threads-per-core", 0, O_WARN, ARG_REQUIRED, "CPUs are counted in cores"},
+    {"ntasks-per-core", 0, O_WARN, ARG_REQUIRED, "the scheduler places tasks"},
+    {"ntasks-per-socket", 0, O_WARN, ARG_REQUIRED, "the scheduler places tasks"},
+    {"sockets-per-node", 0, O_WARN, ARG_REQUIRED, "the scheduler places tasks"},
+    {"cores-per-socket", 0, O_WARN, ARG_REQUIRED, "the scheduler places tasks"},
+    {"time-min", 0, O_WARN, ARG_REQUIRED, "--time is the limit"},
+    {"kill-on-invalid-dep", 0, O_WARN, ARG_REQUIRED, "dependencies are not supported yet"},
+    {"get-user-env", 0, O_WARN, ARG_OPTIONAL, "--export decides the environment"},
+    {"propagate", 0, O_WARN, ARG_OPTIONAL, "resource limits are the task's cgroup"},
+    {"wckey", 0, O_WARN, ARG_REQUIRED, "no workload keys"},
+    {"spread-job", 0, O_WARN, ARG_NONE, "the scheduler places tasks"},
+    {"no-kill", 'k', O_WARN, ARG_OPTIONAL, "a job loses its node's tasks when the node fails"},
+    /* would change where, when or whether the job runs: refused */
+    {"constraint", 'C', O_REFUSE, ARG_REQUIRED, "node features are not supported"},
+    {"nodelist", 'w', O_REFUSE, ARG_REQUIRED, "the scheduler chooses the nodes"},
+    {"exclude", 'x', O_REFUSE, ARG_REQUIRED, "the scheduler chooses the nodes"},
+    {"reservation", 0, O_REFUSE, ARG_REQUIRED, "reservations are not supported"},
+    {"licenses", 'L', O_REFUSE, ARG_REQUIRED, "licenses are not supported"},
+    {"begin", 'b', O_REFUSE, ARG_REQUIRED, "deferred starts are not supported"},
+    {"deadline", 0, O_REFUSE, ARG_REQUIRED, "deadlines are not supported"},
+    {"hold", 'H', O_REFUSE, ARG_NONE, "submit, then 'tessera hold ID'"},
+    {"wait", 'W', O_REFUSE, ARG_NONE, "not supported"},
+    {"clusters", 'M', O_REFUSE, ARG_REQUIRED, "one controller is one cluster"},
+    {"wrap", 0, O_REFUSE, ARG_REQUIRED, "submit a script (or a job spec)"},
+    {"tmp", 0, O_REFUSE, ARG_REQUIRED, "local disk is not a resource"},
+    {"mincpus", 0, O_REFUSE, ARG_REQUIRED, "use --cpus-per-task"},
+    {"switches", 0, O_REFUSE, ARG_REQUIRED, "use a job spec's topology"},
+    {"export-file", 0, O_REFUSE, ARG_REQUIRED, "use --export"},
+    {"uid", 0, O_REFUSE, ARG_REQUIRED, "jobs run as their owner"},
+    {"gid", 0, O_REFUSE, ARG_REQUIRED, "jobs run as their owner"},
+    {"priority", 0, O_REFUSE, ARG_REQUIRED, "the tenant's priority classes order its jobs"},
+    {"container", 0, O_REFUSE, ARG_REQUIRED, "containers are not supported"},
+    {"burst-buffer", 0, O_REFUSE, ARG_REQUIRED, "burst buffers are not supported"},
+    {"gpus-per-socket", 0, O_REFUSE, ARG_REQUIRED, "use --gpus-per-node or --gpus-per-task"},
+    {"cpus-per-gpu-bind", 0, O_REFUSE, ARG_REQUIRED, "not supported"},
+    {"overcommit", 'O', O_REFUSE, ARG_NONE, "a task gets its own CPUs"},
+    {"test-only", 0, O_REFUSE, ARG_NONE, "use tessera sbatch --dry-run"},
+};
+#define NOPTS (sizeof OPTS / sizeof OPTS[0])
+
+/* ---- errors and warnings ------------------------------------------------------------- */
+
+static void add_msg(char (*msgs)[TS_ERR_MSG_MAX], int max, int *n, int *more, const char *fmt,
+                    va_list ap)
+{
+    if (*n >= max) {
+        if (more)
+            (*more)++;
+        return;
+    }
+    char *m = msgs[(*n)++];
+    vsnprintf(m, TS_ERR_MSG_MAX, fmt, ap);
+    /* one line of printable text: values are quoted as given */
+    for (unsigned char *p = (unsigned char *)m; *p; p++)
+        if (*p < 0x20 || *p == 0x7f || *p >= 0x80)
+            *p = '?';
+}
+
+void sbatch_error(ts_spec_errors *errs, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    add_msg(errs->msg, TS_SPEC_MAX_ERRORS, &errs->n, &errs->more, fmt, ap);
+    va_end(ap);
+}
+
+void sbatch_warn(ts_sbatch *sb, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    add_msg(sb->warnings, TS_SBATCH_MAX_WARNINGS, &sb->nwarnings, NULL, fmt, ap);
+    va_end(ap);
+}
+
+void sbatch_req_free(struct sbatch_req *r)
+{
+    free(r->name);
+    free(r->array);
+    free(r->qos);
+    free(r->account);
+    free(r->partition);
+    free(r->output);
+    free(r->error);
+    free(r->chdir);
+    free(r->export_list);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- scalar values ------------------------------------------------------------------- */
+
+/* A plain decimal integer lo..hi. */
+static bool parse_long(const char *s, long lo, long hi, long *out)
+{
+    if (!s || !isdigit((unsigned char)*s))
+        return false;
+    errno = 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* A digit run at *p (advanced), 0..max; false if none or too large. */
+static bool take_num(const char **p, long max, long *out)
+{
+    if (!isdigit((unsigned char)**p))
+        return false;
+    long v = 0;
+    while (isdigit((unsigned char)**p)) {
+        v = v * 10 + (**p - '0');
+        if (v > max)
+            return false;
+        (*p)++;
+    }
+    *out = v;
+    return true;
+}
+
+int64_t ts_sbatch_time_min(const char *s)
+{
+    if (!s || !*s)
+        return -1;
+    const long field_max = 100000000L;
+    long f[4];
+    int n = 0;
+    long days = 0;
+    const char *p = s;
+    const char *dash = strchr(s, '-');
+    if (dash) {
+        if (!take_num(&p, field_max, &days) || *p != '-')
+            return -1;
+        p++;
+    }
+    for (;;) {
+        if (n == 3 || !take_num(&p, field_max, &f[n]))
+            return -1;
+        n++;
+        if (*p == '\0')
+            break;
+        if (*p != ':')
+            return -1;
+        p++;
+    }
+    long long sec;
+    if (dash) { /* D-HH, D-HH:MM, D-HH:MM:SS */
+        long long h = f[0], m = n > 1 ? f[1] : 0, sc = n > 2 ? f[2] : 0;
+        sec = ((days * 24 + h) * 60 + m) * 60 + sc;
+    } else if (n == 1) { /* minutes */
+        sec = (long long)f[0] * 60;
+    } else if (n == 2) { /* MM:SS */
+        sec = (long long)f[0] * 60 + f[1];
+    } else { /* HH:MM:SS */
+        sec = ((long long)f[0] * 60 + f[1]) * 60 + f[2];
+    }
+    return (sec + 59) / 60; /* Slurm keeps minutes and rounds seconds up */
+}
+
+/* A memory size: digits with an optional unit K, M, G or T (any case;
+ * default M), as MiB rounded up. -1 if invalid or above MEM_MAX_MIB. */
+static int64_t parse_mem(const char *s)
+{
+    const char *p = s;
+    long long n = 0;
+    if (!isdigit((unsigned char)*p))
+        return -1;
+    while (isdigit((unsigned char)*p)) {
+        n = n * 10 + (*p++ - '0');
+        if (n > MEM_MAX_MIB * KIB_PER_MIB)
+            return -1;
+    }
+    long long mib;
+    switch (toupper((unsigned char)*p)) {
+    case '\0': case 'M': mib = n; break;
+    case 'K': mib = (n + KIB_PER_MIB - 1) / KIB_PER_MIB; break;
+    case 'G': mib = n * MIB_PER_GIB; break;
+    case 'T': mib = n * MIB_PER_TIB; break;
+    default: return -1;
+    }
+    if (*p && p[1] != '\0')
+        return -1;
+    return mib > MEM_MAX_MIB ? -1 : mib;
+}
+
+static int cmp_long(const void *a, const void *b)
+{
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+/* Appends to a growing string; false when out of memory. */
+static bool sappend(char **s, size_t *len, size_t *cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static bool sappend(char **s, size_t *len, size_t *cap, const char *fmt, ...)
+{
+    char tmp[64];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof tmp)
+        return false;
+    if (*len + (size_t)n + 1 > *cap) {
+        size_t cap2 = *cap ? *cap * 2 : 64;
+        while (cap2 < *len + (size_t)n + 1)
+            cap2 *= 2;
+        char *p = realloc(*s, cap2);
+        if (!p)
+            return false;
+        *s = p;
+        *cap = cap2;
+    }
+    memcpy(*s + *len, tmp, (size_t)n + 1);
+    *len += (size_t)n;
+    return true;
+}
+
+/*
+ * --array: "0-15", "1,3,5-9", "0-15:4", any of them with "%N" (at most N at
+ * once). Indices 0..TS_SBATCH_ARRAY_INDEX_MAX, at most ARRAY_COUNT_MAX
+ * distinct. Fills the canonical list (sorted, duplicates dropped, runs of a
+ * constant step as "a-b:s"), the count and the throttle; returns NULL and
+ * sets *why on a bad value, or on out of memory with *why NULL.
+ */
+static char *parse_array(const char *s, long *count, long *throttle, const char **why)
+{
+    *why = NULL;
+    *throttle = 0;
+    const char *pct = strchr(s, '%');
+    if (pct && !parse_long(pct + 1, 1, ARRAY_COUNT_MAX, throttle)) {
+        *why = "the throttle after '%' must be 1..100000";
+        return NULL;
+    }
+    size_t end = pct ? (size_t)(pct - s) : strlen(s);
+    long total = 0;
+    long *v = NULL;
+    size_t nv = 0;
+    const char *p = s;
+    while (p < s + end) {
+        long a, b, step = 1;
+        if (!take_num(&p, TS_SBATCH_ARRAY_INDEX_MAX, &a)) {
+            *why = "must be indices 0..4000000: N, N-M or N-M:STEP, separated by ','";
+            goto bad;
+        }
+        b = a;
+        if (*p == '-') {
+            p++;
+            if (!take_num(&p, TS_SBATCH_ARRAY_INDEX_MAX, &b) || b < a) {
+                *why = "a range N-M needs M >= N, both 0..4000000";
+                goto bad;
+            }
+            if (*p == ':') {
+                p++;
+                if (!take_num(&p, TS_SBATCH_ARRAY_INDEX_MAX, &step) || step < 1) {
+                    *why = "a step after ':' must be 1..4000000";
+                    goto bad;
+                }
+            }
+        }
+        if (p < s + end && *p != ',') {
+            *why = "must be indices 0..4000000: N, N-M or N-M:STEP, separated by ','";
+            goto bad;
+        }
+        if (*p == ',' && p + 1 >= s + end) {
+            *why = "ends with ','";
+            goto bad;
+        }
+        if (*p == ',')
+            p++;
+        long n = (b - a) / step + 1;
+        if (total + n > ARRAY_COUNT_MAX) {
+            *why = "more than 100000 elements";
+            goto bad;
+        }
+        long *nvp = realloc(v, (size_t)(total + n) * sizeof *v);
+        if (!nvp)
+            goto oom;
+        v = nvp;
+        for (long x = a; x <= b; x += step)
+            v[nv++] = x;
+        total += n;
+    }
+    if (nv == 0) {
+        *why = "is empty";
+        goto bad;
+    }
+    qsort(v, nv, sizeof *v, cmp_long);
+    size_t u = 1;
+    for (size_t i = 1; i < nv; i++)
+        if (v[i] != v[u - 1])
+            v[u++] = v[i];
+    nv = u;
+    char *out = NULL;
+    size_t len = 0, cap = 0;
+    for (size_t i = 0; i < nv;) {
+        size_t j = i + 1;
+        long d = j < nv ? v[j] - v[i] : 0;
+        while (j < nv && v[j] - v[j - 1] == d)
+            j++;
+        bool ok;
+        if (j - i >= 3 && d == 1)
+            ok = sappend(&out, &len, &cap, "%s%ld-%ld", i ? "," : "", v[i], v[j - 1]);
+        else if (j - i >= 3)
+            ok = sappend(&out, &len, &cap, "%s%ld-%ld:%ld", i ? "," : "", v[i], v[j - 1], d);
+        else {
+            j = i + 1;
+            ok = sappend(&out, &len, &cap, "%s%ld", i ? "," : "", v[i]);
+        }
+        if (!ok) {
+            free(out);
+            goto oom;
+        }
+        i = j;
+    }
+    free(v);
+    *count = (long)nv;
+    return out;
+bad:
+    free(v);
+    return NULL;
+oom:
+    free(v);
+    *why = NULL;
+    return NULL;
+}
+
+long ts_sbatch_array_nth(const char *list, long k)
+{
+    if (!list || k < 0)
+        return -1;
+    const char *p = list;
+    while (*p) {
+        long a, b, step = 1;
+        if (!take_num(&p, TS_SBATCH_ARRAY_INDEX_MAX, &a))
+            return -1;
+        b = a;
+        if (*p == '-') {
+            p++;
+            if (!take_num(&p, TS_SBATCH_ARRAY_INDEX_MAX, &b) || b < a)
+                return -1;
+            if (*p == ':') {
+                p++;
+                if (!take_num(&p, TS_SBATCH_ARRAY_INDEX_MAX, &step) || step < 1)
+                    return -1;
+            }
+        }
+        long n = (b - a) / step + 1;
+        if (k < n)
+            return a + k * step;
+        k -= n;
+        if (*p == ',')
+            p++;
+        else if (*p)
+            return -1;
+    }
+    return -1;
+}
+
+/* "[type:]N" for --gpus, --gpus-per-node, --gpus-per-task. */
+static bool parse_gpu_count(const char *s, long max, long *n, char type[SBATCH_NAME_MAX])
+{
+    const char *colon = strrchr(s, ':');
+    type[0] = '\0';
+    if (colon) {
+        size_t tl = (size_t)(colon - s);
+        if (tl == 0 || tl >= SBATCH_NAME_MAX || memchr(s, ':', tl))
+            return false;
+        memcpy(type, s, tl);
+        type[tl] = '\0';
+        s = colon + 1;
+    }
+    return parse_long(s, 0, max, n);
+}
+
+/* --gres: "gpu", "gpu:N", "gpu:TYPE:N", comma-separated with no other gres. */
+static const char *parse_gres(const char *s, long *n, char type[SBATCH_NAME_MAX])
+{
+    if (strchr(s, ','))
+        return "only one gres, gpu, is supported";
+    if (strncmp(s, "gpu", 3) != 0 || (s[3] != '\0' && s[3] != ':'))
+        return "only gpu gres are supported (gpu, gpu:N or gpu:TYPE:N)";
+    if (s[3] == '\0') {
+        *n = 1;
+        type[0] = '\0';
+        return NULL;
+    }
+    if (!parse_gpu_count(s + 4, GPUS_PER_NODE_MAX, n, type))
+        return "must be gpu, gpu:N or gpu:TYPE:N with N 0..64";
+    return NULL;
+}
+
+/* --signal: "[{R|B}:]SIG[@SECONDS]". */
+static const char *parse_signal(const char *s, int *sig, long *secs)
+{
+    if ((s[0] == 'R' || s[0] == 'B') && s[1] == ':')
+        s += 2;
+    else if (s[0] == 'R' && s[1] == 'B' && s[2] == ':')
+        s += 3;
+    char name[32];
+    const char *at = strchr(s, '@');
+    size_t nl = at ? (size_t)(at - s) : strlen(s);
+    if (nl == 0 || nl >= sizeof name)
+        return "must be [B:]SIGNAL[@SECONDS]";
+    memcpy(name, s, nl);
+    name[nl] = '\0';
+    *sig = ts_spec_signal(name);
+    if (*sig < 1)
+        return "unknown signal (a name like USR1 or SIGUSR1, or a number 1..64)";
+    if (*sig == 9 || *sig == 19)
+        return "SIGKILL and SIGSTOP cannot be caught";
+    *secs = SIGNAL_TIME_DEFAULT_S;
+    if (at && !parse_long(at + 1, 0, SIGNAL_TIME_MAX_S, secs))
+        return "the time after '@' must be 0..65535 seconds";
+    return NULL;
+}
+
+/* --dependency, checked as Slurm writes it, though not supported yet:
+ * TYPE:ID[+MIN][:ID...] or singleton, joined by ',' (all) or '?' (any). */
+static const char *check_dependency(const char *s)
+{
+    static const char *const types[] = {"after", "afterany", "afterok", "afternotok",
+                                        "aftercorr", "afterburstbuffer"};
+    bool comma = false, question = false;
+    const char *p = s;
+    for (;;) {
+        const char *e = p;
+        while (*e && *e != ',' && *e != '?')
+            e++;
+        size_t n = (size_t)(e - p);
+        if (n == 9 && strncmp(p, "singleton", 9) == 0) {
+            /* no job ids */
+        } else {
+            const char *colon = memchr(p, ':', n);
+            if (!colon)
+                return "each item must be TYPE:JOBID[:JOBID...] or singleton";
+            size_t tl = (size_t)(colon - p);
+            bool known = false;
+            for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+                known = known || (strlen(types[t]) == tl && strncmp(types[t], p, tl) == 0);
+            if (!known)
+                return "unknown type (after, afterany, afterok, afternotok, aftercorr, "
+                       "singleton)";
+            const char *q = colon + 1;
+            while (q < e) {
+                long id, plus;
+                if (!take_num(&q, 0x7fffffffL, &id) || id < 1)
+                    return "job ids must be positive integers";
+                if (*q == '_') { /* an array element: ID_INDEX */
+                    q++;
+                    if (!take_num(&q, TS_SBATCH_ARRAY_INDEX_MAX, &id))
+                        return "an array element is JOBID_INDEX";
+                }
+                if (*q == '+') {
+                    q++;
+                    if (!take_num(&q, 0x7fffffffL, &plus))
+                        return "a delay after '+' is minutes";
+                }
+                if (q < e && *q != ':')
+                    return "job ids are separated by ':'";
+                if (q < e)
+                    q++;
+                if (q == e && q[-1] == ':')
+                    return "ends with ':'";
+            }
+        }
+        if (*e == '\0')
+            break;
+        comma = comma || *e == ',';
+        question = question || *e == '?';
+        p = e + 1;
+    }
+    if (comma && question)
+        return "',' (all of) and '?' (any of) cannot be mixed";
+    return NULL;
+}
+
+/* --export: ALL, NONE, or a list of ALL, NIL, NAME and NAME=value. */
+static const char *check_export(const char *s)
+{
+    if (strcmp(s, "NONE") == 0 || strcmp(s, "ALL") == 0 || strcmp(s, "NIL") == 0)
+        return NULL;
+    char *copy = strdup(s);
+    if (!copy)
+        return NULL;
+    const char *why = NULL;
+    char *save = NULL;
+    for (char *item = strtok_r(copy, ",", &save); item && !why;
+         item = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(item, '=');
+        if (eq)
+            *eq = '\0';
+        if (!eq && (strcmp(item, "ALL") == 0 || strcmp(item, "NONE") == 0 ||
+                    strcmp(item, "NIL") == 0))
+            continue;
+        if (!ts_spec_env_name_ok(item))
+            why = "each item must be ALL, NONE, NAME or NAME=value, with NAME "
+                  "[A-Za-z_][A-Za-z0-9_]*";
+    }
+    free(copy);
+    return why;
+}
+
+/* ---- applying one option ------------------------------------------------------------- */
+
+static bool set_str(char **slot, const char *v)
+{
+    char *s = strdup(v);
+    if (!s)
+        return false;
+    free(*slot);
+    *slot = s;
+    return true;
+}
+
+/* A group (GPUs, memory) takes one option per source; a later source wins. */
+static bool group_take(int *kind, int *src, int new_kind, int new_src, const char *where,
+                       const char *opt, const char *group, ts_spec_errors *errs)
+{
+    if (*kind != GPU_NONE && *src == new_src && *kind != new_kind) {
+        sbatch_error(errs, "%s--%s: give one of %s", where, opt, group);
+        return false;
+    }
+    *kind = new_kind;
+    *src = new_src;
+    return true;
+}
+
+#define GPU_GROUP "--gpus, --gpus-per-node, --gpus-per-task and --gres"
+#define MEM_GROUP "--mem, --mem-per-cpu and --mem-per-gpu"
+
+static int apply(struct sbatch_req *r, const struct sopt *o, const char *v, int src,
+                 const char *where, ts_sbatch *sb, ts_spec_errors *errs)
+{
+    const char *n = o->name;
+    long l;
+    const char *why = NULL;
+    char type[SBATCH_NAME_MAX];
+    if (v && strlen(v) > TS_SBATCH_VALUE_MAX) {
+        sbatch_error(errs, "%s--%s: longer than %d bytes", where, n, TS_SBATCH_VALUE_MAX);
+        return 0;
+    }
+    if (o->arg == ARG_REQUIRED && v && !*v && o->id != O_EXPORT) {
+        sbatch_error(errs, "%s--%s: empty value", where, n);
+        return 0;
+    }
+    switch (o->id) {
+    case O_NAME:
+        if (strlen(v) >= SBATCH_NAME_MAX) {
+            sbatch_error(errs, "%s--job-name: longer than %d characters", where,
+                         SBATCH_NAME_MAX - 1);
+            return 0;
+        }
+        return set_str(&r->name, v) ? 0 : TS_ENOMEM;
+    case O_NODES: {
+        long lo, hi;
+        const char *dash = strchr(v, '-');
+        if (dash) {
+            char a[32];
+            size_t al = (size_t)(dash - v);
+            if (al >= sizeof a)
+                al = sizeof a - 1;
+            memcpy(a, v, al);
+            a[al] = '\0';
+            if (!parse_long(a, 1, NODES_MAX, &lo) || !parse_long(dash + 1, 1, NODES_MAX, &hi) ||
+                hi < lo) {
+                sbatch_error(errs, "%s--nodes: must be N or MIN-MAX, 1..65536, got \"%s\"",
+                             where, v);
+                return 0;
+            }
+            if (hi != lo) {
+                sbatch_error(errs, "%s--nodes: a range of node counts (%s) is not supported: "
+                             "give one count", where, v);
+                return 0;
+            }
+        } else if (!parse_long(v, 1, NODES_MAX, &lo)) {
+            sbatch_error(errs, "%s--nodes: must be 1..65536, got \"%s\"", where, v);
+            return 0;
+        }
+        r->nodes = lo;
+        return 0;
+    }
+    case O_NTASKS:
+    case O_NTPN:
+        if (!parse_long(v, 1, TASKS_MAX, &l)) {
+            sbatch_error(errs, "%s--%s: must be 1..65536, got \"%s\"", where, n, v);
+            return 0;
+        }
+        *(o->id == O_NTASKS ? &r->ntasks : &r->ntasks_per_node) = l;
+        return 0;
+    case O_CPT:
+    case O_CPG:
+        if (!parse_long(v, 1, CPUS_PER_TASK_MAX, &l)) {
+            sbatch_error(errs, "%s--%s: must be 1..4096, got \"%s\"", where, n, v);
+            return 0;
+        }
+        *(o->id == O_CPT ? &r->cpus_per_task : &r->cpus_per_gpu) = l;
+        return 0;
+    case O_GPUS:
+    case O_GPN:
+    case O_GPT: {
+        long max = o->id == O_GPUS ? GPUS_TOTAL_MAX
+                                   : o->id == O_GPN ? GPUS_PER_NODE_MAX : GPUS_PER_TASK_MAX;
+        if (!parse_gpu_count(v, max, &l, type)) {
+            sbatch_error(errs, "%s--%s: must be [TYPE:]N with N 0..%ld, got \"%s\"", where, n,
+                         max, v);
+            return 0;
+        }
+        int kind = o->id == O_GPUS ? GPU_TOTAL : o->id == O_GPN ? GPU_PER_NODE : GPU_PER_TASK;
+        if (!group_take(&r->gpu_kind, &r->gpu_src, kind, src, where, n, GPU_GROUP, errs))
+            return 0;
+        r->gpu_n = l;
+        snprintf(r->gpu_type, sizeof r->gpu_type, "%s", type);
+        return 0;
+    }
+    case O_GRES:
+        why = parse_gres(v, &l, type);
+        if (why) {
+            sbatch_error(errs, "%s--gres: %s, got \"%s\"", where, why, v);
+            return 0;
+        }
+        if (!group_take(&r->gpu_kind, &r->gpu_src, GPU_GRES, src, where, n, GPU_GROUP, errs))
+            return 0;
+        r->gpu_n = l;
+        snprintf(r->gpu_type, sizeof r->gpu_type, "%s", type);
+        return 0;
+    case O_MEM:
+    case O_MEM_CPU:
+    case O_MEM_GPU: {
+        int64_t mib = parse_mem(v);
+        if (mib < 0) {
+            sbatch_error(errs, "%s--%s: must be a size like 4096, 500M or 16G (K, M, G, T; "
+                         "at most 64T), got \"%s\"", where, n, v);
+            return 0;
+        }
+        if (mib == 0) {
+            sbatch_error(errs, "%s--%s: 0 (all of a node's memory) is not supported: give "
+                         "a size", where, n);
+            return 0;
+        }
+        int kind = o->id == O_MEM ? MEM_PER_NODE : o->id == O_MEM_CPU ? MEM_PER_CPU : MEM_PER_GPU;
+        if (!group_take(&r->mem_kind, &r->mem_src, kind, src, where, n, MEM_GROUP, errs))
+            return 0;
+        r->mem_mib = mib;
+        return 0;
+    }
+    case O_TIME: {
+        int64_t m = ts_sbatch_time_min(v);
+        if (strcmp(v, "UNLIMITED") == 0 || strcmp(v, "INFINITE") == 0 ||
+            strcmp(v, "infinite") == 0 || strcmp(v, "unlimited") == 0) {
+            sbatch_error(errs, "%s--time: %s is not supported: give a limit (at most 365 "
+                         "days)", where, v);
+            return 0;
+        }
+        if (m < 1 || m > TIME_MAX_MIN) {
+            sbatch_error(errs, "%s--time: must be MIN, MIN:SEC, H:MIN:SEC, D-H, D-H:MIN or "
+                         "D-H:MIN:SEC, 1 minute to 365 days, got \"%s\"", where, v);
+            return 0;
+        }
+        r->time_min = m;
+        return 0;
+    }
+    case O_ARRAY: {
+        long count, throttle;
+        char *list = parse_array(v, &count, &throttle, &why);
+        if (!list) {
+            if (!why)
+                return TS_ENOMEM;
+            sbatch_error(errs, "%s--array: %s, got \"%s\"", where, why, v);
+            return 0;
+        }
+        free(r->array);
+        r->array = list;
+        r->array_count = count;
+        r->array_throttle = throttle;
+        return 0;
+    }
+    case O_QOS:
+    case O_ACCOUNT:
+    case O_PARTITION: {
+        if (strlen(v) >= TS_SPEC_NAME_MAX) {
+            sbatch_error(errs, "%s--%s: longer than %d characters", where, n,
+                         TS_SPEC_NAME_MAX - 1);
+            return 0;
+        }
+        char **slot = o->id == O_QOS ? &r->qos : o->id == O_ACCOUNT ? &r->account : &r->partition;
+        return set_str(slot, v) ? 0 : TS_ENOMEM;
+    }
+    case O_DEPENDENCY:
+        why = check_dependency(v);
+        if (why)
+            sbatch_error(errs, "%s--dependency: %s, got \"%s\"", where, why, v);
+        else
+            sbatch_error(errs, "%s--dependency: not supported yet (\"%s\")", where, v);
+        return 0;
+    case O_SIGNAL:
+        why = parse_signal(v, &r->signal, &r->signal_time_s);
+        if (why)
+            sbatch_error(errs, "%s--signal: %s, got \"%s\"", where, why, v);
+        return 0;
+    case O_OUTPUT:
+    case O_ERROR:
+    case O_CHDIR:
+        return set_str(o->id == O_OUTPUT ? &r->output : o->id == O_ERROR ? &r->error : &r->chdir,
+                       v)
+                   ? 0
+                   : TS_ENOMEM;
+    case O_EXPORT:
+        why = *v ? check_export(v) : "empty value";
+        if (why) {
+            sbatch_error(errs, "%s--export: %s, got \"%s\"", where, why, v);
+            return 0;
+        }
+        return set_str(&r->export_list, v) ? 0 : TS_ENOMEM;
+    case O_WARN:
+        sbatch_warn(sb, "%s--%s: ignored (%s)", where, n, o->why);
+        return 0;
+    default:
+        sbatch_error(errs, "%s--%s: not supported (%s)", where, n, o->why);
+        return 0;
+    }
+}
+
+/* ---- words and options --------------------------------------------------------------- */
+
+static const struct sopt *find_long(const char *name, size_t len)
+{
+    for (size_t i = 0; i < NOPTS; i++)
+        if (strlen(OPTS[i].name) == len && strncmp(OPTS[i].name, name, len) == 0)
+            return &OPTS[i];
+    return NULL;
+}
+
+static const struct sopt *find_short(char c)
+{
+    for (size_t i = 0; i < NOPTS; i++)
+        if (OPTS[i].short_name == c)
+            return &OPTS[i];
+    return NULL;
+}
+
+/* Reads words[0..n) as options; returns 0 or TS_ENOMEM. */
+static int read_options(struct sbatch_req *r, char **words, int n, int src, const char *where,
+                        ts_sbatch *sb, ts_spec_errors *errs)
+{
+    for (int i = 0; i < n; i++) {
+        const char *w = words[i];
+        const struct sopt *o;
+        const char *v = NULL;
+        char shown[80];
+        if (w[0] == '-' && w[1] == '-' && w[2]) {
+            const char *eq = strchr(w + 2, '=');
+            size_t len = eq ? (size_t)(eq - w - 2) : strlen(w + 2);
+            o = find_long(w + 2, len);
+            snprintf(shown, sizeof shown, "--%.*s", (int)(len > 60 ? 60 : len), w + 2);
+            if (!o) {
+                sbatch_error(errs, "%s%s: unknown option", where, shown);
+                continue;
+            }
+            if (eq && o->arg == ARG_NONE) {
+                sbatch_error(errs, "%s%s: takes no value", where, shown);
+                continue;
+            }
+            v = eq ? eq + 1 : NULL;
+        } else if (w[0] == '-' && w[1] && w[1] != '-') {
+            o = find_short(w[1]);
+            snprintf(shown, sizeof shown, "-%c", w[1]);
+            if (!o) {
+                sbatch_error(errs, "%s%s: unknown option", where, shown);
+                continue;
+            }
+            if (w[2] && o->arg == ARG_NONE) {
+                sbatch_error(errs, "%s%s: takes no value (got \"%s\")", where, shown, w);
+                continue;
+            }
+            v = w[2] ? w + 2 : NULL;
+        } else {
+            sbatch_error(errs, "%s\"%.60s\": not an option (options start with - or --)", where,
+                         w);
+            continue;
+        }
+        if (o->arg == ARG_REQUIRED && !v) {
+            if (i + 1 >= n) {
+                sbatch_error(errs, "%s--%s: needs a value", where, o->name);
+                continue;
+            }
+            v = words[++i];
+        }
+        int rc = apply(r, o, v, src, where, sb, errs);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Splits a directive's text into words as a shell would: blanks separate,
+ * '...' and "..." quote, backslash escapes, an unquoted word starting with
+ * '#' ends the line. Returns the count, -1 on an unterminated quote, -2 on
+ * too many words, -3 out of memory. The words live in *buf (free it). */
+static int split_words(const char *s, size_t len, char **words, int max, char **buf)
+{
+    char *out = malloc(len + 1);
+    if (!out)
+        return -3;
+    *buf = out;
+    int n = 0;
+    size_t i = 0, o = 0;
+    for (;;) {
+        while (i < len && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r'))
+            i++;
+        if (i >= len || s[i] == '#')
+            return n;
+        if (n == max)
+            return -2;
+        words[n++] = out + o;
+        char quote = 0;
+        while (i < len) {
+            char c = s[i];
+            if (quote) {
+                if (c == quote) {
+                    quote = 0;
+                } else if (quote == '"' && c == '\\' && i + 1 < len &&
+                           (s[i + 1] == '"' || s[i + 1] == '\\')) {
+                    out[o++] = s[++i];
+                } else {
+                    out[o++] = c;
+                }
+            } else if (c == ' ' || c == '\t' || c == '\r') {
+                break;
+            } else if (c == '\'' || c == '"') {
+                quote = c;
+            } else if (c == '\\' && i + 1 < len) {
+                out[o++] = s[++i];
+            } else {
+                out[o++] = c;
+            }
+            i++;
+        }
+        if (quote)
+            return -1;
+        out[o++] = '\0';
+    }
+}
+
+/* The script's directives (see the top of the file). */
+static int read_script(struct sbatch_req *r, const char *script, size_t len, const char *name,
+                       ts_sbatch *sb, ts_spec_errors *errs)
+{
+    size_t pos = 0;
+    int line = 0;
+    while (pos < len) {
+        const char *ls = script + pos;
+        const char *nl = memchr(ls, '\n', len - pos);
+        size_t ll = nl ? (size_t)(nl - ls) : len - pos;
+        pos += ll + (nl ? 1 : 0);
+        line++;
+        size_t k = 0;
+        while (k < ll && (ls[k] == ' ' || ls[k] == '\t' || ls[k] == '\r'))
+            k++;
+        if (k == ll)
+            continue;          /* blank */
+        if (ls[k] != '#')
+            break;             /* the first command: no directives after it */
+        size_t dl = strlen(DIRECTIVE);
+        if (k != 0 || ll < dl || strncmp(ls, DIRECTIVE, dl) != 0)
+            continue;          /* a comment (sbatch wants #SBATCH at the line's start) */
+        if (ll > dl && ls[dl] != ' ' && ls[dl] != '\t')
+            continue;          /* "#SBATCHX" is a comment too */
+        char where[320];
+        snprintf(where, sizeof where, "%.256s:%d: ", name, line);
+        char *words[MAX_WORDS_PER_LINE], *buf = NULL;
+        int n = split_words(ls + dl, ll - dl, words, MAX_WORDS_PER_LINE, &buf);
+        int rc = 0;
+        if (n == -3)
+            rc = TS_ENOMEM;
+        else if (n == -1)
+            sbatch_error(errs, "%s#SBATCH: unterminated quote", where);
+        else if (n == -2)
+            sbatch_error(errs, "%s#SBATCH: more than %d words on one line", where,
+                         MAX_WORDS_PER_LINE);
+        else
+            rc = read_options(r, words, n, SRC_SCRIPT, where, sb, errs);
+        free(buf);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int sbatch_read(const char *script, size_t len, const ts_sbatch_input *in, struct sbatch_req *r,
+                ts_sbatch *sb, ts_spec_errors *errs)
+{
+    const char *name = in->script_name && *in->script_name ? in->script_name : "script";
+    int rc = read_script(r, script, len, name, sb, errs);
+    if (rc == 0 && in->argc > 0)
+        rc = read_options(r, (char **)in->argv, in->argc, SRC_CLI, "", sb, errs);
+    return rc;
+}
+
+/* ---- the entry point ----------------------------------------------------------------- */
+
+/* Everything ends up in JSON strings, which must be UTF-8. */
+static bool utf8_ok(const char *s, size_t len)
+{
+    json_t *t = json_stringn(s, len);
+    bool ok = t != NULL;
+    json_decref(t);
+    return ok;
+}
+
+void ts_sbatch_free(ts_sbatch *sb)
+{
+    if (!sb)
+        return;
+    free(sb->shape.array);
+    free(sb->spec_json);
+    free(sb);
+}
+
+int ts_sbatch_parse(const char *script, size_t len, const ts_sbatch_input *in, ts_sbatch **out,
+                    ts_spec_errors *errs)
+{
+    memset(errs, 0, sizeof *errs);
+    *out = NULL;
+    const char *name = in->script_name && *in->script_name ? in->script_name : "script";
+    if (len > TS_SBATCH_MAX_BYTES) {
+        sbatch_error(errs, "%.256s: larger than %d bytes", name, TS_SBATCH_MAX_BYTES);
+        return TS_EINVAL;
+    }
+    if (len < 2 || script[0] != '#' || script[1] != '!') {
+        sbatch_error(errs, "%.256s: not a batch script: the first line must be #! and the "
+                     "interpreter", name);
+        return TS_EINVAL;
+    }
+    if (memchr(script, '\0', len)) {
+        sbatch_error(errs, "%.256s: holds a NUL byte", name);
+        return TS_EINVAL;
+    }
+    if (!utf8_ok(script, len)) {
+        sbatch_error(errs, "%.256s: not valid UTF-8", name);
+        return TS_EINVAL;
+    }
+    for (int i = 0; i < in->argc; i++)
+        if (!utf8_ok(in->argv[i], strlen(in->argv[i])))
+            sbatch_error(errs, "option %d: not valid UTF-8", i + 1);
+    for (int i = 0; i < in->nargs; i++)
+        if (!utf8_ok(in->script_args[i], strlen(in->script_args[i])))
+            sbatch_error(errs, "argument %d: not valid UTF-8", i + 1);
+    if ((in->tenant && !utf8_ok(in->tenant, strlen(in->tenant))) ||
+        (in->submit_dir && !utf8_ok(in->submit_dir, strlen(in->submit_dir))) ||
+        !utf8_ok(name, strlen(name)))
+        sbatch_error(errs, "%.256s: the tenant, directory or script name is not valid UTF-8",
+                     name);
+    if (errs->n > 0)
+        return TS_EINVAL;
+    ts_sbatch *sb = calloc(1, sizeof *sb);
+    if (!sb)
+        return TS_ENOMEM;
+    struct sbatch_req r = {0};
+    int rc = sbatch_read(script, len, in, &r, sb, errs);
+    if (rc == 0 && errs->n == 0)
+        rc = sbatch_build(script, len, in, &r, sb, errs);
+    sbatch_req_free(&r);
+    if (rc == 0 && errs->n > 0)
+        rc = TS_EINVAL;
+    if (rc != 0) {
+        if (rc == TS_ENOMEM && errs->n == 0)
+            sbatch_error(errs, "out of memory");
+        ts_sbatch_free(sb);
+        return rc;
+    }
+    *out = sb;
+    return 0;
+}
+
+int ts_sbatch_option_takes_next(const char *w)
+{
+    const struct sopt *o = NULL;
+    if (w[0] == '-' && w[1] == '-' && w[2] && !strchr(w, '='))
+        o = find_long(w + 2, strlen(w + 2));
+    else if (w[0] == '-' && w[1] && w[1] != '-' && !w[2])
+        o = find_short(w[1]);
+    return o && o->arg == ARG_REQUIRED;
+}

@@ -1,0 +1,61 @@
+/*
+ * sbatch_req.h - internal: a Slurm request as the directives wrote it.
+ *
+ * sbatch.c reads `#SBATCH` lines and command-line options into a
+ * sbatch_req (each value as given, checked on its own); sbatch_spec.c turns
+ * the request into the interpretation and the job spec. Options that come in
+ * groups where only one may be given (the GPU options, the memory options)
+ * remember which source set them, so the command line can override the
+ * script while two of a group in the same place stay an error, as in sbatch.
+ */
+#ifndef TS_API_SBATCH_REQ_H
+#define TS_API_SBATCH_REQ_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tessera/sbatch.h"
+
+enum sbatch_gpu_kind { GPU_NONE, GPU_TOTAL, GPU_PER_NODE, GPU_PER_TASK, GPU_GRES };
+enum sbatch_mem_kind { MEM_NONE, MEM_PER_NODE, MEM_PER_CPU, MEM_PER_GPU };
+enum sbatch_src { SRC_NONE, SRC_SCRIPT, SRC_CLI };
+
+#define SBATCH_NAME_MAX 256
+
+struct sbatch_req {
+    char *name;                 /* --job-name, NULL: the script's name */
+    long nodes, ntasks, ntasks_per_node, cpus_per_task, cpus_per_gpu; /* 0 = not given */
+    int gpu_kind, gpu_src;
+    long gpu_n;
+    char gpu_type[SBATCH_NAME_MAX]; /* "" = any */
+    int mem_kind, mem_src;
+    int64_t mem_mib;
+    int64_t time_min;           /* 0 = not given */
+    char *array;                /* canonical list, NULL = not given */
+    long array_count, array_throttle;
+    char *qos, *account, *partition;
+    int signal;                 /* 0 = not given */
+    long signal_time_s;
+    char *output, *error, *chdir;
+    char *export_list;          /* NULL = not given (ALL) */
+};
+
+void sbatch_req_free(struct sbatch_req *r);
+
+/* Appends one error / warning (printf-style). */
+void sbatch_error(ts_spec_errors *errs, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sbatch_warn(ts_sbatch *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Reads the script's directives and then in->argv into r. Errors go to errs,
+ * warnings to sb. Returns 0, or TS_ENOMEM. */
+int sbatch_read(const char *script, size_t len, const ts_sbatch_input *in, struct sbatch_req *r,
+                ts_sbatch *sb, ts_spec_errors *errs);
+
+/* The interpretation and the spec's JSON from r (sbatch_spec.c). */
+int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
+                 const struct sbatch_req *r, ts_sbatch *sb, ts_spec_errors *errs);
+
+/* The tier / tenant a name maps to in map, or NULL (sbatch_spec.c). */
+const char *sbatch_map_get(const ts_sbatch_map *map, const char *kind, const char *name);
+
+#endif

@@ -1,0 +1,268 @@
+/*
+ * cmd_sbatch.c - `tessera sbatch` (and `tessera submit SCRIPT`): a Slurm
+ * batch script submitted as a Tessera job.
+ *
+ *   tessera sbatch [FLAGS] [SBATCH OPTIONS] SCRIPT [ARGS...]
+ *
+ * The line reads as sbatch's: options, then the script, then the script's
+ * own arguments. The options are sbatch's (so -o is the output file here,
+ * not tessera's output format; give that before the command). The
+ * translation is libtessera's (include/tessera/sbatch.h): this file only
+ * reads the files, passes the environment for --export, prints warnings and
+ * errors, and posts the spec like `submit` does (with an idempotency key).
+ * --dry-run prints the spec and the interpretation instead; the parity
+ * bench (bench/slurm-parity) reads that.
+ */
+#include "cli/cli.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tessera/sbatch.h"
+
+#define SBATCH_MAX_ARGS 4096
+#define MAP_REL_PATH "tessera/slurm-map"
+#define KEY_BYTES 16
+#define RETRY_MAX 600
+
+extern char **environ;
+
+bool cli_submit_is_script(int argc, char **argv)
+{
+    if (argc == 0)
+        return false;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0)
+            break;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0 || strcmp(a, "--file") == 0 ||
+            strncmp(a, "--file=", 7) == 0 || strncmp(a, "-f", 2) == 0)
+            return false;
+    }
+    return true;
+}
+
+/* An idempotency key from the kernel's random source; NULL (none sent) if
+ * it cannot be read. */
+static const char *make_key(char out[2 * KEY_BYTES + 1])
+{
+    unsigned char raw[KEY_BYTES];
+    FILE *f = fopen("/dev/urandom", "rb");
+    size_t got = f ? fread(raw, 1, sizeof raw, f) : 0;
+    if (f)
+        fclose(f);
+    if (got != sizeof raw)
+        return NULL;
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(out + 2 * i, 3, "%02x", raw[i]);
+    return out;
+}
+
+static int post_spec(struct cli_ctx *ctx, const char *spec, const char *key, const char *script)
+{
+    char made[2 * KEY_BYTES + 1];
+    if (!key)
+        key = make_key(made);
+    struct cli_req req = {.method = "POST", .path = "/v1/jobs", .body = spec,
+                          .body_len = strlen(spec), .content_type = "application/json",
+                          .idempotency_key = key};
+    struct cli_resp resp;
+    int rc = cli_http(ctx, &req, &resp);
+    if ((rc == CLI_EXIT_UNREACHABLE || rc == CLI_EXIT_SERVER) && key) {
+        cli_errorf("the jobs may or may not have been created; to retry without creating them "
+                   "twice, run the same sbatch line with --idempotency-key %s (script %.*s)",
+                   key, RETRY_MAX, script);
+        return rc;
+    }
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    json_t *jobs;
+    rc = cli_expect_member(resp.json, "jobs", JSON_ARRAY, &jobs);
+    if (rc == CLI_EXIT_OK && resp.replayed)
+        cli_warn("this idempotency key was used before: these are the jobs it created then");
+    if (rc == CLI_EXIT_OK && !cli_emit(ctx, resp.json)) {
+        size_t i;
+        json_t *job;
+        json_array_foreach(jobs, i, job)
+            printf("%lld\n", cli_int(job, "id", -1));
+    }
+    cli_resp_free(&resp);
+    return rc;
+}
+
+/* The map: --slurm-map, else $TESSERA_SLURM_MAP, else the default file if
+ * it exists. NULL map (all names map to themselves) when none. */
+static int load_map(const char *flag, ts_sbatch_map **map)
+{
+    *map = NULL;
+    const char *path = flag;
+    char def[PATH_MAX];
+    bool must = true;
+    if (!path && getenv("TESSERA_SLURM_MAP") && *getenv("TESSERA_SLURM_MAP"))
+        path = getenv("TESSERA_SLURM_MAP");
+    if (!path) {
+        const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+        if (xdg && xdg[0] == '/')
+            snprintf(def, sizeof def, "%s/%s", xdg, MAP_REL_PATH);
+        else if (home && *home)
+            snprintf(def, sizeof def, "%s/.config/%s", home, MAP_REL_PATH);
+        else
+            return CLI_EXIT_OK;
+        if (access(def, F_OK) != 0)
+            return CLI_EXIT_OK;
+        path = def;
+        must = false;
+    }
+    (void)must;
+    size_t len;
+    int rc;
+    char *buf = cli_read_file(path, TS_SBATCH_MAP_MAX_BYTES + 1, &len, &rc);
+    if (!buf)
+        return rc;
+    ts_err err;
+    if (ts_sbatch_map_parse(buf, len, map, &err) != 0) {
+        cli_errorf("%s: %s", path, err.msg);
+        free(buf);
+        return CLI_EXIT_USAGE;
+    }
+    free(buf);
+    return CLI_EXIT_OK;
+}
+
+static json_t *shape_json(const ts_sbatch *sb)
+{
+    const ts_sbatch_shape *s = &sb->shape;
+    json_t *w = json_array();
+    for (int i = 0; i < sb->nwarnings; i++)
+        json_array_append_new(w, json_string(sb->warnings[i]));
+    return json_pack("{s:i,s:b,s:i,s:i,s:i,s:i,s:I,s:I,s:I,s:i,s:i,s:s?,s:o}", "nodes", s->nodes,
+                     "nodes_given", s->nodes_given, "ntasks", s->ntasks, "cpus_per_task",
+                     s->cpus_per_task, "gpus", s->gpus, "gpus_per_task", s->gpus_per_task,
+                     "mem_mib", (json_int_t)s->mem_mib, "mem_per_task_mib",
+                     (json_int_t)s->mem_per_task_mib, "time_limit_min",
+                     (json_int_t)s->time_limit_min, "array_count", s->array_count,
+                     "array_throttle", s->array_throttle, "array", s->array, "warnings", w);
+}
+
+int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *tenant = NULL, *map_path = NULL, *key = NULL;
+    bool dry_run = false;
+    const char **sopts = calloc((size_t)argc + 1, sizeof *sopts);
+    if (!sopts)
+        return CLI_EXIT_LOCAL;
+    int nsopts = 0, i = 0;
+    struct {
+        const char *name;
+        const char **slot;
+    } own[] = {{"tenant", &tenant},          {"slurm-map", &map_path},
+               {"idempotency-key", &key},    {"server", &ctx->flags.server},
+               {"token", &ctx->flags.token}, {"config", &ctx->flags.config},
+               {"ca", &ctx->flags.ca},       {"timeout", &ctx->flags.timeout}};
+    for (; i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            ctx->flags.help = true;
+            continue;
+        }
+        if (strcmp(a, "--dry-run") == 0) {
+            dry_run = true;
+            continue;
+        }
+        bool mine = false;
+        for (size_t k = 0; k < sizeof own / sizeof own[0] && !mine; k++) {
+            size_t n = strlen(own[k].name);
+            if (strncmp(a, "--", 2) != 0 || strncmp(a + 2, own[k].name, n) != 0)
+                continue;
+            if (a[2 + n] == '=') {
+                *own[k].slot = a + 3 + n;
+                mine = true;
+            } else if (a[2 + n] == '\0') {
+                if (i + 1 >= argc) {
+                    free(sopts);
+                    return cli_usage_error(cmd, "option --%s needs a value", own[k].name);
+                }
+                *own[k].slot = argv[++i];
+                mine = true;
+            }
+        }
+        if (mine)
+            continue;
+        sopts[nsopts++] = a;
+        if (ts_sbatch_option_takes_next(a) && i + 1 < argc)
+            sopts[nsopts++] = argv[++i];
+    }
+    /* the global flags: --help, --output/--timeout checks (no arguments left) */
+    int rc = cli_parse(ctx, cmd, 0, NULL, NULL, NULL, 0, 0);
+    if (rc != CLI_CONTINUE) {
+        free(sopts);
+        return rc;
+    }
+    if (i >= argc) {
+        free(sopts);
+        return cli_usage_error(cmd, "missing the script");
+    }
+    const char *script = argv[i++];
+    if (argc - i > SBATCH_MAX_ARGS) {
+        free(sopts);
+        return cli_usage_error(cmd, "more than %d script arguments", SBATCH_MAX_ARGS);
+    }
+    ts_sbatch_map *map = NULL;
+    rc = load_map(map_path, &map);
+    size_t len = 0;
+    char *text = rc == CLI_EXIT_OK ? cli_read_file(script, TS_SBATCH_MAX_BYTES + 1, &len, &rc)
+                                   : NULL;
+    if (!text) {
+        ts_sbatch_map_free(map);
+        free(sopts);
+        return rc;
+    }
+    char cwd[PATH_MAX];
+    const char *base = strrchr(script, '/') ? strrchr(script, '/') + 1 : script;
+    ts_sbatch_input in = {
+        .script_name = strcmp(script, "-") == 0 ? "stdin" : base,
+        .argv = sopts,
+        .argc = nsopts,
+        .script_args = (const char *const *)argv + i,
+        .nargs = argc - i,
+        .environ = (const char *const *)environ,
+        .tenant = tenant,
+        .submit_dir = getcwd(cwd, sizeof cwd),
+        .map = map,
+    };
+    ts_sbatch *sb = NULL;
+    ts_spec_errors errs;
+    int prc = ts_sbatch_parse(text, len, &in, &sb, &errs);
+    free(text);
+    free(sopts);
+    ts_sbatch_map_free(map);
+    if (prc != 0) {
+        for (int k = 0; k < errs.n; k++)
+            cli_errorf("%s", errs.msg[k]);
+        if (errs.more)
+            cli_errorf("and %d more", errs.more);
+        return prc == TS_ENOMEM ? CLI_EXIT_LOCAL : CLI_EXIT_USAGE;
+    }
+    for (int k = 0; k < sb->nwarnings; k++)
+        cli_warn("%s", sb->warnings[k]);
+    if (dry_run) {
+        json_t *spec = json_loads(sb->spec_json, 0, NULL);
+        json_t *out = json_pack("{s:o,s:o}", "spec", spec, "interpretation", shape_json(sb));
+        ts_sbatch_free(sb);
+        if (!out)
+            return CLI_EXIT_LOCAL;
+        if (!cli_emit(ctx, out))
+            cli_emit_json(stdout, out);
+        json_decref(out);
+        return CLI_EXIT_OK;
+    }
+    rc = post_spec(ctx, sb->spec_json, key, script);
+    ts_sbatch_free(sb);
+    return rc;
+}
