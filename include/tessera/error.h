@@ -22,7 +22,14 @@ enum ts_errcode {
     TS_ENOENT = -4,  /* named thing does not exist */
     TS_EIO = -5,     /* I/O in a shell (never from the pure core) */
     TS_EEXIST = -6,  /* duplicate name */
+    TS_ECONFLICT = -7, /* the state does not allow it (a job's state, a stale gen) */
+    TS_ETIMEDOUT = -8, /* gave up waiting (a lock, a peer) */
+    TS_ECLOSED = -9,   /* the object is shutting down or closed (a store) */
 };
+
+/* For functions whose result must be checked (a dropped durable-write error
+ * acknowledges what is not stored). */
+#define TS_MUST_CHECK __attribute__((warn_unused_result))
 
 #define TS_ERR_MSG_MAX 512
 

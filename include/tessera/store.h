@@ -125,7 +125,7 @@ typedef struct ts_usage_row {
 typedef struct ts_store ts_store;
 
 /* Opens (creating and migrating) the store at url. */
-int ts_store_open(const char *url, ts_store **out, ts_err *err);
+TS_MUST_CHECK int ts_store_open(const char *url, ts_store **out, ts_err *err);
 void ts_store_close(ts_store *s);
 /* "sqlite" or "postgresql". */
 const char *ts_store_backend(const ts_store *s);
@@ -134,18 +134,20 @@ int ts_store_schema_version(ts_store *s);
 /* Inserts a job (row->id, row->gen set on return). With a non-empty
  * idem_key already used by the same owner, nothing is inserted: *existed is
  * set and row is overwritten with the stored job. */
-int ts_store_job_insert(ts_store *s, ts_job_row *row, bool *existed, ts_err *err);
+TS_MUST_CHECK int ts_store_job_insert(ts_store *s, ts_job_row *row, bool *existed, ts_err *err);
 /* Inserts n jobs queued together (an array: usually one transaction); as
  * ts_store_job_insert for each, existed[i] per row. If any insert fails the
  * error names its row; the others may be committed. */
+TS_MUST_CHECK
 int ts_store_job_insert_many(ts_store *s, ts_job_row *rows, int n, bool *existed, ts_err *err);
 /* Updates every mutable field of job row->id (state, times, preemptions,
  * reason, why, placement_json, gpu_model) if its gen still equals row->gen;
- * row->gen is bumped on success. TS_EEXIST when the gen moved (someone else
+ * row->gen is bumped on success. TS_ECONFLICT when the gen moved (someone else
  * updated it), TS_ENOENT when there is no such job. */
-int ts_store_job_update(ts_store *s, ts_job_row *row, ts_err *err);
+TS_MUST_CHECK int ts_store_job_update(ts_store *s, ts_job_row *row, ts_err *err);
 /* Several updates and events in one transaction (the scheduler applies one
  * cycle's decisions at once). Same gen rule per row; all or nothing. */
+TS_MUST_CHECK
 int ts_store_apply(ts_store *s, ts_job_row *rows, int nrows, const ts_event_row *events,
                    int nevents, ts_err *err);
 int ts_store_job_get(ts_store *s, int64_t id, ts_job_row *out, ts_err *err);
@@ -157,17 +159,17 @@ void ts_store_free_jobs(ts_job_row *rows, int n);
 /* Counts by state for one tenant (NULL = all): out[TS_JOB_STATES]. */
 int ts_store_job_counts(ts_store *s, const char *tenant, int64_t out[TS_JOB_STATES], ts_err *err);
 
-int ts_store_event_append(ts_store *s, const ts_event_row *ev, ts_err *err);
+TS_MUST_CHECK int ts_store_event_append(ts_store *s, const ts_event_row *ev, ts_err *err);
 int ts_store_event_list(ts_store *s, int64_t job_id, int64_t after_id, int limit,
                         ts_event_row **rows, int *n, ts_err *err);
 void ts_store_free_events(ts_event_row *rows, int n);
 
 /* TS_EEXIST if the name is taken. */
-int ts_store_token_insert(ts_store *s, ts_token_row *row, ts_err *err);
+TS_MUST_CHECK int ts_store_token_insert(ts_store *s, ts_token_row *row, ts_err *err);
 /* The live token with this hash, TS_ENOENT if none (or revoked). */
 int ts_store_token_by_hash(ts_store *s, const uint8_t hash[TS_TOKEN_HASH_BYTES],
                            ts_token_row *out, ts_err *err);
-int ts_store_token_revoke(ts_store *s, const char *name, double now_s, ts_err *err);
+TS_MUST_CHECK int ts_store_token_revoke(ts_store *s, const char *name, double now_s, ts_err *err);
 /* tenant NULL = every token. */
 int ts_store_token_list(ts_store *s, const char *tenant, ts_token_row **rows, int *n,
                         ts_err *err);
@@ -176,11 +178,12 @@ int ts_store_token_list(ts_store *s, const char *tenant, ts_token_row **rows, in
  * format of docs/tenants-format.md; *yaml NULL when never set (the
  * configuration file's tenants apply). */
 int ts_store_tenants_get(ts_store *s, char **yaml, ts_err *err);
-int ts_store_tenants_put(ts_store *s, const char *yaml, ts_err *err);
+TS_MUST_CHECK int ts_store_tenants_put(ts_store *s, const char *yaml, ts_err *err);
 
 /* Other small settings of the controller (e.g. "drained_nodes"), by key;
  * *value malloc'd, NULL when never set. The key "tenants" is reserved for
  * the two calls above. */
+TS_MUST_CHECK
 int ts_store_setting_put(ts_store *s, const char *key, const char *value, ts_err *err);
 int ts_store_setting_get(ts_store *s, const char *key, char **value, ts_err *err);
 
@@ -193,6 +196,20 @@ typedef struct ts_store_stats {
     uint64_t commits;
 } ts_store_stats;
 void ts_store_get_stats(ts_store *s, ts_store_stats *st);
+
+/* Fault injection, for tests of what uses the store (docs/store.md): from
+ * now on, writes fail as `spec` says. spec is a comma-separated list of
+ *   nth=N      the Nth write from now fails (once)
+ *   every=N    every Nth write fails
+ *   kind=K     io (default: an I/O error), full (disk full), drop (the
+ *              PostgreSQL session is cut; an I/O error on SQLite), commit
+ *              (the whole transaction holding that write fails at COMMIT)
+ * "" or "off" turns it off. A write is one queued operation (an insert, one
+ * apply of rows and events, a token, a setting). TS_EINVAL names a bad item.
+ * Off unless called; tesserad calls it only in test builds. */
+TS_MUST_CHECK int ts_store_faults_set(ts_store *s, const char *spec, ts_err *err);
+/* How many failures have been injected so far. */
+uint64_t ts_store_faults_injected(ts_store *s);
 
 #ifdef __cplusplus
 }

@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "ctld/job_fsm.h"
 
 #define MASTER_PORT_BASE 29500
 #define MASTER_PORT_SPAN 2000
@@ -210,100 +211,103 @@ static int rank_state_of(const char *s)
     return -1;
 }
 
-/* A job's end on agents: completed, failed (a rank died: the gang goes as
- * one), or requeued after a preemption. Under mu. */
-static void job_settle(ctld *c, cjob *j, double now)
+/* A job's end on agents, planned into t: completed, failed (a rank died:
+ * the gang goes as one), or requeued after a preemption. Under mu. */
+static int job_settle(ctld *c, cjob *j, double now, ctld_txn *t, ts_err *err)
 {
+    if (ctld_txn_has(t, j))
+        return 0; /* already ending in this report */
     int done = 0, failed = 0, stopped = 0;
     for (int r = 0; r < j->ntasks; r++) {
         done += j->rank_state[r] == CTLD_RANK_DONE;
         failed += j->rank_state[r] == CTLD_RANK_FAILED;
         stopped += j->rank_state[r] == CTLD_RANK_STOPPED;
     }
-    const char *event = NULL;
     char detail[160] = "";
+    const char *outcome = j->stop_outcome[0] ? j->stop_outcome : "stopped";
     if (j->row.state == TS_JOB_RUNNING && failed > 0) {
-        j->row.state = TS_JOB_FAILED;
-        j->row.end_s = now;
-        event = "failed";
         snprintf(detail, sizeof detail, "%d of %d ranks failed; the gang stops as one", failed,
                  j->ntasks);
-    } else if (j->row.state == TS_JOB_RUNNING && done == j->ntasks) {
-        j->row.state = TS_JOB_COMPLETED;
-        j->row.end_s = now;
-        c->m.finished++;
-        event = "finished";
-    } else if (j->row.state == TS_JOB_STOPPING && stopped + done + failed == j->ntasks) {
-        char *d = ctld_run_detail(j, now);
-        ts_event_row ev = {.job_id = j->row.id, .t_s = now, .kind = "run-ended", .detail = d};
-        ts_store_event_append(c->store, &ev, NULL);
-        free(d);
-        bool reaped = j->reaped;
-        j->row.state = reaped ? TS_JOB_HELD : TS_JOB_PENDING;
-        j->sj.held = reaped;
-        j->reaped = false;
-        j->row.start_s = 0;
-        int recent = 0;
-        for (int k = 0; k < j->npreempted && k < CTLD_PREEMPT_MEMORY; k++)
-            recent += now - j->preempted_at[k] < 3600.0;
-        j->sj.eligible_s = j->restart_now ? now
-                                          : now + ts_sched_backoff_s(c->sched, recent > 0 ? recent : 1);
-        j->restart_now = false;
-        event = reaped ? "held" : "requeued";
-        if (reaped)
-            snprintf(detail, sizeof detail, "every rank stopped (%s) after the idle policy "
-                     "reaped it; release it to run again",
-                     j->stop_outcome[0] ? j->stop_outcome : "stopped");
-        else
-            snprintf(detail, sizeof detail, "every rank stopped (%s); eligible again at %.0f",
-                     j->stop_outcome[0] ? j->stop_outcome : "stopped", j->sj.eligible_s);
+        ctld_fsm_args a = {.detail = detail};
+        return ctld_fsm_plan(c, t, j, CTLD_JE_FAIL, &a, now, err);
     }
-    if (!event)
-        return;
-    ctld_job_unbind(c, j, now);
-    ts_err err;
-    if (ctld_write_row(c, j, event, detail[0] ? detail : NULL, now, &err) != 0)
-        fprintf(stderr, "tesserad: job %lld: %s\n", (long long)j->row.id, err.msg);
-    ctld_kick(c);
+    if (j->row.state == TS_JOB_RUNNING && done == j->ntasks)
+        return ctld_fsm_plan(c, t, j, CTLD_JE_FINISH, NULL, now, err);
+    if (j->row.state == TS_JOB_STOPPING && stopped + done + failed == j->ntasks) {
+        if (j->reaped) {
+            snprintf(detail, sizeof detail, "every rank stopped (%s) after the idle policy "
+                     "reaped it; release it to run again", outcome);
+        } else {
+            int recent = 0;
+            for (int k = 0; k < j->npreempted && k < CTLD_PREEMPT_MEMORY; k++)
+                recent += now - j->preempted_at[k] < 3600.0;
+            double at = j->restart_now
+                            ? now
+                            : now + ts_sched_backoff_s(c->sched, recent > 0 ? recent : 1);
+            snprintf(detail, sizeof detail, "every rank stopped (%s); eligible again at %.0f",
+                     outcome, at);
+        }
+        ctld_fsm_args a = {.detail = detail};
+        return ctld_fsm_plan(c, t, j, CTLD_JE_STOPPED, &a, now, err);
+    }
+    return 0;
 }
 
-static void apply_reports(ctld *c, int n, json_t *tasks, double now)
+/* A rank's state as it was before this report (undone if the report's
+ * writes fail, so that the agent's next report is applied again). */
+typedef struct rank_undo {
+    int64_t job;
+    int rank;
+    uint8_t was;
+} rank_undo;
+
+/* Applies one sync's task reports: every change they cause (job ends,
+ * output tails) is written in one transaction, then applied. Returns the
+ * store's error when that write failed (nothing applied; the agent is
+ * answered 503 and reports again). */
+static int apply_reports(ctld *c, int n, json_t *tasks, double now, ts_err *err)
 {
+    ctld_txn t = {0};
+    rank_undo *undo = calloc(json_array_size(tasks) + 1, sizeof *undo);
+    int nundo = 0, rc = undo ? 0 : ts_err_set(err, TS_ENOMEM, "out of memory");
     size_t i;
-    json_t *t;
-    json_array_foreach(tasks, i, t)
+    json_t *tk;
+    json_array_foreach(tasks, i, tk)
     {
-        int64_t id = json_integer_value(json_object_get(t, "job"));
-        int rank = (int)json_integer_value(json_object_get(t, "rank"));
-        int st = rank_state_of(json_string_value(json_object_get(t, "state")));
+        if (rc != 0)
+            break;
+        int64_t id = json_integer_value(json_object_get(tk, "job"));
+        int rank = (int)json_integer_value(json_object_get(tk, "rank"));
+        int st = rank_state_of(json_string_value(json_object_get(tk, "state")));
         cjob *j = ctld_job_find(c, id);
         if (!j || !j->allocs || rank < 0 || rank >= j->ntasks || j->allocs[rank].node != n ||
             st < 0)
             continue; /* not ours (any more): the desired state tells the agent */
         if (!j->rank_state && !(j->rank_state = calloc((size_t)j->ntasks, 1)))
             continue;
-        json_t *u = json_object_get(t, "gpu_util");
+        json_t *u = json_object_get(tk, "gpu_util");
         if (!j->rank_util && (j->rank_util = malloc((size_t)j->ntasks * sizeof *j->rank_util)))
             for (int r = 0; r < j->ntasks; r++)
                 j->rank_util[r] = -1.0f;
         if (j->rank_util && json_is_number(u))
             j->rank_util[rank] = (float)json_number_value(u);
-        json_t *step = json_object_get(t, "step_s");
+        json_t *step = json_object_get(tk, "step_s");
         if (!j->rank_step && (j->rank_step = malloc((size_t)j->ntasks * sizeof *j->rank_step)))
             for (int r = 0; r < j->ntasks; r++)
                 j->rank_step[r] = -1.0f;
         if (j->rank_step && json_is_number(step) && json_number_value(step) > 0)
             j->rank_step[rank] = (float)json_number_value(step);
-        if (st == CTLD_RANK_DONE && json_integer_value(json_object_get(t, "exit_code")) != 0)
+        if (st == CTLD_RANK_DONE && json_integer_value(json_object_get(tk, "exit_code")) != 0)
             st = CTLD_RANK_FAILED;
-        const char *outcome = json_string_value(json_object_get(t, "outcome"));
+        const char *outcome = json_string_value(json_object_get(tk, "outcome"));
         if (outcome && st == CTLD_RANK_STOPPED)
             snprintf(j->stop_outcome, sizeof j->stop_outcome, "%s", outcome);
         if (j->rank_state[rank] == st)
             continue;
+        undo[nundo++] = (rank_undo){.job = id, .rank = rank, .was = j->rank_state[rank]};
         j->rank_state[rank] = (uint8_t)st;
-        json_t *outj = json_object_get(t, "output");
-        for (int k = 0; st != CTLD_RANK_RUNNING && k < 2; k++) {
+        json_t *outj = json_object_get(tk, "output");
+        for (int k = 0; rc == 0 && st != CTLD_RANK_RUNNING && k < 2; k++) {
             /* the last of its output, kept with the job's events */
             static const char *const NAMES[] = {"stdout", "stderr"};
             const char *text = json_string_value(json_object_get(outj, NAMES[k]));
@@ -311,43 +315,64 @@ static void apply_reports(ctld *c, int n, json_t *tasks, double now)
                 continue;
             size_t len = strlen(text) + 48;
             char *d = malloc(len);
-            if (!d)
-                continue;
+            if (!d) {
+                rc = ts_err_set(err, TS_ENOMEM, "out of memory");
+                break;
+            }
             snprintf(d, len, "rank %d %s\n%s", rank, NAMES[k], text);
-            ts_event_row ev = {.job_id = j->row.id, .t_s = now, .kind = "output", .detail = d};
-            ts_store_event_append(c->store, &ev, NULL);
+            if (ctld_txn_event(&t, j->row.id, now, "output", d) != 0)
+                rc = ts_err_set(err, TS_ENOMEM, "out of memory");
             free(d);
         }
-        if (st != CTLD_RANK_RUNNING)
-            job_settle(c, j, now);
+        if (rc == 0 && st != CTLD_RANK_RUNNING)
+            rc = job_settle(c, j, now, &t, err);
     }
+    if (rc == 0)
+        rc = ctld_txn_commit(c, &t, err);
+    if (rc == 0) {
+        ctld_txn_apply(c, &t, now);
+    } else {
+        /* not written: the ranks read as before, so the next report counts */
+        for (int k = nundo - 1; k >= 0; k--) {
+            cjob *j = ctld_job_find(c, undo[k].job);
+            if (j && j->rank_state)
+                j->rank_state[undo[k].rank] = undo[k].was;
+        }
+        c->m.store_failures++;
+    }
+    ctld_txn_fini(&t);
+    free(undo);
+    return rc;
 }
 
-/* Requeues (or fails) every job with a rank on node n; under mu. */
-static void evict_node(ctld *c, int n, const char *why, double now)
+/* Requeues every job with a rank on node n, in one transaction; under mu.
+ * Nothing is applied if the write fails (the caller tries again). */
+static int evict_node(ctld *c, int n, const char *why, double now, ts_err *err)
 {
-    for (int i = c->njobs - 1; i >= 0; i--) {
+    ctld_txn t = {0};
+    int rc = 0;
+    for (int i = c->njobs - 1; rc == 0 && i >= 0; i--) {
         cjob *j = c->jobs[i];
         bool here = false;
         for (int r = 0; j->allocs && r < j->ntasks; r++)
             here = here || j->allocs[r].node == n;
         if (!here)
             continue;
-        char *d = ctld_run_detail(j, now);
-        ts_event_row ev = {.job_id = j->row.id, .t_s = now, .kind = "run-ended", .detail = d};
-        ts_store_event_append(c->store, &ev, NULL);
-        free(d);
-        ctld_job_unbind(c, j, now);
-        j->row.state = TS_JOB_PENDING;
-        j->row.start_s = 0;
-        ts_err err;
-        if (ctld_write_row(c, j, "requeued", why, now, &err) != 0)
-            fprintf(stderr, "tesserad: job %lld: %s\n", (long long)j->row.id, err.msg);
+        ctld_fsm_args a = {.detail = why};
+        rc = ctld_fsm_plan(c, &t, j, CTLD_JE_EVICT, &a, now, err);
     }
+    if (rc == 0)
+        rc = ctld_txn_commit(c, &t, err);
+    if (rc == 0)
+        ctld_txn_apply(c, &t, now);
+    else
+        c->m.store_failures++;
+    ctld_txn_fini(&t);
     ctld_kick(c);
+    return rc;
 }
 
-static void apply_health(ctld *c, int n, json_t *h, double now)
+static int apply_health(ctld *c, int n, json_t *h, double now, ts_err *err)
 {
     const char *v = json_string_value(json_object_get(h, "verdict"));
     int health = v && strcmp(v, "failed") == 0     ? CTLD_FAILED
@@ -366,16 +391,20 @@ static void apply_health(ctld *c, int n, json_t *h, double now)
     }
     snprintf(a->health_why, sizeof a->health_why, "%s", why);
     if (health == a->health)
-        return;
-    int was = a->health;
+        return 0;
+    if (health == CTLD_FAILED) {
+        /* its jobs requeue first: if that is not written, the node keeps
+         * its health and the agent's next report tries again */
+        char d[TS_NAME_MAX + sizeof why + 16];
+        snprintf(d, sizeof d, "node %s failed: %s", c->cluster->nodes[n].name, why);
+        int rc = evict_node(c, n, d, now, err);
+        if (rc != 0)
+            return rc;
+    }
     a->health = health;
     ctld_node_refresh(c, n);
     ctld_agent_moved(c, n);
-    if (health == CTLD_FAILED && was != CTLD_FAILED) {
-        char d[TS_NAME_MAX + sizeof why + 16];
-        snprintf(d, sizeof d, "node %s failed: %s", c->cluster->nodes[n].name, why);
-        evict_node(c, n, d, now);
-    }
+    return 0;
 }
 
 /* ---- the endpoints --------------------------------------------------------------- */
@@ -454,10 +483,19 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
                          "node was declared lost)");
         return;
     }
+    ts_err err;
+    int wrc = 0;
     if (json_is_object(json_object_get(in, "health")))
-        apply_health(c, n, json_object_get(in, "health"), now);
-    if (json_is_array(json_object_get(in, "tasks")))
-        apply_reports(c, n, json_object_get(in, "tasks"), now);
+        wrc = apply_health(c, n, json_object_get(in, "health"), now, &err);
+    if (wrc == 0 && json_is_array(json_object_get(in, "tasks")))
+        wrc = apply_reports(c, n, json_object_get(in, "tasks"), now, &err);
+    if (wrc != 0) {
+        /* not durable: nothing applied; the agent reports again */
+        pthread_mutex_unlock(&c->mu);
+        json_decref(in);
+        ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+        return;
+    }
     size_t li;
     json_t *ans;
     json_array_foreach(json_object_get(in, "logs"), li, ans)
@@ -496,21 +534,25 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
     ctld_reply_json(r, 200, out);
 }
 
-int ctld_agents_expire(ctld *c, double now, ts_err *err)
+void ctld_agents_expire(ctld *c, double now)
 {
-    (void)err;
     ctld_idle_check(c, now);
     ctld_straggler_check(c, now);
     for (int n = 0; n < c->cluster->nnodes; n++) {
         ctld_agent *a = &c->agents[n];
         if (!a->registered || now - a->last_seen_s < c->cfg.node_lost_s)
             continue;
-        a->registered = false;
-        ctld_node_refresh(c, n);
         char d[200];
         snprintf(d, sizeof d, "node %s lost: no word from its agent for %.0f s",
                  c->cluster->nodes[n].name, now - a->last_seen_s);
-        evict_node(c, n, d, now);
+        ts_err err;
+        /* its jobs requeue first; if that is not written the node stays
+         * (its jobs keep their GPUs) and the next cycle tries again */
+        if (evict_node(c, n, d, now, &err) != 0) {
+            fprintf(stderr, "tesserad: %s: %s; trying again at the next cycle\n", d, err.msg);
+            continue;
+        }
+        a->registered = false;
+        ctld_node_refresh(c, n);
     }
-    return 0;
 }

@@ -175,6 +175,7 @@ typedef struct ctld_metrics {
     uint64_t wait_hist[16];      /* buckets of CTLD_WAIT_BUCKETS */
     uint64_t wait_count;
     uint64_t http_requests[6];   /* by status class 1xx..5xx, index 1..5 */
+    uint64_t store_failures;     /* durable writes the store refused (nothing applied) */
 } ctld_metrics;
 
 typedef struct ctld {
@@ -192,6 +193,7 @@ typedef struct ctld {
     bool dirty;                  /* something changed: run a cycle soon */
     bool stop;
     bool ready;
+    bool store_failing;          /* the last cycle's write failed: retry after a pause */
     cjob **jobs;                 /* active jobs, in no particular order */
     int njobs, jobs_cap;
     int64_t *map_ids;            /* open addressing id -> index in jobs */
@@ -218,19 +220,20 @@ cjob *ctld_job_find(ctld *c, int64_t id);
  * the jobs durably and adds them. ids_out gets their ids (array_size
  * entries) and rendered (if not NULL) their JSON. Not under mu: takes it
  * itself. existed: an idempotent retry. */
+TS_MUST_CHECK
 int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const char *owner,
                 const char *idem_key, int64_t *ids_out, int *nids, bool *existed,
                 json_t *rendered, ts_err *err);
 /* Actions on an active job ("cancel", "hold", "release", "requeue"); not
- * under mu. TS_ENOENT (not active: maybe finished), TS_EEXIST (state does
- * not allow it: 409). */
-int ctld_job_action(ctld *c, int64_t id, const char *action, ts_err *err);
+ * under mu. TS_ENOENT (not active: maybe finished), TS_ECONFLICT (state does
+ * not allow it: 409), else the store's error (503: nothing changed). */
+TS_MUST_CHECK int ctld_job_action(ctld *c, int64_t id, const char *action, ts_err *err);
 /* Drain/resume a node by name; not under mu. */
-int ctld_node_drain(ctld *c, const char *node, bool drain, ts_err *err);
+TS_MUST_CHECK int ctld_node_drain(ctld *c, const char *node, bool drain, ts_err *err);
 /* The same for node index n, under mu (durable; resuming clears drain_why). */
-int ctld_node_drain_locked(ctld *c, int n, bool drain, ts_err *err);
+TS_MUST_CHECK int ctld_node_drain_locked(ctld *c, int n, bool drain, ts_err *err);
 /* Replaces the tenants (YAML); not under mu. */
-int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err);
+TS_MUST_CHECK int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err);
 void ctld_kick(ctld *c);
 /* Under mu: node n's desired state changed; wakes only that node's
  * long-poll (one condition variable per node: a job change must not wake
@@ -246,22 +249,24 @@ void ctld_idle_check(ctld *c, double now);
 void ctld_straggler_check(ctld *c, double now);
 /* Under c->mu: removes and frees an active job. */
 void ctld_job_remove(ctld *c, cjob *j);
-/* Under c->mu: releases a running job's resources at once. */
+/* Under c->mu: releases a running job's resources at once (job_fsm.c
+ * calls it once the change is written; nothing else should). */
 void ctld_job_unbind(ctld *c, cjob *j, double now);
-/* Under c->mu: writes j->row and one event in one transaction. */
-int ctld_write_row(ctld *c, cjob *j, const char *event, const char *detail, double now,
-                   ts_err *err);
 /* Under c->mu: whether node n may take new work (admin drain, agent,
  * health), applied to the scheduler. */
 void ctld_node_refresh(ctld *c, int n);
 /* Under c->mu: the nodes a job's ranks use get a new desired-state
  * generation, and waiting agents wake. */
 void ctld_nodes_touch_job(ctld *c, const cjob *j);
-/* Under c->mu: agents not heard from for CTLD_NODE_LOST_S are lost. */
-int ctld_agents_expire(ctld *c, double now, ts_err *err);
+/* Under c->mu, once a cycle: the idle and straggler policies, and agents
+ * not heard from for node_lost_s are lost. What the store refuses is
+ * logged and tried again at the next cycle. */
+void ctld_agents_expire(ctld *c, double now);
 
-/* The placement of a running job as stored (malloc'd). */
+/* The placement of a running job as stored (malloc'd); the same for n
+ * allocations not yet bound to a job. */
 char *ctld_placement_json(const ctld *c, const cjob *j);
+char *ctld_placement_json_allocs(const ctld *c, const ts_alloc *allocs, int n);
 /* The "run-ended" event's detail for a run that ends now without ending the
  * job (preempted and requeued, or requeued by a user): usage reads it. */
 char *ctld_run_detail(const cjob *j, double now);
@@ -272,7 +277,7 @@ double ctld_job_run_s(const cjob *j);
 
 int ctld_loop_start(ctld *c, pthread_t *th);
 /* One cycle now (tests, and the loop itself); under nothing, takes mu. */
-int ctld_cycle_once(ctld *c, double now, ts_err *err);
+TS_MUST_CHECK int ctld_cycle_once(ctld *c, double now, ts_err *err);
 
 /* ---- HTTP (http.c, routes.c, render.c, metrics.c, auth.c) ------------------ */
 

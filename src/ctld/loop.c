@@ -10,8 +10,11 @@
  * the time a real job would take to checkpoint), then `pending` again with a
  * backoff; a pending job's reason and explanation are kept in memory and
  * written with its next state change (writing 100,000 reasons a second would
- * cost more than the scheduling). If the store refuses the transaction the
- * controller exits (a restart rebuilds from what is durable).
+ * cost more than the scheduling). Every change goes through the job state
+ * machine (job_fsm.c): planned, written in one transaction, then applied.
+ * If the store refuses the transaction nothing is applied (the starts the
+ * core bound are undone) and the cycle runs again STORE_RETRY_S later; the
+ * controller never exits over a failed write.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -21,6 +24,7 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "ctld/job_fsm.h"
 #include "tessera/mig_plan.h"
 
 /* Histogram bounds, seconds. */
@@ -33,66 +37,6 @@ static void observe(uint64_t *hist, const double *bounds, int nb, double v)
         if (v <= bounds[i])
             hist[i]++;
     hist[nb]++; /* +Inf */
-}
-
-typedef struct batch {
-    ts_job_row *rows;  /* copies (shallow: strings stay owned by the jobs) */
-    cjob **jobs;
-    int n, cap;
-    ts_event_row *ev;
-    char **ev_detail;
-    int nev, evcap;
-} batch;
-
-static int batch_row(batch *b, cjob *j)
-{
-    for (int i = 0; i < b->n; i++)
-        if (b->jobs[i] == j)
-            return 0;
-    if (b->n == b->cap) {
-        int cap = b->cap ? b->cap * 2 : 64;
-        ts_job_row *r = realloc(b->rows, (size_t)cap * sizeof *r);
-        if (r)
-            b->rows = r;
-        cjob **jj = realloc(b->jobs, (size_t)cap * sizeof *jj);
-        if (jj)
-            b->jobs = jj;
-        if (!r || !jj)
-            return TS_ENOMEM;
-        b->cap = cap;
-    }
-    b->jobs[b->n++] = j;
-    return 0;
-}
-
-static int batch_event(batch *b, int64_t job, double t, const char *kind, char *detail)
-{
-    if (b->nev == b->evcap) {
-        int cap = b->evcap ? b->evcap * 2 : 64;
-        ts_event_row *e = realloc(b->ev, (size_t)cap * sizeof *e);
-        if (!e) {
-            free(detail);
-            return TS_ENOMEM;
-        }
-        b->ev = e;
-        b->evcap = cap;
-    }
-    ts_event_row *e = &b->ev[b->nev++];
-    memset(e, 0, sizeof *e);
-    e->job_id = job;
-    e->t_s = t;
-    snprintf(e->kind, sizeof e->kind, "%s", kind);
-    e->detail = detail;
-    return 0;
-}
-
-static void batch_free(batch *b)
-{
-    for (int i = 0; i < b->nev; i++)
-        free(b->ev[i].detail);
-    free(b->ev);
-    free(b->rows);
-    free(b->jobs);
 }
 
 static char *dupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -114,113 +58,102 @@ static int recent_preemptions(cjob *j, double now)
     return n;
 }
 
-/* Virtual jobs that ended, and victims whose grace is over. */
-static int finish_and_requeue(ctld *c, double now, batch *b)
+/* Virtual jobs that ended, and victims whose grace is over: planned into t
+ * (memory changes once t is committed). */
+static int finish_and_requeue(ctld *c, double now, ctld_txn *t, ts_err *err)
 {
     for (int i = 0; i < c->njobs; i++) {
         cjob *j = c->jobs[i];
+        int rc = 0;
         if (j->row.state == TS_JOB_RUNNING && j->is_virtual && j->end_s <= now) {
-            ctld_job_unbind(c, j, now);
-            j->row.state = TS_JOB_COMPLETED;
-            j->row.end_s = now;
-            c->m.finished++;
-            if (batch_row(b, j) || batch_event(b, j->row.id, now, "finished", NULL))
-                return TS_ENOMEM;
+            rc = ctld_fsm_plan(c, t, j, CTLD_JE_FINISH, NULL, now, err);
         } else if (j->row.state == TS_JOB_STOPPING && j->is_virtual && j->sj.stop_by_s <= now) {
             /* virtual: the grace is the checkpoint; jobs on agents requeue
              * when their agents report every rank stopped (agents.c) */
-            if (batch_event(b, j->row.id, now, "run-ended", ctld_run_detail(j, now)))
-                return TS_ENOMEM;
-            ctld_job_unbind(c, j, now);
-            j->row.state = TS_JOB_PENDING;
-            j->row.start_s = 0;
             int n = recent_preemptions(j, now);
-            j->sj.eligible_s = now + ts_sched_backoff_s(c->sched, n > 0 ? n : 1);
-            if (batch_row(b, j) ||
-                batch_event(b, j->row.id, now, "requeued",
-                            dupf("checkpointed; eligible again at %.0f", j->sj.eligible_s)))
-                return TS_ENOMEM;
+            double at = now + ts_sched_backoff_s(c->sched, n > 0 ? n : 1);
+            char *d = dupf("checkpointed; eligible again at %.0f", at);
+            ctld_fsm_args a = {.detail = d, .eligible_s = at};
+            rc = d ? ctld_fsm_plan(c, t, j, CTLD_JE_STOPPED, &a, now, err) : TS_ENOMEM;
+            free(d);
         }
+        if (rc != 0)
+            return rc;
     }
     return 0;
 }
 
-static int apply(ctld *c, double now, cjob **w, cjob **r, batch *b)
+/* The cycle's starts and preemptions, planned into t. */
+static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, ts_err *err)
+{
+    ts_decision *d = &c->d;
+    int rc = 0;
+    for (int k = 0; rc == 0 && k < d->nstarts; k++) {
+        cjob *j = w[d->starts[k].job];
+        const ts_alloc *al = d->starts[k].allocs;
+        char *detail = dupf("on %s%s", c->cluster->nodes[al[0].node].name,
+                            j->ntasks > 1 ? " and others" : "");
+        ctld_fsm_args a = {.detail = detail, .allocs = al};
+        rc = detail ? ctld_fsm_plan(c, t, j, CTLD_JE_START, &a, now, err) : TS_ENOMEM;
+        free(detail);
+    }
+    for (int k = 0; rc == 0 && k < d->npreempts; k++) {
+        const ts_cycle_preempt *p = &d->preempts[k];
+        cjob *v = r[p->victim];
+        cjob *for_job = w[p->preemptor];
+        char *detail = dupf("for job %lld (%s, guaranteed); signal %d, grace %.0f s, %.0f "
+                            "GPU-s since the last checkpoint",
+                            (long long)for_job->row.id, for_job->row.tenant, p->signal,
+                            p->grace_s, p->lost_gpu_s);
+        ctld_fsm_args a = {.detail = detail, .stop_by_s = now + p->grace_s};
+        rc = detail ? ctld_fsm_plan(c, t, v, CTLD_JE_PREEMPT, &a, now, err) : TS_ENOMEM;
+        free(detail);
+    }
+    /* an event when a job first gets the reservation */
+    if (rc == 0 && d->reserved >= 0 && w[d->reserved]->row.id != c->reserved_id) {
+        cjob *j = w[d->reserved];
+        char *detail = dupf("to start by %.0f (in %.0f s)", d->reserved_at_s,
+                            d->reserved_at_s - now);
+        rc = detail ? ctld_txn_event(t, j->row.id, now, "reserved", detail) : TS_ENOMEM;
+        free(detail);
+    }
+    if (rc == TS_ENOMEM)
+        ts_err_set(err, TS_ENOMEM, "out of memory");
+    return rc;
+}
+
+/* A cycle whose decisions were not written: the starts the core bound go
+ * back, so the scheduler, memory and the store agree again. */
+static void undo_starts(ctld *c, double now, cjob **w)
 {
     ts_decision *d = &c->d;
     for (int k = 0; k < d->nstarts; k++) {
-        cjob *j = w[d->starts[k].job];
-        j->allocs = malloc((size_t)j->ntasks * sizeof *j->allocs);
-        if (!j->allocs)
-            return TS_ENOMEM;
-        memcpy(j->allocs, d->starts[k].allocs, (size_t)j->ntasks * sizeof *j->allocs);
-        j->sj.allocs = j->allocs;
-        j->sj.start_s = now;
-        j->sj.last_ckpt_s = now;
-        j->sj.stopping = false;
-        j->is_virtual = true;
-        for (int t = 0; t < j->ntasks; t++)
-            j->is_virtual = j->is_virtual && c->node_virtual[j->allocs[t].node];
-        j->end_s = now + ctld_job_run_s(j);
-        if (!j->is_virtual)
-            ctld_nodes_touch_job(c, j); /* their agents start the ranks */
-        j->row.state = TS_JOB_RUNNING;
-        j->row.start_s = now;
-        j->row.reason[0] = '\0';
-        free(j->row.why);
-        j->row.why = NULL;
-        int m = c->cluster->nodes[j->allocs[0].node].model;
-        snprintf(j->row.gpu_model, sizeof j->row.gpu_model, "%s",
-                 m >= 0 ? ts_gpu_model_get(m)->name : "");
-        free(j->row.placement_json);
-        j->row.placement_json = ctld_placement_json(c, j);
-        c->m.started++;
+        ts_job sj = w[d->starts[k].job]->sj;
+        sj.allocs = d->starts[k].allocs;
+        ts_err e;
+        if (ts_sched_stop(c->sched, &sj, now, &e) != 0)
+            fprintf(stderr, "tesserad: job %lld: undoing its start: %s\n",
+                    (long long)sj.id, e.msg);
+    }
+}
+
+/* After a committed cycle: what only memory keeps (wait times, reasons). */
+static void after_starts(ctld *c, double now, cjob **w)
+{
+    ts_decision *d = &c->d;
+    for (int k = 0; k < d->nstarts; k++) {
+        const cjob *j = w[d->starts[k].job];
         double wait = now - j->row.submit_s;
         c->m.wait_s_sum += wait;
         c->m.wait_count++;
         observe(c->m.wait_hist, WAIT_BUCKETS, sizeof WAIT_BUCKETS / sizeof *WAIT_BUCKETS, wait);
-        if (batch_row(b, j) ||
-            batch_event(b, j->row.id, now, "started",
-                        dupf("on %s%s", c->cluster->nodes[j->allocs[0].node].name,
-                             j->ntasks > 1 ? " and others" : "")))
-            return TS_ENOMEM;
     }
-    for (int k = 0; k < d->npreempts; k++) {
-        const ts_cycle_preempt *p = &d->preempts[k];
-        cjob *v = r[p->victim];
-        cjob *for_job = w[p->preemptor];
-        v->row.state = TS_JOB_STOPPING;
-        v->sj.stopping = true;
-        v->sj.stop_by_s = now + p->grace_s;
-        v->row.preemptions++;
-        if (!v->is_virtual)
-            ctld_nodes_touch_job(c, v); /* their agents signal the ranks */
-        v->preempted_at[v->npreempted++ % CTLD_PREEMPT_MEMORY] = now;
-        c->m.preempted++;
-        if (batch_row(b, v) ||
-            batch_event(b, v->row.id, now, "preempted",
-                        dupf("for job %lld (%s, guaranteed); signal %d, grace %.0f s, %.0f "
-                             "GPU-s since the last checkpoint",
-                             (long long)for_job->row.id, for_job->row.tenant, p->signal,
-                             p->grace_s, p->lost_gpu_s)))
-            return TS_ENOMEM;
-    }
-    /* reasons, in memory; an event when a job first gets the reservation */
     for (int i = 0; i < c->njobs; i++)
         c->jobs[i]->reserved_at_s = -1.0;
-    for (int k = 0; k < d->nstarts; k++)
-        w[d->starts[k].job]->row.reason[0] = '\0';
-    if (d->reserved >= 0 && w[d->reserved]->row.id != c->reserved_id) {
-        cjob *j = w[d->reserved];
-        c->reserved_id = j->row.id;
-        if (batch_event(b, j->row.id, now, "reserved",
-                        dupf("to start by %.0f (in %.0f s)", d->reserved_at_s,
-                             d->reserved_at_s - now)))
-            return TS_ENOMEM;
-    } else if (d->reserved < 0) {
+    if (d->reserved >= 0)
+        c->reserved_id = w[d->reserved]->row.id;
+    else
         c->reserved_id = 0;
-    }
-    return 0;
 }
 
 static int by_order(const void *x, const void *y)
@@ -294,20 +227,40 @@ static bool mig_replan(ctld *c, cjob **wj, int nw, double now)
     return changed;
 }
 
+static void store_failed(ctld *c, const char *what, const ts_err *e)
+{
+    c->m.store_failures++;
+    fprintf(stderr, "tesserad: %s not written (%s); memory unchanged, trying again\n", what,
+            e->msg);
+}
+
 int ctld_cycle_once(ctld *c, double now, ts_err *err)
 {
     pthread_mutex_lock(&c->mu);
-    batch b = {0};
-    int rc = ctld_agents_expire(c, now, err);
-    if (rc == 0)
-        rc = finish_and_requeue(c, now, &b);
+    ts_err e;
+    bool failed = false;
+    /* the policies and lost agents, each written on its own (they log and
+     * retry what the store refused) */
+    ctld_agents_expire(c, now);
+    /* what ended: written, then applied, before the cycle sees the room */
+    ctld_txn t1 = {0};
+    int rc = finish_and_requeue(c, now, &t1, err);
+    if (rc == 0 && t1.n > 0) {
+        if (ctld_txn_commit(c, &t1, &e) == 0) {
+            ctld_txn_apply(c, &t1, now);
+        } else {
+            store_failed(c, "finished and requeued jobs", &e);
+            failed = true;
+        }
+    }
+    ctld_txn_fini(&t1);
     int nw = 0, nr = 0;
     ts_job *wv = malloc((size_t)(c->njobs + 1) * sizeof *wv);
     ts_job *rv = malloc((size_t)(c->njobs + 1) * sizeof *rv);
     cjob **wj = malloc((size_t)(c->njobs + 1) * sizeof *wj);
     cjob **rj = malloc((size_t)(c->njobs + 1) * sizeof *rj);
-    if (!wv || !rv || !wj || !rj)
-        rc = TS_ENOMEM;
+    if (rc == 0 && (!wv || !rv || !wj || !rj))
+        rc = ts_err_set(err, TS_ENOMEM, "out of memory");
     for (int i = 0; rc == 0 && i < c->njobs; i++) {
         cjob *j = c->jobs[i];
         if (j->row.state == TS_JOB_PENDING || j->row.state == TS_JOB_HELD) {
@@ -320,21 +273,35 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
             rv[nr++] = j->sj;
         }
     }
-    struct timespec t0, t1;
+    struct timespec t0, t1c;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (rc == 0)
         rc = ts_sched_cycle(c->sched, now, wv, nw, rv, nr, &c->d, err);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    clock_gettime(CLOCK_MONOTONIC, &t1c);
+    double dt = (double)(t1c.tv_sec - t0.tv_sec) + (double)(t1c.tv_nsec - t0.tv_nsec) * 1e-9;
+    bool committed = false;
     if (rc == 0) {
         c->m.cycles++;
         c->m.cycle_s_sum += dt;
         c->last_cycle_ms = dt * 1e3;
         observe(c->m.cycle_hist, CYCLE_BUCKETS, sizeof CYCLE_BUCKETS / sizeof *CYCLE_BUCKETS,
                 dt);
-        rc = apply(c, now, wj, rj, &b);
-    }
-    if (rc == 0) {
+        ctld_txn t2 = {0};
+        int prc = plan_decisions(c, now, wj, rj, &t2, err);
+        if (prc == 0 && ctld_txn_commit(c, &t2, &e) == 0) {
+            after_starts(c, now, wj);
+            ctld_txn_apply(c, &t2, now);
+            committed = true;
+        } else {
+            undo_starts(c, now, wj);
+            if (prc == 0)
+                store_failed(c, "the cycle's decisions", &e);
+            else
+                rc = prc;
+            failed = true;
+        }
+        ctld_txn_fini(&t2);
+        /* reasons and explanations live in memory (see the top) */
         for (int i = 0; i < nw; i++) {
             const ts_cycle_pending *p = &c->d.pending[i];
             if (p->reason == TS_PEND_NONE)
@@ -347,33 +314,24 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
                 wj[i]->row.why = strdup(p->why);
             }
         }
-        for (int i = 0; i < b.n; i++)
-            b.rows[i] = b.jobs[i]->row;
-        if (b.n > 0 || b.nev > 0) {
-            rc = ts_store_apply(c->store, b.rows, b.n, b.ev, b.nev, err);
-            for (int i = 0; rc == 0 && i < b.n; i++)
-                b.jobs[i]->row.gen = b.rows[i].gen;
-        }
     }
-    bool reshaped = rc == 0 && mig_replan(c, wj, nw, now);
-    /* finished jobs leave memory once durable */
-    for (int i = c->njobs - 1; rc == 0 && i >= 0; i--)
-        if (ts_job_state_terminal(c->jobs[i]->row.state))
-            ctld_job_remove(c, c->jobs[i]);
+    bool reshaped = committed && mig_replan(c, wj, nw, now);
     c->frag_free_gpus = ts_gang_index_free_gpus(ts_sched_gang_index(c->sched), -1);
     c->dirty = reshaped;
+    c->store_failing = failed;
     pthread_mutex_unlock(&c->mu);
     free(wv);
     free(rv);
     free(wj);
     free(rj);
-    batch_free(&b);
     return rc;
 }
 
 /* Cycles triggered by changes are at least this far apart, so a storm of
  * submissions is scheduled in batches instead of one cycle per job. */
 #define CYCLE_MIN_GAP_S 0.02
+/* After a failed write, the next cycle waits this long. */
+#define STORE_RETRY_S 0.25
 
 static void wait_until(ctld *c, double t)
 {
@@ -405,13 +363,16 @@ static void *loop_main(void *arg)
             return NULL;
         ts_err err;
         last = ctld_now();
-        if (ctld_cycle_once(c, last, &err) != 0) {
-            fprintf(stderr, "tesserad: scheduling cycle failed: %s; exiting so that a restart "
-                    "rebuilds from the store\n", err.msg);
-            exit(1);
-        }
+        int rc = ctld_cycle_once(c, last, &err);
+        if (rc != 0) /* memory still equals the store: log and go on */
+            fprintf(stderr, "tesserad: scheduling cycle failed: %s; trying again\n", err.msg);
         pthread_mutex_lock(&c->mu);
         c->ready = true;
+        /* a store (or cycle) that failed is retried, not hammered */
+        if (rc != 0 || c->store_failing) {
+            c->dirty = true;
+            last = ctld_now() + STORE_RETRY_S - CYCLE_MIN_GAP_S;
+        }
         pthread_mutex_unlock(&c->mu);
     }
 }

@@ -77,6 +77,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "tesserad: %s\n", err.msg);
         return 1;
     }
+#ifdef TS_STORE_FAULTS_ENV
+    /* test builds only: injected store failures (docs/store.md), armed
+     * once the controller is open so that it starts */
+    const char *faults = getenv("TESSERAD_STORE_FAULTS");
+    if (faults && *faults) {
+        if (ts_store_faults_set(c.store, faults, &err) != 0) {
+            fprintf(stderr, "tesserad: TESSERAD_STORE_FAULTS: %s\n", err.msg);
+            return 2;
+        }
+        fprintf(stderr, "tesserad: store fault injection on: %s\n", faults);
+    }
+#endif
     pthread_t loop;
     if (ctld_loop_start(&c, &loop) != 0 || ctld_http_start(&c, &err) != 0) {
         fprintf(stderr, "tesserad: %s\n", err.msg);

@@ -92,6 +92,9 @@ char *ctld_metrics_text(ctld *c)
          offsetof(ctld_metrics, preempted)},
         {"tessera_scheduling_cycles_total", "Scheduling cycles run.",
          offsetof(ctld_metrics, cycles)},
+        {"tessera_store_write_failures_total",
+         "Durable writes the store refused (nothing was applied; retried or answered 503).",
+         offsetof(ctld_metrics, store_failures)},
     };
     for (size_t i = 0; i < sizeof ctr / sizeof ctr[0]; i++) {
         head(&b, ctr[i].name, "counter", ctr[i].help);

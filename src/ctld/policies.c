@@ -5,13 +5,16 @@
  * hold) and stragglers (tesserad.md `stragglers`: a gang's rank persistently
  * slower than the gang's median is flagged, and for the tenants the policy
  * names its node is drained and the job restarted from its checkpoint).
- * Everything here runs under c->mu.
+ * Everything here runs under c->mu. State changes go through the job state
+ * machine (job_fsm.c); a write the store refuses changes nothing, and the
+ * next cycle decides again.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctld/ctld.h"
+#include "ctld/job_fsm.h"
 
 /* Index in names[] of the tenant or its nearest ancestor named there, else -1. */
 int ctld_tenant_match(const ctld *c, const char *tenant, const char *const *names, int n)
@@ -34,6 +37,20 @@ static bool straggler_drains(const ctld *c, const char *tenant)
 {
     return ctld_tenant_match(c, tenant, (const char *const *)c->cfg.straggler_drain,
                              c->cfg.nstraggler_drain) >= 0;
+}
+
+static double grace_of(const ctld *c, const cjob *j)
+{
+    return j->sj.ckpt_grace_s >= 0 ? j->sj.ckpt_grace_s : c->cfg.sched.default_grace_s;
+}
+
+/* A policy's write the store refused: nothing was applied; the next cycle
+ * decides again. */
+static void policy_failed(ctld *c, const cjob *j, const ts_err *err)
+{
+    c->m.store_failures++;
+    fprintf(stderr, "tesserad: job %lld: %s; trying again at the next cycle\n",
+            (long long)j->row.id, err->msg);
 }
 
 /* The idle policy: a running job whose every rank reports GPU utilisation
@@ -65,25 +82,24 @@ void ctld_idle_check(ctld *c, double now)
         ts_err err;
         char d[160];
         if (t >= window / 2 && !j->idle_warned) {
-            j->idle_warned = true;
-            ctld_nodes_touch_job(c, j);
             snprintf(d, sizeof d, "every rank below %.0f%% GPU utilisation for %.0f s; stopped "
                      "and held at %.0f s", c->cfg.idle_threshold_pct, t, window);
             ts_event_row ev = {.job_id = j->row.id, .t_s = now, .kind = "idle-warning",
                                .detail = d};
-            ts_store_event_append(c->store, &ev, NULL);
+            /* warned once written (else warned again at the next cycle) */
+            if (ts_store_event_append(c->store, &ev, &err) == 0) {
+                j->idle_warned = true;
+                ctld_nodes_touch_job(c, j);
+            } else {
+                policy_failed(c, j, &err);
+            }
         }
         if (t >= window) {
-            j->reaped = true;
-            j->row.state = TS_JOB_STOPPING;
-            j->sj.stopping = true;
-            j->sj.stop_by_s = now + (j->sj.ckpt_grace_s >= 0 ? j->sj.ckpt_grace_s
-                                                            : c->cfg.sched.default_grace_s);
-            ctld_nodes_touch_job(c, j);
             snprintf(d, sizeof d, "idle for %.0f s (below %.0f%% GPU utilisation): its GPUs go "
                      "back; it is held until released", t, c->cfg.idle_threshold_pct);
-            if (ctld_write_row(c, j, "reaped", d, now, &err) != 0)
-                fprintf(stderr, "tesserad: job %lld: %s\n", (long long)j->row.id, err.msg);
+            ctld_fsm_args a = {.detail = d, .stop_by_s = now + grace_of(c, j)};
+            if (ctld_fsm_run(c, j, CTLD_JE_REAP, &a, now, &err) != 0)
+                policy_failed(c, j, &err);
         }
     }
 }
@@ -136,7 +152,6 @@ void ctld_straggler_check(ctld *c, double now)
         }
         if (worst < 0)
             continue;
-        j->straggler_flagged = true;
         const ts_alloc *a = &j->allocs[worst];
         int node = a->node;
         char gpus[64] = "";
@@ -154,26 +169,32 @@ void ctld_straggler_check(ctld *c, double now)
                  drain ? "; the node is drained and the job requeues from its checkpoint"
                        : "; flagged only (the tenant's policy does not drain)");
         ts_event_row ev = {.job_id = j->row.id, .t_s = now, .kind = "straggler", .detail = d};
-        ts_store_event_append(c->store, &ev, NULL);
-        if (!drain)
-            continue;
         ts_err err;
+        if (ts_store_event_append(c->store, &ev, &err) != 0) {
+            policy_failed(c, j, &err);
+            continue;
+        }
+        if (!drain) {
+            j->straggler_flagged = true;
+            continue;
+        }
         snprintf(c->agents[node].drain_why, sizeof c->agents[node].drain_why,
                  "straggler: job %lld rank %d (GPUs %s) step %.3g s vs median %.3g s",
                  (long long)j->row.id, worst, gpus[0] ? gpus : "none",
                  (double)j->rank_step[worst], (double)median);
-        if (ctld_node_drain_locked(c, node, true, &err) != 0)
-            fprintf(stderr, "tesserad: drain %s: %s\n", c->cluster->nodes[node].name, err.msg);
-        j->row.state = TS_JOB_STOPPING;
-        j->sj.stopping = true;
-        j->sj.stop_by_s = now + (j->sj.ckpt_grace_s >= 0 ? j->sj.ckpt_grace_s
-                                                        : c->cfg.sched.default_grace_s);
-        j->restart_now = true;
-        j->row.preemptions++; /* a restart: TESSERA_RESTARTS counts it */
-        ctld_nodes_touch_job(c, j);
-        if (ctld_write_row(c, j, "stopping", "a straggling rank: restarting from the checkpoint "
-                           "away from the slow node", now, &err) != 0)
-            fprintf(stderr, "tesserad: job %lld: %s\n", (long long)j->row.id, err.msg);
+        if (ctld_node_drain_locked(c, node, true, &err) != 0) {
+            policy_failed(c, j, &err);
+            continue;
+        }
+        /* a restart: TESSERA_RESTARTS counts it, and it may start at once */
+        ctld_fsm_args fa = {.detail = "a straggling rank: restarting from the checkpoint away "
+                                      "from the slow node",
+                            .stop_by_s = now + grace_of(c, j)};
+        if (ctld_fsm_run(c, j, CTLD_JE_STRAGGLE, &fa, now, &err) != 0) {
+            policy_failed(c, j, &err);
+            continue;
+        }
+        j->straggler_flagged = true;
     }
 }
 

@@ -256,7 +256,7 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
         } else {
             ts_err err;
             int rc = ctld_job_action(c, id, rest, &err);
-            if (rc == TS_ENOENT || rc == TS_EEXIST)
+            if (rc == TS_ENOENT || rc == TS_ECONFLICT)
                 ctld_reply_error(r, 409, "conflict", "job %lld is %s: cannot %s it",
                                  (long long)id, ts_job_state_name(row.state), rest);
             else if (rc != 0)

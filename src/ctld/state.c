@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "ctld/job_fsm.h"
 #include "tessera/load.h"
 #include "tessera/mig.h"
 #include "tessera/mig_plan.h"
@@ -262,11 +263,11 @@ static int job_build(ctld *c, cjob *j, ts_err *err)
 
 /* ---- placement JSON ------------------------------------------------------------ */
 
-static char *placement_json(const ctld *c, const cjob *j)
+char *ctld_placement_json_allocs(const ctld *c, const ts_alloc *allocs, int n)
 {
     json_t *a = json_array();
-    for (int i = 0; i < j->ntasks; i++) {
-        const ts_alloc *al = &j->allocs[i];
+    for (int i = 0; i < n; i++) {
+        const ts_alloc *al = &allocs[i];
         json_t *g = json_array();
         for (int k = 0; k < al->ngpu; k++)
             json_array_append_new(g, json_integer(al->gpu[k]));
@@ -321,7 +322,10 @@ static int placement_parse(const ctld *c, cjob *j, ts_err *err)
     return 0;
 }
 
-char *ctld_placement_json(const ctld *c, const cjob *j) { return placement_json(c, j); }
+char *ctld_placement_json(const ctld *c, const cjob *j)
+{
+    return ctld_placement_json_allocs(c, j->allocs, j->ntasks);
+}
 
 /* A job whose every rank runs on virtual nodes finishes by itself. */
 double ctld_job_run_s(const cjob *j)
@@ -486,16 +490,22 @@ static int restore_jobs(ctld *c, ts_err *err)
             if (brc == 0 && (j->row.state == TS_JOB_RUNNING || j->row.state == TS_JOB_STOPPING))
                 brc = restore_running(c, j, now, &e);
             if (brc != 0) {
-                /* a job that cannot come back fails, with the reason kept */
+                /* a job that cannot come back fails, with the reason kept (it
+                 * never enters memory, so this is the one state change made
+                 * outside the state machine; if it is not written, the start
+                 * is refused and the next start tries again) */
                 j->row.state = TS_JOB_FAILED;
                 j->row.end_s = now;
                 free(j->row.why);
                 j->row.why = strdup(e.msg);
-                ts_store_job_update(c->store, &j->row, NULL);
                 ts_event_row ev = {.job_id = j->row.id, .t_s = now, .kind = "failed",
                                    .detail = e.msg};
-                ts_store_event_append(c->store, &ev, NULL);
+                rc = ts_store_apply(c->store, &j->row, 1, &ev, 1, err);
                 cjob_free(j);
+                if (rc != 0) {
+                    ts_store_free_jobs(rows, n);
+                    return rc;
+                }
                 continue;
             }
             if (j->row.state == TS_JOB_STOPPING) /* its grace ended while we were down */
@@ -727,14 +737,6 @@ char *ctld_run_detail(const cjob *j, double now)
     return strdup(buf);
 }
 
-int ctld_write_row(ctld *c, cjob *j, const char *event, const char *detail, double now,
-                   ts_err *err)
-{
-    ts_event_row ev = {.job_id = j->row.id, .t_s = now, .detail = (char *)detail};
-    snprintf(ev.kind, sizeof ev.kind, "%s", event);
-    return ts_store_apply(c->store, &j->row, 1, &ev, 1, err);
-}
-
 /* Stops a running job's use of the cluster (virtual: at once). */
 void ctld_job_unbind(ctld *c, cjob *j, double now)
 {
@@ -763,69 +765,26 @@ void ctld_job_unbind(ctld *c, cjob *j, double now)
 
 int ctld_job_action(ctld *c, int64_t id, const char *action, ts_err *err)
 {
+    static const struct {
+        const char *name;
+        int event;
+    } ACTIONS[] = {{"cancel", CTLD_JE_CANCEL},
+                   {"hold", CTLD_JE_HOLD},
+                   {"release", CTLD_JE_RELEASE},
+                   {"requeue", CTLD_JE_REQUEUE}};
+    int event = -1;
+    for (size_t i = 0; i < sizeof ACTIONS / sizeof *ACTIONS; i++)
+        if (strcmp(action, ACTIONS[i].name) == 0)
+            event = ACTIONS[i].event;
+    if (event < 0)
+        return ts_err_set(err, TS_EINVAL, "action: unknown \"%s\"", action);
     pthread_mutex_lock(&c->mu);
     cjob *j = ctld_job_find(c, id);
-    int rc = 0;
-    double now = ctld_now();
-    if (!j) {
-        pthread_mutex_unlock(&c->mu);
-        return ts_err_set(err, TS_ENOENT, "job %lld is not active", (long long)id);
-    }
-    ts_job_row before = j->row;
-    int st = j->row.state;
-    if (strcmp(action, "cancel") == 0) {
-        if (st == TS_JOB_RUNNING || st == TS_JOB_STOPPING)
-            ctld_job_unbind(c, j, now);
-        j->row.state = TS_JOB_CANCELLED;
-        j->row.end_s = now;
-    } else if (strcmp(action, "hold") == 0) {
-        if (st != TS_JOB_PENDING)
-            rc = ts_err_set(err, TS_EEXIST, "job %lld is %s: only a pending job can be held",
-                            (long long)id, ts_job_state_name(st));
-        j->row.state = TS_JOB_HELD;
-    } else if (strcmp(action, "release") == 0) {
-        if (st != TS_JOB_HELD)
-            rc = ts_err_set(err, TS_EEXIST, "job %lld is %s: only a held job can be released",
-                            (long long)id, ts_job_state_name(st));
-        j->row.state = TS_JOB_PENDING;
-    } else if (strcmp(action, "requeue") == 0) {
-        if (st != TS_JOB_RUNNING)
-            rc = ts_err_set(err, TS_EEXIST, "job %lld is %s: only a running job can be "
-                            "requeued", (long long)id, ts_job_state_name(st));
-        else {
-            /* the run that ends here keeps counting in usage */
-            char *d = ctld_run_detail(j, now);
-            ts_event_row ev = {.job_id = j->row.id, .t_s = now, .kind = "run-ended", .detail = d};
-            rc = ts_store_event_append(c->store, &ev, err);
-            free(d);
-            if (rc == 0)
-                ctld_job_unbind(c, j, now);
-        }
-        j->row.state = rc == 0 ? TS_JOB_PENDING : st;
-        j->row.start_s = rc == 0 ? 0 : j->row.start_s;
-    } else {
-        rc = ts_err_set(err, TS_EINVAL, "action: unknown \"%s\"", action);
-    }
-    if (rc == 0) {
-        rc = ctld_write_row(c, j, action, NULL, now, err);
-        if (rc == 0) {
-            j->sj.held = j->row.state == TS_JOB_HELD;
-            if (j->row.state == TS_JOB_CANCELLED) {
-                c->m.cancelled++;
-                ctld_job_remove(c, j);
-            }
-            ctld_kick(c);
-        } else {
-            /* not durable: nothing changed (a cancelled running job stays
-             * released; the next cycle may start it again) */
-            j->row.state = before.state;
-            j->row.end_s = before.end_s;
-            j->row.start_s = before.start_s;
-        }
-    } else {
-        j->row.state = before.state;
-        j->row.start_s = before.start_s;
-    }
+    int rc;
+    if (!j)
+        rc = ts_err_set(err, TS_ENOENT, "job %lld is not active", (long long)id);
+    else /* written, then applied: a failed write changes nothing */
+        rc = ctld_fsm_run(c, j, event, NULL, ctld_now(), err);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }

@@ -79,11 +79,42 @@ static void fail_rest(ts_wop **group, int n, const ts_err *why)
     }
 }
 
+/* Injected failures (store_faults.c): decided once per op, before the group
+ * first runs, so a re-run of the group does not count its ops twice. */
+static void injected_fault(ts_store *s, ts_wop **group, int n, bool *fail_commit)
+{
+    int drop = 0;
+    *fail_commit = false;
+    pthread_mutex_lock(&s->qmu);
+    for (int i = 0; s->faults.on && i < n; i++) {
+        int kind;
+        if (!ts_store_fault_due(s, &kind))
+            continue;
+        if (kind == TS_FAULT_COMMIT) {
+            *fail_commit = true;
+            continue;
+        }
+        if (kind == TS_FAULT_DROP && s->ops->drop_session)
+            drop = 1;
+        group[i]->failed = true;
+        group[i]->rc = TS_EIO;
+        ts_err_set(&group[i]->err, TS_EIO, "%s",
+                   kind == TS_FAULT_FULL   ? "store: database or disk is full (injected)"
+                   : kind == TS_FAULT_DROP ? "store: the database session was dropped (injected)"
+                                           : "store: I/O error (injected)");
+    }
+    pthread_mutex_unlock(&s->qmu);
+    if (drop)
+        s->ops->drop_session(s->wconn);
+}
+
 /* Commits the group; returns how many ops it committed (0 or 1 commit). */
 static int run_group(ts_store *s, ts_wop **group, int n, bool *committed)
 {
     const struct ts_store_ops *o = s->ops;
     *committed = false;
+    bool fail_commit = false;
+    injected_fault(s, group, n, &fail_commit);
     for (;;) {
         int live = 0;
         for (int i = 0; i < n; i++)
@@ -111,6 +142,12 @@ static int run_group(ts_store *s, ts_wop **group, int n, bool *committed)
         if (retry) {
             o->rollback(s->wconn);
             continue;
+        }
+        if (fail_commit) {
+            o->rollback(s->wconn);
+            ts_err_set(&terr, TS_EIO, "store: commit failed (injected)");
+            fail_rest(group, n, &terr);
+            return 0;
         }
         if (o->commit(s->wconn, &terr)) {
             o->rollback(s->wconn);
@@ -185,7 +222,7 @@ int ts_store_submit_many(ts_store *s, ts_wop *ops, int n)
     pthread_mutex_lock(&s->qmu);
     if (s->stopping) {
         pthread_mutex_unlock(&s->qmu);
-        return TS_EINVAL;
+        return TS_ECLOSED;
     }
     for (int i = 0; i < n; i++) {
         ts_wop *op = &ops[i];
@@ -210,7 +247,7 @@ int ts_store_submit_many(ts_store *s, ts_wop *ops, int n)
 int ts_store_submit(ts_store *s, ts_wop *op, ts_err *err)
 {
     if (ts_store_submit_many(s, op, 1) != 0)
-        return ts_err_set(err, TS_EINVAL, "store: closed");
+        return ts_err_set(err, TS_ECLOSED, "store: closed");
     if (op->rc && err)
         *err = op->err;
     return op->rc;

@@ -78,7 +78,26 @@ struct ts_store_ops {
     int (*setting_get)(void *conn, const char *key, char **value, ts_err *err);
     int (*usage)(void *conn, double from_s, double to_s, double now_s, ts_usage_row **rows,
                  int *n, ts_err *err);
+    /* Fault injection (store_faults.c): cuts the session under the client
+     * library, as a server restart would; NULL where there is no session. */
+    void (*drop_session)(void *conn);
 };
+
+/* Injected failures (store_faults.c, docs/store.md "Fault injection").
+ * Guarded by the queue mutex; only the committer reads it while writing. */
+enum ts_fault_kind { TS_FAULT_IO = 0, TS_FAULT_FULL = 1, TS_FAULT_DROP = 2, TS_FAULT_COMMIT = 3 };
+typedef struct ts_store_faults {
+    bool on;
+    uint64_t nth;      /* fail the nth write from now (0 = not this rule) */
+    uint64_t every;    /* fail every nth write (0 = not this rule) */
+    int kind;          /* enum ts_fault_kind */
+    uint64_t seen;     /* writes counted since the rules were set */
+    uint64_t injected; /* failures injected so far */
+} ts_store_faults;
+
+/* Under qmu, from the committer, once per write it is about to run: whether
+ * this one fails, and how. */
+bool ts_store_fault_due(ts_store *s, int *kind);
 
 extern const struct ts_store_ops ts_store_sqlite_ops;
 extern const struct ts_store_ops ts_store_pg_ops;
@@ -132,6 +151,7 @@ struct ts_store {
     bool stopping;
     bool hold; /* tests: leave the queue alone, to build a known group */
     ts_store_stats stats;
+    ts_store_faults faults;
     /* reader pool; rmu guards it */
     pthread_mutex_t rmu;
     pthread_cond_t rcv;

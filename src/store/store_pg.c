@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 /* Key of the advisory lock that serialises migrations across processes
  * (ASCII "tssm"). */
@@ -506,7 +507,7 @@ static int pg_job_update(void *conn, const ts_job_row *r, ts_err *err)
     if ((rc = pg_stmt(conn, PG_JOB_GEN, &q, &res, "update job", err)))
         return rc;
     if (PQntuples(res) == 1)
-        rc = ts_err_set(err, TS_EEXIST,
+        rc = ts_err_set(err, TS_ECONFLICT,
                         "job %lld: gen %lld is stale (the store has %lld): updated by "
                         "someone else since it was read",
                         (long long)r->id, (long long)r->gen, (long long)g_i64(res, 0, 0));
@@ -781,6 +782,16 @@ static int pg_usage(void *conn, double from_s, double to_s, double now_s, ts_usa
     return rc;
 }
 
+/* Fault injection: the socket is shut under libpq, as when the server
+ * restarts; the next statement fails and the session reads CONNECTION_BAD. */
+static void pg_drop_session(void *conn)
+{
+    pg_conn *c = conn;
+    int fd = c && c->pc ? PQsocket(c->pc) : -1;
+    if (fd >= 0)
+        shutdown(fd, SHUT_RDWR);
+}
+
 const struct ts_store_ops ts_store_pg_ops = {
     .name = "postgresql",
     .connect = pg_connect,
@@ -807,4 +818,5 @@ const struct ts_store_ops ts_store_pg_ops = {
     .token_list = pg_token_list,
     .setting_get = pg_setting_get,
     .usage = pg_usage,
+    .drop_session = pg_drop_session,
 };

@@ -113,6 +113,7 @@ static int sq_fail(sq_conn *c, int code, const char *what, ts_err *err)
 {
     int ts = code == SQLITE_NOMEM ? TS_ENOMEM
              : (code & 0xff) == SQLITE_CONSTRAINT ? TS_EEXIST
+             : (code & 0xff) == SQLITE_BUSY       ? TS_ETIMEDOUT
                                                    : TS_EIO;
     return ts_err_set(err, ts, "sqlite: %s: %s", what, c && c->db ? sqlite3_errmsg(c->db)
                                                                   : sqlite3_errstr(code));
@@ -419,7 +420,7 @@ static int sq_job_update(void *conn, const ts_job_row *r, ts_err *err)
     int64_t gen = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
     sqlite3_reset(st);
     if (rc == SQLITE_ROW)
-        return ts_err_set(err, TS_EEXIST,
+        return ts_err_set(err, TS_ECONFLICT,
                           "job %lld: gen %lld is stale (the store has %lld): updated by "
                           "someone else since it was read",
                           (long long)r->id, (long long)r->gen, (long long)gen);

@@ -209,7 +209,7 @@ static void test_update_gen(void **state)
     assert_int_equal(r.gen, 2);
     /* an update from a copy read before: refused, the row stays as it is */
     stale.state = TS_JOB_CANCELLED;
-    assert_int_equal(ts_store_job_update(s, &stale, &err), TS_EEXIST);
+    assert_int_equal(ts_store_job_update(s, &stale, &err), TS_ECONFLICT);
     assert_non_null(strstr(err.msg, "gen 1 is stale"));
     assert_int_equal(stale.gen, 1);
     ts_job_row g;
@@ -259,7 +259,7 @@ static void test_apply_all_or_nothing(void **state)
     again[0].state = TS_JOB_COMPLETED;
     again[1].gen = 1;
     ts_event_row ev2 = {.job_id = rows[0].id, .t_s = 12, .kind = "completed"};
-    assert_int_equal(ts_store_apply(s, again, 2, &ev2, 1, &err), TS_EEXIST);
+    assert_int_equal(ts_store_apply(s, again, 2, &ev2, 1, &err), TS_ECONFLICT);
     assert_non_null(strstr(err.msg, "rows[1]: "));
     assert_int_equal(again[0].gen, 2);
     ts_job_row g;

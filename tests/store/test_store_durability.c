@@ -305,7 +305,7 @@ static void test_failure_fails_alone(void **state)
     assert_int_equal(g[0].rc, 0);
     assert_int_equal(g[4].rc, 0);
     assert_true(g[0].row.id != g[4].row.id);
-    assert_int_equal(g[1].rc + g[2].rc, TS_EEXIST); /* exactly one won */
+    assert_int_equal(g[1].rc + g[2].rc, TS_ECONFLICT); /* exactly one won */
     group_op *lost = g[1].rc ? &g[1] : &g[2], *won = g[1].rc ? &g[2] : &g[1];
     assert_non_null(strstr(lost->err.msg, "stale"));
     assert_int_equal(g[3].rc, TS_EEXIST);

@@ -1,0 +1,347 @@
+/*
+ * job_fsm.c - the job state machine (job_fsm.h): the transition table, the
+ * planning of one event into a transaction, its commit and its application.
+ *
+ * The table is the only place that says which state an event leads to and
+ * what else must happen (free the job's GPUs, wake its agents, back off,
+ * record the end of a run, leave memory). Planning copies the job's row and
+ * changes the copy; commit hands the copies and the events to the store in
+ * one ts_store_apply; application moves the copies into the live jobs. So
+ * "written, then applied" is what the code does, not a rule each caller has
+ * to remember, and a failed write has exactly one meaning: nothing happened.
+ */
+#include "ctld/job_fsm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Effects, applied after the commit. */
+#define FX_UNBIND 0x01u     /* its allocations go back (agents told) */
+#define FX_BIND 0x02u       /* it takes the cycle's allocations */
+#define FX_STOPPING 0x04u   /* stop signal now, grace until stop_by_s */
+#define FX_RUN_ENDED 0x08u  /* a "run-ended" event first (usage counts the run) */
+#define FX_BACKOFF 0x10u    /* eligible again at eligible_s */
+#define FX_REMOVE 0x20u     /* terminal: leaves memory */
+#define FX_PREEMPTED 0x40u  /* counts as a preemption (TESSERA_RESTARTS, backoff) */
+#define FX_TIMES_END 0x80u  /* end_s = now */
+#define FX_TIMES_RESET 0x100u /* start_s = 0 (back to waiting) */
+
+#define S(x) (1u << (x))
+#define ACTIVE (S(TS_JOB_PENDING) | S(TS_JOB_HELD) | S(TS_JOB_RUNNING) | S(TS_JOB_STOPPING))
+
+typedef struct transition {
+    const char *name;   /* the event, in messages */
+    unsigned from;      /* states it applies to */
+    int to;
+    unsigned fx;
+    const char *kind;   /* the event row it writes */
+    const char *need;   /* what the message says when the state does not allow it */
+} transition;
+
+static const transition TABLE[CTLD_JE_EVENTS] = {
+    [CTLD_JE_HOLD] = {"hold", S(TS_JOB_PENDING), TS_JOB_HELD, 0, "hold",
+                      "only a pending job can be held"},
+    [CTLD_JE_RELEASE] = {"release", S(TS_JOB_HELD), TS_JOB_PENDING, 0, "release",
+                         "only a held job can be released"},
+    [CTLD_JE_CANCEL] = {"cancel", ACTIVE, TS_JOB_CANCELLED, FX_UNBIND | FX_REMOVE | FX_TIMES_END,
+                        "cancel", "only an active job can be cancelled"},
+    [CTLD_JE_REQUEUE] = {"requeue", S(TS_JOB_RUNNING), TS_JOB_PENDING,
+                         FX_UNBIND | FX_RUN_ENDED | FX_TIMES_RESET, "requeue",
+                         "only a running job can be requeued"},
+    [CTLD_JE_START] = {"start", S(TS_JOB_PENDING), TS_JOB_RUNNING, FX_BIND, "started",
+                       "only a pending job can start"},
+    [CTLD_JE_PREEMPT] = {"preempt", S(TS_JOB_RUNNING), TS_JOB_STOPPING,
+                         FX_STOPPING | FX_PREEMPTED, "preempted",
+                         "only a running job can be preempted"},
+    [CTLD_JE_REAP] = {"reap", S(TS_JOB_RUNNING), TS_JOB_STOPPING, FX_STOPPING, "reaped",
+                      "only a running job can be reaped"},
+    [CTLD_JE_STRAGGLE] = {"restart", S(TS_JOB_RUNNING), TS_JOB_STOPPING,
+                          FX_STOPPING | FX_PREEMPTED, "stopping",
+                          "only a running job can be restarted"},
+    [CTLD_JE_FINISH] = {"finish", S(TS_JOB_RUNNING), TS_JOB_COMPLETED,
+                        FX_UNBIND | FX_REMOVE | FX_TIMES_END, "finished",
+                        "only a running job can finish"},
+    [CTLD_JE_FAIL] = {"fail", S(TS_JOB_RUNNING), TS_JOB_FAILED,
+                      FX_UNBIND | FX_REMOVE | FX_TIMES_END, "failed",
+                      "only a running job can fail"},
+    [CTLD_JE_STOPPED] = {"requeue", S(TS_JOB_STOPPING), TS_JOB_PENDING,
+                         FX_UNBIND | FX_RUN_ENDED | FX_BACKOFF | FX_TIMES_RESET, "requeued",
+                         "only a stopping job can requeue"},
+    [CTLD_JE_EVICT] = {"evict", S(TS_JOB_RUNNING) | S(TS_JOB_STOPPING), TS_JOB_PENDING,
+                       FX_UNBIND | FX_RUN_ENDED | FX_TIMES_RESET, "requeued",
+                       "only a job with allocations can be evicted"},
+};
+
+const char *ctld_job_event_name(int event)
+{
+    return event >= 0 && event < CTLD_JE_EVENTS ? TABLE[event].name : "unknown";
+}
+
+bool ctld_txn_has(const ctld_txn *t, const cjob *j)
+{
+    for (int i = 0; i < t->n; i++)
+        if (t->ch[i].j == j)
+            return true;
+    return false;
+}
+
+int ctld_txn_event(ctld_txn *t, int64_t job, double now, const char *kind, const char *detail)
+{
+    if (t->nev == t->evcap) {
+        int cap = t->evcap ? t->evcap * 2 : 16;
+        ts_event_row *e = realloc(t->ev, (size_t)cap * sizeof *e);
+        if (!e)
+            return TS_ENOMEM;
+        t->ev = e;
+        t->evcap = cap;
+    }
+    ts_event_row *e = &t->ev[t->nev];
+    memset(e, 0, sizeof *e);
+    e->job_id = job;
+    e->t_s = now;
+    snprintf(e->kind, sizeof e->kind, "%s", kind);
+    if (detail && !(e->detail = strdup(detail)))
+        return TS_ENOMEM;
+    t->nev++;
+    return 0;
+}
+
+static char *dup_or_null(const char *s, bool *oom)
+{
+    if (!s)
+        return NULL;
+    char *d = strdup(s);
+    if (!d)
+        *oom = true;
+    return d;
+}
+
+int ctld_fsm_plan(ctld *c, ctld_txn *t, cjob *j, int event, const ctld_fsm_args *a, double now,
+                  ts_err *err)
+{
+    static const ctld_fsm_args none = {0};
+    if (!a)
+        a = &none;
+    if (event < 0 || event >= CTLD_JE_EVENTS)
+        return ts_err_set(err, TS_EINVAL, "event: %d is not a job event", event);
+    const transition *tr = &TABLE[event];
+    int from = j->row.state;
+    if (from < 0 || from >= TS_JOB_STATES || !(tr->from & S(from)))
+        return ts_err_set(err, TS_ECONFLICT, "job %lld is %s: %s", (long long)j->row.id,
+                          ts_job_state_name(from), tr->need);
+    if (ctld_txn_has(t, j))
+        return ts_err_set(err, TS_ECONFLICT, "job %lld: already changed in this transaction",
+                          (long long)j->row.id);
+    if (event == CTLD_JE_START && !a->allocs)
+        return ts_err_set(err, TS_EINVAL, "start: allocations are required");
+    if (t->n == t->cap) {
+        int cap = t->cap ? t->cap * 2 : 16;
+        ctld_change *ch = realloc(t->ch, (size_t)cap * sizeof *ch);
+        if (!ch)
+            return ts_err_set(err, TS_ENOMEM, "out of memory");
+        t->ch = ch;
+        t->cap = cap;
+    }
+    ctld_change *ch = &t->ch[t->n];
+    memset(ch, 0, sizeof *ch);
+    ch->j = j;
+    ch->base_gen = j->row.gen;
+    ch->event = event;
+    ch->fx = tr->fx;
+    ch->to = tr->to;
+    ch->stop_by_s = a->stop_by_s;
+    ch->eligible_s = a->eligible_s;
+    if (event == CTLD_JE_STOPPED && j->reaped)
+        ch->to = TS_JOB_HELD; /* the idle policy's stop ends held */
+    /* the new row: a copy, with its own strings */
+    bool oom = false;
+    ts_job_row *r = &ch->row;
+    *r = j->row;
+    r->spec_json = NULL; /* never updated */
+    r->placement_json = NULL;
+    r->why = dup_or_null(j->row.why, &oom);
+    r->state = ch->to;
+    if (tr->fx & FX_TIMES_END)
+        r->end_s = now;
+    if (tr->fx & FX_TIMES_RESET)
+        r->start_s = 0;
+    if (tr->fx & FX_PREEMPTED)
+        r->preemptions++;
+    if (!(tr->fx & FX_UNBIND))
+        r->placement_json = dup_or_null(j->row.placement_json, &oom);
+    if (event == CTLD_JE_START) {
+        ch->allocs = malloc((size_t)j->ntasks * sizeof *ch->allocs);
+        if (ch->allocs)
+            memcpy(ch->allocs, a->allocs, (size_t)j->ntasks * sizeof *ch->allocs);
+        else
+            oom = true;
+        r->start_s = now;
+        r->reason[0] = '\0';
+        free(r->why);
+        r->why = NULL;
+        int m = c->cluster->nodes[a->allocs[0].node].model;
+        snprintf(r->gpu_model, sizeof r->gpu_model, "%s", m >= 0 ? ts_gpu_model_get(m)->name : "");
+        free(r->placement_json);
+        r->placement_json = ctld_placement_json_allocs(c, a->allocs, j->ntasks);
+        oom = oom || !r->placement_json;
+    }
+    int rc = 0;
+    if (!oom && (tr->fx & FX_RUN_ENDED)) {
+        char *d = ctld_run_detail(j, now);
+        rc = d ? ctld_txn_event(t, j->row.id, now, "run-ended", d) : TS_ENOMEM;
+        free(d);
+    }
+    const char *kind = event == CTLD_JE_STOPPED && ch->to == TS_JOB_HELD ? "held" : tr->kind;
+    if (!oom && rc == 0)
+        rc = ctld_txn_event(t, j->row.id, now, kind, a->detail);
+    if (oom || rc != 0) {
+        ts_job_row_fini(r);
+        free(ch->allocs);
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    }
+    t->n++;
+    return 0;
+}
+
+int ctld_txn_commit(ctld *c, ctld_txn *t, ts_err *err)
+{
+    t->committed = false;
+    if (t->n == 0 && t->nev == 0) {
+        t->committed = true;
+        return 0;
+    }
+    ts_job_row *rows = t->n ? malloc((size_t)t->n * sizeof *rows) : NULL;
+    if (t->n && !rows)
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    for (int i = 0; i < t->n; i++)
+        rows[i] = t->ch[i].row;
+    int rc = ts_store_apply(c->store, rows, t->n, t->ev, t->nev, err);
+    if (rc == 0) {
+        for (int i = 0; i < t->n; i++)
+            t->ch[i].row.gen = rows[i].gen;
+        t->committed = true;
+    }
+    free(rows);
+    return rc;
+}
+
+static int recent_preemptions(const cjob *j, double now)
+{
+    int n = 0;
+    for (int i = 0; i < j->npreempted && i < CTLD_PREEMPT_MEMORY; i++)
+        n += now - j->preempted_at[i] < 3600.0;
+    return n;
+}
+
+static void apply_one(ctld *c, ctld_change *ch, double now)
+{
+    cjob *j = ch->j;
+    if (j->row.gen != ch->base_gen) {
+        /* cannot happen while the store checks gens; refuse rather than guess */
+        fprintf(stderr, "tesserad: job %lld: changed since its %s was planned; not applied\n",
+                (long long)j->row.id, ctld_job_event_name(ch->event));
+        return;
+    }
+    if (ch->fx & FX_UNBIND)
+        ctld_job_unbind(c, j, now); /* frees the old placement too */
+    /* the row: the committed copy, with the job's own spec */
+    char *spec_json = j->row.spec_json;
+    free(j->row.placement_json);
+    free(j->row.why);
+    j->row = ch->row;
+    j->row.spec_json = spec_json;
+    memset(&ch->row, 0, sizeof ch->row); /* ownership moved */
+    j->sj.held = j->row.state == TS_JOB_HELD;
+    switch (ch->event) {
+    case CTLD_JE_START:
+        j->allocs = ch->allocs;
+        ch->allocs = NULL;
+        j->sj.allocs = j->allocs;
+        j->sj.start_s = now;
+        j->sj.last_ckpt_s = now;
+        j->sj.stopping = false;
+        j->is_virtual = true;
+        for (int t = 0; t < j->ntasks; t++)
+            j->is_virtual = j->is_virtual && c->node_virtual[j->allocs[t].node];
+        j->end_s = now + ctld_job_run_s(j);
+        if (!j->is_virtual)
+            ctld_nodes_touch_job(c, j); /* their agents start the ranks */
+        c->m.started++;
+        break;
+    case CTLD_JE_PREEMPT:
+        j->preempted_at[j->npreempted++ % CTLD_PREEMPT_MEMORY] = now;
+        c->m.preempted++;
+        break;
+    case CTLD_JE_REAP:
+        j->reaped = true;
+        break;
+    case CTLD_JE_STRAGGLE:
+        j->restart_now = true;
+        break;
+    case CTLD_JE_FINISH:
+        c->m.finished++;
+        break;
+    case CTLD_JE_CANCEL:
+        c->m.cancelled++;
+        break;
+    default:
+        break;
+    }
+    if (ch->fx & FX_STOPPING) {
+        j->sj.stopping = true;
+        j->sj.stop_by_s = ch->stop_by_s;
+        if (!j->is_virtual)
+            ctld_nodes_touch_job(c, j); /* their agents signal the ranks */
+    }
+    if (ch->fx & FX_BACKOFF) {
+        if (ch->eligible_s > 0) {
+            j->sj.eligible_s = ch->eligible_s;
+        } else if (j->restart_now) {
+            j->sj.eligible_s = now;
+        } else {
+            int n = recent_preemptions(j, now);
+            j->sj.eligible_s = now + ts_sched_backoff_s(c->sched, n > 0 ? n : 1);
+        }
+        j->restart_now = false;
+        j->reaped = false;
+    }
+    if (ch->fx & FX_REMOVE)
+        ctld_job_remove(c, j);
+    ch->j = NULL;
+}
+
+void ctld_txn_apply(ctld *c, ctld_txn *t, double now)
+{
+    if (!t->committed)
+        return;
+    for (int i = 0; i < t->n; i++)
+        apply_one(c, &t->ch[i], now);
+    if (t->n > 0)
+        ctld_kick(c);
+}
+
+void ctld_txn_fini(ctld_txn *t)
+{
+    for (int i = 0; i < t->n; i++) {
+        ts_job_row_fini(&t->ch[i].row);
+        free(t->ch[i].allocs);
+    }
+    free(t->ch);
+    for (int i = 0; i < t->nev; i++)
+        free(t->ev[i].detail);
+    free(t->ev);
+    memset(t, 0, sizeof *t);
+}
+
+int ctld_fsm_run(ctld *c, cjob *j, int event, const ctld_fsm_args *a, double now, ts_err *err)
+{
+    ctld_txn t = {0};
+    int rc = ctld_fsm_plan(c, &t, j, event, a, now, err);
+    if (rc == 0)
+        rc = ctld_txn_commit(c, &t, err);
+    if (rc == 0)
+        ctld_txn_apply(c, &t, now);
+    ctld_txn_fini(&t);
+    return rc;
+}

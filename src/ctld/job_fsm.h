@@ -1,0 +1,85 @@
+/*
+ * job_fsm.h - internal: the job state machine of tesserad.
+ *
+ * Every change of an active job's state goes through one table (state,
+ * event -> state, effects) and one path: plan it into a transaction (the new
+ * row and its events, built aside; live state untouched), commit the
+ * transaction to the store in one write, and only if that succeeded apply
+ * it to memory (scheduler bind/unbind, agent wake-ups, metrics, removal of
+ * finished jobs). A failed commit leaves memory exactly as the store has
+ * it: the caller answers 503 (an HTTP client), keeps the report for the
+ * agent's next sync (503 to the agent), or tries again at the next cycle.
+ * Users: state.c (job actions), loop.c (the cycle), agents.c (reports,
+ * lost and failed nodes), policies.c (idle reaping, stragglers).
+ */
+#ifndef TS_CTLD_JOB_FSM_H
+#define TS_CTLD_JOB_FSM_H
+
+#include "ctld/ctld.h"
+
+enum ctld_job_event {
+    CTLD_JE_HOLD = 0,  /* user: pending -> held */
+    CTLD_JE_RELEASE,   /* user: held -> pending */
+    CTLD_JE_CANCEL,    /* user: any active -> cancelled */
+    CTLD_JE_REQUEUE,   /* user: running -> pending (the run ends) */
+    CTLD_JE_START,     /* cycle: pending -> running on the cycle's allocations */
+    CTLD_JE_PREEMPT,   /* cycle: running -> stopping (grace, then requeue) */
+    CTLD_JE_REAP,      /* idle policy: running -> stopping (then held) */
+    CTLD_JE_STRAGGLE,  /* straggler policy: running -> stopping (then restart at once) */
+    CTLD_JE_FINISH,    /* every rank exited 0, or a virtual run ended: -> completed */
+    CTLD_JE_FAIL,      /* a rank failed: running -> failed */
+    CTLD_JE_STOPPED,   /* every rank stopped: stopping -> pending (or held if reaped) */
+    CTLD_JE_EVICT,     /* its node was lost or failed: running/stopping -> pending */
+    CTLD_JE_EVENTS
+};
+
+/* What a planned event needs beyond the job and the time. */
+typedef struct ctld_fsm_args {
+    const char *detail;       /* the event's detail (copied), NULL for none */
+    const ts_alloc *allocs;   /* START: one per rank (copied) */
+    double stop_by_s;         /* PREEMPT, REAP, STRAGGLE: end of the grace */
+    double eligible_s;        /* STOPPED, EVICT: when it may start again (0 = now) */
+} ctld_fsm_args;
+
+typedef struct ctld_change {
+    cjob *j;
+    int64_t base_gen;         /* j->row.gen when planned: applied only if unchanged */
+    int event, to;
+    unsigned fx;              /* CTLD_FX_* of the table */
+    ts_job_row row;           /* the new row; owns placement_json and why, no spec_json */
+    ts_alloc *allocs;         /* START */
+    double stop_by_s, eligible_s;
+} ctld_change;
+
+typedef struct ctld_txn {
+    ctld_change *ch;
+    int n, cap;
+    ts_event_row *ev;         /* details owned */
+    int nev, evcap;
+    bool committed;
+} ctld_txn;
+
+/* Name of an event (for messages). */
+const char *ctld_job_event_name(int event);
+/* Plans event on j into t: checks the table (TS_ECONFLICT, err says which
+ * state allows it), builds the new row and its events. Under mu; changes
+ * nothing but t. A job already in t is refused (TS_ECONFLICT): one change
+ * per job and transaction. */
+TS_MUST_CHECK int ctld_fsm_plan(ctld *c, ctld_txn *t, cjob *j, int event,
+                                const ctld_fsm_args *a, double now, ts_err *err);
+/* Whether j already has a change in t. */
+bool ctld_txn_has(const ctld_txn *t, const cjob *j);
+/* An event that changes no row (output tails, warnings, reservations). */
+TS_MUST_CHECK int ctld_txn_event(ctld_txn *t, int64_t job, double now, const char *kind,
+                                 const char *detail);
+/* Writes every row and event of t in one store transaction; nothing in
+ * memory changes. TS_ECONFLICT if a row's gen moved since it was planned. */
+TS_MUST_CHECK int ctld_txn_commit(ctld *c, ctld_txn *t, ts_err *err);
+/* After a successful commit, under mu: applies every change to memory. */
+void ctld_txn_apply(ctld *c, ctld_txn *t, double now);
+void ctld_txn_fini(ctld_txn *t);
+/* Plan, commit and apply one event on one job; under mu. */
+TS_MUST_CHECK int ctld_fsm_run(ctld *c, cjob *j, int event, const ctld_fsm_args *a,
+                               double now, ts_err *err);
+
+#endif
