@@ -5,6 +5,7 @@
  *       [--seeds 42-51] [--tune 1.3] [--published SUMMARY.csv]
  *       [--json OUT.json] [--csv OUT.csv] [--jobs N] [--quiet]
  *   tessera-sim replay ...   (time-based replay: see replay_main.c)
+ *   tessera-sim gen-openb ... (openb-style workload variants: gen_openb.c)
  *
  * NODES may also be a cluster in Tessera's YAML format (*.yaml, *.yml).
  * Loads the trace, builds the typical-pod list from the pod file as given,
@@ -20,6 +21,7 @@
 
 #include "sim/experiment.h"
 #include "sim/fileio.h"
+#include "sim/gen_openb.h"
 #include "sim/replay.h"
 #include "sim/report.h"
 #include "tessera/frag.h"
@@ -36,6 +38,8 @@ static void usage(FILE *f)
             "         [--json OUT.json] [--csv OUT.csv] [--jobs N] [--quiet]\n"
             "       tessera-sim replay --jobs JOBS.csv [--set NAME] --policy P[,P...] ...\n"
             "         (tessera-sim replay --help for its options)\n"
+            "       tessera-sim gen-openb --pods BASE.csv --out OUT.csv [--seed N] ...\n"
+            "         (tessera-sim gen-openb --help for its options)\n"
             "fgd policies: core (the scheduling cycle, default configuration; places as %s)",
             TS_PLACEMENT_DEFAULT);
     for (const struct ts_scorer_ops *const *p = ts_scorer_all(); *p; p++)
@@ -113,8 +117,10 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "replay") == 0)
         return replay_main(argc, argv);
+    if (strcmp(argv[1], "gen-openb") == 0)
+        return gen_openb_main(argc, argv);
     if (strcmp(argv[1], "fgd") != 0)
-        return bad("unknown experiment \"%s\" (expected: fgd or replay)", argv[1]);
+        return bad("unknown experiment \"%s\" (expected: fgd, replay or gen-openb)", argv[1]);
     const char *nodes_path = NULL, *pods_path = NULL, *policies = NULL, *seeds_arg = "42-51";
     const char *published = NULL, *json_path = NULL, *csv_path = NULL;
     double tune = 1.3;
