@@ -1,4 +1,5 @@
 #!/bin/bash
+# expect: nodes=2 tasks=8 cpus=6 gpus=16 mem=131072 time=1590 array=0 memtask=16384
 #SBATCH --job-name=basic
 #SBATCH --account=research
 #SBATCH --nodes=2

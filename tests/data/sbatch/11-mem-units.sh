@@ -1,0 +1,5 @@
+#!/bin/bash
+# expect: nodes=1 tasks=1 cpus=1 gpus=0 mem=500 time=0 array=0
+#SBATCH --account=research
+#SBATCH --mem=512000K
+echo "$SLURM_JOB_ID $SLURM_PROCID"
