@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tessera/sbatch_array.h"
 #include "tessera/spec.h"
 
 #ifdef __cplusplus
@@ -101,9 +102,6 @@ int ts_sbatch_option_takes_next(const char *word);
  * D-HH:MM:SS) as minutes, seconds rounded up as Slurm does; -1 if invalid. */
 int64_t ts_sbatch_time_min(const char *s);
 
-/* The k-th (0-based) index of a canonical array list as written in
- * ts_sbatch_shape.array; -1 when k is out of range or the list invalid. */
-long ts_sbatch_array_nth(const char *list, long k);
 
 #ifdef __cplusplus
 }

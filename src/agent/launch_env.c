@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "launch_env.h"
+#include "tessera/sbatch_array.h"
 
 #define PATH_DEFAULT "/usr/local/bin:/usr/bin:/bin"
 
@@ -104,6 +105,58 @@ static int set_nonempty(ts_envv *e, const char *name, const char *v)
     return v != NULL && v[0] != '\0' ? ts_envv_set(e, name, v, 1) : 0;
 }
 
+/*
+ * Slurm's per-task variables, for a job submitted as a batch script
+ * (`tessera sbatch`, which always sets SLURM_JOB_NAME in the job's env; other
+ * jobs get none, since frameworks take SLURM_NTASKS as "running under
+ * Slurm"). Built from what the agent knows: the rank, the controller's
+ * TESSERA_JOB_ID, and - when the controller sends them - TESSERA_NODELIST,
+ * TESSERA_NNODES, TESSERA_ARRAY_JOB_ID and TESSERA_ARRAY_INDEX (the element's
+ * 0-based number, turned into its Slurm index through the script's
+ * TESSERA_SLURM_ARRAY list). docs/agent-tasks.md lists them.
+ */
+static int slurm_vars(ts_envv *e, const ts_task_spec *s)
+{
+    if (ts_envv_get(e, "SLURM_JOB_NAME") == NULL)
+        return 0;
+    int rc = 0;
+    int ntasks = s->world_size > 0 ? s->world_size : 1;
+    const char *job = ts_envv_get(e, "TESSERA_JOB_ID");
+    if (job != NULL)
+        rc |= ts_envv_set(e, "SLURM_JOB_ID", job, 1);
+    rc |= set_int(e, "SLURM_PROCID", s->world_size > 0 ? s->rank : 0);
+    rc |= set_int(e, "SLURM_LOCALID", s->world_size > 0 ? s->local_rank : 0);
+    rc |= set_int(e, "SLURM_NTASKS", ntasks);
+    rc |= set_int(e, "SLURM_NPROCS", ntasks);
+    const char *nodes = ts_envv_get(e, "TESSERA_NODELIST");
+    const char *nn = ts_envv_get(e, "TESSERA_NNODES");
+    if (nodes == NULL && ntasks == 1)
+        nodes = s->master_addr; /* one task: rank 0's node is this one */
+    if (nn == NULL && ntasks == 1)
+        nn = "1";
+    if (nodes != NULL && nodes[0] != '\0') {
+        rc |= ts_envv_set(e, "SLURM_JOB_NODELIST", nodes, 1);
+        rc |= ts_envv_set(e, "SLURM_NODELIST", nodes, 1);
+    }
+    if (nn != NULL) {
+        rc |= ts_envv_set(e, "SLURM_NNODES", nn, 1);
+        rc |= ts_envv_set(e, "SLURM_JOB_NUM_NODES", nn, 1);
+    }
+    const char *aj = ts_envv_get(e, "TESSERA_ARRAY_JOB_ID");
+    const char *ai = ts_envv_get(e, "TESSERA_ARRAY_INDEX");
+    if (aj != NULL && ai != NULL) {
+        char *end;
+        long k = strtol(ai, &end, 10);
+        const char *list = ts_envv_get(e, "TESSERA_SLURM_ARRAY");
+        long idx = list != NULL ? ts_sbatch_array_nth(list, k) : k;
+        if (*ai != '\0' && *end == '\0' && idx >= 0) {
+            rc |= ts_envv_set(e, "SLURM_ARRAY_JOB_ID", aj, 1);
+            rc |= set_int(e, "SLURM_ARRAY_TASK_ID", idx);
+        }
+    }
+    return rc;
+}
+
 int ts_envv_build(ts_envv *e, const ts_task_spec *s, const struct ts_env_user *u,
                   const char *ack_path)
 {
@@ -163,6 +216,7 @@ int ts_envv_build(ts_envv *e, const ts_task_spec *s, const struct ts_env_user *u
         for (const char *const *p = s->shim_env; p != NULL && *p != NULL; p++)
             rc |= put(e, strdup(*p), 1);
     }
+    rc |= slurm_vars(e, s);
     rc |= ts_envv_set(e, "TESSERA_TASK_ID", s->task_id, 1);
     rc |= ts_envv_set(e, "TESSERA_CHECKPOINT_DONE", ack_path, 1);
     return rc == 0 ? 0 : -1;
