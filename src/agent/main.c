@@ -22,6 +22,7 @@
 #include "agent/health.h"
 #include "agent/metrics.h"
 #include "agent/nvml.h"
+#include "tessera/version.h"
 
 static volatile sig_atomic_t stop_requested;
 
@@ -93,6 +94,8 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return 0;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            return puts("tessera-agent " TS_VERSION) < 0;
         } else if (!v) {
             usage(stderr);
             return 2;

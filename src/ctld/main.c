@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ctld/ctld.h"
+#include "tessera/version.h"
 
 static void usage(FILE *f)
 {
@@ -37,6 +38,8 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            return puts("tesserad " TS_VERSION) < 0;
         } else {
             fprintf(stderr, "tesserad: unknown argument \"%s\"\n", argv[i]);
             usage(stderr);

@@ -25,6 +25,7 @@
 #include "sim/replay.h"
 #include "sim/report.h"
 #include "tessera/frag.h"
+#include "tessera/version.h"
 
 #define EXIT_BAD_INPUT 2
 #define SEEDS_MAX 1024
@@ -111,6 +112,8 @@ static void workload_name(const char *path, char *out, size_t cap)
 
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "--version") == 0)
+        return puts("tessera-sim " TS_VERSION) < 0;
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? EXIT_BAD_INPUT : 0;
