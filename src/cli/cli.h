@@ -233,6 +233,17 @@ const char *cli_time_iso(const json_t *t, char *buf, size_t size);
  */
 bool cli_parse_when(const char *s, time_t now, double *out);
 
+/* ---- event_text.c: events and lists in words ---- */
+
+/* Seconds as "45s", "12m 05s", "3h 02m", "2d 04h". */
+void cli_duration(double s, char *buf, size_t size);
+/* An event's detail from its typed `data` (local times, durations, tier
+ * names), else its detail text as it came. Returns buf. */
+const char *cli_event_text(const json_t *ev, char *buf, size_t size);
+/* Names with a shared prefix and consecutive trailing numbers folded into
+ * ranges: r1-n1 r1-n2 r1-n3 r2-n1 -> "r1-n[1-3],r2-n1" (zero-padding kept). */
+void cli_name_ranges(const char *const *names, size_t n, struct cli_buf *b);
+
 /* ---- table.c ---- */
 
 struct cli_table {

@@ -105,15 +105,56 @@ int cli_cmd_submit(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     return rc;
 }
 
-/* "16", or "8 H100" when the job asks for a model. */
+/* One form for every job: "8×H100-80GB", "16×any" when no model is asked
+ * for (or given yet). */
 static const char *gpus_cell(const json_t *job, char *buf, size_t size)
 {
     char n[32], model[CLI_CELL_MAX];
     cli_str(job, "gpus", n, sizeof n);
     if (json_is_string(json_object_get(job, "gpu_model")))
-        snprintf(buf, size, "%s %s", n, cli_str(job, "gpu_model", model, sizeof model));
+        snprintf(buf, size, "%s×%s", n, cli_str(job, "gpu_model", model, sizeof model));
     else
-        snprintf(buf, size, "%s", n);
+        snprintf(buf, size, "%s×any", n);
+    return buf;
+}
+
+/* queue_position: "3", or "3/17" (in its tenant / in the cluster); "-". */
+static const char *position_cell(const json_t *job, char *buf, size_t size)
+{
+    const json_t *p = json_object_get(job, "queue_position");
+    const json_t *t = json_object_get(p, "tenant"), *c = json_object_get(p, "cluster");
+    if (json_is_integer(p))
+        snprintf(buf, size, "%lld", (long long)json_integer_value(p));
+    else if (json_is_integer(t) && json_is_integer(c))
+        snprintf(buf, size, "%lld/%lld", (long long)json_integer_value(t),
+                 (long long)json_integer_value(c));
+    else if (json_is_integer(t) || json_is_integer(c))
+        snprintf(buf, size, "%lld", (long long)json_integer_value(json_is_integer(t) ? t : c));
+    else
+        snprintf(buf, size, "-");
+    return buf;
+}
+
+/* estimated_start: a time ("in 25m"), a word ("unknown"), or an object with
+ * "time" or "reason"; "-" when the controller gives none. */
+static const char *start_cell(const struct cli_ctx *ctx, const json_t *job, char *buf,
+                              size_t size)
+{
+    const json_t *e = json_object_get(job, "estimated_start");
+    if (json_is_object(e)) {
+        const json_t *at = json_object_get(e, "time") ? json_object_get(e, "time")
+                                                      : json_object_get(e, "at");
+        if (!json_is_number(at)) {
+            snprintf(buf, size, "unknown");
+            return buf;
+        }
+        e = at;
+    }
+    if (json_is_number(e))
+        return cli_time_short(ctx, e, buf, size);
+    if (json_is_string(e))
+        return cli_clean(json_string_value(e), buf, size);
+    snprintf(buf, size, "-");
     return buf;
 }
 
@@ -143,20 +184,21 @@ int cli_cmd_jobs(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
         json_decref(out);
         return rc;
     }
-    static const char *const head[] = {"ID", "NAME", "TENANT", "OWNER", "STATE",
-                                       "GPUS", "SUBMITTED", "REASON"};
+    static const char *const head[] = {"ID", "NAME", "TENANT", "OWNER", "STATE", "GPUS",
+                                       "POSITION", "START", "SUBMITTED", "REASON"};
     struct cli_table t;
-    cli_table_init(&t, 8, head, 1u << 0 | 1u << 5);
+    cli_table_init(&t, 10, head, 1u << 0 | 1u << 5 | 1u << 6);
     size_t i;
     json_t *job;
     json_array_foreach(json_object_get(out, "jobs"), i, job) {
-        char c[8][CLI_CELL_MAX];
-        const char *row[8] = {
+        char c[10][CLI_CELL_MAX];
+        const char *row[10] = {
             cli_str(job, "id", c[0], sizeof c[0]),         cli_str(job, "name", c[1], sizeof c[1]),
             cli_str(job, "tenant", c[2], sizeof c[2]),     cli_str(job, "owner", c[3], sizeof c[3]),
             cli_str(job, "state", c[4], sizeof c[4]),      gpus_cell(job, c[5], sizeof c[5]),
-            cli_time_short(ctx, json_object_get(job, "submit_time"), c[6], sizeof c[6]),
-            cli_str(job, "reason", c[7], sizeof c[7])};
+            position_cell(job, c[6], sizeof c[6]),         start_cell(ctx, job, c[7], sizeof c[7]),
+            cli_time_short(ctx, json_object_get(job, "submit_time"), c[8], sizeof c[8]),
+            cli_str(job, "reason", c[9], sizeof c[9])};
         cli_table_row(&t, row);
     }
     bool more = !all && json_is_string(json_object_get(out, "next_cursor"));
@@ -195,6 +237,9 @@ static void placement_cell(const json_t *job, struct cli_buf *b)
         gpu_ranges(json_object_get(p, "gpus"), b);
     }
 }
+
+/* Nodes a job's placement names at most, for its "Nodes" line. */
+#define CLI_NODES_MAX 4096
 
 /* Fetches /v1/jobs/ID[suffix] with method; the answer's "job" in *job. */
 static int job_request(struct cli_ctx *ctx, const char *method, long id, const char *suffix,
@@ -251,6 +296,19 @@ int cli_cmd_show(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
         cli_kv(&t, keys[k][0], val);
     }
     struct cli_buf place = {0};
+    const char *nodes[CLI_NODES_MAX];
+    size_t nn = 0;
+    size_t pi;
+    json_t *pe;
+    json_array_foreach(json_object_get(job, "placement"), pi, pe)
+        if (nn < CLI_NODES_MAX && json_is_string(json_object_get(pe, "node")))
+            nodes[nn++] = json_string_value(json_object_get(pe, "node"));
+    if (nn > 0) {
+        cli_name_ranges(nodes, nn, &place);
+        cli_kv(&t, "Nodes", place.p ? place.p : "-");
+        cli_buf_free(&place);
+        place = (struct cli_buf){0};
+    }
     placement_cell(job, &place);
     cli_kv(&t, "Placement", place.p ? place.p : "-");
     t.oom |= place.oom;
@@ -333,7 +391,7 @@ int cli_cmd_events(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
         const char *row[4] = {cli_str(ev, "id", c[0], sizeof c[0]),
                               cli_time_iso(json_object_get(ev, "time"), c[1], sizeof c[1]),
                               cli_str(ev, "kind", c[2], sizeof c[2]),
-                              cli_str(ev, "detail", c[3], sizeof c[3])};
+                              cli_event_text(ev, c[3], sizeof c[3])};
         cli_table_row(&t, row);
     }
     json_decref(out);

@@ -32,6 +32,7 @@
 #include <sys/socket.h>
 
 #include "ctld/ctld.h"
+#include "ctld/ui.h"
 
 #define LIMITER_SLOTS 1024
 #define TOKEN_CACHE_SLOTS 4096 /* one per node agent of a large cluster, and users */
@@ -241,6 +242,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         r.body = strdup(ready ? "ready\n" : "starting\n");
         return send_reply(conn, c, &r);
     }
+    if (ctld_ui_is(url)) /* the console's files: public, no token (ui.c) */
+        return ctld_ui_send(conn, c, url, method);
     if (x->too_large) {
         ctld_reply_error(&r, 413, "too_large", "request body: larger than %d bytes",
                          CTLD_BODY_MAX_BYTES);

@@ -12,6 +12,23 @@ static json_t *time_or_null(double t) { return t > 0.0 ? json_real(t) : json_nul
 
 static json_t *str_or_null(const char *s) { return s && *s ? json_string(s) : json_null(); }
 
+/* A rank's share of its GPUs: gpu_milli below 1000 for part of one GPU, and
+ * the MIG profile and first slice for a MIG instance (null otherwise). */
+static void placement_share(const ctld *c, const json_t *t, json_t *e)
+{
+    json_t *milli = json_object_get(t, "gpu_milli");
+    if (json_is_integer(milli))
+        json_object_set(e, "gpu_milli", milli);
+    int prof = (int)json_integer_value(json_object_get(t, "mig_profile"));
+    const char *node = json_string_value(json_object_get(t, "node"));
+    int n = node ? ts_cluster_find_node(c->cluster, node) : -1;
+    const ts_mig_profile *p = NULL;
+    if (n >= 0 && c->cluster->nodes[n].model >= 0 && prof > 0)
+        p = ts_mig_profile_get(ts_gpu_model_get(c->cluster->nodes[n].model)->mig_geometry, prof);
+    json_object_set_new(e, "mig_profile", p ? json_string(p->name) : json_null());
+    json_object_set(e, "mig_start", p ? json_object_get(t, "mig_start") : json_null());
+}
+
 json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active)
 {
     json_error_t je;
@@ -28,16 +45,16 @@ json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active
             json_t *t;
             json_array_foreach(p, i, t)
             {
-                json_array_append_new(placement,
-                                      json_pack("{s:O,s:O}", "node", json_object_get(t, "node"),
-                                                "gpus", json_object_get(t, "gpus")));
+                json_t *e = json_pack("{s:O,s:O}", "node", json_object_get(t, "node"),
+                                      "gpus", json_object_get(t, "gpus"));
+                placement_share(c, t, e); /* the console draws shares and MIG slices */
+                json_array_append_new(placement, e);
             }
             json_decref(p);
         }
     }
     const char *reason = active ? active->row.reason : row->reason;
     const char *why = active ? active->row.why : row->why;
-    (void)c;
     return json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:o,s:o,s:o,s:o,s:i,s:o,s:o,s:o,s:o}",
                      "id", (json_int_t)row->id, "name", row->name, "tenant", row->tenant,
                      "owner", row->owner, "state", ts_job_state_name(row->state), "tier",
@@ -48,6 +65,29 @@ json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active
                      time_or_null(row->end_s), "preemptions", row->preemptions, "reason",
                      str_or_null(reason), "why", str_or_null(why), "placement", placement,
                      "spec", spec ? spec : json_null());
+}
+
+/* Where a node sits ("topology": level name -> vertex name, top-down, the
+ * node's own level left out) and each GPU's mode and use ("gpu_devices"),
+ * for the console's cluster map. */
+static void node_layout(const ctld *c, int node, json_t *doc)
+{
+    const ts_node *n = &c->cluster->nodes[node];
+    const ts_topo *topo = c->cluster->topo;
+    json_t *where = json_object();
+    for (int v = topo ? n->topo_vertex : -1; v >= 0; v = ts_topo_parent(topo, v))
+        if (strcmp(ts_topo_name(topo, v), n->name) != 0) /* the node's own vertex */
+            json_object_set_new(where, ts_topo_level_name(topo, ts_topo_depth(topo, v)),
+                                json_string(ts_topo_name(topo, v)));
+    json_object_set_new(doc, "topology", where);
+    json_t *gpus = json_array();
+    for (int g = 0; g < n->ngpu; g++) {
+        const ts_gpu *u = &n->gpu[g];
+        json_array_append_new(gpus, json_pack("{s:i,s:s,s:i,s:i}", "gpu", g, "mode",
+                                              ts_gpu_mode_name(u->mode), "used_milli",
+                                              (int)u->milli_used, "tasks", (int)u->ntasks));
+    }
+    json_object_set_new(doc, "gpu_devices", gpus);
 }
 
 json_t *ctld_render_node(const ctld *c, int node)
@@ -110,6 +150,8 @@ json_t *ctld_render_node(const ctld *c, int node)
                      (json_int_t)n->mem_mib, "memory_free_mib",
                      (json_int_t)(n->mem_mib - n->mem_used), "mig", mig, "jobs", jobs, "labels",
                      labels);
+    if (doc)
+        node_layout(c, node, doc);
     /* the agent could not make NVML match the MIG layout (docs/agent-mig-mps.md) */
     if (doc && ag->mig_error[0])
         json_object_set_new(doc, "mig_error", json_string(ag->mig_error));

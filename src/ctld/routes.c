@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "ctld/ctld.h"
+#include "ctld/events.h"
 
 #define LIST_LIMIT_DEFAULT 100
 #define LIST_LIMIT_MAX 1000
@@ -217,14 +218,15 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
             } else {
                 json_t *a = json_array();
                 if (after == 0) /* the submission is the row itself */
-                    json_array_append_new(a, json_pack("{s:i,s:f,s:s,s:n}", "id", 0, "time",
+                    json_array_append_new(a, json_pack("{s:i,s:f,s:s,s:n,s:{}}", "id", 0, "time",
                                                        row.submit_s, "kind", "submitted",
-                                                       "detail"));
+                                                       "detail", "data"));
                 for (int i = 0; i < n; i++)
                     json_array_append_new(
-                        a, json_pack("{s:I,s:f,s:s,s:o}", "id", (json_int_t)ev[i].id, "time",
+                        a, json_pack("{s:I,s:f,s:s,s:o,s:o}", "id", (json_int_t)ev[i].id, "time",
                                      ev[i].t_s, "kind", ev[i].kind, "detail",
-                                     ev[i].detail ? json_string(ev[i].detail) : json_null()));
+                                     ev[i].detail ? json_string(ev[i].detail) : json_null(),
+                                     "data", ctld_event_data(ev[i].kind, ev[i].detail)));
                 char cur[32];
                 snprintf(cur, sizeof cur, "%lld", n > 0 ? (long long)ev[n - 1].id : 0LL);
                 ctld_reply_json(r, 200,

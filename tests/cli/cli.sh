@@ -228,9 +228,9 @@ expect "redirect" 7 show 503 && err_has "redirect" "redirect to 'http://elsewher
 
 # ---- jobs ----
 expect "jobs" 0 jobs && out_lines "jobs" 6 &&
-  out_has "jobs" "^ID +NAME +TENANT +OWNER +STATE +GPUS +SUBMITTED +REASON$" &&
-  out_has "jobs" "^42 +train +team-a +alice +pending +16 +[0-9]+m ago +capacity$" &&
-  out_has "jobs" "^43 .* 6 H100 " && out_has "jobs" "^44 .*20[0-9][0-9]-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2} " &&
+  out_has "jobs" "^ID +NAME +TENANT +OWNER +STATE +GPUS +POSITION +START +SUBMITTED +REASON$" &&
+  out_has "jobs" "^42 +train +team-a +alice +pending +16×any +1/3 +in 2[0-9]m +[0-9]+m ago +capacity$" &&
+  out_has "jobs" "^43 .* 6×H100 +- +- " && out_has "jobs" "^44 .*20[0-9][0-9]-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2} " &&
   out_lacks "jobs" " $"
 last_ok "jobs sent the token" 'd["authorization"] == "Bearer tsk_admin"'
 expect "jobs -o after" 0 jobs -o json && cp "$tmp/out" "$tmp/a.json"
@@ -248,7 +248,7 @@ yaml_same "jobs" jobs
 
 # ---- show, explain, events ----
 expect "show 43" 0 show 43 && out_has "show 43" "^Placement: +r1-n03: GPUs 0-3$" &&
-  out_has "show 43" "^ +r1-n04: GPUs 5,7$" && out_has "show 43" "^GPUs: +6 H100$" &&
+  out_has "show 43" "^ +r1-n04: GPUs 5,7$" && out_has "show 43" "^GPUs: +6×H100$" && out_has "show 43" "^Nodes: +r1-n\[03-04\]$" &&
   out_has "show 43" "^Started: +20[0-9-]+T[0-9:]+\+00:00 \([0-9]+[sm] ago\)$" && out_has "show 43" "^Ended: +-$"
 expect "show 42 json" 0 show 42 -o json && json_ok "show 42 json" 'd["job"]["id"] == 42 and d["job"]["gpu_model"] is None'
 yaml_same "show 44 (name 'no')" show 44
@@ -259,6 +259,9 @@ expect "explain 42" 0 explain 42 && out_has "explain 42" "^Reason: +capacity$" &
 expect "explain 43" 0 explain 43 && out_has "explain 43" "^Reserved: +no reservation$"
 yaml_same "explain" explain 42
 expect "events" 0 events 42 && out_lines "events" 4 && out_has "events" "^ 3 +20[0-9-]+T[0-9:]+ +reserved +at \+25m$"
+expect "events words" 0 events 43 &&
+  out_has "events words" "^ 4 +20[0-9-]+T[0-9:]+ +run-ended +ran 1h 01m \(20[0-9-]+T[0-9:]+ to 20[0-9-]+T[0-9:]+\) on 4×H100, guaranteed; 4\.07 GPU-hours$" &&
+  out_has "events words" "preempted +for job 7 \(team-b, guaranteed\); signal 15, grace 30s, 0\.50 GPU-hours since the last checkpoint$"
 expect "events json" 0 -o json events 42 && json_ok "events json" '[e["id"] for e in d["events"]] == [1, 2, 3]'
 expect "logs" 0 logs 42 && out_lines "logs" 2 && out_has "logs" "^rank 0 stdout line 1$"
 last_ok "logs asks for rank 0's stdout" 'd["path"] == "/v1/jobs/42/logs" and d["query"]["rank"] == ["0"] and d["query"]["stream"] == ["stdout"] and d["query"]["tail"] == ["65536"]'

@@ -57,9 +57,19 @@ JOBS = {j["id"]: j for j in [
         why="waits: over quota # team-b"),
     job(46, "sweep-\u00e9t\u00e9", "team-a", "alice", "held", 1, submit_ago=7200),
 ]}
+# the controller's queue position and start estimate, when it gives them
+JOBS[42]["queue_position"] = {"tenant": 1, "cluster": 3}
+JOBS[42]["estimated_start"] = NOW + 1500
 EVENTS = {42: [{"id": 1, "time": NOW - 180, "kind": "submitted", "detail": None},
                {"id": 2, "time": NOW - 170, "kind": "pending", "detail": "capacity"},
-               {"id": 3, "time": NOW - 100, "kind": "reserved", "detail": "at +25m"}]}
+               {"id": 3, "time": NOW - 100, "kind": "reserved", "detail": "at +25m"}],
+          43: [{"id": 4, "time": NOW - 60, "kind": "run-ended",
+                "detail": f"start={NOW - 3720:.3f} end={NOW - 60:.3f} gpus=4 model=H100 tier=0",
+                "data": {"start": NOW - 3720, "end": NOW - 60, "gpus": 4, "model": "H100",
+                         "tier": "guaranteed"}},
+               {"id": 5, "time": NOW - 50, "kind": "preempted", "detail": "for job 7 ...",
+                "data": {"for_job": 7, "for_tenant": "team-b", "signal": 15, "grace_s": 30.0,
+                         "lost_gpu_s": 1800.0}}]}
 NODES = {n["name"]: n for n in [
     {"name": "r1-n01", "state": "up", "virtual": False, "gpu_model": "A100-80GB", "gpus": 8,
      "gpus_free": 4, "cpu_milli": 96000, "cpu_free_milli": 48500, "memory_mib": 1048576,
