@@ -3,15 +3,33 @@
  *
  * A new token's secret is shown once, so `tokens create` writes it alone on
  * stdout (secret=$(tessera tokens create ...) works) and says everything
- * else on stderr. The role is checked here against the five the API
- * defines, so a typo is a usage error before anything is created. The list
+ * else on stderr. The role is checked here against the six the API
+ * defines, so a typo is a usage error before anything is created; the name
+ * against the API's charset (1..63 of A-Z a-z 0-9 . _ -, starting with a
+ * letter or digit) for the same reason. The list
  * shows `revoked` as a time when the server gives one, yes/no for a bool.
  */
 #include "cli/cli.h"
 
 #include <string.h>
 
-static const char *const ROLES[] = {"admin", "tenant-admin", "user", "viewer", "node"};
+static const char *const ROLES[] = {"admin", "tenant-admin", "user", "viewer",
+                                    "cluster-viewer", "node"};
+
+/* The API's token names: 1..63 of [A-Za-z0-9._-], a letter or digit first. */
+static bool name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 63)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+        if (!alnum && (i == 0 || (ch != '.' && ch != '_' && ch != '-')))
+            return false;
+    }
+    return true;
+}
 
 int cli_cmd_tokens(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
@@ -59,8 +77,11 @@ int cli_cmd_tokens_create(struct cli_ctx *ctx, const struct cli_cmd *cmd, int ar
     for (size_t i = 0; i < sizeof ROLES / sizeof ROLES[0]; i++)
         known |= strcmp(role, ROLES[i]) == 0;
     if (!known)
-        return cli_usage_error(cmd, "--role must be admin, tenant-admin, user, viewer or node, got '%s'",
-                               role);
+        return cli_usage_error(cmd, "--role must be admin, tenant-admin, user, viewer, "
+                               "cluster-viewer or node, got '%s'", role);
+    if (!name_ok(name))
+        return cli_usage_error(cmd, "the token name must be 1..63 characters of A-Z a-z 0-9 . _ -, "
+                               "starting with a letter or digit");
     json_t *body = json_pack("{s:s, s:s, s:s*}", "name", name, "role", role, "tenant", tenant);
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);

@@ -411,10 +411,12 @@ static int walk(void *p)
     if (rc == 0 && v[8])
         rc = get_bool(x, v[8], "metrics_public", &cfg->metrics_public);
     if (rc == 0 && v[9]) {
-        static const char *const lk[] = {"requests_per_s", "burst"};
-        yaml_node_t *lv[2];
+        static const char *const lk[] = {"requests_per_s", "burst", "connections",
+                                         "connections_per_client", "request_timeout",
+                                         "queued_jobs_per_tenant"};
+        yaml_node_t *lv[6];
         int64_t iv;
-        rc = ts_yaml_map_fields(&x->D, v[9], "limits", lk, 2, lv);
+        rc = ts_yaml_map_fields(&x->D, v[9], "limits", lk, 6, lv);
         if (rc == 0 && lv[0] &&
             (rc = ts_yaml_get_int(&x->D, lv[0], "limits.requests_per_s", 1, 1000000,
                                   "1..1000000", &iv)) == 0)
@@ -423,6 +425,22 @@ static int walk(void *p)
             (rc = ts_yaml_get_int(&x->D, lv[1], "limits.burst", 1, 10000000, "1..10000000",
                                   &iv)) == 0)
             cfg->rate_burst = (double)iv;
+        if (rc == 0 && lv[2] &&
+            (rc = ts_yaml_get_int(&x->D, lv[2], "limits.connections", 16, 1000000,
+                                  "16..1000000", &iv)) == 0)
+            cfg->conns_max = (int)iv;
+        if (rc == 0 && lv[3] &&
+            (rc = ts_yaml_get_int(&x->D, lv[3], "limits.connections_per_client", 1, 1000000,
+                                  "1..1000000", &iv)) == 0)
+            cfg->conns_per_client = (int)iv;
+        if (rc == 0 && lv[4] &&
+            (rc = get_dur(x, lv[4], "limits.request_timeout", &cfg->request_timeout_s)) == 0 &&
+            (cfg->request_timeout_s < 1.0 || cfg->request_timeout_s > 3600.0))
+            rc = ts_yaml_fail(&x->D, lv[4], TS_EINVAL, "limits.request_timeout: 1s..1h");
+        if (rc == 0 && lv[5] &&
+            (rc = ts_yaml_get_int(&x->D, lv[5], "limits.queued_jobs_per_tenant", 1, 100000000,
+                                  "1..100000000", &iv)) == 0)
+            cfg->queued_per_tenant = (int)iv;
     }
     if (rc == 0 && v[10])
         rc = scheduler_parse(x, v[10]);
@@ -464,10 +482,14 @@ static void defaults(ctld_config *cfg)
     snprintf(cfg->listen_addr, sizeof cfg->listen_addr, "127.0.0.1");
     cfg->listen_port = CTLD_PORT_DEFAULT;
     cfg->interval_s = 1.0;
-    cfg->half_life_s = 7.0 * 86400.0;
+    cfg->half_life_s = TS_HALF_LIFE_DEFAULT_S;
     ts_sched_config_default(&cfg->sched);
     cfg->rate_per_s = 200.0;
     cfg->rate_burst = 1000.0;
+    cfg->conns_max = 65536;
+    cfg->conns_per_client = 64;
+    cfg->request_timeout_s = 10.0;
+    cfg->queued_per_tenant = 100000;
     cfg->metrics_public = true;
     cfg->node_lost_s = CTLD_NODE_LOST_S;
     cfg->idle_threshold_pct = 5.0;

@@ -72,6 +72,11 @@ typedef struct ctld_config {
     int nclasses;
     double rate_per_s;          /* requests per second per token */
     double rate_burst;
+    /* abuse limits (http.c, routes.c; docs/tesserad.md "limits") */
+    int conns_max;              /* connections in all (also capped by RLIMIT_NOFILE) */
+    int conns_per_client;       /* not yet authenticated, per client address (IPv6: /64) */
+    double request_timeout_s;   /* a request not yet authenticated must arrive within this */
+    int queued_per_tenant;      /* pending and held jobs per tenant */
     bool metrics_public;        /* /metrics without a token */
     double node_lost_s;         /* an agent silent this long is lost */
     double idle_threshold_pct;  /* a task below this GPU utilisation is idle */
@@ -339,5 +344,9 @@ void ctld_token_cache_clear(ctld *c);
 json_t *ctld_openapi(void);
 /* Creates the admin token on first start and writes its secret to the file. */
 int ctld_bootstrap_admin(ctld *c, ts_err *err);
+/* Before the store opens: refuses a state_dir group or others may enter,
+ * creates it 0700 when missing, and makes the state files (SQLite database,
+ * WAL, SHM, admin token) 0600 whatever they were (auth.c). */
+int ctld_state_secure(const ctld_config *cfg, ts_err *err);
 
 #endif

@@ -1,23 +1,36 @@
 /*
- * http.c - the HTTP server: libmicrohttpd with a thread per connection (a
- * submission waits for its group commit; other connections go on), request
- * bodies collected up to CTLD_BODY_MAX_BYTES (413 beyond), bearer-token
- * authentication, a token-bucket rate limit per token (429 with
- * Retry-After), then routes.c. HTTPS when the configuration names a
+ * http.c - the HTTP server: libmicrohttpd with a small pool of polling
+ * threads (epoll) that read and write every connection, and worker threads
+ * that run the requests. A request is read whole (body up to
+ * CTLD_BODY_MAX_BYTES, 413 beyond) by a polling thread, then its connection
+ * is suspended and the request handed to a worker, which authenticates it,
+ * applies the rate limit and runs routes.c; the worker may wait (a
+ * submission for its group commit, an agent's long-poll) without holding up
+ * any other connection, and resumes the connection with its answer. A
+ * connection that is slow to send its request costs a descriptor and a
+ * little memory, never a thread. HTTPS when the configuration names a
  * certificate and key.
+ *
+ * Abuse limits (docs/tesserad.md "limits"): at most limits.connections
+ * connections (and what RLIMIT_NOFILE allows); at most
+ * limits.connections_per_client connections per client address (an IPv6
+ * client by its /64) that have not yet shown a valid token; a request on
+ * such a connection must arrive whole within limits.request_timeout of its
+ * start, a deadline that bytes trickling in do not move (a reaper thread
+ * shuts such connections down). /healthz is answered by the polling thread
+ * itself. Rate limits are token buckets keyed exactly by the token's name,
+ * and by client address for requests without a valid token. Paths holding
+ * control characters, raw or %-encoded (%00 would cut a name short), and
+ * requests with conflicting Content-Length headers are refused.
  *
  * Authentication: the secret's SHA-256 is looked up in a small cache of
  * live tokens (refreshed from the store on a miss, and cleared when a token
  * is revoked); comparing hashes is constant-time (memcmp-free loop), and the
  * secret itself is never stored or logged.
  *
- * Every node agent holds one connection open (its long-poll), so the server
- * polls each connection with poll(), not select(): select() cannot watch a
- * descriptor at or above FD_SETSIZE (1024), which made tesserad drop the
- * connections of agents beyond about the 1,000th. For the same reason it
- * raises its soft RLIMIT_NOFILE to the hard limit, accepts as many
- * connections as that allows less CTLD_FDS_RESERVED (store, logs), and says
- * at start when that is too few for the cluster's agent nodes.
+ * The server raises its soft RLIMIT_NOFILE to the hard limit and says at
+ * start when the connections it then allows are too few for the cluster's
+ * agent nodes (each agent holds one connection for its long-poll).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,22 +41,39 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "ctld/ctld.h"
 #include "ctld/ui.h"
 
-#define LIMITER_SLOTS 1024
 #define TOKEN_CACHE_SLOTS 4096 /* one per node agent of a large cluster, and users */
 /* Descriptors kept back from connections: the store (SQLite database, WAL
  * and shared memory, or PostgreSQL sockets), logs, the listening socket. */
 #define CTLD_FDS_RESERVED 64
 /* Connections accepted when the descriptor limit cannot be read. */
 #define CTLD_CONNECTIONS_DEFAULT 1000
+/* Polling threads (each serves a share of the connections with epoll). */
+#define CTLD_POLL_THREADS 4
+/* An idle worker thread ends after this long. */
+#define CTLD_WORKER_IDLE_S 30.0
+/* Rate-limit buckets: hash chains; buckets full again (idle) are swept when
+ * there are more than this many, and clients without a token beyond it are
+ * answered 429 until some are. */
+#define BUCKET_CHAINS 8192
+#define BUCKETS_MAX 65536
+/* Hash chains of the per-address connection counts. */
+#define ADDR_CHAINS 4096
+/* A client address: family byte, then 4 bytes (IPv4) or the /64 (IPv6). */
+#define ADDR_KEY 9
+/* The longest rate-limit identity: "t:" + a token name, or "a:" + an address. */
+#define IDENT_MAX (TS_STORE_NAME_MAX + 8)
 
 typedef struct bucket {
-    char name[TS_STORE_NAME_MAX];
+    struct bucket *next;
+    char id[IDENT_MAX];
     double tokens;
     double at_s;
 } bucket;
@@ -54,17 +84,59 @@ typedef struct token_cache_entry {
     bool used;
 } token_cache_entry;
 
-typedef struct limiter {
-    pthread_mutex_t mu;
-    bucket b[LIMITER_SLOTS];
-    token_cache_entry tc[TOKEN_CACHE_SLOTS];
-} limiter;
+/* One TCP connection as the limits see it (MHD's socket context). */
+typedef struct conn_track {
+    struct conn_track *prev, *next;
+    int fd;
+    uint8_t key[ADDR_KEY];
+    double t0;                   /* when its current request began */
+    bool vouched;                /* a request on it carried a valid token */
+    bool received;               /* the current request arrived whole */
+    bool reaped;                 /* shut down for being too slow */
+} conn_track;
+
+typedef struct addr_count {
+    struct addr_count *next;
+    uint8_t key[ADDR_KEY];
+    int n;                       /* its connections not yet vouched for */
+} addr_count;
+
+enum { ST_READING = 0, ST_QUEUED, ST_ANSWERED, ST_SENT };
 
 typedef struct conn_ctx {
     char *body;
     size_t len, cap;
     bool too_large;
+    bool started;                /* the handler saw its headers */
+    bool bad_path;               /* the raw path holds a control character */
+    int state;                   /* ST_* */
+    struct MHD_Connection *conn;
+    conn_track *tr;
+    ctld_request rq;             /* for the worker; strings live in MHD's pool */
+    const char *authz;
+    ctld_reply reply;
+    struct conn_ctx *qnext;
 } conn_ctx;
+
+typedef struct server {
+    pthread_mutex_t mu;          /* everything below */
+    bucket *chains[BUCKET_CHAINS];
+    int nbuckets;
+    token_cache_entry tc[TOKEN_CACHE_SLOTS];
+    conn_track *conns;           /* every open connection */
+    addr_count *addrs[ADDR_CHAINS];
+    int unvouched;               /* connections not vouched for, in all */
+    uint64_t refused, reaped;    /* connections refused at accept, shut down late */
+    /* the work queue */
+    conn_ctx *qhead, *qtail;
+    int workers, idle, inflight, nqueued;
+    bool stopping;
+    pthread_cond_t qcv;          /* work queued, or stopping */
+    pthread_cond_t donecv;       /* inflight or workers reached 0 */
+    pthread_t reaper;
+    bool reaper_started;
+    pthread_cond_t reapcv;
+} server;
 
 void ctld_reply_json(ctld_reply *r, int status, json_t *doc)
 {
@@ -94,12 +166,12 @@ static bool hash_equal(const uint8_t *a, const uint8_t *b)
 
 void ctld_token_cache_clear(ctld *c)
 {
-    limiter *L = c->limiter;
-    if (!L)
+    server *S = c->limiter;
+    if (!S)
         return; /* no server (tests, fuzzing): nothing cached */
-    pthread_mutex_lock(&L->mu);
-    memset(L->tc, 0, sizeof L->tc);
-    pthread_mutex_unlock(&L->mu);
+    pthread_mutex_lock(&S->mu);
+    memset(S->tc, 0, sizeof S->tc);
+    pthread_mutex_unlock(&S->mu);
 }
 
 /* 0 and *who, or TS_ENOENT. */
@@ -109,16 +181,16 @@ static int authenticate(ctld *c, const char *authz, ctld_caller *who)
         return TS_ENOENT;
     uint8_t h[TS_TOKEN_HASH_BYTES];
     ctld_token_hash(authz + 7, h);
-    limiter *L = c->limiter;
+    server *S = c->limiter;
     unsigned slot = ((unsigned)h[0] | (unsigned)h[1] << 8) % TOKEN_CACHE_SLOTS;
-    pthread_mutex_lock(&L->mu);
-    token_cache_entry *e = &L->tc[slot];
+    pthread_mutex_lock(&S->mu);
+    token_cache_entry *e = &S->tc[slot];
     if (e->used && hash_equal(e->hash, h)) {
         *who = e->who;
-        pthread_mutex_unlock(&L->mu);
+        pthread_mutex_unlock(&S->mu);
         return 0;
     }
-    pthread_mutex_unlock(&L->mu);
+    pthread_mutex_unlock(&S->mu);
     ts_token_row t;
     if (ts_store_token_by_hash(c->store, h, &t, NULL) != 0)
         return TS_ENOENT;
@@ -126,28 +198,68 @@ static int authenticate(ctld *c, const char *authz, ctld_caller *who)
     snprintf(who->name, sizeof who->name, "%s", t.name);
     snprintf(who->tenant, sizeof who->tenant, "%s", t.tenant);
     who->role = t.role;
-    pthread_mutex_lock(&L->mu);
+    pthread_mutex_lock(&S->mu);
     memcpy(e->hash, h, sizeof e->hash);
     e->who = *who;
     e->used = true;
-    pthread_mutex_unlock(&L->mu);
+    pthread_mutex_unlock(&S->mu);
     return 0;
 }
 
-/* Token bucket per token name; >= 0: allowed; else seconds to wait. */
-static double rate_take(ctld *c, const char *name)
+/* ---- rate limits: one token bucket per identity, matched exactly ------------------ */
+
+static uint64_t fnv(const void *p, size_t n)
 {
-    limiter *L = c->limiter;
     uint64_t h = 1469598103934665603ULL;
-    for (const char *p = name; *p; p++)
-        h = (h ^ (uint8_t)*p) * 1099511628211ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ ((const uint8_t *)p)[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* Under S->mu: drops buckets that have filled up again (as good as new). */
+static void buckets_sweep(ctld *c, server *S, double now)
+{
+    for (int i = 0; i < BUCKET_CHAINS; i++)
+        for (bucket **pp = &S->chains[i]; *pp;) {
+            bucket *b = *pp;
+            if (b->tokens + (now - b->at_s) * c->cfg.rate_per_s >= c->cfg.rate_burst) {
+                *pp = b->next;
+                free(b);
+                S->nbuckets--;
+            } else {
+                pp = &b->next;
+            }
+        }
+}
+
+/* Takes one request from identity id's bucket: >= 0 allowed; else minus
+ * the seconds to wait. */
+static double rate_take(ctld *c, const char *id)
+{
+    server *S = c->limiter;
     double now = ctld_now();
-    pthread_mutex_lock(&L->mu);
-    bucket *b = &L->b[h % LIMITER_SLOTS];
-    if (strcmp(b->name, name) != 0) {
-        snprintf(b->name, sizeof b->name, "%s", name);
+    size_t n = strlen(id);
+    unsigned slot = (unsigned)(fnv(id, n) % BUCKET_CHAINS);
+    pthread_mutex_lock(&S->mu);
+    bucket *b = S->chains[slot];
+    while (b && strcmp(b->id, id) != 0)
+        b = b->next;
+    if (!b) {
+        if (S->nbuckets >= BUCKETS_MAX)
+            buckets_sweep(c, S, now);
+        /* token identities are few (an admin makes them); client addresses
+         * are not, and past the cap they wait */
+        b = S->nbuckets < BUCKETS_MAX || id[0] == 't' ? calloc(1, sizeof *b) : NULL;
+        if (!b) {
+            pthread_mutex_unlock(&S->mu);
+            return -1.0;
+        }
+        snprintf(b->id, sizeof b->id, "%s", id);
         b->tokens = c->cfg.rate_burst;
         b->at_s = now;
+        b->next = S->chains[slot];
+        S->chains[slot] = b;
+        S->nbuckets++;
     }
     b->tokens += (now - b->at_s) * c->cfg.rate_per_s;
     if (b->tokens > c->cfg.rate_burst)
@@ -158,18 +270,202 @@ static double rate_take(ctld *c, const char *name)
         b->tokens -= 1.0;
     else
         wait = -(1.0 - b->tokens) / c->cfg.rate_per_s;
-    pthread_mutex_unlock(&L->mu);
+    pthread_mutex_unlock(&S->mu);
     return wait;
 }
 
+/* ---- client addresses and connection accounting ------------------------------------ */
+
+static void addr_key(const struct sockaddr *sa, uint8_t key[ADDR_KEY])
+{
+    memset(key, 0, ADDR_KEY);
+    if (sa && sa->sa_family == AF_INET) {
+        key[0] = 4;
+        memcpy(key + 1, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    } else if (sa && sa->sa_family == AF_INET6) {
+        const uint8_t *a = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+        static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        if (memcmp(a, v4mapped, 12) == 0) {
+            key[0] = 4;
+            memcpy(key + 1, a + 12, 4);
+        } else {
+            key[0] = 6;
+            memcpy(key + 1, a, 8); /* one client holds a whole /64 */
+        }
+    }
+}
+
+static void addr_ident(const uint8_t key[ADDR_KEY], char *out, size_t size)
+{
+    char txt[INET6_ADDRSTRLEN] = "?";
+    if (key[0] == 4) {
+        inet_ntop(AF_INET, key + 1, txt, sizeof txt);
+    } else if (key[0] == 6) {
+        uint8_t full[16] = {0};
+        memcpy(full, key + 1, 8);
+        inet_ntop(AF_INET6, full, txt, sizeof txt);
+    }
+    snprintf(out, size, "a:%s", txt);
+}
+
+/* Under S->mu: the count of key's connections not vouched for. */
+static addr_count *addr_find(server *S, const uint8_t key[ADDR_KEY], bool create)
+{
+    unsigned slot = (unsigned)(fnv(key, ADDR_KEY) % ADDR_CHAINS);
+    for (addr_count *a = S->addrs[slot]; a; a = a->next)
+        if (memcmp(a->key, key, ADDR_KEY) == 0)
+            return a;
+    addr_count *a = create ? calloc(1, sizeof *a) : NULL;
+    if (a) {
+        memcpy(a->key, key, ADDR_KEY);
+        a->next = S->addrs[slot];
+        S->addrs[slot] = a;
+    }
+    return a;
+}
+
+/* Under S->mu: one fewer unvouched connection for key. */
+static void addr_drop(server *S, const uint8_t key[ADDR_KEY])
+{
+    unsigned slot = (unsigned)(fnv(key, ADDR_KEY) % ADDR_CHAINS);
+    for (addr_count **pp = &S->addrs[slot]; *pp; pp = &(*pp)->next)
+        if (memcmp((*pp)->key, key, ADDR_KEY) == 0) {
+            addr_count *a = *pp;
+            if (--a->n <= 0) {
+                *pp = a->next;
+                free(a);
+            }
+            break;
+        }
+    S->unvouched--;
+}
+
+/* Accept policy: a client at its cap of connections not vouched for is
+ * refused before anything is read (MHD's own limit caps them all). */
+static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t len)
+{
+    (void)len;
+    ctld *c = cls;
+    server *S = c->limiter;
+    uint8_t key[ADDR_KEY];
+    addr_key(addr, key);
+    pthread_mutex_lock(&S->mu);
+    addr_count *a = addr_find(S, key, false);
+    bool ok = !S->stopping && (!a || a->n < c->cfg.conns_per_client);
+    if (!ok)
+        S->refused++;
+    pthread_mutex_unlock(&S->mu);
+    return ok ? MHD_YES : MHD_NO;
+}
+
+static void notify_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                              enum MHD_ConnectionNotificationCode toe)
+{
+    ctld *c = cls;
+    server *S = c->limiter;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        conn_track *t = calloc(1, sizeof *t);
+        *socket_context = t;
+        if (!t)
+            return;
+        const union MHD_ConnectionInfo *fi =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ai =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        t->fd = fi ? fi->connect_fd : -1;
+        addr_key(ai ? ai->client_addr : NULL, t->key);
+        t->t0 = ctld_now();
+        pthread_mutex_lock(&S->mu);
+        addr_count *a = addr_find(S, t->key, true);
+        if (a)
+            a->n++;
+        S->unvouched++;
+        t->next = S->conns;
+        if (S->conns)
+            S->conns->prev = t;
+        S->conns = t;
+        pthread_mutex_unlock(&S->mu);
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        /* MHD closes the descriptor after this returns: the reaper, which
+         * shuts descriptors down under S->mu, never touches a closed one */
+        conn_track *t = *socket_context;
+        if (!t)
+            return;
+        pthread_mutex_lock(&S->mu);
+        if (!t->vouched)
+            addr_drop(S, t->key);
+        if (t->prev)
+            t->prev->next = t->next;
+        else
+            S->conns = t->next;
+        if (t->next)
+            t->next->prev = t->prev;
+        pthread_mutex_unlock(&S->mu);
+        free(t);
+        *socket_context = NULL;
+    }
+}
+
+static conn_track *track_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *i =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return i ? i->socket_context : NULL;
+}
+
+/* The connection showed a valid token: its client's cap no longer counts it
+ * and its requests have no deadline (MHD's idle timeout still applies). */
+static void vouch(server *S, conn_track *t)
+{
+    if (!t)
+        return;
+    pthread_mutex_lock(&S->mu);
+    if (!t->vouched) {
+        t->vouched = true;
+        addr_drop(S, t->key);
+    }
+    pthread_mutex_unlock(&S->mu);
+}
+
+static void *reaper_main(void *arg)
+{
+    ctld *c = arg;
+    server *S = c->limiter;
+    double step = c->cfg.request_timeout_s / 4.0;
+    if (step > 1.0)
+        step = 1.0;
+    pthread_mutex_lock(&S->mu);
+    while (!S->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        double until = (double)ts.tv_sec + ts.tv_nsec / 1e9 + step;
+        ts.tv_sec = (time_t)until;
+        ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
+        pthread_cond_timedwait(&S->reapcv, &S->mu, &ts);
+        double now = ctld_now();
+        for (conn_track *t = S->conns; t; t = t->next)
+            if (!t->vouched && !t->received && !t->reaped && t->fd >= 0 &&
+                now - t->t0 > c->cfg.request_timeout_s) {
+                shutdown(t->fd, SHUT_RDWR); /* MHD sees the end and closes it */
+                t->reaped = true;
+                S->reaped++;
+            }
+    }
+    pthread_mutex_unlock(&S->mu);
+    return NULL;
+}
+
+/* ---- answering ------------------------------------------------------------------------ */
+
 static enum MHD_Result send_reply(struct MHD_Connection *conn, ctld *c, ctld_reply *r)
 {
-    size_t len = r->body ? strlen(r->body) : 0;
+    char *body = r->body;
+    r->body = NULL;
     struct MHD_Response *resp =
-        MHD_create_response_from_buffer(len, r->body ? r->body : (void *)"",
-                                        r->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        MHD_create_response_from_buffer(body ? strlen(body) : 0, body ? body : (void *)"",
+                                        body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (!resp) {
-        free(r->body);
+        free(body);
         return MHD_NO;
     }
     MHD_add_response_header(resp, "Content-Type",
@@ -189,18 +485,223 @@ static const char *arg(struct MHD_Connection *conn, const char *k)
     return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, k);
 }
 
+/* Runs one request on a worker thread: authentication, rate limit, route. */
+static void serve(ctld *c, conn_ctx *x)
+{
+    server *S = c->limiter;
+    ctld_reply *r = &x->reply;
+    const char *url = x->rq.url;
+    if (strcmp(url, "/readyz") == 0) {
+        pthread_mutex_lock(&c->mu);
+        bool ready = c->ready;
+        pthread_mutex_unlock(&c->mu);
+        r->status = ready ? 200 : 503;
+        r->content_type = "text/plain";
+        r->body = strdup(ready ? "ready\n" : "starting\n");
+        return;
+    }
+    ctld_caller who;
+    bool authed = authenticate(c, x->authz, &who) == 0;
+    char ident[IDENT_MAX];
+    if (authed) {
+        vouch(S, x->tr);
+        snprintf(ident, sizeof ident, "t:%s", who.name);
+    } else {
+        addr_ident(x->tr ? x->tr->key : (const uint8_t[ADDR_KEY]){0}, ident, sizeof ident);
+    }
+    double wait = rate_take(c, ident);
+    if (wait < 0.0) {
+        if (authed)
+            ctld_reply_error(r, 429, "rate_limited", "token \"%s\": more than %.0f requests "
+                             "per second", who.name, c->cfg.rate_per_s);
+        else
+            ctld_reply_error(r, 429, "rate_limited", "client %s: more than %.0f requests per "
+                             "second without a valid token", ident + 2, c->cfg.rate_per_s);
+        snprintf(r->retry_after, sizeof r->retry_after, "%.0f", ceil(-wait));
+        return;
+    }
+    if (strcmp(url, "/metrics") == 0 && (authed || c->cfg.metrics_public)) {
+        r->status = 200;
+        r->content_type = "text/plain; version=0.0.4";
+        r->body = ctld_metrics_text(c);
+        return;
+    }
+    if (!authed) {
+        ctld_reply_error(r, 401, "unauthenticated",
+                         x->authz ? "the token is unknown or revoked"
+                                  : "missing header Authorization: Bearer <token>");
+        return;
+    }
+    x->rq.who = &who;
+    ctld_route(c, &x->rq, r);
+    x->rq.who = NULL;
+}
+
+static void *worker_main(void *arg)
+{
+    ctld *c = arg;
+    server *S = c->limiter;
+    pthread_mutex_lock(&S->mu);
+    for (;;) {
+        while (!S->qhead && !S->stopping) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += (time_t)CTLD_WORKER_IDLE_S;
+            S->idle++;
+            int rc = pthread_cond_timedwait(&S->qcv, &S->mu, &ts);
+            S->idle--;
+            if (rc == ETIMEDOUT && !S->qhead)
+                break;
+        }
+        conn_ctx *x = S->qhead;
+        if (!x)
+            break;
+        S->qhead = x->qnext;
+        if (!S->qhead)
+            S->qtail = NULL;
+        S->nqueued--;
+        pthread_mutex_unlock(&S->mu);
+        serve(c, x);
+        x->state = ST_ANSWERED;
+        MHD_resume_connection(x->conn); /* the polling thread sends the answer */
+        pthread_mutex_lock(&S->mu);
+        if (--S->inflight == 0)
+            pthread_cond_broadcast(&S->donecv);
+    }
+    if (--S->workers == 0)
+        pthread_cond_broadcast(&S->donecv);
+    pthread_mutex_unlock(&S->mu);
+    return NULL;
+}
+
+/* Hands a whole request to a worker (starting one unless enough are idle
+ * for everything queued) and suspends its connection; false when the
+ * server stops or no worker can start. */
+static bool dispatch(ctld *c, conn_ctx *x)
+{
+    server *S = c->limiter;
+    pthread_mutex_lock(&S->mu);
+    if (S->stopping) {
+        pthread_mutex_unlock(&S->mu);
+        return false;
+    }
+    if (S->idle <= S->nqueued) {
+        pthread_t th;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        bool ok = pthread_create(&th, &at, worker_main, c) == 0;
+        pthread_attr_destroy(&at);
+        if (ok) {
+            S->workers++;
+        } else if (S->workers == 0) {
+            pthread_mutex_unlock(&S->mu);
+            return false;
+        }
+    }
+    S->inflight++; /* counted now, so stopping waits for it */
+    S->nqueued++;
+    x->state = ST_QUEUED;
+    pthread_mutex_unlock(&S->mu);
+    /* suspended before any worker can see it (and resume it) */
+    MHD_suspend_connection(x->conn);
+    pthread_mutex_lock(&S->mu);
+    x->qnext = NULL;
+    if (S->qtail)
+        S->qtail->qnext = x;
+    else
+        S->qhead = x;
+    S->qtail = x;
+    pthread_cond_signal(&S->qcv);
+    pthread_mutex_unlock(&S->mu);
+    return true;
+}
+
+/* The raw request target, before MHD decodes it: a control character in
+ * it, raw or %-encoded, marks the request to be refused. Also where a
+ * request's context begins. */
+static void *uri_seen(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    (void)cls;
+    (void)conn;
+    conn_ctx *x = calloc(1, sizeof *x);
+    if (!x)
+        return NULL;
+    for (const unsigned char *p = (const unsigned char *)uri; p && *p; p++) {
+        unsigned v = *p;
+        if (*p == '%' && p[1] && p[2]) {
+            char hex[3] = {(char)p[1], (char)p[2], 0};
+            char *end;
+            unsigned long d = strtoul(hex, &end, 16);
+            if (!*end)
+                v = (unsigned)d;
+        }
+        if (v < 0x20 || v == 0x7f)
+            x->bad_path = true;
+    }
+    return x;
+}
+
+typedef struct length_scan {
+    const char *first;
+    bool conflict, chunked;
+} length_scan;
+
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    (void)kind;
+    length_scan *s = cls;
+    if (strcasecmp(key, "Content-Length") == 0) {
+        if (!s->first)
+            s->first = value ? value : "";
+        else if (strcmp(s->first, value ? value : "") != 0)
+            s->conflict = true;
+    } else if (strcasecmp(key, "Transfer-Encoding") == 0) {
+        s->chunked = true;
+    }
+    return MHD_YES;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
                               const char *method, const char *version, const char *upload,
                               size_t *upload_size, void **con_cls)
 {
     (void)version;
     ctld *c = cls;
+    server *S = c->limiter;
     conn_ctx *x = *con_cls;
     if (!x) {
         x = calloc(1, sizeof *x);
         if (!x)
             return MHD_NO;
         *con_cls = x;
+    }
+    ctld_reply r = {0};
+    if (x->state == ST_ANSWERED) {
+        x->state = ST_SENT;
+        return send_reply(conn, c, &x->reply);
+    }
+    if (x->state != ST_READING)
+        return MHD_YES;
+    if (!x->started) {
+        /* the headers are in: refuse what must not be read further */
+        x->started = true;
+        x->conn = conn;
+        x->tr = track_of(conn);
+        length_scan ls = {0};
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, scan_header, &ls);
+        if (x->bad_path) {
+            ctld_reply_error(&r, 400, "invalid", "path: control characters (raw or %%-encoded) "
+                             "are not allowed");
+            return send_reply(conn, c, &r);
+        }
+        if (ls.conflict || (ls.first && ls.chunked)) {
+            ctld_reply_error(&r, 400, "invalid", "Content-Length: %s", ls.conflict
+                             ? "given twice with different values"
+                             : "given with Transfer-Encoding");
+            return send_reply(conn, c, &r);
+        }
         return MHD_YES;
     }
     if (*upload_size > 0) {
@@ -226,20 +727,16 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         *upload_size = 0;
         return MHD_YES;
     }
-    ctld_reply r = {0};
+    /* the request is in whole: its deadline no longer applies */
+    if (x->tr) {
+        pthread_mutex_lock(&S->mu);
+        x->tr->received = true;
+        pthread_mutex_unlock(&S->mu);
+    }
     if (strcmp(url, "/healthz") == 0) {
         r.status = 200;
         r.content_type = "text/plain";
         r.body = strdup("ok\n");
-        return send_reply(conn, c, &r);
-    }
-    if (strcmp(url, "/readyz") == 0) {
-        pthread_mutex_lock(&c->mu);
-        bool ready = c->ready;
-        pthread_mutex_unlock(&c->mu);
-        r.status = ready ? 200 : 503;
-        r.content_type = "text/plain";
-        r.body = strdup(ready ? "ready\n" : "starting\n");
         return send_reply(conn, c, &r);
     }
     if (ctld_ui_is(url)) /* the console's files: public, no token (ui.c) */
@@ -249,30 +746,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
                          CTLD_BODY_MAX_BYTES);
         return send_reply(conn, c, &r);
     }
-    ctld_caller who;
-    const char *authz = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    bool authed = authenticate(c, authz, &who) == 0;
-    if (strcmp(url, "/metrics") == 0 && (authed || c->cfg.metrics_public)) {
-        r.status = 200;
-        r.content_type = "text/plain; version=0.0.4";
-        r.body = ctld_metrics_text(c);
-        return send_reply(conn, c, &r);
-    }
-    if (!authed) {
-        ctld_reply_error(&r, 401, "unauthenticated",
-                         authz ? "the token is unknown or revoked"
-                               : "missing header Authorization: Bearer <token>");
-        return send_reply(conn, c, &r);
-    }
-    double wait = rate_take(c, who.name);
-    if (wait < 0.0) {
-        ctld_reply_error(&r, 429, "rate_limited", "token \"%s\": more than %.0f requests per "
-                         "second", who.name, c->cfg.rate_per_s);
-        snprintf(r.retry_after, sizeof r.retry_after, "%.0f", ceil(-wait));
-        return send_reply(conn, c, &r);
-    }
-    ctld_request rq = {
-        .who = &who,
+    x->authz = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    x->rq = (ctld_request){
         .method = method,
         .url = url,
         .q = {arg(conn, "tenant"), arg(conn, "state"), arg(conn, "owner"), arg(conn, "limit"),
@@ -283,22 +758,35 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         .body = x->body ? x->body : "",
         .len = x->len,
     };
-    ctld_route(c, &rq, &r);
+    if (dispatch(c, x))
+        return MHD_YES;
+    ctld_reply_error(&r, 503, "unavailable", "the controller is stopping");
     return send_reply(conn, c, &r);
 }
 
 static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                       enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
-    (void)conn;
     (void)toe;
+    ctld *c = cls;
+    server *S = c->limiter;
     conn_ctx *x = *con_cls;
     if (x) {
+        free(x->reply.body);
         free(x->body);
         free(x);
     }
     *con_cls = NULL;
+    /* a connection without a valid token gets a new deadline for its next request */
+    conn_track *t = track_of(conn);
+    if (t) {
+        pthread_mutex_lock(&S->mu);
+        if (!t->vouched) {
+            t->received = false;
+            t->t0 = ctld_now();
+        }
+        pthread_mutex_unlock(&S->mu);
+    }
 }
 
 static char *slurp(const char *path)
@@ -333,26 +821,51 @@ static unsigned connection_limit(void)
                                      : (unsigned)(n > 16 ? n / 2 : 8);
 }
 
+static void server_free(server *S)
+{
+    for (int i = 0; i < BUCKET_CHAINS; i++)
+        while (S->chains[i]) {
+            bucket *b = S->chains[i];
+            S->chains[i] = b->next;
+            free(b);
+        }
+    for (int i = 0; i < ADDR_CHAINS; i++)
+        while (S->addrs[i]) {
+            addr_count *a = S->addrs[i];
+            S->addrs[i] = a->next;
+            free(a);
+        }
+    pthread_cond_destroy(&S->qcv);
+    pthread_cond_destroy(&S->donecv);
+    pthread_cond_destroy(&S->reapcv);
+    pthread_mutex_destroy(&S->mu);
+    free(S);
+}
+
 int ctld_http_start(ctld *c, ts_err *err)
 {
-    limiter *L = calloc(1, sizeof *L);
-    if (!L)
+    server *S = calloc(1, sizeof *S);
+    if (!S)
         return ts_err_set(err, TS_ENOMEM, "out of memory");
-    pthread_mutex_init(&L->mu, NULL);
-    c->limiter = L;
+    pthread_mutex_init(&S->mu, NULL);
+    pthread_cond_init(&S->qcv, NULL);
+    pthread_cond_init(&S->donecv, NULL);
+    pthread_cond_init(&S->reapcv, NULL);
+    c->limiter = S;
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
-    unsigned flags =
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
     unsigned max_conns = connection_limit();
+    if (c->cfg.conns_max > 0 && (unsigned)c->cfg.conns_max < max_conns)
+        max_conns = (unsigned)c->cfg.conns_max;
     int agent_nodes = 0;
     for (int n = 0; n < c->cluster->nnodes; n++)
         agent_nodes += !c->node_virtual[n];
     if ((long)max_conns < (long)agent_nodes + CTLD_FDS_RESERVED)
-        fprintf(stderr, "tesserad: warning: the descriptor limit (RLIMIT_NOFILE) allows %u "
-                "connections, too few for %d node agents and API clients: agents beyond it "
-                "cannot connect; raise the hard limit (ulimit -Hn, systemd LimitNOFILE=)\n",
-                max_conns, agent_nodes);
+        fprintf(stderr, "tesserad: warning: limits.connections and the descriptor limit "
+                "(RLIMIT_NOFILE) allow %u connections, too few for %d node agents and API "
+                "clients: agents beyond it cannot connect; raise limits.connections or the "
+                "hard limit (ulimit -Hn, systemd LimitNOFILE=)\n", max_conns, agent_nodes);
     struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
     if (inet_pton(AF_INET, c->cfg.listen_addr, &s4->sin_addr) == 1) {
@@ -363,6 +876,7 @@ int ctld_http_start(ctld *c, ts_err *err)
         s6->sin6_port = htons((uint16_t)c->cfg.listen_port);
         flags |= MHD_USE_IPv6;
     } else {
+        ctld_http_stop(c);
         return ts_err_set(err, TS_EINVAL, "listen: \"%s\" is not an IPv4 or IPv6 address",
                           c->cfg.listen_addr);
     }
@@ -373,42 +887,72 @@ int ctld_http_start(ctld *c, ts_err *err)
         if (!cert || !key) {
             free(cert);
             free(key);
+            ctld_http_stop(c);
             return ts_err_set(err, TS_EIO, "tls: cannot read %s or %s", c->cfg.tls_cert,
                               c->cfg.tls_key);
         }
         flags |= MHD_USE_TLS;
     }
-    struct MHD_Daemon *d;
-    if (cert)
-        d = MHD_start_daemon(flags, (uint16_t)c->cfg.listen_port, NULL, NULL, handle, c,
-                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                             MHD_OPTION_NOTIFY_COMPLETED, completed, c,
-                             MHD_OPTION_HTTPS_MEM_CERT, cert, MHD_OPTION_HTTPS_MEM_KEY, key,
-                             MHD_OPTION_CONNECTION_TIMEOUT, 60u,
-                             MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_END);
-    else
-        d = MHD_start_daemon(flags, (uint16_t)c->cfg.listen_port, NULL, NULL, handle, c,
-                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                             MHD_OPTION_NOTIFY_COMPLETED, completed, c,
-                             MHD_OPTION_CONNECTION_TIMEOUT, 60u,
-                             MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_END);
+    /* MHD's own idle timeout stays (60 s without a byte); the deadline a
+     * trickle cannot move is the reaper's */
+    struct MHD_OptionItem tls_opts[] = {
+        {cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, cert},
+        {cert ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, key},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    struct MHD_Daemon *d = MHD_start_daemon(
+        flags, (uint16_t)c->cfg.listen_port, accept_policy, c, handle, c,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, completed, c,
+        MHD_OPTION_NOTIFY_CONNECTION, notify_connection, c, MHD_OPTION_URI_LOG_CALLBACK,
+        uri_seen, c, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)CTLD_POLL_THREADS,
+        MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_CONNECTION_LIMIT, max_conns,
+        MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
     free(cert);
     free(key);
-    if (!d)
+    if (!d) {
+        int e = errno;
+        ctld_http_stop(c);
         return ts_err_set(err, TS_EIO, "listen %s:%d: cannot start the HTTP server (%s)",
-                          c->cfg.listen_addr, c->cfg.listen_port, strerror(errno));
+                          c->cfg.listen_addr, c->cfg.listen_port, strerror(e));
+    }
     c->http = d;
+    if (pthread_create(&S->reaper, NULL, reaper_main, c) != 0) {
+        ctld_http_stop(c);
+        return ts_err_set(err, TS_EIO, "cannot start the connection reaper thread");
+    }
+    S->reaper_started = true;
     return 0;
 }
 
 void ctld_http_stop(ctld *c)
 {
+    server *S = c->limiter;
+    if (S) {
+        /* no new work; the requests in flight finish (long-polls end when
+         * the caller has set c->stop and woken them), within a bound */
+        pthread_mutex_lock(&S->mu);
+        S->stopping = true;
+        pthread_cond_broadcast(&S->reapcv);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 60;
+        while (S->inflight > 0 &&
+               pthread_cond_timedwait(&S->donecv, &S->mu, &ts) != ETIMEDOUT) {
+        }
+        pthread_mutex_unlock(&S->mu);
+    }
     if (c->http)
         MHD_stop_daemon(c->http);
     c->http = NULL;
-    if (c->limiter) {
-        pthread_mutex_destroy(&((limiter *)c->limiter)->mu);
-        free(c->limiter);
-        c->limiter = NULL;
-    }
+    if (!S)
+        return;
+    pthread_mutex_lock(&S->mu);
+    pthread_cond_broadcast(&S->qcv);
+    while (S->workers > 0)
+        pthread_cond_wait(&S->donecv, &S->mu);
+    pthread_mutex_unlock(&S->mu);
+    if (S->reaper_started)
+        pthread_join(S->reaper, NULL);
+    c->limiter = NULL;
+    server_free(S);
 }

@@ -76,7 +76,7 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL); /* threads inherit it; main waits for them */
     signal(SIGPIPE, SIG_IGN);
     static ctld c;
-    if (ctld_open(&c, &cfg, &err) != 0) {
+    if (ctld_state_secure(&cfg, &err) != 0 || ctld_open(&c, &cfg, &err) != 0) {
         fprintf(stderr, "tesserad: %s\n", err.msg);
         return 1;
     }

@@ -1,12 +1,21 @@
 /*
  * routes.c - the API of docs/api.md: jobs, nodes, tenants, usage, tokens.
  *
- * Visibility: admin sees everything; viewer reads everything; tenant-admin
- * and user see their own tenant's jobs only, and a job of another tenant
- * answers 404 exactly like a job that does not exist. Only admin drains
- * nodes and changes tenants; tenant-admin creates and revokes its tenant's
- * user and viewer tokens.
+ * Visibility: admin and cluster-viewer (a viewer token with no tenant) see
+ * everything; every other token is bound to its tenant: its reads (jobs
+ * with their spec and env, events, explain, logs, usage, the job ids on
+ * nodes) show that tenant only, and a job of another tenant answers 404
+ * exactly like a job that does not exist. Only admin drains nodes, changes
+ * tenants, mints admin and cluster-viewer tokens and revokes tokens;
+ * tenant-admin creates its own tenant's user and viewer tokens.
+ *
+ * Inputs are checked whole, never cut: query numbers must parse entirely,
+ * names keep to their charset and length, an Idempotency-Key keeps to
+ * CTLD_IDEM_KEY_MAX printable characters and is stored as its SHA-256, so
+ * no key can collide with another's array element.
  */
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,9 +26,30 @@
 #define LIST_LIMIT_DEFAULT 100
 #define LIST_LIMIT_MAX 1000
 
+/* The longest Idempotency-Key accepted (printable ASCII, no spaces). */
+#define CTLD_IDEM_KEY_MAX 255
+/* Nesting of a PUT /v1/tenants document (YAML block and flow levels). */
+#define CTLD_TENANTS_DEPTH_MAX 64
+
+/* Token names: 1..63 of [A-Za-z0-9._-], starting with a letter or digit. */
+static bool token_name_ok(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n >= TS_STORE_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+        if (!alnum && (i == 0 || (ch != '.' && ch != '_' && ch != '-')))
+            return false;
+    }
+    return true;
+}
+
+/* A cluster-viewer is stored as role viewer with no tenant. */
 static bool sees_all(const ctld_caller *w)
 {
-    return w->role == TS_ROLE_ADMIN || w->role == TS_ROLE_VIEWER;
+    return w->role == TS_ROLE_ADMIN || (w->role == TS_ROLE_VIEWER && !w->tenant[0]);
 }
 
 static bool may_write_jobs(const ctld_caller *w) { return w->role != TS_ROLE_VIEWER; }
@@ -48,7 +78,7 @@ static int limit_of(const ctld_query *q, ctld_reply *r)
         return LIST_LIMIT_DEFAULT;
     char *end;
     long v = strtol(q->limit, &end, 10);
-    if (*end || v < 1 || v > LIST_LIMIT_MAX) {
+    if (q->limit[0] < '0' || q->limit[0] > '9' || *end || v < 1 || v > LIST_LIMIT_MAX) {
         ctld_reply_error(r, 400, "invalid", "limit: must be 1..%d", LIST_LIMIT_MAX);
         return -1;
     }
@@ -62,7 +92,7 @@ static bool cursor_of(const char *s, int64_t *out, ctld_reply *r)
         return true;
     char *end;
     long long v = strtoll(s, &end, 10);
-    if (*end || v < 0) {
+    if (s[0] < '0' || s[0] > '9' || *end || v < 0) {
         ctld_reply_error(r, 400, "invalid", "cursor: not a cursor this API gave");
         return false;
     }
@@ -72,6 +102,95 @@ static bool cursor_of(const char *s, int64_t *out, ctld_reply *r)
 
 /* ---- jobs -------------------------------------------------------------------- */
 
+/* A 400 naming one field, in the shape of a spec error. */
+static void field_error(ctld_reply *r, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void field_error(ctld_reply *r, const char *path, const char *fmt, ...)
+{
+    char why[512], msg[700];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    snprintf(msg, sizeof msg, "%s: %s", path, why);
+    ctld_reply_json(r, 400, json_pack("{s:{s:s,s:s,s:[{s:s,s:s}]}}", "error", "code", "invalid",
+                                      "message", msg, "fields", "path", path, "reason", why));
+}
+
+/* The Idempotency-Key as stored: "sha256:" and the hex digest of the whole
+ * key (so its length is fixed, nothing is cut, and "z#0" cannot meet the
+ * first element of an array sent with key "z"); "" without a key. false
+ * (and a 400) when the key is too long or holds other than printable ASCII. */
+static bool idem_stored(const char *key, char out[80], ctld_reply *r)
+{
+    out[0] = '\0';
+    if (!key || !*key)
+        return true;
+    size_t n = strlen(key);
+    if (n > CTLD_IDEM_KEY_MAX) {
+        field_error(r, "Idempotency-Key", "%zu characters; at most %d", n, CTLD_IDEM_KEY_MAX);
+        return false;
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)key[i] <= 0x20 || (unsigned char)key[i] >= 0x7f) {
+            field_error(r, "Idempotency-Key", "printable ASCII without spaces only (character "
+                        "%zu is 0x%02x)", i + 1, (unsigned char)key[i]);
+            return false;
+        }
+    uint8_t h[TS_TOKEN_HASH_BYTES];
+    ctld_token_hash(key, h);
+    memcpy(out, "sha256:", 7);
+    for (int i = 0; i < TS_TOKEN_HASH_BYTES; i++)
+        snprintf(out + 7 + 2 * i, 3, "%02x", h[i]);
+    return true;
+}
+
+/* A topology level the cluster has ("node", "any" or a level above gpu). */
+static bool level_known(const ctld *c, const char *name)
+{
+    if (!name[0] || strcmp(name, "node") == 0 || strcmp(name, "any") == 0)
+        return true;
+    int lv = c->cluster->topo ? ts_topo_level_index(c->cluster->topo, name) : -1;
+    return lv >= 0 && lv < ts_topo_nlevels(c->cluster->topo) - 1;
+}
+
+/* Pending and held jobs of a tenant, under c->mu. */
+static int queued_of(const ctld *c, const char *tenant)
+{
+    int q = 0;
+    for (int i = 0; i < c->njobs; i++)
+        q += (c->jobs[i]->row.state == TS_JOB_PENDING || c->jobs[i]->row.state == TS_JOB_HELD) &&
+             strcmp(c->jobs[i]->row.tenant, tenant) == 0;
+    return q;
+}
+
+/* After an idempotent retry: whether every job under the key carries this
+ * spec. If not, the jobs this call itself created (those with the new spec)
+ * are cancelled again, so a 422 leaves nothing new behind. */
+static bool idem_same(ctld *c, const int64_t *ids, int n, const char *json)
+{
+    bool same = true;
+    bool *mine = calloc((size_t)n, sizeof *mine);
+    for (int i = 0; i < n; i++) {
+        ts_job_row row;
+        if (ts_store_job_get(c->store, ids[i], &row, NULL) != 0)
+            continue;
+        bool eq = row.spec_json && strcmp(row.spec_json, json) == 0;
+        if (mine)
+            mine[i] = eq;
+        same &= eq;
+        ts_job_row_fini(&row);
+    }
+    for (int i = 0; !same && mine && i < n; i++) {
+        ts_err e;
+        if (mine[i] && ctld_job_action(c, ids[i], "cancel", &e) != 0)
+            fprintf(stderr, "tesserad: job %lld: cannot cancel after an idempotency conflict: "
+                    "%s\n", (long long)ids[i], e.msg);
+    }
+    free(mine);
+    return same;
+}
+
 static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     const ctld_caller *w = rq->who;
@@ -79,6 +198,9 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
         ctld_reply_error(r, 403, "forbidden", "role viewer cannot submit jobs");
         return;
     }
+    char idem[80];
+    if (!idem_stored(rq->idem_key, idem, r))
+        return;
     ts_job_spec *spec = NULL;
     ts_spec_errors errs;
     if (ts_spec_parse(rq->body, rq->len, &spec, &errs) != 0) {
@@ -104,6 +226,32 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
         ts_spec_free(spec);
         return;
     }
+    /* a level the cluster lacks would wait forever: refuse it now */
+    const char *bad_level = !level_known(c, spec->required_level)    ? "topology.required"
+                            : !level_known(c, spec->preferred_level) ? "topology.preferred"
+                                                                     : NULL;
+    if (bad_level) {
+        char have[256] = "node, any";
+        for (int lv = 0; c->cluster->topo && lv < ts_topo_nlevels(c->cluster->topo) - 1; lv++) {
+            size_t hl = strlen(have);
+            snprintf(have + hl, sizeof have - hl, ", %s", ts_topo_level_name(c->cluster->topo, lv));
+        }
+        field_error(r, bad_level, "the cluster has no topology level \"%s\" (it has %s)",
+                    bad_level[9] == 'r' ? spec->required_level : spec->preferred_level, have);
+        ts_spec_free(spec);
+        return;
+    }
+    int want = spec->array_size > 0 ? spec->array_size : 1;
+    pthread_mutex_lock(&c->mu);
+    int queued = queued_of(c, spec->tenant);
+    pthread_mutex_unlock(&c->mu);
+    if ((long)queued + want > (long)c->cfg.queued_per_tenant) {
+        ctld_reply_error(r, 429, "too_many_queued", "tenant \"%s\": %d jobs pending or held, %d "
+                         "more would pass the cap of %d (limits.queued_jobs_per_tenant)",
+                         spec->tenant, queued, want, c->cfg.queued_per_tenant);
+        ts_spec_free(spec);
+        return;
+    }
     char *json = ts_spec_to_json(spec);
     int n = spec->array_size > 0 ? spec->array_size : 1;
     int64_t *ids = malloc((size_t)n * sizeof *ids);
@@ -111,10 +259,18 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
     bool existed = false;
     ts_err err;
     json_t *jobs = json_array();
-    int rc = json && ids && jobs ? ctld_submit(c, spec, json, w->name, rq->idem_key, ids, &nids,
+    int rc = json && ids && jobs ? ctld_submit(c, spec, json, w->name, idem, ids, &nids,
                                                &existed, jobs, &err)
                                  : ts_err_set(&err, TS_ENOMEM, "out of memory");
     ts_spec_free(spec);
+    if (rc == 0 && existed && !idem_same(c, ids, nids, json)) {
+        ctld_reply_error(r, 422, "idempotency_conflict", "Idempotency-Key: already used by "
+                         "token \"%s\" for another request body", w->name);
+        free(json);
+        json_decref(jobs);
+        free(ids);
+        return;
+    }
     free(json);
     if (rc == TS_EINVAL) {
         const char *colon = strstr(err.msg, ": ");
@@ -212,12 +368,16 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
         ts_event_row *ev = NULL;
         int n = 0;
         ts_err err;
+        /* the first page (no cursor) starts with the submission, which is the
+         * row itself (id 0) and counts against limit like any event */
+        bool first = !rq->q.cursor;
+        int fetch = limit - (first ? 1 : 0);
         if (limit > 0 && cursor_of(rq->q.cursor, &after, r)) {
-            if (ts_store_event_list(c->store, id, after, limit, &ev, &n, &err) != 0) {
+            if (fetch > 0 && ts_store_event_list(c->store, id, after, fetch, &ev, &n, &err) != 0) {
                 ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
             } else {
                 json_t *a = json_array();
-                if (after == 0) /* the submission is the row itself */
+                if (first)
                     json_array_append_new(a, json_pack("{s:i,s:f,s:s,s:n,s:{}}", "id", 0, "time",
                                                        row.submit_s, "kind", "submitted",
                                                        "detail", "data"));
@@ -231,7 +391,7 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
                 snprintf(cur, sizeof cur, "%lld", n > 0 ? (long long)ev[n - 1].id : 0LL);
                 ctld_reply_json(r, 200,
                                 json_pack("{s:o,s:o}", "events", a, "next_cursor",
-                                          n == limit ? json_string(cur) : json_null()));
+                                          n == fetch ? json_string(cur) : json_null()));
                 ts_store_free_events(ev, n);
             }
         }
@@ -284,6 +444,25 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
 
 /* ---- nodes ------------------------------------------------------------------------ */
 
+/* Under c->mu: a node's "jobs" keeps the caller's tenant's jobs only. */
+static json_t *scope_node(const ctld *c, const ctld_caller *w, json_t *doc)
+{
+    json_t *jobs = json_object_get(doc, "jobs");
+    if (sees_all(w) || !json_is_array(jobs))
+        return doc;
+    json_t *mine = json_array();
+    size_t i;
+    json_t *v;
+    json_array_foreach(jobs, i, v)
+    {
+        const cjob *j = ctld_job_find((ctld *)c, (int64_t)json_integer_value(v));
+        if (j && strcmp(j->row.tenant, w->tenant) == 0)
+            json_array_append(mine, v);
+    }
+    json_object_set_new(doc, "jobs", mine);
+    return doc;
+}
+
 static void nodes(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     const char *p = rq->url + strlen("/v1/nodes");
@@ -295,7 +474,7 @@ static void nodes(ctld *c, const ctld_request *rq, ctld_reply *r)
         json_t *a = json_array();
         pthread_mutex_lock(&c->mu);
         for (int i = 0; i < c->cluster->nnodes; i++)
-            json_array_append_new(a, ctld_render_node(c, i));
+            json_array_append_new(a, scope_node(c, rq->who, ctld_render_node(c, i)));
         pthread_mutex_unlock(&c->mu);
         ctld_reply_json(r, 200, json_pack("{s:o}", "nodes", a));
         return;
@@ -334,7 +513,7 @@ static void nodes(ctld *c, const ctld_request *rq, ctld_reply *r)
         }
     }
     pthread_mutex_lock(&c->mu);
-    json_t *doc = ctld_render_node(c, n);
+    json_t *doc = scope_node(c, rq->who, ctld_render_node(c, n));
     pthread_mutex_unlock(&c->mu);
     ctld_reply_json(r, 200, json_pack("{s:o}", "node", doc));
 }
@@ -353,11 +532,65 @@ static json_t *quota_json(const int64_t *v)
                      "memory_mib", (json_int_t)v[TS_RES_MEM]);
 }
 
+/* How deeply a YAML document nests, counted in one pass: indentation
+ * levels, "- " entries opening a line, and every [ { not yet closed. Quotes
+ * and comments are not told apart, so a bracket inside them counts too: the
+ * count errs toward refusing, never toward missing a level. Stops past
+ * limit. The YAML loader's cost grows with the square of the nesting, so a
+ * deep document is refused before it is parsed. */
+static int yaml_depth(const char *b, size_t len, int limit)
+{
+    int indents[CTLD_TENANTS_DEPTH_MAX + 2];
+    int nind = 0, flow = 0, max = 0;
+    size_t i = 0;
+    while (i < len && max <= limit) {
+        size_t ind = 0;
+        while (i + ind < len && b[i + ind] == ' ')
+            ind++;
+        size_t p = i + ind;
+        bool blank = p >= len || b[p] == '\n' || b[p] == '\r' || b[p] == '#';
+        int depth = nind;
+        if (!blank && flow == 0) {
+            while (nind > 0 && indents[nind - 1] > (int)ind)
+                nind--;
+            if (nind == 0 || indents[nind - 1] < (int)ind) {
+                if (nind >= CTLD_TENANTS_DEPTH_MAX + 2)
+                    return limit + 1;
+                indents[nind++] = (int)ind;
+            }
+            depth = nind;
+            while (p + 1 < len && (b[p] == '-' || b[p] == '?') && b[p + 1] == ' ') {
+                depth++;
+                p += 2;
+                while (p < len && b[p] == ' ')
+                    p++;
+            }
+        }
+        for (; p < len && b[p] != '\n'; p++) {
+            if (b[p] == '[' || b[p] == '{') {
+                if (depth + ++flow > max)
+                    max = depth + flow;
+            } else if ((b[p] == ']' || b[p] == '}') && flow > 0) {
+                flow--;
+            }
+        }
+        if (depth + flow > max)
+            max = depth + flow;
+        i = p < len ? p + 1 : len;
+    }
+    return max;
+}
+
 static void tenants(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     if (strcmp(rq->method, "PUT") == 0) {
         if (rq->who->role != TS_ROLE_ADMIN) {
             ctld_reply_error(r, 403, "forbidden", "only admin changes tenants and quotas");
+            return;
+        }
+        if (yaml_depth(rq->body, rq->len, CTLD_TENANTS_DEPTH_MAX) > CTLD_TENANTS_DEPTH_MAX) {
+            ctld_reply_error(r, 400, "invalid", "body: nested deeper than %d levels",
+                             CTLD_TENANTS_DEPTH_MAX);
             return;
         }
         ts_err err;
@@ -394,11 +627,33 @@ static void tenants(ctld *c, const ctld_request *rq, ctld_reply *r)
     ctld_reply_json(r, 200, json_pack("{s:o}", "tenants", a));
 }
 
+/* A query time: Unix seconds, a plain decimal number 0..CTLD_TIME_MAX read
+ * whole; false (and a 400 naming the parameter) otherwise. */
+#define CTLD_TIME_MAX 1e11
+static bool time_of(const char *s, const char *param, double *out, ctld_reply *r)
+{
+    bool ok = s[0] != '\0';
+    for (const char *p = s; ok && *p; p++)
+        ok = (*p >= '0' && *p <= '9') || *p == '.' || *p == 'e' || *p == 'E' || *p == '-' ||
+             *p == '+';
+    char *end = NULL;
+    double v = ok ? strtod(s, &end) : 0.0;
+    if (!ok || *end || !isfinite(v) || v < 0.0 || v > CTLD_TIME_MAX) {
+        ctld_reply_error(r, 400, "invalid", "%s: expected Unix seconds 0..%.0f, got \"%.64s\"",
+                         param, CTLD_TIME_MAX, s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
 static void usage(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     double now = ctld_now();
-    double from = rq->q.from ? strtod(rq->q.from, NULL) : now - 30 * 86400.0;
-    double to = rq->q.to ? strtod(rq->q.to, NULL) : now;
+    double from = now - 30 * 86400.0, to = now;
+    if ((rq->q.from && !time_of(rq->q.from, "from", &from, r)) ||
+        (rq->q.to && !time_of(rq->q.to, "to", &to, r)))
+        return;
     if (!(to > from)) {
         ctld_reply_error(r, 400, "invalid", "to: must be after from");
         return;
@@ -484,9 +739,15 @@ static void usage(ctld *c, const ctld_request *rq, ctld_reply *r)
 
 /* ---- tokens ------------------------------------------------------------------------- */
 
+/* The API's role names: a viewer with no tenant is a cluster-viewer. */
+static const char *role_name(int role, const char *tenant)
+{
+    return role == TS_ROLE_VIEWER && !tenant[0] ? "cluster-viewer" : ts_role_name(role);
+}
+
 static json_t *token_json(const ts_token_row *t)
 {
-    return json_pack("{s:s,s:s,s:o,s:f,s:o}", "name", t->name, "role", ts_role_name(t->role),
+    return json_pack("{s:s,s:s,s:o,s:f,s:o}", "name", t->name, "role", role_name(t->role, t->tenant),
                      "tenant", t->tenant[0] ? json_string(t->tenant) : json_null(), "created",
                      t->created_s, "revoked", t->revoked_s > 0 ? json_real(t->revoked_s)
                                                                 : json_null());
@@ -517,29 +778,52 @@ static void tokens(ctld *c, const ctld_request *rq, ctld_reply *r)
         json_t *in = json_loadb(rq->body, rq->len, 0, &je);
         const char *name = json_string_value(json_object_get(in, "name"));
         const char *role = json_string_value(json_object_get(in, "role"));
-        const char *tenant = json_string_value(json_object_get(in, "tenant"));
+        json_t *tj = json_object_get(in, "tenant");
+        const char *tenant = json_string_value(tj);
         ts_token_row t = {0};
-        int rl = role ? ts_role_parse(role) : -1;
+        bool cluster_viewer = role && strcmp(role, "cluster-viewer") == 0;
+        int rl = cluster_viewer ? TS_ROLE_VIEWER : role ? ts_role_parse(role) : -1;
+        const char *unknown = NULL, *k;
+        json_t *kv;
+        if (json_is_object(in))
+            json_object_foreach(in, k, kv)
+                if (strcmp(k, "name") != 0 && strcmp(k, "role") != 0 && strcmp(k, "tenant") != 0)
+                    unknown = k;
+        pthread_mutex_lock(&c->mu); /* PUT /v1/tenants replaces c->tenants under it */
+        bool tenant_known = tenant && *tenant && ts_tenant_find(c->tenants, tenant) >= 0;
+        pthread_mutex_unlock(&c->mu);
         if (!in || !json_is_object(in)) {
             ctld_reply_error(r, 400, "invalid", "body: not a JSON object (%s)", je.text);
-        } else if (!name || !*name || strlen(name) >= sizeof t.name) {
-            ctld_reply_error(r, 400, "invalid", "name: required, 1..63 characters");
+        } else if (unknown) {
+            ctld_reply_error(r, 400, "invalid", "%.64s: unknown key (known: name, role, tenant)",
+                             unknown);
+        } else if (!token_name_ok(name)) {
+            ctld_reply_error(r, 400, "invalid", "name: required, 1..63 characters of A-Z a-z "
+                             "0-9 . _ -, starting with a letter or digit");
         } else if (rl < 0) {
-            ctld_reply_error(r, 400, "invalid",
-                             "role: must be admin, tenant-admin, user, viewer or node");
+            ctld_reply_error(r, 400, "invalid", "role: must be admin, tenant-admin, user, "
+                             "viewer, cluster-viewer or node");
+        } else if (tj && !json_is_null(tj) && !json_is_string(tj)) {
+            ctld_reply_error(r, 400, "invalid", "tenant: a tenant name or null");
+        } else if (cluster_viewer && tenant && *tenant) {
+            ctld_reply_error(r, 400, "invalid", "tenant: a cluster-viewer reads every tenant; "
+                             "give no tenant, or make a viewer of tenant \"%s\"", tenant);
+        } else if (rl == TS_ROLE_VIEWER && !cluster_viewer && (!tenant || !*tenant)) {
+            ctld_reply_error(r, 400, "invalid", "tenant: required for role viewer (a viewer of "
+                             "every tenant is role cluster-viewer, which only admin creates)");
         } else if (rl == TS_ROLE_NODE && ts_cluster_find_node(c->cluster, name) < 0) {
             ctld_reply_error(r, 400, "invalid",
                              "name: a node credential is named after its node; \"%s\" is "
                              "not a node of the cluster", name);
         } else if ((rl == TS_ROLE_TENANT_ADMIN || rl == TS_ROLE_USER) && (!tenant || !*tenant)) {
             ctld_reply_error(r, 400, "invalid", "tenant: required for role %s", role);
-        } else if (tenant && *tenant && ts_tenant_find(c->tenants, tenant) < 0) {
+        } else if (tenant && *tenant && !tenant_known) {
             ctld_reply_error(r, 400, "invalid", "tenant: no tenant \"%s\"", tenant);
         } else if (w->role != TS_ROLE_ADMIN &&
                    !(w->role == TS_ROLE_TENANT_ADMIN && tenant && strcmp(tenant, w->tenant) == 0 &&
                      (rl == TS_ROLE_USER || rl == TS_ROLE_VIEWER))) {
-            ctld_reply_error(r, 403, "forbidden", "role %s cannot create this token",
-                             ts_role_name(w->role));
+            ctld_reply_error(r, 403, "forbidden", "role %s cannot create a %s token",
+                             ts_role_name(w->role), role);
         } else {
             char secret[128];
             snprintf(t.name, sizeof t.name, "%s", name);
@@ -566,13 +850,19 @@ static void tokens(ctld *c, const ctld_request *rq, ctld_reply *r)
         const char *name = p + 1;
         ts_token_row *rows = NULL;
         int n = 0, found = -1;
+        if (w->role != TS_ROLE_ADMIN) {
+            ctld_reply_error(r, 403, "forbidden", "only admin revokes tokens");
+            return;
+        }
+        if (!token_name_ok(name)) {
+            ctld_reply_error(r, 400, "invalid", "name: 1..63 characters of A-Z a-z 0-9 . _ -");
+            return;
+        }
         if (ts_store_token_list(c->store, NULL, &rows, &n, &err) == 0)
             for (int i = 0; i < n; i++)
                 if (strcmp(rows[i].name, name) == 0)
                     found = i;
-        bool allowed = found >= 0 && (w->role == TS_ROLE_ADMIN ||
-                                      (w->role == TS_ROLE_TENANT_ADMIN &&
-                                       strcmp(rows[found].tenant, w->tenant) == 0));
+        bool allowed = found >= 0;
         free(rows);
         if (!allowed) {
             ctld_reply_error(r, 404, "not_found", "token \"%s\" does not exist", name);

@@ -113,7 +113,7 @@ try:
     check(call("GET", "/healthz")[0] == 200, "healthz")
     toks = {}
     for name, role, tenant in [("alice", "user", "team-a"), ("bob", "user", "team-b"),
-                               ("vera", "viewer", None), ("tam", "tenant-admin", "team-a")]:
+                               ("vera", "cluster-viewer", None), ("tam", "tenant-admin", "team-a")]:
         st, d = call("POST", "/v1/tokens", admin, {"name": name, "role": role, "tenant": tenant})
         check(st == 201 and d["token"]["secret"].startswith("tsk_"), f"token {name} created")
         toks[name] = d["token"]["secret"]
@@ -144,7 +144,7 @@ try:
     st, _ = call("GET", f"/v1/jobs/{first}", toks["bob"])
     check(st == 404, "another tenant's job is a 404")
     st, _ = call("GET", f"/v1/jobs/{first}", toks["vera"])
-    check(st == 200, "a viewer reads any job")
+    check(st == 200, "a cluster-viewer reads any job")
     st, d = call("POST", "/v1/jobs", toks["alice"], raw=b"x" * (1 << 20 + 1) + b"xx",
                  headers={"Content-Type": "application/json"})
     check(st == 413, "a body above 1 MiB: 413")
