@@ -135,9 +135,9 @@ int ts_store_schema_version(ts_store *s);
  * idem_key already used by the same owner, nothing is inserted: *existed is
  * set and row is overwritten with the stored job. */
 TS_MUST_CHECK int ts_store_job_insert(ts_store *s, ts_job_row *row, bool *existed, ts_err *err);
-/* Inserts n jobs queued together (an array: usually one transaction); as
- * ts_store_job_insert for each, existed[i] per row. If any insert fails the
- * error names its row; the others may be committed. */
+/* Inserts n jobs queued together (an array: one transaction); as
+ * ts_store_job_insert for each, existed[i] per row. All or nothing: if any
+ * insert fails the error names its row and none is committed. */
 TS_MUST_CHECK
 int ts_store_job_insert_many(ts_store *s, ts_job_row *rows, int n, bool *existed, ts_err *err);
 /* Updates every mutable field of job row->id (state, times, preemptions,

@@ -405,34 +405,32 @@ int ts_store_job_insert_many(ts_store *s, ts_job_row *rows, int n, bool *existed
             return rc;
         }
     }
-    ts_wop *ops = calloc((size_t)n, sizeof *ops);
-    if (!ops)
+    int64_t *ids = calloc((size_t)n, sizeof *ids);
+    ts_job_row *stored = calloc((size_t)n, sizeof *stored);
+    if (!ids || !stored) {
+        free(ids);
+        free(stored);
         return ts_err_set(err, TS_ENOMEM, "insert: out of memory");
-    for (int i = 0; i < n; i++)
-        ops[i] = (ts_wop){.kind = TS_WOP_JOB_INSERT, .rows = &rows[i], .nrows = 1};
-    int rc = ts_store_submit_many(s, ops, n);
-    if (rc)
-        ts_err_set(err, rc, "store: closed");
-    for (int i = 0; i < n && rc == 0; i++) {
-        if (ops[i].rc) {
-            rc = ops[i].rc;
-            if (err)
-                *err = ops[i].err;
-            ts_err_prefix(err, "rows[%d]: ", i);
-        }
     }
+    /* one op: the array is stored whole or not at all */
+    ts_wop op = {.kind = TS_WOP_JOB_INSERTS, .rows = rows, .nrows = n, .many_id = ids,
+                 .many_existed = existed, .many_stored = stored};
+    for (int i = 0; i < n; i++)
+        existed[i] = false;
+    int rc = ts_store_submit(s, &op, err);
     for (int i = 0; i < n; i++) {
-        existed[i] = rc == 0 && ops[i].existed;
-        if (rc == 0 && ops[i].existed) {
-            rows[i] = ops[i].stored;
+        if (rc == 0 && existed[i]) {
+            rows[i] = stored[i];
         } else if (rc == 0) {
-            rows[i].id = ops[i].id;
+            rows[i].id = ids[i];
             rows[i].gen = 1;
         } else {
-            ts_job_row_fini(&ops[i].stored);
+            existed[i] = false;
+            ts_job_row_fini(&stored[i]);
         }
     }
-    free(ops);
+    free(ids);
+    free(stored);
     return rc;
 }
 

@@ -26,21 +26,42 @@
  * the write lock (and every waiter) for long. */
 #define GROUP_OPS_MAX 512
 
+/* Forgets what an earlier run of the op returned. */
+static void op_clear_results(ts_wop *op)
+{
+    op->id = 0;
+    op->existed = false;
+    ts_job_row_fini(&op->stored);
+    for (int i = 0; op->kind == TS_WOP_JOB_INSERTS && i < op->nrows; i++) {
+        op->many_id[i] = 0;
+        op->many_existed[i] = false;
+        ts_job_row_fini(&op->many_stored[i]);
+    }
+}
+
 /* Runs one op inside the open transaction, results into the op. */
 static int run_op(ts_store *s, ts_wop *op)
 {
     const struct ts_store_ops *o = s->ops;
     void *c = s->wconn;
     ts_err_clear(&op->err);
-    op->id = 0;
-    op->existed = false;
-    ts_job_row_fini(&op->stored);
+    op_clear_results(op);
     int rc = 0;
     switch (op->kind) {
     case TS_WOP_JOB_INSERT:
         rc = o->job_insert(c, op->rows, &op->id, &op->existed, &op->err);
         if (rc == 0 && op->existed)
             rc = o->job_get(c, op->id, &op->stored, &op->err);
+        break;
+    case TS_WOP_JOB_INSERTS:
+        for (int i = 0; rc == 0 && i < op->nrows; i++) {
+            rc = o->job_insert(c, &op->rows[i], &op->many_id[i], &op->many_existed[i],
+                               &op->err);
+            if (rc == 0 && op->many_existed[i])
+                rc = o->job_get(c, op->many_id[i], &op->many_stored[i], &op->err);
+            if (rc)
+                ts_err_prefix(&op->err, "rows[%d]: ", i);
+        }
         break;
     case TS_WOP_JOB_UPDATES:
         for (int i = 0; rc == 0 && i < op->nrows; i++) {
@@ -75,7 +96,7 @@ static void fail_rest(ts_wop **group, int n, const ts_err *why)
         group[i]->failed = true;
         group[i]->rc = why->code;
         group[i]->err = *why;
-        ts_job_row_fini(&group[i]->stored);
+        op_clear_results(group[i]);
     }
 }
 
@@ -135,7 +156,7 @@ static int run_group(ts_store *s, ts_wop **group, int n, bool *committed)
             if (rc) {
                 group[i]->failed = true;
                 group[i]->rc = rc;
-                ts_job_row_fini(&group[i]->stored);
+                op_clear_results(group[i]);
                 retry = true;
             }
         }

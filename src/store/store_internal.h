@@ -105,6 +105,7 @@ extern const struct ts_store_ops ts_store_pg_ops;
 /* One queued write; lives on the calling thread's stack until done. */
 enum ts_wop_kind {
     TS_WOP_JOB_INSERT,
+    TS_WOP_JOB_INSERTS, /* an array: all of its rows or none */
     TS_WOP_JOB_UPDATES, /* one update or a whole apply: rows, then events */
     TS_WOP_TOKEN_INSERT,
     TS_WOP_TOKEN_REVOKE,
@@ -128,6 +129,10 @@ typedef struct ts_wop {
     int64_t id;
     bool existed;
     ts_job_row stored; /* the earlier job when existed (store-owned strings) */
+    /* TS_WOP_JOB_INSERTS: per row, the caller's arrays of nrows */
+    int64_t *many_id;
+    bool *many_existed;
+    ts_job_row *many_stored;
     bool failed;       /* left out of its group's retry */
     bool done;
     struct ts_wop *next;
