@@ -49,7 +49,9 @@ int ts_shim_in_boot(void); /* driver.c */
     X(cuLaunchKernelEx_ptsz) X(cuLaunchCooperativeKernelMultiDevice) X(cuGraphLaunch)         \
     X(cuGraphLaunch_ptsz) X(cuStreamBeginCapture_v2) X(cuStreamBeginCapture_v2_ptsz)          \
     X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz) X(cuGetProcAddress)                      \
-    X(cuGetProcAddress_v2)
+    X(cuGetProcAddress_v2) X(cuMemPoolTrimTo) X(cuMemPoolSetAttribute) X(cuMemPoolDestroy)     \
+    X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz) X(cuCtxSynchronize)                    \
+    X(cuEventSynchronize)
 
 static unsigned long unrecognised; /* addresses handed out that we could not match */
 

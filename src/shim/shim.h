@@ -58,6 +58,10 @@ enum ts_shim_kind {
     TS_REC_MIPMAP,  /* cuMipmappedArrayCreate */
     TS_REC_MAP,     /* a cuMemMap of a handle, key = virtual address */
     TS_REC_CTX,     /* a context's own charge, key = CUcontext */
+    TS_REC_POOL,    /* a stream-ordered pool: bytes = what it reserves, key = pool */
+    TS_REC_POOLPTR, /* an allocation from a pool (charged with the pool), key = address */
+    TS_REC_GRAPH,   /* a graph's memory nodes, key = CUgraph, bytes = their sum */
+    TS_REC_GEXEC,   /* an instantiated graph's memory nodes, charged, key = CUgraphExec */
 };
 
 struct ts_shim_rec {
@@ -67,7 +71,8 @@ struct ts_shim_rec {
     uint64_t bytes;  /* charged (or, for a mapping, its length) */
     uint64_t owner;  /* context of a charge; handle of a mapping */
     int32_t refs;    /* handles: creation + retains not yet released */
-    int32_t maps;    /* handles: live mappings */
+    int32_t maps;    /* handles: live mappings; pools: 1 once destroyed */
+    uint64_t pool;   /* pool allocations: their pool; pools: the CUdevice */
 };
 
 struct ts_shim_tab {

@@ -204,9 +204,16 @@ struct fexec {
     struct fnode *nodes;
 };
 
+/* A stream-ordered pool, as the driver's: it reserves device memory as it
+ * grows (charged to the device) and keeps what its frees return cached;
+ * `used` is what live allocations hold. At a synchronisation it gives back
+ * what it holds above max(used, release threshold); cuMemPoolTrimTo down to
+ * max(used, the bytes to keep). Granularity multiples throughout. */
 struct fpool {
     struct fobj o;
     int dev;
+    int dead;             /* destroyed with allocations outstanding */
+    uint64_t reserved, used, threshold, reserved_high, used_high;
 };
 
 struct farray {
@@ -229,7 +236,9 @@ struct fhandle {
 /* cuMemAlloc-family allocations, by address. */
 struct falloc {
     uintptr_t addr;
-    uint64_t bytes;   /* charged (granularity multiple) */
+    uint64_t bytes;   /* charged (granularity multiple); 0 for a pool's */
+    struct fpool *pool; /* stream-ordered: the pool it came from */
+    uint64_t pool_bytes;  /* what it holds of the pool's reservation */
     uint64_t mapped;  /* host mapping length */
     int dev;
     struct fctx *ctx;
@@ -262,6 +271,7 @@ static struct {
     char state_path[256];
     struct fctx primary[FAKE_MAX_DEVICES];
     struct fpool default_pool[FAKE_MAX_DEVICES];
+    struct fpool *current_pool[FAKE_MAX_DEVICES]; /* cuDeviceSetMemPool */
     struct fobj *objs;
     struct falloc *allocs[FAKE_HASH_BUCKETS];
     struct freserve *res;
@@ -615,6 +625,8 @@ static void proc_register_child(void)
 static CUresult charge(int dev, uint64_t bytes)
 {
     CUresult r = CUDA_SUCCESS;
+    if (dev < 0) /* host memory (a host or NUMA location) */
+        return CUDA_SUCCESS;
     shared_lock();
     if (g.sh->dev[dev].used_bytes + bytes > g.capacity)
         reap_dead_locked();
@@ -631,6 +643,8 @@ static CUresult charge(int dev, uint64_t bytes)
 
 static void uncharge(int dev, uint64_t bytes)
 {
+    if (dev < 0)
+        return;
     shared_lock();
     uint64_t *u = &g.sh->dev[dev].used_bytes;
     *u -= bytes < *u ? bytes : *u;
@@ -676,6 +690,76 @@ static void host_put(void *m, uint64_t bytes)
         munmap(m, bytes);
 }
 
+/* ---- stream-ordered pools (g.lock held) ---- */
+
+/* Gives back what p reserves above max(used, keep). */
+static void pool_shrink_locked(struct fpool *p, uint64_t keep)
+{
+    uint64_t floor = round_up(p->used > keep ? p->used : keep, g.granularity);
+    if (p->reserved > floor) {
+        uncharge(p->dev, p->reserved - floor);
+        p->reserved = floor;
+    }
+}
+
+/* A synchronisation: every pool of dev (all devices: -1) releases what it
+ * holds above its release threshold, as the driver's pools do. */
+static void pools_settle_locked(int dev)
+{
+    for (int d = 0; d < g.ndev; d++)
+        if (dev < 0 || d == dev)
+            pool_shrink_locked(&g.default_pool[d], g.default_pool[d].threshold);
+    for (struct fobj *o = g.objs; o; o = o->next_all)
+        if (o->magic == MAGIC_POOL && (dev < 0 || ((struct fpool *)o)->dev == dev))
+            pool_shrink_locked((struct fpool *)o, ((struct fpool *)o)->threshold);
+}
+
+/* An allocation freed back to its pool: cached, still reserved (a destroyed
+ * pool frees it for good). */
+static void pool_return_locked(struct falloc *a)
+{
+    struct fpool *p = a->pool;
+    if (!p)
+        return;
+    p->used -= a->pool_bytes < p->used ? a->pool_bytes : p->used;
+    if (p->dead)
+        pool_shrink_locked(p, 0);
+}
+
+/* `bytes` from pool p for ctx: the cache first, the device for the rest. */
+static CUresult pool_alloc_locked(struct fpool *p, struct fctx *ctx, uint64_t bytes,
+                                  CUdeviceptr *out)
+{
+    if (!out || bytes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t rounded = round_up(bytes, g.granularity);
+    uint64_t cached = p->reserved - p->used;
+    uint64_t grow = rounded > cached ? rounded - cached : 0;
+    if (grow && charge(p->dev, grow) != CUDA_SUCCESS)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    void *m = host_get(rounded);
+    struct falloc *a = m == MAP_FAILED ? NULL : malloc(sizeof *a);
+    if (!a) {
+        if (m != MAP_FAILED)
+            host_put(m, rounded);
+        uncharge(p->dev, grow);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    p->reserved += grow;
+    p->used += rounded;
+    if (p->reserved > p->reserved_high)
+        p->reserved_high = p->reserved;
+    if (p->used > p->used_high)
+        p->used_high = p->used;
+    *a = (struct falloc){.addr = (uintptr_t)m, .bytes = 0, .pool = p, .pool_bytes = rounded,
+                         .mapped = rounded, .dev = ctx->dev, .ctx = ctx};
+    unsigned b = bucket(a->addr);
+    a->next = g.allocs[b];
+    g.allocs[b] = a;
+    *out = (CUdeviceptr)a->addr;
+    return CUDA_SUCCESS;
+}
+
 /* An allocation of `bytes` (before rounding) in ctx, host-backed. */
 static CUresult alloc_locked(struct fctx *ctx, uint64_t bytes, CUdeviceptr *out)
 {
@@ -697,6 +781,8 @@ static CUresult alloc_locked(struct fctx *ctx, uint64_t bytes, CUdeviceptr *out)
     }
     a->addr = (uintptr_t)m;
     a->bytes = rounded;
+    a->pool = NULL;
+    a->pool_bytes = 0;
     a->mapped = rounded;
     a->dev = ctx->dev;
     a->ctx = ctx;
@@ -718,6 +804,7 @@ static CUresult free_locked(CUdeviceptr p)
             *pp = a->next;
             host_put((void *)a->addr, a->mapped);
             uncharge(a->dev, a->bytes);
+            pool_return_locked(a);
             free(a);
             return CUDA_SUCCESS;
         }
@@ -735,6 +822,7 @@ static void ctx_release_memory_locked(struct fctx *ctx)
                 *pp = a->next;
                 host_put((void *)a->addr, a->mapped);
                 uncharge(a->dev, a->bytes);
+                pool_return_locked(a);
                 free(a);
             } else {
                 pp = &a->next;
@@ -1183,6 +1271,9 @@ EXPORT CUresult cuCtxSynchronize(void)
     until = max64(until, c->null_stream.tail_ns);
     pthread_mutex_unlock(&g.lock);
     sleep_until(until);
+    pthread_mutex_lock(&g.lock);
+    pools_settle_locked(c->dev);
+    pthread_mutex_unlock(&g.lock);
     return CUDA_SUCCESS;
 }
 
@@ -1261,8 +1352,10 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, struct fpool *pool,
         return CUDA_ERROR_INVALID_VALUE;
     if (pool->dev != s->ctx->dev)
         return CUDA_ERROR_INVALID_VALUE;
+    if (pool->dead)
+        return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g.lock);
-    r = alloc_locked(s->ctx, bytes, dptr);
+    r = pool_alloc_locked(pool, s->ctx, bytes, dptr);
     pthread_mutex_unlock(&g.lock);
     return r;
 }
@@ -1273,7 +1366,8 @@ EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hSt
     CUresult r = stream_resolve(hStream, &s);
     if (r != CUDA_SUCCESS)
         return r;
-    return alloc_async(dptr, bytesize, &g.default_pool[s->ctx->dev], hStream);
+    struct fpool *cur = g.current_pool[s->ctx->dev];
+    return alloc_async(dptr, bytesize, cur ? cur : &g.default_pool[s->ctx->dev], hStream);
 }
 
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
@@ -1334,8 +1428,126 @@ EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
     struct fpool *p = (struct fpool *)pool;
     if (!obj_is(p, MAGIC_POOL) || (p >= g.default_pool && p < g.default_pool + FAKE_MAX_DEVICES))
         return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g.lock);
+    /* outstanding allocations keep their memory until freed (the driver
+     * defers the destruction); the cache goes now */
+    p->dead = 1;
+    pool_shrink_locked(p, 0);
     p->o.magic = 0;
+    for (int d = 0; d < g.ndev; d++)
+        if (g.current_pool[d] == p)
+            g.current_pool[d] = NULL;
+    pthread_mutex_unlock(&g.lock);
     return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    NEED_INIT();
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!dev_ok(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&g.lock);
+    *pool = (CUmemoryPool)(g.current_pool[dev] ? g.current_pool[dev] : &g.default_pool[dev]);
+    pthread_mutex_unlock(&g.lock);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+    NEED_INIT();
+    struct fpool *p = (struct fpool *)pool;
+    if (!dev_ok(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!obj_is(p, MAGIC_POOL) || p->dev != dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g.lock);
+    g.current_pool[dev] = p;
+    pthread_mutex_unlock(&g.lock);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    NEED_INIT();
+    struct fpool *p = (struct fpool *)pool;
+    if (!obj_is(p, MAGIC_POOL))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g.lock);
+    pool_shrink_locked(p, minBytesToKeep);
+    pthread_mutex_unlock(&g.lock);
+    return CUDA_SUCCESS;
+}
+
+/* The attributes the driver documents for cuMemPoolGet/SetAttribute: the
+ * three reuse policies (int), the release threshold, the reserved and used
+ * figures and their high-water marks (cuuint64_t; a high mark can only be
+ * reset, to 0). */
+EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    NEED_INIT();
+    struct fpool *p = (struct fpool *)pool;
+    if (!obj_is(p, MAGIC_POOL) || !value)
+        return CUDA_ERROR_INVALID_VALUE;
+    cuuint64_t v;
+    memcpy(&v, value, sizeof v);
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&g.lock);
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: p->threshold = v; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+        if (v != 0)
+            r = CUDA_ERROR_INVALID_VALUE;
+        else
+            p->reserved_high = p->reserved;
+        break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+        if (v != 0)
+            r = CUDA_ERROR_INVALID_VALUE;
+        else
+            p->used_high = p->used;
+        break;
+    default: r = CUDA_ERROR_INVALID_VALUE; break;
+    }
+    pthread_mutex_unlock(&g.lock);
+    return r;
+}
+
+EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    NEED_INIT();
+    struct fpool *p = (struct fpool *)pool;
+    if (!obj_is(p, MAGIC_POOL) || !value)
+        return CUDA_ERROR_INVALID_VALUE;
+    cuuint64_t v = 0;
+    int is_int = 0;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&g.lock);
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: is_int = 1; v = 1; break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: v = p->threshold; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: v = p->reserved; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: v = p->reserved_high; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: v = p->used; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: v = p->used_high; break;
+    default: r = CUDA_ERROR_INVALID_VALUE; break;
+    }
+    pthread_mutex_unlock(&g.lock);
+    if (r == CUDA_SUCCESS) {
+        if (is_int) {
+            int i = (int)v;
+            memcpy(value, &i, sizeof i);
+        } else {
+            memcpy(value, &v, sizeof v);
+        }
+    }
+    return r;
 }
 
 EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
@@ -1523,12 +1735,31 @@ EXPORT CUresult cuMipmappedArrayGetMemoryRequirements(
 
 /* ---- virtual memory management --------------------------------------------- */
 
+/* Pinned memory on a device, or on the host (CUDA 12.2+: HOST, HOST_NUMA
+ * with a NUMA node id, HOST_NUMA_CURRENT), which no device is charged for:
+ * location.id is a device ordinal only for a DEVICE location. */
+#define FAKE_MAX_NUMA_NODES 64
 static CUresult check_prop(const CUmemAllocationProp *prop)
 {
-    if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
-        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+    if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
         return CUDA_ERROR_INVALID_VALUE;
-    return dev_ok(prop->location.id) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+    switch (prop->location.type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+        return dev_ok(prop->location.id) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+    case CU_MEM_LOCATION_TYPE_HOST:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT: return CUDA_SUCCESS;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+        return prop->location.id >= 0 && prop->location.id < FAKE_MAX_NUMA_NODES
+                   ? CUDA_SUCCESS
+                   : CUDA_ERROR_INVALID_VALUE;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+/* The device a property's memory is charged to; -1: host memory. */
+static int prop_dev(const CUmemAllocationProp *prop)
+{
+    return prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
 }
 
 EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity,
@@ -1555,7 +1786,7 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         return r;
     if (!handle || flags != 0 || size == 0 || size % g.granularity)
         return CUDA_ERROR_INVALID_VALUE;
-    int dev = prop->location.id;
+    int dev = prop_dev(prop);
     pthread_mutex_lock(&g.lock);
     r = charge(dev, size);
     int fd = -1;
@@ -1865,6 +2096,9 @@ EXPORT CUresult cuStreamSynchronize(CUstream hStream)
     int64_t t = s->tail_ns;
     pthread_mutex_unlock(&g.lock);
     sleep_until(t);
+    pthread_mutex_lock(&g.lock);
+    pools_settle_locked(s->ctx->dev);
+    pthread_mutex_unlock(&g.lock);
     return CUDA_SUCCESS;
 }
 
@@ -2062,6 +2296,9 @@ EXPORT CUresult cuEventSynchronize(CUevent hEvent)
     int64_t t = e->recorded ? e->ts_ns : 0;
     pthread_mutex_unlock(&g.lock);
     sleep_until(t);
+    pthread_mutex_lock(&g.lock);
+    pools_settle_locked(-1);
+    pthread_mutex_unlock(&g.lock);
     return CUDA_SUCCESS;
 }
 
@@ -2466,6 +2703,11 @@ static const struct entry {
     E("cuMemPoolCreate", 11020, 0, cuMemPoolCreate),
     E("cuMemPoolDestroy", 11020, 0, cuMemPoolDestroy),
     E("cuDeviceGetDefaultMemPool", 11020, 0, cuDeviceGetDefaultMemPool),
+    E("cuDeviceGetMemPool", 11020, 0, cuDeviceGetMemPool),
+    E("cuDeviceSetMemPool", 11020, 0, cuDeviceSetMemPool),
+    E("cuMemPoolTrimTo", 11020, 0, cuMemPoolTrimTo),
+    E("cuMemPoolSetAttribute", 11020, 0, cuMemPoolSetAttribute),
+    E("cuMemPoolGetAttribute", 11020, 0, cuMemPoolGetAttribute),
     E("cuMemsetD8", 3020, 0, cuMemsetD8_v2),
     E("cuMemcpyHtoD", 3020, 0, cuMemcpyHtoD_v2),
     E("cuMemcpyDtoH", 3020, 0, cuMemcpyDtoH_v2),

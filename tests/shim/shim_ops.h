@@ -171,8 +171,13 @@ static inline CUresult ops_free(const struct cu_api *cu, const struct ops_obj *o
     case OPS_MEM_ALLOC_MANAGED:
         return cu->cuMemFree_v2(o->handle);
     case OPS_MEM_ALLOC_ASYNC:
-    case OPS_MEM_ALLOC_POOL_ASYNC:
-        return cu->cuMemFreeAsync(o->handle, s);
+    case OPS_MEM_ALLOC_POOL_ASYNC: {
+        /* the pool keeps the memory cached until a synchronisation gives back
+         * what exceeds its release threshold (0 here) */
+        CUresult r = cu->cuMemFreeAsync(o->handle, s);
+        CUresult r2 = cu->cuStreamSynchronize(s);
+        return r != CUDA_SUCCESS ? r : r2;
+    }
     case OPS_VMM: {
         CUresult r = cu->cuMemUnmap(o->va, o->span);
         CUresult r2 = cu->cuMemRelease(o->handle);
