@@ -13,8 +13,8 @@ typedef struct op {
 } op;
 
 static const op OPS[] = {
-    {"/v1/jobs", "post", "Submit a job spec (YAML or JSON); Idempotency-Key makes a retry safe",
-     "201"},
+    {"/v1/jobs", "post", "Submit a job spec (YAML or JSON); Idempotency-Key makes a retry safe "
+     "(another body under the same key: 422; a tenant past its queued-jobs cap: 429)", "201"},
     {"/v1/jobs", "get", "List jobs (filters tenant, state, owner; cursor pagination)", "200"},
     {"/v1/jobs/{id}", "get", "Show a job", "200"},
     {"/v1/jobs/{id}/cancel", "post", "Cancel a job", "200"},
@@ -34,8 +34,9 @@ static const op OPS[] = {
     {"/v1/tenants", "put", "Replace tenants and quotas (admin; tenants YAML)", "200"},
     {"/v1/usage", "get", "GPU-hours by tenant, tier and GPU model over [from, to)", "200"},
     {"/v1/tokens", "get", "List tokens visible to the caller", "200"},
-    {"/v1/tokens", "post", "Create a token; the secret is returned once", "201"},
-    {"/v1/tokens/{name}", "delete", "Revoke a token", "204"},
+    {"/v1/tokens", "post", "Create a token (admin; tenant-admin: user and viewer of its tenant); "
+     "the secret is returned once", "201"},
+    {"/v1/tokens/{name}", "delete", "Revoke a token (admin)", "204"},
     {"/v1/agent/register", "post", "A node agent registers its node (node credential)", "200"},
     {"/v1/agent/sync", "post",
      "A node agent reports what runs and its health; long-polls for the desired state", "200"},
@@ -62,6 +63,26 @@ json_t *ctld_openapi(void)
             json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:{s:s}}", "name", "name",
                                                     "in", "path", "required", 1, "schema",
                                                     "type", "string"));
+        /* the limits of docs/api.md "Limits on input" */
+        if (strcmp(OPS[i].path, "/v1/jobs") == 0 && strcmp(OPS[i].method, "post") == 0)
+            json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:{s:s,s:i,s:i,s:s}}", "name",
+                                                    "Idempotency-Key", "in", "header",
+                                                    "required", 0, "schema", "type", "string",
+                                                    "minLength", 1, "maxLength", 255, "pattern",
+                                                    "^[!-~]+$"));
+        if (strcmp(OPS[i].path, "/v1/usage") == 0)
+            for (int k = 0; k < 2; k++)
+                json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:{s:s,s:i,s:f}}", "name",
+                                                        k ? "to" : "from", "in", "query",
+                                                        "required", 0, "schema", "type",
+                                                        "number", "minimum", 0, "maximum",
+                                                        1e11));
+        if (strcmp(OPS[i].method, "get") == 0 &&
+            (strcmp(OPS[i].path, "/v1/jobs") == 0 || strstr(OPS[i].path, "/events")))
+            json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:{s:s,s:i,s:i}}", "name",
+                                                    "limit", "in", "query", "required", 0,
+                                                    "schema", "type", "integer", "minimum", 1,
+                                                    "maximum", 1000));
         bool open = OPS[i].path[1] != 'v';
         json_t *o = json_pack("{s:s,s:o,s:{s:{s:s},s:{s:s}}}", "summary", OPS[i].summary,
                               "parameters", params, "responses", OPS[i].ok, "description", "OK",
