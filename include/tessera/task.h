@@ -8,7 +8,8 @@
  * Header-only, in the single-file style: every file that uses it includes it;
  * exactly one of them defines TESSERA_TASK_IMPLEMENTATION before including it,
  * which compiles the functions (and the one flag the signal handler sets)
- * there. POSIX only (sigaction, open, rename); no allocation, nothing prints.
+ * there. POSIX only (sigaction, open, rename: under a strict -std=c11, define
+ * _POSIX_C_SOURCE=200809L); no allocation, nothing prints.
  *
  * Outside Tessera (the TESSERA_* variables unset) every call is harmless:
  * checkpoint_done and report_step do nothing and return 0, restarts is 0 and
@@ -69,6 +70,10 @@ void tessera_task_reset(void);
 #endif
 
 #ifdef TESSERA_TASK_IMPLEMENTATION
+
+#ifndef SA_RESTART
+#error "tessera/task.h needs POSIX declarations: compile with -D_POSIX_C_SOURCE=200809L or a GNU mode (-std=gnu11)"
+#endif
 
 #include <errno.h>
 #include <fcntl.h>
