@@ -72,6 +72,13 @@ typedef struct ts_job {
     double time_limit_s;       /* > 0; 0 means the scheduler's default */
     bool held;
     double eligible_s;         /* a requeued job backs off until then */
+    /* Attained service, for the las order (docs/scheduler.md): GPU-seconds
+     * held in earlier runs (a running job's current run is added by the
+     * cycle), and when the job last began to wait (its submission, or its
+     * requeue; 0 = submit_s). Whole GPUs count 1 per second, a share its
+     * fraction, a MIG instance its slices over the GPU's. */
+    double attained_gpu_s;
+    double queued_s;
     const ts_request *tasks;   /* ntasks, rank order; borrowed */
     int ntasks;
     int required_level;        /* TS_GANG_LEVEL_* or a topology depth */
@@ -91,9 +98,29 @@ typedef struct ts_job {
 /* Expands a Slurm-style array: n copies of tmpl with ids first_id + i. */
 int ts_job_array_expand(const ts_job *tmpl, int n, int64_t first_id, ts_job *out, ts_err *err);
 
+/* How a tenant's own jobs are ordered (after priority class and tier). */
+enum ts_order {
+    TS_ORDER_DEFAULT = 0, /* a tenant's: its parent's; the config's: las */
+    TS_ORDER_LAS = 1,     /* least attained service in levels, duration-blind */
+    TS_ORDER_FIFO = 2,    /* submission time */
+};
+const char *ts_order_name(int order);
+/* TS_ORDER_LAS or TS_ORDER_FIFO by name ("las", "fifo"); -1 otherwise. */
+int ts_order_parse(const char *name);
+
+#define TS_LAS_LEVELS_MAX 8
+
 struct ts_scorer_ops;
 
 typedef struct ts_sched_config {
+    int order;                     /* enum ts_order, for tenants that set none */
+    /* las: a job is at level k once it attained las_level_gpu_s * 2^(k-1)
+     * GPU-seconds (level 0 below las_level_gpu_s), at most las_levels - 1;
+     * a waiting job that has waited las_promote_factor times the time it
+     * has run is back at level 0 (0 = never promoted). */
+    double las_level_gpu_s;
+    int las_levels;
+    double las_promote_factor;
     double default_time_limit_s;   /* for jobs that give none */
     double starve_after_s;         /* a job waiting longer goes to the head */
     double min_runtime_s;          /* a job is not preempted before this */
@@ -113,9 +140,10 @@ typedef struct ts_sched_config {
     const struct ts_scorer_ops *placement;
 } ts_sched_config;
 
-/* Defaults: 24 h limit, 24 h starvation bound, 10 min minimum runtime, 3
- * preemptions per hour, 60 s grace, 60 s backoff base, 8 preemptors a cycle,
- * no reservations or caps. */
+/* Defaults: las order (levels at 1 and 2 GPU-hours, 3 levels, promotion
+ * after waiting 4 times the run time), 24 h limit, 24 h starvation bound,
+ * 10 min minimum runtime, 3 preemptions per hour, 60 s grace, 60 s backoff
+ * base, 8 preemptors a cycle, no reservations or caps. */
 void ts_sched_config_default(ts_sched_config *cfg);
 
 typedef struct ts_sched ts_sched;
@@ -133,6 +161,13 @@ int ts_sched_check_job(const ts_sched *s, const ts_job *job, ts_err *err);
  * off before it may start again (the shell sets its eligible_s to now plus
  * this): backoff_base_s * 2^(n-1), at most an hour. */
 double ts_sched_backoff_s(const ts_sched *s, int preemptions_hour);
+
+/* GPUs a job holds, in whole-GPU equivalents (a share its fraction, a MIG
+ * instance its compute slices over 7; job->allocs, when set, tells the MIG
+ * GPU's geometry): what one second of its run adds to attained_gpu_s. */
+double ts_sched_job_rate(const ts_sched *s, const ts_job *job);
+/* The las level of a job that attained this much service. */
+int ts_sched_las_level(const ts_sched *s, double attained_gpu_s);
 
 /* Record work the cycle did not start (state restored after a restart) and
  * work that stopped. start binds job->allocs and charges the quota; stop
@@ -152,11 +187,22 @@ typedef struct ts_cycle_preempt {
     int signal;
     double grace_s;
     double lost_gpu_s;  /* GPU-seconds since the victim's last checkpoint */
+    /* false: guaranteed work reclaims room; true: time-sharing, a job of a
+     * lower las level takes the room of one that attained more */
+    bool time_sharing;
+    int victim_level, preemptor_level;
 } ts_cycle_preempt;
 
 typedef struct ts_cycle_pending {
     int reason;                 /* enum ts_pending_reason */
     double reserved_at_s;       /* the reserved job: when it should start; else -1 */
+    /* Where it stood in this cycle's order (-1 for jobs decided before the
+     * order: held, backing off, invalid): how many of its tenant's jobs and
+     * how many jobs in all were looked at before it, and its las level (-1
+     * under fifo; promoted jobs are at 0). */
+    int tenant_position;
+    int cluster_position;
+    int level;
     /* one line with the numbers behind the reason, at most TS_CYCLE_WHY_MAX
      * bytes; owned by the decision, valid until its next cycle or fini.
      * Identical jobs that failed alike share one line. */

@@ -57,6 +57,8 @@ typedef struct ts_tenant {
     int depth;                /* 0 for an organisation */
     int nchildren;
     double weight;            /* fair-share weight, > 0 (default 1) */
+    int order;                /* its jobs' order (enum ts_order, cycle.h); 0 = its
+                               * parent's, and an organisation's 0 the scheduler's */
     /* per dimension; defaults: guaranteed 0, borrow and lend unlimited */
     int64_t guaranteed[TS_RES_DIMS];
     /* how much this subtree may take from idle capacity outside itself */
@@ -90,6 +92,8 @@ int ts_tenant_find(const ts_tenants *ts, const char *name);
 int ts_tenant_set_quota(ts_tenants *ts, int t, int dim, int64_t guaranteed, int64_t borrow,
                         int64_t lend, ts_err *err);
 int ts_tenant_set_weight(ts_tenants *ts, int t, double weight, ts_err *err);
+/* order: 0 (inherit), 1 (las) or 2 (fifo), as enum ts_order in cycle.h. */
+int ts_tenant_set_order(ts_tenants *ts, int t, int order, ts_err *err);
 
 /* Whole-tree checks: in every dimension the children's guarantees fit in the
  * parent's, e.g. "tenants.team-a.guaranteed.gpu[A100-80GB]: children's
@@ -102,6 +106,9 @@ int ts_tenants_validate(const ts_tenants *ts, ts_err *err);
  * never taken back for another tenant. opportunistic: may borrow idle
  * guarantees (siblings' first, then further up the tree) within the lending
  * and borrowing limits; what a tenant borrows is what reclaim takes back. */
+/* How fast past usage is forgotten in fair share, unless configured. */
+#define TS_HALF_LIFE_DEFAULT_S (7.0 * 86400.0)
+
 enum ts_tier { TS_TIER_GUARANTEED = 0, TS_TIER_OPPORTUNISTIC = 1 };
 #define TS_TIERS 2
 

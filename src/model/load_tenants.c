@@ -185,9 +185,9 @@ static int load_tenants_map(tloader *L, const yaml_node_t *map, const char *path
 static int load_tenant(tloader *L, const yaml_node_t *kn, const yaml_node_t *map,
                        const char *path, const char *parent)
 {
-    enum { K_WEIGHT, K_GUAR, K_BORROW, K_LEND, K_TEAMS, K_N };
+    enum { K_WEIGHT, K_GUAR, K_BORROW, K_LEND, K_TEAMS, K_ORDER, K_N };
     static const char *const keys[K_N] = {"weight", "guaranteed", "borrow_limit",
-                                          "lend_limit", "teams"};
+                                          "lend_limit", "teams", "order"};
     char tpath[TYAML_PATH_MAX], sub[TYAML_PATH_MAX + 16];
     const char *name = ts_yaml_scalar(kn);
     if (!name || !ts_yaml_name_ok(name, TS_NAME_MAX)) {
@@ -221,6 +221,17 @@ static int load_tenant(tloader *L, const yaml_node_t *kn, const yaml_node_t *map
             return rc;
         if ((rc = ts_tenant_set_weight(L->ts, t, w, L->y.err)) < 0)
             return fail_tree(L, v[K_WEIGHT], sub, TS_EINVAL);
+    }
+    if (v[K_ORDER]) {
+        /* the names of enum ts_order (cycle.h); the model does not link the
+         * scheduler, so they are spelt here */
+        ts_yaml_pathf(sub, sizeof sub, "%s.order", tpath);
+        const char *o = ts_yaml_scalar(v[K_ORDER]);
+        int order = !o ? -1 : !strcmp(o, "las") ? 1 : !strcmp(o, "fifo") ? 2 : -1;
+        if (order < 0)
+            return ts_yaml_fail_got(&L->y, v[K_ORDER], sub, "las or fifo");
+        if ((rc = ts_tenant_set_order(L->ts, t, order, L->y.err)) < 0)
+            return fail_tree(L, v[K_ORDER], sub, TS_EINVAL);
     }
     int64_t guar[TS_RES_DIMS], borrow[TS_RES_DIMS], lend[TS_RES_DIMS];
     memcpy(guar, L->ts->t[t].guaranteed, sizeof guar);

@@ -166,6 +166,17 @@ int ts_tenant_set_quota(ts_tenants *ts, int t, int dim, int64_t guaranteed, int6
 
 #define WEIGHT_MAX 1e6
 
+int ts_tenant_set_order(ts_tenants *ts, int t, int order, ts_err *err)
+{
+    if (!ts || t < 0 || t >= ts->n)
+        return ts_err_set(err, TS_EINVAL, "tenant: index %d out of range", t);
+    if (order < 0 || order > 2)
+        return ts_err_set(err, TS_EINVAL, "tenants.%s.order: must be las or fifo",
+                          ts->t[t].name);
+    ts->t[t].order = order;
+    return 0;
+}
+
 int ts_tenant_set_weight(ts_tenants *ts, int t, double weight, ts_err *err)
 {
     if (!ts || t < 0 || t >= ts->n)

@@ -11,6 +11,11 @@
 
 #include "sched/cycle_internal.h"
 
+/* The las defaults (docs/scheduler.md has the sweep behind them). */
+#define LAS_LEVEL_DEFAULT_GPU_S (8.0 * 3600.0)
+#define LAS_LEVELS_DEFAULT 3
+#define LAS_PROMOTE_DEFAULT 1.0
+
 const char *ts_pending_name(int reason)
 {
     static const char *const names[] = {"none",  "held",   "quota",       "capacity",
@@ -21,9 +26,34 @@ const char *ts_pending_name(int reason)
     return names[reason];
 }
 
+const char *ts_order_name(int order)
+{
+    switch (order) {
+    case TS_ORDER_LAS:
+        return "las";
+    case TS_ORDER_FIFO:
+        return "fifo";
+    default:
+        return "default";
+    }
+}
+
+int ts_order_parse(const char *name)
+{
+    if (name && strcmp(name, "las") == 0)
+        return TS_ORDER_LAS;
+    if (name && strcmp(name, "fifo") == 0)
+        return TS_ORDER_FIFO;
+    return -1;
+}
+
 void ts_sched_config_default(ts_sched_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
+    cfg->order = TS_ORDER_LAS;
+    cfg->las_level_gpu_s = LAS_LEVEL_DEFAULT_GPU_S;
+    cfg->las_levels = LAS_LEVELS_DEFAULT;
+    cfg->las_promote_factor = LAS_PROMOTE_DEFAULT;
     cfg->default_time_limit_s = 24.0 * 3600.0;
     cfg->starve_after_s = 24.0 * 3600.0;
     cfg->min_runtime_s = 600.0;
@@ -60,6 +90,14 @@ int ts_sched_new(ts_cluster *c, ts_quota *q, const ts_sched_config *cfg, ts_sche
         s->cfg = *cfg;
     else
         ts_sched_config_default(&s->cfg);
+    if (s->cfg.order != TS_ORDER_LAS && s->cfg.order != TS_ORDER_FIFO)
+        s->cfg.order = TS_ORDER_LAS;
+    if (!(s->cfg.las_level_gpu_s > 0.0))
+        s->cfg.las_level_gpu_s = LAS_LEVEL_DEFAULT_GPU_S;
+    if (s->cfg.las_levels < 1 || s->cfg.las_levels > TS_LAS_LEVELS_MAX)
+        s->cfg.las_levels = LAS_LEVELS_DEFAULT;
+    if (!(s->cfg.las_promote_factor >= 0.0))
+        s->cfg.las_promote_factor = 0.0;
     s->ix = ts_gang_index_new(c, err);
     s->sc = ts_cluster_clone(c);
     if (!s->ix || !s->sc) {
@@ -181,6 +219,42 @@ int ts_sched_check_job(const ts_sched *s, const ts_job *job, ts_err *err)
 }
 
 #define BACKOFF_MAX_S 3600.0
+
+double ts_sched_job_rate(const ts_sched *s, const ts_job *job)
+{
+    double rate = 0.0;
+    for (int i = 0; i < job->ntasks; i++) {
+        const ts_request *r = &job->tasks[i];
+        if (r->mig_profile >= 0) {
+            int slices = 1;
+            if (job->allocs && job->allocs[i].node >= 0 && job->allocs[i].node < s->c->nnodes) {
+                int model = s->c->nodes[job->allocs[i].node].model;
+                const ts_mig_profile *p =
+                    model >= 0 ? ts_mig_profile_get(ts_gpu_model_get(model)->mig_geometry,
+                                                    r->mig_profile)
+                               : NULL;
+                if (p)
+                    slices = p->compute_slices;
+            }
+            rate += slices / (double)TS_MIG_MAX_INSTANCES;
+        } else {
+            rate += (double)r->num_gpu * r->gpu_milli / TS_MILLI_PER_GPU;
+        }
+    }
+    return rate;
+}
+
+int ts_sched_las_level(const ts_sched *s, double attained_gpu_s)
+{
+    int level = 0;
+    double threshold = s->cfg.las_level_gpu_s;
+    /* attained service is a sum of increments: a hair below a threshold is at it */
+    while (level < s->cfg.las_levels - 1 && attained_gpu_s >= threshold * (1.0 - 1e-9)) {
+        level++;
+        threshold *= 2.0;
+    }
+    return level;
+}
 
 double ts_sched_backoff_s(const ts_sched *s, int preemptions_hour)
 {

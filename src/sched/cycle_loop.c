@@ -48,6 +48,10 @@ typedef struct jsum {
     double limit_s;      /* its time limit, the default applied */
     uint32_t allowed;    /* GPU models it may use, present in the cluster */
     int tenant, tier;
+    int level;           /* las level (0 when promoted), 0 under fifo */
+    int earned;          /* las level by its service alone: time-sharing's */
+    double attained;     /* GPU-s attained, 0 under fifo (the order's key) */
+    bool las;            /* its tenant orders by attained service */
     bool gpu, mig, whole;
     bool preemptor;      /* in the preemptor table: its victims stop for it */
 } jsum;
@@ -64,7 +68,7 @@ typedef struct loop {
     int *start_off;     /* [nw] pool offset of each start's allocs */
     ts_alloc *tmp;      /* [max ntasks] */
     ts_alloc *plan;     /* [max ntasks] */
-    plan_job *pj;       /* [nr + nw] */
+    plan_job *pj;       /* [2 nr + nw + 1] */
     double *lost;       /* [nr] */
     int *cand;          /* [nr] */
     int *chosen;        /* [nr] */
@@ -73,6 +77,11 @@ typedef struct loop {
     double *dom;        /* [ntenants] dominant share started this cycle */
     jsum *js;           /* [nw] what the pre-pass learnt of each job */
     int *why_off;       /* [nw] offset of each job's why in d->why_buf */
+    int *tord;          /* [ntenants] each tenant's order, inheritance resolved */
+    int *tseen;         /* [ntenants] its jobs looked at so far in the order */
+    int *rlevel;        /* [nr] each running job's las level, its current run included */
+    int max_running_level;
+    int seen;           /* jobs looked at so far in the order */
     int searches;
     bool have_res;
     double res_at;
@@ -352,28 +361,62 @@ static int try_start(loop *l, int i)
 
 /* ---- preemption and reservation ------------------------------------------ */
 
-static bool victim_ok(const loop *l, const ts_job *job, const ts_job *v)
+/* The level a running job has reached, its current run included. */
+static int running_level(const loop *l, const ts_job *v)
 {
+    double run = l->now > v->start_s ? l->now - v->start_s : 0.0;
+    return ts_sched_las_level(l->s, v->attained_gpu_s + run * ts_sched_job_rate(l->s, v));
+}
+
+/* May waiting job i take running job v's room? Reclaim: guaranteed work
+ * takes opportunistic work's (any tenant's, but not its own tenant's higher
+ * classes) and its own tenant's lower classes. Time-sharing (las tenants): a
+ * job takes the room of a job that attained a higher level, of its own
+ * tenant (an opportunistic job only from opportunistic work, never from a
+ * higher class) or opportunistic work of another tenant; so guaranteed work
+ * is never a time-sharing victim of another tenant, nor of its own tenant's
+ * opportunistic work. Either way never before the victim's minimum runtime
+ * nor past its preemptions per hour. *ts set when only time-sharing allows it. */
+static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *ts)
+{
+    const ts_job *job = &l->w[i];
+    const jsum *js = &l->js[i];
+    *ts = false;
     if (v->stopping)
-        return false;
-    if (v->tier == TS_TIER_GUARANTEED && !(v->tenant == job->tenant && v->priority < job->priority))
-        return false;
-    if (v->tier == TS_TIER_OPPORTUNISTIC && v->tenant == job->tenant &&
-        v->priority > job->priority)
         return false;
     if (l->now - v->start_s < l->s->cfg.min_runtime_s)
         return false;
-    return v->preemptions_hour < l->s->cfg.max_preemptions_hour;
+    if (v->preemptions_hour >= l->s->cfg.max_preemptions_hour)
+        return false;
+    bool same = v->tenant == job->tenant;
+    bool reclaim = js->tier == TS_TIER_GUARANTEED &&
+                   (v->tier == TS_TIER_GUARANTEED ? same && v->priority < job->priority
+                                                  : !same || v->priority <= job->priority);
+    if (reclaim)
+        return true;
+    if (!js->las || vlevel <= js->earned)
+        return false;
+    bool ok = same ? v->priority <= job->priority &&
+                         (js->tier == TS_TIER_GUARANTEED || v->tier == TS_TIER_OPPORTUNISTIC)
+                   : v->tier == TS_TIER_OPPORTUNISTIC;
+    *ts = ok;
+    return ok;
 }
 
 typedef struct vkey {
     int borrowing;
     double share;
     int priority;
+    int level;
     double lost;
+    double attained;
+    bool ts;
     int j;
 } vkey;
 
+/* Victims in preference order: borrowing tenants, the most over-share,
+ * the lowest class, the highest las level, the least work lost, the most
+ * service attained. */
 static int cmp_vkey(const void *a, const void *b)
 {
     const vkey *x = a, *y = b;
@@ -383,8 +426,12 @@ static int cmp_vkey(const void *a, const void *b)
         return x->share > y->share ? -1 : 1;
     if (x->priority != y->priority)
         return x->priority < y->priority ? -1 : 1;
+    if (x->level != y->level)
+        return x->level > y->level ? -1 : 1;
     if (x->lost != y->lost)
         return x->lost < y->lost ? -1 : 1;
+    if (x->attained != y->attained)
+        return x->attained > y->attained ? -1 : 1;
     return (x->j > y->j) - (x->j < y->j);
 }
 
@@ -414,15 +461,22 @@ static int table_add(ts_sched *s, int64_t id, double until_s)
     return 0;
 }
 
-/* Victims for guaranteed job i; true if a preemption was decided. */
-static bool try_preempt(loop *l, int i)
+/* Victims for job i (reclaim by guaranteed work, or time-sharing by a job
+ * of a lower las level); true if a preemption was decided. swap: the job's
+ * quota is what it lacks, so only its own tenant's jobs of its tier that
+ * hold at least what it needs may go (their release makes its room in the
+ * quota too). */
+static bool try_preempt(loop *l, int i, bool swap)
 {
     ts_sched *s = l->s;
-    if (l->js[i].tier != TS_TIER_GUARANTEED || l->searches >= s->cfg.max_preemptors_cycle ||
-        s->npre == PREEMPTOR_TABLE_MAX)
+    const jsum *js = &l->js[i];
+    if ((js->tier != TS_TIER_GUARANTEED && !js->las) || (swap && !js->las) ||
+        l->searches >= s->cfg.max_preemptors_cycle || s->npre == PREEMPTOR_TABLE_MAX)
         return false;
     const ts_job *job = &l->w[i];
-    l->searches++;
+    /* no running job above its level: time-sharing has no victim */
+    if ((swap || js->tier != TS_TIER_GUARANTEED) && l->max_running_level <= js->earned)
+        return false;
     vkey *keys = malloc((size_t)(l->nr > 0 ? l->nr : 1) * sizeof *keys);
     if (!keys)
         return false;
@@ -434,18 +488,35 @@ static bool try_preempt(loop *l, int i)
             stopping[nstop++] = (plan_job){v, v->allocs, 0.0};
             continue;
         }
-        if (!victim_ok(l, job, v))
+        bool ts;
+        if (swap && (v->tenant != job->tenant || v->tier != job->tier))
+            continue;
+        if (!victim_ok(l, i, v, l->rlevel[j], &ts) || (swap && !ts))
             continue;
         double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
         keys[n++] = (vkey){tenant_borrows(s->q, v->tenant), ts_quota_share(s->q, v->tenant, l->now),
-                           v->priority, (double)cycle_job_gpus(v) * (l->now - since), j};
+                           v->priority, l->rlevel[j], (double)cycle_job_gpus(v) * (l->now - since),
+                           v->attained_gpu_s + (l->now - v->start_s) * ts_sched_job_rate(s, v), ts,
+                           j};
     }
+    if (n == 0) {
+        free(keys);
+        return false;
+    }
+    l->searches++;
     qsort(keys, (size_t)n, sizeof *keys, cmp_vkey);
     for (int k = 0; k < n; k++) {
         l->pj[k] = (plan_job){&l->r[keys[k].j], l->r[keys[k].j].allocs, 0.0};
         l->lost[k] = keys[k].lost;
     }
     int m = plan_victims(s, job, l->pj, l->lost, n, stopping, nstop, l->chosen, l->plan);
+    if (swap && m > 0) {
+        double freed = 0.0;
+        for (int k = 0; k < m; k++)
+            freed += ts_sched_job_rate(s, &l->r[keys[l->chosen[k]].j]);
+        if (freed < ts_sched_job_rate(s, job) - 1e-9)
+            m = 0; /* its room, but not its quota */
+    }
     if (m == 0) {
         free(keys);
         return false;
@@ -463,6 +534,9 @@ static bool try_preempt(loop *l, int i)
             .signal = v->ckpt_signal > 0 ? v->ckpt_signal : TS_SIGNAL_DEFAULT,
             .grace_s = grace,
             .lost_gpu_s = keys[l->chosen[k]].lost,
+            .time_sharing = keys[l->chosen[k]].ts,
+            .victim_level = keys[l->chosen[k]].level,
+            .preemptor_level = l->js[i].earned,
         };
         if (l->now + grace > until)
             until = l->now + grace;
@@ -479,9 +553,19 @@ static bool try_preempt(loop *l, int i)
         if (blockers_set(s, job, l->plan) == 0)
             s->epoch++;
     }
-    pend(l, i, TS_PEND_PREEMPTING, "preempting %d opportunistic job%s (%.0f GPU-s "
-         "since their checkpoints); they stop by %.0f", m, m == 1 ? "" : "s",
-         keys[l->chosen[0]].lost, until);
+    double lost = 0.0;
+    bool sharing = false;
+    for (int k = 0; k < m; k++) {
+        lost += keys[l->chosen[k]].lost;
+        sharing = sharing || keys[l->chosen[k]].ts;
+    }
+    if (sharing)
+        pend(l, i, TS_PEND_PREEMPTING, "time-sharing: preempting %d job%s of a higher las "
+             "level than its %d (%.0f GPU-s since their checkpoints); they stop by %.0f", m,
+             m == 1 ? "" : "s", l->js[i].earned, lost, until);
+    else
+        pend(l, i, TS_PEND_PREEMPTING, "preempting %d opportunistic job%s (%.0f GPU-s "
+             "since their checkpoints); they stop by %.0f", m, m == 1 ? "" : "s", lost, until);
     free(keys);
     return true;
 }
@@ -572,6 +656,9 @@ static void prepass(loop *l, uint8_t *done)
         const ts_job *job = &l->w[i];
         ts_cycle_pending *p = &l->d->pending[i];
         p->reserved_at_s = -1.0;
+        p->tenant_position = -1;
+        p->cluster_position = -1;
+        p->level = -1;
         l->d->stats.considered++;
         done[i] = 1;
         if (job->held) {
@@ -612,6 +699,21 @@ static void prepass(loop *l, uint8_t *done)
             continue;
         }
         js->key = job_key(job, false);
+        js->las = l->tord[job->tenant] == TS_ORDER_LAS;
+        if (js->las) {
+            js->attained = job->attained_gpu_s > 0.0 ? job->attained_gpu_s : 0.0;
+            js->level = js->earned = ts_sched_las_level(s, js->attained);
+            double rate = ts_sched_job_rate(s, job);
+            double queued = job->queued_s > 0.0 ? job->queued_s : job->submit_s;
+            /* promotion: a job that waited promote_factor times what it ran */
+            if (js->level > 0 && s->cfg.las_promote_factor > 0.0 && rate > 0.0 &&
+                l->now - queued >= s->cfg.las_promote_factor * js->attained / rate) {
+                /* promoted: first among its tenant's fresh jobs by age; its
+                 * earned level still decides whom it may time-share with */
+                js->level = 0;
+                js->attained = 0.0;
+            }
+        }
         js->preemptor = s->npre > 0 && preemptor_set_has(set, job->id);
         js->limit_s = limit_of(l, job);
         js->tenant = job->tenant;
@@ -623,8 +725,11 @@ static void prepass(loop *l, uint8_t *done)
 static int process(loop *l, int i)
 {
     ts_cycle_pending *p = &l->d->pending[i];
-    if (!quota_precheck(l, i))
+    if (!quota_precheck(l, i)) {
+        if (l->js[i].las && !l->js[i].preemptor)
+            try_preempt(l, i, true);
         return 0;
+    }
     int rc = try_start(l, i);
     if (rc != 0)
         return rc < 0 ? rc : 0;
@@ -643,19 +748,28 @@ static int process(loop *l, int i)
         pend(l, i, TS_PEND_PREEMPTING, "waiting for the jobs preempted for it to stop (%s)",
              was);
     } else {
-        try_preempt(l, i);
+        try_preempt(l, i, false);
     }
-    if (!l->have_res)
+    /* under las the order itself moves a waiting job forward (time-sharing
+     * takes room from jobs that attained more; promotion lifts the long
+     * waiting): only jobs past the starvation bound hold a reservation,
+     * which would otherwise idle GPUs for a job that time-sharing serves */
+    if (!l->have_res && (!l->js[i].las || l->now - l->w[i].submit_s >= l->s->cfg.starve_after_s))
         reserve(l, i);
     return 0;
 }
 
 /* ---- order ------------------------------------------------------------------ */
 
+/* A tenant's own order: priority class, tier (guaranteed first), then las
+ * level and attained service (both 0 under fifo), then submission. */
 typedef struct okey {
     int tenant;
     int priority;
     int tier;
+    int level;
+    double attained;
+    int64_t gpus;
     double submit_s;
     int64_t id;
     int idx;
@@ -670,16 +784,36 @@ static int cmp_okey(const void *a, const void *b)
         return x->priority > y->priority ? -1 : 1;
     if (x->tier != y->tier)
         return x->tier < y->tier ? -1 : 1;
+    if (x->level != y->level)
+        return x->level < y->level ? -1 : 1;
+    if (x->attained != y->attained)
+        return x->attained < y->attained ? -1 : 1;
+    if (x->gpus != y->gpus)
+        return x->gpus < y->gpus ? -1 : 1;
     if (x->submit_s != y->submit_s)
         return x->submit_s < y->submit_s ? -1 : 1;
     return (x->id > y->id) - (x->id < y->id);
 }
 
-static okey okey_of(const ts_job *j, int idx, bool by_age)
+static okey okey_of(const loop *l, int idx, bool by_age)
 {
-    /* by_age: one bucket, oldest first */
-    return (okey){by_age ? 0 : j->tenant, by_age ? 0 : j->priority, by_age ? 0 : j->tier,
-                  j->submit_s, j->id, idx};
+    const ts_job *j = &l->w[idx];
+    const jsum *js = &l->js[idx];
+    if (by_age) /* one bucket, oldest first */
+        return (okey){0, 0, 0, 0, 0.0, 0, j->submit_s, j->id, idx};
+    return (okey){j->tenant, j->priority, j->tier, js->level, js->attained,
+                  0, j->submit_s, j->id, idx};
+}
+
+/* Where job i stands in the order, then its processing. */
+static int visit(loop *l, int i)
+{
+    ts_cycle_pending *p = &l->d->pending[i];
+    int t = l->w[i].tenant;
+    p->tenant_position = l->tseen[t]++;
+    p->cluster_position = l->seen++;
+    p->level = l->js[i].las ? l->js[i].level : -1;
+    return process(l, i);
 }
 
 static int check_input(const loop *l, ts_err *err)
@@ -708,12 +842,17 @@ static int loop_alloc(loop *l)
     l->start_off = malloc((size_t)(l->nw > 0 ? l->nw : 1) * sizeof *l->start_off);
     l->tmp = malloc((size_t)maxt * sizeof *l->tmp);
     l->plan = malloc((size_t)maxt * sizeof *l->plan);
-    l->pj = malloc((nr + (size_t)l->nw + 1) * sizeof *l->pj);
+    /* reserve() plans the running and the started; try_preempt its candidates
+     * and, after them, the running jobs already stopping */
+    l->pj = malloc((2 * nr + (size_t)l->nw + 1) * sizeof *l->pj);
     l->lost = malloc(nr * sizeof *l->lost);
     l->cand = malloc(nr * sizeof *l->cand);
     l->chosen = malloc(nr * sizeof *l->chosen);
     l->victim = calloc(nr, sizeof *l->victim);
     l->dom = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->dom);
+    l->tord = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *l->tord);
+    l->tseen = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tseen);
+    l->rlevel = malloc(nr * sizeof *l->rlevel);
     ts_sched *s = l->s;
     if (cycle_grow(&s->js, &s->js_cap, l->nw > 0 ? l->nw : 1, sizeof *l->js) != 0 ||
         cycle_grow((void **)&s->why_off, &s->why_off_cap, l->nw > 0 ? l->nw : 1,
@@ -722,8 +861,22 @@ static int loop_alloc(loop *l)
     l->js = s->js;
     l->why_off = s->why_off;
     if (!l->start_off || !l->tmp || !l->plan || !l->pj || !l->lost || !l->cand || !l->chosen ||
-        !l->victim || !l->dom || !l->js || !l->why_off)
+        !l->victim || !l->dom || !l->js || !l->why_off || !l->tord || !l->tseen || !l->rlevel)
         return TS_ENOMEM;
+    /* each tenant's order: its own, else its parent's (parents come first) */
+    const ts_tenants *ts = ts_quota_tenants(s->q);
+    for (int t = 0; t < nt; t++) {
+        int o = ts->t[t].order;
+        if (o != TS_ORDER_LAS && o != TS_ORDER_FIFO)
+            o = ts->t[t].parent >= 0 ? l->tord[ts->t[t].parent] : s->cfg.order;
+        l->tord[t] = o;
+    }
+    l->max_running_level = 0;
+    for (int j = 0; j < l->nr; j++) {
+        l->rlevel[j] = running_level(l, &l->r[j]);
+        if (l->rlevel[j] > l->max_running_level)
+            l->max_running_level = l->rlevel[j];
+    }
     ts_decision *d = l->d;
     if (cycle_grow((void **)&d->starts, &d->starts_cap, l->nw, sizeof *d->starts) != 0 ||
         cycle_grow((void **)&d->preempts, &d->preempts_cap, l->nr, sizeof *d->preempts) != 0 ||
@@ -743,6 +896,9 @@ static void loop_free(loop *l)
     free(l->chosen);
     free(l->victim);
     free(l->dom);
+    free(l->tord);
+    free(l->tseen);
+    free(l->rlevel);
 }
 
 /* Preemptors, then the starving, then tenants by share. */
@@ -779,7 +935,7 @@ static int run_order(loop *l)
     for (int k = 0; k < npre && rc == 0; k++)
         if (pos[k] >= 0 && !done[pos[k]]) {
             done[pos[k]] = 1;
-            rc = process(l, pos[k]);
+            rc = visit(l, pos[k]);
         }
     /* drop entries whose job left the queue or whose wait is over */
     int kept = 0;
@@ -796,11 +952,11 @@ static int run_order(loop *l)
     int n = 0;
     for (int i = 0; i < l->nw; i++)
         if (!done[i] && l->now - l->w[i].submit_s >= s->cfg.starve_after_s)
-            keys[n++] = okey_of(&l->w[i], i, true);
+            keys[n++] = okey_of(l, i, true);
     qsort(keys, (size_t)n, sizeof *keys, cmp_okey);
     for (int k = 0; k < n && rc == 0; k++) {
         done[keys[k].idx] = 1;
-        rc = process(l, keys[k].idx);
+        rc = visit(l, keys[k].idx);
     }
     /* 3. tenants by weighted dominant share, each by its own order */
     /* bucket by tenant (counting sort), then sort each bucket: cheaper than
@@ -814,7 +970,7 @@ static int run_order(loop *l)
         tend[t] = tstart[t];
     for (int i = 0; i < l->nw; i++)
         if (!done[i])
-            keys[tend[l->w[i].tenant]++] = okey_of(&l->w[i], i, false);
+            keys[tend[l->w[i].tenant]++] = okey_of(l, i, false);
     for (int t = 0; t < nt; t++)
         if (tend[t] - tstart[t] > 1)
             qsort(keys + tstart[t], (size_t)(tend[t] - tstart[t]), sizeof *keys, cmp_okey);
@@ -839,7 +995,7 @@ static int run_order(loop *l)
             __builtin_prefetch(&l->why_off[ahead], 1);
         }
         int before = l->d->nstarts;
-        rc = process(l, i);
+        rc = visit(l, i);
         if (tstart[t] == tend[t]) {
             h.t[0] = h.t[--h.n];
         } else if (l->d->nstarts != before) {

@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "sched/replay.h"
+#include "replay/replay.h"
 
 /* The file's bytes (malloc'd, *len set), or NULL after saying why on
  * stderr ("tessera-sim replay: ..."). */

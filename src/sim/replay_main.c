@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/replay.h"
+#include "replay/replay.h"
 #include "sim/fileio.h"
 #include "sim/replay.h"
 #include "sim/replay_cli.h"

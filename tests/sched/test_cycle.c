@@ -111,6 +111,14 @@ static void remake(fx *f, const char *tenants)
     assert_int_equal(make(f, tenants), 0);
 }
 
+/* EASY backfill's reservation is for every job under fifo; under las (the
+ * default) only for jobs past the starvation bound. */
+static void use_fifo(fx *f)
+{
+    f->cfg.order = TS_ORDER_FIFO;
+    remake(f, TENANTS_YAML);
+}
+
 /* A job of ntasks tasks of k whole GPUs each (k 0: CPU only). */
 static ts_job *job(fx *f, int tenant, int tier, int ntasks, int k, double limit_s)
 {
@@ -221,6 +229,7 @@ static void test_starts_and_charges(void **state)
 static void test_gang_all_or_nothing(void **state)
 {
     fx *f = *state;
+    use_fifo(f);
     /* n0 has 1 GPU busy until 1000: 2 tasks of 4 GPUs inside leaf l0 need n0
      * and n1 whole */
     ts_job *r = job(f, TC, TS_TIER_GUARANTEED, 1, 1, 1000);
@@ -389,6 +398,7 @@ static void test_victim_is_whole_gang_from_most_over_share(void **state)
 static void test_backfill_never_delays_reservation(void **state)
 {
     fx *f = *state;
+    use_fifo(f);
     /* n0: r1 (3 GPUs) until 100; n1: r2 (1 GPU) until 1000; n2 idle */
     ts_job *r1 = job(f, TC, TS_TIER_GUARANTEED, 1, 3, 100);
     ts_job *r2 = job(f, TC, TS_TIER_GUARANTEED, 1, 1, 1000);
@@ -791,6 +801,172 @@ static void test_random_workloads_keep_invariants(void **state)
     assert_true(preempts > 0);
 }
 
+/* ---- attained-service order (las) and time-sharing ------------------------ */
+
+#define LEVEL1_GPU_S (8.0 * 3600.0) /* the default first threshold */
+#define NOW_S 100000.0
+
+/* The whole cluster busy with team-a's opportunistic 4-GPU jobs that started
+ * at start_s (so past level 2 by NOW_S unless start_s is recent). */
+static void fill_with_team_a(fx *f, ts_job **run, double start_s)
+{
+    for (int n = 0; n < 3; n++) {
+        run[n] = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 86400);
+        run_on(f, run[n], start_s, (int[]){n}, (int[]){0});
+    }
+}
+
+static int preempts_for(const fx *f, int preemptor)
+{
+    int n = 0;
+    for (int k = 0; k < f->d.npreempts; k++)
+        n += f->d.preempts[k].preemptor == preemptor;
+    return n;
+}
+
+static void test_las_short_job_overtakes(void **state)
+{
+    fx *f = *state;
+    ts_job *run[3];
+    fill_with_team_a(f, run, 0);
+    /* long: submitted first, already ran 2.5 GPU-h over its level-1 line;
+     * fresh: submitted later, nothing attained */
+    ts_job *longj = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 86400);
+    longj->submit_s = NOW_S - 1000;
+    longj->attained_gpu_s = LEVEL1_GPU_S + 9000;
+    longj->queued_s = NOW_S - 100; /* waited far less than it ran: no promotion */
+    ts_job *fresh = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 86400);
+    fresh->submit_s = NOW_S - 900;
+    ts_job *w[] = {longj, fresh};
+    assert_int_equal(cycle(f, NOW_S, w, 2, run, 3), 0);
+    assert_int_equal(f->d.pending[1].level, 0);
+    assert_int_equal(f->d.pending[0].level, 1);
+    assert_int_equal(f->d.pending[1].tenant_position, 0); /* fresh overtakes */
+    assert_int_equal(f->d.pending[0].tenant_position, 1);
+    /* the running jobs reached level 2: fresh time-shares with one of them */
+    assert_true(preempts_for(f, 1) >= 1);
+    for (int k = 0; k < f->d.npreempts; k++) {
+        assert_true(f->d.preempts[k].time_sharing);
+        assert_int_equal(f->d.preempts[k].victim_level, 2);
+    }
+    assert_int_equal(f->d.pending[1].reason, TS_PEND_PREEMPTING);
+    assert_non_null(strstr(f->d.pending[1].why, "time-sharing"));
+
+    /* under fifo the same queue keeps submission order and nobody time-shares */
+    use_fifo(f);
+    f->njobs = 0;
+    fill_with_team_a(f, run, 0);
+    longj = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 86400);
+    longj->submit_s = NOW_S - 1000;
+    longj->attained_gpu_s = LEVEL1_GPU_S + 9000;
+    fresh = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 86400);
+    fresh->submit_s = NOW_S - 900;
+    ts_job *w2[] = {longj, fresh};
+    assert_int_equal(cycle(f, NOW_S, w2, 2, run, 3), 0);
+    assert_int_equal(f->d.pending[0].tenant_position, 0);
+    assert_int_equal(f->d.pending[1].level, -1);
+    assert_int_equal(f->d.npreempts, 0);
+}
+
+static void test_las_starving_job_is_promoted(void **state)
+{
+    fx *f = *state;
+    ts_job *run[3];
+    fill_with_team_a(f, run, NOW_S - 50); /* all within their minimum runtime */
+    /* old: ran 9,000 s on 4 GPUs (level 1), has waited 10,000 s since: at the
+     * default factor (1) it is promoted to level 0, before fresh by age */
+    ts_job *old = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 86400);
+    old->submit_s = NOW_S - 20000;
+    old->attained_gpu_s = 4 * 9000.0;
+    old->queued_s = NOW_S - 10000;
+    ts_job *fresh = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 86400);
+    fresh->submit_s = NOW_S - 900;
+    ts_job *w[] = {fresh, old};
+    assert_int_equal(cycle(f, NOW_S, w, 2, run, 3), 0);
+    assert_int_equal(f->d.pending[1].level, 0);
+    assert_int_equal(f->d.pending[1].tenant_position, 0);
+    assert_int_equal(f->d.pending[0].tenant_position, 1);
+    /* waited less than it ran: stays at level 1, behind fresh */
+    w[1]->queued_s = NOW_S - 8000;
+    assert_int_equal(cycle(f, NOW_S, w, 2, run, 3), 0);
+    assert_int_equal(f->d.pending[1].level, 1);
+    assert_int_equal(f->d.pending[1].tenant_position, 1);
+    /* promotion off: never */
+    f->cfg.las_promote_factor = 0;
+    remake(f, TENANTS_YAML);
+    f->njobs = 0;
+    fill_with_team_a(f, run, NOW_S - 50);
+    old = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 86400);
+    old->attained_gpu_s = 4 * 9000.0;
+    old->queued_s = 1;
+    ts_job *w2[] = {old};
+    assert_int_equal(cycle(f, NOW_S, w2, 1, run, 3), 0);
+    assert_int_equal(f->d.pending[0].level, 1);
+}
+
+static void test_las_victim_keeps_min_runtime(void **state)
+{
+    fx *f = *state;
+    ts_job *run[3];
+    /* level 2 by their earlier runs, but restarted 100 s ago (as after a
+     * time-sharing preemption): not victims until the minimum runtime */
+    fill_with_team_a(f, run, NOW_S - 100);
+    for (int n = 0; n < 3; n++)
+        run[n]->attained_gpu_s = 10 * LEVEL1_GPU_S;
+    ts_job *fresh = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 86400);
+    fresh->submit_s = NOW_S - 10;
+    assert_int_equal(cycle(f, NOW_S, &fresh, 1, run, 3), 0);
+    assert_int_equal(f->d.npreempts, 0);
+    assert_int_not_equal(f->d.pending[0].reason, TS_PEND_PREEMPTING);
+    /* past it: one of them goes */
+    double later = NOW_S - 100 + f->cfg.min_runtime_s;
+    assert_int_equal(cycle(f, later, &fresh, 1, run, 3), 0);
+    assert_int_equal(f->d.npreempts, 1);
+    assert_true(f->d.preempts[0].time_sharing);
+    /* and one preempted as often as the hour allows is left alone */
+    for (int n = 0; n < 3; n++)
+        run[n]->preemptions_hour = f->cfg.max_preemptions_hour;
+    assert_int_equal(cycle(f, later + 1, &fresh, 1, run, 3), 0);
+    assert_int_equal(f->d.npreempts, 0);
+}
+
+static void test_las_guaranteed_never_victim_of_other_tenant(void **state)
+{
+    fx *f = *state;
+    /* n0: team-b's guaranteed job, n1: team-c's, n2: team-a's; all past
+     * level 2 and their minimum runtime */
+    ts_job *run[3];
+    int tenants[3] = {TB, TC, TA};
+    for (int n = 0; n < 3; n++) {
+        run[n] = job(f, tenants[n], TS_TIER_GUARANTEED, 1, 4, 86400);
+        run_on(f, run[n], 0, (int[]){n}, (int[]){0});
+    }
+    /* team-a's fresh opportunistic job may take none of them: others'
+     * guaranteed work, nor its own tenant's guaranteed work */
+    ts_job *wa = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 86400);
+    wa->submit_s = NOW_S - 10;
+    assert_int_equal(cycle(f, NOW_S, &wa, 1, run, 3), 0);
+    assert_int_equal(f->d.npreempts, 0);
+    assert_int_equal(f->d.pending[0].level, 0);
+    /* but another tenant's opportunistic work at a higher level, yes (with
+     * no guarantees anywhere, so that the quota lets it borrow) */
+    f->njobs = 0;
+    remake(f, "tenants:\n  org:\n    teams:\n      team-a: {}\n      team-b: {}\n"
+              "      team-c: {}\n");
+    run[0] = job(f, TB, TS_TIER_OPPORTUNISTIC, 1, 4, 86400);
+    run_on(f, run[0], 0, (int[]){N0}, (int[]){0});
+    for (int n = 1; n < 3; n++) {
+        run[n] = job(f, tenants[n], TS_TIER_GUARANTEED, 1, 4, 86400);
+        run_on(f, run[n], 0, (int[]){n}, (int[]){0});
+    }
+    wa = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 86400);
+    wa->submit_s = NOW_S - 10;
+    assert_int_equal(cycle(f, NOW_S, &wa, 1, run, 3), 0);
+    assert_int_equal(f->d.npreempts, 1);
+    assert_int_equal(f->d.preempts[0].victim, 0);
+    assert_true(f->d.preempts[0].time_sharing);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -810,6 +986,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_array_expands, setup, teardown),
         cmocka_unit_test_setup_teardown(test_starvation_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_workloads_keep_invariants, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_las_short_job_overtakes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_las_starving_job_is_promoted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_las_victim_keeps_min_runtime, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_las_guaranteed_never_victim_of_other_tenant, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/replay.h"
+#include "replay/replay.h"
 
 #define R_S 60.0
 #define RESTART_S 30.0

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/replay.h"
+#include "replay/replay.h"
 
 #define FIXTURE TS_TEST_DATA "/replay-jobs-small.csv"
 

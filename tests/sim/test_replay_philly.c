@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/replay.h"
+#include "replay/replay.h"
 
 #define FIXTURE TS_TEST_DATA "/replay-philly-small.csv"
 #define VC_FIXTURE TS_TEST_DATA "/replay-philly-vc-small.csv"

@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/replay.h"
+#include "replay/replay.h"
 
 /* Slack for comparing accumulated float times (event-driven mode only; with
  * integer rounds every value is exact). */

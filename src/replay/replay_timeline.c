@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/replay.h"
+#include "replay/replay.h"
 
 enum { EV_SUBMIT, EV_FINISH, EV_HOLD_START, EV_HOLD_END };
 

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/replay.h"
+#include "replay/replay.h"
 
 /* Attained service is a sum of float increments in event-driven mode. */
 #define SERVICE_EPS_GPU_S 1e-6

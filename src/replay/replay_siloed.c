@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/replay.h"
+#include "replay/replay.h"
 
 static int cmp_double(const void *a, const void *b)
 {

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "model/csv_reader.h"
-#include "sched/replay.h"
+#include "replay/replay.h"
 
 #define PHILLY_HEADER "timestamp,duration,num_gpus,gpu_time,cluster"
 #define VC_HEADER "vc,node num"

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "model/csv_reader.h"
-#include "sched/replay.h"
+#include "replay/replay.h"
 
 #define HEADER "name,submit_s,gpus,duration_s"
 #define HEADER_TENANT HEADER ",tenant"

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "model/csv_reader.h"
-#include "sched/replay.h"
+#include "replay/replay.h"
 
 #define NCOLS 9
 #define LINE_MAX_BYTES 4096

@@ -18,16 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/replay.h"
+#include "replay/replay.h"
 #include "tessera/cycle.h"
 
 #define CORE_MODEL "H100-80GB"         /* a label: the replays count GPUs only */
 #define CORE_NODE_CPU_MILLI 1000000
 #define CORE_NODE_MEM_MIB 100000000
-#define CORE_TIME_LIMIT_S (7.0 * 86400.0)
-#define CORE_MIN_RUNTIME_S 120.0       /* as the tessera replay policy */
-#define CORE_HALF_LIFE_S 86400.0
-#define CORE_REDECIDE_S 1.0
+#define CORE_CYCLES_MAX 16              /* cycles in one decision, while some preempt */
 
 typedef struct core_job {
     ts_request task[2];   /* [0] full tasks, [1] the remainder task */
@@ -36,8 +33,16 @@ typedef struct core_job {
     ts_alloc *allocs;     /* while running */
     int tier;
     double start_s;
+    double attained_gpu_s; /* GPU-s of its finished runs */
+    double queued_s;       /* when it last began to wait (0: its submission) */
     double preempted_at[4];
 } core_job;
+
+typedef struct wkey {
+    int level;
+    double attained;
+    int j;
+} wkey;
 
 typedef struct core_state {
     int njobs, ntenants;
@@ -52,7 +57,8 @@ typedef struct core_state {
     bool *running;
     ts_job *wv, *rv;
     int *wi, *ri;
-    bool redecide;
+    wkey *wk;
+    long preempted;
     int gpn;
     int64_t *gsum;         /* [tenants] guaranteed use, as this decision assigns tiers */
 } core_state;
@@ -76,6 +82,7 @@ static void core_free(void *p)
     free(s->rv);
     free(s->wi);
     free(s->ri);
+    free(s->wk);
     free(s->gsum);
     free(s);
 }
@@ -94,9 +101,10 @@ static int core_init(void **out, int njobs, int ntenants, ts_err *err)
         s->rv = malloc(n * sizeof *s->rv);
         s->wi = malloc(n * sizeof *s->wi);
         s->ri = malloc(n * sizeof *s->ri);
+        s->wk = malloc(n * sizeof *s->wk);
         s->gsum = calloc((size_t)ntenants + 2, sizeof *s->gsum);
     }
-    if (!s || !s->jobs || !s->running || !s->wv || !s->rv || !s->wi || !s->ri || !s->gsum) {
+    if (!s || !s->jobs || !s->running || !s->wv || !s->rv || !s->wi || !s->ri || !s->wk || !s->gsum) {
         core_free(s);
         return ts_err_set(err, TS_ENOMEM, "replay policy core: out of memory");
     }
@@ -145,12 +153,11 @@ static int build(core_state *s, const ts_replay_view *v)
                                 TS_QUOTA_UNLIMITED, TS_QUOTA_UNLIMITED, &err) != 0)
             return err.code;
     }
+    /* tesserad's default configuration, nothing changed (jobs give no grace:
+     * the engine charges restarts and lost progress itself) */
     ts_sched_config cfg;
     ts_sched_config_default(&cfg);
-    cfg.default_time_limit_s = CORE_TIME_LIMIT_S;
-    cfg.min_runtime_s = CORE_MIN_RUNTIME_S;
-    cfg.default_grace_s = 0.0;
-    int rc = ts_quota_new(s->ts, CORE_HALF_LIFE_S, &s->q, &err);
+    int rc = ts_quota_new(s->ts, TS_HALF_LIFE_DEFAULT_S, &s->q, &err);
     if (rc == 0)
         rc = ts_sched_new(s->c, s->q, &cfg, &s->s, &err);
     if (rc != 0)
@@ -187,71 +194,97 @@ static ts_job view_job(const core_state *s, const ts_replay_view *v, int j)
                     .submit_s = v->jobs[j].submit_s, .tasks = cj->tasks, .ntasks = cj->ntasks,
                     .required_level = TS_GANG_LEVEL_ANY, .preferred_level = TS_GANG_LEVEL_ANY,
                     .ckpt_grace_s = 0.0, .allocs = cj->allocs, .start_s = cj->start_s,
-                    .last_ckpt_s = cj->start_s};
+                    .last_ckpt_s = cj->start_s, .attained_gpu_s = cj->attained_gpu_s,
+                    .queued_s = cj->queued_s};
 }
 
+/* A job stops (finished or preempted): its GPUs go back, its run counts as
+ * attained service, and it waits again from now. */
 static void stop(core_state *s, const ts_replay_view *v, int j)
 {
     core_job *cj = &s->jobs[j];
     ts_job job = view_job(s, v, j);
     ts_sched_stop(s->s, &job, v->now_s, NULL);
+    cj->attained_gpu_s += (v->now_s - cj->start_s) * v->jobs[j].gpus;
+    cj->queued_s = v->now_s;
     free(cj->allocs);
     cj->allocs = NULL;
     s->running[j] = false;
 }
 
-static void core_decide(void *p, const ts_replay_view *v, bool *run)
+static int cmp_wkey(const void *a, const void *b)
 {
-    core_state *s = p;
-    s->redecide = false;
-    if (!s->built && build(s, v) != 0)
-        return; /* nothing runs; the engine reports a stuck replay */
-    /* what finished since the last decision gives its GPUs back */
-    int pi = 0;
-    for (int j = 0; j < s->njobs; j++) {
-        while (pi < v->npending && v->pending[pi] < j)
-            pi++;
-        bool pending = pi < v->npending && v->pending[pi] == j;
-        if (s->running[j] && !pending)
-            stop(s, v, j);
-    }
+    const wkey *x = a, *y = b;
+    if (x->level != y->level)
+        return x->level - y->level;
+    if (x->attained != y->attained)
+        return x->attained < y->attained ? -1 : 1;
+    return (x->j > y->j) - (x->j < y->j);
+}
+
+/* The waiting jobs, tiered as a user would submit them: in the order the
+ * scheduler ranks a tenant's jobs (las level, attained service, arrival),
+ * those that fit the tenant's unused guarantee are guaranteed, the rest may
+ * only borrow. Fills s->wv/s->wi; returns how many. */
+static int waiting_view(core_state *s, const ts_replay_view *v)
+{
     int dim = ts_res_gpu(ts_gpu_model_lookup(CORE_MODEL));
-    int nw = 0, nr = 0;
     for (int t = 0; t < ts_quota_tenants(s->q)->n; t++)
         s->gsum[t] = ts_quota_usage_tier(s->q, t, TS_TIER_GUARANTEED, dim);
+    int n = 0;
     for (int i = 0; i < v->npending; i++) {
         int j = v->pending[i];
+        if (!s->running[j])
+            s->wk[n++] = (wkey){ts_sched_las_level(s->s, s->jobs[j].attained_gpu_s),
+                                s->jobs[j].attained_gpu_s, j};
+    }
+    qsort(s->wk, (size_t)n, sizeof *s->wk, cmp_wkey);
+    for (int k = 0; k < n; k++) {
+        int j = s->wk[k].j;
         core_job *cj = &s->jobs[j];
-        if (s->running[j]) {
-            s->ri[nr] = j;
-            s->rv[nr] = view_job(s, v, j);
-            int recent = 0;
-            for (int k = 0; k < 4; k++)
-                recent += cj->preempted_at[k] > 0.0 && v->now_s - cj->preempted_at[k] < 3600.0;
-            s->rv[nr++].preemptions_hour = recent;
-            continue;
-        }
-        /* in arrival order, the first jobs that fit the tenant's unused
-         * guarantee are guaranteed; the rest may only borrow */
         int t = v->ntenants > 0 ? 1 + v->jobs[j].tenant : 1;
         int64_t need = (int64_t)v->jobs[j].gpus * TS_MILLI_PER_GPU;
         int64_t guar = ts_quota_tenants(s->q)->t[t].guaranteed[dim];
         cj->tier = s->gsum[t] + need <= guar ? TS_TIER_GUARANTEED : TS_TIER_OPPORTUNISTIC;
         if (cj->tier == TS_TIER_GUARANTEED)
             s->gsum[t] += need;
-        s->wi[nw] = j;
-        s->wv[nw++] = view_job(s, v, j);
+        s->wi[k] = j;
+        s->wv[k] = view_job(s, v, j);
     }
+    return n;
+}
+
+/* One cycle; its victims stop at once (the replay has no grace); returns how
+ * many were preempted, or -1 when the cycle failed. */
+static int core_cycle(core_state *s, const ts_replay_view *v)
+{
+    int nr = 0;
+    for (int i = 0; i < v->npending; i++) {
+        int j = v->pending[i];
+        core_job *cj = &s->jobs[j];
+        if (!s->running[j])
+            continue;
+        s->ri[nr] = j;
+        s->rv[nr] = view_job(s, v, j);
+        int recent = 0;
+        for (int k = 0; k < 4; k++)
+            recent += cj->preempted_at[k] > 0.0 && v->now_s - cj->preempted_at[k] < 3600.0;
+        s->rv[nr].preemptions_hour = recent;
+        /* what a preemption now would lose, as the engine counts it */
+        double risk = v->at_risk_s ? v->at_risk_s[j] : 0.0;
+        s->rv[nr++].last_ckpt_s = v->now_s - risk > cj->start_s ? v->now_s - risk : cj->start_s;
+    }
+    int nw = waiting_view(s, v);
     ts_err err;
     if (ts_sched_cycle(s->s, v->now_s, s->wv, nw, s->rv, nr, &s->d, &err) != 0)
-        return;
+        return -1;
+    s->preempted += s->d.npreempts;
     for (int k = 0; k < s->d.npreempts; k++) {
         int j = s->ri[s->d.preempts[k].victim];
         core_job *cj = &s->jobs[j];
         memmove(cj->preempted_at + 1, cj->preempted_at, 3 * sizeof *cj->preempted_at);
         cj->preempted_at[0] = v->now_s;
         stop(s, v, j);
-        s->redecide = true;
     }
     for (int k = 0; k < s->d.nstarts; k++) {
         int j = s->wi[s->d.starts[k].job];
@@ -267,15 +300,35 @@ static void core_decide(void *p, const ts_replay_view *v, bool *run)
         cj->start_s = v->now_s;
         s->running[j] = true;
     }
+    return s->d.npreempts;
+}
+
+static void core_decide(void *p, const ts_replay_view *v, bool *run)
+{
+    core_state *s = p;
+    if (!s->built && build(s, v) != 0)
+        return; /* nothing runs; the engine reports a stuck replay */
+    /* what finished since the last decision gives its GPUs back */
+    int pi = 0;
+    for (int j = 0; j < s->njobs; j++) {
+        while (pi < v->npending && v->pending[pi] < j)
+            pi++;
+        bool pending = pi < v->npending && v->pending[pi] == j;
+        if (s->running[j] && !pending)
+            stop(s, v, j);
+    }
+    /* a preemption's victims are gone at once: the preemptors start in the
+     * next cycle of the same decision (as tesserad's next cycle after the
+     * grace) */
+    for (int round = 0; round < CORE_CYCLES_MAX; round++)
+        if (core_cycle(s, v) <= 0)
+            break;
     for (int i = 0; i < v->npending; i++)
         run[v->pending[i]] = s->running[v->pending[i]];
 }
 
-static double core_next_event(void *p, const ts_replay_view *v)
-{
-    core_state *s = p;
-    return s->redecide ? v->now_s + CORE_REDECIDE_S : v->now_s;
-}
-
-const ts_replay_policy_ops ts_replay_core_ops = {"core", true, core_init, core_decide,
-                                                 core_next_event, core_free};
+const ts_replay_policy_ops ts_replay_core_ops = {"core", true, core_init, core_decide, NULL,
+                                                 core_free};
+/* `tessera` in every table is the same: the production cycle */
+const ts_replay_policy_ops ts_replay_tessera_ops = {"tessera", true, core_init, core_decide,
+                                                    NULL, core_free};
