@@ -12,7 +12,8 @@
  * empty_cache hook gives cached memory back; and replaying the recorded
  * traces of tests/data/alloc through the entry points gives the
  * fragmentation of `tessera-alloc-replay --allocator tessera` within 0.1
- * point (both figures printed), also with frees moved to another stream.
+ * point (both figures printed), also with frees moved to another stream;
+ * with ../shared present, the eight full traces too.
  * Skipped when the fake or the library is not built.
  */
 #include "alloc_test.h"
@@ -28,6 +29,9 @@
 
 #ifndef TS_ALLOC_FAKE_CUDA
 #define TS_ALLOC_FAKE_CUDA ""
+#endif
+#ifndef TS_ALLOC_SHARED_TRACES
+#define TS_ALLOC_SHARED_TRACES ""
 #endif
 #ifndef TS_ALLOC_PLUGGABLE_LIB
 #define TS_ALLOC_PLUGGABLE_LIB ""
@@ -71,10 +75,10 @@ static int setup(void **state)
     if (!TS_ALLOC_FAKE_CUDA[0] || access(TS_ALLOC_FAKE_CUDA, R_OK) != 0 ||
         !TS_ALLOC_PLUGGABLE_LIB[0] || access(TS_ALLOC_PLUGGABLE_LIB, R_OK) != 0)
         return 0;
-    /* two 16 GiB devices; the library finds the driver as PyTorch's process
+    /* two 32 GiB devices; the library finds the driver as PyTorch's process
      * would have it, here through the variable the CUDA backend reads */
     setenv("TESSERA_FAKE_CUDA_DEVICES", "2", 1);
-    setenv("TESSERA_FAKE_CUDA_MEM_BYTES", "16G", 1);
+    setenv("TESSERA_FAKE_CUDA_MEM_BYTES", "32G", 1);
     setenv(TS_MEMDEV_CUDA_LIBRARY_ENV, TS_ALLOC_FAKE_CUDA, 1);
     setenv("TESSERA_CUDA_MEM_LIMIT", "1=256M", 1); /* device 1 has a quota */
     setenv("TESSERA_CUDA_CTX_BYTES", "0", 1);
@@ -213,7 +217,7 @@ static void test_streams_and_cache(void **state)
 }
 
 /* Device 1 has a 256 MiB quota, device 0 none: per-device allocators, and
- * device 1 refuses at its quota, not at the fake device's 16 GiB. */
+ * device 1 refuses at its quota, not at the fake device's 32 GiB. */
 static void test_quota_per_device(void **state)
 {
     (void)state;
@@ -285,6 +289,37 @@ static double replay_pluggable(const ts_memtrace *t, int frees_elsewhere, void *
     return st.fragmentation;
 }
 
+/* One trace, both ways: what `tessera-alloc-replay --allocator tessera`
+ * reports (ts_memreplay_run, the simulated device) against the entry points
+ * on the fake libcuda, plain and with every third free on another stream. */
+static void compare_trace(const char *name, const char *ev, const char *live)
+{
+    ts_memtrace t;
+    ts_err err = {0, ""};
+    if (ts_memtrace_load(ev, live, NULL, &t, &err) != 0)
+        fail_msg("%s", err.msg);
+    ts_memreplay_opts o = {.kind = TS_MEMALLOC_TESSERA};
+    ts_memreplay_result r;
+    if (ts_memreplay_run(&t, &o, &r, &err) != 0)
+        fail_msg("%s", err.msg);
+    double plug = replay_pluggable(&t, 0, NULL);
+    assert_device_empty(0);
+    void *s1 = NULL;
+    void *warm = P.alloc(512, 0, NULL); /* the context, for the stream */
+    assert_int_equal(P.stream_create(&s1, 0), 0);
+    P.free(warm, 512, 0, NULL);
+    double plug_x = replay_pluggable(&t, 1, s1);
+    assert_int_equal(P.stream_destroy(s1), 0);
+    assert_device_empty(0);
+    print_message("%s: fragmentation replay %.3f %%, pluggable %.3f %%, pluggable with "
+                  "every third free on another stream %.3f %%\n", name,
+                  100 * r.fragmentation, 100 * plug, 100 * plug_x);
+    assert_true(fabs(plug - r.fragmentation) <= 0.001);
+    assert_true(fabs(plug_x - r.fragmentation) <= 0.001);
+    ts_memtrace_free(&t);
+}
+
+/* The excerpts shipped in tests/data/alloc. */
 static void test_replay_traces(void **state)
 {
     (void)state;
@@ -295,30 +330,38 @@ static void test_replay_traces(void **state)
         char ev[512], live[512];
         snprintf(ev, sizeof ev, "%s/alloc/%s.events.csv", TS_TEST_DATA, traces[k]);
         snprintf(live, sizeof live, "%s/alloc/%s.initial_live.csv", TS_TEST_DATA, traces[k]);
-        ts_memtrace t;
-        ts_err err = {0, ""};
-        if (ts_memtrace_load(ev, live, NULL, &t, &err) != 0)
-            fail_msg("%s", err.msg);
-        /* what tessera-alloc-replay --allocator tessera reports */
-        ts_memreplay_opts o = {.kind = TS_MEMALLOC_TESSERA};
-        ts_memreplay_result r;
-        if (ts_memreplay_run(&t, &o, &r, &err) != 0)
-            fail_msg("%s", err.msg);
-        double plug = replay_pluggable(&t, 0, NULL);
-        assert_device_empty(0);
-        void *s1 = NULL;
-        void *warm = P.alloc(512, 0, NULL); /* the context, for the stream */
-        assert_int_equal(P.stream_create(&s1, 0), 0);
-        P.free(warm, 512, 0, NULL);
-        double plug_x = replay_pluggable(&t, 1, s1);
-        assert_int_equal(P.stream_destroy(s1), 0);
-        assert_device_empty(0);
-        print_message("%s: fragmentation replay %.3f %%, pluggable %.3f %%, pluggable with "
-                      "every third free on another stream %.3f %%\n", traces[k],
-                      100 * r.fragmentation, 100 * plug, 100 * plug_x);
-        assert_true(fabs(plug - r.fragmentation) <= 0.001);
-        assert_true(fabs(plug_x - r.fragmentation) <= 0.001);
-        ts_memtrace_free(&t);
+        compare_trace(traces[k], ev, live);
+    }
+}
+
+/* The eight full traces, when ../shared is there (up to 23 GiB at peak:
+ * about 11,600 granules, one memfd each in the fake). */
+static void test_full_traces(void **state)
+{
+    (void)state;
+    if (!have())
+        return;
+    static const char *const traces[] = {
+        "medium_128_inference", "medium_256_inference", "medium_512_inference",
+        "medium_1024_inference", "medium_128_training", "medium_256_training",
+        "medium_512_training", "medium_1024_training"};
+    char ev[512], live[512];
+    snprintf(ev, sizeof ev, "%s/cs336-medium-wedsonlin/csv/%s_memory_snapshot.events.csv",
+             TS_ALLOC_SHARED_TRACES, traces[0]);
+    if (!TS_ALLOC_SHARED_TRACES[0] || access(ev, R_OK) != 0) {
+        print_message("skipped: no full traces in %s\n", TS_ALLOC_SHARED_TRACES);
+        return;
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < 16384) {
+        print_message("skipped: the full traces need 16384 descriptors (the fake's memfds)\n");
+        return;
+    }
+    for (size_t k = 0; k < sizeof traces / sizeof traces[0]; k++) {
+        const char *base = "%s/cs336-medium-wedsonlin/csv/%s_memory_snapshot.%s.csv";
+        snprintf(ev, sizeof ev, base, TS_ALLOC_SHARED_TRACES, traces[k], "events");
+        snprintf(live, sizeof live, base, TS_ALLOC_SHARED_TRACES, traces[k], "initial_live");
+        compare_trace(traces[k], ev, live);
     }
 }
 
@@ -329,6 +372,7 @@ int main(void)
         cmocka_unit_test(test_streams_and_cache),
         cmocka_unit_test(test_quota_per_device),
         cmocka_unit_test(test_replay_traces),
+        cmocka_unit_test(test_full_traces),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
