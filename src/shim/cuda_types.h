@@ -69,6 +69,7 @@ typedef enum cudaError_enum {
 /* ---- scalar and handle types ---------------------------------------------- */
 typedef int CUdevice;
 typedef unsigned long long CUdeviceptr; /* CUdeviceptr_v2: 64 bits everywhere */
+typedef unsigned int CUdeviceptr_v1;     /* the pre-CUDA-3.2 entry points' pointers */
 typedef unsigned long long CUmemGenericAllocationHandle;
 typedef uint64_t cuuint64_t;
 
@@ -172,6 +173,11 @@ typedef enum CUlaunchAttributeID_enum {
     CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2,
 } CUlaunchAttributeID;
 
+typedef enum CUgraphInstantiateResult_enum {
+    CUDA_GRAPH_INSTANTIATE_SUCCESS = 0,
+    CUDA_GRAPH_INSTANTIATE_ERROR = 1,
+} CUgraphInstantiateResult;
+
 typedef enum CUdriverProcAddressQueryResult_enum {
     CU_GET_PROC_ADDRESS_SUCCESS = 0,
     CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
@@ -227,6 +233,40 @@ typedef struct CUDA_ARRAY3D_DESCRIPTOR_st {
     unsigned int NumChannels;
     unsigned int Flags;
 } CUDA_ARRAY3D_DESCRIPTOR;
+
+/* The pre-3.2 array descriptors: 32-bit dimensions. */
+typedef struct CUDA_ARRAY_DESCRIPTOR_v1_st {
+    unsigned int Width;
+    unsigned int Height;
+    CUarray_format Format;
+    unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR_v1;
+
+typedef struct CUDA_ARRAY3D_DESCRIPTOR_v1_st {
+    unsigned int Width;
+    unsigned int Height;
+    unsigned int Depth;
+    CUarray_format Format;
+    unsigned int NumChannels;
+    unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR_v1;
+
+/* A graph memory node (cuGraphAddMemAllocNode): the driver fills dptr. */
+typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_v1_st {
+    CUmemPoolProps poolProps;
+    const CUmemAccessDesc *accessDescs;
+    size_t accessDescCount;
+    size_t bytesize;
+    CUdeviceptr dptr;
+} CUDA_MEM_ALLOC_NODE_PARAMS_v1;
+typedef CUDA_MEM_ALLOC_NODE_PARAMS_v1 CUDA_MEM_ALLOC_NODE_PARAMS;
+
+typedef struct CUDA_GRAPH_INSTANTIATE_PARAMS_st {
+    cuuint64_t flags;
+    CUstream hUploadStream;
+    CUgraphNode hErrNode_out;
+    CUgraphInstantiateResult result_out;
+} CUDA_GRAPH_INSTANTIATE_PARAMS;
 
 typedef struct CUDA_ARRAY_MEMORY_REQUIREMENTS_st {
     size_t size;
@@ -520,6 +560,41 @@ _Static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS_v2) == 72, "kernel node params v2:
     X(cuGraphLaunch_ptsz, (CUgraphExec hGraphExec, CUstream hStream), (hGraphExec, hStream))  \
     X(cuGraphExecDestroy, (CUgraphExec hGraphExec), (hGraphExec))                             \
     X(cuGraphDestroy, (CUgraph hGraph), (hGraph))                                             \
+    X(cuGraphAddMemAllocNode,                                                                 \
+      (CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,            \
+       size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams),                       \
+      (phGraphNode, hGraph, dependencies, numDependencies, nodeParams))                       \
+    X(cuGraphAddMemFreeNode,                                                                  \
+      (CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,            \
+       size_t numDependencies, CUdeviceptr dptr),                                             \
+      (phGraphNode, hGraph, dependencies, numDependencies, dptr))                             \
+    X(cuDeviceGraphMemTrim, (CUdevice device), (device))                                      \
+    X(cuGraphInstantiate,                                                                     \
+      (CUgraphExec * phGraphExec, CUgraph hGraph, CUgraphNode * phErrorNode, char *logBuffer, \
+       size_t bufferSize),                                                                    \
+      (phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize))                              \
+    X(cuGraphInstantiate_v2,                                                                  \
+      (CUgraphExec * phGraphExec, CUgraph hGraph, CUgraphNode * phErrorNode, char *logBuffer, \
+       size_t bufferSize),                                                                    \
+      (phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize))                              \
+    X(cuGraphInstantiateWithParams,                                                           \
+      (CUgraphExec * phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *params),     \
+      (phGraphExec, hGraph, params))                                                          \
+    X(cuMemAlloc, (CUdeviceptr_v1 * dptr, unsigned int bytesize), (dptr, bytesize))           \
+    X(cuMemAllocPitch,                                                                        \
+      (CUdeviceptr_v1 * dptr, unsigned int *pPitch, unsigned int WidthInBytes,                \
+       unsigned int Height, unsigned int ElementSizeBytes),                                   \
+      (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes))                                 \
+    X(cuMemFree, (CUdeviceptr_v1 dptr), (dptr))                                               \
+    X(cuMemGetInfo, (unsigned int *free, unsigned int *total), (free, total))                 \
+    X(cuDeviceTotalMem, (unsigned int *bytes, CUdevice dev), (bytes, dev))                    \
+    X(cuCtxCreate, (CUcontext * pctx, unsigned int flags, CUdevice dev), (pctx, flags, dev))  \
+    X(cuCtxDestroy, (CUcontext ctx), (ctx))                                                   \
+    X(cuDevicePrimaryCtxReset, (CUdevice dev), (dev))                                         \
+    X(cuArrayCreate, (CUarray * pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *pAllocateArray),     \
+      (pHandle, pAllocateArray))                                                              \
+    X(cuArray3DCreate, (CUarray * pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *pAllocateArray), \
+      (pHandle, pAllocateArray))                                                              \
     X(cuGetErrorString, (CUresult error, const char **pStr), (error, pStr))                   \
     X(cuGetErrorName, (CUresult error, const char **pStr), (error, pStr))                     \
     X(cuGetProcAddress,                                                                       \

@@ -426,6 +426,8 @@ CAPTURE_BEGIN(cuStreamBeginCapture_v2_ptsz)
                     st == CU_STREAM_CAPTURE_STATUS_ACTIVE;                                    \
         if (!still && __atomic_load_n(&L.captures, __ATOMIC_ACQUIRE) > 0)                     \
             __atomic_sub_fetch(&L.captures, 1, __ATOMIC_ACQ_REL);                             \
+        if (!still)                                                                           \
+            ts_shim_mem_capture_end(hStream, r == CUDA_SUCCESS && phGraph ? *phGraph : NULL); \
         return r;                                                                             \
     }
 CAPTURE_END(cuStreamEndCapture)

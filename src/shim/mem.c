@@ -326,7 +326,7 @@ static CUmemoryPool current_pool(int ordinal)
 }
 
 static int stream_capturing(CUstream s);
-static void capture_add(CUstream s, uint64_t bytes);
+static void capture_add(CUstream s, const struct ts_shim_dev *d, int o, uint64_t bytes);
 
 typedef CUresult (*pool_alloc_fn)(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                   CUstream hStream);
@@ -344,7 +344,7 @@ static CUresult pooled_alloc(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool po
         /* a memory node of the graph being captured: charged with the graph */
         CUresult r = call(dptr, bytesize, pool, hStream);
         if (r == CUDA_SUCCESS)
-            capture_add(hStream, bytes);
+            capture_add(hStream, d, o, bytes);
         return r;
     }
     CUmemoryPool p = pool ? pool : current_pool(o);
@@ -623,7 +623,17 @@ TS_SHIM_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
     return r;
 }
 
-/* ---- graph memory nodes ------------------------------------------------------ */
+/* ---- graph memory nodes ------------------------------------------------------ *
+ * A graph's memory nodes (cuGraphAddMemAllocNode, or cuMemAllocAsync on a
+ * capturing stream) hold no memory until the graph is instantiated and
+ * launched; the driver then maps them from the device's graph memory pool,
+ * which keeps them after the instance is destroyed until
+ * cuDeviceGraphMemTrim. The shim sums a graph's nodes (uncharged) and
+ * charges an instance the sum from its instantiation (an upper bound: before
+ * its first launch it holds nothing yet) to its destruction, when it trims
+ * the device's graph pool so the driver gives the memory back too. An
+ * instantiation that would pass the quota fails with
+ * CUDA_ERROR_OUT_OF_MEMORY. */
 
 static int stream_capturing(CUstream s)
 {
@@ -632,11 +642,206 @@ static int stream_capturing(CUstream s)
            st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
 }
 
-static void capture_add(CUstream s, uint64_t bytes)
+/* Adds `bytes` to the uncharged tally of kind (a graph, or a capturing
+ * stream) `key` on CUDA ordinal o. */
+static void tally_add(uint32_t kind, uint64_t key, int ldev, int o, uint64_t bytes)
 {
-    (void)s;
-    (void)bytes;
+    pthread_mutex_lock(&ts_shim.lock);
+    struct ts_shim_rec *rec = ts_shim_rec_get(&ts_shim.recs, kind, key);
+    if (rec) {
+        rec->bytes = rec->bytes > UINT64_MAX - bytes ? UINT64_MAX : rec->bytes + bytes;
+    } else {
+        struct ts_shim_rec r = {.key = key, .kind = kind, .ldev = ldev, .bytes = bytes,
+                                .pool = (uint64_t)o, .refs = 1};
+        ts_shim_rec_put(&ts_shim.recs, &r);
+    }
+    pthread_mutex_unlock(&ts_shim.lock);
 }
+
+static void capture_add(CUstream s, const struct ts_shim_dev *d, int o, uint64_t bytes)
+{
+    tally_add(TS_REC_CAPTURE, (uintptr_t)s, d->ledger_dev, o, bytes);
+}
+
+void ts_shim_mem_capture_end(CUstream s, CUgraph graph)
+{
+    struct ts_shim_rec t;
+    if (unrecord(TS_REC_CAPTURE, (uintptr_t)s, &t) != 0 || !graph)
+        return;
+    tally_add(TS_REC_GRAPH, (uintptr_t)graph, t.ldev, (int)t.pool, t.bytes);
+}
+
+TS_SHIM_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                               const CUgraphNode *dependencies,
+                                               size_t numDependencies,
+                                               CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+    ts_shim_ready();
+    CUresult r = PASS(cuGraphAddMemAllocNode, phGraphNode, hGraph, dependencies, numDependencies,
+                      nodeParams);
+    const struct ts_shim_dev *d;
+    if (r == CUDA_SUCCESS && ts_shim.cfg.mem_on && nodeParams &&
+        nodeParams->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+        (d = quota_dev(nodeParams->poolProps.location.id)))
+        tally_add(TS_REC_GRAPH, (uintptr_t)hGraph, d->ledger_dev,
+                  nodeParams->poolProps.location.id, rounded(nodeParams->bytesize, d->gran));
+    return r;
+}
+
+TS_SHIM_EXPORT CUresult cuGraphDestroy(CUgraph hGraph)
+{
+    ts_shim_ready();
+    CUresult r = PASS(cuGraphDestroy, hGraph);
+    if (r == CUDA_SUCCESS && ts_shim.cfg.mem_on)
+        unrecord(TS_REC_GRAPH, (uintptr_t)hGraph, NULL);
+    return r;
+}
+
+/* Reserves graph's memory for an instance about to be made: 0 and *held the
+ * bytes (0: nothing to charge), or -1 over the quota. */
+static int graph_reserve(CUgraph graph, struct ts_shim_rec *held)
+{
+    memset(held, 0, sizeof *held);
+    if (!ts_shim.cfg.mem_on)
+        return 0;
+    pthread_mutex_lock(&ts_shim.lock);
+    struct ts_shim_rec *g = ts_shim_rec_get(&ts_shim.recs, TS_REC_GRAPH, (uintptr_t)graph);
+    if (g)
+        *held = *g;
+    pthread_mutex_unlock(&ts_shim.lock);
+    const struct ts_shim_dev *d = held->bytes ? quota_dev((int)held->pool) : NULL;
+    if (!d) {
+        held->bytes = 0;
+        return 0;
+    }
+    return reserve(d, held->bytes) == 0 ? 0 : -1;
+}
+
+static CUresult graph_settle(CUresult r, CUgraphExec *exec, const struct ts_shim_rec *held)
+{
+    if (!held->bytes)
+        return r;
+    if (r != CUDA_SUCCESS || !exec) {
+        release(held->ldev, held->bytes);
+        return r;
+    }
+    struct ts_shim_rec x = {.key = (uintptr_t)*exec, .kind = TS_REC_GEXEC, .ldev = held->ldev,
+                            .bytes = held->bytes, .pool = held->pool, .refs = 1};
+    pthread_mutex_lock(&ts_shim.lock);
+    int rc = ts_shim_rec_put(&ts_shim.recs, &x);
+    pthread_mutex_unlock(&ts_shim.lock);
+    if (rc != 0) {
+        PASS(cuGraphExecDestroy, *exec);
+        release(held->ldev, held->bytes);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return r;
+}
+
+TS_SHIM_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                    unsigned long long flags)
+{
+    ts_shim_ready();
+    struct ts_shim_rec held;
+    if (graph_reserve(hGraph, &held) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = PASS(cuGraphInstantiateWithFlags, phGraphExec, hGraph, flags);
+    return graph_settle(r, phGraphExec, &held);
+}
+
+TS_SHIM_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                     CUDA_GRAPH_INSTANTIATE_PARAMS *params)
+{
+    ts_shim_ready();
+    struct ts_shim_rec held;
+    if (graph_reserve(hGraph, &held) != 0) {
+        if (params)
+            params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    CUresult r = PASS(cuGraphInstantiateWithParams, phGraphExec, hGraph, params);
+    return graph_settle(r, phGraphExec, &held);
+}
+
+#define GRAPH_INSTANTIATE_LEGACY(name)                                                        \
+    TS_SHIM_EXPORT CUresult name(CUgraphExec *phGraphExec, CUgraph hGraph,                    \
+                                 CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize) \
+    {                                                                                         \
+        ts_shim_ready();                                                                      \
+        struct ts_shim_rec held;                                                              \
+        if (graph_reserve(hGraph, &held) != 0)                                                \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                                  \
+        CUresult r = PASS(name, phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);     \
+        return graph_settle(r, phGraphExec, &held);                                           \
+    }
+GRAPH_INSTANTIATE_LEGACY(cuGraphInstantiate)
+GRAPH_INSTANTIATE_LEGACY(cuGraphInstantiate_v2)
+
+TS_SHIM_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+    ts_shim_ready();
+    struct ts_shim_rec x;
+    int had = ts_shim.cfg.mem_on && unrecord(TS_REC_GEXEC, (uintptr_t)hGraphExec, &x) == 0;
+    CUresult r = PASS(cuGraphExecDestroy, hGraphExec);
+    if (!had)
+        return r;
+    if (r != CUDA_SUCCESS) {
+        record(x.kind, x.key, x.ldev, x.bytes, x.owner);
+        return r;
+    }
+    /* the driver's graph pool would keep the memory cached: give it back */
+    PASS(cuDeviceGraphMemTrim, (CUdevice)x.pool);
+    release(x.ldev, x.bytes);
+    return r;
+}
+
+/* ---- the pre-CUDA-3.2 entry points ------------------------------------------ *
+ * 32-bit sizes and pointers. Charged and freed like their _v2 successors;
+ * reports clamp the quota to what 32 bits hold. The pitched and array
+ * allocations, whose sizes the driver decides, are refused while the device
+ * has a quota (CUDA_ERROR_NOT_SUPPORTED): no current program uses them. */
+
+static CUresult undo_free_v1(uint64_t p) { return PASS(cuMemFree, (CUdeviceptr_v1)p); }
+
+TS_SHIM_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
+    ts_shim_ready();
+    CUcontext ctx;
+    const struct ts_shim_dev *d;
+    if (!ts_shim.cfg.mem_on || !dptr || bytesize == 0 ||
+        !(d = quota_dev(ts_shim_current_ordinal(&ctx))))
+        return PASS(cuMemAlloc, dptr, bytesize);
+    uint64_t bytes = rounded(bytesize, d->gran);
+    if (reserve(d, bytes) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = PASS(cuMemAlloc, dptr, bytesize);
+    return settle(r, d, TS_REC_PTR, r == CUDA_SUCCESS ? *dptr : 0, bytes, (uintptr_t)ctx,
+                  undo_free_v1);
+}
+
+TS_SHIM_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
+{
+    ts_shim_ready();
+    if (!ts_shim.cfg.mem_on || dptr == 0)
+        return PASS(cuMemFree, dptr);
+    return charged_free(TS_REC_PTR, dptr, undo_free_v1);
+}
+
+#define LEGACY_REFUSED(name, proto, ...)                                                      \
+    TS_SHIM_EXPORT CUresult name proto                                                        \
+    {                                                                                         \
+        ts_shim_ready();                                                                      \
+        if (ts_shim.cfg.mem_on && quota_dev(ts_shim_current_ordinal(NULL)))                   \
+            return CUDA_ERROR_NOT_SUPPORTED;                                                  \
+        return PASS(name, __VA_ARGS__);                                                       \
+    }
+LEGACY_REFUSED(cuMemAllocPitch,
+               (CUdeviceptr_v1 * dptr, unsigned int *pPitch, unsigned int WidthInBytes,
+                unsigned int Height, unsigned int ElementSizeBytes),
+               dptr, pPitch, WidthInBytes, Height, ElementSizeBytes)
+LEGACY_REFUSED(cuArrayCreate, (CUarray * pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *p), pHandle, p)
+LEGACY_REFUSED(cuArray3DCreate, (CUarray * pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *p),
+               pHandle, p)
 
 /* ---- arrays -------------------------------------------------------------- */
 
@@ -969,6 +1174,7 @@ static const struct ts_shim_dev *ctx_charge_dev(CUdevice dev)
 #define TS_SHIM_UNPAREN(...) __VA_ARGS__
 CTX_CREATE(cuCtxCreate_v2, (CUcontext * pctx, unsigned int flags, CUdevice dev),
            (pctx, flags, dev))
+CTX_CREATE(cuCtxCreate, (CUcontext * pctx, unsigned int flags, CUdevice dev), (pctx, flags, dev))
 CTX_CREATE(cuCtxCreate_v3,
            (CUcontext * pctx, CUexecAffinityParam *paramsArray, int numParams,
             unsigned int flags, CUdevice dev),
@@ -978,15 +1184,25 @@ CTX_CREATE(cuCtxCreate_v4,
             CUdevice dev),
            (pctx, ctxCreateParams, flags, dev))
 
-TS_SHIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+static CUresult ctx_destroyed(CUcontext ctx, CUresult r)
 {
-    ts_shim_ready();
-    CUresult r = PASS(cuCtxDestroy_v2, ctx);
     if (r == CUDA_SUCCESS) {
         ts_shim_limiter_ctx_gone(ctx);
         ts_shim_mem_ctx_gone((uintptr_t)ctx);
     }
     return r;
+}
+
+TS_SHIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    ts_shim_ready();
+    return ctx_destroyed(ctx, PASS(cuCtxDestroy_v2, ctx));
+}
+
+TS_SHIM_EXPORT CUresult cuCtxDestroy(CUcontext ctx) /* pre-4.0: the same object */
+{
+    ts_shim_ready();
+    return ctx_destroyed(ctx, PASS(cuCtxDestroy, ctx));
 }
 
 TS_SHIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
@@ -1055,6 +1271,12 @@ TS_SHIM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
     return primary_down(dev, PASS(cuDevicePrimaryCtxReset_v2, dev), 1);
 }
 
+TS_SHIM_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    ts_shim_ready();
+    return primary_down(dev, PASS(cuDevicePrimaryCtxReset, dev), 1);
+}
+
 /* ---- what the process is told ------------------------------------------------------- */
 
 /* Total: the quota (or the device, if smaller). Free: what the tenant has
@@ -1085,5 +1307,31 @@ TS_SHIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     if (r == CUDA_SUCCESS && ts_shim.cfg.mem_on && (d = quota_dev(dev)) &&
         (uint64_t)d->limit < *bytes)
         *bytes = (size_t)d->limit;
+    return r;
+}
+
+/* The pre-3.2 reports: the same figures, clamped to 32 bits. */
+TS_SHIM_EXPORT CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
+{
+    ts_shim_ready();
+    size_t f, t;
+    if (!free_bytes || !total || !ts_shim.cfg.mem_on)
+        return PASS(cuMemGetInfo, free_bytes, total);
+    CUresult r = PASS(cuMemGetInfo, free_bytes, total); /* the driver's own checks */
+    if (r != CUDA_SUCCESS || cuMemGetInfo_v2(&f, &t) != CUDA_SUCCESS)
+        return r;
+    *free_bytes = f > 0xffffffffULL ? 0xffffffffu : (unsigned)f;
+    *total = t > 0xffffffffULL ? 0xffffffffu : (unsigned)t;
+    return r;
+}
+
+TS_SHIM_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+    ts_shim_ready();
+    CUresult r = PASS(cuDeviceTotalMem, bytes, dev);
+    const struct ts_shim_dev *d;
+    if (r == CUDA_SUCCESS && ts_shim.cfg.mem_on && (d = quota_dev(dev)) &&
+        (uint64_t)d->limit < *bytes)
+        *bytes = (unsigned)d->limit;
     return r;
 }

@@ -51,7 +51,11 @@ int ts_shim_in_boot(void); /* driver.c */
     X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz) X(cuGetProcAddress)                      \
     X(cuGetProcAddress_v2) X(cuMemPoolTrimTo) X(cuMemPoolSetAttribute) X(cuMemPoolDestroy)     \
     X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz) X(cuCtxSynchronize)                    \
-    X(cuEventSynchronize)
+    X(cuEventSynchronize) X(cuGraphAddMemAllocNode) X(cuGraphDestroy)                        \
+    X(cuGraphInstantiateWithFlags) X(cuGraphInstantiateWithParams) X(cuGraphInstantiate)      \
+    X(cuGraphInstantiate_v2) X(cuGraphExecDestroy) X(cuMemAlloc) X(cuMemFree)                 \
+    X(cuMemAllocPitch) X(cuArrayCreate) X(cuArray3DCreate) X(cuCtxCreate) X(cuCtxDestroy)     \
+    X(cuDevicePrimaryCtxReset) X(cuMemGetInfo) X(cuDeviceTotalMem)
 
 static unsigned long unrecognised; /* addresses handed out that we could not match */
 

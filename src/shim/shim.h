@@ -62,6 +62,7 @@ enum ts_shim_kind {
     TS_REC_POOLPTR, /* an allocation from a pool (charged with the pool), key = address */
     TS_REC_GRAPH,   /* a graph's memory nodes, key = CUgraph, bytes = their sum */
     TS_REC_GEXEC,   /* an instantiated graph's memory nodes, charged, key = CUgraphExec */
+    TS_REC_CAPTURE, /* memory nodes of a capture in progress, key = CUstream */
 };
 
 struct ts_shim_rec {
@@ -131,6 +132,9 @@ int ts_shim_rec_del(struct ts_shim_tab *t, uint32_t kind, uint64_t key, struct t
 void ts_shim_rec_clear(struct ts_shim_tab *t);
 
 /* ---- memory accounting (mem.c) ------------------------------------------ */
+/* A stream capture ended in graph (NULL: it failed): its memory nodes become
+ * the graph's. */
+void ts_shim_mem_capture_end(CUstream s, CUgraph graph);
 /* Releases everything charged against ctx (it was destroyed or reset). */
 void ts_shim_mem_ctx_gone(uint64_t ctx);
 

@@ -4,8 +4,12 @@
 #ifndef PRJ_RENAME_UNDO
 #define CUDA_ARRAY3D_DESCRIPTOR prj_CUDA_ARRAY3D_DESCRIPTOR
 #define CUDA_ARRAY3D_DESCRIPTOR_st prj_CUDA_ARRAY3D_DESCRIPTOR_st
+#define CUDA_ARRAY3D_DESCRIPTOR_v1 prj_CUDA_ARRAY3D_DESCRIPTOR_v1
+#define CUDA_ARRAY3D_DESCRIPTOR_v1_st prj_CUDA_ARRAY3D_DESCRIPTOR_v1_st
 #define CUDA_ARRAY_DESCRIPTOR prj_CUDA_ARRAY_DESCRIPTOR
 #define CUDA_ARRAY_DESCRIPTOR_st prj_CUDA_ARRAY_DESCRIPTOR_st
+#define CUDA_ARRAY_DESCRIPTOR_v1 prj_CUDA_ARRAY_DESCRIPTOR_v1
+#define CUDA_ARRAY_DESCRIPTOR_v1_st prj_CUDA_ARRAY_DESCRIPTOR_v1_st
 #define CUDA_ARRAY_MEMORY_REQUIREMENTS prj_CUDA_ARRAY_MEMORY_REQUIREMENTS
 #define CUDA_ARRAY_MEMORY_REQUIREMENTS_st prj_CUDA_ARRAY_MEMORY_REQUIREMENTS_st
 #define CUDA_ERROR_ALREADY_MAPPED prj_CUDA_ERROR_ALREADY_MAPPED
@@ -30,12 +34,19 @@
 #define CUDA_ERROR_STREAM_CAPTURE_INVALIDATED prj_CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
 #define CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED prj_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
 #define CUDA_ERROR_UNKNOWN prj_CUDA_ERROR_UNKNOWN
+#define CUDA_GRAPH_INSTANTIATE_ERROR prj_CUDA_GRAPH_INSTANTIATE_ERROR
+#define CUDA_GRAPH_INSTANTIATE_PARAMS prj_CUDA_GRAPH_INSTANTIATE_PARAMS
+#define CUDA_GRAPH_INSTANTIATE_PARAMS_st prj_CUDA_GRAPH_INSTANTIATE_PARAMS_st
+#define CUDA_GRAPH_INSTANTIATE_SUCCESS prj_CUDA_GRAPH_INSTANTIATE_SUCCESS
 #define CUDA_KERNEL_NODE_PARAMS_v1 prj_CUDA_KERNEL_NODE_PARAMS_v1
 #define CUDA_KERNEL_NODE_PARAMS_v1_st prj_CUDA_KERNEL_NODE_PARAMS_v1_st
 #define CUDA_KERNEL_NODE_PARAMS_v2 prj_CUDA_KERNEL_NODE_PARAMS_v2
 #define CUDA_KERNEL_NODE_PARAMS_v2_st prj_CUDA_KERNEL_NODE_PARAMS_v2_st
 #define CUDA_LAUNCH_PARAMS prj_CUDA_LAUNCH_PARAMS
 #define CUDA_LAUNCH_PARAMS_st prj_CUDA_LAUNCH_PARAMS_st
+#define CUDA_MEM_ALLOC_NODE_PARAMS prj_CUDA_MEM_ALLOC_NODE_PARAMS
+#define CUDA_MEM_ALLOC_NODE_PARAMS_v1 prj_CUDA_MEM_ALLOC_NODE_PARAMS_v1
+#define CUDA_MEM_ALLOC_NODE_PARAMS_v1_st prj_CUDA_MEM_ALLOC_NODE_PARAMS_v1_st
 #define CUDA_SUCCESS prj_CUDA_SUCCESS
 #define CU_AD_FORMAT_FLOAT prj_CU_AD_FORMAT_FLOAT
 #define CU_AD_FORMAT_HALF prj_CU_AD_FORMAT_HALF
@@ -96,6 +107,7 @@
 #define CUdevice_attribute prj_CUdevice_attribute
 #define CUdevice_attribute_enum prj_CUdevice_attribute_enum
 #define CUdeviceptr prj_CUdeviceptr
+#define CUdeviceptr_v1 prj_CUdeviceptr_v1
 #define CUdriverProcAddressQueryResult prj_CUdriverProcAddressQueryResult
 #define CUdriverProcAddressQueryResult_enum prj_CUdriverProcAddressQueryResult_enum
 #define CUevent prj_CUevent
@@ -103,6 +115,8 @@
 #define CUfunction prj_CUfunction
 #define CUgraph prj_CUgraph
 #define CUgraphExec prj_CUgraphExec
+#define CUgraphInstantiateResult prj_CUgraphInstantiateResult
+#define CUgraphInstantiateResult_enum prj_CUgraphInstantiateResult_enum
 #define CUgraphNode prj_CUgraphNode
 #define CUkernel prj_CUkernel
 #define CUlaunchAttribute prj_CUlaunchAttribute
@@ -150,8 +164,12 @@
 #else
 #undef CUDA_ARRAY3D_DESCRIPTOR
 #undef CUDA_ARRAY3D_DESCRIPTOR_st
+#undef CUDA_ARRAY3D_DESCRIPTOR_v1
+#undef CUDA_ARRAY3D_DESCRIPTOR_v1_st
 #undef CUDA_ARRAY_DESCRIPTOR
 #undef CUDA_ARRAY_DESCRIPTOR_st
+#undef CUDA_ARRAY_DESCRIPTOR_v1
+#undef CUDA_ARRAY_DESCRIPTOR_v1_st
 #undef CUDA_ARRAY_MEMORY_REQUIREMENTS
 #undef CUDA_ARRAY_MEMORY_REQUIREMENTS_st
 #undef CUDA_ERROR_ALREADY_MAPPED
@@ -176,12 +194,19 @@
 #undef CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
 #undef CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
 #undef CUDA_ERROR_UNKNOWN
+#undef CUDA_GRAPH_INSTANTIATE_ERROR
+#undef CUDA_GRAPH_INSTANTIATE_PARAMS
+#undef CUDA_GRAPH_INSTANTIATE_PARAMS_st
+#undef CUDA_GRAPH_INSTANTIATE_SUCCESS
 #undef CUDA_KERNEL_NODE_PARAMS_v1
 #undef CUDA_KERNEL_NODE_PARAMS_v1_st
 #undef CUDA_KERNEL_NODE_PARAMS_v2
 #undef CUDA_KERNEL_NODE_PARAMS_v2_st
 #undef CUDA_LAUNCH_PARAMS
 #undef CUDA_LAUNCH_PARAMS_st
+#undef CUDA_MEM_ALLOC_NODE_PARAMS
+#undef CUDA_MEM_ALLOC_NODE_PARAMS_v1
+#undef CUDA_MEM_ALLOC_NODE_PARAMS_v1_st
 #undef CUDA_SUCCESS
 #undef CU_AD_FORMAT_FLOAT
 #undef CU_AD_FORMAT_HALF
@@ -242,6 +267,7 @@
 #undef CUdevice_attribute
 #undef CUdevice_attribute_enum
 #undef CUdeviceptr
+#undef CUdeviceptr_v1
 #undef CUdriverProcAddressQueryResult
 #undef CUdriverProcAddressQueryResult_enum
 #undef CUevent
@@ -249,6 +275,8 @@
 #undef CUfunction
 #undef CUgraph
 #undef CUgraphExec
+#undef CUgraphInstantiateResult
+#undef CUgraphInstantiateResult_enum
 #undef CUgraphNode
 #undef CUkernel
 #undef CUlaunchAttribute

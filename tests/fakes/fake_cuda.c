@@ -192,16 +192,25 @@ struct fnode {
     uint64_t p[3];
 };
 
+/* Graph memory (memory nodes, added or captured from cuMemAllocAsync): an
+ * instantiated graph gets it from the device at its first launch and holds it
+ * until destroyed; the device's graph memory pool then keeps it cached until
+ * cuDeviceGraphMemTrim, as the driver's does. */
 struct fgraph {
     struct fobj o;
     int n, cap;
     struct fnode *nodes;
+    uint64_t mem_bytes; /* memory nodes, granularity multiples */
+    int mem_dev;
 };
 
 struct fexec {
     struct fobj o;
     int n;
     struct fnode *nodes;
+    uint64_t mem_bytes;
+    int mem_dev;
+    int mem_live; /* the memory is held (launched at least once) */
 };
 
 /* A stream-ordered pool, as the driver's: it reserves device memory as it
@@ -272,6 +281,8 @@ static struct {
     struct fctx primary[FAKE_MAX_DEVICES];
     struct fpool default_pool[FAKE_MAX_DEVICES];
     struct fpool *current_pool[FAKE_MAX_DEVICES]; /* cuDeviceSetMemPool */
+    uint64_t graph_cache[FAKE_MAX_DEVICES]; /* graph memory kept after its graph went */
+    uint64_t graph_va;                      /* addresses handed to memory nodes */
     struct fobj *objs;
     struct falloc *allocs[FAKE_HASH_BUCKETS];
     struct freserve *res;
@@ -757,6 +768,23 @@ static CUresult pool_alloc_locked(struct fpool *p, struct fctx *ctx, uint64_t by
     a->next = g.allocs[b];
     g.allocs[b] = a;
     *out = (CUdeviceptr)a->addr;
+    return CUDA_SUCCESS;
+}
+
+/* A memory node of `bytes` in graph gr on dev: an address of its own (never
+ * backed: the fake's kernels do not touch graph memory). */
+static CUresult graph_mem_node_locked(struct fgraph *gr, int dev, uint64_t bytes,
+                                      CUdeviceptr *dptr)
+{
+    if (!dptr || bytes == 0 || (gr->mem_bytes && gr->mem_dev != dev))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t rounded = round_up(bytes, g.granularity);
+    if (!g.graph_va)
+        g.graph_va = 0x7e0000000000ULL;
+    *dptr = (CUdeviceptr)g.graph_va;
+    g.graph_va += rounded;
+    gr->mem_bytes += rounded;
+    gr->mem_dev = dev;
     return CUDA_SUCCESS;
 }
 
@@ -1355,6 +1383,11 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, struct fpool *pool,
     if (pool->dead)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g.lock);
+    if (s->capture) { /* a memory node of the graph being captured */
+        r = graph_mem_node_locked(s->capture, s->ctx->dev, bytes, dptr);
+        pthread_mutex_unlock(&g.lock);
+        return r;
+    }
     r = pool_alloc_locked(pool, s->ctx, bytes, dptr);
     pthread_mutex_unlock(&g.lock);
     return r;
@@ -1395,6 +1428,8 @@ EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
         return r;
     if (dptr == 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if (s->capture)
+        return CUDA_SUCCESS; /* a free node: the graph's memory lives with its instance */
     return cuMemFree_v2(dptr);
 }
 
@@ -2512,11 +2547,93 @@ EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph
                            p->kernelParams, p->extra);
 }
 
+static CUresult instantiate(CUgraphExec *phGraphExec, CUgraph hGraph);
+
 EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
                                             unsigned long long flags)
 {
-    NEED_INIT();
     (void)flags;
+    return instantiate(phGraphExec, hGraph);
+}
+
+EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                   CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize)
+{
+    (void)phErrorNode;
+    if (logBuffer && bufferSize)
+        logBuffer[0] = 0;
+    return instantiate(phGraphExec, hGraph);
+}
+
+EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                      CUgraphNode *phErrorNode, char *logBuffer,
+                                      size_t bufferSize)
+{
+    return cuGraphInstantiate(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
+
+EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                             CUDA_GRAPH_INSTANTIATE_PARAMS *params)
+{
+    if (!params)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = instantiate(phGraphExec, hGraph);
+    params->hErrNode_out = NULL;
+    params->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS
+                                           : CUDA_GRAPH_INSTANTIATE_ERROR;
+    return r;
+}
+
+EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                       const CUgraphNode *dependencies, size_t numDependencies,
+                                       CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+    NEED_INIT();
+    (void)dependencies, (void)numDependencies;
+    struct fgraph *gr = (struct fgraph *)hGraph;
+    if (!phGraphNode || !obj_is(gr, MAGIC_GRAPH) || !nodeParams ||
+        nodeParams->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        nodeParams->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!dev_ok(nodeParams->poolProps.location.id))
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&g.lock);
+    CUresult r = graph_mem_node_locked(gr, nodeParams->poolProps.location.id,
+                                       nodeParams->bytesize, &nodeParams->dptr);
+    pthread_mutex_unlock(&g.lock);
+    if (r == CUDA_SUCCESS)
+        *phGraphNode = (CUgraphNode)(uintptr_t)(gr->n + 1);
+    return r;
+}
+
+EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                      const CUgraphNode *dependencies, size_t numDependencies,
+                                      CUdeviceptr dptr)
+{
+    NEED_INIT();
+    (void)dependencies, (void)numDependencies;
+    struct fgraph *gr = (struct fgraph *)hGraph;
+    if (!phGraphNode || !obj_is(gr, MAGIC_GRAPH) || !dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    *phGraphNode = (CUgraphNode)(uintptr_t)(gr->n + 1);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
+{
+    NEED_INIT();
+    if (!dev_ok(device))
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&g.lock);
+    uncharge(device, g.graph_cache[device]);
+    g.graph_cache[device] = 0;
+    pthread_mutex_unlock(&g.lock);
+    return CUDA_SUCCESS;
+}
+
+static CUresult instantiate(CUgraphExec *phGraphExec, CUgraph hGraph)
+{
+    NEED_INIT();
     struct fgraph *gr = (struct fgraph *)hGraph;
     if (!phGraphExec || !obj_is(gr, MAGIC_GRAPH))
         return CUDA_ERROR_INVALID_VALUE;
@@ -2532,6 +2649,8 @@ EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hG
     pthread_mutex_unlock(&g.lock);
     if (!x || (gr->n && !x->nodes))
         return CUDA_ERROR_OUT_OF_MEMORY;
+    x->mem_bytes = gr->mem_bytes;
+    x->mem_dev = gr->mem_dev;
     *phGraphExec = (CUgraphExec)x;
     return CUDA_SUCCESS;
 }
@@ -2542,6 +2661,20 @@ EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
     struct fexec *x = (struct fexec *)hGraphExec;
     if (!obj_is(x, MAGIC_EXEC))
         return CUDA_ERROR_INVALID_VALUE;
+    if (x->mem_bytes && !__atomic_load_n(&x->mem_live, __ATOMIC_ACQUIRE)) {
+        /* the first launch maps the graph's memory: the cache first */
+        pthread_mutex_lock(&g.lock);
+        uint64_t *cache = &g.graph_cache[x->mem_dev];
+        uint64_t from_cache = *cache < x->mem_bytes ? *cache : x->mem_bytes;
+        CUresult r = charge(x->mem_dev, x->mem_bytes - from_cache);
+        if (r == CUDA_SUCCESS) {
+            *cache -= from_cache;
+            x->mem_live = 1;
+        }
+        pthread_mutex_unlock(&g.lock);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
     return run_nodes(hStream, x->nodes, x->n);
 }
 
@@ -2556,7 +2689,12 @@ EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
     struct fexec *x = (struct fexec *)hGraphExec;
     if (!obj_is(x, MAGIC_EXEC))
         return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g.lock);
+    if (x->mem_live) /* the device's graph pool keeps it until trimmed */
+        g.graph_cache[x->mem_dev] += x->mem_bytes;
+    x->mem_live = 0;
     x->o.magic = 0; /* nodes kept: a launch may still be reading them */
+    pthread_mutex_unlock(&g.lock);
     return CUDA_SUCCESS;
 }
 
@@ -2659,6 +2797,123 @@ EXPORT CUresult cuGetErrorName(CUresult error, const char **pStr)
 
 typedef void (*fake_fn)(void);
 
+/* ---- the pre-CUDA-3.2 entry points ---------------------------------------------
+ * 32-bit sizes and device pointers. A 64-bit driver still exports them; the
+ * fake serves pointers that fit (x86_64 MAP_32BIT mappings) and answers
+ * CUDA_ERROR_NOT_SUPPORTED where it cannot. Sizes beyond 4 GiB cannot be
+ * reported: cuMemGetInfo/cuDeviceTotalMem clamp to UINT_MAX. */
+
+static unsigned int clamp32(uint64_t v) { return v > 0xffffffffULL ? 0xffffffffu : (unsigned)v; }
+
+EXPORT CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
+{
+    size_t f, t;
+    if (!free_bytes || !total)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = cuMemGetInfo_v2(&f, &t);
+    if (r == CUDA_SUCCESS) {
+        *free_bytes = clamp32(f);
+        *total = clamp32(t);
+    }
+    return r;
+}
+
+EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+    size_t b;
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = cuDeviceTotalMem_v2(&b, dev);
+    if (r == CUDA_SUCCESS)
+        *bytes = clamp32(b);
+    return r;
+}
+
+EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
+#ifdef MAP_32BIT
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!dptr || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t rounded = round_up(bytesize, g.granularity);
+    pthread_mutex_lock(&g.lock);
+    r = charge(c->dev, rounded);
+    void *m = r == CUDA_SUCCESS ? mmap(NULL, rounded, PROT_READ | PROT_WRITE,
+                                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT, -1, 0)
+                                : MAP_FAILED;
+    struct falloc *a = m == MAP_FAILED ? NULL : malloc(sizeof *a);
+    if (r == CUDA_SUCCESS && !a) {
+        if (m != MAP_FAILED)
+            munmap(m, rounded);
+        uncharge(c->dev, rounded);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (a) {
+        /* freed like any other (the recycler may hand it out again) */
+        *a = (struct falloc){.addr = (uintptr_t)m, .bytes = rounded,
+                             .mapped = rounded, .dev = c->dev, .ctx = c};
+        unsigned b = bucket(a->addr);
+        a->next = g.allocs[b];
+        g.allocs[b] = a;
+        *dptr = (CUdeviceptr_v1)(uintptr_t)m;
+    }
+    pthread_mutex_unlock(&g.lock);
+    return r;
+#else
+    (void)dptr, (void)bytesize;
+    return CUDA_ERROR_NOT_SUPPORTED;
+#endif
+}
+
+EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
+                                unsigned int WidthInBytes, unsigned int Height,
+                                unsigned int ElementSizeBytes)
+{
+    if (!pPitch || WidthInBytes == 0 || Height == 0 ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t pitch = round_up(WidthInBytes, FAKE_PITCH_ALIGN_BYTES);
+    if (pitch * Height > 0xffffffffULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = cuMemAlloc(dptr, (unsigned)(pitch * Height));
+    if (r == CUDA_SUCCESS)
+        *pPitch = (unsigned)pitch;
+    return r;
+}
+
+EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) { return cuMemFree_v2((CUdeviceptr)dptr); }
+
+EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    return cuCtxCreate_v2(pctx, flags, dev);
+}
+
+EXPORT CUresult cuCtxDestroy(CUcontext ctx) { return cuCtxDestroy_v2(ctx); }
+
+EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) { return cuDevicePrimaryCtxReset_v2(dev); }
+
+EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *d)
+{
+    if (!d)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUDA_ARRAY_DESCRIPTOR v2 = {.Width = d->Width, .Height = d->Height, .Format = d->Format,
+                                .NumChannels = d->NumChannels};
+    return cuArrayCreate_v2(pHandle, &v2);
+}
+
+EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *d)
+{
+    if (!d)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUDA_ARRAY3D_DESCRIPTOR v2 = {.Width = d->Width, .Height = d->Height, .Depth = d->Depth,
+                                  .Format = d->Format, .NumChannels = d->NumChannels,
+                                  .Flags = d->Flags};
+    return cuArray3DCreate_v2(pHandle, &v2);
+}
+
 static const struct entry {
     const char *base;
     int version;
@@ -2673,15 +2928,19 @@ static const struct entry {
     E("cuDeviceGetName", 2000, 0, cuDeviceGetName),
     E("cuDeviceGetUuid", 9020, 0, cuDeviceGetUuid),
     E("cuDeviceGetUuid", 11040, 0, cuDeviceGetUuid_v2),
+    E("cuDeviceTotalMem", 2000, 0, cuDeviceTotalMem),
     E("cuDeviceTotalMem", 3020, 0, cuDeviceTotalMem_v2),
     E("cuDeviceGetAttribute", 2000, 0, cuDeviceGetAttribute),
     E("cuDevicePrimaryCtxRetain", 7000, 0, cuDevicePrimaryCtxRetain),
     E("cuDevicePrimaryCtxRelease", 7000, 0, cuDevicePrimaryCtxRelease),
     E("cuDevicePrimaryCtxRelease", 11000, 0, cuDevicePrimaryCtxRelease_v2),
+    E("cuDevicePrimaryCtxReset", 7000, 0, cuDevicePrimaryCtxReset),
     E("cuDevicePrimaryCtxReset", 11000, 0, cuDevicePrimaryCtxReset_v2),
+    E("cuCtxCreate", 2000, 0, cuCtxCreate),
     E("cuCtxCreate", 3020, 0, cuCtxCreate_v2),
     E("cuCtxCreate", 11040, 0, cuCtxCreate_v3),
     E("cuCtxCreate", 12050, 0, cuCtxCreate_v4),
+    E("cuCtxDestroy", 2000, 0, cuCtxDestroy),
     E("cuCtxDestroy", 4000, 0, cuCtxDestroy_v2),
     E("cuCtxSetCurrent", 4000, 0, cuCtxSetCurrent),
     E("cuCtxGetCurrent", 4000, 0, cuCtxGetCurrent),
@@ -2689,10 +2948,14 @@ static const struct entry {
     E("cuCtxPopCurrent", 4000, 0, cuCtxPopCurrent_v2),
     E("cuCtxGetDevice", 2000, 0, cuCtxGetDevice),
     E("cuCtxSynchronize", 2000, 0, cuCtxSynchronize),
+    E("cuMemGetInfo", 2000, 0, cuMemGetInfo),
     E("cuMemGetInfo", 3020, 0, cuMemGetInfo_v2),
+    E("cuMemAlloc", 2000, 0, cuMemAlloc),
     E("cuMemAlloc", 3020, 0, cuMemAlloc_v2),
+    E("cuMemAllocPitch", 2000, 0, cuMemAllocPitch),
     E("cuMemAllocPitch", 3020, 0, cuMemAllocPitch_v2),
     E("cuMemAllocManaged", 6000, 0, cuMemAllocManaged),
+    E("cuMemFree", 2000, 0, cuMemFree),
     E("cuMemFree", 3020, 0, cuMemFree_v2),
     E("cuMemAllocAsync", 11020, 0, cuMemAllocAsync),
     E("cuMemAllocAsync", 11020, 1, cuMemAllocAsync_ptsz),
@@ -2711,7 +2974,9 @@ static const struct entry {
     E("cuMemsetD8", 3020, 0, cuMemsetD8_v2),
     E("cuMemcpyHtoD", 3020, 0, cuMemcpyHtoD_v2),
     E("cuMemcpyDtoH", 3020, 0, cuMemcpyDtoH_v2),
+    E("cuArrayCreate", 2000, 0, cuArrayCreate),
     E("cuArrayCreate", 3020, 0, cuArrayCreate_v2),
+    E("cuArray3DCreate", 2000, 0, cuArray3DCreate),
     E("cuArray3DCreate", 3020, 0, cuArray3DCreate_v2),
     E("cuArrayDestroy", 2000, 0, cuArrayDestroy),
     E("cuArrayGetMemoryRequirements", 11060, 0, cuArrayGetMemoryRequirements),
@@ -2764,6 +3029,12 @@ static const struct entry {
     E("cuGraphAddKernelNode", 10000, 0, cuGraphAddKernelNode),
     E("cuGraphAddKernelNode", 12000, 0, cuGraphAddKernelNode_v2),
     E("cuGraphInstantiateWithFlags", 11040, 0, cuGraphInstantiateWithFlags),
+    E("cuGraphInstantiate", 10000, 0, cuGraphInstantiate),
+    E("cuGraphInstantiate", 11000, 0, cuGraphInstantiate_v2),
+    E("cuGraphInstantiateWithParams", 12000, 0, cuGraphInstantiateWithParams),
+    E("cuGraphAddMemAllocNode", 11040, 0, cuGraphAddMemAllocNode),
+    E("cuGraphAddMemFreeNode", 11040, 0, cuGraphAddMemFreeNode),
+    E("cuDeviceGraphMemTrim", 11040, 0, cuDeviceGraphMemTrim),
     E("cuGraphLaunch", 10000, 0, cuGraphLaunch),
     E("cuGraphLaunch", 10000, 1, cuGraphLaunch_ptsz),
     E("cuGraphExecDestroy", 10000, 0, cuGraphExecDestroy),

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "shim/shim_ops.h"
@@ -247,6 +248,125 @@ static void test_each_gpu_its_own_quota(void **state)
     expect0(0);
 }
 
+static CUDA_MEM_ALLOC_NODE_PARAMS node_params(uint64_t bytes)
+{
+    CUDA_MEM_ALLOC_NODE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.poolProps.location.id = 0;
+    p.bytesize = bytes;
+    return p;
+}
+
+static void test_graph_memory_nodes(void **state)
+{
+    (void)state;
+    CUgraph graph;
+    CUgraphNode node;
+    CUgraphExec exec;
+    assert_int_equal(sh.cuGraphCreate(&graph, 0), CUDA_SUCCESS);
+    CUDA_MEM_ALLOC_NODE_PARAMS p = node_params(100 * MIB);
+    assert_int_equal(sh.cuGraphAddMemAllocNode(&node, graph, NULL, 0, &p), CUDA_SUCCESS);
+    assert_true(p.dptr != 0);
+    expect0(0); /* a node holds nothing */
+    assert_int_equal(sh.cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+    /* charged from instantiation; the device maps it at the first launch */
+    assert_int_equal(shim_used(0, QUOTA0), CTX_BYTES + 100 * MIB);
+    assert_int_equal(device_used(0), CTX_BYTES);
+    assert_int_equal(sh.cuGraphLaunch(exec, stream), CUDA_SUCCESS);
+    assert_int_equal(sh.cuStreamSynchronize(stream), CUDA_SUCCESS);
+    expect0(100 * MIB);
+    /* destroyed: the shim trims the device's graph pool, which would keep it */
+    assert_int_equal(sh.cuGraphExecDestroy(exec), CUDA_SUCCESS);
+    expect0(0);
+    /* past the quota: the instantiation is refused */
+    CUDA_MEM_ALLOC_NODE_PARAMS big = node_params(QUOTA0);
+    assert_int_equal(sh.cuGraphAddMemAllocNode(&node, graph, NULL, 0, &big), CUDA_SUCCESS);
+    assert_int_equal(sh.cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    CUDA_GRAPH_INSTANTIATE_PARAMS ip;
+    memset(&ip, 0, sizeof ip);
+    assert_int_equal(sh.cuGraphInstantiateWithParams(&exec, graph, &ip),
+                     CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(ip.result_out, CUDA_GRAPH_INSTANTIATE_ERROR);
+    assert_int_equal(sh.cuGraphInstantiate_v2(&exec, graph, NULL, NULL, 0),
+                     CUDA_ERROR_OUT_OF_MEMORY);
+    expect0(0);
+    assert_int_equal(sh.cuGraphDestroy(graph), CUDA_SUCCESS);
+}
+
+static void test_captured_allocations_are_graph_memory(void **state)
+{
+    (void)state;
+    CUgraph graph;
+    CUgraphExec exec;
+    CUdeviceptr a;
+    assert_int_equal(sh.cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_RELAXED),
+                     CUDA_SUCCESS);
+    assert_int_equal(sh.cuMemAllocAsync(&a, 80 * MIB, stream), CUDA_SUCCESS);
+    assert_int_equal(sh.cuMemFreeAsync(a, stream), CUDA_SUCCESS);
+    assert_int_equal(sh.cuStreamEndCapture(stream, &graph), CUDA_SUCCESS);
+    expect0(0); /* captured, not allocated */
+    assert_int_equal(sh.cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+    assert_int_equal(shim_used(0, QUOTA0), CTX_BYTES + 80 * MIB);
+    assert_int_equal(sh.cuGraphLaunch(exec, stream), CUDA_SUCCESS);
+    assert_int_equal(sh.cuStreamSynchronize(stream), CUDA_SUCCESS);
+    expect0(80 * MIB);
+    assert_int_equal(sh.cuGraphExecDestroy(exec), CUDA_SUCCESS);
+    assert_int_equal(sh.cuGraphDestroy(graph), CUDA_SUCCESS);
+    expect0(0);
+    /* a captured allocation past the quota: its graph cannot be instantiated */
+    assert_int_equal(sh.cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_RELAXED),
+                     CUDA_SUCCESS);
+    assert_int_equal(sh.cuMemAllocAsync(&a, QUOTA0, stream), CUDA_SUCCESS);
+    assert_int_equal(sh.cuStreamEndCapture(stream, &graph), CUDA_SUCCESS);
+    assert_int_equal(sh.cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(sh.cuGraphDestroy(graph), CUDA_SUCCESS);
+    expect0(0);
+}
+
+static void test_legacy_entry_points(void **state)
+{
+    (void)state;
+    /* a runtime asking for the CUDA 3.0 ABI gets the shim's legacy wrapper */
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult q;
+    assert_int_equal(sh.cuGetProcAddress_v2("cuMemAlloc", &fn, 3000, 0, &q), CUDA_SUCCESS);
+    assert_ptr_equal(fn, CU_FN_PTR(sh.cuMemAlloc));
+    assert_ptr_not_equal(fn, CU_FN_PTR(fk.cuMemAlloc));
+    unsigned int f32, t32;
+    assert_int_equal(sh.cuMemGetInfo(&f32, &t32), CUDA_SUCCESS);
+    assert_int_equal(t32, QUOTA0);
+    assert_int_equal(f32, QUOTA0 - CTX_BYTES);
+    unsigned int total32;
+    assert_int_equal(sh.cuDeviceTotalMem(&total32, 1), CUDA_SUCCESS);
+    assert_int_equal(total32, QUOTA1);
+#ifdef MAP_32BIT
+    CUdeviceptr_v1 p;
+    assert_int_equal(sh.cuMemAlloc(&p, 48 * MIB), CUDA_SUCCESS);
+    expect0(48 * MIB);
+    assert_int_equal(sh.cuMemAlloc(&p, (unsigned)QUOTA0), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(sh.cuMemFree(p), CUDA_SUCCESS);
+    expect0(0);
+#endif
+    /* sizes the driver picks itself: refused while there is a quota */
+    CUdeviceptr_v1 q1;
+    unsigned int pitch;
+    assert_int_equal(sh.cuMemAllocPitch(&q1, &pitch, 1000, 10, 4), CUDA_ERROR_NOT_SUPPORTED);
+    CUDA_ARRAY_DESCRIPTOR_v1 ad = {.Width = 64, .Height = 64, .Format = CU_AD_FORMAT_FLOAT,
+                                   .NumChannels = 1};
+    CUarray arr;
+    assert_int_equal(sh.cuArrayCreate(&arr, &ad), CUDA_ERROR_NOT_SUPPORTED);
+    /* contexts through the old names: charged and returned */
+    CUcontext c;
+    assert_int_equal(sh.cuCtxCreate(&c, 0, 0), CUDA_SUCCESS);
+    assert_int_equal(sh.cuCtxSetCurrent(primary[0]), CUDA_SUCCESS);
+    expect0(CTX_BYTES);
+    assert_int_equal(sh.cuCtxDestroy(c), CUDA_SUCCESS);
+    assert_int_equal(sh.cuCtxSetCurrent(primary[0]), CUDA_SUCCESS);
+    expect0(0);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -300,6 +420,9 @@ int main(void)
         cmocka_unit_test(test_host_and_numa_locations_not_charged),
         cmocka_unit_test(test_managed_memory),
         cmocka_unit_test(test_each_gpu_its_own_quota),
+        cmocka_unit_test(test_graph_memory_nodes),
+        cmocka_unit_test(test_captured_allocations_are_graph_memory),
+        cmocka_unit_test(test_legacy_entry_points),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
