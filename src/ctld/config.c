@@ -148,12 +148,47 @@ static int per_gpu(cfg_ctx *x, const yaml_node_t *map, const char *path, int64_t
     return 0;
 }
 
+/* A plain decimal number in lo..hi (e.g. 1.5), else a "got" error naming path. */
+static int get_number(cfg_ctx *x, const yaml_node_t *n, const char *path, double lo, double hi,
+                      const char *want, double *out)
+{
+    const char *t = ts_yaml_scalar(n);
+    char *end = NULL;
+    double f = t ? strtod(t, &end) : 0.0;
+    if (!t || end == t || *end != '\0' || !(f >= lo && f <= hi))
+        return ts_yaml_fail_got(&x->D, n, path, want);
+    *out = f;
+    return 0;
+}
+
+/* scheduler.las: {level_gpu_hours, levels, promote_factor} (docs/scheduler.md) */
+static int las_parse(cfg_ctx *x, const yaml_node_t *n, ts_sched_config *sc)
+{
+    static const char *const keys[] = {"level_gpu_hours", "levels", "promote_factor"};
+    yaml_node_t *v[3];
+    int rc = ts_yaml_map_fields(&x->D, n, "scheduler.las", keys, 3, v);
+    double h = 0.0;
+    int64_t iv;
+    if (rc == 0 && v[0] &&
+        (rc = get_number(x, v[0], "scheduler.las.level_gpu_hours", 0.001, 1e6,
+                         "a number of GPU-hours, 0.001..1000000", &h)) == 0)
+        sc->las_level_gpu_s = h * 3600.0;
+    if (rc == 0 && v[1] &&
+        (rc = ts_yaml_get_int(&x->D, v[1], "scheduler.las.levels", 1, TS_LAS_LEVELS_MAX, "1..8",
+                              &iv)) == 0)
+        sc->las_levels = (int)iv;
+    if (rc == 0 && v[2])
+        rc = get_number(x, v[2], "scheduler.las.promote_factor", 0.0, 1e6,
+                        "a number >= 0 (0: never promote)", &sc->las_promote_factor);
+    return rc;
+}
+
 static int scheduler_parse(cfg_ctx *x, const yaml_node_t *n)
 {
     static const char *const keys[] = {
         "interval", "default_time_limit", "starve_after", "min_runtime",
         "max_preemptions_per_hour", "grace", "backoff", "preemptors_per_cycle", "half_life",
-        "priority_classes", "reserve_per_gpu", "cap_per_gpu", "placement"};
+        "priority_classes", "reserve_per_gpu", "cap_per_gpu", "placement", "order", "las"};
     enum { NK = sizeof keys / sizeof keys[0] };
     yaml_node_t *v[NK];
     ctld_config *cfg = x->cfg;
@@ -223,6 +258,15 @@ static int scheduler_parse(cfg_ctx *x, const yaml_node_t *n)
                                   "tessera, fgd, bestfit, dotprod, packing, clustering or "
                                   "random");
     }
+    if (rc == 0 && v[13]) {
+        int order = ts_order_parse(ts_yaml_scalar(v[13]));
+        if (order < 0)
+            rc = ts_yaml_fail_got(&x->D, v[13], "scheduler.order", "las or fifo");
+        else
+            sc->order = order;
+    }
+    if (rc == 0 && v[14])
+        rc = las_parse(x, v[14], sc);
     return rc;
 }
 

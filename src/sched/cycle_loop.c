@@ -477,6 +477,8 @@ static bool try_preempt(loop *l, int i, bool swap)
     /* no running job above its level: time-sharing has no victim */
     if ((swap || js->tier != TS_TIER_GUARANTEED) && l->max_running_level <= js->earned)
         return false;
+    /* every search that scans the running jobs counts against the bound */
+    l->searches++;
     vkey *keys = malloc((size_t)(l->nr > 0 ? l->nr : 1) * sizeof *keys);
     if (!keys)
         return false;
@@ -503,7 +505,6 @@ static bool try_preempt(loop *l, int i, bool swap)
         free(keys);
         return false;
     }
-    l->searches++;
     qsort(keys, (size_t)n, sizeof *keys, cmp_vkey);
     for (int k = 0; k < n; k++) {
         l->pj[k] = (plan_job){&l->r[keys[k].j], l->r[keys[k].j].allocs, 0.0};
