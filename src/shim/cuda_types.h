@@ -580,6 +580,9 @@ _Static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS_v2) == 72, "kernel node params v2:
     X(cuGraphInstantiateWithParams,                                                           \
       (CUgraphExec * phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *params),     \
       (phGraphExec, hGraph, params))                                                          \
+    X(cuGraphInstantiateWithParams_ptsz,                                                      \
+      (CUgraphExec * phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *params),     \
+      (phGraphExec, hGraph, params))                                                          \
     X(cuMemAlloc, (CUdeviceptr_v1 * dptr, unsigned int bytesize), (dptr, bytesize))           \
     X(cuMemAllocPitch,                                                                        \
       (CUdeviceptr_v1 * dptr, unsigned int *pPitch, unsigned int WidthInBytes,                \

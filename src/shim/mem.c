@@ -749,19 +749,22 @@ TS_SHIM_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CU
     return graph_settle(r, phGraphExec, &held);
 }
 
-TS_SHIM_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                                     CUDA_GRAPH_INSTANTIATE_PARAMS *params)
-{
-    ts_shim_ready();
-    struct ts_shim_rec held;
-    if (graph_reserve(hGraph, &held) != 0) {
-        if (params)
-            params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
-        return CUDA_ERROR_OUT_OF_MEMORY;
+#define GRAPH_INSTANTIATE_PARAMS(name)                                                        \
+    TS_SHIM_EXPORT CUresult name(CUgraphExec *phGraphExec, CUgraph hGraph,                    \
+                                 CUDA_GRAPH_INSTANTIATE_PARAMS *params)                       \
+    {                                                                                         \
+        ts_shim_ready();                                                                      \
+        struct ts_shim_rec held;                                                              \
+        if (graph_reserve(hGraph, &held) != 0) {                                              \
+            if (params)                                                                       \
+                params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;                            \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                                  \
+        }                                                                                     \
+        CUresult r = PASS(name, phGraphExec, hGraph, params);                                 \
+        return graph_settle(r, phGraphExec, &held);                                           \
     }
-    CUresult r = PASS(cuGraphInstantiateWithParams, phGraphExec, hGraph, params);
-    return graph_settle(r, phGraphExec, &held);
-}
+GRAPH_INSTANTIATE_PARAMS(cuGraphInstantiateWithParams)
+GRAPH_INSTANTIATE_PARAMS(cuGraphInstantiateWithParams_ptsz)
 
 #define GRAPH_INSTANTIATE_LEGACY(name)                                                        \
     TS_SHIM_EXPORT CUresult name(CUgraphExec *phGraphExec, CUgraph hGraph,                    \

@@ -53,6 +53,7 @@ int ts_shim_in_boot(void); /* driver.c */
     X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz) X(cuCtxSynchronize)                    \
     X(cuEventSynchronize) X(cuGraphAddMemAllocNode) X(cuGraphDestroy)                        \
     X(cuGraphInstantiateWithFlags) X(cuGraphInstantiateWithParams) X(cuGraphInstantiate)      \
+    X(cuGraphInstantiateWithParams_ptsz)                                                      \
     X(cuGraphInstantiate_v2) X(cuGraphExecDestroy) X(cuMemAlloc) X(cuMemFree)                 \
     X(cuMemAllocPitch) X(cuArrayCreate) X(cuArray3DCreate) X(cuCtxCreate) X(cuCtxDestroy)     \
     X(cuDevicePrimaryCtxReset) X(cuMemGetInfo) X(cuDeviceTotalMem)

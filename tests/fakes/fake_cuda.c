@@ -2584,6 +2584,12 @@ EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph h
     return r;
 }
 
+EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                  CUDA_GRAPH_INSTANTIATE_PARAMS *params)
+{
+    return cuGraphInstantiateWithParams(phGraphExec, hGraph, params);
+}
+
 EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                        const CUgraphNode *dependencies, size_t numDependencies,
                                        CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
@@ -3032,6 +3038,7 @@ static const struct entry {
     E("cuGraphInstantiate", 10000, 0, cuGraphInstantiate),
     E("cuGraphInstantiate", 11000, 0, cuGraphInstantiate_v2),
     E("cuGraphInstantiateWithParams", 12000, 0, cuGraphInstantiateWithParams),
+    E("cuGraphInstantiateWithParams", 12000, 1, cuGraphInstantiateWithParams_ptsz),
     E("cuGraphAddMemAllocNode", 11040, 0, cuGraphAddMemAllocNode),
     E("cuGraphAddMemFreeNode", 11040, 0, cuGraphAddMemFreeNode),
     E("cuDeviceGraphMemTrim", 11040, 0, cuDeviceGraphMemTrim),
