@@ -254,7 +254,9 @@ async function signIn(token) {
 /* ---- router and polling ---- */
 
 function route() {
-  if (!sessionStorage.getItem(TOKEN_KEY)) { signOut(); return; }
+  const tok = sessionStorage.getItem(TOKEN_KEY);
+  if (!tok) { signOut(); return; }
+  if (!T.me) { signIn(tok); return; } /* a token put there by another page of this tab */
   const parts = (location.hash || "#/map").slice(2).split("/");
   const name = VIEWS[parts[0]] ? parts[0] : "map";
   for (const a of document.querySelectorAll("#nav a")) {

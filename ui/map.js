@@ -11,7 +11,7 @@
  */
 "use strict";
 
-const GPU_W = 16, GPU_H = 24, GPU_GAP = 3, GPU_COLS = 8, MIG_SLICES = 7;
+const GPU_W = 20, GPU_H = 32, GPU_GAP = 3, GPU_COLS = 8, MIG_SLICES = 7;
 const FREE = "#e9edf3", HIDDEN = "#9aa3ae", DOWN = "#f3d6d6";
 
 /* "3g.40gb" -> 3 (of 7 compute slices); unknown shapes take one slice. */
@@ -120,8 +120,11 @@ function topoPath(node) {
 }
 
 VIEWS.map = async function (main, v) {
+  /* running and stopping jobs only: the map has no use for the queue */
+  const held = Promise.all(["running", "stopping"].map(s => apiAll("/v1/jobs?state=" + s, "jobs")))
+    .then(l => [].concat(...l));
   const [nodesDoc, jobs, tenantsDoc] = await Promise.all([
-    api("/v1/nodes"), activeJobs(), v.state.tenants ? Promise.resolve(v.state.tenants) : api("/v1/tenants")]);
+    api("/v1/nodes"), held, v.state.tenants ? Promise.resolve(v.state.tenants) : api("/v1/tenants")]);
   v.state.tenants = tenantsDoc;
   setTenants(tenantsDoc.tenants.map(t => t.name));
   const nodes = nodesDoc.nodes;
@@ -196,7 +199,7 @@ VIEWS.map = async function (main, v) {
     if (el.dataset.j) {
       const j = byId.get(Number(el.dataset.j));
       if (j) h += "<br>job <b>" + j.id + "</b> " + esc(j.name) + "<br>" + swatch(j.tenant) + " \u00b7 " + esc(j.owner) +
-        "<br>" + esc(gpusCell(j)) + " \u00b7 since " + esc(ago(j.start_time));
+        "<br>" + esc(gpusCell(j)) + " \u00b7 started " + esc(ago(j.start_time));
     } else if (el.getAttribute("fill") === HIDDEN) {
       h += "<br>in use by another tenant";
     } else {

@@ -67,8 +67,8 @@ json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active
                      "spec", spec ? spec : json_null());
 }
 
-/* Where a node sits ("topology": level name -> vertex name, top-down, the
- * node's own level left out) and each GPU's mode and use ("gpu_devices"),
+/* Where a node sits ("topology": level name -> vertex name, the nearest
+ * level first, the node's own vertex left out) and each GPU's mode and use ("gpu_devices"),
  * for the console's cluster map. */
 static void node_layout(const ctld *c, int node, json_t *doc)
 {
