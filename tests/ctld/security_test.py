@@ -422,6 +422,8 @@ try:
     took = time.time() - t0
     check(codes.count(429) > 0 and codes.count(401) <= 12 + 5 * took + 2,
           f"2. without a token: {codes.count(401)} x 401, {codes.count(429)} x 429 in {took:.1f} s")
+    st = raw_http(b"GET /v1/jobs HTTP/1.1\r\nHost: x\r\n\r\n", src="127.0.0.2")
+    check(st == 401, f"2. ... another client address has its own bucket ({st})")
 
 finally:
     stop_all(procs)
