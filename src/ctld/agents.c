@@ -485,6 +485,7 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
     }
     ts_err err;
     int wrc = 0;
+    ctld_commit_wait(c); /* reports may change jobs: not while the cycle commits */
     if (json_is_object(json_object_get(in, "health")))
         wrc = apply_health(c, n, json_object_get(in, "health"), now, &err);
     if (wrc == 0 && json_is_array(json_object_get(in, "tasks")))

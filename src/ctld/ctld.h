@@ -199,6 +199,8 @@ typedef struct ctld {
     bool stop;
     bool ready;
     bool store_failing;          /* the last cycle's write failed: retry after a pause */
+    bool committing;             /* the cycle commits with mu released (loop.c) */
+    pthread_cond_t committed;    /* ... and broadcasts this when it is done */
     cjob **jobs;                 /* active jobs, in no particular order */
     int njobs, jobs_cap;
     int64_t *map_ids;            /* open addressing id -> index in jobs */
@@ -240,6 +242,10 @@ TS_MUST_CHECK int ctld_node_drain_locked(ctld *c, int n, bool drain, ts_err *err
 /* Replaces the tenants (YAML); not under mu. */
 TS_MUST_CHECK int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err);
 void ctld_kick(ctld *c);
+/* Under mu, before planning a change of existing jobs: waits while the
+ * cycle commits its decisions with mu released (a change in that window
+ * would race the jobs the cycle is about to apply). Readers never wait. */
+void ctld_commit_wait(ctld *c);
 /* Under mu: node n's desired state changed; wakes only that node's
  * long-poll (one condition variable per node: a job change must not wake
  * a thousand agents). */

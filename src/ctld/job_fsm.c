@@ -317,7 +317,7 @@ void ctld_txn_apply(ctld *c, ctld_txn *t, double now)
         return;
     for (int i = 0; i < t->n; i++)
         apply_one(c, &t->ch[i], now);
-    if (t->n > 0)
+    if (t->n > 0 && !t->quiet)
         ctld_kick(c);
 }
 

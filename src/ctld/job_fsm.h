@@ -57,6 +57,7 @@ typedef struct ctld_txn {
     ts_event_row *ev;         /* details owned */
     int nev, evcap;
     bool committed;
+    bool quiet;               /* applying does not kick the loop (the cycle's own) */
 } ctld_txn;
 
 /* Name of an event (for messages). */

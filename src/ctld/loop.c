@@ -83,8 +83,27 @@ static int finish_and_requeue(ctld *c, double now, ctld_txn *t, ts_err *err)
     return 0;
 }
 
-/* The cycle's starts and preemptions, planned into t. */
-static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, ts_err *err)
+/* A decision the state machine refuses (the core and memory disagree about
+ * a job's state) is left out, not the whole cycle: a start is unbound
+ * again, a preemption dropped, and it is logged. */
+static void decision_refused(ctld *c, const ts_job *sj, const ts_alloc *allocs, double now,
+                             const ts_err *why)
+{
+    fprintf(stderr, "tesserad: job %lld: decision left out: %s\n", (long long)sj->id, why->msg);
+    if (!allocs)
+        return;
+    ts_job tmp = *sj;
+    tmp.allocs = allocs;
+    ts_err e;
+    if (ts_sched_stop(c->sched, &tmp, now, &e) != 0)
+        fprintf(stderr, "tesserad: job %lld: undoing its start: %s\n", (long long)sj->id,
+                e.msg);
+}
+
+/* The cycle's starts and preemptions, planned into t; started[k] says
+ * whether start k is in t (else it is unbound already). */
+static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, bool *started,
+                          ts_err *err)
 {
     ts_decision *d = &c->d;
     int rc = 0;
@@ -96,6 +115,11 @@ static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, 
         ctld_fsm_args a = {.detail = detail, .allocs = al};
         rc = detail ? ctld_fsm_plan(c, t, j, CTLD_JE_START, &a, now, err) : TS_ENOMEM;
         free(detail);
+        started[k] = rc == 0;
+        if (rc == TS_ECONFLICT) {
+            decision_refused(c, &j->sj, al, now, err);
+            rc = 0;
+        }
     }
     for (int k = 0; rc == 0 && k < d->npreempts; k++) {
         const ts_cycle_preempt *p = &d->preempts[k];
@@ -108,6 +132,10 @@ static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, 
         ctld_fsm_args a = {.detail = detail, .stop_by_s = now + p->grace_s};
         rc = detail ? ctld_fsm_plan(c, t, v, CTLD_JE_PREEMPT, &a, now, err) : TS_ENOMEM;
         free(detail);
+        if (rc == TS_ECONFLICT) {
+            decision_refused(c, &v->sj, NULL, now, err);
+            rc = 0;
+        }
     }
     /* an event when a job first gets the reservation */
     if (rc == 0 && d->reserved >= 0 && w[d->reserved]->row.id != c->reserved_id) {
@@ -124,10 +152,12 @@ static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, 
 
 /* A cycle whose decisions were not written: the starts the core bound go
  * back, so the scheduler, memory and the store agree again. */
-static void undo_starts(ctld *c, double now, cjob **w)
+static void undo_starts(ctld *c, double now, cjob **w, const bool *started)
 {
     ts_decision *d = &c->d;
     for (int k = 0; k < d->nstarts; k++) {
+        if (!started[k])
+            continue; /* unbound when it was left out */
         ts_job sj = w[d->starts[k].job]->sj;
         sj.allocs = d->starts[k].allocs;
         ts_err e;
@@ -138,11 +168,13 @@ static void undo_starts(ctld *c, double now, cjob **w)
 }
 
 /* After a committed cycle: what only memory keeps (wait times, reasons). */
-static void after_starts(ctld *c, double now, cjob **w)
+static void after_starts(ctld *c, double now, cjob **w, const bool *started)
 {
     ts_decision *d = &c->d;
     for (int k = 0; k < d->nstarts; k++) {
         const cjob *j = w[d->starts[k].job];
+        if (!started[k])
+            continue;
         double wait = now - j->row.submit_s;
         c->m.wait_s_sum += wait;
         c->m.wait_count++;
@@ -234,19 +266,34 @@ static void store_failed(ctld *c, const char *what, const ts_err *e)
             e->msg);
 }
 
+/* Commits t with mu released: readers (and submissions, registrations)
+ * go on meanwhile; whoever would change existing jobs waits for it
+ * (ctld_commit_wait), so the jobs t names stay as planned. Under mu. */
+static int commit_unlocked(ctld *c, ctld_txn *t, ts_err *err)
+{
+    c->committing = true;
+    pthread_mutex_unlock(&c->mu);
+    int rc = ctld_txn_commit(c, t, err);
+    pthread_mutex_lock(&c->mu);
+    c->committing = false;
+    pthread_cond_broadcast(&c->committed);
+    return rc;
+}
+
 int ctld_cycle_once(ctld *c, double now, ts_err *err)
 {
     pthread_mutex_lock(&c->mu);
     ts_err e;
     bool failed = false;
+    c->dirty = false; /* a change from here on asks for another cycle */
     /* the policies and lost agents, each written on its own (they log and
      * retry what the store refused) */
     ctld_agents_expire(c, now);
     /* what ended: written, then applied, before the cycle sees the room */
-    ctld_txn t1 = {0};
+    ctld_txn t1 = {.quiet = true};
     int rc = finish_and_requeue(c, now, &t1, err);
     if (rc == 0 && t1.n > 0) {
-        if (ctld_txn_commit(c, &t1, &e) == 0) {
+        if (commit_unlocked(c, &t1, &e) == 0) {
             ctld_txn_apply(c, &t1, now);
         } else {
             store_failed(c, "finished and requeued jobs", &e);
@@ -286,14 +333,17 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
         c->last_cycle_ms = dt * 1e3;
         observe(c->m.cycle_hist, CYCLE_BUCKETS, sizeof CYCLE_BUCKETS / sizeof *CYCLE_BUCKETS,
                 dt);
-        ctld_txn t2 = {0};
-        int prc = plan_decisions(c, now, wj, rj, &t2, err);
-        if (prc == 0 && ctld_txn_commit(c, &t2, &e) == 0) {
-            after_starts(c, now, wj);
+        ctld_txn t2 = {.quiet = true};
+        bool *started = calloc((size_t)c->d.nstarts + 1, sizeof *started);
+        int prc = started ? plan_decisions(c, now, wj, rj, &t2, started, err)
+                          : ts_err_set(err, TS_ENOMEM, "out of memory");
+        if (prc == 0 && commit_unlocked(c, &t2, &e) == 0) {
+            after_starts(c, now, wj, started);
             ctld_txn_apply(c, &t2, now);
             committed = true;
         } else {
-            undo_starts(c, now, wj);
+            if (started)
+                undo_starts(c, now, wj, started);
             if (prc == 0)
                 store_failed(c, "the cycle's decisions", &e);
             else
@@ -301,6 +351,7 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
             failed = true;
         }
         ctld_txn_fini(&t2);
+        free(started);
         /* reasons and explanations live in memory (see the top) */
         for (int i = 0; i < nw; i++) {
             const ts_cycle_pending *p = &c->d.pending[i];
@@ -317,7 +368,8 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
     }
     bool reshaped = committed && mig_replan(c, wj, nw, now);
     c->frag_free_gpus = ts_gang_index_free_gpus(ts_sched_gang_index(c->sched), -1);
-    c->dirty = reshaped;
+    if (reshaped)
+        c->dirty = true;
     c->store_failing = failed;
     pthread_mutex_unlock(&c->mu);
     free(wv);

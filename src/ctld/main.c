@@ -92,6 +92,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "tesserad: store fault injection on: %s\n", faults);
     }
 #endif
+    int restored = c.njobs; /* read before the threads start */
     pthread_t loop;
     if (ctld_loop_start(&c, &loop) != 0 || ctld_http_start(&c, &err) != 0) {
         fprintf(stderr, "tesserad: %s\n", err.msg);
@@ -99,7 +100,7 @@ int main(int argc, char **argv)
     }
     fprintf(stderr, "tesserad: listening on %s:%d (%s), store %s (%s), %d nodes, %d active jobs\n",
             c.cfg.listen_addr, c.cfg.listen_port, c.cfg.tls_cert[0] ? "https" : "http",
-            c.cfg.store_url, ts_store_backend(c.store), c.cluster->nnodes, c.njobs);
+            c.cfg.store_url, ts_store_backend(c.store), c.cluster->nnodes, restored);
     int sig = 0;
     sigwait(&set, &sig);
     fprintf(stderr, "tesserad: signal %d, stopping\n", sig);

@@ -508,8 +508,10 @@ static int restore_jobs(ctld *c, ts_err *err)
                 }
                 continue;
             }
-            if (j->row.state == TS_JOB_STOPPING) /* its grace ended while we were down */
+            if (j->row.state == TS_JOB_STOPPING) { /* its grace ended while we were down */
+                j->sj.stopping = true;
                 j->sj.stop_by_s = now;
+            }
             if ((rc = job_add(c, j)) != 0) {
                 cjob_free(j);
                 ts_store_free_jobs(rows, n);
@@ -528,6 +530,7 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
     c->cfg = *cfg;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->wake, NULL);
+    pthread_cond_init(&c->committed, NULL);
     ts_decision_init(&c->d);
     char *buf;
     size_t len;
@@ -606,6 +609,13 @@ void ctld_close(ctld *c)
     ctld_config_fini(&c->cfg);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->wake);
+    pthread_cond_destroy(&c->committed);
+}
+
+void ctld_commit_wait(ctld *c)
+{
+    while (c->committing)
+        pthread_cond_wait(&c->committed, &c->mu);
 }
 
 void ctld_kick(ctld *c)
@@ -779,6 +789,7 @@ int ctld_job_action(ctld *c, int64_t id, const char *action, ts_err *err)
     if (event < 0)
         return ts_err_set(err, TS_EINVAL, "action: unknown \"%s\"", action);
     pthread_mutex_lock(&c->mu);
+    ctld_commit_wait(c);
     cjob *j = ctld_job_find(c, id);
     int rc;
     if (!j)
@@ -840,6 +851,7 @@ int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err)
         return rc;
     }
     pthread_mutex_lock(&c->mu);
+    ctld_commit_wait(c); /* the scheduler is swapped below */
     /* every active job's tenant must still exist */
     for (int i = 0; rc == 0 && i < c->njobs; i++)
         if (ts_tenant_find(ts, c->jobs[i]->row.tenant) < 0)
