@@ -12,7 +12,8 @@ pass (issue 13) as a check that failed before its fix.
  3. a client trickling header lines holds at most connections_per_client
     connections, loses them at request_timeout however it trickles, costs no
     thread per connection, and /healthz and other clients are answered
-    meanwhile (200 connections from 127.0.0.2, a few seconds);
+    meanwhile (200 connections from 127.0.0.2, a few seconds); ten addresses
+    together hold no more than limits.connections (80 connections);
  4. Idempotency-Key: too long is a 400 naming it, keys are never cut short,
     "z#0" is not element 0 of an array sent with "z", another body is a 422;
  5. PUT /v1/tenants: 1 MB of nesting is refused at once;
@@ -74,14 +75,14 @@ def write(name, text, mode=None):
     return path
 
 
-def config(name, state, rate=1000, burst=1000):
+def config(name, state, rate=1000, burst=1000, conns=1000):
     return write(name, f"""listen: 127.0.0.1:{PORT}
 cluster: cluster.yaml
 tenants: tenants.yaml
 virtual_nodes: all
 state_dir: {state}
 limits: {{requests_per_s: {rate}, burst: {burst}, connections_per_client: {PER_CLIENT},
-          request_timeout: 2s, queued_jobs_per_tenant: {QUEUED_CAP}}}
+          request_timeout: 2s, queued_jobs_per_tenant: {QUEUED_CAP}, connections: {conns}}}
 scheduler: {{interval: 0.2s}}
 """)
 
@@ -406,7 +407,7 @@ finally:
     stop_all(procs)
 
 # ---- 2. (a second run, 5 requests/s and a burst of 12) --------------------------------------
-proc = start(config("slow.yaml", "state", rate=5, burst=12))
+proc = start(config("slow.yaml", "state", rate=5, burst=12, conns=32))
 procs = [proc]
 try:
     # ---- 2. rate limits by exact identity ------------------------------------------------------------
@@ -424,6 +425,27 @@ try:
           f"2. without a token: {codes.count(401)} x 401, {codes.count(429)} x 429 in {took:.1f} s")
     st = raw_http(b"GET /v1/jobs HTTP/1.1\r\nHost: x\r\n\r\n", src="127.0.0.2")
     check(st == 401, f"2. ... another client address has its own bucket ({st})")
+
+    # ---- 3. the total: 10 addresses x 8 slow connections against limits.connections 32 -----
+    fds0 = len(os.listdir(f"/proc/{proc.pid}/fd"))
+    many = []
+    for i in range(80):
+        s = socket.socket()
+        s.settimeout(2.0)
+        try:
+            s.bind((f"127.0.0.{10 + i % 10}", 0))
+            s.connect(("127.0.0.1", PORT))
+            s.sendall(b"GET /healthz HTTP/1.1\r\n")
+            many.append(s)
+        except OSError:
+            s.close()
+    time.sleep(0.5)
+    held = len(os.listdir(f"/proc/{proc.pid}/fd")) - fds0  # the rest wait in the backlog
+    check(held <= 32, f"3. limits.connections 32: tesserad holds {held} of 80 slow connections")
+    for s in many:
+        s.close()
+    st = call("GET", "/healthz", timeout=10)[0]
+    check(st == 200, f"3. /healthz once they are gone ({st})")
 
 finally:
     stop_all(procs)
