@@ -38,6 +38,18 @@ fuzz:
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 	scripts/run-fuzz $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
+# tesserad and tessera-agent under ThreadSanitizer, through the API and agent
+# end-to-end tests; a reported race stops tesserad (halt_on_error), which
+# fails its test.
+TSAN_BUILD ?= build-tsan
+TSAN_TESTS ?= ^(ctld/(api|agent_protocol|faults)|agent/e2e|agent/e2e_resilience)$$
+.PHONY: tsan
+tsan: deps
+	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTS_TSAN=ON >/dev/null
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target tesserad tessera-agent fake_nvml
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+	  ctest --output-on-failure -R '$(TSAN_TESTS)'
+
 demo: build
 	scripts/demo $(BUILD)
 	scripts/demo-controller $(BUILD)
