@@ -350,20 +350,23 @@ static CUresult pooled_alloc(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool po
     CUmemoryPool p = pool ? pool : current_pool(o);
     int ok = p != NULL;
     pthread_mutex_lock(&pool_mu);
-    uint64_t reserved = p ? pool_attr(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &ok) : 0;
-    uint64_t used = p ? pool_attr(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &ok) : 0;
-    /* a pool the driver will not describe: charge the whole size, keep no cache */
-    uint64_t cached = ok && reserved > used ? reserved - used : 0;
-    uint64_t need = bytes > cached ? bytes - cached : 0;
-    if (need && reserve(d, need) != 0) { /* reserve() trimmed the tenant's caches */
-        reserved = ok ? pool_attr(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &ok) : 0;
-        used = ok ? pool_attr(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &ok) : 0;
-        cached = ok && reserved > used ? reserved - used : 0;
+    /* No reservation is held across a pools_refresh: it re-reads and
+     * re-charges pools itself, this pool included. */
+    uint64_t need = 0;
+    for (int attempt = 0;; attempt++) {
+        uint64_t reserved = ok ? pool_attr(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &ok) : 0;
+        uint64_t used = ok ? pool_attr(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &ok) : 0;
+        /* a pool the driver will not describe: charge the whole size */
+        uint64_t cached = ok && reserved > used ? reserved - used : 0;
         need = bytes > cached ? bytes - cached : 0;
-        if (need && reserve(d, need) != 0) {
+        if (!need || ts_ledger_reserve(ts_shim.ledger, d->ledger_dev, need,
+                                       (uint64_t)d->limit) == 0)
+            break;
+        if (attempt == 1) {
             pthread_mutex_unlock(&pool_mu);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
+        pools_refresh(d->ledger_dev, 1); /* the tenant's own caches first */
     }
     CUresult r = call(dptr, bytesize, pool, hStream);
     if (!ok) { /* plain per-allocation charge */
@@ -373,29 +376,40 @@ static CUresult pooled_alloc(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool po
     }
     int ok2 = 1;
     uint64_t now = pool_attr(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &ok2);
-    /* the reservation made above becomes part of the pool's charge */
     pthread_mutex_lock(&ts_shim.lock);
     struct ts_shim_rec *rec = ts_shim_rec_get(&ts_shim.recs, TS_REC_POOL, (uintptr_t)p);
     uint64_t charged = rec ? rec->bytes : 0;
     pthread_mutex_unlock(&ts_shim.lock);
-    if (!ok2)
-        now = charged + need;
     uint64_t held = charged + need; /* in the ledger for this pool right now */
-    int over = now > held && reserve(d, now - held) != 0;
-    if (now > held && !over)
-        held = now;
-    if (now < held)
-        release(d->ledger_dev, held - now), held = now;
-    if (over) {
-        /* the pool grew by more than it could have: undo, give its cache back */
-        if (r == CUDA_SUCCESS && REAL.cuMemFreeAsync)
-            REAL.cuMemFreeAsync(*dptr, hStream);
-        pool_observe(p, d->ledger_dev, held); /* record what the ledger holds */
+    if (!ok2)
+        now = held;
+    if (r != CUDA_SUCCESS) {
+        release(d->ledger_dev, need);
+        pool_observe(p, d->ledger_dev, now);
+        pthread_mutex_unlock(&pool_mu);
+        return r;
+    }
+    if (now > held && ts_ledger_reserve(ts_shim.ledger, d->ledger_dev, now - held,
+                                        (uint64_t)d->limit) != 0) {
+        /* the pool grew by more than was reserved and that does not fit:
+         * undo, and let the pool give back what it now holds unused */
+        PASS(cuMemFreeAsync, *dptr, hStream);
+        if (REAL.cuStreamSynchronize)
+            REAL.cuStreamSynchronize(hStream);
+        pthread_mutex_lock(&ts_shim.lock);
+        rec = ts_shim_rec_get(&ts_shim.recs, TS_REC_POOL, (uintptr_t)p);
+        if (rec)
+            rec->bytes = held;
+        pthread_mutex_unlock(&ts_shim.lock);
+        if (!rec)
+            release(d->ledger_dev, held); /* untracked: nothing to re-read against */
         pools_refresh(d->ledger_dev, 1);
         pthread_mutex_unlock(&pool_mu);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    /* record the pool at `now` without touching the ledger again */
+    if (now < held)
+        release(d->ledger_dev, held - now);
+    /* the ledger now holds `now` for this pool: record it so */
     pthread_mutex_lock(&ts_shim.lock);
     rec = ts_shim_rec_get(&ts_shim.recs, TS_REC_POOL, (uintptr_t)p);
     int lost = 0;
@@ -406,12 +420,10 @@ static CUresult pooled_alloc(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool po
                                  .bytes = now, .pool = (uint64_t)o};
         lost = ts_shim_rec_put(&ts_shim.recs, &pr) != 0;
     }
-    if (r == CUDA_SUCCESS) {
-        struct ts_shim_rec ar = {.key = *dptr, .kind = TS_REC_POOLPTR, .ldev = d->ledger_dev,
-                                 .bytes = bytes, .owner = (uintptr_t)ctx, .pool = (uintptr_t)p,
-                                 .refs = 1};
-        ts_shim_rec_put(&ts_shim.recs, &ar); /* only needed once the pool is destroyed */
-    }
+    struct ts_shim_rec ar = {.key = *dptr, .kind = TS_REC_POOLPTR, .ldev = d->ledger_dev,
+                             .bytes = bytes, .owner = (uintptr_t)ctx, .pool = (uintptr_t)p,
+                             .refs = 1};
+    ts_shim_rec_put(&ts_shim.recs, &ar); /* only needed once the pool is destroyed */
     pthread_mutex_unlock(&ts_shim.lock);
     if (lost)
         release(d->ledger_dev, now);

@@ -151,6 +151,15 @@ static void test_pool_cache_never_causes_oom(void **state)
     assert_int_equal(sh.cuMemAllocAsync(&c, 400 * MIB, stream), CUDA_ERROR_OUT_OF_MEMORY);
     expect0(200 * MIB);
     assert_int_equal(sh.cuMemFree_v2(b), CUDA_SUCCESS);
+    /* refused while the pool holds a cache: the refusal charges nothing */
+    assert_int_equal(sh.cuMemAllocAsync(&c, 100 * MIB, stream), CUDA_SUCCESS);
+    assert_int_equal(sh.cuMemFreeAsync(c, stream), CUDA_SUCCESS);
+    assert_int_equal(sh.cuMemAllocAsync(&c, QUOTA0, stream), CUDA_ERROR_OUT_OF_MEMORY);
+    keep = 0;
+    assert_int_equal(sh.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep),
+                     CUDA_SUCCESS);
+    assert_int_equal(sh.cuStreamSynchronize(stream), CUDA_SUCCESS);
+    expect0(0);
     keep = 0;
     assert_int_equal(sh.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep),
                      CUDA_SUCCESS);
