@@ -7,7 +7,7 @@ FUZZ_SECONDS ?= 20
 JOBS       ?= $(shell nproc)
 SHARED     ?= ../shared
 
-.PHONY: all deps build test unit fuzz demo bench clean
+.PHONY: all deps build test unit fuzz demo bench clean install deb
 
 all: build
 
@@ -57,6 +57,20 @@ demo: build
 
 bench: build
 	bench/run-all $(BUILD) $(SHARED)
+
+# Installs under PREFIX (default /usr/local), staged under DESTDIR if given:
+#   make install PREFIX=/usr DESTDIR=/tmp/stage   (docs/install.md)
+PREFIX ?= /usr/local
+install: build
+	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD)
+
+# The Debian packages (tessera-controller, tessera-agent, tessera-client,
+# libtessera-cuda) into build-deb/, then lintian on them.
+deb: deps
+	dpkg-checkbuilddeps
+	DEB_BUILD_OPTIONS="parallel=$(JOBS)" debian/rules binary
+	lintian --fail-on error build-deb/*.deb
 
 clean:
 	rm -rf $(BUILD) $(TEST_BUILD) $(FUZZ_BUILD)
