@@ -1,7 +1,8 @@
 /*
  * ctld.h - internal: the controller daemon tesserad.
  *
- * One process: an HTTP server (libmicrohttpd, a thread per connection) in
+ * One process: an HTTP server (libmicrohttpd: polling threads, requests on
+ * worker threads; http.c) in
  * front of the controller state, a scheduling thread that runs the core's
  * cycle (tessera/cycle.h) on that state, and the store (tessera/store.h)
  * that makes every accepted change durable before it is acknowledged.
