@@ -122,6 +122,7 @@ typedef struct server {
     pthread_mutex_t mu;          /* everything below */
     bucket *chains[BUCKET_CHAINS];
     int nbuckets;
+    double swept_s;              /* the last sweep */
     token_cache_entry tc[TOKEN_CACHE_SLOTS];
     conn_track *conns;           /* every open connection */
     addr_count *addrs[ADDR_CHAINS];
@@ -174,8 +175,9 @@ void ctld_token_cache_clear(ctld *c)
     pthread_mutex_unlock(&S->mu);
 }
 
-/* 0 and *who, or TS_ENOENT. */
-static int authenticate(ctld *c, const char *authz, ctld_caller *who)
+/* 0 and *who, or TS_ENOENT. With may_load false, a token the cache does
+ * not know is not looked up in the store (TS_ENOENT). */
+static int authenticate(ctld *c, const char *authz, bool may_load, ctld_caller *who)
 {
     if (!authz || strncmp(authz, "Bearer ", 7) != 0)
         return TS_ENOENT;
@@ -191,6 +193,8 @@ static int authenticate(ctld *c, const char *authz, ctld_caller *who)
         return 0;
     }
     pthread_mutex_unlock(&S->mu);
+    if (!may_load)
+        return TS_ENOENT;
     ts_token_row t;
     if (ts_store_token_by_hash(c->store, h, &t, NULL) != 0)
         return TS_ENOENT;
@@ -245,8 +249,10 @@ static double rate_take(ctld *c, const char *id)
     while (b && strcmp(b->id, id) != 0)
         b = b->next;
     if (!b) {
-        if (S->nbuckets >= BUCKETS_MAX)
-            buckets_sweep(c, S, now);
+        if (S->nbuckets >= BUCKETS_MAX && now - S->swept_s >= 1.0) {
+            buckets_sweep(c, S, now); /* at most once a second: it walks them all */
+            S->swept_s = now;
+        }
         /* token identities are few (an admin makes them); client addresses
          * are not, and past the cap they wait */
         b = S->nbuckets < BUCKETS_MAX || id[0] == 't' ? calloc(1, sizeof *b) : NULL;
@@ -501,22 +507,29 @@ static void serve(ctld *c, conn_ctx *x)
         return;
     }
     ctld_caller who;
-    bool authed = authenticate(c, x->authz, &who) == 0;
+    bool authed = authenticate(c, x->authz, false, &who) == 0;
     char ident[IDENT_MAX];
+    double wait = 0.0;
+    if (!authed) {
+        /* a token the cache does not know costs a store read: the client's
+         * address pays for it first, so made-up tokens cannot flood the store */
+        addr_ident(x->tr ? x->tr->key : (const uint8_t[ADDR_KEY]){0}, ident, sizeof ident);
+        wait = rate_take(c, ident);
+        if (wait >= 0.0 && x->authz)
+            authed = authenticate(c, x->authz, true, &who) == 0;
+    }
     if (authed) {
         vouch(S, x->tr);
         snprintf(ident, sizeof ident, "t:%s", who.name);
-    } else {
-        addr_ident(x->tr ? x->tr->key : (const uint8_t[ADDR_KEY]){0}, ident, sizeof ident);
+        wait = rate_take(c, ident);
     }
-    double wait = rate_take(c, ident);
     if (wait < 0.0) {
         if (authed)
             ctld_reply_error(r, 429, "rate_limited", "token \"%s\": more than %.0f requests "
                              "per second", who.name, c->cfg.rate_per_s);
         else
             ctld_reply_error(r, 429, "rate_limited", "client %s: more than %.0f requests per "
-                             "second without a valid token", ident + 2, c->cfg.rate_per_s);
+                             "second without a known token", ident + 2, c->cfg.rate_per_s);
         snprintf(r->retry_after, sizeof r->retry_after, "%.0f", ceil(-wait));
         return;
     }

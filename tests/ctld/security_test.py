@@ -425,6 +425,10 @@ try:
           f"2. without a token: {codes.count(401)} x 401, {codes.count(429)} x 429 in {took:.1f} s")
     st = raw_http(b"GET /v1/jobs HTTP/1.1\r\nHost: x\r\n\r\n", src="127.0.0.2")
     check(st == 401, f"2. ... another client address has its own bucket ({st})")
+    time.sleep(3.0)  # buckets refill
+    codes = [call("GET", "/v1/jobs", f"tsk_made_up_{i}")[0] for i in range(40)]
+    check(codes.count(429) > 0, f"2. made-up tokens are limited by address too "
+          f"({codes.count(401)} x 401, {codes.count(429)} x 429)")
 
     # ---- 3. the total: 10 addresses x 8 slow connections against limits.connections 32 -----
     fds0 = len(os.listdir(f"/proc/{proc.pid}/fd"))
