@@ -19,9 +19,10 @@
 #include <curl/curl.h>
 
 static const struct cli_cmd COMMANDS[] = {
-    {"submit", "submit -f FILE [--idempotency-key K]",
+    {"submit", "submit -f FILE [--idempotency-key K] | submit SCRIPT (as sbatch)",
      "Submits the job spec in FILE (YAML or JSON; '-' reads stdin) as it is and prints\n"
-     "the id of every job it created, one a line. A random idempotency key is sent\n"
+     "the id of every job it created, one a line. Without -f, submits a Slurm batch\n"
+     "script as 'sbatch' does. A random idempotency key is sent\n"
      "unless given, so re-running a submit that timed out with the same --idempotency-key\n"
      "cannot create the jobs twice.\n\n"
      "  -f, --file FILE          the spec; .json is sent as JSON, .yaml/.yml as YAML,\n"

@@ -382,6 +382,37 @@ if [ -w /dev/full ]; then
   if [ "$rc" -eq 1 ]; then pass; else fail "stdout /dev/full: exit $rc, expected 1"; fi
 fi
 
+# ---- sbatch: Slurm batch scripts (docs/slurm.md) ----
+SB=$HERE/../data/sbatch
+expect "sbatch --help" 0 sbatch --help && out_has "sbatch --help" "^usage: tessera sbatch"
+expect "sbatch dry-run" 0 sbatch --dry-run --slurm-map "$SB/map.txt" "$SB/01-basic.sh" &&
+  json_ok "sbatch dry-run" 'd["spec"]["tasks"][0] == {"count": 8, "gpus": 2, "cpu_milli": 6000, "memory_mib": 16384} and d["spec"]["tenant"] == "research" and d["interpretation"]["nodes"] == 2 and "TESSERA_TOKEN" not in d["spec"]["env"]'
+# the command line overrides the script; -o here is sbatch's --output
+expect "sbatch override" 0 sbatch --dry-run -N 1 --gpus-per-node=4 -t 5 -o "run-%j.out" "$SB/01-basic.sh" a1 a2 &&
+  json_ok "sbatch override" 'd["interpretation"]["gpus"] == 4 and d["spec"]["time_limit"] == 300 and d["spec"]["command"][-2:] == ["a1", "a2"] and "run-${SLURM_JOB_ID}.out" in d["spec"]["command"][2]'
+expect "sbatch tessera -o" 0 -o yaml sbatch --dry-run "$SB/02-minimal.sh" && out_has "sbatch tessera -o" "^spec:"
+expect "sbatch --tenant" 0 sbatch --dry-run --tenant team-b "$SB/02-minimal.sh" &&
+  json_ok "sbatch --tenant" 'd["spec"]["tenant"] == "team-b"'
+expect "sbatch warning" 0 sbatch --dry-run "$SB/33-warn-safe.sh" && err_has "sbatch warning" "warning: .*--mail-type: ignored"
+expect "sbatch submit" 0 sbatch "$SB/01-basic.sh" && out_has "sbatch submit" "^[0-9]+$" && out_lines "sbatch submit" 1
+last_ok "sbatch sent" 'd["method"] == "POST" and d["path"] == "/v1/jobs" and d["content_type"] == "application/json" and len(d["idempotency_key"]) == 32'
+expect "submit SCRIPT" 0 submit "$SB/04-gres.sh" && out_has "submit SCRIPT" "^[0-9]+$"
+last_ok "submit SCRIPT sent" 'd["content_type"] == "application/json"'
+expect "submit SCRIPT options" 0 submit --dry-run -n 2 "$SB/04-gres.sh" &&
+  json_ok "submit SCRIPT options" 'd["spec"]["tasks"][0]["count"] == 2'
+TESSERA_SLURM_MAP=$SB/map.txt expect "sbatch map from env" 0 sbatch --dry-run "$SB/22-qos-mapped.sh" &&
+  json_ok "sbatch map from env" 'd["spec"]["tier"] == "guaranteed"'
+bad "sbatch no script" "missing the script" sbatch --dry-run
+bad "sbatch missing file" "cannot open" sbatch "$tmp/nope.sh"
+bad "sbatch dependency" "dependency: not supported yet" sbatch "$SB/30-dependency.sh"
+bad "sbatch refused" "--constraint: not supported" sbatch "$SB/32-constraint-refused.sh"
+bad "sbatch unknown option" "--frobnicate: unknown option" sbatch --frobnicate "$SB/02-minimal.sh"
+bad "sbatch bad map" "slurm map:[0-9]+: kind must be" sbatch --slurm-map "$HERE/cli.sh" "$SB/02-minimal.sh"
+printf 'echo not a script\n' >"$tmp/plain.sh"
+bad "sbatch no shebang" "first line must be #!" sbatch "$tmp/plain.sh"
+TESSERA_TOKEN=tsk_viewer expect "sbatch forbidden" 5 sbatch "$SB/02-minimal.sh" &&
+  out_empty "sbatch forbidden" && err_has "sbatch forbidden" "viewer"
+
 # ---- https: certificates verified, --ca trusts a private CA ----
 if command -v openssl >/dev/null &&
   openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
