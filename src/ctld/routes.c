@@ -119,8 +119,10 @@ static void field_error(ctld_reply *r, const char *path, const char *fmt, ...)
 
 /* The Idempotency-Key as stored: "sha256:" and the hex digest of the whole
  * key (so its length is fixed, nothing is cut, and "z#0" cannot meet the
- * first element of an array sent with key "z"); "" without a key. false
- * (and a 400) when the key is too long or holds other than printable ASCII. */
+ * first element of an array sent with key "z"), to which each job adds
+ * "#<element>" (a single job is element 0, so a key reused between a job
+ * and an array meets itself and is a 422); "" without a key. false (and a
+ * 400) when the key is too long or holds other than printable ASCII. */
 static bool idem_stored(const char *key, char out[80], ctld_reply *r)
 {
     out[0] = '\0';
@@ -242,6 +244,8 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
         return;
     }
     int want = spec->array_size > 0 ? spec->array_size : 1;
+    if (idem[0] && want == 1)
+        strcat(idem, "#0"); /* an array's elements get theirs from ctld_submit */
     pthread_mutex_lock(&c->mu);
     int queued = queued_of(c, spec->tenant);
     pthread_mutex_unlock(&c->mu);

@@ -311,6 +311,11 @@ try:
     st, d = call("GET", "/v1/jobs?state=pending&limit=1000", admin)
     check(not [j for j in d.get("jobs", []) if j["name"] == "z[2]"],
           "4. ... and its new element is not left pending")
+    st, d = call("POST", "/v1/jobs", toks["ann"], spec("team-a", "one", gpus=1),
+                 headers={"Idempotency-Key": "one"})
+    st2, d = call("POST", "/v1/jobs", toks["ann"], spec("team-a", "one", gpus=1, array_size=2),
+                  headers={"Idempotency-Key": "one"})
+    check(st == 201 and st2 == 422, f"4. a job's key reused for an array: 422 ({st}, {st2})")
 
     # ---- 10. queued jobs per tenant -------------------------------------------------------------------
     codes = [call("POST", "/v1/jobs", admin, waiting("team-c", f"w{i}"))[0] for i in range(QUEUED_CAP)]
