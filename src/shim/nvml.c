@@ -26,6 +26,15 @@ typedef nvmlReturn_t (*mem_fn)(nvmlDevice_t, nvmlMemory_t *);
 typedef nvmlReturn_t (*mem2_fn)(nvmlDevice_t, nvmlMemory_v2_t *);
 typedef nvmlReturn_t (*uuid_fn)(nvmlDevice_t, char *, unsigned int);
 
+#if defined(TS_NVML_NVIDIA_HEADERS) /* the conformance build (tests/conformance) */
+_Static_assert(__builtin_types_compatible_p(mem_fn, __typeof__(&nvmlDeviceGetMemoryInfo)),
+               "nvmlDeviceGetMemoryInfo differs from nvml.h");
+_Static_assert(__builtin_types_compatible_p(mem2_fn, __typeof__(&nvmlDeviceGetMemoryInfo_v2)),
+               "nvmlDeviceGetMemoryInfo_v2 differs from nvml.h");
+_Static_assert(__builtin_types_compatible_p(uuid_fn, __typeof__(&nvmlDeviceGetUUID)),
+               "nvmlDeviceGetUUID differs from nvml.h");
+#endif
+
 static struct {
     mem_fn mem;
     mem2_fn mem2;
