@@ -21,6 +21,7 @@ enum sbatch_mem_kind { MEM_NONE, MEM_PER_NODE, MEM_PER_CPU, MEM_PER_GPU };
 enum sbatch_src { SRC_NONE, SRC_SCRIPT, SRC_CLI };
 
 #define SBATCH_NAME_MAX 256
+#define GPUS_PER_NODE_MAX 64L
 
 struct sbatch_req {
     char *name;                 /* --job-name, NULL: the script's name */
@@ -54,6 +55,29 @@ int sbatch_read(const char *script, size_t len, const ts_sbatch_input *in, struc
 /* The interpretation and the spec's JSON from r (sbatch_spec.c). */
 int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
                  const struct sbatch_req *r, ts_sbatch *sb, ts_spec_errors *errs);
+
+/* ---- sbatch_value.c: one option's value ---- */
+
+/* A plain decimal integer lo..hi. */
+bool sbatch_parse_long(const char *s, long lo, long hi, long *out);
+/* A digit run at *p (advanced past it), 0..max; false if none or larger. */
+bool sbatch_take_num(const char **p, long max, long *out);
+/* A size with an optional unit K, M, G or T (any case; default M) as MiB,
+ * rounded up; -1 if invalid or above 64 TiB. */
+int64_t sbatch_parse_mem(const char *s);
+/* --array: the canonical list (malloc'd), its count and %throttle; NULL
+ * with *why set on a bad value, NULL with *why NULL when out of memory. */
+char *sbatch_parse_array(const char *s, long *count, long *throttle, const char **why);
+/* "[TYPE:]N", N 0..max; type "" when none. */
+bool sbatch_parse_gpu_count(const char *s, long max, long *n, char type[SBATCH_NAME_MAX]);
+/* --gres (gpu only); NULL, or why not. */
+const char *sbatch_parse_gres(const char *s, long *n, char type[SBATCH_NAME_MAX]);
+/* --signal=[B:|R:]SIG[@SECONDS]; NULL, or why not. */
+const char *sbatch_parse_signal(const char *s, int *sig, long *secs);
+/* --dependency as Slurm writes it; NULL when well formed, or why not. */
+const char *sbatch_check_dependency(const char *s);
+/* --export: ALL, NONE or a list of ALL, NIL, NAME, NAME=value; NULL, or why not. */
+const char *sbatch_check_export(const char *s);
 
 /* The tier / tenant a name maps to in map, or NULL (sbatch_spec.c). */
 const char *sbatch_map_get(const ts_sbatch_map *map, const char *kind, const char *name);
