@@ -415,6 +415,111 @@ static void test_proc_address(void **state)
                      CUDA_ERROR_INVALID_VALUE); /* newer than the driver */
 }
 
+/* Pools as the driver's: freed memory stays reserved (and on the device)
+ * until a synchronisation gives back what exceeds the release threshold, or
+ * cuMemPoolTrimTo; the attributes say what the pool reserves and uses. */
+static void test_pools_cache_until_synchronised(void **state)
+{
+    (void)state;
+    CUcontext ctx;
+    CUstream s;
+    CUmemoryPool pool;
+    assert_int_equal(cu.cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    assert_int_equal(cu.cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuDeviceGetMemPool(&pool, 0), CUDA_SUCCESS);
+    size_t base = free_bytes();
+    CUdeviceptr a, b;
+    assert_int_equal(cu.cuMemAllocAsync(&a, 10 * MIB + 1, s), CUDA_SUCCESS);
+    assert_int_equal(base - free_bytes(), 12 * MIB);
+    assert_int_equal(cu.cuMemFreeAsync(a, s), CUDA_SUCCESS);
+    assert_int_equal(base - free_bytes(), 12 * MIB); /* cached */
+    cuuint64_t v = 0;
+    assert_int_equal(cu.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v),
+                     CUDA_SUCCESS);
+    assert_int_equal(v, 12 * MIB);
+    assert_int_equal(cu.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v),
+                     CUDA_SUCCESS);
+    assert_int_equal(v, 0);
+    assert_int_equal(cu.cuMemAllocAsync(&b, 4 * MIB, s), CUDA_SUCCESS); /* from the cache */
+    assert_int_equal(base - free_bytes(), 12 * MIB);
+    assert_int_equal(cu.cuMemFreeAsync(b, s), CUDA_SUCCESS);
+    v = 8 * MIB;
+    assert_int_equal(cu.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &v),
+                     CUDA_SUCCESS);
+    assert_int_equal(cu.cuStreamSynchronize(s), CUDA_SUCCESS);
+    assert_int_equal(base - free_bytes(), 8 * MIB); /* down to the threshold */
+    assert_int_equal(cu.cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+    assert_int_equal(base - free_bytes(), 0);
+    v = 1;
+    assert_int_equal(cu.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &v),
+                     CUDA_ERROR_INVALID_VALUE); /* a high mark resets only to 0 */
+    v = 0;
+    assert_int_equal(cu.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &v),
+                     CUDA_SUCCESS);
+    assert_int_equal(cu.cuStreamDestroy_v2(s), CUDA_SUCCESS);
+    assert_int_equal(cu.cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+}
+
+/* Graph memory is mapped at the first launch, kept by the device's graph
+ * pool after the instance goes, and given back by cuDeviceGraphMemTrim;
+ * host and NUMA locations charge no device; the pre-3.2 entry points are
+ * handed out for old versions. */
+static void test_graph_memory_host_locations_legacy(void **state)
+{
+    (void)state;
+    CUcontext ctx;
+    CUstream s;
+    assert_int_equal(cu.cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    assert_int_equal(cu.cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    size_t base = free_bytes();
+    CUgraph g;
+    CUgraphNode n;
+    CUgraphExec x;
+    CUDA_MEM_ALLOC_NODE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.bytesize = 20 * MIB;
+    assert_int_equal(cu.cuGraphCreate(&g, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuGraphAddMemAllocNode(&n, g, NULL, 0, &p), CUDA_SUCCESS);
+    assert_true(p.dptr != 0);
+    assert_int_equal(cu.cuGraphInstantiateWithFlags(&x, g, 0), CUDA_SUCCESS);
+    assert_int_equal(base - free_bytes(), 0);
+    assert_int_equal(cu.cuGraphLaunch(x, s), CUDA_SUCCESS);
+    assert_int_equal(base - free_bytes(), 20 * MIB);
+    assert_int_equal(cu.cuGraphExecDestroy(x), CUDA_SUCCESS);
+    assert_int_equal(base - free_bytes(), 20 * MIB); /* the graph pool keeps it */
+    assert_int_equal(cu.cuDeviceGraphMemTrim(0), CUDA_SUCCESS);
+    assert_int_equal(base - free_bytes(), 0);
+    assert_int_equal(cu.cuGraphDestroy(g), CUDA_SUCCESS);
+
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    prop.location.id = 5;
+    CUmemGenericAllocationHandle h;
+    assert_int_equal(cu.cuMemCreate(&h, 2 * GRAN_BYTES, &prop, 0), CUDA_SUCCESS);
+    assert_int_equal(base - free_bytes(), 0);
+    assert_int_equal(cu.cuMemRelease(h), CUDA_SUCCESS);
+    prop.location.id = 64; /* past the NUMA nodes there are */
+    assert_int_equal(cu.cuMemCreate(&h, 2 * GRAN_BYTES, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult q;
+    assert_int_equal(cu.cuGetProcAddress_v2("cuMemAlloc", &fn, 3000, 0, &q), CUDA_SUCCESS);
+    assert_ptr_equal(fn, CU_FN_PTR(cu.cuMemAlloc));
+    assert_int_equal(cu.cuGetProcAddress_v2("cuMemAlloc", &fn, 3020, 0, &q), CUDA_SUCCESS);
+    assert_ptr_equal(fn, CU_FN_PTR(cu.cuMemAlloc_v2));
+    unsigned int f32, t32;
+    assert_int_equal(cu.cuMemGetInfo(&f32, &t32), CUDA_SUCCESS);
+    assert_int_equal(t32, CAPACITY_BYTES);
+    assert_int_equal(cu.cuStreamDestroy_v2(s), CUDA_SUCCESS);
+    assert_int_equal(cu.cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -451,6 +556,8 @@ int main(void)
         cmocka_unit_test(test_graphs_run_their_nodes),
         cmocka_unit_test(test_engine_shared_between_processes),
         cmocka_unit_test(test_proc_address),
+        cmocka_unit_test(test_pools_cache_until_synchronised),
+        cmocka_unit_test(test_graph_memory_host_locations_legacy),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
