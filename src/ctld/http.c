@@ -11,7 +11,8 @@
  * little memory, never a thread. HTTPS when the configuration names a
  * certificate and key.
  *
- * Abuse limits (docs/tesserad.md "limits"): at most limits.connections
+ * Abuse limits (docs/tesserad.md "limits"; limits.c keeps them, on the
+ * state shared through http_limits.h): at most limits.connections
  * connections (and what RLIMIT_NOFILE allows); at most
  * limits.connections_per_client connections per client address (an IPv6
  * client by its /64) that have not yet shown a valid token; a request on
@@ -47,9 +48,9 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http_limits.h"
 #include "ctld/ui.h"
 
-#define TOKEN_CACHE_SLOTS 4096 /* one per node agent of a large cluster, and users */
 /* Descriptors kept back from connections: the store (SQLite database, WAL
  * and shared memory, or PostgreSQL sockets), logs, the listening socket. */
 #define CTLD_FDS_RESERVED 64
@@ -59,48 +60,8 @@
 #define CTLD_POLL_THREADS 4
 /* An idle worker thread ends after this long. */
 #define CTLD_WORKER_IDLE_S 30.0
-/* Rate-limit buckets: hash chains; buckets full again (idle) are swept when
- * there are more than this many, and clients without a token beyond it are
- * answered 429 until some are. */
-#define BUCKET_CHAINS 8192
-#define BUCKETS_MAX 65536
-/* Hash chains of the per-address connection counts. */
-#define ADDR_CHAINS 4096
-/* A client address: family byte, then 4 bytes (IPv4) or the /64 (IPv6). */
-#define ADDR_KEY 9
-/* The longest rate-limit identity: "t:" + a token name, or "a:" + an address. */
-#define IDENT_MAX (TS_STORE_NAME_MAX + 8)
 
-typedef struct bucket {
-    struct bucket *next;
-    char id[IDENT_MAX];
-    double tokens;
-    double at_s;
-} bucket;
-
-typedef struct token_cache_entry {
-    uint8_t hash[TS_TOKEN_HASH_BYTES];
-    ctld_caller who;
-    bool used;
-} token_cache_entry;
-
-/* One TCP connection as the limits see it (MHD's socket context). */
-typedef struct conn_track {
-    struct conn_track *prev, *next;
-    int fd;
-    uint8_t key[ADDR_KEY];
-    double t0;                   /* when its current request began */
-    bool vouched;                /* a request on it carried a valid token */
-    bool received;               /* the current request arrived whole */
-    bool reaped;                 /* shut down for being too slow */
-} conn_track;
-
-typedef struct addr_count {
-    struct addr_count *next;
-    uint8_t key[ADDR_KEY];
-    int n;                       /* its connections not yet vouched for */
-} addr_count;
-
+/* A request: being read, with a worker, answered by it, sent. */
 enum { ST_READING = 0, ST_QUEUED, ST_ANSWERED, ST_SENT };
 
 typedef struct conn_ctx {
@@ -117,27 +78,6 @@ typedef struct conn_ctx {
     ctld_reply reply;
     struct conn_ctx *qnext;
 } conn_ctx;
-
-typedef struct server {
-    pthread_mutex_t mu;          /* everything below */
-    bucket *chains[BUCKET_CHAINS];
-    int nbuckets;
-    double swept_s;              /* the last sweep */
-    token_cache_entry tc[TOKEN_CACHE_SLOTS];
-    conn_track *conns;           /* every open connection */
-    addr_count *addrs[ADDR_CHAINS];
-    int unvouched;               /* connections not vouched for, in all */
-    uint64_t refused, reaped;    /* connections refused at accept, shut down late */
-    /* the work queue */
-    conn_ctx *qhead, *qtail;
-    int workers, idle, inflight, nqueued;
-    bool stopping;
-    pthread_cond_t qcv;          /* work queued, or stopping */
-    pthread_cond_t donecv;       /* inflight or workers reached 0 */
-    pthread_t reaper;
-    bool reaper_started;
-    pthread_cond_t reapcv;
-} server;
 
 void ctld_reply_json(ctld_reply *r, int status, json_t *doc)
 {
@@ -167,7 +107,7 @@ static bool hash_equal(const uint8_t *a, const uint8_t *b)
 
 void ctld_token_cache_clear(ctld *c)
 {
-    server *S = c->limiter;
+    ctld_server *S = c->limiter;
     if (!S)
         return; /* no server (tests, fuzzing): nothing cached */
     pthread_mutex_lock(&S->mu);
@@ -183,7 +123,7 @@ static int authenticate(ctld *c, const char *authz, bool may_load, ctld_caller *
         return TS_ENOENT;
     uint8_t h[TS_TOKEN_HASH_BYTES];
     ctld_token_hash(authz + 7, h);
-    server *S = c->limiter;
+    ctld_server *S = c->limiter;
     unsigned slot = ((unsigned)h[0] | (unsigned)h[1] << 8) % TOKEN_CACHE_SLOTS;
     pthread_mutex_lock(&S->mu);
     token_cache_entry *e = &S->tc[slot];
@@ -208,257 +148,6 @@ static int authenticate(ctld *c, const char *authz, bool may_load, ctld_caller *
     e->used = true;
     pthread_mutex_unlock(&S->mu);
     return 0;
-}
-
-/* ---- rate limits: one token bucket per identity, matched exactly ------------------ */
-
-static uint64_t fnv(const void *p, size_t n)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ ((const uint8_t *)p)[i]) * 1099511628211ULL;
-    return h;
-}
-
-/* Under S->mu: drops buckets that have filled up again (as good as new). */
-static void buckets_sweep(ctld *c, server *S, double now)
-{
-    for (int i = 0; i < BUCKET_CHAINS; i++)
-        for (bucket **pp = &S->chains[i]; *pp;) {
-            bucket *b = *pp;
-            if (b->tokens + (now - b->at_s) * c->cfg.rate_per_s >= c->cfg.rate_burst) {
-                *pp = b->next;
-                free(b);
-                S->nbuckets--;
-            } else {
-                pp = &b->next;
-            }
-        }
-}
-
-/* Takes one request from identity id's bucket: >= 0 allowed; else minus
- * the seconds to wait. */
-static double rate_take(ctld *c, const char *id)
-{
-    server *S = c->limiter;
-    double now = ctld_now();
-    size_t n = strlen(id);
-    unsigned slot = (unsigned)(fnv(id, n) % BUCKET_CHAINS);
-    pthread_mutex_lock(&S->mu);
-    bucket *b = S->chains[slot];
-    while (b && strcmp(b->id, id) != 0)
-        b = b->next;
-    if (!b) {
-        if (S->nbuckets >= BUCKETS_MAX && now - S->swept_s >= 1.0) {
-            buckets_sweep(c, S, now); /* at most once a second: it walks them all */
-            S->swept_s = now;
-        }
-        /* token identities are few (an admin makes them); client addresses
-         * are not, and past the cap they wait */
-        b = S->nbuckets < BUCKETS_MAX || id[0] == 't' ? calloc(1, sizeof *b) : NULL;
-        if (!b) {
-            pthread_mutex_unlock(&S->mu);
-            return -1.0;
-        }
-        snprintf(b->id, sizeof b->id, "%s", id);
-        b->tokens = c->cfg.rate_burst;
-        b->at_s = now;
-        b->next = S->chains[slot];
-        S->chains[slot] = b;
-        S->nbuckets++;
-    }
-    b->tokens += (now - b->at_s) * c->cfg.rate_per_s;
-    if (b->tokens > c->cfg.rate_burst)
-        b->tokens = c->cfg.rate_burst;
-    b->at_s = now;
-    double wait = 0.0;
-    if (b->tokens >= 1.0)
-        b->tokens -= 1.0;
-    else
-        wait = -(1.0 - b->tokens) / c->cfg.rate_per_s;
-    pthread_mutex_unlock(&S->mu);
-    return wait;
-}
-
-/* ---- client addresses and connection accounting ------------------------------------ */
-
-static void addr_key(const struct sockaddr *sa, uint8_t key[ADDR_KEY])
-{
-    memset(key, 0, ADDR_KEY);
-    if (sa && sa->sa_family == AF_INET) {
-        key[0] = 4;
-        memcpy(key + 1, &((const struct sockaddr_in *)sa)->sin_addr, 4);
-    } else if (sa && sa->sa_family == AF_INET6) {
-        const uint8_t *a = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
-        static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-        if (memcmp(a, v4mapped, 12) == 0) {
-            key[0] = 4;
-            memcpy(key + 1, a + 12, 4);
-        } else {
-            key[0] = 6;
-            memcpy(key + 1, a, 8); /* one client holds a whole /64 */
-        }
-    }
-}
-
-static void addr_ident(const uint8_t key[ADDR_KEY], char *out, size_t size)
-{
-    char txt[INET6_ADDRSTRLEN] = "?";
-    if (key[0] == 4) {
-        inet_ntop(AF_INET, key + 1, txt, sizeof txt);
-    } else if (key[0] == 6) {
-        uint8_t full[16] = {0};
-        memcpy(full, key + 1, 8);
-        inet_ntop(AF_INET6, full, txt, sizeof txt);
-    }
-    snprintf(out, size, "a:%s", txt);
-}
-
-/* Under S->mu: the count of key's connections not vouched for. */
-static addr_count *addr_find(server *S, const uint8_t key[ADDR_KEY], bool create)
-{
-    unsigned slot = (unsigned)(fnv(key, ADDR_KEY) % ADDR_CHAINS);
-    for (addr_count *a = S->addrs[slot]; a; a = a->next)
-        if (memcmp(a->key, key, ADDR_KEY) == 0)
-            return a;
-    addr_count *a = create ? calloc(1, sizeof *a) : NULL;
-    if (a) {
-        memcpy(a->key, key, ADDR_KEY);
-        a->next = S->addrs[slot];
-        S->addrs[slot] = a;
-    }
-    return a;
-}
-
-/* Under S->mu: one fewer unvouched connection for key. */
-static void addr_drop(server *S, const uint8_t key[ADDR_KEY])
-{
-    unsigned slot = (unsigned)(fnv(key, ADDR_KEY) % ADDR_CHAINS);
-    for (addr_count **pp = &S->addrs[slot]; *pp; pp = &(*pp)->next)
-        if (memcmp((*pp)->key, key, ADDR_KEY) == 0) {
-            addr_count *a = *pp;
-            if (--a->n <= 0) {
-                *pp = a->next;
-                free(a);
-            }
-            break;
-        }
-    S->unvouched--;
-}
-
-/* Accept policy: a client at its cap of connections not vouched for is
- * refused before anything is read (MHD's own limit caps them all). */
-static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t len)
-{
-    (void)len;
-    ctld *c = cls;
-    server *S = c->limiter;
-    uint8_t key[ADDR_KEY];
-    addr_key(addr, key);
-    pthread_mutex_lock(&S->mu);
-    addr_count *a = addr_find(S, key, false);
-    bool ok = !S->stopping && (!a || a->n < c->cfg.conns_per_client);
-    if (!ok)
-        S->refused++;
-    pthread_mutex_unlock(&S->mu);
-    return ok ? MHD_YES : MHD_NO;
-}
-
-static void notify_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-                              enum MHD_ConnectionNotificationCode toe)
-{
-    ctld *c = cls;
-    server *S = c->limiter;
-    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-        conn_track *t = calloc(1, sizeof *t);
-        *socket_context = t;
-        if (!t)
-            return;
-        const union MHD_ConnectionInfo *fi =
-            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        const union MHD_ConnectionInfo *ai =
-            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-        t->fd = fi ? fi->connect_fd : -1;
-        addr_key(ai ? ai->client_addr : NULL, t->key);
-        t->t0 = ctld_now();
-        pthread_mutex_lock(&S->mu);
-        addr_count *a = addr_find(S, t->key, true);
-        if (a)
-            a->n++;
-        S->unvouched++;
-        t->next = S->conns;
-        if (S->conns)
-            S->conns->prev = t;
-        S->conns = t;
-        pthread_mutex_unlock(&S->mu);
-    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
-        /* MHD closes the descriptor after this returns: the reaper, which
-         * shuts descriptors down under S->mu, never touches a closed one */
-        conn_track *t = *socket_context;
-        if (!t)
-            return;
-        pthread_mutex_lock(&S->mu);
-        if (!t->vouched)
-            addr_drop(S, t->key);
-        if (t->prev)
-            t->prev->next = t->next;
-        else
-            S->conns = t->next;
-        if (t->next)
-            t->next->prev = t->prev;
-        pthread_mutex_unlock(&S->mu);
-        free(t);
-        *socket_context = NULL;
-    }
-}
-
-static conn_track *track_of(struct MHD_Connection *conn)
-{
-    const union MHD_ConnectionInfo *i =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    return i ? i->socket_context : NULL;
-}
-
-/* The connection showed a valid token: its client's cap no longer counts it
- * and its requests have no deadline (MHD's idle timeout still applies). */
-static void vouch(server *S, conn_track *t)
-{
-    if (!t)
-        return;
-    pthread_mutex_lock(&S->mu);
-    if (!t->vouched) {
-        t->vouched = true;
-        addr_drop(S, t->key);
-    }
-    pthread_mutex_unlock(&S->mu);
-}
-
-static void *reaper_main(void *arg)
-{
-    ctld *c = arg;
-    server *S = c->limiter;
-    double step = c->cfg.request_timeout_s / 4.0;
-    if (step > 1.0)
-        step = 1.0;
-    pthread_mutex_lock(&S->mu);
-    while (!S->stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        double until = (double)ts.tv_sec + ts.tv_nsec / 1e9 + step;
-        ts.tv_sec = (time_t)until;
-        ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
-        pthread_cond_timedwait(&S->reapcv, &S->mu, &ts);
-        double now = ctld_now();
-        for (conn_track *t = S->conns; t; t = t->next)
-            if (!t->vouched && !t->received && !t->reaped && t->fd >= 0 &&
-                now - t->t0 > c->cfg.request_timeout_s) {
-                shutdown(t->fd, SHUT_RDWR); /* MHD sees the end and closes it */
-                t->reaped = true;
-                S->reaped++;
-            }
-    }
-    pthread_mutex_unlock(&S->mu);
-    return NULL;
 }
 
 /* ---- answering ------------------------------------------------------------------------ */
@@ -494,7 +183,7 @@ static const char *arg(struct MHD_Connection *conn, const char *k)
 /* Runs one request on a worker thread: authentication, rate limit, route. */
 static void serve(ctld *c, conn_ctx *x)
 {
-    server *S = c->limiter;
+    ctld_server *S = c->limiter;
     ctld_reply *r = &x->reply;
     const char *url = x->rq.url;
     if (strcmp(url, "/readyz") == 0) {
@@ -513,15 +202,15 @@ static void serve(ctld *c, conn_ctx *x)
     if (!authed) {
         /* a token the cache does not know costs a store read: the client's
          * address pays for it first, so made-up tokens cannot flood the store */
-        addr_ident(x->tr ? x->tr->key : (const uint8_t[ADDR_KEY]){0}, ident, sizeof ident);
-        wait = rate_take(c, ident);
+        ctld_addr_ident(x->tr ? x->tr->key : (const uint8_t[ADDR_KEY]){0}, ident, sizeof ident);
+        wait = ctld_rate_take(c, ident);
         if (wait >= 0.0 && x->authz)
             authed = authenticate(c, x->authz, true, &who) == 0;
     }
     if (authed) {
-        vouch(S, x->tr);
+        ctld_conn_vouch(S, x->tr);
         snprintf(ident, sizeof ident, "t:%s", who.name);
-        wait = rate_take(c, ident);
+        wait = ctld_rate_take(c, ident);
     }
     if (wait < 0.0) {
         if (authed)
@@ -553,7 +242,7 @@ static void serve(ctld *c, conn_ctx *x)
 static void *worker_main(void *arg)
 {
     ctld *c = arg;
-    server *S = c->limiter;
+    ctld_server *S = c->limiter;
     pthread_mutex_lock(&S->mu);
     for (;;) {
         while (!S->qhead && !S->stopping) {
@@ -592,7 +281,7 @@ static void *worker_main(void *arg)
  * server stops or no worker can start. */
 static bool dispatch(ctld *c, conn_ctx *x)
 {
-    server *S = c->limiter;
+    ctld_server *S = c->limiter;
     pthread_mutex_lock(&S->mu);
     if (S->stopping) {
         pthread_mutex_unlock(&S->mu);
@@ -682,7 +371,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 {
     (void)version;
     ctld *c = cls;
-    server *S = c->limiter;
+    ctld_server *S = c->limiter;
     conn_ctx *x = *con_cls;
     if (!x) {
         x = calloc(1, sizeof *x);
@@ -701,7 +390,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         /* the headers are in: refuse what must not be read further */
         x->started = true;
         x->conn = conn;
-        x->tr = track_of(conn);
+        x->tr = ctld_conn_track(conn);
         length_scan ls = {0};
         MHD_get_connection_values(conn, MHD_HEADER_KIND, scan_header, &ls);
         if (x->bad_path) {
@@ -782,7 +471,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
     (void)toe;
     ctld *c = cls;
-    server *S = c->limiter;
+    ctld_server *S = c->limiter;
     conn_ctx *x = *con_cls;
     if (x) {
         free(x->reply.body);
@@ -791,7 +480,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
     *con_cls = NULL;
     /* a connection without a valid token gets a new deadline for its next request */
-    conn_track *t = track_of(conn);
+    conn_track *t = ctld_conn_track(conn);
     if (t) {
         pthread_mutex_lock(&S->mu);
         if (!t->vouched) {
@@ -834,20 +523,9 @@ static unsigned connection_limit(void)
                                      : (unsigned)(n > 16 ? n / 2 : 8);
 }
 
-static void server_free(server *S)
+static void server_free(ctld_server *S)
 {
-    for (int i = 0; i < BUCKET_CHAINS; i++)
-        while (S->chains[i]) {
-            bucket *b = S->chains[i];
-            S->chains[i] = b->next;
-            free(b);
-        }
-    for (int i = 0; i < ADDR_CHAINS; i++)
-        while (S->addrs[i]) {
-            addr_count *a = S->addrs[i];
-            S->addrs[i] = a->next;
-            free(a);
-        }
+    ctld_limits_free(S);
     pthread_cond_destroy(&S->qcv);
     pthread_cond_destroy(&S->donecv);
     pthread_cond_destroy(&S->reapcv);
@@ -857,7 +535,7 @@ static void server_free(server *S)
 
 int ctld_http_start(ctld *c, ts_err *err)
 {
-    server *S = calloc(1, sizeof *S);
+    ctld_server *S = calloc(1, sizeof *S);
     if (!S)
         return ts_err_set(err, TS_ENOMEM, "out of memory");
     pthread_mutex_init(&S->mu, NULL);
@@ -914,9 +592,9 @@ int ctld_http_start(ctld *c, ts_err *err)
         {MHD_OPTION_END, 0, NULL},
     };
     struct MHD_Daemon *d = MHD_start_daemon(
-        flags, (uint16_t)c->cfg.listen_port, accept_policy, c, handle, c,
+        flags, (uint16_t)c->cfg.listen_port, ctld_accept_policy, c, handle, c,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, completed, c,
-        MHD_OPTION_NOTIFY_CONNECTION, notify_connection, c, MHD_OPTION_URI_LOG_CALLBACK,
+        MHD_OPTION_NOTIFY_CONNECTION, ctld_notify_connection, c, MHD_OPTION_URI_LOG_CALLBACK,
         uri_seen, c, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)CTLD_POLL_THREADS,
         MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_CONNECTION_LIMIT, max_conns,
         MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
@@ -929,7 +607,7 @@ int ctld_http_start(ctld *c, ts_err *err)
                           c->cfg.listen_addr, c->cfg.listen_port, strerror(e));
     }
     c->http = d;
-    if (pthread_create(&S->reaper, NULL, reaper_main, c) != 0) {
+    if (pthread_create(&S->reaper, NULL, ctld_reaper_main, c) != 0) {
         ctld_http_stop(c);
         return ts_err_set(err, TS_EIO, "cannot start the connection reaper thread");
     }
@@ -939,7 +617,7 @@ int ctld_http_start(ctld *c, ts_err *err)
 
 void ctld_http_stop(ctld *c)
 {
-    server *S = c->limiter;
+    ctld_server *S = c->limiter;
     if (S) {
         /* no new work; the requests in flight finish (long-polls end when
          * the caller has set c->stop and woken them), within a bound */

@@ -9,42 +9,19 @@
  * tenants, mints admin and cluster-viewer tokens and revokes tokens;
  * tenant-admin creates its own tenant's user and viewer tokens.
  *
- * Inputs are checked whole, never cut: query numbers must parse entirely,
- * names keep to their charset and length, an Idempotency-Key keeps to
- * CTLD_IDEM_KEY_MAX printable characters and is stored as its SHA-256, so
- * no key can collide with another's array element.
+ * Inputs are checked whole, never cut (input.c: names, Idempotency-Key,
+ * query times, topology levels, the nesting of a tenants document).
  */
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctld/ctld.h"
 #include "ctld/events.h"
+#include "ctld/input.h"
 
 #define LIST_LIMIT_DEFAULT 100
 #define LIST_LIMIT_MAX 1000
-
-/* The longest Idempotency-Key accepted (printable ASCII, no spaces). */
-#define CTLD_IDEM_KEY_MAX 255
-/* Nesting of a PUT /v1/tenants document (YAML block and flow levels). */
-#define CTLD_TENANTS_DEPTH_MAX 64
-
-/* Token names: 1..63 of [A-Za-z0-9._-], starting with a letter or digit. */
-static bool token_name_ok(const char *s)
-{
-    size_t n = s ? strlen(s) : 0;
-    if (n == 0 || n >= TS_STORE_NAME_MAX)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
-        if (!alnum && (i == 0 || (ch != '.' && ch != '_' && ch != '-')))
-            return false;
-    }
-    return true;
-}
 
 /* A cluster-viewer is stored as role viewer with no tenant. */
 static bool sees_all(const ctld_caller *w)
@@ -102,60 +79,6 @@ static bool cursor_of(const char *s, int64_t *out, ctld_reply *r)
 
 /* ---- jobs -------------------------------------------------------------------- */
 
-/* A 400 naming one field, in the shape of a spec error. */
-static void field_error(ctld_reply *r, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void field_error(ctld_reply *r, const char *path, const char *fmt, ...)
-{
-    char why[512], msg[700];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    snprintf(msg, sizeof msg, "%s: %s", path, why);
-    ctld_reply_json(r, 400, json_pack("{s:{s:s,s:s,s:[{s:s,s:s}]}}", "error", "code", "invalid",
-                                      "message", msg, "fields", "path", path, "reason", why));
-}
-
-/* The Idempotency-Key as stored: "sha256:" and the hex digest of the whole
- * key (so its length is fixed, nothing is cut, and "z#0" cannot meet the
- * first element of an array sent with key "z"), to which each job adds
- * "#<element>" (a single job is element 0, so a key reused between a job
- * and an array meets itself and is a 422); "" without a key. false (and a
- * 400) when the key is too long or holds other than printable ASCII. */
-static bool idem_stored(const char *key, char out[80], ctld_reply *r)
-{
-    out[0] = '\0';
-    if (!key || !*key)
-        return true;
-    size_t n = strlen(key);
-    if (n > CTLD_IDEM_KEY_MAX) {
-        field_error(r, "Idempotency-Key", "%zu characters; at most %d", n, CTLD_IDEM_KEY_MAX);
-        return false;
-    }
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)key[i] <= 0x20 || (unsigned char)key[i] >= 0x7f) {
-            field_error(r, "Idempotency-Key", "printable ASCII without spaces only (character "
-                        "%zu is 0x%02x)", i + 1, (unsigned char)key[i]);
-            return false;
-        }
-    uint8_t h[TS_TOKEN_HASH_BYTES];
-    ctld_token_hash(key, h);
-    memcpy(out, "sha256:", 7);
-    for (int i = 0; i < TS_TOKEN_HASH_BYTES; i++)
-        snprintf(out + 7 + 2 * i, 3, "%02x", h[i]);
-    return true;
-}
-
-/* A topology level the cluster has ("node", "any" or a level above gpu). */
-static bool level_known(const ctld *c, const char *name)
-{
-    if (!name[0] || strcmp(name, "node") == 0 || strcmp(name, "any") == 0)
-        return true;
-    int lv = c->cluster->topo ? ts_topo_level_index(c->cluster->topo, name) : -1;
-    return lv >= 0 && lv < ts_topo_nlevels(c->cluster->topo) - 1;
-}
-
 /* Pending and held jobs of a tenant, under c->mu. */
 static int queued_of(const ctld *c, const char *tenant)
 {
@@ -200,8 +123,8 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
         ctld_reply_error(r, 403, "forbidden", "role viewer cannot submit jobs");
         return;
     }
-    char idem[80];
-    if (!idem_stored(rq->idem_key, idem, r))
+    char idem[CTLD_IDEM_STORED_MAX];
+    if (!ctld_idem_stored(rq->idem_key, idem, r))
         return;
     ts_job_spec *spec = NULL;
     ts_spec_errors errs;
@@ -229,8 +152,8 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
         return;
     }
     /* a level the cluster lacks would wait forever: refuse it now */
-    const char *bad_level = !level_known(c, spec->required_level)    ? "topology.required"
-                            : !level_known(c, spec->preferred_level) ? "topology.preferred"
+    const char *bad_level = !ctld_level_known(c, spec->required_level)    ? "topology.required"
+                            : !ctld_level_known(c, spec->preferred_level) ? "topology.preferred"
                                                                      : NULL;
     if (bad_level) {
         char have[256] = "node, any";
@@ -238,7 +161,7 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
             size_t hl = strlen(have);
             snprintf(have + hl, sizeof have - hl, ", %s", ts_topo_level_name(c->cluster->topo, lv));
         }
-        field_error(r, bad_level, "the cluster has no topology level \"%s\" (it has %s)",
+        ctld_field_error(r, bad_level, "the cluster has no topology level \"%s\" (it has %s)",
                     bad_level[9] == 'r' ? spec->required_level : spec->preferred_level, have);
         ts_spec_free(spec);
         return;
@@ -536,55 +459,6 @@ static json_t *quota_json(const int64_t *v)
                      "memory_mib", (json_int_t)v[TS_RES_MEM]);
 }
 
-/* How deeply a YAML document nests, counted in one pass: indentation
- * levels, "- " entries opening a line, and every [ { not yet closed. Quotes
- * and comments are not told apart, so a bracket inside them counts too: the
- * count errs toward refusing, never toward missing a level. Stops past
- * limit. The YAML loader's cost grows with the square of the nesting, so a
- * deep document is refused before it is parsed. */
-static int yaml_depth(const char *b, size_t len, int limit)
-{
-    int indents[CTLD_TENANTS_DEPTH_MAX + 2];
-    int nind = 0, flow = 0, max = 0;
-    size_t i = 0;
-    while (i < len && max <= limit) {
-        size_t ind = 0;
-        while (i + ind < len && b[i + ind] == ' ')
-            ind++;
-        size_t p = i + ind;
-        bool blank = p >= len || b[p] == '\n' || b[p] == '\r' || b[p] == '#';
-        int depth = nind;
-        if (!blank && flow == 0) {
-            while (nind > 0 && indents[nind - 1] > (int)ind)
-                nind--;
-            if (nind == 0 || indents[nind - 1] < (int)ind) {
-                if (nind >= CTLD_TENANTS_DEPTH_MAX + 2)
-                    return limit + 1;
-                indents[nind++] = (int)ind;
-            }
-            depth = nind;
-            while (p + 1 < len && (b[p] == '-' || b[p] == '?') && b[p + 1] == ' ') {
-                depth++;
-                p += 2;
-                while (p < len && b[p] == ' ')
-                    p++;
-            }
-        }
-        for (; p < len && b[p] != '\n'; p++) {
-            if (b[p] == '[' || b[p] == '{') {
-                if (depth + ++flow > max)
-                    max = depth + flow;
-            } else if ((b[p] == ']' || b[p] == '}') && flow > 0) {
-                flow--;
-            }
-        }
-        if (depth + flow > max)
-            max = depth + flow;
-        i = p < len ? p + 1 : len;
-    }
-    return max;
-}
-
 static void tenants(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     if (strcmp(rq->method, "PUT") == 0) {
@@ -592,7 +466,7 @@ static void tenants(ctld *c, const ctld_request *rq, ctld_reply *r)
             ctld_reply_error(r, 403, "forbidden", "only admin changes tenants and quotas");
             return;
         }
-        if (yaml_depth(rq->body, rq->len, CTLD_TENANTS_DEPTH_MAX) > CTLD_TENANTS_DEPTH_MAX) {
+        if (ctld_yaml_depth(rq->body, rq->len, CTLD_TENANTS_DEPTH_MAX) > CTLD_TENANTS_DEPTH_MAX) {
             ctld_reply_error(r, 400, "invalid", "body: nested deeper than %d levels",
                              CTLD_TENANTS_DEPTH_MAX);
             return;
@@ -631,32 +505,12 @@ static void tenants(ctld *c, const ctld_request *rq, ctld_reply *r)
     ctld_reply_json(r, 200, json_pack("{s:o}", "tenants", a));
 }
 
-/* A query time: Unix seconds, a plain decimal number 0..CTLD_TIME_MAX read
- * whole; false (and a 400 naming the parameter) otherwise. */
-#define CTLD_TIME_MAX 1e11
-static bool time_of(const char *s, const char *param, double *out, ctld_reply *r)
-{
-    bool ok = s[0] != '\0';
-    for (const char *p = s; ok && *p; p++)
-        ok = (*p >= '0' && *p <= '9') || *p == '.' || *p == 'e' || *p == 'E' || *p == '-' ||
-             *p == '+';
-    char *end = NULL;
-    double v = ok ? strtod(s, &end) : 0.0;
-    if (!ok || *end || !isfinite(v) || v < 0.0 || v > CTLD_TIME_MAX) {
-        ctld_reply_error(r, 400, "invalid", "%s: expected Unix seconds 0..%.0f, got \"%.64s\"",
-                         param, CTLD_TIME_MAX, s);
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
 static void usage(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     double now = ctld_now();
     double from = now - 30 * 86400.0, to = now;
-    if ((rq->q.from && !time_of(rq->q.from, "from", &from, r)) ||
-        (rq->q.to && !time_of(rq->q.to, "to", &to, r)))
+    if ((rq->q.from && !ctld_time_of(rq->q.from, "from", &from, r)) ||
+        (rq->q.to && !ctld_time_of(rq->q.to, "to", &to, r)))
         return;
     if (!(to > from)) {
         ctld_reply_error(r, 400, "invalid", "to: must be after from");
@@ -801,7 +655,7 @@ static void tokens(ctld *c, const ctld_request *rq, ctld_reply *r)
         } else if (unknown) {
             ctld_reply_error(r, 400, "invalid", "%.64s: unknown key (known: name, role, tenant)",
                              unknown);
-        } else if (!token_name_ok(name)) {
+        } else if (!ctld_token_name_ok(name)) {
             ctld_reply_error(r, 400, "invalid", "name: required, 1..63 characters of A-Z a-z "
                              "0-9 . _ -, starting with a letter or digit");
         } else if (rl < 0) {
@@ -858,7 +712,7 @@ static void tokens(ctld *c, const ctld_request *rq, ctld_reply *r)
             ctld_reply_error(r, 403, "forbidden", "only admin revokes tokens");
             return;
         }
-        if (!token_name_ok(name)) {
+        if (!ctld_token_name_ok(name)) {
             ctld_reply_error(r, 400, "invalid", "name: 1..63 characters of A-Z a-z 0-9 . _ -");
             return;
         }
