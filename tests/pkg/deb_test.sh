@@ -31,6 +31,8 @@ else
 fi
 [ -x "$work/src/debian/rules" ] || fail "debian/rules missing from the copy"
 
+# what an earlier build left in debian/ (a copy without git's ignores)
+(cd "$work/src" && debian/rules clean >"$work/clean.log" 2>&1) || fail "debian/rules clean failed"
 start=$(date +%s)
 if ! (cd "$work/src" && DEB_BUILD_OPTIONS="parallel=$(nproc)" DEB_OUT="$work/debs" \
       debian/rules binary >"$work/build.log" 2>&1); then
