@@ -83,6 +83,7 @@ typedef struct loop {
     int max_running_level;
     int seen;           /* jobs looked at so far in the order */
     int searches;
+    bool probed;        /* a job that may not hold the reservation was planned */
     bool have_res;
     double res_at;
     int64_t res_id;
@@ -579,7 +580,11 @@ static int cmp_end(const void *a, const void *b)
     return (x->job->id > y->job->id) - (x->job->id < y->job->id);
 }
 
-static void reserve(loop *l, int i)
+/* Plans job i's earliest start on the scratch copy; a job that does not fit
+ * even there is invalid. hold: it gets the reservation (its planned GPUs are
+ * held back from later long jobs); else the plan only says when it could
+ * start if nothing else started first. */
+static void reserve(loop *l, int i, bool hold)
 {
     ts_sched *s = l->s;
     const ts_job *job = &l->w[i];
@@ -608,6 +613,12 @@ static void reserve(loop *l, int i)
     }
     if (at < l->now)
         at = l->now; /* fits on the emptied cluster with nothing running */
+    if (!hold) {
+        char was[TS_CYCLE_WHY_MAX];
+        snprintf(was, sizeof was, "%s", why_of(l, i));
+        l->why_off[i] = why_add(l, "%s; could start by %.0f as running jobs end", was, at);
+        return;
+    }
     l->have_res = true;
     l->res_at = at;
     l->res_id = job->id;
@@ -755,8 +766,11 @@ static int process(loop *l, int i)
      * takes room from jobs that attained more; promotion lifts the long
      * waiting): only jobs past the starvation bound hold a reservation,
      * which would otherwise idle GPUs for a job that time-sharing serves */
-    if (!l->have_res && (!l->js[i].las || l->now - l->w[i].submit_s >= l->s->cfg.starve_after_s))
-        reserve(l, i);
+    bool hold = !l->js[i].las || l->now - l->w[i].submit_s >= l->s->cfg.starve_after_s;
+    if (!l->have_res && (hold || !l->probed)) {
+        l->probed = l->probed || !hold; /* one plan a cycle for jobs that do not hold it */
+        reserve(l, i, hold);
+    }
     return 0;
 }
 

@@ -930,6 +930,32 @@ static void test_las_victim_keeps_min_runtime(void **state)
     assert_int_equal(f->d.npreempts, 0);
 }
 
+static void test_las_plans_without_holding(void **state)
+{
+    fx *f = *state;
+    /* n0 has 1 GPU busy until 1000; under las a 2 x 4 gang inside l0 is
+     * planned (when it could start) but holds nothing: a later job still
+     * takes n1 */
+    ts_job *r = job(f, TC, TS_TIER_GUARANTEED, 1, 1, 1000);
+    run_on(f, r, 0, (int[]){N0}, (int[]){0});
+    ts_job *g = job(f, TA, TS_TIER_OPPORTUNISTIC, 2, 4, 100);
+    g->required_level = g->preferred_level = LEAF;
+    ts_job *small = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 5000);
+    small->submit_s = 5;
+    ts_job *w[] = {g, small};
+    assert_int_equal(cycle(f, 10, w, 2, &r, 1), 0);
+    assert_int_equal(f->d.reserved, -1);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_TOPOLOGY);
+    assert_non_null(strstr(f->d.pending[0].why, "could start by 1000"));
+    assert_int_equal(f->d.nstarts, 1);
+    /* a gang that no node holds is still found invalid */
+    remake(f, TENANTS_YAML);
+    ts_job *huge = job(f, TA, TS_TIER_OPPORTUNISTIC, 2, 4, 100);
+    huge->required_level = huge->preferred_level = TS_GANG_LEVEL_NODE;
+    assert_int_equal(cycle(f, 10, &huge, 1, NULL, 0), 0);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_INVALID);
+}
+
 static void test_las_guaranteed_never_victim_of_other_tenant(void **state)
 {
     fx *f = *state;
@@ -989,6 +1015,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_las_short_job_overtakes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_las_starving_job_is_promoted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_las_victim_keeps_min_runtime, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_las_plans_without_holding, setup, teardown),
         cmocka_unit_test_setup_teardown(test_las_guaranteed_never_victim_of_other_tenant, setup,
                                         teardown),
     };
