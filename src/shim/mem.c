@@ -51,6 +51,7 @@ static uint64_t rounded(uint64_t bytes, uint64_t gran)
 }
 
 static void pools_refresh(int ldev, int trim);
+static void pools_refresh_locked(int ldev, int trim);
 
 /* Over the quota, the tenant's own stream-ordered pools on the device give
  * their cached memory back first (it is this process's, and unused), then
@@ -254,7 +255,23 @@ TS_SHIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
  * fails. Allocations made while a stream is being captured are graph memory
  * nodes (see the graph section), not pool allocations. */
 
-static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER; /* one pooled allocation at a time */
+/* One pooled allocation or pool re-read at a time in the process: an
+ * allocation's reservation and the pool's recorded charge must change
+ * together. Held by this thread: the re-read inside an allocation. */
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local int pool_mu_mine;
+
+static void pool_lock(void)
+{
+    pthread_mutex_lock(&pool_mu);
+    pool_mu_mine = 1;
+}
+
+static void pool_unlock(void)
+{
+    pool_mu_mine = 0;
+    pthread_mutex_unlock(&pool_mu);
+}
 
 static uint64_t pool_attr(CUmemoryPool p, CUmemPool_attribute a, int *ok)
 {
@@ -293,6 +310,16 @@ static uint64_t pool_observe(CUmemoryPool p, int ldev, uint64_t reserved)
  * again from the driver. Destroyed pools keep their charge until their last
  * allocation is freed. */
 static void pools_refresh(int ldev, int trim)
+{
+    int lock = !pool_mu_mine;
+    if (lock)
+        pool_lock();
+    pools_refresh_locked(ldev, trim);
+    if (lock)
+        pool_unlock();
+}
+
+static void pools_refresh_locked(int ldev, int trim)
 {
     enum { BATCH = 64 };
     CUmemoryPool pools[BATCH];
@@ -349,7 +376,7 @@ static CUresult pooled_alloc(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool po
     }
     CUmemoryPool p = pool ? pool : current_pool(o);
     int ok = p != NULL;
-    pthread_mutex_lock(&pool_mu);
+    pool_lock();
     /* No reservation is held across a pools_refresh: it re-reads and
      * re-charges pools itself, this pool included. */
     uint64_t need = 0;
@@ -363,14 +390,14 @@ static CUresult pooled_alloc(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool po
                                        (uint64_t)d->limit) == 0)
             break;
         if (attempt == 1) {
-            pthread_mutex_unlock(&pool_mu);
+            pool_unlock();
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
         pools_refresh(d->ledger_dev, 1); /* the tenant's own caches first */
     }
     CUresult r = call(dptr, bytesize, pool, hStream);
     if (!ok) { /* plain per-allocation charge */
-        pthread_mutex_unlock(&pool_mu);
+        pool_unlock();
         return settle(r, d, TS_REC_PTR, r == CUDA_SUCCESS ? *dptr : 0, bytes, (uintptr_t)ctx,
                       undo_free);
     }
@@ -386,7 +413,7 @@ static CUresult pooled_alloc(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool po
     if (r != CUDA_SUCCESS) {
         release(d->ledger_dev, need);
         pool_observe(p, d->ledger_dev, now);
-        pthread_mutex_unlock(&pool_mu);
+        pool_unlock();
         return r;
     }
     if (now > held && ts_ledger_reserve(ts_shim.ledger, d->ledger_dev, now - held,
@@ -404,7 +431,7 @@ static CUresult pooled_alloc(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool po
         if (!rec)
             release(d->ledger_dev, held); /* untracked: nothing to re-read against */
         pools_refresh(d->ledger_dev, 1);
-        pthread_mutex_unlock(&pool_mu);
+        pool_unlock();
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (now < held)
@@ -427,7 +454,7 @@ static CUresult pooled_alloc(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool po
     pthread_mutex_unlock(&ts_shim.lock);
     if (lost)
         release(d->ledger_dev, now);
-    pthread_mutex_unlock(&pool_mu);
+    pool_unlock();
     return r;
 }
 

@@ -27,6 +27,7 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,6 +164,57 @@ static void test_pool_cache_never_causes_oom(void **state)
     keep = 0;
     assert_int_equal(sh.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep),
                      CUDA_SUCCESS);
+    expect0(0);
+}
+
+/* Threads allocating from and freeing to one pool at once, synchronising
+ * now and then: the shim's charge follows the pool without drifting. */
+struct pool_worker {
+    unsigned seed;
+    int failed;
+};
+
+static void *pool_churn(void *arg)
+{
+    struct pool_worker *w = arg;
+    CUstream s;
+    if (sh.cuCtxSetCurrent(primary[0]) != CUDA_SUCCESS || sh.cuStreamCreate(&s, 0) != CUDA_SUCCESS) {
+        w->failed = 1;
+        return NULL;
+    }
+    for (int i = 0; i < 150; i++) {
+        w->seed = w->seed * 1103515245u + 12345u;
+        CUdeviceptr p;
+        CUresult r = sh.cuMemAllocAsync(&p, (1 + (w->seed >> 16) % 40) * MIB, s);
+        if (r == CUDA_SUCCESS)
+            r = sh.cuMemFreeAsync(p, s);
+        else if (r != CUDA_ERROR_OUT_OF_MEMORY)
+            w->failed = 1;
+        if (i % 7 == 0)
+            sh.cuStreamSynchronize(s);
+        size_t fr, total;
+        if (sh.cuMemGetInfo_v2(&fr, &total) != CUDA_SUCCESS || total != QUOTA0)
+            w->failed = 1;
+    }
+    sh.cuStreamSynchronize(s);
+    sh.cuStreamDestroy_v2(s);
+    return NULL;
+}
+
+static void test_pool_threads(void **state)
+{
+    (void)state;
+    struct pool_worker w[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (struct pool_worker){.seed = 7u + (unsigned)i};
+        assert_int_equal(pthread_create(&th[i], NULL, pool_churn, &w[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_false(w[i].failed);
+    }
+    assert_int_equal(sh.cuStreamSynchronize(stream), CUDA_SUCCESS);
     expect0(0);
 }
 
@@ -425,6 +477,7 @@ int main(void)
         cmocka_unit_test(test_pool_cache_is_charged),
         cmocka_unit_test(test_pool_release_threshold_and_trim),
         cmocka_unit_test(test_pool_cache_never_causes_oom),
+        cmocka_unit_test(test_pool_threads),
         cmocka_unit_test(test_destroyed_pool_keeps_live_allocations),
         cmocka_unit_test(test_host_and_numa_locations_not_charged),
         cmocka_unit_test(test_managed_memory),
