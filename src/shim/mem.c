@@ -260,6 +260,7 @@ TS_SHIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
  * together. Held by this thread: the re-read inside an allocation. */
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local int pool_mu_mine;
+static int pools_seen; /* a pool was ever charged: until then re-reads cost nothing */
 
 static void pool_lock(void)
 {
@@ -297,6 +298,8 @@ static uint64_t pool_observe(CUmemoryPool p, int ldev, uint64_t reserved)
                                 .bytes = reserved};
         if (ts_shim_rec_put(&ts_shim.recs, &r) != 0)
             reserved = 0; /* cannot track it: leave it uncharged rather than leak */
+        else
+            __atomic_store_n(&pools_seen, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&ts_shim.lock);
     if (reserved > old)
@@ -311,6 +314,8 @@ static uint64_t pool_observe(CUmemoryPool p, int ldev, uint64_t reserved)
  * allocation is freed. */
 static void pools_refresh(int ldev, int trim)
 {
+    if (!__atomic_load_n(&pools_seen, __ATOMIC_ACQUIRE))
+        return;
     int lock = !pool_mu_mine;
     if (lock)
         pool_lock();
@@ -446,6 +451,8 @@ static CUresult pooled_alloc(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool po
         struct ts_shim_rec pr = {.key = (uintptr_t)p, .kind = TS_REC_POOL, .ldev = d->ledger_dev,
                                  .bytes = now, .pool = (uint64_t)o};
         lost = ts_shim_rec_put(&ts_shim.recs, &pr) != 0;
+        if (!lost)
+            __atomic_store_n(&pools_seen, 1, __ATOMIC_RELEASE);
     }
     struct ts_shim_rec ar = {.key = *dptr, .kind = TS_REC_POOLPTR, .ldev = d->ledger_dev,
                              .bytes = bytes, .owner = (uintptr_t)ctx, .pool = (uintptr_t)p,
