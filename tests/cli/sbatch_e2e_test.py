@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Slurm batch scripts end to end: `tessera sbatch` against a real tesserad
+with two real tessera-agent processes on loopback (the fake NVML: eight
+H100s each), the scripts really run.
+
+    sbatch_e2e_test.py TESSERA TESSERAD TESSERA_AGENT FAKE_NVML FIXTURE
+
+A 2-node script (-N 2 --gres=gpu:8) runs once per task, as `srun script`
+would: each rank sees Slurm's variables (SLURM_JOB_ID = the job's id,
+SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS, SLURM_JOB_NAME,
+SLURM_SUBMIT_DIR), its own 8 GPUs, its arguments, and writes where
+--output points ("%j" and "%t" filled in). A one-task script also knows
+its node (SLURM_NNODES, SLURM_JOB_NODELIST). An --array of 3 indices
+creates 3 jobs that all complete. A refused directive submits nothing.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import urllib.request
+
+CLI, TESSERAD, AGENT, FAKE, FIXTURE = (os.path.abspath(a) for a in sys.argv[1:6])
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
+from harness import wait_for as harness_wait_for  # noqa: E402
+
+TMP = tempfile.mkdtemp(prefix="tessera-sbatch-e2e-")
+PROCS = []
+PORT = free_port()
+URL = f"http://127.0.0.1:{PORT}"
+CLI_TIMEOUT_S = 30
+
+
+def call(method, path, token, body=None):
+    return http_call(URL, method, path, token, body)
+
+
+def wait_for(pred, what, timeout=30.0):
+    return harness_wait_for(pred, what, timeout, step=0.2)
+
+
+open(os.path.join(TMP, "cluster.yaml"), "w").write("""topology:
+  levels: [leaf, node, gpu]
+node_classes:
+  g8: {gpu_model: H100-80GB, gpus: 8, cpu_milli: 64000, memory_mib: 524288}
+nodes:
+  - {names: 'r-[1-2]', class: g8, topology: {leaf: l1}}
+""")
+open(os.path.join(TMP, "tenants.yaml"), "w").write("""tenants:
+  team-a: {guaranteed: {gpu: {H100-80GB: 16}}}
+""")
+open(os.path.join(TMP, "tesserad.yaml"), "w").write(f"""listen: 127.0.0.1:{PORT}
+cluster: cluster.yaml
+tenants: tenants.yaml
+state_dir: state
+limits: {{requests_per_s: 100000, burst: 100000}}
+scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 5s, backoff: 1s}}
+""")
+
+
+def start(args, log, env=None):
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL,
+                         stderr=open(os.path.join(TMP, log), "w"), env=env)
+    PROCS.append(p)
+    return p
+
+
+def sbatch(admin, *args):
+    env = {"PATH": "/usr/bin:/bin", "HOME": TMP, "TESSERA_URL": URL, "TESSERA_TOKEN": admin,
+           "E2E_MARK": "from-the-submit-shell"}
+    r = subprocess.run([CLI, "sbatch"] + list(args), capture_output=True, text=True, env=env,
+                       cwd=TMP, timeout=CLI_TIMEOUT_S)
+    return r.returncode, r.stdout.split(), r.stderr
+
+
+def script(name, text):
+    path = os.path.join(TMP, name)
+    open(path, "w").write(text)
+    return path
+
+
+def task_out(jid, rank):
+    for node in ("r-1", "r-2"):
+        p = os.path.join(TMP, node, "logs", f"j{jid}-r{rank}.out")
+        if os.path.exists(p):
+            return open(p).read()
+    return ""
+
+
+try:
+    start([TESSERAD, "--config", os.path.join(TMP, "tesserad.yaml")], "tesserad.log")
+    wait_ready(URL)
+    admin = open(os.path.join(TMP, "state", "admin.token")).read().strip()
+    for node in ("r-1", "r-2"):
+        st, d = call("POST", "/v1/tokens", admin, {"name": node, "role": "node"})
+        tf = os.path.join(TMP, node + ".token")
+        open(tf, "w").write(d["token"]["secret"] + "\n")
+        fx = json.load(open(FIXTURE))
+        for g in fx["gpus"]:  # distinct UUIDs per node
+            g["uuid"] = g["uuid"][:-2] + ("01" if node == "r-1" else "02")
+        json.dump(fx, open(os.path.join(TMP, node + "-gpus.json"), "w"))
+        env = dict(os.environ, TESSERA_FAKE_NVML_FIXTURE=os.path.join(TMP, node + "-gpus.json"))
+        start([AGENT, "--server", URL, "--node", node, "--token-file", tf,
+               "--state-dir", os.path.join(TMP, node), "--nvml", FAKE], node + ".log", env)
+    wait_for(lambda: all(call("GET", f"/v1/nodes/{n}", admin)[1]["node"]["state"] == "up"
+                         for n in ("r-1", "r-2")), "both agents register and their nodes come up")
+
+    def job(jid):
+        return call("GET", f"/v1/jobs/{jid}", admin)[1]["job"]
+
+    # a 2-node gang from a batch script
+    two = script("two.sh", """#!/bin/bash
+#SBATCH --job-name=two-nodes
+#SBATCH --account=team-a
+#SBATCH --nodes=2
+#SBATCH --gres=gpu:8
+#SBATCH --time=10
+#SBATCH --output=out-%j-%t.log
+echo "procid=$SLURM_PROCID localid=$SLURM_LOCALID ntasks=$SLURM_NTASKS job=$SLURM_JOB_ID"
+echo "name=$SLURM_JOB_NAME dir=$SLURM_SUBMIT_DIR pwd=$(pwd) arg=$1 mark=$E2E_MARK"
+echo "gpus=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\\n' | wc -l)"
+""")
+    rc, ids, err = sbatch(admin, two, "first-arg")
+    check(rc == 0 and len(ids) == 1, f"sbatch prints the job's id (rc {rc}, {ids}, {err})")
+    jid = int(ids[0]) if rc == 0 and ids else 0
+    wait_for(lambda: job(jid)["state"] == "completed", "the 2-node script runs and completes")
+    for r in (0, 1):
+        p = os.path.join(TMP, f"out-{jid}-{r}.log")
+        text = open(p).read() if os.path.exists(p) else ""
+        check(f"procid={r} localid=0 ntasks=2 job={jid}" in text,
+              f"rank {r} sees Slurm's task variables: {text!r}")
+        check(f"name=two-nodes dir={TMP} pwd={TMP} arg=first-arg mark=from-the-submit-shell"
+              in text, f"rank {r}: name, submit dir, workdir, argument, exported env")
+        check("gpus=8" in text, f"rank {r} sees its 8 GPUs")
+        check(task_out(jid, r) == "", f"rank {r}: --output took the output from the agent's log")
+
+    # one task: its node is the job's node list
+    one = script("one.sh", """#!/bin/sh
+#SBATCH -A team-a -G 1 -t 5
+echo "nnodes=$SLURM_NNODES nodelist=$SLURM_JOB_NODELIST ntasks=$SLURM_NTASKS"
+""")
+    rc, ids, err = sbatch(admin, one)
+    jid1 = int(ids[0]) if rc == 0 and ids else 0
+    wait_for(lambda: job(jid1)["state"] == "completed", "the one-task script completes")
+    ran_on = [n for n in ("r-1", "r-2")
+              if os.path.exists(os.path.join(TMP, n, "logs", f"j{jid1}-r0.out"))]
+    out1 = task_out(jid1, 0)
+    check(len(ran_on) == 1 and f"nnodes=1 nodelist={ran_on[0]} ntasks=1" in out1,
+          f"one task knows its node ({ran_on}): {out1!r}")
+
+    # an array of 3 indices: 3 jobs
+    arr = script("arr.sh", """#!/bin/bash
+#SBATCH -A team-a --array=1-5:2%2 -t 5
+echo "count=$SLURM_ARRAY_TASK_COUNT min=$SLURM_ARRAY_TASK_MIN max=$SLURM_ARRAY_TASK_MAX"
+""")
+    rc, ids, err = sbatch(admin, arr)
+    check(rc == 0 and len(ids) == 3 and "throttle %2 is not enforced" in err,
+          f"an array of 3 indices is 3 jobs, the throttle warned about ({ids}, {err})")
+    aids = [int(i) for i in ids] if rc == 0 else []
+    wait_for(lambda: all(job(a)["state"] == "completed" for a in aids), "the array's jobs complete")
+    check(all("count=3 min=1 max=5" in task_out(a, 0) for a in aids),
+          "every element sees the array's size and bounds")
+
+    # refused: nothing submitted
+    before = len(call("GET", "/v1/jobs?limit=1000", admin)[1]["jobs"])
+    bad = script("bad.sh", "#!/bin/sh\n#SBATCH -A team-a\n#SBATCH --dependency=afterok:1\n")
+    rc, ids, err = sbatch(admin, bad)
+    check(rc == 2 and "dependency: not supported yet" in err, f"a refused directive: exit 2 ({err})")
+    after = len(call("GET", "/v1/jobs?limit=1000", admin)[1]["jobs"])
+    check(after == before, "and nothing was submitted")
+finally:
+    stop_all(PROCS)
+finish(TMP, ["tesserad.log", "r-1.log", "r-2.log"])
