@@ -318,10 +318,8 @@ static bool interp_known(const char *base, bool *shell)
 
 /* A --output/--error pattern as one shell double-quoted word, its %
  * replacements read from the task's environment when it starts. */
-static bool pattern_word(json_t *unused, const char *pat, char *out, size_t size,
-                         const char **why)
+static bool pattern_word(const char *pat, char *out, size_t size, const char **why)
 {
-    (void)unused;
     size_t o = 0;
     out[o++] = '"';
     for (const char *p = pat; *p; p++) {
@@ -391,12 +389,13 @@ static json_t *build_command(const char *script, size_t len, const ts_sbatch_inp
         sbatch_error(errs, "script: the #! line must name an interpreter by its absolute path");
         return NULL;
     }
+    /* "#!/usr/bin/env [-S] python3": the interpreter is the first word after env's options */
     const char *base = strrchr(w[0], '/') + 1;
-    int first_arg = 1;
     if (strcmp(base, "env") == 0) {
-        while (first_arg < nw && w[first_arg][0] == '-')
-            first_arg++;
-        base = first_arg < nw ? w[first_arg++] : "";
+        int k = 1;
+        while (k < nw && w[k][0] == '-')
+            k++;
+        base = k < nw ? w[k] : "";
     }
     bool shell;
     if (!interp_known(base, &shell)) {
@@ -411,12 +410,12 @@ static json_t *build_command(const char *script, size_t len, const ts_sbatch_inp
         char out[2 * TS_SBATCH_VALUE_MAX + 64], err[2 * TS_SBATCH_VALUE_MAX + 64];
         char code[4 * TS_SBATCH_VALUE_MAX + 256];
         const char *why = NULL;
-        if (r->output && !pattern_word(NULL, r->output, out, sizeof out, &why)) {
+        if (r->output && !pattern_word(r->output, out, sizeof out, &why)) {
             sbatch_error(errs, "--output: %s, got \"%s\"", why, r->output);
             json_decref(argv);
             return NULL;
         }
-        if (r->error && !pattern_word(NULL, r->error, err, sizeof err, &why)) {
+        if (r->error && !pattern_word(r->error, err, sizeof err, &why)) {
             sbatch_error(errs, "--error: %s, got \"%s\"", why, r->error);
             json_decref(argv);
             return NULL;
@@ -442,7 +441,6 @@ static json_t *build_command(const char *script, size_t len, const ts_sbatch_inp
                                                     : "script"));
     for (int i = 0; i < in->nargs; i++)
         json_array_append_new(argv, json_string(in->script_args[i]));
-    (void)first_arg;
     return argv;
 }
 

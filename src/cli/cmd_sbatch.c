@@ -99,7 +99,6 @@ static int load_map(const char *flag, ts_sbatch_map **map)
     *map = NULL;
     const char *path = flag;
     char def[PATH_MAX];
-    bool must = true;
     if (!path && getenv("TESSERA_SLURM_MAP") && *getenv("TESSERA_SLURM_MAP"))
         path = getenv("TESSERA_SLURM_MAP");
     if (!path) {
@@ -111,11 +110,9 @@ static int load_map(const char *flag, ts_sbatch_map **map)
         else
             return CLI_EXIT_OK;
         if (access(def, F_OK) != 0)
-            return CLI_EXIT_OK;
+            return CLI_EXIT_OK; /* the default file is optional; a named one is not */
         path = def;
-        must = false;
     }
-    (void)must;
     size_t len;
     int rc;
     char *buf = cli_read_file(path, TS_SBATCH_MAP_MAX_BYTES + 1, &len, &rc);
