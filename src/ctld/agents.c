@@ -148,8 +148,9 @@ static void task_extras(const ctld *c, const cjob *j, json_t *t)
 static json_t *desired(const ctld *c, int n)
 {
     json_t *tasks = json_array();
-    for (int i = 0; i < c->njobs; i++) {
-        const cjob *j = c->jobs[i];
+    const ctld_node_jobs *nj = &c->node_jobs[n]; /* not every job: only the node's */
+    for (int i = 0; i < nj->n; i++) {
+        const cjob *j = nj->v[i];
         if (!j->allocs || (j->row.state != TS_JOB_RUNNING && j->row.state != TS_JOB_STOPPING))
             continue;
         for (int r = 0; r < j->ntasks; r++)
@@ -351,13 +352,9 @@ static int evict_node(ctld *c, int n, const char *why, double now, ts_err *err)
 {
     ctld_txn t = {0};
     int rc = 0;
-    for (int i = c->njobs - 1; rc == 0 && i >= 0; i--) {
-        cjob *j = c->jobs[i];
-        bool here = false;
-        for (int r = 0; j->allocs && r < j->ntasks; r++)
-            here = here || j->allocs[r].node == n;
-        if (!here)
-            continue;
+    const ctld_node_jobs *nj = &c->node_jobs[n]; /* planning leaves it as it is */
+    for (int i = 0; rc == 0 && i < nj->n; i++) {
+        cjob *j = nj->v[i];
         ctld_fsm_args a = {.detail = why};
         rc = ctld_fsm_plan(c, &t, j, CTLD_JE_EVICT, &a, now, err);
     }

@@ -149,6 +149,13 @@ typedef struct ctld_logreq {
     pthread_cond_t cv;
 } ctld_logreq;
 
+/* The jobs with an allocation on one node (state.c keeps it with every
+ * bind and unbind): desired() and node views read it instead of every job. */
+typedef struct ctld_node_jobs {
+    struct cjob **v;
+    int n, cap;
+} ctld_node_jobs;
+
 /* A node agent as the controller sees it (agents.c). */
 typedef struct ctld_agent {
     bool registered;            /* an agent serves the node now */
@@ -194,6 +201,7 @@ typedef struct ctld {
     bool *node_virtual;          /* [nnodes] */
     bool *admin_drained;         /* [nnodes] drained by an admin (durable) */
     ctld_agent *agents;          /* [nnodes] */
+    struct ctld_node_jobs *node_jobs; /* [nnodes] the jobs holding allocations there */
     pthread_mutex_t mu;
     pthread_cond_t wake;
     bool dirty;                  /* something changed: run a cycle soon */
@@ -261,6 +269,9 @@ void ctld_idle_check(ctld *c, double now);
 void ctld_straggler_check(ctld *c, double now);
 /* Under c->mu: removes and frees an active job. */
 void ctld_job_remove(ctld *c, cjob *j);
+/* Under c->mu: j got its allocations (j->allocs): the per-node index
+ * learns it (job_fsm.c on a start; restore). TS_ENOMEM. */
+int ctld_node_index_add(ctld *c, cjob *j);
 /* Under c->mu: releases a running job's resources at once (job_fsm.c
  * calls it once the change is written; nothing else should). */
 void ctld_job_unbind(ctld *c, cjob *j, double now);

@@ -258,6 +258,9 @@ static void apply_one(ctld *c, ctld_change *ch, double now)
         j->allocs = ch->allocs;
         ch->allocs = NULL;
         j->sj.allocs = j->allocs;
+        if (ctld_node_index_add(c, j) != 0) /* its agents would not see it */
+            fprintf(stderr, "tesserad: job %lld: out of memory indexing its nodes\n",
+                    (long long)j->row.id);
         j->sj.start_s = now;
         j->sj.last_ckpt_s = now;
         j->sj.stopping = false;

@@ -156,6 +156,43 @@ void ctld_job_remove(ctld *c, cjob *j)
     cjob_free(j);
 }
 
+/* ---- jobs by node -------------------------------------------------------------- */
+
+int ctld_node_index_add(ctld *c, cjob *j)
+{
+    for (int t = 0; j->allocs && t < j->ntasks; t++) {
+        int n = j->allocs[t].node;
+        bool seen = false;
+        for (int u = 0; u < t && !seen; u++)
+            seen = j->allocs[u].node == n;
+        if (seen)
+            continue;
+        ctld_node_jobs *nj = &c->node_jobs[n];
+        if (nj->n == nj->cap) {
+            int cap = nj->cap ? nj->cap * 2 : 8;
+            cjob **v = realloc(nj->v, (size_t)cap * sizeof *v);
+            if (!v)
+                return TS_ENOMEM;
+            nj->v = v;
+            nj->cap = cap;
+        }
+        nj->v[nj->n++] = j;
+    }
+    return 0;
+}
+
+static void node_index_del(ctld *c, const cjob *j)
+{
+    for (int t = 0; j->allocs && t < j->ntasks; t++) {
+        ctld_node_jobs *nj = &c->node_jobs[j->allocs[t].node];
+        for (int k = 0; k < nj->n; k++)
+            if (nj->v[k] == j) {
+                nj->v[k] = nj->v[--nj->n];
+                break;
+            }
+    }
+}
+
 /* ---- a job's scheduler view ------------------------------------------------ */
 
 static int priority_of(const ctld *c, const char *cls, int *out)
@@ -451,6 +488,8 @@ static int restore_running(ctld *c, cjob *j, double now, ts_err *err)
         j->sj.last_ckpt_s = j->row.start_s;
         rc = ts_sched_start(c->sched, &j->sj, now, err);
     }
+    if (rc == 0 && ctld_node_index_add(c, j) != 0)
+        rc = ts_err_set(err, TS_ENOMEM, "out of memory");
     if (rc == 0) {
         j->end_s = j->row.start_s + ctld_job_run_s(j);
         return 0;
@@ -489,6 +528,10 @@ static int restore_jobs(ctld *c, ts_err *err)
                 ts_spec_errors_join(&se, e.msg, sizeof e.msg);
             if (brc == 0 && (j->row.state == TS_JOB_RUNNING || j->row.state == TS_JOB_STOPPING))
                 brc = restore_running(c, j, now, &e);
+            ts_err se2;
+            if (brc == 0 && ctld_service_restore(c, j, &se2) != 0) /* it starts at level 0 */
+                fprintf(stderr, "tesserad: job %lld: attained service not restored: %s\n",
+                        (long long)j->row.id, se2.msg);
             if (brc != 0) {
                 /* a job that cannot come back fails, with the reason kept (it
                  * never enters memory, so this is the one state change made
@@ -552,7 +595,8 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
     c->node_virtual = calloc(nn, sizeof *c->node_virtual);
     c->admin_drained = calloc(nn, sizeof *c->admin_drained);
     c->agents = calloc(nn, sizeof *c->agents);
-    if (!c->node_virtual || !c->admin_drained || !c->agents)
+    c->node_jobs = calloc(nn, sizeof *c->node_jobs);
+    if (!c->node_virtual || !c->admin_drained || !c->agents || !c->node_jobs)
         return ts_err_set(err, TS_ENOMEM, "out of memory");
     for (int i = 0; i < c->cluster->nnodes; i++) {
         c->node_virtual[i] = node_is_virtual(c, c->cluster->nodes[i].name);
@@ -600,6 +644,9 @@ void ctld_close(ctld *c)
         pthread_cond_destroy(&c->agents[i].moved);
     }
     free(c->agents);
+    for (int i = 0; c->node_jobs && i < c->cluster->nnodes; i++)
+        free(c->node_jobs[i].v);
+    free(c->node_jobs);
     ts_decision_fini(&c->d);
     ts_sched_free(c->sched);
     ts_quota_free(c->quota);
@@ -753,7 +800,9 @@ void ctld_job_unbind(ctld *c, cjob *j, double now)
     if (!j->allocs)
         return;
     ctld_nodes_touch_job(c, j); /* its agents stop what no longer should run */
+    node_index_del(c, j);
     j->sj.allocs = j->allocs;
+    ctld_service_run_ended(c, j, now); /* the las order keeps what it attained */
     ts_sched_stop(c->sched, &j->sj, now, NULL);
     free(j->allocs);
     j->allocs = NULL;
