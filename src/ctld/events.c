@@ -90,7 +90,7 @@ static void parse_sentence(const char *kind, const char *d, json_t *data)
     double a, b, g;
     long long id;
     int x, y;
-    char word[EVENT_VALUE_MAX];
+    char word[EVENT_VALUE_MAX], why[64];
     if (strcmp(kind, "reserved") == 0 && sscanf(d, "to start by %lf (in %lf s)", &a, &b) == 2) {
         json_object_set_new(data, "start_by", json_real(a));
         json_object_set_new(data, "in_s", json_real(b));
@@ -98,10 +98,14 @@ static void parse_sentence(const char *kind, const char *d, json_t *data)
         json_object_set_new(data, "node", json_string(word));
         json_object_set_new(data, "more_nodes", json_boolean(strstr(d, " and others") != NULL));
     } else if (strcmp(kind, "preempted") == 0 &&
-               sscanf(d, "for job %lld (%127[^,], guaranteed); signal %d, grace %lf s, %lf",
-                      &id, word, &x, &g, &a) == 5) {
+               sscanf(d, "for job %lld (%127[^,], %63[^)]); signal %d, grace %lf s, %lf", &id,
+                      word, why, &x, &g, &a) == 6) {
         json_object_set_new(data, "for_job", json_integer(id));
         json_object_set_new(data, "for_tenant", json_string(word));
+        /* "guaranteed" (reclaim) or "time-sharing, level L over V" */
+        json_object_set_new(data, "cause", json_string(strncmp(why, "time-sharing", 12) == 0
+                                                           ? "time-sharing"
+                                                           : "reclaim"));
         json_object_set_new(data, "signal", json_integer(x));
         json_object_set_new(data, "grace_s", json_real(g));
         json_object_set_new(data, "lost_gpu_s", json_real(a));

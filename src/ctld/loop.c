@@ -125,9 +125,16 @@ static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, 
         const ts_cycle_preempt *p = &d->preempts[k];
         cjob *v = r[p->victim];
         cjob *for_job = w[p->preemptor];
-        char *detail = dupf("for job %lld (%s, guaranteed); signal %d, grace %.0f s, %.0f "
+        /* why: guaranteed work reclaims, or time-sharing (las levels) */
+        char why[64];
+        if (p->time_sharing)
+            snprintf(why, sizeof why, "time-sharing, level %d over %d", p->preemptor_level,
+                     p->victim_level);
+        else
+            snprintf(why, sizeof why, "guaranteed");
+        char *detail = dupf("for job %lld (%s, %s); signal %d, grace %.0f s, %.0f "
                             "GPU-s since the last checkpoint",
-                            (long long)for_job->row.id, for_job->row.tenant, p->signal,
+                            (long long)for_job->row.id, for_job->row.tenant, why, p->signal,
                             p->grace_s, p->lost_gpu_s);
         ctld_fsm_args a = {.detail = detail, .stop_by_s = now + p->grace_s};
         rc = detail ? ctld_fsm_plan(c, t, v, CTLD_JE_PREEMPT, &a, now, err) : TS_ENOMEM;

@@ -484,13 +484,14 @@ static bool try_preempt(loop *l, int i, bool swap)
     if (!keys)
         return false;
     int n = 0, nstop = 0;
-    plan_job *stopping = l->pj + l->nr;
+    plan_job *stopping = l->pj + l->nr; /* none: see below */
     for (int j = 0; j < l->nr; j++) {
         const ts_job *v = &l->r[j];
-        if (v->stopping || l->victim[j]) {
-            stopping[nstop++] = (plan_job){v, v->allocs, 0.0};
+        /* a job already stopping frees its room for the job it was
+         * preempted for (which goes first and holds that room), not for
+         * this one: neither a candidate nor room to count on */
+        if (v->stopping || l->victim[j])
             continue;
-        }
         bool ts;
         if (swap && (v->tenant != job->tenant || v->tier != job->tier))
             continue;
@@ -616,7 +617,8 @@ static void reserve(loop *l, int i, bool hold)
     if (!hold) {
         char was[TS_CYCLE_WHY_MAX];
         snprintf(was, sizeof was, "%s", why_of(l, i));
-        l->why_off[i] = why_add(l, "%s; could start by %.0f as running jobs end", was, at);
+        l->why_off[i] = why_add(l, "%s; could start by %.0f (in %.0f s) as running jobs end",
+                                was, at, at - l->now);
         return;
     }
     l->have_res = true;

@@ -52,6 +52,15 @@ static void sentences_are_typed(void **state)
     assert_int_equal(json_integer_value(json_object_get(d, "signal")), 10);
     assert_true(json_real_value(json_object_get(d, "grace_s")) == 30.0);
     assert_true(json_real_value(json_object_get(d, "lost_gpu_s")) == 1800.0);
+    assert_string_equal(json_string_value(json_object_get(d, "cause")), "reclaim");
+    json_decref(d);
+    /* a time-sharing preemption (las levels) */
+    d = data_of("preempted", "for job 7 (vision, time-sharing, level 0 over 2); signal 10, "
+                             "grace 3 s, 40 GPU-s since the last checkpoint");
+    assert_int_equal(json_integer_value(json_object_get(d, "for_job")), 7);
+    assert_string_equal(json_string_value(json_object_get(d, "for_tenant")), "vision");
+    assert_string_equal(json_string_value(json_object_get(d, "cause")), "time-sharing");
+    assert_true(json_real_value(json_object_get(d, "grace_s")) == 3.0);
     json_decref(d);
     d = data_of("started", "on r1-n03 and others");
     assert_string_equal(json_string_value(json_object_get(d, "node")), "r1-n03");
