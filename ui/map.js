@@ -119,16 +119,43 @@ function topoPath(node) {
   return Object.keys(t).reverse().map(k => ({level: k, name: t[k]}));
 }
 
+/* The jobs on the nodes (running and stopping), kept between polls: the
+ * nodes name the jobs on them (the ones this token may see), so only jobs new
+ * to the map are fetched, one by one while they are few; all of them again
+ * when many changed or every JOBS_FULL_MS. At 8,000 running jobs the full
+ * list is ~6 MB of JSON and most of the daemon's cost of an open console. */
+const JOBS_FULL_MS = 120000, JOBS_ONE_BY_ONE = 40;
+
+async function placedJobs(st, nodes) {
+  const ids = new Set();
+  for (const n of nodes) for (const id of n.jobs || []) ids.add(id);
+  const cache = st.jobs || new Map();
+  const unseen = st.unseen || new Set(); /* ids the API would not show this token */
+  const missing = [...ids].filter(id => !cache.has(id) && !unseen.has(id));
+  if (!st.jobs || Date.now() - st.jobsAt > JOBS_FULL_MS || missing.length > JOBS_ONE_BY_ONE) {
+    const l = await Promise.all(["running", "stopping"].map(s => apiAll("/v1/jobs?state=" + s, "jobs")));
+    st.jobs = new Map([].concat(...l).map(j => [j.id, j]));
+    st.jobsAt = Date.now();
+    st.unseen = new Set();
+  } else {
+    const got = await Promise.all(missing.map(id => api("/v1/jobs/" + id).then(d => d.job, () => {
+      unseen.add(id);
+      return null;
+    })));
+    st.unseen = unseen;
+    for (const j of got) if (j) cache.set(j.id, j);
+    for (const id of [...cache.keys()]) if (!ids.has(id)) cache.delete(id);
+  }
+  return [...st.jobs.values()].filter(j => ids.has(j.id) && (j.state === "running" || j.state === "stopping"));
+}
+
 VIEWS.map = async function (main, v) {
-  /* running and stopping jobs only: the map has no use for the queue */
-  const held = Promise.all(["running", "stopping"].map(s => apiAll("/v1/jobs?state=" + s, "jobs")))
-    .then(l => [].concat(...l));
-  const [nodesDoc, jobs, tenantsDoc] = await Promise.all([
-    api("/v1/nodes"), held, v.state.tenants ? Promise.resolve(v.state.tenants) : api("/v1/tenants")]);
+  const [nodesDoc, tenantsDoc] = await Promise.all([
+    api("/v1/nodes"), v.state.tenants ? Promise.resolve(v.state.tenants) : api("/v1/tenants")]);
   v.state.tenants = tenantsDoc;
   setTenants(tenantsDoc.tenants.map(t => t.name));
   const nodes = nodesDoc.nodes;
-  const running = jobs.filter(j => j.state === "running" || j.state === "stopping");
+  const running = await placedJobs(v.state, nodes);
   const byId = new Map(running.map(j => [j.id, j]));
   const holders = gpuHolders(running);
   let total = 0, free = 0, drained = 0, allocated = 0;
