@@ -203,6 +203,7 @@ typedef struct ctld {
     ctld_agent *agents;          /* [nnodes] */
     struct ctld_node_jobs *node_jobs; /* [nnodes] the jobs holding allocations there */
     pthread_mutex_t mu;
+    pthread_mutex_t drain_mu;    /* drain writers, one at a time (before mu) */
     pthread_cond_t wake;
     bool dirty;                  /* something changed: run a cycle soon */
     bool stop;
@@ -246,7 +247,8 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
 TS_MUST_CHECK int ctld_job_action(ctld *c, int64_t id, const char *action, ts_err *err);
 /* Drain/resume a node by name; not under mu. */
 TS_MUST_CHECK int ctld_node_drain(ctld *c, const char *node, bool drain, ts_err *err);
-/* The same for node index n, under mu (durable; resuming clears drain_why). */
+/* The same for node index n, under mu (durable; resuming clears drain_why);
+ * TS_ETIMEDOUT while another drain is being written (try again later). */
 TS_MUST_CHECK int ctld_node_drain_locked(ctld *c, int n, bool drain, ts_err *err);
 /* Replaces the tenants (YAML); not under mu. */
 TS_MUST_CHECK int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err);

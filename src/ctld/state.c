@@ -568,6 +568,7 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
     memset(c, 0, sizeof *c);
     c->cfg = *cfg;
     pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->drain_mu, NULL);
     pthread_cond_init(&c->wake, NULL);
     pthread_cond_init(&c->committed, NULL);
     ts_decision_init(&c->d);
@@ -651,6 +652,7 @@ void ctld_close(ctld *c)
     ts_store_close(c->store);
     ctld_config_fini(&c->cfg);
     pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->drain_mu);
     pthread_cond_destroy(&c->wake);
     pthread_cond_destroy(&c->committed);
 }
@@ -844,40 +846,72 @@ int ctld_job_action(ctld *c, int64_t id, const char *action, ts_err *err)
     return rc;
 }
 
+/* The list of drained nodes as stored, with node n drained or not. */
+static char *drained_list(const ctld *c, int n, bool drain)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < c->cluster->nnodes; i++)
+        if (i == n ? drain : c->admin_drained[i])
+            json_array_append_new(a, json_string(c->cluster->nodes[i].name));
+    char *txt = json_dumps(a, JSON_COMPACT);
+    json_decref(a);
+    return txt;
+}
+
+/* Once the list is written: the node follows it. */
+static void drain_applied(ctld *c, int n, bool drain)
+{
+    c->admin_drained[n] = drain;
+    if (!drain)
+        c->agents[n].drain_why[0] = '\0';
+    ctld_node_refresh(c, n);
+    ctld_agent_moved(c, n);
+    ctld_kick(c);
+}
+
 int ctld_node_drain_locked(ctld *c, int n, bool drain, ts_err *err)
 {
     if (c->admin_drained[n] == drain)
         return 0;
-    c->admin_drained[n] = drain;
-    if (!drain)
-        c->agents[n].drain_why[0] = '\0';
-    /* durable: the list of drained nodes */
-    json_t *a = json_array();
-    for (int i = 0; i < c->cluster->nnodes; i++)
-        if (c->admin_drained[i])
-            json_array_append_new(a, json_string(c->cluster->nodes[i].name));
-    char *txt = json_dumps(a, JSON_COMPACT);
-    json_decref(a);
+    /* drain writers take turns (ctld_node_drain writes with mu released) */
+    if (pthread_mutex_trylock(&c->drain_mu) != 0)
+        return ts_err_set(err, TS_ETIMEDOUT, "node %s: another drain is being written",
+                          c->cluster->nodes[n].name);
+    char *txt = drained_list(c, n, drain);
     int rc = txt ? ts_store_setting_put(c->store, DRAINED_KEY, txt, err)
                  : ts_err_set(err, TS_ENOMEM, "out of memory");
     free(txt);
-    if (rc != 0) /* not durable: undo */
-        c->admin_drained[n] = !drain;
-    ctld_node_refresh(c, n);
-    if (rc == 0) {
-        ctld_agent_moved(c, n);
-        ctld_kick(c);
-    }
+    if (rc == 0) /* written, then applied */
+        drain_applied(c, n, drain);
+    pthread_mutex_unlock(&c->drain_mu);
     return rc;
 }
 
 int ctld_node_drain(ctld *c, const char *node, bool drain, ts_err *err)
 {
+    /* the list is written with mu released (an fsync must not stop the
+     * readers); drain writers take turns on drain_mu, so none writes a list
+     * another has not applied yet */
+    pthread_mutex_lock(&c->drain_mu);
     pthread_mutex_lock(&c->mu);
     int n = ts_cluster_find_node(c->cluster, node);
-    int rc = n < 0 ? ts_err_set(err, TS_ENOENT, "node \"%s\" does not exist", node)
-                   : ctld_node_drain_locked(c, n, drain, err);
+    int rc = 0;
+    char *txt = NULL;
+    if (n < 0)
+        rc = ts_err_set(err, TS_ENOENT, "node \"%s\" does not exist", node);
+    else if (c->admin_drained[n] != drain && !(txt = drained_list(c, n, drain)))
+        rc = ts_err_set(err, TS_ENOMEM, "out of memory");
     pthread_mutex_unlock(&c->mu);
+    if (txt) {
+        rc = ts_store_setting_put(c->store, DRAINED_KEY, txt, err);
+        free(txt);
+        if (rc == 0) {
+            pthread_mutex_lock(&c->mu);
+            drain_applied(c, n, drain);
+            pthread_mutex_unlock(&c->mu);
+        }
+    }
+    pthread_mutex_unlock(&c->drain_mu);
     return rc;
 }
 
