@@ -133,7 +133,8 @@ VIEWS.job = async function (main, v) {
       '<th>KIND</th><th>WHAT</th></tr></thead><tbody></tbody></table></div><div class="card"><h2>Logs <span id="log-live" class="badge"></span></h2>' +
       '<div class="toolbar">rank <select id="log-rank"></select> <select id="log-stream"><option>stdout</option><option>stderr</option></select></div>' +
       '<pre id="log-out" class="log">\u2026</pre></div><div class="card"><h2>Spec</h2><pre id="j-spec" class="spec"></pre></div>';
-    const ranks = Math.max((j.placement || []).length, (j.spec && j.spec.tasks ? j.spec.tasks.length : 1), 1);
+    const ranks = Math.max((j.placement || []).length,
+                           (j.spec && j.spec.tasks ? j.spec.tasks.reduce((a, t) => a + (t.count || 1), 0) : 1), 1);
     $("log-rank").innerHTML = Array.from({length: Math.min(ranks, 256)}, (_, i) => "<option>" + i + "</option>").join("");
     for (const el of ["log-rank", "log-stream"]) $(el).addEventListener("change", () => loadLogs(v, id));
     st.built = true;
@@ -146,7 +147,8 @@ VIEWS.job = async function (main, v) {
     "<dt>submitted</dt><dd>" + esc(isoTime(j.submit_time)) + "</dd><dt>started</dt><dd>" + esc(isoTime(j.start_time)) + "</dd>" +
     "<dt>ended</dt><dd>" + esc(isoTime(j.end_time)) + "</dd><dt>preemptions</dt><dd>" + esc(j.preemptions) + "</dd>" +
     "<dt>position</dt><dd>" + esc(positionCell(Object.assign({}, j, xd))) + "</dd><dt>estimated start</dt><dd>" +
-    esc(startCell(Object.assign({}, j, xd))) + "</dd><dt>reason</dt><dd><b>" + esc(xd.reason || "-") + "</b></dd>" +
+    esc(startCell(Object.assign({}, j, xd))) + "</dd>" +
+    (j.standing ? "<dt>standing</dt><dd>" + esc(j.standing) + "</dd>" : "") + "<dt>reason</dt><dd><b>" + esc(xd.reason || "-") + "</b></dd>" +
     "<dt>explanation</dt><dd>" + esc(xd.explanation || "-") + "</dd>" +
     (xd.reserved_at ? "<dt>reserved to start</dt><dd>" + esc(isoTime(xd.reserved_at)) + "</dd>" : "") + "</dl>";
   $("j-place").innerHTML = "<h2>Placement</h2>" + placementTable(j);
@@ -155,5 +157,6 @@ VIEWS.job = async function (main, v) {
     esc(eventText(e)) + "</td></tr>").join("");
   $("j-spec").textContent = JSON.stringify(j.spec, null, 2);
   paintSwatches(main);
-  await loadLogs(v, id);
+  if (j.start_time) await loadLogs(v, id); /* a job that never ran has no output */
+  else $("log-out").textContent = "no output: the job has not started";
 };
