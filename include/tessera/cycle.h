@@ -196,6 +196,10 @@ typedef struct ts_cycle_preempt {
 typedef struct ts_cycle_pending {
     int reason;                 /* enum ts_pending_reason */
     double reserved_at_s;       /* the reserved job: when it should start; else -1 */
+    /* When it could start as the running jobs end (their time limits or
+     * grace), for the reserved job and the one job a cycle plans without
+     * holding; -1 for the others (not planned this cycle). */
+    double estimated_s;
     /* Where it stood in this cycle's order (-1 for jobs decided before the
      * order: held, backing off, invalid): how many of its tenant's jobs and
      * how many jobs in all were looked at before it, and its las level (-1

@@ -362,6 +362,15 @@ int cli_cmd_explain(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, ch
     const json_t *at = json_object_get(root, "reserved_at");
     cli_kv(&t, "Reserved", json_is_number(at) ? cli_time_long(ctx, at, v[0], sizeof v[0])
                                               : "no reservation");
+    /* where it stands in the order (las level, jobs ahead) and when it could start */
+    if (json_is_string(json_object_get(root, "standing")))
+        cli_kv(&t, "Standing", cli_str(root, "standing", v[1], sizeof v[1]));
+    const json_t *pos = json_object_get(root, "queue_position");
+    const json_t *est = json_object_get(root, "estimated_start");
+    if (pos && !json_is_null(pos))
+        cli_kv(&t, "Position", position_cell(root, v[2], sizeof v[2]));
+    if (est && !json_is_null(est))
+        cli_kv(&t, "Start", start_cell(ctx, root, v[3], sizeof v[3]));
     json_decref(root);
     return cli_table_finish(&t, "explanation");
 }

@@ -124,6 +124,11 @@ typedef struct cjob {
     double preempted_at[CTLD_PREEMPT_MEMORY]; /* recent preemption times */
     int npreempted;
     double reserved_at_s;       /* -1 */
+    /* From the last cycle (-1: not ranked, e.g. held or started): how many of
+     * its tenant's jobs and of all jobs were looked at before it, its las
+     * level, and when it could start (-1: not planned this cycle). */
+    int queue_tenant, queue_cluster, las_level;
+    double estimated_s;
     bool is_virtual;            /* runs on virtual nodes only */
     uint8_t *rank_state;        /* ntasks, enum ctld_rank_state, while it runs on agents */
     float *rank_util;           /* ntasks, last reported GPU utilisation %, -1 unknown */
@@ -295,6 +300,15 @@ char *ctld_placement_json_allocs(const ctld *c, const ts_alloc *allocs, int n);
 /* The "run-ended" event's detail for a run that ends now without ending the
  * job (preempted and requeued, or requeued by a user): usage reads it. */
 char *ctld_run_detail(const cjob *j, double now);
+/* render.c: a pending job's place in the queue for the job JSON and explain:
+ * queue_position {tenant, cluster} (1 = first), estimated_start ({time} or
+ * {reason}), las {level, attained_gpu_hours}, and a one-line "standing". */
+void ctld_render_queue(const ctld *c, const cjob *j, json_t *doc);
+/* service.c: the GPU-seconds a job attained, for the las order. run_ended
+ * adds the run that ends now (called as its GPUs go); restore rebuilds the
+ * sum of a job that ran before from its run-ended events (after a restart). */
+void ctld_service_run_ended(ctld *c, cjob *j, double now);
+int ctld_service_restore(ctld *c, cjob *j, ts_err *err);
 /* How long a job runs on virtual nodes. */
 double ctld_job_run_s(const cjob *j);
 

@@ -187,8 +187,11 @@ static void after_starts(ctld *c, double now, cjob **w, const bool *started)
         c->m.wait_count++;
         observe(c->m.wait_hist, WAIT_BUCKETS, sizeof WAIT_BUCKETS / sizeof *WAIT_BUCKETS, wait);
     }
-    for (int i = 0; i < c->njobs; i++)
-        c->jobs[i]->reserved_at_s = -1.0;
+    for (int i = 0; i < c->njobs; i++) {
+        cjob *j = c->jobs[i];
+        j->reserved_at_s = j->estimated_s = -1.0;
+        j->queue_tenant = j->queue_cluster = j->las_level = -1;
+    }
     if (d->reserved >= 0)
         c->reserved_id = w[d->reserved]->row.id;
     else
@@ -367,6 +370,10 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
             snprintf(wj[i]->row.reason, sizeof wj[i]->row.reason, "%s",
                      ts_pending_name(p->reason));
             wj[i]->reserved_at_s = p->reserved_at_s;
+            wj[i]->estimated_s = p->estimated_s;
+            wj[i]->queue_tenant = p->tenant_position;
+            wj[i]->queue_cluster = p->cluster_position;
+            wj[i]->las_level = p->level;
             if (!wj[i]->row.why || strcmp(wj[i]->row.why, p->why) != 0) {
                 free(wj[i]->row.why);
                 wj[i]->row.why = strdup(p->why);

@@ -55,7 +55,7 @@ json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active
     }
     const char *reason = active ? active->row.reason : row->reason;
     const char *why = active ? active->row.why : row->why;
-    return json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:o,s:o,s:o,s:o,s:i,s:o,s:o,s:o,s:o}",
+    json_t *doc = json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:o,s:o,s:o,s:o,s:i,s:o,s:o,s:o,s:o}",
                      "id", (json_int_t)row->id, "name", row->name, "tenant", row->tenant,
                      "owner", row->owner, "state", ts_job_state_name(row->state), "tier",
                      row->tier == TS_TIER_GUARANTEED ? "guaranteed" : "opportunistic",
@@ -65,6 +65,50 @@ json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active
                      time_or_null(row->end_s), "preemptions", row->preemptions, "reason",
                      str_or_null(reason), "why", str_or_null(why), "placement", placement,
                      "spec", spec ? spec : json_null());
+    if (doc)
+        ctld_render_queue(c, active, doc);
+    return doc;
+}
+
+void ctld_render_queue(const ctld *c, const cjob *j, json_t *doc)
+{
+    bool pending = j && j->row.state == TS_JOB_PENDING;
+    json_t *pos = json_null(), *est = json_null(), *las = json_null();
+    char standing[160] = "";
+    if (pending && j->queue_tenant >= 0)
+        pos = json_pack("{s:i,s:i}", "tenant", j->queue_tenant + 1, "cluster",
+                        j->queue_cluster + 1);
+    if (pending && j->estimated_s > 0.0)
+        est = json_pack("{s:f,s:s}", "time", j->estimated_s, "basis",
+                        j->reserved_at_s > 0.0 ? "reservation" : "plan");
+    else if (pending)
+        est = json_pack("{s:s}", "reason",
+                        j->queue_tenant < 0 ? "not ranked: held, backing off or invalid"
+                                            : "not planned: only the first job that lacks room "
+                                              "is planned each cycle");
+    if (j) {
+        /* its finished runs, and the current one while it runs */
+        double run = j->allocs && j->sj.start_s > 0.0 ? ctld_now() - j->sj.start_s : 0.0;
+        double h = (j->sj.attained_gpu_s + (run > 0.0 ? run * ts_sched_job_rate(c->sched, &j->sj)
+                                                       : 0.0)) / 3600.0;
+        las = json_pack("{s:o,s:f}", "level",
+                        j->las_level >= 0 ? json_integer(j->las_level) : json_null(),
+                        "attained_gpu_hours", h);
+    }
+    if (j && j->las_level >= 0) {
+        double h = j->sj.attained_gpu_s / 3600.0;
+        if (pending && j->queue_tenant >= 0)
+            snprintf(standing, sizeof standing,
+                     "level %d: attained %.3g GPU-h; %d job%s ahead in %s", j->las_level, h,
+                     j->queue_tenant, j->queue_tenant == 1 ? "" : "s", j->row.tenant);
+    } else if (pending && j->queue_tenant >= 0) {
+        snprintf(standing, sizeof standing, "%d job%s ahead in %s (fifo)", j->queue_tenant,
+                 j->queue_tenant == 1 ? "" : "s", j->row.tenant);
+    }
+    json_object_set_new(doc, "queue_position", pos);
+    json_object_set_new(doc, "estimated_start", est);
+    json_object_set_new(doc, "las", las);
+    json_object_set_new(doc, "standing", standing[0] ? json_string(standing) : json_null());
 }
 
 /* Where a node sits ("topology": level name -> vertex name, the nearest

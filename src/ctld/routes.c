@@ -336,6 +336,8 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
                                 reason && *reason ? json_string(reason) : json_null(),
                                 "explanation", why && *why ? json_string(why) : json_null(),
                                 "reserved_at", at > 0.0 ? json_real(at) : json_null());
+        if (doc)
+            ctld_render_queue(c, j, doc);
         pthread_mutex_unlock(&c->mu);
         ctld_reply_json(r, 200, doc);
     } else if (post && (strcmp(rest, "cancel") == 0 || strcmp(rest, "hold") == 0 ||

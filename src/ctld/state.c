@@ -295,6 +295,8 @@ static int job_build(ctld *c, cjob *j, ts_err *err)
     s->ckpt_grace_s = sp->ckpt_grace_s;
     s->held = j->row.state == TS_JOB_HELD;
     j->reserved_at_s = -1.0;
+    j->queue_tenant = j->queue_cluster = j->las_level = -1;
+    j->estimated_s = -1.0;
     return ts_sched_check_job(c->sched, s, err);
 }
 
@@ -528,6 +530,10 @@ static int restore_jobs(ctld *c, ts_err *err)
                 ts_spec_errors_join(&se, e.msg, sizeof e.msg);
             if (brc == 0 && (j->row.state == TS_JOB_RUNNING || j->row.state == TS_JOB_STOPPING))
                 brc = restore_running(c, j, now, &e);
+            ts_err se2;
+            if (brc == 0 && ctld_service_restore(c, j, &se2) != 0) /* it starts at level 0 */
+                fprintf(stderr, "tesserad: job %lld: attained service not restored: %s\n",
+                        (long long)j->row.id, se2.msg);
             if (brc != 0) {
                 /* a job that cannot come back fails, with the reason kept (it
                  * never enters memory, so this is the one state change made
@@ -800,6 +806,7 @@ void ctld_job_unbind(ctld *c, cjob *j, double now)
     ctld_nodes_touch_job(c, j); /* its agents stop what no longer should run */
     node_index_del(c, j);
     j->sj.allocs = j->allocs;
+    ctld_service_run_ended(c, j, now); /* the las order keeps what it attained */
     ts_sched_stop(c->sched, &j->sj, now, NULL);
     free(j->allocs);
     j->allocs = NULL;

@@ -553,6 +553,7 @@ static bool try_preempt(loop *l, int i, bool swap)
         d->reserved = i;
         d->reserved_at_s = until;
         d->pending[i].reserved_at_s = until;
+        d->pending[i].estimated_s = until;
         if (blockers_set(s, job, l->plan) == 0)
             s->epoch++;
     }
@@ -614,6 +615,7 @@ static void reserve(loop *l, int i, bool hold)
     }
     if (at < l->now)
         at = l->now; /* fits on the emptied cluster with nothing running */
+    p->estimated_s = at;
     if (!hold) {
         char was[TS_CYCLE_WHY_MAX];
         snprintf(was, sizeof was, "%s", why_of(l, i));
@@ -670,6 +672,7 @@ static void prepass(loop *l, uint8_t *done)
         const ts_job *job = &l->w[i];
         ts_cycle_pending *p = &l->d->pending[i];
         p->reserved_at_s = -1.0;
+        p->estimated_s = -1.0;
         p->tenant_position = -1;
         p->cluster_position = -1;
         p->level = -1;

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""The attained-service order (scheduler.order: las) in a running tesserad.
+
+    las_test.py TESSERAD
+
+One virtual node of 4 GPUs; levels sized for seconds (level 1 at 0.001
+GPU-hours: a 4-GPU job passes it after 0.9 s). Bad scheduler.order,
+scheduler.las and tenant order values are refused naming the key. A long
+job runs; a short job of the same team arrives, has attained nothing, and
+time-shares: the long job is preempted (its event says time-sharing and its
+data the cause), the short one starts and ends, the long one resumes. While
+the long job waits, explain and the job carry its standing (level, GPU-hours
+attained, jobs ahead), queue position and start estimate. Across a restart
+of tesserad, the long job keeps the service it attained (rebuilt
+from its run-ended events). A fifo tenant's jobs carry no level. Every wait
+is bounded.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+TESSERAD = sys.argv[1]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from harness import check, finish, free_port, http_call, stop_all, wait_for, wait_ready  # noqa
+
+TMP = tempfile.mkdtemp(prefix="tessera-las-")
+PORT = free_port()
+URL = f"http://127.0.0.1:{PORT}"
+
+
+def write(name, text):
+    with open(os.path.join(TMP, name), "w") as f:
+        f.write(text)
+
+
+write("cluster.yaml", """node_classes:
+  g4: {gpu_model: H100-80GB, gpus: 4, cpu_milli: 64000, memory_mib: 524288}
+nodes:
+  - {name: n1, class: g4}
+""")
+TENANTS = """tenants:
+  org:
+    teams:
+      team-a: {}
+      team-f: {order: fifo}
+"""
+write("tenants.yaml", TENANTS)
+BASE = f"""listen: 127.0.0.1:{PORT}
+cluster: cluster.yaml
+tenants: tenants.yaml
+state_dir: state
+virtual_nodes: all
+limits: {{requests_per_s: 100000, burst: 100000}}
+"""
+SCHED = "scheduler: {interval: 0.2s, min_runtime: 1s, grace: 1s, backoff: 0s, " \
+        "las: {level_gpu_hours: 0.001, levels: 3, promote_factor: 0}}\n"
+write("tesserad.yaml", BASE + SCHED)
+
+for bad, key in [("scheduler: {order: sjf}\n", "scheduler.order"),
+                 ("scheduler: {las: {levels: 99}}\n", "scheduler.las.levels"),
+                 ("scheduler: {las: {promote_factor: -1}}\n", "scheduler.las.promote_factor"),
+                 ("scheduler: {las: {level_gpu_hours: lots}}\n", "scheduler.las.level_gpu_hours"),
+                 ("scheduler: {las: {speed: 3}}\n", "speed")]:
+    write("bad.yaml", BASE + bad)
+    r = subprocess.run([TESSERAD, "--config", os.path.join(TMP, "bad.yaml")],
+                       capture_output=True, text=True, timeout=20)
+    check(r.returncode != 0 and key in r.stderr, f"refused naming {key}: {r.stderr.strip()[:160]}")
+write("bad-tenants.yaml", TENANTS.replace("order: fifo", "order: sideways"))
+write("bad.yaml", BASE.replace("tenants.yaml", "bad-tenants.yaml") + SCHED)
+r = subprocess.run([TESSERAD, "--config", os.path.join(TMP, "bad.yaml")],
+                   capture_output=True, text=True, timeout=20)
+check(r.returncode != 0 and "team-f.order" in r.stderr,
+      f"a tenant's order is las or fifo: {r.stderr.strip()[:160]}")
+
+
+def spec(tenant, name, duration):
+    return {"tenant": tenant, "name": name, "tier": "opportunistic", "command": ["run"],
+            "tasks": [{"gpus": 4, "cpu_milli": 1000, "memory_mib": 1024}],
+            "time_limit": "1h", "duration": duration}
+
+
+procs = []
+
+
+def start():
+    p = subprocess.Popen([TESSERAD, "--config", os.path.join(TMP, "tesserad.yaml")],
+                         stdout=subprocess.DEVNULL,
+                         stderr=open(os.path.join(TMP, "log"), "a"))
+    procs.append(p)
+    check(wait_ready(URL), "tesserad is ready")
+    return p
+
+
+try:
+    proc = start()
+    admin = open(os.path.join(TMP, "state", "admin.token")).read().strip()
+
+    def call(method, path, body=None):
+        return http_call(URL, method, path, admin, body)
+
+    def job(jid):
+        return call("GET", f"/v1/jobs/{jid}")[1]["job"]
+
+    def kinds(jid):
+        return [e["kind"] for e in call("GET", f"/v1/jobs/{jid}/events")[1]["events"]]
+
+    st, d = call("POST", "/v1/jobs", spec("team-a", "long", "30s"))
+    check(st in (200, 201), f"long submitted ({st})")
+    long_id = d["jobs"][0]["id"] if "jobs" in d else d["job"]["id"]
+    wait_for(lambda: job(long_id)["state"] == "running", "long runs")
+    time.sleep(2.5)  # past its minimum runtime and level 1 (0.9 s on 4 GPUs)
+    st, d = call("POST", "/v1/jobs", spec("team-a", "short", "2s"))
+    short_id = d["jobs"][0]["id"] if "jobs" in d else d["job"]["id"]
+
+    ev = wait_for(lambda: [e for e in call("GET", f"/v1/jobs/{long_id}/events")[1]["events"]
+                           if e["kind"] == "preempted"], "the long job is preempted")
+    if ev:
+        check("time-sharing" in (ev[0].get("detail") or ""),
+              f"for time-sharing: {ev[0].get('detail')}")
+        check(ev[0].get("data", {}).get("cause") == "time-sharing",
+              f"its data says the cause: {ev[0].get('data')}")
+        check(f"for job {short_id}" in (ev[0].get("detail") or ""), "for the short job")
+    wait_for(lambda: "started" in kinds(short_id), "the short job starts")
+
+    # while the long job waits: its standing, position and estimate
+    def waiting_explain():
+        st, e = call("GET", f"/v1/jobs/{long_id}/explain")
+        return e if st == 200 and e.get("standing") else None
+    e = wait_for(waiting_explain, "the waiting long job has a standing", timeout=10)
+    if e:
+        check(e["standing"].startswith("level ") and "ahead in team-a" in e["standing"],
+              f"standing: {e['standing']}")
+        ahead = int(e["standing"].split("; ")[1].split()[0])
+        check(e["queue_position"]["tenant"] == ahead + 1 and e["queue_position"]["cluster"] >= 1,
+              f"its position agrees with the jobs ahead: {e['queue_position']}")
+        check(e["las"]["attained_gpu_hours"] > 0.001, f"it attained service: {e['las']}")
+        check(isinstance(e.get("estimated_start"), dict), f"estimate: {e.get('estimated_start')}")
+
+    wait_for(lambda: job(short_id)["state"] == "completed", "the short job completes", 15)
+    wait_for(lambda: kinds(long_id).count("started") >= 2, "the long job resumes", 15)
+
+    # its service survives a restart (rebuilt from its run-ended events; a
+    # running job adds its current run, a second or two of 4 GPUs at most)
+    before = job(long_id)["las"]["attained_gpu_hours"]
+    check(before > 0.002, f"attained {before:.5f} GPU-h before the restart")
+    stop_all([proc])
+    procs.clear()
+    proc = start()
+    after = job(long_id)["las"]["attained_gpu_hours"]
+    check(before - 1e-5 <= after <= before + 0.003,
+          f"kept across the restart: {after:.5f} vs {before:.5f} GPU-h")
+
+    # a fifo tenant's jobs carry no level
+    call("POST", "/v1/jobs", spec("team-f", "f1", "30s"))
+    st, d = call("POST", "/v1/jobs", spec("team-f", "f2", "30s"))
+    f2 = d["jobs"][0]["id"] if "jobs" in d else d["job"]["id"]
+    e = wait_for(lambda: (lambda x: x if x.get("standing") else None)(
+        call("GET", f"/v1/jobs/{f2}/explain")[1]), "the fifo job is ranked", 10)
+    if e:
+        check("(fifo)" in e["standing"] and e["las"]["level"] is None,
+              f"fifo standing: {e['standing']}, las {e['las']}")
+finally:
+    stop_all(procs)
+finish(TMP, ["log"])
