@@ -461,6 +461,16 @@ static json_t *quota_json(const int64_t *v)
                      "memory_mib", (json_int_t)v[TS_RES_MEM]);
 }
 
+/* A tenant's job order with inheritance resolved: its own, its parent's, or
+ * the scheduler's. */
+static int order_of(const ctld *c, int t)
+{
+    for (; t >= 0; t = c->tenants->t[t].parent)
+        if (c->tenants->t[t].order == TS_ORDER_LAS || c->tenants->t[t].order == TS_ORDER_FIFO)
+            return c->tenants->t[t].order;
+    return c->cfg.sched.order;
+}
+
 static void tenants(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     if (strcmp(rq->method, "PUT") == 0) {
@@ -497,11 +507,12 @@ static void tenants(ctld *c, const ctld_request *rq, ctld_reply *r)
         for (int k = 0; k < TS_RES_DIMS; k++)
             use[k] = ts_quota_usage(c->quota, t, k);
         json_array_append_new(
-            a, json_pack("{s:s,s:o,s:f,s:o,s:o,s:f}", "name", tn->name, "parent",
+            a, json_pack("{s:s,s:o,s:f,s:o,s:o,s:f,s:s}", "name", tn->name, "parent",
                          tn->parent >= 0 ? json_string(c->tenants->t[tn->parent].name)
                                          : json_null(),
                          "weight", tn->weight, "guaranteed", quota_json(tn->guaranteed), "usage",
-                         quota_json(use), "share", ts_quota_share(c->quota, t, now)));
+                         quota_json(use), "share", ts_quota_share(c->quota, t, now), "order",
+                         ts_order_name(order_of(c, t))));
     }
     pthread_mutex_unlock(&c->mu);
     ctld_reply_json(r, 200, json_pack("{s:o}", "tenants", a));

@@ -152,6 +152,9 @@ try:
     check(before - 1e-5 <= after <= before + 0.003,
           f"kept across the restart: {after:.5f} vs {before:.5f} GPU-h")
 
+    tens = {t["name"]: t for t in call("GET", "/v1/tenants")[1]["tenants"]}
+    check(tens["team-a"]["order"] == "las" and tens["team-f"]["order"] == "fifo",
+          f"tenants show their order: {tens['team-a']['order']}, {tens['team-f']['order']}")
     # a fifo tenant's jobs carry no level
     call("POST", "/v1/jobs", spec("team-f", "f1", "30s"))
     st, d = call("POST", "/v1/jobs", spec("team-f", "f2", "30s"))
