@@ -12,11 +12,29 @@
 const STATE_ORDER = {running: 0, stopping: 1, pending: 2, held: 3};
 const LOG_TAIL_BYTES = 16384;
 
+/* The table's short forms: "1 / 3" (in its tenant / in the cluster), and the
+ * start as a relative time or "unknown" (the reason is the cell's title). */
+function positionShort(j) {
+  const p = j.queue_position;
+  if (p && typeof p === "object" && typeof p.tenant === "number") {
+    return p.tenant + (typeof p.cluster === "number" ? " / " + p.cluster : "");
+  }
+  return typeof p === "number" ? String(p) : "-";
+}
+
+function startShort(j) {
+  const e = j.estimated_start;
+  const t = typeof e === "number" ? e : e && typeof e === "object" ? (typeof e.time === "number" ? e.time : e.at) : null;
+  if (typeof t === "number") return ago(t);
+  return e ? "unknown" : "-";
+}
+
 function jobRow(j) {
   return '<tr data-job="' + j.id + '"><td class="num"><a href="#/job/' + j.id + '">' + j.id + "</a></td><td>" +
     esc(j.name) + "</td><td>" + swatch(j.tenant) + "</td><td>" + esc(j.owner) + '</td><td><span class="state s-' +
     esc(j.state) + '">' + esc(j.state) + "</span></td><td>" + esc(j.tier) + '</td><td class="num">' + esc(gpusCell(j)) +
-    "</td><td>" + esc(positionCell(j)) + "</td><td>" + esc(j.state === "pending" ? startCell(j) : j.start_time ? "started " + ago(j.start_time) : "-") +
+    "</td><td>" + esc(positionShort(j)) + '</td><td title="' + esc(j.state === "pending" ? startCell(j) : "") + '">' +
+    esc(j.state === "pending" ? startShort(j) : j.start_time ? "started " + ago(j.start_time) : "-") +
     "</td><td>" + esc(ago(j.submit_time)) + '</td><td class="reason"><b>' + esc(j.reason || "") + "</b> " +
     '<span class="muted">' + esc(j.why || "") + "</span></td></tr>";
 }
@@ -28,7 +46,7 @@ VIEWS.queue = async function (main, v) {
       '<select id="q-state" aria-label="state"><option value="">every state</option><option>pending</option><option>held</option>' +
       '<option>running</option><option>stopping</option></select><select id="q-tenant" aria-label="tenant"><option value="">every tenant</option></select>' +
       '<span id="q-count" class="muted"></span></div><table class="grid" id="q-table"><thead><tr><th class="num">ID</th><th>NAME</th><th>TENANT</th><th>OWNER</th>' +
-      '<th>STATE</th><th>TIER</th><th class="num">GPUS</th><th>POSITION</th><th>START</th><th>SUBMITTED</th><th>REASON</th></tr></thead><tbody></tbody></table>';
+      '<th>STATE</th><th>TIER</th><th class="num">GPUS</th><th title="in its tenant / in the cluster">POSITION</th><th>EST. START</th><th>SUBMITTED</th><th>REASON</th></tr></thead><tbody></tbody></table>';
     for (const id of ["q-text", "q-state", "q-tenant"]) $(id).addEventListener("input", () => draw());
     st.built = true;
   }
