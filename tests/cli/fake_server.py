@@ -59,7 +59,9 @@ JOBS = {j["id"]: j for j in [
 ]}
 # the controller's queue position and start estimate, when it gives them
 JOBS[42]["queue_position"] = {"tenant": 1, "cluster": 3}
-JOBS[42]["estimated_start"] = NOW + 1500
+JOBS[42]["estimated_start"] = {"time": NOW + 1500, "basis": "reservation"}
+JOBS[45]["queue_position"] = {"tenant": 1, "cluster": 4}
+JOBS[45]["estimated_start"] = {"reason": "not planned: only the first job that lacks room is planned"}
 EVENTS = {42: [{"id": 1, "time": NOW - 180, "kind": "submitted", "detail": None},
                {"id": 2, "time": NOW - 170, "kind": "pending", "detail": "capacity"},
                {"id": 3, "time": NOW - 100, "kind": "reserved", "detail": "at +25m"}],
