@@ -1,7 +1,7 @@
 /*
  * csv_reader.h - internal: the row splitting and numeric field check that the
- * fixed-header trace loaders share (src/sched/replay_jobs.c for the Pollux
- * workloads, src/sched/replay_philly.c for the Philly jobs and VC sizes).
+ * fixed-header trace loaders share (src/replay/replay_jobs.c for the Pollux
+ * workloads, src/replay/replay_philly.c for the Philly jobs and VC sizes).
  *
  * Those files are strict, unquoted comma-separated rows read from memory; a
  * row is split in place and each numeric field must be a finite number in a

@@ -11,17 +11,19 @@
  * policy's view); the engine logs every hold, and one sweep over the log
  * (replay_timeline.c) measures fairness and draws the time series for both,
  * so they compare. Everything here is pure: no clock, no I/O, no globals,
- * so a replay is a function of its input. It lives in libtessera (not
- * src/sim) so that the unit tests link it directly; the shell
- * (src/sim/replay_main.c) reads files and prints.
+ * so a replay is a function of its input. It is simulator code, its own
+ * library (tessera_replay) beside libtessera so that the unit tests link it
+ * directly; the shell (src/sim/replay_main.c) reads files and prints. Its
+ * `tessera` policy is no policy of its own: it drives the core's
+ * scheduling cycle (replay_core.c).
  *
  * Ownership: the caller owns every array passed in; ts_replay_trace from the
  * loaders is freed with ts_replay_trace_free, a ts_replay_log with
  * ts_replay_log_free, a ts_replay_series with ts_replay_series_free. Not
  * thread-safe per object; separate replays share nothing.
  */
-#ifndef TS_SCHED_REPLAY_H
-#define TS_SCHED_REPLAY_H
+#ifndef TS_REPLAY_REPLAY_H
+#define TS_REPLAY_REPLAY_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -123,7 +125,8 @@ typedef struct ts_replay_policy_ops {
 /* NULL-terminated list of the built-in policies; lookup by name or NULL. */
 const ts_replay_policy_ops *const *ts_replay_policy_all(void);
 const ts_replay_policy_ops *ts_replay_policy_find(const char *name);
-/* replay_tessera.c: least attained service that reads no durations */
+/* replay_core.c: the production cycle with tesserad's default configuration,
+ * under the name `tessera` (and `core`) */
 extern const ts_replay_policy_ops ts_replay_tessera_ops;
 /* replay_core.c: the production scheduling cycle (tessera/cycle.h) */
 extern const ts_replay_policy_ops ts_replay_core_ops;

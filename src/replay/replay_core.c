@@ -1,18 +1,23 @@
 /*
- * replay_core.c - the `core` replay policy: the production scheduling cycle
- * (tessera/cycle.h, the code tesserad runs) deciding the replay.
+ * replay_core.c - the `tessera` (alias `core`) replay policy: the production
+ * scheduling cycle (tessera/cycle.h, the code tesserad runs) with tesserad's
+ * default configuration, deciding the replay.
  *
  * The policy keeps its own model of the replayed cluster: nodes of
  * gpus_per_node GPUs (no topology: the replays count GPUs), one tenant per
  * replay tenant under one organisation, guaranteed its GPUs, borrowing and
  * lending freely; without tenants, one tenant with no quota. A job of g GPUs
- * is one task of g GPUs, or a gang of ceil(g / gpus_per_node) node-sized
- * tasks. At each decision it runs one cycle: a waiting job is `guaranteed`
- * when it fits its tenant's unused guarantee, else `opportunistic` (it may
- * borrow and may be preempted); it knows no durations (every job has the
- * default time limit, so backfill has little to go on). Victims stop at once
- * (the replay has no grace: the engine charges restarts and lost progress),
- * and the policy decides again a second later so that the preemptor starts.
+ * is one task of g GPUs, or a gang of node-sized tasks and the remainder.
+ * Each job's attained service (GPU-seconds over its finished runs) and the
+ * time it began to wait again are kept here, as tesserad keeps them. At each
+ * decision a waiting job is `guaranteed` when it fits its tenant's unused
+ * guarantee, taken in the order the cycle ranks a tenant's jobs (las level,
+ * service, arrival), else `opportunistic`; it knows no durations (every job
+ * has the default time limit). Victims stop at once (the replay has no
+ * grace: the engine charges restarts and lost progress, and what a
+ * preemption loses is passed as the time since the last checkpoint), and
+ * the cycle runs again in the same decision, at most CORE_CYCLES_MAX times,
+ * so that their preemptors start.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,7 +109,8 @@ static int core_init(void **out, int njobs, int ntenants, ts_err *err)
         s->wk = malloc(n * sizeof *s->wk);
         s->gsum = calloc((size_t)ntenants + 2, sizeof *s->gsum);
     }
-    if (!s || !s->jobs || !s->running || !s->wv || !s->rv || !s->wi || !s->ri || !s->wk || !s->gsum) {
+    if (!s || !s->jobs || !s->running || !s->wv || !s->rv || !s->wi || !s->ri || !s->wk ||
+        !s->gsum) {
         core_free(s);
         return ts_err_set(err, TS_ENOMEM, "replay policy core: out of memory");
     }

@@ -3,7 +3,7 @@
  *
  * main.c hands argv over when argv[1] is "replay"; replay_main.c parses the
  * options, loads the jobs, runs every (policy, workload) through the engine
- * in libtessera (src/sched/replay_engine.c) and prints the table and JSON.
+ * in the replay library (src/replay/replay_engine.c) and prints the table and JSON.
  * Kept apart from main.c so the fgd experiment's shell stays as it was.
  */
 #ifndef TS_SIM_REPLAY_H

@@ -15,7 +15,7 @@
 #include <string.h>
 
 /* internal to libtessera (the fuzz targets see only include/): by path */
-#include "../../src/sched/replay.h"
+#include "../../src/replay/replay.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
