@@ -10,9 +10,13 @@
  * State: the cluster, tenants, quota and scheduler of libtessera, plus the
  * active jobs (pending, held, running, stopping) in memory, each mirrored by
  * its store row. Finished jobs live only in the store. One mutex (ctld.mu)
- * guards all of it; handlers and the loop hold it briefly, and never across
- * a store write except where order matters (state changes are written, then
- * applied, so a crash never acknowledges what the store does not have).
+ * guards all of it. Every change of a job's state goes through the job state
+ * machine (job_fsm.c): planned aside, written in one store transaction,
+ * applied only if written, so memory always equals the store and a failed
+ * write changes nothing (the caller answers 503 or retries). The cycle
+ * writes its decisions with mu released (readers go on; whoever would change
+ * existing jobs waits, ctld_commit_wait), and drains write with mu released;
+ * user actions and agent reports still write under mu.
  *
  * Files: config.c (the YAML configuration), state.c (jobs in memory,
  * restore, actions), loop.c (the scheduling thread and virtual nodes),
