@@ -717,14 +717,15 @@ static void prepass(loop *l, uint8_t *done)
         }
         js->key = job_key(job, false);
         js->las = l->tord[job->tenant] == TS_ORDER_LAS;
-        if (js->las) {
-            js->attained = job->attained_gpu_s > 0.0 ? job->attained_gpu_s : 0.0;
+        if (js->las && job->attained_gpu_s > 0.0) { /* a fresh job is at level 0 */
+            js->attained = job->attained_gpu_s;
             js->level = js->earned = ts_sched_las_level(s, js->attained);
-            double rate = ts_sched_job_rate(s, job);
             double queued = job->queued_s > 0.0 ? job->queued_s : job->submit_s;
+            double rate = js->level > 0 && s->cfg.las_promote_factor > 0.0
+                              ? ts_sched_job_rate(s, job)
+                              : 0.0;
             /* promotion: a job that waited promote_factor times what it ran */
-            if (js->level > 0 && s->cfg.las_promote_factor > 0.0 && rate > 0.0 &&
-                l->now - queued >= s->cfg.las_promote_factor * js->attained / rate) {
+            if (rate > 0.0 && l->now - queued >= s->cfg.las_promote_factor * js->attained / rate) {
                 /* promoted: first among its tenant's fresh jobs by age; its
                  * earned level still decides whom it may time-share with */
                 js->level = 0;
