@@ -97,7 +97,7 @@ function eventText(ev) {
       if (d.node) return "on " + d.node + (d.more_nodes ? " and other nodes" : "");
       break;
     case "preempted":
-      if (d.for_job) return "preempted for job " + d.for_job + " (" + d.for_tenant + ", guaranteed); signal " + d.signal +
+      if (d.for_job) return "for job " + d.for_job + " (" + d.for_tenant + ", guaranteed); signal " + d.signal +
         ", grace " + duration(d.grace_s) + ", " + (d.lost_gpu_s / 3600).toFixed(2) + " GPU-hours since the last checkpoint";
       break;
     case "requeued":
@@ -175,6 +175,6 @@ VIEWS.job = async function (main, v) {
     esc(eventText(e)) + "</td></tr>").join("");
   $("j-spec").textContent = JSON.stringify(j.spec, null, 2);
   paintSwatches(main);
-  if (j.start_time) await loadLogs(v, id); /* a job that never ran has no output */
-  else $("log-out").textContent = "no output: the job has not started";
+  if (j.start_time || ed.some(e => e.kind === "started")) await loadLogs(v, id);
+  else $("log-out").textContent = "no output: the job has not run"; /* nothing to ask for */
 };
