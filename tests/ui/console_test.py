@@ -129,6 +129,19 @@ try:
         check(e.code == 304, f"a revalidation with the ETag answers 304 ({e.code})")
     st, _ = call("POST", "/ui/")
     check(st == 405, "the console's files answer GET only")
+    head = urllib.request.Request(URL + "/ui/app.js", method="HEAD")
+    with urllib.request.urlopen(head, timeout=10) as r:
+        check(r.status == 200 and "javascript" in r.headers["Content-Type"] and not r.read(),
+              "HEAD answers the headers alone")
+
+    class NoFollow(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *a, **k):
+            return None
+    try:
+        urllib.request.build_opener(NoFollow).open(URL + "/ui", timeout=10)
+        check(False, "/ui redirects to /ui/")
+    except urllib.error.HTTPError as e:
+        check(e.code == 301 and e.headers.get("Location") == "/ui/", f"/ui redirects to /ui/ ({e.code})")
     st, _ = call("GET", "/v1/jobs")
     check(st == 401, "the API still needs a token")
 
