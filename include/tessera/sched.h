@@ -52,6 +52,10 @@ struct ts_scorer_ops {
      * Higher is better. */
     int64_t (*score)(void *state, const ts_node *n, const ts_request *r, ts_alloc *a,
                      ts_rng *rng);
+    /* optional: a score no node can pass for r (INT64_MAX when unknown); the
+     * placer stops at the first node that reaches it, which is the node a
+     * full scan would choose (ties go to the lowest index) */
+    int64_t (*bound)(void *state, const ts_request *r);
 };
 
 /* Built-in scorers: "random", "dotprod", "clustering", "packing", "bestfit",

@@ -119,6 +119,7 @@ int ts_placer_choose(ts_placer *p, const ts_request *r, int cls,
     ts_alloc cand, best_alloc;
     cache_row *w = row_of(p, cls);
     const ts_node *nodes = p->c->nodes;
+    int64_t bound = p->ops->bound ? p->ops->bound(p->state, r) : INT64_MAX;
     if (w) {
         for (int i = 0; i < p->c->nnodes; i++) {
             int64_t s;
@@ -135,6 +136,8 @@ int ts_placer_choose(ts_placer *p, const ts_request *r, int cls,
                 continue;
             best = i;
             best_score = s;
+            if (s >= bound)
+                break;
         }
         if (best >= 0)
             best_alloc = w->choice[best];
@@ -147,6 +150,8 @@ int ts_placer_choose(ts_placer *p, const ts_request *r, int cls,
                 best = i;
                 best_score = s;
                 best_alloc = cand;
+                if (s >= bound)
+                    break;
             }
         }
     }

@@ -8,18 +8,20 @@
  * almost every pod that fails does so on a node that still has free GPUs but
  * has run out of CPU or memory. So the measure here is
  *
- *   M(n) = F_mem(n) + S(n)
+ *   M(n) = F_mem(n) + w S(n)
  *   F_mem: FGD's F, where a class also fails on a node lacking its mean memory;
  *   S:     GPU stranded by CPU and memory - for each typical class j, the GPU
  *          that j could take on n by GPU count alone, minus what it could
  *          take once n's CPU and memory bound the number of j pods, weighted
- *          by p_j.
+ *          by p_j;
+ *   w:     1 - 1.5 m (at least 0), m the share of the typical list's GPU
+ *          demand that multi-GPU classes carry: S presses small pods towards
+ *          nodes with CPU to spare, which are the whole nodes large pods need.
  *
- * A pod's score is 100 * sigmoid((M before - M after) / 1000), truncated to a
- * whole number as FGD's is (the coarse buckets make placements consolidate in
- * node order, which the published FGD results owe much to); among nodes in
- * the same bucket the one left with more idle GPU wins. Shares try every GPU
- * that can take them. docs/policies.md has the measurements.
+ * A pod's score is 100 * sigmoid((M before - M after) / 4000), truncated to a
+ * whole number: coarser buckets than FGD's, so placements consolidate in node
+ * order (ties go to the lowest index) unless a node is clearly better. Shares
+ * try every GPU that can take them. docs/policies.md has the measurements.
  */
 #include <math.h>
 #include <stddef.h>
@@ -28,8 +30,8 @@
 #include "sched/scorers.h"
 
 #define TESSERA_SCORE_BUCKETS 100
-#define TESSERA_DELTA_SCALE_MILLI 1000.0
-#define TESSERA_MINOR_RANGE (1LL << 24) /* > any node's idle GPU milli */
+#define TESSERA_DELTA_SCALE_MILLI 4000.0
+#define TESSERA_STRANDED_MULTI_SLOPE 1.5 /* w = 1 - slope x multi-GPU share */
 
 typedef struct before_entry {
     uint64_t version; /* node version + 1 when valid */
@@ -41,7 +43,21 @@ typedef struct tessera {
     const ts_cluster *cluster;
     before_entry *before; /* M(n) per node, valid while the node is unchanged */
     int nbefore;
+    double w_stranded;    /* w: the weight of S in M */
 } tessera;
+
+/* w for a typical list (see the file comment). */
+static double stranded_weight(const ts_typical *t)
+{
+    double all = 0.0, multi = 0.0;
+    for (int j = 0; j < t->n; j++) {
+        double g = t->p[j] * (double)t->req[j].num_gpu * (double)t->req[j].gpu_milli;
+        all += g;
+        multi += t->req[j].num_gpu > 1 ? g : 0.0;
+    }
+    double w = 1.0 - TESSERA_STRANDED_MULTI_SLOPE * (all > 0.0 ? multi / all : 0.0);
+    return w > 0.0 ? w : 0.0;
+}
 
 static int tessera_init(void **state, const ts_sched_env *env, ts_err *err)
 {
@@ -59,6 +75,7 @@ static int tessera_init(void **state, const ts_sched_env *env, ts_err *err)
     }
     t->typ = *env->typical;
     t->typ.mem_aware = t->typ.mem_mib != NULL;
+    t->w_stranded = stranded_weight(&t->typ);
     *state = t;
     return 0;
 }
@@ -81,22 +98,17 @@ static bool same_free_tried(const ts_node *n, int i, const ts_request *r)
     return false;
 }
 
-static double measure(const ts_frag_shape *s, const ts_typical *t)
+static double measure(const ts_frag_shape *s, const tessera *t)
 {
     double stranded;
-    double f = ts_frag_shape_measure(s, t, &stranded);
-    return f + stranded;
+    double f = ts_frag_shape_measure(s, &t->typ, &stranded);
+    return f + t->w_stranded * stranded;
 }
 
-static int64_t score_of(double before, const ts_frag_shape *after, const ts_typical *t)
+static int64_t score_of(double before, const ts_frag_shape *after, const tessera *t)
 {
     double delta = before - measure(after, t);
-    int64_t major = (int64_t)(TESSERA_SCORE_BUCKETS /
-                              (1.0 + exp(-delta / TESSERA_DELTA_SCALE_MILLI)));
-    int64_t idle = 0;
-    for (int i = 0; i < after->ngpu; i++)
-        idle += after->free[i];
-    return major * TESSERA_MINOR_RANGE + idle;
+    return (int64_t)(TESSERA_SCORE_BUCKETS / (1.0 + exp(-delta / TESSERA_DELTA_SCALE_MILLI)));
 }
 
 /* M(n) depends on the node alone, so one value serves every class scored
@@ -105,10 +117,10 @@ static double measure_before(tessera *t, const ts_node *n, const ts_frag_shape *
 {
     ptrdiff_t i = t->cluster ? n - t->cluster->nodes : -1;
     if (i < 0 || i >= t->nbefore)
-        return measure(s, &t->typ);
+        return measure(s, t);
     before_entry *e = &t->before[i];
     if (e->version != n->version + 1) {
-        e->measure = measure(s, &t->typ);
+        e->measure = measure(s, t);
         e->version = n->version + 1;
     }
     return e->measure;
@@ -131,7 +143,7 @@ static int64_t tessera_score(void *st, const ts_node *n, const ts_request *r, ts
             if (!ts_node_gpu_takes_share(n, i, r) || same_free_tried(n, i, r))
                 continue;
             s.free[i] -= r->gpu_milli;
-            int64_t v = score_of(before, &s, &t->typ);
+            int64_t v = score_of(before, &s, t);
             s.free[i] += r->gpu_milli;
             if (v > best) {
                 best = v;
@@ -142,7 +154,18 @@ static int64_t tessera_score(void *st, const ts_node *n, const ts_request *r, ts
     }
     for (int k = 0; k < a->ngpu && r->mig_profile < 0; k++)
         s.free[a->gpu[k]] -= a->gpu_milli;
-    return score_of(before, &s, &t->typ);
+    return score_of(before, &s, t);
+}
+
+/* A pod without GPUs only takes CPU and memory, which can make classes fail
+ * and strand more GPUs but never less: M cannot drop, so the score is at most
+ * that of no change, which a node whose M stays the same reaches. */
+static int64_t tessera_bound(void *st, const ts_request *r)
+{
+    (void)st;
+    if (r->num_gpu > 0 || r->mig_profile >= 0)
+        return INT64_MAX;
+    return (int64_t)(TESSERA_SCORE_BUCKETS / 2);
 }
 
 const struct ts_scorer_ops ts_scorer_tessera = {
@@ -152,4 +175,5 @@ const struct ts_scorer_ops ts_scorer_tessera = {
     .init = tessera_init,
     .fini = tessera_fini,
     .score = tessera_score,
+    .bound = tessera_bound,
 };

@@ -6,8 +6,10 @@
  * placer with the default scorer (TS_PLACEMENT_DEFAULT) over the same
  * cluster, and fails exactly where it fails. This is what `tessera-sim fgd
  * --policy core` relies on to give the default scorer's figures. Also: a
- * configured fgd places as the fgd scorer, and a cycle without an expected
- * workload learns one and still places only feasibly.
+ * configured fgd places as the fgd scorer; the default scorer's bound (the
+ * placer stops at a node no other can beat) chooses what a full scan would;
+ * and a cycle without an expected workload learns one and still places only
+ * feasibly.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -222,6 +224,31 @@ static void test_configured_fgd_places_as_fgd(void **state)
     check_policy("fgd");
 }
 
+static void test_bound_changes_nothing(void **state)
+{
+    (void)state;
+    struct ts_scorer_ops full = *ts_scorer_find(TS_PLACEMENT_DEFAULT);
+    assert_non_null(full.bound);
+    full.bound = NULL;
+    static int na[PODS_MAX], nb[PODS_MAX];
+    static ts_alloc aa[PODS_MAX], ab[PODS_MAX];
+    int cpu_only = 0;
+    for (uint64_t seed = 1; seed <= WORKLOADS; seed++) {
+        world w;
+        world_make(&w, seed);
+        ts_typical t;
+        world_typical(&w, &t);
+        by_placer(&w, &t, ts_scorer_find(TS_PLACEMENT_DEFAULT), na, aa);
+        by_placer(&w, &t, &full, nb, ab);
+        same_placements(&w, na, aa, nb, ab, seed);
+        for (int i = 0; i < w.npods; i++)
+            cpu_only += na[i] >= 0 && w.cls[w.pod_cls[i]].num_gpu == 0;
+        ts_typical_free(&t);
+        ts_cluster_free(w.c);
+    }
+    assert_true(cpu_only > 0); /* the bound was used */
+}
+
 static void test_learned_workload_places_feasibly(void **state)
 {
     (void)state;
@@ -251,6 +278,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_default_places_as_default_scorer),
         cmocka_unit_test(test_configured_fgd_places_as_fgd),
+        cmocka_unit_test(test_bound_changes_nothing),
         cmocka_unit_test(test_learned_workload_places_feasibly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
