@@ -16,24 +16,24 @@
 
 #include "cli/cli.h"
 
-#define SECONDS_PER_MINUTE 60.0
-#define SECONDS_PER_HOUR 3600.0
-#define SECONDS_PER_DAY 86400.0
+#define EVENT_S_PER_MINUTE 60.0
+#define EVENT_S_PER_HOUR 3600.0
+#define EVENT_S_PER_DAY 86400.0
 
 void cli_duration(double s, char *buf, size_t size)
 {
     if (!isfinite(s) || s < 0)
         s = 0;
-    if (s < SECONDS_PER_MINUTE)
+    if (s < EVENT_S_PER_MINUTE)
         snprintf(buf, size, "%.0fs", s);
-    else if (s < SECONDS_PER_HOUR)
-        snprintf(buf, size, "%dm %02ds", (int)(s / SECONDS_PER_MINUTE), (int)fmod(s, SECONDS_PER_MINUTE));
-    else if (s < SECONDS_PER_DAY)
-        snprintf(buf, size, "%dh %02dm", (int)(s / SECONDS_PER_HOUR),
-                 (int)(fmod(s, SECONDS_PER_HOUR) / SECONDS_PER_MINUTE));
+    else if (s < EVENT_S_PER_HOUR)
+        snprintf(buf, size, "%dm %02ds", (int)(s / EVENT_S_PER_MINUTE), (int)fmod(s, EVENT_S_PER_MINUTE));
+    else if (s < EVENT_S_PER_DAY)
+        snprintf(buf, size, "%dh %02dm", (int)(s / EVENT_S_PER_HOUR),
+                 (int)(fmod(s, EVENT_S_PER_HOUR) / EVENT_S_PER_MINUTE));
     else
-        snprintf(buf, size, "%dd %02dh", (int)(s / SECONDS_PER_DAY),
-                 (int)(fmod(s, SECONDS_PER_DAY) / SECONDS_PER_HOUR));
+        snprintf(buf, size, "%dd %02dh", (int)(s / EVENT_S_PER_DAY),
+                 (int)(fmod(s, EVENT_S_PER_DAY) / EVENT_S_PER_HOUR));
 }
 
 static double num(const json_t *d, const char *k) { return json_number_value(json_object_get(d, k)); }
@@ -62,7 +62,7 @@ const char *cli_event_text(const json_t *ev, char *buf, size_t size)
                  cli_time_iso(json_object_get(d, "end"), t1, sizeof t1),
                  (long long)json_integer_value(json_object_get(d, "gpus")), str(d, "model"),
                  str(d, "tier"), (double)json_integer_value(json_object_get(d, "gpus")) * (e - s) /
-                                     SECONDS_PER_HOUR);
+                                     EVENT_S_PER_HOUR);
     } else if (strcmp(kind, "reserved") == 0 && has(d, "start_by")) {
         cli_duration(num(d, "in_s"), span, sizeof span);
         snprintf(buf, size, "holds the reservation: starts by %s (in %s)",
@@ -75,7 +75,7 @@ const char *cli_event_text(const json_t *ev, char *buf, size_t size)
         snprintf(buf, size, "for job %lld (%s, guaranteed); signal %lld, grace %s, %.2f GPU-hours "
                  "since the last checkpoint", (long long)json_integer_value(json_object_get(d, "for_job")),
                  str(d, "for_tenant"), (long long)json_integer_value(json_object_get(d, "signal")), span,
-                 num(d, "lost_gpu_s") / SECONDS_PER_HOUR);
+                 num(d, "lost_gpu_s") / EVENT_S_PER_HOUR);
     } else if ((strcmp(kind, "requeued") == 0 || strcmp(kind, "held") == 0) && has(d, "outcome")) {
         if (has(d, "eligible_at"))
             snprintf(buf, size, "every rank stopped (%s); eligible again %s", str(d, "outcome"),
@@ -131,17 +131,18 @@ void cli_name_ranges(const char *const *names, size_t n, struct cli_buf *b)
                v[j + 1].width == v[i].width && strncmp(v[j + 1].s, v[i].s, v[i].plen) == 0)
             j++;
         cli_buf_printf(b, "%s", i ? "," : "");
-        if (j == i || v[i].n < 0) {
+        if (j == i || v[i].n < 0 || v[j].n == v[i].n) { /* one name (maybe repeated) */
             cli_buf_printf(b, "%s", v[i].s);
-            i++;
+            i = j + 1;
+            while (i < n && strcmp(v[i].s, v[i - 1].s) == 0) /* "login" twice */
+                i++;
             continue;
         }
         cli_buf_printf(b, "%.*s[", (int)v[i].plen, v[i].s);
         for (size_t k = i; k <= j;) {
             size_t e = k;
-            while (e + 1 <= j && v[e + 1].n == v[e].n + 1)
-                e++;
-            while (e + 1 <= j && v[e + 1].n == v[e].n) /* a name given twice */
+            /* consecutive numbers, a name given twice counting once */
+            while (e + 1 <= j && (v[e + 1].n == v[e].n + 1 || v[e + 1].n == v[e].n))
                 e++;
             cli_buf_printf(b, "%s%s", k > i ? "," : "", v[k].s + v[k].plen);
             if (v[e].n != v[k].n)
