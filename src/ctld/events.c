@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctld/ctld.h"
+#include "events.h" /* by its own folder: the fuzz target compiles this file in */
 
 /* key=value pairs read from one detail at most; more are ignored. */
 #define EVENT_KV_MAX 16
