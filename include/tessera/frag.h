@@ -71,6 +71,12 @@ double ts_frag_shape_amount(const ts_frag_shape *s, const ts_typical *t);
  * class's mean, when mem_aware) bound its number of pods, weighted by p_j.
  * One pass over classes and GPUs for both. */
 double ts_frag_shape_measure(const ts_frag_shape *s, const ts_typical *t, double *stranded);
+/* Tessera's placement measure M = F + w S of a shape (score_tessera.c,
+ * docs/policies.md), with w from ts_frag_stranded_weight. */
+double ts_frag_shape_placement(const ts_frag_shape *s, const ts_typical *t, double w);
+/* w: 1 - 1.5 x the share of t's GPU demand that multi-GPU classes carry, at
+ * least 0. */
+double ts_frag_stranded_weight(const ts_typical *t);
 /* F(n) of a node. */
 double ts_frag_node(const ts_node *n, const ts_typical *t);
 /* Idle GPU milli U(n). */

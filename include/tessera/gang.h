@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "tessera/error.h"
+#include "tessera/frag.h"
 #include "tessera/model.h"
 
 #ifdef __cplusplus
@@ -54,6 +55,10 @@ typedef struct ts_gang_spec {
     int required_level;      /* every rank inside one subtree at this level */
     int preferred_level;     /* tried first; no wider than required_level */
     bool rail_aligned;       /* the k-th task on every node uses the same GPU indices */
+    /* optional: among nodes with equal free GPUs, those whose fragmentation
+     * measure (frag.h: ts_frag_shape_placement) grows least take the tasks
+     * first; NULL = node order. Borrowed. */
+    const ts_typical *typical;
 } ts_gang_spec;
 
 #define TS_GANG_MAX_TASKS 65536

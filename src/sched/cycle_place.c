@@ -3,7 +3,9 @@
  * index: the real cluster during a cycle, or the scratch copy when planning.
  *
  * Gangs of two or more whole-GPU tasks go to ts_gang_place (smallest subtree
- * at the required level, packed, rail-aligned on request). Other jobs (one
+ * at the required level, packed by best fit, nodes with equal free GPUs in
+ * order of least growth of the same fragmentation measure, rail-aligned on
+ * request). Other jobs (one
  * task of any shape, CPU-only tasks, GPU shares, MIG instances, or a mix)
  * are placed task by task through
  * the placement policy's scorer (sched.h; configuration field placement,
@@ -354,12 +356,19 @@ int cycle_place(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job
         gang = whole_gpu_task(&job->tasks[i]);
     if (!gang)
         return place_tasks(s, c, ix, job, allocs, reason, why, whylen);
+    struct cycle_scoring *k = scoring_get(s);
+    if (!k || (c == s->c && learn(k, job) != 0)) {
+        *reason = TS_PEND_CAPACITY;
+        snprintf(why, whylen, "placement: out of memory");
+        return TS_ENOSPC;
+    }
     ts_gang_spec spec = {
         .tasks = job->tasks,
         .ntasks = job->ntasks,
         .required_level = job->required_level,
         .preferred_level = job->preferred_level,
         .rail_aligned = job->rail_aligned,
+        .typical = k->set ? k->set : &k->learned,
     };
     ts_gang_result res;
     ts_err err;

@@ -212,6 +212,27 @@ double ts_frag_shape_measure(const ts_frag_shape *s, const ts_typical *t, double
     return f;
 }
 
+#define STRANDED_MULTI_SLOPE 1.5
+
+double ts_frag_stranded_weight(const ts_typical *t)
+{
+    double all = 0.0, multi = 0.0;
+    for (int j = 0; j < t->n; j++) {
+        double g = t->p[j] * (double)t->req[j].num_gpu * (double)t->req[j].gpu_milli;
+        all += g;
+        multi += t->req[j].num_gpu > 1 ? g : 0.0;
+    }
+    double w = 1.0 - STRANDED_MULTI_SLOPE * (all > 0.0 ? multi / all : 0.0);
+    return w > 0.0 ? w : 0.0;
+}
+
+double ts_frag_shape_placement(const ts_frag_shape *s, const ts_typical *t, double w)
+{
+    double stranded;
+    double f = ts_frag_shape_measure(s, t, &stranded);
+    return f + w * stranded;
+}
+
 double ts_frag_node(const ts_node *n, const ts_typical *t)
 {
     ts_frag_shape s;

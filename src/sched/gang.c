@@ -13,6 +13,10 @@
  * O(touched x ngpu) to commit; "any" takes its sorted list from the bitsets.
  * Planning runs on scratch copies of the touched nodes, so a gang that fails
  * leaves the cluster untouched byte for byte and nothing needs rolling back.
+ * With an expected workload (spec->typical), nodes with equal free GPUs are
+ * taken least growth of the fragmentation measure first; only the head of
+ * each run that packing can reach (tasks left + FRAG_HEAD_EXTRA nodes) is
+ * measured, so the cost stays O(17 x (tasks + extra) x classes x GPUs).
  */
 #include "tessera/gang.h"
 
@@ -23,6 +27,7 @@
 
 #define NBUCKET (TS_NODE_MAX_GPUS + 1)
 #define SHADOW_INITIAL_NODES 16
+#define FRAG_HEAD_EXTRA 8 /* nodes measured beyond the tasks left, per run */
 
 struct ts_gang_index {
     ts_cluster *c;
@@ -314,6 +319,9 @@ typedef struct plan {
     int *cand;         /* candidate nodes of the subtree, best fit first */
     int *cand_key;
     int ncand;
+    ts_typical typ;    /* spec->typical, memory-aware; n = 0 when none */
+    double w;          /* its stranded-GPU weight */
+    double *fkey;      /* [nnodes + 1] growth of the measure per candidate */
 } plan;
 
 static const ts_node *view(const plan *p, int node)
@@ -439,6 +447,54 @@ static void cand_collect(plan *p, int level, int sub)
     cand_sort(p);
 }
 
+/* Growth of the measure if node took whole-GPU task r (its lowest-index
+ * fully free GPUs, as ts_node_choose_gpus takes them). */
+static double frag_growth(const plan *p, const ts_node *n, const ts_request *r)
+{
+    ts_frag_shape s;
+    ts_frag_shape_of(n, &s);
+    double before = ts_frag_shape_placement(&s, &p->typ, p->w);
+    int left = r->num_gpu;
+    for (int i = 0; i < s.ngpu && left > 0; i++)
+        if (s.free[i] >= TS_MILLI_PER_GPU && n->gpu[i].mode != TS_GPU_MIG) {
+            s.free[i] = 0;
+            left--;
+        }
+    s.cpu_left -= r->cpu_milli;
+    s.mem_left -= r->mem_mib;
+    return ts_frag_shape_placement(&s, &p->typ, p->w) - before;
+}
+
+/* Within each run of candidates with equal free GPUs (the order best fit
+ * gives), the first `head` that can take task r are reordered by least
+ * growth of the measure, then node index. */
+static void frag_order(plan *p, const ts_request *r, int head)
+{
+    if (p->typ.n == 0)
+        return;
+    for (int i = 0; i < p->ncand;) {
+        int f = node_free_now(view(p, p->cand[i])), j = i;
+        while (j < p->ncand && node_free_now(view(p, p->cand[j])) == f)
+            j++;
+        int h = f >= r->num_gpu ? (j - i < head ? j - i : head) : 0;
+        for (int k = i; k < i + h; k++)
+            p->fkey[k] = frag_growth(p, view(p, p->cand[k]), r);
+        for (int k = i + 1; k < i + h; k++) { /* insertion sort: h is small */
+            int node = p->cand[k];
+            double key = p->fkey[k];
+            int m = k - 1;
+            while (m >= i && (p->fkey[m] > key || (p->fkey[m] == key && p->cand[m] > node))) {
+                p->cand[m + 1] = p->cand[m];
+                p->fkey[m + 1] = p->fkey[m];
+                m--;
+            }
+            p->cand[m + 1] = node;
+            p->fkey[m + 1] = key;
+        }
+        i = j;
+    }
+}
+
 /* Best-fit packing inside one subtree. Tasks go most GPUs first; within a
  * run of equal sizes the cursor never moves back (a node that could not take
  * the task still cannot), so identical tasks cost one pass. */
@@ -453,6 +509,7 @@ static int pack(plan *p, int level, int sub)
         if (k != prev_k) {
             if (prev_k >= 0)
                 cand_sort(p);
+            frag_order(p, &p->sp->tasks[t], p->sp->ntasks - oi + FRAG_HEAD_EXTRA);
             cursor = 0;
             prev_k = k;
         }
@@ -719,6 +776,13 @@ int ts_gang_place(ts_gang_index *ix, const ts_gang_spec *sp, ts_alloc *out,
     p.cand = malloc((size_t)(ix->nnodes + 1) * sizeof *p.cand);
     p.cand_key = malloc((size_t)(ix->nnodes + 1) * 2 * sizeof *p.cand_key);
     rc = !p.order || !p.cand || !p.cand_key ? TS_ENOMEM : 0;
+    if (rc == 0 && sp->typical && sp->typical->n > 0) {
+        p.typ = *sp->typical;
+        p.typ.mem_aware = p.typ.mem_mib != NULL;
+        p.w = ts_frag_stranded_weight(&p.typ);
+        p.fkey = malloc((size_t)(ix->nnodes + 1) * sizeof *p.fkey);
+        rc = p.fkey ? 0 : TS_ENOMEM;
+    }
     if (rc == 0) {
         order_tasks(p.order, sp->ntasks, sp->tasks);
         int req = level_rank(ix, sp->required_level);
@@ -743,6 +807,7 @@ int ts_gang_place(ts_gang_index *ix, const ts_gang_spec *sp, ts_alloc *out,
     free(p.order);
     free(p.cand);
     free(p.cand_key);
+    free(p.fkey);
     free(p.shadow);
     free(p.shadow_node);
     free(p.shadow_tasks);

@@ -16,7 +16,8 @@
  *          by p_j;
  *   w:     1 - 1.5 m (at least 0), m the share of the typical list's GPU
  *          demand that multi-GPU classes carry: S presses small pods towards
- *          nodes with CPU to spare, which are the whole nodes large pods need.
+ *          nodes with CPU to spare, which are the whole nodes large pods need
+ *          (frag.c: ts_frag_shape_placement, shared with gang placement).
  *
  * A pod's score is 100 * sigmoid((M before - M after) / 4000), truncated to a
  * whole number: coarser buckets than FGD's, so placements consolidate in node
@@ -31,7 +32,6 @@
 
 #define TESSERA_SCORE_BUCKETS 100
 #define TESSERA_DELTA_SCALE_MILLI 4000.0
-#define TESSERA_STRANDED_MULTI_SLOPE 1.5 /* w = 1 - slope x multi-GPU share */
 
 typedef struct before_entry {
     uint64_t version; /* node version + 1 when valid */
@@ -45,19 +45,6 @@ typedef struct tessera {
     int nbefore;
     double w_stranded;    /* w: the weight of S in M */
 } tessera;
-
-/* w for a typical list (see the file comment). */
-static double stranded_weight(const ts_typical *t)
-{
-    double all = 0.0, multi = 0.0;
-    for (int j = 0; j < t->n; j++) {
-        double g = t->p[j] * (double)t->req[j].num_gpu * (double)t->req[j].gpu_milli;
-        all += g;
-        multi += t->req[j].num_gpu > 1 ? g : 0.0;
-    }
-    double w = 1.0 - TESSERA_STRANDED_MULTI_SLOPE * (all > 0.0 ? multi / all : 0.0);
-    return w > 0.0 ? w : 0.0;
-}
 
 static int tessera_init(void **state, const ts_sched_env *env, ts_err *err)
 {
@@ -75,7 +62,7 @@ static int tessera_init(void **state, const ts_sched_env *env, ts_err *err)
     }
     t->typ = *env->typical;
     t->typ.mem_aware = t->typ.mem_mib != NULL;
-    t->w_stranded = stranded_weight(&t->typ);
+    t->w_stranded = ts_frag_stranded_weight(&t->typ);
     *state = t;
     return 0;
 }
@@ -100,9 +87,7 @@ static bool same_free_tried(const ts_node *n, int i, const ts_request *r)
 
 static double measure(const ts_frag_shape *s, const tessera *t)
 {
-    double stranded;
-    double f = ts_frag_shape_measure(s, &t->typ, &stranded);
-    return f + t->w_stranded * stranded;
+    return ts_frag_shape_placement(s, &t->typ, t->w_stranded);
 }
 
 static int64_t score_of(double before, const ts_frag_shape *after, const tessera *t)

@@ -6,7 +6,9 @@
  * one NVLink domain (64 GPUs). Each test fills nodes by hand so the expected
  * answer can be worked out on paper (in the comments): all or nothing (byte
  * compare of every node), smallest subtree, best-fit packing that keeps whole
- * nodes whole, preferred level with fallback, required level and the three
+ * nodes whole, among nodes with equal free GPUs the one whose fragmentation
+ * measure grows least (with an expected workload), preferred level with
+ * fallback, required level and the three
  * failure reasons, rail alignment, exact release, and a bounded random
  * sequence (fixed seed) after which every aggregate equals a recomputation
  * from the nodes and every placed gang respects its constraint.
@@ -114,7 +116,7 @@ static void occupy_all(fixture *f, int node)
 static int place(fixture *f, ts_request *tasks, int n, int req, int pref, bool rail,
                  ts_alloc *out, ts_gang_result *res)
 {
-    ts_gang_spec sp = {tasks, n, req, pref, rail};
+    ts_gang_spec sp = {tasks, n, req, pref, rail, NULL};
     ts_err err;
     return ts_gang_place(f->ix, &sp, out, res, &err);
 }
@@ -215,6 +217,45 @@ static void test_packing_keeps_whole_nodes(void **state)
     assert_int_equal(out[2].node, A2);
     assert_int_equal(ts_gang_index_free_nodes(f->ix, l0), 1);
     assert_int_equal(ts_gang_index_node_free(f->ix, A3), 8);
+}
+
+static void test_equal_free_by_fragmentation(void **state)
+{
+    fixture *f = *state;
+    /* Only l1 has room: b-1 and b-2 have 4 free GPUs each; b-1 has 224 cores
+     * left, b-2 only 24 (a 4-GPU job there holds 200). The expected workload
+     * is 1-GPU pods of 16 cores. On b-2 three of the four free GPUs are
+     * stranded by CPU (24 cores: one such pod); a 1-GPU task of 8 cores there
+     * leaves 3 GPUs and 16 cores, one pod, 2 stranded: the measure drops by
+     * 1000, where on b-1 it stays 0. So with the workload both tasks go to
+     * b-2 (which then has 2 GPUs and 8 cores left, b-1 stays at 4 free with
+     * its cores); by node order alone (no workload) they go to b-1. */
+    for (int n = A1; n <= A3; n++)
+        occupy_all(f, n);
+    for (int n = C1; n <= D2; n++)
+        occupy_all(f, n);
+    occupy(f, B1, (int[]){0, 1, 2, 3}, 4);
+    ts_request big = whole(4, 200000);
+    ts_alloc ba = ts_test_alloc(&big, B2, (int[]){0, 1, 2, 3}, 4);
+    assert_int_equal(ts_node_assign(&f->c->nodes[B2], &big, &ba), 0);
+    ts_gang_index_node_changed(f->ix, B2);
+    ts_request cls = whole(1, 16000);
+    double p = 1.0;
+    int64_t count = 1;
+    ts_typical typ = {.n = 1, .req = &cls, .p = &p, .count = &count};
+    ts_request t[2];
+    ts_alloc out[2];
+    ts_gang_result res;
+    ts_err err;
+    fill(t, 2, 1, 8000);
+    ts_gang_spec sp = {t, 2, LEAF, LEAF, false, &typ};
+    assert_int_equal(ts_gang_place(f->ix, &sp, out, &res, &err), 0);
+    assert_int_equal(out[0].node, B2);
+    assert_int_equal(out[1].node, B2);
+    assert_int_equal(ts_gang_release(f->ix, t, out, 2, &err), 0);
+    assert_int_equal(place(f, t, 2, LEAF, LEAF, false, out, &res), 0);
+    assert_int_equal(out[0].node, B1);
+    assert_int_equal(out[1].node, B1);
 }
 
 /* ---- levels ------------------------------------------------------------ */
@@ -376,15 +417,15 @@ static void test_bad_specs(void **state)
     ts_err err;
     fill(t, 2, 1, 1000);
     t[1].gpu_milli = 500;
-    ts_gang_spec sp = {t, 2, LEAF, LEAF, false};
+    ts_gang_spec sp = {t, 2, LEAF, LEAF, false, NULL};
     assert_int_equal(ts_gang_place(f->ix, &sp, out, NULL, &err), TS_EINVAL);
     assert_non_null(strstr(err.msg, "tasks[1]"));
     fill(t, 2, 1, 1000);
-    sp = (ts_gang_spec){t, 2, LEAF, TS_GANG_LEVEL_ANY, false};
+    sp = (ts_gang_spec){t, 2, LEAF, TS_GANG_LEVEL_ANY, false, NULL};
     assert_int_equal(ts_gang_place(f->ix, &sp, out, NULL, &err), TS_EINVAL);
     assert_non_null(strstr(err.msg, "preferred_level"));
     t[1].num_gpu = 2;
-    sp = (ts_gang_spec){t, 2, LEAF, LEAF, true};
+    sp = (ts_gang_spec){t, 2, LEAF, LEAF, true, NULL};
     assert_int_equal(ts_gang_place(f->ix, &sp, out, NULL, &err), TS_EINVAL);
     assert_int_equal(ts_gang_level_parse(f->c, "leaf", &err), LEAF);
     assert_int_equal(ts_gang_level_parse(f->c, "node", &err), TS_GANG_LEVEL_NODE);
@@ -411,7 +452,7 @@ static void test_cluster_without_topology(void **state)
     ts_alloc out[3];
     ts_gang_result res;
     fill(t, 3, 2, 1000);
-    ts_gang_spec sp = {t, 3, TS_GANG_LEVEL_ANY, TS_GANG_LEVEL_NODE, false};
+    ts_gang_spec sp = {t, 3, TS_GANG_LEVEL_ANY, TS_GANG_LEVEL_NODE, false, NULL};
     assert_int_equal(ts_gang_place(ix, &sp, out, &res, &err), 0);
     assert_int_equal(res.level, TS_GANG_LEVEL_ANY); /* 6 GPUs: no node has them */
     assert_int_equal(ts_gang_index_free_gpus(ix, -1), 6);
@@ -513,7 +554,7 @@ static void test_random_sequence_keeps_aggregates(void **state)
             int ri = 1 + (int)ts_rng_below(&rng, 4);
             int pi = (int)ts_rng_below(&rng, (uint64_t)ri + 1);
             ts_gang_spec sp = {g->t, g->n, levels[ri], levels[pi],
-                               !mixed && ts_rng_below(&rng, 2) == 0};
+                               !mixed && ts_rng_below(&rng, 2) == 0, NULL};
             ts_gang_result res;
             memcpy(before, f->c->nodes, bytes);
             int rc = ts_gang_place(f->ix, &sp, g->a, &res, &err);
@@ -554,6 +595,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failed_gang_changes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_smallest_subtree, setup, teardown),
         cmocka_unit_test_setup_teardown(test_packing_keeps_whole_nodes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_equal_free_by_fragmentation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_preferred_level_with_fallback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_required_level_enforced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rail_alignment, setup, teardown),
