@@ -257,7 +257,7 @@ static int job_settle(ctld *c, cjob *j, double now, ctld_txn *t, ts_err *err)
 /* A rank's state as it was before this report (undone if the report's
  * writes fail, so that the agent's next report is applied again). */
 typedef struct rank_undo {
-    int64_t job;
+    int64_t job, gen; /* gen: undone only while the job is as it was */
     int rank;
     uint8_t was;
 } rank_undo;
@@ -284,6 +284,8 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, ts_err *err)
         if (!j || !j->allocs || rank < 0 || rank >= j->ntasks || j->allocs[rank].node != n ||
             st < 0)
             continue; /* not ours (any more): the desired state tells the agent */
+        if (j->pinned)
+            continue; /* a change of it is being written: the next report counts */
         if (!j->rank_state && !(j->rank_state = calloc((size_t)j->ntasks, 1)))
             continue;
         json_t *u = json_object_get(tk, "gpu_util");
@@ -305,7 +307,8 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, ts_err *err)
             snprintf(j->stop_outcome, sizeof j->stop_outcome, "%s", outcome);
         if (j->rank_state[rank] == st)
             continue;
-        undo[nundo++] = (rank_undo){.job = id, .rank = rank, .was = j->rank_state[rank]};
+        undo[nundo++] =
+            (rank_undo){.job = id, .gen = j->row.gen, .rank = rank, .was = j->rank_state[rank]};
         j->rank_state[rank] = (uint8_t)st;
         json_t *outj = json_object_get(tk, "output");
         for (int k = 0; rc == 0 && st != CTLD_RANK_RUNNING && k < 2; k++) {
@@ -328,15 +331,13 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, ts_err *err)
         if (rc == 0 && st != CTLD_RANK_RUNNING)
             rc = job_settle(c, j, now, &t, err);
     }
-    if (rc == 0)
-        rc = ctld_txn_commit(c, &t, err);
-    if (rc == 0) {
-        ctld_txn_apply(c, &t, now);
-    } else {
+    if (rc == 0 && (t.n > 0 || t.nev > 0))
+        rc = ctld_txn_commit_unlocked(c, &t, now, err); /* applied there if written */
+    if (rc != 0) {
         /* not written: the ranks read as before, so the next report counts */
         for (int k = nundo - 1; k >= 0; k--) {
             cjob *j = ctld_job_find(c, undo[k].job);
-            if (j && j->rank_state)
+            if (j && j->rank_state && j->row.gen == undo[k].gen)
                 j->rank_state[undo[k].rank] = undo[k].was;
         }
         c->m.store_failures++;

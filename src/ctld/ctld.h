@@ -13,10 +13,12 @@
  * guards all of it. Every change of a job's state goes through the job state
  * machine (job_fsm.c): planned aside, written in one store transaction,
  * applied only if written, so memory always equals the store and a failed
- * write changes nothing (the caller answers 503 or retries). The cycle
- * writes its decisions with mu released (readers go on; whoever would change
- * existing jobs waits, ctld_commit_wait), and drains write with mu released;
- * user actions and agent reports still write under mu.
+ * write changes nothing (the caller answers 503 or retries). Writes happen
+ * with mu released: the cycle's decisions (readers go on; whoever would
+ * change existing jobs waits, ctld_commit_wait), user actions and agent
+ * reports (their jobs pinned meanwhile, so concurrent writers share the
+ * store's group commit), drains. The idle and straggler policies and lost
+ * nodes, rare, still write under mu.
  *
  * Files: config.c (the YAML configuration), state.c (jobs in memory,
  * restore, actions), loop.c (the scheduling thread and virtual nodes),
@@ -143,6 +145,7 @@ typedef struct cjob {
     double *straggle_since;     /* ntasks, since when the rank straggles; 0 = it does not */
     bool straggler_flagged;     /* the straggler event was written for this run */
     bool restart_now;           /* stopping to restart elsewhere at once (no backoff) */
+    int pinned;                 /* a change of it is being written with mu released */
 } cjob;
 
 /* A request for a running task's output, answered by its agent through the
@@ -219,6 +222,7 @@ typedef struct ctld {
     bool ready;
     bool store_failing;          /* the last cycle's write failed: retry after a pause */
     bool committing;             /* the cycle commits with mu released (loop.c) */
+    int inflight;                /* other changes being written with mu released */
     pthread_cond_t committed;    /* ... and broadcasts this when it is done */
     cjob **jobs;                 /* active jobs, in no particular order */
     int njobs, jobs_cap;

@@ -133,6 +133,9 @@ int ctld_fsm_plan(ctld *c, ctld_txn *t, cjob *j, int event, const ctld_fsm_args 
     if (ctld_txn_has(t, j))
         return ts_err_set(err, TS_ECONFLICT, "job %lld: already changed in this transaction",
                           (long long)j->row.id);
+    if (j->pinned)
+        return ts_err_set(err, TS_ECONFLICT, "job %lld: another change of it is being written",
+                          (long long)j->row.id);
     if (event == CTLD_JE_START && !a->allocs)
         return ts_err_set(err, TS_EINVAL, "start: allocations are required");
     if (t->n == t->cap) {
@@ -335,6 +338,33 @@ void ctld_txn_fini(ctld_txn *t)
         free(t->ev[i].detail);
     free(t->ev);
     memset(t, 0, sizeof *t);
+}
+
+int ctld_txn_commit_unlocked(ctld *c, ctld_txn *t, double now, ts_err *err)
+{
+    for (int i = 0; i < t->n; i++)
+        t->ch[i].j->pinned++;
+    c->inflight++;
+    pthread_mutex_unlock(&c->mu);
+    int rc = ctld_txn_commit(c, t, err);
+    pthread_mutex_lock(&c->mu);
+    c->inflight--;
+    for (int i = 0; i < t->n; i++)
+        t->ch[i].j->pinned--;
+    if (rc == 0)
+        ctld_txn_apply(c, t, now);
+    pthread_cond_broadcast(&c->committed);
+    return rc;
+}
+
+cjob *ctld_job_wait_unpinned(ctld *c, int64_t id)
+{
+    for (;;) {
+        cjob *j = ctld_job_find(c, id);
+        if (!c->committing && (!j || !j->pinned))
+            return j;
+        pthread_cond_wait(&c->committed, &c->mu);
+    }
 }
 
 int ctld_fsm_run(ctld *c, cjob *j, int event, const ctld_fsm_args *a, double now, ts_err *err)

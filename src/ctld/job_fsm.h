@@ -79,6 +79,13 @@ TS_MUST_CHECK int ctld_txn_commit(ctld *c, ctld_txn *t, ts_err *err);
 /* After a successful commit, under mu: applies every change to memory. */
 void ctld_txn_apply(ctld *c, ctld_txn *t, double now);
 void ctld_txn_fini(ctld_txn *t);
+/* Under mu: commits t with mu released and its jobs pinned (no one else
+ * plans a change of them meanwhile), then applies it if it was written.
+ * Concurrent writers' commits share the store's group commit. */
+TS_MUST_CHECK int ctld_txn_commit_unlocked(ctld *c, ctld_txn *t, double now, ts_err *err);
+/* Under mu: waits until job id is not pinned and the cycle does not
+ * commit; the job then (NULL if gone). */
+cjob *ctld_job_wait_unpinned(ctld *c, int64_t id);
 /* Plan, commit and apply one event on one job; under mu. */
 TS_MUST_CHECK int ctld_fsm_run(ctld *c, cjob *j, int event, const ctld_fsm_args *a,
                                double now, ts_err *err);

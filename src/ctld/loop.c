@@ -65,6 +65,8 @@ static int finish_and_requeue(ctld *c, double now, ctld_txn *t, ts_err *err)
     for (int i = 0; i < c->njobs; i++) {
         cjob *j = c->jobs[i];
         int rc = 0;
+        if (j->pinned) /* a change of it is being written: the next cycle */
+            continue;
         if (j->row.state == TS_JOB_RUNNING && j->is_virtual && j->end_s <= now) {
             rc = ctld_fsm_plan(c, t, j, CTLD_JE_FINISH, NULL, now, err);
         } else if (j->row.state == TS_JOB_STOPPING && j->is_virtual && j->sj.stop_by_s <= now) {
@@ -320,6 +322,8 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
         rc = ts_err_set(err, TS_ENOMEM, "out of memory");
     for (int i = 0; rc == 0 && i < c->njobs; i++) {
         cjob *j = c->jobs[i];
+        if (j->pinned)
+            continue; /* being written by another thread: it joins the next cycle */
         if (j->row.state == TS_JOB_PENDING || j->row.state == TS_JOB_HELD) {
             j->sj.held = j->row.state == TS_JOB_HELD;
             wj[nw] = j;

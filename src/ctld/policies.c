@@ -60,7 +60,7 @@ void ctld_idle_check(ctld *c, double now)
 {
     for (int i = 0; i < c->njobs; i++) {
         cjob *j = c->jobs[i];
-        if (j->row.state != TS_JOB_RUNNING || j->is_virtual || !j->rank_util)
+        if (j->row.state != TS_JOB_RUNNING || j->pinned || j->is_virtual || !j->rank_util)
             continue;
         /* the job's own window, else its tenant's (or organisation's), else its tier's */
         int k = ctld_tenant_match(c, j->row.tenant, (const char *const *)c->cfg.idle_tenant,
@@ -120,7 +120,7 @@ void ctld_straggler_check(ctld *c, double now)
 {
     for (int i = 0; i < c->njobs; i++) {
         cjob *j = c->jobs[i];
-        if (j->row.state != TS_JOB_RUNNING || j->is_virtual || !j->rank_step ||
+        if (j->row.state != TS_JOB_RUNNING || j->pinned || j->is_virtual || !j->rank_step ||
             j->ntasks < 2 || j->straggler_flagged)
             continue;
         int n = 0;

@@ -842,13 +842,19 @@ int ctld_job_action(ctld *c, int64_t id, const char *action, ts_err *err)
     if (event < 0)
         return ts_err_set(err, TS_EINVAL, "action: unknown \"%s\"", action);
     pthread_mutex_lock(&c->mu);
-    ctld_commit_wait(c);
-    cjob *j = ctld_job_find(c, id);
+    cjob *j = ctld_job_wait_unpinned(c, id); /* one change of a job at a time */
     int rc;
-    if (!j)
+    if (!j) {
         rc = ts_err_set(err, TS_ENOENT, "job %lld is not active", (long long)id);
-    else /* written, then applied: a failed write changes nothing */
-        rc = ctld_fsm_run(c, j, event, NULL, ctld_now(), err);
+    } else {
+        /* written (with mu released), then applied: a failed write changes nothing */
+        ctld_txn t = {0};
+        double now = ctld_now();
+        rc = ctld_fsm_plan(c, &t, j, event, NULL, now, err);
+        if (rc == 0)
+            rc = ctld_txn_commit_unlocked(c, &t, now, err);
+        ctld_txn_fini(&t);
+    }
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -936,7 +942,9 @@ int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err)
         return rc;
     }
     pthread_mutex_lock(&c->mu);
-    ctld_commit_wait(c); /* the scheduler is swapped below */
+    /* the scheduler is swapped below: no change may be in flight */
+    while (c->committing || c->inflight)
+        pthread_cond_wait(&c->committed, &c->mu);
     /* every active job's tenant must still exist */
     for (int i = 0; rc == 0 && i < c->njobs; i++)
         if (ts_tenant_find(ts, c->jobs[i]->row.tenant) < 0)
