@@ -197,7 +197,8 @@ double ts_frag_shape_measure(const ts_frag_shape *s, const ts_typical *t, double
                 /* pods by GPU alone: whole GPUs are the fit ones; a share
                  * may stack several on one GPU */
                 int64_t by_gpu = fit / q->num_gpu;
-                if (q->gpu_milli < TS_MILLI_PER_GPU) {
+                if (q->gpu_milli > 0 && q->gpu_milli < TS_MILLI_PER_GPU) {
+                    /* (a MIG request has no milli: whole GPUs, as above) */
                     by_gpu = 0;
                     for (int i = 0; i < s->ngpu; i++)
                         by_gpu += s->free[i] / q->gpu_milli;
