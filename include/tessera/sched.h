@@ -99,8 +99,9 @@ void ts_placer_get_stats(const ts_placer *p, ts_placer_stats *s);
 
 /* The scheduling cycle (cycle.h) measures fragmentation against an expected
  * workload. By default it learns one from the tasks it is asked to place
- * (their classes, counts halved at each rebuild, rebuilt after as many new
- * attempts as it has weight, at least every 4096); a shell that knows the
+ * (the class of every task it tries to place; the list is rebuilt after as
+ * many new attempts as it has weight, at least every 4096, and the counts
+ * are halved when they weigh more than 65536); a shell that knows the
  * mix (the simulator replaying a trace) sets it here instead. t is borrowed
  * and must outlive s or the next call; NULL returns to learning. */
 typedef struct ts_sched ts_sched;

@@ -27,6 +27,7 @@
 #define CLASS_MAX 4096          /* request classes with a cached score row */
 #define CLASS_HASH 8192         /* open addressing, power of two > CLASS_MAX */
 #define LEARN_REBUILD_MAX 4096  /* attempts between rebuilds at most */
+#define LEARN_WINDOW 65536      /* counts are halved once they weigh more */
 #define LEARN_SAME_P 0.02       /* a rebuilt list this close keeps the caches */
 #define PLACER_SEED 0x7e55e7aULL
 
@@ -36,7 +37,7 @@ struct cycle_scoring {
     const ts_typical *set;      /* the shell's expected workload, borrowed */
     ts_typical learned;         /* else this, owned */
     ts_request cls[CLASS_MAX];
-    int64_t count[CLASS_MAX];   /* attempts per class, halved at each rebuild */
+    int64_t count[CLASS_MAX];   /* attempts per class, halved past LEARN_WINDOW */
     int ncls;
     int32_t hash[CLASS_HASH];   /* class index + 1, 0 = empty */
     int64_t since, next_at;     /* attempts since the last rebuild; rebuild at */
@@ -156,10 +157,13 @@ static int learn(struct cycle_scoring *k, const ts_job *job)
     if (!cnt)
         return TS_ENOMEM;
     int64_t total = 0;
-    for (int i = 0; i < k->ncls; i++) {
-        cnt[i] = (int)k->count[i];
+    for (int i = 0; i < k->ncls; i++)
         total += k->count[i];
-        k->count[i] /= 2;
+    bool halve = total > LEARN_WINDOW;
+    for (int i = 0; i < k->ncls; i++) {
+        if (halve)
+            k->count[i] /= 2;
+        cnt[i] = (int)k->count[i];
     }
     ts_workload w = {.specs = k->cls, .spec_count = cnt, .nspecs = k->ncls};
     ts_typical t;

@@ -19,6 +19,9 @@
  * there is no end to plan a reservation or preemption around and the
  * cycle is given no running jobs (what they hold is bound on its cluster).
  * Its placements are the default scorer's, which tests/sim checks.
+ * "core-learned" is the same without the trace's typical-pod list: the cycle
+ * learns its expected workload from the pods as they arrive, as tesserad
+ * does.
  */
 #include "sim/experiment.h"
 
@@ -35,6 +38,10 @@
 const struct ts_scorer_ops sim_policy_core = {
     .name = "core",
     .summary = "ts_sched_cycle with tesserad's default configuration (one job per pod)",
+};
+const struct ts_scorer_ops sim_policy_core_learned = {
+    .name = "core-learned",
+    .summary = "core, with the expected workload learned online as tesserad does",
 };
 
 typedef struct bins {
@@ -157,7 +164,8 @@ static void core_fini(core_run *k)
     ts_tenants_free(k->tenants);
 }
 
-static int core_init(core_run *k, ts_cluster *c, const ts_typical *typ, ts_err *err)
+static int core_init(core_run *k, ts_cluster *c, const ts_typical *typ, bool learn,
+                     ts_err *err)
 {
     memset(k, 0, sizeof *k);
     ts_decision_init(&k->d);
@@ -170,7 +178,7 @@ static int core_init(core_run *k, ts_cluster *c, const ts_typical *typ, ts_err *
         (rc = ts_tenants_validate(k->tenants, err)) != 0 ||
         (rc = ts_quota_new(k->tenants, 3600.0, &k->quota, err)) != 0 ||
         (rc = ts_sched_new(c, k->quota, &cfg, &k->sched, err)) != 0 ||
-        (rc = ts_sched_set_expected(k->sched, typ, err)) != 0)
+        (!learn && (rc = ts_sched_set_expected(k->sched, typ, err)) != 0))
         return rc;
     return 0;
 }
@@ -199,7 +207,8 @@ static int core_place(core_run *k, const ts_pod *p, int i, ts_err *err)
 void sim_run_one(const sim_input *in, sim_run *run)
 {
     core_run core = {0};
-    bool is_core = run->policy == &sim_policy_core;
+    bool learned = run->policy == &sim_policy_core_learned;
+    bool is_core = run->policy == &sim_policy_core || learned;
     ts_rng rng;
     ts_rng_seed(&rng, run->seed);
     int64_t cap_milli = in->cluster->total_gpus * TS_MILLI_PER_GPU;
@@ -225,7 +234,7 @@ void sim_run_one(const sim_input *in, sim_run *run)
     ts_sched_env env = {.cluster = c, .typical = in->typical, .workload = in->pods};
     uint64_t placer_seed = ts_rng_next(&rng);
     if (is_core) {
-        if ((run->rc = core_init(&core, c, in->typical, &run->err)) != 0)
+        if ((run->rc = core_init(&core, c, in->typical, learned, &run->err)) != 0)
             goto out;
     } else if (!(pl = ts_placer_new(c, run->policy, &env, in->pods->nspecs, placer_seed,
                                     &run->err))) {

@@ -19,6 +19,7 @@ typedef struct sim_input {
 
 /* The production scheduling cycle as a policy (see experiment.c). */
 extern const struct ts_scorer_ops sim_policy_core;
+extern const struct ts_scorer_ops sim_policy_core_learned;
 
 typedef struct sim_run {
     const struct ts_scorer_ops *policy; /* a scorer, or &sim_policy_core */

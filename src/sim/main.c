@@ -41,7 +41,8 @@ static void usage(FILE *f)
             "         (tessera-sim replay --help for its options)\n"
             "       tessera-sim gen-openb --pods BASE.csv --out OUT.csv [--seed N] ...\n"
             "         (tessera-sim gen-openb --help for its options)\n"
-            "fgd policies: core (the scheduling cycle, default configuration; places as %s)",
+            "fgd policies: core (the scheduling cycle, default configuration; places as %s),\n"
+            "  core-learned (the same, learning its expected workload online),",
             TS_PLACEMENT_DEFAULT);
     for (const struct ts_scorer_ops *const *p = ts_scorer_all(); *p; p++)
         fprintf(f, " %s", (*p)->name);
@@ -182,7 +183,9 @@ int main(int argc, char **argv)
     char *pcopy = strdup(policies), *save = NULL;
     for (char *t = strtok_r(pcopy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         const struct ts_scorer_ops *ops =
-            strcmp(t, sim_policy_core.name) == 0 ? &sim_policy_core : ts_scorer_find(t);
+            strcmp(t, sim_policy_core.name) == 0           ? &sim_policy_core
+            : strcmp(t, sim_policy_core_learned.name) == 0 ? &sim_policy_core_learned
+                                                           : ts_scorer_find(t);
         if (!ops) {
             fprintf(stderr, "tessera-sim: --policy: unknown policy \"%s\"\n", t);
             usage(stderr);

@@ -10,7 +10,8 @@
 # within one pod; the same seed writes the same file and another seed a
 # different one; bad options exit 2 naming the option. Then `fgd --policy
 # core` (tesserad's cycle per pod) prints exactly the figures of the tessera
-# scorer for the same seeds on a generated workload. Every check counts; the
+# scorer for the same seeds on a generated workload, and `core-learned`
+# (learning the mix online, as tesserad does) comes within half a point. Every check counts; the
 # last line is "N passed, M failed" and any failure exits 1.
 set -uo pipefail
 
@@ -96,6 +97,15 @@ timeout $RUN_TIMEOUT_S "$SIM" fgd --quiet --jobs 1 --nodes "$NODES" --pods "$TMP
 figures() { awk -v p="$1" '$1 == p { $1 = ""; $NF = ""; print }' "$TMP/t.txt"; }
 check "core row printed" test -n "$(figures core)"
 check "core gives the tessera scorer's figures" test "$(figures core)" = "$(figures tessera)"
+
+# core-learned (no trace list: the cycle learns the mix online, as tesserad)
+# within half a point of core on the default workload
+timeout $RUN_TIMEOUT_S "$SIM" fgd --quiet --jobs 1 --nodes "$NODES" --pods "$BASE" \
+  --policy core,core-learned --seeds 1 --json "$TMP/l.json" >/dev/null
+check "core-learned within 0.5 points of core" python3 -c "
+import json, sys
+r = {x['policy']: x['alloc_pct_at_arrived_100']['mean'] for x in json.load(open('$TMP/l.json'))['results']}
+sys.exit(0 if abs(r['core'] - r['core-learned']) < 0.5 else 1)"
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
