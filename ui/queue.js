@@ -11,6 +11,7 @@
 
 const STATE_ORDER = {running: 0, stopping: 1, pending: 2, held: 3};
 const LOG_TAIL_BYTES = 16384;
+const QUEUE_LONG = 2000, QUEUE_LONG_POLL_MS = 15000;
 
 /* The table's short forms: "1 / 3" (in its tenant / in the cluster), and the
  * start as a relative time or "unknown" (the reason is the cell's title). */
@@ -52,6 +53,8 @@ VIEWS.queue = async function (main, v) {
   }
   const jobs = await activeJobs();
   st.jobs = jobs;
+  /* every active job is read on each poll: a long queue is read less often */
+  v.pollMs = jobs.length > QUEUE_LONG ? QUEUE_LONG_POLL_MS : POLL_MS;
   const tenants = [...new Set(jobs.map(j => j.tenant))].sort();
   const sel = $("q-tenant");
   const cur = sel.value;
