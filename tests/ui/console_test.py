@@ -182,7 +182,12 @@ try:
     driver.set_page_load_timeout(30)
 
     def until(pred, what):
-        return wait_for(lambda: pred(), what, timeout=WAIT_S, step=0.1)
+        def safe():  # views redraw while polled: an element may go stale mid-check
+            try:
+                return pred()
+            except Exception:
+                return None
+        return wait_for(safe, what, timeout=WAIT_S, step=0.1)
 
     def text():
         return driver.find_element(By.TAG_NAME, "body").text
@@ -301,6 +306,28 @@ try:
     go("nodes")
     until(lambda: "drained by an admin" in text(), "team-a sees the drain reason too")
     check(not driver.find_elements(By.CSS_SELECTOR, "button[data-act]"), "a user is offered no drain buttons")
+
+    # an admin resumes and drains a node from the nodes view
+    sign_in(admin)
+    go("nodes")
+
+    def click(node, label):
+        """Clicks node's button once it reads label (the table redraws on
+        every poll: a stale row is looked up again)."""
+        for row in driver.find_elements(By.CSS_SELECTOR, "#n-table tbody tr"):
+            try:
+                if row.text.startswith(node):
+                    b = row.find_element(By.CSS_SELECTOR, "button[data-act]")
+                    if b.text == label:
+                        b.click()
+                        return True
+            except Exception:  # stale: redrawn between the lookup and the click
+                return False
+        return False
+    until(lambda: click("d-1", "resume"), "the drained node offers resume")
+    until(lambda: call("GET", "/v1/nodes/d-1", admin)[1]["node"]["state"] == "up", "resume from the console")
+    until(lambda: click("d-1", "drain"), "the node, up again, offers drain")
+    until(lambda: call("GET", "/v1/nodes/d-1", admin)[1]["node"]["state"] == "drained", "drain from the console")
 
     # the browser's console: no errors (CSP violations, exceptions)
     # (answers the API gives on purpose are logged by the browser as failed
