@@ -46,7 +46,7 @@ TMP = tempfile.mkdtemp(prefix="tessera-ui-")
 os.makedirs(SHOTS, exist_ok=True)
 PORT = free_port()
 URL = f"http://127.0.0.1:{PORT}"
-WAIT_S = 15.0
+WAIT_S = 30.0  # per wait; generous for a loaded machine running tests in parallel
 
 CLUSTER = """topology:
   levels: [spine, leaf, node, gpu]
