@@ -113,6 +113,49 @@ static json_t *task_json(const ctld *c, const cjob *j, int rank)
         j->sj.ckpt_grace_s >= 0 ? j->sj.ckpt_grace_s : c->cfg.sched.default_grace_s);
 }
 
+/* For a job from a Slurm batch script (its env has SLURM_JOB_NAME): its
+ * nodes, and for an array element the element's number and the array's
+ * first id, from which the agent sets SLURM_NNODES, SLURM_JOB_NODELIST and
+ * SLURM_ARRAY_* (docs/agent-tasks.md). An array's jobs are created in one
+ * transaction with consecutive ids, element i named "NAME[i]". */
+static void slurm_extras(const ctld *c, const cjob *j, json_t *env)
+{
+    bool slurm = false;
+    for (int i = 0; i < j->spec->nenv && !slurm; i++)
+        slurm = strncmp(j->spec->env[i], "SLURM_JOB_NAME=", 15) == 0;
+    if (!slurm)
+        return;
+    char list[4096] = "", kv[4200];
+    size_t len = 0;
+    int nnodes = 0;
+    for (int r = 0; r < j->ntasks; r++) {
+        bool seen = false;
+        for (int q = 0; q < r && !seen; q++)
+            seen = j->allocs[q].node == j->allocs[r].node;
+        if (seen)
+            continue;
+        const char *name = c->cluster->nodes[j->allocs[r].node].name;
+        int n = snprintf(list + len, sizeof list - len, "%s%s", nnodes ? "," : "", name);
+        if (n < 0 || (size_t)n >= sizeof list - len)
+            return; /* a node list over 4 KiB: left out rather than cut */
+        len += (size_t)n;
+        nnodes++;
+    }
+    snprintf(kv, sizeof kv, "TESSERA_NNODES=%d", nnodes);
+    json_array_append_new(env, json_string(kv));
+    snprintf(kv, sizeof kv, "TESSERA_NODELIST=%s", list);
+    json_array_append_new(env, json_string(kv));
+    const char *bracket = strrchr(j->row.name, '[');
+    char *end;
+    long idx = bracket ? strtol(bracket + 1, &end, 10) : -1;
+    if (bracket && idx >= 0 && end[0] == ']' && end[1] == '\0' && idx < j->row.id) {
+        snprintf(kv, sizeof kv, "TESSERA_ARRAY_INDEX=%ld", idx);
+        json_array_append_new(env, json_string(kv));
+        snprintf(kv, sizeof kv, "TESSERA_ARRAY_JOB_ID=%lld", (long long)j->row.id - idx);
+        json_array_append_new(env, json_string(kv));
+    }
+}
+
 /* What the controller adds to a task's environment: where its checkpoints
  * live and whether this run resumes one (docs/agent-tasks.md). */
 static void task_extras(const ctld *c, const cjob *j, json_t *t)
@@ -135,6 +178,7 @@ static void task_extras(const ctld *c, const cjob *j, json_t *t)
         snprintf(kv, sizeof kv, "TESSERA_LAST_STOP=%s", j->stop_outcome);
         json_array_append_new(env, json_string(kv));
     }
+    slurm_extras(c, j, env);
     const ts_alloc *al = &j->allocs[json_integer_value(json_object_get(t, "rank"))];
     if (al->gpu_mem_mib > 0)
         json_object_set_new(t, "gpu_memory_mib", json_integer(al->gpu_mem_mib));

@@ -120,6 +120,7 @@ try:
 echo "procid=$SLURM_PROCID localid=$SLURM_LOCALID ntasks=$SLURM_NTASKS job=$SLURM_JOB_ID"
 echo "name=$SLURM_JOB_NAME dir=$SLURM_SUBMIT_DIR pwd=$(pwd) arg=$1 mark=$E2E_MARK"
 echo "gpus=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\\n' | wc -l)"
+echo "nnodes=$SLURM_NNODES nodelist=$SLURM_JOB_NODELIST"
 """)
     rc, ids, err = sbatch(admin, two, "first-arg")
     check(rc == 0 and len(ids) == 1, f"sbatch prints the job's id (rc {rc}, {ids}, {err})")
@@ -133,6 +134,7 @@ echo "gpus=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\\n' | wc -l)"
         check(f"name=two-nodes dir={TMP} pwd={TMP} arg=first-arg mark=from-the-submit-shell"
               in text, f"rank {r}: name, submit dir, workdir, argument, exported env")
         check("gpus=8" in text, f"rank {r} sees its 8 GPUs")
+        check("nnodes=2 nodelist=r-1,r-2" in text, f"rank {r} sees the job's nodes")
         check(task_out(jid, r) == "", f"rank {r}: --output took the output from the agent's log")
 
     # one task: its node is the job's node list
@@ -153,6 +155,7 @@ echo "nnodes=$SLURM_NNODES nodelist=$SLURM_JOB_NODELIST ntasks=$SLURM_NTASKS"
     arr = script("arr.sh", """#!/bin/bash
 #SBATCH -A team-a --array=1-5:2%2 -t 5
 echo "count=$SLURM_ARRAY_TASK_COUNT min=$SLURM_ARRAY_TASK_MIN max=$SLURM_ARRAY_TASK_MAX"
+echo "array=$SLURM_ARRAY_JOB_ID task=$SLURM_ARRAY_TASK_ID"
 """)
     rc, ids, err = sbatch(admin, arr)
     check(rc == 0 and len(ids) == 3 and "throttle %2 is not enforced" in err,
@@ -161,6 +164,9 @@ echo "count=$SLURM_ARRAY_TASK_COUNT min=$SLURM_ARRAY_TASK_MIN max=$SLURM_ARRAY_T
     wait_for(lambda: all(job(a)["state"] == "completed" for a in aids), "the array's jobs complete")
     check(all("count=3 min=1 max=5" in task_out(a, 0) for a in aids),
           "every element sees the array's size and bounds")
+    check([task_out(a, 0).split("\n")[1] for a in aids] ==
+          [f"array={aids[0]} task={t}" for t in (1, 3, 5)],
+          "each element sees the array's id and its own Slurm index (1, 3, 5)")
 
     # refused: nothing submitted
     before = len(call("GET", "/v1/jobs?limit=1000", admin)[1]["jobs"])
