@@ -223,6 +223,8 @@ typedef struct ctld {
     bool store_failing;          /* the last cycle's write failed: retry after a pause */
     bool committing;             /* the cycle commits with mu released (loop.c) */
     int inflight;                /* other changes being written with mu released */
+    int *queued;                 /* [nqueued] pending and held jobs per tenant index */
+    int nqueued;
     pthread_cond_t committed;    /* ... and broadcasts this when it is done */
     cjob **jobs;                 /* active jobs, in no particular order */
     int njobs, jobs_cap;
@@ -282,6 +284,12 @@ int ctld_tenant_match(const ctld *c, const char *tenant, const char *const *name
 /* Under mu, once a cycle (policies.c): the idle policy and stragglers. */
 void ctld_idle_check(ctld *c, double now);
 void ctld_straggler_check(ctld *c, double now);
+/* Under c->mu: how many of the tenant's jobs are pending or held (kept
+ * with every state change, not counted: the per-tenant cap reads it on
+ * every submission). */
+int ctld_tenant_queued(const ctld *c, const char *tenant);
+/* Under c->mu: j's state goes from `from` to `to` (-1: not an active job). */
+void ctld_queued_note(ctld *c, const cjob *j, int from, int to);
 /* Under c->mu: removes and frees an active job. */
 void ctld_job_remove(ctld *c, cjob *j);
 /* Under c->mu: j got its allocations (j->allocs): the per-node index

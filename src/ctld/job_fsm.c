@@ -250,6 +250,7 @@ static void apply_one(ctld *c, ctld_change *ch, double now)
         ctld_job_unbind(c, j, now); /* frees the old placement too */
     /* the row: the committed copy, with the job's own spec */
     char *spec_json = j->row.spec_json;
+    ctld_queued_note(c, j, j->row.state, ch->row.state);
     free(j->row.placement_json);
     free(j->row.why);
     j->row = ch->row;

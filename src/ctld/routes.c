@@ -82,11 +82,7 @@ static bool cursor_of(const char *s, int64_t *out, ctld_reply *r)
 /* Pending and held jobs of a tenant, under c->mu. */
 static int queued_of(const ctld *c, const char *tenant)
 {
-    int q = 0;
-    for (int i = 0; i < c->njobs; i++)
-        q += (c->jobs[i]->row.state == TS_JOB_PENDING || c->jobs[i]->row.state == TS_JOB_HELD) &&
-             strcmp(c->jobs[i]->row.tenant, tenant) == 0;
-    return q;
+    return ctld_tenant_queued(c, tenant); /* kept by state.c: no scan of every job */
 }
 
 /* After an idempotent retry: whether every job under the key carries this

@@ -98,6 +98,7 @@ static int job_add(ctld *c, cjob *j)
         c->jobs_cap = cap;
     }
     c->jobs[c->njobs++] = j;
+    ctld_queued_note(c, j, -1, j->row.state);
     if ((int64_t)c->njobs * 2 > c->map_cap)
         return map_rebuild(c, c->map_cap ? c->map_cap * 2 : 1024);
     uint64_t h = hash_id(j->row.id) % (uint64_t)c->map_cap;
@@ -145,6 +146,7 @@ void ctld_job_remove(ctld *c, cjob *j)
             i = n;
         }
     }
+    ctld_queued_note(c, j, j->row.state, -1);
     int last = c->njobs - 1;
     if (k != last) {
         c->jobs[k] = c->jobs[last];
@@ -154,6 +156,38 @@ void ctld_job_remove(ctld *c, cjob *j)
     }
     c->njobs--;
     cjob_free(j);
+}
+
+/* ---- queued jobs per tenant -------------------------------------------------- */
+
+static bool is_queued(int state) { return state == TS_JOB_PENDING || state == TS_JOB_HELD; }
+
+void ctld_queued_note(ctld *c, const cjob *j, int from, int to)
+{
+    int t = j->sj.tenant;
+    if (t >= 0 && t < c->nqueued)
+        c->queued[t] += (int)is_queued(to) - (int)is_queued(from);
+}
+
+int ctld_tenant_queued(const ctld *c, const char *tenant)
+{
+    int t = ts_tenant_find(c->tenants, tenant);
+    return t >= 0 && t < c->nqueued ? c->queued[t] : 0;
+}
+
+/* Sizes the counts for the tenants now in c->tenants and counts again. */
+static int queued_recount(ctld *c)
+{
+    int n = c->tenants->n;
+    int *q = calloc((size_t)n + 1, sizeof *q);
+    if (!q)
+        return TS_ENOMEM;
+    free(c->queued);
+    c->queued = q;
+    c->nqueued = n;
+    for (int i = 0; i < c->njobs; i++)
+        ctld_queued_note(c, c->jobs[i], -1, c->jobs[i]->row.state);
+    return 0;
 }
 
 /* ---- jobs by node -------------------------------------------------------------- */
@@ -623,7 +657,7 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
     free(drained);
     for (int i = 0; i < c->cluster->nnodes; i++)
         ctld_node_refresh(c, i);
-    if ((rc = map_rebuild(c, 1024)) != 0)
+    if ((rc = map_rebuild(c, 1024)) != 0 || (rc = queued_recount(c)) != 0)
         return ts_err_set(err, rc, "out of memory");
     if ((rc = restore_jobs(c, err)) != 0)
         return rc;
@@ -650,6 +684,7 @@ void ctld_close(ctld *c)
     for (int i = 0; c->node_jobs && i < c->cluster->nnodes; i++)
         free(c->node_jobs[i].v);
     free(c->node_jobs);
+    free(c->queued);
     ts_decision_fini(&c->d);
     ts_sched_free(c->sched);
     ts_quota_free(c->quota);
@@ -979,6 +1014,8 @@ int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err)
             if (j->allocs)
                 ts_sched_start(s, &j->sj, now, NULL);
         }
+        if (rc == 0 && queued_recount(c) != 0) /* by the new tenants' indexes */
+            rc = ts_err_set(err, TS_ENOMEM, "out of memory");
         ctld_kick(c);
         pthread_mutex_unlock(&c->mu);
         return rc;
