@@ -70,6 +70,7 @@ typedef struct ts_job_spec {
     int nenv;
     char *workdir;                      /* NULL = the agent's default */
     int array_size;                     /* 1 = a single job */
+    char *dependency;                   /* NULL = none; canonical text (tessera/depend.h) */
 } ts_job_spec;
 
 /* Parses and validates buf (YAML or JSON, at most TS_SPEC_MAX_BYTES). On

@@ -29,6 +29,7 @@
 
 #include "api/spec_scalar.h"
 #include "api/spec_walk.h"
+#include "tessera/depend.h"
 #include "tessera/mig.h"
 #include "tessera/model.h"
 #include "tessera/tenant.h"
@@ -470,15 +471,33 @@ static void walk_workdir(spec_parser *P, const yaml_node_t *n)
     P->spec->workdir = spec_dup(P, s);
 }
 
+/* Kept as its canonical text: what ts_dep_format writes of the parse. */
+static void walk_dependency(spec_parser *P, const yaml_node_t *n)
+{
+    const char *s = spec_text(P, n, "dependency");
+    if (!s)
+        return;
+    ts_dependency d;
+    char why[TS_ERR_MSG_MAX - 32];
+    if (ts_dep_parse(s, &d, why, sizeof why) != 0) {
+        spec_fail(P, "dependency", "%s", why);
+        return;
+    }
+    char text[TS_DEP_MAX_BYTES + 1];
+    ts_dep_format(&d, text, sizeof text);
+    P->spec->dependency = spec_dup(P, text);
+}
+
 /* ---- the top level ----------------------------------------------------------- */
 
 enum {
     K_TENANT, K_NAME, K_TIER, K_PRIORITY, K_TASKS, K_TOPOLOGY, K_TIME_LIMIT, K_DURATION,
-    K_CHECKPOINT, K_IDLE, K_COMMAND, K_ENV, K_WORKDIR, K_ARRAY, K_N
+    K_CHECKPOINT, K_IDLE, K_COMMAND, K_ENV, K_WORKDIR, K_ARRAY, K_DEPENDENCY, K_N
 };
 static const char *const TOP_KEYS[K_N] = {
     "tenant",   "name",       "tier", "priority_class", "tasks", "topology", "time_limit",
-    "duration", "checkpoint", "idle", "command",        "env",   "workdir",  "array_size"};
+    "duration", "checkpoint", "idle", "command",        "env",   "workdir",  "array_size",
+    "dependency"};
 
 static void walk_top(spec_parser *P, const yaml_node_t *root)
 {
@@ -527,6 +546,8 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
     int64_t x;
     if (v[K_ARRAY] && spec_int(P, v[K_ARRAY], "array_size", 1, TS_SPEC_MAX_ARRAY, &x))
         spec->array_size = (int)x;
+    if (v[K_DEPENDENCY])
+        walk_dependency(P, v[K_DEPENDENCY]);
 }
 
 static int walk(void *ctx)
@@ -666,5 +687,6 @@ void ts_spec_free(ts_job_spec *spec)
         free(spec->env[i]);
     free(spec->env);
     free(spec->workdir);
+    free(spec->dependency);
     free(spec);
 }

@@ -129,6 +129,7 @@ static json_t *spec_json(const ts_job_spec *s, bool *ok)
     put(root, "env", env, ok);
     put(root, "workdir", string_or_null(s->workdir), ok);
     put(root, "array_size", json_integer(s->array_size), ok);
+    put(root, "dependency", string_or_null(s->dependency), ok);
     return root;
 }
 

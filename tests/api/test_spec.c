@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "api/spec_equal.h"
+#include "tessera/depend.h"
 #include "tessera/spec.h"
 #include "api/spec_scalar.h"
 #include "tessera/tenant.h"
@@ -314,7 +315,7 @@ static void canonical_json_exact(void **state)
               "\"topology\":{\"required\":\"any\",\"preferred\":null,\"rail_aligned\":false},"
               "\"time_limit\":2.5,\"duration\":0,\"checkpoint\":{\"signal\":null,\"grace\":null},"
               "\"idle\":{\"timeout\":0},\"command\":[],\"env\":{\"A\":\"x=y\",\"B\":\"2\"},"
-              "\"workdir\":null,\"array_size\":1}");
+              "\"workdir\":null,\"array_size\":1,\"dependency\":null}");
     free(json);
     ts_spec_free(s);
 }
@@ -491,6 +492,24 @@ static const bad_case BAD[] = {
     {BASE_TASKS "workdir: relative/path\n", "workdir", "absolute path"},
     {BASE_TASKS "array_size: 0\n", "array_size", "1..100000"},
     {BASE_TASKS "array_size: 100001\n", "array_size", "1..100000"},
+    /* dependency */
+    {BASE_TASKS "dependency: afterfoo:1\n", "dependency", "unknown type in \"afterfoo:1\""},
+    {BASE_TASKS "dependency: afterok\n", "dependency", "TYPE:JOBID"},
+    {BASE_TASKS "dependency: \"afterok:\"\n", "dependency", "job ids must be integers"},
+    {BASE_TASKS "dependency: \"afterok:1:\"\n", "dependency", "ends with ':'"},
+    {BASE_TASKS "dependency: afterok:0\n", "dependency", "job ids must be integers"},
+    {BASE_TASKS "dependency: afterok:-3\n", "dependency", "job ids must be integers"},
+    {BASE_TASKS "dependency: afterok:1x\n", "dependency", "joined by ':'"},
+    {BASE_TASKS "dependency: afterok:1234567890123456789\n", "dependency", "1..10^18"},
+    {BASE_TASKS "dependency: \"afterok:1?afterany:2,afterok:3\"\n", "dependency",
+     "cannot be mixed"},
+    {BASE_TASKS "dependency: \"afterok:1,\"\n", "dependency", "an empty item"},
+    {BASE_TASKS "dependency: \"\"\n", "dependency", "must not be empty"},
+    {BASE_TASKS "dependency: afterok:12+30\n", "dependency", "delay after '+'"},
+    {BASE_TASKS "dependency: afterok:12_3\n", "dependency", "array element"},
+    {BASE_TASKS "dependency: aftercorr:12\n", "dependency", "not supported"},
+    {BASE_TASKS "dependency: singleton,singleton\n", "dependency", "singleton given twice"},
+    {BASE_TASKS "dependency: [afterok:1]\n", "dependency", "got a list"},
     /* the document itself */
     {"{tenant: t\n", "spec:2", "malformed YAML"}, /* libyaml: where it gave up */
     {"tenant: t\n  name: n\n", "spec:2", "malformed YAML"},
@@ -524,6 +543,68 @@ static void bad_inputs(void **state)
 }
 
 /* A spec with five independent mistakes reports all five, in document order. */
+/* The dependency text: every type, both joins, canonical form, the limits. */
+static void dependency_forms(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *canonical;
+    } ok[] = {
+        {"afterok:12", "afterok:12"},
+        {"afterok:1:2,afterok:3", "afterok:1:2:3"},
+        {"after:1,afterany:2,afternotok:3,singleton", "after:1,afterany:2,afternotok:3,singleton"},
+        {"afterok:007?afterany:8", "afterok:7?afterany:8"},
+        {"singleton", "singleton"},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        char text[256];
+        snprintf(text, sizeof text, BASE_TASKS "dependency: \"%s\"\n", ok[i].in);
+        ts_job_spec *s = parse_ok(text);
+        assert_non_null(s->dependency);
+        assert_string_equal(s->dependency, ok[i].canonical);
+        assert_round_trip(s);
+        ts_spec_free(s);
+    }
+    ts_dependency d;
+    char why[256];
+    assert_int_equal(ts_dep_parse("afterok:1:2?afternotok:3?singleton", &d, why, sizeof why), 0);
+    assert_true(d.any);
+    assert_int_equal(d.n, 4);
+    assert_int_equal(d.items[1].type, TS_DEP_AFTEROK);
+    assert_int_equal(d.items[1].job, 2);
+    assert_int_equal(d.items[2].type, TS_DEP_AFTERNOTOK);
+    assert_int_equal(d.items[3].type, TS_DEP_SINGLETON);
+    /* 64 ids (and singleton) are fine, 65 are not; 1024 characters, not 1025 */
+    char ids[2048] = "afterok";
+    for (int i = 1; i <= 64; i++)
+        snprintf(ids + strlen(ids), sizeof ids - strlen(ids), ":%d", i);
+    assert_int_equal(ts_dep_parse(ids, &d, why, sizeof why), 0);
+    assert_int_equal(d.n, 64);
+    strcat(ids, ",singleton");
+    assert_int_equal(ts_dep_parse(ids, &d, why, sizeof why), 0);
+    strcat(ids, ",afterany:65");
+    assert_int_equal(ts_dep_parse(ids, &d, why, sizeof why), TS_EINVAL);
+    assert_non_null(strstr(why, "more than 64 job ids"));
+    /* the 1024-character limit: 1025 characters are refused naming the count */
+    char over[1100];
+    memset(over, 0, sizeof over);
+    memcpy(over, "afterok:1", 9);
+    memset(over + 9, ',', 1);
+    for (size_t k = 10; k < 1025; k++)
+        over[k] = 'x';
+    assert_int_equal(ts_dep_parse(over, &d, why, sizeof why), TS_EINVAL);
+    assert_non_null(strstr(why, "1025 characters, at most 1024"));
+    char spec[1400];
+    snprintf(spec, sizeof spec, BASE_TASKS "dependency: \"%s\"\n", over);
+    ts_spec_errors errs = parse_bad(spec, strlen(spec));
+    assert_int_equal(errs.n, 1);
+    assert_true(starts_with(errs.msg[0], "dependency: 1025 characters"));
+    /* null means none */
+    ts_job_spec *s = parse_ok(BASE_TASKS "dependency: ~\n");
+    assert_null(s->dependency);
+    ts_spec_free(s);
+}
+
 static void five_errors(void **state)
 {
     (void)state;
@@ -711,6 +792,7 @@ int main(void)
         cmocka_unit_test(canonical_json_round_trips),
         cmocka_unit_test(every_character_round_trips),
         cmocka_unit_test(bad_inputs),
+        cmocka_unit_test(dependency_forms),
         cmocka_unit_test(five_errors),
         cmocka_unit_test(errors_capped_and_joined),
         cmocka_unit_test(oversize_refused),
