@@ -113,6 +113,8 @@ typedef struct ts_replay_view {
  * chosen must fit in total_gpus. next_event_s (may be NULL) says when, in
  * event-driven mode, the policy wants to decide again without an arrival or
  * completion (tiresias: a demotion); return a value <= now for "never". */
+struct ts_replay_result; /* below */
+
 typedef struct ts_replay_policy_ops {
     const char *name;
     bool preemptive;
@@ -120,6 +122,8 @@ typedef struct ts_replay_policy_ops {
     void (*decide)(void *state, const ts_replay_view *v, bool *run);
     double (*next_event_s)(void *state, const ts_replay_view *v);
     void (*free)(void *state);
+    /* optional: fills res's est_* figures once the replay is over */
+    void (*estimates)(void *state, struct ts_replay_result *res);
 } ts_replay_policy_ops;
 
 /* NULL-terminated list of the built-in policies; lookup by name or NULL. */
@@ -155,6 +159,12 @@ typedef struct ts_replay_result {
     double lost_gpu_s;      /* GPU-s of restart delay beyond each job's first start,
                                plus progress lost to preemptions */
     double makespan_s;      /* latest completion, from time 0 */
+    /* Start estimates (policies that give them: the cycle's): of the jobs
+     * that waited, how many had an estimate at the first decision after
+     * their submission, and the median and p90 absolute error of that
+     * estimate against their first start, in seconds (0 with none). */
+    int est_waited, est_jobs;
+    double est_median_err_s, est_p90_err_s;
 } ts_replay_result;
 
 /* Replays jobs[0..njobs-1] (sorted by submit_s, ties in input order) under

@@ -19,6 +19,7 @@
  * the cycle runs again in the same decision, at most CORE_CYCLES_MAX times,
  * so that their preemptors start.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,10 @@ typedef struct core_job {
     double start_s;
     double attained_gpu_s; /* GPU-s of its finished runs */
     double queued_s;       /* when it last began to wait (0: its submission) */
+    double submit_s;
+    bool seen;             /* it has been in a cycle */
+    double est_s;          /* the cycle's start estimate in its first cycle, or -1 */
+    double first_start_s;  /* -1 until it starts */
     double preempted_at[4];
 } core_job;
 
@@ -180,6 +185,8 @@ static int build(core_state *s, const ts_replay_view *v)
     for (int j = 0; j < s->njobs; j++) {
         core_job *cj = &s->jobs[j];
         int g = v->jobs[j].gpus;
+        cj->submit_s = v->jobs[j].submit_s;
+        cj->est_s = cj->first_start_s = -1.0;
         cj->tasks = &s->tasks[k];
         cj->ntasks = g <= s->gpn ? 1 : (g + s->gpn - 1) / s->gpn;
         for (int t = 0; t < cj->ntasks; t++) {
@@ -284,6 +291,15 @@ static int core_cycle(core_state *s, const ts_replay_view *v)
     ts_err err;
     if (ts_sched_cycle(s->s, v->now_s, s->wv, nw, s->rv, nr, &s->d, &err) != 0)
         return -1;
+    /* the estimate a job is given when it first waits (issue: measured
+     * against when it really starts) */
+    for (int k = 0; k < nw; k++) {
+        core_job *cj = &s->jobs[s->wi[k]];
+        if (!cj->seen) {
+            cj->seen = true;
+            cj->est_s = s->d.pending[k].estimated_s;
+        }
+    }
     s->preempted += s->d.npreempts;
     for (int k = 0; k < s->d.npreempts; k++) {
         int j = s->ri[s->d.preempts[k].victim];
@@ -304,6 +320,8 @@ static int core_cycle(core_state *s, const ts_replay_view *v)
         }
         memcpy(cj->allocs, s->d.starts[k].allocs, (size_t)cj->ntasks * sizeof *cj->allocs);
         cj->start_s = v->now_s;
+        if (cj->first_start_s < 0.0)
+            cj->first_start_s = v->now_s;
         s->running[j] = true;
     }
     return s->d.npreempts;
@@ -333,8 +351,37 @@ static void core_decide(void *p, const ts_replay_view *v, bool *run)
         run[v->pending[i]] = s->running[v->pending[i]];
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Jobs that waited (first started after the decision they arrived at): how
+ * many had an estimate then, and its absolute error against the start. */
+static void core_estimates(void *p, ts_replay_result *res)
+{
+    core_state *s = p;
+    double *err = malloc((size_t)(s->njobs > 0 ? s->njobs : 1) * sizeof *err);
+    int n = 0, waited = 0;
+    for (int j = 0; err && j < s->njobs; j++) {
+        const core_job *cj = &s->jobs[j];
+        if (cj->first_start_s < 0.0 || cj->first_start_s <= cj->submit_s)
+            continue;
+        waited++;
+        if (cj->est_s > 0.0)
+            err[n++] = fabs(cj->est_s - cj->first_start_s);
+    }
+    qsort(err, (size_t)n, sizeof *err, cmp_double);
+    res->est_waited = waited;
+    res->est_jobs = n;
+    res->est_median_err_s = n ? ts_replay_percentile(err, n, 50) : 0.0;
+    res->est_p90_err_s = n ? ts_replay_percentile(err, n, 90) : 0.0;
+    free(err);
+}
+
 const ts_replay_policy_ops ts_replay_core_ops = {"core", true, core_init, core_decide, NULL,
-                                                 core_free};
+                                                 core_free, core_estimates};
 /* `tessera` in every table is the same: the production cycle */
 const ts_replay_policy_ops ts_replay_tessera_ops = {"tessera", true, core_init, core_decide,
-                                                    NULL, core_free};
+                                                    NULL, core_free, core_estimates};

@@ -477,6 +477,8 @@ int ts_replay_run_logged(const ts_replay_config *cfg, const ts_replay_policy_ops
         rc = ts_err_set(err, e.log_failed, "replay: out of memory for the hold log");
     if (rc == 0)
         rc = summarise(&e, res, err);
+    if (rc == 0 && policy->estimates)
+        policy->estimates(e.pol_state, res);
     free(own);
     engine_free(&e);
     return rc;
@@ -500,6 +502,10 @@ void ts_replay_result_mean(const ts_replay_result *per, int n, ts_replay_result 
         out->makespan_s += r->makespan_s / n;
         out->preemptions += r->preemptions;
         out->lost_gpu_s += r->lost_gpu_s;
+        out->est_waited += r->est_waited;
+        out->est_jobs += r->est_jobs;
+        out->est_median_err_s += r->est_median_err_s / n;
+        out->est_p90_err_s += r->est_p90_err_s / n;
         if (r->max_wait_s > out->max_wait_s)
             out->max_wait_s = r->max_wait_s;
     }

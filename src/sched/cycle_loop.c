@@ -37,6 +37,7 @@
 
 #define PREFETCH_AHEAD 6       /* jobs of one tenant fetched ahead in the ordered pass */
 #define PREEMPTOR_SLACK_S 60.0 /* a preemptor keeps its place this long past the grace */
+#define ESTIMATES_PER_CYCLE 8  /* jobs planned a cycle besides the reserved one */
 
 /* Per waiting job, computed once in memory order (the ordered pass then
  * touches this and the job only when it tries a placement). */
@@ -83,7 +84,7 @@ typedef struct loop {
     int max_running_level;
     int seen;           /* jobs looked at so far in the order */
     int searches;
-    bool probed;        /* a job that may not hold the reservation was planned */
+    int plans;          /* plans made for jobs that do not hold the reservation */
     bool have_res;
     double res_at;
     int64_t res_id;
@@ -772,10 +773,16 @@ static int process(loop *l, int i)
      * takes room from jobs that attained more; promotion lifts the long
      * waiting): only jobs past the starvation bound hold a reservation,
      * which would otherwise idle GPUs for a job that time-sharing serves */
-    bool hold = !l->js[i].las || l->now - l->w[i].submit_s >= l->s->cfg.starve_after_s;
-    if (!l->have_res && (hold || !l->probed)) {
-        l->probed = l->probed || !hold; /* one plan a cycle for jobs that do not hold it */
-        reserve(l, i, hold);
+    /* the first job that may hold the reservation takes it; the next few that
+     * lack room are planned without holding anything (their start estimate,
+     * and a job that fits nowhere is found invalid), a bounded number a cycle */
+    bool hold = !l->have_res &&
+                (!l->js[i].las || l->now - l->w[i].submit_s >= l->s->cfg.starve_after_s);
+    if (hold) {
+        reserve(l, i, true);
+    } else if (l->plans < ESTIMATES_PER_CYCLE && p->reason != TS_PEND_PREEMPTING) {
+        l->plans++;
+        reserve(l, i, false);
     }
     return 0;
 }

@@ -26,6 +26,19 @@ static const char *clock_text(const ts_replay_config *cfg, char *buf, size_t siz
     return buf;
 }
 
+/* The start estimates of the policies that give them (the cycle's). */
+static void print_estimates(FILE *f, const replay_report *r)
+{
+    for (int p = 0; p < r->npol; p++) {
+        const ts_replay_result *m = &r->pr[p].mean;
+        if (r->pr[p].ops->estimates && m->est_waited > 0)
+            fprintf(f, "start estimates (%s): %d of the %d jobs that waited had one at their "
+                       "first cycle; |estimate - start| median %.0f s, p90 %.0f s\n",
+                    r->pr[p].ops->name, m->est_jobs, m->est_waited, m->est_median_err_s,
+                    m->est_p90_err_s);
+    }
+}
+
 static void print_pooled(FILE *f, const replay_report *r)
 {
     const ts_replay_trace *t = r->t;
@@ -61,6 +74,7 @@ static void print_pooled(FILE *f, const replay_report *r)
         fprintf(f, "(averages, percentiles, makespan and utilisation: mean over the %d workloads; "
                    "preemptions: total)\n",
                 t->nwl);
+    print_estimates(f, r);
 }
 
 typedef double (*tenant_field)(const ts_replay_tenant_result *tr);
@@ -130,6 +144,7 @@ static void print_tenanted(FILE *f, const replay_report *r)
     }
     fprintf(f, "(averages pooled over all jobs of all tenants, as Helios' \"all\" row; jain over "
                "held / fair share; deficit in GPU-s below guarantee while a job fitted in it)\n");
+    print_estimates(f, r);
 }
 
 void replay_print(FILE *f, const replay_report *r)
@@ -182,6 +197,12 @@ int replay_write_json(const char *path, const replay_report *r)
             "makespan_s", m->makespan_s, "tenants", tenants_json(r, pr), "workloads", wls);
         if (o)
             json_object_set_new(o, "gang_wait_s", json_real(m->avg_gang_wait_s));
+        if (o && pr->ops->estimates)
+            json_object_set_new(o, "start_estimates",
+                                json_pack("{s:i,s:i,s:f,s:f}", "jobs_waited", m->est_waited,
+                                          "with_estimate", m->est_jobs, "median_abs_err_s",
+                                          m->est_median_err_s, "p90_abs_err_s",
+                                          m->est_p90_err_s));
         if (!o) {
             json_decref(results);
             return -1;
