@@ -211,14 +211,15 @@ try:
     call("POST", f"/v1/jobs/{bj}/cancel", admin)
 
     # a rank that fails fails the gang; the other rank is stopped
+    # (a sleep of its own length, so another test's "sleep 100" is not taken for it)
+    mark = f"sleep 100.{os.getpid() % 100000:05d}"
     st, d = call("POST", "/v1/jobs", admin, spec(
-        "team-a", "broken", 'if [ "$RANK" = 1 ]; then exit 3; fi; sleep 100', count=2,
+        "team-a", "broken", f'if [ "$RANK" = 1 ]; then exit 3; fi; {mark}', count=2,
         tier="opportunistic"))
     broken = d["jobs"][0]["id"]
     wait_for(lambda: job(broken)["state"] == "failed", "a failed rank fails the gang")
-    time.sleep(2)
-    alive = subprocess.run(["pgrep", "-f", "sleep 100"], capture_output=True).stdout.strip()
-    check(not alive, "its other rank was stopped")
+    wait_for(lambda: not subprocess.run(["pgrep", "-f", mark], capture_output=True).stdout.strip(),
+             "its other rank was stopped", timeout=15)
 
     if FAKE:
         # idle reaping: the fake GPUs report 0 % utilisation; a job whose spec
