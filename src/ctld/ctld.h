@@ -146,6 +146,7 @@ typedef struct cjob {
     bool straggler_flagged;     /* the straggler event was written for this run */
     bool restart_now;           /* stopping to restart elsewhere at once (no backoff) */
     int pinned;                 /* a change of it is being written with mu released */
+    bool dep_met;               /* its dependency held once (depend.c): it stays met */
 } cjob;
 
 /* A request for a running task's output, answered by its agent through the
@@ -239,6 +240,7 @@ typedef struct ctld {
     int64_t frag_free_gpus;
     void *http;                  /* struct MHD_Daemon */
     void *limiter;               /* http.c's rate limiter */
+    void *deps;                  /* depend.c: ended jobs' outcomes, looked up once */
 } ctld;
 
 double ctld_now(void);

@@ -71,6 +71,8 @@ static const transition TABLE[CTLD_JE_EVENTS] = {
     [CTLD_JE_EVICT] = {"evict", S(TS_JOB_RUNNING) | S(TS_JOB_STOPPING), TS_JOB_PENDING,
                        FX_UNBIND | FX_RUN_ENDED | FX_TIMES_RESET, "requeued",
                        "only a job with allocations can be evicted"},
+    [CTLD_JE_DEPFAIL] = {"fail", S(TS_JOB_PENDING), TS_JOB_FAILED, FX_REMOVE | FX_TIMES_END,
+                         "failed", "only a pending job fails on its dependency"},
 };
 
 const char *ctld_job_event_name(int event)

@@ -30,6 +30,7 @@ enum ctld_job_event {
     CTLD_JE_FAIL,      /* a rank failed: running -> failed */
     CTLD_JE_STOPPED,   /* every rank stopped: stopping -> pending (or held if reaped) */
     CTLD_JE_EVICT,     /* its node was lost or failed: running/stopping -> pending */
+    CTLD_JE_DEPFAIL,   /* its dependency can never be met (depend.c): pending -> failed */
     CTLD_JE_EVENTS
 };
 

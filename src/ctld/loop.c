@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "ctld/depend.h"
 #include "ctld/job_fsm.h"
 #include "tessera/mig_plan.h"
 
@@ -313,6 +314,20 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
         }
     }
     ctld_txn_fini(&t1);
+    /* dependencies: decided before the cycle, which never sees a job that
+     * waits for one; a dependency that can never hold fails its job */
+    ctld_txn td = {.quiet = true};
+    if (rc == 0)
+        rc = ctld_deps_plan(c, now, &td, err);
+    if (rc == 0 && td.n > 0) {
+        if (commit_unlocked(c, &td, &e) == 0) {
+            ctld_txn_apply(c, &td, now);
+        } else {
+            store_failed(c, "jobs whose dependency failed", &e);
+            failed = true;
+        }
+    }
+    ctld_txn_fini(&td);
     int nw = 0, nr = 0;
     ts_job *wv = malloc((size_t)(c->njobs + 1) * sizeof *wv);
     ts_job *rv = malloc((size_t)(c->njobs + 1) * sizeof *rv);
@@ -324,6 +339,8 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
         cjob *j = c->jobs[i];
         if (j->pinned)
             continue; /* being written by another thread: it joins the next cycle */
+        if (ctld_dep_waits(j))
+            continue; /* waits for its dependency (depend.c set its reason) */
         if (j->row.state == TS_JOB_PENDING || j->row.state == TS_JOB_HELD) {
             j->sj.held = j->row.state == TS_JOB_HELD;
             wj[nw] = j;

@@ -19,6 +19,7 @@
 #include "ctld/ctld.h"
 #include "ctld/events.h"
 #include "ctld/input.h"
+#include "tessera/depend.h"
 
 #define LIST_LIMIT_DEFAULT 100
 #define LIST_LIMIT_MAX 1000
@@ -112,6 +113,36 @@ static bool idem_same(ctld *c, const int64_t *ids, int n, const char *json)
     return same;
 }
 
+/* Every job a dependency names must exist and be visible to the caller
+ * (its tenant's, unless admin): so only earlier jobs can be named and no
+ * cycle can form. False (and a 400 or 503) otherwise. */
+static bool dependency_ok(ctld *c, const ctld_caller *w, const ts_job_spec *spec, ctld_reply *r)
+{
+    ts_dependency d;
+    if (!spec->dependency || ts_dep_parse(spec->dependency, &d, NULL, 0) != 0)
+        return true; /* none (the parser refused a bad one) */
+    for (int i = 0; i < d.n; i++) {
+        if (d.items[i].type == TS_DEP_SINGLETON)
+            continue;
+        ts_job_row row;
+        ts_err err;
+        int rc = ts_store_job_get(c->store, d.items[i].job, &row, &err);
+        bool seen = rc == 0 && sees_tenant(w, row.tenant);
+        if (rc == 0)
+            ts_job_row_fini(&row);
+        if (rc != 0 && rc != TS_ENOENT) {
+            ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+            return false;
+        }
+        if (!seen) {
+            ctld_field_error(r, "dependency", "job %lld does not exist (or is not visible to "
+                             "token \"%s\")", (long long)d.items[i].job, w->name);
+            return false;
+        }
+    }
+    return true;
+}
+
 static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     const ctld_caller *w = rq->who;
@@ -159,6 +190,10 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
         }
         ctld_field_error(r, bad_level, "the cluster has no topology level \"%s\" (it has %s)",
                     bad_level[9] == 'r' ? spec->required_level : spec->preferred_level, have);
+        ts_spec_free(spec);
+        return;
+    }
+    if (!dependency_ok(c, w, spec, r)) {
         ts_spec_free(spec);
         return;
     }

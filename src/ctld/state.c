@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "ctld/depend.h"
 #include "ctld/job_fsm.h"
 #include "tessera/load.h"
 #include "tessera/mig.h"
@@ -685,6 +686,7 @@ void ctld_close(ctld *c)
         free(c->node_jobs[i].v);
     free(c->node_jobs);
     free(c->queued);
+    ctld_deps_free(c);
     ts_decision_fini(&c->d);
     ts_sched_free(c->sched);
     ts_quota_free(c->quota);

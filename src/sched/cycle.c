@@ -20,8 +20,8 @@ const char *ts_pending_name(int reason)
 {
     static const char *const names[] = {"none",  "held",   "quota",       "capacity",
                                         "topology", "fragmentation", "gang", "reservation",
-                                        "preempting", "invalid"};
-    if (reason < 0 || reason > TS_PEND_INVALID)
+                                        "preempting", "invalid", "dependency"};
+    if (reason < 0 || reason > TS_PEND_DEPENDENCY)
         return "unknown";
     return names[reason];
 }

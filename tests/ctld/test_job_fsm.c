@@ -176,6 +176,7 @@ static void table_is_the_rule(void **state)
         [CTLD_JE_FAIL] = S(TS_JOB_RUNNING),
         [CTLD_JE_STOPPED] = S(TS_JOB_STOPPING),
         [CTLD_JE_EVICT] = S(TS_JOB_RUNNING) | S(TS_JOB_STOPPING),
+        [CTLD_JE_DEPFAIL] = S(TS_JOB_PENDING),
     };
     ts_alloc al = {.node = 0, .ngpu = 1};
     for (int st = 0; st < TS_JOB_STATES; st++)

@@ -1,0 +1,342 @@
+/*
+ * depend.c - job dependencies in tesserad (depend.h; the syntax is
+ * tessera/depend.h, the rules docs/job-spec.md "dependency").
+ *
+ * Each cycle, before the core sees the queue, every pending job whose
+ * dependency has not held yet is decided here from the named jobs' states:
+ * active jobs from memory, ended jobs from the store, once each (an ended
+ * job's outcome never changes, so it is cached in a small id -> state
+ * table for the controller's life). Once a dependency holds it stays met
+ * (j->dep_met; as Slurm, which then forgets it): a job that depended on
+ * another's start does not stop waiting-and-starting again if that job is
+ * requeued. After a restart dep_met is false again and the dependency is
+ * decided anew from the store's rows. A dependency that can never hold
+ * fails the job through the state machine with the reason in its event.
+ * Cycles are impossible: the API accepts only ids of jobs that exist at
+ * submission, which are all earlier than the new job.
+ */
+#include "ctld/depend.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tessera/depend.h"
+
+#define WHY_MAX 384       /* the why of a waiting job, "and N more" past it */
+#define GONE (-2)         /* a job the store no longer has */
+
+/* Outcomes of ended jobs by id, open addressing (id 0 = empty). */
+typedef struct dep_cache {
+    int64_t *ids;
+    int8_t *state;
+    int n, cap;
+} dep_cache;
+
+static uint64_t hash_id(int64_t id) { return (uint64_t)id * 0x9e3779b97f4a7c15ULL; }
+
+static int8_t *cache_find(dep_cache *k, int64_t id)
+{
+    if (!k->cap)
+        return NULL;
+    for (uint64_t h = hash_id(id) % (uint64_t)k->cap;; h = (h + 1) % (uint64_t)k->cap) {
+        if (k->ids[h] == id)
+            return &k->state[h];
+        if (k->ids[h] == 0)
+            return NULL;
+    }
+}
+
+static void cache_put(dep_cache *k, int64_t id, int8_t state)
+{
+    if ((k->n + 1) * 2 > k->cap) {
+        int cap = k->cap ? k->cap * 2 : 256;
+        int64_t *ids = calloc((size_t)cap, sizeof *ids);
+        int8_t *st = calloc((size_t)cap, sizeof *st);
+        if (!ids || !st) {
+            free(ids);
+            free(st);
+            return; /* not cached: asked again next time */
+        }
+        for (int i = 0; i < k->cap; i++) {
+            if (!k->ids[i])
+                continue;
+            uint64_t h = hash_id(k->ids[i]) % (uint64_t)cap;
+            while (ids[h])
+                h = (h + 1) % (uint64_t)cap;
+            ids[h] = k->ids[i];
+            st[h] = k->state[i];
+        }
+        free(k->ids);
+        free(k->state);
+        k->ids = ids;
+        k->state = st;
+        k->cap = cap;
+    }
+    uint64_t h = hash_id(id) % (uint64_t)k->cap;
+    while (k->ids[h] && k->ids[h] != id)
+        h = (h + 1) % (uint64_t)k->cap;
+    if (!k->ids[h])
+        k->n++;
+    k->ids[h] = id;
+    k->state[h] = state;
+}
+
+void ctld_deps_free(ctld *c)
+{
+    dep_cache *k = c->deps;
+    if (!k)
+        return;
+    free(k->ids);
+    free(k->state);
+    free(k);
+    c->deps = NULL;
+}
+
+/* The state of job id: active from memory, else the store's (cached);
+ * GONE when the store has no such job, -1 when the store failed. */
+static int job_state(ctld *c, int64_t id)
+{
+    const cjob *a = ctld_job_find(c, id);
+    if (a)
+        return a->row.state;
+    if (!c->deps && !(c->deps = calloc(1, sizeof(dep_cache))))
+        return -1;
+    int8_t *hit = cache_find(c->deps, id);
+    if (hit)
+        return *hit;
+    ts_job_row row;
+    ts_err e;
+    int rc = ts_store_job_get(c->store, id, &row, &e);
+    int st;
+    if (rc == TS_ENOENT) {
+        st = GONE;
+    } else if (rc != 0) {
+        fprintf(stderr, "tesserad: dependency on job %lld: %s; deciding next cycle\n",
+                (long long)id, e.msg);
+        return -1;
+    } else {
+        st = row.state;
+        ts_job_row_fini(&row);
+    }
+    /* a job not active in memory has ended: its outcome is final */
+    if (st == GONE || ts_job_state_terminal(st))
+        cache_put(c->deps, id, (int8_t)st);
+    return st;
+}
+
+/* ---- singleton: the earliest active job per (name, owner) ------------------- */
+
+typedef struct first_map {
+    const cjob **v; /* slot -> the earliest active job of its (name, owner) */
+    int cap;
+} first_map;
+
+static uint64_t hash_str(uint64_t h, const char *s)
+{
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 0x100000001b3ULL;
+    return h * 0x100000001b3ULL;
+}
+
+static uint64_t hash_key(const cjob *j)
+{
+    return hash_str(hash_str(0xcbf29ce484222325ULL, j->row.name), j->row.owner);
+}
+
+static bool same_key(const cjob *a, const cjob *b)
+{
+    return strcmp(a->row.name, b->row.name) == 0 && strcmp(a->row.owner, b->row.owner) == 0;
+}
+
+static const cjob **first_slot(first_map *m, const cjob *j)
+{
+    uint64_t h = hash_key(j) % (uint64_t)m->cap;
+    while (m->v[h] && !same_key(m->v[h], j))
+        h = (h + 1) % (uint64_t)m->cap;
+    return &m->v[h];
+}
+
+static int first_build(ctld *c, first_map *m)
+{
+    m->cap = c->njobs * 2 + 1;
+    if (!(m->v = calloc((size_t)m->cap, sizeof *m->v)))
+        return TS_ENOMEM;
+    for (int i = 0; i < c->njobs; i++) {
+        const cjob *j = c->jobs[i];
+        const cjob **s = first_slot(m, j);
+        if (!*s || j->row.id < (*s)->row.id)
+            *s = j;
+    }
+    return 0;
+}
+
+/* ---- one job's verdict --------------------------------------------------------- */
+
+enum { MET, WAIT, NEVER, UNKNOWN };
+
+static const char *wanted(int type)
+{
+    switch (type) {
+    case TS_DEP_AFTER:
+        return "to start";
+    case TS_DEP_AFTERANY:
+        return "to end";
+    case TS_DEP_AFTEROK:
+        return "to end ok";
+    default:
+        return "to fail or be cancelled";
+    }
+}
+
+static int item_verdict(int type, int st)
+{
+    if (st == GONE) /* its outcome is unknown: only "started" and "ended" hold */
+        return type == TS_DEP_AFTER || type == TS_DEP_AFTERANY ? MET : NEVER;
+    bool ended = ts_job_state_terminal(st);
+    switch (type) {
+    case TS_DEP_AFTER:
+        return st == TS_JOB_PENDING || st == TS_JOB_HELD ? WAIT : MET;
+    case TS_DEP_AFTERANY:
+        return ended ? MET : WAIT;
+    case TS_DEP_AFTEROK:
+        return !ended ? WAIT : st == TS_JOB_COMPLETED ? MET : NEVER;
+    default: /* afternotok */
+        return !ended ? WAIT : st == TS_JOB_COMPLETED ? NEVER : MET;
+    }
+}
+
+static void appendf(char *buf, size_t size, int *shown, int *more, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void appendf(char *buf, size_t size, int *shown, int *more, const char *fmt, ...)
+{
+    size_t used = strlen(buf);
+    char one[192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(one, sizeof one, fmt, ap);
+    va_end(ap);
+    if (used + strlen(one) + 24 >= size) {
+        (*more)++;
+        return;
+    }
+    snprintf(buf + used, size - used, "%s%s", *shown ? ", " : "", one);
+    (*shown)++;
+}
+
+/* MET, WAIT (why filled), NEVER (why filled) or UNKNOWN (the store failed). */
+static int verdict(ctld *c, const cjob *j, const ts_dependency *d, first_map *first, char *why,
+                   size_t size)
+{
+    char waits[WHY_MAX] = "", nevers[WHY_MAX] = "";
+    int nw = 0, mw = 0, nn = 0, mn = 0, met = 0, never = 0;
+    for (int i = 0; i < d->n; i++) {
+        const ts_dep_item *it = &d->items[i];
+        if (it->type == TS_DEP_SINGLETON) {
+            const cjob *f = first->v ? *first_slot(first, j) : NULL;
+            if (f && f->row.id < j->row.id) {
+                appendf(waits, sizeof waits, &nw, &mw,
+                        "job %lld (%s, an earlier job named %s of the same owner) to end",
+                        (long long)f->row.id, ts_job_state_name(f->row.state), j->row.name);
+            } else {
+                met++;
+            }
+            continue;
+        }
+        int st = job_state(c, it->job);
+        if (st == -1)
+            return UNKNOWN;
+        int v = item_verdict(it->type, st);
+        const char *sname = st == GONE ? "gone from the store" : ts_job_state_name(st);
+        if (v == MET)
+            met++;
+        else if (v == WAIT)
+            appendf(waits, sizeof waits, &nw, &mw, "job %lld (%s) %s", (long long)it->job, sname,
+                    wanted(it->type));
+        else {
+            never++;
+            appendf(nevers, sizeof nevers, &nn, &mn, "job %lld %s (%s:%lld)", (long long)it->job,
+                    sname, ts_dep_type_name(it->type), (long long)it->job);
+        }
+    }
+    char more[32] = "";
+    if (d->any ? met > 0 : met == d->n)
+        return MET;
+    if (d->any ? never == d->n : never > 0) {
+        if (mn)
+            snprintf(more, sizeof more, " and %d more", mn);
+        snprintf(why, size, "dependency can never be met: %s%s", nevers, more);
+        return NEVER;
+    }
+    if (mw)
+        snprintf(more, sizeof more, " and %d more", mw);
+    snprintf(why, size, "waits for %s%s%s", d->any && nw + mw > 1 ? "any of " : "", waits, more);
+    return WAIT;
+}
+
+static int set_why(cjob *j, const char *why)
+{
+    snprintf(j->row.reason, sizeof j->row.reason, "%s", ts_pending_name(TS_PEND_DEPENDENCY));
+    if (j->row.why && strcmp(j->row.why, why) == 0)
+        return 0;
+    char *w = strdup(why);
+    if (!w)
+        return TS_ENOMEM;
+    free(j->row.why);
+    j->row.why = w;
+    return 0;
+}
+
+bool ctld_dep_waits(const cjob *j)
+{
+    return j->row.state == TS_JOB_PENDING && j->spec && j->spec->dependency && !j->dep_met;
+}
+
+int ctld_deps_plan(ctld *c, double now, ctld_txn *t, ts_err *err)
+{
+    first_map first = {0};
+    bool singleton = false;
+    for (int i = 0; i < c->njobs && !singleton; i++)
+        singleton = ctld_dep_waits(c->jobs[i]) && strstr(c->jobs[i]->spec->dependency,
+                                                         "singleton") != NULL;
+    if (singleton && first_build(c, &first) != 0)
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < c->njobs; i++) {
+        cjob *j = c->jobs[i];
+        if (!ctld_dep_waits(j) || j->pinned)
+            continue;
+        ts_dependency d;
+        char why[WHY_MAX + 64];
+        if (ts_dep_parse(j->spec->dependency, &d, why, sizeof why) != 0) {
+            /* stored by an older parser: it can never be decided */
+            char tmp[WHY_MAX + 64];
+            snprintf(tmp, sizeof tmp, "dependency \"%.64s\" is not valid: %.200s",
+                     j->spec->dependency, why);
+            snprintf(why, sizeof why, "%s", tmp);
+        } else {
+            int v = verdict(c, j, &d, &first, why, sizeof why);
+            if (v == UNKNOWN)
+                continue; /* the store failed: decided again next cycle */
+            if (v == MET) {
+                j->dep_met = true;
+                continue;
+            }
+            if (v == WAIT) {
+                rc = set_why(j, why);
+                continue;
+            }
+        }
+        rc = set_why(j, why);
+        ctld_fsm_args a = {.detail = why};
+        if (rc == 0)
+            rc = ctld_fsm_plan(c, t, j, CTLD_JE_DEPFAIL, &a, now, err);
+        if (rc == TS_ECONFLICT) /* memory disagrees about it: the next cycle */
+            rc = 0;
+        if (rc == TS_ENOMEM)
+            ts_err_set(err, TS_ENOMEM, "out of memory");
+    }
+    free(first.v);
+    return rc;
+}
