@@ -84,8 +84,8 @@ void ctld_render_queue(const ctld *c, const cjob *j, json_t *doc)
     else if (pending)
         est = json_pack("{s:s}", "reason",
                         j->queue_tenant < 0 ? "not ranked: held, backing off or invalid"
-                                            : "not planned: only the first job that lacks room "
-                                              "is planned each cycle");
+                                            : "not planned: only the first 8 jobs that lack "
+                                              "room are planned each cycle");
     if (j) {
         /* its finished runs, and the current one while it runs */
         double run = j->allocs && j->sj.start_s > 0.0 ? ctld_now() - j->sj.start_s : 0.0;
