@@ -24,6 +24,7 @@
 
 #include "api/sbatch_req.h"
 #include "api/spec_scalar.h"
+#include "tessera/depend.h"
 
 #define DIRECTIVE "#SBATCH"
 #define MAX_WORDS_PER_LINE 64
@@ -97,7 +98,8 @@ static const struct sopt OPTS[] = {
     {"sockets-per-node", 0, O_WARN, ARG_REQUIRED, "the scheduler places tasks"},
     {"cores-per-socket", 0, O_WARN, ARG_REQUIRED, "the scheduler places tasks"},
     {"time-min", 0, O_WARN, ARG_REQUIRED, "--time is the limit"},
-    {"kill-on-invalid-dep", 0, O_WARN, ARG_REQUIRED, "dependencies are not supported yet"},
+    {"kill-on-invalid-dep", 0, O_WARN, ARG_REQUIRED,
+     "a dependency that can never be met always fails the job"},
     {"get-user-env", 0, O_WARN, ARG_OPTIONAL, "--export decides the environment"},
     {"propagate", 0, O_WARN, ARG_OPTIONAL, "resource limits are the task's cgroup"},
     {"wckey", 0, O_WARN, ARG_REQUIRED, "no workload keys"},
@@ -176,6 +178,7 @@ void sbatch_req_free(struct sbatch_req *r)
     free(r->error);
     free(r->chdir);
     free(r->export_list);
+    free(r->dependency);
     memset(r, 0, sizeof *r);
 }
 
@@ -364,13 +367,23 @@ static int apply(struct sbatch_req *r, const struct sopt *o, const char *v, int 
         char **slot = o->id == O_QOS ? &r->qos : o->id == O_ACCOUNT ? &r->account : &r->partition;
         return set_str(slot, v) ? 0 : TS_ENOMEM;
     }
-    case O_DEPENDENCY:
+    case O_DEPENDENCY: {
+        /* Slurm's grammar first (its messages), then what Tessera evaluates */
+        ts_dependency d;
+        char dwhy[TS_ERR_MSG_MAX / 2];
         why = sbatch_check_dependency(v);
-        if (why)
-            sbatch_error(errs, "%s--dependency: %s, got \"%s\"", where, why, v);
-        else
-            sbatch_error(errs, "%s--dependency: not supported yet (\"%s\")", where, v);
-        return 0;
+        if (why) {
+            sbatch_error(errs, "%s--dependency: %s, got \"%.256s\"", where, why, v);
+            return 0;
+        }
+        if (ts_dep_parse(v, &d, dwhy, sizeof dwhy) != 0) {
+            sbatch_error(errs, "%s--dependency: %s", where, dwhy);
+            return 0;
+        }
+        char text[TS_DEP_MAX_BYTES + 1];
+        ts_dep_format(&d, text, sizeof text);
+        return set_str(&r->dependency, text) ? 0 : TS_ENOMEM;
+    }
     case O_SIGNAL:
         why = sbatch_parse_signal(v, &r->signal, &r->signal_time_s);
         if (why)

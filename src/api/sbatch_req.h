@@ -39,6 +39,7 @@ struct sbatch_req {
     long signal_time_s;
     char *output, *error, *chdir;
     char *export_list;          /* NULL = not given (ALL) */
+    char *dependency;           /* canonical (tessera/depend.h), NULL = not given */
 };
 
 void sbatch_req_free(struct sbatch_req *r);

@@ -636,6 +636,8 @@ int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
         json_object_set_new(spec, "workdir", json_string(wd));
     if (s->array)
         json_object_set_new(spec, "array_size", json_integer(s->array_count));
+    if (r->dependency)
+        json_object_set_new(spec, "dependency", json_string(r->dependency));
     if (errs->n > 0) {
         json_decref(spec);
         return 0;

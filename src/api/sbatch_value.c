@@ -351,8 +351,9 @@ const char *sbatch_parse_signal(const char *s, int *sig, long *secs)
     return NULL;
 }
 
-/* --dependency, checked as Slurm writes it, though not supported yet:
- * TYPE:ID[+MIN][:ID...] or singleton, joined by ',' (all) or '?' (any). */
+/* --dependency, checked as Slurm writes it (sbatch.c then reads what
+ * Tessera evaluates with ts_dep_parse): TYPE:ID[+MIN][:ID...] or
+ * singleton, joined by ',' (all) or '?' (any). */
 const char *sbatch_check_dependency(const char *s)
 {
     static const char *const types[] = {"after", "afterany", "afterok", "afternotok",

@@ -140,6 +140,9 @@ static void check_expect(const char *file, const ts_sbatch *sb, const char *expe
         else if (strcmp(k, "grace") == 0)
             ok = json_integer_value(
                      json_object_get(json_object_get(spec, "checkpoint"), "grace")) == n;
+        else if (strcmp(k, "dep") == 0)
+            ok = json_is_string(json_object_get(spec, "dependency")) &&
+                 strcmp(json_string_value(json_object_get(spec, "dependency")), v) == 0;
         else if (strcmp(k, "noenv") == 0)
             ok = env_of(spec, v) == NULL;
         else if (strcmp(k, "env") == 0) {
@@ -359,6 +362,11 @@ static void test_refusals(void **state)
     expect_error("#SBATCH --qos=gold\n", NULL, 0, "--qos: no tier for \"gold\"");
     expect_error("#SBATCH --dependency=afterok:1?afterany:2,afterok:3\n", NULL, 0,
                  "cannot be mixed");
+    /* Slurm's forms Tessera does not evaluate are refused by name */
+    expect_error("#SBATCH --dependency=afterok:12+30\n", NULL, 0,
+                 "--dependency: \"afterok:12+30\": a delay after '+' is not supported");
+    expect_error("#SBATCH --dependency=afterok:12_3\n", NULL, 0, "an array element");
+    expect_error("#SBATCH --dependency=aftercorr:12\n", NULL, 0, "aftercorr and afterburstbuffer");
     expect_error("#SBATCH --output=%5j.out\n", NULL, 0, "--output: a % pattern");
     expect_error("#SBATCH -N\n", NULL, 0, "--nodes: needs a value");
     expect_error("#SBATCH --hold\n", NULL, 0, "--hold: not supported");

@@ -404,7 +404,9 @@ TESSERA_SLURM_MAP=$SB/map.txt expect "sbatch map from env" 0 sbatch --dry-run "$
   json_ok "sbatch map from env" 'd["spec"]["tier"] == "guaranteed"'
 bad "sbatch no script" "missing the script" sbatch --dry-run
 bad "sbatch missing file" "cannot open" sbatch "$tmp/nope.sh"
-bad "sbatch dependency" "dependency: not supported yet" sbatch "$SB/30-dependency.sh"
+expect "sbatch dependency" 0 sbatch --dry-run "$SB/30-dependency.sh" &&
+  json_ok "sbatch dependency" 'd["spec"]["dependency"] == "afterok:123:124,afterany:125"'
+bad "sbatch dependency delay" "--dependency: .*a delay after '\+' is not supported" sbatch --dry-run -d afterok:12+30 "$SB/02-minimal.sh"
 bad "sbatch refused" "--constraint: not supported" sbatch "$SB/32-constraint-refused.sh"
 bad "sbatch unknown option" "--frobnicate: unknown option" sbatch --frobnicate "$SB/02-minimal.sh"
 bad "sbatch bad map" "slurm map:[0-9]+: kind must be" sbatch --slurm-map "$HERE/cli.sh" "$SB/02-minimal.sh"

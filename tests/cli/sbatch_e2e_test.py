@@ -170,9 +170,10 @@ echo "array=$SLURM_ARRAY_JOB_ID task=$SLURM_ARRAY_TASK_ID"
 
     # refused: nothing submitted
     before = len(call("GET", "/v1/jobs?limit=1000", admin)[1]["jobs"])
-    bad = script("bad.sh", "#!/bin/sh\n#SBATCH -A team-a\n#SBATCH --dependency=afterok:1\n")
+    bad = script("bad.sh", "#!/bin/sh\n#SBATCH -A team-a\n#SBATCH --dependency=afterok:1+5\n")
     rc, ids, err = sbatch(admin, bad)
-    check(rc == 2 and "dependency: not supported yet" in err, f"a refused directive: exit 2 ({err})")
+    check(rc == 2 and "--dependency: \"afterok:1+5\": a delay after '+' is not supported" in err,
+          f"a refused directive: exit 2 ({err})")
     after = len(call("GET", "/v1/jobs?limit=1000", admin)[1]["jobs"])
     check(after == before, "and nothing was submitted")
 finally:
