@@ -117,7 +117,8 @@ static const char FULL_YAML[] =
     "  OMP_NUM_THREADS: 8\n"
     "  NCCL_DEBUG: INFO\n"
     "workdir: /home/alice/llama\n"
-    "array_size: 3\n";
+    "array_size: 3\n"
+    "dependency: afterok:40:41,singleton\n";
 
 /* the same, JSON */
 static const char FULL_JSON[] =
@@ -140,7 +141,8 @@ static const char FULL_JSON[] =
     "  \"command\": [\"python\", \"train.py\", \"--epochs\", \"3\"],\n"
     "  \"env\": {\"NCCL_DEBUG\": \"INFO\", \"OMP_NUM_THREADS\": \"8\"},\n"
     "  \"workdir\": \"/home/alice/llama\",\n"
-    "  \"array_size\": 3\n"
+    "  \"array_size\": 3,\n"
+    "  \"dependency\": \"afterok:40:41,singleton\"\n"
     "}\n";
 
 static void full_spec_values(void **state)
@@ -183,6 +185,7 @@ static void full_spec_values(void **state)
     assert_string_equal(s->env[1], "OMP_NUM_THREADS=8");
     assert_string_equal(s->workdir, "/home/alice/llama");
     assert_int_equal(s->array_size, 3);
+    assert_string_equal(s->dependency, "afterok:40:41,singleton");
     assert_int_equal(ts_spec_gpus(s), 4 * 8 + 2 + 1);
     ts_spec_free(s);
 }
