@@ -151,6 +151,20 @@ echo "nnodes=$SLURM_NNODES nodelist=$SLURM_JOB_NODELIST ntasks=$SLURM_NTASKS"
     check(len(ran_on) == 1 and f"nnodes=1 nodelist={ran_on[0]} ntasks=1" in out1,
           f"one task knows its node ({ran_on}): {out1!r}")
 
+    # --dependency: the command line's wins over the script's; an unknown id is refused
+    dep = script("dep.sh", f"""#!/bin/sh
+#SBATCH -A team-a -t 5 --dependency=afternotok:{jid1}
+echo dependent
+""")
+    rc, ids, err = sbatch(admin, f"--dependency=afterok:{jid1}", dep)
+    jdep = int(ids[0]) if rc == 0 and ids else 0
+    check(rc == 0 and job(jdep)["spec"]["dependency"] == f"afterok:{jid1}",
+          f"--dependency reaches the spec ({rc}, {err})")
+    wait_for(lambda: job(jdep)["state"] == "completed", "the dependent script runs")
+    rc, ids, err = sbatch(admin, "-d", "afterok:999999", dep)
+    check(rc != 0 and not ids and "dependency" in err and "999999" in err,
+          f"a dependency on an unknown job is refused ({rc}: {err.strip()})")
+
     # an array of 3 indices: 3 jobs
     arr = script("arr.sh", """#!/bin/bash
 #SBATCH -A team-a --array=1-5:2%2 -t 5
