@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ctld/ctld.h"
+#include "ctld/depend.h"
 #include "tessera/mig.h"
 
 static json_t *time_or_null(double t) { return t > 0.0 ? json_real(t) : json_null(); }
@@ -83,7 +84,9 @@ void ctld_render_queue(const ctld *c, const cjob *j, json_t *doc)
                         j->reserved_at_s > 0.0 ? "reservation" : "plan");
     else if (pending)
         est = json_pack("{s:s}", "reason",
-                        j->queue_tenant < 0 ? "not ranked: held, backing off or invalid"
+                        j->queue_tenant < 0 ? ctld_dep_waits(j)
+                                                  ? "not ranked: waits for its dependency"
+                                                  : "not ranked: held, backing off or invalid"
                                             : "not planned: only the first 8 jobs that lack "
                                               "room are planned each cycle");
     if (j) {

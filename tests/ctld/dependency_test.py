@@ -142,6 +142,10 @@ try:
     j = wait_for(waits_for_dep(b, f"waits for job {a} ("), "b waits with reason dependency", 10)
     if j:
         check(j["why"].endswith("to end ok"), f"b's why: {j['why']}")
+        e = call("GET", f"/v1/jobs/{b}/explain")[1]
+        check(e.get("reason") == "dependency" and e.get("queue_position") is None and
+              "dependency" in (e.get("estimated_start") or {}).get("reason", ""),
+              f"explain says it is not ranked, for its dependency: {e}")
     wait_for(waits_for_dep(c, f"waits for job {b} (pending) to end ok"), "c waits for b", 10)
     wait_for(state_is(c, "completed"), "the chain completes", 30)
     ja, jb, jc = job(a), job(b), job(c)
