@@ -388,8 +388,12 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
             const ts_cycle_pending *p = &c->d.pending[i];
             if (p->reason == TS_PEND_NONE)
                 continue;
-            snprintf(wj[i]->row.reason, sizeof wj[i]->row.reason, "%s",
-                     ts_pending_name(p->reason));
+            /* copied only when it changed: snprintf for 100,000 waiting jobs
+             * a cycle was a seventh of the controller's time */
+            const char *why_name = ts_pending_name(p->reason);
+            size_t wl = strlen(why_name);
+            if (wl < sizeof wj[i]->row.reason && strcmp(wj[i]->row.reason, why_name) != 0)
+                memcpy(wj[i]->row.reason, why_name, wl + 1);
             wj[i]->reserved_at_s = p->reserved_at_s;
             wj[i]->estimated_s = p->estimated_s;
             wj[i]->queue_tenant = p->tenant_position;
