@@ -147,6 +147,7 @@ typedef struct cjob {
     bool restart_now;           /* stopping to restart elsewhere at once (no backoff) */
     int pinned;                 /* a change of it is being written with mu released */
     bool dep_met;               /* its dependency held once (depend.c): it stays met */
+    uint64_t dep_sig;           /* depend.c: the named jobs' states when it last waited */
 } cjob;
 
 /* A request for a running task's output, answered by its agent through the

@@ -275,6 +275,28 @@ static int verdict(ctld *c, const cjob *j, const ts_dependency *d, first_map *fi
     return WAIT;
 }
 
+/* The states of the jobs d names (and the earlier singleton job): while it
+ * is the same as when j last waited, j still waits for the same reason and
+ * nothing needs writing. 0 when a state is unknown (the store failed). */
+static uint64_t signature(ctld *c, const cjob *j, const ts_dependency *d, first_map *first)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int i = 0; i < d->n; i++) {
+        int64_t v;
+        if (d->items[i].type == TS_DEP_SINGLETON) {
+            const cjob *f = first->v ? *first_slot(first, j) : NULL;
+            v = f ? f->row.id * 8 + f->row.state : 0;
+        } else {
+            int st = job_state(c, d->items[i].job);
+            if (st == -1)
+                return 0;
+            v = st + 3;
+        }
+        h = (h ^ (uint64_t)v) * 0x100000001b3ULL;
+    }
+    return h | 1;
+}
+
 static int set_why(cjob *j, const char *why)
 {
     snprintf(j->row.reason, sizeof j->row.reason, "%s", ts_pending_name(TS_PEND_DEPENDENCY));
@@ -316,18 +338,26 @@ int ctld_deps_plan(ctld *c, double now, ctld_txn *t, ts_err *err)
                      j->spec->dependency, why);
             snprintf(why, sizeof why, "%s", tmp);
         } else {
+            /* most waiting jobs wait for the same as last cycle: no strings */
+            uint64_t sig = signature(c, j, &d, &first);
+            if (sig == 0)
+                continue; /* the store failed: decided again next cycle */
+            if (sig == j->dep_sig)
+                continue;
             int v = verdict(c, j, &d, &first, why, sizeof why);
             if (v == UNKNOWN)
-                continue; /* the store failed: decided again next cycle */
+                continue;
             if (v == MET) {
                 j->dep_met = true;
                 continue;
             }
             if (v == WAIT) {
                 rc = set_why(j, why);
+                j->dep_sig = rc == 0 ? sig : 0;
                 continue;
             }
         }
+        j->dep_sig = 0;
         rc = set_why(j, why);
         ctld_fsm_args a = {.detail = why};
         if (rc == 0)
