@@ -54,7 +54,7 @@ enum ts_pending_reason {
     TS_PEND_RESERVATION = 7,  /* it would fit, but would delay the reserved job */
     TS_PEND_PREEMPTING = 8,   /* victims are checkpointing to make room for it */
     TS_PEND_INVALID = 9,      /* the spec can never run here (why says which field) */
-    TS_PEND_DEPENDENCY = 10,  /* its dependency does not hold yet (set by tesserad, not the cycle) */
+    TS_PEND_DEPENDENCY = 10,  /* its dependency does not hold yet (tesserad, not the cycle) */
 };
 const char *ts_pending_name(int reason);
 
