@@ -18,9 +18,10 @@ build: deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DTS_TESTS=OFF >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Each fuzz target for a short, bounded time, then the unit tests under
+# Each fuzz target for a short, bounded time, tesserad and the agent under
+# ThreadSanitizer through their end-to-end suites, then the unit tests under
 # ASan+UBSan through CTest (last, so its summary closes the output).
-test: deps fuzz unit
+test: deps fuzz tsan unit
 
 unit:
 	cmake -S . -B $(TEST_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTS_SANITIZE=ON >/dev/null
