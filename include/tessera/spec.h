@@ -70,6 +70,7 @@ typedef struct ts_job_spec {
     int nenv;
     char *workdir;                      /* NULL = the agent's default */
     int array_size;                     /* 1 = a single job */
+    int array_throttle;                 /* 0 = none; at most this many elements run at once */
     char *dependency;                   /* NULL = none; canonical text (tessera/depend.h) */
 } ts_job_spec;
 

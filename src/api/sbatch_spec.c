@@ -584,9 +584,6 @@ int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
     if (!name_ok(name))
         sbatch_error(errs, "--job-name: \"%s\" is not a Tessera job name (1..63 of A-Z a-z 0-9 "
                      ". _ -)%s", name, r->name ? "" : "; the script's file name is the default");
-    if (s->array_throttle > 0)
-        sbatch_warn(sb, "--array: the throttle %%%d is not enforced yet: all %d elements may run "
-                    "at once", s->array_throttle, s->array_count);
     if (errs->n > 0)
         return 0;
 
@@ -636,6 +633,8 @@ int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
         json_object_set_new(spec, "workdir", json_string(wd));
     if (s->array)
         json_object_set_new(spec, "array_size", json_integer(s->array_count));
+    if (s->array && s->array_throttle > 0 && s->array_count > 1)
+        json_object_set_new(spec, "array_throttle", json_integer(s->array_throttle));
     if (r->dependency)
         json_object_set_new(spec, "dependency", json_string(r->dependency));
     if (errs->n > 0) {

@@ -492,12 +492,12 @@ static void walk_dependency(spec_parser *P, const yaml_node_t *n)
 
 enum {
     K_TENANT, K_NAME, K_TIER, K_PRIORITY, K_TASKS, K_TOPOLOGY, K_TIME_LIMIT, K_DURATION,
-    K_CHECKPOINT, K_IDLE, K_COMMAND, K_ENV, K_WORKDIR, K_ARRAY, K_DEPENDENCY, K_N
+    K_CHECKPOINT, K_IDLE, K_COMMAND, K_ENV, K_WORKDIR, K_ARRAY, K_DEPENDENCY, K_THROTTLE, K_N
 };
 static const char *const TOP_KEYS[K_N] = {
     "tenant",   "name",       "tier", "priority_class", "tasks", "topology", "time_limit",
     "duration", "checkpoint", "idle", "command",        "env",   "workdir",  "array_size",
-    "dependency"};
+    "dependency", "array_throttle"};
 
 static void walk_top(spec_parser *P, const yaml_node_t *root)
 {
@@ -548,6 +548,11 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
         spec->array_size = (int)x;
     if (v[K_DEPENDENCY])
         walk_dependency(P, v[K_DEPENDENCY]);
+    if (v[K_THROTTLE] &&
+        spec_int(P, v[K_THROTTLE], "array_throttle", 1, TS_SPEC_MAX_ARRAY, &x))
+        spec->array_throttle = (int)x;
+    if (spec->array_throttle > 0 && spec->array_size < 2)
+        spec_fail(P, "array_throttle", "only an array (array_size 2 or more) has one");
 }
 
 static int walk(void *ctx)

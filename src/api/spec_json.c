@@ -130,6 +130,8 @@ static json_t *spec_json(const ts_job_spec *s, bool *ok)
     put(root, "workdir", string_or_null(s->workdir), ok);
     put(root, "array_size", json_integer(s->array_size), ok);
     put(root, "dependency", string_or_null(s->dependency), ok);
+    put(root, "array_throttle", s->array_throttle > 0 ? json_integer(s->array_throttle)
+                                                      : json_null(), ok);
     return root;
 }
 

@@ -323,6 +323,14 @@ char *ctld_run_detail(const cjob *j, double now);
  * queue_position {tenant, cluster} (1 = first), estimated_start ({time} or
  * {reason}), las {level, attained_gpu_hours}, and a one-line "standing". */
 void ctld_render_queue(const ctld *c, const cjob *j, json_t *doc);
+/* throttle.c: arrays' throttles. scan counts, under mu, the running elements
+ * of throttled arrays (NULL: out of memory, nothing throttled this cycle);
+ * waits says whether pending job j must stay out of this cycle (its reason
+ * set), taking its array's room otherwise. */
+typedef struct ctld_throttle ctld_throttle;
+ctld_throttle *ctld_throttle_scan(const ctld *c);
+bool ctld_throttle_waits(ctld_throttle *t, cjob *j);
+void ctld_throttle_free(ctld_throttle *t);
 /* service.c: the GPU-seconds a job attained, for the las order. run_ended
  * adds the run that ends now (called as its GPUs go); restore rebuilds the
  * sum of a job that ran before from its run-ended events (after a restart). */

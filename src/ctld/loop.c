@@ -329,6 +329,7 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
     }
     ctld_txn_fini(&td);
     int nw = 0, nr = 0;
+    ctld_throttle *thr = ctld_throttle_scan(c);
     ts_job *wv = malloc((size_t)(c->njobs + 1) * sizeof *wv);
     ts_job *rv = malloc((size_t)(c->njobs + 1) * sizeof *rv);
     cjob **wj = malloc((size_t)(c->njobs + 1) * sizeof *wj);
@@ -341,6 +342,8 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
             continue; /* being written by another thread: it joins the next cycle */
         if (ctld_dep_waits(j))
             continue; /* waits for its dependency (depend.c set its reason) */
+        if (ctld_throttle_waits(thr, j))
+            continue; /* its array runs as many elements as its throttle allows */
         if (j->row.state == TS_JOB_PENDING || j->row.state == TS_JOB_HELD) {
             j->sj.held = j->row.state == TS_JOB_HELD;
             wj[nw] = j;
@@ -411,6 +414,7 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
         c->dirty = true;
     c->store_failing = failed;
     pthread_mutex_unlock(&c->mu);
+    ctld_throttle_free(thr);
     free(wv);
     free(rv);
     free(wj);

@@ -304,6 +304,18 @@ static void value_forms(void **state)
 
 /* ---- canonical JSON ------------------------------------------------------------- */
 
+static void array_throttle(void **state)
+{
+    (void)state;
+    ts_job_spec *s = parse_ok("tenant: t\nname: n\ntasks: [{gpus: 1}]\narray_size: 20\n"
+                              "array_throttle: 3\n");
+    assert_int_equal(s->array_throttle, 3);
+    char *json = ts_spec_to_json(s);
+    assert_non_null(strstr(json, "\"array_throttle\":3"));
+    free(json);
+    ts_spec_free(s);
+}
+
 static void canonical_json_exact(void **state)
 {
     (void)state;
@@ -318,7 +330,7 @@ static void canonical_json_exact(void **state)
               "\"topology\":{\"required\":\"any\",\"preferred\":null,\"rail_aligned\":false},"
               "\"time_limit\":2.5,\"duration\":0,\"checkpoint\":{\"signal\":null,\"grace\":null},"
               "\"idle\":{\"timeout\":0},\"command\":[],\"env\":{\"A\":\"x=y\",\"B\":\"2\"},"
-              "\"workdir\":null,\"array_size\":1,\"dependency\":null}");
+              "\"workdir\":null,\"array_size\":1,\"dependency\":null,\"array_throttle\":null}");
     free(json);
     ts_spec_free(s);
 }
@@ -388,6 +400,10 @@ static const bad_case BAD[] = {
     /* required keys */
     {"name: n\ntasks: [{}]\n", "tenant", "required"},
     {"tenant: t\ntasks: [{}]\n", "name", "required"},
+    {"tenant: t\nname: n\ntasks: [{}]\narray_throttle: 2\n", "array_throttle",
+     "only an array"},
+    {"tenant: t\nname: n\ntasks: [{}]\narray_size: 4\narray_throttle: 0\n", "array_throttle",
+     ""},
     {BASE, "tasks", "required"},
     {"tenant: ~\nname: n\ntasks: [{}]\n", "tenant", "required"},
     /* unknown and repeated keys */
@@ -792,6 +808,7 @@ int main(void)
         cmocka_unit_test(null_means_default),
         cmocka_unit_test(value_forms),
         cmocka_unit_test(canonical_json_exact),
+        cmocka_unit_test(array_throttle),
         cmocka_unit_test(canonical_json_round_trips),
         cmocka_unit_test(every_character_round_trips),
         cmocka_unit_test(bad_inputs),

@@ -12,7 +12,8 @@ data the cause), the short one starts and ends, the long one resumes. While
 the long job waits, explain and the job carry its standing (level, GPU-hours
 attained, jobs ahead), queue position and start estimate. Across a restart
 of tesserad, the long job keeps the service it attained (rebuilt
-from its run-ended events). A fifo tenant's jobs carry no level. Every wait
+from its run-ended events). A fifo tenant's jobs carry no level; a throttled array
+runs at most its throttle of elements at once. Every wait
 is bounded.
 """
 import os
@@ -155,6 +156,27 @@ try:
     tens = {t["name"]: t for t in call("GET", "/v1/tenants")[1]["tenants"]}
     check(tens["team-a"]["order"] == "las" and tens["team-f"]["order"] == "fifo",
           f"tenants show their order: {tens['team-a']['order']}, {tens['team-f']['order']}")
+    # an array's throttle: at most 2 of its 5 one-GPU elements run at once
+    call("POST", f"/v1/jobs/{long_id}/cancel")  # the node to itself
+    arr = spec("team-f", "thr", "1s")
+    arr["tasks"][0]["gpus"] = 1
+    arr.update({"array_size": 5, "array_throttle": 2})
+    st, d = call("POST", "/v1/jobs", arr)
+    ids = [j["id"] for j in d.get("jobs", [])]
+    check(st in (200, 201) and len(ids) == 5, f"a throttled array of 5 ({st})")
+    most, why_seen, deadline = 0, "", time.time() + 25
+    while ids and time.time() < deadline:
+        js = [job(i) for i in ids]
+        most = max(most, sum(j["state"] in ("running", "stopping") for j in js))
+        why_seen = why_seen or next((j["why"] for j in js if j["state"] == "pending" and
+                                     "array throttle" in (j.get("why") or "")), "")
+        if all(j["state"] == "completed" for j in js):
+            break
+        time.sleep(0.1)
+    check(ids and all(job(i)["state"] == "completed" for i in ids), "every element completes")
+    check(most == 2, f"at most 2 ran at once, and 2 did: {most}")
+    check("at most 2" in why_seen, f"the others said why: {why_seen}")
+
     # a fifo tenant's jobs carry no level
     call("POST", "/v1/jobs", spec("team-f", "f1", "30s"))
     st, d = call("POST", "/v1/jobs", spec("team-f", "f2", "30s"))
