@@ -67,14 +67,29 @@ const char *cli_event_text(const json_t *ev, char *buf, size_t size)
         cli_duration(num(d, "in_s"), span, sizeof span);
         snprintf(buf, size, "holds the reservation: starts by %s (in %s)",
                  cli_time_iso(json_object_get(d, "start_by"), t0, sizeof t0), span);
+    } else if (strcmp(kind, "started") == 0 && json_array_size(json_object_get(d, "nodes")) > 1) {
+        /* the node list folded into ranges: r1-n[1-4] */
+        const json_t *nodes = json_object_get(d, "nodes");
+        size_t n = json_array_size(nodes);
+        const char **names = calloc(n, sizeof *names);
+        struct cli_buf b = {0};
+        for (size_t i = 0; names && i < n; i++)
+            names[i] = json_string_value(json_array_get(nodes, i));
+        if (names)
+            cli_name_ranges(names, n, &b);
+        snprintf(buf, size, "on %s%s", b.p && !b.oom ? b.p : str(d, "node"),
+                 json_is_true(json_object_get(d, "more_nodes")) ? " and other nodes" : "");
+        free(names);
+        cli_buf_free(&b);
     } else if (strcmp(kind, "started") == 0 && has(d, "node")) {
         snprintf(buf, size, "on %s%s", str(d, "node"),
                  json_is_true(json_object_get(d, "more_nodes")) ? " and other nodes" : "");
     } else if (strcmp(kind, "preempted") == 0 && has(d, "for_job")) {
         cli_duration(num(d, "grace_s"), span, sizeof span);
-        snprintf(buf, size, "for job %lld (%s, guaranteed); signal %lld, grace %s, %.2f GPU-hours "
+        snprintf(buf, size, "for job %lld (%s, %s); signal %lld, grace %s, %.2f GPU-hours "
                  "since the last checkpoint", (long long)json_integer_value(json_object_get(d, "for_job")),
-                 str(d, "for_tenant"), (long long)json_integer_value(json_object_get(d, "signal")), span,
+                 str(d, "for_tenant"),
+                 strcmp(str(d, "cause"), "time-sharing") == 0 ? "time-sharing" : "guaranteed", (long long)json_integer_value(json_object_get(d, "signal")), span,
                  num(d, "lost_gpu_s") / EVENT_S_PER_HOUR);
     } else if ((strcmp(kind, "requeued") == 0 || strcmp(kind, "held") == 0) && has(d, "outcome")) {
         if (has(d, "eligible_at"))

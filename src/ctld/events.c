@@ -94,9 +94,23 @@ static void parse_sentence(const char *kind, const char *d, json_t *data)
     if (strcmp(kind, "reserved") == 0 && sscanf(d, "to start by %lf (in %lf s)", &a, &b) == 2) {
         json_object_set_new(data, "start_by", json_real(a));
         json_object_set_new(data, "in_s", json_real(b));
-    } else if (strcmp(kind, "started") == 0 && sscanf(d, "on %127s", word) == 1) {
-        json_object_set_new(data, "node", json_string(word));
-        json_object_set_new(data, "more_nodes", json_boolean(strstr(d, " and others") != NULL));
+    } else if (strcmp(kind, "started") == 0 && strncmp(d, "on ", 3) == 0 && d[3]) {
+        /* "on n1,n2,n3", "... and N more" past 64 nodes; older: "on n1 and others" */
+        const char *p = d + 3;
+        size_t n = strcspn(p, " ");
+        json_t *nodes = json_array();
+        for (const char *q = p; q < p + n;) {
+            size_t k = strcspn(q, ",");
+            if (k > n - (size_t)(q - p))
+                k = n - (size_t)(q - p);
+            if (k > 0)
+                json_array_append_new(nodes, json_stringn(q, k));
+            q += k + 1;
+        }
+        json_object_set_new(data, "node", json_copy(json_array_get(nodes, 0)));
+        json_object_set_new(data, "nodes", nodes);
+        json_object_set_new(data, "more_nodes",
+                            json_boolean(strstr(d, " and others") || strstr(d, " more")));
     } else if (strcmp(kind, "preempted") == 0 &&
                sscanf(d, "for job %lld (%127[^,], %63[^)]); signal %d, grace %lf s, %lf", &id,
                       word, why, &x, &g, &a) == 6) {

@@ -103,6 +103,36 @@ static void decision_refused(ctld *c, const ts_job *sj, const ts_alloc *allocs, 
                 e.msg);
 }
 
+/* "on n1,n2,...": the nodes of a start, each once, in rank order; past
+ * STARTED_NODES_MAX of them "... and N more" (the detail stays bounded). */
+#define STARTED_NODES_MAX 64
+static char *started_detail(const ctld *c, const ts_alloc *al, int ntasks)
+{
+    size_t cap = 16 + (size_t)STARTED_NODES_MAX * (TS_NAME_MAX + 1);
+    char *s = malloc(cap);
+    if (!s)
+        return NULL;
+    size_t len = (size_t)snprintf(s, cap, "on ");
+    int listed = 0, more = 0;
+    for (int t = 0; t < ntasks; t++) {
+        bool seen = false;
+        for (int u = 0; u < t && !seen; u++)
+            seen = al[u].node == al[t].node;
+        if (seen)
+            continue;
+        if (listed == STARTED_NODES_MAX) {
+            more++;
+            continue;
+        }
+        len += (size_t)snprintf(s + len, cap - len, "%s%s", listed ? "," : "",
+                                c->cluster->nodes[al[t].node].name);
+        listed++;
+    }
+    if (more)
+        snprintf(s + len, cap - len, " and %d more", more);
+    return s;
+}
+
 /* The cycle's starts and preemptions, planned into t; started[k] says
  * whether start k is in t (else it is unbound already). */
 static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, bool *started,
@@ -113,8 +143,7 @@ static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, 
     for (int k = 0; rc == 0 && k < d->nstarts; k++) {
         cjob *j = w[d->starts[k].job];
         const ts_alloc *al = d->starts[k].allocs;
-        char *detail = dupf("on %s%s", c->cluster->nodes[al[0].node].name,
-                            j->ntasks > 1 ? " and others" : "");
+        char *detail = started_detail(c, al, j->ntasks);
         ctld_fsm_args a = {.detail = detail, .allocs = al};
         rc = detail ? ctld_fsm_plan(c, t, j, CTLD_JE_START, &a, now, err) : TS_ENOMEM;
         free(detail);

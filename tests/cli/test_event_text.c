@@ -88,6 +88,16 @@ static void events_read_in_words(void **state)
                         "for job 7 (team-b, guaranteed); signal 15, grace 30s, 0.50 GPU-hours "
                         "since the last checkpoint");
     json_decref(ev);
+    ev = json_pack("{s:s,s:s,s:{s:i,s:s,s:s,s:i,s:f,s:f}}", "kind", "preempted", "detail", "x",
+                   "data", "for_job", 9, "for_tenant", "vision", "cause", "time-sharing",
+                   "signal", 10, "grace_s", 3.0, "lost_gpu_s", 36.0);
+    assert_non_null(strstr(cli_event_text(ev, b, sizeof b), "for job 9 (vision, time-sharing)"));
+    json_decref(ev);
+    /* a gang's nodes, folded into ranges */
+    ev = json_pack("{s:s,s:s,s:{s:s,s:[s,s,s,s],s:b}}", "kind", "started", "detail", "x", "data",
+                   "node", "r1-n1", "nodes", "r1-n1", "r1-n2", "r1-n3", "r1-n4", "more_nodes", 0);
+    assert_string_equal(cli_event_text(ev, b, sizeof b), "on r1-n[1-4]");
+    json_decref(ev);
     /* no data, or data this client does not know: the detail as it came */
     ev = json_pack("{s:s,s:s,s:{}}", "kind", "reserved", "detail", "at +25m", "data");
     assert_string_equal(cli_event_text(ev, b, sizeof b), "at +25m");

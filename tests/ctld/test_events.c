@@ -66,6 +66,16 @@ static void sentences_are_typed(void **state)
     assert_string_equal(json_string_value(json_object_get(d, "node")), "r1-n03");
     assert_true(json_is_true(json_object_get(d, "more_nodes")));
     json_decref(d);
+    d = data_of("started", "on r1-n03,r1-n04,r2-n01");
+    assert_int_equal(json_array_size(json_object_get(d, "nodes")), 3);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(d, "nodes"), 2)),
+                        "r2-n01");
+    assert_false(json_is_true(json_object_get(d, "more_nodes")));
+    json_decref(d);
+    d = data_of("started", "on a,b and 3 more");
+    assert_int_equal(json_array_size(json_object_get(d, "nodes")), 2);
+    assert_true(json_is_true(json_object_get(d, "more_nodes")));
+    json_decref(d);
     d = data_of("requeued", "every rank stopped (checkpointed); eligible again at 1796135100");
     assert_string_equal(json_string_value(json_object_get(d, "outcome")), "checkpointed");
     assert_true(json_real_value(json_object_get(d, "eligible_at")) == 1796135100.0);
