@@ -37,6 +37,11 @@ static int parse_item(const char *p, const char *e, ts_dependency *d, char *why,
     size_t n = (size_t)(e - p);
     char shown[48];
     snprintf(shown, sizeof shown, "%.*s%s", (int)(n > 40 ? 40 : n), p, n > 40 ? "..." : "");
+    /* shown in a one-line message: control characters and other than ASCII
+     * (perhaps cut inside a character at 40 bytes) become '?' */
+    for (char *q = shown; *q; q++)
+        if ((unsigned char)*q < 0x20 || (unsigned char)*q >= 0x7F)
+            *q = '?';
     if (n == 0)
         return fail(why, size, "an empty item%s (TYPE:JOBID or singleton between ',' or '?')",
                     "");
