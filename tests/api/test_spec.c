@@ -316,6 +316,19 @@ static void array_throttle(void **state)
     ts_spec_free(s);
 }
 
+static void dependency_error_one_line(void **state)
+{
+    (void)state;
+    /* the item is echoed into the message: a tab or a byte past ASCII in it
+     * must not break the one-line message (found by fuzz_spec) */
+    const char *text = "tenant: t\nname: n\ntasks: [{}]\ndependency: \"after:1\\tx\\xff\"\n";
+    ts_spec_errors e = parse_bad(text, strlen(text));
+    assert_true(e.n >= 1);
+    for (const char *p = e.msg[0]; *p; p++)
+        assert_true((unsigned char)*p >= 0x20 && (unsigned char)*p < 0x7F);
+    assert_non_null(strstr(e.msg[0], "dependency"));
+}
+
 static void canonical_json_exact(void **state)
 {
     (void)state;
@@ -809,6 +822,7 @@ int main(void)
         cmocka_unit_test(value_forms),
         cmocka_unit_test(canonical_json_exact),
         cmocka_unit_test(array_throttle),
+        cmocka_unit_test(dependency_error_one_line),
         cmocka_unit_test(canonical_json_round_trips),
         cmocka_unit_test(every_character_round_trips),
         cmocka_unit_test(bad_inputs),
