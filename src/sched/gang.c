@@ -322,6 +322,7 @@ typedef struct plan {
     ts_typical typ;    /* spec->typical, memory-aware; n = 0 when none */
     double w;          /* its stranded-GPU weight */
     double *fkey;      /* [nnodes + 1] growth of the measure per candidate */
+    int packed;        /* tasks the last pack placed before it stopped */
 } plan;
 
 static const ts_node *view(const plan *p, int node)
@@ -521,9 +522,12 @@ static int pack(plan *p, int level, int sub)
         }
         if (placed < 0)
             return placed;
-        if (!placed)
+        if (!placed) {
+            p->packed = oi;
             return 0;
+        }
     }
+    p->packed = p->sp->ntasks;
     return 1;
 }
 
@@ -621,7 +625,22 @@ static int first_node(const ts_gang_index *ix, int b)
     return -1;
 }
 
-static void explain(const plan *p, int level, ts_gang_result *res)
+/* ", 3 of 4 tasks fit in l0": how far the gang gets in subtree sub of level
+ * (the whole cluster for TS_GANG_LEVEL_ANY) on a trial pack, for the why. */
+static void explain_tasks(plan *p, int level, int sub, const char *where, ts_gang_result *res)
+{
+    if (p->sp->ntasks < 2 || (level != TS_GANG_LEVEL_ANY && sub < 0))
+        return;
+    int rc = pack(p, level, sub);
+    int fit = rc < 0 ? -1 : p->packed;
+    plan_reset(p);
+    size_t len = strlen(res->why);
+    if (fit >= 0 && len < sizeof res->why)
+        snprintf(res->why + len, sizeof res->why - len, "; %d of %d tasks fit in %s", fit,
+                 p->sp->ntasks, where);
+}
+
+static void explain(plan *p, int level, ts_gang_result *res)
 {
     const ts_gang_index *ix = p->ix;
     const char *lname = ts_gang_level_name(ix->c, level);
@@ -631,6 +650,7 @@ static void explain(const plan *p, int level, ts_gang_result *res)
         res->reason = TS_GANG_CAPACITY;
         snprintf(res->why, sizeof res->why, "needs %d GPUs, %lld free in the cluster",
                  p->need, (long long)ix->free);
+        explain_tasks(p, TS_GANG_LEVEL_ANY, -1, "the cluster", res);
         return;
     }
     /* the widest subtree at the required level, and the smallest that holds it */
@@ -665,6 +685,8 @@ static void explain(const plan *p, int level, ts_gang_result *res)
                  "needs %d GPUs within one %s; the most free in any %s is %lld (%s)", p->need,
                  lname, lname, (long long)(most < 0 ? 0 : most),
                  most_sub >= 0 ? sub_name(ix, level, most_sub) : "none");
+        if (most_sub >= 0)
+            explain_tasks(p, level, most_sub, sub_name(ix, level, most_sub), res);
         return;
     }
     res->reason = TS_GANG_FRAGMENTATION;
@@ -674,6 +696,8 @@ static void explain(const plan *p, int level, ts_gang_result *res)
              "%s%d GPU%s%s", lname, sub_name(ix, level, fit_sub), (long long)fit, p->need,
              p->sp->ntasks, p->sp->ntasks == 1 ? "" : "s", p->identical ? "" : "up to ",
              p->kmax, p->kmax == 1 ? "" : "s", p->sp->rail_aligned ? " (rail-aligned)" : "");
+    explain_tasks(p, level, fit_sub,
+                  level == TS_GANG_LEVEL_ANY ? "the cluster" : sub_name(ix, level, fit_sub), res);
 }
 
 /* ---- placing and releasing -------------------------------------------- */
@@ -803,6 +827,8 @@ int ts_gang_place(ts_gang_index *ix, const ts_gang_spec *sp, ts_alloc *out,
             }
         }
     }
+    if (rc == 0)
+        explain(&p, sp->required_level, res); /* it did not fit: say why, while p is whole */
     plan_reset(&p);
     free(p.order);
     free(p.cand);
@@ -817,7 +843,6 @@ int ts_gang_place(ts_gang_index *ix, const ts_gang_spec *sp, ts_alloc *out,
         return 0;
     if (rc < 0)
         return rc;
-    explain(&p, sp->required_level, res);
     return ts_err_set(err, TS_ENOSPC, "gang of %d: %s: %s", sp->ntasks,
                       ts_gang_reason_name(res->reason), res->why);
 }

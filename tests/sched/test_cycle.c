@@ -240,6 +240,8 @@ static void test_gang_all_or_nothing(void **state)
     assert_int_equal(cycle(f, 10, &g, 1, &r, 1), 0);
     assert_int_equal(f->d.nstarts, 0);
     assert_int_equal(f->d.pending[0].reason, TS_PEND_TOPOLOGY);
+    /* how far the gang gets in the widest leaf */
+    assert_non_null(strstr(f->d.pending[0].why, "1 of 2 tasks fit in l0"));
     for (int i = 0; i < f->c->nnodes; i++) {
         assert_int_equal(f->c->nodes[i].cpu_used, before->nodes[i].cpu_used);
         assert_int_equal(f->c->nodes[i].gpus_free, before->nodes[i].gpus_free);
