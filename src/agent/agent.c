@@ -13,6 +13,11 @@
  * started twice: a (job, rank) with a local entry, running or ended, is not
  * started again until the controller has dropped it. What one task needs
  * (its start, adoption after a restart, MIG, MPS, output) is agent_task.c.
+ * With several controllers (--controller URL,URL...), an exchange that gets
+ * no answer or a 503 moves the agent to the leader a standby names, else to
+ * the next controller (controllers.c), where it registers again with what
+ * runs: the tasks run on meanwhile, and stop only when no controller has
+ * answered for the lost deadline below.
  */
 #define _DEFAULT_SOURCE /* getpwnam_r's companions, mkdir, strdup */
 #include <curl/curl.h>
@@ -51,7 +56,7 @@ static int post(ts_agent *a, const char *path, json_t *body, long *status, json_
                 double timeout_s, ts_err *err)
 {
     char url[700], auth[320];
-    snprintf(url, sizeof url, "%s%s", a->cfg.server, path);
+    snprintf(url, sizeof url, "%s%s", ts_ctls_url(&a->cfg.ctls), path);
     snprintf(auth, sizeof auth, "Authorization: Bearer %s", a->cfg.token);
     char *txt = json_dumps(body, JSON_COMPACT);
     if (!txt)
@@ -74,6 +79,7 @@ static int post(ts_agent *a, const char *path, json_t *body, long *status, json_
     *status = 0;
     curl_easy_getinfo(a->h, CURLINFO_RESPONSE_CODE, status);
     if (rc != CURLE_OK) {
+        *status = 0; /* no answer: the controller is unreachable or too slow */
         free(b.p);
         return ts_err_set(err, TS_EIO, "%s: %s", url, curl_easy_strerror(rc));
     }
@@ -284,6 +290,51 @@ static void reconcile(ts_agent *a, json_t *desired)
 
 /* ---- one step ------------------------------------------------------------------- */
 
+/* After an exchange with the controller in use: a failure without an
+ * answer (connection, timeout) or a 503 moves to another one - the leader
+ * a standby names, else the next of the list - where the agent registers
+ * again. Any other answer, an error included, came from a controller that
+ * serves: the agent stays. */
+static void after_exchange(ts_agent *a, int rc, long status, json_t *ans)
+{
+    a->switched = false;
+    if (rc == 0) {
+        ts_ctls_ok(&a->cfg.ctls);
+        a->quick_retries = 0;
+        return;
+    }
+    if (status != 0 && status != 503)
+        return;
+    json_t *e = json_object_get(ans, "error");
+    const char *code = json_string_value(json_object_get(e, "code"));
+    bool standby = status == 503 && code && strcmp(code, "standby") == 0;
+    const char *leader = standby ? json_string_value(json_object_get(e, "leader")) : NULL;
+    char was[TS_CTL_URL_MAX];
+    snprintf(was, sizeof was, "%s", ts_ctls_url(&a->cfg.ctls));
+    if (!ts_ctls_fail(&a->cfg.ctls, leader))
+        return;
+    a->switched = true;
+    a->registered = false; /* the new one learns from the registration what runs here */
+    char why[TS_CTL_URL_MAX + 64];
+    if (standby)
+        snprintf(why, sizeof why, "is a standby (leader: %s)",
+                 ts_ctls_url_ok(leader) ? leader : "not named");
+    else
+        snprintf(why, sizeof why, "%s", status ? "answered 503" : "did not answer");
+    fprintf(stderr, "tessera-agent: controller %s %s; switching to %s\n", was, why,
+            ts_ctls_url(&a->cfg.ctls));
+}
+
+bool ts_agent_retry_now(ts_agent *a)
+{
+    if (a->switched && a->quick_retries < a->cfg.ctls.n) {
+        a->quick_retries++;
+        return true;
+    }
+    a->quick_retries = 0;
+    return false;
+}
+
 /* How long without the controller before this node's tasks must stop. */
 static double lost_limit(const ts_agent *a)
 {
@@ -324,6 +375,9 @@ int ts_agent_step(ts_agent *a, ts_err *err)
             json_object_set(body, "logs", a->log_answers);
         /* never wait past the moment the tasks must stop (below) */
         double timeout = TS_AGENT_WAIT_IDLE_S + 30.0;
+        if (a->cfg.ctls.n > 1) /* a hung controller must not keep the agent from the others */
+            timeout = (busy ? TS_AGENT_WAIT_BUSY_S : TS_AGENT_WAIT_IDLE_S) +
+                      TS_AGENT_ANSWER_SLACK_S;
         if (busy) {
             double left = lost_limit(a) - (ts_launch_now() - a->last_ok_s);
             timeout = left < TS_AGENT_WAIT_BUSY_S + 0.5 ? TS_AGENT_WAIT_BUSY_S + 0.5
@@ -342,6 +396,7 @@ int ts_agent_step(ts_agent *a, ts_err *err)
             a->registered = false; /* the controller restarted or declared us lost */
         }
     }
+    after_exchange(a, rc, status, ans);
     json_decref(ans);
     ts_agent_tell_metrics(a);
     ts_agent_mps_tidy(a);

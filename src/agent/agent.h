@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "agent/controllers.h"
 #include "agent/launch.h"
 #include "agent/metrics.h"
 #include "agent/mig.h"
@@ -28,9 +29,11 @@
 #define TS_AGENT_STEP_SAMPLES 20   /* step times a task's median is taken over */
 #define TS_AGENT_STEP_TAIL_BYTES 4096 /* read from the end of a step file for them */
 #define TS_AGENT_OUTPUT_TAIL 4096  /* bytes of each stream an ended task reports */
+#define TS_AGENT_ANSWER_SLACK_S 10.0 /* several controllers: a sync unanswered this
+                                        long past its wait is a failed controller */
 
 typedef struct ts_agent_config {
-    char server[512];       /* http(s)://host:port */
+    ts_ctls ctls;           /* the controllers (--controller), one in use at a time */
     char node[64];
     char token[256];        /* the node credential's secret */
     char state_dir[512];    /* logs and checkpoint acknowledgements */
@@ -64,6 +67,9 @@ void ts_agent_free(ts_agent *a);
 /* One exchange: (re)register if needed, report, receive the desired state
  * and reconcile. Returns 0, or an error the loop logs and retries after. */
 int ts_agent_step(ts_agent *a, ts_err *err);
+/* After a failed step: whether to try again at once (the step moved to
+ * another controller; at most once per controller before a pause). */
+bool ts_agent_retry_now(ts_agent *a);
 /* Stops every task (the controller has been unreachable too long, or the
  * agent is shutting down); blocks at most for their graces. */
 void ts_agent_stop_all(ts_agent *a);

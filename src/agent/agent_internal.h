@@ -42,6 +42,8 @@ struct ts_agent {
     bool registered;
     int64_t gen;
     double last_ok_s;
+    bool switched;         /* the last step moved to another controller */
+    int quick_retries;     /* retries without a pause since the last pause or answer */
     double ctld_lost_s;    /* the controller's node_lost_after, from its answers; 0 unknown */
     local_task tasks[TS_AGENT_MAX_TASKS];
     int ntasks;

@@ -1,7 +1,7 @@
 /*
  * main.c - tessera-agent: serves one node for the controller.
  *
- *   tessera-agent --server URL --node NAME --token-file FILE --state-dir DIR
+ *   tessera-agent --controller URL[,URL...] --node NAME --token-file FILE --state-dir DIR
  *                 [--nvml PATH] [--ca FILE] [--cgroup-parent DIR] [--lost-after S]
  *                 [--metrics-listen ADDR:PORT] [--nic-map FILE] [--sysfs-root DIR]
  *                 [--sharing timeslice|mps] [--mps-control PATH] [--shim PATH]
@@ -53,7 +53,11 @@ static json_t *health_report(void *ctx)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tessera-agent --server URL --node NAME --token-file FILE --state-dir DIR\n"
+    fprintf(f, "usage: tessera-agent --controller URL[,URL...] --node NAME --token-file FILE "
+               "--state-dir DIR\n"
+               "                     (--controller: 1 to 8 controllers, the leader found "
+               "among them;\n"
+               "                      --server is the same option)\n"
                "                     [--nvml PATH] [--ca FILE] [--cgroup-parent DIR] "
                "[--lost-after SECONDS]\n"
                "                     [--metrics-listen ADDR:PORT]  (Prometheus /metrics; "
@@ -99,8 +103,12 @@ int main(int argc, char **argv)
         } else if (!v) {
             usage(stderr);
             return 2;
-        } else if (strcmp(argv[i], "--server") == 0) {
-            snprintf(cfg.server, sizeof cfg.server, "%s", v);
+        } else if (strcmp(argv[i], "--controller") == 0 || strcmp(argv[i], "--server") == 0) {
+            ts_err perr;
+            if (ts_ctls_parse(v, &cfg.ctls, &perr) != 0) {
+                fprintf(stderr, "tessera-agent: %s: %s\n", argv[i], perr.msg);
+                return 2;
+            }
         } else if (strcmp(argv[i], "--node") == 0) {
             snprintf(cfg.node, sizeof cfg.node, "%s", v);
         } else if (strcmp(argv[i], "--token-file") == 0) {
@@ -145,8 +153,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!cfg.server[0] || !cfg.node[0] || !token_file || !cfg.state_dir[0]) {
-        fprintf(stderr, "tessera-agent: --server, --node, --token-file and --state-dir are "
+    if (!cfg.ctls.n || !cfg.node[0] || !token_file || !cfg.state_dir[0]) {
+        fprintf(stderr, "tessera-agent: --controller, --node, --token-file and --state-dir are "
                         "required\n");
         usage(stderr);
         return 2;
@@ -232,7 +240,10 @@ int main(int argc, char **argv)
         ts_agent_metrics_stop(metrics);
         return 1;
     }
-    fprintf(stderr, "tessera-agent: node %s, controller %s\n", cfg.node, cfg.server);
+    fprintf(stderr, "tessera-agent: node %s, controller %s", cfg.node, cfg.ctls.url[0]);
+    for (int k = 1; k < cfg.ctls.n; k++)
+        fprintf(stderr, "%s%s", k == 1 ? " (then " : ", ", cfg.ctls.url[k]);
+    fputs(cfg.ctls.n > 1 ? ")\n" : "\n", stderr);
     const ts_launch_caps *caps = ts_agent_caps(a);
     if (!caps->cgroup) /* said once: tasks run, without limits */
         fprintf(stderr, "tessera-agent: no per-task cgroups (%s): tasks run without CPU, "
@@ -242,7 +253,8 @@ int main(int argc, char **argv)
     while (!stop_requested) {
         if (ts_agent_step(a, &err) != 0) {
             fprintf(stderr, "tessera-agent: %s\n", err.msg);
-            sleep(1);
+            if (!ts_agent_retry_now(a))
+                sleep(1);
         }
     }
     fprintf(stderr, "tessera-agent: stopping %d task(s)\n", ts_agent_ntasks(a));
