@@ -25,6 +25,7 @@ enum ts_errcode {
     TS_ECONFLICT = -7, /* the state does not allow it (a job's state, a stale gen) */
     TS_ETIMEDOUT = -8, /* gave up waiting (a lock, a peer) */
     TS_ECLOSED = -9,   /* the object is shutting down or closed (a store) */
+    TS_EFENCED = -10,  /* a write from a leader whose epoch is no longer the lease's */
 };
 
 /* For functions whose result must be checked (a dropped durable-write error

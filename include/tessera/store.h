@@ -211,6 +211,42 @@ TS_MUST_CHECK int ts_store_faults_set(ts_store *s, const char *spec, ts_err *err
 /* How many failures have been injected so far. */
 uint64_t ts_store_faults_injected(ts_store *s);
 
+/* High availability (docs/ha.md; PostgreSQL only, TS_EINVAL on SQLite).
+ * One lease row in the store names the controller that leads; its expiry
+ * is kept by the database's clock (now()), so the controllers' clocks never
+ * have to agree. Each new holder increments the epoch. */
+#define TS_LEASE_HOLDER_MAX 128 /* holder ids */
+#define TS_LEASE_URL_MAX 256    /* advertised URLs */
+#define TS_LEASE_S_MAX 3600.0   /* lease durations: (0, 3600] seconds */
+
+typedef struct ts_lease_info {
+    char holder[TS_LEASE_HOLDER_MAX]; /* "" = never held */
+    int64_t epoch;                    /* 0 = never held */
+    char url[TS_LEASE_URL_MAX];       /* the holder's advertised URL ("" = none) */
+    double remaining_s;               /* until it expires, by the database's clock (<= 0: expired) */
+} ts_lease_info;
+
+/* Takes the lease for lease_s seconds if it has expired or `holder` holds it
+ * already, advertising url ("" = none); *epoch is the lease's epoch
+ * afterwards (incremented unless holder held it, unexpired). TS_ECONFLICT,
+ * naming the holder, when someone else holds it. */
+TS_MUST_CHECK int ts_store_lease_acquire(ts_store *s, const char *holder, const char *url,
+                                         double lease_s, int64_t *epoch, ts_err *err);
+/* Extends the lease holder has at `epoch` to lease_s seconds from now;
+ * TS_ECONFLICT when it holds it no longer (taken over: the new holder and
+ * epoch are named). */
+TS_MUST_CHECK int ts_store_lease_renew(ts_store *s, const char *holder, int64_t epoch,
+                                       double lease_s, ts_err *err);
+/* Ends the lease holder has at `epoch` now (a clean stop), so a standby
+ * need not wait for it to expire. Nothing if it holds it no longer. */
+int ts_store_lease_release(ts_store *s, const char *holder, int64_t epoch, ts_err *err);
+int ts_store_lease_read(ts_store *s, ts_lease_info *out, ts_err *err);
+/* Fencing: from now on every write transaction of this store checks, in
+ * the transaction, that the lease's epoch is still `epoch`, and fails with
+ * TS_EFENCED ("fenced: epoch 7 is not the lease's 8") otherwise: a deposed
+ * leader that has not noticed cannot commit. 0 turns the check off. */
+TS_MUST_CHECK int ts_store_set_epoch(ts_store *s, int64_t epoch, ts_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -246,6 +246,7 @@ int ts_store_open_version(const char *url, int max_version, ts_store **out, ts_e
     pthread_cond_init(&s->donecv, NULL);
     pthread_mutex_init(&s->rmu, NULL);
     pthread_cond_init(&s->rcv, NULL);
+    pthread_mutex_init(&s->lease_mu, NULL);
     rc = ops->connect(s->target, true, &s->wconn, err);
     if (rc == 0)
         rc = ts_store_migrate(ops, s->wconn, max_version, &s->schema_version, err);
@@ -269,6 +270,7 @@ void ts_store_close(ts_store *s)
     if (!s)
         return;
     ts_store_committer_stop(s);
+    ts_store_lease_fini(s);
     for (int i = 0; i < TS_STORE_READERS_MAX; i++)
         if (s->readers[i])
             s->ops->disconnect(s->readers[i]);
@@ -279,6 +281,7 @@ void ts_store_close(ts_store *s)
     pthread_cond_destroy(&s->donecv);
     pthread_mutex_destroy(&s->rmu);
     pthread_cond_destroy(&s->rcv);
+    pthread_mutex_destroy(&s->lease_mu);
     free(s->target);
     free(s);
 }

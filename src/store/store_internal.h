@@ -20,7 +20,7 @@
 #include "tessera/store.h"
 
 /* The schema this code writes. A store at a higher version is refused. */
-#define TS_SCHEMA_VERSION 2
+#define TS_SCHEMA_VERSION 3
 /* Settings key of the tenants YAML document. */
 #define TS_SETTING_TENANTS "tenants"
 /* Page size bounds shared by job and event lists. */
@@ -81,6 +81,11 @@ struct ts_store_ops {
     /* Fault injection (store_faults.c): cuts the session under the client
      * library, as a server restart would; NULL where there is no session. */
     void (*drop_session)(void *conn);
+    /* High availability (store_lease.c): from now on every transaction
+     * begun on conn first checks that the lease row still has this epoch
+     * (0: no check) and fails with TS_EFENCED otherwise. NULL where the
+     * backend has no lease (SQLite). Safe to call from any thread. */
+    void (*set_fence)(void *conn, int64_t epoch);
 };
 
 /* Injected failures (store_faults.c, docs/store.md "Fault injection").
@@ -91,6 +96,7 @@ typedef struct ts_store_faults {
     uint64_t nth;      /* fail the nth write from now (0 = not this rule) */
     uint64_t every;    /* fail every nth write (0 = not this rule) */
     int kind;          /* enum ts_fault_kind */
+    uint64_t delay_ms; /* every transaction waits this long before COMMIT (a slow disk) */
     uint64_t seen;     /* writes counted since the rules were set */
     uint64_t injected; /* failures injected so far */
 } ts_store_faults;
@@ -163,7 +169,14 @@ struct ts_store {
     void *readers[TS_STORE_READERS_MAX];
     bool reader_busy[TS_STORE_READERS_MAX];
     int nreaders;
+    /* the lease's own session (store_lease.c), opened on first use;
+     * lease_mu guards it */
+    pthread_mutex_t lease_mu;
+    void *lease;
 };
+
+/* Closes the lease session, if one was opened (store_lease.c). */
+void ts_store_lease_fini(ts_store *s);
 
 /* Migrates the writer's store to `target_version` (TS_SCHEMA_VERSION in
  * normal use); *version is the store's version afterwards. */

@@ -18,6 +18,7 @@
 #include "store/store_internal.h"
 
 #include <libpq-fe.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +107,7 @@ static const char *const pg_sql[PG_STMTS] = {
 typedef struct pg_conn {
     PGconn *pc;
     uint64_t prepared; /* bit i: statement i prepared in this session */
+    _Atomic int64_t fence; /* epoch every transaction checks (0: none) */
 } pg_conn;
 
 typedef struct pg_params {
@@ -371,6 +373,38 @@ static int pg_query_int(void *conn, const char *sql, int64_t *out, ts_err *err)
     return rc;
 }
 
+/* Fencing (docs/ha.md): with an epoch set, the transaction just begun
+ * reads the lease row FOR SHARE and goes on only if the epoch is still
+ * ours. The row lock is held to COMMIT, so a new leader's takeover (an
+ * UPDATE of that row) waits for this transaction to end, and every
+ * transaction begun after the takeover sees the new epoch: no commit of an
+ * old epoch can follow the first commit of a new one. */
+static int pg_fence_check(pg_conn *c, ts_err *err)
+{
+    int64_t mine = atomic_load(&c->fence);
+    if (mine <= 0)
+        return 0;
+    PGresult *res = NULL;
+    int rc = pg_exec_text(c, "SELECT epoch FROM lease WHERE id = 1 FOR SHARE", &res, "fence",
+                          err);
+    if (rc == 0) {
+        int64_t now = PQntuples(res) == 1 ? g_i64(res, 0, 0) : -1;
+        PQclear(res);
+        if (now != mine)
+            rc = ts_err_set(err, TS_EFENCED, "fenced: epoch %lld is not the lease's %lld",
+                            (long long)mine, (long long)now);
+    }
+    if (rc)
+        pg_exec_text(c, "ROLLBACK", NULL, "rollback", NULL);
+    return rc;
+}
+
+static void pg_set_fence(void *conn, int64_t epoch)
+{
+    pg_conn *c = conn;
+    atomic_store(&c->fence, epoch);
+}
+
 /* A session the server dropped (restart, failover, idle kill) is noticed
  * only at its next use: BEGIN on it fails and leaves it CONNECTION_BAD. As
  * nothing of the group has run yet, one reset and a second BEGIN are safe. */
@@ -389,7 +423,9 @@ static int pg_begin(void *conn, ts_err *err)
         if (PQtransactionStatus(c->pc) != PQTRANS_IDLE)
             pg_exec_text(c, "ROLLBACK", NULL, "rollback", NULL);
         int rc = pg_exec_text(c, "BEGIN", NULL, "begin", err);
-        if (rc == 0 || attempt > 0 || PQstatus(c->pc) == CONNECTION_OK)
+        if (rc == 0)
+            return pg_fence_check(c, err);
+        if (attempt > 0 || PQstatus(c->pc) == CONNECTION_OK)
             return rc;
     }
 }
@@ -819,4 +855,5 @@ const struct ts_store_ops ts_store_pg_ops = {
     .setting_get = pg_setting_get,
     .usage = pg_usage,
     .drop_session = pg_drop_session,
+    .set_fence = pg_set_fence,
 };

@@ -79,6 +79,20 @@ static const migration migrations[] = {
      "CREATE INDEX tokens_tenant_id ON tokens (tenant, id);",
      "CREATE INDEX jobs_tenant_state ON jobs (tenant, state);"
      "CREATE INDEX tokens_tenant_id ON tokens (tenant, id);"},
+    {3,
+     /* high availability (store_lease.c, docs/ha.md): one lease row, whose
+      * holder leads the controllers sharing a PostgreSQL store; its epoch
+      * grows with each new holder and fences the writes of older ones.
+      * SQLite gets the same table, unused (one controller only). */
+     "CREATE TABLE IF NOT EXISTS lease (id INTEGER PRIMARY KEY CHECK (id = 1),"
+     " holder TEXT NOT NULL DEFAULT '', epoch INTEGER NOT NULL DEFAULT 0,"
+     " expires_s REAL NOT NULL DEFAULT 0, url TEXT NOT NULL DEFAULT '');"
+     "INSERT OR IGNORE INTO lease (id) VALUES (1);",
+     "CREATE TABLE IF NOT EXISTS lease (id INTEGER PRIMARY KEY CHECK (id = 1),"
+     " holder TEXT NOT NULL DEFAULT '', epoch BIGINT NOT NULL DEFAULT 0,"
+     " expires_at TIMESTAMPTZ NOT NULL DEFAULT '1970-01-01 00:00:00+00',"
+     " url TEXT NOT NULL DEFAULT '');"
+     "INSERT INTO lease (id) VALUES (1) ON CONFLICT (id) DO NOTHING;"},
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
