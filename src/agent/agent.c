@@ -294,8 +294,8 @@ static void reconcile(ts_agent *a, json_t *desired)
  * answer (connection, timeout) or a 503 moves to another one - the leader
  * a standby names, else the next of the list - where the agent registers
  * again. Any other answer, an error included, came from a controller that
- * serves: the agent stays. */
-static void after_exchange(ts_agent *a, int rc, long status, json_t *ans)
+ * serves: the agent stays. A switch is said in err's message. */
+static void after_exchange(ts_agent *a, int rc, long status, json_t *ans, ts_err *err)
 {
     a->switched = false;
     if (rc == 0) {
@@ -315,14 +315,16 @@ static void after_exchange(ts_agent *a, int rc, long status, json_t *ans)
         return;
     a->switched = true;
     a->registered = false; /* the new one learns from the registration what runs here */
-    char why[TS_CTL_URL_MAX + 64];
-    if (standby)
-        snprintf(why, sizeof why, "is a standby (leader: %s)",
-                 ts_ctls_url_ok(leader) ? leader : "not named");
+    /* the switch, said on the failure's own line */
+    char msg[TS_ERR_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    const char *now = ts_ctls_url(&a->cfg.ctls);
+    if (standby && ts_ctls_url_ok(leader) && strcmp(leader, was) != 0)
+        ts_err_set(err, TS_EIO, "%s (a standby; switching to the leader it names, %s)", msg,
+                   now);
     else
-        snprintf(why, sizeof why, "%s", status ? "answered 503" : "did not answer");
-    fprintf(stderr, "tessera-agent: controller %s %s; switching to %s\n", was, why,
-            ts_ctls_url(&a->cfg.ctls));
+        ts_err_set(err, TS_EIO, "%s (%s; switching to %s)", msg,
+                   standby ? "a standby" : status ? "unavailable" : "no answer", now);
 }
 
 bool ts_agent_retry_now(ts_agent *a)
@@ -396,7 +398,7 @@ int ts_agent_step(ts_agent *a, ts_err *err)
             a->registered = false; /* the controller restarted or declared us lost */
         }
     }
-    after_exchange(a, rc, status, ans);
+    after_exchange(a, rc, status, ans, err);
     json_decref(ans);
     ts_agent_tell_metrics(a);
     ts_agent_mps_tidy(a);
