@@ -26,6 +26,8 @@
 #define CLI_VERSION "0.1.0"
 #define CLI_DEFAULT_SERVER "http://127.0.0.1:8460"
 #define CLI_PROG "tessera"
+#define CLI_SERVERS_MAX 8     /* controllers in one --server / $TESSERA_URL list */
+#define CLI_URL_MAX 1024      /* bytes of one controller URL */
 
 /* The exit codes; docs/cli.md is the contract scripts rely on. */
 enum cli_exit {
@@ -59,7 +61,9 @@ struct cli_flags {
 struct cli_ctx {
     struct cli_flags flags;
     /* Resolved by cli_config_resolve (owned, freed by cli_ctx_free). */
-    char *server;      /* base URL without a trailing slash */
+    char *server;      /* the controller in use: base URL without a trailing slash */
+    char *servers[CLI_SERVERS_MAX]; /* every controller given, in order (owned) */
+    int nservers;
     char *token;       /* NULL: send no Authorization header */
     char *ca;          /* NULL: the system's trust store */
     char *token_from;  /* where the token came from, for a 401 hint */
@@ -120,8 +124,10 @@ int cli_job_id(const struct cli_cmd *cmd, const char *s, long *id);
 /* ---- config.c ---- */
 
 /*
- * Fills ctx->server, token, ca, output and timeout_s from the flags, then
- * $TESSERA_URL / $TESSERA_TOKEN, then the config file, then the defaults.
+ * Fills ctx->servers (a comma-separated list of 1..CLI_SERVERS_MAX URLs;
+ * ctx->server is the first), token, ca, output and timeout_s from the
+ * flags, then $TESSERA_URL / $TESSERA_TOKEN, then the config file, then
+ * the defaults.
  * Warns when the config file holds a token and others may read it. Returns
  * CLI_CONTINUE or an exit code (message printed). Idempotent.
  */
@@ -169,7 +175,12 @@ struct cli_req {
 };
 
 /*
- * Sends req to ctx's server. On a 2xx answer fills resp (the caller frees
+ * Sends req to ctx's server. With several controllers, a try that gets no
+ * answer (connection refused, name not resolved, timeout, connection
+ * dropped) or a 503 "standby" moves on: to the leader the standby names
+ * (once per request), else to the next controller not yet tried; the
+ * first other answer is the answer, and the controller that gave it is
+ * tried first by the next request. On a 2xx answer fills resp (the caller frees
  * it with cli_resp_free) and returns CLI_EXIT_OK. Otherwise prints what
  * went wrong - the server's message and every field error, or which URL
  * could not be reached and why - and returns the exit code for it.

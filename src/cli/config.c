@@ -1,7 +1,9 @@
 /*
  * config.c - where the CLI's server, token and CA come from: a flag, else
  * the environment ($TESSERA_URL, $TESSERA_TOKEN), else the config file, else
- * the default server (no token). The config file is YAML with a closed
+ * the default server (no token). The server may be a comma-separated list
+ * of controllers (a leader and its standbys; http.c finds the one that
+ * answers). The config file is YAML with a closed
  * schema (server, token, ca), read by libtessera's document loader so its
  * errors read "file:line: key: why" like every other Tessera file; it lives
  * at --config PATH, else $XDG_CONFIG_HOME/tessera/config.yaml, else
@@ -135,17 +137,69 @@ static char *dup_or_take(const char *flag, const char *env, char **from_file)
     return v;
 }
 
-static int check_server(struct cli_ctx *ctx, const char *from)
+/* Splits the comma-separated list into ctx->servers, each checked, and
+ * makes the first the one in use. */
+static int check_server(struct cli_ctx *ctx, const char *list, const char *from)
 {
-    char *s = ctx->server;
-    if (strncmp(s, "http://", 7) != 0 && strncmp(s, "https://", 8) != 0) {
-        cli_errorf("server URL must start with http:// or https://, got '%s' (from %s)", s,
-                   from);
-        return CLI_EXIT_USAGE;
+    const char *p = list;
+    for (int k = 1;; k++) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == 0) {
+            cli_errorf("server URL %d is empty (a list is URL[,URL...]; from %s)", k, from);
+            return CLI_EXIT_USAGE;
+        }
+        if (ctx->nservers == CLI_SERVERS_MAX) {
+            cli_errorf("more than %d server URLs (from %s)", CLI_SERVERS_MAX, from);
+            return CLI_EXIT_USAGE;
+        }
+        if (n >= CLI_URL_MAX) {
+            cli_errorf("server URL %d is longer than %d bytes (from %s)", k, CLI_URL_MAX - 1,
+                       from);
+            return CLI_EXIT_USAGE;
+        }
+        char *s = malloc(n + 1);
+        if (s) {
+            memcpy(s, p, n);
+            s[n] = '\0';
+        }
+        if (!s) {
+            cli_errorf("out of memory");
+            return CLI_EXIT_LOCAL;
+        }
+        ctx->servers[ctx->nservers++] = s;
+        const char *what = NULL;
+        for (const char *c = s; *c && !what; c++)
+            if ((unsigned char)*c <= ' ' || *c == 0x7f)
+                what = "must not hold blanks or control characters";
+        if (!what && strncmp(s, "http://", 7) != 0 && strncmp(s, "https://", 8) != 0)
+            what = "must start with http:// or https://";
+        if (what) {
+            char shown[CLI_CELL_MAX];
+            if (ctx->nservers == 1 && !end)
+                cli_errorf("server URL %s, got '%s' (from %s)", what,
+                           cli_clean(s, shown, sizeof shown), from);
+            else
+                cli_errorf("server URL %d %s, got '%s' (from %s)", k, what,
+                           cli_clean(s, shown, sizeof shown), from);
+            return CLI_EXIT_USAGE;
+        }
+        while (n > 0 && s[n - 1] == '/')
+            s[--n] = '\0';
+        for (int i = 0; i + 1 < ctx->nservers; i++)
+            if (strcmp(ctx->servers[i], s) == 0) {
+                cli_errorf("server URL %d '%s' repeats URL %d (from %s)", k, s, i + 1, from);
+                return CLI_EXIT_USAGE;
+            }
+        if (!end)
+            break;
+        p = end + 1;
     }
-    size_t n = strlen(s);
-    while (n > 0 && s[n - 1] == '/')
-        s[--n] = '\0';
+    ctx->server = strdup(ctx->servers[0]);
+    if (!ctx->server) {
+        cli_errorf("out of memory");
+        return CLI_EXIT_LOCAL;
+    }
     return CLI_CONTINUE;
 }
 
@@ -168,19 +222,20 @@ int cli_config_resolve(struct cli_ctx *ctx)
         const char *token_from = f->token ? "--token" : env_token ? "$TESSERA_TOKEN"
                                  : cv.token               ? "the config file"
                                                           : NULL;
-        ctx->server = dup_or_take(f->server, env_url, &cv.server);
-        if (!ctx->server && !f->server && !env_url)
-            ctx->server = strdup(CLI_DEFAULT_SERVER);
+        char *list = dup_or_take(f->server, env_url, &cv.server);
+        if (!list && !f->server && !env_url)
+            list = strdup(CLI_DEFAULT_SERVER);
         ctx->token = dup_or_take(f->token, env_token, &cv.token);
         ctx->ca = dup_or_take(f->ca, NULL, &cv.ca);
         ctx->token_from = token_from ? strdup(token_from) : NULL;
-        if (!ctx->server || (token_from && (!ctx->token || !ctx->token_from)) ||
+        if (!list || (token_from && (!ctx->token || !ctx->token_from)) ||
             (f->ca && !ctx->ca)) {
             cli_errorf("out of memory");
             rc = CLI_EXIT_LOCAL;
         } else {
-            rc = check_server(ctx, server_from);
+            rc = check_server(ctx, list, server_from);
         }
+        free(list);
     }
     free(cv.server);
     free(cv.token);
@@ -195,6 +250,9 @@ void cli_ctx_free(struct cli_ctx *ctx)
 {
     cli_http_cleanup(ctx);
     free(ctx->server);
+    for (int i = 0; i < ctx->nservers; i++)
+        free(ctx->servers[i]);
+    ctx->nservers = 0;
     free(ctx->token);
     free(ctx->ca);
     free(ctx->token_from);

@@ -6,7 +6,10 @@
  * http/https only, certificates verified (--ca adds a private CA). The
  * answer body is kept up to ANSWER_MAX_BYTES and parsed as JSON; the
  * server's error shape {"error": {code, message, fields}} is printed with
- * every field error, so the user sees all that is wrong at once. Also here:
+ * every field error, so the user sees all that is wrong at once. With
+ * several controllers (a leader and its standbys), a try that gets no
+ * answer or a standby's 503 moves on to the leader the standby names or
+ * the next controller, bounded to one pass plus one hop. Also here:
  * following next_cursor over the pages of a list.
  */
 #include "cli/cli.h"
@@ -282,6 +285,116 @@ static void set_options(struct cli_ctx *ctx, CURL *c, const struct cli_req *req,
     }
 }
 
+/* One try of a request at ctx->server. */
+struct attempt {
+    CURLcode cc;
+    long os_errno;
+    long status;
+    char errbuf[CURL_ERROR_SIZE];
+    struct sink s;
+};
+
+/* Sends req to ctx->server once; the outcome in *t. CLI_CONTINUE, or an
+ * exit code when it could not even be sent (out of memory). */
+static int try_once(struct cli_ctx *ctx, const struct cli_req *req, struct attempt *t)
+{
+    CURL *c = ctx->curl;
+    curl_easy_reset(c);
+    bool oom = false;
+    struct curl_slist *h = headers_for(ctx, req, &oom);
+    struct cli_buf url = {0};
+    cli_buf_puts(&url, ctx->server);
+    cli_buf_puts(&url, req->path);
+    if (oom || url.oom) {
+        curl_slist_free_all(h);
+        cli_buf_free(&url);
+        cli_errorf("out of memory");
+        return CLI_EXIT_LOCAL;
+    }
+    set_options(ctx, c, req, url.p, &t->s, t->errbuf, h);
+    t->cc = curl_easy_perform(c);
+    curl_slist_free_all(h);
+    cli_buf_free(&url);
+    if (t->cc != CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &t->os_errno);
+    else
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &t->status);
+    return CLI_CONTINUE;
+}
+
+/* A try that reached no controller able to answer: no connection, no
+ * answer in time, the connection dropped. */
+static bool no_answer(CURLcode cc)
+{
+    return cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST ||
+           cc == CURLE_OPERATION_TIMEDOUT || cc == CURLE_GOT_NOTHING ||
+           cc == CURLE_SEND_ERROR || cc == CURLE_RECV_ERROR;
+}
+
+/* A standby's answer, 503 {"error": {"code": "standby", "leader": URL}}:
+ * true, with the leader in out when it names a usable http(s) URL ("" if
+ * not). */
+static bool standby_answer(const struct attempt *t, char *out, size_t size)
+{
+    out[0] = '\0';
+    if (t->cc != CURLE_OK || t->status != 503 || !t->s.body.p)
+        return false;
+    json_t *root = json_loadb(t->s.body.p, t->s.body.len, 0, NULL);
+    json_t *e = json_object_get(root, "error");
+    const char *code = json_string_value(json_object_get(e, "code"));
+    bool standby = code && strcmp(code, "standby") == 0;
+    const char *leader = json_string_value(json_object_get(e, "leader"));
+    size_t n = leader ? strlen(leader) : 0;
+    bool ok = standby && n > 0 && n < size &&
+              (strncmp(leader, "http://", 7) == 0 || strncmp(leader, "https://", 8) == 0);
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (unsigned char)leader[i] > ' ' && leader[i] != 0x7f && leader[i] != ',';
+    if (ok) {
+        memcpy(out, leader, n + 1);
+        while (n > 0 && out[n - 1] == '/')
+            out[--n] = '\0';
+    }
+    json_decref(root);
+    return standby;
+}
+
+/* The final try's outcome as the exit code, its message printed. */
+static int conclude(struct cli_ctx *ctx, const struct cli_req *req, struct attempt *t,
+                    struct cli_resp *resp)
+{
+    if (t->cc != CURLE_OK)
+        return transport_failed(ctx, t->cc, t->os_errno, t->errbuf, &t->s);
+    resp->status = t->status;
+    resp->replayed = resp->status == 200;
+    if (resp->status < 200 || resp->status > 299)
+        return status_failed(ctx, resp->status, &t->s);
+    if (t->s.body.len == 0)
+        return CLI_EXIT_OK;
+    json_error_t je;
+    resp->json = json_loadb(t->s.body.p, t->s.body.len, 0, &je);
+    if (!json_is_object(resp->json)) {
+        cli_errorf("unreadable answer from %s%s (%ld): %s", ctx->server, req->path,
+                   resp->status, resp->json ? "not a JSON object" : je.text);
+        json_decref(resp->json);
+        resp->json = NULL;
+        return CLI_EXIT_SERVER;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* Makes url the controller in use. */
+static int use_server(struct cli_ctx *ctx, const char *url)
+{
+    char *s = strdup(url);
+    if (!s) {
+        cli_errorf("out of memory");
+        return CLI_EXIT_LOCAL;
+    }
+    free(ctx->server);
+    ctx->server = s;
+    return CLI_CONTINUE;
+}
+
 int cli_http(struct cli_ctx *ctx, const struct cli_req *req, struct cli_resp *resp)
 {
     *resp = (struct cli_resp){0};
@@ -300,51 +413,52 @@ int cli_http(struct cli_ctx *ctx, const struct cli_req *req, struct cli_resp *re
         cli_errorf("cannot start libcurl");
         return CLI_EXIT_LOCAL;
     }
-    CURL *c = ctx->curl;
-    curl_easy_reset(c);
-    bool oom = false;
-    struct curl_slist *h = headers_for(ctx, req, &oom);
-    struct cli_buf url = {0};
-    cli_buf_puts(&url, ctx->server);
-    cli_buf_puts(&url, req->path);
-    if (oom || url.oom) {
-        curl_slist_free_all(h);
-        cli_buf_free(&url);
-        cli_errorf("out of memory");
-        return CLI_EXIT_LOCAL;
-    }
-    struct sink s = {0};
-    char errbuf[CURL_ERROR_SIZE] = "";
-    set_options(ctx, c, req, url.p, &s, errbuf, h);
-    CURLcode cc = curl_easy_perform(c);
-    curl_slist_free_all(h);
-    if (cc != CURLE_OK) {
-        long os_errno = 0;
-        curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &os_errno);
-        rc = transport_failed(ctx, cc, os_errno, errbuf, &s);
-    } else {
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp->status);
-        if (resp->status < 200 || resp->status > 299) {
-            rc = status_failed(ctx, resp->status, &s);
-        } else if (s.body.len > 0) {
-            json_error_t je;
-            resp->json = json_loadb(s.body.p, s.body.len, 0, &je);
-            if (!json_is_object(resp->json)) {
-                cli_errorf("unreadable answer from %s%s (%ld): %s", ctx->server, req->path,
-                           resp->status, resp->json ? "not a JSON object" : je.text);
-                json_decref(resp->json);
-                resp->json = NULL;
-                rc = CLI_EXIT_SERVER;
-            } else {
-                rc = CLI_EXIT_OK;
-            }
-        } else {
-            rc = CLI_EXIT_OK;
+    /* Bounded: each listed controller once, plus one hop to a leader a
+     * standby names; the one in use (the last to answer) first. */
+    bool tried[CLI_SERVERS_MAX] = {false};
+    bool hopped = false;
+    struct cli_buf notes = {0}; /* what each try that moved on came to */
+    int ntries = 0;
+    for (;;) {
+        for (int i = 0; i < ctx->nservers; i++)
+            tried[i] = tried[i] || strcmp(ctx->servers[i], ctx->server) == 0;
+        struct attempt t = {0};
+        rc = try_once(ctx, req, &t);
+        ntries++;
+        if (rc != CLI_CONTINUE) {
+            cli_buf_free(&t.s.body);
+            break;
         }
+        char leader[CLI_URL_MAX];
+        bool standby = standby_answer(&t, leader, sizeof leader);
+        const char *next = NULL;
+        if (standby || (t.cc != CURLE_OK && no_answer(t.cc))) {
+            bool known = strcmp(leader, ctx->server) == 0;
+            for (int i = 0; leader[0] && i < ctx->nservers; i++)
+                known = known || (tried[i] && strcmp(ctx->servers[i], leader) == 0);
+            if (leader[0] && !hopped && !known) {
+                next = leader;
+                hopped = true;
+            }
+            for (int i = 0; !next && i < ctx->nservers; i++)
+                if (!tried[i])
+                    next = ctx->servers[i];
+        }
+        if (!next) {
+            rc = conclude(ctx, req, &t, resp);
+            cli_buf_free(&t.s.body);
+            if (rc != CLI_EXIT_OK && ntries > 1 && notes.p)
+                cli_errorf("tried before: %s", notes.p);
+            break;
+        }
+        cli_buf_printf(&notes, "%s%s (%s)", notes.len ? ", " : "", ctx->server,
+                       standby ? "a standby" : "no answer");
+        cli_buf_free(&t.s.body);
+        rc = use_server(ctx, next);
+        if (rc != CLI_CONTINUE)
+            break;
     }
-    resp->replayed = resp->status == 200;
-    cli_buf_free(&s.body);
-    cli_buf_free(&url);
+    cli_buf_free(&notes);
     return rc;
 }
 

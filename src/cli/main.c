@@ -106,8 +106,9 @@ static void print_overview(FILE *f)
         fprintf(f, "  %s\n", COMMANDS[i].usage);
     fprintf(f,
             "\nGlobal flags (before or after the command):\n"
-            "  --server URL     the controller (else $TESSERA_URL, the config file,\n"
-            "                   " CLI_DEFAULT_SERVER ")\n"
+            "  --server URL[,URL...]  the controller, or up to 8: a leader and its\n"
+            "                   standbys, the leader found among them (else $TESSERA_URL,\n"
+            "                   the config file, " CLI_DEFAULT_SERVER ")\n"
             "  --token T        the API token (else $TESSERA_TOKEN, the config file)\n"
             "  --config PATH    config file (default $XDG_CONFIG_HOME/tessera/config.yaml\n"
             "                   or ~/.config/tessera/config.yaml; keys server, token, ca)\n"

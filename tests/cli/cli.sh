@@ -375,6 +375,94 @@ bad "config unknown key" "typo.yaml:2: top level: unknown key \"tokn\"" --config
 printf 'server: [a\n' >"$tmp/broken.yaml"
 bad "config malformed" "broken.yaml:" --config "$tmp/broken.yaml" nodes
 
+# ---- several controllers: a leader and its standbys (docs/ha.md) ----
+# start_standby PORT_FILE LEADER_URL|-|@FILE: a controller that answers 503 standby
+start_standby() {
+  local pf=$1 waited=0
+  "$PY" "$HERE/standby_server.py" "$pf" "$2" 2>>"$tmp/server.log" &
+  server_pids+=($!)
+  while [ ! -s "$pf" ]; do
+    sleep 0.1
+    waited=$((waited + 1))
+    if [ "$waited" -ge $((SERVER_START_S * 10)) ]; then
+      echo "FAIL: standby server did not start"; cat "$tmp/server.log"; exit 1
+    fi
+  done
+}
+hits() { "$PY" -c 'import json,sys,urllib.request; print(json.load(urllib.request.urlopen(sys.argv[1] + "/_debug/hits", timeout=10))["hits"])' "$1"; }
+# hits_are NAME URL N: the standby at URL was sent N requests so far
+hits_are() {
+  local h
+  h=$(hits "$2")
+  if [ "$h" = "$3" ]; then pass; else fail "$1: the standby was sent $h requests, expected $3"; fi
+}
+start_standby "$tmp/sb-port" "$URL"          # names the leader
+SBL=http://127.0.0.1:$(cat "$tmp/sb-port")
+start_standby "$tmp/sb0-port" -              # names none
+SB0=http://127.0.0.1:$(cat "$tmp/sb0-port")
+: >"$tmp/a-leader"
+: >"$tmp/b-leader"
+start_standby "$tmp/sba-port" "@$tmp/a-leader"
+SBA=http://127.0.0.1:$(cat "$tmp/sba-port")
+start_standby "$tmp/sbb-port" "@$tmp/b-leader"
+SBB=http://127.0.0.1:$(cat "$tmp/sbb-port")
+echo "$SBB" >"$tmp/a-leader"                 # two standbys naming each other
+echo "$SBA" >"$tmp/b-leader"
+DEAD=http://127.0.0.1:$closed
+
+TESSERA_URL=$SB0,$URL expect "list: a standby, then the leader" 0 nodes &&
+  out_lines "list: a standby, then the leader" 4 && err_empty "list: a standby, then the leader"
+hits_are "list: a standby, then the leader" "$SB0" 1
+TESSERA_URL=$DEAD,$URL expect "list: a dead URL, then the leader" 0 nodes &&
+  out_lines "list: a dead URL, then the leader" 4 && err_empty "list: a dead URL, then the leader"
+TESSERA_URL=$SBL expect "the leader a standby names" 0 -o json show 42 &&
+  json_ok "the leader a standby names" 'd["job"]["id"] == 42'
+hits_are "the leader a standby names" "$SBL" 1
+# the first real answer is the answer, even an error: not retried elsewhere
+TESSERA_URL=$URL,$SB0 expect "a 404 is an answer" 3 show 77 && err_has "a 404 is an answer" "no such job 77"
+TESSERA_URL=$URL,$SB0 expect "a 500 is an answer" 7 show 500
+hits_are "a 500 is an answer" "$SB0" 1
+# pages: the controller that answered is asked first for the next page
+TESSERA_URL=$SB0,$URL expect "list: pages" 0 -o json jobs --limit 2 --all &&
+  json_ok "list: pages" 'len(d["jobs"]) > 4 and d["next_cursor"] is None'
+hits_are "list: pages" "$SB0" 2
+# submissions follow too, their Idempotency-Key with them
+TESSERA_URL=$SB0,$DEAD,$URL expect "list: submit" 0 sbatch "$HERE/../data/sbatch/02-minimal.sh" &&
+  out_has "list: submit" "^[0-9]+$"
+last_ok "list: submit sent" 'd["method"] == "POST" and len(d["idempotency_key"]) == 32'
+# none answers: the last try's error, then what the others came to
+TESSERA_URL=$SB0,$DEAD expect "list: none answers" 6 nodes &&
+  err_has "list: none answers" "cannot reach $DEAD" &&
+  err_has "list: none answers" "tried before: $SB0 \(a standby\)" && out_empty "list: none answers"
+TESSERA_URL=$DEAD,$SB0 expect "list: only a standby" 7 nodes &&
+  err_has "list: only a standby" "this controller is a standby \(503 standby\)" &&
+  err_has "list: only a standby" "tried before: $DEAD \(no answer\)"
+# bounded: two standbys naming each other are each asked once
+TESSERA_URL=$SBA,$SBB expect "standbys naming each other" 7 nodes
+hits_are "standbys naming each other (a)" "$SBA" 1
+hits_are "standbys naming each other (b)" "$SBB" 1
+TESSERA_URL=$SBA expect "a hint to a standby is one hop" 7 nodes
+hits_are "a hint to a standby is one hop (a)" "$SBA" 2
+hits_are "a hint to a standby is one hop (b)" "$SBB" 2
+# lists from --server and from the config file
+expect "--server list" 0 --server "$DEAD,$URL/" nodes && out_lines "--server list" 4
+printf 'server: "%s,%s"\ntoken: tsk_admin\n' "$SB0" "$URL" >"$tmp/list.yaml"
+chmod 600 "$tmp/list.yaml"
+env -u TESSERA_URL -u TESSERA_TOKEN "$CLI" --config "$tmp/list.yaml" nodes >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -eq 0 ]; then pass; else fail "config file list: exit $rc"; fi
+# each entry checked, the bad one named
+TESSERA_URL=$URL,ftp://x bad "list: bad scheme" "server URL 2 must start with http:// or https://, got 'ftp://x' \(from \\\$TESSERA_URL\)" nodes
+TESSERA_URL=$URL, bad "list: empty entry" "server URL 2 is empty" nodes
+TESSERA_URL="$URL, $SBL" bad "list: blank" "server URL 2 must not hold blanks" nodes
+TESSERA_URL=$URL,$SBL,$URL/ bad "list: repeat" "server URL 3 '$URL' repeats URL 1" nodes
+nine=$URL
+for i in 1 2 3 4 5 6 7 8; do nine=$nine,http://127.0.0.1:$i; done
+TESSERA_URL=$nine bad "list: more than 8" "more than 8 server URLs" nodes
+eight=$URL
+for i in 1 2 3 4 5 6 7; do eight=$eight,http://127.0.0.1:$i; done
+TESSERA_URL=$eight expect "list: 8 URLs" 0 nodes
+
 # ---- output that cannot be written ----
 if [ -w /dev/full ]; then
   timeout "$RUN_TIMEOUT_S" "$CLI" jobs >/dev/full 2>"$tmp/err"
