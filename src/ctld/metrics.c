@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ctld/ctld.h"
+#include "ctld/ha.h"
 
 typedef struct sbuf {
     char *p;
@@ -79,6 +80,24 @@ char *ctld_metrics_text(ctld *c)
                 put(&b, "tessera_jobs{state=\"%s\",tenant=\"%s\"} %lld\n", ts_job_state_name(s),
                     c->tenants->t[t].name, (long long)counts[t * TS_JOB_STATES + s]);
     free(counts);
+    /* the queue by why it waits (every reason, 0 included, so a dashboard's
+     * query always has its series) */
+    head(&b, "tessera_jobs_waiting", "gauge",
+         "Pending and held jobs by the reason they wait (the last cycle's).");
+    int64_t by_reason[TS_PEND_DEPENDENCY + 1] = {0};
+    for (int i = 0; i < c->njobs; i++) {
+        const cjob *j = c->jobs[i];
+        if (j->row.state != TS_JOB_PENDING && j->row.state != TS_JOB_HELD)
+            continue;
+        int r = j->row.state == TS_JOB_HELD ? TS_PEND_HELD : TS_PEND_NONE;
+        for (int k = 1; k <= TS_PEND_DEPENDENCY && j->row.reason[0]; k++)
+            if (strcmp(j->row.reason, ts_pending_name(k)) == 0)
+                r = k;
+        by_reason[r]++;
+    }
+    for (int k = 0; k <= TS_PEND_DEPENDENCY; k++)
+        put(&b, "tessera_jobs_waiting{reason=\"%s\"} %lld\n",
+            k == TS_PEND_NONE ? "not-yet-ranked" : ts_pending_name(k), (long long)by_reason[k]);
     static const struct {
         const char *name, *help;
         size_t off;
@@ -147,6 +166,9 @@ char *ctld_metrics_text(ctld *c)
     for (int k = 1; k <= 5; k++)
         put(&b, "tessera_http_responses_total{code=\"%dxx\"} %llu\n", k,
             (unsigned long long)__atomic_load_n(&m->http_requests[k], __ATOMIC_RELAXED));
+    char ha[512];
+    ctld_ha_metrics(ha, sizeof ha); /* role and epoch, with ha: only */
+    put(&b, "%s", ha);
     pthread_mutex_unlock(&c->mu);
     return b.p ? b.p : strdup("");
 }

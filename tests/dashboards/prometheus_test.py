@@ -13,8 +13,8 @@ scraping tesserad (with a token, as a production setup would) and the agents
 (honor_labels: true) every second, and evaluates each panel's PromQL, and
 each templating query, through the HTTP API: every one must parse and return
 at least one series. Grafana's own variables are replaced first ($tenant and
-$node by ".*", $__rate_interval by 15s, $__range by 1h). Bounded: about a
-minute.
+$node by ".*", $__rate_interval by 15s, $__range by 1h, $__range_s by
+3600). Bounded: about a minute.
 
 Exits 77 (skipped) when the prometheus binary is missing.
 """
@@ -43,7 +43,8 @@ PORT, PPORT = free_port(), free_port()
 MPORTS = {"w-1": free_port(), "m-1": free_port()}
 URL, PURL = f"http://127.0.0.1:{PORT}", f"http://127.0.0.1:{PPORT}"
 QUERY_DEADLINE_S = 45.0
-GRAFANA_VARS = {"$__rate_interval": "15s", "$__range": "1h", "$tenant": ".*", "$node": ".*"}
+GRAFANA_VARS = {"$__rate_interval": "15s", "$__range_s": "3600", "$__range": "1h", "$tenant": ".*",
+                "$node": ".*"}
 procs = []
 
 
