@@ -383,6 +383,39 @@ static int qos_parse(cfg_ctx *x, yaml_node_t *m)
     return 0;
 }
 
+/* ha: {lease, renew, advertise_url} (docs/ha.md). The leader gives up a
+ * fifth of the lease before it could expire elsewhere; at least two
+ * renewals must fit in what is left. */
+static int ha_parse(cfg_ctx *x, yaml_node_t *m)
+{
+    static const char *const hk[] = {"lease", "renew", "advertise_url"};
+    yaml_node_t *hv[3];
+    ctld_config *cfg = x->cfg;
+    cfg->ha_on = true;
+    int rc = ts_yaml_map_fields(&x->D, m, "ha", hk, 3, hv);
+    if (rc == 0 && hv[0] && (rc = get_dur(x, hv[0], "ha.lease", &cfg->ha_lease_s)) == 0 &&
+        (cfg->ha_lease_s < 1.0 || cfg->ha_lease_s > 3600.0))
+        rc = ts_yaml_fail(&x->D, hv[0], TS_EINVAL, "ha.lease: must be 1s..1h");
+    if (rc == 0 && hv[1] && (rc = get_dur(x, hv[1], "ha.renew", &cfg->ha_renew_s)) == 0 &&
+        cfg->ha_renew_s < 0.1)
+        rc = ts_yaml_fail(&x->D, hv[1], TS_EINVAL, "ha.renew: must be at least 0.1s");
+    double usable = cfg->ha_lease_s * 0.8; /* CTLD_HA_MARGIN_FRACTION 0.2 (ha.h) */
+    if (rc == 0 && 2.0 * cfg->ha_renew_s > usable)
+        rc = ts_yaml_fail(&x->D, hv[1] ? hv[1] : m, TS_EINVAL,
+                          "ha.renew: %gs is too long for ha.lease %gs: want renew <= %gs (two "
+                          "renewals within the lease less its fifth of margin, docs/ha.md)",
+                          cfg->ha_renew_s, cfg->ha_lease_s, usable / 2.0);
+    if (rc == 0 && hv[2]) {
+        rc = get_str(x, hv[2], "ha.advertise_url", cfg->ha_advertise_url,
+                     sizeof cfg->ha_advertise_url);
+        if (rc == 0 && strncmp(cfg->ha_advertise_url, "http://", 7) != 0 &&
+            strncmp(cfg->ha_advertise_url, "https://", 8) != 0)
+            rc = ts_yaml_fail_got(&x->D, hv[2], "ha.advertise_url",
+                                  "an http:// or https:// URL clients can reach");
+    }
+    return rc;
+}
+
 static int walk(void *p)
 {
     cfg_ctx *x = p;
@@ -391,7 +424,7 @@ static int walk(void *p)
                                        "virtual_nodes", "tls", "admin_token_file",
                                        "metrics_public", "limits", "scheduler",
                                        "node_lost_after", "idle", "stragglers",
-                                       "checkpoint_dir", "nccl_qos"};
+                                       "checkpoint_dir", "nccl_qos", "ha"};
     enum { NK = sizeof keys / sizeof keys[0] };
     yaml_node_t *v[NK];
     yaml_node_t *root = yaml_document_get_root_node(x->D.doc);
@@ -517,6 +550,8 @@ static int walk(void *p)
                           "checkpoint_dir: must be an absolute path (the same on every node)");
     if (rc == 0 && v[15])
         rc = qos_parse(x, v[15]);
+    if (rc == 0 && v[16])
+        rc = ha_parse(x, v[16]);
     return rc;
 }
 
@@ -539,6 +574,8 @@ static void defaults(ctld_config *cfg)
     cfg->idle_threshold_pct = 5.0;
     cfg->straggler_factor = 1.5;
     cfg->straggler_window_s = 60.0;
+    cfg->ha_lease_s = 10.0;
+    cfg->ha_renew_s = 2.0;
 }
 
 int ctld_config_load(const char *path, ctld_config *cfg, ts_err *err)

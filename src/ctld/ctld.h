@@ -98,6 +98,12 @@ typedef struct ctld_config {
     char checkpoint_dir[CTLD_PATH_MAX]; /* TESSERA_CHECKPOINT_DIR root; "" none */
     ctld_qos qos[CTLD_MAX_QOS]; /* NCCL traffic class / service level per tenant */
     int nqos;
+    /* high availability (ha.c, docs/ha.md): off unless the ha: key is given */
+    bool ha_on;
+    double ha_lease_s;          /* the lease in the store (10 s) */
+    double ha_renew_s;          /* renewed (leader) or tried (standby) this often (2 s) */
+    char ha_advertise_url[256]; /* what standbys tell clients; "" = from listen */
+    int64_t ha_epoch;           /* set once leader: the store fences its writes with it */
 } ctld_config;
 
 /* Reads the configuration file (paths in it are relative to its folder). */

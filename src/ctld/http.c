@@ -48,6 +48,7 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "ctld/ha.h"
 #include "ctld/http_limits.h"
 #include "ctld/ui.h"
 
@@ -192,7 +193,7 @@ static void serve(ctld *c, conn_ctx *x)
         pthread_mutex_unlock(&c->mu);
         r->status = ready ? 200 : 503;
         r->content_type = "text/plain";
-        r->body = strdup(ready ? "ready\n" : "starting\n");
+        r->body = strdup(!ready ? "starting\n" : ctld_ha_on() ? "ready; leader\n" : "ready\n");
         return;
     }
     ctld_caller who;

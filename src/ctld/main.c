@@ -2,7 +2,9 @@
  * main.c - tesserad: reads the configuration, opens the store and the
  * controller state, starts the scheduling thread and the HTTP server, and
  * runs until SIGINT or SIGTERM (then stops accepting, finishes the cycle in
- * progress and closes the store). docs/tesserad.md.
+ * progress and closes the store). docs/tesserad.md. With an ha: key it
+ * stands by first (ha.c, docs/ha.md) and opens the controller once it
+ * holds the lease.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 #include <string.h>
 
 #include "ctld/ctld.h"
+#include "ctld/ha.h"
 #include "tessera/version.h"
 
 static void usage(FILE *f)
@@ -76,6 +79,20 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL); /* threads inherit it; main waits for them */
     signal(SIGPIPE, SIG_IGN);
     static ctld c;
+    if (ctld_ha_check(&cfg, &err) != 0) {
+        fprintf(stderr, "tesserad: %s\n", err.msg);
+        return 1;
+    }
+    if (cfg.ha_on) {
+        /* several controllers (docs/ha.md): stand by until this one leads */
+        int hrc = ctld_ha_standby(&cfg, &set, &err);
+        if (hrc < 0) {
+            fprintf(stderr, "tesserad: %s\n", err.msg);
+            return 1;
+        }
+        if (hrc > 0)
+            return 0;
+    }
     if (ctld_state_secure(&cfg, &err) != 0 || ctld_open(&c, &cfg, &err) != 0) {
         fprintf(stderr, "tesserad: %s\n", err.msg);
         return 1;
@@ -94,6 +111,7 @@ int main(int argc, char **argv)
 #endif
     int restored = c.njobs; /* read before the threads start */
     pthread_t loop;
+    ctld_ha_front_stop(); /* a leader now: the controller's own server takes the address */
     if (ctld_loop_start(&c, &loop) != 0 || ctld_http_start(&c, &err) != 0) {
         fprintf(stderr, "tesserad: %s\n", err.msg);
         return 1;
@@ -113,5 +131,6 @@ int main(int argc, char **argv)
     ctld_http_stop(&c);
     pthread_join(loop, NULL);
     ctld_close(&c);
+    ctld_ha_stop(); /* nothing more to write: a standby may take over at once */
     return 0;
 }

@@ -623,6 +623,8 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
     free(buf);
     if (rc == 0)
         rc = ts_store_open(cfg->store_url, &c->store, err);
+    if (rc == 0 && cfg->ha_epoch > 0) /* a leader (ha.c): fenced before its first write */
+        rc = ts_store_set_epoch(c->store, cfg->ha_epoch, err);
     if (rc == 0)
         rc = load_tenants(c, err);
     if (rc == 0)

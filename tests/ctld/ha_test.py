@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""High availability: two tesserad on one PostgreSQL store (docs/ha.md).
+
+    ha_test.py TESSERAD
+
+Starts its own PostgreSQL with scripts/pg-test-server (exit 77, skipped,
+when no PostgreSQL binaries are installed), then two controllers with
+`ha:` (lease 3s, renew 0.5s) on a virtual cluster: one leads, the other
+answers 503 with the leader's URL, /readyz 503 and /metrics role standby.
+A client submits with Idempotency-Keys, retrying each key on both URLs
+until it is acknowledged, while the leader is killed with SIGKILL several
+times (the killed one is started again and stands by). Each time the
+standby takes over within lease + renew + slack; the failover time (kill
+to the first acknowledged submission on the new leader) is printed, with
+the median and the maximum. At the end every acknowledged key is stored
+exactly once, with the id it was acknowledged with. An `ha:` configuration
+on SQLite is refused, naming ha. Every wait is bounded.
+"""
+import glob
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+TESSERAD = sys.argv[1]
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+from harness import FAILS, check, finish, free_port, http_call, wait_for  # noqa: E402
+
+LEASE, RENEW = 3.0, 0.5
+ROUNDS = 3
+SLACK = 5.0  # a start of the controller (restore) and a loaded test machine
+
+if not (os.environ.get("PGBIN") or glob.glob("/usr/lib/postgresql/*/bin/postgres")):
+    print("SKIP: no PostgreSQL binaries (scripts/install-deps installs them)")
+    sys.exit(77)
+
+TMP = tempfile.mkdtemp(prefix="tessera-ha-")
+PGDIR = tempfile.mkdtemp(prefix="tessera-pg-ha.")  # its parent must be open to postgres
+PG = subprocess.run([os.path.join(ROOT, "scripts", "pg-test-server"), "start", PGDIR],
+                    capture_output=True, text=True, timeout=120)
+if PG.returncode != 0:
+    print(PG.stderr)
+    raise SystemExit("cannot start PostgreSQL with scripts/pg-test-server")
+STORE = PG.stdout.strip()
+
+with open(os.path.join(TMP, "cluster.yaml"), "w") as f:
+    f.write("""topology:
+  levels: [node, gpu]
+node_classes:
+  g8: {gpu_model: H100-80GB, gpus: 8, cpu_milli: 64000, memory_mib: 524288}
+nodes:
+  - {names: 'n-[1-4]', class: g8}
+""")
+with open(os.path.join(TMP, "tenants.yaml"), "w") as f:
+    f.write("""tenants:
+  team-a: {guaranteed: {gpu: {H100-80GB: 32}}}
+""")
+
+PORTS = [free_port(), free_port()]
+URLS = [f"http://127.0.0.1:{p}" for p in PORTS]
+LOGS = ["a.log", "b.log"]
+
+
+def config(i, store, ha=True):
+    path = os.path.join(TMP, f"ctl{i}.yaml")
+    with open(path, "w") as f:
+        f.write(f"""listen: 127.0.0.1:{PORTS[i]}
+cluster: cluster.yaml
+tenants: tenants.yaml
+virtual_nodes: all
+state_dir: {os.path.join(TMP, 'state')}
+store: {store}
+limits: {{requests_per_s: 10000, burst: 10000}}
+scheduler: {{interval: 0.2s}}
+""")
+        if ha:
+            f.write(f"ha: {{lease: {LEASE:g}s, renew: {RENEW:g}s, advertise_url: {URLS[i]}}}\n")
+    return path
+
+
+def start(i):
+    log = open(os.path.join(TMP, LOGS[i]), "ab")
+    return subprocess.Popen([TESSERAD, "--config", config(i, STORE)], stdout=log, stderr=log)
+
+
+def readyz(i):
+    try:
+        with urllib.request.urlopen(URLS[i] + "/readyz", timeout=2) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except Exception:
+        return None, ""
+
+
+def metric(i, name):
+    try:
+        st, text = http_call(URLS[i], "GET", "/metrics", timeout=2)
+    except Exception:
+        return None
+    for line in (text if st == 200 and isinstance(text, str) else "").splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+procs = [None, None]
+try:
+    # --- ha: on SQLite is refused, naming ha
+    r = subprocess.run([TESSERAD, "--config", config(0, os.path.join(TMP, "lite.db"))],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode != 0 and "ha:" in r.stderr and "PostgreSQL" in r.stderr,
+          f"ha: on SQLite is refused, naming ha ({r.stderr.strip()[:120]})")
+
+    # --- one leader, one standby
+    procs[0] = start(0)
+    wait_for(lambda: readyz(0)[0] == 200, "the first controller leads")
+    procs[1] = start(1)
+    wait_for(lambda: readyz(1)[0] == 503, "the second controller answers as a standby")
+    st, body = readyz(1)
+    check(st == 503 and "standby" in body and URLS[0] in body,
+          f"standby /readyz: 503 naming the leader ({body.strip()})")
+    check("leader" in readyz(0)[1], "leader /readyz says leader")
+    check(http_call(URLS[1], "GET", "/healthz")[0] == 200, "standby /healthz: 200")
+    st, d = http_call(URLS[1], "GET", "/v1/jobs", "tsk_whatever")
+    check(st == 503 and d["error"]["code"] == "standby" and d["error"]["leader"] == URLS[0],
+          f"standby API: 503 standby with the leader's URL ({d})")
+    st, d = http_call(URLS[1], "POST", "/v1/jobs", "tsk_x", {"tenant": "team-a"})
+    check(st == 503 and d["error"]["code"] == "standby", "standby: a submission is refused too")
+    check(wait_for(lambda: metric(1, 'tessera_ha_role{role="standby"}') == 1, "standby metric",
+                   timeout=5), "standby /metrics: role standby")
+    check(metric(0, 'tessera_ha_role{role="leader"}') == 1 and metric(0, "tessera_ha_epoch") >= 1,
+          "leader /metrics: role leader and its epoch")
+
+    admin = open(os.path.join(TMP, "state", "admin.token")).read().strip()
+    st, d = http_call(URLS[0], "POST", "/v1/tokens", admin,
+                      {"name": "alice", "role": "user", "tenant": "team-a"})
+    check(st == 201, "a user token on the leader")
+    alice = d["token"]["secret"]
+
+    def spec(n):
+        return {"tenant": "team-a", "name": f"j{n}", "tier": "guaranteed",
+                "tasks": [{"count": 1, "gpus": 1, "cpu_milli": 100, "memory_mib": 64}],
+                "time_limit": "1h", "duration": "1h", "command": ["true"]}
+
+    acked = {}  # key -> id
+
+    def submit(n, deadline):
+        """Retries key n on both controllers until it is acknowledged;
+        (index of the controller that acknowledged it, time)."""
+        key = f"ha-{n}"
+        while time.time() < deadline:
+            for i in (0, 1):
+                try:
+                    st, d = http_call(URLS[i], "POST", "/v1/jobs", alice, spec(n),
+                                      {"Idempotency-Key": key}, timeout=5)
+                except Exception:
+                    continue
+                if st in (200, 201):
+                    jid = d["jobs"][0]["id"]
+                    if key in acked and acked[key] != jid:
+                        check(False, f"key {key}: acknowledged as {acked[key]} then {jid}")
+                    acked[key] = jid
+                    return i, time.time()
+            time.sleep(0.05)
+        return None, time.time()
+
+    n = 0
+    for _ in range(10):
+        submit(n, time.time() + 10)
+        n += 1
+    check(len(acked) == 10, "10 submissions acknowledged by the leader")
+
+    failovers = []
+    leader = 0
+    for rnd in range(ROUNDS):
+        standby = 1 - leader
+        # a few acknowledged just before the kill
+        for _ in range(5):
+            submit(n, time.time() + 10)
+            n += 1
+        t_kill = time.time()
+        procs[leader].send_signal(signal.SIGKILL)
+        procs[leader].wait(timeout=10)
+        who, t_ack = submit(n, t_kill + LEASE + RENEW + SLACK + 10)
+        n += 1
+        dt = t_ack - t_kill
+        check(who == standby and dt <= LEASE + RENEW + SLACK,
+              f"round {rnd + 1}: the standby took over; first acknowledged submission "
+              f"{dt:.2f} s after the kill (bound {LEASE + RENEW + SLACK:.1f} s)")
+        failovers.append(dt)
+        check(readyz(standby)[0] == 200, f"round {rnd + 1}: the new leader is ready")
+        procs[leader] = start(leader)
+        wait_for(lambda: readyz(leader)[0] == 503, f"round {rnd + 1}: the old leader stands by")
+        st, d = http_call(URLS[leader], "GET", "/v1/jobs", alice)
+        check(st == 503 and d["error"]["leader"] == URLS[standby],
+              f"round {rnd + 1}: the restarted one names the new leader")
+        check(metric(standby, "tessera_ha_epoch") == rnd + 2,
+              f"round {rnd + 1}: epoch {rnd + 2} on the new leader")
+        leader = standby
+
+    # every acknowledged job exactly once, with its acknowledged id
+    seen, cur = [], None
+    for _ in range(50):
+        st, d = http_call(URLS[leader], "GET", "/v1/jobs?limit=1000" +
+                          (f"&cursor={cur}" if cur else ""), alice)
+        if st != 200:
+            break
+        seen += d["jobs"]
+        cur = d.get("next_cursor")
+        if not cur:
+            break
+    by_name = {}
+    for j in seen:
+        by_name.setdefault(j["name"], []).append(j["id"])
+    dup = [k for k, v in by_name.items() if len(v) > 1]
+    lost = [k for k, jid in acked.items() if by_name.get("j" + k[3:]) != [jid]]
+    check(not dup and not lost and len(seen) == len(acked),
+          f"{len(acked)} acknowledged jobs: each stored exactly once ({len(seen)} stored, "
+          f"duplicated {dup[:5]}, lost {lost[:5]})")
+
+    print(f"failover (kill -9 of the leader to the first acknowledged submission on the new "
+          f"leader), lease {LEASE:g} s, renew {RENEW:g} s: "
+          + ", ".join(f"{x:.2f}" for x in failovers)
+          + f" s; median {statistics.median(failovers):.2f} s, max {max(failovers):.2f} s")
+
+    # a clean stop ends the lease: the standby takes over without waiting it out
+    standby = 1 - leader
+    t0 = time.time()
+    procs[leader].send_signal(signal.SIGTERM)
+    procs[leader].wait(timeout=30)
+    ok = wait_for(lambda: readyz(standby)[0] == 200, "takeover after a clean stop", timeout=15)
+    check(ok and time.time() - t0 < LEASE, f"after a clean stop the standby leads in "
+          f"{time.time() - t0:.2f} s (< the lease)")
+finally:
+    for p in procs:
+        if p and p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        if p:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    subprocess.run([os.path.join(ROOT, "scripts", "pg-test-server"), "stop", PGDIR],
+                   capture_output=True, timeout=60)
+finish(TMP, LOGS)
