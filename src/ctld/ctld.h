@@ -245,6 +245,7 @@ typedef struct ctld {
     int64_t reserved_id;         /* the job holding the reservation (an event when it changes) */
     int64_t next_logreq;         /* ids of output requests */
     int64_t frag_free_gpus;
+    double sched_clock_s;        /* the latest time handed to the scheduler (ctld_sched_clock) */
     void *http;                  /* struct MHD_Daemon */
     void *limiter;               /* http.c's rate limiter */
     void *deps;                  /* depend.c: ended jobs' outcomes, looked up once */
@@ -304,6 +305,12 @@ void ctld_job_remove(ctld *c, cjob *j);
 /* Under c->mu: j got its allocations (j->allocs): the per-node index
  * learns it (job_fsm.c on a start; restore). TS_ENOMEM. */
 int ctld_node_index_add(ctld *c, cjob *j);
+/* Under c->mu: the time to hand the scheduler for a change at `now`: never
+ * earlier than one it was already given. Its quota refuses time that runs
+ * backwards, and with writes committed outside the lock a change planned
+ * at t0 can be applied after a cycle ran at t1 > t0 (an agent's report
+ * whose commit waited): its GPUs would never go back. */
+double ctld_sched_clock(ctld *c, double now);
 /* Under c->mu: releases a running job's resources at once (job_fsm.c
  * calls it once the change is written; nothing else should). */
 void ctld_job_unbind(ctld *c, cjob *j, double now);

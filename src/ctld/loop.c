@@ -325,6 +325,7 @@ static int commit_unlocked(ctld *c, ctld_txn *t, ts_err *err)
 int ctld_cycle_once(ctld *c, double now, ts_err *err)
 {
     pthread_mutex_lock(&c->mu);
+    now = ctld_sched_clock(c, now); /* not before a change applied meanwhile */
     ts_err e;
     bool failed = false;
     c->dirty = false; /* a change from here on asks for another cycle */

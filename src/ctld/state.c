@@ -523,7 +523,7 @@ static int restore_running(ctld *c, cjob *j, double now, ts_err *err)
         j->sj.allocs = j->allocs;
         j->sj.start_s = j->row.start_s;
         j->sj.last_ckpt_s = j->row.start_s;
-        rc = ts_sched_start(c->sched, &j->sj, now, err);
+        rc = ts_sched_start(c->sched, &j->sj, ctld_sched_clock(c, now), err);
     }
     if (rc == 0 && ctld_node_index_add(c, j) != 0)
         rc = ts_err_set(err, TS_ENOMEM, "out of memory");
@@ -837,16 +837,27 @@ char *ctld_run_detail(const cjob *j, double now)
     return strdup(buf);
 }
 
+double ctld_sched_clock(ctld *c, double now)
+{
+    if (now > c->sched_clock_s)
+        c->sched_clock_s = now;
+    return c->sched_clock_s;
+}
+
 /* Stops a running job's use of the cluster (virtual: at once). */
 void ctld_job_unbind(ctld *c, cjob *j, double now)
 {
     if (!j->allocs)
         return;
+    now = ctld_sched_clock(c, now); /* applied maybe after a later cycle */
     ctld_nodes_touch_job(c, j); /* its agents stop what no longer should run */
     node_index_del(c, j);
     j->sj.allocs = j->allocs;
     ctld_service_run_ended(c, j, now); /* the las order keeps what it attained */
-    ts_sched_stop(c->sched, &j->sj, now, NULL);
+    ts_err e;
+    if (ts_sched_stop(c->sched, &j->sj, now, &e) != 0) /* its GPUs would stay taken */
+        fprintf(stderr, "tesserad: job %lld: releasing its allocation: %s\n",
+                (long long)j->row.id, e.msg);
     free(j->allocs);
     j->allocs = NULL;
     j->sj.allocs = NULL;
@@ -993,7 +1004,7 @@ int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err)
         rc = ts_store_tenants_put(c->store, yaml, err);
     if (rc == 0) {
         /* unbind everything, swap, bind again under the new quota */
-        double now = ctld_now();
+        double now = ctld_sched_clock(c, ctld_now());
         bool *drained = calloc((size_t)c->cluster->nnodes + 1, sizeof *drained);
         for (int n = 0; drained && n < c->cluster->nnodes; n++)
             drained[n] = !ts_sched_node_schedulable(c->sched, n);

@@ -21,6 +21,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Upper bound on one transaction, so a burst cannot build one that holds
  * the write lock (and every waiter) for long. */
@@ -102,11 +103,13 @@ static void fail_rest(ts_wop **group, int n, const ts_err *why)
 
 /* Injected failures (store_faults.c): decided once per op, before the group
  * first runs, so a re-run of the group does not count its ops twice. */
-static void injected_fault(ts_store *s, ts_wop **group, int n, bool *fail_commit)
+static void injected_fault(ts_store *s, ts_wop **group, int n, bool *fail_commit,
+                           uint64_t *delay_ms)
 {
     int drop = 0;
     *fail_commit = false;
     pthread_mutex_lock(&s->qmu);
+    *delay_ms = s->faults.on ? s->faults.delay_ms : 0;
     for (int i = 0; s->faults.on && i < n; i++) {
         int kind;
         if (!ts_store_fault_due(s, &kind))
@@ -135,7 +138,8 @@ static int run_group(ts_store *s, ts_wop **group, int n, bool *committed)
     const struct ts_store_ops *o = s->ops;
     *committed = false;
     bool fail_commit = false;
-    injected_fault(s, group, n, &fail_commit);
+    uint64_t delay_ms = 0;
+    injected_fault(s, group, n, &fail_commit, &delay_ms);
     for (;;) {
         int live = 0;
         for (int i = 0; i < n; i++)
@@ -163,6 +167,11 @@ static int run_group(ts_store *s, ts_wop **group, int n, bool *committed)
         if (retry) {
             o->rollback(s->wconn);
             continue;
+        }
+        if (delay_ms) {
+            /* injected: a slow disk (the queue goes on gathering meanwhile) */
+            struct timespec d = {(time_t)(delay_ms / 1000), (long)(delay_ms % 1000) * 1000000L};
+            nanosleep(&d, NULL);
         }
         if (fail_commit) {
             o->rollback(s->wconn);

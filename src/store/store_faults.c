@@ -6,7 +6,10 @@
  * The rules (ts_store_faults_set, docs/store.md) count the writes the
  * committer runs: the Nth one from now, or every Nth one, fails with an I/O
  * error, a disk-full error, a cut PostgreSQL session, or a failed COMMIT of
- * its whole group. The committer asks ts_store_fault_due before each write;
+ * its whole group; or every transaction is slowed down before its COMMIT (a
+ * slow disk: writes committed with the controller's lock released then
+ * overlap its cycles, as they do under load). The committer asks
+ * ts_store_fault_due before each write;
  * everything else about the group (rollback, re-run without the failed
  * write) is the ordinary path, which is the point. Off unless set: the cost
  * when off is one branch per write.
@@ -50,6 +53,12 @@ int ts_store_faults_set(ts_store *s, const char *spec, ts_err *err)
                 rc = parse_count(v, &f.nth, "nth", err);
             else if (strcmp(item, "every") == 0)
                 rc = parse_count(v, &f.every, "every", err);
+            else if (strcmp(item, "delay_ms") == 0) {
+                rc = parse_count(v, &f.delay_ms, "delay_ms", err);
+                if (rc == 0 && f.delay_ms > 10000)
+                    rc = ts_err_set(err, TS_EINVAL,
+                                    "store faults: delay_ms: \"%s\" must be 1..10000", v);
+            }
             else if (strcmp(item, "kind") == 0) {
                 static const char *const kinds[] = {"io", "full", "drop", "commit"};
                 f.kind = -1;
@@ -62,12 +71,13 @@ int ts_store_faults_set(ts_store *s, const char *spec, ts_err *err)
                                     v);
             } else
                 rc = ts_err_set(err, TS_EINVAL,
-                                "store faults: unknown key \"%s\" (nth, every, kind)", item);
+                                "store faults: unknown key \"%s\" (nth, every, kind, delay_ms)",
+                                item);
             if (rc)
                 return rc;
         }
-        if (!f.nth && !f.every)
-            return ts_err_set(err, TS_EINVAL, "store faults: nth or every is required");
+        if (!f.nth && !f.every && !f.delay_ms)
+            return ts_err_set(err, TS_EINVAL, "store faults: nth, every or delay_ms is required");
         f.on = true;
     }
     pthread_mutex_lock(&s->qmu);
@@ -88,7 +98,7 @@ uint64_t ts_store_faults_injected(ts_store *s)
 bool ts_store_fault_due(ts_store *s, int *kind)
 {
     ts_store_faults *f = &s->faults;
-    if (!f->on)
+    if (!f->on || (!f->nth && !f->every))
         return false;
     uint64_t k = ++f->seen;
     bool due = (f->nth && k == f->nth) || (f->every && k % f->every == 0);
