@@ -91,7 +91,7 @@ void ts_store_lease_fini(ts_store *s)
 static int lease_exec(ts_store *s, const char *sql, int n, const char *const *params,
                       PGresult **out, const char *what, ts_err *err)
 {
-    PGconn *pc;
+    PGconn *pc = NULL; /* set by lease_conn when it succeeds (-O3 cannot tell) */
     int rc = lease_conn(s, &pc, err);
     if (rc)
         return rc;
