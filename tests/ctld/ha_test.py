@@ -14,16 +14,21 @@ TS_HA_TEST_RENEW and TS_HA_TEST_ROUNDS change the settings, to measure). Each ti
 standby takes over within lease + renew + slack; the failover time (kill
 to the first acknowledged submission on the new leader) is printed, with
 the median and the maximum. At the end every acknowledged key is stored
-exactly once, with the id it was acknowledged with. An `ha:` configuration
-on SQLite is refused, naming ha. Every wait is bounded.
+exactly once, with the id it was acknowledged with. A clean stop hands the
+lease over at once. A leader cut off from PostgreSQL by a TCP proxy that
+drops its connections exits with status 75 before the standby takes over.
+An `ha:` configuration on SQLite is refused, naming ha. Every wait is
+bounded.
 """
 import glob
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -86,9 +91,74 @@ scheduler: {{interval: 0.2s}}
     return path
 
 
-def start(i):
+def start(i, store=None):
     log = open(os.path.join(TMP, LOGS[i]), "ab")
-    return subprocess.Popen([TESSERAD, "--config", config(i, STORE)], stdout=log, stderr=log)
+    return subprocess.Popen([TESSERAD, "--config", config(i, store or STORE)], stdout=log,
+                            stderr=log)
+
+
+class Proxy:
+    """A TCP proxy on loopback to PostgreSQL that can cut every connection
+    through it and refuse new ones (a leader cut off from the database)."""
+
+    def __init__(self, port):
+        self.port_to = port
+        self.ls = socket.socket()
+        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(64)
+        self.port = self.ls.getsockname()[1]
+        self.cut = False
+        self.socks = []
+        self.mu = threading.Lock()
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.ls.accept()
+            except OSError:
+                return
+            with self.mu:
+                if self.cut:
+                    c.close()
+                    continue
+                try:
+                    u = socket.create_connection(("127.0.0.1", self.port_to), timeout=5)
+                except OSError:
+                    c.close()
+                    continue
+                self.socks += [c, u]
+            threading.Thread(target=self.pump, args=(c, u), daemon=True).start()
+            threading.Thread(target=self.pump, args=(u, c), daemon=True).start()
+
+    @staticmethod
+    def pump(a, b):
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        for x in (a, b):
+            try:
+                x.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut_all(self):
+        with self.mu:
+            self.cut = True
+            for x in self.socks:
+                try:
+                    x.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.ls.close()
 
 
 def readyz(i):
@@ -240,6 +310,47 @@ try:
     ok = wait_for(lambda: readyz(standby)[0] == 200, "takeover after a clean stop", timeout=15)
     check(ok and time.time() - t0 < LEASE, f"after a clean stop the standby leads in "
           f"{time.time() - t0:.2f} s (< the lease)")
+
+    # --- the leader cut off from PostgreSQL (a proxy between them drops every
+    # connection): it stops acting (exits 75) before the standby takes over
+    procs[standby].send_signal(signal.SIGTERM)
+    procs[standby].wait(timeout=30)
+    proxy = Proxy(int(STORE.rsplit(":", 1)[1].split("/")[0]))
+    via = STORE.replace(f":{proxy.port_to}/", f":{proxy.port}/")
+    procs[0] = start(0, via)
+    wait_for(lambda: readyz(0)[0] == 200, "the controller behind the proxy leads", timeout=30)
+    procs[1] = start(1)
+    wait_for(lambda: readyz(1)[0] == 503, "the other stands by", timeout=30)
+    submit(n, time.time() + 10)
+    n += 1
+    t_cut = time.time()
+    proxy.cut_all()
+    t_exit = t_lead = None
+    deadline = t_cut + LEASE + RENEW + SLACK + 10
+    while time.time() < deadline and (t_exit is None or t_lead is None):
+        if t_exit is None and procs[0].poll() is not None:
+            t_exit = time.time()
+        if t_lead is None and readyz(1)[0] == 200:
+            t_lead = time.time()
+        time.sleep(0.02)
+    check(procs[0].returncode == 75, f"the cut-off leader exits with status 75 "
+          f"({procs[0].returncode})")
+    check(t_exit is not None and t_lead is not None and t_exit < t_lead,
+          f"it stopped {(t_exit or 0) - t_cut:.2f} s after the cut, before the standby led "
+          f"({(t_lead or 0) - t_cut:.2f} s after)")
+    log0 = open(os.path.join(TMP, LOGS[0])).read()
+    check("stopping as leader of epoch" in log0, "its log says why it stopped")
+    who, _ = submit(n, time.time() + 10)
+    n += 1
+    check(who == 1, "the new leader acknowledges submissions")
+    proxy.close()
+
+    # every acknowledged job exactly once, again, after all of it
+    st, d = http_call(URLS[1], "GET", "/v1/jobs?limit=1000", alice)
+    names = [j["name"] for j in d.get("jobs", [])] if st == 200 else []
+    check(len(names) == len(set(names)) == len(acked) and
+          all(("j" + k[3:]) in names for k in acked),
+          f"after the cut: {len(acked)} acknowledged, {len(names)} stored, none twice")
 finally:
     for p in procs:
         if p and p.poll() is None:
