@@ -17,6 +17,8 @@ the median and the maximum. At the end every acknowledged key is stored
 exactly once, with the id it was acknowledged with. A clean stop hands the
 lease over at once. A leader cut off from PostgreSQL by a TCP proxy that
 drops its connections exits with status 75 before the standby takes over.
+With the database away for everyone, the standby answers 503 throughout and
+once it is back one controller leads with nothing lost.
 An `ha:` configuration on SQLite is refused, naming ha. Every wait is
 bounded.
 """
@@ -156,6 +158,11 @@ class Proxy:
                     x.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+    def resume(self):
+        with self.mu:
+            self.cut = False
+            self.socks = []
 
     def close(self):
         self.ls.close()
@@ -351,6 +358,51 @@ try:
     check(len(names) == len(set(names)) == len(acked) and
           all(("j" + k[3:]) in names for k in acked),
           f"after the cut: {len(acked)} acknowledged, {len(names)} stored, none twice")
+
+    # --- the database away for everyone (both behind proxies, both cut for
+    # DOWN_S): the leader exits, the standby answers 503 naming no leader
+    # throughout; once it is back (and the exited one restarted, as a
+    # supervisor would), one of them leads and nothing is lost
+    DOWN_S = 5.0
+    procs[1].send_signal(signal.SIGTERM)
+    procs[1].wait(timeout=30)
+    pa, pb = Proxy(proxy.port_to), Proxy(proxy.port_to)
+    procs[0] = start(0, STORE.replace(f":{pa.port_to}/", f":{pa.port}/"))
+    wait_for(lambda: readyz(0)[0] == 200, "leader behind proxy a", timeout=30)
+    procs[1] = start(1, STORE.replace(f":{pb.port_to}/", f":{pb.port}/"))
+    wait_for(lambda: readyz(1)[0] == 503, "standby behind proxy b", timeout=30)
+    t_cut = time.time()
+    pa.cut_all()
+    pb.cut_all()
+    answers = set()
+    while time.time() < t_cut + max(DOWN_S, LEASE + RENEW):
+        st, d = http_call(URLS[1], "GET", "/v1/jobs", alice, timeout=5)
+        answers.add((st, d["error"]["code"] if isinstance(d, dict) and "error" in d else None))
+        time.sleep(0.2)
+    last = http_call(URLS[1], "GET", "/v1/jobs", alice, timeout=5)[1]
+    check(procs[0].poll() == 75, f"database down: the leader exited 75 ({procs[0].poll()})")
+    check(procs[1].poll() is None and answers == {(503, "standby")},
+          f"database down: the standby stays up answering 503 standby ({answers})")
+    check(isinstance(last, dict) and last["error"]["leader"] is None,
+          "database down: once the lease ran out the standby names no leader")
+    pa.resume()
+    pb.resume()
+    t_back = time.time()
+    procs[0] = start(0, STORE.replace(f":{pa.port_to}/", f":{pa.port}/"))
+    ok = wait_for(lambda: readyz(0)[0] == 200 or readyz(1)[0] == 200,
+                  "database back: one controller leads", timeout=LEASE + RENEW + SLACK + 10)
+    lead = 0 if readyz(0)[0] == 200 else 1
+    check(ok and readyz(1 - lead)[0] == 503,
+          f"database back: controller {lead} leads {time.time() - t_back:.2f} s later, the "
+          f"other stands by")
+    st, d = http_call(URLS[lead], "GET", "/v1/jobs?limit=1000", alice)
+    names = [j["name"] for j in d.get("jobs", [])] if st == 200 else []
+    check(len(names) == len(set(names)) == len(acked),
+          f"database back: {len(acked)} acknowledged, {len(names)} stored, none twice")
+    who, _ = submit(n, time.time() + 10)
+    check(who == lead, "database back: the leader acknowledges submissions")
+    pa.close()
+    pb.close()
 finally:
     for p in procs:
         if p and p.poll() is None:
