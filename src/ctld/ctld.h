@@ -224,6 +224,8 @@ typedef struct ctld {
     struct ctld_node_jobs *node_jobs; /* [nnodes] the jobs holding allocations there */
     pthread_mutex_t mu;
     pthread_mutex_t drain_mu;    /* drain writers, one at a time (before mu) */
+    struct ctld_drain_req *drain_q; /* drains and resumes waiting to be written (under mu) */
+    pthread_cond_t drain_cv;     /* a batch of them was written (or refused) */
     pthread_cond_t wake;
     bool dirty;                  /* something changed: run a cycle soon */
     bool stop;
@@ -246,6 +248,7 @@ typedef struct ctld {
     int64_t next_logreq;         /* ids of output requests */
     int64_t frag_free_gpus;
     double sched_clock_s;        /* the latest time handed to the scheduler (ctld_sched_clock) */
+    double next_virtual_s;       /* loop.c: the next end of a virtual run or grace; 0 = none */
     void *http;                  /* struct MHD_Daemon */
     void *limiter;               /* http.c's rate limiter */
     void *deps;                  /* depend.c: ended jobs' outcomes, looked up once */

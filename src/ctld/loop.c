@@ -59,15 +59,28 @@ static int recent_preemptions(cjob *j, double now)
     return n;
 }
 
+/* The loop wakes for the next virtual end (not only every interval: a 1-s
+ * job would hold its GPUs up to twice as long). */
+static void next_virtual(ctld *c, double at)
+{
+    if (at > 0 && (c->next_virtual_s <= 0 || at < c->next_virtual_s))
+        c->next_virtual_s = at;
+}
+
 /* Virtual jobs that ended, and victims whose grace is over: planned into t
  * (memory changes once t is committed). */
 static int finish_and_requeue(ctld *c, double now, ctld_txn *t, ts_err *err)
 {
+    c->next_virtual_s = 0;
     for (int i = 0; i < c->njobs; i++) {
         cjob *j = c->jobs[i];
         int rc = 0;
         if (j->pinned) /* a change of it is being written: the next cycle */
             continue;
+        if (j->is_virtual && j->row.state == TS_JOB_RUNNING && j->end_s > now)
+            next_virtual(c, j->end_s);
+        else if (j->is_virtual && j->row.state == TS_JOB_STOPPING && j->sj.stop_by_s > now)
+            next_virtual(c, j->sj.stop_by_s);
         if (j->row.state == TS_JOB_RUNNING && j->is_virtual && j->end_s <= now) {
             rc = ctld_fsm_plan(c, t, j, CTLD_JE_FINISH, NULL, now, err);
         } else if (j->row.state == TS_JOB_STOPPING && j->is_virtual && j->sj.stop_by_s <= now) {
@@ -206,7 +219,10 @@ static void undo_starts(ctld *c, double now, cjob **w, const bool *started)
     }
 }
 
-/* After a committed cycle: what only memory keeps (wait times, reasons). */
+/* After a committed cycle: what only memory keeps (wait times, the
+ * reservation). A job's place in the queue is set with its reason (every
+ * ranked job; a started one is no longer ranked), not by a pass over every
+ * active job. */
 static void after_starts(ctld *c, double now, cjob **w, const bool *started)
 {
     ts_decision *d = &c->d;
@@ -218,11 +234,6 @@ static void after_starts(ctld *c, double now, cjob **w, const bool *started)
         c->m.wait_s_sum += wait;
         c->m.wait_count++;
         observe(c->m.wait_hist, WAIT_BUCKETS, sizeof WAIT_BUCKETS / sizeof *WAIT_BUCKETS, wait);
-    }
-    for (int i = 0; i < c->njobs; i++) {
-        cjob *j = c->jobs[i];
-        j->reserved_at_s = j->estimated_s = -1.0;
-        j->queue_tenant = j->queue_cluster = j->las_level = -1;
     }
     if (d->reserved >= 0)
         c->reserved_id = w[d->reserved]->row.id;
@@ -405,6 +416,16 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
             after_starts(c, now, wj, started);
             ctld_txn_apply(c, &t2, now);
             committed = true;
+            for (int k = 0; k < c->d.nstarts; k++) {
+                const cjob *j = wj[c->d.starts[k].job];
+                if (started[k] && j->is_virtual && j->row.state == TS_JOB_RUNNING)
+                    next_virtual(c, j->end_s);
+            }
+            for (int k = 0; k < c->d.npreempts; k++) {
+                const cjob *v = rj[c->d.preempts[k].victim];
+                if (v->is_virtual && v->row.state == TS_JOB_STOPPING)
+                    next_virtual(c, v->sj.stop_by_s);
+            }
         } else {
             if (started)
                 undo_starts(c, now, wj, started);
@@ -419,8 +440,11 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
         /* reasons and explanations live in memory (see the top) */
         for (int i = 0; i < nw; i++) {
             const ts_cycle_pending *p = &c->d.pending[i];
-            if (p->reason == TS_PEND_NONE)
+            if (p->reason == TS_PEND_NONE) { /* started: no longer ranked */
+                wj[i]->reserved_at_s = wj[i]->estimated_s = -1.0;
+                wj[i]->queue_tenant = wj[i]->queue_cluster = wj[i]->las_level = -1;
                 continue;
+            }
             /* copied only when it changed: snprintf for 100,000 waiting jobs
              * a cycle was a seventh of the controller's time */
             const char *why_name = ts_pending_name(p->reason);
@@ -478,6 +502,9 @@ static void *loop_main(void *arg)
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
             double t = (double)until.tv_sec + (double)until.tv_nsec * 1e-9 + c->cfg.interval_s;
+            if (c->next_virtual_s > 0 && c->next_virtual_s < t) /* a virtual run ends first */
+                t = c->next_virtual_s > last + CYCLE_MIN_GAP_S ? c->next_virtual_s
+                                                               : last + CYCLE_MIN_GAP_S;
             until.tv_sec = (time_t)t;
             until.tv_nsec = (long)((t - floor(t)) * 1e9);
             pthread_cond_timedwait(&c->wake, &c->mu, &until);

@@ -158,14 +158,19 @@ json_t *ctld_render_node(const ctld *c, int node)
         }
         json_array_append_new(mig, json_pack("{s:i,s:o}", "gpu", g, "instances", inst));
     }
+    /* the node's own jobs (the per-node index), not every active job: a
+     * resume of each of 1,000 nodes with 100,000 jobs queued scanned them
+     * all, under the lock, for every answer */
     json_t *jobs = json_array();
-    for (int i = 0; i < c->njobs; i++) {
-        const cjob *j = c->jobs[i];
-        for (int t = 0; j->allocs && t < j->ntasks; t++)
-            if (j->allocs[t].node == node) {
-                json_array_append_new(jobs, json_integer(j->row.id));
-                break;
-            }
+    const ctld_node_jobs *nj = &c->node_jobs[node];
+    int64_t prev = 0;
+    for (int k = 0; k < nj->n; k++) { /* ascending ids: the smallest above prev, each time */
+        int64_t next = INT64_MAX;
+        for (int i = 0; i < nj->n; i++)
+            if (nj->v[i]->row.id > prev && nj->v[i]->row.id < next)
+                next = nj->v[i]->row.id;
+        json_array_append_new(jobs, json_integer(next));
+        prev = next;
     }
     bool up = ts_sched_node_schedulable(c->sched, node);
     /* health comes from the node agent (its own issue); a virtual node has
