@@ -467,8 +467,16 @@ static void nodes(ctld *c, const ctld_request *rq, ctld_reply *r)
             return;
         }
         ts_err err;
-        if (ctld_node_drain(c, name, strcmp(action, "drain") == 0, &err) != 0) {
-            ctld_reply_error(r, 409, "conflict", "%s", err.msg);
+        int drc = ctld_node_drain(c, name, strcmp(action, "drain") == 0, &err);
+        if (drc != 0) {
+            /* a write that failed is the store's (503, nothing changed); a
+             * state that does not allow it is a conflict */
+            if (drc == TS_ECONFLICT || drc == TS_EINVAL)
+                ctld_reply_error(r, 409, "conflict", "%s", err.msg);
+            else if (drc == TS_ENOENT)
+                ctld_reply_error(r, 404, "not_found", "%s", err.msg);
+            else
+                ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
             return;
         }
     }
