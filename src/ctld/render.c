@@ -89,25 +89,23 @@ void ctld_render_queue(const ctld *c, const cjob *j, json_t *doc)
                                                   : "not ranked: held, backing off or invalid"
                                             : "not planned: only the first 8 jobs that lack "
                                               "room are planned each cycle");
+    double h = 0.0;
     if (j) {
         /* its finished runs, and the current one while it runs */
         double run = j->allocs && j->sj.start_s > 0.0 ? ctld_now() - j->sj.start_s : 0.0;
-        double h = (j->sj.attained_gpu_s + (run > 0.0 ? run * ts_sched_job_rate(c->sched, &j->sj)
-                                                       : 0.0)) / 3600.0;
+        h = (j->sj.attained_gpu_s + (run > 0.0 ? run * ts_sched_job_rate(c->sched, &j->sj)
+                                               : 0.0)) / 3600.0;
         las = json_pack("{s:o,s:f}", "level",
                         j->las_level >= 0 ? json_integer(j->las_level) : json_null(),
                         "attained_gpu_hours", h);
     }
-    if (j && j->las_level >= 0) {
-        double h = j->sj.attained_gpu_s / 3600.0;
-        if (pending && j->queue_tenant >= 0)
-            snprintf(standing, sizeof standing,
-                     "level %d: attained %.3g GPU-h; %d job%s ahead in %s", j->las_level, h,
-                     j->queue_tenant, j->queue_tenant == 1 ? "" : "s", j->row.tenant);
-    } else if (pending && j->queue_tenant >= 0) {
+    if (pending && j->queue_tenant >= 0 && j->las_level >= 0)
+        snprintf(standing, sizeof standing, "level %d: attained %.3g GPU-h; %d job%s ahead in %s",
+                 j->las_level, h, j->queue_tenant, j->queue_tenant == 1 ? "" : "s",
+                 j->row.tenant);
+    else if (pending && j->queue_tenant >= 0)
         snprintf(standing, sizeof standing, "%d job%s ahead in %s (fifo)", j->queue_tenant,
                  j->queue_tenant == 1 ? "" : "s", j->row.tenant);
-    }
     json_object_set_new(doc, "queue_position", pos);
     json_object_set_new(doc, "estimated_start", est);
     json_object_set_new(doc, "las", las);

@@ -68,7 +68,6 @@ typedef struct core_state {
     ts_job *wv, *rv;
     int *wi, *ri;
     wkey *wk;
-    long preempted;
     int gpn;
     int64_t *gsum;         /* [tenants] guaranteed use, as this decision assigns tiers */
 } core_state;
@@ -300,7 +299,6 @@ static int core_cycle(core_state *s, const ts_replay_view *v)
             cj->est_s = s->d.pending[k].estimated_s;
         }
     }
-    s->preempted += s->d.npreempts;
     for (int k = 0; k < s->d.npreempts; k++) {
         int j = s->ri[s->d.preempts[k].victim];
         core_job *cj = &s->jobs[j];

@@ -69,7 +69,7 @@ typedef struct loop {
     int *start_off;     /* [nw] pool offset of each start's allocs */
     ts_alloc *tmp;      /* [max ntasks] */
     ts_alloc *plan;     /* [max ntasks] */
-    plan_job *pj;       /* [2 nr + nw + 1] */
+    plan_job *pj;       /* [nr + nw + 1] */
     double *lost;       /* [nr] */
     int *cand;          /* [nr] */
     int *chosen;        /* [nr] */
@@ -80,7 +80,8 @@ typedef struct loop {
     int *why_off;       /* [nw] offset of each job's why in d->why_buf */
     int *tord;          /* [ntenants] each tenant's order, inheritance resolved */
     int *tseen;         /* [ntenants] its jobs looked at so far in the order */
-    int *rlevel;        /* [nr] each running job's las level, its current run included */
+    double *rattained;  /* [nr] each running job's GPU-s attained, its current run included */
+    int *rlevel;        /* [nr] and the las level that makes */
     int max_running_level;
     int seen;           /* jobs looked at so far in the order */
     int searches;
@@ -363,11 +364,11 @@ static int try_start(loop *l, int i)
 
 /* ---- preemption and reservation ------------------------------------------ */
 
-/* The level a running job has reached, its current run included. */
-static int running_level(const loop *l, const ts_job *v)
+/* What a running job has attained, its current run included. */
+static double running_attained(const loop *l, const ts_job *v)
 {
     double run = l->now > v->start_s ? l->now - v->start_s : 0.0;
-    return ts_sched_las_level(l->s, v->attained_gpu_s + run * ts_sched_job_rate(l->s, v));
+    return v->attained_gpu_s + run * ts_sched_job_rate(l->s, v);
 }
 
 /* May waiting job i take running job v's room? Reclaim: guaranteed work
@@ -484,8 +485,7 @@ static bool try_preempt(loop *l, int i, bool swap)
     vkey *keys = malloc((size_t)(l->nr > 0 ? l->nr : 1) * sizeof *keys);
     if (!keys)
         return false;
-    int n = 0, nstop = 0;
-    plan_job *stopping = l->pj + l->nr; /* none: see below */
+    int n = 0;
     for (int j = 0; j < l->nr; j++) {
         const ts_job *v = &l->r[j];
         /* a job already stopping frees its room for the job it was
@@ -501,8 +501,7 @@ static bool try_preempt(loop *l, int i, bool swap)
         double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
         keys[n++] = (vkey){tenant_borrows(s->q, v->tenant), ts_quota_share(s->q, v->tenant, l->now),
                            v->priority, l->rlevel[j], (double)cycle_job_gpus(v) * (l->now - since),
-                           v->attained_gpu_s + (l->now - v->start_s) * ts_sched_job_rate(s, v), ts,
-                           j};
+                           l->rattained[j], ts, j};
     }
     if (n == 0) {
         free(keys);
@@ -513,7 +512,7 @@ static bool try_preempt(loop *l, int i, bool swap)
         l->pj[k] = (plan_job){&l->r[keys[k].j], l->r[keys[k].j].allocs, 0.0};
         l->lost[k] = keys[k].lost;
     }
-    int m = plan_victims(s, job, l->pj, l->lost, n, stopping, nstop, l->chosen, l->plan);
+    int m = plan_victims(s, job, l->pj, l->lost, n, NULL, 0, l->chosen, l->plan);
     if (swap && m > 0) {
         double freed = 0.0;
         for (int k = 0; k < m; k++)
@@ -797,7 +796,6 @@ typedef struct okey {
     int tier;
     int level;
     double attained;
-    int64_t gpus;
     double submit_s;
     int64_t id;
     int idx;
@@ -816,8 +814,6 @@ static int cmp_okey(const void *a, const void *b)
         return x->level < y->level ? -1 : 1;
     if (x->attained != y->attained)
         return x->attained < y->attained ? -1 : 1;
-    if (x->gpus != y->gpus)
-        return x->gpus < y->gpus ? -1 : 1;
     if (x->submit_s != y->submit_s)
         return x->submit_s < y->submit_s ? -1 : 1;
     return (x->id > y->id) - (x->id < y->id);
@@ -828,9 +824,9 @@ static okey okey_of(const loop *l, int idx, bool by_age)
     const ts_job *j = &l->w[idx];
     const jsum *js = &l->js[idx];
     if (by_age) /* one bucket, oldest first */
-        return (okey){0, 0, 0, 0, 0.0, 0, j->submit_s, j->id, idx};
-    return (okey){j->tenant, j->priority, j->tier, js->level, js->attained,
-                  0, j->submit_s, j->id, idx};
+        return (okey){0, 0, 0, 0, 0.0, j->submit_s, j->id, idx};
+    return (okey){j->tenant, j->priority, j->tier, js->level, js->attained, j->submit_s, j->id,
+                  idx};
 }
 
 /* Where job i stands in the order, then its processing. */
@@ -870,9 +866,8 @@ static int loop_alloc(loop *l)
     l->start_off = malloc((size_t)(l->nw > 0 ? l->nw : 1) * sizeof *l->start_off);
     l->tmp = malloc((size_t)maxt * sizeof *l->tmp);
     l->plan = malloc((size_t)maxt * sizeof *l->plan);
-    /* reserve() plans the running and the started; try_preempt its candidates
-     * and, after them, the running jobs already stopping */
-    l->pj = malloc((2 * nr + (size_t)l->nw + 1) * sizeof *l->pj);
+    /* reserve() plans the running and the started; try_preempt its candidates */
+    l->pj = malloc((nr + (size_t)l->nw + 1) * sizeof *l->pj);
     l->lost = malloc(nr * sizeof *l->lost);
     l->cand = malloc(nr * sizeof *l->cand);
     l->chosen = malloc(nr * sizeof *l->chosen);
@@ -880,6 +875,7 @@ static int loop_alloc(loop *l)
     l->dom = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->dom);
     l->tord = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *l->tord);
     l->tseen = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tseen);
+    l->rattained = malloc(nr * sizeof *l->rattained);
     l->rlevel = malloc(nr * sizeof *l->rlevel);
     ts_sched *s = l->s;
     if (cycle_grow(&s->js, &s->js_cap, l->nw > 0 ? l->nw : 1, sizeof *l->js) != 0 ||
@@ -889,7 +885,8 @@ static int loop_alloc(loop *l)
     l->js = s->js;
     l->why_off = s->why_off;
     if (!l->start_off || !l->tmp || !l->plan || !l->pj || !l->lost || !l->cand || !l->chosen ||
-        !l->victim || !l->dom || !l->js || !l->why_off || !l->tord || !l->tseen || !l->rlevel)
+        !l->victim || !l->dom || !l->js || !l->why_off || !l->tord || !l->tseen || !l->rattained ||
+        !l->rlevel)
         return TS_ENOMEM;
     /* each tenant's order: its own, else its parent's (parents come first) */
     const ts_tenants *ts = ts_quota_tenants(s->q);
@@ -901,7 +898,8 @@ static int loop_alloc(loop *l)
     }
     l->max_running_level = 0;
     for (int j = 0; j < l->nr; j++) {
-        l->rlevel[j] = running_level(l, &l->r[j]);
+        l->rattained[j] = running_attained(l, &l->r[j]);
+        l->rlevel[j] = ts_sched_las_level(s, l->rattained[j]);
         if (l->rlevel[j] > l->max_running_level)
             l->max_running_level = l->rlevel[j];
     }
@@ -926,6 +924,7 @@ static void loop_free(loop *l)
     free(l->dom);
     free(l->tord);
     free(l->tseen);
+    free(l->rattained);
     free(l->rlevel);
 }
 
