@@ -83,7 +83,8 @@ static const char *const pg_sql[PG_STMTS] = {
     [PG_JOB_GET] = "SELECT " JOB_COLS " FROM jobs WHERE id = $1",
     [PG_COUNTS_ALL] = "SELECT state, COUNT(*) FROM jobs GROUP BY state",
     [PG_COUNTS_TENANT] = "SELECT state, COUNT(*) FROM jobs WHERE tenant = $1 GROUP BY state",
-    [PG_EVENT_INSERT] = "INSERT INTO events (job_id, t_s, kind, detail) VALUES ($1, $2, $3, $4)",
+    [PG_EVENT_INSERT] = "INSERT INTO events (job_id, t_s, kind, detail, epoch) "
+                        "VALUES ($1, $2, $3, $4, $5)",
     [PG_EVENTS_JOB] = "SELECT " EVENT_COLS " FROM events WHERE job_id = $1 AND id > $2 "
                       "ORDER BY id LIMIT $3",
     [PG_EVENTS_ALL] = "SELECT " EVENT_COLS " FROM events WHERE id > $1 ORDER BY id LIMIT $2",
@@ -560,6 +561,8 @@ static int pg_event_append(void *conn, const ts_event_row *ev, ts_err *err)
     pp_f64(&p, ev->t_s);
     pp_text(&p, ev->kind);
     pp_text(&p, ev->detail);
+    /* the epoch this transaction's fence check passed at (0: not fenced) */
+    pp_i64(&p, atomic_load(&((pg_conn *)conn)->fence));
     return pg_stmt(conn, PG_EVENT_INSERT, &p, NULL, "append event", err);
 }
 

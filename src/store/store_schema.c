@@ -93,6 +93,14 @@ static const migration migrations[] = {
      " expires_at TIMESTAMPTZ NOT NULL DEFAULT '1970-01-01 00:00:00+00',"
      " url TEXT NOT NULL DEFAULT '');"
      "INSERT INTO lease (id) VALUES (1) ON CONFLICT (id) DO NOTHING;"},
+    {4,
+     /* the epoch that wrote each event (docs/ha.md): the PostgreSQL backend
+      * stamps its fence, so the store itself shows that no commit of an old
+      * leader follows the first of a new one (event ids are handed out in
+      * commit order across a takeover: the fence's row lock orders them).
+      * 0 is a write made without a fence (a single controller, SQLite). */
+     "ALTER TABLE events ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;",
+     "ALTER TABLE events ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;"},
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

@@ -100,6 +100,8 @@ static void test_fencing(void **state)
     bool existed = true;
     assert_int_equal(ts_store_job_insert(a, &r, &existed, &err), 0);
     int64_t id = r.id;
+    ts_event_row ev = {.job_id = id, .t_s = 1, .kind = "submitted"};
+    assert_int_equal(ts_store_event_append(a, &ev, &err), 0);
 
     /* a is deposed without noticing: b takes over at the next epoch */
     sleep_s(0.8);
@@ -119,6 +121,7 @@ static void test_fencing(void **state)
     got.state = TS_JOB_CANCELLED;
     assert_int_equal(ts_store_job_update(a, &got, &err), TS_EFENCED);
     assert_int_equal(ts_store_setting_put(a, "x", "1", &err), TS_EFENCED);
+    assert_int_equal(ts_store_event_append(a, &ev, &err), TS_EFENCED);
     ts_job_row_fini(&got);
     int64_t counts[TS_JOB_STATES];
     assert_int_equal(ts_store_job_counts(b, NULL, counts, &err), 0);
@@ -129,6 +132,24 @@ static void test_fencing(void **state)
     ts_job_row r3 = store_fixture_job("team-a", "alice", "k3");
     assert_int_equal(ts_store_job_insert(b, &r3, &existed, &err), 0);
     assert_false(existed);
+    assert_int_equal(ts_store_event_append(b, &ev, &err), 0);
+    /* each event carries the epoch that wrote it (migration 4): one of the
+     * old epoch, before (by id) the one of the new; the refused one left none */
+    store_fixture *fx = *state;
+    char sql[200];
+    long long v = -1;
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM events WHERE epoch = %lld", (long long)ea);
+    assert_int_equal(store_fixture_raw(fx, sql, &v), 0);
+    assert_int_equal(v, 1);
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM events WHERE epoch = %lld", (long long)eb);
+    assert_int_equal(store_fixture_raw(fx, sql, &v), 0);
+    assert_int_equal(v, 1);
+    snprintf(sql, sizeof sql,
+             "SELECT COUNT(*) FROM events o, events n WHERE o.epoch = %lld AND n.epoch = %lld "
+             "AND o.id > n.id",
+             (long long)ea, (long long)eb);
+    assert_int_equal(store_fixture_raw(fx, sql, &v), 0);
+    assert_int_equal(v, 0);
     /* reads still work on the fenced store; with the check off it writes */
     assert_int_equal(ts_store_set_epoch(a, 0, &err), 0);
     assert_int_equal(ts_store_setting_put(a, "x", "1", &err), 0);
