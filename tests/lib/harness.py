@@ -101,3 +101,79 @@ def finish(tmp, logs):
         print(f"{len(FAILS)} FAILED:", *FAILS, sep="\n  ")
         sys.exit(1)
     print("all passed")
+
+
+class TcpProxy:
+    """A TCP relay on loopback to 127.0.0.1:port_to that can cut every
+    connection through it and refuse new ones until resume() (a controller
+    cut off from PostgreSQL, docs/ha.md). Its port is .port. One thread
+    accepts, two pump each connection; all are daemons."""
+
+    def __init__(self, port_to):
+        import threading
+        self.port_to = port_to
+        self.ls = socket.socket()
+        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(128)
+        self.port = self.ls.getsockname()[1]
+        self.cut = False
+        self.socks = []
+        self.mu = threading.Lock()
+        self._thread = threading.Thread
+        self._thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                c, _ = self.ls.accept()
+            except OSError:
+                return
+            with self.mu:
+                if self.cut:
+                    c.close()
+                    continue
+                try:
+                    u = socket.create_connection(("127.0.0.1", self.port_to), timeout=5)
+                    u.settimeout(None)
+                except OSError:
+                    c.close()
+                    continue
+                self.socks += [c, u]
+            self._thread(target=self._pump, args=(c, u), daemon=True).start()
+            self._thread(target=self._pump, args=(u, c), daemon=True).start()
+
+    @staticmethod
+    def _pump(a, b):
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        for x in (a, b):
+            try:
+                x.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut_all(self):
+        """Drops every connection through it and refuses new ones."""
+        with self.mu:
+            self.cut = True
+            for x in self.socks:
+                try:
+                    x.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                x.close()
+            self.socks = []
+
+    def resume(self):
+        with self.mu:
+            self.cut = False
+
+    def close(self):
+        self.ls.close()
