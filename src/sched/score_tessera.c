@@ -19,10 +19,12 @@
  *          nodes with CPU to spare, which are the whole nodes large pods need
  *          (frag.c: ts_frag_shape_placement, shared with gang placement).
  *
- * A pod's score is 100 * sigmoid((M before - M after) / 4000), truncated to a
- * whole number: coarser buckets than FGD's, so placements consolidate in node
- * order (ties go to the lowest index) unless a node is clearly better. Shares
- * try every GPU that can take them. docs/policies.md has the measurements.
+ * A pod's score is 100 * sigmoid((M before - M after) / D), truncated to a
+ * whole number: coarser buckets than FGD's (D = 4000; 8000 for GPU shares
+ * when the typical list pins almost none of its GPU demand to models), so
+ * placements consolidate in node order (ties go to the lowest index) unless
+ * a node is clearly better. Shares try every GPU that can take them.
+ * docs/policies.md has the measurements.
  */
 #include <math.h>
 #include <stddef.h>
@@ -32,6 +34,11 @@
 
 #define TESSERA_SCORE_BUCKETS 100
 #define TESSERA_DELTA_SCALE_MILLI 4000.0
+/* Shares consolidate twice as coarsely where (almost) no pod is pinned to a
+ * GPU model: with pinned pods, the finer buckets keep a share off the GPUs
+ * only they can use. */
+#define TESSERA_SHARE_SCALE_UNPINNED_MILLI 8000.0
+#define TESSERA_PINNED_FEW 0.03 /* pinned share of the typical GPU demand */
 
 typedef struct before_entry {
     uint64_t version; /* node version + 1 when valid */
@@ -44,7 +51,21 @@ typedef struct tessera {
     before_entry *before; /* M(n) per node, valid while the node is unchanged */
     int nbefore;
     double w_stranded;    /* w: the weight of S in M */
+    double scale_share;   /* D for GPU shares */
 } tessera;
+
+/* The share of the typical list's GPU demand (sum p_j * GPUs_j) that is
+ * pinned to GPU models. */
+static double pinned_share(const ts_typical *typ)
+{
+    double all = 0.0, pinned = 0.0;
+    for (int j = 0; j < typ->n; j++) {
+        double g = typ->p[j] * (double)typ->req[j].num_gpu * (double)typ->req[j].gpu_milli;
+        all += g;
+        pinned += typ->req[j].model_mask ? g : 0.0;
+    }
+    return all > 0.0 ? pinned / all : 0.0;
+}
 
 static int tessera_init(void **state, const ts_sched_env *env, ts_err *err)
 {
@@ -63,6 +84,9 @@ static int tessera_init(void **state, const ts_sched_env *env, ts_err *err)
     t->typ = *env->typical;
     t->typ.mem_aware = t->typ.mem_mib != NULL;
     t->w_stranded = ts_frag_stranded_weight(&t->typ);
+    t->scale_share = pinned_share(&t->typ) < TESSERA_PINNED_FEW
+                         ? TESSERA_SHARE_SCALE_UNPINNED_MILLI
+                         : TESSERA_DELTA_SCALE_MILLI;
     *state = t;
     return 0;
 }
@@ -90,10 +114,11 @@ static double measure(const ts_frag_shape *s, const tessera *t)
     return ts_frag_shape_placement(s, &t->typ, t->w_stranded);
 }
 
-static int64_t score_of(double before, const ts_frag_shape *after, const tessera *t)
+static int64_t score_of(double before, const ts_frag_shape *after, const tessera *t,
+                        double scale)
 {
     double delta = before - measure(after, t);
-    return (int64_t)(TESSERA_SCORE_BUCKETS / (1.0 + exp(-delta / TESSERA_DELTA_SCALE_MILLI)));
+    return (int64_t)(TESSERA_SCORE_BUCKETS / (1.0 + exp(-delta / scale)));
 }
 
 /* M(n) depends on the node alone, so one value serves every class scored
@@ -128,7 +153,7 @@ static int64_t tessera_score(void *st, const ts_node *n, const ts_request *r, ts
             if (!ts_node_gpu_takes_share(n, i, r) || same_free_tried(n, i, r))
                 continue;
             s.free[i] -= r->gpu_milli;
-            int64_t v = score_of(before, &s, t);
+            int64_t v = score_of(before, &s, t, t->scale_share);
             s.free[i] += r->gpu_milli;
             if (v > best) {
                 best = v;
@@ -139,7 +164,7 @@ static int64_t tessera_score(void *st, const ts_node *n, const ts_request *r, ts
     }
     for (int k = 0; k < a->ngpu && r->mig_profile < 0; k++)
         s.free[a->gpu[k]] -= a->gpu_milli;
-    return score_of(before, &s, t);
+    return score_of(before, &s, t, TESSERA_DELTA_SCALE_MILLI);
 }
 
 /* A pod without GPUs only takes CPU and memory, which can make classes fail
