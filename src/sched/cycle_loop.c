@@ -6,8 +6,12 @@
  * checkpointing for them), then jobs past the starvation bound, oldest
  * first, then the rest: tenants interleaved through a heap keyed by weighted
  * dominant share (decayed usage, plus what this cycle already started for
- * them), each tenant's own jobs by priority class, tier (guaranteed first),
- * submit time, id.
+ * them), a tenant whose next job is guaranteed before any whose next job
+ * only borrows, each tenant's own jobs by priority class, tier (guaranteed
+ * first), las level and service (under las), submit time, id. Serving
+ * guarantees before loans matters: a borrower started on the last free GPUs
+ * is protected by its minimum runtime, so the guaranteed job behind it could
+ * neither start nor reclaim.
  *
  * Costs, for W waiting and R running jobs: O(W log W) to order; per job O(1)
  * for held, quota (one check per GPU model it may use) and the cluster-wide
@@ -124,13 +128,19 @@ static memo_entry *memo_slot(ts_sched *s, uint64_t key)
 
 typedef struct theap {
     int *t;
-    double *key; /* per tenant */
+    double *key;   /* per tenant: weighted dominant share */
+    uint8_t *opp;  /* per tenant: its next job is opportunistic */
     int n;
 } theap;
 
+/* Tenants whose next job is guaranteed go before tenants whose next job only
+ * borrows (what a guarantee promises is served before what is lent), then
+ * the lower share. */
 static bool heap_less(const theap *h, int a, int b)
 {
     int x = h->t[a], y = h->t[b];
+    if (h->opp[x] != h->opp[y])
+        return h->opp[x] < h->opp[y];
     if (h->key[x] != h->key[y])
         return h->key[x] < h->key[y];
     return x < y;
@@ -946,8 +956,9 @@ static int run_order(loop *l)
     int *tend = malloc(ntz * sizeof *tend);
     int *heap = malloc(ntz * sizeof *heap);
     double *tkey = malloc(ntz * sizeof *tkey);
+    uint8_t *topp = malloc(ntz);
     int rc = TS_ENOMEM;
-    if (!tstart || !tend || !heap || !tkey)
+    if (!tstart || !tend || !heap || !tkey || !topp)
         goto out;
     rc = 0;
     /* 1. preemptors, in the order their preemptions were decided */
@@ -1002,11 +1013,12 @@ static int run_order(loop *l)
         if (tend[t] - tstart[t] > 1)
             qsort(keys + tstart[t], (size_t)(tend[t] - tstart[t]), sizeof *keys, cmp_okey);
     /* tstart[t] is now t's cursor, tend[t] its end */
-    theap h = {heap, tkey, 0};
+    theap h = {heap, tkey, topp, 0};
     for (int t = 0; t < nt; t++) {
         if (tend[t] == tstart[t])
             continue;
         tkey[t] = ts_quota_share(s->q, t, l->now) + l->dom[t];
+        topp[t] = keys[tstart[t]].tier != TS_TIER_GUARANTEED;
         h.t[h.n++] = t;
         heap_up(&h, h.n - 1);
     }
@@ -1025,12 +1037,18 @@ static int run_order(loop *l)
         rc = visit(l, i);
         if (tstart[t] == tend[t]) {
             h.t[0] = h.t[--h.n];
-        } else if (l->d->nstarts != before) {
-            tkey[t] = ts_quota_share(s->q, t, l->now) + l->dom[t];
+        } else {
+            if (l->d->nstarts != before)
+                tkey[t] = ts_quota_share(s->q, t, l->now) + l->dom[t];
+            /* a tenant's order may put a higher class's borrowing before
+             * its guaranteed work: the flag can fall, and the tenant then
+             * stays on top */
+            topp[t] = keys[tstart[t]].tier != TS_TIER_GUARANTEED;
         }
         heap_down(&h, 0);
     }
 out:
+    free(topp);
     free(tstart);
     free(tend);
     free(heap);

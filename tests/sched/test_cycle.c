@@ -526,6 +526,37 @@ static void test_fair_share_orders_tenants(void **state)
     (void)saved_a;
 }
 
+/* Guaranteed work of any tenant goes before borrowing: team-a has the lower
+ * share, but its job only borrows, and taking the last free node would leave
+ * team-b's guaranteed job (inside its guarantee) with nothing to reclaim. */
+static void test_guaranteed_before_borrowing(void **state)
+{
+    fx *f = *state;
+    ts_job *b1 = job(f, TB, TS_TIER_GUARANTEED, 1, 2, 100000);
+    run_on(f, b1, 0, (int[]){N0}, (int[]){0});
+    ts_job *c1 = job(f, TC, TS_TIER_GUARANTEED, 1, 4, 100000);
+    run_on(f, c1, 0, (int[]){N1}, (int[]){0});
+    /* team-c borrows the rest of n0, too young to be preempted */
+    ts_job *c2 = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 2, 100000);
+    run_on(f, c2, 3500, (int[]){N0}, (int[]){2});
+    ts_job *a = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 1000);
+    ts_job *b2 = job(f, TB, TS_TIER_GUARANTEED, 1, 2, 1000);
+    a->submit_s = 0;
+    b2->submit_s = 3600;
+    assert_true(ts_quota_share(f->q, TA, 3600) < ts_quota_share(f->q, TB, 3600));
+    ts_job *w[] = {a, b2};
+    ts_job *run[] = {b1, c1, c2};
+    assert_int_equal(cycle(f, 3600, w, 2, run, 3), 0);
+    assert_int_equal(f->d.npreempts, 0);
+    assert_int_equal(f->d.nstarts, 1);
+    assert_int_equal(f->d.starts[0].job, 1);
+    assert_int_equal(f->d.starts[0].allocs[0].node, N2);
+    /* the org's idle guarantee is gone: what a borrows would be b's */
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_QUOTA);
+    assert_int_equal(f->d.pending[0].tenant_position, 0);
+    assert_int_equal(f->d.pending[0].cluster_position, 1);
+}
+
 static void test_drained_node_gets_no_work(void **state)
 {
     fx *f = *state;
@@ -1011,6 +1042,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_backfill_never_delays_reservation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pending_reasons, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fair_share_orders_tenants, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_guaranteed_before_borrowing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drained_node_gets_no_work, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cpu_tasks_cannot_strand_gpus, setup, teardown),
         cmocka_unit_test_setup_teardown(test_array_expands, setup, teardown),
