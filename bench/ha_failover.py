@@ -45,7 +45,6 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 from harness import TcpProxy, free_port, http_call  # noqa: E402
 
 PGBIN = os.environ.get("PGBIN") or (sorted(glob.glob("/usr/lib/postgresql/*/bin")) or [""])[-1]
-NODE_LOST_S = 30          # node_lost_after: far above any failover here
 ROUND_WAIT_S = 60.0       # the most one round waits for its acknowledgement and start
 SETTLE_S = 60.0           # the most the end waits for keys in flight
 EXIT_LOST_LEASE = 75      # tesserad's exit when it lost its lease (docs/ha.md)
@@ -127,7 +126,7 @@ class Run:
 cluster: cluster.yaml
 tenants: tenants.yaml
 state_dir: state
-{store}node_lost_after: {NODE_LOST_S}s
+{store}node_lost_after: {a.node_lost_after:g}s
 limits: {{requests_per_s: 1000000, burst: 1000000}}
 scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 0s}}
 """
@@ -321,7 +320,9 @@ scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 0s}}
             self.agents.append(subprocess.Popen(
                 [a.agent, "--controller", urls, "--node", node, "--token-file",
                  os.path.join(self.tmp, node + ".token"), "--state-dir",
-                 os.path.join(self.tmp, node), "--nvml", a.fake], env=env,
+                 os.path.join(self.tmp, node), "--nvml", a.fake]
+                + (["--lost-after", f"{a.agent_lost_after:g}"] if a.agent_lost_after else []),
+                env=env,
                 stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.tmp, node + ".log"), "w")))
 
         def nodes_up():
@@ -448,6 +449,7 @@ scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 0s}}
         for t in self.clients:
             t.join(SETTLE_S + 10)
         lead = self.leader(30)
+        gang_end = self.gang_ok(lead)[0] if lead is not None else False
         jobs, cur = [], None
         for _ in range(1000):
             st, d = http_call(self.ctl[lead]["url"], "GET", "/v1/jobs?limit=1000" +
@@ -479,7 +481,8 @@ scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 0s}}
                "task_starts": len(starts), "started_twice": len(twice),
                "started_twice_tasks": twice[:10], "ran_twice": len(ran_twice),
                "ran_twice_keys": ran_twice[:10],
-               "gangs_broken": sum(1 for x in rounds if not x.get("gang_running")),
+               "gangs_broken": sum(1 for x in rounds if not x.get("gang_running"))
+               + (0 if gang_end else 1), "gang_running_at_end": gang_end,
                "crashes": [(i, s) for i, s, _ in self.exits if s != EXIT_LOST_LEASE],
                "lost_lease_exits": sum(1 for _, s, _ in self.exits if s == EXIT_LOST_LEASE),
                "agents_exited": [p.returncode for p in self.agents if p.poll() is not None],
@@ -546,15 +549,24 @@ def main():
     ap.add_argument("--gap-max", type=float, default=3.0)
     ap.add_argument("--restart-delay", type=float, default=0.1,
                     help="supervisor's pause before restarting an exited controller")
+    ap.add_argument("--node-lost-after", type=float, default=30.0,
+                    help="the controllers' node_lost_after, 10..600 s: agents stop their tasks "
+                         "after half of it without a leader (a database outage longer than "
+                         "that requeues them)")
+    ap.add_argument("--agent-lost-after", type=float, default=0,
+                    help="the agents' --lost-after, 0 (their default, 30 s) or 10..600 s")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", help="write the result here")
     a = ap.parse_args()
     for name, v, lo, hi in (("controllers", a.controllers, 2, 8), ("agents", a.agents, 2, 16),
                             ("clients", a.clients, 1, 64), ("rate", a.rate, 0.1, 100),
                             ("kills", a.kills, 0, 100), ("cuts", a.cuts, 0, 100),
-                            ("db-down", a.db_down, 0, 300)):
+                            ("db-down", a.db_down, 0, 300),
+                            ("node-lost-after", a.node_lost_after, 10, 600)):
         if not lo <= v <= hi:
             ap.error(f"--{name}: must be {lo}..{hi}")
+    if a.agent_lost_after and not 10 <= a.agent_lost_after <= 600:
+        ap.error("--agent-lost-after: must be 0 or 10..600")
     if a.mode == "single" and (a.cuts or a.db_down):
         ap.error("--cuts and --db-down need --mode ha")
     if a.mode == "ha" and not os.path.exists(os.path.join(PGBIN, "postgres")):

@@ -329,7 +329,9 @@ static void after_exchange(ts_agent *a, int rc, long status, json_t *ans, ts_err
 
 bool ts_agent_retry_now(ts_agent *a)
 {
-    if (a->switched && a->quick_retries < a->cfg.ctls.n) {
+    /* a switch to another controller, or a registration a restarted one
+     * asked for: at most once per controller before the pause */
+    if ((a->switched || a->register_now) && a->quick_retries < a->cfg.ctls.n) {
         a->quick_retries++;
         return true;
     }
@@ -351,6 +353,7 @@ int ts_agent_step(ts_agent *a, ts_err *err)
     long status = 0;
     json_t *ans = NULL;
     int rc;
+    a->register_now = false;
     if (!a->registered) {
         json_t *body = json_pack("{s:s,s:O,s:o}", "node", a->cfg.node, "discovery",
                                  a->node->discovery ? a->node->discovery : json_null(), "tasks",
@@ -396,6 +399,7 @@ int ts_agent_step(ts_agent *a, ts_err *err)
             reconcile(a, ans);
         } else if (status == 409) {
             a->registered = false; /* the controller restarted or declared us lost */
+            a->register_now = true;
         }
     }
     after_exchange(a, rc, status, ans, err);
@@ -406,8 +410,13 @@ int ts_agent_step(ts_agent *a, ts_err *err)
      * and requeues its jobs elsewhere, where they must not run twice. So
      * the tasks stop at half that time, with a termination grace of a
      * quarter of it: gone before the controller gives up on the node. */
-    if (rc != 0 && ts_launch_now() - a->last_ok_s > lost_limit(a) && a->ntasks > 0)
+    if (rc != 0 && ts_launch_now() - a->last_ok_s > lost_limit(a) && a->ntasks > 0) {
+        fprintf(stderr, "tessera-agent: no controller has answered for %.1f s (limit %.1f s: "
+                        "--lost-after or half the controller's node_lost_after): stopping %d "
+                        "task(s), which the controller requeues\n",
+                ts_launch_now() - a->last_ok_s, lost_limit(a), a->ntasks);
         ts_agent_stop_all(a);
+    }
     return rc;
 }
 

@@ -68,7 +68,8 @@ void ts_agent_free(ts_agent *a);
  * and reconcile. Returns 0, or an error the loop logs and retries after. */
 int ts_agent_step(ts_agent *a, ts_err *err);
 /* After a failed step: whether to try again at once (the step moved to
- * another controller; at most once per controller before a pause). */
+ * another controller, or a restarted controller answered 409 and the agent
+ * must register again; at most once per controller before a pause). */
 bool ts_agent_retry_now(ts_agent *a);
 /* Stops every task (the controller has been unreachable too long, or the
  * agent is shutting down); blocks at most for their graces. */

@@ -44,6 +44,8 @@ struct ts_agent {
     double last_ok_s;
     bool switched;         /* the last step moved to another controller */
     int quick_retries;     /* retries without a pause since the last pause or answer */
+    bool register_now;     /* the last sync was answered 409 (a restarted controller):
+                              register at once rather than after the failure's pause */
     double ctld_lost_s;    /* the controller's node_lost_after, from its answers; 0 unknown */
     local_task tasks[TS_AGENT_MAX_TASKS];
     int ntasks;
