@@ -392,8 +392,11 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, ts_err *err)
 }
 
 /* Requeues every job with a rank on node n, in one transaction; under mu.
- * Nothing is applied if the write fails (the caller tries again). */
-static int evict_node(ctld *c, int n, const char *why, double now, ts_err *err)
+ * Nothing is applied if the write fails (the caller tries again). From the
+ * scheduling thread (in_cycle: a lost node) the write is made with mu
+ * released (ctld_cycle_commit); from an agent's report (a failed node,
+ * rare) under it. */
+static int evict_node(ctld *c, int n, const char *why, double now, bool in_cycle, ts_err *err)
 {
     ctld_txn t = {0};
     int rc = 0;
@@ -404,7 +407,7 @@ static int evict_node(ctld *c, int n, const char *why, double now, ts_err *err)
         rc = ctld_fsm_plan(c, &t, j, CTLD_JE_EVICT, &a, now, err);
     }
     if (rc == 0)
-        rc = ctld_txn_commit(c, &t, err);
+        rc = in_cycle ? ctld_cycle_commit(c, &t, err) : ctld_txn_commit(c, &t, err);
     if (rc == 0)
         ctld_txn_apply(c, &t, now);
     else
@@ -439,7 +442,7 @@ static int apply_health(ctld *c, int n, json_t *h, double now, ts_err *err)
          * its health and the agent's next report tries again */
         char d[TS_NAME_MAX + sizeof why + 16];
         snprintf(d, sizeof d, "node %s failed: %s", c->cluster->nodes[n].name, why);
-        int rc = evict_node(c, n, d, now, err);
+        int rc = evict_node(c, n, d, now, false, err);
         if (rc != 0)
             return rc;
     }
@@ -509,6 +512,9 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
     ctld_agent *a = &c->agents[n];
     double now = ctld_now();
     a->last_seen_s = now;
+    /* registering changes the node, reports may change jobs: not while the
+     * cycle plans or commits */
+    ctld_commit_wait(c);
     if (reg) {
         json_decref(a->discovery);
         a->discovery = json_incref(json_object_get(in, "discovery"));
@@ -527,7 +533,6 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
     }
     ts_err err;
     int wrc = 0;
-    ctld_commit_wait(c); /* reports may change jobs: not while the cycle commits */
     if (json_is_object(json_object_get(in, "health")))
         wrc = apply_health(c, n, json_object_get(in, "health"), now, &err);
     if (wrc == 0 && json_is_array(json_object_get(in, "tasks")))
@@ -571,6 +576,7 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
         }
         a->last_seen_s = ctld_now();
     }
+    ctld_settled_wait(c); /* the node's layout is read below */
     json_t *out = desired(c, n);
     pthread_mutex_unlock(&c->mu);
     json_decref(in);
@@ -591,7 +597,7 @@ void ctld_agents_expire(ctld *c, double now)
         ts_err err;
         /* its jobs requeue first; if that is not written the node stays
          * (its jobs keep their GPUs) and the next cycle tries again */
-        if (evict_node(c, n, d, now, &err) != 0) {
+        if (evict_node(c, n, d, now, true, &err) != 0) {
             fprintf(stderr, "tesserad: %s: %s; trying again at the next cycle\n", d, err.msg);
             continue;
         }

@@ -13,12 +13,16 @@
  * guards all of it. Every change of a job's state goes through the job state
  * machine (job_fsm.c): planned aside, written in one store transaction,
  * applied only if written, so memory always equals the store and a failed
- * write changes nothing (the caller answers 503 or retries). Writes happen
+ * write changes nothing (the caller answers 503 or retries). The cycle
+ * itself computes with mu released, on copies of the jobs: reads of jobs go
+ * on meanwhile, while whoever reads the cluster, quota or scheduler it is
+ * planning on, or would change them, waits (ctld_settled_wait). Writes happen
  * with mu released: the cycle's decisions (readers go on; whoever would
  * change existing jobs waits, ctld_commit_wait), user actions and agent
  * reports (their jobs pinned meanwhile, so concurrent writers share the
- * store's group commit), drains. The idle and straggler policies and lost
- * nodes, rare, still write under mu.
+ * store's group commit), drains, the idle policy and lost nodes. The
+ * straggler policy and the evictions of a node its agent reports failed,
+ * rare, still write under mu.
  *
  * Files: config.c (the YAML configuration), state.c (jobs in memory,
  * restore, actions), loop.c (the scheduling thread and virtual nodes),
@@ -232,6 +236,8 @@ typedef struct ctld {
     bool ready;
     bool store_failing;          /* the last cycle's write failed: retry after a pause */
     bool committing;             /* the cycle commits with mu released (loop.c) */
+    bool cycling;                /* a cycle runs (loop.c): it yields mu to readers */
+    _Atomic int readers_waiting; /* readers of jobs waiting for mu (ctld_lock_reader) */
     int inflight;                /* other changes being written with mu released */
     int *queued;                 /* [nqueued] pending and held jobs per tenant index */
     int nqueued;
@@ -285,6 +291,26 @@ void ctld_kick(ctld *c);
  * cycle commits its decisions with mu released (a change in that window
  * would race the jobs the cycle is about to apply). Readers never wait. */
 void ctld_commit_wait(ctld *c);
+/* Under mu, before reading or changing the cluster, the quota or the
+ * scheduler (nodes, tenants' usage, metrics, binding a job): waits while
+ * the cycle computes its decisions with mu released, changing them as it
+ * plans. Reads of jobs need not wait: the cycle works on copies of them. */
+void ctld_settled_wait(ctld *c);
+/* Takes mu for a reader of jobs (GET /v1/jobs/...): counted while it waits,
+ * so a running cycle lets it in at its next yield. */
+void ctld_lock_reader(ctld *c);
+/* Under mu, in the cycle: if readers wait for mu, lets them in (mu released
+ * until they have it, a few milliseconds at most) and takes it back. Only
+ * while c->cycling: nothing but readers and submissions may run meanwhile. */
+void ctld_yield(ctld *c);
+/* In the cycle's scans of every job: ctld_yield once every CTLD_YIELD_EVERY
+ * jobs (a fraction of a millisecond of work). */
+#define CTLD_YIELD_EVERY 1024
+static inline void ctld_yield_some(ctld *c, int i)
+{
+    if ((i & (CTLD_YIELD_EVERY - 1)) == CTLD_YIELD_EVERY - 1)
+        ctld_yield(c);
+}
 /* Under mu: node n's desired state changed; wakes only that node's
  * long-poll (one condition variable per node: a job change must not wake
  * a thousand agents). */
@@ -344,7 +370,7 @@ void ctld_render_queue(const ctld *c, const cjob *j, json_t *doc);
  * waits says whether pending job j must stay out of this cycle (its reason
  * set), taking its array's room otherwise. */
 typedef struct ctld_throttle ctld_throttle;
-ctld_throttle *ctld_throttle_scan(const ctld *c);
+ctld_throttle *ctld_throttle_scan(ctld *c);
 bool ctld_throttle_waits(ctld_throttle *t, cjob *j);
 void ctld_throttle_free(ctld_throttle *t);
 /* service.c: the GPU-seconds a job attained, for the las order. run_ended

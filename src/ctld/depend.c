@@ -319,13 +319,16 @@ int ctld_deps_plan(ctld *c, double now, ctld_txn *t, ts_err *err)
 {
     first_map first = {0};
     bool singleton = false;
-    for (int i = 0; i < c->njobs && !singleton; i++)
+    for (int i = 0; i < c->njobs && !singleton; i++) {
+        ctld_yield_some(c, i);
         singleton = ctld_dep_waits(c->jobs[i]) && strstr(c->jobs[i]->spec->dependency,
                                                          "singleton") != NULL;
+    }
     if (singleton && first_build(c, &first) != 0)
         return ts_err_set(err, TS_ENOMEM, "out of memory");
     int rc = 0;
     for (int i = 0; rc == 0 && i < c->njobs; i++) {
+        ctld_yield_some(c, i); /* readers go on; nothing else changes jobs meanwhile */
         cjob *j = c->jobs[i];
         if (!ctld_dep_waits(j) || j->pinned)
             continue;

@@ -188,7 +188,7 @@ static void serve(ctld *c, conn_ctx *x)
     ctld_reply *r = &x->reply;
     const char *url = x->rq.url;
     if (strcmp(url, "/readyz") == 0) {
-        pthread_mutex_lock(&c->mu);
+        ctld_lock_reader(c);
         bool ready = c->ready;
         pthread_mutex_unlock(&c->mu);
         r->status = ready ? 200 : 503;

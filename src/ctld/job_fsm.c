@@ -351,6 +351,7 @@ int ctld_txn_commit_unlocked(ctld *c, ctld_txn *t, double now, ts_err *err)
     pthread_mutex_unlock(&c->mu);
     int rc = ctld_txn_commit(c, t, err);
     pthread_mutex_lock(&c->mu);
+    ctld_settled_wait(c); /* applying binds and unbinds: not while the cycle plans */
     c->inflight--;
     for (int i = 0; i < t->n; i++)
         t->ch[i].j->pinned--;
@@ -364,7 +365,7 @@ cjob *ctld_job_wait_unpinned(ctld *c, int64_t id)
 {
     for (;;) {
         cjob *j = ctld_job_find(c, id);
-        if (!c->committing && (!j || !j->pinned))
+        if (!c->committing && !c->cycling && (!j || !j->pinned))
             return j;
         pthread_cond_wait(&c->committed, &c->mu);
     }

@@ -84,6 +84,12 @@ void ctld_txn_fini(ctld_txn *t);
  * plans a change of them meanwhile), then applies it if it was written.
  * Concurrent writers' commits share the store's group commit. */
 TS_MUST_CHECK int ctld_txn_commit_unlocked(ctld *c, ctld_txn *t, double now, ts_err *err);
+/* Under mu, in the scheduling thread while its cycle runs (loop.c, and the
+ * policies and lost-node evictions it calls): commits t with mu released.
+ * Readers and submissions go on meanwhile; whoever would change existing
+ * jobs waits for it (ctld_commit_wait), so the jobs t names stay as
+ * planned. The caller applies t if it was written. */
+TS_MUST_CHECK int ctld_cycle_commit(ctld *c, ctld_txn *t, ts_err *err);
 /* Under mu: waits until job id is not pinned and the cycle does not
  * commit; the job then (NULL if gone). */
 cjob *ctld_job_wait_unpinned(ctld *c, int64_t id);

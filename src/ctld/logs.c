@@ -80,7 +80,7 @@ void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_
         }
         stream = 1;
     }
-    pthread_mutex_lock(&c->mu);
+    ctld_lock_reader(c);
     cjob *j = ctld_job_find(c, row->id);
     if (j && j->allocs && rank >= j->ntasks) {
         pthread_mutex_unlock(&c->mu);

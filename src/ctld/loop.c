@@ -73,6 +73,7 @@ static int finish_and_requeue(ctld *c, double now, ctld_txn *t, ts_err *err)
 {
     c->next_virtual_s = 0;
     for (int i = 0; i < c->njobs; i++) {
+        ctld_yield_some(c, i);
         cjob *j = c->jobs[i];
         int rc = 0;
         if (j->pinned) /* a change of it is being written: the next cycle */
@@ -154,6 +155,8 @@ static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, 
     ts_decision *d = &c->d;
     int rc = 0;
     for (int k = 0; rc == 0 && k < d->nstarts; k++) {
+        if ((k & 255) == 255) /* a start costs about 4 us here */
+            ctld_yield(c);
         cjob *j = w[d->starts[k].job];
         const ts_alloc *al = d->starts[k].allocs;
         char *detail = started_detail(c, al, j->ntasks);
@@ -260,6 +263,7 @@ static bool mig_replan(ctld *c, cjob **wj, int nw, double now)
     ts_mig_demand *dem = NULL;
     int nd = 0, no = 0;
     for (int i = 0; order && i < nw; i++) {
+        ctld_yield_some(c, i);
         const ts_cycle_pending *p = &c->d.pending[i];
         const cjob *j = wj[i];
         if (j->sj.held || j->sj.eligible_s > now ||
@@ -319,11 +323,9 @@ static void store_failed(ctld *c, const char *what, const ts_err *e)
             e->msg);
 }
 
-/* Commits t with mu released: readers (and submissions, registrations)
- * go on meanwhile; whoever would change existing jobs waits for it
- * (ctld_commit_wait), so the jobs t names stay as planned. Under mu. */
-static int commit_unlocked(ctld *c, ctld_txn *t, ts_err *err)
+int ctld_cycle_commit(ctld *c, ctld_txn *t, ts_err *err)
 {
+    ctld_yield(c);
     c->committing = true;
     pthread_mutex_unlock(&c->mu);
     int rc = ctld_txn_commit(c, t, err);
@@ -333,9 +335,34 @@ static int commit_unlocked(ctld *c, ctld_txn *t, ts_err *err)
     return rc;
 }
 
+/* Test builds: TESSERAD_TEST_CYCLE_DELAY_MS (0..10000, read at start)
+ * stretches every cycle by that long, half with mu released (as the core
+ * computes) and half under mu in 5-ms steps with a yield after each (as the
+ * passes over every job), so a test can check that reads of jobs never wait
+ * for a cycle (tests/ctld/reads_test.py). */
+static double test_delay_s;
+
+static void test_delay(ctld *c, bool locked)
+{
+    if (test_delay_s <= 0.0)
+        return;
+    double until = ctld_now() + test_delay_s / 2;
+    struct timespec step = {0, locked ? 5000000L : 20000000L};
+    while (ctld_now() < until) {
+        nanosleep(&step, NULL);
+        if (locked)
+            ctld_yield(c);
+    }
+}
+
 int ctld_cycle_once(ctld *c, double now, ts_err *err)
 {
     pthread_mutex_lock(&c->mu);
+    /* from here to the end the cycle plans on the cluster, the quota and
+     * the scheduler: whoever reads or changes them waits for it
+     * (ctld_settled_wait, ctld_commit_wait), so the cycle may let readers of
+     * jobs and submissions in at its yields and compute with mu released */
+    c->cycling = true;
     now = ctld_sched_clock(c, now); /* not before a change applied meanwhile */
     ts_err e;
     bool failed = false;
@@ -343,11 +370,12 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
     /* the policies and lost agents, each written on its own (they log and
      * retry what the store refused) */
     ctld_agents_expire(c, now);
+    ctld_yield(c);
     /* what ended: written, then applied, before the cycle sees the room */
     ctld_txn t1 = {.quiet = true};
     int rc = finish_and_requeue(c, now, &t1, err);
     if (rc == 0 && t1.n > 0) {
-        if (commit_unlocked(c, &t1, &e) == 0) {
+        if (ctld_cycle_commit(c, &t1, &e) == 0) {
             ctld_txn_apply(c, &t1, now);
         } else {
             store_failed(c, "finished and requeued jobs", &e);
@@ -355,13 +383,14 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
         }
     }
     ctld_txn_fini(&t1);
+    ctld_yield(c);
     /* dependencies: decided before the cycle, which never sees a job that
      * waits for one; a dependency that can never hold fails its job */
     ctld_txn td = {.quiet = true};
     if (rc == 0)
         rc = ctld_deps_plan(c, now, &td, err);
     if (rc == 0 && td.n > 0) {
-        if (commit_unlocked(c, &td, &e) == 0) {
+        if (ctld_cycle_commit(c, &td, &e) == 0) {
             ctld_txn_apply(c, &td, now);
         } else {
             store_failed(c, "jobs whose dependency failed", &e);
@@ -369,15 +398,20 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
         }
     }
     ctld_txn_fini(&td);
+    ctld_yield(c);
     int nw = 0, nr = 0;
     ctld_throttle *thr = ctld_throttle_scan(c);
-    ts_job *wv = malloc((size_t)(c->njobs + 1) * sizeof *wv);
-    ts_job *rv = malloc((size_t)(c->njobs + 1) * sizeof *rv);
-    cjob **wj = malloc((size_t)(c->njobs + 1) * sizeof *wj);
-    cjob **rj = malloc((size_t)(c->njobs + 1) * sizeof *rj);
+    /* the jobs there are now: submissions let in at a yield come after them
+     * (and join the next cycle); none leaves while the cycle runs */
+    int nj = c->njobs;
+    ts_job *wv = malloc((size_t)(nj + 1) * sizeof *wv);
+    ts_job *rv = malloc((size_t)(nj + 1) * sizeof *rv);
+    cjob **wj = malloc((size_t)(nj + 1) * sizeof *wj);
+    cjob **rj = malloc((size_t)(nj + 1) * sizeof *rj);
     if (rc == 0 && (!wv || !rv || !wj || !rj))
         rc = ts_err_set(err, TS_ENOMEM, "out of memory");
-    for (int i = 0; rc == 0 && i < c->njobs; i++) {
+    for (int i = 0; rc == 0 && i < nj; i++) {
+        ctld_yield_some(c, i);
         cjob *j = c->jobs[i];
         if (j->pinned)
             continue; /* being written by another thread: it joins the next cycle */
@@ -397,8 +431,15 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
     }
     struct timespec t0, t1c;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (rc == 0)
+    if (rc == 0) {
+        /* computed with mu released, on the copies above */
+        ctld_yield(c);
+        pthread_mutex_unlock(&c->mu);
         rc = ts_sched_cycle(c->sched, now, wv, nw, rv, nr, &c->d, err);
+        test_delay(c, false);
+        pthread_mutex_lock(&c->mu);
+        test_delay(c, true);
+    }
     clock_gettime(CLOCK_MONOTONIC, &t1c);
     double dt = (double)(t1c.tv_sec - t0.tv_sec) + (double)(t1c.tv_nsec - t0.tv_nsec) * 1e-9;
     bool committed = false;
@@ -412,7 +453,7 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
         bool *started = calloc((size_t)c->d.nstarts + 1, sizeof *started);
         int prc = started ? plan_decisions(c, now, wj, rj, &t2, started, err)
                           : ts_err_set(err, TS_ENOMEM, "out of memory");
-        if (prc == 0 && commit_unlocked(c, &t2, &e) == 0) {
+        if (prc == 0 && ctld_cycle_commit(c, &t2, &e) == 0) {
             after_starts(c, now, wj, started);
             ctld_txn_apply(c, &t2, now);
             committed = true;
@@ -437,8 +478,10 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
         }
         ctld_txn_fini(&t2);
         free(started);
+        ctld_yield(c);
         /* reasons and explanations live in memory (see the top) */
         for (int i = 0; i < nw; i++) {
+            ctld_yield_some(c, i);
             const ts_cycle_pending *p = &c->d.pending[i];
             if (p->reason == TS_PEND_NONE) { /* started: no longer ranked */
                 wj[i]->reserved_at_s = wj[i]->estimated_s = -1.0;
@@ -462,11 +505,14 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
             }
         }
     }
+    ctld_yield(c);
     bool reshaped = committed && mig_replan(c, wj, nw, now);
     c->frag_free_gpus = ts_gang_index_free_gpus(ts_sched_gang_index(c->sched), -1);
     if (reshaped)
         c->dirty = true;
     c->store_failing = failed;
+    c->cycling = false;
+    pthread_cond_broadcast(&c->committed);
     pthread_mutex_unlock(&c->mu);
     ctld_throttle_free(thr);
     free(wv);
@@ -494,6 +540,11 @@ static void *loop_main(void *arg)
 {
     ctld *c = arg;
     double last = 0.0;
+    /* ready (docs/api.md: the store is open and the loop runs) from the
+     * start: submissions are acknowledged while the first cycle runs */
+    pthread_mutex_lock(&c->mu);
+    c->ready = true;
+    pthread_mutex_unlock(&c->mu);
     for (;;) {
         pthread_mutex_lock(&c->mu);
         while (!c->stop && c->dirty && ctld_now() < last + CYCLE_MIN_GAP_S)
@@ -519,7 +570,6 @@ static void *loop_main(void *arg)
         if (rc != 0) /* memory still equals the store: log and go on */
             fprintf(stderr, "tesserad: scheduling cycle failed: %s; trying again\n", err.msg);
         pthread_mutex_lock(&c->mu);
-        c->ready = true;
         /* a store (or cycle) that failed is retried, not hammered */
         if (rc != 0 || c->store_failing) {
             c->dirty = true;
@@ -531,5 +581,17 @@ static void *loop_main(void *arg)
 
 int ctld_loop_start(ctld *c, pthread_t *th)
 {
+#ifdef TS_STORE_FAULTS_ENV
+    const char *d = getenv("TESSERAD_TEST_CYCLE_DELAY_MS");
+    if (d && *d) {
+        char *end;
+        double ms = strtod(d, &end);
+        if (*end || !(ms >= 0.0 && ms <= 10000.0)) {
+            fprintf(stderr, "tesserad: TESSERAD_TEST_CYCLE_DELAY_MS: \"%s\": must be 0..10000\n", d);
+            return TS_EINVAL;
+        }
+        test_delay_s = ms / 1000.0;
+    }
+#endif
     return pthread_create(th, NULL, loop_main, c) == 0 ? 0 : TS_ENOMEM;
 }

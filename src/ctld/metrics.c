@@ -65,6 +65,7 @@ char *ctld_metrics_text(ctld *c)
     static const double WAIT_B[] = {1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600};
     sbuf b = {0};
     pthread_mutex_lock(&c->mu);
+    ctld_settled_wait(c); /* nodes and usage move while the cycle plans */
     const ctld_metrics *m = &c->m;
     head(&b, "tessera_jobs", "gauge", "Active jobs by state and tenant.");
     int nt = c->tenants->n;

@@ -5,8 +5,10 @@
  * hold) and stragglers (tesserad.md `stragglers`: a gang's rank persistently
  * slower than the gang's median is flagged, and for the tenants the policy
  * names its node is drained and the job restarted from its checkpoint).
- * Everything here runs under c->mu. State changes go through the job state
- * machine (job_fsm.c); a write the store refuses changes nothing, and the
+ * Everything here runs under c->mu, in the scheduling thread. State changes
+ * go through the job state machine (job_fsm.c); the idle policy plans a
+ * whole pass into one transaction written with mu released
+ * (ctld_cycle_commit). A write the store refuses changes nothing, and the
  * next cycle decides again.
  */
 #include <stdio.h>
@@ -58,7 +60,13 @@ static void policy_failed(ctld *c, const cjob *j, const ts_err *err)
  * then stopped like a preempted job (checkpoint signal first) and held. */
 void ctld_idle_check(ctld *c, double now)
 {
-    for (int i = 0; i < c->njobs; i++) {
+    /* the pass's warnings and stops, written together (mu released) */
+    ctld_txn t = {.quiet = true};
+    cjob **warned = NULL;
+    int nwarned = 0, cap = 0;
+    bool failed = false;
+    for (int i = 0; i < c->njobs && !failed; i++) {
+        ctld_yield_some(c, i);
         cjob *j = c->jobs[i];
         if (j->row.state != TS_JOB_RUNNING || j->pinned || j->is_virtual || !j->rank_util)
             continue;
@@ -78,30 +86,60 @@ void ctld_idle_check(ctld *c, double now)
         }
         if (j->idle_since_s == 0)
             j->idle_since_s = now;
-        double t = now - j->idle_since_s;
+        double idle_s = now - j->idle_since_s;
         ts_err err;
         char d[160];
-        if (t >= window / 2 && !j->idle_warned) {
+        if (idle_s >= window / 2 && !j->idle_warned) {
             snprintf(d, sizeof d, "every rank below %.0f%% GPU utilisation for %.0f s; stopped "
-                     "and held at %.0f s", c->cfg.idle_threshold_pct, t, window);
-            ts_event_row ev = {.job_id = j->row.id, .t_s = now, .kind = "idle-warning",
-                               .detail = d};
-            /* warned once written (else warned again at the next cycle) */
-            if (ts_store_event_append(c->store, &ev, &err) == 0) {
-                j->idle_warned = true;
-                ctld_nodes_touch_job(c, j);
-            } else {
-                policy_failed(c, j, &err);
+                     "and held at %.0f s", c->cfg.idle_threshold_pct, idle_s, window);
+            if (nwarned == cap) {
+                int nc = cap ? 2 * cap : 16;
+                cjob **w = realloc(warned, (size_t)nc * sizeof *w);
+                if (!w) {
+                    failed = true;
+                    break;
+                }
+                warned = w;
+                cap = nc;
             }
+            if (ctld_txn_event(&t, j->row.id, now, "idle-warning", d) != 0) {
+                failed = true;
+                break;
+            }
+            warned[nwarned++] = j; /* warned once written (else again next cycle) */
         }
-        if (t >= window) {
+        if (idle_s >= window) {
             snprintf(d, sizeof d, "idle for %.0f s (below %.0f%% GPU utilisation): its GPUs go "
-                     "back; it is held until released", t, c->cfg.idle_threshold_pct);
+                     "back; it is held until released", idle_s, c->cfg.idle_threshold_pct);
             ctld_fsm_args a = {.detail = d, .stop_by_s = now + grace_of(c, j)};
-            if (ctld_fsm_run(c, j, CTLD_JE_REAP, &a, now, &err) != 0)
-                policy_failed(c, j, &err);
+            int rc = ctld_fsm_plan(c, &t, j, CTLD_JE_REAP, &a, now, &err);
+            if (rc == TS_ENOMEM) {
+                failed = true;
+                break;
+            }
+            if (rc != 0) /* the table refuses it: this job is left for the next cycle */
+                fprintf(stderr, "tesserad: job %lld: %s\n", (long long)j->row.id, err.msg);
         }
     }
+    ts_err err;
+    if (failed) {
+        c->m.store_failures++;
+        fprintf(stderr, "tesserad: idle policy: out of memory; trying again at the next cycle\n");
+    } else if ((t.n > 0 || t.nev > 0) && ctld_cycle_commit(c, &t, &err) == 0) {
+        ctld_txn_apply(c, &t, now);
+        for (int k = 0; k < nwarned; k++) {
+            warned[k]->idle_warned = true;
+            ctld_nodes_touch_job(c, warned[k]);
+        }
+        if (t.n > 0)
+            ctld_kick(c);
+    } else if (t.n > 0 || t.nev > 0) {
+        c->m.store_failures++;
+        fprintf(stderr, "tesserad: idle policy: %d stops and %d warnings not written (%s); "
+                "trying again at the next cycle\n", t.n, nwarned, err.msg);
+    }
+    ctld_txn_fini(&t);
+    free(warned);
 }
 
 static int cmp_float(const void *a, const void *b)
@@ -119,6 +157,7 @@ static int cmp_float(const void *a, const void *b)
 void ctld_straggler_check(ctld *c, double now)
 {
     for (int i = 0; i < c->njobs; i++) {
+        ctld_yield_some(c, i);
         cjob *j = c->jobs[i];
         if (j->row.state != TS_JOB_RUNNING || j->pinned || j->is_virtual || !j->rank_step ||
             j->ntasks < 2 || j->straggler_flagged)

@@ -200,7 +200,7 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
     int want = spec->array_size > 0 ? spec->array_size : 1;
     if (idem[0] && want == 1)
         strcat(idem, "#0"); /* an array's elements get theirs from ctld_submit */
-    pthread_mutex_lock(&c->mu);
+    ctld_lock_reader(c);
     int queued = queued_of(c, spec->tenant);
     pthread_mutex_unlock(&c->mu);
     if ((long)queued + want > (long)c->cfg.queued_per_tenant) {
@@ -274,7 +274,7 @@ static void jobs_list(ctld *c, const ctld_request *rq, ctld_reply *r)
         return;
     }
     json_t *jobs = json_array();
-    pthread_mutex_lock(&c->mu);
+    ctld_lock_reader(c);
     for (int i = 0; i < n; i++)
         json_array_append_new(jobs, ctld_render_job(c, &rows[i], ctld_job_find(c, rows[i].id)));
     pthread_mutex_unlock(&c->mu);
@@ -316,7 +316,7 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
     if (!visible_job(c, w, id, &row, r))
         return;
     if (get && !*rest) {
-        pthread_mutex_lock(&c->mu);
+        ctld_lock_reader(c);
         json_t *j = ctld_render_job(c, &row, ctld_job_find(c, id));
         pthread_mutex_unlock(&c->mu);
         ctld_reply_json(r, 200, json_pack("{s:o}", "job", j));
@@ -356,7 +356,7 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
     } else if (get && strcmp(rest, "logs") == 0) {
         ctld_job_logs(c, rq, &row, r);
     } else if (get && strcmp(rest, "explain") == 0) {
-        pthread_mutex_lock(&c->mu);
+        ctld_lock_reader(c);
         const cjob *j = ctld_job_find(c, id);
         const char *reason = j ? j->row.reason : row.reason;
         const char *why = j ? j->row.why : row.why;
@@ -386,7 +386,7 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
             else {
                 ts_job_row now;
                 if (ts_store_job_get(c->store, id, &now, NULL) == 0) {
-                    pthread_mutex_lock(&c->mu);
+                    ctld_lock_reader(c);
                     json_t *j = ctld_render_job(c, &now, ctld_job_find(c, id));
                     pthread_mutex_unlock(&c->mu);
                     ctld_reply_json(r, 200, json_pack("{s:o}", "job", j));
@@ -433,6 +433,7 @@ static void nodes(ctld *c, const ctld_request *rq, ctld_reply *r)
         }
         json_t *a = json_array();
         pthread_mutex_lock(&c->mu);
+        ctld_settled_wait(c);
         for (int i = 0; i < c->cluster->nnodes; i++)
             json_array_append_new(a, scope_node(c, rq->who, ctld_render_node(c, i)));
         pthread_mutex_unlock(&c->mu);
@@ -449,7 +450,7 @@ static void nodes(ctld *c, const ctld_request *rq, ctld_reply *r)
     memcpy(name, p + 1, nl);
     name[nl] = '\0';
     const char *action = slash ? slash + 1 : "";
-    pthread_mutex_lock(&c->mu);
+    ctld_lock_reader(c);
     int n = ts_cluster_find_node(c->cluster, name);
     pthread_mutex_unlock(&c->mu);
     if (n < 0) {
@@ -481,6 +482,7 @@ static void nodes(ctld *c, const ctld_request *rq, ctld_reply *r)
         }
     }
     pthread_mutex_lock(&c->mu);
+    ctld_settled_wait(c);
     json_t *doc = scope_node(c, rq->who, ctld_render_node(c, n));
     pthread_mutex_unlock(&c->mu);
     ctld_reply_json(r, 200, json_pack("{s:o}", "node", doc));
@@ -539,6 +541,7 @@ static void tenants(ctld *c, const ctld_request *rq, ctld_reply *r)
     }
     json_t *a = json_array();
     pthread_mutex_lock(&c->mu);
+    ctld_settled_wait(c); /* usage and shares move while the cycle plans */
     double now = ctld_now();
     for (int t = 0; t < c->tenants->n; t++) {
         const ts_tenant *tn = &c->tenants->t[t];
@@ -699,7 +702,7 @@ static void tokens(ctld *c, const ctld_request *rq, ctld_reply *r)
             json_object_foreach(in, k, kv)
                 if (strcmp(k, "name") != 0 && strcmp(k, "role") != 0 && strcmp(k, "tenant") != 0)
                     unknown = k;
-        pthread_mutex_lock(&c->mu); /* PUT /v1/tenants replaces c->tenants under it */
+        ctld_lock_reader(c); /* PUT /v1/tenants replaces c->tenants under it */
         bool tenant_known = tenant && *tenant && ts_tenant_find(c->tenants, tenant) >= 0;
         pthread_mutex_unlock(&c->mu);
         if (!in || !json_is_object(in)) {

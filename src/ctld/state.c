@@ -16,6 +16,8 @@
  */
 #include <errno.h>
 #include <fnmatch.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -709,8 +711,37 @@ void ctld_close(ctld *c)
 
 void ctld_commit_wait(ctld *c)
 {
-    while (c->committing)
+    while (c->committing || c->cycling)
         pthread_cond_wait(&c->committed, &c->mu);
+}
+
+void ctld_settled_wait(ctld *c)
+{
+    while (c->cycling)
+        pthread_cond_wait(&c->committed, &c->mu);
+}
+
+void ctld_lock_reader(ctld *c)
+{
+    atomic_fetch_add(&c->readers_waiting, 1);
+    pthread_mutex_lock(&c->mu);
+    atomic_fetch_sub(&c->readers_waiting, 1);
+}
+
+/* How long the cycle leaves mu to readers at one yield, at most. */
+#define YIELD_MAX_S 0.005
+
+void ctld_yield(ctld *c)
+{
+    if (!c->cycling || atomic_load(&c->readers_waiting) == 0)
+        return;
+    pthread_mutex_unlock(&c->mu);
+    /* a mutex is not fair: taken back at once, the waiters would never get
+     * it; each reader holds it for a fraction of a millisecond */
+    double until = ctld_now() + YIELD_MAX_S;
+    while (atomic_load(&c->readers_waiting) > 0 && ctld_now() < until)
+        sched_yield();
+    pthread_mutex_lock(&c->mu);
 }
 
 void ctld_kick(ctld *c)
@@ -737,7 +768,7 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
     cjob probe = {0};
     probe.row.submit_s = ctld_now();
     probe.spec = (ts_job_spec *)spec;
-    pthread_mutex_lock(&c->mu);
+    ctld_lock_reader(c);
     int rc = job_build(c, &probe, err);
     pthread_mutex_unlock(&c->mu);
     free(probe.tasks);
@@ -797,7 +828,7 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
         mine[i] = NULL; /* owned by the job now */
         jobs[i] = j;
     }
-    pthread_mutex_lock(&c->mu);
+    ctld_lock_reader(c);
     for (int i = 0; i < n; i++) {
         cjob *j = jobs[i];
         if (!j)
@@ -993,6 +1024,7 @@ static void drain_write_batch(ctld *c)
             pthread_mutex_unlock(&c->mu);
             rc = ts_store_setting_put(c->store, DRAINED_KEY, txt, &e);
             pthread_mutex_lock(&c->mu);
+            ctld_settled_wait(c); /* the nodes change only between cycles */
             free(txt);
         }
     }
@@ -1056,7 +1088,7 @@ int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err)
     }
     pthread_mutex_lock(&c->mu);
     /* the scheduler is swapped below: no change may be in flight */
-    while (c->committing || c->inflight)
+    while (c->committing || c->cycling || c->inflight)
         pthread_cond_wait(&c->committed, &c->mu);
     /* every active job's tenant must still exist */
     for (int i = 0; rc == 0 && i < c->njobs; i++)

@@ -58,12 +58,13 @@ static throttled *find(ctld_throttle *t, int64_t array, int limit)
     return &t->a[t->n++];
 }
 
-ctld_throttle *ctld_throttle_scan(const ctld *c)
+ctld_throttle *ctld_throttle_scan(ctld *c)
 {
     ctld_throttle *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
     for (int i = 0; i < c->njobs; i++) {
+        ctld_yield_some(c, i);
         const cjob *j = c->jobs[i];
         int64_t a = array_of(j);
         if (!a || (j->row.state != TS_JOB_RUNNING && j->row.state != TS_JOB_STOPPING))

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Reads of jobs do not wait for the scheduling cycle.
+
+    reads_test.py TESSERAD
+
+The cycle computes with the controller's lock released and lets waiting
+readers in between its passes over every job (docs/tesserad.md). Here every
+cycle is stretched by 800 ms (TESSERAD_TEST_CYCLE_DELAY_MS, test builds:
+half with the lock released, half holding it in 5-ms steps with a yield
+after each), and cycles run back to back (an interval of 10 ms, virtual
+nodes, jobs ending all the time). A job read, a page of jobs, an explain,
+/readyz and a submission must each answer well within half a cycle, and a
+node read (which does wait for the cycle: it reads what the cycle plans on)
+must still answer, with a view that adds up. When the lock was held for the
+whole cycle, every read that met one waited up to its end. Every wait is
+bounded.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+TESSERAD = sys.argv[1]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
+
+TMP = tempfile.mkdtemp(prefix="tessera-reads-")
+PORT = free_port()
+URL = f"http://127.0.0.1:{PORT}"
+DELAY_MS = 800
+BOUND_S = DELAY_MS / 1000.0 / 4  # a quarter of a cycle: 200 ms
+
+open(os.path.join(TMP, "cluster.yaml"), "w").write("""topology:
+  levels: [node, gpu]
+node_classes:
+  g8: {gpu_model: H100-80GB, gpus: 8, cpu_milli: 64000, memory_mib: 524288}
+nodes:
+  - {names: 'v-[1-2]', class: g8}
+""")
+open(os.path.join(TMP, "tenants.yaml"), "w").write("tenants:\n  t: {}\n")
+open(os.path.join(TMP, "tesserad.yaml"), "w").write(f"""listen: 127.0.0.1:{PORT}
+cluster: cluster.yaml
+tenants: tenants.yaml
+state_dir: state
+virtual_nodes: all
+limits: {{requests_per_s: 100000, burst: 100000}}
+scheduler: {{interval: 0.01s}}
+""")
+
+
+def call(method, path, token, body=None):
+    return http_call(URL, method, path, token, body, timeout=30)
+
+
+def timed(method, path, token, body=None):
+    t = time.monotonic()
+    st, d = call(method, path, token, body)
+    return st, d, time.monotonic() - t
+
+
+env = dict(os.environ, TESSERAD_TEST_CYCLE_DELAY_MS=str(DELAY_MS))
+log = open(os.path.join(TMP, "log"), "w")
+proc = subprocess.Popen([TESSERAD, "--config", os.path.join(TMP, "tesserad.yaml")],
+                        stdout=subprocess.DEVNULL, stderr=log, env=env)
+try:
+    check(wait_ready(URL, timeout=30), "tesserad is ready")
+    admin = open(os.path.join(TMP, "state", "admin.token")).read().strip()
+    # 40 one-GPU jobs of 1 s on 16 GPUs: some run, some wait, some end in
+    # every cycle, so the loop never rests
+    st, d = call("POST", "/v1/jobs", admin,
+                 {"name": "r", "tenant": "t", "array_size": 40,
+                  "tasks": [{"gpus": 1}], "duration": 1})
+    check(st in (200, 201), f"an array of 40 is accepted ({st})")
+    jobs = d.get("jobs", []) if isinstance(d, dict) else []
+    first = jobs[0]["id"] if jobs else 0
+    check(len(jobs) == 40, f"40 ids ({len(jobs)})")
+    time.sleep(1.0)
+    lat = {"job": [], "page": [], "explain": [], "readyz": [], "submit": []}
+    t_end = time.monotonic() + 4 * DELAY_MS / 1000.0  # four cycles or more
+    i = 0
+    while time.monotonic() < t_end and i < 400:
+        jid = first + i % 40
+        st, d, dt = timed("GET", f"/v1/jobs/{jid}", admin)
+        lat["job"].append(dt if st == 200 else 99.0)
+        st, d, dt = timed("GET", "/v1/jobs?limit=20", admin)
+        lat["page"].append(dt if st == 200 else 99.0)
+        st, d, dt = timed("GET", f"/v1/jobs/{jid}/explain", admin)
+        lat["explain"].append(dt if st == 200 else 99.0)
+        st, d, dt = timed("GET", "/readyz", None)
+        lat["readyz"].append(dt if st == 200 else 99.0)
+        if i % 8 == 0:
+            st, d, dt = timed("POST", "/v1/jobs", admin,
+                              {"name": f"s{i}", "tenant": "t",
+                               "tasks": [{"gpus": 1}], "duration": 1})
+            lat["submit"].append(dt if st in (200, 201) else 99.0)
+        i += 1
+        time.sleep(0.01)
+    cycles_seen = 4 * DELAY_MS / 1000.0
+    for k, v in lat.items():
+        worst = max(v) if v else 99.0
+        check(len(v) > 0 and worst < BOUND_S,
+              f"{k}: {len(v)} calls over {cycles_seen:.1f} s of cycles, the slowest "
+              f"{worst * 1e3:.0f} ms (bound {BOUND_S * 1e3:.0f} ms, a cycle {DELAY_MS} ms)")
+    # a node read waits for the cycle, and then shows a consistent node
+    st, d, dt = timed("GET", "/v1/nodes/v-1", admin)
+    node = d.get("node", {}) if isinstance(d, dict) else {}
+    check(st == 200 and 0 <= node.get("gpus_free", -1) <= 8 and dt < 3 * DELAY_MS / 1000.0,
+          f"a node read answers within a cycle or two ({dt * 1e3:.0f} ms, "
+          f"{node.get('gpus_free')} GPUs free)")
+    st, txt, dt = timed("GET", "/metrics", admin)
+    check(st == 200 and "tessera_scheduling_cycles_total" in str(txt),
+          f"/metrics answers ({dt * 1e3:.0f} ms)")
+    # the cycles went on: every job of the array ends
+    deadline = time.monotonic() + 90
+    done = 0
+    while time.monotonic() < deadline:
+        st, d = call("GET", "/v1/jobs?state=completed&limit=500", admin)
+        done = len(d.get("jobs", [])) if st == 200 and isinstance(d, dict) else 0
+        if done >= 40:
+            break
+        time.sleep(0.5)
+    check(done >= 40, f"the cycles go on: {done} jobs completed (at least 40)")
+finally:
+    stop_all([proc])
+finish(TMP, [os.path.join(TMP, "log")])
