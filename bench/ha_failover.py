@@ -494,13 +494,20 @@ scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 0s}}
         out["unmeasured_rounds"] = sum(1 for x in rounds if x.get("ack_s") is None or
                                        x.get("start_s") is None)
         if a.mode == "ha":
-            rows = self.psql("SELECT epoch, COUNT(*), MIN(id), MAX(id) FROM events "
-                             "GROUP BY epoch ORDER BY epoch")
-            out["epochs"] = [[int(x) for x in r] for r in rows]
-            inv = self.psql("SELECT COUNT(*) FROM (SELECT epoch, MAX(epoch) OVER (ORDER BY id "
-                            "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before "
-                            "FROM events) x WHERE epoch < before")
-            out["epoch_inversions"] = int(inv[0][0])
+            # each event and job row records the epoch that wrote it (store
+            # migration 4); ids are drawn in commit order across a takeover,
+            # so a row of an older epoch with a higher id than a newer
+            # epoch's row is a commit of a deposed leader after its successor's
+            out["epoch_inversions"] = 0
+            for table in ("events", "jobs"):
+                rows = self.psql(f"SELECT epoch, COUNT(*), MIN(id), MAX(id) FROM {table} "
+                                 "GROUP BY epoch ORDER BY epoch")
+                out[f"epochs_{table}"] = [[int(x) for x in r] for r in rows]
+                inv = self.psql("SELECT COUNT(*) FROM (SELECT epoch, MAX(epoch) OVER (ORDER BY "
+                                "id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before "
+                                f"FROM {table}) x WHERE epoch < before")
+                out["epoch_inversions"] += int(inv[0][0])
+            out["epochs"] = out["epochs_events"]
             cuts = [x for x in rounds if x["fault"] == "cut"]
             out["cut_stopped_first"] = sum(1 for x in cuts if x.get("stopped_first"))
             out["cuts"] = len(cuts)

@@ -94,13 +94,22 @@ static const migration migrations[] = {
      " url TEXT NOT NULL DEFAULT '');"
      "INSERT INTO lease (id) VALUES (1) ON CONFLICT (id) DO NOTHING;"},
     {4,
-     /* the epoch that wrote each event (docs/ha.md): the PostgreSQL backend
-      * stamps its fence, so the store itself shows that no commit of an old
-      * leader follows the first of a new one (event ids are handed out in
-      * commit order across a takeover: the fence's row lock orders them).
-      * 0 is a write made without a fence (a single controller, SQLite). */
-     "ALTER TABLE events ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;",
-     "ALTER TABLE events ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;"},
+     /* the epoch that wrote each event and created each job (docs/ha.md),
+      * so the store itself shows that no commit of an old leader follows the
+      * first of a new one: ids are drawn inside the fenced transaction,
+      * whose lock on the lease row a takeover waits for, so across a
+      * takeover they follow commit order. On PostgreSQL the fence check sets
+      * tessera.epoch for its transaction and the default reads it (0 when
+      * unset: a write without a fence); existing rows get 0 without a
+      * rewrite (the constant default first). SQLite: always 0. */
+     "ALTER TABLE events ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE jobs ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;",
+     "ALTER TABLE events ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;"
+     "ALTER TABLE events ALTER COLUMN epoch SET DEFAULT"
+     " COALESCE(NULLIF(current_setting('tessera.epoch', true), ''), '0')::bigint;"
+     "ALTER TABLE jobs ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;"
+     "ALTER TABLE jobs ALTER COLUMN epoch SET DEFAULT"
+     " COALESCE(NULLIF(current_setting('tessera.epoch', true), ''), '0')::bigint;"},
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

@@ -17,8 +17,8 @@ Checked: no acknowledged job lost, no key stored twice, no task started
 twice (the agents' start log and each task's own line), the gang running
 on its first processes after every failover, no controller exit but the
 kills and the lost-lease exit 75, every failover measured and within the
-lease + renew + slack, and (ha) no event of an older epoch stored after a
-newer epoch's, the cut-off leader gone before another led, nothing
+lease + renew + slack, and (ha) every event and job stamped with the epoch
+that wrote it and none of an older epoch stored after a newer epoch's, the cut-off leader gone before another led, nothing
 acknowledged while the database was down, a leader again once it is back.
 """
 import json
@@ -71,8 +71,13 @@ for x in res["rounds"]:
           f"round {x['round'] + 1} ({x['fault']}): acknowledged after {x.get('ack_s')} s, a task "
           f"started after {x.get('start_s')} s (bound {bound:g} s)")
 if MODE == "ha":
-    check(res["epoch_inversions"] == 0 and len(res["epochs"]) >= KILLS + 2,
-          f"no event of an older epoch after a newer one's (epochs {res['epochs']})")
+    stamps = res["epochs_events"] + res["epochs_jobs"]
+    check(all(r[0] >= 1 for r in stamps) and len(res["epochs_events"]) >= KILLS + 2 and
+          len(res["epochs_jobs"]) >= KILLS + 2,
+          f"every event and job records the epoch that wrote it (epoch, rows, first id, last "
+          f"id: events {res['epochs_events']}, jobs {res['epochs_jobs']})")
+    check(res["epoch_inversions"] == 0,
+          f"no event or job of an older epoch after a newer one's ({res['epoch_inversions']})")
     check(res["cuts"] == 1 and res["cut_stopped_first"] == 1,
           "the cut-off leader exited before another led")
     db = res["db_down"]

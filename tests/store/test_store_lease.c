@@ -7,7 +7,7 @@
  * holder is refused while it lasts and takes it over with the next epoch
  * once it expired (short leases, real sleeps, the database's clock), and a
  * store fenced at the old epoch can no longer commit a write, while the new
- * epoch's store can. On SQLite every lease call is refused with a message
+ * epoch's store can; each event and job records the epoch that wrote it. On SQLite every lease call is refused with a message
  * naming PostgreSQL.
  */
 #include <setjmp.h>
@@ -133,23 +133,29 @@ static void test_fencing(void **state)
     assert_int_equal(ts_store_job_insert(b, &r3, &existed, &err), 0);
     assert_false(existed);
     assert_int_equal(ts_store_event_append(b, &ev, &err), 0);
-    /* each event carries the epoch that wrote it (migration 4): one of the
-     * old epoch, before (by id) the one of the new; the refused one left none */
+    /* each event and job carries the epoch that wrote it (migration 4): one
+     * of the old epoch, before (by id) the one of the new; the refused
+     * writes left none */
     store_fixture *fx = *state;
-    char sql[200];
-    long long v = -1;
-    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM events WHERE epoch = %lld", (long long)ea);
-    assert_int_equal(store_fixture_raw(fx, sql, &v), 0);
-    assert_int_equal(v, 1);
-    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM events WHERE epoch = %lld", (long long)eb);
-    assert_int_equal(store_fixture_raw(fx, sql, &v), 0);
-    assert_int_equal(v, 1);
-    snprintf(sql, sizeof sql,
-             "SELECT COUNT(*) FROM events o, events n WHERE o.epoch = %lld AND n.epoch = %lld "
-             "AND o.id > n.id",
-             (long long)ea, (long long)eb);
-    assert_int_equal(store_fixture_raw(fx, sql, &v), 0);
-    assert_int_equal(v, 0);
+    static const char *const tables[] = {"events", "jobs"};
+    for (int t = 0; t < 2; t++) {
+        char sql[200];
+        long long v = -1;
+        snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s WHERE epoch = %lld", tables[t],
+                 (long long)ea);
+        assert_int_equal(store_fixture_raw(fx, sql, &v), 0);
+        assert_int_equal(v, 1);
+        snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s WHERE epoch = %lld", tables[t],
+                 (long long)eb);
+        assert_int_equal(store_fixture_raw(fx, sql, &v), 0);
+        assert_int_equal(v, 1);
+        snprintf(sql, sizeof sql,
+                 "SELECT COUNT(*) FROM %s o, %s n WHERE o.epoch = %lld AND n.epoch = %lld "
+                 "AND o.id > n.id",
+                 tables[t], tables[t], (long long)ea, (long long)eb);
+        assert_int_equal(store_fixture_raw(fx, sql, &v), 0);
+        assert_int_equal(v, 0);
+    }
     /* reads still work on the fenced store; with the check off it writes */
     assert_int_equal(ts_store_set_epoch(a, 0, &err), 0);
     assert_int_equal(ts_store_setting_put(a, "x", "1", &err), 0);
