@@ -19,12 +19,15 @@
  *          nodes with CPU to spare, which are the whole nodes large pods need
  *          (frag.c: ts_frag_shape_placement, shared with gang placement).
  *
- * A pod's score is 100 * sigmoid((M before - M after) / D), truncated to a
- * whole number: coarser buckets than FGD's (D = 4000; 8000 for GPU shares
- * when the typical list pins almost none of its GPU demand to models), so
- * placements consolidate in node order (ties go to the lowest index) unless
- * a node is clearly better. Shares try every GPU that can take them.
- * docs/policies.md has the measurements.
+ * A pod's score is 100 * sigmoid(delta / 4000), truncated to a whole number:
+ * coarser buckets than FGD's, so placements consolidate in node order (ties
+ * go to the lowest index) unless a node is clearly better. delta is M before
+ * - M after; for a GPU share it is a (F before - F after) + b w (S before -
+ * S after), the weights set by the typical list: (1/2, 1) if it pins at
+ * least 3 % of its GPU demand to GPU models; else (1, 1) if at least 18 % of
+ * its pods are CPU-only; else (1/2, 1/2), i.e. buckets twice as wide. Shares
+ * try every GPU that can take them. docs/policies.md has the measurements
+ * that chose the weights.
  */
 #include <math.h>
 #include <stddef.h>
@@ -34,24 +37,22 @@
 
 #define TESSERA_SCORE_BUCKETS 100
 #define TESSERA_DELTA_SCALE_MILLI 4000.0
-/* Shares consolidate twice as coarsely where (almost) no pod is pinned to a
- * GPU model: with pinned pods, the finer buckets keep a share off the GPUs
- * only they can use. */
-#define TESSERA_SHARE_SCALE_UNPINNED_MILLI 8000.0
+#define TESSERA_SHARE_HALF 0.5 /* a GPU share's lighter weight of a term */
 #define TESSERA_PINNED_FEW 0.03 /* pinned share of the typical GPU demand */
+#define TESSERA_CPU_HEAVY 0.18  /* CPU-only share of the typical pods */
 
 typedef struct before_entry {
     uint64_t version; /* node version + 1 when valid */
-    double measure;
+    double f, s;      /* F_mem(n) and S(n) */
 } before_entry;
 
 typedef struct tessera {
     ts_typical typ; /* shallow copy of the env's list, memory-aware */
     const ts_cluster *cluster;
-    before_entry *before; /* M(n) per node, valid while the node is unchanged */
+    before_entry *before; /* F and S per node, valid while the node is unchanged */
     int nbefore;
     double w_stranded;    /* w: the weight of S in M */
-    double scale_share;   /* D for GPU shares */
+    double share_f, share_s; /* weights of F's and w S's drops for a GPU share */
 } tessera;
 
 /* The share of the typical list's GPU demand (sum p_j * GPUs_j) that is
@@ -65,6 +66,15 @@ static double pinned_share(const ts_typical *typ)
         pinned += typ->req[j].model_mask ? g : 0.0;
     }
     return all > 0.0 ? pinned / all : 0.0;
+}
+
+/* The share of the typical list's pods (sum p_j) that ask for no GPU. */
+static double cpu_only_share(const ts_typical *typ)
+{
+    double cpu = 0.0;
+    for (int j = 0; j < typ->n; j++)
+        cpu += typ->req[j].num_gpu == 0 && typ->req[j].mig_profile < 0 ? typ->p[j] : 0.0;
+    return cpu;
 }
 
 static int tessera_init(void **state, const ts_sched_env *env, ts_err *err)
@@ -84,9 +94,12 @@ static int tessera_init(void **state, const ts_sched_env *env, ts_err *err)
     t->typ = *env->typical;
     t->typ.mem_aware = t->typ.mem_mib != NULL;
     t->w_stranded = ts_frag_stranded_weight(&t->typ);
-    t->scale_share = pinned_share(&t->typ) < TESSERA_PINNED_FEW
-                         ? TESSERA_SHARE_SCALE_UNPINNED_MILLI
-                         : TESSERA_DELTA_SCALE_MILLI;
+    /* a share's weights: (1/2, 1) with pins, (1, 1) on CPU-heavy mixes
+     * without, (1/2, 1/2) otherwise */
+    bool pinned = pinned_share(&t->typ) >= TESSERA_PINNED_FEW;
+    bool cpu_heavy = cpu_only_share(&t->typ) >= TESSERA_CPU_HEAVY;
+    t->share_f = pinned || !cpu_heavy ? TESSERA_SHARE_HALF : 1.0;
+    t->share_s = !pinned && !cpu_heavy ? TESSERA_SHARE_HALF : 1.0;
     *state = t;
     return 0;
 }
@@ -109,31 +122,22 @@ static bool same_free_tried(const ts_node *n, int i, const ts_request *r)
     return false;
 }
 
-static double measure(const ts_frag_shape *s, const tessera *t)
+static int64_t score_of_delta(double delta)
 {
-    return ts_frag_shape_placement(s, &t->typ, t->w_stranded);
+    return (int64_t)(TESSERA_SCORE_BUCKETS / (1.0 + exp(-delta / TESSERA_DELTA_SCALE_MILLI)));
 }
 
-static int64_t score_of(double before, const ts_frag_shape *after, const tessera *t,
-                        double scale)
-{
-    double delta = before - measure(after, t);
-    return (int64_t)(TESSERA_SCORE_BUCKETS / (1.0 + exp(-delta / scale)));
-}
-
-/* M(n) depends on the node alone, so one value serves every class scored
- * against the node until it changes. */
-static double measure_before(tessera *t, const ts_node *n, const ts_frag_shape *s)
+/* F_mem(n) and S(n) depend on the node alone, so one pair serves every class
+ * scored against the node until it changes. */
+static before_entry measure_before(tessera *t, const ts_node *n, const ts_frag_shape *s)
 {
     ptrdiff_t i = t->cluster ? n - t->cluster->nodes : -1;
-    if (i < 0 || i >= t->nbefore)
-        return measure(s, t);
-    before_entry *e = &t->before[i];
-    if (e->version != n->version + 1) {
-        e->measure = measure(s, t);
+    before_entry tmp, *e = i < 0 || i >= t->nbefore ? &tmp : &t->before[i];
+    if (e == &tmp || e->version != n->version + 1) {
+        e->f = ts_frag_shape_measure(s, &t->typ, &e->s);
         e->version = n->version + 1;
     }
-    return e->measure;
+    return *e;
 }
 
 static int64_t tessera_score(void *st, const ts_node *n, const ts_request *r, ts_alloc *a,
@@ -144,7 +148,8 @@ static int64_t tessera_score(void *st, const ts_node *n, const ts_request *r, ts
     ts_node_choose_gpus(n, r, a);
     ts_frag_shape s;
     ts_frag_shape_of(n, &s);
-    double before = measure_before(t, n, &s);
+    before_entry b = measure_before(t, n, &s);
+    double strand;
     s.cpu_left -= r->cpu_milli;
     s.mem_left -= r->mem_mib;
     if (ts_request_is_share(r)) {
@@ -153,7 +158,9 @@ static int64_t tessera_score(void *st, const ts_node *n, const ts_request *r, ts
             if (!ts_node_gpu_takes_share(n, i, r) || same_free_tried(n, i, r))
                 continue;
             s.free[i] -= r->gpu_milli;
-            int64_t v = score_of(before, &s, t, t->scale_share);
+            double f = ts_frag_shape_measure(&s, &t->typ, &strand);
+            int64_t v = score_of_delta(t->share_f * (b.f - f) +
+                                       t->share_s * t->w_stranded * (b.s - strand));
             s.free[i] += r->gpu_milli;
             if (v > best) {
                 best = v;
@@ -164,7 +171,8 @@ static int64_t tessera_score(void *st, const ts_node *n, const ts_request *r, ts
     }
     for (int k = 0; k < a->ngpu && r->mig_profile < 0; k++)
         s.free[a->gpu[k]] -= a->gpu_milli;
-    return score_of(before, &s, t, TESSERA_DELTA_SCALE_MILLI);
+    double f = ts_frag_shape_measure(&s, &t->typ, &strand);
+    return score_of_delta((b.f + t->w_stranded * b.s) - (f + t->w_stranded * strand));
 }
 
 /* A pod without GPUs only takes CPU and memory, which can make classes fail

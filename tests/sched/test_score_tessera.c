@@ -1,14 +1,15 @@
 /*
- * test_score_tessera.c - the bucket width of the default scorer (tessera).
+ * test_score_tessera.c - how the default scorer (tessera) weighs a GPU share.
  *
- * A pod's score is trunc(100 * sigmoid((M before - M after) / D)). D is 4000
- * milli-GPU, except for GPU shares when the typical list pins less than 3 %
- * of its GPU demand to GPU models: then 8000, so shares consolidate in node
- * order more often (docs/policies.md). The test recomputes M with the public
- * measure (ts_frag_shape_placement) on a one-GPU node where the two widths
- * give different scores, and checks the scorer uses the right one for a
- * share and for a whole GPU, with and without pinned classes; a list pinning
- * just under and just over 3 % checks the threshold.
+ * A pod's score is trunc(100 * sigmoid(delta / 4000)); delta is M before -
+ * M after (M = F + w S) for a whole GPU, and a (F drop) + b w (S drop) for a
+ * share, with (a, b) = (1/2, 1) when the typical list pins at least 3 % of
+ * its GPU demand to GPU models, else (1, 1) when at least 18 % of its pods
+ * are CPU-only, else (1/2, 1/2) (docs/policies.md). The test recomputes F
+ * and S with the public measure (ts_frag_shape_measure) on a two-GPU node
+ * where the three weightings give three different scores, and checks the
+ * scorer picks the right one on each side of both thresholds, and that a
+ * whole GPU still scores by M.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,27 +23,30 @@
 #include "tessera/model.h"
 #include "tessera/sched.h"
 
-static ts_request req(int64_t cpu, int64_t mem, int32_t ngpu, int32_t milli, uint32_t mask)
+static ts_request req(int64_t cpu, int32_t ngpu, int32_t milli, uint32_t mask)
 {
-    ts_request r = {.cpu_milli = cpu, .mem_mib = mem, .num_gpu = ngpu, .gpu_milli = milli,
+    ts_request r = {.cpu_milli = cpu, .mem_mib = 1024, .num_gpu = ngpu, .gpu_milli = milli,
                     .model_mask = mask, .mig_profile = -1};
     return r;
 }
 
-static int64_t expected(const ts_node *n, const ts_request *r, const ts_typical *typ,
-                        double d)
+/* trunc(100 sigmoid(delta / 4000)), delta = a (F drop) + b w (S drop) of r
+ * on the only GPU it can take first (GPU 0) of node n. */
+static int64_t expected(const ts_node *n, const ts_request *r, const ts_typical *typ, double a,
+                        double b)
 {
     ts_typical t = *typ;
     t.mem_aware = true;
-    double w = ts_frag_stranded_weight(&t);
+    double w = ts_frag_stranded_weight(&t), s0, s1;
     ts_frag_shape s;
     ts_frag_shape_of(n, &s);
-    double before = ts_frag_shape_placement(&s, &t, w);
+    double f0 = ts_frag_shape_measure(&s, &t, &s0);
     s.cpu_left -= r->cpu_milli;
     s.mem_left -= r->mem_mib;
-    s.free[0] -= r->gpu_milli;
-    double delta = before - ts_frag_shape_placement(&s, &t, w);
-    return (int64_t)(100.0 / (1.0 + exp(-delta / d)));
+    for (int k = 0; k < r->num_gpu; k++)
+        s.free[k] -= r->gpu_milli;
+    double f1 = ts_frag_shape_measure(&s, &t, &s1);
+    return (int64_t)(100.0 / (1.0 + exp(-(a * (f0 - f1) + b * w * (s0 - s1)) / 4000.0)));
 }
 
 /* The tessera score of r on the only node of c under typ. */
@@ -61,74 +65,77 @@ static int64_t score(ts_cluster *c, const ts_request *r, const ts_typical *typ)
     return v;
 }
 
-static ts_cluster *one_t4(void)
+/* Four classes: CPU-only (p_cpu), a half-GPU share (p_share), one GPU with
+ * 3 cores (the rest: stranded by CPU on the node below, so S moves), one GPU
+ * pinned to mask (p_pin). The node: two T4s, 4 cores. */
+static void run_case(double p_cpu, double p_share, double p_pin, uint32_t mask, double a,
+                     double b)
 {
     ts_cluster *c = ts_cluster_new();
     assert_non_null(c);
-    ts_node_spec s = {.name = "t4", .gpu_model = "T4", .ngpu = 1, .cpu_milli = 8000,
-                      .mem_mib = 32768, .gpu_mode = TS_GPU_SHARED};
-    assert_int_equal(ts_cluster_add_node(c, &s, NULL), 0);
-    return c;
-}
-
-/* Three classes: CPU-only (weight 0.8: it sees all idle GPU as fragment,
- * which makes a placement's delta large enough to tell the widths apart), a
- * half-GPU share and a whole GPU (pinned to T4 when mask), the last two
- * sharing 0.2 as (1 - a, a). */
-static void run_case(uint32_t mask, double a, double d_share)
-{
-    ts_cluster *c = one_t4();
-    ts_request cls[3] = {req(1000, 1024, 0, 0, 0), req(1000, 1024, 1, 500, 0),
-                         req(1000, 1024, 1, 1000, mask)};
-    double p[3] = {0.8, 0.2 * (1.0 - a), 0.2 * a};
-    int64_t cnt[3] = {1, 1, 1};
-    int64_t mem[3] = {1024, 1024, 1024};
-    ts_typical typ = {.n = 3, .req = cls, .p = p, .count = cnt, .mem_mib = mem};
+    ts_node_spec spec = {.name = "t4", .gpu_model = "T4", .ngpu = 2, .cpu_milli = 4000,
+                         .mem_mib = 32768, .gpu_mode = TS_GPU_SHARED};
+    assert_int_equal(ts_cluster_add_node(c, &spec, NULL), 0);
+    ts_request cls[4] = {req(1000, 0, 0, 0), req(1000, 1, 500, 0), req(3000, 1, 1000, 0),
+                         req(1000, 1, 1000, mask)};
+    double p[4] = {p_cpu, p_share, 1.0 - p_cpu - p_share - p_pin, p_pin};
+    int64_t cnt[4] = {1, 1, 1, 1};
+    int64_t mem[4] = {1024, 1024, 1024, 1024};
+    ts_typical typ = {.n = 4, .req = cls, .p = p, .count = cnt, .mem_mib = mem};
 
     ts_request share = cls[1];
-    int64_t at4 = expected(&c->nodes[0], &share, &typ, 4000.0);
-    int64_t at8 = expected(&c->nodes[0], &share, &typ, 8000.0);
-    assert_true(at4 != at8); /* the case tells the two widths apart */
-    assert_int_equal(score(c, &share, &typ), d_share == 8000.0 ? at8 : at4);
+    int64_t light = expected(&c->nodes[0], &share, &typ, 0.5, 0.5);
+    int64_t heavy = expected(&c->nodes[0], &share, &typ, 1.0, 1.0);
+    int64_t pinned = expected(&c->nodes[0], &share, &typ, 0.5, 1.0);
+    /* the case tells the three weightings apart */
+    assert_true(light != heavy && light != pinned && heavy != pinned);
+    assert_int_equal(score(c, &share, &typ), expected(&c->nodes[0], &share, &typ, a, b));
 
-    /* a whole GPU always uses 4000 */
-    ts_request whole = req(7000, 1024, 1, 1000, 0);
-    int64_t w4 = expected(&c->nodes[0], &whole, &typ, 4000.0);
-    int64_t w8 = expected(&c->nodes[0], &whole, &typ, 8000.0);
-    assert_true(w4 != w8);
-    assert_int_equal(score(c, &whole, &typ), w4);
+    /* a whole GPU scores by M whatever the list */
+    ts_request whole = cls[3];
+    whole.model_mask = 0;
+    assert_int_equal(score(c, &whole, &typ), expected(&c->nodes[0], &whole, &typ, 1.0, 1.0));
     ts_cluster_free(c);
 }
 
-static void test_unpinned_list_widens_share_buckets(void **state)
+static uint32_t t4(void) { return UINT32_C(1) << ts_gpu_model_lookup("T4"); }
+
+static void test_light_mix_halves_both(void **state)
 {
     (void)state;
-    run_case(0, 0.5, 8000.0);
-    run_case(0, 0.0, 8000.0);
+    run_case(0.17, 0.4, 0.0, 0, 0.5, 0.5);
+    run_case(0.0, 0.3, 0.1, 0, 0.5, 0.5); /* an unpinned fourth class */
 }
 
-static void test_pinned_list_keeps_share_buckets(void **state)
+static void test_cpu_heavy_mix_keeps_both(void **state)
 {
     (void)state;
-    run_case(UINT32_C(1) << ts_gpu_model_lookup("T4"), 0.5, 4000.0);
+    run_case(0.19, 0.4, 0.0, 0, 1.0, 1.0);
 }
 
-/* pinned share of the GPU demand = 1000 a / (500 (1 - a) + 1000 a):
- * a = 0.014 gives 2.8 %, a = 0.016 gives 3.2 % */
-static void test_threshold_three_percent(void **state)
+static void test_pinned_mix_halves_f(void **state)
 {
     (void)state;
-    uint32_t t4 = UINT32_C(1) << ts_gpu_model_lookup("T4");
-    run_case(t4, 0.014, 8000.0);
-    run_case(t4, 0.016, 4000.0);
+    run_case(0.17, 0.3, 0.1, t4(), 0.5, 1.0);
+    run_case(0.19, 0.3, 0.1, t4(), 0.5, 1.0); /* pins come first */
+}
+
+/* pinned share of the GPU demand = 1000 p_pin / (500 p_share + 1000 (1 -
+ * p_cpu - p_share)): 15 / 630 = 2.4 % and 22 / 630 = 3.5 % */
+static void test_pinned_threshold(void **state)
+{
+    (void)state;
+    run_case(0.17, 0.4, 0.015, t4(), 0.5, 0.5);
+    run_case(0.17, 0.4, 0.022, t4(), 0.5, 1.0);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_unpinned_list_widens_share_buckets),
-        cmocka_unit_test(test_pinned_list_keeps_share_buckets),
-        cmocka_unit_test(test_threshold_three_percent),
+        cmocka_unit_test(test_light_mix_halves_both),
+        cmocka_unit_test(test_cpu_heavy_mix_keeps_both),
+        cmocka_unit_test(test_pinned_mix_halves_f),
+        cmocka_unit_test(test_pinned_threshold),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
