@@ -30,6 +30,7 @@ import glob
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -564,6 +565,8 @@ def main():
                     help="the agents' --lost-after, 0 (their default, 30 s) or 10..600 s")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", help="write the result here")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the work folder (logs, start log) even when every count is 0")
     a = ap.parse_args()
     for name, v, lo, hi in (("controllers", a.controllers, 2, 8), ("agents", a.agents, 2, 16),
                             ("clients", a.clients, 1, 64), ("rate", a.rate, 0.1, 100),
@@ -619,6 +622,10 @@ def main():
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)
     log("RESULT: " + ("FAIL" if bad else "ok"))
+    if bad or a.keep:
+        log(f"logs in {run.tmp}")
+    else:
+        shutil.rmtree(run.tmp, ignore_errors=True)
     sys.exit(1 if bad else 0)
 
 
