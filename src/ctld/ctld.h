@@ -239,6 +239,8 @@ typedef struct ctld {
     bool cycling;                /* a cycle runs (loop.c): it yields mu to readers */
     _Atomic int readers_waiting; /* readers of jobs waiting for mu (ctld_lock_reader) */
     int inflight;                /* other changes being written with mu released */
+    bool swapping;               /* tenants being replaced (written with mu released) */
+    int submitting;              /* submissions between their check and their jobs' add */
     int *queued;                 /* [nqueued] pending and held jobs per tenant index */
     int nqueued;
     pthread_cond_t committed;    /* ... and broadcasts this when it is done */

@@ -358,6 +358,8 @@ static void test_delay(ctld *c, bool locked)
 int ctld_cycle_once(ctld *c, double now, ts_err *err)
 {
     pthread_mutex_lock(&c->mu);
+    while (c->swapping) /* the tenants and the scheduler are being replaced */
+        pthread_cond_wait(&c->committed, &c->mu);
     /* from here to the end the cycle plans on the cluster, the quota and
      * the scheduler: whoever reads or changes them waits for it
      * (ctld_settled_wait, ctld_commit_wait), so the cycle may let readers of

@@ -711,7 +711,7 @@ void ctld_close(ctld *c)
 
 void ctld_commit_wait(ctld *c)
 {
-    while (c->committing || c->cycling)
+    while (c->committing || c->cycling || c->swapping)
         pthread_cond_wait(&c->committed, &c->mu);
 }
 
@@ -769,7 +769,11 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
     probe.row.submit_s = ctld_now();
     probe.spec = (ts_job_spec *)spec;
     ctld_lock_reader(c);
+    while (c->swapping) /* checked against the tenants that will be */
+        pthread_cond_wait(&c->committed, &c->mu);
     int rc = job_build(c, &probe, err);
+    if (rc == 0)
+        c->submitting++; /* no tenant leaves until its jobs are added */
     pthread_mutex_unlock(&c->mu);
     free(probe.tasks);
     if (rc != 0)
@@ -853,6 +857,8 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
             json_array_append_new(rendered, ctld_render_job(c, &j->row, j));
     }
     ctld_kick(c);
+    if (--c->submitting == 0)
+        pthread_cond_broadcast(&c->committed);
     pthread_mutex_unlock(&c->mu);
     for (int i = 0; mine && i < n; i++)
         free(mine[i]);
@@ -1087,16 +1093,26 @@ int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err)
         return rc;
     }
     pthread_mutex_lock(&c->mu);
-    /* the scheduler is swapped below: no change may be in flight */
-    while (c->committing || c->cycling || c->inflight)
+    while (c->swapping) /* one replacement at a time */
+        pthread_cond_wait(&c->committed, &c->mu);
+    /* the scheduler is swapped below: from here no new change or
+     * submission starts, and those in flight end first */
+    c->swapping = true;
+    while (c->committing || c->cycling || c->inflight || c->submitting)
         pthread_cond_wait(&c->committed, &c->mu);
     /* every active job's tenant must still exist */
     for (int i = 0; rc == 0 && i < c->njobs; i++)
         if (ts_tenant_find(ts, c->jobs[i]->row.tenant) < 0)
             rc = ts_err_set(err, TS_EEXIST, "tenants: \"%s\" still has active jobs (job %lld)",
                             c->jobs[i]->row.tenant, (long long)c->jobs[i]->row.id);
-    if (rc == 0)
+    if (rc == 0) {
+        /* written with mu released: reads go on, the rest waits (swapping) */
+        pthread_mutex_unlock(&c->mu);
         rc = ts_store_tenants_put(c->store, yaml, err);
+        pthread_mutex_lock(&c->mu);
+    }
+    c->swapping = false;
+    pthread_cond_broadcast(&c->committed);
     if (rc == 0) {
         /* unbind everything, swap, bind again under the new quota */
         double now = ctld_sched_clock(c, ctld_now());
