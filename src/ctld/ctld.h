@@ -20,7 +20,8 @@
  * with mu released: the cycle's decisions (readers go on; whoever would
  * change existing jobs waits, ctld_commit_wait), user actions and agent
  * reports (their jobs pinned meanwhile, so concurrent writers share the
- * store's group commit), drains, the idle policy and lost nodes. The
+ * store's group commit), drains, the idle policy, lost nodes and tenants
+ * replacements (new submissions and changes wait for its swap). The
  * straggler policy and the evictions of a node its agent reports failed,
  * rare, still write under mu.
  *
