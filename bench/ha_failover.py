@@ -83,6 +83,7 @@ class Run:
         self.run_log = os.path.join(self.tmp, "runs.log")
         self.rng = random.Random(a.seed)
         self.hard_deadline = float("inf")  # set by finish: keys in flight get SETTLE_S
+        self.early = 0
 
     # ---- PostgreSQL
     def pg_start(self):
@@ -358,8 +359,57 @@ scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 0s}}
             t.start()
         self.storm_on.set()
 
+    def early_kill(self):
+        """--early-kills: a controller killed while it restores, not timed.
+        One controller: SIGKILL, then SIGKILL again 0.05-0.6 s after the
+        supervisor started it anew, while it opens the store, restores the
+        jobs and takes the agents' registrations. ha: SIGKILL of the leader,
+        then of the controller that takes the lease, 0-0.3 s after it says
+        so (while it restores and the agents move to it)."""
+        if self.a.mode == "ha":
+            return self.early_kill_ha()
+        t0 = time.time()
+        self.kill9(0)
+        deadline = t0 + 10
+        while self.ctl[0].get("spawned_at", 0) <= t0 and time.time() < deadline:
+            time.sleep(0.01)
+        time.sleep(self.rng.uniform(0.05, 0.6))
+        with self.procs_lock:
+            alive = self.ctl[0]["proc"] is not None and self.ctl[0]["proc"].poll() is None
+        if alive:
+            self.kill9(0)
+        self.early += 1
+
+    def early_kill_ha(self):
+        lead = self.leader()
+        if lead is None:
+            return
+        logs = [os.path.join(self.tmp, f"ctl{i}.log") for i in range(len(self.ctl))]
+        sizes = [os.path.getsize(p) if os.path.exists(p) else 0 for p in logs]
+        t0 = time.time()
+        self.kill9(lead)
+        taker = None
+        while taker is None and time.time() < t0 + ROUND_WAIT_S:
+            for i, p in enumerate(logs):
+                with open(p, errors="replace") as f:
+                    f.seek(sizes[i])
+                    if "took the lease" in f.read():
+                        taker = i
+                        break
+            time.sleep(0.01)
+        if taker is not None:
+            time.sleep(self.rng.uniform(0, 0.3))
+            with self.procs_lock:
+                c = self.ctl[taker]
+                alive = c["proc"] is not None and c["proc"].poll() is None
+            if alive:
+                self.kill9(taker)
+        self.early += 1
+
     def round(self, r, fault):
         a = self.a
+        if r < a.early_kills:
+            self.early_kill()
         time.sleep(self.rng.uniform(a.gap_min, a.gap_max))
         lead = self.leader()
         if lead is None:
@@ -474,6 +524,7 @@ scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 0s}}
         ran_twice = sorted(k for k, n in runs.items() if n > 1)
         out = {"mode": a.mode, "controllers": len(self.ctl), "agents": a.agents,
                "clients": a.clients, "lease_s": a.lease if a.mode == "ha" else None,
+               "early_kill_rounds": self.early,
                "renew_s": a.renew if a.mode == "ha" else None, "kills": self.kills,
                "acknowledged": len(self.acked), "stored": len(jobs),
                "lost": len(lost), "lost_keys": lost[:10], "duplicated": len(dup),
@@ -550,6 +601,9 @@ def main():
     ap.add_argument("--rate", type=float, default=1.0, help="submissions/s per client, 0.1..100")
     ap.add_argument("--kills", type=int, default=10, help="SIGKILL rounds, 0..100")
     ap.add_argument("--cuts", type=int, default=0, help="ha mode: cut-off rounds, 0..100")
+    ap.add_argument("--early-kills", type=int, default=0,
+                    help="before each of the first N timed faults, two more kills (the "
+                         "second while the controller that comes next restores), 0..100")
     ap.add_argument("--db-down", type=float, default=0, help="ha mode: seconds, 0..300")
     ap.add_argument("--lease", type=float, default=3.0)
     ap.add_argument("--renew", type=float, default=0.5)
@@ -571,6 +625,7 @@ def main():
     for name, v, lo, hi in (("controllers", a.controllers, 2, 8), ("agents", a.agents, 2, 16),
                             ("clients", a.clients, 1, 64), ("rate", a.rate, 0.1, 100),
                             ("kills", a.kills, 0, 100), ("cuts", a.cuts, 0, 100),
+                            ("early-kills", a.early_kills, 0, 100),
                             ("db-down", a.db_down, 0, 300),
                             ("node-lost-after", a.node_lost_after, 10, 600)):
         if not lo <= v <= hi:
