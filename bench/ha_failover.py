@@ -84,6 +84,10 @@ class Run:
         self.rng = random.Random(a.seed)
         self.hard_deadline = float("inf")  # set by finish: keys in flight get SETTLE_S
         self.early = 0
+        self.retried = 0         # keys acknowledged after more than one attempt
+        self.retried_200 = 0     # of which answered 200: stored by an earlier attempt
+        self.client_errors = []
+        self.last_key = {}
 
     # ---- PostgreSQL
     def pg_start(self):
@@ -203,7 +207,9 @@ scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 0s}}
         leader it names, else the next; on another 503 or a 429, again on
         the same one. Returns the controller to use next."""
         urls = [c["url"] for c in self.ctl]
+        tries = 0
         while time.time() < self.hard_deadline:
+            tries += 1
             t_sent = time.time()
             try:
                 st, d = http_call(urls[cur], "POST", "/v1/jobs", self.token, body,
@@ -218,6 +224,10 @@ scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 0s}}
                     self.conflicts.append((key, old[0], jid))
                 self.acked[key] = (jid, cur, t)
                 self.ack_log.append((t, cur, t_sent))
+                if tries > 1:
+                    self.retried += 1
+                    # 200: the key was already stored by an attempt whose answer was lost
+                    self.retried_200 += st == 200
                 return cur
             err = d.get("error", {}) if isinstance(d, dict) else {}
             if st == 503 and err.get("code") == "standby":
@@ -230,20 +240,23 @@ scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 0s}}
                 self.refused.append((key, st, str(d)[:200]))
                 return cur
             time.sleep(0.05)
-            return cur
         return cur
 
     def client(self, ci):
         cur = 0
         n = 0
         self.storm_on.wait()
-        while not self.storm_stop.is_set():
-            key = f"s{ci}-{n}"
-            n += 1
-            cur = self.submit(key, self.spec(key), cur)
-            if self.storm_stop.is_set():
-                break
-            time.sleep(self.rng.uniform(0.5, 1.5) / self.a.rate)
+        try:
+            while not self.storm_stop.is_set():
+                key = f"s{ci}-{n}"
+                n += 1
+                cur = self.submit(key, self.spec(key), cur)
+                if self.storm_stop.is_set():
+                    break
+                time.sleep(self.rng.uniform(0.5, 1.5) / self.a.rate)
+        except Exception as e:  # a client that stopped early is a failure of the run
+            self.client_errors.append(f"client {ci}, key s{ci}-{n - 1}: {e!r}")
+        self.last_key[ci] = f"s{ci}-{n - 1}"
 
     # ---- the agents' record of task starts
     def starts(self):
@@ -516,6 +529,9 @@ scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 0s}}
             by_name[j["name"]].append(j["id"])
         lost = [k for k, v in self.acked.items() if v[0] not in by_name.get(k, [])]
         dup = [k for k, v in by_name.items() if len(v) > 1]
+        # stored, never acknowledged: the storm's last keys cut short by the
+        # end's deadline, or a key the client gave up on (both allowed)
+        unacked = sorted(k for k in by_name if k.startswith("s") and k not in self.acked)
         starts = self.starts()
         per_task = collections.Counter(s["task"] for s in starts)
         twice = sorted(t for t, n in per_task.items() if n > 1)
@@ -527,6 +543,10 @@ scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 0s}}
                "early_kill_rounds": self.early,
                "renew_s": a.renew if a.mode == "ha" else None, "kills": self.kills,
                "acknowledged": len(self.acked), "stored": len(jobs),
+               "stored_unacknowledged": len(unacked), "stored_unacknowledged_keys": unacked[:10],
+               "client_errors": self.client_errors[:10],
+               "keys_retried": self.retried, "keys_retried_already_stored": self.retried_200,
+               "clients_last_keys": [self.last_key.get(ci) for ci in range(a.clients)],
                "lost": len(lost), "lost_keys": lost[:10], "duplicated": len(dup),
                "duplicated_keys": dup[:10], "conflicting_acks": len(self.conflicts),
                "refused": len(self.refused), "refused_examples": self.refused[:5],
@@ -657,6 +677,7 @@ def main():
     finally:
         run.cleanup()
     bad = (out["lost"] or out["duplicated"] or out["conflicting_acks"] or out["started_twice"]
+           or out["client_errors"]
            or out["ran_twice"] or out["gangs_broken"] or out["crashes"] or out["agents_exited"]
            or out["unmeasured_rounds"] or out["refused"] or out.get("epoch_inversions")
            or out.get("cut_stopped_first", 0) != out.get("cuts", 0)
@@ -664,7 +685,8 @@ def main():
                                    out["db_down"]["leader_after_s"] is None)))
     fa, fs = out["failover_ack_s"], out["failover_start_s"]
     log(f"\n{a.mode}: {out['kills']} kills, {a.cuts} cuts; {out['acknowledged']} acknowledged, "
-        f"{out['stored']} stored; lost {out['lost']}, duplicated {out['duplicated']}, "
+        f"{out['stored']} stored ({out['keys_retried']} keys retried, "
+        f"{out['keys_retried_already_stored']} of them already stored); lost {out['lost']}, duplicated {out['duplicated']}, "
         f"started twice {out['started_twice']} (of {out['task_starts']} starts; ran twice "
         f"{out['ran_twice']}), gangs broken {out['gangs_broken']}, crashes "
         f"{len(out['crashes'])}, lost-lease exits {out['lost_lease_exits']}"

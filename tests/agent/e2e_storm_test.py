@@ -73,6 +73,9 @@ for x in res["rounds"]:
           f"round {x['round'] + 1} ({x['fault']}): acknowledged after {x.get('ack_s')} s, a task "
           f"started after {x.get('start_s')} s (bound {bound:g} s)")
 if MODE == "ha":
+    check(res["keys_retried"] > 0,
+          f"keys were retried through the failovers ({res['keys_retried']}, "
+          f"{res['keys_retried_already_stored']} already stored)")
     stamps = res["epochs_events"] + res["epochs_jobs"]
     check(all(r[0] >= 1 for r in stamps) and len(res["epochs_events"]) >= KILLS + 2 and
           len(res["epochs_jobs"]) >= KILLS + 2,
