@@ -42,6 +42,7 @@
 #define PREFETCH_AHEAD 6       /* jobs of one tenant fetched ahead in the ordered pass */
 #define PREEMPTOR_SLACK_S 60.0 /* a preemptor keeps its place this long past the grace */
 #define ESTIMATES_PER_CYCLE 8  /* jobs planned a cycle besides the reserved one */
+#define MEMO_SEARCH_FAILED (-2) /* memo reason: a victim search found no set */
 
 /* Per waiting job, computed once in memory order (the ordered pass then
  * touches this and the job only when it tries a placement). */
@@ -87,6 +88,10 @@ typedef struct loop {
     double *rattained;  /* [nr] each running job's GPU-s attained, its current run included */
     int *rlevel;        /* [nr] and the las level that makes */
     int max_running_level;
+    /* the job searching for victims: its tenant stays within its guarantee
+     * (loans included) once it runs, so other tenants' loans may go for it */
+    bool reclaim_others;
+    uint64_t epoch0;    /* the scheduler's epoch when the cycle began */
     int seen;           /* jobs looked at so far in the order */
     int searches;
     int plans;          /* plans made for jobs that do not hold the reservation */
@@ -390,21 +395,22 @@ static double running_attained(const loop *l, const ts_job *v)
  * is never a time-sharing victim of another tenant, nor of its own tenant's
  * opportunistic work. Either way never before the victim's minimum runtime
  * nor past its preemptions per hour. *ts set when only time-sharing allows it. */
-static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *ts)
+static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool young_ok, bool *ts)
 {
     const ts_job *job = &l->w[i];
     const jsum *js = &l->js[i];
     *ts = false;
     if (v->stopping)
         return false;
-    if (l->now - v->start_s < l->s->cfg.min_runtime_s)
+    if (!young_ok && l->now - v->start_s < l->s->cfg.min_runtime_s)
         return false;
     if (v->preemptions_hour >= l->s->cfg.max_preemptions_hour)
         return false;
     bool same = v->tenant == job->tenant;
     bool reclaim = js->tier == TS_TIER_GUARANTEED &&
                    (v->tier == TS_TIER_GUARANTEED ? same && v->priority < job->priority
-                                                  : !same || v->priority <= job->priority);
+                    : same ? v->priority <= job->priority
+                           : l->reclaim_others);
     if (reclaim)
         return true;
     if (!js->las || vlevel <= js->earned)
@@ -474,6 +480,111 @@ static int table_add(ts_sched *s, int64_t id, double until_s)
     return 0;
 }
 
+/* Reclaim exists to give a tenant back the guarantee it lacks: a guaranteed
+ * job takes other tenants' loans only while its tenant, this job and its
+ * own loans included, stays within its guarantee on some GPU model the job
+ * may use. A tenant that borrows itself takes its own loans back first (they
+ * are its victims either way); without this, a tenant holding more than its
+ * guarantee took other borrowers' room, and the reservation and victims of
+ * tenants below their guarantee with them. */
+static bool within_guarantee(const loop *l, int i)
+{
+    const jsum *js = &l->js[i];
+    if (!js->gpu)
+        return true;
+    const ts_tenant *t = &ts_quota_tenants(l->s->q)->t[js->tenant];
+    for (int m = 0; m < TS_MAX_GPU_MODELS; m++) {
+        if (!(js->allowed >> m & 1))
+            continue;
+        int k = ts_res_gpu(m);
+        if (ts_quota_usage(l->s->q, js->tenant, k) + js->gpu_milli <= t->guaranteed[k])
+            return true;
+    }
+    return false;
+}
+
+typedef struct ykey {
+    double ripe_s;  /* when its minimum runtime ends; 0 for a victim now */
+    double lost;    /* GPU-s since its checkpoint (victims now) */
+    int j;
+} ykey;
+
+static int cmp_ykey(const void *a, const void *b)
+{
+    const ykey *x = a, *y = b;
+    if (x->ripe_s != y->ripe_s)
+        return x->ripe_s < y->ripe_s ? -1 : 1;
+    if (x->lost != y->lost)
+        return x->lost < y->lost ? -1 : 1;
+    return (x->j > y->j) - (x->j < y->j);
+}
+
+/* Guaranteed job i found no victims now, only because jobs on the room it
+ * could take back are inside their minimum runtime. It holds the
+ * reservation on that room until they may go (victims now first, then the
+ * young ones that ripen first), so that later jobs, borrowers above all, do
+ * not refill the GPUs it waits for; once they ripen its search succeeds.
+ * Without it every GPU freed near them went to a new borrower, protected
+ * for another minimum runtime. Nothing is preempted here. */
+static void reserve_reclaim(loop *l, int i)
+{
+    ts_sched *s = l->s;
+    const ts_job *job = &l->w[i];
+#ifdef CORE_DEBUG
+    if (getenv("DBG_NORES"))
+        return;
+#endif
+    l->reclaim_others = within_guarantee(l, i);
+    ykey *keys = malloc((size_t)(l->nr > 0 ? l->nr : 1) * sizeof *keys);
+    if (!keys)
+        return;
+    int n = 0, young = 0;
+    for (int j = 0; j < l->nr; j++) {
+        const ts_job *v = &l->r[j];
+        bool ts;
+        if (v->stopping || l->victim[j] || !victim_ok(l, i, v, l->rlevel[j], true, &ts))
+            continue;
+        double ripe = v->start_s + s->cfg.min_runtime_s;
+        bool now_ok = ripe <= l->now;
+        young += !now_ok;
+        /* victims now in the order of least work lost */
+        double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
+        keys[n++] = (ykey){now_ok ? 0.0 : ripe,
+                           now_ok ? (double)cycle_job_gpus(v) * (l->now - since) : 0.0, j};
+    }
+    if (young == 0) {
+        free(keys);
+        return;
+    }
+    qsort(keys, (size_t)n, sizeof *keys, cmp_ykey);
+    for (int k = 0; k < n; k++) {
+        l->pj[k] = (plan_job){&l->r[keys[k].j], l->r[keys[k].j].allocs, 0.0};
+        l->lost[k] = keys[k].lost;
+    }
+    int m = plan_victims(s, job, l->pj, l->lost, n, NULL, 0, l->chosen, l->plan);
+    double at = l->now;
+    for (int k = 0; k < m; k++)
+        if (keys[l->chosen[k]].ripe_s > at)
+            at = keys[l->chosen[k]].ripe_s;
+    free(keys);
+    if (m == 0)
+        return;
+    ts_decision *d = l->d;
+    l->have_res = true;
+    l->res_at = at;
+    l->res_id = job->id;
+    d->reserved = i;
+    d->reserved_at_s = at;
+    d->pending[i].reserved_at_s = at;
+    d->pending[i].estimated_s = at;
+    char was[TS_CYCLE_WHY_MAX];
+    snprintf(was, sizeof was, "%s", why_of(l, i));
+    l->why_off[i] = why_add(l, "%s; reserved to take back the room of %d job%s by %.0f, when "
+                            "their minimum runtime ends", was, m, m == 1 ? "" : "s", at);
+    if (blockers_set(s, job, l->plan) == 0)
+        s->epoch++;
+}
+
 /* Victims for job i (reclaim by guaranteed work, or time-sharing by a job
  * of a lower las level); true if a preemption was decided. swap: the job's
  * quota is what it lacks, so only its own tenant's jobs of its tier that
@@ -490,6 +601,24 @@ static bool try_preempt(loop *l, int i, bool swap)
     /* no running job above its level: time-sharing has no victim */
     if ((swap || js->tier != TS_TIER_GUARANTEED) && l->max_running_level <= js->earned)
         return false;
+    l->reclaim_others = js->tier == TS_TIER_GUARANTEED && within_guarantee(l, i);
+    /* A search that failed fails again for an identical job (same tasks,
+     * tenant, tier, class, level, the same right to other tenants' loans):
+     * within a cycle candidates only leave (victims chosen) and free room
+     * only shrinks; a reservation's blockers do not matter (the search
+     * plans on the scratch copy without them), so the entry holds for the
+     * whole cycle. Answered from the memo, it costs no search: without
+     * it, a tenant's many identical jobs that could take nothing back used
+     * up the cycle's searches before another tenant's job that could. */
+    uint64_t skey = mix(mix(mix(js->key, (uint64_t)js->tenant + 17),
+                            (uint64_t)js->tier * 64 + (uint64_t)js->earned * 4 +
+                                (uint64_t)swap * 2 + l->reclaim_others),
+                        (uint64_t)(int64_t)job->priority + 0x5eed);
+    memo_entry *ms = memo_slot(s, skey);
+    if (ms->epoch == l->epoch0 && ms->key == skey && ms->reason == MEMO_SEARCH_FAILED) {
+        l->d->stats.memo_hits++;
+        return false;
+    }
     /* every search that scans the running jobs counts against the bound */
     l->searches++;
     vkey *keys = malloc((size_t)(l->nr > 0 ? l->nr : 1) * sizeof *keys);
@@ -506,7 +635,7 @@ static bool try_preempt(loop *l, int i, bool swap)
         bool ts;
         if (swap && (v->tenant != job->tenant || v->tier != job->tier))
             continue;
-        if (!victim_ok(l, i, v, l->rlevel[j], &ts) || (swap && !ts))
+        if (!victim_ok(l, i, v, l->rlevel[j], false, &ts) || (swap && !ts))
             continue;
         double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
         keys[n++] = (vkey){tenant_borrows(s->q, v->tenant), ts_quota_share(s->q, v->tenant, l->now),
@@ -515,6 +644,9 @@ static bool try_preempt(loop *l, int i, bool swap)
     }
     if (n == 0) {
         free(keys);
+        *ms = (memo_entry){.key = skey, .epoch = l->epoch0, .reason = MEMO_SEARCH_FAILED};
+        if (js->tier == TS_TIER_GUARANTEED && !swap && !l->have_res)
+            reserve_reclaim(l, i);
         return false;
     }
     qsort(keys, (size_t)n, sizeof *keys, cmp_vkey);
@@ -532,6 +664,9 @@ static bool try_preempt(loop *l, int i, bool swap)
     }
     if (m == 0) {
         free(keys);
+        *ms = (memo_entry){.key = skey, .epoch = l->epoch0, .reason = MEMO_SEARCH_FAILED};
+        if (js->tier == TS_TIER_GUARANTEED && !swap && !l->have_res)
+            reserve_reclaim(l, i);
         return false;
     }
     ts_decision *d = l->d;
@@ -789,7 +924,8 @@ static int process(loop *l, int i)
                 (!l->js[i].las || l->now - l->w[i].submit_s >= l->s->cfg.starve_after_s);
     if (hold) {
         reserve(l, i, true);
-    } else if (l->plans < ESTIMATES_PER_CYCLE && p->reason != TS_PEND_PREEMPTING) {
+    } else if (l->plans < ESTIMATES_PER_CYCLE && p->reason != TS_PEND_PREEMPTING &&
+               l->d->reserved != i) {
         l->plans++;
         reserve(l, i, false);
     }
@@ -1075,6 +1211,7 @@ int ts_sched_cycle(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
     d->why_len = 0;
     blockers_clear(s);
     s->epoch++;
+    l.epoch0 = s->epoch;
     if ((rc = loop_alloc(&l)) == 0 && (why_add(&l, "%s", "") != 0 || !d->why_buf))
         rc = TS_ENOMEM;
     if (rc == 0)

@@ -557,6 +557,100 @@ static void test_guaranteed_before_borrowing(void **state)
     assert_int_equal(f->d.pending[0].cluster_position, 1);
 }
 
+/* A tenant above its guarantee (its loans included) takes its own loans
+ * back for its guaranteed job, not another borrower's: team-c has the higher
+ * share, so before this rule its loan went first. */
+static void test_reclaim_by_borrower_takes_own_loans(void **state)
+{
+    fx *f = *state;
+    ts_job *cl = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 4, 100000);
+    run_on(f, cl, 0, (int[]){N0}, (int[]){0});
+    ts_job *ag = job(f, TA, TS_TIER_GUARANTEED, 1, 2, 100000);
+    run_on(f, ag, 5000, (int[]){N1}, (int[]){0});
+    ts_job *cg = job(f, TC, TS_TIER_GUARANTEED, 1, 2, 100000);
+    run_on(f, cg, 5000, (int[]){N1}, (int[]){2});
+    ts_job *al = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 100000);
+    run_on(f, al, 5000, (int[]){N2}, (int[]){0});
+    /* both borrow 2; team-c has the higher share */
+    assert_true(ts_quota_share(f->q, TC, 6000) > ts_quota_share(f->q, TA, 6000));
+    /* team-a holds 6 of its 4: its guaranteed 2-GPU job fits its guarantee
+     * tier, but would have it borrow more */
+    ts_job *a2 = job(f, TA, TS_TIER_GUARANTEED, 1, 2, 1000);
+    ts_job *run[] = {cl, ag, cg, al};
+    assert_int_equal(cycle(f, 6000, &a2, 1, run, 4), 0);
+    assert_int_equal(f->d.npreempts, 1);
+    assert_int_equal(f->d.preempts[0].victim, 3);
+    assert_false(f->d.preempts[0].time_sharing);
+    /* team-b, inside its guarantee, takes the loan of the most over share */
+    ts_job *b2 = job(f, TB, TS_TIER_GUARANTEED, 1, 2, 1000);
+    assert_int_equal(cycle(f, 6000, &b2, 1, run, 4), 0);
+    assert_int_equal(f->d.npreempts, 1);
+    assert_int_equal(f->d.preempts[0].victim, 0);
+}
+
+/* A guaranteed job inside its guarantee whose only victims are inside their
+ * minimum runtime holds the reservation on their room until they may go:
+ * a later borrower does not refill the free GPUs next to them. */
+static void test_reclaim_holds_room_of_young_victims(void **state)
+{
+    fx *f = *state;
+    ts_job *bg = job(f, TB, TS_TIER_GUARANTEED, 1, 4, 100000);
+    run_on(f, bg, 0, (int[]){N1}, (int[]){0});
+    ts_job *cg = job(f, TC, TS_TIER_GUARANTEED, 1, 4, 100000);
+    run_on(f, cg, 0, (int[]){N2}, (int[]){0});
+    ts_job *cy = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 2, 100000);
+    run_on(f, cy, 5900, (int[]){N0}, (int[]){0});
+    ts_job *a4 = job(f, TA, TS_TIER_GUARANTEED, 1, 4, 1000);
+    ts_job *c1 = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 1, 100000);
+    ts_job *w[] = {a4, c1};
+    ts_job *run[] = {bg, cg, cy};
+    assert_int_equal(cycle(f, 6000, w, 2, run, 3), 0);
+    assert_int_equal(f->d.npreempts, 0);
+    assert_int_equal(f->d.nstarts, 0);
+    assert_int_equal(f->d.reserved, 0);
+    assert_true(f->d.reserved_at_s == 5900 + f->cfg.min_runtime_s);
+    assert_non_null(strstr(f->d.pending[0].why, "minimum runtime"));
+    assert_int_equal(f->d.pending[1].reason, TS_PEND_RESERVATION);
+    /* once the young job may go, it is preempted for a4 */
+    assert_int_equal(cycle(f, 6500, w, 2, run, 3), 0);
+    assert_int_equal(f->d.npreempts, 1);
+    assert_int_equal(f->d.preempts[0].victim, 2);
+    assert_int_equal(f->d.preempts[0].preemptor, 0);
+}
+
+/* A victim search that failed is not made again for an identical job in the
+ * same cycle, and costs no search: team-a's two identical jobs (which may
+ * take only team-a's own, young loan) no longer use up the cycle's searches
+ * before team-b's job, which can reclaim. */
+static void test_failed_search_not_repeated(void **state)
+{
+    fx *f = *state;
+    f->cfg.max_preemptors_cycle = 2;
+    remake(f, TENANTS_YAML);
+    ts_err err;
+    ts_job *co = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 4, 100000);
+    run_on(f, co, 0, (int[]){N0}, (int[]){0});
+    ts_job *cg = job(f, TC, TS_TIER_GUARANTEED, 1, 4, 100000);
+    run_on(f, cg, 0, (int[]){N1}, (int[]){0});
+    /* team-b used a node for a long time: its share is above team-a's */
+    ts_job *bold = job(f, TB, TS_TIER_GUARANTEED, 1, 4, 100000);
+    run_on(f, bold, 0, (int[]){N2}, (int[]){0});
+    assert_int_equal(ts_sched_stop(f->s, bold, 5000, &err), 0);
+    ts_job *al = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 100000);
+    run_on(f, al, 5900, (int[]){N2}, (int[]){0});
+    ts_job *a1 = job(f, TA, TS_TIER_GUARANTEED, 1, 2, 1000);
+    ts_job *a2 = job(f, TA, TS_TIER_GUARANTEED, 1, 2, 1000);
+    ts_job *b1 = job(f, TB, TS_TIER_GUARANTEED, 1, 2, 1000);
+    assert_true(ts_quota_share(f->q, TA, 6000) < ts_quota_share(f->q, TB, 6000));
+    ts_job *w[] = {a1, a2, b1};
+    ts_job *run[] = {co, cg, al};
+    assert_int_equal(cycle(f, 6000, w, 3, run, 3), 0);
+    assert_int_equal(f->d.pending[2].cluster_position, 2);
+    assert_int_equal(f->d.npreempts, 1);
+    assert_int_equal(f->d.preempts[0].preemptor, 2);
+    assert_int_equal(f->d.preempts[0].victim, 0);
+}
+
 static void test_drained_node_gets_no_work(void **state)
 {
     fx *f = *state;
@@ -1043,6 +1137,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pending_reasons, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fair_share_orders_tenants, setup, teardown),
         cmocka_unit_test_setup_teardown(test_guaranteed_before_borrowing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reclaim_by_borrower_takes_own_loans, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_reclaim_holds_room_of_young_victims, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_failed_search_not_repeated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drained_node_gets_no_work, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cpu_tasks_cannot_strand_gpus, setup, teardown),
         cmocka_unit_test_setup_teardown(test_array_expands, setup, teardown),
