@@ -238,7 +238,9 @@ typedef struct ctld {
     bool store_failing;          /* the last cycle's write failed: retry after a pause */
     bool committing;             /* the cycle commits with mu released (loop.c) */
     bool cycling;                /* a cycle runs (loop.c): it yields mu to readers */
-    _Atomic int readers_waiting; /* readers of jobs waiting for mu (ctld_lock_reader) */
+    /* readers of jobs (ctld_lock_reader): how many asked for mu, how many got it */
+    _Atomic uint64_t readers_arrived, readers_entered;
+    int changers_waiting;        /* changes waiting for a cycle's end (ctld_changer_wait) */
     int inflight;                /* other changes being written with mu released */
     bool swapping;               /* tenants being replaced (written with mu released) */
     int submitting;              /* submissions between their check and their jobs' add */
@@ -299,13 +301,23 @@ void ctld_commit_wait(ctld *c);
  * the cycle computes its decisions with mu released, changing them as it
  * plans. Reads of jobs need not wait: the cycle works on copies of them. */
 void ctld_settled_wait(ctld *c);
+/* Under mu: one wait of those above for c->committed, counted in
+ * changers_waiting, so the next cycle first lets the waiting changes in
+ * (and their writes end) before it starts, for at most 50 ms: a change
+ * waits for the cycle running when it came, not for the ones after. */
+void ctld_changer_wait(ctld *c);
 /* Takes mu for a reader of jobs (GET /v1/jobs/...): counted while it waits,
  * so a running cycle lets it in at its next yield. */
 void ctld_lock_reader(ctld *c);
-/* Under mu, in the cycle: if readers wait for mu, lets them in (mu released
- * until they have it, a few milliseconds at most) and takes it back. Only
- * while c->cycling: nothing but readers and submissions may run meanwhile. */
+/* Under mu, in the cycle: if readers came for mu before this call, lets them
+ * in (mu released until they have it, 5 ms at most) and takes it back. Only
+ * while c->cycling: any thread may take mu meanwhile, but everything that
+ * reads or changes what the cycle plans on waits for its end (above), so
+ * readers of jobs and submissions are what runs. */
 void ctld_yield(ctld *c);
+/* In the cycle's dependency pass: a test build's pause (loop.c,
+ * TESSERAD_TEST_CYCLE_DELAY_MS); nothing otherwise. */
+void ctld_test_pause(ctld *c);
 /* In the cycle's scans of every job: ctld_yield once every CTLD_YIELD_EVERY
  * jobs (a fraction of a millisecond of work). */
 #define CTLD_YIELD_EVERY 1024

@@ -158,12 +158,12 @@ static const cjob **first_slot(first_map *m, const cjob *j)
     return &m->v[h];
 }
 
-static int first_build(ctld *c, first_map *m)
+static int first_build(ctld *c, first_map *m, int n)
 {
-    m->cap = c->njobs * 2 + 1;
+    m->cap = n * 2 + 1;
     if (!(m->v = calloc((size_t)m->cap, sizeof *m->v)))
         return TS_ENOMEM;
-    for (int i = 0; i < c->njobs; i++) {
+    for (int i = 0; i < n; i++) {
         const cjob *j = c->jobs[i];
         const cjob **s = first_slot(m, j);
         if (!*s || j->row.id < (*s)->row.id)
@@ -319,16 +319,22 @@ int ctld_deps_plan(ctld *c, double now, ctld_txn *t, ts_err *err)
 {
     first_map first = {0};
     bool singleton = false;
-    for (int i = 0; i < c->njobs && !singleton; i++) {
+    /* the jobs there are now: a submission let in at a yield is appended
+     * after them and decided next cycle, against a table that has it (a
+     * singleton decided against a table built before it came would run
+     * beside its namesake) */
+    int n0 = c->njobs;
+    for (int i = 0; i < n0 && !singleton; i++) {
         ctld_yield_some(c, i);
         singleton = ctld_dep_waits(c->jobs[i]) && strstr(c->jobs[i]->spec->dependency,
                                                          "singleton") != NULL;
     }
-    if (singleton && first_build(c, &first) != 0)
+    if (singleton && first_build(c, &first, n0) != 0)
         return ts_err_set(err, TS_ENOMEM, "out of memory");
+    ctld_test_pause(c);
     int rc = 0;
-    for (int i = 0; rc == 0 && i < c->njobs; i++) {
-        ctld_yield_some(c, i); /* readers go on; nothing else changes jobs meanwhile */
+    for (int i = 0; rc == 0 && i < n0; i++) {
+        ctld_yield_some(c, i); /* readers and submissions go on; no job leaves meanwhile */
         cjob *j = c->jobs[i];
         if (!ctld_dep_waits(j) || j->pinned)
             continue;

@@ -367,7 +367,7 @@ cjob *ctld_job_wait_unpinned(ctld *c, int64_t id)
         cjob *j = ctld_job_find(c, id);
         if (!c->committing && !c->cycling && !c->swapping && (!j || !j->pinned))
             return j;
-        pthread_cond_wait(&c->committed, &c->mu);
+        ctld_changer_wait(c);
     }
 }
 

@@ -337,9 +337,10 @@ int ctld_cycle_commit(ctld *c, ctld_txn *t, ts_err *err)
 
 /* Test builds: TESSERAD_TEST_CYCLE_DELAY_MS (0..10000, read at start)
  * stretches every cycle by that long, half with mu released (as the core
- * computes) and half under mu in 5-ms steps with a yield after each (as the
- * passes over every job), so a test can check that reads of jobs never wait
- * for a cycle (tests/ctld/reads_test.py). */
+ * computes) and half under mu in 5-ms steps with a yield after each, in the
+ * middle of the dependency pass (as the passes over every job), so a test
+ * can check that reads of jobs never wait for a cycle and that what comes
+ * in at a yield is decided right (tests/ctld/reads_test.py). */
 static double test_delay_s;
 
 static void test_delay(ctld *c, bool locked)
@@ -355,11 +356,31 @@ static void test_delay(ctld *c, bool locked)
     }
 }
 
+/* How long a cycle waits at its start for the changes waiting for the
+ * last one, at most. */
+#define CHANGERS_WAIT_S 0.05
+
+void ctld_test_pause(ctld *c)
+{
+    test_delay(c, true);
+}
+
 int ctld_cycle_once(ctld *c, double now, ts_err *err)
 {
     pthread_mutex_lock(&c->mu);
     while (c->swapping) /* the tenants and the scheduler are being replaced */
         pthread_cond_wait(&c->committed, &c->mu);
+    /* changes that waited for the last cycle (a user action, an agent's
+     * report, a drain, a node read) go first, with their writes: otherwise
+     * the next cycle could start the instant this one ends, before any of
+     * them gets mu, and each would wait for cycle after cycle */
+    double lets_in = ctld_now() + CHANGERS_WAIT_S;
+    while ((c->changers_waiting > 0 || c->inflight > 0) && ctld_now() < lets_in) {
+        struct timespec until;
+        until.tv_sec = (time_t)lets_in;
+        until.tv_nsec = (long)((lets_in - floor(lets_in)) * 1e9);
+        pthread_cond_timedwait(&c->committed, &c->mu, &until);
+    }
     /* from here to the end the cycle plans on the cluster, the quota and
      * the scheduler: whoever reads or changes them waits for it
      * (ctld_settled_wait, ctld_commit_wait), so the cycle may let readers of
@@ -440,7 +461,6 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
         rc = ts_sched_cycle(c->sched, now, wv, nw, rv, nr, &c->d, err);
         test_delay(c, false);
         pthread_mutex_lock(&c->mu);
-        test_delay(c, true);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1c);
     double dt = (double)(t1c.tv_sec - t0.tv_sec) + (double)(t1c.tv_nsec - t0.tv_nsec) * 1e-9;

@@ -100,10 +100,12 @@ static int job_add(ctld *c, cjob *j)
         c->jobs = nj;
         c->jobs_cap = cap;
     }
+    /* the map grows first: if it cannot, the job is in neither */
+    if ((int64_t)(c->njobs + 1) * 2 > c->map_cap &&
+        map_rebuild(c, c->map_cap ? c->map_cap * 2 : 1024) != 0)
+        return TS_ENOMEM;
     c->jobs[c->njobs++] = j;
     ctld_queued_note(c, j, -1, j->row.state);
-    if ((int64_t)c->njobs * 2 > c->map_cap)
-        return map_rebuild(c, c->map_cap ? c->map_cap * 2 : 1024);
     uint64_t h = hash_id(j->row.id) % (uint64_t)c->map_cap;
     while (c->map_ids[h] != 0)
         h = (h + 1) % (uint64_t)c->map_cap;
@@ -709,23 +711,32 @@ void ctld_close(ctld *c)
     pthread_cond_destroy(&c->committed);
 }
 
+void ctld_changer_wait(ctld *c)
+{
+    /* counted, so that the next cycle lets it in first (loop.c) */
+    c->changers_waiting++;
+    pthread_cond_wait(&c->committed, &c->mu);
+    if (--c->changers_waiting == 0)
+        pthread_cond_broadcast(&c->committed);
+}
+
 void ctld_commit_wait(ctld *c)
 {
     while (c->committing || c->cycling || c->swapping)
-        pthread_cond_wait(&c->committed, &c->mu);
+        ctld_changer_wait(c);
 }
 
 void ctld_settled_wait(ctld *c)
 {
     while (c->cycling)
-        pthread_cond_wait(&c->committed, &c->mu);
+        ctld_changer_wait(c);
 }
 
 void ctld_lock_reader(ctld *c)
 {
-    atomic_fetch_add(&c->readers_waiting, 1);
+    atomic_fetch_add(&c->readers_arrived, 1);
     pthread_mutex_lock(&c->mu);
-    atomic_fetch_sub(&c->readers_waiting, 1);
+    atomic_fetch_add(&c->readers_entered, 1);
 }
 
 /* How long the cycle leaves mu to readers at one yield, at most. */
@@ -733,13 +744,16 @@ void ctld_lock_reader(ctld *c)
 
 void ctld_yield(ctld *c)
 {
-    if (!c->cycling || atomic_load(&c->readers_waiting) == 0)
+    /* the readers that came before this yield, not those coming during it
+     * (a flood of readers would otherwise hold every yield to its limit) */
+    uint64_t due = atomic_load(&c->readers_arrived);
+    if (!c->cycling || atomic_load(&c->readers_entered) >= due)
         return;
     pthread_mutex_unlock(&c->mu);
     /* a mutex is not fair: taken back at once, the waiters would never get
      * it; each reader holds it for a fraction of a millisecond */
     double until = ctld_now() + YIELD_MAX_S;
-    while (atomic_load(&c->readers_waiting) > 0 && ctld_now() < until)
+    while (atomic_load(&c->readers_entered) < due && ctld_now() < until)
         sched_yield();
     pthread_mutex_lock(&c->mu);
 }
@@ -834,7 +848,7 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
     }
     ctld_lock_reader(c);
     for (int i = 0; i < n; i++) {
-        cjob *j = jobs[i];
+        cjob *j = jobs ? jobs[i] : NULL; /* NULL: out of memory before any was made */
         if (!j)
             continue;
         ts_err e;

@@ -55,6 +55,10 @@ void ctld_settled_wait(ctld *c)
 {
     (void)c; /* no cycle runs here */
 }
+void ctld_changer_wait(ctld *c)
+{
+    pthread_cond_wait(&c->committed, &c->mu);
+}
 void ctld_queued_note(ctld *c, const cjob *j, int from, int to)
 {
     (void)c;
