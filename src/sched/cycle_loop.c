@@ -395,14 +395,14 @@ static double running_attained(const loop *l, const ts_job *v)
  * is never a time-sharing victim of another tenant, nor of its own tenant's
  * opportunistic work. Either way never before the victim's minimum runtime
  * nor past its preemptions per hour. *ts set when only time-sharing allows it. */
-static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool young_ok, bool *ts)
+static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *ts)
 {
     const ts_job *job = &l->w[i];
     const jsum *js = &l->js[i];
     *ts = false;
     if (v->stopping)
         return false;
-    if (!young_ok && l->now - v->start_s < l->s->cfg.min_runtime_s)
+    if (l->now - v->start_s < l->s->cfg.min_runtime_s)
         return false;
     if (v->preemptions_hour >= l->s->cfg.max_preemptions_hour)
         return false;
@@ -503,88 +503,6 @@ static bool within_guarantee(const loop *l, int i)
     return false;
 }
 
-typedef struct ykey {
-    double ripe_s;  /* when its minimum runtime ends; 0 for a victim now */
-    double lost;    /* GPU-s since its checkpoint (victims now) */
-    int j;
-} ykey;
-
-static int cmp_ykey(const void *a, const void *b)
-{
-    const ykey *x = a, *y = b;
-    if (x->ripe_s != y->ripe_s)
-        return x->ripe_s < y->ripe_s ? -1 : 1;
-    if (x->lost != y->lost)
-        return x->lost < y->lost ? -1 : 1;
-    return (x->j > y->j) - (x->j < y->j);
-}
-
-/* Guaranteed job i found no victims now, only because jobs on the room it
- * could take back are inside their minimum runtime. It holds the
- * reservation on that room until they may go (victims now first, then the
- * young ones that ripen first), so that later jobs, borrowers above all, do
- * not refill the GPUs it waits for; once they ripen its search succeeds.
- * Without it every GPU freed near them went to a new borrower, protected
- * for another minimum runtime. Nothing is preempted here. */
-static void reserve_reclaim(loop *l, int i)
-{
-    ts_sched *s = l->s;
-    const ts_job *job = &l->w[i];
-#ifdef CORE_DEBUG
-    if (getenv("DBG_NORES"))
-        return;
-#endif
-    l->reclaim_others = within_guarantee(l, i);
-    ykey *keys = malloc((size_t)(l->nr > 0 ? l->nr : 1) * sizeof *keys);
-    if (!keys)
-        return;
-    int n = 0, young = 0;
-    for (int j = 0; j < l->nr; j++) {
-        const ts_job *v = &l->r[j];
-        bool ts;
-        if (v->stopping || l->victim[j] || !victim_ok(l, i, v, l->rlevel[j], true, &ts))
-            continue;
-        double ripe = v->start_s + s->cfg.min_runtime_s;
-        bool now_ok = ripe <= l->now;
-        young += !now_ok;
-        /* victims now in the order of least work lost */
-        double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
-        keys[n++] = (ykey){now_ok ? 0.0 : ripe,
-                           now_ok ? (double)cycle_job_gpus(v) * (l->now - since) : 0.0, j};
-    }
-    if (young == 0) {
-        free(keys);
-        return;
-    }
-    qsort(keys, (size_t)n, sizeof *keys, cmp_ykey);
-    for (int k = 0; k < n; k++) {
-        l->pj[k] = (plan_job){&l->r[keys[k].j], l->r[keys[k].j].allocs, 0.0};
-        l->lost[k] = keys[k].lost;
-    }
-    int m = plan_victims(s, job, l->pj, l->lost, n, NULL, 0, l->chosen, l->plan);
-    double at = l->now;
-    for (int k = 0; k < m; k++)
-        if (keys[l->chosen[k]].ripe_s > at)
-            at = keys[l->chosen[k]].ripe_s;
-    free(keys);
-    if (m == 0)
-        return;
-    ts_decision *d = l->d;
-    l->have_res = true;
-    l->res_at = at;
-    l->res_id = job->id;
-    d->reserved = i;
-    d->reserved_at_s = at;
-    d->pending[i].reserved_at_s = at;
-    d->pending[i].estimated_s = at;
-    char was[TS_CYCLE_WHY_MAX];
-    snprintf(was, sizeof was, "%s", why_of(l, i));
-    l->why_off[i] = why_add(l, "%s; reserved to take back the room of %d job%s by %.0f, when "
-                            "their minimum runtime ends", was, m, m == 1 ? "" : "s", at);
-    if (blockers_set(s, job, l->plan) == 0)
-        s->epoch++;
-}
-
 /* Victims for job i (reclaim by guaranteed work, or time-sharing by a job
  * of a lower las level); true if a preemption was decided. swap: the job's
  * quota is what it lacks, so only its own tenant's jobs of its tier that
@@ -635,7 +553,7 @@ static bool try_preempt(loop *l, int i, bool swap)
         bool ts;
         if (swap && (v->tenant != job->tenant || v->tier != job->tier))
             continue;
-        if (!victim_ok(l, i, v, l->rlevel[j], false, &ts) || (swap && !ts))
+        if (!victim_ok(l, i, v, l->rlevel[j], &ts) || (swap && !ts))
             continue;
         double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
         keys[n++] = (vkey){tenant_borrows(s->q, v->tenant), ts_quota_share(s->q, v->tenant, l->now),
@@ -645,8 +563,6 @@ static bool try_preempt(loop *l, int i, bool swap)
     if (n == 0) {
         free(keys);
         *ms = (memo_entry){.key = skey, .epoch = l->epoch0, .reason = MEMO_SEARCH_FAILED};
-        if (js->tier == TS_TIER_GUARANTEED && !swap && !l->have_res)
-            reserve_reclaim(l, i);
         return false;
     }
     qsort(keys, (size_t)n, sizeof *keys, cmp_vkey);
@@ -665,8 +581,6 @@ static bool try_preempt(loop *l, int i, bool swap)
     if (m == 0) {
         free(keys);
         *ms = (memo_entry){.key = skey, .epoch = l->epoch0, .reason = MEMO_SEARCH_FAILED};
-        if (js->tier == TS_TIER_GUARANTEED && !swap && !l->have_res)
-            reserve_reclaim(l, i);
         return false;
     }
     ts_decision *d = l->d;
@@ -924,8 +838,7 @@ static int process(loop *l, int i)
                 (!l->js[i].las || l->now - l->w[i].submit_s >= l->s->cfg.starve_after_s);
     if (hold) {
         reserve(l, i, true);
-    } else if (l->plans < ESTIMATES_PER_CYCLE && p->reason != TS_PEND_PREEMPTING &&
-               l->d->reserved != i) {
+    } else if (l->plans < ESTIMATES_PER_CYCLE && p->reason != TS_PEND_PREEMPTING) {
         l->plans++;
         reserve(l, i, false);
     }

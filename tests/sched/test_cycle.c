@@ -588,36 +588,6 @@ static void test_reclaim_by_borrower_takes_own_loans(void **state)
     assert_int_equal(f->d.preempts[0].victim, 0);
 }
 
-/* A guaranteed job inside its guarantee whose only victims are inside their
- * minimum runtime holds the reservation on their room until they may go:
- * a later borrower does not refill the free GPUs next to them. */
-static void test_reclaim_holds_room_of_young_victims(void **state)
-{
-    fx *f = *state;
-    ts_job *bg = job(f, TB, TS_TIER_GUARANTEED, 1, 4, 100000);
-    run_on(f, bg, 0, (int[]){N1}, (int[]){0});
-    ts_job *cg = job(f, TC, TS_TIER_GUARANTEED, 1, 4, 100000);
-    run_on(f, cg, 0, (int[]){N2}, (int[]){0});
-    ts_job *cy = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 2, 100000);
-    run_on(f, cy, 5900, (int[]){N0}, (int[]){0});
-    ts_job *a4 = job(f, TA, TS_TIER_GUARANTEED, 1, 4, 1000);
-    ts_job *c1 = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 1, 100000);
-    ts_job *w[] = {a4, c1};
-    ts_job *run[] = {bg, cg, cy};
-    assert_int_equal(cycle(f, 6000, w, 2, run, 3), 0);
-    assert_int_equal(f->d.npreempts, 0);
-    assert_int_equal(f->d.nstarts, 0);
-    assert_int_equal(f->d.reserved, 0);
-    assert_true(f->d.reserved_at_s == 5900 + f->cfg.min_runtime_s);
-    assert_non_null(strstr(f->d.pending[0].why, "minimum runtime"));
-    assert_int_equal(f->d.pending[1].reason, TS_PEND_RESERVATION);
-    /* once the young job may go, it is preempted for a4 */
-    assert_int_equal(cycle(f, 6500, w, 2, run, 3), 0);
-    assert_int_equal(f->d.npreempts, 1);
-    assert_int_equal(f->d.preempts[0].victim, 2);
-    assert_int_equal(f->d.preempts[0].preemptor, 0);
-}
-
 /* A victim search that failed is not made again for an identical job in the
  * same cycle, and costs no search: team-a's two identical jobs (which may
  * take only team-a's own, young loan) no longer use up the cycle's searches
@@ -1138,8 +1108,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fair_share_orders_tenants, setup, teardown),
         cmocka_unit_test_setup_teardown(test_guaranteed_before_borrowing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reclaim_by_borrower_takes_own_loans, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_reclaim_holds_room_of_young_victims, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_failed_search_not_repeated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drained_node_gets_no_work, setup, teardown),
