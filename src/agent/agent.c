@@ -339,6 +339,11 @@ bool ts_agent_retry_now(ts_agent *a)
     return false;
 }
 
+double ts_agent_pause_s(ts_agent *a)
+{
+    return ts_ctls_pause_s(&a->cfg.ctls);
+}
+
 /* How long without the controller before this node's tasks must stop. */
 static double lost_limit(const ts_agent *a)
 {

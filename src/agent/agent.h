@@ -71,6 +71,9 @@ int ts_agent_step(ts_agent *a, ts_err *err);
  * another controller, or a restarted controller answered 409 and the agent
  * must register again; at most once per controller before a pause). */
 bool ts_agent_retry_now(ts_agent *a);
+/* After a failed step that is not retried at once: seconds to pause
+ * (ts_ctls_pause_s: short while a failover may be under way). */
+double ts_agent_pause_s(ts_agent *a);
 /* Stops every task (the controller has been unreachable too long, or the
  * agent is shutting down); blocks at most for their graces. */
 void ts_agent_stop_all(ts_agent *a);

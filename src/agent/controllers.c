@@ -112,4 +112,13 @@ bool ts_ctls_fail(ts_ctls *c, const char *leader)
 void ts_ctls_ok(ts_ctls *c)
 {
     c->hopped = false;
+    c->pauses = 0;
+}
+
+double ts_ctls_pause_s(ts_ctls *c)
+{
+    bool quick = c->n > 1 && c->pauses < TS_CTLS_QUICK_PAUSES;
+    if (c->pauses < TS_CTLS_QUICK_PAUSES)
+        c->pauses++;
+    return quick ? TS_CTLS_PAUSE_QUICK_S : TS_CTLS_PAUSE_S;
 }

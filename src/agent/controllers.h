@@ -18,6 +18,13 @@
 
 #define TS_CTLS_MAX 8         /* URLs in one --controller list */
 #define TS_CTL_URL_MAX 256    /* bytes of one URL, the NUL included */
+/* Pauses between rounds of failed exchanges: short while a failover may be
+ * under way (a standby takes the lease within about its lease time), then
+ * the long one, so a controller that stays down is not polled 4 times a
+ * second by every agent. */
+#define TS_CTLS_PAUSE_QUICK_S 0.25
+#define TS_CTLS_PAUSE_S 1.0
+#define TS_CTLS_QUICK_PAUSES 40 /* about 10 s of short pauses */
 
 typedef struct ts_ctls {
     char url[TS_CTLS_MAX][TS_CTL_URL_MAX]; /* as given, without a trailing '/' */
@@ -25,6 +32,7 @@ typedef struct ts_ctls {
     int pos;                  /* the list entry in use, or whose standby named hint */
     char hint[TS_CTL_URL_MAX];/* the leader a standby named, in use; "" none */
     bool hopped;              /* hint not yet answered: its own hint is not followed */
+    int pauses;               /* pauses since the last exchange that succeeded */
 } ts_ctls;
 
 /*
@@ -54,5 +62,12 @@ bool ts_ctls_fail(ts_ctls *c, const char *leader);
 /* The exchange with ts_ctls_url succeeded: a hint that answered is a
  * controller like any other from now on. */
 void ts_ctls_ok(ts_ctls *c);
+
+/* Seconds to pause before the next round of failed exchanges, counted:
+ * with several controllers TS_CTLS_PAUSE_QUICK_S for the first
+ * TS_CTLS_QUICK_PAUSES pauses since the last success (the agent finds a new
+ * leader a quarter of a second after it took over, not up to a second),
+ * TS_CTLS_PAUSE_S after them and always with one controller. */
+double ts_ctls_pause_s(ts_ctls *c);
 
 #endif

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
@@ -253,8 +254,11 @@ int main(int argc, char **argv)
     while (!stop_requested) {
         if (ts_agent_step(a, &err) != 0) {
             fprintf(stderr, "tessera-agent: %s\n", err.msg);
-            if (!ts_agent_retry_now(a))
-                sleep(1);
+            if (!ts_agent_retry_now(a)) {
+                double p = ts_agent_pause_s(a);
+                struct timespec ts = {(time_t)p, (long)((p - (double)(time_t)p) * 1e9)};
+                nanosleep(&ts, NULL);
+            }
         }
     }
     fprintf(stderr, "tessera-agent: stopping %d task(s)\n", ts_agent_ntasks(a));

@@ -162,12 +162,31 @@ static void stale_hint(void **state)
     assert_true(seen[0] && seen[1] && seen[2] && seen[3]);
 }
 
+/* Short pauses while a failover may be under way, then long ones; one
+ * controller always pauses long; a success starts the count again. */
+static void pauses(void **state)
+{
+    (void)state;
+    ts_ctls c;
+    ts_err e;
+    assert_int_equal(ts_ctls_parse("http://a:1,http://b:2,http://c:3", &c, &e), 0);
+    for (int i = 0; i < TS_CTLS_QUICK_PAUSES; i++)
+        assert_true(ts_ctls_pause_s(&c) == TS_CTLS_PAUSE_QUICK_S);
+    for (int i = 0; i < 3; i++)
+        assert_true(ts_ctls_pause_s(&c) == TS_CTLS_PAUSE_S);
+    ts_ctls_ok(&c);
+    assert_true(ts_ctls_pause_s(&c) == TS_CTLS_PAUSE_QUICK_S);
+    assert_int_equal(ts_ctls_parse("http://a:1", &c, &e), 0);
+    assert_true(ts_ctls_pause_s(&c) == TS_CTLS_PAUSE_S);
+    assert_true(TS_CTLS_PAUSE_QUICK_S < TS_CTLS_PAUSE_S);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parse_ok),     cmocka_unit_test(parse_errors),
         cmocka_unit_test(round_robin),  cmocka_unit_test(hints),
-        cmocka_unit_test(stale_hint),
+        cmocka_unit_test(stale_hint),   cmocka_unit_test(pauses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
