@@ -133,6 +133,7 @@ void ts_sched_free(ts_sched *s)
     free(s->done);
     free(s->js);
     free(s->why_off);
+    free(s->node_tier);
     free(s);
 }
 

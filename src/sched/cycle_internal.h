@@ -72,6 +72,11 @@ struct ts_sched {
     preemptor_entry pre[PREEMPTOR_TABLE_MAX];
     int npre;
     struct cycle_scoring *scoring; /* placement policy state: cycle_place.c */
+    /* [nnodes * TS_TIERS] GPUs held on each node by each tier (index
+     * node * TS_TIERS + tier): rebuilt each cycle from the running jobs and
+     * kept up with its starts (cycle_place.c keeps loans and guarantees on
+     * separate nodes with it); NULL until the first cycle */
+    uint16_t *node_tier;
 };
 
 /* cycle.c ------------------------------------------------------------------ */

@@ -272,6 +272,19 @@ static bool quota_precheck(loop *l, int i)
     return false;
 }
 
+/* Counts a job's GPUs on the nodes it holds, under its tier. */
+static void node_tier_add(ts_sched *s, const ts_job *job, const ts_alloc *allocs)
+{
+    if (job->tier != TS_TIER_GUARANTEED && job->tier != TS_TIER_OPPORTUNISTIC)
+        return;
+    for (int t = 0; t < job->ntasks; t++) {
+        if (allocs[t].node < 0 || allocs[t].node >= s->c->nnodes)
+            continue;
+        uint16_t *n = &s->node_tier[(size_t)allocs[t].node * TS_TIERS + (size_t)job->tier];
+        *n = (uint16_t)(*n + allocs[t].ngpu);
+    }
+}
+
 static int record_start(loop *l, int i, const ts_alloc *allocs)
 {
     ts_decision *d = l->d;
@@ -344,6 +357,7 @@ static int try_start(loop *l, int i)
         }
         if (record_start(l, i, l->tmp) != 0)
             return TS_ENOMEM;
+        node_tier_add(s, job, l->tmp);
         double dom = 0.0;
         for (int k = 0; k < TS_RES_DIMS; k++)
             if (s->cap[k] > 0 && (double)demand[k] / (double)s->cap[k] > dom)
@@ -956,6 +970,14 @@ static int loop_alloc(loop *l)
         l->tord[t] = o;
     }
     l->max_running_level = 0;
+    size_t ncells = (size_t)(s->c->nnodes > 0 ? s->c->nnodes : 1) * TS_TIERS;
+    if (!s->node_tier)
+        s->node_tier = malloc(ncells * sizeof *s->node_tier);
+    if (!s->node_tier)
+        return TS_ENOMEM;
+    memset(s->node_tier, 0, ncells * sizeof *s->node_tier);
+    for (int j = 0; j < l->nr; j++)
+        node_tier_add(s, &l->r[j], l->r[j].allocs);
     for (int j = 0; j < l->nr; j++) {
         l->rattained[j] = running_attained(l, &l->r[j]);
         l->rlevel[j] = ts_sched_las_level(s, l->rattained[j]);

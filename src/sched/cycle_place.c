@@ -13,7 +13,10 @@
  * as `tessera-sim fgd` measures, with drained nodes and the CPU reserved for
  * idle GPUs filtered out. "node" is the only topology constraint they honour
  * (every task on one node); a task that does not fit rolls the earlier ones
- * back. The fragmentation measure needs an expected workload: the shell's
+ * back. A GPU task first tries the nodes of its tier's side (loans away from
+ * guaranteed work, guaranteed work away from nodes of loans only), then any:
+ * nodes of loans only stay reclaimable whole. The fragmentation measure
+ * needs an expected workload: the shell's
  * (ts_sched_set_expected) or one learned from the tasks the cycle is asked
  * to place (see sched.h for the rule).
  */
@@ -229,14 +232,32 @@ typedef struct node_filter {
     const ts_gang_index *ix;
     const ts_request *r;
     int only;
+    int side;   /* a first pass on the nodes of this tier's side, or SIDE_ANY */
     bool reserve_hit;
 } node_filter;
+
+/* Loans and guarantees on separate nodes: a GPU task first tries its side
+ * (an opportunistic job's: the nodes without guaranteed work; a guaranteed
+ * job's: every node but those holding loans only); only if none fits does
+ * it go anywhere. A node of loans only can then be taken
+ * back whole once its loans are past their minimum runtime, where one
+ * guaranteed GPU among the loans kept an 8-GPU guaranteed job off the node
+ * (docs/simulator.md, Philly at 8x). With one tier, or no running jobs
+ * passed, nothing is filtered: the scorer's choice is unchanged. */
+enum { SIDE_ANY = -1 };
 
 static bool node_ok(void *ctx, int i)
 {
     node_filter *f = ctx;
     if ((f->only >= 0 && i != f->only) || !ts_gang_index_node_enabled(f->ix, i))
         return false;
+    if (f->side != SIDE_ANY) {
+        const uint16_t *held = &f->s->node_tier[(size_t)i * TS_TIERS];
+        if (f->side == TS_TIER_OPPORTUNISTIC ? held[TS_TIER_GUARANTEED] > 0
+                                             : held[TS_TIER_OPPORTUNISTIC] > 0 &&
+                                                   held[TS_TIER_GUARANTEED] == 0)
+            return false;
+    }
     if (!proportional_ok(f->s, &f->c->nodes[i], f->r)) {
         f->reserve_hit = true;
         return false;
@@ -260,9 +281,17 @@ static int bind_tasks(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_jo
         ts_placer *pl = placer_for(s, k, c);
         if (!pl)
             return TS_ENOMEM;
-        node_filter f = {.s = s, .c = c, .ix = ix, .r = r, .only = only};
+        node_filter f = {.s = s, .c = c, .ix = ix, .r = r, .only = only, .side = SIDE_ANY};
         ts_alloc a;
-        int at = ts_placer_choose(pl, r, cls, node_ok, &f, &a);
+        int at = -1;
+        if (c == s->c && s->node_tier && (r->num_gpu > 0 || r->mig_profile >= 0) &&
+            (job->tier == TS_TIER_GUARANTEED || job->tier == TS_TIER_OPPORTUNISTIC)) {
+            f.side = job->tier;
+            at = ts_placer_choose(pl, r, cls, node_ok, &f, &a);
+            f.side = SIDE_ANY;
+        }
+        if (at < 0)
+            at = ts_placer_choose(pl, r, cls, node_ok, &f, &a);
         *reserve_hit = *reserve_hit || f.reserve_hit;
         if (at < 0 || ts_node_assign(&c->nodes[at], r, &a) != 0)
             break;

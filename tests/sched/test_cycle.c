@@ -588,6 +588,49 @@ static void test_reclaim_by_borrower_takes_own_loans(void **state)
     assert_int_equal(f->d.preempts[0].victim, 0);
 }
 
+/* Loans and guarantees go to separate nodes: n0 holds a guaranteed GPU of
+ * team-b, n1 a loan of team-c, n2 nothing. A borrowing 1-GPU job goes next
+ * to the loan (n1, which stays reclaimable whole), a guaranteed one next to
+ * the guaranteed work (n0); before, both took n0, the lowest of the equal
+ * nodes. */
+static void test_loans_and_guarantees_on_separate_nodes(void **state)
+{
+    fx *f = *state;
+    ts_job *bg = job(f, TB, TS_TIER_GUARANTEED, 1, 1, 100000);
+    run_on(f, bg, 0, (int[]){N0}, (int[]){0});
+    ts_job *cl = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 1, 100000);
+    run_on(f, cl, 0, (int[]){N1}, (int[]){0});
+    ts_job *run[] = {bg, cl};
+    ts_job *ao = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 1, 1000);
+    assert_int_equal(cycle(f, 100, &ao, 1, run, 2), 0);
+    assert_int_equal(f->d.nstarts, 1);
+    assert_int_equal(f->d.starts[0].allocs[0].node, N1);
+    ts_job aos = *ao;
+    ts_alloc aa = f->d.starts[0].allocs[0];
+    aos.allocs = &aa;
+    ts_err err;
+    assert_int_equal(ts_sched_stop(f->s, &aos, 100, &err), 0);
+    ts_job *ag = job(f, TA, TS_TIER_GUARANTEED, 1, 1, 1000);
+    assert_int_equal(cycle(f, 100, &ag, 1, run, 2), 0);
+    assert_int_equal(f->d.nstarts, 1);
+    assert_int_equal(f->d.starts[0].allocs[0].node, N0);
+    ts_job ags = *ag;
+    ts_alloc ga = f->d.starts[0].allocs[0];
+    ags.allocs = &ga;
+    assert_int_equal(ts_sched_stop(f->s, &ags, 100, &err), 0);
+    /* a side is a preference: with no room on its own side (n1 has 2 free,
+     * n2 is guaranteed work's), a 3-GPU loan goes next to guaranteed work */
+    ts_job *cl2 = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 1, 100000);
+    run_on(f, cl2, 100, (int[]){N1}, (int[]){1});
+    ts_job *cg = job(f, TC, TS_TIER_GUARANTEED, 1, 4, 100000);
+    run_on(f, cg, 100, (int[]){N2}, (int[]){0});
+    ts_job *run2[] = {bg, cl, cl2, cg};
+    ts_job *o3 = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 3, 1000);
+    assert_int_equal(cycle(f, 100, &o3, 1, run2, 4), 0);
+    assert_int_equal(f->d.nstarts, 1);
+    assert_int_equal(f->d.starts[0].allocs[0].node, N0);
+}
+
 /* A victim search that failed is not made again for an identical job in the
  * same cycle, and costs no search: team-a's two identical jobs (which may
  * take only team-a's own, young loan) no longer use up the cycle's searches
@@ -1110,6 +1153,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reclaim_by_borrower_takes_own_loans, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_failed_search_not_repeated, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_loans_and_guarantees_on_separate_nodes, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_drained_node_gets_no_work, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cpu_tasks_cannot_strand_gpus, setup, teardown),
         cmocka_unit_test_setup_teardown(test_array_expands, setup, teardown),
