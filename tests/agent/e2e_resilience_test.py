@@ -15,17 +15,16 @@
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 TESSERAD, AGENT, FAKE, FIXTURE = sys.argv[1:5]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
 from harness import wait_for as harness_wait_for  # noqa: E402
+from harness import TcpProxy  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="tessera-e2e-res-")
 PROCS = {}
@@ -40,68 +39,6 @@ def call(method, path, token, body=None):
 
 def wait_for(pred, what, timeout=20.0):
     return harness_wait_for(pred, what, timeout, step=0.1)
-
-
-class Proxy:
-    """A TCP relay to tesserad that can be cut: open connections are shut
-    and new ones refused."""
-
-    def __init__(self, target):
-        self.target = target
-        self.ls = socket.socket()
-        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.ls.bind(("127.0.0.1", 0))
-        self.ls.listen(64)
-        self.port = self.ls.getsockname()[1]
-        self.conns = []
-        self.is_cut = False
-        self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _pump(self, a, b):
-        try:
-            while True:
-                data = a.recv(65536)
-                if not data:
-                    break
-                b.sendall(data)
-        except OSError:
-            pass
-        for s in (a, b):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.ls.accept()
-            except OSError:
-                return
-            if self.is_cut:
-                c.close()
-                return
-            u = socket.create_connection(("127.0.0.1", self.target))
-            with self.lock:
-                self.conns += [c, u]
-            threading.Thread(target=self._pump, args=(c, u), daemon=True).start()
-            threading.Thread(target=self._pump, args=(u, c), daemon=True).start()
-
-    def cut(self):
-        self.is_cut = True
-        try:
-            self.ls.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
-        except OSError:
-            pass
-        self.ls.close()
-        with self.lock:
-            for s in self.conns:
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                    s.close()
-                except OSError:
-                    pass
 
 
 def write(name, text):
@@ -164,7 +101,7 @@ try:
     for node in ("r-1", "r-2"):
         st, d = call("POST", "/v1/tokens", admin, {"name": node, "role": "node"})
         write(node + ".token", d["token"]["secret"] + "\n")
-    proxy = Proxy(PORT)
+    proxy = TcpProxy(PORT)
     start_agent("r-1", f"http://127.0.0.1:{proxy.port}")
     start_agent("r-2", URL)
     wait_for(lambda: all(call("GET", f"/v1/nodes/{n}", admin)[1]["node"]["state"] == "up"
@@ -190,7 +127,7 @@ try:
     wait_for(lambda: len(lines("r-1", ticker)) >= 3, "r-1's task ticks")
     call("POST", "/v1/nodes/r-2/resume", admin)
     t_cut = time.time()
-    proxy.cut()
+    proxy.cut_all()
     wait_for(lambda: call("GET", "/v1/nodes/r-1", admin)[1]["node"]["state"] == "drained",
              "the controller declares r-1 lost", timeout=LOST + 10)
     t_lost = time.time()

@@ -25,7 +25,6 @@ bounded.
 import glob
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,7 @@ TESSERAD = sys.argv[1]
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 from harness import FAILS, check, finish, free_port, http_call, wait_for  # noqa: E402
+from harness import TcpProxy as Proxy  # noqa: E402
 
 # the lease settings and rounds can be changed to measure (docs/ha.md)
 LEASE = float(os.environ.get("TS_HA_TEST_LEASE", "3"))
@@ -101,75 +101,6 @@ def start(i, store=None):
                " atexit_sleep_ms=0")
     return subprocess.Popen([TESSERAD, "--config", config(i, store or STORE)], stdout=log,
                             stderr=log, env=env)
-
-
-class Proxy:
-    """A TCP proxy on loopback to PostgreSQL that can cut every connection
-    through it and refuse new ones (a leader cut off from the database)."""
-
-    def __init__(self, port):
-        self.port_to = port
-        self.ls = socket.socket()
-        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.ls.bind(("127.0.0.1", 0))
-        self.ls.listen(64)
-        self.port = self.ls.getsockname()[1]
-        self.cut = False
-        self.socks = []
-        self.mu = threading.Lock()
-        threading.Thread(target=self.serve, daemon=True).start()
-
-    def serve(self):
-        while True:
-            try:
-                c, _ = self.ls.accept()
-            except OSError:
-                return
-            with self.mu:
-                if self.cut:
-                    c.close()
-                    continue
-                try:
-                    u = socket.create_connection(("127.0.0.1", self.port_to), timeout=5)
-                except OSError:
-                    c.close()
-                    continue
-                self.socks += [c, u]
-            threading.Thread(target=self.pump, args=(c, u), daemon=True).start()
-            threading.Thread(target=self.pump, args=(u, c), daemon=True).start()
-
-    @staticmethod
-    def pump(a, b):
-        try:
-            while True:
-                data = a.recv(65536)
-                if not data:
-                    break
-                b.sendall(data)
-        except OSError:
-            pass
-        for x in (a, b):
-            try:
-                x.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def cut_all(self):
-        with self.mu:
-            self.cut = True
-            for x in self.socks:
-                try:
-                    x.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def resume(self):
-        with self.mu:
-            self.cut = False
-            self.socks = []
-
-    def close(self):
-        self.ls.close()
 
 
 def readyz(i):
