@@ -157,6 +157,8 @@ typedef struct cjob {
     bool straggler_flagged;     /* the straggler event was written for this run */
     bool restart_now;           /* stopping to restart elsewhere at once (no backoff) */
     int pinned;                 /* a change of it is being written with mu released */
+    bool has_dep;               /* its spec names a dependency (set by job_build: the
+                                 * passes over every job read it, not the spec) */
     bool dep_met;               /* its dependency held once (depend.c): it stays met */
     uint64_t dep_sig;           /* depend.c: the named jobs' states when it last waited */
 } cjob;

@@ -312,7 +312,7 @@ static int set_why(cjob *j, const char *why)
 
 bool ctld_dep_waits(const cjob *j)
 {
-    return j->row.state == TS_JOB_PENDING && j->spec && j->spec->dependency && !j->dep_met;
+    return j->has_dep && !j->dep_met && j->row.state == TS_JOB_PENDING;
 }
 
 int ctld_deps_plan(ctld *c, double now, ctld_txn *t, ts_err *err)

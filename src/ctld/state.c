@@ -267,6 +267,7 @@ static int mig_geometry_any(const ctld *c, const char *model)
 static int job_build(ctld *c, cjob *j, ts_err *err)
 {
     const ts_job_spec *sp = j->spec;
+    j->has_dep = sp->dependency != NULL;
     /* not ranked yet (the cycle sets these while the job waits) */
     j->reserved_at_s = j->estimated_s = -1.0;
     j->queue_tenant = j->queue_cluster = j->las_level = -1;
