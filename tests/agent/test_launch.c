@@ -101,8 +101,9 @@ static ts_task_spec sh_spec(const fix *f, const char *id, const char *const *arg
 static char *slurp(const char *dir, const char *name)
 {
     static char buf[4096];
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char path[1024];
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
+        return NULL; /* too long a path: no file read, as if absent */
     FILE *fp = fopen(path, "r");
     if (fp == NULL)
         return NULL;
