@@ -323,6 +323,30 @@ static void store_failed(ctld *c, const char *what, const ts_err *e)
             e->msg);
 }
 
+/* Under mu: waits on cv until it is signalled or the clock (ctld_now)
+ * reaches t. */
+static void wait_until(ctld *c, pthread_cond_t *cv, double t)
+{
+    struct timespec until;
+    until.tv_sec = (time_t)t;
+    until.tv_nsec = (long)((t - floor(t)) * 1e9);
+    pthread_cond_timedwait(cv, &c->mu, &until);
+}
+
+/* t, planned by the cycle before it decides: written with mu released,
+ * then applied; a refused write changes nothing and is logged (the next
+ * cycle plans it again). Whether it was written. */
+static bool commit_apply(ctld *c, ctld_txn *t, double now, const char *what)
+{
+    ts_err e;
+    if (ctld_cycle_commit(c, t, &e) != 0) {
+        store_failed(c, what, &e);
+        return false;
+    }
+    ctld_txn_apply(c, t, now);
+    return true;
+}
+
 int ctld_cycle_commit(ctld *c, ctld_txn *t, ts_err *err)
 {
     ctld_yield(c);
@@ -375,12 +399,8 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
      * the next cycle could start the instant this one ends, before any of
      * them gets mu, and each would wait for cycle after cycle */
     double lets_in = ctld_now() + CHANGERS_WAIT_S;
-    while ((c->changers_waiting > 0 || c->inflight > 0) && ctld_now() < lets_in) {
-        struct timespec until;
-        until.tv_sec = (time_t)lets_in;
-        until.tv_nsec = (long)((lets_in - floor(lets_in)) * 1e9);
-        pthread_cond_timedwait(&c->committed, &c->mu, &until);
-    }
+    while ((c->changers_waiting > 0 || c->inflight > 0) && ctld_now() < lets_in)
+        wait_until(c, &c->committed, lets_in);
     /* from here to the end the cycle plans on the cluster, the quota and
      * the scheduler: whoever reads or changes them waits for it
      * (ctld_settled_wait, ctld_commit_wait), so the cycle may let readers of
@@ -397,14 +417,8 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
     /* what ended: written, then applied, before the cycle sees the room */
     ctld_txn t1 = {.quiet = true};
     int rc = finish_and_requeue(c, now, &t1, err);
-    if (rc == 0 && t1.n > 0) {
-        if (ctld_cycle_commit(c, &t1, &e) == 0) {
-            ctld_txn_apply(c, &t1, now);
-        } else {
-            store_failed(c, "finished and requeued jobs", &e);
-            failed = true;
-        }
-    }
+    if (rc == 0 && t1.n > 0 && !commit_apply(c, &t1, now, "finished and requeued jobs"))
+        failed = true;
     ctld_txn_fini(&t1);
     ctld_yield(c);
     /* dependencies: decided before the cycle, which never sees a job that
@@ -412,14 +426,8 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
     ctld_txn td = {.quiet = true};
     if (rc == 0)
         rc = ctld_deps_plan(c, now, &td, err);
-    if (rc == 0 && td.n > 0) {
-        if (ctld_cycle_commit(c, &td, &e) == 0) {
-            ctld_txn_apply(c, &td, now);
-        } else {
-            store_failed(c, "jobs whose dependency failed", &e);
-            failed = true;
-        }
-    }
+    if (rc == 0 && td.n > 0 && !commit_apply(c, &td, now, "jobs whose dependency failed"))
+        failed = true;
     ctld_txn_fini(&td);
     ctld_yield(c);
     int nw = 0, nr = 0;
@@ -550,14 +558,6 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
 /* After a failed write, the next cycle waits this long. */
 #define STORE_RETRY_S 0.25
 
-static void wait_until(ctld *c, double t)
-{
-    struct timespec until;
-    until.tv_sec = (time_t)t;
-    until.tv_nsec = (long)((t - floor(t)) * 1e9);
-    pthread_cond_timedwait(&c->wake, &c->mu, &until);
-}
-
 static void *loop_main(void *arg)
 {
     ctld *c = arg;
@@ -570,17 +570,13 @@ static void *loop_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&c->mu);
         while (!c->stop && c->dirty && ctld_now() < last + CYCLE_MIN_GAP_S)
-            wait_until(c, last + CYCLE_MIN_GAP_S);
+            wait_until(c, &c->wake, last + CYCLE_MIN_GAP_S);
         if (!c->dirty && !c->stop) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            double t = (double)until.tv_sec + (double)until.tv_nsec * 1e-9 + c->cfg.interval_s;
+            double t = ctld_now() + c->cfg.interval_s;
             if (c->next_virtual_s > 0 && c->next_virtual_s < t) /* a virtual run ends first */
                 t = c->next_virtual_s > last + CYCLE_MIN_GAP_S ? c->next_virtual_s
                                                                : last + CYCLE_MIN_GAP_S;
-            until.tv_sec = (time_t)t;
-            until.tv_nsec = (long)((t - floor(t)) * 1e9);
-            pthread_cond_timedwait(&c->wake, &c->mu, &until);
+            wait_until(c, &c->wake, t);
         }
         bool stop = c->stop;
         pthread_mutex_unlock(&c->mu);
