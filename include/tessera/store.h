@@ -113,6 +113,23 @@ typedef struct ts_token_row {
     double revoked_s;                  /* 0 = live */
 } ts_token_row;
 
+/* A token's name: 1..TS_STORE_NAME_MAX-1 characters of [A-Za-z0-9._-], a
+ * letter or digit first. The API refuses any other (POST /v1/tokens), and
+ * the CLI checks the same before it asks. */
+static inline bool ts_token_name_ok(const char *s)
+{
+    size_t n = 0;
+    for (; s && s[n]; n++) {
+        char ch = s[n];
+        bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                     (ch >= '0' && ch <= '9');
+        bool mark = n > 0 && (ch == '.' || ch == '_' || ch == '-');
+        if (n + 1 >= TS_STORE_NAME_MAX || !(alnum || mark))
+            return false;
+    }
+    return n > 0;
+}
+
 /* GPU-seconds used between [from_s, to_s), by tenant, tier and GPU model
  * (jobs' running intervals clipped to the window). */
 typedef struct ts_usage_row {

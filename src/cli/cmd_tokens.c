@@ -10,26 +10,12 @@
  * shows `revoked` as a time when the server gives one, yes/no for a bool.
  */
 #include "cli/cli.h"
+#include "tessera/store.h"
 
 #include <string.h>
 
 static const char *const ROLES[] = {"admin", "tenant-admin", "user", "viewer",
                                     "cluster-viewer", "node"};
-
-/* The API's token names: 1..63 of [A-Za-z0-9._-], a letter or digit first. */
-static bool name_ok(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 63)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
-        if (!alnum && (i == 0 || (ch != '.' && ch != '_' && ch != '-')))
-            return false;
-    }
-    return true;
-}
 
 int cli_cmd_tokens(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
@@ -79,7 +65,7 @@ int cli_cmd_tokens_create(struct cli_ctx *ctx, const struct cli_cmd *cmd, int ar
     if (!known)
         return cli_usage_error(cmd, "--role must be admin, tenant-admin, user, viewer, "
                                "cluster-viewer or node, got '%s'", role);
-    if (!name_ok(name))
+    if (!ts_token_name_ok(name))
         return cli_usage_error(cmd, "the token name must be 1..63 characters of A-Z a-z 0-9 . _ -, "
                                "starting with a letter or digit");
     json_t *body = json_pack("{s:s, s:s, s:s*}", "name", name, "role", role, "tenant", tenant);

@@ -16,21 +16,6 @@
 
 #include "ctld/input.h"
 
-/* Token names: 1..63 of [A-Za-z0-9._-], starting with a letter or digit. */
-bool ctld_token_name_ok(const char *s)
-{
-    size_t n = s ? strlen(s) : 0;
-    if (n == 0 || n >= TS_STORE_NAME_MAX)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
-        if (!alnum && (i == 0 || (ch != '.' && ch != '_' && ch != '-')))
-            return false;
-    }
-    return true;
-}
-
 /* A 400 naming one field, in the shape of a spec error. */
 void ctld_field_error(ctld_reply *r, const char *path, const char *fmt, ...)
 {

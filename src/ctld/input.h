@@ -22,8 +22,6 @@
 /* The stored form of an Idempotency-Key: "sha256:" + 64 hex + "#<n>". */
 #define CTLD_IDEM_STORED_MAX 80
 
-/* Token names: 1..63 of [A-Za-z0-9._-], starting with a letter or digit. */
-bool ctld_token_name_ok(const char *s);
 /* A 400 naming one field, in the shape of a spec error. */
 void ctld_field_error(ctld_reply *r, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

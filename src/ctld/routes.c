@@ -710,7 +710,7 @@ static void tokens(ctld *c, const ctld_request *rq, ctld_reply *r)
         } else if (unknown) {
             ctld_reply_error(r, 400, "invalid", "%.64s: unknown key (known: name, role, tenant)",
                              unknown);
-        } else if (!ctld_token_name_ok(name)) {
+        } else if (!ts_token_name_ok(name)) {
             ctld_reply_error(r, 400, "invalid", "name: required, 1..63 characters of A-Z a-z "
                              "0-9 . _ -, starting with a letter or digit");
         } else if (rl < 0) {
@@ -767,7 +767,7 @@ static void tokens(ctld *c, const ctld_request *rq, ctld_reply *r)
             ctld_reply_error(r, 403, "forbidden", "only admin revokes tokens");
             return;
         }
-        if (!ctld_token_name_ok(name)) {
+        if (!ts_token_name_ok(name)) {
             ctld_reply_error(r, 400, "invalid", "name: 1..63 characters of A-Z a-z 0-9 . _ -");
             return;
         }

@@ -173,6 +173,7 @@ bad "submit missing file" "cannot open" submit -f "$tmp/nope.yaml"
 bad "idempotency key" "idempotency-key" submit -f "$HERE/fake_server.py" --idempotency-key "a b"
 bad "tokens create no role" "--role is required" tokens create bot
 bad "tokens create bad role" "--role must be" tokens create bot --role god
+bad "tokens create bad name" "token name must be 1..63" tokens create a/b --role user
 bad "quota set without -f" "-f TENANTS.yaml is required" quota set
 bad "usage bad from" "--from: not a date" usage --from garbage
 bad "usage bad date" "--from: not a date" usage --from 2026-02-30

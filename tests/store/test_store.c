@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -73,6 +74,20 @@ static void test_open_and_names(void **state)
     assert_string_equal(ts_role_name(TS_ROLE_TENANT_ADMIN), "tenant-admin");
     assert_int_equal(ts_role_parse("viewer"), TS_ROLE_VIEWER);
     assert_int_equal(ts_role_parse("root"), -1);
+    /* token names (the API and the CLI share the rule) */
+    char longest[TS_STORE_NAME_MAX];
+    memset(longest, 'x', sizeof longest - 1);
+    longest[sizeof longest - 1] = '\0';
+    assert_true(ts_token_name_ok(longest));
+    assert_true(ts_token_name_ok("a") && ts_token_name_ok("9a.b_c-"));
+    char over[TS_STORE_NAME_MAX + 1];
+    memset(over, 'x', sizeof over - 1);
+    over[sizeof over - 1] = '\0';
+    assert_false(ts_token_name_ok(over));
+    assert_false(ts_token_name_ok(""));
+    assert_false(ts_token_name_ok(NULL));
+    assert_false(ts_token_name_ok("-lead") || ts_token_name_ok(".a") || ts_token_name_ok("a/b") ||
+                 ts_token_name_ok("a\tb") || ts_token_name_ok("a b"));
 }
 
 /* URLs the store refuses or accepts, whatever the backend under test. */
