@@ -43,7 +43,7 @@ import urllib.request
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-from harness import TcpProxy, free_port, http_call  # noqa: E402
+from harness import TcpProxy, free_port, http_call, pg_start  # noqa: E402
 
 PGBIN = os.environ.get("PGBIN") or (sorted(glob.glob("/usr/lib/postgresql/*/bin")) or [""])[-1]
 ROUND_WAIT_S = 60.0       # the most one round waits for its acknowledgement and start
@@ -91,11 +91,7 @@ class Run:
 
     # ---- PostgreSQL
     def pg_start(self):
-        r = subprocess.run([os.path.join(ROOT, "scripts", "pg-test-server"), "start",
-                            self.pgdir], capture_output=True, text=True, timeout=120)
-        if r.returncode != 0:
-            raise SystemExit("cannot start PostgreSQL: " + r.stderr)
-        return r.stdout.strip()
+        return pg_start(self.pgdir)
 
     def pg_stop_keep(self):
         """Stops the server, keeping its data (pg-test-server stop removes it)."""

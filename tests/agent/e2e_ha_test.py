@@ -29,7 +29,7 @@ import urllib.request
 TESSERAD, AGENT, FAKE, FIXTURE, CLI = sys.argv[1:6]
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-from harness import check, finish, free_port, http_call  # noqa: E402
+from harness import check, finish, free_port, http_call, pg_start, pg_stop  # noqa: E402
 from harness import wait_for as harness_wait_for  # noqa: E402
 
 LEASE, RENEW = 3.0, 0.5
@@ -87,12 +87,7 @@ def cli(*args):
     return r.returncode, r.stdout, r.stderr
 
 
-PG = subprocess.run([os.path.join(ROOT, "scripts", "pg-test-server"), "start", PGDIR],
-                    capture_output=True, text=True, timeout=120)
-if PG.returncode != 0:
-    print(PG.stderr)
-    raise SystemExit("cannot start PostgreSQL with scripts/pg-test-server")
-STORE = PG.stdout.strip()
+STORE = pg_start(PGDIR)
 
 write("cluster.yaml", """topology:
   levels: [leaf, node, gpu]
@@ -198,6 +193,5 @@ finally:
             p.wait(timeout=30)
         except subprocess.TimeoutExpired:
             p.kill()
-    subprocess.run([os.path.join(ROOT, "scripts", "pg-test-server"), "stop", PGDIR],
-                   capture_output=True, timeout=60)
+    pg_stop(PGDIR)
 finish(TMP, ("a.log", "b.log", "r-1.log"))

@@ -37,7 +37,7 @@ TESSERAD = sys.argv[1]
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 from harness import FAILS, check, finish, free_port, http_call, wait_for  # noqa: E402
-from harness import TcpProxy as Proxy  # noqa: E402
+from harness import TcpProxy as Proxy, pg_start, pg_stop  # noqa: E402
 
 # the lease settings and rounds can be changed to measure (docs/ha.md)
 LEASE = float(os.environ.get("TS_HA_TEST_LEASE", "3"))
@@ -51,12 +51,7 @@ if not (os.environ.get("PGBIN") or glob.glob("/usr/lib/postgresql/*/bin/postgres
 
 TMP = tempfile.mkdtemp(prefix="tessera-ha-")
 PGDIR = tempfile.mkdtemp(prefix="tessera-pg-ha.")  # its parent must be open to postgres
-PG = subprocess.run([os.path.join(ROOT, "scripts", "pg-test-server"), "start", PGDIR],
-                    capture_output=True, text=True, timeout=120)
-if PG.returncode != 0:
-    print(PG.stderr)
-    raise SystemExit("cannot start PostgreSQL with scripts/pg-test-server")
-STORE = PG.stdout.strip()
+STORE = pg_start(PGDIR)
 
 with open(os.path.join(TMP, "cluster.yaml"), "w") as f:
     f.write("""topology:
@@ -360,6 +355,5 @@ finally:
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 p.kill()
-    subprocess.run([os.path.join(ROOT, "scripts", "pg-test-server"), "stop", PGDIR],
-                   capture_output=True, timeout=60)
+    pg_stop(PGDIR)
 finish(TMP, LOGS)

@@ -103,6 +103,26 @@ def finish(tmp, logs):
     print("all passed")
 
 
+PG_TEST_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                              "scripts", "pg-test-server")
+
+
+def pg_start(pgdir):
+    """A throwaway PostgreSQL in pgdir (scripts/pg-test-server; its parent
+    must be open to the postgres user): its URL, or SystemExit saying why."""
+    r = subprocess.run([PG_TEST_SERVER, "start", pgdir], capture_output=True, text=True,
+                       timeout=120)
+    if r.returncode != 0:
+        print(r.stderr)
+        raise SystemExit("cannot start PostgreSQL with scripts/pg-test-server")
+    return r.stdout.strip()
+
+
+def pg_stop(pgdir):
+    """Stops the server pg_start started in pgdir and removes its data."""
+    subprocess.run([PG_TEST_SERVER, "stop", pgdir], capture_output=True, timeout=60)
+
+
 class TcpProxy:
     """A TCP relay on loopback to 127.0.0.1:port_to that can cut every
     connection through it and refuse new ones until resume() (a controller
