@@ -55,6 +55,8 @@ static void policy_failed(ctld *c, const cjob *j, const ts_err *err)
             (long long)j->row.id, err->msg);
 }
 
+#define IDLE_WARNING "idle-warning" /* the event kind of a warning */
+
 /* The idle policy: a running job whose every rank reports GPU utilisation
  * below the threshold is warned (in its tasks' logs) after half its window,
  * then stopped like a preempted job (checkpoint signal first) and held. */
@@ -62,8 +64,6 @@ void ctld_idle_check(ctld *c, double now)
 {
     /* the pass's warnings and stops, written together (mu released) */
     ctld_txn t = {.quiet = true};
-    cjob **warned = NULL;
-    int nwarned = 0, cap = 0;
     bool failed = false;
     for (int i = 0; i < c->njobs && !failed; i++) {
         ctld_yield_some(c, i);
@@ -92,21 +92,11 @@ void ctld_idle_check(ctld *c, double now)
         if (idle_s >= window / 2 && !j->idle_warned) {
             snprintf(d, sizeof d, "every rank below %.0f%% GPU utilisation for %.0f s; stopped "
                      "and held at %.0f s", c->cfg.idle_threshold_pct, idle_s, window);
-            if (nwarned == cap) {
-                int nc = cap ? 2 * cap : 16;
-                cjob **w = realloc(warned, (size_t)nc * sizeof *w);
-                if (!w) {
-                    failed = true;
-                    break;
-                }
-                warned = w;
-                cap = nc;
-            }
-            if (ctld_txn_event(&t, j->row.id, now, "idle-warning", d) != 0) {
+            /* warned once written (else again at the next cycle) */
+            if (ctld_txn_event(&t, j->row.id, now, IDLE_WARNING, d) != 0) {
                 failed = true;
                 break;
             }
-            warned[nwarned++] = j; /* warned once written (else again next cycle) */
         }
         if (idle_s >= window) {
             snprintf(d, sizeof d, "idle for %.0f s (below %.0f%% GPU utilisation): its GPUs go "
@@ -127,19 +117,25 @@ void ctld_idle_check(ctld *c, double now)
         fprintf(stderr, "tesserad: idle policy: out of memory; trying again at the next cycle\n");
     } else if ((t.n > 0 || t.nev > 0) && ctld_cycle_commit(c, &t, &err) == 0) {
         ctld_txn_apply(c, &t, now);
-        for (int k = 0; k < nwarned; k++) {
-            warned[k]->idle_warned = true;
-            ctld_nodes_touch_job(c, warned[k]);
+        for (int k = 0; k < t.nev; k++) { /* the warned jobs: their warnings' jobs */
+            cjob *j = strcmp(t.ev[k].kind, IDLE_WARNING) == 0 ? ctld_job_find(c, t.ev[k].job_id)
+                                                              : NULL;
+            if (j) {
+                j->idle_warned = true;
+                ctld_nodes_touch_job(c, j);
+            }
         }
         if (t.n > 0)
             ctld_kick(c);
     } else if (t.n > 0 || t.nev > 0) {
+        int nwarned = 0;
+        for (int k = 0; k < t.nev; k++)
+            nwarned += strcmp(t.ev[k].kind, IDLE_WARNING) == 0;
         c->m.store_failures++;
         fprintf(stderr, "tesserad: idle policy: %d stops and %d warnings not written (%s); "
                 "trying again at the next cycle\n", t.n, nwarned, err.msg);
     }
     ctld_txn_fini(&t);
-    free(warned);
 }
 
 static int cmp_float(const void *a, const void *b)
