@@ -40,22 +40,63 @@ void ctld_node_refresh(ctld *c, int n)
     if (ts_sched_node_schedulable(c->sched, n) != up) {
         ts_sched_node_set_schedulable(c->sched, n, up, NULL);
         c->dirty = true;
+        ctld_agent_moved(c, n); /* its desired document says "drained" */
     }
 }
 
 void ctld_agent_moved(ctld *c, int n)
 {
-    c->agents[n].gen++;
-    pthread_cond_broadcast(&c->agents[n].moved);
+    ctld_agent *a = &c->agents[n];
+    pthread_mutex_lock(&a->mu);
+    a->gen++;
+    a->doc_ok = false;
+    pthread_cond_broadcast(&a->moved);
+    pthread_mutex_unlock(&a->mu);
+}
+
+void ctld_agents_docs_stale(ctld *c)
+{
+    for (int n = 0; n < c->cluster->nnodes; n++) {
+        pthread_mutex_lock(&c->agents[n].mu);
+        c->agents[n].doc_ok = false;
+        pthread_mutex_unlock(&c->agents[n].mu);
+    }
 }
 
 void ctld_agents_wake_all(ctld *c)
 {
     for (int n = 0; c->agents && n < c->cluster->nnodes; n++) {
-        pthread_cond_broadcast(&c->agents[n].moved);
-        for (ctld_logreq *q = c->agents[n].logreqs; q; q = q->next)
+        ctld_agent *a = &c->agents[n];
+        pthread_mutex_lock(&a->mu);
+        pthread_cond_broadcast(&a->moved);
+        for (ctld_logreq *q = a->logreqs; q; q = q->next)
             pthread_cond_signal(&q->cv); /* output requests stop waiting too */
+        pthread_mutex_unlock(&a->mu);
     }
+}
+
+bool ctld_rank_reading(ctld *c, const cjob *j, int rank, float *util, float *step_s)
+{
+    if (!j->allocs || rank < 0 || rank >= j->ntasks)
+        return false;
+    int n = j->allocs[rank].node;
+    if (c->node_virtual[n])
+        return false;
+    ctld_agent *a = &c->agents[n];
+    bool found = false;
+    pthread_mutex_lock(&a->mu);
+    for (int k = 0; k < a->nreadings && !found; k++) {
+        const ctld_reading *rd = &a->readings[k];
+        if (rd->job != j->row.id || rd->rank != rank || rd->at_s < j->row.start_s)
+            continue; /* another rank, or a reading of an earlier run */
+        found = true;
+        if (util)
+            *util = rd->util;
+        if (step_s)
+            *step_s = rd->step_s;
+    }
+    pthread_mutex_unlock(&a->mu);
+    return found;
 }
 
 void ctld_nodes_touch_job(ctld *c, const cjob *j)
@@ -189,6 +230,9 @@ static void task_extras(const ctld *c, const cjob *j, json_t *t)
         json_object_set_new(t, "nccl_sl", json_integer(q->sl));
 }
 
+/* What should run on node n, without the parts that change under the
+ * agent's own lock ("gen", "logs": added when answering). Under c->mu,
+ * no cycle deciding (it reads the node's MIG layout). */
 static json_t *desired(const ctld *c, int n)
 {
     json_t *tasks = json_array();
@@ -227,16 +271,21 @@ static json_t *desired(const ctld *c, int n)
                                                     gp->mig.inst[k].start));
         json_array_append_new(mig, json_pack("{s:i,s:o}", "gpu", g, "layout", layout));
     }
+    return json_pack("{s:b,s:f,s:o,s:o}", "drained", !ts_sched_node_schedulable(c->sched, n),
+                     "lost_after_s", c->cfg.node_lost_s, "tasks", tasks, "mig", mig);
+}
+
+/* The output requests waiting for node n's agent; under its a->mu. */
+static json_t *logs_wanted(const ctld_agent *a)
+{
     json_t *logs = json_array();
-    for (const ctld_logreq *q = c->agents[n].logreqs; q; q = q->next)
+    for (const ctld_logreq *q = a->logreqs; q; q = q->next)
         if (!q->done)
             json_array_append_new(logs, json_pack("{s:I,s:I,s:i,s:s,s:I}", "id", (json_int_t)q->id,
                                                   "job", (json_int_t)q->job, "rank", q->rank,
                                                   "stream", q->stream ? "stderr" : "stdout",
                                                   "tail", (json_int_t)q->tail));
-    return json_pack("{s:I,s:b,s:f,s:o,s:o,s:o}", "gen", (json_int_t)c->agents[n].gen, "drained",
-                     !ts_sched_node_schedulable(c->sched, n), "lost_after_s",
-                     c->cfg.node_lost_s, "tasks", tasks, "mig", mig, "logs", logs);
+    return logs;
 }
 
 /* ---- what the agent reports ---------------------------------------------------- */
@@ -309,8 +358,9 @@ typedef struct rank_undo {
 /* Applies one sync's task reports: every change they cause (job ends,
  * output tails) is written in one transaction, then applied. Returns the
  * store's error when that write failed (nothing applied; the agent is
- * answered 503 and reports again). */
-static int apply_reports(ctld *c, int n, json_t *tasks, double now, ts_err *err)
+ * answered 503 and reports again). *whole: false when a report was left
+ * for the next one (its job's change was being written). */
+static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole, ts_err *err)
 {
     ctld_txn t = {0};
     rank_undo *undo = calloc(json_array_size(tasks) + 1, sizeof *undo);
@@ -328,22 +378,10 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, ts_err *err)
         if (!j || !j->allocs || rank < 0 || rank >= j->ntasks || j->allocs[rank].node != n ||
             st < 0)
             continue; /* not ours (any more): the desired state tells the agent */
-        if (j->pinned)
-            continue; /* a change of it is being written: the next report counts */
-        if (!j->rank_state && !(j->rank_state = calloc((size_t)j->ntasks, 1)))
+        if (j->pinned || (!j->rank_state && !(j->rank_state = calloc((size_t)j->ntasks, 1)))) {
+            *whole = false; /* a change of it is being written: the next report counts */
             continue;
-        json_t *u = json_object_get(tk, "gpu_util");
-        if (!j->rank_util && (j->rank_util = malloc((size_t)j->ntasks * sizeof *j->rank_util)))
-            for (int r = 0; r < j->ntasks; r++)
-                j->rank_util[r] = -1.0f;
-        if (j->rank_util && json_is_number(u))
-            j->rank_util[rank] = (float)json_number_value(u);
-        json_t *step = json_object_get(tk, "step_s");
-        if (!j->rank_step && (j->rank_step = malloc((size_t)j->ntasks * sizeof *j->rank_step)))
-            for (int r = 0; r < j->ntasks; r++)
-                j->rank_step[r] = -1.0f;
-        if (j->rank_step && json_is_number(step) && json_number_value(step) > 0)
-            j->rank_step[rank] = (float)json_number_value(step);
+        }
         if (st == CTLD_RANK_DONE && json_integer_value(json_object_get(tk, "exit_code")) != 0)
             st = CTLD_RANK_FAILED;
         const char *outcome = json_string_value(json_object_get(tk, "outcome"));
@@ -391,26 +429,38 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, ts_err *err)
     return rc;
 }
 
-/* Requeues every job with a rank on node n, in one transaction; under mu.
- * Nothing is applied if the write fails (the caller tries again). From the
- * scheduling thread (in_cycle: a lost node) the write is made with mu
- * released (ctld_cycle_commit); from an agent's report (a failed node,
- * rare) under it. */
+/* Requeues every job with a rank on node n, in one transaction, written
+ * with mu released; under mu. Nothing is applied if the write fails (the
+ * caller tries again). From the scheduling thread (in_cycle: a lost node)
+ * through ctld_cycle_commit; from an agent's report (a failed node) with
+ * the jobs pinned (ctld_txn_commit_unlocked), once no change of one of
+ * them is being written (a concurrent report of the same node then finds
+ * them requeued). */
 static int evict_node(ctld *c, int n, const char *why, double now, bool in_cycle, ts_err *err)
 {
+    const ctld_node_jobs *nj = &c->node_jobs[n]; /* planning leaves it as it is */
+    for (bool pinned = !in_cycle; pinned;) {
+        pinned = false;
+        for (int i = 0; i < nj->n && !pinned; i++)
+            pinned = nj->v[i]->pinned > 0;
+        if (pinned)
+            ctld_changer_wait(c);
+    }
     ctld_txn t = {0};
     int rc = 0;
-    const ctld_node_jobs *nj = &c->node_jobs[n]; /* planning leaves it as it is */
     for (int i = 0; rc == 0 && i < nj->n; i++) {
         cjob *j = nj->v[i];
         ctld_fsm_args a = {.detail = why};
         rc = ctld_fsm_plan(c, &t, j, CTLD_JE_EVICT, &a, now, err);
     }
-    if (rc == 0)
-        rc = in_cycle ? ctld_cycle_commit(c, &t, err) : ctld_txn_commit(c, &t, err);
-    if (rc == 0)
-        ctld_txn_apply(c, &t, now);
-    else
+    if (rc == 0 && in_cycle) {
+        rc = ctld_cycle_commit(c, &t, err);
+        if (rc == 0)
+            ctld_txn_apply(c, &t, now);
+    } else if (rc == 0 && t.n > 0) {
+        rc = ctld_txn_commit_unlocked(c, &t, now, err); /* applied there if written */
+    }
+    if (rc != 0)
         c->m.store_failures++;
     ctld_txn_fini(&t);
     ctld_kick(c);
@@ -437,18 +487,25 @@ static int apply_health(ctld *c, int n, json_t *h, double now, ts_err *err)
     snprintf(a->health_why, sizeof a->health_why, "%s", why);
     if (health == a->health)
         return 0;
-    if (health == CTLD_FAILED) {
-        /* its jobs requeue first: if that is not written, the node keeps
-         * its health and the agent's next report tries again */
-        char d[TS_NAME_MAX + sizeof why + 16];
-        snprintf(d, sizeof d, "node %s failed: %s", c->cluster->nodes[n].name, why);
-        int rc = evict_node(c, n, d, now, false, err);
-        if (rc != 0)
-            return rc;
-    }
+    int was = a->health;
+    /* the node takes no new work from here: a cycle during the eviction's
+     * write must not place a job there */
     a->health = health;
     ctld_node_refresh(c, n);
     ctld_agent_moved(c, n);
+    if (health == CTLD_FAILED) {
+        /* its jobs requeue: if that is not written, the node gets its
+         * health back and the agent's next report tries again */
+        char d[TS_NAME_MAX + sizeof why + 16];
+        snprintf(d, sizeof d, "node %s failed: %s", c->cluster->nodes[n].name, why);
+        int rc = evict_node(c, n, d, now, false, err);
+        if (rc != 0 && a->health == health) {
+            a->health = was;
+            ctld_node_refresh(c, n);
+            ctld_agent_moved(c, n);
+        }
+        return rc;
+    }
     return 0;
 }
 
@@ -479,6 +536,166 @@ static int node_of(ctld *c, const ctld_request *rq, json_t *in, ctld_reply *r)
     return n;
 }
 
+/* A digest of what in a report can change the controller's state: each
+ * task's job, rank, state, exit code and outcome, the health verdict and
+ * its reasons, the MIG error (FNV-1a over their text). Readings (GPU
+ * utilisation, step time) are left out: they are kept under the agent's
+ * own lock whatever the digest. */
+static uint64_t fnv(uint64_t h, const char *s)
+{
+    for (; s && *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return (h ^ 0xff) * 1099511628211ULL; /* a separator: "ab","c" != "a","bc" */
+}
+
+static uint64_t report_digest(json_t *in)
+{
+    uint64_t h = 14695981039346656037ULL;
+    char num[96];
+    json_t *tasks = json_object_get(in, "tasks"), *tk;
+    size_t i;
+    h = fnv(h, json_is_array(tasks) ? "tasks" : "no tasks");
+    json_array_foreach(tasks, i, tk)
+    {
+        snprintf(num, sizeof num, "%lld/%lld/%lld",
+                 (long long)json_integer_value(json_object_get(tk, "job")),
+                 (long long)json_integer_value(json_object_get(tk, "rank")),
+                 (long long)json_integer_value(json_object_get(tk, "exit_code")));
+        h = fnv(h, num);
+        h = fnv(h, json_string_value(json_object_get(tk, "state")));
+        h = fnv(h, json_string_value(json_object_get(tk, "outcome")));
+    }
+    json_t *health = json_object_get(in, "health"), *why;
+    h = fnv(h, json_is_object(health) ? "health" : "no health");
+    h = fnv(h, json_string_value(json_object_get(health, "verdict")));
+    json_array_foreach(json_object_get(health, "reasons"), i, why)
+        h = fnv(h, json_string_value(why));
+    return fnv(h, json_string_value(json_object_get(in, "mig_error")));
+}
+
+/* The report's readings replace the node's; under a->mu. Only running
+ * ranks count (a stopped one reads as nothing). */
+static void keep_readings(ctld_agent *a, json_t *tasks, double now)
+{
+    size_t nt = json_array_size(tasks), i;
+    ctld_reading *rd = nt ? malloc(nt * sizeof *rd) : NULL;
+    int n = 0;
+    json_t *tk;
+    json_array_foreach(tasks, i, tk)
+    {
+        if (!rd)
+            break;
+        const char *st = json_string_value(json_object_get(tk, "state"));
+        if (!st || strcmp(st, "running") != 0)
+            continue;
+        json_t *u = json_object_get(tk, "gpu_util"), *step = json_object_get(tk, "step_s");
+        rd[n++] = (ctld_reading){
+            .job = json_integer_value(json_object_get(tk, "job")),
+            .rank = (int)json_integer_value(json_object_get(tk, "rank")),
+            .util = json_is_number(u) ? (float)json_number_value(u) : -1.0f,
+            .step_s = json_is_number(step) && json_number_value(step) > 0
+                          ? (float)json_number_value(step)
+                          : -1.0f,
+            .at_s = now};
+    }
+    if (!rd && nt)
+        return; /* out of memory: the last readings stay */
+    free(a->readings);
+    a->readings = rd;
+    a->nreadings = n;
+}
+
+/* The answers to output requests the report carries; under a->mu. */
+static void take_log_answers(ctld_agent *a, json_t *in)
+{
+    size_t li;
+    json_t *ans;
+    json_array_foreach(json_object_get(in, "logs"), li, ans)
+    {
+        json_int_t id = json_integer_value(json_object_get(ans, "id"));
+        for (ctld_logreq *q = a->logreqs; q; q = q->next)
+            if (q->id == id && !q->done) {
+                q->done = true;
+                q->answer = json_incref(ans);
+                pthread_cond_signal(&q->cv);
+            }
+    }
+}
+
+/* Applies what a registration or a report changes in the controller's
+ * state, under c->mu, once no cycle plans or commits. Returns 0, or -1
+ * with r answered. */
+static int apply_sync(ctld *c, int n, bool reg, json_t *in, uint64_t digest, double now,
+                      ctld_reply *r)
+{
+    ctld_agent *a = &c->agents[n];
+    pthread_mutex_lock(&c->mu);
+    ctld_commit_wait(c);
+    if (reg) {
+        json_decref(a->discovery);
+        a->discovery = json_incref(json_object_get(in, "discovery"));
+        bool was = a->registered;
+        pthread_mutex_lock(&a->mu);
+        a->registered = true;
+        pthread_mutex_unlock(&a->mu);
+        ctld_agent_moved(c, n);
+        ctld_node_refresh(c, n);
+        if (!was)
+            ctld_kick(c);
+    } else if (!a->registered) {
+        pthread_mutex_unlock(&c->mu);
+        ctld_reply_error(r, 409, "conflict", "register first (the controller restarted or the "
+                         "node was declared lost)");
+        return -1;
+    }
+    ts_err err;
+    int wrc = 0;
+    bool whole = !reg;
+    if (json_is_object(json_object_get(in, "health")))
+        wrc = apply_health(c, n, json_object_get(in, "health"), now, &err);
+    if (wrc == 0 && json_is_array(json_object_get(in, "tasks")))
+        wrc = apply_reports(c, n, json_object_get(in, "tasks"), now, &whole, &err);
+    if (wrc != 0) {
+        /* not durable: nothing applied; the agent reports again */
+        pthread_mutex_unlock(&c->mu);
+        ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+        return -1;
+    }
+    const char *mig_error = json_string_value(json_object_get(in, "mig_error"));
+    snprintf(a->mig_error, sizeof a->mig_error, "%s", mig_error ? mig_error : "");
+    pthread_mutex_lock(&a->mu);
+    /* every change of a job on the node moves gen (under c->mu, held) */
+    a->applied_ok = whole;
+    a->applied_digest = digest;
+    a->applied_gen = a->gen;
+    pthread_mutex_unlock(&a->mu);
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+/* The node's desired document, answered from the published one; rebuilt
+ * under c->mu (once no cycle decides) if something in it changed. Under
+ * a->mu, held on return; false: out of memory. */
+static bool publish_desired(ctld *c, int n)
+{
+    ctld_agent *a = &c->agents[n];
+    while (!a->doc_ok) {
+        pthread_mutex_unlock(&a->mu);
+        pthread_mutex_lock(&c->mu);
+        ctld_settled_wait(c); /* the node's layout is read */
+        json_t *d = desired(c, n);
+        pthread_mutex_lock(&a->mu);
+        /* what it shows changes under c->mu only, held since it was built */
+        json_decref(a->doc);
+        a->doc = d;
+        a->doc_ok = d != NULL;
+        pthread_mutex_unlock(&c->mu);
+        if (!d)
+            return false;
+    }
+    return true;
+}
+
 void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     if (rq->who->role != TS_ROLE_NODE) {
@@ -502,85 +719,68 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
         json_decref(in);
         return;
     }
-    pthread_mutex_lock(&c->mu);
-    int n = node_of(c, rq, in, r);
+    int n = node_of(c, rq, in, r); /* the cluster's nodes are fixed: no lock */
     if (n < 0) {
-        pthread_mutex_unlock(&c->mu);
         json_decref(in);
         return;
     }
     ctld_agent *a = &c->agents[n];
     double now = ctld_now();
+    uint64_t digest = report_digest(in);
+    /* the agent's own bookkeeping, under its own lock */
+    pthread_mutex_lock(&a->mu);
     a->last_seen_s = now;
-    /* registering changes the node, reports may change jobs: not while the
-     * cycle plans or commits */
-    ctld_commit_wait(c);
-    if (reg) {
-        json_decref(a->discovery);
-        a->discovery = json_incref(json_object_get(in, "discovery"));
-        bool was = a->registered;
-        a->registered = true;
-        ctld_agent_moved(c, n);
-        ctld_node_refresh(c, n);
-        if (!was)
-            ctld_kick(c);
-    } else if (!a->registered) {
-        pthread_mutex_unlock(&c->mu);
+    bool known = a->registered;
+    /* the report applied last, again, with nothing moved on the node since:
+     * it changes nothing, and neither c->mu nor the cycle is waited for */
+    bool same = !reg && known && a->applied_ok && a->applied_digest == digest &&
+                a->applied_gen == a->gen;
+    if (known || reg) {
+        keep_readings(a, json_object_get(in, "tasks"), now);
+        take_log_answers(a, in);
+    }
+    pthread_mutex_unlock(&a->mu);
+    if (!reg && !known) {
         json_decref(in);
         ctld_reply_error(r, 409, "conflict", "register first (the controller restarted or the "
                          "node was declared lost)");
         return;
     }
-    ts_err err;
-    int wrc = 0;
-    if (json_is_object(json_object_get(in, "health")))
-        wrc = apply_health(c, n, json_object_get(in, "health"), now, &err);
-    if (wrc == 0 && json_is_array(json_object_get(in, "tasks")))
-        wrc = apply_reports(c, n, json_object_get(in, "tasks"), now, &err);
-    if (wrc != 0) {
-        /* not durable: nothing applied; the agent reports again */
-        pthread_mutex_unlock(&c->mu);
+    if (!same && apply_sync(c, n, reg, in, digest, now, r) != 0) {
         json_decref(in);
-        ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
         return;
     }
-    size_t li;
-    json_t *ans;
-    json_array_foreach(json_object_get(in, "logs"), li, ans)
-    {
-        json_int_t id = json_integer_value(json_object_get(ans, "id"));
-        for (ctld_logreq *q = a->logreqs; q; q = q->next)
-            if (q->id == id && !q->done) {
-                q->done = true;
-                q->answer = json_incref(ans);
-                pthread_cond_signal(&q->cv);
-            }
-    }
-    const char *mig_error = json_string_value(json_object_get(in, "mig_error"));
-    snprintf(a->mig_error, sizeof a->mig_error, "%s", mig_error ? mig_error : "");
+    __atomic_fetch_add(&c->m.agent_syncs[same], 1, __ATOMIC_RELAXED);
     json_int_t seen = json_integer_value(json_object_get(in, "gen"));
-    if (!reg) {
-        /* long-poll: wait for the node's desired state to move */
-        double wait = CTLD_SYNC_WAIT_S < c->cfg.node_lost_s / 2 ? CTLD_SYNC_WAIT_S
-                                                                : c->cfg.node_lost_s / 2;
-        /* an agent with tasks to watch asks for shorter waits */
-        json_t *ws = json_object_get(in, "wait_s");
-        if (json_is_number(ws) && json_number_value(ws) >= 0 && json_number_value(ws) < wait)
-            wait = json_number_value(ws);
-        double until = now + wait;
-        while ((uint64_t)seen >= a->gen && !c->stop && ctld_now() < until) {
-            struct timespec ts;
-            ts.tv_sec = (time_t)until;
-            ts.tv_nsec = (long)((until - floor(until)) * 1e9);
-            pthread_cond_timedwait(&a->moved, &c->mu, &ts);
-        }
-        a->last_seen_s = ctld_now();
-    }
-    ctld_settled_wait(c); /* the node's layout is read below */
-    json_t *out = desired(c, n);
-    pthread_mutex_unlock(&c->mu);
+    /* long-poll: wait for the node's desired state to move */
+    double wait = CTLD_SYNC_WAIT_S < c->cfg.node_lost_s / 2 ? CTLD_SYNC_WAIT_S
+                                                            : c->cfg.node_lost_s / 2;
+    /* an agent with tasks to watch asks for shorter waits */
+    json_t *ws = json_object_get(in, "wait_s");
+    if (json_is_number(ws) && json_number_value(ws) >= 0 && json_number_value(ws) < wait)
+        wait = json_number_value(ws);
     json_decref(in);
-    ctld_reply_json(r, 200, out);
+    double until = now + wait;
+    pthread_mutex_lock(&a->mu);
+    while (!reg && (uint64_t)seen >= a->gen && !__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE) &&
+           ctld_now() < until) {
+        struct timespec ts;
+        ts.tv_sec = (time_t)until;
+        ts.tv_nsec = (long)((until - floor(until)) * 1e9);
+        pthread_cond_timedwait(&a->moved, &a->mu, &ts);
+    }
+    a->last_seen_s = ctld_now();
+    if (!publish_desired(c, n)) {
+        pthread_mutex_unlock(&a->mu);
+        ctld_reply_error(r, 503, "unavailable", "out of memory");
+        return;
+    }
+    json_object_set_new(a->doc, "gen", json_integer((json_int_t)a->gen));
+    json_object_set_new(a->doc, "logs", logs_wanted(a));
+    r->status = 200;
+    r->content_type = "application/json";
+    r->body = json_dumps(a->doc, JSON_COMPACT);
+    pthread_mutex_unlock(&a->mu);
 }
 
 void ctld_agents_expire(ctld *c, double now)
@@ -589,11 +789,14 @@ void ctld_agents_expire(ctld *c, double now)
     ctld_straggler_check(c, now);
     for (int n = 0; n < c->cluster->nnodes; n++) {
         ctld_agent *a = &c->agents[n];
-        if (!a->registered || now - a->last_seen_s < c->cfg.node_lost_s)
+        pthread_mutex_lock(&a->mu);
+        double seen = a->last_seen_s;
+        pthread_mutex_unlock(&a->mu);
+        if (!a->registered || now - seen < c->cfg.node_lost_s)
             continue;
         char d[200];
         snprintf(d, sizeof d, "node %s lost: no word from its agent for %.0f s",
-                 c->cluster->nodes[n].name, now - a->last_seen_s);
+                 c->cluster->nodes[n].name, now - seen);
         ts_err err;
         /* its jobs requeue first; if that is not written the node stays
          * (its jobs keep their GPUs) and the next cycle tries again */
@@ -601,7 +804,10 @@ void ctld_agents_expire(ctld *c, double now)
             fprintf(stderr, "tesserad: %s: %s; trying again at the next cycle\n", d, err.msg);
             continue;
         }
+        pthread_mutex_lock(&a->mu);
         a->registered = false;
+        a->applied_ok = false;
+        pthread_mutex_unlock(&a->mu);
         ctld_node_refresh(c, n);
     }
 }

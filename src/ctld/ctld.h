@@ -20,10 +20,10 @@
  * with mu released: the cycle's decisions (readers go on; whoever would
  * change existing jobs waits, ctld_commit_wait), user actions and agent
  * reports (their jobs pinned meanwhile, so concurrent writers share the
- * store's group commit), drains, the idle policy, lost nodes and tenants
- * replacements (new submissions and changes wait for its swap). The
- * straggler policy and the evictions of a node its agent reports failed,
- * rare, still write under mu.
+ * store's group commit), drains, the idle and straggler policies, lost and
+ * failed nodes, and tenants replacements (new submissions and changes wait
+ * for its swap). No durable write is made under mu. An agent's sync that
+ * changes nothing takes only its node's own lock (ctld_agent).
  *
  * Files: config.c (the YAML configuration), state.c (jobs in memory,
  * restore, actions), loop.c (the scheduling thread and virtual nodes),
@@ -148,11 +148,9 @@ typedef struct cjob {
     double estimated_s;
     bool is_virtual;            /* runs on virtual nodes only */
     uint8_t *rank_state;        /* ntasks, enum ctld_rank_state, while it runs on agents */
-    float *rank_util;           /* ntasks, last reported GPU utilisation %, -1 unknown */
     double idle_since_s;        /* every rank idle since; 0 = not idle */
     bool idle_warned, reaped;
     char stop_outcome[32];      /* how the last rank stopped (checkpointed, terminated, ...) */
-    float *rank_step;           /* ntasks, last reported step time (s), -1 unknown */
     double *straggle_since;     /* ntasks, since when the rank straggles; 0 = it does not */
     bool straggler_flagged;     /* the straggler event was written for this run */
     bool restart_now;           /* stopping to restart elsewhere at once (no backoff) */
@@ -183,17 +181,46 @@ typedef struct ctld_node_jobs {
     int n, cap;
 } ctld_node_jobs;
 
-/* A node agent as the controller sees it (agents.c). */
+/* One rank's last readings, as its agent reported them (agents.c). */
+typedef struct ctld_reading {
+    int64_t job;
+    int rank;
+    float util;                 /* GPU utilisation %, -1 unknown */
+    float step_s;               /* step time (s), -1 unknown */
+    double at_s;                /* when reported */
+} ctld_reading;
+
+/* A node agent as the controller sees it (agents.c). Two locks guard it.
+ * c->mu: what reports change in the controller's state (health, its
+ * reasons, discovery, drain_why, mig_error). Its own mu (taken inside
+ * c->mu, never the other way round): the protocol's bookkeeping, so that a
+ * sync that changes nothing (a heartbeat with the same report) neither
+ * takes c->mu nor waits for a cycle: gen, last_seen_s, the published
+ * desired document, the readings, the output requests. `registered` is
+ * written under both, so either suffices to read it. */
 typedef struct ctld_agent {
     bool registered;            /* an agent serves the node now */
-    double last_seen_s;
-    uint64_t gen;               /* the node's desired-state generation */
     int health;                 /* 0 healthy, 1 degraded, 2 failed */
     char health_why[256];
     json_t *discovery;          /* its last registration's description */
     char drain_why[256];        /* why the controller drained it itself ("" = it did not) */
     char mig_error[256];        /* the agent's last MIG reconfiguration error, "" none */
+    pthread_mutex_t mu;
+    double last_seen_s;
+    uint64_t gen;               /* the node's desired-state generation */
     pthread_cond_t moved;       /* gen moved (or the controller stops): wakes its long-poll */
+    /* The desired document (tasks, MIG layout, drain) as last built under
+     * c->mu; doc_ok: nothing it shows changed since (ctld_agent_moved
+     * clears it). A sync answers from it without c->mu. */
+    json_t *doc;
+    bool doc_ok;
+    /* The last report applied in full: its digest and the generation
+     * after it. The same report again, with the generation unmoved, can
+     * change nothing (every change of a job on the node moves it). */
+    uint64_t applied_digest, applied_gen;
+    bool applied_ok;
+    ctld_reading *readings;     /* the last report's running ranks */
+    int nreadings;
     ctld_logreq *logreqs;       /* output requests waiting for this agent */
 } ctld_agent;
 
@@ -216,6 +243,8 @@ typedef struct ctld_metrics {
     uint64_t wait_count;
     uint64_t http_requests[6];   /* by status class 1xx..5xx, index 1..5 */
     uint64_t store_failures;     /* durable writes the store refused (nothing applied) */
+    uint64_t agent_syncs[2];     /* atomics: agent syncs [0] applied under c->mu, [1] that
+                                  * changed nothing and took only the node's lock */
 } ctld_metrics;
 
 typedef struct ctld {
@@ -288,9 +317,11 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
 TS_MUST_CHECK int ctld_job_action(ctld *c, int64_t id, const char *action, ts_err *err);
 /* Drain/resume a node by name; not under mu. */
 TS_MUST_CHECK int ctld_node_drain(ctld *c, const char *node, bool drain, ts_err *err);
-/* The same for node index n, under mu (durable; resuming clears drain_why);
- * TS_ETIMEDOUT while another drain is being written (try again later). */
-TS_MUST_CHECK int ctld_node_drain_locked(ctld *c, int n, bool drain, ts_err *err);
+/* The same for node index n, under mu, in the scheduling thread while its
+ * cycle runs (the straggler policy): written with mu released
+ * (committing), then applied (resuming clears drain_why); TS_ETIMEDOUT
+ * while another drain is being written (try again later). */
+TS_MUST_CHECK int ctld_node_drain_cycle(ctld *c, int n, bool drain, ts_err *err);
 /* Replaces the tenants (YAML); not under mu. */
 TS_MUST_CHECK int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err);
 void ctld_kick(ctld *c);
@@ -330,8 +361,16 @@ static inline void ctld_yield_some(ctld *c, int i)
 }
 /* Under mu: node n's desired state changed; wakes only that node's
  * long-poll (one condition variable per node: a job change must not wake
- * a thousand agents). */
+ * a thousand agents) and marks its published document stale. */
 void ctld_agent_moved(ctld *c, int n);
+/* A rank's last readings from its agent, taken after the job's current
+ * run started (locks the node's agent; any lock order above it). false:
+ * none (a virtual node, or no report yet). */
+bool ctld_rank_reading(ctld *c, const cjob *j, int rank, float *util, float *step_s);
+
+/* Under mu: every node's published desired document is rebuilt at its
+ * next answer (what it shows changed for all: the tenants). */
+void ctld_agents_docs_stale(ctld *c);
 /* Under mu: wakes every long-poll (shutdown). */
 void ctld_agents_wake_all(ctld *c);
 /* Under mu: the index in names[0..n) of the tenant or of its nearest

@@ -115,22 +115,27 @@ void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_
     q->stream = stream;
     q->tail = tail;
     pthread_cond_init(&q->cv, NULL);
+    pthread_mutex_unlock(&c->mu);
+    /* the request waits on the node's own lock: the agent answers in a
+     * sync that need not take c->mu */
+    pthread_mutex_lock(&a->mu);
     q->next = a->logreqs;
     a->logreqs = q;
-    ctld_agent_moved(c, n);
+    a->gen++; /* the agent's long-poll answers; its document is unchanged */
+    pthread_cond_broadcast(&a->moved);
     double until = ctld_now() + LOG_WAIT_S;
-    while (!q->done && !c->stop && ctld_now() < until) {
+    while (!q->done && !__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE) && ctld_now() < until) {
         struct timespec ts;
         ts.tv_sec = (time_t)until;
         ts.tv_nsec = (long)((until - floor(until)) * 1e9);
-        pthread_cond_timedwait(&q->cv, &c->mu, &ts);
+        pthread_cond_timedwait(&q->cv, &a->mu, &ts);
     }
     for (ctld_logreq **p = &a->logreqs; *p; p = &(*p)->next)
         if (*p == q) {
             *p = q->next;
             break;
         }
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&a->mu);
     json_t *ans = q->answer;
     pthread_cond_destroy(&q->cv);
     free(q);

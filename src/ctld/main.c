@@ -124,7 +124,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "tesserad: signal %d, stopping\n", sig);
     /* wake the agents' long-polls first, or stopping the server waits for them */
     pthread_mutex_lock(&c.mu);
-    c.stop = true;
+    __atomic_store_n(&c.stop, true, __ATOMIC_RELEASE); /* read by agents under their own locks */
     pthread_cond_signal(&c.wake);
     ctld_agents_wake_all(&c);
     pthread_mutex_unlock(&c.mu);

@@ -167,6 +167,12 @@ char *ctld_metrics_text(ctld *c)
     for (int k = 1; k <= 5; k++)
         put(&b, "tessera_http_responses_total{code=\"%dxx\"} %llu\n", k,
             (unsigned long long)__atomic_load_n(&m->http_requests[k], __ATOMIC_RELAXED));
+    head(&b, "tessera_agent_syncs_total", "counter",
+         "Agent syncs and registrations: applied (under the controller's lock) or same (a "
+         "report equal to the last one applied: only the node's own lock).");
+    for (int k = 0; k < 2; k++)
+        put(&b, "tessera_agent_syncs_total{path=\"%s\"} %llu\n", k ? "same" : "applied",
+            (unsigned long long)__atomic_load_n(&m->agent_syncs[k], __ATOMIC_RELAXED));
     char ha[512];
     ctld_ha_metrics(ha, sizeof ha); /* role and epoch, with ha: only */
     put(&b, "%s", ha);

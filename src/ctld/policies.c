@@ -5,10 +5,12 @@
  * hold) and stragglers (tesserad.md `stragglers`: a gang's rank persistently
  * slower than the gang's median is flagged, and for the tenants the policy
  * names its node is drained and the job restarted from its checkpoint).
- * Everything here runs under c->mu, in the scheduling thread. State changes
+ * Everything here runs under c->mu, in the scheduling thread; the ranks'
+ * readings come from their nodes' agents (ctld_rank_reading). State changes
  * go through the job state machine (job_fsm.c); the idle policy plans a
- * whole pass into one transaction written with mu released
- * (ctld_cycle_commit). A write the store refuses changes nothing, and the
+ * whole pass into one transaction, a straggler its event and restart into
+ * one, each written with mu released (ctld_cycle_commit), as is the
+ * straggler's drain. A write the store refuses changes nothing, and the
  * next cycle decides again.
  */
 #include <stdio.h>
@@ -68,7 +70,7 @@ void ctld_idle_check(ctld *c, double now)
     for (int i = 0; i < c->njobs && !failed; i++) {
         ctld_yield_some(c, i);
         cjob *j = c->jobs[i];
-        if (j->row.state != TS_JOB_RUNNING || j->pinned || j->is_virtual || !j->rank_util)
+        if (j->row.state != TS_JOB_RUNNING || j->pinned || j->is_virtual || !j->allocs)
             continue;
         /* the job's own window, else its tenant's (or organisation's), else its tier's */
         int k = ctld_tenant_match(c, j->row.tenant, (const char *const *)c->cfg.idle_tenant,
@@ -77,8 +79,11 @@ void ctld_idle_check(ctld *c, double now)
                         : k >= 0                    ? c->cfg.idle_tenant_s[k]
                                                     : c->cfg.idle_window_s[j->sj.tier ? 1 : 0];
         bool idle = window > 0;
-        for (int r = 0; idle && r < j->ntasks; r++)
-            idle = j->rank_util[r] >= 0 && j->rank_util[r] < c->cfg.idle_threshold_pct;
+        for (int r = 0; idle && r < j->ntasks; r++) {
+            float util = -1.0f;
+            idle = ctld_rank_reading(c, j, r, &util, NULL) && util >= 0 &&
+                   util < c->cfg.idle_threshold_pct;
+        }
         if (!idle) {
             j->idle_since_s = 0;
             j->idle_warned = false;
@@ -155,36 +160,45 @@ void ctld_straggler_check(ctld *c, double now)
     for (int i = 0; i < c->njobs; i++) {
         ctld_yield_some(c, i);
         cjob *j = c->jobs[i];
-        if (j->row.state != TS_JOB_RUNNING || j->pinned || j->is_virtual || !j->rank_step ||
+        if (j->row.state != TS_JOB_RUNNING || j->pinned || j->is_virtual || !j->allocs ||
             j->ntasks < 2 || j->straggler_flagged)
             continue;
-        int n = 0;
-        for (int r = 0; r < j->ntasks; r++)
-            n += j->rank_step[r] > 0;
-        if (n < j->ntasks)
-            continue; /* every rank must have reported */
-        float *sorted = malloc((size_t)n * sizeof *sorted);
-        if (!sorted)
+        float *step = malloc((size_t)j->ntasks * 2 * sizeof *step);
+        if (!step)
             continue;
-        memcpy(sorted, j->rank_step, (size_t)n * sizeof *sorted);
+        float *sorted = step + j->ntasks;
+        int n = 0;
+        for (int r = 0; r < j->ntasks; r++) {
+            if (!ctld_rank_reading(c, j, r, NULL, &step[r]))
+                step[r] = -1.0f;
+            n += step[r] > 0;
+        }
+        if (n < j->ntasks) {
+            free(step);
+            continue; /* every rank must have reported */
+        }
+        memcpy(sorted, step, (size_t)n * sizeof *sorted);
         qsort(sorted, (size_t)n, sizeof *sorted, cmp_float);
         float median = sorted[(n - 1) / 2];
-        free(sorted);
         if (!j->straggle_since &&
-            !(j->straggle_since = calloc((size_t)j->ntasks, sizeof *j->straggle_since)))
+            !(j->straggle_since = calloc((size_t)j->ntasks, sizeof *j->straggle_since))) {
+            free(step);
             continue;
+        }
         int worst = -1;
         for (int r = 0; r < j->ntasks; r++) {
-            if (j->rank_step[r] <= c->cfg.straggler_factor * median) {
+            if (step[r] <= c->cfg.straggler_factor * median) {
                 j->straggle_since[r] = 0;
                 continue;
             }
             if (j->straggle_since[r] == 0)
                 j->straggle_since[r] = now;
             if (now - j->straggle_since[r] >= c->cfg.straggler_window_s &&
-                (worst < 0 || j->rank_step[r] > j->rank_step[worst]))
+                (worst < 0 || step[r] > step[worst]))
                 worst = r;
         }
+        float slow = worst >= 0 ? step[worst] : 0;
+        free(step);
         if (worst < 0)
             continue;
         const ts_alloc *a = &j->allocs[worst];
@@ -199,33 +213,43 @@ void ctld_straggler_check(ctld *c, double now)
                  "rank %d on node %s (GPUs %s): step %.3g s vs the gang's median %.3g s "
                  "(over %.3gx for %.0f s)%s",
                  worst, c->cluster->nodes[node].name, gpus[0] ? gpus : "none",
-                 (double)j->rank_step[worst], (double)median, c->cfg.straggler_factor,
+                 (double)slow, (double)median, c->cfg.straggler_factor,
                  now - j->straggle_since[worst],
                  drain ? "; the node is drained and the job requeues from its checkpoint"
                        : "; flagged only (the tenant's policy does not drain)");
-        ts_event_row ev = {.job_id = j->row.id, .t_s = now, .kind = "straggler", .detail = d};
         ts_err err;
-        if (ts_store_event_append(c->store, &ev, &err) != 0) {
-            policy_failed(c, j, &err);
-            continue;
+        if (drain) {
+            snprintf(c->agents[node].drain_why, sizeof c->agents[node].drain_why,
+                     "straggler: job %lld rank %d (GPUs %s) step %.3g s vs median %.3g s",
+                     (long long)j->row.id, worst, gpus[0] ? gpus : "none", (double)slow,
+                     (double)median);
+            /* the node first: the job must not restart there */
+            if (ctld_node_drain_cycle(c, node, true, &err) != 0) {
+                policy_failed(c, j, &err);
+                continue;
+            }
         }
-        if (!drain) {
-            j->straggler_flagged = true;
-            continue;
-        }
-        snprintf(c->agents[node].drain_why, sizeof c->agents[node].drain_why,
-                 "straggler: job %lld rank %d (GPUs %s) step %.3g s vs median %.3g s",
-                 (long long)j->row.id, worst, gpus[0] ? gpus : "none",
-                 (double)j->rank_step[worst], (double)median);
-        if (ctld_node_drain_locked(c, node, true, &err) != 0) {
-            policy_failed(c, j, &err);
-            continue;
-        }
+        /* the event and, with a drain, the restart: one transaction,
+         * written with mu released */
+        ctld_txn t = {.quiet = true};
+        int rc = ctld_txn_event(&t, j->row.id, now, "straggler", d) != 0
+                     ? ts_err_set(&err, TS_ENOMEM, "out of memory")
+                     : 0;
         /* a restart: TESSERA_RESTARTS counts it, and it may start at once */
         ctld_fsm_args fa = {.detail = "a straggling rank: restarting from the checkpoint away "
                                       "from the slow node",
                             .stop_by_s = now + grace_of(c, j)};
-        if (ctld_fsm_run(c, j, CTLD_JE_STRAGGLE, &fa, now, &err) != 0) {
+        if (rc == 0 && drain)
+            rc = ctld_fsm_plan(c, &t, j, CTLD_JE_STRAGGLE, &fa, now, &err);
+        if (rc == 0)
+            rc = ctld_cycle_commit(c, &t, &err);
+        if (rc == 0) {
+            ctld_txn_apply(c, &t, now);
+            if (t.n > 0)
+                ctld_kick(c);
+        }
+        ctld_txn_fini(&t);
+        if (rc != 0) {
             policy_failed(c, j, &err);
             continue;
         }

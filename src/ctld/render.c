@@ -174,13 +174,17 @@ json_t *ctld_render_node(const ctld *c, int node)
     /* health comes from the node agent (its own issue); a virtual node has
      * no hardware to be sick, a real one is unknown until an agent reports */
     const ctld_agent *ag = &c->agents[node];
+    pthread_mutex_t *agmu = &c->agents[node].mu; /* the agent's own lock: last_seen_s */
+    pthread_mutex_lock(agmu);
+    double last_seen = ag->last_seen_s;
+    pthread_mutex_unlock(agmu);
     static const char *const HEALTH[] = {"ok", "degraded", "failed"};
     json_t *health =
         c->node_virtual[node]
             ? json_pack("{s:s,s:s}", "state", "ok", "source", "virtual node")
         : ag->registered
             ? json_pack("{s:s,s:s,s:s,s:f}", "state", HEALTH[ag->health], "source", "agent",
-                        "reasons", ag->health_why, "last_seen", ag->last_seen_s)
+                        "reasons", ag->health_why, "last_seen", last_seen)
             : json_pack("{s:s,s:s}", "state", "unknown", "source", "no agent");
     const char *why = up                        ? NULL
                       : c->admin_drained[node]  ? (ag->drain_why[0] ? ag->drain_why

@@ -123,8 +123,6 @@ static void cjob_free(cjob *j)
     free(j->tasks);
     free(j->allocs);
     free(j->rank_state);
-    free(j->rank_util);
-    free(j->rank_step);
     free(j->straggle_since);
     free(j);
 }
@@ -649,6 +647,7 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
         return ts_err_set(err, TS_ENOMEM, "out of memory");
     for (int i = 0; i < c->cluster->nnodes; i++) {
         c->node_virtual[i] = node_is_virtual(c, c->cluster->nodes[i].name);
+        pthread_mutex_init(&c->agents[i].mu, NULL);
         pthread_cond_init(&c->agents[i].moved, NULL);
     }
     char *drained = NULL;
@@ -690,7 +689,10 @@ void ctld_close(ctld *c)
     free(c->admin_drained);
     for (int i = 0; c->agents && i < c->cluster->nnodes; i++) {
         json_decref(c->agents[i].discovery);
+        json_decref(c->agents[i].doc);
+        free(c->agents[i].readings);
         pthread_cond_destroy(&c->agents[i].moved);
+        pthread_mutex_destroy(&c->agents[i].mu);
     }
     free(c->agents);
     for (int i = 0; c->node_jobs && i < c->cluster->nnodes; i++)
@@ -922,10 +924,6 @@ void ctld_job_unbind(ctld *c, cjob *j, double now)
     j->row.placement_json = NULL;
     free(j->rank_state);
     j->rank_state = NULL;
-    free(j->rank_util);
-    j->rank_util = NULL;
-    free(j->rank_step);
-    j->rank_step = NULL;
     free(j->straggle_since);
     j->straggle_since = NULL;
     j->straggler_flagged = false;
@@ -990,7 +988,7 @@ static void drain_applied(ctld *c, int n, bool drain)
     ctld_kick(c);
 }
 
-int ctld_node_drain_locked(ctld *c, int n, bool drain, ts_err *err)
+int ctld_node_drain_cycle(ctld *c, int n, bool drain, ts_err *err)
 {
     if (c->admin_drained[n] == drain)
         return 0;
@@ -999,8 +997,21 @@ int ctld_node_drain_locked(ctld *c, int n, bool drain, ts_err *err)
         return ts_err_set(err, TS_ETIMEDOUT, "node %s: another drain is being written",
                           c->cluster->nodes[n].name);
     char *txt = drained_list(c, n, drain, NULL);
-    int rc = txt ? ts_store_setting_put(c->store, DRAINED_KEY, txt, err)
-                 : ts_err_set(err, TS_ENOMEM, "out of memory");
+    int rc;
+    if (!txt) {
+        rc = ts_err_set(err, TS_ENOMEM, "out of memory");
+    } else {
+        /* written with mu released, as the cycle's own commits: readers go
+         * on, changers wait (committing); nothing else changes
+         * admin_drained meanwhile: it needs drain_mu */
+        ctld_yield(c);
+        c->committing = true;
+        pthread_mutex_unlock(&c->mu);
+        rc = ts_store_setting_put(c->store, DRAINED_KEY, txt, err);
+        pthread_mutex_lock(&c->mu);
+        c->committing = false;
+        pthread_cond_broadcast(&c->committed);
+    }
     free(txt);
     if (rc == 0) /* written, then applied */
         drain_applied(c, n, drain);
@@ -1148,6 +1159,7 @@ int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err)
         c->sched = s;
         for (int n = 0; rc == 0 && n < c->cluster->nnodes; n++)
             ctld_node_refresh(c, n);
+        ctld_agents_docs_stale(c); /* a tenant's NCCL class may have changed */
         free(drained);
         for (int i = 0; rc == 0 && i < c->njobs; i++) {
             cjob *j = c->jobs[i];
