@@ -422,6 +422,11 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole,
             if (j && j->rank_state && j->row.gen == undo[k].gen)
                 j->rank_state[undo[k].rank] = undo[k].was;
         }
+        /* a concurrent sync of the same report, which found these ranks
+         * already as reported and recorded its digest, must not make the
+         * next one read as the same: the node's generation moves */
+        if (nundo > 0)
+            ctld_agent_moved(c, n);
         c->m.store_failures++;
     }
     ctld_txn_fini(&t);
@@ -433,17 +438,18 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole,
  * with mu released; under mu. Nothing is applied if the write fails (the
  * caller tries again). From the scheduling thread (in_cycle: a lost node)
  * through ctld_cycle_commit; from an agent's report (a failed node) with
- * the jobs pinned (ctld_txn_commit_unlocked), once no change of one of
- * them is being written (a concurrent report of the same node then finds
- * them requeued). */
+ * the jobs pinned (ctld_txn_commit_unlocked), once no cycle plans or
+ * commits and no change of one of them is being written (a concurrent
+ * report of the same node then finds them requeued). */
 static int evict_node(ctld *c, int n, const char *why, double now, bool in_cycle, ts_err *err)
 {
     const ctld_node_jobs *nj = &c->node_jobs[n]; /* planning leaves it as it is */
-    for (bool pinned = !in_cycle; pinned;) {
-        pinned = false;
-        for (int i = 0; i < nj->n && !pinned; i++)
-            pinned = nj->v[i]->pinned > 0;
-        if (pinned)
+    for (bool busy = !in_cycle; busy;) {
+        /* as ctld_commit_wait, and none of the node's jobs being written */
+        busy = c->committing || c->cycling || c->swapping;
+        for (int i = 0; i < nj->n && !busy; i++)
+            busy = nj->v[i]->pinned > 0;
+        if (busy)
             ctld_changer_wait(c);
     }
     ctld_txn t = {0};
@@ -616,7 +622,9 @@ static void take_log_answers(ctld_agent *a, json_t *in)
         for (ctld_logreq *q = a->logreqs; q; q = q->next)
             if (q->id == id && !q->done) {
                 q->done = true;
-                q->answer = json_incref(ans);
+                /* its own copy: the reader frees it in another thread
+                 * than the one freeing the report */
+                q->answer = json_deep_copy(ans);
                 pthread_cond_signal(&q->cv);
             }
     }
@@ -631,6 +639,12 @@ static int apply_sync(ctld *c, int n, bool reg, json_t *in, uint64_t digest, dou
     ctld_agent *a = &c->agents[n];
     pthread_mutex_lock(&c->mu);
     ctld_commit_wait(c);
+    /* the generation the report is applied against: a move by anyone
+     * during the apply (its writes release c->mu) makes the next same
+     * report apply again */
+    pthread_mutex_lock(&a->mu);
+    uint64_t gen0 = a->gen;
+    pthread_mutex_unlock(&a->mu);
     if (reg) {
         json_decref(a->discovery);
         a->discovery = json_incref(json_object_get(in, "discovery"));
@@ -664,10 +678,11 @@ static int apply_sync(ctld *c, int n, bool reg, json_t *in, uint64_t digest, dou
     const char *mig_error = json_string_value(json_object_get(in, "mig_error"));
     snprintf(a->mig_error, sizeof a->mig_error, "%s", mig_error ? mig_error : "");
     pthread_mutex_lock(&a->mu);
-    /* every change of a job on the node moves gen (under c->mu, held) */
+    /* every change of a job on the node moves gen, and so does undoing a
+     * report whose write failed */
     a->applied_ok = whole;
     a->applied_digest = digest;
-    a->applied_gen = a->gen;
+    a->applied_gen = gen0;
     pthread_mutex_unlock(&a->mu);
     pthread_mutex_unlock(&c->mu);
     return 0;

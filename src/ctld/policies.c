@@ -85,6 +85,8 @@ void ctld_idle_check(ctld *c, double now)
                    util < c->cfg.idle_threshold_pct;
         }
         if (!idle) {
+            if (j->idle_warned) /* the warning leaves its tasks' documents */
+                ctld_nodes_touch_job(c, j);
             j->idle_since_s = 0;
             j->idle_warned = false;
             continue;
