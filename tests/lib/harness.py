@@ -92,9 +92,23 @@ def stop_all(procs, timeout=15):
             p.kill()
 
 
+SANITIZER_MARKS = ("WARNING: ThreadSanitizer", "ERROR: AddressSanitizer",
+                   "ERROR: LeakSanitizer", "runtime error:")
+
+
 def finish(tmp, logs):
     """Ends a test: with failures, the end of each log in tmp and the list of
-    what failed, exit status 1; else "all passed"."""
+    what failed, exit status 1; else "all passed". A sanitizer's report in a
+    log (a process under test built with TSan, ASan or UBSan) is a failure
+    too, even when every check passed."""
+    for log in logs:
+        path = os.path.join(tmp, log)
+        text = open(path, errors="replace").read() if os.path.exists(path) else ""
+        for mark in SANITIZER_MARKS:
+            k = text.find(mark)
+            if k >= 0:
+                check(False, f"{log}: a sanitizer report: {text[k:k + 1500]}")
+                break
     if FAILS:
         for log in logs:
             print(f"--- {log}\n" + open(os.path.join(tmp, log)).read()[-2000:])
