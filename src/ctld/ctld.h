@@ -269,13 +269,6 @@ typedef struct ctld {
     bool store_failing;          /* the last cycle's write failed: retry after a pause */
     bool committing;             /* the cycle commits with mu released (loop.c) */
     bool cycling;                /* a cycle runs (loop.c): it yields mu to readers */
-    /* What reads of the state the cycle plans on answer while it runs: that
-     * state at its start, published then (under mu), dropped at its end
-     * (render.c). The cluster's part of /metrics always (it is small); the
-     * nodes' documents when a node read came within CTLD_PUBLISH_DEMAND_S. */
-    json_t *pub_nodes;           /* every node's document, unscoped; NULL: none */
-    char *pub_cluster;           /* /metrics' GPUs, fragmentation, tenants' use */
-    double want_nodes_s;         /* when a node read last found none */
     /* readers of jobs (ctld_lock_reader): how many asked for mu, how many got it */
     _Atomic uint64_t readers_arrived, readers_entered;
     int changers_waiting;        /* changes waiting for a cycle's end (ctld_changer_wait) */
@@ -375,21 +368,6 @@ void ctld_agent_moved(ctld *c, int n);
  * none (a virtual node, or no report yet). */
 bool ctld_rank_reading(ctld *c, const cjob *j, int rank, float *util, float *step_s);
 
-/* How long after a read of nodes or /metrics found no published state the
- * cycles go on publishing it (render.c). */
-#define CTLD_PUBLISH_DEMAND_S 10.0
-/* Under mu, at a cycle's start (cycling set, nothing else changed since the
- * last one settled): publishes the cluster's part of /metrics and, if read
- * lately, the node documents, yielding to readers as it goes. */
-void ctld_publish_reads(ctld *c);
-/* Under mu, at a cycle's end: what it published goes. */
-void ctld_published_drop(ctld *c);
-/* Under mu, no cycle planning: the cluster's part of /metrics (metrics.c). */
-char *ctld_metrics_cluster(ctld *c);
-/* Under mu: node n's document as a read answers it now (the published one,
- * a copy, while a cycle runs and one was published; else rendered, once no
- * cycle plans: the read is then remembered so the next cycles publish). */
-json_t *ctld_node_doc(ctld *c, int n);
 /* Under mu: every node's published desired document is rebuilt at its
  * next answer (what it shows changed for all: the tenants). */
 void ctld_agents_docs_stale(ctld *c);

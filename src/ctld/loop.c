@@ -406,7 +406,6 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
      * (ctld_settled_wait, ctld_commit_wait), so the cycle may let readers of
      * jobs and submissions in at its yields and compute with mu released */
     c->cycling = true;
-    ctld_publish_reads(c); /* nodes and metrics as they are now, if read lately */
     now = ctld_sched_clock(c, now); /* not before a change applied meanwhile */
     ts_err e;
     bool failed = false;
@@ -543,7 +542,6 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
         c->dirty = true;
     c->store_failing = failed;
     c->cycling = false;
-    ctld_published_drop(c);
     pthread_cond_broadcast(&c->committed);
     pthread_mutex_unlock(&c->mu);
     ctld_throttle_free(thr);

@@ -3,7 +3,6 @@
  * nodes ("Node") and tenants. Under c->mu where it reads memory.
  */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "ctld/ctld.h"
@@ -211,43 +210,4 @@ json_t *ctld_render_node(const ctld *c, int node)
     if (doc && ag->mig_error[0])
         json_object_set_new(doc, "mig_error", json_string(ag->mig_error));
     return doc;
-}
-
-/* ---- reads of a settled state while a cycle runs ------------------------------- */
-
-void ctld_publish_reads(ctld *c)
-{
-    double now = ctld_now();
-    if (now - c->want_nodes_s < CTLD_PUBLISH_DEMAND_S) {
-        json_t *a = json_array();
-        for (int n = 0; a && n < c->cluster->nnodes; n++) {
-            if ((n & 63) == 63)
-                ctld_yield(c); /* readers of jobs and submissions: nodes do not move */
-            if (json_array_append_new(a, ctld_render_node(c, n)) != 0) {
-                json_decref(a);
-                a = NULL; /* out of memory: reads wait for the cycle, as before */
-            }
-        }
-        c->pub_nodes = a;
-    }
-    c->pub_cluster = ctld_metrics_cluster(c);
-}
-
-void ctld_published_drop(ctld *c)
-{
-    json_decref(c->pub_nodes);
-    c->pub_nodes = NULL;
-    free(c->pub_cluster);
-    c->pub_cluster = NULL;
-}
-
-json_t *ctld_node_doc(ctld *c, int n)
-{
-    json_t *p = c->cycling && c->pub_nodes ? json_array_get(c->pub_nodes, (size_t)n) : NULL;
-    if (p)
-        return json_deep_copy(p);
-    if (c->cycling)
-        c->want_nodes_s = ctld_now(); /* the next cycles publish the nodes */
-    ctld_settled_wait(c);
-    return ctld_render_node(c, n);
 }

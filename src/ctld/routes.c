@@ -432,9 +432,10 @@ static void nodes(ctld *c, const ctld_request *rq, ctld_reply *r)
             return;
         }
         json_t *a = json_array();
-        ctld_lock_reader(c);
+        pthread_mutex_lock(&c->mu);
+        ctld_settled_wait(c);
         for (int i = 0; i < c->cluster->nnodes; i++)
-            json_array_append_new(a, scope_node(c, rq->who, ctld_node_doc(c, i)));
+            json_array_append_new(a, scope_node(c, rq->who, ctld_render_node(c, i)));
         pthread_mutex_unlock(&c->mu);
         ctld_reply_json(r, 200, json_pack("{s:o}", "nodes", a));
         return;
@@ -480,8 +481,9 @@ static void nodes(ctld *c, const ctld_request *rq, ctld_reply *r)
             return;
         }
     }
-    ctld_lock_reader(c);
-    json_t *doc = scope_node(c, rq->who, ctld_node_doc(c, n));
+    pthread_mutex_lock(&c->mu);
+    ctld_settled_wait(c);
+    json_t *doc = scope_node(c, rq->who, ctld_render_node(c, n));
     pthread_mutex_unlock(&c->mu);
     ctld_reply_json(r, 200, json_pack("{s:o}", "node", doc));
 }

@@ -680,7 +680,6 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
 
 void ctld_close(ctld *c)
 {
-    ctld_published_drop(c);
     for (int i = 0; i < c->njobs; i++)
         cjob_free(c->jobs[i]);
     free(c->jobs);
