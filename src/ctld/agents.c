@@ -20,7 +20,6 @@
  * CTLD_NODE_LOST_S is lost: its node is drained and its jobs requeue (not
  * earlier: their processes may still run there, and must not run twice).
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -444,12 +443,12 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole,
 static int evict_node(ctld *c, int n, const char *why, double now, bool in_cycle, ts_err *err)
 {
     const ctld_node_jobs *nj = &c->node_jobs[n]; /* planning leaves it as it is */
-    for (bool busy = !in_cycle; busy;) {
-        /* as ctld_commit_wait, and none of the node's jobs being written */
-        busy = c->committing || c->cycling || c->swapping;
-        for (int i = 0; i < nj->n && !busy; i++)
-            busy = nj->v[i]->pinned > 0;
-        if (busy)
+    for (bool pinned = !in_cycle; pinned;) {
+        ctld_commit_wait(c); /* as any change, and none of its jobs being written */
+        pinned = false;
+        for (int i = 0; i < nj->n && !pinned; i++)
+            pinned = nj->v[i]->pinned > 0;
+        if (pinned)
             ctld_changer_wait(c);
     }
     ctld_txn t = {0};
@@ -471,6 +470,15 @@ static int evict_node(ctld *c, int n, const char *why, double now, bool in_cycle
     ctld_txn_fini(&t);
     ctld_kick(c);
     return rc;
+}
+
+/* The node's health as its agent reports it: whether it takes work, and
+ * its agent's long-poll wakes. Under mu. */
+static void set_health(ctld *c, int n, int health)
+{
+    c->agents[n].health = health;
+    ctld_node_refresh(c, n);
+    ctld_agent_moved(c, n);
 }
 
 static int apply_health(ctld *c, int n, json_t *h, double now, ts_err *err)
@@ -496,20 +504,15 @@ static int apply_health(ctld *c, int n, json_t *h, double now, ts_err *err)
     int was = a->health;
     /* the node takes no new work from here: a cycle during the eviction's
      * write must not place a job there */
-    a->health = health;
-    ctld_node_refresh(c, n);
-    ctld_agent_moved(c, n);
+    set_health(c, n, health);
     if (health == CTLD_FAILED) {
         /* its jobs requeue: if that is not written, the node gets its
          * health back and the agent's next report tries again */
         char d[TS_NAME_MAX + sizeof why + 16];
         snprintf(d, sizeof d, "node %s failed: %s", c->cluster->nodes[n].name, why);
         int rc = evict_node(c, n, d, now, false, err);
-        if (rc != 0 && a->health == health) {
-            a->health = was;
-            ctld_node_refresh(c, n);
-            ctld_agent_moved(c, n);
-        }
+        if (rc != 0 && a->health == health)
+            set_health(c, n, was);
         return rc;
     }
     return 0;
@@ -585,12 +588,12 @@ static void keep_readings(ctld_agent *a, json_t *tasks, double now)
 {
     size_t nt = json_array_size(tasks), i;
     ctld_reading *rd = nt ? malloc(nt * sizeof *rd) : NULL;
+    if (nt && !rd)
+        return; /* out of memory: the last readings stay */
     int n = 0;
     json_t *tk;
     json_array_foreach(tasks, i, tk)
     {
-        if (!rd)
-            break;
         const char *st = json_string_value(json_object_get(tk, "state"));
         if (!st || strcmp(st, "running") != 0)
             continue;
@@ -604,8 +607,6 @@ static void keep_readings(ctld_agent *a, json_t *tasks, double now)
                           : -1.0f,
             .at_s = now};
     }
-    if (!rd && nt)
-        return; /* out of memory: the last readings stay */
     free(a->readings);
     a->readings = rd;
     a->nreadings = n;
@@ -628,6 +629,12 @@ static void take_log_answers(ctld_agent *a, json_t *in)
                 pthread_cond_signal(&q->cv);
             }
     }
+}
+
+static void reply_register_first(ctld_reply *r)
+{
+    ctld_reply_error(r, 409, "conflict", "register first (the controller restarted or the node "
+                     "was declared lost)");
 }
 
 /* Applies what a registration or a report changes in the controller's
@@ -658,8 +665,7 @@ static int apply_sync(ctld *c, int n, bool reg, json_t *in, uint64_t digest, dou
             ctld_kick(c);
     } else if (!a->registered) {
         pthread_mutex_unlock(&c->mu);
-        ctld_reply_error(r, 409, "conflict", "register first (the controller restarted or the "
-                         "node was declared lost)");
+        reply_register_first(r);
         return -1;
     }
     ts_err err;
@@ -757,8 +763,7 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
     pthread_mutex_unlock(&a->mu);
     if (!reg && !known) {
         json_decref(in);
-        ctld_reply_error(r, 409, "conflict", "register first (the controller restarted or the "
-                         "node was declared lost)");
+        reply_register_first(r);
         return;
     }
     if (!same && apply_sync(c, n, reg, in, digest, now, r) != 0) {
@@ -778,12 +783,8 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
     double until = now + wait;
     pthread_mutex_lock(&a->mu);
     while (!reg && (uint64_t)seen >= a->gen && !__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE) &&
-           ctld_now() < until) {
-        struct timespec ts;
-        ts.tv_sec = (time_t)until;
-        ts.tv_nsec = (long)((until - floor(until)) * 1e9);
-        pthread_cond_timedwait(&a->moved, &a->mu, &ts);
-    }
+           ctld_now() < until)
+        ctld_cond_wait_until(&a->moved, &a->mu, until);
     a->last_seen_s = ctld_now();
     if (!publish_desired(c, n)) {
         pthread_mutex_unlock(&a->mu);

@@ -297,6 +297,8 @@ typedef struct ctld {
 } ctld;
 
 double ctld_now(void);
+/* Waits on cv (mu held) until it is signalled or ctld_now() reaches until. */
+void ctld_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double until);
 int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err);
 void ctld_close(ctld *c);
 

@@ -6,7 +6,6 @@
  * answer is the output its agent reported then, kept with the job's events
  * (kind "output"). docs/agent-protocol.md, docs/api.md.
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,12 +123,8 @@ void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_
     a->gen++; /* the agent's long-poll answers; its document is unchanged */
     pthread_cond_broadcast(&a->moved);
     double until = ctld_now() + LOG_WAIT_S;
-    while (!q->done && !__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE) && ctld_now() < until) {
-        struct timespec ts;
-        ts.tv_sec = (time_t)until;
-        ts.tv_nsec = (long)((until - floor(until)) * 1e9);
-        pthread_cond_timedwait(&q->cv, &a->mu, &ts);
-    }
+    while (!q->done && !__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE) && ctld_now() < until)
+        ctld_cond_wait_until(&q->cv, &a->mu, until);
     for (ctld_logreq **p = &a->logreqs; *p; p = &(*p)->next)
         if (*p == q) {
             *p = q->next;

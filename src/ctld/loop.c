@@ -327,10 +327,7 @@ static void store_failed(ctld *c, const char *what, const ts_err *e)
  * reaches t. */
 static void wait_until(ctld *c, pthread_cond_t *cv, double t)
 {
-    struct timespec until;
-    until.tv_sec = (time_t)t;
-    until.tv_nsec = (long)((t - floor(t)) * 1e9);
-    pthread_cond_timedwait(cv, &c->mu, &until);
+    ctld_cond_wait_until(cv, &c->mu, t);
 }
 
 /* t, planned by the cycle before it decides: written with mu released,

@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <fnmatch.h>
+#include <math.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -37,6 +38,14 @@ double ctld_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void ctld_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double until)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)until;
+    ts.tv_nsec = (long)((until - floor(until)) * 1e9);
+    pthread_cond_timedwait(cv, mu, &ts);
 }
 
 /* ---- id map ------------------------------------------------------------------ */
