@@ -14,9 +14,10 @@
  * machine (job_fsm.c): planned aside, written in one store transaction,
  * applied only if written, so memory always equals the store and a failed
  * write changes nothing (the caller answers 503 or retries). The cycle
- * itself computes with mu released, on copies of the jobs: reads of jobs go
- * on meanwhile, while whoever reads the cluster, quota or scheduler it is
- * planning on, or would change them, waits (ctld_settled_wait). Writes happen
+ * itself computes with mu released, on copies of the jobs: reads go on
+ * meanwhile, those of the nodes and usage it plans on from copies made just
+ * before (view.c), while whoever would change them waits
+ * (ctld_settled_wait). No HTTP read waits for a cycle or a write. Writes happen
  * with mu released: the cycle's decisions (readers go on; whoever would
  * change existing jobs waits, ctld_commit_wait), user actions and agent
  * reports (their jobs pinned meanwhile, so concurrent writers share the
@@ -28,7 +29,8 @@
  * Files: config.c (the YAML configuration), state.c (jobs in memory,
  * restore, actions), loop.c (the scheduling thread and virtual nodes),
  * http.c (server, routing, auth, limits), routes.c (the API handlers),
- * render.c (JSON of jobs, nodes, tenants), metrics.c (Prometheus text),
+ * render.c (JSON of jobs, nodes, tenants), view.c (what readers of nodes
+ * and usage see while a cycle plans), metrics.c (Prometheus text),
  * auth.c (tokens), main.c.
  */
 #ifndef TS_CTLD_H
@@ -247,6 +249,22 @@ typedef struct ctld_metrics {
                                   * changed nothing and took only the node's lock */
 } ctld_metrics;
 
+/* What readers of the nodes and of the tenants' usage see while a cycle
+ * plans with mu released (view.c): copies made just before ts_sched_cycle,
+ * read instead of the live cluster and quota until its decisions are
+ * applied or undone. Under mu. */
+typedef struct ctld_view {
+    bool planning;               /* from the copy to the decisions' apply */
+    bool on;                     /* the copies are there to read (else: wait) */
+    ts_node *nodes;              /* [nnodes], copied where the version moved */
+    bool *up;                    /* [nnodes] schedulable */
+    int ntenants, cap_tenants;
+    int64_t *use;                /* [ntenants * TS_RES_DIMS] */
+    double *share;               /* [ntenants] at at_s */
+    double at_s;
+    uint64_t published, served;  /* copies made; reads answered from them */
+} ctld_view;
+
 typedef struct ctld {
     ctld_config cfg;
     ts_store *store;
@@ -284,6 +302,7 @@ typedef struct ctld {
     int *map_idx;
     int map_cap;
     ctld_metrics m;
+    ctld_view view;
     ts_decision d;
     double last_cycle_ms;
     int64_t reserved_id;         /* the job holding the reservation (an event when it changes) */
@@ -331,24 +350,25 @@ void ctld_kick(ctld *c);
  * cycle commits its decisions with mu released (a change in that window
  * would race the jobs the cycle is about to apply). Readers never wait. */
 void ctld_commit_wait(ctld *c);
-/* Under mu, before reading or changing the cluster, the quota or the
- * scheduler (nodes, tenants' usage, metrics, binding a job): waits while
- * the cycle computes its decisions with mu released, changing them as it
- * plans. Reads of jobs need not wait: the cycle works on copies of them. */
+/* Under mu, before changing the cluster, the quota or the scheduler
+ * (binding a job, a drain) or reading them outside the HTTP reads (an
+ * agent's desired state): waits while the cycle computes its decisions with
+ * mu released, changing them as it plans. Reads of jobs need not wait: the
+ * cycle works on copies of them; reads of nodes and usage read the view. */
 void ctld_settled_wait(ctld *c);
 /* Under mu: one wait of those above for c->committed, counted in
  * changers_waiting, so the next cycle first lets the waiting changes in
  * (and their writes end) before it starts, for at most 50 ms: a change
  * waits for the cycle running when it came, not for the ones after. */
 void ctld_changer_wait(ctld *c);
-/* Takes mu for a reader of jobs (GET /v1/jobs/...): counted while it waits,
- * so a running cycle lets it in at its next yield. */
+/* Takes mu for an HTTP reader (jobs, nodes, tenants, metrics): counted
+ * while it waits, so a running cycle lets it in at its next yield. */
 void ctld_lock_reader(ctld *c);
 /* Under mu, in the cycle: if readers came for mu before this call, lets them
  * in (mu released until they have it, 5 ms at most) and takes it back. Only
  * while c->cycling: any thread may take mu meanwhile, but everything that
- * reads or changes what the cycle plans on waits for its end (above), so
- * readers of jobs and submissions are what runs. */
+ * changes what the cycle plans on waits for its end (above), so readers
+ * and submissions are what runs. */
 void ctld_yield(ctld *c);
 /* In the cycle's dependency pass: a test build's pause (loop.c,
  * TESSERAD_TEST_CYCLE_DELAY_MS); nothing otherwise. */
@@ -494,6 +514,22 @@ void ctld_reply_error(ctld_reply *r, int status, const char *code, const char *f
 
 json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active);
 json_t *ctld_render_node(const ctld *c, int node);
+
+/* The read view (view.c). init at open (-1: out of memory), fini at close;
+ * publish and close by the cycle, under mu, around the span where the live
+ * cluster and quota hold plans not yet applied. A reader of nodes or usage
+ * takes mu with ctld_lock_reader, calls ctld_view_ready (which waits for the
+ * cycle's end only if the copies could not be made) and reads through the
+ * accessors, which answer from the copies while they are on, else live. */
+int ctld_view_init(ctld *c);
+void ctld_view_fini(ctld *c);
+void ctld_view_publish(ctld *c, double now);
+void ctld_view_close(ctld *c);
+void ctld_view_ready(ctld *c);
+const ts_node *ctld_view_node(const ctld *c, int n);
+bool ctld_view_up(const ctld *c, int n);
+int64_t ctld_view_usage(const ctld *c, int t, int dim);
+double ctld_view_share(const ctld *c, int t, double now);
 char *ctld_metrics_text(ctld *c);
 
 /* Tokens: a new secret "tsk_" + 43 base64url characters; its SHA-256. */

@@ -399,9 +399,11 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
     while ((c->changers_waiting > 0 || c->inflight > 0) && ctld_now() < lets_in)
         wait_until(c, &c->committed, lets_in);
     /* from here to the end the cycle plans on the cluster, the quota and
-     * the scheduler: whoever reads or changes them waits for it
-     * (ctld_settled_wait, ctld_commit_wait), so the cycle may let readers of
-     * jobs and submissions in at its yields and compute with mu released */
+     * the scheduler: whoever changes them waits for it (ctld_settled_wait,
+     * ctld_commit_wait), so the cycle may let readers and submissions in at
+     * its yields and compute with mu released (readers of nodes and usage
+     * read the copies it makes before, view.c, while its plans are not
+     * applied) */
     c->cycling = true;
     now = ctld_sched_clock(c, now); /* not before a change applied meanwhile */
     ts_err e;
@@ -462,6 +464,9 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
     if (rc == 0) {
         /* computed with mu released, on the copies above */
         ctld_yield(c);
+        /* the cycle binds what it plans into the live cluster and quota:
+         * readers of those read copies until it is applied or undone */
+        ctld_view_publish(c, now);
         pthread_mutex_unlock(&c->mu);
         rc = ts_sched_cycle(c->sched, now, wv, nw, rv, nr, &c->d, err);
         test_delay(c, false);
@@ -505,6 +510,7 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
         }
         ctld_txn_fini(&t2);
         free(started);
+        ctld_view_close(c); /* applied (or undone): readers read live */
         ctld_yield(c);
         /* reasons and explanations live in memory (see the top) */
         for (int i = 0; i < nw; i++) {
@@ -538,6 +544,7 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
     if (reshaped)
         c->dirty = true;
     c->store_failing = failed;
+    ctld_view_close(c); /* a failed ts_sched_cycle left nothing planned */
     c->cycling = false;
     pthread_cond_broadcast(&c->committed);
     pthread_mutex_unlock(&c->mu);

@@ -64,8 +64,8 @@ char *ctld_metrics_text(ctld *c)
     static const double CYCLE_B[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0};
     static const double WAIT_B[] = {1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600};
     sbuf b = {0};
-    pthread_mutex_lock(&c->mu);
-    ctld_settled_wait(c); /* nodes and usage move while the cycle plans */
+    ctld_lock_reader(c);
+    ctld_view_ready(c); /* nodes and usage: the copies while a cycle plans */
     const ctld_metrics *m = &c->m;
     head(&b, "tessera_jobs", "gauge", "Active jobs by state and tenant.");
     int nt = c->tenants->n;
@@ -123,9 +123,9 @@ char *ctld_metrics_text(ctld *c)
     }
     int64_t total = 0, free_g = 0, drained = 0, whole_free = 0;
     for (int n = 0; n < c->cluster->nnodes; n++) {
-        const ts_node *nd = &c->cluster->nodes[n];
+        const ts_node *nd = ctld_view_node(c, n);
         total += nd->ngpu;
-        if (!ts_sched_node_schedulable(c->sched, n)) {
+        if (!ctld_view_up(c, n)) {
             drained += nd->ngpu;
             continue;
         }
@@ -145,7 +145,7 @@ char *ctld_metrics_text(ctld *c)
     for (int t = 0; t < nt; t++)
         for (int mo = 0; mo < TS_MAX_GPU_MODELS; mo++) {
             const ts_gpu_model_info *info = ts_gpu_model_get(mo);
-            int64_t u = ts_quota_usage(c->quota, t, ts_res_gpu(mo));
+            int64_t u = ctld_view_usage(c, t, ts_res_gpu(mo));
             if (info && (u > 0 || c->tenants->t[t].guaranteed[ts_res_gpu(mo)] > 0))
                 put(&b, "tessera_tenant_gpus_used{tenant=\"%s\",gpu_model=\"%s\"} %.3f\n",
                     c->tenants->t[t].name, info->name, (double)u / 1000.0);
@@ -173,6 +173,10 @@ char *ctld_metrics_text(ctld *c)
     for (int k = 0; k < 2; k++)
         put(&b, "tessera_agent_syncs_total{path=\"%s\"} %llu\n", k ? "same" : "applied",
             (unsigned long long)__atomic_load_n(&m->agent_syncs[k], __ATOMIC_RELAXED));
+    head(&b, "tessera_read_view_answers_total", "counter",
+         "Reads of nodes, tenants and metrics answered from the copies a cycle made before "
+         "planning (instead of waiting for its end).");
+    put(&b, "tessera_read_view_answers_total %llu\n", (unsigned long long)c->view.served);
     char ha[512];
     ctld_ha_metrics(ha, sizeof ha); /* role and epoch, with ha: only */
     put(&b, "%s", ha);

@@ -432,8 +432,8 @@ static void nodes(ctld *c, const ctld_request *rq, ctld_reply *r)
             return;
         }
         json_t *a = json_array();
-        pthread_mutex_lock(&c->mu);
-        ctld_settled_wait(c);
+        ctld_lock_reader(c);
+        ctld_view_ready(c); /* while a cycle plans: what it planned on */
         for (int i = 0; i < c->cluster->nnodes; i++)
             json_array_append_new(a, scope_node(c, rq->who, ctld_render_node(c, i)));
         pthread_mutex_unlock(&c->mu);
@@ -481,8 +481,8 @@ static void nodes(ctld *c, const ctld_request *rq, ctld_reply *r)
             return;
         }
     }
-    pthread_mutex_lock(&c->mu);
-    ctld_settled_wait(c);
+    ctld_lock_reader(c);
+    ctld_view_ready(c);
     json_t *doc = scope_node(c, rq->who, ctld_render_node(c, n));
     pthread_mutex_unlock(&c->mu);
     ctld_reply_json(r, 200, json_pack("{s:o}", "node", doc));
@@ -540,20 +540,20 @@ static void tenants(ctld *c, const ctld_request *rq, ctld_reply *r)
         return;
     }
     json_t *a = json_array();
-    pthread_mutex_lock(&c->mu);
-    ctld_settled_wait(c); /* usage and shares move while the cycle plans */
+    ctld_lock_reader(c);
+    ctld_view_ready(c); /* usage and shares: what the cycle plans on, while it plans */
     double now = ctld_now();
     for (int t = 0; t < c->tenants->n; t++) {
         const ts_tenant *tn = &c->tenants->t[t];
         int64_t use[TS_RES_DIMS];
         for (int k = 0; k < TS_RES_DIMS; k++)
-            use[k] = ts_quota_usage(c->quota, t, k);
+            use[k] = ctld_view_usage(c, t, k);
         json_array_append_new(
             a, json_pack("{s:s,s:o,s:f,s:o,s:o,s:f,s:s}", "name", tn->name, "parent",
                          tn->parent >= 0 ? json_string(c->tenants->t[tn->parent].name)
                                          : json_null(),
                          "weight", tn->weight, "guaranteed", quota_json(tn->guaranteed), "usage",
-                         quota_json(use), "share", ts_quota_share(c->quota, t, now), "order",
+                         quota_json(use), "share", ctld_view_share(c, t, now), "order",
                          ts_order_name(order_of(c, t))));
     }
     pthread_mutex_unlock(&c->mu);

@@ -1,0 +1,110 @@
+/* What readers of the nodes and of the tenants' usage see while a cycle
+ * plans (ctld.h, ctld_view).
+ *
+ * ts_sched_cycle runs with mu released and binds its starts into the live
+ * cluster and quota as it plans; those binds are not durable until the
+ * cycle's commit, and some are undone. Just before it, the cycle copies what
+ * a reader of nodes, /metrics or GET /v1/tenants needs (the nodes that
+ * changed since the last copy, each node's schedulable flag, each tenant's
+ * usage and share) and marks the copies on; readers use them until the
+ * decisions are applied (or undone), then the live state again. Every change
+ * acknowledged to a client was applied before the copy (changes wait for
+ * the cycle's end), so a client reads its own writes; what the cycle decides
+ * is seen once it is applied, with the jobs it started. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctld.h"
+
+int ctld_view_init(ctld *c)
+{
+    int nn = c->cluster->nnodes;
+    c->view.nodes = malloc((size_t)(nn + 1) * sizeof *c->view.nodes);
+    c->view.up = calloc((size_t)nn + 1, sizeof *c->view.up);
+    if (!c->view.nodes || !c->view.up)
+        return -1;
+    memcpy(c->view.nodes, c->cluster->nodes, (size_t)nn * sizeof *c->view.nodes);
+    return 0;
+}
+
+void ctld_view_fini(ctld *c)
+{
+    free(c->view.nodes);
+    free(c->view.up);
+    free(c->view.use);
+    free(c->view.share);
+    memset(&c->view, 0, sizeof c->view);
+}
+
+void ctld_view_publish(ctld *c, double now)
+{
+    ctld_view *v = &c->view;
+    v->planning = true;
+    v->on = false;
+    int nt = c->tenants->n;
+    if (nt > v->cap_tenants) {
+        int64_t *use = realloc(v->use, (size_t)nt * TS_RES_DIMS * sizeof *use);
+        if (use)
+            v->use = use;
+        double *share = realloc(v->share, (size_t)nt * sizeof *share);
+        if (share)
+            v->share = share;
+        if (!use || !share)
+            return; /* readers wait for the cycle's end, as before */
+        v->cap_tenants = nt;
+    }
+    /* only what moved: a cycle with nothing to start copies nothing */
+    for (int n = 0; n < c->cluster->nnodes; n++) {
+        const ts_node *live = &c->cluster->nodes[n];
+        if (v->nodes[n].version != live->version)
+            memcpy(&v->nodes[n], live, sizeof *live);
+        v->up[n] = ts_sched_node_schedulable(c->sched, n);
+    }
+    v->ntenants = nt;
+    for (int t = 0; t < nt; t++) {
+        for (int k = 0; k < TS_RES_DIMS; k++)
+            v->use[(size_t)t * TS_RES_DIMS + k] = ts_quota_usage(c->quota, t, k);
+        v->share[t] = ts_quota_share(c->quota, t, now);
+    }
+    v->at_s = now;
+    v->on = true;
+    v->published++;
+}
+
+void ctld_view_close(ctld *c)
+{
+    c->view.planning = false;
+    c->view.on = false;
+}
+
+void ctld_view_ready(ctld *c)
+{
+    if (c->view.planning && !c->view.on)
+        ctld_settled_wait(c); /* no copies (out of memory): the cycle's end */
+    if (c->view.on)
+        c->view.served++;
+}
+
+const ts_node *ctld_view_node(const ctld *c, int n)
+{
+    return c->view.on ? &c->view.nodes[n] : &c->cluster->nodes[n];
+}
+
+bool ctld_view_up(const ctld *c, int n)
+{
+    return c->view.on ? c->view.up[n] : ts_sched_node_schedulable(c->sched, n);
+}
+
+int64_t ctld_view_usage(const ctld *c, int t, int dim)
+{
+    if (!c->view.on)
+        return ts_quota_usage(c->quota, t, dim);
+    return t >= 0 && t < c->view.ntenants ? c->view.use[(size_t)t * TS_RES_DIMS + dim] : 0;
+}
+
+double ctld_view_share(const ctld *c, int t, double now)
+{
+    if (!c->view.on)
+        return ts_quota_share(c->quota, t, now);
+    return t >= 0 && t < c->view.ntenants ? c->view.share[t] : 0.0;
+}
