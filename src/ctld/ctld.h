@@ -260,8 +260,7 @@ typedef struct ctld_view {
     bool *up;                    /* [nnodes] schedulable */
     int ntenants, cap_tenants;
     int64_t *use;                /* [ntenants * TS_RES_DIMS] */
-    double *share;               /* [ntenants] at at_s */
-    double at_s;
+    double *share;               /* [ntenants] at the cycle's clock when copied */
     uint64_t published, served;  /* copies made; reads answered from them */
 } ctld_view;
 

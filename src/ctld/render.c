@@ -35,8 +35,12 @@ json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active
     json_error_t je;
     json_t *spec = row->spec_json ? json_loads(row->spec_json, 0, &je) : NULL;
     json_t *placement = json_null();
-    const char *pj = active && active->row.placement_json ? active->row.placement_json
-                                                          : row->placement_json;
+    /* an active job as memory has it: the store row may already hold a
+     * change written but not yet applied (the cycle's starts, between their
+     * commit and its apply), which the nodes, usage and /metrics do not show
+     * until it is (view.c); memory changes with them, under mu */
+    const ts_job_row *live = active ? &active->row : row;
+    const char *pj = live->placement_json;
     if (pj) {
         json_t *p = json_loads(pj, 0, &je);
         if (p) {
@@ -54,18 +58,16 @@ json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active
             json_decref(p);
         }
     }
-    const char *reason = active ? active->row.reason : row->reason;
-    const char *why = active ? active->row.why : row->why;
     json_t *doc = json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:o,s:o,s:o,s:o,s:i,s:o,s:o,s:o,s:o}",
                      "id", (json_int_t)row->id, "name", row->name, "tenant", row->tenant,
-                     "owner", row->owner, "state", ts_job_state_name(row->state), "tier",
+                     "owner", row->owner, "state", ts_job_state_name(live->state), "tier",
                      row->tier == TS_TIER_GUARANTEED ? "guaranteed" : "opportunistic",
                      "priority", row->priority, "gpus", row->gpus, "gpu_model",
                      str_or_null(row->gpu_model), "submit_time", time_or_null(row->submit_s),
-                     "start_time", time_or_null(row->start_s), "end_time",
-                     time_or_null(row->end_s), "preemptions", row->preemptions, "reason",
-                     str_or_null(reason), "why", str_or_null(why), "placement", placement,
-                     "spec", spec ? spec : json_null());
+                     "start_time", time_or_null(live->start_s), "end_time",
+                     time_or_null(live->end_s), "preemptions", live->preemptions, "reason",
+                     str_or_null(live->reason), "why", str_or_null(live->why), "placement",
+                     placement, "spec", spec ? spec : json_null());
     if (doc)
         ctld_render_queue(c, active, doc);
     return doc;

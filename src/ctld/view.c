@@ -10,7 +10,9 @@
  * decisions are applied (or undone), then the live state again. Every change
  * acknowledged to a client was applied before the copy (changes wait for
  * the cycle's end), so a client reads its own writes; what the cycle decides
- * is seen once it is applied, with the jobs it started. */
+ * is seen once it is applied, at the moment its jobs read as running (job
+ * reads take an active job's state from memory, not from the store row its
+ * commit wrote a moment before the apply: render.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,7 +68,6 @@ void ctld_view_publish(ctld *c, double now)
             v->use[(size_t)t * TS_RES_DIMS + k] = ts_quota_usage(c->quota, t, k);
         v->share[t] = ts_quota_share(c->quota, t, now);
     }
-    v->at_s = now;
     v->on = true;
     v->published++;
 }
@@ -102,6 +103,7 @@ int64_t ctld_view_usage(const ctld *c, int t, int dim)
     return t >= 0 && t < c->view.ntenants ? c->view.use[(size_t)t * TS_RES_DIMS + dim] : 0;
 }
 
+/* While the copies are on, the share as of the copy (the cycle's clock). */
 double ctld_view_share(const ctld *c, int t, double now)
 {
     if (!c->view.on)

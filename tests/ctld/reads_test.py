@@ -29,7 +29,9 @@ another request submits to a tenant the new document removes: job reads
 answer within 200 ms while the tenants are written (they waited for the
 whole write when it held the lock), and the submission either is refused
 naming the tenant or makes the replacement fail with 409, never a job
-stored for a tenant that is gone. Every wait is bounded.
+stored for a tenant that is gone. Last, without the delay on 400 nodes
+while four clients read the node list: a job read as running is always
+among its node's jobs. Every wait is bounded.
 """
 import os
 import subprocess
@@ -258,4 +260,80 @@ try:
           "no submission was stored without being loaded")
 finally:
     stop_all([proc])
-finish(TMP, [os.path.join(TMP, "log"), os.path.join(TMP, "log2")])
+
+# ---- a job read as running is on its node ------------------------------------
+# Without the test's cycle delay, on 400 nodes whose list takes a while to
+# render: four clients read the node list without pause (holding the lock
+# while the cycle waits to apply what it has written), and each new job is
+# read until it runs, then its node at once. The job must be among the
+# node's jobs: a job read from the store row said running before the cycle
+# applied its start, while the node, read from the cycle's copies, still
+# had the GPU free (up to 8 of 180 such reads, in a build before the job's live
+# state came from memory).
+open(os.path.join(TMP, "cluster.yaml"), "w").write("""topology:
+  levels: [node, gpu]
+node_classes:
+  g8: {gpu_model: H100-80GB, gpus: 8, cpu_milli: 64000, memory_mib: 524288}
+nodes:
+  - {names: 'v-[1-400]', class: g8}
+""")
+open(os.path.join(TMP, "tesserad3.yaml"), "w").write(f"""listen: 127.0.0.1:{PORT}
+cluster: cluster.yaml
+tenants: tenants.yaml
+state_dir: state3
+virtual_nodes: all
+limits: {{requests_per_s: 100000, burst: 100000}}
+scheduler: {{interval: 0.01s}}
+""")
+log3 = open(os.path.join(TMP, "log3"), "w")
+proc = subprocess.Popen([TESSERAD, "--config", os.path.join(TMP, "tesserad3.yaml")],
+                        stdout=subprocess.DEVNULL, stderr=log3)
+stop = threading.Event()
+try:
+    check(wait_ready(URL, timeout=30), "tesserad is ready (400 nodes)")
+    admin = open(os.path.join(TMP, "state3", "admin.token")).read().strip()
+
+    def list_nodes():
+        t_end = time.monotonic() + 120
+        while not stop.is_set() and time.monotonic() < t_end:
+            call("GET", "/v1/nodes", admin)
+
+    hogs = [threading.Thread(target=list_nodes, daemon=True) for _ in range(4)]
+    for th in hogs:
+        th.start()
+    seen, bad, mu = [0], [], threading.Lock()
+
+    def follow(jid):
+        t_end, job = time.monotonic() + 30, {}
+        while time.monotonic() < t_end and job.get("state") != "running":
+            st, d = call("GET", f"/v1/jobs/{jid}", admin)
+            job = d.get("job", {}) if st == 200 and isinstance(d, dict) else {}
+        if job.get("state") != "running" or not job.get("placement"):
+            with mu:
+                bad.append((jid, "never ran", job.get("state")))
+            return
+        where = job["placement"][0]["node"]
+        st, d = call("GET", f"/v1/nodes/{where}", admin)
+        node = d.get("node", {}) if st == 200 and isinstance(d, dict) else {}
+        with mu:
+            seen[0] += 1
+            if jid not in node.get("jobs", []):
+                bad.append((jid, where, node.get("gpus_free"), node.get("jobs")))
+
+    for rnd in range(15):
+        st, d = call("POST", "/v1/jobs", admin, {"name": f"v{rnd}", "tenant": "t",
+                                                  "array_size": 12, "tasks": [{"gpus": 1}],
+                                                  "duration": 600})
+        ids = [j["id"] for j in d.get("jobs", [])] if st in (200, 201) else []
+        followers = [threading.Thread(target=follow, args=(i,)) for i in ids]
+        for th in followers:
+            th.start()
+        for th in followers:
+            th.join(timeout=60)
+    stop.set()
+    check(seen[0] == 180 and not bad, f"every job read as running is on its node ({seen[0]} of "
+          f"180 followed; wrong: {bad[:3]})")
+finally:
+    stop.set()
+    stop_all([proc])
+finish(TMP, [os.path.join(TMP, "log"), os.path.join(TMP, "log2"), os.path.join(TMP, "log3")])
