@@ -244,8 +244,9 @@ void ts_decision_fini(ts_decision *d);
  * must be exactly the jobs the shell knows (running ones bound with
  * ts_sched_start or started by an earlier cycle). Fills d. Returns 0,
  * TS_ENOMEM, or TS_EINVAL (err names the job and field) for input that
- * breaks the contract. A job that is invalid for the cluster is not an error:
- * it waits with TS_PEND_INVALID. */
+ * breaks the contract; after an error nothing the cycle bound stays bound
+ * and d holds no decision. A job that is invalid for the cluster is not an
+ * error: it waits with TS_PEND_INVALID. */
 int ts_sched_cycle(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
                    const ts_job *running, int nrunning, ts_decision *d, ts_err *err);
 

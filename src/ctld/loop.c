@@ -148,12 +148,15 @@ static char *started_detail(const ctld *c, const ts_alloc *al, int ntasks)
 }
 
 /* The cycle's starts and preemptions, planned into t; started[k] says
- * whether start k is in t (else it is unbound already). */
+ * whether start k is still bound: planned into t, or not reached when the
+ * planning failed (false: refused, and unbound already). */
 static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, bool *started,
                           ts_err *err)
 {
     ts_decision *d = &c->d;
     int rc = 0;
+    for (int k = 0; k < d->nstarts; k++)
+        started[k] = true;
     for (int k = 0; rc == 0 && k < d->nstarts; k++) {
         if ((k & 255) == 255) /* a start costs about 4 us here */
             ctld_yield(c);
@@ -163,9 +166,9 @@ static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, 
         ctld_fsm_args a = {.detail = detail, .allocs = al};
         rc = detail ? ctld_fsm_plan(c, t, j, CTLD_JE_START, &a, now, err) : TS_ENOMEM;
         free(detail);
-        started[k] = rc == 0;
         if (rc == TS_ECONFLICT) {
             decision_refused(c, &j->sj, al, now, err);
+            started[k] = false;
             rc = 0;
         }
     }
@@ -206,13 +209,14 @@ static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, 
 }
 
 /* A cycle whose decisions were not written: the starts the core bound go
- * back, so the scheduler, memory and the store agree again. */
+ * back, so the scheduler, memory and the store agree again (started NULL:
+ * none was refused). */
 static void undo_starts(ctld *c, double now, cjob **w, const bool *started)
 {
     ts_decision *d = &c->d;
     for (int k = 0; k < d->nstarts; k++) {
-        if (!started[k])
-            continue; /* unbound when it was left out */
+        if (started && !started[k])
+            continue; /* unbound when it was refused */
         ts_job sj = w[d->starts[k].job]->sj;
         sj.allocs = d->starts[k].allocs;
         ts_err e;
@@ -500,8 +504,7 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
                     next_virtual(c, v->sj.stop_by_s);
             }
         } else {
-            if (started)
-                undo_starts(c, now, wj, started);
+            undo_starts(c, now, wj, started);
             if (prc == 0)
                 store_failed(c, "the cycle's decisions", &e);
             else
@@ -544,7 +547,7 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
     if (reshaped)
         c->dirty = true;
     c->store_failing = failed;
-    ctld_view_close(c); /* a failed ts_sched_cycle left nothing planned */
+    ctld_view_close(c); /* a failed ts_sched_cycle left nothing bound (tessera/cycle.h) */
     c->cycling = false;
     pthread_cond_broadcast(&c->committed);
     pthread_mutex_unlock(&c->mu);

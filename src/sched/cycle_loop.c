@@ -1157,7 +1157,19 @@ int ts_sched_cycle(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
     for (int i = 0; rc == 0 && i < nwaiting; i++)
         d->pending[i].why = d->why_buf + l.why_off[i];
     loop_free(&l);
-    if (rc != 0)
+    if (rc != 0) {
+        /* out of memory part way: the starts planned so far were bound; a
+         * failed cycle decides nothing, so they go back */
+        for (int k = 0; k < d->nstarts; k++) {
+            ts_job j = waiting[d->starts[k].job];
+            j.allocs = d->starts[k].allocs;
+            (void)ts_sched_stop(s, &j, now, NULL);
+        }
+        d->nstarts = 0;
+        d->npreempts = 0;
+        d->reserved = -1;
+        d->reserved_at_s = -1.0;
         return ts_err_set(err, rc, "cycle: out of memory");
+    }
     return 0;
 }
