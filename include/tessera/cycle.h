@@ -129,6 +129,30 @@ typedef struct ts_sched_config {
     double default_grace_s;        /* checkpoint grace when the job gives none */
     double backoff_base_s;         /* requeue backoff: base * 2^(preemptions_hour-1) */
     int max_preemptors_cycle;      /* preemption searches per cycle */
+    /* Taking other tenants' loans back (docs/scheduler.md, "Reclaim"); all
+     * on by default (ts_sched_config_default), each can be turned off to
+     * measure what it does:
+     * reclaim_min_runtime_s: the minimum runtime of a loan taken back by a
+     * job within its tenant's guarantee (0 by default: a loan may go at
+     * once, always with its checkpoint grace; < 0: min_runtime_s).
+     * Time-sharing and a tenant's own jobs keep min_runtime_s;
+     * reclaim_any_tier: a job of either tier whose tenant, all tiers held
+     * and the job included, stays within its guarantee passes the quota as
+     * guaranteed work and takes other tenants' loans back (Kueue's rule for
+     * a queue under its nominal quota); it never takes guaranteed work;
+     * reclaim_ignores_hour_limit: max_preemptions_hour does not protect a
+     * loan from guaranteed-tier work within its guarantee;
+     * guarantee_over_reservation: such a job (tier or quota guaranteed) may
+     * start on GPUs held for another tenant's reserved job (a guarantee is
+     * not another tenant's to hold back);
+     * preemptor_searches_again: a preemptor whose victims have all stopped
+     * and which still does not fit (another job took the room) searches for
+     * victims again instead of waiting out its preemptor-table entry. */
+    double reclaim_min_runtime_s;
+    bool reclaim_any_tier;
+    bool reclaim_ignores_hour_limit;
+    bool guarantee_over_reservation;
+    bool preemptor_searches_again;
     /* resource proportionality per GPU model (index = model id): CPU and
      * memory kept on a node per idle GPU for GPU work, and the most a GPU
      * task may ask per GPU (0 = no cap) */

@@ -188,7 +188,8 @@ static int scheduler_parse(cfg_ctx *x, const yaml_node_t *n)
     static const char *const keys[] = {
         "interval", "default_time_limit", "starve_after", "min_runtime",
         "max_preemptions_per_hour", "grace", "backoff", "preemptors_per_cycle", "half_life",
-        "priority_classes", "reserve_per_gpu", "cap_per_gpu", "placement", "order", "las"};
+        "priority_classes", "reserve_per_gpu", "cap_per_gpu", "placement", "order", "las",
+        "reclaim_min_runtime"};
     enum { NK = sizeof keys / sizeof keys[0] };
     yaml_node_t *v[NK];
     ctld_config *cfg = x->cfg;
@@ -217,6 +218,8 @@ static int scheduler_parse(cfg_ctx *x, const yaml_node_t *n)
         sc->max_preemptors_cycle = (int)iv;
     if (rc == 0 && v[8])
         rc = get_dur(x, v[8], "scheduler.half_life", &cfg->half_life_s);
+    if (rc == 0 && v[15])
+        rc = get_dur(x, v[15], "scheduler.reclaim_min_runtime", &sc->reclaim_min_runtime_s);
     if (rc == 0 && (cfg->interval_s <= 0.0 || cfg->half_life_s <= 0.0))
         rc = ts_yaml_fail(&x->D, n, TS_EINVAL, "scheduler: interval and half_life must be > 0");
     if (rc == 0 && v[9]) {

@@ -61,6 +61,11 @@ void ts_sched_config_default(ts_sched_config *cfg)
     cfg->default_grace_s = 60.0;
     cfg->backoff_base_s = 60.0;
     cfg->max_preemptors_cycle = 8;
+    cfg->reclaim_min_runtime_s = 0.0;
+    cfg->reclaim_any_tier = true;
+    cfg->reclaim_ignores_hour_limit = true;
+    cfg->guarantee_over_reservation = true;
+    cfg->preemptor_searches_again = true;
 }
 
 int ts_job_array_expand(const ts_job *tmpl, int n, int64_t first_id, ts_job *out, ts_err *err)

@@ -9,10 +9,14 @@
 
 #include "tessera/cycle.h"
 
-/* A job a preemption was decided for: it goes first while its victims stop. */
+/* A job a preemption was decided for: it goes first while its victims stop
+ * (nvictims < 0: more than PREEMPTOR_VICTIMS_MAX, not kept). */
+#define PREEMPTOR_VICTIMS_MAX 256
 typedef struct preemptor_entry {
     int64_t id;
     double until_s;
+    int nvictims;
+    int64_t victims[PREEMPTOR_VICTIMS_MAX];
 } preemptor_entry;
 
 #define PREEMPTOR_TABLE_MAX 64

@@ -87,6 +87,8 @@ typedef struct loop {
     int *tseen;         /* [ntenants] its jobs looked at so far in the order */
     double *rattained;  /* [nr] each running job's GPU-s attained, its current run included */
     int *rlevel;        /* [nr] and the las level that makes */
+    int *stopping;      /* [nr] the running jobs that are stopping, nstopping of them */
+    int nstopping;
     int max_running_level;
     /* the job searching for victims: its tenant stays within its guarantee
      * (loans included) once it runs, so other tenants' loans may go for it */
@@ -222,6 +224,18 @@ static const char *why_of(const loop *l, int i) { return l->d->why_buf + l->why_
         (l)->why_off[i] = why_add((l), __VA_ARGS__);                                          \
     } while (0)
 
+static bool within_guarantee(const loop *l, int i);
+
+/* The tier the quota checks a job as: reclaim_any_tier lets a job whose
+ * tenant stays within its guarantee (all tiers) pass as guaranteed work. */
+static int quota_tier(const loop *l, int i)
+{
+    const jsum *js = &l->js[i];
+    if (l->s->cfg.reclaim_any_tier && js->tier == TS_TIER_OPPORTUNISTIC && within_guarantee(l, i))
+        return TS_TIER_GUARANTEED;
+    return js->tier;
+}
+
 /* Quota before placement: refused only if refused on every GPU model the job
  * may land on (exact: any placement is on one of them). */
 static bool quota_precheck(loop *l, int i)
@@ -257,7 +271,7 @@ static bool quota_precheck(loop *l, int i)
                 demand[ts_res_gpu(m)] = js->gpu_milli;
         }
         ts_quota_verdict v;
-        if (ts_quota_check(s->q, js->tenant, js->tier, demand, &v) != TS_QUOTA_REFUSED)
+        if (ts_quota_check(s->q, js->tenant, quota_tier(l, i), demand, &v) != TS_QUOTA_REFUSED)
             return true;
         if (!have_first) {
             first = v;
@@ -311,6 +325,10 @@ static int try_start(loop *l, int i)
     const jsum *js = &l->js[i];
     double limit = js->limit_s;
     bool blocked = l->have_res && l->now + limit > l->res_at;
+    if (blocked && s->cfg.guarantee_over_reservation && l->d->reserved >= 0 &&
+        l->d->reserved != i && l->w[l->d->reserved].tenant != job->tenant &&
+        quota_tier(l, i) == TS_TIER_GUARANTEED && within_guarantee(l, i))
+        blocked = false;
     if (l->have_res) {
         if (blocked)
             blockers_on(s);
@@ -344,7 +362,7 @@ static int try_start(loop *l, int i)
         ts_quota_verdict v;
         ts_err e;
         if (cycle_job_demand(s, job, l->tmp, -1, demand) != 0 ||
-            ts_quota_check(s->q, job->tenant, job->tier, demand, &v) == TS_QUOTA_REFUSED) {
+            ts_quota_check(s->q, job->tenant, quota_tier(l, i), demand, &v) == TS_QUOTA_REFUSED) {
             cycle_unplace(s->c, s->ix, job, l->tmp);
             ts_quota_explain(ts_quota_tenants(s->q), &v, why, sizeof why);
             pend(l, i, TS_PEND_QUOTA, "%s", why);
@@ -408,19 +426,32 @@ static double running_attained(const loop *l, const ts_job *v)
  * higher class) or opportunistic work of another tenant; so guaranteed work
  * is never a time-sharing victim of another tenant, nor of its own tenant's
  * opportunistic work. Either way never before the victim's minimum runtime
- * nor past its preemptions per hour. *ts set when only time-sharing allows it. */
+ * nor past its preemptions per hour, except another tenant's loan taken back
+ * for a job within its tenant's guarantee (of either tier with
+ * reclaim_any_tier): cfg.reclaim_min_runtime_s is its floor (0 by default),
+ * and against guaranteed-tier work the per-hour limit does not hold
+ * (reclaim_ignores_hour_limit). *ts set when only time-sharing allows it. */
 static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *ts)
 {
     const ts_job *job = &l->w[i];
     const jsum *js = &l->js[i];
+    const ts_sched_config *cfg = &l->s->cfg;
     *ts = false;
     if (v->stopping)
         return false;
-    if (l->now - v->start_s < l->s->cfg.min_runtime_s)
-        return false;
-    if (v->preemptions_hour >= l->s->cfg.max_preemptions_hour)
-        return false;
     bool same = v->tenant == job->tenant;
+    /* another tenant's loan, taken back for a job within its guarantee */
+    bool loan = !same && v->tier != TS_TIER_GUARANTEED && l->reclaim_others &&
+                (js->tier == TS_TIER_GUARANTEED || cfg->reclaim_any_tier);
+    double floor = loan && cfg->reclaim_min_runtime_s >= 0.0 ? cfg->reclaim_min_runtime_s
+                                                             : cfg->min_runtime_s;
+    if (l->now - v->start_s < floor)
+        return false;
+    if (v->preemptions_hour >= cfg->max_preemptions_hour &&
+        !(loan && cfg->reclaim_ignores_hour_limit && js->tier == TS_TIER_GUARANTEED))
+        return false;
+    if (loan)
+        return true;
     bool reclaim = js->tier == TS_TIER_GUARANTEED &&
                    (v->tier == TS_TIER_GUARANTEED ? same && v->priority < job->priority
                     : same ? v->priority <= job->priority
@@ -481,17 +512,43 @@ static double job_grace(const loop *l, const ts_job *j)
     return j->ckpt_grace_s >= 0.0 ? j->ckpt_grace_s : l->s->cfg.default_grace_s;
 }
 
-static int table_add(ts_sched *s, int64_t id, double until_s)
+/* Records preemptor id with the victims chosen for it (d->preempts from
+ * first on). */
+static int table_add(ts_sched *s, int64_t id, double until_s, const loop *l, int first)
 {
+    preemptor_entry e = {.id = id, .until_s = until_s};
+    int m = l->d->npreempts - first;
+    e.nvictims = m <= PREEMPTOR_VICTIMS_MAX ? m : -1;
+    for (int k = 0; k < m && e.nvictims >= 0; k++)
+        e.victims[k] = l->r[l->d->preempts[first + k].victim].id;
     for (int k = 0; k < s->npre; k++)
         if (s->pre[k].id == id) {
-            s->pre[k].until_s = until_s;
+            s->pre[k] = e;
             return 0;
         }
     if (s->npre == PREEMPTOR_TABLE_MAX)
         return TS_ENOSPC;
-    s->pre[s->npre++] = (preemptor_entry){id, until_s};
+    s->pre[s->npre++] = e;
     return 0;
+}
+
+/* Whether a preemptor's victims have all stopped (none of them is among
+ * the running jobs still stopping): its room was freed, so if it does not
+ * fit, another job took that room. */
+static bool victims_gone(const loop *l, int64_t id)
+{
+    const ts_sched *s = l->s;
+    const preemptor_entry *e = NULL;
+    for (int k = 0; k < s->npre && !e; k++)
+        if (s->pre[k].id == id)
+            e = &s->pre[k];
+    if (!e || e->nvictims < 0)
+        return false;
+    for (int j = 0; j < l->nstopping; j++)
+        for (int k = 0; k < e->nvictims; k++)
+            if (l->r[l->stopping[j]].id == e->victims[k])
+                return false;
+    return true;
 }
 
 /* Reclaim exists to give a tenant back the guarantee it lacks: a guaranteed
@@ -526,14 +583,18 @@ static bool try_preempt(loop *l, int i, bool swap)
 {
     ts_sched *s = l->s;
     const jsum *js = &l->js[i];
-    if ((js->tier != TS_TIER_GUARANTEED && !js->las) || (swap && !js->las) ||
+    bool others = (js->tier == TS_TIER_GUARANTEED || (s->cfg.reclaim_any_tier && !swap)) &&
+                  within_guarantee(l, i);
+    /* reclaim_any_tier: an opportunistic job within its guarantee reclaims */
+    bool any = others && !swap && js->tier != TS_TIER_GUARANTEED;
+    if ((js->tier != TS_TIER_GUARANTEED && !js->las && !any) || (swap && !js->las) ||
         l->searches >= s->cfg.max_preemptors_cycle || s->npre == PREEMPTOR_TABLE_MAX)
         return false;
     const ts_job *job = &l->w[i];
     /* no running job above its level: time-sharing has no victim */
-    if ((swap || js->tier != TS_TIER_GUARANTEED) && l->max_running_level <= js->earned)
+    if ((swap || js->tier != TS_TIER_GUARANTEED) && !any && l->max_running_level <= js->earned)
         return false;
-    l->reclaim_others = js->tier == TS_TIER_GUARANTEED && within_guarantee(l, i);
+    l->reclaim_others = others;
     /* A search that failed fails again for an identical job (same tasks,
      * tenant, tier, class, level, the same right to other tenants' loans):
      * within a cycle candidates only leave (victims chosen) and free room
@@ -618,7 +679,7 @@ static bool try_preempt(loop *l, int i, bool swap)
             until = l->now + grace;
     }
     d->stats.preempted += m;
-    table_add(s, job->id, until + PREEMPTOR_SLACK_S);
+    table_add(s, job->id, until + PREEMPTOR_SLACK_S, l, d->npreempts - m);
     if (!l->have_res) {
         l->have_res = true;
         l->res_at = until;
@@ -833,7 +894,12 @@ static int process(loop *l, int i)
     default:
         return 0;
     }
-    if (l->js[i].preemptor) {
+    /* a preemptor waits for its victims to stop; once they all have and it
+     * still does not fit, another job took that room: it searches again
+     * rather than wait out its entry */
+    bool again = l->js[i].preemptor && l->s->cfg.preemptor_searches_again &&
+                 victims_gone(l, l->w[i].id);
+    if (l->js[i].preemptor && !again) {
         char was[TS_CYCLE_WHY_MAX];
         snprintf(was, sizeof was, "%s", ts_pending_name(p->reason));
         pend(l, i, TS_PEND_PREEMPTING, "waiting for the jobs preempted for it to stop (%s)",
@@ -950,6 +1016,7 @@ static int loop_alloc(loop *l)
     l->tseen = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tseen);
     l->rattained = malloc(nr * sizeof *l->rattained);
     l->rlevel = malloc(nr * sizeof *l->rlevel);
+    l->stopping = malloc(nr * sizeof *l->stopping);
     ts_sched *s = l->s;
     if (cycle_grow(&s->js, &s->js_cap, l->nw > 0 ? l->nw : 1, sizeof *l->js) != 0 ||
         cycle_grow((void **)&s->why_off, &s->why_off_cap, l->nw > 0 ? l->nw : 1,
@@ -959,7 +1026,7 @@ static int loop_alloc(loop *l)
     l->why_off = s->why_off;
     if (!l->start_off || !l->tmp || !l->plan || !l->pj || !l->lost || !l->cand || !l->chosen ||
         !l->victim || !l->dom || !l->js || !l->why_off || !l->tord || !l->tseen || !l->rattained ||
-        !l->rlevel)
+        !l->rlevel || !l->stopping)
         return TS_ENOMEM;
     /* each tenant's order: its own, else its parent's (parents come first) */
     const ts_tenants *ts = ts_quota_tenants(s->q);
@@ -983,6 +1050,8 @@ static int loop_alloc(loop *l)
         l->rlevel[j] = ts_sched_las_level(s, l->rattained[j]);
         if (l->rlevel[j] > l->max_running_level)
             l->max_running_level = l->rlevel[j];
+        if (l->r[j].stopping)
+            l->stopping[l->nstopping++] = j;
     }
     ts_decision *d = l->d;
     if (cycle_grow((void **)&d->starts, &d->starts_cap, l->nw, sizeof *d->starts) != 0 ||
@@ -1007,6 +1076,7 @@ static void loop_free(loop *l)
     free(l->tseen);
     free(l->rattained);
     free(l->rlevel);
+    free(l->stopping);
 }
 
 /* Preemptors, then the starving, then tenants by share. */

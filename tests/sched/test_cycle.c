@@ -344,9 +344,16 @@ static void test_reclaim_takes_least_lost_work(void **state)
     assert_int_equal(f->d.starts[0].allocs[0].node, N1);
 }
 
+/* The base rules, as time-sharing and a tenant's own jobs keep them: with
+ * the loans' own floor and per-hour exemption turned off, a loan is
+ * protected by its minimum runtime and its preemptions in the last hour
+ * (test_loans_go_back_at_once has the defaults). */
 static void test_victims_respect_min_runtime_and_rate(void **state)
 {
     fx *f = *state;
+    f->cfg.reclaim_min_runtime_s = -1.0;
+    f->cfg.reclaim_ignores_hour_limit = false;
+    remake(f, TENANTS_YAML);
     /* a requeued job backs off longer each time it is preempted */
     assert_true(ts_sched_backoff_s(f->s, 1) == f->cfg.backoff_base_s);
     assert_true(ts_sched_backoff_s(f->s, 3) == 4 * f->cfg.backoff_base_s);
@@ -369,6 +376,123 @@ static void test_victims_respect_min_runtime_and_rate(void **state)
     assert_int_equal(cycle(f, 2000, &b2, 1, run, 3), 0);
     assert_int_equal(f->d.npreempts, 0);
     assert_int_equal(f->d.pending[0].reason, TS_PEND_CAPACITY);
+}
+
+/* Another tenant's loan goes back at once to guaranteed work within its
+ * tenant's guarantee: neither its minimum runtime nor its preemptions in
+ * the last hour protect it (it was lent; its checkpoint grace still
+ * applies). A job of the opportunistic tier whose tenant stays within its
+ * guarantee takes loans back too (Kueue's rule), but the per-hour limit
+ * still protects them from it. */
+static void test_loans_go_back_at_once(void **state)
+{
+    fx *f = *state;
+    ts_job *a[3];
+    for (int k = 0; k < 3; k++) {
+        a[k] = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 10000);
+        run_on(f, a[k], 1990, (int[]){k}, (int[]){0}); /* 10 s old */
+        a[k]->preemptions_hour = f->cfg.max_preemptions_hour;
+    }
+    ts_job *run[] = {a[0], a[1], a[2]};
+    ts_job *b = job(f, TB, TS_TIER_GUARANTEED, 1, 4, 100);
+    assert_int_equal(cycle(f, 2000, &b, 1, run, 3), 0);
+    assert_int_equal(f->d.npreempts, 1);
+    assert_true(f->d.preempts[0].grace_s == f->cfg.default_grace_s);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_PREEMPTING);
+    /* team-c's opportunistic job, team-c within its guarantee: the loans
+     * preempted enough this hour stay */
+    ts_job *c = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 4, 100);
+    assert_int_equal(cycle(f, 2000, &c, 1, run, 3), 0);
+    assert_int_equal(f->d.npreempts, 0);
+    /* ... and one that was not goes back for it, young as it is */
+    a[1]->preemptions_hour = 0;
+    ts_job *c2 = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 4, 100);
+    assert_int_equal(cycle(f, 2000, &c2, 1, run, 3), 0);
+    assert_int_equal(f->d.npreempts, 1);
+    assert_int_equal(f->d.preempts[0].victim, 1);
+    /* with the rule off, the opportunistic job only borrows: no victim */
+    f->cfg.reclaim_any_tier = false;
+    remake(f, TENANTS_YAML);
+    for (int k = 0; k < 3; k++)
+        run_on(f, a[k], 1990, (int[]){k}, (int[]){0});
+    ts_job *c3 = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 4, 100);
+    assert_int_equal(cycle(f, 2000, &c3, 1, run, 3), 0);
+    assert_int_equal(f->d.npreempts, 0);
+}
+
+/* A guarantee is not another tenant's to hold back: team-a, over its
+ * guarantee, has a starving job (over a day of waiting) that borrows a
+ * whole node; it holds the reservation on n1, whole once team-b's small job
+ * there ends. Team-b's guaranteed job, within team-b's guarantee and
+ * running past that time, fits only on n1's free GPUs: it starts there (it
+ * waited as `reservation` before). */
+static void test_guarantee_over_reservation(void **state)
+{
+    fx *f = *state;
+    double now = 90000.0;
+    ts_job *x1 = job(f, TA, TS_TIER_GUARANTEED, 1, 3, 2000);
+    ts_job *y = job(f, TB, TS_TIER_GUARANTEED, 1, 1, 1500);
+    ts_job *x2 = job(f, TC, TS_TIER_GUARANTEED, 1, 4, 1000000);
+    ts_job *g = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 10000);
+    g->submit_s = 0; /* past the starvation bound */
+    ts_job *b = job(f, TB, TS_TIER_GUARANTEED, 1, 3, 10000);
+    b->submit_s = now - 10;
+    ts_job *w[] = {g, b};
+    ts_job *run[] = {x1, y, x2};
+    for (int rule = 1; rule >= 0; rule--) {
+        f->cfg.guarantee_over_reservation = rule;
+        remake(f, TENANTS_YAML);
+        run_on(f, x1, now - 1000, (int[]){N0}, (int[]){0}); /* ends at now + 1000 */
+        run_on(f, y, now - 1000, (int[]){N1}, (int[]){0});  /* ends at now + 500 */
+        run_on(f, x2, now - 1000, (int[]){N2}, (int[]){0});
+        assert_int_equal(cycle(f, now, w, 2, run, 3), 0);
+        assert_int_equal(f->d.reserved, 0);
+        assert_int_equal(f->d.npreempts, 0);
+        if (rule) {
+            assert_int_equal(f->d.nstarts, 1);
+            assert_int_equal(f->d.starts[0].job, 1);
+            assert_int_equal(f->d.starts[0].allocs[0].node, N1);
+        } else {
+            assert_int_equal(f->d.nstarts, 0);
+            assert_int_equal(f->d.pending[1].reason, TS_PEND_RESERVATION);
+        }
+    }
+}
+
+/* A preemptor whose victims have stopped but whose room another job took
+ * searches again at once, instead of waiting as `preempting` until its
+ * entry runs out. */
+static void test_preemptor_searches_again(void **state)
+{
+    fx *f = *state;
+    ts_err err;
+    ts_job *a1 = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 100000);
+    ts_job *a2 = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 100000);
+    ts_job *c1 = job(f, TC, TS_TIER_GUARANTEED, 1, 4, 100000);
+    ts_job *b = job(f, TB, TS_TIER_GUARANTEED, 1, 4, 100000);
+    ts_job *c2 = job(f, TC, TS_TIER_GUARANTEED, 1, 4, 100000);
+    for (int rule = 1; rule >= 0; rule--) {
+        f->cfg.preemptor_searches_again = rule;
+        remake(f, TENANTS_YAML);
+        run_on(f, a1, 0, (int[]){N0}, (int[]){0});
+        run_on(f, a2, 0, (int[]){N1}, (int[]){0});
+        run_on(f, c1, 0, (int[]){N2}, (int[]){0});
+        ts_job *run[] = {a1, a2, c1};
+        assert_int_equal(cycle(f, 2000, &b, 1, run, 3), 0);
+        assert_int_equal(f->d.npreempts, 1);
+        ts_job *v = f->d.preempts[0].victim == 0 ? a1 : a2;
+        ts_job *other = v == a1 ? a2 : a1;
+        /* the victim stopped; team-c's guaranteed job took its node */
+        assert_int_equal(ts_sched_stop(f->s, v, 2030, &err), 0);
+        run_on(f, c2, 2030, (int[]){v->allocs[0].node}, (int[]){0});
+        ts_job *run2[] = {other, c1, c2};
+        assert_int_equal(cycle(f, 2040, &b, 1, run2, 3), 0);
+        assert_int_equal(f->d.npreempts, rule ? 1 : 0);
+        if (rule)
+            assert_int_equal(f->d.preempts[0].victim, 0);
+        else
+            assert_int_equal(f->d.pending[0].reason, TS_PEND_PREEMPTING);
+    }
 }
 
 static void test_victim_is_whole_gang_from_most_over_share(void **state)
@@ -463,7 +587,11 @@ static void test_pending_reasons(void **state)
                 f->d.pending[2].reason == TS_PEND_INVALID);
     assert_string_equal(ts_pending_name(TS_PEND_FRAGMENTATION), "fragmentation");
     assert_string_equal(ts_pending_name(TS_PEND_GANG), "gang");
-    /* fragmentation: 1 + 1 + 2 GPUs free on n0, n1, n2: a 3-GPU task waits */
+    /* fragmentation: 1 + 1 + 2 GPUs free on n0, n1, n2: a 3-GPU task waits
+     * (team-a's job only borrows here: it would take team-c's loans back
+     * as a job within team-a's guarantee) */
+    f->cfg.reclaim_any_tier = false;
+    remake(f, TENANTS_YAML);
     ts_job *r[3];
     for (int i = 0; i < 3; i++) {
         r[i] = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, i < 2 ? 3 : 2, 1000);
@@ -532,6 +660,10 @@ static void test_fair_share_orders_tenants(void **state)
 static void test_guaranteed_before_borrowing(void **state)
 {
     fx *f = *state;
+    /* team-a's job only borrows: the rule that lets a job within its
+     * tenant's guarantee count as guaranteed is off here */
+    f->cfg.reclaim_any_tier = false;
+    remake(f, TENANTS_YAML);
     ts_job *b1 = job(f, TB, TS_TIER_GUARANTEED, 1, 2, 100000);
     run_on(f, b1, 0, (int[]){N0}, (int[]){0});
     ts_job *c1 = job(f, TC, TS_TIER_GUARANTEED, 1, 4, 100000);
@@ -910,10 +1042,13 @@ static void test_random_workloads_keep_invariants(void **state)
         for (int p = 0; p < f->d.npreempts; p++) {
             int k = ri[f->d.preempts[p].victim];
             assert_int_equal(state_of[k], 2);
-            /* guaranteed work of another tenant is never a victim */
+            /* guaranteed work of another tenant is never a victim; an
+             * opportunistic preemptor (within its tenant's guarantee) only
+             * takes other tenants' loans */
             const ts_job *pre = &w[f->d.preempts[p].preemptor];
             assert_true(jobs[k].tier == TS_TIER_OPPORTUNISTIC || jobs[k].tenant == pre->tenant);
-            assert_int_equal(pre->tier, TS_TIER_GUARANTEED);
+            assert_true(pre->tier == TS_TIER_GUARANTEED ||
+                        (jobs[k].tier == TS_TIER_OPPORTUNISTIC && jobs[k].tenant != pre->tenant));
             jobs[k].stopping = true;
             jobs[k].stop_by_s = now + f->d.preempts[p].grace_s;
             state_of[k] = 3;
@@ -1160,6 +1295,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_array_expands, setup, teardown),
         cmocka_unit_test_setup_teardown(test_starvation_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_workloads_keep_invariants, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_loans_go_back_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_guarantee_over_reservation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_preemptor_searches_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_las_short_job_overtakes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_las_starving_job_is_promoted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_las_victim_keeps_min_runtime, setup, teardown),
