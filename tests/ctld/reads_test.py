@@ -50,22 +50,28 @@ URL = f"http://127.0.0.1:{PORT}"
 DELAY_MS = 800
 BOUND_S = DELAY_MS / 1000.0 / 4  # a quarter of a cycle: 200 ms
 
-open(os.path.join(TMP, "cluster.yaml"), "w").write("""topology:
+
+def configure(nodes, config, state_dir):
+    """Virtual 8-GPU nodes v-1..v-NODES, and tesserad's configuration."""
+    open(os.path.join(TMP, "cluster.yaml"), "w").write(f"""topology:
   levels: [node, gpu]
 node_classes:
-  g8: {gpu_model: H100-80GB, gpus: 8, cpu_milli: 64000, memory_mib: 524288}
+  g8: {{gpu_model: H100-80GB, gpus: 8, cpu_milli: 64000, memory_mib: 524288}}
 nodes:
-  - {names: 'v-[1-2]', class: g8}
+  - {{names: 'v-[1-{nodes}]', class: g8}}
 """)
-open(os.path.join(TMP, "tenants.yaml"), "w").write("tenants:\n  t: {}\n")
-open(os.path.join(TMP, "tesserad.yaml"), "w").write(f"""listen: 127.0.0.1:{PORT}
+    open(os.path.join(TMP, config), "w").write(f"""listen: 127.0.0.1:{PORT}
 cluster: cluster.yaml
 tenants: tenants.yaml
-state_dir: state
+state_dir: {state_dir}
 virtual_nodes: all
 limits: {{requests_per_s: 100000, burst: 100000}}
 scheduler: {{interval: 0.01s}}
 """)
+
+
+open(os.path.join(TMP, "tenants.yaml"), "w").write("tenants:\n  t: {}\n")
+configure(2, "tesserad.yaml", "state")
 
 
 def call(method, path, token, body=None):
@@ -270,21 +276,7 @@ finally:
 # applied its start, while the node, read from the cycle's copies, still
 # had the GPU free (up to 8 of 180 such reads, in a build before the job's live
 # state came from memory).
-open(os.path.join(TMP, "cluster.yaml"), "w").write("""topology:
-  levels: [node, gpu]
-node_classes:
-  g8: {gpu_model: H100-80GB, gpus: 8, cpu_milli: 64000, memory_mib: 524288}
-nodes:
-  - {names: 'v-[1-400]', class: g8}
-""")
-open(os.path.join(TMP, "tesserad3.yaml"), "w").write(f"""listen: 127.0.0.1:{PORT}
-cluster: cluster.yaml
-tenants: tenants.yaml
-state_dir: state3
-virtual_nodes: all
-limits: {{requests_per_s: 100000, burst: 100000}}
-scheduler: {{interval: 0.01s}}
-""")
+configure(400, "tesserad3.yaml", "state3")
 log3 = open(os.path.join(TMP, "log3"), "w")
 proc = subprocess.Popen([TESSERAD, "--config", os.path.join(TMP, "tesserad3.yaml")],
                         stdout=subprocess.DEVNULL, stderr=log3)
