@@ -261,7 +261,7 @@ typedef struct ctld_view {
     int ntenants, cap_tenants;
     int64_t *use;                /* [ntenants * TS_RES_DIMS] */
     double *share;               /* [ntenants] at the cycle's clock when copied */
-    uint64_t published, served;  /* copies made; reads answered from them */
+    uint64_t served;             /* reads answered from the copies */
 } ctld_view;
 
 typedef struct ctld {
@@ -517,14 +517,14 @@ json_t *ctld_render_node(const ctld *c, int node);
 /* The read view (view.c). init at open (-1: out of memory), fini at close;
  * publish and close by the cycle, under mu, around the span where the live
  * cluster and quota hold plans not yet applied. A reader of nodes or usage
- * takes mu with ctld_lock_reader, calls ctld_view_ready (which waits for the
+ * takes mu with ctld_lock_view_reader (ctld_lock_reader, then a wait for the
  * cycle's end only if the copies could not be made) and reads through the
  * accessors, which answer from the copies while they are on, else live. */
 int ctld_view_init(ctld *c);
 void ctld_view_fini(ctld *c);
 void ctld_view_publish(ctld *c, double now);
 void ctld_view_close(ctld *c);
-void ctld_view_ready(ctld *c);
+void ctld_lock_view_reader(ctld *c);
 const ts_node *ctld_view_node(const ctld *c, int n);
 bool ctld_view_up(const ctld *c, int n);
 int64_t ctld_view_usage(const ctld *c, int t, int dim);

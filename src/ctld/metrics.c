@@ -64,8 +64,7 @@ char *ctld_metrics_text(ctld *c)
     static const double CYCLE_B[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0};
     static const double WAIT_B[] = {1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600};
     sbuf b = {0};
-    ctld_lock_reader(c);
-    ctld_view_ready(c); /* nodes and usage: the copies while a cycle plans */
+    ctld_lock_view_reader(c); /* nodes and usage: the copies while a cycle plans */
     const ctld_metrics *m = &c->m;
     head(&b, "tessera_jobs", "gauge", "Active jobs by state and tenant.");
     int nt = c->tenants->n;

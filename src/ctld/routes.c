@@ -439,8 +439,7 @@ static void nodes(ctld *c, const ctld_request *rq, ctld_reply *r)
             return;
         }
         json_t *a = json_array();
-        ctld_lock_reader(c);
-        ctld_view_ready(c); /* while a cycle plans: what it planned on */
+        ctld_lock_view_reader(c); /* while a cycle plans: what it planned on */
         for (int i = 0; i < c->cluster->nnodes; i++)
             json_array_append_new(a, scope_node(c, rq->who, ctld_render_node(c, i)));
         pthread_mutex_unlock(&c->mu);
@@ -488,8 +487,7 @@ static void nodes(ctld *c, const ctld_request *rq, ctld_reply *r)
             return;
         }
     }
-    ctld_lock_reader(c);
-    ctld_view_ready(c);
+    ctld_lock_view_reader(c);
     json_t *doc = scope_node(c, rq->who, ctld_render_node(c, n));
     pthread_mutex_unlock(&c->mu);
     ctld_reply_json(r, 200, json_pack("{s:o}", "node", doc));
@@ -547,8 +545,7 @@ static void tenants(ctld *c, const ctld_request *rq, ctld_reply *r)
         return;
     }
     json_t *a = json_array();
-    ctld_lock_reader(c);
-    ctld_view_ready(c); /* usage and shares: what the cycle plans on, while it plans */
+    ctld_lock_view_reader(c); /* usage and shares: what the cycle plans on, while it plans */
     double now = ctld_now();
     for (int t = 0; t < c->tenants->n; t++) {
         const ts_tenant *tn = &c->tenants->t[t];

@@ -69,7 +69,6 @@ void ctld_view_publish(ctld *c, double now)
         v->share[t] = ts_quota_share(c->quota, t, now);
     }
     v->on = true;
-    v->published++;
 }
 
 void ctld_view_close(ctld *c)
@@ -78,8 +77,9 @@ void ctld_view_close(ctld *c)
     c->view.on = false;
 }
 
-void ctld_view_ready(ctld *c)
+void ctld_lock_view_reader(ctld *c)
 {
+    ctld_lock_reader(c);
     if (c->view.planning && !c->view.on)
         ctld_settled_wait(c); /* no copies (out of memory): the cycle's end */
     if (c->view.on)
