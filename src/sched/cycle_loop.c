@@ -226,14 +226,22 @@ static const char *why_of(const loop *l, int i) { return l->d->why_buf + l->why_
 
 static bool within_guarantee(const loop *l, int i);
 
-/* The tier the quota checks a job as: reclaim_any_tier lets a job whose
- * tenant stays within its guarantee (all tiers) pass as guaranteed work. */
+/* Whether job i counts as guaranteed work against other tenants' loans (it
+ * takes them back, and is not held off by another tenant's reservation):
+ * its tenant, all tiers and the job included, stays within its guarantee,
+ * and it is guaranteed work or reclaim_any_tier lets any tier. */
+static bool reclaims(const loop *l, int i)
+{
+    return (l->js[i].tier == TS_TIER_GUARANTEED || l->s->cfg.reclaim_any_tier) &&
+           within_guarantee(l, i);
+}
+
+/* The tier the quota checks a job as: one that reclaims passes as
+ * guaranteed work, whatever its own tier. */
 static int quota_tier(const loop *l, int i)
 {
     const jsum *js = &l->js[i];
-    if (l->s->cfg.reclaim_any_tier && js->tier == TS_TIER_OPPORTUNISTIC && within_guarantee(l, i))
-        return TS_TIER_GUARANTEED;
-    return js->tier;
+    return js->tier == TS_TIER_OPPORTUNISTIC && reclaims(l, i) ? TS_TIER_GUARANTEED : js->tier;
 }
 
 /* Quota before placement: refused only if refused on every GPU model the job
@@ -326,8 +334,7 @@ static int try_start(loop *l, int i)
     double limit = js->limit_s;
     bool blocked = l->have_res && l->now + limit > l->res_at;
     if (blocked && s->cfg.guarantee_over_reservation && l->d->reserved >= 0 &&
-        l->d->reserved != i && l->w[l->d->reserved].tenant != job->tenant &&
-        quota_tier(l, i) == TS_TIER_GUARANTEED && within_guarantee(l, i))
+        l->d->reserved != i && l->w[l->d->reserved].tenant != job->tenant && reclaims(l, i))
         blocked = false;
     if (l->have_res) {
         if (blocked)
@@ -441,8 +448,7 @@ static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *t
         return false;
     bool same = v->tenant == job->tenant;
     /* another tenant's loan, taken back for a job within its guarantee */
-    bool loan = !same && v->tier != TS_TIER_GUARANTEED && l->reclaim_others &&
-                (js->tier == TS_TIER_GUARANTEED || cfg->reclaim_any_tier);
+    bool loan = !same && v->tier != TS_TIER_GUARANTEED && l->reclaim_others;
     double floor = loan && cfg->reclaim_min_runtime_s >= 0.0 ? cfg->reclaim_min_runtime_s
                                                              : cfg->min_runtime_s;
     if (l->now - v->start_s < floor)
@@ -583,8 +589,8 @@ static bool try_preempt(loop *l, int i, bool swap)
 {
     ts_sched *s = l->s;
     const jsum *js = &l->js[i];
-    bool others = (js->tier == TS_TIER_GUARANTEED || (s->cfg.reclaim_any_tier && !swap)) &&
-                  within_guarantee(l, i);
+    /* time-sharing (swap) takes loans back for guaranteed work only */
+    bool others = reclaims(l, i) && (!swap || js->tier == TS_TIER_GUARANTEED);
     /* reclaim_any_tier: an opportunistic job within its guarantee reclaims */
     bool any = others && !swap && js->tier != TS_TIER_GUARANTEED;
     if ((js->tier != TS_TIER_GUARANTEED && !js->las && !any) || (swap && !js->las) ||
