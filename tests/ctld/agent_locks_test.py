@@ -35,7 +35,7 @@ import time
 TESSERAD = sys.argv[1]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
-from harness import wait_for  # noqa: E402
+from harness import ctld_files, wait_for  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="tessera-agent-locks-")
 PORT = free_port()
@@ -43,25 +43,8 @@ URL = f"http://127.0.0.1:{PORT}"
 DELAY_MS = 800
 BOUND_S = DELAY_MS / 1000.0 / 4
 
-open(os.path.join(TMP, "cluster.yaml"), "w").write("""topology:
-  levels: [node, gpu]
-node_classes:
-  g8: {gpu_model: H100-80GB, gpus: 8, cpu_milli: 64000, memory_mib: 524288}
-  a8: {gpu_model: A100-80GB, gpus: 8, cpu_milli: 64000, memory_mib: 524288}
-nodes:
-  - {names: 'v-[1-2]', class: g8}
-  - {names: 'r-[1-1]', class: a8}
-""")
-open(os.path.join(TMP, "tenants.yaml"), "w").write("tenants:\n  t: {}\n")
-open(os.path.join(TMP, "tesserad.yaml"), "w").write(f"""listen: 127.0.0.1:{PORT}
-cluster: cluster.yaml
-tenants: tenants.yaml
-state_dir: state
-virtual_nodes: ['v-*']
-node_lost_after: 60s
-limits: {{requests_per_s: 100000, burst: 100000}}
-scheduler: {{interval: 0.01s}}
-""")
+ctld_files(TMP, PORT, ["{names: 'v-[1-2]', class: g8}", "{names: 'r-[1-1]', class: a8}"],
+           "virtual_nodes: ['v-*']\nnode_lost_after: 60s\nscheduler: {interval: 0.01s}\n")
 
 
 def call(method, path, token, body=None, timeout=30):

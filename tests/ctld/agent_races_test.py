@@ -32,7 +32,7 @@ import time
 TESSERAD = sys.argv[1]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
-from harness import wait_for  # noqa: E402
+from harness import ctld_files, wait_for  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="tessera-agent-races-")
 
@@ -44,24 +44,10 @@ def controller(name, faults):
     os.makedirs(d)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    open(os.path.join(d, "cluster.yaml"), "w").write("""topology:
-  levels: [node, gpu]
-node_classes:
-  a8: {gpu_model: A100-80GB, gpus: 8, cpu_milli: 64000, memory_mib: 524288}
-nodes:
-  - {names: 'r-[1-2]', class: a8}
-""")
-    open(os.path.join(d, "tenants.yaml"), "w").write("tenants:\n  t: {}\n")
-    open(os.path.join(d, "tesserad.yaml"), "w").write(f"""listen: 127.0.0.1:{port}
-cluster: cluster.yaml
-tenants: tenants.yaml
-state_dir: state
-node_lost_after: 120s
-limits: {{requests_per_s: 100000, burst: 100000}}
-scheduler: {{interval: 0.2s}}
-""")
+    conf = ctld_files(d, port, ["{names: 'r-[1-2]', class: a8}"],
+                      "node_lost_after: 120s\nscheduler: {interval: 0.2s}\n")
     env = dict(os.environ, TESSERAD_STORE_FAULTS=faults)
-    proc = subprocess.Popen([TESSERAD, "--config", os.path.join(d, "tesserad.yaml")],
+    proc = subprocess.Popen([TESSERAD, "--config", conf],
                             stdout=subprocess.DEVNULL,
                             stderr=open(os.path.join(d, "log"), "w"), env=env)
     check(wait_ready(url, 30), f"{name}: tesserad is ready")

@@ -18,10 +18,11 @@ answer must add up: a node's free GPUs and its jobs (one GPU each) make its
 8 GPUs, and /metrics' allocated GPUs equal the tenant's GPUs used, so no
 read sees a start the cycle has planned but not written. A change (a
 cancel) waits for the cycle running when it comes, and no more: the next
-cycle lets it in first (it used to wait two cycles or more). The cycle's test pause sits in its dependency pass, where a
-submission comes in at a yield: a job with a `singleton` dependency
-submitted then must wait for its running namesake (one decided against the
-table of names built before it came started beside it).
+cycle lets it in first (it used to wait two cycles or more). The cycle's
+test pause sits in its dependency pass, where a submission comes in at a
+yield: a job with a `singleton` dependency submitted then must wait for its
+running namesake (one decided against the table of names built before it
+came started beside it).
 
 Then, on a slow store (TESSERAD_STORE_FAULTS delay_ms=1500: every write
 waits 1.5 s before its commit), PUT /v1/tenants replaces the tenants while
@@ -42,7 +43,7 @@ import time
 
 TESSERAD = sys.argv[1]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
+from harness import check, ctld_files, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="tessera-reads-")
 PORT = free_port()
@@ -53,24 +54,10 @@ BOUND_S = DELAY_MS / 1000.0 / 4  # a quarter of a cycle: 200 ms
 
 def configure(nodes, config, state_dir):
     """Virtual 8-GPU nodes v-1..v-NODES, and tesserad's configuration."""
-    open(os.path.join(TMP, "cluster.yaml"), "w").write(f"""topology:
-  levels: [node, gpu]
-node_classes:
-  g8: {{gpu_model: H100-80GB, gpus: 8, cpu_milli: 64000, memory_mib: 524288}}
-nodes:
-  - {{names: 'v-[1-{nodes}]', class: g8}}
-""")
-    open(os.path.join(TMP, config), "w").write(f"""listen: 127.0.0.1:{PORT}
-cluster: cluster.yaml
-tenants: tenants.yaml
-state_dir: {state_dir}
-virtual_nodes: all
-limits: {{requests_per_s: 100000, burst: 100000}}
-scheduler: {{interval: 0.01s}}
-""")
+    ctld_files(TMP, PORT, [f"{{names: 'v-[1-{nodes}]', class: g8}}"],
+               "virtual_nodes: all\nscheduler: {interval: 0.01s}\n", config, state_dir)
 
 
-open(os.path.join(TMP, "tenants.yaml"), "w").write("tenants:\n  t: {}\n")
 configure(2, "tesserad.yaml", "state")
 
 

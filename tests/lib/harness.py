@@ -1,6 +1,7 @@
 """harness.py - what the end-to-end tests of tesserad and its agents share:
 a free loopback port, JSON over HTTP with a bearer token, a check that
-records failures instead of stopping at the first, and a bounded wait.
+records failures instead of stopping at the first, a bounded wait, and the
+files of a small controller.
 
 The tests put tests/lib on sys.path and import from here.
 """
@@ -23,6 +24,25 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+def ctld_files(d, port, nodes, extra="", config="tesserad.yaml", state="state"):
+    """Writes in d the files of a controller of 8-GPU nodes and returns its
+    configuration's path: cluster.yaml (levels node and gpu; nodes: the
+    entries of its node list, of class g8 (H100-80GB) or a8 (A100-80GB)),
+    tenants.yaml (one tenant, t) and the configuration (listening on port,
+    its state in d/state, rate limits out of the way, then extra's lines)."""
+    open(os.path.join(d, "cluster.yaml"), "w").write(
+        "topology:\n  levels: [node, gpu]\nnode_classes:\n"
+        "  g8: {gpu_model: H100-80GB, gpus: 8, cpu_milli: 64000, memory_mib: 524288}\n"
+        "  a8: {gpu_model: A100-80GB, gpus: 8, cpu_milli: 64000, memory_mib: 524288}\n"
+        "nodes:\n" + "".join(f"  - {n}\n" for n in nodes))
+    open(os.path.join(d, "tenants.yaml"), "w").write("tenants:\n  t: {}\n")
+    path = os.path.join(d, config)
+    open(path, "w").write(f"listen: 127.0.0.1:{port}\ncluster: cluster.yaml\n"
+                          f"tenants: tenants.yaml\nstate_dir: {state}\n"
+                          "limits: {requests_per_s: 100000, burst: 100000}\n" + extra)
+    return path
 
 
 def http_call(url, method, path, token=None, body=None, headers=None, raw=None, timeout=30):
