@@ -5,7 +5,8 @@
 
 One virtual node of 4 GPUs; levels sized for seconds (level 1 at 0.001
 GPU-hours: a 4-GPU job passes it after 0.9 s). Bad scheduler.order,
-scheduler.las and tenant order values are refused naming the key. A long
+scheduler.las, scheduler.reclaim_min_runtime and tenant order values are
+refused naming the key. A long
 job runs; a short job of the same team arrives, has attained nothing, and
 time-shares: the long job is preempted (its event says time-sharing and its
 data the cause), the short one starts and ends, the long one resumes. While
@@ -63,7 +64,9 @@ for bad, key in [("scheduler: {order: sjf}\n", "scheduler.order"),
                  ("scheduler: {las: {levels: 99}}\n", "scheduler.las.levels"),
                  ("scheduler: {las: {promote_factor: -1}}\n", "scheduler.las.promote_factor"),
                  ("scheduler: {las: {level_gpu_hours: lots}}\n", "scheduler.las.level_gpu_hours"),
-                 ("scheduler: {las: {speed: 3}}\n", "speed")]:
+                 ("scheduler: {las: {speed: 3}}\n", "speed"),
+                 ("scheduler: {reclaim_min_runtime: soon}\n", "scheduler.reclaim_min_runtime"),
+                 ("scheduler: {reclaim_min_runtime: -5s}\n", "scheduler.reclaim_min_runtime")]:
     write("bad.yaml", BASE + bad)
     r = subprocess.run([TESSERAD, "--config", os.path.join(TMP, "bad.yaml")],
                        capture_output=True, text=True, timeout=20)
