@@ -120,7 +120,12 @@ void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_
     pthread_mutex_lock(&a->mu);
     q->next = a->logreqs;
     a->logreqs = q;
-    a->gen++; /* the agent's long-poll answers; its document is unchanged */
+    /* the agent's long-poll answers; its document is unchanged, and so is
+     * what a report is applied against: a report current before the
+     * request stays current, and its answer rides on a same report */
+    if (a->applied_gen == a->gen)
+        a->applied_gen++;
+    a->gen++;
     pthread_cond_broadcast(&a->moved);
     double until = ctld_now() + LOG_WAIT_S;
     while (!q->done && !__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE) && ctld_now() < until)

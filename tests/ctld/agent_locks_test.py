@@ -130,13 +130,31 @@ try:
     def read_logs():
         out["r"] = call("GET", f"/v1/jobs/{real}/logs?rank=0", admin, timeout=20)
 
+    # the agent's long-poll is already waiting when the request comes: the
+    # request moves the node's generation, which must not make the answer's
+    # report (the same one) wait for a cycle
+    polled = {}
+
+    def long_poll():
+        polled["r"] = sync(wait_s=10)
+
+    poller = threading.Thread(target=long_poll)
+    poller.start()
+    time.sleep(0.5)
     th = threading.Thread(target=read_logs)
     th.start()
-    want = wait_for(lambda: sync(wait_s=1)[1].get("logs") or None, "the output request", 10.0)
+    poller.join(15)
+    want = (polled.get("r") or (0, {}, 0))[1].get("logs") or \
+        wait_for(lambda: sync(wait_s=1)[1].get("logs") or None, "the output request", 10.0)
+    check(bool(want), "the waiting long-poll answers with the output request")
     if want:
+        before = syncs(admin)
         st, d, dt = sync({"logs": [{"id": want[0]["id"], "data": "hello\n", "size": 6}]})
+        after = syncs(admin)
         check(st == 200 and dt < BOUND_S,
               f"the answer rides on a same report ({st}, {dt * 1e3:.0f} ms)")
+        check(after.get("same", 0) - before.get("same", 0) == 1,
+              f"the answer's report counted as same ({before} -> {after})")
     th.join(25)
     st, d = out.get("r", (0, {}))
     check(st == 200 and d.get("data") == "hello\n", f"the reader gets the agent's output ({st})")
