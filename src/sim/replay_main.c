@@ -5,7 +5,7 @@
  *       [--cluster CLUSTER.yaml | --nodes N --gpus-per-node G]
  *       [--tenants TENANTS.yaml | --vc-nodes VC.csv] [--from DAY --to DAY]
  *       [--round-s S] [--restart-cost-s S] [--checkpoint-s S] [--load X]
- *       [--json OUT.json] [--series OUT.csv] [--plot OUT.svg]
+ *       [--json OUT.json] [--series OUT.csv] [--plot OUT.svg] [--jobs-out OUT.csv]
  *
  * The jobs file's header tells its format: the Pollux rigid workloads, the
  * Philly job list, or our own job list (name,submit_s,gpus,duration_s
@@ -49,6 +49,9 @@
 #define SERIES_POINTS_MAX 2000
 #define VC_FILE_NAME "philly_vc_nodes_helios.csv"
 #define PATH_MAX_BYTES 4096
+#define JOBS_OUT_HEADER                                                                         \
+    "policy,workload,job,tenant,gpus,submit_s,work_s,finish_s,jct_s,queue_s,starts,preemptions," \
+    "lost_work_s"
 
 static void usage(FILE *f)
 {
@@ -57,11 +60,13 @@ static void usage(FILE *f)
                "         [--tenants TENANTS.yaml | --vc-nodes VC.csv] [--from YYYY-MM-DD]\n"
                "         [--to YYYY-MM-DD] [--round-s S] [--restart-cost-s S] [--checkpoint-s S]\n"
                "         [--load X] [--json OUT.json] [--series OUT.csv] [--plot OUT.svg]\n"
+               "         [--jobs-out OUT.csv]\n"
                "  JOBS.csv: pollux_rigid_durations.csv, philly_jobs_pollux.csv, or a job list\n"
                "    name,submit_s,gpus,duration_s[,tenant] (told apart by the header)\n"
                "  --round-s 0 decides on every event instead of in rounds\n"
                "  --checkpoint-s 0 (default): a preempted job loses no progress\n"
                "  --load X: jobs arrive X times as fast (submit times / X; default 1)\n"
+               "  --jobs-out: one CSV row per job and policy (when it ran, waited, finished)\n"
                "  with tenants, tessera shares one cluster; other policies run siloed\n"
                "policies:");
     for (const ts_replay_policy_ops *const *p = ts_replay_policy_all(); *p; p++)
@@ -94,13 +99,14 @@ static int parse_num(const char *opt, const char *v, double min, double max, boo
 }
 
 typedef struct options {
-    const char *jobs, *set, *policies, *json, *series, *plot;
+    const char *jobs, *set, *policies, *json, *series, *plot, *jobs_out;
     const char *vc_nodes, *from, *to, *cluster, *tenants;
     bool round_given, restart_given, nodes_given;
     double nodes, gpus_per_node, load;
     ts_replay_config cfg;
     const ts_replay_policy_ops *ops[POLICIES_MAX];
     int npol;
+    FILE *jobs_out_f; /* --jobs-out, open while the policies run */
 } options;
 
 static int parse_policies(options *o)
@@ -136,7 +142,7 @@ static int parse_options(int argc, char **argv, options *o)
         {"--jobs", &o->jobs},       {"--set", &o->set},         {"--policy", &o->policies},
         {"--json", &o->json},       {"--series", &o->series},   {"--plot", &o->plot},
         {"--vc-nodes", &o->vc_nodes}, {"--from", &o->from},     {"--to", &o->to},
-        {"--cluster", &o->cluster}, {"--tenants", &o->tenants},
+        {"--cluster", &o->cluster}, {"--tenants", &o->tenants}, {"--jobs-out", &o->jobs_out},
     };
     for (int i = 2; i < argc; i++) {
         const char *opt = argv[i];
@@ -322,6 +328,43 @@ static int settle_config(options *o, const char *format, const ts_replay_trace *
     return 0;
 }
 
+/* A CSV field: as is, or quoted with its quotes doubled when it holds a
+ * comma, a quote or a line break. */
+static void csv_field(FILE *f, const char *v)
+{
+    if (!strpbrk(v, ",\"\r\n")) {
+        fputs(v, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *v; v++) {
+        if (*v == '"')
+            fputc('"', f);
+        fputc(*v, f);
+    }
+    fputc('"', f);
+}
+
+/* --jobs-out: one row per job of the workload, in the replay's order (by
+ * submission, ties in file order). */
+static void write_jobs_out(FILE *f, const char *policy, const ts_replay_workload *W,
+                           const ts_replay_trace *t, const ts_replay_outcome *out)
+{
+    for (int j = 0; j < W->njobs; j++) {
+        const ts_replay_job *jb = &W->jobs[j];
+        const ts_replay_outcome *r = &out[j];
+        fprintf(f, "%s,", policy);
+        csv_field(f, W->name);
+        fputc(',', f);
+        csv_field(f, jb->name);
+        fputc(',', f);
+        csv_field(f, t->ntenants > 0 ? t->tenants[jb->tenant].name : "");
+        fprintf(f, ",%d,%.3f,%.3f,%.3f,%.3f,%.3f,%d,%d,%.3f\n", jb->gpus, jb->submit_s,
+                jb->work_s, r->finish_s, r->jct_s, r->queue_s, r->starts, r->preemptions,
+                r->lost_work_s);
+    }
+}
+
 /* Runs one policy over every workload (or once over the tenants). */
 static int run_policy(const options *o, const ts_replay_trace *t, replay_policy_run *pr)
 {
@@ -355,6 +398,8 @@ static int run_policy(const options *o, const ts_replay_trace *t, replay_policy_
         else
             rc = ts_replay_run_logged(&cfg, pr->ops, W->jobs, W->njobs, out, &pr->per[w],
                                       want_series ? &log : NULL, &err);
+        if (rc == 0 && o->jobs_out_f)
+            write_jobs_out(o->jobs_out_f, pr->ops->name, W, t, out);
         if (rc == 0 && want_series)
             rc = ts_replay_series_build(W->jobs, W->njobs, out, &log, t->ntenants,
                                         (long)cfg.nodes * cfg.gpus_per_node, SERIES_POINTS_MAX,
@@ -397,6 +442,16 @@ int replay_main(int argc, char **argv)
         ts_replay_trace_free(t);
         return rc;
     }
+    if (o.jobs_out) {
+        o.jobs_out_f = fopen(o.jobs_out, "w");
+        if (!o.jobs_out_f) {
+            fprintf(stderr, "tessera-sim replay: --jobs-out: %s: %s\n", o.jobs_out,
+                    strerror(errno));
+            ts_replay_trace_free(t);
+            return 1;
+        }
+        fputs(JOBS_OUT_HEADER "\n", o.jobs_out_f);
+    }
     replay_policy_run pr[POLICIES_MAX];
     memset(pr, 0, sizeof pr);
     for (int p = 0; p < o.npol && rc == 0; p++) {
@@ -413,10 +468,16 @@ int replay_main(int argc, char **argv)
             failed = o.series;
         else if (o.plot && sim_plot_replay(o.plot, &rep) != 0)
             failed = o.plot;
+        else if (o.jobs_out_f && (fflush(o.jobs_out_f) != 0 || ferror(o.jobs_out_f)))
+            failed = o.jobs_out;
         if (failed) {
             fprintf(stderr, "tessera-sim replay: %s: cannot write\n", failed);
             rc = 1;
         }
+    }
+    if (o.jobs_out_f && fclose(o.jobs_out_f) != 0 && rc == 0) {
+        fprintf(stderr, "tessera-sim replay: %s: cannot write\n", o.jobs_out);
+        rc = 1;
     }
     free_runs(pr, o.npol, t->nwl);
     ts_replay_trace_free(t);

@@ -12,7 +12,9 @@
 # (identical --csv for the same seed, for --jobs 1 and --jobs 2). For
 # `replay`: bad inputs (unequal nodes, unknown tenant, guarantees beyond the
 # cluster, ...) exit 2 naming the field; a run with tenants writes --json,
-# --series and --plot of the documented shape (the SVG must parse as XML);
+# --series, --plot and --jobs-out of the documented shape (the SVG must
+# parse as XML; a row per job agreeing with the JSON), and an unwritable
+# --jobs-out exits 1 naming it;
 # the Philly fixture gives the same figures by --vc-nodes and by
 # --cluster/--tenants; a Pollux run has no tenants. Every check counts; the
 # last line is "N passed, M failed" and any failure exits 1.
@@ -244,13 +246,13 @@ else
 fi
 
 sim replay "${ours[@]}" --policy fifo,sjf,srtf,tessera --checkpoint-s 600 \
-  --json "$tmp/r.json" --series "$tmp/r.csv" --plot "$tmp/r.svg"
+  --json "$tmp/r.json" --series "$tmp/r.csv" --plot "$tmp/r.svg" --jobs-out "$tmp/j.csv"
 if [ "$rc" -ne 0 ]; then
   fail "replay with tenants: exit $rc, expected 0"
 else
   pass
 fi
-if python3 - "$tmp/r.json" "$tmp/r.csv" "$tmp/r.svg" <<'PY'; then pass; else fail "replay outputs: wrong shape"; fi
+if python3 - "$tmp/r.json" "$tmp/r.csv" "$tmp/r.svg" "$tmp/j.csv" "$JOBS" <<'PY'; then pass; else fail "replay outputs: wrong shape"; fi
 import csv, json, sys
 import xml.etree.ElementTree as ET
 
@@ -282,11 +284,35 @@ for r in rows[1:]:
 
 root = ET.parse(sys.argv[3]).getroot()
 assert root.tag == "{http://www.w3.org/2000/svg}svg", root.tag
+
+# --jobs-out: a row per job and policy, by submission (ties in file order), agreeing with the json
+jobs = list(csv.reader(open(sys.argv[4])))
+assert jobs[0] == ["policy", "workload", "job", "tenant", "gpus", "submit_s", "work_s", "finish_s",
+                   "jct_s", "queue_s", "starts", "preemptions", "lost_work_s"], jobs[0]
+names = [r[0] for r in sorted(list(csv.reader(open(sys.argv[5])))[1:], key=lambda r: float(r[1]))]
+for r in res:
+    mine = [j for j in jobs[1:] if j[0] == r["policy"]]
+    assert [j[2] for j in mine] == names, (r["policy"], mine)
+    for j in mine:
+        sub, work, fin, jct, q = map(float, j[5:10])
+        assert j[1] == "jobs" and j[3] in ("vision", "speech"), j
+        assert abs(fin - sub - jct) < 1e-2 and 0 <= q <= jct and jct >= work - 1e-2, j
+        assert int(j[10]) >= 1 and int(j[11]) >= 0 and float(j[12]) >= 0, j
+    assert abs(sum(float(j[8]) for j in mine) / len(mine) - r["avg_jct_s"]) < 1, r["policy"]
+    assert sum(int(j[11]) for j in mine) == r["preemptions"], r["policy"]
 text = " ".join("".join(e.itertext()) for e in root.iter("{http://www.w3.org/2000/svg}text"))
 for word in ("tessera (shared)", "fifo (siloed)", "GPU utilisation (%)", "queue (jobs waiting)",
              "GPUs held per tenant", "vision", "speech", "time (minutes)"):
     assert word in text, word
 PY
+
+# --jobs-out that cannot be written: exit 1 naming it, before anything runs
+sim replay "${ours[@]}" --policy fifo --jobs-out "$tmp/no/such/dir/j.csv"
+if [ "$rc" -eq 1 ] && grep -qF -- "--jobs-out: $tmp/no/such/dir/j.csv" "$tmp/err" && [ ! -s "$tmp/out" ]; then
+  pass
+else
+  fail "replay --jobs-out to a missing directory: exit $rc, expected 1 naming it"
+fi
 
 # Philly: the VC file, or a cluster and tenants file saying the same, give the same replay
 sim replay --jobs "$PJ" --vc-nodes "$DATA/replay-philly-vc-small.csv" --policy fifo,srtf,tessera \
