@@ -18,25 +18,14 @@ import tempfile
 TESSERAD = sys.argv[1]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
+from harness import ctld_files  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="tessera-drains-")
 PORT = free_port()
 URL = f"http://127.0.0.1:{PORT}"
 NODES = [f"v-{i:02d}" for i in range(1, 65)]
 
-open(os.path.join(TMP, "cluster.yaml"), "w").write("""node_classes:
-  g8: {gpu_model: H100-80GB, gpus: 8, cpu_milli: 64000, memory_mib: 524288}
-nodes:
-  - {names: 'v-[01-64]', class: g8}
-""")
-open(os.path.join(TMP, "tenants.yaml"), "w").write("tenants:\n  t: {}\n")
-open(os.path.join(TMP, "tesserad.yaml"), "w").write(f"""listen: 127.0.0.1:{PORT}
-cluster: cluster.yaml
-tenants: tenants.yaml
-state_dir: state
-virtual_nodes: all
-limits: {{requests_per_s: 100000, burst: 100000}}
-""")
+ctld_files(TMP, PORT, ["{names: 'v-[01-64]', class: g8}"], "virtual_nodes: all\n")
 
 
 def start():

@@ -28,6 +28,7 @@ import time
 TESSERAD = sys.argv[1]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
+from harness import ctld_files  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="tessera-clock-")
 PORT = free_port()
@@ -36,21 +37,7 @@ JOBS = 160
 NODES = ["r-1", "r-2", "r-3", "r-4"]
 DEADLINE_S = 120
 
-open(os.path.join(TMP, "cluster.yaml"), "w").write("""topology:
-  levels: [leaf, node, gpu]
-node_classes:
-  g8: {gpu_model: H100-80GB, gpus: 8, cpu_milli: 64000, memory_mib: 524288}
-nodes:
-  - {names: 'r-[1-4]', class: g8, topology: {leaf: l1}}
-""")
-open(os.path.join(TMP, "tenants.yaml"), "w").write("tenants:\n  t: {}\n")
-open(os.path.join(TMP, "tesserad.yaml"), "w").write(f"""listen: 127.0.0.1:{PORT}
-cluster: cluster.yaml
-tenants: tenants.yaml
-state_dir: state
-limits: {{requests_per_s: 100000, burst: 100000}}
-scheduler: {{interval: 0.05s}}
-""")
+ctld_files(TMP, PORT, ["{names: 'r-[1-4]', class: g8}"], "scheduler: {interval: 0.05s}\n")
 
 
 def call(method, path, token, body=None):

@@ -312,15 +312,17 @@ try:
     go("nodes")
 
     def click(node, label):
-        """Clicks node's button once it reads label (the table redraws on
-        every poll: a stale row is looked up again)."""
-        for row in driver.find_elements(By.CSS_SELECTOR, "#n-table tbody tr"):
+        """Clicks node's button once it reads label. The table is redrawn on
+        every poll, so the button is looked up by its node in one call, not
+        row by row: on a loaded machine a walk over the rows, a WebDriver
+        call per row, can outlast the poll and keep meeting a redrawn row. A
+        stale button is looked up again."""
+        for b in driver.find_elements(By.CSS_SELECTOR,
+                                      f'#n-table button[data-act][data-node="{node}"]'):
             try:
-                if row.text.startswith(node):
-                    b = row.find_element(By.CSS_SELECTOR, "button[data-act]")
-                    if b.text == label:
-                        b.click()
-                        return True
+                if b.text == label:
+                    b.click()
+                    return True
             except Exception:  # stale: redrawn between the lookup and the click
                 return False
         return False
