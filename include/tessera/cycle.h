@@ -122,6 +122,11 @@ typedef struct ts_sched_config {
     double las_level_gpu_s;
     int las_levels;
     double las_promote_factor;
+    /* las: jobs of one level in submission order (true, the default: the
+     * first come first served of Tiresias' discretised LAS; the levels alone
+     * let short jobs ahead) or by GPU-seconds attained (false: inside the
+     * last level that puts the jobs furthest along behind every other) */
+    bool las_fifo_within_level;
     double default_time_limit_s;   /* for jobs that give none */
     double starve_after_s;         /* a job waiting longer goes to the head */
     double min_runtime_s;          /* a job is not preempted before this */
@@ -153,6 +158,12 @@ typedef struct ts_sched_config {
     bool reclaim_ignores_hour_limit;
     bool guarantee_over_reservation;
     bool preemptor_searches_again;
+    /* Victims of equal work at risk: the fewest GPUs first (true, the
+     * default: a preemption stops no more than it must, and a big job is the
+     * hardest to place again) before the most service attained; false:
+     * most service first, so a 1-GPU preemptor may stop an 8-GPU job when
+     * no work is at risk (every candidate just checkpointed). */
+    bool victims_fewest_gpus;
     /* resource proportionality per GPU model (index = model id): CPU and
      * memory kept on a node per idle GPU for GPU work, and the most a GPU
      * task may ask per GPU (0 = no cap) */
@@ -165,10 +176,12 @@ typedef struct ts_sched_config {
     const struct ts_scorer_ops *placement;
 } ts_sched_config;
 
-/* Defaults: las order (levels at 1 and 2 GPU-hours, 3 levels, promotion
- * after waiting 4 times the run time), 24 h limit, 24 h starvation bound,
- * 10 min minimum runtime, 3 preemptions per hour, 60 s grace, 60 s backoff
- * base, 8 preemptors a cycle, no reservations or caps. */
+/* Defaults: las order (levels at 8 and 16 GPU-hours, 3 levels, promotion
+ * after waiting as long as it ran, a level in submission order), 24 h
+ * limit, 24 h starvation bound, 10 min minimum runtime, 3 preemptions per
+ * hour, 60 s grace, 60 s backoff base, 8 preemptors a cycle, every reclaim
+ * rule on, victims of equal work at risk by fewest GPUs, no reservations
+ * or caps. */
 void ts_sched_config_default(ts_sched_config *cfg);
 
 typedef struct ts_sched ts_sched;

@@ -69,6 +69,7 @@ typedef struct core_state {
     int *wi, *ri;
     wkey *wk;
     int gpn;
+    bool fifo_level;       /* the config ranks a las level by arrival */
     int64_t *gsum;         /* [tenants] guaranteed use, as this decision assigns tiers */
 } core_state;
 
@@ -167,6 +168,7 @@ static int build(core_state *s, const ts_replay_view *v)
      * the engine charges restarts and lost progress itself) */
     ts_sched_config cfg;
     ts_sched_config_default(&cfg);
+    s->fifo_level = cfg.las_fifo_within_level;
     int rc = ts_quota_new(s->ts, TS_HALF_LIFE_DEFAULT_S, &s->q, &err);
     if (rc == 0)
         rc = ts_sched_new(s->c, s->q, &cfg, &s->s, &err);
@@ -229,13 +231,14 @@ static int cmp_wkey(const void *a, const void *b)
     const wkey *x = a, *y = b;
     if (x->level != y->level)
         return x->level - y->level;
-    if (x->attained != y->attained)
+    if (x->attained != y->attained) /* 0 for all when a level is in arrival order */
         return x->attained < y->attained ? -1 : 1;
     return (x->j > y->j) - (x->j < y->j);
 }
 
 /* The waiting jobs, tiered as a user would submit them: in the order the
- * scheduler ranks a tenant's jobs (las level, attained service, arrival),
+ * scheduler ranks a tenant's jobs (las level, then arrival; or attained
+ * service, then arrival, without cfg.las_fifo_within_level),
  * those that fit the tenant's unused guarantee are guaranteed, the rest may
  * only borrow. Fills s->wv/s->wi; returns how many. */
 static int waiting_view(core_state *s, const ts_replay_view *v)
@@ -248,7 +251,7 @@ static int waiting_view(core_state *s, const ts_replay_view *v)
         int j = v->pending[i];
         if (!s->running[j])
             s->wk[n++] = (wkey){ts_sched_las_level(s->s, s->jobs[j].attained_gpu_s),
-                                s->jobs[j].attained_gpu_s, j};
+                                s->fifo_level ? 0.0 : s->jobs[j].attained_gpu_s, j};
     }
     qsort(s->wk, (size_t)n, sizeof *s->wk, cmp_wkey);
     for (int k = 0; k < n; k++) {

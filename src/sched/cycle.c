@@ -66,6 +66,8 @@ void ts_sched_config_default(ts_sched_config *cfg)
     cfg->reclaim_ignores_hour_limit = true;
     cfg->guarantee_over_reservation = true;
     cfg->preemptor_searches_again = true;
+    cfg->las_fifo_within_level = true;
+    cfg->victims_fewest_gpus = true;
 }
 
 int ts_job_array_expand(const ts_job *tmpl, int n, int64_t first_id, ts_job *out, ts_err *err)

@@ -8,10 +8,10 @@
  * dominant share (decayed usage, plus what this cycle already started for
  * them), a tenant whose next job is guaranteed before any whose next job
  * only borrows, each tenant's own jobs by priority class, tier (guaranteed
- * first), las level and service (under las), submit time, id. Serving
- * guarantees before loans matters: a borrower started on the last free GPUs
- * is protected by its minimum runtime, so the guaranteed job behind it could
- * neither start nor reclaim.
+ * first), las level (under las; then service unless las_fifo_within_level),
+ * submit time, id. Serving guarantees before loans matters: a borrower
+ * started on the last free GPUs is protected by its minimum runtime, so the
+ * guaranteed job behind it could neither start nor reclaim.
  *
  * Costs, for W waiting and R running jobs: O(W log W) to order; per job O(1)
  * for held, quota (one check per GPU model it may use) and the cluster-wide
@@ -479,14 +479,15 @@ typedef struct vkey {
     int priority;
     int level;
     double lost;
+    int64_t gpus;       /* 0 when the config does not prefer the fewest */
     double attained;
     bool ts;
     int j;
 } vkey;
 
 /* Victims in preference order: borrowing tenants, the most over-share,
- * the lowest class, the highest las level, the least work lost, the most
- * service attained. */
+ * the lowest class, the highest las level, the least work lost, the fewest
+ * GPUs (cfg.victims_fewest_gpus), the most service attained. */
 static int cmp_vkey(const void *a, const void *b)
 {
     const vkey *x = a, *y = b;
@@ -500,6 +501,8 @@ static int cmp_vkey(const void *a, const void *b)
         return x->level > y->level ? -1 : 1;
     if (x->lost != y->lost)
         return x->lost < y->lost ? -1 : 1;
+    if (x->gpus != y->gpus)
+        return x->gpus < y->gpus ? -1 : 1;
     if (x->attained != y->attained)
         return x->attained > y->attained ? -1 : 1;
     return (x->j > y->j) - (x->j < y->j);
@@ -637,9 +640,10 @@ static bool try_preempt(loop *l, int i, bool swap)
         if (!victim_ok(l, i, v, l->rlevel[j], &ts) || (swap && !ts))
             continue;
         double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
+        int64_t g = cycle_job_gpus(v);
         keys[n++] = (vkey){tenant_borrows(s->q, v->tenant), ts_quota_share(s->q, v->tenant, l->now),
-                           v->priority, l->rlevel[j], (double)cycle_job_gpus(v) * (l->now - since),
-                           l->rattained[j], ts, j};
+                           v->priority, l->rlevel[j], (double)g * (l->now - since),
+                           s->cfg.victims_fewest_gpus ? g : 0, l->rattained[j], ts, j};
     }
     if (n == 0) {
         free(keys);
@@ -934,7 +938,8 @@ static int process(loop *l, int i)
 /* ---- order ------------------------------------------------------------------ */
 
 /* A tenant's own order: priority class, tier (guaranteed first), then las
- * level and attained service (both 0 under fifo), then submission. */
+ * level and attained service (both 0 under fifo; the service 0 too with
+ * las_fifo_within_level), then submission. */
 typedef struct okey {
     int tenant;
     int priority;
@@ -970,8 +975,8 @@ static okey okey_of(const loop *l, int idx, bool by_age)
     const jsum *js = &l->js[idx];
     if (by_age) /* one bucket, oldest first */
         return (okey){0, 0, 0, 0, 0.0, j->submit_s, j->id, idx};
-    return (okey){j->tenant, j->priority, j->tier, js->level, js->attained, j->submit_s, j->id,
-                  idx};
+    double attained = l->s->cfg.las_fifo_within_level ? 0.0 : js->attained;
+    return (okey){j->tenant, j->priority, j->tier, js->level, attained, j->submit_s, j->id, idx};
 }
 
 /* Where job i stands in the order, then its processing. */

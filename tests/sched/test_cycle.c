@@ -1179,6 +1179,72 @@ static void test_las_starving_job_is_promoted(void **state)
     assert_int_equal(f->d.pending[0].level, 1);
 }
 
+/* Inside a level, first come first served (Tiresias' queues): of two
+ * level-1 jobs, the one submitted first goes first though it attained
+ * more; with las_fifo_within_level off, the one that attained less. */
+static void test_las_fifo_within_level(void **state)
+{
+    fx *f = *state;
+    for (int rule = 1; rule >= 0; rule--) {
+        f->cfg.las_fifo_within_level = rule;
+        remake(f, TENANTS_YAML);
+        f->njobs = 0;
+        ts_job *run[3];
+        fill_with_team_a(f, run, NOW_S - 50); /* within their minimum runtime */
+        ts_job *older = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 86400);
+        older->submit_s = NOW_S - 50000;
+        older->attained_gpu_s = LEVEL1_GPU_S + 20000; /* ran 12,200 s on 4 GPUs */
+        older->queued_s = NOW_S - 100;                /* waited less: not promoted */
+        ts_job *newer = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 86400);
+        newer->submit_s = NOW_S - 20000;
+        newer->attained_gpu_s = LEVEL1_GPU_S + 1000;
+        newer->queued_s = NOW_S - 100;
+        ts_job *w[] = {newer, older};
+        assert_int_equal(cycle(f, NOW_S, w, 2, run, 3), 0);
+        assert_int_equal(f->d.pending[0].level, 1);
+        assert_int_equal(f->d.pending[1].level, 1);
+        assert_int_equal(f->d.pending[1].tenant_position, rule ? 0 : 1); /* older */
+        assert_int_equal(f->d.pending[0].tenant_position, rule ? 1 : 0);
+        assert_int_equal(f->d.npreempts, 0);
+    }
+}
+
+/* Victims of equal work at risk (all just checkpointed) and equal keys
+ * otherwise: the fewest GPUs go, so team-b's 1-GPU guaranteed job stops one
+ * of team-a's 1-GPU loans, not a 4-GPU one that attained more; with
+ * victims_fewest_gpus off, the 4-GPU job goes. */
+static void test_victims_fewest_gpus(void **state)
+{
+    fx *f = *state;
+    for (int rule = 1; rule >= 0; rule--) {
+        f->cfg.victims_fewest_gpus = rule;
+        remake(f, TENANTS_YAML);
+        f->njobs = 0;
+        double start = 1000, now = start + 700; /* past the minimum runtime */
+        ts_job *run[6];
+        int nr = 0;
+        run[nr] = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 86400);
+        run_on(f, run[nr++], start, (int[]){N0}, (int[]){0});
+        for (int g = 0; g < 4; g++) {
+            run[nr] = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 1, 86400);
+            run_on(f, run[nr++], start, (int[]){N1}, (int[]){g});
+        }
+        run[nr] = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 86400);
+        run_on(f, run[nr++], start, (int[]){N2}, (int[]){0});
+        for (int k = 0; k < nr; k++)
+            run[k]->last_ckpt_s = now; /* nothing at risk anywhere */
+        assert_int_equal(free_gpus(f), 0);
+        ts_job *b = job(f, TB, TS_TIER_GUARANTEED, 1, 1, 3600);
+        assert_int_equal(cycle(f, now, &b, 1, run, nr), 0);
+        assert_int_equal(f->d.npreempts, 1);
+        assert_false(f->d.preempts[0].time_sharing);
+        assert_true(f->d.preempts[0].lost_gpu_s == 0.0);
+        int v = f->d.preempts[0].victim;
+        assert_int_equal(run[v]->tasks[0].num_gpu, rule ? 1 : 4);
+        assert_int_equal(f->d.pending[0].reason, TS_PEND_PREEMPTING);
+    }
+}
+
 static void test_las_victim_keeps_min_runtime(void **state)
 {
     fx *f = *state;
@@ -1299,6 +1365,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_guarantee_over_reservation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_preemptor_searches_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_las_short_job_overtakes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_las_fifo_within_level, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_victims_fewest_gpus, setup, teardown),
         cmocka_unit_test_setup_teardown(test_las_starving_job_is_promoted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_las_victim_keeps_min_runtime, setup, teardown),
         cmocka_unit_test_setup_teardown(test_las_plans_without_holding, setup, teardown),
