@@ -12,7 +12,7 @@
  * time it began to wait again are kept here, as tesserad keeps them. At each
  * decision a waiting job is `guaranteed` when it fits its tenant's unused
  * guarantee, taken in the order the cycle ranks a tenant's jobs (las level,
- * service, arrival), else `opportunistic`; it knows no durations (every job
+ * then arrival, by default), else `opportunistic`; it knows no durations (every job
  * has the default time limit). Victims stop at once (the replay has no
  * grace: the engine charges restarts and lost progress, and what a
  * preemption loses is passed as the time since the last checkpoint), and

@@ -56,7 +56,8 @@ typedef struct jsum {
     int tenant, tier;
     int level;           /* las level (0 when promoted), 0 under fifo */
     int earned;          /* las level by its service alone: time-sharing's */
-    double attained;     /* GPU-s attained, 0 under fifo (the order's key) */
+    double attained;     /* GPU-s attained, 0 under fifo (an order key only
+                          * without las_fifo_within_level; promotion's) */
     bool las;            /* its tenant orders by attained service */
     bool gpu, mig, whole;
     bool preemptor;      /* in the preemptor table: its victims stop for it */
