@@ -11,6 +11,7 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +193,15 @@ void ctld_notify_connection(void *cls, struct MHD_Connection *conn, void **socke
         if (a)
             a->n++;
         S->unvouched++;
+        /* the accept policy checks the cap before this count, on each of
+         * the polling threads: accepts racing on several threads can pass it
+         * together. One over the cap is shut down here, before anything is
+         * read (MHD sees the end and closes it) */
+        if (a && a->n > c->cfg.conns_per_client && t->fd >= 0) {
+            shutdown(t->fd, SHUT_RDWR);
+            t->reaped = true;
+            S->refused++;
+        }
         t->next = S->conns;
         if (S->conns)
             S->conns->prev = t;
