@@ -650,7 +650,7 @@ static int apply_sync(ctld *c, int n, bool reg, json_t *in, uint64_t digest, dou
      * during the apply (its writes release c->mu) makes the next same
      * report apply again */
     pthread_mutex_lock(&a->mu);
-    uint64_t gen0 = a->gen;
+    uint64_t gen0 = a->gen, logs0 = a->log_moves;
     pthread_mutex_unlock(&a->mu);
     if (reg) {
         json_decref(a->discovery);
@@ -688,7 +688,10 @@ static int apply_sync(ctld *c, int n, bool reg, json_t *in, uint64_t digest, dou
      * report whose write failed */
     a->applied_ok = whole;
     a->applied_digest = digest;
-    a->applied_gen = gen0;
+    /* output requests during the apply moved gen too, and change nothing
+     * a report is applied against: if they were the only moves, the
+     * report is current */
+    a->applied_gen = a->gen - gen0 == a->log_moves - logs0 ? a->gen : gen0;
     pthread_mutex_unlock(&a->mu);
     pthread_mutex_unlock(&c->mu);
     return 0;

@@ -221,6 +221,7 @@ typedef struct ctld_agent {
      * change nothing (every change of a job on the node moves it). */
     uint64_t applied_digest, applied_gen;
     bool applied_ok;
+    uint64_t log_moves;         /* moves of gen by output requests (logs.c) */
     ctld_reading *readings;     /* the last report's running ranks */
     int nreadings;
     ctld_logreq *logreqs;       /* output requests waiting for this agent */

@@ -126,6 +126,7 @@ void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_
     if (a->applied_gen == a->gen)
         a->applied_gen++;
     a->gen++;
+    a->log_moves++;
     pthread_cond_broadcast(&a->moved);
     double until = ctld_now() + LOG_WAIT_S;
     while (!q->done && !__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE) && ctld_now() < until)
