@@ -1,8 +1,8 @@
 /*
  * replay_cli.h - internal: the pieces of `tessera-sim replay` after option
  * parsing (replay_main.c): reading the cluster and tenants YAML into what a
- * replay needs (replay_input.c), printing the tables and writing the JSON and
- * series CSV (replay_report.c), and drawing the SVG (plot.c).
+ * replay needs (replay_input.c), printing the tables and writing the JSON,
+ * series CSV and per-job CSV (replay_report.c), and drawing the SVG (plot.c).
  *
  * Ownership: replay_main.c owns everything a replay_report points to; the
  * writers only read it. Functions that read files print their own message to
@@ -58,6 +58,13 @@ int replay_write_json(const char *path, const replay_report *r);
 /* Columns policy,workload,t_s,busy_gpus,utilization_pct,queue_jobs, then
  * held_<tenant> per tenant; one row per series point. */
 int replay_write_series(const char *path, const replay_report *r);
+/* --jobs-out, written while the runs go (each workload's outcomes live only
+ * as long as its run): the header, then per workload of a policy one row per
+ * job in the replay's order (by submission, ties in file order). The caller
+ * checks the stream for errors. */
+void replay_write_jobs_header(FILE *f);
+void replay_write_jobs(FILE *f, const char *policy, const ts_replay_workload *W,
+                       const ts_replay_trace *t, const ts_replay_outcome *out);
 
 /* plot.c: utilisation and queue length over time, and with tenants the GPUs
  * each holds (stacked), one section per policy, as a self-contained SVG. */

@@ -49,9 +49,6 @@
 #define SERIES_POINTS_MAX 2000
 #define VC_FILE_NAME "philly_vc_nodes_helios.csv"
 #define PATH_MAX_BYTES 4096
-#define JOBS_OUT_HEADER                                                                         \
-    "policy,workload,job,tenant,gpus,submit_s,work_s,finish_s,jct_s,queue_s,starts,preemptions," \
-    "lost_work_s"
 
 static void usage(FILE *f)
 {
@@ -328,43 +325,6 @@ static int settle_config(options *o, const char *format, const ts_replay_trace *
     return 0;
 }
 
-/* A CSV field: as is, or quoted with its quotes doubled when it holds a
- * comma, a quote or a line break. */
-static void csv_field(FILE *f, const char *v)
-{
-    if (!strpbrk(v, ",\"\r\n")) {
-        fputs(v, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *v; v++) {
-        if (*v == '"')
-            fputc('"', f);
-        fputc(*v, f);
-    }
-    fputc('"', f);
-}
-
-/* --jobs-out: one row per job of the workload, in the replay's order (by
- * submission, ties in file order). */
-static void write_jobs_out(FILE *f, const char *policy, const ts_replay_workload *W,
-                           const ts_replay_trace *t, const ts_replay_outcome *out)
-{
-    for (int j = 0; j < W->njobs; j++) {
-        const ts_replay_job *jb = &W->jobs[j];
-        const ts_replay_outcome *r = &out[j];
-        fprintf(f, "%s,", policy);
-        csv_field(f, W->name);
-        fputc(',', f);
-        csv_field(f, jb->name);
-        fputc(',', f);
-        csv_field(f, t->ntenants > 0 ? t->tenants[jb->tenant].name : "");
-        fprintf(f, ",%d,%.3f,%.3f,%.3f,%.3f,%.3f,%d,%d,%.3f\n", jb->gpus, jb->submit_s,
-                jb->work_s, r->finish_s, r->jct_s, r->queue_s, r->starts, r->preemptions,
-                r->lost_work_s);
-    }
-}
-
 /* Runs one policy over every workload (or once over the tenants). */
 static int run_policy(const options *o, const ts_replay_trace *t, replay_policy_run *pr)
 {
@@ -399,7 +359,7 @@ static int run_policy(const options *o, const ts_replay_trace *t, replay_policy_
             rc = ts_replay_run_logged(&cfg, pr->ops, W->jobs, W->njobs, out, &pr->per[w],
                                       want_series ? &log : NULL, &err);
         if (rc == 0 && o->jobs_out_f)
-            write_jobs_out(o->jobs_out_f, pr->ops->name, W, t, out);
+            replay_write_jobs(o->jobs_out_f, pr->ops->name, W, t, out);
         if (rc == 0 && want_series)
             rc = ts_replay_series_build(W->jobs, W->njobs, out, &log, t->ntenants,
                                         (long)cfg.nodes * cfg.gpus_per_node, SERIES_POINTS_MAX,
@@ -450,7 +410,7 @@ int replay_main(int argc, char **argv)
             ts_replay_trace_free(t);
             return 1;
         }
-        fputs(JOBS_OUT_HEADER "\n", o.jobs_out_f);
+        replay_write_jobs_header(o.jobs_out_f);
     }
     replay_policy_run pr[POLICIES_MAX];
     memset(pr, 0, sizeof pr);

@@ -10,7 +10,8 @@
  * against guarantee, held against fair share, the deficit below guarantee
  * and Jain's index (definitions in replay_timeline.c and docs/simulator.md).
  * The JSON document has the same shape either way (jain null and tenants
- * empty without tenants); --series writes every point of every run.
+ * empty without tenants); --series writes every point of every run, and
+ * --jobs-out every job's outcome, a workload at a time as the runs end.
  */
 #include <jansson.h>
 #include <string.h>
@@ -219,6 +220,48 @@ int replay_write_json(const char *path, const replay_report *r)
     int rc = json_dump_file(doc, path, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
     json_decref(doc);
     return rc;
+}
+
+/* A CSV field: as is, or quoted with its quotes doubled when it holds a
+ * comma, a quote or a line break. */
+static void csv_field(FILE *f, const char *v)
+{
+    if (!strpbrk(v, ",\"\r\n")) {
+        fputs(v, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *v; v++) {
+        if (*v == '"')
+            fputc('"', f);
+        fputc(*v, f);
+    }
+    fputc('"', f);
+}
+
+void replay_write_jobs(FILE *f, const char *policy, const ts_replay_workload *W,
+                           const ts_replay_trace *t, const ts_replay_outcome *out)
+{
+    for (int j = 0; j < W->njobs; j++) {
+        const ts_replay_job *jb = &W->jobs[j];
+        const ts_replay_outcome *r = &out[j];
+        fprintf(f, "%s,", policy);
+        csv_field(f, W->name);
+        fputc(',', f);
+        csv_field(f, jb->name);
+        fputc(',', f);
+        csv_field(f, t->ntenants > 0 ? t->tenants[jb->tenant].name : "");
+        fprintf(f, ",%d,%.3f,%.3f,%.3f,%.3f,%.3f,%d,%d,%.3f\n", jb->gpus, jb->submit_s,
+                jb->work_s, r->finish_s, r->jct_s, r->queue_s, r->starts, r->preemptions,
+                r->lost_work_s);
+    }
+}
+
+void replay_write_jobs_header(FILE *f)
+{
+    fputs("policy,workload,job,tenant,gpus,submit_s,work_s,finish_s,jct_s,queue_s,starts,"
+          "preemptions,lost_work_s\n",
+          f);
 }
 
 int replay_write_series(const char *path, const replay_report *r)
