@@ -637,6 +637,11 @@ static void reply_register_first(ctld_reply *r)
                      "was declared lost)");
 }
 
+/* The generation a report is applied against: the node's, less the moves
+ * of output requests, which change nothing a report is applied against.
+ * Under a->mu. */
+static uint64_t report_gen(const ctld_agent *a) { return a->gen - a->log_moves; }
+
 /* Applies what a registration or a report changes in the controller's
  * state, under c->mu, once no cycle plans or commits. Returns 0, or -1
  * with r answered. */
@@ -650,7 +655,7 @@ static int apply_sync(ctld *c, int n, bool reg, json_t *in, uint64_t digest, dou
      * during the apply (its writes release c->mu) makes the next same
      * report apply again */
     pthread_mutex_lock(&a->mu);
-    uint64_t gen0 = a->gen, logs0 = a->log_moves;
+    uint64_t gen0 = report_gen(a);
     pthread_mutex_unlock(&a->mu);
     if (reg) {
         json_decref(a->discovery);
@@ -688,10 +693,7 @@ static int apply_sync(ctld *c, int n, bool reg, json_t *in, uint64_t digest, dou
      * report whose write failed */
     a->applied_ok = whole;
     a->applied_digest = digest;
-    /* output requests during the apply moved gen too, and change nothing
-     * a report is applied against: if they were the only moves, the
-     * report is current */
-    a->applied_gen = a->gen - gen0 == a->log_moves - logs0 ? a->gen : gen0;
+    a->applied_gen = gen0;
     pthread_mutex_unlock(&a->mu);
     pthread_mutex_unlock(&c->mu);
     return 0;
@@ -758,7 +760,7 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
     /* the report applied last, again, with nothing moved on the node since:
      * it changes nothing, and neither c->mu nor the cycle is waited for */
     bool same = !reg && known && a->applied_ok && a->applied_digest == digest &&
-                a->applied_gen == a->gen;
+                a->applied_gen == report_gen(a);
     if (known || reg) {
         keep_readings(a, json_object_get(in, "tasks"), now);
         take_log_answers(a, in);

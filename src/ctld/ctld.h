@@ -216,12 +216,15 @@ typedef struct ctld_agent {
      * clears it). A sync answers from it without c->mu. */
     json_t *doc;
     bool doc_ok;
-    /* The last report applied in full: its digest and the generation
-     * after it. The same report again, with the generation unmoved, can
-     * change nothing (every change of a job on the node moves it). */
+    /* The last report applied in full: its digest and the report
+     * generation it was applied against (report_gen in agents.c). The same
+     * report again, with that generation unmoved, can change nothing
+     * (every change of a job on the node moves it). */
     uint64_t applied_digest, applied_gen;
     bool applied_ok;
-    uint64_t log_moves;         /* moves of gen by output requests (logs.c) */
+    /* moves of gen by output requests (logs.c): they wake the long-poll
+     * and change nothing a report is applied against */
+    uint64_t log_moves;
     ctld_reading *readings;     /* the last report's running ranks */
     int nreadings;
     ctld_logreq *logreqs;       /* output requests waiting for this agent */

@@ -121,10 +121,8 @@ void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_
     q->next = a->logreqs;
     a->logreqs = q;
     /* the agent's long-poll answers; its document is unchanged, and so is
-     * what a report is applied against: a report current before the
-     * request stays current, and its answer rides on a same report */
-    if (a->applied_gen == a->gen)
-        a->applied_gen++;
+     * the generation a report is applied against (agents.c): the answer
+     * rides on a same report */
     a->gen++;
     a->log_moves++;
     pthread_cond_broadcast(&a->moved);
