@@ -1185,12 +1185,12 @@ static int run_order(loop *l)
             __builtin_prefetch(&l->js[ahead]);
             __builtin_prefetch(&l->d->pending[ahead], 1);
             __builtin_prefetch(&l->why_off[ahead], 1);
-            /* the job itself, whose tenant visit reads first, and (one
-             * step further, its line fetched by then) its tasks */
+            /* the job itself, whose tenant visit reads first, and the tasks
+             * of one nearer, whose job line was fetched by then (inside this
+             * block it exists: PREFETCH_AHEAD / 2 < PREFETCH_AHEAD) */
             __builtin_prefetch(&l->w[ahead]);
             __builtin_prefetch((const char *)&l->w[ahead] + 64);
-            if (tstart[t] + PREFETCH_AHEAD / 2 < tend[t])
-                __builtin_prefetch(l->w[keys[tstart[t] + PREFETCH_AHEAD / 2].idx].tasks);
+            __builtin_prefetch(l->w[keys[tstart[t] + PREFETCH_AHEAD / 2].idx].tasks);
         }
         int before = l->d->nstarts;
         rc = visit(l, i);
