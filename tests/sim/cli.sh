@@ -13,8 +13,8 @@
 # `replay`: bad inputs (unequal nodes, unknown tenant, guarantees beyond the
 # cluster, ...) exit 2 naming the field; a run with tenants writes --json,
 # --series, --plot and --jobs-out of the documented shape (the SVG must
-# parse as XML; a row per job agreeing with the JSON), and an unwritable
-# --jobs-out exits 1 naming it;
+# parse as XML; a row per job agreeing with the JSON), and a --jobs-out that
+# cannot be opened or written exits 1 naming it;
 # the Philly fixture gives the same figures by --vc-nodes and by
 # --cluster/--tenants; a Pollux run has no tenants. Every check counts; the
 # last line is "N passed, M failed" and any failure exits 1.
@@ -312,6 +312,16 @@ if [ "$rc" -eq 1 ] && grep -qF -- "--jobs-out: $tmp/no/such/dir/j.csv" "$tmp/err
   pass
 else
   fail "replay --jobs-out to a missing directory: exit $rc, expected 1 naming it"
+fi
+
+# --jobs-out whose writes fail (a full device): exit 1 naming it
+if [ -w /dev/full ]; then
+  sim replay "${ours[@]}" --policy fifo --jobs-out /dev/full
+  if [ "$rc" -eq 1 ] && grep -qF -- "/dev/full: cannot write" "$tmp/err"; then
+    pass
+  else
+    fail "replay --jobs-out /dev/full: exit $rc, expected 1 naming it"
+  fi
 fi
 
 # Philly: the VC file, or a cluster and tenants file saying the same, give the same replay
