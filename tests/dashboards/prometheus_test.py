@@ -104,7 +104,10 @@ def promql(expr):
         with urllib.request.urlopen(f"{PURL}/api/v1/query?{q}", timeout=10) as r:
             return json.load(r)
     except urllib.error.HTTPError as e:
-        return json.loads(e.read().decode() or "{}")
+        try:
+            return json.loads(e.read().decode() or "{}")
+        except ValueError:  # starting up: a plain-text 503, not the API's JSON
+            return {}
     except (urllib.error.URLError, OSError):
         return {}  # not listening yet
 
