@@ -45,9 +45,11 @@ enum ts_job_state {
     TS_JOB_COMPLETED = 4,
     TS_JOB_FAILED = 5,
     TS_JOB_CANCELLED = 6,
+    TS_JOB_TIMEOUT = 7,    /* stopped at its time limit (docs/job-spec.md) */
 };
-#define TS_JOB_STATES 7
-/* "pending", "held", "running", "stopping", "completed", "failed", "cancelled". */
+#define TS_JOB_STATES 8
+/* "pending", "held", "running", "stopping", "completed", "failed", "cancelled",
+ * "timeout". */
 const char *ts_job_state_name(int state);
 int ts_job_state_parse(const char *name); /* -1 if unknown */
 static inline bool ts_job_state_terminal(int s) { return s >= TS_JOB_COMPLETED; }
@@ -69,6 +71,9 @@ typedef struct ts_job_row {
     char *spec_json;                     /* the canonical spec (owned, never NULL on read) */
     char *placement_json;                /* allocations while it runs (owned, may be NULL) */
     char *why;                           /* last pending explanation (owned, may be NULL) */
+    char *result_json;                   /* an ended job's result: exit code and each rank's
+                                          * end (docs/api.md "Job"; owned, may be NULL);
+                                          * written by updates (an insert leaves it NULL) */
     int64_t gen;                         /* bumped by every update; optimistic concurrency */
 } ts_job_row;
 

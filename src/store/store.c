@@ -24,7 +24,7 @@
 #include "tessera/tenant.h"
 
 static const char *const job_state_names[TS_JOB_STATES] = {
-    "pending", "held", "running", "stopping", "completed", "failed", "cancelled",
+    "pending", "held", "running", "stopping", "completed", "failed", "cancelled", "timeout",
 };
 
 static const char *const role_names[] = {"admin", "tenant-admin", "user", "viewer", "node"};
@@ -63,7 +63,8 @@ void ts_job_row_fini(ts_job_row *r)
     free(r->spec_json);
     free(r->placement_json);
     free(r->why);
-    r->spec_json = r->placement_json = r->why = NULL;
+    free(r->result_json);
+    r->spec_json = r->placement_json = r->why = r->result_json = NULL;
 }
 
 void ts_store_free_jobs(ts_job_row *rows, int n)

@@ -58,7 +58,7 @@ enum { LF_TENANT = 1, LF_OWNER = 2, LF_STATE = 4, LF_ACTIVE = 8, LF_VARIANTS = 1
 
 #define JOB_COLS                                                                               \
     "id, tenant, name, owner, idem_key, state, tier, priority, gpus, gpu_model, submit_s, "    \
-    "start_s, end_s, preemptions, reason, why, spec_json, placement_json, gen"
+    "start_s, end_s, preemptions, reason, why, spec_json, placement_json, gen, result_json"
 #define TOKEN_COLS "id, name, role, tenant, hash, created_s, revoked_s"
 #define EVENT_COLS "id, job_id, t_s, kind, detail"
 /* A job's end, or now while it runs; its running interval clipped to the
@@ -78,7 +78,8 @@ static const char *const pg_sql[PG_STMTS] = {
     [PG_JOB_BY_IDEM] = "SELECT id FROM jobs WHERE owner = $1 AND idem_key = $2 AND idem_key <> ''",
     [PG_JOB_UPDATE] = "UPDATE jobs SET state = $3, submit_s = $4, start_s = $5, end_s = $6, "
                       "preemptions = $7, reason = $8, why = $9, placement_json = $10, "
-                      "gpu_model = $11, gen = gen + 1 WHERE id = $1 AND gen = $2",
+                      "gpu_model = $11, result_json = $12, gen = gen + 1 "
+                      "WHERE id = $1 AND gen = $2",
     [PG_JOB_GEN] = "SELECT gen FROM jobs WHERE id = $1",
     [PG_JOB_GET] = "SELECT " JOB_COLS " FROM jobs WHERE id = $1",
     [PG_COUNTS_ALL] = "SELECT state, COUNT(*) FROM jobs GROUP BY state",
@@ -272,7 +273,7 @@ static int read_job(const PGresult *r, int row, ts_job_row *j, ts_err *err)
     g_field(r, row, 14, j->reason, sizeof j->reason);
     j->gen = g_i64(r, row, 18);
     if (!g_dup(r, row, 15, &j->why) || !g_dup(r, row, 16, &j->spec_json) ||
-        !g_dup(r, row, 17, &j->placement_json) ||
+        !g_dup(r, row, 17, &j->placement_json) || !g_dup(r, row, 19, &j->result_json) ||
         (!j->spec_json && !(j->spec_json = strdup("")))) {
         ts_job_row_fini(j);
         return ts_err_set(err, TS_ENOMEM, "store: out of memory reading job %lld",
@@ -537,6 +538,7 @@ static int pg_job_update(void *conn, const ts_job_row *r, ts_err *err)
     pp_text(&p, r->why);
     pp_text(&p, r->placement_json);
     pp_text(&p, r->gpu_model);
+    pp_text(&p, r->result_json);
     PGresult *res = NULL;
     int rc = pg_stmt(conn, PG_JOB_UPDATE, &p, &res, "update job", err);
     if (rc)

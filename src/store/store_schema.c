@@ -110,6 +110,11 @@ static const migration migrations[] = {
      "ALTER TABLE jobs ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;"
      "ALTER TABLE jobs ALTER COLUMN epoch SET DEFAULT"
      " COALESCE(NULLIF(current_setting('tessera.epoch', true), ''), '0')::bigint;"},
+    {5,
+     /* an ended job's result (exit code, each rank's end and why: docs/api.md
+      * "Job"), kept with the row so lists and accounting need no events */
+     "ALTER TABLE jobs ADD COLUMN result_json TEXT;",
+     "ALTER TABLE jobs ADD COLUMN result_json TEXT;"},
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

@@ -53,7 +53,7 @@ enum sq_stmt {
 
 #define JOB_COLS                                                                               \
     "id, tenant, name, owner, idem_key, state, tier, priority, gpus, gpu_model, submit_s, "    \
-    "start_s, end_s, preemptions, reason, why, spec_json, placement_json, gen"
+    "start_s, end_s, preemptions, reason, why, spec_json, placement_json, gen, result_json"
 #define TOKEN_COLS "id, name, role, tenant, hash, created_s, revoked_s"
 #define EVENT_COLS "id, job_id, t_s, kind, detail"
 /* A job's end, or now while it runs; its running interval clipped to the
@@ -76,7 +76,8 @@ static const char *const sq_sql[SQ_STMTS] = {
     [SQ_JOB_BY_IDEM] = "SELECT id FROM jobs WHERE owner = ?1 AND idem_key = ?2 AND idem_key <> ''",
     [SQ_JOB_UPDATE] = "UPDATE jobs SET state = ?3, submit_s = ?4, start_s = ?5, end_s = ?6, "
                       "preemptions = ?7, reason = ?8, why = ?9, placement_json = ?10, "
-                      "gpu_model = ?11, gen = gen + 1 WHERE id = ?1 AND gen = ?2",
+                      "gpu_model = ?11, result_json = ?12, gen = gen + 1 "
+                      "WHERE id = ?1 AND gen = ?2",
     [SQ_JOB_GEN] = "SELECT gen FROM jobs WHERE id = ?1",
     [SQ_JOB_GET] = "SELECT " JOB_COLS " FROM jobs WHERE id = ?1",
     [SQ_COUNTS_ALL] = "SELECT state, COUNT(*) FROM jobs GROUP BY state",
@@ -188,13 +189,16 @@ static int read_job(sqlite3_stmt *st, ts_job_row *r, ts_err *err)
     col_field(st, 14, r->reason, sizeof r->reason);
     bool why_null = sqlite3_column_type(st, 15) == SQLITE_NULL;
     bool place_null = sqlite3_column_type(st, 17) == SQLITE_NULL;
+    bool result_null = sqlite3_column_type(st, 19) == SQLITE_NULL;
     r->why = col_strdup(st, 15);
     r->spec_json = col_strdup(st, 16);
     if (!r->spec_json)
         r->spec_json = strdup("");
     r->placement_json = col_strdup(st, 17);
     r->gen = sqlite3_column_int64(st, 18);
-    if (!r->spec_json || (!why_null && !r->why) || (!place_null && !r->placement_json)) {
+    r->result_json = col_strdup(st, 19);
+    if (!r->spec_json || (!why_null && !r->why) || (!place_null && !r->placement_json) ||
+        (!result_null && !r->result_json)) {
         ts_job_row_fini(r);
         return ts_err_set(err, TS_ENOMEM, "store: out of memory reading job %lld",
                           (long long)r->id);
@@ -409,6 +413,7 @@ static int sq_job_update(void *conn, const ts_job_row *r, ts_err *err)
     bind_text(st, 9, r->why);
     bind_text(st, 10, r->placement_json);
     bind_text(st, 11, r->gpu_model);
+    bind_text(st, 12, r->result_json);
     if ((rc = sq_run(c, st, "update job", err)))
         return rc;
     if (sqlite3_changes(c->db) == 1)
