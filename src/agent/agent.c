@@ -168,16 +168,87 @@ static const char *outcome_name(ts_stop_outcome o)
     }
 }
 
+double ts_agent_wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Tasks whose job's time limit has come: the hard stop (the job's checkpoint
+ * signal, SIGKILL after its grace: launch.c), which no answer of the
+ * controller has to ask for. A preemption's stop in progress becomes hard. */
+static void enforce_limits(ts_agent *a, double now)
+{
+    double wall = ts_agent_wall_now();
+    for (int i = 0; i < a->ntasks; i++) {
+        local_task *lt = &a->tasks[i];
+        if (!lt->t || lt->deadline_unix <= 0 || wall < lt->deadline_unix ||
+            lt->st.phase == TS_TASK_EXITED || lt->st.hard_stop)
+            continue;
+        ts_err e;
+        if (ts_task_timeout_begin(lt->t, lt->limit_signal, lt->limit_grace_s, now, &e) != 0)
+            fprintf(stderr, "tessera-agent: job %lld rank %d: time limit: %s\n",
+                    (long long)lt->job, lt->rank, e.msg);
+        lt->stop_requested = true;
+        ts_task_poll(lt->t, now, &lt->st, &e);
+    }
+}
+
+/* How long the next long-poll may wait: not past a time limit or the end of
+ * a stop's phase here, so each is acted on when it comes. */
+static double wait_for(const ts_agent *a, double busy_s)
+{
+    double wall = ts_agent_wall_now(), now = ts_launch_now(), w = busy_s;
+    for (int i = 0; i < a->ntasks; i++) {
+        const local_task *lt = &a->tasks[i];
+        if (!lt->t || lt->st.phase == TS_TASK_EXITED)
+            continue;
+        if (lt->deadline_unix > 0 && !lt->st.hard_stop && lt->deadline_unix - wall < w)
+            w = lt->deadline_unix - wall;
+        if (lt->st.phase_end_s > 0 && lt->st.phase_end_s - now < w)
+            w = lt->st.phase_end_s - now;
+    }
+    return w < TS_AGENT_WAIT_MIN_S ? TS_AGENT_WAIT_MIN_S : w;
+}
+
+/* A start error without the launcher's "task ID: " prefix: the job's reason. */
+static const char *start_error_text(const local_task *lt)
+{
+    const char *m = lt->start_error;
+    if (strncmp(m, "task j", 6) == 0 && strstr(m, ": "))
+        return strstr(m, ": ") + 2;
+    return m;
+}
+
+/* How an ended task ended, as far as it is known: its exit code or signal,
+ * OOM kills in its cgroup, and whether its time limit stopped it. */
+static void add_end(const local_task *lt, json_t *o)
+{
+    if (lt->st.exit_code >= 0)
+        json_object_set_new(o, "exit_code", json_integer(lt->st.exit_code));
+    if (lt->st.term_signal > 0 && !lt->st.lost)
+        json_object_set_new(o, "signal", json_integer(lt->st.term_signal));
+    if (lt->st.oom_kills > 0)
+        json_object_set_new(o, "oom_kills", json_integer(lt->st.oom_kills));
+    if (lt->st.hard_stop) {
+        json_object_set_new(o, "timeout", json_true());
+        json_object_set_new(o, "time_limit_s", json_real(lt->time_limit_s));
+    }
+}
+
 static json_t *report(ts_agent *a)
 {
     json_t *arr = json_array();
     double now = ts_launch_now();
+    enforce_limits(a, now);
     for (int i = 0; i < a->ntasks; i++) {
         local_task *lt = &a->tasks[i];
         json_t *o = json_pack("{s:I,s:i}", "job", (json_int_t)lt->job, "rank", lt->rank);
         if (!lt->t) {
             json_object_set_new(o, "state", json_string("failed"));
-            json_object_set_new(o, "error", json_string(lt->start_error));
+            json_object_set_new(o, "error", json_string(start_error_text(lt)));
+            json_object_set_new(o, "launch", json_true());
         } else {
             ts_err e;
             if (lt->st.phase != TS_TASK_EXITED)
@@ -196,7 +267,8 @@ static json_t *report(ts_agent *a)
                 double step = ts_agent_step_median(lt->step_file);
                 if (step > 0)
                     json_object_set_new(o, "step_s", json_real(step));
-            } else if ((ts_agent_add_output(lt, o), lt->stop_requested)) { /* ended: its last output */
+            } else if ((ts_agent_add_output(lt, o), add_end(lt, o), lt->stop_requested)) {
+                /* ended: its last output and how */
                 json_object_set_new(o, "state", json_string("stopped"));
                 json_object_set_new(o, "outcome", json_string(outcome_name(lt->st.outcome)));
             } else if (lt->st.lost) {
@@ -206,10 +278,8 @@ static json_t *report(ts_agent *a)
                                                 "while no agent ran)"));
             } else if (lt->st.term_signal) {
                 json_object_set_new(o, "state", json_string("failed"));
-                json_object_set_new(o, "signal", json_integer(lt->st.term_signal));
             } else {
                 json_object_set_new(o, "state", json_string("exited"));
-                json_object_set_new(o, "exit_code", json_integer(lt->st.exit_code));
             }
         }
         json_array_append_new(arr, o);
@@ -254,9 +324,24 @@ static void reconcile(ts_agent *a, json_t *desired)
             }
             lt->idle_warned = true;
         }
-        if (!lt && action && strcmp(action, "run") == 0)
+        if (!lt && action && strcmp(action, "run") == 0) {
+            /* the time it has left, on this node's clock (docs/agent-protocol.md) */
+            json_t *dl = json_object_get(t, "deadline"), *at = json_object_get(desired, "now");
+            if (json_is_number(dl))
+                json_object_set_new(t, "time_left_s",
+                                    json_real(json_number_value(dl) -
+                                              (json_is_number(at) ? json_number_value(at)
+                                                                  : ts_agent_wall_now())));
             ts_agent_start_task(a, t);
-        else if (lt && lt->t && action && strcmp(action, "stop") == 0 && !lt->stop_requested) {
+        } else if (lt && lt->t && action && strcmp(action, "stop") == 0 &&
+                   json_is_true(json_object_get(t, "hard")) && !lt->st.hard_stop) {
+            ts_err e; /* the time limit's stop, which this agent had not begun yet */
+            lt->stop_requested = true;
+            if (ts_task_timeout_begin(lt->t, (int)json_integer_value(json_object_get(t, "signal")),
+                                      json_number_value(json_object_get(t, "grace_s")), now,
+                                      &e) == 0)
+                ts_task_poll(lt->t, now, &lt->st, &e);
+        } else if (lt && lt->t && action && strcmp(action, "stop") == 0 && !lt->stop_requested) {
             ts_err e;
             lt->stop_requested = true;
             ts_task_preempt_begin(lt->t, (int)json_integer_value(json_object_get(t, "signal")),
@@ -373,9 +458,10 @@ int ts_agent_step(ts_agent *a, ts_err *err)
         }
     } else {
         bool busy = a->ntasks > 0;
+        json_t *tasks = report(a); /* first: it may begin stops whose ends bound the wait */
         json_t *body = json_pack("{s:s,s:I,s:o,s:f}", "node", a->cfg.node, "gen",
-                                 (json_int_t)a->gen, "tasks", report(a), "wait_s",
-                                 busy ? TS_AGENT_WAIT_BUSY_S : TS_AGENT_WAIT_IDLE_S);
+                                 (json_int_t)a->gen, "tasks", tasks, "wait_s",
+                                 busy ? wait_for(a, TS_AGENT_WAIT_BUSY_S) : TS_AGENT_WAIT_IDLE_S);
         json_t *h = a->node->health ? a->node->health(a->node->health_ctx) : NULL;
         if (h)
             json_object_set_new(body, "health", h);

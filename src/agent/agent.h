@@ -25,6 +25,7 @@
 #define TS_AGENT_MAX_TASKS 256
 #define TS_AGENT_WAIT_IDLE_S 10.0  /* long-poll wait with nothing to watch */
 #define TS_AGENT_WAIT_BUSY_S 1.0   /* with tasks running or stopping */
+#define TS_AGENT_WAIT_MIN_S 0.05   /* the shortest, when a time limit or a stop's phase ends */
 #define TS_AGENT_LOST_S 30.0       /* no controller this long: stop every task */
 #define TS_AGENT_STEP_SAMPLES 20   /* step times a task's median is taken over */
 #define TS_AGENT_STEP_TAIL_BYTES 4096 /* read from the end of a step file for them */

@@ -32,6 +32,12 @@ typedef struct local_task {
     bool fractional;       /* shares its GPU (gpu_milli < 1000) */
     int gpu_milli;         /* its share of its GPU */
     long long gpu_mem_mib; /* its GPU memory, 0 = not limited */
+    /* its job's time limit (docs/job-spec.md), enforced here so that no
+     * controller outage extends it: at deadline_unix (CLOCK_REALTIME, kept in
+     * the record's meta across agent restarts; 0 = none) limit_signal, then
+     * SIGKILL limit_grace_s later */
+    double deadline_unix, time_limit_s, limit_grace_s;
+    int limit_signal;
 } local_task;
 
 struct ts_agent {
@@ -59,6 +65,8 @@ struct ts_agent {
 
 /* agent.c */
 local_task *ts_agent_find(ts_agent *a, int64_t job, int rank);
+/* CLOCK_REALTIME in seconds: the clock of time-limit deadlines. */
+double ts_agent_wall_now(void);
 
 /* agent_task.c */
 /* Starts the task the desired state describes (t), as a new local task;

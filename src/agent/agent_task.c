@@ -70,6 +70,10 @@ int ts_agent_adopt_one(const char *id, void *ctx)
     lt->mig_profile = (int)json_integer_value(json_object_get(m, "mig_profile"));
     lt->mig_start = (int)json_integer_value(json_object_get(m, "mig_start"));
     lt->fractional = json_is_true(json_object_get(m, "fractional"));
+    lt->deadline_unix = json_number_value(json_object_get(m, "deadline"));
+    lt->time_limit_s = json_number_value(json_object_get(m, "time_limit_s"));
+    lt->limit_grace_s = json_number_value(json_object_get(m, "limit_grace_s"));
+    lt->limit_signal = (int)json_integer_value(json_object_get(m, "limit_signal"));
     json_decref(m);
     ts_task_poll(t, ts_launch_now(), &lt->st, &e);
     lt->stop_requested = (lt->st.phase != TS_TASK_RUNNING && lt->st.phase != TS_TASK_EXITED) ||
@@ -228,6 +232,16 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
     lt->gpu_mem_mib = json_integer_value(json_object_get(t, "gpu_memory_mib"));
     const char *tenant = json_string_value(json_object_get(t, "tenant"));
     snprintf(lt->tenant, sizeof lt->tenant, "%s", tenant ? tenant : "");
+    /* the time it has left, from the controller: the deadline on this
+     * node's own clock, counted from the answer that asked for the start */
+    json_t *left = json_object_get(t, "time_left_s");
+    if (json_is_number(left)) {
+        double l = json_number_value(left);
+        lt->deadline_unix = ts_agent_wall_now() + (l > 0 ? l : 0);
+        lt->time_limit_s = json_number_value(json_object_get(t, "time_limit_s"));
+        lt->limit_grace_s = json_number_value(json_object_get(t, "limit_grace_s"));
+        lt->limit_signal = (int)json_integer_value(json_object_get(t, "limit_signal"));
+    }
     char id[64];
     snprintf(id, sizeof id, "j%lld-r%d", (long long)lt->job, lt->rank);
     const char **argv = strv(json_object_get(t, "command"));
@@ -361,10 +375,13 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
     json_t *gl = json_array();
     for (int k = 0; k < lt->ngpu; k++)
         json_array_append_new(gl, json_integer(lt->gpu[k]));
-    json_t *mj = json_pack("{s:I,s:i,s:o,s:s,s:s,s:s,s:i,s:i,s:b}", "job", (json_int_t)lt->job,
-                           "rank", lt->rank, "gpus", gl, "step_file", lt->step_file, "tenant",
-                           lt->tenant, "mig_uuid", lt->mig_uuid, "mig_profile", lt->mig_profile,
-                           "mig_start", lt->mig_start, "fractional", lt->fractional);
+    json_t *mj = json_pack("{s:I,s:i,s:o,s:s,s:s,s:s,s:i,s:i,s:b,s:f,s:f,s:f,s:i}", "job",
+                           (json_int_t)lt->job, "rank", lt->rank, "gpus", gl, "step_file",
+                           lt->step_file, "tenant", lt->tenant, "mig_uuid", lt->mig_uuid,
+                           "mig_profile", lt->mig_profile, "mig_start", lt->mig_start,
+                           "fractional", lt->fractional, "deadline", lt->deadline_unix,
+                           "time_limit_s", lt->time_limit_s, "limit_grace_s", lt->limit_grace_s,
+                           "limit_signal", lt->limit_signal);
     char *meta = mj ? json_dumps(mj, JSON_COMPACT) : NULL;
     json_decref(mj);
     spec.meta = meta;

@@ -66,6 +66,7 @@ struct ts_task {
     ts_rec_paths paths;
     ts_stop_outcome outcome;
     int exit_code, term_signal;
+    long long oom_kills;
     bool lost, cgroup_left;
     bool keeper_child;       /* this agent forked the keeper and has not reaped it */
     bool keeper_gone;
@@ -390,8 +391,13 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **o
     }
     char exe[PATH_MAX];
     if (resolve_command(s->argv[0], ts_envv_get(&env, "PATH"), exe, sizeof exe) != 0) {
-        rc = ts_err_set(err, errno == ENOENT ? TS_ENOENT : TS_EIO, "task %s: command %s: %s",
-                        s->task_id, s->argv[0], strerror(errno));
+        int e = errno; /* what a shell would say: "command not found: pyhton" */
+        if (e == ENOENT)
+            rc = ts_err_set(err, TS_ENOENT, "task %s: command not found: %s", s->task_id,
+                            s->argv[0]);
+        else
+            rc = ts_err_set(err, TS_EIO, "task %s: command %s: %s", s->task_id, s->argv[0],
+                            strerror(e));
         goto fail;
     }
     size_t argc = 0;
@@ -642,7 +648,8 @@ static void settle(ts_task *t)
     const ts_task_info *in = &t->r.info;
     bool gone = keeper_gone(t);
     int code, sig;
-    if (ts_rec_exit_read(t->paths.exit, in->pid, in->start_ticks, &code, &sig) == 1)
+    if (ts_rec_exit_read(t->paths.exit, in->pid, in->start_ticks, &code, &sig,
+                         &t->oom_kills) == 1)
         finish(t, code, sig, false);
     else if (gone && !ts_rec_alive(in->pid, in->start_ticks))
         finish(t, -1, TS_TASK_LOST_SIGNAL, true);
@@ -677,6 +684,45 @@ int ts_task_preempt_begin(ts_task *t, int sig, double grace_s, double now, ts_er
     return 0;
 }
 
+int ts_task_timeout_begin(ts_task *t, int sig, double grace_s, double now, ts_err *err)
+{
+    if (t->r.phase == TS_TASK_EXITED)
+        return 0;
+    double end = now + (grace_s < 0 ? TS_CHECKPOINT_GRACE_DEFAULT_S : grace_s);
+    if (t->r.stopping) { /* a preemption's stop goes on, ending by the limit's end */
+        if (!t->r.stop_hard || end < t->r.deadline_s) {
+            t->r.stop_hard = true;
+            if (end < t->r.deadline_s)
+                t->r.deadline_s = end;
+            record_stop(t);
+        }
+        return 0;
+    }
+    t->r.stop_hard = true;
+    return ts_task_preempt_begin(t, sig == 0 ? SIGTERM : sig, grace_s, now, err);
+}
+
+/* One step of a stop in progress at `now`: the next signal when its phase ends. */
+static void stop_step(ts_task *t, double now)
+{
+    if (t->r.stop_hard && t->r.phase != TS_TASK_KILLING && now >= t->r.deadline_s) {
+        signal_group(t, SIGKILL); /* a time limit's grace is not extended */
+        t->r.phase = TS_TASK_KILLING;
+        record_stop(t);
+    } else if (t->r.phase == TS_TASK_CHECKPOINTING && (ack_present(t) || now >= t->r.deadline_s)) {
+        t->r.ack_seen = ack_present(t);
+        signal_group(t, SIGTERM);
+        t->r.phase = TS_TASK_TERMINATING;
+        if (!t->r.stop_hard || now + t->r.term_grace_s < t->r.deadline_s)
+            t->r.deadline_s = now + t->r.term_grace_s;
+        record_stop(t);
+    } else if (t->r.phase == TS_TASK_TERMINATING && now >= t->r.deadline_s) {
+        signal_group(t, SIGKILL);
+        t->r.phase = TS_TASK_KILLING;
+        record_stop(t);
+    }
+}
+
 int ts_task_poll(ts_task *t, double now, ts_task_state *st, ts_err *err)
 {
     (void)err; /* nothing here fails: what cannot be known is reported as lost */
@@ -685,16 +731,8 @@ int ts_task_poll(ts_task *t, double now, ts_task_state *st, ts_err *err)
     if (t->r.phase == TS_TASK_EXITED) {
         reap_keeper(t, false);
         remove_cgroup(t, 1);
-    } else if (t->r.phase == TS_TASK_CHECKPOINTING && (ack_present(t) || now >= t->r.deadline_s)) {
-        t->r.ack_seen = ack_present(t);
-        signal_group(t, SIGTERM);
-        t->r.phase = TS_TASK_TERMINATING;
-        t->r.deadline_s = now + t->r.term_grace_s;
-        record_stop(t);
-    } else if (t->r.phase == TS_TASK_TERMINATING && now >= t->r.deadline_s) {
-        signal_group(t, SIGKILL);
-        t->r.phase = TS_TASK_KILLING;
-        record_stop(t);
+    } else if (t->r.stopping) {
+        stop_step(t, now);
     }
     if (st != NULL) {
         st->phase = t->r.phase;
@@ -703,6 +741,12 @@ int ts_task_poll(ts_task *t, double now, ts_task_state *st, ts_err *err)
         st->outcome = t->outcome;
         st->ack_seen = t->r.ack_seen;
         st->lost = t->lost;
+        st->oom_kills = t->oom_kills;
+        st->hard_stop = t->r.stop_hard;
+        st->phase_end_s = t->r.stopping && (t->r.phase == TS_TASK_CHECKPOINTING ||
+                                            t->r.phase == TS_TASK_TERMINATING)
+                              ? t->r.deadline_s
+                              : 0.0;
     }
     return 0;
 }

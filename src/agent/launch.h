@@ -154,6 +154,9 @@ typedef struct ts_task_state {
      * TS_TASK_LOST_SIGNAL with exit_code -1, so a caller that does not look
      * at this flag still never takes a lost task for a success. */
     bool lost;
+    long long oom_kills;     /* processes of its cgroup the kernel's OOM killer ended */
+    bool hard_stop;          /* stopped by ts_task_timeout_begin (its time limit) */
+    double phase_end_s;      /* a stop's current phase ends then (ts_launch_now); 0: none */
 } ts_task_state;
 
 /* Fills caps. cgroup_parent: a delegated cgroup2 directory, or NULL to use the
@@ -203,6 +206,14 @@ const char *ts_task_meta(const ts_task *t);
 /* Begins the stop sequence: sends sig (0: SIGUSR1) to the group; grace_s < 0
  * means TS_CHECKPOINT_GRACE_DEFAULT_S. Does nothing if already stopping or exited. */
 int ts_task_preempt_begin(ts_task *t, int sig, double grace_s, double now, ts_err *err);
+
+/* A stop whose grace is a hard limit (a job's time limit, docs/job-spec.md):
+ * sig (0: SIGTERM) to the group now, SIGKILL to the group (and cgroup) when
+ * grace_s (< 0: TS_CHECKPOINT_GRACE_DEFAULT_S) is over; an acknowledged
+ * checkpoint brings SIGTERM forward, never the end of the grace further. A
+ * stop already begun becomes hard, keeping its own end if that is sooner.
+ * The record keeps it, so an adopting agent kills on time too. */
+int ts_task_timeout_begin(ts_task *t, int sig, double grace_s, double now, ts_err *err);
 
 /* Advances the state machine at time `now` (ts_launch_now) and reports it;
  * never blocks, and does not fail today (err is for the future). The task's

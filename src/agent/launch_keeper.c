@@ -36,6 +36,7 @@
 #define CGROUP_RMDIR_TRIES 100      /* x RMDIR_RETRY_NS while killed processes exit */
 #define RMDIR_RETRY_NS 10000000L
 #define CGROUP_PROCS_CHUNK_BYTES 512
+#define OOM_EVENTS_BYTES 512          /* memory.events: six short "key count" lines */
 #define FD_FIRST_KEPT 3             /* 0..2 become /dev/null in the keeper */
 #define KEEPER_NAME "tessera-keeper" /* its comm (ps, pgrep): at most 15 bytes */
 
@@ -237,6 +238,41 @@ static void kill_cgroup(const char *cg)
         kill_cgroup_procs(cg);
 }
 
+/* The "oom_kill N" count of the cgroup's memory.events: how many of its
+ * processes the kernel's OOM killer ended (docs/agent-tasks.md); 0 when the
+ * file or the key is missing. Read by hand: no stdio here. */
+static long long oom_kills(const char *cg)
+{
+    char path[TS_REC_PATH_MAX + 32], text[OOM_EVENTS_BYTES];
+    ts_sbuf b;
+    ts_sb_init(&b, path, sizeof path);
+    ts_sb_str(&b, cg);
+    ts_sb_str(&b, "/memory.events");
+    int fd = b.cut ? -1 : open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    ssize_t n;
+    do
+        n = read(fd, text, sizeof text - 1);
+    while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    text[n] = '\0';
+    static const char key[] = "oom_kill ";
+    for (char *line = text; line && *line;) {
+        if (strncmp(line, key, sizeof key - 1) == 0) {
+            long long v = 0;
+            for (char *d = line + sizeof key - 1; *d >= '0' && *d <= '9' && v < (1LL << 55); d++)
+                v = v * 10 + (*d - '0');
+            return v;
+        }
+        line = strchr(line, '\n');
+        line = line ? line + 1 : NULL;
+    }
+    return 0;
+}
+
 static void remove_cgroup(const char *cg)
 {
     for (int i = 0; i < CGROUP_RMDIR_TRIES; i++) {
@@ -306,6 +342,8 @@ _Noreturn void ts_keeper_run(const ts_keeper_plan *p)
     close(agent);
 
     int status = reap(pid);
+    /* counted before the cgroup kill below, which is no OOM kill */
+    long long ooms = p->cgroup_path[0] != '\0' ? oom_kills(p->cgroup_path) : 0;
     /* what the task left in its group and cgroup ends with it */
     kill(-pid, SIGKILL);
     if (p->cgroup_path[0] != '\0')
@@ -314,7 +352,7 @@ _Noreturn void ts_keeper_run(const ts_keeper_plan *p)
         char text[256];
         ts_sbuf eb;
         ts_sb_init(&eb, text, sizeof text);
-        ts_rec_exit_text(&eb, pid, start, status);
+        ts_rec_exit_text(&eb, pid, start, status, ooms);
         ts_rec_put(p->paths->exit_tmp, p->paths->exit, text, eb.len, "", 0);
     }
     if (p->cgroup_path[0] != '\0')

@@ -136,7 +136,8 @@ int ts_rec_put(const char *tmp, const char *path, const char *a, size_t alen, co
     return 0;
 }
 
-void ts_rec_exit_text(ts_sbuf *b, pid_t pid, unsigned long long start, int wait_status)
+void ts_rec_exit_text(ts_sbuf *b, pid_t pid, unsigned long long start, int wait_status,
+                      long long oom_kills)
 {
     ts_sb_str(b, EXIT_VERSION_LINE "\npid ");
     ts_sb_int(b, pid);
@@ -149,6 +150,10 @@ void ts_rec_exit_text(ts_sbuf *b, pid_t pid, unsigned long long start, int wait_
     } else {
         ts_sb_str(b, "\nsignal ");
         ts_sb_int(b, wait_status & 0x7f);
+    }
+    if (oom_kills > 0) { /* the kernel's OOM killer ended processes of its cgroup */
+        ts_sb_str(b, "\noom_kill ");
+        ts_sb_int(b, oom_kills);
     }
     ts_sb_str(b, "\n");
 }
@@ -279,6 +284,8 @@ char *ts_rec_body(const ts_rec *r)
                 "stop_deadline_s %.9f\nack_seen %d\n",
                 r->stop_signal, r->stop_grace_s, r->stop_begun_s, phase_name(r->phase),
                 r->deadline_s, r->ack_seen);
+    if (r->stopping && r->stop_hard)
+        fputs("stop_hard 1\n", f);
     put_escaped(f, "meta", r->meta);
     if (fclose(f) != 0) {
         free(text);
@@ -514,6 +521,8 @@ static int parse_line(ts_rec *r, const char *key, char *v, int *seen)
         return parse_double(v, &r->deadline_s);
     if (strcmp(key, "ack_seen") == 0)
         return parse_bool(v, &r->ack_seen);
+    if (strcmp(key, "stop_hard") == 0)
+        return parse_bool(v, &r->stop_hard);
     if (strcmp(key, "meta") == 0) {
         free(r->meta);
         r->meta = strdup(v);
@@ -569,7 +578,8 @@ int ts_rec_read(const char *path, ts_rec *r, ts_err *err)
     return rc;
 }
 
-int ts_rec_exit_read(const char *path, pid_t pid, unsigned long long start, int *code, int *sig)
+int ts_rec_exit_read(const char *path, pid_t pid, unsigned long long start, int *code, int *sig,
+                     long long *oom_kills)
 {
     size_t len;
     char *text = slurp(path, EXIT_FILE_MAX_BYTES, &len);
@@ -581,6 +591,7 @@ int ts_rec_exit_read(const char *path, pid_t pid, unsigned long long start, int 
     bool ok = true;
     *code = -1;
     *sig = 0;
+    *oom_kills = 0;
     char *save = NULL;
     for (char *line = strtok_r(text, "\n", &save); line != NULL && ok;
          line = strtok_r(NULL, "\n", &save)) {
@@ -605,6 +616,9 @@ int ts_rec_exit_read(const char *path, pid_t pid, unsigned long long start, int 
                    v <= SIGNAL_MAX) {
             *sig = (int)v;
             got++;
+        } else if (strcmp(line, "oom_kill") == 0 && parse_ull(sp + 1, &v) == 0 &&
+                   v < (1ULL << 62)) {
+            *oom_kills = (long long)v;
         }
     }
     free(text);

@@ -33,6 +33,7 @@ typedef struct ts_rec {
     bool stopping;           /* a stop sequence was begun */
     bool ack_seen;
     int stop_signal;
+    bool stop_hard;          /* the grace is a hard limit: SIGKILL when it ends (a time limit) */
     double stop_grace_s, stop_begun_s; /* ts_launch_now clock (CLOCK_MONOTONIC: one boot) */
     ts_task_phase phase;     /* RUNNING, or the stop's phase */
     double deadline_s;       /* when the current stop phase ends */
@@ -80,13 +81,17 @@ int ts_rec_write(const ts_rec *r, const ts_rec_paths *p, ts_err *err);
 int ts_rec_read(const char *path, ts_rec *r, ts_err *err);
 void ts_rec_clear(ts_rec *r);
 
-/* The exit file's text for a wait status (async-signal-safe). */
-void ts_rec_exit_text(ts_sbuf *b, pid_t pid, unsigned long long start, int wait_status);
+/* The exit file's text for a wait status and the OOM kills its cgroup
+ * counted (memory.events oom_kill; 0: none or no cgroup). Async-signal-safe. */
+void ts_rec_exit_text(ts_sbuf *b, pid_t pid, unsigned long long start, int wait_status,
+                      long long oom_kills);
 
 /* Reads an exit file: 1 and the status (*code 0..255 or -1, *sig or 0) when
- * it exists and names this pid and start time; 0 when there is none (or it
- * is another task's, or damaged: the task's status is then not known). */
-int ts_rec_exit_read(const char *path, pid_t pid, unsigned long long start, int *code, int *sig);
+ * it exists and names this pid and start time, and *oom_kills (0 unless the
+ * file has them); 0 when there is none (or it is another task's, or
+ * damaged: the task's status is then not known). */
+int ts_rec_exit_read(const char *path, pid_t pid, unsigned long long start, int *code, int *sig,
+                     long long *oom_kills);
 
 /* Field 22 (start time in clock ticks) and field 3 (state letter) of
  * /proc/<pid>/stat. 0, or -1 when there is no such process.
