@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "ctld/job_end.h"
 #include "ctld/job_fsm.h"
 
 #define MASTER_PORT_BASE 29500
@@ -229,6 +230,22 @@ static void task_extras(const ctld *c, const cjob *j, json_t *t)
         json_object_set_new(t, "nccl_sl", json_integer(q->sl));
 }
 
+/* Its time limit, which the agent enforces itself (job_end.c): when it
+ * comes ("deadline", Unix s on the controller's clock, which the answer's
+ * "now" lets the agent read on its own), the signal, the grace before
+ * SIGKILL; "hard" on a stop that is the time limit's. */
+static void task_limit(const ctld *c, const cjob *j, json_t *t)
+{
+    json_object_set_new(t, "time_limit_s", json_real(ctld_job_limit_s(c, j)));
+    json_object_set_new(t, "deadline", json_real(j->row.start_s + ctld_job_limit_s(c, j)));
+    json_object_set_new(t, "limit_signal", json_integer(ctld_limit_signal(j)));
+    json_object_set_new(t, "limit_grace_s", json_real(ctld_limit_grace_s(c, j)));
+    if (j->timed_out && j->row.state == TS_JOB_STOPPING) {
+        json_object_set_new(t, "hard", json_true());
+        json_object_set_new(t, "grace_s", json_real(ctld_limit_grace_s(c, j)));
+    }
+}
+
 /* What should run on node n, without the parts that change under the
  * agent's own lock ("gen", "logs": added when answering). Under c->mu,
  * no cycle deciding (it reads the node's MIG layout). */
@@ -245,9 +262,12 @@ static json_t *desired(const ctld *c, int n)
                 json_t *t = task_json(c, j, r);
                 task_extras(c, j, t);
                 if (j->row.state == TS_JOB_STOPPING)
-                    json_object_set_new(t, "signal", json_integer(j->sj.ckpt_signal > 0
+                    json_object_set_new(t, "signal", json_integer(j->timed_out
+                                                                      ? ctld_limit_signal(j)
+                                                                  : j->sj.ckpt_signal > 0
                                                                       ? j->sj.ckpt_signal
                                                                       : TS_SIGNAL_DEFAULT));
+                task_limit(c, j, t);
                 if (j->idle_warned && j->row.state == TS_JOB_RUNNING)
                     json_object_set_new(
                         t, "idle_warning",
@@ -302,48 +322,6 @@ static int rank_state_of(const char *s)
     if (strcmp(s, "stopped") == 0)
         return CTLD_RANK_STOPPED;
     return -1;
-}
-
-/* A job's end on agents, planned into t: completed, failed (a rank died:
- * the gang goes as one), or requeued after a preemption. Under mu. */
-static int job_settle(ctld *c, cjob *j, double now, ctld_txn *t, ts_err *err)
-{
-    if (ctld_txn_has(t, j))
-        return 0; /* already ending in this report */
-    int done = 0, failed = 0, stopped = 0;
-    for (int r = 0; r < j->ntasks; r++) {
-        done += j->rank_state[r] == CTLD_RANK_DONE;
-        failed += j->rank_state[r] == CTLD_RANK_FAILED;
-        stopped += j->rank_state[r] == CTLD_RANK_STOPPED;
-    }
-    char detail[160] = "";
-    const char *outcome = j->stop_outcome[0] ? j->stop_outcome : "stopped";
-    if (j->row.state == TS_JOB_RUNNING && failed > 0) {
-        snprintf(detail, sizeof detail, "%d of %d ranks failed; the gang stops as one", failed,
-                 j->ntasks);
-        ctld_fsm_args a = {.detail = detail};
-        return ctld_fsm_plan(c, t, j, CTLD_JE_FAIL, &a, now, err);
-    }
-    if (j->row.state == TS_JOB_RUNNING && done == j->ntasks)
-        return ctld_fsm_plan(c, t, j, CTLD_JE_FINISH, NULL, now, err);
-    if (j->row.state == TS_JOB_STOPPING && stopped + done + failed == j->ntasks) {
-        if (j->reaped) {
-            snprintf(detail, sizeof detail, "every rank stopped (%s) after the idle policy "
-                     "reaped it; release it to run again", outcome);
-        } else {
-            int recent = 0;
-            for (int k = 0; k < j->npreempted && k < CTLD_PREEMPT_MEMORY; k++)
-                recent += now - j->preempted_at[k] < 3600.0;
-            double at = j->restart_now
-                            ? now
-                            : now + ts_sched_backoff_s(c->sched, recent > 0 ? recent : 1);
-            snprintf(detail, sizeof detail, "every rank stopped (%s); eligible again at %.0f",
-                     outcome, at);
-        }
-        ctld_fsm_args a = {.detail = detail};
-        return ctld_fsm_plan(c, t, j, CTLD_JE_STOPPED, &a, now, err);
-    }
-    return 0;
 }
 
 /* A rank's state as it was before this report (undone if the report's
@@ -409,8 +387,10 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole,
                 rc = ts_err_set(err, TS_ENOMEM, "out of memory");
             free(d);
         }
+        if (rc == 0 && st != CTLD_RANK_RUNNING && ctld_rank_end_note(c, j, rank, tk) != 0)
+            rc = ts_err_set(err, TS_ENOMEM, "out of memory");
         if (rc == 0 && st != CTLD_RANK_RUNNING)
-            rc = job_settle(c, j, now, &t, err);
+            rc = ctld_job_settle(c, j, now, &t, err);
     }
     if (rc == 0 && (t.n > 0 || t.nev > 0))
         rc = ctld_txn_commit_unlocked(c, &t, now, err); /* applied there if written */
@@ -797,6 +777,7 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
         return;
     }
     json_object_set_new(a->doc, "gen", json_integer((json_int_t)a->gen));
+    json_object_set_new(a->doc, "now", json_real(ctld_now())); /* its deadlines' clock */
     json_object_set_new(a->doc, "logs", logs_wanted(a));
     r->status = 200;
     r->content_type = "application/json";

@@ -153,6 +153,9 @@ typedef struct cjob {
     double idle_since_s;        /* every rank idle since; 0 = not idle */
     bool idle_warned, reaped;
     char stop_outcome[32];      /* how the last rank stopped (checkpointed, terminated, ...) */
+    json_t *rank_end;           /* ntasks: each rank's end as reported (job_end.c), null
+                                 * until it ended; while it runs on agents */
+    bool timed_out;             /* its time limit stops it (job_end.c) */
     double *straggle_since;     /* ntasks, since when the rank straggles; 0 = it does not */
     bool straggler_flagged;     /* the straggler event was written for this run */
     bool restart_now;           /* stopping to restart elsewhere at once (no backoff) */

@@ -26,6 +26,10 @@
 #define FX_PREEMPTED 0x40u  /* counts as a preemption (TESSERA_RESTARTS, backoff) */
 #define FX_TIMES_END 0x80u  /* end_s = now */
 #define FX_TIMES_RESET 0x100u /* start_s = 0 (back to waiting) */
+#define FX_TIMED_OUT 0x200u /* its time limit ends it: reason "timeout" until it ends */
+
+/* The reason a job keeps from its time limit on (restored with it). */
+#define TIMEOUT_REASON "timeout"
 
 #define S(x) (1u << (x))
 #define ACTIVE (S(TS_JOB_PENDING) | S(TS_JOB_HELD) | S(TS_JOB_RUNNING) | S(TS_JOB_STOPPING))
@@ -73,6 +77,12 @@ static const transition TABLE[CTLD_JE_EVENTS] = {
                        "only a job with allocations can be evicted"},
     [CTLD_JE_DEPFAIL] = {"fail", S(TS_JOB_PENDING), TS_JOB_FAILED, FX_REMOVE | FX_TIMES_END,
                          "failed", "only a pending job fails on its dependency"},
+    [CTLD_JE_EXPIRE] = {"time limit", S(TS_JOB_RUNNING), TS_JOB_STOPPING,
+                        FX_STOPPING | FX_TIMED_OUT, "time-limit",
+                        "only a running job reaches its time limit"},
+    [CTLD_JE_TIMEOUT] = {"timeout", S(TS_JOB_RUNNING) | S(TS_JOB_STOPPING), TS_JOB_TIMEOUT,
+                         FX_UNBIND | FX_REMOVE | FX_TIMES_END | FX_TIMED_OUT, "timeout",
+                         "only a job with allocations can time out"},
 };
 
 const char *ctld_job_event_name(int event)
@@ -165,6 +175,7 @@ int ctld_fsm_plan(ctld *c, ctld_txn *t, cjob *j, int event, const ctld_fsm_args 
     *r = j->row;
     r->spec_json = NULL; /* never updated */
     r->placement_json = NULL;
+    r->result_json = NULL;
     r->why = dup_or_null(j->row.why, &oom);
     r->state = ch->to;
     if (tr->fx & FX_TIMES_END)
@@ -175,6 +186,15 @@ int ctld_fsm_plan(ctld *c, ctld_txn *t, cjob *j, int event, const ctld_fsm_args 
         r->preemptions++;
     if (!(tr->fx & FX_UNBIND))
         r->placement_json = dup_or_null(j->row.placement_json, &oom);
+    if (tr->fx & FX_TIMED_OUT)
+        snprintf(r->reason, sizeof r->reason, "%s", TIMEOUT_REASON);
+    if (a->end_reason)
+        snprintf(r->reason, sizeof r->reason, "%s", a->end_reason);
+    if (a->end_why) {
+        free(r->why);
+        r->why = dup_or_null(a->end_why, &oom);
+    }
+    r->result_json = dup_or_null(a->result_json, &oom);
     if (event == CTLD_JE_START) {
         ch->allocs = malloc((size_t)j->ntasks * sizeof *ch->allocs);
         if (ch->allocs)
@@ -255,6 +275,7 @@ static void apply_one(ctld *c, ctld_change *ch, double now)
     ctld_queued_note(c, j, j->row.state, ch->row.state);
     free(j->row.placement_json);
     free(j->row.why);
+    free(j->row.result_json);
     j->row = ch->row;
     j->row.spec_json = spec_json;
     memset(&ch->row, 0, sizeof ch->row); /* ownership moved */
@@ -293,6 +314,9 @@ static void apply_one(ctld *c, ctld_change *ch, double now)
         break;
     case CTLD_JE_CANCEL:
         c->m.cancelled++;
+        break;
+    case CTLD_JE_EXPIRE:
+        j->timed_out = true;
         break;
     default:
         break;

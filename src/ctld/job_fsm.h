@@ -9,8 +9,8 @@
  * finished jobs). A failed commit leaves memory exactly as the store has
  * it: the caller answers 503 (an HTTP client), keeps the report for the
  * agent's next sync (503 to the agent), or tries again at the next cycle.
- * Users: state.c (job actions), loop.c (the cycle), agents.c (reports,
- * lost and failed nodes), policies.c (idle reaping, stragglers).
+ * Users: state.c (job actions), loop.c (the cycle, time limits), agents.c
+ * (reports, lost and failed nodes), policies.c (idle reaping, stragglers).
  */
 #ifndef TS_CTLD_JOB_FSM_H
 #define TS_CTLD_JOB_FSM_H
@@ -31,6 +31,8 @@ enum ctld_job_event {
     CTLD_JE_STOPPED,   /* every rank stopped: stopping -> pending (or held if reaped) */
     CTLD_JE_EVICT,     /* its node was lost or failed: running/stopping -> pending */
     CTLD_JE_DEPFAIL,   /* its dependency can never be met (depend.c): pending -> failed */
+    CTLD_JE_EXPIRE,    /* its time limit came: running -> stopping (signal, grace, kill) */
+    CTLD_JE_TIMEOUT,   /* its ranks ended after its time limit: running/stopping -> timeout */
     CTLD_JE_EVENTS
 };
 
@@ -40,6 +42,12 @@ typedef struct ctld_fsm_args {
     const ts_alloc *allocs;   /* START: one per rank (copied) */
     double stop_by_s;         /* PREEMPT, REAP, STRAGGLE: end of the grace */
     double eligible_s;        /* STOPPED, EVICT: when it may start again (0 = now) */
+    /* FINISH, FAIL, TIMEOUT: how it ended (copied; NULL: unknown): the
+     * result document (docs/api.md "Job": exit_code, ranks), and the short
+     * reason and the line saying why, which the ended job keeps as its
+     * reason and why */
+    const char *result_json;
+    const char *end_reason, *end_why;
 } ctld_fsm_args;
 
 typedef struct ctld_change {

@@ -25,6 +25,7 @@
 
 #include "ctld/ctld.h"
 #include "ctld/depend.h"
+#include "ctld/job_end.h"
 #include "ctld/job_fsm.h"
 #include "tessera/mig_plan.h"
 
@@ -67,7 +68,8 @@ static void next_virtual(ctld *c, double at)
         c->next_virtual_s = at;
 }
 
-/* Virtual jobs that ended, and victims whose grace is over: planned into t
+/* Virtual jobs that ended, victims whose grace is over, and jobs on agents
+ * at their time limit: planned into t
  * (memory changes once t is committed). */
 static int finish_and_requeue(ctld *c, double now, ctld_txn *t, ts_err *err)
 {
@@ -97,7 +99,9 @@ static int finish_and_requeue(ctld *c, double now, ctld_txn *t, ts_err *err)
         if (rc != 0)
             return rc;
     }
-    return 0;
+    /* time limits on agents (job_end.c): the loop wakes for the next one too */
+    next_virtual(c, ctld_next_limit_s(c));
+    return ctld_time_limits(c, now, t, err);
 }
 
 /* A decision the state machine refuses (the core and memory disagree about

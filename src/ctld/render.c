@@ -30,6 +30,21 @@ static void placement_share(const ctld *c, const json_t *t, json_t *e)
     json_object_set(e, "mig_start", p ? json_object_get(t, "mig_start") : json_null());
 }
 
+/* How an ended job ended (its result_json, job_end.c): "exit_code",
+ * "signal" and "ranks", each null while it runs or when nothing is known
+ * (a virtual run, a cancel). */
+static void render_result(const ts_job_row *row, json_t *doc)
+{
+    json_error_t je;
+    json_t *res = row->result_json ? json_loads(row->result_json, 0, &je) : NULL;
+    static const char *const KEYS[] = {"exit_code", "signal", "ranks"};
+    for (size_t k = 0; k < sizeof KEYS / sizeof KEYS[0]; k++) {
+        json_t *v = json_object_get(res, KEYS[k]);
+        json_object_set_new(doc, KEYS[k], v ? json_incref(v) : json_null());
+    }
+    json_decref(res);
+}
+
 json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active)
 {
     json_error_t je;
@@ -68,8 +83,10 @@ json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active
                      time_or_null(live->end_s), "preemptions", live->preemptions, "reason",
                      str_or_null(live->reason), "why", str_or_null(live->why), "placement",
                      placement, "spec", spec ? spec : json_null());
-    if (doc)
+    if (doc) {
+        render_result(active ? &active->row : row, doc);
         ctld_render_queue(c, active, doc);
+    }
     return doc;
 }
 

@@ -132,6 +132,7 @@ static void cjob_free(cjob *j)
     free(j->tasks);
     free(j->allocs);
     free(j->rank_state);
+    json_decref(j->rank_end);
     free(j->straggle_since);
     free(j);
 }
@@ -544,6 +545,8 @@ static int restore_running(ctld *c, cjob *j, double now, ts_err *err)
         rc = ts_err_set(err, TS_ENOMEM, "out of memory");
     if (rc == 0) {
         j->end_s = j->row.start_s + ctld_job_run_s(j);
+        /* its time-limit stop goes on (job_fsm.c keeps the reason) */
+        j->timed_out = j->row.state == TS_JOB_STOPPING && strcmp(j->row.reason, "timeout") == 0;
         return 0;
     }
     free(j->allocs);
@@ -935,6 +938,9 @@ void ctld_job_unbind(ctld *c, cjob *j, double now)
     j->row.placement_json = NULL;
     free(j->rank_state);
     j->rank_state = NULL;
+    json_decref(j->rank_end);
+    j->rank_end = NULL;
+    j->timed_out = false; /* a run that ends otherwise (evicted) starts afresh */
     free(j->straggle_since);
     j->straggle_since = NULL;
     j->straggler_flagged = false;

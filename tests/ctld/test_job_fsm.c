@@ -185,6 +185,8 @@ static void table_is_the_rule(void **state)
         [CTLD_JE_STOPPED] = S(TS_JOB_STOPPING),
         [CTLD_JE_EVICT] = S(TS_JOB_RUNNING) | S(TS_JOB_STOPPING),
         [CTLD_JE_DEPFAIL] = S(TS_JOB_PENDING),
+        [CTLD_JE_EXPIRE] = S(TS_JOB_RUNNING),
+        [CTLD_JE_TIMEOUT] = S(TS_JOB_RUNNING) | S(TS_JOB_STOPPING),
     };
     ts_alloc al = {.node = 0, .ngpu = 1};
     for (int st = 0; st < TS_JOB_STATES; st++)
@@ -320,6 +322,49 @@ static void start_and_reaped_stop(void **state)
     job_free(j);
 }
 
+/* A time limit: running -> stopping with reason "timeout" and its event,
+ * then timeout, which keeps its reason, its why and its result in the store. */
+static void time_limit_then_timeout(void **state)
+{
+    fx *f = *state;
+    cjob *j = job_in(f, TS_JOB_RUNNING);
+    ts_err err;
+    ctld_fsm_args x = {.detail = "time limit 5s reached", .stop_by_s = 260};
+    assert_int_equal(ctld_fsm_run(&f->c, j, CTLD_JE_EXPIRE, &x, 250, &err), 0);
+    assert_int_equal(j->row.state, TS_JOB_STOPPING);
+    assert_string_equal(j->row.reason, "timeout");
+    assert_true(j->timed_out && j->sj.stopping && j->sj.stop_by_s == 260);
+    assert_non_null(j->allocs); /* its ranks stop on their own allocation */
+    static const char RESULT[] = "{\"exit_code\":null,\"signal\":9,\"ranks\":[]}";
+    ctld_fsm_args e = {.detail = "time limit 5s reached: SIGTERM, then SIGKILL after 2s",
+                       .result_json = RESULT, .end_reason = "timeout",
+                       .end_why = "time limit 5s reached: SIGTERM, then SIGKILL after 2s"};
+    removes = 0;
+    assert_int_equal(ctld_fsm_run(&f->c, j, CTLD_JE_TIMEOUT, &e, 262, &err), 0);
+    assert_int_equal(j->row.state, TS_JOB_TIMEOUT);
+    assert_int_equal(removes, 1);
+    assert_null(j->allocs);
+    ts_job_row stored;
+    assert_int_equal(ts_store_job_get(f->c.store, j->row.id, &stored, &err), 0);
+    assert_string_equal(ts_job_state_name(stored.state), "timeout");
+    assert_string_equal(stored.reason, "timeout");
+    assert_string_equal(stored.why, e.end_why);
+    assert_string_equal(stored.result_json, RESULT);
+    assert_true(stored.end_s == 262);
+    ts_job_row_fini(&stored);
+    ts_event_row *ev;
+    int n;
+    assert_int_equal(ts_store_event_list(f->c.store, j->row.id, 0, 10, &ev, &n, &err), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(ev[0].kind, "time-limit");
+    assert_string_equal(ev[1].kind, "timeout");
+    assert_string_equal(ev[1].detail, e.end_why);
+    ts_store_free_events(ev, n);
+    /* a finished job is not stopped by a late time limit */
+    assert_int_equal(ctld_fsm_run(&f->c, j, CTLD_JE_EXPIRE, &x, 263, &err), TS_ECONFLICT);
+    job_free(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -328,6 +373,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(requeue_writes_run_end, setup, teardown),
         cmocka_unit_test_setup_teardown(one_change_per_job_and_gen_checked, setup, teardown),
         cmocka_unit_test_setup_teardown(start_and_reaped_stop, setup, teardown),
+        cmocka_unit_test_setup_teardown(time_limit_then_timeout, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
