@@ -30,6 +30,7 @@
 #define TS_AGENT_STEP_SAMPLES 20   /* step times a task's median is taken over */
 #define TS_AGENT_STEP_TAIL_BYTES 4096 /* read from the end of a step file for them */
 #define TS_AGENT_OUTPUT_TAIL 4096  /* bytes of each stream an ended task reports */
+#define TS_AGENT_NOTE_BYTES 8192   /* of a task's output note (two file names) */
 #define TS_AGENT_ANSWER_SLACK_S 10.0 /* several controllers: a sync unanswered this
                                         long past its wait is a failed controller */
 

@@ -26,6 +26,9 @@ typedef struct local_task {
     bool stop_requested;
     ts_task_state st;
     char step_file[700];   /* where the task writes its step times */
+    char out_note[710];    /* where a task whose output it redirects names the files
+                            * (TESSERA_OUTPUT_NOTE, docs/agent-tasks.md) */
+    char workdir[1024];    /* its working directory: a relative name there is read */
     char tenant[64];
     char mig_uuid[96];     /* a MIG task's instance, "" otherwise */
     int mig_profile, mig_start; /* -1 unless a MIG task */

@@ -63,6 +63,8 @@ int ts_agent_adopt_one(const char *id, void *ctx)
     }
     snprintf(lt->step_file, sizeof lt->step_file, "%s",
              str_or(json_object_get(m, "step_file")));
+    snprintf(lt->out_note, sizeof lt->out_note, "%s", str_or(json_object_get(m, "out_note")));
+    snprintf(lt->workdir, sizeof lt->workdir, "%s", str_or(json_object_get(m, "workdir")));
     snprintf(lt->tenant, sizeof lt->tenant, "%s",
              str_or(json_object_get(m, "tenant")));
     snprintf(lt->mig_uuid, sizeof lt->mig_uuid, "%s",
@@ -130,18 +132,61 @@ double ts_agent_step_median(const char *path)
     return v[k / 2];
 }
 
+/* Where stream k (0 stdout, 1 stderr) of the task went, into path: a file
+ * its output note names (a task that redirected it, as sbatch --output
+ * does: TESSERA_OUTPUT_NOTE) and *owned, or else the agent's own log. The
+ * note and the file are the task's: read as its user's files only. */
+static void stream_path(const local_task *lt, int k, char *path, size_t len, bool *owned)
+{
+    const ts_task_info *in = ts_task_info_get(lt->t);
+    snprintf(path, len, "%s", k ? in->stderr_path : in->stdout_path);
+    *owned = false;
+    char *note = NULL;
+    long long size;
+    ts_err e;
+    if (!lt->out_note[0] ||
+        ts_tail_read_owned(lt->out_note, in->uid, TS_AGENT_NOTE_BYTES, &note, &size, &e) != 0)
+        return;
+    char *save = NULL, *line[2] = {NULL, NULL};
+    line[0] = strtok_r(note, "\n", &save);
+    line[1] = line[0] ? strtok_r(NULL, "\n", &save) : NULL;
+    if (note[0] == '\n') { /* an empty first line: stdout stayed */
+        line[1] = line[0];
+        line[0] = NULL;
+    }
+    const char *want = line[k];
+    /* stderr into stdout's file: reported once, as stdout */
+    if (want && want[0] && !(k == 1 && line[0] && strcmp(line[0], want) == 0)) {
+        if (want[0] == '/')
+            snprintf(path, len, "%s", want);
+        else
+            snprintf(path, len, "%s/%s", lt->workdir, want);
+        *owned = true;
+    }
+    free(note);
+}
+
+/* The last max bytes of stream k (stream_path). */
+static int stream_tail(const local_task *lt, int k, size_t max, char **text, long long *size,
+                       ts_err *e)
+{
+    char path[2048];
+    bool owned;
+    stream_path(lt, k, path, sizeof path, &owned);
+    return owned ? ts_tail_read_owned(path, ts_task_info_get(lt->t)->uid, max, text, size, e)
+                 : ts_tail_read(path, max, text, size, e);
+}
+
 /* An ended task's last output, for its job's events (docs/agent-protocol.md). */
 void ts_agent_add_output(const local_task *lt, json_t *o)
 {
-    const ts_task_info *in = ts_task_info_get(lt->t);
     json_t *out = json_object();
-    const char *paths[2] = {in->stdout_path, in->stderr_path};
     static const char *const names[2] = {"stdout", "stderr"};
     for (int k = 0; k < 2; k++) {
         char *text = NULL;
         long long size;
         ts_err e;
-        if (ts_tail_read(paths[k], TS_AGENT_OUTPUT_TAIL, &text, &size, &e) == 0 && text[0])
+        if (stream_tail(lt, k, TS_AGENT_OUTPUT_TAIL, &text, &size, &e) == 0 && text[0])
             json_object_set_new(out, names[k], json_string(text));
         free(text);
     }
@@ -256,6 +301,10 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
     char kv[760];
     snprintf(kv, sizeof kv, "TESSERA_STEP_FILE=%s", lt->step_file);
     json_array_append_new(envj, json_string(kv));
+    snprintf(lt->out_note, sizeof lt->out_note, "%s/%s.output", a->steps, id);
+    unlink(lt->out_note); /* an old run's note must not name this run's files */
+    snprintf(kv, sizeof kv, "TESSERA_OUTPUT_NOTE=%s", lt->out_note);
+    json_array_append_new(envj, json_string(kv));
     const char **env = strv(envj);
     json_t *gpus = json_object_get(t, "gpus");
     const char *uuids[16];
@@ -334,6 +383,7 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
     const char *user = json_string_value(json_object_get(t, "user"));
     struct passwd *pw = user ? getpwnam(user) : NULL; /* run as it only where it exists */
     const char *workdir = json_string_value(json_object_get(t, "workdir"));
+    snprintf(lt->workdir, sizeof lt->workdir, "%s", workdir ? workdir : a->cfg.state_dir);
     char hca[512], tc[16] = "", sl[16] = "";
     ts_nics_for_task(&a->node->nics, lt->gpu, lt->ngpu, hca, sizeof hca);
     if (json_is_integer(json_object_get(t, "nccl_tc")))
@@ -376,13 +426,14 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
     json_t *gl = json_array();
     for (int k = 0; k < lt->ngpu; k++)
         json_array_append_new(gl, json_integer(lt->gpu[k]));
-    json_t *mj = json_pack("{s:I,s:i,s:o,s:s,s:s,s:s,s:i,s:i,s:b,s:f,s:f,s:f,s:i}", "job",
+    json_t *mj = json_pack("{s:I,s:i,s:o,s:s,s:s,s:s,s:i,s:i,s:b,s:f,s:f,s:f,s:i,s:s,s:s}", "job",
                            (json_int_t)lt->job, "rank", lt->rank, "gpus", gl, "step_file",
                            lt->step_file, "tenant", lt->tenant, "mig_uuid", lt->mig_uuid,
                            "mig_profile", lt->mig_profile, "mig_start", lt->mig_start,
                            "fractional", lt->fractional, "deadline", lt->deadline_unix,
                            "time_limit_s", lt->time_limit_s, "limit_grace_s", lt->limit_grace_s,
-                           "limit_signal", lt->limit_signal);
+                           "limit_signal", lt->limit_signal, "out_note", lt->out_note,
+                           "workdir", lt->workdir);
     char *meta = mj ? json_dumps(mj, JSON_COMPACT) : NULL;
     json_decref(mj);
     spec.meta = meta;
@@ -469,13 +520,11 @@ void ts_agent_answer_logs(ts_agent *a, json_t *reqs)
                                                             "no such task on this node"));
             continue;
         }
-        const ts_task_info *in = ts_task_info_get(lt->t);
-        const char *path = stream && strcmp(stream, "stderr") == 0 ? in->stderr_path
-                                                                   : in->stdout_path;
         char *text = NULL;
         long long size = 0;
         ts_err e;
-        if (ts_tail_read(path, (size_t)tail, &text, &size, &e) != 0)
+        if (stream_tail(lt, stream && strcmp(stream, "stderr") == 0, (size_t)tail, &text, &size,
+                        &e) != 0)
             json_array_append_new(a->log_answers,
                                   json_pack("{s:I,s:s}", "id", id, "error", e.msg));
         else

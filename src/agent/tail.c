@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "agent/tail.h"
 
@@ -55,19 +57,11 @@ void ts_tail_sanitize(char *buf, size_t len)
     }
 }
 
-int ts_tail_read(const char *path, size_t max, char **out, long long *size, ts_err *err)
+/* The tail of the open file f, whose stat is stp; closes f. */
+static int tail_of(FILE *f, const struct stat *stp, size_t max, char **out, long long *size,
+                   ts_err *err)
 {
-    *out = NULL;
-    *size = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return ts_err_set(err, errno == ENOENT ? TS_ENOENT : TS_EIO, "%s: %s", path,
-                          strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
-        fclose(f);
-        return ts_err_set(err, TS_EIO, "%s: %s", path, strerror(errno));
-    }
+    struct stat st = *stp;
     *size = (long long)st.st_size;
     size_t want = (size_t)st.st_size < max ? (size_t)st.st_size : max;
     char *buf = malloc(want + 1);
@@ -93,4 +87,44 @@ int ts_tail_read(const char *path, size_t max, char **out, long long *size, ts_e
     ts_tail_sanitize(buf, n);
     *out = buf;
     return 0;
+}
+
+int ts_tail_read(const char *path, size_t max, char **out, long long *size, ts_err *err)
+{
+    *out = NULL;
+    *size = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ts_err_set(err, errno == ENOENT ? TS_ENOENT : TS_EIO, "%s: %s", path,
+                          strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) {
+        fclose(f);
+        return ts_err_set(err, TS_EIO, "%s: %s", path, strerror(errno));
+    }
+    return tail_of(f, &st, max, out, size, err);
+}
+
+int ts_tail_read_owned(const char *path, uid_t uid, size_t max, char **out, long long *size,
+                       ts_err *err)
+{
+    *out = NULL;
+    *size = 0;
+    /* a path the task chose: never a link, a FIFO that blocks, or a file
+     * its user does not own (what it could not read itself) */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return ts_err_set(err, errno == ENOENT ? TS_ENOENT : TS_EIO, "%s: %s", path,
+                          strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != uid) {
+        close(fd);
+        return ts_err_set(err, TS_EINVAL, "%s: not a regular file of uid %ld", path, (long)uid);
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    }
+    return tail_of(f, &st, max, out, size, err);
 }

@@ -10,11 +10,18 @@
 #define TS_AGENT_TAIL_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "tessera/error.h"
 
 /* *size gets the file's whole size. TS_ENOENT / TS_EIO naming the file. */
 int ts_tail_read(const char *path, size_t max, char **out, long long *size, ts_err *err);
+
+/* The same for a path a task named (its redirected output): opened without
+ * following a link or blocking, and read only if it is a regular file that
+ * uid owns; else TS_EINVAL naming it. */
+int ts_tail_read_owned(const char *path, uid_t uid, size_t max, char **out, long long *size,
+                       ts_err *err);
 
 /* Replaces invalid UTF-8 and control bytes in buf[0..len) in place. */
 void ts_tail_sanitize(char *buf, size_t len);

@@ -408,7 +408,7 @@ static json_t *build_command(const char *script, size_t len, const ts_sbatch_inp
         return NULL;
     if (r->output || r->error) {
         char out[2 * TS_SBATCH_VALUE_MAX + 64], err[2 * TS_SBATCH_VALUE_MAX + 64];
-        char code[4 * TS_SBATCH_VALUE_MAX + 256];
+        char code[8 * TS_SBATCH_VALUE_MAX + 512];
         const char *why = NULL;
         if (r->output && !pattern_word(r->output, out, sizeof out, &why)) {
             sbatch_error(errs, "--output: %s, got \"%s\"", why, r->output);
@@ -420,12 +420,23 @@ static json_t *build_command(const char *script, size_t len, const ts_sbatch_inp
             json_decref(argv);
             return NULL;
         }
+        /* the files first go to the note the agent reads them back by, so
+         * that a failed rank's last output is still reported
+         * (docs/agent-tasks.md, TESSERA_OUTPUT_NOTE) */
+        static const char NOTE[] =
+            "[ -z \"$TESSERA_OUTPUT_NOTE\" ] || printf '%%s\\n%%s\\n' %s %s "
+            ">\"$TESSERA_OUTPUT_NOTE\"; ";
+        int k = snprintf(code, sizeof code, NOTE, r->output ? out : "\"\"",
+                         r->error ? err : r->output ? out : "\"\"");
+        if (k < 0 || (size_t)k >= sizeof code)
+            k = 0;
         if (r->output && r->error)
-            snprintf(code, sizeof code, "exec >>%s 2>>%s; exec \"$@\"", out, err);
+            snprintf(code + k, sizeof code - (size_t)k, "exec >>%s 2>>%s; exec \"$@\"", out,
+                     err);
         else if (r->output)
-            snprintf(code, sizeof code, "exec >>%s 2>&1; exec \"$@\"", out);
+            snprintf(code + k, sizeof code - (size_t)k, "exec >>%s 2>&1; exec \"$@\"", out);
         else
-            snprintf(code, sizeof code, "exec 2>>%s; exec \"$@\"", err);
+            snprintf(code + k, sizeof code - (size_t)k, "exec 2>>%s; exec \"$@\"", err);
         json_array_append_new(argv, json_string("/bin/sh"));
         json_array_append_new(argv, json_string("-c"));
         json_array_append_new(argv, json_string(code));

@@ -158,6 +158,35 @@ static const char *start_cell(const struct cli_ctx *ctx, const json_t *job, char
     return buf;
 }
 
+/* An ended job's exit: its exit code, "sig N" when a signal ended it, "-"
+ * while it runs or when nothing is known (docs/api.md "Job"). */
+static const char *exit_cell(const json_t *job, char *buf, size_t size)
+{
+    const json_t *code = json_object_get(job, "exit_code"), *sig = json_object_get(job, "signal");
+    if (json_is_integer(code))
+        snprintf(buf, size, "%lld", (long long)json_integer_value(code));
+    else if (json_is_integer(sig))
+        snprintf(buf, size, "sig %lld", (long long)json_integer_value(sig));
+    else
+        snprintf(buf, size, "-");
+    return buf;
+}
+
+/* Each ended rank's end, one line each: "1 r-2: exited with code 3". */
+static void ranks_cell(const json_t *job, struct cli_buf *b)
+{
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(job, "ranks"), i, r) {
+        char node[CLI_CELL_MAX], why[CLI_CELL_MAX];
+        if (!json_is_object(r))
+            continue;
+        cli_buf_printf(b, "%s%lld %s: %s", b->p ? "\n" : "",
+                       (long long)json_integer_value(json_object_get(r, "rank")),
+                       cli_str(r, "node", node, sizeof node), cli_str(r, "reason", why, sizeof why));
+    }
+}
+
 int cli_cmd_jobs(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
     const char *tenant = NULL, *state = NULL, *owner = NULL, *limit = NULL;
@@ -184,21 +213,23 @@ int cli_cmd_jobs(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
         json_decref(out);
         return rc;
     }
-    static const char *const head[] = {"ID", "NAME", "TENANT", "OWNER", "STATE", "GPUS",
-                                       "POSITION", "START", "SUBMITTED", "REASON"};
+    static const char *const head[] = {"ID",       "NAME",  "TENANT",    "OWNER",
+                                       "STATE",    "EXIT",  "GPUS",      "POSITION",
+                                       "START",    "SUBMITTED", "REASON"};
     struct cli_table t;
-    cli_table_init(&t, 10, head, 1u << 0 | 1u << 5 | 1u << 6);
+    cli_table_init(&t, 11, head, 1u << 0 | 1u << 5 | 1u << 6 | 1u << 7);
     size_t i;
     json_t *job;
     json_array_foreach(json_object_get(out, "jobs"), i, job) {
-        char c[10][CLI_CELL_MAX];
-        const char *row[10] = {
+        char c[11][CLI_CELL_MAX];
+        const char *row[11] = {
             cli_str(job, "id", c[0], sizeof c[0]),         cli_str(job, "name", c[1], sizeof c[1]),
             cli_str(job, "tenant", c[2], sizeof c[2]),     cli_str(job, "owner", c[3], sizeof c[3]),
-            cli_str(job, "state", c[4], sizeof c[4]),      gpus_cell(job, c[5], sizeof c[5]),
-            position_cell(job, c[6], sizeof c[6]),         start_cell(ctx, job, c[7], sizeof c[7]),
-            cli_time_short(ctx, json_object_get(job, "submit_time"), c[8], sizeof c[8]),
-            cli_str(job, "reason", c[9], sizeof c[9])};
+            cli_str(job, "state", c[4], sizeof c[4]),      exit_cell(job, c[5], sizeof c[5]),
+            gpus_cell(job, c[6], sizeof c[6]),             position_cell(job, c[7], sizeof c[7]),
+            start_cell(ctx, job, c[8], sizeof c[8]),
+            cli_time_short(ctx, json_object_get(job, "submit_time"), c[9], sizeof c[9]),
+            cli_str(job, "reason", c[10], sizeof c[10])};
         cli_table_row(&t, row);
     }
     bool more = !all && json_is_string(json_object_get(out, "next_cursor"));
@@ -280,7 +311,7 @@ int cli_cmd_show(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
         {"Owner", "owner"}, {"State", "state"},     {"Tier", "tier"},
         {"Priority", "priority"}, {"GPUs", NULL},   {"Submitted", "submit_time"},
         {"Started", "start_time"}, {"Ended", "end_time"}, {"Preemptions", "preemptions"},
-        {"Reason", "reason"}, {"Why", "why"},
+        {"Reason", "reason"}, {"Why", "why"}, {"Exit code", NULL},
     };
     struct cli_table t;
     cli_table_init(&t, 2, NULL, 0);
@@ -288,7 +319,7 @@ int cli_cmd_show(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
         char v[CLI_CELL_MAX];
         const char *val;
         if (!keys[k][1])
-            val = gpus_cell(job, v, sizeof v);
+            val = keys[k][0][0] == 'G' ? gpus_cell(job, v, sizeof v) : exit_cell(job, v, sizeof v);
         else if (strstr(keys[k][1], "_time"))
             val = cli_time_long(ctx, json_object_get(job, keys[k][1]), v, sizeof v);
         else
@@ -311,6 +342,12 @@ int cli_cmd_show(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
     }
     placement_cell(job, &place);
     cli_kv(&t, "Placement", place.p ? place.p : "-");
+    t.oom |= place.oom;
+    cli_buf_free(&place);
+    place = (struct cli_buf){0};
+    ranks_cell(job, &place);
+    if (place.p)
+        cli_kv(&t, "Ranks", place.p);
     t.oom |= place.oom;
     cli_buf_free(&place);
     json_decref(root);

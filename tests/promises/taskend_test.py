@@ -1,0 +1,241 @@
+"""Promises of how a job ends on real agents, and that it says why: a time
+limit stops the job with its checkpoint signal, then SIGKILL after the grace,
+and it ends `timeout` with its reason and events; a task that ignores SIGTERM
+is killed all the same; a rank's exit code, a signal, an OOM kill and a
+command that cannot start reach the Job, its events, `tessera show` and
+`tessera jobs`; a failed rank's output is there after it ended.
+
+Each scenario_* runs on the default cluster of tests/lib/cluster.py (four
+8-GPU H100 nodes; tenants team-a and team-b)."""
+import os
+import time
+
+from harness import check
+
+# how much later than limit + grace a task may still exist: the agent acts on
+# a deadline within its 50-ms wait floor, the rest is this test's polling
+SLACK_S = 2.0
+
+
+def spec(name, cmd, count=1, gpus=8, tenant="team-a", limit="10m", ckpt=None, **kw):
+    s = {"tenant": tenant, "name": name, "tier": "guaranteed",
+         "command": ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else cmd,
+         "tasks": [{"count": count, "gpus": gpus, "cpu_milli": 1000, "memory_mib": 1024}],
+         "time_limit": limit}
+    if ckpt:
+        s["checkpoint"] = ckpt
+    s.update(kw)
+    return s
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def pid_of(c, jid, rank=0):
+    def find():
+        for n in c.nodes:
+            out = c.output(n.name, jid, rank)
+            if out.startswith("pid="):
+                return int(out.split()[0][4:])
+        return None
+    return c.wait(find, f"job {jid} rank {rank} prints its pid", 20)
+
+
+def kinds(c, jid):
+    return [e["kind"] for e in c.events(jid)]
+
+
+def scenario_time_limit_checkpoint_signal_grace_then_kill(c):
+    """job-spec.md: at its time limit every rank gets the job's checkpoint
+    signal, SIGKILL after the grace; the job ends `timeout`, with its reason
+    and a "time-limit" and a "timeout" event."""
+    cmd = ('trap "echo got-usr1" USR1; echo "pid=$$"; '
+           'while :; do sleep 0.1; done')
+    t0 = time.time()
+    jid = c.submit(spec("limited", cmd, limit="3s", ckpt={"signal": "SIGUSR1", "grace": "2s"}))
+    if not c.wait_job(jid, "running", 30):
+        return
+    pid = pid_of(c, jid)
+    start = c.job(jid).get("start_time") or t0
+    gone = c.wait(lambda: pid and not alive(pid) and time.time(),
+                  "the task is gone after its limit and grace", 3 + 2 + SLACK_S + 10)
+    if gone:
+        late = gone - (start + 3 + 2)
+        check(late < SLACK_S, f"gone within grace + {SLACK_S:g} s of its limit ({late:+.2f} s)")
+        check(gone - start >= 3 + 2 - 0.5,
+              f"not killed before its grace ended ({gone - start:.2f} s after its start)")
+    j = c.wait_job(jid, "timeout", 15)
+    if not j:
+        return
+    check(j.get("reason") == "timeout", f"its reason is timeout: {j.get('reason')}")
+    check("time limit 3s reached" in (j.get("why") or ""), f"why says so: {j.get('why')}")
+    check(j.get("exit_code") is None and j.get("signal") == 9,
+          f"ended by SIGKILL, no exit code of its own: {j.get('exit_code')} {j.get('signal')}")
+    r0 = (j.get("ranks") or [{}])[0] or {}
+    check(r0.get("end") == "timeout" and r0.get("node"), f"rank 0 ended at its limit: {r0}")
+    check("got-usr1" in c.output(r0.get("node", "r-1"), jid),
+          "the task got its checkpoint signal first")
+    k = kinds(c, jid)
+    check("time-limit" in k and "timeout" in k, f"time-limit and timeout events: {k}")
+    ev = [e for e in c.events(jid) if e["kind"] == "time-limit"]
+    check(ev and "time limit 3s reached" in (ev[0].get("detail") or ""),
+          f"the time-limit event says so: {ev}")
+    r = c.cli("show", str(jid))
+    check(r.returncode == 0 and "timeout" in r.stdout and "time limit 3s reached" in r.stdout,
+          f"tessera show says timeout and why: {r.stdout}")
+    r = c.cli("jobs", "--state", "timeout")
+    check(r.returncode == 0 and any(ln.split()[0] == str(jid) and "sig 9" in ln
+                                    for ln in r.stdout.splitlines()[1:]),
+          f"tessera jobs lists it with its exit: {r.stdout}")
+
+
+def scenario_task_ignoring_sigterm_killed_after_grace(c):
+    """job-spec.md: a job without a checkpoint signal gets SIGTERM at its
+    limit; a task that ignores it is killed (SIGKILL) when the grace ends."""
+    cmd = "trap '' TERM; echo \"pid=$$\"; while :; do sleep 0.1; done"
+    jid = c.submit(spec("stubborn", cmd, count=2, limit="2s", ckpt={"grace": "1s"}))
+    if not c.wait_job(jid, "running", 30):
+        return
+    pids = [pid_of(c, jid, r) for r in (0, 1)]
+    start = c.job(jid).get("start_time") or time.time()
+    gone = c.wait(lambda: all(p and not alive(p) for p in pids) and time.time(),
+                  f"every rank is gone: {pids}", 2 + 1 + SLACK_S + 10)
+    if gone:
+        check(gone - (start + 2 + 1) < SLACK_S,
+              f"gone within grace + {SLACK_S:g} s ({gone - start - 3:+.2f} s)")
+    j = c.wait_job(jid, "timeout", 15)
+    if not j:
+        return
+    ranks = j.get("ranks") or []
+    check(len(ranks) == 2 and all(r and r.get("signal") == 9 and r.get("end") == "timeout"
+                                  for r in ranks),
+          f"both ranks were killed at their limit: {ranks}")
+    check("SIGTERM, then SIGKILL after 1s" in (j.get("why") or ""),
+          f"why names SIGTERM and the grace: {j.get('why')}")
+
+
+def scenario_exit_code_of_a_rank(c):
+    """api.md: an ended job's `exit_code` and each rank's end (`ranks`); a
+    failed job's reason names the rank, its node and its exit code."""
+    cmd = 'if [ "$RANK" = 1 ]; then echo "bad input" >&2; exit 3; fi; sleep 30'
+    jid = c.submit(spec("exit3", cmd, count=2))
+    j = c.wait_job(jid, "failed", 30)
+    if not j:
+        return
+    ranks = j.get("ranks") or [None, None]
+    r1 = ranks[1] or {}
+    check(j.get("exit_code") == 3, f"the job's exit_code is rank 1's: {j.get('exit_code')}")
+    check(j.get("reason") == "exit-code", f"its reason is exit-code: {j.get('reason')}")
+    check(r1.get("exit_code") == 3 and r1.get("end") == "exited" and r1.get("node"),
+          f"rank 1 exited with 3 on its node: {r1}")
+    why = j.get("why") or ""
+    check(f"rank 1 on {r1.get('node')} exited with code 3" in why and "bad input" in why,
+          f"why names the rank, node, code and its last output: {why}")
+    failed = [e for e in c.events(jid) if e["kind"] == "failed"]
+    check(failed and "exited with code 3" in (failed[0].get("detail") or "") and
+          failed[0].get("data", {}).get("ranks_failed") == 1,
+          f"the failed event says it: {failed}")
+    r = c.cli("show", str(jid))
+    check(r.returncode == 0 and "Exit code:" in r.stdout and "exited with code 3" in r.stdout,
+          f"tessera show has the exit code and rank 1's end: {r.stdout}")
+    r = c.cli("jobs")
+    row = [ln.split() for ln in r.stdout.splitlines() if ln.split()[:1] == [str(jid)]]
+    check(row and row[0][4] == "failed" and row[0][5] == "3",
+          f"tessera jobs shows failed and exit 3: {row}")
+
+
+def scenario_signal_is_shown(c):
+    """api.md: a rank ended by a signal shows the signal, by number and name."""
+    jid = c.submit(spec("segv", 'echo "about to crash"; kill -SEGV $$'))
+    j = c.wait_job(jid, "failed", 30)
+    if not j:
+        return
+    r0 = (j.get("ranks") or [{}])[0] or {}
+    check(j.get("signal") == 11 and j.get("exit_code") is None,
+          f"signal 11, no exit code: {j.get('signal')} {j.get('exit_code')}")
+    check(r0.get("end") == "signal" and "SIGSEGV" in (r0.get("reason") or ""),
+          f"rank 0 was killed by SIGSEGV: {r0}")
+    check(j.get("reason") == "signal" and "killed by signal 11 (SIGSEGV)" in (j.get("why") or ""),
+          f"reason and why: {j.get('reason')} {j.get('why')}")
+    r = c.cli("jobs", "--state", "failed")
+    check(any(ln.split()[:1] == [str(jid)] and "sig 11" in ln for ln in r.stdout.splitlines()),
+          f"tessera jobs shows sig 11: {r.stdout}")
+
+
+def scenario_launch_error_says_command_not_found(c):
+    """agent-tasks.md: a command that is not found fails its job with
+    "command not found: NAME" in its reason, not only a count of ranks."""
+    jid = c.submit(spec("typo", ["pyhton", "train.py"]))
+    j = c.wait_job(jid, "failed", 30)
+    if not j:
+        return
+    why = j.get("why") or ""
+    check("command not found: pyhton" in why, f"why says command not found: {why}")
+    check(j.get("reason") == "launch", f"its reason is launch: {j.get('reason')}")
+    r0 = (j.get("ranks") or [{}])[0] or {}
+    check(r0.get("end") == "launch" and "command not found: pyhton" in r0.get("reason", ""),
+          f"rank 0 could not start: {r0}")
+    failed = [e for e in c.events(jid) if e["kind"] == "failed"]
+    check(failed and "command not found: pyhton" in (failed[0].get("detail") or ""),
+          f"the failed event says so: {failed}")
+    r = c.cli("show", str(jid))
+    check("command not found: pyhton" in r.stdout, f"tessera show says so: {r.stdout}")
+
+
+def scenario_oom_kill_is_reported(c):
+    """agent-tasks.md: a rank the kernel's OOM killer ended (its cgroup's
+    memory.events) ends `oom`, and the job says so."""
+    s = spec("hog", ["python3", "-c", "x = bytearray(1 << 30); print('survived')"])
+    s["tasks"][0]["memory_mib"] = 64
+    jid = c.submit(s)
+    j = c.wait_job(jid, ("failed", "completed"), 60)
+    if not j:
+        return
+    r0 = (j.get("ranks") or [{}])[0] or {}
+    if r0.get("end") != "oom" and not os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        print("  (no cgroup v2 here: no OOM kill to see)")
+        return
+    check(j.get("state") == "failed" and j.get("reason") == "oom",
+          f"the job failed for oom: {j.get('state')} {j.get('reason')} {j.get('why')}")
+    check(r0.get("end") == "oom" and r0.get("oom_kills", 0) >= 1, f"rank 0 was OOM-killed: {r0}")
+    check("OOM killer" in (j.get("why") or ""), f"why says so: {j.get('why')}")
+
+
+scenario_oom_kill_is_reported.needs_root = True
+
+
+def scenario_output_after_redirect_is_readable(c):
+    """slurm.md: a rank's last output is readable with `tessera logs` after it
+    ended, also when `--output` sent it to a file."""
+    script = ("#!/bin/bash\n#SBATCH --account=team-a\n#SBATCH --gpus=1\n"
+              "#SBATCH --output=slurm-%j.out\n#SBATCH --time=5:00\n"
+              "echo step one done\necho 'Traceback: boom' >&2\nexit 2\n")
+    wd = c.path("sbatch-wd")
+    os.makedirs(wd, exist_ok=True)
+    open(os.path.join(wd, "job.sh"), "w").write(script)
+    r = c.cli("sbatch", "--chdir", wd, os.path.join(wd, "job.sh"))
+    check(r.returncode == 0, f"sbatch submits: {r.returncode} {r.stdout} {r.stderr}")
+    try:
+        jid = int(r.stdout.split()[-1])
+    except (ValueError, IndexError):
+        return
+    j = c.wait_job(jid, "failed", 30)
+    if not j:
+        return
+    redirected = os.path.join(wd, f"slurm-{jid}.out")
+    check(os.path.exists(redirected) and "Traceback: boom" in open(redirected).read(),
+          f"--output got the output: {redirected}")
+    r = c.cli("logs", str(jid))
+    check(r.returncode == 0 and "Traceback: boom" in r.stdout,
+          f"tessera logs shows it after the end: {r.returncode} {r.stdout} {r.stderr}")
+    check("Traceback: boom" in (j.get("why") or ""), f"why quotes its last line: {j.get('why')}")
