@@ -52,6 +52,9 @@ static size_t sink(char *p, size_t sz, size_t n, void *u)
     return k;
 }
 
+static int progress(void *u, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                    curl_off_t ulnow);
+
 /* POST body to path; *answer the parsed JSON (owned by the caller). */
 static int post(ts_agent *a, const char *path, json_t *body, long *status, json_t **answer,
                 double timeout_s, ts_err *err)
@@ -72,6 +75,9 @@ static int post(ts_agent *a, const char *path, json_t *body, long *status, json_
     curl_easy_setopt(a->h, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(a->h, CURLOPT_TIMEOUT_MS, (long)(timeout_s * 1000));
     curl_easy_setopt(a->h, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+    curl_easy_setopt(a->h, CURLOPT_XFERINFOFUNCTION, progress);
+    curl_easy_setopt(a->h, CURLOPT_XFERINFODATA, a);
+    curl_easy_setopt(a->h, CURLOPT_NOPROGRESS, 0L);
     if (a->cfg.ca_file[0])
         curl_easy_setopt(a->h, CURLOPT_CAINFO, a->cfg.ca_file);
     CURLcode rc = curl_easy_perform(a->h);
@@ -198,6 +204,44 @@ static void enforce_limits(ts_agent *a, double now)
                     (long long)lt->job, lt->rank, e.msg);
         lt->stop_requested = true;
         ts_task_poll(lt->t, now, &lt->st, &e);
+    }
+}
+
+/* Time limits and the phases of stops in progress, acted on without the
+ * controller: between exchanges (ts_agent_pause) and while one waits for an
+ * answer (curl's progress callback, at least about once a second). */
+static void keep_time(ts_agent *a)
+{
+    double now = ts_launch_now();
+    enforce_limits(a, now);
+    for (int i = 0; i < a->ntasks; i++) {
+        local_task *lt = &a->tasks[i];
+        ts_err e;
+        if (lt->t && lt->st.phase != TS_TASK_EXITED && lt->st.phase_end_s > 0 &&
+            now >= lt->st.phase_end_s)
+            ts_task_poll(lt->t, now, &lt->st, &e);
+    }
+}
+
+static int progress(void *u, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                    curl_off_t ulnow)
+{
+    (void)dltotal;
+    (void)dlnow;
+    (void)ultotal;
+    (void)ulnow;
+    keep_time(u);
+    return 0;
+}
+
+void ts_agent_pause(ts_agent *a, double seconds)
+{
+    double end = ts_launch_now() + seconds;
+    for (double now = ts_launch_now(); now < end; now = ts_launch_now()) {
+        keep_time(a);
+        double step = end - now < TS_AGENT_WAIT_MIN_S ? end - now : TS_AGENT_WAIT_MIN_S;
+        struct timespec ts = {0, (long)(step * 1e9)};
+        nanosleep(&ts, NULL);
     }
 }
 

@@ -76,6 +76,9 @@ bool ts_agent_retry_now(ts_agent *a);
 /* After a failed step that is not retried at once: seconds to pause
  * (ts_ctls_pause_s: short while a failover may be under way). */
 double ts_agent_pause_s(ts_agent *a);
+/* Sleeps seconds, keeping the tasks' time limits and stops on time
+ * meanwhile (polled every TS_AGENT_WAIT_MIN_S): no exchange needed. */
+void ts_agent_pause(ts_agent *a, double seconds);
 /* Stops every task (the controller has been unreachable too long, or the
  * agent is shutting down); blocks at most for their graces. */
 void ts_agent_stop_all(ts_agent *a);

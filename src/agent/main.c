@@ -255,9 +255,7 @@ int main(int argc, char **argv)
         if (ts_agent_step(a, &err) != 0) {
             fprintf(stderr, "tessera-agent: %s\n", err.msg);
             if (!ts_agent_retry_now(a)) {
-                double p = ts_agent_pause_s(a);
-                struct timespec ts = {(time_t)p, (long)((p - (double)(time_t)p) * 1e9)};
-                nanosleep(&ts, NULL);
+                ts_agent_pause(a, ts_agent_pause_s(a));
             }
         }
     }

@@ -45,6 +45,28 @@ static const op OPS[] = {
     {"/metrics", "get", "Prometheus metrics", "200"},
 };
 
+/* The Job document's states and how it ended (docs/api.md "Job"); the rest
+ * of its fields are described there. */
+static json_t *job_schemas(void)
+{
+    json_t *nint = json_pack("{s:s,s:b}", "type", "integer", "nullable", 1);
+    json_t *rank = json_pack(
+        "{s:s,s:{s:{s:s},s:{s:s},s:{s:s,s:[sssssss]},s:O,s:O,s:{s:s},s:{s:s}}}", "type",
+        "object", "properties", "rank", "type", "integer", "node", "type", "string", "end",
+        "type", "string", "enum", "exited", "signal", "oom", "timeout", "launch", "stopped",
+        "lost", "exit_code", nint, "signal", nint, "oom_kills", "type", "integer", "reason",
+        "type", "string");
+    json_t *job = json_pack(
+        "{s:s,s:{s:{s:s,s:[ssssssss]},s:{s:s,s:b},s:{s:s,s:b},s:O,s:O,s:{s:s,s:b,s:o}}}",
+        "type", "object", "properties", "state", "type", "string", "enum", "pending", "held",
+        "running", "stopping", "completed", "failed", "cancelled", "timeout", "reason", "type",
+        "string", "nullable", 1, "why", "type", "string", "nullable", 1, "exit_code", nint,
+        "signal", nint, "ranks", "type", "array", "nullable", 1, "items",
+        json_pack("{s:s}", "$ref", "#/components/schemas/JobRank"));
+    json_decref(nint);
+    return json_pack("{s:o,s:o}", "Job", job, "JobRank", rank);
+}
+
 json_t *ctld_openapi(void)
 {
     json_t *paths = json_object();
@@ -91,8 +113,14 @@ json_t *ctld_openapi(void)
             json_object_set_new(o, "security", json_pack("[{s:[]}]", "bearer"));
         json_object_set_new(p, OPS[i].method, o);
     }
-    return json_pack("{s:s,s:{s:s,s:s},s:o,s:{s:{s:{s:s,s:s}}}}", "openapi", "3.0.3", "info",
-                     "title", "Tessera controller API", "version", "1", "paths", paths,
+    /* a job's document, where it is answered whole */
+    json_t *one = json_object_get(json_object_get(paths, "/v1/jobs/{id}"), "get");
+    json_object_set_new(json_object_get(json_object_get(one, "responses"), "200"), "content",
+                        json_pack("{s:{s:{s:s,s:{s:{s:s}}}}}", "application/json", "schema",
+                                  "type", "object", "properties", "job", "$ref",
+                                  "#/components/schemas/Job"));
+    return json_pack("{s:s,s:{s:s,s:s},s:o,s:{s:{s:{s:s,s:s}},s:o}}", "openapi", "3.0.3",
+                     "info", "title", "Tessera controller API", "version", "1", "paths", paths,
                      "components", "securitySchemes", "bearer", "type", "http", "scheme",
-                     "bearer");
+                     "bearer", "schemas", job_schemas());
 }

@@ -124,6 +124,35 @@ def scenario_task_ignoring_sigterm_killed_after_grace(c):
           f"why names SIGTERM and the grace: {j.get('why')}")
 
 
+def scenario_time_limit_holds_while_the_controller_is_down(c):
+    """job-spec.md: each node's agent enforces the limit itself, so a
+    controller outage never extends it. The controller is frozen (SIGSTOP)
+    from just after the start; the agent's own rule for a lost controller
+    would stop the task only after half of node_lost_after (5 s) and its
+    termination grace, so a task gone at limit + grace is the time limit's."""
+    import signal
+    cmd = "trap '' TERM; echo \"pid=$$\"; while :; do sleep 0.1; done"
+    jid = c.submit(spec("outage", cmd, limit="2s", ckpt={"grace": "1s"}))
+    if not c.wait_job(jid, "running", 30):
+        return
+    pid = pid_of(c, jid)
+    start = c.job(jid).get("start_time") or time.time()
+    ctld = c.procs["tesserad"]
+    ctld.send_signal(signal.SIGSTOP)
+    try:
+        gone = c.wait(lambda: pid and not alive(pid) and time.time(),
+                      "the task is gone at its limit with the controller frozen", 15)
+    finally:
+        ctld.send_signal(signal.SIGCONT)
+    if gone:
+        check(gone - (start + 2 + 1) < SLACK_S,
+              f"gone within grace + {SLACK_S:g} s with no controller "
+              f"({gone - start - 3:+.2f} s)")
+    j = c.wait_job(jid, "timeout", 30)
+    check(bool(j) and (j.get("ranks") or [{}])[0].get("end") == "timeout",
+          f"once back, the controller records the timeout: {j}")
+
+
 def scenario_exit_code_of_a_rank(c):
     """api.md: an ended job's `exit_code` and each rank's end (`ranks`); a
     failed job's reason names the rank, its node and its exit code."""
