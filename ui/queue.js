@@ -124,6 +124,26 @@ function placementTable(job) {
     "</tbody></table>";
 }
 
+/* An ended job's exit (docs/api.md "Job"): its exit code, "signal N", or "-". */
+function exitCell(j) {
+  if (Number.isInteger(j.exit_code)) return String(j.exit_code);
+  if (Number.isInteger(j.signal)) return "signal " + j.signal;
+  return "-";
+}
+
+/* How each rank ended: node, end, exit code or signal, and the reason line. */
+function ranksTable(job) {
+  const r = job.ranks || [];
+  if (!r.length) return "";
+  return '<h2>How it ended</h2><p><b>' + esc(job.reason || job.state) + "</b> " + esc(job.why || "") + "</p>" +
+    '<table class="grid small" id="j-ranks"><thead><tr><th class="num">RANK</th><th>NODE</th><th>END</th><th class="num">EXIT</th>' +
+    "<th>REASON</th></tr></thead><tbody>" +
+    r.map((x, i) => x ? '<tr><td class="num">' + esc(x.rank) + "</td><td>" + esc(x.node) + '</td><td><span class="end e-' +
+      esc(x.end) + '">' + esc(x.end) + '</span></td><td class="num">' + esc(exitCell(x)) + "</td><td>" + esc(x.reason) +
+      "</td></tr>" : '<tr><td class="num">' + i + '</td><td colspan="4" class="muted">stopped with the gang</td></tr>').join("") +
+    "</tbody></table>";
+}
+
 async function loadLogs(v, id) {
   const rank = $("log-rank").value, stream = $("log-stream").value;
   const out = $("log-out");
@@ -166,13 +186,14 @@ VIEWS.job = async function (main, v) {
     "<dt>tenant</dt><dd>" + swatch(j.tenant) + "</dd><dt>owner</dt><dd>" + esc(j.owner) + "</dd>" +
     "<dt>tier</dt><dd>" + esc(j.tier) + "</dd><dt>GPUs</dt><dd>" + esc(gpusCell(j)) + "</dd>" +
     "<dt>submitted</dt><dd>" + esc(isoTime(j.submit_time)) + "</dd><dt>started</dt><dd>" + esc(isoTime(j.start_time)) + "</dd>" +
-    "<dt>ended</dt><dd>" + esc(isoTime(j.end_time)) + "</dd><dt>preemptions</dt><dd>" + esc(j.preemptions) + "</dd>" +
+    "<dt>ended</dt><dd>" + esc(isoTime(j.end_time)) + "</dd><dt>exit code</dt><dd id=\"j-exit\">" + esc(exitCell(j)) + "</dd>" +
+    "<dt>preemptions</dt><dd>" + esc(j.preemptions) + "</dd>" +
     "<dt>position</dt><dd>" + esc(positionCell(Object.assign({}, j, xd))) + "</dd><dt>estimated start</dt><dd>" +
     esc(startCell(Object.assign({}, j, xd))) + "</dd>" +
     (j.standing ? "<dt>standing</dt><dd>" + esc(j.standing) + "</dd>" : "") + "<dt>reason</dt><dd><b>" + esc(xd.reason || "-") + "</b></dd>" +
     "<dt>explanation</dt><dd>" + esc(xd.explanation || "-") + "</dd>" +
     (xd.reserved_at ? "<dt>reserved to start</dt><dd>" + esc(isoTime(xd.reserved_at)) + "</dd>" : "") + "</dl>";
-  $("j-place").innerHTML = "<h2>Placement</h2>" + placementTable(j);
+  $("j-place").innerHTML = "<h2>Placement</h2>" + placementTable(j) + ranksTable(j);
   document.querySelector("#j-events tbody").innerHTML = ed.filter(e => e.kind !== "output").map(e =>
     "<tr><td>" + esc(isoTime(e.time)) + '</td><td><span class="kind k-' + esc(e.kind) + '">' + esc(e.kind) + "</span></td><td>" +
     esc(eventText(e)) + "</td></tr>").join("");
