@@ -31,6 +31,7 @@
 #include <cmocka.h>
 
 #include "agent/launch.h"
+#include "agent/launch_record.h"
 
 #define WAIT_S 5.0
 #define READY_WAIT_S 3.0
@@ -211,7 +212,7 @@ static void named_errors(void **state)
     const char *missing[] = {"no-such-command-tessera", NULL};
     s = sh_spec(f, "e2", missing);
     assert_int_equal(ts_task_start(NULL, &s, &t, &err), TS_ENOENT);
-    assert_non_null(strstr(err.msg, "no-such-command-tessera"));
+    assert_non_null(strstr(err.msg, "command not found: no-such-command-tessera"));
 
     const char *missing_path[] = {"/nonexistent/bin/cmd", NULL};
     s = sh_spec(f, "e3", missing_path);
@@ -324,6 +325,103 @@ static void preempt_killed_with_its_children(void **state)
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
     assert_true(process_gone(child));
     ts_task_free(t);
+}
+
+/* A time limit's stop: the signal, then SIGKILL when the grace ends, with
+ * no SIGTERM grace after it (the spec's is long here), and the stop says it
+ * was a hard one; a task that obeys the signal ends by it. */
+static void timeout_kills_when_its_grace_ends(void **state)
+{
+    fix *f = *state;
+    const char *argv[] = {"/bin/sh", "-c",
+                          "trap '' TERM; touch ready; while :; do sleep 0.05; done", NULL};
+    ts_task_spec s = sh_spec(f, "h1", argv);
+    s.term_grace_s = 30.0;
+    ts_task *t;
+    ts_err err = {0};
+    assert_int_equal(ts_task_start(NULL, &s, &t, &err), 0);
+    wait_for_file(f->work, "ready");
+    double begun = ts_launch_now();
+    assert_int_equal(ts_task_timeout_begin(t, 0, 0.3, begun, &err), 0);
+    ts_task_state st;
+    assert_int_equal(ts_task_poll(t, ts_launch_now(), &st, &err), 0);
+    assert_true(st.hard_stop);
+    assert_true(st.phase_end_s > begun && st.phase_end_s <= begun + 0.31);
+    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    double took = ts_launch_now() - begun;
+    assert_true(took >= 0.3 && took < 0.3 + 1.0); /* never the 30-s SIGTERM grace */
+    assert_int_equal(st.outcome, TS_STOP_KILLED);
+    assert_int_equal(st.term_signal, SIGKILL);
+    assert_true(st.hard_stop);
+    ts_task_free(t);
+
+    /* SIGTERM by default: a task that keeps default handling ends by it */
+    char ready[160];
+    snprintf(ready, sizeof ready, "%s/ready", f->work);
+    unlink(ready); /* the next task's own */
+    t = start_ready(f, "h2", "touch ready; while :; do sleep 0.05; done");
+    assert_int_equal(ts_task_timeout_begin(t, 0, 5.0, ts_launch_now(), &err), 0);
+    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_int_equal(st.term_signal, SIGTERM);
+    ts_task_free(t);
+}
+
+/* A preemption's stop in progress that the time limit overtakes ends by
+ * the limit's grace, not its own longer one. */
+static void timeout_shortens_a_stop_in_progress(void **state)
+{
+    fix *f = *state;
+    ts_task *t =
+        start_ready(f, "h3", "trap '' USR1 TERM; touch ready; while :; do sleep 0.05; done");
+    ts_err err = {0};
+    double now = ts_launch_now();
+    assert_int_equal(ts_task_preempt_begin(t, SIGUSR1, 60.0, now, &err), 0);
+    assert_int_equal(ts_task_timeout_begin(t, SIGTERM, 0.2, now, &err), 0);
+    ts_task_state st;
+    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_true(ts_launch_now() - now < 1.5);
+    assert_int_equal(st.term_signal, SIGKILL);
+    assert_true(st.hard_stop);
+    ts_task_free(t);
+}
+
+/* The keeper's exit file: an exit code, a signal, OOM kills; a file of an
+ * older agent (no oom_kill) reads as none; another task's is not taken. */
+static void exit_file_decodes_code_signal_and_oom_kills(void **state)
+{
+    fix *f = *state;
+    char path[160], tmp[170], text[256];
+    snprintf(path, sizeof path, "%s/x.exit", f->logs);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    static const struct {
+        int status;
+        long long ooms;
+        int code, sig;
+    } CASES[] = {{3 << 8, 0, 3, 0}, {0, 0, 0, 0}, {SIGSEGV, 0, -1, SIGSEGV},
+                 {SIGKILL, 2, -1, SIGKILL}, {1 << 8, 1, 1, 0}};
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        ts_sbuf b;
+        ts_sb_init(&b, text, sizeof text);
+        ts_rec_exit_text(&b, 4242, 99, CASES[i].status, CASES[i].ooms);
+        assert_false(b.cut);
+        assert_int_equal(ts_rec_put(tmp, path, text, b.len, "", 0), 0);
+        int code, sig;
+        long long ooms;
+        assert_int_equal(ts_rec_exit_read(path, 4242, 99, &code, &sig, &ooms), 1);
+        assert_int_equal(code, CASES[i].code);
+        assert_int_equal(sig, CASES[i].sig);
+        assert_int_equal(ooms, CASES[i].ooms);
+        assert_int_equal(ts_rec_exit_read(path, 4243, 99, &code, &sig, &ooms), 0);
+    }
+    char *nl = strstr(text, "oom_kill"); /* the last case has one: cut it off */
+    assert_non_null(nl);
+    *nl = '\0';
+    assert_int_equal(ts_rec_put(tmp, path, text, strlen(text), "", 0), 0);
+    int code, sig;
+    long long ooms = 7;
+    assert_int_equal(ts_rec_exit_read(path, 4242, 99, &code, &sig, &ooms), 1);
+    assert_int_equal(code, 1);
+    assert_int_equal(ooms, 0);
 }
 
 static void group_dies_with_the_task(void **state)
@@ -807,6 +905,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(preempt_terminated_with_nonblocking_poll, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(preempt_killed_with_its_children, setup, teardown),
+        cmocka_unit_test_setup_teardown(timeout_kills_when_its_grace_ends, setup, teardown),
+        cmocka_unit_test_setup_teardown(timeout_shortens_a_stop_in_progress, setup, teardown),
+        cmocka_unit_test_setup_teardown(exit_file_decodes_code_signal_and_oom_kills, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(group_dies_with_the_task, setup, teardown),
         cmocka_unit_test_setup_teardown(cgroup_limits_or_reason, setup, teardown),
         cmocka_unit_test_setup_teardown(adopts_running_task_and_sees_its_exit_code, setup,

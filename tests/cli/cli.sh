@@ -230,7 +230,7 @@ expect "redirect" 7 show 503 && err_has "redirect" "redirect to 'http://elsewher
 # ---- jobs ----
 expect "jobs" 0 jobs && out_lines "jobs" 6 &&
   out_has "jobs" "^ID +NAME +TENANT +OWNER +STATE +EXIT +GPUS +POSITION +START +SUBMITTED +REASON$" &&
-  out_has "jobs" "^42 +train +team-a +alice +pending +16×any +1/3 +in 2[0-9]m +[0-9]+m ago +capacity$" &&
+  out_has "jobs" "^42 +train +team-a +alice +pending +- +16×any +1/3 +in 2[0-9]m +[0-9]+m ago +capacity$" &&
   out_has "jobs" "^43 .* 6×H100 +- +- " && out_has "jobs" "^45 .* 2×any +1/4 +unknown " && out_has "jobs" "^44 .*20[0-9][0-9]-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2} " &&
   out_lacks "jobs" " $"
 last_ok "jobs sent the token" 'd["authorization"] == "Bearer tsk_admin"'
