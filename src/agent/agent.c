@@ -592,4 +592,5 @@ void ts_agent_stop_all(ts_agent *a)
     for (int i = 0; i < a->ntasks; i++)
         ts_task_free(a->tasks[i].t);
     a->ntasks = 0;
+    ts_agent_mps_tidy(a); /* no task is left on the MPS daemons this agent started */
 }
