@@ -202,6 +202,10 @@ static void enforce_limits(ts_agent *a, double now)
         if (ts_task_timeout_begin(lt->t, lt->limit_signal, lt->limit_grace_s, now, &e) != 0)
             fprintf(stderr, "tessera-agent: job %lld rank %d: time limit: %s\n",
                     (long long)lt->job, lt->rank, e.msg);
+        else
+            fprintf(stderr, "tessera-agent: job %lld rank %d: time limit %gs reached: signal %d, "
+                            "SIGKILL in %g s\n", (long long)lt->job, lt->rank, lt->time_limit_s,
+                    lt->limit_signal ? lt->limit_signal : SIGTERM, lt->limit_grace_s);
         lt->stop_requested = true;
         ts_task_poll(lt->t, now, &lt->st, &e);
     }
