@@ -219,6 +219,10 @@ def scenario_launch_error_says_command_not_found(c):
           f"the failed event says so: {failed}")
     r = c.cli("show", str(jid))
     check("command not found: pyhton" in r.stdout, f"tessera show says so: {r.stdout}")
+    jid = c.submit(spec("nowhere", "true", workdir="/data/run"))
+    j = c.wait_job(jid, "failed", 30)
+    check(bool(j) and "could not start: workdir /data/run: No such file or directory"
+          in (j.get("why") or ""), f"a missing workdir says so: {(j or {}).get('why')}")
 
 
 def scenario_oom_kill_is_reported(c):
