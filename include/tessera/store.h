@@ -69,6 +69,11 @@ typedef struct ts_job_row {
     char *spec_json;                     /* the canonical spec (owned, never NULL on read) */
     char *placement_json;                /* allocations while it runs (owned, may be NULL) */
     char *why;                           /* last pending explanation (owned, may be NULL) */
+    /* the Unix identity its tasks run as, taken from the submitter's
+     * credential at submission (docs/agent-tasks.md "User"); run_user ""
+     * = none (run_uid is then meaningless: a zeroed row maps nobody) */
+    char run_user[TS_STORE_NAME_MAX];
+    int64_t run_uid;
     int64_t gen;                         /* bumped by every update; optimistic concurrency */
 } ts_job_row;
 
@@ -111,6 +116,12 @@ typedef struct ts_token_row {
     uint8_t hash[TS_TOKEN_HASH_BYTES]; /* SHA-256 of the secret; the secret is never stored */
     double created_s;
     double revoked_s;                  /* 0 = live */
+    /* the Unix identity its jobs' tasks run as, set by an administrator
+     * (docs/api.md "Tokens"); unix_user "" = none (uid then meaningless), and
+     * then its jobs cannot run tasks on agents */
+    char unix_user[TS_STORE_NAME_MAX];
+    int64_t uid;
+    double expires_s;                  /* 0 = never; after it the token is refused */
 } ts_token_row;
 
 /* A token's name: 1..TS_STORE_NAME_MAX-1 characters of [A-Za-z0-9._-], a
