@@ -171,9 +171,15 @@ static int save_id_token(const char *path, const char *tok, size_t len)
     char dir[CLI_URL_MAX];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
-    if (slash) {
+    if (slash) { /* ~/.config, then ~/.config/tessera, as the user's own */
         *slash = '\0';
-        mkdir(dir, 0700); /* its parent, ~/.config, is the user's */
+        char *up = strrchr(dir, '/');
+        if (up && up != dir) {
+            *up = '\0';
+            mkdir(dir, 0700);
+            *up = '/';
+        }
+        mkdir(dir, 0700);
     }
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     bool ok = fd >= 0 && fchmod(fd, 0600) == 0 && write(fd, tok, len) == (ssize_t)len &&
@@ -208,8 +214,9 @@ int cli_cmd_login(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char
         return cli_usage_error(cmd, "%s: not an ID token (header.payload.signature)", file);
     }
     rc = cli_config_resolve(ctx);
-    char *saved = ctx->token;
+    char *saved = ctx->token, *saved_from = ctx->token_from;
     ctx->token = tok; /* the ID token alone vouches for this request */
+    ctx->token_from = (char *)"--id-token";
     json_t *who = NULL;
     if (rc == CLI_CONTINUE) {
         struct cli_req req = {.method = "GET", .path = "/v1/whoami"};
@@ -221,6 +228,7 @@ int cli_cmd_login(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char
             cli_resp_free(&resp);
     }
     ctx->token = saved;
+    ctx->token_from = saved_from;
     char *path = rc == CLI_EXIT_OK ? cli_id_token_path() : NULL;
     if (rc == CLI_EXIT_OK && !path) {
         cli_errorf("no home folder to keep the ID token in ($HOME, $XDG_CONFIG_HOME)");
@@ -232,10 +240,10 @@ int cli_cmd_login(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char
         char nm[CLI_CELL_MAX], rl[CLI_CELL_MAX], tn[CLI_CELL_MAX], uu[CLI_CELL_MAX],
             ex[CLI_CELL_MAX];
         const json_t *exp = json_object_get(who, "expires");
-        printf("signed in as %s (role %s, tenant %s, unix user %s) until %s; kept in %s\n",
+        printf("signed in as %s (role %s, tenant %s, unix user %s); expires %s; kept in %s\n",
                cli_str(who, "name", nm, sizeof nm), cli_str(who, "role", rl, sizeof rl),
                cli_str(who, "tenant", tn, sizeof tn), cli_str(who, "unix_user", uu, sizeof uu),
-               json_is_number(exp) ? cli_time_short(ctx, exp, ex, sizeof ex) : "it is revoked",
+               json_is_number(exp) ? cli_time_short(ctx, exp, ex, sizeof ex) : "never",
                path);
     }
     json_decref(who);
