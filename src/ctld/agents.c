@@ -428,6 +428,15 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole,
                 rc = ts_err_set(err, TS_ENOMEM, "out of memory");
             free(d);
         }
+        /* a task its agent would not start says why (a refused user, a
+         * missing command): the job's events keep it */
+        const char *launch = json_string_value(json_object_get(tk, "error"));
+        if (rc == 0 && st == CTLD_RANK_FAILED && launch && *launch) {
+            char d[TS_ERR_MSG_MAX + 32];
+            snprintf(d, sizeof d, "rank %d on %s: %s", rank, c->cluster->nodes[n].name, launch);
+            if (ctld_txn_event(&t, j->row.id, now, "launch-error", d) != 0)
+                rc = ts_err_set(err, TS_ENOMEM, "out of memory");
+        }
         if (rc == 0 && st != CTLD_RANK_RUNNING)
             rc = job_settle(c, j, now, &t, err);
     }
