@@ -459,10 +459,16 @@ static int oidc_parse(cfg_ctx *x, yaml_node_t *m)
     int rc = ts_yaml_map_fields(&x->D, m, "oidc", ok, O_N, ov);
     if (rc == 0 && (!ov[O_ISS] || !ov[O_AUD]))
         rc = ts_yaml_fail(&x->D, m, TS_EINVAL, "oidc: needs issuer and audience");
-    if (rc == 0 && !ov[O_FILE] == !ov[O_URL])
-        rc = ts_yaml_fail(&x->D, m, TS_EINVAL, "oidc: needs one of jwks_file or jwks_url");
+    if (rc == 0 && ov[O_FILE] && ov[O_URL])
+        rc = ts_yaml_fail(&x->D, m, TS_EINVAL, "oidc: jwks_file or jwks_url, not both (neither: "
+                          "the issuer's discovery document names its keys)");
     if (rc == 0)
         rc = get_str(x, ov[O_ISS], "oidc.issuer", o->issuer, sizeof o->issuer);
+    if (rc == 0 && !ov[O_FILE] && !ov[O_URL] && strncmp(o->issuer, "https://", 8) != 0 &&
+        strncmp(o->issuer, "http://", 7) != 0)
+        rc = ts_yaml_fail_got(&x->D, ov[O_ISS], "oidc.issuer", "an http(s):// URL whose "
+                              "/.well-known/openid-configuration names its keys (or give "
+                              "jwks_file or jwks_url)");
     if (rc == 0)
         rc = get_str(x, ov[O_AUD], "oidc.audience", o->audience, sizeof o->audience);
     if (rc == 0 && ov[O_FILE])

@@ -77,7 +77,7 @@ typedef struct ctld_oidc_config {
     char issuer[CTLD_OIDC_URL_MAX];
     char audience[CTLD_OIDC_URL_MAX];
     char jwks_file[CTLD_PATH_MAX];      /* or */
-    char jwks_url[CTLD_OIDC_URL_MAX];
+    char jwks_url[CTLD_OIDC_URL_MAX];   /* or neither: the issuer's discovery document */
     char user_claim[CTLD_OIDC_CLAIM_MAX];      /* "sub" */
     char tenant_claim[CTLD_OIDC_CLAIM_MAX];    /* "tenant" */
     char role_claim[CTLD_OIDC_CLAIM_MAX];      /* "" = every ID token is role user */

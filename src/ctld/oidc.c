@@ -12,7 +12,9 @@
  * administrator did not map.
  *
  * The key set is read from jwks_file or fetched from jwks_url (libcurl,
- * bounded in time and size) at the first ID token, kept, and read again
+ * bounded in time and size), or from the jwks_uri the issuer's discovery
+ * document (ISSUER/.well-known/openid-configuration) names when neither is
+ * configured, at the first ID token; it is kept, and read again
  * when a token names a key the set does not hold (the issuer rotated its
  * keys), at most once per OIDC_REFRESH_MIN_S so that made-up kids cannot
  * make us hammer the issuer. The fetch runs with no lock held; the set is
@@ -92,21 +94,42 @@ static json_t *fetch_url(const char *url, char *why, size_t size)
     json_t *doc = NULL;
     json_error_t je;
     if (rc != CURLE_OK)
-        snprintf(why, size, "ID token: cannot fetch the issuer's keys from %s: %s", url,
+        snprintf(why, size, "ID token: cannot fetch the issuer's %s: %s", url,
                  b.too_big ? "larger than 1 MiB" : curl_easy_strerror(rc));
     else if (status != 200)
-        snprintf(why, size, "ID token: cannot fetch the issuer's keys from %s: HTTP %ld", url,
-                 status);
+        snprintf(why, size, "ID token: cannot fetch the issuer's %s: HTTP %ld", url, status);
     else if (!(doc = json_loadb(b.p ? b.p : "", b.len, 0, &je)))
-        snprintf(why, size, "ID token: the issuer's keys from %s: not JSON (%s)", url, je.text);
+        snprintf(why, size, "ID token: the issuer's %s: not JSON (%s)", url, je.text);
     free(b.p);
     return doc;
+}
+
+/* The jwks_uri of the issuer's discovery document (OpenID Connect
+ * Discovery 1.0), fetched; NULL with why. */
+static json_t *discover_jwks(const ctld_oidc_config *o, char *why, size_t size)
+{
+    char url[CTLD_OIDC_URL_MAX + 64];
+    size_t n = strlen(o->issuer);
+    snprintf(url, sizeof url, "%.*s/.well-known/openid-configuration",
+             (int)(n > 0 && o->issuer[n - 1] == '/' ? n - 1 : n), o->issuer);
+    json_t *doc = fetch_url(url, why, size);
+    const char *uri = json_string_value(json_object_get(doc, "jwks_uri"));
+    json_t *keys = NULL;
+    if (doc && (!uri || (strncmp(uri, "https://", 8) != 0 && strncmp(uri, "http://", 7) != 0)))
+        snprintf(why, size, "ID token: the issuer's discovery document %s has no http(s) "
+                 "jwks_uri", url);
+    else if (doc)
+        keys = fetch_url(uri, why, size);
+    json_decref(doc);
+    return keys;
 }
 
 static json_t *read_jwks(const ctld_oidc_config *o, char *why, size_t size)
 {
     if (o->jwks_url[0])
         return fetch_url(o->jwks_url, why, size);
+    if (!o->jwks_file[0])
+        return discover_jwks(o, why, size);
     json_error_t je;
     json_t *doc = json_load_file(o->jwks_file, 0, &je);
     if (!doc)

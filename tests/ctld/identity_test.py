@@ -2,7 +2,8 @@
 """Who a credential is, over the API (docs/api.md "Tokens", docs/tesserad.md
 "oidc"): the Unix identity a token carries and who may give it, token
 expiry, and OpenID Connect ID tokens from an issuer this test serves on
-loopback with its own keys (tests/lib/oidc_issuer.py, openssl).
+loopback with its own keys (tests/lib/oidc_issuer.py, openssl), whose key
+set tesserad finds through the issuer's discovery document.
 
     identity_test.py TESSERAD TESSERA_CLI
 
@@ -54,7 +55,6 @@ limits: {{requests_per_s: 100000, burst: 100000}}
 oidc:
   issuer: {ISS.url}
   audience: tessera
-  jwks_url: {ISS.jwks_url}
   role_claim: role
   unix_user_claim: unix_user
   unix_users: {{alice: 2001, {RUN_AS}: {RUN_UID}}}
@@ -226,6 +226,17 @@ def cli_login():
     check(r.returncode == 2 and "go together" in r.stderr, "CLI: --unix-user needs --uid")
 
 
+def bad_config():
+    """An oidc section that names its keys twice is refused at start."""
+    write("bad.yaml", open(os.path.join(TMP, "tesserad.yaml")).read().replace(
+        "  audience: tessera\n", "  audience: tessera\n  jwks_url: http://x/k\n  jwks_file: k\n"))
+    r = subprocess.run([TESSERAD, "--config", os.path.join(TMP, "bad.yaml")],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode != 0 and "oidc: jwks_file or jwks_url, not both" in r.stderr,
+          f"oidc with two key sources is refused naming it: {r.stderr.strip()}")
+
+
+bad_config()
 proc = subprocess.Popen([TESSERAD, "--config", os.path.join(TMP, "tesserad.yaml")],
                         stdout=subprocess.DEVNULL, stderr=open(os.path.join(TMP, "log"), "w"))
 try:
