@@ -119,6 +119,8 @@ def scenario_every_credential_runs_as_its_mapped_uid(c):
                   f"{want[path]} (got {got})")
             j = c.job(jid, tok) if isinstance(jid, int) else {}
             check(j.get("state") == "completed", f"{path}: the job completes: {j.get('state')}")
+            check((j.get("run_as") or {}).get("uid") == want[path],
+                  f"{path}: the job says what it runs as: {j.get('run_as')}")
     finally:
         remove_users()
 
