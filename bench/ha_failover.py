@@ -44,6 +44,7 @@ import urllib.request
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 from harness import TcpProxy, free_port, http_call, pg_start  # noqa: E402
+from harness import ALLOW_ROOT, USER_IDENTITY  # noqa: E402
 
 PGBIN = os.environ.get("PGBIN") or (sorted(glob.glob("/usr/lib/postgresql/*/bin")) or [""])[-1]
 ROUND_WAIT_S = 60.0       # the most one round waits for its acknowledgement and start
@@ -291,8 +292,8 @@ scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 0s}}
                    "  g8: {gpu_model: H100-80GB, gpus: 8, cpu_milli: 64000, "
                    "memory_mib: 524288}\nnodes:\n"
                    f"  - {{names: 'r-[1-{a.agents}]', class: g8, topology: {{leaf: l1}}}}\n")
-        self.write("tenants.yaml", "tenants:\n  team-a: {guaranteed: {gpu: {H100-80GB: "
-                   f"{8 * a.agents}}}}}}}\n")
+        self.write("tenants.yaml", f"tenants:\n  team-a: {{allow_root: {ALLOW_ROOT}, "
+                   f"guaranteed: {{gpu: {{H100-80GB: {8 * a.agents}}}}}}}\n")
         n = a.controllers if a.mode == "ha" else 1
         if a.mode == "ha":
             self.pgdir = tempfile.mkdtemp(prefix="tessera-pg-hafo.")
@@ -312,7 +313,8 @@ scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 0s}}
         self.admin = open(os.path.join(self.tmp, "state", "admin.token")).read().strip()
         u0 = self.ctl[0]["url"]
         st, d = http_call(u0, "POST", "/v1/tokens", self.admin,
-                          {"name": "storm", "role": "user", "tenant": "team-a"})
+                          {"name": "storm", "role": "user", "tenant": "team-a",
+                           **USER_IDENTITY})
         assert st == 201, (st, d)
         self.token = d["token"]["secret"]
         fx = json.load(open(a.fixture))

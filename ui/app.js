@@ -39,7 +39,9 @@ async function api(path, opts) {
                                body: o.body === undefined ? undefined : JSON.stringify(o.body)});
   let doc = null;
   try { doc = await r.json(); } catch (e) { doc = null; }
-  if (r.status === 401 && !o.probe) { signOut("The token is unknown or revoked."); }
+  if (r.status === 401 && !o.probe) {
+    signOut(doc && doc.error ? doc.error.message : "The token is unknown or revoked.");
+  }
   if (!r.ok) {
     throw new ApiError(r.status, doc && doc.error ? doc.error.message : "HTTP " + r.status);
   }
@@ -206,17 +208,12 @@ function tipHide() { $("tip").hidden = true; }
 
 /* ---- who is signed in ---- */
 
-/* The API has no "who am I": the token list answers it (a user or viewer
- * sees only its own token; a tenant-admin its tenant's; only an admin sees
- * admin tokens or several tenants). Used for what the page offers (drain
- * buttons); the API decides what is allowed. */
+/* Who the pasted token (or OpenID Connect ID token) is: GET /v1/whoami.
+ * Used for what the page offers (drain buttons); the API decides what is
+ * allowed. */
 async function whoAmI() {
-  const doc = await api("/v1/tokens");
-  const toks = doc.tokens || [];
-  const tenants = new Set(toks.map(t => t.tenant).filter(Boolean));
-  if (toks.some(t => t.role === "admin") || tenants.size > 1) return {role: "admin", tenant: null};
-  if (toks.length === 1) return {role: toks[0].role, tenant: toks[0].tenant, name: toks[0].name};
-  return {role: "tenant-admin", tenant: [...tenants][0] || null};
+  const me = await api("/v1/whoami");
+  return {role: me.role, tenant: me.tenant, name: me.name};
 }
 
 function signOut(msg) {

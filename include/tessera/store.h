@@ -74,6 +74,11 @@ typedef struct ts_job_row {
     char *result_json;                   /* an ended job's result: exit code and each rank's
                                           * end (docs/api.md "Job"; owned, may be NULL);
                                           * written by updates (an insert leaves it NULL) */
+    /* the Unix identity its tasks run as, taken from the submitter's
+     * credential at submission (docs/agent-tasks.md "User"); run_user ""
+     * = none (run_uid is then meaningless: a zeroed row maps nobody) */
+    char run_user[TS_STORE_NAME_MAX];
+    int64_t run_uid;
     int64_t gen;                         /* bumped by every update; optimistic concurrency */
 } ts_job_row;
 
@@ -116,6 +121,12 @@ typedef struct ts_token_row {
     uint8_t hash[TS_TOKEN_HASH_BYTES]; /* SHA-256 of the secret; the secret is never stored */
     double created_s;
     double revoked_s;                  /* 0 = live */
+    /* the Unix identity its jobs' tasks run as, set by an administrator
+     * (docs/api.md "Tokens"); unix_user "" = none (uid then meaningless), and
+     * then its jobs cannot run tasks on agents */
+    char unix_user[TS_STORE_NAME_MAX];
+    int64_t uid;
+    double expires_s;                  /* 0 = never; after it the token is refused */
 } ts_token_row;
 
 /* A token's name: 1..TS_STORE_NAME_MAX-1 characters of [A-Za-z0-9._-], a

@@ -42,6 +42,21 @@ void ts_res_name(int dim, char *buf, size_t size);
 
 /* ---- the tenant tree ---------------------------------------------------- */
 
+/* Which Unix identities the tenant's tasks may run as (docs/tenants-format.md
+ * "Identity"): the mappings its tenant-admin may give its tokens, and
+ * whether uid 0 may run at all. Zeroed: none, and never root. A team that
+ * does not state allow_root takes its parent's; the lists are its own. */
+#define TS_TENANT_UNIX_USERS_BYTES 256
+typedef struct ts_tenant_identity {
+    bool allow_root;
+    bool allow_root_set;      /* stated by the tenant itself (else inherited) */
+    /* the Unix user names a tenant-admin may map, comma-separated ("" = none) */
+    char unix_users[TS_TENANT_UNIX_USERS_BYTES];
+    /* the uids a tenant-admin may map, inclusive, when has_uid_range */
+    bool has_uid_range;
+    int64_t uid_min, uid_max;
+} ts_tenant_identity;
+
 /* Organisation plus up to three levels of teams. */
 #define TS_TENANT_MAX_DEPTH 4
 #define TS_TENANT_MAX 4096
@@ -65,6 +80,7 @@ typedef struct ts_tenant {
     int64_t borrow_limit[TS_RES_DIMS];
     /* how much of this subtree's idle guarantee others may take */
     int64_t lend_limit[TS_RES_DIMS];
+    ts_tenant_identity identity;
 } ts_tenant;
 
 /* Tenants in insertion order; a parent always has a smaller index than its

@@ -25,6 +25,38 @@ static const char *str_or(const json_t *v)
     return json_string_value(v) ? json_string_value(v) : "";
 }
 
+/* The Unix user a task runs as (docs/agent-tasks.md "User"): the job's
+ * mapped user, which must exist on this node with exactly the mapped uid,
+ * and uid 0 only when the job's tenant allows root. An agent that is root
+ * never runs a task as itself instead; one that is not root can only run
+ * tasks as itself (ts_task_start notes it). NULL with why filled when the
+ * task must not start. */
+static const char *task_user(const ts_agent *a, const json_t *t, char *why, size_t size)
+{
+    const char *user = json_string_value(json_object_get(t, "user"));
+    const json_t *uid = json_object_get(t, "uid");
+    if (!a->caps.root)
+        return user && *user ? user : NULL;
+    if (!user || !*user || !json_is_integer(uid)) {
+        snprintf(why, size, "no Unix identity: the job's credential maps no Unix user and uid, "
+                 "and an agent running as root never runs a task as itself");
+        return NULL;
+    }
+    struct passwd *pw = getpwnam(user);
+    long long want = (long long)json_integer_value(uid);
+    if (!pw)
+        snprintf(why, size, "user %s: no such user on node %s", user, a->cfg.node);
+    else if ((long long)pw->pw_uid != want)
+        snprintf(why, size, "user %s: has uid %lld on node %s, but the job is mapped to uid %lld",
+                 user, (long long)pw->pw_uid, a->cfg.node, want);
+    else if (pw->pw_uid == 0 && !json_is_true(json_object_get(t, "allow_root")))
+        snprintf(why, size, "user %s: uid 0 (root), which tenant \"%s\" does not allow "
+                 "(allow_root in tenants.yaml)", user, str_or(json_object_get(t, "tenant")));
+    else
+        return user;
+    return NULL;
+}
+
 /* Adopts one task from its record: its keeper still runs it, or has left
  * its exit status. Under ts_agent_new, before any exchange. */
 int ts_agent_adopt_one(const char *id, void *ctx)
@@ -380,8 +412,7 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
             ne++;
         }
     }
-    const char *user = json_string_value(json_object_get(t, "user"));
-    struct passwd *pw = user ? getpwnam(user) : NULL; /* run as it only where it exists */
+    const char *user = why[0] ? NULL : task_user(a, t, why, sizeof why);
     const char *workdir = json_string_value(json_object_get(t, "workdir"));
     snprintf(lt->workdir, sizeof lt->workdir, "%s", workdir ? workdir : a->cfg.state_dir);
     char hca[512], tc[16] = "", sl[16] = "";
@@ -395,7 +426,7 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
         .argv = argv,
         .env = env,
         .workdir = workdir ? workdir : a->cfg.state_dir,
-        .user = pw && a->caps.root ? user : NULL,
+        .user = user,
         .log_dir = a->logs,
         .slurm_bin_dir = a->slurm_bin[0] ? a->slurm_bin : NULL,
         .gpu_uuids = uuids,

@@ -132,6 +132,9 @@ int cli_job_id(const struct cli_cmd *cmd, const char *s, long *id);
  * CLI_CONTINUE or an exit code (message printed). Idempotent.
  */
 int cli_config_resolve(struct cli_ctx *ctx);
+/* Where `login` keeps the ID token ($XDG_CONFIG_HOME or ~/.config, then
+ * tessera/id-token; malloc'd), NULL when there is no home. */
+char *cli_id_token_path(void);
 
 /* ---- buf.c: a growable string ---- */
 
@@ -304,6 +307,7 @@ int cli_cmd_usage(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_tokens(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_tokens_create(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_tokens_revoke(struct cli_ctx *, const struct cli_cmd *, int, char **);
+int cli_cmd_login(struct cli_ctx *, const struct cli_cmd *, int, char **);
 
 /* The content type of a spec or tenants file: by extension, else by its
  * first non-blank byte ('{' or '[' is JSON). */

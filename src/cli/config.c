@@ -10,7 +10,8 @@
  * ~/.config/tessera/config.yaml. A missing default file is normal; a
  * missing --config file is an error. A file that holds a token is a secret:
  * readable by group or others, it draws a warning (not a refusal, so a
- * shared read-only setup keeps working while it is fixed).
+ * shared read-only setup keeps working while it is fixed). With no token
+ * from any of these, the ID token `tessera login` kept is used, if any.
  */
 #include "cli/cli.h"
 
@@ -23,6 +24,8 @@
 
 #define CONFIG_MAX_BYTES 65536
 #define CONFIG_REL_PATH "tessera/config.yaml"
+#define ID_TOKEN_REL_PATH "tessera/id-token"
+#define ID_TOKEN_MAX_BYTES 16384
 
 struct config_vals {
     char *server;
@@ -37,19 +40,43 @@ static const char *env_value(const char *name)
     return v && *v ? v : NULL;
 }
 
-/* The default config path (malloc'd), or NULL when there is no home. */
-static char *default_path(void)
+/* rel under the user's config folder (malloc'd), or NULL when there is no home. */
+static char *config_path(const char *rel)
 {
     struct cli_buf b = {0};
     const char *xdg = env_value("XDG_CONFIG_HOME");
     const char *home = env_value("HOME");
     if (xdg && xdg[0] == '/')
-        cli_buf_printf(&b, "%s/%s", xdg, CONFIG_REL_PATH);
+        cli_buf_printf(&b, "%s/%s", xdg, rel);
     else if (home)
-        cli_buf_printf(&b, "%s/.config/%s", home, CONFIG_REL_PATH);
+        cli_buf_printf(&b, "%s/.config/%s", home, rel);
     if (b.oom)
         cli_buf_free(&b);
     return b.p;
+}
+
+static char *default_path(void) { return config_path(CONFIG_REL_PATH); }
+
+char *cli_id_token_path(void) { return config_path(ID_TOKEN_REL_PATH); }
+
+/* The ID token `login` kept (malloc'd, trimmed), or NULL when there is none. */
+static char *kept_id_token(void)
+{
+    char *path = cli_id_token_path();
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    free(path);
+    if (!f)
+        return NULL;
+    char *tok = calloc(1, ID_TOKEN_MAX_BYTES + 1);
+    size_t n = tok ? fread(tok, 1, ID_TOKEN_MAX_BYTES, f) : 0;
+    fclose(f);
+    while (n > 0 && (tok[n - 1] == '\n' || tok[n - 1] == '\r' || tok[n - 1] == ' '))
+        tok[--n] = '\0';
+    if (n == 0) {
+        free(tok);
+        return NULL;
+    }
+    return tok;
 }
 
 static int take_string(struct config_vals *cv, yaml_node_t *n, const char *key, char **out)
@@ -219,9 +246,13 @@ int cli_config_resolve(struct cli_ctx *ctx)
         const char *server_from = f->server ? "--server" : env_url ? "$TESSERA_URL"
                                   : cv.server            ? "the config file"
                                                          : "the default";
+        bool from_login = !f->token && !env_token && !cv.token;
+        if (from_login)
+            cv.token = kept_id_token();
         const char *token_from = f->token ? "--token" : env_token ? "$TESSERA_TOKEN"
-                                 : cv.token               ? "the config file"
-                                                          : NULL;
+                                 : cv.token && !from_login ? "the config file"
+                                 : cv.token                ? "the ID token of 'tessera login'"
+                                                           : NULL;
         char *list = dup_or_take(f->server, env_url, &cv.server);
         if (!list && !f->server && !env_url)
             list = strdup(CLI_DEFAULT_SERVER);

@@ -39,6 +39,10 @@ const char *cli_clean(const char *s, char *buf, size_t size)
 
 const char *cli_value(const json_t *v, char *buf, size_t size)
 {
+    if (!v) { /* a member an older server does not send */
+        snprintf(buf, size, "-");
+        return buf;
+    }
     switch (json_typeof(v)) {
     case JSON_STRING:
         cli_clean(json_string_value(v), buf, size);

@@ -87,13 +87,24 @@ static const struct cli_cmd COMMANDS[] = {
      "                           +HH:MM), Unix seconds, 'now', or -7d / -12h / -30m",
      cli_cmd_usage},
     {"tokens", "tokens", "Lists the API tokens the caller may see.", cli_cmd_tokens},
-    {"tokens create", "tokens create NAME --role ROLE [--tenant T]",
+    {"tokens create",
+     "tokens create NAME --role ROLE [--tenant T] [--unix-user U --uid N] [--expires WHEN]",
      "Creates a token and prints its secret on stdout. The secret is shown only this\n"
      "once; store it now.\n\n"
-     "  --role ROLE   admin, tenant-admin, user, viewer or node (a node agent's credential,\n"
-     "                named after its node)\n"
-     "  --tenant T    the tenant it acts for (not for admin)",
+     "  --role ROLE      admin, tenant-admin, user, viewer or node (a node agent's\n"
+     "                   credential, named after its node)\n"
+     "  --tenant T       the tenant it acts for (not for admin)\n"
+     "  --unix-user U    the Unix user its jobs' tasks run as, with --uid N, the uid U has\n"
+     "                   on every node (admin; a tenant-admin within its tenant's\n"
+     "                   unix_users / uid_range). Without one its jobs cannot run tasks.\n"
+     "  --expires WHEN   2027-01-31T12:00:00Z (RFC 3339) or a duration such as 90d",
      cli_cmd_tokens_create},
+    {"login", "login --id-token FILE",
+     "Signs in with an OpenID Connect ID token from FILE ('-' reads stdin): the server\n"
+     "checks it, and it is kept (0600) in $XDG_CONFIG_HOME/tessera/id-token or\n"
+     "~/.config/tessera/id-token, used when no --token, $TESSERA_TOKEN or config file\n"
+     "token is given.",
+     cli_cmd_login},
     {"tokens revoke", "tokens revoke NAME", "Revokes a token (admin).", cli_cmd_tokens_revoke},
 };
 #define NCOMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])

@@ -108,6 +108,14 @@ void ctld_nodes_touch_job(ctld *c, const cjob *j)
     }
 }
 
+bool ctld_has_agent_nodes(const ctld *c)
+{
+    for (int n = 0; n < c->cluster->nnodes; n++)
+        if (!c->node_virtual[n])
+            return true;
+    return false;
+}
+
 /* ---- tenant policies -------------------------------------------------------------- */
 
 /* The tenant's NCCL QoS (its own, an ancestor's, else "default"); NULL: none. */
@@ -123,6 +131,16 @@ static const ctld_qos *tenant_qos(const ctld *c, const char *tenant)
 }
 
 /* ---- what should run on a node ----------------------------------------------- */
+
+/* The Unix identity the task runs as (docs/agent-tasks.md "User"): the
+ * job's mapped user and uid, and whether its tenant lets uid 0 run. */
+static void task_identity(const ctld *c, const cjob *j, json_t *t)
+{
+    int k = ts_tenant_find(c->tenants, j->row.tenant);
+    bool root_ok = k >= 0 && c->tenants->t[k].identity.allow_root;
+    json_object_set_new(t, "uid", j->row.run_user[0] ? json_integer(j->row.run_uid) : json_null());
+    json_object_set_new(t, "allow_root", json_boolean(root_ok));
+}
 
 static json_t *task_json(const ctld *c, const cjob *j, int rank)
 {
@@ -147,7 +165,7 @@ static json_t *task_json(const ctld *c, const cjob *j, int rank)
         stop ? "stop" : "run", "gpus", gpus, "gpu_milli", a->gpu_milli, "cpu_milli",
         (json_int_t)a->cpu_milli, "memory_mib", (json_int_t)a->mem_mib, "mig_profile",
         a->mig_profile, "mig_start", a->mig_start, "command", argv, "env", env, "workdir",
-        sp->workdir ? json_string(sp->workdir) : json_null(), "user", j->row.owner,
+        sp->workdir ? json_string(sp->workdir) : json_null(), "user", j->row.run_user,
         "world_size", j->ntasks, "local_rank", local, "master_addr",
         c->cluster->nodes[j->allocs[0].node].name, "tenant", j->row.tenant, "master_port",
         MASTER_PORT_BASE + (int)(j->row.id % MASTER_PORT_SPAN), "grace_s",
@@ -261,6 +279,7 @@ static json_t *desired(const ctld *c, int n)
             if (j->allocs[r].node == n) {
                 json_t *t = task_json(c, j, r);
                 task_extras(c, j, t);
+                task_identity(c, j, t);
                 if (j->row.state == TS_JOB_STOPPING)
                     json_object_set_new(t, "signal", json_integer(j->timed_out
                                                                       ? ctld_limit_signal(j)
@@ -389,6 +408,15 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole,
         }
         if (rc == 0 && st != CTLD_RANK_RUNNING && ctld_rank_end_note(c, j, rank, tk) != 0)
             rc = ts_err_set(err, TS_ENOMEM, "out of memory");
+        /* a task its agent would not start says why (a refused user, a
+         * missing command): the job's events keep it */
+        const char *launch = json_string_value(json_object_get(tk, "error"));
+        if (rc == 0 && st == CTLD_RANK_FAILED && launch && *launch) {
+            char d[TS_ERR_MSG_MAX + 32];
+            snprintf(d, sizeof d, "rank %d on %s: %s", rank, c->cluster->nodes[n].name, launch);
+            if (ctld_txn_event(&t, j->row.id, now, "launch-error", d) != 0)
+                rc = ts_err_set(err, TS_ENOMEM, "out of memory");
+        }
         if (rc == 0 && st != CTLD_RANK_RUNNING)
             rc = ctld_job_settle(c, j, now, &t, err);
     }

@@ -8,10 +8,14 @@
  * group and others (tesserad refuses to start otherwise), and the database,
  * its WAL and SHM files and the admin token file are made 0600 at every
  * start and created so, whatever mode an earlier file had.
+ *
+ * The first admin token has the Unix identity admin_unix_user names (its
+ * uid looked up here, on the controller's host), or none.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <gnutls/crypto.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -79,6 +83,14 @@ int ctld_bootstrap_admin(ctld *c, ts_err *err)
         return ts_err_set(err, TS_EIO, "cannot draw random bytes for the admin token");
     ts_token_row t = {.role = TS_ROLE_ADMIN, .created_s = ctld_now()};
     snprintf(t.name, sizeof t.name, "admin");
+    if (c->cfg.admin_unix_user[0]) {
+        struct passwd *pw = getpwnam(c->cfg.admin_unix_user);
+        if (!pw)
+            return ts_err_set(err, TS_EINVAL, "admin_unix_user: no user \"%s\" on this host",
+                              c->cfg.admin_unix_user);
+        snprintf(t.unix_user, sizeof t.unix_user, "%s", pw->pw_name);
+        t.uid = pw->pw_uid;
+    }
     ctld_token_hash(secret, t.hash);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
     if (fd < 0)

@@ -419,6 +419,84 @@ static int ha_parse(cfg_ctx *x, yaml_node_t *m)
     return rc;
 }
 
+/* oidc.unix_users: {name: uid, ...} */
+static int oidc_users_parse(cfg_ctx *x, yaml_node_t *m, ctld_oidc_config *o)
+{
+    if (m->type != YAML_MAPPING_NODE)
+        return ts_yaml_fail_got(&x->D, m, "oidc.unix_users", "a mapping of Unix user: uid");
+    int n = (int)(m->data.mapping.pairs.top - m->data.mapping.pairs.start);
+    if (n > CTLD_OIDC_USERS_MAX)
+        return ts_yaml_fail(&x->D, m, TS_EINVAL, "oidc.unix_users: more than %d users",
+                            CTLD_OIDC_USERS_MAX);
+    o->unix_users = calloc((size_t)(n > 0 ? n : 1), sizeof *o->unix_users);
+    o->unix_uids = calloc((size_t)(n > 0 ? n : 1), sizeof *o->unix_uids);
+    if (!o->unix_users || !o->unix_uids)
+        return TS_ENOMEM;
+    char path[CTLD_OIDC_CLAIM_MAX + 32];
+    for (int i = 0; i < n; i++) {
+        yaml_node_pair_t *p = &m->data.mapping.pairs.start[i];
+        yaml_node_t *k = ts_yaml_node(&x->D, p->key);
+        int rc = get_str(x, k, "oidc.unix_users", o->unix_users[i], sizeof o->unix_users[0]);
+        ts_yaml_pathf(path, sizeof path, "oidc.unix_users.%s", o->unix_users[i]);
+        if (rc == 0)
+            rc = ts_yaml_get_int(&x->D, ts_yaml_node(&x->D, p->value), path, 0, 4294967294LL,
+                                 "a uid 0..4294967294", &o->unix_uids[i]);
+        if (rc != 0)
+            return rc;
+        o->nunix = i + 1;
+    }
+    return 0;
+}
+
+static int oidc_parse(cfg_ctx *x, yaml_node_t *m)
+{
+    enum { O_ISS, O_AUD, O_FILE, O_URL, O_USER, O_TENANT, O_ROLE, O_UNIX, O_USERS, O_N };
+    static const char *const ok[O_N] = {"issuer",       "audience",        "jwks_file",
+                                        "jwks_url",     "user_claim",      "tenant_claim",
+                                        "role_claim",   "unix_user_claim", "unix_users"};
+    yaml_node_t *ov[O_N];
+    ctld_oidc_config *o = &x->cfg->oidc;
+    int rc = ts_yaml_map_fields(&x->D, m, "oidc", ok, O_N, ov);
+    if (rc == 0 && (!ov[O_ISS] || !ov[O_AUD]))
+        rc = ts_yaml_fail(&x->D, m, TS_EINVAL, "oidc: needs issuer and audience");
+    if (rc == 0 && ov[O_FILE] && ov[O_URL])
+        rc = ts_yaml_fail(&x->D, m, TS_EINVAL, "oidc: jwks_file or jwks_url, not both (neither: "
+                          "the issuer's discovery document names its keys)");
+    if (rc == 0)
+        rc = get_str(x, ov[O_ISS], "oidc.issuer", o->issuer, sizeof o->issuer);
+    if (rc == 0 && !ov[O_FILE] && !ov[O_URL] && strncmp(o->issuer, "https://", 8) != 0 &&
+        strncmp(o->issuer, "http://", 7) != 0)
+        rc = ts_yaml_fail_got(&x->D, ov[O_ISS], "oidc.issuer", "an http(s):// URL whose "
+                              "/.well-known/openid-configuration names its keys (or give "
+                              "jwks_file or jwks_url)");
+    if (rc == 0)
+        rc = get_str(x, ov[O_AUD], "oidc.audience", o->audience, sizeof o->audience);
+    if (rc == 0 && ov[O_FILE])
+        rc = get_path(x, ov[O_FILE], "oidc.jwks_file", o->jwks_file, sizeof o->jwks_file);
+    if (rc == 0 && ov[O_URL]) {
+        rc = get_str(x, ov[O_URL], "oidc.jwks_url", o->jwks_url, sizeof o->jwks_url);
+        if (rc == 0 && strncmp(o->jwks_url, "https://", 8) != 0 &&
+            strncmp(o->jwks_url, "http://", 7) != 0)
+            rc = ts_yaml_fail_got(&x->D, ov[O_URL], "oidc.jwks_url", "an http(s):// URL");
+    }
+    struct { int k; char *out; const char *path; } claims[] = {
+        {O_USER, o->user_claim, "oidc.user_claim"},
+        {O_TENANT, o->tenant_claim, "oidc.tenant_claim"},
+        {O_ROLE, o->role_claim, "oidc.role_claim"},
+        {O_UNIX, o->unix_user_claim, "oidc.unix_user_claim"},
+    };
+    for (size_t i = 0; rc == 0 && i < sizeof claims / sizeof claims[0]; i++)
+        if (ov[claims[i].k])
+            rc = get_str(x, ov[claims[i].k], claims[i].path, claims[i].out, CTLD_OIDC_CLAIM_MAX);
+    if (rc == 0 && ov[O_USERS])
+        rc = oidc_users_parse(x, ov[O_USERS], o);
+    if (rc == 0 && o->unix_user_claim[0] && o->nunix == 0)
+        rc = ts_yaml_fail(&x->D, m, TS_EINVAL, "oidc.unix_users: required with unix_user_claim "
+                          "(the Unix users a claim may name, with their uids)");
+    o->on = rc == 0;
+    return rc;
+}
+
 static int walk(void *p)
 {
     cfg_ctx *x = p;
@@ -427,7 +505,8 @@ static int walk(void *p)
                                        "virtual_nodes", "tls", "admin_token_file",
                                        "metrics_public", "limits", "scheduler",
                                        "node_lost_after", "idle", "stragglers",
-                                       "checkpoint_dir", "nccl_qos", "ha"};
+                                       "checkpoint_dir", "nccl_qos", "ha",
+                                       "admin_unix_user", "oidc"};
     enum { NK = sizeof keys / sizeof keys[0] };
     yaml_node_t *v[NK];
     yaml_node_t *root = yaml_document_get_root_node(x->D.doc);
@@ -555,6 +634,11 @@ static int walk(void *p)
         rc = qos_parse(x, v[15]);
     if (rc == 0 && v[16])
         rc = ha_parse(x, v[16]);
+    if (rc == 0 && v[17])
+        rc = get_str(x, v[17], "admin_unix_user", cfg->admin_unix_user,
+                     sizeof cfg->admin_unix_user);
+    if (rc == 0 && v[18])
+        rc = oidc_parse(x, v[18]);
     return rc;
 }
 
@@ -579,6 +663,8 @@ static void defaults(ctld_config *cfg)
     cfg->straggler_window_s = 60.0;
     cfg->ha_lease_s = 10.0;
     cfg->ha_renew_s = 2.0;
+    snprintf(cfg->oidc.user_claim, sizeof cfg->oidc.user_claim, "sub");
+    snprintf(cfg->oidc.tenant_claim, sizeof cfg->oidc.tenant_claim, "tenant");
 }
 
 int ctld_config_load(const char *path, ctld_config *cfg, ts_err *err)
@@ -627,8 +713,18 @@ int ctld_config_load(const char *path, ctld_config *cfg, ts_err *err)
     return 0;
 }
 
+void ctld_oidc_config_fini(ctld_oidc_config *o)
+{
+    free(o->unix_users);
+    free(o->unix_uids);
+    o->unix_users = NULL;
+    o->unix_uids = NULL;
+    o->nunix = 0;
+}
+
 void ctld_config_fini(ctld_config *cfg)
 {
+    ctld_oidc_config_fini(&cfg->oidc);
     for (int i = 0; i < cfg->nvirtual; i++)
         free(cfg->virtual_nodes[i]);
     free(cfg->virtual_nodes);

@@ -67,6 +67,28 @@ typedef struct ctld_qos {
     int tc, sl;                 /* NCCL_IB_TC, NCCL_IB_SL; -1 = not set */
 } ctld_qos;
 
+/* OpenID Connect sign-in (oidc.c, docs/tesserad.md "oidc"): ID tokens from
+ * one issuer, verified against its keys, their claims mapped to a caller. */
+#define CTLD_OIDC_URL_MAX 512
+#define CTLD_OIDC_CLAIM_MAX 64
+#define CTLD_OIDC_USERS_MAX 256
+typedef struct ctld_oidc_config {
+    bool on;
+    char issuer[CTLD_OIDC_URL_MAX];
+    char audience[CTLD_OIDC_URL_MAX];
+    char jwks_file[CTLD_PATH_MAX];      /* or */
+    char jwks_url[CTLD_OIDC_URL_MAX];   /* or neither: the issuer's discovery document */
+    char user_claim[CTLD_OIDC_CLAIM_MAX];      /* "sub" */
+    char tenant_claim[CTLD_OIDC_CLAIM_MAX];    /* "tenant" */
+    char role_claim[CTLD_OIDC_CLAIM_MAX];      /* "" = every ID token is role user */
+    char unix_user_claim[CTLD_OIDC_CLAIM_MAX]; /* "" = ID tokens map no Unix user */
+    /* the Unix users a claim may name, with their uids (the administrator's
+     * mapping: a name not listed maps nobody) */
+    char (*unix_users)[TS_STORE_NAME_MAX];
+    int64_t *unix_uids;
+    int nunix;
+} ctld_oidc_config;
+
 typedef struct ctld_config {
     char listen_addr[64];       /* "127.0.0.1" */
     int listen_port;            /* 8460 */
@@ -79,6 +101,9 @@ typedef struct ctld_config {
     int nvirtual;
     char tls_cert[CTLD_PATH_MAX], tls_key[CTLD_PATH_MAX]; /* "" = plain HTTP */
     char admin_token_file[CTLD_PATH_MAX];
+    /* the first admin token's Unix identity, looked up when it is created ("" none) */
+    char admin_unix_user[TS_STORE_NAME_MAX];
+    ctld_oidc_config oidc;
     double interval_s;          /* periodic cycle */
     double half_life_s;
     ts_sched_config sched;
@@ -116,6 +141,7 @@ typedef struct ctld_config {
 /* Reads the configuration file (paths in it are relative to its folder). */
 int ctld_config_load(const char *path, ctld_config *cfg, ts_err *err);
 void ctld_config_fini(ctld_config *cfg);
+void ctld_oidc_config_fini(ctld_oidc_config *o);
 /* "90", "90s", "15m", "2h", "7d", "1h30m" -> seconds; TS_EINVAL. */
 int ctld_parse_duration(const char *s, double *out);
 
@@ -273,6 +299,7 @@ typedef struct ctld_view {
 
 typedef struct ctld {
     ctld_config cfg;
+    struct ctld_oidc *oidc;      /* oidc.c: the issuer's key set, when oidc is on */
     ts_store *store;
     ts_cluster *cluster;
     ts_tenants *tenants;
@@ -336,8 +363,8 @@ cjob *ctld_job_find(ctld *c, int64_t id);
  * itself. existed: an idempotent retry. */
 TS_MUST_CHECK
 int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const char *owner,
-                const char *idem_key, int64_t *ids_out, int *nids, bool *existed,
-                json_t *rendered, ts_err *err);
+                const char *run_user, int64_t run_uid, const char *idem_key, int64_t *ids_out,
+                int *nids, bool *existed, json_t *rendered, ts_err *err);
 /* Actions on an active job ("cancel", "hold", "release", "requeue"); not
  * under mu. TS_ENOENT (not active: maybe finished), TS_ECONFLICT (state does
  * not allow it: 409), else the store's error (503: nothing changed). */
@@ -477,6 +504,9 @@ typedef struct ctld_caller {
     char name[TS_STORE_NAME_MAX];
     int role;
     char tenant[TS_STORE_NAME_MAX];
+    char unix_user[TS_STORE_NAME_MAX]; /* its tasks' Unix user; "" = none (uid meaningless) */
+    int64_t uid;
+    double expires_s;                  /* 0 = never */
 } ctld_caller;
 
 int ctld_http_start(ctld *c, ts_err *err);
@@ -540,6 +570,22 @@ char *ctld_metrics_text(ctld *c);
 
 /* Tokens: a new secret "tsk_" + 43 base64url characters; its SHA-256. */
 int ctld_token_new_secret(char *out, size_t size);
+/* GET, POST /v1/tokens and DELETE /v1/tokens/{name} (tokens.c). */
+void ctld_tokens_route(ctld *c, const ctld_request *rq, ctld_reply *r);
+/* GET /v1/whoami (tokens.c). */
+void ctld_whoami(const ctld_request *rq, ctld_reply *r);
+/* "2027-01-31T12:00:00Z" (RFC 3339, any offset) or a duration from now
+ * ("90d", as ctld_parse_duration) -> Unix seconds; TS_EINVAL. */
+int ctld_parse_expiry(const char *s, double now_s, double *out);
+/* Whether some node of the cluster is served by an agent (not virtual):
+ * then a job needs a Unix identity to run. Under mu. */
+bool ctld_has_agent_nodes(const ctld *c);
+/* OpenID Connect (oidc.c): 0 and *who for a valid ID token; else
+ * TS_EINVAL with why ("ID token: expired"), or TS_ENOENT when OIDC is off. */
+int ctld_oidc_authenticate(ctld *c, const char *jwt, ctld_caller *who, char *why,
+                           size_t why_size);
+int ctld_oidc_init(ctld *c, ts_err *err);
+void ctld_oidc_fini(ctld *c);
 void ctld_token_hash(const char *secret, uint8_t hash[TS_TOKEN_HASH_BYTES]);
 /* Forgets the cached tokens (after a revocation). */
 void ctld_token_cache_clear(ctld *c);

@@ -116,10 +116,22 @@ void ctld_token_cache_clear(ctld *c)
     pthread_mutex_unlock(&S->mu);
 }
 
-/* 0 and *who, or TS_ENOENT. With may_load false, a token the cache does
- * not know is not looked up in the store (TS_ENOENT). */
-static int authenticate(ctld *c, const char *authz, bool may_load, ctld_caller *who)
+/* A bearer that is not one of our secrets but has a JWT's three parts. */
+static bool is_jwt(const char *s)
 {
+    const char *a = strchr(s, '.');
+    return strncmp(s, "tsk_", 4) != 0 && a && strchr(a + 1, '.');
+}
+
+/* 0 and *who, or TS_ENOENT (unknown, and why is left empty) or TS_EINVAL
+ * (known but refused: why says why, "token expired"). With may_load false,
+ * a token the cache does not know is not looked up in the store or
+ * verified (TS_ENOENT). Both API secrets and verified OpenID Connect ID
+ * tokens are cached by their SHA-256, with their expiry. */
+static int authenticate(ctld *c, const char *authz, bool may_load, ctld_caller *who,
+                        char *why, size_t why_size)
+{
+    why[0] = '\0';
     if (!authz || strncmp(authz, "Bearer ", 7) != 0)
         return TS_ENOENT;
     uint8_t h[TS_TOKEN_HASH_BYTES];
@@ -131,18 +143,35 @@ static int authenticate(ctld *c, const char *authz, bool may_load, ctld_caller *
     if (e->used && hash_equal(e->hash, h)) {
         *who = e->who;
         pthread_mutex_unlock(&S->mu);
+        if (who->expires_s > 0 && ctld_now() >= who->expires_s) {
+            snprintf(why, why_size, "token expired");
+            return TS_EINVAL;
+        }
         return 0;
     }
     pthread_mutex_unlock(&S->mu);
     if (!may_load)
         return TS_ENOENT;
-    ts_token_row t;
-    if (ts_store_token_by_hash(c->store, h, &t, NULL) != 0)
-        return TS_ENOENT;
     memset(who, 0, sizeof *who);
-    snprintf(who->name, sizeof who->name, "%s", t.name);
-    snprintf(who->tenant, sizeof who->tenant, "%s", t.tenant);
-    who->role = t.role;
+    if (is_jwt(authz + 7)) {
+        int rc = ctld_oidc_authenticate(c, authz + 7, who, why, why_size);
+        if (rc != 0)
+            return rc;
+    } else {
+        ts_token_row t;
+        if (ts_store_token_by_hash(c->store, h, &t, NULL) != 0)
+            return TS_ENOENT;
+        if (t.expires_s > 0 && ctld_now() >= t.expires_s) {
+            snprintf(why, why_size, "token expired");
+            return TS_EINVAL;
+        }
+        snprintf(who->name, sizeof who->name, "%s", t.name);
+        snprintf(who->tenant, sizeof who->tenant, "%s", t.tenant);
+        who->role = t.role;
+        snprintf(who->unix_user, sizeof who->unix_user, "%s", t.unix_user);
+        who->uid = t.uid;
+        who->expires_s = t.expires_s;
+    }
     pthread_mutex_lock(&S->mu);
     memcpy(e->hash, h, sizeof e->hash);
     e->who = *who;
@@ -197,7 +226,8 @@ static void serve(ctld *c, conn_ctx *x)
         return;
     }
     ctld_caller who;
-    bool authed = authenticate(c, x->authz, false, &who) == 0;
+    char why[256];
+    bool authed = authenticate(c, x->authz, false, &who, why, sizeof why) == 0;
     char ident[IDENT_MAX];
     double wait = 0.0;
     if (!authed) {
@@ -206,7 +236,7 @@ static void serve(ctld *c, conn_ctx *x)
         ctld_addr_ident(x->tr ? x->tr->key : (const uint8_t[ADDR_KEY]){0}, ident, sizeof ident);
         wait = ctld_rate_take(c, ident);
         if (wait >= 0.0 && x->authz)
-            authed = authenticate(c, x->authz, true, &who) == 0;
+            authed = authenticate(c, x->authz, true, &who, why, sizeof why) == 0;
     }
     if (authed) {
         ctld_conn_vouch(S, x->tr);
@@ -230,9 +260,10 @@ static void serve(ctld *c, conn_ctx *x)
         return;
     }
     if (!authed) {
-        ctld_reply_error(r, 401, "unauthenticated",
-                         x->authz ? "the token is unknown or revoked"
-                                  : "missing header Authorization: Bearer <token>");
+        ctld_reply_error(r, 401, "unauthenticated", "%s",
+                         why[0]     ? why
+                         : x->authz ? "the token is unknown or revoked"
+                                    : "missing header Authorization: Bearer <token>");
         return;
     }
     x->rq.who = &who;

@@ -37,6 +37,8 @@ static const op OPS[] = {
     {"/v1/tokens", "post", "Create a token (admin; tenant-admin: user and viewer of its tenant); "
      "the secret is returned once", "201"},
     {"/v1/tokens/{name}", "delete", "Revoke a token (admin)", "204"},
+    {"/v1/whoami", "get", "The caller: name, role, tenant, Unix identity, expiry (API token or "
+     "OpenID Connect ID token)", "200"},
     {"/v1/agent/register", "post", "A node agent registers its node (node credential)", "200"},
     {"/v1/agent/sync", "post",
      "A node agent reports what runs and its health; long-polls for the desired state", "200"},

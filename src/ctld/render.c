@@ -85,6 +85,11 @@ json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active
                      placement, "spec", spec ? spec : json_null());
     if (doc) {
         render_result(active ? &active->row : row, doc);
+        /* the Unix identity its tasks run as (docs/api.md "Tokens") */
+        json_object_set_new(doc, "run_as", row->run_user[0]
+                                               ? json_pack("{s:s,s:I}", "unix_user", row->run_user,
+                                                           "uid", (json_int_t)row->run_uid)
+                                               : json_null());
         ctld_render_queue(c, active, doc);
     }
     return doc;

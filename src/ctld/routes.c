@@ -178,6 +178,18 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
         ts_spec_free(spec);
         return;
     }
+    /* tasks run as the submitter's mapped Unix identity, never as a name
+     * taken from the token (docs/agent-tasks.md "User") */
+    ctld_lock_reader(c);
+    bool agents = ctld_has_agent_nodes(c);
+    pthread_mutex_unlock(&c->mu);
+    if (agents && !w->unix_user[0]) {
+        ctld_reply_error(r, 403, "no_unix_identity", "identity: \"%s\" has no Unix identity "
+                         "(unix_user and uid), so its jobs cannot run tasks on agent nodes; an "
+                         "admin creates a token that has one (docs/api.md \"Tokens\")", w->name);
+        ts_spec_free(spec);
+        return;
+    }
     /* a level the cluster lacks would wait forever: refuse it now */
     const char *bad_level = !ctld_level_known(c, spec->required_level)    ? "topology.required"
                             : !ctld_level_known(c, spec->preferred_level) ? "topology.preferred"
@@ -217,8 +229,8 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
     bool existed = false;
     ts_err err;
     json_t *jobs = json_array();
-    int rc = json && ids && jobs ? ctld_submit(c, spec, json, w->name, idem, ids, &nids,
-                                               &existed, jobs, &err)
+    int rc = json && ids && jobs ? ctld_submit(c, spec, json, w->name, w->unix_user,
+                                               w->uid, idem, ids, &nids, &existed, jobs, &err)
                                  : ts_err_set(&err, TS_ENOMEM, "out of memory");
     ts_spec_free(spec);
     if (rc == 0 && existed && !idem_same(c, ids, nids, json)) {
@@ -654,147 +666,6 @@ static void usage(ctld *c, const ctld_request *rq, ctld_reply *r)
     ctld_reply_json(r, 200, json_pack("{s:o,s:f,s:f}", "usage", a, "from", from, "to", to));
 }
 
-/* ---- tokens ------------------------------------------------------------------------- */
-
-/* The API's role names: a viewer with no tenant is a cluster-viewer. */
-static const char *role_name(int role, const char *tenant)
-{
-    return role == TS_ROLE_VIEWER && !tenant[0] ? "cluster-viewer" : ts_role_name(role);
-}
-
-static json_t *token_json(const ts_token_row *t)
-{
-    return json_pack("{s:s,s:s,s:o,s:f,s:o}", "name", t->name, "role", role_name(t->role, t->tenant),
-                     "tenant", t->tenant[0] ? json_string(t->tenant) : json_null(), "created",
-                     t->created_s, "revoked", t->revoked_s > 0 ? json_real(t->revoked_s)
-                                                                : json_null());
-}
-
-static void tokens(ctld *c, const ctld_request *rq, ctld_reply *r)
-{
-    const ctld_caller *w = rq->who;
-    const char *p = rq->url + strlen("/v1/tokens");
-    ts_err err;
-    if (strcmp(rq->method, "GET") == 0 && !*p) {
-        ts_token_row *rows = NULL;
-        int n = 0;
-        const char *tenant = w->role == TS_ROLE_ADMIN ? NULL : w->tenant;
-        if (ts_store_token_list(c->store, tenant, &rows, &n, &err) != 0) {
-            ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
-            return;
-        }
-        json_t *a = json_array();
-        for (int i = 0; i < n; i++)
-            if (w->role == TS_ROLE_ADMIN || w->role == TS_ROLE_TENANT_ADMIN ||
-                strcmp(rows[i].name, w->name) == 0)
-                json_array_append_new(a, token_json(&rows[i]));
-        free(rows);
-        ctld_reply_json(r, 200, json_pack("{s:o}", "tokens", a));
-    } else if (strcmp(rq->method, "POST") == 0 && !*p) {
-        json_error_t je;
-        json_t *in = json_loadb(rq->body, rq->len, 0, &je);
-        const char *name = json_string_value(json_object_get(in, "name"));
-        const char *role = json_string_value(json_object_get(in, "role"));
-        json_t *tj = json_object_get(in, "tenant");
-        const char *tenant = json_string_value(tj);
-        ts_token_row t = {0};
-        bool cluster_viewer = role && strcmp(role, "cluster-viewer") == 0;
-        int rl = cluster_viewer ? TS_ROLE_VIEWER : role ? ts_role_parse(role) : -1;
-        const char *unknown = NULL, *k;
-        json_t *kv;
-        if (json_is_object(in))
-            json_object_foreach(in, k, kv)
-                if (strcmp(k, "name") != 0 && strcmp(k, "role") != 0 && strcmp(k, "tenant") != 0)
-                    unknown = k;
-        ctld_lock_reader(c); /* PUT /v1/tenants replaces c->tenants under it */
-        bool tenant_known = tenant && *tenant && ts_tenant_find(c->tenants, tenant) >= 0;
-        pthread_mutex_unlock(&c->mu);
-        if (!in || !json_is_object(in)) {
-            ctld_reply_error(r, 400, "invalid", "body: not a JSON object (%s)", je.text);
-        } else if (unknown) {
-            ctld_reply_error(r, 400, "invalid", "%.64s: unknown key (known: name, role, tenant)",
-                             unknown);
-        } else if (!ts_token_name_ok(name)) {
-            ctld_reply_error(r, 400, "invalid", "name: required, 1..63 characters of A-Z a-z "
-                             "0-9 . _ -, starting with a letter or digit");
-        } else if (rl < 0) {
-            ctld_reply_error(r, 400, "invalid", "role: must be admin, tenant-admin, user, "
-                             "viewer, cluster-viewer or node");
-        } else if (tj && !json_is_null(tj) && !json_is_string(tj)) {
-            ctld_reply_error(r, 400, "invalid", "tenant: a tenant name or null");
-        } else if (cluster_viewer && tenant && *tenant) {
-            ctld_reply_error(r, 400, "invalid", "tenant: a cluster-viewer reads every tenant; "
-                             "give no tenant, or make a viewer of tenant \"%s\"", tenant);
-        } else if (rl == TS_ROLE_VIEWER && !cluster_viewer && (!tenant || !*tenant)) {
-            ctld_reply_error(r, 400, "invalid", "tenant: required for role viewer (a viewer of "
-                             "every tenant is role cluster-viewer, which only admin creates)");
-        } else if (rl == TS_ROLE_NODE && ts_cluster_find_node(c->cluster, name) < 0) {
-            ctld_reply_error(r, 400, "invalid",
-                             "name: a node credential is named after its node; \"%s\" is "
-                             "not a node of the cluster", name);
-        } else if ((rl == TS_ROLE_TENANT_ADMIN || rl == TS_ROLE_USER) && (!tenant || !*tenant)) {
-            ctld_reply_error(r, 400, "invalid", "tenant: required for role %s", role);
-        } else if (tenant && *tenant && !tenant_known) {
-            ctld_reply_error(r, 400, "invalid", "tenant: no tenant \"%s\"", tenant);
-        } else if (w->role != TS_ROLE_ADMIN &&
-                   !(w->role == TS_ROLE_TENANT_ADMIN && tenant && strcmp(tenant, w->tenant) == 0 &&
-                     (rl == TS_ROLE_USER || rl == TS_ROLE_VIEWER))) {
-            ctld_reply_error(r, 403, "forbidden", "role %s cannot create a %s token",
-                             ts_role_name(w->role), role);
-        } else {
-            char secret[128];
-            snprintf(t.name, sizeof t.name, "%s", name);
-            t.role = rl;
-            snprintf(t.tenant, sizeof t.tenant, "%s", tenant ? tenant : "");
-            t.created_s = ctld_now();
-            int rc = ctld_token_new_secret(secret, sizeof secret);
-            if (rc == 0) {
-                ctld_token_hash(secret, t.hash);
-                rc = ts_store_token_insert(c->store, &t, &err);
-            }
-            if (rc == TS_EEXIST)
-                ctld_reply_error(r, 409, "conflict", "token \"%s\" exists", name);
-            else if (rc != 0)
-                ctld_reply_error(r, 503, "unavailable", "cannot create the token");
-            else {
-                json_t *doc = token_json(&t);
-                json_object_set_new(doc, "secret", json_string(secret));
-                ctld_reply_json(r, 201, json_pack("{s:o}", "token", doc));
-            }
-        }
-        json_decref(in);
-    } else if (strcmp(rq->method, "DELETE") == 0 && p[0] == '/' && p[1]) {
-        const char *name = p + 1;
-        ts_token_row *rows = NULL;
-        int n = 0, found = -1;
-        if (w->role != TS_ROLE_ADMIN) {
-            ctld_reply_error(r, 403, "forbidden", "only admin revokes tokens");
-            return;
-        }
-        if (!ts_token_name_ok(name)) {
-            ctld_reply_error(r, 400, "invalid", "name: 1..63 characters of A-Z a-z 0-9 . _ -");
-            return;
-        }
-        if (ts_store_token_list(c->store, NULL, &rows, &n, &err) == 0)
-            for (int i = 0; i < n; i++)
-                if (strcmp(rows[i].name, name) == 0)
-                    found = i;
-        bool allowed = found >= 0;
-        free(rows);
-        if (!allowed) {
-            ctld_reply_error(r, 404, "not_found", "token \"%s\" does not exist", name);
-        } else if (ts_store_token_revoke(c->store, name, ctld_now(), &err) != 0) {
-            ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
-        } else {
-            ctld_token_cache_clear(c);
-            r->status = 204;
-            r->body = NULL;
-        }
-    } else {
-        ctld_reply_error(r, 405, "method_not_allowed", "%s %s", rq->method, rq->url);
-    }
-}
-
 /* ---- the router --------------------------------------------------------------------- */
 
 void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *r)
@@ -830,7 +701,9 @@ void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *r)
     } else if (strcmp(u, "/v1/usage") == 0 && strcmp(m, "GET") == 0) {
         usage(c, rq, r);
     } else if (strncmp(u, "/v1/tokens", 10) == 0 && (u[10] == '\0' || u[10] == '/')) {
-        tokens(c, rq, r);
+        ctld_tokens_route(c, rq, r);
+    } else if (strcmp(u, "/v1/whoami") == 0 && strcmp(m, "GET") == 0) {
+        ctld_whoami(rq, r);
     } else if (strcmp(u, "/v1/openapi.json") == 0 && strcmp(m, "GET") == 0) {
         ctld_reply_json(r, 200, ctld_openapi());
     } else {

@@ -685,7 +685,7 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
         return ts_err_set(err, rc, "out of memory");
     if ((rc = restore_jobs(c, err)) != 0)
         return rc;
-    if ((rc = ctld_bootstrap_admin(c, err)) != 0)
+    if ((rc = ctld_oidc_init(c, err)) != 0 || (rc = ctld_bootstrap_admin(c, err)) != 0)
         return rc;
     c->dirty = true;
     return 0;
@@ -693,6 +693,7 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
 
 void ctld_close(ctld *c)
 {
+    ctld_oidc_fini(c);
     for (int i = 0; i < c->njobs; i++)
         cjob_free(c->jobs[i]);
     free(c->jobs);
@@ -784,8 +785,8 @@ void ctld_kick(ctld *c)
 /* ---- submission ---------------------------------------------------------------------- */
 
 int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const char *owner,
-                const char *idem_key, int64_t *ids_out, int *nids, bool *existed,
-                json_t *rendered, ts_err *err)
+                const char *run_user, int64_t run_uid, const char *idem_key, int64_t *ids_out,
+                int *nids, bool *existed, json_t *rendered, ts_err *err)
 {
     int n = spec->array_size > 0 ? spec->array_size : 1;
     *nids = 0;
@@ -823,6 +824,8 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
             (int)sizeof r->name)
             rc = ts_err_set(err, TS_EINVAL, "name: too long");
         snprintf(r->owner, sizeof r->owner, "%s", owner);
+        snprintf(r->run_user, sizeof r->run_user, "%s", run_user ? run_user : "");
+        r->run_uid = r->run_user[0] ? run_uid : -1;
         if (idem_key && *idem_key) {
             if (n > 1)
                 snprintf(r->idem_key, sizeof r->idem_key, "%.100s#%d", idem_key, i);

@@ -159,6 +159,84 @@ static int load_quota(const tloader *L, const yaml_node_t *map, const char *path
     return 0;
 }
 
+/* ---- identity ------------------------------------------------------------------ */
+
+/* A Unix user name as useradd takes it: [a-z_][a-z0-9_-]*, at most 32. */
+static bool unix_name_ok(const char *s)
+{
+    size_t n = 0;
+    for (; s && s[n]; n++) {
+        char ch = s[n];
+        bool ok = (ch >= 'a' && ch <= 'z') || ch == '_' ||
+                  (n > 0 && ((ch >= '0' && ch <= '9') || ch == '-'));
+        if (!ok || n >= 32)
+            return false;
+    }
+    return n > 0;
+}
+
+static int load_unix_users(const tloader *L, const yaml_node_t *seq, const char *path,
+                           ts_tenant_identity *id)
+{
+    char sub[TYAML_PATH_MAX + 32];
+    if (seq->type != YAML_SEQUENCE_NODE)
+        return ts_yaml_fail_got(&L->y, seq, path, "a list of Unix user names");
+    size_t used = 0;
+    int i = 0;
+    for (yaml_node_item_t *it = seq->data.sequence.items.start;
+         it < seq->data.sequence.items.top; it++, i++) {
+        yaml_node_t *n = ts_yaml_node(&L->y, *it);
+        const char *s = ts_yaml_scalar(n);
+        ts_yaml_pathf(sub, sizeof sub, "%s[%d]", path, i);
+        if (!unix_name_ok(s))
+            return ts_yaml_fail_got(&L->y, n, sub, "a Unix user name ([a-z_][a-z0-9_-]*, "
+                                    "at most 32 characters)");
+        int k = snprintf(id->unix_users + used, sizeof id->unix_users - used, "%s%s",
+                         used ? "," : "", s);
+        if (k < 0 || (size_t)k >= sizeof id->unix_users - used)
+            return ts_yaml_fail(&L->y, n, TS_EINVAL, "%s: the list is longer than %d "
+                                "characters in all", path, TS_TENANT_UNIX_USERS_BYTES - 1);
+        used += (size_t)k;
+    }
+    return 0;
+}
+
+/* allow_root (true/false), unix_users [names], uid_range [lo, hi]. */
+static int load_identity(const tloader *L, const yaml_node_t *root, const yaml_node_t *users,
+                         const yaml_node_t *uids, const char *tpath, ts_tenant_identity *id)
+{
+    char sub[TYAML_PATH_MAX + 32];
+    int rc;
+    if (root) {
+        ts_yaml_pathf(sub, sizeof sub, "%s.allow_root", tpath);
+        const char *s = ts_yaml_scalar(root);
+        if (!s || (strcmp(s, "true") != 0 && strcmp(s, "false") != 0))
+            return ts_yaml_fail_got(&L->y, root, sub, "true or false");
+        id->allow_root = strcmp(s, "true") == 0;
+        id->allow_root_set = true;
+    }
+    ts_yaml_pathf(sub, sizeof sub, "%s.unix_users", tpath);
+    if (users && (rc = load_unix_users(L, users, sub, id)) < 0)
+        return rc;
+    if (!uids)
+        return 0;
+    ts_yaml_pathf(sub, sizeof sub, "%s.uid_range", tpath);
+    yaml_node_item_t *b = uids->type == YAML_SEQUENCE_NODE ? uids->data.sequence.items.start
+                                                          : NULL;
+    if (!b || uids->data.sequence.items.top - b != 2)
+        return ts_yaml_fail_got(&L->y, uids, sub, "[lowest, highest] uid");
+    int64_t lo = 0, hi = 0;
+    if ((rc = ts_yaml_get_int(&L->y, ts_yaml_node(&L->y, b[0]), sub, 0, 4294967294LL,
+                              "a uid 0..4294967294", &lo)) < 0 ||
+        (rc = ts_yaml_get_int(&L->y, ts_yaml_node(&L->y, b[1]), sub, lo, 4294967294LL,
+                              "a uid no lower than the first", &hi)) < 0)
+        return rc;
+    id->has_uid_range = true;
+    id->uid_min = lo;
+    id->uid_max = hi;
+    return 0;
+}
+
 /* ---- the tree ------------------------------------------------------------------ */
 
 static int record_line(tloader *L, int idx, int line)
@@ -185,9 +263,10 @@ static int load_tenants_map(tloader *L, const yaml_node_t *map, const char *path
 static int load_tenant(tloader *L, const yaml_node_t *kn, const yaml_node_t *map,
                        const char *path, const char *parent)
 {
-    enum { K_WEIGHT, K_GUAR, K_BORROW, K_LEND, K_TEAMS, K_ORDER, K_N };
-    static const char *const keys[K_N] = {"weight", "guaranteed", "borrow_limit",
-                                          "lend_limit", "teams", "order"};
+    enum { K_WEIGHT, K_GUAR, K_BORROW, K_LEND, K_TEAMS, K_ORDER, K_ROOT, K_USERS, K_UIDS, K_N };
+    static const char *const keys[K_N] = {"weight",     "guaranteed", "borrow_limit",
+                                          "lend_limit", "teams",      "order",
+                                          "allow_root", "unix_users", "uid_range"};
     char tpath[TYAML_PATH_MAX], sub[TYAML_PATH_MAX + 16];
     const char *name = ts_yaml_scalar(kn);
     if (!name || !ts_yaml_name_ok(name, TS_NAME_MAX)) {
@@ -233,6 +312,9 @@ static int load_tenant(tloader *L, const yaml_node_t *kn, const yaml_node_t *map
         if ((rc = ts_tenant_set_order(L->ts, t, order, L->y.err)) < 0)
             return fail_tree(L, v[K_ORDER], sub, TS_EINVAL);
     }
+    if ((rc = load_identity(L, v[K_ROOT], v[K_USERS], v[K_UIDS], tpath,
+                            &L->ts->t[t].identity)) < 0)
+        return rc;
     int64_t guar[TS_RES_DIMS], borrow[TS_RES_DIMS], lend[TS_RES_DIMS];
     memcpy(guar, L->ts->t[t].guaranteed, sizeof guar);
     memcpy(borrow, L->ts->t[t].borrow_limit, sizeof borrow);
@@ -313,6 +395,12 @@ static int load_document(void *ctx)
         return ts_err_set(L->y.err, TS_ENOMEM, "%s: out of memory", L->y.fname);
     if ((rc = load_tenants_map(L, v[0], "tenants", NULL)) < 0)
         return rc;
+    /* parents come first: a team that does not say takes its parent's */
+    for (int i = 0; i < L->ts->n; i++) {
+        ts_tenant *t = &L->ts->t[i];
+        if (!t->identity.allow_root_set && t->parent >= 0)
+            t->identity.allow_root = L->ts->t[t->parent].identity.allow_root;
+    }
     if ((rc = ts_tenants_validate(L->ts, L->y.err)) < 0) {
         int at = overfull_parent(L->ts);
         int line = at >= 0 ? L->line[at] : ts_yaml_line(v[0]);

@@ -58,8 +58,10 @@ enum { LF_TENANT = 1, LF_OWNER = 2, LF_STATE = 4, LF_ACTIVE = 8, LF_VARIANTS = 1
 
 #define JOB_COLS                                                                               \
     "id, tenant, name, owner, idem_key, state, tier, priority, gpus, gpu_model, submit_s, "    \
-    "start_s, end_s, preemptions, reason, why, spec_json, placement_json, gen, result_json"
-#define TOKEN_COLS "id, name, role, tenant, hash, created_s, revoked_s"
+    "start_s, end_s, preemptions, reason, why, spec_json, placement_json, gen, result_json, "  \
+    "run_user, run_uid"
+#define TOKEN_COLS                                                                             \
+    "id, name, role, tenant, hash, created_s, revoked_s, unix_user, uid, expires_s"
 #define EVENT_COLS "id, job_id, t_s, kind, detail"
 /* A job's end, or now while it runs; its running interval clipped to the
  * window [$1, $2) runs from LO to HI. */
@@ -72,9 +74,10 @@ static const char *const pg_sql[PG_STMTS] = {
     [PG_JOB_INSERT] =
         "INSERT INTO jobs (tenant, name, owner, idem_key, state, tier, priority, gpus, "
         "gpu_model, submit_s, start_s, end_s, preemptions, reason, why, spec_json, "
-        "placement_json, gen) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, "
-        "$14, $15, $16, $17, 1) ON CONFLICT (owner, idem_key) WHERE idem_key <> '' DO NOTHING "
-        "RETURNING id",
+        "placement_json, gen, run_user, run_uid) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
+        "$10, $11, $12, $13, "
+        "$14, $15, $16, $17, 1, $18, $19) ON CONFLICT (owner, idem_key) WHERE "
+        "idem_key <> '' DO NOTHING RETURNING id",
     [PG_JOB_BY_IDEM] = "SELECT id FROM jobs WHERE owner = $1 AND idem_key = $2 AND idem_key <> ''",
     [PG_JOB_UPDATE] = "UPDATE jobs SET state = $3, submit_s = $4, start_s = $5, end_s = $6, "
                       "preemptions = $7, reason = $8, why = $9, placement_json = $10, "
@@ -89,8 +92,9 @@ static const char *const pg_sql[PG_STMTS] = {
                       "ORDER BY id LIMIT $3",
     [PG_EVENTS_ALL] = "SELECT " EVENT_COLS " FROM events WHERE id > $1 ORDER BY id LIMIT $2",
     [PG_TOKEN_BY_NAME] = "SELECT revoked_s FROM tokens WHERE name = $1",
-    [PG_TOKEN_INSERT] = "INSERT INTO tokens (name, role, tenant, hash, created_s, revoked_s) "
-                        "VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+    [PG_TOKEN_INSERT] = "INSERT INTO tokens (name, role, tenant, hash, created_s, revoked_s, "
+                        "unix_user, uid, expires_s) VALUES ($1, $2, $3, $4, $5, $6, $7, "
+                        "$8, $9) RETURNING id",
     [PG_TOKEN_REVOKE] = "UPDATE tokens SET revoked_s = $2 WHERE name = $1 AND revoked_s = 0",
     [PG_TOKEN_BY_HASH] = "SELECT " TOKEN_COLS " FROM tokens WHERE hash = $1 AND revoked_s = 0",
     [PG_TOKENS_ALL] = "SELECT " TOKEN_COLS " FROM tokens ORDER BY id",
@@ -272,6 +276,8 @@ static int read_job(const PGresult *r, int row, ts_job_row *j, ts_err *err)
     j->preemptions = (int)g_i64(r, row, 13);
     g_field(r, row, 14, j->reason, sizeof j->reason);
     j->gen = g_i64(r, row, 18);
+    g_field(r, row, 20, j->run_user, sizeof j->run_user);
+    j->run_uid = g_i64(r, row, 21);
     if (!g_dup(r, row, 15, &j->why) || !g_dup(r, row, 16, &j->spec_json) ||
         !g_dup(r, row, 17, &j->placement_json) || !g_dup(r, row, 19, &j->result_json) ||
         (!j->spec_json && !(j->spec_json = strdup("")))) {
@@ -292,6 +298,9 @@ static void read_token(const PGresult *r, int row, ts_token_row *t)
     g_hash(r, row, 4, t->hash);
     t->created_s = g_f64(r, row, 5);
     t->revoked_s = g_f64(r, row, 6);
+    g_field(r, row, 7, t->unix_user, sizeof t->unix_user);
+    t->uid = g_i64(r, row, 8);
+    t->expires_s = g_f64(r, row, 9);
 }
 
 /* ---- sessions and schema ---- */
@@ -499,6 +508,8 @@ static int pg_job_insert(void *conn, const ts_job_row *r, int64_t *id, bool *exi
     pp_text(&p, r->why);
     pp_text(&p, r->spec_json);
     pp_text(&p, r->placement_json);
+    pp_text(&p, r->run_user);
+    pp_i64(&p, r->run_uid);
     PGresult *res = NULL;
     int rc = pg_stmt(conn, PG_JOB_INSERT, &p, &res, "insert job", err);
     if (rc)
@@ -601,6 +612,9 @@ static int pg_token_insert(void *conn, const ts_token_row *t, int64_t *id, ts_er
     pp_bytes(&p, t->hash, TS_TOKEN_HASH_BYTES);
     pp_f64(&p, t->created_s);
     pp_f64(&p, t->revoked_s);
+    pp_text(&p, t->unix_user);
+    pp_i64(&p, t->uid);
+    pp_f64(&p, t->expires_s);
     PGresult *res = NULL;
     rc = pg_stmt(conn, PG_TOKEN_INSERT, &p, &res, "insert token", err);
     if (rc == TS_EEXIST)

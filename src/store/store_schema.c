@@ -115,6 +115,20 @@ static const migration migrations[] = {
       * "Job"), kept with the row so lists and accounting need no events */
      "ALTER TABLE jobs ADD COLUMN result_json TEXT;",
      "ALTER TABLE jobs ADD COLUMN result_json TEXT;"},
+    {6,
+     /* identity (docs/api.md "Tokens"): the Unix user and uid an
+      * administrator maps a token to, and when it expires; a job keeps the
+      * identity it was submitted with, whatever later becomes of its token */
+     "ALTER TABLE tokens ADD COLUMN unix_user TEXT NOT NULL DEFAULT '';"
+     "ALTER TABLE tokens ADD COLUMN uid INTEGER NOT NULL DEFAULT -1;"
+     "ALTER TABLE tokens ADD COLUMN expires_s REAL NOT NULL DEFAULT 0;"
+     "ALTER TABLE jobs ADD COLUMN run_user TEXT NOT NULL DEFAULT '';"
+     "ALTER TABLE jobs ADD COLUMN run_uid INTEGER NOT NULL DEFAULT -1;",
+     "ALTER TABLE tokens ADD COLUMN unix_user TEXT NOT NULL DEFAULT '';"
+     "ALTER TABLE tokens ADD COLUMN uid BIGINT NOT NULL DEFAULT -1;"
+     "ALTER TABLE tokens ADD COLUMN expires_s DOUBLE PRECISION NOT NULL DEFAULT 0;"
+     "ALTER TABLE jobs ADD COLUMN run_user TEXT NOT NULL DEFAULT '';"
+     "ALTER TABLE jobs ADD COLUMN run_uid BIGINT NOT NULL DEFAULT -1;"},
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

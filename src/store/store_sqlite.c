@@ -53,8 +53,10 @@ enum sq_stmt {
 
 #define JOB_COLS                                                                               \
     "id, tenant, name, owner, idem_key, state, tier, priority, gpus, gpu_model, submit_s, "    \
-    "start_s, end_s, preemptions, reason, why, spec_json, placement_json, gen, result_json"
-#define TOKEN_COLS "id, name, role, tenant, hash, created_s, revoked_s"
+    "start_s, end_s, preemptions, reason, why, spec_json, placement_json, gen, result_json, "  \
+    "run_user, run_uid"
+#define TOKEN_COLS                                                                             \
+    "id, name, role, tenant, hash, created_s, revoked_s, unix_user, uid, expires_s"
 #define EVENT_COLS "id, job_id, t_s, kind, detail"
 /* A job's end, or now while it runs; its running interval clipped to the
  * window [?1, ?2) starts at LO and ends at HI. */
@@ -70,9 +72,10 @@ static const char *const sq_sql[SQ_STMTS] = {
     [SQ_JOB_INSERT] =
         "INSERT INTO jobs (tenant, name, owner, idem_key, state, tier, priority, gpus, "
         "gpu_model, submit_s, start_s, end_s, preemptions, reason, why, spec_json, "
-        "placement_json, gen) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
-        "?14, ?15, ?16, ?17, 1) ON CONFLICT (owner, idem_key) WHERE idem_key <> '' DO NOTHING "
-        "RETURNING id",
+        "placement_json, gen, run_user, run_uid) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+        "?10, ?11, ?12, ?13, "
+        "?14, ?15, ?16, ?17, 1, ?18, ?19) ON CONFLICT (owner, idem_key) WHERE "
+        "idem_key <> '' DO NOTHING RETURNING id",
     [SQ_JOB_BY_IDEM] = "SELECT id FROM jobs WHERE owner = ?1 AND idem_key = ?2 AND idem_key <> ''",
     [SQ_JOB_UPDATE] = "UPDATE jobs SET state = ?3, submit_s = ?4, start_s = ?5, end_s = ?6, "
                       "preemptions = ?7, reason = ?8, why = ?9, placement_json = ?10, "
@@ -87,8 +90,9 @@ static const char *const sq_sql[SQ_STMTS] = {
                       "ORDER BY id LIMIT ?3",
     [SQ_EVENTS_ALL] = "SELECT " EVENT_COLS " FROM events WHERE id > ?2 ORDER BY id LIMIT ?3",
     [SQ_TOKEN_BY_NAME] = "SELECT revoked_s FROM tokens WHERE name = ?1",
-    [SQ_TOKEN_INSERT] = "INSERT INTO tokens (name, role, tenant, hash, created_s, revoked_s) "
-                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
+    [SQ_TOKEN_INSERT] = "INSERT INTO tokens (name, role, tenant, hash, created_s, revoked_s, "
+                        "unix_user, uid, expires_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+                        "?8, ?9) RETURNING id",
     [SQ_TOKEN_REVOKE] = "UPDATE tokens SET revoked_s = ?2 WHERE name = ?1 AND revoked_s = 0",
     [SQ_TOKEN_BY_HASH] = "SELECT " TOKEN_COLS " FROM tokens WHERE hash = ?1 AND revoked_s = 0",
     [SQ_TOKENS_ALL] = "SELECT " TOKEN_COLS " FROM tokens ORDER BY id",
@@ -197,6 +201,8 @@ static int read_job(sqlite3_stmt *st, ts_job_row *r, ts_err *err)
     r->placement_json = col_strdup(st, 17);
     r->gen = sqlite3_column_int64(st, 18);
     r->result_json = col_strdup(st, 19);
+    col_field(st, 20, r->run_user, sizeof r->run_user);
+    r->run_uid = sqlite3_column_int64(st, 21);
     if (!r->spec_json || (!why_null && !r->why) || (!place_null && !r->placement_json) ||
         (!result_null && !r->result_json)) {
         ts_job_row_fini(r);
@@ -219,6 +225,9 @@ static void read_token(sqlite3_stmt *st, ts_token_row *t)
         memcpy(t->hash, b, nb < TS_TOKEN_HASH_BYTES ? (size_t)nb : TS_TOKEN_HASH_BYTES);
     t->created_s = sqlite3_column_double(st, 5);
     t->revoked_s = sqlite3_column_double(st, 6);
+    col_field(st, 7, t->unix_user, sizeof t->unix_user);
+    t->uid = sqlite3_column_int64(st, 8);
+    t->expires_s = sqlite3_column_double(st, 9);
 }
 
 /* ---- connections and schema ---- */
@@ -367,6 +376,8 @@ static int sq_job_insert(void *conn, const ts_job_row *r, int64_t *id, bool *exi
     bind_text(st, 15, r->why);
     bind_text(st, 16, r->spec_json);
     bind_text(st, 17, r->placement_json);
+    bind_text(st, 18, r->run_user);
+    sqlite3_bind_int64(st, 19, r->run_uid);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         *id = sqlite3_column_int64(st, 0);
@@ -485,6 +496,9 @@ static int sq_token_insert(void *conn, const ts_token_row *t, int64_t *id, ts_er
     sqlite3_bind_blob(st, 4, t->hash, TS_TOKEN_HASH_BYTES, SQLITE_STATIC);
     sqlite3_bind_double(st, 5, t->created_s);
     sqlite3_bind_double(st, 6, t->revoked_s);
+    bind_text(st, 7, t->unix_user);
+    sqlite3_bind_int64(st, 8, t->uid);
+    sqlite3_bind_double(st, 9, t->expires_s);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         *id = sqlite3_column_int64(st, 0);

@@ -26,6 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 TESSERAD, AGENT, FAKE, FIXTURE = sys.argv[1:5]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
+from harness import ADMIN_IDENTITY, with_root  # noqa: E402
 from harness import wait_for as harness_wait_for  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="tessera-e2e-failover-")
@@ -79,15 +80,15 @@ node_classes:
 nodes:
   - {names: 'r-[1-1]', class: g8, topology: {leaf: l1}}
 """)
-write("tenants.yaml", """tenants:
+write("tenants.yaml", with_root("""tenants:
   team-a: {guaranteed: {gpu: {H100-80GB: 8}}}
-""")
+"""))
 for name, port in (("t1.yaml", PORT1), ("t2.yaml", PORT2)):
     write(name, f"""listen: 127.0.0.1:{port}
 cluster: cluster.yaml
 tenants: tenants.yaml
 state_dir: state
-node_lost_after: {LOST:.0f}s
+{ADMIN_IDENTITY}node_lost_after: {LOST:.0f}s
 limits: {{requests_per_s: 100000, burst: 100000}}
 scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 0s}}
 """)

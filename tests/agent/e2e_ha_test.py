@@ -30,6 +30,7 @@ TESSERAD, AGENT, FAKE, FIXTURE, CLI = sys.argv[1:6]
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 from harness import check, finish, free_port, http_call, pg_start, pg_stop  # noqa: E402
+from harness import ADMIN_IDENTITY, with_root  # noqa: E402
 from harness import wait_for as harness_wait_for  # noqa: E402
 
 LEASE, RENEW = 3.0, 0.5
@@ -96,15 +97,15 @@ node_classes:
 nodes:
   - {names: 'r-[1-1]', class: g8, topology: {leaf: l1}}
 """)
-write("tenants.yaml", """tenants:
+write("tenants.yaml", with_root("""tenants:
   team-a: {guaranteed: {gpu: {H100-80GB: 8}}}
-""")
+"""))
 for i in (0, 1):
     write(f"ctl{i}.yaml", f"""listen: 127.0.0.1:{PORTS[i]}
 cluster: cluster.yaml
 tenants: tenants.yaml
 state_dir: state
-store: {STORE}
+{ADMIN_IDENTITY}store: {STORE}
 node_lost_after: {LOST:.0f}s
 limits: {{requests_per_s: 100000, burst: 100000}}
 scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 0s}}

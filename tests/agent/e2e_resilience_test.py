@@ -23,6 +23,7 @@ import time
 TESSERAD, AGENT, FAKE, FIXTURE = sys.argv[1:5]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
+from harness import ADMIN_IDENTITY, with_root  # noqa: E402
 from harness import wait_for as harness_wait_for  # noqa: E402
 from harness import TcpProxy  # noqa: E402
 
@@ -53,14 +54,14 @@ node_classes:
 nodes:
   - {names: 'r-[1-2]', class: g8, topology: {leaf: l1}}
 """)
-write("tenants.yaml", """tenants:
+write("tenants.yaml", with_root("""tenants:
   team-a: {guaranteed: {gpu: {H100-80GB: 16}}}
-""")
+"""))
 write("tesserad.yaml", f"""listen: 127.0.0.1:{PORT}
 cluster: cluster.yaml
 tenants: tenants.yaml
 state_dir: state
-node_lost_after: {LOST:.0f}s
+{ADMIN_IDENTITY}node_lost_after: {LOST:.0f}s
 limits: {{requests_per_s: 100000, burst: 100000}}
 scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 0s}}
 """)

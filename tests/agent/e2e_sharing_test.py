@@ -29,6 +29,7 @@ MPS_CONTROL = os.path.join(os.path.dirname(FAKE), "nvidia-cuda-mps-control")
 SHIM = os.path.abspath(os.path.join(os.path.dirname(os.path.dirname(FAKE)), "libtessera-cuda.so"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
+from harness import ADMIN_IDENTITY, with_root  # noqa: E402
 from harness import wait_for as harness_wait_for  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="tessera-e2e-share-")
@@ -67,15 +68,15 @@ nodes:
   - {name: m-1, class: a100-mig, topology: {leaf: l1}}
   - {name: s-1, class: h100-shared, topology: {leaf: l1}}
 """)
-write("tenants.yaml", """tenants:
+write("tenants.yaml", with_root("""tenants:
   team-a: {guaranteed: {gpu: {A100-40GB: 2, H100-80GB: 4}}}
   team-b: {guaranteed: {gpu: {A100-40GB: 0, H100-80GB: 4}}}
-""")
+"""))
 write("tesserad.yaml", f"""listen: 127.0.0.1:{PORT}
 cluster: cluster.yaml
 tenants: tenants.yaml
 state_dir: state
-limits: {{requests_per_s: 100000, burst: 100000}}
+{ADMIN_IDENTITY}limits: {{requests_per_s: 100000, burst: 100000}}
 scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 1s}}
 """)
 

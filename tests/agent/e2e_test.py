@@ -26,6 +26,7 @@ FAKE = sys.argv[3] if len(sys.argv) > 4 and os.path.exists(sys.argv[3]) else Non
 FIXTURE = sys.argv[4] if FAKE else None
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
+from harness import ADMIN_IDENTITY, with_root  # noqa: E402
 from harness import wait_for as harness_wait_for  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="tessera-e2e-")
@@ -49,18 +50,18 @@ node_classes:
 nodes:
   - {names: 'r-[1-2]', class: g4, topology: {leaf: l1}}
 """)
-open(os.path.join(TMP, "tenants.yaml"), "w").write("""tenants:
+open(os.path.join(TMP, "tenants.yaml"), "w").write(with_root("""tenants:
   org:
     guaranteed: {gpu: {H100-80GB: 16}}
     teams:
       team-a: {guaranteed: {gpu: {H100-80GB: 8}}}
       team-b: {guaranteed: {gpu: {H100-80GB: 8}}}
-""")
+"""))
 open(os.path.join(TMP, "tesserad.yaml"), "w").write(f"""listen: 127.0.0.1:{PORT}
 cluster: cluster.yaml
 tenants: tenants.yaml
 state_dir: state
-node_lost_after: 10s
+{ADMIN_IDENTITY}node_lost_after: 10s
 stragglers: {{factor: 1.5, window: 1s}}
 limits: {{requests_per_s: 100000, burst: 100000}}
 scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 5s, backoff: 1s}}

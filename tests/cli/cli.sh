@@ -335,8 +335,14 @@ last_ok "usage unix sent" 'd["query"] == {"from": ["1700000000"]}'
 yaml_same "usage" usage
 
 # ---- tokens ----
-expect "tokens" 0 tokens && out_lines "tokens" 3 && out_has "tokens" "^ci +user +team-a +1h ago +[0-9]+m ago$" &&
-  out_has "tokens" "^ops +admin +- +20[0-9-]+T[0-9:]+ +no$"
+expect "tokens" 0 tokens && out_lines "tokens" 3 &&
+  out_has "tokens" "^ci +user +team-a +ci +2001 +1h ago +in 2[34]h +[0-9]+m ago$" &&
+  out_has "tokens" "^ops +admin +- +- +- +20[0-9-]+T[0-9:]+ +never +no$"
+expect "tokens create mapped" 0 tokens create svc --role user --tenant team-a --unix-user svc \
+  --uid 2005 --expires 90d &&
+  last_ok "tokens create mapped sent" 'json.loads(d["body"]) == {"name": "svc", "role": "user", "tenant": "team-a", "expires": "90d", "unix_user": "svc", "uid": 2005}'
+bad "tokens create uid alone" "--unix-user and --uid go together" tokens create x --role user --uid 5
+bad "tokens create bad uid" "--uid must be an integer" tokens create x --role user --unix-user x --uid -3
 yaml_same "tokens" tokens
 expect "tokens create" 0 tokens create bot --role user --tenant team-a &&
   out_has "tokens create" "^tsk_bot_s3cr3t$" && out_lines "tokens create" 1 && err_has "tokens create" "shown only"

@@ -100,9 +100,9 @@ TENANTS = [
 ]
 TOKEN_LIST = [
     {"name": "ops", "role": "admin", "tenant": None, "created": NOW - 10 * 86400,
-     "revoked": None},
+     "revoked": None, "unix_user": None, "uid": None, "expires": None},
     {"name": "ci", "role": "user", "tenant": "team-a", "created": NOW - 3600,
-     "revoked": NOW - 60},
+     "revoked": NOW - 60, "unix_user": "ci", "uid": 2001, "expires": NOW + 86400},
 ]
 IDEMPOTENT = {}
 LAST = {}
@@ -177,7 +177,7 @@ class Handler(BaseHTTPRequestHandler):
                          "content_type": self.headers.get("Content-Type"),
                          "idempotency_key": self.headers.get("Idempotency-Key"),
                          "authorization": self.headers.get("Authorization"),
-                         "body_bytes": len(body)})
+                         "body_bytes": len(body), "body": body.decode(errors="replace")})
         try:
             auth = self.headers.get("Authorization", "")
             if not auth.startswith("Bearer ") or auth[7:] not in TOKENS:
@@ -361,7 +361,7 @@ class Handler(BaseHTTPRequestHandler):
             req = json.loads(body)
         except ValueError as e:
             raise Answer(400, "invalid", f"malformed JSON: {e}")
-        unknown = set(req) - {"name", "role", "tenant"}
+        unknown = set(req) - {"name", "role", "tenant", "unix_user", "uid", "expires"}
         if unknown:
             raise Answer(400, "invalid", "unknown fields",
                          [{"path": k, "reason": "unknown field"} for k in sorted(unknown)])
@@ -370,7 +370,8 @@ class Handler(BaseHTTPRequestHandler):
         if any(t["name"] == req.get("name") for t in TOKEN_LIST):
             raise Answer(409, "conflict", f"token {req.get('name')} exists")
         tok = {"name": req["name"], "role": req["role"], "tenant": req.get("tenant"),
-               "created": time.time(), "revoked": None}
+               "created": time.time(), "revoked": None, "unix_user": req.get("unix_user"),
+               "uid": req.get("uid"), "expires": None}
         TOKEN_LIST.append(tok)
         return 201, {"token": dict(tok, secret="tsk_" + req["name"] + "_s3cr3t")}, None
 

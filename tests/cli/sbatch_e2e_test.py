@@ -23,6 +23,7 @@ import urllib.request
 CLI, TESSERAD, AGENT, FAKE, FIXTURE = (os.path.abspath(a) for a in sys.argv[1:6])
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
+from harness import ADMIN_IDENTITY, with_root  # noqa: E402
 from harness import wait_for as harness_wait_for  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="tessera-sbatch-e2e-")
@@ -47,14 +48,14 @@ node_classes:
 nodes:
   - {names: 'r-[1-2]', class: g8, topology: {leaf: l1}}
 """)
-open(os.path.join(TMP, "tenants.yaml"), "w").write("""tenants:
+open(os.path.join(TMP, "tenants.yaml"), "w").write(with_root("""tenants:
   team-a: {guaranteed: {gpu: {H100-80GB: 16}}}
-""")
+"""))
 open(os.path.join(TMP, "tesserad.yaml"), "w").write(f"""listen: 127.0.0.1:{PORT}
 cluster: cluster.yaml
 tenants: tenants.yaml
 state_dir: state
-limits: {{requests_per_s: 100000, burst: 100000}}
+{ADMIN_IDENTITY}limits: {{requests_per_s: 100000, burst: 100000}}
 scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 5s, backoff: 1s}}
 """)
 

@@ -21,6 +21,7 @@ import time
 TESSERAD = sys.argv[1]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
+from harness import ADMIN_IDENTITY, RUN_AS, RUN_UID, USER_IDENTITY, with_root  # noqa: E402
 from harness import wait_for as harness_wait_for  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="tessera-agents-")
@@ -43,18 +44,18 @@ node_classes:
 nodes:
   - {names: 'r-[1-2]', class: g4, topology: {leaf: l1}}
 """)
-open(os.path.join(TMP, "tenants.yaml"), "w").write("""tenants:
+open(os.path.join(TMP, "tenants.yaml"), "w").write(with_root("""tenants:
   org:
     guaranteed: {gpu: {H100-80GB: 8}}
     teams:
       team-a: {guaranteed: {gpu: {H100-80GB: 4}}}
       team-b: {guaranteed: {gpu: {H100-80GB: 4}}}
-""")
+"""))
 open(os.path.join(TMP, "tesserad.yaml"), "w").write(f"""listen: 127.0.0.1:{PORT}
 cluster: cluster.yaml
 tenants: tenants.yaml
 state_dir: state
-node_lost_after: 3s
+{ADMIN_IDENTITY}node_lost_after: 3s
 limits: {{requests_per_s: 100000, burst: 100000}}
 scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 1s}}
 """)
@@ -68,7 +69,8 @@ try:
     tok = {}
     for name, role, tenant in [("r-1", "node", None), ("r-2", "node", None),
                                ("alice", "user", "team-a"), ("bob", "user", "team-b")]:
-        st, d = call("POST", "/v1/tokens", admin, {"name": name, "role": role, "tenant": tenant})
+        st, d = call("POST", "/v1/tokens", admin, {"name": name, "role": role, "tenant": tenant,
+                                                   **(USER_IDENTITY if role == "user" else {})})
         check(st == 201, f"token {name} ({role})")
         tok[name] = d["token"]["secret"]
     st, _ = call("POST", "/v1/tokens", admin, {"name": "nope", "role": "node"})
@@ -117,7 +119,8 @@ try:
     if got:
         t = got[0]
         check(t["action"] == "run" and len(t["gpus"]) == 4 and t["command"] == ["sleep", "100"]
-              and t["world_size"] == 1 and t["user"] == "alice", f"the task as sent: {t}")
+              and t["world_size"] == 1 and t["user"] == RUN_AS and t["uid"] == RUN_UID,
+              f"the task as sent (user and uid: alice's token's mapping, not its name): {t}")
     reports["r-1"] = [{"job": one, "rank": 0, "state": "running"}]
     sync("r-1")
     reports["r-1"] = [{"job": one, "rank": 0, "state": "exited", "exit_code": 0}]

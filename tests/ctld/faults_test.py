@@ -34,6 +34,7 @@ MODE = sys.argv[2] if len(sys.argv) > 2 else "scenarios"
 PG = sys.argv[3] if len(sys.argv) > 3 else os.environ.get("TS_TEST_PG_URL")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import FAILS, check, free_port, http_call, wait_for  # noqa: E402
+from harness import ADMIN_IDENTITY  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="tessera-faults-")
 SWEEP_MAX = 50
@@ -81,7 +82,7 @@ class Ctl:
         open(os.path.join(self.dir, "tesserad.yaml"), "w").write(
             f"listen: 127.0.0.1:{self.port}\ncluster: cluster.yaml\ntenants: tenants.yaml\n"
             "virtual_nodes: ['v-*']\nstate_dir: state\nnode_lost_after: 60s\n"
-            "limits: {requests_per_s: 100000, burst: 100000}\n"
+            "limits: {requests_per_s: 100000, burst: 100000}\n" + ADMIN_IDENTITY +
             "scheduler: {interval: 0.1s, min_runtime: 1s, grace: 1s, backoff: 1s}\n")
         self.proc = None
         self.admin = None

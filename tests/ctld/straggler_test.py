@@ -24,6 +24,7 @@ import time
 TESSERAD = sys.argv[1]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
+from harness import ADMIN_IDENTITY, with_root  # noqa: E402
 from harness import wait_for as harness_wait_for  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="tessera-straggler-")
@@ -51,18 +52,18 @@ node_classes:
 nodes:
   - {names: 'r-[1-2]', class: g4, topology: {leaf: l1}}
 """)
-write("tenants.yaml", """tenants:
+write("tenants.yaml", with_root("""tenants:
   org:
     guaranteed: {gpu: {H100-80GB: 8}}
     teams:
       team-a: {guaranteed: {gpu: {H100-80GB: 4}}}
       team-b: {guaranteed: {gpu: {H100-80GB: 4}}}
-""")
+"""))
 BASE = f"""listen: 127.0.0.1:{PORT}
 cluster: cluster.yaml
 tenants: tenants.yaml
 state_dir: state
-limits: {{requests_per_s: 100000, burst: 100000}}
+{ADMIN_IDENTITY}limits: {{requests_per_s: 100000, burst: 100000}}
 scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 1s}}
 """
 write("tesserad.yaml", BASE + """stragglers: {factor: 1.5, window: 1s, drain: [team-a]}

@@ -32,6 +32,7 @@ import urllib.request
 TESSERAD, AGENT, FAKE, FIXTURE, DASHDIR = sys.argv[1:6]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import check, finish, free_port, http_call, stop_all, wait_for, wait_ready  # noqa: E402
+from harness import ADMIN_IDENTITY, USER_IDENTITY, with_root  # noqa: E402
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 if not os.path.exists(PROMETHEUS):
@@ -74,18 +75,18 @@ nodes:
   - {name: w-1, class: g8, topology: {leaf: l1}}
   - {name: m-1, class: g8mig, topology: {leaf: l1}}
 """)
-open(os.path.join(TMP, "tenants.yaml"), "w").write("""tenants:
+open(os.path.join(TMP, "tenants.yaml"), "w").write(with_root("""tenants:
   org:
     guaranteed: {gpu: {H100-80GB: 16}}
     teams:
       team-a: {guaranteed: {gpu: {H100-80GB: 8}}}
       team-b: {guaranteed: {gpu: {H100-80GB: 8}}}
-""")
+"""))
 open(os.path.join(TMP, "tesserad.yaml"), "w").write(f"""listen: 127.0.0.1:{PORT}
 cluster: cluster.yaml
 tenants: tenants.yaml
 state_dir: state
-metrics_public: false
+{ADMIN_IDENTITY}metrics_public: false
 scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 30s}}
 """)
 
@@ -162,7 +163,8 @@ try:
     toks = {}
     for name, tenant in [("alice", "team-a"), ("bob", "team-b")]:
         toks[name] = call("POST", "/v1/tokens", admin,
-                          {"name": name, "role": "user", "tenant": tenant})[1]["token"]["secret"]
+                          {"name": name, "role": "user", "tenant": tenant,
+                           **USER_IDENTITY})[1]["token"]["secret"]
 
     def state(tok, jid):
         st, d = call("GET", f"/v1/jobs/{jid}", tok)

@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import check, free_port, http_call, stop_all, wait_ready
+from harness import ADMIN_IDENTITY, check, free_port, http_call, stop_all, wait_ready, with_root
 
 TERMINAL = ("completed", "failed", "cancelled", "timeout")
 
@@ -96,10 +96,14 @@ class Cluster:
 
     def start(self):
         self.write("cluster.yaml", self._cluster_yaml())
-        self.write("tenants.yaml", self.tenants)
+        # tasks run as their submitter's mapped Unix user: the admin token is
+        # mapped to whoever runs the tests (root in CI, where the tenants
+        # then allow root); docs/agent-tasks.md "User"
+        self.write("tenants.yaml", with_root(self.tenants))
         self.write("tesserad.yaml", f"listen: 127.0.0.1:{self.port}\ncluster: cluster.yaml\n"
                    "tenants: tenants.yaml\nstate_dir: state\nnode_lost_after: 10s\n"
-                   "limits: {requests_per_s: 100000, burst: 100000}\n" + self.config)
+                   "limits: {requests_per_s: 100000, burst: 100000}\n" + ADMIN_IDENTITY +
+                   self.config)
         self._spawn("tesserad", [self.bins["tesserad"], "--config", self.path("tesserad.yaml")])
         if not wait_ready(self.url, 30):
             check(False, "tesserad answers /readyz")

@@ -7,6 +7,8 @@ The tests put tests/lib on sys.path and import from here.
 """
 import json
 import os
+import pwd
+import re
 import signal
 import socket
 import subprocess
@@ -16,6 +18,36 @@ import urllib.error
 import urllib.request
 
 FAILS = []
+
+# Tasks run as their submitter's mapped Unix identity (docs/agent-tasks.md
+# "User"). The tests map the first admin token to whoever runs them (the
+# agents they start run as that user too); when that is root, the tenants
+# they submit to must allow root (allow_root: ALLOW_ROOT in tenants.yaml).
+RUN_AS = pwd.getpwuid(os.getuid()).pw_name
+RUN_UID = os.getuid()
+ADMIN_IDENTITY = f"admin_unix_user: {RUN_AS}\n"
+ALLOW_ROOT = "true" if os.getuid() == 0 else "false"
+USER_IDENTITY = {"unix_user": RUN_AS, "uid": RUN_UID}  # for a user token's body
+
+
+def with_root(tenants_yaml):
+    """tenants_yaml with `allow_root: ALLOW_ROOT` in each organisation (their
+    teams inherit it), for a test whose tasks run as RUN_AS; a document
+    that already says allow_root is the test's own and is left as it is."""
+    if "allow_root" in tenants_yaml:
+        return tenants_yaml
+    out = []
+    for line in tenants_yaml.split("\n"):
+        m = re.match(r"^  ([A-Za-z0-9._-]+):\s*(\{.*\})?\s*$", line)
+        if m and m.group(2):
+            inner = m.group(2)[1:-1].strip()
+            line = f"  {m.group(1)}: {{allow_root: {ALLOW_ROOT}{', ' + inner if inner else ''}}}"
+            out.append(line)
+        elif m:
+            out += [line, f"    allow_root: {ALLOW_ROOT}"]
+        else:
+            out.append(line)
+    return "\n".join(out)
 
 
 def free_port():
@@ -30,18 +62,21 @@ def ctld_files(d, port, nodes, extra="", config="tesserad.yaml", state="state"):
     """Writes in d the files of a controller of 8-GPU nodes and returns its
     configuration's path: cluster.yaml (levels node and gpu; nodes: the
     entries of its node list, of class g8 (H100-80GB) or a8 (A100-80GB)),
-    tenants.yaml (one tenant, t) and the configuration (listening on port,
-    its state in d/state, rate limits out of the way, then extra's lines)."""
+    tenants.yaml (one tenant, t, that allows root when the tests run as
+    root) and the configuration (listening on port, its state in d/state,
+    rate limits out of the way, the admin token mapped to the tests' Unix
+    user, then extra's lines)."""
     open(os.path.join(d, "cluster.yaml"), "w").write(
         "topology:\n  levels: [node, gpu]\nnode_classes:\n"
         "  g8: {gpu_model: H100-80GB, gpus: 8, cpu_milli: 64000, memory_mib: 524288}\n"
         "  a8: {gpu_model: A100-80GB, gpus: 8, cpu_milli: 64000, memory_mib: 524288}\n"
         "nodes:\n" + "".join(f"  - {n}\n" for n in nodes))
-    open(os.path.join(d, "tenants.yaml"), "w").write("tenants:\n  t: {}\n")
+    open(os.path.join(d, "tenants.yaml"), "w").write(f"tenants:\n  t: {{allow_root: {ALLOW_ROOT}}}\n")
     path = os.path.join(d, config)
     open(path, "w").write(f"listen: 127.0.0.1:{port}\ncluster: cluster.yaml\n"
                           f"tenants: tenants.yaml\nstate_dir: {state}\n"
-                          "limits: {requests_per_s: 100000, burst: 100000}\n" + extra)
+                          "limits: {requests_per_s: 100000, burst: 100000}\n" + ADMIN_IDENTITY +
+                          extra)
     return path
 
 

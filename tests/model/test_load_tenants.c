@@ -167,6 +167,16 @@ typedef struct bad_case {
 } bad_case;
 
 static const bad_case BAD[] = {
+    {"allow_root not a bool", "tenants:\n  a: {allow_root: yes}  #<\n",
+     "tenants.a.allow_root: must be true or false"},
+    {"unix_users not a list", "tenants:\n  a: {unix_users: alice}  #<\n",
+     "tenants.a.unix_users: must be a list of Unix user names"},
+    {"unix user bad", "tenants:\n  a:\n    unix_users: [alice, Bob]  #<\n",
+     "tenants.a.unix_users[1]: must be a Unix user name"},
+    {"uid_range one", "tenants:\n  a: {uid_range: [5]}  #<\n",
+     "tenants.a.uid_range: must be [lowest, highest] uid"},
+    {"uid_range reversed", "tenants:\n  a: {uid_range: [9, 5]}  #<\n",
+     "tenants.a.uid_range: must be a uid no lower than the first"},
     {"empty", "", "empty file"},
     {"comments only", "# nothing\n\n", "empty file"},
     {"malformed", "tenants:\n  a: b: c  #<\n", "malformed YAML"},
@@ -235,6 +245,29 @@ static const bad_case BAD[] = {
      "      x: {guaranteed: {cpu_milli: 600}}\n      y: {guaranteed: {cpu_milli: 600}}\n",
      "tenants.org.guaranteed.cpu_milli: children's guarantees (1200) exceed the parent's (1000)"},
 };
+
+/* allow_root, unix_users, uid_range: a team that does not say allow_root
+ * takes its organisation's; lists and ranges are each tenant's own. */
+static void test_identity(void **state)
+{
+    (void)state;
+    ts_tenants *ts = load_text("tenants:\n"
+                               "  org:\n"
+                               "    allow_root: true\n"
+                               "    teams:\n"
+                               "      a: {unix_users: [alice, _svc-1], uid_range: [2000, 2999]}\n"
+                               "      b: {allow_root: false}\n"
+                               "  other: {}\n");
+    const ts_tenant_identity *a = &tenant(ts, "a")->identity, *b = &tenant(ts, "b")->identity;
+    assert_true(tenant(ts, "org")->identity.allow_root);
+    assert_true(a->allow_root && !a->allow_root_set);
+    assert_false(b->allow_root);
+    assert_false(tenant(ts, "other")->identity.allow_root);
+    assert_string_equal(a->unix_users, "alice,_svc-1");
+    assert_true(a->has_uid_range && a->uid_min == 2000 && a->uid_max == 2999);
+    assert_false(b->has_uid_range || tenant(ts, "org")->identity.unix_users[0]);
+    ts_tenants_free(ts);
+}
 
 static void test_bad_files(void **state)
 {
@@ -373,6 +406,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good_file),      cmocka_unit_test(test_small_forms),
+        cmocka_unit_test(test_identity),
         cmocka_unit_test(test_bad_files),      cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_example_pollux), cmocka_unit_test(test_example_philly),
     };

@@ -51,7 +51,7 @@ static void test_open_and_names(void **state)
     store_fixture *fx = *state;
     ts_store *s = open_store(state);
     assert_string_equal(ts_store_backend(s), fx->pg ? "postgresql" : "sqlite");
-    assert_int_equal(ts_store_schema_version(s), 5);
+    assert_int_equal(ts_store_schema_version(s), 6);
     ts_store_close(s);
     /* reopening an existing store migrates nothing and keeps its rows */
     s = open_store(state);
@@ -139,6 +139,8 @@ static void test_job_roundtrip(void **state)
     snprintf(r.reason, sizeof r.reason, "capacity");
     r.why = (char *)"needs 16 whole GPUs, 8 free";
     r.placement_json = (char *)"[{\"node\":\"r1-n03\",\"gpus\":[0,1,2,3]}]";
+    snprintf(r.run_user, sizeof r.run_user, "alice");
+    r.run_uid = 4294967294LL;
     int64_t id = insert(s, &r);
     assert_true(id > 0);
     assert_int_equal(r.gen, 1);
@@ -152,6 +154,8 @@ static void test_job_roundtrip(void **state)
     assert_string_equal(g.tenant, "team-a");
     assert_string_equal(g.name, "train");
     assert_string_equal(g.owner, "alice");
+    assert_string_equal(g.run_user, "alice");
+    assert_true(g.run_uid == 4294967294LL);
     assert_string_equal(g.idem_key, "");
     assert_int_equal(g.state, TS_JOB_RUNNING);
     assert_int_equal(g.tier, 1);
@@ -446,6 +450,10 @@ static void test_tokens(void **state)
                          token("alice", TS_ROLE_USER, "team-a", 2),
                          token("ann", TS_ROLE_TENANT_ADMIN, "team-a", 3),
                          token("vic", TS_ROLE_VIEWER, "team-b", 4)};
+    /* alice has a Unix identity and an expiry; the others none */
+    snprintf(t[1].unix_user, sizeof t[1].unix_user, "alice");
+    t[1].uid = 4294967294LL; /* the largest: no 32-bit column may cut it */
+    t[1].expires_s = 1764900000.25;
     for (int i = 0; i < 4; i++) {
         assert_int_equal(ts_store_token_insert(s, &t[i], &err), 0);
         assert_true(t[i].id > 0);
@@ -466,6 +474,12 @@ static void test_tokens(void **state)
     assert_true(g.created_s == t[1].created_s);
     assert_true(g.revoked_s == 0);
     assert_int_equal(g.id, t[1].id);
+    assert_string_equal(g.unix_user, "alice");
+    assert_true(g.uid == 4294967294LL);
+    assert_true(g.expires_s == 1764900000.25);
+    assert_int_equal(ts_store_token_by_hash(s, t[0].hash, &g, &err), 0);
+    assert_string_equal(g.unix_user, "");
+    assert_true(g.expires_s == 0);
     uint8_t unknown[TS_TOKEN_HASH_BYTES] = {0};
     assert_int_equal(ts_store_token_by_hash(s, unknown, &g, &err), TS_ENOENT);
 

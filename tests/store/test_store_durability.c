@@ -351,20 +351,26 @@ static void test_migrations(void **state)
                : "SELECT COUNT(*) FROM sqlite_master WHERE name = 'jobs_tenant_state'";
     ts_store *s = NULL;
     ts_err err = {0};
-    /* a store as version 1 of tessera left it, with a job in it */
+    /* a store as version 1 of tessera left it, with a job in it (written
+     * in version 1's columns: today's statements name later ones) */
     assert_int_equal(ts_store_open_version(fx->url, 1, &s, &err), 0);
     assert_int_equal(ts_store_schema_version(s), 1);
-    ts_job_row r = store_fixture_job("team-a", "alice", "k");
-    bool existed;
-    assert_int_equal(ts_store_job_insert(s, &r, &existed, &err), 0);
     ts_store_close(s);
+    assert_int_equal(store_fixture_raw(fx, "INSERT INTO jobs (tenant, owner, idem_key, state, "
+                                           "tier, spec_json) VALUES ('team-a', 'alice', 'k', 0, "
+                                           "0, '{}')", NULL), 0);
+    long long id = raw_int(fx, "SELECT id FROM jobs WHERE idem_key = 'k'");
+    assert_true(id > 0);
     assert_int_equal(raw_int(fx, has_index), 0);
 
     s = open_store(state);
     assert_int_equal(ts_store_schema_version(s), TS_SCHEMA_VERSION);
     ts_job_row got;
-    assert_int_equal(ts_store_job_get(s, r.id, &got, &err), 0);
+    assert_int_equal(ts_store_job_get(s, id, &got, &err), 0);
     assert_string_equal(got.idem_key, "k");
+    /* migration 5: an older job has no Unix identity */
+    assert_string_equal(got.run_user, "");
+    assert_int_equal(got.run_uid, -1);
     ts_job_row_fini(&got);
     ts_store_close(s);
     assert_int_equal(raw_int(fx, has_index), 1);

@@ -42,6 +42,7 @@ except ImportError as e:
 TESSERAD, AGENT, FAKE, FIXTURE = sys.argv[1:5]
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
+from harness import ADMIN_IDENTITY, with_root  # noqa: E402
 from harness import wait_for as harness_wait_for  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="tessera-torch-")
@@ -73,18 +74,18 @@ node_classes:
 nodes:
   - {names: 'r-[1-2]', class: g8, topology: {leaf: l1}}
 """)
-write("tenants.yaml", """tenants:
+write("tenants.yaml", with_root("""tenants:
   org:
     guaranteed: {gpu: {H100-80GB: 16}}
     teams:
       team-a: {guaranteed: {gpu: {H100-80GB: 16}}}
       team-b: {}
-""")
+"""))
 write("tesserad.yaml", f"""listen: 127.0.0.1:{PORT}
 cluster: cluster.yaml
 tenants: tenants.yaml
 state_dir: state
-checkpoint_dir: {TMP}/ckpt
+{ADMIN_IDENTITY}checkpoint_dir: {TMP}/ckpt
 node_lost_after: 10s
 stragglers: {{factor: 1.5, window: 1s}}
 limits: {{requests_per_s: 100000, burst: 100000}}

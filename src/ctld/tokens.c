@@ -1,0 +1,386 @@
+/*
+ * tokens.c - /v1/tokens: minting, listing and revoking API tokens, and the
+ * rules of who may give a token which Unix identity (docs/api.md "Tokens").
+ *
+ * A token's Unix identity (unix_user and uid) is what its jobs' tasks run
+ * as on agent nodes; it is never derived from the token's free-form name.
+ * Only admin maps any identity; a tenant-admin maps its own tenant's user
+ * tokens only within what tenants.yaml lets that tenant use (unix_users,
+ * uid_range), and never uid 0. The agent holds the other end: it runs the
+ * task as exactly that user and uid, or refuses (agent_task.c).
+ *
+ * Expiry: `expires` (RFC 3339 or a duration from now) at creation; an
+ * expired token answers 401 "token expired" (http.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctld/ctld.h"
+
+/* The largest uid Linux gives an account ((uid_t)-1 is "no uid"). */
+#define CTLD_UID_MAX 4294967294LL
+
+/* The API's role names: a viewer with no tenant is a cluster-viewer. */
+static const char *role_name(int role, const char *tenant)
+{
+    return role == TS_ROLE_VIEWER && !tenant[0] ? "cluster-viewer" : ts_role_name(role);
+}
+
+static json_t *token_json(const ts_token_row *t)
+{
+    json_t *doc = json_pack("{s:s,s:s,s:o,s:f,s:o}", "name", t->name, "role",
+                            role_name(t->role, t->tenant), "tenant",
+                            t->tenant[0] ? json_string(t->tenant) : json_null(), "created",
+                            t->created_s,
+                            "revoked", t->revoked_s > 0 ? json_real(t->revoked_s) : json_null());
+    json_object_set_new(doc, "unix_user", t->unix_user[0] ? json_string(t->unix_user) : json_null());
+    json_object_set_new(doc, "uid", t->unix_user[0] ? json_integer(t->uid) : json_null());
+    json_object_set_new(doc, "expires", t->expires_s > 0 ? json_real(t->expires_s) : json_null());
+    return doc;
+}
+
+/* Days from 1970-01-01 to y-m-d (proleptic Gregorian; H. Hinnant's
+ * days_from_civil), so no timegm is needed. */
+static long days_from_civil(long y, long m, long d)
+{
+    y -= m <= 2;
+    long era = (y >= 0 ? y : y - 399) / 400;
+    long yoe = y - era * 400;
+    long doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* "2027-01-31T12:00:00Z", "2027-01-31T12:00:00.5+02:00" -> Unix seconds. */
+static int parse_rfc3339(const char *s, double *out)
+{
+    struct tm tm = {0};
+    int n = 0;
+    if (sscanf(s, "%4d-%2d-%2d%*[Tt ]%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+               &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 || n != 19)
+        return TS_EINVAL;
+    const char *p = s + n;
+    double frac = 0.0;
+    if (*p == '.') {
+        char *end;
+        frac = strtod(p, &end);
+        if (end == p + 1)
+            return TS_EINVAL;
+        p = end;
+    }
+    long off = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int hh, mm, k = 0;
+        if (sscanf(p + 1, "%2d:%2d%n", &hh, &mm, &k) != 2 || k != 5 || hh > 23 || mm > 59)
+            return TS_EINVAL;
+        off = (*p == '+' ? 1 : -1) * (hh * 3600L + mm * 60L);
+        p += 6;
+    } else {
+        return TS_EINVAL; /* a time without its offset means nothing across hosts */
+    }
+    if (*p || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 ||
+        tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60)
+        return TS_EINVAL;
+    long days = days_from_civil(tm.tm_year, tm.tm_mon, tm.tm_mday);
+    double t = (double)days * 86400.0 + tm.tm_hour * 3600.0 + tm.tm_min * 60.0 + tm.tm_sec;
+    *out = t - (double)off + frac;
+    return 0;
+}
+
+int ctld_parse_expiry(const char *s, double now_s, double *out)
+{
+    double d;
+    if (!s || !*s)
+        return TS_EINVAL;
+    if (ctld_parse_duration(s, &d) == 0) {
+        if (d <= 0)
+            return TS_EINVAL;
+        *out = now_s + d;
+        return 0;
+    }
+    return parse_rfc3339(s, out);
+}
+
+/* A Unix user name as useradd takes it: [a-z_][a-z0-9_-]*, at most 32. */
+static bool unix_name_ok(const char *s)
+{
+    size_t n = 0;
+    for (; s && s[n]; n++) {
+        char ch = s[n];
+        bool ok = (ch >= 'a' && ch <= 'z') || ch == '_' ||
+                  (n > 0 && ((ch >= '0' && ch <= '9') || ch == '-'));
+        if (!ok || n >= 32)
+            return false;
+    }
+    return n > 0;
+}
+
+static bool listed(const char *csv, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *p = csv; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == len && strncmp(p, name, n) == 0)
+            return true;
+        p = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+/* Whether caller w may give a token of tenant `tenant` the identity
+ * (user, uid); 0, or an HTTP status with the reason in why. */
+static int identity_allowed(ctld *c, const ctld_caller *w, const char *tenant, const char *user,
+                            int64_t uid, char *why, size_t size)
+{
+    if (w->role == TS_ROLE_ADMIN)
+        return 0;
+    if (uid == 0) {
+        snprintf(why, size, "uid: only admin maps a token to uid 0 (root)");
+        return 403;
+    }
+    ctld_lock_reader(c); /* PUT /v1/tenants replaces c->tenants under it */
+    int t = ts_tenant_find(c->tenants, tenant);
+    ts_tenant_identity id = {0};
+    if (t >= 0)
+        id = c->tenants->t[t].identity;
+    pthread_mutex_unlock(&c->mu);
+    if (!id.unix_users[0] && !id.has_uid_range)
+        snprintf(why, size, "unix_user: tenant \"%s\" lets its tenant-admin map no Unix user "
+                 "(tenants.yaml: unix_users, uid_range); ask an admin", tenant);
+    else if (id.unix_users[0] && !listed(id.unix_users, user))
+        snprintf(why, size, "unix_user: \"%s\" is not among tenant \"%s\"'s unix_users (%s)",
+                 user, tenant, id.unix_users);
+    else if (id.has_uid_range && (uid < id.uid_min || uid > id.uid_max))
+        snprintf(why, size, "uid: %lld is outside tenant \"%s\"'s uid_range [%lld, %lld]",
+                 (long long)uid, tenant, (long long)id.uid_min, (long long)id.uid_max);
+    else
+        return 0;
+    return 403;
+}
+
+typedef struct token_in {
+    const char *name, *role, *tenant, *unix_user, *expires;
+    json_t *tenant_j, *uid_j;
+    int rl;
+    bool cluster_viewer;
+} token_in;
+
+/* The request's shape alone (no permission, no tenant lookup): 0 or 400
+ * with the reason in why. */
+static int token_in_read(json_t *in, token_in *t, char *why, size_t size)
+{
+    static const char *const known[] = {"name", "role", "tenant", "unix_user", "uid", "expires"};
+    const char *k;
+    json_t *kv;
+    json_object_foreach(in, k, kv) {
+        bool ok = false;
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+            ok = ok || strcmp(k, known[i]) == 0;
+        if (!ok) {
+            snprintf(why, size, "%.64s: unknown key (known: name, role, tenant, unix_user, uid, "
+                     "expires)", k);
+            return 400;
+        }
+    }
+    t->name = json_string_value(json_object_get(in, "name"));
+    t->role = json_string_value(json_object_get(in, "role"));
+    t->tenant_j = json_object_get(in, "tenant");
+    t->tenant = json_string_value(t->tenant_j);
+    t->unix_user = json_string_value(json_object_get(in, "unix_user"));
+    t->uid_j = json_object_get(in, "uid");
+    t->expires = json_string_value(json_object_get(in, "expires"));
+    t->cluster_viewer = t->role && strcmp(t->role, "cluster-viewer") == 0;
+    t->rl = t->cluster_viewer ? TS_ROLE_VIEWER : t->role ? ts_role_parse(t->role) : -1;
+    json_t *uj = json_object_get(in, "unix_user");
+    json_int_t uid = json_integer_value(t->uid_j);
+    if (!ts_token_name_ok(t->name))
+        snprintf(why, size, "name: required, 1..63 characters of A-Z a-z 0-9 . _ -, starting "
+                 "with a letter or digit");
+    else if (t->rl < 0)
+        snprintf(why, size, "role: must be admin, tenant-admin, user, viewer, cluster-viewer or "
+                 "node");
+    else if (t->tenant_j && !json_is_null(t->tenant_j) && !json_is_string(t->tenant_j))
+        snprintf(why, size, "tenant: a tenant name or null");
+    else if (uj && !unix_name_ok(t->unix_user))
+        snprintf(why, size, "unix_user: a Unix user name ([a-z_][a-z0-9_-]*, at most 32 "
+                 "characters)");
+    else if (t->uid_j && (!json_is_integer(t->uid_j) || uid < 0 || uid > CTLD_UID_MAX))
+        snprintf(why, size, "uid: an integer 0..%lld", CTLD_UID_MAX);
+    else if (!uj != !t->uid_j)
+        snprintf(why, size, "%s: unix_user and uid go together (the uid the user has on every "
+                 "node)", uj ? "uid" : "unix_user");
+    else if (uj && t->rl != TS_ROLE_ADMIN && t->rl != TS_ROLE_TENANT_ADMIN &&
+             t->rl != TS_ROLE_USER)
+        snprintf(why, size, "unix_user: a %s token runs no tasks; only admin, tenant-admin and "
+                 "user tokens have a Unix identity", t->role);
+    else if (json_object_get(in, "expires") && !t->expires)
+        snprintf(why, size, "expires: a time (RFC 3339, e.g. 2027-01-31T12:00:00Z) or a "
+                 "duration from now (e.g. 90d)");
+    else
+        return 0;
+    return 400;
+}
+
+/* The checks that need the tenants and the caller; 0 or a status and why. */
+static int token_in_check(ctld *c, const ctld_caller *w, const token_in *t, char *why,
+                          size_t size)
+{
+    const char *tenant = t->tenant;
+    ctld_lock_reader(c);
+    bool tenant_known = tenant && *tenant && ts_tenant_find(c->tenants, tenant) >= 0;
+    pthread_mutex_unlock(&c->mu);
+    int rl = t->rl;
+    if (t->cluster_viewer && tenant && *tenant)
+        snprintf(why, size, "tenant: a cluster-viewer reads every tenant; give no tenant, or "
+                 "make a viewer of tenant \"%s\"", tenant);
+    else if (rl == TS_ROLE_VIEWER && !t->cluster_viewer && (!tenant || !*tenant))
+        snprintf(why, size, "tenant: required for role viewer (a viewer of every tenant is role "
+                 "cluster-viewer, which only admin creates)");
+    else if (rl == TS_ROLE_NODE && ts_cluster_find_node(c->cluster, t->name) < 0)
+        snprintf(why, size, "name: a node credential is named after its node; \"%s\" is not a "
+                 "node of the cluster", t->name);
+    else if ((rl == TS_ROLE_TENANT_ADMIN || rl == TS_ROLE_USER) && (!tenant || !*tenant))
+        snprintf(why, size, "tenant: required for role %s", t->role);
+    else if (tenant && *tenant && !tenant_known)
+        snprintf(why, size, "tenant: no tenant \"%s\"", tenant);
+    else if (w->role != TS_ROLE_ADMIN &&
+             !(w->role == TS_ROLE_TENANT_ADMIN && tenant && strcmp(tenant, w->tenant) == 0 &&
+               (rl == TS_ROLE_USER || rl == TS_ROLE_VIEWER))) {
+        snprintf(why, size, "role %s cannot create a %s token", ts_role_name(w->role), t->role);
+        return 403;
+    } else if (t->unix_user)
+        return identity_allowed(c, w, tenant, t->unix_user, json_integer_value(t->uid_j), why,
+                                size);
+    else
+        return 0;
+    return 400;
+}
+
+static void token_create(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    json_error_t je;
+    json_t *in = json_loadb(rq->body, rq->len, 0, &je);
+    char why[512];
+    token_in t = {0};
+    int status = !json_is_object(in) ? (snprintf(why, sizeof why, "body: not a JSON object (%s)",
+                                                 je.text), 400)
+                                     : token_in_read(in, &t, why, sizeof why);
+    if (status == 0)
+        status = token_in_check(c, rq->who, &t, why, sizeof why);
+    ts_token_row row = {0};
+    row.created_s = ctld_now();
+    if (status == 0 && t.expires &&
+        (ctld_parse_expiry(t.expires, row.created_s, &row.expires_s) != 0 ||
+         row.expires_s <= row.created_s)) {
+        snprintf(why, sizeof why, "expires: \"%.64s\" is not a future time (RFC 3339, e.g. "
+                 "2027-01-31T12:00:00Z) or a duration from now (e.g. 90d)", t.expires);
+        status = 400;
+    }
+    if (status != 0) {
+        ctld_reply_error(r, status, status == 403 ? "forbidden" : "invalid", "%s", why);
+        json_decref(in);
+        return;
+    }
+    snprintf(row.name, sizeof row.name, "%s", t.name);
+    row.role = t.rl;
+    snprintf(row.tenant, sizeof row.tenant, "%s", t.tenant ? t.tenant : "");
+    if (t.unix_user) {
+        snprintf(row.unix_user, sizeof row.unix_user, "%s", t.unix_user);
+        row.uid = json_integer_value(t.uid_j);
+    }
+    json_decref(in);
+    char secret[128];
+    ts_err err;
+    int rc = ctld_token_new_secret(secret, sizeof secret);
+    if (rc == 0) {
+        ctld_token_hash(secret, row.hash);
+        rc = ts_store_token_insert(c->store, &row, &err);
+    }
+    if (rc == TS_EEXIST)
+        ctld_reply_error(r, 409, "conflict", "token \"%s\" exists", row.name);
+    else if (rc != 0)
+        ctld_reply_error(r, 503, "unavailable", "cannot create the token");
+    else {
+        json_t *doc = token_json(&row);
+        json_object_set_new(doc, "secret", json_string(secret));
+        ctld_reply_json(r, 201, json_pack("{s:o}", "token", doc));
+    }
+}
+
+static void token_list(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    const ctld_caller *w = rq->who;
+    ts_token_row *rows = NULL;
+    int n = 0;
+    ts_err err;
+    const char *tenant = w->role == TS_ROLE_ADMIN ? NULL : w->tenant;
+    if (ts_store_token_list(c->store, tenant, &rows, &n, &err) != 0) {
+        ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+        return;
+    }
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        if (w->role == TS_ROLE_ADMIN || w->role == TS_ROLE_TENANT_ADMIN ||
+            strcmp(rows[i].name, w->name) == 0)
+            json_array_append_new(a, token_json(&rows[i]));
+    free(rows);
+    ctld_reply_json(r, 200, json_pack("{s:o}", "tokens", a));
+}
+
+static void token_revoke(ctld *c, const ctld_request *rq, const char *name, ctld_reply *r)
+{
+    ts_token_row *rows = NULL;
+    int n = 0, found = -1;
+    ts_err err;
+    if (rq->who->role != TS_ROLE_ADMIN) {
+        ctld_reply_error(r, 403, "forbidden", "only admin revokes tokens");
+        return;
+    }
+    if (!ts_token_name_ok(name)) {
+        ctld_reply_error(r, 400, "invalid", "name: 1..63 characters of A-Z a-z 0-9 . _ -");
+        return;
+    }
+    if (ts_store_token_list(c->store, NULL, &rows, &n, &err) == 0)
+        for (int i = 0; i < n; i++)
+            if (strcmp(rows[i].name, name) == 0)
+                found = i;
+    free(rows);
+    if (found < 0) {
+        ctld_reply_error(r, 404, "not_found", "token \"%s\" does not exist", name);
+    } else if (ts_store_token_revoke(c->store, name, ctld_now(), &err) != 0) {
+        ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+    } else {
+        ctld_token_cache_clear(c);
+        r->status = 204;
+        r->body = NULL;
+    }
+}
+
+void ctld_whoami(const ctld_request *rq, ctld_reply *r)
+{
+    const ctld_caller *w = rq->who;
+    json_t *doc = json_pack("{s:s,s:s,s:o}", "name", w->name, "role", role_name(w->role, w->tenant),
+                            "tenant", w->tenant[0] ? json_string(w->tenant) : json_null());
+    json_object_set_new(doc, "unix_user", w->unix_user[0] ? json_string(w->unix_user) : json_null());
+    json_object_set_new(doc, "uid", w->unix_user[0] ? json_integer(w->uid) : json_null());
+    json_object_set_new(doc, "expires", w->expires_s > 0 ? json_real(w->expires_s) : json_null());
+    ctld_reply_json(r, 200, doc);
+}
+
+void ctld_tokens_route(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    const char *p = rq->url + strlen("/v1/tokens");
+    if (strcmp(rq->method, "GET") == 0 && !*p)
+        token_list(c, rq, r);
+    else if (strcmp(rq->method, "POST") == 0 && !*p)
+        token_create(c, rq, r);
+    else if (strcmp(rq->method, "DELETE") == 0 && p[0] == '/' && p[1])
+        token_revoke(c, rq, p + 1, r);
+    else
+        ctld_reply_error(r, 405, "method_not_allowed", "%s %s", rq->method, rq->url);
+}
