@@ -20,7 +20,7 @@
 #include "tessera/store.h"
 
 /* The schema this code writes. A store at a higher version is refused. */
-#define TS_SCHEMA_VERSION 5
+#define TS_SCHEMA_VERSION 6
 /* Settings key of the tenants YAML document. */
 #define TS_SETTING_TENANTS "tenants"
 /* Page size bounds shared by job and event lists. */
