@@ -87,6 +87,7 @@ typedef struct loop {
     int *why_off;       /* [nw] offset of each job's why in d->why_buf */
     int *tord;          /* [ntenants] each tenant's order, inheritance resolved */
     int *tseen;         /* [ntenants] its jobs looked at so far in the order */
+    bool *tborrows;     /* [ntenants] it holds more than its guarantee: set per search */
     double *rattained;  /* [nr] each running job's GPU-s attained, its current run included */
     int *rlevel;        /* [nr] and the las level that makes */
     int *stopping;      /* [nr] the running jobs that are stopping, nstopping of them */
@@ -464,7 +465,7 @@ static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *t
      * opportunistic work of a tenant within its own is no loan): two
      * tenants' opportunistic jobs never preempt each other in a loop */
     bool loan = !same && v->tier != TS_TIER_GUARANTEED && l->reclaim_others &&
-                tenant_borrows(l->s->q, v->tenant);
+                l->tborrows[v->tenant];
     double floor = loan && cfg->reclaim_min_runtime_s >= 0.0 ? cfg->reclaim_min_runtime_s
                                                              : cfg->min_runtime_s;
     if (l->now - v->start_s < floor)
@@ -631,6 +632,10 @@ static bool try_preempt(loop *l, int i, bool swap)
     }
     /* every search that scans the running jobs counts against the bound */
     l->searches++;
+    /* who borrows, once per search rather than per candidate (usage grows
+     * with the cycle's starts, so not once per cycle) */
+    for (int t = 0; t < ts_quota_tenants(s->q)->n; t++)
+        l->tborrows[t] = tenant_borrows(s->q, t);
     vkey *keys = malloc((size_t)(l->nr > 0 ? l->nr : 1) * sizeof *keys);
     if (!keys)
         return false;
@@ -649,7 +654,7 @@ static bool try_preempt(loop *l, int i, bool swap)
             continue;
         double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
         int64_t g = cycle_job_gpus(v);
-        keys[n++] = (vkey){tenant_borrows(s->q, v->tenant), ts_quota_share(s->q, v->tenant, l->now),
+        keys[n++] = (vkey){l->tborrows[v->tenant], ts_quota_share(s->q, v->tenant, l->now),
                            v->priority, l->rlevel[j], (double)g * (l->now - since),
                            s->cfg.victims_fewest_gpus ? g : 0, l->rattained[j], ts, j};
     }
@@ -1063,6 +1068,7 @@ static int loop_alloc(loop *l)
     l->dom = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->dom);
     l->tord = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *l->tord);
     l->tseen = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tseen);
+    l->tborrows = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tborrows);
     l->rattained = malloc(nr * sizeof *l->rattained);
     l->rlevel = malloc(nr * sizeof *l->rlevel);
     l->stopping = malloc(nr * sizeof *l->stopping);
@@ -1074,7 +1080,8 @@ static int loop_alloc(loop *l)
     l->js = s->js;
     l->why_off = s->why_off;
     if (!l->start_off || !l->tmp || !l->plan || !l->pj || !l->lost || !l->cand || !l->chosen ||
-        !l->victim || !l->dom || !l->js || !l->why_off || !l->tord || !l->tseen || !l->rattained ||
+        !l->victim || !l->dom || !l->js || !l->why_off || !l->tord || !l->tseen || !l->tborrows ||
+        !l->rattained ||
         !l->rlevel || !l->stopping)
         return TS_ENOMEM;
     /* each tenant's order: its own, else its parent's (parents come first) */
@@ -1123,6 +1130,7 @@ static void loop_free(loop *l)
     free(l->dom);
     free(l->tord);
     free(l->tseen);
+    free(l->tborrows);
     free(l->rattained);
     free(l->rlevel);
     free(l->stopping);
