@@ -182,8 +182,8 @@ typedef struct ts_sched_config {
  * after waiting as long as it ran, a level in submission order), 24 h
  * limit, 24 h starvation bound, 10 min minimum runtime (1 min for a loan
  * taken back), 3 preemptions per hour, 60 s grace, 60 s backoff base, 8
- * preemptors a cycle, every reclaim rule on, victims of equal work at risk by fewest GPUs, no reservations
- * or caps. */
+ * preemptors a cycle, every reclaim rule on, victims of equal work at
+ * risk by fewest GPUs, no reservations or caps. */
 void ts_sched_config_default(ts_sched_config *cfg);
 
 typedef struct ts_sched ts_sched;
