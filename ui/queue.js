@@ -100,7 +100,8 @@ function eventText(ev) {
       if (d.node) return "on " + d.node + (d.more_nodes ? " and other nodes" : "");
       break;
     case "preempted":
-      if (d.for_job) return "for job " + d.for_job + " (" + d.for_tenant + ", guaranteed); signal " + d.signal +
+      if (d.for_job) return "for job " + d.for_job + " (" + d.for_tenant + ", " + (d.tier ? d.tier + ", " : "") +
+        (d.cause === "time-sharing" ? "time-sharing" : "reclaim") + "); signal " + d.signal +
         ", grace " + duration(d.grace_s) + ", " + (d.lost_gpu_s / 3600).toFixed(2) + " GPU-hours since the last checkpoint";
       break;
     case "requeued":

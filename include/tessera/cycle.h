@@ -137,9 +137,11 @@ typedef struct ts_sched_config {
     /* Taking other tenants' loans back (docs/scheduler.md, "Reclaim"); all
      * on by default (ts_sched_config_default), each can be turned off to
      * measure what it does:
-     * reclaim_min_runtime_s: the minimum runtime of a loan taken back by a
-     * job within its tenant's guarantee (0 by default: a loan may go at
-     * once, always with its checkpoint grace; < 0: min_runtime_s).
+     * reclaim_min_runtime_s: the minimum runtime of a loan (an
+     * opportunistic job of a tenant that holds more than its guarantee)
+     * taken back by a job within its tenant's guarantee (60 s by default,
+     * so work just started is not stopped again at once; 0: at once,
+     * always with its checkpoint grace; < 0: min_runtime_s).
      * Time-sharing and a tenant's own jobs keep min_runtime_s;
      * reclaim_any_tier: a job of either tier whose tenant, all tiers held
      * and the job included, stays within its guarantee passes the quota as
@@ -178,10 +180,10 @@ typedef struct ts_sched_config {
 
 /* Defaults: las order (levels at 8 and 16 GPU-hours, 3 levels, promotion
  * after waiting as long as it ran, a level in submission order), 24 h
- * limit, 24 h starvation bound, 10 min minimum runtime, 3 preemptions per
- * hour, 60 s grace, 60 s backoff base, 8 preemptors a cycle, every reclaim
- * rule on, victims of equal work at risk by fewest GPUs, no reservations
- * or caps. */
+ * limit, 24 h starvation bound, 10 min minimum runtime (1 min for a loan
+ * taken back), 3 preemptions per hour, 60 s grace, 60 s backoff base, 8
+ * preemptors a cycle, every reclaim rule on, victims of equal work at
+ * risk by fewest GPUs, no reservations or caps. */
 void ts_sched_config_default(ts_sched_config *cfg);
 
 typedef struct ts_sched ts_sched;

@@ -42,6 +42,7 @@
 #define SPEC_GPU_MEM_MIB_MAX (1LL << 20)   /* 1 TiB per GPU */
 #define SPEC_WORKDIR_MAX 4096              /* Linux PATH_MAX, with its NUL */
 #define SPEC_LEVEL_ANY "any"
+#define SPEC_LEVEL_NODE "node"
 #define SPEC_SHELL "/bin/sh"
 
 /* ---- task groups ---------------------------------------------------------------- */
@@ -270,6 +271,15 @@ static bool copy_level(spec_parser *P, const yaml_node_t *n, const char *path, b
     return true;
 }
 
+/* A spec that names neither level is placed compact first: one node, then
+ * each wider level, the whole cluster last (docs/job-spec.md); written into
+ * the spec, so its canonical JSON says so and parses back the same. A spec
+ * that asks for `any` explicitly is packed across the cluster as it asks. */
+static void compact_first(ts_job_spec *spec)
+{
+    snprintf(spec->preferred_level, sizeof spec->preferred_level, "%s", SPEC_LEVEL_NODE);
+}
+
 static void walk_topology(spec_parser *P, const yaml_node_t *map)
 {
     enum { TP_REQUIRED, TP_PREFERRED, TP_RAIL, TP_N };
@@ -284,6 +294,8 @@ static void walk_topology(spec_parser *P, const yaml_node_t *map)
         copy_level(P, v[TP_PREFERRED], "topology.preferred", true, P->spec->preferred_level);
     if (v[TP_RAIL])
         spec_bool(P, v[TP_RAIL], "topology.rail_aligned", &P->spec->rail_aligned);
+    if (!v[TP_REQUIRED] && !v[TP_PREFERRED])
+        compact_first(P->spec);
 }
 
 static void walk_checkpoint(spec_parser *P, const yaml_node_t *map)
@@ -529,6 +541,8 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
         walk_tasks(P, v[K_TASKS]);
     if (v[K_TOPOLOGY])
         walk_topology(P, v[K_TOPOLOGY]);
+    else
+        compact_first(spec);
     if (v[K_TIME_LIMIT])
         spec_duration(P, v[K_TIME_LIMIT], "time_limit", &spec->time_limit_s);
     if (v[K_DURATION])

@@ -85,11 +85,16 @@ const char *cli_event_text(const json_t *ev, char *buf, size_t size)
         snprintf(buf, size, "on %s%s", str(d, "node"),
                  json_is_true(json_object_get(d, "more_nodes")) ? " and other nodes" : "");
     } else if (strcmp(kind, "preempted") == 0 && has(d, "for_job")) {
+        /* the preemptor's tier (absent from events written before it was
+         * recorded) and the cause */
         cli_duration(num(d, "grace_s"), span, sizeof span);
-        snprintf(buf, size, "for job %lld (%s, %s); signal %lld, grace %s, %.2f GPU-hours "
-                 "since the last checkpoint", (long long)json_integer_value(json_object_get(d, "for_job")),
-                 str(d, "for_tenant"),
-                 strcmp(str(d, "cause"), "time-sharing") == 0 ? "time-sharing" : "guaranteed", (long long)json_integer_value(json_object_get(d, "signal")), span,
+        bool tier = has(d, "tier");
+        snprintf(buf, size, "for job %lld (%s, %s%s%s); signal %lld, grace %s, %.2f GPU-hours "
+                 "since the last checkpoint",
+                 (long long)json_integer_value(json_object_get(d, "for_job")),
+                 str(d, "for_tenant"), tier ? str(d, "tier") : "", tier ? ", " : "",
+                 strcmp(str(d, "cause"), "time-sharing") == 0 ? "time-sharing" : "reclaim",
+                 (long long)json_integer_value(json_object_get(d, "signal")), span,
                  num(d, "lost_gpu_s") / EVENT_S_PER_HOUR);
     } else if ((strcmp(kind, "requeued") == 0 || strcmp(kind, "held") == 0) && has(d, "outcome")) {
         if (has(d, "eligible_at"))

@@ -12,6 +12,7 @@
  * error: the detail string stays the source of truth, and an event written
  * by an older or newer controller still renders.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,8 +117,13 @@ static void parse_sentence(const char *kind, const char *d, json_t *data)
                       word, why, &x, &g, &a) == 6) {
         json_object_set_new(data, "for_job", json_integer(id));
         json_object_set_new(data, "for_tenant", json_string(word));
-        /* "guaranteed" (reclaim) or "time-sharing, level L over V" */
-        json_object_set_new(data, "cause", json_string(strncmp(why, "time-sharing", 12) == 0
+        /* "TIER, reclaim" or "TIER, time-sharing, level L over V"; before the
+         * tier was written: "guaranteed" (any reclaim) or "time-sharing, ..." */
+        bool tiered = strncmp(why, "guaranteed, ", 12) == 0 ||
+                      strncmp(why, "opportunistic, ", 15) == 0;
+        if (tiered)
+            json_object_set_new(data, "tier", json_stringn(why, strcspn(why, ",")));
+        json_object_set_new(data, "cause", json_string(strstr(why, "time-sharing")
                                                            ? "time-sharing"
                                                            : "reclaim"));
         json_object_set_new(data, "signal", json_integer(x));

@@ -180,13 +180,16 @@ static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, 
         const ts_cycle_preempt *p = &d->preempts[k];
         cjob *v = r[p->victim];
         cjob *for_job = w[p->preemptor];
-        /* why: guaranteed work reclaims, or time-sharing (las levels) */
+        /* why: the preemptor's own tier (an opportunistic job within its
+         * tenant's guarantee reclaims too), then reclaim or time-sharing
+         * (las levels); events.c reads it back */
         char why[64];
+        const char *tier = for_job->sj.tier == TS_TIER_GUARANTEED ? "guaranteed" : "opportunistic";
         if (p->time_sharing)
-            snprintf(why, sizeof why, "time-sharing, level %d over %d", p->preemptor_level,
-                     p->victim_level);
+            snprintf(why, sizeof why, "%s, time-sharing, level %d over %d", tier,
+                     p->preemptor_level, p->victim_level);
         else
-            snprintf(why, sizeof why, "guaranteed");
+            snprintf(why, sizeof why, "%s, reclaim", tier);
         char *detail = dupf("for job %lld (%s, %s); signal %d, grace %.0f s, %.0f "
                             "GPU-s since the last checkpoint",
                             (long long)for_job->row.id, for_job->row.tenant, why, p->signal,

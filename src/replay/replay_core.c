@@ -206,7 +206,9 @@ static ts_job view_job(const core_state *s, const ts_replay_view *v, int j)
     int tenant = v->ntenants > 0 ? 1 + v->jobs[j].tenant : 1;
     return (ts_job){.id = j + 1, .tenant = tenant, .tier = cj->tier,
                     .submit_s = v->jobs[j].submit_s, .tasks = cj->tasks, .ntasks = cj->ntasks,
-                    .required_level = TS_GANG_LEVEL_ANY, .preferred_level = TS_GANG_LEVEL_ANY,
+                    /* as a job spec that names no level: compact first
+                     * (docs/job-spec.md, topology) */
+                    .required_level = TS_GANG_LEVEL_ANY, .preferred_level = TS_GANG_LEVEL_NODE,
                     .ckpt_grace_s = 0.0, .allocs = cj->allocs, .start_s = cj->start_s,
                     .last_ckpt_s = cj->start_s, .attained_gpu_s = cj->attained_gpu_s,
                     .queued_s = cj->queued_s};

@@ -15,6 +15,10 @@
 #define LAS_LEVEL_DEFAULT_GPU_S (8.0 * 3600.0)
 #define LAS_LEVELS_DEFAULT 3
 #define LAS_PROMOTE_DEFAULT 1.0
+/* A loan runs this long before a reclaim may take it back: work that was
+ * just started is not stopped again at once, as the default backoff keeps a
+ * preempted job from coming straight back (docs/scheduler.md, step 6). */
+#define RECLAIM_MIN_RUNTIME_DEFAULT_S 60.0
 
 const char *ts_pending_name(int reason)
 {
@@ -61,7 +65,7 @@ void ts_sched_config_default(ts_sched_config *cfg)
     cfg->default_grace_s = 60.0;
     cfg->backoff_base_s = 60.0;
     cfg->max_preemptors_cycle = 8;
-    cfg->reclaim_min_runtime_s = 0.0;
+    cfg->reclaim_min_runtime_s = RECLAIM_MIN_RUNTIME_DEFAULT_S;
     cfg->reclaim_any_tier = true;
     cfg->reclaim_ignores_hour_limit = true;
     cfg->guarantee_over_reservation = true;

@@ -105,6 +105,15 @@ void cycle_scoring_free(ts_sched *s);
 /* Whole GPUs the job needs (0 for CPU-only and shares count as one each). */
 int64_t cycle_job_gpus(const ts_job *job);
 
+/* cycle_mig.c ------------------------------------------------------------- */
+
+/* Whether destroying idle MIG instances (ts_mig_plan, as tesserad runs it
+ * after the cycle: at most TS_MIG_PLAN_CHANGES_DEFAULT GPUs, drained nodes
+ * left out) gives every MIG task of job room on s->c: 1 and *ngpus the GPUs
+ * reshaped, 0 when no reshape does (or none is needed: what the job lacks is
+ * something else), TS_ENOMEM. */
+int cycle_mig_reshape(const ts_sched *s, const ts_job *job, int *ngpus);
+
 /* cycle_plan.c ------------------------------------------------------------ */
 
 typedef struct plan_job {

@@ -43,6 +43,7 @@
 #define PREEMPTOR_SLACK_S 60.0 /* a preemptor keeps its place this long past the grace */
 #define ESTIMATES_PER_CYCLE 8  /* jobs planned a cycle besides the reserved one */
 #define MEMO_SEARCH_FAILED (-2) /* memo reason: a victim search found no set */
+#define MEMO_RESHAPE_FAILED (-3) /* memo reason: no MIG reshape gives the room */
 
 /* Per waiting job, computed once in memory order (the ordered pass then
  * touches this and the job only when it tries a placement). */
@@ -86,6 +87,7 @@ typedef struct loop {
     int *why_off;       /* [nw] offset of each job's why in d->why_buf */
     int *tord;          /* [ntenants] each tenant's order, inheritance resolved */
     int *tseen;         /* [ntenants] its jobs looked at so far in the order */
+    bool *tborrows;     /* [ntenants] it holds more than its guarantee: set per search */
     double *rattained;  /* [nr] each running job's GPU-s attained, its current run included */
     int *rlevel;        /* [nr] and the las level that makes */
     int *stopping;      /* [nr] the running jobs that are stopping, nstopping of them */
@@ -97,6 +99,7 @@ typedef struct loop {
     uint64_t epoch0;    /* the scheduler's epoch when the cycle began */
     int seen;           /* jobs looked at so far in the order */
     int searches;
+    int reshapes;       /* MIG reshape questions asked (cycle_mig.c) */
     int plans;          /* plans made for jobs that do not hold the reservation */
     bool have_res;
     double res_at;
@@ -426,6 +429,14 @@ static double running_attained(const loop *l, const ts_job *v)
     return v->attained_gpu_s + run * ts_sched_job_rate(l->s, v);
 }
 
+static bool tenant_borrows(const ts_quota *q, int t)
+{
+    for (int k = 0; k < TS_RES_DIMS; k++)
+        if (ts_quota_borrowed(q, t, k) > 0)
+            return true;
+    return false;
+}
+
 /* May waiting job i take running job v's room? Reclaim: guaranteed work
  * takes opportunistic work's (any tenant's, but not its own tenant's higher
  * classes) and its own tenant's lower classes. Time-sharing (las tenants): a
@@ -436,7 +447,7 @@ static double running_attained(const loop *l, const ts_job *v)
  * opportunistic work. Either way never before the victim's minimum runtime
  * nor past its preemptions per hour, except another tenant's loan taken back
  * for a job within its tenant's guarantee (of either tier with
- * reclaim_any_tier): cfg.reclaim_min_runtime_s is its floor (0 by default),
+ * reclaim_any_tier): cfg.reclaim_min_runtime_s is its floor (60 s by default),
  * and against guaranteed-tier work the per-hour limit does not hold
  * (reclaim_ignores_hour_limit). *ts set when only time-sharing allows it. */
 static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *ts)
@@ -448,8 +459,13 @@ static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *t
     if (v->stopping)
         return false;
     bool same = v->tenant == job->tenant;
-    /* another tenant's loan, taken back for a job within its guarantee */
-    bool loan = !same && v->tier != TS_TIER_GUARANTEED && l->reclaim_others;
+    /* another tenant's loan, taken back for a job within its guarantee: its
+     * tenant borrows, so once taken back it cannot take the room back in
+     * turn (the preemptor's tenant stays within its guarantee, and
+     * opportunistic work of a tenant within its own is no loan): two
+     * tenants' opportunistic jobs never preempt each other in a loop */
+    bool loan = !same && v->tier != TS_TIER_GUARANTEED && l->reclaim_others &&
+                l->tborrows[v->tenant];
     double floor = loan && cfg->reclaim_min_runtime_s >= 0.0 ? cfg->reclaim_min_runtime_s
                                                              : cfg->min_runtime_s;
     if (l->now - v->start_s < floor)
@@ -507,14 +523,6 @@ static int cmp_vkey(const void *a, const void *b)
     if (x->attained != y->attained)
         return x->attained > y->attained ? -1 : 1;
     return (x->j > y->j) - (x->j < y->j);
-}
-
-static bool tenant_borrows(const ts_quota *q, int t)
-{
-    for (int k = 0; k < TS_RES_DIMS; k++)
-        if (ts_quota_borrowed(q, t, k) > 0)
-            return true;
-    return false;
 }
 
 static double job_grace(const loop *l, const ts_job *j)
@@ -624,6 +632,10 @@ static bool try_preempt(loop *l, int i, bool swap)
     }
     /* every search that scans the running jobs counts against the bound */
     l->searches++;
+    /* who borrows, once per search rather than per candidate (usage grows
+     * with the cycle's starts, so not once per cycle) */
+    for (int t = 0; t < ts_quota_tenants(s->q)->n; t++)
+        l->tborrows[t] = tenant_borrows(s->q, t);
     vkey *keys = malloc((size_t)(l->nr > 0 ? l->nr : 1) * sizeof *keys);
     if (!keys)
         return false;
@@ -642,7 +654,7 @@ static bool try_preempt(loop *l, int i, bool swap)
             continue;
         double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
         int64_t g = cycle_job_gpus(v);
-        keys[n++] = (vkey){tenant_borrows(s->q, v->tenant), ts_quota_share(s->q, v->tenant, l->now),
+        keys[n++] = (vkey){l->tborrows[v->tenant], ts_quota_share(s->q, v->tenant, l->now),
                            v->priority, l->rlevel[j], (double)g * (l->now - since),
                            s->cfg.victims_fewest_gpus ? g : 0, l->rattained[j], ts, j};
     }
@@ -885,6 +897,34 @@ static void prepass(loop *l, uint8_t *done)
     }
 }
 
+/* Reshape before preemption: a MIG job that lacks room waits for idle
+ * instances of other profiles to be destroyed (by tesserad after the cycle,
+ * through the same planner) rather than preempt running work, when that
+ * gives it room. At most max_preemptors_cycle questions a cycle, as victim
+ * searches; a failed one is remembered for identical jobs (free room only
+ * shrinks within a cycle). True if the job waits for a reshape (p set). */
+static bool reshape_first(loop *l, int i)
+{
+    ts_sched *s = l->s;
+    if (l->reshapes >= s->cfg.max_preemptors_cycle)
+        return false;
+    uint64_t key = mix(l->js[i].key, 0x3e5a9e);
+    memo_entry *m = memo_slot(s, key);
+    if (m->epoch == l->epoch0 && m->key == key && m->reason == MEMO_RESHAPE_FAILED) {
+        l->d->stats.memo_hits++;
+        return false;
+    }
+    l->reshapes++;
+    int ngpus = 0;
+    if (cycle_mig_reshape(s, &l->w[i], &ngpus) != 1) {
+        *m = (memo_entry){.key = key, .epoch = l->epoch0, .reason = MEMO_RESHAPE_FAILED};
+        return false;
+    }
+    pend(l, i, TS_PEND_FRAGMENTATION, "no free MIG instance fits; destroying idle instances "
+         "on %d GPU%s makes room, so nothing is preempted", ngpus, ngpus == 1 ? "" : "s");
+    return true;
+}
+
 static int process(loop *l, int i)
 {
     ts_cycle_pending *p = &l->d->pending[i];
@@ -915,6 +955,8 @@ static int process(loop *l, int i)
         snprintf(was, sizeof was, "%s", ts_pending_name(p->reason));
         pend(l, i, TS_PEND_PREEMPTING, "waiting for the jobs preempted for it to stop (%s)",
              was);
+    } else if (l->js[i].mig && reshape_first(l, i)) {
+        return 0; /* tesserad reshapes after the cycle; it places at a later one */
     } else {
         try_preempt(l, i, false);
     }
@@ -1026,6 +1068,7 @@ static int loop_alloc(loop *l)
     l->dom = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->dom);
     l->tord = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *l->tord);
     l->tseen = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tseen);
+    l->tborrows = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tborrows);
     l->rattained = malloc(nr * sizeof *l->rattained);
     l->rlevel = malloc(nr * sizeof *l->rlevel);
     l->stopping = malloc(nr * sizeof *l->stopping);
@@ -1037,7 +1080,8 @@ static int loop_alloc(loop *l)
     l->js = s->js;
     l->why_off = s->why_off;
     if (!l->start_off || !l->tmp || !l->plan || !l->pj || !l->lost || !l->cand || !l->chosen ||
-        !l->victim || !l->dom || !l->js || !l->why_off || !l->tord || !l->tseen || !l->rattained ||
+        !l->victim || !l->dom || !l->js || !l->why_off || !l->tord || !l->tseen || !l->tborrows ||
+        !l->rattained ||
         !l->rlevel || !l->stopping)
         return TS_ENOMEM;
     /* each tenant's order: its own, else its parent's (parents come first) */
@@ -1086,6 +1130,7 @@ static void loop_free(loop *l)
     free(l->dom);
     free(l->tord);
     free(l->tseen);
+    free(l->tborrows);
     free(l->rattained);
     free(l->rlevel);
     free(l->stopping);

@@ -108,7 +108,7 @@ state_dir: state
 {ADMIN_IDENTITY}store: {STORE}
 node_lost_after: {LOST:.0f}s
 limits: {{requests_per_s: 100000, burst: 100000}}
-scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 0s}}
+scheduler: {{interval: 0.2s, min_runtime: 1s, reclaim_min_runtime: 0s, grace: 2s, backoff: 0s}}
 ha: {{lease: {LEASE:g}s, renew: {RENEW:g}s, advertise_url: {URLS[i]}}}
 """)
 

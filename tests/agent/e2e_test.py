@@ -64,7 +64,7 @@ state_dir: state
 {ADMIN_IDENTITY}node_lost_after: 10s
 stragglers: {{factor: 1.5, window: 1s}}
 limits: {{requests_per_s: 100000, burst: 100000}}
-scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 5s, backoff: 1s}}
+scheduler: {{interval: 0.2s, min_runtime: 1s, reclaim_min_runtime: 0s, grace: 5s, backoff: 1s}}
 """)
 
 

@@ -217,7 +217,8 @@ static void defaults(void **state)
     assert_int_equal(s->tasks[0].cpu_milli, 1000);
     assert_int_equal(s->tasks[0].mem_mib, 1024);
     assert_string_equal(s->required_level, "");
-    assert_string_equal(s->preferred_level, "");
+    /* no level named: compact first, one node before anything wider */
+    assert_string_equal(s->preferred_level, "node");
     assert_false(s->rail_aligned);
     assert_true(s->time_limit_s == 0 && s->duration_s == 0 && s->idle_timeout_s == 0);
     assert_int_equal(s->ckpt_signal, 0);
@@ -229,6 +230,38 @@ static void defaults(void **state)
     assert_int_equal(s->array_size, 1);
     assert_int_equal(ts_spec_gpus(s), 0);
     ts_spec_free(s);
+}
+
+/* Gangs are compact first unless the spec names a level: no topology, or
+ * one with neither level, prefers one node; `required: any` asked for
+ * explicitly, or any required level, keeps what it says (preferred = the
+ * required level); the canonical JSON keeps the difference. */
+static void topology_compact_first_by_default(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *topo, *required, *preferred;
+    } cases[] = {
+        {"", "", "node"},
+        {"topology: {rail_aligned: true}\n", "", "node"},
+        {"topology: {required: any}\n", "", ""},
+        {"topology: {required: leaf}\n", "leaf", ""},
+        {"topology: {preferred: nvlink}\n", "", "nvlink"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "tenant: t\nname: n\ntasks: [{gpus: 4, count: 2}]\n%s",
+                 cases[i].topo);
+        ts_job_spec *s = parse_ok(text);
+        assert_string_equal(s->required_level, cases[i].required);
+        assert_string_equal(s->preferred_level, cases[i].preferred);
+        char *json = ts_spec_to_json(s);
+        ts_job_spec *back = parse_ok(json);
+        assert_string_equal(back->preferred_level, cases[i].preferred);
+        free(json);
+        ts_spec_free(back);
+        ts_spec_free(s);
+    }
 }
 
 /* null (and YAML's empty value) means "not given": the default */
@@ -340,7 +373,7 @@ static void canonical_json_exact(void **state)
         json, "{\"tenant\":\"t\",\"name\":\"n\",\"tier\":\"guaranteed\",\"priority_class\":\"\","
               "\"tasks\":[{\"count\":1,\"gpus\":1,\"gpu_fraction\":0.3,\"gpu_memory_mib\":0,"
               "\"gpu_model\":null,\"mig_profile\":null,\"cpu_milli\":1000,\"memory_mib\":1024}],"
-              "\"topology\":{\"required\":\"any\",\"preferred\":null,\"rail_aligned\":false},"
+              "\"topology\":{\"required\":\"any\",\"preferred\":\"node\",\"rail_aligned\":false},"
               "\"time_limit\":2.5,\"duration\":0,\"checkpoint\":{\"signal\":null,\"grace\":null},"
               "\"idle\":{\"timeout\":0},\"command\":[],\"env\":{\"A\":\"x=y\",\"B\":\"2\"},"
               "\"workdir\":null,\"array_size\":1,\"dependency\":null,\"array_throttle\":null}");
@@ -818,6 +851,7 @@ int main(void)
         cmocka_unit_test(full_spec_values),
         cmocka_unit_test(yaml_and_json_parse_equal),
         cmocka_unit_test(defaults),
+        cmocka_unit_test(topology_compact_first_by_default),
         cmocka_unit_test(null_means_default),
         cmocka_unit_test(value_forms),
         cmocka_unit_test(canonical_json_exact),

@@ -262,7 +262,7 @@ yaml_same "explain" explain 42
 expect "events" 0 events 42 && out_lines "events" 4 && out_has "events" "^ 3 +20[0-9-]+T[0-9:]+ +reserved +at \+25m$"
 expect "events words" 0 events 43 &&
   out_has "events words" "^ 4 +20[0-9-]+T[0-9:]+ +run-ended +ran 1h 01m \(20[0-9-]+T[0-9:]+ to 20[0-9-]+T[0-9:]+\) on 4×H100, guaranteed; 4\.07 GPU-hours$" &&
-  out_has "events words" "preempted +for job 7 \(team-b, guaranteed\); signal 15, grace 30s, 0\.50 GPU-hours since the last checkpoint$"
+  out_has "events words" "preempted +for job 7 \(team-b, guaranteed, reclaim\); signal 15, grace 30s, 0\.50 GPU-hours since the last checkpoint$"
 expect "events json" 0 -o json events 42 && json_ok "events json" '[e["id"] for e in d["events"]] == [1, 2, 3]'
 expect "logs" 0 logs 42 && out_lines "logs" 2 && out_has "logs" "^rank 0 stdout line 1$"
 last_ok "logs asks for rank 0's stdout" 'd["path"] == "/v1/jobs/42/logs" and d["query"]["rank"] == ["0"] and d["query"]["stream"] == ["stdout"] and d["query"]["tail"] == ["65536"]'

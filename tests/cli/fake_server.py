@@ -70,7 +70,8 @@ EVENTS = {42: [{"id": 1, "time": NOW - 180, "kind": "submitted", "detail": None}
                 "data": {"start": NOW - 3720, "end": NOW - 60, "gpus": 4, "model": "H100",
                          "tier": "guaranteed"}},
                {"id": 5, "time": NOW - 50, "kind": "preempted", "detail": "for job 7 ...",
-                "data": {"for_job": 7, "for_tenant": "team-b", "signal": 15, "grace_s": 30.0,
+                "data": {"for_job": 7, "for_tenant": "team-b", "tier": "guaranteed",
+                         "cause": "reclaim", "signal": 15, "grace_s": 30.0,
                          "lost_gpu_s": 1800.0}}]}
 NODES = {n["name"]: n for n in [
     {"name": "r1-n01", "state": "up", "virtual": False, "gpu_model": "A100-80GB", "gpus": 8,

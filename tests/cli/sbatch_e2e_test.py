@@ -56,7 +56,7 @@ cluster: cluster.yaml
 tenants: tenants.yaml
 state_dir: state
 {ADMIN_IDENTITY}limits: {{requests_per_s: 100000, burst: 100000}}
-scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 5s, backoff: 1s}}
+scheduler: {{interval: 0.2s, min_runtime: 1s, reclaim_min_runtime: 0s, grace: 5s, backoff: 1s}}
 """)
 
 

@@ -84,9 +84,17 @@ static void events_read_in_words(void **state)
     ev = json_pack("{s:s,s:s,s:{s:i,s:s,s:i,s:f,s:f}}", "kind", "preempted", "detail", "x",
                    "data", "for_job", 7, "for_tenant", "team-b", "signal", 15, "grace_s", 30.0,
                    "lost_gpu_s", 1800.0);
+    /* written before the preemptor's tier was recorded: the cause only */
     assert_string_equal(cli_event_text(ev, b, sizeof b),
-                        "for job 7 (team-b, guaranteed); signal 15, grace 30s, 0.50 GPU-hours "
+                        "for job 7 (team-b, reclaim); signal 15, grace 30s, 0.50 GPU-hours "
                         "since the last checkpoint");
+    json_decref(ev);
+    /* the preemptor's own tier: an opportunistic job within its guarantee */
+    ev = json_pack("{s:s,s:s,s:{s:i,s:s,s:s,s:s,s:i,s:f,s:f}}", "kind", "preempted", "detail",
+                   "x", "data", "for_job", 8, "for_tenant", "team-c", "tier", "opportunistic",
+                   "cause", "reclaim", "signal", 10, "grace_s", 60.0, "lost_gpu_s", 0.0);
+    assert_non_null(strstr(cli_event_text(ev, b, sizeof b),
+                           "for job 8 (team-c, opportunistic, reclaim); signal 10"));
     json_decref(ev);
     ev = json_pack("{s:s,s:s,s:{s:i,s:s,s:s,s:i,s:f,s:f}}", "kind", "preempted", "detail", "x",
                    "data", "for_job", 9, "for_tenant", "vision", "cause", "time-sharing",

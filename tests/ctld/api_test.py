@@ -63,6 +63,7 @@ limits: {{requests_per_s: 40, burst: 60}}
 scheduler:
   interval: 200ms
   min_runtime: 1s
+  reclaim_min_runtime: 0s
   grace: 1s
   backoff: 1s
 """.replace("200ms", "0.2s"))

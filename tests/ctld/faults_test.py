@@ -83,7 +83,7 @@ class Ctl:
             f"listen: 127.0.0.1:{self.port}\ncluster: cluster.yaml\ntenants: tenants.yaml\n"
             "virtual_nodes: ['v-*']\nstate_dir: state\nnode_lost_after: 60s\n"
             "limits: {requests_per_s: 100000, burst: 100000}\n" + ADMIN_IDENTITY +
-            "scheduler: {interval: 0.1s, min_runtime: 1s, grace: 1s, backoff: 1s}\n")
+            "scheduler: {interval: 0.1s, min_runtime: 1s, reclaim_min_runtime: 0s, grace: 1s, backoff: 1s}\n")
         self.proc = None
         self.admin = None
         self.crashed = False

@@ -53,6 +53,19 @@ static void sentences_are_typed(void **state)
     assert_true(json_real_value(json_object_get(d, "grace_s")) == 30.0);
     assert_true(json_real_value(json_object_get(d, "lost_gpu_s")) == 1800.0);
     assert_string_equal(json_string_value(json_object_get(d, "cause")), "reclaim");
+    assert_null(json_object_get(d, "tier")); /* written before the tier was: unknown */
+    json_decref(d);
+    /* the preemptor's own tier, written since it is recorded */
+    d = data_of("preempted", "for job 43 (team-c, opportunistic, reclaim); signal 10, grace "
+                             "60 s, 0 GPU-s since the last checkpoint");
+    assert_string_equal(json_string_value(json_object_get(d, "for_tenant")), "team-c");
+    assert_string_equal(json_string_value(json_object_get(d, "tier")), "opportunistic");
+    assert_string_equal(json_string_value(json_object_get(d, "cause")), "reclaim");
+    json_decref(d);
+    d = data_of("preempted", "for job 44 (vision, opportunistic, time-sharing, level 0 over 2); "
+                             "signal 10, grace 3 s, 40 GPU-s since the last checkpoint");
+    assert_string_equal(json_string_value(json_object_get(d, "tier")), "opportunistic");
+    assert_string_equal(json_string_value(json_object_get(d, "cause")), "time-sharing");
     json_decref(d);
     /* a time-sharing preemption (las levels) */
     d = data_of("preempted", "for job 7 (vision, time-sharing, level 0 over 2); signal 10, "

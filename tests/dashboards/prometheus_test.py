@@ -87,7 +87,7 @@ cluster: cluster.yaml
 tenants: tenants.yaml
 state_dir: state
 {ADMIN_IDENTITY}metrics_public: false
-scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 2s, backoff: 30s}}
+scheduler: {{interval: 0.2s, min_runtime: 1s, reclaim_min_runtime: 0s, grace: 2s, backoff: 30s}}
 """)
 
 LOOP = 'trap "exit 0" USR1 TERM; while true; do sleep 0.2; done'

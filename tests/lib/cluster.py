@@ -54,7 +54,7 @@ DEFAULT_TENANTS = """tenants:
       team-b: {guaranteed: {gpu: {H100-80GB: 16}}}
 """
 
-DEFAULT_CONFIG = "scheduler: {interval: 0.2s, min_runtime: 1s, grace: 3s, backoff: 1s}\n"
+DEFAULT_CONFIG = "scheduler: {interval: 0.2s, min_runtime: 1s, reclaim_min_runtime: 0s, grace: 3s, backoff: 1s}\n"
 
 
 class Cluster:

@@ -378,36 +378,44 @@ static void test_victims_respect_min_runtime_and_rate(void **state)
     assert_int_equal(f->d.pending[0].reason, TS_PEND_CAPACITY);
 }
 
-/* Another tenant's loan goes back at once to guaranteed work within its
- * tenant's guarantee: neither its minimum runtime nor its preemptions in
- * the last hour protect it (it was lent; its checkpoint grace still
- * applies). A job of the opportunistic tier whose tenant stays within its
- * guarantee takes loans back too (Kueue's rule), but the per-hour limit
- * still protects them from it. */
+/* Another tenant's loan goes back early to guaranteed work within its
+ * tenant's guarantee: its own minimum runtime (reclaim_min_runtime, 60 s by
+ * default, so work just started is not stopped again at once) instead of
+ * min_runtime, and its preemptions in the last hour do not protect it (it
+ * was lent; its checkpoint grace still applies). A job of the
+ * opportunistic tier whose tenant stays within its guarantee takes loans
+ * back too (Kueue's rule), but the per-hour limit still protects them from
+ * it. */
 static void test_loans_go_back_at_once(void **state)
 {
     fx *f = *state;
+    assert_true(f->cfg.reclaim_min_runtime_s == 60.0);
     ts_job *a[3];
     for (int k = 0; k < 3; k++) {
         a[k] = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 10000);
-        run_on(f, a[k], 1990, (int[]){k}, (int[]){0}); /* 10 s old */
+        run_on(f, a[k], 1990, (int[]){k}, (int[]){0}); /* 10 s old at 2000 */
         a[k]->preemptions_hour = f->cfg.max_preemptions_hour;
     }
     ts_job *run[] = {a[0], a[1], a[2]};
     ts_job *b = job(f, TB, TS_TIER_GUARANTEED, 1, 4, 100);
+    /* younger than reclaim_min_runtime: no victim yet */
     assert_int_equal(cycle(f, 2000, &b, 1, run, 3), 0);
+    assert_int_equal(f->d.npreempts, 0);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_CAPACITY);
+    /* 70 s old, far below min_runtime: one goes back */
+    assert_int_equal(cycle(f, 2060, &b, 1, run, 3), 0);
     assert_int_equal(f->d.npreempts, 1);
     assert_true(f->d.preempts[0].grace_s == f->cfg.default_grace_s);
     assert_int_equal(f->d.pending[0].reason, TS_PEND_PREEMPTING);
     /* team-c's opportunistic job, team-c within its guarantee: the loans
      * preempted enough this hour stay */
     ts_job *c = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 4, 100);
-    assert_int_equal(cycle(f, 2000, &c, 1, run, 3), 0);
+    assert_int_equal(cycle(f, 2060, &c, 1, run, 3), 0);
     assert_int_equal(f->d.npreempts, 0);
     /* ... and one that was not goes back for it, young as it is */
     a[1]->preemptions_hour = 0;
     ts_job *c2 = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 4, 100);
-    assert_int_equal(cycle(f, 2000, &c2, 1, run, 3), 0);
+    assert_int_equal(cycle(f, 2060, &c2, 1, run, 3), 0);
     assert_int_equal(f->d.npreempts, 1);
     assert_int_equal(f->d.preempts[0].victim, 1);
     /* with the rule off, the opportunistic job only borrows: no victim */
@@ -416,7 +424,7 @@ static void test_loans_go_back_at_once(void **state)
     for (int k = 0; k < 3; k++)
         run_on(f, a[k], 1990, (int[]){k}, (int[]){0});
     ts_job *c3 = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 4, 100);
-    assert_int_equal(cycle(f, 2000, &c3, 1, run, 3), 0);
+    assert_int_equal(cycle(f, 2060, &c3, 1, run, 3), 0);
     assert_int_equal(f->d.npreempts, 0);
 }
 

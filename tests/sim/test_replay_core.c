@@ -63,14 +63,15 @@ static void test_borrow_then_reclaim(void **state)
 static void test_gang_spans_nodes(void **state)
 {
     (void)state;
-    ts_replay_job jobs[] = {job(0, 0, 8, 100), job(1, 10, 2, 50)};
+    ts_replay_job jobs[] = {job(0, 0, 8, 100), job(1, 70, 2, 50)};
     ts_replay_outcome o[2];
     ts_replay_result r;
     run(jobs, 2, o, &r);
     assert_int_equal(r.gang_jobs, 1); /* 8 GPUs on 4-GPU nodes: a gang */
     assert_true(r.avg_gang_wait_s == o[0].queue_s);
-    /* b's job within its guarantee takes its GPUs back at once, 10 s into
-     * the gang's run: the whole gang goes and runs again after it */
+    /* b's job within its guarantee takes its GPUs back at once, 70 s into
+     * the gang's run (past reclaim_min_runtime, 60 s): the whole gang goes
+     * and runs again after it */
     assert_int_equal(o[0].preemptions, 1);
     assert_true(o[1].queue_s <= 1e-9);
     assert_true(o[0].finish_s > o[1].finish_s);

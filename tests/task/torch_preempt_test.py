@@ -89,7 +89,7 @@ state_dir: state
 node_lost_after: 10s
 stragglers: {{factor: 1.5, window: 1s}}
 limits: {{requests_per_s: 100000, burst: 100000}}
-scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 20s, backoff: 0s}}
+scheduler: {{interval: 0.2s, min_runtime: 1s, reclaim_min_runtime: 0s, grace: 20s, backoff: 0s}}
 """)
 
 

@@ -94,7 +94,7 @@ cluster: cluster.yaml
 tenants: tenants.yaml
 virtual_nodes: all
 state_dir: state
-scheduler: {{interval: 0.2s, min_runtime: 1s, grace: 1s, backoff: 30s}}
+scheduler: {{interval: 0.2s, min_runtime: 1s, reclaim_min_runtime: 0s, grace: 1s, backoff: 30s}}
 """)
 
 log = open(os.path.join(TMP, "tesserad.log"), "ab")
