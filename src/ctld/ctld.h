@@ -446,10 +446,14 @@ char *ctld_run_detail(const cjob *j, double now);
  * queue_position {tenant, cluster} (1 = first), estimated_start ({time} or
  * {reason}), las {level, attained_gpu_hours}, and a one-line "standing". */
 void ctld_render_queue(const ctld *c, const cjob *j, json_t *doc);
+/* throttle.c: j's index in its array (0-based; its array's id, the first
+ * element's, is j->row.id less it), or -1 when j is not an array element. */
+long ctld_array_index(const cjob *j);
 /* throttle.c: arrays' throttles. scan counts, under mu, the running elements
- * of throttled arrays (NULL: out of memory, nothing throttled this cycle);
- * waits says whether pending job j must stay out of this cycle (its reason
- * set), taking its array's room otherwise. */
+ * of throttled arrays and their pending ones (NULL: out of memory, nothing
+ * throttled this cycle); waits says whether pending job j must stay out of
+ * this cycle (its reason set): only the lowest pending indices that fit its
+ * array's room are let in. */
 typedef struct ctld_throttle ctld_throttle;
 ctld_throttle *ctld_throttle_scan(ctld *c);
 bool ctld_throttle_waits(ctld_throttle *t, cjob *j);
