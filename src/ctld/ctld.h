@@ -513,6 +513,12 @@ typedef struct ctld_request {
 void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_reply *r);
 /* Routes one authenticated request. */
 void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *out);
+/* arrays.c: POST /v1/arrays/{id}/cancel. ctld_array_cancel (not under mu)
+ * cancels every active element of the array whose first element is job
+ * `array` (span elements); *cancelled counts them. */
+void ctld_array_route(ctld *c, const ctld_request *rq, ctld_reply *out);
+TS_MUST_CHECK int ctld_array_cancel(ctld *c, int64_t array, int span, int *cancelled,
+                                    ts_err *err);
 /* The agent endpoints (/v1/agent/register, /v1/agent/sync), agents.c. */
 void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *out);
 void ctld_reply_json(ctld_reply *r, int status, json_t *doc); /* steals doc */

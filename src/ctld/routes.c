@@ -823,6 +823,8 @@ void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *r)
             ctld_reply_error(r, 404, "not_found", "%s: not a job path", u);
         else
             job_one(c, rq, id, rest, r);
+    } else if (strncmp(u, "/v1/arrays/", 11) == 0) {
+        ctld_array_route(c, rq, r);
     } else if (strncmp(u, "/v1/nodes", 9) == 0 && (u[9] == '\0' || u[9] == '/')) {
         nodes(c, rq, r);
     } else if (strcmp(u, "/v1/tenants") == 0) {
