@@ -446,6 +446,11 @@ char *ctld_run_detail(const cjob *j, double now);
  * queue_position {tenant, cluster} (1 = first), estimated_start ({time} or
  * {reason}), las {level, attained_gpu_hours}, and a one-line "standing". */
 void ctld_render_queue(const ctld *c, const cjob *j, json_t *doc);
+/* fit.c: under mu, for a job built by job_build: TS_EINVAL (err naming the
+ * field and the most that could ever fit) when it could never run, on the
+ * cluster as declared (every node, drained or not) or within its tenant's
+ * guarantee (guaranteed work) or guarantee plus borrowing limit. */
+TS_MUST_CHECK int ctld_fit_check(const ctld *c, const cjob *j, ts_err *err);
 /* throttle.c: j's index in its array (0-based; its array's id, the first
  * element's, is j->row.id less it), or -1 when j is not an array element. */
 long ctld_array_index(const cjob *j);

@@ -801,6 +801,8 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
         pthread_cond_wait(&c->committed, &c->mu);
     int rc = job_build(c, &probe, err);
     if (rc == 0)
+        rc = ctld_fit_check(c, &probe, err); /* never runs: refused now, not left waiting */
+    if (rc == 0)
         c->submitting++; /* no tenant leaves until its jobs are added */
     pthread_mutex_unlock(&c->mu);
     free(probe.tasks);
