@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "sched/cycle_internal.h"
+#include "tessera/fmt.h"
 
 #define PREFETCH_AHEAD 6       /* jobs of one tenant fetched ahead in the ordered pass */
 #define PREEMPTOR_SLACK_S 60.0 /* a preemptor keeps its place this long past the grace */
@@ -764,8 +765,11 @@ static void reserve(loop *l, int i, bool hold)
     if (!hold) {
         char was[TS_CYCLE_WHY_MAX];
         snprintf(was, sizeof was, "%s", why_of(l, i));
-        l->why_off[i] = why_add(l, "%s; could start by %.0f (in %.0f s) as running jobs end",
-                                was, at, at - l->now);
+        char when[32], in[32];
+        ts_fmt_time(at, when, sizeof when);
+        ts_fmt_duration(at - l->now, in, sizeof in);
+        l->why_off[i] = why_add(l, "%s; could start by %s (in %s) as running jobs end", was,
+                                when, in);
         return;
     }
     l->have_res = true;
@@ -776,7 +780,10 @@ static void reserve(loop *l, int i, bool hold)
     p->reserved_at_s = at;
     char was[TS_CYCLE_WHY_MAX];
     snprintf(was, sizeof was, "%s", why_of(l, i));
-    l->why_off[i] = why_add(l, "%s; reserved to start by %.0f", was, at);
+    char when[32], in[32];
+    ts_fmt_time(at, when, sizeof when);
+    ts_fmt_duration(at - l->now, in, sizeof in);
+    l->why_off[i] = why_add(l, "%s; reserved to start by %s (in %s)", was, when, in);
     if (blockers_set(s, job, l->plan) == 0)
         s->epoch++;
 }
