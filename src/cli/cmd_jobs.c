@@ -107,11 +107,14 @@ int cli_cmd_submit(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     return rc;
 }
 
-/* One form for every job: "8×H100-80GB", "16×any" when no model is asked
- * for (or given yet). */
+/* One form for every job, the server's (gpus_text, which the console shows
+ * too): "8×H100-80GB", "4×0.25 H100-80GB (1 GPU)", "2×1g.10gb"; from an
+ * older server, "GPUS×MODEL" ("16×any" when no model is asked for). */
 static const char *gpus_cell(const json_t *job, char *buf, size_t size)
 {
     char n[32], model[CLI_CELL_MAX];
+    if (json_is_string(json_object_get(job, "gpus_text")))
+        return cli_str(job, "gpus_text", buf, size);
     cli_str(job, "gpus", n, sizeof n);
     if (json_is_string(json_object_get(job, "gpu_model")))
         snprintf(buf, size, "%s×%s", n, cli_str(job, "gpu_model", model, sizeof model));
@@ -340,6 +343,8 @@ int cli_cmd_job_action(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc,
     return CLI_EXIT_OK;
 }
 
+#define CANCEL_FORMS "a positive integer, ID_INDEX or ID[INDEX]"
+
 /* "12", "12_5" or "12[5]": a job (or array) id and an array index (-1:
  * none): TESSERA_ARRAY_INDEX, or SLURM_ARRAY_TASK_ID for a batch script's. */
 static int cancel_target(const struct cli_cmd *cmd, const char *s, long *id, long *elem)
@@ -348,11 +353,11 @@ static int cancel_target(const struct cli_cmd *cmd, const char *s, long *id, lon
     size_t n = strcspn(s, "_[");
     *elem = -1;
     if (n >= sizeof head)
-        return cli_usage_error(cmd, "job id must be ID, ID_INDEX or ID[INDEX], got '%s'", s);
+        return cli_usage_error(cmd, "job id must be " CANCEL_FORMS ", got '%s'", s);
     memcpy(head, s, n);
     head[n] = '\0';
     if (!cli_parse_long(head, 1, LONG_MAX, id))
-        return cli_usage_error(cmd, "job id must be ID, ID_INDEX or ID[INDEX], got '%s'", s);
+        return cli_usage_error(cmd, "job id must be " CANCEL_FORMS ", got '%s'", s);
     if (s[n] == '\0')
         return CLI_CONTINUE;
     char idx[32];
@@ -363,7 +368,7 @@ static int cancel_target(const struct cli_cmd *cmd, const char *s, long *id, lon
     else if (bracket)
         m--;
     if (m == 0 || m >= sizeof idx)
-        return cli_usage_error(cmd, "job id must be ID, ID_INDEX or ID[INDEX], got '%s'", s);
+        return cli_usage_error(cmd, "job id must be " CANCEL_FORMS ", got '%s'", s);
     memcpy(idx, s + n + 1, m);
     idx[m] = '\0';
     if (!cli_parse_long(idx, 0, LONG_MAX - *id, elem))

@@ -98,10 +98,9 @@ static int shape_error(const ts_cluster *cl, const ts_request *r, int g, ts_err 
                 before = passes(n, r, p);
             if (!before)
                 continue;
-            int64_t have = f == F_GPUS    ? n->ngpu
-                           : f == F_GPU_MEM ? (n->model >= 0 ? ts_gpu_model_get(n->model)->mem_mib : 0)
-                           : f == F_CPU     ? n->cpu_milli
-                                            : n->mem_mib;
+            int64_t gmem = n->model >= 0 ? ts_gpu_model_get(n->model)->mem_mib : 0;
+            int64_t have = f == F_GPUS ? n->ngpu : f == F_GPU_MEM ? gmem
+                           : f == F_CPU ? n->cpu_milli : n->mem_mib;
             best = have > best ? have : best;
             any = any || passes(n, r, f);
         }
@@ -188,9 +187,10 @@ static int64_t ceiling(const ts_tenants *ts, int t, int tier, int k, int *who)
     int64_t best = INT64_MAX;
     for (int a = t; a >= 0; a = ts->t[a].parent) {
         const ts_tenant *x = &ts->t[a];
-        int64_t cap = tier == TS_TIER_GUARANTEED ? x->guaranteed[k]
+        int64_t cap = tier == TS_TIER_GUARANTEED                 ? x->guaranteed[k]
                       : x->borrow_limit[k] == TS_QUOTA_UNLIMITED ? INT64_MAX
-                                                                 : x->guaranteed[k] + x->borrow_limit[k];
+                                                                 : x->guaranteed[k] +
+                                                                       x->borrow_limit[k];
         if (cap < best) {
             best = cap;
             *who = a;
@@ -237,7 +237,8 @@ static int tenant_check_model(const ctld *c, const cjob *j, int m, ts_err *err)
                           "is %g, so at most %g can ever run%s", (double)sum[k] * scale, dim,
                           g ? "guaranteed" : "opportunistic", ts->t[who].name,
                           g ? "guarantee" : "guarantee plus borrowing limit", (double)cap * scale,
-                          (double)cap * scale, g ? " (opportunistic work may borrow beyond it)" : "");
+                          (double)cap * scale,
+                          g ? " (opportunistic work may borrow beyond it)" : "");
     }
     return 0;
 }

@@ -553,11 +553,12 @@ static void tenants(ctld *c, const ctld_request *rq, ctld_reply *r)
         for (int k = 0; k < TS_RES_DIMS; k++)
             use[k] = ctld_view_usage(c, t, k);
         json_array_append_new(
-            a, json_pack("{s:s,s:o,s:f,s:o,s:o,s:f,s:s}", "name", tn->name, "parent",
+            a, json_pack("{s:s,s:o,s:f,s:o,s:o,s:f,s:f,s:s}", "name", tn->name, "parent",
                          tn->parent >= 0 ? json_string(c->tenants->t[tn->parent].name)
                                          : json_null(),
                          "weight", tn->weight, "guaranteed", quota_json(tn->guaranteed), "usage",
-                         quota_json(use), "share", ctld_view_share(c, t, now), "order",
+                         quota_json(use), "share", ctld_view_share(c, t, now), "usage_share",
+                         ts_quota_usage_share(c->quota, use), "order",
                          ts_order_name(order_of(c, t))));
     }
     pthread_mutex_unlock(&c->mu);

@@ -459,6 +459,21 @@ static int read_file(const char *path, char **buf, size_t *len, ts_err *err)
 
 static const char DEFAULT_TENANTS[] = "tenants:\n  default: {}\n";
 
+/* Shares are fractions of the guarantees, or of the cluster's capacity in a
+ * dimension nobody is guaranteed (docs/tenants-format.md "Fair share"). */
+static void quota_capacity(const ctld *c, ts_quota *q)
+{
+    int64_t cap[TS_RES_DIMS] = {0};
+    for (int i = 0; i < c->cluster->nnodes; i++) {
+        const ts_node *n = &c->cluster->nodes[i];
+        cap[TS_RES_CPU] += n->cpu_milli;
+        cap[TS_RES_MEM] += n->mem_mib;
+        if (n->model >= 0 && n->model < TS_MAX_GPU_MODELS)
+            cap[ts_res_gpu(n->model)] += (int64_t)n->ngpu * TS_MILLI_PER_GPU;
+    }
+    ts_quota_set_capacity(q, cap);
+}
+
 static int load_tenants(ctld *c, ts_err *err)
 {
     char *yaml = NULL;
@@ -480,6 +495,8 @@ static int load_tenants(ctld *c, ts_err *err)
     free(yaml);
     if (rc == 0)
         rc = ts_quota_new(c->tenants, c->cfg.half_life_s, &c->quota, err);
+    if (rc == 0)
+        quota_capacity(c, c->quota);
     return rc;
 }
 
@@ -1126,6 +1143,8 @@ int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err)
     int rc = ts_load_tenants_yaml(yaml, len, "tenants", &ts, err);
     if (rc == 0)
         rc = ts_quota_new(ts, c->cfg.half_life_s, &q, err);
+    if (rc == 0)
+        quota_capacity(c, q); /* the cluster never changes: no lock needed */
     if (rc != 0) {
         ts_quota_free(q);
         ts_tenants_free(ts);

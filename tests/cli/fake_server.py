@@ -62,6 +62,8 @@ JOBS[42]["queue_position"] = {"tenant": 1, "cluster": 3}
 JOBS[42]["estimated_start"] = {"time": NOW + 1500, "basis": "reservation"}
 JOBS[45]["queue_position"] = {"tenant": 1, "cluster": 4}
 JOBS[45]["estimated_start"] = {"reason": "not planned: only the first job that lacks room is planned"}
+# the server's own rendering of a job's GPUs, which the CLI prints as it is
+JOBS[46]["gpus_text"] = "4\u00d70.25 H100-80GB (1 GPU)"
 EVENTS = {42: [{"id": 1, "time": NOW - 180, "kind": "submitted", "detail": None},
                {"id": 2, "time": NOW - 170, "kind": "pending", "detail": "capacity"},
                {"id": 3, "time": NOW - 100, "kind": "reserved", "detail": "at +25m"}],
@@ -88,13 +90,13 @@ NODES = {n["name"]: n for n in [
                                        "breaks": "a\u2028b\u0085c\ufeffd\x7f"}},
 ]}
 TENANTS = [
-    {"name": "team-a", "parent": None, "weight": 1, "share": 0.5,
+    {"name": "team-a", "parent": None, "weight": 1, "share": 0.5, "usage_share": 1.25,
      "guaranteed": {"gpu": {"A100-80GB": 16}, "cpu_milli": 64000, "memory_mib": 262144},
      "usage": {"gpu": {"A100-80GB": 20, "H100": 2}, "cpu_milli": 70000, "memory_mib": 1024}},
-    {"name": "team-b", "parent": "org", "weight": 0.5, "share": 0.25,
+    {"name": "team-b", "parent": "org", "weight": 0.5, "share": 0.25, "usage_share": 0,
      "guaranteed": {"gpu": {"H100": 8}, "cpu_milli": 0, "memory_mib": 0},
      "usage": {"gpu": {}, "cpu_milli": 0, "memory_mib": 0}},
-    {"name": "students", "parent": None, "weight": 1, "share": 2.9e-08,
+    {"name": "students", "parent": None, "weight": 1, "share": 2.9e-08, "usage_share": 0,
      "guaranteed": {"gpu": {}, "cpu_milli": 0, "memory_mib": 0},
      "usage": {"gpu": {}, "cpu_milli": 0, "memory_mib": 0}},
 ]
