@@ -311,6 +311,9 @@ expect "node v1" 0 node v1 && out_has "node v1" "^MIG: +gpu 0: 3g.40gb@0 used, 1
 yaml_same "node v1" node v1
 expect "drain" 0 drain r1-n01 && out_has "drain" "^node r1-n01: drained$"
 expect "resume" 0 resume r1-n01 && out_has "resume" "^node r1-n01: up$"
+# a node that stays drained (its health still fails): the resume did not work
+expect "resume stays drained" 4 resume r1-n02 && out_has "resume stays drained" "^node r1-n02: drained" &&
+  err_has "resume stays drained" "node r1-n02 stays drained: health: xid 79: GPU has fallen off the bus"
 expect "node name escaped" 3 node 'a/b c'
 last_ok "node name escaped" 'd["path"] == "/v1/nodes/a%2Fb%20c"'
 

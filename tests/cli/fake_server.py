@@ -78,7 +78,8 @@ NODES = {n["name"]: n for n in [
     {"name": "r1-n01", "state": "up", "virtual": False, "gpu_model": "A100-80GB", "gpus": 8,
      "gpus_free": 4, "cpu_milli": 96000, "cpu_free_milli": 48500, "memory_mib": 1048576,
      "memory_free_mib": 524288, "mig": [], "jobs": [43], "labels": {"rack": "r1"}},
-    {"name": "r1-n02", "state": "drained", "virtual": False, "gpu_model": "A100-80GB",
+    {"name": "r1-n02", "state": "drained", "drain_reason": "health: xid 79: GPU has fallen off the bus",
+     "virtual": False, "gpu_model": "A100-80GB",
      "gpus": 8, "gpus_free": 8, "cpu_milli": 96000, "cpu_free_milli": 96000,
      "memory_mib": 1048576, "memory_free_mib": 1048576, "mig": [], "jobs": [], "labels": {}},
     {"name": "v1", "state": "up", "virtual": True, "gpu_model": None, "gpus": 1,
@@ -348,7 +349,9 @@ class Handler(BaseHTTPRequestHandler):
         if method == "POST" and len(p) == 3 and p[2] in ("drain", "resume"):
             if role != "admin":
                 raise Answer(403, "forbidden", "only an admin drains or resumes nodes")
-            n["state"] = "drained" if p[2] == "drain" else "up"
+            # a node whose health still fails stays drained after a resume
+            sick = n.get("drain_reason", "").startswith("health:")
+            n["state"] = "drained" if p[2] == "drain" or sick else "up"
             return 200, {"node": n}, None
         raise Answer(405, "method_not_allowed", "no such method")
 
