@@ -35,6 +35,21 @@ static bool model_ok(const ts_request *r, int m)
            ts_mig_profile_get(ts_gpu_model_get(m)->mig_geometry, r->mig_profile) != NULL;
 }
 
+/* The GPUs of node n a task of r may use, by their sharing mode (model.h):
+ * MIG instances only on MIG GPUs, shares only on shared ones, whole GPUs on
+ * any but MIG GPUs. */
+static int usable_gpus(const ts_node *n, const ts_request *r)
+{
+    int k = 0;
+    for (int g = 0; g < n->ngpu; g++) {
+        int mode = n->gpu[g].mode;
+        k += r->mig_profile >= 0                                   ? mode == TS_GPU_MIG
+             : r->num_gpu > 0 && r->gpu_milli < TS_MILLI_PER_GPU ? mode == TS_GPU_SHARED
+                                                                  : mode != TS_GPU_MIG;
+    }
+    return k;
+}
+
 /* Whether node passes filter f for r. */
 static bool passes(const ts_node *n, const ts_request *r, int f)
 {
@@ -42,9 +57,9 @@ static bool passes(const ts_node *n, const ts_request *r, int f)
     int64_t gmem = n->model >= 0 ? ts_gpu_model_get(n->model)->mem_mib : 0;
     switch (f) {
     case F_MODEL:
-        return model_ok(r, n->model);
+        return model_ok(r, n->model) && (r->num_gpu < 1 || usable_gpus(n, r) > 0);
     case F_GPUS:
-        return !gpu || n->ngpu >= r->num_gpu;
+        return !gpu || usable_gpus(n, r) >= r->num_gpu;
     case F_GPU_MEM:
         return !gpu || r->gpu_mem_mib <= 0 || gmem <= 0 || gmem >= r->gpu_mem_mib;
     case F_CPU:
@@ -66,16 +81,16 @@ static int64_t per_node(const ts_node *n, const ts_request *r)
         k = n->mem_mib / r->mem_mib;
     int64_t g = INT64_MAX;
     if (r->mig_profile >= 0) {
-        g = (int64_t)n->ngpu *
+        g = (int64_t)usable_gpus(n, r) *
             ts_mig_profile_get(ts_gpu_model_get(n->model)->mig_geometry, r->mig_profile)->max_count;
     } else if (r->num_gpu > 0 && r->gpu_milli < TS_MILLI_PER_GPU) {
         int64_t each = TS_MILLI_PER_GPU / r->gpu_milli;
         int64_t gmem = ts_gpu_model_get(n->model)->mem_mib;
         if (r->gpu_mem_mib > 0 && gmem > 0 && gmem / r->gpu_mem_mib < each)
             each = gmem / r->gpu_mem_mib;
-        g = n->ngpu * each;
+        g = usable_gpus(n, r) * each;
     } else if (r->num_gpu > 0) {
-        g = n->ngpu / r->num_gpu;
+        g = usable_gpus(n, r) / r->num_gpu;
     }
     return g < k ? g : k;
 }
@@ -99,7 +114,7 @@ static int shape_error(const ts_cluster *cl, const ts_request *r, int g, ts_err 
             if (!before)
                 continue;
             int64_t gmem = n->model >= 0 ? ts_gpu_model_get(n->model)->mem_mib : 0;
-            int64_t have = f == F_GPUS ? n->ngpu : f == F_GPU_MEM ? gmem
+            int64_t have = f == F_GPUS ? usable_gpus(n, r) : f == F_GPU_MEM ? gmem
                            : f == F_CPU ? n->cpu_milli : n->mem_mib;
             best = have > best ? have : best;
             any = any || passes(n, r, f);
@@ -118,9 +133,11 @@ static int shape_error(const ts_cluster *cl, const ts_request *r, int g, ts_err 
             size_t l = strlen(have);
             snprintf(have + l, sizeof have - l, "%s%s", l ? ", " : "", ts_gpu_model_get(m)->name);
         }
+        const char *what = r->mig_profile >= 0 ? "offers this MIG profile in MIG mode"
+                           : r->gpu_milli < TS_MILLI_PER_GPU ? "of that model is shared by fractions"
+                                                             : "is of that model";
         return ts_err_set(err, TS_EINVAL, "tasks[%d].%s: no GPU of the cluster %s (it has %s)", g,
-                          r->mig_profile >= 0 ? "mig_profile" : "gpu_model",
-                          r->mig_profile >= 0 ? "offers this MIG profile" : "is of that model",
+                          r->mig_profile >= 0 ? "mig_profile" : "gpu_model", what,
                           have[0] ? have : "no GPUs");
     }
     static const char *unit[F_N] = {"", " GPUs", " MiB of GPU memory", " milli-CPUs",
@@ -199,12 +216,16 @@ static int64_t ceiling(const ts_tenants *ts, int t, int tier, int k, int *who)
     return best;
 }
 
-static bool managed(const ts_tenants *ts, int k)
+/* What the organisations guarantee in all in dimension k; 0: nobody is
+ * guaranteed anything there and admission does not manage it. No work
+ * takes more: capacity that is nobody's guarantee is not lent (tenant.h). */
+static int64_t guaranteed_all(const ts_tenants *ts, int k)
 {
+    int64_t sum = 0;
     for (int i = 0; i < ts->n; i++)
-        if (ts->t[i].guaranteed[k] > 0)
-            return true;
-    return false;
+        if (ts->t[i].parent < 0)
+            sum += ts->t[i].guaranteed[k];
+    return sum;
 }
 
 /* For GPU model m (-1: CPU-only job): 0 if the job's demand fits the
@@ -222,9 +243,10 @@ static int tenant_check_model(const ctld *c, const cjob *j, int m, ts_err *err)
     const ts_tenants *ts = c->tenants;
     for (int k = 0; k < TS_RES_DIMS; k++) {
         int who = j->sj.tenant;
-        int64_t cap = sum[k] > 0 && managed(ts, k) ? ceiling(ts, j->sj.tenant, j->sj.tier, k, &who)
-                                                   : INT64_MAX;
-        if (sum[k] <= cap)
+        int64_t all = guaranteed_all(ts, k);
+        int64_t cap = sum[k] > 0 && all > 0 ? ceiling(ts, j->sj.tenant, j->sj.tier, k, &who)
+                                            : INT64_MAX;
+        if (sum[k] <= cap && (all == 0 || sum[k] <= all))
             continue;
         char dim[64];
         if (k >= TS_RES_GPU0)
@@ -233,6 +255,11 @@ static int tenant_check_model(const ctld *c, const cjob *j, int m, ts_err *err)
             ts_res_name(k, dim, sizeof dim);
         double scale = k >= TS_RES_GPU0 ? 1.0 / TS_MILLI_PER_GPU : 1.0;
         bool g = j->sj.tier == TS_TIER_GUARANTEED;
+        if (sum[k] <= cap) /* within its own ceiling, above everyone's guarantees */
+            return ts_err_set(err, TS_EINVAL, "tasks: %g %s asked in all; the tenants' "
+                              "guarantees add up to %g, and capacity that is nobody's guarantee "
+                              "is not lent, so at most %g can ever run", (double)sum[k] * scale,
+                              dim, (double)all * scale, (double)all * scale);
         return ts_err_set(err, TS_EINVAL, "tasks: %g %s asked in all as %s work; tenant %s's %s "
                           "is %g, so at most %g can ever run%s", (double)sum[k] * scale, dim,
                           g ? "guaranteed" : "opportunistic", ts->t[who].name,

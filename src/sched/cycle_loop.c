@@ -403,8 +403,11 @@ static int try_start(loop *l, int i)
         if (cycle_place(s, s->c, s->ix, job, l->tmp, &r2, w2, sizeof w2) == 0) {
             cycle_unplace(s->c, s->ix, job, l->tmp);
             reason = TS_PEND_RESERVATION;
-            snprintf(why, sizeof why, "fits now, but its time limit (%.0f s) runs past %.0f, "
-                     "when job %lld is reserved to start on those GPUs", limit, l->res_at,
+            char lim[32], at[32];
+            ts_fmt_duration(limit, lim, sizeof lim);
+            ts_fmt_time(l->res_at, at, sizeof at);
+            snprintf(why, sizeof why, "fits now, but its time limit (%s) runs past %s, "
+                     "when job %lld is reserved to start on those GPUs", lim, at,
                      (long long)l->res_id);
         }
         blockers_on(s);
@@ -709,13 +712,18 @@ static bool try_preempt(loop *l, int i, bool swap)
         lost += keys[l->chosen[k]].lost;
         sharing = sharing || keys[l->chosen[k]].ts;
     }
+    char by[32], in[32], lost_h[32];
+    ts_fmt_time(until, by, sizeof by);
+    ts_fmt_duration(until - l->now, in, sizeof in);
+    snprintf(lost_h, sizeof lost_h, "%.2f", lost / 3600.0);
     if (sharing)
         pend(l, i, TS_PEND_PREEMPTING, "time-sharing: preempting %d job%s of a higher las "
-             "level than its %d (%.0f GPU-s since their checkpoints); they stop by %.0f", m,
-             m == 1 ? "" : "s", l->js[i].earned, lost, until);
+             "level than its %d (%s GPU-hours since their checkpoints); they stop by %s "
+             "(in %s)", m, m == 1 ? "" : "s", l->js[i].earned, lost_h, by, in);
     else
-        pend(l, i, TS_PEND_PREEMPTING, "preempting %d opportunistic job%s (%.0f GPU-s "
-             "since their checkpoints); they stop by %.0f", m, m == 1 ? "" : "s", lost, until);
+        pend(l, i, TS_PEND_PREEMPTING, "preempting %d opportunistic job%s (%s GPU-hours "
+             "since their checkpoints); they stop by %s (in %s)", m, m == 1 ? "" : "s", lost_h,
+             by, in);
     free(keys);
     return true;
 }
@@ -835,8 +843,10 @@ static void prepass(loop *l, uint8_t *done)
             continue;
         }
         if (job->eligible_s > l->now) {
-            pend(l, i, TS_PEND_HELD, "requeued after a preemption; backing off for another "
-                 "%.0f s", job->eligible_s - l->now);
+            char left[32];
+            ts_fmt_duration(job->eligible_s - l->now, left, sizeof left);
+            pend(l, i, TS_PEND_HELD, "requeued after a preemption; backing off for another %s",
+                 left);
             continue;
         }
         ts_err e;
