@@ -459,15 +459,15 @@ static int read_file(const char *path, char **buf, size_t *len, ts_err *err)
 
 static const char DEFAULT_TENANTS[] = "tenants:\n  default: {}\n";
 
-/* Shares are fractions of the guarantees, or of the cluster's capacity in a
- * dimension nobody is guaranteed (docs/tenants-format.md "Fair share"). */
+/* Shares are fractions of the guarantees, or of the cluster's GPUs of a
+ * model nobody is guaranteed (docs/scheduler.md "Order"): else a cluster
+ * without GPU guarantees has no fair share at all. CPU and memory stay
+ * counted only where guaranteed, as a GPU-only tenants file means. */
 static void quota_capacity(const ctld *c, ts_quota *q)
 {
     int64_t cap[TS_RES_DIMS] = {0};
     for (int i = 0; i < c->cluster->nnodes; i++) {
         const ts_node *n = &c->cluster->nodes[i];
-        cap[TS_RES_CPU] += n->cpu_milli;
-        cap[TS_RES_MEM] += n->mem_mib;
         if (n->model >= 0 && n->model < TS_MAX_GPU_MODELS)
             cap[ts_res_gpu(n->model)] += (int64_t)n->ngpu * TS_MILLI_PER_GPU;
     }
