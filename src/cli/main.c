@@ -73,9 +73,13 @@ static const struct cli_cmd COMMANDS[] = {
      cli_cmd_node},
     {"drain", "drain NAME", "Drains a node: no new jobs are placed on it (admin).",
      cli_cmd_node_action},
-    {"resume", "resume NAME", "Puts a drained node back in service (admin).",
+    {"resume", "resume NAME",
+     "Puts a drained node back in service (admin). Exits 4, saying why, when the node\n"
+     "stays drained (its health still fails, no agent serves it).",
      cli_cmd_node_action},
-    {"tenants", "tenants", "Lists the tenants: parent, weight, share, guarantee and usage.",
+    {"tenants", "tenants",
+     "Lists the tenants: parent, weight, fair share (SHARE, decayed, as the scheduler\n"
+     "orders them), share of what they use now (NOW), guarantee and usage.",
      cli_cmd_tenants},
     {"quota", "quota",
      "Shows each tenant's guaranteed GPUs next to the GPUs it uses, per GPU model.",
