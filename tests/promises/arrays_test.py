@@ -6,11 +6,19 @@ refused at submission (a drained node still counts), and a tenant's share is
 not 0 while it runs.
 
 Each scenario_* runs on the default cluster of tests/lib/cluster.py (four
-8-GPU H100 nodes, 32 GPUs; tenants team-a and team-b with 16 guaranteed GPUs
-each)."""
+8-GPU H100 nodes with agents; tenants team-a and team-b with 16 guaranteed
+GPUs each) plus r-5, a 16-GPU node cluster.yaml declares but no agent serves
+(drained, "no agent"): 48 GPUs declared."""
 import re
 
+from cluster import H100, Node
 from harness import check
+
+CLUSTER = {
+    "nodes": [Node("r-1", "l1"), Node("r-2", "l1"), Node("r-3", "l2"), Node("r-4", "l2"),
+              Node("r-5", "l2", cls="h16", agent=False)],
+    "classes": {"h16": dict(H100, gpus=16)},
+}
 
 
 def spec(name, cmd, count=1, gpus=1, tier="guaranteed", tenant="team-a", **kw):
@@ -119,21 +127,29 @@ def scenario_throttle_starts_lowest_index_first(c):
 
 def scenario_impossible_request_refused(c):
     """job-spec.md: a job that could never run is refused at submission,
-    naming the field and the most that could ever fit; a drained node still
-    counts."""
+    naming the field and the most that could ever fit; a drained node, or
+    one whose agent is down, still counts."""
     st, d = c.call("POST", "/v1/jobs", spec("huge", "true", count=1000, tier="opportunistic"))
     msg = d.get("error", {}).get("message", "") if isinstance(d, dict) else ""
     fields = [f.get("path") for f in d.get("error", {}).get("fields", [])] if st == 400 else []
-    check(st == 400 and fields == ["tasks[0].count"] and "at most 32 can ever run" in msg,
-          f"1000 GPUs on a 32-GPU cluster: 400 naming tasks[0].count and 32: {st} {msg}")
-    st, d = c.call("POST", "/v1/jobs", spec("wide", "true", gpus=16, tier="opportunistic"))
+    check(st == 400 and fields == ["tasks[0].count"] and "at most 48 can ever run" in msg,
+          f"1000 GPUs on a 48-GPU cluster: 400 naming tasks[0].count and 48: {st} {msg}")
+    wide = spec("wide", "true", tier="opportunistic")
+    wide["tasks"][0]["cpu_milli"] = 100000
+    st, d = c.call("POST", "/v1/jobs", wide)
     msg = d.get("error", {}).get("message", "") if isinstance(d, dict) else ""
-    check(st == 400 and msg.startswith("tasks[0].gpus:") and "is 8 GPUs" in msg,
-          f"16 GPUs in one task, nodes of 8: 400 naming tasks[0].gpus: {msg}")
+    check(st == 400 and msg.startswith("tasks[0].cpu_milli:") and "is 64000" in msg,
+          f"100 cores in one task, 64 on the largest node: 400 naming tasks[0].cpu_milli: {msg}")
     st, d = c.call("POST", "/v1/jobs", spec("over", "true", count=20))
     msg = d.get("error", {}).get("message", "") if isinstance(d, dict) else ""
     check(st == 400 and "team-a's guarantee is 16" in msg,
           f"20 guaranteed GPUs on a guarantee of 16: 400 naming it: {msg}")
+    # r-5 has no agent: it counts, so a 16-GPU task is accepted (and waits)
+    check(c.node("r-5").get("state") == "drained", "r-5, without an agent, is drained")
+    big = c.submit(spec("sixteen", "true", gpus=16, tier="opportunistic"))
+    check(isinstance(big, int), "a 16-GPU task is accepted: only r-5, whose agent is down, has 16")
+    if isinstance(big, int):
+        c.call("POST", f"/v1/jobs/{big}/cancel")
     r = c.cli("drain", "r-4")
     check(r.returncode == 0, f"tessera drain r-4: {r.stderr}")
     jid = c.submit(spec("all", "true", count=32, tier="opportunistic"))
@@ -142,6 +158,18 @@ def scenario_impossible_request_refused(c):
     check(r.returncode == 0, f"tessera resume r-4 exits 0: {r.returncode} {r.stderr}")
     if isinstance(jid, int):
         c.wait_job(jid, "completed", 40, "it runs once the node is back")
+
+
+def scenario_resume_of_a_node_that_stays_drained_fails(c):
+    """cli.md: a resume that leaves the node drained exits 4, naming why."""
+    r = c.cli("drain", "r-5")
+    check(r.returncode == 0, f"tessera drain r-5: {r.returncode} {r.stderr}")
+    r = c.cli("resume", "r-5")
+    check(r.returncode == 4 and "node r-5 stays drained: no agent" in r.stderr,
+          f"tessera resume r-5 (no agent) exits 4 saying why: {r.returncode} {r.stderr}")
+    r = c.cli("resume", "r-4")
+    check(r.returncode == 0 and "node r-4: up" in r.stdout,
+          f"a node that comes back exits 0: {r.returncode} {r.stdout}")
 
 
 def scenario_share_is_not_zero_while_a_tenant_runs(c):
