@@ -100,9 +100,11 @@ function ago(t) {
   return d >= 0 ? duration(d) + " ago" : "in " + duration(-d);
 }
 
-/* One form for every job, as the CLI prints it: "8×H100-80GB", "16×any"
- * (no model asked for yet), "0.25×any" for a share, "2×1g.10gb" for MIG. */
+/* One form for every job, the server's gpus_text, which the CLI prints too:
+ * "8×H100-80GB", "16×any" (no model asked for yet), "4×0.25 H100-80GB
+ * (1 GPU)" for shares, "2×1g.10gb" for MIG; built here from an older server. */
 function gpusCell(job) {
+  if (typeof job.gpus_text === "string") return job.gpus_text;
   const tasks = (job.spec && job.spec.tasks) || [];
   const model = job.gpu_model || "any";
   if (tasks.length && tasks.every(t => t.mig_profile)) {

@@ -106,7 +106,7 @@ VIEWS.tenants = async function (main, v) {
       '<span class="legend-item"><span class="swatch lent-key"></span>lent to others</span>' +
       '<span class="legend-item"><span class="swatch idle-key"></span>guaranteed, unused</span></div>' +
       '<table class="grid" id="t-table"><thead><tr><th>TENANT</th><th>MODEL</th><th class="num">GUARANTEED</th><th class="num">USED</th>' +
-      '<th class="num">BORROWED</th><th class="num">LENT</th><th class="wide"></th><th class="num">FAIR SHARE</th></tr></thead><tbody></tbody></table></div>' +
+      '<th class="num">BORROWED</th><th class="num">LENT</th><th class="wide"></th><th class="num">FAIR SHARE</th><th class="num">SHARE NOW</th></tr></thead><tbody></tbody></table></div>' +
       '<div class="card"><h2>GPU-hours over time, per tenant <select id="u-span" aria-label="window">' +
       Object.keys(USAGE_SPANS).map(k => "<option" + (k === "24h" ? " selected" : "") + ">" + k + "</option>").join("") +
       '</select></h2><div id="u-chart" class="muted">loading\u2026</div></div>';
@@ -121,8 +121,9 @@ VIEWS.tenants = async function (main, v) {
     "<tr><td>" + (x.t.parent ? '<span class="muted">' + esc(x.t.parent) + " / </span>" : "") + swatch(x.t.name) + "</td><td>" + esc(x.model) +
     '</td><td class="num">' + x.g + '</td><td class="num">' + (+x.u.toFixed(2)) + '</td><td class="num">' + (+x.borrowed.toFixed(2)) +
     '</td><td class="num">' + (+x.lent.toFixed(2)) + '</td><td class="wide">' + bar(x, max) + '</td><td class="num">' +
-    (typeof x.t.share === "number" ? x.t.share.toFixed(3) : "-") + "</td></tr>").join("") ||
-    '<tr><td colspan="8" class="muted">no tenants</td></tr>';
+    (typeof x.t.share === "number" ? x.t.share.toFixed(3) : "-") + '</td><td class="num">' +
+    (typeof x.t.usage_share === "number" ? x.t.usage_share.toFixed(3) : "-") + "</td></tr>").join("") ||
+    '<tr><td colspan="9" class="muted">no tenants</td></tr>';
   for (const el of main.querySelectorAll("[data-left]")) el.style.left = el.dataset.left;
   paintSwatches(main);
   if (!st.usageAt || Date.now() - st.usageAt > USAGE_REFRESH_MS) {

@@ -2,6 +2,8 @@
  * depend.h - job dependencies as Slurm writes them (docs/job-spec.md
  * "dependency"): after, afterok, afternotok, afterany on earlier jobs'
  * ids, and singleton, joined by ',' (all must hold) or '?' (any may).
+ * An id that names an array (its first element's id) stands for every
+ * element, as Slurm's array job id does; tesserad decides that.
  *
  * The job spec parser (src/api/spec.c) and the batch-script translator
  * (src/api/sbatch.c) read the text with ts_dep_parse; tesserad
@@ -19,8 +21,10 @@
 extern "C" {
 #endif
 
-#define TS_DEP_MAX_BYTES 1024 /* characters of the text; longer is an error */
-#define TS_DEP_MAX_IDS 64     /* job ids named in all */
+#define TS_DEP_MAX_BYTES 4096 /* characters of the text; longer is an error */
+/* Job ids named in all: the text is the only bound, as every id takes at
+ * least two of its characters (a digit and a ':' or ','). */
+#define TS_DEP_MAX_IDS (TS_DEP_MAX_BYTES / 2)
 #define TS_DEP_WHY_MAX 160
 
 enum ts_dep_type {

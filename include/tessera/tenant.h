@@ -196,10 +196,19 @@ int64_t ts_quota_borrowed(const ts_quota *q, int t, int dim);
 /* What t's subtree could lend outside itself now (idle, within its limit). */
 int64_t ts_quota_lendable(const ts_quota *q, int t, int dim);
 
+/* The cluster's capacity per dimension: what shares are a fraction of in a
+ * dimension where nobody is guaranteed anything (else such usage would
+ * count for nothing and every share read 0). Not admission: only shares. */
+void ts_quota_set_capacity(ts_quota *q, const int64_t capacity[TS_RES_DIMS]);
 /* Weighted dominant-resource share of t at now: over dimensions with any
- * guarantee, max of decayed usage / total guarantees, divided by the weight.
- * Usage held steadily for long reads as its plain fraction. */
+ * guarantee (or a capacity set), max of decayed usage / total guarantees
+ * (else capacity), divided by the weight. Usage held steadily for long
+ * reads as its plain fraction; a new usage grows into it with the
+ * half-life (8 of 32 GPUs for an hour, half-life 7 days: 0.001). */
 double ts_quota_share(const ts_quota *q, int t, double now);
+/* The dominant share of a usage now (ts_quota_usage of a tenant, per
+ * dimension), undecayed and unweighted: 8 of 32 GPUs is 0.25 at once. */
+double ts_quota_usage_share(const ts_quota *q, const int64_t use[TS_RES_DIMS]);
 /* Sorts tenants[0..n-1] by ascending share at now (ties: lower index first):
  * who should go first. TS_ENOMEM, TS_EINVAL (bad index). */
 int ts_quota_order(const ts_quota *q, double now, int *tenants, int n);

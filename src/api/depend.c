@@ -6,7 +6,8 @@
  * `singleton`, joined by ',' (all) or '?' (any), never both. Slurm's
  * further forms are refused by name rather than half-read: a delay
  * (`afterok:12+30`), an array element (`12_3`: name the element's own id)
- * and the types aftercorr and afterburstbuffer. Each id becomes one item,
+ * and the types aftercorr and afterburstbuffer. Each id becomes one item
+ * (an array's id too: tesserad expands it to the elements it decides on),
  * as Slurm keeps one record per id, so "afterok:1:2?afterany:3" holds as
  * soon as any of the three holds.
  */
@@ -92,8 +93,12 @@ static int parse_item(const char *p, const char *e, ts_dependency *d, char *why,
         int ids = 0;
         for (int i = 0; i < d->n; i++)
             ids += d->items[i].type != TS_DEP_SINGLETON;
-        if (ids >= TS_DEP_MAX_IDS)
-            return fail(why, size, "more than 64 job ids%s", "");
+        /* cannot happen within TS_DEP_MAX_BYTES: kept as the array's guard */
+        if (ids >= TS_DEP_MAX_IDS) {
+            char most[16];
+            snprintf(most, sizeof most, "%d", TS_DEP_MAX_IDS);
+            return fail(why, size, "more than %s job ids", most);
+        }
         d->items[d->n++] = (ts_dep_item){.type = type, .job = id};
         if (q == e)
             return 0;
@@ -112,9 +117,9 @@ int ts_dep_parse(const char *s, ts_dependency *out, char *why, size_t size)
     if (len == 0)
         return fail(why, size, "must not be empty (leave the key out for none)%s", "");
     if (len > TS_DEP_MAX_BYTES) {
-        char n[32];
-        snprintf(n, sizeof n, "%zu", len);
-        return fail(why, size, "%s characters, at most 1024", n);
+        char n[64];
+        snprintf(n, sizeof n, "%zu characters, at most %d", len, TS_DEP_MAX_BYTES);
+        return fail(why, size, "%s", n);
     }
     bool comma = false, question = false;
     const char *p = s;

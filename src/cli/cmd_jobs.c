@@ -10,7 +10,9 @@
  * so that a typo is a usage error, not a 404.
  */
 #include "cli/cli.h"
+#include "tessera/sbatch_array.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -105,11 +107,14 @@ int cli_cmd_submit(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     return rc;
 }
 
-/* One form for every job: "8×H100-80GB", "16×any" when no model is asked
- * for (or given yet). */
+/* One form for every job, the server's (gpus_text, which the console shows
+ * too): "8×H100-80GB", "4×0.25 H100-80GB (1 GPU)", "2×1g.10gb"; from an
+ * older server, "GPUS×MODEL" ("16×any" when no model is asked for). */
 static const char *gpus_cell(const json_t *job, char *buf, size_t size)
 {
     char n[32], model[CLI_CELL_MAX];
+    if (json_is_string(json_object_get(job, "gpus_text")))
+        return cli_str(job, "gpus_text", buf, size);
     cli_str(job, "gpus", n, sizeof n);
     if (json_is_string(json_object_get(job, "gpu_model")))
         snprintf(buf, size, "%s×%s", n, cli_str(job, "gpu_model", model, sizeof model));
@@ -365,6 +370,111 @@ int cli_cmd_job_action(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc,
     snprintf(suffix, sizeof suffix, "/%s", cmd->name);
     json_t *root, *job;
     rc = job_request(ctx, "POST", id, suffix, "job", &root, &job);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (!cli_emit(ctx, root)) {
+        char state[CLI_CELL_MAX];
+        printf("job %ld: %s\n", id, cli_str(job, "state", state, sizeof state));
+    }
+    json_decref(root);
+    return CLI_EXIT_OK;
+}
+
+#define CANCEL_FORMS "a positive integer, ID_INDEX or ID[INDEX]"
+
+/* "12", "12_5" or "12[5]": a job (or array) id and an array index (-1:
+ * none): TESSERA_ARRAY_INDEX, or SLURM_ARRAY_TASK_ID for a batch script's. */
+static int cancel_target(const struct cli_cmd *cmd, const char *s, long *id, long *elem)
+{
+    char head[32];
+    size_t n = strcspn(s, "_[");
+    *elem = -1;
+    if (n >= sizeof head)
+        return cli_usage_error(cmd, "job id must be " CANCEL_FORMS ", got '%s'", s);
+    memcpy(head, s, n);
+    head[n] = '\0';
+    if (!cli_parse_long(head, 1, LONG_MAX, id))
+        return cli_usage_error(cmd, "job id must be " CANCEL_FORMS ", got '%s'", s);
+    if (s[n] == '\0')
+        return CLI_CONTINUE;
+    char idx[32];
+    size_t m = strlen(s + n + 1);
+    bool bracket = s[n] == '[';
+    if (bracket && (m == 0 || s[n + m] != ']'))
+        m = sizeof idx; /* no closing bracket: refused below */
+    else if (bracket)
+        m--;
+    if (m == 0 || m >= sizeof idx)
+        return cli_usage_error(cmd, "job id must be " CANCEL_FORMS ", got '%s'", s);
+    memcpy(idx, s + n + 1, m);
+    idx[m] = '\0';
+    if (!cli_parse_long(idx, 0, LONG_MAX - *id, elem))
+        return cli_usage_error(cmd, "array index must be an integer 0.., got '%s'", s);
+    return CLI_CONTINUE;
+}
+
+/* The element number of index idx in an array from a batch script, whose
+ * indices are its script's list (TESSERA_SLURM_ARRAY, "1-9:2"); idx itself
+ * for any other array; -1 when the list has no such index. */
+static long element_of(const json_t *job, long idx, long span)
+{
+    const json_t *env = json_object_get(json_object_get(job, "spec"), "env");
+    const char *list = json_string_value(json_object_get(env, "TESSERA_SLURM_ARRAY"));
+    if (!list)
+        return idx;
+    for (long k = 0; k < span; k++)
+        if (ts_sbatch_array_nth(list, k) == idx)
+            return k;
+    return -1;
+}
+
+/* Whether job (an answer's "job") is an array's first element: its id is
+ * the array's. *span gets the array's size. */
+static bool array_head(const json_t *job, long *span)
+{
+    const char *name = json_string_value(json_object_get(job, "name"));
+    const json_t *size = json_object_get(json_object_get(job, "spec"), "array_size");
+    size_t n = name ? strlen(name) : 0;
+    *span = json_is_integer(size) ? (long)json_integer_value(size) : 1;
+    return *span > 1 && n >= 3 && strcmp(name + n - 3, "[0]") == 0;
+}
+
+/* Cancels a job; an array's id (its first element's) cancels every element
+ * still active, as Slurm's scancel; ID_INDEX or ID[INDEX] one element. */
+int cli_cmd_cancel(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *arg;
+    long id, elem, span;
+    int rc = cli_parse(ctx, cmd, argc, argv, NULL, &arg, 1, 1);
+    if (rc != CLI_CONTINUE || (rc = cancel_target(cmd, arg, &id, &elem)) != CLI_CONTINUE)
+        return rc;
+    json_t *root, *job;
+    rc = job_request(ctx, "GET", id, "", "job", &root, &job);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    bool head = array_head(job, &span);
+    long k = head && elem >= 0 ? element_of(job, elem, span) : -1;
+    json_decref(root);
+    if (elem >= 0 && (k < 0 || k >= span)) {
+        fprintf(stderr, "tessera: array %ld has no index %ld\n", id, elem);
+        return CLI_EXIT_NOT_FOUND;
+    }
+    if (head && elem < 0) {
+        char path[64];
+        snprintf(path, sizeof path, "/v1/arrays/%ld/cancel", id);
+        struct cli_req req = {.method = "POST", .path = path};
+        struct cli_resp resp;
+        if ((rc = cli_http(ctx, &req, &resp)) != CLI_EXIT_OK)
+            return rc;
+        if (!cli_emit(ctx, resp.json))
+            printf("array %ld: %lld of its %ld elements cancelled (the others had ended)\n", id,
+                   (long long)json_integer_value(json_object_get(resp.json, "cancelled")), span);
+        cli_resp_free(&resp);
+        return CLI_EXIT_OK;
+    }
+    if (elem >= 0)
+        id += k;
+    rc = job_request(ctx, "POST", id, "/cancel", "job", &root, &job);
     if (rc != CLI_EXIT_OK)
         return rc;
     if (!cli_emit(ctx, root)) {

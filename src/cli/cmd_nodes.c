@@ -194,6 +194,17 @@ int cli_cmd_node_action(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc
         char nm[CLI_CELL_MAX], st[CLI_CELL_MAX];
         printf("node %s: %s\n", cli_str(n, "name", nm, sizeof nm), state_cell(n, st, sizeof st));
     }
+    /* the admin's drain is lifted, but the node takes no work while
+     * something else still drains it (its health, a missing agent): a
+     * resume that leaves it drained did not do what was asked */
+    const char *state = json_string_value(json_object_get(n, "state"));
+    if (strcmp(cmd->name, "resume") == 0 && state && strcmp(state, "up") != 0) {
+        char nm[CLI_CELL_MAX], why[CLI_CELL_MAX];
+        fprintf(stderr, "tessera resume: node %s stays %s: %s\n",
+                cli_str(n, "name", nm, sizeof nm), state,
+                cli_str(n, "drain_reason", why, sizeof why));
+        rc = CLI_EXIT_REFUSED;
+    }
     json_decref(root);
-    return CLI_EXIT_OK;
+    return rc;
 }

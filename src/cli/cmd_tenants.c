@@ -40,9 +40,9 @@ static const char *gpu_map_cell(const json_t *res, char *buf, size_t size)
 
 /* A share to SHARE_DECIMALS places without trailing zeros: 0.25, 0.5, 0
  * (a share of 3e-08 is no share worth reading). */
-static const char *share_cell(const json_t *tenant, char *buf, size_t size)
+static const char *share_cell(const json_t *tenant, const char *key, char *buf, size_t size)
 {
-    const json_t *v = json_object_get(tenant, "share");
+    const json_t *v = json_object_get(tenant, key);
     if (!json_is_number(v))
         return cli_value(v, buf, size);
     snprintf(buf, size, "%.*f", SHARE_DECIMALS, json_number_value(v));
@@ -67,20 +67,23 @@ int cli_cmd_tenants(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, ch
         json_decref(root);
         return rc;
     }
-    static const char *const head[] = {"NAME", "PARENT", "WEIGHT", "SHARE", "GPUS GUARANTEED",
-                                       "GPUS USED"};
+    /* SHARE: the decayed fair share the scheduler orders by; NOW: the share of
+     * what the tenant uses at this moment (docs/cli.md "tenants") */
+    static const char *const head[] = {"NAME", "PARENT", "WEIGHT", "SHARE", "NOW",
+                                       "GPUS GUARANTEED", "GPUS USED"};
     struct cli_table t;
-    cli_table_init(&t, 6, head, 1u << 2 | 1u << 3);
+    cli_table_init(&t, 7, head, 1u << 2 | 1u << 3 | 1u << 4);
     size_t i;
     json_t *tn;
     json_array_foreach(tenants, i, tn) {
-        char c[6][CLI_CELL_MAX];
-        const char *row[6] = {cli_str(tn, "name", c[0], sizeof c[0]),
+        char c[7][CLI_CELL_MAX];
+        const char *row[7] = {cli_str(tn, "name", c[0], sizeof c[0]),
                               cli_str(tn, "parent", c[1], sizeof c[1]),
                               cli_str(tn, "weight", c[2], sizeof c[2]),
-                              share_cell(tn, c[3], sizeof c[3]),
-                              gpu_map_cell(json_object_get(tn, "guaranteed"), c[4], sizeof c[4]),
-                              gpu_map_cell(json_object_get(tn, "usage"), c[5], sizeof c[5])};
+                              share_cell(tn, "share", c[3], sizeof c[3]),
+                              share_cell(tn, "usage_share", c[4], sizeof c[4]),
+                              gpu_map_cell(json_object_get(tn, "guaranteed"), c[5], sizeof c[5]),
+                              gpu_map_cell(json_object_get(tn, "usage"), c[6], sizeof c[6])};
         cli_table_row(&t, row);
     }
     json_decref(root);

@@ -47,7 +47,11 @@ static const struct cli_cmd COMMANDS[] = {
      "  --all                              follow the pages to the end",
      cli_cmd_jobs},
     {"show", "show ID", "Shows one job: state, times, reason and placement.", cli_cmd_show},
-    {"cancel", "cancel ID", "Cancels a job (stops it if running).", cli_cmd_job_action},
+    {"cancel", "cancel ID | ARRAY_ID | ARRAY_ID_INDEX | ARRAY_ID[INDEX]",
+     "Cancels a job (stops it if running). An array's id (its first element's, as\n"
+     "TESSERA_ARRAY_JOB_ID shows it) cancels every element still active, as Slurm's\n"
+     "scancel; ID_INDEX or ID[INDEX] cancels that element only.",
+     cli_cmd_cancel},
     {"hold", "hold ID", "Holds a pending job: the scheduler skips it until released.",
      cli_cmd_job_action},
     {"release", "release ID", "Releases a held job.", cli_cmd_job_action},
@@ -69,9 +73,13 @@ static const struct cli_cmd COMMANDS[] = {
      cli_cmd_node},
     {"drain", "drain NAME", "Drains a node: no new jobs are placed on it (admin).",
      cli_cmd_node_action},
-    {"resume", "resume NAME", "Puts a drained node back in service (admin).",
+    {"resume", "resume NAME",
+     "Puts a drained node back in service (admin). Exits 4, saying why, when the node\n"
+     "stays drained (its health still fails, no agent serves it).",
      cli_cmd_node_action},
-    {"tenants", "tenants", "Lists the tenants: parent, weight, share, guarantee and usage.",
+    {"tenants", "tenants",
+     "Lists the tenants: parent, weight, fair share (SHARE, decayed, as the scheduler\n"
+     "orders them), share of what they use now (NOW), guarantee and usage.",
      cli_cmd_tenants},
     {"quota", "quota",
      "Shows each tenant's guaranteed GPUs next to the GPUs it uses, per GPU model.",

@@ -173,10 +173,8 @@ static json_t *task_json(const ctld *c, const cjob *j, int rank)
 }
 
 /* For a job from a Slurm batch script (its env has SLURM_JOB_NAME): its
- * nodes, and for an array element the element's number and the array's
- * first id, from which the agent sets SLURM_NNODES, SLURM_JOB_NODELIST and
- * SLURM_ARRAY_* (docs/agent-tasks.md). An array's jobs are created in one
- * transaction with consecutive ids, element i named "NAME[i]". */
+ * nodes, from which the agent sets SLURM_NNODES and SLURM_JOB_NODELIST
+ * (docs/agent-tasks.md). */
 static void slurm_extras(const ctld *c, const cjob *j, json_t *env)
 {
     bool slurm = false;
@@ -204,15 +202,24 @@ static void slurm_extras(const ctld *c, const cjob *j, json_t *env)
     json_array_append_new(env, json_string(kv));
     snprintf(kv, sizeof kv, "TESSERA_NODELIST=%s", list);
     json_array_append_new(env, json_string(kv));
-    const char *bracket = strrchr(j->row.name, '[');
-    char *end;
-    long idx = bracket ? strtol(bracket + 1, &end, 10) : -1;
-    if (bracket && idx >= 0 && end[0] == ']' && end[1] == '\0' && idx < j->row.id) {
-        snprintf(kv, sizeof kv, "TESSERA_ARRAY_INDEX=%ld", idx);
-        json_array_append_new(env, json_string(kv));
-        snprintf(kv, sizeof kv, "TESSERA_ARRAY_JOB_ID=%lld", (long long)j->row.id - idx);
-        json_array_append_new(env, json_string(kv));
-    }
+}
+
+/* For every array element, however submitted: the element's number and the
+ * array's id (its first element's), TESSERA_ARRAY_INDEX, TESSERA_ARRAY_JOB_ID
+ * and TESSERA_ARRAY_SIZE; the agent turns the first two into SLURM_ARRAY_*
+ * for a batch script (docs/agent-tasks.md). */
+static void array_extras(const cjob *j, json_t *env)
+{
+    long idx = ctld_array_index(j);
+    if (idx < 0)
+        return;
+    char kv[64];
+    snprintf(kv, sizeof kv, "TESSERA_ARRAY_INDEX=%ld", idx);
+    json_array_append_new(env, json_string(kv));
+    snprintf(kv, sizeof kv, "TESSERA_ARRAY_JOB_ID=%lld", (long long)j->row.id - idx);
+    json_array_append_new(env, json_string(kv));
+    snprintf(kv, sizeof kv, "TESSERA_ARRAY_SIZE=%d", j->spec->array_size);
+    json_array_append_new(env, json_string(kv));
 }
 
 /* What the controller adds to a task's environment: where its checkpoints
@@ -238,6 +245,7 @@ static void task_extras(const ctld *c, const cjob *j, json_t *t)
         json_array_append_new(env, json_string(kv));
     }
     slurm_extras(c, j, env);
+    array_extras(j, env);
     const ts_alloc *al = &j->allocs[json_integer_value(json_object_get(t, "rank"))];
     if (al->gpu_mem_mib > 0)
         json_object_set_new(t, "gpu_memory_mib", json_integer(al->gpu_mem_mib));

@@ -476,10 +476,19 @@ char *ctld_run_detail(const cjob *j, double now);
  * queue_position {tenant, cluster} (1 = first), estimated_start ({time} or
  * {reason}), las {level, attained_gpu_hours}, and a one-line "standing". */
 void ctld_render_queue(const ctld *c, const cjob *j, json_t *doc);
+/* fit.c: under mu, for a job built by job_build: TS_EINVAL (err naming the
+ * field and the most that could ever fit) when it could never run, on the
+ * cluster as declared (every node, drained or not) or within its tenant's
+ * guarantee (guaranteed work) or guarantee plus borrowing limit. */
+TS_MUST_CHECK int ctld_fit_check(const ctld *c, const cjob *j, ts_err *err);
+/* throttle.c: j's index in its array (0-based; its array's id, the first
+ * element's, is j->row.id less it), or -1 when j is not an array element. */
+long ctld_array_index(const cjob *j);
 /* throttle.c: arrays' throttles. scan counts, under mu, the running elements
- * of throttled arrays (NULL: out of memory, nothing throttled this cycle);
- * waits says whether pending job j must stay out of this cycle (its reason
- * set), taking its array's room otherwise. */
+ * of throttled arrays and their pending ones (NULL: out of memory, nothing
+ * throttled this cycle); waits says whether pending job j must stay out of
+ * this cycle (its reason set): only the lowest pending indices that fit its
+ * array's room are let in. */
 typedef struct ctld_throttle ctld_throttle;
 ctld_throttle *ctld_throttle_scan(ctld *c);
 bool ctld_throttle_waits(ctld_throttle *t, cjob *j);
@@ -542,6 +551,12 @@ typedef struct ctld_request {
 void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_reply *r);
 /* Routes one authenticated request. */
 void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *out);
+/* arrays.c: POST /v1/arrays/{id}/cancel. ctld_array_cancel (not under mu)
+ * cancels every active element of the array whose first element is job
+ * `array` (span elements); *cancelled counts them. */
+void ctld_array_route(ctld *c, const ctld_request *rq, ctld_reply *out);
+TS_MUST_CHECK int ctld_array_cancel(ctld *c, int64_t array, int span, int *cancelled,
+                                    ts_err *err);
 /* The agent endpoints (/v1/agent/register, /v1/agent/sync), agents.c. */
 void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *out);
 void ctld_reply_json(ctld_reply *r, int status, json_t *doc); /* steals doc */

@@ -12,8 +12,11 @@
  * requeued. After a restart dep_met is false again and the dependency is
  * decided anew from the store's rows. A dependency that can never hold
  * fails the job through the state machine with the reason in its event.
- * Cycles are impossible: the API accepts only ids of jobs that exist at
- * submission, which are all earlier than the new job.
+ * An array's id (its first element's) stands for every element, as in
+ * Slurm: the elements are F..F+n-1, read one by one. Cycles are
+ * impossible: the API accepts only ids of jobs that exist at submission,
+ * which are all earlier than the new job (an array's elements all exist
+ * once its first does).
  */
 #include "ctld/depend.h"
 
@@ -27,36 +30,41 @@
 #define WHY_MAX 384       /* the why of a waiting job, "and N more" past it */
 #define GONE (-2)         /* a job the store no longer has */
 
-/* Outcomes of ended jobs by id, open addressing (id 0 = empty). */
+/* Outcomes of ended jobs by id, open addressing (id 0 = empty), with the
+ * elements of the array each one is the first of (1: none). */
 typedef struct dep_cache {
     int64_t *ids;
     int8_t *state;
+    int32_t *span;
     int n, cap;
 } dep_cache;
 
 static uint64_t hash_id(int64_t id) { return (uint64_t)id * 0x9e3779b97f4a7c15ULL; }
 
-static int8_t *cache_find(dep_cache *k, int64_t id)
+/* The slot of id, or -1. */
+static int cache_find(dep_cache *k, int64_t id)
 {
     if (!k->cap)
-        return NULL;
+        return -1;
     for (uint64_t h = hash_id(id) % (uint64_t)k->cap;; h = (h + 1) % (uint64_t)k->cap) {
         if (k->ids[h] == id)
-            return &k->state[h];
+            return (int)h;
         if (k->ids[h] == 0)
-            return NULL;
+            return -1;
     }
 }
 
-static void cache_put(dep_cache *k, int64_t id, int8_t state)
+static void cache_put(dep_cache *k, int64_t id, int8_t state, int32_t span)
 {
     if ((k->n + 1) * 2 > k->cap) {
         int cap = k->cap ? k->cap * 2 : 256;
         int64_t *ids = calloc((size_t)cap, sizeof *ids);
         int8_t *st = calloc((size_t)cap, sizeof *st);
-        if (!ids || !st) {
+        int32_t *sp = calloc((size_t)cap, sizeof *sp);
+        if (!ids || !st || !sp) {
             free(ids);
             free(st);
+            free(sp);
             return; /* not cached: asked again next time */
         }
         for (int i = 0; i < k->cap; i++) {
@@ -67,11 +75,14 @@ static void cache_put(dep_cache *k, int64_t id, int8_t state)
                 h = (h + 1) % (uint64_t)cap;
             ids[h] = k->ids[i];
             st[h] = k->state[i];
+            sp[h] = k->span[i];
         }
         free(k->ids);
         free(k->state);
+        free(k->span);
         k->ids = ids;
         k->state = st;
+        k->span = sp;
         k->cap = cap;
     }
     uint64_t h = hash_id(id) % (uint64_t)k->cap;
@@ -81,6 +92,7 @@ static void cache_put(dep_cache *k, int64_t id, int8_t state)
         k->n++;
     k->ids[h] = id;
     k->state[h] = state;
+    k->span[h] = span;
 }
 
 void ctld_deps_free(ctld *c)
@@ -90,26 +102,49 @@ void ctld_deps_free(ctld *c)
         return;
     free(k->ids);
     free(k->state);
+    free(k->span);
     free(k);
     c->deps = NULL;
 }
 
+int ctld_dep_array_span(const ts_job_row *row)
+{
+    size_t n = strlen(row->name);
+    if (n < 3 || strcmp(row->name + n - 3, "[0]") != 0 || !row->spec_json)
+        return 1;
+    ts_job_spec *spec = NULL;
+    ts_spec_errors se;
+    if (ts_spec_parse(row->spec_json, strlen(row->spec_json), &spec, &se) != 0)
+        return 1;
+    int span = spec->array_size > 1 ? spec->array_size : 1;
+    ts_spec_free(spec);
+    return span;
+}
+
 /* The state of job id: active from memory, else the store's (cached);
- * GONE when the store has no such job, -1 when the store failed. */
-static int job_state(ctld *c, int64_t id)
+ * GONE when the store has no such job, -1 when the store failed. span (if
+ * not NULL) gets the elements of the array it is the first of, else 1. */
+static int job_state_span(ctld *c, int64_t id, int *span)
 {
     const cjob *a = ctld_job_find(c, id);
-    if (a)
+    if (a) {
+        if (span)
+            *span = ctld_array_index(a) == 0 ? a->spec->array_size : 1;
         return a->row.state;
+    }
     if (!c->deps && !(c->deps = calloc(1, sizeof(dep_cache))))
         return -1;
-    int8_t *hit = cache_find(c->deps, id);
-    if (hit)
-        return *hit;
+    dep_cache *k = c->deps;
+    int hit = cache_find(k, id);
+    if (hit >= 0) {
+        if (span)
+            *span = k->span[hit];
+        return k->state[hit];
+    }
     ts_job_row row;
     ts_err e;
     int rc = ts_store_job_get(c->store, id, &row, &e);
-    int st;
+    int st, sp = 1;
     if (rc == TS_ENOENT) {
         st = GONE;
     } else if (rc != 0) {
@@ -118,13 +153,18 @@ static int job_state(ctld *c, int64_t id)
         return -1;
     } else {
         st = row.state;
+        sp = ctld_dep_array_span(&row);
         ts_job_row_fini(&row);
     }
     /* a job not active in memory has ended: its outcome is final */
     if (st == GONE || ts_job_state_terminal(st))
-        cache_put(c->deps, id, (int8_t)st);
+        cache_put(k, id, (int8_t)st, sp);
+    if (span)
+        *span = sp;
     return st;
 }
+
+static int job_state(ctld *c, int64_t id) { return job_state_span(c, id, NULL); }
 
 /* ---- singleton: the earliest active job per (name, owner) ------------------- */
 
@@ -225,6 +265,56 @@ static void appendf(char *buf, size_t size, int *shown, int *more, const char *f
     (*shown)++;
 }
 
+/* One item's verdict. An array's id stands for every element (as Slurm's
+ * array job id does): after, afterany and afterok hold once they hold for
+ * each element, and never once one element never will; afternotok holds
+ * once every element ended and one of them did not end ok. */
+typedef struct item_result {
+    int v;       /* MET, WAIT, NEVER or UNKNOWN (the store failed) */
+    int span;    /* the elements the id stands for; 1: a job of its own */
+    int64_t job; /* the job shown: the id, or the element that decided never */
+    int st;      /* its state */
+    int left;    /* an array: the elements it still waits for */
+} item_result;
+
+static void item_eval(ctld *c, const ts_dep_item *it, item_result *r)
+{
+    int span = 1;
+    int st = job_state_span(c, it->job, &span);
+    *r = (item_result){.v = UNKNOWN, .span = span, .job = it->job, .st = st};
+    if (st == -1)
+        return;
+    if (span <= 1) {
+        r->v = item_verdict(it->type, st);
+        return;
+    }
+    int met = 0, ended = 0, never = 0;
+    for (int k = 0; k < span; k++) {
+        int s = k == 0 ? st : job_state(c, it->job + k);
+        if (s == -1)
+            return;
+        int v = item_verdict(it->type, s);
+        met += v == MET;
+        ended += s == GONE || ts_job_state_terminal(s);
+        if (v == NEVER && it->type != TS_DEP_AFTERNOTOK && never++ == 0) {
+            r->job = it->job + k;
+            r->st = s;
+        }
+    }
+    if (it->type == TS_DEP_AFTERNOTOK) {
+        r->left = span - ended;
+        r->v = ended < span ? WAIT : met > 0 ? MET : NEVER;
+    } else {
+        r->left = span - met;
+        r->v = never ? NEVER : met == span ? MET : WAIT;
+    }
+}
+
+static const char *state_text(int st)
+{
+    return st == GONE ? "gone from the store" : ts_job_state_name(st);
+}
+
 /* MET, WAIT (why filled), NEVER (why filled) or UNKNOWN (the store failed). */
 static int verdict(ctld *c, const cjob *j, const ts_dependency *d, first_map *first, char *why,
                    size_t size)
@@ -244,21 +334,32 @@ static int verdict(ctld *c, const cjob *j, const ts_dependency *d, first_map *fi
             }
             continue;
         }
-        int st = job_state(c, it->job);
-        if (st == -1)
+        item_result r;
+        item_eval(c, it, &r);
+        const char *type = ts_dep_type_name(it->type);
+        if (r.v == UNKNOWN)
             return UNKNOWN;
-        int v = item_verdict(it->type, st);
-        const char *sname = st == GONE ? "gone from the store" : ts_job_state_name(st);
-        if (v == MET)
+        if (r.v == MET) {
             met++;
-        else if (v == WAIT)
-            appendf(waits, sizeof waits, &nw, &mw, "job %lld (%s) %s", (long long)it->job, sname,
-                    wanted(it->type));
-        else {
-            never++;
-            appendf(nevers, sizeof nevers, &nn, &mn, "job %lld %s (%s:%lld)", (long long)it->job,
-                    sname, ts_dep_type_name(it->type), (long long)it->job);
+            continue;
         }
+        if (r.v == WAIT && r.span > 1)
+            appendf(waits, sizeof waits, &nw, &mw, "array %lld (%d of its %d elements) %s",
+                    (long long)it->job, r.left, r.span, wanted(it->type));
+        else if (r.v == WAIT)
+            appendf(waits, sizeof waits, &nw, &mw, "job %lld (%s) %s", (long long)it->job,
+                    state_text(r.st), wanted(it->type));
+        else if (r.span > 1 && it->type == TS_DEP_AFTERNOTOK)
+            appendf(nevers, sizeof nevers, &nn, &mn, "every element of array %lld completed "
+                    "(%s:%lld)", (long long)it->job, type, (long long)it->job);
+        else if (r.span > 1)
+            appendf(nevers, sizeof nevers, &nn, &mn, "job %lld %s, element %lld of array %lld "
+                    "(%s:%lld)", (long long)r.job, state_text(r.st),
+                    (long long)(r.job - it->job), (long long)it->job, type, (long long)it->job);
+        else
+            appendf(nevers, sizeof nevers, &nn, &mn, "job %lld %s (%s:%lld)", (long long)it->job,
+                    state_text(r.st), type, (long long)it->job);
+        never += r.v == NEVER;
     }
     char more[32] = "";
     if (d->any ? met > 0 : met == d->n)
@@ -275,24 +376,28 @@ static int verdict(ctld *c, const cjob *j, const ts_dependency *d, first_map *fi
     return WAIT;
 }
 
-/* The states of the jobs d names (and the earlier singleton job): while it
- * is the same as when j last waited, j still waits for the same reason and
- * nothing needs writing. 0 when a state is unknown (the store failed). */
+/* The states of the jobs d names (every element of an array it names, and
+ * the earlier singleton job): while it is the same as when j last waited,
+ * j still waits for the same reason and nothing needs writing. 0 when a
+ * state is unknown (the store failed). */
 static uint64_t signature(ctld *c, const cjob *j, const ts_dependency *d, first_map *first)
 {
     uint64_t h = 0xcbf29ce484222325ULL;
     for (int i = 0; i < d->n; i++) {
-        int64_t v;
         if (d->items[i].type == TS_DEP_SINGLETON) {
             const cjob *f = first->v ? *first_slot(first, j) : NULL;
-            v = f ? f->row.id * 8 + f->row.state : 0;
-        } else {
-            int st = job_state(c, d->items[i].job);
+            int64_t v = f ? f->row.id * 8 + f->row.state : 0;
+            h = (h ^ (uint64_t)v) * 0x100000001b3ULL;
+            continue;
+        }
+        int span = 1;
+        for (int k = 0; k < span; k++) {
+            int st = k == 0 ? job_state_span(c, d->items[i].job, &span)
+                            : job_state(c, d->items[i].job + k);
             if (st == -1)
                 return 0;
-            v = st + 3;
+            h = (h ^ (uint64_t)(st + 3)) * 0x100000001b3ULL;
         }
-        h = (h ^ (uint64_t)v) * 0x100000001b3ULL;
     }
     return h | 1;
 }

@@ -20,6 +20,9 @@
 TS_MUST_CHECK int ctld_deps_plan(ctld *c, double now, ctld_txn *t, ts_err *err);
 /* Whether pending job j stays out of the cycle for its dependency. */
 bool ctld_dep_waits(const cjob *j);
+/* The elements of the array whose first element row is (its array_size),
+ * or 1 when row is no array's first element: its id then names itself. */
+int ctld_dep_array_span(const ts_job_row *row);
 /* Frees the cache of ended jobs' outcomes (ctld_close). */
 void ctld_deps_free(ctld *c);
 

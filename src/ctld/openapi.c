@@ -26,6 +26,8 @@ static const op OPS[] = {
      "200"},
     {"/v1/jobs/{id}/explain", "get", "Why a job waits: the scheduler's reason and numbers",
      "200"},
+    {"/v1/arrays/{id}/cancel", "post", "Cancel every active element of the array whose id "
+     "(its first element's) is {id}; 404 not_an_array when {id} is no array's", "200"},
     {"/v1/nodes", "get", "List nodes", "200"},
     {"/v1/nodes/{name}", "get", "Show a node (GPUs, MIG layout, jobs)", "200"},
     {"/v1/nodes/{name}/drain", "post", "Drain a node (admin)", "200"},

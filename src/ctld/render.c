@@ -45,6 +45,43 @@ static void render_result(const ts_job_row *row, json_t *doc)
     json_decref(res);
 }
 
+/* The one way a job's GPUs are written, for the CLI and the console alike
+ * (docs/api.md "Job" gpus_text): per task group "8×H100-80GB" (whole GPUs
+ * in all), "4×0.25 H100-80GB (1 GPU)" (shares, and the GPUs they add up
+ * to), "2×1g.10gb" (MIG instances); groups joined by " + "; "-" without
+ * GPUs. The model is the one the job runs on (or asked for), else "any". */
+static json_t *gpus_text(const json_t *spec, const char *model)
+{
+    char out[256] = "";
+    size_t used = 0;
+    const char *m = model && *model ? model : "any";
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(spec, "tasks"), i, t) {
+        long long count = json_integer_value(json_object_get(t, "count"));
+        long long gpus = json_integer_value(json_object_get(t, "gpus"));
+        const json_t *frac = json_object_get(t, "gpu_fraction");
+        const char *mig = json_string_value(json_object_get(t, "mig_profile"));
+        char one[96];
+        if (mig) {
+            snprintf(one, sizeof one, "%lld×%s", count, mig);
+        } else if (json_is_number(frac)) {
+            double f = json_number_value(frac), total = (double)count * f;
+            snprintf(one, sizeof one, "%lld×%g %s (%g GPU%s)", count, f, m, total,
+                     total == 1.0 ? "" : "s");
+        } else if (gpus > 0) {
+            snprintf(one, sizeof one, "%lld×%s", count * gpus, m);
+        } else {
+            continue;
+        }
+        int w = snprintf(out + used, sizeof out - used, "%s%s", used ? " + " : "", one);
+        if (w < 0 || (size_t)w >= sizeof out - used)
+            break;
+        used += (size_t)w;
+    }
+    return json_string(used ? out : "-");
+}
+
 json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active)
 {
     json_error_t je;
@@ -90,6 +127,7 @@ json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active
                                                ? json_pack("{s:s,s:I}", "unix_user", row->run_user,
                                                            "uid", (json_int_t)row->run_uid)
                                                : json_null());
+        json_object_set_new(doc, "gpus_text", gpus_text(spec, row->gpu_model));
         ctld_render_queue(c, active, doc);
     }
     return doc;

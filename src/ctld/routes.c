@@ -565,11 +565,12 @@ static void tenants(ctld *c, const ctld_request *rq, ctld_reply *r)
         for (int k = 0; k < TS_RES_DIMS; k++)
             use[k] = ctld_view_usage(c, t, k);
         json_array_append_new(
-            a, json_pack("{s:s,s:o,s:f,s:o,s:o,s:f,s:s}", "name", tn->name, "parent",
+            a, json_pack("{s:s,s:o,s:f,s:o,s:o,s:f,s:f,s:s}", "name", tn->name, "parent",
                          tn->parent >= 0 ? json_string(c->tenants->t[tn->parent].name)
                                          : json_null(),
                          "weight", tn->weight, "guaranteed", quota_json(tn->guaranteed), "usage",
-                         quota_json(use), "share", ctld_view_share(c, t, now), "order",
+                         quota_json(use), "share", ctld_view_share(c, t, now), "usage_share",
+                         ts_quota_usage_share(c->quota, use), "order",
                          ts_order_name(order_of(c, t))));
     }
     pthread_mutex_unlock(&c->mu);
@@ -694,6 +695,8 @@ void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *r)
             ctld_reply_error(r, 404, "not_found", "%s: not a job path", u);
         else
             job_one(c, rq, id, rest, r);
+    } else if (strncmp(u, "/v1/arrays/", 11) == 0) {
+        ctld_array_route(c, rq, r);
     } else if (strncmp(u, "/v1/nodes", 9) == 0 && (u[9] == '\0' || u[9] == '/')) {
         nodes(c, rq, r);
     } else if (strcmp(u, "/v1/tenants") == 0) {

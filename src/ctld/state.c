@@ -460,6 +460,21 @@ static int read_file(const char *path, char **buf, size_t *len, ts_err *err)
 
 static const char DEFAULT_TENANTS[] = "tenants:\n  default: {}\n";
 
+/* Shares are fractions of the guarantees, or of the cluster's GPUs of a
+ * model nobody is guaranteed (docs/scheduler.md "Order"): else a cluster
+ * without GPU guarantees has no fair share at all. CPU and memory stay
+ * counted only where guaranteed, as a GPU-only tenants file means. */
+static void quota_capacity(const ctld *c, ts_quota *q)
+{
+    int64_t cap[TS_RES_DIMS] = {0};
+    for (int i = 0; i < c->cluster->nnodes; i++) {
+        const ts_node *n = &c->cluster->nodes[i];
+        if (n->model >= 0 && n->model < TS_MAX_GPU_MODELS)
+            cap[ts_res_gpu(n->model)] += (int64_t)n->ngpu * TS_MILLI_PER_GPU;
+    }
+    ts_quota_set_capacity(q, cap);
+}
+
 static int load_tenants(ctld *c, ts_err *err)
 {
     char *yaml = NULL;
@@ -481,6 +496,8 @@ static int load_tenants(ctld *c, ts_err *err)
     free(yaml);
     if (rc == 0)
         rc = ts_quota_new(c->tenants, c->cfg.half_life_s, &c->quota, err);
+    if (rc == 0)
+        quota_capacity(c, c->quota);
     return rc;
 }
 
@@ -804,6 +821,8 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
     while (c->swapping) /* checked against the tenants that will be */
         pthread_cond_wait(&c->committed, &c->mu);
     int rc = job_build(c, &probe, err);
+    if (rc == 0)
+        rc = ctld_fit_check(c, &probe, err); /* never runs: refused now, not left waiting */
     if (rc == 0)
         c->submitting++; /* no tenant leaves until its jobs are added */
     pthread_mutex_unlock(&c->mu);
@@ -1133,6 +1152,8 @@ int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err)
     int rc = ts_load_tenants_yaml(yaml, len, "tenants", &ts, err);
     if (rc == 0)
         rc = ts_quota_new(ts, c->cfg.half_life_s, &q, err);
+    if (rc == 0)
+        quota_capacity(c, q); /* the cluster never changes: no lock needed */
     if (rc != 0) {
         ts_quota_free(q);
         ts_tenants_free(ts);

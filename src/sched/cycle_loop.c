@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "sched/cycle_internal.h"
+#include "tessera/fmt.h"
 
 #define PREFETCH_AHEAD 6       /* jobs of one tenant fetched ahead in the ordered pass */
 #define PREEMPTOR_SLACK_S 60.0 /* a preemptor keeps its place this long past the grace */
@@ -405,8 +406,11 @@ static int try_start(loop *l, int i)
         if (cycle_place(s, s->c, s->ix, job, l->tmp, &r2, w2, sizeof w2) == 0) {
             cycle_unplace(s->c, s->ix, job, l->tmp);
             reason = TS_PEND_RESERVATION;
-            snprintf(why, sizeof why, "fits now, but its time limit (%.0f s) runs past %.0f, "
-                     "when job %lld is reserved to start on those GPUs", limit, l->res_at,
+            char lim[32], at[32];
+            ts_fmt_duration(limit, lim, sizeof lim);
+            ts_fmt_time(l->res_at, at, sizeof at);
+            snprintf(why, sizeof why, "fits now, but its time limit (%s) runs past %s, "
+                     "when job %lld is reserved to start on those GPUs", lim, at,
                      (long long)l->res_id);
         }
         blockers_on(s);
@@ -720,13 +724,18 @@ static bool try_preempt(loop *l, int i, bool swap)
         lost += keys[l->chosen[k]].lost;
         sharing = sharing || keys[l->chosen[k]].ts;
     }
+    char by[32], in[32], lost_h[32];
+    ts_fmt_time(until, by, sizeof by);
+    ts_fmt_duration(until - l->now, in, sizeof in);
+    snprintf(lost_h, sizeof lost_h, "%.2f", lost / 3600.0);
     if (sharing)
         pend(l, i, TS_PEND_PREEMPTING, "time-sharing: preempting %d job%s of a higher las "
-             "level than its %d (%.0f GPU-s since their checkpoints); they stop by %.0f", m,
-             m == 1 ? "" : "s", l->js[i].earned, lost, until);
+             "level than its %d (%s GPU-hours since their checkpoints); they stop by %s "
+             "(in %s)", m, m == 1 ? "" : "s", l->js[i].earned, lost_h, by, in);
     else
-        pend(l, i, TS_PEND_PREEMPTING, "preempting %d opportunistic job%s (%.0f GPU-s "
-             "since their checkpoints); they stop by %.0f", m, m == 1 ? "" : "s", lost, until);
+        pend(l, i, TS_PEND_PREEMPTING, "preempting %d opportunistic job%s (%s GPU-hours "
+             "since their checkpoints); they stop by %s (in %s)", m, m == 1 ? "" : "s", lost_h,
+             by, in);
     free(keys);
     return true;
 }
@@ -776,8 +785,11 @@ static void reserve(loop *l, int i, bool hold)
     if (!hold) {
         char was[TS_CYCLE_WHY_MAX];
         snprintf(was, sizeof was, "%s", why_of(l, i));
-        l->why_off[i] = why_add(l, "%s; could start by %.0f (in %.0f s) as running jobs end",
-                                was, at, at - l->now);
+        char when[32], in[32];
+        ts_fmt_time(at, when, sizeof when);
+        ts_fmt_duration(at - l->now, in, sizeof in);
+        l->why_off[i] = why_add(l, "%s; could start by %s (in %s) as running jobs end", was,
+                                when, in);
         return;
     }
     l->have_res = true;
@@ -788,7 +800,10 @@ static void reserve(loop *l, int i, bool hold)
     p->reserved_at_s = at;
     char was[TS_CYCLE_WHY_MAX];
     snprintf(was, sizeof was, "%s", why_of(l, i));
-    l->why_off[i] = why_add(l, "%s; reserved to start by %.0f", was, at);
+    char when[32], in[32];
+    ts_fmt_time(at, when, sizeof when);
+    ts_fmt_duration(at - l->now, in, sizeof in);
+    l->why_off[i] = why_add(l, "%s; reserved to start by %s (in %s)", was, when, in);
     if (blockers_set(s, job, l->plan) == 0)
         s->epoch++;
 }
@@ -840,8 +855,10 @@ static void prepass(loop *l, uint8_t *done)
             continue;
         }
         if (job->eligible_s > l->now) {
-            pend(l, i, TS_PEND_HELD, "requeued after a preemption; backing off for another "
-                 "%.0f s", job->eligible_s - l->now);
+            char left[32];
+            ts_fmt_duration(job->eligible_s - l->now, left, sizeof left);
+            pend(l, i, TS_PEND_HELD, "requeued after a preemption; backing off for another %s",
+                 left);
             continue;
         }
         ts_err e;

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tessera/fmt.h"
 #include "tessera/mig.h"
 
 struct ts_quota {
@@ -44,7 +45,33 @@ struct ts_quota {
     int64_t ravail[TS_RES_DIMS];
     int64_t ruse[TS_RES_DIMS];
     int64_t cap[TS_RES_DIMS];     /* the organisations' guarantees */
+    int64_t capacity[TS_RES_DIMS]; /* the cluster's (ts_quota_set_capacity), 0 unknown */
 };
+
+/* What a share in dimension k is a fraction of: the guarantees where any
+ * are given, else the cluster's capacity (a cluster of tenants without
+ * guarantees still has fair share); 0 = not counted. */
+static int64_t share_base(const ts_quota *q, int k)
+{
+    return q->cap[k] > 0 ? q->cap[k] : q->capacity[k];
+}
+
+void ts_quota_set_capacity(ts_quota *q, const int64_t capacity[TS_RES_DIMS])
+{
+    for (int k = 0; k < TS_RES_DIMS; k++)
+        q->capacity[k] = capacity[k] > 0 ? capacity[k] : 0;
+}
+
+double ts_quota_usage_share(const ts_quota *q, const int64_t use[TS_RES_DIMS])
+{
+    double best = 0.0;
+    for (int k = 0; k < TS_RES_DIMS; k++) {
+        int64_t base = share_base(q, k);
+        double s = base > 0 ? (double)use[k] / (double)base : 0.0;
+        best = s > best ? s : best;
+    }
+    return best;
+}
 
 #define AT(a, t, k) ((a)[(size_t)(t) * TS_RES_DIMS + (size_t)(k)])
 #define OWN(q, t, tier, k) ((q)->own[((size_t)(t) * TS_TIERS + (size_t)(tier)) * TS_RES_DIMS + (size_t)(k)])
@@ -411,11 +438,12 @@ double ts_quota_share(const ts_quota *q, int t, double now)
     double gain = -expm1(-q->lambda * dt) / q->lambda;
     double best = 0.0;
     for (int k = 0; k < TS_RES_DIMS; k++) {
-        if (q->cap[k] <= 0)
+        int64_t base = share_base(q, k);
+        if (base <= 0)
             continue;
         double d = AT(q->decayed, t, k) * keep + (double)AT(q->use, t, k) * gain;
         /* lambda * d: a steady usage u reads as u once it has run long */
-        double s = q->lambda * d / (double)q->cap[k];
+        double s = q->lambda * d / (double)base;
         if (s > best)
             best = s;
     }
@@ -477,6 +505,11 @@ void ts_quota_explain(const ts_tenants *ts, const ts_quota_verdict *v, char *buf
     case TS_QLIM_IDLE: what = "no idle guarantee left to borrow, short"; break;
     default: break;
     }
-    snprintf(buf, size, "%s: %s: %s by %lld%s", who, dn, what, (long long)v->over,
+    char by[48];
+    if (v->dim >= TS_RES_GPU0)
+        ts_fmt_gpus(v->over, by, sizeof by); /* milli-GPUs are not for people */
+    else
+        snprintf(by, sizeof by, "%lld", (long long)v->over);
+    snprintf(buf, size, "%s: %s: %s by %s%s", who, dn, what, by,
              v->status == TS_QUOTA_RECLAIM ? " (reclaim borrowed capacity first)" : "");
 }

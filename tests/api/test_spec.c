@@ -639,31 +639,36 @@ static void dependency_forms(void **state)
     assert_int_equal(d.items[1].job, 2);
     assert_int_equal(d.items[2].type, TS_DEP_AFTERNOTOK);
     assert_int_equal(d.items[3].type, TS_DEP_SINGLETON);
-    /* 64 ids (and singleton) are fine, 65 are not; 1024 characters, not 1025 */
-    char ids[2048] = "afterok";
-    for (int i = 1; i <= 64; i++)
+    /* past the old cap of 64: 1000 ids (and singleton) are fine; the text
+     * is the only bound, 4096 characters, not 4097 */
+    static char ids[8192] = "afterok";
+    for (int i = 1; i <= 1000; i++)
         snprintf(ids + strlen(ids), sizeof ids - strlen(ids), ":%d", i);
     assert_int_equal(ts_dep_parse(ids, &d, why, sizeof why), 0);
-    assert_int_equal(d.n, 64);
+    assert_int_equal(d.n, 1000);
+    assert_int_equal(d.items[999].job, 1000);
     strcat(ids, ",singleton");
     assert_int_equal(ts_dep_parse(ids, &d, why, sizeof why), 0);
-    strcat(ids, ",afterany:65");
-    assert_int_equal(ts_dep_parse(ids, &d, why, sizeof why), TS_EINVAL);
-    assert_non_null(strstr(why, "more than 64 job ids"));
-    /* the 1024-character limit: 1025 characters are refused naming the count */
-    char over[1100];
+    assert_int_equal(d.n, 1001);
+    /* the most ids the text can hold: 2047 one-digit ids */
+    static char most[TS_DEP_MAX_BYTES + 2] = "afterok";
+    while (strlen(most) + 2 <= TS_DEP_MAX_BYTES)
+        strcat(most, ":1");
+    assert_int_equal(ts_dep_parse(most, &d, why, sizeof why), 0);
+    assert_true(d.n <= TS_DEP_MAX_IDS);
+    static char over[TS_DEP_MAX_BYTES + 2];
     memset(over, 0, sizeof over);
     memcpy(over, "afterok:1", 9);
     memset(over + 9, ',', 1);
-    for (size_t k = 10; k < 1025; k++)
+    for (size_t k = 10; k < TS_DEP_MAX_BYTES + 1; k++)
         over[k] = 'x';
     assert_int_equal(ts_dep_parse(over, &d, why, sizeof why), TS_EINVAL);
-    assert_non_null(strstr(why, "1025 characters, at most 1024"));
-    char spec[1400];
+    assert_non_null(strstr(why, "4097 characters, at most 4096"));
+    static char spec[TS_DEP_MAX_BYTES + 400];
     snprintf(spec, sizeof spec, BASE_TASKS "dependency: \"%s\"\n", over);
     ts_spec_errors errs = parse_bad(spec, strlen(spec));
     assert_int_equal(errs.n, 1);
-    assert_true(starts_with(errs.msg[0], "dependency: 1025 characters"));
+    assert_true(starts_with(errs.msg[0], "dependency: 4097 characters"));
     /* null means none */
     ts_job_spec *s = parse_ok(BASE_TASKS "dependency: ~\n");
     assert_null(s->dependency);

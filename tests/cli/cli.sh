@@ -231,7 +231,8 @@ expect "redirect" 7 show 503 && err_has "redirect" "redirect to 'http://elsewher
 expect "jobs" 0 jobs && out_lines "jobs" 6 &&
   out_has "jobs" "^ID +NAME +TENANT +OWNER +STATE +EXIT +GPUS +POSITION +START +SUBMITTED +REASON$" &&
   out_has "jobs" "^42 +train +team-a +alice +pending +- +16×any +1/3 +in 2[0-9]m +[0-9]+m ago +capacity$" &&
-  out_has "jobs" "^43 .* 6×H100 +- +- " && out_has "jobs" "^45 .* 2×any +1/4 +unknown " && out_has "jobs" "^44 .*20[0-9][0-9]-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2} " &&
+  out_has "jobs" "^43 .* 6×H100 +- +- " && out_has "jobs" "^45 .* 2×any +1/4 +unknown " &&
+  out_has "jobs" "^46 .* 4×0\.25 H100-80GB \(1 GPU\) " && out_has "jobs" "^44 .*20[0-9][0-9]-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2} " &&
   out_lacks "jobs" " $"
 last_ok "jobs sent the token" 'd["authorization"] == "Bearer tsk_admin"'
 expect "jobs -o after" 0 jobs -o json && cp "$tmp/out" "$tmp/a.json"
@@ -310,12 +311,15 @@ expect "node v1" 0 node v1 && out_has "node v1" "^MIG: +gpu 0: 3g.40gb@0 used, 1
 yaml_same "node v1" node v1
 expect "drain" 0 drain r1-n01 && out_has "drain" "^node r1-n01: drained$"
 expect "resume" 0 resume r1-n01 && out_has "resume" "^node r1-n01: up$"
+# a node that stays drained (its health still fails): the resume did not work
+expect "resume stays drained" 4 resume r1-n02 && out_has "resume stays drained" "^node r1-n02: drained" &&
+  err_has "resume stays drained" "node r1-n02 stays drained: health: xid 79: GPU has fallen off the bus"
 expect "node name escaped" 3 node 'a/b c'
 last_ok "node name escaped" 'd["path"] == "/v1/nodes/a%2Fb%20c"'
 
 # ---- tenants, quota, usage ----
-expect "tenants" 0 tenants && out_lines "tenants" 4 && out_has "tenants" "^team-a +- +1 +0.5 +A100-80GB:16 +A100-80GB:20 H100:2$" &&
-  out_has "tenants" "^students +- +1 +0 +- +-$"
+expect "tenants" 0 tenants && out_lines "tenants" 4 && out_has "tenants" "^team-a +- +1 +0.5 +1.25 +A100-80GB:16 +A100-80GB:20 H100:2$" &&
+  out_has "tenants" "^students +- +1 +0 +0 +- +-$"
 yaml_same "tenants" tenants
 expect "quota" 0 quota && out_has "quota" "^TENANT +GPU MODEL +GUARANTEED +USED +USE%$" &&
   out_has "quota" "^team-a +A100-80GB +16 +20 +125%$" && out_has "quota" "^team-a +H100 +0 +2 +-$" &&

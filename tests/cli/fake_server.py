@@ -62,6 +62,8 @@ JOBS[42]["queue_position"] = {"tenant": 1, "cluster": 3}
 JOBS[42]["estimated_start"] = {"time": NOW + 1500, "basis": "reservation"}
 JOBS[45]["queue_position"] = {"tenant": 1, "cluster": 4}
 JOBS[45]["estimated_start"] = {"reason": "not planned: only the first job that lacks room is planned"}
+# the server's own rendering of a job's GPUs, which the CLI prints as it is
+JOBS[46]["gpus_text"] = "4\u00d70.25 H100-80GB (1 GPU)"
 EVENTS = {42: [{"id": 1, "time": NOW - 180, "kind": "submitted", "detail": None},
                {"id": 2, "time": NOW - 170, "kind": "pending", "detail": "capacity"},
                {"id": 3, "time": NOW - 100, "kind": "reserved", "detail": "at +25m"}],
@@ -77,7 +79,8 @@ NODES = {n["name"]: n for n in [
     {"name": "r1-n01", "state": "up", "virtual": False, "gpu_model": "A100-80GB", "gpus": 8,
      "gpus_free": 4, "cpu_milli": 96000, "cpu_free_milli": 48500, "memory_mib": 1048576,
      "memory_free_mib": 524288, "mig": [], "jobs": [43], "labels": {"rack": "r1"}},
-    {"name": "r1-n02", "state": "drained", "virtual": False, "gpu_model": "A100-80GB",
+    {"name": "r1-n02", "state": "drained", "drain_reason": "health: xid 79: GPU has fallen off the bus",
+     "virtual": False, "gpu_model": "A100-80GB",
      "gpus": 8, "gpus_free": 8, "cpu_milli": 96000, "cpu_free_milli": 96000,
      "memory_mib": 1048576, "memory_free_mib": 1048576, "mig": [], "jobs": [], "labels": {}},
     {"name": "v1", "state": "up", "virtual": True, "gpu_model": None, "gpus": 1,
@@ -89,13 +92,13 @@ NODES = {n["name"]: n for n in [
                                        "breaks": "a\u2028b\u0085c\ufeffd\x7f"}},
 ]}
 TENANTS = [
-    {"name": "team-a", "parent": None, "weight": 1, "share": 0.5,
+    {"name": "team-a", "parent": None, "weight": 1, "share": 0.5, "usage_share": 1.25,
      "guaranteed": {"gpu": {"A100-80GB": 16}, "cpu_milli": 64000, "memory_mib": 262144},
      "usage": {"gpu": {"A100-80GB": 20, "H100": 2}, "cpu_milli": 70000, "memory_mib": 1024}},
-    {"name": "team-b", "parent": "org", "weight": 0.5, "share": 0.25,
+    {"name": "team-b", "parent": "org", "weight": 0.5, "share": 0.25, "usage_share": 0,
      "guaranteed": {"gpu": {"H100": 8}, "cpu_milli": 0, "memory_mib": 0},
      "usage": {"gpu": {}, "cpu_milli": 0, "memory_mib": 0}},
-    {"name": "students", "parent": None, "weight": 1, "share": 2.9e-08,
+    {"name": "students", "parent": None, "weight": 1, "share": 2.9e-08, "usage_share": 0,
      "guaranteed": {"gpu": {}, "cpu_milli": 0, "memory_mib": 0},
      "usage": {"gpu": {}, "cpu_milli": 0, "memory_mib": 0}},
 ]
@@ -347,7 +350,9 @@ class Handler(BaseHTTPRequestHandler):
         if method == "POST" and len(p) == 3 and p[2] in ("drain", "resume"):
             if role != "admin":
                 raise Answer(403, "forbidden", "only an admin drains or resumes nodes")
-            n["state"] = "drained" if p[2] == "drain" else "up"
+            # a node whose health still fails stays drained after a resume
+            sick = n.get("drain_reason", "").startswith("health:")
+            n["state"] = "drained" if p[2] == "drain" or sick else "up"
             return 200, {"node": n}, None
         raise Answer(405, "method_not_allowed", "no such method")
 

@@ -177,7 +177,8 @@ try:
     time.sleep(1.2)  # past min_runtime
     aid = call("POST", "/v1/jobs", toks["alice"], spec("team-a", "train", {"count": 1, "gpus": 4}))[1]["jobs"][0]["id"]
     mid = call("POST", "/v1/jobs", toks["alice"], spec("team-a", "probe", {"count": 1, "mig_profile": "1g.10gb"}))[1]["jobs"][0]["id"]
-    wid = call("POST", "/v1/jobs", toks["bob"], spec("team-b", "big", {"count": 4, "gpus": 8}))[1]["jobs"][0]["id"]
+    # within team-b's guarantee (more is refused at submission), more than w-1 has left
+    wid = call("POST", "/v1/jobs", toks["bob"], spec("team-b", "big", {"count": 2, "gpus": 4}))[1]["jobs"][0]["id"]
     wait_for(lambda: state(toks["alice"], aid) == "running", "team-a's job runs after a preemption", timeout=30)
     wait_for(lambda: state(toks["alice"], mid) == "running", "the MIG task runs", timeout=30)
     check(state(toks["bob"], wid) == "pending", "the big job waits")

@@ -24,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "tessera/fmt.h"
 #include "tessera/load.h"
 #include "tessera/model.h"
 #include "tessera/rng.h"
@@ -785,6 +787,35 @@ static void test_request_check(void **state)
     assert_int_equal(ts_request_check(&bad[0].r, NULL), TS_EINVAL);
 }
 
+/* What explanations print: local ISO times, durations, GPUs (fmt.h). */
+static void test_fmt(void **state)
+{
+    (void)state;
+    char b[64];
+    setenv("TZ", "UTC", 1);
+    tzset();
+    ts_fmt_time(1796330654.0, b, sizeof b);
+    assert_string_equal(b, "2026-12-03 20:44:14");
+    ts_fmt_time(1000.0, b, sizeof b); /* a simulation's clock */
+    assert_string_equal(b, "t=1000s");
+    ts_fmt_duration(12 * 60 + 10, b, sizeof b);
+    assert_string_equal(b, "12 min");
+    ts_fmt_duration(45.4, b, sizeof b);
+    assert_string_equal(b, "45 s");
+    ts_fmt_duration(3 * 3600 + 5 * 60, b, sizeof b);
+    assert_string_equal(b, "3 h 05 min");
+    ts_fmt_duration(2 * 86400 + 4 * 3600, b, sizeof b);
+    assert_string_equal(b, "2 d 04 h");
+    ts_fmt_duration(-5, b, sizeof b);
+    assert_string_equal(b, "0 s");
+    ts_fmt_gpus(992750, b, sizeof b);
+    assert_string_equal(b, "992.75 GPUs");
+    ts_fmt_gpus(1000, b, sizeof b);
+    assert_string_equal(b, "1 GPU");
+    ts_fmt_gpus(250, b, sizeof b);
+    assert_string_equal(b, "0.25 GPUs");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -798,6 +829,7 @@ int main(void)
         cmocka_unit_test(test_random_invariants),
         cmocka_unit_test(test_clone_deep),
         cmocka_unit_test(test_request_check),
+        cmocka_unit_test(test_fmt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

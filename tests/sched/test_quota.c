@@ -166,7 +166,7 @@ static void test_lend_limit(void **state)
     char msg[256];
     ts_quota_explain(ts, &v, msg, sizeof msg);
     assert_string_equal(msg, "org: gpu[A100-80GB]: idle guarantee held back by lending "
-                             "limits, short by 1");
+                             "limits, short by 0.001 GPUs");
     charge(q, b, TS_TIER_OPPORTUNISTIC, 4000);
     assert_int_equal(ts_quota_lendable(q, a, gpu_dim()), 4000);  /* the limit, not idle */
     assert_int_equal(ts_quota_borrowed(q, b, gpu_dim()), 4000);
@@ -195,7 +195,11 @@ static void test_borrow_limit(void **state)
     assert_int_equal(v.over, 1);
     char msg[256];
     ts_quota_explain(ts, &v, msg, sizeof msg);
-    assert_string_equal(msg, "b: gpu[A100-80GB]: borrowing limit exceeded by 1");
+    assert_string_equal(msg, "b: gpu[A100-80GB]: borrowing limit exceeded by 0.001 GPUs");
+    /* milli-GPUs are written as GPUs: the 992750 */
+    v.over = 992750;
+    ts_quota_explain(ts, &v, msg, sizeof msg);
+    assert_string_equal(msg, "b: gpu[A100-80GB]: borrowing limit exceeded by 992.75 GPUs");
     ts_quota_free(q);
     ts_tenants_free(ts);
 }

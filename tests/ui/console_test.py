@@ -167,7 +167,9 @@ try:
              "team-a's guaranteed job reclaims GPUs by preemption")
     victim = wait_for(lambda: next((b for b in bids if (job(toks["bob"], b) or {}).get("preemptions")), None),
                       "a borrowed job was preempted")
-    st, d = call("POST", "/v1/jobs", toks["alice"], spec("team-a", "alice-waits", gpus=4, count=4))
+    # 12 GPUs: within team-a's guarantee (more would be refused at submission),
+    # above what it has left while its other jobs run: it waits on quota
+    st, d = call("POST", "/v1/jobs", toks["alice"], spec("team-a", "alice-waits", gpus=4, count=3))
     wid = d["jobs"][0]["id"]
     waiting = wait_for(lambda: (job(toks["alice"], wid) or {}).get("reason"), "the big job gets a reason")
 
@@ -284,6 +286,11 @@ try:
                               if r.get_attribute("data-job") == str(wid)), None), "the waiting job is in the queue")
     check(row is not None and waiting in row.text and "pending" in row.text,
           f"the queue shows the waiting job with its reason {waiting!r}")
+    share_row = until(lambda: next((r for r in driver.find_elements(By.CSS_SELECTOR, "#q-table tbody tr")
+                                    if r.get_attribute("data-job") == str(sid)), None),
+                      "the quarter-GPU job is in the queue")
+    check(share_row is not None and "1\u00d70.25 H100-80GB (0.25 GPUs)" in share_row.text,
+          f"the queue shows its GPUs as the CLI does (gpus_text): {share_row and share_row.text}")
     driver.save_screenshot(os.path.join(SHOTS, "queue-team-a.png"))
     go(f"job/{wid}")
     until(lambda: "explanation" in text() and waiting in text(), "the job page explains why it waits")

@@ -1,0 +1,119 @@
+/*
+ * arrays.c - POST /v1/arrays/{id}/cancel: a whole array at once.
+ *
+ * An array's elements are jobs of their own (ids F..F+n-1, element i named
+ * "NAME[i]"); its id is its first element's, F, as Slurm's array job id
+ * (throttle.c ctld_array_index). Cancelling the array plans a cancel of
+ * every active element in one transaction, so an array of thousands costs
+ * one commit. An element being written by another thread at that moment
+ * (pinned) is taken in a further round, at most CANCEL_ROUNDS of them,
+ * CANCEL_RETRY_MS apart; elements already ended, or in a state a cancel
+ * does not apply to, are left as they are.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctld/ctld.h"
+#include "ctld/depend.h"
+#include "ctld/job_fsm.h"
+
+#define CANCEL_ROUNDS 100
+#define CANCEL_RETRY_MS 20
+
+/* One round under mu: plans and commits a cancel of every active element
+ * not pinned; *busy counts those pinned. */
+static int cancel_round(ctld *c, int64_t array, int span, int *cancelled, int *busy,
+                        ts_err *err)
+{
+    pthread_mutex_lock(&c->mu);
+    ctld_commit_wait(c);
+    ctld_txn t = {0};
+    double now = ctld_now();
+    int rc = 0;
+    *busy = 0;
+    for (int k = 0; rc == 0 && k < span; k++) {
+        cjob *j = ctld_job_find(c, array + k);
+        if (!j)
+            continue;
+        if (j->pinned) {
+            (*busy)++;
+            continue;
+        }
+        ts_err e;
+        int prc = ctld_fsm_plan(c, &t, j, CTLD_JE_CANCEL, NULL, now, &e);
+        if (prc != 0 && prc != TS_ECONFLICT) /* a conflict: a cancel does not apply */
+            rc = ts_err_set(err, prc, "%s", e.msg);
+    }
+    int n = t.n;
+    if (rc == 0 && n > 0)
+        rc = ctld_txn_commit_unlocked(c, &t, now, err);
+    if (rc == 0)
+        *cancelled += n;
+    ctld_txn_fini(&t);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int ctld_array_cancel(ctld *c, int64_t array, int span, int *cancelled, ts_err *err)
+{
+    *cancelled = 0;
+    for (int round = 0; round < CANCEL_ROUNDS; round++) {
+        int busy = 0;
+        int rc = cancel_round(c, array, span, cancelled, &busy, err);
+        if (rc != 0 || busy == 0)
+            return rc;
+        struct timespec ts = {0, CANCEL_RETRY_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return ts_err_set(err, TS_ETIMEDOUT, "array %lld: some elements stayed busy; cancelled %d, "
+                      "try again", (long long)array, *cancelled);
+}
+
+void ctld_array_route(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    const char *p = rq->url + strlen("/v1/arrays/");
+    char *end;
+    long long id = strtoll(p, &end, 10);
+    if (end == p || id <= 0 || strcmp(end, "/cancel") != 0) {
+        ctld_reply_error(r, 404, "not_found", "%s %s: no such endpoint", rq->method, rq->url);
+        return;
+    }
+    if (strcmp(rq->method, "POST") != 0) {
+        ctld_reply_error(r, 405, "method_not_allowed", "%s %s", rq->method, rq->url);
+        return;
+    }
+    const ctld_caller *w = rq->who;
+    if (w->role == TS_ROLE_VIEWER) {
+        ctld_reply_error(r, 403, "forbidden", "role viewer cannot change jobs");
+        return;
+    }
+    ts_job_row row;
+    ts_err err;
+    int rc = ts_store_job_get(c->store, id, &row, &err);
+    if (rc != 0 && rc != TS_ENOENT) {
+        ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+        return;
+    }
+    bool seen = rc == 0 && (w->role == TS_ROLE_ADMIN || strcmp(w->tenant, row.tenant) == 0);
+    int span = seen ? ctld_dep_array_span(&row) : 0;
+    if (rc == 0)
+        ts_job_row_fini(&row);
+    if (!seen) {
+        ctld_reply_error(r, 404, "not_found", "job %lld does not exist", id);
+        return;
+    }
+    if (span <= 1) {
+        ctld_reply_error(r, 404, "not_an_array", "job %lld is not an array's id (the id of an "
+                         "array's first element)", id);
+        return;
+    }
+    int n = 0;
+    rc = ctld_array_cancel(c, id, span, &n, &err);
+    if (rc != 0)
+        ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+    else
+        ctld_reply_json(r, 200, json_pack("{s:I,s:i,s:i}", "array", (json_int_t)id, "elements",
+                                          span, "cancelled", n));
+}
