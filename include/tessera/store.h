@@ -83,7 +83,7 @@ typedef struct ts_job_filter {
 
 typedef struct ts_event_row {
     int64_t id;
-    int64_t job_id;
+    int64_t job_id;                   /* 0: about no job (the secret store's audit) */
     double t_s;
     char kind[TS_STORE_REASON_MAX];   /* submitted, reserved, started, preempted, requeued, ... */
     char *detail;                     /* owned, may be NULL */

@@ -148,8 +148,13 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     const char *tenant = NULL, *map_path = NULL, *key = NULL;
     bool dry_run = false;
     const char **sopts = calloc((size_t)argc + 1, sizeof *sopts);
-    if (!sopts)
+    const char **secrets = calloc((size_t)argc + 1, sizeof *secrets);
+    int nsecrets = 0;
+    if (!sopts || !secrets) {
+        free(sopts);
+        free(secrets);
         return CLI_EXIT_LOCAL;
+    }
     int nsopts = 0, i = 0;
     struct {
         const char *name;
@@ -172,6 +177,10 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
             dry_run = true;
             continue;
         }
+        if (strncmp(a, "--secret", 8) == 0 && (a[8] == '=' || (a[8] == '\0' && i + 1 < argc))) {
+            secrets[nsecrets++] = a[8] == '=' ? a + 9 : argv[++i]; /* repeatable */
+            continue;
+        }
         bool mine = false;
         for (size_t k = 0; k < sizeof own / sizeof own[0] && !mine; k++) {
             size_t n = strlen(own[k].name);
@@ -183,6 +192,7 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
             } else if (a[2 + n] == '\0') {
                 if (i + 1 >= argc) {
                     free(sopts);
+                    free(secrets);
                     return cli_usage_error(cmd, "option --%s needs a value", own[k].name);
                 }
                 *own[k].slot = argv[++i];
@@ -199,15 +209,18 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     int rc = cli_parse(ctx, cmd, 0, NULL, NULL, NULL, 0, 0);
     if (rc != CLI_CONTINUE) {
         free(sopts);
+        free(secrets);
         return rc;
     }
     if (i >= argc) {
         free(sopts);
+        free(secrets);
         return cli_usage_error(cmd, "missing the script");
     }
     const char *script = argv[i++];
     if (argc - i > SBATCH_MAX_ARGS) {
         free(sopts);
+        free(secrets);
         return cli_usage_error(cmd, "more than %d script arguments", SBATCH_MAX_ARGS);
     }
     ts_sbatch_map *map = NULL;
@@ -218,6 +231,7 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     if (!text) {
         ts_sbatch_map_free(map);
         free(sopts);
+        free(secrets);
         return rc;
     }
     char cwd[PATH_MAX];
@@ -232,12 +246,15 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
         .tenant = tenant,
         .submit_dir = getcwd(cwd, sizeof cwd),
         .map = map,
+        .secrets = secrets,
+        .nsecrets = nsecrets,
     };
     ts_sbatch *sb = NULL;
     ts_spec_errors errs;
     int prc = ts_sbatch_parse(text, len, &in, &sb, &errs);
     free(text);
     free(sopts);
+    free(secrets);
     ts_sbatch_map_free(map);
     if (prc != 0) {
         for (int k = 0; k < errs.n; k++)

@@ -416,9 +416,9 @@ static void test_events(void **state)
     for (int i = 1; i < n; i++)
         assert_true(rows[i].id > rows[i - 1].id);
     ts_store_free_events(rows, n);
-    ts_event_row bad = {.job_id = 0, .t_s = 1, .kind = "x"};
+    ts_event_row bad = {.job_id = -1, .t_s = 1, .kind = "x"};
     assert_int_equal(ts_store_event_append(s, &bad, &err), TS_EINVAL);
-    assert_string_equal(err.msg, "event.job_id: must be > 0");
+    assert_string_equal(err.msg, "event.job_id: must be >= 0 (0: about no job)");
     ts_store_close(s);
 }
 
