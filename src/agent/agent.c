@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/slurm_step.h"
 #include "agent/agent_internal.h"
 
 typedef struct buf {
@@ -123,6 +124,11 @@ int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out
         return TS_EIO;
     }
     ts_launch_probe(cfg->cgroup_parent[0] ? cfg->cgroup_parent : NULL, &a->caps);
+    ts_err se;
+    if (agent_srun_install(cfg->state_dir, a->slurm_bin, sizeof a->slurm_bin, &se) != 0) {
+        fprintf(stderr, "tessera-agent: %s (Slurm jobs get no srun)\n", se.msg);
+        a->slurm_bin[0] = '\0';
+    }
     /* tasks an earlier agent left running (or that ended while none ran) */
     ts_err e;
     int nrec = ts_task_records(a->logs, ts_agent_adopt_one, a, &e);
@@ -463,4 +469,5 @@ void ts_agent_stop_all(ts_agent *a)
         ts_agent_secrets_remove(a, a->tasks[i].job, a->tasks[i].rank);
     }
     a->ntasks = 0;
+    ts_agent_mps_tidy(a); /* no task is left on the MPS daemons this agent started */
 }

@@ -51,6 +51,7 @@ struct ts_agent {
     int ntasks;
     char logs[600];
     char steps[600];       /* <state_dir>/steps: the tasks' step-time files */
+    char slurm_bin[700];   /* <state_dir>/slurm: a Slurm job's srun; "" if not written */
     char mig_error[256];   /* the last MIG reconfiguration's error, "" none */
     json_t *log_answers;   /* output the controller asked for, sent with the next sync */
     ts_mps_daemon mps[16]; /* per GPU, while fractional tasks use it */
