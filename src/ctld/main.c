@@ -97,8 +97,11 @@ int main(int argc, char **argv)
     }
     if (store)
         snprintf(cfg.store_url, sizeof cfg.store_url, "%s", store);
-    if (rot_old)
-        return rotate(&cfg, rot_old, rot_new);
+    if (rot_old) {
+        int rrc = rotate(&cfg, rot_old, rot_new);
+        ctld_config_fini(&cfg);
+        return rrc;
+    }
     if (listen) {
         const char *colon = strrchr(listen, ':');
         if (!colon || colon == listen || (size_t)(colon - listen) >= sizeof cfg.listen_addr) {
