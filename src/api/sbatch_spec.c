@@ -504,18 +504,31 @@ static bool export_named_ok(const ts_sbatch_input *in, const char *item, ts_spec
     return false;
 }
 
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* One warning naming the variables left out, sorted. */
 static void warn_dropped(ts_sbatch *sb, json_t *dropped)
 {
     char names[400] = "";
+    size_t n = json_object_size(dropped), len = 0, i = 0;
+    const char **keys = n ? malloc(n * sizeof *keys) : NULL;
     const char *k;
     json_t *v;
-    size_t n = 0, len = 0;
-    json_object_foreach(dropped, k, v) {
+    if (n && !keys)
+        return; /* out of memory: the variables are left out all the same */
+    json_object_foreach(dropped, k, v)
+        keys[i++] = k;
+    if (n > 1)
+        qsort(keys, n, sizeof *keys, str_cmp);
+    for (i = 0; i < n; i++) {
         int w = len < sizeof names ? snprintf(names + len, sizeof names - len, "%s%s",
-                                              n ? ", " : "", k) : 0;
+                                              i ? ", " : "", keys[i]) : 0;
         len += w > 0 ? (size_t)w : 0;
-        n++;
     }
+    free(keys);
     if (n > 0)
         sbatch_warn(sb, "--export: left out %zu variable%s that look%s like credentials: %s "
                     "(docs/slurm.md); to give one to the job: tessera secrets set NAME, then "
