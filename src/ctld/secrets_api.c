@@ -100,7 +100,9 @@ static void secret_put(ctld *c, const ctld_request *rq, const char *name, ctld_r
                 unknown = k;
     const char *tenant = NULL;
     if (!json_is_object(in))
-        ctld_reply_error(r, 400, "invalid", "body: not a JSON object (%s)", je.text);
+        /* the parser's text may quote the value: only where it failed */
+        ctld_reply_error(r, 400, "invalid", "body: not a JSON object (line %d, column %d)",
+                         je.line, je.column);
     else if (unknown)
         ctld_reply_error(r, 400, "invalid", "%.64s: unknown key (known: value, scope, tenant)",
                          unknown);

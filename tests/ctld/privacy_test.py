@@ -194,6 +194,9 @@ def api_checks(admin, tok, jobs):
         msg = ans["error"]["message"] if st == 400 else ""
         check(st == 400 and msg.startswith(field), f"PUT {str(body)[:40]}: 400 naming "
               f"{field}, got {st} {msg}")
+    st, ans = http_call(URL, "PUT", "/v1/secrets/X", owner, raw=b'{"value": "' + SECRET.encode())
+    check(st == 400 and ans["error"]["message"].startswith("body") and SECRET not in str(ans),
+          f"a body cut short: 400 that does not quote the value, got {st} {ans}")
     st, ans = call("PUT", "/v1/secrets/9bad", owner, {"value": "x"})
     check(st == 400 and ans["error"]["message"].startswith("name"), f"a bad name: 400, got {st}")
     st, ans = call("PUT", "/v1/secrets/T", tok["bob"], {"value": "x", "scope": "tenant"})
