@@ -147,14 +147,12 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
 {
     const char *tenant = NULL, *map_path = NULL, *key = NULL;
     bool dry_run = false;
-    const char **sopts = calloc((size_t)argc + 1, sizeof *sopts);
-    const char **secrets = calloc((size_t)argc + 1, sizeof *secrets);
-    int nsecrets = 0;
-    if (!sopts || !secrets) {
-        free(sopts);
-        free(secrets);
+    /* the sbatch options, then the --secret names: argc + 1 each at most */
+    const char **sopts = calloc(2 * ((size_t)argc + 1), sizeof *sopts);
+    if (!sopts)
         return CLI_EXIT_LOCAL;
-    }
+    const char **secrets = sopts + argc + 1;
+    int nsecrets = 0;
     int nsopts = 0, i = 0;
     struct {
         const char *name;
@@ -192,7 +190,6 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
             } else if (a[2 + n] == '\0') {
                 if (i + 1 >= argc) {
                     free(sopts);
-                    free(secrets);
                     return cli_usage_error(cmd, "option --%s needs a value", own[k].name);
                 }
                 *own[k].slot = argv[++i];
@@ -209,18 +206,15 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     int rc = cli_parse(ctx, cmd, 0, NULL, NULL, NULL, 0, 0);
     if (rc != CLI_CONTINUE) {
         free(sopts);
-        free(secrets);
         return rc;
     }
     if (i >= argc) {
         free(sopts);
-        free(secrets);
         return cli_usage_error(cmd, "missing the script");
     }
     const char *script = argv[i++];
     if (argc - i > SBATCH_MAX_ARGS) {
         free(sopts);
-        free(secrets);
         return cli_usage_error(cmd, "more than %d script arguments", SBATCH_MAX_ARGS);
     }
     ts_sbatch_map *map = NULL;
@@ -231,7 +225,6 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     if (!text) {
         ts_sbatch_map_free(map);
         free(sopts);
-        free(secrets);
         return rc;
     }
     char cwd[PATH_MAX];
@@ -254,7 +247,6 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     int prc = ts_sbatch_parse(text, len, &in, &sb, &errs);
     free(text);
     free(sopts);
-    free(secrets);
     ts_sbatch_map_free(map);
     if (prc != 0) {
         for (int k = 0; k < errs.n; k++)

@@ -26,6 +26,18 @@ static void usage(FILE *f)
                "The configuration keys are documented in docs/tesserad.md.\n");
 }
 
+/* --gen-secrets-key FILE (docs/secrets.md). */
+static int gen_key(const char *path)
+{
+    ts_err e;
+    if (ctld_secrets_keygen(path, &e) != 0) {
+        fprintf(stderr, "tesserad: %s\n", e.msg);
+        return 1;
+    }
+    fprintf(stderr, "tesserad: wrote a new secrets key to %s (mode 0600)\n", path);
+    return 0;
+}
+
 /* --rotate-secrets-key: every secret re-encrypted with NEW's key in one
  * transaction (docs/secrets.md "Rotating the key"). */
 static int rotate(const ctld_config *cfg, const char *old_file, const char *new_file)
@@ -63,13 +75,7 @@ int main(int argc, char **argv)
             json_decref(doc);
             return 0;
         } else if (strcmp(argv[i], "--gen-secrets-key") == 0 && i + 1 < argc) {
-            ts_err e;
-            if (ctld_secrets_keygen(argv[i + 1], &e) != 0) {
-                fprintf(stderr, "tesserad: %s\n", e.msg);
-                return 1;
-            }
-            fprintf(stderr, "tesserad: wrote a new secrets key to %s (mode 0600)\n", argv[i + 1]);
-            return 0;
+            return gen_key(argv[i + 1]);
         } else if (strcmp(argv[i], "--rotate-secrets-key") == 0 && i + 2 < argc) {
             rot_old = argv[++i];
             rot_new = argv[++i];
