@@ -302,6 +302,17 @@ static int doc_check(const secret_key *keys, int nkeys, const json_t *doc, ts_er
     return 0;
 }
 
+/* The bytes of every stored value but the one at `skip` (-1: none). */
+static size_t doc_bytes(const json_t *doc, ssize_t skip)
+{
+    size_t i, sum = 0;
+    json_t *e;
+    json_array_foreach(json_object_get(doc, "secrets"), i, e)
+        if ((ssize_t)i != skip)
+            sum += strlen(str_of(e, "ct")) / 2 - TAG_BYTES;
+    return sum;
+}
+
 static ssize_t doc_find(const json_t *doc, const char *tenant, const char *owner,
                         const char *name)
 {
@@ -330,7 +341,7 @@ int ctld_secrets_open(ts_store *store, const char *key_file, bool create_key,
     if (rc == 0) {
         rc = keys_read(key_file, s->keys, &s->nkeys, err);
         if (rc == TS_ENOENT && stored > 0)
-            ts_err_set(err, TS_EINVAL, "secrets_key_file %s: missing, and the store holds %zu "
+            rc = ts_err_set(err, TS_EINVAL, "secrets_key_file %s: missing, and the store holds %zu "
                        "encrypted secrets: give the key file they were encrypted with (or "
                        "delete the secrets, docs/secrets.md)", key_file, stored);
         else if (rc == TS_ENOENT && create_key && (rc = ctld_secrets_keygen(key_file, err)) == 0)
@@ -396,6 +407,9 @@ int ctld_secrets_set(ctld_secrets *s, const char *tenant, const char *owner, con
     else if (at < 0 && json_array_size(list) >= CTLD_SECRETS_MAX)
         rc = ts_err_set(err, TS_ENOSPC, "secrets: the store holds %d secrets, the most it "
                         "takes", CTLD_SECRETS_MAX);
+    else if (doc_bytes(d, at) + len > CTLD_SECRETS_BYTES_MAX)
+        rc = ts_err_set(err, TS_ENOSPC, "secrets: their values would take more than %d "
+                        "bytes together, the most the store takes", CTLD_SECRETS_BYTES_MAX);
     else if (at >= 0)
         json_array_set_new(list, (size_t)at, e);
     else

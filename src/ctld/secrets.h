@@ -30,6 +30,8 @@
 
 #define CTLD_SECRET_VALUE_MAX 16384   /* bytes of one value */
 #define CTLD_SECRETS_MAX 4096         /* secrets in all, every tenant together */
+#define CTLD_SECRETS_BYTES_MAX (4 << 20) /* their values together: every set rewrites the
+                                          * stored document, which stays under ~9 MiB */
 #define CTLD_SECRET_KEY_BYTES 32      /* AES-256 */
 #define CTLD_SECRET_KEYS_MAX 8        /* keys in one key file */
 
