@@ -1,11 +1,11 @@
 /*
- * cmd_secrets.c - secrets, secrets set and secrets rm (docs/secrets.md,
+ * cmd_secrets.c - secrets, secrets set, secrets rm and secrets events (docs/secrets.md,
  * docs/cli.md).
  *
  * A value is never an argument: command lines are visible to every user of
  * the machine (ps, /proc), so `secrets set` reads it from stdin (one final
  * newline dropped, so `echo "$X" | tessera secrets set NAME` stores $X) or
- * from --from-file (as is). Nothing here prints a value: the server never
+ * from --from-file (as is). `secrets events` is the audit of sets and deletes. Nothing here prints a value: the server never
  * returns one, and a set answers the secret's name and scope.
  */
 #include "cli/cli.h"
@@ -145,4 +145,40 @@ int cli_cmd_secrets_rm(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc,
     }
     cli_resp_free(&resp);
     return CLI_EXIT_OK;
+}
+
+int cli_cmd_secrets_events(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *tenant = NULL;
+    const struct cli_opt opts[] = {{"tenant", 0, &tenant, NULL}, {NULL, 0, NULL, NULL}};
+    int rc = cli_parse(ctx, cmd, argc, argv, opts, NULL, 0, 0);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    struct cli_buf path = {0};
+    cli_buf_puts(&path, "/v1/secrets/events");
+    cli_buf_query(&path, "tenant", tenant);
+    json_t *out = NULL;
+    rc = path.oom ? CLI_EXIT_LOCAL : cli_get_pages(ctx, path.p, "events", true, &out);
+    cli_buf_free(&path);
+    if (rc != CLI_EXIT_OK || cli_emit(ctx, out)) {
+        json_decref(out);
+        return rc;
+    }
+    static const char *const head[] = {"TIME", "KIND", "TENANT", "SCOPE", "OWNER", "NAME", "BY"};
+    static const char *const keys[] = {"tenant", "scope", "owner", "name", "by"};
+    struct cli_table t;
+    cli_table_init(&t, 7, head, 0);
+    size_t i;
+    json_t *ev;
+    json_array_foreach(json_object_get(out, "events"), i, ev) {
+        char c[7][CLI_CELL_MAX];
+        const json_t *d = json_object_get(ev, "data");
+        const char *row[7] = {cli_time_iso(json_object_get(ev, "time"), c[0], sizeof c[0]),
+                              cli_str(ev, "kind", c[1], sizeof c[1])};
+        for (int k = 0; k < 5; k++)
+            row[2 + k] = cli_str(d, keys[k], c[2 + k], sizeof c[2 + k]);
+        cli_table_row(&t, row);
+    }
+    json_decref(out);
+    return cli_table_finish(&t, "secret events");
 }

@@ -111,6 +111,10 @@ static const struct cli_cmd COMMANDS[] = {
     {"secrets rm", "secrets rm NAME [--scope user|tenant] [--tenant T]",
      "Deletes a secret (jobs that name it and have not started fail to start).",
      cli_cmd_secrets_rm},
+    {"secrets events", "secrets events [--tenant T]",
+     "The secrets' audit: every set and delete, who did it and when, oldest first\n"
+     "(admin: every tenant's, or T's; tenant-admin: its tenant's).",
+     cli_cmd_secrets_events},
 };
 #define NCOMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 

@@ -42,6 +42,8 @@ static const op OPS[] = {
     {"/v1/secrets/{name}", "put", "Set a secret {value, scope: user|tenant, tenant}: encrypted "
      "at rest, never returned (201 created, 200 replaced)", "201"},
     {"/v1/secrets/{name}", "delete", "Delete a secret (?scope=user|tenant)", "204"},
+    {"/v1/secrets/events", "get", "The secrets' audit: every set and delete (admin: every "
+     "tenant's or ?tenant=; tenant-admin: its tenant's; cursor pagination)", "200"},
     {"/v1/agent/register", "post", "A node agent registers its node (node credential)", "200"},
     {"/v1/agent/sync", "post",
      "A node agent reports what runs and its health; long-polls for the desired state", "200"},

@@ -9,16 +9,20 @@
  * answer ever carries a value: a set answers the secret's name and scope.
  * Audit: every set and delete is an event of the store (job 0, kinds
  * secret-set and secret-deleted, naming tenant, scope, owner, name and the
- * token) and a line in the controller's log; every run that receives
- * secrets has a secrets-used event naming them (loop.c).
+ * token: GET /v1/secrets/events) and a line in the controller's log; every
+ * run that receives secrets has a secrets-used event naming them (loop.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctld/ctld.h"
+#include "ctld/events.h"
 #include "ctld/input.h"
 #include "ctld/secrets.h"
+
+#define AUDIT_LIMIT_DEFAULT 100
+#define AUDIT_LIMIT_MAX 1000
 
 /* The tenant a caller's secrets request is about: its own, or for admin
  * the one it names (?tenant= or the body's "tenant"). NULL and a reply when
@@ -134,12 +138,61 @@ static void secret_put(ctld *c, const ctld_request *rq, const char *name, ctld_r
     json_decref(in);
 }
 
+/* GET /v1/secrets/events: the audit (admin: every tenant's, or ?tenant=;
+ * tenant-admin: its tenant's). A page holds the tenant's among `limit`
+ * events read, so it may hold fewer; next_cursor goes on from the last read. */
+static void audit_list(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    const ctld_caller *w = rq->who;
+    if (w->role != TS_ROLE_ADMIN && w->role != TS_ROLE_TENANT_ADMIN) {
+        ctld_reply_error(r, 403, "forbidden", "the secrets' audit is for admin and tenant-admin");
+        return;
+    }
+    const char *tenant = w->role == TS_ROLE_ADMIN ? rq->q.tenant : w->tenant;
+    char *lend = NULL, *cend = NULL;
+    long limit = rq->q.limit ? strtol(rq->q.limit, &lend, 10) : AUDIT_LIMIT_DEFAULT;
+    long long after = rq->q.cursor ? strtoll(rq->q.cursor, &cend, 10) : 0;
+    bool bad_limit = rq->q.limit && (!rq->q.limit[0] || *lend || limit < 1 ||
+                                     limit > AUDIT_LIMIT_MAX);
+    if (bad_limit || (cend && (*cend || cend == rq->q.cursor)) || after < 0) {
+        ctld_reply_error(r, 400, "invalid", "%s", bad_limit ? "limit: must be 1..1000"
+                                                             : "cursor: not a cursor this API gave");
+        return;
+    }
+    ts_event_row *ev = NULL;
+    int n = 0;
+    ts_err err;
+    if (ts_store_event_list(c->store, TS_EVENTS_NO_JOB, after, (int)limit, &ev, &n, &err) != 0) {
+        ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+        return;
+    }
+    char want[TS_STORE_NAME_MAX + 16];
+    snprintf(want, sizeof want, "tenant=%s ", tenant ? tenant : "");
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        if (!tenant || (ev[i].detail && strncmp(ev[i].detail, want, strlen(want)) == 0))
+            json_array_append_new(a, json_pack("{s:I,s:f,s:s,s:s,s:o}", "id",
+                                               (json_int_t)ev[i].id, "time", ev[i].t_s, "kind",
+                                               ev[i].kind, "detail",
+                                               ev[i].detail ? ev[i].detail : "", "data",
+                                               ctld_event_data(ev[i].kind, ev[i].detail)));
+    char cur[32];
+    snprintf(cur, sizeof cur, "%lld", n > 0 ? (long long)ev[n - 1].id : 0LL);
+    ctld_reply_json(r, 200, json_pack("{s:o,s:o}", "events", a, "next_cursor",
+                                      n == limit ? json_string(cur) : json_null()));
+    ts_store_free_events(ev, n);
+}
+
 void ctld_secrets_route(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     const ctld_caller *w = rq->who;
     const char *p = rq->url + strlen("/v1/secrets");
     const char *name = p[0] == '/' ? p + 1 : NULL;
     bool get = strcmp(rq->method, "GET") == 0;
+    if (name && get && strcmp(name, "events") == 0) { /* no secret is read by GET */
+        audit_list(c, rq, r);
+        return;
+    }
     if (name && !name_ok(name)) {
         ctld_reply_error(r, 400, "invalid", "name: 1..63 of A-Z a-z 0-9 _, not starting with a "
                          "digit");

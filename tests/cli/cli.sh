@@ -147,7 +147,7 @@ expect "--help" 0 --help && out_has "--help" "Commands:"
 expect "no command" 2 && out_empty "no command"
 for c in submit jobs show cancel hold release requeue explain events logs nodes node drain resume \
   tenants quota "quota set" usage tokens "tokens create" "tokens revoke" secrets "secrets set" \
-  "secrets rm"; do
+  "secrets rm" "secrets events"; do
   # shellcheck disable=SC2086
   expect "$c --help" 0 $c --help && out_has "$c --help" "^usage: tessera $c"
 done
@@ -355,6 +355,9 @@ bad "secrets set too long" "at most 16384" secrets set X --from-file "$tmp/secre
 expect "secrets rm" 0 secrets rm API_KEY --scope tenant && out_has "secrets rm" "^secret API_KEY deleted$"
 last_ok "secrets rm sent" 'd["method"] == "DELETE" and d["path"] == "/v1/secrets/API_KEY" and d["query"] == {"scope": ["tenant"]}'
 expect "secrets rm nope" 3 secrets rm NOPE
+expect "secrets events" 0 secrets events --tenant team-a && out_lines "secrets events" 2 &&
+  out_has "secrets events" " secret-set +team-a +user +alice +K +alice$"
+last_ok "secrets events sent" 'd["path"] == "/v1/secrets/events" and d["query"] == {"tenant": ["team-a"]}'
 expect "secrets json" 0 -o json secrets && json_ok "secrets json" 'len(d["secrets"]) == 2 and "value" not in d["secrets"][0]'
 
 # ---- tokens ----

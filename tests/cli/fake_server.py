@@ -354,6 +354,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def secrets(self, method, p, query, body, role):
         """The secret store (docs/api.md "Secrets"): never a value back."""
+        if p == ["secrets", "events"] and method == "GET":
+            if role not in ("admin", "tenant-admin"):
+                raise Answer(403, "forbidden", "the secrets' audit is for admin and tenant-admin")
+            return 200, {"events": [
+                {"id": 3, "time": NOW - 60, "kind": "secret-set",
+                 "detail": "tenant=team-a scope=user owner=alice name=K by=alice",
+                 "data": {"tenant": "team-a", "scope": "user", "owner": "alice", "name": "K",
+                          "by": "alice"}}], "next_cursor": None}, None
         if len(p) == 1 and method == "GET":
             return 200, {"secrets": [
                 {"name": "WANDB_API_KEY", "scope": "user", "tenant": "team-a", "owner": "alice",

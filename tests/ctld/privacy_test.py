@@ -228,6 +228,25 @@ def api_checks(admin, tok, jobs):
     check(st == 404, f"deleted twice: 404, got {st}")
     st, _ = call("PUT", "/v1/secrets/API_KEY", admin, {"value": "x"})
     check(st == 400, f"an admin names the tenant: 400 without one, got {st}")
+    # the audit: every set and delete, with who did it; never a value
+    st, au = call("GET", "/v1/secrets/events", tok["tadmin"])
+    kinds = [(e["kind"], e["data"].get("name"), e["data"].get("by")) for e in au.get("events", [])]
+    check(st == 200 and kinds == [("secret-set", "API_KEY", "owner")] * 3 +
+          [("secret-set", "SHARED", "tadmin"), ("secret-deleted", "SHARED", "tadmin")]
+          and SECRET not in str(au), f"tenant-admin reads t's audit: {st} {kinds}")
+    st, au = call("GET", "/v1/secrets/events?limit=2", admin)
+    check(st == 200 and len(au["events"]) == 2 and au["next_cursor"],
+          f"admin reads every tenant's audit, by pages: {st} {au}")
+    st, au2 = call("GET", f"/v1/secrets/events?limit=1000&cursor={au['next_cursor']}", admin)
+    every = au["events"] + au2.get("events", [])
+    check(st == 200 and len(every) == 6 and au2["next_cursor"] is None and
+          {e["data"]["tenant"] for e in every} == {"t", "p"},
+          f"the next page goes on to the end, both tenants' events: {au2}")
+    for who in ("owner", "viewer"):
+        st, _ = call("GET", "/v1/secrets/events", tok[who])
+        check(st == 403, f"{who} cannot read the audit: 403, got {st}")
+    st, _ = call("GET", "/v1/secrets/events?limit=5x", admin)
+    check(st == 400, f"a bad limit: 400, got {st}")
 
 
 def agent_run(admin, tok):

@@ -79,6 +79,10 @@ def scenario_secret_reaches_only_its_task(c):
               for e in ev), f"a secrets-used event names them: {[e['kind'] for e in ev]}")
     check(SECRET not in str(ev) and SECRET not in str(c.job(jid, nobody)),
           "the job and its events carry no value")
+    tadmin = c.token("ta", "tenant-admin", "team-a")
+    r = c.cli("secrets", "events", token=tadmin)
+    check(r.returncode == 0 and " secret-set " in r.stdout and " nobody " in r.stdout and
+          SECRET not in r.stdout, f"tessera secrets events shows who set it: {r.stdout}")
     hits = plaintext_files(c, SECRET)
     check(hits == [], f"the value is in no file of the controller or the agent: {hits}")
 
