@@ -193,13 +193,16 @@ VIEWS.job = async function (main, v) {
     esc(startCell(Object.assign({}, j, xd))) + "</dd>" +
     (j.standing ? "<dt>standing</dt><dd>" + esc(j.standing) + "</dd>" : "") + "<dt>reason</dt><dd><b>" + esc(xd.reason || "-") + "</b></dd>" +
     "<dt>explanation</dt><dd>" + esc(xd.explanation || "-") + "</dd>" +
-    (xd.reserved_at ? "<dt>reserved to start</dt><dd>" + esc(isoTime(xd.reserved_at)) + "</dd>" : "") + "</dl>";
+    (xd.reserved_at ? "<dt>reserved to start</dt><dd>" + esc(isoTime(xd.reserved_at)) + "</dd>" : "") +
+    /* content withheld from this token (docs/secrets.md): the owner's and admins' */
+    (j.hidden ? '<dt>hidden</dt><dd class="hidden-fields">' + esc(j.hidden.join(", ")) + "</dd>" : "") + "</dl>";
   $("j-place").innerHTML = "<h2>Placement</h2>" + placementTable(j) + ranksTable(j);
   document.querySelector("#j-events tbody").innerHTML = ed.filter(e => e.kind !== "output").map(e =>
     "<tr><td>" + esc(isoTime(e.time)) + '</td><td><span class="kind k-' + esc(e.kind) + '">' + esc(e.kind) + "</span></td><td>" +
     esc(eventText(e)) + "</td></tr>").join("");
   $("j-spec").textContent = JSON.stringify(j.spec, null, 2);
   paintSwatches(main);
-  if (j.start_time || ed.some(e => e.kind === "started")) await loadLogs(v, id);
+  if (j.hidden && j.hidden.includes("logs")) $("log-out").textContent = "hidden (the job's owner and admins read its output)";
+  else if (j.start_time || ed.some(e => e.kind === "started")) await loadLogs(v, id);
   else $("log-out").textContent = "no output: the job has not run"; /* nothing to ask for */
 };

@@ -58,6 +58,8 @@ typedef struct ts_sbatch_input {
     const char *tenant;               /* overrides --account/--partition; NULL: none */
     const char *submit_dir;           /* SLURM_SUBMIT_DIR, and the default workdir; may be NULL */
     const ts_sbatch_map *map;         /* may be NULL: every name maps to itself */
+    const char *const *secrets;       /* secrets the job gets as variables of the same */
+    int nsecrets;                     /* name (tessera sbatch --secret); may be NULL */
 } ts_sbatch_input;
 
 /* The interpretation (what the parity bench compares with Slurm). */

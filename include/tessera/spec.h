@@ -28,6 +28,7 @@ extern "C" {
 #define TS_SPEC_MAX_ARRAY 100000
 #define TS_SPEC_MAX_ARGS 4096
 #define TS_SPEC_MAX_ENV 4096
+#define TS_SPEC_MAX_SECRETS 64
 
 /* Every error found, each "field.path: reason" (e.g. "tasks[1].gpus: must be
  * 0..16"); more than TS_SPEC_MAX_ERRORS are counted in `more`. */
@@ -48,6 +49,15 @@ typedef struct ts_task_spec {
     int64_t cpu_milli;
     int64_t mem_mib;
 } ts_task_spec;
+
+/* A secret of the secret store the task receives (docs/secrets.md): as the
+ * environment variable `target`, or as the file `target` in its secrets
+ * folder. */
+typedef struct ts_secret_ref {
+    char name[TS_SPEC_NAME_MAX];        /* the secret's name in the store */
+    char target[TS_SPEC_NAME_MAX];      /* variable or file name */
+    bool file;
+} ts_secret_ref;
 
 typedef struct ts_job_spec {
     char tenant[TS_SPEC_NAME_MAX];      /* required */
@@ -72,6 +82,8 @@ typedef struct ts_job_spec {
     int array_size;                     /* 1 = a single job */
     int array_throttle;                 /* 0 = none; at most this many elements run at once */
     char *dependency;                   /* NULL = none; canonical text (tessera/depend.h) */
+    ts_secret_ref *secrets;             /* nsecrets entries (names only, never values) */
+    int nsecrets;
 } ts_job_spec;
 
 /* Parses and validates buf (YAML or JSON, at most TS_SPEC_MAX_BYTES). On

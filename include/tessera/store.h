@@ -93,7 +93,7 @@ typedef struct ts_job_filter {
 
 typedef struct ts_event_row {
     int64_t id;
-    int64_t job_id;
+    int64_t job_id;                   /* 0: about no job (the secret store's audit) */
     double t_s;
     char kind[TS_STORE_REASON_MAX];   /* submitted, reserved, started, preempted, requeued, ... */
     char *detail;                     /* owned, may be NULL */
@@ -193,6 +193,10 @@ void ts_store_free_jobs(ts_job_row *rows, int n);
 int ts_store_job_counts(ts_store *s, const char *tenant, int64_t out[TS_JOB_STATES], ts_err *err);
 
 TS_MUST_CHECK int ts_store_event_append(ts_store *s, const ts_event_row *ev, ts_err *err);
+/* Events with id > after_id, ascending, at most limit: job_id's (> 0), every
+ * event (0), or those about no job (TS_EVENTS_NO_JOB: the secret store's
+ * audit, stored with job_id 0). */
+#define TS_EVENTS_NO_JOB (-1)
 int ts_store_event_list(ts_store *s, int64_t job_id, int64_t after_id, int limit,
                         ts_event_row **rows, int *n, ts_err *err);
 void ts_store_free_events(ts_event_row *rows, int n);

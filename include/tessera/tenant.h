@@ -74,6 +74,10 @@ typedef struct ts_tenant {
     double weight;            /* fair-share weight, > 0 (default 1) */
     int order;                /* its jobs' order (enum ts_order, cycle.h); 0 = its
                                * parent's, and an organisation's 0 the scheduler's */
+    int admins_see_jobs;      /* privacy.admins_see_jobs: whether its tenant-admins read
+                               * its jobs' env, command and output (docs/secrets.md);
+                               * TS_PRIVACY_* below, 0 = its parent's (an organisation's:
+                               * no) */
     /* per dimension; defaults: guaranteed 0, borrow and lend unlimited */
     int64_t guaranteed[TS_RES_DIMS];
     /* how much this subtree may take from idle capacity outside itself */
@@ -82,6 +86,10 @@ typedef struct ts_tenant {
     int64_t lend_limit[TS_RES_DIMS];
     ts_tenant_identity identity;
 } ts_tenant;
+
+#define TS_PRIVACY_INHERIT 0
+#define TS_PRIVACY_YES 1
+#define TS_PRIVACY_NO 2
 
 /* Tenants in insertion order; a parent always has a smaller index than its
  * children (a parent must exist before its children are added). */

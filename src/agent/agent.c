@@ -140,6 +140,7 @@ int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out
     int nrec = ts_task_records(a->logs, ts_agent_adopt_one, a, &e);
     if (nrec < 0 && nrec != TS_ENOENT)
         fprintf(stderr, "tessera-agent: task records in %s: %s\n", a->logs, e.msg);
+    ts_agent_secrets_sweep(a); /* the folders of tasks that ended while no agent ran */
     a->last_ok_s = ts_launch_now();
     *out = a;
     return 0;
@@ -305,8 +306,11 @@ static json_t *report(ts_agent *a)
             json_object_set_new(o, "launch", json_true());
         } else {
             ts_err e;
-            if (lt->st.phase != TS_TASK_EXITED)
+            if (lt->st.phase != TS_TASK_EXITED) {
                 ts_task_poll(lt->t, now, &lt->st, &e);
+                if (lt->st.phase == TS_TASK_EXITED) /* its secret files go with it */
+                    ts_agent_secrets_remove(a, lt->job, lt->rank);
+            }
             if (lt->st.phase != TS_TASK_EXITED) {
                 json_object_set_new(o, "state", json_string("running"));
                 /* its GPUs' mean utilisation, for the controller's idle policy */
@@ -423,6 +427,7 @@ static void reconcile(ts_agent *a, json_t *desired)
         }
         ts_task_free(lt->t);
         ts_agent_ledger_remove(a, lt);
+        ts_agent_secrets_remove(a, lt->job, lt->rank);
         a->tasks[k] = a->tasks[--a->ntasks];
     }
 }
@@ -593,8 +598,10 @@ void ts_agent_stop_all(ts_agent *a)
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    for (int i = 0; i < a->ntasks; i++)
+    for (int i = 0; i < a->ntasks; i++) {
         ts_task_free(a->tasks[i].t);
+        ts_agent_secrets_remove(a, a->tasks[i].job, a->tasks[i].rank);
+    }
     a->ntasks = 0;
     ts_agent_mps_tidy(a); /* no task is left on the MPS daemons this agent started */
 }

@@ -93,4 +93,15 @@ double ts_agent_step_median(const char *path);
 /* Adds an ended task's last output to its report o. */
 void ts_agent_add_output(const local_task *lt, json_t *o);
 
+/* task_secrets.c: a starting task's secrets (t["secrets"]): variables
+ * appended to envj, files written to its private folder (named in envj as
+ * TESSERA_SECRETS_DIR). False, and why, when they could not be given (the
+ * task must not start without them). */
+bool ts_agent_secrets_put(const ts_agent *a, const local_task *lt, const json_t *t,
+                          json_t *envj, char *why, size_t wsize);
+/* Removes the task's secrets folder (the agent is done with the task). */
+void ts_agent_secrets_remove(const ts_agent *a, int64_t job, int rank);
+/* At start, after adoption: removes the folders of tasks not adopted. */
+void ts_agent_secrets_sweep(const ts_agent *a);
+
 #endif

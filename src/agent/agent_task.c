@@ -337,6 +337,8 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
     unlink(lt->out_note); /* an old run's note must not name this run's files */
     snprintf(kv, sizeof kv, "TESSERA_OUTPUT_NOTE=%s", lt->out_note);
     json_array_append_new(envj, json_string(kv));
+    char why[TS_ERR_MSG_MAX] = "";
+    ts_agent_secrets_put(a, lt, t, envj, why, sizeof why); /* why: the start fails */
     const char **env = strv(envj);
     json_t *gpus = json_object_get(t, "gpus");
     const char *uuids[16];
@@ -348,8 +350,7 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
             uuids[ngpu++] = a->node->gpu_uuid[g];
         }
     }
-    char why[TS_ERR_MSG_MAX] = "";
-    if (mig_profile >= 0) {
+    if (!why[0] && mig_profile >= 0) {
         /* CUDA_VISIBLE_DEVICES names the MIG device, not its GPU */
         ts_err me;
         if (!a->node->nv || lt->ngpu != 1)

@@ -53,6 +53,10 @@ void sbatch_warn(ts_sbatch *sb, const char *fmt, ...) __attribute__((format(prin
 int sbatch_read(const char *script, size_t len, const ts_sbatch_input *in, struct sbatch_req *r,
                 ts_sbatch *sb, ts_spec_errors *errs);
 
+/* Whether an environment variable's name looks like a credential
+ * (sbatch_creds.c, docs/slurm.md). */
+bool sbatch_env_credential(const char *name);
+
 /* The interpretation and the spec's JSON from r (sbatch_spec.c). */
 int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
                  const struct sbatch_req *r, ts_sbatch *sb, ts_spec_errors *errs);

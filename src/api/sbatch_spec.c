@@ -474,42 +474,109 @@ static bool env_private(const char *name)
            strncmp(name, "SBATCH_", 7) == 0;
 }
 
-static void export_all(json_t *env, const char *const *environ)
+static bool is_secret(const ts_sbatch_input *in, const char *name)
 {
-    for (const char *const *e = environ; e && *e; e++) {
+    for (int i = 0; i < in->nsecrets; i++)
+        if (strcmp(in->secrets[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* Every variable of the shell but private ones; credential-looking ones
+ * and those passed as secrets are left out, the former named in `dropped`
+ * ("A, B"). */
+static void export_all(json_t *env, const ts_sbatch_input *in, json_t *dropped)
+{
+    for (const char *const *e = in->environ; e && *e; e++) {
         const char *eq = strchr(*e, '=');
         if (!eq || (size_t)(eq - *e) >= TS_SPEC_ENV_NAME_MAX)
             continue;
         char name[TS_SPEC_ENV_NAME_MAX];
         memcpy(name, *e, (size_t)(eq - *e));
         name[eq - *e] = '\0';
-        if (ts_spec_env_name_ok(name) && !env_private(name))
+        if (!ts_spec_env_name_ok(name) || env_private(name) || is_secret(in, name))
+            continue;
+        if (sbatch_env_credential(name))
+            json_object_set_new(dropped, name, json_true());
+        else
             json_object_set_new(env, name, json_string(eq + 1));
     }
 }
 
-static json_t *build_env(const ts_sbatch_input *in, const struct sbatch_req *r,
-                         const ts_sbatch_shape *s, const char *name)
+/* An --export item naming a credential-looking variable not passed as a
+ * secret: refused (its value would be stored with the job). */
+static bool export_named_ok(const ts_sbatch_input *in, const char *item, ts_spec_errors *errs)
 {
-    json_t *env = json_object();
-    if (!env)
+    if (!sbatch_env_credential(item) || is_secret(in, item))
+        return true;
+    sbatch_error(errs, "--export: %s looks like a credential (docs/slurm.md): store it with "
+                 "'tessera secrets set %s' and submit with 'tessera sbatch --secret %s' "
+                 "instead", item, item, item);
+    return false;
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* One warning naming the variables left out, sorted. */
+static void warn_dropped(ts_sbatch *sb, json_t *dropped)
+{
+    char names[400] = "";
+    size_t n = json_object_size(dropped), len = 0, i = 0;
+    const char **keys = n ? malloc(n * sizeof *keys) : NULL;
+    const char *k;
+    json_t *v;
+    if (n && !keys)
+        return; /* out of memory: the variables are left out all the same */
+    json_object_foreach(dropped, k, v)
+        keys[i++] = k;
+    if (n > 1)
+        qsort(keys, n, sizeof *keys, str_cmp);
+    for (i = 0; i < n; i++) {
+        int w = len < sizeof names ? snprintf(names + len, sizeof names - len, "%s%s",
+                                              i ? ", " : "", keys[i]) : 0;
+        len += w > 0 ? (size_t)w : 0;
+    }
+    free(keys);
+    if (n > 0)
+        sbatch_warn(sb, "--export: left out %zu variable%s that look%s like credentials: %s "
+                    "(docs/slurm.md); to give one to the job: tessera secrets set NAME, then "
+                    "tessera sbatch --secret NAME", n, n == 1 ? "" : "s", n == 1 ? "s" : "",
+                    len < sizeof names ? names : "(too many to name)");
+}
+
+static json_t *build_env(const ts_sbatch_input *in, const struct sbatch_req *r,
+                         ts_sbatch *sb, const char *name, ts_spec_errors *errs)
+{
+    const ts_sbatch_shape *s = &sb->shape;
+    json_t *env = json_object(), *dropped = json_object();
+    if (!env || !dropped) {
+        json_decref(env);
+        json_decref(dropped);
         return NULL;
+    }
     const char *x = r->export_list;
     if (!x || strcmp(x, "ALL") == 0) {
-        export_all(env, in->environ);
+        export_all(env, in, dropped);
     } else if (strcmp(x, "NONE") != 0 && strcmp(x, "NIL") != 0) {
         char *copy = strdup(x), *save = NULL;
         if (!copy) {
             json_decref(env);
+            json_decref(dropped);
             return NULL;
         }
         for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
             char *eq = strchr(item, '=');
-            if (eq) {
+            if (eq)
                 *eq = '\0';
+            if (!export_named_ok(in, item, errs) || (is_secret(in, item) && !eq)) {
+                continue; /* refused, or the secret gives it */
+            } else if (eq) {
                 json_object_set_new(env, item, json_string(eq + 1));
             } else if (strcmp(item, "ALL") == 0) {
-                export_all(env, in->environ);
+                export_all(env, in, dropped);
             } else if (strcmp(item, "NONE") != 0 && strcmp(item, "NIL") != 0) {
                 const char *v = env_lookup(in->environ, item);
                 if (v && !json_object_get(env, item))
@@ -543,6 +610,8 @@ static json_t *build_env(const ts_sbatch_input *in, const struct sbatch_req *r,
         snprintf(num, sizeof num, "%ld", ts_sbatch_array_nth(s->array, s->array_count - 1));
         json_object_set_new(env, "SLURM_ARRAY_TASK_MAX", json_string(num));
     }
+    warn_dropped(sb, dropped);
+    json_decref(dropped);
     return env;
 }
 
@@ -606,7 +675,7 @@ int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
         json_object_set_new(task, "memory_mib", json_integer(s->mem_per_task_mib));
     json_t *spec = json_pack("{s:s,s:s,s:[o]}", "tenant", tenant, "name", name, "tasks", task);
     json_t *argv = spec ? build_command(script, len, in, r, errs) : NULL;
-    json_t *env = argv ? build_env(in, r, s, name) : NULL;
+    json_t *env = argv ? build_env(in, r, sb, name, errs) : NULL;
     if (!spec || !argv || !env) {
         json_decref(spec);
         json_decref(argv);
@@ -648,6 +717,12 @@ int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
         json_object_set_new(spec, "array_throttle", json_integer(s->array_throttle));
     if (r->dependency)
         json_object_set_new(spec, "dependency", json_string(r->dependency));
+    if (in->nsecrets > 0) {
+        json_t *sec = json_array();
+        for (int i = 0; sec && i < in->nsecrets; i++)
+            json_array_append_new(sec, json_string(in->secrets[i]));
+        json_object_set_new(spec, "secrets", sec);
+    }
     if (errs->n > 0) {
         json_decref(spec);
         return 0;

@@ -504,12 +504,13 @@ static void walk_dependency(spec_parser *P, const yaml_node_t *n)
 
 enum {
     K_TENANT, K_NAME, K_TIER, K_PRIORITY, K_TASKS, K_TOPOLOGY, K_TIME_LIMIT, K_DURATION,
-    K_CHECKPOINT, K_IDLE, K_COMMAND, K_ENV, K_WORKDIR, K_ARRAY, K_DEPENDENCY, K_THROTTLE, K_N
+    K_CHECKPOINT, K_IDLE, K_COMMAND, K_ENV, K_WORKDIR, K_ARRAY, K_DEPENDENCY, K_THROTTLE,
+    K_SECRETS, K_N
 };
 static const char *const TOP_KEYS[K_N] = {
     "tenant",   "name",       "tier", "priority_class", "tasks", "topology", "time_limit",
     "duration", "checkpoint", "idle", "command",        "env",   "workdir",  "array_size",
-    "dependency", "array_throttle"};
+    "dependency", "array_throttle", "secrets"};
 
 static void walk_top(spec_parser *P, const yaml_node_t *root)
 {
@@ -557,6 +558,8 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
         walk_env(P, v[K_ENV]);
     if (v[K_WORKDIR])
         walk_workdir(P, v[K_WORKDIR]);
+    if (v[K_SECRETS])
+        spec_walk_secrets(P, v[K_SECRETS]);
     int64_t x;
     if (v[K_ARRAY] && spec_int(P, v[K_ARRAY], "array_size", 1, TS_SPEC_MAX_ARRAY, &x))
         spec->array_size = (int)x;
@@ -707,5 +710,6 @@ void ts_spec_free(ts_job_spec *spec)
     free(spec->env);
     free(spec->workdir);
     free(spec->dependency);
+    free(spec->secrets);
     free(spec);
 }

@@ -77,5 +77,7 @@ bool spec_int(spec_parser *P, const yaml_node_t *n, const char *path, int64_t lo
               int64_t *out);
 bool spec_bool(spec_parser *P, const yaml_node_t *n, const char *path, bool *out);
 bool spec_duration(spec_parser *P, const yaml_node_t *n, const char *path, double *out);
+/* The top-level secrets: list (spec_secrets.c). */
+void spec_walk_secrets(spec_parser *P, const yaml_node_t *seq);
 
 #endif

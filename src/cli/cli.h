@@ -309,6 +309,10 @@ int cli_cmd_tokens(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_tokens_create(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_tokens_revoke(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_login(struct cli_ctx *, const struct cli_cmd *, int, char **);
+int cli_cmd_secrets(struct cli_ctx *, const struct cli_cmd *, int, char **);
+int cli_cmd_secrets_set(struct cli_ctx *, const struct cli_cmd *, int, char **);
+int cli_cmd_secrets_rm(struct cli_ctx *, const struct cli_cmd *, int, char **);
+int cli_cmd_secrets_events(struct cli_ctx *, const struct cli_cmd *, int, char **);
 
 /* The content type of a spec or tenants file: by extension, else by its
  * first non-blank byte ('{' or '[' is JSON). */

@@ -297,6 +297,29 @@ static int job_request(struct cli_ctx *ctx, const char *method, long id, const c
     return rc;
 }
 
+/* A job's content field (docs/secrets.md): "hidden" where the API withholds
+ * it; the command's words, the env's and secrets' names (never env values:
+ * a terminal is not the place for them), "-" when there are none. */
+static void content_cell(const json_t *job, const char *key, struct cli_buf *b)
+{
+    const json_t *v = json_object_get(json_object_get(job, "spec"), key);
+    size_t i;
+    const char *k;
+    json_t *e;
+    if (json_is_string(v))
+        cli_buf_puts(b, json_string_value(v)); /* "hidden" */
+    else if (json_is_array(v))
+        json_array_foreach(v, i, e) {
+            const char *word = json_is_object(e) ? json_string_value(json_object_get(e, "name"))
+                                                 : json_string_value(e);
+            cli_buf_printf(b, "%s%s", i ? (json_is_object(e) ? ", " : " ") : "",
+                           word ? word : "?");
+        }
+    else if (json_is_object(v))
+        json_object_foreach((json_t *)v, k, e)
+            cli_buf_printf(b, "%s%s", b->len ? ", " : "", k);
+}
+
 int cli_cmd_show(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
     const char *arg;
@@ -355,6 +378,16 @@ int cli_cmd_show(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
         cli_kv(&t, "Ranks", place.p);
     t.oom |= place.oom;
     cli_buf_free(&place);
+    static const char *const content[][2] = {
+        {"Command", "command"}, {"Env", "env"}, {"Secrets", "secrets"}};
+    for (size_t k = 0; k < sizeof content / sizeof content[0]; k++) {
+        struct cli_buf cb = {0};
+        char clean[CLI_CELL_MAX];
+        content_cell(job, content[k][1], &cb);
+        cli_kv(&t, content[k][0], cb.p ? cli_clean(cb.p, clean, sizeof clean) : "-");
+        t.oom |= cb.oom;
+        cli_buf_free(&cb);
+    }
     json_decref(root);
     return cli_table_finish(&t, "job");
 }

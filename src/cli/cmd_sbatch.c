@@ -147,9 +147,12 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
 {
     const char *tenant = NULL, *map_path = NULL, *key = NULL;
     bool dry_run = false;
-    const char **sopts = calloc((size_t)argc + 1, sizeof *sopts);
+    /* the sbatch options, then the --secret names: argc + 1 each at most */
+    const char **sopts = calloc(2 * ((size_t)argc + 1), sizeof *sopts);
     if (!sopts)
         return CLI_EXIT_LOCAL;
+    const char **secrets = sopts + argc + 1;
+    int nsecrets = 0;
     int nsopts = 0, i = 0;
     struct {
         const char *name;
@@ -170,6 +173,10 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
         }
         if (strcmp(a, "--dry-run") == 0) {
             dry_run = true;
+            continue;
+        }
+        if (strncmp(a, "--secret", 8) == 0 && (a[8] == '=' || (a[8] == '\0' && i + 1 < argc))) {
+            secrets[nsecrets++] = a[8] == '=' ? a + 9 : argv[++i]; /* repeatable */
             continue;
         }
         bool mine = false;
@@ -232,6 +239,8 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
         .tenant = tenant,
         .submit_dir = getcwd(cwd, sizeof cwd),
         .map = map,
+        .secrets = secrets,
+        .nsecrets = nsecrets,
     };
     ts_sbatch *sb = NULL;
     ts_spec_errors errs;

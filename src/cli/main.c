@@ -114,6 +114,26 @@ static const struct cli_cmd COMMANDS[] = {
      "token is given.",
      cli_cmd_login},
     {"tokens revoke", "tokens revoke NAME", "Revokes a token (admin).", cli_cmd_tokens_revoke},
+    {"secrets", "secrets [--tenant T]",
+     "Lists the secrets the caller may name in a job: names, scopes and times, never\n"
+     "values (docs/secrets.md).\n\n"
+     "  --tenant T   the tenant (admin only: other tokens read their own)",
+     cli_cmd_secrets},
+    {"secrets set", "secrets set NAME [--scope user|tenant] [--from-file F] [--tenant T]",
+     "Sets a secret, encrypted by the controller and never shown again. The value is read\n"
+     "from stdin (one final newline dropped) or from --from-file F (as is); never give it\n"
+     "as an argument. A job names it in its spec: secrets: [NAME].\n\n"
+     "  --scope S       user (default: yours alone) or tenant (tenant-admin, admin)\n"
+     "  --from-file F   the value is F's bytes (at most 16 KiB)\n"
+     "  --tenant T      the tenant (admin only)",
+     cli_cmd_secrets_set},
+    {"secrets rm", "secrets rm NAME [--scope user|tenant] [--tenant T]",
+     "Deletes a secret (jobs that name it and have not started fail to start).",
+     cli_cmd_secrets_rm},
+    {"secrets events", "secrets events [--tenant T]",
+     "The secrets' audit: every set and delete, who did it and when, oldest first\n"
+     "(admin: every tenant's, or T's; tenant-admin: its tenant's).",
+     cli_cmd_secrets_events},
 };
 #define NCOMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 

@@ -246,7 +246,12 @@ static void task_extras(const ctld *c, const cjob *j, json_t *t)
     }
     slurm_extras(c, j, env);
     array_extras(j, env);
-    const ts_alloc *al = &j->allocs[json_integer_value(json_object_get(t, "rank"))];
+    int rank = (int)json_integer_value(json_object_get(t, "rank"));
+    /* secret values only for a rank about to start, never in a stop */
+    if (j->spec->nsecrets > 0 && j->row.state == TS_JOB_RUNNING &&
+        (!j->rank_state || j->rank_state[rank] == CTLD_RANK_PENDING))
+        ctld_task_secrets(c, j, t);
+    const ts_alloc *al = &j->allocs[rank];
     if (al->gpu_mem_mib > 0)
         json_object_set_new(t, "gpu_memory_mib", json_integer(al->gpu_mem_mib));
     const ctld_qos *q = tenant_qos(c, j->row.tenant);
@@ -369,6 +374,7 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole,
     ctld_txn t = {0};
     rank_undo *undo = calloc(json_array_size(tasks) + 1, sizeof *undo);
     int nundo = 0, rc = undo ? 0 : ts_err_set(err, TS_ENOMEM, "out of memory");
+    bool started_secret = false;
     size_t i;
     json_t *tk;
     json_array_foreach(tasks, i, tk)
@@ -396,6 +402,7 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole,
         undo[nundo++] =
             (rank_undo){.job = id, .gen = j->row.gen, .rank = rank, .was = j->rank_state[rank]};
         j->rank_state[rank] = (uint8_t)st;
+        started_secret |= j->spec->nsecrets > 0; /* its document drops the values */
         json_t *outj = json_object_get(tk, "output");
         for (int k = 0; rc == 0 && st != CTLD_RANK_RUNNING && k < 2; k++) {
             /* the last of its output, kept with the job's events */
@@ -428,6 +435,8 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole,
         if (rc == 0 && st != CTLD_RANK_RUNNING)
             rc = ctld_job_settle(c, j, now, &t, err);
     }
+    if (started_secret)
+        ctld_agent_moved(c, n);
     if (rc == 0 && (t.n > 0 || t.nev > 0))
         rc = ctld_txn_commit_unlocked(c, &t, now, err); /* applied there if written */
     if (rc != 0) {

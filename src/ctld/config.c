@@ -506,7 +506,7 @@ static int walk(void *p)
                                        "metrics_public", "limits", "scheduler",
                                        "node_lost_after", "idle", "stragglers",
                                        "checkpoint_dir", "nccl_qos", "ha",
-                                       "admin_unix_user", "oidc"};
+                                       "admin_unix_user", "oidc", "secrets_key_file"};
     enum { NK = sizeof keys / sizeof keys[0] };
     yaml_node_t *v[NK];
     yaml_node_t *root = yaml_document_get_root_node(x->D.doc);
@@ -639,6 +639,9 @@ static int walk(void *p)
                      sizeof cfg->admin_unix_user);
     if (rc == 0 && v[18])
         rc = oidc_parse(x, v[18]);
+    if (rc == 0 && v[19])
+        rc = get_path(x, v[19], "secrets_key_file", cfg->secrets_key_file,
+                      sizeof cfg->secrets_key_file);
     return rc;
 }
 
@@ -706,6 +709,10 @@ int ctld_config_load(const char *path, ctld_config *cfg, ts_err *err)
         snprintf(cfg->state_dir, sizeof cfg->state_dir, "%s/tessera-state", x.base) >=
             (int)sizeof cfg->state_dir)
         return ts_err_set(err, TS_EINVAL, "%s: the folder's path is too long", path);
+    if (!cfg->secrets_key_file[0] &&
+        snprintf(cfg->secrets_key_file, sizeof cfg->secrets_key_file, "%s/secrets.key",
+                 cfg->state_dir) >= (int)sizeof cfg->secrets_key_file)
+        return ts_err_set(err, TS_EINVAL, "%s: state_dir: path too long", path);
     if (!cfg->store_url[0] &&
         snprintf(cfg->store_url, sizeof cfg->store_url, "sqlite:%s/tessera.db", cfg->state_dir) >=
             (int)sizeof cfg->store_url)

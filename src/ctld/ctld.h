@@ -104,6 +104,7 @@ typedef struct ctld_config {
     /* the first admin token's Unix identity, looked up when it is created ("" none) */
     char admin_unix_user[TS_STORE_NAME_MAX];
     ctld_oidc_config oidc;
+    char secrets_key_file[CTLD_PATH_MAX]; /* docs/secrets.md; default state_dir/secrets.key */
     double interval_s;          /* periodic cycle */
     double half_life_s;
     ts_sched_config sched;
@@ -346,6 +347,7 @@ typedef struct ctld {
     void *http;                  /* struct MHD_Daemon */
     void *limiter;               /* http.c's rate limiter */
     void *deps;                  /* depend.c: ended jobs' outcomes, looked up once */
+    struct ctld_secrets *secrets; /* secrets.c: the secret store (ciphertexts, the key) */
 } ctld;
 
 double ctld_now(void);
@@ -532,6 +534,7 @@ typedef struct ctld_reply {
 typedef struct ctld_query {
     const char *tenant, *state, *owner, *limit, *cursor, *from, *to;
     const char *rank, *stream, *tail; /* GET /v1/jobs/{id}/logs */
+    const char *scope;                /* DELETE /v1/secrets/{name} */
 } ctld_query;
 
 typedef struct ctld_request {
@@ -564,6 +567,24 @@ void ctld_reply_error(ctld_reply *r, int status, const char *code, const char *f
     __attribute__((format(printf, 4, 5)));
 
 json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active);
+/* privacy.c (docs/secrets.md "Who sees what"). Under c->mu: whether caller w
+ * reads the content (env, command, secrets, output) of a job of this tenant
+ * and owner: its owner, admins, and the tenant's tenant-admins where its
+ * policy says so. */
+bool ctld_sees_content(const ctld *c, const ctld_caller *w, const char *tenant,
+                       const char *owner);
+/* Replaces a rendered job's content fields by "hidden" and lists them in
+ * "hidden". */
+void ctld_privacy_redact_job(json_t *doc);
+/* Whether events of this kind carry content (a rank's output). */
+bool ctld_event_is_content(const char *kind);
+/* secrets_api.c: /v1/secrets; at submission, whether every secret the spec
+ * names exists for its owner (false: a 400 naming it in r); under c->mu, a
+ * starting rank's secret values into its desired task t ("secrets", or
+ * "secrets_error" naming a missing one). */
+void ctld_secrets_route(ctld *c, const ctld_request *rq, ctld_reply *r);
+bool ctld_spec_secrets_ok(ctld *c, const ctld_caller *w, const ts_job_spec *spec, ctld_reply *r);
+void ctld_task_secrets(const ctld *c, const cjob *j, json_t *t);
 json_t *ctld_render_node(const ctld *c, int node);
 
 /* The read view (view.c). init at open (-1: out of memory), fini at close;

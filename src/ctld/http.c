@@ -486,7 +486,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         .url = url,
         .q = {arg(conn, "tenant"), arg(conn, "state"), arg(conn, "owner"), arg(conn, "limit"),
               arg(conn, "cursor"), arg(conn, "from"), arg(conn, "to"), arg(conn, "rank"),
-              arg(conn, "stream"), arg(conn, "tail")},
+              arg(conn, "stream"), arg(conn, "tail"), arg(conn, "scope")},
         .content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type"),
         .idem_key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key"),
         .body = x->body ? x->body : "",

@@ -151,6 +151,17 @@ static char *started_detail(const ctld *c, const ts_alloc *al, int ntasks)
     return s;
 }
 
+/* The "secrets-used" event of a run that receives secrets: their names. */
+static int secrets_used(ctld_txn *t, const cjob *j, double now)
+{
+    char names[TS_SPEC_MAX_SECRETS * TS_SPEC_NAME_MAX + 8] = "names=";
+    for (int i = 0; i < j->spec->nsecrets; i++) {
+        size_t l = strlen(names);
+        snprintf(names + l, sizeof names - l, "%s%s", i ? "," : "", j->spec->secrets[i].name);
+    }
+    return ctld_txn_event(t, j->row.id, now, "secrets-used", names);
+}
+
 /* The cycle's starts and preemptions, planned into t; started[k] says
  * whether start k is still bound: planned into t, or not reached when the
  * planning failed (false: refused, and unbound already). */
@@ -174,6 +185,8 @@ static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, 
             decision_refused(c, &j->sj, al, now, err);
             started[k] = false;
             rc = 0;
+        } else if (rc == 0 && j->spec->nsecrets > 0 && !j->is_virtual) {
+            rc = secrets_used(t, j, now); /* audit: this run's agents get them */
         }
     }
     for (int k = 0; rc == 0 && k < d->npreempts; k++) {

@@ -13,18 +13,54 @@
 
 #include "ctld/ctld.h"
 #include "ctld/ha.h"
+#include "ctld/secrets.h"
 #include "tessera/version.h"
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: tesserad --config FILE [--store URL] [--listen ADDR:PORT]\n"
                "       tesserad --openapi    (print the API description and exit)\n"
+               "       tesserad --gen-secrets-key FILE    (a new secrets key file, 0600)\n"
+               "       tesserad --config FILE --rotate-secrets-key OLD NEW\n"
+               "                 (re-encrypt every stored secret; the controller stopped)\n"
                "The configuration keys are documented in docs/tesserad.md.\n");
+}
+
+/* --gen-secrets-key FILE (docs/secrets.md). */
+static int gen_key(const char *path)
+{
+    ts_err e;
+    if (ctld_secrets_keygen(path, &e) != 0) {
+        fprintf(stderr, "tesserad: %s\n", e.msg);
+        return 1;
+    }
+    fprintf(stderr, "tesserad: wrote a new secrets key to %s (mode 0600)\n", path);
+    return 0;
+}
+
+/* --rotate-secrets-key: every secret re-encrypted with NEW's key in one
+ * transaction (docs/secrets.md "Rotating the key"). */
+static int rotate(const ctld_config *cfg, const char *old_file, const char *new_file)
+{
+    ts_store *st = NULL;
+    ts_err err;
+    int n = 0;
+    int rc = ts_store_open(cfg->store_url, &st, &err);
+    if (rc == 0)
+        rc = ctld_secrets_rotate(st, old_file, new_file, &n, &err);
+    ts_store_close(st);
+    if (rc != 0) {
+        fprintf(stderr, "tesserad: --rotate-secrets-key: %s (nothing changed)\n", err.msg);
+        return 1;
+    }
+    fprintf(stderr, "tesserad: %d secrets re-encrypted with the key of %s; set "
+            "secrets_key_file to it before starting\n", n, new_file);
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
-    const char *config = NULL, *store = NULL, *listen = NULL;
+    const char *config = NULL, *store = NULL, *listen = NULL, *rot_old = NULL, *rot_new = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             config = argv[++i];
@@ -38,6 +74,11 @@ int main(int argc, char **argv)
             fputc('\n', stdout);
             json_decref(doc);
             return 0;
+        } else if (strcmp(argv[i], "--gen-secrets-key") == 0 && i + 1 < argc) {
+            return gen_key(argv[i + 1]);
+        } else if (strcmp(argv[i], "--rotate-secrets-key") == 0 && i + 2 < argc) {
+            rot_old = argv[++i];
+            rot_new = argv[++i];
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
@@ -62,6 +103,11 @@ int main(int argc, char **argv)
     }
     if (store)
         snprintf(cfg.store_url, sizeof cfg.store_url, "%s", store);
+    if (rot_old) {
+        int rrc = rotate(&cfg, rot_old, rot_new);
+        ctld_config_fini(&cfg);
+        return rrc;
+    }
     if (listen) {
         const char *colon = strrchr(listen, ':');
         if (!colon || colon == listen || (size_t)(colon - listen) >= sizeof cfg.listen_addr) {

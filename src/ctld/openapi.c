@@ -41,6 +41,13 @@ static const op OPS[] = {
     {"/v1/tokens/{name}", "delete", "Revoke a token (admin)", "204"},
     {"/v1/whoami", "get", "The caller: name, role, tenant, Unix identity, expiry (API token or "
      "OpenID Connect ID token)", "200"},
+    {"/v1/secrets", "get", "List secrets: names, scopes and times, never values (a user: its "
+     "own and its tenant's; tenant-admin and admin: every one of the tenant)", "200"},
+    {"/v1/secrets/{name}", "put", "Set a secret {value, scope: user|tenant, tenant}: encrypted "
+     "at rest, never returned (201 created, 200 replaced)", "201"},
+    {"/v1/secrets/{name}", "delete", "Delete a secret (?scope=user|tenant)", "204"},
+    {"/v1/secrets/events", "get", "The secrets' audit: every set and delete (admin: every "
+     "tenant's or ?tenant=; tenant-admin: its tenant's; cursor pagination)", "200"},
     {"/v1/agent/register", "post", "A node agent registers its node (node credential)", "200"},
     {"/v1/agent/sync", "post",
      "A node agent reports what runs and its health; long-polls for the desired state", "200"},
@@ -96,6 +103,15 @@ json_t *ctld_openapi(void)
                                                     "required", 0, "schema", "type", "string",
                                                     "minLength", 1, "maxLength", 255, "pattern",
                                                     "^[!-~]+$"));
+        if (strncmp(OPS[i].path, "/v1/secrets", 11) == 0 && strcmp(OPS[i].method, "put") != 0)
+            json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:{s:s}}", "name", "tenant",
+                                                    "in", "query", "required", 0, "schema",
+                                                    "type", "string"));
+        if (strcmp(OPS[i].path, "/v1/secrets/{name}") == 0 && strcmp(OPS[i].method, "delete") == 0)
+            json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:{s:s,s:[ss]}}", "name",
+                                                    "scope", "in", "query", "required", 0,
+                                                    "schema", "type", "string", "enum", "user",
+                                                    "tenant"));
         if (strcmp(OPS[i].path, "/v1/usage") == 0)
             for (int k = 0; k < 2; k++)
                 json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:{s:s,s:i,s:f}}", "name",

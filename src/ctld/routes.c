@@ -2,9 +2,10 @@
  * routes.c - the API of docs/api.md: jobs, nodes, tenants, usage, tokens.
  *
  * Visibility: admin and cluster-viewer (a viewer token with no tenant) see
- * everything; every other token is bound to its tenant: its reads (jobs
- * with their spec and env, events, explain, logs, usage, the job ids on
- * nodes) show that tenant only, and a job of another tenant answers 404
+ * everything; every other token is bound to its tenant: its reads (jobs,
+ * events, explain, logs, usage, the job ids on nodes) show that tenant
+ * only (and a job's env, command, secrets and output only to those
+ * privacy.c lets read them), and a job of another tenant answers 404
  * exactly like a job that does not exist. Only admin drains nodes, changes
  * tenants, mints admin and cluster-viewer tokens and revokes tokens;
  * tenant-admin creates its own tenant's user and viewer tokens.
@@ -205,7 +206,7 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
         ts_spec_free(spec);
         return;
     }
-    if (!dependency_ok(c, w, spec, r)) {
+    if (!dependency_ok(c, w, spec, r) || !ctld_spec_secrets_ok(c, w, spec, r)) {
         ts_spec_free(spec);
         return;
     }
@@ -294,7 +295,10 @@ static void jobs_list(ctld *c, const ctld_request *rq, ctld_reply *r)
          * the moment it matches neither */
         if (a && f.state >= 0 && (int)a->row.state != f.state)
             continue;
-        json_array_append_new(jobs, ctld_render_job(c, &rows[i], a));
+        json_t *doc = ctld_render_job(c, &rows[i], a);
+        if (doc && !ctld_sees_content(c, w, rows[i].tenant, rows[i].owner))
+            ctld_privacy_redact_job(doc);
+        json_array_append_new(jobs, doc);
     }
     pthread_mutex_unlock(&c->mu);
     char cur[32];
@@ -334,10 +338,15 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
     }
     if (!visible_job(c, w, id, &row, r))
         return;
+    ctld_lock_reader(c); /* the tenants' privacy policy: PUT /v1/tenants swaps them */
+    bool content = ctld_sees_content(c, w, row.tenant, row.owner);
+    pthread_mutex_unlock(&c->mu);
     if (get && !*rest) {
         ctld_lock_reader(c);
         json_t *j = ctld_render_job(c, &row, ctld_job_find(c, id));
         pthread_mutex_unlock(&c->mu);
+        if (j && !content)
+            ctld_privacy_redact_job(j);
         ctld_reply_json(r, 200, json_pack("{s:o}", "job", j));
     } else if (get && strcmp(rest, "events") == 0) {
         int limit = limit_of(&rq->q, r);
@@ -358,12 +367,17 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
                     json_array_append_new(a, json_pack("{s:i,s:f,s:s,s:n,s:{}}", "id", 0, "time",
                                                        row.submit_s, "kind", "submitted",
                                                        "detail", "data"));
-                for (int i = 0; i < n; i++)
+                for (int i = 0; i < n; i++) {
+                    /* a rank's output is content: its kind and time stay */
+                    bool hide = !content && ctld_event_is_content(ev[i].kind);
                     json_array_append_new(
                         a, json_pack("{s:I,s:f,s:s,s:o,s:o}", "id", (json_int_t)ev[i].id, "time",
                                      ev[i].t_s, "kind", ev[i].kind, "detail",
-                                     ev[i].detail ? json_string(ev[i].detail) : json_null(),
-                                     "data", ctld_event_data(ev[i].kind, ev[i].detail)));
+                                     hide ? json_string("hidden")
+                                     : ev[i].detail ? json_string(ev[i].detail) : json_null(),
+                                     "data", hide ? json_object()
+                                                  : ctld_event_data(ev[i].kind, ev[i].detail)));
+                }
                 char cur[32];
                 snprintf(cur, sizeof cur, "%lld", n > 0 ? (long long)ev[n - 1].id : 0LL);
                 ctld_reply_json(r, 200,
@@ -372,6 +386,9 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
                 ts_store_free_events(ev, n);
             }
         }
+    } else if (get && strcmp(rest, "logs") == 0 && !content) {
+        ctld_reply_error(r, 403, "forbidden", "logs: job %lld's output is visible to its owner "
+                         "(\"%s\") and admins only (docs/secrets.md)", (long long)id, row.owner);
     } else if (get && strcmp(rest, "logs") == 0) {
         ctld_job_logs(c, rq, &row, r);
     } else if (get && strcmp(rest, "explain") == 0) {
@@ -408,6 +425,8 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
                     ctld_lock_reader(c);
                     json_t *j = ctld_render_job(c, &now, ctld_job_find(c, id));
                     pthread_mutex_unlock(&c->mu);
+                    if (j && !content)
+                        ctld_privacy_redact_job(j);
                     ctld_reply_json(r, 200, json_pack("{s:o}", "job", j));
                     ts_job_row_fini(&now);
                 } else {
@@ -705,6 +724,8 @@ void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *r)
         usage(c, rq, r);
     } else if (strncmp(u, "/v1/tokens", 10) == 0 && (u[10] == '\0' || u[10] == '/')) {
         ctld_tokens_route(c, rq, r);
+    } else if (strncmp(u, "/v1/secrets", 11) == 0 && (u[11] == '\0' || u[11] == '/')) {
+        ctld_secrets_route(c, rq, r);
     } else if (strcmp(u, "/v1/whoami") == 0 && strcmp(m, "GET") == 0) {
         ctld_whoami(rq, r);
     } else if (strcmp(u, "/v1/openapi.json") == 0 && strcmp(m, "GET") == 0) {

@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "ctld/secrets.h"
 #include "ctld/depend.h"
 #include "ctld/job_fsm.h"
 #include "tessera/load.h"
@@ -661,6 +662,8 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
         rc = ts_store_open(cfg->store_url, &c->store, err);
     if (rc == 0 && cfg->ha_epoch > 0) /* a leader (ha.c): fenced before its first write */
         rc = ts_store_set_epoch(c->store, cfg->ha_epoch, err);
+    if (rc == 0) /* no key for the secrets stored: refuse to start (docs/secrets.md) */
+        rc = ctld_secrets_open(c->store, cfg->secrets_key_file, true, &c->secrets, err);
     if (rc == 0)
         rc = load_tenants(c, err);
     if (rc == 0)
@@ -737,6 +740,7 @@ void ctld_close(ctld *c)
     ts_quota_free(c->quota);
     ts_tenants_free(c->tenants);
     ts_cluster_free(c->cluster);
+    ctld_secrets_close(c->secrets);
     ts_store_close(c->store);
     ctld_config_fini(&c->cfg);
     pthread_mutex_destroy(&c->mu);

@@ -258,15 +258,38 @@ static int record_line(tloader *L, int idx, int line)
 static int load_tenants_map(tloader *L, const yaml_node_t *map, const char *path,
                             const char *parent);
 
+/* privacy: {admins_see_jobs: BOOL} (docs/tenants-format.md). */
+static int load_privacy(tloader *L, const yaml_node_t *map, const char *tpath, int t)
+{
+    static const char *const keys[] = {"admins_see_jobs"};
+    yaml_node_t *v[1];
+    char sub[TYAML_PATH_MAX + 32];
+    ts_yaml_pathf(sub, sizeof sub, "%s.privacy", tpath);
+    int rc = ts_yaml_map_fields(&L->y, map, sub, keys, 1, v);
+    if (rc < 0 || !v[0])
+        return rc;
+    ts_yaml_pathf(sub, sizeof sub, "%s.privacy.admins_see_jobs", tpath);
+    const char *b = ts_yaml_scalar(v[0]);
+    if (b && strcmp(b, "true") == 0)
+        L->ts->t[t].admins_see_jobs = TS_PRIVACY_YES;
+    else if (b && strcmp(b, "false") == 0)
+        L->ts->t[t].admins_see_jobs = TS_PRIVACY_NO;
+    else
+        return ts_yaml_fail_got(&L->y, v[0], sub, "true or false");
+    return 0;
+}
+
 /* One tenant: its name at key kn, its settings in map, under parent (NULL for
  * an organisation); path is the key path of the mapping holding it. */
 static int load_tenant(tloader *L, const yaml_node_t *kn, const yaml_node_t *map,
                        const char *path, const char *parent)
 {
-    enum { K_WEIGHT, K_GUAR, K_BORROW, K_LEND, K_TEAMS, K_ORDER, K_ROOT, K_USERS, K_UIDS, K_N };
+    enum { K_WEIGHT, K_GUAR, K_BORROW, K_LEND, K_TEAMS, K_ORDER, K_ROOT, K_USERS, K_UIDS,
+           K_PRIVACY, K_N };
     static const char *const keys[K_N] = {"weight",     "guaranteed", "borrow_limit",
                                           "lend_limit", "teams",      "order",
-                                          "allow_root", "unix_users", "uid_range"};
+                                          "allow_root", "unix_users", "uid_range",
+                                          "privacy"};
     char tpath[TYAML_PATH_MAX], sub[TYAML_PATH_MAX + 16];
     const char *name = ts_yaml_scalar(kn);
     if (!name || !ts_yaml_name_ok(name, TS_NAME_MAX)) {
@@ -314,6 +337,8 @@ static int load_tenant(tloader *L, const yaml_node_t *kn, const yaml_node_t *map
     }
     if ((rc = load_identity(L, v[K_ROOT], v[K_USERS], v[K_UIDS], tpath,
                             &L->ts->t[t].identity)) < 0)
+        return rc;
+    if (v[K_PRIVACY] && (rc = load_privacy(L, v[K_PRIVACY], tpath, t)) < 0)
         return rc;
     int64_t guar[TS_RES_DIMS], borrow[TS_RES_DIMS], lend[TS_RES_DIMS];
     memcpy(guar, L->ts->t[t].guaranteed, sizeof guar);

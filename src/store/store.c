@@ -175,8 +175,8 @@ static int check_update(const char *what, const ts_job_row *r, ts_err *err)
 
 static int check_event(const char *what, const ts_event_row *ev, ts_err *err)
 {
-    if (ev->job_id <= 0)
-        return ts_err_set(err, TS_EINVAL, "%s.job_id: must be > 0", what);
+    if (ev->job_id < 0)
+        return ts_err_set(err, TS_EINVAL, "%s.job_id: must be >= 0 (0: about no job)", what);
     int rc = check_field(what, "kind", ev->kind, sizeof ev->kind, true, err);
     return rc ? rc : check_time(what, "t_s", ev->t_s, err);
 }

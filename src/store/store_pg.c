@@ -734,12 +734,12 @@ static int pg_event_list(void *conn, int64_t job_id, int64_t after_id, int limit
                          ts_event_row **rows, int *n, ts_err *err)
 {
     pg_params p = {0};
-    if (job_id > 0)
-        pp_i64(&p, job_id);
+    if (job_id != 0)
+        pp_i64(&p, job_id > 0 ? job_id : 0); /* TS_EVENTS_NO_JOB: job_id 0 */
     pp_i64(&p, after_id);
     pp_i64(&p, limit);
     PGresult *res = NULL;
-    int rc = pg_stmt(conn, job_id > 0 ? PG_EVENTS_JOB : PG_EVENTS_ALL, &p, &res, "list events",
+    int rc = pg_stmt(conn, job_id != 0 ? PG_EVENTS_JOB : PG_EVENTS_ALL, &p, &res, "list events",
                      err);
     if (rc)
         return rc;

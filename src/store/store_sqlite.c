@@ -650,10 +650,10 @@ static int sq_event_list(void *conn, int64_t job_id, int64_t after_id, int limit
 {
     sq_conn *c = conn;
     sqlite3_stmt *st = NULL;
-    int rc = sq_stmt(c, job_id > 0 ? SQ_EVENTS_JOB : SQ_EVENTS_ALL, &st, err);
+    int rc = sq_stmt(c, job_id != 0 ? SQ_EVENTS_JOB : SQ_EVENTS_ALL, &st, err);
     if (rc)
         return rc;
-    sqlite3_bind_int64(st, 1, job_id);
+    sqlite3_bind_int64(st, 1, job_id > 0 ? job_id : 0); /* TS_EVENTS_NO_JOB: job_id 0 */
     sqlite3_bind_int64(st, 2, after_id);
     sqlite3_bind_int(st, 3, limit);
     int cap = 0, ret = 0;

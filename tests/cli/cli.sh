@@ -146,7 +146,8 @@ expect "--version" 0 --version && out_has "--version" "^tessera [0-9]+\.[0-9]+\.
 expect "--help" 0 --help && out_has "--help" "Commands:"
 expect "no command" 2 && out_empty "no command"
 for c in submit jobs show cancel hold release requeue explain events logs nodes node drain resume \
-  tenants quota "quota set" usage tokens "tokens create" "tokens revoke"; do
+  tenants quota "quota set" usage tokens "tokens create" "tokens revoke" secrets "secrets set" \
+  "secrets rm" "secrets events"; do
   # shellcheck disable=SC2086
   expect "$c --help" 0 $c --help && out_has "$c --help" "^usage: tessera $c"
 done
@@ -337,6 +338,31 @@ expect "usage relative" 0 usage --from -7d --to now
 expect "usage unix" 0 usage --from 1700000000
 last_ok "usage unix sent" 'd["query"] == {"from": ["1700000000"]}'
 yaml_same "usage" usage
+
+# ---- secrets (docs/secrets.md): values from stdin or a file, never shown ----
+expect "secrets" 0 secrets && out_lines "secrets" 3 &&
+  out_has "secrets" "^WANDB_API_KEY +user +alice +3h ago$" && out_has "secrets" "^HF_TOKEN +tenant +- +"
+printf 'v4lue\n' >"$tmp/secret.in"
+cli_secret() { timeout "$RUN_TIMEOUT_S" "$CLI" "$@" >"$tmp/out" 2>"$tmp/err" <"$tmp/secret.in"; rc=$?; }
+cli_secret secrets set API_KEY
+if [ "$rc" -eq 0 ]; then pass; else fail "secrets set from stdin: exit $rc"; fi
+out_has "secrets set" "^secret API_KEY created \(scope user, tenant team-a\)$" && out_lacks "secrets set" "v4lue"
+last_ok "secrets set sent" 'd["method"] == "PUT" and d["path"] == "/v1/secrets/API_KEY" and json.loads(d["body"]) == {"value": "v4lue"}'
+printf 'line1\nline2\n' >"$tmp/secret.file"
+expect "secrets set --from-file" 0 secrets set HF_TOKEN --scope tenant --from-file "$tmp/secret.file" &&
+  out_has "secrets set --from-file" "^secret HF_TOKEN replaced \(scope tenant"
+last_ok "secrets set file sent" 'json.loads(d["body"]) == {"value": "line1\nline2\n", "scope": "tenant"}'
+bad "secrets set bad scope" "--scope must be user or tenant" secrets set X --scope team
+bad "secrets set no file" "cannot open" secrets set X --from-file "$tmp/none"
+head -c 16385 /dev/zero | tr '\0' a >"$tmp/secret.big"
+bad "secrets set too long" "at most 16384" secrets set X --from-file "$tmp/secret.big"
+expect "secrets rm" 0 secrets rm API_KEY --scope tenant && out_has "secrets rm" "^secret API_KEY deleted$"
+last_ok "secrets rm sent" 'd["method"] == "DELETE" and d["path"] == "/v1/secrets/API_KEY" and d["query"] == {"scope": ["tenant"]}'
+expect "secrets rm nope" 3 secrets rm NOPE
+expect "secrets events" 0 secrets events --tenant team-a && out_lines "secrets events" 2 &&
+  out_has "secrets events" " secret-set +team-a +user +alice +K +alice$"
+last_ok "secrets events sent" 'd["path"] == "/v1/secrets/events" and d["query"] == {"tenant": ["team-a"]}'
+expect "secrets json" 0 -o json secrets && json_ok "secrets json" 'len(d["secrets"]) == 2 and "value" not in d["secrets"][0]'
 
 # ---- tokens ----
 expect "tokens" 0 tokens && out_lines "tokens" 3 &&

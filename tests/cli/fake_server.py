@@ -258,6 +258,8 @@ class Handler(BaseHTTPRequestHandler):
                     t["revoked"] = time.time()
                     return 204, None, None
             raise Answer(404, "not_found", f"no such token {p[1]}")
+        if p and p[0] == "secrets":
+            return self.secrets(method, p, query, body, role)
         raise Answer(405 if p and p[0] in ("jobs", "nodes", "tenants", "usage", "tokens") else 404,
                      "method_not_allowed" if p else "not_found", "no such method or path")
 
@@ -354,6 +356,36 @@ class Handler(BaseHTTPRequestHandler):
             sick = n.get("drain_reason", "").startswith("health:")
             n["state"] = "drained" if p[2] == "drain" or sick else "up"
             return 200, {"node": n}, None
+        raise Answer(405, "method_not_allowed", "no such method")
+
+    def secrets(self, method, p, query, body, role):
+        """The secret store (docs/api.md "Secrets"): never a value back."""
+        if p == ["secrets", "events"] and method == "GET":
+            if role not in ("admin", "tenant-admin"):
+                raise Answer(403, "forbidden", "the secrets' audit is for admin and tenant-admin")
+            return 200, {"events": [
+                {"id": 3, "time": NOW - 60, "kind": "secret-set",
+                 "detail": "tenant=team-a scope=user owner=alice name=K by=alice",
+                 "data": {"tenant": "team-a", "scope": "user", "owner": "alice", "name": "K",
+                          "by": "alice"}}], "next_cursor": None}, None
+        if len(p) == 1 and method == "GET":
+            return 200, {"secrets": [
+                {"name": "WANDB_API_KEY", "scope": "user", "tenant": "team-a", "owner": "alice",
+                 "updated": time.time() - 3 * 3600 - 60},
+                {"name": "HF_TOKEN", "scope": "tenant", "tenant": "team-a", "owner": None,
+                 "updated": time.time() - 60}]}, None
+        if len(p) == 2 and method == "PUT":
+            d = json.loads(body)
+            if d.get("scope") == "tenant" and role == "user":
+                raise Answer(403, "forbidden", "scope: only admin and tenant-admin change the "
+                             "tenant's secrets (role user)")
+            return (201 if p[1] != "HF_TOKEN" else 200), {"secret": {
+                "name": p[1], "scope": d.get("scope") or "user", "tenant": "team-a",
+                "owner": "ops", "updated": time.time()}}, None
+        if len(p) == 2 and method == "DELETE":
+            if p[1] == "NOPE":
+                raise Answer(404, "not_found", 'secret "NOPE" (scope user) does not exist')
+            return 204, None, None
         raise Answer(405, "method_not_allowed", "no such method")
 
     def tokens(self, method, body, who):

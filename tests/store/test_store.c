@@ -422,9 +422,17 @@ static void test_events(void **state)
     for (int i = 1; i < n; i++)
         assert_true(rows[i].id > rows[i - 1].id);
     ts_store_free_events(rows, n);
-    ts_event_row bad = {.job_id = 0, .t_s = 1, .kind = "x"};
+    /* job 0: an event about no job (the secret store's audit), listed alone */
+    ts_event_row none = {.job_id = 0, .t_s = 2, .kind = "secret-set", .detail = "tenant=t"};
+    assert_int_equal(ts_store_event_append(s, &none, &err), 0);
+    assert_int_equal(ts_store_event_list(s, TS_EVENTS_NO_JOB, 0, 100, &rows, &n, &err), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(rows[0].job_id, 0);
+    assert_string_equal(rows[0].kind, "secret-set");
+    ts_store_free_events(rows, n);
+    ts_event_row bad = {.job_id = -1, .t_s = 1, .kind = "x"};
     assert_int_equal(ts_store_event_append(s, &bad, &err), TS_EINVAL);
-    assert_string_equal(err.msg, "event.job_id: must be > 0");
+    assert_string_equal(err.msg, "event.job_id: must be >= 0 (0: about no job)");
     ts_store_close(s);
 }
 

@@ -107,7 +107,7 @@ try:
         raise SystemExit
     admin = open(os.path.join(TMP, "state", "admin.token")).read().strip()
     toks = {}
-    for name, tenant in [("alice", "team-a"), ("bob", "team-b")]:
+    for name, tenant in [("alice", "team-a"), ("bob", "team-b"), ("ann", "team-a")]:
         st, d = call("POST", "/v1/tokens", admin, {"name": name, "role": "user", "tenant": tenant})
         toks[name] = d["token"]["secret"]
 
@@ -313,6 +313,18 @@ try:
     go("nodes")
     until(lambda: "drained by an admin" in text(), "team-a sees the drain reason too")
     check(not driver.find_elements(By.CSS_SELECTOR, "button[data-act]"), "a user is offered no drain buttons")
+
+    # another user of team-a: the job's metadata, its content hidden (docs/secrets.md)
+    sign_in(toks["ann"])
+    go(f"job/{aid}")
+    until(lambda: "Placement" in text() and "hidden" in driver.find_element(By.ID, "j-facts").text,
+          "another team-a user's job page says which fields are hidden")
+    spec_text = driver.find_element(By.ID, "j-spec").text
+    check('"env": "hidden"' in spec_text and '"command": "hidden"' in spec_text,
+          f"the spec shows env and command as hidden ({spec_text[:200]!r})")
+    until(lambda: "hidden" in driver.find_element(By.ID, "log-out").text,
+          "the logs card says the output is hidden")
+    driver.save_screenshot(os.path.join(SHOTS, "job-hidden.png"))
 
     # an admin resumes and drains a node from the nodes view
     sign_in(admin)

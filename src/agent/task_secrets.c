@@ -1,0 +1,177 @@
+/*
+ * task_secrets.c - the secrets a task receives when it starts
+ * (docs/secrets.md, docs/agent-protocol.md "secrets").
+ *
+ * The controller sends a task's secret values only in the desired state of
+ * a rank that has not started yet: [{"env": VAR, "value"} | {"file": NAME,
+ * "value"}]. Variables join the task's environment (they live in the task's
+ * process and nowhere on disk: the record of a task, launch_record.c, keeps
+ * its ids, paths and meta, never its environment). Files go to the task's
+ * private folder <state_dir>/secrets/j<job>-r<rank> (0500, owned by the
+ * task's user, under a 0711 parent nobody may list), each 0400 owned by
+ * the task's user, named in $TESSERA_SECRETS_DIR; the folder is removed
+ * when the agent is done with the task, and at start for tasks no record
+ * adopts. An adopted task keeps its folder until it ends.
+ *
+ * Files are created without following links (O_NOFOLLOW|O_EXCL in a
+ * folder only root writes), and nothing here prints a value.
+ */
+#define _DEFAULT_SOURCE /* getpwnam, fchown */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/agent_internal.h"
+
+static void dir_of(const ts_agent *a, int64_t job, int rank, char *out, size_t size)
+{
+    snprintf(out, size, "%s/secrets/j%lld-r%d", a->cfg.state_dir, (long long)job, rank);
+}
+
+/* Removes a task's folder and what is in it (files only: it holds nothing else). */
+static void remove_dir(const char *dir)
+{
+    chmod(dir, 0700); /* a 0500 folder: a non-root agent could not empty it */
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    for (struct dirent *e = readdir(d); e; e = readdir(d))
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
+    rmdir(dir);
+}
+
+void ts_agent_secrets_remove(const ts_agent *a, int64_t job, int rank)
+{
+    char dir[800];
+    dir_of(a, job, rank, dir, sizeof dir);
+    remove_dir(dir);
+}
+
+void ts_agent_secrets_sweep(const ts_agent *a)
+{
+    char base[700];
+    snprintf(base, sizeof base, "%s/secrets", a->cfg.state_dir);
+    DIR *d = opendir(base);
+    if (!d)
+        return;
+    for (struct dirent *e = readdir(d); e; e = readdir(d)) {
+        long long job;
+        int rank, used = 0;
+        if (sscanf(e->d_name, "j%lld-r%d%n", &job, &rank, &used) != 2 || e->d_name[used])
+            continue;
+        bool adopted = false;
+        for (int i = 0; i < a->ntasks && !adopted; i++)
+            adopted = a->tasks[i].job == job && a->tasks[i].rank == rank;
+        if (!adopted) {
+            char dir[1400];
+            snprintf(dir, sizeof dir, "%s/%s", base, e->d_name);
+            remove_dir(dir);
+        }
+    }
+    closedir(d);
+}
+
+static bool write_file(int dfd, const char *name, const char *v, size_t len, uid_t uid,
+                       gid_t gid, bool own)
+{
+    int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
+    if (fd < 0)
+        return false;
+    bool ok = (size_t)write(fd, v, len) == len && (!own || fchown(fd, uid, gid) == 0) &&
+              fchmod(fd, 0400) == 0;
+    return close(fd) == 0 && ok;
+}
+
+/* The task's folder with its files; false and why on failure. */
+static bool put_files(const ts_agent *a, const local_task *lt, json_t *secrets, const char *user,
+                      char *dir, size_t dsize, char *why, size_t wsize)
+{
+    char base[700];
+    snprintf(base, sizeof base, "%s/secrets", a->cfg.state_dir);
+    mkdir(base, 0711);
+    chmod(base, 0711);
+    dir_of(a, lt->job, lt->rank, dir, dsize);
+    remove_dir(dir); /* an earlier run's */
+    struct passwd *pw = user && a->caps.root ? getpwnam(user) : NULL;
+    bool own = pw != NULL;
+    if (mkdir(dir, 0700) != 0) {
+        snprintf(why, wsize, "secrets: cannot create %s: %s", dir, strerror(errno));
+        return false;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    size_t i;
+    json_t *s;
+    bool ok = dfd >= 0;
+    json_array_foreach(secrets, i, s)
+    {
+        const char *f = json_string_value(json_object_get(s, "file"));
+        const char *v = json_string_value(json_object_get(s, "value"));
+        if (!ok || !f)
+            continue;
+        if (!v || strchr(f, '/') || !write_file(dfd, f, v, json_string_length(
+                                                    json_object_get(s, "value")),
+                                                own ? pw->pw_uid : 0, own ? pw->pw_gid : 0,
+                                                own)) {
+            snprintf(why, wsize, "secrets: cannot write the file %s", f);
+            ok = false;
+        }
+    }
+    if (ok && (fchmod(dfd, 0500) != 0 || (own && fchown(dfd, pw->pw_uid, pw->pw_gid) != 0))) {
+        snprintf(why, wsize, "secrets: cannot hand %s to user %s", dir, user);
+        ok = false;
+    }
+    if (dfd >= 0)
+        close(dfd);
+    if (!ok)
+        remove_dir(dir);
+    return ok;
+}
+
+bool ts_agent_secrets_put(const ts_agent *a, const local_task *lt, const json_t *t,
+                          json_t *envj, char *why, size_t wsize)
+{
+    const char *err = json_string_value(json_object_get(t, "secrets_error"));
+    if (err) { /* the controller could not give one (deleted since submission) */
+        snprintf(why, wsize, "%s", err);
+        return false;
+    }
+    json_t *secrets = json_object_get(t, "secrets");
+    size_t i;
+    json_t *s;
+    bool files = false;
+    json_array_foreach(secrets, i, s)
+    {
+        const char *var = json_string_value(json_object_get(s, "env"));
+        const char *v = json_string_value(json_object_get(s, "value"));
+        files = files || json_object_get(s, "file");
+        if (!var || !v)
+            continue;
+        size_t n = strlen(var) + strlen(v) + 2;
+        char *kv = malloc(n);
+        if (!kv) {
+            snprintf(why, wsize, "secrets: out of memory");
+            return false;
+        }
+        snprintf(kv, n, "%s=%s", var, v);
+        json_array_append_new(envj, json_string(kv));
+        explicit_bzero(kv, n);
+        free(kv);
+    }
+    if (!files)
+        return true;
+    char dir[800], kv[820];
+    if (!put_files(a, lt, secrets, json_string_value(json_object_get(t, "user")), dir, sizeof dir,
+                   why, wsize))
+        return false;
+    snprintf(kv, sizeof kv, "TESSERA_SECRETS_DIR=%s", dir);
+    json_array_append_new(envj, json_string(kv));
+    return true;
+}

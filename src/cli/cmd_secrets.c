@@ -1,0 +1,184 @@
+/*
+ * cmd_secrets.c - secrets, secrets set, secrets rm and secrets events (docs/secrets.md,
+ * docs/cli.md).
+ *
+ * A value is never an argument: command lines are visible to every user of
+ * the machine (ps, /proc), so `secrets set` reads it from stdin (one final
+ * newline dropped, so `echo "$X" | tessera secrets set NAME` stores $X) or
+ * from --from-file (as is). `secrets events` is the audit of sets and deletes. Nothing here prints a value: the server never
+ * returns one, and a set answers the secret's name and scope.
+ */
+#include "cli/cli.h"
+
+#include <string.h>
+
+#define SECRET_VALUE_MAX 16384 /* CTLD_SECRET_VALUE_MAX */
+
+static bool scope_ok(const struct cli_cmd *cmd, const char *scope, int *rc)
+{
+    if (!scope || strcmp(scope, "user") == 0 || strcmp(scope, "tenant") == 0)
+        return true;
+    *rc = cli_usage_error(cmd, "--scope must be user or tenant, got '%s'", scope);
+    return false;
+}
+
+int cli_cmd_secrets(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *tenant = NULL;
+    const struct cli_opt opts[] = {{"tenant", 0, &tenant, NULL}, {NULL, 0, NULL, NULL}};
+    int rc = cli_parse(ctx, cmd, argc, argv, opts, NULL, 0, 0);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    struct cli_buf path = {0};
+    cli_buf_puts(&path, "/v1/secrets");
+    cli_buf_query(&path, "tenant", tenant);
+    json_t *root, *list;
+    rc = path.oom ? CLI_EXIT_LOCAL
+                  : cli_get_member(ctx, path.p, "secrets", JSON_ARRAY, &root, &list);
+    cli_buf_free(&path);
+    if (rc != CLI_EXIT_OK || cli_emit(ctx, root)) {
+        if (rc == CLI_EXIT_OK)
+            json_decref(root);
+        return rc;
+    }
+    static const char *const head[] = {"NAME", "SCOPE", "OWNER", "UPDATED"};
+    struct cli_table t;
+    cli_table_init(&t, 4, head, 0);
+    size_t i;
+    json_t *s;
+    json_array_foreach(list, i, s) {
+        char c[4][CLI_CELL_MAX];
+        const char *row[4] = {cli_str(s, "name", c[0], sizeof c[0]),
+                              cli_str(s, "scope", c[1], sizeof c[1]),
+                              cli_str(s, "owner", c[2], sizeof c[2]),
+                              cli_time_short(ctx, json_object_get(s, "updated"), c[3],
+                                             sizeof c[3])};
+        cli_table_row(&t, row);
+    }
+    json_decref(root);
+    return cli_table_finish(&t, "secrets");
+}
+
+/* The value: the file's bytes, or stdin's less one final newline. */
+static char *read_value(const char *file, size_t *len, int *rc)
+{
+    char *v = cli_read_file(file ? file : "-", SECRET_VALUE_MAX + 1, len, rc);
+    if (v && !file && *len > 0 && v[*len - 1] == '\n')
+        v[--*len] = '\0';
+    if (v && *len > SECRET_VALUE_MAX) {
+        cli_errorf("the value: %zu bytes, at most %d", *len, SECRET_VALUE_MAX);
+        *rc = CLI_EXIT_USAGE;
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+int cli_cmd_secrets_set(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *name, *tenant = NULL, *scope = NULL, *file = NULL;
+    const struct cli_opt opts[] = {{"tenant", 0, &tenant, NULL}, {"scope", 0, &scope, NULL},
+                                   {"from-file", 0, &file, NULL}, {NULL, 0, NULL, NULL}};
+    int rc = cli_parse(ctx, cmd, argc, argv, opts, &name, 1, 1);
+    if (rc != CLI_CONTINUE || !scope_ok(cmd, scope, &rc))
+        return rc;
+    size_t len = 0;
+    char *value = read_value(file, &len, &rc);
+    if (!value)
+        return rc;
+    json_t *body = json_pack("{s:s%,s:s*,s:s*}", "value", value, len, "scope", scope, "tenant",
+                             tenant);
+    memset(value, 0, len);
+    free(value);
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (!text) {
+        cli_errorf("the value: not UTF-8 text (or out of memory)");
+        return CLI_EXIT_USAGE;
+    }
+    struct cli_buf path = {0};
+    cli_buf_puts(&path, "/v1/secrets/");
+    cli_buf_escape(&path, name);
+    struct cli_req req = {.method = "PUT", .path = path.p, .body = text,
+                          .body_len = strlen(text), .content_type = "application/json"};
+    struct cli_resp resp;
+    rc = path.oom ? CLI_EXIT_LOCAL : cli_http(ctx, &req, &resp);
+    memset(text, 0, strlen(text));
+    free(text);
+    cli_buf_free(&path);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    json_t *sec;
+    rc = cli_expect_member(resp.json, "secret", JSON_OBJECT, &sec);
+    if (rc == CLI_EXIT_OK && !cli_emit(ctx, resp.json)) {
+        char nm[CLI_CELL_MAX], sc[CLI_CELL_MAX], tn[CLI_CELL_MAX];
+        printf("secret %s %s (scope %s, tenant %s)\n", cli_str(sec, "name", nm, sizeof nm),
+               resp.status == 201 ? "created" : "replaced", cli_str(sec, "scope", sc, sizeof sc),
+               cli_str(sec, "tenant", tn, sizeof tn));
+    }
+    cli_resp_free(&resp);
+    return rc;
+}
+
+int cli_cmd_secrets_rm(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *name, *tenant = NULL, *scope = NULL;
+    const struct cli_opt opts[] = {{"tenant", 0, &tenant, NULL}, {"scope", 0, &scope, NULL},
+                                   {NULL, 0, NULL, NULL}};
+    int rc = cli_parse(ctx, cmd, argc, argv, opts, &name, 1, 1);
+    if (rc != CLI_CONTINUE || !scope_ok(cmd, scope, &rc))
+        return rc;
+    struct cli_buf path = {0};
+    cli_buf_puts(&path, "/v1/secrets/");
+    cli_buf_escape(&path, name);
+    cli_buf_query(&path, "scope", scope);
+    cli_buf_query(&path, "tenant", tenant);
+    struct cli_req req = {.method = "DELETE", .path = path.p};
+    struct cli_resp resp;
+    rc = path.oom ? CLI_EXIT_LOCAL : cli_http(ctx, &req, &resp);
+    cli_buf_free(&path);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (ctx->output == CLI_OUT_TABLE) {
+        char nm[CLI_CELL_MAX];
+        printf("secret %s deleted\n", cli_clean(name, nm, sizeof nm));
+    }
+    cli_resp_free(&resp);
+    return CLI_EXIT_OK;
+}
+
+int cli_cmd_secrets_events(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *tenant = NULL;
+    const struct cli_opt opts[] = {{"tenant", 0, &tenant, NULL}, {NULL, 0, NULL, NULL}};
+    int rc = cli_parse(ctx, cmd, argc, argv, opts, NULL, 0, 0);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    struct cli_buf path = {0};
+    cli_buf_puts(&path, "/v1/secrets/events");
+    cli_buf_query(&path, "tenant", tenant);
+    json_t *out = NULL;
+    rc = path.oom ? CLI_EXIT_LOCAL : cli_get_pages(ctx, path.p, "events", true, &out);
+    cli_buf_free(&path);
+    if (rc != CLI_EXIT_OK || cli_emit(ctx, out)) {
+        json_decref(out);
+        return rc;
+    }
+    static const char *const head[] = {"TIME", "KIND", "TENANT", "SCOPE", "OWNER", "NAME", "BY"};
+    static const char *const keys[] = {"tenant", "scope", "owner", "name", "by"};
+    struct cli_table t;
+    cli_table_init(&t, 7, head, 0);
+    size_t i;
+    json_t *ev;
+    json_array_foreach(json_object_get(out, "events"), i, ev) {
+        char c[7][CLI_CELL_MAX];
+        const json_t *d = json_object_get(ev, "data");
+        const char *row[7] = {cli_time_iso(json_object_get(ev, "time"), c[0], sizeof c[0]),
+                              cli_str(ev, "kind", c[1], sizeof c[1])};
+        for (int k = 0; k < 5; k++)
+            row[2 + k] = cli_str(d, keys[k], c[2 + k], sizeof c[2 + k]);
+        cli_table_row(&t, row);
+    }
+    json_decref(out);
+    return cli_table_finish(&t, "secret events");
+}
