@@ -36,7 +36,8 @@ import time
 TESSERAD = sys.argv[1]
 PG = os.environ.get("TS_TEST_PG_URL")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from harness import (check, finish, free_port, http_call, stop_all,  # noqa: E402
+from harness import (ADMIN_IDENTITY, USER_IDENTITY, with_root, check, finish, free_port,  # noqa: E402
+                     http_call, stop_all,
                      wait_ready)
 
 TMP = tempfile.mkdtemp(prefix="tessera-privacy-")
@@ -77,10 +78,10 @@ STORE, PGDB = pg_database()
 write("cluster.yaml", "topology:\n  levels: [node, gpu]\nnode_classes:\n"
       "  g8: {gpu_model: H100-80GB, gpus: 8, cpu_milli: 64000, memory_mib: 524288}\n"
       "nodes:\n  - {names: 'n-[1-2]', class: g8}\n")
-write("tenants.yaml", TENANTS)
+write("tenants.yaml", with_root(TENANTS))
 CONFIG = write("tesserad.yaml", f"listen: 127.0.0.1:{PORT}\ncluster: cluster.yaml\n"
                "tenants: tenants.yaml\nvirtual_nodes: [n-1]\nstate_dir: state\n"
-               "limits: {requests_per_s: 100000, burst: 100000}\n"
+               "limits: {requests_per_s: 100000, burst: 100000}\n" + ADMIN_IDENTITY
                + (f"store: {STORE}\n" if STORE else ""))
 KEY = os.path.join(TMP, "state", "secrets.key")
 PROCS = []
@@ -106,7 +107,10 @@ def call(method, path, token=None, body=None):
 
 
 def token(admin, name, role, tenant):
-    st, ans = call("POST", "/v1/tokens", admin, {"name": name, "role": role, "tenant": tenant})
+    body = {"name": name, "role": role, "tenant": tenant}
+    if role in ("user", "tenant-admin"):
+        body.update(USER_IDENTITY)  # submitters run tasks as a mapped Unix user
+    st, ans = call("POST", "/v1/tokens", admin, body)
     check(st == 201, f"token {name} ({role} of {tenant}): 201, got {st} {ans}")
     return ans["token"]["secret"]
 

@@ -5,9 +5,10 @@ ends, and is nowhere on disk in the clear; a job's content and output are its
 owner's; tessera sbatch leaves credentials out of the exported environment."""
 import hashlib
 import os
+import pwd
 
 from cluster import Node
-from harness import check
+from harness import USER_IDENTITY, check
 
 CLUSTER = {"nodes": [Node("r-1")],
            "tenants": "tenants:\n  team-a: {guaranteed: {gpu: {H100-80GB: 8}}}\n"
@@ -40,7 +41,7 @@ def scenario_secret_reaches_only_its_task(c):
     named as a file is a 0400 file of the task's user, removed when the task
     ends; its value is on no disk in the clear."""
     os.chmod(c.tmp, 0o711)  # the task's user (nobody) reaches its folders
-    nobody = c.token("nobody", "user", "team-a")
+    nobody = c.token("nobody", "user", "team-a", unix_user="nobody", uid=pwd.getpwnam("nobody").pw_uid)
     r = c.cli("secrets", "set", "API_KEY", token=nobody, stdin=SECRET + "\n")
     check(r.returncode == 0 and "secret API_KEY created" in r.stdout and SECRET not in r.stdout,
           f"tessera secrets set reads the value from stdin: {r.returncode} {r.stdout} {r.stderr}")
@@ -79,7 +80,7 @@ def scenario_secret_reaches_only_its_task(c):
               for e in ev), f"a secrets-used event names them: {[e['kind'] for e in ev]}")
     check(SECRET not in str(ev) and SECRET not in str(c.job(jid, nobody)),
           "the job and its events carry no value")
-    tadmin = c.token("ta", "tenant-admin", "team-a")
+    tadmin = c.token("ta", "tenant-admin", "team-a", **USER_IDENTITY)
     r = c.cli("secrets", "events", token=tadmin)
     check(r.returncode == 0 and " secret-set " in r.stdout and " nobody " in r.stdout and
           SECRET not in r.stdout, f"tessera secrets events shows who set it: {r.stdout}")
@@ -93,8 +94,8 @@ scenario_secret_reaches_only_its_task.needs_root = True
 def scenario_content_and_output_are_the_owners(c):
     """secrets.md: another user of the tenant reads the job's metadata, `hidden` for
     its command and env, 403 for its logs; the owner reads them all."""
-    alice = c.token("alice", "user", "team-a")
-    bob = c.token("bob", "user", "team-a")
+    alice = c.token("alice", "user", "team-a", **USER_IDENTITY)
+    bob = c.token("bob", "user", "team-a", **USER_IDENTITY)
     jid = c.submit({"tenant": "team-a", "name": "private", "time_limit": "5m",
                     "tasks": [{"count": 1, "gpus": 1, "cpu_milli": 500, "memory_mib": 512}],
                     "env": {"PLAIN": "plain-value-31"},
@@ -137,7 +138,7 @@ def scenario_sbatch_leaves_credentials_out(c):
     r = c.cli("sbatch", "--export=HF_TOKEN,PLAIN_VAR", path, env=env)
     check(r.returncode == 2 and "--export: HF_TOKEN looks like a credential" in r.stderr,
           f"--export naming one is refused, naming it: {r.returncode} {r.stderr}")
-    carol = c.token("carol", "user", "team-a")
+    carol = c.token("carol", "user", "team-a", **USER_IDENTITY)
     r = c.cli("secrets", "set", "HF_TOKEN", token=carol, stdin="hf_" + SECRET)
     check(r.returncode == 0, f"the credential goes to the secret store: {r.stderr}")
     r = c.cli("sbatch", "--secret", "HF_TOKEN", "--export=HF_TOKEN,PLAIN_VAR", path, env=env,
