@@ -13,11 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agent/agent_internal.h"
 #include "agent/tail.h"
+#include "agent/taskfile.h"
 #include "tessera/shim.h"
 
 static const char *str_or(const json_t *v)
@@ -65,6 +67,8 @@ int ts_agent_adopt_one(const char *id, void *ctx)
              str_or(json_object_get(m, "step_file")));
     snprintf(lt->tenant, sizeof lt->tenant, "%s",
              str_or(json_object_get(m, "tenant")));
+    lt->step_dev = (dev_t)json_integer_value(json_object_get(m, "step_dev"));
+    lt->step_ino = (ino_t)json_integer_value(json_object_get(m, "step_ino"));
     snprintf(lt->mig_uuid, sizeof lt->mig_uuid, "%s",
              str_or(json_object_get(m, "mig_uuid")));
     lt->mig_profile = (int)json_integer_value(json_object_get(m, "mig_profile"));
@@ -97,13 +101,14 @@ static int cmp_double(const void *x, const void *y)
 }
 
 /* The median of the last TS_AGENT_STEP_SAMPLES step times the task wrote to
- * its step file (one number of seconds per line); -1 when none. */
-double ts_agent_step_median(const char *path)
+ * its step file (one number of seconds per line); -1 when none, or when
+ * what the task left there is not its own regular file (taskfile.h). */
+double ts_agent_step_median(const char *path, uid_t owner)
 {
     char *tail = NULL;
     long long size;
     ts_err e;
-    if (ts_tail_read(path, TS_AGENT_STEP_TAIL_BYTES, &tail, &size, &e) != 0)
+    if (ts_tail_read(path, TS_AGENT_STEP_TAIL_BYTES, owner, &tail, &size, &e) != 0)
         return -1.0;
     double v[TS_AGENT_STEP_SAMPLES];
     int k = 0;
@@ -137,7 +142,8 @@ void ts_agent_add_output(const local_task *lt, json_t *o)
         char *text = NULL;
         long long size;
         ts_err e;
-        if (ts_tail_read(paths[k], TS_AGENT_OUTPUT_TAIL, &text, &size, &e) == 0 && text[0])
+        if (ts_tail_read(paths[k], TS_AGENT_OUTPUT_TAIL, in->uid, &text, &size, &e) == 0 &&
+            text[0])
             json_object_set_new(out, names[k], json_string(text));
         free(text);
     }
@@ -168,7 +174,18 @@ void ts_agent_ledger_remove(const ts_agent *a, const local_task *lt)
         return;
     char path[160];
     snprintf(path, sizeof path, "%s/%s", TS_SHIM_LEDGER_DIR, ledger_name(lt));
-    unlink(path);
+    /* the task's shim made it, as the task's user: only a regular file of
+     * that user goes, never what another put under its name */
+    if (lt->t)
+        agent_taskfile_remove(path, 0, 0, ts_task_info_get(lt->t)->uid);
+}
+
+/* A forgotten task's step file goes with it, if still the agent's. */
+void ts_agent_step_file_remove(const local_task *lt)
+{
+    if (lt->step_file[0] && lt->step_ino)
+        agent_taskfile_remove(lt->step_file, lt->step_dev, lt->step_ino,
+                              AGENT_TASKFILE_ANY_OWNER);
 }
 
 /* TESSERA_AGENT_START_LOG (docs/tessera-agent.md; for tests and benchmarks
@@ -206,6 +223,25 @@ static void start_log(const ts_agent *a, const ts_task *t)
         close(fd);
 }
 
+/* The task's step file, made by the agent for the task's user under a name
+ * no one can guess (the steps directory is everyone's, like /tmp): nothing
+ * another user put there is ever read or removed as this task's. Failing,
+ * the task may still make it itself; it is then never removed. */
+static void step_file_make(const ts_agent *a, local_task *lt, const char *id,
+                           const struct passwd *pw)
+{
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+        r = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)lt;
+    snprintf(lt->step_file, sizeof lt->step_file, "%s/%s.%016llx", a->steps, id,
+             (unsigned long long)r);
+    ts_err e;
+    if (agent_taskfile_create(lt->step_file, pw ? pw->pw_uid : (uid_t)-1,
+                              pw ? pw->pw_gid : (gid_t)-1, &lt->step_dev, &lt->step_ino,
+                              &e) != 0)
+        fprintf(stderr, "tessera-agent: task %s: step file: %s\n", id, e.msg);
+}
+
 void ts_agent_start_task(ts_agent *a, json_t *t)
 {
     if (a->ntasks == TS_AGENT_MAX_TASKS)
@@ -237,8 +273,9 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
         json_decref(envj);
         envj = json_array();
     }
-    snprintf(lt->step_file, sizeof lt->step_file, "%s/%s", a->steps, id);
-    unlink(lt->step_file); /* an old run's steps must not count */
+    const char *user = json_string_value(json_object_get(t, "user"));
+    struct passwd *pw = user ? getpwnam(user) : NULL; /* run as it only where it exists */
+    step_file_make(a, lt, id, pw && a->caps.root ? pw : NULL);
     char kv[760];
     snprintf(kv, sizeof kv, "TESSERA_STEP_FILE=%s", lt->step_file);
     json_array_append_new(envj, json_string(kv));
@@ -317,8 +354,6 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
             ne++;
         }
     }
-    const char *user = json_string_value(json_object_get(t, "user"));
-    struct passwd *pw = user ? getpwnam(user) : NULL; /* run as it only where it exists */
     const char *workdir = json_string_value(json_object_get(t, "workdir"));
     char hca[512], tc[16] = "", sl[16] = "";
     ts_nics_for_task(&a->node->nics, lt->gpu, lt->ngpu, hca, sizeof hca);
@@ -361,10 +396,12 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
     json_t *gl = json_array();
     for (int k = 0; k < lt->ngpu; k++)
         json_array_append_new(gl, json_integer(lt->gpu[k]));
-    json_t *mj = json_pack("{s:I,s:i,s:o,s:s,s:s,s:s,s:i,s:i,s:b}", "job", (json_int_t)lt->job,
-                           "rank", lt->rank, "gpus", gl, "step_file", lt->step_file, "tenant",
-                           lt->tenant, "mig_uuid", lt->mig_uuid, "mig_profile", lt->mig_profile,
-                           "mig_start", lt->mig_start, "fractional", lt->fractional);
+    json_t *mj = json_pack("{s:I,s:i,s:o,s:s,s:s,s:s,s:i,s:i,s:b,s:I,s:I}", "job",
+                           (json_int_t)lt->job, "rank", lt->rank, "gpus", gl, "step_file",
+                           lt->step_file, "tenant", lt->tenant, "mig_uuid", lt->mig_uuid,
+                           "mig_profile", lt->mig_profile, "mig_start", lt->mig_start,
+                           "fractional", lt->fractional, "step_dev", (json_int_t)lt->step_dev,
+                           "step_ino", (json_int_t)lt->step_ino);
     char *meta = mj ? json_dumps(mj, JSON_COMPACT) : NULL;
     json_decref(mj);
     spec.meta = meta;
@@ -444,8 +481,18 @@ void ts_agent_answer_logs(ts_agent *a, json_t *reqs)
                               (int)json_integer_value(json_object_get(q, "rank")));
         const char *stream = json_string_value(json_object_get(q, "stream"));
         json_int_t tail = json_integer_value(json_object_get(q, "tail"));
-        if (tail <= 0 || tail > (1 << 20))
+        if (tail <= 0)
             tail = 65536;
+        bool cut = tail > TS_AGENT_LOG_ANSWER_MAX_BYTES;
+        if (cut)
+            tail = TS_AGENT_LOG_ANSWER_MAX_BYTES;
+        if (i >= TS_AGENT_LOG_REQUESTS_MAX) {
+            json_array_append_new(a->log_answers,
+                                  json_pack("{s:I,s:s}", "id", id, "error",
+                                            "too many output requests at once for this node's "
+                                            "agent; ask again"));
+            continue;
+        }
         if (!lt || !lt->t) {
             json_array_append_new(a->log_answers, json_pack("{s:I,s:s}", "id", id, "error",
                                                             "no such task on this node"));
@@ -457,12 +504,20 @@ void ts_agent_answer_logs(ts_agent *a, json_t *reqs)
         char *text = NULL;
         long long size = 0;
         ts_err e;
-        if (ts_tail_read(path, (size_t)tail, &text, &size, &e) != 0)
+        if (ts_tail_read(path, (size_t)tail, in->uid, &text, &size, &e) != 0)
             json_array_append_new(a->log_answers,
                                   json_pack("{s:I,s:s}", "id", id, "error", e.msg));
-        else
-            json_array_append_new(a->log_answers, json_pack("{s:I,s:s,s:I}", "id", id, "data",
-                                                            text, "size", (json_int_t)size));
+        else {
+            json_t *ans = json_pack("{s:I,s:s,s:I}", "id", id, "data", text, "size",
+                                    (json_int_t)size);
+            if (cut && size > tail)
+                json_object_set_new(ans, "note",
+                                    json_sprintf("cut to its last %lld bytes: an answer "
+                                                 "carries at most %d bytes of output",
+                                                 (long long)tail,
+                                                 TS_AGENT_LOG_ANSWER_MAX_BYTES));
+            json_array_append_new(a->log_answers, ans);
+        }
         free(text);
     }
 }

@@ -51,6 +51,12 @@
 #define CTLD_PATH_MAX 1024
 #define CTLD_MAX_PRIORITY_CLASSES 32
 #define CTLD_BODY_MAX_BYTES (1 << 20)
+/* The agent protocol's sizes the controller keeps (docs/agent-protocol.md
+ * "Sizes"): the output one answer to an output request carries (a longer
+ * one is dropped), and the last output of an ended task kept per stream
+ * (a longer one keeps its end). */
+#define CTLD_LOG_ANSWER_MAX_BYTES (256 * 1024)
+#define CTLD_TASK_OUTPUT_MAX_BYTES (16 * 1024)
 /* A submitted array larger than this is answered with {id, name, state} per job. */
 #define CTLD_ARRAY_BRIEF 100
 
