@@ -95,7 +95,8 @@ typedef struct ctld_config {
     /* abuse limits (http.c, routes.c; docs/tesserad.md "limits") */
     int conns_max;              /* connections in all (also capped by RLIMIT_NOFILE) */
     int conns_per_client;       /* not yet authenticated, per client address (IPv6: /64) */
-    double request_timeout_s;   /* a request not yet authenticated must arrive within this */
+    int conns_per_token;        /* open connections that showed one token */
+    double request_timeout_s;   /* every request must arrive whole within this */
     int queued_per_tenant;      /* pending and held jobs per tenant */
     bool metrics_public;        /* /metrics without a token */
     double node_lost_s;         /* an agent silent this long is lost */
@@ -490,6 +491,7 @@ typedef struct ctld_reply {
     char *body;                  /* malloc'd */
     const char *content_type;
     char retry_after[16];
+    bool close;                  /* close the connection once this is sent */
 } ctld_reply;
 
 /* The query parameters the API reads (NULL when absent). */

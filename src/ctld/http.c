@@ -114,6 +114,8 @@ void ctld_token_cache_clear(ctld *c)
     pthread_mutex_lock(&S->mu);
     memset(S->tc, 0, sizeof S->tc);
     pthread_mutex_unlock(&S->mu);
+    /* a connection vouched for by a revoked token is not any more */
+    ctld_conns_unvouch_all(S, c->cfg.conns_per_client);
 }
 
 /* 0 and *who, or TS_ENOENT. With may_load false, a token the cache does
@@ -168,6 +170,8 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, ctld *c, ctld_rep
                             r->content_type ? r->content_type : "application/json");
     if (r->retry_after[0])
         MHD_add_response_header(resp, "Retry-After", r->retry_after);
+    if (r->close)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
     int cls = r->status / 100;
@@ -184,7 +188,6 @@ static const char *arg(struct MHD_Connection *conn, const char *k)
 /* Runs one request on a worker thread: authentication, rate limit, route. */
 static void serve(ctld *c, conn_ctx *x)
 {
-    ctld_server *S = c->limiter;
     ctld_reply *r = &x->reply;
     const char *url = x->rq.url;
     if (strcmp(url, "/readyz") == 0) {
@@ -208,8 +211,14 @@ static void serve(ctld *c, conn_ctx *x)
         if (wait >= 0.0 && x->authz)
             authed = authenticate(c, x->authz, true, &who) == 0;
     }
+    if (authed && !ctld_conn_vouch(c, x->tr, who.name)) {
+        ctld_reply_error(r, 429, "too_many_connections", "token \"%s\": more than %d open "
+                         "connections (limits.connections_per_token); this one is closed",
+                         who.name, c->cfg.conns_per_token);
+        r->close = true;
+        return;
+    }
     if (authed) {
-        ctld_conn_vouch(S, x->tr);
         snprintf(ident, sizeof ident, "t:%s", who.name);
         wait = ctld_rate_take(c, ident);
     }
@@ -480,14 +489,12 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         free(x);
     }
     *con_cls = NULL;
-    /* a connection without a valid token gets a new deadline for its next request */
+    /* every connection gets a new deadline for its next request */
     conn_track *t = ctld_conn_track(conn);
     if (t) {
         pthread_mutex_lock(&S->mu);
-        if (!t->vouched) {
-            t->received = false;
-            t->t0 = ctld_now();
-        }
+        t->received = false;
+        t->t0 = ctld_now();
         pthread_mutex_unlock(&S->mu);
     }
 }
