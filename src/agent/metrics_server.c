@@ -241,6 +241,7 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, char 
         return MHD_NO;
     }
     MHD_add_response_header(resp, "Content-Type", type);
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
         MHD_add_response_header(resp, "Allow", "GET, HEAD");
     enum MHD_Result ret = MHD_queue_response(conn, status, resp);

@@ -168,6 +168,8 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, ctld *c, ctld_rep
     }
     MHD_add_response_header(resp, "Content-Type",
                             r->content_type ? r->content_type : "application/json");
+    /* a browser takes every answer for what its Content-Type says */
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     if (r->retry_after[0])
         MHD_add_response_header(resp, "Retry-After", r->retry_after);
     if (r->close)

@@ -16,11 +16,13 @@ viewer connections trickling bytes held the server.
    cap (limits.connections_per_client, 6): 4 connections of a revoked token
    and 4 slow ones of the same address keep at most 6;
 3. an agent's long-poll (a request read whole, waiting for its answer) is
-   not cut by the deadline.
+   not cut by the deadline;
+4. every answer carries X-Content-Type-Options: nosniff.
 Every wait is bounded.
 """
 import os
 import select
+import urllib.error
 import socket
 import sys
 import tempfile
@@ -169,6 +171,20 @@ try:
           f"(cap {PER_CLIENT})")
     for s in mine + slow:
         s.close()
+
+    # ---- 4. every answer says nosniff ---------------------------------------------------
+    import urllib.request
+    for path, tok in (("/healthz", None), ("/readyz", None), ("/metrics", None),
+                      ("/v1/jobs", None), ("/v1/jobs", admin), ("/ui/", None)):
+        req = urllib.request.Request(URL + path, headers={"Authorization": "Bearer " + tok}
+                                     if tok else {})
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                h = r.headers.get("X-Content-Type-Options")
+        except urllib.error.HTTPError as e:
+            h = e.headers.get("X-Content-Type-Options")
+        check(h == "nosniff", f"4. {path} ({'a token' if tok else 'no token'}) answers with "
+              f"X-Content-Type-Options: nosniff ({h})")
 
     # ---- 3. a long-poll is not cut by the request deadline -------------------------------
     st, d = call("POST", "/v1/tokens", admin, {"name": "n-1", "role": "node"})
