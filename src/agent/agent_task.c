@@ -466,6 +466,19 @@ void ts_agent_apply_mig(ts_agent *a, json_t *mig)
     }
 }
 
+/* Whether answers (an array) already holds the answer to request id. */
+static bool answered(const json_t *answers, json_int_t id)
+{
+    size_t i;
+    json_t *q;
+    json_array_foreach(answers, i, q)
+    {
+        if (json_integer_value(json_object_get(q, "id")) == id)
+            return true;
+    }
+    return false;
+}
+
 /* Reads the output the controller asks for (tessera logs); the answers go
  * with the next sync. */
 void ts_agent_answer_logs(ts_agent *a, json_t *reqs)
@@ -477,6 +490,8 @@ void ts_agent_answer_logs(ts_agent *a, json_t *reqs)
         if (!a->log_answers)
             a->log_answers = json_array();
         json_int_t id = json_integer_value(json_object_get(q, "id"));
+        if (answered(a->log_answers, id))
+            continue; /* listed again before its answer went: answered once */
         local_task *lt = ts_agent_find(a, json_integer_value(json_object_get(q, "job")),
                               (int)json_integer_value(json_object_get(q, "rank")));
         const char *stream = json_string_value(json_object_get(q, "stream"));
@@ -486,7 +501,7 @@ void ts_agent_answer_logs(ts_agent *a, json_t *reqs)
         bool cut = tail > TS_AGENT_LOG_ANSWER_MAX_BYTES;
         if (cut)
             tail = TS_AGENT_LOG_ANSWER_MAX_BYTES;
-        if (i >= TS_AGENT_LOG_REQUESTS_MAX) {
+        if (json_array_size(a->log_answers) >= TS_AGENT_LOG_REQUESTS_MAX) {
             json_array_append_new(a->log_answers,
                                   json_pack("{s:I,s:s}", "id", id, "error",
                                             "too many output requests at once for this node's "
