@@ -82,6 +82,28 @@ static void live_answer(ctld_reply *r, int64_t job, int rank, int stream, long t
     ctld_reply_json(r, 200, doc);
 }
 
+/* Puts q on node n's waiting output requests: true with the node's a->mu
+ * held; false, r answered 429, when LOG_REQUESTS_PER_NODE_MAX already wait. */
+static bool logreq_add(ctld *c, int n, ctld_logreq *q, ctld_reply *r)
+{
+    ctld_agent *a = &c->agents[n];
+    pthread_mutex_lock(&a->mu);
+    int waiting = 0;
+    for (const ctld_logreq *w = a->logreqs; w; w = w->next)
+        waiting++;
+    if (waiting >= LOG_REQUESTS_PER_NODE_MAX) {
+        pthread_mutex_unlock(&a->mu);
+        ctld_reply_error(r, 429, "rate_limited", "%s: %d output requests already wait for its "
+                         "agent (at most %d per node); ask again shortly",
+                         c->cluster->nodes[n].name, waiting, LOG_REQUESTS_PER_NODE_MAX);
+        snprintf(r->retry_after, sizeof r->retry_after, "1");
+        return false;
+    }
+    q->next = a->logreqs;
+    a->logreqs = q;
+    return true;
+}
+
 void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_reply *r)
 {
     long rank = 0, tail = LOG_TAIL_DEFAULT;
@@ -144,22 +166,11 @@ void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_
     pthread_mutex_unlock(&c->mu);
     /* the request waits on the node's own lock: the agent answers in a
      * sync that need not take c->mu */
-    pthread_mutex_lock(&a->mu);
-    int waiting = 0;
-    for (const ctld_logreq *w = a->logreqs; w; w = w->next)
-        waiting++;
-    if (waiting >= LOG_REQUESTS_PER_NODE_MAX) {
-        pthread_mutex_unlock(&a->mu);
+    if (!logreq_add(c, n, q, r)) {
         pthread_cond_destroy(&q->cv);
         free(q);
-        ctld_reply_error(r, 429, "rate_limited", "%s: %d output requests already wait for its "
-                         "agent (at most %d per node); ask again shortly",
-                         c->cluster->nodes[n].name, waiting, LOG_REQUESTS_PER_NODE_MAX);
-        snprintf(r->retry_after, sizeof r->retry_after, "1");
         return;
     }
-    q->next = a->logreqs;
-    a->logreqs = q;
     /* the agent's long-poll answers; its document is unchanged, and so is
      * the generation a report is applied against (agents.c): the answer
      * rides on a same report */
