@@ -577,7 +577,7 @@ static void defaults(ctld_config *cfg)
     cfg->conns_per_token = 64;
     cfg->request_timeout_s = 10.0;
     cfg->queued_per_tenant = 100000;
-    cfg->metrics_public = true;
+    cfg->metrics_public = false;
     cfg->node_lost_s = CTLD_NODE_LOST_S;
     cfg->idle_threshold_pct = 5.0;
     cfg->straggler_factor = 1.5;

@@ -234,10 +234,19 @@ static void serve(ctld *c, conn_ctx *x)
         snprintf(r->retry_after, sizeof r->retry_after, "%.0f", ceil(-wait));
         return;
     }
-    if (strcmp(url, "/metrics") == 0 && (authed || c->cfg.metrics_public)) {
+    /* every tenant's series: for a scrape token and those who read every tenant */
+    bool all_tenants = authed && (who.role == TS_ROLE_SCRAPE || who.role == TS_ROLE_ADMIN ||
+                                  (who.role == TS_ROLE_VIEWER && !who.tenant[0]));
+    if (strcmp(url, "/metrics") == 0 && (all_tenants || c->cfg.metrics_public)) {
         r->status = 200;
         r->content_type = "text/plain; version=0.0.4";
         r->body = ctld_metrics_text(c);
+        return;
+    }
+    if (strcmp(url, "/metrics") == 0 && authed) {
+        ctld_reply_error(r, 403, "forbidden", "/metrics holds every tenant's series: a scrape "
+                         "token, an admin or a cluster-viewer may read it, not role %s",
+                         ts_role_name(who.role));
         return;
     }
     if (!authed) {

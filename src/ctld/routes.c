@@ -719,9 +719,12 @@ static void tokens(ctld *c, const ctld_request *rq, ctld_reply *r)
                              "0-9 . _ -, starting with a letter or digit");
         } else if (rl < 0) {
             ctld_reply_error(r, 400, "invalid", "role: must be admin, tenant-admin, user, "
-                             "viewer, cluster-viewer or node");
+                             "viewer, cluster-viewer, node or scrape");
         } else if (tj && !json_is_null(tj) && !json_is_string(tj)) {
             ctld_reply_error(r, 400, "invalid", "tenant: a tenant name or null");
+        } else if (rl == TS_ROLE_SCRAPE && tenant && *tenant) {
+            ctld_reply_error(r, 400, "invalid", "tenant: a scrape token reads /metrics, every "
+                             "tenant's series; give no tenant");
         } else if (cluster_viewer && tenant && *tenant) {
             ctld_reply_error(r, 400, "invalid", "tenant: a cluster-viewer reads every tenant; "
                              "give no tenant, or make a viewer of tenant \"%s\"", tenant);
@@ -807,6 +810,10 @@ void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *r)
     }
     if (rq->who->role == TS_ROLE_NODE) {
         ctld_reply_error(r, 403, "forbidden", "a node credential may use /v1/agent/ only");
+        return;
+    }
+    if (rq->who->role == TS_ROLE_SCRAPE) {
+        ctld_reply_error(r, 403, "forbidden", "a scrape token may read /metrics only");
         return;
     }
     if (strcmp(u, "/v1/jobs") == 0) {

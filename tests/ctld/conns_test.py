@@ -17,7 +17,9 @@ viewer connections trickling bytes held the server.
    and 4 slow ones of the same address keep at most 6;
 3. an agent's long-poll (a request read whole, waiting for its answer) is
    not cut by the deadline;
-4. every answer carries X-Content-Type-Options: nosniff.
+4. every answer carries X-Content-Type-Options: nosniff;
+5. /metrics (every tenant's series) needs a token by default: a scrape
+   token (which may read nothing else), an admin or a cluster-viewer.
 Every wait is bounded.
 """
 import os
@@ -185,6 +187,23 @@ try:
             h = e.headers.get("X-Content-Type-Options")
         check(h == "nosniff", f"4. {path} ({'a token' if tok else 'no token'}) answers with "
               f"X-Content-Type-Options: nosniff ({h})")
+
+    # ---- 5. /metrics needs a token that may read every tenant ------------------------------
+    st, d = call("POST", "/v1/tokens", admin, {"name": "prom", "role": "scrape"})
+    prom = d["token"]["secret"] if st == 201 else ""
+    check(st == 201 and d["token"]["role"] == "scrape", f"5. admin makes a scrape token ({st})")
+    st, d = call("POST", "/v1/tokens", admin, {"name": "prom2", "role": "scrape", "tenant": "t"})
+    check(st == 400 and "tenant" in d["error"]["message"], f"5. a scrape token has no tenant "
+          f"({st})")
+    st, txt = call("GET", "/metrics", prom)
+    check(st == 200 and "tessera_jobs" in str(txt), f"5. the scrape token reads /metrics ({st})")
+    st, txt = call("GET", "/metrics")
+    check(st == 401, f"5. /metrics without a token: 401 by default ({st})")
+    st, d = call("GET", "/metrics", toks["viewer-1"])
+    check(st == 403 and "scrape" in d["error"]["message"],
+          f"5. a viewer of one tenant may not read every tenant's series: {st}")
+    st, d = call("GET", "/v1/jobs", prom)
+    check(st == 403, f"5. a scrape token reads /metrics only: GET /v1/jobs {st}")
 
     # ---- 3. a long-poll is not cut by the request deadline -------------------------------
     st, d = call("POST", "/v1/tokens", admin, {"name": "n-1", "role": "node"})
