@@ -1,5 +1,6 @@
 # Thin wrapper over CMake. `make demo` and `make test` work on a fresh Debian 12
-# machine: both install missing packages first (scripts/install-deps).
+# machine: both install the missing packages they need first
+# (scripts/install-deps TARGET: each target installs only its own).
 BUILD      ?= build
 TEST_BUILD ?= build-test
 FUZZ_BUILD ?= build-fuzz
@@ -12,16 +13,21 @@ SHARED     ?= ../shared
 all: build
 
 deps:
-	scripts/install-deps
+	scripts/install-deps all
 
-build: deps
+build:
+	scripts/install-deps build
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DTS_TESTS=OFF >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
 # Each fuzz target for a short, bounded time, tesserad and the agent under
 # ThreadSanitizer through their end-to-end suites, then the unit tests under
 # ASan+UBSan through CTest (last, so its summary closes the output).
-test: deps fuzz tsan unit
+test: deps-test fuzz tsan unit
+
+.PHONY: deps-test
+deps-test:
+	scripts/install-deps test
 
 unit:
 	cmake -S . -B $(TEST_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTS_SANITIZE=ON >/dev/null
@@ -45,13 +51,15 @@ fuzz:
 TSAN_BUILD ?= build-tsan
 TSAN_TESTS ?= ^(ctld/(api|agent_protocol|agent_locks|agent_races|faults|ha|reads)|agent/e2e|agent/e2e_resilience)$$
 .PHONY: tsan
-tsan: deps
+tsan: deps-test
 	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTS_TSAN=ON >/dev/null
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target tesserad tessera-agent fake_nvml
 	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	  ctest --output-on-failure -R '$(TSAN_TESTS)'
 
-demo: build
+demo:
+	scripts/install-deps demo
+	$(MAKE) build
 	scripts/demo $(BUILD)
 	scripts/demo-controller $(BUILD)
 	scripts/demo-cluster $(BUILD)
@@ -68,7 +76,8 @@ install: build
 
 # The Debian packages (tessera-controller, tessera-agent, tessera-client,
 # libtessera-cuda) into build-deb/, then lintian on them.
-deb: deps
+deb:
+	scripts/install-deps deb
 	dpkg-checkbuilddeps
 	DEB_BUILD_OPTIONS="parallel=$(JOBS)" debian/rules binary
 	lintian --fail-on error build-deb/*.deb

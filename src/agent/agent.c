@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/slurm_step.h"
 #include "agent/agent_internal.h"
 #include "agent/sync_fit.h"
 #include "agent/taskfile.h"
@@ -129,6 +130,11 @@ int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out
         return TS_EIO;
     }
     ts_launch_probe(cfg->cgroup_parent[0] ? cfg->cgroup_parent : NULL, &a->caps);
+    ts_err se;
+    if (agent_srun_install(cfg->state_dir, a->slurm_bin, sizeof a->slurm_bin, &se) != 0) {
+        fprintf(stderr, "tessera-agent: %s (Slurm jobs get no srun)\n", se.msg);
+        a->slurm_bin[0] = '\0';
+    }
     /* tasks an earlier agent left running (or that ended while none ran) */
     ts_err e;
     int nrec = ts_task_records(a->logs, ts_agent_adopt_one, a, &e);
@@ -487,4 +493,5 @@ void ts_agent_stop_all(ts_agent *a)
     for (int i = 0; i < a->ntasks; i++)
         ts_task_free(a->tasks[i].t);
     a->ntasks = 0;
+    ts_agent_mps_tidy(a); /* no task is left on the MPS daemons this agent started */
 }

@@ -54,6 +54,7 @@ struct ts_agent {
     int ntasks;
     char logs[600];
     char steps[600];       /* <state_dir>/steps: the tasks' step-time files */
+    char slurm_bin[700];   /* <state_dir>/slurm: a Slurm job's srun; "" if not written */
     char mig_error[256];   /* the last MIG reconfiguration's error, "" none */
     json_t *log_answers;   /* output the controller asked for, sent with the next sync */
     size_t body_max;       /* the budget of a sync's body (TS_AGENT_BODY_MAX_BYTES) */

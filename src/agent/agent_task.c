@@ -368,6 +368,7 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
         .workdir = workdir ? workdir : a->cfg.state_dir,
         .user = pw && a->caps.root ? user : NULL,
         .log_dir = a->logs,
+        .slurm_bin_dir = a->slurm_bin[0] ? a->slurm_bin : NULL,
         .gpu_uuids = uuids,
         .ngpu = ngpu,
         .world_size = (int)json_integer_value(json_object_get(t, "world_size")),

@@ -73,6 +73,7 @@ typedef struct ts_task_spec {
     const char *workdir;          /* required, an existing directory */
     const char *user;             /* NULL: the agent's own user */
     const char *log_dir;          /* required: <log_dir>/<task_id>.out / .err */
+    const char *slurm_bin_dir;    /* first on a Slurm batch job's PATH (its srun); NULL: none */
     const char *ack_dir;          /* where the ack file lives; NULL: log_dir */
 
     const char *const *gpu_uuids; /* CUDA_VISIBLE_DEVICES, ngpu entries */

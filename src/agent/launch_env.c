@@ -138,6 +138,17 @@ static int slurm_vars(ts_envv *e, const ts_task_spec *s)
         rc |= ts_envv_set(e, "SLURM_JOB_NODELIST", nodes, 1);
         rc |= ts_envv_set(e, "SLURM_NODELIST", nodes, 1);
     }
+    if (s->slurm_bin_dir != NULL && s->slurm_bin_dir[0] != '\0') {
+        /* the step launcher first (slurm_step.c), then the job's own PATH */
+        const char *path = ts_envv_get(e, "PATH");
+        size_t n = strlen(s->slurm_bin_dir) + (path ? strlen(path) : 0) + 2;
+        char *p = malloc(n);
+        if (p == NULL)
+            return -1;
+        snprintf(p, n, "%s%s%s", s->slurm_bin_dir, path && *path ? ":" : "", path ? path : "");
+        rc |= ts_envv_set(e, "PATH", p, 1);
+        free(p);
+    }
     if (nn != NULL) {
         rc |= ts_envv_set(e, "SLURM_NNODES", nn, 1);
         rc |= ts_envv_set(e, "SLURM_JOB_NUM_NODES", nn, 1);

@@ -583,6 +583,8 @@ int sbatch_read(const char *script, size_t len, const ts_sbatch_input *in, struc
 {
     const char *name = in->script_name && *in->script_name ? in->script_name : "script";
     int rc = read_script(r, script, len, name, sb, errs);
+    if (rc == 0)
+        sbatch_lint(script, len, name, sb);
     if (rc == 0 && in->argc > 0)
         rc = read_options(r, (char **)in->argv, in->argc, SRC_CLI, "", sb, errs);
     return rc;

@@ -83,4 +83,8 @@ const char *sbatch_check_export(const char *s);
 /* The tier / tenant a name maps to in map, or NULL (sbatch_spec.c). */
 const char *sbatch_map_get(const ts_sbatch_map *map, const char *kind, const char *name);
 
+/* Warnings about the script's commands that fail in a Tessera task
+ * (`module`, srun options a step cannot honour): sbatch_lint.c. */
+void sbatch_lint(const char *script, size_t len, const char *name, ts_sbatch *sb);
+
 #endif

@@ -26,6 +26,7 @@ from harness import check, free_port, http_call, stop_all, wait_ready
 TERMINAL = ("completed", "failed", "cancelled", "timeout")
 
 H100 = {"gpu_model": "H100-80GB", "gpus": 8, "cpu_milli": 64000, "memory_mib": 524288}
+H100_SHARED = dict(H100, gpu_mode="shared")
 A100_MIG = {"gpu_model": "A100-40GB", "gpus": 8, "cpu_milli": 64000, "memory_mib": 262144,
             "gpu_mode": "mig"}
 
@@ -35,7 +36,9 @@ class Node:
     (h8: 8 H100s, mig8: 8 A100-40GB in MIG mode, or one given in
     Cluster(classes=...)); fixture is the fake NVML's file (tests/fakes) and
     fix(fixture_dict) may change it before the agent reads it; args are
-    extra agent arguments; agent=False leaves the node without an agent."""
+    extra agent arguments ("{fakes}" in one reads as the folder of the fake
+    NVML, where the fake MPS control daemon is); agent=False leaves the node
+    without an agent."""
 
     def __init__(self, name, leaf="l1", cls="h8", fixture="h100x8.json", fix=None,
                  args=(), agent=True, spine=None, extra=""):
@@ -60,7 +63,8 @@ class Cluster:
         self.bins = bins
         self.nodes = nodes if nodes is not None else [
             Node("r-1", "l1"), Node("r-2", "l1"), Node("r-3", "l2"), Node("r-4", "l2")]
-        self.classes = dict({"h8": H100, "mig8": A100_MIG}, **(classes or {}))
+        self.classes = dict({"h8": H100, "h8shared": H100_SHARED, "mig8": A100_MIG},
+                            **(classes or {}))
         self.tenants, self.config = tenants, config
         self.tmp = tempfile.mkdtemp(prefix=f"tessera-{name}-")
         self.port = free_port()
@@ -121,10 +125,11 @@ class Cluster:
             n.fix(fx)
         self.write(n.name + "-gpus.json", json.dumps(fx))
         env = dict(os.environ, TESSERA_FAKE_NVML_FIXTURE=self.path(n.name + "-gpus.json"))
+        fakes = os.path.dirname(self.bins["nvml"])  # the fake MPS control is beside it
         self._spawn(n.name, [self.bins["agent"], "--server", self.url, "--node", n.name,
                              "--token-file", self.path(n.name + ".token"),
                              "--state-dir", self.path(n.name), "--nvml", self.bins["nvml"]]
-                    + n.args, env)
+                    + [a.replace("{fakes}", fakes) for a in n.args], env)
 
     def _spawn(self, name, args, env=None):
         log = name + ".log"

@@ -1,0 +1,147 @@
+"""Promises of several docs that no other test checked, on a live cluster
+(docs/promises.md names the sentence behind each scenario): the metrics'
+waiting reasons, the CLI's empty lists and node table, a task's working
+directory and environment, that real nodes ignore a job's `duration`, and
+that tenants replaced through the API outlive a restart of tesserad."""
+import re
+import signal
+import time
+
+from cluster import Node
+from harness import check, http_call, wait_ready
+
+CLUSTER = {"nodes": [Node("r-1", leaf="l1"), Node("r-2", leaf="l1")]}
+
+# docs/metrics.md, tessera_jobs_waiting
+REASONS = ("quota", "capacity", "topology", "fragmentation", "gang", "reservation",
+           "preempting", "held", "dependency", "invalid", "not-yet-ranked")
+
+
+def job_spec(name, command, gpus=1, **kw):
+    s = {"tenant": "team-a", "name": name, "command": command,
+         "tasks": [{"count": 1, "gpus": gpus, "cpu_milli": 500, "memory_mib": 256}],
+         "time_limit": "10m"}
+    s.update(kw)
+    return s
+
+
+def node_of(job):
+    place = job.get("placement") or [{}]
+    return place[0].get("node")
+
+
+def output(c, jid):
+    """What rank 0 of job jid wrote on stdout, on whichever node it ran
+    (an ended job's placement is cleared)."""
+    return "".join(c.output(n, jid) for n in ("r-1", "r-2"))
+
+
+def scenario_an_empty_list_prints_no_jobs(c):
+    """cli.md: an empty list prints `no jobs` on stderr and nothing on stdout."""
+    r = c.cli("jobs", "--state", "held")
+    check(r.returncode == 0, f"tessera jobs of an empty list exits 0: {r.returncode} {r.stderr}")
+    check(r.stdout == "", f"nothing on stdout: {r.stdout!r}")
+    check(r.stderr.strip() == "no jobs", f"'no jobs' on stderr: {r.stderr!r}")
+
+
+def scenario_every_waiting_reason_is_always_present(c):
+    """metrics.md: every reason of tessera_jobs_waiting is present, at 0 on an
+    idle cluster; tesserad.md: /metrics answers without a token by default."""
+    st, text = http_call(c.url, "GET", "/metrics")
+    check(st == 200 and isinstance(text, str), f"/metrics without a token answers 200: {st}")
+    got = set(re.findall(r'^tessera_jobs_waiting\{reason="([a-z-]+)"\} ', str(text), re.M))
+    missing = [r for r in REASONS if r not in got]
+    check(not missing, f"tessera_jobs_waiting has every reason; missing {missing}")
+
+
+def scenario_nodes_count_their_jobs(c):
+    """cli.md: JOBS in `tessera nodes` counts the jobs on the node."""
+    jid = c.submit(job_spec("counted", ["/bin/sh", "-c", "sleep 300"]))
+    j = c.wait_job(jid, "running", 30)
+    if not j:
+        return
+    mine = node_of(j)
+    r = c.cli("nodes")
+    check(r.returncode == 0, f"tessera nodes exits 0: {r.returncode} {r.stderr}")
+    rows = {ln.split()[0]: ln.split() for ln in r.stdout.splitlines()[1:] if ln.strip()}
+    other = "r-2" if mine == "r-1" else "r-1"
+    check(rows.get(mine, ["?"])[-1] == "1", f"JOBS of {mine} is 1: {rows.get(mine)}")
+    check(rows.get(other, ["?"])[-1] == "0", f"JOBS of {other} is 0: {rows.get(other)}")
+
+
+def scenario_task_workdir_and_environment(c):
+    """job-spec.md: workdir is the tasks' working directory and env is every
+    task's; agent-tasks.md: the agent's variables replace a job variable of
+    the same name (CUDA_VISIBLE_DEVICES is empty for a task without GPUs),
+    and PATH, HOME, USER and LOGNAME are set only when the job did not set
+    them."""
+    show = ("pwd; echo FOO=$FOO; echo CVD=[$CUDA_VISIBLE_DEVICES]; echo HOME=$HOME; "
+            "echo USER=$USER/$LOGNAME; echo PATH=$PATH")
+    jid = c.submit(job_spec("env", ["/bin/sh", "-c", show], gpus=0, workdir="/tmp",
+                            env={"FOO": "bar", "CUDA_VISIBLE_DEVICES": "all",
+                                 "HOME": "/nonexistent-home", "USER": "someone",
+                                 "LOGNAME": "someone"}))
+    j = c.wait_job(jid, "completed", 30)
+    if not j:
+        return
+    out = output(c, jid).splitlines()
+    want = ["/tmp", "FOO=bar", "CVD=[]", "HOME=/nonexistent-home", "USER=someone/someone"]
+    check(out[:5] == want,
+          f"workdir, env, an empty CUDA_VISIBLE_DEVICES and the job's HOME, USER, LOGNAME: {out}")
+    check("PATH=/usr/local/bin:/usr/bin:/bin" in out, f"the default PATH: {out}")
+    jid = c.submit(job_spec("path", ["/bin/sh", "-c", "echo PATH=$PATH"], gpus=0,
+                            env={"PATH": "/opt/x/bin:/usr/bin:/bin"}))
+    j = c.wait_job(jid, "completed", 30)
+    if j:
+        out = output(c, jid).splitlines()
+        check(out == ["PATH=/opt/x/bin:/usr/bin:/bin"], f"the job's own PATH is kept: {out}")
+
+
+def scenario_real_nodes_ignore_duration(c):
+    """job-spec.md: `duration` is for virtual nodes; real nodes ignore it."""
+    jid = c.submit(job_spec("long", ["/bin/sh", "-c", "sleep 3; echo done"], duration="1s"))
+    j = c.wait_job(jid, "running", 30)
+    if not j:
+        return
+    started = time.time()
+    while time.time() - started < 2.0:
+        state = c.job(jid).get("state")
+        if state != "running":
+            check(False, f"a job whose duration is 1 s runs on past it: {state} after "
+                  f"{time.time() - started:.1f} s")
+            return
+        time.sleep(0.2)
+    j = c.wait_job(jid, "completed", 20)
+    if j:
+        out = output(c, jid)
+        check(out == "done\n", f"its command ran to its end: {out!r}")
+
+
+TENANTS_API = {"tenants": {"org": {
+    "guaranteed": {"gpu": {"H100-80GB": 32}},
+    "teams": {"team-a": {"guaranteed": {"gpu": {"H100-80GB": 16}}},
+              "team-b": {"guaranteed": {"gpu": {"H100-80GB": 16}}},
+              "team-c": {}}}}}
+
+
+def scenario_tenants_set_through_the_api_outlive_a_restart(c):
+    """tesserad.md: once tenants are changed through the API the stored
+    version wins over the tenants file. (Last: it restarts tesserad.)"""
+    st, d = c.call("PUT", "/v1/tenants", TENANTS_API)
+    check(st == 200, f"PUT /v1/tenants answers 200: {st} {d if st != 200 else ''}")
+    p = c.procs["tesserad"]
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(timeout=20)
+    except Exception:
+        check(False, "tesserad stops within 20 s of SIGTERM")
+        return
+    c._spawn("tesserad", [c.bins["tesserad"], "--config", c.path("tesserad.yaml")])
+    if not wait_ready(c.url, 30):
+        check(False, "tesserad is ready again after its restart")
+        return
+    st, d = c.call("GET", "/v1/tenants")
+    names = sorted(t["name"] for t in d.get("tenants", [])) if st == 200 else []
+    check("team-c" in names, f"the tenants set through the API, not the file's: {names}")
+    c.wait(lambda: all(c.node(n).get("state") == "up" for n in ("r-1", "r-2")),
+           "the agents register with the restarted controller", 30)
