@@ -100,13 +100,15 @@ typedef struct ts_event_row {
 } ts_event_row;
 
 /* TS_ROLE_NODE: a node agent's credential (its token's name is the node's
- * name); it may use only the agent endpoints. */
+ * name); it may use only the agent endpoints. TS_ROLE_SCRAPE: a monitoring
+ * system's credential; it may read only /metrics. */
 enum ts_role {
     TS_ROLE_ADMIN = 0,
     TS_ROLE_TENANT_ADMIN = 1,
     TS_ROLE_USER = 2,
     TS_ROLE_VIEWER = 3,
     TS_ROLE_NODE = 4,
+    TS_ROLE_SCRAPE = 5,
 };
 const char *ts_role_name(int role);
 int ts_role_parse(const char *name);

@@ -22,6 +22,7 @@
 #define _DEFAULT_SOURCE /* getpwnam_r's companions, mkdir, strdup */
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,8 @@
 
 #include "agent/slurm_step.h"
 #include "agent/agent_internal.h"
+#include "agent/sync_fit.h"
+#include "agent/taskfile.h"
 
 typedef struct buf {
     char *p;
@@ -42,6 +45,8 @@ static size_t sink(char *p, size_t sz, size_t n, void *u)
 {
     buf *b = u;
     size_t k = sz * n;
+    if (b->len + k > TS_AGENT_ANSWER_MAX_BYTES)
+        return 0; /* the transfer fails: an answer past the protocol's size */
     char *np = realloc(b->p, b->len + k + 1);
     if (!np)
         return 0;
@@ -112,6 +117,7 @@ int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out
     if (a->cfg.lost_s <= 0)
         a->cfg.lost_s = TS_AGENT_LOST_S;
     a->node = node;
+    a->body_max = TS_AGENT_BODY_MAX_BYTES;
     a->h = curl_easy_init();
     if (!a->h) {
         free(a);
@@ -322,7 +328,8 @@ static json_t *report(ts_agent *a)
                     }
                 if (known > 0)
                     json_object_set_new(o, "gpu_util", json_real((double)sum / known));
-                double step = ts_agent_step_median(lt->step_file);
+                double step = ts_agent_step_median(lt->step_file,
+                                                   ts_task_info_get(lt->t)->uid);
                 if (step > 0)
                     json_object_set_new(o, "step_s", json_real(step));
             } else if ((ts_agent_add_output(lt, o), add_end(lt, o), lt->stop_requested)) {
@@ -375,10 +382,12 @@ static void reconcile(ts_agent *a, json_t *desired)
         const char *warn = json_string_value(json_object_get(t, "idle_warning"));
         if (lt && lt->t && warn && !lt->idle_warned) {
             /* the idle policy's warning, where the user reads the task's output */
-            FILE *f = fopen(ts_task_info_get(lt->t)->stdout_path, "a");
-            if (f) {
-                fprintf(f, "tessera: %s\n", warn);
-                fclose(f);
+            ts_err e;
+            int fd = agent_taskfile_open(ts_task_info_get(lt->t)->stdout_path,
+                                         O_WRONLY | O_APPEND, ts_task_info_get(lt->t)->uid, &e);
+            if (fd >= 0) {
+                dprintf(fd, "tessera: %s\n", warn);
+                close(fd);
             }
             lt->idle_warned = true;
         }
@@ -425,14 +434,30 @@ static void reconcile(ts_agent *a, json_t *desired)
             }
             continue;
         }
-        ts_task_free(lt->t);
         ts_agent_ledger_remove(a, lt);
         ts_agent_secrets_remove(a, lt->job, lt->rank);
+        ts_agent_step_file_remove(lt);
+        ts_task_free(lt->t);
         a->tasks[k] = a->tasks[--a->ntasks];
     }
 }
 
 /* ---- one step ------------------------------------------------------------------- */
+
+/* The controller refused a sync as too large (its limit is smaller than the
+ * agent's budget): the next is never the same body. The output answers say
+ * they were refused, and the budget halves, down to its floor. */
+static void body_refused(ts_agent *a)
+{
+    agent_answers_drop(a->log_answers, "the controller refused the agent's sync carrying it "
+                                       "as too large (HTTP 413)");
+    a->body_max /= 2;
+    if (a->body_max < TS_AGENT_BODY_MIN_BYTES)
+        a->body_max = TS_AGENT_BODY_MIN_BYTES;
+    fprintf(stderr, "tessera-agent: the controller refused a sync as too large (HTTP 413): "
+                    "its output answers are dropped; syncs now carry at most %zu bytes\n",
+            a->body_max);
+}
 
 /* After an exchange with the controller in use: a failure without an
  * answer (connection, timeout) or a 503 moves to another one - the leader
@@ -507,6 +532,7 @@ int ts_agent_step(ts_agent *a, ts_err *err)
         json_t *body = json_pack("{s:s,s:O,s:o}", "node", a->cfg.node, "discovery",
                                  a->node->discovery ? a->node->discovery : json_null(), "tasks",
                                  report(a));
+        agent_sync_fit(body, a->body_max);
         rc = post(a, "/v1/agent/register", body, &status, &ans, 30.0, err);
         json_decref(body);
         if (rc == 0) {
@@ -528,6 +554,9 @@ int ts_agent_step(ts_agent *a, ts_err *err)
             json_object_set_new(body, "mig_error", json_string(a->mig_error));
         if (a->log_answers)
             json_object_set(body, "logs", a->log_answers);
+        /* within the protocol's size: answers cut or dropped, never the
+         * tasks' reports (sync_fit.h) */
+        agent_sync_fit(body, a->body_max);
         /* never wait past the moment the tasks must stop (below) */
         double timeout = TS_AGENT_WAIT_IDLE_S + 30.0;
         if (a->cfg.ctls.n > 1) /* a hung controller must not keep the agent from the others */
@@ -550,6 +579,8 @@ int ts_agent_step(ts_agent *a, ts_err *err)
         } else if (status == 409) {
             a->registered = false; /* the controller restarted or declared us lost */
             a->register_now = true;
+        } else if (status == 413) {
+            body_refused(a);
         }
     }
     after_exchange(a, rc, status, ans, err);

@@ -31,6 +31,17 @@
 #define TS_AGENT_STEP_TAIL_BYTES 4096 /* read from the end of a step file for them */
 #define TS_AGENT_OUTPUT_TAIL 4096  /* bytes of each stream an ended task reports */
 #define TS_AGENT_NOTE_BYTES 8192   /* of a task's output note (two file names) */
+/* Sizes of the agent protocol (docs/agent-protocol.md "Sizes"): what the
+ * agent sends in one registration or sync (half the controller's 1 MiB
+ * limit on a request body; halved again, down to the floor, after the
+ * controller refused one), the output one answer to an output request
+ * carries, the output requests answered in one sync, and the largest
+ * answer the agent accepts from the controller. */
+#define TS_AGENT_BODY_MAX_BYTES (512 * 1024)
+#define TS_AGENT_BODY_MIN_BYTES (64 * 1024)
+#define TS_AGENT_LOG_ANSWER_MAX_BYTES (256 * 1024)
+#define TS_AGENT_LOG_REQUESTS_MAX 8
+#define TS_AGENT_ANSWER_MAX_BYTES (64 * 1024 * 1024)
 #define TS_AGENT_ANSWER_SLACK_S 10.0 /* several controllers: a sync unanswered this
                                         long past its wait is a failed controller */
 

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -29,6 +30,8 @@ typedef struct local_task {
     char out_note[710];    /* where a task whose output it redirects names the files
                             * (TESSERA_OUTPUT_NOTE, docs/agent-tasks.md) */
     char workdir[1024];    /* its working directory: a relative name there is read */
+    dev_t step_dev;        /* the step file the agent made, while it is there; */
+    ino_t step_ino;        /* 0: none made (never removed) */
     char tenant[64];
     char mig_uuid[96];     /* a MIG task's instance, "" otherwise */
     int mig_profile, mig_start; /* -1 unless a MIG task */
@@ -63,6 +66,7 @@ struct ts_agent {
     char slurm_bin[700];   /* <state_dir>/slurm: a Slurm job's srun; "" if not written */
     char mig_error[256];   /* the last MIG reconfiguration's error, "" none */
     json_t *log_answers;   /* output the controller asked for, sent with the next sync */
+    size_t body_max;       /* the budget of a sync's body (TS_AGENT_BODY_MAX_BYTES) */
     ts_mps_daemon mps[16]; /* per GPU, while fractional tasks use it */
     bool mps_on[16];
 };
@@ -88,8 +92,11 @@ void ts_agent_mps_tidy(ts_agent *a);
 void ts_agent_tell_metrics(ts_agent *a);
 /* Removes a forgotten task's shim ledger. */
 void ts_agent_ledger_remove(const ts_agent *a, const local_task *lt);
-/* The median of a task's last step times; -1 when none. */
-double ts_agent_step_median(const char *path);
+/* The median of a task's last step times (its step file, owned by owner);
+ * -1 when none. */
+double ts_agent_step_median(const char *path, uid_t owner);
+/* Removes a forgotten task's step file while it is still the agent's. */
+void ts_agent_step_file_remove(const local_task *lt);
 /* Adds an ended task's last output to its report o. */
 void ts_agent_add_output(const local_task *lt, json_t *o);
 

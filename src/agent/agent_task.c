@@ -13,11 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agent/agent_internal.h"
 #include "agent/tail.h"
+#include "agent/taskfile.h"
 #include "tessera/shim.h"
 
 static const char *str_or(const json_t *v)
@@ -99,6 +101,8 @@ int ts_agent_adopt_one(const char *id, void *ctx)
     snprintf(lt->workdir, sizeof lt->workdir, "%s", str_or(json_object_get(m, "workdir")));
     snprintf(lt->tenant, sizeof lt->tenant, "%s",
              str_or(json_object_get(m, "tenant")));
+    lt->step_dev = (dev_t)json_integer_value(json_object_get(m, "step_dev"));
+    lt->step_ino = (ino_t)json_integer_value(json_object_get(m, "step_ino"));
     snprintf(lt->mig_uuid, sizeof lt->mig_uuid, "%s",
              str_or(json_object_get(m, "mig_uuid")));
     lt->mig_profile = (int)json_integer_value(json_object_get(m, "mig_profile"));
@@ -135,13 +139,14 @@ static int cmp_double(const void *x, const void *y)
 }
 
 /* The median of the last TS_AGENT_STEP_SAMPLES step times the task wrote to
- * its step file (one number of seconds per line); -1 when none. */
-double ts_agent_step_median(const char *path)
+ * its step file (one number of seconds per line); -1 when none, or when
+ * what the task left there is not its own regular file (taskfile.h). */
+double ts_agent_step_median(const char *path, uid_t owner)
 {
     char *tail = NULL;
     long long size;
     ts_err e;
-    if (ts_tail_read(path, TS_AGENT_STEP_TAIL_BYTES, &tail, &size, &e) != 0)
+    if (ts_tail_read(path, TS_AGENT_STEP_TAIL_BYTES, owner, &tail, &size, &e) != 0)
         return -1.0;
     double v[TS_AGENT_STEP_SAMPLES];
     int k = 0;
@@ -177,7 +182,7 @@ static void stream_path(const local_task *lt, int k, char *path, size_t len, boo
     long long size;
     ts_err e;
     if (!lt->out_note[0] ||
-        ts_tail_read_owned(lt->out_note, in->uid, TS_AGENT_NOTE_BYTES, &note, &size, &e) != 0)
+        ts_tail_read(lt->out_note, TS_AGENT_NOTE_BYTES, in->uid, &note, &size, &e) != 0)
         return;
     char *save = NULL, *line[2] = {NULL, NULL};
     line[0] = strtok_r(note, "\n", &save);
@@ -205,8 +210,8 @@ static int stream_tail(const local_task *lt, int k, size_t max, char **text, lon
     char path[2048];
     bool owned;
     stream_path(lt, k, path, sizeof path, &owned);
-    return owned ? ts_tail_read_owned(path, ts_task_info_get(lt->t)->uid, max, text, size, e)
-                 : ts_tail_read(path, max, text, size, e);
+    (void)owned; /* the agent's own log files are the task's user's too */
+    return ts_tail_read(path, max, ts_task_info_get(lt->t)->uid, text, size, e);
 }
 
 /* An ended task's last output, for its job's events (docs/agent-protocol.md). */
@@ -249,7 +254,18 @@ void ts_agent_ledger_remove(const ts_agent *a, const local_task *lt)
         return;
     char path[160];
     snprintf(path, sizeof path, "%s/%s", TS_SHIM_LEDGER_DIR, ledger_name(lt));
-    unlink(path);
+    /* the task's shim made it, as the task's user: only a regular file of
+     * that user goes, never what another put under its name */
+    if (lt->t)
+        agent_taskfile_remove(path, 0, 0, ts_task_info_get(lt->t)->uid);
+}
+
+/* A forgotten task's step file goes with it, if still the agent's. */
+void ts_agent_step_file_remove(const local_task *lt)
+{
+    if (lt->step_file[0] && lt->step_ino)
+        agent_taskfile_remove(lt->step_file, lt->step_dev, lt->step_ino,
+                              AGENT_TASKFILE_ANY_OWNER);
 }
 
 /* TESSERA_AGENT_START_LOG (docs/tessera-agent.md; for tests and benchmarks
@@ -285,6 +301,25 @@ static void start_log(const ts_agent *a, const ts_task *t)
                 fd < 0 ? strerror(errno) : "short write");
     if (fd >= 0)
         close(fd);
+}
+
+/* The task's step file, made by the agent for the task's user under a name
+ * no one can guess (the steps directory is everyone's, like /tmp): nothing
+ * another user put there is ever read or removed as this task's. Failing,
+ * the task may still make it itself; it is then never removed. */
+static void step_file_make(const ts_agent *a, local_task *lt, const char *id,
+                           const struct passwd *pw)
+{
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+        r = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)lt;
+    snprintf(lt->step_file, sizeof lt->step_file, "%s/%s.%016llx", a->steps, id,
+             (unsigned long long)r);
+    ts_err e;
+    if (agent_taskfile_create(lt->step_file, pw ? pw->pw_uid : (uid_t)-1,
+                              pw ? pw->pw_gid : (gid_t)-1, &lt->step_dev, &lt->step_ino,
+                              &e) != 0)
+        fprintf(stderr, "tessera-agent: task %s: step file: %s\n", id, e.msg);
 }
 
 void ts_agent_start_task(ts_agent *a, json_t *t)
@@ -328,8 +363,9 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
         json_decref(envj);
         envj = json_array();
     }
-    snprintf(lt->step_file, sizeof lt->step_file, "%s/%s", a->steps, id);
-    unlink(lt->step_file); /* an old run's steps must not count */
+    const char *uname = json_string_value(json_object_get(t, "user"));
+    struct passwd *pw = uname ? getpwnam(uname) : NULL; /* the step file's owner */
+    step_file_make(a, lt, id, pw && a->caps.root ? pw : NULL);
     char kv[760];
     snprintf(kv, sizeof kv, "TESSERA_STEP_FILE=%s", lt->step_file);
     json_array_append_new(envj, json_string(kv));
@@ -458,14 +494,15 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
     json_t *gl = json_array();
     for (int k = 0; k < lt->ngpu; k++)
         json_array_append_new(gl, json_integer(lt->gpu[k]));
-    json_t *mj = json_pack("{s:I,s:i,s:o,s:s,s:s,s:s,s:i,s:i,s:b,s:f,s:f,s:f,s:i,s:s,s:s}", "job",
+    json_t *mj = json_pack("{s:I,s:i,s:o,s:s,s:s,s:s,s:i,s:i,s:b,s:f,s:f,s:f,s:i,s:s,s:s,s:I,s:I}", "job",
                            (json_int_t)lt->job, "rank", lt->rank, "gpus", gl, "step_file",
                            lt->step_file, "tenant", lt->tenant, "mig_uuid", lt->mig_uuid,
                            "mig_profile", lt->mig_profile, "mig_start", lt->mig_start,
                            "fractional", lt->fractional, "deadline", lt->deadline_unix,
                            "time_limit_s", lt->time_limit_s, "limit_grace_s", lt->limit_grace_s,
                            "limit_signal", lt->limit_signal, "out_note", lt->out_note,
-                           "workdir", lt->workdir);
+                           "workdir", lt->workdir, "step_dev", (json_int_t)lt->step_dev,
+                           "step_ino", (json_int_t)lt->step_ino);
     char *meta = mj ? json_dumps(mj, JSON_COMPACT) : NULL;
     json_decref(mj);
     spec.meta = meta;
@@ -530,6 +567,19 @@ void ts_agent_apply_mig(ts_agent *a, json_t *mig)
     }
 }
 
+/* Whether answers (an array) already holds the answer to request id. */
+static bool answered(const json_t *answers, json_int_t id)
+{
+    size_t i;
+    json_t *q;
+    json_array_foreach(answers, i, q)
+    {
+        if (json_integer_value(json_object_get(q, "id")) == id)
+            return true;
+    }
+    return false;
+}
+
 /* Reads the output the controller asks for (tessera logs); the answers go
  * with the next sync. */
 void ts_agent_answer_logs(ts_agent *a, json_t *reqs)
@@ -541,12 +591,24 @@ void ts_agent_answer_logs(ts_agent *a, json_t *reqs)
         if (!a->log_answers)
             a->log_answers = json_array();
         json_int_t id = json_integer_value(json_object_get(q, "id"));
+        if (answered(a->log_answers, id))
+            continue; /* listed again before its answer went: answered once */
         local_task *lt = ts_agent_find(a, json_integer_value(json_object_get(q, "job")),
                               (int)json_integer_value(json_object_get(q, "rank")));
         const char *stream = json_string_value(json_object_get(q, "stream"));
         json_int_t tail = json_integer_value(json_object_get(q, "tail"));
-        if (tail <= 0 || tail > (1 << 20))
+        if (tail <= 0)
             tail = 65536;
+        bool cut = tail > TS_AGENT_LOG_ANSWER_MAX_BYTES;
+        if (cut)
+            tail = TS_AGENT_LOG_ANSWER_MAX_BYTES;
+        if (json_array_size(a->log_answers) >= TS_AGENT_LOG_REQUESTS_MAX) {
+            json_array_append_new(a->log_answers,
+                                  json_pack("{s:I,s:s}", "id", id, "error",
+                                            "too many output requests at once for this node's "
+                                            "agent; ask again"));
+            continue;
+        }
         if (!lt || !lt->t) {
             json_array_append_new(a->log_answers, json_pack("{s:I,s:s}", "id", id, "error",
                                                             "no such task on this node"));
@@ -559,9 +621,17 @@ void ts_agent_answer_logs(ts_agent *a, json_t *reqs)
                         &e) != 0)
             json_array_append_new(a->log_answers,
                                   json_pack("{s:I,s:s}", "id", id, "error", e.msg));
-        else
-            json_array_append_new(a->log_answers, json_pack("{s:I,s:s,s:I}", "id", id, "data",
-                                                            text, "size", (json_int_t)size));
+        else {
+            json_t *ans = json_pack("{s:I,s:s,s:I}", "id", id, "data", text, "size",
+                                    (json_int_t)size);
+            if (cut && size > tail)
+                json_object_set_new(ans, "note",
+                                    json_sprintf("cut to its last %lld bytes: an answer "
+                                                 "carries at most %d bytes of output",
+                                                 (long long)tail,
+                                                 TS_AGENT_LOG_ANSWER_MAX_BYTES));
+            json_array_append_new(a->log_answers, ans);
+        }
         free(text);
     }
 }

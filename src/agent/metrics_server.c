@@ -5,7 +5,10 @@
  * NVML event set of its own for DCGM_FI_DEV_XID_ERRORS: every event set
  * receives each event once, so reading ours does not take Xids from the
  * health monitor's. Events are drained when a page is requested; the driver
- * queues them in between.
+ * queues them in between. The port is bounded for every client: at most 16
+ * connections, 4 per client address, and each request must arrive whole
+ * within 5 s (a reaper thread shuts a late connection down, however slowly
+ * its bytes trickle in: MHD's own timeout is an idle one).
  */
 #include "agent/metrics.h"
 
@@ -19,10 +22,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #define XID_EVENTS_PER_SCRAPE_MAX 1024 /* a storm cannot stall a scrape */
 #define HTTP_TIMEOUT_S 10u
 #define HTTP_CONNECTIONS_MAX 16u
+/* A client address holds at most this many of them, and each request must
+ * arrive whole within the deadline of the connection's opening or of its
+ * previous answer, however slowly its bytes trickle in (a reaper thread
+ * shuts the late ones down): a scraper that trickles cannot hold the port. */
+#define HTTP_CONNECTIONS_PER_ADDRESS_MAX 4u
+#define HTTP_REQUEST_DEADLINE_S 5.0
+#define HTTP_REAP_EVERY_NS (250 * 1000 * 1000L)
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
 struct ts_agent_metrics {
@@ -38,7 +49,107 @@ struct ts_agent_metrics {
     unsigned last_xid[TS_METRICS_MAX_GPUS];
     unsigned long long scrapes;
     int port;
+    /* the open connections and their deadlines, for the reaper */
+    pthread_mutex_t cmu;
+    struct {
+        int fd;        /* -1: a free slot */
+        double t0;     /* when its current request began */
+        bool received; /* read whole: answered by now */
+    } conn[HTTP_CONNECTIONS_MAX];
+    bool stopping;
+    pthread_t reaper;
+    bool reaper_started;
+    unsigned long long reaped;
 };
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The slot of the connection whose descriptor is fd (-1 looks for a free one). */
+static int conn_slot(ts_agent_metrics *m, int fd)
+{
+    for (int i = 0; i < (int)HTTP_CONNECTIONS_MAX; i++)
+        if (m->conn[i].fd == fd)
+            return i;
+    return -1;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    (void)socket_context;
+    ts_agent_metrics *m = cls;
+    const union MHD_ConnectionInfo *fi =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    int fd = fi ? fi->connect_fd : -1;
+    if (fd < 0)
+        return;
+    pthread_mutex_lock(&m->cmu);
+    int i = conn_slot(m, toe == MHD_CONNECTION_NOTIFY_STARTED ? -1 : fd);
+    if (i >= 0 && toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        m->conn[i].fd = fd;
+        m->conn[i].t0 = mono_s();
+        m->conn[i].received = false;
+    } else if (i >= 0) {
+        m->conn[i].fd = -1; /* MHD closes it after this returns */
+    }
+    pthread_mutex_unlock(&m->cmu);
+}
+
+/* A request answered: the connection's next one has a deadline of its own. */
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)con_cls;
+    (void)toe;
+    ts_agent_metrics *m = cls;
+    const union MHD_ConnectionInfo *fi =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    pthread_mutex_lock(&m->cmu);
+    int i = fi ? conn_slot(m, fi->connect_fd) : -1;
+    if (i >= 0) {
+        m->conn[i].t0 = mono_s();
+        m->conn[i].received = false;
+    }
+    pthread_mutex_unlock(&m->cmu);
+}
+
+static void mark_received(ts_agent_metrics *m, struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *fi =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    pthread_mutex_lock(&m->cmu);
+    int i = fi ? conn_slot(m, fi->connect_fd) : -1;
+    if (i >= 0)
+        m->conn[i].received = true;
+    pthread_mutex_unlock(&m->cmu);
+}
+
+static void *reaper_main(void *arg)
+{
+    ts_agent_metrics *m = arg;
+    pthread_mutex_lock(&m->cmu);
+    while (!m->stopping) {
+        pthread_mutex_unlock(&m->cmu);
+        struct timespec ts = {0, HTTP_REAP_EVERY_NS};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&m->cmu);
+        double now = mono_s();
+        for (int i = 0; i < (int)HTTP_CONNECTIONS_MAX; i++)
+            if (m->conn[i].fd >= 0 && !m->conn[i].received &&
+                now - m->conn[i].t0 > HTTP_REQUEST_DEADLINE_S) {
+                shutdown(m->conn[i].fd, SHUT_RDWR); /* MHD sees the end and closes it */
+                m->conn[i].received = true;         /* once */
+                m->reaped++;
+            }
+    }
+    pthread_mutex_unlock(&m->cmu);
+    return NULL;
+}
 
 /* Its own event set: each set receives every event once, so the health
  * monitor's set is not disturbed. */
@@ -130,6 +241,7 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, char 
         return MHD_NO;
     }
     MHD_add_response_header(resp, "Content-Type", type);
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
         MHD_add_response_header(resp, "Allow", "GET, HEAD");
     enum MHD_Result ret = MHD_queue_response(conn, status, resp);
@@ -158,6 +270,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         *upload_size = 0;
         return MHD_YES;
     }
+    mark_received(cls, conn);
     if (strcmp(url, "/metrics") != 0)
         return reply_text(conn, MHD_HTTP_NOT_FOUND, "not found: the agent serves /metrics\n");
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
@@ -230,6 +343,9 @@ int ts_agent_metrics_start(const char *listen, ts_nvml *nv, const char *hostname
     if (!m)
         return ts_err_set(err, TS_ENOMEM, "metrics: out of memory");
     pthread_mutex_init(&m->mu, NULL);
+    pthread_mutex_init(&m->cmu, NULL);
+    for (int i = 0; i < (int)HTTP_CONNECTIONS_MAX; i++)
+        m->conn[i].fd = -1;
     m->nv = nv;
     snprintf(m->hostname, sizeof m->hostname, "%s", hostname ? hostname : "");
     xid_watch(m);
@@ -237,13 +353,21 @@ int ts_agent_metrics_start(const char *listen, ts_nvml *nv, const char *hostname
     m->httpd = MHD_start_daemon(flags, 0, NULL, NULL, handle, m, MHD_OPTION_SOCK_ADDR,
                                 (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_TIMEOUT,
                                 HTTP_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
-                                HTTP_CONNECTIONS_MAX, MHD_OPTION_END);
+                                HTTP_CONNECTIONS_MAX, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                HTTP_CONNECTIONS_PER_ADDRESS_MAX, MHD_OPTION_NOTIFY_CONNECTION,
+                                on_connection, m, MHD_OPTION_NOTIFY_COMPLETED, on_completed, m,
+                                MHD_OPTION_END);
     if (!m->httpd) {
         int e = errno;
         ts_agent_metrics_stop(m);
         return ts_err_set(err, TS_EIO, "metrics listen \"%s\": cannot start the HTTP server (%s)",
                           listen, e ? strerror(e) : "address in use or not available");
     }
+    if (pthread_create(&m->reaper, NULL, reaper_main, m) != 0) {
+        ts_agent_metrics_stop(m);
+        return ts_err_set(err, TS_EIO, "metrics: cannot start the connection reaper thread");
+    }
+    m->reaper_started = true;
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(m->httpd, MHD_DAEMON_INFO_BIND_PORT);
     m->port = info ? (int)info->port : 0;
     *out = m;
@@ -278,11 +402,18 @@ void ts_agent_metrics_stop(ts_agent_metrics *m)
 {
     if (!m)
         return;
+    if (m->reaper_started) {
+        pthread_mutex_lock(&m->cmu);
+        m->stopping = true;
+        pthread_mutex_unlock(&m->cmu);
+        pthread_join(m->reaper, NULL);
+    }
     if (m->httpd)
         MHD_stop_daemon(m->httpd);
     if (m->xid_set)
         m->nv->EventSetFree(m->xid_set);
     pthread_mutex_destroy(&m->mu);
+    pthread_mutex_destroy(&m->cmu);
     free(m->tasks);
     free(m);
 }

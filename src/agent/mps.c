@@ -12,6 +12,7 @@
  * it daemonises, so there is nothing to block on.
  */
 #include "agent/mps.h"
+#include "agent/taskfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -283,9 +284,15 @@ static long read_pid_file(const ts_mps_daemon *d)
 {
     char path[TS_MPS_PATH_MAX + sizeof TS_MPS_PID_FILE + 1];
     snprintf(path, sizeof path, "%s/%s", d->pipe_dir, TS_MPS_PID_FILE);
-    FILE *f = fopen(path, "r");
-    if (!f)
+    /* where MPS clients (tasks) connect: nothing there may block the agent */
+    ts_err e;
+    int fd = agent_taskfile_open(path, O_RDONLY, AGENT_TASKFILE_ANY_OWNER, &e);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
         return 0;
+    }
     long pid = 0;
     if (fscanf(f, "%ld", &pid) != 1)
         pid = 0;

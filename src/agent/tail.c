@@ -1,15 +1,17 @@
 /*
  * tail.c - the end of an output file as valid UTF-8 text (tail.h).
  */
+#define _DEFAULT_SOURCE /* pread */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/tail.h"
+#include "agent/taskfile.h"
 
 /* Length of the valid UTF-8 sequence at p (n bytes left), 0 if invalid. */
 static size_t utf8_len(const unsigned char *p, size_t n)
@@ -57,22 +59,39 @@ void ts_tail_sanitize(char *buf, size_t len)
     }
 }
 
-/* The tail of the open file f, whose stat is stp; closes f. */
-static int tail_of(FILE *f, const struct stat *stp, size_t max, char **out, long long *size,
-                   ts_err *err)
+int ts_tail_read(const char *path, size_t max, uid_t owner, char **out, long long *size,
+                 ts_err *err)
 {
-    struct stat st = *stp;
+    *out = NULL;
+    *size = 0;
+    /* the task's file: no link followed, nothing that blocks (taskfile.h) */
+    int fd = agent_taskfile_open(path, O_RDONLY, owner, err);
+    if (fd < 0)
+        return fd;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return ts_err_set(err, TS_EIO, "%s: %s", path, strerror(errno));
+    }
     *size = (long long)st.st_size;
     size_t want = (size_t)st.st_size < max ? (size_t)st.st_size : max;
     char *buf = malloc(want + 1);
     if (!buf) {
-        fclose(f);
+        close(fd);
         return ts_err_set(err, TS_ENOMEM, "out of memory");
     }
+    /* at most want bytes, however the file grows or shrinks meanwhile */
     size_t got = 0;
-    if (fseek(f, (long)((size_t)st.st_size - want), SEEK_SET) == 0)
-        got = fread(buf, 1, want, f);
-    fclose(f);
+    off_t at = (off_t)((size_t)st.st_size - want);
+    while (got < want) {
+        ssize_t n = pread(fd, buf + got, want - got, at + (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
     buf[got] = '\0';
     /* a cut first line is dropped when the tail holds more than it */
     char *start = buf;
@@ -87,44 +106,4 @@ static int tail_of(FILE *f, const struct stat *stp, size_t max, char **out, long
     ts_tail_sanitize(buf, n);
     *out = buf;
     return 0;
-}
-
-int ts_tail_read(const char *path, size_t max, char **out, long long *size, ts_err *err)
-{
-    *out = NULL;
-    *size = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return ts_err_set(err, errno == ENOENT ? TS_ENOENT : TS_EIO, "%s: %s", path,
-                          strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
-        fclose(f);
-        return ts_err_set(err, TS_EIO, "%s: %s", path, strerror(errno));
-    }
-    return tail_of(f, &st, max, out, size, err);
-}
-
-int ts_tail_read_owned(const char *path, uid_t uid, size_t max, char **out, long long *size,
-                       ts_err *err)
-{
-    *out = NULL;
-    *size = 0;
-    /* a path the task chose: never a link, a FIFO that blocks, or a file
-     * its user does not own (what it could not read itself) */
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return ts_err_set(err, errno == ENOENT ? TS_ENOENT : TS_EIO, "%s: %s", path,
-                          strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != uid) {
-        close(fd);
-        return ts_err_set(err, TS_EINVAL, "%s: not a regular file of uid %ld", path, (long)uid);
-    }
-    FILE *f = fdopen(fd, "rb");
-    if (!f) {
-        close(fd);
-        return ts_err_set(err, TS_ENOMEM, "out of memory");
-    }
-    return tail_of(f, &st, max, out, size, err);
 }

@@ -14,14 +14,12 @@
 
 #include "tessera/error.h"
 
-/* *size gets the file's whole size. TS_ENOENT / TS_EIO naming the file. */
-int ts_tail_read(const char *path, size_t max, char **out, long long *size, ts_err *err);
-
-/* The same for a path a task named (its redirected output): opened without
- * following a link or blocking, and read only if it is a regular file that
- * uid owns; else TS_EINVAL naming it. */
-int ts_tail_read_owned(const char *path, uid_t uid, size_t max, char **out, long long *size,
-                       ts_err *err);
+/* *size gets the file's whole size. The file is the task's: opened as
+ * agent_taskfile_open does (a regular file owned by owner, or
+ * AGENT_TASKFILE_ANY_OWNER; never a link followed nor a blocking open).
+ * TS_ENOENT / TS_EINVAL / TS_EIO naming the file. */
+int ts_tail_read(const char *path, size_t max, uid_t owner, char **out, long long *size,
+                 ts_err *err);
 
 /* Replaces invalid UTF-8 and control bytes in buf[0..len) in place. */
 void ts_tail_sanitize(char *buf, size_t len);

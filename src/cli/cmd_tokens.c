@@ -28,7 +28,7 @@
 #define ID_TOKEN_MAX_BYTES 16384
 
 static const char *const ROLES[] = {"admin", "tenant-admin", "user", "viewer",
-                                    "cluster-viewer", "node"};
+                                    "cluster-viewer", "node", "scrape"};
 
 int cli_cmd_tokens(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
@@ -86,7 +86,7 @@ int cli_cmd_tokens_create(struct cli_ctx *ctx, const struct cli_cmd *cmd, int ar
         known |= strcmp(role, ROLES[i]) == 0;
     if (!known)
         return cli_usage_error(cmd, "--role must be admin, tenant-admin, user, viewer, "
-                               "cluster-viewer or node, got '%s'", role);
+                               "cluster-viewer, node or scrape, got '%s'", role);
     if (!ts_token_name_ok(name))
         return cli_usage_error(cmd, "the token name must be 1..63 characters of A-Z a-z 0-9 . _ -, "
                                "starting with a letter or digit");

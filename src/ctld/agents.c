@@ -410,6 +410,12 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole,
             const char *text = json_string_value(json_object_get(outj, NAMES[k]));
             if (!text || !*text)
                 continue;
+            size_t tl = strlen(text);
+            if (tl > CTLD_TASK_OUTPUT_MAX_BYTES) { /* its end, from a whole character */
+                text += tl - CTLD_TASK_OUTPUT_MAX_BYTES;
+                while (((unsigned char)*text & 0xC0) == 0x80)
+                    text++;
+            }
             size_t len = strlen(text) + 48;
             char *d = malloc(len);
             if (!d) {
@@ -649,8 +655,13 @@ static void take_log_answers(ctld_agent *a, json_t *in)
             if (q->id == id && !q->done) {
                 q->done = true;
                 /* its own copy: the reader frees it in another thread
-                 * than the one freeing the report */
-                q->answer = json_deep_copy(ans);
+                 * than the one freeing the report; one larger than an
+                 * answer may be is dropped (docs/agent-protocol.md) */
+                json_t *data = json_object_get(ans, "data");
+                q->answer = json_string_length(data) <= CTLD_LOG_ANSWER_MAX_BYTES
+                                ? json_deep_copy(ans)
+                                : json_pack("{s:s}", "error", "the agent's answer was larger "
+                                            "than the agent protocol allows; dropped");
                 pthread_cond_signal(&q->cv);
             }
     }

@@ -572,10 +572,10 @@ static int walk(void *p)
     if (rc == 0 && v[9]) {
         static const char *const lk[] = {"requests_per_s", "burst", "connections",
                                          "connections_per_client", "request_timeout",
-                                         "queued_jobs_per_tenant"};
-        yaml_node_t *lv[6];
+                                         "queued_jobs_per_tenant", "connections_per_token"};
+        yaml_node_t *lv[7];
         int64_t iv;
-        rc = ts_yaml_map_fields(&x->D, v[9], "limits", lk, 6, lv);
+        rc = ts_yaml_map_fields(&x->D, v[9], "limits", lk, 7, lv);
         if (rc == 0 && lv[0] &&
             (rc = ts_yaml_get_int(&x->D, lv[0], "limits.requests_per_s", 1, 1000000,
                                   "1..1000000", &iv)) == 0)
@@ -592,6 +592,10 @@ static int walk(void *p)
             (rc = ts_yaml_get_int(&x->D, lv[3], "limits.connections_per_client", 1, 1000000,
                                   "1..1000000", &iv)) == 0)
             cfg->conns_per_client = (int)iv;
+        if (rc == 0 && lv[6] &&
+            (rc = ts_yaml_get_int(&x->D, lv[6], "limits.connections_per_token", 1, 1000000,
+                                  "1..1000000", &iv)) == 0)
+            cfg->conns_per_token = (int)iv;
         if (rc == 0 && lv[4] &&
             (rc = get_dur(x, lv[4], "limits.request_timeout", &cfg->request_timeout_s)) == 0 &&
             (cfg->request_timeout_s < 1.0 || cfg->request_timeout_s > 3600.0))
@@ -657,9 +661,10 @@ static void defaults(ctld_config *cfg)
     cfg->rate_burst = 1000.0;
     cfg->conns_max = 65536;
     cfg->conns_per_client = 64;
+    cfg->conns_per_token = 64;
     cfg->request_timeout_s = 10.0;
     cfg->queued_per_tenant = 100000;
-    cfg->metrics_public = true;
+    cfg->metrics_public = false;
     cfg->node_lost_s = CTLD_NODE_LOST_S;
     cfg->idle_threshold_pct = 5.0;
     cfg->straggler_factor = 1.5;

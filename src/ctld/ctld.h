@@ -51,6 +51,12 @@
 #define CTLD_PATH_MAX 1024
 #define CTLD_MAX_PRIORITY_CLASSES 32
 #define CTLD_BODY_MAX_BYTES (1 << 20)
+/* The agent protocol's sizes the controller keeps (docs/agent-protocol.md
+ * "Sizes"): the output one answer to an output request carries (a longer
+ * one is dropped), and the last output of an ended task kept per stream
+ * (a longer one keeps its end). */
+#define CTLD_LOG_ANSWER_MAX_BYTES (256 * 1024)
+#define CTLD_TASK_OUTPUT_MAX_BYTES (16 * 1024)
 /* A submitted array larger than this is answered with {id, name, state} per job. */
 #define CTLD_ARRAY_BRIEF 100
 
@@ -115,7 +121,8 @@ typedef struct ctld_config {
     /* abuse limits (http.c, routes.c; docs/tesserad.md "limits") */
     int conns_max;              /* connections in all (also capped by RLIMIT_NOFILE) */
     int conns_per_client;       /* not yet authenticated, per client address (IPv6: /64) */
-    double request_timeout_s;   /* a request not yet authenticated must arrive within this */
+    int conns_per_token;        /* open connections that showed one token */
+    double request_timeout_s;   /* every request must arrive whole within this */
     int queued_per_tenant;      /* pending and held jobs per tenant */
     bool metrics_public;        /* /metrics without a token */
     double node_lost_s;         /* an agent silent this long is lost */
@@ -528,6 +535,7 @@ typedef struct ctld_reply {
     char *body;                  /* malloc'd */
     const char *content_type;
     char retry_after[16];
+    bool close;                  /* close the connection once this is sent */
 } ctld_reply;
 
 /* The query parameters the API reads (NULL when absent). */

@@ -92,6 +92,7 @@ static enum MHD_Result front_send(struct MHD_Connection *conn, int status, const
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, "Content-Type", type);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     if (status == 503)
         MHD_add_response_header(r, "Retry-After", "1");
     enum MHD_Result rc = MHD_queue_response(conn, (unsigned)status, r);

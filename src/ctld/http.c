@@ -114,6 +114,8 @@ void ctld_token_cache_clear(ctld *c)
     pthread_mutex_lock(&S->mu);
     memset(S->tc, 0, sizeof S->tc);
     pthread_mutex_unlock(&S->mu);
+    /* a connection vouched for by a revoked token is not any more */
+    ctld_conns_unvouch_all(S, c->cfg.conns_per_client);
 }
 
 /* A bearer that is not one of our secrets but has a JWT's three parts. */
@@ -195,8 +197,12 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, ctld *c, ctld_rep
     }
     MHD_add_response_header(resp, "Content-Type",
                             r->content_type ? r->content_type : "application/json");
+    /* a browser takes every answer for what its Content-Type says */
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     if (r->retry_after[0])
         MHD_add_response_header(resp, "Retry-After", r->retry_after);
+    if (r->close)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
     int cls = r->status / 100;
@@ -213,7 +219,6 @@ static const char *arg(struct MHD_Connection *conn, const char *k)
 /* Runs one request on a worker thread: authentication, rate limit, route. */
 static void serve(ctld *c, conn_ctx *x)
 {
-    ctld_server *S = c->limiter;
     ctld_reply *r = &x->reply;
     const char *url = x->rq.url;
     if (strcmp(url, "/readyz") == 0) {
@@ -238,8 +243,14 @@ static void serve(ctld *c, conn_ctx *x)
         if (wait >= 0.0 && x->authz)
             authed = authenticate(c, x->authz, true, &who, why, sizeof why) == 0;
     }
+    if (authed && !ctld_conn_vouch(c, x->tr, who.name)) {
+        ctld_reply_error(r, 429, "too_many_connections", "token \"%s\": more than %d open "
+                         "connections (limits.connections_per_token); this one is closed",
+                         who.name, c->cfg.conns_per_token);
+        r->close = true;
+        return;
+    }
     if (authed) {
-        ctld_conn_vouch(S, x->tr);
         snprintf(ident, sizeof ident, "t:%s", who.name);
         wait = ctld_rate_take(c, ident);
     }
@@ -253,10 +264,19 @@ static void serve(ctld *c, conn_ctx *x)
         snprintf(r->retry_after, sizeof r->retry_after, "%.0f", ceil(-wait));
         return;
     }
-    if (strcmp(url, "/metrics") == 0 && (authed || c->cfg.metrics_public)) {
+    /* every tenant's series: for a scrape token and those who read every tenant */
+    bool all_tenants = authed && (who.role == TS_ROLE_SCRAPE || who.role == TS_ROLE_ADMIN ||
+                                  (who.role == TS_ROLE_VIEWER && !who.tenant[0]));
+    if (strcmp(url, "/metrics") == 0 && (all_tenants || c->cfg.metrics_public)) {
         r->status = 200;
         r->content_type = "text/plain; version=0.0.4";
         r->body = ctld_metrics_text(c);
+        return;
+    }
+    if (strcmp(url, "/metrics") == 0 && authed) {
+        ctld_reply_error(r, 403, "forbidden", "/metrics holds every tenant's series: a scrape "
+                         "token, an admin or a cluster-viewer may read it, not role %s",
+                         ts_role_name(who.role));
         return;
     }
     if (!authed) {
@@ -511,14 +531,12 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         free(x);
     }
     *con_cls = NULL;
-    /* a connection without a valid token gets a new deadline for its next request */
+    /* every connection gets a new deadline for its next request */
     conn_track *t = ctld_conn_track(conn);
     if (t) {
         pthread_mutex_lock(&S->mu);
-        if (!t->vouched) {
-            t->received = false;
-            t->t0 = ctld_now();
-        }
+        t->received = false;
+        t->t0 = ctld_now();
         pthread_mutex_unlock(&S->mu);
     }
 }

@@ -21,8 +21,9 @@
  * answered 429 until some are. */
 #define BUCKET_CHAINS 8192
 #define BUCKETS_MAX 65536
-/* Hash chains of the per-address connection counts. */
+/* Hash chains of the per-address and per-token connection counts. */
 #define ADDR_CHAINS 4096
+#define TOKEN_CONN_CHAINS 1024
 /* A client address: family byte, then 4 bytes (IPv4) or the /64 (IPv6). */
 #define ADDR_KEY 9
 /* The longest rate-limit identity: "t:" + a token name, or "a:" + an address. */
@@ -48,6 +49,7 @@ typedef struct conn_track {
     uint8_t key[ADDR_KEY];
     double t0;                   /* when its current request began */
     bool vouched;                /* a request on it carried a valid token */
+    char token[TS_STORE_NAME_MAX]; /* whose, while vouched: its per-token count */
     bool received;               /* the current request arrived whole */
     bool reaped;                 /* shut down for being too slow */
 } conn_track;
@@ -58,6 +60,12 @@ typedef struct addr_count {
     int n;                       /* its connections not yet vouched for */
 } addr_count;
 
+typedef struct token_conns {
+    struct token_conns *next;
+    char name[TS_STORE_NAME_MAX];
+    int n;                       /* its connections vouched for */
+} token_conns;
+
 typedef struct ctld_server {
     pthread_mutex_t mu;          /* everything below */
     bucket *chains[BUCKET_CHAINS];
@@ -66,6 +74,7 @@ typedef struct ctld_server {
     token_cache_entry tc[TOKEN_CACHE_SLOTS];
     conn_track *conns;           /* every open connection */
     addr_count *addrs[ADDR_CHAINS];
+    token_conns *tokens[TOKEN_CONN_CHAINS];
     int unvouched;               /* connections not vouched for, in all */
     uint64_t refused, reaped;    /* connections refused at accept, shut down late */
     /* the work queue */
@@ -91,9 +100,16 @@ void ctld_notify_connection(void *cls, struct MHD_Connection *conn, void **socke
                             enum MHD_ConnectionNotificationCode toe);
 /* The connection's tracking entry (NULL when none). */
 conn_track *ctld_conn_track(struct MHD_Connection *conn);
-/* The connection showed a valid token: its client's cap no longer counts
- * it and its requests have no deadline (MHD's idle timeout still applies). */
-void ctld_conn_vouch(ctld_server *S, conn_track *t);
+/* The connection showed token name's valid token: its client's cap no
+ * longer counts it, the token's does. False (nothing changed) when the
+ * token already holds limits.connections_per_token other connections: the
+ * request is refused and the connection closed. Every request on every
+ * connection keeps its deadline (limits.request_timeout). */
+bool ctld_conn_vouch(ctld *c, conn_track *t, const char *name);
+/* After a revocation: no connection is vouched for any more; each counts
+ * against its address again (one over the cap is shut down) until a
+ * request on it shows a valid token again. */
+void ctld_conns_unvouch_all(ctld_server *S, int per_client);
 /* The reaper thread (arg: the ctld); ends when S->stopping is set and
  * S->reapcv signalled. */
 void *ctld_reaper_main(void *arg);

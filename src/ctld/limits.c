@@ -3,10 +3,12 @@
  * token buckets keyed exactly by identity ("t:" and a token's name, or "a:"
  * and a client address), swept of idle buckets when there are too many; per
  * client address (an IPv6 client by its /64), the count of connections that
- * have not yet shown a valid token, which the accept policy caps; and the
- * reaper thread, which shuts down a connection whose request has not arrived
- * whole within limits.request_timeout of its start - a deadline that bytes
- * trickling in do not move, unlike MHD's own idle timeout. The state lives
+ * have not yet shown a valid token, which the accept policy caps; per token,
+ * the count of connections that showed it, capped when a request shows it
+ * (a revocation makes every connection show its token again); and the
+ * reaper thread, which shuts down any connection whose request has not
+ * arrived whole within limits.request_timeout of its start - a deadline that
+ * bytes trickling in do not move, unlike MHD's own idle timeout. The state lives
  * in ctld_server (http_limits.h), under its one mutex.
  */
 #include <arpa/inet.h>
@@ -153,6 +155,37 @@ static void addr_drop(ctld_server *S, const uint8_t key[ADDR_KEY])
     S->unvouched--;
 }
 
+/* Under S->mu: token name's count of connections (created when asked). */
+static token_conns *token_find(ctld_server *S, const char *name, bool create)
+{
+    unsigned slot = (unsigned)(fnv(name, strlen(name)) % TOKEN_CONN_CHAINS);
+    for (token_conns *k = S->tokens[slot]; k; k = k->next)
+        if (strcmp(k->name, name) == 0)
+            return k;
+    token_conns *k = create ? calloc(1, sizeof *k) : NULL;
+    if (k) {
+        snprintf(k->name, sizeof k->name, "%s", name);
+        k->next = S->tokens[slot];
+        S->tokens[slot] = k;
+    }
+    return k;
+}
+
+/* Under S->mu: one fewer connection for token name. */
+static void token_drop(ctld_server *S, const char *name)
+{
+    unsigned slot = (unsigned)(fnv(name, strlen(name)) % TOKEN_CONN_CHAINS);
+    for (token_conns **pp = &S->tokens[slot]; *pp; pp = &(*pp)->next)
+        if (strcmp((*pp)->name, name) == 0) {
+            token_conns *k = *pp;
+            if (--k->n <= 0) {
+                *pp = k->next;
+                free(k);
+            }
+            return;
+        }
+}
+
 /* Accept policy: a client at its cap of connections not vouched for is
  * refused before anything is read (MHD's own limit caps them all). */
 enum MHD_Result ctld_accept_policy(void *cls, const struct sockaddr *addr, socklen_t len)
@@ -216,6 +249,8 @@ void ctld_notify_connection(void *cls, struct MHD_Connection *conn, void **socke
         pthread_mutex_lock(&S->mu);
         if (!t->vouched)
             addr_drop(S, t->key);
+        else
+            token_drop(S, t->token);
         if (t->prev)
             t->prev->next = t->next;
         else
@@ -235,14 +270,54 @@ conn_track *ctld_conn_track(struct MHD_Connection *conn)
     return i ? i->socket_context : NULL;
 }
 
-void ctld_conn_vouch(ctld_server *S, conn_track *t)
+bool ctld_conn_vouch(ctld *c, conn_track *t, const char *name)
 {
+    ctld_server *S = c->limiter;
     if (!t)
-        return;
+        return true;
+    bool ok = true;
     pthread_mutex_lock(&S->mu);
-    if (!t->vouched) {
-        t->vouched = true;
-        addr_drop(S, t->key);
+    if (!t->vouched || strcmp(t->token, name) != 0) {
+        token_conns *k = token_find(S, name, true);
+        if (k && k->n >= c->cfg.conns_per_token) {
+            ok = false;
+            S->refused++;
+        } else {
+            if (t->vouched)
+                token_drop(S, t->token); /* the connection changed tokens */
+            else
+                addr_drop(S, t->key);
+            if (k)
+                k->n++;
+            t->vouched = true;
+            snprintf(t->token, sizeof t->token, "%s", name);
+        }
+    }
+    pthread_mutex_unlock(&S->mu);
+    return ok;
+}
+
+void ctld_conns_unvouch_all(ctld_server *S, int per_client)
+{
+    double now = ctld_now();
+    pthread_mutex_lock(&S->mu);
+    for (conn_track *t = S->conns; t; t = t->next) {
+        if (!t->vouched)
+            continue;
+        token_drop(S, t->token);
+        t->vouched = false;
+        t->token[0] = '\0';
+        addr_count *a = addr_find(S, t->key, true);
+        if (a)
+            a->n++;
+        S->unvouched++;
+        if (!t->received)
+            t->t0 = now;
+        if (a && a->n > per_client && t->fd >= 0 && !t->reaped) {
+            shutdown(t->fd, SHUT_RDWR); /* MHD sees the end and closes it */
+            t->reaped = true;
+            S->reaped++;
+        }
     }
     pthread_mutex_unlock(&S->mu);
 }
@@ -263,8 +338,9 @@ void *ctld_reaper_main(void *arg)
         ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
         pthread_cond_timedwait(&S->reapcv, &S->mu, &ts);
         double now = ctld_now();
+        /* every request on every connection, a token shown or not */
         for (conn_track *t = S->conns; t; t = t->next)
-            if (!t->vouched && !t->received && !t->reaped && t->fd >= 0 &&
+            if (!t->received && !t->reaped && t->fd >= 0 &&
                 now - t->t0 > c->cfg.request_timeout_s) {
                 shutdown(t->fd, SHUT_RDWR); /* MHD sees the end and closes it */
                 t->reaped = true;
@@ -289,5 +365,11 @@ void ctld_limits_free(ctld_server *S)
             addr_count *a = S->addrs[i];
             S->addrs[i] = a->next;
             free(a);
+        }
+    for (int i = 0; i < TOKEN_CONN_CHAINS; i++)
+        while (S->tokens[i]) {
+            token_conns *k = S->tokens[i];
+            S->tokens[i] = k->next;
+            free(k);
         }
 }

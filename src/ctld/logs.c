@@ -16,6 +16,10 @@
 #define LOG_WAIT_S 10.0
 #define LOG_TAIL_DEFAULT 65536
 #define LOG_TAIL_MAX (1 << 20)
+/* Output requests one node's agent may have waiting at once; more are
+ * answered 429 (each answer rides on the agent's sync, which has a size:
+ * docs/agent-protocol.md "Sizes"). */
+#define LOG_REQUESTS_PER_NODE_MAX 4
 
 /* The output its agent reported when rank `rank` ended (an "output" event). */
 static void stored_output(ctld *c, const ts_job_row *row, int rank, int stream, ctld_reply *r)
@@ -54,6 +58,50 @@ static void stored_output(ctld *c, const ts_job_row *row, int rank, int stream, 
                                       rank, "stream", stream ? "stderr" : "stdout", "live", 0,
                                       "data", found));
     free(found);
+}
+
+/* The agent's answer as the API gives it: "note" when less than the tail
+ * asked for came back although the file holds more (cut to what an answer
+ * carries, or to fit the agent's sync). */
+static void live_answer(ctld_reply *r, int64_t job, int rank, int stream, long tail,
+                        json_t *ans)
+{
+    const char *data = json_string_value(json_object_get(ans, "data"));
+    json_t *size = json_object_get(ans, "size");
+    json_t *doc = json_pack("{s:I,s:i,s:s,s:b,s:s,s:O}", "job", (json_int_t)job, "rank", rank,
+                            "stream", stream ? "stderr" : "stdout", "live", 1, "data",
+                            data ? data : "", "size", size ? size : json_null());
+    const char *note = json_string_value(json_object_get(ans, "note"));
+    if (note)
+        json_object_set_new(doc, "note", json_string(note));
+    else if (tail > CTLD_LOG_ANSWER_MAX_BYTES && json_integer_value(size) > CTLD_LOG_ANSWER_MAX_BYTES)
+        json_object_set_new(doc, "note",
+                            json_sprintf("cut to its last %d bytes: an answer carries at most "
+                                         "that much output (docs/agent-protocol.md)",
+                                         CTLD_LOG_ANSWER_MAX_BYTES));
+    ctld_reply_json(r, 200, doc);
+}
+
+/* Puts q on node n's waiting output requests: true with the node's a->mu
+ * held; false, r answered 429, when LOG_REQUESTS_PER_NODE_MAX already wait. */
+static bool logreq_add(ctld *c, int n, ctld_logreq *q, ctld_reply *r)
+{
+    ctld_agent *a = &c->agents[n];
+    pthread_mutex_lock(&a->mu);
+    int waiting = 0;
+    for (const ctld_logreq *w = a->logreqs; w; w = w->next)
+        waiting++;
+    if (waiting >= LOG_REQUESTS_PER_NODE_MAX) {
+        pthread_mutex_unlock(&a->mu);
+        ctld_reply_error(r, 429, "rate_limited", "%s: %d output requests already wait for its "
+                         "agent (at most %d per node); ask again shortly",
+                         c->cluster->nodes[n].name, waiting, LOG_REQUESTS_PER_NODE_MAX);
+        snprintf(r->retry_after, sizeof r->retry_after, "1");
+        return false;
+    }
+    q->next = a->logreqs;
+    a->logreqs = q;
+    return true;
 }
 
 void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_reply *r)
@@ -112,14 +160,17 @@ void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_
     q->job = row->id;
     q->rank = (int)rank;
     q->stream = stream;
-    q->tail = tail;
+    /* an answer carries at most this much; the API answer says it was cut */
+    q->tail = tail < CTLD_LOG_ANSWER_MAX_BYTES ? tail : CTLD_LOG_ANSWER_MAX_BYTES;
     pthread_cond_init(&q->cv, NULL);
     pthread_mutex_unlock(&c->mu);
     /* the request waits on the node's own lock: the agent answers in a
      * sync that need not take c->mu */
-    pthread_mutex_lock(&a->mu);
-    q->next = a->logreqs;
-    a->logreqs = q;
+    if (!logreq_add(c, n, q, r)) {
+        pthread_cond_destroy(&q->cv);
+        free(q);
+        return;
+    }
     /* the agent's long-poll answers; its document is unchanged, and so is
      * the generation a report is applied against (agents.c): the answer
      * rides on a same report */
@@ -146,15 +197,7 @@ void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_
         ctld_reply_error(r, 404, "not_found", "rank %ld on %s: %s", rank,
                          c->cluster->nodes[n].name, err);
     else
-        ctld_reply_json(r, 200,
-                        json_pack("{s:I,s:i,s:s,s:b,s:s,s:O}", "job", (json_int_t)row->id,
-                                  "rank", (int)rank, "stream", stream ? "stderr" : "stdout",
-                                  "live", 1, "data",
-                                  json_string_value(json_object_get(ans, "data"))
-                                      ? json_string_value(json_object_get(ans, "data"))
-                                      : "",
-                                  "size", json_object_get(ans, "size") ? json_object_get(ans, "size")
-                                                                       : json_null()));
+        live_answer(r, row->id, (int)rank, stream, tail, ans);
     json_decref(ans);
 }
 

@@ -700,6 +700,10 @@ void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *r)
         ctld_reply_error(r, 403, "forbidden", "a node credential may use /v1/agent/ only");
         return;
     }
+    if (rq->who->role == TS_ROLE_SCRAPE) {
+        ctld_reply_error(r, 403, "forbidden", "a scrape token may read /metrics only");
+        return;
+    }
     if (strcmp(u, "/v1/jobs") == 0) {
         if (strcmp(m, "POST") == 0)
             jobs_submit(c, rq, r);

@@ -202,8 +202,8 @@ static int token_in_read(json_t *in, token_in *t, char *why, size_t size)
         snprintf(why, size, "name: required, 1..63 characters of A-Z a-z 0-9 . _ -, starting "
                  "with a letter or digit");
     else if (t->rl < 0)
-        snprintf(why, size, "role: must be admin, tenant-admin, user, viewer, cluster-viewer or "
-                 "node");
+        snprintf(why, size, "role: must be admin, tenant-admin, user, viewer, cluster-viewer, "
+                 "node or scrape");
     else if (t->tenant_j && !json_is_null(t->tenant_j) && !json_is_string(t->tenant_j))
         snprintf(why, size, "tenant: a tenant name or null");
     else if (uj && !unix_name_ok(t->unix_user))
@@ -235,7 +235,10 @@ static int token_in_check(ctld *c, const ctld_caller *w, const token_in *t, char
     bool tenant_known = tenant && *tenant && ts_tenant_find(c->tenants, tenant) >= 0;
     pthread_mutex_unlock(&c->mu);
     int rl = t->rl;
-    if (t->cluster_viewer && tenant && *tenant)
+    if (rl == TS_ROLE_SCRAPE && tenant && *tenant)
+        snprintf(why, size, "tenant: a scrape token reads /metrics, every tenant's series; give "
+                 "no tenant");
+    else if (t->cluster_viewer && tenant && *tenant)
         snprintf(why, size, "tenant: a cluster-viewer reads every tenant; give no tenant, or "
                  "make a viewer of tenant \"%s\"", tenant);
     else if (rl == TS_ROLE_VIEWER && !t->cluster_viewer && (!tenant || !*tenant))

@@ -27,7 +27,8 @@ static const char *const job_state_names[TS_JOB_STATES] = {
     "pending", "held", "running", "stopping", "completed", "failed", "cancelled", "timeout",
 };
 
-static const char *const role_names[] = {"admin", "tenant-admin", "user", "viewer", "node"};
+static const char *const role_names[] = {"admin", "tenant-admin", "user", "viewer", "node",
+                                         "scrape"};
 #define ROLES ((int)(sizeof role_names / sizeof role_names[0]))
 
 const char *ts_job_state_name(int state)

@@ -28,6 +28,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -596,6 +600,80 @@ static void cpu_only_server_serves_agent_gauges(void **state)
     ts_agent_metrics_stop(m);
 }
 
+/* A socket from src to the server, with the first line of a request sent. */
+static int slow_client(const char *src, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, src, &a.sin_addr);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    a.sin_port = htons((uint16_t)port);
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    const char *line = "GET /metrics HTTP/1.1\r\n";
+    assert_true(send(fd, line, strlen(line), MSG_NOSIGNAL) > 0);
+    return fd;
+}
+
+/* How many of fds the server still holds open (a closed one is closed here too). */
+static int held_open(int *fds, int n)
+{
+    int open_n = 0;
+    for (int i = 0; i < n; i++) {
+        if (fds[i] < 0)
+            continue;
+        struct pollfd p = {.fd = fds[i], .events = POLLIN};
+        char c;
+        if (poll(&p, 1, 0) > 0 && recv(fds[i], &c, 1, MSG_DONTWAIT) <= 0) {
+            close(fds[i]);
+            fds[i] = -1;
+            continue;
+        }
+        open_n++;
+    }
+    return open_n;
+}
+
+/* Issue 24: a client trickling header lines holds at most 4 of the port's
+ * 16 connections, and none past the 5-s request deadline; then a scrape is
+ * served again. */
+static void trickling_clients_cannot_hold_the_port(void **state)
+{
+    (void)state;
+    ts_agent_metrics *m = NULL;
+    ts_err err = {0};
+    assert_int_equal(ts_agent_metrics_start("127.0.0.1:0", NULL, HOST, &m, &err), 0);
+    int port = ts_agent_metrics_port(m);
+    int fds[22], n = 0;
+    for (int i = 0; i < 6; i++)
+        fds[n++] = slow_client("127.0.0.2", port);
+    usleep(300 * 1000);
+    assert_true(held_open(fds, n) <= 4);
+    static const char *const others[] = {"127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"};
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < 4; i++)
+            fds[n++] = slow_client(others[k], port);
+    for (int t = 0; t < 13; t++) { /* 6.5 s of trickling, past the 5-s deadline */
+        for (int i = 0; i < n; i++)
+            if (fds[i] >= 0 && send(fds[i], "X-Slow: 1\r\n", 11, MSG_NOSIGNAL) < 0) {
+                close(fds[i]);
+                fds[i] = -1;
+            }
+        usleep(500 * 1000);
+    }
+    assert_int_equal(held_open(fds, n), 0);
+    long status = 0;
+    char ctype[128];
+    char *text = fetch(port, "/metrics", false, &status, ctype, sizeof ctype);
+    assert_int_equal(status, 200);
+    free(text);
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    ts_agent_metrics_stop(m);
+}
+
 static void bad_listen_addresses_are_named(void **state)
 {
     (void)state;
@@ -641,6 +719,7 @@ int main(void)
         cmocka_unit_test_teardown(server_serves_metrics_on_loopback, teardown),
         cmocka_unit_test(cpu_only_server_serves_agent_gauges),
         cmocka_unit_test(bad_listen_addresses_are_named),
+        cmocka_unit_test(trickling_clients_cannot_hold_the_port),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

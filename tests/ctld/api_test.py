@@ -249,7 +249,7 @@ try:
     check(st == 200 and "/v1/jobs" in d["paths"], "openapi")
 
     # metrics
-    st, txt = call("GET", "/metrics")
+    st, txt = call("GET", "/metrics", admin)
     check(st == 200 and "tessera_scheduling_cycle_seconds_bucket" in txt
           and "tessera_preemptions_total" in txt, "metrics")
     import shutil

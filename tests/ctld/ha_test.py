@@ -82,6 +82,7 @@ state_dir: {os.path.join(TMP, 'state')}
 store: {store}
 limits: {{requests_per_s: 10000, burst: 10000}}
 scheduler: {{interval: 0.2s}}
+metrics_public: true
 """)
         if ha:
             f.write(f"ha: {{lease: {LEASE:g}s, renew: {RENEW:g}s, advertise_url: {URLS[i]}}}\n")

@@ -1,0 +1,233 @@
+/*
+ * test_taskfile.c - what a task may leave where the root agent looks
+ * (issue 24, finding 2): a FIFO, a socket, a device node, a symbolic link
+ * to a file the task may not read, a hard link to another task's file, a
+ * directory, a file of another user. None blocks the read of a step file
+ * or an output tail, none is read, and the agent removes only its own file.
+ * Also the sync body's budget (sync_fit.c): answers cut or dropped, the
+ * reports kept.
+ */
+#define _DEFAULT_SOURCE
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "agent/sync_fit.h"
+#include "agent/tail.h"
+#include "agent/taskfile.h"
+
+static char dir[64];
+
+static const char *at(const char *name)
+{
+    static char p[2][128];
+    static int k;
+    k ^= 1;
+    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
+    return p[k];
+}
+
+static void put(const char *name, const char *text)
+{
+    FILE *f = fopen(at(name), "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/ts-taskfile-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ts_tail_read of name: its return code, within 0.5 s (a blocking open would not return). */
+static int tail_of(const char *name, uid_t owner, char **text)
+{
+    long long size;
+    ts_err e;
+    double t0 = now_s();
+    int rc = ts_tail_read(at(name), 4096, owner, text, &size, &e);
+    assert_true(now_s() - t0 < 0.5);
+    return rc;
+}
+
+static void test_a_fifo_neither_blocks_nor_is_read(void **state)
+{
+    (void)state;
+    assert_int_equal(mkfifo(at("fifo"), 0666), 0);
+    char *text = NULL;
+    assert_int_equal(tail_of("fifo", AGENT_TASKFILE_ANY_OWNER, &text), TS_EINVAL);
+    assert_null(text);
+    ts_err e;
+    assert_true(agent_taskfile_open(at("fifo"), O_WRONLY | O_APPEND, AGENT_TASKFILE_ANY_OWNER,
+                                    &e) < 0);
+}
+
+static void test_a_socket_a_device_a_directory_are_refused(void **state)
+{
+    (void)state;
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", at("sock"));
+    assert_int_equal(bind(s, (struct sockaddr *)&sa, sizeof sa), 0);
+    char *text = NULL;
+    assert_int_equal(tail_of("sock", AGENT_TASKFILE_ANY_OWNER, &text), TS_EINVAL);
+    close(s);
+    assert_int_equal(mkdir(at("d"), 0755), 0);
+    assert_true(tail_of("d", AGENT_TASKFILE_ANY_OWNER, &text) < 0);
+    if (mknod(at("tty"), S_IFCHR | 0666, makedev(5, 0)) == 0) /* /dev/tty: needs CAP_MKNOD */
+        assert_int_equal(tail_of("tty", AGENT_TASKFILE_ANY_OWNER, &text), TS_EINVAL);
+    assert_null(text);
+}
+
+static void test_links_are_not_followed(void **state)
+{
+    (void)state;
+    put("secret", "root:$6$hash\n");
+    assert_int_equal(symlink(at("secret"), at("sym")), 0);
+    assert_int_equal(link(at("secret"), at("hard")), 0);
+    char *text = NULL;
+    assert_int_equal(tail_of("sym", AGENT_TASKFILE_ANY_OWNER, &text), TS_EINVAL);
+    assert_int_equal(tail_of("hard", AGENT_TASKFILE_ANY_OWNER, &text), TS_EINVAL);
+    assert_null(text);
+    ts_err e;
+    assert_true(agent_taskfile_open(at("sym"), O_WRONLY | O_APPEND, AGENT_TASKFILE_ANY_OWNER,
+                                    &e) < 0);
+    assert_non_null(strstr(e.msg, "symbolic link"));
+}
+
+static void test_another_users_file_is_not_the_tasks(void **state)
+{
+    (void)state;
+    put("steps", "1.0\n2.0\n");
+    char *text = NULL;
+    assert_int_equal(tail_of("steps", getuid(), &text), 0);
+    assert_string_equal(text, "1.0\n2.0\n");
+    free(text);
+    text = NULL;
+    assert_int_equal(tail_of("steps", getuid() + 4242, &text), TS_EINVAL);
+    assert_null(text);
+}
+
+static void test_only_the_agents_own_file_is_removed(void **state)
+{
+    (void)state;
+    dev_t dev;
+    ino_t ino;
+    ts_err e;
+    assert_int_equal(agent_taskfile_create(at("mine"), (uid_t)-1, (gid_t)-1, &dev, &ino, &e), 0);
+    assert_int_equal(agent_taskfile_create(at("mine"), (uid_t)-1, (gid_t)-1, &dev, &ino, &e),
+                     TS_EEXIST); /* never what is already there */
+    assert_int_equal(agent_taskfile_create(at("mine2"), (uid_t)-1, (gid_t)-1, &dev, &ino, &e),
+                     0);
+    /* the task put something else under its name: left alone */
+    assert_int_equal(unlink(at("mine2")), 0);
+    put("other", "x");
+    assert_int_equal(symlink(at("other"), at("mine2")), 0);
+    assert_false(agent_taskfile_remove(at("mine2"), dev, ino, AGENT_TASKFILE_ANY_OWNER));
+    struct stat st;
+    assert_int_equal(lstat(at("mine2"), &st), 0);
+    assert_int_equal(stat(at("other"), &st), 0);
+    unlink(at("mine2"));
+    assert_int_equal(agent_taskfile_create(at("mine2"), (uid_t)-1, (gid_t)-1, &dev, &ino, &e),
+                     0);
+    assert_true(agent_taskfile_remove(at("mine2"), dev, ino, AGENT_TASKFILE_ANY_OWNER));
+    assert_int_equal(lstat(at("mine2"), &st), -1);
+    /* by owner: a regular file of that user only */
+    assert_false(agent_taskfile_remove(at("other"), 0, 0, getuid() + 4242));
+    assert_true(agent_taskfile_remove(at("other"), 0, 0, getuid()));
+}
+
+/* A body of n output answers of len bytes each and one running task. */
+static json_t *body_with(int n, size_t len)
+{
+    char *big = malloc(len + 1);
+    for (size_t i = 0; i < len; i++)
+        big[i] = i % 64 == 63 ? '\n' : (i % 7 ? 'x' : '"'); /* quotes cost 2 */
+    big[len - 1] = '\n';
+    big[len] = '\0';
+    json_t *logs = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(logs, json_pack("{s:i,s:s,s:I}", "id", i + 1, "data", big, "size",
+                                              (json_int_t)len));
+    free(big);
+    return json_pack("{s:s,s:[{s:i,s:i,s:s}],s:o}", "node", "n1", "tasks", "job", 7, "rank", 0,
+                     "state", "running", "logs", logs);
+}
+
+static void test_a_sync_keeps_its_budget_and_its_reports(void **state)
+{
+    (void)state;
+    /* 1.1 MB asked for: cut to the budget, with a note, the report kept */
+    json_t *b = body_with(1, 1100000);
+    size_t n = agent_sync_fit(b, 512 * 1024);
+    assert_true(n <= 512 * 1024);
+    assert_int_equal(n, agent_json_cost(b));
+    json_t *q = json_array_get(json_object_get(b, "logs"), 0);
+    assert_non_null(strstr(json_string_value(json_object_get(q, "note")), "cut to its last"));
+    assert_true(json_string_length(json_object_get(q, "data")) > 100000);
+    const char *d = json_string_value(json_object_get(q, "data"));
+    assert_true(d[strlen(d) - 1] == '\n'); /* its end is kept */
+    assert_int_equal(json_array_size(json_object_get(b, "tasks")), 1);
+    json_decref(b);
+    /* more answers than the budget has room for: each says so */
+    b = body_with(600, 2000);
+    assert_true(agent_sync_fit(b, 64 * 1024) <= 64 * 1024);
+    q = json_array_get(json_object_get(b, "logs"), 0);
+    assert_non_null(strstr(json_string_value(json_object_get(q, "error")), "no room"));
+    assert_null(json_object_get(q, "data"));
+    assert_int_equal(json_array_size(json_object_get(b, "tasks")), 1);
+    json_decref(b);
+    /* within the budget: unchanged */
+    b = body_with(2, 1000);
+    size_t before = agent_json_cost(b);
+    assert_int_equal(agent_sync_fit(b, 512 * 1024), before);
+    json_decref(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_a_fifo_neither_blocks_nor_is_read, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_socket_a_device_a_directory_are_refused, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_links_are_not_followed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_another_users_file_is_not_the_tasks, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_only_the_agents_own_file_is_removed, setup,
+                                        teardown),
+        cmocka_unit_test(test_a_sync_keeps_its_budget_and_its_reports),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

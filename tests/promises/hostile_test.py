@@ -1,0 +1,318 @@
+"""Hostile tasks on a real agent (issue 24): a task that blocks where the
+agent reads (a FIFO, a socket, a device node, links to /etc/shadow or to
+another task's files), asks for a megabyte of its output, writes hundreds of
+megabytes to stdout, fills the disk of its output, closes its output, forks
+hundreds of processes, ignores every signal, leaves its process group with
+setsid or spins a CPU. Each runs next to an ordinary task of another tenant
+on the same node, and each scenario checks, from the controller's view:
+
+- the agent keeps syncing: the largest gap between two syncs of the node
+  while the hostile task runs is printed ("sync gap") and must stay under
+  the agent's long-poll wait (1 s with tasks running) plus 1 s;
+- the other task is untouched: it still runs, was never requeued, and its
+  output kept growing;
+- the hostile task itself ends as docs/agent-tasks.md says.
+
+One node, h-1 (8 GPUs): every task lands on it. Every wait is bounded."""
+import os
+import subprocess
+import threading
+import time
+
+from cluster import Node
+from harness import check
+
+CLUSTER = {
+    "nodes": [Node("h-1", "l1")],
+    "tenants": """tenants:
+  org:
+    guaranteed: {gpu: {H100-80GB: 8}}
+    teams:
+      team-a: {guaranteed: {gpu: {H100-80GB: 4}}}
+      team-b: {guaranteed: {gpu: {H100-80GB: 4}}}
+""",
+}
+NODE = "h-1"
+LONG_POLL_S = 1.0   # the agent's long-poll wait while tasks run (agent.h)
+GAP_MAX_S = LONG_POLL_S + 1.0
+MARK = f"{os.getpid() % 100000:05d}"
+GAPS = {}
+
+
+def spec(name, cmd, tenant="team-a", grace="3s"):
+    return {"tenant": tenant, "name": name, "tier": "guaranteed",
+            "command": ["/bin/sh", "-c", cmd],
+            "tasks": [{"count": 1, "gpus": 1, "cpu_milli": 1000, "memory_mib": 1024}],
+            "time_limit": "10m", "checkpoint": {"signal": "SIGUSR1", "grace": grace}}
+
+
+class SyncWatch:
+    """The node's syncs as the controller sees them: its health.last_seen,
+    polled every 50 ms; gap() is the largest time between two of them."""
+
+    def __init__(self, c):
+        self.c, self.seen, self.stop_ = c, [], threading.Event()
+        self.th = threading.Thread(target=self.run, daemon=True)
+
+    def run(self):
+        while not self.stop_.is_set():
+            try:
+                h = self.c.node(NODE).get("health", {})
+                t = h.get("last_seen")
+                if t and (not self.seen or t != self.seen[-1]):
+                    self.seen.append(t)
+            except Exception:
+                pass
+            self.stop_.wait(0.05)
+
+    def __enter__(self):
+        self.t0 = time.time()
+        self.th.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_.set()
+        self.th.join(5)
+        self.t1 = time.time()
+
+    def gap(self):
+        """Largest gap between two syncs, counting the window's ends."""
+        pts = [self.t0] + [t for t in self.seen if self.t0 <= t <= self.t1] + [self.t1]
+        return max(b - a for a, b in zip(pts, pts[1:]))
+
+
+class Neighbour:
+    """Another tenant's ordinary task on the same node: a tick each 0.1 s."""
+
+    def __init__(self, c):
+        self.c = c
+        self.jid = c.submit(spec("neighbour", 'i=0; while true; do i=$((i+1)); echo "tick $i"; '
+                                 'sleep 0.1; done', tenant="team-b"))
+        c.wait_job(self.jid, "running", 20, "the neighbour runs")
+        self.ticks0 = self.ticks()
+
+    def ticks(self):
+        return self.c.output(NODE, self.jid).count("tick")
+
+    def check_untouched(self, what, grow=True):
+        j = self.c.job(self.jid)
+        kinds = [e["kind"] for e in self.c.events(self.jid)]
+        check(j.get("state") == "running" and "requeued" not in kinds and
+              kinds.count("started") == 1,
+              f"{what}: the other tenant's task still runs, started once, never requeued "
+              f"({j.get('state')}, {kinds})")
+        if grow:
+            grew = self.c.wait(lambda: self.ticks() > self.ticks0 + 5, "its output grows", 5)
+            check(bool(grew), f"{what}: the other tenant's task kept running ({self.ticks0} "
+                  f"-> {self.ticks()} ticks)")
+        self.c.call("POST", f"/v1/jobs/{self.jid}/cancel")
+
+
+def hostile(c, what, cmd, end=("completed",), timeout=30, during=None, grace="3s", grow=True):
+    """Runs cmd as a hostile task next to a neighbour; checks the sync gap,
+    the neighbour, and that the task reaches a state of end. during(c, jid),
+    if given, runs while the hostile task runs. Returns the job's id."""
+    nb = Neighbour(c)
+    with SyncWatch(c) as w:
+        jid = c.submit(spec("".join(ch if ch.isalnum() else "-" for ch in what)[:40], cmd,
+                            grace=grace))
+        if during:
+            c.wait_job(jid, ("running",) + tuple(end), 20)
+            during(c, jid)
+        j = c.wait_job(jid, end, timeout, f"{what}: the hostile task ends {'/'.join(end)}")
+    gap = w.gap()
+    GAPS[what] = gap
+    print(f"  sync gap: {what}: {gap:.2f} s (long-poll {LONG_POLL_S:.0f} s; "
+          f"delay {max(0.0, gap - LONG_POLL_S):.2f} s; {len(w.seen)} syncs seen)")
+    check(gap < GAP_MAX_S, f"{what}: the agent kept syncing (largest gap {gap:.2f} s < "
+          f"{GAP_MAX_S:.0f} s)")
+    check(c.node(NODE).get("state") == "up", f"{what}: the node stays up")
+    nb.check_untouched(what, grow)
+    return jid if j else None
+
+
+def procs_with(word):
+    r = subprocess.run(["pgrep", "-f", word], capture_output=True, text=True)
+    return [int(p) for p in r.stdout.split()]
+
+
+# ---- the agent never trusts a task's files ------------------------------------------
+
+
+def scenario_a_fifo_as_step_file(c):
+    """agent-tasks.md: a FIFO where the agent reads the step file blocks
+    nothing."""
+    hostile(c, "fifo step file",
+            'rm -f "$TESSERA_STEP_FILE"; mkfifo "$TESSERA_STEP_FILE"; sleep 3')
+
+
+def scenario_links_sockets_and_devices_as_step_file(c):
+    """agent-tasks.md: links, sockets and device nodes where the agent
+    reads are not followed nor read."""
+    nbr = "$(dirname $(dirname $TESSERA_STEP_FILE))/logs"
+    cmd = ('F="$TESSERA_STEP_FILE"; '
+           'rm -f "$F"; ln -s /etc/shadow "$F"; sleep 1.2; '
+           f'rm -f "$F"; ln -s "$(ls {nbr}/*.out | head -1)" "$F"; sleep 1.2; '
+           f'rm -f "$F"; ln "$(ls {nbr}/*.out | head -1)" "$F" 2>/dev/null; sleep 1.2; '
+           'rm -f "$F"; python3 -c "import socket,sys,time; s=socket.socket(socket.AF_UNIX); '
+           's.bind(sys.argv[1]); s.listen(); time.sleep(1.2)" "$F"; '
+           'rm -f "$F"; mknod "$F" c 5 0 2>/dev/null || mkfifo "$F"; sleep 1.2; '
+           'rm -f "$F"; mkdir "$F"; sleep 1.2')
+    hostile(c, "links sockets devices as step file", cmd)
+
+
+# ---- a bounded agent protocol -------------------------------------------------------
+
+
+def scenario_a_megabyte_of_output_asked_for(c):
+    """agent-protocol.md: an answer that does not fit is cut with a note;
+    the node keeps syncing."""
+    got = {}
+
+    def ask(c, jid):
+        c.wait(lambda: os.path.getsize(c.path(NODE, "logs", f"j{jid}-r0.out")) >= 1100000
+               if os.path.exists(c.path(NODE, "logs", f"j{jid}-r0.out")) else False,
+               "the task printed 1.1 MB", 20)
+        st, d = c.call("GET", f"/v1/jobs/{jid}/logs?tail=1048576")
+        got["one"] = (st, d)
+        # more requests at once than a node takes: some wait their turn (429)
+        res = []
+
+        def one():
+            res.append(c.call("GET", f"/v1/jobs/{jid}/logs?tail=1048576"))
+        ths = [threading.Thread(target=one) for _ in range(10)]
+        for t in ths:
+            t.start()
+        for t in ths:
+            t.join(30)
+        got["many"] = res
+        c.call("POST", f"/v1/jobs/{jid}/cancel")
+
+    hostile(c, "1 MiB log request", 'python3 -c "import sys; '
+            '[sys.stdout.write(\'%07d \' % i + \'y\' * 92 + \'\\n\') for i in range(11000)]"; '
+            'sleep 60', end=("cancelled",), during=ask)
+    st, d = got.get("one", (0, {}))
+    data = d.get("data", "") if isinstance(d, dict) else ""
+    check(st == 200 and 0 < len(data) <= 262144 and "cut to its last" in d.get("note", "")
+          and data.endswith("y\n") and d.get("size", 0) >= 1100000,
+          f"a 1 MiB log request is answered, cut to 256 KiB with a note: {st} "
+          f"{len(data)} bytes of {d.get('size') if isinstance(d, dict) else '?'}, ends "
+          f"{data[-5:]!r}, note {d.get('note') if isinstance(d, dict) else d}")
+    codes = sorted(s for s, _ in got.get("many", []))
+    check(len(codes) == 10 and set(codes) <= {200, 429} and codes.count(200) >= 4,
+          f"10 concurrent 1 MiB log requests: answered or told to wait (429): {codes}")
+
+
+def scenario_hundreds_of_megabytes_to_stdout(c):
+    """agent-protocol.md: a task writing 200 MB to stdout delays no sync."""
+    def ask(c, jid):
+        time.sleep(1.0)
+        st, d = c.call("GET", f"/v1/jobs/{jid}/logs?tail=1048576")
+        check(st in (200, 404), f"its output is answered while it writes: {st}")
+    jid = hostile(c, "200 MB to stdout",
+                  'python3 -c "import sys; b=(\'z\' * 1023 + \'\\n\') * 1024\n'
+                  'for i in range(200): sys.stdout.write(b)"; sleep 1', during=ask)
+    out = c.path(NODE, "logs", f"j{jid}-r0.out")
+    if jid and os.path.exists(out):
+        os.truncate(out, 0)  # the test's folder is kept: not 200 MB of it
+
+
+def scenario_output_that_fills_its_disk(c):
+    """agent-tasks.md: a task that fills the disk of its output delays no
+    sync, and ends as it would; the other tasks of the node share that disk
+    (the agent has no output quota) but run on."""
+    logs = c.path(NODE, "logs")
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs",
+                                            logs], capture_output=True).returncode != 0:
+        print("  skipped: no small tmpfs for the node's output (needs root and mount)")
+        return
+    try:
+        jid = hostile(c, "output fills its disk",
+                      'head -c 64000000 /dev/zero | tr "\\0" x; sleep 1; exit 0',
+                      end=("completed", "failed"), grow=False)
+        j = c.job(jid) if jid else {}
+        ends = [e.get("detail") for e in (c.events(jid) if jid else [])
+                if e["kind"] in ("failed", "completed")]
+        print(f"  a full output disk: the task ends {j.get('state')} ({ends})")
+    finally:
+        for f in os.listdir(logs):
+            if f.endswith((".out", ".err")):
+                os.truncate(os.path.join(logs, f), 0)
+        c.cancel_all()
+        subprocess.run(["umount", "-l", logs], capture_output=True)
+
+
+def scenario_closed_stdout(c):
+    """agent-tasks.md: a task that closes its output is reported as any
+    other."""
+    hostile(c, "closed stdout", "exec >&- 2>&-; sleep 2; exit 0")
+
+
+# ---- processes ----------------------------------------------------------------------
+
+
+def scenario_a_bounded_fork_bomb(c):
+    """agent-tasks.md: when the task ends, what is left in its group (and
+    cgroup) is killed."""
+    word = f"sleep 40.{MARK}"
+    hostile(c, "fork bomb (300 processes)",
+            f'i=0; while [ $i -lt 300 ]; do {word} & i=$((i+1)); done; sleep 2; exit 0')
+    left = c.wait(lambda: not procs_with(word) or None, "its 300 processes are killed", 15)
+    check(left is not None or not procs_with(word),
+          f"no process of the fork bomb is left ({len(procs_with(word))})")
+
+
+def scenario_ignores_every_signal(c):
+    """agent-tasks.md: SIGTERM, then SIGKILL after the grace: a task that
+    ignores every signal is still stopped."""
+    def cancel(c, jid):
+        time.sleep(1.0)
+        c.call("POST", f"/v1/jobs/{jid}/cancel")
+    word = f"ignore.{MARK}"
+    t0 = time.time()
+    jid = hostile(c, "ignores every signal",
+            'exec python3 -c "import signal, time\n'
+            'for s in range(1, 32):\n'
+            '    try: signal.signal(s, signal.SIG_IGN)\n'
+            '    except (OSError, ValueError): pass\n'
+            f'time.sleep(120)" {word}', end=("cancelled",), during=cancel, grace="2s")
+    gone = c.wait(lambda: not procs_with(word), "the task that ignores every signal is "
+                  "killed (checkpoint grace 2 s, then SIGTERM, then SIGKILL)", 20)
+    print(f"  ignoring every signal: gone {time.time() - t0:.1f} s after its submission; "
+          f"events {[e['kind'] for e in c.events(jid)] if jid else None}")
+    check(bool(gone), "the task that ignores every signal is gone")
+
+
+def scenario_setsid_escape(c):
+    """agent-tasks.md: a process that leaves the task's process group is
+    killed with the task's cgroup; without a cgroup it is not the task's."""
+    word = f"sleep 50.{MARK}"
+    rec = {}
+
+    def look(c, jid):
+        p = c.path(NODE, "logs", f"j{jid}-r0.task")
+        c.wait(lambda: os.path.exists(p), "its record", 10)
+        rec["isolated"] = "isolated 1" in (open(p).read() if os.path.exists(p) else "")
+    hostile(c, "setsid escape", f"setsid {word} & sleep 2; exit 0", during=look)
+    left = procs_with(word)
+    if rec.get("isolated"):
+        c.wait(lambda: not procs_with(word) or None, "the escaped process is killed", 10)
+        check(not procs_with(word), "with a task cgroup, the escaped process is killed")
+    else:
+        print(f"  no task cgroup here: the escaped process is not the task's ({len(left)} left)")
+    for p in procs_with(word):
+        os.kill(p, 9)
+
+
+def scenario_spins_a_cpu(c):
+    """agent-tasks.md: a task spinning a CPU delays no sync."""
+    hostile(c, "spins a CPU", 'timeout 4 sh -c "while :; do :; done"; exit 0')
+    report_gaps()
+
+
+def report_gaps():
+    """The largest gap between two syncs of the node, per hostile task."""
+    print(f"  largest gap between two syncs of {NODE}, per hostile task (long-poll "
+          f"{LONG_POLL_S:.0f} s, target < {GAP_MAX_S:.0f} s):")
+    for k, v in GAPS.items():
+        print(f"    {k:40s} {v:5.2f} s")
