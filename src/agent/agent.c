@@ -306,6 +306,8 @@ static json_t *report(ts_agent *a)
     for (int i = 0; i < a->ntasks; i++) {
         local_task *lt = &a->tasks[i];
         json_t *o = json_pack("{s:I,s:i}", "job", (json_int_t)lt->job, "rank", lt->rank);
+        if (lt->run > 0)
+            json_object_set_new(o, "run", json_real(lt->run));
         if (!lt->t) {
             json_object_set_new(o, "state", json_string("failed"));
             json_object_set_new(o, "error", json_string(start_error_text(lt)));
@@ -362,6 +364,17 @@ local_task *ts_agent_find(ts_agent *a, int64_t job, int rank)
     return NULL;
 }
 
+/* An ended task leaves the agent: its ledger, secrets and step file go. */
+static void agent_task_forget(ts_agent *a, int k)
+{
+    local_task *lt = &a->tasks[k];
+    ts_agent_ledger_remove(a, lt);
+    ts_agent_secrets_remove(a, lt->job, lt->rank);
+    ts_agent_step_file_remove(lt);
+    ts_task_free(lt->t);
+    a->tasks[k] = a->tasks[--a->ntasks];
+}
+
 static void reconcile(ts_agent *a, json_t *desired)
 {
     json_t *lost = json_object_get(desired, "lost_after_s");
@@ -379,6 +392,14 @@ static void reconcile(ts_agent *a, json_t *desired)
         int rank = (int)json_integer_value(json_object_get(t, "rank"));
         const char *action = json_string_value(json_object_get(t, "action"));
         local_task *lt = ts_agent_find(a, job, rank);
+        json_t *run = json_object_get(t, "run");
+        if (lt && lt->run > 0 && json_is_number(run) && json_number_value(run) != lt->run &&
+            action && strcmp(action, "run") == 0 && (!lt->t || lt->st.phase == TS_TASK_EXITED)) {
+            /* a new run of the job (requeued, restarted here): the old run's
+             * ended task is forgotten, and the new one starts */
+            agent_task_forget(a, (int)(lt - a->tasks));
+            lt = NULL;
+        }
         const char *warn = json_string_value(json_object_get(t, "idle_warning"));
         if (lt && lt->t && warn && !lt->idle_warned) {
             /* the idle policy's warning, where the user reads the task's output */
@@ -434,11 +455,7 @@ static void reconcile(ts_agent *a, json_t *desired)
             }
             continue;
         }
-        ts_agent_ledger_remove(a, lt);
-        ts_agent_secrets_remove(a, lt->job, lt->rank);
-        ts_agent_step_file_remove(lt);
-        ts_task_free(lt->t);
-        a->tasks[k] = a->tasks[--a->ntasks];
+        agent_task_forget(a, k);
     }
 }
 

@@ -44,6 +44,8 @@ typedef struct local_task {
      * SIGKILL limit_grace_s later */
     double deadline_unix, time_limit_s, limit_grace_s;
     int limit_signal;
+    double run;            /* the run it belongs to (the controller's "run": the job's start
+                            * time); a desired run of another number is a new task */
 } local_task;
 
 struct ts_agent {

@@ -112,6 +112,7 @@ int ts_agent_adopt_one(const char *id, void *ctx)
     lt->time_limit_s = json_number_value(json_object_get(m, "time_limit_s"));
     lt->limit_grace_s = json_number_value(json_object_get(m, "limit_grace_s"));
     lt->limit_signal = (int)json_integer_value(json_object_get(m, "limit_signal"));
+    lt->run = json_number_value(json_object_get(m, "run"));
     json_decref(m);
     ts_task_poll(t, ts_launch_now(), &lt->st, &e);
     lt->stop_requested = (lt->st.phase != TS_TASK_RUNNING && lt->st.phase != TS_TASK_EXITED) ||
@@ -330,6 +331,7 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
     memset(lt, 0, sizeof *lt);
     lt->job = json_integer_value(json_object_get(t, "job"));
     lt->rank = (int)json_integer_value(json_object_get(t, "rank"));
+    lt->run = json_number_value(json_object_get(t, "run"));
     int mig_profile = json_is_integer(json_object_get(t, "mig_profile"))
                           ? (int)json_integer_value(json_object_get(t, "mig_profile"))
                           : -1;
@@ -503,6 +505,8 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
                            "limit_signal", lt->limit_signal, "out_note", lt->out_note,
                            "workdir", lt->workdir, "step_dev", (json_int_t)lt->step_dev,
                            "step_ino", (json_int_t)lt->step_ino);
+    if (mj)
+        json_object_set_new(mj, "run", json_real(lt->run));
     char *meta = mj ? json_dumps(mj, JSON_COMPACT) : NULL;
     json_decref(mj);
     spec.meta = meta;

@@ -160,7 +160,7 @@ static json_t *task_json(const ctld *c, const cjob *j, int rank)
         local += j->allocs[r].node == a->node;
     bool stop = j->row.state == TS_JOB_STOPPING;
     return json_pack(
-        "{s:I,s:i,s:s,s:s,s:o,s:i,s:I,s:I,s:i,s:i,s:o,s:o,s:o,s:s,s:i,s:i,s:s,s:s,s:i,s:f}",
+        "{s:I,s:i,s:s,s:s,s:o,s:i,s:I,s:I,s:i,s:i,s:o,s:o,s:o,s:s,s:i,s:i,s:s,s:s,s:i,s:f,s:f}",
         "job", (json_int_t)j->row.id, "rank", rank, "name", j->row.name, "action",
         stop ? "stop" : "run", "gpus", gpus, "gpu_milli", a->gpu_milli, "cpu_milli",
         (json_int_t)a->cpu_milli, "memory_mib", (json_int_t)a->mem_mib, "mig_profile",
@@ -169,7 +169,8 @@ static json_t *task_json(const ctld *c, const cjob *j, int rank)
         "world_size", j->ntasks, "local_rank", local, "master_addr",
         c->cluster->nodes[j->allocs[0].node].name, "tenant", j->row.tenant, "master_port",
         MASTER_PORT_BASE + (int)(j->row.id % MASTER_PORT_SPAN), "grace_s",
-        j->sj.ckpt_grace_s >= 0 ? j->sj.ckpt_grace_s : c->cfg.sched.default_grace_s);
+        j->sj.ckpt_grace_s >= 0 ? j->sj.ckpt_grace_s : c->cfg.sched.default_grace_s, "run",
+        j->row.start_s);
 }
 
 /* For a job from a Slurm batch script (its env has SLURM_JOB_NAME): its
@@ -388,6 +389,9 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole,
         if (!j || !j->allocs || rank < 0 || rank >= j->ntasks || j->allocs[rank].node != n ||
             st < 0)
             continue; /* not ours (any more): the desired state tells the agent */
+        json_t *run = json_object_get(tk, "run");
+        if (json_is_number(run) && json_number_value(run) != j->row.start_s)
+            continue; /* an earlier run's task, not yet forgotten by its agent */
         if (j->pinned || (!j->rank_state && !(j->rank_state = calloc((size_t)j->ntasks, 1)))) {
             *whole = false; /* a change of it is being written: the next report counts */
             continue;

@@ -193,6 +193,7 @@ typedef struct cjob {
     double *straggle_since;     /* ntasks, since when the rank straggles; 0 = it does not */
     bool straggler_flagged;     /* the straggler event was written for this run */
     bool restart_now;           /* stopping to restart elsewhere at once (no backoff) */
+    bool cancel_stop;           /* stopping because it was cancelled: ends cancelled */
     int pinned;                 /* a change of it is being written with mu released */
     bool has_dep;               /* its spec names a dependency (set by job_build: the
                                  * passes over every job read it, not the spec) */

@@ -243,13 +243,16 @@ static int settle_failed(ctld *c, cjob *j, int failed, double now, ctld_txn *t, 
     return plan_end(c, t, j, CTLD_JE_FAIL, reason, detail, why, now, err);
 }
 
-/* A stop on request (preemption, idle reaping, a straggler's restart)
- * that every rank finished: requeued, or held if reaped. */
+/* A stop on request (preemption, idle reaping, a straggler's restart, a
+ * user's cancel or requeue) that every rank finished: requeued, held if
+ * reaped, cancelled if cancelled (ctld_fsm_plan picks the transition). */
 static int settle_stopped(ctld *c, cjob *j, double now, ctld_txn *t, ts_err *err)
 {
     char detail[160];
     const char *outcome = j->stop_outcome[0] ? j->stop_outcome : "stopped";
-    if (j->reaped) {
+    if (j->cancel_stop) {
+        snprintf(detail, sizeof detail, "every rank stopped (%s) after the cancel", outcome);
+    } else if (j->reaped) {
         snprintf(detail, sizeof detail, "every rank stopped (%s) after the idle policy "
                  "reaped it; release it to run again", outcome);
     } else {

@@ -27,9 +27,12 @@
 #define FX_TIMES_END 0x80u  /* end_s = now */
 #define FX_TIMES_RESET 0x100u /* start_s = 0 (back to waiting) */
 #define FX_TIMED_OUT 0x200u /* its time limit ends it: reason "timeout" until it ends */
+#define FX_CANCEL_REASON 0x400u /* cancelled while its ranks stop: reason "cancel" until then */
 
 /* The reason a job keeps from its time limit on (restored with it). */
 #define TIMEOUT_REASON "timeout"
+/* The reason a cancelled job keeps while its ranks stop (restored with it). */
+#define CANCEL_REASON "cancel"
 
 #define S(x) (1u << (x))
 #define ACTIVE (S(TS_JOB_PENDING) | S(TS_JOB_HELD) | S(TS_JOB_RUNNING) | S(TS_JOB_STOPPING))
@@ -83,7 +86,32 @@ static const transition TABLE[CTLD_JE_EVENTS] = {
     [CTLD_JE_TIMEOUT] = {"timeout", S(TS_JOB_RUNNING) | S(TS_JOB_STOPPING), TS_JOB_TIMEOUT,
                          FX_UNBIND | FX_REMOVE | FX_TIMES_END | FX_TIMED_OUT, "timeout",
                          "only a job with allocations can time out"},
+    [CTLD_JE_CANCEL_STOP] = {"cancel", S(TS_JOB_RUNNING) | S(TS_JOB_STOPPING), TS_JOB_STOPPING,
+                             FX_STOPPING | FX_CANCEL_REASON, "cancel",
+                             "only an active job can be cancelled"},
+    [CTLD_JE_REQUEUE_STOP] = {"requeue", S(TS_JOB_RUNNING), TS_JOB_STOPPING, FX_STOPPING,
+                              "requeue", "only a running job can be requeued"},
+    [CTLD_JE_STOPPED_CANCEL] = {"cancel", S(TS_JOB_STOPPING), TS_JOB_CANCELLED,
+                                FX_UNBIND | FX_REMOVE | FX_TIMES_END, "cancelled",
+                                "only a stopping job ends cancelled"},
 };
+
+/* A user's cancel or requeue of a job with ranks on agents waits for them
+ * to stop (the GPUs are the job's until then, docs/cli.md), and whatever
+ * stops or evicts a job being cancelled ends it cancelled. */
+static int fsm_event_for(const cjob *j, int event)
+{
+    bool on_agents = j->allocs && !j->is_virtual;
+    bool live = j->row.state == TS_JOB_RUNNING || j->row.state == TS_JOB_STOPPING;
+    if (event == CTLD_JE_CANCEL && on_agents && live)
+        return CTLD_JE_CANCEL_STOP;
+    if (event == CTLD_JE_REQUEUE && on_agents && j->row.state == TS_JOB_RUNNING)
+        return CTLD_JE_REQUEUE_STOP;
+    if ((event == CTLD_JE_STOPPED || event == CTLD_JE_EVICT) && j->cancel_stop &&
+        j->row.state == TS_JOB_STOPPING)
+        return CTLD_JE_STOPPED_CANCEL;
+    return event;
+}
 
 const char *ctld_job_event_name(int event)
 {
@@ -137,6 +165,7 @@ int ctld_fsm_plan(ctld *c, ctld_txn *t, cjob *j, int event, const ctld_fsm_args 
         a = &none;
     if (event < 0 || event >= CTLD_JE_EVENTS)
         return ts_err_set(err, TS_EINVAL, "event: %d is not a job event", event);
+    event = fsm_event_for(j, event);
     const transition *tr = &TABLE[event];
     int from = j->row.state;
     if (from < 0 || from >= TS_JOB_STATES || !(tr->from & S(from)))
@@ -166,6 +195,14 @@ int ctld_fsm_plan(ctld *c, ctld_txn *t, cjob *j, int event, const ctld_fsm_args 
     ch->fx = tr->fx;
     ch->to = tr->to;
     ch->stop_by_s = a->stop_by_s;
+    if (event == CTLD_JE_CANCEL_STOP || event == CTLD_JE_REQUEUE_STOP) {
+        /* the job's checkpoint grace, never later than a stop already under way */
+        double g = j->sj.ckpt_grace_s >= 0 ? j->sj.ckpt_grace_s : c->cfg.sched.default_grace_s;
+        ch->stop_by_s = now + g;
+        if (j->row.state == TS_JOB_STOPPING && j->sj.stop_by_s > 0 &&
+            j->sj.stop_by_s < ch->stop_by_s)
+            ch->stop_by_s = j->sj.stop_by_s;
+    }
     ch->eligible_s = a->eligible_s;
     if (event == CTLD_JE_STOPPED && j->reaped)
         ch->to = TS_JOB_HELD; /* the idle policy's stop ends held */
@@ -188,6 +225,8 @@ int ctld_fsm_plan(ctld *c, ctld_txn *t, cjob *j, int event, const ctld_fsm_args 
         r->placement_json = dup_or_null(j->row.placement_json, &oom);
     if (tr->fx & FX_TIMED_OUT)
         snprintf(r->reason, sizeof r->reason, "%s", TIMEOUT_REASON);
+    if (tr->fx & FX_CANCEL_REASON)
+        snprintf(r->reason, sizeof r->reason, "%s", CANCEL_REASON);
     if (a->end_reason)
         snprintf(r->reason, sizeof r->reason, "%s", a->end_reason);
     if (a->end_why) {
@@ -313,7 +352,14 @@ static void apply_one(ctld *c, ctld_change *ch, double now)
         c->m.finished++;
         break;
     case CTLD_JE_CANCEL:
+    case CTLD_JE_STOPPED_CANCEL:
         c->m.cancelled++;
+        break;
+    case CTLD_JE_CANCEL_STOP:
+        j->cancel_stop = true;
+        break;
+    case CTLD_JE_REQUEUE_STOP:
+        j->restart_now = true; /* a user's requeue waits for no backoff */
         break;
     case CTLD_JE_EXPIRE:
         j->timed_out = true;

@@ -33,6 +33,12 @@ enum ctld_job_event {
     CTLD_JE_DEPFAIL,   /* its dependency can never be met (depend.c): pending -> failed */
     CTLD_JE_EXPIRE,    /* its time limit came: running -> stopping (signal, grace, kill) */
     CTLD_JE_TIMEOUT,   /* its ranks ended after its time limit: running/stopping -> timeout */
+    /* A cancel or requeue of a job whose ranks run on agents stops them
+     * first: its GPUs stay its own until every rank has stopped (ctld_fsm_plan
+     * picks these for CTLD_JE_CANCEL and CTLD_JE_REQUEUE). */
+    CTLD_JE_CANCEL_STOP,    /* user: running/stopping -> stopping, then cancelled */
+    CTLD_JE_REQUEUE_STOP,   /* user: running -> stopping, then pending at once */
+    CTLD_JE_STOPPED_CANCEL, /* every rank of a cancelled job stopped: stopping -> cancelled */
     CTLD_JE_EVENTS
 };
 

@@ -563,8 +563,12 @@ static int restore_running(ctld *c, cjob *j, double now, ts_err *err)
         rc = ts_err_set(err, TS_ENOMEM, "out of memory");
     if (rc == 0) {
         j->end_s = j->row.start_s + ctld_job_run_s(j);
+        j->is_virtual = true; /* as when it started (job_fsm.c): a timer if all virtual */
+        for (int t = 0; t < j->ntasks; t++)
+            j->is_virtual = j->is_virtual && c->node_virtual[j->allocs[t].node];
         /* its time-limit stop goes on (job_fsm.c keeps the reason) */
         j->timed_out = j->row.state == TS_JOB_STOPPING && strcmp(j->row.reason, "timeout") == 0;
+        j->cancel_stop = j->row.state == TS_JOB_STOPPING && strcmp(j->row.reason, "cancel") == 0;
         return 0;
     }
     free(j->allocs);

@@ -153,6 +153,7 @@ static cjob *job_in(fx *f, int state)
         j->allocs = calloc(1, sizeof *j->allocs);
         r->placement_json = strdup("[{\"node\":\"n1\"}]");
         r->start_s = 150;
+        j->is_virtual = true; /* the table as it is; agents_stop_first for agents */
     }
     return j;
 }
@@ -187,6 +188,9 @@ static void table_is_the_rule(void **state)
         [CTLD_JE_DEPFAIL] = S(TS_JOB_PENDING),
         [CTLD_JE_EXPIRE] = S(TS_JOB_RUNNING),
         [CTLD_JE_TIMEOUT] = S(TS_JOB_RUNNING) | S(TS_JOB_STOPPING),
+        [CTLD_JE_CANCEL_STOP] = S(TS_JOB_RUNNING) | S(TS_JOB_STOPPING),
+        [CTLD_JE_REQUEUE_STOP] = S(TS_JOB_RUNNING),
+        [CTLD_JE_STOPPED_CANCEL] = S(TS_JOB_STOPPING),
     };
     ts_alloc al = {.node = 0, .ngpu = 1};
     for (int st = 0; st < TS_JOB_STATES; st++)
@@ -252,6 +256,42 @@ static void failed_commit_changes_nothing(void **state)
     assert_int_equal(stored.gen, j->row.gen);
     assert_null(stored.placement_json);
     ts_job_row_fini(&stored);
+    job_free(j);
+}
+
+/* A job whose ranks run on agents: a cancel or a requeue stops them first
+ * and keeps the GPUs bound until every rank has stopped; what then stops or
+ * evicts a cancelled job ends it cancelled, a requeued one waits no backoff. */
+static void agents_stop_first(void **state)
+{
+    fx *f = *state;
+    ts_err err;
+    for (int ev = 0; ev < 2; ev++) {
+        cjob *j = job_in(f, TS_JOB_RUNNING);
+        j->is_virtual = false;
+        unbinds = removes = 0;
+        assert_int_equal(ctld_fsm_run(&f->c, j, CTLD_JE_CANCEL, NULL, 300, &err), 0);
+        assert_int_equal(j->row.state, TS_JOB_STOPPING);
+        assert_string_equal(j->row.reason, "cancel");
+        assert_true(j->cancel_stop);
+        assert_int_equal(unbinds, 0);
+        assert_non_null(j->allocs);
+        /* its ranks stop (or its node is lost): cancelled, unbound, gone */
+        int end = ev == 0 ? CTLD_JE_STOPPED : CTLD_JE_EVICT;
+        assert_int_equal(ctld_fsm_run(&f->c, j, end, NULL, 303, &err), 0);
+        assert_int_equal(j->row.state, TS_JOB_CANCELLED);
+        assert_int_equal(unbinds, 1);
+        assert_int_equal(removes, 1);
+        job_free(j);
+    }
+    cjob *j = job_in(f, TS_JOB_RUNNING);
+    j->is_virtual = false;
+    assert_int_equal(ctld_fsm_run(&f->c, j, CTLD_JE_REQUEUE, NULL, 300, &err), 0);
+    assert_int_equal(j->row.state, TS_JOB_STOPPING);
+    assert_true(j->restart_now);
+    assert_int_equal(ctld_fsm_run(&f->c, j, CTLD_JE_STOPPED, NULL, 302, &err), 0);
+    assert_int_equal(j->row.state, TS_JOB_PENDING);
+    assert_true(j->sj.eligible_s <= 302);
     job_free(j);
 }
 
@@ -371,6 +411,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(table_is_the_rule, setup, teardown),
         cmocka_unit_test_setup_teardown(failed_commit_changes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(requeue_writes_run_end, setup, teardown),
+cmocka_unit_test_setup_teardown(agents_stop_first, setup, teardown),
         cmocka_unit_test_setup_teardown(one_change_per_job_and_gen_checked, setup, teardown),
         cmocka_unit_test_setup_teardown(start_and_reaped_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(time_limit_then_timeout, setup, teardown),

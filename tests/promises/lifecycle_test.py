@@ -29,6 +29,15 @@ def pid_of(c, jid, rank=0):
     return c.wait(find, f"job {jid} rank {rank} prints its pid", 20)
 
 
+def pid_of_run(c, jid, rank=0):
+    """The pid the latest run of a rank printed (the last "pid=N" line)."""
+    for n in c.nodes:
+        lines = [x for x in c.output(n.name, jid, rank).split("\n") if x.startswith("pid=")]
+        if lines:
+            return int(lines[-1][4:])
+    return None
+
+
 def alive(pid):
     try:
         os.kill(pid, 0)
@@ -66,9 +75,12 @@ def scenario_cancel_stops_every_rank(c):
         return
     pids = [pid_of(c, jid, r) for r in (0, 1)]
     r = c.cli("cancel", str(jid))
-    check(r.returncode == 0, f"tessera cancel exits 0: {r.returncode} {r.stderr}")
+    check(r.returncode == 0 and "stopping" in r.stdout,
+          f"tessera cancel exits 0 and the job is stopping: {r.returncode} {r.stdout} {r.stderr}")
     c.wait_job(jid, "cancelled", 20)
-    c.wait(lambda: all(p and not alive(p) for p in pids), f"no rank's process is left: {pids}", 10)
+    # its GPUs are free once it reads cancelled, so no process of it may be left then
+    check(all(p and not alive(p) for p in pids), f"no rank's process is left once it reads "
+          f"cancelled: {[p for p in pids if p and alive(p)]}")
     kinds = [e["kind"] for e in c.events(jid)]
     check("cancel" in kinds, f"the cancel is an event: {kinds}")
 
@@ -102,7 +114,11 @@ def scenario_requeue_runs_again(c):
         kinds = [e["kind"] for e in c.events(jid)]
         return kinds.count("started") >= 2 and c.job(jid).get("state") == "running"
     c.wait(restarted, "the requeued job starts a second time", 30)
-    c.wait(lambda: first and not alive(first), f"its first run's process is gone: {first}", 10)
+    check(first and not alive(first), f"its first run's process was gone before it started "
+          f"again: {first}")
+    second = c.wait(lambda: (lambda p: p if p and p != first else None)(pid_of_run(c, jid)),
+                    "the second run prints its own pid", 20)
+    check(second and alive(second), f"the second run is a new process: {first} -> {second}")
     kinds = [e["kind"] for e in c.events(jid)]
     check("requeue" in kinds or "requeued" in kinds, f"the requeue is an event: {kinds}")
 
