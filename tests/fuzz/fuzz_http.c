@@ -65,10 +65,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char *const METHODS[] = {"GET", "POST", "PUT", "DELETE", "PATCH"};
-    static const ctld_caller WHO[] = {{"admin", TS_ROLE_ADMIN, ""},
-                                      {"alice", TS_ROLE_USER, "team-a"},
-                                      {"tam", TS_ROLE_TENANT_ADMIN, "team-b"},
-                                      {"vera", TS_ROLE_VIEWER, ""}};
+    static const ctld_caller WHO[] = {
+        {.name = "admin", .role = TS_ROLE_ADMIN, .tenant = ""},
+        {.name = "alice", .role = TS_ROLE_USER, .tenant = "team-a", .unix_user = "alice",
+         .uid = 2001},
+        {.name = "tam", .role = TS_ROLE_TENANT_ADMIN, .tenant = "team-b"},
+        {.name = "vera", .role = TS_ROLE_VIEWER, .tenant = ""}};
     static unsigned n;
     if (!ready) {
         if (setup() != 0)
