@@ -27,24 +27,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "lib"))
-from cluster import Cluster  # noqa: E402
+from cluster import Cluster, alive  # noqa: E402
 from harness import FAILS  # noqa: E402
 
 POLL_S = 0.01
 TARGET_S = 2.0
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        return open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def pct(xs, p):

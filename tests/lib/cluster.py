@@ -31,6 +31,31 @@ A100_MIG = {"gpu_model": "A100-40GB", "gpus": 8, "cpu_milli": 64000, "memory_mib
             "gpu_mode": "mig"}
 
 
+def alive(pid):
+    """Whether process pid runs (a zombie does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def pid_of(c, jid, rank=0):
+    """The pid a rank printed first ("pid=N"), read from its agent's log."""
+    def find():
+        for n in c.nodes:
+            out = c.output(n.name, jid, rank)
+            if out.startswith("pid="):
+                return int(out.split()[0][4:])
+        return None
+    return c.wait(find, f"job {jid} rank {rank} prints its pid", 20)
+
+
 class Node:
     """One node of the cluster file and its agent: cls names a node class
     (h8: 8 H100s, mig8: 8 A100-40GB in MIG mode, or one given in

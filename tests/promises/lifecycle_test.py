@@ -5,9 +5,9 @@ resume, and an agent that goes silent requeues its jobs.
 Each scenario_* runs on the default cluster of tests/lib/cluster.py (four
 8-GPU H100 nodes, r-1 and r-2 under leaf l1, r-3 and r-4 under l2; tenants
 team-a and team-b with 16 guaranteed GPUs each)."""
-import os
 import time
 
+from cluster import alive, pid_of
 from harness import check
 
 
@@ -18,17 +18,6 @@ def spec(name, cmd, count=1, gpus=8, tier="guaranteed", tenant="team-a", **kw):
                  "time_limit": "10m", "checkpoint": {"signal": "SIGUSR1", "grace": "3s"}}, **kw)
 
 
-def pid_of(c, jid, rank=0):
-    """The pid a rank printed first ("pid=N"), read from its agent's log."""
-    def find():
-        for n in c.nodes:
-            out = c.output(n.name, jid, rank)
-            if out.startswith("pid="):
-                return int(out.split()[0][4:])
-        return None
-    return c.wait(find, f"job {jid} rank {rank} prints its pid", 20)
-
-
 def pid_of_run(c, jid, rank=0):
     """The pid the latest run of a rank printed (the last "pid=N" line)."""
     for n in c.nodes:
@@ -36,20 +25,6 @@ def pid_of_run(c, jid, rank=0):
         if lines:
             return int(lines[-1][4:])
     return None
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie is not alive for us
-    try:
-        return open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def scenario_gang_starts_whole_with_rank_environment(c):

@@ -10,6 +10,7 @@ Each scenario_* runs on the default cluster of tests/lib/cluster.py (four
 import os
 import time
 
+from cluster import alive, pid_of
 from harness import check
 
 # how much later than limit + grace a task may still exist: the agent acts on
@@ -26,29 +27,6 @@ def spec(name, cmd, count=1, gpus=8, tenant="team-a", limit="10m", ckpt=None, **
         s["checkpoint"] = ckpt
     s.update(kw)
     return s
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        return open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def pid_of(c, jid, rank=0):
-    def find():
-        for n in c.nodes:
-            out = c.output(n.name, jid, rank)
-            if out.startswith("pid="):
-                return int(out.split()[0][4:])
-        return None
-    return c.wait(find, f"job {jid} rank {rank} prints its pid", 20)
 
 
 def kinds(c, jid):

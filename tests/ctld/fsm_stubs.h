@@ -1,0 +1,84 @@
+/*
+ * fsm_stubs.h - the rest of tesserad, stubbed, for the tests of the job
+ * state machine and of how jobs end (test_job_fsm.c, test_job_end.c), which
+ * include the module under test first: each stub counts its calls.
+ */
+#ifndef TS_TEST_CTLD_FSM_STUBS_H
+#define TS_TEST_CTLD_FSM_STUBS_H
+
+static int unbinds, removes, touches, kicks;
+
+void ctld_job_unbind(ctld *c, cjob *j, double now)
+{
+    (void)c;
+    (void)now;
+    unbinds++;
+    free(j->allocs);
+    j->allocs = NULL;
+    free(j->row.placement_json);
+    j->row.placement_json = NULL;
+}
+void ctld_job_remove(ctld *c, cjob *j)
+{
+    (void)c;
+    (void)j;
+    removes++; /* the test owns and frees the job */
+}
+void ctld_nodes_touch_job(ctld *c, const cjob *j)
+{
+    (void)c;
+    (void)j;
+    touches++;
+}
+void ctld_kick(ctld *c)
+{
+    (void)c;
+    kicks++;
+}
+void ctld_settled_wait(ctld *c)
+{
+    (void)c; /* no cycle runs here */
+}
+void ctld_changer_wait(ctld *c)
+{
+    pthread_cond_wait(&c->committed, &c->mu);
+}
+void ctld_queued_note(ctld *c, const cjob *j, int from, int to)
+{
+    (void)c;
+    (void)j;
+    (void)from;
+    (void)to;
+}
+cjob *ctld_job_find(ctld *c, int64_t id)
+{
+    (void)c;
+    (void)id;
+    return NULL;
+}
+int ctld_node_index_add(ctld *c, cjob *j)
+{
+    (void)c;
+    (void)j;
+    return 0;
+}
+double ctld_job_run_s(const cjob *j)
+{
+    (void)j;
+    return 60.0;
+}
+char *ctld_run_detail(const cjob *j, double now)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "start=%.3f end=%.3f", j->row.start_s, now);
+    return strdup(buf);
+}
+char *ctld_placement_json_allocs(const ctld *c, const ts_alloc *allocs, int n)
+{
+    (void)c;
+    (void)allocs;
+    (void)n;
+    return strdup("[{\"node\":\"n1\"}]");
+}
+
+#endif
