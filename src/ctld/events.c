@@ -169,3 +169,20 @@ json_t *ctld_event_data(const char *kind, const char *detail)
     parse_sentence(kind, detail, data);
     return data;
 }
+
+char *ctld_event_redact(const char *kind, const char *detail, json_t *data,
+                        bool (*may_see)(const void *ctx, const char *tenant), const void *ctx)
+{
+    const char *tenant = json_string_value(json_object_get(data, "for_tenant"));
+    if (!kind || strcmp(kind, "preempted") != 0 || !detail || !tenant || may_see(ctx, tenant))
+        return NULL;
+    const char *rest = strchr(detail, ';'); /* "; signal N, grace G s, L GPU-s ..." */
+    const char *tier = json_string_value(json_object_get(data, "tier"));
+    const char *cause = json_string_value(json_object_get(data, "cause"));
+    char buf[512];
+    snprintf(buf, sizeof buf, "for another tenant's %s work (%s)%s",
+             tier ? tier : "guaranteed", cause ? cause : "reclaim", rest ? rest : "");
+    json_object_del(data, "for_job");
+    json_object_del(data, "for_tenant");
+    return strdup(buf);
+}

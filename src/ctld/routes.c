@@ -38,6 +38,28 @@ static bool sees_tenant(const ctld_caller *w, const char *tenant)
     return sees_all(w) || strcmp(w->tenant, tenant) == 0;
 }
 
+static bool caller_sees_tenant(const void *who, const char *tenant)
+{
+    return sees_tenant(who, tenant);
+}
+
+/* One event of a job as its reader may read it: content hidden from those
+ * who may not read the job's content, another tenant's preempting job named
+ * only by its tier (ctld_event_redact). */
+static json_t *event_json(const ctld_caller *who, const ts_event_row *ev, bool content)
+{
+    bool hide = !content && ctld_event_is_content(ev->kind);
+    json_t *data = hide ? json_object() : ctld_event_data(ev->kind, ev->detail);
+    char *red = hide ? NULL : ctld_event_redact(ev->kind, ev->detail, data, caller_sees_tenant, who);
+    json_t *detail = hide ? json_string("hidden")
+                     : red ? json_string(red)
+                     : ev->detail ? json_string(ev->detail)
+                                  : json_null();
+    free(red);
+    return json_pack("{s:I,s:f,s:s,s:o,s:o}", "id", (json_int_t)ev->id, "time", ev->t_s, "kind",
+                     ev->kind, "detail", detail, "data", data);
+}
+
 /* "/v1/jobs/42/cancel" -> 42 and "cancel"; false if not of that shape. */
 static bool parse_job_path(const char *url, int64_t *id, const char **rest)
 {
@@ -367,17 +389,8 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
                     json_array_append_new(a, json_pack("{s:i,s:f,s:s,s:n,s:{}}", "id", 0, "time",
                                                        row.submit_s, "kind", "submitted",
                                                        "detail", "data"));
-                for (int i = 0; i < n; i++) {
-                    /* a rank's output is content: its kind and time stay */
-                    bool hide = !content && ctld_event_is_content(ev[i].kind);
-                    json_array_append_new(
-                        a, json_pack("{s:I,s:f,s:s,s:o,s:o}", "id", (json_int_t)ev[i].id, "time",
-                                     ev[i].t_s, "kind", ev[i].kind, "detail",
-                                     hide ? json_string("hidden")
-                                     : ev[i].detail ? json_string(ev[i].detail) : json_null(),
-                                     "data", hide ? json_object()
-                                                  : ctld_event_data(ev[i].kind, ev[i].detail)));
-                }
+                for (int i = 0; i < n; i++) /* a rank's output is content: kind and time stay */
+                    json_array_append_new(a, event_json(rq->who, &ev[i], content));
                 char cur[32];
                 snprintf(cur, sizeof cur, "%lld", n > 0 ? (long long)ev[n - 1].id : 0LL);
                 ctld_reply_json(r, 200,

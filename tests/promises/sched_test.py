@@ -138,6 +138,31 @@ def scenario_preemption_event_names_the_preemptors_tier(c):
           f"the event names the preemptor's tier, opportunistic, and the cause: {ev[0]}")
 
 
+def scenario_preemption_event_hides_the_other_tenant(c):
+    """api.md: a reader who may not see the preempting job's tenant reads
+    `for another tenant's TIER work`, without the job or its tenant."""
+    hog = c.submit(spec("b-8", "team-b", "guaranteed", {"gpus": 8}))
+    c.wait_job(hog, "running", 30)
+    loans = [c.submit(spec(f"c-4-{k}", "team-c", "opportunistic", {"gpus": 4})) for k in (1, 2)]
+    for jid in loans:
+        c.wait_job(jid, "running", 30)
+    a = c.submit(spec("a-4", "team-a", "guaranteed", {"gpus": 4}))
+    c.wait_job(a, "running", 30, "team-a's job takes a loan back and runs")
+    victim = c.wait(lambda: next((jid for jid in loans if preempted(c, jid)), None),
+                    "one of team-c's loans is preempted", 10)
+    if not victim:
+        return
+    viewer = c.token("c-viewer", "viewer", "team-c")
+    ev = [e for e in c.events(victim, viewer) if e["kind"] == "preempted"]
+    text = str(ev)
+    check(ev and "team-a" not in text and f"job {a}" not in text and
+          "for_job" not in ev[0]["data"] and "for_tenant" not in ev[0]["data"] and
+          ev[0]["detail"].startswith("for another tenant's guaranteed work (reclaim); signal"),
+          f"team-c's viewer reads another tenant's guaranteed work, not who: {ev}")
+    ev = [e for e in c.events(victim) if e["kind"] == "preempted"]
+    check(ev and ev[0]["data"].get("for_job") == a, f"an admin still reads the job: {ev}")
+
+
 def scenario_gang_is_compact_by_default(c):
     """job-spec.md: a 2 x 4-GPU gang whose spec names no topology level goes
     on one node (r-1, whole) rather than on r-2 and r-3, in two leaves; asked
