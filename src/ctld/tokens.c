@@ -244,6 +244,9 @@ static int token_in_check(ctld *c, const ctld_caller *w, const token_in *t, char
     else if (rl == TS_ROLE_VIEWER && !t->cluster_viewer && (!tenant || !*tenant))
         snprintf(why, size, "tenant: required for role viewer (a viewer of every tenant is role "
                  "cluster-viewer, which only admin creates)");
+    else if (rl != TS_ROLE_NODE && ts_cluster_find_node(c->cluster, t->name) >= 0)
+        snprintf(why, size, "name: \"%s\" is a node's name, kept for that node's credential",
+                 t->name);
     else if (rl == TS_ROLE_NODE && ts_cluster_find_node(c->cluster, t->name) < 0)
         snprintf(why, size, "name: a node credential is named after its node; \"%s\" is not a "
                  "node of the cluster", t->name);

@@ -195,6 +195,9 @@ try:
     check(st == 403, f"1. a tenant-admin cannot mint a viewer of another tenant ({st})")
     st, _ = token("tva", "viewer", "team-a", by=toks["tam"])
     check(st == 201, f"1. a tenant-admin mints a viewer of its own tenant ({st})")
+    st, d = token("a-1", "viewer", "team-a", by=toks["tam"])
+    check(st == 400 and "node's name" in d["error"]["message"],
+          f"1. a node's name is kept for its node credential, not a viewer's ({st} {d})")
     st, d = call("POST", "/v1/jobs", toks["ann"],
                  spec("team-a", "secret", gpus=1, env={"HF_TOKEN": "hf_s3cr3t"}))
     aid = d["jobs"][0]["id"] if st == 201 else None
