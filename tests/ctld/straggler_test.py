@@ -170,9 +170,12 @@ try:
     check(all(x["state"] == "up" for x in nodes) and job(bj)["state"] == "running",
           "flag only: no drain, the job keeps running")
     call("POST", f"/v1/jobs/{bj}/cancel", admin)
+    # its ranks stop (the scripted agents say so), then it reads cancelled
+    wait_for(lambda: job(bj)["state"] == "stopping", "team-b's cancelled gang is stopping")
+    report(bj, {}, state="stopped", outcome="cancelled")
+    wait_for(lambda: job(bj)["state"] == "cancelled", "team-b's gang is cancelled")
     for n in ("r-1", "r-2"):
         reports[n] = []
-    wait_for(lambda: job(bj)["state"] == "cancelled", "team-b's gang is cancelled")
 
     # team-a: drain and requeue from the checkpoint; QoS from its organisation
     st, d = call("POST", "/v1/jobs", admin, spec("team-a", "a-gang"))
@@ -217,9 +220,11 @@ try:
         sp["tasks"][0]["count"] = 1
         return call("POST", "/v1/jobs", admin, sp)[1]["jobs"][0]["id"]
     call("POST", f"/v1/jobs/{aj}/cancel", admin)
+    wait_for(lambda: job(aj)["state"] == "stopping", "team-a's cancelled gang is stopping")
+    report(aj, {}, state="stopped", outcome="cancelled")
+    wait_for(lambda: job(aj)["state"] == "cancelled", "team-a's gang is cancelled")
     for n in ("r-1", "r-2"):
         reports[n] = []
-    wait_for(lambda: job(aj)["state"] == "cancelled", "team-a's gang is cancelled")
     ib, ia = one("team-b", "b-idle"), one("team-a", "a-idle")
     wait_for(lambda: len(tasks_of(ib)) == 1 and len(tasks_of(ia)) == 1, "both idle jobs are placed")
 

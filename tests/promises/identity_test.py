@@ -79,7 +79,8 @@ def ran_as(c, jid):
     for word in out.split():
         if word.startswith("uid="):
             return int(word[4:])
-    print(f"  job {jid}: state {j.get('state')} reason {j.get('reason')} output {out!r}")
+    print(f"  job {jid}: state {j.get('state')} reason {j.get('reason')} why {j.get('why')!r} "
+          f"output {out!r}")
     return None
 
 
