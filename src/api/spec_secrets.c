@@ -52,7 +52,7 @@ static bool secret_object(spec_parser *P, const yaml_node_t *n, const char *path
     char sub[SPEC_PATH_MAX];
     if (!spec_map_fields(P, n, path, keys, 3, v, &given))
         return false;
-    snprintf(sub, sizeof sub, "%s.name", path);
+    ts_yaml_pathf(sub, sizeof sub, "%s.name", path);
     if (!v[0]) {
         spec_fail(P, sub, "required");
         return false;
@@ -63,7 +63,7 @@ static bool secret_object(spec_parser *P, const yaml_node_t *n, const char *path
         spec_fail(P, path, "give env or file, not both");
         return false;
     }
-    snprintf(sub, sizeof sub, "%s.%s", path, v[2] ? "file" : "env");
+    ts_yaml_pathf(sub, sizeof sub, "%s.%s", path, v[2] ? "file" : "env");
     if (v[2]) {
         const char *f = spec_text(P, v[2], sub);
         if (f && !file_name_ok(f))

@@ -52,7 +52,7 @@ static void render_result(const ts_job_row *row, json_t *doc)
  * GPUs. The model is the one the job runs on (or asked for), else "any". */
 static json_t *gpus_text(const json_t *spec, const char *model)
 {
-    char out[256] = "";
+    char out[1024] = "";
     size_t used = 0;
     const char *m = model && *model ? model : "any";
     size_t i;
@@ -62,7 +62,7 @@ static json_t *gpus_text(const json_t *spec, const char *model)
         long long gpus = json_integer_value(json_object_get(t, "gpus"));
         const json_t *frac = json_object_get(t, "gpu_fraction");
         const char *mig = json_string_value(json_object_get(t, "mig_profile"));
-        char one[96];
+        char one[320];
         if (mig) {
             snprintf(one, sizeof one, "%lld×%s", count, mig);
         } else if (json_is_number(frac)) {

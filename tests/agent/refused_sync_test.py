@@ -13,6 +13,7 @@ Every wait is bounded.
 import http.server
 import json
 import os
+import pwd
 import subprocess
 import sys
 import tempfile
@@ -57,7 +58,10 @@ class Fake(http.server.BaseHTTPRequestHandler):
             logs = [{"id": 7, "job": 5, "rank": 0, "stream": "stdout", "tail": 1048576}] \
                 if running and not answered else []
             task = {"job": 5, "rank": 0, "action": "run", "tenant": "t", "world_size": 1,
-                    "command": ["/bin/sh", "-c", "echo hello; sleep 8"], "env": [], "gpus": []}
+                    "command": ["/bin/sh", "-c", "echo hello; sleep 8"], "env": [], "gpus": [],
+                    # the identity the task runs as: this test's own (docs/agent-protocol.md)
+                    "user": pwd.getpwuid(os.getuid()).pw_name, "uid": os.getuid(),
+                    "allow_root": True}
             out, code = {"gen": len(SEEN), "drained": False, "lost_after_s": 30,
                          "tasks": [task], "mig": [], "logs": logs}, 200
             time.sleep(0.2)  # a short long-poll
