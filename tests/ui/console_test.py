@@ -265,7 +265,9 @@ try:
     until(lambda: "preempted" in driver.find_element(By.ID, "j-events").text,
           "the victim's job page shows its preemption")
     ev = driver.find_element(By.ID, "j-events").text
-    check(f"for job {aid}" in ev and "team-a" in ev, f"the preemption names the job and tenant it made room for ({ev!r})")
+    check("for another tenant's guaranteed work (reclaim)" in ev and f"job {aid}" not in ev
+          and "team-a" not in ev,
+          f"the preemption says another tenant's guaranteed work, naming neither ({ev!r})")
     check("tier=" not in ev and "start=17" not in ev, "events read in words, not raw key=value")
     driver.save_screenshot(os.path.join(SHOTS, "job-preempted.png"))
 
