@@ -110,6 +110,10 @@ int ts_tenant_add(ts_tenants *ts, const char *name, const char *parent, ts_err *
 /* Index of a tenant by name, or -1. */
 int ts_tenant_find(const ts_tenants *ts, const char *name);
 
+/* Whether s is a Unix user name as useradd takes it: [a-z_][a-z0-9_-]*, at
+ * most 32 characters (tenants' unix_users, tokens' unix_user). */
+bool ts_unix_name_ok(const char *s);
+
 /* Sets one dimension's quota of tenant t. guaranteed in 0..TS_QUOTA_MAX;
  * borrow and lend in 0..TS_QUOTA_MAX or TS_QUOTA_UNLIMITED. TS_EINVAL naming
  * the field, e.g. "tenants.team-a.borrow.cpu_milli: must be >= 0". */

@@ -386,6 +386,20 @@ static void doc_swap(ctld_secrets *s, json_t *d)
     json_decref(old);
 }
 
+/* The end of a change made on a copy d under wmu (rc: whether it was made):
+ * written to the store, then swapped in, else dropped; wmu released. */
+static int doc_commit(ctld_secrets *s, json_t *d, int rc, ts_err *err)
+{
+    if (rc == 0)
+        rc = doc_store(s->store, d, err);
+    if (rc == 0)
+        doc_swap(s, d);
+    else
+        json_decref(d);
+    pthread_mutex_unlock(&s->wmu);
+    return rc;
+}
+
 int ctld_secrets_set(ctld_secrets *s, const char *tenant, const char *owner, const char *name,
                      const char *value, size_t len, double now, bool *created, ts_err *err)
 {
@@ -416,14 +430,7 @@ int ctld_secrets_set(ctld_secrets *s, const char *tenant, const char *owner, con
         json_array_append_new(list, e);
     if (rc != 0)
         json_decref(e);
-    if (rc == 0)
-        rc = doc_store(s->store, d, err);
-    if (rc == 0)
-        doc_swap(s, d);
-    else
-        json_decref(d);
-    pthread_mutex_unlock(&s->wmu);
-    return rc;
+    return doc_commit(s, d, rc, err);
 }
 
 int ctld_secrets_remove(ctld_secrets *s, const char *tenant, const char *owner,
@@ -435,14 +442,7 @@ int ctld_secrets_remove(ctld_secrets *s, const char *tenant, const char *owner,
     int rc = !d     ? ts_err_set(err, TS_ENOMEM, "out of memory")
              : at < 0 ? ts_err_set(err, TS_ENOENT, "secret \"%s\" does not exist", name)
                       : json_array_remove(json_object_get(d, "secrets"), (size_t)at);
-    if (rc == 0)
-        rc = doc_store(s->store, d, err);
-    if (rc == 0)
-        doc_swap(s, d);
-    else
-        json_decref(d);
-    pthread_mutex_unlock(&s->wmu);
-    return rc;
+    return doc_commit(s, d, rc, err);
 }
 
 json_t *ctld_secrets_list(ctld_secrets *s, const char *tenant, const char *owner)

@@ -105,19 +105,6 @@ int ctld_parse_expiry(const char *s, double now_s, double *out)
     return parse_rfc3339(s, out);
 }
 
-/* A Unix user name as useradd takes it: [a-z_][a-z0-9_-]*, at most 32. */
-static bool unix_name_ok(const char *s)
-{
-    size_t n = 0;
-    for (; s && s[n]; n++) {
-        char ch = s[n];
-        bool ok = (ch >= 'a' && ch <= 'z') || ch == '_' ||
-                  (n > 0 && ((ch >= '0' && ch <= '9') || ch == '-'));
-        if (!ok || n >= 32)
-            return false;
-    }
-    return n > 0;
-}
 
 static bool listed(const char *csv, const char *name)
 {
@@ -206,7 +193,7 @@ static int token_in_read(json_t *in, token_in *t, char *why, size_t size)
                  "node or scrape");
     else if (t->tenant_j && !json_is_null(t->tenant_j) && !json_is_string(t->tenant_j))
         snprintf(why, size, "tenant: a tenant name or null");
-    else if (uj && !unix_name_ok(t->unix_user))
+    else if (uj && !ts_unix_name_ok(t->unix_user))
         snprintf(why, size, "unix_user: a Unix user name ([a-z_][a-z0-9_-]*, at most 32 "
                  "characters)");
     else if (t->uid_j && (!json_is_integer(t->uid_j) || uid < 0 || uid > CTLD_UID_MAX))

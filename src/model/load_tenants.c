@@ -161,19 +161,6 @@ static int load_quota(const tloader *L, const yaml_node_t *map, const char *path
 
 /* ---- identity ------------------------------------------------------------------ */
 
-/* A Unix user name as useradd takes it: [a-z_][a-z0-9_-]*, at most 32. */
-static bool unix_name_ok(const char *s)
-{
-    size_t n = 0;
-    for (; s && s[n]; n++) {
-        char ch = s[n];
-        bool ok = (ch >= 'a' && ch <= 'z') || ch == '_' ||
-                  (n > 0 && ((ch >= '0' && ch <= '9') || ch == '-'));
-        if (!ok || n >= 32)
-            return false;
-    }
-    return n > 0;
-}
 
 static int load_unix_users(const tloader *L, const yaml_node_t *seq, const char *path,
                            ts_tenant_identity *id)
@@ -188,7 +175,7 @@ static int load_unix_users(const tloader *L, const yaml_node_t *seq, const char 
         yaml_node_t *n = ts_yaml_node(&L->y, *it);
         const char *s = ts_yaml_scalar(n);
         ts_yaml_pathf(sub, sizeof sub, "%s[%d]", path, i);
-        if (!unix_name_ok(s))
+        if (!ts_unix_name_ok(s))
             return ts_yaml_fail_got(&L->y, n, sub, "a Unix user name ([a-z_][a-z0-9_-]*, "
                                     "at most 32 characters)");
         int k = snprintf(id->unix_users + used, sizeof id->unix_users - used, "%s%s",

@@ -235,3 +235,16 @@ int ts_tenants_validate(const ts_tenants *ts, ts_err *err)
     free(sum);
     return 0;
 }
+
+bool ts_unix_name_ok(const char *s)
+{
+    size_t n = 0;
+    for (; s && s[n]; n++) {
+        char ch = s[n];
+        bool ok = (ch >= 'a' && ch <= 'z') || ch == '_' ||
+                  (n > 0 && ((ch >= '0' && ch <= '9') || ch == '-'));
+        if (!ok || n >= 32)
+            return false;
+    }
+    return n > 0;
+}
