@@ -70,6 +70,7 @@ struct ts_task {
     bool lost, cgroup_left;
     bool keeper_child;       /* this agent forked the keeper and has not reaped it */
     bool keeper_gone;
+    ts_cg_dirs cg;           /* the task's cgroup directories (n == 0: none) */
 };
 
 static const char *const STEP_NAME[TS_STEP_COUNT] = {
@@ -356,7 +357,7 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **o
     struct ts_run_as ra = {0};
     ts_envv env = {0};
     char **argv = NULL, *body = NULL;
-    /* in, out, err, cgroup.procs, task report r/w, keeper report r/w */
+    /* in, out, err, (unused), task report r/w, keeper report r/w */
     int fds[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
     if (t == NULL)
         return ts_err_set(err, TS_ENOMEM, "task %s: out of memory", s->task_id);
@@ -427,18 +428,10 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **o
     else if (!caps->cgroup)
         say(info->isolation_reason, sizeof info->isolation_reason, "%s",
                  caps->cgroup_reason);
-    else if (ts_cg_create(caps, s, info->cgroup_path, sizeof info->cgroup_path,
+    else if (ts_cg_create(caps, s, info->cgroup_path, sizeof info->cgroup_path, &t->cg,
                           info->isolation_reason, sizeof info->isolation_reason) == 0) {
-        char procs[1024];
-        say(procs, sizeof procs, "%s/cgroup.procs", info->cgroup_path);
         info->isolated = true;
-        fds[3] = open(procs, O_WRONLY | O_CLOEXEC);
-        if (fds[3] < 0) {
-            rc = ts_err_set(err, TS_EIO, "task %s: %s: %s", s->task_id, procs, strerror(errno));
-            goto fail;
-        }
-    } else {
-        info->cgroup_path[0] = '\0';
+        info->cgroup_v1 = caps->cgroup_v1;
     }
     if (!s->limit_devices)
         say(info->devices_reason, sizeof info->devices_reason, "not requested");
@@ -446,8 +439,8 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **o
         say(info->devices_reason, sizeof info->devices_reason, "no task cgroup");
     else if (!caps->devices)
         say(info->devices_reason, sizeof info->devices_reason, "%s", caps->devices_reason);
-    else if (ts_cg_limit_devices(info->cgroup_path, s->gpu_devs, s->ngpu_devs,
-                                 info->devices_reason, sizeof info->devices_reason) == 0)
+    else if (ts_cg_limit_devices(&t->cg, s->gpu_devs, s->ngpu_devs, info->devices_reason,
+                                 sizeof info->devices_reason) == 0)
         info->devices_isolated = true;
 
     if ((body = ts_rec_body(&t->r)) == NULL) {
@@ -459,11 +452,11 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **o
         goto fail;
     }
     ts_keeper_plan plan = {
-        .in = fds[0], .out = fds[1], .err = fds[2], .cgroup_procs = fds[3],
+        .in = fds[0], .out = fds[1], .err = fds[2],
         .task_report_rd = fds[4], .task_report_wr = fds[5], .agent_report_wr = fds[7],
         .run_as = &ra, .workdir = s->workdir, .exe = exe, .argv = argv, .envp = env.v,
         .task_id = s->task_id, .paths = &t->paths, .record_body = body,
-        .cgroup_path = info->isolated ? info->cgroup_path : ""};
+        .cgroup = &t->cg};
     pid_t keeper = fork();
     if (keeper < 0) {
         rc = ts_err_set(err, TS_EIO, "task %s: fork: %s", s->task_id, strerror(errno));
@@ -490,8 +483,10 @@ fail:
     for (int i = 0; i < 8; i++)
         if (fds[i] >= 0)
             close(fds[i]);
-    if (info->isolated)
-        ts_cg_remove(info->cgroup_path);
+    if (info->isolated) {
+        ts_cg_kill(&t->cg); /* a task that joined before its start failed */
+        ts_cg_remove(&t->cg);
+    }
     free(body);
     free(argv);
     ts_envv_free(&env);
@@ -539,6 +534,8 @@ int ts_task_adopt(const ts_launch_caps *caps, const char *record_dir, const char
         return rc;
     }
     in->adopted = true;
+    if (in->isolated)
+        ts_cg_dirs_of(in->cgroup_path, in->cgroup_v1, &t->cg); /* n == 0 if unresolvable */
     say(in->record_path, sizeof in->record_path, "%s", t->paths.record);
     say(in->exit_path, sizeof in->exit_path, "%s", t->paths.exit);
     if (t->r.term_grace_s <= 0)
@@ -567,7 +564,7 @@ static int signal_group(ts_task *t, int sig)
     if (pid_is_ours(t) && kill(-t->r.info.pid, sig) != 0 && errno != ESRCH)
         e = errno;
     if (sig == SIGKILL && t->r.info.isolated)
-        ts_cg_kill(t->r.info.cgroup_path);
+        ts_cg_kill(&t->cg);
     return e;
 }
 
@@ -576,7 +573,7 @@ static void remove_cgroup(ts_task *t, int tries)
     if (!t->r.info.isolated || !t->cgroup_left)
         return;
     for (int i = 0; i < tries; i++) {
-        if (ts_cg_remove(t->r.info.cgroup_path) == 0 || errno == ENOENT) {
+        if (ts_cg_remove(&t->cg) == 0) {
             t->cgroup_left = false;
             return;
         }

@@ -6,8 +6,9 @@
  * ts_task_spec: the job's argv/env/workdir plus what the agent computed for
  * this node (GPU UUIDs, ranks, NCCL rail and QoS values, MPS directories, the
  * sharing shim, cgroup limits). ts_launch_probe finds out once whether per-task
- * cgroup v2 limits and GPU device filtering are possible here; when they are
- * not, tasks still run, and their info says isolated=false and why.
+ * cgroup limits (cgroup v2 where it is usable, else the cgroup v1 hierarchies)
+ * and GPU device filtering are possible here; when they are not, tasks still
+ * run, and their info says isolated=false and why.
  *
  * Each task has a keeper: a small process of its own (own session, signals
  * ignored) that the agent forks and that forks the task and waits for it, so
@@ -54,9 +55,12 @@
 /* What this node allows: filled by ts_launch_probe. */
 typedef struct ts_launch_caps {
     bool cgroup;                            /* per-task cgroups with cpu/memory/pids limits */
-    char cgroup_parent[512];                /* where task cgroups are created */
+    bool cgroup_v1;                         /* ... in the cgroup v1 hierarchies, not cgroup2 */
+    char cgroup_parent[512];                /* where task cgroups are created: a cgroup2
+                                             * directory, or (v1) a cgroup path such as
+                                             * /tessera, the same in every hierarchy */
     char cgroup_reason[TS_LAUNCH_REASON_MAX];  /* why not, when !cgroup */
-    bool devices;                           /* BPF device filter attachable */
+    bool devices;                           /* GPU device filter: BPF (v2), devices (v1) */
     char devices_reason[TS_LAUNCH_REASON_MAX]; /* why not, when !devices */
     bool root;                              /* may run tasks as other users */
 } ts_launch_caps;
@@ -92,8 +96,8 @@ typedef struct ts_task_spec {
     const char *preload_shim;     /* LD_PRELOAD path, NULL: none */
     const char *const *shim_env;  /* NULL-terminated "NAME=value" limits for the shim */
 
-    long long cpu_milli;          /* cpu.max; 0: no limit */
-    long long memory_bytes;       /* memory.max; 0: no limit */
+    long long cpu_milli;          /* cpu.max / cpu.cfs_quota_us; 0: no limit */
+    long long memory_bytes;       /* memory.max / memory.limit_in_bytes; 0: no limit */
     long long pids_max;           /* pids.max; 0: no limit */
     const ts_devnum *gpu_devs;    /* the GPUs the task may open (see docs) */
     size_t ngpu_devs;
@@ -118,10 +122,12 @@ typedef struct ts_task_info {
     uid_t uid;                    /* who the task runs as */
     char user_note[TS_LAUNCH_REASON_MAX]; /* non-empty when not run as spec->user */
     bool isolated;                /* in its own cgroup with the limits */
+    bool cgroup_v1;               /* cgroup_path is a v1 cgroup path, in every hierarchy */
     char isolation_reason[TS_LAUNCH_REASON_MAX]; /* why not, when !isolated */
     bool devices_isolated;
     char devices_reason[TS_LAUNCH_REASON_MAX];
-    char cgroup_path[768];        /* "" when !isolated */
+    char cgroup_path[768];        /* "" when !isolated; v2: the directory; v1: the path
+                                   * below each hierarchy's mount (launch_cgroup.h) */
     char stdout_path[768], stderr_path[768], ack_path[768];
 } ts_task_info;
 
@@ -160,8 +166,10 @@ typedef struct ts_task_state {
     double phase_end_s;      /* a stop's current phase ends then (ts_launch_now); 0: none */
 } ts_task_state;
 
-/* Fills caps. cgroup_parent: a delegated cgroup2 directory, or NULL to use the
- * agent's own cgroup. Never fails: what is missing is in the reasons. */
+/* Fills caps. cgroup_parent: a delegated cgroup2 directory, or on a cgroup v1
+ * host a cgroup path (e.g. /tessera) used in every hierarchy; NULL: the
+ * agent's own cgroup2 directory, else /tessera in the v1 hierarchies.
+ * Never fails: what is missing is in the reasons. */
 void ts_launch_probe(const char *cgroup_parent, ts_launch_caps *caps);
 
 /* Monotonic seconds, the clock ts_task_poll expects. */

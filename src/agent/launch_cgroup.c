@@ -1,12 +1,15 @@
 /*
- * launch_cgroup.c - per-task cgroup v2 limits and the GPU device filter.
+ * launch_cgroup.c - per-task cgroups: the choice between v2 and v1, cgroup v2
+ * itself, and what both share (killing, OOM counts, removal).
  *
- * A task gets <parent>/tessera-<task_id>, with cpu.max (milli-cores as a quota
- * over a 100 ms period), memory.max and pids.max. The parent is a delegated
- * cgroup2 directory from the configuration, or else the agent's own cgroup;
- * the probe checks everything a task start will need (cgroup2 filesystem,
- * write access, the cpu/memory/pids controllers enabled for children, a test
- * child) so a start rarely discovers a problem the probe did not report.
+ * cgroup v2: a task gets <parent>/tessera-<task_id>, with cpu.max (milli-cores
+ * as a quota over a 100 ms period), memory.max and pids.max. The parent is a
+ * delegated cgroup2 directory from the configuration, or else the agent's own
+ * cgroup; the probe checks everything a task start will need (cgroup2
+ * filesystem, write access, the cpu/memory/pids controllers enabled for
+ * children, a test child) so a start rarely discovers a problem the probe did
+ * not report. Where it fails, the cgroup v1 hierarchies are probed instead
+ * (launch_cgroup_v1.c), and a node with neither says why for both.
  *
  * cgroup v2 has no devices.allow file: device access is a BPF_PROG_TYPE_CGROUP_DEVICE
  * program. The one built here denies NVIDIA GPU nodes (char 195:0..253) except
@@ -32,6 +35,7 @@
 #include <unistd.h>
 
 #include "launch_cgroup.h"
+#include "launch_record.h"
 
 /* snprintf for reasons and names, where cutting a long one short is fine. */
 static void say(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -44,11 +48,71 @@ static void say(char *buf, size_t len, const char *fmt, ...)
 }
 
 #define CGROUP2_MAGIC 0x63677270L
-#define CPU_PERIOD_US 100000LL
-#define CPU_QUOTA_MIN_US 1000LL /* the kernel refuses smaller quotas */
 #define BPF_INSNS_MAX 128
+#define CGROUP_PROCS_CHUNK_BYTES 512
+#define OOM_COUNTS_BYTES 512     /* memory.events / memory.oom_control: a few short lines */
 
 static const char *const NEEDED_CONTROLLERS[] = {"cpu", "memory", "pids"};
+
+/* dir + "/" + file into buf; -1 (ENAMETOOLONG) when it does not fit. */
+static int join(char *buf, size_t len, const char *dir, const char *file)
+{
+    ts_sbuf b;
+    ts_sb_init(&b, buf, len);
+    ts_sb_str(&b, dir);
+    ts_sb_str(&b, "/");
+    ts_sb_str(&b, file);
+    if (b.cut) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return 0;
+}
+
+int ts_cg_read(const char *dir, const char *file, char *buf, size_t len)
+{
+    char path[TS_CG_PATH_MAX + 64];
+    if (join(path, sizeof path, dir, file) != 0)
+        return -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    size_t got = 0;
+    ssize_t n = 0;
+    while (got + 1 < len && ((n = read(fd, buf + got, len - 1 - got)) > 0 ||
+                             (n < 0 && errno == EINTR)))
+        got += n > 0 ? (size_t)n : 0;
+    int e = errno;
+    close(fd);
+    buf[got] = '\0';
+    if (n < 0) {
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+int ts_cg_write(const char *dir, const char *file, const char *text)
+{
+    char path[TS_CG_PATH_MAX + 64];
+    if (join(path, sizeof path, dir, file) != 0)
+        return -1;
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t len = strlen(text);
+    ssize_t n;
+    do
+        n = write(fd, text, len);
+    while (n < 0 && errno == EINTR);
+    int e = errno;
+    close(fd);
+    if (n != (ssize_t)len) {
+        errno = n < 0 ? e : EIO;
+        return -1;
+    }
+    return 0;
+}
 
 static int read_small(const char *path, char *buf, size_t len)
 {
@@ -63,27 +127,6 @@ static int read_small(const char *path, char *buf, size_t len)
         return -1;
     }
     buf[n] = '\0';
-    return 0;
-}
-
-static int write_text(const char *dir, const char *file, const char *text)
-{
-    char path[1024];
-    if (snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    size_t len = strlen(text);
-    ssize_t n = write(fd, text, len);
-    int e = errno;
-    close(fd);
-    if (n != (ssize_t)len) {
-        errno = n < 0 ? e : EIO;
-        return -1;
-    }
     return 0;
 }
 
@@ -180,8 +223,8 @@ static int build_dev_prog(struct bpf_insn *p, const ts_devnum *devs, size_t ndev
     return n;
 }
 
-int ts_cg_limit_devices(const char *path, const ts_devnum *devs, size_t ndev, char *why,
-                        size_t why_len)
+static int limit_devices_v2(const char *path, const ts_devnum *devs, size_t ndev, char *why,
+                            size_t why_len)
 {
     struct bpf_insn prog[BPF_INSNS_MAX];
     int n = build_dev_prog(prog, devs, ndev);
@@ -221,7 +264,7 @@ int ts_cg_limit_devices(const char *path, const ts_devnum *devs, size_t ndev, ch
     return rc == 0 ? 0 : -1;
 }
 
-void ts_cg_probe(const char *parent, ts_launch_caps *caps)
+static void probe_v2(const char *parent, ts_launch_caps *caps)
 {
     char *why = caps->cgroup_reason;
     const size_t wl = sizeof caps->cgroup_reason;
@@ -273,7 +316,7 @@ void ts_cg_probe(const char *parent, ts_launch_caps *caps)
             continue;
         char cmd[32];
         say(cmd, sizeof cmd, "+%s", NEEDED_CONTROLLERS[i]);
-        if (write_text(dir, "cgroup.subtree_control", cmd) != 0) {
+        if (ts_cg_write(dir, "cgroup.subtree_control", cmd) != 0) {
             int e = errno;
             say(why, wl, "%s/cgroup.subtree_control: cannot enable %s: %s%s", dir,
                      NEEDED_CONTROLLERS[i], strerror(e),
@@ -297,7 +340,7 @@ void ts_cg_probe(const char *parent, ts_launch_caps *caps)
     caps->cgroup = true;
     why[0] = '\0';
     char dwhy[TS_LAUNCH_REASON_MAX];
-    if (ts_cg_limit_devices(probe, NULL, 0, dwhy, sizeof dwhy) == 0) {
+    if (limit_devices_v2(probe, NULL, 0, dwhy, sizeof dwhy) == 0) {
         caps->devices = true;
         caps->devices_reason[0] = '\0';
     } else {
@@ -306,11 +349,12 @@ void ts_cg_probe(const char *parent, ts_launch_caps *caps)
     rmdir(probe);
 }
 
-int ts_cg_create(const ts_launch_caps *caps, const ts_task_spec *spec, char *path,
-                 size_t path_len, char *why, size_t why_len)
+static int create_v2(const ts_launch_caps *caps, const ts_task_spec *spec, char *path,
+                     size_t path_len, ts_cg_dirs *dirs, char *why, size_t why_len)
 {
     if (snprintf(path, path_len, "%s/tessera-%s", caps->cgroup_parent, spec->task_id) >=
-        (int)path_len) {
+            (int)path_len ||
+        ts_cg_dirs_of(path, false, dirs) != 0) {
         say(why, why_len, "cgroup path too long");
         return -1;
     }
@@ -320,11 +364,12 @@ int ts_cg_create(const ts_launch_caps *caps, const ts_task_spec *spec, char *pat
     }
     char cpu[64] = "max", mem[32] = "max", pids[32] = "max";
     if (spec->cpu_milli > 0) {
-        long long quota = spec->cpu_milli * CPU_PERIOD_US / 1000;
-        say(cpu, sizeof cpu, "%lld %lld", quota < CPU_QUOTA_MIN_US ? CPU_QUOTA_MIN_US : quota,
-                 CPU_PERIOD_US);
+        long long quota = spec->cpu_milli * TS_CG_CPU_PERIOD_US / 1000;
+        say(cpu, sizeof cpu, "%lld %lld",
+            quota < TS_CG_CPU_QUOTA_MIN_US ? TS_CG_CPU_QUOTA_MIN_US : quota,
+            TS_CG_CPU_PERIOD_US);
     } else {
-        say(cpu, sizeof cpu, "max %lld", CPU_PERIOD_US);
+        say(cpu, sizeof cpu, "max %lld", TS_CG_CPU_PERIOD_US);
     }
     if (spec->memory_bytes > 0)
         say(mem, sizeof mem, "%lld", spec->memory_bytes);
@@ -333,7 +378,7 @@ int ts_cg_create(const ts_launch_caps *caps, const ts_task_spec *spec, char *pat
     const char *files[] = {"cpu.max", "memory.max", "pids.max"};
     const char *vals[] = {cpu, mem, pids};
     for (int i = 0; i < 3; i++)
-        if (write_text(path, files[i], vals[i]) != 0) {
+        if (ts_cg_write(path, files[i], vals[i]) != 0) {
             say(why, why_len, "%s/%s: writing \"%s\": %s", path, files[i], vals[i],
                      strerror(errno));
             rmdir(path);
@@ -342,23 +387,147 @@ int ts_cg_create(const ts_launch_caps *caps, const ts_task_spec *spec, char *pat
     return 0;
 }
 
-void ts_cg_kill(const char *path)
+/* ---- both versions ---------------------------------------------------------------- */
+
+void ts_cg_probe(const char *parent, ts_launch_caps *caps)
 {
-    if (write_text(path, "cgroup.kill", "1") == 0)
+    probe_v2(parent, caps);
+    if (caps->cgroup)
         return;
-    char procs[1024];
-    say(procs, sizeof procs, "%s/cgroup.procs", path);
-    FILE *f = fopen(procs, "re");
-    if (f == NULL)
-        return;
-    long pid;
-    while (fscanf(f, "%ld", &pid) == 1)
-        if (pid > 0)
-            kill((pid_t)pid, SIGKILL);
-    fclose(f);
+    struct statfs sfs;
+    if (parent != NULL && parent[0] != '\0' && statfs(parent, &sfs) == 0 &&
+        (long)sfs.f_type == CGROUP2_MAGIC)
+        return; /* a cgroup2 parent was asked for: its reason stands */
+    char v2why[TS_LAUNCH_REASON_MAX], v1why[TS_LAUNCH_REASON_MAX];
+    say(v2why, sizeof v2why, "%s", caps->cgroup_reason);
+    ts_cg1_probe(parent, caps, v1why, sizeof v1why);
+    if (!caps->cgroup)
+        say(caps->cgroup_reason, sizeof caps->cgroup_reason, "cgroup v2: %s; cgroup v1: %s",
+            v2why, v1why);
 }
 
-int ts_cg_remove(const char *path)
+int ts_cg_create(const ts_launch_caps *caps, const ts_task_spec *spec, char *path,
+                 size_t path_len, ts_cg_dirs *dirs, char *why, size_t why_len)
 {
-    return rmdir(path);
+    memset(dirs, 0, sizeof *dirs);
+    for (int c = 0; c < TS_CG_NCTL; c++)
+        dirs->at[c] = -1;
+    int rc = caps->cgroup_v1 ? ts_cg1_create(caps, spec, path, path_len, dirs, why, why_len)
+                             : create_v2(caps, spec, path, path_len, dirs, why, why_len);
+    if (rc != 0) {
+        path[0] = '\0';
+        dirs->n = 0;
+    }
+    return rc;
+}
+
+int ts_cg_dirs_of(const char *path, bool v1, ts_cg_dirs *dirs)
+{
+    memset(dirs, 0, sizeof *dirs);
+    for (int c = 0; c < TS_CG_NCTL; c++)
+        dirs->at[c] = -1;
+    if (v1)
+        return ts_cg1_dirs(path, dirs);
+    if (strlen(path) >= sizeof dirs->dir[0])
+        return -1;
+    memcpy(dirs->dir[0], path, strlen(path) + 1);
+    for (int c = 0; c < TS_CG_NCTL; c++)
+        dirs->at[c] = 0;
+    dirs->n = 1;
+    return 0;
+}
+
+int ts_cg_limit_devices(const ts_cg_dirs *d, const ts_devnum *devs, size_t ndev, char *why,
+                        size_t why_len)
+{
+    if (d->n == 0) {
+        say(why, why_len, "no task cgroup");
+        return -1;
+    }
+    return d->v1 ? ts_cg1_limit_devices(d, devs, ndev, why, why_len)
+                 : limit_devices_v2(d->dir[0], devs, ndev, why, why_len);
+}
+
+void ts_cg_kill_listed(const char *dir)
+{
+    char path[TS_CG_PATH_MAX + 32], chunk[CGROUP_PROCS_CHUNK_BYTES];
+    if (join(path, sizeof path, dir, "cgroup.procs") != 0)
+        return;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    long pid = 0;
+    bool digits = false;
+    ssize_t n;
+    while ((n = read(fd, chunk, sizeof chunk)) > 0 || (n < 0 && errno == EINTR)) {
+        for (ssize_t i = 0; i < n; i++) {
+            if (chunk[i] >= '0' && chunk[i] <= '9') {
+                pid = pid * 10 + (chunk[i] - '0');
+                digits = true;
+            } else {
+                if (digits && pid > 0)
+                    kill((pid_t)pid, SIGKILL);
+                pid = 0;
+                digits = false;
+            }
+        }
+    }
+    if (digits && pid > 0)
+        kill((pid_t)pid, SIGKILL);
+    close(fd);
+}
+
+void ts_cg_kill(const ts_cg_dirs *d)
+{
+    if (d->n == 0)
+        return;
+    if (d->v1)
+        ts_cg1_kill(d);
+    else if (ts_cg_write(d->dir[0], "cgroup.kill", "1") != 0)
+        ts_cg_kill_listed(d->dir[0]);
+}
+
+long long ts_cg_oom_kills(const ts_cg_dirs *d)
+{
+    char text[OOM_COUNTS_BYTES];
+    int m = d->n > 0 ? d->at[TS_CG_MEMORY] : -1;
+    if (m < 0 ||
+        ts_cg_read(d->dir[m], d->v1 ? "memory.oom_control" : "memory.events", text,
+                   sizeof text) != 0)
+        return 0;
+    static const char key[] = "oom_kill ";
+    for (char *line = text; line && *line;) {
+        if (strncmp(line, key, sizeof key - 1) == 0) {
+            long long v = 0;
+            for (char *p = line + sizeof key - 1; *p >= '0' && *p <= '9' && v < (1LL << 55); p++)
+                v = v * 10 + (*p - '0');
+            return v;
+        }
+        line = strchr(line, '\n');
+        line = line ? line + 1 : NULL;
+    }
+    return 0;
+}
+
+int ts_cg_remove(const ts_cg_dirs *d)
+{
+    int rc = 0, e = 0;
+    for (int i = 0; i < d->n; i++)
+        if (rmdir(d->dir[i]) != 0 && errno != ENOENT) {
+            rc = -1;
+            e = errno;
+        }
+    /* v1: the agent's directory under the parent goes with its last task
+     * (EBUSY while another has its cgroup there; a start recreates it) */
+    for (int i = 0; rc == 0 && d->v1 && i < d->n; i++) {
+        char up[TS_CG_PATH_MAX];
+        memcpy(up, d->dir[i], sizeof up);
+        char *slash = strrchr(up, '/');
+        if (slash != NULL && slash != up) {
+            *slash = '\0';
+            rmdir(up);
+        }
+    }
+    errno = e;
+    return rc;
 }

@@ -35,8 +35,6 @@
 #define KEEPER_FAILED_EXIT 127
 #define CGROUP_RMDIR_TRIES 100      /* x RMDIR_RETRY_NS while killed processes exit */
 #define RMDIR_RETRY_NS 10000000L
-#define CGROUP_PROCS_CHUNK_BYTES 512
-#define OOM_EVENTS_BYTES 512          /* memory.events: six short "key count" lines */
 #define FD_FIRST_KEPT 3             /* 0..2 become /dev/null in the keeper */
 #define KEEPER_NAME "tessera-keeper" /* its comm (ps, pgrep): at most 15 bytes */
 
@@ -53,15 +51,16 @@ _Noreturn static void task_fail(int fd, int step)
 }
 
 /* The task itself, from fork to exec. */
-_Noreturn static void task(const ts_keeper_plan *p, int rep, int cg_fd, int in, int out,
-                           int errfd)
+_Noreturn static void task(const ts_keeper_plan *p, int rep, int in, int out, int errfd)
 {
     const struct ts_run_as *ra = p->run_as;
     if (setsid() < 0)
         task_fail(rep, TS_STEP_SETSID);
-    /* joins before dropping privileges: accounted from the first instruction */
-    if (cg_fd >= 0 && write(cg_fd, "0", 1) != 1)
-        task_fail(rep, TS_STEP_CGROUP);
+    /* joins before dropping privileges: accounted from the first instruction
+     * (v1: in each hierarchy; "0" is the writer itself) */
+    for (int i = 0; i < p->cgroup->n; i++)
+        if (ts_cg_write(p->cgroup->dir[i], "cgroup.procs", "0") != 0)
+            task_fail(rep, TS_STEP_CGROUP);
     if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(errfd, 2) < 0)
         task_fail(rep, TS_STEP_STDIO);
     if (ra->change) {
@@ -191,100 +190,17 @@ static int keep_only(int *fds, int n)
     return 0;
 }
 
-/* SIGKILL to every pid listed in the cgroup (kernels without cgroup.kill). */
-static void kill_cgroup_procs(const char *cg)
-{
-    char path[TS_REC_PATH_MAX + 32], chunk[CGROUP_PROCS_CHUNK_BYTES];
-    ts_sbuf b;
-    ts_sb_init(&b, path, sizeof path);
-    ts_sb_str(&b, cg);
-    ts_sb_str(&b, "/cgroup.procs");
-    int fd = b.cut ? -1 : open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    long pid = 0;
-    bool digits = false;
-    ssize_t n;
-    while ((n = read(fd, chunk, sizeof chunk)) > 0 || (n < 0 && errno == EINTR)) {
-        for (ssize_t i = 0; i < n; i++) {
-            if (chunk[i] >= '0' && chunk[i] <= '9') {
-                pid = pid * 10 + (chunk[i] - '0');
-                digits = true;
-            } else {
-                if (digits && pid > 0)
-                    kill((pid_t)pid, SIGKILL);
-                pid = 0;
-                digits = false;
-            }
-        }
-    }
-    if (digits && pid > 0)
-        kill((pid_t)pid, SIGKILL);
-    close(fd);
-}
-
-static void kill_cgroup(const char *cg)
-{
-    char path[TS_REC_PATH_MAX + 32];
-    ts_sbuf b;
-    ts_sb_init(&b, path, sizeof path);
-    ts_sb_str(&b, cg);
-    ts_sb_str(&b, "/cgroup.kill");
-    int fd = b.cut ? -1 : open(path, O_WRONLY | O_CLOEXEC);
-    bool done = fd >= 0 && write(fd, "1", 1) == 1;
-    if (fd >= 0)
-        close(fd);
-    if (!done)
-        kill_cgroup_procs(cg);
-}
-
-/* The "oom_kill N" count of the cgroup's memory.events: how many of its
- * processes the kernel's OOM killer ended (docs/agent-tasks.md); 0 when the
- * file or the key is missing. Read by hand: no stdio here. */
-static long long oom_kills(const char *cg)
-{
-    char path[TS_REC_PATH_MAX + 32], text[OOM_EVENTS_BYTES];
-    ts_sbuf b;
-    ts_sb_init(&b, path, sizeof path);
-    ts_sb_str(&b, cg);
-    ts_sb_str(&b, "/memory.events");
-    int fd = b.cut ? -1 : open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0)
-        return 0;
-    ssize_t n;
-    do
-        n = read(fd, text, sizeof text - 1);
-    while (n < 0 && errno == EINTR);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    text[n] = '\0';
-    static const char key[] = "oom_kill ";
-    for (char *line = text; line && *line;) {
-        if (strncmp(line, key, sizeof key - 1) == 0) {
-            long long v = 0;
-            for (char *d = line + sizeof key - 1; *d >= '0' && *d <= '9' && v < (1LL << 55); d++)
-                v = v * 10 + (*d - '0');
-            return v;
-        }
-        line = strchr(line, '\n');
-        line = line ? line + 1 : NULL;
-    }
-    return 0;
-}
-
-static void remove_cgroup(const char *cg)
+static void remove_cgroup(const ts_cg_dirs *cg)
 {
     for (int i = 0; i < CGROUP_RMDIR_TRIES; i++) {
-        if (rmdir(cg) == 0 || errno == ENOENT)
+        if (ts_cg_remove(cg) == 0)
             return;
         struct timespec ts = {0, RMDIR_RETRY_NS};
         nanosleep(&ts, NULL);
     }
 }
 
-enum { KEPT_IN, KEPT_OUT, KEPT_ERR, KEPT_CGROUP, KEPT_TASK_RD, KEPT_TASK_WR, KEPT_AGENT,
-       KEPT_N };
+enum { KEPT_IN, KEPT_OUT, KEPT_ERR, KEPT_TASK_RD, KEPT_TASK_WR, KEPT_AGENT, KEPT_N };
 
 _Noreturn void ts_keeper_run(const ts_keeper_plan *p)
 {
@@ -294,8 +210,7 @@ _Noreturn void ts_keeper_run(const ts_keeper_plan *p)
     keeper_signals();
     /* not to be taken for the agent by whoever stops agents by name */
     prctl(PR_SET_NAME, KEEPER_NAME, 0, 0, 0);
-    int fd[KEPT_N] = {p->in, p->out, p->err, p->cgroup_procs, p->task_report_rd,
-                      p->task_report_wr, agent};
+    int fd[KEPT_N] = {p->in, p->out, p->err, p->task_report_rd, p->task_report_wr, agent};
     if (keep_only(fd, KEPT_N) != 0)
         give_up(p, agent, 0, TS_STEP_KEEPER, errno);
     agent = fd[KEPT_AGENT];
@@ -304,7 +219,7 @@ _Noreturn void ts_keeper_run(const ts_keeper_plan *p)
     if (pid < 0)
         give_up(p, agent, 0, TS_STEP_FORK, errno);
     if (pid == 0)
-        task(p, fd[KEPT_TASK_WR], fd[KEPT_CGROUP], fd[KEPT_IN], fd[KEPT_OUT], fd[KEPT_ERR]);
+        task(p, fd[KEPT_TASK_WR], fd[KEPT_IN], fd[KEPT_OUT], fd[KEPT_ERR]);
     for (int i = KEPT_IN; i <= KEPT_TASK_WR; i++)
         if (i != KEPT_TASK_RD && fd[i] >= 0)
             close(fd[i]);
@@ -343,11 +258,10 @@ _Noreturn void ts_keeper_run(const ts_keeper_plan *p)
 
     int status = reap(pid);
     /* counted before the cgroup kill below, which is no OOM kill */
-    long long ooms = p->cgroup_path[0] != '\0' ? oom_kills(p->cgroup_path) : 0;
+    long long ooms = ts_cg_oom_kills(p->cgroup);
     /* what the task left in its group and cgroup ends with it */
     kill(-pid, SIGKILL);
-    if (p->cgroup_path[0] != '\0')
-        kill_cgroup(p->cgroup_path);
+    ts_cg_kill(p->cgroup);
     if (status != -1) {
         char text[256];
         ts_sbuf eb;
@@ -355,7 +269,6 @@ _Noreturn void ts_keeper_run(const ts_keeper_plan *p)
         ts_rec_exit_text(&eb, pid, start, status, ooms);
         ts_rec_put(p->paths->exit_tmp, p->paths->exit, text, eb.len, "", 0);
     }
-    if (p->cgroup_path[0] != '\0')
-        remove_cgroup(p->cgroup_path);
+    remove_cgroup(p->cgroup);
     _exit(0);
 }

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "launch_cgroup.h"
 #include "launch_record.h"
 
 /* Who the task runs as (filled by the agent before the fork). */
@@ -62,7 +63,6 @@ typedef struct ts_keeper_report {
 
 typedef struct ts_keeper_plan {
     int in, out, err;         /* the task's stdin/stdout/stderr */
-    int cgroup_procs;         /* the task cgroup's cgroup.procs, -1: none */
     int task_report_rd, task_report_wr; /* the task's exec report (close-on-exec pipe) */
     int agent_report_wr;      /* where the ts_keeper_report goes */
     const struct ts_run_as *run_as;
@@ -71,7 +71,7 @@ typedef struct ts_keeper_plan {
     const char *task_id;
     const ts_rec_paths *paths;
     const char *record_body;  /* ts_rec_body of the new task */
-    const char *cgroup_path;  /* "" when the task has no cgroup */
+    const ts_cg_dirs *cgroup; /* the task's cgroup (n == 0: none); it joins each */
 } ts_keeper_plan;
 
 /* Runs in the agent's child and never returns. */

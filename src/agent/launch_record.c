@@ -271,6 +271,8 @@ char *ts_rec_body(const ts_rec *r)
     const ts_task_info *in = &r->info;
     fprintf(f, "uid %ld\nterm_grace_s %.9g\nisolated %d\ndevices_isolated %d\n", (long)in->uid,
             r->term_grace_s, in->isolated, in->devices_isolated);
+    if (in->cgroup_v1) /* absent: a cgroup2 directory (records of older agents too) */
+        fputs("cgroup_v1 1\n", f);
     put_escaped(f, "cgroup", in->cgroup_path);
     put_escaped(f, "isolation_reason", in->isolation_reason);
     put_escaped(f, "devices_reason", in->devices_reason);
@@ -504,6 +506,8 @@ static int parse_line(ts_rec *r, const char *key, char *v, int *seen)
         return parse_bool(v, &in->isolated);
     if (strcmp(key, "devices_isolated") == 0)
         return parse_bool(v, &in->devices_isolated);
+    if (strcmp(key, "cgroup_v1") == 0)
+        return parse_bool(v, &in->cgroup_v1);
     if (strcmp(key, "stop_signal") == 0) {
         r->stopping = true;
         if (parse_ull(v, &u) != 0 || u == 0 || u > SIGNAL_MAX)

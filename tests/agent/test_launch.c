@@ -31,6 +31,7 @@
 #include <cmocka.h>
 
 #include "agent/launch.h"
+#include "agent/launch_cgroup.h"
 #include "agent/launch_record.h"
 
 #define WAIT_S 5.0
@@ -459,14 +460,27 @@ static void cgroup_limits_or_reason(void **state)
     assert_int_equal(ts_task_start(&caps, &s, &t, &err), 0);
     const ts_task_info *in = ts_task_info_get(t);
     wait_for_file(f->work, "ready");
+    ts_cg_dirs d = {0};
     if (caps.cgroup) {
-        print_message("cgroups available under %s (devices: %s)\n", caps.cgroup_parent,
+        print_message("cgroups (%s) available under %s (devices: %s)\n",
+                      caps.cgroup_v1 ? "v1" : "v2", caps.cgroup_parent,
                       caps.devices ? "yes" : caps.devices_reason);
         assert_true(in->isolated);
-        assert_string_equal(slurp(in->cgroup_path, "cpu.max"), "50000 100000\n");
-        assert_string_equal(slurp(in->cgroup_path, "memory.max"), "67108864\n");
-        assert_string_equal(slurp(in->cgroup_path, "pids.max"), "64\n");
-        assert_int_equal(atol(slurp(in->cgroup_path, "cgroup.procs")), (long)in->pid);
+        assert_true(in->cgroup_v1 == caps.cgroup_v1);
+        assert_int_equal(ts_cg_dirs_of(in->cgroup_path, in->cgroup_v1, &d), 0);
+        if (!in->cgroup_v1) {
+            assert_string_equal(slurp(in->cgroup_path, "cpu.max"), "50000 100000\n");
+            assert_string_equal(slurp(in->cgroup_path, "memory.max"), "67108864\n");
+            assert_string_equal(slurp(in->cgroup_path, "pids.max"), "64\n");
+        } else {
+            assert_string_equal(slurp(d.dir[d.at[TS_CG_CPU]], "cpu.cfs_quota_us"), "50000\n");
+            assert_string_equal(slurp(d.dir[d.at[TS_CG_CPU]], "cpu.cfs_period_us"), "100000\n");
+            assert_string_equal(slurp(d.dir[d.at[TS_CG_MEMORY]], "memory.limit_in_bytes"),
+                                "67108864\n");
+            assert_string_equal(slurp(d.dir[d.at[TS_CG_PIDS]], "pids.max"), "64\n");
+        }
+        for (int i = 0; i < d.n; i++) /* the task is in each hierarchy */
+            assert_int_equal(atol(slurp(d.dir[i], "cgroup.procs")), (long)in->pid);
         assert_true(in->devices_isolated == caps.devices);
     } else {
         print_message("cgroups unavailable: %s\n", caps.cgroup_reason);
@@ -476,14 +490,12 @@ static void cgroup_limits_or_reason(void **state)
         assert_false(in->devices_isolated);
         assert_string_not_equal(in->devices_reason, "");
     }
-    char cg[sizeof in->cgroup_path];
-    snprintf(cg, sizeof cg, "%s", in->cgroup_path);
     ts_task_state st;
     assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
     assert_int_equal(st.exit_code, 0); /* ran, with or without limits */
     ts_task_free(t);
-    if (caps.cgroup)
-        assert_int_equal(access(cg, F_OK), -1); /* removed after the task */
+    for (int i = 0; i < d.n; i++) /* removed after the task */
+        assert_int_equal(access(d.dir[i], F_OK), -1);
 }
 
 /* ---- agent restarts ------------------------------------------------------------- */
