@@ -27,6 +27,40 @@ static const char *str_or(const json_t *v)
     return json_string_value(v) ? json_string_value(v) : "";
 }
 
+#define NVIDIA_GPU_MAJOR 195u
+#define NVIDIA_PROC_GPUS "/proc/driver/nvidia/gpus"
+#define PCI_DOMAIN_SHORT_CHARS 12 /* "0000:17:00.0", as the driver names its GPUs */
+
+/* The minor of /dev/nvidia<N> for the GPU of NVML index gpu: the driver's
+ * "Device Minor" for its PCI bus id, else (no driver: tests, fake NVML) the
+ * index, which is what the driver assigns on a node that numbers its GPUs
+ * in PCI order. */
+static unsigned gpu_minor(const ts_agent *a, int gpu)
+{
+    const json_t *gpus = json_object_get(a->node->discovery, "gpus");
+    const char *bus = json_string_value(json_object_get(json_array_get(gpus, (size_t)gpu),
+                                                        "pci_bus_id"));
+    size_t n = bus ? strlen(bus) : 0;
+    if (n >= PCI_DOMAIN_SHORT_CHARS && n < 64) {
+        char path[160], line[128];
+        snprintf(path, sizeof path, NVIDIA_PROC_GPUS "/%s/information",
+                 bus + n - PCI_DOMAIN_SHORT_CHARS);
+        for (char *p = path + sizeof NVIDIA_PROC_GPUS; *p; p++)
+            if (*p >= 'A' && *p <= 'F')
+                *p = (char)(*p - 'A' + 'a');
+        FILE *f = fopen(path, "re");
+        unsigned minor;
+        while (f && fgets(line, sizeof line, f))
+            if (sscanf(line, "Device Minor: %u", &minor) == 1) {
+                fclose(f);
+                return minor;
+            }
+        if (f)
+            fclose(f);
+    }
+    return (unsigned)gpu;
+}
+
 /* The Unix user a task runs as (docs/agent-tasks.md "User"): the job's
  * mapped user, which must exist on this node with exactly the mapped uid,
  * and uid 0 only when the job's tenant allows root. An agent that is root
@@ -460,6 +494,9 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
         snprintf(tc, sizeof tc, "%d", (int)json_integer_value(json_object_get(t, "nccl_tc")));
     if (json_is_integer(json_object_get(t, "nccl_sl")))
         snprintf(sl, sizeof sl, "%d", (int)json_integer_value(json_object_get(t, "nccl_sl")));
+    ts_devnum devs[sizeof lt->gpu / sizeof lt->gpu[0]];
+    for (int k = 0; k < lt->ngpu; k++)
+        devs[k] = (ts_devnum){NVIDIA_GPU_MAJOR, gpu_minor(a, lt->gpu[k])};
     ts_task_spec spec = {
         .task_id = id,
         .argv = argv,
@@ -486,6 +523,10 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
         .cpu_milli = json_integer_value(json_object_get(t, "cpu_milli")),
         .memory_bytes = json_integer_value(json_object_get(t, "memory_mib")) * 1048576LL,
         .pids_max = 4096,
+        /* its GPUs' nodes and no other GPU's (docs/agent-tasks.md "Isolation") */
+        .gpu_devs = devs,
+        .ngpu_devs = (size_t)lt->ngpu,
+        .limit_devices = true,
         /* a cut-off agent must have its tasks gone before the controller
          * declares the node lost (ts_agent_step): a quarter of that time */
         .term_grace_s = a->ctld_lost_s > 0 && a->ctld_lost_s / 4 < TS_TERM_GRACE_DEFAULT_S

@@ -249,6 +249,9 @@ int main(int argc, char **argv)
     if (!caps->cgroup) /* said once: tasks run, without limits */
         fprintf(stderr, "tessera-agent: no per-task cgroups (%s): tasks run without CPU, "
                         "memory and pids limits\n", caps->cgroup_reason);
+    else
+        fprintf(stderr, "tessera-agent: per-task cgroups (%s) under %s\n",
+                caps->cgroup_v1 ? "cgroup v1" : "cgroup v2", caps->cgroup_parent);
     if (!caps->devices)
         fprintf(stderr, "tessera-agent: no GPU device filter (%s)\n", caps->devices_reason);
     while (!stop_requested) {
