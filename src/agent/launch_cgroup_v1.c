@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,6 +51,7 @@
 #define FNV64_OFFSET 0xcbf29ce484222325ULL
 #define FNV64_PRIME 0x100000001b3ULL
 #define PROC_DEVICES_LINE_MAX 256
+#define CGROUP_V1_MAGIC 0x27e0ebL   /* statfs f_type of a cgroup v1 hierarchy */
 
 static const struct {
     const char *name;
@@ -141,8 +143,8 @@ int ts_cg1_dirs(const char *path, ts_cg_dirs *d)
     char mnt[TS_CG_NCTL][TS_CG_PATH_MAX];
     d->v1 = true;
     d->n = 0;
-    if (path[0] != '/' || v1_mounts(mnt) != 0)
-        return -1;
+    if (path[0] != '/' || strstr(path, "/.") != NULL || v1_mounts(mnt) != 0)
+        return -1; /* a record's path stays inside the hierarchies */
     for (int c = 0; c < TS_CG_NCTL; c++) {
         if (mnt[c][0] == '\0')
             continue;
@@ -189,9 +191,10 @@ static bool parent_ok(const char *p)
 void ts_cg1_probe(const char *parent, ts_launch_caps *caps, char *why, size_t wl)
 {
     const char *rel = parent != NULL && parent[0] != '\0' ? parent : V1_DEFAULT_PARENT;
-    if (!parent_ok(rel)) {
-        say(why, wl, "cgroup parent %s: not a cgroup path such as /tessera (or a cgroup2 "
-                     "directory)", rel);
+    struct statfs sfs;
+    if (!parent_ok(rel) || (statfs(rel, &sfs) == 0 && (long)sfs.f_type == CGROUP_V1_MAGIC)) {
+        say(why, wl, "cgroup parent %s: not a cgroup path such as /tessera, the same in every "
+                     "v1 hierarchy (or a cgroup2 directory)", rel);
         return;
     }
     char mnt[TS_CG_NCTL][TS_CG_PATH_MAX];

@@ -2,7 +2,7 @@
  * test_cgroup.c - task limits enforced for real, on whichever cgroup version
  * this machine has (cgroup v1 on Debian 12 and in CI): a task that allocates
  * past its memory limit is OOM-killed and counted so, a fork bomb is held at
- * pids.max, a CPU spinner given half a core gets about that, a task cannot
+ * pids.max, CPU spinners given half a core get about that (and are throttled), a task cannot
  * open a GPU node (a char 195:N made with mknod) it was not given, what left
  * the task's session is killed with it, and no cgroup directory outlives a
  * task, also when the agent that started it died and the next one adopts it.
@@ -247,11 +247,24 @@ static double cpu_used_s(const ts_cg_dirs *d)
     return (double)atoll(u + 11) / 1e6;
 }
 
+/* Periods in which the cgroup ran out of its quota (cpu.stat nr_throttled,
+ * v1 and v2 alike): > 0 only where a quota is enforced, however busy the
+ * machine is. */
+static long long throttled(const ts_cg_dirs *d)
+{
+    const char *stat = slurp(d->dir[d->at[TS_CG_CPU]], "cpu.stat");
+    const char *n = stat ? strstr(stat, "nr_throttled ") : NULL;
+    assert_non_null(n);
+    return atoll(n + 13);
+}
+
 static void half_a_core_gets_about_half_a_core(void **state)
 {
     fix *f = *state;
     need_cgroups(f);
-    const char *argv[] = {"/bin/sh", "-c", "touch ready; while :; do :; done", NULL};
+    /* two spinners: more than the quota wherever the machine has 2 cores */
+    const char *argv[] = {"/bin/sh", "-c",
+                          "spin() { while :; do :; done; }; spin & touch ready; spin", NULL};
     ts_task_spec s = spec(f, "cpu1", argv);
     s.cpu_milli = CPU_HALF_MILLI;
     ts_task *t;
@@ -264,9 +277,11 @@ static void half_a_core_gets_about_half_a_core(void **state)
               NULL);
     double u1 = cpu_used_s(&d), t1 = ts_launch_now();
     double cores = (u1 - u0) / (t1 - t0);
-    print_message("a spinner limited to %d milli-cores used %.2f cores over %.2f s\n",
-                  CPU_HALF_MILLI, cores, t1 - t0);
+    long long periods = throttled(&d);
+    print_message("two spinners limited to %d milli-cores used %.2f cores over %.2f s "
+                  "(throttled in %lld periods)\n", CPU_HALF_MILLI, cores, t1 - t0, periods);
     assert_true(cores < CPU_SHARE_MAX);
+    assert_true(periods > 0);
     assert_true(cores > 0.0); /* it did run */
     ts_task_free(t);
     assert_removed(&d);
@@ -373,9 +388,29 @@ static void adopted_after_the_agent_died_nothing_is_left(void **state)
     assert_removed(&d);
 }
 
+/* A configured parent that is neither a cgroup2 directory nor a cgroup
+ * path gets no cgroups, and the reason names it (no root needed). */
+static void a_bad_parent_is_refused_naming_it(void **state)
+{
+    (void)state;
+    const char *bad[] = {"tessera/relative", "/tessera/../escape", "/sys/fs/cgroup/memory"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        if (i == 2 && access(bad[i], F_OK) != 0)
+            continue; /* no v1 memory hierarchy to name */
+        ts_launch_caps caps;
+        ts_launch_probe(bad[i], &caps);
+        print_message("%s: %s\n", bad[i], caps.cgroup_reason);
+        assert_false(caps.cgroup);
+        char want[128];
+        snprintf(want, sizeof want, "cgroup parent %s: not a cgroup path", bad[i]);
+        assert_non_null(strstr(caps.cgroup_reason, want));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_bad_parent_is_refused_naming_it),
         cmocka_unit_test_setup_teardown(allocating_past_the_limit_is_an_oom_kill, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(a_fork_bomb_is_held_at_pids_max, setup, teardown),
