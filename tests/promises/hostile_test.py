@@ -3,7 +3,7 @@ agent reads (a FIFO, a socket, a device node, links to /etc/shadow or to
 another task's files), asks for a megabyte of its output, writes hundreds of
 megabytes to stdout, fills the disk of its output, closes its output, forks
 hundreds of processes, ignores every signal, leaves its process group with
-setsid or spins a CPU. Each runs next to an ordinary task of another tenant
+setsid, spins a CPU or opens another GPU's device node. Each runs next to an ordinary task of another tenant
 on the same node, and each scenario checks, from the controller's view:
 
 - the agent keeps syncing: the largest gap between two syncs of the node
@@ -15,7 +15,11 @@ on the same node, and each scenario checks, from the controller's view:
 
 One node, h-1 (8 GPUs): every task lands on it. Every wait is bounded."""
 import os
+import shlex
+import shutil
+import stat
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -302,6 +306,57 @@ def scenario_setsid_escape(c):
         print(f"  no task cgroup here: the escaped process is not the task's ({len(left)} left)")
     for p in procs_with(word):
         os.kill(p, 9)
+
+
+NVIDIA_GPU_MAJOR = 195
+
+
+def scenario_opens_another_gpus_device_node(c):
+    """agent-tasks.md: with a task cgroup, opening another GPU's node fails
+    with EPERM, its own opens (ENXIO here: no driver behind the node). The
+    nodes are made with mknod (char 195:N), as /dev/nvidia<N> is."""
+    d = tempfile.mkdtemp(prefix="ts-gpu-nodes-")
+    os.chmod(d, 0o755)
+    for i in range(8):
+        os.mknod(os.path.join(d, f"nvidia{i}"), 0o666 | stat.S_IFCHR,
+                 os.makedev(NVIDIA_GPU_MAJOR, i))
+    script = ("import errno, os, time\n"
+              "for i in range(8):\n"
+              "    try:\n"
+              f"        os.close(os.open('{d}/nvidia%d' % i, os.O_RDONLY)); print('gpu', i, 'ok')\n"
+              "    except OSError as e:\n"
+              "        print('gpu', i, errno.errorcode[e.errno])\n"
+              "time.sleep(2)\n")
+    rec = {}
+
+    def look(c, jid):
+        p = c.path(NODE, "logs", f"j{jid}-r0.task")
+        c.wait(lambda: os.path.exists(p), "its record", 10)
+        rec["filtered"] = "devices_isolated 1" in (open(p).read() if os.path.exists(p) else "")
+        rec["gpus"] = ((c.job(jid).get("placement") or [{}])[0]).get("gpus") or []
+    try:
+        jid = hostile(c, "opens another GPU's node", f"exec python3 -c {shlex.quote(script)}",
+                      during=look)
+        if not jid:
+            return
+        mine = rec.get("gpus") or []
+        seen = {int(w[1]): w[2] for w in (l.split() for l in c.output(NODE, jid).splitlines())
+                if len(w) == 3 and w[0] == "gpu"}
+        print(f"  its GPU {mine}; opening each node gives {seen}")
+        check(len(mine) == 1 and len(seen) == 8, f"the task tried all 8 nodes: {seen}")
+        if not rec.get("filtered"):
+            print("  no device filter here (no task cgroup): every node opens as far as the "
+                  "driver lets it")
+            return
+        check(seen.get(mine[0]) == "ENXIO", f"its own GPU's node opens (ENXIO: no driver): "
+              f"{seen.get(mine[0])}")
+        others = {i: e for i, e in seen.items() if i != mine[0]}
+        check(set(others.values()) == {"EPERM"}, f"every other GPU's node is refused: {others}")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+scenario_opens_another_gpus_device_node.needs_root = True
 
 
 def scenario_spins_a_cpu(c):
