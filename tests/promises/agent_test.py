@@ -1,5 +1,5 @@
 """Promises of the node agent itself on a live cluster (docs/tessera-agent.md):
-what it leaves behind when it stops."""
+what it leaves behind when it stops, or when it is killed and restarted."""
 import os
 import signal
 
@@ -47,3 +47,63 @@ def scenario_agent_stop_stops_its_mps_daemons(c):
     except Exception:
         check(False, "the agent exits within 30 s of SIGTERM")
     c.wait(lambda: not mps_daemons(c, "s-1"), f"no MPS daemon of its is left: {daemons}", 10)
+
+
+V1_CONTROLLERS = ("memory", "cpu", "cpuacct", "pids", "devices", "freezer")
+
+
+def task_cgroup_dirs(record):
+    """The directories of the cgroup a task record names: the cgroup2
+    directory, or the cgroup v1 path under each mounted hierarchy."""
+    kv = dict(line.split(" ", 1) for line in record.splitlines() if " " in line)
+    path = kv.get("cgroup", "")
+    if kv.get("isolated") != "1" or not path:
+        return []
+    if kv.get("cgroup_v1") != "1":
+        return [path]
+    dirs = set()
+    for line in open("/proc/self/mountinfo"):
+        fs = line.split(" - ", 1)[-1].split()
+        if fs[0] == "cgroup" and set(fs[-1].split(",")) & set(V1_CONTROLLERS):
+            dirs.add(line.split()[4] + path)
+    return sorted(dirs)
+
+
+def scenario_agent_killed_and_restarted_leaves_no_cgroup(c):
+    """agent-tasks.md: an agent that adopts a task after a restart finds its
+    cgroup from the record and removes it when it is done with the task."""
+    jid = c.submit({"tenant": "team-a", "name": "outlives", "tier": "guaranteed",
+                    "command": ["/bin/sh", "-c", "sleep 300"],
+                    "tasks": [{"count": 1, "gpus": 8, "cpu_milli": 500, "memory_mib": 256}],
+                    "time_limit": "10m"})
+    if not c.wait_job(jid, "running", 30):
+        return
+    node = ((c.job(jid).get("placement") or [{}])[0]).get("node") or "r-1"
+    rec_path = c.path(node, "logs", f"j{jid}-r0.task")
+    if not c.wait(lambda: os.path.exists(rec_path), "its record", 10):
+        return
+    dirs = task_cgroup_dirs(open(rec_path).read())
+    if not dirs:
+        print("  no task cgroup here: nothing to remove")
+    else:
+        print(f"  its cgroup: {dirs}")
+        check(all(os.path.isdir(d) for d in dirs), f"the task has its cgroup: {dirs}")
+    old = c.procs[node]
+    old.kill()  # kill -9: nothing cleaned up
+    old.wait(10)
+    check(all(os.path.isdir(d) for d in dirs), "the cgroup outlives the killed agent")
+    c._spawn(node, old.args, dict(os.environ,  # the same agent again, as a restart does
+                                  TESSERA_FAKE_NVML_FIXTURE=c.path(node + "-gpus.json")))
+    c.wait(lambda: c.node(node).get("state") == "up", "the restarted agent's node is up", 30)
+    c.call("POST", f"/v1/jobs/{jid}/cancel")
+    c.wait_job(jid, "cancelled", 30)
+    gone = c.wait(lambda: not any(os.path.exists(d) for d in dirs) or None,
+                  "the adopting agent removes the task's cgroup", 15)
+    check(bool(gone), f"no cgroup directory of the task is left: "
+          f"{[d for d in dirs if os.path.exists(d)]}")
+    agent_dirs = [os.path.dirname(d) for d in dirs if "/agent-" in d]
+    check(not any(os.path.exists(d) for d in agent_dirs),
+          f"nor the agent's own directory, with its last task: {agent_dirs}")
+
+
+scenario_agent_killed_and_restarted_leaves_no_cgroup.needs_root = True
