@@ -281,7 +281,7 @@ static int set_limits(const ts_cg_dirs *d, const ts_task_spec *s, char *why, siz
         const char *file;
         long long value; /* < 0: "unlimited" as the file spells it */
         bool optional;   /* skipped where the kernel lacks the file */
-    } w[5];
+    } w[6];
     int n = 0;
     long long quota = s->cpu_milli * TS_CG_CPU_PERIOD_US / 1000;
     if (s->cpu_milli > 0 && quota < TS_CG_CPU_QUOTA_MIN_US)
@@ -293,6 +293,9 @@ static int set_limits(const ts_cg_dirs *d, const ts_task_spec *s, char *why, siz
                             s->memory_bytes > 0 ? s->memory_bytes : -1, false};
     w[n++] = (struct limit_file){TS_CG_MEMORY, "memory.memsw.limit_in_bytes",
                             s->memory_bytes > 0 ? s->memory_bytes : -1, true};
+    /* a child inherits its parent's oom_kill_disable: a task past its limit
+     * is killed, never left hanging */
+    w[n++] = (struct limit_file){TS_CG_MEMORY, "memory.oom_control", 0, true};
     w[n++] = (struct limit_file){TS_CG_PIDS, "pids.max", s->pids_max > 0 ? s->pids_max : -1, false};
     for (int i = 0; i < n; i++) {
         const char *dir = d->dir[d->at[w[i].ctl]];
