@@ -610,6 +610,7 @@ static void *loop_main(void *arg)
         if (stop)
             return NULL;
         ts_err err;
+        ctld_arrays_fill(c); /* large arrays' next elements become jobs, for this cycle */
         last = ctld_now();
         int rc = ctld_cycle_once(c, last, &err);
         if (rc != 0) /* memory still equals the store: log and go on */
