@@ -10,16 +10,19 @@
  * a ctld_range in memory: a few bytes however large the array.
  *
  * An element becomes a job (its row, its cjob, its events) when
- *  - the scheduler is about to want it: before each cycle, an array with
+ *  - the scheduler is about to want it: after each cycle, an array with
  *    fewer than its window of pending elements gets the next lowest ones
- *    (ctld_arrays_fill), so the throttle still starts the lowest index
- *    first and a dependency, a hold or the queue see real jobs;
+ *    (ctld_arrays_fill, on loop.c's filler thread, while the next cycle
+ *    plans), so the throttle still starts the lowest index first and a
+ *    dependency, a hold or the queue see real jobs; the elements share one
+ *    parsed spec (ctld_spec_share), so a job costs its row and a few bytes;
  *  - a user acts on that one element (ctld_array_take: cancel, hold, ...);
  *  - the whole array is cancelled: the rest are stored as cancelled rows,
  *    in chunks, and never enter memory (ctld_array_cancel_rest).
  * A write is made with mu released while the array is marked busy (nobody
  * else writes it meanwhile), and applied under mu once it committed.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +41,7 @@ struct ctld_lazy {
     int throttle;           /* its spec's array_throttle (0 none) */
     int window;             /* elements it keeps waiting as jobs (wanted()) */
     bool busy;              /* being written with mu released */
+    ctld_spec_share *share; /* the spec its elements share, parsed at the first fill */
 };
 
 static void lazy_free(ctld_lazy *a)
@@ -46,6 +50,7 @@ static void lazy_free(ctld_lazy *a)
         return;
     ctld_range_fini(&a->r);
     ts_job_row_fini(&a->tmpl);
+    ctld_spec_share_put(a->share);
     free(a);
 }
 
@@ -247,9 +252,22 @@ static int store_elements(ctld *c, ctld_lazy *a, const int *idx, int k, int stat
         for (int i = 0; rc == 0 && i < k; i++)
             if (!(rows[i].spec_json = strdup(a->tmpl.spec_json)))
                 rc = ts_err_set(err, TS_ENOMEM, "out of memory");
+        /* parsed once for all its elements (a's own reference; the claim
+         * keeps a, and the share is set only here) */
+        if (rc == 0 && !a->share) {
+            ctld_spec_share *sh = calloc(1, sizeof *sh);
+            ts_spec_errors se;
+            if (sh && ts_spec_parse(a->tmpl.spec_json, strlen(a->tmpl.spec_json), &sh->spec,
+                                    &se) == 0) {
+                atomic_init(&sh->refs, 1);
+                a->share = sh;
+            } else {
+                free(sh); /* each job parses its own */
+            }
+        }
         int added = 0;
         if (rc == 0)
-            rc = ctld_jobs_adopt(c, rows, k, &added, err);
+            rc = ctld_jobs_adopt(c, rows, k, a->share, &added, err);
         for (int i = added; i < k; i++)
             free(rows[i].spec_json);
     }

@@ -129,7 +129,10 @@ static void cjob_free(cjob *j)
     if (!j)
         return;
     ts_job_row_fini(&j->row);
-    ts_spec_free(j->spec);
+    if (j->spec_share)
+        ctld_spec_share_put(j->spec_share);
+    else
+        ts_spec_free(j->spec);
     free(j->tasks);
     free(j->allocs);
     free(j->rank_state);
@@ -654,6 +657,7 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
     pthread_cond_init(&c->drain_cv, NULL);
     pthread_cond_init(&c->wake, NULL);
     pthread_cond_init(&c->committed, NULL);
+    pthread_cond_init(&c->fill_wake, NULL);
     ts_decision_init(&c->d);
     char *buf;
     size_t len;
@@ -754,6 +758,7 @@ void ctld_close(ctld *c)
     pthread_cond_destroy(&c->drain_cv);
     pthread_cond_destroy(&c->wake);
     pthread_cond_destroy(&c->committed);
+    pthread_cond_destroy(&c->fill_wake);
 }
 
 void ctld_changer_wait(ctld *c)
@@ -957,7 +962,16 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
     return rc;
 }
 
-int ctld_jobs_adopt(ctld *c, ts_job_row *rows, int n, int *added, ts_err *err)
+void ctld_spec_share_put(ctld_spec_share *s)
+{
+    if (s && atomic_fetch_sub(&s->refs, 1) == 1) {
+        ts_spec_free(s->spec);
+        free(s);
+    }
+}
+
+int ctld_jobs_adopt(ctld *c, ts_job_row *rows, int n, ctld_spec_share *share, int *added,
+                    ts_err *err)
 {
     *added = 0;
     cjob **jobs = calloc((size_t)n + 1, sizeof *jobs);
@@ -965,8 +979,12 @@ int ctld_jobs_adopt(ctld *c, ts_job_row *rows, int n, int *added, ts_err *err)
     for (int i = 0; rc == 0 && i < n; i++) { /* parsed with mu released */
         ts_spec_errors se;
         jobs[i] = calloc(1, sizeof *jobs[i]);
-        if (!jobs[i] || ts_spec_parse(rows[i].spec_json, strlen(rows[i].spec_json),
-                                      &jobs[i]->spec, &se) != 0)
+        if (jobs[i] && share) {
+            atomic_fetch_add(&share->refs, 1);
+            jobs[i]->spec = share->spec;
+            jobs[i]->spec_share = share;
+        } else if (!jobs[i] || ts_spec_parse(rows[i].spec_json, strlen(rows[i].spec_json),
+                                             &jobs[i]->spec, &se) != 0)
             rc = ts_err_set(err, TS_ENOMEM, "job %lld stored but not loaded: restart the "
                             "controller", (long long)rows[i].id);
     }

@@ -14,7 +14,8 @@ and the listing leaves a hole for it; afterok on the whole array waits; the
 tenant's queued cap counts the elements that are not jobs yet; a restart
 keeps all of it (the hole, the order, the count); the whole array's cancel
 ends every element, the afterok dependent fails, and nothing stays pending.
-Every wait is bounded."""
+SQLite; PostgreSQL instead when TS_TEST_PG_URL names a server (a database
+of its own, dropped at the end). Every wait is bounded."""
 import os
 import subprocess
 import sys
@@ -27,6 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from harness import check, finish, free_port, http_call, stop_all, wait_for, wait_ready  # noqa
 
 N = 100000
+PG = os.environ.get("TS_TEST_PG_URL")
 TMP = tempfile.mkdtemp(prefix="tessera-array-lazy-")
 PORT = free_port()
 URL = f"http://127.0.0.1:{PORT}"
@@ -37,6 +39,19 @@ def write(name, text):
         f.write(text)
 
 
+def pg_database():
+    """A database of its own on TS_TEST_PG_URL's server (dropped at the end)."""
+    if not PG:
+        return None, None
+    name = f"tessera_array_lazy_{os.getpid()}"
+    subprocess.run(["psql", PG, "-qc", f"DROP DATABASE IF EXISTS {name}"], check=True,
+                   capture_output=True)
+    subprocess.run(["psql", PG, "-qc", f"CREATE DATABASE {name}"], check=True,
+                   capture_output=True)
+    return PG.rsplit("/", 1)[0] + "/" + name, name
+
+
+STORE, PGDB = pg_database()
 write("cluster.yaml", """node_classes:
   g8: {gpu_model: H100-80GB, gpus: 8, cpu_milli: 64000, memory_mib: 524288}
 nodes:
@@ -50,7 +65,7 @@ state_dir: state
 virtual_nodes: all
 limits: {{requests_per_s: 100000, burst: 100000, queued_jobs_per_tenant: 150000}}
 scheduler: {{interval: 0.2s, backoff: 0s}}
-""")
+""" + (f"store: {STORE}\n" if STORE else ""))
 
 procs = []
 ADMIN = None
@@ -195,4 +210,7 @@ try:
     check(st == 201, f"the cap has room again: {st}")
 finally:
     stop_all(procs)
+    if PGDB:
+        subprocess.run(["psql", PG, "-qc", f"DROP DATABASE IF EXISTS {PGDB}"],
+                       capture_output=True)
 finish(TMP, [os.path.join(TMP, "log")])
