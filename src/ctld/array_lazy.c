@@ -88,6 +88,13 @@ ctld_lazy *ctld_lazy_new(const ts_job_row *first, int size, int next, int thrott
     a->tmpl = *first;
     a->tmpl.spec_json = strdup(first->spec_json ? first->spec_json : "");
     a->tmpl.placement_json = a->tmpl.why = a->tmpl.result_json = NULL;
+    /* what element 0 has done since its submission is its own (restored
+     * from the store, it may have run): the others start as it was */
+    a->tmpl.state = TS_JOB_PENDING;
+    a->tmpl.start_s = a->tmpl.end_s = 0;
+    a->tmpl.preemptions = 0;
+    a->tmpl.gpu_model[0] = a->tmpl.reason[0] = '\0';
+    a->tmpl.gen = 0;
     if (!a->tmpl.spec_json) {
         free(a);
         return NULL;
@@ -232,10 +239,8 @@ static int store_elements(ctld *c, ctld_lazy *a, const int *idx, int k, int stat
     for (int i = 0; rc == 0 && i < k; i++) {
         element_row(a, idx[i], &rows[i]);
         rows[i].state = state;
-        if (state == TS_JOB_CANCELLED) {
+        if (state == TS_JOB_CANCELLED) /* as a cancelled pending job reads */
             rows[i].end_s = now;
-            snprintf(rows[i].reason, sizeof rows[i].reason, "cancel");
-        }
         if (ctld_range_take(&after, idx[i]) != 0)
             rc = ts_err_set(err, TS_ENOMEM, "out of memory");
     }

@@ -195,6 +195,13 @@ try:
     wait_for(lambda: job(F + k0 + 3).get("state") == "completed",
              f"the elements after the restart start too ({k0}..{k0 + 3})", timeout=30)
     in_order(F, k0 + 4, "after the restart")
+    made = [job(F + k) for k in range(k0 + 4, k0 + 12)]
+    made = [j for j in made if j.get("state") == "pending" and
+            "become jobs" not in (j.get("why") or "")]
+    check(made and all(j.get("start_time") is None and j.get("end_time") is None and
+                       j.get("preemptions") == 0 for j in made),
+          f"elements made jobs after the restart start afresh (not as element 0 ended): "
+          f"{[(j['id'], j.get('start_time'), j.get('end_time')) for j in made]}")
 
     # ---- the whole array ----
     st, d = call("POST", f"/v1/arrays/{F}/cancel", timeout=120)
