@@ -165,10 +165,13 @@ int ctld_array_lazy_row(ctld *c, int64_t id, ts_job_row *out)
         return TS_ENOENT;
     element_row(a, (int)(id - a->id), out);
     char why[200];
-    snprintf(why, sizeof why, "array %lld: its pending elements become jobs the lowest index "
-             "first, at most %d waiting at a time%s", (long long)a->id,
-             a->throttle > 0 && a->throttle < CTLD_ARRAY_WINDOW ? a->throttle : CTLD_ARRAY_WINDOW,
-             a->throttle > 0 ? " (array throttle)" : "");
+    if (a->throttle > 0)
+        snprintf(why, sizeof why, "array %lld: its pending elements become jobs the lowest "
+                 "index first, as the scheduler takes them (array throttle: at most %d run at "
+                 "once)", (long long)a->id, a->throttle);
+    else
+        snprintf(why, sizeof why, "array %lld: its pending elements become jobs the lowest "
+                 "index first, as the scheduler takes them", (long long)a->id);
     snprintf(out->reason, sizeof out->reason, "%s", ts_pending_name(TS_PEND_HELD));
     out->spec_json = strdup(a->tmpl.spec_json);
     out->why = strdup(why);
