@@ -175,6 +175,29 @@ TS_MUST_CHECK int ts_store_job_insert(ts_store *s, ts_job_row *row, bool *existe
  * insert fails the error names its row and none is committed. */
 TS_MUST_CHECK
 int ts_store_job_insert_many(ts_store *s, ts_job_row *rows, int n, bool *existed, ts_err *err);
+/* A large array whose pending elements are materialised lazily (docs/store.md
+ * "Arrays"): its elements have ids id..id+size-1, all reserved when it is
+ * stored; those below next, and any other a job row exists for, are jobs;
+ * the rest exist only as this row while it is open. */
+typedef struct ts_array_row {
+    int64_t id;   /* its first element's id */
+    int size;     /* elements */
+    int next;     /* the lowest element not yet materialised in order */
+    bool open;    /* false once every element has a job row */
+} ts_array_row;
+
+/* Inserts n rows of an array's elements and writes the array's row, in one
+ * transaction (all or nothing). A new array (array->id 0): rows[0] gets the
+ * next id and the others follow (as ts_store_job_insert_many), the ids up to
+ * rows[0].id + size - 1 are reserved, and array->id is set; if rows[0]'s
+ * idempotency key was used before, nothing is written and array->id is that
+ * job's id. An existing array (array->id > 0): rows with id > 0 are stored
+ * on that id, which must be one of the array's. n may be 0 (only the row). */
+TS_MUST_CHECK
+int ts_store_array_insert(ts_store *s, ts_job_row *rows, int n, bool *existed,
+                          ts_array_row *array, ts_err *err);
+/* The open arrays, ascending id; *rows malloc'd (free() it). */
+int ts_store_arrays_open(ts_store *s, ts_array_row **rows, int *n, ts_err *err);
 /* Updates every mutable field of job row->id (state, times, preemptions,
  * reason, why, placement_json, gpu_model) if its gen still equals row->gen;
  * row->gen is bumped on success. TS_ECONFLICT when the gen moved (someone else

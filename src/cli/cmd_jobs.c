@@ -237,6 +237,23 @@ int cli_cmd_jobs(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
             cli_str(job, "reason", c[10], sizeof c[10])};
         cli_table_row(&t, row);
     }
+    /* a large array's elements that are not jobs yet: one line, as Slurm's
+     * squeue prints 123_[5-99999] */
+    json_array_foreach(json_object_get(out, "arrays"), i, job) {
+        char c[11][CLI_CELL_MAX], idx[CLI_CELL_MAX];
+        snprintf(c[0], sizeof c[0], "%lld_[%s]", cli_int(job, "array", -1),
+                 cli_str(job, "indices", idx, sizeof idx));
+        snprintf(c[6], sizeof c[6], "%lld each", cli_int(job, "gpus", 0));
+        snprintf(c[10], sizeof c[10], "%lld elements not yet queued as jobs",
+                 cli_int(job, "pending", 0));
+        const char *row[11] = {
+            c[0], cli_str(job, "name", c[1], sizeof c[1]),
+            cli_str(job, "tenant", c[2], sizeof c[2]), cli_str(job, "owner", c[3], sizeof c[3]),
+            cli_str(job, "state", c[4], sizeof c[4]), "-", c[6], "-", "-",
+            cli_time_short(ctx, json_object_get(job, "submit_time"), c[9], sizeof c[9]),
+            c[10]};
+        cli_table_row(&t, row);
+    }
     bool more = !all && json_is_string(json_object_get(out, "next_cursor"));
     rc = cli_table_finish(&t, "jobs");
     if (more)

@@ -524,6 +524,10 @@ int cli_get_pages(struct cli_ctx *ctx, const char *path, const char *key, bool a
         if (rc != CLI_EXIT_OK)
             break;
         json_array_extend(items, list);
+        /* GET /v1/jobs: large arrays' elements not yet jobs, on the first page */
+        json_t *arrays = page == 0 ? json_object_get(root, "arrays") : NULL;
+        if (arrays)
+            json_object_set(result, "arrays", arrays);
         json_t *next = json_object_get(root, "next_cursor");
         if (!all || !next || json_is_null(next)) {
             json_object_set(result, "next_cursor", next ? next : json_null());

@@ -59,6 +59,11 @@ static int cancel_round(ctld *c, int64_t array, int span, int *cancelled, int *b
 int ctld_array_cancel(ctld *c, int64_t array, int span, int *cancelled, ts_err *err)
 {
     *cancelled = 0;
+    /* a large array's elements that are not jobs yet: stored as cancelled
+     * first, so none becomes a job meanwhile (array_lazy.c) */
+    int rc = ctld_array_cancel_rest(c, array, cancelled, err);
+    if (rc != 0)
+        return rc;
     for (int round = 0; round < CANCEL_ROUNDS; round++) {
         int busy = 0;
         int rc = cancel_round(c, array, span, cancelled, &busy, err);

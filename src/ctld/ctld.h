@@ -59,6 +59,22 @@
 #define CTLD_TASK_OUTPUT_MAX_BYTES (16 * 1024)
 /* A submitted array larger than this is answered with {id, name, state} per job. */
 #define CTLD_ARRAY_BRIEF 100
+/* An array larger than this is materialised lazily (array_lazy.c): this
+ * many of its elements are jobs at submission, and after each cycle it
+ * gets jobs for its next lowest pending elements until this many (or its
+ * throttle, if smaller) wait as jobs. */
+#define CTLD_ARRAY_WINDOW 64
+/* ... and the most it keeps waiting as jobs, when the cycles start all it
+ * is given (a large idle cluster): wanted() in array_lazy.c. */
+#define CTLD_ARRAY_WINDOW_MAX 16384
+typedef struct ctld_lazy ctld_lazy;
+/* One parsed spec that a large array's elements share read-only; freed with
+ * its last reference (ctld_spec_share_put, any thread). */
+typedef struct ctld_spec_share {
+    ts_job_spec *spec;
+    _Atomic int refs;
+} ctld_spec_share;
+void ctld_spec_share_put(ctld_spec_share *s);
 
 /* ---- configuration (config.c) ------------------------------------------- */
 
@@ -169,6 +185,8 @@ enum ctld_rank_state {
 typedef struct cjob {
     ts_job_row row;             /* the store's row, kept in step */
     ts_job_spec *spec;          /* parsed from row.spec_json */
+    struct ctld_spec_share *spec_share; /* spec is this share's (a large array's
+                                 * elements parse it once: array_lazy.c), or NULL: its own */
     ts_request *tasks;          /* one per rank */
     int ntasks;
     ts_alloc *allocs;           /* ntasks while running or stopping, else NULL */
@@ -338,6 +356,10 @@ typedef struct ctld {
     int *queued;                 /* [nqueued] pending and held jobs per tenant index */
     int nqueued;
     pthread_cond_t committed;    /* ... and broadcasts this when it is done */
+    ctld_lazy **lazy;            /* array_lazy.c: large arrays' elements not yet jobs */
+    int nlazy, lazy_cap;
+    pthread_cond_t fill_wake;    /* loop.c: a cycle ended, the filler thread tops arrays up */
+    uint64_t fill_gen;           /* ... counting the cycles */
     cjob **jobs;                 /* active jobs, in no particular order */
     int njobs, jobs_cap;
     int64_t *map_ids;            /* open addressing id -> index in jobs */
@@ -369,7 +391,8 @@ cjob *ctld_job_find(ctld *c, int64_t id);
 /* Turns a spec (already valid syntactically) into one job per array element,
  * checks it against the cluster and tenants (err names the field), writes
  * the jobs durably and adds them. ids_out gets their ids (array_size
- * entries) and rendered (if not NULL) their JSON. Not under mu: takes it
+ * entries) and rendered (if not NULL) the JSON of those that are jobs now
+ * (a large array's first CTLD_ARRAY_WINDOW: array_lazy.c). Not under mu: takes it
  * itself. existed: an idempotent retry. */
 TS_MUST_CHECK
 int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const char *owner,
@@ -563,6 +586,35 @@ typedef struct ctld_request {
 void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_reply *r);
 /* Routes one authenticated request. */
 void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *out);
+/* array_lazy.c: large arrays' pending elements that are not jobs yet.
+ * Under mu: ctld_array_lazy (job id is such an element), ctld_array_lazy_row
+ * (its row as it would be stored, owned by the caller; TS_ENOENT when it is
+ * not one), ctld_arrays_queued (a tenant's such elements), ctld_arrays_render
+ * (one entry per array the filter matches, for GET /v1/jobs), ctld_lazy_new
+ * (a record from the stored row of its first element) and ctld_lazy_add
+ * (c owns it from then on, or it is freed: TS_ENOMEM). Not under mu:
+ * ctld_arrays_fill (loop.c's filler thread, after each cycle),
+ * ctld_array_take (makes element id a job if it is such an element; 0 too
+ * when it is not), ctld_array_cancel_rest (stores every such element of the
+ * array as cancelled; *cancelled grows by their count), ctld_arrays_restore
+ * (at open). */
+bool ctld_array_lazy(ctld *c, int64_t id);
+int ctld_array_lazy_row(ctld *c, int64_t id, ts_job_row *out);
+int ctld_arrays_queued(const ctld *c, const char *tenant);
+json_t *ctld_arrays_render(ctld *c, const char *tenant, const char *owner);
+ctld_lazy *ctld_lazy_new(const ts_job_row *first, int size, int next, int throttle);
+TS_MUST_CHECK int ctld_lazy_add(ctld *c, ctld_lazy *a);
+void ctld_arrays_fill(ctld *c);
+TS_MUST_CHECK int ctld_array_take(ctld *c, int64_t id, ts_err *err);
+TS_MUST_CHECK int ctld_array_cancel_rest(ctld *c, int64_t array, int *cancelled, ts_err *err);
+TS_MUST_CHECK int ctld_arrays_restore(ctld *c, ts_err *err);
+void ctld_arrays_free(ctld *c);
+/* state.c, not under mu: adds n stored pending rows as jobs (their strings
+ * move into the jobs; *added counts those that did, in order). With share
+ * (not NULL) every job takes a reference to its spec instead of parsing its
+ * own. */
+TS_MUST_CHECK int ctld_jobs_adopt(ctld *c, ts_job_row *rows, int n, ctld_spec_share *share,
+                                  int *added, ts_err *err);
 /* arrays.c: POST /v1/arrays/{id}/cancel. ctld_array_cancel (not under mu)
  * cancels every active element of the array whose first element is job
  * `array` (span elements); *cancelled counts them. */

@@ -132,6 +132,11 @@ static int job_state_span(ctld *c, int64_t id, int *span)
             *span = ctld_array_index(a) == 0 ? a->spec->array_size : 1;
         return a->row.state;
     }
+    if (ctld_array_lazy(c, id)) { /* a large array's element, not a job yet */
+        if (span)
+            *span = 1;
+        return TS_JOB_PENDING;
+    }
     if (!c->deps && !(c->deps = calloc(1, sizeof(dep_cache))))
         return -1;
     dep_cache *k = c->deps;

@@ -2,6 +2,8 @@
  * loop.c - the scheduling thread: finishes what ended on virtual nodes,
  * requeues what was preempted once its grace is over, runs one cycle of the
  * core, applies its decisions and makes them durable in one transaction.
+ * Beside it, a filler thread turns large arrays' next elements into jobs
+ * after each cycle (array_lazy.c), written while the next cycle plans.
  *
  * It wakes on every change (submit, cancel, drain: ctld_kick) and every
  * cfg.interval_s. Applying a cycle: starts bind (the core already did) and
@@ -585,10 +587,36 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
 /* After a failed write, the next cycle waits this long. */
 #define STORE_RETRY_S 0.25
 
+/* How often the filler looks at the arrays when no cycle wakes it. */
+#define FILL_IDLE_S 0.2
+
+/* The filler thread: large arrays' next elements become jobs (array_lazy.c)
+ * after each cycle, written while the next one plans, so their writes cost
+ * the cycles nothing; the jobs it adds ask for a cycle. */
+static void *fill_main(void *arg)
+{
+    ctld *c = arg;
+    pthread_mutex_lock(&c->mu);
+    while (!c->stop) {
+        uint64_t seen = c->fill_gen;
+        pthread_mutex_unlock(&c->mu);
+        ctld_arrays_fill(c);
+        pthread_mutex_lock(&c->mu);
+        if (!c->stop && c->fill_gen == seen)
+            ctld_cond_wait_until(&c->fill_wake, &c->mu, ctld_now() + FILL_IDLE_S);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
 static void *loop_main(void *arg)
 {
     ctld *c = arg;
     double last = 0.0;
+    pthread_t filler;
+    bool filling = pthread_create(&filler, NULL, fill_main, c) == 0;
+    if (!filling) /* the arrays are topped up by the loop itself, below */
+        fprintf(stderr, "tesserad: no filler thread: large arrays grow with the cycles\n");
     /* ready (docs/api.md: the store is open and the loop runs) from the
      * start: submissions are acknowledged while the first cycle runs */
     pthread_mutex_lock(&c->mu);
@@ -607,8 +635,17 @@ static void *loop_main(void *arg)
         }
         bool stop = c->stop;
         pthread_mutex_unlock(&c->mu);
-        if (stop)
+        if (stop) {
+            if (filling) {
+                pthread_mutex_lock(&c->mu);
+                pthread_cond_signal(&c->fill_wake);
+                pthread_mutex_unlock(&c->mu);
+                pthread_join(filler, NULL);
+            }
             return NULL;
+        }
+        if (!filling)
+            ctld_arrays_fill(c);
         ts_err err;
         last = ctld_now();
         int rc = ctld_cycle_once(c, last, &err);
@@ -620,6 +657,8 @@ static void *loop_main(void *arg)
             c->dirty = true;
             last = ctld_now() + STORE_RETRY_S - CYCLE_MIN_GAP_S;
         }
+        c->fill_gen++;
+        pthread_cond_signal(&c->fill_wake);
         pthread_mutex_unlock(&c->mu);
     }
 }

@@ -150,6 +150,13 @@ static bool dependency_ok(ctld *c, const ctld_caller *w, const ts_job_spec *spec
         ts_job_row row;
         ts_err err;
         int rc = ts_store_job_get(c->store, d.items[i].job, &row, &err);
+        if (rc == TS_ENOENT) { /* a large array's element that is not a job yet */
+            ctld_lock_reader(c);
+            rc = ctld_array_lazy_row(c, d.items[i].job, &row);
+            pthread_mutex_unlock(&c->mu);
+            if (rc == TS_ENOMEM)
+                ts_err_set(&err, rc, "out of memory");
+        }
         bool seen = rc == 0 && sees_tenant(w, row.tenant);
         if (rc == 0)
             ts_job_row_fini(&row);
@@ -164,6 +171,36 @@ static bool dependency_ok(ctld *c, const ctld_caller *w, const ts_job_spec *spec
         }
     }
     return true;
+}
+
+/* A large array's answer: its elements that are not jobs yet, ids[from..n),
+ * appended to body ({"jobs":[...]}) as {"id", "name", "state"} each,
+ * written as text (as many JSON objects would cost more memory than the
+ * array itself). body is replaced; unchanged when out of memory. */
+static void append_elements(ctld_reply *r, const int64_t *ids, int from, int n, const char *name)
+{
+    json_t *js = json_string(name);
+    char *q = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL; /* "NAME", escaped */
+    json_decref(js);
+    size_t blen = r->body ? strlen(r->body) : 0;
+    size_t qlen = q ? strlen(q) : 0;
+    size_t cap = blen + (size_t)(n - from) * (qlen + 64) + 1;
+    char *out = q && blen >= 2 && strcmp(r->body + blen - 2, "]}") == 0 ? malloc(cap) : NULL;
+    if (!out) {
+        free(q);
+        return;
+    }
+    size_t len = blen - 2;
+    memcpy(out, r->body, len);
+    q[qlen - 1] = '\0'; /* the name without its closing quote */
+    for (int i = from; i < n; i++)
+        len += (size_t)snprintf(out + len, cap - len, "%s{\"id\":%lld,\"name\":%s[%d]\","
+                                "\"state\":\"pending\"}", len > 9 ? "," : "",
+                                (long long)ids[i], q, i);
+    memcpy(out + len, "]}", 3);
+    free(q);
+    free(r->body);
+    r->body = out;
 }
 
 static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
@@ -247,6 +284,8 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
     }
     char *json = ts_spec_to_json(spec);
     int n = spec->array_size > 0 ? spec->array_size : 1;
+    char name[TS_STORE_NAME_MAX];
+    snprintf(name, sizeof name, "%s", spec->name);
     int64_t *ids = malloc((size_t)n * sizeof *ids);
     int nids = 0;
     bool existed = false;
@@ -256,7 +295,8 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
                                                w->uid, idem, ids, &nids, &existed, jobs, &err)
                                  : ts_err_set(&err, TS_ENOMEM, "out of memory");
     ts_spec_free(spec);
-    if (rc == 0 && existed && !idem_same(c, ids, nids, json)) {
+    if (rc == 0 && existed &&
+        !idem_same(c, ids, nids < CTLD_ARRAY_WINDOW ? nids : CTLD_ARRAY_WINDOW, json)) {
         ctld_reply_error(r, 422, "idempotency_conflict", "Idempotency-Key: already used by "
                          "token \"%s\" for another request body", w->name);
         free(json);
@@ -276,7 +316,10 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
     } else if (rc != 0) {
         ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
     } else {
+        int have = (int)json_array_size(jobs);
         ctld_reply_json(r, existed ? 200 : 201, json_pack("{s:O}", "jobs", jobs));
+        if (nids > have)
+            append_elements(r, ids, have, nids, name);
     }
     json_decref(jobs);
     free(ids);
@@ -322,12 +365,18 @@ static void jobs_list(ctld *c, const ctld_request *rq, ctld_reply *r)
             ctld_privacy_redact_job(doc);
         json_array_append_new(jobs, doc);
     }
+    /* large arrays' elements that are not jobs yet: one entry per array, on
+     * the first page, where pending jobs are asked for */
+    json_t *arrays = !rq->q.cursor && (f.state < 0 || f.state == TS_JOB_PENDING)
+                         ? ctld_arrays_render(c, f.tenant, f.owner)
+                         : json_array();
     pthread_mutex_unlock(&c->mu);
     char cur[32];
     snprintf(cur, sizeof cur, "%lld", n > 0 ? (long long)rows[n - 1].id : 0LL);
     ctld_reply_json(r, 200,
-                    json_pack("{s:o,s:o}", "jobs", jobs, "next_cursor",
-                              n == limit ? json_string(cur) : json_null()));
+                    json_pack("{s:o,s:o,s:o}", "jobs", jobs, "next_cursor",
+                              n == limit ? json_string(cur) : json_null(), "arrays",
+                              arrays ? arrays : json_array()));
     ts_store_free_jobs(rows, n);
 }
 
@@ -337,6 +386,13 @@ static bool visible_job(ctld *c, const ctld_caller *w, int64_t id, ts_job_row *r
 {
     ts_err err;
     int rc = ts_store_job_get(c->store, id, row, &err);
+    if (rc == TS_ENOENT) { /* a large array's element that is not a job yet */
+        ctld_lock_reader(c);
+        rc = ctld_array_lazy_row(c, id, row);
+        pthread_mutex_unlock(&c->mu);
+        if (rc == TS_ENOMEM)
+            ts_err_set(&err, rc, "out of memory");
+    }
     if (rc == 0 && sees_tenant(w, row->tenant))
         return true;
     if (rc == 0)

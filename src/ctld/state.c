@@ -129,7 +129,10 @@ static void cjob_free(cjob *j)
     if (!j)
         return;
     ts_job_row_fini(&j->row);
-    ts_spec_free(j->spec);
+    if (j->spec_share)
+        ctld_spec_share_put(j->spec_share);
+    else
+        ts_spec_free(j->spec);
     free(j->tasks);
     free(j->allocs);
     free(j->rank_state);
@@ -186,7 +189,8 @@ void ctld_queued_note(ctld *c, const cjob *j, int from, int to)
 int ctld_tenant_queued(const ctld *c, const char *tenant)
 {
     int t = ts_tenant_find(c->tenants, tenant);
-    return t >= 0 && t < c->nqueued ? c->queued[t] : 0;
+    /* a large array's elements that are not jobs yet count too, each one */
+    return (t >= 0 && t < c->nqueued ? c->queued[t] : 0) + ctld_arrays_queued(c, tenant);
 }
 
 /* Sizes the counts for the tenants now in c->tenants and counts again. */
@@ -653,6 +657,7 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
     pthread_cond_init(&c->drain_cv, NULL);
     pthread_cond_init(&c->wake, NULL);
     pthread_cond_init(&c->committed, NULL);
+    pthread_cond_init(&c->fill_wake, NULL);
     ts_decision_init(&c->d);
     char *buf;
     size_t len;
@@ -707,7 +712,7 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
         ctld_node_refresh(c, i);
     if ((rc = map_rebuild(c, 1024)) != 0 || (rc = queued_recount(c)) != 0)
         return ts_err_set(err, rc, "out of memory");
-    if ((rc = restore_jobs(c, err)) != 0)
+    if ((rc = restore_jobs(c, err)) != 0 || (rc = ctld_arrays_restore(c, err)) != 0)
         return rc;
     if ((rc = ctld_oidc_init(c, err)) != 0 || (rc = ctld_bootstrap_admin(c, err)) != 0)
         return rc;
@@ -738,6 +743,7 @@ void ctld_close(ctld *c)
     free(c->node_jobs);
     ctld_view_fini(c);
     free(c->queued);
+    ctld_arrays_free(c);
     ctld_deps_free(c);
     ts_decision_fini(&c->d);
     ts_sched_free(c->sched);
@@ -752,6 +758,7 @@ void ctld_close(ctld *c)
     pthread_cond_destroy(&c->drain_cv);
     pthread_cond_destroy(&c->wake);
     pthread_cond_destroy(&c->committed);
+    pthread_cond_destroy(&c->fill_wake);
 }
 
 void ctld_changer_wait(ctld *c)
@@ -839,6 +846,13 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
         return rc;
     int priority = probe.sj.priority;
     double now = ctld_now();
+    /* a large array: its first elements are jobs now, the others stay one
+     * record in memory and one row in the store (array_lazy.c) */
+    int n_all = n;
+    ts_array_row arr = {.size = n_all, .next = CTLD_ARRAY_WINDOW, .open = true};
+    ctld_lazy *lazy = NULL;
+    if (n > CTLD_ARRAY_WINDOW)
+        n = CTLD_ARRAY_WINDOW;
     cjob **jobs = calloc((size_t)n, sizeof *jobs);
     ts_job_row *rows = calloc((size_t)n, sizeof *rows);
     bool *ex = calloc((size_t)n, sizeof *ex);
@@ -847,14 +861,14 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
     for (int i = 0; rc == 0 && i < n; i++) {
         ts_job_row *r = &rows[i];
         snprintf(r->tenant, sizeof r->tenant, "%s", spec->tenant);
-        if (snprintf(r->name, sizeof r->name, n > 1 ? "%s[%d]" : "%s", spec->name, i) >=
+        if (snprintf(r->name, sizeof r->name, n_all > 1 ? "%s[%d]" : "%s", spec->name, i) >=
             (int)sizeof r->name)
             rc = ts_err_set(err, TS_EINVAL, "name: too long");
         snprintf(r->owner, sizeof r->owner, "%s", owner);
         snprintf(r->run_user, sizeof r->run_user, "%s", run_user ? run_user : "");
         r->run_uid = r->run_user[0] ? run_uid : -1;
         if (idem_key && *idem_key) {
-            if (n > 1)
+            if (n_all > 1)
                 snprintf(r->idem_key, sizeof r->idem_key, "%.100s#%d", idem_key, i);
             else
                 snprintf(r->idem_key, sizeof r->idem_key, "%s", idem_key);
@@ -869,8 +883,14 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
             rc = ts_err_set(err, TS_ENOMEM, "out of memory");
     }
     /* one queued group: an array of n costs about one commit */
-    if (rc == 0)
+    if (rc == 0 && n < n_all)
+        rc = ts_store_array_insert(c->store, rows, n, ex, &arr, err);
+    else if (rc == 0)
         rc = ts_store_job_insert_many(c->store, rows, n, ex, err);
+    if (rc == 0 && n < n_all && !ex[0] &&
+        !(lazy = ctld_lazy_new(&rows[0], n_all, n, spec->array_throttle)))
+        rc = ts_err_set(err, TS_ENOMEM, "array %lld stored but not loaded: restart the "
+                        "controller", (long long)rows[0].id);
     for (int i = 0; rc == 0 && i < n; i++) {
         ids_out[(*nids)++] = rows[i].id;
         if (ex[i]) {
@@ -910,13 +930,25 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
             continue;
         }
         c->m.submitted++;
-        if (rendered && n > CTLD_ARRAY_BRIEF)
+        if (rendered && n_all > CTLD_ARRAY_BRIEF)
             json_array_append_new(rendered, json_pack("{s:I,s:s,s:s}", "id",
                                                       (json_int_t)j->row.id, "name", j->row.name,
                                                       "state", ts_job_state_name(j->row.state)));
         else if (rendered)
             json_array_append_new(rendered, ctld_render_job(c, &j->row, j));
     }
+    if (lazy && ctld_lazy_add(c, lazy) != 0) { /* it freed lazy */
+        lazy = NULL;
+        if (rc == 0)
+            rc = ts_err_set(err, TS_ENOMEM, "array %lld stored but not loaded: restart the "
+                            "controller", (long long)rows[0].id);
+    }
+    /* the others' ids (their {id, name, state} are written by the caller,
+     * routes.c, as text: 100,000 JSON objects would cost more than the array) */
+    for (int i = n; rc == 0 && n < n_all && i < n_all; i++)
+        ids_out[(*nids)++] = rows[0].id + i;
+    if (lazy)
+        c->m.submitted += (uint64_t)(n_all - n);
     ctld_kick(c);
     if (--c->submitting == 0)
         pthread_cond_broadcast(&c->committed);
@@ -927,6 +959,59 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
     free(jobs);
     free(rows);
     free(ex);
+    return rc;
+}
+
+void ctld_spec_share_put(ctld_spec_share *s)
+{
+    if (s && atomic_fetch_sub(&s->refs, 1) == 1) {
+        ts_spec_free(s->spec);
+        free(s);
+    }
+}
+
+int ctld_jobs_adopt(ctld *c, ts_job_row *rows, int n, ctld_spec_share *share, int *added,
+                    ts_err *err)
+{
+    *added = 0;
+    cjob **jobs = calloc((size_t)n + 1, sizeof *jobs);
+    int rc = jobs ? 0 : ts_err_set(err, TS_ENOMEM, "out of memory");
+    for (int i = 0; rc == 0 && i < n; i++) { /* parsed with mu released */
+        ts_spec_errors se;
+        jobs[i] = calloc(1, sizeof *jobs[i]);
+        if (jobs[i] && share) {
+            atomic_fetch_add(&share->refs, 1);
+            jobs[i]->spec = share->spec;
+            jobs[i]->spec_share = share;
+        } else if (!jobs[i] || ts_spec_parse(rows[i].spec_json, strlen(rows[i].spec_json),
+                                             &jobs[i]->spec, &se) != 0)
+            rc = ts_err_set(err, TS_ENOMEM, "job %lld stored but not loaded: restart the "
+                            "controller", (long long)rows[i].id);
+    }
+    ctld_lock_reader(c);
+    for (int i = 0; rc == 0 && i < n; i++) {
+        cjob *j = jobs[i];
+        j->row = rows[i];
+        ts_err e;
+        int brc = job_build(c, j, &e);
+        if (brc == 0)
+            brc = job_add(c, j);
+        if (brc != 0) {
+            j->row = (ts_job_row){0}; /* the caller keeps what was not adopted */
+            rc = ts_err_set(err, brc, "job %lld stored but not loaded: restart the "
+                            "controller", (long long)rows[i].id);
+            break;
+        }
+        memset(&rows[i], 0, sizeof rows[i]);
+        jobs[i] = NULL;
+        (*added)++;
+    }
+    if (*added > 0)
+        ctld_kick(c);
+    pthread_mutex_unlock(&c->mu);
+    for (int i = 0; jobs && i < n; i++)
+        cjob_free(jobs[i]);
+    free(jobs);
     return rc;
 }
 
@@ -993,6 +1078,10 @@ int ctld_job_action(ctld *c, int64_t id, const char *action, ts_err *err)
             event = ACTIONS[i].event;
     if (event < 0)
         return ts_err_set(err, TS_EINVAL, "action: unknown \"%s\"", action);
+    /* a large array's element that is not a job yet becomes one first */
+    int trc = ctld_array_take(c, id, err);
+    if (trc != 0)
+        return trc;
     pthread_mutex_lock(&c->mu);
     cjob *j = ctld_job_wait_unpinned(c, id); /* one change of a job at a time */
     int rc;

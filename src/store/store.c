@@ -439,6 +439,56 @@ int ts_store_job_insert_many(ts_store *s, ts_job_row *rows, int n, bool *existed
     return rc;
 }
 
+int ts_store_array_insert(ts_store *s, ts_job_row *rows, int n, bool *existed,
+                          ts_array_row *array, ts_err *err)
+{
+    if (!array || array->size < 1 || array->next < 0 || array->next > array->size ||
+        array->id < 0)
+        return ts_err_set(err, TS_EINVAL, "array: size >= 1 and 0 <= next <= size are required");
+    if (array->id == 0 && (n < 1 || rows[0].id != 0))
+        return ts_err_set(err, TS_EINVAL, "array: a new array's first row must be new");
+    for (int i = 0; i < n; i++)
+        if (rows[i].id != 0 && (array->id == 0 || rows[i].id < array->id ||
+                                rows[i].id >= array->id + array->size))
+            return ts_err_set(err, TS_EINVAL, "rows[%d].id: %lld is not an id of array %lld", i,
+                              (long long)rows[i].id, (long long)array->id);
+    for (int i = 0; i < n; i++) {
+        int rc = check_new_job(&rows[i], err);
+        if (rc) {
+            ts_err_prefix(err, "rows[%d]: ", i);
+            return rc;
+        }
+    }
+    int64_t *ids = calloc((size_t)n + 1, sizeof *ids);
+    ts_job_row *stored = calloc((size_t)n + 1, sizeof *stored);
+    if (!ids || !stored) {
+        free(ids);
+        free(stored);
+        return ts_err_set(err, TS_ENOMEM, "insert: out of memory");
+    }
+    ts_wop op = {.kind = TS_WOP_JOB_INSERTS, .rows = rows, .nrows = n, .many_id = ids,
+                 .many_existed = existed, .many_stored = stored, .array = array};
+    for (int i = 0; i < n; i++)
+        existed[i] = false;
+    int rc = ts_store_submit(s, &op, err);
+    for (int i = 0; i < n; i++) {
+        if (rc == 0 && existed[i]) {
+            rows[i] = stored[i];
+        } else if (rc == 0) {
+            rows[i].id = ids[i];
+            rows[i].gen = 1;
+        } else {
+            existed[i] = false;
+            ts_job_row_fini(&stored[i]);
+        }
+    }
+    if (rc == 0)
+        array->id = op.array_id;
+    free(ids);
+    free(stored);
+    return rc;
+}
+
 int ts_store_job_update(ts_store *s, ts_job_row *row, ts_err *err)
 {
     return ts_store_apply(s, row, 1, NULL, 0, err);
@@ -551,6 +601,25 @@ int ts_store_job_get(ts_store *s, int64_t id, ts_job_row *out, ts_err *err)
     if (id <= 0)
         return ts_err_set(err, TS_ENOENT, "job %lld: no such job", (long long)id);
     WITH_READER(s, err, s->ops->job_get(c, id, out, err));
+}
+
+/* One try of the read, leaving nothing allocated when it fails. */
+static int arrays_open_once(ts_store *s, void *c, ts_array_row **rows, int *n, ts_err *err)
+{
+    int rc = s->ops->arrays_open(c, rows, n, err);
+    if (rc) {
+        free(*rows);
+        *rows = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+int ts_store_arrays_open(ts_store *s, ts_array_row **rows, int *n, ts_err *err)
+{
+    *rows = NULL;
+    *n = 0;
+    WITH_READER(s, err, arrays_open_once(s, c, rows, n, err));
 }
 
 int ts_store_job_list(ts_store *s, const ts_job_filter *f, int64_t after_id, int limit,

@@ -40,6 +40,26 @@ static void op_clear_results(ts_wop *op)
     }
 }
 
+/* An array's row after its elements' rows: a new array takes its first
+ * element's id and reserves the ids of its other elements (unless that
+ * element existed: the array was stored before, by the same request). */
+static int array_write(const struct ts_store_ops *o, void *c, ts_wop *op)
+{
+    ts_array_row a = *op->array;
+    if (a.id == 0) {
+        op->array_id = op->many_id[0];
+        if (op->many_existed[0])
+            return 0;
+        a.id = op->array_id;
+        int rc = o->ids_reserve(c, a.id + a.size - 1, &op->err);
+        if (rc)
+            return rc;
+    } else {
+        op->array_id = a.id;
+    }
+    return o->array_put(c, &a, &op->err);
+}
+
 /* Runs one op inside the open transaction, results into the op. */
 static int run_op(ts_store *s, ts_wop *op)
 {
@@ -63,6 +83,8 @@ static int run_op(ts_store *s, ts_wop *op)
             if (rc)
                 ts_err_prefix(&op->err, "rows[%d]: ", i);
         }
+        if (rc == 0 && op->array)
+            rc = array_write(o, c, op);
         break;
     case TS_WOP_JOB_UPDATES:
         for (int i = 0; rc == 0 && i < op->nrows; i++) {

@@ -20,7 +20,7 @@
 #include "tessera/store.h"
 
 /* The schema this code writes. A store at a higher version is refused. */
-#define TS_SCHEMA_VERSION 6
+#define TS_SCHEMA_VERSION 7
 /* Settings key of the tenants YAML document. */
 #define TS_SETTING_TENANTS "tenants"
 /* Page size bounds shared by job and event lists. */
@@ -62,6 +62,11 @@ struct ts_store_ops {
     int (*token_insert)(void *conn, const ts_token_row *in, int64_t *id, ts_err *err);
     int (*token_revoke)(void *conn, const char *name, double now_s, ts_err *err);
     int (*setting_put)(void *conn, const char *key, const char *value, ts_err *err);
+    /* Arrays (docs/store.md "Arrays"): ids_reserve makes the next id the
+     * store hands out greater than last; array_put inserts or updates (next,
+     * open) an array's row. */
+    int (*ids_reserve)(void *conn, int64_t last, ts_err *err);
+    int (*array_put)(void *conn, const ts_array_row *a, ts_err *err);
 
     /* Reads (any connection; the writer too, inside its transaction). */
     int (*job_get)(void *conn, int64_t id, ts_job_row *out, ts_err *err);
@@ -76,6 +81,8 @@ struct ts_store_ops {
                       ts_err *err);
     /* *value NULL (and 0 returned) when the key was never set. */
     int (*setting_get)(void *conn, const char *key, char **value, ts_err *err);
+    /* The open arrays, ascending id; *rows malloc'd (the caller frees it, also on error). */
+    int (*arrays_open)(void *conn, ts_array_row **rows, int *n, ts_err *err);
     int (*usage)(void *conn, double from_s, double to_s, double now_s, ts_usage_row **rows,
                  int *n, ts_err *err);
     /* Fault injection (store_faults.c): cuts the session under the client
@@ -139,6 +146,11 @@ typedef struct ts_wop {
     int64_t *many_id;
     bool *many_existed;
     ts_job_row *many_stored;
+    /* TS_WOP_JOB_INSERTS of an array's elements: its row, written after
+     * them; id 0 = a new array, whose id becomes rows[0]'s and whose other
+     * ids are reserved (array_id gets it); NULL: no array row */
+    const ts_array_row *array;
+    int64_t array_id;
     bool failed;       /* left out of its group's retry */
     bool done;
     struct ts_wop *next;

@@ -50,6 +50,9 @@ enum pg_stmt {
     PG_SETTING_PUT,
     PG_SETTING_GET,
     PG_USAGE,
+    PG_IDS_RESERVE,
+    PG_ARRAY_PUT,
+    PG_ARRAYS_OPEN,
     PG_STMTS
 };
 
@@ -74,11 +77,17 @@ static const char *const pg_sql[PG_STMTS] = {
     [PG_JOB_INSERT] =
         "INSERT INTO jobs (tenant, name, owner, idem_key, state, tier, priority, gpus, "
         "gpu_model, submit_s, start_s, end_s, preemptions, reason, why, spec_json, "
-        "placement_json, gen, run_user, run_uid) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
-        "$10, $11, $12, $13, "
-        "$14, $15, $16, $17, 1, $18, $19) ON CONFLICT (owner, idem_key) WHERE "
+        "placement_json, gen, run_user, run_uid, id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, "
+        "$9, $10, $11, $12, $13, "
+        "$14, $15, $16, $17, 1, $18, $19, "
+        "COALESCE($20::bigint, nextval(pg_get_serial_sequence('jobs', 'id')))) ON CONFLICT (owner, idem_key) WHERE "
         "idem_key <> '' DO NOTHING RETURNING id",
     [PG_JOB_BY_IDEM] = "SELECT id FROM jobs WHERE owner = $1 AND idem_key = $2 AND idem_key <> ''",
+    [PG_IDS_RESERVE] = "SELECT setval(pg_get_serial_sequence('jobs', 'id'), GREATEST($1::bigint, "
+                       "(SELECT last_value FROM jobs_id_seq)))",
+    [PG_ARRAY_PUT] = "INSERT INTO arrays (id, size, next, open) VALUES ($1, $2, $3, $4) "
+                     "ON CONFLICT (id) DO UPDATE SET next = excluded.next, open = excluded.open",
+    [PG_ARRAYS_OPEN] = "SELECT id, size, next FROM arrays WHERE open = 1 ORDER BY id",
     [PG_JOB_UPDATE] = "UPDATE jobs SET state = $3, submit_s = $4, start_s = $5, end_s = $6, "
                       "preemptions = $7, reason = $8, why = $9, placement_json = $10, "
                       "gpu_model = $11, result_json = $12, gen = gen + 1 "
@@ -510,6 +519,10 @@ static int pg_job_insert(void *conn, const ts_job_row *r, int64_t *id, bool *exi
     pp_text(&p, r->placement_json);
     pp_text(&p, r->run_user);
     pp_i64(&p, r->run_uid);
+    if (r->id > 0) /* an array's element, on the id its array reserved */
+        pp_i64(&p, r->id);
+    else
+        pp_text(&p, NULL);
     PGresult *res = NULL;
     int rc = pg_stmt(conn, PG_JOB_INSERT, &p, &res, "insert job", err);
     if (rc)
@@ -802,6 +815,42 @@ static int pg_token_list(void *conn, const char *tenant, ts_token_row **rows, in
     return rc;
 }
 
+static int pg_ids_reserve(void *conn, int64_t last, ts_err *err)
+{
+    pg_params p = {0};
+    pp_i64(&p, last);
+    return pg_stmt(conn, PG_IDS_RESERVE, &p, NULL, "reserve ids", err);
+}
+
+static int pg_array_put(void *conn, const ts_array_row *a, ts_err *err)
+{
+    pg_params p = {0};
+    pp_i64(&p, a->id);
+    pp_i64(&p, a->size);
+    pp_i64(&p, a->next);
+    pp_i64(&p, a->open ? 1 : 0);
+    return pg_stmt(conn, PG_ARRAY_PUT, &p, NULL, "put array", err);
+}
+
+static int pg_arrays_open(void *conn, ts_array_row **rows, int *n, ts_err *err)
+{
+    pg_params p = {0};
+    PGresult *res = NULL;
+    *rows = NULL;
+    *n = 0;
+    int rc = pg_stmt(conn, PG_ARRAYS_OPEN, &p, &res, "list arrays", err);
+    if (rc)
+        return rc;
+    int nt = PQntuples(res);
+    if (nt > 0 && !(*rows = calloc((size_t)nt, sizeof **rows)))
+        rc = ts_err_set(err, TS_ENOMEM, "store: out of memory listing arrays");
+    for (int i = 0; rc == 0 && i < nt; i++)
+        (*rows)[(*n)++] = (ts_array_row){.id = g_i64(res, i, 0), .size = (int)g_i64(res, i, 1),
+                                         .next = (int)g_i64(res, i, 2), .open = true};
+    PQclear(res);
+    return rc;
+}
+
 static int pg_setting_get(void *conn, const char *key, char **value, ts_err *err)
 {
     pg_params p = {0};
@@ -869,6 +918,9 @@ const struct ts_store_ops ts_store_pg_ops = {
     .token_insert = pg_token_insert,
     .token_revoke = pg_token_revoke,
     .setting_put = pg_setting_put,
+    .ids_reserve = pg_ids_reserve,
+    .array_put = pg_array_put,
+    .arrays_open = pg_arrays_open,
     .job_get = pg_job_get,
     .job_list = pg_job_list,
     .job_counts = pg_job_counts,

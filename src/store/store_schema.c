@@ -129,6 +129,15 @@ static const migration migrations[] = {
      "ALTER TABLE tokens ADD COLUMN expires_s DOUBLE PRECISION NOT NULL DEFAULT 0;"
      "ALTER TABLE jobs ADD COLUMN run_user TEXT NOT NULL DEFAULT '';"
      "ALTER TABLE jobs ADD COLUMN run_uid BIGINT NOT NULL DEFAULT -1;"},
+    {7,
+     /* large arrays, materialised lazily (docs/store.md "Arrays"): an
+      * array's elements have the ids id..id+size-1, reserved at submission;
+      * elements below next (and any element a user acted on) have job rows,
+      * the others are pending and exist only as this row while open = 1 */
+     "CREATE TABLE arrays (id INTEGER PRIMARY KEY, size INTEGER NOT NULL,"
+     " next INTEGER NOT NULL, open INTEGER NOT NULL DEFAULT 1);",
+     "CREATE TABLE arrays (id BIGINT PRIMARY KEY, size INTEGER NOT NULL,"
+     " next INTEGER NOT NULL, open INTEGER NOT NULL DEFAULT 1);"},
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

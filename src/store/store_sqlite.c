@@ -48,6 +48,9 @@ enum sq_stmt {
     SQ_SETTING_PUT,
     SQ_SETTING_GET,
     SQ_USAGE,
+    SQ_IDS_RESERVE,
+    SQ_ARRAY_PUT,
+    SQ_ARRAYS_OPEN,
     SQ_STMTS
 };
 
@@ -72,11 +75,15 @@ static const char *const sq_sql[SQ_STMTS] = {
     [SQ_JOB_INSERT] =
         "INSERT INTO jobs (tenant, name, owner, idem_key, state, tier, priority, gpus, "
         "gpu_model, submit_s, start_s, end_s, preemptions, reason, why, spec_json, "
-        "placement_json, gen, run_user, run_uid) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-        "?10, ?11, ?12, ?13, "
-        "?14, ?15, ?16, ?17, 1, ?18, ?19) ON CONFLICT (owner, idem_key) WHERE "
+        "placement_json, gen, run_user, run_uid, id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
+        "?9, ?10, ?11, ?12, ?13, "
+        "?14, ?15, ?16, ?17, 1, ?18, ?19, ?20) ON CONFLICT (owner, idem_key) WHERE "
         "idem_key <> '' DO NOTHING RETURNING id",
     [SQ_JOB_BY_IDEM] = "SELECT id FROM jobs WHERE owner = ?1 AND idem_key = ?2 AND idem_key <> ''",
+    [SQ_IDS_RESERVE] = "UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'jobs' AND seq < ?1",
+    [SQ_ARRAY_PUT] = "INSERT INTO arrays (id, size, next, open) VALUES (?1, ?2, ?3, ?4) "
+                     "ON CONFLICT (id) DO UPDATE SET next = excluded.next, open = excluded.open",
+    [SQ_ARRAYS_OPEN] = "SELECT id, size, next FROM arrays WHERE open = 1 ORDER BY id",
     [SQ_JOB_UPDATE] = "UPDATE jobs SET state = ?3, submit_s = ?4, start_s = ?5, end_s = ?6, "
                       "preemptions = ?7, reason = ?8, why = ?9, placement_json = ?10, "
                       "gpu_model = ?11, result_json = ?12, gen = gen + 1 "
@@ -378,6 +385,10 @@ static int sq_job_insert(void *conn, const ts_job_row *r, int64_t *id, bool *exi
     bind_text(st, 17, r->placement_json);
     bind_text(st, 18, r->run_user);
     sqlite3_bind_int64(st, 19, r->run_uid);
+    if (r->id > 0) /* an array's element, on the id its array reserved */
+        sqlite3_bind_int64(st, 20, r->id);
+    else
+        sqlite3_bind_null(st, 20);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         *id = sqlite3_column_int64(st, 0);
@@ -541,7 +552,57 @@ static int sq_setting_put(void *conn, const char *key, const char *value, ts_err
     return sq_run(c, st, "put setting", err);
 }
 
+static int sq_ids_reserve(void *conn, int64_t last, ts_err *err)
+{
+    sq_conn *c = conn;
+    sqlite3_stmt *st = NULL;
+    int rc = sq_stmt(c, SQ_IDS_RESERVE, &st, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, last);
+    return sq_run(c, st, "reserve ids", err);
+}
+
+static int sq_array_put(void *conn, const ts_array_row *a, ts_err *err)
+{
+    sq_conn *c = conn;
+    sqlite3_stmt *st = NULL;
+    int rc = sq_stmt(c, SQ_ARRAY_PUT, &st, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, a->id);
+    sqlite3_bind_int(st, 2, a->size);
+    sqlite3_bind_int(st, 3, a->next);
+    sqlite3_bind_int(st, 4, a->open ? 1 : 0);
+    return sq_run(c, st, "put array", err);
+}
+
 /* ---- reads ---- */
+
+static int sq_arrays_open(void *conn, ts_array_row **rows, int *n, ts_err *err)
+{
+    sq_conn *c = conn;
+    sqlite3_stmt *st = NULL;
+    *rows = NULL;
+    *n = 0;
+    int rc = sq_stmt(c, SQ_ARRAYS_OPEN, &st, err), cap = 0;
+    if (rc)
+        return rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        ts_array_row *a = ts_store_grow((void **)rows, *n, &cap, sizeof **rows);
+        if (!a) {
+            sqlite3_reset(st);
+            return ts_err_set(err, TS_ENOMEM, "store: out of memory listing arrays");
+        }
+        *a = (ts_array_row){.id = sqlite3_column_int64(st, 0),
+                            .size = sqlite3_column_int(st, 1),
+                            .next = sqlite3_column_int(st, 2),
+                            .open = true};
+        (*n)++;
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : sq_fail(c, rc, "list arrays", err);
+}
 
 static int sq_job_get(void *conn, int64_t id, ts_job_row *out, ts_err *err)
 {
@@ -814,6 +875,9 @@ const struct ts_store_ops ts_store_sqlite_ops = {
     .token_insert = sq_token_insert,
     .token_revoke = sq_token_revoke,
     .setting_put = sq_setting_put,
+    .ids_reserve = sq_ids_reserve,
+    .array_put = sq_array_put,
+    .arrays_open = sq_arrays_open,
     .job_get = sq_job_get,
     .job_list = sq_job_list,
     .job_counts = sq_job_counts,

@@ -64,6 +64,7 @@ nodes:
 with open(os.path.join(TMP, "tenants.yaml"), "w") as f:
     f.write("""tenants:
   team-a: {guaranteed: {gpu: {H100-80GB: 32}}}
+  team-b: {}
 """)
 
 PORTS = [free_port(), free_port()]
@@ -186,6 +187,13 @@ try:
         submit(n, time.time() + 10)
         n += 1
     check(len(acked) == 10, "10 submissions acknowledged by the leader")
+    # a large array (its elements mostly not jobs yet: array_lazy.c) that the
+    # failovers below must not lose nor reorder; team-b's, out of alice's lists
+    st, d = http_call(URLS[0], "POST", "/v1/jobs", admin,
+                      dict(spec(0), tenant="team-b", name="arr", tier="opportunistic",
+                           duration="1s", array_size=1000, array_throttle=2), timeout=30)
+    check(st == 201 and len(d["jobs"]) == 1000, f"an array of 1000 on the leader: {st}")
+    arr0 = d["jobs"][0]["id"] if st == 201 else 0
 
     failovers = []
     leader = 0
@@ -214,6 +222,20 @@ try:
         check(metric(standby, "tessera_ha_epoch") == rnd + 2,
               f"round {rnd + 1}: epoch {rnd + 2} on the new leader")
         leader = standby
+
+    def elem(k):
+        return http_call(URLS[leader], "GET", f"/v1/jobs/{arr0 + k}", admin)[1].get("job", {})
+
+    check(elem(999).get("state") == "pending", "after the failovers the array's last element "
+          "still waits")
+    done = [k for k in range(200) if elem(k).get("state") == "completed"]
+    check(done and done == list(range(len(done))),
+          f"its elements completed in index order across the failovers: {done[-3:]}")
+    nxt = len(done) + 2
+    check(wait_for(lambda: elem(nxt).get("state") == "completed", "the array goes on", 30),
+          f"the last leader goes on with it: element {nxt} completes")
+    st, d = http_call(URLS[leader], "POST", f"/v1/arrays/{arr0}/cancel", admin, timeout=60)
+    check(st == 200 and elem(999).get("state") == "cancelled", f"and cancels it whole: {st}")
 
     # every acknowledged job exactly once, with its acknowledged id
     seen, cur = [], None

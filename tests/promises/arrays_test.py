@@ -59,6 +59,27 @@ def scenario_yaml_array_elements_learn_their_index(c):
     check(outs == want, f"each element printed its own index and its array's id: {outs}")
 
 
+def scenario_large_array_elements_run_as_jobs(c):
+    """job-spec.md "Large arrays": an array of 100 keeps most of its elements
+    as one record until the scheduler wants them; on real agents each still
+    runs as its own job with its own index, the last one included."""
+    ids = submit_ids(c, spec("big", 'echo "index=$TESSERA_ARRAY_INDEX '
+                             'array=$TESSERA_ARRAY_JOB_ID size=$TESSERA_ARRAY_SIZE"',
+                             array_size=100))
+    if len(ids) != 100:
+        return
+    check(ids == list(range(ids[0], ids[0] + 100)), "one id per element, consecutive")
+    last = c.job(ids[-1])
+    check(last.get("state") == "pending" and f"array {ids[0]}" in (last.get("why") or ""),
+          f"the last element waits, not yet a job, its why naming the array: {last.get('why')}")
+    done = c.wait_job(ids[-1], "completed", 90, "the last element runs and completes")
+    out = out_of(c, ids[-1]).strip()
+    check(done and out == f"index=99 array={ids[0]} size=100",
+          f"it printed its own index and its array's id: {out!r}")
+    for jid in ids:
+        c.wait_job(jid, "completed", 30)
+
+
 def scenario_afterok_on_a_whole_array(c):
     """job-spec.md: an array's id in a dependency stands for every element:
     afterok:ID starts once every element completed; one that fails makes it

@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -46,12 +47,76 @@ static int64_t insert(ts_store *s, ts_job_row *r)
     return r->id;
 }
 
+/* An array stored lazily (store.h ts_store_array_insert): its first rows
+ * get consecutive ids, the others are reserved (the next plain insert gets
+ * an id past them), a later element is stored on its own id, the array's
+ * row lists while open and not once closed; an idempotent repeat writes
+ * nothing and names the first element. */
+static void test_array_lazy(void **state)
+{
+    ts_store *s = open_store(state);
+    ts_err err = {0};
+    ts_job_row rows[2] = {store_fixture_job("a", "alice", "k#0"),
+                          store_fixture_job("a", "alice", "k#1")};
+    bool ex[2];
+    ts_array_row ar = {.size = 1000, .next = 2, .open = true};
+    if (ts_store_array_insert(s, rows, 2, ex, &ar, &err))
+        fail_msg("array insert: %s", err.msg);
+    assert_true(ar.id > 0);
+    assert_int_equal(rows[0].id, ar.id);
+    assert_int_equal(rows[1].id, ar.id + 1);
+    ts_job_row other = store_fixture_job("a", "alice", "");
+    assert_true(insert(s, &other) >= ar.id + 1000);
+    ts_array_row *open = NULL;
+    int n = 0;
+    assert_int_equal(ts_store_arrays_open(s, &open, &n, &err), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(open[0].id, ar.id);
+    assert_int_equal(open[0].size, 1000);
+    assert_int_equal(open[0].next, 2);
+    free(open);
+    /* element 500, out of turn, on its reserved id */
+    ts_job_row e = store_fixture_job("a", "alice", "k#500");
+    e.id = ar.id + 500;
+    ts_array_row upd = {.id = ar.id, .size = 1000, .next = 2, .open = true};
+    assert_int_equal(ts_store_array_insert(s, &e, 1, ex, &upd, &err), 0);
+    assert_int_equal(e.id, ar.id + 500);
+    ts_job_row got;
+    assert_int_equal(ts_store_job_get(s, ar.id + 500, &got, &err), 0);
+    assert_string_equal(got.idem_key, "k#500");
+    ts_job_row_fini(&got);
+    /* an id outside the array is refused, naming the row */
+    ts_job_row bad = store_fixture_job("a", "alice", "");
+    bad.id = ar.id + 1000;
+    assert_int_equal(ts_store_array_insert(s, &bad, 1, ex, &upd, &err), TS_EINVAL);
+    assert_non_null(strstr(err.msg, "rows[0].id"));
+    /* closed: no longer listed */
+    ts_array_row closed = {.id = ar.id, .size = 1000, .next = 1000, .open = false};
+    assert_int_equal(ts_store_array_insert(s, NULL, 0, NULL, &closed, &err), 0);
+    assert_int_equal(ts_store_arrays_open(s, &open, &n, &err), 0);
+    assert_int_equal(n, 0);
+    free(open);
+    /* the same request again: nothing new, the first element named */
+    ts_job_row again[2] = {store_fixture_job("a", "alice", "k#0"),
+                           store_fixture_job("a", "alice", "k#1")};
+    ts_array_row ar2 = {.size = 1000, .next = 2, .open = true};
+    assert_int_equal(ts_store_array_insert(s, again, 2, ex, &ar2, &err), 0);
+    assert_true(ex[0] && ex[1]);
+    assert_int_equal(ar2.id, ar.id);
+    ts_job_row_fini(&again[0]);
+    ts_job_row_fini(&again[1]);
+    assert_int_equal(ts_store_arrays_open(s, &open, &n, &err), 0);
+    assert_int_equal(n, 0);
+    free(open);
+    ts_store_close(s);
+}
+
 static void test_open_and_names(void **state)
 {
     store_fixture *fx = *state;
     ts_store *s = open_store(state);
     assert_string_equal(ts_store_backend(s), fx->pg ? "postgresql" : "sqlite");
-    assert_int_equal(ts_store_schema_version(s), 6);
+    assert_int_equal(ts_store_schema_version(s), 7);
     ts_store_close(s);
     /* reopening an existing store migrates nothing and keeps its rows */
     s = open_store(state);
@@ -658,7 +723,8 @@ static void test_bad_input(void **state)
         cmocka_unit_test_setup_teardown(test_tokens, setup, store_fixture_teardown),           \
         cmocka_unit_test_setup_teardown(test_tenants, setup, store_fixture_teardown),          \
         cmocka_unit_test_setup_teardown(test_usage, setup, store_fixture_teardown),            \
-        cmocka_unit_test_setup_teardown(test_bad_input, setup, store_fixture_teardown)
+        cmocka_unit_test_setup_teardown(test_bad_input, setup, store_fixture_teardown),        \
+        cmocka_unit_test_setup_teardown(test_array_lazy, setup, store_fixture_teardown)
 
 int main(void)
 {
