@@ -623,7 +623,7 @@ int ts_store_usage(ts_store *s, double from_s, double to_s, ts_usage_row **rows,
 {
     *rows = NULL;
     *n = 0;
-    double now_s;
+    double now_s = 0;
     int rc = usage_window(from_s, to_s, &now_s, err);
     if (rc)
         return rc;
@@ -660,7 +660,7 @@ int ts_store_usage_scan(ts_store *s, double from_s, double to_s, ts_usage_row **
 {
     *rows = NULL;
     *n = 0;
-    double now_s;
+    double now_s = 0;
     int rc = usage_window(from_s, to_s, &now_s, err);
     if (rc)
         return rc;

@@ -38,9 +38,9 @@ enum ts_ru_stmt {
     TS_RU_RUN_OF_JOB, /* a job's own run as its row says and as recorded */
     TS_RU_RUN_DEL,    /* forgets a job's recorded own run */
     TS_RU_RUN_ADD,    /* records a closed run */
-    TS_RU_HOUR_ADD,   /* adds to one hour bucket */
-    TS_RU_HOURS,      /* bucket sums over [d0, d1) by group */
-    TS_RU_HOUR_AT,    /* one hour's buckets: GPU-s and GPUs carried in */
+    TS_RU_BUCKET_ADD, /* adds to one bucket */
+    TS_RU_BUCKETS,    /* sums of the buckets of width d0 starting in [d1, d2) */
+    TS_RU_HOUR_AT,    /* one hour's buckets (width d0, start d1): GPU-s, GPUs carried in */
     TS_RU_POINTS,     /* bucketed runs' starts and ends in [d0, d1), weighed to d1 */
     TS_RU_LONG,       /* unbucketed (long) runs clipped to [d0, d1) */
     TS_RU_RUNNING,    /* jobs still running, clipped to [d0, d1) at now d2 */

@@ -120,13 +120,14 @@ static const char *const pg_ru_sql[TS_RU_STMTS] = {
     [TS_RU_RUN_ADD] = "INSERT INTO usage_runs (job_id, tenant, tier, gpu_model, gpus, start_s, "
                       "end_s, whole, bucketed) VALUES ($1, $2, $3, $4, $5, $6, $7, "
                       "$8::int & 1, $8::int >> 1)",
-    [TS_RU_HOUR_ADD] = "INSERT INTO usage_hours (tenant, tier, gpu_model, hour_s, gpu_s, carried) "
-                       "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (hour_s, " RU_GROUP ") "
-                       "DO UPDATE SET gpu_s = usage_hours.gpu_s + excluded.gpu_s, "
-                       "carried = usage_hours.carried + excluded.carried",
-    [TS_RU_HOURS] = "SELECT " RU_GROUP ", SUM(gpu_s) FROM usage_hours WHERE hour_s >= $1 AND "
-                    "hour_s < $2 GROUP BY " RU_GROUP,
-    [TS_RU_HOUR_AT] = "SELECT " RU_GROUP ", gpu_s, carried FROM usage_hours WHERE hour_s = $1",
+    [TS_RU_BUCKET_ADD] = "INSERT INTO usage_buckets (tenant, tier, gpu_model, start_s, gpu_s, "
+                       "carried, width_s) VALUES ($1, $2, $3, $4, $5, $6, $7) "
+                       "ON CONFLICT (width_s, start_s, " RU_GROUP ") DO UPDATE SET "
+                       "gpu_s = usage_buckets.gpu_s + excluded.gpu_s, carried = usage_buckets.carried + excluded.carried",
+    [TS_RU_BUCKETS] = "SELECT " RU_GROUP ", SUM(gpu_s) FROM usage_buckets WHERE width_s = $1 "
+                    "AND start_s >= $2 AND start_s < $3 GROUP BY " RU_GROUP,
+    [TS_RU_HOUR_AT] = "SELECT " RU_GROUP ", gpu_s, carried FROM usage_buckets WHERE "
+                      "width_s = $1 AND start_s = $2",
     [TS_RU_POINTS] = "SELECT " RU_GROUP ", SUM(gpus * ($2 - start_s)) FROM usage_runs WHERE "
                      "bucketed = 1 AND start_s >= $1 AND start_s < $2 GROUP BY " RU_GROUP " "
                      "UNION ALL SELECT " RU_GROUP ", -SUM(gpus * ($2 - end_s)) FROM usage_runs "

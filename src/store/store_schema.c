@@ -138,10 +138,10 @@ static const migration migrations[] = {
      "ALTER TABLE jobs ADD COLUMN run_uid BIGINT NOT NULL DEFAULT -1;",
      NULL},
     {7,
-     /* rolled-up accounting (store_usage.c): every closed run once, hour
-      * buckets of GPU-seconds and of GPUs carried in per tenant, tier and
-      * model, and the running jobs by start; filled from the jobs and the
-      * "run-ended" events already there */
+     /* rolled-up accounting (store_usage.c): every closed run once, buckets
+      * (an hour, a day, 32 days) of GPU-seconds and, for hours, GPUs carried
+      * in, per tenant, tier and model, and the running jobs by start; filled
+      * from the jobs and the "run-ended" events already there */
      "CREATE TABLE usage_runs (id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL,"
      " whole INTEGER NOT NULL, bucketed INTEGER NOT NULL, tenant TEXT NOT NULL,"
      " tier INTEGER NOT NULL, gpu_model TEXT NOT NULL, gpus REAL NOT NULL,"
@@ -150,9 +150,10 @@ static const migration migrations[] = {
      "CREATE INDEX usage_runs_start ON usage_runs (start_s) WHERE bucketed = 1;"
      "CREATE INDEX usage_runs_end ON usage_runs (end_s) WHERE bucketed = 1;"
      "CREATE INDEX usage_runs_long ON usage_runs (end_s) WHERE bucketed = 0;"
-     "CREATE TABLE usage_hours (hour_s REAL NOT NULL, tenant TEXT NOT NULL,"
-     " tier INTEGER NOT NULL, gpu_model TEXT NOT NULL, gpu_s REAL NOT NULL,"
-     " carried REAL NOT NULL, PRIMARY KEY (hour_s, tenant, tier, gpu_model)) WITHOUT ROWID;"
+     "CREATE TABLE usage_buckets (width_s REAL NOT NULL, start_s REAL NOT NULL,"
+     " tenant TEXT NOT NULL, tier INTEGER NOT NULL, gpu_model TEXT NOT NULL,"
+     " gpu_s REAL NOT NULL, carried REAL NOT NULL,"
+     " PRIMARY KEY (width_s, start_s, tenant, tier, gpu_model)) WITHOUT ROWID;"
      "CREATE INDEX jobs_running ON jobs (start_s) WHERE start_s > 0 AND end_s <= 0;",
 
      "CREATE TABLE usage_runs (id BIGSERIAL PRIMARY KEY, job_id BIGINT NOT NULL,"
@@ -163,9 +164,11 @@ static const migration migrations[] = {
      "CREATE INDEX usage_runs_start ON usage_runs (start_s) WHERE bucketed = 1;"
      "CREATE INDEX usage_runs_end ON usage_runs (end_s) WHERE bucketed = 1;"
      "CREATE INDEX usage_runs_long ON usage_runs (end_s) WHERE bucketed = 0;"
-     "CREATE TABLE usage_hours (hour_s DOUBLE PRECISION NOT NULL, tenant TEXT NOT NULL,"
-     " tier INTEGER NOT NULL, gpu_model TEXT NOT NULL, gpu_s DOUBLE PRECISION NOT NULL,"
-     " carried DOUBLE PRECISION NOT NULL, PRIMARY KEY (hour_s, tenant, tier, gpu_model));"
+     "CREATE TABLE usage_buckets (width_s DOUBLE PRECISION NOT NULL,"
+     " start_s DOUBLE PRECISION NOT NULL, tenant TEXT NOT NULL, tier INTEGER NOT NULL,"
+     " gpu_model TEXT NOT NULL, gpu_s DOUBLE PRECISION NOT NULL,"
+     " carried DOUBLE PRECISION NOT NULL,"
+     " PRIMARY KEY (width_s, start_s, tenant, tier, gpu_model));"
      "CREATE INDEX jobs_running ON jobs (start_s) WHERE start_s > 0 AND end_s <= 0;",
      ts_store_rollup_backfill},
 };

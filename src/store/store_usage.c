@@ -4,12 +4,13 @@
  *
  * A closed run (a job's own run once its row has an end, or a run a
  * "run-ended" event records) is written once, in the transaction that
- * closes it, to usage_runs, and added to hour buckets (usage_hours) per
- * group: the GPU-seconds inside the hour, and the GPUs carried in (runs that
- * started before the hour and had not ended before it began). A window then
- * reads
+ * closes it, to usage_runs, and added to buckets (usage_buckets) per group:
+ * the GPU-seconds inside each hour, day and 32 days it overlaps, and for
+ * hours the GPUs carried in (runs that started before the hour and had not
+ * ended before it began). A window then reads
  *
  *   sum of the buckets from the hour of `from` up to the hour of `to`
+ *     (32-day buckets in the middle, days and hours towards the edges)
  *   - P(hour of from, from) + P(hour of to, to)
  *
  * where P(H, a), the usage in [H, a) inside hour H, is exact from that
@@ -31,8 +32,12 @@
 #include <string.h>
 #include <time.h>
 
-/* Width of one bucket. */
+/* Widths of the buckets, each a multiple of the one before: an hour, a day,
+ * 32 days. A run adds to the buckets of every width it overlaps; a window
+ * sums the widest buckets inside it and narrower ones towards its edges. */
 #define BUCKET_S 3600.0
+static const double WIDTHS_S[] = {BUCKET_S, 86400.0, 32 * 86400.0};
+#define WIDTHS ((int)(sizeof WIDTHS_S / sizeof WIDTHS_S[0]))
 /* Runs longer than this are kept out of the buckets (at most this many
  * hours of buckets are touched when a run closes). */
 #define LONG_RUN_S (7 * 86400.0)
@@ -44,9 +49,9 @@ const char *const TS_RU_SHAPES[TS_RU_STMTS][2] = {
     [TS_RU_RUN_OF_JOB] = {"j", "titrrrtrrr"},
     [TS_RU_RUN_DEL] = {"j", ""},
     [TS_RU_RUN_ADD] = {"jtim0123", ""},
-    [TS_RU_HOUR_ADD] = {"tim012", ""},
-    [TS_RU_HOURS] = {"01", "titr"},
-    [TS_RU_HOUR_AT] = {"0", "titrr"},
+    [TS_RU_BUCKET_ADD] = {"tim0123", ""},
+    [TS_RU_BUCKETS] = {"012", "titr"},
+    [TS_RU_HOUR_AT] = {"01", "titrr"},
     [TS_RU_POINTS] = {"01", "titr"},
     [TS_RU_LONG] = {"01", "titr"},
     [TS_RU_RUNNING] = {"012", "titr"},
@@ -86,17 +91,22 @@ static int run_apply(const struct ts_store_ops *o, void *conn, int64_t job, bool
     }
     if (rc || !bucketed)
         return rc;
-    for (double h = floor(r->start_s / BUCKET_S) * BUCKET_S; rc == 0 && h <= r->end_s;
-         h += BUCKET_S) {
-        double lo = r->start_s > h ? r->start_s : h;
-        double hi = r->end_s < h + BUCKET_S ? r->end_s : h + BUCKET_S;
-        double carried = r->start_s < h ? r->gpus : 0;
-        if (hi <= lo && carried == 0)
-            continue;
-        a.d[0] = h;
-        a.d[1] = sign * r->gpus * (hi > lo ? hi - lo : 0);
-        a.d[2] = sign * carried;
-        rc = o->rollup(conn, TS_RU_HOUR_ADD, &a, NULL, NULL, err);
+    for (int w = 0; w < WIDTHS; w++) {
+        double width = WIDTHS_S[w];
+        for (double h = floor(r->start_s / width) * width; rc == 0 && h <= r->end_s;
+             h += width) {
+            double lo = r->start_s > h ? r->start_s : h;
+            double hi = r->end_s < h + width ? r->end_s : h + width;
+            /* GPUs carried in: kept for hours only (the edges are hours) */
+            double carried = w == 0 && r->start_s < h ? r->gpus : 0;
+            if (hi <= lo && carried == 0)
+                continue;
+            a.d[0] = h;
+            a.d[1] = sign * r->gpus * (hi > lo ? hi - lo : 0);
+            a.d[2] = sign * carried;
+            a.d[3] = width;
+            rc = o->rollup(conn, TS_RU_BUCKET_ADD, &a, NULL, NULL, err);
+        }
     }
     return rc;
 }
@@ -245,11 +255,36 @@ static int partial(const struct ts_store_ops *o, void *conn, double h, double a,
 {
     if (a <= h)
         return 0;
-    ts_ru_args q = {.d = {h, a}};
+    ts_ru_args at = {.d = {BUCKET_S, h}}, q = {.d = {h, a}};
     x->scale = sign;
     x->offset_from = a - h;
-    int rc = o->rollup(conn, TS_RU_HOUR_AT, &q, acc_carried, x, err);
+    int rc = o->rollup(conn, TS_RU_HOUR_AT, &at, acc_carried, x, err);
     return rc ? rc : o->rollup(conn, TS_RU_POINTS, &q, acc_sum, x, err);
+}
+
+/* Adds the buckets that tile [lo, hi) (both on hour boundaries): the widest
+ * that fit in the middle, narrower ones (width index below w) at the sides. */
+static int cover(const struct ts_store_ops *o, void *conn, double lo, double hi, int w, acc *x,
+                 ts_err *err)
+{
+    if (lo >= hi)
+        return 0;
+    double width = WIDTHS_S[w];
+    double a = ceil(lo / width) * width, b = floor(hi / width) * width;
+    if (w == 0 || a < b) {
+        if (w == 0) {
+            a = lo;
+            b = hi;
+        }
+        ts_ru_args q = {.d = {width, a, b}};
+        x->scale = 1;
+        int rc = o->rollup(conn, TS_RU_BUCKETS, &q, acc_sum, x, err);
+        if (rc || w == 0)
+            return rc;
+        rc = cover(o, conn, lo, a, w - 1, x, err);
+        return rc ? rc : cover(o, conn, b, hi, w - 1, x, err);
+    }
+    return cover(o, conn, lo, hi, w - 1, x, err);
 }
 
 int ts_store_rollup_usage(const struct ts_store_ops *o, void *conn, double from_s, double to_s,
@@ -257,8 +292,8 @@ int ts_store_rollup_usage(const struct ts_store_ops *o, void *conn, double from_
 {
     acc x = {.scale = 1};
     double hf = floor(from_s / BUCKET_S) * BUCKET_S, ht = floor(to_s / BUCKET_S) * BUCKET_S;
-    ts_ru_args hours = {.d = {hf, ht}}, window = {.d = {from_s, to_s, now_s}};
-    int rc = ht > hf ? o->rollup(conn, TS_RU_HOURS, &hours, acc_sum, &x, err) : 0;
+    ts_ru_args window = {.d = {from_s, to_s, now_s}};
+    int rc = cover(o, conn, hf, ht, WIDTHS - 1, &x, err);
     if (rc == 0)
         rc = partial(o, conn, hf, from_s, -1, &x, err);
     if (rc == 0)
