@@ -46,6 +46,8 @@ enum ts_ru_stmt {
     TS_RU_RUNNING,    /* jobs still running, clipped to [d0, d1) at now d2 */
     TS_RU_OLD_JOBS,   /* migration: every ended job's run */
     TS_RU_OLD_RUNS,   /* migration: every "run-ended" event with its job's tenant */
+    TS_RU_READ_BEGIN, /* on a reader: one snapshot for the statements of an answer */
+    TS_RU_READ_END,
     TS_RU_STMTS
 };
 typedef struct ts_ru_args {

@@ -137,6 +137,8 @@ static const char *const sq_ru_sql[TS_RU_STMTS] = {
                        "WHERE start_s > 0 AND end_s > 0",
     [TS_RU_OLD_RUNS] = "SELECT j.tenant, e.detail, e.job_id FROM events e JOIN jobs j "
                        "ON j.id = e.job_id WHERE e.kind = 'run-ended'",
+    [TS_RU_READ_BEGIN] = "BEGIN",
+    [TS_RU_READ_END] = "COMMIT",
 };
 
 /* Job-list filter bits: which fragments a variant has. */

@@ -57,6 +57,8 @@ const char *const TS_RU_SHAPES[TS_RU_STMTS][2] = {
     [TS_RU_RUNNING] = {"012", "titr"},
     [TS_RU_OLD_JOBS] = {"", "titrrrr"},
     [TS_RU_OLD_RUNS] = {"", "ttr"},
+    [TS_RU_READ_BEGIN] = {"", ""},
+    [TS_RU_READ_END] = {"", ""},
 };
 
 typedef struct ru_run {
@@ -292,8 +294,13 @@ int ts_store_rollup_usage(const struct ts_store_ops *o, void *conn, double from_
 {
     acc x = {.scale = 1};
     double hf = floor(from_s / BUCKET_S) * BUCKET_S, ht = floor(to_s / BUCKET_S) * BUCKET_S;
-    ts_ru_args window = {.d = {from_s, to_s, now_s}};
-    int rc = cover(o, conn, hf, ht, WIDTHS - 1, &x, err);
+    ts_ru_args window = {.d = {from_s, to_s, now_s}}, none = {0};
+    /* one snapshot: a run that closes meanwhile is counted once, as running
+     * or as closed, never both or neither */
+    int rc = o->rollup(conn, TS_RU_READ_BEGIN, &none, NULL, NULL, err);
+    if (rc)
+        return rc;
+    rc = cover(o, conn, hf, ht, WIDTHS - 1, &x, err);
     if (rc == 0)
         rc = partial(o, conn, hf, from_s, -1, &x, err);
     if (rc == 0)
@@ -303,6 +310,13 @@ int ts_store_rollup_usage(const struct ts_store_ops *o, void *conn, double from_
         rc = o->rollup(conn, TS_RU_LONG, &window, acc_sum, &x, err);
     if (rc == 0)
         rc = o->rollup(conn, TS_RU_RUNNING, &window, acc_sum, &x, err);
+    ts_err end_err;
+    int end = o->rollup(conn, TS_RU_READ_END, &none, NULL, NULL, &end_err);
+    if (rc == 0 && end) {
+        rc = end;
+        if (err)
+            *err = end_err;
+    }
     if (rc) {
         free(x.rows);
         return rc;
