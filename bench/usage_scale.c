@@ -4,8 +4,8 @@
  *
  *   tessera-bench-usage fill PATH EVENTS   a store of the last schema without
  *       the roll-up, filled in one transaction (bulk SQL, not the API) with
- *       jobs of 24 tenants x 2 tiers x 3 models over a year, ~5 events
- *       each, a third of them requeued once (a "run-ended" event), 1 % of
+ *       jobs of 24 tenants x 2 tiers x 3 models submitted over a year in
+ *       id order, ~5 events each, a third of them requeued once (a "run-ended" event), 1 % of
  *       runs longer than a week; then opened by the store, whose migration
  *       rolls it all up. Prints both times.
  *   tessera-bench-usage compare PATH FROM TO   times the full scan (what
@@ -106,7 +106,8 @@ static int fill(const char *path, long long events)
         int tier = unit() < 0.7 ? 0 : 1;
         const char *model = models[(int)(unit() * 3)];
         int gpus = 1 << (int)(unit() * 4);
-        double submit = YEAR_START_S + unit() * 365 * DAY_S;
+        /* submitted over the year in id order, as a real store grows */
+        double submit = YEAR_START_S + ((double)n / (double)events) * 365 * DAY_S + unit() * 3600;
         double start = submit + unit() * 600;
         if (event(ev, id, submit, "submitted", NULL) || event(ev, id, submit + 1, "reserved", NULL))
             return die("insert event", sqlite3_errmsg(db));

@@ -31,7 +31,7 @@
 /* Rolled-up accounting (store_usage.c): the statements each backend runs
  * for it, in its own dialect. Every statement binds the arguments its
  * TS_RU_SHAPES params string names, in that order ('j' job, 't' tenant,
- * 'i' tier, 'm' model, '0'..'3' d[k]) and returns rows of the columns its
+ * 'i' tier, 'm' model, 's' span, '0'..'3' d[k]) and returns rows of the columns its
  * cols string names ('t' the next text, 'i' the integer, 'r' the next real;
  * NULL reads as "" or 0). */
 enum ts_ru_stmt {
@@ -39,10 +39,9 @@ enum ts_ru_stmt {
     TS_RU_RUN_DEL,    /* forgets a job's recorded own run */
     TS_RU_RUN_ADD,    /* records a closed run */
     TS_RU_BUCKET_ADD, /* adds to one bucket */
-    TS_RU_BUCKETS,    /* sums of the buckets of width d0 starting in [d1, d2) */
-    TS_RU_HOUR_AT,    /* one hour's buckets (width d0, start d1): GPU-s, GPUs carried in */
-    TS_RU_POINTS,     /* bucketed runs' starts and ends in [d0, d1), weighed to d1 */
-    TS_RU_LONG,       /* unbucketed (long) runs clipped to [d0, d1) */
+    TS_RU_BUCKETS,    /* sums of the span's buckets of width d0 starting in [d1, d2) */
+    TS_RU_EDGE_AT,    /* one edge's buckets (width d0, start d1): GPU-s, GPUs carried in */
+    TS_RU_POINTS,     /* the span's runs' starts and ends in [d0, d1), weighed to d1 */
     TS_RU_RUNNING,    /* jobs still running, clipped to [d0, d1) at now d2 */
     TS_RU_OLD_JOBS,   /* migration: every ended job's run */
     TS_RU_OLD_RUNS,   /* migration: every "run-ended" event with its job's tenant */
@@ -52,6 +51,7 @@ enum ts_ru_stmt {
 };
 typedef struct ts_ru_args {
     int64_t job;
+    int64_t span; /* 0: runs up to a week (hour edges), 1: longer (day edges) */
     const char *tenant;
     int64_t tier;
     const char *model;

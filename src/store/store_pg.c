@@ -118,23 +118,23 @@ static const char *const pg_ru_sql[TS_RU_STMTS] = {
                          "usage_runs r ON r.job_id = j.id AND r.whole = 1 WHERE j.id = $1",
     [TS_RU_RUN_DEL] = "DELETE FROM usage_runs WHERE job_id = $1 AND whole = 1",
     [TS_RU_RUN_ADD] = "INSERT INTO usage_runs (job_id, tenant, tier, gpu_model, gpus, start_s, "
-                      "end_s, whole, bucketed) VALUES ($1, $2, $3, $4, $5, $6, $7, "
+                      "end_s, whole, span) VALUES ($1, $2, $3, $4, $5, $6, $7, "
                       "$8::int & 1, $8::int >> 1)",
-    [TS_RU_BUCKET_ADD] = "INSERT INTO usage_buckets (tenant, tier, gpu_model, start_s, gpu_s, "
-                       "carried, width_s) VALUES ($1, $2, $3, $4, $5, $6, $7) "
-                       "ON CONFLICT (width_s, start_s, " RU_GROUP ") DO UPDATE SET "
-                       "gpu_s = usage_buckets.gpu_s + excluded.gpu_s, carried = usage_buckets.carried + excluded.carried",
-    [TS_RU_BUCKETS] = "SELECT " RU_GROUP ", SUM(gpu_s) FROM usage_buckets WHERE width_s = $1 "
-                    "AND start_s >= $2 AND start_s < $3 GROUP BY " RU_GROUP,
-    [TS_RU_HOUR_AT] = "SELECT " RU_GROUP ", gpu_s, carried FROM usage_buckets WHERE "
-                      "width_s = $1 AND start_s = $2",
-    [TS_RU_POINTS] = "SELECT " RU_GROUP ", SUM(gpus * ($2 - start_s)) FROM usage_runs WHERE "
-                     "bucketed = 1 AND start_s >= $1 AND start_s < $2 GROUP BY " RU_GROUP " "
-                     "UNION ALL SELECT " RU_GROUP ", -SUM(gpus * ($2 - end_s)) FROM usage_runs "
-                     "WHERE bucketed = 1 AND end_s >= $1 AND end_s < $2 GROUP BY " RU_GROUP,
-    [TS_RU_LONG] = "SELECT " RU_GROUP ", SUM(gpus * (LEAST(end_s, $2) - GREATEST(start_s, $1))) "
-                   "FROM usage_runs WHERE bucketed = 0 AND end_s > $1 AND start_s < $2 "
-                   "GROUP BY " RU_GROUP,
+    [TS_RU_BUCKET_ADD] = "INSERT INTO usage_buckets (span, tenant, tier, gpu_model, start_s, "
+                         "gpu_s, carried, width_s) VALUES ($1, $2, $3, $4, $5, $6, "
+                         "$7, $8) ON CONFLICT (span, width_s, start_s, " RU_GROUP ") "
+                         "DO UPDATE SET "
+                         "gpu_s = usage_buckets.gpu_s + excluded.gpu_s, "
+                       "carried = usage_buckets.carried + excluded.carried",
+    [TS_RU_BUCKETS] = "SELECT " RU_GROUP ", SUM(gpu_s) FROM usage_buckets WHERE span = $1 "
+                      "AND width_s = $2 AND start_s >= $3 AND start_s < $4 "
+                      "GROUP BY " RU_GROUP,
+    [TS_RU_EDGE_AT] = "SELECT " RU_GROUP ", gpu_s, carried FROM usage_buckets WHERE "
+                      "span = $1 AND width_s = $2 AND start_s = $3",
+    [TS_RU_POINTS] = "SELECT " RU_GROUP ", SUM(gpus * ($3 - start_s)) FROM usage_runs WHERE "
+                     "span = $1 AND start_s >= $2 AND start_s < $3 GROUP BY " RU_GROUP " "
+                     "UNION ALL SELECT " RU_GROUP ", -SUM(gpus * ($3 - end_s)) FROM usage_runs "
+                     "WHERE span = $1 AND end_s >= $2 AND end_s < $3 GROUP BY " RU_GROUP,
     [TS_RU_RUNNING] = "SELECT " RU_GROUP ", SUM(gpus * (LEAST($3::float8, $2::float8) - "
                       "GREATEST(start_s, $1::float8))) FROM jobs WHERE start_s > 0 AND "
                       "end_s <= 0 AND start_s < $2::float8 AND LEAST($3::float8, $2::float8) > "
@@ -892,6 +892,8 @@ static int pg_rollup(void *conn, int stmt, const ts_ru_args *a, ts_ru_row_fn fn,
             pp_text(&p, a->tenant);
         else if (k == 'i')
             pp_i64(&p, a->tier);
+        else if (k == 's')
+            pp_i64(&p, a->span);
         else if (k == 'm')
             pp_text(&p, a->model);
         else

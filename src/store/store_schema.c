@@ -138,37 +138,36 @@ static const migration migrations[] = {
      "ALTER TABLE jobs ADD COLUMN run_uid BIGINT NOT NULL DEFAULT -1;",
      NULL},
     {7,
-     /* rolled-up accounting (store_usage.c): every closed run once, buckets
-      * (an hour, a day, 32 days) of GPU-seconds and, for hours, GPUs carried
-      * in, per tenant, tier and model, and the running jobs by start; filled
-      * from the jobs and the "run-ended" events already there */
+     /* rolled-up accounting (store_usage.c): every closed run once (span 0:
+      * up to a week, 1: longer), buckets of GPU-seconds and, for the edge
+      * buckets (hours; days for long runs), GPUs carried in, per tenant,
+      * tier and model, and the running jobs by start; filled from the jobs
+      * and the "run-ended" events already there */
      "CREATE TABLE usage_runs (id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL,"
-     " whole INTEGER NOT NULL, bucketed INTEGER NOT NULL, tenant TEXT NOT NULL,"
+     " whole INTEGER NOT NULL, span INTEGER NOT NULL, tenant TEXT NOT NULL,"
      " tier INTEGER NOT NULL, gpu_model TEXT NOT NULL, gpus REAL NOT NULL,"
      " start_s REAL NOT NULL, end_s REAL NOT NULL);"
      "CREATE UNIQUE INDEX usage_runs_job ON usage_runs (job_id) WHERE whole = 1;"
-     "CREATE INDEX usage_runs_start ON usage_runs (start_s) WHERE bucketed = 1;"
-     "CREATE INDEX usage_runs_end ON usage_runs (end_s) WHERE bucketed = 1;"
-     "CREATE INDEX usage_runs_long ON usage_runs (end_s) WHERE bucketed = 0;"
-     "CREATE TABLE usage_buckets (width_s REAL NOT NULL, start_s REAL NOT NULL,"
-     " tenant TEXT NOT NULL, tier INTEGER NOT NULL, gpu_model TEXT NOT NULL,"
-     " gpu_s REAL NOT NULL, carried REAL NOT NULL,"
-     " PRIMARY KEY (width_s, start_s, tenant, tier, gpu_model)) WITHOUT ROWID;"
+     "CREATE INDEX usage_runs_start ON usage_runs (span, start_s);"
+     "CREATE INDEX usage_runs_end ON usage_runs (span, end_s);"
+     "CREATE TABLE usage_buckets (span INTEGER NOT NULL, width_s REAL NOT NULL,"
+     " start_s REAL NOT NULL, tenant TEXT NOT NULL, tier INTEGER NOT NULL,"
+     " gpu_model TEXT NOT NULL, gpu_s REAL NOT NULL, carried REAL NOT NULL,"
+     " PRIMARY KEY (span, width_s, start_s, tenant, tier, gpu_model)) WITHOUT ROWID;"
      "CREATE INDEX jobs_running ON jobs (start_s) WHERE start_s > 0 AND end_s <= 0;",
 
      "CREATE TABLE usage_runs (id BIGSERIAL PRIMARY KEY, job_id BIGINT NOT NULL,"
-     " whole INTEGER NOT NULL, bucketed INTEGER NOT NULL, tenant TEXT NOT NULL,"
+     " whole INTEGER NOT NULL, span INTEGER NOT NULL, tenant TEXT NOT NULL,"
      " tier INTEGER NOT NULL, gpu_model TEXT NOT NULL, gpus DOUBLE PRECISION NOT NULL,"
      " start_s DOUBLE PRECISION NOT NULL, end_s DOUBLE PRECISION NOT NULL);"
      "CREATE UNIQUE INDEX usage_runs_job ON usage_runs (job_id) WHERE whole = 1;"
-     "CREATE INDEX usage_runs_start ON usage_runs (start_s) WHERE bucketed = 1;"
-     "CREATE INDEX usage_runs_end ON usage_runs (end_s) WHERE bucketed = 1;"
-     "CREATE INDEX usage_runs_long ON usage_runs (end_s) WHERE bucketed = 0;"
-     "CREATE TABLE usage_buckets (width_s DOUBLE PRECISION NOT NULL,"
+     "CREATE INDEX usage_runs_start ON usage_runs (span, start_s);"
+     "CREATE INDEX usage_runs_end ON usage_runs (span, end_s);"
+     "CREATE TABLE usage_buckets (span INTEGER NOT NULL, width_s DOUBLE PRECISION NOT NULL,"
      " start_s DOUBLE PRECISION NOT NULL, tenant TEXT NOT NULL, tier INTEGER NOT NULL,"
      " gpu_model TEXT NOT NULL, gpu_s DOUBLE PRECISION NOT NULL,"
      " carried DOUBLE PRECISION NOT NULL,"
-     " PRIMARY KEY (width_s, start_s, tenant, tier, gpu_model));"
+     " PRIMARY KEY (span, width_s, start_s, tenant, tier, gpu_model));"
      "CREATE INDEX jobs_running ON jobs (start_s) WHERE start_s > 0 AND end_s <= 0;",
      ts_store_rollup_backfill},
 };

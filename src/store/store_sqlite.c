@@ -113,23 +113,22 @@ static const char *const sq_ru_sql[TS_RU_STMTS] = {
                          "usage_runs r ON r.job_id = j.id AND r.whole = 1 WHERE j.id = ?1",
     [TS_RU_RUN_DEL] = "DELETE FROM usage_runs WHERE job_id = ?1 AND whole = 1",
     [TS_RU_RUN_ADD] = "INSERT INTO usage_runs (job_id, tenant, tier, gpu_model, gpus, start_s, "
-                      "end_s, whole, bucketed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+                      "end_s, whole, span) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
                       "CAST(?8 AS INTEGER) & 1, CAST(?8 AS INTEGER) >> 1)",
-    [TS_RU_BUCKET_ADD] = "INSERT INTO usage_buckets (tenant, tier, gpu_model, start_s, gpu_s, "
-                       "carried, width_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) "
-                       "ON CONFLICT (width_s, start_s, " RU_GROUP ") DO UPDATE SET "
-                       "gpu_s = gpu_s + excluded.gpu_s, carried = carried + excluded.carried",
-    [TS_RU_BUCKETS] = "SELECT " RU_GROUP ", SUM(gpu_s) FROM usage_buckets WHERE width_s = ?1 "
-                    "AND start_s >= ?2 AND start_s < ?3 GROUP BY " RU_GROUP,
-    [TS_RU_HOUR_AT] = "SELECT " RU_GROUP ", gpu_s, carried FROM usage_buckets WHERE "
-                      "width_s = ?1 AND start_s = ?2",
-    [TS_RU_POINTS] = "SELECT " RU_GROUP ", SUM(gpus * (?2 - start_s)) FROM usage_runs WHERE "
-                     "bucketed = 1 AND start_s >= ?1 AND start_s < ?2 GROUP BY " RU_GROUP " "
-                     "UNION ALL SELECT " RU_GROUP ", -SUM(gpus * (?2 - end_s)) FROM usage_runs "
-                     "WHERE bucketed = 1 AND end_s >= ?1 AND end_s < ?2 GROUP BY " RU_GROUP,
-    [TS_RU_LONG] = "SELECT " RU_GROUP ", SUM(gpus * (MIN(end_s, ?2) - MAX(start_s, ?1))) FROM "
-                   "usage_runs WHERE bucketed = 0 AND end_s > ?1 AND start_s < ?2 "
-                   "GROUP BY " RU_GROUP,
+    [TS_RU_BUCKET_ADD] = "INSERT INTO usage_buckets (span, tenant, tier, gpu_model, start_s, "
+                         "gpu_s, carried, width_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+                         "?7, ?8) ON CONFLICT (span, width_s, start_s, " RU_GROUP ") "
+                         "DO UPDATE SET "
+                         "gpu_s = gpu_s + excluded.gpu_s, carried = carried + excluded.carried",
+    [TS_RU_BUCKETS] = "SELECT " RU_GROUP ", SUM(gpu_s) FROM usage_buckets WHERE span = ?1 "
+                      "AND width_s = ?2 AND start_s >= ?3 AND start_s < ?4 "
+                      "GROUP BY " RU_GROUP,
+    [TS_RU_EDGE_AT] = "SELECT " RU_GROUP ", gpu_s, carried FROM usage_buckets WHERE "
+                      "span = ?1 AND width_s = ?2 AND start_s = ?3",
+    [TS_RU_POINTS] = "SELECT " RU_GROUP ", SUM(gpus * (?3 - start_s)) FROM usage_runs WHERE "
+                     "span = ?1 AND start_s >= ?2 AND start_s < ?3 GROUP BY " RU_GROUP " "
+                     "UNION ALL SELECT " RU_GROUP ", -SUM(gpus * (?3 - end_s)) FROM usage_runs "
+                     "WHERE span = ?1 AND end_s >= ?2 AND end_s < ?3 GROUP BY " RU_GROUP,
     [TS_RU_RUNNING] = "SELECT " RU_GROUP ", SUM(gpus * (MIN(?3, ?2) - MAX(start_s, ?1))) FROM "
                       "jobs WHERE start_s > 0 AND end_s <= 0 AND start_s < ?2 AND "
                       "MIN(?3, ?2) > MAX(start_s, ?1) GROUP BY " RU_GROUP,
@@ -854,6 +853,8 @@ static int sq_rollup(void *conn, int stmt, const ts_ru_args *a, ts_ru_row_fn fn,
             bind_text(st, i + 1, a->tenant);
         else if (k == 'i')
             sqlite3_bind_int64(st, i + 1, a->tier);
+        else if (k == 's')
+            sqlite3_bind_int64(st, i + 1, a->span);
         else if (k == 'm')
             bind_text(st, i + 1, a->model);
         else
