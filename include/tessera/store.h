@@ -249,8 +249,18 @@ TS_MUST_CHECK
 int ts_store_setting_put(ts_store *s, const char *key, const char *value, ts_err *err);
 int ts_store_setting_get(ts_store *s, const char *key, char **value, ts_err *err);
 
+/* GPU-seconds over [from_s, to_s) by tenant, tier and GPU model, sorted by
+ * them: jobs' runs and the runs "run-ended" events record, clipped to the
+ * window, running jobs up to now. Answered from rolled-up accounting (hour
+ * buckets kept as runs end), so its cost does not grow with the events;
+ * groups that sum to zero are left out. *rows malloc'd. */
 int ts_store_usage(ts_store *s, double from_s, double to_s, ts_usage_row **rows, int *n,
                    ts_err *err);
+/* The same answer computed from every job and event (what ts_store_usage
+ * answered before the roll-up): the reference its tests and bench compare
+ * with. Its cost grows with the store. */
+int ts_store_usage_scan(ts_store *s, double from_s, double to_s, ts_usage_row **rows, int *n,
+                        ts_err *err);
 
 /* Writes committed and transactions used so far (for the group-commit test). */
 typedef struct ts_store_stats {

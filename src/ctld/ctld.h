@@ -663,7 +663,10 @@ const ts_node *ctld_view_node(const ctld *c, int n);
 bool ctld_view_up(const ctld *c, int n);
 int64_t ctld_view_usage(const ctld *c, int t, int dim);
 double ctld_view_share(const ctld *c, int t, double now);
-char *ctld_metrics_text(ctld *c);
+/* The /metrics page (malloc'd). tenant NULL: every series; otherwise that
+ * tenant's own series and the cluster-wide ones that count no tenant's jobs
+ * or requests (docs/metrics.md "Who reads what"). */
+char *ctld_metrics_text(ctld *c, const char *tenant);
 
 /* Tokens: a new secret "tsk_" + 43 base64url characters; its SHA-256. */
 int ctld_token_new_secret(char *out, size_t size);

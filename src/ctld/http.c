@@ -264,19 +264,23 @@ static void serve(ctld *c, conn_ctx *x)
         snprintf(r->retry_after, sizeof r->retry_after, "%.0f", ceil(-wait));
         return;
     }
-    /* every tenant's series: for a scrape token and those who read every tenant */
+    /* every tenant's series: for a scrape token and those who read every
+     * tenant; a tenant's own token reads its tenant's page */
     bool all_tenants = authed && (who.role == TS_ROLE_SCRAPE || who.role == TS_ROLE_ADMIN ||
                                   (who.role == TS_ROLE_VIEWER && !who.tenant[0]));
-    if (strcmp(url, "/metrics") == 0 && (all_tenants || c->cfg.metrics_public)) {
+    bool own_tenant = authed && who.tenant[0] &&
+                      (who.role == TS_ROLE_VIEWER || who.role == TS_ROLE_USER ||
+                       who.role == TS_ROLE_TENANT_ADMIN);
+    if (strcmp(url, "/metrics") == 0 && (all_tenants || own_tenant || c->cfg.metrics_public)) {
         r->status = 200;
         r->content_type = "text/plain; version=0.0.4";
-        r->body = ctld_metrics_text(c);
+        r->body = ctld_metrics_text(c, all_tenants || c->cfg.metrics_public ? NULL : who.tenant);
         return;
     }
     if (strcmp(url, "/metrics") == 0 && authed) {
-        ctld_reply_error(r, 403, "forbidden", "/metrics holds every tenant's series: a scrape "
-                         "token, an admin or a cluster-viewer may read it, not role %s",
-                         ts_role_name(who.role));
+        ctld_reply_error(r, 403, "forbidden", "/metrics: a scrape token, an admin or a "
+                         "cluster-viewer reads every tenant's series, a tenant's token its "
+                         "tenant's; not role %s", ts_role_name(who.role));
         return;
     }
     if (!authed) {

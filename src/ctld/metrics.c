@@ -3,6 +3,13 @@
  * jobs by state and tenant, GPUs by state, each tenant's usage against its
  * guarantee, the queue-wait and scheduling-cycle histograms, fragmentation,
  * preemptions, HTTP answers. docs/metrics.md lists every series.
+ *
+ * A tenant's own token (viewer, user, tenant-admin) reads a page scoped to
+ * its tenant: its tenant's series, and the cluster-wide series that count
+ * nothing of another tenant (capacity, which GET /v1/nodes shows any token,
+ * and the controller's own machinery). Series that add up every tenant's jobs
+ * or requests (the job counters, the queue-wait histogram, HTTP answers,
+ * reads served) are left out of it; the waiting reasons count its own jobs.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -58,8 +65,14 @@ static void hist(sbuf *b, const char *name, const char *help, const uint64_t *h,
     put(b, "%s_sum %.6f\n%s_count %llu\n", name, sum, name, (unsigned long long)h[nb]);
 }
 
+/* Whether tenant t's series go on a page scoped to `only` (NULL: all). */
+static bool shown(const ctld *c, int t, const char *only)
+{
+    return !only || strcmp(c->tenants->t[t].name, only) == 0;
+}
+
 /* Tenant names are [A-Za-z0-9._-]: nothing to escape in a label value. */
-char *ctld_metrics_text(ctld *c)
+char *ctld_metrics_text(ctld *c, const char *only)
 {
     static const double CYCLE_B[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0};
     static const double WAIT_B[] = {1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600};
@@ -76,7 +89,7 @@ char *ctld_metrics_text(ctld *c)
     }
     for (int t = 0; counts && t < nt; t++)
         for (int s = 0; s < TS_JOB_STATES; s++)
-            if (!ts_job_state_terminal(s))
+            if (!ts_job_state_terminal(s) && shown(c, t, only))
                 put(&b, "tessera_jobs{state=\"%s\",tenant=\"%s\"} %lld\n", ts_job_state_name(s),
                     c->tenants->t[t].name, (long long)counts[t * TS_JOB_STATES + s]);
     free(counts);
@@ -87,7 +100,8 @@ char *ctld_metrics_text(ctld *c)
     int64_t by_reason[TS_PEND_DEPENDENCY + 1] = {0};
     for (int i = 0; i < c->njobs; i++) {
         const cjob *j = c->jobs[i];
-        if (j->row.state != TS_JOB_PENDING && j->row.state != TS_JOB_HELD)
+        if ((j->row.state != TS_JOB_PENDING && j->row.state != TS_JOB_HELD) ||
+            (only && strcmp(j->row.tenant, only) != 0))
             continue;
         int r = j->row.state == TS_JOB_HELD ? TS_PEND_HELD : TS_PEND_NONE;
         for (int k = 1; k <= TS_PEND_DEPENDENCY && j->row.reason[0]; k++)
@@ -101,21 +115,27 @@ char *ctld_metrics_text(ctld *c)
     static const struct {
         const char *name, *help;
         size_t off;
+        bool jobs; /* counts every tenant's jobs: not on a tenant's page */
     } ctr[] = {
-        {"tessera_jobs_submitted_total", "Jobs accepted.", offsetof(ctld_metrics, submitted)},
+        {"tessera_jobs_submitted_total", "Jobs accepted.", offsetof(ctld_metrics, submitted),
+         true},
         {"tessera_jobs_started_total", "Job starts (restarts included).",
-         offsetof(ctld_metrics, started)},
-        {"tessera_jobs_finished_total", "Jobs that completed.", offsetof(ctld_metrics, finished)},
-        {"tessera_jobs_cancelled_total", "Jobs cancelled.", offsetof(ctld_metrics, cancelled)},
+         offsetof(ctld_metrics, started), true},
+        {"tessera_jobs_finished_total", "Jobs that completed.", offsetof(ctld_metrics, finished),
+         true},
+        {"tessera_jobs_cancelled_total", "Jobs cancelled.", offsetof(ctld_metrics, cancelled),
+         true},
         {"tessera_preemptions_total", "Jobs preempted for guaranteed work.",
-         offsetof(ctld_metrics, preempted)},
+         offsetof(ctld_metrics, preempted), true},
         {"tessera_scheduling_cycles_total", "Scheduling cycles run.",
-         offsetof(ctld_metrics, cycles)},
+         offsetof(ctld_metrics, cycles), false},
         {"tessera_store_write_failures_total",
          "Durable writes the store refused (nothing was applied; retried or answered 503).",
-         offsetof(ctld_metrics, store_failures)},
+         offsetof(ctld_metrics, store_failures), false},
     };
     for (size_t i = 0; i < sizeof ctr / sizeof ctr[0]; i++) {
+        if (only && ctr[i].jobs)
+            continue;
         head(&b, ctr[i].name, "counter", ctr[i].help);
         put(&b, "%s %llu\n", ctr[i].name,
             (unsigned long long)*(const uint64_t *)((const char *)m + ctr[i].off));
@@ -142,7 +162,7 @@ char *ctld_metrics_text(ctld *c)
         free_g > 0 ? 1.0 - (double)whole_free / (double)free_g : 0.0);
     head(&b, "tessera_tenant_gpus_used", "gauge", "GPUs a tenant's running jobs hold, by model.");
     for (int t = 0; t < nt; t++)
-        for (int mo = 0; mo < TS_MAX_GPU_MODELS; mo++) {
+        for (int mo = 0; mo < TS_MAX_GPU_MODELS && shown(c, t, only); mo++) {
             const ts_gpu_model_info *info = ts_gpu_model_get(mo);
             int64_t u = ctld_view_usage(c, t, ts_res_gpu(mo));
             if (info && (u > 0 || c->tenants->t[t].guaranteed[ts_res_gpu(mo)] > 0))
@@ -151,19 +171,21 @@ char *ctld_metrics_text(ctld *c)
         }
     head(&b, "tessera_tenant_gpus_guaranteed", "gauge", "A tenant's guaranteed GPUs, by model.");
     for (int t = 0; t < nt; t++)
-        for (int mo = 0; mo < TS_MAX_GPU_MODELS; mo++) {
+        for (int mo = 0; mo < TS_MAX_GPU_MODELS && shown(c, t, only); mo++) {
             const ts_gpu_model_info *info = ts_gpu_model_get(mo);
             int64_t g = c->tenants->t[t].guaranteed[ts_res_gpu(mo)];
             if (info && g > 0)
                 put(&b, "tessera_tenant_gpus_guaranteed{tenant=\"%s\",gpu_model=\"%s\"} %.3f\n",
                     c->tenants->t[t].name, info->name, (double)g / 1000.0);
         }
-    hist(&b, "tessera_queue_wait_seconds", "Time from submission to start.", m->wait_hist, WAIT_B,
-         sizeof WAIT_B / sizeof *WAIT_B, m->wait_s_sum);
+    if (!only)
+        hist(&b, "tessera_queue_wait_seconds", "Time from submission to start.", m->wait_hist,
+             WAIT_B, sizeof WAIT_B / sizeof *WAIT_B, m->wait_s_sum);
     hist(&b, "tessera_scheduling_cycle_seconds", "Duration of one scheduling cycle.",
          m->cycle_hist, CYCLE_B, sizeof CYCLE_B / sizeof *CYCLE_B, m->cycle_s_sum);
-    head(&b, "tessera_http_responses_total", "counter", "HTTP responses by status class.");
-    for (int k = 1; k <= 5; k++)
+    if (!only)
+        head(&b, "tessera_http_responses_total", "counter", "HTTP responses by status class.");
+    for (int k = 1; k <= 5 && !only; k++)
         put(&b, "tessera_http_responses_total{code=\"%dxx\"} %llu\n", k,
             (unsigned long long)__atomic_load_n(&m->http_requests[k], __ATOMIC_RELAXED));
     head(&b, "tessera_agent_syncs_total", "counter",
@@ -172,10 +194,12 @@ char *ctld_metrics_text(ctld *c)
     for (int k = 0; k < 2; k++)
         put(&b, "tessera_agent_syncs_total{path=\"%s\"} %llu\n", k ? "same" : "applied",
             (unsigned long long)__atomic_load_n(&m->agent_syncs[k], __ATOMIC_RELAXED));
-    head(&b, "tessera_read_view_answers_total", "counter",
-         "Reads of nodes, tenants and metrics answered from the copies a cycle made before "
-         "planning (instead of waiting for its end).");
-    put(&b, "tessera_read_view_answers_total %llu\n", (unsigned long long)c->view.served);
+    if (!only) {
+        head(&b, "tessera_read_view_answers_total", "counter",
+             "Reads of nodes, tenants and metrics answered from the copies a cycle made before "
+             "planning (instead of waiting for its end).");
+        put(&b, "tessera_read_view_answers_total %llu\n", (unsigned long long)c->view.served);
+    }
     char ha[512];
     ctld_ha_metrics(ha, sizeof ha); /* role and epoch, with ha: only */
     put(&b, "%s", ha);

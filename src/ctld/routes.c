@@ -683,68 +683,7 @@ static void usage(ctld *c, const ctld_request *rq, ctld_reply *r)
         ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
         return;
     }
-    /* runs that ended without ending their job ("run-ended" events) */
-    json_t *extra = json_object(); /* "tenant\ttier\tmodel" -> GPU-s */
-    int64_t after = 0;
-    for (;;) {
-        ts_event_row *ev = NULL;
-        int ne = 0;
-        if (ts_store_event_list(c->store, 0, after, 10000, &ev, &ne, &err) != 0) {
-            json_decref(extra);
-            free(rows);
-            ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
-            return;
-        }
-        for (int i = 0; i < ne; i++) {
-            after = ev[i].id;
-            double s0, s1;
-            int g, tier;
-            char model[TS_STORE_NAME_MAX];
-            if (strcmp(ev[i].kind, "run-ended") != 0 || !ev[i].detail ||
-                sscanf(ev[i].detail, "start=%lf end=%lf gpus=%d model=%63s tier=%d", &s0, &s1, &g,
-                       model, &tier) != 5)
-                continue;
-            double lo = s0 > from ? s0 : from, hi = s1 < to ? s1 : to;
-            if (hi <= lo)
-                continue;
-            ts_job_row jr;
-            if (ts_store_job_get(c->store, ev[i].job_id, &jr, NULL) != 0)
-                continue;
-            char key[256];
-            snprintf(key, sizeof key, "%s\t%d\t%s", jr.tenant, tier, model);
-            ts_job_row_fini(&jr);
-            json_t *v = json_object_get(extra, key);
-            json_object_set_new(extra, key, json_real((v ? json_real_value(v) : 0.0) +
-                                                      (hi - lo) * g));
-        }
-        ts_store_free_events(ev, ne);
-        if (ne < 10000)
-            break;
-    }
     json_t *a = json_array();
-    for (int i = 0; i < n; i++) {
-        char key[256];
-        snprintf(key, sizeof key, "%s\t%d\t%s", rows[i].tenant, rows[i].tier, rows[i].gpu_model);
-        json_t *v = json_object_get(extra, key);
-        if (v) {
-            rows[i].gpu_s += json_real_value(v);
-            json_object_del(extra, key);
-        }
-    }
-    const char *k;
-    json_t *v;
-    json_object_foreach(extra, k, v)
-    {
-        char tenant[TS_STORE_NAME_MAX], model[TS_STORE_NAME_MAX];
-        int tier;
-        if (sscanf(k, "%63[^\t]\t%d\t%63s", tenant, &tier, model) == 3 &&
-            sees_tenant(rq->who, tenant))
-            json_array_append_new(
-                a, json_pack("{s:s,s:s,s:s,s:f}", "tenant", tenant, "tier",
-                             tier == TS_TIER_GUARANTEED ? "guaranteed" : "opportunistic",
-                             "gpu_model", model, "gpu_hours", json_real_value(v) / 3600.0));
-    }
-    json_decref(extra);
     for (int i = 0; i < n; i++)
         if (sees_tenant(rq->who, rows[i].tenant))
             json_array_append_new(

@@ -11,6 +11,14 @@
  *
  * Expiry: `expires` (RFC 3339 or a duration from now) at creation; an
  * expired token answers 401 "token expired" (http.c).
+ *
+ * Names: a token's name is unique in the cluster (it is the caller's name in
+ * job owners, rate limits and logs), so names are namespaced instead of
+ * first come, first served. Names "<tenant>.<rest>" belong to that tenant:
+ * only its tokens carry them, and a tenant-admin's tokens always do (its
+ * "ci" is stored as "team-a.ci", so the same name in two tenants is fine and
+ * a tenant-admin can squat no one else's). Other names are the cluster's,
+ * which only admin gives; a node's name is kept for that node's credential.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -254,6 +262,59 @@ static int token_in_check(ctld *c, const ctld_caller *w, const token_in *t, char
     return 400;
 }
 
+/* The tenant whose namespace `name` is in ("<tenant>.<rest>", the longest
+ * such tenant name), or -1. Under c->mu. */
+static int name_space_of(const ctld *c, const char *name)
+{
+    int best = -1;
+    size_t best_len = 0;
+    for (int t = 0; t < c->tenants->n; t++) {
+        const char *tn = c->tenants->t[t].name;
+        size_t n = strlen(tn);
+        if (n > best_len && strncmp(name, tn, n) == 0 && name[n] == '.' && name[n + 1]) {
+            best = t;
+            best_len = n;
+        }
+    }
+    return best;
+}
+
+/* The name the token is stored under (a tenant-admin's in its tenant's
+ * namespace) into full; 0 or 400 with the reason in why. */
+static int token_full_name(ctld *c, const ctld_caller *w, const token_in *t, char *full,
+                           size_t fsize, char *why, size_t size)
+{
+    size_t tl = strlen(w->tenant);
+    bool prefix = w->role == TS_ROLE_TENANT_ADMIN &&
+                  !(strncmp(t->name, w->tenant, tl) == 0 && t->name[tl] == '.');
+    int n = prefix ? snprintf(full, fsize, "%s.%s", w->tenant, t->name)
+                   : snprintf(full, fsize, "%s", t->name);
+    if (prefix && (n < 0 || (size_t)n >= fsize || !ts_token_name_ok(full))) {
+        snprintf(why, size, "name: a tenant-admin's tokens are named \"%s.<name>\"; \"%s.%s\" "
+                 "is not a token name (1..63 characters of A-Z a-z 0-9 . _ -)", w->tenant,
+                 w->tenant, t->name);
+        return 400;
+    }
+    const char *tenant = t->tenant ? t->tenant : "";
+    ctld_lock_reader(c);
+    int owner = name_space_of(c, full);
+    char owner_name[TS_NAME_MAX] = "";
+    if (owner >= 0)
+        snprintf(owner_name, sizeof owner_name, "%s", c->tenants->t[owner].name);
+    pthread_mutex_unlock(&c->mu);
+    if (owner >= 0 && strcmp(owner_name, tenant) != 0) {
+        snprintf(why, size, "name: \"%s\" is in tenant \"%s\"'s namespace (\"%s.*\"): only "
+                 "that tenant's tokens are named so", full, owner_name, owner_name);
+        return 400;
+    }
+    if (ts_cluster_find_node(c->cluster, full) >= 0 && t->rl != TS_ROLE_NODE) {
+        snprintf(why, size, "name: \"%s\" is a node's name, kept for that node's credential",
+                 full);
+        return 400;
+    }
+    return 0;
+}
+
 static void token_create(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     json_error_t je;
@@ -266,6 +327,8 @@ static void token_create(ctld *c, const ctld_request *rq, ctld_reply *r)
     if (status == 0)
         status = token_in_check(c, rq->who, &t, why, sizeof why);
     ts_token_row row = {0};
+    if (status == 0)
+        status = token_full_name(c, rq->who, &t, row.name, sizeof row.name, why, sizeof why);
     row.created_s = ctld_now();
     if (status == 0 && t.expires &&
         (ctld_parse_expiry(t.expires, row.created_s, &row.expires_s) != 0 ||
@@ -279,7 +342,6 @@ static void token_create(ctld *c, const ctld_request *rq, ctld_reply *r)
         json_decref(in);
         return;
     }
-    snprintf(row.name, sizeof row.name, "%s", t.name);
     row.role = t.rl;
     snprintf(row.tenant, sizeof row.tenant, "%s", t.tenant ? t.tenant : "");
     if (t.unix_user) {

@@ -676,16 +676,119 @@ int ts_store_tenants_get(ts_store *s, char **yaml, ts_err *err)
     WITH_READER(s, err, s->ops->setting_get(c, TS_SETTING_TENANTS, yaml, err));
 }
 
-int ts_store_usage(ts_store *s, double from_s, double to_s, ts_usage_row **rows, int *n,
-                   ts_err *err)
+static int usage_window(double from_s, double to_s, double *now_s, ts_err *err)
 {
-    *rows = NULL;
-    *n = 0;
     if (!isfinite(from_s) || !isfinite(to_s) || from_s >= to_s)
         return ts_err_set(err, TS_EINVAL, "usage: window [%g, %g) must be finite and non-empty",
                           from_s, to_s);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    double now_s = (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
-    WITH_READER(s, err, s->ops->usage(c, from_s, to_s, now_s, rows, n, err));
+    *now_s = (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+    return 0;
+}
+
+int ts_store_usage(ts_store *s, double from_s, double to_s, ts_usage_row **rows, int *n,
+                   ts_err *err)
+{
+    *rows = NULL;
+    *n = 0;
+    double now_s = 0;
+    int rc = usage_window(from_s, to_s, &now_s, err);
+    if (rc)
+        return rc;
+    if (s->schema_version < TS_SCHEMA_ROLLUP)
+        return ts_store_usage_scan(s, from_s, to_s, rows, n, err);
+    WITH_READER(s, err,
+                ts_store_rollup_usage(s->ops, c, from_s, to_s, now_s, rows, n, err));
+}
+
+/* Adds a run-ended event's run, clipped to the window, to its group. */
+static int scan_add(ts_usage_row **rows, int *n, int *cap, const char *tenant, int tier,
+                    const char *model, double gpu_s)
+{
+    for (int i = 0; i < *n; i++)
+        if ((*rows)[i].tier == tier && strcmp((*rows)[i].tenant, tenant) == 0 &&
+            strcmp((*rows)[i].gpu_model, model) == 0) {
+            (*rows)[i].gpu_s += gpu_s;
+            return 0;
+        }
+    ts_usage_row *u = ts_store_grow((void **)rows, *n, cap, sizeof **rows);
+    if (!u)
+        return TS_ENOMEM;
+    memset(u, 0, sizeof *u);
+    snprintf(u->tenant, sizeof u->tenant, "%s", tenant);
+    u->tier = tier;
+    snprintf(u->gpu_model, sizeof u->gpu_model, "%s", model);
+    u->gpu_s = gpu_s;
+    (*n)++;
+    return 0;
+}
+
+int ts_store_usage_scan(ts_store *s, double from_s, double to_s, ts_usage_row **rows, int *n,
+                        ts_err *err)
+{
+    *rows = NULL;
+    *n = 0;
+    double now_s = 0;
+    int rc = usage_window(from_s, to_s, &now_s, err);
+    if (rc)
+        return rc;
+    int cap = 0;
+    {
+        ts_usage_row *jr = NULL;
+        int nj = 0;
+        rc = 0;
+        for (int try_ = 0;; try_++) {
+            int slot;
+            if ((rc = reader_get(s, &slot, err)))
+                return rc;
+            void *c = s->readers[slot];
+            rc = s->ops->usage(c, from_s, to_s, now_s, &jr, &nj, err);
+            bool dead = !s->ops->healthy(c);
+            reader_put(s, slot);
+            if (rc == 0 || !dead || try_ > 0)
+                break;
+        }
+        if (rc)
+            return rc;
+        *rows = jr;
+        *n = cap = nj;
+    }
+    /* runs that ended without ending their job ("run-ended" events) */
+    int64_t after = 0;
+    for (;;) {
+        ts_event_row *ev = NULL;
+        int ne = 0;
+        if ((rc = ts_store_event_list(s, 0, after, TS_STORE_LIST_MAX, &ev, &ne, err)))
+            break;
+        for (int i = 0; rc == 0 && i < ne; i++) {
+            after = ev[i].id;
+            double s0, s1;
+            int g, tier;
+            char model[TS_STORE_NAME_MAX];
+            if (strcmp(ev[i].kind, "run-ended") != 0 || !ev[i].detail ||
+                sscanf(ev[i].detail, "start=%lf end=%lf gpus=%d model=%63s tier=%d", &s0, &s1,
+                       &g, model, &tier) != 5)
+                continue;
+            double lo = s0 > from_s ? s0 : from_s, hi = s1 < to_s ? s1 : to_s;
+            if (hi <= lo)
+                continue;
+            ts_job_row j;
+            if (ts_store_job_get(s, ev[i].job_id, &j, NULL) != 0)
+                continue;
+            rc = scan_add(rows, n, &cap, j.tenant, tier, model, (hi - lo) * g);
+            ts_job_row_fini(&j);
+            if (rc)
+                ts_err_set(err, rc, "store: out of memory computing usage");
+        }
+        ts_store_free_events(ev, ne);
+        if (rc || ne < TS_STORE_LIST_MAX)
+            break;
+    }
+    if (rc) {
+        free(*rows);
+        *rows = NULL;
+        *n = 0;
+    }
+    return rc;
 }

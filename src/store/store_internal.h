@@ -20,11 +20,52 @@
 #include "tessera/store.h"
 
 /* The schema this code writes. A store at a higher version is refused. */
-#define TS_SCHEMA_VERSION 7
+#define TS_SCHEMA_VERSION 8
+/* The first schema with rolled-up accounting (store_usage.c). */
+#define TS_SCHEMA_ROLLUP 8
 /* Settings key of the tenants YAML document. */
 #define TS_SETTING_TENANTS "tenants"
 /* Page size bounds shared by job and event lists. */
 #define TS_STORE_LIST_MAX 10000
+
+/* Rolled-up accounting (store_usage.c): the statements each backend runs
+ * for it, in its own dialect. Every statement binds the arguments its
+ * TS_RU_SHAPES params string names, in that order ('j' job, 't' tenant,
+ * 'i' tier, 'm' model, 's' span, '0'..'3' d[k]) and returns rows of the columns its
+ * cols string names ('t' the next text, 'i' the integer, 'r' the next real;
+ * NULL reads as "" or 0). */
+enum ts_ru_stmt {
+    TS_RU_RUN_OF_JOB, /* a job's own run as its row says and as recorded */
+    TS_RU_RUN_DEL,    /* forgets a job's recorded own run */
+    TS_RU_RUN_ADD,    /* records a closed run */
+    TS_RU_BUCKET_ADD, /* adds to one bucket */
+    TS_RU_BUCKETS,    /* sums of the span's buckets of width d0 starting in [d1, d2) */
+    TS_RU_EDGE_AT,    /* one edge's buckets (width d0, start d1): GPU-s, GPUs carried in */
+    TS_RU_POINTS,     /* the span's runs' starts and ends in [d0, d1), weighed to d1 */
+    TS_RU_RUNNING,    /* jobs still running, clipped to [d0, d1) at now d2 */
+    TS_RU_OLD_JOBS,   /* migration: every ended job's run */
+    TS_RU_OLD_RUNS,   /* migration: every "run-ended" event with its job's tenant */
+    TS_RU_READ_BEGIN, /* on a reader: one snapshot for the statements of an answer */
+    TS_RU_READ_END,
+    TS_RU_STMTS
+};
+typedef struct ts_ru_args {
+    int64_t job;
+    int64_t span; /* 0: runs up to a week (hour edges), 1: longer (day edges) */
+    const char *tenant;
+    int64_t tier;
+    const char *model;
+    double d[4];
+} ts_ru_args;
+#define TS_RU_TEXT_MAX 256 /* a name, or a "run-ended" event's detail */
+typedef struct ts_ru_row {
+    char text[3][TS_RU_TEXT_MAX];
+    int64_t i;
+    double v[6];
+} ts_ru_row;
+/* Called per row; a non-zero return stops the statement and is returned. */
+typedef int (*ts_ru_row_fn)(void *ctx, const ts_ru_row *row, ts_err *err);
+extern const char *const TS_RU_SHAPES[TS_RU_STMTS][2];
 
 struct ts_store_ops {
     const char *name; /* "sqlite", "postgresql" */
@@ -83,8 +124,13 @@ struct ts_store_ops {
     int (*setting_get)(void *conn, const char *key, char **value, ts_err *err);
     /* The open arrays, ascending id; *rows malloc'd (the caller frees it, also on error). */
     int (*arrays_open)(void *conn, ts_array_row **rows, int *n, ts_err *err);
+    /* The jobs' part of the full-scan usage (ts_store_usage_scan). */
     int (*usage)(void *conn, double from_s, double to_s, double now_s, ts_usage_row **rows,
                  int *n, ts_err *err);
+    /* Runs rolled-up accounting statement `stmt`, each row to fn (NULL:
+     * rows ignored). */
+    int (*rollup)(void *conn, int stmt, const ts_ru_args *a, ts_ru_row_fn fn, void *ctx,
+                  ts_err *err);
     /* Fault injection (store_faults.c): cuts the session under the client
      * library, as a server restart would; NULL where there is no session. */
     void (*drop_session)(void *conn);
@@ -197,6 +243,19 @@ int ts_store_migrate(const struct ts_store_ops *ops, void *conn, int target_vers
 /* The script that migration `version` runs on a backend (tests build old
  * stores with it); NULL if there is none. */
 const char *ts_store_migration_sql(const char *backend, int version);
+
+/* Rolled-up accounting (store_usage.c). After a job row was inserted or
+ * updated, brings its recorded run in line with the row; after an event was
+ * appended, records the run a "run-ended" event closes. Both inside the
+ * writer's transaction. */
+int ts_store_rollup_job(const struct ts_store_ops *o, void *conn, int64_t job_id, ts_err *err);
+int ts_store_rollup_event(const struct ts_store_ops *o, void *conn, const ts_event_row *ev,
+                          ts_err *err);
+/* Migration 7: rolls up every run already in the store. */
+int ts_store_rollup_backfill(const struct ts_store_ops *o, void *conn, ts_err *err);
+/* The usage answer from the rolled-up tables, on a reader connection. */
+int ts_store_rollup_usage(const struct ts_store_ops *o, void *conn, double from_s, double to_s,
+                          double now_s, ts_usage_row **rows, int *n, ts_err *err);
 
 /* Opens like ts_store_open but migrates no further than max_version (tests
  * make old stores with it). */

@@ -118,6 +118,44 @@ static const char *const pg_sql[PG_STMTS] = {
                  "ORDER BY tenant COLLATE \"C\", tier, gpu_model COLLATE \"C\"",
 };
 
+/* Rolled-up accounting (store_usage.c, migration 8), prepared as statement
+ * PG_STMTS + LF_VARIANTS + i. */
+#define RU_GROUP "tenant, tier, gpu_model"
+static const char *const pg_ru_sql[TS_RU_STMTS] = {
+    [TS_RU_RUN_OF_JOB] = "SELECT j.tenant, j.tier, j.gpu_model, j.gpus, j.start_s, j.end_s, "
+                         "r.gpu_model, r.gpus, r.start_s, r.end_s FROM jobs j LEFT JOIN "
+                         "usage_runs r ON r.job_id = j.id AND r.whole = 1 WHERE j.id = $1",
+    [TS_RU_RUN_DEL] = "DELETE FROM usage_runs WHERE job_id = $1 AND whole = 1",
+    [TS_RU_RUN_ADD] = "INSERT INTO usage_runs (job_id, tenant, tier, gpu_model, gpus, start_s, "
+                      "end_s, whole, span) VALUES ($1, $2, $3, $4, $5, $6, $7, "
+                      "$8::int & 1, $8::int >> 1)",
+    [TS_RU_BUCKET_ADD] = "INSERT INTO usage_buckets (span, tenant, tier, gpu_model, start_s, "
+                         "gpu_s, carried, width_s) VALUES ($1, $2, $3, $4, $5, $6, "
+                         "$7, $8) ON CONFLICT (span, width_s, start_s, " RU_GROUP ") "
+                         "DO UPDATE SET "
+                         "gpu_s = usage_buckets.gpu_s + excluded.gpu_s, "
+                       "carried = usage_buckets.carried + excluded.carried",
+    [TS_RU_BUCKETS] = "SELECT " RU_GROUP ", SUM(gpu_s) FROM usage_buckets WHERE span = $1 "
+                      "AND width_s = $2 AND start_s >= $3 AND start_s < $4 "
+                      "GROUP BY " RU_GROUP,
+    [TS_RU_EDGE_AT] = "SELECT " RU_GROUP ", gpu_s, carried FROM usage_buckets WHERE "
+                      "span = $1 AND width_s = $2 AND start_s = $3",
+    [TS_RU_POINTS] = "SELECT " RU_GROUP ", SUM(gpus * ($3 - start_s)) FROM usage_runs WHERE "
+                     "span = $1 AND start_s >= $2 AND start_s < $3 GROUP BY " RU_GROUP " "
+                     "UNION ALL SELECT " RU_GROUP ", -SUM(gpus * ($3 - end_s)) FROM usage_runs "
+                     "WHERE span = $1 AND end_s >= $2 AND end_s < $3 GROUP BY " RU_GROUP,
+    [TS_RU_RUNNING] = "SELECT " RU_GROUP ", SUM(gpus * (LEAST($3::float8, $2::float8) - "
+                      "GREATEST(start_s, $1::float8))) FROM jobs WHERE start_s > 0 AND "
+                      "end_s <= 0 AND start_s < $2::float8 AND LEAST($3::float8, $2::float8) > "
+                      "GREATEST(start_s, $1::float8) GROUP BY " RU_GROUP,
+    [TS_RU_OLD_JOBS] = "SELECT " RU_GROUP ", gpus, start_s, end_s, id FROM jobs "
+                       "WHERE start_s > 0 AND end_s > 0",
+    [TS_RU_OLD_RUNS] = "SELECT j.tenant, e.detail, e.job_id FROM events e JOIN jobs j "
+                       "ON j.id = e.job_id WHERE e.kind = 'run-ended'",
+    [TS_RU_READ_BEGIN] = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+    [TS_RU_READ_END] = "COMMIT",
+};
+
 typedef struct pg_conn {
     PGconn *pc;
     uint64_t prepared; /* bit i: statement i prepared in this session */
@@ -890,6 +928,48 @@ static int pg_usage(void *conn, double from_s, double to_s, double now_s, ts_usa
     return rc;
 }
 
+static int pg_rollup(void *conn, int stmt, const ts_ru_args *a, ts_ru_row_fn fn, void *ctx,
+                     ts_err *err)
+{
+    pg_params p = {0};
+    const char *shape = TS_RU_SHAPES[stmt][0], *cols = TS_RU_SHAPES[stmt][1];
+    for (int i = 0; shape[i]; i++) {
+        char k = shape[i];
+        if (k == 'j')
+            pp_i64(&p, a->job);
+        else if (k == 't')
+            pp_text(&p, a->tenant);
+        else if (k == 'i')
+            pp_i64(&p, a->tier);
+        else if (k == 's')
+            pp_i64(&p, a->span);
+        else if (k == 'm')
+            pp_text(&p, a->model);
+        else
+            pp_f64(&p, a->d[k - '0']);
+    }
+    PGresult *res = NULL;
+    int rc = pg_run(conn, PG_STMTS + LF_VARIANTS + stmt, pg_ru_sql[stmt], &p, &res,
+                    "rolled-up usage", err);
+    if (rc)
+        return rc;
+    ts_ru_row row;
+    for (int r = 0; fn && rc == 0 && r < PQntuples(res); r++) {
+        memset(&row, 0, sizeof row);
+        for (int i = 0, nt = 0, nv = 0; cols[i]; i++) {
+            if (cols[i] == 't')
+                g_field(res, r, i, row.text[nt++], sizeof row.text[0]);
+            else if (cols[i] == 'i')
+                row.i = g_i64(res, r, i);
+            else
+                row.v[nv++] = g_f64(res, r, i);
+        }
+        rc = fn(ctx, &row, err);
+    }
+    PQclear(res);
+    return rc;
+}
+
 /* Fault injection: the socket is shut under libpq, as when the server
  * restarts; the next statement fails and the session reads CONNECTION_BAD. */
 static void pg_drop_session(void *conn)
@@ -929,6 +1009,7 @@ const struct ts_store_ops ts_store_pg_ops = {
     .token_list = pg_token_list,
     .setting_get = pg_setting_get,
     .usage = pg_usage,
+    .rollup = pg_rollup,
     .drop_session = pg_drop_session,
     .set_fence = pg_set_fence,
 };

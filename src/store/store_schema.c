@@ -22,6 +22,8 @@ typedef struct migration {
     int version;
     const char *sqlite;
     const char *pg;
+    /* after the script, in its transaction: fills what SQL alone cannot */
+    int (*fill)(const struct ts_store_ops *o, void *conn, ts_err *err);
 } migration;
 
 static const migration migrations[] = {
@@ -71,14 +73,16 @@ static const migration migrations[] = {
      " id BIGSERIAL PRIMARY KEY, name TEXT NOT NULL UNIQUE, role INTEGER NOT NULL,"
      " tenant TEXT NOT NULL DEFAULT '', hash BYTEA NOT NULL UNIQUE,"
      " created_s DOUBLE PRECISION NOT NULL, revoked_s DOUBLE PRECISION NOT NULL DEFAULT 0);"
-     "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);"},
+     "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
+     NULL},
     {2,
      /* per-tenant counts read the index alone instead of every job row;
       * a tenant admin's token list stops scanning all tokens */
      "CREATE INDEX jobs_tenant_state ON jobs (tenant, state);"
      "CREATE INDEX tokens_tenant_id ON tokens (tenant, id);",
      "CREATE INDEX jobs_tenant_state ON jobs (tenant, state);"
-     "CREATE INDEX tokens_tenant_id ON tokens (tenant, id);"},
+     "CREATE INDEX tokens_tenant_id ON tokens (tenant, id);",
+     NULL},
     {3,
      /* high availability (store_lease.c, docs/ha.md): one lease row, whose
       * holder leads the controllers sharing a PostgreSQL store; its epoch
@@ -92,7 +96,8 @@ static const migration migrations[] = {
      " holder TEXT NOT NULL DEFAULT '', epoch BIGINT NOT NULL DEFAULT 0,"
      " expires_at TIMESTAMPTZ NOT NULL DEFAULT '1970-01-01 00:00:00+00',"
      " url TEXT NOT NULL DEFAULT '');"
-     "INSERT INTO lease (id) VALUES (1) ON CONFLICT (id) DO NOTHING;"},
+     "INSERT INTO lease (id) VALUES (1) ON CONFLICT (id) DO NOTHING;",
+     NULL},
     {4,
      /* the epoch that wrote each event and created each job (docs/ha.md),
       * so the store itself shows that no commit of an old leader follows the
@@ -109,12 +114,14 @@ static const migration migrations[] = {
      " COALESCE(NULLIF(current_setting('tessera.epoch', true), ''), '0')::bigint;"
      "ALTER TABLE jobs ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;"
      "ALTER TABLE jobs ALTER COLUMN epoch SET DEFAULT"
-     " COALESCE(NULLIF(current_setting('tessera.epoch', true), ''), '0')::bigint;"},
+     " COALESCE(NULLIF(current_setting('tessera.epoch', true), ''), '0')::bigint;",
+     NULL},
     {5,
      /* an ended job's result (exit code, each rank's end and why: docs/api.md
       * "Job"), kept with the row so lists and accounting need no events */
      "ALTER TABLE jobs ADD COLUMN result_json TEXT;",
-     "ALTER TABLE jobs ADD COLUMN result_json TEXT;"},
+     "ALTER TABLE jobs ADD COLUMN result_json TEXT;",
+     NULL},
     {6,
      /* identity (docs/api.md "Tokens"): the Unix user and uid an
       * administrator maps a token to, and when it expires; a job keeps the
@@ -128,7 +135,8 @@ static const migration migrations[] = {
      "ALTER TABLE tokens ADD COLUMN uid BIGINT NOT NULL DEFAULT -1;"
      "ALTER TABLE tokens ADD COLUMN expires_s DOUBLE PRECISION NOT NULL DEFAULT 0;"
      "ALTER TABLE jobs ADD COLUMN run_user TEXT NOT NULL DEFAULT '';"
-     "ALTER TABLE jobs ADD COLUMN run_uid BIGINT NOT NULL DEFAULT -1;"},
+     "ALTER TABLE jobs ADD COLUMN run_uid BIGINT NOT NULL DEFAULT -1;",
+     NULL},
     {7,
      /* large arrays, materialised lazily (docs/store.md "Arrays"): an
       * array's elements have the ids id..id+size-1, reserved at submission;
@@ -137,7 +145,41 @@ static const migration migrations[] = {
      "CREATE TABLE arrays (id INTEGER PRIMARY KEY, size INTEGER NOT NULL,"
      " next INTEGER NOT NULL, open INTEGER NOT NULL DEFAULT 1);",
      "CREATE TABLE arrays (id BIGINT PRIMARY KEY, size INTEGER NOT NULL,"
-     " next INTEGER NOT NULL, open INTEGER NOT NULL DEFAULT 1);"},
+     " next INTEGER NOT NULL, open INTEGER NOT NULL DEFAULT 1);",
+     NULL},
+    {8,
+     /* rolled-up accounting (store_usage.c): every closed run once (span 0:
+      * up to a week, 1: longer), buckets of GPU-seconds and, for the edge
+      * buckets (hours; days for long runs), GPUs carried in, per tenant,
+      * tier and model, and the running jobs by start; filled from the jobs
+      * and the "run-ended" events already there */
+     "CREATE TABLE usage_runs (id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL,"
+     " whole INTEGER NOT NULL, span INTEGER NOT NULL, tenant TEXT NOT NULL,"
+     " tier INTEGER NOT NULL, gpu_model TEXT NOT NULL, gpus REAL NOT NULL,"
+     " start_s REAL NOT NULL, end_s REAL NOT NULL);"
+     "CREATE UNIQUE INDEX usage_runs_job ON usage_runs (job_id) WHERE whole = 1;"
+     "CREATE INDEX usage_runs_start ON usage_runs (span, start_s);"
+     "CREATE INDEX usage_runs_end ON usage_runs (span, end_s);"
+     "CREATE TABLE usage_buckets (span INTEGER NOT NULL, width_s REAL NOT NULL,"
+     " start_s REAL NOT NULL, tenant TEXT NOT NULL, tier INTEGER NOT NULL,"
+     " gpu_model TEXT NOT NULL, gpu_s REAL NOT NULL, carried REAL NOT NULL,"
+     " PRIMARY KEY (span, width_s, start_s, tenant, tier, gpu_model)) WITHOUT ROWID;"
+     "CREATE INDEX jobs_running ON jobs (start_s) WHERE start_s > 0 AND end_s <= 0;",
+
+     "CREATE TABLE usage_runs (id BIGSERIAL PRIMARY KEY, job_id BIGINT NOT NULL,"
+     " whole INTEGER NOT NULL, span INTEGER NOT NULL, tenant TEXT NOT NULL,"
+     " tier INTEGER NOT NULL, gpu_model TEXT NOT NULL, gpus DOUBLE PRECISION NOT NULL,"
+     " start_s DOUBLE PRECISION NOT NULL, end_s DOUBLE PRECISION NOT NULL);"
+     "CREATE UNIQUE INDEX usage_runs_job ON usage_runs (job_id) WHERE whole = 1;"
+     "CREATE INDEX usage_runs_start ON usage_runs (span, start_s);"
+     "CREATE INDEX usage_runs_end ON usage_runs (span, end_s);"
+     "CREATE TABLE usage_buckets (span INTEGER NOT NULL, width_s DOUBLE PRECISION NOT NULL,"
+     " start_s DOUBLE PRECISION NOT NULL, tenant TEXT NOT NULL, tier INTEGER NOT NULL,"
+     " gpu_model TEXT NOT NULL, gpu_s DOUBLE PRECISION NOT NULL,"
+     " carried DOUBLE PRECISION NOT NULL,"
+     " PRIMARY KEY (span, width_s, start_s, tenant, tier, gpu_model));"
+     "CREATE INDEX jobs_running ON jobs (start_s) WHERE start_s > 0 AND end_s <= 0;",
+     ts_store_rollup_backfill},
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -194,6 +236,7 @@ int ts_store_migrate(const struct ts_store_ops *ops, void *conn, int target_vers
             continue;
         const char *sql = strcmp(ops->name, "sqlite") == 0 ? m->sqlite : m->pg;
         if ((rc = ops->exec_script(conn, sql, err)) ||
+            (m->fill && (rc = m->fill(ops, conn, err))) ||
             (rc = ops->set_version(conn, m->version, err))) {
             ops->rollback(conn);
             return ts_err_prefix(err, "store schema: migration %d: ", m->version);

@@ -112,6 +112,41 @@ static const char *const sq_sql[SQ_STMTS] = {
                  " GROUP BY tenant, tier, gpu_model ORDER BY tenant, tier, gpu_model",
 };
 
+/* Rolled-up accounting (store_usage.c, migration 8). */
+#define RU_GROUP "tenant, tier, gpu_model"
+static const char *const sq_ru_sql[TS_RU_STMTS] = {
+    [TS_RU_RUN_OF_JOB] = "SELECT j.tenant, j.tier, j.gpu_model, j.gpus, j.start_s, j.end_s, "
+                         "r.gpu_model, r.gpus, r.start_s, r.end_s FROM jobs j LEFT JOIN "
+                         "usage_runs r ON r.job_id = j.id AND r.whole = 1 WHERE j.id = ?1",
+    [TS_RU_RUN_DEL] = "DELETE FROM usage_runs WHERE job_id = ?1 AND whole = 1",
+    [TS_RU_RUN_ADD] = "INSERT INTO usage_runs (job_id, tenant, tier, gpu_model, gpus, start_s, "
+                      "end_s, whole, span) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+                      "CAST(?8 AS INTEGER) & 1, CAST(?8 AS INTEGER) >> 1)",
+    [TS_RU_BUCKET_ADD] = "INSERT INTO usage_buckets (span, tenant, tier, gpu_model, start_s, "
+                         "gpu_s, carried, width_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+                         "?7, ?8) ON CONFLICT (span, width_s, start_s, " RU_GROUP ") "
+                         "DO UPDATE SET "
+                         "gpu_s = gpu_s + excluded.gpu_s, carried = carried + excluded.carried",
+    [TS_RU_BUCKETS] = "SELECT " RU_GROUP ", SUM(gpu_s) FROM usage_buckets WHERE span = ?1 "
+                      "AND width_s = ?2 AND start_s >= ?3 AND start_s < ?4 "
+                      "GROUP BY " RU_GROUP,
+    [TS_RU_EDGE_AT] = "SELECT " RU_GROUP ", gpu_s, carried FROM usage_buckets WHERE "
+                      "span = ?1 AND width_s = ?2 AND start_s = ?3",
+    [TS_RU_POINTS] = "SELECT " RU_GROUP ", SUM(gpus * (?3 - start_s)) FROM usage_runs WHERE "
+                     "span = ?1 AND start_s >= ?2 AND start_s < ?3 GROUP BY " RU_GROUP " "
+                     "UNION ALL SELECT " RU_GROUP ", -SUM(gpus * (?3 - end_s)) FROM usage_runs "
+                     "WHERE span = ?1 AND end_s >= ?2 AND end_s < ?3 GROUP BY " RU_GROUP,
+    [TS_RU_RUNNING] = "SELECT " RU_GROUP ", SUM(gpus * (MIN(?3, ?2) - MAX(start_s, ?1))) FROM "
+                      "jobs WHERE start_s > 0 AND end_s <= 0 AND start_s < ?2 AND "
+                      "MIN(?3, ?2) > MAX(start_s, ?1) GROUP BY " RU_GROUP,
+    [TS_RU_OLD_JOBS] = "SELECT " RU_GROUP ", gpus, start_s, end_s, id FROM jobs "
+                       "WHERE start_s > 0 AND end_s > 0",
+    [TS_RU_OLD_RUNS] = "SELECT j.tenant, e.detail, e.job_id FROM events e JOIN jobs j "
+                       "ON j.id = e.job_id WHERE e.kind = 'run-ended'",
+    [TS_RU_READ_BEGIN] = "BEGIN",
+    [TS_RU_READ_END] = "COMMIT",
+};
+
 /* Job-list filter bits: which fragments a variant has. */
 enum { LF_TENANT = 1, LF_OWNER = 2, LF_STATE = 4, LF_ACTIVE = 8, LF_VARIANTS = 16 };
 
@@ -119,6 +154,7 @@ typedef struct sq_conn {
     sqlite3 *db;
     sqlite3_stmt *st[SQ_STMTS];
     sqlite3_stmt *list[LF_VARIANTS];
+    sqlite3_stmt *ru[TS_RU_STMTS];
 } sq_conn;
 
 static int sq_fail(sq_conn *c, int code, const char *what, ts_err *err)
@@ -248,6 +284,8 @@ static void sq_disconnect(void *conn)
         sqlite3_finalize(c->st[i]);
     for (int i = 0; i < LF_VARIANTS; i++)
         sqlite3_finalize(c->list[i]);
+    for (int i = 0; i < TS_RU_STMTS; i++)
+        sqlite3_finalize(c->ru[i]);
     sqlite3_close(c->db);
     free(c);
 }
@@ -857,6 +895,55 @@ static int sq_usage(void *conn, double from_s, double to_s, double now_s, ts_usa
     return ret;
 }
 
+static int sq_rollup(void *conn, int stmt, const ts_ru_args *a, ts_ru_row_fn fn, void *ctx,
+                     ts_err *err)
+{
+    sq_conn *c = conn;
+    int rc;
+    if (!c->ru[stmt] && (rc = sq_prepare_text(c, sq_ru_sql[stmt], &c->ru[stmt], err)))
+        return rc;
+    sqlite3_stmt *st = c->ru[stmt];
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    const char *p = TS_RU_SHAPES[stmt][0], *cols = TS_RU_SHAPES[stmt][1];
+    for (int i = 0; p[i]; i++) {
+        char k = p[i];
+        if (k == 'j')
+            sqlite3_bind_int64(st, i + 1, a->job);
+        else if (k == 't')
+            bind_text(st, i + 1, a->tenant);
+        else if (k == 'i')
+            sqlite3_bind_int64(st, i + 1, a->tier);
+        else if (k == 's')
+            sqlite3_bind_int64(st, i + 1, a->span);
+        else if (k == 'm')
+            bind_text(st, i + 1, a->model);
+        else
+            sqlite3_bind_double(st, i + 1, a->d[k - '0']);
+    }
+    int ret = 0;
+    ts_ru_row row;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (!fn)
+            continue;
+        memset(&row, 0, sizeof row);
+        for (int i = 0, nt = 0, nv = 0; cols[i]; i++) {
+            if (cols[i] == 't')
+                col_field(st, i, row.text[nt++], sizeof row.text[0]);
+            else if (cols[i] == 'i')
+                row.i = sqlite3_column_int64(st, i);
+            else
+                row.v[nv++] = sqlite3_column_double(st, i);
+        }
+        if ((ret = fn(ctx, &row, err)))
+            break;
+    }
+    if (ret == 0 && rc != SQLITE_DONE)
+        ret = sq_fail(c, rc, "rolled-up usage", err);
+    sqlite3_reset(st);
+    return ret;
+}
+
 const struct ts_store_ops ts_store_sqlite_ops = {
     .name = "sqlite",
     .connect = sq_connect,
@@ -886,4 +973,5 @@ const struct ts_store_ops ts_store_sqlite_ops = {
     .token_list = sq_token_list,
     .setting_get = sq_setting_get,
     .usage = sq_usage,
+    .rollup = sq_rollup,
 };

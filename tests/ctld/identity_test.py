@@ -120,11 +120,11 @@ def mapping_rules(admin):
     check(st == 403 and "lets its tenant-admin map no Unix user" in err(d),
           f"a tenant that declares nothing: only admin maps: {d}")
     st, d = mint(ta, {"name": "root", "role": "user", "tenant": "t"})
-    check(st == 201 and d["token"]["unix_user"] is None,
-          "a token named root is only a name: it maps no Unix user")
+    check(st == 201 and d["token"]["unix_user"] is None and d["token"]["name"] == "t.root",
+          "a token named root is only a name (a tenant-admin's: t.root): it maps no Unix user")
     root_named = d["token"]["secret"]
     st, d = call("POST", "/v1/jobs", root_named, spec("t"))
-    check(st == 403 and d["error"]["code"] == "no_unix_identity" and "\"root\" has no Unix "
+    check(st == 403 and d["error"]["code"] == "no_unix_identity" and "\"t.root\" has no Unix "
           "identity" in err(d), f"a token without a mapping cannot submit: {st} {d}")
     return ta
 
