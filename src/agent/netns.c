@@ -54,15 +54,12 @@ static const char POLICY[] =
     "    ether type arp iifname . arp saddr ether != @boundmac counter drop\n"
     "    ether type != { ip, arp } counter drop\n"
     "  }\n"
-    "  chain forward {\n"
-    "    type filter hook forward priority 0; policy accept;\n"
+    /* prerouting: every frame entering a tenant bridge, whether it is
+     * forwarded (to another port or the VXLAN) or goes up to the host */
+    "  chain prerouting {\n"
+    "    type filter hook prerouting priority -200; policy accept;\n"
     "    iifname \"tsv*\" jump from_task\n"
     "    iifname \"tsx*\" ether type != { ip, arp } counter drop\n"
-    "    oifname \"tsv*\" ether type != { ip, arp } counter drop\n"
-    "  }\n"
-    "  chain input {\n"
-    "    type filter hook input priority 0; policy accept;\n"
-    "    iifname \"tsv*\" jump from_task\n"
     "  }\n"
     "}\n"
     /* the host routes nothing out of a tenant bridge or into one (each
@@ -517,8 +514,9 @@ int agent_net_start(const char *state_dir, bool (*keep)(const char *task_id, voi
     char dir[700];
     snprintf(dir, sizeof dir, "%s/net", state_dir);
     id_list ids = {0};
+    /* the state files, not /run/netns: that folder is the host's, and the
+     * state file is written before anything is made and removed last */
     ids_from_dir(&ids, dir, "");
-    ids_from_dir(&ids, NS_DIR, NS_PREFIX);
     int gone = 0, rc = 0;
     for (size_t i = 0; i < ids.n; i++) {
         if (keep && keep(ids.v[i], ctx))

@@ -16,8 +16,10 @@
  * on stdin (`ip -batch -`, `nft -f -`): three or four processes per task, no
  * shell, and the kernel's own tools parse and apply each batch.
  * What a task was given is written to <state dir>/net/<task id> before
- * anything is made, so teardown, and a restarted agent's reconcile, know
- * what to remove even after kill -9.
+ * anything is made and removed last, so teardown, and a restarted agent's
+ * reconcile, know what to remove even after kill -9; the state directory,
+ * not /run/netns, is the authority (several agents may share a host in
+ * tests, each with its own).
  *
  * Nothing here is thread-safe; one agent per state directory. Errors come
  * back in the ts_err, nothing prints.
