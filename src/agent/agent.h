@@ -53,6 +53,7 @@ typedef struct ts_agent_config {
     char ca_file[512];      /* "" = the system's */
     char cgroup_parent[512];/* "" = the agent's own cgroup */
     double lost_s;          /* TS_AGENT_LOST_S */
+    char net_addr[16];      /* the node's underlay IPv4 (VXLAN source); "" = none */
 } ts_agent_config;
 
 /* The node as the agent reports it: filled by the caller (discovery) and

@@ -101,6 +101,8 @@ typedef struct ts_task_spec {
 
     double term_grace_s;          /* SIGTERM->SIGKILL; 0: TS_TERM_GRACE_DEFAULT_S */
 
+    const char *netns_path;       /* the network namespace the task joins; NULL: the agent's */
+
     const char *record_dir;       /* <record_dir>/<task_id>.task and .exit; NULL: log_dir */
     const char *meta;             /* opaque, kept in the record for the caller (e.g. JSON:
                                    * job, rank, GPUs), any bytes but NUL, at most

@@ -268,11 +268,12 @@ static int fdb_add(unsigned vni, const char *const *peers, size_t npeers, const 
     return rc;
 }
 
-int agent_net_peers(unsigned vni, const char *const *peers, size_t npeers, ts_err *err)
+int agent_net_peers(unsigned vni, const char *local, const char *const *peers, size_t npeers,
+                    ts_err *err)
 {
     char vx[IFNAMSIZ];
     snprintf(vx, sizeof vx, "tsx%u", vni);
-    return link_exists(vx) ? fdb_add(vni, peers, npeers, NULL, err) : 0;
+    return link_exists(vx) ? fdb_add(vni, peers, npeers, local, err) : 0;
 }
 
 /* No routing from or to the bridge and no IPv6 on it: written, not exec'd. */

@@ -61,7 +61,8 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
                     size_t ns_path_len, ts_err *err);
 
 /* Adds the flood entries of peers the tenant's VXLAN lacks (new nodes). */
-int agent_net_peers(unsigned vni, const char *const *peers, size_t npeers, ts_err *err);
+int agent_net_peers(unsigned vni, const char *local, const char *const *peers, size_t npeers,
+                    ts_err *err);
 
 /* Removes the task's namespace, veth and bindings, and the tenant's bridge
  * and VXLAN when no other task of the tenant is left here. A task with no

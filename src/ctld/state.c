@@ -132,6 +132,7 @@ static void cjob_free(cjob *j)
     ts_spec_free(j->spec);
     free(j->tasks);
     free(j->allocs);
+    free(j->net_host);
     free(j->rank_state);
     json_decref(j->rank_end);
     free(j->straggle_since);
@@ -552,6 +553,8 @@ static int restore_running(ctld *c, cjob *j, double now, ts_err *err)
 {
     int rc = placement_parse(c, j, err);
     if (rc == 0)
+        ctld_net_restore(c, j);
+    if (rc == 0)
         mig_make_room(c, j);
     if (rc == 0) {
         j->sj.allocs = j->allocs;
@@ -964,6 +967,7 @@ void ctld_job_unbind(ctld *c, cjob *j, double now)
     free(j->allocs);
     j->allocs = NULL;
     j->sj.allocs = NULL;
+    ctld_net_unbind(j);
     free(j->row.placement_json);
     j->row.placement_json = NULL;
     free(j->rank_state);
