@@ -130,7 +130,34 @@ def node_counts(c):
     return links, elems
 
 
+def bad_configs(tesserad):
+    """A bad network key stops tesserad naming the field and the reason."""
+    import tempfile
+    d = tempfile.mkdtemp(prefix="tessera-netcfg-")
+    try:
+        with open(os.path.join(d, "cluster.yaml"), "w") as f:
+            f.write("nodes:\n  - {name: a, class: c}\nnode_classes:\n"
+                    "  c: {gpu_model: H100-80GB, gpus: 8}\n")
+        with open(os.path.join(d, "tenants.yaml"), "w") as f:
+            f.write("tenants:\n  t: {}\n")
+        for net, want in (("{isolation: bridge}", "network.isolation: must be host or tenant"),
+                          ("{range: 10.0.0.0/30}", "network.range: must be an IPv4 range"),
+                          ("{range: 10.0.0.0/16, tenant_prefix: 16}",
+                           "network.tenant_prefix: 16: must be longer than the range's /16"),
+                          ("{mtu: 100}", "network.mtu: must be 1280..9000")):
+            with open(os.path.join(d, "t.yaml"), "w") as f:
+                f.write(f"cluster: cluster.yaml\ntenants: tenants.yaml\nstate_dir: st\n"
+                        f"network: {net}\n")
+            p = subprocess.run([tesserad, "--config", os.path.join(d, "t.yaml")],
+                               capture_output=True, text=True, timeout=20)
+            check(p.returncode != 0 and want in p.stderr,
+                  f"network: {net} is refused: {want} ({p.stderr.strip()[:200]})")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main():
+    bad_configs(sys.argv[1])
     if os.geteuid() != 0 or not shutil.which("nft") or not shutil.which("nsenter") \
             or subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed as d; "
                                "assert d.is_gloo_available()"],
