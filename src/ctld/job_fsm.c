@@ -254,7 +254,7 @@ int ctld_fsm_plan(ctld *c, ctld_txn *t, cjob *j, int event, const ctld_fsm_args 
     bool on_agents = false; /* a tenant network is for real nodes' tasks */
     for (int k = 0; event == CTLD_JE_START && k < j->ntasks && !oom; k++)
         on_agents = on_agents || !c->node_virtual[a->allocs[k].node];
-    if (on_agents && c->cfg.net_isolation &&
+    if (on_agents && c->cfg.net_isolation && !j->spec->host_network &&
         (rc = ctld_net_place(c, t, j, &r->placement_json, err)) != 0) {
         ts_job_row_fini(r);
         free(ch->allocs);

@@ -41,7 +41,7 @@ TENANTS_YAML = """tenants:
     teams:
       team-a: {guaranteed: {gpu: {H100-80GB: 8}}}
       team-b: {guaranteed: {gpu: {H100-80GB: 8}}}
-      team-c: {guaranteed: {gpu: {H100-80GB: 8}}}
+      team-c: {guaranteed: {gpu: {H100-80GB: 8}}, allow_host_network: true}
 """
 
 CONFIG = ("scheduler: {interval: 0.2s, min_runtime: 1s, reclaim_min_runtime: 0s, grace: 3s, "
@@ -247,6 +247,18 @@ def main():
         text = "".join(c.output(n.name, late, 0) for n in c.nodes)  # ended: no placement
         check(" 10.80.0.5/20 " in text, f"after tesserad's restart a new team-a rank gets "
               f"10.80.0.5 (1-4 still held): {text.strip()}")
+        # host networking: only where the tenant allows it
+        d = c.submit({"tenant": "team-a", "name": "hostnet", "tasks": [{"gpus": 0}],
+                      "network": "host", "command": ["/bin/true"]}, expect=400)
+        check("network" in json.dumps(d) and "does not allow host networking" in json.dumps(d),
+              f"team-a's host-network job is refused naming the field: {d}")
+        hj = c.submit({"tenant": "team-c", "name": "hostnet", "tasks": [{"gpus": 0}],
+                       "network": "host",
+                       "command": ["/usr/sbin/ip", "-4", "-o", "addr", "show", "dev", "u0"]})
+        c.wait_job(hj, ("completed",), timeout=60)
+        text = "".join(c.output(n.name, hj, 0) for n in c.nodes)
+        check("192.168.252." in text, f"team-c's host-network job runs on its node's network: "
+              f"{text.strip()[:120]}")
         # the jobs end: nothing is left
         open(stop, "w").close()
         for jid in jobs.values():
