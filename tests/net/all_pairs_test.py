@@ -90,6 +90,18 @@ for t in ts: t.join()
 print(json.dumps(out))
 """
 
+# a forged gratuitous ARP: "IP (argv[1]) is at my MAC", to everyone on eth0
+ARP_SPOOF = r"""
+import socket, sys
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW); s.bind(("eth0", 0))
+mac = s.getsockname()[4]
+ip = socket.inet_aton(sys.argv[1])
+bcast = b"\xff" * 6
+arp = b"\x00\x01\x08\x00\x06\x04\x00\x02" + mac + ip + bcast + ip
+for _ in range(3):
+    s.send(bcast + mac + b"\x08\x06" + arp)
+"""
+
 GANG = r"""
 import os, sys, torch, torch.distributed as dist
 dist.init_process_group("gloo", rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]),
@@ -272,6 +284,17 @@ def main():
                     if k == 0 and r != 0 and os.path.exists(p))
         print(f"spoofed datagrams delivered: 0 checked; tenant 0's broadcast reached "
               f"{bcast}/3 of its peers")
+        # ARP spoofing: rank 0 claims rank 1's address; rank 2 (another node)
+        # must keep rank 1's MAC for it
+        victim_mac = nsx("ts-" + task_id(0, 2), "ip", "neigh", "show", task_addr(0, 1)).stdout
+        nsx(src, sys.executable, "-c", ARP_SPOOF, task_addr(0, 1))
+        time.sleep(0.3)
+        after_mac = nsx("ts-" + task_id(0, 2), "ip", "neigh", "show", task_addr(0, 1)).stdout
+        want_mac = "02:00:0a:46:00:03"  # task_addr(0, 1) = 10.70.0.3
+        print(f"ARP entry for rank 1 at rank 2, before/after rank 0's forged ARP: "
+              f"{victim_mac.split()[4:5]} / {after_mac.split()[4:5]}")
+        if want_mac not in after_mac or want_mac not in victim_mac:
+            failures.append(f"ARP spoofing changed rank 2's entry: {after_mac.strip()}")
         nsx(src, "ip", "addr", "del", f"{task_addr(1, 0)}/32", "dev", "eth0")
         nsx(src, "ip", "addr", "del", f"{task_addr(0, 3)}/32", "dev", "eth0")
         for r in (0, 1):
