@@ -164,6 +164,7 @@ void ts_agent_free(ts_agent *a)
     curl_easy_cleanup(a->h);
     json_decref(a->log_answers);
     free(a->net_peers);
+    free(a->net_services);
     free(a);
 }
 
@@ -389,6 +390,7 @@ static void reconcile(ts_agent *a, json_t *desired)
     json_t *t;
     ts_agent_apply_mig(a, json_object_get(desired, "mig"));
     ts_agent_net_peers(a, json_object_get(desired, "net_peers"));
+    ts_agent_net_services(a, json_object_get(desired, "net_services"));
     ts_agent_answer_logs(a, json_object_get(desired, "logs"));
     json_array_foreach(tasks, i, t)
     {

@@ -73,6 +73,7 @@ struct ts_agent {
     ts_mps_daemon mps[16]; /* per GPU, while fractional tasks use it */
     bool mps_on[16];
     char *net_peers;       /* the last desired "net_peers", compact JSON; NULL none yet */
+    char *net_services;    /* the same for "net_services" */
 };
 
 /* agent_net.c: tenant networks (docs/network.md) */
@@ -82,6 +83,7 @@ void ts_agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_
                         char *ns_path, size_t len, char *why, size_t why_len);
 void ts_agent_net_end(ts_agent *a, const local_task *lt);
 void ts_agent_net_peers(ts_agent *a, const json_t *peers);
+void ts_agent_net_services(ts_agent *a, const json_t *services);
 
 /* agent.c */
 local_task *ts_agent_find(ts_agent *a, int64_t job, int rank);

@@ -5,7 +5,7 @@
  * (netns.c does the work); the namespace goes when the task is forgotten;
  * a restarted agent keeps the namespaces of the tasks it adopted and
  * removes the rest; the tenants' VXLANs learn the nodes the controller
- * lists in "net_peers".
+ * lists in "net_peers", and the policy the services of "net_services".
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,6 +129,28 @@ void ts_agent_net_peers(ts_agent *a, const json_t *peers)
     free(v);
     free(a->net_peers);
     a->net_peers = ok ? s : NULL; /* a failure is tried again on the next answer */
+    if (!ok)
+        free(s);
+}
+
+void ts_agent_net_services(ts_agent *a, const json_t *services)
+{
+    if (!json_is_array(services) || !a->cfg.net_addr[0])
+        return;
+    char *s = json_dumps(services, JSON_COMPACT);
+    if (!s || (a->net_services && strcmp(s, a->net_services) == 0)) {
+        free(s);
+        return;
+    }
+    size_t n;
+    const char **v = peer_list(services, &n);
+    ts_err e;
+    bool ok = v && agent_net_services(v, n, &e) == 0;
+    if (v && !ok)
+        fprintf(stderr, "tessera-agent: tenant networks' services: %s\n", e.msg);
+    free(v);
+    free(a->net_services);
+    a->net_services = ok ? s : NULL; /* a failure is tried again on the next answer */
     if (!ok)
         free(s);
 }

@@ -39,6 +39,8 @@
 #define NS_DIR "/run/netns"
 #define NS_PREFIX "ts-"
 #define SCRIPT_BYTES 65536
+#define GW_MAC_PREFIX "02:54:53:00:00:00" /* a tenant gateway's MAC: this, the VNI below */
+#define SERVICES_MAX 64
 
 /* the tables; replaced whole at agent start (agent_net_start) */
 static const char POLICY[] =
@@ -60,21 +62,37 @@ static const char POLICY[] =
     "    type filter hook prerouting priority -200; policy accept;\n"
     "    iifname \"tsv*\" jump from_task\n"
     "    iifname \"tsx*\" ether type != { ip, arp } counter drop\n"
+    /* every node's bridge is its tenant's gateway, with one MAC: another
+     * node's answer must not reach this node's tasks */
+    "    iifname \"tsx*\" ether saddr & ff:ff:ff:00:00:00 == " GW_MAC_PREFIX " counter drop\n"
     "  }\n"
     "}\n"
-    /* the host routes nothing out of a tenant bridge or into one (each
-     * bridge also has forwarding off, which stops routing between two
-     * bridges; bridged frames that br_netfilter shows here have the same
-     * bridge in and out, and pass), and takes nothing in from one */
+    /* the host: a tenant bridge's frames that br_netfilter shows here (the
+     * same bridge in and out: set "bridged") pass; what is routed from a
+     * bridge goes only to the services (set "services", the controller's
+     * network.services), masqueraded as the node; nothing is routed into a
+     * bridge but their answers; the host itself takes from a bridge only
+     * connections to services it runs */
     "table inet tessera {\n"
+    "  set bridged { type ifname . ifname; }\n"
+    "  set services { type ipv4_addr . inet_proto . inet_service; flags interval; }\n"
     "  chain forward {\n"
     "    type filter hook forward priority 0; policy accept;\n"
-    "    iifname \"tsb*\" oifname != \"tsb*\" counter drop\n"
-    "    iifname != \"tsb*\" oifname \"tsb*\" counter drop\n"
+    "    iifname . oifname @bridged accept\n"
+    "    iifname \"tsb*\" ip daddr . meta l4proto . th dport @services accept\n"
+    "    iifname \"tsb*\" counter drop\n"
+    "    oifname \"tsb*\" ct state established,related accept\n"
+    "    oifname \"tsb*\" counter drop\n"
     "  }\n"
     "  chain input {\n"
     "    type filter hook input priority 0; policy accept;\n"
+    "    iifname \"tsb*\" ip daddr . meta l4proto . th dport @services accept\n"
+    "    iifname \"tsb*\" ct state established,related accept\n"
     "    iifname \"tsb*\" counter drop\n"
+    "  }\n"
+    "  chain postrouting {\n"
+    "    type nat hook postrouting priority 100; policy accept;\n"
+    "    iifname \"tsb*\" oifname != \"tsb*\" masquerade\n"
     "  }\n"
     "}\n";
 
@@ -276,12 +294,13 @@ int agent_net_peers(unsigned vni, const char *local, const char *const *peers, s
     return link_exists(vx) ? fdb_add(vni, peers, npeers, local, err) : 0;
 }
 
-/* No routing from or to the bridge and no IPv6 on it: written, not exec'd. */
-static int bridge_no_routing(const char *br, ts_err *err)
+/* The bridge routes (to the services only: the policy) and has no IPv6:
+ * written, not exec'd. */
+static int bridge_sysctls(const char *br, ts_err *err)
 {
     static const char *const knobs[] = {"/proc/sys/net/ipv4/conf/%s/forwarding",
                                         "/proc/sys/net/ipv6/conf/%s/disable_ipv6"};
-    static const char *const values[] = {"0", "1"};
+    static const char *const values[] = {"1", "1"};
     for (int i = 0; i < 2; i++) {
         char path[128];
         snprintf(path, sizeof path, knobs[i], br);
@@ -306,6 +325,10 @@ static int elements(const char *verb, const net_state *s, ts_err *err)
              "%s element bridge tessera bound4 { \"%s\" . %s }\n"
              "%s element bridge tessera boundmac { \"%s\" . %s }\n",
              verb, s->veth, s->addr, verb, s->veth, s->mac);
+    if (strcmp(verb, "add") == 0) /* the tenant's bridge: kept while any task is there */
+        snprintf(script + strlen(script), sizeof script - strlen(script),
+                 "add element inet tessera bridged { \"tsb%u\" . \"tsb%u\" }\n", s->vni,
+                 s->vni);
     const char *argv[] = {"nft", "-f", "-", NULL};
     return run_tool(argv, script, err);
 }
@@ -318,6 +341,14 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
     if (rc)
         return rc;
     const unsigned char *b = (const unsigned char *)&a.s_addr;
+    /* the tenant's gateway on every node: its block's last address but one */
+    uint32_t mask = 0xffffffffu << (32 - t->prefix);
+    struct in_addr gw = {htonl((ntohl(a.s_addr) | ~mask) - 1)};
+    char gws[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &gw, gws, sizeof gws);
+    if (gw.s_addr == a.s_addr)
+        return ts_err_set(err, TS_EINVAL, "net.addr: %s is the block's gateway address",
+                          t->addr);
     net_state s = {.vni = t->vni};
     veth_name(t->task_id, s.veth);
     snprintf(s.addr, sizeof s.addr, "%s", t->addr);
@@ -346,9 +377,12 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
     n += (size_t)snprintf(host + n, sizeof host - n, "netns add %s%s\n", NS_PREFIX, t->task_id);
     if (!link_exists(br))
         n += (size_t)snprintf(host + n, sizeof host - n,
-                              "link add %s type bridge\n"
+                              "link add %s address 02:54:53:%02x:%02x:%02x type bridge\n"
                               "link set %s addrgenmode none\n"
-                              "link set %s up\n", br, br, br);
+                              "addr add %s/%d dev %s\n"
+                              "link set %s up\n",
+                              br, (t->vni >> 16) & 0xff, (t->vni >> 8) & 0xff, t->vni & 0xff, br,
+                              gws, t->prefix, br, br);
     if (new_vx)
         n += (size_t)snprintf(host + n, sizeof host - n,
                               "link add %s mtu %d type vxlan id %u local %s dstport %d\n"
@@ -363,7 +397,7 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
                           "link set %s up\n",
                           s.veth, mtu, mtu, NS_PREFIX, t->task_id, s.veth, s.veth, br, s.veth);
     const char *ip_host[] = {"ip", "-batch", "-", NULL};
-    if ((rc = run_tool(ip_host, host, err)) != 0 || (rc = bridge_no_routing(br, err)) != 0)
+    if ((rc = run_tool(ip_host, host, err)) != 0 || (rc = bridge_sysctls(br, err)) != 0)
         goto fail;
     char inside[512], ns[80];
     snprintf(ns, sizeof ns, "%s%s", NS_PREFIX, t->task_id);
@@ -372,8 +406,9 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
              "link set eth0 addrgenmode none\n"
              "link set eth0 address %s\n"
              "addr add %s/%d dev eth0\n"
-             "link set eth0 up\n",
-             s.mac, s.addr, t->prefix);
+             "link set eth0 up\n"
+             "route add default via %s\n",
+             s.mac, s.addr, t->prefix, gws);
     const char *ip_ns[] = {"ip", "-n", ns, "-batch", "-", NULL};
     if ((rc = run_tool(ip_ns, inside, err)) != 0)
         goto fail;
@@ -461,6 +496,11 @@ int agent_net_teardown(const char *state_dir, const char *task_id, ts_err *err)
                 n += (size_t)snprintf(script + n, sizeof script - n, "link delete %s\n", vx);
             if (link_exists(br))
                 n += (size_t)snprintf(script + n, sizeof script - n, "link delete %s\n", br);
+            char el[128];
+            snprintf(el, sizeof el,
+                     "delete element inet tessera bridged { \"%s\" . \"%s\" }\n", br, br);
+            const char *nft[] = {"nft", "-f", "-", NULL};
+            run_tool(nft, el, &e); /* absent after a table reload: no error */
             const char *argv[] = {"ip", "-batch", "-", NULL};
             if (n && run_tool(argv, script, &e) != 0 && rc == 0) {
                 rc = e.code;
@@ -547,8 +587,9 @@ int agent_net_start(const char *state_dir, bool (*keep)(const char *task_id, voi
             continue;
         n += (size_t)snprintf(script + n, SCRIPT_BYTES - n,
                               "add element bridge tessera bound4 { \"%s\" . %s }\n"
-                              "add element bridge tessera boundmac { \"%s\" . %s }\n",
-                              s.veth, s.addr, s.veth, s.mac);
+                              "add element bridge tessera boundmac { \"%s\" . %s }\n"
+                              "add element inet tessera bridged { \"tsb%u\" . \"tsb%u\" }\n",
+                              s.veth, s.addr, s.veth, s.mac, s.vni, s.vni);
     }
     const char *argv[] = {"nft", "-f", "-", NULL};
     ts_err e;
@@ -561,4 +602,53 @@ int agent_net_start(const char *state_dir, bool (*keep)(const char *task_id, voi
     if (removed)
         *removed = gone;
     return rc;
+}
+
+/* ---- services ------------------------------------------------------------------ */
+
+/* "ADDR[/N]:PORT/tcp|udp" into "ADDR[/N] . tcp . PORT"; -1 if not one. */
+static int service_elem(const char *svc, char *out, size_t len)
+{
+    char addr[64], proto[8];
+    unsigned port;
+    int plen = 32;
+    const char *colon = strrchr(svc, ':');
+    if (!colon || (size_t)(colon - svc) >= sizeof addr ||
+        sscanf(colon + 1, "%5u/%7s", &port, proto) != 2 || port < 1 || port > 65535 ||
+        (strcmp(proto, "tcp") != 0 && strcmp(proto, "udp") != 0))
+        return -1;
+    memcpy(addr, svc, (size_t)(colon - svc));
+    addr[colon - svc] = '\0';
+    char *slash = strchr(addr, '/');
+    if (slash) {
+        char *end;
+        long l = strtol(slash + 1, &end, 10);
+        if (*end || l < 0 || l > 32)
+            return -1;
+        plen = (int)l;
+        *slash = '\0';
+    }
+    struct in_addr ia;
+    if (inet_pton(AF_INET, addr, &ia) != 1)
+        return -1;
+    snprintf(out, len, "%s/%d . %s . %u", addr, plen, proto, port);
+    return 0;
+}
+
+int agent_net_services(const char *const *svc, size_t n, ts_err *err)
+{
+    if (n > SERVICES_MAX)
+        return ts_err_set(err, TS_EINVAL, "net_services: %zu: at most %d", n, SERVICES_MAX);
+    char script[SERVICES_MAX * 96 + 64];
+    size_t len = (size_t)snprintf(script, sizeof script, "flush set inet tessera services\n");
+    for (size_t i = 0; i < n; i++) {
+        char el[96];
+        if (!svc[i] || service_elem(svc[i], el, sizeof el) != 0)
+            return ts_err_set(err, TS_EINVAL, "net_services[%zu]: \"%s\": not ADDR[/N]:PORT/tcp|udp",
+                              i, svc[i] ? svc[i] : "");
+        len += (size_t)snprintf(script + len, sizeof script - len,
+                                "add element inet tessera services { %s }\n", el);
+    }
+    const char *argv[] = {"nft", "-f", "-", NULL};
+    return run_tool(argv, script, err);
 }

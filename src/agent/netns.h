@@ -64,6 +64,10 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
 int agent_net_peers(unsigned vni, const char *local, const char *const *peers, size_t npeers,
                     ts_err *err);
 
+/* Sets what tasks may reach off their overlay: "ADDR[/N]:PORT/tcp|udp"
+ * each (the controller's network.services), replacing the last set. */
+int agent_net_services(const char *const *svc, size_t n, ts_err *err);
+
 /* Removes the task's namespace, veth and bindings, and the tenant's bridge
  * and VXLAN when no other task of the tenant is left here. A task with no
  * network state is not an error. */

@@ -420,14 +420,38 @@ static int ha_parse(cfg_ctx *x, yaml_node_t *m)
     return rc;
 }
 
-/* network: {isolation: host|tenant, range: A.B.C.D/N, tenant_prefix: N, mtu: N}
- * (docs/network.md) */
+/* "ADDR[/N]:PORT/tcp|udp" (the agent reads it again before nft does). */
+static bool service_ok(const char *s)
+{
+    char addr[40], proto[8];
+    unsigned port;
+    const char *colon = s ? strrchr(s, ':') : NULL;
+    if (!colon || strlen(s) >= 64 || (size_t)(colon - s) >= sizeof addr ||
+        sscanf(colon + 1, "%5u/%7s", &port, proto) != 2 || port < 1 || port > 65535 ||
+        (strcmp(proto, "tcp") != 0 && strcmp(proto, "udp") != 0))
+        return false;
+    memcpy(addr, s, (size_t)(colon - s));
+    addr[colon - s] = '\0';
+    char *slash = strchr(addr, '/');
+    if (slash) {
+        char *end;
+        long l = strtol(slash + 1, &end, 10);
+        if (*end || end == slash + 1 || l < 0 || l > 32)
+            return false;
+        *slash = '\0';
+    }
+    struct in_addr ia;
+    return inet_pton(AF_INET, addr, &ia) == 1;
+}
+
+/* network: {isolation: host|tenant, range: A.B.C.D/N, tenant_prefix: N, mtu: N,
+ * services: [ADDR[/N]:PORT/tcp|udp]} (docs/network.md) */
 static int network_parse(cfg_ctx *x, yaml_node_t *m)
 {
-    static const char *const nk[] = {"isolation", "range", "tenant_prefix", "mtu"};
-    yaml_node_t *nv[4];
+    static const char *const nk[] = {"isolation", "range", "tenant_prefix", "mtu", "services"};
+    yaml_node_t *nv[5];
     ctld_config *cfg = x->cfg;
-    int rc = ts_yaml_map_fields(&x->D, m, "network", nk, 4, nv);
+    int rc = ts_yaml_map_fields(&x->D, m, "network", nk, 5, nv);
     if (rc == 0 && nv[0]) {
         const char *s = ts_yaml_scalar(nv[0]);
         if (s && strcmp(s, "tenant") == 0)
@@ -467,6 +491,26 @@ static int network_parse(cfg_ctx *x, yaml_node_t *m)
     if (rc == 0 && nv[3] &&
         (rc = ts_yaml_get_int(&x->D, nv[3], "network.mtu", 1280, 9000, "1280..9000", &iv)) == 0)
         cfg->net_mtu = (int)iv;
+    if (rc == 0 && nv[4]) {
+        yaml_node_t *l = nv[4];
+        yaml_node_item_t *b = l->type == YAML_SEQUENCE_NODE ? l->data.sequence.items.start : NULL;
+        int n = b ? (int)(l->data.sequence.items.top - b) : -1;
+        if (n < 0 || n > CTLD_NET_SERVICES_MAX)
+            return ts_yaml_fail_got(&x->D, l, "network.services",
+                                    "a list of at most 32 \"ADDR[/N]:PORT/tcp|udp\"");
+        for (int i = 0; i < n && rc == 0; i++) {
+            yaml_node_t *e = yaml_document_get_node(x->D.doc, b[i]);
+            const char *s = e ? ts_yaml_scalar(e) : NULL;
+            char path[48];
+            snprintf(path, sizeof path, "network.services[%d]", i);
+            if (!service_ok(s))
+                rc = ts_yaml_fail_got(&x->D, e ? e : l, path,
+                                      "ADDR[/N]:PORT/tcp|udp, e.g. 192.0.2.10:443/tcp");
+            else
+                snprintf(cfg->net_services[cfg->nnet_services++], sizeof cfg->net_services[0],
+                         "%s", s);
+        }
+    }
     return rc;
 }
 

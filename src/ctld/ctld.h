@@ -95,6 +95,8 @@ typedef struct ctld_oidc_config {
     int nunix;
 } ctld_oidc_config;
 
+#define CTLD_NET_SERVICES_MAX 32
+
 typedef struct ctld_config {
     char listen_addr[64];       /* "127.0.0.1" */
     int listen_port;            /* 8460 */
@@ -140,6 +142,8 @@ typedef struct ctld_config {
     bool net_isolation;
     uint32_t net_range;         /* host order; each tenant one block of it */
     int net_range_prefix, net_tenant_prefix, net_mtu; /* net_mtu 0: the agent's default */
+    char net_services[CTLD_NET_SERVICES_MAX][64]; /* "ADDR[/N]:PORT/tcp|udp" tasks may reach */
+    int nnet_services;
     ctld_qos qos[CTLD_MAX_QOS]; /* NCCL traffic class / service level per tenant */
     int nqos;
     /* high availability (ha.c, docs/ha.md): off unless the ha: key is given */

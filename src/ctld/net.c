@@ -35,7 +35,8 @@ static int tenant_blocks(const ctld *c)
 
 static int hosts_per_tenant(const ctld *c)
 {
-    return (1 << (32 - c->cfg.net_tenant_prefix)) - 2; /* less network and broadcast */
+    /* less network, broadcast, and the gateway (the last but one) */
+    return (1 << (32 - c->cfg.net_tenant_prefix)) - 3;
 }
 
 static int setting_int(ctld *c, const char *key, int *out, ts_err *err)

@@ -4,9 +4,10 @@
 Four "nodes", each a network namespace with an underlay address on a switch
 (a bridge in a fifth namespace), each set up by the agent's network module
 (netns_tool, the same code tessera-agent runs) in its own namespace with its
-own state folder. 3 tenants x 4 tasks, rank r of each tenant on node r; all
-tenants' addresses in ONE /16, so every cross-tenant pair looks on-link to
-the task and only the isolation stops it. Checks: every intra-tenant pair
+own state folder. 3 tenants x 4 tasks, rank r of each tenant on node r;
+each tenant its own /24 block as the controller gives them, so a
+cross-tenant packet goes to the tenant's gateway (the node's bridge) and
+only the policy stops it being routed on. Checks: every intra-tenant pair
 connects over TCP, UDP and ICMP, no cross-tenant pair does; a spoofed
 source address, an IPv6 flow and a broadcast do not cross; a gloo
 rendezvous (torch.distributed) among a tenant's 4 ranks works over the
@@ -180,7 +181,7 @@ def setup(state, i, k, r):
     peers = [under(j) for j in range(NODES) if j != i]
     t0 = time.monotonic()
     nsx(node_ns(i), TOOL, "setup", state, task_id(k, r), str(VNI_BASE + k), task_addr(k, r),
-        "16", under(i), *peers)
+        "24", under(i), *peers)
     return (time.monotonic() - t0) * 1000
 
 
@@ -270,7 +271,7 @@ def main():
                  " s.sendto(b'spoofed',(d,7001))\n"
                  "b=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
                  "b.setsockopt(socket.SOL_SOCKET,socket.SO_BROADCAST,1)\n"
-                 "b.sendto(b'broadcast',('10.70.255.255',7001))\n")
+                 "b.sendto(b'broadcast',('10.70.0.255',7001))\n")
         nsx(src, sys.executable, "-c", spoof, task_addr(1, 0), task_addr(1, 1), task_addr(0, 3),
             task_addr(0, 1))
         time.sleep(0.5)
@@ -282,6 +283,8 @@ def main():
                 failures.append(f"tenant 0's broadcast reached {k}/{r}")
         bcast = sum("broadcast" in open(p).read() for (k, r), p in logs.items()
                     if k == 0 and r != 0 and os.path.exists(p))
+        if bcast != 3:
+            failures.append(f"tenant 0's broadcast reached {bcast}/3 of its own ranks")
         print(f"spoofed datagrams delivered: 0 checked; tenant 0's broadcast reached "
               f"{bcast}/3 of its peers")
         # ARP spoofing: rank 0 claims rank 1's address; rank 2 (another node)

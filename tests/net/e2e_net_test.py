@@ -45,7 +45,8 @@ TENANTS_YAML = """tenants:
 """
 
 CONFIG = ("scheduler: {interval: 0.2s, min_runtime: 1s, reclaim_min_runtime: 0s, grace: 3s, "
-          "backoff: 1s}\nnetwork: {isolation: tenant, range: 10.80.0.0/12, tenant_prefix: 20}\n")
+          "backoff: 1s}\nnetwork: {isolation: tenant, range: 10.80.0.0/12, tenant_prefix: 20, "
+          f"services: [\"{GW}:{{port}}/tcp\"]}}\n")
 
 RANK = r"""
 import os, socket, sys, threading, time
@@ -85,6 +86,7 @@ class NetCluster(Cluster):
     def write(self, name, text):
         if name == "tesserad.yaml":
             text = text.replace("listen: 127.0.0.1:", f"listen: {GW}:")
+            text = text.replace("{port}", str(self.port))
         super().write(name, text)
 
     def _spawn(self, name, args, env=None):
@@ -105,7 +107,9 @@ def fabric():
         ap.sh("ip", "link", "add", f"{TAG}h{i}", "type", "veth", "peer", "name", "u0", "netns", n)
         ap.sh("ip", "link", "set", f"{TAG}h{i}", "master", BRIDGE, "up")
         for cmd in (["ip", "addr", "add", f"192.168.252.{i + 1}/24", "dev", "u0"],
-                    ["ip", "link", "set", "u0", "up"], ["ip", "link", "set", "lo", "up"]):
+                    ["ip", "link", "set", "u0", "up"], ["ip", "link", "set", "lo", "up"],
+                    ["sysctl", "-qw", "net.ipv4.ip_forward=1"],  # services' answers come back
+                    ["ip", "route", "add", "default", "via", GW]):
             ap.sh("nsenter", f"--net=/run/netns/{n}", *cmd)
 
 
@@ -144,7 +148,8 @@ def bad_configs(tesserad):
                           ("{range: 10.0.0.0/30}", "network.range: must be an IPv4 range"),
                           ("{range: 10.0.0.0/16, tenant_prefix: 16}",
                            "network.tenant_prefix: 16: must be longer than the range's /16"),
-                          ("{mtu: 100}", "network.mtu: must be 1280..9000")):
+                          ("{mtu: 100}", "network.mtu: must be 1280..9000"),
+                          ("{services: [nope]}", "network.services[0]: must be ADDR[/N]:PORT/tcp|udp")):
             with open(os.path.join(d, "t.yaml"), "w") as f:
                 f.write(f"cluster: cluster.yaml\ntenants: tenants.yaml\nstate_dir: st\n"
                         f"network: {net}\n")
@@ -247,6 +252,23 @@ def main():
         text = "".join(c.output(n.name, late, 0) for n in c.nodes)  # ended: no placement
         check(" 10.80.0.5/20 " in text, f"after tesserad's restart a new team-a rank gets "
               f"10.80.0.5 (1-4 still held): {text.strip()}")
+        # egress: to network.services (the controller) only
+        import socket
+        other = socket.socket()
+        other.bind((GW, 0))
+        other.listen(8)
+        oport = other.getsockname()[1]
+        probe = ("import socket,sys\nfor p in sys.argv[1:]:\n try:\n"
+                 "  socket.create_connection(('" + GW + "',int(p)),timeout=2).close();print(p,'open')\n"
+                 " except OSError:\n  print(p,'closed')\n")
+        eg = c.submit({"tenant": "team-b", "name": "egress", "tasks": [{"gpus": 0}],
+                       "command": ["/usr/bin/python3", "-c", probe, str(c.port), str(oport)]})
+        c.wait_job(eg, ("completed",), timeout=60)
+        text = "".join(c.output(n.name, eg, 0) for n in c.nodes)
+        other.close()
+        check(f"{c.port} open" in text and f"{oport} closed" in text,
+              f"a task reaches the controller (a service) and not another port of its host: "
+              f"{text.strip()}")
         # host networking: only where the tenant allows it
         d = c.submit({"tenant": "team-a", "name": "hostnet", "tasks": [{"gpus": 0}],
                       "network": "host", "command": ["/bin/true"]}, expect=400)
