@@ -10,7 +10,9 @@
  * no bridge and no VNI, so there is no layer-2 path between them; the
  * nftables tables "bridge tessera" and "inet tessera" drop what a task could
  * still try (another address or MAC than its own, ARP spoofing, IPv6, other
- * ethertypes, routing through the host between tenant bridges).
+ * ethertypes, routing through the host between tenant bridges). The
+ * bridge is the tenant's gateway, which routes to the configured services
+ * only (agent_net_services).
  *
  * The work is done by iproute2 and nft, exec'd with argv and their commands
  * on stdin (`ip -batch -`, `nft -f -`): three or four processes per task, no
