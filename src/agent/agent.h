@@ -69,6 +69,7 @@ typedef struct ts_agent_node {
     bool mps;               /* fractional tasks share their GPU through MPS */
     char mps_binary[256];   /* nvidia-cuda-mps-control; "" = found on PATH */
     char shim[512];         /* libtessera-cuda.so preloaded into fractional tasks; "" none */
+    char sysfs_root[256];   /* where the adapters' partition tables are read; "" = /sys */
     /* health, refreshed by the caller before each sync; NULL = not reported */
     json_t *(*health)(void *ctx);
     void *health_ctx;

@@ -468,6 +468,25 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
         snprintf(tc, sizeof tc, "%d", (int)json_integer_value(json_object_get(t, "nccl_tc")));
     if (json_is_integer(json_object_get(t, "nccl_sl")))
         snprintf(sl, sizeof sl, "%d", (int)json_integer_value(json_object_get(t, "nccl_sl")));
+    /* the tenant's InfiniBand partition: its index in the task's first
+     * adapter's table (docs/network.md) */
+    char pkey[16] = "";
+    json_t *pk = json_object_get(t, "ib_pkey");
+    if (!why[0] && json_is_integer(pk) && hca[0]) {
+        char first[TS_NICS_NAME_MAX];
+        const char *from = hca[0] == '=' ? hca + 1 : hca;
+        size_t fl = strcspn(from, ",");
+        fl = fl < sizeof first ? fl : sizeof first - 1;
+        memcpy(first, from, fl);
+        first[fl] = '\0';
+        int idx;
+        ts_err pe;
+        if (ts_nics_pkey_index(a->node->sysfs_root[0] ? a->node->sysfs_root : "/sys", first,
+                               (unsigned)json_integer_value(pk), &idx, &pe) == 0)
+            snprintf(pkey, sizeof pkey, "%d", idx);
+        else
+            snprintf(why, sizeof why, "%s", pe.msg);
+    }
     ts_task_spec spec = {
         .task_id = id,
         .argv = argv,
@@ -486,6 +505,7 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
         .nccl_ib_hca = hca,
         .nccl_ib_tc = tc,
         .nccl_ib_sl = sl,
+        .nccl_ib_pkey = pkey,
         .mps_pipe_dir = mps_pipe,
         .mps_log_dir = mps_log,
         .mps_thread_pct = mps_pct,

@@ -85,6 +85,7 @@ typedef struct ts_task_spec {
     int master_port;
 
     const char *nccl_ib_hca, *nccl_ib_tc, *nccl_ib_sl; /* NULL or "": not set */
+    const char *nccl_ib_pkey;     /* the tenant's partition's index (docs/network.md); NULL: not set */
 
     const char *mps_pipe_dir, *mps_log_dir; /* NULL: not set */
     int mps_thread_pct;                     /* 1..100, 0: not set */

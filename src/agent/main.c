@@ -198,6 +198,7 @@ int main(int argc, char **argv)
                 ts_agent_metrics_port(metrics));
     }
     node.discovery = ts_discover_json(&desc);
+    snprintf(node.sysfs_root, sizeof node.sysfs_root, "%s", sysfs_root);
     if (cfg.net_addr[0] && node.discovery) /* the controller's peers for the tenants' VXLANs */
         json_object_set_new(node.discovery, "net_addr", json_string(cfg.net_addr));
     if (nv && ts_health_open(nv, &health, &err) != 0)

@@ -448,10 +448,18 @@ static bool service_ok(const char *s)
  * services: [ADDR[/N]:PORT/tcp|udp]} (docs/network.md) */
 static int network_parse(cfg_ctx *x, yaml_node_t *m)
 {
-    static const char *const nk[] = {"isolation", "range", "tenant_prefix", "mtu", "services"};
-    yaml_node_t *nv[5];
+    static const char *const nk[] = {"isolation", "range",       "tenant_prefix",
+                                     "mtu",       "services",    "ib_partitions"};
+    yaml_node_t *nv[6];
     ctld_config *cfg = x->cfg;
-    int rc = ts_yaml_map_fields(&x->D, m, "network", nk, 5, nv);
+    int rc = ts_yaml_map_fields(&x->D, m, "network", nk, 6, nv);
+    if (rc == 0 && nv[5]) {
+        const char *s = ts_yaml_scalar(nv[5]);
+        if (!s || (strcmp(s, "true") != 0 && strcmp(s, "false") != 0))
+            rc = ts_yaml_fail_got(&x->D, nv[5], "network.ib_partitions", "true or false");
+        else
+            cfg->net_ib_partitions = strcmp(s, "true") == 0;
+    }
     if (rc == 0 && nv[0]) {
         const char *s = ts_yaml_scalar(nv[0]);
         if (s && strcmp(s, "tenant") == 0)

@@ -144,6 +144,7 @@ typedef struct ctld_config {
     int net_range_prefix, net_tenant_prefix, net_mtu; /* net_mtu 0: the agent's default */
     char net_services[CTLD_NET_SERVICES_MAX][64]; /* "ADDR[/N]:PORT/tcp|udp" tasks may reach */
     int nnet_services;
+    bool net_ib_partitions;     /* each tenant an InfiniBand partition key (net.c) */
     ctld_qos qos[CTLD_MAX_QOS]; /* NCCL traffic class / service level per tenant */
     int nqos;
     /* high availability (ha.c, docs/ha.md): off unless the ha: key is given */

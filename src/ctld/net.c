@@ -25,6 +25,7 @@
 #include "ctld/job_fsm.h"
 
 #define NET_VNI_BASE 10000
+#define NET_PKEY_BASE 0x1000 /* a tenant's InfiniBand partition key: this + its ordinal */
 #define NET_KEY_NEXT "net.next"
 #define NET_KEY_TENANT "net.tenant."
 
@@ -233,6 +234,8 @@ void ctld_net_task(const ctld *c, const cjob *j, int rank, json_t *t)
     if (net && c->cfg.net_mtu > 0)
         json_object_set_new(net, "mtu", json_integer(c->cfg.net_mtu));
     json_object_set_new(t, "net", net);
+    if (c->cfg.net_ib_partitions) /* the agent finds its index: NCCL_IB_PKEY */
+        json_object_set_new(t, "ib_pkey", json_integer(NET_PKEY_BASE + ord));
     /* the gang meets on its overlay: rank 0's address there */
     json_object_set_new(t, "master_addr", json_string(master));
 }

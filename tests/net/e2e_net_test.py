@@ -46,7 +46,7 @@ TENANTS_YAML = """tenants:
 
 CONFIG = ("scheduler: {interval: 0.2s, min_runtime: 1s, reclaim_min_runtime: 0s, grace: 3s, "
           "backoff: 1s}\nnetwork: {isolation: tenant, range: 10.80.0.0/12, tenant_prefix: 20, "
-          f"services: [\"{GW}:{{port}}/tcp\"]}}\n")
+          f"services: [\"{GW}:{{port}}/tcp\"], ib_partitions: true}}\n")
 
 RANK = r"""
 import os, socket, sys, threading, time
@@ -63,6 +63,7 @@ def udp():
 threading.Thread(target=tcp, daemon=True).start()
 threading.Thread(target=udp, daemon=True).start()
 print("master", os.environ.get("MASTER_ADDR"), flush=True)
+print("pkey", os.environ.get("NCCL_IB_PKEY"), flush=True)
 import torch, torch.distributed as dist, datetime
 dist.init_process_group("gloo", rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]),
                         timeout=datetime.timedelta(seconds=60))
@@ -93,7 +94,8 @@ class NetCluster(Cluster):
         if name.startswith("n") and name[1:].isdigit():
             i = int(name[1:])
             args = ["nsenter", f"--net=/run/netns/{TAG}-{name}", *args,
-                    "--net-addr", f"192.168.252.{i + 1}"]
+                    "--net-addr", f"192.168.252.{i + 1}", "--nic-map", self.path("nics"),
+                    "--sysfs-root", self.path("sysfs")]
         super()._spawn(name, args, env)
 
 
@@ -174,6 +176,15 @@ def main():
     ids = {}
     try:
         fabric()
+        # every GPU its rail adapter, whose partition table holds each
+        # tenant's key (full member): 0xffff, then tenant ordinal k at k + 1
+        c.write("nics", "".join(f"{g} mlx5_{g}:1\n" for g in range(8)))
+        for g in range(8):
+            d = c.path("sysfs", "class", "infiniband", f"mlx5_{g}", "ports", "1", "pkeys")
+            os.makedirs(d)
+            for k, v in enumerate(["0xffff", "0x9000", "0x9001", "0x9002"]):
+                with open(os.path.join(d, str(k)), "w") as f:
+                    f.write(v + "\n")
         if not c.start():
             finish(c.tmp, c.logs)
         script = c.path("rank.py")
@@ -207,6 +218,12 @@ def main():
         masters = {t: c.output(node_of(c, jid, 1), jid, 1).split()[1:2] for t, jid in jobs.items()}
         check(all(masters[t] == [addr[(t, 0)]] for t in TENANTS),
               f"MASTER_ADDR is rank 0's overlay address: {masters}")
+        # NCCL_IB_PKEY: the index of the tenant's key (0x1000 + its ordinal,
+        # which its address block shows) in the adapter's table
+        pk = {(t, r): c.output(node_of(c, jobs[t], r), jobs[t], r).split("pkey ")[-1].split()[:1]
+              for (t, r) in ids}
+        want = {(t, r): [str(block(addr[(t, r)]) - block("10.80.0.0") + 1)] for (t, r) in ids}
+        check(pk == want, f"each rank's NCCL_IB_PKEY is its tenant's partition's index: {pk}")
         leak = miss = 0
         for (t, r), tid in ids.items():
             targets = {f"{t2}/{r2}": a for (t2, r2), a in addr.items() if (t2, r2) != (t, r) and a}
