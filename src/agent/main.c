@@ -242,6 +242,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "tessera-agent: %zu GPU(s) with an RDMA adapter (rail)\n",
                 json_array_size(rails));
     json_object_set_new(node.discovery, "rails", rails);
+    /* the rails' port GUIDs: the controller's partitions.conf lists them
+     * under the tenants that run here (docs/network.md) */
+    json_t *ports = json_array();
+    for (int g = 0; g < node.nics.ngpu; g++) {
+        bool seen = false;
+        for (int k = 0; k < g && !seen; k++)
+            seen = strcmp(node.nics.hca[k], node.nics.hca[g]) == 0;
+        char guid[19];
+        ts_err ge;
+        if (node.nics.hca[g][0] && !seen &&
+            ts_nics_port_guid(sysfs_root, node.nics.hca[g], guid, &ge) == 0)
+            json_array_append_new(ports, json_pack("{s:s,s:s}", "hca", node.nics.hca[g], "guid",
+                                                   guid));
+    }
+    json_object_set_new(node.discovery, "ib_ports", ports);
     node.metrics = metrics;
     node.nv = nv;
     struct sigaction sa = {0};

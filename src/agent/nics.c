@@ -228,3 +228,26 @@ int ts_nics_pkey_index(const char *sysfs_root, const char *hca_port, unsigned pk
                       "%d (has the subnet manager given this port the tenant's partition?)",
                       pkey & 0x7fff, hca, port);
 }
+
+int ts_nics_port_guid(const char *sysfs_root, const char *hca_port, char out[19], ts_err *err)
+{
+    char hca[TS_NICS_NAME_MAX];
+    snprintf(hca, sizeof hca, "%s", hca_port);
+    char *colon = strchr(hca, ':');
+    int port = colon ? atoi(colon + 1) : 1;
+    if (colon)
+        *colon = '\0';
+    char path[512], gid[64] = "";
+    snprintf(path, sizeof path, "%s/class/infiniband/%s/ports/%d/gids/0", sysfs_root, hca, port);
+    FILE *f = fopen(path, "re");
+    bool got = f && fgets(gid, sizeof gid, f) != NULL;
+    if (f)
+        fclose(f);
+    /* fe80:0000:0000:0000:0002:c903:00a1:b2c1: the last four groups */
+    unsigned g[8];
+    if (!got || sscanf(gid, "%4x:%4x:%4x:%4x:%4x:%4x:%4x:%4x", &g[0], &g[1], &g[2], &g[3], &g[4],
+                       &g[5], &g[6], &g[7]) != 8)
+        return ts_err_set(err, TS_ENOENT, "%s: no GID 0 to read the port GUID from", path);
+    snprintf(out, 19, "0x%04x%04x%04x%04x", g[4], g[5], g[6], g[7]);
+    return 0;
+}

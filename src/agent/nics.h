@@ -46,6 +46,10 @@ int ts_nics_load(const char *path, int ngpu, ts_nic_map *map, ts_err *err);
 int ts_nics_pkey_index(const char *sysfs_root, const char *hca_port, unsigned pkey, int *index,
                        ts_err *err);
 
+/* The port GUID of hca_port ("mlx5_0:1") from its GID 0 under sysfs_root,
+ * as OpenSM's partitions.conf writes it ("0x0002c90300a1b2c1"). */
+int ts_nics_port_guid(const char *sysfs_root, const char *hca_port, char out[19], ts_err *err);
+
 /* The NCCL_IB_HCA value for a task on these GPUs: "=mlx5_0:1,mlx5_1:1" (the
  * '=' asks NCCL for exact names), each adapter once; "" when none. */
 void ts_nics_for_task(const ts_nic_map *map, const int *gpus, int ngpu, char *out, size_t size);

@@ -448,11 +448,15 @@ static bool service_ok(const char *s)
  * services: [ADDR[/N]:PORT/tcp|udp]} (docs/network.md) */
 static int network_parse(cfg_ctx *x, yaml_node_t *m)
 {
-    static const char *const nk[] = {"isolation", "range",       "tenant_prefix",
-                                     "mtu",       "services",    "ib_partitions"};
-    yaml_node_t *nv[6];
+    static const char *const nk[] = {"isolation", "range",         "tenant_prefix",
+                                     "mtu",       "services",      "ib_partitions",
+                                     "ib_partitions_file"};
+    yaml_node_t *nv[7];
     ctld_config *cfg = x->cfg;
-    int rc = ts_yaml_map_fields(&x->D, m, "network", nk, 6, nv);
+    int rc = ts_yaml_map_fields(&x->D, m, "network", nk, 7, nv);
+    if (rc == 0 && nv[6])
+        rc = get_path(x, nv[6], "network.ib_partitions_file", cfg->net_ib_partitions_file,
+                      sizeof cfg->net_ib_partitions_file);
     if (rc == 0 && nv[5]) {
         const char *s = ts_yaml_scalar(nv[5]);
         if (!s || (strcmp(s, "true") != 0 && strcmp(s, "false") != 0))

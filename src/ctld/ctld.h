@@ -145,6 +145,7 @@ typedef struct ctld_config {
     char net_services[CTLD_NET_SERVICES_MAX][64]; /* "ADDR[/N]:PORT/tcp|udp" tasks may reach */
     int nnet_services;
     bool net_ib_partitions;     /* each tenant an InfiniBand partition key (net.c) */
+    char net_ib_partitions_file[CTLD_PATH_MAX]; /* OpenSM's partitions.conf, written; "" none */
     ctld_qos qos[CTLD_MAX_QOS]; /* NCCL traffic class / service level per tenant */
     int nqos;
     /* high availability (ha.c, docs/ha.md): off unless the ha: key is given */
@@ -356,6 +357,7 @@ typedef struct ctld {
     pthread_cond_t committed;    /* ... and broadcasts this when it is done */
     struct ctld_net_tenant_row *net_tenants; /* tenants' network ordinals seen (net.c) */
     int nnet_tenants;
+    char *net_partitions;        /* the partitions.conf last written (loop thread only) */
     cjob **jobs;                 /* active jobs, in no particular order */
     int njobs, jobs_cap;
     int64_t *map_ids;            /* open addressing id -> index in jobs */
@@ -506,6 +508,9 @@ json_t *ctld_net_peers(const ctld *c);
 /* a task's "net" and its overlay master_addr, when the cluster isolates */
 void ctld_net_task(const ctld *c, const cjob *j, int rank, json_t *t);
 void ctld_net_restore(ctld *c, cjob *j); /* a running job read back from the store */
+/* The loop, after a cycle, without mu: rewrites network.ib_partitions_file
+ * when the tenants' ports changed. */
+void ctld_net_partitions_sync(ctld *c);
 /* The "run-ended" event's detail for a run that ends now without ending the
  * job (preempted and requeued, or requeued by a user): usage reads it. */
 char *ctld_run_detail(const cjob *j, double now);

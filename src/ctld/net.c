@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ctld/ctld.h"
 #include "ctld/job_fsm.h"
@@ -238,4 +239,126 @@ void ctld_net_task(const ctld *c, const cjob *j, int rank, json_t *t)
         json_object_set_new(t, "ib_pkey", json_integer(NET_PKEY_BASE + ord));
     /* the gang meets on its overlay: rank 0's address there */
     json_object_set_new(t, "master_addr", json_string(master));
+}
+
+/* ---- OpenSM partitions ---------------------------------------------------------- */
+
+static bool guid_listed(json_t *list, const char *g)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v)
+    {
+        if (strcmp(json_string_value(v), g) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* partitions.conf: the default partition as OpenSM has it, then one per
+ * tenant with running ranks, its key, and as full members the rail ports
+ * (agents' "ib_ports") of the nodes its ranks run on. Under mu. */
+static char *partitions_text(const ctld *c)
+{
+    json_t *byord = json_object(); /* "ordinal" -> [guid] */
+    for (int k = 0; byord && k < c->njobs; k++) {
+        const cjob *j = c->jobs[k];
+        int ord = -1;
+        for (int i = 0; i < c->nnet_tenants; i++)
+            if (strcmp(c->net_tenants[i].name, j->row.tenant) == 0)
+                ord = c->net_tenants[i].ordinal;
+        if (!j->allocs || ord < 0 ||
+            (j->row.state != TS_JOB_RUNNING && j->row.state != TS_JOB_STOPPING))
+            continue;
+        char key[16];
+        snprintf(key, sizeof key, "%d", ord);
+        json_t *list = json_object_get(byord, key);
+        if (!list) {
+            list = json_array();
+            json_object_set_new(byord, key, list);
+        }
+        for (int r = 0; r < j->ntasks; r++) {
+            const ctld_agent *ag = &c->agents[j->allocs[r].node];
+            size_t i;
+            json_t *p;
+            json_array_foreach(ag->discovery ? json_object_get(ag->discovery, "ib_ports") : NULL,
+                               i, p)
+            {
+                const char *g = json_string_value(json_object_get(p, "guid"));
+                if (g && !guid_listed(list, g))
+                    json_array_append_new(list, json_string(g));
+            }
+        }
+    }
+    size_t cap = 4096, len = 0;
+    char *s = malloc(cap);
+    if (!s || !byord) {
+        free(s);
+        json_decref(byord);
+        return NULL;
+    }
+    len = (size_t)snprintf(s, cap, "# written by tesserad (docs/network.md): one partition per "
+                                   "tenant with running jobs\n"
+                                   "Default=0x7fff, ipoib : ALL=limited, SELF=full ;\n");
+    for (int ord = 0; ord < tenant_blocks(c); ord++) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", ord);
+        json_t *list = json_object_get(byord, key);
+        if (!list || json_array_size(list) == 0)
+            continue;
+        const char *name = "?";
+        for (int i = 0; i < c->nnet_tenants; i++)
+            if (c->net_tenants[i].ordinal == ord)
+                name = c->net_tenants[i].name;
+        size_t need = len + 160 + json_array_size(list) * 32;
+        if (need > cap) {
+            char *t = realloc(s, cap = need * 2);
+            if (!t) {
+                free(s);
+                json_decref(byord);
+                return NULL;
+            }
+            s = t;
+        }
+        len += (size_t)snprintf(s + len, cap - len, "# tenant %s\ntessera_%d=0x%04x :", name,
+                                ord, NET_PKEY_BASE + ord);
+        size_t i;
+        json_t *g;
+        json_array_foreach(list, i, g)
+        {
+            len += (size_t)snprintf(s + len, cap - len, "%s %s=full", i ? "," : "",
+                                    json_string_value(g));
+        }
+        len += (size_t)snprintf(s + len, cap - len, " ;\n");
+    }
+    json_decref(byord);
+    return s;
+}
+
+void ctld_net_partitions_sync(ctld *c)
+{
+    if (!c->cfg.net_isolation || !c->cfg.net_ib_partitions || !c->cfg.net_ib_partitions_file[0])
+        return;
+    pthread_mutex_lock(&c->mu);
+    char *text = partitions_text(c);
+    pthread_mutex_unlock(&c->mu);
+    if (!text || (c->net_partitions && strcmp(text, c->net_partitions) == 0)) {
+        free(text);
+        return;
+    }
+    /* whole or not at all: a subnet manager never reads half a file */
+    char tmp[CTLD_PATH_MAX + 8];
+    snprintf(tmp, sizeof tmp, "%s.tmp", c->cfg.net_ib_partitions_file);
+    FILE *f = fopen(tmp, "we");
+    bool ok = f && fputs(text, f) >= 0;
+    ok = f && fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, c->cfg.net_ib_partitions_file) != 0) {
+        fprintf(stderr, "tesserad: network.ib_partitions_file %s: not written; trying again\n",
+                c->cfg.net_ib_partitions_file);
+        unlink(tmp);
+        free(text);
+        return;
+    }
+    free(c->net_partitions);
+    c->net_partitions = text;
 }

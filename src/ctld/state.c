@@ -724,6 +724,8 @@ void ctld_close(ctld *c)
     for (int i = 0; i < c->njobs; i++)
         cjob_free(c->jobs[i]);
     free(c->jobs);
+    free(c->net_tenants);
+    free(c->net_partitions);
     free(c->map_ids);
     free(c->map_idx);
     free(c->node_virtual);

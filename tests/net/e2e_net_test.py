@@ -46,7 +46,8 @@ TENANTS_YAML = """tenants:
 
 CONFIG = ("scheduler: {interval: 0.2s, min_runtime: 1s, reclaim_min_runtime: 0s, grace: 3s, "
           "backoff: 1s}\nnetwork: {isolation: tenant, range: 10.80.0.0/12, tenant_prefix: 20, "
-          f"services: [\"{GW}:{{port}}/tcp\"], ib_partitions: true}}\n")
+          f"services: [\"{GW}:{{port}}/tcp\"], ib_partitions: true, "
+          f"ib_partitions_file: partitions.conf}}\n")
 
 RANK = r"""
 import os, socket, sys, threading, time
@@ -95,7 +96,7 @@ class NetCluster(Cluster):
             i = int(name[1:])
             args = ["nsenter", f"--net=/run/netns/{TAG}-{name}", *args,
                     "--net-addr", f"192.168.252.{i + 1}", "--nic-map", self.path("nics"),
-                    "--sysfs-root", self.path("sysfs")]
+                    "--sysfs-root", self.path(f"sysfs-{name}")]
         super()._spawn(name, args, env)
 
 
@@ -179,12 +180,17 @@ def main():
         # every GPU its rail adapter, whose partition table holds each
         # tenant's key (full member): 0xffff, then tenant ordinal k at k + 1
         c.write("nics", "".join(f"{g} mlx5_{g}:1\n" for g in range(8)))
-        for g in range(8):
-            d = c.path("sysfs", "class", "infiniband", f"mlx5_{g}", "ports", "1", "pkeys")
-            os.makedirs(d)
-            for k, v in enumerate(["0xffff", "0x9000", "0x9001", "0x9002"]):
-                with open(os.path.join(d, str(k)), "w") as f:
-                    f.write(v + "\n")
+        # (and a GID 0 whose low half is the port GUID: 0x00000000000<node><gpu>)
+        for i in range(NODES):
+            for g in range(8):
+                port = c.path(f"sysfs-n{i}", "class", "infiniband", f"mlx5_{g}", "ports", "1")
+                os.makedirs(os.path.join(port, "pkeys"))
+                os.makedirs(os.path.join(port, "gids"))
+                for k, v in enumerate(["0xffff", "0x9000", "0x9001", "0x9002"]):
+                    with open(os.path.join(port, "pkeys", str(k)), "w") as f:
+                        f.write(v + "\n")
+                with open(os.path.join(port, "gids", "0"), "w") as f:
+                    f.write(f"fe80:0000:0000:0000:0000:0000:0000:00{i}{g}\n")
         if not c.start():
             finish(c.tmp, c.logs)
         script = c.path("rank.py")
@@ -224,6 +230,20 @@ def main():
               for (t, r) in ids}
         want = {(t, r): [str(block(addr[(t, r)]) - block("10.80.0.0") + 1)] for (t, r) in ids}
         check(pk == want, f"each rank's NCCL_IB_PKEY is its tenant's partition's index: {pk}")
+        # partitions.conf: each tenant's key, its ranks' nodes' rail ports as full members
+        conf = open(c.path("partitions.conf")).read() \
+            if os.path.exists(c.path("partitions.conf")) else ""
+        ok = "Default=0x7fff" in conf
+        for t in TENANTS:
+            ordn = block(addr[(t, 0)]) - block("10.80.0.0")
+            line = next((l for l in conf.splitlines() if l.startswith(f"tessera_{ordn}=")), "")
+            nodes = {int(node_of(c, jobs[t], r)[1:]) for r in range(4)}
+            want = {f"0x00000000000000{i}{g}" for i in nodes for g in range(8)}
+            got = {m.split("=")[0].strip() for m in line.split(":", 1)[-1].rstrip(" ;").split(",")
+                   if "=full" in m}
+            ok = ok and line.startswith(f"tessera_{ordn}=0x{0x1000 + ordn:04x}") and got == want
+        check(ok, f"partitions.conf has each tenant's key with its nodes' ports as full members:\n"
+              f"{conf}")
         leak = miss = 0
         for (t, r), tid in ids.items():
             targets = {f"{t2}/{r2}": a for (t2, r2), a in addr.items() if (t2, r2) != (t, r) and a}
