@@ -50,6 +50,9 @@ void ts_res_name(int dim, char *buf, size_t size);
 typedef struct ts_tenant_identity {
     bool allow_root;
     bool allow_root_set;      /* stated by the tenant itself (else inherited) */
+    /* whether its jobs may ask for the node's network (docs/network.md) */
+    bool allow_host_network;
+    bool allow_host_network_set; /* stated by the tenant itself (else inherited) */
     /* the Unix user names a tenant-admin may map, comma-separated ("" = none) */
     char unix_users[TS_TENANT_UNIX_USERS_BYTES];
     /* the uids a tenant-admin may map, inclusive, when has_uid_range */

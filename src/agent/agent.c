@@ -147,6 +147,7 @@ int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out
     if (nrec < 0 && nrec != TS_ENOENT)
         fprintf(stderr, "tessera-agent: task records in %s: %s\n", a->logs, e.msg);
     ts_agent_secrets_sweep(a); /* the folders of tasks that ended while no agent ran */
+    ts_agent_net_start(a);
     a->last_ok_s = ts_launch_now();
     *out = a;
     return 0;
@@ -162,6 +163,8 @@ void ts_agent_free(ts_agent *a)
         ts_task_detach(a->tasks[i].t);
     curl_easy_cleanup(a->h);
     json_decref(a->log_answers);
+    free(a->net_peers);
+    free(a->net_services);
     free(a);
 }
 
@@ -372,6 +375,7 @@ static void agent_task_forget(ts_agent *a, int k)
     ts_agent_secrets_remove(a, lt->job, lt->rank);
     ts_agent_step_file_remove(lt);
     ts_task_free(lt->t);
+    ts_agent_net_end(a, lt); /* after the task: nothing of it is left in the namespace */
     a->tasks[k] = a->tasks[--a->ntasks];
 }
 
@@ -385,6 +389,8 @@ static void reconcile(ts_agent *a, json_t *desired)
     size_t i;
     json_t *t;
     ts_agent_apply_mig(a, json_object_get(desired, "mig"));
+    ts_agent_net_peers(a, json_object_get(desired, "net_peers"));
+    ts_agent_net_services(a, json_object_get(desired, "net_services"));
     ts_agent_answer_logs(a, json_object_get(desired, "logs"));
     json_array_foreach(tasks, i, t)
     {

@@ -53,6 +53,7 @@ typedef struct ts_agent_config {
     char ca_file[512];      /* "" = the system's */
     char cgroup_parent[512];/* "" = the agent's own cgroup */
     double lost_s;          /* TS_AGENT_LOST_S */
+    char net_addr[16];      /* the node's underlay IPv4 (VXLAN source); "" = none */
 } ts_agent_config;
 
 /* The node as the agent reports it: filled by the caller (discovery) and
@@ -68,6 +69,7 @@ typedef struct ts_agent_node {
     bool mps;               /* fractional tasks share their GPU through MPS */
     char mps_binary[256];   /* nvidia-cuda-mps-control; "" = found on PATH */
     char shim[512];         /* libtessera-cuda.so preloaded into fractional tasks; "" none */
+    char sysfs_root[256];   /* where the adapters' partition tables are read; "" = /sys */
     /* health, refreshed by the caller before each sync; NULL = not reported */
     json_t *(*health)(void *ctx);
     void *health_ctx;

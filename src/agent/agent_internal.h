@@ -44,6 +44,7 @@ typedef struct local_task {
      * SIGKILL limit_grace_s later */
     double deadline_unix, time_limit_s, limit_grace_s;
     int limit_signal;
+    unsigned net_vni;      /* its tenant's VXLAN when it has a namespace of its own, else 0 */
     double run;            /* the run it belongs to (the controller's "run": the job's start
                             * time); a desired run of another number is a new task */
 } local_task;
@@ -71,7 +72,18 @@ struct ts_agent {
     size_t body_max;       /* the budget of a sync's body (TS_AGENT_BODY_MAX_BYTES) */
     ts_mps_daemon mps[16]; /* per GPU, while fractional tasks use it */
     bool mps_on[16];
+    char *net_peers;       /* the last desired "net_peers", compact JSON; NULL none yet */
+    char *net_services;    /* the same for "net_services" */
 };
+
+/* agent_net.c: tenant networks (docs/network.md) */
+void ts_agent_net_start(ts_agent *a);
+/* fills ns_path (or leaves it "") from the task's "net"; why on failure */
+void ts_agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_t *t,
+                        char *ns_path, size_t len, char *why, size_t why_len);
+void ts_agent_net_end(ts_agent *a, const local_task *lt);
+void ts_agent_net_peers(ts_agent *a, const json_t *peers);
+void ts_agent_net_services(ts_agent *a, const json_t *services);
 
 /* agent.c */
 local_task *ts_agent_find(ts_agent *a, int64_t job, int rank);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "agent/agent_internal.h"
+#include "agent/netns.h"
 #include "agent/tail.h"
 #include "agent/taskfile.h"
 #include "tessera/shim.h"
@@ -147,6 +148,7 @@ int ts_agent_adopt_one(const char *id, void *ctx)
     lt->limit_grace_s = json_number_value(json_object_get(m, "limit_grace_s"));
     lt->limit_signal = (int)json_integer_value(json_object_get(m, "limit_signal"));
     lt->run = json_number_value(json_object_get(m, "run"));
+    lt->net_vni = (unsigned)json_integer_value(json_object_get(m, "net_vni"));
     json_decref(m);
     ts_task_poll(t, ts_launch_now(), &lt->st, &e);
     lt->stop_requested = (lt->st.phase != TS_TASK_RUNNING && lt->st.phase != TS_TASK_EXITED) ||
@@ -409,6 +411,12 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
     unlink(lt->out_note); /* an old run's note must not name this run's files */
     snprintf(kv, sizeof kv, "TESSERA_OUTPUT_NOTE=%s", lt->out_note);
     json_array_append_new(envj, json_string(kv));
+    if (json_is_object(json_object_get(t, "net"))) {
+        /* its namespace has lo and eth0 only: gloo and NCCL bootstrap there
+         * (unless the job chose), whatever the node's hostname resolves to */
+        json_array_insert_new(envj, 0, json_string("GLOO_SOCKET_IFNAME=eth0"));
+        json_array_insert_new(envj, 0, json_string("NCCL_SOCKET_IFNAME=eth0"));
+    }
     char why[TS_ERR_MSG_MAX] = "";
     ts_agent_secrets_put(a, lt, t, envj, why, sizeof why); /* why: the start fails */
     const char **env = strv(envj);
@@ -497,6 +505,25 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
     ts_devnum devs[sizeof lt->gpu / sizeof lt->gpu[0]];
     for (int k = 0; k < lt->ngpu; k++)
         devs[k] = (ts_devnum){NVIDIA_GPU_MAJOR, gpu_minor(a, lt->gpu[k])};
+    /* the tenant's InfiniBand partition: its index in the task's first
+     * adapter's table (docs/network.md) */
+    char pkey[16] = "";
+    json_t *pk = json_object_get(t, "ib_pkey");
+    if (!why[0] && json_is_integer(pk) && hca[0]) {
+        char first[TS_NICS_NAME_MAX];
+        const char *from = hca[0] == '=' ? hca + 1 : hca;
+        size_t fl = strcspn(from, ",");
+        fl = fl < sizeof first ? fl : sizeof first - 1;
+        memcpy(first, from, fl);
+        first[fl] = '\0';
+        int idx;
+        ts_err pe;
+        if (ts_nics_pkey_index(a->node->sysfs_root[0] ? a->node->sysfs_root : "/sys", first,
+                               (unsigned)json_integer_value(pk), &idx, &pe) == 0)
+            snprintf(pkey, sizeof pkey, "%d", idx);
+        else
+            snprintf(why, sizeof why, "%s", pe.msg);
+    }
     ts_task_spec spec = {
         .task_id = id,
         .argv = argv,
@@ -515,6 +542,7 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
         .nccl_ib_hca = hca,
         .nccl_ib_tc = tc,
         .nccl_ib_sl = sl,
+        .nccl_ib_pkey = pkey,
         .mps_pipe_dir = mps_pipe,
         .mps_log_dir = mps_log,
         .mps_thread_pct = mps_pct,
@@ -548,6 +576,13 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
                            "step_ino", (json_int_t)lt->step_ino);
     if (mj)
         json_object_set_new(mj, "run", json_real(lt->run));
+    /* its own network namespace on its tenant's overlay, when the cluster isolates */
+    char ns_path[AGENT_NET_NS_PATH_MAX] = "";
+    if (!why[0] && argv && argv[0])
+        ts_agent_net_begin(a, lt, id, t, ns_path, sizeof ns_path, why, sizeof why);
+    spec.netns_path = ns_path[0] ? ns_path : NULL;
+    if (mj)
+        json_object_set_new(mj, "net_vni", json_integer(lt->net_vni));
     char *meta = mj ? json_dumps(mj, JSON_COMPACT) : NULL;
     json_decref(mj);
     spec.meta = meta;

@@ -451,19 +451,29 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **o
         rc = ts_err_set(err, TS_EIO, "task %s: pipe: %s", s->task_id, strerror(errno));
         goto fail;
     }
+    int netns = -1;
+    if (s->netns_path && (netns = open(s->netns_path, O_RDONLY | O_CLOEXEC)) < 0) {
+        rc = ts_err_set(err, TS_EIO, "task %s: network namespace %s: %s", s->task_id,
+                        s->netns_path, strerror(errno));
+        goto fail;
+    }
     ts_keeper_plan plan = {
         .in = fds[0], .out = fds[1], .err = fds[2],
         .task_report_rd = fds[4], .task_report_wr = fds[5], .agent_report_wr = fds[7],
         .run_as = &ra, .workdir = s->workdir, .exe = exe, .argv = argv, .envp = env.v,
         .task_id = s->task_id, .paths = &t->paths, .record_body = body,
-        .cgroup = &t->cg};
+        .cgroup = &t->cg, .netns = netns};
     pid_t keeper = fork();
     if (keeper < 0) {
         rc = ts_err_set(err, TS_EIO, "task %s: fork: %s", s->task_id, strerror(errno));
+        if (netns >= 0)
+            close(netns);
         goto fail;
     }
     if (keeper == 0)
         ts_keeper_run(&plan);
+    if (netns >= 0)
+        close(netns);
     for (int i = 0; i < 8; i++)
         if (i != 6) {
             close(fds[i]);

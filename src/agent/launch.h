@@ -89,6 +89,7 @@ typedef struct ts_task_spec {
     int master_port;
 
     const char *nccl_ib_hca, *nccl_ib_tc, *nccl_ib_sl; /* NULL or "": not set */
+    const char *nccl_ib_pkey;     /* the tenant's partition's index (docs/network.md); NULL: not set */
 
     const char *mps_pipe_dir, *mps_log_dir; /* NULL: not set */
     int mps_thread_pct;                     /* 1..100, 0: not set */
@@ -104,6 +105,8 @@ typedef struct ts_task_spec {
     bool limit_devices;           /* false: no device filter at all */
 
     double term_grace_s;          /* SIGTERM->SIGKILL; 0: TS_TERM_GRACE_DEFAULT_S */
+
+    const char *netns_path;       /* the network namespace the task joins; NULL: the agent's */
 
     const char *record_dir;       /* <record_dir>/<task_id>.task and .exit; NULL: log_dir */
     const char *meta;             /* opaque, kept in the record for the caller (e.g. JSON:

@@ -206,6 +206,7 @@ int ts_envv_build(ts_envv *e, const ts_task_spec *s, const struct ts_env_user *u
     rc |= set_nonempty(e, "NCCL_IB_HCA", s->nccl_ib_hca);
     rc |= set_nonempty(e, "NCCL_IB_TC", s->nccl_ib_tc);
     rc |= set_nonempty(e, "NCCL_IB_SL", s->nccl_ib_sl);
+    rc |= set_nonempty(e, "NCCL_IB_PKEY", s->nccl_ib_pkey);
     rc |= set_nonempty(e, "CUDA_MPS_PIPE_DIRECTORY", s->mps_pipe_dir);
     rc |= set_nonempty(e, "CUDA_MPS_LOG_DIRECTORY", s->mps_log_dir);
     if (s->mps_thread_pct > 0)

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -208,6 +209,9 @@ _Noreturn void ts_keeper_run(const ts_keeper_plan *p)
     if (setsid() < 0)
         give_up(p, agent, 0, TS_STEP_KEEPER, errno);
     keeper_signals();
+    /* the keeper joins the task's network namespace, so the task is born in it */
+    if (p->netns >= 0 && setns(p->netns, CLONE_NEWNET) != 0)
+        give_up(p, agent, 0, TS_STEP_KEEPER, errno);
     /* not to be taken for the agent by whoever stops agents by name */
     prctl(PR_SET_NAME, KEEPER_NAME, 0, 0, 0);
     int fd[KEPT_N] = {p->in, p->out, p->err, p->task_report_rd, p->task_report_wr, agent};

@@ -72,6 +72,7 @@ typedef struct ts_keeper_plan {
     const ts_rec_paths *paths;
     const char *record_body;  /* ts_rec_body of the new task */
     const ts_cg_dirs *cgroup; /* the task's cgroup (n == 0: none); it joins each */
+    int netns;                /* the task's network namespace, -1: the agent's */
 } ts_keeper_plan;
 
 /* Runs in the agent's child and never returns. */

@@ -12,6 +12,7 @@
  */
 #define _DEFAULT_SOURCE /* realpath */
 #include <signal.h>
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +72,10 @@ static void usage(FILE *f)
                "                     [--mps-control PATH]  (default: nvidia-cuda-mps-control "
                "on PATH)\n"
                "                     [--shim PATH]  (libtessera-cuda.so: fractional tasks' "
-               "memory quota and compute share)\n");
+               "memory quota and compute share)\n"
+               "                     [--net-addr IPV4]  (this node's underlay address: tasks "
+               "of an isolating cluster\n"
+               "                      get a namespace on their tenant's VXLAN; docs/network.md)\n");
 }
 
 static int read_token(const char *path, char *out, size_t size)
@@ -146,6 +150,13 @@ int main(int argc, char **argv)
             }
             snprintf(node.shim, sizeof node.shim, "%s", abs);
             free(abs);
+        } else if (strcmp(argv[i], "--net-addr") == 0) {
+            struct in_addr ia;
+            if (inet_pton(AF_INET, v, &ia) != 1) {
+                fprintf(stderr, "tessera-agent: --net-addr: \"%s\" is not an IPv4 address\n", v);
+                return 2;
+            }
+            snprintf(cfg.net_addr, sizeof cfg.net_addr, "%s", v);
         } else if (strcmp(argv[i], "--mps-control") == 0) {
             snprintf(node.mps_binary, sizeof node.mps_binary, "%s", v);
         } else {
@@ -187,6 +198,9 @@ int main(int argc, char **argv)
                 ts_agent_metrics_port(metrics));
     }
     node.discovery = ts_discover_json(&desc);
+    snprintf(node.sysfs_root, sizeof node.sysfs_root, "%s", sysfs_root);
+    if (cfg.net_addr[0] && node.discovery) /* the controller's peers for the tenants' VXLANs */
+        json_object_set_new(node.discovery, "net_addr", json_string(cfg.net_addr));
     if (nv && ts_health_open(nv, &health, &err) != 0)
         fprintf(stderr, "tessera-agent: health checks unavailable: %s\n", err.msg);
     for (int g = 0; g < 16; g++)
@@ -228,6 +242,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "tessera-agent: %zu GPU(s) with an RDMA adapter (rail)\n",
                 json_array_size(rails));
     json_object_set_new(node.discovery, "rails", rails);
+    /* the rails' port GUIDs: the controller's partitions.conf lists them
+     * under the tenants that run here (docs/network.md) */
+    json_t *ports = json_array();
+    for (int g = 0; g < node.nics.ngpu; g++) {
+        bool seen = false;
+        for (int k = 0; k < g && !seen; k++)
+            seen = strcmp(node.nics.hca[k], node.nics.hca[g]) == 0;
+        char guid[19];
+        ts_err ge;
+        if (node.nics.hca[g][0] && !seen &&
+            ts_nics_port_guid(sysfs_root, node.nics.hca[g], guid, &ge) == 0)
+            json_array_append_new(ports, json_pack("{s:s,s:s}", "hca", node.nics.hca[g], "guid",
+                                                   guid));
+    }
+    json_object_set_new(node.discovery, "ib_ports", ports);
     node.metrics = metrics;
     node.nv = nv;
     struct sigaction sa = {0};

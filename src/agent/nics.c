@@ -197,3 +197,57 @@ void ts_nics_for_task(const ts_nic_map *map, const int *gpus, int ngpu, char *ou
         len += (size_t)w;
     }
 }
+
+#define PKEY_TABLE_MAX 128 /* entries a port's table is read for */
+
+int ts_nics_pkey_index(const char *sysfs_root, const char *hca_port, unsigned pkey, int *index,
+                       ts_err *err)
+{
+    char hca[TS_NICS_NAME_MAX];
+    snprintf(hca, sizeof hca, "%s", hca_port);
+    char *colon = strchr(hca, ':');
+    int port = colon ? atoi(colon + 1) : 1;
+    if (colon)
+        *colon = '\0';
+    for (int i = 0; i < PKEY_TABLE_MAX; i++) {
+        char path[512], buf[32];
+        snprintf(path, sizeof path, "%s/class/infiniband/%s/ports/%d/pkeys/%d", sysfs_root, hca,
+                 port, i);
+        FILE *f = fopen(path, "re");
+        if (!f)
+            break;
+        bool got = fgets(buf, sizeof buf, f) != NULL;
+        fclose(f);
+        unsigned long v = got ? strtoul(buf, NULL, 16) : 0;
+        if (got && (v & 0x7fff) == (pkey & 0x7fff) && (v & 0x7fff) != 0) {
+            *index = i;
+            return 0;
+        }
+    }
+    return ts_err_set(err, TS_ENOENT, "ib_pkey 0x%04x: not in the partition table of %s port "
+                      "%d (has the subnet manager given this port the tenant's partition?)",
+                      pkey & 0x7fff, hca, port);
+}
+
+int ts_nics_port_guid(const char *sysfs_root, const char *hca_port, char out[19], ts_err *err)
+{
+    char hca[TS_NICS_NAME_MAX];
+    snprintf(hca, sizeof hca, "%s", hca_port);
+    char *colon = strchr(hca, ':');
+    int port = colon ? atoi(colon + 1) : 1;
+    if (colon)
+        *colon = '\0';
+    char path[512], gid[64] = "";
+    snprintf(path, sizeof path, "%s/class/infiniband/%s/ports/%d/gids/0", sysfs_root, hca, port);
+    FILE *f = fopen(path, "re");
+    bool got = f && fgets(gid, sizeof gid, f) != NULL;
+    if (f)
+        fclose(f);
+    /* fe80:0000:0000:0000:0002:c903:00a1:b2c1: the last four groups */
+    unsigned g[8];
+    if (!got || sscanf(gid, "%4x:%4x:%4x:%4x:%4x:%4x:%4x:%4x", &g[0], &g[1], &g[2], &g[3], &g[4],
+                       &g[5], &g[6], &g[7]) != 8)
+        return ts_err_set(err, TS_ENOENT, "%s: no GID 0 to read the port GUID from", path);
+    snprintf(out, 19, "0x%04x%04x%04x%04x", g[4], g[5], g[6], g[7]);
+    return 0;
+}

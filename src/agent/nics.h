@@ -38,6 +38,18 @@ int ts_nics_discover(const char *sysfs_root, const char *const *bus_ids, int ngp
 /* Reads "GPU HCA[:PORT]" lines; TS_EINVAL names the file, line and field. */
 int ts_nics_load(const char *path, int ngpu, ts_nic_map *map, ts_err *err);
 
+/* NCCL_IB_PKEY for a task of a tenant with InfiniBand partition key pkey
+ * (docs/network.md): the index of pkey (its low 15 bits, full or limited
+ * membership) in the partition table of hca_port ("mlx5_0:1", as in the
+ * map) under sysfs_root. TS_ENOENT (err says so) when the table lacks it:
+ * the subnet manager has not given the port that partition. */
+int ts_nics_pkey_index(const char *sysfs_root, const char *hca_port, unsigned pkey, int *index,
+                       ts_err *err);
+
+/* The port GUID of hca_port ("mlx5_0:1") from its GID 0 under sysfs_root,
+ * as OpenSM's partitions.conf writes it ("0x0002c90300a1b2c1"). */
+int ts_nics_port_guid(const char *sysfs_root, const char *hca_port, char out[19], ts_err *err);
+
 /* The NCCL_IB_HCA value for a task on these GPUs: "=mlx5_0:1,mlx5_1:1" (the
  * '=' asks NCCL for exact names), each adapter once; "" when none. */
 void ts_nics_for_task(const ts_nic_map *map, const int *gpus, int ngpu, char *out, size_t size);

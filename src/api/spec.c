@@ -505,12 +505,12 @@ static void walk_dependency(spec_parser *P, const yaml_node_t *n)
 enum {
     K_TENANT, K_NAME, K_TIER, K_PRIORITY, K_TASKS, K_TOPOLOGY, K_TIME_LIMIT, K_DURATION,
     K_CHECKPOINT, K_IDLE, K_COMMAND, K_ENV, K_WORKDIR, K_ARRAY, K_DEPENDENCY, K_THROTTLE,
-    K_SECRETS, K_N
+    K_SECRETS, K_NETWORK, K_N
 };
 static const char *const TOP_KEYS[K_N] = {
     "tenant",   "name",       "tier", "priority_class", "tasks", "topology", "time_limit",
     "duration", "checkpoint", "idle", "command",        "env",   "workdir",  "array_size",
-    "dependency", "array_throttle", "secrets"};
+    "dependency", "array_throttle", "secrets", "network"};
 
 static void walk_top(spec_parser *P, const yaml_node_t *root)
 {
@@ -560,6 +560,13 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
         walk_workdir(P, v[K_WORKDIR]);
     if (v[K_SECRETS])
         spec_walk_secrets(P, v[K_SECRETS]);
+    if (v[K_NETWORK]) {
+        const char *s = spec_text(P, v[K_NETWORK], "network");
+        if (s && (strcmp(s, "host") == 0 || strcmp(s, "tenant") == 0))
+            spec->host_network = strcmp(s, "host") == 0;
+        else if (s)
+            spec_fail_got(P, v[K_NETWORK], "network", "host or tenant");
+    }
     int64_t x;
     if (v[K_ARRAY] && spec_int(P, v[K_ARRAY], "array_size", 1, TS_SPEC_MAX_ARRAY, &x))
         spec->array_size = (int)x;

@@ -294,6 +294,7 @@ static json_t *desired(const ctld *c, int n)
                 json_t *t = task_json(c, j, r);
                 task_extras(c, j, t);
                 task_identity(c, j, t);
+                ctld_net_task(c, j, r, t);
                 if (j->row.state == TS_JOB_STOPPING)
                     json_object_set_new(t, "signal", json_integer(j->timed_out
                                                                       ? ctld_limit_signal(j)
@@ -323,8 +324,16 @@ static json_t *desired(const ctld *c, int n)
                                                     gp->mig.inst[k].start));
         json_array_append_new(mig, json_pack("{s:i,s:o}", "gpu", g, "layout", layout));
     }
-    return json_pack("{s:b,s:f,s:o,s:o}", "drained", !ts_sched_node_schedulable(c->sched, n),
-                     "lost_after_s", c->cfg.node_lost_s, "tasks", tasks, "mig", mig);
+    json_t *doc = json_pack("{s:b,s:f,s:o,s:o}", "drained", !ts_sched_node_schedulable(c->sched, n),
+                            "lost_after_s", c->cfg.node_lost_s, "tasks", tasks, "mig", mig);
+    if (doc && c->cfg.net_isolation) { /* the tenants' VXLANs flood to these */
+        json_object_set_new(doc, "net_peers", ctld_net_peers(c));
+        json_t *svc = json_array();
+        for (int i = 0; i < c->cfg.nnet_services; i++)
+            json_array_append_new(svc, json_string(c->cfg.net_services[i]));
+        json_object_set_new(doc, "net_services", svc);
+    }
+    return doc;
 }
 
 /* The output requests waiting for node n's agent; under its a->mu. */

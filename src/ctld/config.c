@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <libgen.h>
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -419,6 +420,112 @@ static int ha_parse(cfg_ctx *x, yaml_node_t *m)
     return rc;
 }
 
+/* "ADDR[/N]:PORT/tcp|udp" (the agent reads it again before nft does). */
+static bool service_ok(const char *s)
+{
+    char addr[40], proto[8];
+    unsigned port;
+    const char *colon = s ? strrchr(s, ':') : NULL;
+    if (!colon || strlen(s) >= 64 || (size_t)(colon - s) >= sizeof addr ||
+        sscanf(colon + 1, "%5u/%7s", &port, proto) != 2 || port < 1 || port > 65535 ||
+        (strcmp(proto, "tcp") != 0 && strcmp(proto, "udp") != 0))
+        return false;
+    memcpy(addr, s, (size_t)(colon - s));
+    addr[colon - s] = '\0';
+    char *slash = strchr(addr, '/');
+    if (slash) {
+        char *end;
+        long l = strtol(slash + 1, &end, 10);
+        if (*end || end == slash + 1 || l < 0 || l > 32)
+            return false;
+        *slash = '\0';
+    }
+    struct in_addr ia;
+    return inet_pton(AF_INET, addr, &ia) == 1;
+}
+
+/* network: {isolation: host|tenant, range: A.B.C.D/N, tenant_prefix: N, mtu: N,
+ * services: [ADDR[/N]:PORT/tcp|udp]} (docs/network.md) */
+static int network_parse(cfg_ctx *x, yaml_node_t *m)
+{
+    static const char *const nk[] = {"isolation", "range",         "tenant_prefix",
+                                     "mtu",       "services",      "ib_partitions",
+                                     "ib_partitions_file"};
+    yaml_node_t *nv[7];
+    ctld_config *cfg = x->cfg;
+    int rc = ts_yaml_map_fields(&x->D, m, "network", nk, 7, nv);
+    if (rc == 0 && nv[6])
+        rc = get_path(x, nv[6], "network.ib_partitions_file", cfg->net_ib_partitions_file,
+                      sizeof cfg->net_ib_partitions_file);
+    if (rc == 0 && nv[5]) {
+        const char *s = ts_yaml_scalar(nv[5]);
+        if (!s || (strcmp(s, "true") != 0 && strcmp(s, "false") != 0))
+            rc = ts_yaml_fail_got(&x->D, nv[5], "network.ib_partitions", "true or false");
+        else
+            cfg->net_ib_partitions = strcmp(s, "true") == 0;
+    }
+    if (rc == 0 && nv[0]) {
+        const char *s = ts_yaml_scalar(nv[0]);
+        if (s && strcmp(s, "tenant") == 0)
+            cfg->net_isolation = true;
+        else if (!s || strcmp(s, "host") != 0)
+            rc = ts_yaml_fail_got(&x->D, nv[0], "network.isolation", "host or tenant");
+    }
+    if (rc == 0 && nv[1]) {
+        const char *s = ts_yaml_scalar(nv[1]);
+        char a[32];
+        const char *slash = s ? strchr(s, '/') : NULL;
+        struct in_addr ia;
+        int plen = slash ? atoi(slash + 1) : -1;
+        if (slash && (size_t)(slash - s) < sizeof a) {
+            memcpy(a, s, (size_t)(slash - s));
+            a[slash - s] = '\0';
+        } else {
+            a[0] = '\0';
+        }
+        if (!slash || inet_pton(AF_INET, a, &ia) != 1 || plen < 8 || plen > 24)
+            rc = ts_yaml_fail_got(&x->D, nv[1], "network.range",
+                                  "an IPv4 range A.B.C.D/N with N 8..24");
+        else {
+            cfg->net_range = ntohl(ia.s_addr) & (0xffffffffu << (32 - plen));
+            cfg->net_range_prefix = plen;
+        }
+    }
+    int64_t iv;
+    if (rc == 0 && nv[2] &&
+        (rc = ts_yaml_get_int(&x->D, nv[2], "network.tenant_prefix", 16, 28, "16..28", &iv)) == 0)
+        cfg->net_tenant_prefix = (int)iv;
+    if (rc == 0 && cfg->net_tenant_prefix <= cfg->net_range_prefix)
+        rc = ts_yaml_fail(&x->D, nv[2] ? nv[2] : m, TS_EINVAL,
+                          "network.tenant_prefix: %d: must be longer than the range's /%d "
+                          "(each tenant gets one such block of the range)",
+                          cfg->net_tenant_prefix, cfg->net_range_prefix);
+    if (rc == 0 && nv[3] &&
+        (rc = ts_yaml_get_int(&x->D, nv[3], "network.mtu", 1280, 9000, "1280..9000", &iv)) == 0)
+        cfg->net_mtu = (int)iv;
+    if (rc == 0 && nv[4]) {
+        yaml_node_t *l = nv[4];
+        yaml_node_item_t *b = l->type == YAML_SEQUENCE_NODE ? l->data.sequence.items.start : NULL;
+        int n = b ? (int)(l->data.sequence.items.top - b) : -1;
+        if (n < 0 || n > CTLD_NET_SERVICES_MAX)
+            return ts_yaml_fail_got(&x->D, l, "network.services",
+                                    "a list of at most 32 \"ADDR[/N]:PORT/tcp|udp\"");
+        for (int i = 0; i < n && rc == 0; i++) {
+            yaml_node_t *e = yaml_document_get_node(x->D.doc, b[i]);
+            const char *s = e ? ts_yaml_scalar(e) : NULL;
+            char path[48];
+            snprintf(path, sizeof path, "network.services[%d]", i);
+            if (!service_ok(s))
+                rc = ts_yaml_fail_got(&x->D, e ? e : l, path,
+                                      "ADDR[/N]:PORT/tcp|udp, e.g. 192.0.2.10:443/tcp");
+            else
+                snprintf(cfg->net_services[cfg->nnet_services++], sizeof cfg->net_services[0],
+                         "%s", s);
+        }
+    }
+    return rc;
+}
+
 /* oidc.unix_users: {name: uid, ...} */
 static int oidc_users_parse(cfg_ctx *x, yaml_node_t *m, ctld_oidc_config *o)
 {
@@ -506,7 +613,8 @@ static int walk(void *p)
                                        "metrics_public", "limits", "scheduler",
                                        "node_lost_after", "idle", "stragglers",
                                        "checkpoint_dir", "nccl_qos", "ha",
-                                       "admin_unix_user", "oidc", "secrets_key_file"};
+                                       "admin_unix_user", "oidc", "secrets_key_file",
+                                       "network"};
     enum { NK = sizeof keys / sizeof keys[0] };
     yaml_node_t *v[NK];
     yaml_node_t *root = yaml_document_get_root_node(x->D.doc);
@@ -646,6 +754,8 @@ static int walk(void *p)
     if (rc == 0 && v[19])
         rc = get_path(x, v[19], "secrets_key_file", cfg->secrets_key_file,
                       sizeof cfg->secrets_key_file);
+    if (rc == 0 && v[20])
+        rc = network_parse(x, v[20]);
     return rc;
 }
 
@@ -658,6 +768,9 @@ static void defaults(ctld_config *cfg)
     cfg->half_life_s = TS_HALF_LIFE_DEFAULT_S;
     ts_sched_config_default(&cfg->sched);
     cfg->rate_per_s = 200.0;
+    cfg->net_range = 0x0a400000u; /* 10.64.0.0/10 */
+    cfg->net_range_prefix = 10;
+    cfg->net_tenant_prefix = 20;  /* 4094 tasks' addresses per tenant, 1024 tenants */
     cfg->rate_burst = 1000.0;
     cfg->conns_max = 65536;
     cfg->conns_per_client = 64;

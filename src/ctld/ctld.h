@@ -111,6 +111,8 @@ typedef struct ctld_oidc_config {
     int nunix;
 } ctld_oidc_config;
 
+#define CTLD_NET_SERVICES_MAX 32
+
 typedef struct ctld_config {
     char listen_addr[64];       /* "127.0.0.1" */
     int listen_port;            /* 8460 */
@@ -152,6 +154,14 @@ typedef struct ctld_config {
     char **straggler_drain;     /* tenants (or their organisations) whose straggling jobs are */
     int nstraggler_drain;       /* requeued from their checkpoint and the node drained */
     char checkpoint_dir[CTLD_PATH_MAX]; /* TESSERA_CHECKPOINT_DIR root; "" none */
+    /* network: (docs/network.md) a namespace per task on its tenant's overlay */
+    bool net_isolation;
+    uint32_t net_range;         /* host order; each tenant one block of it */
+    int net_range_prefix, net_tenant_prefix, net_mtu; /* net_mtu 0: the agent's default */
+    char net_services[CTLD_NET_SERVICES_MAX][64]; /* "ADDR[/N]:PORT/tcp|udp" tasks may reach */
+    int nnet_services;
+    bool net_ib_partitions;     /* each tenant an InfiniBand partition key (net.c) */
+    char net_ib_partitions_file[CTLD_PATH_MAX]; /* OpenSM's partitions.conf, written; "" none */
     ctld_qos qos[CTLD_MAX_QOS]; /* NCCL traffic class / service level per tenant */
     int nqos;
     /* high availability (ha.c, docs/ha.md): off unless the ha: key is given */
@@ -201,6 +211,8 @@ typedef struct cjob {
     int queue_tenant, queue_cluster, las_level;
     double estimated_s;
     bool is_virtual;            /* runs on virtual nodes only */
+    int32_t *net_host;          /* per rank: its host number in its tenant's block (net.c);
+                                 * NULL: no tenant network */
     uint8_t *rank_state;        /* ntasks, enum ctld_rank_state, while it runs on agents */
     double idle_since_s;        /* every rank idle since; 0 = not idle */
     bool idle_warned, reaped;
@@ -324,6 +336,11 @@ typedef struct ctld_view {
     uint64_t served;             /* reads answered from the copies */
 } ctld_view;
 
+typedef struct ctld_net_tenant_row {
+    char name[64];
+    int ordinal;                /* its VNI and address block (net.c) */
+} ctld_net_tenant_row;
+
 typedef struct ctld {
     ctld_config cfg;
     struct ctld_oidc *oidc;      /* oidc.c: the issuer's key set, when oidc is on */
@@ -360,6 +377,9 @@ typedef struct ctld {
     int nlazy, lazy_cap;
     pthread_cond_t fill_wake;    /* loop.c: a cycle ended, the filler thread tops arrays up */
     uint64_t fill_gen;           /* ... counting the cycles */
+    struct ctld_net_tenant_row *net_tenants; /* tenants' network ordinals seen (net.c) */
+    int nnet_tenants;
+    char *net_partitions;        /* the partitions.conf last written (loop thread only) */
     cjob **jobs;                 /* active jobs, in no particular order */
     int njobs, jobs_cap;
     int64_t *map_ids;            /* open addressing id -> index in jobs */
@@ -502,6 +522,18 @@ void ctld_agents_expire(ctld *c, double now);
  * allocations not yet bound to a job. */
 char *ctld_placement_json(const ctld *c, const cjob *j);
 char *ctld_placement_json_allocs(const ctld *c, const ts_alloc *allocs, int n);
+
+/* net.c: tenant networks (docs/network.md); under c->mu */
+int ctld_net_tenant(ctld *c, const char *tenant, int *ordinal, ts_err *err);
+void ctld_net_bind(cjob *j);   /* j->net_host from its placement */
+void ctld_net_unbind(cjob *j);
+json_t *ctld_net_peers(const ctld *c);
+/* a task's "net" and its overlay master_addr, when the cluster isolates */
+void ctld_net_task(const ctld *c, const cjob *j, int rank, json_t *t);
+void ctld_net_restore(ctld *c, cjob *j); /* a running job read back from the store */
+/* The loop, after a cycle, without mu: rewrites network.ib_partitions_file
+ * when the tenants' ports changed. */
+void ctld_net_partitions_sync(ctld *c);
 /* The "run-ended" event's detail for a run that ends now without ending the
  * job (preempted and requeued, or requeued by a user): usage reads it. */
 char *ctld_run_detail(const cjob *j, double now);

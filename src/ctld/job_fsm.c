@@ -251,6 +251,15 @@ int ctld_fsm_plan(ctld *c, ctld_txn *t, cjob *j, int event, const ctld_fsm_args 
         oom = oom || !r->placement_json;
     }
     int rc = 0;
+    bool on_agents = false; /* a tenant network is for real nodes' tasks */
+    for (int k = 0; event == CTLD_JE_START && k < j->ntasks && !oom; k++)
+        on_agents = on_agents || !c->node_virtual[a->allocs[k].node];
+    if (on_agents && c->cfg.net_isolation && !j->spec->host_network &&
+        (rc = ctld_net_place(c, t, j, &r->placement_json, err)) != 0) {
+        ts_job_row_fini(r);
+        free(ch->allocs);
+        return rc;
+    }
     if (!oom && (tr->fx & FX_RUN_ENDED)) {
         char *d = ctld_run_detail(j, now);
         rc = d ? ctld_txn_event(t, j->row.id, now, "run-ended", d) : TS_ENOMEM;
@@ -324,6 +333,7 @@ static void apply_one(ctld *c, ctld_change *ch, double now)
         j->allocs = ch->allocs;
         ch->allocs = NULL;
         j->sj.allocs = j->allocs;
+        ctld_net_bind(j);
         if (ctld_node_index_add(c, j) != 0) /* its agents would not see it */
             fprintf(stderr, "tesserad: job %lld: out of memory indexing its nodes\n",
                     (long long)j->row.id);

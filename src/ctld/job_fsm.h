@@ -85,6 +85,9 @@ TS_MUST_CHECK int ctld_fsm_plan(ctld *c, ctld_txn *t, cjob *j, int event,
                                 const ctld_fsm_args *a, double now, ts_err *err);
 /* Whether j already has a change in t. */
 bool ctld_txn_has(const ctld_txn *t, const cjob *j);
+/* net.c: the ranks' addresses on their tenant's network, added to a START's
+ * placement; TS_ECONFLICT when the tenant has none free. */
+int ctld_net_place(ctld *c, const ctld_txn *t, const cjob *j, char **placement_json, ts_err *err);
 /* An event that changes no row (output tails, warnings, reservations). */
 TS_MUST_CHECK int ctld_txn_event(ctld_txn *t, int64_t job, double now, const char *kind,
                                  const char *detail);

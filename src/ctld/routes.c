@@ -250,6 +250,20 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
         ts_spec_free(spec);
         return;
     }
+    /* the node's network instead of the tenant's overlay: where the tenant allows it */
+    if (spec->host_network && c->cfg.net_isolation) {
+        ctld_lock_reader(c);
+        int k = ts_tenant_find(c->tenants, spec->tenant);
+        bool ok = k >= 0 && c->tenants->t[k].identity.allow_host_network;
+        pthread_mutex_unlock(&c->mu);
+        if (!ok) {
+            ctld_field_error(r, "network", "tenant \"%s\" does not allow host networking "
+                             "(allow_host_network in tenants.yaml; docs/network.md)",
+                             spec->tenant);
+            ts_spec_free(spec);
+            return;
+        }
+    }
     /* a level the cluster lacks would wait forever: refuse it now */
     const char *bad_level = !ctld_level_known(c, spec->required_level)    ? "topology.required"
                             : !ctld_level_known(c, spec->preferred_level) ? "topology.preferred"

@@ -135,6 +135,7 @@ static void cjob_free(cjob *j)
         ts_spec_free(j->spec);
     free(j->tasks);
     free(j->allocs);
+    free(j->net_host);
     free(j->rank_state);
     json_decref(j->rank_end);
     free(j->straggle_since);
@@ -556,6 +557,8 @@ static int restore_running(ctld *c, cjob *j, double now, ts_err *err)
 {
     int rc = placement_parse(c, j, err);
     if (rc == 0)
+        ctld_net_restore(c, j);
+    if (rc == 0)
         mig_make_room(c, j);
     if (rc == 0) {
         j->sj.allocs = j->allocs;
@@ -726,6 +729,8 @@ void ctld_close(ctld *c)
     for (int i = 0; i < c->njobs; i++)
         cjob_free(c->jobs[i]);
     free(c->jobs);
+    free(c->net_tenants);
+    free(c->net_partitions);
     free(c->map_ids);
     free(c->map_idx);
     free(c->node_virtual);
@@ -1049,6 +1054,7 @@ void ctld_job_unbind(ctld *c, cjob *j, double now)
     free(j->allocs);
     j->allocs = NULL;
     j->sj.allocs = NULL;
+    ctld_net_unbind(j);
     free(j->row.placement_json);
     j->row.placement_json = NULL;
     free(j->rank_state);

@@ -272,11 +272,11 @@ static int load_tenant(tloader *L, const yaml_node_t *kn, const yaml_node_t *map
                        const char *path, const char *parent)
 {
     enum { K_WEIGHT, K_GUAR, K_BORROW, K_LEND, K_TEAMS, K_ORDER, K_ROOT, K_USERS, K_UIDS,
-           K_PRIVACY, K_N };
+           K_PRIVACY, K_HOSTNET, K_N };
     static const char *const keys[K_N] = {"weight",     "guaranteed", "borrow_limit",
                                           "lend_limit", "teams",      "order",
                                           "allow_root", "unix_users", "uid_range",
-                                          "privacy"};
+                                          "privacy",    "allow_host_network"};
     char tpath[TYAML_PATH_MAX], sub[TYAML_PATH_MAX + 16];
     const char *name = ts_yaml_scalar(kn);
     if (!name || !ts_yaml_name_ok(name, TS_NAME_MAX)) {
@@ -327,6 +327,14 @@ static int load_tenant(tloader *L, const yaml_node_t *kn, const yaml_node_t *map
         return rc;
     if (v[K_PRIVACY] && (rc = load_privacy(L, v[K_PRIVACY], tpath, t)) < 0)
         return rc;
+    if (v[K_HOSTNET]) {
+        ts_yaml_pathf(sub, sizeof sub, "%s.allow_host_network", tpath);
+        const char *s = ts_yaml_scalar(v[K_HOSTNET]);
+        if (!s || (strcmp(s, "true") != 0 && strcmp(s, "false") != 0))
+            return ts_yaml_fail_got(&L->y, v[K_HOSTNET], sub, "true or false");
+        L->ts->t[t].identity.allow_host_network = strcmp(s, "true") == 0;
+        L->ts->t[t].identity.allow_host_network_set = true;
+    }
     int64_t guar[TS_RES_DIMS], borrow[TS_RES_DIMS], lend[TS_RES_DIMS];
     memcpy(guar, L->ts->t[t].guaranteed, sizeof guar);
     memcpy(borrow, L->ts->t[t].borrow_limit, sizeof borrow);
@@ -412,6 +420,8 @@ static int load_document(void *ctx)
         ts_tenant *t = &L->ts->t[i];
         if (!t->identity.allow_root_set && t->parent >= 0)
             t->identity.allow_root = L->ts->t[t->parent].identity.allow_root;
+        if (!t->identity.allow_host_network_set && t->parent >= 0)
+            t->identity.allow_host_network = L->ts->t[t->parent].identity.allow_host_network;
     }
     if ((rc = ts_tenants_validate(L->ts, L->y.err)) < 0) {
         int at = overfull_parent(L->ts);

@@ -2,7 +2,8 @@
  * test_nics.c - the GPU-to-adapter map: from a fake sysfs tree (two PCIe
  * switches, a GPU and an adapter under each, a third adapter on another
  * socket, a software adapter without PCI), from a file with its errors, and
- * the NCCL_IB_HCA value of a task.
+ * the NCCL_IB_HCA value of a task, and a partition key's index in a port's
+ * table (NCCL_IB_PKEY).
  */
 #define _DEFAULT_SOURCE
 #include <setjmp.h>
@@ -151,9 +152,29 @@ static void test_load(void **state)
     assert_int_equal(ts_nics_load(p, 2, &m, &err), TS_EIO);
 }
 
+static void test_pkey_index(void **state)
+{
+    (void)state;
+    mkpath("class/infiniband/mlx5_7/ports/1/pkeys");
+    put("class/infiniband/mlx5_7/ports/1/pkeys/0", "0xffff\n");
+    put("class/infiniband/mlx5_7/ports/1/pkeys/1", "0x0000\n");
+    put("class/infiniband/mlx5_7/ports/1/pkeys/2", "0x9001\n"); /* full member of 0x1001 */
+    put("class/infiniband/mlx5_7/ports/1/pkeys/3", "0x1002\n"); /* limited member of 0x1002 */
+    int idx = -1;
+    ts_err err;
+    assert_int_equal(ts_nics_pkey_index(root, "mlx5_7:1", 0x1001, &idx, &err), 0);
+    assert_int_equal(idx, 2);
+    assert_int_equal(ts_nics_pkey_index(root, "mlx5_7:1", 0x9002, &idx, &err), 0);
+    assert_int_equal(idx, 3);
+    assert_int_equal(ts_nics_pkey_index(root, "mlx5_7:1", 0x1003, &idx, &err), TS_ENOENT);
+    assert_non_null(strstr(err.msg, "ib_pkey 0x1003: not in the partition table of mlx5_7 port 1"));
+    assert_int_equal(ts_nics_pkey_index(root, "mlx5_7:2", 0x1001, &idx, &err), TS_ENOENT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pkey_index),
         cmocka_unit_test(test_discover),
         cmocka_unit_test(test_no_adapters),
         cmocka_unit_test(test_load),

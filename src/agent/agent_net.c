@@ -1,0 +1,156 @@
+/*
+ * agent_net.c - the agent's side of tenant networks (docs/network.md): a
+ * task whose desired state carries "net" (the controller isolates tenants)
+ * gets its own namespace on its tenant's overlay before it starts
+ * (netns.c does the work); the namespace goes when the task is forgotten;
+ * a restarted agent keeps the namespaces of the tasks it adopted and
+ * removes the rest; the tenants' VXLANs learn the nodes the controller
+ * lists in "net_peers", and the policy the services of "net_services".
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "agent/agent_internal.h"
+#include "agent/netns.h"
+
+static void task_id_of(const local_task *lt, char *id, size_t len)
+{
+    snprintf(id, len, "j%lld-r%d", (long long)lt->job, lt->rank);
+}
+
+static bool adopted(const char *id, void *ctx)
+{
+    const ts_agent *a = ctx;
+    char mine[64];
+    for (int i = 0; i < a->ntasks; i++) {
+        task_id_of(&a->tasks[i], mine, sizeof mine);
+        if (strcmp(mine, id) == 0)
+            return true;
+    }
+    return false;
+}
+
+void ts_agent_net_start(ts_agent *a)
+{
+    char dir[700];
+    struct stat st;
+    snprintf(dir, sizeof dir, "%s/net", a->cfg.state_dir);
+    if (!a->cfg.net_addr[0] && stat(dir, &st) != 0)
+        return; /* never isolated here: nft need not even be installed */
+    int removed = 0;
+    ts_err e;
+    if (agent_net_start(a->cfg.state_dir, adopted, a, &removed, &e) != 0)
+        fprintf(stderr, "tessera-agent: tenant networks: %s\n", e.msg);
+    if (removed > 0)
+        fprintf(stderr, "tessera-agent: removed the networks of %d task(s) no longer here\n",
+                removed);
+}
+
+static const char **peer_list(const json_t *peers, size_t *n)
+{
+    size_t cap = json_array_size(peers);
+    const char **v = calloc(cap + 1, sizeof *v);
+    *n = 0;
+    for (size_t i = 0; v && i < cap && *n < AGENT_NET_PEERS_MAX; i++)
+        if (json_string_value(json_array_get(peers, i)))
+            v[(*n)++] = json_string_value(json_array_get(peers, i));
+    return v;
+}
+
+void ts_agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_t *t,
+                        char *ns_path, size_t len, char *why, size_t why_len)
+{
+    ns_path[0] = '\0';
+    const json_t *net = json_object_get(t, "net");
+    if (!json_is_object(net))
+        return;
+    if (!a->cfg.net_addr[0]) {
+        snprintf(why, why_len, "net: the cluster isolates tenants, but this node's agent has "
+                 "no underlay address (tessera-agent --net-addr)");
+        return;
+    }
+    size_t npeers;
+    const char **peers = peer_list(json_object_get(net, "peers"), &npeers);
+    json_int_t vni = json_integer_value(json_object_get(net, "vni"));
+    agent_net_task nt = {
+        .task_id = id,
+        .vni = vni > 0 && vni <= 16777215 ? (unsigned)vni : 0,
+        .addr = json_string_value(json_object_get(net, "addr")),
+        .prefix = (int)json_integer_value(json_object_get(net, "prefix")),
+        .local = a->cfg.net_addr,
+        .peers = peers,
+        .npeers = peers ? npeers : 0,
+        .mtu = (int)json_integer_value(json_object_get(net, "mtu")),
+    };
+    ts_err e;
+    if (agent_net_setup(a->cfg.state_dir, &nt, ns_path, len, &e) != 0) {
+        snprintf(why, why_len, "%s", e.msg);
+        ns_path[0] = '\0';
+    } else {
+        lt->net_vni = nt.vni;
+    }
+    free(peers);
+}
+
+void ts_agent_net_end(ts_agent *a, const local_task *lt)
+{
+    char id[64];
+    task_id_of(lt, id, sizeof id);
+    ts_err e;
+    if (agent_net_has(a->cfg.state_dir, id) && agent_net_teardown(a->cfg.state_dir, id, &e) != 0)
+        fprintf(stderr, "tessera-agent: task %s: removing its network: %s\n", id, e.msg);
+}
+
+void ts_agent_net_peers(ts_agent *a, const json_t *peers)
+{
+    if (!json_is_array(peers))
+        return;
+    char *s = json_dumps(peers, JSON_COMPACT);
+    if (!s || (a->net_peers && strcmp(s, a->net_peers) == 0)) {
+        free(s);
+        return;
+    }
+    size_t n;
+    const char **v = peer_list(peers, &n);
+    bool ok = v != NULL;
+    for (int i = 0; v && i < a->ntasks; i++) {
+        unsigned vni = a->tasks[i].net_vni;
+        bool seen = false;
+        for (int k = 0; k < i && !seen; k++)
+            seen = a->tasks[k].net_vni == vni;
+        ts_err e;
+        if (vni && !seen && agent_net_peers(vni, a->cfg.net_addr, v, n, &e) != 0) {
+            fprintf(stderr, "tessera-agent: tenant network %u: %s\n", vni, e.msg);
+            ok = false;
+        }
+    }
+    free(v);
+    free(a->net_peers);
+    a->net_peers = ok ? s : NULL; /* a failure is tried again on the next answer */
+    if (!ok)
+        free(s);
+}
+
+void ts_agent_net_services(ts_agent *a, const json_t *services)
+{
+    if (!json_is_array(services) || !a->cfg.net_addr[0])
+        return;
+    char *s = json_dumps(services, JSON_COMPACT);
+    if (!s || (a->net_services && strcmp(s, a->net_services) == 0)) {
+        free(s);
+        return;
+    }
+    size_t n;
+    const char **v = peer_list(services, &n);
+    ts_err e;
+    bool ok = v && agent_net_services(v, n, &e) == 0;
+    if (v && !ok)
+        fprintf(stderr, "tessera-agent: tenant networks' services: %s\n", e.msg);
+    free(v);
+    free(a->net_services);
+    a->net_services = ok ? s : NULL; /* a failure is tried again on the next answer */
+    if (!ok)
+        free(s);
+}

@@ -1,0 +1,654 @@
+/*
+ * netns.c - a task's network namespace on its tenant's overlay (netns.h).
+ *
+ * Why iproute2 and nft by fork/exec rather than netlink sockets of our own:
+ * the VXLAN, veth-into-namespace, bridge-port and nftables-set messages are
+ * many and version-dependent, and the tools are what operators debug with;
+ * each batch is parsed and applied by the kernel's own tools, which report
+ * the failing line. A task costs three or four short processes (nft, ip on
+ * the host, ip in the namespace; bridge when a VXLAN is new), spawned with
+ * posix_spawn, argv and a fixed environment, never a shell.
+ *
+ * Names: the namespace ts-<task id>; the host veth tsv<8 hex of the id's
+ * FNV-1a>; eth0 inside; the tenant's bridge tsb<vni> and VXLAN tsx<vni>. The
+ * task's MAC is derived from its address (02:00:a:b:c:d), so the binding of
+ * port, address and MAC that the bridge policy checks is known before the
+ * port exists. The state file <state dir>/net/<task id> ("veth vni addr mac")
+ * is written first and removed last.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent/netns.h"
+
+#define VXLAN_PORT 4789
+#define VNI_MAX 16777215u
+#define TOOL_ERR_BYTES 400
+#define NS_DIR "/run/netns"
+#define NS_PREFIX "ts-"
+#define SCRIPT_BYTES 65536
+#define GW_MAC_PREFIX "02:54:53:00:00:00" /* a tenant gateway's MAC: this, the VNI below */
+#define SERVICES_MAX 64
+
+/* the tables; replaced whole at agent start (agent_net_start) */
+static const char POLICY[] =
+    "table bridge tessera {\n"
+    "  set bound4 { type ifname . ipv4_addr; }\n"
+    "  set boundmac { type ifname . ether_addr; }\n"
+    /* what a task's port may send: its own MAC, IPv4 from its own address,
+     * ARP for its own address; nothing else (IPv6, VLAN tags, other types) */
+    "  chain from_task {\n"
+    "    iifname . ether saddr != @boundmac counter drop\n"
+    "    ether type ip iifname . ip saddr != @bound4 counter drop\n"
+    "    ether type arp iifname . arp saddr ip != @bound4 counter drop\n"
+    "    ether type arp iifname . arp saddr ether != @boundmac counter drop\n"
+    "    ether type != { ip, arp } counter drop\n"
+    "  }\n"
+    /* prerouting: every frame entering a tenant bridge, whether it is
+     * forwarded (to another port or the VXLAN) or goes up to the host */
+    "  chain prerouting {\n"
+    "    type filter hook prerouting priority -200; policy accept;\n"
+    "    iifname \"tsv*\" jump from_task\n"
+    "    iifname \"tsx*\" ether type != { ip, arp } counter drop\n"
+    /* every node's bridge is its tenant's gateway, with one MAC: another
+     * node's answer must not reach this node's tasks */
+    "    iifname \"tsx*\" ether saddr & ff:ff:ff:00:00:00 == " GW_MAC_PREFIX " counter drop\n"
+    "  }\n"
+    "}\n"
+    /* the host: a tenant bridge's frames that br_netfilter shows here (the
+     * same bridge in and out: set "bridged") pass; what is routed from a
+     * bridge goes only to the services (set "services", the controller's
+     * network.services), masqueraded as the node; nothing is routed into a
+     * bridge but their answers; the host itself takes from a bridge only
+     * connections to services it runs */
+    "table inet tessera {\n"
+    "  set bridged { type ifname . ifname; }\n"
+    "  set services { type ipv4_addr . inet_proto . inet_service; flags interval; }\n"
+    "  chain forward {\n"
+    "    type filter hook forward priority 0; policy accept;\n"
+    "    iifname . oifname @bridged accept\n"
+    "    iifname \"tsb*\" ip daddr . meta l4proto . th dport @services accept\n"
+    "    iifname \"tsb*\" counter drop\n"
+    "    oifname \"tsb*\" ct state established,related accept\n"
+    "    oifname \"tsb*\" counter drop\n"
+    "  }\n"
+    "  chain input {\n"
+    "    type filter hook input priority 0; policy accept;\n"
+    "    iifname \"tsb*\" ip daddr . meta l4proto . th dport @services accept\n"
+    "    iifname \"tsb*\" ct state established,related accept\n"
+    "    iifname \"tsb*\" counter drop\n"
+    "  }\n"
+    "  chain postrouting {\n"
+    "    type nat hook postrouting priority 100; policy accept;\n"
+    "    iifname \"tsb*\" oifname != \"tsb*\" masquerade\n"
+    "  }\n"
+    "}\n";
+
+/* ---- running the tools ------------------------------------------------------- */
+
+static const char *tool_path(const char *name, char *buf, size_t len)
+{
+    static const char *const dirs[] = {"/usr/sbin", "/sbin", "/usr/bin", "/bin"};
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        snprintf(buf, len, "%s/%s", dirs[i], name);
+        if (access(buf, X_OK) == 0)
+            return buf;
+    }
+    return NULL;
+}
+
+/* Runs argv (argv[0] a tool's name) with input on its stdin; its exit 0 is
+ * success, anything else an error carrying the first line of its stderr. */
+static int run_tool(const char *const *argv, const char *input, ts_err *err)
+{
+    char path[64];
+    if (!tool_path(argv[0], path, sizeof path))
+        return ts_err_set(err, TS_ENOENT, "network: %s: not installed (iproute2, nftables)",
+                          argv[0]);
+    int in[2] = {-1, -1}, er[2] = {-1, -1};
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(er, O_CLOEXEC) != 0) {
+        int e = errno;
+        for (int i = 0; i < 2; i++) {
+            if (in[i] >= 0)
+                close(in[i]);
+            if (er[i] >= 0)
+                close(er[i]);
+        }
+        return ts_err_set(err, TS_EIO, "network: pipe: %s", strerror(e));
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, er[1], 2);
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
+    static char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
+    pid_t pid;
+    int rc = posix_spawn(&pid, path, &fa, &at, (char *const *)argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    close(in[0]);
+    close(er[1]);
+    if (rc != 0) {
+        close(in[1]);
+        close(er[0]);
+        return ts_err_set(err, TS_EIO, "network: %s: %s", argv[0], strerror(rc));
+    }
+    /* the batches are small (a task's lines, a table): within the pipe's buffer */
+    size_t left = input ? strlen(input) : 0;
+    const char *p = input;
+    while (left > 0) {
+        ssize_t n = write(in[1], p, left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        p += n;
+        left -= (size_t)n;
+    }
+    close(in[1]);
+    char msg[TOOL_ERR_BYTES] = "";
+    size_t got = 0;
+    for (;;) {
+        char junk[512];
+        ssize_t n = got + 1 < sizeof msg ? read(er[0], msg + got, sizeof msg - 1 - got)
+                                         : read(er[0], junk, sizeof junk);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        if (got + 1 < sizeof msg)
+            got += (size_t)n;
+    }
+    msg[got] = '\0';
+    close(er[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 0;
+    char *nl = strchr(msg, '\n');
+    if (nl)
+        *nl = '\0';
+    return ts_err_set(err, TS_EIO, "network: %s failed: %s", argv[0],
+                      msg[0] ? msg : "(no message)");
+}
+
+/* ---- names ---------------------------------------------------------------------- */
+
+static bool id_ok(const char *id)
+{
+    size_t n = id ? strlen(id) : 0;
+    if (n == 0 || n > 48) /* ts-<id> must fit a file name; ids are j<job>-r<rank> */
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= 'A' && id[i] <= 'Z') ||
+              (id[i] >= '0' && id[i] <= '9') || id[i] == '.' || id[i] == '_' || id[i] == '-'))
+            return false;
+    return id[0] != '.';
+}
+
+static void veth_name(const char *id, char out[IFNAMSIZ])
+{
+    uint32_t h = 2166136261u;
+    for (const char *p = id; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    snprintf(out, IFNAMSIZ, "tsv%08x", h);
+}
+
+static bool link_exists(const char *name) { return if_nametoindex(name) != 0; }
+
+static void state_path(const char *state_dir, const char *id, char *out, size_t len)
+{
+    snprintf(out, len, "%s/net/%s", state_dir, id);
+}
+
+typedef struct net_state {
+    char veth[IFNAMSIZ];
+    unsigned vni;
+    char addr[INET_ADDRSTRLEN];
+    char mac[18];
+} net_state;
+
+static int state_read(const char *path, net_state *s)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    int n = fscanf(f, "%15s %u %15s %17s", s->veth, &s->vni, s->addr, s->mac);
+    fclose(f);
+    return n == 4 && strncmp(s->veth, "tsv", 3) == 0 && s->vni >= 1 && s->vni <= VNI_MAX ? 0 : -1;
+}
+
+/* ---- setup ---------------------------------------------------------------------- */
+
+static int check_task(const agent_net_task *t, struct in_addr *a, ts_err *err)
+{
+    struct in_addr x;
+    if (!id_ok(t->task_id))
+        return ts_err_set(err, TS_EINVAL, "net.task_id: \"%s\": must be 1..48 of A-Z a-z 0-9 . _ -",
+                          t->task_id ? t->task_id : "");
+    if (t->vni < 1 || t->vni > VNI_MAX)
+        return ts_err_set(err, TS_EINVAL, "net.vni: %u: must be 1..%u", t->vni, VNI_MAX);
+    if (!t->addr || inet_pton(AF_INET, t->addr, a) != 1)
+        return ts_err_set(err, TS_EINVAL, "net.addr: \"%s\": not an IPv4 address",
+                          t->addr ? t->addr : "");
+    if (t->prefix < 8 || t->prefix > 30)
+        return ts_err_set(err, TS_EINVAL, "net.prefix: %d: must be 8..30", t->prefix);
+    if (!t->local || inet_pton(AF_INET, t->local, &x) != 1)
+        return ts_err_set(err, TS_EINVAL, "net.local: \"%s\": this node has no underlay "
+                          "IPv4 address (tessera-agent --net-addr)", t->local ? t->local : "");
+    if (t->npeers > AGENT_NET_PEERS_MAX)
+        return ts_err_set(err, TS_EINVAL, "net.peers: %zu: at most %d", t->npeers,
+                          AGENT_NET_PEERS_MAX);
+    for (size_t i = 0; i < t->npeers; i++)
+        if (!t->peers[i] || inet_pton(AF_INET, t->peers[i], &x) != 1)
+            return ts_err_set(err, TS_EINVAL, "net.peers[%zu]: not an IPv4 address", i);
+    if (t->mtu != 0 && (t->mtu < 1280 || t->mtu > 9000))
+        return ts_err_set(err, TS_EINVAL, "net.mtu: %d: must be 1280..9000", t->mtu);
+    return 0;
+}
+
+static int fdb_add(unsigned vni, const char *const *peers, size_t npeers, const char *local,
+                   ts_err *err)
+{
+    if (npeers == 0)
+        return 0;
+    char *s = malloc(npeers * 80 + 1);
+    if (!s)
+        return ts_err_set(err, TS_ENOMEM, "network: out of memory");
+    size_t len = 0;
+    s[0] = '\0';
+    for (size_t i = 0; i < npeers; i++)
+        if (!local || strcmp(peers[i], local) != 0) /* appending an existing one is a no-op */
+            len += (size_t)sprintf(s + len, "fdb append 00:00:00:00:00:00 dev tsx%u dst %s\n",
+                                   vni, peers[i]);
+    const char *argv[] = {"bridge", "-batch", "-", NULL};
+    int rc = len ? run_tool(argv, s, err) : 0;
+    free(s);
+    return rc;
+}
+
+int agent_net_peers(unsigned vni, const char *local, const char *const *peers, size_t npeers,
+                    ts_err *err)
+{
+    char vx[IFNAMSIZ];
+    snprintf(vx, sizeof vx, "tsx%u", vni);
+    return link_exists(vx) ? fdb_add(vni, peers, npeers, local, err) : 0;
+}
+
+/* The bridge routes (to the services only: the policy) and has no IPv6:
+ * written, not exec'd. */
+static int bridge_sysctls(const char *br, ts_err *err)
+{
+    static const char *const knobs[] = {"/proc/sys/net/ipv4/conf/%s/forwarding",
+                                        "/proc/sys/net/ipv6/conf/%s/disable_ipv6"};
+    static const char *const values[] = {"1", "1"};
+    for (int i = 0; i < 2; i++) {
+        char path[128];
+        snprintf(path, sizeof path, knobs[i], br);
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 && i == 1 && errno == ENOENT)
+            continue; /* a kernel without IPv6 */
+        if (fd < 0 || write(fd, values[i], 1) != 1) {
+            int e = errno;
+            if (fd >= 0)
+                close(fd);
+            return ts_err_set(err, TS_EIO, "network: %s: %s", path, strerror(e));
+        }
+        close(fd);
+    }
+    return 0;
+}
+
+static int elements(const char *verb, const net_state *s, ts_err *err)
+{
+    char script[512];
+    snprintf(script, sizeof script,
+             "%s element bridge tessera bound4 { \"%s\" . %s }\n"
+             "%s element bridge tessera boundmac { \"%s\" . %s }\n",
+             verb, s->veth, s->addr, verb, s->veth, s->mac);
+    if (strcmp(verb, "add") == 0) /* the tenant's bridge: kept while any task is there */
+        snprintf(script + strlen(script), sizeof script - strlen(script),
+                 "add element inet tessera bridged { \"tsb%u\" . \"tsb%u\" }\n", s->vni,
+                 s->vni);
+    const char *argv[] = {"nft", "-f", "-", NULL};
+    return run_tool(argv, script, err);
+}
+
+int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_path,
+                    size_t ns_path_len, ts_err *err)
+{
+    struct in_addr a;
+    int rc = check_task(t, &a, err);
+    if (rc)
+        return rc;
+    const unsigned char *b = (const unsigned char *)&a.s_addr;
+    /* the tenant's gateway on every node: its block's last address but one */
+    uint32_t mask = 0xffffffffu << (32 - t->prefix);
+    struct in_addr gw = {htonl((ntohl(a.s_addr) | ~mask) - 1)};
+    char gws[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &gw, gws, sizeof gws);
+    if (gw.s_addr == a.s_addr)
+        return ts_err_set(err, TS_EINVAL, "net.addr: %s is the block's gateway address",
+                          t->addr);
+    net_state s = {.vni = t->vni};
+    veth_name(t->task_id, s.veth);
+    snprintf(s.addr, sizeof s.addr, "%s", t->addr);
+    snprintf(s.mac, sizeof s.mac, "02:00:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3]);
+    int mtu = t->mtu ? t->mtu : AGENT_NET_MTU_DEFAULT;
+
+    char dir[700], path[800];
+    snprintf(dir, sizeof dir, "%s/net", state_dir);
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return ts_err_set(err, TS_EIO, "network: %s: %s", dir, strerror(errno));
+    state_path(state_dir, t->task_id, path, sizeof path);
+    if (agent_net_has(state_dir, t->task_id)) /* a half-made earlier try */
+        agent_net_teardown(state_dir, t->task_id, err);
+    FILE *f = fopen(path, "we");
+    if (!f || fprintf(f, "%s %u %s %s\n", s.veth, s.vni, s.addr, s.mac) < 0 || fclose(f) != 0)
+        return ts_err_set(err, TS_EIO, "network: %s: %s", path, strerror(errno));
+
+    if ((rc = elements("add", &s, err)) != 0)
+        goto fail;
+    char br[IFNAMSIZ], vx[IFNAMSIZ];
+    snprintf(br, sizeof br, "tsb%u", t->vni);
+    snprintf(vx, sizeof vx, "tsx%u", t->vni);
+    bool new_vx = !link_exists(vx);
+    char host[2048];
+    size_t n = 0;
+    n += (size_t)snprintf(host + n, sizeof host - n, "netns add %s%s\n", NS_PREFIX, t->task_id);
+    if (!link_exists(br))
+        n += (size_t)snprintf(host + n, sizeof host - n,
+                              "link add %s address 02:54:53:%02x:%02x:%02x type bridge\n"
+                              "link set %s addrgenmode none\n"
+                              "addr add %s/%d dev %s\n"
+                              "link set %s up\n",
+                              br, (t->vni >> 16) & 0xff, (t->vni >> 8) & 0xff, t->vni & 0xff, br,
+                              gws, t->prefix, br, br);
+    if (new_vx)
+        n += (size_t)snprintf(host + n, sizeof host - n,
+                              "link add %s mtu %d type vxlan id %u local %s dstport %d\n"
+                              "link set %s addrgenmode none\n"
+                              "link set %s master %s\n"
+                              "link set %s up\n",
+                              vx, mtu, t->vni, t->local, VXLAN_PORT, vx, vx, br, vx);
+    n += (size_t)snprintf(host + n, sizeof host - n,
+                          "link add %s mtu %d type veth peer name eth0 mtu %d netns %s%s\n"
+                          "link set %s addrgenmode none\n"
+                          "link set %s master %s\n"
+                          "link set %s up\n",
+                          s.veth, mtu, mtu, NS_PREFIX, t->task_id, s.veth, s.veth, br, s.veth);
+    const char *ip_host[] = {"ip", "-batch", "-", NULL};
+    if ((rc = run_tool(ip_host, host, err)) != 0 || (rc = bridge_sysctls(br, err)) != 0)
+        goto fail;
+    char inside[512], ns[80];
+    snprintf(ns, sizeof ns, "%s%s", NS_PREFIX, t->task_id);
+    snprintf(inside, sizeof inside,
+             "link set lo up\n"
+             "link set eth0 addrgenmode none\n"
+             "link set eth0 address %s\n"
+             "addr add %s/%d dev eth0\n"
+             "link set eth0 up\n"
+             "route add default via %s\n",
+             s.mac, s.addr, t->prefix, gws);
+    const char *ip_ns[] = {"ip", "-n", ns, "-batch", "-", NULL};
+    if ((rc = run_tool(ip_ns, inside, err)) != 0)
+        goto fail;
+    if (new_vx && (rc = fdb_add(t->vni, t->peers, t->npeers, t->local, err)) != 0)
+        goto fail;
+    snprintf(ns_path, ns_path_len, "%s/%s", NS_DIR, ns);
+    return 0;
+fail:;
+    ts_err keep = *err;
+    agent_net_teardown(state_dir, t->task_id, err);
+    *err = keep;
+    return rc;
+}
+
+/* ---- teardown ------------------------------------------------------------------- */
+
+bool agent_net_has(const char *state_dir, const char *task_id)
+{
+    char path[800], ns[600];
+    state_path(state_dir, task_id, path, sizeof path);
+    snprintf(ns, sizeof ns, "%s/%s%s", NS_DIR, NS_PREFIX, task_id);
+    return access(path, F_OK) == 0 || access(ns, F_OK) == 0;
+}
+
+/* Whether a state file other than skip's names vni. */
+static bool vni_in_use(const char *state_dir, unsigned vni, const char *skip)
+{
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/net", state_dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    bool used = false;
+    struct dirent *e;
+    while (!used && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || strcmp(e->d_name, skip) == 0)
+            continue;
+        char path[1024];
+        net_state s;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        used = state_read(path, &s) == 0 && s.vni == vni;
+    }
+    closedir(d);
+    return used;
+}
+
+int agent_net_teardown(const char *state_dir, const char *task_id, ts_err *err)
+{
+    if (!id_ok(task_id))
+        return ts_err_set(err, TS_EINVAL, "network: task id \"%s\": not valid",
+                          task_id ? task_id : "");
+    char path[800], ns[80], nspath[128];
+    state_path(state_dir, task_id, path, sizeof path);
+    snprintf(ns, sizeof ns, "%s%s", NS_PREFIX, task_id);
+    snprintf(nspath, sizeof nspath, "%s/%s", NS_DIR, ns);
+    net_state s;
+    bool have = state_read(path, &s) == 0;
+    int rc = 0;
+    ts_err e;
+    if (access(nspath, F_OK) == 0) {
+        /* the namespace's end of the veth goes with it, and so the pair */
+        const char *argv[] = {"ip", "netns", "delete", ns, NULL};
+        if (run_tool(argv, NULL, &e) != 0 && rc == 0) {
+            rc = e.code;
+            *err = e;
+        }
+    }
+    if (have) {
+        if (link_exists(s.veth)) {
+            /* the namespace's deletion may be removing it at this moment */
+            const char *argv[] = {"ip", "link", "delete", s.veth, NULL};
+            if (run_tool(argv, NULL, &e) != 0 && link_exists(s.veth) && rc == 0) {
+                rc = e.code;
+                *err = e;
+            }
+        }
+        elements("delete", &s, &e); /* absent after a table reload: no error */
+        if (!vni_in_use(state_dir, s.vni, task_id)) {
+            char br[IFNAMSIZ], vx[IFNAMSIZ];
+            snprintf(br, sizeof br, "tsb%u", s.vni);
+            snprintf(vx, sizeof vx, "tsx%u", s.vni);
+            char script[128] = "";
+            size_t n = 0;
+            if (link_exists(vx))
+                n += (size_t)snprintf(script + n, sizeof script - n, "link delete %s\n", vx);
+            if (link_exists(br))
+                n += (size_t)snprintf(script + n, sizeof script - n, "link delete %s\n", br);
+            char el[128];
+            snprintf(el, sizeof el,
+                     "delete element inet tessera bridged { \"%s\" . \"%s\" }\n", br, br);
+            const char *nft[] = {"nft", "-f", "-", NULL};
+            run_tool(nft, el, &e); /* absent after a table reload: no error */
+            const char *argv[] = {"ip", "-batch", "-", NULL};
+            if (n && run_tool(argv, script, &e) != 0 && rc == 0) {
+                rc = e.code;
+                *err = e;
+            }
+        }
+    }
+    if (rc == 0 && unlink(path) != 0 && errno != ENOENT)
+        rc = ts_err_set(err, TS_EIO, "network: %s: %s", path, strerror(errno));
+    return rc;
+}
+
+/* ---- start: tables and what an earlier agent left ------------------------------ */
+
+typedef struct id_list {
+    char (*v)[64];
+    size_t n, cap;
+} id_list;
+
+static void ids_add(id_list *l, const char *id)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->v[i], id) == 0)
+            return;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        char(*v)[64] = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return;
+        l->v = v;
+        l->cap = cap;
+    }
+    snprintf(l->v[l->n++], 64, "%s", id);
+}
+
+static void ids_from_dir(id_list *l, const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    size_t pl = strlen(prefix);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, prefix, pl) == 0 && id_ok(e->d_name + pl))
+            ids_add(l, e->d_name + pl);
+    closedir(d);
+}
+
+int agent_net_start(const char *state_dir, bool (*keep)(const char *task_id, void *ctx),
+                    void *ctx, int *removed, ts_err *err)
+{
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/net", state_dir);
+    id_list ids = {0};
+    /* the state files, not /run/netns: that folder is the host's, and the
+     * state file is written before anything is made and removed last */
+    ids_from_dir(&ids, dir, "");
+    int gone = 0, rc = 0;
+    for (size_t i = 0; i < ids.n; i++) {
+        if (keep && keep(ids.v[i], ctx))
+            continue;
+        ts_err e;
+        if (agent_net_teardown(state_dir, ids.v[i], &e) == 0)
+            gone++;
+        else if (rc == 0) {
+            rc = e.code;
+            *err = e;
+        }
+    }
+    /* the tables whole, in one transaction with the bindings of the kept */
+    char *script = malloc(SCRIPT_BYTES);
+    if (!script) {
+        free(ids.v);
+        return ts_err_set(err, TS_ENOMEM, "network: out of memory");
+    }
+    size_t n = (size_t)snprintf(script, SCRIPT_BYTES,
+                                "table bridge tessera\ndelete table bridge tessera\n"
+                                "table inet tessera\ndelete table inet tessera\n%s", POLICY);
+    for (size_t i = 0; i < ids.n && n + 256 < SCRIPT_BYTES; i++) {
+        char path[800];
+        net_state s;
+        state_path(state_dir, ids.v[i], path, sizeof path);
+        if (!keep || !keep(ids.v[i], ctx) || state_read(path, &s) != 0)
+            continue;
+        n += (size_t)snprintf(script + n, SCRIPT_BYTES - n,
+                              "add element bridge tessera bound4 { \"%s\" . %s }\n"
+                              "add element bridge tessera boundmac { \"%s\" . %s }\n"
+                              "add element inet tessera bridged { \"tsb%u\" . \"tsb%u\" }\n",
+                              s.veth, s.addr, s.veth, s.mac, s.vni, s.vni);
+    }
+    const char *argv[] = {"nft", "-f", "-", NULL};
+    ts_err e;
+    if (run_tool(argv, script, &e) != 0 && rc == 0) {
+        rc = e.code;
+        *err = e;
+    }
+    free(script);
+    free(ids.v);
+    if (removed)
+        *removed = gone;
+    return rc;
+}
+
+/* ---- services ------------------------------------------------------------------ */
+
+/* "ADDR[/N]:PORT/tcp|udp" into "ADDR[/N] . tcp . PORT"; -1 if not one. */
+static int service_elem(const char *svc, char *out, size_t len)
+{
+    char addr[64], proto[8];
+    unsigned port;
+    int plen = 32;
+    const char *colon = strrchr(svc, ':');
+    if (!colon || (size_t)(colon - svc) >= sizeof addr ||
+        sscanf(colon + 1, "%5u/%7s", &port, proto) != 2 || port < 1 || port > 65535 ||
+        (strcmp(proto, "tcp") != 0 && strcmp(proto, "udp") != 0))
+        return -1;
+    memcpy(addr, svc, (size_t)(colon - svc));
+    addr[colon - svc] = '\0';
+    char *slash = strchr(addr, '/');
+    if (slash) {
+        char *end;
+        long l = strtol(slash + 1, &end, 10);
+        if (*end || l < 0 || l > 32)
+            return -1;
+        plen = (int)l;
+        *slash = '\0';
+    }
+    struct in_addr ia;
+    if (inet_pton(AF_INET, addr, &ia) != 1)
+        return -1;
+    snprintf(out, len, "%s/%d . %s . %u", addr, plen, proto, port);
+    return 0;
+}
+
+int agent_net_services(const char *const *svc, size_t n, ts_err *err)
+{
+    if (n > SERVICES_MAX)
+        return ts_err_set(err, TS_EINVAL, "net_services: %zu: at most %d", n, SERVICES_MAX);
+    char script[SERVICES_MAX * 96 + 64];
+    size_t len = (size_t)snprintf(script, sizeof script, "flush set inet tessera services\n");
+    for (size_t i = 0; i < n; i++) {
+        char el[96];
+        if (!svc[i] || service_elem(svc[i], el, sizeof el) != 0)
+            return ts_err_set(err, TS_EINVAL, "net_services[%zu]: \"%s\": not ADDR[/N]:PORT/tcp|udp",
+                              i, svc[i] ? svc[i] : "");
+        len += (size_t)snprintf(script + len, sizeof script - len,
+                                "add element inet tessera services { %s }\n", el);
+    }
+    const char *argv[] = {"nft", "-f", "-", NULL};
+    return run_tool(argv, script, err);
+}

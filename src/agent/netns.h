@@ -1,0 +1,81 @@
+/*
+ * netns.h - a network namespace per task on its tenant's overlay
+ * (docs/network.md).
+ *
+ * Each task gets its own namespace (/run/netns/ts-<task id>) holding one
+ * veth end named eth0 with the address the controller assigned; the other
+ * end (tsv<hash>) is a port of the tenant's bridge on this node (tsb<vni>),
+ * whose other port is the tenant's VXLAN device (tsx<vni>, VNI from the
+ * controller) flooding to the other nodes' underlay addresses. Tenants share
+ * no bridge and no VNI, so there is no layer-2 path between them; the
+ * nftables tables "bridge tessera" and "inet tessera" drop what a task could
+ * still try (another address or MAC than its own, ARP spoofing, IPv6, other
+ * ethertypes, routing through the host between tenant bridges). The
+ * bridge is the tenant's gateway, which routes to the configured services
+ * only (agent_net_services).
+ *
+ * The work is done by iproute2 and nft, exec'd with argv and their commands
+ * on stdin (`ip -batch -`, `nft -f -`): three or four processes per task, no
+ * shell, and the kernel's own tools parse and apply each batch.
+ * What a task was given is written to <state dir>/net/<task id> before
+ * anything is made and removed last, so teardown, and a restarted agent's
+ * reconcile, know what to remove even after kill -9; the state directory,
+ * not /run/netns, is the authority (several agents may share a host in
+ * tests, each with its own).
+ *
+ * Nothing here is thread-safe; one agent per state directory. Errors come
+ * back in the ts_err, nothing prints.
+ */
+#ifndef TS_AGENT_NETNS_H
+#define TS_AGENT_NETNS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "tessera/error.h"
+
+#define AGENT_NET_PEERS_MAX 256
+#define AGENT_NET_MTU_DEFAULT 1450 /* a 1500-byte underlay less VXLAN's 50 bytes */
+#define AGENT_NET_NS_PATH_MAX 128
+
+typedef struct agent_net_task {
+    const char *task_id;     /* [A-Za-z0-9._-], as ts_task_spec's */
+    unsigned vni;            /* 1..16777215, the tenant's */
+    const char *addr;        /* the task's IPv4 address, dotted */
+    int prefix;              /* the tenant range's prefix length, 8..30 */
+    const char *local;       /* this node's underlay address (VXLAN source) */
+    const char *const *peers; /* the other nodes' underlay addresses */
+    size_t npeers;
+    int mtu;                 /* 0: AGENT_NET_MTU_DEFAULT */
+} agent_net_task;
+
+/* Makes the nftables tables (atomically replacing earlier ones), removes
+ * what an earlier agent left for tasks keep() does not name (counted in
+ * *removed, may be NULL) and re-adds the address bindings of those it
+ * keeps. Called once at agent start, after the tasks were adopted. */
+int agent_net_start(const char *state_dir, bool (*keep)(const char *task_id, void *ctx),
+                    void *ctx, int *removed, ts_err *err);
+
+/* Makes the task's namespace, veth, address and bindings (and the tenant's
+ * bridge and VXLAN on their first task here); fills ns_path with the
+ * namespace's path for setns. On failure what was made is removed. */
+int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_path,
+                    size_t ns_path_len, ts_err *err);
+
+/* Adds the flood entries of peers the tenant's VXLAN lacks (new nodes). */
+int agent_net_peers(unsigned vni, const char *local, const char *const *peers, size_t npeers,
+                    ts_err *err);
+
+/* Sets what tasks may reach off their overlay: "ADDR[/N]:PORT/tcp|udp"
+ * each (the controller's network.services), replacing the last set. */
+int agent_net_services(const char *const *svc, size_t n, ts_err *err);
+
+/* Removes the task's namespace, veth and bindings, and the tenant's bridge
+ * and VXLAN when no other task of the tenant is left here. A task with no
+ * network state is not an error. */
+int agent_net_teardown(const char *state_dir, const char *task_id, ts_err *err);
+
+/* Whether the task has network state here. */
+bool agent_net_has(const char *state_dir, const char *task_id);
+
+#endif

@@ -1,0 +1,364 @@
+/*
+ * net.c - the controller's side of tenant networks (docs/network.md).
+ *
+ * With `network: {isolation: tenant}` each tenant has an ordinal, durable in
+ * the store's settings ("net.tenant.<name>", the next free one under
+ * "net.next": written before the tenant's, so a crash between the two
+ * wastes an ordinal and never gives one twice). The ordinal gives the
+ * tenant its VNI (NET_VNI_BASE + ordinal) and its block of network.range
+ * (block number = ordinal, of size /tenant_prefix). Each rank of a running
+ * job holds one host number of its tenant's block, chosen at the start and
+ * kept in the job's placement ("net_host"), so it is committed with the
+ * start itself and survives restarts and failovers; it is free again when
+ * the run ends (the placement goes). cjob.net_host mirrors it for the
+ * lowest-free search and for the agents' documents.
+ *
+ * All of this runs under c->mu. Giving a tenant its ordinal writes the
+ * store, once per tenant ever.
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctld/ctld.h"
+#include "ctld/job_fsm.h"
+
+#define NET_VNI_BASE 10000
+#define NET_PKEY_BASE 0x1000 /* a tenant's InfiniBand partition key: this + its ordinal */
+#define NET_KEY_NEXT "net.next"
+#define NET_KEY_TENANT "net.tenant."
+
+static int tenant_blocks(const ctld *c)
+{
+    return 1 << (c->cfg.net_tenant_prefix - c->cfg.net_range_prefix);
+}
+
+static int hosts_per_tenant(const ctld *c)
+{
+    /* less network, broadcast, and the gateway (the last but one) */
+    return (1 << (32 - c->cfg.net_tenant_prefix)) - 3;
+}
+
+static int setting_int(ctld *c, const char *key, int *out, ts_err *err)
+{
+    char *v = NULL;
+    int rc = ts_store_setting_get(c->store, key, &v, err);
+    if (rc == TS_ENOENT || (rc == 0 && !v)) {
+        free(v);
+        *out = -1;
+        return 0;
+    }
+    if (rc == 0) {
+        char *end;
+        long n = strtol(v, &end, 10);
+        *out = *v && !*end && n >= 0 && n < (1L << 24) ? (int)n : -1;
+        if (*out < 0)
+            rc = ts_err_set(err, TS_EINVAL, "store setting %s: \"%s\" is not a number", key, v);
+    }
+    free(v);
+    return rc;
+}
+
+int ctld_net_tenant(ctld *c, const char *tenant, int *ordinal, ts_err *err)
+{
+    for (int i = 0; i < c->nnet_tenants; i++)
+        if (strcmp(c->net_tenants[i].name, tenant) == 0) {
+            *ordinal = c->net_tenants[i].ordinal;
+            return 0;
+        }
+    char key[128];
+    snprintf(key, sizeof key, "%s%s", NET_KEY_TENANT, tenant);
+    int n, rc = setting_int(c, key, &n, err);
+    if (rc == 0 && n < 0) {
+        int next;
+        char val[16];
+        if ((rc = setting_int(c, NET_KEY_NEXT, &next, err)) != 0)
+            return rc;
+        n = next < 0 ? 0 : next;
+        if (n >= tenant_blocks(c))
+            return ts_err_set(err, TS_ECONFLICT,
+                              "network: no tenant block left in network.range (%d tenants of "
+                              "/%d in a /%d)", tenant_blocks(c), c->cfg.net_tenant_prefix,
+                              c->cfg.net_range_prefix);
+        snprintf(val, sizeof val, "%d", n + 1);
+        if ((rc = ts_store_setting_put(c->store, NET_KEY_NEXT, val, err)) != 0)
+            return rc;
+        snprintf(val, sizeof val, "%d", n);
+        if ((rc = ts_store_setting_put(c->store, key, val, err)) != 0)
+            return rc;
+    }
+    if (rc != 0)
+        return rc;
+    if (n >= tenant_blocks(c))
+        return ts_err_set(err, TS_ECONFLICT, "network: tenant %s: block %d is outside "
+                          "network.range (was the range narrowed?)", tenant, n);
+    ctld_net_tenant_row *v = realloc(c->net_tenants, (size_t)(c->nnet_tenants + 1) * sizeof *v);
+    if (!v)
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    c->net_tenants = v;
+    snprintf(v[c->nnet_tenants].name, sizeof v[0].name, "%s", tenant);
+    v[c->nnet_tenants++].ordinal = n;
+    *ordinal = n;
+    return 0;
+}
+
+/* The ranks' host numbers in a placement document (0: none). */
+static int32_t *hosts_of(const char *placement_json, int n)
+{
+    json_error_t je;
+    json_t *a = placement_json ? json_loads(placement_json, 0, &je) : NULL;
+    int32_t *h = NULL;
+    if (json_is_array(a) && (int)json_array_size(a) == n && n > 0 &&
+        json_is_integer(json_object_get(json_array_get(a, 0), "net_host")) &&
+        (h = calloc((size_t)n, sizeof *h)) != NULL)
+        for (int i = 0; i < n; i++)
+            h[i] = (int32_t)json_integer_value(json_object_get(json_array_get(a, (size_t)i),
+                                                               "net_host"));
+    json_decref(a);
+    return h;
+}
+
+void ctld_net_bind(cjob *j)
+{
+    free(j->net_host);
+    j->net_host = hosts_of(j->row.placement_json, j->ntasks);
+}
+
+void ctld_net_restore(ctld *c, cjob *j)
+{
+    ctld_net_bind(j);
+    int ord;
+    ts_err e;
+    if (j->net_host && ctld_net_tenant(c, j->row.tenant, &ord, &e) != 0)
+        fprintf(stderr, "tesserad: job %lld: its tenant's network: %s\n", (long long)j->row.id,
+                e.msg);
+}
+
+void ctld_net_unbind(cjob *j)
+{
+    free(j->net_host);
+    j->net_host = NULL;
+}
+
+int ctld_net_place(ctld *c, const ctld_txn *t, const cjob *j, char **placement_json, ts_err *err)
+{
+    int ord, rc = ctld_net_tenant(c, j->row.tenant, &ord, err);
+    if (rc)
+        return rc;
+    int nh = hosts_per_tenant(c);
+    uint8_t *used = calloc((size_t)nh / 8 + 2, 1);
+    json_error_t je;
+    json_t *a = json_loads(*placement_json, 0, &je);
+    if (!used || !json_is_array(a)) {
+        free(used);
+        json_decref(a);
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    }
+#define MARK(h) ((h) >= 1 && (h) <= nh ? (void)(used[(h) / 8] |= (uint8_t)(1u << ((h) % 8))) : (void)0)
+    for (int k = 0; k < c->njobs; k++) {
+        const cjob *o = c->jobs[k];
+        if (o != j && o->net_host && strcmp(o->row.tenant, j->row.tenant) == 0)
+            for (int r = 0; r < o->ntasks; r++)
+                MARK(o->net_host[r]);
+    }
+    for (int k = 0; k < t->n; k++) { /* this cycle's earlier starts, not applied yet */
+        const ctld_change *ch = &t->ch[k];
+        if (ch->event != CTLD_JE_START || strcmp(ch->j->row.tenant, j->row.tenant) != 0)
+            continue;
+        int32_t *h = hosts_of(ch->row.placement_json, ch->j->ntasks);
+        for (int r = 0; h && r < ch->j->ntasks; r++)
+            MARK(h[r]);
+        free(h);
+    }
+#undef MARK
+    int h = 1;
+    for (int r = 0; r < j->ntasks; r++, h++) {
+        while (h <= nh && (used[h / 8] & (1u << (h % 8))))
+            h++;
+        if (h > nh) {
+            free(used);
+            json_decref(a);
+            return ts_err_set(err, TS_ECONFLICT, "network: tenant %s has no free address for "
+                              "%d ranks (%d per tenant, network.tenant_prefix)", j->row.tenant,
+                              j->ntasks, nh);
+        }
+        json_object_set_new(json_array_get(a, (size_t)r), "net_host", json_integer(h));
+    }
+    free(used);
+    char *s = json_dumps(a, JSON_COMPACT);
+    json_decref(a);
+    if (!s)
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    free(*placement_json);
+    *placement_json = s;
+    return 0;
+}
+
+static void addr_text(const ctld *c, int ord, int host, char *out, size_t len)
+{
+    uint32_t a = c->cfg.net_range + ((uint32_t)ord << (32 - c->cfg.net_tenant_prefix)) +
+                 (uint32_t)host;
+    struct in_addr ia = {htonl(a)};
+    inet_ntop(AF_INET, &ia, out, (socklen_t)len);
+}
+
+/* The underlay addresses of the nodes whose agents reported one. */
+json_t *ctld_net_peers(const ctld *c)
+{
+    json_t *p = json_array();
+    for (int n = 0; n < c->cluster->nnodes; n++) {
+        const ctld_agent *ag = &c->agents[n];
+        const char *s = ag->registered && ag->discovery
+                            ? json_string_value(json_object_get(ag->discovery, "net_addr"))
+                            : NULL;
+        if (s)
+            json_array_append_new(p, json_string(s));
+    }
+    return p;
+}
+
+void ctld_net_task(const ctld *c, const cjob *j, int rank, json_t *t)
+{
+    int ord = -1; /* known since its start, or its restore (ctld_net_restore) */
+    for (int i = 0; i < c->nnet_tenants; i++)
+        if (strcmp(c->net_tenants[i].name, j->row.tenant) == 0)
+            ord = c->net_tenants[i].ordinal;
+    if (!c->cfg.net_isolation || !j->net_host || ord < 0)
+        return;
+    char addr[INET_ADDRSTRLEN], master[INET_ADDRSTRLEN];
+    addr_text(c, ord, j->net_host[rank], addr, sizeof addr);
+    addr_text(c, ord, j->net_host[0], master, sizeof master);
+    json_t *net = json_pack("{s:i,s:s,s:i,s:o}", "vni", NET_VNI_BASE + ord, "addr", addr,
+                            "prefix", c->cfg.net_tenant_prefix, "peers", ctld_net_peers(c));
+    if (net && c->cfg.net_mtu > 0)
+        json_object_set_new(net, "mtu", json_integer(c->cfg.net_mtu));
+    json_object_set_new(t, "net", net);
+    if (c->cfg.net_ib_partitions) /* the agent finds its index: NCCL_IB_PKEY */
+        json_object_set_new(t, "ib_pkey", json_integer(NET_PKEY_BASE + ord));
+    /* the gang meets on its overlay: rank 0's address there */
+    json_object_set_new(t, "master_addr", json_string(master));
+}
+
+/* ---- OpenSM partitions ---------------------------------------------------------- */
+
+static bool guid_listed(json_t *list, const char *g)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v)
+    {
+        if (strcmp(json_string_value(v), g) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* partitions.conf: the default partition as OpenSM has it, then one per
+ * tenant with running ranks, its key, and as full members the rail ports
+ * (agents' "ib_ports") of the nodes its ranks run on. Under mu. */
+static char *partitions_text(const ctld *c)
+{
+    json_t *byord = json_object(); /* "ordinal" -> [guid] */
+    for (int k = 0; byord && k < c->njobs; k++) {
+        const cjob *j = c->jobs[k];
+        int ord = -1;
+        for (int i = 0; i < c->nnet_tenants; i++)
+            if (strcmp(c->net_tenants[i].name, j->row.tenant) == 0)
+                ord = c->net_tenants[i].ordinal;
+        if (!j->allocs || ord < 0 ||
+            (j->row.state != TS_JOB_RUNNING && j->row.state != TS_JOB_STOPPING))
+            continue;
+        char key[16];
+        snprintf(key, sizeof key, "%d", ord);
+        json_t *list = json_object_get(byord, key);
+        if (!list) {
+            list = json_array();
+            json_object_set_new(byord, key, list);
+        }
+        for (int r = 0; r < j->ntasks; r++) {
+            const ctld_agent *ag = &c->agents[j->allocs[r].node];
+            size_t i;
+            json_t *p;
+            json_array_foreach(ag->discovery ? json_object_get(ag->discovery, "ib_ports") : NULL,
+                               i, p)
+            {
+                const char *g = json_string_value(json_object_get(p, "guid"));
+                if (g && !guid_listed(list, g))
+                    json_array_append_new(list, json_string(g));
+            }
+        }
+    }
+    size_t cap = 4096, len = 0;
+    char *s = malloc(cap);
+    if (!s || !byord) {
+        free(s);
+        json_decref(byord);
+        return NULL;
+    }
+    len = (size_t)snprintf(s, cap, "# written by tesserad (docs/network.md): one partition per "
+                                   "tenant with running jobs\n"
+                                   "Default=0x7fff, ipoib : ALL=limited, SELF=full ;\n");
+    for (int ord = 0; ord < tenant_blocks(c); ord++) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", ord);
+        json_t *list = json_object_get(byord, key);
+        if (!list || json_array_size(list) == 0)
+            continue;
+        const char *name = "?";
+        for (int i = 0; i < c->nnet_tenants; i++)
+            if (c->net_tenants[i].ordinal == ord)
+                name = c->net_tenants[i].name;
+        size_t need = len + 160 + json_array_size(list) * 32;
+        if (need > cap) {
+            char *t = realloc(s, cap = need * 2);
+            if (!t) {
+                free(s);
+                json_decref(byord);
+                return NULL;
+            }
+            s = t;
+        }
+        len += (size_t)snprintf(s + len, cap - len, "# tenant %s\ntessera_%d=0x%04x :", name,
+                                ord, NET_PKEY_BASE + ord);
+        size_t i;
+        json_t *g;
+        json_array_foreach(list, i, g)
+        {
+            len += (size_t)snprintf(s + len, cap - len, "%s %s=full", i ? "," : "",
+                                    json_string_value(g));
+        }
+        len += (size_t)snprintf(s + len, cap - len, " ;\n");
+    }
+    json_decref(byord);
+    return s;
+}
+
+void ctld_net_partitions_sync(ctld *c)
+{
+    if (!c->cfg.net_isolation || !c->cfg.net_ib_partitions || !c->cfg.net_ib_partitions_file[0])
+        return;
+    pthread_mutex_lock(&c->mu);
+    char *text = partitions_text(c);
+    pthread_mutex_unlock(&c->mu);
+    if (!text || (c->net_partitions && strcmp(text, c->net_partitions) == 0)) {
+        free(text);
+        return;
+    }
+    /* whole or not at all: a subnet manager never reads half a file */
+    char tmp[CTLD_PATH_MAX + 8];
+    snprintf(tmp, sizeof tmp, "%s.tmp", c->cfg.net_ib_partitions_file);
+    FILE *f = fopen(tmp, "we");
+    bool ok = f && fputs(text, f) >= 0;
+    ok = f && fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, c->cfg.net_ib_partitions_file) != 0) {
+        fprintf(stderr, "tesserad: network.ib_partitions_file %s: not written; trying again\n",
+                c->cfg.net_ib_partitions_file);
+        unlink(tmp);
+        free(text);
+        return;
+    }
+    free(c->net_partitions);
+    c->net_partitions = text;
+}

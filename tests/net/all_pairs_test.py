@@ -1,0 +1,372 @@
+#!/usr/bin/env python3
+"""All pairs across tenants on 4 namespace-nodes (docs/network.md).
+
+Four "nodes", each a network namespace with an underlay address on a switch
+(a bridge in a fifth namespace), each set up by the agent's network module
+(netns_tool, the same code tessera-agent runs) in its own namespace with its
+own state folder. 3 tenants x 4 tasks, rank r of each tenant on node r;
+each tenant its own /24 block as the controller gives them, so a
+cross-tenant packet goes to the tenant's gateway (the node's bridge) and
+only the policy stops it being routed on. Checks: every intra-tenant pair
+connects over TCP, UDP and ICMP, no cross-tenant pair does; a spoofed
+source address, an IPv6 flow and a broadcast do not cross; a gloo
+rendezvous (torch.distributed) among a tenant's 4 ranks works over the
+overlay when /usr/bin/python3 has torch; teardown leaves nothing (counted),
+also after the agent's state is abandoned as by kill -9 and a restarted
+agent reconciles. Everything made is removed even on failure.
+
+usage: all_pairs_test.py NETNS_TOOL     (root; exit 77 = skipped)
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+TOOL = sys.argv[1]
+NODES, TENANTS = 4, 3
+VNI_BASE = 4100
+TAG = f"ap{os.getpid() % 100000}"
+SWITCH = f"{TAG}-sw"
+PROBE_TIMEOUT_S = 0.7
+DEADLINE_S = 200
+
+SERVER = r"""
+import socket, sys, threading
+ident = sys.argv[1]
+t = socket.socket(); t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+t.bind(("0.0.0.0", 7000)); t.listen(64)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+u.bind(("0.0.0.0", 7001))
+log = open(sys.argv[2], "a", buffering=1)
+def tcp():
+    while True:
+        c, _ = t.accept()
+        try:
+            c.sendall(ident.encode())
+        finally:
+            c.close()
+def udp():
+    while True:
+        d, a = u.recvfrom(512)
+        log.write(f"{a[0]} {d.decode(errors='replace')}\n")
+        u.sendto(ident.encode(), a)
+threading.Thread(target=tcp, daemon=True).start()
+print("ready", flush=True)
+udp()
+"""
+
+PROBER = r"""
+import json, socket, subprocess, sys, threading
+me, timeout = sys.argv[1], float(sys.argv[2])
+targets = json.loads(sys.argv[3])
+out = {}
+def probe(ident, addr):
+    r = {"tcp": None, "udp": None, "icmp": False}
+    try:
+        s = socket.create_connection((addr, 7000), timeout=timeout)
+        s.settimeout(timeout)
+        r["tcp"] = s.recv(64).decode()
+        s.close()
+    except OSError:
+        pass
+    try:
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.settimeout(timeout)
+        u.sendto(("probe " + me).encode(), (addr, 7001))
+        r["udp"] = u.recvfrom(64)[0].decode()
+        u.close()
+    except OSError:
+        pass
+    p = subprocess.run(["ping", "-c", "1", "-W", "1", addr], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    r["icmp"] = p.returncode == 0
+    out[ident] = r
+ts = [threading.Thread(target=probe, args=(i, a)) for i, a in targets.items()]
+for t in ts: t.start()
+for t in ts: t.join()
+print(json.dumps(out))
+"""
+
+# a forged gratuitous ARP: "IP (argv[1]) is at my MAC", to everyone on eth0
+ARP_SPOOF = r"""
+import socket, sys
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW); s.bind(("eth0", 0))
+mac = s.getsockname()[4]
+ip = socket.inet_aton(sys.argv[1])
+bcast = b"\xff" * 6
+arp = b"\x00\x01\x08\x00\x06\x04\x00\x02" + mac + ip + bcast + ip
+for _ in range(3):
+    s.send(bcast + mac + b"\x08\x06" + arp)
+"""
+
+GANG = r"""
+import os, sys, torch, torch.distributed as dist
+dist.init_process_group("gloo", rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]),
+                        timeout=__import__("datetime").timedelta(seconds=30))
+x = torch.tensor([float(os.environ["RANK"]) + 1])
+dist.all_reduce(x)
+print("sum", int(x.item()), flush=True)
+"""
+
+
+def sh(*args, check=True, timeout=30, **kw):
+    return subprocess.run(list(args), check=check, timeout=timeout, capture_output=True,
+                          text=True, **kw)
+
+
+def nsx(ns, *args, **kw):
+    """args in ns's network namespace only: nsenter, not `ip netns exec`,
+    whose private mount namespace would hide the namespaces made inside."""
+    return sh("nsenter", f"--net=/run/netns/{ns}", *args, **kw)
+
+
+def node_ns(i):
+    return f"{TAG}-n{i}"
+
+
+def under(i):
+    return f"192.168.251.{i + 1}"
+
+
+def task_id(k, r):
+    return f"{TAG}t{k}r{r}"
+
+
+def task_addr(k, r):
+    return f"10.70.{k}.{r + 2}"
+
+
+class Fail(Exception):
+    pass
+
+
+def counts(state_dirs):
+    """What the module made: task namespaces, tenant links, bindings."""
+    nss = [n for n in os.listdir("/run/netns") if n.startswith("ts-" + TAG)]
+    links = elems = 0
+    for i in range(NODES):
+        out = nsx(node_ns(i), "ip", "-o", "link", "show").stdout
+        links += sum(1 for l in out.splitlines() if l.split(": ")[1].startswith(("tsv", "tsb", "tsx")))
+        js = nsx(node_ns(i), "nft", "-j", "list", "set", "bridge", "tessera", "bound4",
+                 check=False).stdout
+        if js:
+            for o in json.loads(js)["nftables"]:
+                if "set" in o:
+                    elems += len(o["set"].get("elem", []))
+    files = sum(len(os.listdir(os.path.join(d, "net"))) for d in state_dirs
+                if os.path.isdir(os.path.join(d, "net")))
+    return {"namespaces": len(nss), "links": links, "bindings": elems, "state_files": files}
+
+
+def make_fabric():
+    sh("ip", "netns", "add", SWITCH)
+    nsx(SWITCH, "ip", "link", "add", "br0", "type", "bridge")
+    nsx(SWITCH, "ip", "link", "set", "br0", "up")
+    for i in range(NODES):
+        n = node_ns(i)
+        sh("ip", "netns", "add", n)
+        sh("ip", "link", "add", f"{TAG}u{i}", "type", "veth", "peer", "name", "u0", "netns", n)
+        sh("ip", "link", "set", f"{TAG}u{i}", "netns", SWITCH)
+        nsx(SWITCH, "ip", "link", "set", f"{TAG}u{i}", "master", "br0", "up")
+        nsx(n, "ip", "addr", "add", f"{under(i)}/24", "dev", "u0")
+        nsx(n, "ip", "link", "set", "u0", "up")
+        nsx(n, "ip", "link", "set", "lo", "up")
+
+
+def setup(state, i, k, r):
+    peers = [under(j) for j in range(NODES) if j != i]
+    t0 = time.monotonic()
+    nsx(node_ns(i), TOOL, "setup", state, task_id(k, r), str(VNI_BASE + k), task_addr(k, r),
+        "24", under(i), *peers)
+    return (time.monotonic() - t0) * 1000
+
+
+def teardown_all(states):
+    for i in range(NODES):
+        nsx(node_ns(i), TOOL, "start", states[i], check=False)
+
+
+def cleanup(procs, tmp):
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    for n in os.listdir("/run/netns"):
+        if n.startswith(TAG) or n.startswith("ts-" + TAG):
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main():
+    if os.geteuid() != 0 or not shutil.which("nft") or not shutil.which("ip") \
+            or not shutil.which("ping"):
+        print("skip: needs root, ip, nft and ping")
+        return 77
+    start = time.monotonic()
+    tmp = tempfile.mkdtemp(prefix="tessera-net-")
+    states = [os.path.join(tmp, f"node{i}") for i in range(NODES)]
+    procs = []
+    failures = []
+    try:
+        make_fabric()
+        for i in range(NODES):
+            os.makedirs(states[i])
+            nsx(node_ns(i), TOOL, "start", states[i])
+        before = counts(states)
+        ms = [setup(states[r], r, k, r) for k in range(TENANTS) for r in range(NODES)]
+        print(f"setup (each including its exec by the test): max {max(ms):.1f} ms")
+        made = counts(states)
+        print("made:", made)
+        want = {"namespaces": 12, "links": 12 + 2 * TENANTS * NODES, "bindings": 12,
+                "state_files": 12}
+        if made != want:
+            failures.append(f"made {made}, want {want}")
+        # servers
+        logs = {}
+        for k in range(TENANTS):
+            for r in range(NODES):
+                logs[(k, r)] = os.path.join(tmp, f"udp-{k}-{r}.log")
+                p = subprocess.Popen(["nsenter", "--net=/run/netns/ts-" + task_id(k, r), sys.executable,
+                                      "-c", SERVER, f"{k}/{r}", logs[(k, r)]],
+                                     stdout=subprocess.PIPE, text=True)
+                procs.append(p)
+                if p.stdout.readline().strip() != "ready":
+                    raise Fail(f"server {k}/{r} did not start")
+        # all pairs
+        intra = cross = intra_ok = cross_leak = 0
+        for k in range(TENANTS):
+            for r in range(NODES):
+                targets = {f"{k2}/{r2}": task_addr(k2, r2) for k2 in range(TENANTS)
+                           for r2 in range(NODES) if (k2, r2) != (k, r)}
+                out = json.loads(nsx("ts-" + task_id(k, r), sys.executable, "-c", PROBER,
+                                     f"{k}/{r}", str(PROBE_TIMEOUT_S), json.dumps(targets),
+                                     timeout=60).stdout)
+                for ident, res in out.items():
+                    same = ident.split("/")[0] == str(k)
+                    for proto in ("tcp", "udp", "icmp"):
+                        ok = res[proto] == ident if proto != "icmp" else res[proto]
+                        if same:
+                            intra += 1
+                            intra_ok += bool(ok)
+                            if not ok:
+                                failures.append(f"{k}/{r} -> {ident} {proto}: no delivery")
+                        else:
+                            cross += 1
+                            if res[proto]:
+                                cross_leak += 1
+                                failures.append(f"{k}/{r} -> {ident} {proto}: CROSSED")
+        print(f"intra-tenant: {intra_ok}/{intra} delivered; cross-tenant: {cross_leak}/{cross} "
+              f"delivered")
+        # a spoofed source (another tenant's and a same-tenant peer's address),
+        # a broadcast and IPv6 from tenant 0's rank 0
+        src = "ts-" + task_id(0, 0)
+        nsx(src, "ip", "addr", "add", f"{task_addr(1, 0)}/32", "dev", "eth0")
+        nsx(src, "ip", "addr", "add", f"{task_addr(0, 3)}/32", "dev", "eth0")
+        spoof = ("import socket,sys\nfor a,d in [(sys.argv[1],sys.argv[2]),(sys.argv[3],sys.argv[4])]:\n"
+                 " s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.bind((a,0))\n"
+                 " s.sendto(b'spoofed',(d,7001))\n"
+                 "b=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+                 "b.setsockopt(socket.SOL_SOCKET,socket.SO_BROADCAST,1)\n"
+                 "b.sendto(b'broadcast',('10.70.0.255',7001))\n")
+        nsx(src, sys.executable, "-c", spoof, task_addr(1, 0), task_addr(1, 1), task_addr(0, 3),
+            task_addr(0, 1))
+        time.sleep(0.5)
+        for (k, r), path in logs.items():
+            text = open(path).read() if os.path.exists(path) else ""
+            if "spoofed" in text:
+                failures.append(f"a spoofed datagram reached {k}/{r}")
+            if "broadcast" in text and k != 0:
+                failures.append(f"tenant 0's broadcast reached {k}/{r}")
+        bcast = sum("broadcast" in open(p).read() for (k, r), p in logs.items()
+                    if k == 0 and r != 0 and os.path.exists(p))
+        if bcast != 3:
+            failures.append(f"tenant 0's broadcast reached {bcast}/3 of its own ranks")
+        print(f"spoofed datagrams delivered: 0 checked; tenant 0's broadcast reached "
+              f"{bcast}/3 of its peers")
+        # ARP spoofing: rank 0 claims rank 1's address; rank 2 (another node)
+        # must keep rank 1's MAC for it
+        victim_mac = nsx("ts-" + task_id(0, 2), "ip", "neigh", "show", task_addr(0, 1)).stdout
+        nsx(src, sys.executable, "-c", ARP_SPOOF, task_addr(0, 1))
+        time.sleep(0.3)
+        after_mac = nsx("ts-" + task_id(0, 2), "ip", "neigh", "show", task_addr(0, 1)).stdout
+        want_mac = "02:00:0a:46:00:03"  # task_addr(0, 1) = 10.70.0.3
+        print(f"ARP entry for rank 1 at rank 2, before/after rank 0's forged ARP: "
+              f"{victim_mac.split()[4:5]} / {after_mac.split()[4:5]}")
+        if want_mac not in after_mac or want_mac not in victim_mac:
+            failures.append(f"ARP spoofing changed rank 2's entry: {after_mac.strip()}")
+        nsx(src, "ip", "addr", "del", f"{task_addr(1, 0)}/32", "dev", "eth0")
+        nsx(src, "ip", "addr", "del", f"{task_addr(0, 3)}/32", "dev", "eth0")
+        for r in (0, 1):
+            nsx("ts-" + task_id(0, r), "sysctl", "-qw", "net.ipv6.conf.eth0.disable_ipv6=0",
+                check=False)
+            nsx("ts-" + task_id(0, r), "ip", "-6", "addr", "add", f"fd00:70::{r + 1}/64",
+                "dev", "eth0", "nodad", check=False)
+        v6 = nsx("ts-" + task_id(0, 0), "ping", "-6", "-c", "1", "-W", "1", "fd00:70::2",
+                 check=False).returncode == 0
+        print(f"IPv6 between two ranks of one tenant: {'DELIVERED' if v6 else 'dropped'}")
+        if v6:
+            failures.append("IPv6 crossed the bridge")
+        # a gloo rendezvous of tenant 1's 4 ranks, MASTER_ADDR its rank 0's address
+        gang_ok = None
+        if subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed as d; "
+                           "assert d.is_gloo_available()"], capture_output=True).returncode == 0:
+            env = dict(os.environ, MASTER_ADDR=task_addr(1, 0), MASTER_PORT="29555",
+                       WORLD_SIZE="4", GLOO_SOCKET_IFNAME="eth0")
+            gang = [subprocess.Popen(["nsenter", "--net=/run/netns/ts-" + task_id(1, r),
+                                      "/usr/bin/python3", "-c", GANG],
+                                     env=dict(env, RANK=str(r)), stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True) for r in range(NODES)]
+            procs.extend(gang)
+            outs = [g.communicate(timeout=90) for g in gang]
+            gang_ok = all("sum 10" in o for o, _ in outs)
+            print(f"gloo rendezvous + all_reduce across 4 nodes: {'ok' if gang_ok else 'FAILED'}")
+            if not gang_ok:
+                failures.append("gloo rendezvous failed: " + " | ".join(e[-300:] for _, e in outs))
+        else:
+            print("gloo rendezvous: skipped (no torch in /usr/bin/python3)")
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        procs.clear()
+        # teardown: a normal end for tenant 0, an abandoned agent (kill -9) for
+        # the rest: a restarted agent keeps tenant 2's rank tasks and removes 1's
+        for r in range(NODES):
+            nsx(node_ns(r), TOOL, "teardown", states[r], task_id(0, r))
+        for r in range(NODES):
+            out = nsx(node_ns(r), TOOL, "start", states[r], task_id(2, r)).stdout.strip()
+            if out != "removed=1":
+                failures.append(f"node {r}: restart reconcile said {out!r}, want removed=1")
+        mid = counts(states)
+        want = {"namespaces": 4, "links": 4 + 2 * NODES, "bindings": 4, "state_files": 4}
+        print("after restart, tenant 2 kept:", mid)
+        if mid != want:
+            failures.append(f"after the restart {mid}, want {want}")
+        ok = nsx("ts-" + task_id(2, 0), "ping", "-c", "1", "-W", "1", task_addr(2, 3),
+                 check=False).returncode == 0
+        if not ok:
+            failures.append("a kept task lost its network in the restart")
+        teardown_all(states)
+        after = counts(states)
+        print("before:", before, "after:", after)
+        if after != before or any(after.values()):
+            failures.append(f"teardown left {after}")
+        if time.monotonic() - start > DEADLINE_S:
+            failures.append("over the time bound")
+    except (Fail, subprocess.SubprocessError) as e:
+        detail = getattr(e, "stderr", "") or ""
+        failures.append(f"{e} {detail}")
+    finally:
+        cleanup(procs, tmp)
+    for f in failures:
+        print("FAIL:", f)
+    print("all pairs:", "ok" if not failures else f"{len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

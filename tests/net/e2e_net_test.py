@@ -1,0 +1,347 @@
+#!/usr/bin/env python3
+"""Tenant networks end to end (docs/network.md): a real tesserad with
+`network: {isolation: tenant}` and four real tessera-agents, each in its own
+network namespace ("node") bridged to the host, where tesserad listens.
+Three tenants each run one 4-rank job spread over the nodes; every rank
+serves TCP and UDP, and the ranks meet through torch.distributed's gloo on
+MASTER_ADDR as the agent set it (rank 0's overlay address). Checks: each
+rank got its own namespace and an address of its tenant's block, every
+intra-tenant pair connects over TCP/UDP/ICMP and no cross-tenant pair
+does, the rendezvous works, an agent killed with SIGKILL and restarted keeps
+its running tasks' networks, a restarted tesserad keeps the addresses, and
+when the jobs end nothing is left (namespaces, links, bindings, counted).
+
+usage: e2e_net_test.py TESSERAD AGENT CLI NVML FIXTURES   (root; 77 = skipped)
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+sys.path.insert(0, HERE)
+
+import all_pairs_test as ap  # noqa: E402  (the prober and the server)
+from cluster import Cluster, Node  # noqa: E402
+from harness import check, finish, wait_ready  # noqa: E402
+
+TAG = f"en{os.getpid() % 100000}"
+BRIDGE = f"{TAG}br"
+GW = "192.168.252.254"
+NODES = 4
+TENANTS = ("team-a", "team-b", "team-c")
+
+TENANTS_YAML = """tenants:
+  org:
+    guaranteed: {gpu: {H100-80GB: 32}}
+    teams:
+      team-a: {guaranteed: {gpu: {H100-80GB: 8}}}
+      team-b: {guaranteed: {gpu: {H100-80GB: 8}}}
+      team-c: {guaranteed: {gpu: {H100-80GB: 8}}, allow_host_network: true}
+"""
+
+CONFIG = ("scheduler: {interval: 0.2s, min_runtime: 1s, reclaim_min_runtime: 0s, grace: 3s, "
+          "backoff: 1s}\nnetwork: {isolation: tenant, range: 10.80.0.0/12, tenant_prefix: 20, "
+          f"services: [\"{GW}:{{port}}/tcp\"], ib_partitions: true, "
+          f"ib_partitions_file: partitions.conf}}\n")
+
+RANK = r"""
+import os, socket, sys, threading, time
+ident = os.environ["TESSERA_JOB_ID"] + "/" + os.environ["RANK"]
+t = socket.socket(); t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+t.bind(("0.0.0.0", 7000)); t.listen(64)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("0.0.0.0", 7001))
+def tcp():
+    while True:
+        c, _ = t.accept(); c.sendall(ident.encode()); c.close()
+def udp():
+    while True:
+        d, a = u.recvfrom(512); u.sendto(ident.encode(), a)
+threading.Thread(target=tcp, daemon=True).start()
+threading.Thread(target=udp, daemon=True).start()
+print("master", os.environ.get("MASTER_ADDR"), flush=True)
+print("pkey", os.environ.get("NCCL_IB_PKEY"), flush=True)
+import torch, torch.distributed as dist, datetime
+dist.init_process_group("gloo", rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]),
+                        timeout=datetime.timedelta(seconds=60))
+x = torch.tensor([float(os.environ["RANK"]) + 1]); dist.all_reduce(x)
+print("sum", int(x.item()), flush=True)
+deadline = time.time() + 240
+while time.time() < deadline and not os.path.exists(sys.argv[1]):
+    time.sleep(0.2)
+"""
+
+
+class NetCluster(Cluster):
+    """The harness's cluster with tesserad on the host bridge and each agent
+    in its node's network namespace (nsenter: the network only)."""
+
+    def __init__(self, bins):
+        nodes = [Node(f"n{i}", "l1") for i in range(NODES)]
+        super().__init__(bins, nodes=nodes, tenants=TENANTS_YAML, config=CONFIG, name="net")
+        self.url = f"http://{GW}:{self.port}"
+
+    def write(self, name, text):
+        if name == "tesserad.yaml":
+            text = text.replace("listen: 127.0.0.1:", f"listen: {GW}:")
+            text = text.replace("{port}", str(self.port))
+        super().write(name, text)
+
+    def _spawn(self, name, args, env=None):
+        if name.startswith("n") and name[1:].isdigit():
+            i = int(name[1:])
+            args = ["nsenter", f"--net=/run/netns/{TAG}-{name}", *args,
+                    "--net-addr", f"192.168.252.{i + 1}", "--nic-map", self.path("nics"),
+                    "--sysfs-root", self.path(f"sysfs-{name}")]
+        super()._spawn(name, args, env)
+
+
+def fabric():
+    ap.sh("ip", "link", "add", BRIDGE, "type", "bridge")
+    ap.sh("ip", "addr", "add", f"{GW}/24", "dev", BRIDGE)
+    ap.sh("ip", "link", "set", BRIDGE, "up")
+    for i in range(NODES):
+        n = f"{TAG}-n{i}"
+        ap.sh("ip", "netns", "add", n)
+        ap.sh("ip", "link", "add", f"{TAG}h{i}", "type", "veth", "peer", "name", "u0", "netns", n)
+        ap.sh("ip", "link", "set", f"{TAG}h{i}", "master", BRIDGE, "up")
+        for cmd in (["ip", "addr", "add", f"192.168.252.{i + 1}/24", "dev", "u0"],
+                    ["ip", "link", "set", "u0", "up"], ["ip", "link", "set", "lo", "up"],
+                    ["sysctl", "-qw", "net.ipv4.ip_forward=1"],  # services' answers come back
+                    ["ip", "route", "add", "default", "via", GW]):
+            ap.sh("nsenter", f"--net=/run/netns/{n}", *cmd)
+
+
+def unfabric():
+    for n in os.listdir("/run/netns"):
+        if n.startswith(TAG):
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+    subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
+
+
+def node_counts(c):
+    links = elems = 0
+    for i in range(NODES):
+        out = ap.sh("nsenter", f"--net=/run/netns/{TAG}-n{i}", "ip", "-o", "link", "show").stdout
+        links += sum(1 for l in out.splitlines()
+                     if l.split(": ")[1].startswith(("tsv", "tsb", "tsx")))
+        js = ap.sh("nsenter", f"--net=/run/netns/{TAG}-n{i}", "nft", "-j", "list", "set",
+                   "bridge", "tessera", "bound4", check=False).stdout
+        for o in json.loads(js)["nftables"] if js else []:
+            if "set" in o:
+                elems += len(o["set"].get("elem", []))
+    return links, elems
+
+
+def bad_configs(tesserad):
+    """A bad network key stops tesserad naming the field and the reason."""
+    import tempfile
+    d = tempfile.mkdtemp(prefix="tessera-netcfg-")
+    try:
+        with open(os.path.join(d, "cluster.yaml"), "w") as f:
+            f.write("nodes:\n  - {name: a, class: c}\nnode_classes:\n"
+                    "  c: {gpu_model: H100-80GB, gpus: 8}\n")
+        with open(os.path.join(d, "tenants.yaml"), "w") as f:
+            f.write("tenants:\n  t: {}\n")
+        for net, want in (("{isolation: bridge}", "network.isolation: must be host or tenant"),
+                          ("{range: 10.0.0.0/30}", "network.range: must be an IPv4 range"),
+                          ("{range: 10.0.0.0/16, tenant_prefix: 16}",
+                           "network.tenant_prefix: 16: must be longer than the range's /16"),
+                          ("{mtu: 100}", "network.mtu: must be 1280..9000"),
+                          ("{services: [nope]}", "network.services[0]: must be ADDR[/N]:PORT/tcp|udp")):
+            with open(os.path.join(d, "t.yaml"), "w") as f:
+                f.write(f"cluster: cluster.yaml\ntenants: tenants.yaml\nstate_dir: st\n"
+                        f"network: {net}\n")
+            p = subprocess.run([tesserad, "--config", os.path.join(d, "t.yaml")],
+                               capture_output=True, text=True, timeout=20)
+            check(p.returncode != 0 and want in p.stderr,
+                  f"network: {net} is refused: {want} ({p.stderr.strip()[:200]})")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def main():
+    bad_configs(sys.argv[1])
+    if os.geteuid() != 0 or not shutil.which("nft") or not shutil.which("nsenter") \
+            or subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed as d; "
+                               "assert d.is_gloo_available()"],
+                              capture_output=True).returncode != 0:
+        print("skip: needs root, nft, nsenter and torch with gloo in /usr/bin/python3")
+        return 77
+    bins = dict(zip(("tesserad", "agent", "cli", "nvml", "fixtures"), sys.argv[1:6]))
+    c = NetCluster(bins)
+    ids = {}
+    try:
+        fabric()
+        # every GPU its rail adapter, whose partition table holds each
+        # tenant's key (full member): 0xffff, then tenant ordinal k at k + 1
+        c.write("nics", "".join(f"{g} mlx5_{g}:1\n" for g in range(8)))
+        # (and a GID 0 whose low half is the port GUID: 0x00000000000<node><gpu>)
+        for i in range(NODES):
+            for g in range(8):
+                port = c.path(f"sysfs-n{i}", "class", "infiniband", f"mlx5_{g}", "ports", "1")
+                os.makedirs(os.path.join(port, "pkeys"))
+                os.makedirs(os.path.join(port, "gids"))
+                for k, v in enumerate(["0xffff", "0x9000", "0x9001", "0x9002"]):
+                    with open(os.path.join(port, "pkeys", str(k)), "w") as f:
+                        f.write(v + "\n")
+                with open(os.path.join(port, "gids", "0"), "w") as f:
+                    f.write(f"fe80:0000:0000:0000:0000:0000:0000:00{i}{g}\n")
+        if not c.start():
+            finish(c.tmp, c.logs)
+        script = c.path("rank.py")
+        stop = c.path("stop")
+        c.write("rank.py", RANK)
+        jobs = {}
+        for t in TENANTS:
+            jobs[t] = c.submit({"tenant": t, "name": "gang",
+                                "tasks": [{"count": 4, "gpus": 2, "gpu_model": "H100-80GB",
+                                           "cpu_milli": 21000}],
+                                "command": ["/usr/bin/python3", script, stop]})
+        for t, jid in jobs.items():
+            c.wait_job(jid, ("running",), timeout=60)
+        ids.update({(t, r): f"j{jid}-r{r}" for t, jid in jobs.items() for r in range(4)})
+        got = c.wait(lambda: all("sum 10" in c.output(n, jobs[t], r)
+                                 for (t, r) in ids for n in [node_of(c, jobs[t], r)]),
+                     "every rank of every tenant's gang met through gloo on its overlay", 120)
+        addr = {}
+        for (t, r), tid in ids.items():
+            out = ap.sh("nsenter", f"--net=/run/netns/ts-{tid}", "ip", "-4", "-o", "addr", "show",
+                        "dev", "eth0", check=False).stdout
+            addr[(t, r)] = out.split()[3].split("/")[0] if out.split() else None
+        check(all(addr.values()), f"each rank has its own namespace with an address: {addr}")
+        def block(a):  # the /20 (network.tenant_prefix) an address is in
+            o = [int(x) for x in a.split(".")]
+            return ((o[0] << 24) | (o[1] << 16) | (o[2] << 8) | o[3]) >> 12
+        blocks = {t: {block(addr[(t, r)]) for r in range(4) if addr[(t, r)]} for t in TENANTS}
+        check(all(len(b) == 1 for b in blocks.values()) and
+              len({next(iter(b)) for b in blocks.values() if b}) == len(TENANTS),
+              f"each tenant's ranks share one block, no two tenants the same: {blocks}")
+        masters = {t: c.output(node_of(c, jid, 1), jid, 1).split()[1:2] for t, jid in jobs.items()}
+        check(all(masters[t] == [addr[(t, 0)]] for t in TENANTS),
+              f"MASTER_ADDR is rank 0's overlay address: {masters}")
+        # NCCL_IB_PKEY: the index of the tenant's key (0x1000 + its ordinal,
+        # which its address block shows) in the adapter's table
+        pk = {(t, r): c.output(node_of(c, jobs[t], r), jobs[t], r).split("pkey ")[-1].split()[:1]
+              for (t, r) in ids}
+        want = {(t, r): [str(block(addr[(t, r)]) - block("10.80.0.0") + 1)] for (t, r) in ids}
+        check(pk == want, f"each rank's NCCL_IB_PKEY is its tenant's partition's index: {pk}")
+        # partitions.conf: each tenant's key, its ranks' nodes' rail ports as full members
+        conf = open(c.path("partitions.conf")).read() \
+            if os.path.exists(c.path("partitions.conf")) else ""
+        ok = "Default=0x7fff" in conf
+        for t in TENANTS:
+            ordn = block(addr[(t, 0)]) - block("10.80.0.0")
+            line = next((l for l in conf.splitlines() if l.startswith(f"tessera_{ordn}=")), "")
+            nodes = {int(node_of(c, jobs[t], r)[1:]) for r in range(4)}
+            want = {f"0x00000000000000{i}{g}" for i in nodes for g in range(8)}
+            got = {m.split("=")[0].strip() for m in line.split(":", 1)[-1].rstrip(" ;").split(",")
+                   if "=full" in m}
+            ok = ok and line.startswith(f"tessera_{ordn}=0x{0x1000 + ordn:04x}") and got == want
+        check(ok, f"partitions.conf has each tenant's key with its nodes' ports as full members:\n"
+              f"{conf}")
+        leak = miss = 0
+        for (t, r), tid in ids.items():
+            targets = {f"{t2}/{r2}": a for (t2, r2), a in addr.items() if (t2, r2) != (t, r) and a}
+            res = json.loads(ap.sh("nsenter", f"--net=/run/netns/ts-{tid}", sys.executable, "-c",
+                                   ap.PROBER, f"{t}/{r}", "0.7", json.dumps(targets),
+                                   timeout=60).stdout)
+            for ident, rr in res.items():
+                t2, r2 = ident.split("/")
+                want = f"{jobs[t2]}/{r2}"
+                for proto in ("tcp", "udp", "icmp"):
+                    ok = rr[proto] if proto == "icmp" else rr[proto] == want
+                    if t2 == t and not ok:
+                        miss += 1
+                        print(f"  {t}/{r} -> {ident} {proto}: no delivery")
+                    if t2 != t and rr[proto]:
+                        leak += 1
+                        print(f"  {t}/{r} -> {ident} {proto}: CROSSED")
+        check(miss == 0, f"every intra-tenant pair delivers over TCP, UDP, ICMP ({miss} missed)")
+        check(leak == 0, f"no cross-tenant pair delivers ({leak} crossed)")
+        # kill -9 of one agent, and a restart: its tasks keep their networks
+        victim = node_of(c, jobs["team-a"], 0)
+        c.procs[victim].send_signal(signal.SIGKILL)
+        c.procs[victim].wait()
+        c._spawn(victim, [bins["agent"], "--server", c.url, "--node", victim, "--token-file",
+                          c.path(victim + ".token"), "--state-dir", c.path(victim), "--nvml",
+                          bins["nvml"]],
+                 dict(os.environ, TESSERA_FAKE_NVML_FIXTURE=c.path(victim + "-gpus.json")))
+        time.sleep(2)
+        a0, a3 = addr[("team-a", 0)], addr[("team-a", 3)]
+        ping = ap.sh("nsenter", f"--net=/run/netns/ts-{ids[('team-a', 3)]}", "ping", "-c", "1",
+                     "-W", "2", a0, check=False).returncode == 0
+        check(ping, f"after the agent's kill -9 and restart, its task {a0} still answers {a3}")
+        # tesserad restarted: the same addresses in the desired state
+        c.procs["tesserad"].send_signal(signal.SIGTERM)
+        c.procs["tesserad"].wait(timeout=30)
+        c._spawn("tesserad", [bins["tesserad"], "--config", c.path("tesserad.yaml")])
+        check(wait_ready(c.url, 30), "tesserad comes back")
+        # its allocations came back from the store: a new rank of team-a gets
+        # the next free address of team-a's block, not one in use
+        late = c.submit({"tenant": "team-a", "name": "late", "tasks": [{"gpus": 0}],
+                         "command": ["/usr/sbin/ip", "-4", "-o", "addr", "show", "dev", "eth0"]})
+        c.wait_job(late, ("completed",), timeout=60)
+        text = "".join(c.output(n.name, late, 0) for n in c.nodes)  # ended: no placement
+        check(" 10.80.0.5/20 " in text, f"after tesserad's restart a new team-a rank gets "
+              f"10.80.0.5 (1-4 still held): {text.strip()}")
+        # egress: to network.services (the controller) only
+        import socket
+        other = socket.socket()
+        other.bind((GW, 0))
+        other.listen(8)
+        oport = other.getsockname()[1]
+        probe = ("import socket,sys\nfor p in sys.argv[1:]:\n try:\n"
+                 "  socket.create_connection(('" + GW + "',int(p)),timeout=2).close();print(p,'open')\n"
+                 " except OSError:\n  print(p,'closed')\n")
+        eg = c.submit({"tenant": "team-b", "name": "egress", "tasks": [{"gpus": 0}],
+                       "command": ["/usr/bin/python3", "-c", probe, str(c.port), str(oport)]})
+        c.wait_job(eg, ("completed",), timeout=60)
+        text = "".join(c.output(n.name, eg, 0) for n in c.nodes)
+        other.close()
+        check(f"{c.port} open" in text and f"{oport} closed" in text,
+              f"a task reaches the controller (a service) and not another port of its host: "
+              f"{text.strip()}")
+        # host networking: only where the tenant allows it
+        d = c.submit({"tenant": "team-a", "name": "hostnet", "tasks": [{"gpus": 0}],
+                      "network": "host", "command": ["/bin/true"]}, expect=400)
+        check("network" in json.dumps(d) and "does not allow host networking" in json.dumps(d),
+              f"team-a's host-network job is refused naming the field: {d}")
+        hj = c.submit({"tenant": "team-c", "name": "hostnet", "tasks": [{"gpus": 0}],
+                       "network": "host",
+                       "command": ["/usr/sbin/ip", "-4", "-o", "addr", "show", "dev", "u0"]})
+        c.wait_job(hj, ("completed",), timeout=60)
+        text = "".join(c.output(n.name, hj, 0) for n in c.nodes)
+        check("192.168.252." in text, f"team-c's host-network job runs on its node's network: "
+              f"{text.strip()[:120]}")
+        # the jobs end: nothing is left
+        open(stop, "w").close()
+        for jid in jobs.values():
+            c.wait_job(jid, ("completed",), timeout=60)
+        left = c.wait(lambda: node_counts(c) == (0, 0) and not any(
+            n.startswith("ts-j") and n[3:] in ids.values() for n in os.listdir("/run/netns")),
+            "the ended ranks' namespaces, links and bindings are all gone", 30)
+        print("links, bindings left:", node_counts(c))
+        del got, left
+    finally:
+        c.stop()
+        for tid in ids.values():  # what a failed run left (the agents remove it otherwise)
+            subprocess.run(["ip", "netns", "del", "ts-" + tid], capture_output=True)
+        unfabric()
+    finish(c.tmp, c.logs)
+    c.cleanup()
+    return 0
+
+
+def node_of(c, jid, rank):
+    j = c.job(jid)
+    pl = j.get("placement") or []
+    return pl[rank]["node"] if rank < len(pl) else c.nodes[0].name
+
+
+if __name__ == "__main__":
+    sys.exit(main())
