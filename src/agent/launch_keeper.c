@@ -348,6 +348,16 @@ _Noreturn void ts_keeper_run(const ts_keeper_plan *p)
     kill(-pid, SIGKILL);
     if (p->cgroup_path[0] != '\0')
         kill_cgroup(p->cgroup_path);
+    if (p->cleanup_exe != NULL) {
+        pid_t c = fork();
+        if (c == 0) {
+            char *const no_env[] = {NULL};
+            execve(p->cleanup_exe, p->cleanup_argv, no_env);
+            _exit(KEEPER_FAILED_EXIT);
+        }
+        if (c > 0)
+            reap(c);
+    }
     if (status != -1) {
         char text[256];
         ts_sbuf eb;
