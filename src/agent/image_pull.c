@@ -225,6 +225,10 @@ static int authenticate(puller *p, ts_err *err)
     char *mem = malloc(TOKEN_MAX_BYTES + 1);
     if (!mem)
         return ts_err_set(err, TS_ENOMEM, "out of memory");
+    /* the caller's sink (a manifest buffer or a blob file) comes back after */
+    char *saved_mem = p->mem;
+    int saved_fd = p->fd;
+    long long saved_max = p->max;
     p->auth[0] = 0;
     p->basic = p->o->user != NULL; /* the token service takes the secret as basic */
     p->mem = mem, p->mem_n = 0, p->fd = -1, p->written = 0, p->max = TOKEN_MAX_BYTES;
@@ -246,6 +250,7 @@ static int authenticate(puller *p, ts_err *err)
         snprintf(p->auth, sizeof p->auth, "Authorization: Bearer %s", json_string_value(tok));
     json_decref(j);
     free(mem);
+    p->mem = saved_mem, p->fd = saved_fd, p->max = saved_max;
     return rc;
 }
 

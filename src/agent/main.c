@@ -21,6 +21,7 @@
 #include "agent/agent.h"
 #include "agent/discover.h"
 #include "agent/health.h"
+#include "agent/image_cli.h"
 #include "agent/metrics.h"
 #include "agent/nvml.h"
 #include "tessera/version.h"
@@ -90,6 +91,8 @@ static int read_token(const char *path, char *out, size_t size)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "image-pull") == 0)
+        return ts_image_cli(argc - 1, argv + 1);
     ts_agent_config cfg = {.lost_s = TS_AGENT_LOST_S};
     static ts_agent_node node;
     const char *token_file = NULL, *nvml_path = NULL, *metrics_listen = NULL;

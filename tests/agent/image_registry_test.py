@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""The agent's registry client and image store against a real registry.
+
+Starts Debian's docker-registry (the reference OCI distribution server) on a
+free loopback port with its storage in a temporary directory, builds two
+small images with umoci from Debian's static busybox, pushes them with
+skopeo, and pulls them with `tessera-agent image-pull`:
+  - a pull prepares the root filesystem; the second is served from the store;
+  - an unknown tag fails as not found (exit 3), an unreachable registry as
+    worth a retry (exit 4);
+  - an image index resolves to its linux/amd64 manifest; a digest-pinned
+    reference pulls the same image;
+  - a blob the registry serves corrupted is discarded: nothing is stored;
+  - a registry behind bearer-token authentication (a token service in front
+    of it, here) is pulled with a pull secret; a wrong secret is refused and
+    never printed;
+  - the store's budget evicts the least recently used image no task uses,
+    and an image larger than the budget is refused with the reason.
+Skips (77) only where docker-registry, umoci, skopeo or busybox are missing.
+
+usage: image_registry_test.py TESSERA_AGENT
+"""
+import base64
+import http.server
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+AGENT = sys.argv[1]
+TOOLS = ["docker-registry", "umoci", "skopeo", "busybox"]
+INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
+TOKEN = "tok-0123456789"
+SECRET_USER, SECRET_PASS = "alice", "pw-never-printed-42"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
+
+
+def pull(store, ref, *extra):
+    p = subprocess.run([AGENT, "image-pull", "--store", store, "--plain-http", *extra, ref],
+                       capture_output=True, text=True, timeout=120)
+    return p.returncode, (json.loads(p.stdout) if p.returncode == 0 else None), p.stderr
+
+
+def build_image(work, name, marker):
+    """An OCI layout image with busybox and /marker, pushed by the caller."""
+    layout = os.path.join(work, "oci")
+    if not os.path.exists(layout):
+        run(["umoci", "init", "--layout", layout])
+    run(["umoci", "new", "--image", f"{layout}:{name}"])
+    bundle = os.path.join(work, "b-" + name)
+    run(["umoci", "unpack", "--image", f"{layout}:{name}", bundle])
+    root = os.path.join(bundle, "rootfs")
+    os.makedirs(os.path.join(root, "bin"), exist_ok=True)
+    shutil.copy(shutil.which("busybox"), os.path.join(root, "bin", "busybox"))
+    os.symlink("busybox", os.path.join(root, "bin", "sh"))
+    with open(os.path.join(root, "marker"), "w") as f:
+        f.write(marker + "\n")
+    run(["umoci", "repack", "--image", f"{layout}:{name}", bundle])
+    run(["umoci", "config", "--image", f"{layout}:{name}", "--config.cmd", "/bin/sh",
+         "--config.cmd", "-c", "--config.cmd", "cat /marker"])
+    return layout
+
+
+def push(layout, name, dest):
+    run(["skopeo", "copy", "--dest-tls-verify=false", f"oci:{layout}:{name}",
+         f"docker://{dest}"])
+
+
+def registry_get(base, path, accept=None):
+    req = urllib.request.Request(base + path)
+    if accept:
+        req.add_header("Accept", accept)
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return r.read(), r.headers
+
+
+class TokenFront(http.server.BaseHTTPRequestHandler):
+    """A registry's front as token-authenticating registries have it."""
+    upstream = ""
+    realm = ""
+
+    def log_message(self, *a):
+        pass
+
+    def do_GET(self):
+        if self.path.startswith("/token"):
+            want = "Basic " + base64.b64encode(f"{SECRET_USER}:{SECRET_PASS}".encode()).decode()
+            if self.headers.get("Authorization") != want:
+                self.send_response(401)
+                self.end_headers()
+                return
+            body = json.dumps({"token": TOKEN}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        if self.headers.get("Authorization") != "Bearer " + TOKEN:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate",
+                             f'Bearer realm="{self.realm}",service="test-registry",'
+                             f'scope="repository:test/busy:pull"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        req = urllib.request.Request(self.upstream + self.path)
+        if self.headers.get("Accept"):
+            req.add_header("Accept", self.headers["Accept"])
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                body, status, ctype = r.read(), r.status, r.headers.get("Content-Type", "")
+        except urllib.error.HTTPError as e:
+            body, status, ctype = e.read(), e.code, "application/json"
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def main():
+    missing = [t for t in TOOLS if not shutil.which(t)]
+    if missing:
+        print(f"SKIP: {', '.join(missing)} not installed (scripts/install-deps test)")
+        return 77
+    work = tempfile.mkdtemp(prefix="ts-imgreg-")
+    reg = None
+    front = None
+    try:
+        port = free_port()
+        storage = os.path.join(work, "registry")
+        cfg = os.path.join(work, "registry.yml")
+        with open(cfg, "w") as f:
+            f.write(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {storage}\n"
+                    f"http:\n  addr: 127.0.0.1:{port}\nlog:\n  level: error\n")
+        reg = subprocess.Popen(["docker-registry", "serve", cfg], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+        host = f"127.0.0.1:{port}"
+        base = f"http://{host}"
+        for _ in range(100):
+            try:
+                registry_get(base, "/v2/")
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            raise SystemExit("the registry did not start")
+        layout = build_image(work, "one", "image one")
+        build_image(work, "two", "image two")
+        push(layout, "one", f"{host}/test/busy:1")
+        push(layout, "two", f"{host}/test/busy:2")
+        store = os.path.join(work, "store")
+
+        rc, one, err = pull(store, f"{host}/test/busy:1")
+        assert rc == 0, err
+        assert not one["cached"]
+        with open(os.path.join(one["rootfs"], "marker")) as f:
+            assert f.read() == "image one\n"
+        assert os.access(os.path.join(one["rootfs"], "bin", "busybox"), os.X_OK)
+        rc, again, err = pull(store, f"{host}/test/busy:1")
+        assert rc == 0 and again["cached"] and again["digest"] == one["digest"], err
+        print("pull, then from the store: ok")
+
+        rc, _, err = pull(store, f"{host}/test/busy:nope")
+        assert rc == 3 and "not found" in err, (rc, err)
+        rc, _, err = pull(store, f"{host}/test/other:1")
+        assert rc == 3, (rc, err)
+        rc, _, err = pull(store, f"127.0.0.1:{free_port()}/test/busy:1")
+        assert rc == 4, (rc, err)
+        print("unknown image -> 3, unreachable registry -> 4: ok")
+
+        # an index whose first entry is another platform
+        manifest, headers = registry_get(base, "/v2/test/busy/manifests/1",
+                                         "application/vnd.oci.image.manifest.v1+json")
+        mtype = headers["Content-Type"]
+        digest = one["digest"]
+        entry = {"mediaType": mtype, "digest": digest, "size": len(manifest)}
+        index = {"schemaVersion": 2, "mediaType": INDEX_TYPE, "manifests": [
+            dict(entry, platform={"architecture": "arm64", "os": "linux"}),
+            dict(entry, platform={"architecture": "amd64", "os": "linux"})]}
+        req = urllib.request.Request(f"{base}/v2/test/busy/manifests/multi",
+                                     data=json.dumps(index).encode(), method="PUT",
+                                     headers={"Content-Type": INDEX_TYPE})
+        urllib.request.urlopen(req, timeout=10).close()
+        rc, viaindex, err = pull(store, f"{host}/test/busy:multi")
+        assert rc == 0 and viaindex["digest"] == digest, err
+        rc, pinned, err = pull(store, f"{host}/test/busy@{digest}")
+        assert rc == 0 and pinned["digest"] == digest, err
+        print("index -> linux/amd64, digest-pinned: ok")
+
+        # a corrupted layer blob: same size, other bytes
+        m = json.loads(manifest)
+        layer = m["layers"][-1]["digest"].split(":")[1]
+        data = os.path.join(storage, "docker/registry/v2/blobs/sha256", layer[:2], layer, "data")
+        with open(data, "rb") as f:
+            good = f.read()
+        with open(data, "wb") as f:
+            f.write(bytes(b ^ 0x5a for b in good))
+        fresh = os.path.join(work, "store-fresh")
+        rc, _, err = pull(fresh, f"{host}/test/busy:1")
+        assert rc == 1 and "digest" in err and "discarded" in err, (rc, err)
+        assert not os.path.exists(os.path.join(fresh, "blobs/sha256", layer))
+        assert os.listdir(os.path.join(fresh, "images")) == []
+        with open(data, "wb") as f:
+            f.write(good)
+        print("corrupted blob discarded, never stored: ok")
+
+        # bearer tokens in front of the registry
+        fport = free_port()
+        TokenFront.upstream = base
+        TokenFront.realm = f"http://127.0.0.1:{fport}/token"
+        front = http.server.ThreadingHTTPServer(("127.0.0.1", fport), TokenFront)
+        threading.Thread(target=front.serve_forever, daemon=True).start()
+        secret = os.path.join(work, "secret")
+        with open(secret, "w") as f:
+            f.write(f"{SECRET_USER}:{SECRET_PASS}\n")
+        tok_store = os.path.join(work, "store-token")
+        rc, viatoken, err = pull(tok_store, f"127.0.0.1:{fport}/test/busy:1", "--auth-file",
+                                 secret)
+        assert rc == 0 and viatoken["digest"] == digest, err
+        with open(secret, "w") as f:
+            f.write(f"{SECRET_USER}:wrong-{SECRET_PASS}\n")
+        rc, out, err = pull(os.path.join(work, "store-token2"), f"127.0.0.1:{fport}/test/busy:1",
+                            "--auth-file", secret)
+        assert rc == 3 and SECRET_PASS not in err, (rc, err)
+        rc, out, err = pull(os.path.join(work, "store-token3"), f"127.0.0.1:{fport}/test/busy:1")
+        assert rc == 3, (rc, err)
+        print("bearer token with a pull secret; a wrong one refused, never printed: ok")
+
+        # the budget: room for one image
+        lru = os.path.join(work, "store-lru")
+        rc, a, err = pull(lru, f"{host}/test/busy:1")
+        assert rc == 0, err
+        budget = int(a["store_bytes"] * 1.5)
+        rc, b, err = pull(lru, f"{host}/test/busy:2", "--budget", str(budget))
+        assert rc == 0, err
+        assert not os.path.exists(os.path.dirname(a["rootfs"])), "the older image stayed"
+        assert os.path.exists(b["rootfs"]) and b["store_bytes"] <= budget, b
+        rc, _, err = pull(lru, f"{host}/test/busy:1", "--budget", "4096")
+        assert rc == 1 and "budget" in err, (rc, err)
+        print(f"budget {budget} bytes: least recently used image evicted; too big refused: ok")
+        return 0
+    finally:
+        if front:
+            front.shutdown()
+        if reg:
+            reg.terminate()
+            reg.wait(timeout=10)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
