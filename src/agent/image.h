@@ -24,27 +24,11 @@
 #include <stddef.h>
 
 #include "tessera/error.h"
+#include "tessera/image_ref.h"
 
 #define TS_IMAGE_REF_MAX 512
-#define TS_IMAGE_DIGEST_MAX 72          /* "sha256:" + 64 hex + NUL */
 #define TS_IMAGE_UNPACK_MAX_BYTES_DEFAULT (64LL << 30) /* one image's unpacked size */
 #define TS_IMAGE_ENTRIES_MAX 2000000    /* one image's tar entries, all layers */
-
-/* host[:port]/repo[:tag][@sha256:<hex>]. */
-typedef struct ts_image_ref {
-    char host[256];                     /* "registry.example:5000" */
-    char repo[256];                     /* "team/pytorch" */
-    char tag[129];                      /* "" when only a digest was given */
-    char digest[TS_IMAGE_DIGEST_MAX];   /* "" unless pinned */
-} ts_image_ref;
-
-/* Parses text (what a job spec's `image:` holds). A registry host is
- * required: no implicit default registry. field names the input in errors
- * ("image"). TS_EINVAL with the field and the reason. */
-int ts_image_ref_parse(const char *text, const char *field, ts_image_ref *out, ts_err *err);
-
-/* True when s is "sha256:" and 64 lower-case hex digits. */
-bool ts_image_digest_ok(const char *s);
 
 /* sha256 of a file, as "sha256:<hex>" into out (TS_IMAGE_DIGEST_MAX). */
 int ts_image_file_digest(const char *path, char *out, ts_err *err);

@@ -1,28 +1,21 @@
 /*
- * image_ref.c - what names an image, and what a digest is.
+ * image_ref.c - what names a container image (tessera/image_ref.h).
  *
  * A reference is host[:port]/repo[:tag][@sha256:<hex>] with the character
  * rules of the OCI distribution specification (repository components in
  * lower case; a tag of at most 128 characters). The registry host is always
  * written out: a node pulls only from where the job said, never from an
- * implicit default registry. Digests are sha256, computed with GnuTLS (the
- * TLS library already under libcurl and libmicrohttpd).
+ * implicit default registry.
  */
 #define _DEFAULT_SOURCE
 #include <ctype.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
-#include <gnutls/crypto.h>
-
-#include "image.h"
+#include "tessera/image_ref.h"
 
 #define SHA256_BYTES 32
 #define TAG_MAX_CHARS 128
-#define HASH_CHUNK_BYTES 65536
 
 bool ts_image_digest_ok(const char *s)
 {
@@ -124,37 +117,3 @@ int ts_image_ref_parse(const char *text, const char *field, ts_image_ref *out, t
     return 0;
 }
 
-int ts_image_file_digest(const char *path, char *out, ts_err *err)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return ts_err_set(err, TS_ENOENT, "%s: %s", path, strerror(errno));
-    gnutls_hash_hd_t h;
-    if (gnutls_hash_init(&h, GNUTLS_DIG_SHA256) < 0) {
-        close(fd);
-        return ts_err_set(err, TS_ENOMEM, "sha256: cannot start");
-    }
-    static __thread unsigned char buf[HASH_CHUNK_BYTES];
-    int rc = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            rc = ts_err_set(err, TS_EIO, "%s: %s", path, strerror(errno));
-            break;
-        }
-        if (n == 0)
-            break;
-        gnutls_hash(h, buf, (size_t)n);
-    }
-    unsigned char d[SHA256_BYTES];
-    gnutls_hash_deinit(h, d);
-    close(fd);
-    if (rc)
-        return rc;
-    char *p = out + sprintf(out, "sha256:");
-    for (int i = 0; i < SHA256_BYTES; i++)
-        p += sprintf(p, "%02x", d[i]);
-    return 0;
-}
