@@ -84,6 +84,8 @@ typedef struct ts_job_spec {
     char *dependency;                   /* NULL = none; canonical text (tessera/depend.h) */
     ts_secret_ref *secrets;             /* nsecrets entries (names only, never values) */
     int nsecrets;
+    char *image;                        /* NULL = a bare process; else a reference
+                                         * (tessera/image_ref.h) its tasks run in */
 } ts_job_spec;
 
 /* Parses and validates buf (YAML or JSON, at most TS_SPEC_MAX_BYTES). On

@@ -53,6 +53,8 @@ typedef struct ts_agent_config {
     char ca_file[512];      /* "" = the system's */
     char cgroup_parent[512];/* "" = the agent's own cgroup */
     double lost_s;          /* TS_AGENT_LOST_S */
+    long long image_budget_bytes;    /* the image store's disk budget, 0 = none */
+    char plain_http_registries[512]; /* "host:port,..." pulled over http, not https */
 } ts_agent_config;
 
 /* The node as the agent reports it: filled by the caller (discovery) and

@@ -113,6 +113,11 @@ int ts_agent_adopt_one(const char *id, void *ctx)
     lt->limit_grace_s = json_number_value(json_object_get(m, "limit_grace_s"));
     lt->limit_signal = (int)json_integer_value(json_object_get(m, "limit_signal"));
     lt->run = json_number_value(json_object_get(m, "run"));
+    const char *img = json_string_value(json_object_get(m, "image_digest"));
+    if (img && ts_image_digest_ok(img)) { /* still its image's user, its bundle in place */
+        snprintf(lt->image.digest, sizeof lt->image.digest, "%s", img);
+        lt->image_ready = true;
+    }
     json_decref(m);
     ts_task_poll(t, ts_launch_now(), &lt->st, &e);
     lt->stop_requested = (lt->st.phase != TS_TASK_RUNNING && lt->st.phase != TS_TASK_EXITED) ||
@@ -329,9 +334,16 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
         return;
     local_task *lt = &a->tasks[a->ntasks++];
     memset(lt, 0, sizeof *lt);
+    ts_agent_start_task_in(a, lt, t);
+}
+
+void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
+{
     lt->job = json_integer_value(json_object_get(t, "job"));
     lt->rank = (int)json_integer_value(json_object_get(t, "rank"));
     lt->run = json_number_value(json_object_get(t, "run"));
+    if (!lt->image_ready && ts_agent_image_wait(a, lt, t))
+        return; /* started by ts_agent_images_poll once its image is there */
     int mig_profile = json_is_integer(json_object_get(t, "mig_profile"))
                           ? (int)json_integer_value(json_object_get(t, "mig_profile"))
                           : -1;
@@ -492,6 +504,18 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
                             ? a->ctld_lost_s / 4
                             : 0.0,
     };
+    char bundle[700];
+    if (lt->image_ready) {
+        snprintf(bundle, sizeof bundle, "%s/%s", a->bundles, id);
+        spec.image = &lt->image;
+        spec.bundle_dir = bundle;
+        spec.workdir = workdir; /* inside the image; NULL: the image's own */
+        if (!argv || !argv[0])
+            spec.argv = NULL; /* the image's own command */
+        ts_err ue;
+        if (!why[0] && ts_image_use(&a->images, lt->image.digest, id, &ue) != 0)
+            snprintf(why, sizeof why, "%s", ue.msg);
+    }
     /* what a restarted agent needs to adopt the task (ts_task_adopt) */
     json_t *gl = json_array();
     for (int k = 0; k < lt->ngpu; k++)
@@ -507,13 +531,15 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
                            "step_ino", (json_int_t)lt->step_ino);
     if (mj)
         json_object_set_new(mj, "run", json_real(lt->run));
+    if (mj && lt->image_ready) /* released when the task is forgotten */
+        json_object_set_new(mj, "image_digest", json_string(lt->image.digest));
     char *meta = mj ? json_dumps(mj, JSON_COMPACT) : NULL;
     json_decref(mj);
     spec.meta = meta;
     ts_err err;
     if (why[0]) {
         snprintf(lt->start_error, sizeof lt->start_error, "%s", why);
-    } else if (!argv || !argv[0]) {
+    } else if (!lt->image_ready && (!argv || !argv[0])) {
         snprintf(lt->start_error, sizeof lt->start_error, "command: empty");
     } else if (ts_task_start(&a->caps, &spec, &lt->t, &err) != 0) {
         snprintf(lt->start_error, sizeof lt->start_error, "%s", err.msg);

@@ -72,7 +72,13 @@ static void usage(FILE *f)
                "                     [--mps-control PATH]  (default: nvidia-cuda-mps-control "
                "on PATH)\n"
                "                     [--shim PATH]  (libtessera-cuda.so: fractional tasks' "
-               "memory quota and compute share)\n");
+               "memory quota and compute share)\n"
+               "                     [--image-budget BYTES]  (the image store's disk budget; "
+               "default: none)\n"
+               "                     [--plain-http-registries HOST:PORT,...]  (pulled over "
+               "http, e.g. a registry on loopback)\n"
+               "       tessera-agent image-pull --store DIR [--budget BYTES] [--plain-http] "
+               "[--auth-file FILE] REFERENCE\n");
 }
 
 static int read_token(const char *path, char *out, size_t size)
@@ -139,6 +145,20 @@ int main(int argc, char **argv)
                 return 2;
             }
             node.mps = strcmp(v, "mps") == 0;
+        } else if (strcmp(argv[i], "--image-budget") == 0) {
+            char *end;
+            cfg.image_budget_bytes = v ? strtoll(v, &end, 10) : -1;
+            if (!v || *end || cfg.image_budget_bytes < 0) {
+                fprintf(stderr, "tessera-agent: --image-budget: bytes, 0 for none\n");
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--plain-http-registries") == 0) {
+            if (!v || strlen(v) >= sizeof cfg.plain_http_registries) {
+                fprintf(stderr, "tessera-agent: --plain-http-registries: host:port,... "
+                                "(under %zu bytes)\n", sizeof cfg.plain_http_registries);
+                return 2;
+            }
+            snprintf(cfg.plain_http_registries, sizeof cfg.plain_http_registries, "%s", v);
         } else if (strcmp(argv[i], "--shim") == 0) {
             /* absolute: tasks start in their own working directories */
             char *abs = realpath(v, NULL);

@@ -30,6 +30,7 @@
 #include "api/spec_scalar.h"
 #include "api/spec_walk.h"
 #include "tessera/depend.h"
+#include "tessera/image_ref.h"
 #include "tessera/mig.h"
 #include "tessera/model.h"
 #include "tessera/tenant.h"
@@ -483,6 +484,22 @@ static void walk_workdir(spec_parser *P, const yaml_node_t *n)
     P->spec->workdir = spec_dup(P, s);
 }
 
+/* A container image (docs/images.md): kept as written, checked with the
+ * rules the agent pulls by. */
+static void walk_image(spec_parser *P, const yaml_node_t *n)
+{
+    const char *s = spec_text(P, n, "image");
+    if (!s)
+        return;
+    ts_image_ref ref;
+    ts_err e;
+    if (ts_image_ref_parse(s, "image", &ref, &e) != 0) {
+        spec_fail(P, "image", "%s", e.msg + strlen("image: "));
+        return;
+    }
+    P->spec->image = spec_dup(P, s);
+}
+
 /* Kept as its canonical text: what ts_dep_format writes of the parse. */
 static void walk_dependency(spec_parser *P, const yaml_node_t *n)
 {
@@ -505,12 +522,12 @@ static void walk_dependency(spec_parser *P, const yaml_node_t *n)
 enum {
     K_TENANT, K_NAME, K_TIER, K_PRIORITY, K_TASKS, K_TOPOLOGY, K_TIME_LIMIT, K_DURATION,
     K_CHECKPOINT, K_IDLE, K_COMMAND, K_ENV, K_WORKDIR, K_ARRAY, K_DEPENDENCY, K_THROTTLE,
-    K_SECRETS, K_N
+    K_SECRETS, K_IMAGE, K_N
 };
 static const char *const TOP_KEYS[K_N] = {
     "tenant",   "name",       "tier", "priority_class", "tasks", "topology", "time_limit",
     "duration", "checkpoint", "idle", "command",        "env",   "workdir",  "array_size",
-    "dependency", "array_throttle", "secrets"};
+    "dependency", "array_throttle", "secrets", "image"};
 
 static void walk_top(spec_parser *P, const yaml_node_t *root)
 {
@@ -560,6 +577,8 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
         walk_workdir(P, v[K_WORKDIR]);
     if (v[K_SECRETS])
         spec_walk_secrets(P, v[K_SECRETS]);
+    if (v[K_IMAGE])
+        walk_image(P, v[K_IMAGE]);
     int64_t x;
     if (v[K_ARRAY] && spec_int(P, v[K_ARRAY], "array_size", 1, TS_SPEC_MAX_ARRAY, &x))
         spec->array_size = (int)x;
@@ -709,6 +728,7 @@ void ts_spec_free(ts_job_spec *spec)
         free(spec->env[i]);
     free(spec->env);
     free(spec->workdir);
+    free(spec->image);
     free(spec->dependency);
     free(spec->secrets);
     free(spec);

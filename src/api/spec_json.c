@@ -132,6 +132,8 @@ static json_t *spec_json(const ts_job_spec *s, bool *ok)
     put(root, "dependency", string_or_null(s->dependency), ok);
     put(root, "array_throttle", s->array_throttle > 0 ? json_integer(s->array_throttle)
                                                       : json_null(), ok);
+    if (s->image) /* left out when none, as secrets are */
+        put(root, "image", json_string(s->image), ok);
     if (s->nsecrets > 0) { /* left out when none: older specs stay byte for byte */
         json_t *sec = json_array();
         for (int i = 0; sec && i < s->nsecrets; i++)

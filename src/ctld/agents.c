@@ -159,7 +159,7 @@ static json_t *task_json(const ctld *c, const cjob *j, int rank)
     for (int r = 0; r < rank; r++)
         local += j->allocs[r].node == a->node;
     bool stop = j->row.state == TS_JOB_STOPPING;
-    return json_pack(
+    json_t *o = json_pack(
         "{s:I,s:i,s:s,s:s,s:o,s:i,s:I,s:I,s:i,s:i,s:o,s:o,s:o,s:s,s:i,s:i,s:s,s:s,s:i,s:f,s:f}",
         "job", (json_int_t)j->row.id, "rank", rank, "name", j->row.name, "action",
         stop ? "stop" : "run", "gpus", gpus, "gpu_milli", a->gpu_milli, "cpu_milli",
@@ -171,6 +171,9 @@ static json_t *task_json(const ctld *c, const cjob *j, int rank)
         MASTER_PORT_BASE + (int)(j->row.id % MASTER_PORT_SPAN), "grace_s",
         j->sj.ckpt_grace_s >= 0 ? j->sj.ckpt_grace_s : c->cfg.sched.default_grace_s, "run",
         j->row.start_s);
+    if (o && sp->image) /* the agent runs the task in it (docs/images.md) */
+        json_object_set_new(o, "image", json_string(sp->image));
+    return o;
 }
 
 /* For a job from a Slurm batch script (its env has SLURM_JOB_NAME): its

@@ -25,61 +25,26 @@ import http.server
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 import urllib.error
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from registry import Registry, free_port, missing_tools  # noqa: E402
+
 AGENT = sys.argv[1]
-TOOLS = ["docker-registry", "umoci", "skopeo", "busybox"]
 INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
 TOKEN = "tok-0123456789"
 SECRET_USER, SECRET_PASS = "alice", "pw-never-printed-42"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def run(cmd, **kw):
-    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
 
 
 def pull(store, ref, *extra):
     p = subprocess.run([AGENT, "image-pull", "--store", store, "--plain-http", *extra, ref],
                        capture_output=True, text=True, timeout=120)
     return p.returncode, (json.loads(p.stdout) if p.returncode == 0 else None), p.stderr
-
-
-def build_image(work, name, marker):
-    """An OCI layout image with busybox and /marker, pushed by the caller."""
-    layout = os.path.join(work, "oci")
-    if not os.path.exists(layout):
-        run(["umoci", "init", "--layout", layout])
-    run(["umoci", "new", "--image", f"{layout}:{name}"])
-    bundle = os.path.join(work, "b-" + name)
-    run(["umoci", "unpack", "--image", f"{layout}:{name}", bundle])
-    root = os.path.join(bundle, "rootfs")
-    os.makedirs(os.path.join(root, "bin"), exist_ok=True)
-    shutil.copy(shutil.which("busybox"), os.path.join(root, "bin", "busybox"))
-    os.symlink("busybox", os.path.join(root, "bin", "sh"))
-    with open(os.path.join(root, "marker"), "w") as f:
-        f.write(marker + "\n")
-    run(["umoci", "repack", "--image", f"{layout}:{name}", bundle])
-    run(["umoci", "config", "--image", f"{layout}:{name}", "--config.cmd", "/bin/sh",
-         "--config.cmd", "-c", "--config.cmd", "cat /marker"])
-    return layout
-
-
-def push(layout, name, dest):
-    run(["skopeo", "copy", "--dest-tls-verify=false", f"oci:{layout}:{name}",
-         f"docker://{dest}"])
 
 
 def registry_get(base, path, accept=None):
@@ -136,7 +101,7 @@ class TokenFront(http.server.BaseHTTPRequestHandler):
 
 
 def main():
-    missing = [t for t in TOOLS if not shutil.which(t)]
+    missing = missing_tools()
     if missing:
         print(f"SKIP: {', '.join(missing)} not installed (scripts/install-deps test)")
         return 77
@@ -144,28 +109,10 @@ def main():
     reg = None
     front = None
     try:
-        port = free_port()
-        storage = os.path.join(work, "registry")
-        cfg = os.path.join(work, "registry.yml")
-        with open(cfg, "w") as f:
-            f.write(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {storage}\n"
-                    f"http:\n  addr: 127.0.0.1:{port}\nlog:\n  level: error\n")
-        reg = subprocess.Popen(["docker-registry", "serve", cfg], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-        host = f"127.0.0.1:{port}"
-        base = f"http://{host}"
-        for _ in range(100):
-            try:
-                registry_get(base, "/v2/")
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            raise SystemExit("the registry did not start")
-        layout = build_image(work, "one", "image one")
-        build_image(work, "two", "image two")
-        push(layout, "one", f"{host}/test/busy:1")
-        push(layout, "two", f"{host}/test/busy:2")
+        reg = Registry(work)
+        host, base, storage = reg.host, reg.base, reg.storage
+        reg.push_busybox("test/busy:1", "image one")
+        reg.push_busybox("test/busy:2", "image two")
         store = os.path.join(work, "store")
 
         rc, one, err = pull(store, f"{host}/test/busy:1")
@@ -261,8 +208,7 @@ def main():
         if front:
             front.shutdown()
         if reg:
-            reg.terminate()
-            reg.wait(timeout=10)
+            reg.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

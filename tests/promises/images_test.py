@@ -1,0 +1,101 @@
+"""Promises of jobs that run in container images (docs/images.md), on real
+agents with a real registry: Debian's docker-registry on loopback (started
+here, on the port the agents were told to pull from over plain http), small
+images built from busybox with umoci and pushed with skopeo, tasks run by
+Debian's runc. A job with `image:` runs its command inside the image: it
+sees the image's files and not the node's, its exit code and output are the
+job's; an image the registry does not know fails the job with reason
+`image_not_found`; a malformed reference is refused at submission, naming
+the field."""
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from cluster import Node  # noqa: E402
+from harness import check  # noqa: E402
+from registry import Registry, free_port, missing_tools  # noqa: E402
+
+PORT = free_port()
+PULL = ["--plain-http-registries", f"127.0.0.1:{PORT}"]
+CLUSTER = {"nodes": [Node("r-1", "l1", args=PULL), Node("r-2", "l1", args=PULL)]}
+NEEDS = ("runc",) + tuple(t for t in ("docker-registry", "umoci", "skopeo", "busybox"))
+
+_reg = {}
+
+
+def registry():
+    """The registry, started (and its images pushed) by the first scenario
+    that needs it."""
+    if "r" not in _reg:
+        work = tempfile.mkdtemp(prefix="tessera-images-")
+        r = Registry(work, PORT)
+        atexit.register(lambda: (r.stop(), shutil.rmtree(work, ignore_errors=True)))
+        r.push_busybox("team/tools:1", "inside the image", {"/etc/tool.conf": "mode=image\n"})
+        _reg["r"] = r
+    return _reg["r"]
+
+
+def spec(name, cmd, image, **kw):
+    s = {"tenant": "team-a", "name": name, "tier": "guaranteed", "image": image,
+         "command": ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else cmd,
+         "tasks": [{"count": 1, "gpus": 1, "cpu_milli": 1000, "memory_mib": 1024}],
+         "time_limit": "5m"}
+    s.update(kw)
+    return s
+
+
+def scenario_image_job_runs_inside_its_image(c):
+    """images.md: a job with `image:` runs its command inside that image: it
+    sees the image's files, not the node's, and its exit code and output are
+    the job's."""
+    r = registry()
+    ref = f"{r.host}/team/tools:1"
+    cmd = ("cat /marker /etc/tool.conf; test -e /etc/debian_version && echo node-files; "
+           "echo rank=$RANK job=$TESSERA_JOB_ID; exit 3")
+    jid = c.submit(spec("in-image", cmd, ref))
+    j = c.wait_job(jid, "failed", 90)
+    if not j:
+        return
+    check(j.get("exit_code") == 3, f"its exit code is the command's: {j.get('exit_code')}")
+    node = next((n for n in ("r-1", "r-2") if c.output(n, jid)), "r-1")
+    out = c.output(node, jid)
+    check("inside the image" in out and "mode=image" in out, f"it sees the image's files: {out!r}")
+    check("node-files" not in out, f"and not the node's: {out!r}")
+    check("rank=0" in out, f"with the task environment: {out!r}")
+    # the same image again: from the node's store, and a clean exit completes
+    jid2 = c.submit(spec("in-image-2", "cat /marker", ref))
+    check(bool(c.wait_job(jid2, "completed", 60)), "a second job of the image completes")
+
+
+scenario_image_job_runs_inside_its_image.needs_root = True
+scenario_image_job_runs_inside_its_image.needs = NEEDS
+
+
+def scenario_unknown_image_fails_image_not_found(c):
+    """images.md: an image or tag the registry does not know fails the job with
+    reason `image_not_found`; nothing else is affected."""
+    r = registry()
+    jid = c.submit(spec("no-such-tag", "true", f"{r.host}/team/tools:nope"))
+    j = c.wait_job(jid, "failed", 60)
+    if not j:
+        return
+    check(j.get("reason") == "image_not_found", f"reason image_not_found: {j.get('reason')}")
+    check("not found" in (j.get("why") or ""), f"why says so: {j.get('why')}")
+    ok = c.submit(spec("still-fine", "cat /marker", f"{r.host}/team/tools:1"))
+    check(bool(c.wait_job(ok, "completed", 60)), "another job of a known image still runs")
+
+
+scenario_unknown_image_fails_image_not_found.needs_root = True
+scenario_unknown_image_fails_image_not_found.needs = NEEDS
+
+
+def scenario_bad_image_reference_refused_at_submission(c):
+    """images.md: a reference that is not `host[:port]/repo[:tag]` or
+    `@sha256:<digest>` is refused at submission (400), naming the field."""
+    st, d = c.call("POST", "/v1/jobs", spec("bad-ref", "true", "busybox"))
+    text = str(d)
+    check(st == 400, f"400 for an image without its registry: {st}")
+    check("image" in text and "registry" in text, f"the error names the field: {text}")
