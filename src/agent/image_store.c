@@ -346,7 +346,7 @@ typedef struct image_entry {
 
 static bool has_users(const char *dir)
 {
-    char p[800];
+    char p[900];
     snprintf(p, sizeof p, "%s/users", dir);
     DIR *d = opendir(p);
     if (!d)

@@ -15,6 +15,7 @@
 #include "launch_container.h"
 
 #define MOUNTS_MAX 64
+#define RUNTIME_STATE_ROOT "/run/runc" /* runc's default --root, as root */
 #define RUNTIME_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 static int find_runtime(const char *name, char *out, size_t n)
@@ -35,9 +36,15 @@ static int find_runtime(const char *name, char *out, size_t n)
     return -1;
 }
 
-/* runtime delete --force <id>: a container of the same id left by a crash. */
+/* runtime delete --force <id>: a container of the same id left by a crash
+ * (its state directory under the runtime's root is there). */
 static void delete_stale(ts_container_plan *cp)
 {
+    char state[PATH_MAX];
+    struct stat sb;
+    snprintf(state, sizeof state, "%s/%s", RUNTIME_STATE_ROOT, cp->id);
+    if (lstat(state, &sb) != 0)
+        return;
     pid_t pid = fork();
     if (pid == 0) {
         execve(cp->exe, cp->cleanup_argv, cp->envp);
@@ -77,7 +84,9 @@ int ts_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
     cp->root.gid = getgid();
     cp->root.change = false;
     delete_stale(cp);
-    ts_bundle_remove(cp->bundle);
+    struct stat sb;
+    if (lstat(cp->bundle, &sb) == 0) /* an earlier run's, left by a crash */
+        ts_bundle_remove(cp->bundle);
 
     ts_bundle_mount m[MOUNTS_MAX];
     size_t nm = 0;

@@ -348,7 +348,8 @@ _Noreturn void ts_keeper_run(const ts_keeper_plan *p)
     kill(-pid, SIGKILL);
     if (p->cgroup_path[0] != '\0')
         kill_cgroup(p->cgroup_path);
-    if (p->cleanup_exe != NULL) {
+    /* a runtime that ended on its own removed its container; one killed did not */
+    if (p->cleanup_exe != NULL && (status == -1 || WIFSIGNALED(status))) {
         pid_t c = fork();
         if (c == 0) {
             char *const no_env[] = {NULL};

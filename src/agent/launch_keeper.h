@@ -72,8 +72,9 @@ typedef struct ts_keeper_plan {
     const ts_rec_paths *paths;
     const char *record_body;  /* ts_rec_body of the new task */
     const char *cgroup_path;  /* "" when the task has no cgroup */
-    /* run (and waited for) after the task ended, before its exit file: the
-     * container runtime's delete, so no container outlives its exit file */
+    /* run (and waited for) after the task was killed, before its exit file:
+     * the container runtime's delete, so no container outlives its exit file
+     * (a runtime that exits on its own has deleted its container) */
     const char *cleanup_exe;  /* NULL: none */
     char *const *cleanup_argv;
 } ts_keeper_plan;
