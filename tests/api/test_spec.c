@@ -349,6 +349,31 @@ static void array_throttle(void **state)
     ts_spec_free(s);
 }
 
+/* image: a reference the agent can pull, kept as written; errors name the field */
+static void image_reference(void **state)
+{
+    (void)state;
+    ts_job_spec *s = parse_ok("tenant: t\nname: n\ntasks: [{gpus: 1}]\n"
+                              "image: reg.example:5000/team/torch:2.3\n");
+    assert_string_equal(s->image, "reg.example:5000/team/torch:2.3");
+    char *json = ts_spec_to_json(s);
+    assert_non_null(strstr(json, "\"image\":\"reg.example:5000/team/torch:2.3\""));
+    free(json);
+    assert_round_trip(s);
+    ts_spec_free(s);
+    s = parse_ok("tenant: t\nname: n\ntasks: [{gpus: 1}]\n");
+    json = ts_spec_to_json(s);
+    assert_null(strstr(json, "image")); /* older specs stay byte for byte */
+    free(json);
+    ts_spec_free(s);
+    const char *bad = "tenant: t\nname: n\ntasks: [{gpus: 1}]\nimage: ubuntu\n";
+    ts_spec_errors e = parse_bad(bad, strlen(bad));
+    assert_true(starts_with(e.msg[0], "image: must name the registry"));
+    bad = "tenant: t\nname: n\ntasks: [{gpus: 1}]\nimage: [a]\n";
+    e = parse_bad(bad, strlen(bad));
+    assert_true(starts_with(e.msg[0], "image:"));
+}
+
 static void dependency_error_one_line(void **state)
 {
     (void)state;
@@ -861,6 +886,7 @@ int main(void)
         cmocka_unit_test(value_forms),
         cmocka_unit_test(canonical_json_exact),
         cmocka_unit_test(array_throttle),
+        cmocka_unit_test(image_reference),
         cmocka_unit_test(dependency_error_one_line),
         cmocka_unit_test(canonical_json_round_trips),
         cmocka_unit_test(every_character_round_trips),
