@@ -57,6 +57,8 @@ typedef struct ts_tenant_identity {
     int64_t uid_min, uid_max;
 } ts_tenant_identity;
 
+#define TS_TENANT_REGISTRIES_BYTES 512
+
 /* Organisation plus up to three levels of teams. */
 #define TS_TENANT_MAX_DEPTH 4
 #define TS_TENANT_MAX 4096
@@ -85,7 +87,15 @@ typedef struct ts_tenant {
     /* how much of this subtree's idle guarantee others may take */
     int64_t lend_limit[TS_RES_DIMS];
     ts_tenant_identity identity;
+    /* the registries its jobs' images may come from (docs/images.md),
+     * host[:port] comma-separated; not stated: its parent's; an
+     * organisation that does not state it: any registry */
+    char registries[TS_TENANT_REGISTRIES_BYTES];
+    bool registries_set;
 } ts_tenant;
+
+/* Whether a job of tenant t may use an image from host ("host[:port]"). */
+bool ts_tenant_registry_ok(const ts_tenant *t, const char *host);
 
 #define TS_PRIVACY_INHERIT 0
 #define TS_PRIVACY_YES 1

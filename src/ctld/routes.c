@@ -21,6 +21,7 @@
 #include "ctld/events.h"
 #include "ctld/input.h"
 #include "tessera/depend.h"
+#include "tessera/image_ref.h"
 
 #define LIST_LIMIT_DEFAULT 100
 #define LIST_LIMIT_MAX 1000
@@ -136,6 +137,29 @@ static bool idem_same(ctld *c, const int64_t *ids, int n, const char *json)
     return same;
 }
 
+/* An image from a registry its tenant may not use (registries in
+ * tenants.yaml, docs/images.md): 400 naming the field. */
+static bool image_ok(ctld *c, const ts_job_spec *spec, ctld_reply *r)
+{
+    if (!spec->image)
+        return true;
+    ts_image_ref ref;
+    if (ts_image_ref_parse(spec->image, "image", &ref, NULL) != 0)
+        return true; /* the spec's parse refused it already */
+    char allowed[TS_TENANT_REGISTRIES_BYTES] = "";
+    ctld_lock_reader(c);
+    int k = ts_tenant_find(c->tenants, spec->tenant);
+    bool ok = k < 0 || ts_tenant_registry_ok(&c->tenants->t[k], ref.host);
+    if (!ok)
+        snprintf(allowed, sizeof allowed, "%s", c->tenants->t[k].registries);
+    pthread_mutex_unlock(&c->mu);
+    if (!ok)
+        ctld_field_error(r, "image", "tenant \"%s\" may use images from %s only (registries "
+                         "in tenants.yaml), not from %s", spec->tenant,
+                         allowed[0] ? allowed : "no registry", ref.host);
+    return ok;
+}
+
 /* Every job a dependency names must exist and be visible to the caller
  * (its tenant's, unless admin): so only earlier jobs can be named and no
  * cycle can form. False (and a 400 or 503) otherwise. */
@@ -228,7 +252,8 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
         ts_spec_free(spec);
         return;
     }
-    if (!dependency_ok(c, w, spec, r) || !ctld_spec_secrets_ok(c, w, spec, r)) {
+    if (!dependency_ok(c, w, spec, r) || !ctld_spec_secrets_ok(c, w, spec, r) ||
+        !image_ok(c, spec, r)) {
         ts_spec_free(spec);
         return;
     }

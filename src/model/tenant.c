@@ -248,3 +248,18 @@ bool ts_unix_name_ok(const char *s)
     }
     return n > 0;
 }
+
+bool ts_tenant_registry_ok(const ts_tenant *t, const char *host)
+{
+    if (!t->registries_set)
+        return true; /* not restricted */
+    size_t n = strlen(host);
+    for (const char *s = t->registries; *s;) {
+        const char *e = strchr(s, ',');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        if (len == n && strncmp(s, host, n) == 0)
+            return true;
+        s += len + (e ? 1 : 0);
+    }
+    return false;
+}

@@ -20,7 +20,15 @@ from registry import Registry, free_port, missing_tools  # noqa: E402
 
 PORT = free_port()
 PULL = ["--plain-http-registries", f"127.0.0.1:{PORT}"]
-CLUSTER = {"nodes": [Node("r-1", "l1", args=PULL), Node("r-2", "l1", args=PULL)]}
+TENANTS = """tenants:
+  org:
+    guaranteed: {gpu: {H100-80GB: 16}}
+    teams:
+      team-a: {guaranteed: {gpu: {H100-80GB: 8}}}
+      team-b: {guaranteed: {gpu: {H100-80GB: 8}}, registries: [registry.example.com]}
+"""
+CLUSTER = {"nodes": [Node("r-1", "l1", args=PULL), Node("r-2", "l1", args=PULL)],
+           "tenants": TENANTS}
 NEEDS = ("runc",) + tuple(t for t in ("docker-registry", "umoci", "skopeo", "busybox"))
 
 _reg = {}
@@ -99,3 +107,25 @@ def scenario_bad_image_reference_refused_at_submission(c):
     text = str(d)
     check(st == 400, f"400 for an image without its registry: {st}")
     check("image" in text and "registry" in text, f"the error names the field: {text}")
+
+
+def scenario_tenant_registries_restrict_images(c):
+    """images.md: a job whose image comes from a registry its tenant may not use
+    is refused at submission (400), naming the field and the registries it may use."""
+    registry()
+    st, d = c.call("POST", "/v1/jobs", spec("elsewhere", "true", f"127.0.0.1:{PORT}/team/tools:1",
+                                            tenant="team-b"))
+    text = str(d)
+    check(st == 400 and "image" in text and "registry.example.com" in text,
+          f"400 naming image and the allowed registry: {st} {text}")
+    st, d = c.call("POST", "/v1/jobs", spec("allowed", "true", "registry.example.com/t/x:1",
+                                            tenant="team-b"))
+    check(st == 201, f"an image from its registry is accepted: {st} {d}")
+    st, d = c.call("POST", "/v1/jobs", spec("unrestricted", "true",
+                                            f"127.0.0.1:{PORT}/team/tools:1", tenant="team-a",
+                                            tasks=[{"count": 1, "gpus": 1}], command=["true"]))
+    check(st == 201, f"a tenant without registries may use any: {st} {d}")
+
+
+scenario_tenant_registries_restrict_images.needs_root = True
+scenario_tenant_registries_restrict_images.needs = NEEDS
