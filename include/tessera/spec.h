@@ -86,6 +86,8 @@ typedef struct ts_job_spec {
     int nsecrets;
     char *image;                        /* NULL = a bare process; else a reference
                                          * (tessera/image_ref.h) its tasks run in */
+    char image_secret[TS_SPEC_NAME_MAX]; /* "" = none; else the secret holding the
+                                          * registry's "user:password" (a name only) */
 } ts_job_spec;
 
 /* Parses and validates buf (YAML or JSON, at most TS_SPEC_MAX_BYTES). On

@@ -34,6 +34,7 @@ struct agent_pull {
     ts_image_store *store;
     bool plain_http;
     char ca_file[512];
+    char cred[1024];            /* "user:password" or "", wiped when freed */
     long long bytes_done, bytes_total;
 };
 
@@ -51,6 +52,12 @@ static void *pull_main(void *arg)
     struct agent_pull *p = arg;
     ts_pull_opts o = {.plain_http = p->plain_http, .ca_file = p->ca_file[0] ? p->ca_file : NULL,
                       .progress = on_progress, .progress_ctx = p};
+    char *colon = strchr(p->cred, ':');
+    if (colon) {
+        *colon = '\0';
+        o.user = p->cred;
+        o.password = colon + 1;
+    }
     ts_image img;
     ts_err err = {0};
     int rc = ts_image_pull(p->store, &p->ref, &o, &img, &err);
@@ -59,6 +66,7 @@ static void *pull_main(void *arg)
     p->err = err;
     p->img = img;
     p->done = true;
+    explicit_bzero(p->cred, sizeof p->cred);
     bool gone = p->abandoned;
     pthread_mutex_unlock(&p->mu);
     if (gone) {
@@ -91,6 +99,8 @@ static int pull_begin(ts_agent *a, local_task *lt)
     p->store = &a->images;
     p->plain_http = host_listed(a->cfg.plain_http_registries, lt->image_ref.host);
     snprintf(p->ca_file, sizeof p->ca_file, "%s", a->cfg.ca_file);
+    if (lt->image_cred)
+        snprintf(p->cred, sizeof p->cred, "%s", lt->image_cred);
     pthread_t th;
     pthread_attr_t at;
     pthread_attr_init(&at);
@@ -104,6 +114,15 @@ static int pull_begin(ts_agent *a, local_task *lt)
     }
     lt->pull = p;
     return 0;
+}
+
+static void wipe_cred(local_task *lt)
+{
+    if (lt->image_cred) {
+        explicit_bzero(lt->image_cred, strlen(lt->image_cred));
+        free(lt->image_cred);
+        lt->image_cred = NULL;
+    }
 }
 
 bool ts_agent_image_wait(ts_agent *a, local_task *lt, json_t *t)
@@ -121,7 +140,16 @@ bool ts_agent_image_wait(ts_agent *a, local_task *lt, json_t *t)
                  "could not be opened: %.400s", a->images_error);
         return true;
     }
+    const char *cred = json_string_value(json_object_get(t, "image_credentials"));
+    if (cred && !strchr(cred, ':')) {
+        snprintf(lt->start_error, sizeof lt->start_error, "image_pull_secret: its value must "
+                 "be user:password");
+        return true;
+    }
+    lt->image_cred = cred ? strdup(cred) : NULL;
     lt->waiting = json_deep_copy(t);
+    if (lt->waiting) /* the secret stays in image_cred only */
+        json_object_del(lt->waiting, "image_credentials");
     lt->pull_retry_s = PULL_RETRY_FIRST_S;
     if (!lt->waiting || pull_begin(a, lt) != 0) {
         snprintf(lt->start_error, sizeof lt->start_error, "image: cannot start its pull");
@@ -165,6 +193,7 @@ void ts_agent_images_poll(ts_agent *a, double now)
         }
         json_t *t = lt->waiting;
         lt->waiting = NULL;
+        wipe_cred(lt);
         if (rc == TS_ENOENT) {
             snprintf(lt->start_error, sizeof lt->start_error, "%s", err.msg);
             snprintf(lt->launch_end, sizeof lt->launch_end, "image_not_found");
@@ -194,6 +223,7 @@ void ts_agent_image_forget(ts_agent *a, local_task *lt)
     }
     json_decref(lt->waiting);
     lt->waiting = NULL;
+    wipe_cred(lt);
     if (lt->image_ready) {
         char id[64], dir[700];
         snprintf(id, sizeof id, "j%lld-r%d", (long long)lt->job, lt->rank);

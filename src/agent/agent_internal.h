@@ -57,6 +57,7 @@ typedef struct local_task {
     ts_image image;             /* the image it runs in, once image_ready */
     bool image_ready;           /* a user of image (released when forgotten) */
     char launch_end[32];        /* the end a start failure reports ("image_not_found"), "" */
+    char *image_cred;           /* the pull secret, "user:password" (malloc'd, wiped), NULL */
 } local_task;
 
 struct ts_agent {

@@ -522,12 +522,12 @@ static void walk_dependency(spec_parser *P, const yaml_node_t *n)
 enum {
     K_TENANT, K_NAME, K_TIER, K_PRIORITY, K_TASKS, K_TOPOLOGY, K_TIME_LIMIT, K_DURATION,
     K_CHECKPOINT, K_IDLE, K_COMMAND, K_ENV, K_WORKDIR, K_ARRAY, K_DEPENDENCY, K_THROTTLE,
-    K_SECRETS, K_IMAGE, K_N
+    K_SECRETS, K_IMAGE, K_PULL_SECRET, K_N
 };
 static const char *const TOP_KEYS[K_N] = {
     "tenant",   "name",       "tier", "priority_class", "tasks", "topology", "time_limit",
     "duration", "checkpoint", "idle", "command",        "env",   "workdir",  "array_size",
-    "dependency", "array_throttle", "secrets", "image"};
+    "dependency", "array_throttle", "secrets", "image", "image_pull_secret"};
 
 static void walk_top(spec_parser *P, const yaml_node_t *root)
 {
@@ -579,6 +579,17 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
         spec_walk_secrets(P, v[K_SECRETS]);
     if (v[K_IMAGE])
         walk_image(P, v[K_IMAGE]);
+    if (v[K_PULL_SECRET]) {
+        /* a secret of the secret store holding "user:password" for the registry */
+        const char *s = spec_text(P, v[K_PULL_SECRET], "image_pull_secret");
+        if (s && (!ts_spec_env_name_ok(s) || strlen(s) >= TS_SPEC_NAME_MAX))
+            spec_fail_got(P, v[K_PULL_SECRET], "image_pull_secret",
+                          "a secret's name (A-Z a-z 0-9 _, not starting with a digit, under 64)");
+        else if (s && !v[K_IMAGE])
+            spec_fail(P, "image_pull_secret", "only with an image");
+        else if (s)
+            snprintf(spec->image_secret, sizeof spec->image_secret, "%s", s);
+    }
     int64_t x;
     if (v[K_ARRAY] && spec_int(P, v[K_ARRAY], "array_size", 1, TS_SPEC_MAX_ARRAY, &x))
         spec->array_size = (int)x;

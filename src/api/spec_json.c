@@ -134,6 +134,8 @@ static json_t *spec_json(const ts_job_spec *s, bool *ok)
                                                       : json_null(), ok);
     if (s->image) /* left out when none, as secrets are */
         put(root, "image", json_string(s->image), ok);
+    if (s->image_secret[0])
+        put(root, "image_pull_secret", json_string(s->image_secret), ok);
     if (s->nsecrets > 0) { /* left out when none: older specs stay byte for byte */
         json_t *sec = json_array();
         for (int i = 0; sec && i < s->nsecrets; i++)

@@ -255,6 +255,9 @@ static void task_extras(const ctld *c, const cjob *j, json_t *t)
     if (j->spec->nsecrets > 0 && j->row.state == TS_JOB_RUNNING &&
         (!j->rank_state || j->rank_state[rank] == CTLD_RANK_PENDING))
         ctld_task_secrets(c, j, t);
+    if (j->spec->image_secret[0] && j->row.state == TS_JOB_RUNNING &&
+        (!j->rank_state || j->rank_state[rank] == CTLD_RANK_PENDING))
+        ctld_task_image_secret(c, j, t);
     const ts_alloc *al = &j->allocs[rank];
     if (al->gpu_mem_mib > 0)
         json_object_set_new(t, "gpu_memory_mib", json_integer(al->gpu_mem_mib));
@@ -409,7 +412,8 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole,
         undo[nundo++] =
             (rank_undo){.job = id, .gen = j->row.gen, .rank = rank, .was = j->rank_state[rank]};
         j->rank_state[rank] = (uint8_t)st;
-        started_secret |= j->spec->nsecrets > 0; /* its document drops the values */
+        /* its document drops the values */
+        started_secret |= j->spec->nsecrets > 0 || j->spec->image_secret[0];
         json_t *outj = json_object_get(tk, "output");
         for (int k = 0; rc == 0 && st != CTLD_RANK_RUNNING && k < 2; k++) {
             /* the last of its output, kept with the job's events */

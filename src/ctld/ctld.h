@@ -594,6 +594,8 @@ bool ctld_event_is_content(const char *kind);
 void ctld_secrets_route(ctld *c, const ctld_request *rq, ctld_reply *r);
 bool ctld_spec_secrets_ok(ctld *c, const ctld_caller *w, const ts_job_spec *spec, ctld_reply *r);
 void ctld_task_secrets(const ctld *c, const cjob *j, json_t *t);
+/* The job's image_pull_secret's value as t's image_credentials (docs/images.md). */
+void ctld_task_image_secret(const ctld *c, const cjob *j, json_t *t);
 json_t *ctld_render_node(const ctld *c, int node);
 
 /* The read view (view.c). init at open (-1: out of memory), fini at close;

@@ -20,24 +20,19 @@ Skips (77) only where docker-registry, umoci, skopeo or busybox are missing.
 
 usage: image_registry_test.py TESSERA_AGENT
 """
-import base64
-import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
-import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from registry import Registry, free_port, missing_tools  # noqa: E402
+from registry import Registry, TokenFront, free_port, missing_tools  # noqa: E402
 
 AGENT = sys.argv[1]
 INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
-TOKEN = "tok-0123456789"
 SECRET_USER, SECRET_PASS = "alice", "pw-never-printed-42"
 
 
@@ -53,51 +48,6 @@ def registry_get(base, path, accept=None):
         req.add_header("Accept", accept)
     with urllib.request.urlopen(req, timeout=10) as r:
         return r.read(), r.headers
-
-
-class TokenFront(http.server.BaseHTTPRequestHandler):
-    """A registry's front as token-authenticating registries have it."""
-    upstream = ""
-    realm = ""
-
-    def log_message(self, *a):
-        pass
-
-    def do_GET(self):
-        if self.path.startswith("/token"):
-            want = "Basic " + base64.b64encode(f"{SECRET_USER}:{SECRET_PASS}".encode()).decode()
-            if self.headers.get("Authorization") != want:
-                self.send_response(401)
-                self.end_headers()
-                return
-            body = json.dumps({"token": TOKEN}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-            return
-        if self.headers.get("Authorization") != "Bearer " + TOKEN:
-            self.send_response(401)
-            self.send_header("WWW-Authenticate",
-                             f'Bearer realm="{self.realm}",service="test-registry",'
-                             f'scope="repository:test/busy:pull"')
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        req = urllib.request.Request(self.upstream + self.path)
-        if self.headers.get("Accept"):
-            req.add_header("Accept", self.headers["Accept"])
-        try:
-            with urllib.request.urlopen(req, timeout=10) as r:
-                body, status, ctype = r.read(), r.status, r.headers.get("Content-Type", "")
-        except urllib.error.HTTPError as e:
-            body, status, ctype = e.read(), e.code, "application/json"
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
 
 def main():
@@ -170,11 +120,8 @@ def main():
         print("corrupted blob discarded, never stored: ok")
 
         # bearer tokens in front of the registry
-        fport = free_port()
-        TokenFront.upstream = base
-        TokenFront.realm = f"http://127.0.0.1:{fport}/token"
-        front = http.server.ThreadingHTTPServer(("127.0.0.1", fport), TokenFront)
-        threading.Thread(target=front.serve_forever, daemon=True).start()
+        front = TokenFront(base, SECRET_USER, SECRET_PASS)
+        fport = front.port
         secret = os.path.join(work, "secret")
         with open(secret, "w") as f:
             f.write(f"{SECRET_USER}:{SECRET_PASS}\n")
@@ -206,7 +153,7 @@ def main():
         return 0
     finally:
         if front:
-            front.shutdown()
+            front.stop()
         if reg:
             reg.stop()
         shutil.rmtree(work, ignore_errors=True)

@@ -372,6 +372,18 @@ static void image_reference(void **state)
     bad = "tenant: t\nname: n\ntasks: [{gpus: 1}]\nimage: [a]\n";
     e = parse_bad(bad, strlen(bad));
     assert_true(starts_with(e.msg[0], "image:"));
+    /* its pull secret: a name, with an image only */
+    s = parse_ok("tenant: t\nname: n\ntasks: [{gpus: 1}]\nimage: reg.example/x\n"
+                 "image_pull_secret: REG_PULL\n");
+    assert_string_equal(s->image_secret, "REG_PULL");
+    assert_round_trip(s);
+    ts_spec_free(s);
+    bad = "tenant: t\nname: n\ntasks: [{gpus: 1}]\nimage_pull_secret: REG\n";
+    e = parse_bad(bad, strlen(bad));
+    assert_true(starts_with(e.msg[0], "image_pull_secret: only with an image"));
+    bad = "tenant: t\nname: n\ntasks: [{gpus: 1}]\nimage: reg.example/x\nimage_pull_secret: a-b\n";
+    e = parse_bad(bad, strlen(bad));
+    assert_true(starts_with(e.msg[0], "image_pull_secret:"));
 }
 
 static void dependency_error_one_line(void **state)

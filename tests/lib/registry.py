@@ -7,12 +7,20 @@ with umoci from Debian's static busybox and pushed with skopeo.
     r.push_busybox("test/busy:1", marker="image one")
     ... r.host (127.0.0.1:PORT) ...
     r.stop()
+    front = TokenFront(r.base, "user", "password")  # bearer tokens in front of it
+    ... 127.0.0.1:{front.port} ...
+    front.stop()
 """
+import base64
+import http.server
+import json
 import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
+import urllib.error
 import urllib.request
 
 TOOLS = ("docker-registry", "umoci", "skopeo", "busybox")
@@ -96,3 +104,57 @@ class Registry:
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=10)
+
+
+class TokenFront:
+    """A registry's front as token-authenticating registries have it: a 401
+    with a Bearer challenge naming its /token realm, which gives a token for
+    HTTP basic user:password; requests with the token go to the registry."""
+
+    def __init__(self, upstream, user, password, port=None):
+        self.port = port or free_port()
+        token = "tok-" + base64.b16encode(os.urandom(8)).decode()
+        realm = f"http://127.0.0.1:{self.port}/token"
+        want = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def reply(self, status, body=b"", ctype="application/json", extra=()):
+                self.send_response(status)
+                for k, v in extra:
+                    self.send_header(k, v)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                if self.path.startswith("/token"):
+                    if self.headers.get("Authorization") != want:
+                        return self.reply(401)
+                    return self.reply(200, json.dumps({"token": token}).encode())
+                if self.headers.get("Authorization") != "Bearer " + token:
+                    repo = self.path.split("/")[2:-2]
+                    scope = f"repository:{'/'.join(repo)}:pull"
+                    return self.reply(401, extra=[("WWW-Authenticate",
+                                                   f'Bearer realm="{realm}",service="test",'
+                                                   f'scope="{scope}"')])
+                req = urllib.request.Request(upstream + self.path)
+                if self.headers.get("Accept"):
+                    req.add_header("Accept", self.headers["Accept"])
+                try:
+                    with urllib.request.urlopen(req, timeout=10) as r:
+                        body, status = r.read(), r.status
+                        ctype = r.headers.get("Content-Type", "")
+                except urllib.error.HTTPError as e:
+                    body, status, ctype = e.read(), e.code, "application/json"
+                self.reply(status, body, ctype)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()

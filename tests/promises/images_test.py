@@ -16,10 +16,11 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from cluster import Node  # noqa: E402
 from harness import check  # noqa: E402
-from registry import Registry, free_port, missing_tools  # noqa: E402
+from registry import Registry, TokenFront, free_port  # noqa: E402
 
-PORT = free_port()
-PULL = ["--plain-http-registries", f"127.0.0.1:{PORT}"]
+PORT, FRONT_PORT = free_port(), free_port()
+PULL = ["--plain-http-registries", f"127.0.0.1:{PORT},127.0.0.1:{FRONT_PORT}"]
+PULL_USER, PULL_PASS = "puller", "pull-pw-never-shown-7"
 TENANTS = """tenants:
   org:
     guaranteed: {gpu: {H100-80GB: 16}}
@@ -42,6 +43,8 @@ def registry():
         r = Registry(work, PORT)
         atexit.register(lambda: (r.stop(), shutil.rmtree(work, ignore_errors=True)))
         r.push_busybox("team/tools:1", "inside the image", {"/etc/tool.conf": "mode=image\n"})
+        front = TokenFront(r.base, PULL_USER, PULL_PASS, FRONT_PORT)
+        atexit.register(front.stop)
         _reg["r"] = r
     return _reg["r"]
 
@@ -129,3 +132,30 @@ def scenario_tenant_registries_restrict_images(c):
 
 scenario_tenant_registries_restrict_images.needs_root = True
 scenario_tenant_registries_restrict_images.needs = NEEDS
+
+
+def scenario_private_registry_with_pull_secret(c):
+    """images.md: a registry that wants credentials gets the job's
+    `image_pull_secret`, a secret of the secret store holding `user:password`; its
+    value is never shown by any read of the job, its events or its logs."""
+    registry()
+    private = f"127.0.0.1:{FRONT_PORT}/team/tools:1"
+    st, d = c.call("PUT", "/v1/secrets/REG_PULL", {"value": f"{PULL_USER}:{PULL_PASS}",
+                                                    "scope": "tenant", "tenant": "team-a"})
+    check(st in (200, 201), f"the pull secret is stored: {st} {d}")
+    jid = c.submit(spec("private", "cat /marker", private, image_pull_secret="REG_PULL"))
+    j = c.wait_job(jid, "completed", 60)
+    check(bool(j), "the job pulls from the private registry with its secret and completes")
+    shown = str(c.job(jid)) + str(c.events(jid)) + c.output("r-1", jid) + c.output("r-2", jid)
+    check(PULL_PASS not in shown, "the secret's value is in no read of the job")
+    jid = c.submit(spec("no-secret", "true", private))
+    j = c.wait_job(jid, "failed", 60)
+    check(bool(j) and j.get("reason") == "image_not_found",
+          f"without it the registry refuses: {j and j.get('reason')}")
+    st, d = c.call("POST", "/v1/jobs", spec("missing", "true", private,
+                                            image_pull_secret="NO_SUCH"))
+    check(st == 400 and "image_pull_secret" in str(d), f"an unknown secret: 400 naming it: {st}")
+
+
+scenario_private_registry_with_pull_secret.needs_root = True
+scenario_private_registry_with_pull_secret.needs = NEEDS
