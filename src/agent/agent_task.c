@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -504,11 +505,23 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
                             ? a->ctld_lost_s / 4
                             : 0.0,
     };
-    char bundle[700];
+    char bundle[700], secrets_dir[800];
+    ts_bundle_mount binds[2];
     if (lt->image_ready) {
         snprintf(bundle, sizeof bundle, "%s/%s", a->bundles, id);
         spec.image = &lt->image;
         spec.bundle_dir = bundle;
+        /* the task library's files (step times, output note) and its secret
+         * files, at the paths its environment names */
+        size_t nb = 0;
+        binds[nb++] = (ts_bundle_mount){a->steps, a->steps, true};
+        snprintf(secrets_dir, sizeof secrets_dir, "%s/secrets/j%lld-r%d", a->cfg.state_dir,
+                 (long long)lt->job, lt->rank);
+        struct stat sd;
+        if (stat(secrets_dir, &sd) == 0 && S_ISDIR(sd.st_mode))
+            binds[nb++] = (ts_bundle_mount){secrets_dir, secrets_dir, false};
+        spec.mounts = binds;
+        spec.nmounts = nb;
         spec.workdir = workdir; /* inside the image; NULL: the image's own */
         if (!argv || !argv[0])
             spec.argv = NULL; /* the image's own command */

@@ -65,7 +65,8 @@ def scenario_image_job_runs_inside_its_image(c):
     r = registry()
     ref = f"{r.host}/team/tools:1"
     cmd = ("cat /marker /etc/tool.conf; test -e /etc/debian_version && echo node-files; "
-           "echo rank=$RANK job=$TESSERA_JOB_ID; exit 3")
+           "echo rank=$RANK job=$TESSERA_JOB_ID; echo 0.25 >> $TESSERA_STEP_FILE && "
+           "echo step-file-ok; exit 3")
     jid = c.submit(spec("in-image", cmd, ref))
     j = c.wait_job(jid, "failed", 90)
     if not j:
@@ -76,6 +77,7 @@ def scenario_image_job_runs_inside_its_image(c):
     check("inside the image" in out and "mode=image" in out, f"it sees the image's files: {out!r}")
     check("node-files" not in out, f"and not the node's: {out!r}")
     check("rank=0" in out, f"with the task environment: {out!r}")
+    check("step-file-ok" in out, f"and the task library's step file: {out!r}")
     # the same image again: from the node's store, and a clean exit completes
     jid2 = c.submit(spec("in-image-2", "cat /marker", ref))
     check(bool(c.wait_job(jid2, "completed", 60)), "a second job of the image completes")
