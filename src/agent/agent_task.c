@@ -23,6 +23,8 @@
 #include "agent/taskfile.h"
 #include "tessera/shim.h"
 
+#define TASK_MOUNTS_MAX 16 /* a job spec's mounts (TS_SPEC_MAX_MOUNTS) */
+
 static const char *str_or(const json_t *v)
 {
     return json_string_value(v) ? json_string_value(v) : "";
@@ -506,7 +508,7 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
                             : 0.0,
     };
     char bundle[700], secrets_dir[800];
-    ts_bundle_mount binds[2];
+    ts_bundle_mount binds[2 + TASK_MOUNTS_MAX];
     if (lt->image_ready) {
         snprintf(bundle, sizeof bundle, "%s/%s", a->bundles, id);
         spec.image = &lt->image;
@@ -520,6 +522,21 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
         struct stat sd;
         if (stat(secrets_dir, &sd) == 0 && S_ISDIR(sd.st_mode))
             binds[nb++] = (ts_bundle_mount){secrets_dir, secrets_dir, false};
+        /* the job's host folders, as its tenant may mount them (checked at submission) */
+        size_t mi;
+        json_t *mj;
+        json_array_foreach(json_object_get(t, "mounts"), mi, mj) {
+            const char *host = json_string_value(json_object_get(mj, "host"));
+            const char *in = json_string_value(json_object_get(mj, "path"));
+            if (nb == sizeof binds / sizeof binds[0] || !host || !in)
+                break;
+            struct stat hs;
+            if (!why[0] && (stat(host, &hs) != 0 || !S_ISDIR(hs.st_mode)))
+                snprintf(why, sizeof why, "mounts[%zu].host: %.300s: no such folder on this node",
+                         mi, host);
+            binds[nb++] = (ts_bundle_mount){host, in,
+                                            json_is_true(json_object_get(mj, "write"))};
+        }
         spec.mounts = binds;
         spec.nmounts = nb;
         spec.workdir = workdir; /* inside the image; NULL: the image's own */

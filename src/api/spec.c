@@ -522,12 +522,12 @@ static void walk_dependency(spec_parser *P, const yaml_node_t *n)
 enum {
     K_TENANT, K_NAME, K_TIER, K_PRIORITY, K_TASKS, K_TOPOLOGY, K_TIME_LIMIT, K_DURATION,
     K_CHECKPOINT, K_IDLE, K_COMMAND, K_ENV, K_WORKDIR, K_ARRAY, K_DEPENDENCY, K_THROTTLE,
-    K_SECRETS, K_IMAGE, K_PULL_SECRET, K_N
+    K_SECRETS, K_IMAGE, K_PULL_SECRET, K_MOUNTS, K_N
 };
 static const char *const TOP_KEYS[K_N] = {
     "tenant",   "name",       "tier", "priority_class", "tasks", "topology", "time_limit",
     "duration", "checkpoint", "idle", "command",        "env",   "workdir",  "array_size",
-    "dependency", "array_throttle", "secrets", "image", "image_pull_secret"};
+    "dependency", "array_throttle", "secrets", "image", "image_pull_secret", "mounts"};
 
 static void walk_top(spec_parser *P, const yaml_node_t *root)
 {
@@ -579,6 +579,12 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
         spec_walk_secrets(P, v[K_SECRETS]);
     if (v[K_IMAGE])
         walk_image(P, v[K_IMAGE]);
+    if (v[K_MOUNTS]) {
+        if (!v[K_IMAGE])
+            spec_fail(P, "mounts", "only with an image");
+        else
+            spec_walk_mounts(P, v[K_MOUNTS]);
+    }
     if (v[K_PULL_SECRET]) {
         /* a secret of the secret store holding "user:password" for the registry */
         const char *s = spec_text(P, v[K_PULL_SECRET], "image_pull_secret");
@@ -740,6 +746,7 @@ void ts_spec_free(ts_job_spec *spec)
     free(spec->env);
     free(spec->workdir);
     free(spec->image);
+    free(spec->mounts);
     free(spec->dependency);
     free(spec->secrets);
     free(spec);

@@ -173,6 +173,14 @@ static json_t *task_json(const ctld *c, const cjob *j, int rank)
         j->row.start_s);
     if (o && sp->image) /* the agent runs the task in it (docs/images.md) */
         json_object_set_new(o, "image", json_string(sp->image));
+    if (o && sp->nmounts > 0) {
+        json_t *ms = json_array();
+        for (int i = 0; i < sp->nmounts; i++)
+            json_array_append_new(ms, json_pack("{s:s,s:s,s:b}", "host", sp->mounts[i].host,
+                                                "path", sp->mounts[i].path, "write",
+                                                sp->mounts[i].write));
+        json_object_set_new(o, "mounts", ms);
+    }
     return o;
 }
 

@@ -153,11 +153,29 @@ static bool image_ok(ctld *c, const ts_job_spec *spec, ctld_reply *r)
     if (!ok)
         snprintf(allowed, sizeof allowed, "%s", c->tenants->t[k].registries);
     pthread_mutex_unlock(&c->mu);
-    if (!ok)
+    if (!ok) {
         ctld_field_error(r, "image", "tenant \"%s\" may use images from %s only (registries "
                          "in tenants.yaml), not from %s", spec->tenant,
                          allowed[0] ? allowed : "no registry", ref.host);
-    return ok;
+        return false;
+    }
+    /* host folders: each under one the tenant may mount (mounts in tenants.yaml) */
+    int bad = -1;
+    ctld_lock_reader(c);
+    k = ts_tenant_find(c->tenants, spec->tenant);
+    for (int i = 0; k >= 0 && bad < 0 && i < spec->nmounts; i++)
+        if (!ts_tenant_mount_ok(&c->tenants->t[k], spec->mounts[i].host, spec->mounts[i].write))
+            bad = i;
+    pthread_mutex_unlock(&c->mu);
+    if (bad >= 0) {
+        char path[40];
+        snprintf(path, sizeof path, "mounts[%d].host", bad);
+        ctld_field_error(r, path, "tenant \"%s\" may not mount %s%s (mounts in tenants.yaml)",
+                         spec->tenant, spec->mounts[bad].host,
+                         spec->mounts[bad].write ? " read-write" : "");
+        return false;
+    }
+    return true;
 }
 
 /* Every job a dependency names must exist and be visible to the caller

@@ -384,6 +384,33 @@ static void image_reference(void **state)
     bad = "tenant: t\nname: n\ntasks: [{gpus: 1}]\nimage: reg.example/x\nimage_pull_secret: a-b\n";
     e = parse_bad(bad, strlen(bad));
     assert_true(starts_with(e.msg[0], "image_pull_secret:"));
+    /* mounts: clean absolute paths, not into the runtime's folders, with an image */
+    s = parse_ok("tenant: t\nname: n\ntasks: [{gpus: 1}]\nimage: reg.example/x\n"
+                 "mounts: [{host: /data/a, path: /data}, {host: /s, path: /s, write: true}]\n");
+    assert_int_equal(s->nmounts, 2);
+    assert_true(!s->mounts[0].write && s->mounts[1].write);
+    assert_round_trip(s);
+    ts_spec_free(s);
+    static const char *const bad_mounts[][2] = {
+        {"[{host: data, path: /d}]", "mounts[0].host:"},
+        {"[{host: /a/../etc, path: /d}]", "mounts[0].host:"},
+        {"[{host: /a, path: /proc/x}]", "mounts[0].path:"},
+        {"[{host: /a, path: /}]", "mounts[0].path:"},
+        {"[{host: /a}]", "mounts[0].path: required"},
+        {"[{host: /a, path: /d}, {host: /b, path: /d}]", "mounts[1].path:"},
+        {"[{host: /a, path: /d, write: maybe}]", "mounts[0].write:"},
+    };
+    char text[512];
+    for (size_t i = 0; i < sizeof bad_mounts / sizeof bad_mounts[0]; i++) {
+        snprintf(text, sizeof text, "tenant: t\nname: n\ntasks: [{gpus: 1}]\n"
+                 "image: reg.example/x\nmounts: %s\n", bad_mounts[i][0]);
+        e = parse_bad(text, strlen(text));
+        if (!starts_with(e.msg[0], bad_mounts[i][1]))
+            fail_msg("%s: want %s, got %s", bad_mounts[i][0], bad_mounts[i][1], e.msg[0]);
+    }
+    bad = "tenant: t\nname: n\ntasks: [{gpus: 1}]\nmounts: [{host: /a, path: /b}]\n";
+    e = parse_bad(bad, strlen(bad));
+    assert_true(starts_with(e.msg[0], "mounts: only with an image"));
 }
 
 static void dependency_error_one_line(void **state)

@@ -169,6 +169,8 @@ typedef struct bad_case {
 static const bad_case BAD[] = {
     {"allow_root not a bool", "tenants:\n  a: {allow_root: yes}  #<\n",
      "tenants.a.allow_root: must be true or false"},
+    {"mount not absolute", "tenants:\n  a:\n    mounts: [data]  #<\n",
+     "tenants.a.mounts[0]: must be an absolute path"},
     {"registries not a list", "tenants:\n  a: {registries: reg.example}  #<\n",
      "tenants.a.registries: must be a list of registry hosts"},
     {"registry bad", "tenants:\n  a:\n    registries: [reg.example, ubuntu]  #<\n",
@@ -293,6 +295,22 @@ static void test_registries(void **state)
     assert_true(ts_tenant_registry_ok(b, "localhost:5000"));
     assert_false(ts_tenant_registry_ok(b, "reg.example.com"));
     assert_true(ts_tenant_registry_ok(o, "anything.example"));
+    ts_tenants_free(ts);
+    /* mounts: a path and what is below it, read-write only where said */
+    ts = load_text("tenants:\n"
+                   "  org:\n"
+                   "    mounts: [/data, {path: /scratch/a, write: true}]\n"
+                   "    teams:\n"
+                   "      a: {}\n"
+                   "  other: {}\n");
+    a = tenant(ts, "a");
+    assert_true(ts_tenant_mount_ok(a, "/data", false));
+    assert_true(ts_tenant_mount_ok(a, "/data/x/y", false));
+    assert_false(ts_tenant_mount_ok(a, "/data/x", true));
+    assert_false(ts_tenant_mount_ok(a, "/database", false));
+    assert_false(ts_tenant_mount_ok(a, "/data/../etc", false));
+    assert_true(ts_tenant_mount_ok(a, "/scratch/a/run1", true));
+    assert_false(ts_tenant_mount_ok(tenant(ts, "other"), "/data", false));
     ts_tenants_free(ts);
 }
 

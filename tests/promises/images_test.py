@@ -21,12 +21,22 @@ from registry import Registry, TokenFront, free_port  # noqa: E402
 PORT, FRONT_PORT = free_port(), free_port()
 PULL = ["--plain-http-registries", f"127.0.0.1:{PORT},127.0.0.1:{FRONT_PORT}"]
 PULL_USER, PULL_PASS = "puller", "pull-pw-never-shown-7"
-TENANTS = """tenants:
+# host folders team-a may mount: one read-only, one read-write
+HOST_RO, HOST_RW = tempfile.mkdtemp(prefix="tessera-ro-"), tempfile.mkdtemp(prefix="tessera-rw-")
+os.chmod(HOST_RO, 0o755)
+os.chmod(HOST_RW, 0o1777)
+with open(os.path.join(HOST_RO, "in.txt"), "w") as _f:
+    _f.write("from the node's folder\n")
+os.chmod(os.path.join(HOST_RO, "in.txt"), 0o644)
+atexit.register(lambda: [shutil.rmtree(d, ignore_errors=True) for d in (HOST_RO, HOST_RW)])
+TENANTS = f"""tenants:
   org:
-    guaranteed: {gpu: {H100-80GB: 16}}
+    guaranteed: {{gpu: {{H100-80GB: 16}}}}
     teams:
-      team-a: {guaranteed: {gpu: {H100-80GB: 8}}}
-      team-b: {guaranteed: {gpu: {H100-80GB: 8}}, registries: [registry.example.com]}
+      team-a:
+        guaranteed: {{gpu: {{H100-80GB: 8}}}}
+        mounts: [{HOST_RO}, {{path: {HOST_RW}, write: true}}]
+      team-b: {{guaranteed: {{gpu: {{H100-80GB: 8}}}}, registries: [registry.example.com]}}
 """
 CLUSTER = {"nodes": [Node("r-1", "l1", args=PULL), Node("r-2", "l1", args=PULL)],
            "tenants": TENANTS}
@@ -161,3 +171,37 @@ def scenario_private_registry_with_pull_secret(c):
 
 scenario_private_registry_with_pull_secret.needs_root = True
 scenario_private_registry_with_pull_secret.needs = NEEDS
+
+
+def scenario_mounts_only_what_the_tenant_allows(c):
+    """images.md: `mounts` binds host folders into the image, read-only unless
+    `write: true`; a folder its tenant may not mount, or may not write, is refused
+    at submission (400), naming the field."""
+    r = registry()
+    ref = f"{r.host}/team/tools:1"
+    cmd = ("cat /data/in.txt; (echo x > /data/new) 2>/dev/null && echo wrote-read-only; "
+           "echo result > /out/r.txt && echo wrote-out")
+    jid = c.submit(spec("mounted", cmd, ref, mounts=[{"host": HOST_RO, "path": "/data"},
+                                                      {"host": HOST_RW, "path": "/out",
+                                                       "write": True}]))
+    j = c.wait_job(jid, "completed", 60)
+    node = next((n for n in ("r-1", "r-2") if c.output(n, jid)), "r-1")
+    out = c.output(node, jid)
+    check(bool(j), "the job with its mounts completes")
+    check("from the node's folder" in out, f"it reads the mounted folder: {out!r}")
+    check("wrote-read-only" not in out and not os.path.exists(os.path.join(HOST_RO, "new")),
+          f"and cannot write the read-only one: {out!r}")
+    check(os.path.exists(os.path.join(HOST_RW, "r.txt")), "it wrote the read-write one")
+    st, d = c.call("POST", "/v1/jobs", spec("etc", "true", ref,
+                                            mounts=[{"host": "/etc", "path": "/hostetc"}]))
+    check(st == 400 and "mounts[0].host" in str(d), f"a folder not allowed: 400 naming it: {st} {d}")
+    st, d = c.call("POST", "/v1/jobs", spec("rw", "true", ref, mounts=[
+        {"host": HOST_RO, "path": "/data", "write": True}]))
+    check(st == 400 and "mounts[0].host" in str(d), f"writing a read-only one: 400: {st} {d}")
+    st, d = c.call("POST", "/v1/jobs", spec("proc", "true", ref, mounts=[
+        {"host": HOST_RO, "path": "/proc/x"}]))
+    check(st == 400 and "mounts[0].path" in str(d), f"into /proc: 400 naming it: {st} {d}")
+
+
+scenario_mounts_only_what_the_tenant_allows.needs_root = True
+scenario_mounts_only_what_the_tenant_allows.needs = NEEDS
