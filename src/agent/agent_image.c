@@ -35,6 +35,7 @@ struct agent_pull {
     bool plain_http;
     char ca_file[512];
     char cred[1024];            /* "user:password" or "", wiped when freed */
+    char task_id[64];           /* the task that will use the image */
     long long bytes_done, bytes_total;
 };
 
@@ -51,7 +52,7 @@ static void *pull_main(void *arg)
 {
     struct agent_pull *p = arg;
     ts_pull_opts o = {.plain_http = p->plain_http, .ca_file = p->ca_file[0] ? p->ca_file : NULL,
-                      .progress = on_progress, .progress_ctx = p};
+                      .progress = on_progress, .progress_ctx = p, .use_as = p->task_id};
     char *colon = strchr(p->cred, ':');
     if (colon) {
         *colon = '\0';
@@ -70,6 +71,8 @@ static void *pull_main(void *arg)
     bool gone = p->abandoned;
     pthread_mutex_unlock(&p->mu);
     if (gone) {
+        if (rc == 0) /* its task was forgotten meanwhile */
+            ts_image_release(p->store, img.digest, p->task_id);
         pthread_mutex_destroy(&p->mu);
         free(p);
     }
@@ -101,6 +104,7 @@ static int pull_begin(ts_agent *a, local_task *lt)
     snprintf(p->ca_file, sizeof p->ca_file, "%s", a->cfg.ca_file);
     if (lt->image_cred)
         snprintf(p->cred, sizeof p->cred, "%s", lt->image_cred);
+    snprintf(p->task_id, sizeof p->task_id, "j%lld-r%d", (long long)lt->job, lt->rank);
     pthread_t th;
     pthread_attr_t at;
     pthread_attr_init(&at);
@@ -216,6 +220,8 @@ void ts_agent_image_forget(ts_agent *a, local_task *lt)
         p->abandoned = true;
         pthread_mutex_unlock(&p->mu);
         if (done) {
+            if (p->rc == 0) /* registered as its user by the pull */
+                ts_image_release(&a->images, p->img.digest, p->task_id);
             pthread_mutex_destroy(&p->mu);
             free(p);
         }

@@ -74,6 +74,10 @@ typedef struct ts_pull_opts {
     /* progress of blob downloads, may be NULL; called from the pulling thread */
     void (*progress)(void *ctx, long long done_bytes, long long total_bytes);
     void *progress_ctx;
+    /* registered as a user of the image before the store's lock is let go
+     * (ts_image_use), so no other pull evicts it before its task starts;
+     * NULL: none */
+    const char *use_as;
 } ts_pull_opts;
 
 typedef struct ts_image {

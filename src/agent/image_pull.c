@@ -526,6 +526,8 @@ int ts_image_pull(ts_image_store *st, const ts_image_ref *ref, const ts_pull_opt
     } else {
         int lk = image_store_lock(st, err);
         rc = lk < 0 ? (err ? err->code : TS_EIO) : pull_locked(st, p, out, err);
+        if (rc == 0 && p->o->use_as)
+            rc = ts_image_use(st, out->digest, p->o->use_as, err);
         image_store_unlock(lk);
         curl_easy_cleanup(p->c);
     }
