@@ -16,7 +16,8 @@
 
 #define MOUNTS_MAX 64
 #define RUNTIME_STATE_ROOT "/run/runc" /* runc's default --root, as root */
-#define RUNTIME_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define RUNTIME_DIRS "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define RUNTIME_PATH "PATH=" RUNTIME_DIRS
 
 static int find_runtime(const char *name, char *out, size_t n)
 {
@@ -24,7 +25,7 @@ static int find_runtime(const char *name, char *out, size_t n)
         snprintf(out, n, "%s", name);
         return access(out, X_OK);
     }
-    const char *path = RUNTIME_PATH + 5;
+    const char *path = RUNTIME_DIRS;
     for (const char *p = path; *p;) {
         const char *e = strchr(p, ':');
         size_t len = e ? (size_t)(e - p) : strlen(p);
