@@ -412,6 +412,15 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole,
         }
         if (st == CTLD_RANK_DONE && json_integer_value(json_object_get(tk, "exit_code")) != 0)
             st = CTLD_RANK_FAILED;
+        json_t *pull = json_object_get(tk, "image_pull");
+        if (json_is_object(pull) && st == CTLD_RANK_RUNNING) { /* its image is coming */
+            j->pull_seen_s = now;
+            j->pull_rank = rank;
+            j->pull_done = json_integer_value(json_object_get(pull, "done_bytes"));
+            j->pull_total = json_integer_value(json_object_get(pull, "total_bytes"));
+        } else if (j->pull_seen_s > 0 && j->pull_rank == rank) {
+            j->pull_seen_s = 0;
+        }
         const char *outcome = json_string_value(json_object_get(tk, "outcome"));
         if (outcome && st == CTLD_RANK_STOPPED)
             snprintf(j->stop_outcome, sizeof j->stop_outcome, "%s", outcome);

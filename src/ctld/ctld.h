@@ -187,6 +187,11 @@ typedef struct cjob {
     double idle_since_s;        /* every rank idle since; 0 = not idle */
     bool idle_warned, reaped;
     char stop_outcome[32];      /* how the last rank stopped (checkpointed, terminated, ...) */
+    /* its image is being pulled (docs/images.md): the last report saying so,
+     * its rank and its bytes; 0 = none pulling. Not stored: reports renew it */
+    double pull_seen_s;
+    int pull_rank;
+    int64_t pull_done, pull_total;
     json_t *rank_end;           /* ntasks: each rank's end as reported (job_end.c), null
                                  * until it ended; while it runs on agents */
     bool timed_out;             /* its time limit stops it (job_end.c) */

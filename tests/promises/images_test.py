@@ -18,8 +18,8 @@ from cluster import Node  # noqa: E402
 from harness import check  # noqa: E402
 from registry import Registry, TokenFront, free_port  # noqa: E402
 
-PORT, FRONT_PORT = free_port(), free_port()
-PULL = ["--plain-http-registries", f"127.0.0.1:{PORT},127.0.0.1:{FRONT_PORT}"]
+PORT, FRONT_PORT, LATE_PORT = free_port(), free_port(), free_port()
+PULL = ["--plain-http-registries", f"127.0.0.1:{PORT},127.0.0.1:{FRONT_PORT},127.0.0.1:{LATE_PORT}"]
 PULL_USER, PULL_PASS = "puller", "pull-pw-never-shown-7"
 # host folders team-a may mount: one read-only, one read-write
 HOST_RO, HOST_RW = tempfile.mkdtemp(prefix="tessera-ro-"), tempfile.mkdtemp(prefix="tessera-rw-")
@@ -205,3 +205,29 @@ def scenario_mounts_only_what_the_tenant_allows(c):
 
 scenario_mounts_only_what_the_tenant_allows.needs_root = True
 scenario_mounts_only_what_the_tenant_allows.needs = NEEDS
+
+
+def scenario_registry_down_job_waits_image_pull(c):
+    """images.md: a job whose registry is down or slow is not failed: it waits,
+    its reason `image_pull`, while the pull is tried again."""
+    registry()
+    jid = c.submit(spec("late", "cat /marker", f"127.0.0.1:{LATE_PORT}/team/late:1"))
+    j = c.wait(lambda: (c.job(jid).get("reason") == "image_pull") and c.job(jid),
+               "the job shows reason image_pull while its registry is down", 30)
+    if not j:
+        return
+    check(j.get("state") == "running" and "image_pull" in j,
+          f"started, its image coming: {j.get('state')} {j.get('image_pull')}")
+    work = tempfile.mkdtemp(prefix="tessera-late-")
+    late = Registry(work, LATE_PORT)
+    atexit.register(lambda: (late.stop(), shutil.rmtree(work, ignore_errors=True)))
+    late.push_busybox("team/late:1", "the registry came back")
+    j = c.wait_job(jid, "completed", 60)
+    check(bool(j), "once the registry is back the job runs and completes, never failed")
+    node = next((n for n in ("r-1", "r-2") if c.output(n, jid)), "r-1")
+    check("the registry came back" in c.output(node, jid), "in its image")
+    check("image_pull" not in c.job(jid), "and no longer shows a pull")
+
+
+scenario_registry_down_job_waits_image_pull.needs_root = True
+scenario_registry_down_job_waits_image_pull.needs = NEEDS
