@@ -14,8 +14,10 @@
  *
  * Ownership: every struct here is caller-allocated; strings passed in are
  * only read during the call. Nothing prints; errors come back in the ts_err
- * with the field or file and the reason. A store is used by one agent; the
- * store's lock file serialises pulls of several threads or processes.
+ * with the field or file and the reason. A store is used by one agent;
+ * pulls of several threads download side by side (each blob to a file of its
+ * own, renamed into place once verified) and the store's lock file orders
+ * their changes to the store.
  */
 #ifndef TS_AGENT_IMAGE_H
 #define TS_AGENT_IMAGE_H

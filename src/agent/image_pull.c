@@ -424,7 +424,7 @@ static bool layer_type_ok(const char *mt)
                    !strstr(mt, "foreign"));
 }
 
-static int pull_locked(ts_image_store *st, puller *p, ts_image *out, ts_err *err)
+static int pull(ts_image_store *st, puller *p, ts_image *out, ts_err *err)
 {
     const ts_image_ref *ref = p->ref;
     int rc = get_manifest(p, ref->digest[0] ? ref->digest : ref->tag, err);
@@ -449,12 +449,8 @@ static int pull_locked(ts_image_store *st, puller *p, ts_image *out, ts_err *err
     }
     char digest[TS_IMAGE_DIGEST_MAX];
     mem_digest(p->mem, p->mem_n, digest);
-    if (image_store_find(st, digest, out)) {
-        json_decref(m);
-        return 0;
-    }
-    const char *cfg, *layers[LAYERS_MAX];
-    long long cfg_size, sizes[LAYERS_MAX];
+    const char *cfg = NULL, *layers[LAYERS_MAX];
+    long long cfg_size = 0, sizes[LAYERS_MAX];
     json_t *ls = json_object_get(m, "layers");
     size_t n = json_array_size(ls);
     rc = descriptor(json_object_get(m, "config"), "config", &cfg, &cfg_size, err);
@@ -471,35 +467,63 @@ static int pull_locked(ts_image_store *st, puller *p, ts_image *out, ts_err *err
                             "gzip layer", f, json_string_value(json_object_get(l, "mediaType")));
         p->total += rc ? 0 : sizes[i];
     }
-    if (!rc && st->budget_bytes > 0 && image_store_evict_locked(st, st->budget_bytes - p->total) >
-                                           st->budget_bytes - p->total)
+    /* the store's lock is held for the store's changes only, never while the
+     * registry answers: a slow registry holds up no other pull */
+    int lk = rc ? -1 : image_store_lock(st, err);
+    if (!rc && lk < 0)
+        rc = err ? err->code : TS_EIO;
+    bool found = !rc && image_store_find(st, digest, out);
+    if (!rc && !found && st->budget_bytes > 0 &&
+        image_store_evict_locked(st, st->budget_bytes - p->total) > st->budget_bytes - p->total)
         rc = ts_err_set(err, TS_ENOSPC, "image %s: its %lld bytes of blobs do not fit the "
                         "store's budget of %lld bytes beside the images tasks use", digest,
                         p->total, st->budget_bytes);
-    if (!rc)
-        rc = fetch_blob(st, p, cfg, cfg_size, err);
+    if (!rc && found && p->o->use_as)
+        rc = ts_image_use(st, digest, p->o->use_as, err);
+    image_store_unlock(lk);
+    if (rc || found) {
+        json_decref(m);
+        return rc;
+    }
+    rc = fetch_blob(st, p, cfg, cfg_size, err);
     for (size_t i = 0; !rc && i < n; i++)
         rc = fetch_blob(st, p, layers[i], sizes[i], err);
-    if (!rc)
+    lk = rc ? -1 : image_store_lock(st, err);
+    if (!rc && lk < 0)
+        rc = err ? err->code : TS_EIO;
+    found = !rc && image_store_find(st, digest, out); /* another pull made it meanwhile */
+    for (size_t i = 0; !rc && !found && i <= n; i++) {
+        char bp[700];
+        struct stat sb;
+        const char *d = i < n ? layers[i] : cfg;
+        image_blob_path(st, d, bp, sizeof bp);
+        if (stat(bp, &sb) != 0) /* evicted by another pull since it came: fetched again */
+            rc = ts_err_set(err, TS_EIO, "blob %s: evicted while this pull ran; pulled again "
+                            "at the next try", d);
+    }
+    if (!rc && !found)
         rc = image_store_prepare(st, digest, p->mem, p->mem_n, cfg, layers, n, out, err);
     json_decref(m);
-    if (rc || st->budget_bytes <= 0)
-        return rc;
-    /* the new image stays while others go; when even alone it is too big, it goes */
-    char dir[700], mark[800];
-    image_dir(st, digest, dir, sizeof dir);
-    snprintf(mark, sizeof mark, "%s/users/" PULL_MARK, dir);
-    int fd = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-    if (fd >= 0)
-        close(fd);
-    long long left = image_store_evict_locked(st, st->budget_bytes);
-    unlink(mark);
-    if (left > st->budget_bytes) {
-        image_store_evict_locked(st, 0); /* only unused images go: this one now too */
-        return ts_err_set(err, TS_ENOSPC, "image %s: %lld bytes on disk with it, over the "
-                          "store's budget of %lld bytes", digest, left, st->budget_bytes);
+    if (!rc && !found && st->budget_bytes > 0) {
+        /* the new image stays while others go; when even alone it is too big, it goes */
+        char dir[700], mark[800];
+        image_dir(st, digest, dir, sizeof dir);
+        snprintf(mark, sizeof mark, "%s/users/" PULL_MARK, dir);
+        int fd = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            close(fd);
+        long long left = image_store_evict_locked(st, st->budget_bytes);
+        unlink(mark);
+        if (left > st->budget_bytes) {
+            image_store_evict_locked(st, 0); /* only unused images go: this one now too */
+            rc = ts_err_set(err, TS_ENOSPC, "image %s: %lld bytes on disk with it, over the "
+                            "store's budget of %lld bytes", digest, left, st->budget_bytes);
+        }
     }
-    return 0;
+    if (!rc && p->o->use_as)
+        rc = ts_image_use(st, digest, p->o->use_as, err);
+    image_store_unlock(lk);
+    return rc;
 }
 
 int ts_image_pull(ts_image_store *st, const ts_image_ref *ref, const ts_pull_opts *o,
@@ -524,11 +548,7 @@ int ts_image_pull(ts_image_store *st, const ts_image_ref *ref, const ts_pull_opt
     if (!p->c) {
         rc = ts_err_set(err, TS_ENOMEM, "curl: cannot start");
     } else {
-        int lk = image_store_lock(st, err);
-        rc = lk < 0 ? (err ? err->code : TS_EIO) : pull_locked(st, p, out, err);
-        if (rc == 0 && p->o->use_as)
-            rc = ts_image_use(st, out->digest, p->o->use_as, err);
-        image_store_unlock(lk);
+        rc = pull(st, p, out, err);
         curl_easy_cleanup(p->c);
     }
     free(mem);

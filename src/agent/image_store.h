@@ -13,8 +13,10 @@
 void image_blob_path(const ts_image_store *st, const char *digest, char *out, size_t n);
 void image_dir(const ts_image_store *st, const char *digest, char *out, size_t n);
 
-/* The store's lock (flock on <root>/lock): one pull at a time, in every
- * thread and process. Returns the fd to give to image_store_unlock, or < 0. */
+/* The store's lock (flock on <root>/lock), in every thread and process:
+ * held while the store changes (an image found, prepared or evicted, a use
+ * registered), never while a registry answers. Returns the fd to give to
+ * image_store_unlock, or < 0. */
 int image_store_lock(const ts_image_store *st, ts_err *err);
 void image_store_unlock(int fd);
 
