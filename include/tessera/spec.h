@@ -38,6 +38,13 @@ typedef struct ts_spec_errors {
     char msg[TS_SPEC_MAX_ERRORS][TS_ERR_MSG_MAX];
 } ts_spec_errors;
 
+/* A host folder bound into the job's image (docs/images.md). */
+#define TS_SPEC_MAX_MOUNTS 16
+typedef struct ts_spec_mount {
+    char host[256], path[256];          /* absolute, clean (ts_mount_path_ok) */
+    bool write;                         /* read-write; default read-only */
+} ts_spec_mount;
+
 /* One group of identical tasks (ranks in order: group 0's first). */
 typedef struct ts_task_spec {
     int count;                          /* >= 1 */
@@ -86,6 +93,12 @@ typedef struct ts_job_spec {
     int nsecrets;
     bool host_network;                  /* "network: host": the node's network, not a namespace
                                          * on the tenant's overlay (docs/network.md) */
+    char *image;                        /* NULL = a bare process; else a reference
+                                         * (tessera/image_ref.h) its tasks run in */
+    char image_secret[TS_SPEC_NAME_MAX]; /* "" = none; else the secret holding the
+                                          * registry's "user:password" (a name only) */
+    ts_spec_mount *mounts;              /* nmounts host folders bound into the image */
+    int nmounts;
 } ts_job_spec;
 
 /* Parses and validates buf (YAML or JSON, at most TS_SPEC_MAX_BYTES). On

@@ -60,6 +60,16 @@ typedef struct ts_tenant_identity {
     int64_t uid_min, uid_max;
 } ts_tenant_identity;
 
+#define TS_TENANT_REGISTRIES_BYTES 512
+#define TS_TENANT_MOUNTS_MAX 8
+#define TS_MOUNT_PATH_MAX 256
+
+/* A host folder a tenant's container tasks may mount (docs/images.md). */
+typedef struct ts_tenant_mount {
+    char path[TS_MOUNT_PATH_MAX];   /* absolute, no "." or ".." component, no trailing / */
+    bool write;                     /* may be mounted read-write */
+} ts_tenant_mount;
+
 /* Organisation plus up to three levels of teams. */
 #define TS_TENANT_MAX_DEPTH 4
 #define TS_TENANT_MAX 4096
@@ -88,7 +98,28 @@ typedef struct ts_tenant {
     /* how much of this subtree's idle guarantee others may take */
     int64_t lend_limit[TS_RES_DIMS];
     ts_tenant_identity identity;
+    /* the registries its jobs' images may come from (docs/images.md),
+     * host[:port] comma-separated; not stated: its parent's; an
+     * organisation that does not state it: any registry */
+    char registries[TS_TENANT_REGISTRIES_BYTES];
+    bool registries_set;
+    /* host folders its jobs may mount into their images; not stated: its
+     * parent's; an organisation that does not state it: none */
+    ts_tenant_mount mounts[TS_TENANT_MOUNTS_MAX];
+    int nmounts;
+    bool mounts_set;
 } ts_tenant;
+
+/* Whether a job of tenant t may use an image from host ("host[:port]"). */
+bool ts_tenant_registry_ok(const ts_tenant *t, const char *host);
+
+/* Whether a job of tenant t may mount host_path (absolute, clean: see
+ * ts_mount_path_ok) into its image, read-write when write. */
+bool ts_tenant_mount_ok(const ts_tenant *t, const char *host_path, bool write);
+
+/* An absolute path under TS_MOUNT_PATH_MAX bytes with no empty, "." or ".."
+ * component and no trailing "/" (except "/" itself). */
+bool ts_mount_path_ok(const char *p);
 
 #define TS_PRIVACY_INHERIT 0
 #define TS_PRIVACY_YES 1

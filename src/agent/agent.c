@@ -143,6 +143,15 @@ int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out
     }
     /* tasks an earlier agent left running (or that ended while none ran) */
     ts_err e;
+    /* the node's images (docs/images.md); without a store only bare tasks run */
+    char images[700];
+    snprintf(images, sizeof images, "%s/images", cfg->state_dir);
+    snprintf(a->bundles, sizeof a->bundles, "%s/bundles", cfg->state_dir);
+    mkdir(a->bundles, 0700);
+    ts_err ie;
+    a->images_ok = ts_image_store_open(&a->images, images, cfg->image_budget_bytes, &ie) == 0;
+    if (!a->images_ok)
+        snprintf(a->images_error, sizeof a->images_error, "%s", ie.msg);
     int nrec = ts_task_records(a->logs, ts_agent_adopt_one, a, &e);
     if (nrec < 0 && nrec != TS_ENOENT)
         fprintf(stderr, "tessera-agent: task records in %s: %s\n", a->logs, e.msg);
@@ -227,6 +236,7 @@ static void enforce_limits(ts_agent *a, double now)
 static void keep_time(ts_agent *a)
 {
     double now = ts_launch_now();
+    ts_agent_images_poll(a, now);
     enforce_limits(a, now);
     for (int i = 0; i < a->ntasks; i++) {
         local_task *lt = &a->tasks[i];
@@ -311,10 +321,21 @@ static json_t *report(ts_agent *a)
         json_t *o = json_pack("{s:I,s:i}", "job", (json_int_t)lt->job, "rank", lt->rank);
         if (lt->run > 0)
             json_object_set_new(o, "run", json_real(lt->run));
-        if (!lt->t) {
+        if (!lt->t && lt->waiting) {
+            /* its image is coming (agent_image.c): running, as far as the
+             * controller's placement goes, with how far the pull is */
+            json_object_set_new(o, "state", json_string("running"));
+            json_object_set_new(o, "image_pull",
+                                json_pack("{s:I,s:I,s:s}", "done_bytes",
+                                          (json_int_t)lt->pull_done_bytes, "total_bytes",
+                                          (json_int_t)lt->pull_total_bytes, "note",
+                                          lt->pull_note));
+        } else if (!lt->t) {
             json_object_set_new(o, "state", json_string("failed"));
             json_object_set_new(o, "error", json_string(start_error_text(lt)));
             json_object_set_new(o, "launch", json_true());
+            if (lt->launch_end[0])
+                json_object_set_new(o, "launch_end", json_string(lt->launch_end));
         } else {
             ts_err e;
             if (lt->st.phase != TS_TASK_EXITED) {
@@ -374,8 +395,9 @@ static void agent_task_forget(ts_agent *a, int k)
     ts_agent_ledger_remove(a, lt);
     ts_agent_secrets_remove(a, lt->job, lt->rank);
     ts_agent_step_file_remove(lt);
-    ts_task_free(lt->t);
+    ts_task_free(lt->t); /* its container, if any, is gone with it: then its image and bundle */
     ts_agent_net_end(a, lt); /* after the task: nothing of it is left in the namespace */
+    ts_agent_image_forget(a, lt);
     a->tasks[k] = a->tasks[--a->ntasks];
 }
 
@@ -435,6 +457,10 @@ static void reconcile(ts_agent *a, json_t *desired)
                                       json_number_value(json_object_get(t, "grace_s")), now,
                                       &e) == 0)
                 ts_task_poll(lt->t, now, &lt->st, &e);
+        } else if (lt && !lt->t && lt->waiting && action && strcmp(action, "stop") == 0) {
+            ts_agent_image_forget(a, lt); /* stopped before its image came: nothing ran */
+            snprintf(lt->start_error, sizeof lt->start_error,
+                     "stopped while its image was being pulled");
         } else if (lt && lt->t && action && strcmp(action, "stop") == 0 && !lt->stop_requested) {
             ts_err e;
             lt->stop_requested = true;

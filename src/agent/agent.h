@@ -54,6 +54,8 @@ typedef struct ts_agent_config {
     char cgroup_parent[512];/* "" = the agent's own cgroup */
     double lost_s;          /* TS_AGENT_LOST_S */
     char net_addr[16];      /* the node's underlay IPv4 (VXLAN source); "" = none */
+    long long image_budget_bytes;    /* the image store's disk budget, 0 = none */
+    char plain_http_registries[512]; /* "host:port,..." pulled over http, not https */
 } ts_agent_config;
 
 /* The node as the agent reports it: filled by the caller (discovery) and

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "agent/agent.h"
+#include "agent/image.h"
 
 typedef struct local_task {
     int64_t job;
@@ -47,6 +48,17 @@ typedef struct local_task {
     unsigned net_vni;      /* its tenant's VXLAN when it has a namespace of its own, else 0 */
     double run;            /* the run it belongs to (the controller's "run": the job's start
                             * time); a desired run of another number is a new task */
+    /* a task in an image (agent_image.c): waiting while the image is pulled */
+    ts_image_ref image_ref;
+    struct agent_pull *pull;    /* the pull in flight, NULL none */
+    json_t *waiting;            /* the desired task, kept until its image is there */
+    double pull_retry_at, pull_retry_s; /* the next try after a failed one, its pause */
+    long long pull_done_bytes, pull_total_bytes;
+    char pull_note[TS_ERR_MSG_MAX]; /* why the last try failed, "" none */
+    ts_image image;             /* the image it runs in, once image_ready */
+    bool image_ready;           /* a user of image (released when forgotten) */
+    char launch_end[32];        /* the end a start failure reports ("image_not_found"), "" */
+    char *image_cred;           /* the pull secret, "user:password" (malloc'd, wiped), NULL */
 } local_task;
 
 struct ts_agent {
@@ -74,6 +86,10 @@ struct ts_agent {
     bool mps_on[16];
     char *net_peers;       /* the last desired "net_peers", compact JSON; NULL none yet */
     char *net_services;    /* the same for "net_services" */
+    ts_image_store images; /* <state_dir>/images (docs/images.md) */
+    bool images_ok;
+    char images_error[TS_ERR_MSG_MAX];
+    char bundles[600];     /* <state_dir>/bundles: container tasks' OCI bundles */
 };
 
 /* agent_net.c: tenant networks (docs/network.md) */
@@ -94,6 +110,8 @@ double ts_agent_wall_now(void);
 /* Starts the task the desired state describes (t), as a new local task;
  * a start that fails is kept with its error, reported as failed. */
 void ts_agent_start_task(ts_agent *a, json_t *t);
+/* The same for lt, already counted in a->tasks (its image now there). */
+void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t);
 /* ts_task_records callback: adopts one task an earlier agent left. */
 int ts_agent_adopt_one(const char *id, void *ctx);
 /* Makes each MIG GPU hold its desired layout (a->mig_error: the first error). */
@@ -113,6 +131,17 @@ double ts_agent_step_median(const char *path, uid_t owner);
 void ts_agent_step_file_remove(const local_task *lt);
 /* Adds an ended task's last output to its report o. */
 void ts_agent_add_output(const local_task *lt, json_t *o);
+
+/* agent_image.c */
+/* True when t names an image: lt then waits for it (its pull begun), or
+ * failed at once (lt->start_error). False: a bare task, start it. */
+bool ts_agent_image_wait(ts_agent *a, local_task *lt, json_t *t);
+/* Starts the tasks whose image arrived, fails those whose image is unknown
+ * or bad, retries the pulls the registry failed. */
+void ts_agent_images_poll(ts_agent *a, double now);
+/* The task is forgotten: its pull abandoned, its image released, its
+ * bundle removed. */
+void ts_agent_image_forget(ts_agent *a, local_task *lt);
 
 /* task_secrets.c: a starting task's secrets (t["secrets"]): variables
  * appended to envj, files written to its private folder (named in envj as

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +23,8 @@
 #include "agent/tail.h"
 #include "agent/taskfile.h"
 #include "tessera/shim.h"
+
+#define TASK_MOUNTS_MAX 16 /* a job spec's mounts (TS_SPEC_MAX_MOUNTS) */
 
 static const char *str_or(const json_t *v)
 {
@@ -149,6 +152,11 @@ int ts_agent_adopt_one(const char *id, void *ctx)
     lt->limit_signal = (int)json_integer_value(json_object_get(m, "limit_signal"));
     lt->run = json_number_value(json_object_get(m, "run"));
     lt->net_vni = (unsigned)json_integer_value(json_object_get(m, "net_vni"));
+    const char *img = json_string_value(json_object_get(m, "image_digest"));
+    if (img && ts_image_digest_ok(img)) { /* still its image's user, its bundle in place */
+        snprintf(lt->image.digest, sizeof lt->image.digest, "%s", img);
+        lt->image_ready = true;
+    }
     json_decref(m);
     ts_task_poll(t, ts_launch_now(), &lt->st, &e);
     lt->stop_requested = (lt->st.phase != TS_TASK_RUNNING && lt->st.phase != TS_TASK_EXITED) ||
@@ -365,9 +373,16 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
         return;
     local_task *lt = &a->tasks[a->ntasks++];
     memset(lt, 0, sizeof *lt);
+    ts_agent_start_task_in(a, lt, t);
+}
+
+void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
+{
     lt->job = json_integer_value(json_object_get(t, "job"));
     lt->rank = (int)json_integer_value(json_object_get(t, "rank"));
     lt->run = json_number_value(json_object_get(t, "run"));
+    if (!lt->image_ready && ts_agent_image_wait(a, lt, t))
+        return; /* started by ts_agent_images_poll once its image is there */
     int mig_profile = json_is_integer(json_object_get(t, "mig_profile"))
                           ? (int)json_integer_value(json_object_get(t, "mig_profile"))
                           : -1;
@@ -561,6 +576,45 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
                             ? a->ctld_lost_s / 4
                             : 0.0,
     };
+    char bundle[700], secrets_dir[800];
+    ts_bundle_mount binds[2 + TASK_MOUNTS_MAX];
+    if (lt->image_ready) {
+        snprintf(bundle, sizeof bundle, "%s/%s", a->bundles, id);
+        spec.image = &lt->image;
+        spec.bundle_dir = bundle;
+        /* the task library's files (step times, output note) and its secret
+         * files, at the paths its environment names */
+        size_t nb = 0;
+        binds[nb++] = (ts_bundle_mount){a->steps, a->steps, true};
+        snprintf(secrets_dir, sizeof secrets_dir, "%s/secrets/j%lld-r%d", a->cfg.state_dir,
+                 (long long)lt->job, lt->rank);
+        struct stat sd;
+        if (stat(secrets_dir, &sd) == 0 && S_ISDIR(sd.st_mode))
+            binds[nb++] = (ts_bundle_mount){secrets_dir, secrets_dir, false};
+        /* the job's host folders, as its tenant may mount them (checked at submission) */
+        size_t mi;
+        json_t *mj;
+        json_array_foreach(json_object_get(t, "mounts"), mi, mj) {
+            const char *host = json_string_value(json_object_get(mj, "host"));
+            const char *in = json_string_value(json_object_get(mj, "path"));
+            if (nb == sizeof binds / sizeof binds[0] || !host || !in)
+                break;
+            struct stat hs;
+            if (!why[0] && (stat(host, &hs) != 0 || !S_ISDIR(hs.st_mode)))
+                snprintf(why, sizeof why, "mounts[%zu].host: %.300s: no such folder on this node",
+                         mi, host);
+            binds[nb++] = (ts_bundle_mount){host, in,
+                                            json_is_true(json_object_get(mj, "write"))};
+        }
+        spec.mounts = binds;
+        spec.nmounts = nb;
+        spec.workdir = workdir; /* inside the image; NULL: the image's own */
+        if (!argv || !argv[0])
+            spec.argv = NULL; /* the image's own command */
+        ts_err ue;
+        if (!why[0] && ts_image_use(&a->images, lt->image.digest, id, &ue) != 0)
+            snprintf(why, sizeof why, "%s", ue.msg);
+    }
     /* what a restarted agent needs to adopt the task (ts_task_adopt) */
     json_t *gl = json_array();
     for (int k = 0; k < lt->ngpu; k++)
@@ -583,13 +637,15 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
     spec.netns_path = ns_path[0] ? ns_path : NULL;
     if (mj)
         json_object_set_new(mj, "net_vni", json_integer(lt->net_vni));
+    if (mj && lt->image_ready) /* released when the task is forgotten */
+        json_object_set_new(mj, "image_digest", json_string(lt->image.digest));
     char *meta = mj ? json_dumps(mj, JSON_COMPACT) : NULL;
     json_decref(mj);
     spec.meta = meta;
     ts_err err;
     if (why[0]) {
         snprintf(lt->start_error, sizeof lt->start_error, "%s", why);
-    } else if (!argv || !argv[0]) {
+    } else if (!lt->image_ready && (!argv || !argv[0])) {
         snprintf(lt->start_error, sizeof lt->start_error, "command: empty");
     } else if (ts_task_start(&a->caps, &spec, &lt->t, &err) != 0) {
         snprintf(lt->start_error, sizeof lt->start_error, "%s", err.msg);

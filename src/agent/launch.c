@@ -42,6 +42,7 @@
 #include "launch.h"
 #include "launch_cgroup.h"
 #include "launch_env.h"
+#include "launch_container.h"
 #include "launch_keeper.h"
 #include "launch_record.h"
 
@@ -143,9 +144,10 @@ static int check_spec(const ts_task_spec *s, ts_err *err)
     int rc = check_id(id, err);
     if (rc)
         return rc;
-    if (s->argv == NULL || s->argv[0] == NULL || s->argv[0][0] == '\0')
+    bool bare = s->image == NULL; /* a container may run its image's command, in its workdir */
+    if (bare && (s->argv == NULL || s->argv[0] == NULL || s->argv[0][0] == '\0'))
         return ts_err_set(err, TS_EINVAL, "task %s: argv: empty command", id);
-    if (s->workdir == NULL || s->workdir[0] == '\0')
+    if (bare && (s->workdir == NULL || s->workdir[0] == '\0'))
         return ts_err_set(err, TS_EINVAL, "task %s: workdir: required", id);
     if (s->log_dir == NULL || s->log_dir[0] == '\0')
         return ts_err_set(err, TS_EINVAL, "task %s: log_dir: required", id);
@@ -349,7 +351,7 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **o
     if (rc)
         return rc;
     const char *record_dir = s->record_dir && s->record_dir[0] ? s->record_dir : s->log_dir;
-    if ((rc = check_dir(s->task_id, "workdir", s->workdir, err)) != 0 ||
+    if ((s->image == NULL && (rc = check_dir(s->task_id, "workdir", s->workdir, err)) != 0) ||
         (rc = check_dir(s->task_id, "record_dir", record_dir, err)) != 0)
         return rc;
 
@@ -357,6 +359,7 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **o
     struct ts_run_as ra = {0};
     ts_envv env = {0};
     char **argv = NULL, *body = NULL;
+    ts_container_plan *cp = NULL;
     /* in, out, err, (unused), task report r/w, keeper report r/w */
     int fds[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
     if (t == NULL)
@@ -391,25 +394,39 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **o
         goto fail;
     }
     char exe[PATH_MAX];
-    if (resolve_command(s->argv[0], ts_envv_get(&env, "PATH"), exe, sizeof exe) != 0) {
-        int e = errno; /* what a shell would say: "command not found: pyhton" */
-        if (e == ENOENT)
-            rc = ts_err_set(err, TS_ENOENT, "task %s: command not found: %s", s->task_id,
-                            s->argv[0]);
-        else
-            rc = ts_err_set(err, TS_EIO, "task %s: command %s: %s", s->task_id, s->argv[0],
-                            strerror(e));
-        goto fail;
+    if (s->image != NULL) {
+        if ((cp = malloc(sizeof *cp)) == NULL) {
+            rc = ts_err_set(err, TS_ENOMEM, "task %s: out of memory", s->task_id);
+            goto fail;
+        }
+        if ((rc = ts_container_prepare(s, &ra, (const char *const *)env.v, ack_dir, cp,
+                                       err)) != 0) {
+            free(cp);
+            cp = NULL;
+            goto fail;
+        }
+        say(exe, sizeof exe, "%s", cp->exe);
+    } else {
+        if (resolve_command(s->argv[0], ts_envv_get(&env, "PATH"), exe, sizeof exe) != 0) {
+            int e = errno; /* what a shell would say: "command not found: pyhton" */
+            if (e == ENOENT)
+                rc = ts_err_set(err, TS_ENOENT, "task %s: command not found: %s", s->task_id,
+                                s->argv[0]);
+            else
+                rc = ts_err_set(err, TS_EIO, "task %s: command %s: %s", s->task_id, s->argv[0],
+                                strerror(e));
+            goto fail;
+        }
+        size_t argc = 0;
+        while (s->argv[argc] != NULL)
+            argc++;
+        argv = calloc(argc + 1, sizeof *argv);
+        if (argv == NULL) {
+            rc = ts_err_set(err, TS_ENOMEM, "task %s: out of memory", s->task_id);
+            goto fail;
+        }
+        memcpy(argv, s->argv, argc * sizeof *argv); /* execve's prototype is not const-correct */
     }
-    size_t argc = 0;
-    while (s->argv[argc] != NULL)
-        argc++;
-    argv = calloc(argc + 1, sizeof *argv);
-    if (argv == NULL) {
-        rc = ts_err_set(err, TS_ENOMEM, "task %s: out of memory", s->task_id);
-        goto fail;
-    }
-    memcpy(argv, s->argv, argc * sizeof *argv); /* execve's prototype is not const-correct */
 
     if ((fds[1] = open_log(s->log_dir, s->task_id, "out", info->stdout_path,
                            sizeof info->stdout_path, &ra, err)) < 0 ||
@@ -463,6 +480,14 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **o
         .run_as = &ra, .workdir = s->workdir, .exe = exe, .argv = argv, .envp = env.v,
         .task_id = s->task_id, .paths = &t->paths, .record_body = body,
         .cgroup = &t->cg, .netns = netns};
+    if (cp != NULL) {
+        plan.run_as = &cp->root;
+        plan.workdir = cp->bundle;
+        plan.argv = cp->argv;
+        plan.envp = cp->envp;
+        plan.cleanup_exe = cp->exe;
+        plan.cleanup_argv = cp->cleanup_argv;
+    }
     pid_t keeper = fork();
     if (keeper < 0) {
         rc = ts_err_set(err, TS_EIO, "task %s: fork: %s", s->task_id, strerror(errno));
@@ -483,6 +508,7 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **o
         goto fail;
     t->r.phase = TS_TASK_RUNNING;
     close(fds[6]);
+    free(cp);
     free(body);
     free(argv);
     ts_envv_free(&env);
@@ -497,6 +523,9 @@ fail:
         ts_cg_kill(&t->cg); /* a task that joined before its start failed */
         ts_cg_remove(&t->cg);
     }
+    if (cp != NULL)
+        ts_bundle_remove(cp->bundle);
+    free(cp);
     free(body);
     free(argv);
     ts_envv_free(&env);

@@ -42,6 +42,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "agent/image.h"
 #include "tessera/error.h"
 
 #define TS_CHECKPOINT_GRACE_DEFAULT_S 60.0 /* job-spec default (docs/job-spec.md) */
@@ -107,6 +108,15 @@ typedef struct ts_task_spec {
     double term_grace_s;          /* SIGTERM->SIGKILL; 0: TS_TERM_GRACE_DEFAULT_S */
 
     const char *netns_path;       /* the network namespace the task joins; NULL: the agent's */
+    /* A container task (docs/images.md): with an image, argv runs inside it
+     * through the OCI runtime (argv NULL: the image's own command); workdir,
+     * user and the limits above apply inside; log_dir and ack_dir are bound
+     * into it at the same paths. */
+    const ts_image *image;        /* NULL: a bare process on the node's filesystem */
+    const char *bundle_dir;       /* with image: made here; ts_bundle_remove when done */
+    const char *runtime;          /* the OCI runtime; NULL: "runc" found on PATH */
+    const ts_bundle_mount *mounts;/* more binds into the container */
+    size_t nmounts;
 
     const char *record_dir;       /* <record_dir>/<task_id>.task and .exit; NULL: log_dir */
     const char *meta;             /* opaque, kept in the record for the caller (e.g. JSON:

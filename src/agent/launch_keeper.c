@@ -266,6 +266,17 @@ _Noreturn void ts_keeper_run(const ts_keeper_plan *p)
     /* what the task left in its group and cgroup ends with it */
     kill(-pid, SIGKILL);
     ts_cg_kill(p->cgroup);
+    /* a runtime that ended on its own removed its container; one killed did not */
+    if (p->cleanup_exe != NULL && (status == -1 || WIFSIGNALED(status))) {
+        pid_t c = fork();
+        if (c == 0) {
+            char *const no_env[] = {NULL};
+            execve(p->cleanup_exe, p->cleanup_argv, no_env);
+            _exit(KEEPER_FAILED_EXIT);
+        }
+        if (c > 0)
+            reap(c);
+    }
     if (status != -1) {
         char text[256];
         ts_sbuf eb;

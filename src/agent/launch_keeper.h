@@ -73,6 +73,11 @@ typedef struct ts_keeper_plan {
     const char *record_body;  /* ts_rec_body of the new task */
     const ts_cg_dirs *cgroup; /* the task's cgroup (n == 0: none); it joins each */
     int netns;                /* the task's network namespace, -1: the agent's */
+    /* run (and waited for) after the task was killed, before its exit file:
+     * the container runtime's delete, so no container outlives its exit file
+     * (a runtime that exits on its own has deleted its container) */
+    const char *cleanup_exe;  /* NULL: none */
+    char *const *cleanup_argv;
 } ts_keeper_plan;
 
 /* Runs in the agent's child and never returns. */

@@ -22,6 +22,7 @@
 #include "agent/agent.h"
 #include "agent/discover.h"
 #include "agent/health.h"
+#include "agent/image_cli.h"
 #include "agent/metrics.h"
 #include "agent/nvml.h"
 #include "tessera/version.h"
@@ -75,7 +76,13 @@ static void usage(FILE *f)
                "memory quota and compute share)\n"
                "                     [--net-addr IPV4]  (this node's underlay address: tasks "
                "of an isolating cluster\n"
-               "                      get a namespace on their tenant's VXLAN; docs/network.md)\n");
+               "                      get a namespace on their tenant's VXLAN; docs/network.md)\n"
+               "                     [--image-budget BYTES]  (the image store's disk budget; "
+               "default: none)\n"
+               "                     [--plain-http-registries HOST:PORT,...]  (pulled over "
+               "http, e.g. a registry on loopback)\n"
+               "       tessera-agent image-pull --store DIR [--budget BYTES] [--plain-http] "
+               "[--auth-file FILE] REFERENCE\n");
 }
 
 static int read_token(const char *path, char *out, size_t size)
@@ -94,6 +101,8 @@ static int read_token(const char *path, char *out, size_t size)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "image-pull") == 0)
+        return ts_image_cli(argc - 1, argv + 1);
     ts_agent_config cfg = {.lost_s = TS_AGENT_LOST_S};
     static ts_agent_node node;
     const char *token_file = NULL, *nvml_path = NULL, *metrics_listen = NULL;
@@ -140,6 +149,20 @@ int main(int argc, char **argv)
                 return 2;
             }
             node.mps = strcmp(v, "mps") == 0;
+        } else if (strcmp(argv[i], "--image-budget") == 0) {
+            char *end;
+            cfg.image_budget_bytes = v ? strtoll(v, &end, 10) : -1;
+            if (!v || *end || cfg.image_budget_bytes < 0) {
+                fprintf(stderr, "tessera-agent: --image-budget: bytes, 0 for none\n");
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--plain-http-registries") == 0) {
+            if (!v || strlen(v) >= sizeof cfg.plain_http_registries) {
+                fprintf(stderr, "tessera-agent: --plain-http-registries: host:port,... "
+                                "(under %zu bytes)\n", sizeof cfg.plain_http_registries);
+                return 2;
+            }
+            snprintf(cfg.plain_http_registries, sizeof cfg.plain_http_registries, "%s", v);
         } else if (strcmp(argv[i], "--shim") == 0) {
             /* absolute: tasks start in their own working directories */
             char *abs = realpath(v, NULL);

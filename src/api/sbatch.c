@@ -25,6 +25,7 @@
 #include "api/sbatch_req.h"
 #include "api/spec_scalar.h"
 #include "tessera/depend.h"
+#include "tessera/image_ref.h"
 
 #define DIRECTIVE "#SBATCH"
 #define MAX_WORDS_PER_LINE 64
@@ -38,7 +39,7 @@
 enum opt_id {
     O_NAME, O_NODES, O_NTASKS, O_NTPN, O_CPT, O_CPG, O_GPUS, O_GPN, O_GPT, O_GRES, O_MEM,
     O_MEM_CPU, O_MEM_GPU, O_TIME, O_ARRAY, O_QOS, O_ACCOUNT, O_PARTITION, O_DEPENDENCY,
-    O_SIGNAL, O_OUTPUT, O_ERROR, O_EXPORT, O_CHDIR, O_WARN, O_REFUSE
+    O_SIGNAL, O_OUTPUT, O_ERROR, O_EXPORT, O_CHDIR, O_IMAGE, O_WARN, O_REFUSE
 };
 enum { ARG_NONE, ARG_REQUIRED, ARG_OPTIONAL };
 
@@ -75,6 +76,7 @@ static const struct sopt OPTS[] = {
     {"error", 'e', O_ERROR, ARG_REQUIRED, NULL},
     {"export", 0, O_EXPORT, ARG_REQUIRED, NULL},
     {"chdir", 'D', O_CHDIR, ARG_REQUIRED, NULL},
+    {"container-image", 0, O_IMAGE, ARG_REQUIRED, NULL}, /* pyxis's spelling */
     /* safe to ignore: where and how the job runs stays the same */
     {"mail-type", 0, O_WARN, ARG_REQUIRED, "Tessera sends no mail"},
     {"mail-user", 0, O_WARN, ARG_REQUIRED, "Tessera sends no mail"},
@@ -177,6 +179,7 @@ void sbatch_req_free(struct sbatch_req *r)
     free(r->output);
     free(r->error);
     free(r->chdir);
+    free(r->image);
     free(r->export_list);
     free(r->dependency);
     memset(r, 0, sizeof *r);
@@ -389,6 +392,21 @@ static int apply(struct sbatch_req *r, const struct sopt *o, const char *v, int 
         if (why)
             sbatch_error(errs, "%s--signal: %s, got \"%s\"", where, why, v);
         return 0;
+    case O_IMAGE: {
+        /* pyxis's REGISTRY#IMAGE is REGISTRY/IMAGE; the registry is required */
+        char ref[TS_IMAGE_REF_MAX];
+        snprintf(ref, sizeof ref, "%s", v);
+        char *hash = strchr(ref, '#');
+        if (hash && !strchr(hash + 1, '#'))
+            *hash = '/';
+        ts_image_ref parsed;
+        ts_err e;
+        if (ts_image_ref_parse(ref, "--container-image", &parsed, &e) != 0) {
+            sbatch_error(errs, "%s%s", where, e.msg);
+            return 0;
+        }
+        return set_str(&r->image, ref) ? 0 : TS_ENOMEM;
+    }
     case O_OUTPUT:
     case O_ERROR:
     case O_CHDIR:

@@ -38,6 +38,7 @@ struct sbatch_req {
     int signal;                 /* 0 = not given */
     long signal_time_s;
     char *output, *error, *chdir;
+    char *image;                /* --container-image, as a reference; NULL = none */
     char *export_list;          /* NULL = not given (ALL) */
     char *dependency;           /* canonical (tessera/depend.h), NULL = not given */
 };

@@ -717,6 +717,8 @@ int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
         json_object_set_new(spec, "array_throttle", json_integer(s->array_throttle));
     if (r->dependency)
         json_object_set_new(spec, "dependency", json_string(r->dependency));
+    if (r->image) /* the script runs in it, as pyxis runs it (docs/images.md) */
+        json_object_set_new(spec, "image", json_string(r->image));
     if (in->nsecrets > 0) {
         json_t *sec = json_array();
         for (int i = 0; sec && i < in->nsecrets; i++)

@@ -30,6 +30,7 @@
 #include "api/spec_scalar.h"
 #include "api/spec_walk.h"
 #include "tessera/depend.h"
+#include "tessera/image_ref.h"
 #include "tessera/mig.h"
 #include "tessera/model.h"
 #include "tessera/tenant.h"
@@ -483,6 +484,22 @@ static void walk_workdir(spec_parser *P, const yaml_node_t *n)
     P->spec->workdir = spec_dup(P, s);
 }
 
+/* A container image (docs/images.md): kept as written, checked with the
+ * rules the agent pulls by. */
+static void walk_image(spec_parser *P, const yaml_node_t *n)
+{
+    const char *s = spec_text(P, n, "image");
+    if (!s)
+        return;
+    ts_image_ref ref;
+    ts_err e;
+    if (ts_image_ref_parse(s, "image", &ref, &e) != 0) {
+        spec_fail(P, "image", "%s", e.msg + strlen("image: "));
+        return;
+    }
+    P->spec->image = spec_dup(P, s);
+}
+
 /* Kept as its canonical text: what ts_dep_format writes of the parse. */
 static void walk_dependency(spec_parser *P, const yaml_node_t *n)
 {
@@ -505,12 +522,13 @@ static void walk_dependency(spec_parser *P, const yaml_node_t *n)
 enum {
     K_TENANT, K_NAME, K_TIER, K_PRIORITY, K_TASKS, K_TOPOLOGY, K_TIME_LIMIT, K_DURATION,
     K_CHECKPOINT, K_IDLE, K_COMMAND, K_ENV, K_WORKDIR, K_ARRAY, K_DEPENDENCY, K_THROTTLE,
-    K_SECRETS, K_NETWORK, K_N
+    K_SECRETS, K_NETWORK, K_IMAGE, K_PULL_SECRET, K_MOUNTS, K_N
 };
 static const char *const TOP_KEYS[K_N] = {
     "tenant",   "name",       "tier", "priority_class", "tasks", "topology", "time_limit",
     "duration", "checkpoint", "idle", "command",        "env",   "workdir",  "array_size",
-    "dependency", "array_throttle", "secrets", "network"};
+    "dependency", "array_throttle", "secrets", "network", "image", "image_pull_secret",
+    "mounts"};
 
 static void walk_top(spec_parser *P, const yaml_node_t *root)
 {
@@ -566,6 +584,25 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
             spec->host_network = strcmp(s, "host") == 0;
         else if (s)
             spec_fail_got(P, v[K_NETWORK], "network", "host or tenant");
+    }
+    if (v[K_IMAGE])
+        walk_image(P, v[K_IMAGE]);
+    if (v[K_MOUNTS]) {
+        if (!v[K_IMAGE])
+            spec_fail(P, "mounts", "only with an image");
+        else
+            spec_walk_mounts(P, v[K_MOUNTS]);
+    }
+    if (v[K_PULL_SECRET]) {
+        /* a secret of the secret store holding "user:password" for the registry */
+        const char *s = spec_text(P, v[K_PULL_SECRET], "image_pull_secret");
+        if (s && (!ts_spec_env_name_ok(s) || strlen(s) >= TS_SPEC_NAME_MAX))
+            spec_fail_got(P, v[K_PULL_SECRET], "image_pull_secret",
+                          "a secret's name (A-Z a-z 0-9 _, not starting with a digit, under 64)");
+        else if (s && !v[K_IMAGE])
+            spec_fail(P, "image_pull_secret", "only with an image");
+        else if (s)
+            snprintf(spec->image_secret, sizeof spec->image_secret, "%s", s);
     }
     int64_t x;
     if (v[K_ARRAY] && spec_int(P, v[K_ARRAY], "array_size", 1, TS_SPEC_MAX_ARRAY, &x))
@@ -716,6 +753,8 @@ void ts_spec_free(ts_job_spec *spec)
         free(spec->env[i]);
     free(spec->env);
     free(spec->workdir);
+    free(spec->image);
+    free(spec->mounts);
     free(spec->dependency);
     free(spec->secrets);
     free(spec);

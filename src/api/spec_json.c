@@ -134,6 +134,17 @@ static json_t *spec_json(const ts_job_spec *s, bool *ok)
                                                       : json_null(), ok);
     if (s->host_network) /* left out unless host: older specs stay byte for byte */
         put(root, "network", json_string("host"), ok);
+    if (s->image) /* left out when none, as secrets are */
+        put(root, "image", json_string(s->image), ok);
+    if (s->image_secret[0])
+        put(root, "image_pull_secret", json_string(s->image_secret), ok);
+    if (s->nmounts > 0) {
+        json_t *ms = json_array();
+        for (int i = 0; ms && i < s->nmounts; i++)
+            append(ms, json_pack("{s:s,s:s,s:b}", "host", s->mounts[i].host, "path",
+                                 s->mounts[i].path, "write", s->mounts[i].write), ok);
+        put(root, "mounts", ms, ok);
+    }
     if (s->nsecrets > 0) { /* left out when none: older specs stay byte for byte */
         json_t *sec = json_array();
         for (int i = 0; sec && i < s->nsecrets; i++)

@@ -79,5 +79,7 @@ bool spec_bool(spec_parser *P, const yaml_node_t *n, const char *path, bool *out
 bool spec_duration(spec_parser *P, const yaml_node_t *n, const char *path, double *out);
 /* The top-level secrets: list (spec_secrets.c). */
 void spec_walk_secrets(spec_parser *P, const yaml_node_t *seq);
+/* The top-level mounts: list (spec_mounts.c). */
+void spec_walk_mounts(spec_parser *P, const yaml_node_t *seq);
 
 #endif

@@ -159,7 +159,7 @@ static json_t *task_json(const ctld *c, const cjob *j, int rank)
     for (int r = 0; r < rank; r++)
         local += j->allocs[r].node == a->node;
     bool stop = j->row.state == TS_JOB_STOPPING;
-    return json_pack(
+    json_t *o = json_pack(
         "{s:I,s:i,s:s,s:s,s:o,s:i,s:I,s:I,s:i,s:i,s:o,s:o,s:o,s:s,s:i,s:i,s:s,s:s,s:i,s:f,s:f}",
         "job", (json_int_t)j->row.id, "rank", rank, "name", j->row.name, "action",
         stop ? "stop" : "run", "gpus", gpus, "gpu_milli", a->gpu_milli, "cpu_milli",
@@ -171,6 +171,17 @@ static json_t *task_json(const ctld *c, const cjob *j, int rank)
         MASTER_PORT_BASE + (int)(j->row.id % MASTER_PORT_SPAN), "grace_s",
         j->sj.ckpt_grace_s >= 0 ? j->sj.ckpt_grace_s : c->cfg.sched.default_grace_s, "run",
         j->row.start_s);
+    if (o && sp->image) /* the agent runs the task in it (docs/images.md) */
+        json_object_set_new(o, "image", json_string(sp->image));
+    if (o && sp->nmounts > 0) {
+        json_t *ms = json_array();
+        for (int i = 0; i < sp->nmounts; i++)
+            json_array_append_new(ms, json_pack("{s:s,s:s,s:b}", "host", sp->mounts[i].host,
+                                                "path", sp->mounts[i].path, "write",
+                                                sp->mounts[i].write));
+        json_object_set_new(o, "mounts", ms);
+    }
+    return o;
 }
 
 /* For a job from a Slurm batch script (its env has SLURM_JOB_NAME): its
@@ -252,6 +263,9 @@ static void task_extras(const ctld *c, const cjob *j, json_t *t)
     if (j->spec->nsecrets > 0 && j->row.state == TS_JOB_RUNNING &&
         (!j->rank_state || j->rank_state[rank] == CTLD_RANK_PENDING))
         ctld_task_secrets(c, j, t);
+    if (j->spec->image_secret[0] && j->row.state == TS_JOB_RUNNING &&
+        (!j->rank_state || j->rank_state[rank] == CTLD_RANK_PENDING))
+        ctld_task_image_secret(c, j, t);
     const ts_alloc *al = &j->allocs[rank];
     if (al->gpu_mem_mib > 0)
         json_object_set_new(t, "gpu_memory_mib", json_integer(al->gpu_mem_mib));
@@ -407,6 +421,15 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole,
         }
         if (st == CTLD_RANK_DONE && json_integer_value(json_object_get(tk, "exit_code")) != 0)
             st = CTLD_RANK_FAILED;
+        json_t *pull = json_object_get(tk, "image_pull");
+        if (json_is_object(pull) && st == CTLD_RANK_RUNNING) { /* its image is coming */
+            j->pull_seen_s = now;
+            j->pull_rank = rank;
+            j->pull_done = json_integer_value(json_object_get(pull, "done_bytes"));
+            j->pull_total = json_integer_value(json_object_get(pull, "total_bytes"));
+        } else if (j->pull_seen_s > 0 && j->pull_rank == rank) {
+            j->pull_seen_s = 0;
+        }
         const char *outcome = json_string_value(json_object_get(tk, "outcome"));
         if (outcome && st == CTLD_RANK_STOPPED)
             snprintf(j->stop_outcome, sizeof j->stop_outcome, "%s", outcome);
@@ -415,7 +438,8 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole,
         undo[nundo++] =
             (rank_undo){.job = id, .gen = j->row.gen, .rank = rank, .was = j->rank_state[rank]};
         j->rank_state[rank] = (uint8_t)st;
-        started_secret |= j->spec->nsecrets > 0; /* its document drops the values */
+        /* its document drops the values */
+        started_secret |= j->spec->nsecrets > 0 || j->spec->image_secret[0];
         json_t *outj = json_object_get(tk, "output");
         for (int k = 0; rc == 0 && st != CTLD_RANK_RUNNING && k < 2; k++) {
             /* the last of its output, kept with the job's events */

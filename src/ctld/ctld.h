@@ -217,6 +217,11 @@ typedef struct cjob {
     double idle_since_s;        /* every rank idle since; 0 = not idle */
     bool idle_warned, reaped;
     char stop_outcome[32];      /* how the last rank stopped (checkpointed, terminated, ...) */
+    /* its image is being pulled (docs/images.md): the last report saying so,
+     * its rank and its bytes; 0 = none pulling. Not stored: reports renew it */
+    double pull_seen_s;
+    int pull_rank;
+    int64_t pull_done, pull_total;
     json_t *rank_end;           /* ntasks: each rank's end as reported (job_end.c), null
                                  * until it ended; while it runs on agents */
     bool timed_out;             /* its time limit stops it (job_end.c) */
@@ -678,6 +683,8 @@ bool ctld_event_is_content(const char *kind);
 void ctld_secrets_route(ctld *c, const ctld_request *rq, ctld_reply *r);
 bool ctld_spec_secrets_ok(ctld *c, const ctld_caller *w, const ts_job_spec *spec, ctld_reply *r);
 void ctld_task_secrets(const ctld *c, const cjob *j, json_t *t);
+/* The job's image_pull_secret's value as t's image_credentials (docs/images.md). */
+void ctld_task_image_secret(const ctld *c, const cjob *j, json_t *t);
 json_t *ctld_render_node(const ctld *c, int node);
 
 /* The read view (view.c). init at open (-1: out of memory), fini at close;

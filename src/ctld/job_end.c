@@ -111,8 +111,11 @@ static json_t *rank_end_json(const ctld *c, const cjob *j, int rank, const json_
                  "cgroup; memory_mib %lld)", (long long)ooms, ooms == 1 ? "" : "s",
                  (long long)j->allocs[rank].mem_mib);
     } else if (error) {
+        const char *le = json_string_value(json_object_get(rep, "launch_end"));
         end = json_is_true(json_object_get(rep, "launch")) ? "launch" : "lost";
-        snprintf(reason, sizeof reason, "%s%s", strcmp(end, "launch") == 0 ? "could not start: "
+        if (le && strcmp(le, "image_not_found") == 0) /* its registry does not know it */
+            end = "image_not_found";
+        snprintf(reason, sizeof reason, "%s%s", strcmp(end, "lost") != 0 ? "could not start: "
                  : "", error);
     } else if (state && strcmp(state, "stopped") == 0) {
         end = "stopped";

@@ -62,10 +62,10 @@ static json_t *job_schemas(void)
 {
     json_t *nint = json_pack("{s:s,s:b}", "type", "integer", "nullable", 1);
     json_t *rank = json_pack(
-        "{s:s,s:{s:{s:s},s:{s:s},s:{s:s,s:[sssssss]},s:O,s:O,s:{s:s},s:{s:s}}}", "type",
+        "{s:s,s:{s:{s:s},s:{s:s},s:{s:s,s:[ssssssss]},s:O,s:O,s:{s:s},s:{s:s}}}", "type",
         "object", "properties", "rank", "type", "integer", "node", "type", "string", "end",
         "type", "string", "enum", "exited", "signal", "oom", "timeout", "launch", "stopped",
-        "lost", "exit_code", nint, "signal", nint, "oom_kills", "type", "integer", "reason",
+        "lost", "image_not_found", "exit_code", nint, "signal", nint, "oom_kills", "type", "integer", "reason",
         "type", "string");
     json_t *job = json_pack(
         "{s:s,s:{s:{s:s,s:[ssssssss]},s:{s:s,s:b},s:{s:s,s:b},s:O,s:O,s:{s:s,s:b,s:o}}}",

@@ -128,6 +128,15 @@ json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active
                                                            "uid", (json_int_t)row->run_uid)
                                                : json_null());
         json_object_set_new(doc, "gpus_text", gpus_text(spec, row->gpu_model));
+        if (active && active->pull_seen_s > 0 && live->state == TS_JOB_RUNNING) {
+            /* started, its image still coming to a node (docs/images.md) */
+            json_object_set_new(doc, "image_pull",
+                                json_pack("{s:i,s:I,s:I}", "rank", active->pull_rank,
+                                          "done_bytes", (json_int_t)active->pull_done,
+                                          "total_bytes", (json_int_t)active->pull_total));
+            if (!live->reason[0])
+                json_object_set_new(doc, "reason", json_string("image_pull"));
+        }
         ctld_render_queue(c, active, doc);
     }
     return doc;

@@ -21,6 +21,7 @@
 #include "ctld/events.h"
 #include "ctld/input.h"
 #include "tessera/depend.h"
+#include "tessera/image_ref.h"
 
 #define LIST_LIMIT_DEFAULT 100
 #define LIST_LIMIT_MAX 1000
@@ -134,6 +135,47 @@ static bool idem_same(ctld *c, const int64_t *ids, int n, const char *json)
     }
     free(mine);
     return same;
+}
+
+/* An image from a registry its tenant may not use (registries in
+ * tenants.yaml, docs/images.md): 400 naming the field. */
+static bool image_ok(ctld *c, const ts_job_spec *spec, ctld_reply *r)
+{
+    if (!spec->image)
+        return true;
+    ts_image_ref ref;
+    if (ts_image_ref_parse(spec->image, "image", &ref, NULL) != 0)
+        return true; /* the spec's parse refused it already */
+    char allowed[TS_TENANT_REGISTRIES_BYTES] = "";
+    ctld_lock_reader(c);
+    int k = ts_tenant_find(c->tenants, spec->tenant);
+    bool ok = k < 0 || ts_tenant_registry_ok(&c->tenants->t[k], ref.host);
+    if (!ok)
+        snprintf(allowed, sizeof allowed, "%s", c->tenants->t[k].registries);
+    pthread_mutex_unlock(&c->mu);
+    if (!ok) {
+        ctld_field_error(r, "image", "tenant \"%s\" may use images from %s only (registries "
+                         "in tenants.yaml), not from %s", spec->tenant,
+                         allowed[0] ? allowed : "no registry", ref.host);
+        return false;
+    }
+    /* host folders: each under one the tenant may mount (mounts in tenants.yaml) */
+    int bad = -1;
+    ctld_lock_reader(c);
+    k = ts_tenant_find(c->tenants, spec->tenant);
+    for (int i = 0; k >= 0 && bad < 0 && i < spec->nmounts; i++)
+        if (!ts_tenant_mount_ok(&c->tenants->t[k], spec->mounts[i].host, spec->mounts[i].write))
+            bad = i;
+    pthread_mutex_unlock(&c->mu);
+    if (bad >= 0) {
+        char path[40];
+        snprintf(path, sizeof path, "mounts[%d].host", bad);
+        ctld_field_error(r, path, "tenant \"%s\" may not mount %s%s (mounts in tenants.yaml)",
+                         spec->tenant, spec->mounts[bad].host,
+                         spec->mounts[bad].write ? " read-write" : "");
+        return false;
+    }
+    return true;
 }
 
 /* Every job a dependency names must exist and be visible to the caller
@@ -279,7 +321,8 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
         ts_spec_free(spec);
         return;
     }
-    if (!dependency_ok(c, w, spec, r) || !ctld_spec_secrets_ok(c, w, spec, r)) {
+    if (!dependency_ok(c, w, spec, r) || !ctld_spec_secrets_ok(c, w, spec, r) ||
+        !image_ok(c, spec, r)) {
         ts_spec_free(spec);
         return;
     }

@@ -231,6 +231,13 @@ void ctld_secrets_route(ctld *c, const ctld_request *rq, ctld_reply *r)
 
 bool ctld_spec_secrets_ok(ctld *c, const ctld_caller *w, const ts_job_spec *spec, ctld_reply *r)
 {
+    if (spec->image_secret[0] &&
+        !ctld_secrets_exists(c->secrets, spec->tenant, w->name, spec->image_secret)) {
+        ctld_field_error(r, "image_pull_secret", "no secret \"%s\" of user \"%s\" or tenant "
+                         "\"%s\" (tessera secrets set %s)", spec->image_secret, w->name,
+                         spec->tenant, spec->image_secret);
+        return false;
+    }
     for (int i = 0; i < spec->nsecrets; i++)
         if (!ctld_secrets_exists(c->secrets, spec->tenant, w->name, spec->secrets[i].name)) {
             char path[32];
@@ -241,6 +248,20 @@ bool ctld_spec_secrets_ok(ctld *c, const ctld_caller *w, const ts_job_spec *spec
             return false;
         }
     return true;
+}
+
+void ctld_task_image_secret(const ctld *c, const cjob *j, json_t *t)
+{
+    char *v = NULL;
+    size_t len = 0;
+    ts_err err;
+    if (ctld_secrets_reveal(c->secrets, j->row.tenant, j->row.owner, j->spec->image_secret, &v,
+                            &len, &err) != 0) {
+        json_object_set_new(t, "secrets_error", json_string(err.msg)); /* names, no value */
+        return;
+    }
+    json_object_set_new(t, "image_credentials", json_stringn(v, len));
+    ctld_secret_free(v, len);
 }
 
 void ctld_task_secrets(const ctld *c, const cjob *j, json_t *t)

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "model/yaml_doc.h"
+#include "tessera/image_ref.h"
 
 #define TYAML_PATH_MAX 320 /* organisation + three team levels of 63-character names */
 #define TYAML_UNLIMITED "unlimited"
@@ -224,6 +225,84 @@ static int load_identity(const tloader *L, const yaml_node_t *root, const yaml_n
     return 0;
 }
 
+/* registries: [host[:port], ...] (docs/images.md). */
+static int load_registries(const tloader *L, const yaml_node_t *seq, const char *path,
+                           ts_tenant *t)
+{
+    char sub[TYAML_PATH_MAX + 32];
+    if (seq->type != YAML_SEQUENCE_NODE)
+        return ts_yaml_fail_got(&L->y, seq, path, "a list of registry hosts (host[:port])");
+    size_t used = 0;
+    int i = 0;
+    for (yaml_node_item_t *it = seq->data.sequence.items.start;
+         it < seq->data.sequence.items.top; it++, i++) {
+        yaml_node_t *n = ts_yaml_node(&L->y, *it);
+        const char *s = ts_yaml_scalar(n);
+        ts_yaml_pathf(sub, sizeof sub, "%s[%d]", path, i);
+        char probe[300];
+        ts_image_ref ref;
+        if (!s || strlen(s) > 255 || (snprintf(probe, sizeof probe, "%s/x", s),
+                                      ts_image_ref_parse(probe, "", &ref, NULL) != 0) ||
+            strcmp(ref.host, s) != 0)
+            return ts_yaml_fail_got(&L->y, n, sub, "a registry host[:port] (a name with a dot, "
+                                    "a port, or localhost)");
+        int k = snprintf(t->registries + used, sizeof t->registries - used, "%s%s",
+                         used ? "," : "", s);
+        if (k < 0 || (size_t)k >= sizeof t->registries - used)
+            return ts_yaml_fail(&L->y, n, TS_EINVAL, "%s: the list is longer than %d "
+                                "characters in all", path, TS_TENANT_REGISTRIES_BYTES - 1);
+        used += (size_t)k;
+    }
+    t->registries_set = true;
+    return 0;
+}
+
+/* mounts: [PATH | {path: PATH, write: BOOL}] (docs/images.md). */
+static int load_mounts(const tloader *L, const yaml_node_t *seq, const char *path, ts_tenant *t)
+{
+    char sub[TYAML_PATH_MAX + 32];
+    if (seq->type != YAML_SEQUENCE_NODE)
+        return ts_yaml_fail_got(&L->y, seq, path, "a list of host folders");
+    int i = 0;
+    for (yaml_node_item_t *it = seq->data.sequence.items.start;
+         it < seq->data.sequence.items.top; it++, i++) {
+        yaml_node_t *n = ts_yaml_node(&L->y, *it);
+        ts_yaml_pathf(sub, sizeof sub, "%s[%d]", path, i);
+        if (i == TS_TENANT_MOUNTS_MAX)
+            return ts_yaml_fail(&L->y, n, TS_EINVAL, "%s: more than %d folders", path,
+                                TS_TENANT_MOUNTS_MAX);
+        const yaml_node_t *pn = n, *wn = NULL;
+        if (n->type == YAML_MAPPING_NODE) {
+            static const char *const keys[] = {"path", "write"};
+            yaml_node_t *v[2];
+            int rc = ts_yaml_map_fields(&L->y, n, sub, keys, 2, v);
+            if (rc < 0)
+                return rc;
+            if (!v[0])
+                return ts_yaml_fail(&L->y, n, TS_EINVAL, "%s.path: required", sub);
+            pn = v[0];
+            wn = v[1];
+            ts_yaml_pathf(sub, sizeof sub, "%s[%d].path", path, i);
+        }
+        const char *p = ts_yaml_scalar(pn);
+        if (!p || !ts_mount_path_ok(p))
+            return ts_yaml_fail_got(&L->y, pn, sub, "an absolute path without . or .. "
+                                    "components, under 256 bytes");
+        ts_tenant_mount *m = &t->mounts[i];
+        snprintf(m->path, sizeof m->path, "%s", p);
+        if (wn) {
+            const char *w = ts_yaml_scalar(wn);
+            ts_yaml_pathf(sub, sizeof sub, "%s[%d].write", path, i);
+            if (!w || (strcmp(w, "true") != 0 && strcmp(w, "false") != 0))
+                return ts_yaml_fail_got(&L->y, wn, sub, "true or false");
+            m->write = strcmp(w, "true") == 0;
+        }
+    }
+    t->nmounts = i;
+    t->mounts_set = true;
+    return 0;
+}
+
 /* ---- the tree ------------------------------------------------------------------ */
 
 static int record_line(tloader *L, int idx, int line)
@@ -272,11 +351,12 @@ static int load_tenant(tloader *L, const yaml_node_t *kn, const yaml_node_t *map
                        const char *path, const char *parent)
 {
     enum { K_WEIGHT, K_GUAR, K_BORROW, K_LEND, K_TEAMS, K_ORDER, K_ROOT, K_USERS, K_UIDS,
-           K_PRIVACY, K_HOSTNET, K_N };
+           K_PRIVACY, K_HOSTNET, K_REGISTRIES, K_MOUNTS, K_N };
     static const char *const keys[K_N] = {"weight",     "guaranteed", "borrow_limit",
                                           "lend_limit", "teams",      "order",
                                           "allow_root", "unix_users", "uid_range",
-                                          "privacy",    "allow_host_network"};
+                                          "privacy",    "allow_host_network",
+                                          "registries", "mounts"};
     char tpath[TYAML_PATH_MAX], sub[TYAML_PATH_MAX + 16];
     const char *name = ts_yaml_scalar(kn);
     if (!name || !ts_yaml_name_ok(name, TS_NAME_MAX)) {
@@ -335,6 +415,12 @@ static int load_tenant(tloader *L, const yaml_node_t *kn, const yaml_node_t *map
         L->ts->t[t].identity.allow_host_network = strcmp(s, "true") == 0;
         L->ts->t[t].identity.allow_host_network_set = true;
     }
+    ts_yaml_pathf(sub, sizeof sub, "%s.registries", tpath);
+    if (v[K_REGISTRIES] && (rc = load_registries(L, v[K_REGISTRIES], sub, &L->ts->t[t])) < 0)
+        return rc;
+    ts_yaml_pathf(sub, sizeof sub, "%s.mounts", tpath);
+    if (v[K_MOUNTS] && (rc = load_mounts(L, v[K_MOUNTS], sub, &L->ts->t[t])) < 0)
+        return rc;
     int64_t guar[TS_RES_DIMS], borrow[TS_RES_DIMS], lend[TS_RES_DIMS];
     memcpy(guar, L->ts->t[t].guaranteed, sizeof guar);
     memcpy(borrow, L->ts->t[t].borrow_limit, sizeof borrow);
@@ -422,6 +508,16 @@ static int load_document(void *ctx)
             t->identity.allow_root = L->ts->t[t->parent].identity.allow_root;
         if (!t->identity.allow_host_network_set && t->parent >= 0)
             t->identity.allow_host_network = L->ts->t[t->parent].identity.allow_host_network;
+        const ts_tenant *up = t->parent >= 0 ? &L->ts->t[t->parent] : NULL;
+        if (!t->mounts_set && up && up->mounts_set) {
+            memcpy(t->mounts, up->mounts, sizeof t->mounts);
+            t->nmounts = up->nmounts;
+            t->mounts_set = true;
+        }
+        if (!t->registries_set && t->parent >= 0 && L->ts->t[t->parent].registries_set) {
+            memcpy(t->registries, L->ts->t[t->parent].registries, sizeof t->registries);
+            t->registries_set = true;
+        }
     }
     if ((rc = ts_tenants_validate(L->ts, L->y.err)) < 0) {
         int at = overfull_parent(L->ts);

@@ -248,3 +248,53 @@ bool ts_unix_name_ok(const char *s)
     }
     return n > 0;
 }
+
+bool ts_tenant_registry_ok(const ts_tenant *t, const char *host)
+{
+    if (!t->registries_set)
+        return true; /* not restricted */
+    size_t n = strlen(host);
+    for (const char *s = t->registries; *s;) {
+        const char *e = strchr(s, ',');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        if (len == n && strncmp(s, host, n) == 0)
+            return true;
+        s += len + (e ? 1 : 0);
+    }
+    return false;
+}
+
+bool ts_mount_path_ok(const char *p)
+{
+    size_t n = p ? strlen(p) : 0;
+    if (n == 0 || p[0] != '/' || n >= TS_MOUNT_PATH_MAX)
+        return false;
+    if (n == 1)
+        return true;
+    if (p[n - 1] == '/')
+        return false;
+    for (const char *c = p + 1;;) {
+        const char *e = strchr(c, '/');
+        size_t len = e ? (size_t)(e - c) : strlen(c);
+        if (len == 0 || (len == 1 && c[0] == '.') || (len == 2 && c[0] == '.' && c[1] == '.'))
+            return false;
+        if (!e)
+            return true;
+        c = e + 1;
+    }
+}
+
+bool ts_tenant_mount_ok(const ts_tenant *t, const char *host_path, bool write)
+{
+    if (!ts_mount_path_ok(host_path))
+        return false;
+    for (int i = 0; i < t->nmounts; i++) {
+        const char *a = t->mounts[i].path;
+        size_t n = strlen(a);
+        bool under = strcmp(a, "/") == 0 ||
+                     (strncmp(host_path, a, n) == 0 && (host_path[n] == '\0' || host_path[n] == '/'));
+        if (under && (!write || t->mounts[i].write))
+            return true;
+    }
+    return false;
+}

@@ -59,6 +59,14 @@ static inline bool ts_test_spec_equal(const ts_job_spec *a, const ts_job_spec *b
     for (int i = 0; i < a->nenv; i++)
         SPEC_DIFF(strcmp(a->env[i], b->env[i]) == 0, "env[]");
     SPEC_DIFF(ts_test_str_eq(a->workdir, b->workdir), "workdir");
+    SPEC_DIFF(ts_test_str_eq(a->image, b->image), "image");
+    SPEC_DIFF(strcmp(a->image_secret, b->image_secret) == 0, "image_pull_secret");
+    SPEC_DIFF(a->nmounts == b->nmounts, "mounts");
+    for (int i = 0; i < a->nmounts; i++)
+        SPEC_DIFF(strcmp(a->mounts[i].host, b->mounts[i].host) == 0 &&
+                      strcmp(a->mounts[i].path, b->mounts[i].path) == 0 &&
+                      a->mounts[i].write == b->mounts[i].write,
+                  "mounts[i]");
     SPEC_DIFF(a->array_size == b->array_size, "array_size");
     SPEC_DIFF(a->array_throttle == b->array_throttle, "array_throttle");
     SPEC_DIFF(ts_test_str_eq(a->dependency, b->dependency), "dependency");

@@ -338,6 +338,24 @@ static void test_overrides_and_groups(void **state)
     expect_error("", two, 2, "--mem-per-gpu: give one of --mem");
 }
 
+/* pyxis's --container-image: the job's image (docs/images.md), its REGISTRY#IMAGE
+ * form read as REGISTRY/IMAGE; a reference without a registry is an error */
+static void test_container_image(void **state)
+{
+    (void)state;
+    ts_sbatch *sb = NULL;
+    ts_spec_errors errs;
+    assert_int_equal(parse_lines("#SBATCH --container-image=reg.example:5000#team/torch:2\n",
+                                 NULL, 0, &sb, &errs), 0);
+    json_t *spec = json_loads(sb->spec_json, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(spec, "image")),
+                        "reg.example:5000/team/torch:2");
+    json_decref(spec);
+    ts_sbatch_free(sb);
+    expect_error("#SBATCH --container-image=ubuntu:22.04\n", NULL, 0,
+                 "t.sh:2: --container-image: must name the registry");
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -437,6 +455,7 @@ int main(void)
         cmocka_unit_test(test_corpus),       cmocka_unit_test(test_time_formats),
         cmocka_unit_test(test_arrays),       cmocka_unit_test(test_overrides_and_groups),
         cmocka_unit_test(test_refusals),     cmocka_unit_test(test_map),
+        cmocka_unit_test(test_container_image),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

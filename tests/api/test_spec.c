@@ -349,6 +349,70 @@ static void array_throttle(void **state)
     ts_spec_free(s);
 }
 
+/* image: a reference the agent can pull, kept as written; errors name the field */
+static void image_reference(void **state)
+{
+    (void)state;
+    ts_job_spec *s = parse_ok("tenant: t\nname: n\ntasks: [{gpus: 1}]\n"
+                              "image: reg.example:5000/team/torch:2.3\n");
+    assert_string_equal(s->image, "reg.example:5000/team/torch:2.3");
+    char *json = ts_spec_to_json(s);
+    assert_non_null(strstr(json, "\"image\":\"reg.example:5000/team/torch:2.3\""));
+    free(json);
+    assert_round_trip(s);
+    ts_spec_free(s);
+    s = parse_ok("tenant: t\nname: n\ntasks: [{gpus: 1}]\n");
+    json = ts_spec_to_json(s);
+    assert_null(strstr(json, "image")); /* older specs stay byte for byte */
+    free(json);
+    ts_spec_free(s);
+    const char *bad = "tenant: t\nname: n\ntasks: [{gpus: 1}]\nimage: ubuntu\n";
+    ts_spec_errors e = parse_bad(bad, strlen(bad));
+    assert_true(starts_with(e.msg[0], "image: must name the registry"));
+    bad = "tenant: t\nname: n\ntasks: [{gpus: 1}]\nimage: [a]\n";
+    e = parse_bad(bad, strlen(bad));
+    assert_true(starts_with(e.msg[0], "image:"));
+    /* its pull secret: a name, with an image only */
+    s = parse_ok("tenant: t\nname: n\ntasks: [{gpus: 1}]\nimage: reg.example/x\n"
+                 "image_pull_secret: REG_PULL\n");
+    assert_string_equal(s->image_secret, "REG_PULL");
+    assert_round_trip(s);
+    ts_spec_free(s);
+    bad = "tenant: t\nname: n\ntasks: [{gpus: 1}]\nimage_pull_secret: REG\n";
+    e = parse_bad(bad, strlen(bad));
+    assert_true(starts_with(e.msg[0], "image_pull_secret: only with an image"));
+    bad = "tenant: t\nname: n\ntasks: [{gpus: 1}]\nimage: reg.example/x\nimage_pull_secret: a-b\n";
+    e = parse_bad(bad, strlen(bad));
+    assert_true(starts_with(e.msg[0], "image_pull_secret:"));
+    /* mounts: clean absolute paths, not into the runtime's folders, with an image */
+    s = parse_ok("tenant: t\nname: n\ntasks: [{gpus: 1}]\nimage: reg.example/x\n"
+                 "mounts: [{host: /data/a, path: /data}, {host: /s, path: /s, write: true}]\n");
+    assert_int_equal(s->nmounts, 2);
+    assert_true(!s->mounts[0].write && s->mounts[1].write);
+    assert_round_trip(s);
+    ts_spec_free(s);
+    static const char *const bad_mounts[][2] = {
+        {"[{host: data, path: /d}]", "mounts[0].host:"},
+        {"[{host: /a/../etc, path: /d}]", "mounts[0].host:"},
+        {"[{host: /a, path: /proc/x}]", "mounts[0].path:"},
+        {"[{host: /a, path: /}]", "mounts[0].path:"},
+        {"[{host: /a}]", "mounts[0].path: required"},
+        {"[{host: /a, path: /d}, {host: /b, path: /d}]", "mounts[1].path:"},
+        {"[{host: /a, path: /d, write: maybe}]", "mounts[0].write:"},
+    };
+    char text[512];
+    for (size_t i = 0; i < sizeof bad_mounts / sizeof bad_mounts[0]; i++) {
+        snprintf(text, sizeof text, "tenant: t\nname: n\ntasks: [{gpus: 1}]\n"
+                 "image: reg.example/x\nmounts: %s\n", bad_mounts[i][0]);
+        e = parse_bad(text, strlen(text));
+        if (!starts_with(e.msg[0], bad_mounts[i][1]))
+            fail_msg("%s: want %s, got %s", bad_mounts[i][0], bad_mounts[i][1], e.msg[0]);
+    }
+    bad = "tenant: t\nname: n\ntasks: [{gpus: 1}]\nmounts: [{host: /a, path: /b}]\n";
+    e = parse_bad(bad, strlen(bad));
+    assert_true(starts_with(e.msg[0], "mounts: only with an image"));
+}
+
 static void dependency_error_one_line(void **state)
 {
     (void)state;
@@ -861,6 +925,7 @@ int main(void)
         cmocka_unit_test(value_forms),
         cmocka_unit_test(canonical_json_exact),
         cmocka_unit_test(array_throttle),
+        cmocka_unit_test(image_reference),
         cmocka_unit_test(dependency_error_one_line),
         cmocka_unit_test(canonical_json_round_trips),
         cmocka_unit_test(every_character_round_trips),

@@ -169,6 +169,12 @@ typedef struct bad_case {
 static const bad_case BAD[] = {
     {"allow_root not a bool", "tenants:\n  a: {allow_root: yes}  #<\n",
      "tenants.a.allow_root: must be true or false"},
+    {"mount not absolute", "tenants:\n  a:\n    mounts: [data]  #<\n",
+     "tenants.a.mounts[0]: must be an absolute path"},
+    {"registries not a list", "tenants:\n  a: {registries: reg.example}  #<\n",
+     "tenants.a.registries: must be a list of registry hosts"},
+    {"registry bad", "tenants:\n  a:\n    registries: [reg.example, ubuntu]  #<\n",
+     "tenants.a.registries[1]: must be a registry host[:port]"},
     {"unix_users not a list", "tenants:\n  a: {unix_users: alice}  #<\n",
      "tenants.a.unix_users: must be a list of Unix user names"},
     {"unix user bad", "tenants:\n  a:\n    unix_users: [alice, Bob]  #<\n",
@@ -266,6 +272,45 @@ static void test_identity(void **state)
     assert_string_equal(a->unix_users, "alice,_svc-1");
     assert_true(a->has_uid_range && a->uid_min == 2000 && a->uid_max == 2999);
     assert_false(b->has_uid_range || tenant(ts, "org")->identity.unix_users[0]);
+    ts_tenants_free(ts);
+}
+
+/* registries: a team that does not say takes its organisation's; a tenant
+ * under none may use any registry (docs/images.md) */
+static void test_registries(void **state)
+{
+    (void)state;
+    ts_tenants *ts = load_text("tenants:\n"
+                               "  org:\n"
+                               "    registries: [reg.example.com, 10.0.0.5:5000]\n"
+                               "    teams:\n"
+                               "      a: {}\n"
+                               "      b: {registries: [localhost:5000]}\n"
+                               "  other: {}\n");
+    const ts_tenant *a = tenant(ts, "a"), *b = tenant(ts, "b"), *o = tenant(ts, "other");
+    assert_string_equal(a->registries, "reg.example.com,10.0.0.5:5000");
+    assert_true(ts_tenant_registry_ok(a, "10.0.0.5:5000"));
+    assert_false(ts_tenant_registry_ok(a, "10.0.0.5"));
+    assert_false(ts_tenant_registry_ok(a, "localhost:5000"));
+    assert_true(ts_tenant_registry_ok(b, "localhost:5000"));
+    assert_false(ts_tenant_registry_ok(b, "reg.example.com"));
+    assert_true(ts_tenant_registry_ok(o, "anything.example"));
+    ts_tenants_free(ts);
+    /* mounts: a path and what is below it, read-write only where said */
+    ts = load_text("tenants:\n"
+                   "  org:\n"
+                   "    mounts: [/data, {path: /scratch/a, write: true}]\n"
+                   "    teams:\n"
+                   "      a: {}\n"
+                   "  other: {}\n");
+    a = tenant(ts, "a");
+    assert_true(ts_tenant_mount_ok(a, "/data", false));
+    assert_true(ts_tenant_mount_ok(a, "/data/x/y", false));
+    assert_false(ts_tenant_mount_ok(a, "/data/x", true));
+    assert_false(ts_tenant_mount_ok(a, "/database", false));
+    assert_false(ts_tenant_mount_ok(a, "/data/../etc", false));
+    assert_true(ts_tenant_mount_ok(a, "/scratch/a/run1", true));
+    assert_false(ts_tenant_mount_ok(tenant(ts, "other"), "/data", false));
     ts_tenants_free(ts);
 }
 
@@ -407,6 +452,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good_file),      cmocka_unit_test(test_small_forms),
         cmocka_unit_test(test_identity),
+        cmocka_unit_test(test_registries),
         cmocka_unit_test(test_bad_files),      cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_example_pollux), cmocka_unit_test(test_example_philly),
     };

@@ -8,7 +8,9 @@ each given the same live Cluster (tests/lib/cluster.py): a real tesserad and
 real tessera-agents. A file shapes its cluster with CLUSTER, a dict of
 Cluster's keyword arguments (nodes, tenants, config, classes). A scenario
 that needs root (Unix users, cgroups) sets NEEDS_ROOT on itself
-(scenario_x.needs_root = True) and is skipped without it. Between two
+(scenario_x.needs_root = True) and is skipped without it; one that needs
+programs names them (scenario_x.needs = ("runc",)) and is skipped, saying
+which, where one is not installed. Between two
 scenarios every job still active is cancelled, so each starts on an idle
 cluster. The run closes with "N passed, N failed, N skipped"; a sanitizer
 report in any log of the cluster fails the run.
@@ -18,6 +20,7 @@ the promise each one checks.
 """
 import importlib.util
 import os
+import shutil
 import sys
 import time
 import traceback
@@ -61,6 +64,12 @@ def main(argv):
         for fn in todo:
             if getattr(fn, "needs_root", False) and os.geteuid() != 0:
                 print(f"== {fn.__name__}: skipped (needs root)")
+                skipped.append(fn.__name__)
+                continue
+            lack = [p for p in getattr(fn, "needs", ()) if not shutil.which(p)]
+            if lack:
+                print(f"== {fn.__name__}: skipped (needs {', '.join(lack)}: "
+                      "scripts/install-deps test)")
                 skipped.append(fn.__name__)
                 continue
             print(f"== {fn.__name__}")

@@ -1,0 +1,241 @@
+/*
+ * agent_image.c - a task with an image waits for it without stalling the
+ * agent: the pull runs on a thread of its own while the agent's loop goes
+ * on syncing, and the task starts at the first step after it is there.
+ *
+ * A pull is a small object shared by the loop and its thread, under its own
+ * mutex: the thread fills the result and sets done; the loop reads it. A
+ * task forgotten while its image is still coming (the job was cancelled)
+ * abandons the pull: the thread frees the object when it ends. Outcomes:
+ * the image is there (the task starts in it, and is a user of the image
+ * until it is forgotten); the registry does not know it (the task fails with
+ * reason image_not_found); the registry is down or slow (the pull is tried
+ * again with a doubling pause up to PULL_RETRY_MAX_S: the job waits, it is
+ * not failed); a bad or too large image (the task fails, saying why).
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/agent_internal.h"
+
+#define PULL_RETRY_FIRST_S 2.0
+#define PULL_RETRY_MAX_S 60.0
+
+struct agent_pull {
+    pthread_mutex_t mu;
+    bool done, abandoned;
+    int rc;
+    ts_err err;
+    ts_image img;
+    ts_image_ref ref;
+    ts_image_store *store;
+    bool plain_http;
+    char ca_file[512];
+    char cred[1024];            /* "user:password" or "", wiped when freed */
+    char task_id[64];           /* the task that will use the image */
+    long long bytes_done, bytes_total;
+};
+
+static void on_progress(void *ctx, long long done, long long total)
+{
+    struct agent_pull *p = ctx;
+    pthread_mutex_lock(&p->mu);
+    p->bytes_done = done;
+    p->bytes_total = total;
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void *pull_main(void *arg)
+{
+    struct agent_pull *p = arg;
+    ts_pull_opts o = {.plain_http = p->plain_http, .ca_file = p->ca_file[0] ? p->ca_file : NULL,
+                      .progress = on_progress, .progress_ctx = p, .use_as = p->task_id};
+    char *colon = strchr(p->cred, ':');
+    if (colon) {
+        *colon = '\0';
+        o.user = p->cred;
+        o.password = colon + 1;
+    }
+    ts_image img;
+    ts_err err = {0};
+    int rc = ts_image_pull(p->store, &p->ref, &o, &img, &err);
+    pthread_mutex_lock(&p->mu);
+    p->rc = rc;
+    p->err = err;
+    p->img = img;
+    p->done = true;
+    explicit_bzero(p->cred, sizeof p->cred);
+    bool gone = p->abandoned;
+    pthread_mutex_unlock(&p->mu);
+    if (gone) {
+        if (rc == 0) /* its task was forgotten meanwhile */
+            ts_image_release(p->store, img.digest, p->task_id);
+        pthread_mutex_destroy(&p->mu);
+        free(p);
+    }
+    return NULL;
+}
+
+static bool host_listed(const char *list, const char *host)
+{
+    size_t n = strlen(host);
+    for (const char *s = list; s && *s;) {
+        const char *e = strchr(s, ',');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        if (len == n && !strncmp(s, host, n))
+            return true;
+        s += len + (e ? 1 : 0);
+    }
+    return false;
+}
+
+static int pull_begin(ts_agent *a, local_task *lt)
+{
+    struct agent_pull *p = calloc(1, sizeof *p);
+    if (!p)
+        return -1;
+    pthread_mutex_init(&p->mu, NULL);
+    p->ref = lt->image_ref;
+    p->store = &a->images;
+    p->plain_http = host_listed(a->cfg.plain_http_registries, lt->image_ref.host);
+    snprintf(p->ca_file, sizeof p->ca_file, "%s", a->cfg.ca_file);
+    if (lt->image_cred)
+        snprintf(p->cred, sizeof p->cred, "%s", lt->image_cred);
+    snprintf(p->task_id, sizeof p->task_id, "j%lld-r%d", (long long)lt->job, lt->rank);
+    pthread_t th;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&th, &at, pull_main, p);
+    pthread_attr_destroy(&at);
+    if (rc != 0) {
+        pthread_mutex_destroy(&p->mu);
+        free(p);
+        return -1;
+    }
+    lt->pull = p;
+    return 0;
+}
+
+static void wipe_cred(local_task *lt)
+{
+    if (lt->image_cred) {
+        explicit_bzero(lt->image_cred, strlen(lt->image_cred));
+        free(lt->image_cred);
+        lt->image_cred = NULL;
+    }
+}
+
+bool ts_agent_image_wait(ts_agent *a, local_task *lt, json_t *t)
+{
+    const char *image = json_string_value(json_object_get(t, "image"));
+    if (!image)
+        return false;
+    ts_err e;
+    if (ts_image_ref_parse(image, "image", &lt->image_ref, &e) != 0) {
+        snprintf(lt->start_error, sizeof lt->start_error, "%s", e.msg);
+        return true;
+    }
+    if (!a->images_ok) {
+        snprintf(lt->start_error, sizeof lt->start_error, "image: this node's image store "
+                 "could not be opened: %.400s", a->images_error);
+        return true;
+    }
+    const char *cred = json_string_value(json_object_get(t, "image_credentials"));
+    if (cred && !strchr(cred, ':')) {
+        snprintf(lt->start_error, sizeof lt->start_error, "image_pull_secret: its value must "
+                 "be user:password");
+        return true;
+    }
+    lt->image_cred = cred ? strdup(cred) : NULL;
+    lt->waiting = json_deep_copy(t);
+    if (lt->waiting) /* the secret stays in image_cred only */
+        json_object_del(lt->waiting, "image_credentials");
+    lt->pull_retry_s = PULL_RETRY_FIRST_S;
+    if (!lt->waiting || pull_begin(a, lt) != 0) {
+        snprintf(lt->start_error, sizeof lt->start_error, "image: cannot start its pull");
+        json_decref(lt->waiting);
+        lt->waiting = NULL;
+    }
+    return true;
+}
+
+void ts_agent_images_poll(ts_agent *a, double now)
+{
+    for (int i = 0; i < a->ntasks; i++) {
+        local_task *lt = &a->tasks[i];
+        if (!lt->waiting)
+            continue;
+        if (!lt->pull) {
+            if (now >= lt->pull_retry_at && pull_begin(a, lt) != 0)
+                lt->pull_retry_at = now + lt->pull_retry_s;
+            continue;
+        }
+        struct agent_pull *p = lt->pull;
+        pthread_mutex_lock(&p->mu);
+        bool done = p->done;
+        lt->pull_done_bytes = p->bytes_done;
+        lt->pull_total_bytes = p->bytes_total;
+        pthread_mutex_unlock(&p->mu);
+        if (!done)
+            continue;
+        lt->pull = NULL;
+        int rc = p->rc;
+        ts_err err = p->err;
+        lt->image = p->img;
+        pthread_mutex_destroy(&p->mu);
+        free(p);
+        if (rc == TS_EIO) { /* the registry is down or slow: the job waits */
+            snprintf(lt->pull_note, sizeof lt->pull_note, "%s", err.msg);
+            lt->pull_retry_at = now + lt->pull_retry_s;
+            lt->pull_retry_s = lt->pull_retry_s * 2 > PULL_RETRY_MAX_S ? PULL_RETRY_MAX_S
+                                                                      : lt->pull_retry_s * 2;
+            continue;
+        }
+        json_t *t = lt->waiting;
+        lt->waiting = NULL;
+        wipe_cred(lt);
+        if (rc == TS_ENOENT) {
+            snprintf(lt->start_error, sizeof lt->start_error, "%s", err.msg);
+            snprintf(lt->launch_end, sizeof lt->launch_end, "image_not_found");
+        } else if (rc != 0) {
+            snprintf(lt->start_error, sizeof lt->start_error, "%s", err.msg);
+        } else {
+            lt->image_ready = true;
+            ts_agent_start_task_in(a, lt, t);
+        }
+        json_decref(t);
+    }
+}
+
+void ts_agent_image_forget(ts_agent *a, local_task *lt)
+{
+    if (lt->pull) {
+        struct agent_pull *p = lt->pull;
+        pthread_mutex_lock(&p->mu);
+        bool done = p->done;
+        p->abandoned = true;
+        pthread_mutex_unlock(&p->mu);
+        if (done) {
+            if (p->rc == 0) /* registered as its user by the pull */
+                ts_image_release(&a->images, p->img.digest, p->task_id);
+            pthread_mutex_destroy(&p->mu);
+            free(p);
+        }
+        lt->pull = NULL;
+    }
+    json_decref(lt->waiting);
+    lt->waiting = NULL;
+    wipe_cred(lt);
+    if (lt->image_ready) {
+        char id[64], dir[700];
+        snprintf(id, sizeof id, "j%lld-r%d", (long long)lt->job, lt->rank);
+        ts_image_release(&a->images, lt->image.digest, id);
+        snprintf(dir, sizeof dir, "%s/%s", a->bundles, id);
+        ts_bundle_remove(dir);
+        lt->image_ready = false;
+    }
+}

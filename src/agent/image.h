@@ -1,0 +1,149 @@
+/*
+ * image.h - container images on a node: references, the registry client, the
+ * node-local store, the safe layer unpacker and the OCI runtime bundle.
+ *
+ * A task that names an image runs in a root filesystem made from it. The
+ * agent pulls the image through the OCI distribution API (image_pull.c),
+ * keeps every blob once, by digest, in a store on the node's disk shared by
+ * all tasks (image_store.c), and prepares one unpacked root filesystem per
+ * image, once (image_unpack.c: layers are hostile input, see there). Each
+ * task then gets a bundle (image_bundle.c): an overlay whose lower layer is
+ * that root filesystem and whose upper layer is the task's own, plus an OCI
+ * config.json that an OCI runtime (runc) runs. docs/images.md has the layout
+ * and the reasons.
+ *
+ * Ownership: every struct here is caller-allocated; strings passed in are
+ * only read during the call. Nothing prints; errors come back in the ts_err
+ * with the field or file and the reason. A store is used by one agent;
+ * pulls of several threads download side by side (each blob to a file of its
+ * own, renamed into place once verified) and the store's lock file orders
+ * their changes to the store.
+ */
+#ifndef TS_AGENT_IMAGE_H
+#define TS_AGENT_IMAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "tessera/error.h"
+#include "tessera/image_ref.h"
+
+#define TS_IMAGE_REF_MAX 512
+#define TS_IMAGE_UNPACK_MAX_BYTES_DEFAULT (64LL << 30) /* one image's unpacked size */
+#define TS_IMAGE_ENTRIES_MAX 2000000    /* one image's tar entries, all layers */
+
+/* sha256 of a file, as "sha256:<hex>" into out (TS_IMAGE_DIGEST_MAX). */
+int ts_image_file_digest(const char *path, char *out, ts_err *err);
+
+/* ---- unpacking (image_unpack.c) ---- */
+
+typedef struct ts_unpack_limits {
+    long long max_bytes;    /* file contents written, all layers; 0: the default */
+    long long max_entries;  /* 0: TS_IMAGE_ENTRIES_MAX */
+} ts_unpack_limits;
+
+typedef struct ts_unpack_stats {
+    long long bytes;        /* file contents written */
+    long long entries;
+    long long devices_skipped;  /* char/block device nodes not made */
+    long long setid_cleared;    /* setuid/setgid bits removed */
+} ts_unpack_stats;
+
+/* Applies one layer (a tar, gzip-compressed or not: told by its magic) at
+ * path onto the root filesystem directory open as root_fd, as an OCI layer:
+ * whiteouts delete, later entries replace. Never follows a symbolic link of
+ * the layer, never writes outside root_fd, makes no device node and no
+ * set-id file. Refused (TS_EINVAL, naming the entry and why): a name with
+ * "..", a hard link to outside or through a link, a whiteout of "." or "..",
+ * an entry under a symbolic link, a damaged tar. TS_ENOSPC: the limits
+ * (stats carries over between the layers of one image). */
+int ts_image_unpack_layer(int root_fd, const char *path, const ts_unpack_limits *lim,
+                          ts_unpack_stats *stats, ts_err *err);
+
+/* ---- the store and the registry client (image_store.c, image_pull.c) ---- */
+
+typedef struct ts_image_store {
+    char root[512];             /* <root>/blobs/sha256, <root>/images/<hex>, <root>/tmp */
+    long long budget_bytes;     /* 0: no budget */
+    ts_unpack_limits limits;
+} ts_image_store;
+
+typedef struct ts_pull_opts {
+    const char *user, *password; /* a pull secret (HTTP basic, or for a token); NULL: none */
+    bool plain_http;             /* http:// (a registry on loopback); else https:// */
+    const char *ca_file;         /* NULL: the system's */
+    long timeout_s;              /* a whole request, 0: 600 */
+    /* progress of blob downloads, may be NULL; called from the pulling thread */
+    void (*progress)(void *ctx, long long done_bytes, long long total_bytes);
+    void *progress_ctx;
+    /* registered as a user of the image before the store's lock is let go
+     * (ts_image_use), so no other pull evicts it before its task starts;
+     * NULL: none */
+    const char *use_as;
+} ts_pull_opts;
+
+typedef struct ts_image {
+    char digest[TS_IMAGE_DIGEST_MAX];   /* the platform manifest's digest: the image's id */
+    char rootfs[700];                   /* the prepared root filesystem (read-only use) */
+    char config_path[700];              /* the image's config blob (JSON) */
+    long long size_bytes;               /* blobs + unpacked root filesystem */
+    bool cached;                        /* was already prepared */
+} ts_image;
+
+/* Creates the store's directories. */
+int ts_image_store_open(ts_image_store *st, const char *root, long long budget_bytes,
+                        ts_err *err);
+
+/* Pulls ref (manifest, index -> linux/amd64, config, layers; every blob's
+ * digest checked, a mismatching blob discarded and fetched once more) and
+ * prepares its root filesystem, unless already there. Then evicts images no
+ * task uses, least recently used first, while over budget.
+ * TS_ENOENT: the registry does not know the repository, tag or digest.
+ * TS_EIO: the registry cannot be reached or answers an error (worth a retry).
+ * TS_EINVAL: the image is bad (digest mismatch twice, hostile layer, no
+ * linux/amd64). TS_ENOSPC: it does not fit the budget. */
+int ts_image_pull(ts_image_store *st, const ts_image_ref *ref, const ts_pull_opts *o,
+                  ts_image *out, ts_err *err);
+
+/* Registers task_id as a user of the image (kept on disk: survives an agent
+ * restart) / removes it. An image with a user is never evicted. */
+int ts_image_use(ts_image_store *st, const char *digest, const char *task_id, ts_err *err);
+void ts_image_release(ts_image_store *st, const char *digest, const char *task_id);
+
+/* Evicts unused images, least recently used first, until the store holds at
+ * most target_bytes (the budget when < 0). Returns the bytes held after. */
+long long ts_image_evict(ts_image_store *st, long long target_bytes);
+
+/* Bytes the store holds now (blobs + root filesystems). */
+long long ts_image_store_bytes(const ts_image_store *st);
+
+/* ---- the task's bundle (image_bundle.c) ---- */
+
+typedef struct ts_bundle_mount {
+    const char *host_path, *container_path;
+    bool read_write;
+} ts_bundle_mount;
+
+typedef struct ts_bundle_spec {
+    const char *dir;                 /* the bundle directory (created) */
+    const char *container_id;        /* the runtime's name for it */
+    const ts_image *image;
+    const char *const *argv;         /* NULL: the image's Entrypoint + Cmd */
+    const char *const *env;          /* added to the image's Env, later wins */
+    const char *workdir;             /* NULL: the image's WorkingDir, else "/" */
+    const char *user;                /* "uid[:gid]"; NULL: the image's User (numeric) or 0 */
+    const ts_bundle_mount *mounts;
+    size_t nmounts;
+    long long memory_bytes, cpu_milli, pids_max; /* 0: no limit */
+    const char *cgroups_path;        /* NULL: the runtime's default */
+} ts_bundle_spec;
+
+/* Makes dir/rootfs (an overlay: the image's root filesystem below, dir/upper
+ * above; a read-only bind of it where overlayfs is refused) and writes
+ * dir/config.json. TS_EINVAL names the field; TS_EIO the step. */
+int ts_bundle_make(const ts_bundle_spec *b, ts_err *err);
+
+/* Unmounts the bundle's rootfs and removes the bundle directory. */
+void ts_bundle_remove(const char *dir);
+
+#endif

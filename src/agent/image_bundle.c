@@ -1,0 +1,274 @@
+/*
+ * image_bundle.c - a task's OCI runtime bundle: its root filesystem and the
+ * config.json an OCI runtime (runc) runs.
+ *
+ * The root filesystem is an overlay: the image's prepared root filesystem,
+ * shared by every task of the image and never written, below; the task's own
+ * upper directory above, so a task may write anywhere in its root and no
+ * other task sees it. Mounting it is one mount(2): starting a container costs
+ * no copy of the image. Where overlayfs is refused, a read-only bind of the
+ * image's root is used instead (and the config says readonly).
+ *
+ * config.json: the process (args, env, cwd, uid/gid, no new privileges, the
+ * capabilities of Docker's default set), the namespaces (pid, ipc, uts,
+ * mount; the host's network, which the task's ranks address each other on),
+ * the standard /proc, /dev, /sys mounts plus the caller's binds, and
+ * linux.resources (memory, cpu quota, pids) with cgroupsPath: the runtime
+ * enforces them on cgroup v1 and v2 alike.
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "image.h"
+
+#define CPU_PERIOD_US 100000
+#define MILLI_PER_CPU 1000
+
+static const char *const CAPS[] = {
+    "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_NET_RAW",
+    "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
+    "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE", NULL};
+
+static const char *const MASKED[] = {
+    "/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+    "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware",
+    "/proc/scsi", NULL};
+
+static const char *const READONLY[] = {
+    "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger", NULL};
+
+static json_t *strings(const char *const *v)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; v && v[i]; i++)
+        json_array_append_new(a, json_string(v[i]));
+    return a;
+}
+
+static json_t *mount_of(const char *dest, const char *type, const char *src,
+                        const char *const *opts)
+{
+    return json_pack("{s:s, s:s, s:s, s:o}", "destination", dest, "type", type, "source", src,
+                     "options", strings(opts));
+}
+
+static json_t *std_mounts(void)
+{
+    json_t *m = json_array();
+    json_array_append_new(m, mount_of("/proc", "proc", "proc", NULL));
+    json_array_append_new(m, mount_of("/dev", "tmpfs", "tmpfs",
+                                      (const char *const[]){"nosuid", "strictatime", "mode=755",
+                                                            "size=65536k", NULL}));
+    json_array_append_new(m, mount_of("/dev/pts", "devpts", "devpts",
+                                      (const char *const[]){"nosuid", "noexec", "newinstance",
+                                                            "ptmxmode=0666", "mode=0620",
+                                                            NULL}));
+    json_array_append_new(m, mount_of("/dev/shm", "tmpfs", "shm",
+                                      (const char *const[]){"nosuid", "noexec", "nodev",
+                                                            "mode=1777", "size=65536k", NULL}));
+    json_array_append_new(m, mount_of("/dev/mqueue", "mqueue", "mqueue",
+                                      (const char *const[]){"nosuid", "noexec", "nodev", NULL}));
+    json_array_append_new(m, mount_of("/sys", "sysfs", "sysfs",
+                                      (const char *const[]){"nosuid", "noexec", "nodev", "ro",
+                                                            NULL}));
+    return m;
+}
+
+/* "uid[:gid]" with numbers only. */
+static bool numeric_user(const char *s, long *uid, long *gid)
+{
+    char *end;
+    if (!s || !isdigit((unsigned char)*s))
+        return false;
+    *uid = strtol(s, &end, 10);
+    *gid = *uid ? *uid : 0;
+    if (*end == ':') {
+        if (!isdigit((unsigned char)end[1]))
+            return false;
+        *gid = strtol(end + 1, &end, 10);
+    }
+    return *end == 0 && *uid >= 0 && *gid >= 0;
+}
+
+static bool env_name_is(const char *kv, const char *name)
+{
+    size_t n = strlen(name);
+    return !strncmp(kv, name, n) && kv[n] == '=';
+}
+
+/* The image's Env, then the task's (later wins), except PATH and HOME: the
+ * image's own, since the host's mean nothing inside it. */
+static json_t *merged_env(json_t *img_env, const char *const *env)
+{
+    json_t *out = json_array();
+    size_t i;
+    json_t *v;
+    json_array_foreach(img_env, i, v) {
+        if (json_is_string(v))
+            json_array_append(out, v);
+    }
+    bool img_path = false;
+    json_array_foreach(out, i, v) img_path |= env_name_is(json_string_value(v), "PATH");
+    if (!img_path)
+        json_array_append_new(out, json_string("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:"
+                                               "/usr/bin:/sbin:/bin"));
+    for (size_t k = 0; env && env[k]; k++) {
+        const char *eq = strchr(env[k], '=');
+        if (!eq || env_name_is(env[k], "PATH") || env_name_is(env[k], "HOME"))
+            continue;
+        size_t n = (size_t)(eq - env[k]);
+        for (size_t j = json_array_size(out); j-- > 0;) {
+            const char *o = json_string_value(json_array_get(out, j));
+            if (!strncmp(o, env[k], n + 1))
+                json_array_remove(out, j);
+        }
+        json_array_append_new(out, json_string(env[k]));
+    }
+    return out;
+}
+
+static int mount_rootfs(const ts_bundle_spec *b, bool *readonly, ts_err *err)
+{
+    char up[800], work[800], root[800], opts[3000];
+    snprintf(up, sizeof up, "%s/upper", b->dir);
+    snprintf(work, sizeof work, "%s/work", b->dir);
+    snprintf(root, sizeof root, "%s/rootfs", b->dir);
+    if ((mkdir(up, 0755) && errno != EEXIST) || (mkdir(work, 0700) && errno != EEXIST) ||
+        (mkdir(root, 0755) && errno != EEXIST))
+        return ts_err_set(err, TS_EIO, "bundle %s: %s", b->dir, strerror(errno));
+    if (strchr(b->image->rootfs, ',') || strchr(b->dir, ','))
+        return ts_err_set(err, TS_EINVAL, "bundle %s: a path with a comma", b->dir);
+    snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s", b->image->rootfs, up, work);
+    *readonly = false;
+    if (mount("overlay", root, "overlay", MS_NODEV, opts) == 0)
+        return 0;
+    int e = errno;
+    if (mount(b->image->rootfs, root, NULL, MS_BIND, NULL) != 0 ||
+        mount(NULL, root, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) != 0)
+        return ts_err_set(err, TS_EIO, "bundle %s: overlay (%s) and bind (%s) both refused",
+                          b->dir, strerror(e), strerror(errno));
+    *readonly = true;
+    return 0;
+}
+
+static json_t *resources(const ts_bundle_spec *b)
+{
+    json_t *r = json_object();
+    if (b->memory_bytes > 0)
+        json_object_set_new(r, "memory", json_pack("{s:I}", "limit",
+                                                   (json_int_t)b->memory_bytes));
+    if (b->cpu_milli > 0)
+        json_object_set_new(r, "cpu", json_pack("{s:I, s:I}", "quota",
+                                                (json_int_t)(b->cpu_milli * CPU_PERIOD_US /
+                                                             MILLI_PER_CPU),
+                                                "period", (json_int_t)CPU_PERIOD_US));
+    if (b->pids_max > 0)
+        json_object_set_new(r, "pids", json_pack("{s:I}", "limit", (json_int_t)b->pids_max));
+    /* no device but the runtime's defaults (null, zero, tty, random...) */
+    json_object_set_new(r, "devices", json_pack("[{s:b, s:s}]", "allow", 0, "access", "rwm"));
+    return r;
+}
+
+int ts_bundle_make(const ts_bundle_spec *b, ts_err *err)
+{
+    if (!b->dir || !b->image || !b->container_id)
+        return ts_err_set(err, TS_EINVAL, "bundle: dir, image and container_id are required");
+    json_t *img = json_load_file(b->image->config_path, 0, NULL);
+    json_t *ic = json_object_get(img, "config");
+    json_t *args = json_array();
+    if (b->argv && b->argv[0]) {
+        json_t *a = strings(b->argv);
+        json_array_extend(args, a);
+        json_decref(a);
+    } else {
+        json_array_extend(args, json_object_get(ic, "Entrypoint"));
+        json_array_extend(args, json_object_get(ic, "Cmd"));
+    }
+    long uid = 0, gid = 0;
+    const char *user = b->user ? b->user : json_string_value(json_object_get(ic, "User"));
+    int rc = 0;
+    if (json_array_size(args) == 0)
+        rc = ts_err_set(err, TS_EINVAL, "command: empty, and the image names none");
+    else if (user && *user && !numeric_user(user, &uid, &gid))
+        rc = ts_err_set(err, TS_EINVAL, "user: \"%s\": a numeric uid[:gid] is needed", user);
+    const char *cwd = b->workdir ? b->workdir
+                                 : json_string_value(json_object_get(ic, "WorkingDir"));
+    if (!cwd || !*cwd)
+        cwd = "/";
+    if (!rc && cwd[0] != '/')
+        rc = ts_err_set(err, TS_EINVAL, "workdir: \"%s\": must be an absolute path", cwd);
+    if (!rc && mkdir(b->dir, 0700) != 0 && errno != EEXIST)
+        rc = ts_err_set(err, TS_EIO, "bundle %s: %s", b->dir, strerror(errno));
+    bool readonly = false;
+    if (!rc)
+        rc = mount_rootfs(b, &readonly, err);
+    if (rc) {
+        json_decref(args);
+        json_decref(img);
+        return rc;
+    }
+    json_t *mounts = std_mounts();
+    for (size_t i = 0; i < b->nmounts; i++) {
+        const ts_bundle_mount *m = &b->mounts[i];
+        json_array_append_new(mounts, mount_of(m->container_path, "bind", m->host_path,
+                                               (const char *const[]){
+                                                   "rbind", "nosuid", "nodev",
+                                                   m->read_write ? "rw" : "ro", NULL}));
+    }
+    json_t *caps = strings(CAPS);
+    json_t *proc = json_pack(
+        "{s:b, s:{s:I, s:I}, s:o, s:o, s:s, s:b, s:{s:O, s:O, s:O}}",
+        "terminal", 0, "user", "uid", (json_int_t)uid, "gid", (json_int_t)gid, "args", args,
+        "env", merged_env(json_object_get(ic, "Env"), b->env), "cwd", cwd,
+        "noNewPrivileges", 1, "capabilities", "bounding", caps, "effective", caps, "permitted",
+        caps);
+    json_decref(caps);
+    json_t *linux = json_pack(
+        "{s:[{s:s}, {s:s}, {s:s}, {s:s}], s:o, s:o, s:o}", "namespaces", "type", "pid", "type",
+        "ipc", "type", "uts", "type", "mount", "resources", resources(b), "maskedPaths",
+        strings(MASKED), "readonlyPaths", strings(READONLY));
+    if (b->cgroups_path)
+        json_object_set_new(linux, "cgroupsPath", json_string(b->cgroups_path));
+    json_t *cfg = json_pack("{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:o}", "ociVersion", "1.0.2",
+                            "process", proc, "root", "path", "rootfs", "readonly", readonly,
+                            "hostname", b->container_id, "mounts", mounts, "linux", linux);
+    json_decref(img);
+    char path[800], tmp[820];
+    snprintf(path, sizeof path, "%s/config.json", b->dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (!cfg || json_dump_file(cfg, tmp, JSON_INDENT(1)) != 0 || rename(tmp, path) != 0)
+        rc = ts_err_set(err, TS_EIO, "bundle %s: config.json: cannot write", b->dir);
+    json_decref(cfg);
+    if (rc)
+        ts_bundle_remove(b->dir);
+    return rc;
+}
+
+void ts_bundle_remove(const char *dir)
+{
+    char p[800];
+    snprintf(p, sizeof p, "%s/rootfs", dir);
+    umount2(p, MNT_DETACH);
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* the upper layer holds whatever the task made: rm -rf does not follow links */
+        execl("/bin/rm", "rm", "-rf", "--one-file-system", "--", dir, (char *)NULL);
+        _exit(127);
+    }
+    if (pid > 0) {
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+            ;
+    }
+}

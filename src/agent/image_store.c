@@ -1,0 +1,504 @@
+/*
+ * image_store.c - the node-local image store: blobs by digest, one prepared
+ * root filesystem per image, who uses which image, and eviction.
+ *
+ *   <root>/blobs/sha256/<hex>         a verified blob (written under tmp/, renamed)
+ *   <root>/images/<hex>/manifest.json the image's platform manifest, as pulled
+ *   <root>/images/<hex>/rootfs/       its layers unpacked, in order (read-only use)
+ *   <root>/images/<hex>/bytes         the rootfs's size, for the budget
+ *   <root>/images/<hex>/users/<task>  one empty file per task that runs on it
+ *   <root>/images/<hex>/used          touched at each use: its mtime orders eviction
+ *
+ * An image directory appears whole (prepared under tmp/ and renamed), so a
+ * crash leaves either nothing or a usable image; tmp/ is emptied at open.
+ * Users are files so that an agent restarted with tasks still running does
+ * not evict their images. One unpacked root filesystem per image rather than
+ * an overlay stack of layers: docs/images.md says why (bench/image-start).
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "image_store.h"
+
+#define IMAGES_MAX 4096          /* images one eviction pass considers */
+#define RM_DEPTH_MAX 1024
+
+static int mkdir_p(const char *path)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s", path);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *s = '/';
+    }
+    return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* Removes dfd/name recursively without following links. */
+static void rm_at(int dfd, const char *name, int depth)
+{
+    struct stat sb;
+    if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+        return;
+    if (!S_ISDIR(sb.st_mode) || depth > RM_DEPTH_MAX) {
+        unlinkat(dfd, name, 0);
+        return;
+    }
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            rm_at(fd, e->d_name, depth + 1);
+    closedir(d);
+    unlinkat(dfd, name, AT_REMOVEDIR);
+}
+
+static void rm_tree(const char *path)
+{
+    rm_at(AT_FDCWD, path, 0);
+}
+
+static long long tree_bytes_at(int dfd, int depth)
+{
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return 0;
+    }
+    long long sum = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        struct stat sb;
+        if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        sum += (long long)sb.st_blocks * 512;
+        if (S_ISDIR(sb.st_mode) && depth < RM_DEPTH_MAX) {
+            int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (fd >= 0)
+                sum += tree_bytes_at(fd, depth + 1);
+        }
+    }
+    closedir(d);
+    return sum;
+}
+
+static long long tree_bytes(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    return fd < 0 ? 0 : tree_bytes_at(fd, 0);
+}
+
+void image_blob_path(const ts_image_store *st, const char *digest, char *out, size_t n)
+{
+    snprintf(out, n, "%s/blobs/sha256/%s", st->root, digest + 7);
+}
+
+void image_dir(const ts_image_store *st, const char *digest, char *out, size_t n)
+{
+    snprintf(out, n, "%s/images/%s", st->root, digest + 7);
+}
+
+int ts_image_store_open(ts_image_store *st, const char *root, long long budget_bytes,
+                        ts_err *err)
+{
+    memset(st, 0, sizeof *st);
+    if (!root || !*root || strlen(root) >= sizeof st->root - 100)
+        return ts_err_set(err, TS_EINVAL, "image store: the directory must be 1..%zu characters",
+                          sizeof st->root - 101);
+    snprintf(st->root, sizeof st->root, "%s", root);
+    st->budget_bytes = budget_bytes > 0 ? budget_bytes : 0;
+    char p[700];
+    const char *subs[] = {"blobs/sha256", "images", "tmp"};
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", root, subs[i]);
+        if (mkdir_p(p) != 0)
+            return ts_err_set(err, TS_EIO, "image store: %s: %s", p, strerror(errno));
+    }
+    /* what a crashed pull left half-made */
+    int lk = image_store_lock(st, err);
+    if (lk < 0)
+        return err ? err->code : TS_EIO;
+    snprintf(p, sizeof p, "%s/tmp", root);
+    rm_tree(p);
+    mkdir(p, 0700);
+    image_store_unlock(lk);
+    return 0;
+}
+
+int image_store_lock(const ts_image_store *st, ts_err *err)
+{
+    char p[700];
+    snprintf(p, sizeof p, "%s/lock", st->root);
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return ts_err_set(err, TS_EIO, "image store: %s: %s", p, strerror(errno));
+    while (flock(fd, LOCK_EX) != 0) {
+        if (errno != EINTR) {
+            int e = errno;
+            close(fd);
+            return ts_err_set(err, TS_EIO, "image store: lock: %s", strerror(e));
+        }
+    }
+    return fd;
+}
+
+void image_store_unlock(int fd)
+{
+    if (fd >= 0)
+        close(fd);
+}
+
+static long long read_ll(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    long long v = 0;
+    if (f) {
+        if (fscanf(f, "%lld", &v) != 1)
+            v = 0;
+        fclose(f);
+    }
+    return v;
+}
+
+static void touch(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd >= 0) {
+        futimens(fd, NULL);
+        close(fd);
+    }
+}
+
+static void fill_image(const ts_image_store *st, const char *digest, const char *dir,
+                       ts_image *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->digest, sizeof out->digest, "%s", digest);
+    snprintf(out->rootfs, sizeof out->rootfs, "%s/rootfs", dir);
+    char p[800];
+    snprintf(p, sizeof p, "%s/config", dir);
+    char cfg[TS_IMAGE_DIGEST_MAX] = "";
+    FILE *f = fopen(p, "re");
+    if (f) {
+        if (!fgets(cfg, sizeof cfg, f))
+            cfg[0] = 0;
+        fclose(f);
+    }
+    if (ts_image_digest_ok(cfg))
+        image_blob_path(st, cfg, out->config_path, sizeof out->config_path);
+    snprintf(p, sizeof p, "%s/bytes", dir);
+    out->size_bytes = read_ll(p);
+}
+
+bool image_store_find(ts_image_store *st, const char *digest, ts_image *out)
+{
+    char dir[700], p[800];
+    image_dir(st, digest, dir, sizeof dir);
+    snprintf(p, sizeof p, "%s/rootfs", dir);
+    struct stat sb;
+    if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return false;
+    fill_image(st, digest, dir, out);
+    out->cached = true;
+    snprintf(p, sizeof p, "%s/used", dir);
+    touch(p);
+    return true;
+}
+
+static int write_text(const char *path, const char *text, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0)
+        return -1;
+    ssize_t w = write(fd, text, len);
+    int rc = w == (ssize_t)len && fsync(fd) == 0 ? 0 : -1;
+    close(fd);
+    return rc;
+}
+
+int image_store_prepare(ts_image_store *st, const char *digest, const char *manifest,
+                        size_t manifest_len, const char *config_digest,
+                        const char *const *layers, size_t nlayers, ts_image *out, ts_err *err)
+{
+    char tmp[700], p[800], blob[700], final[700];
+    snprintf(tmp, sizeof tmp, "%s/tmp/image-%s", st->root, digest + 7);
+    rm_tree(tmp);
+    snprintf(p, sizeof p, "%s/rootfs", tmp);
+    if (mkdir_p(p) != 0)
+        return ts_err_set(err, TS_EIO, "image store: %s: %s", p, strerror(errno));
+    int root_fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root_fd < 0)
+        return ts_err_set(err, TS_EIO, "image store: %s: %s", p, strerror(errno));
+    ts_unpack_stats stats = {0};
+    int rc = 0;
+    for (size_t i = 0; i < nlayers && !rc; i++) {
+        image_blob_path(st, layers[i], blob, sizeof blob);
+        rc = ts_image_unpack_layer(root_fd, blob, &st->limits, &stats, err);
+        if (rc)
+            ts_err_prefix(err, "layer %s: ", layers[i]);
+    }
+    close(root_fd);
+    char num[32];
+    long long bytes = tree_bytes(p);
+    int n = snprintf(num, sizeof num, "%lld\n", bytes);
+    if (!rc) {
+        snprintf(p, sizeof p, "%s/manifest.json", tmp);
+        if (write_text(p, manifest, manifest_len) != 0)
+            rc = ts_err_set(err, TS_EIO, "image store: %s: %s", p, strerror(errno));
+    }
+    if (!rc) {
+        snprintf(p, sizeof p, "%s/bytes", tmp);
+        if (write_text(p, num, (size_t)n) != 0)
+            rc = ts_err_set(err, TS_EIO, "image store: %s: %s", p, strerror(errno));
+    }
+    if (!rc) {
+        snprintf(p, sizeof p, "%s/config", tmp);
+        if (write_text(p, config_digest, strlen(config_digest)) != 0)
+            rc = ts_err_set(err, TS_EIO, "image store: %s: %s", p, strerror(errno));
+    }
+    image_dir(st, digest, final, sizeof final);
+    if (!rc) {
+        snprintf(p, sizeof p, "%s/users", tmp);
+        mkdir(p, 0700);
+        snprintf(p, sizeof p, "%s/used", tmp);
+        touch(p);
+        rm_tree(final);
+        if (rename(tmp, final) != 0)
+            rc = ts_err_set(err, TS_EIO, "image store: rename %s: %s", final, strerror(errno));
+    }
+    if (rc) {
+        rm_tree(tmp);
+        return rc;
+    }
+    fill_image(st, digest, final, out);
+    return 0;
+}
+
+static bool task_name_ok(const char *s)
+{
+    if (!s || !*s || strlen(s) > 63 || s[0] == '.')
+        return false;
+    for (; *s; s++)
+        if (!(*s >= 'a' && *s <= 'z') && !(*s >= 'A' && *s <= 'Z') && !(*s >= '0' && *s <= '9') &&
+            *s != '.' && *s != '_' && *s != '-')
+            return false;
+    return true;
+}
+
+int ts_image_use(ts_image_store *st, const char *digest, const char *task_id, ts_err *err)
+{
+    if (!ts_image_digest_ok(digest))
+        return ts_err_set(err, TS_EINVAL, "image: not a sha256 digest");
+    if (!task_name_ok(task_id))
+        return ts_err_set(err, TS_EINVAL, "task id: 1..63 of A-Z a-z 0-9 . _ -");
+    char dir[700], p[800];
+    image_dir(st, digest, dir, sizeof dir);
+    snprintf(p, sizeof p, "%s/users/%s", dir, task_id);
+    int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return ts_err_set(err, errno == ENOENT ? TS_ENOENT : TS_EIO, "image %s: %s", digest,
+                          errno == ENOENT ? "not in the store" : strerror(errno));
+    close(fd);
+    snprintf(p, sizeof p, "%s/used", dir);
+    touch(p);
+    return 0;
+}
+
+void ts_image_release(ts_image_store *st, const char *digest, const char *task_id)
+{
+    if (!ts_image_digest_ok(digest) || !task_name_ok(task_id))
+        return;
+    char dir[700], p[800];
+    image_dir(st, digest, dir, sizeof dir);
+    snprintf(p, sizeof p, "%s/users/%s", dir, task_id);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/used", dir);
+    touch(p);
+}
+
+typedef struct image_entry {
+    char hex[65];
+    time_t used;
+    long long bytes;
+    bool in_use;
+} image_entry;
+
+static bool has_users(const char *dir)
+{
+    char p[900];
+    snprintf(p, sizeof p, "%s/users", dir);
+    DIR *d = opendir(p);
+    if (!d)
+        return false;
+    bool any = false;
+    for (struct dirent *e; !any && (e = readdir(d));)
+        any = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return any;
+}
+
+static int list_images(const ts_image_store *st, image_entry *out, int max)
+{
+    char p[700];
+    snprintf(p, sizeof p, "%s/images", st->root);
+    DIR *d = opendir(p);
+    if (!d)
+        return 0;
+    int n = 0;
+    for (struct dirent *e; n < max && (e = readdir(d));) {
+        if (strlen(e->d_name) != 64)
+            continue;
+        image_entry *ie = &out[n];
+        memset(ie, 0, sizeof *ie);
+        memcpy(ie->hex, e->d_name, 65);
+        char dir[800], f[900];
+        snprintf(dir, sizeof dir, "%s/%.64s", p, e->d_name);
+        snprintf(f, sizeof f, "%s/used", dir);
+        struct stat sb;
+        ie->used = stat(f, &sb) == 0 ? sb.st_mtime : 0;
+        snprintf(f, sizeof f, "%s/bytes", dir);
+        ie->bytes = read_ll(f);
+        ie->in_use = has_users(dir);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Adds the blob digests a kept image's manifest names to keep (a JSON object used as a set). */
+static void mark_blobs(const ts_image_store *st, const char *hex, json_t *keep)
+{
+    char p[800];
+    snprintf(p, sizeof p, "%s/images/%s/manifest.json", st->root, hex);
+    json_t *m = json_load_file(p, 0, NULL);
+    if (!m)
+        return;
+    json_t *cfg = json_object_get(json_object_get(m, "config"), "digest");
+    if (json_is_string(cfg))
+        json_object_set_new(keep, json_string_value(cfg), json_true());
+    size_t i;
+    json_t *l;
+    json_array_foreach(json_object_get(m, "layers"), i, l) {
+        json_t *dg = json_object_get(l, "digest");
+        if (json_is_string(dg))
+            json_object_set_new(keep, json_string_value(dg), json_true());
+    }
+    json_decref(m);
+}
+
+static long long blobs_bytes(const ts_image_store *st, const json_t *keep, bool drop_unkept)
+{
+    char p[700];
+    snprintf(p, sizeof p, "%s/blobs/sha256", st->root);
+    DIR *d = opendir(p);
+    if (!d)
+        return 0;
+    long long sum = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char dg[80];
+        snprintf(dg, sizeof dg, "sha256:%.64s", e->d_name);
+        if (drop_unkept && keep && !json_object_get(keep, dg)) {
+            unlinkat(dirfd(d), e->d_name, 0);
+            continue;
+        }
+        struct stat sb;
+        if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0)
+            sum += (long long)sb.st_blocks * 512;
+    }
+    closedir(d);
+    return sum;
+}
+
+long long ts_image_store_bytes(const ts_image_store *st)
+{
+    image_entry *im = calloc(IMAGES_MAX, sizeof *im);
+    if (!im)
+        return -1;
+    int n = list_images(st, im, IMAGES_MAX);
+    long long sum = blobs_bytes(st, NULL, false);
+    for (int i = 0; i < n; i++)
+        sum += im[i].bytes;
+    free(im);
+    return sum;
+}
+
+static int by_used(const void *a, const void *b)
+{
+    const image_entry *x = a, *y = b;
+    return x->used < y->used ? -1 : x->used > y->used;
+}
+
+long long image_store_evict_locked(ts_image_store *st, long long target_bytes)
+{
+    if (target_bytes < 0)
+        target_bytes = st->budget_bytes;
+    image_entry *im = calloc(IMAGES_MAX, sizeof *im);
+    json_t *keep = json_object();
+    if (!im || !keep) {
+        free(im);
+        json_decref(keep);
+        return -1;
+    }
+    int n = list_images(st, im, IMAGES_MAX);
+    qsort(im, (size_t)n, sizeof *im, by_used);
+    long long total = blobs_bytes(st, NULL, false);
+    for (int i = 0; i < n; i++)
+        total += im[i].bytes;
+    bool removed = false;
+    for (int i = 0; i < n && total > target_bytes; i++) {
+        if (im[i].in_use)
+            continue;
+        char dir[800];
+        snprintf(dir, sizeof dir, "%s/images/%s", st->root, im[i].hex);
+        rm_tree(dir);
+        total -= im[i].bytes;
+        im[i].hex[0] = 0;
+        removed = true;
+    }
+    if (removed || total > target_bytes) {
+        /* blobs no remaining image names go too */
+        for (int i = 0; i < n; i++)
+            if (im[i].hex[0])
+                mark_blobs(st, im[i].hex, keep);
+        total = blobs_bytes(st, keep, true);
+        for (int i = 0; i < n; i++)
+            if (im[i].hex[0])
+                total += im[i].bytes;
+    }
+    json_decref(keep);
+    free(im);
+    return total;
+}
+
+long long ts_image_evict(ts_image_store *st, long long target_bytes)
+{
+    int lk = image_store_lock(st, NULL);
+    if (lk < 0)
+        return -1;
+    long long left = image_store_evict_locked(st, target_bytes);
+    image_store_unlock(lk);
+    return left;
+}

@@ -1,0 +1,114 @@
+/*
+ * launch_container.c - a container task's start: bundle, runtime command
+ * line, cleanup command line (launch_container.h says how it fits the
+ * keeper).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "launch_container.h"
+
+#define MOUNTS_MAX 64
+#define RUNTIME_STATE_ROOT "/run/runc" /* runc's default --root, as root */
+#define RUNTIME_DIRS "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define RUNTIME_PATH "PATH=" RUNTIME_DIRS
+
+static int find_runtime(const char *name, char *out, size_t n)
+{
+    if (strchr(name, '/')) {
+        snprintf(out, n, "%s", name);
+        return access(out, X_OK);
+    }
+    const char *path = RUNTIME_DIRS;
+    for (const char *p = path; *p;) {
+        const char *e = strchr(p, ':');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        snprintf(out, n, "%.*s/%s", (int)len, p, name);
+        if (access(out, X_OK) == 0)
+            return 0;
+        p += len + (e ? 1 : 0);
+    }
+    return -1;
+}
+
+/* runtime delete --force <id>: a container of the same id left by a crash
+ * (its state directory under the runtime's root is there). */
+static void delete_stale(ts_container_plan *cp)
+{
+    char state[PATH_MAX];
+    struct stat sb;
+    snprintf(state, sizeof state, "%s/%s", RUNTIME_STATE_ROOT, cp->id);
+    if (lstat(state, &sb) != 0)
+        return;
+    pid_t pid = fork();
+    if (pid == 0) {
+        execve(cp->exe, cp->cleanup_argv, cp->envp);
+        _exit(127);
+    }
+    int st;
+    if (pid > 0)
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+            ;
+}
+
+int ts_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
+                         const char *const *env, const char *ack_dir, ts_container_plan *cp,
+                         ts_err *err)
+{
+    memset(cp, 0, sizeof *cp);
+    const char *id = s->task_id;
+    if (!s->bundle_dir || !*s->bundle_dir)
+        return ts_err_set(err, TS_EINVAL, "task %s: bundle_dir: required with an image", id);
+    if (s->nmounts > MOUNTS_MAX - 2)
+        return ts_err_set(err, TS_EINVAL, "task %s: mounts: at most %d", id, MOUNTS_MAX - 2);
+    const char *rt = s->runtime && *s->runtime ? s->runtime : "runc";
+    if (find_runtime(rt, cp->exe, sizeof cp->exe) != 0)
+        return ts_err_set(err, TS_ENOENT, "task %s: the container runtime %s is not installed",
+                          id, rt);
+    snprintf(cp->bundle, sizeof cp->bundle, "%s", s->bundle_dir);
+    snprintf(cp->id, sizeof cp->id, "%s", id);
+    static char run[] = "run", bundle_opt[] = "--bundle", del[] = "delete", force[] = "--force";
+    char *a0 = strrchr(cp->exe, '/') + 1;
+    char *argv[] = {a0, run, bundle_opt, cp->bundle, cp->id, NULL};
+    char *cargv[] = {a0, del, force, cp->id, NULL};
+    memcpy(cp->argv, argv, sizeof argv);
+    memcpy(cp->cleanup_argv, cargv, sizeof cargv);
+    static char path_env[] = RUNTIME_PATH;
+    cp->envp[0] = path_env;
+    cp->root.uid = getuid();
+    cp->root.gid = getgid();
+    cp->root.change = false;
+    delete_stale(cp);
+    struct stat sb;
+    if (lstat(cp->bundle, &sb) == 0) /* an earlier run's, left by a crash */
+        ts_bundle_remove(cp->bundle);
+
+    ts_bundle_mount m[MOUNTS_MAX];
+    size_t nm = 0;
+    m[nm++] = (ts_bundle_mount){s->log_dir, s->log_dir, true};
+    if (strcmp(ack_dir, s->log_dir) != 0)
+        m[nm++] = (ts_bundle_mount){ack_dir, ack_dir, true};
+    for (size_t i = 0; i < s->nmounts; i++)
+        m[nm++] = s->mounts[i];
+    char user[64];
+    snprintf(user, sizeof user, "%u:%u", (unsigned)ra->uid, (unsigned)ra->gid);
+    char cg[128];
+    snprintf(cg, sizeof cg, TS_CONTAINER_CGROUP_PREFIX "%s", id);
+    ts_bundle_spec b = {
+        .dir = cp->bundle, .container_id = id, .image = s->image,
+        .argv = s->argv && s->argv[0] ? s->argv : NULL, .env = env,
+        .workdir = s->workdir && *s->workdir ? s->workdir : NULL,
+        .user = s->user || ra->change ? user : NULL, .mounts = m, .nmounts = nm,
+        .memory_bytes = s->memory_bytes, .cpu_milli = s->cpu_milli, .pids_max = s->pids_max,
+        .cgroups_path = cg};
+    int rc = ts_bundle_make(&b, err);
+    if (rc)
+        ts_err_prefix(err, "task %s: ", id);
+    return rc;
+}

@@ -1,0 +1,37 @@
+/*
+ * launch_container.h - what ts_task_start does differently for a task that
+ * runs in an image: the bundle is made (image_bundle.c) and the keeper runs
+ * the OCI runtime in the foreground instead of the command, as root; the
+ * container gets the task's user, environment, limits and files. The
+ * runtime forwards the keeper's and the agent's signals to the container's
+ * first process and exits with its status, so the keeper, the record, the
+ * stop sequence and adoption work unchanged. After the task ends the keeper
+ * runs the runtime's delete, so nothing of the container outlives the exit
+ * file. Private to launch*.c.
+ */
+#ifndef TS_AGENT_LAUNCH_CONTAINER_H
+#define TS_AGENT_LAUNCH_CONTAINER_H
+
+#include <limits.h>
+
+#include "launch.h"
+#include "launch_keeper.h"
+
+#define TS_CONTAINER_CGROUP_PREFIX "/tessera-tasks/"
+
+typedef struct ts_container_plan {
+    char exe[PATH_MAX];              /* the runtime */
+    char *argv[8], *cleanup_argv[8]; /* point into the strings below */
+    char bundle[PATH_MAX], id[TS_TASK_ID_MAX + 1];
+    char *envp[2];                   /* the runtime's own environment */
+    struct ts_run_as root;           /* the keeper starts the runtime as itself */
+} ts_container_plan;
+
+/* Makes the bundle and fills cp. ra: who the task runs as; env: its
+ * environment; ack_dir: where its checkpoint file goes. TS_EINVAL names the
+ * field, TS_ENOENT: no runtime, TS_EIO: the bundle. */
+int ts_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
+                         const char *const *env, const char *ack_dir, ts_container_plan *cp,
+                         ts_err *err);
+
+#endif

@@ -1,0 +1,233 @@
+"""Promises of jobs that run in container images (docs/images.md), on real
+agents with a real registry: Debian's docker-registry on loopback (started
+here, on the port the agents were told to pull from over plain http), small
+images built from busybox with umoci and pushed with skopeo, tasks run by
+Debian's runc. A job with `image:` runs its command inside the image: it
+sees the image's files and not the node's, its exit code and output are the
+job's; an image the registry does not know fails the job with reason
+`image_not_found`; a malformed reference is refused at submission, naming
+the field."""
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from cluster import Node  # noqa: E402
+from harness import check  # noqa: E402
+from registry import Registry, TokenFront, free_port  # noqa: E402
+
+PORT, FRONT_PORT, LATE_PORT = free_port(), free_port(), free_port()
+PULL = ["--plain-http-registries", f"127.0.0.1:{PORT},127.0.0.1:{FRONT_PORT},127.0.0.1:{LATE_PORT}"]
+PULL_USER, PULL_PASS = "puller", "pull-pw-never-shown-7"
+# host folders team-a may mount: one read-only, one read-write
+HOST_RO, HOST_RW = tempfile.mkdtemp(prefix="tessera-ro-"), tempfile.mkdtemp(prefix="tessera-rw-")
+os.chmod(HOST_RO, 0o755)
+os.chmod(HOST_RW, 0o1777)
+with open(os.path.join(HOST_RO, "in.txt"), "w") as _f:
+    _f.write("from the node's folder\n")
+os.chmod(os.path.join(HOST_RO, "in.txt"), 0o644)
+atexit.register(lambda: [shutil.rmtree(d, ignore_errors=True) for d in (HOST_RO, HOST_RW)])
+TENANTS = f"""tenants:
+  org:
+    guaranteed: {{gpu: {{H100-80GB: 16}}}}
+    teams:
+      team-a:
+        guaranteed: {{gpu: {{H100-80GB: 8}}}}
+        mounts: [{HOST_RO}, {{path: {HOST_RW}, write: true}}]
+      team-b: {{guaranteed: {{gpu: {{H100-80GB: 8}}}}, registries: [registry.example.com]}}
+"""
+CLUSTER = {"nodes": [Node("r-1", "l1", args=PULL), Node("r-2", "l1", args=PULL)],
+           "tenants": TENANTS}
+NEEDS = ("runc",) + tuple(t for t in ("docker-registry", "umoci", "skopeo", "busybox"))
+
+_reg = {}
+
+
+def registry():
+    """The registry, started (and its images pushed) by the first scenario
+    that needs it."""
+    if "r" not in _reg:
+        work = tempfile.mkdtemp(prefix="tessera-images-")
+        r = Registry(work, PORT)
+        atexit.register(lambda: (r.stop(), shutil.rmtree(work, ignore_errors=True)))
+        r.push_busybox("team/tools:1", "inside the image", {"/etc/tool.conf": "mode=image\n"})
+        front = TokenFront(r.base, PULL_USER, PULL_PASS, FRONT_PORT)
+        atexit.register(front.stop)
+        _reg["r"] = r
+    return _reg["r"]
+
+
+def spec(name, cmd, image, **kw):
+    s = {"tenant": "team-a", "name": name, "tier": "guaranteed", "image": image,
+         "command": ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else cmd,
+         "tasks": [{"count": 1, "gpus": 1, "cpu_milli": 1000, "memory_mib": 1024}],
+         "time_limit": "5m"}
+    s.update(kw)
+    return s
+
+
+def scenario_image_job_runs_inside_its_image(c):
+    """images.md: a job with `image:` runs its command inside that image: it
+    sees the image's files, not the node's, and its exit code and output are
+    the job's."""
+    r = registry()
+    ref = f"{r.host}/team/tools:1"
+    cmd = ("cat /marker /etc/tool.conf; test -e /etc/debian_version && echo node-files; "
+           "echo rank=$RANK job=$TESSERA_JOB_ID; echo 0.25 >> $TESSERA_STEP_FILE && "
+           "echo step-file-ok; exit 3")
+    jid = c.submit(spec("in-image", cmd, ref))
+    j = c.wait_job(jid, "failed", 90)
+    if not j:
+        return
+    check(j.get("exit_code") == 3, f"its exit code is the command's: {j.get('exit_code')}")
+    node = next((n for n in ("r-1", "r-2") if c.output(n, jid)), "r-1")
+    out = c.output(node, jid)
+    check("inside the image" in out and "mode=image" in out, f"it sees the image's files: {out!r}")
+    check("node-files" not in out, f"and not the node's: {out!r}")
+    check("rank=0" in out, f"with the task environment: {out!r}")
+    check("step-file-ok" in out, f"and the task library's step file: {out!r}")
+    # the same image again: from the node's store, and a clean exit completes
+    jid2 = c.submit(spec("in-image-2", "cat /marker", ref))
+    check(bool(c.wait_job(jid2, "completed", 60)), "a second job of the image completes")
+
+
+scenario_image_job_runs_inside_its_image.needs_root = True
+scenario_image_job_runs_inside_its_image.needs = NEEDS
+
+
+def scenario_unknown_image_fails_image_not_found(c):
+    """images.md: an image or tag the registry does not know fails the job with
+    reason `image_not_found`; nothing else is affected."""
+    r = registry()
+    jid = c.submit(spec("no-such-tag", "true", f"{r.host}/team/tools:nope"))
+    j = c.wait_job(jid, "failed", 60)
+    if not j:
+        return
+    check(j.get("reason") == "image_not_found", f"reason image_not_found: {j.get('reason')}")
+    check("not found" in (j.get("why") or ""), f"why says so: {j.get('why')}")
+    ok = c.submit(spec("still-fine", "cat /marker", f"{r.host}/team/tools:1"))
+    check(bool(c.wait_job(ok, "completed", 60)), "another job of a known image still runs")
+
+
+scenario_unknown_image_fails_image_not_found.needs_root = True
+scenario_unknown_image_fails_image_not_found.needs = NEEDS
+
+
+def scenario_bad_image_reference_refused_at_submission(c):
+    """images.md: a reference that is not `host[:port]/repo[:tag]` or
+    `@sha256:<digest>` is refused at submission (400), naming the field."""
+    st, d = c.call("POST", "/v1/jobs", spec("bad-ref", "true", "busybox"))
+    text = str(d)
+    check(st == 400, f"400 for an image without its registry: {st}")
+    check("image" in text and "registry" in text, f"the error names the field: {text}")
+
+
+def scenario_tenant_registries_restrict_images(c):
+    """images.md: a job whose image comes from a registry its tenant may not use
+    is refused at submission (400), naming the field and the registries it may use."""
+    registry()
+    st, d = c.call("POST", "/v1/jobs", spec("elsewhere", "true", f"127.0.0.1:{PORT}/team/tools:1",
+                                            tenant="team-b"))
+    text = str(d)
+    check(st == 400 and "image" in text and "registry.example.com" in text,
+          f"400 naming image and the allowed registry: {st} {text}")
+    st, d = c.call("POST", "/v1/jobs", spec("allowed", "true", "registry.example.com/t/x:1",
+                                            tenant="team-b"))
+    check(st == 201, f"an image from its registry is accepted: {st} {d}")
+    st, d = c.call("POST", "/v1/jobs", spec("unrestricted", "true",
+                                            f"127.0.0.1:{PORT}/team/tools:1", tenant="team-a",
+                                            tasks=[{"count": 1, "gpus": 1}], command=["true"]))
+    check(st == 201, f"a tenant without registries may use any: {st} {d}")
+
+
+scenario_tenant_registries_restrict_images.needs_root = True
+scenario_tenant_registries_restrict_images.needs = NEEDS
+
+
+def scenario_private_registry_with_pull_secret(c):
+    """images.md: a registry that wants credentials gets the job's
+    `image_pull_secret`, a secret of the secret store holding `user:password`; its
+    value is never shown by any read of the job, its events or its logs."""
+    registry()
+    private = f"127.0.0.1:{FRONT_PORT}/team/tools:1"
+    st, d = c.call("PUT", "/v1/secrets/REG_PULL", {"value": f"{PULL_USER}:{PULL_PASS}",
+                                                    "scope": "tenant", "tenant": "team-a"})
+    check(st in (200, 201), f"the pull secret is stored: {st} {d}")
+    jid = c.submit(spec("private", "cat /marker", private, image_pull_secret="REG_PULL"))
+    j = c.wait_job(jid, "completed", 60)
+    check(bool(j), "the job pulls from the private registry with its secret and completes")
+    shown = str(c.job(jid)) + str(c.events(jid)) + c.output("r-1", jid) + c.output("r-2", jid)
+    check(PULL_PASS not in shown, "the secret's value is in no read of the job")
+    jid = c.submit(spec("no-secret", "true", private))
+    j = c.wait_job(jid, "failed", 60)
+    check(bool(j) and j.get("reason") == "image_not_found",
+          f"without it the registry refuses: {j and j.get('reason')}")
+    st, d = c.call("POST", "/v1/jobs", spec("missing", "true", private,
+                                            image_pull_secret="NO_SUCH"))
+    check(st == 400 and "image_pull_secret" in str(d), f"an unknown secret: 400 naming it: {st}")
+
+
+scenario_private_registry_with_pull_secret.needs_root = True
+scenario_private_registry_with_pull_secret.needs = NEEDS
+
+
+def scenario_mounts_only_what_the_tenant_allows(c):
+    """images.md: `mounts` binds host folders into the image, read-only unless
+    `write: true`; a folder its tenant may not mount, or may not write, is refused
+    at submission (400), naming the field."""
+    r = registry()
+    ref = f"{r.host}/team/tools:1"
+    cmd = ("cat /data/in.txt; (echo x > /data/new) 2>/dev/null && echo wrote-read-only; "
+           "echo result > /out/r.txt && echo wrote-out")
+    jid = c.submit(spec("mounted", cmd, ref, mounts=[{"host": HOST_RO, "path": "/data"},
+                                                      {"host": HOST_RW, "path": "/out",
+                                                       "write": True}]))
+    j = c.wait_job(jid, "completed", 60)
+    node = next((n for n in ("r-1", "r-2") if c.output(n, jid)), "r-1")
+    out = c.output(node, jid)
+    check(bool(j), "the job with its mounts completes")
+    check("from the node's folder" in out, f"it reads the mounted folder: {out!r}")
+    check("wrote-read-only" not in out and not os.path.exists(os.path.join(HOST_RO, "new")),
+          f"and cannot write the read-only one: {out!r}")
+    check(os.path.exists(os.path.join(HOST_RW, "r.txt")), "it wrote the read-write one")
+    st, d = c.call("POST", "/v1/jobs", spec("etc", "true", ref,
+                                            mounts=[{"host": "/etc", "path": "/hostetc"}]))
+    check(st == 400 and "mounts[0].host" in str(d), f"a folder not allowed: 400 naming it: {st} {d}")
+    st, d = c.call("POST", "/v1/jobs", spec("rw", "true", ref, mounts=[
+        {"host": HOST_RO, "path": "/data", "write": True}]))
+    check(st == 400 and "mounts[0].host" in str(d), f"writing a read-only one: 400: {st} {d}")
+    st, d = c.call("POST", "/v1/jobs", spec("proc", "true", ref, mounts=[
+        {"host": HOST_RO, "path": "/proc/x"}]))
+    check(st == 400 and "mounts[0].path" in str(d), f"into /proc: 400 naming it: {st} {d}")
+
+
+scenario_mounts_only_what_the_tenant_allows.needs_root = True
+scenario_mounts_only_what_the_tenant_allows.needs = NEEDS
+
+
+def scenario_registry_down_job_waits_image_pull(c):
+    """images.md: a job whose registry is down or slow is not failed: it waits,
+    its reason `image_pull`, while the pull is tried again."""
+    registry()
+    jid = c.submit(spec("late", "cat /marker", f"127.0.0.1:{LATE_PORT}/team/late:1"))
+    j = c.wait(lambda: (c.job(jid).get("reason") == "image_pull") and c.job(jid),
+               "the job shows reason image_pull while its registry is down", 30)
+    if not j:
+        return
+    check(j.get("state") == "running" and "image_pull" in j,
+          f"started, its image coming: {j.get('state')} {j.get('image_pull')}")
+    work = tempfile.mkdtemp(prefix="tessera-late-")
+    late = Registry(work, LATE_PORT)
+    atexit.register(lambda: (late.stop(), shutil.rmtree(work, ignore_errors=True)))
+    late.push_busybox("team/late:1", "the registry came back")
+    j = c.wait_job(jid, "completed", 60)
+    check(bool(j), "once the registry is back the job runs and completes, never failed")
+    node = next((n for n in ("r-1", "r-2") if c.output(n, jid)), "r-1")
+    check("the registry came back" in c.output(node, jid), "in its image")
+    check("image_pull" not in c.job(jid), "and no longer shows a pull")
+
+
+scenario_registry_down_job_waits_image_pull.needs_root = True
+scenario_registry_down_job_waits_image_pull.needs = NEEDS
