@@ -536,6 +536,7 @@ typedef struct ctld_reply {
     char *body;                  /* malloc'd */
     const char *content_type;
     char retry_after[16];
+    char allow[64];              /* a 405's Allow header ("GET, POST") */
     bool close;                  /* close the connection once this is sent */
 } ctld_reply;
 
@@ -555,6 +556,10 @@ typedef struct ctld_request {
     const char *idem_key;
     const char *body;
     size_t len;
+    /* the path's parameters, filled by the router (router.h) from its route's pattern */
+    int64_t id;                  /* {id}, checked 1..INT64_MAX; 0 when none */
+    const char *name;            /* {name}; NULL when none */
+    const char *action;          /* the literal segment after a parameter ("cancel"); "" */
 } ctld_request;
 
 /* GET /v1/jobs/{id}/logs for a job the caller may see (row): a running
