@@ -8,9 +8,10 @@
  *
  * Matching is by segments: a literal segment must be equal, a {parameter}
  * takes any non-empty segment. Where a literal and a parameter both match
- * (/v1/secrets/events, /v1/secrets/{name}), the row with the method asked
- * for wins, then the row with more literal segments.
+ * (/v1/secrets/events, /v1/secrets/{name}), the pattern with more literal
+ * segments is the path, as OpenAPI matches them; its methods are the Allow.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,6 +19,7 @@
 
 #define PATH_SEGMENTS_MAX 8
 #define NAME_PARAM_MAX_BYTES 255
+#define CTLD_ROUTES_MAX 64
 
 typedef struct segs {
     const char *s[PATH_SEGMENTS_MAX];
@@ -78,25 +80,31 @@ int ctld_route_find(const char *method, const char *path, const ctld_route_def *
         allow[0] = '\0';
     if (!split(path, &want))
         return CTLD_ROUTE_NO_PATH;
+    /* the path with the most literal segments is the one asked for, as
+     * OpenAPI reads paths: /v1/secrets/events is never a secret's name */
     int best = -1;
-    bool any = false;
+    int lit[CTLD_ROUTES_MAX];
+    assert(n <= CTLD_ROUTES_MAX);
+    if (n > CTLD_ROUTES_MAX)
+        n = CTLD_ROUTES_MAX;
     for (size_t i = 0; i < n; i++) {
         segs pat;
         split(t[i].pattern, &pat);
-        int lit = match(&pat, &want);
-        if (lit < 0)
+        lit[i] = match(&pat, &want);
+        if (lit[i] > best)
+            best = lit[i];
+    }
+    for (size_t i = 0; best >= 0 && i < n; i++) {
+        if (lit[i] != best)
             continue;
-        any = true;
-        if (strcmp(t[i].method, method) == 0 && lit > best) {
-            best = lit;
+        if (strcmp(t[i].method, method) == 0)
             *out = &t[i];
-        }
         if (allow_size && !strstr(allow, t[i].method)) {
             size_t l = strlen(allow);
             snprintf(allow + l, allow_size - l, "%s%s", l ? ", " : "", t[i].method);
         }
     }
-    return *out ? CTLD_ROUTE_FOUND : any ? CTLD_ROUTE_NO_METHOD : CTLD_ROUTE_NO_PATH;
+    return *out ? CTLD_ROUTE_FOUND : best >= 0 ? CTLD_ROUTE_NO_METHOD : CTLD_ROUTE_NO_PATH;
 }
 
 void ctld_route_refuse(ctld_reply *r, int st, const char *method, const char *path,
