@@ -370,7 +370,7 @@ static json_t *operation(const ctld_route_def *rt)
                                                       "minLength", 1, "maxLength", 255)));
     add_query(rt, params);
     json_t *responses = json_object();
-    char code[8];
+    char code[16];
     snprintf(code, sizeof code, "%d", rt->ok);
     json_t *ok = json_pack("{s:s}", "description", "OK");
     if (rt->response)
@@ -440,7 +440,7 @@ json_t *ctld_openapi(void)
     }
     json_t *errors = json_object();
     for (size_t i = 0; i < sizeof ERRORS / sizeof ERRORS[0]; i++) {
-        char code[8];
+        char code[16];
         snprintf(code, sizeof code, "%d", ERRORS[i].status);
         json_t *r = json_pack("{s:s,s:o}", "description", ERRORS[i].meaning, "content",
                               content("Error"));
