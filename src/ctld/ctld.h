@@ -566,7 +566,7 @@ typedef struct ctld_request {
  * rank's output fetched from its agent, else the tail its agent reported
  * when the rank ended. Not under mu. */
 void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_reply *r);
-/* Routes one authenticated request. */
+/* Routes one authenticated request by the route table (router.h, router.c). */
 void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *out);
 /* arrays.c: POST /v1/arrays/{id}/cancel. ctld_array_cancel (not under mu)
  * cancels every active element of the array whose first element is job

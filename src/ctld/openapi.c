@@ -209,7 +209,14 @@ static const struct {
      "\"properties\":{\"events\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
      "\"next_cursor\":{\"$ref\":\"#/components/schemas/Cursor\"}}}"},
     {"AgentMessage",
-     "{\"type\":\"object\",\"description\":\"docs/agent-protocol.md\"}"},
+     "{\"type\":\"object\",\"description\":\"docs/agent-protocol.md: register carries "
+     "discovery, sync gen and health; both carry what runs\",\"required\":[\"node\"],"
+     "\"properties\":{\"node\":{\"type\":\"string\"},\"gen\":{\"type\":\"integer\"},"
+     "\"discovery\":{\"type\":\"object\"},\"health\":{\"type\":\"object\"},"
+     "\"tasks\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
+     "\"job\":{\"type\":\"integer\"},\"rank\":{\"type\":\"integer\"},"
+     "\"state\":{\"type\":\"string\"}}}},\"logs\":{\"type\":\"array\"},"
+     "\"wait_s\":{\"type\":\"number\"}}}"},
     {"AgentReply",
      "{\"type\":\"object\",\"description\":\"docs/agent-protocol.md\"}"},
     {"OpenAPI",
