@@ -32,10 +32,11 @@ static const struct {
      "\"reason\"],\"properties\":{\"path\":{\"type\":\"string\"},"
      "\"reason\":{\"type\":\"string\"}}}}}}}}"},
     {"JobSpec",
-     "{\"type\":\"object\","
-     "\"description\":\"A job spec (docs/job-spec.md); the same document in YAML is accepted too\","
-     "\"examples\":[{\"name\":\"train\",\"tenant\":\"team-a\","
-     "\"gpus\":8,\"gpu_model\":\"H100-80GB\",\"command\":[\"python3\",\"train.py\"]}]}"},
+     "{\"type\":\"object\",\"description\":\"A job spec (docs/job-spec.md); the same "
+     "document in YAML is accepted too\",\"required\":[\"tenant\",\"name\",\"tasks\"],"
+     "\"properties\":{\"tasks\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}}},"
+     "\"examples\":[{\"tenant\":\"team-a\",\"name\":\"train\",\"tasks\":[{\"count\":1,"
+     "\"gpus\":1}],\"duration\":\"1s\",\"command\":[\"true\"]}]}"},
     {"JobRank",
      "{\"type\":\"object\",\"properties\":{\"rank\":{\"type\":\"integer\"},"
      "\"node\":{\"type\":\"string\"},\"end\":{\"type\":\"string\",\"enum\":[\"exited\","
@@ -340,6 +341,7 @@ static void add_links(const ctld_route_def *rt, json_t *ok)
         {"submitJob", "holdJob", "id", "$response.body#/jobs/0/id"},
         {"submitJob", "listJobEvents", "id", "$response.body#/jobs/0/id"},
         {"submitJob", "explainJob", "id", "$response.body#/jobs/0/id"},
+        {"submitJob", "getJobLogs", "id", "$response.body#/jobs/0/id"},
         {"holdJob", "releaseJob", "id", "$response.body#/job/id"},
         {"getJob", "cancelJob", "id", "$response.body#/job/id"},
         {"createToken", "revokeToken", "name", "$response.body#/token/name"},
@@ -363,6 +365,18 @@ static void add_links(const ctld_route_def *rt, json_t *ok)
         json_object_set_new(ok, "links", links);
 }
 
+/* A {name}: a token's and a secret's as their handlers check them
+ * (docs/api.md "Limits on input"), a node's as the cluster file allows. */
+static json_t *name_schema(const char *pattern)
+{
+    if (strncmp(pattern, "/v1/tokens/", 11) == 0)
+        return json_pack("{s:s,s:s}", "type", "string", "pattern",
+                         "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$");
+    if (strncmp(pattern, "/v1/secrets/", 12) == 0)
+        return json_pack("{s:s,s:s}", "type", "string", "pattern", "^[A-Za-z_][A-Za-z0-9_]{0,62}$");
+    return json_pack("{s:s,s:i,s:i}", "type", "string", "minLength", 1, "maxLength", 63);
+}
+
 static json_t *operation(const ctld_route_def *rt)
 {
     json_t *params = json_array();
@@ -372,9 +386,7 @@ static json_t *operation(const ctld_route_def *rt)
                                                       "minimum", 1, "maximum",
                                                       (json_int_t)INT64_MAX)));
     if (strstr(rt->pattern, "{name}"))
-        json_array_append_new(params, param("name", "path", true,
-                                            json_pack("{s:s,s:i,s:i}", "type", "string",
-                                                      "minLength", 1, "maxLength", 255)));
+        json_array_append_new(params, param("name", "path", true, name_schema(rt->pattern)));
     add_query(rt, params);
     json_t *responses = json_object();
     char code[16];

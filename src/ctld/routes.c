@@ -757,9 +757,11 @@ static const ctld_route_def ROUTES[] = {
      "tenant-admin and admin: every one of the tenant)", NULL, 200, "SecretList", "503"},
     {"PUT", "/v1/secrets/{name}", ctld_secrets_route, R_WRITE, "setSecret",
      "Set a secret {value, scope: user|tenant, tenant}: encrypted at rest, never returned "
-     "(201 created, 200 replaced)", "SecretRequest", 201, "SecretSet", "200 409 503"},
+     "(201 created, 200 replaced; the name events is the audit's path: 405)", "SecretRequest",
+     201, "SecretSet", "200 405 409 503"},
     {"DELETE", "/v1/secrets/{name}", ctld_secrets_route, R_WRITE, "deleteSecret",
-     "Delete a secret (?scope=user|tenant)", NULL, 204, NULL, "503"},
+     "Delete a secret (?scope=user|tenant; the name events is the audit's path: 405)", NULL, 204,
+     NULL, "405 503"},
     {"GET", "/v1/secrets/events", ctld_secrets_route, R_TADMIN, "listSecretEvents",
      "The secrets' audit: every set and delete (admin: every tenant's or ?tenant=; "
      "tenant-admin: its tenant's; cursor pagination)", NULL, 200, "SecretEvents", "503"},

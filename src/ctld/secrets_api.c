@@ -113,6 +113,10 @@ static void secret_put(ctld *c, const ctld_request *rq, const char *name, ctld_r
                          unknown);
     else if (!json_is_string(value))
         ctld_reply_error(r, 400, "invalid", "value: required, a string");
+    else if (json_object_get(in, "scope") && !json_is_string(json_object_get(in, "scope")))
+        ctld_reply_error(r, 400, "invalid", "scope: a string, user or tenant");
+    else if (json_object_get(in, "tenant") && !json_is_string(json_object_get(in, "tenant")))
+        ctld_reply_error(r, 400, "invalid", "tenant: a string, a tenant's name");
     else if ((tenant = tenant_of(w, json_string_value(json_object_get(in, "tenant")), r)) &&
              owner_of(w, json_string_value(json_object_get(in, "scope")), &owner, r)) {
         bool created = false;
