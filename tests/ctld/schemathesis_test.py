@@ -12,9 +12,9 @@ spec's schema is open on purpose: most random objects are not a job the
 parser accepts, and it says so with a 400 naming the field). One worker:
 Python 3.11's ast module is not thread-safe under hypothesis. Bounded:
 TS_SCHEMATHESIS_EXAMPLES cases per operation (default 15) and
-TS_SCHEMATHESIS_TIME seconds per role (default 40). Exit 77 (skipped) when
-schemathesis is not installed. Any failure fails the test, with
-schemathesis's report of it.
+TS_SCHEMATHESIS_TIME seconds per role (default 40), seed TS_SCHEMATHESIS_SEED
+(default 25). Exit 77 (skipped) when schemathesis is not installed. Any
+failure fails the test, with schemathesis's report of it.
 """
 import os
 import subprocess
@@ -29,6 +29,7 @@ from harness import free_port, http_call  # noqa: E402
 
 EXAMPLES = os.environ.get("TS_SCHEMATHESIS_EXAMPLES", "15")
 MAX_TIME_S = os.environ.get("TS_SCHEMATHESIS_TIME", "40")
+SEED = os.environ.get("TS_SCHEMATHESIS_SEED", "25")
 RUN_TIMEOUT_S = int(MAX_TIME_S) * 3 + 60
 ST = ["import sys; from schemathesis.cli import schemathesis; sys.argv[0] = 'schemathesis'; "
       "schemathesis()"]
@@ -91,7 +92,7 @@ try:
                 "--phases", "examples,coverage,fuzzing,stateful", "--mode", "all",
                 "--checks", "all", "--exclude-checks", "positive_data_acceptance",
                 "--max-examples", EXAMPLES, "--max-time", MAX_TIME_S, "--workers", "1",
-                "--seed", "25", "--generation-database", "none", "--no-color",
+                "--seed", SEED, "--generation-database", "none", "--no-color",
                 "--request-timeout", "10", "--suppress-health-check", "all"]
         if token:
             args += ["-H", "Authorization: Bearer " + token]
