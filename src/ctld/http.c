@@ -497,7 +497,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         x->tr->received = true;
         pthread_mutex_unlock(&S->mu);
     }
-    if (strcmp(url, "/healthz") == 0 && strcmp(method, "GET") != 0) {
+    if (strcmp(url, "/healthz") == 0) { /* its methods are the route table's too */
         const ctld_route_def *rt;
         char allow[sizeof r.allow];
         int st = ctld_route_find(method, url, &rt, allow, sizeof allow);
@@ -505,8 +505,6 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
             ctld_route_refuse(&r, st, method, url, allow);
             return send_reply(conn, c, &r);
         }
-    }
-    if (strcmp(url, "/healthz") == 0) {
         r.status = 200;
         r.content_type = "text/plain";
         r.body = strdup("ok\n");
