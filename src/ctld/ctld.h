@@ -596,6 +596,7 @@ typedef struct ctld_reply {
     char *body;                  /* malloc'd */
     const char *content_type;
     char retry_after[16];
+    char allow[64];              /* a 405's Allow header ("GET, POST") */
     bool close;                  /* close the connection once this is sent */
 } ctld_reply;
 
@@ -615,13 +616,17 @@ typedef struct ctld_request {
     const char *idem_key;
     const char *body;
     size_t len;
+    /* the path's parameters, filled by the router (router.h) from its route's pattern */
+    int64_t id;                  /* {id}, checked 1..INT64_MAX; 0 when none */
+    const char *name;            /* {name}; NULL when none */
+    const char *action;          /* the literal segment after a parameter ("cancel"); "" */
 } ctld_request;
 
 /* GET /v1/jobs/{id}/logs for a job the caller may see (row): a running
  * rank's output fetched from its agent, else the tail its agent reported
  * when the rank ended. Not under mu. */
 void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_reply *r);
-/* Routes one authenticated request. */
+/* Routes one authenticated request by the route table (router.h, router.c). */
 void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *out);
 /* array_lazy.c: large arrays' pending elements that are not jobs yet.
  * Under mu: ctld_array_lazy (job id is such an element), ctld_array_lazy_row

@@ -50,6 +50,7 @@
 #include "ctld/ctld.h"
 #include "ctld/ha.h"
 #include "ctld/http_limits.h"
+#include "ctld/router.h"
 #include "ctld/ui.h"
 
 /* Descriptors kept back from connections: the store (SQLite database, WAL
@@ -201,6 +202,8 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, ctld *c, ctld_rep
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     if (r->retry_after[0])
         MHD_add_response_header(resp, "Retry-After", r->retry_after);
+    if (r->allow[0])
+        MHD_add_response_header(resp, "Allow", r->allow);
     if (r->close)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)r->status, resp);
@@ -221,6 +224,13 @@ static void serve(ctld *c, conn_ctx *x)
 {
     ctld_reply *r = &x->reply;
     const char *url = x->rq.url;
+    const ctld_route_def *rt;
+    char allow[sizeof r->allow];
+    int st = ctld_route_find(x->rq.method, url, &rt, allow, sizeof allow);
+    if (st != CTLD_ROUTE_FOUND) { /* the same answer with a token or without */
+        ctld_route_refuse(r, st, x->rq.method, url, allow);
+        return;
+    }
     if (strcmp(url, "/readyz") == 0) {
         ctld_lock_reader(c);
         bool ready = c->ready;
@@ -491,7 +501,14 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         x->tr->received = true;
         pthread_mutex_unlock(&S->mu);
     }
-    if (strcmp(url, "/healthz") == 0) {
+    if (strcmp(url, "/healthz") == 0) { /* its methods are the route table's too */
+        const ctld_route_def *rt;
+        char allow[sizeof r.allow];
+        int st = ctld_route_find(method, url, &rt, allow, sizeof allow);
+        if (st != CTLD_ROUTE_FOUND) {
+            ctld_route_refuse(&r, st, method, url, allow);
+            return send_reply(conn, c, &r);
+        }
         r.status = 200;
         r.content_type = "text/plain";
         r.body = strdup("ok\n");

@@ -38,9 +38,14 @@ void ctld_field_error(ctld_reply *r, const char *path, const char *fmt, ...)
 bool ctld_idem_stored(const char *key, char out[CTLD_IDEM_STORED_MAX], ctld_reply *r)
 {
     out[0] = '\0';
-    if (!key || !*key)
+    if (!key)
         return true;
     size_t n = strlen(key);
+    if (n == 0) { /* a header sent empty is a mistake, not "no key" */
+        ctld_field_error(r, "Idempotency-Key", "empty; 1..%d printable ASCII characters",
+                         CTLD_IDEM_KEY_MAX);
+        return false;
+    }
     if (n > CTLD_IDEM_KEY_MAX) {
         ctld_field_error(r, "Idempotency-Key", "%zu characters; at most %d", n, CTLD_IDEM_KEY_MAX);
         return false;

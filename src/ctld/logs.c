@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "ctld/router.h"
 
 #define LOG_WAIT_S 10.0
 #define LOG_TAIL_DEFAULT 65536
@@ -106,18 +107,10 @@ static bool logreq_add(ctld *c, int n, ctld_logreq *q, ctld_reply *r)
 
 void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_reply *r)
 {
-    long rank = 0, tail = LOG_TAIL_DEFAULT;
-    char *end;
-    if (rq->q.rank && ((rank = strtol(rq->q.rank, &end, 10)) < 0 || *end || !*rq->q.rank)) {
-        ctld_reply_error(r, 400, "invalid", "rank: \"%s\" is not a rank number", rq->q.rank);
+    int64_t rank = 0, tail = LOG_TAIL_DEFAULT;
+    if ((rq->q.rank && !ctld_parse_number(rq->q.rank, "rank", 0, INT32_MAX, &rank, r)) ||
+        (rq->q.tail && !ctld_parse_number(rq->q.tail, "tail", 1, LOG_TAIL_MAX, &tail, r)))
         return;
-    }
-    if (rq->q.tail &&
-        ((tail = strtol(rq->q.tail, &end, 10)) < 1 || tail > LOG_TAIL_MAX || *end)) {
-        ctld_reply_error(r, 400, "invalid", "tail: \"%s\" must be 1..%d bytes", rq->q.tail,
-                         LOG_TAIL_MAX);
-        return;
-    }
     int stream = 0;
     if (rq->q.stream && strcmp(rq->q.stream, "stdout") != 0) {
         if (strcmp(rq->q.stream, "stderr") != 0) {
@@ -144,7 +137,7 @@ void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_
     ctld_agent *a = &c->agents[n];
     if (c->node_virtual[n] || !a->registered) {
         pthread_mutex_unlock(&c->mu);
-        ctld_reply_error(r, 409, "conflict", "rank %ld runs on %s, %s", rank,
+        ctld_reply_error(r, 409, "conflict", "rank %ld runs on %s, %s", (long)rank,
                          c->cluster->nodes[n].name,
                          c->node_virtual[n] ? "a virtual node: it has no output"
                                             : "whose agent is not connected");
@@ -194,7 +187,7 @@ void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_
         ctld_reply_error(r, 503, "unavailable", "the agent of %s did not answer within %.0f s",
                          c->cluster->nodes[n].name, LOG_WAIT_S);
     else if (err)
-        ctld_reply_error(r, 404, "not_found", "rank %ld on %s: %s", rank,
+        ctld_reply_error(r, 404, "not_found", "rank %ld on %s: %s", (long)rank,
                          c->cluster->nodes[n].name, err);
     else
         live_answer(r, row->id, (int)rank, stream, tail, ans);

@@ -1,146 +1,490 @@
 /*
- * openapi.c - the OpenAPI 3 description served at /v1/openapi.json and
- * printed by `tesserad --openapi` (docs/openapi.json is that output; a test
- * keeps the two equal). Built from one table of operations so the document
- * cannot drift from the routes' list.
+ * openapi.c - the OpenAPI 3.1 document served at /v1/openapi.json and
+ * printed by `tesserad --openapi` (docs/openapi.json is that output; the
+ * ctld/openapi test keeps the two equal). Its operations are the rows of the
+ * route table the router dispatches from (router.h), so the document cannot
+ * list a route the server lacks or miss one it has. What the table does not
+ * hold lives here: the JSON Schemas of the bodies (written from what each
+ * handler answers: routes.c, render.c, tokens.c, secrets_api.c, logs.c),
+ * each operation's query parameters, and the links between operations.
  */
+#include <assert.h>
+#include <ctype.h>
+#include <stdio.h>
 #include <string.h>
 
-#include "ctld/ctld.h"
+#include "ctld/router.h"
 
-typedef struct op {
-    const char *path, *method, *summary, *ok;
-} op;
+#define ID_MAX_TEXT "9223372036854775807"
 
-static const op OPS[] = {
-    {"/v1/jobs", "post", "Submit a job spec (YAML or JSON); Idempotency-Key makes a retry safe "
-     "(another body under the same key: 422; a tenant past its queued-jobs cap: 429)", "201"},
-    {"/v1/jobs", "get", "List jobs (filters tenant, state, owner; cursor pagination)", "200"},
-    {"/v1/jobs/{id}", "get", "Show a job", "200"},
-    {"/v1/jobs/{id}/cancel", "post", "Cancel a job", "200"},
-    {"/v1/jobs/{id}/hold", "post", "Hold a pending job", "200"},
-    {"/v1/jobs/{id}/release", "post", "Release a held job", "200"},
-    {"/v1/jobs/{id}/requeue", "post", "Requeue a running job", "200"},
-    {"/v1/jobs/{id}/events", "get", "A job's events", "200"},
-    {"/v1/jobs/{id}/logs", "get", "A task's output: live from its agent, else its last output",
-     "200"},
-    {"/v1/jobs/{id}/explain", "get", "Why a job waits: the scheduler's reason and numbers",
-     "200"},
-    {"/v1/arrays/{id}/cancel", "post", "Cancel every active element of the array whose id "
-     "(its first element's) is {id}; 404 not_an_array when {id} is no array's", "200"},
-    {"/v1/nodes", "get", "List nodes", "200"},
-    {"/v1/nodes/{name}", "get", "Show a node (GPUs, MIG layout, jobs)", "200"},
-    {"/v1/nodes/{name}/drain", "post", "Drain a node (admin)", "200"},
-    {"/v1/nodes/{name}/resume", "post", "Resume a drained node (admin)", "200"},
-    {"/v1/tenants", "get", "Tenants with guarantees, usage and fair share", "200"},
-    {"/v1/tenants", "put", "Replace tenants and quotas (admin; tenants YAML)", "200"},
-    {"/v1/usage", "get", "GPU-hours by tenant, tier and GPU model over [from, to)", "200"},
-    {"/v1/tokens", "get", "List tokens visible to the caller", "200"},
-    {"/v1/tokens", "post", "Create a token (admin; tenant-admin: user and viewer of its tenant); "
-     "the secret is returned once", "201"},
-    {"/v1/tokens/{name}", "delete", "Revoke a token (admin)", "204"},
-    {"/v1/whoami", "get", "The caller: name, role, tenant, Unix identity, expiry (API token or "
-     "OpenID Connect ID token)", "200"},
-    {"/v1/secrets", "get", "List secrets: names, scopes and times, never values (a user: its "
-     "own and its tenant's; tenant-admin and admin: every one of the tenant)", "200"},
-    {"/v1/secrets/{name}", "put", "Set a secret {value, scope: user|tenant, tenant}: encrypted "
-     "at rest, never returned (201 created, 200 replaced)", "201"},
-    {"/v1/secrets/{name}", "delete", "Delete a secret (?scope=user|tenant)", "204"},
-    {"/v1/secrets/events", "get", "The secrets' audit: every set and delete (admin: every "
-     "tenant's or ?tenant=; tenant-admin: its tenant's; cursor pagination)", "200"},
-    {"/v1/agent/register", "post", "A node agent registers its node (node credential)", "200"},
-    {"/v1/agent/sync", "post",
-     "A node agent reports what runs and its health; long-polls for the desired state", "200"},
-    {"/healthz", "get", "Liveness", "200"},
-    {"/readyz", "get", "Readiness: store open and scheduler running", "200"},
-    {"/metrics", "get", "Prometheus metrics", "200"},
+/* components/schemas. Objects stay open (a new field is not a break); the
+ * fields every answer carries are required. */
+static const struct {
+    const char *name, *json;
+} SCHEMAS[] = {
+    {"Error",
+     "{\"type\":\"object\",\"required\":[\"error\"],"
+     "\"properties\":{\"error\":{\"type\":\"object\",\"required\":[\"code\",\"message\"],"
+     "\"properties\":{\"code\":{\"type\":\"string\",\"examples\":[\"invalid\"]},"
+     "\"message\":{\"type\":\"string\","
+     "\"examples\":[\"limit: must be a decimal number 1..1000\"]},"
+     "\"fields\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"required\":[\"path\","
+     "\"reason\"],\"properties\":{\"path\":{\"type\":\"string\"},"
+     "\"reason\":{\"type\":\"string\"}}}}}}}}"},
+    {"JobSpec",
+     "{\"type\":\"object\",\"description\":\"A job spec (docs/job-spec.md); the same "
+     "document in YAML is accepted too\",\"required\":[\"tenant\",\"name\",\"tasks\"],"
+     "\"properties\":{\"tasks\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}}},"
+     "\"examples\":[{\"tenant\":\"team-a\",\"name\":\"train\",\"tasks\":[{\"count\":1,"
+     "\"gpus\":1}],\"duration\":\"1s\",\"command\":[\"true\"]}]}"},
+    {"JobRank",
+     "{\"type\":\"object\",\"properties\":{\"rank\":{\"type\":\"integer\"},"
+     "\"node\":{\"type\":\"string\"},\"end\":{\"type\":\"string\",\"enum\":[\"exited\","
+     "\"signal\",\"oom\",\"timeout\",\"launch\",\"stopped\",\"lost\",\"image_not_found\"]},"
+     "\"exit_code\":{\"type\":[\"integer\",\"null\"]},\"signal\":{\"type\":[\"integer\","
+     "\"null\"]},\"oom_kills\":{\"type\":\"integer\"},\"reason\":{\"type\":\"string\"}}}"},
+    {"Job",
+     "{\"type\":\"object\",\"required\":[\"id\",\"name\",\"tenant\",\"owner\",\"state\","
+     "\"tier\",\"priority\",\"gpus\",\"preemptions\"],"
+     "\"properties\":{\"id\":{\"type\":\"integer\",\"minimum\":1},"
+     "\"name\":{\"type\":\"string\"},\"tenant\":{\"type\":\"string\"},"
+     "\"owner\":{\"type\":\"string\"},\"state\":{\"type\":\"string\",\"enum\":[\"pending\","
+     "\"held\",\"running\",\"stopping\",\"completed\",\"failed\",\"cancelled\","
+     "\"timeout\"]},\"tier\":{\"type\":\"string\",\"enum\":[\"guaranteed\","
+     "\"opportunistic\"]},\"priority\":{\"type\":\"integer\"},"
+     "\"gpus\":{\"type\":\"integer\",\"minimum\":0},\"gpu_model\":{\"type\":[\"string\","
+     "\"null\"]},\"submit_time\":{\"type\":[\"number\",\"null\"]},"
+     "\"start_time\":{\"type\":[\"number\",\"null\"]},\"end_time\":{\"type\":[\"number\","
+     "\"null\"]},\"preemptions\":{\"type\":\"integer\",\"minimum\":0},"
+     "\"reason\":{\"type\":[\"string\",\"null\"]},\"why\":{\"type\":[\"string\",\"null\"]},"
+     "\"placement\":{\"type\":[\"array\",\"null\"]},\"exit_code\":{\"type\":[\"integer\","
+     "\"null\"]},\"signal\":{\"type\":[\"integer\",\"null\"]},"
+     "\"ranks\":{\"type\":[\"array\",\"null\"],"
+     "\"items\":{\"$ref\":\"#/components/schemas/JobRank\"}},"
+     "\"run_as\":{\"type\":[\"object\",\"null\"]}}}"},
+    {"JobOne",
+     "{\"type\":\"object\",\"required\":[\"job\"],"
+     "\"properties\":{\"job\":{\"$ref\":\"#/components/schemas/Job\"}}}"},
+    {"JobsSubmitted",
+     "{\"type\":\"object\",\"required\":[\"jobs\"],"
+     "\"properties\":{\"jobs\":{\"type\":\"array\","
+     "\"minItems\":1,\"items\":{\"$ref\":\"#/components/schemas/Job\"}}}}"},
+    {"Cursor",
+     "{\"type\":[\"string\",\"null\"],"
+     "\"description\":\"the cursor of the next page; null on the last\","
+     "\"pattern\":\"^(0|[1-9][0-9]*)$\"}"},
+    {"JobList",
+     "{\"type\":\"object\",\"required\":[\"jobs\",\"next_cursor\"],"
+     "\"properties\":{\"jobs\":{\"type\":\"array\","
+     "\"items\":{\"$ref\":\"#/components/schemas/Job\"}},"
+     "\"next_cursor\":{\"$ref\":\"#/components/schemas/Cursor\"}}}"},
+    {"Event",
+     "{\"type\":\"object\",\"required\":[\"id\",\"time\",\"kind\"],"
+     "\"properties\":{\"id\":{\"type\":\"integer\",\"minimum\":0},"
+     "\"time\":{\"type\":\"number\"},\"kind\":{\"type\":\"string\"},"
+     "\"detail\":{\"type\":[\"string\",\"null\"]},\"data\":{\"type\":\"object\"}}}"},
+    {"JobEvents",
+     "{\"type\":\"object\",\"required\":[\"events\",\"next_cursor\"],"
+     "\"properties\":{\"events\":{\"type\":\"array\","
+     "\"items\":{\"$ref\":\"#/components/schemas/Event\"}},"
+     "\"next_cursor\":{\"$ref\":\"#/components/schemas/Cursor\"}}}"},
+    {"JobLogs",
+     "{\"type\":\"object\",\"required\":[\"job\",\"rank\",\"stream\",\"live\"],"
+     "\"properties\":{\"job\":{\"type\":\"integer\"},\"rank\":{\"type\":\"integer\"},"
+     "\"stream\":{\"type\":\"string\",\"enum\":[\"stdout\",\"stderr\"]},"
+     "\"live\":{\"type\":\"boolean\"}}}"},
+    {"JobExplain",
+     "{\"type\":\"object\",\"required\":[\"job_id\",\"state\",\"reason\",\"explanation\","
+     "\"reserved_at\"],\"properties\":{\"job_id\":{\"type\":\"integer\"},"
+     "\"state\":{\"type\":\"string\"},\"reason\":{\"type\":[\"string\",\"null\"]},"
+     "\"explanation\":{\"type\":[\"string\",\"null\"]},"
+     "\"reserved_at\":{\"type\":[\"number\",\"null\"]}}}"},
+    {"ArrayCancelled",
+     "{\"type\":\"object\",\"required\":[\"array\",\"elements\",\"cancelled\"],"
+     "\"properties\":{\"array\":{\"type\":\"integer\"},\"elements\":{\"type\":\"integer\"},"
+     "\"cancelled\":{\"type\":\"integer\"}}}"},
+    {"Node",
+     "{\"type\":\"object\",\"required\":[\"name\",\"state\",\"virtual\",\"health\",\"gpus\","
+     "\"gpus_free\",\"cpu_milli\",\"cpu_free_milli\",\"memory_mib\",\"memory_free_mib\","
+     "\"jobs\"],\"properties\":{\"name\":{\"type\":\"string\"},"
+     "\"state\":{\"type\":\"string\",\"enum\":[\"up\",\"drained\"]},"
+     "\"drain_reason\":{\"type\":[\"string\",\"null\"]},\"virtual\":{\"type\":\"boolean\"},"
+     "\"health\":{\"type\":\"object\",\"required\":[\"state\",\"source\"],"
+     "\"properties\":{\"state\":{\"type\":\"string\",\"enum\":[\"ok\",\"degraded\","
+     "\"failed\",\"unknown\"]},\"source\":{\"type\":\"string\"}}},"
+     "\"gpu_model\":{\"type\":[\"string\",\"null\"]},\"gpus\":{\"type\":\"integer\"},"
+     "\"gpus_free\":{\"type\":\"integer\"},\"cpu_milli\":{\"type\":\"integer\"},"
+     "\"cpu_free_milli\":{\"type\":\"integer\"},\"memory_mib\":{\"type\":\"integer\"},"
+     "\"memory_free_mib\":{\"type\":\"integer\"},\"jobs\":{\"type\":\"array\","
+     "\"items\":{\"type\":\"integer\"}}}}"},
+    {"NodeOne",
+     "{\"type\":\"object\",\"required\":[\"node\"],"
+     "\"properties\":{\"node\":{\"$ref\":\"#/components/schemas/Node\"}}}"},
+    {"NodeList",
+     "{\"type\":\"object\",\"required\":[\"nodes\"],"
+     "\"properties\":{\"nodes\":{\"type\":\"array\","
+     "\"items\":{\"$ref\":\"#/components/schemas/Node\"}}}}"},
+    {"Quota",
+     "{\"type\":\"object\",\"required\":[\"gpu\",\"cpu_milli\",\"memory_mib\"],"
+     "\"properties\":{\"gpu\":{\"type\":\"object\","
+     "\"additionalProperties\":{\"type\":\"number\"}},\"cpu_milli\":{\"type\":\"integer\"},"
+     "\"memory_mib\":{\"type\":\"integer\"}}}"},
+    {"Tenant",
+     "{\"type\":\"object\",\"required\":[\"name\",\"parent\",\"weight\",\"guaranteed\","
+     "\"usage\",\"share\",\"usage_share\",\"order\"],"
+     "\"properties\":{\"name\":{\"type\":\"string\"},\"parent\":{\"type\":[\"string\","
+     "\"null\"]},\"weight\":{\"type\":\"number\"},"
+     "\"guaranteed\":{\"$ref\":\"#/components/schemas/Quota\"},"
+     "\"usage\":{\"$ref\":\"#/components/schemas/Quota\"},\"share\":{\"type\":\"number\"},"
+     "\"usage_share\":{\"type\":\"number\"},\"order\":{\"type\":\"string\"}}}"},
+    {"TenantList",
+     "{\"type\":\"object\",\"required\":[\"tenants\"],"
+     "\"properties\":{\"tenants\":{\"type\":\"array\","
+     "\"items\":{\"$ref\":\"#/components/schemas/Tenant\"}}}}"},
+    {"TenantsDoc",
+     "{\"type\":\"object\","
+     "\"description\":\"The tenants file (docs/tenants.md) as JSON, or the same in YAML\","
+     "\"required\":[\"tenants\"],\"properties\":{\"tenants\":{\"type\":\"array\","
+     "\"items\":{\"type\":\"object\"}}}}"},
+    {"Usage",
+     "{\"type\":\"object\",\"required\":[\"usage\",\"from\",\"to\"],"
+     "\"properties\":{\"usage\":{\"type\":\"array\",\"items\":{\"type\":\"object\","
+     "\"required\":[\"tenant\",\"tier\",\"gpu_model\",\"gpu_hours\"],"
+     "\"properties\":{\"tenant\":{\"type\":\"string\"},\"tier\":{\"type\":\"string\","
+     "\"enum\":[\"guaranteed\",\"opportunistic\"]},\"gpu_model\":{\"type\":\"string\"},"
+     "\"gpu_hours\":{\"type\":\"number\"}}}},\"from\":{\"type\":\"number\"},"
+     "\"to\":{\"type\":\"number\"}}}"},
+    {"Token",
+     "{\"type\":\"object\",\"required\":[\"name\",\"role\",\"tenant\",\"created\","
+     "\"revoked\"],\"properties\":{\"name\":{\"type\":\"string\"},"
+     "\"role\":{\"type\":\"string\",\"enum\":[\"admin\",\"tenant-admin\",\"user\","
+     "\"viewer\",\"cluster-viewer\",\"node\",\"scrape\"]},\"tenant\":{\"type\":[\"string\","
+     "\"null\"]},\"created\":{\"type\":\"number\"},\"revoked\":{\"type\":[\"number\","
+     "\"null\"]},\"unix_user\":{\"type\":[\"string\",\"null\"]},"
+     "\"uid\":{\"type\":[\"integer\",\"null\"]},\"expires\":{\"type\":[\"number\","
+     "\"null\"]}}}"},
+    {"TokenList",
+     "{\"type\":\"object\",\"required\":[\"tokens\"],"
+     "\"properties\":{\"tokens\":{\"type\":\"array\","
+     "\"items\":{\"$ref\":\"#/components/schemas/Token\"}}}}"},
+    {"TokenRequest",
+     "{\"type\":\"object\",\"required\":[\"name\",\"role\"],"
+     "\"additionalProperties\":false,\"properties\":{\"name\":{\"type\":\"string\","
+     "\"pattern\":\"^[A-Za-z0-9._-]{1,63}$\"},\"role\":{\"type\":\"string\","
+     "\"enum\":[\"admin\",\"tenant-admin\",\"user\",\"viewer\",\"cluster-viewer\",\"node\","
+     "\"scrape\"]},\"tenant\":{\"type\":[\"string\",\"null\"]},"
+     "\"unix_user\":{\"type\":\"string\"},\"uid\":{\"type\":\"integer\",\"minimum\":0},"
+     "\"expires\":{\"type\":\"string\",\"examples\":[\"90d\",\"2027-01-31T12:00:00Z\"]}},"
+     "\"examples\":[{\"name\":\"alice\",\"role\":\"user\",\"tenant\":\"team-a\","
+     "\"unix_user\":\"alice\",\"uid\":1001}]}"},
+    {"TokenCreated",
+     "{\"type\":\"object\",\"required\":[\"token\"],"
+     "\"properties\":{\"token\":{\"allOf\":[{\"$ref\":\"#/components/schemas/Token\"},"
+     "{\"type\":\"object\",\"required\":[\"secret\"],"
+     "\"properties\":{\"secret\":{\"type\":\"string\",\"pattern\":\"^tsk_\"}}}]}}}"},
+    {"Whoami",
+     "{\"type\":\"object\",\"required\":[\"name\",\"role\",\"tenant\",\"unix_user\",\"uid\","
+     "\"expires\"],\"properties\":{\"name\":{\"type\":\"string\"},"
+     "\"role\":{\"type\":\"string\"},\"tenant\":{\"type\":[\"string\",\"null\"]},"
+     "\"unix_user\":{\"type\":[\"string\",\"null\"]},\"uid\":{\"type\":[\"integer\","
+     "\"null\"]},\"expires\":{\"type\":[\"number\",\"null\"]}}}"},
+    {"Secret",
+     "{\"type\":\"object\",\"required\":[\"name\",\"scope\"],"
+     "\"properties\":{\"name\":{\"type\":\"string\"},\"scope\":{\"type\":\"string\","
+     "\"enum\":[\"user\",\"tenant\"]}}}"},
+    {"SecretList",
+     "{\"type\":\"object\",\"required\":[\"secrets\"],"
+     "\"properties\":{\"secrets\":{\"type\":\"array\","
+     "\"items\":{\"$ref\":\"#/components/schemas/Secret\"}}}}"},
+    {"SecretRequest",
+     "{\"type\":\"object\",\"required\":[\"value\"],"
+     "\"additionalProperties\":false,\"properties\":{\"value\":{\"type\":\"string\"},"
+     "\"scope\":{\"type\":\"string\",\"enum\":[\"user\",\"tenant\"]},"
+     "\"tenant\":{\"type\":\"string\"}},\"examples\":[{\"value\":\"s3cr3t\","
+     "\"scope\":\"user\"}]}"},
+    {"SecretSet",
+     "{\"type\":\"object\",\"required\":[\"secret\"],"
+     "\"properties\":{\"secret\":{\"$ref\":\"#/components/schemas/Secret\"}}}"},
+    {"SecretEvents",
+     "{\"type\":\"object\",\"required\":[\"events\",\"next_cursor\"],"
+     "\"properties\":{\"events\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
+     "\"next_cursor\":{\"$ref\":\"#/components/schemas/Cursor\"}}}"},
+    {"AgentMessage",
+     "{\"type\":\"object\",\"description\":\"docs/agent-protocol.md: register carries "
+     "discovery, sync gen and health; both carry what runs\",\"required\":[\"node\"],"
+     "\"properties\":{\"node\":{\"type\":\"string\"},\"gen\":{\"type\":\"integer\"},"
+     "\"discovery\":{\"type\":\"object\"},\"health\":{\"type\":\"object\"},"
+     "\"tasks\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
+     "\"job\":{\"type\":\"integer\"},\"rank\":{\"type\":\"integer\"},"
+     "\"state\":{\"type\":\"string\"}}}},\"logs\":{\"type\":\"array\"},"
+     "\"wait_s\":{\"type\":\"number\"}}}"},
+    {"AgentReply",
+     "{\"type\":\"object\",\"description\":\"docs/agent-protocol.md\"}"},
+    {"OpenAPI",
+     "{\"type\":\"object\",\"required\":[\"openapi\",\"paths\"]}"},
+    {"Text",
+     "{\"type\":\"string\"}"},
 };
 
-/* The Job document's states and how it ended (docs/api.md "Job"); the rest
- * of its fields are described there. */
-static json_t *job_schemas(void)
+/* The error answers: status, what it means here. */
+static const struct {
+    int status;
+    const char *meaning;
+} ERRORS[] = {
+    {400, "Bad input: the message names the field (or parameter) and the reason"},
+    {401, "No token, or one that is unknown, revoked or expired"},
+    {403, "The caller's role or tenant may not do this"},
+    {404, "No such object (or one the caller may not see)"},
+    {405, "The path exists but not with this method (the Allow header lists those it has)"},
+    {409, "The object's state does not allow it"},
+    {413, "The request body is larger than the controller accepts"},
+    {422, "Idempotency-Key already used for another body"},
+    {429, "Rate, connection or queue limit (Retry-After where a wait helps)"},
+    {502, "The node's agent did not answer as it should"},
+    {503, "Store unavailable, or the controller is starting or stopping"},
+    {504, "The agent or the store took too long"},
+};
+
+/* Every operation with a token may answer these. */
+static const int TOKEN_ERRORS[] = {400, 401, 403, 404, 413, 429, 503};
+
+static json_t *param(const char *name, const char *in, bool required, json_t *schema)
 {
-    json_t *nint = json_pack("{s:s,s:b}", "type", "integer", "nullable", 1);
-    json_t *rank = json_pack(
-        "{s:s,s:{s:{s:s},s:{s:s},s:{s:s,s:[ssssssss]},s:O,s:O,s:{s:s},s:{s:s}}}", "type",
-        "object", "properties", "rank", "type", "integer", "node", "type", "string", "end",
-        "type", "string", "enum", "exited", "signal", "oom", "timeout", "launch", "stopped",
-        "lost", "image_not_found", "exit_code", nint, "signal", nint, "oom_kills", "type", "integer", "reason",
-        "type", "string");
-    json_t *job = json_pack(
-        "{s:s,s:{s:{s:s,s:[ssssssss]},s:{s:s,s:b},s:{s:s,s:b},s:O,s:O,s:{s:s,s:b,s:o}}}",
-        "type", "object", "properties", "state", "type", "string", "enum", "pending", "held",
-        "running", "stopping", "completed", "failed", "cancelled", "timeout", "reason", "type",
-        "string", "nullable", 1, "why", "type", "string", "nullable", 1, "exit_code", nint,
-        "signal", nint, "ranks", "type", "array", "nullable", 1, "items",
-        json_pack("{s:s}", "$ref", "#/components/schemas/JobRank"));
-    json_decref(nint);
-    return json_pack("{s:o,s:o}", "Job", job, "JobRank", rank);
+    return json_pack("{s:s,s:s,s:b,s:o}", "name", name, "in", in, "required", required,
+                     "schema", schema);
+}
+
+static json_t *limit_schema(void)
+{
+    return json_pack("{s:s,s:i,s:i}", "type", "integer", "minimum", 1, "maximum", 1000);
+}
+
+static json_t *cursor_schema(void)
+{
+    return json_pack("{s:s,s:s,s:i}", "type", "string", "pattern", "^(0|[1-9][0-9]*)$",
+                     "maxLength", 19);
+}
+
+/* The query parameters and headers an operation reads (ctld_query). */
+static void add_query(const ctld_route_def *rt, json_t *params)
+{
+    const char *id = rt->op_id;
+    if (strcmp(id, "submitJob") == 0)
+        json_array_append_new(params,
+                              param("Idempotency-Key", "header", false,
+                                    json_pack("{s:s,s:i,s:i,s:s}", "type", "string", "minLength",
+                                              1, "maxLength", 255, "pattern", "^[!-~]+$")));
+    if (strcmp(id, "listJobs") == 0) {
+        json_array_append_new(params, param("tenant", "query", false, json_pack("{s:s}", "type",
+                                                                                "string")));
+        json_array_append_new(params, param("owner", "query", false, json_pack("{s:s}", "type",
+                                                                               "string")));
+        json_array_append_new(
+            params, param("state", "query", false,
+                          json_pack("{s:s,s:[ssssssss]}", "type", "string", "enum", "pending",
+                                    "held", "running", "stopping", "completed", "failed",
+                                    "cancelled", "timeout")));
+    }
+    if (strcmp(id, "listJobs") == 0 || strcmp(id, "listJobEvents") == 0 ||
+        strcmp(id, "listSecretEvents") == 0) {
+        json_array_append_new(params, param("limit", "query", false, limit_schema()));
+        json_array_append_new(params, param("cursor", "query", false, cursor_schema()));
+    }
+    if (strcmp(id, "getJobLogs") == 0) {
+        json_array_append_new(params, param("rank", "query", false,
+                                            json_pack("{s:s,s:i}", "type", "integer", "minimum",
+                                                      0)));
+        json_array_append_new(params, param("stream", "query", false,
+                                            json_pack("{s:s,s:[ss]}", "type", "string", "enum",
+                                                      "stdout", "stderr")));
+        json_array_append_new(params, param("tail", "query", false,
+                                            json_pack("{s:s,s:i}", "type", "integer", "minimum",
+                                                      1)));
+    }
+    if (strcmp(id, "getUsage") == 0)
+        for (int k = 0; k < 2; k++)
+            json_array_append_new(params, param(k ? "to" : "from", "query", false,
+                                                json_pack("{s:s,s:i,s:f}", "type", "number",
+                                                          "minimum", 0, "maximum", 1e11)));
+    if (strncmp(rt->pattern, "/v1/secrets", 11) == 0 && strcmp(rt->method, "PUT") != 0)
+        json_array_append_new(params, param("tenant", "query", false, json_pack("{s:s}", "type",
+                                                                                "string")));
+    if (strcmp(id, "deleteSecret") == 0)
+        json_array_append_new(params, param("scope", "query", false,
+                                            json_pack("{s:s,s:[ss]}", "type", "string", "enum",
+                                                      "user", "tenant")));
+}
+
+static json_t *ref(const char *kind, const char *name)
+{
+    char buf[128];
+    snprintf(buf, sizeof buf, "#/components/%s/%s", kind, name);
+    return json_pack("{s:s}", "$ref", buf);
+}
+
+static json_t *content(const char *schema)
+{
+    if (strcmp(schema, "Text") == 0)
+        return json_pack("{s:{s:o}}", "text/plain", "schema", ref("schemas", schema));
+    return json_pack("{s:{s:o}}", "application/json", "schema", ref("schemas", schema));
+}
+
+/* Links: where an answer's values feed the next operation (the stateful
+ * phase of a property-based tester follows them). */
+static void add_links(const ctld_route_def *rt, json_t *ok)
+{
+    static const struct {
+        const char *from, *to, *param, *value;
+    } LINKS[] = {
+        {"submitJob", "getJob", "id", "$response.body#/jobs/0/id"},
+        {"submitJob", "cancelJob", "id", "$response.body#/jobs/0/id"},
+        {"submitJob", "holdJob", "id", "$response.body#/jobs/0/id"},
+        {"submitJob", "listJobEvents", "id", "$response.body#/jobs/0/id"},
+        {"submitJob", "explainJob", "id", "$response.body#/jobs/0/id"},
+        {"submitJob", "getJobLogs", "id", "$response.body#/jobs/0/id"},
+        {"holdJob", "releaseJob", "id", "$response.body#/job/id"},
+        {"getJob", "cancelJob", "id", "$response.body#/job/id"},
+        {"createToken", "revokeToken", "name", "$response.body#/token/name"},
+        {"setSecret", "deleteSecret", "name", "$request.path.name"},
+        {"listNodes", "getNode", "name", "$response.body#/nodes/0/name"},
+    };
+    json_t *links = NULL;
+    for (size_t i = 0; i < sizeof LINKS / sizeof LINKS[0]; i++) {
+        if (strcmp(LINKS[i].from, rt->op_id) != 0)
+            continue;
+        if (!links)
+            links = json_object();
+        char name[64];
+        snprintf(name, sizeof name, "%c%s", toupper((unsigned char)LINKS[i].to[0]),
+                 LINKS[i].to + 1);
+        json_object_set_new(links, name,
+                            json_pack("{s:s,s:{s:s}}", "operationId", LINKS[i].to, "parameters",
+                                      LINKS[i].param, LINKS[i].value));
+    }
+    if (links)
+        json_object_set_new(ok, "links", links);
+}
+
+/* A {name}: a token's and a secret's as their handlers check them
+ * (docs/api.md "Limits on input"), a node's as the cluster file allows. */
+static json_t *name_schema(const char *pattern)
+{
+    if (strncmp(pattern, "/v1/tokens/", 11) == 0)
+        return json_pack("{s:s,s:s}", "type", "string", "pattern",
+                         "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$");
+    if (strncmp(pattern, "/v1/secrets/", 12) == 0)
+        return json_pack("{s:s,s:s}", "type", "string", "pattern", "^[A-Za-z_][A-Za-z0-9_]{0,62}$");
+    return json_pack("{s:s,s:i,s:i}", "type", "string", "minLength", 1, "maxLength", 63);
+}
+
+static json_t *operation(const ctld_route_def *rt)
+{
+    json_t *params = json_array();
+    if (strstr(rt->pattern, "{id}"))
+        json_array_append_new(params, param("id", "path", true,
+                                            json_pack("{s:s,s:i,s:I}", "type", "integer",
+                                                      "minimum", 1, "maximum",
+                                                      (json_int_t)INT64_MAX)));
+    if (strstr(rt->pattern, "{name}"))
+        json_array_append_new(params, param("name", "path", true, name_schema(rt->pattern)));
+    add_query(rt, params);
+    json_t *responses = json_object();
+    char code[16];
+    snprintf(code, sizeof code, "%d", rt->ok);
+    json_t *ok = json_pack("{s:s}", "description", "OK");
+    if (rt->response)
+        json_object_set_new(ok, "content", content(rt->response));
+    add_links(rt, ok);
+    json_object_set_new(responses, code, ok);
+    /* the extra statuses of this row, then the common ones */
+    for (const char *p = rt->errors; p && *p;) {
+        int st = 0;
+        while (*p == ' ')
+            p++;
+        while (*p >= '0' && *p <= '9')
+            st = st * 10 + (*p++ - '0');
+        if (!st)
+            break;
+        snprintf(code, sizeof code, "%d", st);
+        if (st < 400) { /* another success with the same body (a replay, a replace) */
+            json_t *alt = json_pack("{s:s}", "description", "OK");
+            if (rt->response)
+                json_object_set_new(alt, "content", content(rt->response));
+            json_object_set_new(responses, code, alt);
+        } else if (rt->response && strcmp(rt->response, "Text") == 0) {
+            json_object_set_new(responses, code, json_pack("{s:s,s:{s:{s:{s:s}}}}",
+                                                           "description", "Not ready",
+                                                           "content", "text/plain", "schema",
+                                                           "type", "string"));
+        } else {
+            json_object_set_new(responses, code, ref("responses", code));
+        }
+    }
+    if (rt->roles != CTLD_ROLES_PUBLIC)
+        for (size_t i = 0; i < sizeof TOKEN_ERRORS / sizeof TOKEN_ERRORS[0]; i++) {
+            snprintf(code, sizeof code, "%d", TOKEN_ERRORS[i]);
+            if (!json_object_get(responses, code))
+                json_object_set_new(responses, code, ref("responses", code));
+        }
+    json_t *o = json_pack("{s:s,s:s,s:o,s:o}", "operationId", rt->op_id, "summary", rt->summary,
+                          "parameters", params, "responses", responses);
+    if (rt->request)
+        json_object_set_new(o, "requestBody",
+                            json_pack("{s:b,s:o}", "required", 1, "content",
+                                      content(rt->request)));
+    if (rt->roles != CTLD_ROLES_PUBLIC)
+        json_object_set_new(o, "security", json_pack("[{s:[]}]", "bearer"));
+    else
+        json_object_set_new(o, "security", json_array());
+    return o;
 }
 
 json_t *ctld_openapi(void)
 {
+    size_t n;
+    const ctld_route_def *t = ctld_routes(&n);
     json_t *paths = json_object();
-    for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++) {
-        json_t *p = json_object_get(paths, OPS[i].path);
+    for (size_t i = 0; i < n; i++) {
+        json_t *p = json_object_get(paths, t[i].pattern);
         if (!p) {
             p = json_object();
-            json_object_set_new(paths, OPS[i].path, p);
+            json_object_set_new(paths, t[i].pattern, p);
         }
-        json_t *params = json_array();
-        if (strstr(OPS[i].path, "{id}"))
-            json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:{s:s}}", "name", "id", "in",
-                                                    "path", "required", 1, "schema", "type",
-                                                    "integer"));
-        if (strstr(OPS[i].path, "{name}"))
-            json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:{s:s}}", "name", "name",
-                                                    "in", "path", "required", 1, "schema",
-                                                    "type", "string"));
-        /* the limits of docs/api.md "Limits on input" */
-        if (strcmp(OPS[i].path, "/v1/jobs") == 0 && strcmp(OPS[i].method, "post") == 0)
-            json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:{s:s,s:i,s:i,s:s}}", "name",
-                                                    "Idempotency-Key", "in", "header",
-                                                    "required", 0, "schema", "type", "string",
-                                                    "minLength", 1, "maxLength", 255, "pattern",
-                                                    "^[!-~]+$"));
-        if (strncmp(OPS[i].path, "/v1/secrets", 11) == 0 && strcmp(OPS[i].method, "put") != 0)
-            json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:{s:s}}", "name", "tenant",
-                                                    "in", "query", "required", 0, "schema",
-                                                    "type", "string"));
-        if (strcmp(OPS[i].path, "/v1/secrets/{name}") == 0 && strcmp(OPS[i].method, "delete") == 0)
-            json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:{s:s,s:[ss]}}", "name",
-                                                    "scope", "in", "query", "required", 0,
-                                                    "schema", "type", "string", "enum", "user",
-                                                    "tenant"));
-        if (strcmp(OPS[i].path, "/v1/usage") == 0)
-            for (int k = 0; k < 2; k++)
-                json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:{s:s,s:i,s:f}}", "name",
-                                                        k ? "to" : "from", "in", "query",
-                                                        "required", 0, "schema", "type",
-                                                        "number", "minimum", 0, "maximum",
-                                                        1e11));
-        if (strcmp(OPS[i].method, "get") == 0 &&
-            (strcmp(OPS[i].path, "/v1/jobs") == 0 || strstr(OPS[i].path, "/events")))
-            json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:{s:s,s:i,s:i}}", "name",
-                                                    "limit", "in", "query", "required", 0,
-                                                    "schema", "type", "integer", "minimum", 1,
-                                                    "maximum", 1000));
-        bool open = OPS[i].path[1] != 'v';
-        json_t *o = json_pack("{s:s,s:o,s:{s:{s:s},s:{s:s}}}", "summary", OPS[i].summary,
-                              "parameters", params, "responses", OPS[i].ok, "description", "OK",
-                              "default", "description", "An error (docs/api.md)");
-        if (!open)
-            json_object_set_new(o, "security", json_pack("[{s:[]}]", "bearer"));
-        json_object_set_new(p, OPS[i].method, o);
+        char m[8];
+        size_t k = 0;
+        for (; t[i].method[k] && k < sizeof m - 1; k++)
+            m[k] = (char)tolower((unsigned char)t[i].method[k]);
+        m[k] = '\0';
+        json_object_set_new(p, m, operation(&t[i]));
     }
-    /* a job's document, where it is answered whole */
-    json_t *one = json_object_get(json_object_get(paths, "/v1/jobs/{id}"), "get");
-    json_object_set_new(json_object_get(json_object_get(one, "responses"), "200"), "content",
-                        json_pack("{s:{s:{s:s,s:{s:{s:s}}}}}", "application/json", "schema",
-                                  "type", "object", "properties", "job", "$ref",
-                                  "#/components/schemas/Job"));
-    return json_pack("{s:s,s:{s:s,s:s},s:o,s:{s:{s:{s:s,s:s}},s:o}}", "openapi", "3.0.3",
-                     "info", "title", "Tessera controller API", "version", "1", "paths", paths,
-                     "components", "securitySchemes", "bearer", "type", "http", "scheme",
-                     "bearer", "schemas", job_schemas());
+    json_t *errors = json_object();
+    for (size_t i = 0; i < sizeof ERRORS / sizeof ERRORS[0]; i++) {
+        char code[16];
+        snprintf(code, sizeof code, "%d", ERRORS[i].status);
+        json_t *r = json_pack("{s:s,s:o}", "description", ERRORS[i].meaning, "content",
+                              content("Error"));
+        if (ERRORS[i].status == 405)
+            json_object_set_new(r, "headers", json_pack("{s:{s:s,s:{s:s}}}", "Allow",
+                                                        "description", "the path's methods",
+                                                        "schema", "type", "string"));
+        if (ERRORS[i].status == 429)
+            json_object_set_new(r, "headers", json_pack("{s:{s:s,s:{s:s}}}", "Retry-After",
+                                                        "description", "seconds to wait",
+                                                        "schema", "type", "string"));
+        json_object_set_new(errors, code, r);
+    }
+    json_t *schemas = json_object();
+    for (size_t i = 0; i < sizeof SCHEMAS / sizeof SCHEMAS[0]; i++) {
+        json_error_t je;
+        json_t *one = json_loads(SCHEMAS[i].json, 0, &je);
+        assert(one); /* a literal of this file: tested by ctld/openapi */
+        json_object_set_new(schemas, SCHEMAS[i].name, one);
+    }
+    return json_pack("{s:s,s:{s:s,s:s,s:s},s:o,s:{s:{s:{s:s,s:s}},s:o,s:o}}", "openapi",
+                     "3.1.0", "info", "title", "Tessera controller API", "version", "1",
+                     "description", "docs/api.md. A path the API does not have answers 404; "
+                     "a path it has with another method answers 405 with Allow.",
+                     "paths", paths, "components", "securitySchemes", "bearer", "type", "http",
+                     "scheme", "bearer", "responses", errors, "schemas",
+                     schemas);
 }

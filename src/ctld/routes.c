@@ -20,6 +20,7 @@
 #include "ctld/ctld.h"
 #include "ctld/events.h"
 #include "ctld/input.h"
+#include "ctld/router.h"
 #include "tessera/depend.h"
 #include "tessera/image_ref.h"
 
@@ -61,45 +62,19 @@ static json_t *event_json(const ctld_caller *who, const ts_event_row *ev, bool c
                      ev->kind, "detail", detail, "data", data);
 }
 
-/* "/v1/jobs/42/cancel" -> 42 and "cancel"; false if not of that shape. */
-static bool parse_job_path(const char *url, int64_t *id, const char **rest)
-{
-    const char *p = url + strlen("/v1/jobs/");
-    char *end;
-    long long v = strtoll(p, &end, 10);
-    if (end == p || v <= 0 || (*end && *end != '/'))
-        return false;
-    *id = v;
-    *rest = *end == '/' ? end + 1 : "";
-    return true;
-}
-
 static int limit_of(const ctld_query *q, ctld_reply *r)
 {
-    if (!q->limit)
-        return LIST_LIMIT_DEFAULT;
-    char *end;
-    long v = strtol(q->limit, &end, 10);
-    if (q->limit[0] < '0' || q->limit[0] > '9' || *end || v < 1 || v > LIST_LIMIT_MAX) {
-        ctld_reply_error(r, 400, "invalid", "limit: must be 1..%d", LIST_LIMIT_MAX);
+    int64_t v = LIST_LIMIT_DEFAULT;
+    if (q->limit && !ctld_parse_number(q->limit, "limit", 1, LIST_LIMIT_MAX, &v, r))
         return -1;
-    }
     return (int)v;
 }
 
+/* A cursor is the id of the last row of the page before: 0..INT64_MAX. */
 static bool cursor_of(const char *s, int64_t *out, ctld_reply *r)
 {
     *out = 0;
-    if (!s)
-        return true;
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (s[0] < '0' || s[0] > '9' || *end || v < 0) {
-        ctld_reply_error(r, 400, "invalid", "cursor: not a cursor this API gave");
-        return false;
-    }
-    *out = v;
-    return true;
+    return !s || ctld_parse_number(s, "cursor", 0, INT64_MAX, out, r);
 }
 
 /* ---- jobs -------------------------------------------------------------------- */
@@ -751,55 +726,116 @@ static void usage(ctld *c, const ctld_request *rq, ctld_reply *r)
     ctld_reply_json(r, 200, json_pack("{s:o,s:f,s:f}", "usage", a, "from", from, "to", to));
 }
 
-/* ---- the router --------------------------------------------------------------------- */
+/* ---- the route table (router.h) ------------------------------------------------------ */
 
-void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *r)
+static void job_route(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
-    const char *u = rq->url;
-    const char *m = rq->method;
-    if (strncmp(u, "/v1/agent/", 10) == 0) {
-        ctld_agent_route(c, rq, r);
-        return;
-    }
-    if (rq->who->role == TS_ROLE_NODE) {
-        ctld_reply_error(r, 403, "forbidden", "a node credential may use /v1/agent/ only");
-        return;
-    }
-    if (rq->who->role == TS_ROLE_SCRAPE) {
-        ctld_reply_error(r, 403, "forbidden", "a scrape token may read /metrics only");
-        return;
-    }
-    if (strcmp(u, "/v1/jobs") == 0) {
-        if (strcmp(m, "POST") == 0)
-            jobs_submit(c, rq, r);
-        else if (strcmp(m, "GET") == 0)
-            jobs_list(c, rq, r);
-        else
-            ctld_reply_error(r, 405, "method_not_allowed", "%s %s", m, u);
-    } else if (strncmp(u, "/v1/jobs/", 9) == 0) {
-        int64_t id;
-        const char *rest;
-        if (!parse_job_path(u, &id, &rest))
-            ctld_reply_error(r, 404, "not_found", "%s: not a job path", u);
-        else
-            job_one(c, rq, id, rest, r);
-    } else if (strncmp(u, "/v1/arrays/", 11) == 0) {
-        ctld_array_route(c, rq, r);
-    } else if (strncmp(u, "/v1/nodes", 9) == 0 && (u[9] == '\0' || u[9] == '/')) {
-        nodes(c, rq, r);
-    } else if (strcmp(u, "/v1/tenants") == 0) {
-        tenants(c, rq, r);
-    } else if (strcmp(u, "/v1/usage") == 0 && strcmp(m, "GET") == 0) {
-        usage(c, rq, r);
-    } else if (strncmp(u, "/v1/tokens", 10) == 0 && (u[10] == '\0' || u[10] == '/')) {
-        ctld_tokens_route(c, rq, r);
-    } else if (strncmp(u, "/v1/secrets", 11) == 0 && (u[11] == '\0' || u[11] == '/')) {
-        ctld_secrets_route(c, rq, r);
-    } else if (strcmp(u, "/v1/whoami") == 0 && strcmp(m, "GET") == 0) {
-        ctld_whoami(rq, r);
-    } else if (strcmp(u, "/v1/openapi.json") == 0 && strcmp(m, "GET") == 0) {
-        ctld_reply_json(r, 200, ctld_openapi());
-    } else {
-        ctld_reply_error(r, 404, "not_found", "%s %s: no such endpoint", m, u);
-    }
+    job_one(c, rq, rq->id, rq->action, r);
+}
+
+static void whoami(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    (void)c;
+    ctld_whoami(rq, r);
+}
+
+static void openapi(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    (void)c;
+    (void)rq;
+    ctld_reply_json(r, 200, ctld_openapi());
+}
+
+#define R_READ CTLD_ROLES_READ
+#define R_WRITE CTLD_ROLES_WRITE
+#define R_ADMIN CTLD_ROLES_ADMIN
+#define R_TADMIN CTLD_ROLES_TENANT_ADMIN
+
+/* Every operation of the HTTP API: the router dispatches from this table and
+ * openapi.c writes docs/openapi.json from it. Schemas are openapi.c's. */
+static const ctld_route_def ROUTES[] = {
+    {"POST", "/v1/jobs", jobs_submit, R_WRITE, "submitJob",
+     "Submit a job spec (YAML or JSON); Idempotency-Key makes a retry safe (the same body "
+     "again: 200 with the same jobs; another body under the same key: 422; a tenant past its "
+     "queued-jobs cap: 429)", "JobSpec", 201, "JobsSubmitted", "200 422 503"},
+    {"GET", "/v1/jobs", jobs_list, R_READ, "listJobs",
+     "List jobs (filters tenant, state, owner; cursor pagination)", NULL, 200, "JobList", "503"},
+    {"GET", "/v1/jobs/{id}", job_route, R_READ, "getJob", "Show a job", NULL, 200, "JobOne",
+     "503"},
+    {"POST", "/v1/jobs/{id}/cancel", job_route, R_WRITE, "cancelJob", "Cancel a job", NULL, 200,
+     "JobOne", "409 503"},
+    {"POST", "/v1/jobs/{id}/hold", job_route, R_WRITE, "holdJob", "Hold a pending job", NULL,
+     200, "JobOne", "409 503"},
+    {"POST", "/v1/jobs/{id}/release", job_route, R_WRITE, "releaseJob", "Release a held job",
+     NULL, 200, "JobOne", "409 503"},
+    {"POST", "/v1/jobs/{id}/requeue", job_route, R_WRITE, "requeueJob",
+     "Requeue a running job", NULL, 200, "JobOne", "409 503"},
+    {"GET", "/v1/jobs/{id}/events", job_route, R_READ, "listJobEvents",
+     "A job's events (cursor pagination)", NULL, 200, "JobEvents", "503"},
+    {"GET", "/v1/jobs/{id}/logs", job_route, R_READ, "getJobLogs",
+     "A task's output: live from its agent, else its last output", NULL, 200, "JobLogs",
+     "409 502 503 504"},
+    {"GET", "/v1/jobs/{id}/explain", job_route, R_READ, "explainJob",
+     "Why a job waits: the scheduler's reason and numbers", NULL, 200, "JobExplain", "503"},
+    {"POST", "/v1/arrays/{id}/cancel", ctld_array_route, R_WRITE, "cancelArray",
+     "Cancel every active element of the array whose id (its first element's) is {id}; 404 "
+     "not_an_array when {id} is no array's", NULL, 200, "ArrayCancelled", "503 504"},
+    {"GET", "/v1/nodes", nodes, R_READ, "listNodes", "List nodes", NULL, 200, "NodeList", ""},
+    {"GET", "/v1/nodes/{name}", nodes, R_READ, "getNode", "Show a node (GPUs, MIG layout, jobs)",
+     NULL, 200, "NodeOne", ""},
+    {"POST", "/v1/nodes/{name}/drain", nodes, R_ADMIN, "drainNode", "Drain a node (admin)", NULL,
+     200, "NodeOne", "409 503"},
+    {"POST", "/v1/nodes/{name}/resume", nodes, R_ADMIN, "resumeNode",
+     "Resume a drained node (admin)", NULL, 200, "NodeOne", "409 503"},
+    {"GET", "/v1/tenants", tenants, R_READ, "listTenants",
+     "Tenants with guarantees, usage and fair share", NULL, 200, "TenantList", ""},
+    {"PUT", "/v1/tenants", tenants, R_ADMIN, "replaceTenants",
+     "Replace tenants and quotas (admin; the tenants YAML, or the same as JSON)", "TenantsDoc",
+     200, "TenantList", "409 503"},
+    {"GET", "/v1/usage", usage, R_READ, "getUsage",
+     "GPU-hours by tenant, tier and GPU model over [from, to)", NULL, 200, "Usage", "503"},
+    {"GET", "/v1/tokens", ctld_tokens_route, R_READ, "listTokens",
+     "List tokens visible to the caller", NULL, 200, "TokenList", "503"},
+    {"POST", "/v1/tokens", ctld_tokens_route, R_TADMIN, "createToken",
+     "Create a token (admin; tenant-admin: user and viewer of its tenant); the secret is "
+     "returned once", "TokenRequest", 201, "TokenCreated", "409 503"},
+    {"DELETE", "/v1/tokens/{name}", ctld_tokens_route, R_ADMIN, "revokeToken",
+     "Revoke a token (admin)", NULL, 204, NULL, "503"},
+    {"GET", "/v1/whoami", whoami, R_READ, "whoami",
+     "The caller: name, role, tenant, Unix identity, expiry (API token or OpenID Connect ID "
+     "token)", NULL, 200, "Whoami", ""},
+    {"GET", "/v1/secrets", ctld_secrets_route, R_WRITE, "listSecrets",
+     "List secrets: names, scopes and times, never values (a user: its own and its tenant's; "
+     "tenant-admin and admin: every one of the tenant)", NULL, 200, "SecretList", "503"},
+    {"PUT", "/v1/secrets/{name}", ctld_secrets_route, R_WRITE, "setSecret",
+     "Set a secret {value, scope: user|tenant, tenant}: encrypted at rest, never returned "
+     "(201 created, 200 replaced; the name events is the audit's path: 405)", "SecretRequest",
+     201, "SecretSet", "200 405 409 503"},
+    {"DELETE", "/v1/secrets/{name}", ctld_secrets_route, R_WRITE, "deleteSecret",
+     "Delete a secret (?scope=user|tenant; the name events is the audit's path: 405)", NULL, 204,
+     NULL, "405 503"},
+    {"GET", "/v1/secrets/events", ctld_secrets_route, R_TADMIN, "listSecretEvents",
+     "The secrets' audit: every set and delete (admin: every tenant's or ?tenant=; "
+     "tenant-admin: its tenant's; cursor pagination)", NULL, 200, "SecretEvents", "503"},
+    {"GET", "/v1/openapi.json", openapi, R_READ, "getOpenAPI", "This document", NULL, 200,
+     "OpenAPI", ""},
+    {"POST", "/v1/agent/register", ctld_agent_route, CTLD_ROLES_NODE, "agentRegister",
+     "A node agent registers its node (node credential; docs/agent-protocol.md)",
+     "AgentMessage", 200, "AgentReply", "409 503"},
+    {"POST", "/v1/agent/sync", ctld_agent_route, CTLD_ROLES_NODE, "agentSync",
+     "A node agent reports what runs and its health; long-polls for the desired state "
+     "(docs/agent-protocol.md)", "AgentMessage", 200, "AgentReply", "409 503"},
+    {"GET", "/healthz", NULL, CTLD_ROLES_PUBLIC, "healthz", "Liveness", NULL, 200, "Text", ""},
+    {"GET", "/readyz", NULL, CTLD_ROLES_PUBLIC, "readyz",
+     "Readiness: store open and scheduler running (503 while starting)", NULL, 200, "Text",
+     "503"},
+    {"GET", "/metrics", NULL, R_READ | CTLD_ROLE(TS_ROLE_SCRAPE), "metrics",
+     "Prometheus metrics (a scrape token, an admin or a cluster-viewer; anyone when "
+     "metrics_public)", NULL, 200, "Text", ""},
+};
+
+const ctld_route_def *ctld_routes(size_t *n)
+{
+    *n = sizeof ROUTES / sizeof ROUTES[0];
+    return ROUTES;
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "ctld/ctld.h"
+#include "ctld/router.h"
 #include "ctld/events.h"
 #include "ctld/input.h"
 #include "ctld/secrets.h"
@@ -112,6 +113,10 @@ static void secret_put(ctld *c, const ctld_request *rq, const char *name, ctld_r
                          unknown);
     else if (!json_is_string(value))
         ctld_reply_error(r, 400, "invalid", "value: required, a string");
+    else if (json_object_get(in, "scope") && !json_is_string(json_object_get(in, "scope")))
+        ctld_reply_error(r, 400, "invalid", "scope: a string, user or tenant");
+    else if (json_object_get(in, "tenant") && !json_is_string(json_object_get(in, "tenant")))
+        ctld_reply_error(r, 400, "invalid", "tenant: a string, a tenant's name");
     else if ((tenant = tenant_of(w, json_string_value(json_object_get(in, "tenant")), r)) &&
              owner_of(w, json_string_value(json_object_get(in, "scope")), &owner, r)) {
         bool created = false;
@@ -149,16 +154,10 @@ static void audit_list(ctld *c, const ctld_request *rq, ctld_reply *r)
         return;
     }
     const char *tenant = w->role == TS_ROLE_ADMIN ? rq->q.tenant : w->tenant;
-    char *lend = NULL, *cend = NULL;
-    long limit = rq->q.limit ? strtol(rq->q.limit, &lend, 10) : AUDIT_LIMIT_DEFAULT;
-    long long after = rq->q.cursor ? strtoll(rq->q.cursor, &cend, 10) : 0;
-    bool bad_limit = rq->q.limit && (!rq->q.limit[0] || *lend || limit < 1 ||
-                                     limit > AUDIT_LIMIT_MAX);
-    if (bad_limit || (cend && (*cend || cend == rq->q.cursor)) || after < 0) {
-        ctld_reply_error(r, 400, "invalid", "%s", bad_limit ? "limit: must be 1..1000"
-                                                             : "cursor: not a cursor this API gave");
+    int64_t limit = AUDIT_LIMIT_DEFAULT, after = 0;
+    if ((rq->q.limit && !ctld_parse_number(rq->q.limit, "limit", 1, AUDIT_LIMIT_MAX, &limit, r)) ||
+        (rq->q.cursor && !ctld_parse_number(rq->q.cursor, "cursor", 0, INT64_MAX, &after, r)))
         return;
-    }
     ts_event_row *ev = NULL;
     int n = 0;
     ts_err err;
