@@ -596,6 +596,109 @@ static bool within_guarantee(const loop *l, int i)
     return false;
 }
 
+/* Moves (cfg.guarantee_moves): may running job v (not a candidate of the
+ * ordinary search) stop for job i to restart at once elsewhere? One task of
+ * whole GPUs, fewer than job i's (chains of moves end), running for the
+ * loan's minimum runtime at least, within its preemptions per hour. */
+static bool move_ok(const loop *l, int i, const ts_job *v)
+{
+    const ts_sched_config *cfg = &l->s->cfg;
+    const ts_request *r = &v->tasks[0];
+    if (v->stopping || v->ntasks != 1 || r->num_gpu < 1 || r->gpu_milli < TS_MILLI_PER_GPU ||
+        r->mig_profile >= 0 || r->num_gpu >= l->js[i].gpus)
+        return false;
+    double floor = cfg->reclaim_min_runtime_s >= 0.0 ? cfg->reclaim_min_runtime_s
+                                                     : cfg->min_runtime_s;
+    return l->now - v->start_s >= floor && v->preemptions_hour < cfg->max_preemptions_hour;
+}
+
+/* The ordinary search found no set for job i (one task, within its
+ * tenant's guarantee): the nodes that could hold it once their candidates
+ * and movable jobs go, best MOVE_NODES_MAX of them (the most GPUs free or
+ * held by candidates, then the fewest to move), give their movable jobs as
+ * extra candidates after the ordinary ones (keys[0..n-1], sorted), which
+ * also make room for the moves. Returns the victims (l->chosen into keys,
+ * *move[k] marks a move) or 0; *move is the caller's to free. */
+#define MOVE_NODES_MAX 4
+static int plan_moves(loop *l, int i, vkey *keys, int n, bool **move)
+{
+    ts_sched *s = l->s;
+    const ts_job *job = &l->w[i];
+    if (job->ntasks != 1 || !l->js[i].whole || l->js[i].gpus < 2)
+        return 0;
+    int nn = s->c->nnodes;
+    int64_t need = job->tasks[0].num_gpu;
+    int *room = calloc((size_t)nn * 2, sizeof *room); /* free + candidates', movable */
+    *move = calloc((size_t)(l->nr > 0 ? l->nr : 1), sizeof **move);
+    if (!room || !*move) {
+        free(room);
+        return 0;
+    }
+    int *mov = room + nn;
+    for (int x = 0; x < nn; x++)
+        room[x] = ts_gang_index_node_enabled(s->ix, x) ? s->c->nodes[x].gpus_free : -1;
+    for (int k = 0; k < n; k++) {
+        const ts_job *v = &l->r[keys[k].j];
+        for (int t = 0; t < v->ntasks; t++)
+            room[v->allocs[t].node] += v->allocs[t].ngpu;
+    }
+    for (int j = 0; j < l->nr; j++)
+        (*move)[j] = false;
+    bool *cand = *move; /* scratch: which running jobs are ordinary candidates */
+    for (int k = 0; k < n; k++)
+        cand[keys[k].j] = true;
+    for (int j = 0; j < l->nr; j++)
+        if (!cand[j] && !l->victim[j] && move_ok(l, i, &l->r[j]))
+            mov[l->r[j].allocs[0].node] += l->r[j].allocs[0].ngpu;
+    int best[MOVE_NODES_MAX], nbest = 0;
+    for (int x = 0; x < nn; x++) {
+        if (room[x] < 0 || room[x] + mov[x] < need || room[x] >= need)
+            continue; /* a node of room[x] >= need was the ordinary search's */
+        int at = nbest < MOVE_NODES_MAX ? nbest++ : MOVE_NODES_MAX;
+        while (at > 0 && (room[x] > room[best[at - 1]] ||
+                          (room[x] == room[best[at - 1]] && mov[x] < mov[best[at - 1]]))) {
+            if (at < MOVE_NODES_MAX)
+                best[at] = best[at - 1];
+            at--;
+        }
+        if (at < MOVE_NODES_MAX)
+            best[at] = x;
+    }
+    int total = n;
+    for (int b = 0; b < nbest; b++) {
+        int first = total;
+        for (int j = 0; j < l->nr; j++) {
+            const ts_job *v = &l->r[j];
+            if (cand[j] || l->victim[j] || v->allocs[0].node != best[b] || !move_ok(l, i, v))
+                continue;
+            double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
+            int64_t g = cycle_job_gpus(v);
+            keys[total++] = (vkey){0, 0.0, v->priority, l->rlevel[j], (double)g * (l->now - since),
+                                   g, l->rattained[j], false, j};
+        }
+        /* on a node, the fewest GPUs, then the least work lost, first */
+        qsort(keys + first, (size_t)(total - first), sizeof *keys, cmp_vkey);
+    }
+    for (int j = 0; j < l->nr; j++)
+        (*move)[j] = false;
+    free(room);
+    if (total == n)
+        return 0;
+    bool *mk = calloc((size_t)total, sizeof *mk);
+    if (!mk)
+        return 0;
+    for (int k = 0; k < total; k++) {
+        l->pj[k] = (plan_job){&l->r[keys[k].j], l->r[keys[k].j].allocs, 0.0};
+        l->lost[k] = keys[k].lost;
+        mk[k] = k >= n;
+    }
+    int m = plan_victims(s, job, l->pj, l->lost, mk, total, NULL, 0, l->chosen, l->plan);
+    /* *move indexed like keys from here on */
+    free(*move);
+    *move = mk;
+    return m;
+}
+
 /* Victims for job i (reclaim by guaranteed work, or time-sharing by a job
  * of a lower las level); true if a preemption was decided. swap: the job's
  * quota is what it lacks, so only its own tenant's jobs of its tier that
@@ -662,17 +765,15 @@ static bool try_preempt(loop *l, int i, bool swap)
                            v->priority, l->rlevel[j], (double)g * (l->now - since),
                            s->cfg.victims_fewest_gpus ? g : 0, l->rattained[j], ts, j};
     }
-    if (n == 0) {
-        free(keys);
-        *ms = (memo_entry){.key = skey, .epoch = l->epoch0, .reason = MEMO_SEARCH_FAILED};
-        return false;
+    int m = 0;
+    if (n > 0) {
+        qsort(keys, (size_t)n, sizeof *keys, cmp_vkey);
+        for (int k = 0; k < n; k++) {
+            l->pj[k] = (plan_job){&l->r[keys[k].j], l->r[keys[k].j].allocs, 0.0};
+            l->lost[k] = keys[k].lost;
+        }
+        m = plan_victims(s, job, l->pj, l->lost, NULL, n, NULL, 0, l->chosen, l->plan);
     }
-    qsort(keys, (size_t)n, sizeof *keys, cmp_vkey);
-    for (int k = 0; k < n; k++) {
-        l->pj[k] = (plan_job){&l->r[keys[k].j], l->r[keys[k].j].allocs, 0.0};
-        l->lost[k] = keys[k].lost;
-    }
-    int m = plan_victims(s, job, l->pj, l->lost, n, NULL, 0, l->chosen, l->plan);
     if (swap && m > 0) {
         double freed = 0.0;
         for (int k = 0; k < m; k++)
@@ -680,8 +781,12 @@ static bool try_preempt(loop *l, int i, bool swap)
         if (freed < ts_sched_job_rate(s, job) - 1e-9)
             m = 0; /* its room, but not its quota */
     }
+    bool *move = NULL;
+    if (m == 0 && others && !swap && s->cfg.guarantee_moves)
+        m = plan_moves(l, i, keys, n, &move);
     if (m == 0) {
         free(keys);
+        free(move);
         *ms = (memo_entry){.key = skey, .epoch = l->epoch0, .reason = MEMO_SEARCH_FAILED};
         return false;
     }
@@ -699,6 +804,7 @@ static bool try_preempt(loop *l, int i, bool swap)
             .grace_s = grace,
             .lost_gpu_s = keys[l->chosen[k]].lost,
             .time_sharing = keys[l->chosen[k]].ts,
+            .move = move && move[l->chosen[k]],
             .victim_level = keys[l->chosen[k]].level,
             .preemptor_level = l->js[i].earned,
         };
@@ -720,15 +826,22 @@ static bool try_preempt(loop *l, int i, bool swap)
     }
     double lost = 0.0;
     bool sharing = false;
+    int moved = 0;
     for (int k = 0; k < m; k++) {
         lost += keys[l->chosen[k]].lost;
         sharing = sharing || keys[l->chosen[k]].ts;
+        moved += move && move[l->chosen[k]];
     }
     char by[32], in[32], lost_h[32];
     ts_fmt_time(until, by, sizeof by);
     ts_fmt_duration(until - l->now, in, sizeof in);
     snprintf(lost_h, sizeof lost_h, "%.2f", lost / 3600.0);
-    if (sharing)
+    if (moved > 0)
+        pend(l, i, TS_PEND_PREEMPTING, "owed its tenant's guarantee: preempting %d job%s, %d "
+             "of them moved to restart at once elsewhere so that one node holds it (%s "
+             "GPU-hours since their checkpoints); they stop by %s (in %s)", m,
+             m == 1 ? "" : "s", moved, lost_h, by, in);
+    else if (sharing)
         pend(l, i, TS_PEND_PREEMPTING, "time-sharing: preempting %d job%s of a higher las "
              "level than its %d (%s GPU-hours since their checkpoints); they stop by %s "
              "(in %s)", m, m == 1 ? "" : "s", l->js[i].earned, lost_h, by, in);
@@ -737,6 +850,7 @@ static bool try_preempt(loop *l, int i, bool swap)
              "since their checkpoints); they stop by %s (in %s)", m, m == 1 ? "" : "s", lost_h,
              by, in);
     free(keys);
+    free(move);
     return true;
 }
 
