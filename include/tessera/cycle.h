@@ -133,7 +133,8 @@ typedef struct ts_sched_config {
     int max_preemptions_hour;      /* a job preempted this often is left alone */
     double default_grace_s;        /* checkpoint grace when the job gives none */
     double backoff_base_s;         /* requeue backoff: base * 2^(preemptions_hour-1) */
-    int max_preemptors_cycle;      /* preemption searches per cycle */
+    int max_preemptors_cycle;      /* preemption searches per cycle (as many
+                                    * again for jobs within their guarantee) */
     /* Taking other tenants' loans back (docs/scheduler.md, "Reclaim"); all
      * on by default (ts_sched_config_default), each can be turned off to
      * measure what it does:
@@ -160,10 +161,11 @@ typedef struct ts_sched_config {
     bool reclaim_ignores_hour_limit;
     bool guarantee_over_reservation;
     bool preemptor_searches_again;
-    /* guarantee_moves: a job within its tenant's guarantee that needs one
-     * node's room, which no set of loans past their minimum runtime gives,
-     * may also stop smaller one-node jobs of any tenant on the node it is
-     * given, loans or not, when each restarts at once on room left elsewhere
+    /* guarantee_moves: a job within its tenant's guarantee that needs whole
+     * nodes' room (one task, or a gang of tasks of a node at most), which no
+     * set of loans past their minimum runtime gives, may also stop smaller
+     * one-node jobs of any tenant on the nodes it is given, loans or not,
+     * when each restarts at once on room left elsewhere
      * (its tenant keeps what it holds; the decision marks them `move`):
      * other tenants' small guaranteed jobs spread over every node otherwise
      * keep a node-sized guarantee out indefinitely (docs/scheduler.md, "The

@@ -19,7 +19,9 @@
  * since the last start is answered from a memo; a placement attempt costs
  * what ts_gang_place costs (gang.c). One reservation per cycle (O(R log R)
  * plus the plan, cycle_plan.c) and at most cfg.max_preemptors_cycle victim
- * searches (O(R log R) each plus the plan).
+ * searches, as many again for jobs within their tenant's guarantee (O(R log
+ * R) each plus the plan; one that moves jobs adds O(R) and the moves'
+ * placements to each plan step).
  *
  * Starvation bound. Time limits are enforced by the shell, so the reserved
  * job starts by its reservation time T <= now + L, L the longest time limit
@@ -100,6 +102,7 @@ typedef struct loop {
     uint64_t epoch0;    /* the scheduler's epoch when the cycle began */
     int seen;           /* jobs looked at so far in the order */
     int searches;
+    int reclaim_searches; /* searches for jobs within their tenant's guarantee */
     int reshapes;       /* MIG reshape questions asked (cycle_mig.c) */
     int plans;          /* plans made for jobs that do not hold the reservation */
     bool have_res;
@@ -598,8 +601,8 @@ static bool within_guarantee(const loop *l, int i)
 
 /* Moves (cfg.guarantee_moves): may running job v (not a candidate of the
  * ordinary search) stop for job i to restart at once elsewhere? One task of
- * whole GPUs, fewer than job i's (chains of moves end), running for the
- * loan's minimum runtime at least, within its preemptions per hour. */
+ * whole GPUs, fewer in all than job i's (chains of moves end), running for
+ * the loan's minimum runtime at least, within its preemptions per hour. */
 static bool move_ok(const loop *l, int i, const ts_job *v)
 {
     const ts_sched_config *cfg = &l->s->cfg;
@@ -612,22 +615,27 @@ static bool move_ok(const loop *l, int i, const ts_job *v)
     return l->now - v->start_s >= floor && v->preemptions_hour < cfg->max_preemptions_hour;
 }
 
-/* The ordinary search found no set for job i (one task, within its
- * tenant's guarantee): the nodes that could hold it once their candidates
- * and movable jobs go, best MOVE_NODES_MAX of them (the most GPUs free or
- * held by candidates, then the fewest to move), give their movable jobs as
- * extra candidates after the ordinary ones (keys[0..n-1], sorted), which
- * also make room for the moves. Returns the victims (l->chosen into keys,
- * *move[k] marks a move) or 0; *move is the caller's to free. */
-#define MOVE_NODES_MAX 4
+/* The ordinary search found no set for job i (within its tenant's
+ * guarantee; one task, or a gang of tasks of at most a node each): the
+ * nodes that could hold a task of it once their candidates and movable jobs
+ * go, the best few of them (the most GPUs free or held by candidates, then
+ * the fewest to move; a task's count plus MOVE_NODES_SPARE), give their
+ * movable jobs as extra candidates after the ordinary ones (keys[0..n-1],
+ * sorted), which also make room for the moves. Returns the victims
+ * (l->chosen into keys, (*move)[k] marks a move) or 0; *move is the
+ * caller's to free. */
+#define MOVE_NODES_SPARE 3
+#define MOVE_NODES_MAX 16
 static int plan_moves(loop *l, int i, vkey *keys, int n, bool **move)
 {
     ts_sched *s = l->s;
     const ts_job *job = &l->w[i];
-    if (job->ntasks != 1 || !l->js[i].whole || l->js[i].gpus < 2)
+    if (!l->js[i].whole || l->js[i].gpus < 2 || job->ntasks + MOVE_NODES_SPARE > MOVE_NODES_MAX)
         return 0;
+    int64_t need = 0;
+    for (int t = 0; t < job->ntasks; t++)
+        need = job->tasks[t].num_gpu > need ? job->tasks[t].num_gpu : need;
     int nn = s->c->nnodes;
-    int64_t need = job->tasks[0].num_gpu;
     int *room = calloc((size_t)nn * 2, sizeof *room); /* free + candidates', movable */
     *move = calloc((size_t)(l->nr > 0 ? l->nr : 1), sizeof **move);
     if (!room || !*move) {
@@ -642,26 +650,28 @@ static int plan_moves(loop *l, int i, vkey *keys, int n, bool **move)
         for (int t = 0; t < v->ntasks; t++)
             room[v->allocs[t].node] += v->allocs[t].ngpu;
     }
-    for (int j = 0; j < l->nr; j++)
-        (*move)[j] = false;
     bool *cand = *move; /* scratch: which running jobs are ordinary candidates */
     for (int k = 0; k < n; k++)
         cand[keys[k].j] = true;
     for (int j = 0; j < l->nr; j++)
         if (!cand[j] && !l->victim[j] && move_ok(l, i, &l->r[j]))
             mov[l->r[j].allocs[0].node] += l->r[j].allocs[0].ngpu;
+    int want = job->ntasks + MOVE_NODES_SPARE;
     int best[MOVE_NODES_MAX], nbest = 0;
     for (int x = 0; x < nn; x++) {
-        if (room[x] < 0 || room[x] + mov[x] < need || room[x] >= need)
-            continue; /* a node of room[x] >= need was the ordinary search's */
-        int at = nbest < MOVE_NODES_MAX ? nbest++ : MOVE_NODES_MAX;
+        /* a node with room enough already, for one task, was the ordinary
+         * search's */
+        if (room[x] < 0 || room[x] + mov[x] < need || mov[x] == 0 ||
+            (job->ntasks == 1 && room[x] >= need))
+            continue;
+        int at = nbest < want ? nbest++ : want;
         while (at > 0 && (room[x] > room[best[at - 1]] ||
                           (room[x] == room[best[at - 1]] && mov[x] < mov[best[at - 1]]))) {
-            if (at < MOVE_NODES_MAX)
+            if (at < want)
                 best[at] = best[at - 1];
             at--;
         }
-        if (at < MOVE_NODES_MAX)
+        if (at < want)
             best[at] = x;
     }
     int total = n;
@@ -676,11 +686,9 @@ static int plan_moves(loop *l, int i, vkey *keys, int n, bool **move)
             keys[total++] = (vkey){0, 0.0, v->priority, l->rlevel[j], (double)g * (l->now - since),
                                    g, l->rattained[j], false, j};
         }
-        /* on a node, the fewest GPUs, then the least work lost, first */
+        /* on a node, in the ordinary order (class, level, work lost, GPUs) */
         qsort(keys + first, (size_t)(total - first), sizeof *keys, cmp_vkey);
     }
-    for (int j = 0; j < l->nr; j++)
-        (*move)[j] = false;
     free(room);
     if (total == n)
         return 0;
@@ -712,8 +720,12 @@ static bool try_preempt(loop *l, int i, bool swap)
     bool others = reclaims(l, i) && (!swap || js->tier == TS_TIER_GUARANTEED);
     /* reclaim_any_tier: an opportunistic job within its guarantee reclaims */
     bool any = others && !swap && js->tier != TS_TIER_GUARANTEED;
+    /* searches for jobs within their tenant's guarantee have a bound of
+     * their own: time-sharing and starving jobs, ordered first, cannot use
+     * up the searches a guarantee needs (at most twice the bound a cycle) */
+    int *searches = others ? &l->reclaim_searches : &l->searches;
     if ((js->tier != TS_TIER_GUARANTEED && !js->las && !any) || (swap && !js->las) ||
-        l->searches >= s->cfg.max_preemptors_cycle || s->npre == PREEMPTOR_TABLE_MAX)
+        *searches >= s->cfg.max_preemptors_cycle || s->npre == PREEMPTOR_TABLE_MAX)
         return false;
     const ts_job *job = &l->w[i];
     /* no running job above its level: time-sharing has no victim */
@@ -737,8 +749,8 @@ static bool try_preempt(loop *l, int i, bool swap)
         l->d->stats.memo_hits++;
         return false;
     }
-    /* every search that scans the running jobs counts against the bound */
-    l->searches++;
+    /* every search that scans the running jobs counts against its bound */
+    (*searches)++;
     /* who borrows, once per search rather than per candidate (usage grows
      * with the cycle's starts, so not once per cycle) */
     for (int t = 0; t < ts_quota_tenants(s->q)->n; t++)

@@ -6,7 +6,8 @@
  * gang index. Before each plan it is brought in step node by node: a node is
  * copied again only if the real one changed since (version stamp) or a plan
  * touched the copy, so a plan costs O(nodes) compares plus what changed. At
- * most one reservation and cfg.max_preemptors_cycle victim searches a cycle.
+ * most one reservation and 2 * cfg.max_preemptors_cycle victim searches a
+ * cycle (half of them for jobs within their tenant's guarantee).
  *
  * Reservation: release the running jobs in order of their end (time limit,
  * or the end of a stopping job's grace) and try the job after each release
