@@ -6,7 +6,9 @@
  * The policy keeps its own model of the replayed cluster: nodes of
  * gpus_per_node GPUs (no topology: the replays count GPUs), one tenant per
  * replay tenant under one organisation, guaranteed its GPUs, borrowing and
- * lending freely; without tenants, one tenant with no quota. A job of g GPUs
+ * lending freely, its fair-share weight its guarantee over the mean
+ * guarantee (what it is lent then follows its guarantee, as the fairness
+ * figure measures it); without tenants, one tenant with no quota. A job of g GPUs
  * is one task of g GPUs, or a gang of node-sized tasks and the remainder.
  * Each job's attained service (GPU-seconds over its finished runs) and the
  * time it began to wait again are kept here, as tesserad keeps them. At each
@@ -335,6 +337,12 @@ static int build(core_state *s, const ts_replay_view *v)
         if (v->ntenants > 0 &&
             ts_tenant_set_quota(s->ts, id, dim, (int64_t)v->tenants[t].gpus * TS_MILLI_PER_GPU,
                                 TS_QUOTA_UNLIMITED, TS_QUOTA_UNLIMITED, &err) != 0)
+            return err.code;
+        /* fair share of what is lent in proportion to the guarantee, as the
+         * replay's fairness figure weighs it (tenants_file weight) */
+        if (v->ntenants > 0 && total > 0 &&
+            ts_tenant_set_weight(s->ts, id, (double)v->tenants[t].gpus * TS_MILLI_PER_GPU *
+                                                v->ntenants / (double)total, &err) != 0)
             return err.code;
     }
     /* tesserad's default configuration, nothing changed (jobs give no grace:

@@ -825,6 +825,12 @@ static bool try_preempt(loop *l, int i, bool swap)
     }
     d->stats.preempted += m;
     table_add(s, job->id, until + PREEMPTOR_SLACK_S, l, d->npreempts - m);
+    /* a moved job goes first too once stopped, so that it restarts on the
+     * room planned for it before anyone else takes that room */
+    for (int k = 0; move && k < m && s->npre < PREEMPTOR_TABLE_MAX; k++)
+        if (move[l->chosen[k]])
+            table_add(s, l->r[keys[l->chosen[k]].j].id, until + PREEMPTOR_SLACK_S, l,
+                      d->npreempts);
     if (!l->have_res) {
         l->have_res = true;
         l->res_at = until;
