@@ -133,7 +133,8 @@ typedef struct ts_sched_config {
     int max_preemptions_hour;      /* a job preempted this often is left alone */
     double default_grace_s;        /* checkpoint grace when the job gives none */
     double backoff_base_s;         /* requeue backoff: base * 2^(preemptions_hour-1) */
-    int max_preemptors_cycle;      /* preemption searches per cycle */
+    int max_preemptors_cycle;      /* preemption searches per cycle (as many
+                                    * again for jobs within their guarantee) */
     /* Taking other tenants' loans back (docs/scheduler.md, "Reclaim"); all
      * on by default (ts_sched_config_default), each can be turned off to
      * measure what it does:
@@ -160,6 +161,18 @@ typedef struct ts_sched_config {
     bool reclaim_ignores_hour_limit;
     bool guarantee_over_reservation;
     bool preemptor_searches_again;
+    /* guarantee_moves: a job within its tenant's guarantee that needs whole
+     * nodes' room (one task, or a gang of tasks of a node at most), which no
+     * set of loans past their minimum runtime gives, may also stop smaller
+     * one-node jobs of any tenant on the nodes it is given, loans or not,
+     * when each restarts at once on room left elsewhere
+     * (its tenant keeps what it holds; the decision marks them `move`):
+     * other tenants' small guaranteed jobs spread over every node otherwise
+     * keep a node-sized guarantee out indefinitely (docs/scheduler.md, "The
+     * guarantee"). A moved job was running reclaim_min_runtime_s at least,
+     * within its max_preemptions_hour, and holds fewer GPUs than the job it
+     * moves for, so chains of moves end. */
+    bool guarantee_moves;
     /* Victims of equal work at risk: the fewest GPUs first (true, the
      * default: a preemption stops no more than it must, and a big job is the
      * hardest to place again) before the most service attained; false:
@@ -182,7 +195,7 @@ typedef struct ts_sched_config {
  * after waiting as long as it ran, a level in submission order), 24 h
  * limit, 24 h starvation bound, 10 min minimum runtime (1 min for a loan
  * taken back), 3 preemptions per hour, 60 s grace, 60 s backoff base, 8
- * preemptors a cycle, every reclaim rule on, victims of equal work at
+ * preemptors a cycle, every reclaim rule on, guarantee moves on, victims of equal work at
  * risk by fewest GPUs, no reservations or caps. */
 void ts_sched_config_default(ts_sched_config *cfg);
 
@@ -230,6 +243,9 @@ typedef struct ts_cycle_preempt {
     /* false: guaranteed work reclaims room; true: time-sharing, a job of a
      * lower las level takes the room of one that attained more */
     bool time_sharing;
+    /* true: a move (cfg.guarantee_moves): the victim is planned to restart at
+     * once elsewhere, so the shell requeues it without a backoff */
+    bool move;
     int victim_level, preemptor_level;
 } ts_cycle_preempt;
 

@@ -568,6 +568,14 @@ int cli_cmd_explain(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, ch
         cli_kv(&t, "Position", position_cell(root, v[2], sizeof v[2]));
     if (est && !json_is_null(est))
         cli_kv(&t, "Start", start_cell(ctx, root, v[3], sizeof v[3]));
+    /* its tenant below its guarantee with work that fits (docs/scheduler.md,
+     * "The guarantee"): the reason above is why it is not yet served */
+    const json_t *owed = json_object_get(root, "tenant_owed_gpus");
+    if (json_is_number(owed) && json_number_value(owed) > 0.0) {
+        snprintf(v[0], sizeof v[0], "its tenant is owed %g GPUs of its guarantee; not yet "
+                 "served: see Reason", json_number_value(owed));
+        cli_kv(&t, "Guarantee", v[0]);
+    }
     json_decref(root);
     return cli_table_finish(&t, "explanation");
 }

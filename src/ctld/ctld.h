@@ -707,6 +707,10 @@ const ts_node *ctld_view_node(const ctld *c, int n);
 bool ctld_view_up(const ctld *c, int n);
 int64_t ctld_view_usage(const ctld *c, int t, int dim);
 double ctld_view_share(const ctld *c, int t, double now);
+/* GPUs each tenant is owed now (docs/scheduler.md, "The guarantee"):
+ * owed[t] for t < tenants->n (the caller's array); read under the view
+ * reader's lock. */
+void ctld_view_owed_gpus(const ctld *c, double *owed);
 /* The /metrics page (malloc'd). tenant NULL: every series; otherwise that
  * tenant's own series and the cluster-wide ones that count no tenant's jobs
  * or requests (docs/metrics.md "Who reads what"). */

@@ -123,9 +123,9 @@ static void parse_sentence(const char *kind, const char *d, json_t *data)
                       strncmp(why, "opportunistic, ", 15) == 0;
         if (tiered)
             json_object_set_new(data, "tier", json_stringn(why, strcspn(why, ",")));
-        json_object_set_new(data, "cause", json_string(strstr(why, "time-sharing")
-                                                           ? "time-sharing"
-                                                           : "reclaim"));
+        json_object_set_new(data, "cause", json_string(strstr(why, "time-sharing") ? "time-sharing"
+                                                       : strstr(why, "moved")      ? "move"
+                                                                                   : "reclaim"));
         json_object_set_new(data, "signal", json_integer(x));
         json_object_set_new(data, "grace_s", json_real(g));
         json_object_set_new(data, "lost_gpu_s", json_real(a));

@@ -195,6 +195,7 @@ int ctld_fsm_plan(ctld *c, ctld_txn *t, cjob *j, int event, const ctld_fsm_args 
     ch->fx = tr->fx;
     ch->to = tr->to;
     ch->stop_by_s = a->stop_by_s;
+    ch->restart_now = a->restart_now;
     if (event == CTLD_JE_CANCEL_STOP || event == CTLD_JE_REQUEUE_STOP) {
         /* the job's checkpoint grace, never later than a stop already under way */
         double g = j->sj.ckpt_grace_s >= 0 ? j->sj.ckpt_grace_s : c->cfg.sched.default_grace_s;
@@ -351,6 +352,8 @@ static void apply_one(ctld *c, ctld_change *ch, double now)
     case CTLD_JE_PREEMPT:
         j->preempted_at[j->npreempted++ % CTLD_PREEMPT_MEMORY] = now;
         c->m.preempted++;
+        if (ch->restart_now)
+            j->restart_now = true; /* a move: it starts again elsewhere at once */
         break;
     case CTLD_JE_REAP:
         j->reaped = true;

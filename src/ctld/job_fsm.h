@@ -48,6 +48,8 @@ typedef struct ctld_fsm_args {
     const ts_alloc *allocs;   /* START: one per rank (copied) */
     double stop_by_s;         /* PREEMPT, REAP, STRAGGLE: end of the grace */
     double eligible_s;        /* STOPPED, EVICT: when it may start again (0 = now) */
+    bool restart_now;         /* PREEMPT: a move (ts_cycle_preempt.move): requeued with
+                               * no backoff once stopped */
     /* FINISH, FAIL, TIMEOUT: how it ended (copied; NULL: unknown): the
      * result document (docs/api.md "Job": exit_code, ranks), and the short
      * reason and the line saying why, which the ended job keeps as its
@@ -64,6 +66,7 @@ typedef struct ctld_change {
     ts_job_row row;           /* the new row; owns placement_json and why, no spec_json */
     ts_alloc *allocs;         /* START */
     double stop_by_s, eligible_s;
+    bool restart_now;
 } ctld_change;
 
 typedef struct ctld_txn {

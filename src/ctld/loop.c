@@ -203,13 +203,16 @@ static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, 
         if (p->time_sharing)
             snprintf(why, sizeof why, "%s, time-sharing, level %d over %d", tier,
                      p->preemptor_level, p->victim_level);
+        else if (p->move)
+            snprintf(why, sizeof why, "%s, reclaim, moved to restart elsewhere", tier);
         else
             snprintf(why, sizeof why, "%s, reclaim", tier);
         char *detail = dupf("for job %lld (%s, %s); signal %d, grace %.0f s, %.0f "
                             "GPU-s since the last checkpoint",
                             (long long)for_job->row.id, for_job->row.tenant, why, p->signal,
                             p->grace_s, p->lost_gpu_s);
-        ctld_fsm_args a = {.detail = detail, .stop_by_s = now + p->grace_s};
+        ctld_fsm_args a = {.detail = detail, .stop_by_s = now + p->grace_s,
+                           .restart_now = p->move};
         rc = detail ? ctld_fsm_plan(c, t, v, CTLD_JE_PREEMPT, &a, now, err) : TS_ENOMEM;
         free(detail);
         if (rc == TS_ECONFLICT) {

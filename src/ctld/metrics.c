@@ -178,6 +178,23 @@ char *ctld_metrics_text(ctld *c, const char *only)
                 put(&b, "tessera_tenant_gpus_guaranteed{tenant=\"%s\",gpu_model=\"%s\"} %.3f\n",
                     c->tenants->t[t].name, info->name, (double)g / 1000.0);
         }
+    head(&b, "tessera_guarantee_deficit_gpus", "gauge",
+         "GPUs a tenant is owed now: below its guarantee while a pending job of it fits in the "
+         "guarantee it leaves unused (docs/scheduler.md, The guarantee).");
+    double *owed = calloc((size_t)nt + 1, sizeof *owed);
+    if (owed)
+        ctld_view_owed_gpus(c, owed);
+    for (int t = 0; owed && t < nt; t++) {
+        if (!shown(c, t, only))
+            continue;
+        bool guaranteed = false;
+        for (int mo = 0; mo < TS_MAX_GPU_MODELS; mo++)
+            guaranteed = guaranteed || c->tenants->t[t].guaranteed[ts_res_gpu(mo)] > 0;
+        if (guaranteed)
+            put(&b, "tessera_guarantee_deficit_gpus{tenant=\"%s\"} %.3f\n", c->tenants->t[t].name,
+                owed[t]);
+    }
+    free(owed);
     if (!only)
         hist(&b, "tessera_queue_wait_seconds", "Time from submission to start.", m->wait_hist,
              WAIT_B, sizeof WAIT_B / sizeof *WAIT_B, m->wait_s_sum);

@@ -506,6 +506,17 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
                                 "reserved_at", at > 0.0 ? json_real(at) : json_null());
         if (doc)
             ctld_render_queue(c, j, doc);
+        /* a pending job's tenant owed GPUs of its guarantee (docs/scheduler.md,
+         * "The guarantee"): how many, beside why the job is not yet served */
+        if (doc && j && j->row.state == TS_JOB_PENDING) {
+            double *owed = calloc((size_t)c->tenants->n + 1, sizeof *owed);
+            int t = j->sj.tenant;
+            if (owed && t >= 0 && t < c->tenants->n) {
+                ctld_view_owed_gpus(c, owed);
+                json_object_set_new(doc, "tenant_owed_gpus", json_real(owed[t]));
+            }
+            free(owed);
+        }
         pthread_mutex_unlock(&c->mu);
         ctld_reply_json(r, 200, doc);
     } else if (post && (strcmp(rest, "cancel") == 0 || strcmp(rest, "hold") == 0 ||

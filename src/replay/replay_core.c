@@ -6,7 +6,9 @@
  * The policy keeps its own model of the replayed cluster: nodes of
  * gpus_per_node GPUs (no topology: the replays count GPUs), one tenant per
  * replay tenant under one organisation, guaranteed its GPUs, borrowing and
- * lending freely; without tenants, one tenant with no quota. A job of g GPUs
+ * lending freely, its fair-share weight its guarantee over the mean
+ * guarantee (what it is lent then follows its guarantee, as the fairness
+ * figure measures it); without tenants, one tenant with no quota. A job of g GPUs
  * is one task of g GPUs, or a gang of node-sized tasks and the remainder.
  * Each job's attained service (GPU-seconds over its finished runs) and the
  * time it began to wait again are kept here, as tesserad keeps them. At each
@@ -71,7 +73,162 @@ typedef struct core_state {
     int gpn;
     bool fifo_level;       /* the config ranks a las level by arrival */
     int64_t *gsum;         /* [tenants] guaranteed use, as this decision assigns tiers */
+    int lastnw;            /* waiting jobs in the last cycle */
+    struct probe *probe;   /* TS_REPLAY_DEFICIT_PROBE set: where guarantees wait */
 } core_state;
+
+/* ---- deficit probe (TS_REPLAY_DEFICIT_PROBE=1): where a guarantee waits --
+ * After each decision, per tenant in deficit as replay_timeline.c counts it
+ * (its smallest waiting job fits its unused guarantee), the deficit GPUs
+ * times the time to the next decision go to a bucket named by that job's
+ * pending reason and the start of its why (digits dropped); printed to
+ * stderr when the policy is freed. A debugging aid for the sim only. */
+#define PROBE_BUCKETS 512
+#define PROBE_KEY_CHARS 72
+typedef struct probe_bucket {
+    char key[PROBE_KEY_CHARS + 24];
+    double gpu_s;
+    long n;
+} probe_bucket;
+typedef struct probe {
+    double last_s;
+    int nt;
+    double *deficit; /* [ntenants] GPUs short after the last decision */
+    int *bucket;     /* [ntenants] its bucket */
+    double *tgpu_s;  /* [ntenants] deficit GPU-s so far */
+    probe_bucket b[PROBE_BUCKETS];
+    int nb;
+} probe;
+
+static int probe_bucket_of(probe *pr, const char *reason, const char *why)
+{
+    char key[sizeof pr->b[0].key];
+    int n = snprintf(key, sizeof key, "%s: ", reason);
+    for (const char *c = why; *c && n < (int)sizeof key - 1 && c - why < PROBE_KEY_CHARS; c++)
+        if (!(*c >= '0' && *c <= '9'))
+            key[n++] = *c;
+    key[n] = 0;
+    for (int k = 0; k < pr->nb; k++)
+        if (strcmp(pr->b[k].key, key) == 0)
+            return k;
+    if (pr->nb == PROBE_BUCKETS)
+        return PROBE_BUCKETS - 1;
+    snprintf(pr->b[pr->nb].key, sizeof pr->b[0].key, "%s", key);
+    return pr->nb++;
+}
+
+static void probe_account(core_state *s, double now)
+{
+    probe *pr = s->probe;
+    for (int t = 0; t < pr->nt; t++) {
+        double g = pr->deficit[t] * (now - pr->last_s);
+        if (g > 0) {
+            pr->b[pr->bucket[t]].gpu_s += g;
+            pr->b[pr->bucket[t]].n++;
+            pr->tgpu_s[t] += g;
+        }
+        pr->deficit[t] = 0;
+    }
+    pr->last_s = now;
+}
+
+/* Whether one node could hold g GPUs for tenant st: A with free GPUs and
+ * loans older than the reclaim floor, B only with younger loans too, C not
+ * even then (other tenants' guaranteed or non-loan work in the way); G for
+ * a job wider than a node. */
+static const char *probe_room(core_state *s, const ts_replay_view *v, int st, long g)
+{
+    if (g > s->gpn)
+        return "G";
+    int dim = ts_res_gpu(ts_gpu_model_lookup(CORE_MODEL));
+    int nn = s->c->nnodes;
+    int *old = calloc((size_t)nn * 2, sizeof *old);
+    if (!old)
+        return "?";
+    int *young = old + nn;
+    for (int i = 0; i < v->npending; i++) {
+        int j = v->pending[i];
+        const core_job *cj = &s->jobs[j];
+        int jt = 1 + v->jobs[j].tenant;
+        if (!s->running[j] || jt == st || cj->tier != TS_TIER_OPPORTUNISTIC ||
+            ts_quota_borrowed(s->q, jt, dim) <= 0)
+            continue;
+        int recent = 0;
+        for (int k = 0; k < 4; k++)
+            recent += cj->preempted_at[k] > 0.0 && v->now_s - cj->preempted_at[k] < 3600.0;
+        if (recent >= 3)
+            continue; /* at its hour limit: counted as no room */
+        for (int k = 0; k < cj->ntasks; k++)
+            (v->now_s - cj->start_s >= 60.0 ? old : young)[cj->allocs[k].node] +=
+                cj->allocs[k].ngpu;
+    }
+    const char *r = "C";
+    for (int n = 0; n < nn; n++) {
+        int f = s->c->nodes[n].gpus_free;
+        if (f + old[n] >= g) {
+            r = "A";
+            break;
+        }
+        if (f + old[n] + young[n] >= g)
+            r = "B";
+    }
+    free(old);
+    return r;
+}
+
+/* After a decision's cycles: each tenant's deficit and why (the last
+ * cycle's pending reasons, for the jobs that still wait). */
+static void probe_note(core_state *s, const ts_replay_view *v, int nw)
+{
+    probe *pr = s->probe;
+    int dim = ts_res_gpu(ts_gpu_model_lookup(CORE_MODEL));
+    for (int t = 0; t < pr->nt; t++) {
+        int st = 1 + t;
+        long held = (long)(ts_quota_usage(s->q, st, dim) / TS_MILLI_PER_GPU);
+        long guar = (long)(ts_quota_tenants(s->q)->t[st].guaranteed[dim] / TS_MILLI_PER_GPU);
+        long dem = held, small = 0;
+        int smallk = -1;
+        for (int k = 0; k < nw; k++) {
+            int j = s->wi[k];
+            if (v->jobs[j].tenant != t || s->running[j])
+                continue;
+            dem += v->jobs[j].gpus;
+            if (smallk < 0 || v->jobs[j].gpus < small) {
+                small = v->jobs[j].gpus;
+                smallk = k;
+            }
+        }
+        long ent = dem < guar ? dem : guar;
+        if (smallk < 0 || small > guar - held || ent <= held)
+            continue;
+        pr->deficit[t] = (double)(ent - held);
+        const ts_cycle_pending *p = &s->d.pending[smallk];
+        char reason[64];
+        snprintf(reason, sizeof reason, "%s g%ld %s", probe_room(s, v, st, small),
+                 small, ts_pending_name(p->reason));
+        pr->bucket[t] = probe_bucket_of(pr, reason, p->why ? p->why : "");
+    }
+}
+
+static int cmp_bucket(const void *a, const void *b)
+{
+    const probe_bucket *x = a, *y = b;
+    return (x->gpu_s < y->gpu_s) - (x->gpu_s > y->gpu_s);
+}
+
+static void probe_print(probe *pr)
+{
+    double total = 0;
+    for (int t = 0; t < pr->nt; t++)
+        total += pr->tgpu_s[t];
+    fprintf(stderr, "deficit probe: %.0f GPU-s\n", total);
+    for (int t = 0; t < pr->nt; t++)
+        if (pr->tgpu_s[t] > 0)
+            fprintf(stderr, "  tenant %d: %.0f\n", t, pr->tgpu_s[t]);
+    qsort(pr->b, (size_t)pr->nb, sizeof *pr->b, cmp_bucket);
+    for (int k = 0; k < pr->nb && k < 40; k++)
+        fprintf(stderr, "  %12.0f %8ld  %s\n", pr->b[k].gpu_s, pr->b[k].n, pr->b[k].key);
+}
 
 static void core_free(void *p)
 {
@@ -94,6 +251,13 @@ static void core_free(void *p)
     free(s->ri);
     free(s->wk);
     free(s->gsum);
+    if (s->probe) {
+        probe_print(s->probe);
+        free(s->probe->deficit);
+        free(s->probe->bucket);
+        free(s->probe->tgpu_s);
+        free(s->probe);
+    }
     free(s);
 }
 
@@ -118,6 +282,17 @@ static int core_init(void **out, int njobs, int ntenants, ts_err *err)
         !s->gsum) {
         core_free(s);
         return ts_err_set(err, TS_ENOMEM, "replay policy core: out of memory");
+    }
+    const char *pv = getenv("TS_REPLAY_DEFICIT_PROBE");
+    if (pv && *pv && ntenants > 0) {
+        probe *pr = calloc(1, sizeof *pr);
+        if (pr) {
+            pr->nt = ntenants;
+            pr->deficit = calloc((size_t)ntenants, sizeof *pr->deficit);
+            pr->bucket = calloc((size_t)ntenants, sizeof *pr->bucket);
+            pr->tgpu_s = calloc((size_t)ntenants, sizeof *pr->tgpu_s);
+        }
+        s->probe = pr;
     }
     *out = s;
     return 0;
@@ -162,6 +337,12 @@ static int build(core_state *s, const ts_replay_view *v)
         if (v->ntenants > 0 &&
             ts_tenant_set_quota(s->ts, id, dim, (int64_t)v->tenants[t].gpus * TS_MILLI_PER_GPU,
                                 TS_QUOTA_UNLIMITED, TS_QUOTA_UNLIMITED, &err) != 0)
+            return err.code;
+        /* fair share of what is lent in proportion to the guarantee, as the
+         * replay's fairness figure weighs it (tenants_file weight) */
+        if (v->ntenants > 0 && total > 0 &&
+            ts_tenant_set_weight(s->ts, id, (double)v->tenants[t].gpus * TS_MILLI_PER_GPU *
+                                                v->ntenants / (double)total, &err) != 0)
             return err.code;
     }
     /* tesserad's default configuration, nothing changed (jobs give no grace:
@@ -292,6 +473,7 @@ static int core_cycle(core_state *s, const ts_replay_view *v)
         s->rv[nr++].last_ckpt_s = v->now_s - risk > cj->start_s ? v->now_s - risk : cj->start_s;
     }
     int nw = waiting_view(s, v);
+    s->lastnw = nw;
     ts_err err;
     if (ts_sched_cycle(s->s, v->now_s, s->wv, nw, s->rv, nr, &s->d, &err) != 0)
         return -1;
@@ -347,9 +529,14 @@ static void core_decide(void *p, const ts_replay_view *v, bool *run)
     /* a preemption's victims are gone at once: the preemptors start in the
      * next cycle of the same decision (as tesserad's next cycle after the
      * grace) */
+    if (s->probe)
+        probe_account(s, v->now_s);
+    int nw = 0;
     for (int round = 0; round < CORE_CYCLES_MAX; round++)
-        if (core_cycle(s, v) <= 0)
+        if ((nw = core_cycle(s, v)) <= 0)
             break;
+    if (s->probe && nw >= 0)
+        probe_note(s, v, s->lastnw);
     for (int i = 0; i < v->npending; i++)
         run[v->pending[i]] = s->running[v->pending[i]];
 }

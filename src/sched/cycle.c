@@ -70,6 +70,7 @@ void ts_sched_config_default(ts_sched_config *cfg)
     cfg->reclaim_ignores_hour_limit = true;
     cfg->guarantee_over_reservation = true;
     cfg->preemptor_searches_again = true;
+    cfg->guarantee_moves = true;
     cfg->las_fifo_within_level = true;
     cfg->victims_fewest_gpus = true;
 }

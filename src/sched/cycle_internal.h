@@ -130,10 +130,13 @@ int plan_reservation(ts_sched *s, const ts_job *job, const plan_job *ends, int n
 /* Chooses victims among cand[0..n-1] (already in preference order; each one
  * whole job) so that job fits once they are gone, plus the jobs in free[]
  * (already stopping); prunes victims not needed, most lost work first.
- * chosen[] gets the victims' indices into cand; returns how many (0 if no
- * set works). plan gets the placement. */
+ * move (NULL: none) marks candidates (one task each) that must restart at
+ * once elsewhere: a set holds only if, job placed, every chosen one of them
+ * fits again on what is left. chosen[] gets the victims' indices into cand;
+ * returns how many (0 if no set works). plan gets the placement. */
 int plan_victims(ts_sched *s, const ts_job *job, const plan_job *cand, const double *lost,
-                 int n, const plan_job *stopping, int nstopping, int *chosen, ts_alloc *plan);
+                 const bool *move, int n, const plan_job *stopping, int nstopping, int *chosen,
+                 ts_alloc *plan);
 
 /* Blockers: the reserved placement's currently free parts held on the real
  * cluster so that long jobs stay off them. */

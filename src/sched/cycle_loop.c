@@ -19,7 +19,9 @@
  * since the last start is answered from a memo; a placement attempt costs
  * what ts_gang_place costs (gang.c). One reservation per cycle (O(R log R)
  * plus the plan, cycle_plan.c) and at most cfg.max_preemptors_cycle victim
- * searches (O(R log R) each plus the plan).
+ * searches, as many again for jobs within their tenant's guarantee (O(R log
+ * R) each plus the plan; one that moves jobs adds O(R) and the moves'
+ * placements to each plan step).
  *
  * Starvation bound. Time limits are enforced by the shell, so the reserved
  * job starts by its reservation time T <= now + L, L the longest time limit
@@ -100,6 +102,7 @@ typedef struct loop {
     uint64_t epoch0;    /* the scheduler's epoch when the cycle began */
     int seen;           /* jobs looked at so far in the order */
     int searches;
+    int reclaim_searches; /* searches for jobs within their tenant's guarantee */
     int reshapes;       /* MIG reshape questions asked (cycle_mig.c) */
     int plans;          /* plans made for jobs that do not hold the reservation */
     bool have_res;
@@ -596,6 +599,114 @@ static bool within_guarantee(const loop *l, int i)
     return false;
 }
 
+/* Moves (cfg.guarantee_moves): may running job v (not a candidate of the
+ * ordinary search) stop for job i to restart at once elsewhere? One task of
+ * whole GPUs, fewer in all than job i's (chains of moves end), running for
+ * the loan's minimum runtime at least, within its preemptions per hour. */
+static bool move_ok(const loop *l, int i, const ts_job *v)
+{
+    const ts_sched_config *cfg = &l->s->cfg;
+    const ts_request *r = &v->tasks[0];
+    if (v->stopping || v->ntasks != 1 || r->num_gpu < 1 || r->gpu_milli < TS_MILLI_PER_GPU ||
+        r->mig_profile >= 0 || r->num_gpu >= l->js[i].gpus)
+        return false;
+    double floor = cfg->reclaim_min_runtime_s >= 0.0 ? cfg->reclaim_min_runtime_s
+                                                     : cfg->min_runtime_s;
+    return l->now - v->start_s >= floor && v->preemptions_hour < cfg->max_preemptions_hour;
+}
+
+/* The ordinary search found no set for job i (within its tenant's
+ * guarantee; one task, or a gang of tasks of at most a node each): the
+ * nodes that could hold a task of it once their candidates and movable jobs
+ * go, the best few of them (the most GPUs free or held by candidates, then
+ * the fewest to move; a task's count plus MOVE_NODES_SPARE), give their
+ * movable jobs as extra candidates after the ordinary ones (keys[0..n-1],
+ * sorted), which also make room for the moves. Returns the victims
+ * (l->chosen into keys, (*move)[k] marks a move) or 0; *move is the
+ * caller's to free. */
+#define MOVE_NODES_SPARE 3
+#define MOVE_NODES_MAX 16
+static int plan_moves(loop *l, int i, vkey *keys, int n, bool **move)
+{
+    ts_sched *s = l->s;
+    const ts_job *job = &l->w[i];
+    if (!l->js[i].whole || l->js[i].gpus < 2 || job->ntasks + MOVE_NODES_SPARE > MOVE_NODES_MAX)
+        return 0;
+    int64_t need = 0;
+    for (int t = 0; t < job->ntasks; t++)
+        need = job->tasks[t].num_gpu > need ? job->tasks[t].num_gpu : need;
+    int nn = s->c->nnodes;
+    int *room = calloc((size_t)nn * 2, sizeof *room); /* free + candidates', movable */
+    *move = calloc((size_t)(l->nr > 0 ? l->nr : 1), sizeof **move);
+    if (!room || !*move) {
+        free(room);
+        return 0;
+    }
+    int *mov = room + nn;
+    for (int x = 0; x < nn; x++)
+        room[x] = ts_gang_index_node_enabled(s->ix, x) ? s->c->nodes[x].gpus_free : -1;
+    for (int k = 0; k < n; k++) {
+        const ts_job *v = &l->r[keys[k].j];
+        for (int t = 0; t < v->ntasks; t++)
+            room[v->allocs[t].node] += v->allocs[t].ngpu;
+    }
+    bool *cand = *move; /* scratch: which running jobs are ordinary candidates */
+    for (int k = 0; k < n; k++)
+        cand[keys[k].j] = true;
+    for (int j = 0; j < l->nr; j++)
+        if (!cand[j] && !l->victim[j] && move_ok(l, i, &l->r[j]))
+            mov[l->r[j].allocs[0].node] += l->r[j].allocs[0].ngpu;
+    int want = job->ntasks + MOVE_NODES_SPARE;
+    int best[MOVE_NODES_MAX], nbest = 0;
+    for (int x = 0; x < nn; x++) {
+        /* a node with room enough already, for one task, was the ordinary
+         * search's */
+        if (room[x] < 0 || room[x] + mov[x] < need || mov[x] == 0 ||
+            (job->ntasks == 1 && room[x] >= need))
+            continue;
+        int at = nbest < want ? nbest++ : want;
+        while (at > 0 && (room[x] > room[best[at - 1]] ||
+                          (room[x] == room[best[at - 1]] && mov[x] < mov[best[at - 1]]))) {
+            if (at < want)
+                best[at] = best[at - 1];
+            at--;
+        }
+        if (at < want)
+            best[at] = x;
+    }
+    int total = n;
+    for (int b = 0; b < nbest; b++) {
+        int first = total;
+        for (int j = 0; j < l->nr; j++) {
+            const ts_job *v = &l->r[j];
+            if (cand[j] || l->victim[j] || v->allocs[0].node != best[b] || !move_ok(l, i, v))
+                continue;
+            double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
+            int64_t g = cycle_job_gpus(v);
+            keys[total++] = (vkey){0, 0.0, v->priority, l->rlevel[j], (double)g * (l->now - since),
+                                   g, l->rattained[j], false, j};
+        }
+        /* on a node, in the ordinary order (class, level, work lost, GPUs) */
+        qsort(keys + first, (size_t)(total - first), sizeof *keys, cmp_vkey);
+    }
+    free(room);
+    if (total == n)
+        return 0;
+    bool *mk = calloc((size_t)total, sizeof *mk);
+    if (!mk)
+        return 0;
+    for (int k = 0; k < total; k++) {
+        l->pj[k] = (plan_job){&l->r[keys[k].j], l->r[keys[k].j].allocs, 0.0};
+        l->lost[k] = keys[k].lost;
+        mk[k] = k >= n;
+    }
+    int m = plan_victims(s, job, l->pj, l->lost, mk, total, NULL, 0, l->chosen, l->plan);
+    /* *move indexed like keys from here on */
+    free(*move);
+    *move = mk;
+    return m;
+}
+
 /* Victims for job i (reclaim by guaranteed work, or time-sharing by a job
  * of a lower las level); true if a preemption was decided. swap: the job's
  * quota is what it lacks, so only its own tenant's jobs of its tier that
@@ -609,8 +720,12 @@ static bool try_preempt(loop *l, int i, bool swap)
     bool others = reclaims(l, i) && (!swap || js->tier == TS_TIER_GUARANTEED);
     /* reclaim_any_tier: an opportunistic job within its guarantee reclaims */
     bool any = others && !swap && js->tier != TS_TIER_GUARANTEED;
+    /* searches for jobs within their tenant's guarantee have a bound of
+     * their own: time-sharing and starving jobs, ordered first, cannot use
+     * up the searches a guarantee needs (at most twice the bound a cycle) */
+    int *searches = others ? &l->reclaim_searches : &l->searches;
     if ((js->tier != TS_TIER_GUARANTEED && !js->las && !any) || (swap && !js->las) ||
-        l->searches >= s->cfg.max_preemptors_cycle || s->npre == PREEMPTOR_TABLE_MAX)
+        *searches >= s->cfg.max_preemptors_cycle || s->npre == PREEMPTOR_TABLE_MAX)
         return false;
     const ts_job *job = &l->w[i];
     /* no running job above its level: time-sharing has no victim */
@@ -634,8 +749,8 @@ static bool try_preempt(loop *l, int i, bool swap)
         l->d->stats.memo_hits++;
         return false;
     }
-    /* every search that scans the running jobs counts against the bound */
-    l->searches++;
+    /* every search that scans the running jobs counts against its bound */
+    (*searches)++;
     /* who borrows, once per search rather than per candidate (usage grows
      * with the cycle's starts, so not once per cycle) */
     for (int t = 0; t < ts_quota_tenants(s->q)->n; t++)
@@ -662,17 +777,15 @@ static bool try_preempt(loop *l, int i, bool swap)
                            v->priority, l->rlevel[j], (double)g * (l->now - since),
                            s->cfg.victims_fewest_gpus ? g : 0, l->rattained[j], ts, j};
     }
-    if (n == 0) {
-        free(keys);
-        *ms = (memo_entry){.key = skey, .epoch = l->epoch0, .reason = MEMO_SEARCH_FAILED};
-        return false;
+    int m = 0;
+    if (n > 0) {
+        qsort(keys, (size_t)n, sizeof *keys, cmp_vkey);
+        for (int k = 0; k < n; k++) {
+            l->pj[k] = (plan_job){&l->r[keys[k].j], l->r[keys[k].j].allocs, 0.0};
+            l->lost[k] = keys[k].lost;
+        }
+        m = plan_victims(s, job, l->pj, l->lost, NULL, n, NULL, 0, l->chosen, l->plan);
     }
-    qsort(keys, (size_t)n, sizeof *keys, cmp_vkey);
-    for (int k = 0; k < n; k++) {
-        l->pj[k] = (plan_job){&l->r[keys[k].j], l->r[keys[k].j].allocs, 0.0};
-        l->lost[k] = keys[k].lost;
-    }
-    int m = plan_victims(s, job, l->pj, l->lost, n, NULL, 0, l->chosen, l->plan);
     if (swap && m > 0) {
         double freed = 0.0;
         for (int k = 0; k < m; k++)
@@ -680,8 +793,12 @@ static bool try_preempt(loop *l, int i, bool swap)
         if (freed < ts_sched_job_rate(s, job) - 1e-9)
             m = 0; /* its room, but not its quota */
     }
+    bool *move = NULL;
+    if (m == 0 && others && !swap && s->cfg.guarantee_moves)
+        m = plan_moves(l, i, keys, n, &move);
     if (m == 0) {
         free(keys);
+        free(move);
         *ms = (memo_entry){.key = skey, .epoch = l->epoch0, .reason = MEMO_SEARCH_FAILED};
         return false;
     }
@@ -699,6 +816,7 @@ static bool try_preempt(loop *l, int i, bool swap)
             .grace_s = grace,
             .lost_gpu_s = keys[l->chosen[k]].lost,
             .time_sharing = keys[l->chosen[k]].ts,
+            .move = move && move[l->chosen[k]],
             .victim_level = keys[l->chosen[k]].level,
             .preemptor_level = l->js[i].earned,
         };
@@ -707,6 +825,12 @@ static bool try_preempt(loop *l, int i, bool swap)
     }
     d->stats.preempted += m;
     table_add(s, job->id, until + PREEMPTOR_SLACK_S, l, d->npreempts - m);
+    /* a moved job goes first too once stopped, so that it restarts on the
+     * room planned for it before anyone else takes that room */
+    for (int k = 0; move && k < m && s->npre < PREEMPTOR_TABLE_MAX; k++)
+        if (move[l->chosen[k]])
+            table_add(s, l->r[keys[l->chosen[k]].j].id, until + PREEMPTOR_SLACK_S, l,
+                      d->npreempts);
     if (!l->have_res) {
         l->have_res = true;
         l->res_at = until;
@@ -720,15 +844,22 @@ static bool try_preempt(loop *l, int i, bool swap)
     }
     double lost = 0.0;
     bool sharing = false;
+    int moved = 0;
     for (int k = 0; k < m; k++) {
         lost += keys[l->chosen[k]].lost;
         sharing = sharing || keys[l->chosen[k]].ts;
+        moved += move && move[l->chosen[k]];
     }
     char by[32], in[32], lost_h[32];
     ts_fmt_time(until, by, sizeof by);
     ts_fmt_duration(until - l->now, in, sizeof in);
     snprintf(lost_h, sizeof lost_h, "%.2f", lost / 3600.0);
-    if (sharing)
+    if (moved > 0)
+        pend(l, i, TS_PEND_PREEMPTING, "owed its tenant's guarantee: preempting %d job%s, %d "
+             "of them moved to restart at once elsewhere so that one node holds it (%s "
+             "GPU-hours since their checkpoints); they stop by %s (in %s)", m,
+             m == 1 ? "" : "s", moved, lost_h, by, in);
+    else if (sharing)
         pend(l, i, TS_PEND_PREEMPTING, "time-sharing: preempting %d job%s of a higher las "
              "level than its %d (%s GPU-hours since their checkpoints); they stop by %s "
              "(in %s)", m, m == 1 ? "" : "s", l->js[i].earned, lost_h, by, in);
@@ -737,6 +868,7 @@ static bool try_preempt(loop *l, int i, bool swap)
              "since their checkpoints); they stop by %s (in %s)", m, m == 1 ? "" : "s", lost_h,
              by, in);
     free(keys);
+    free(move);
     return true;
 }
 

@@ -6,7 +6,8 @@
  * gang index. Before each plan it is brought in step node by node: a node is
  * copied again only if the real one changed since (version stamp) or a plan
  * touched the copy, so a plan costs O(nodes) compares plus what changed. At
- * most one reservation and cfg.max_preemptors_cycle victim searches a cycle.
+ * most one reservation and 2 * cfg.max_preemptors_cycle victim searches a
+ * cycle (half of them for jobs within their tenant's guarantee).
  *
  * Reservation: release the running jobs in order of their end (time limit,
  * or the end of a stopping job's grace) and try the job after each release
@@ -20,7 +21,10 @@
  * the job fits, then give back, most lost work first, every victim the job
  * can do without. The result is minimal (no victim can be spared) though not
  * necessarily the least lost work of all sets; the greedy order puts the
- * cheap victims of the most over-share tenant first.
+ * cheap victims of the most over-share tenant first. A candidate marked as a
+ * move counts as released only if, the job placed, it fits again on what is
+ * left (it restarts there at once): the test of every step then places the
+ * job and the moves, O(moves) placements more.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,25 +188,79 @@ static int cmp_lost_desc(const void *a, const void *b, const double *lost)
     return (x > y) - (x < y);
 }
 
+/* The moves' test: with job placed on the scratch copy as it is (the
+ * victims released), does every released candidate marked move (gone[k] &&
+ * move[k]) fit again on what is left? The copy is left as it was. */
+static bool moves_fit(ts_sched *s, const ts_job *job, const plan_job *cand, const bool *move,
+                      const bool *gone, int n, ts_alloc *tmp)
+{
+    int reason;
+    char why[TS_CYCLE_WHY_MAX];
+    if (cycle_place(s, s->sc, s->six, job, tmp, &reason, why, sizeof why) != 0)
+        return false;
+    mark_dirty(s, job, tmp);
+    ts_alloc *moved = malloc((size_t)(n > 0 ? n : 1) * sizeof *moved);
+    int *owner = malloc((size_t)(n > 0 ? n : 1) * sizeof *owner);
+    int placed = 0;
+    bool ok = moved && owner;
+    for (int k = 0; ok && k < n; k++) {
+        if (!gone[k] || !move[k])
+            continue;
+        const ts_job *v = cand[k].job;
+        if (v->ntasks != 1 ||
+            cycle_place(s, s->sc, s->six, v, &moved[placed], &reason, why, sizeof why) != 0) {
+            ok = false;
+            break;
+        }
+        mark_dirty(s, v, &moved[placed]);
+        owner[placed++] = k;
+    }
+    while (placed-- > 0)
+        cycle_unplace(s->sc, s->six, cand[owner[placed]].job, &moved[placed]);
+    cycle_unplace(s->sc, s->six, job, tmp);
+    free(moved);
+    free(owner);
+    return ok;
+}
+
+/* job fits on the copy, and the released moves fit again around it */
+static bool victims_fit(ts_sched *s, const ts_job *job, const plan_job *cand, const bool *move,
+                        const bool *gone, int n, ts_alloc *plan, ts_alloc *tmp)
+{
+    if (!scratch_fits(s, job, plan, tmp))
+        return false;
+    bool any = false;
+    for (int k = 0; move && k < n && !any; k++)
+        any = gone[k] && move[k];
+    return !any || moves_fit(s, job, cand, move, gone, n, tmp);
+}
+
 int plan_victims(ts_sched *s, const ts_job *job, const plan_job *cand, const double *lost,
-                 int n, const plan_job *stopping, int nstopping, int *chosen, ts_alloc *plan)
+                 const bool *move, int n, const plan_job *stopping, int nstopping, int *chosen,
+                 ts_alloc *plan)
 {
     if (n == 0 || scratch_sync(s) != 0)
         return 0;
     ts_alloc *tmp = malloc((size_t)job->ntasks * sizeof *tmp);
-    if (!tmp)
+    bool *gone = calloc((size_t)n, sizeof *gone);
+    if (!tmp || !gone) {
+        free(tmp);
+        free(gone);
         return 0;
+    }
     for (int i = 0; i < nstopping; i++)
         scratch_release(s, &stopping[i]);
     int k = 0;
     bool fits = false;
     for (int i = 0; i < n && !fits; i++) {
         scratch_release(s, &cand[i]);
+        gone[i] = true;
         chosen[k++] = i;
-        fits = scratch_fits(s, job, NULL, tmp);
+        fits = victims_fit(s, job, cand, move, gone, n, NULL, tmp);
     }
     if (!fits) {
         free(tmp);
+        free(gone);
         return 0;
     }
     /* give back what is not needed, the most lost work first */
@@ -217,18 +275,22 @@ int plan_victims(ts_sched *s, const ts_job *job, const plan_job *cand, const dou
             scratch_release(s, &cand[c]);
             continue;
         }
-        if (scratch_fits(s, job, NULL, tmp))
+        gone[c] = false;
+        if (victims_fit(s, job, cand, move, gone, n, NULL, tmp)) {
             chosen[best] = INT32_MIN; /* spared */
-        else
+        } else {
             scratch_release(s, &cand[c]);
+            gone[c] = true;
+        }
     }
     int m = 0;
     for (int j = 0; j < k; j++)
         if (chosen[j] != INT32_MIN)
             chosen[m++] = -1 - chosen[j];
-    if (!scratch_fits(s, job, plan, tmp))
+    if (!victims_fit(s, job, cand, move, gone, n, plan, tmp))
         m = 0; /* cannot happen: the pruned set was tested last */
     free(tmp);
+    free(gone);
     return m;
 }
 

@@ -11,7 +11,7 @@ not needed would happen soonest."""
 import time
 
 from cluster import H100, Node
-from harness import check
+from harness import check, http_call
 
 H100_4 = dict(H100, gpus=4)
 A100_MIG2 = {"gpu_model": "A100-40GB", "gpus": 2, "cpu_milli": 64000, "memory_mib": 262144,
@@ -115,6 +115,49 @@ def scenario_opportunistic_jobs_do_not_preempt_each_other(c):
     ja = c.job(a)
     check(ja.get("state") == "pending" and not preempted(c, b),
           f"team-a's job waits ({ja.get('state')}: {ja.get('why')})")
+
+
+def owed(c, tenant):
+    """tessera_guarantee_deficit_gpus of tenant on /metrics (None: absent)."""
+    st, text = http_call(c.url, "GET", "/metrics", c.admin)
+    key = f'tessera_guarantee_deficit_gpus{{tenant="{tenant}"}} '
+    for line in str(text).splitlines() if st == 200 else []:
+        if line.startswith(key):
+            return float(line[len(key):])
+    return None
+
+
+def scenario_owed_gpus_metric_and_explain(c):
+    """metrics.md and scheduler.md ("The guarantee"): while team-a's 8-GPU
+    job waits within team-a's unused guarantee, tessera_guarantee_deficit_gpus
+    says team-a is owed 8 GPUs (team-b, at its guarantee, 0) and explain says
+    so beside why it waits; once it runs, 0. team-b's 8-GPU job holds r-1
+    within team-b's guarantee and team-c's loans hold r-2 and r-3: nothing
+    can be taken back or moved for it (team-b's job is as big as it)."""
+    b = c.submit(spec("b-8", "team-b", "opportunistic", {"gpus": 8}))
+    if not c.wait_job(b, "running", 30):
+        return
+    loans = [c.submit(spec(f"c-4-{k}", "team-c", "opportunistic", {"gpus": 4})) for k in (1, 2)]
+    for jid in loans:
+        c.wait_job(jid, "running", 30)
+    check(owed(c, "team-a") == 0.0 and owed(c, "team-b") == 0.0 and owed(c, "team-c") is None,
+          f"nobody is owed anything before team-a asks: team-a {owed(c, 'team-a')}, team-b "
+          f"{owed(c, 'team-b')}, team-c (guaranteed nothing, no series) {owed(c, 'team-c')}")
+    a = c.submit(spec("a-8", "team-a", "guaranteed", {"gpus": 8}))
+    got = c.wait(lambda: owed(c, "team-a") == 8.0,
+                 "team-a is owed 8 GPUs while its 8-GPU job waits", 10)
+    check(bool(got) and owed(c, "team-b") == 0.0,
+          f"team-a owed {owed(c, 'team-a')}, team-b {owed(c, 'team-b')}")
+    st, ex = c.call("GET", f"/v1/jobs/{a}/explain", token=c.admin)
+    check(st == 200 and ex.get("tenant_owed_gpus") == 8.0 and ex.get("reason"),
+          f"explain names what team-a is owed beside why the job waits: {st} {ex}")
+    r = c.cli("explain", str(a))
+    check(r.returncode == 0 and "owed 8 GPUs" in r.stdout,
+          f"tessera explain says the tenant is owed 8 GPUs: {r.stdout!r} {r.stderr!r}")
+    c.call("POST", f"/v1/jobs/{b}/cancel", token=c.admin)
+    c.wait_job(a, "running", 30, "team-a's job runs once team-b's job is gone")
+    got = c.wait(lambda: owed(c, "team-a") == 0.0, "team-a is owed nothing once it runs", 10)
+    check(bool(got), f"team-a owed {owed(c, 'team-a')} once its job runs")
 
 
 def scenario_preemption_event_names_the_preemptors_tier(c):

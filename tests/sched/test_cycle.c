@@ -428,6 +428,57 @@ static void test_loans_go_back_at_once(void **state)
     assert_int_equal(f->d.npreempts, 0);
 }
 
+/* A tenant owed a node's room that no loan gives gets it by a move: team-b's
+ * guaranteed 1-GPU jobs on n0 and n1 and team-c's 4-GPU job on n2 leave six
+ * GPUs free, at most three on a node, so team-a's 4-GPU job (within its
+ * guarantee) fits nowhere and no loan can go. One of team-b's jobs is
+ * stopped as a move (it fits again on the other node) and both start in
+ * the next cycle. Not a job younger than reclaim_min_runtime, nor with the
+ * rule off. */
+static void test_guarantee_moves_smaller_job(void **state)
+{
+    fx *f = *state;
+    double now = 5000.0;
+    ts_job *b1 = job(f, TB, TS_TIER_GUARANTEED, 1, 1, 100000);
+    ts_job *b2 = job(f, TB, TS_TIER_GUARANTEED, 1, 1, 100000);
+    ts_job *c1 = job(f, TC, TS_TIER_GUARANTEED, 1, 4, 100000);
+    ts_job *a = job(f, TA, TS_TIER_GUARANTEED, 1, 4, 1000);
+    ts_job *run[] = {b1, b2, c1};
+    for (int rule = 1; rule >= 0; rule--) {
+        f->cfg.guarantee_moves = rule;
+        remake(f, TENANTS_YAML);
+        run_on(f, b1, now - 30, (int[]){N0}, (int[]){0});
+        run_on(f, b2, now - 30, (int[]){N1}, (int[]){0});
+        run_on(f, c1, now - 30, (int[]){N2}, (int[]){0});
+        /* 30 s old: younger than reclaim_min_runtime, nothing moves yet */
+        assert_int_equal(cycle(f, now, &a, 1, run, 3), 0);
+        assert_int_equal(f->d.npreempts, 0);
+        assert_int_equal(f->d.pending[0].reason, TS_PEND_FRAGMENTATION);
+        assert_int_equal(cycle(f, now + 60, &a, 1, run, 3), 0);
+        if (!rule) {
+            assert_int_equal(f->d.npreempts, 0);
+            continue;
+        }
+        assert_int_equal(f->d.npreempts, 1);
+        assert_true(f->d.preempts[0].move);
+        assert_false(f->d.preempts[0].time_sharing);
+        int v = f->d.preempts[0].victim;
+        assert_true(v == 0 || v == 1);
+        assert_int_equal(f->d.pending[0].reason, TS_PEND_PREEMPTING);
+        assert_non_null(strstr(f->d.pending[0].why, "moved"));
+        /* the victim stopped: the job and the moved one both start */
+        ts_job *moved = run[v];
+        ts_err err;
+        assert_int_equal(ts_sched_stop(f->s, moved, now + 61, &err), 0);
+        moved->allocs = NULL;
+        ts_job *w2[] = {a, moved};
+        ts_job *r2[] = {run[1 - v], c1};
+        assert_int_equal(cycle(f, now + 61, w2, 2, r2, 2), 0);
+        assert_int_equal(f->d.nstarts, 2);
+        assert_int_equal(f->d.npreempts, 0);
+    }
+}
+
 /* A guarantee is not another tenant's to hold back: team-a, over its
  * guarantee, has a starving job (over a day of waiting) that borrows a
  * whole node; it holds the reservation on n1, whole once team-b's small job
@@ -1054,8 +1105,17 @@ static void test_random_workloads_keep_invariants(void **state)
              * opportunistic preemptor (within its tenant's guarantee) only
              * takes other tenants' loans */
             const ts_job *pre = &w[f->d.preempts[p].preemptor];
-            assert_true(jobs[k].tier == TS_TIER_OPPORTUNISTIC || jobs[k].tenant == pre->tenant);
-            assert_true(pre->tier == TS_TIER_GUARANTEED ||
+            /* ... except a move (cfg.guarantee_moves): a one-task job with
+             * fewer GPUs than its preemptor, stopped to restart elsewhere */
+            bool move = f->d.preempts[p].move;
+            int pre_gpus = 0;
+            for (int t = 0; t < pre->ntasks; t++)
+                pre_gpus += pre->tasks[t].num_gpu;
+            if (move)
+                assert_true(jobs[k].ntasks == 1 && jobs[k].tasks[0].num_gpu < pre_gpus);
+            assert_true(move || jobs[k].tier == TS_TIER_OPPORTUNISTIC ||
+                        jobs[k].tenant == pre->tenant);
+            assert_true(move || pre->tier == TS_TIER_GUARANTEED ||
                         (jobs[k].tier == TS_TIER_OPPORTUNISTIC && jobs[k].tenant != pre->tenant));
             jobs[k].stopping = true;
             jobs[k].stop_by_s = now + f->d.preempts[p].grace_s;
@@ -1370,6 +1430,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_starvation_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_workloads_keep_invariants, setup, teardown),
         cmocka_unit_test_setup_teardown(test_loans_go_back_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_guarantee_moves_smaller_job, setup, teardown),
         cmocka_unit_test_setup_teardown(test_guarantee_over_reservation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_preemptor_searches_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_las_short_job_overtakes, setup, teardown),
