@@ -55,7 +55,9 @@ enum ts_pending_reason {
     TS_PEND_PREEMPTING = 8,   /* victims are checkpointing to make room for it */
     TS_PEND_INVALID = 9,      /* the spec can never run here (why says which field) */
     TS_PEND_DEPENDENCY = 10,  /* its dependency does not hold yet (tesserad, not the cycle) */
+    TS_PEND_CONSTRAINT = 11,  /* the nodes its constraint/nodelist/exclude allow have no room */
 };
+#define TS_PEND_LAST TS_PEND_CONSTRAINT
 const char *ts_pending_name(int reason);
 
 #define TS_CYCLE_WHY_MAX 192
@@ -85,6 +87,9 @@ typedef struct ts_job {
     int required_level;        /* TS_GANG_LEVEL_* or a topology depth */
     int preferred_level;
     bool rail_aligned;
+    /* the nodes it may use (node_select.h: bit i = node i), NULL = any;
+     * borrowed, ts_node_mask_words(nnodes) words */
+    const uint64_t *node_mask;
     int ckpt_signal;           /* 0 = TS_SIGNAL_DEFAULT */
     double ckpt_grace_s;       /* < 0 = the scheduler's default */
     /* running jobs only */

@@ -84,6 +84,10 @@ typedef struct ts_job_spec {
     char *dependency;                   /* NULL = none; canonical text (tessera/depend.h) */
     ts_secret_ref *secrets;             /* nsecrets entries (names only, never values) */
     int nsecrets;
+    /* the nodes it may use (tessera/node_select.h); NULL = no limit */
+    char *constraint;                   /* node features: "a&b|c" */
+    char *nodelist;                     /* only these nodes: "r-[1-4],s-1" */
+    char *exclude;                      /* never these nodes */
 } ts_job_spec;
 
 /* Parses and validates buf (YAML or JSON, at most TS_SPEC_MAX_BYTES). On

@@ -40,6 +40,7 @@ struct sbatch_req {
     char *output, *error, *chdir;
     char *export_list;          /* NULL = not given (ALL) */
     char *dependency;           /* canonical (tessera/depend.h), NULL = not given */
+    char *constraint, *nodelist, *exclude; /* as given (syntax checked), NULL = not given */
 };
 
 void sbatch_req_free(struct sbatch_req *r);

@@ -717,6 +717,12 @@ int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
         json_object_set_new(spec, "array_throttle", json_integer(s->array_throttle));
     if (r->dependency)
         json_object_set_new(spec, "dependency", json_string(r->dependency));
+    if (r->constraint)
+        json_object_set_new(spec, "constraint", json_string(r->constraint));
+    if (r->nodelist)
+        json_object_set_new(spec, "nodelist", json_string(r->nodelist));
+    if (r->exclude)
+        json_object_set_new(spec, "exclude", json_string(r->exclude));
     if (in->nsecrets > 0) {
         json_t *sec = json_array();
         for (int i = 0; sec && i < in->nsecrets; i++)

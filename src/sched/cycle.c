@@ -24,8 +24,8 @@ const char *ts_pending_name(int reason)
 {
     static const char *const names[] = {"none",  "held",   "quota",       "capacity",
                                         "topology", "fragmentation", "gang", "reservation",
-                                        "preempting", "invalid", "dependency"};
-    if (reason < 0 || reason > TS_PEND_DEPENDENCY)
+                                        "preempting", "invalid", "dependency", "constraint"};
+    if (reason < 0 || reason > TS_PEND_LAST)
         return "unknown";
     return names[reason];
 }

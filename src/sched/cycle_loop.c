@@ -120,6 +120,7 @@ static uint64_t job_key(const ts_job *j, bool blocked)
     uint64_t h = mix((uint64_t)j->ntasks, (uint64_t)(j->required_level + 3));
     h = mix(h, (uint64_t)(j->preferred_level + 3) * 2 + j->rail_aligned);
     h = mix(h, blocked);
+    h = mix(h, (uint64_t)(uintptr_t)j->node_mask);
     for (int i = 0; i < j->ntasks; i++) {
         const ts_request *r = &j->tasks[i];
         h = mix(h, (uint64_t)r->cpu_milli);
@@ -958,6 +959,7 @@ static int process(loop *l, int i)
     case TS_PEND_TOPOLOGY:
     case TS_PEND_FRAGMENTATION:
     case TS_PEND_GANG:
+    case TS_PEND_CONSTRAINT:
         break;
     default:
         return 0;

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "sched/cycle_internal.h"
+#include "tessera/node_select.h"
 #include "tessera/sched.h"
 
 #define CLASS_MAX 4096          /* request classes with a cached score row */
@@ -380,8 +381,8 @@ static int place_tasks(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_j
     return TS_ENOSPC;
 }
 
-int cycle_place(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job,
-                ts_alloc *allocs, int *reason, char *why, size_t whylen)
+static int place_any(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job,
+                     ts_alloc *allocs, int *reason, char *why, size_t whylen)
 {
     /* one task is one node: the policy places it whatever its shape */
     bool gang = job->ntasks > 1;
@@ -426,6 +427,57 @@ int cycle_place(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job
     }
     snprintf(why, whylen, "%s", res.why);
     return TS_ENOSPC;
+}
+
+/* A job limited to some nodes (job->node_mask) is placed with the others
+ * taken out of the index as a drained node is, so every placement path (the
+ * gang planner, the scorers' filter, the reservation plan on the shadow
+ * cluster) honours it without a test of its own; they are put back after.
+ * O(nodes x depth) per attempt, paid only by jobs that set a mask. */
+int cycle_place(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job,
+                ts_alloc *allocs, int *reason, char *why, size_t whylen)
+{
+    if (!job->node_mask)
+        return place_any(s, c, ix, job, allocs, reason, why, whylen);
+    size_t words = ts_node_mask_words(c->nnodes);
+    uint64_t *off = calloc(words ? words : 1, sizeof *off);
+    if (!off) {
+        *reason = TS_PEND_CAPACITY;
+        snprintf(why, whylen, "placement: out of memory");
+        return TS_ENOSPC;
+    }
+    int allowed = 0;
+    for (int i = 0; i < c->nnodes; i++) {
+        if (!ts_gang_index_node_enabled(ix, i))
+            continue;
+        if (ts_node_mask_has(job->node_mask, i)) {
+            allowed++;
+        } else {
+            off[i >> 6] |= UINT64_C(1) << (i & 63);
+            ts_gang_index_node_enable(ix, i, false);
+        }
+    }
+    int rc = TS_ENOSPC;
+    char inner[TS_CYCLE_WHY_MAX];
+    if (allowed == 0) {
+        *reason = TS_PEND_CONSTRAINT;
+        snprintf(why, whylen, "no node its constraint, nodelist and exclude allow takes work "
+                 "now (all drained or down)");
+    } else {
+        rc = place_any(s, c, ix, job, allocs, reason, inner, sizeof inner);
+        if (rc != 0 && *reason != TS_PEND_INVALID) {
+            *reason = TS_PEND_CONSTRAINT;
+            snprintf(why, whylen, "on the %d nodes its constraint, nodelist and exclude allow: %s",
+                     allowed, inner);
+        } else if (rc != 0) {
+            snprintf(why, whylen, "%s", inner);
+        }
+    }
+    for (int i = 0; i < c->nnodes; i++)
+        if (off[i >> 6] >> (i & 63) & 1u)
+            ts_gang_index_node_enable(ix, i, true);
+    free(off);
+    return rc;
 }
 
 int cycle_unplace(ts_cluster *c, ts_gang_index *ix, const ts_job *job, const ts_alloc *allocs)
