@@ -56,6 +56,8 @@ int ts_constraint_check(const char *expr, ts_err *err)
         const char *e = s;
         while (*e && term_char(*e))
             e++;
+        if (e == s && *s && *s != '&' && *s != '|')
+            break;
         if (e == s)
             return ts_err_set(err, TS_EINVAL, "empty feature name at byte %d",
                               (int)(s - expr));
@@ -68,11 +70,14 @@ int ts_constraint_check(const char *expr, ts_err *err)
         if (*e == '\0')
             return 0;
         if (*e != '&' && *e != '|')
-            return ts_err_set(err, TS_EINVAL,
-                              "'%c' at byte %d: features are joined by & and | only", *e,
-                              (int)(e - expr));
+            break;
         s = e + 1;
     }
+    while (*s && term_char(*s))
+        s++;
+    return ts_err_set(err, TS_EINVAL,
+                      "'%c' at byte %d: a feature is letters, digits and -_.:/= only, "
+                      "joined by & and | (no parentheses)", *s, (int)(s - expr));
 }
 
 /* The text is checked: an or of and-groups. */
