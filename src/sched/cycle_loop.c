@@ -891,6 +891,12 @@ static void prepass(loop *l, uint8_t *done)
             continue;
         }
         js->key = job_key(job, false);
+        if (s->nres > 0) { /* where it may go depends on its window too */
+            double limit = job->time_limit_s > 0 ? job->time_limit_s : s->cfg.default_time_limit_s;
+            uint64_t bits;
+            memcpy(&bits, &limit, sizeof bits);
+            js->key = mix(mix(js->key, (uint64_t)job->reservation), bits);
+        }
         js->las = l->tord[job->tenant] == TS_ORDER_LAS;
         if (js->las && job->attained_gpu_s > 0.0) { /* a fresh job is at level 0 */
             js->attained = job->attained_gpu_s;
@@ -1297,6 +1303,7 @@ int ts_sched_cycle(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
     memset(&d->stats, 0, sizeof d->stats);
     d->why_len = 0;
     blockers_clear(s);
+    s->now = now;
     s->epoch++;
     l.epoch0 = s->epoch;
     if ((rc = loop_alloc(&l)) == 0 && (why_add(&l, "%s", "") != 0 || !d->why_buf))

@@ -192,13 +192,25 @@ static ts_job *job(fx *f, int ntasks, int k, const char *cons, const char *list)
     return j;
 }
 
-static int cycle(fx *f, ts_job *const *w, int nw)
+static int cycle_at(fx *f, double now, ts_job *const *w, int nw)
 {
     ts_job wv[8];
     for (int i = 0; i < nw; i++)
         wv[i] = *w[i];
     ts_err err;
-    return ts_sched_cycle(f->s, 0, wv, nw, NULL, 0, &f->d, &err);
+    return ts_sched_cycle(f->s, now, wv, nw, NULL, 0, &f->d, &err);
+}
+
+static int cycle(fx *f, ts_job *const *w, int nw) { return cycle_at(f, 0, w, nw); }
+
+/* Reservation id on the nodes of list, from start_s to end_s. */
+static void reserve(fx *f, int64_t id, const char *list, double start_s, double end_s)
+{
+    uint64_t mask[1];
+    ts_err err;
+    assert_int_equal(ts_node_select(f->c, NULL, list, NULL, mask, &err), 0);
+    ts_reservation r = {.id = id, .nodes = mask, .start_s = start_s, .end_s = end_s};
+    assert_int_equal(ts_sched_set_reservations(f->s, &r, 1, &err), 0);
 }
 
 static int node_of_start(const fx *f, int k, int task) { return f->d.starts[k].allocs[task].node; }
@@ -256,6 +268,80 @@ static void test_memo_not_shared_with_unconstrained_twin(void **state)
     assert_int_equal(f->d.pending[2].reason, TS_PEND_NONE);
 }
 
+/* ---- reservations ----------------------------------------------------------- */
+
+static void test_reservation_keeps_long_jobs_off(void **state)
+{
+    fx *f = *state;
+    reserve(f, 7, "r-3", 1000, 2000);
+    ts_job *shortj = job(f, 1, 1, NULL, "r-3");
+    shortj->time_limit_s = 900; /* ends before the window: backfills */
+    ts_job *longj = job(f, 1, 1, NULL, "r-3");
+    longj->time_limit_s = 1500; /* would run into it */
+    ts_job *w[] = {shortj, longj};
+    assert_int_equal(cycle(f, w, 2), 0);
+    assert_int_equal(f->d.nstarts, 1);
+    assert_int_equal(f->d.starts[0].job, 0);
+    assert_int_equal(f->d.pending[1].reason, TS_PEND_RESERVATION);
+    assert_non_null(strstr(f->d.pending[1].why, "runs into a reservation"));
+    /* a job that may go anywhere goes elsewhere rather than wait */
+    ts_job *any = job(f, 1, 4, NULL, NULL);
+    any->time_limit_s = 5000;
+    assert_int_equal(cycle(f, &any, 1), 0);
+    assert_int_equal(f->d.nstarts, 1);
+    assert_int_not_equal(f->d.starts[0].allocs[0].node, R3);
+}
+
+static void test_reservation_member_waits_for_window(void **state)
+{
+    fx *f = *state;
+    reserve(f, 7, "r-3", 1000, 2000);
+    ts_job *m = job(f, 1, 2, NULL, NULL);
+    m->reservation = 7;
+    assert_int_equal(cycle_at(f, 0, &m, 1), 0);
+    assert_int_equal(f->d.nstarts, 0);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_RESERVATION);
+    assert_non_null(strstr(f->d.pending[0].why, "reservation: 7 starts in 1000 s"));
+    /* in the window it runs on the reserved node only */
+    assert_int_equal(cycle_at(f, 1000, &m, 1), 0);
+    assert_int_equal(f->d.nstarts, 1);
+    assert_int_equal(f->d.starts[0].allocs[0].node, R3);
+    /* a non-member is kept off it during the window, however short */
+    ts_job *other = job(f, 1, 1, NULL, "r-3");
+    other->time_limit_s = 10;
+    assert_int_equal(cycle_at(f, 1500, &other, 1), 0);
+    assert_int_equal(f->d.nstarts, 0);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_RESERVATION);
+    /* an unknown reservation waits, saying so */
+    ts_job *lost = job(f, 1, 1, NULL, NULL);
+    lost->reservation = 99;
+    assert_int_equal(cycle_at(f, 1500, &lost, 1), 0);
+    assert_non_null(strstr(f->d.pending[0].why, "reservation: 99 does not exist"));
+}
+
+static void test_maintenance_drains_ahead(void **state)
+{
+    fx *f = *state;
+    /* every H100 node down for maintenance from 1000 to 2000 */
+    reserve(f, 3, "r-[1-4]", 1000, 2000);
+    ts_job *longj = job(f, 1, 1, "H100-80GB", NULL);
+    longj->time_limit_s = 1200;
+    ts_job *shortj = job(f, 1, 1, "H100-80GB", NULL);
+    shortj->time_limit_s = 600;
+    ts_job *w[] = {longj, shortj};
+    assert_int_equal(cycle_at(f, 100, w, 2), 0);
+    assert_int_equal(f->d.nstarts, 1);
+    assert_int_equal(f->d.starts[0].job, 1);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_RESERVATION);
+    /* after the window everything may start again */
+    assert_int_equal(cycle_at(f, 2000, &longj, 1), 0);
+    assert_int_equal(f->d.nstarts, 1);
+    ts_err err;
+    ts_reservation bad = {.id = 1, .nodes = f->masks, .start_s = 5, .end_s = 5};
+    assert_int_equal(ts_sched_set_reservations(f->s, &bad, 1, &err), TS_EINVAL);
+    assert_non_null(strstr(err.msg, "reservations[0]: must end after it starts"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -266,6 +352,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cycle_waits_for_constraint, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memo_not_shared_with_unconstrained_twin, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_reservation_keeps_long_jobs_off, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reservation_member_waits_for_window, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_maintenance_drains_ahead, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
