@@ -521,12 +521,12 @@ static void walk_node_select(spec_parser *P, const yaml_node_t *n, const char *f
 enum {
     K_TENANT, K_NAME, K_TIER, K_PRIORITY, K_TASKS, K_TOPOLOGY, K_TIME_LIMIT, K_DURATION,
     K_CHECKPOINT, K_IDLE, K_COMMAND, K_ENV, K_WORKDIR, K_ARRAY, K_DEPENDENCY, K_THROTTLE,
-    K_SECRETS, K_CONSTRAINT, K_NODELIST, K_EXCLUDE, K_N
+    K_SECRETS, K_CONSTRAINT, K_NODELIST, K_EXCLUDE, K_RESERVATION, K_N
 };
 static const char *const TOP_KEYS[K_N] = {
     "tenant",   "name",       "tier", "priority_class", "tasks", "topology", "time_limit",
     "duration", "checkpoint", "idle", "command",        "env",   "workdir",  "array_size",
-    "dependency", "array_throttle", "secrets", "constraint", "nodelist", "exclude"};
+    "dependency", "array_throttle", "secrets", "constraint", "nodelist", "exclude", "reservation"};
 
 static void walk_top(spec_parser *P, const yaml_node_t *root)
 {
@@ -587,6 +587,8 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
         walk_node_select(P, v[K_NODELIST], "nodelist", &spec->nodelist);
     if (v[K_EXCLUDE])
         walk_node_select(P, v[K_EXCLUDE], "exclude", &spec->exclude);
+    if (v[K_RESERVATION])
+        spec_name(P, v[K_RESERVATION], "reservation", false, spec->reservation);
     if (v[K_THROTTLE] &&
         spec_int(P, v[K_THROTTLE], "array_throttle", 1, TS_SPEC_MAX_ARRAY, &x))
         spec->array_throttle = (int)x;

@@ -359,6 +359,10 @@ static int job_build(ctld *c, cjob *j, ts_err *err)
             return TS_EINVAL;
         s->node_mask = j->node_mask;
     }
+    /* reservations are made by the scheduler core (ts_sched_set_reservations);
+     * until tesserad keeps them, none exists to run in */
+    if (sp->reservation[0])
+        return ts_err_set(err, TS_EINVAL, "reservation: no reservation \"%s\"", sp->reservation);
     s->ckpt_signal = sp->ckpt_signal;
     s->ckpt_grace_s = sp->ckpt_grace_s;
     s->held = j->row.state == TS_JOB_HELD;

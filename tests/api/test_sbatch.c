@@ -141,7 +141,7 @@ static void check_expect(const char *file, const ts_sbatch *sb, const char *expe
             ok = json_integer_value(
                      json_object_get(json_object_get(spec, "checkpoint"), "grace")) == n;
         else if (strcmp(k, "constraint") == 0 || strcmp(k, "nodelist") == 0 ||
-                 strcmp(k, "exclude") == 0)
+                 strcmp(k, "exclude") == 0 || strcmp(k, "reservation") == 0)
             ok = json_is_string(json_object_get(spec, k)) &&
                  strcmp(json_string_value(json_object_get(spec, k)), v) == 0;
         else if (strcmp(k, "dep") == 0)
@@ -345,7 +345,7 @@ static void test_overrides_and_groups(void **state)
 static void test_refusals(void **state)
 {
     (void)state;
-    expect_error("#SBATCH --reservation=r1\n", NULL, 0, "t.sh:2: --reservation: not supported");
+    expect_error("#SBATCH --licenses=x\n", NULL, 0, "t.sh:2: --licenses: not supported");
     expect_error("#SBATCH --nodelist=n-[3-1]\n", NULL, 0, "t.sh:2: --nodelist: \"n-[3-1]\"");
     expect_error("#SBATCH -w n1,\n", NULL, 0, "--nodelist: ends with a comma");
     expect_error("#SBATCH -x a,,b\n", NULL, 0, "--exclude: empty name at byte 2");

@@ -84,7 +84,8 @@ def scenario_bad_constraint_is_refused_naming_the_field(c):
     for kw, want in ((dict(constraint="pool=gpu"), "constraint: no node has the features"),
                      (dict(nodelist="r-[1-9]"), "nodelist: no node \"r-4\""),
                      (dict(exclude="r-[1-3]"), "exclude: leaves no node"),
-                     (dict(constraint="a(b)"), "constraint: '(' at byte 1")):
+                     (dict(constraint="a(b)"), "constraint: '(' at byte 1"),
+                     (dict(reservation="maint-1"), "reservation: no reservation \"maint-1\"")):
         st, d = c.call("POST", "/v1/jobs", spec("bad", 1, **kw))
         check(st == 400 and want in str(d), f"{kw} refused with 400 naming it: {st} {d}")
 
