@@ -55,7 +55,9 @@ enum ts_pending_reason {
     TS_PEND_PREEMPTING = 8,   /* victims are checkpointing to make room for it */
     TS_PEND_INVALID = 9,      /* the spec can never run here (why says which field) */
     TS_PEND_DEPENDENCY = 10,  /* its dependency does not hold yet (tesserad, not the cycle) */
+    TS_PEND_CONSTRAINT = 11,  /* the nodes its constraint/nodelist/exclude allow have no room */
 };
+#define TS_PEND_LAST TS_PEND_CONSTRAINT
 const char *ts_pending_name(int reason);
 
 #define TS_CYCLE_WHY_MAX 192
@@ -85,6 +87,10 @@ typedef struct ts_job {
     int required_level;        /* TS_GANG_LEVEL_* or a topology depth */
     int preferred_level;
     bool rail_aligned;
+    /* the nodes it may use (node_select.h: bit i = node i), NULL = any;
+     * borrowed, ts_node_mask_words(nnodes) words */
+    const uint64_t *node_mask;
+    int64_t reservation;       /* 0, or the id of the reservation it runs in */
     int ckpt_signal;           /* 0 = TS_SIGNAL_DEFAULT */
     double ckpt_grace_s;       /* < 0 = the scheduler's default */
     /* running jobs only */
@@ -304,6 +310,24 @@ void ts_decision_fini(ts_decision *d);
  * error: it waits with TS_PEND_INVALID. */
 int ts_sched_cycle(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
                    const ts_job *running, int nrunning, ts_decision *d, ts_err *err);
+
+/* A window in which some nodes are kept for some jobs (docs/scheduler.md,
+ * "Reservations"): from start_s to end_s only the jobs that name it
+ * (ts_job.reservation == id) start on its nodes, and no other job whose time
+ * limit would run into the window starts on them before it either. A job
+ * that names it starts only inside the window and only on its nodes. A
+ * maintenance window is a reservation no job names: its nodes drain ahead of
+ * time, each job's own time limit ahead. Which jobs may name a reservation
+ * (tenant, users) is the shell's to check. */
+typedef struct ts_reservation {
+    int64_t id;             /* > 0, unique */
+    const uint64_t *nodes;  /* node mask (node_select.h), copied */
+    double start_s, end_s;  /* start_s < end_s */
+} ts_reservation;
+
+/* Replaces the scheduler's reservations with r[0..n-1] (copied); n = 0
+ * clears them. TS_EINVAL naming the entry (a bad window, id, or no node). */
+int ts_sched_set_reservations(ts_sched *s, const ts_reservation *r, int n, ts_err *err);
 
 /* Drains a node (on = false: no new work lands on it; what runs stays) or
  * puts it back. TS_EINVAL for a bad index. */

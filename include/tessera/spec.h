@@ -99,6 +99,11 @@ typedef struct ts_job_spec {
                                           * registry's "user:password" (a name only) */
     ts_spec_mount *mounts;              /* nmounts host folders bound into the image */
     int nmounts;
+    /* the nodes it may use (tessera/node_select.h); NULL = no limit */
+    char *constraint;                   /* node features: "a&b|c" */
+    char *nodelist;                     /* only these nodes: "r-[1-4],s-1" */
+    char *exclude;                      /* never these nodes */
+    char reservation[TS_SPEC_NAME_MAX]; /* "" = none; else the reservation it runs in */
 } ts_job_spec;
 
 /* Parses and validates buf (YAML or JSON, at most TS_SPEC_MAX_BYTES). On

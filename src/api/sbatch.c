@@ -26,6 +26,7 @@
 #include "api/spec_scalar.h"
 #include "tessera/depend.h"
 #include "tessera/image_ref.h"
+#include "tessera/node_select.h"
 
 #define DIRECTIVE "#SBATCH"
 #define MAX_WORDS_PER_LINE 64
@@ -39,6 +40,7 @@
 enum opt_id {
     O_NAME, O_NODES, O_NTASKS, O_NTPN, O_CPT, O_CPG, O_GPUS, O_GPN, O_GPT, O_GRES, O_MEM,
     O_MEM_CPU, O_MEM_GPU, O_TIME, O_ARRAY, O_QOS, O_ACCOUNT, O_PARTITION, O_DEPENDENCY,
+    O_CONSTRAINT, O_NODELIST, O_EXCLUDE, O_RESERVATION,
     O_SIGNAL, O_OUTPUT, O_ERROR, O_EXPORT, O_CHDIR, O_IMAGE, O_WARN, O_REFUSE
 };
 enum { ARG_NONE, ARG_REQUIRED, ARG_OPTIONAL };
@@ -71,6 +73,10 @@ static const struct sopt OPTS[] = {
     {"account", 'A', O_ACCOUNT, ARG_REQUIRED, NULL},
     {"partition", 'p', O_PARTITION, ARG_REQUIRED, NULL},
     {"dependency", 'd', O_DEPENDENCY, ARG_REQUIRED, NULL},
+    {"constraint", 'C', O_CONSTRAINT, ARG_REQUIRED, NULL},
+    {"nodelist", 'w', O_NODELIST, ARG_REQUIRED, NULL},
+    {"exclude", 'x', O_EXCLUDE, ARG_REQUIRED, NULL},
+    {"reservation", 0, O_RESERVATION, ARG_REQUIRED, NULL},
     {"signal", 0, O_SIGNAL, ARG_REQUIRED, NULL},
     {"output", 'o', O_OUTPUT, ARG_REQUIRED, NULL},
     {"error", 'e', O_ERROR, ARG_REQUIRED, NULL},
@@ -108,10 +114,6 @@ static const struct sopt OPTS[] = {
     {"spread-job", 0, O_WARN, ARG_NONE, "the scheduler places tasks"},
     {"no-kill", 'k', O_WARN, ARG_OPTIONAL, "a job loses its node's tasks when the node fails"},
     /* would change where, when or whether the job runs: refused */
-    {"constraint", 'C', O_REFUSE, ARG_REQUIRED, "node features are not supported"},
-    {"nodelist", 'w', O_REFUSE, ARG_REQUIRED, "the scheduler chooses the nodes"},
-    {"exclude", 'x', O_REFUSE, ARG_REQUIRED, "the scheduler chooses the nodes"},
-    {"reservation", 0, O_REFUSE, ARG_REQUIRED, "reservations are not supported"},
     {"licenses", 'L', O_REFUSE, ARG_REQUIRED, "licenses are not supported"},
     {"begin", 'b', O_REFUSE, ARG_REQUIRED, "deferred starts are not supported"},
     {"deadline", 0, O_REFUSE, ARG_REQUIRED, "deadlines are not supported"},
@@ -182,6 +184,10 @@ void sbatch_req_free(struct sbatch_req *r)
     free(r->image);
     free(r->export_list);
     free(r->dependency);
+    free(r->constraint);
+    free(r->nodelist);
+    free(r->exclude);
+    free(r->reservation);
     memset(r, 0, sizeof *r);
 }
 
@@ -386,6 +392,26 @@ static int apply(struct sbatch_req *r, const struct sopt *o, const char *v, int 
         char text[TS_DEP_MAX_BYTES + 1];
         ts_dep_format(&d, text, sizeof text);
         return set_str(&r->dependency, text) ? 0 : TS_ENOMEM;
+    }
+    case O_RESERVATION:
+        if (strlen(v) >= TS_SPEC_NAME_MAX) {
+            sbatch_error(errs, "%s--%s: longer than %d characters", where, n,
+                         TS_SPEC_NAME_MAX - 1);
+            return 0;
+        }
+        return set_str(&r->reservation, v) ? 0 : TS_ENOMEM;
+    case O_CONSTRAINT:
+    case O_NODELIST:
+    case O_EXCLUDE: {
+        ts_err e;
+        if ((o->id == O_CONSTRAINT ? ts_constraint_check(v, &e) : ts_hostlist_check(v, &e)) != 0) {
+            sbatch_error(errs, "%s--%s: %s", where, n, e.msg);
+            return 0;
+        }
+        char **slot = o->id == O_CONSTRAINT ? &r->constraint
+                      : o->id == O_NODELIST ? &r->nodelist
+                                            : &r->exclude;
+        return set_str(slot, v) ? 0 : TS_ENOMEM;
     }
     case O_SIGNAL:
         why = sbatch_parse_signal(v, &r->signal, &r->signal_time_s);

@@ -41,6 +41,8 @@ struct sbatch_req {
     char *image;                /* --container-image, as a reference; NULL = none */
     char *export_list;          /* NULL = not given (ALL) */
     char *dependency;           /* canonical (tessera/depend.h), NULL = not given */
+    char *constraint, *nodelist, *exclude; /* as given (syntax checked), NULL = not given */
+    char *reservation;          /* its name, NULL = not given */
 };
 
 void sbatch_req_free(struct sbatch_req *r);

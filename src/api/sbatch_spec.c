@@ -719,6 +719,14 @@ int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
         json_object_set_new(spec, "dependency", json_string(r->dependency));
     if (r->image) /* the script runs in it, as pyxis runs it (docs/images.md) */
         json_object_set_new(spec, "image", json_string(r->image));
+    if (r->constraint)
+        json_object_set_new(spec, "constraint", json_string(r->constraint));
+    if (r->nodelist)
+        json_object_set_new(spec, "nodelist", json_string(r->nodelist));
+    if (r->exclude)
+        json_object_set_new(spec, "exclude", json_string(r->exclude));
+    if (r->reservation)
+        json_object_set_new(spec, "reservation", json_string(r->reservation));
     if (in->nsecrets > 0) {
         json_t *sec = json_array();
         for (int i = 0; sec && i < in->nsecrets; i++)

@@ -32,6 +32,7 @@
 #include "tessera/depend.h"
 #include "tessera/image_ref.h"
 #include "tessera/mig.h"
+#include "tessera/node_select.h"
 #include "tessera/model.h"
 #include "tessera/tenant.h"
 
@@ -517,18 +518,34 @@ static void walk_dependency(spec_parser *P, const yaml_node_t *n)
     P->spec->dependency = spec_dup(P, text);
 }
 
+/* Syntax only: whether the names are nodes of the cluster is the
+ * controller's question (it answers when it builds the job). */
+static void walk_node_select(spec_parser *P, const yaml_node_t *n, const char *field, char **out)
+{
+    const char *s = spec_text(P, n, field);
+    if (!s)
+        return;
+    ts_err e;
+    if ((field[0] == 'c' ? ts_constraint_check(s, &e) : ts_hostlist_check(s, &e)) != 0) {
+        spec_fail(P, field, "%s", e.msg);
+        return;
+    }
+    *out = spec_dup(P, s);
+}
+
 /* ---- the top level ----------------------------------------------------------- */
 
 enum {
     K_TENANT, K_NAME, K_TIER, K_PRIORITY, K_TASKS, K_TOPOLOGY, K_TIME_LIMIT, K_DURATION,
     K_CHECKPOINT, K_IDLE, K_COMMAND, K_ENV, K_WORKDIR, K_ARRAY, K_DEPENDENCY, K_THROTTLE,
-    K_SECRETS, K_NETWORK, K_IMAGE, K_PULL_SECRET, K_MOUNTS, K_N
+    K_SECRETS, K_NETWORK, K_IMAGE, K_PULL_SECRET, K_MOUNTS, K_CONSTRAINT, K_NODELIST,
+    K_EXCLUDE, K_RESERVATION, K_N
 };
 static const char *const TOP_KEYS[K_N] = {
     "tenant",   "name",       "tier", "priority_class", "tasks", "topology", "time_limit",
     "duration", "checkpoint", "idle", "command",        "env",   "workdir",  "array_size",
     "dependency", "array_throttle", "secrets", "network", "image", "image_pull_secret",
-    "mounts"};
+    "mounts", "constraint", "nodelist", "exclude", "reservation"};
 
 static void walk_top(spec_parser *P, const yaml_node_t *root)
 {
@@ -609,6 +626,14 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
         spec->array_size = (int)x;
     if (v[K_DEPENDENCY])
         walk_dependency(P, v[K_DEPENDENCY]);
+    if (v[K_CONSTRAINT])
+        walk_node_select(P, v[K_CONSTRAINT], "constraint", &spec->constraint);
+    if (v[K_NODELIST])
+        walk_node_select(P, v[K_NODELIST], "nodelist", &spec->nodelist);
+    if (v[K_EXCLUDE])
+        walk_node_select(P, v[K_EXCLUDE], "exclude", &spec->exclude);
+    if (v[K_RESERVATION])
+        spec_name(P, v[K_RESERVATION], "reservation", false, spec->reservation);
     if (v[K_THROTTLE] &&
         spec_int(P, v[K_THROTTLE], "array_throttle", 1, TS_SPEC_MAX_ARRAY, &x))
         spec->array_throttle = (int)x;
@@ -756,6 +781,9 @@ void ts_spec_free(ts_job_spec *spec)
     free(spec->image);
     free(spec->mounts);
     free(spec->dependency);
+    free(spec->constraint);
+    free(spec->nodelist);
+    free(spec->exclude);
     free(spec->secrets);
     free(spec);
 }

@@ -145,6 +145,15 @@ static json_t *spec_json(const ts_job_spec *s, bool *ok)
                                  s->mounts[i].path, "write", s->mounts[i].write), ok);
         put(root, "mounts", ms, ok);
     }
+    /* left out when unset, as secrets: older specs stay byte for byte */
+    if (s->constraint)
+        put(root, "constraint", json_string(s->constraint), ok);
+    if (s->nodelist)
+        put(root, "nodelist", json_string(s->nodelist), ok);
+    if (s->exclude)
+        put(root, "exclude", json_string(s->exclude), ok);
+    if (s->reservation[0])
+        put(root, "reservation", json_string(s->reservation), ok);
     if (s->nsecrets > 0) { /* left out when none: older specs stay byte for byte */
         json_t *sec = json_array();
         for (int i = 0; sec && i < s->nsecrets; i++)

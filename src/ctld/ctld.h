@@ -199,6 +199,7 @@ typedef struct cjob {
                                  * elements parse it once: array_lazy.c), or NULL: its own */
     ts_request *tasks;          /* one per rank */
     int ntasks;
+    uint64_t *node_mask;        /* sj.node_mask: the nodes its spec allows, NULL = all */
     ts_alloc *allocs;           /* ntasks while running or stopping, else NULL */
     ts_job sj;                  /* the scheduler's view of it */
     double end_s;               /* virtual: when it finishes */

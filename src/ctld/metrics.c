@@ -97,19 +97,19 @@ char *ctld_metrics_text(ctld *c, const char *only)
      * query always has its series) */
     head(&b, "tessera_jobs_waiting", "gauge",
          "Pending and held jobs by the reason they wait (the last cycle's).");
-    int64_t by_reason[TS_PEND_DEPENDENCY + 1] = {0};
+    int64_t by_reason[TS_PEND_LAST + 1] = {0};
     for (int i = 0; i < c->njobs; i++) {
         const cjob *j = c->jobs[i];
         if ((j->row.state != TS_JOB_PENDING && j->row.state != TS_JOB_HELD) ||
             (only && strcmp(j->row.tenant, only) != 0))
             continue;
         int r = j->row.state == TS_JOB_HELD ? TS_PEND_HELD : TS_PEND_NONE;
-        for (int k = 1; k <= TS_PEND_DEPENDENCY && j->row.reason[0]; k++)
+        for (int k = 1; k <= TS_PEND_LAST && j->row.reason[0]; k++)
             if (strcmp(j->row.reason, ts_pending_name(k)) == 0)
                 r = k;
         by_reason[r]++;
     }
-    for (int k = 0; k <= TS_PEND_DEPENDENCY; k++)
+    for (int k = 0; k <= TS_PEND_LAST; k++)
         put(&b, "tessera_jobs_waiting{reason=\"%s\"} %lld\n",
             k == TS_PEND_NONE ? "not-yet-ranked" : ts_pending_name(k), (long long)by_reason[k]);
     static const struct {

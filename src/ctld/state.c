@@ -32,6 +32,7 @@
 #include "tessera/load.h"
 #include "tessera/mig.h"
 #include "tessera/mig_plan.h"
+#include "tessera/node_select.h"
 #include "tessera/tenant_load.h"
 
 double ctld_now(void)
@@ -134,6 +135,7 @@ static void cjob_free(cjob *j)
     else
         ts_spec_free(j->spec);
     free(j->tasks);
+    free(j->node_mask);
     free(j->allocs);
     free(j->net_host);
     free(j->rank_state);
@@ -348,6 +350,20 @@ static int job_build(ctld *c, cjob *j, ts_err *err)
     if (s->preferred_level < TS_GANG_LEVEL_NODE)
         return ts_err_set(err, TS_EINVAL, "topology.preferred: %s", e.msg);
     s->rail_aligned = sp->rail_aligned;
+    if (sp->constraint || sp->nodelist || sp->exclude) {
+        free(j->node_mask);
+        j->node_mask = calloc(ts_node_mask_words(c->cluster->nnodes) + 1, sizeof *j->node_mask);
+        if (!j->node_mask)
+            return ts_err_set(err, TS_ENOMEM, "out of memory");
+        if (ts_node_select(c->cluster, sp->constraint, sp->nodelist, sp->exclude, j->node_mask,
+                           err) != 0)
+            return TS_EINVAL;
+        s->node_mask = j->node_mask;
+    }
+    /* reservations are made by the scheduler core (ts_sched_set_reservations);
+     * until tesserad keeps them, none exists to run in */
+    if (sp->reservation[0])
+        return ts_err_set(err, TS_EINVAL, "reservation: no reservation \"%s\"", sp->reservation);
     s->ckpt_signal = sp->ckpt_signal;
     s->ckpt_grace_s = sp->ckpt_grace_s;
     s->held = j->row.state == TS_JOB_HELD;
@@ -847,6 +863,7 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
         c->submitting++; /* no tenant leaves until its jobs are added */
     pthread_mutex_unlock(&c->mu);
     free(probe.tasks);
+    free(probe.node_mask);
     if (rc != 0)
         return rc;
     int priority = probe.sj.priority;

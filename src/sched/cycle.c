@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sched/cycle_internal.h"
+#include "tessera/node_select.h"
 
 /* The las defaults (docs/scheduler.md has the sweep behind them). */
 #define LAS_LEVEL_DEFAULT_GPU_S (8.0 * 3600.0)
@@ -24,8 +25,8 @@ const char *ts_pending_name(int reason)
 {
     static const char *const names[] = {"none",  "held",   "quota",       "capacity",
                                         "topology", "fragmentation", "gang", "reservation",
-                                        "preempting", "invalid", "dependency"};
-    if (reason < 0 || reason > TS_PEND_DEPENDENCY)
+                                        "preempting", "invalid", "dependency", "constraint"};
+    if (reason < 0 || reason > TS_PEND_LAST)
         return "unknown";
     return names[reason];
 }
@@ -146,7 +147,54 @@ void ts_sched_free(ts_sched *s)
     free(s->js);
     free(s->why_off);
     free(s->node_tier);
+    for (int i = 0; i < s->nres; i++)
+        free(s->res[i].nodes);
+    free(s->res);
     free(s);
+}
+
+int ts_sched_set_reservations(ts_sched *s, const ts_reservation *r, int n, ts_err *err)
+{
+    if (n < 0 || (n > 0 && !r))
+        return ts_err_set(err, TS_EINVAL, "reservations: bad arguments");
+    size_t words = ts_node_mask_words(s->c->nnodes);
+    for (int i = 0; i < n; i++) {
+        if (r[i].id <= 0)
+            return ts_err_set(err, TS_EINVAL, "reservations[%d].id: must be > 0", i);
+        if (!(r[i].start_s < r[i].end_s))
+            return ts_err_set(err, TS_EINVAL, "reservations[%d]: must end after it starts", i);
+        if (!r[i].nodes)
+            return ts_err_set(err, TS_EINVAL, "reservations[%d].nodes: required", i);
+        for (int k = 0; k < i; k++)
+            if (r[k].id == r[i].id)
+                return ts_err_set(err, TS_EINVAL, "reservations[%d].id: %lld given twice", i,
+                                  (long long)r[i].id);
+    }
+    sched_res *nr = n ? calloc((size_t)n, sizeof *nr) : NULL;
+    if (n && !nr)
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        nr[i] = (sched_res){.id = r[i].id, .start_s = r[i].start_s, .end_s = r[i].end_s};
+        nr[i].nodes = calloc(words ? words : 1, sizeof *nr[i].nodes);
+        if (!nr[i].nodes) {
+            for (int k = 0; k < i; k++)
+                free(nr[k].nodes);
+            free(nr);
+            return ts_err_set(err, TS_ENOMEM, "out of memory");
+        }
+        memcpy(nr[i].nodes, r[i].nodes, words * sizeof *nr[i].nodes);
+        if (s->c->nnodes & 63)
+            nr[i].nodes[words - 1] &= (UINT64_C(1) << (s->c->nnodes & 63)) - 1;
+        for (size_t w = 0; w < words; w++)
+            nr[i].nnodes += __builtin_popcountll(nr[i].nodes[w]);
+    }
+    for (int i = 0; i < s->nres; i++)
+        free(s->res[i].nodes);
+    free(s->res);
+    s->res = nr;
+    s->nres = n;
+    s->epoch++; /* failures remembered under the old windows no longer hold */
+    return 0;
 }
 
 const ts_gang_index *ts_sched_gang_index(const ts_sched *s) { return s->ix; }

@@ -43,6 +43,13 @@ typedef struct blocker {
     ts_alloc held;
 } blocker;
 
+typedef struct sched_res {
+    int64_t id;
+    double start_s, end_s;
+    uint64_t *nodes;            /* ts_node_mask_words(nnodes) words, owned */
+    int nnodes;                 /* bits set */
+} sched_res;
+
 struct ts_sched {
     ts_cluster *c;
     ts_quota *q;
@@ -81,6 +88,11 @@ struct ts_sched {
      * kept up with its starts (cycle_place.c keeps loans and guarantees on
      * separate nodes with it); NULL until the first cycle */
     uint16_t *node_tier;
+    /* reservations (ts_sched_set_reservations) and the current cycle's
+     * time, which cycle_place tests their windows against */
+    sched_res *res;
+    int nres;
+    double now;
 };
 
 /* cycle.c ------------------------------------------------------------------ */

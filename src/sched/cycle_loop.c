@@ -123,6 +123,7 @@ static uint64_t job_key(const ts_job *j, bool blocked)
     uint64_t h = mix((uint64_t)j->ntasks, (uint64_t)(j->required_level + 3));
     h = mix(h, (uint64_t)(j->preferred_level + 3) * 2 + j->rail_aligned);
     h = mix(h, blocked);
+    h = mix(h, (uint64_t)(uintptr_t)j->node_mask);
     for (int i = 0; i < j->ntasks; i++) {
         const ts_request *r = &j->tasks[i];
         h = mix(h, (uint64_t)r->cpu_milli);
@@ -1022,6 +1023,12 @@ static void prepass(loop *l, uint8_t *done)
             continue;
         }
         js->key = job_key(job, false);
+        if (s->nres > 0) { /* where it may go depends on its window too */
+            double limit = job->time_limit_s > 0 ? job->time_limit_s : s->cfg.default_time_limit_s;
+            uint64_t bits;
+            memcpy(&bits, &limit, sizeof bits);
+            js->key = mix(mix(js->key, (uint64_t)job->reservation), bits);
+        }
         js->las = l->tord[job->tenant] == TS_ORDER_LAS;
         if (js->las && job->attained_gpu_s > 0.0) { /* a fresh job is at level 0 */
             js->attained = job->attained_gpu_s;
@@ -1090,6 +1097,7 @@ static int process(loop *l, int i)
     case TS_PEND_TOPOLOGY:
     case TS_PEND_FRAGMENTATION:
     case TS_PEND_GANG:
+    case TS_PEND_CONSTRAINT:
         break;
     default:
         return 0;
@@ -1427,6 +1435,7 @@ int ts_sched_cycle(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
     memset(&d->stats, 0, sizeof d->stats);
     d->why_len = 0;
     blockers_clear(s);
+    s->now = now;
     s->epoch++;
     l.epoch0 = s->epoch;
     if ((rc = loop_alloc(&l)) == 0 && (why_add(&l, "%s", "") != 0 || !d->why_buf))

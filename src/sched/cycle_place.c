@@ -25,6 +25,9 @@
 #include <string.h>
 
 #include "sched/cycle_internal.h"
+#include "tessera/node_select.h"
+
+#define TS_CYCLE_RES_SCAN_MAX 64 /* reservations one job is kept off at once */
 #include "tessera/sched.h"
 
 #define CLASS_MAX 4096          /* request classes with a cached score row */
@@ -380,8 +383,8 @@ static int place_tasks(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_j
     return TS_ENOSPC;
 }
 
-int cycle_place(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job,
-                ts_alloc *allocs, int *reason, char *why, size_t whylen)
+static int place_any(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job,
+                     ts_alloc *allocs, int *reason, char *why, size_t whylen)
 {
     /* one task is one node: the policy places it whatever its shape */
     bool gang = job->ntasks > 1;
@@ -426,6 +429,125 @@ int cycle_place(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job
     }
     snprintf(why, whylen, "%s", res.why);
     return TS_ENOSPC;
+}
+
+/* A job limited to some nodes (its node_mask, its own reservation's nodes)
+ * or kept off some (reservations it is not part of whose window its time
+ * limit would run into) is placed with the other nodes taken out of the
+ * index as a drained node is, so every placement path (the gang planner,
+ * the scorers' filter, the reservation plan on the shadow cluster) honours
+ * it without a test of its own; they are put back after. O(nodes x depth)
+ * per attempt, paid only by such jobs; a job with no mask in a cluster
+ * without reservations goes straight to place_any. */
+typedef struct node_limits {
+    const uint64_t *mask;       /* job->node_mask or NULL */
+    const sched_res *mine;      /* the reservation it runs in, or NULL */
+    const sched_res *other[TS_CYCLE_RES_SCAN_MAX]; /* windows it would run into */
+    int nother;
+} node_limits;
+
+static bool limits_allow(const node_limits *lim, int i)
+{
+    if (!ts_node_mask_has(lim->mask, i) || (lim->mine && !ts_node_mask_has(lim->mine->nodes, i)))
+        return false;
+    for (int k = 0; k < lim->nother; k++)
+        if (ts_node_mask_has(lim->other[k]->nodes, i))
+            return false;
+    return true;
+}
+
+/* Fills lim; 1 when the job may not start at all now (reason and why set). */
+static int limits_of(const ts_sched *s, const ts_job *job, node_limits *lim, int *reason,
+                     char *why, size_t whylen)
+{
+    memset(lim, 0, sizeof *lim);
+    lim->mask = job->node_mask;
+    double limit = job->time_limit_s > 0 ? job->time_limit_s : s->cfg.default_time_limit_s;
+    double now = s->now, end = now + limit;
+    for (int k = 0; k < s->nres; k++) {
+        const sched_res *r = &s->res[k];
+        if (r->id == job->reservation)
+            lim->mine = r;
+        else if (now < r->end_s && end > r->start_s && lim->nother < TS_CYCLE_RES_SCAN_MAX)
+            lim->other[lim->nother++] = r;
+    }
+    if (job->reservation == 0)
+        return 0;
+    *reason = TS_PEND_RESERVATION;
+    if (!lim->mine) {
+        snprintf(why, whylen, "reservation: %lld does not exist (or has ended)",
+                 (long long)job->reservation);
+        return 1;
+    }
+    if (now < lim->mine->start_s) {
+        snprintf(why, whylen, "reservation: %lld starts in %.0f s", (long long)job->reservation,
+                 lim->mine->start_s - now);
+        return 1;
+    }
+    if (now >= lim->mine->end_s) {
+        snprintf(why, whylen, "reservation: %lld has ended", (long long)job->reservation);
+        return 1;
+    }
+    return 0;
+}
+
+int cycle_place(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job,
+                ts_alloc *allocs, int *reason, char *why, size_t whylen)
+{
+    if (!job->node_mask && s->nres == 0 && job->reservation == 0)
+        return place_any(s, c, ix, job, allocs, reason, why, whylen);
+    node_limits lim;
+    if (limits_of(s, job, &lim, reason, why, whylen) != 0)
+        return TS_ENOSPC;
+    if (!lim.mask && !lim.mine && lim.nother == 0)
+        return place_any(s, c, ix, job, allocs, reason, why, whylen);
+    size_t words = ts_node_mask_words(c->nnodes);
+    uint64_t *off = calloc(words ? words : 1, sizeof *off);
+    if (!off) {
+        *reason = TS_PEND_CAPACITY;
+        snprintf(why, whylen, "placement: out of memory");
+        return TS_ENOSPC;
+    }
+    int allowed = 0, held = 0;
+    for (int i = 0; i < c->nnodes; i++) {
+        if (!ts_gang_index_node_enabled(ix, i))
+            continue;
+        if (limits_allow(&lim, i)) {
+            allowed++;
+            continue;
+        }
+        held += ts_node_mask_has(lim.mask, i) && !lim.mine;
+        off[i >> 6] |= UINT64_C(1) << (i & 63);
+        ts_gang_index_node_enable(ix, i, false);
+    }
+    int rc = TS_ENOSPC;
+    char inner[TS_CYCLE_WHY_MAX];
+    const char *what = lim.mine ? "its reservation holds" : "its constraint, nodelist and exclude allow";
+    if (allowed == 0) {
+        *reason = lim.mine ? TS_PEND_RESERVATION : held > 0 ? TS_PEND_RESERVATION
+                                                             : TS_PEND_CONSTRAINT;
+        if (held > 0)
+            snprintf(why, whylen, "its time limit runs into a reservation on every node it "
+                     "may use (%d)", held);
+        else
+            snprintf(why, whylen, "no node %s takes work now (all drained or down)", what);
+    } else {
+        rc = place_any(s, c, ix, job, allocs, reason, inner, sizeof inner);
+        if (rc != 0 && *reason == TS_PEND_INVALID) {
+            snprintf(why, whylen, "%s", inner);
+        } else if (rc != 0 && (lim.mask || lim.mine)) {
+            *reason = lim.mine ? TS_PEND_RESERVATION : TS_PEND_CONSTRAINT;
+            snprintf(why, whylen, "on the %d nodes %s: %s", allowed, what, inner);
+        } else if (rc != 0) {
+            snprintf(why, whylen, "%d nodes kept for reservations its time limit runs into; %s",
+                     held, inner);
+        }
+    }
+    for (int i = 0; i < c->nnodes; i++)
+        if (off[i >> 6] >> (i & 63) & 1u)
+            ts_gang_index_node_enable(ix, i, true);
+    free(off);
+    return rc;
 }
 
 int cycle_unplace(ts_cluster *c, ts_gang_index *ix, const ts_job *job, const ts_alloc *allocs)

@@ -140,6 +140,10 @@ static void check_expect(const char *file, const ts_sbatch *sb, const char *expe
         else if (strcmp(k, "grace") == 0)
             ok = json_integer_value(
                      json_object_get(json_object_get(spec, "checkpoint"), "grace")) == n;
+        else if (strcmp(k, "constraint") == 0 || strcmp(k, "nodelist") == 0 ||
+                 strcmp(k, "exclude") == 0 || strcmp(k, "reservation") == 0)
+            ok = json_is_string(json_object_get(spec, k)) &&
+                 strcmp(json_string_value(json_object_get(spec, k)), v) == 0;
         else if (strcmp(k, "dep") == 0)
             ok = json_is_string(json_object_get(spec, "dependency")) &&
                  strcmp(json_string_value(json_object_get(spec, "dependency")), v) == 0;
@@ -359,8 +363,12 @@ static void test_container_image(void **state)
 static void test_refusals(void **state)
 {
     (void)state;
-    expect_error("#SBATCH --nodelist=n1\n", NULL, 0, "t.sh:2: --nodelist: not supported");
-    expect_error("#SBATCH -w n1\n", NULL, 0, "--nodelist: not supported");
+    expect_error("#SBATCH --licenses=x\n", NULL, 0, "t.sh:2: --licenses: not supported");
+    expect_error("#SBATCH --nodelist=n-[3-1]\n", NULL, 0, "t.sh:2: --nodelist: \"n-[3-1]\"");
+    expect_error("#SBATCH -w n1,\n", NULL, 0, "--nodelist: ends with a comma");
+    expect_error("#SBATCH -x a,,b\n", NULL, 0, "--exclude: empty name at byte 2");
+    expect_error("#SBATCH -C a&&b\n", NULL, 0, "--constraint: empty feature name at byte 2");
+    expect_error("#SBATCH --constraint=a(b)\n", NULL, 0, "--constraint: '(' at byte 1");
     expect_error("#SBATCH --frobnicate\n", NULL, 0, "--frobnicate: unknown option");
     expect_error("#SBATCH --nodes=2-4\n", NULL, 0, "a range of node counts");
     expect_error("#SBATCH --mem=0\n", NULL, 0, "all of a node's memory");

@@ -532,7 +532,7 @@ bad "sbatch missing file" "cannot open" sbatch "$tmp/nope.sh"
 expect "sbatch dependency" 0 sbatch --dry-run "$SB/30-dependency.sh" &&
   json_ok "sbatch dependency" 'd["spec"]["dependency"] == "afterok:123:124,afterany:125"'
 bad "sbatch dependency delay" "--dependency: .*a delay after '\+' is not supported" sbatch --dry-run -d afterok:12+30 "$SB/02-minimal.sh"
-bad "sbatch refused" "--constraint: not supported" sbatch "$SB/32-constraint-refused.sh"
+bad "sbatch refused" "--constraint: '.' at byte 4" sbatch "$SB/32-constraint-bad.sh"
 bad "sbatch unknown option" "--frobnicate: unknown option" sbatch --frobnicate "$SB/02-minimal.sh"
 bad "sbatch bad map" "slurm map:[0-9]+: kind must be" sbatch --slurm-map "$HERE/cli.sh" "$SB/02-minimal.sh"
 printf 'echo not a script\n' >"$tmp/plain.sh"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# expect-error: --constraint: not supported
+# expect-error: --constraint: '[' at byte 4
 #SBATCH --account=research
-#SBATCH --constraint=a100
+#SBATCH --constraint=a100[2]
 echo "$SLURM_JOB_ID $SLURM_PROCID"
