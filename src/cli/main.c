@@ -61,12 +61,15 @@ static const struct cli_cmd COMMANDS[] = {
      "reservation starts, if it has one.",
      cli_cmd_explain},
     {"events", "events ID", "Lists a job's events, oldest first (all pages).", cli_cmd_events},
-    {"logs", "logs ID [--rank N] [--stderr] [--tail BYTES]",
+    {"logs", "logs ID [--rank N] [--stderr] [--tail BYTES] [-f|--follow]",
      "Prints a task's output: fetched from its node's agent while the job runs, else\n"
      "the last 4 KiB its agent reported when the task ended.\n\n"
      "  --rank N       the rank (default 0)\n"
      "  --stderr       standard error instead of standard output\n"
-     "  --tail BYTES   how much from the end, 1..1048576 (default 65536)",
+     "  --tail BYTES   how much from the end, 1..1048576 (default 65536)\n"
+     "  -f, --follow   then print new output as it comes (polled each second), waiting\n"
+     "                 while the job is pending, until the job ends (exit 0); Ctrl-C\n"
+     "                 stops (exit 130)",
      cli_cmd_logs},
     {"nodes", "nodes", "Lists the nodes with free/total GPUs, CPU and memory.", cli_cmd_nodes},
     {"node", "node NAME", "Shows one node: resources, MIG instances, jobs and labels.",
