@@ -493,12 +493,76 @@ static bool array_head(const json_t *job, long *span)
 
 /* Cancels a job; an array's id (its first element's) cancels every element
  * still active, as Slurm's scancel; ID_INDEX or ID[INDEX] one element. */
+/* tessera cancel --user U --name N --state S --array A --tenant T: one
+ * POST /v1/jobs/cancel of every active job the filters match. */
+static int cancel_bulk(struct cli_ctx *ctx, const struct cli_cmd *cmd, const char *const f[5])
+{
+    static const char *const keys[5] = {"user", "name", "state", "array", "tenant"};
+    json_t *body = json_object();
+    for (int i = 0; i < 5; i++) {
+        long a;
+        if (!f[i])
+            continue;
+        if (i == 3 && !cli_parse_long(f[i], 1, LONG_MAX, &a)) {
+            json_decref(body);
+            return cli_usage_error(cmd, "--array: \"%s\" is not an array's id", f[i]);
+        }
+        json_object_set_new(body, keys[i], i == 3 ? json_integer(a) : json_string(f[i]));
+    }
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    if (!text)
+        return CLI_EXIT_LOCAL;
+    struct cli_req req = {.method = "POST", .path = "/v1/jobs/cancel", .body = text,
+                          .body_len = strlen(text), .content_type = "application/json"};
+    struct cli_resp resp;
+    int rc = cli_http(ctx, &req, &resp);
+    free(text);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (!cli_emit(ctx, resp.json)) {
+        json_t *ids = json_object_get(resp.json, "jobs");
+        long long elements = json_integer_value(json_object_get(resp.json, "elements"));
+        printf("%lld cancelled", (long long)json_integer_value(json_object_get(resp.json,
+                                                                              "cancelled")));
+        size_t i;
+        json_t *v;
+        json_array_foreach(ids, i, v) {
+            if (i >= 20) {
+                printf(" ...");
+                break;
+            }
+            printf("%s%lld", i ? " " : ": jobs ", (long long)json_integer_value(v));
+        }
+        if (elements > 0)
+            printf("%s%lld array elements not yet started", json_array_size(ids) ? "; " : ": ",
+                   elements);
+        putchar('\n');
+    }
+    cli_resp_free(&resp);
+    return CLI_EXIT_OK;
+}
+
 int cli_cmd_cancel(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    const char *arg;
+    const char *arg = NULL, *f[5] = {0};
     long id, elem, span;
-    int rc = cli_parse(ctx, cmd, argc, argv, NULL, &arg, 1, 1);
-    if (rc != CLI_CONTINUE || (rc = cancel_target(cmd, arg, &id, &elem)) != CLI_CONTINUE)
+    const struct cli_opt opts[] = {{"user", 'u', &f[0], NULL},   {"name", 'n', &f[1], NULL},
+                                   {"state", 't', &f[2], NULL},  {"array", 0, &f[3], NULL},
+                                   {"tenant", 0, &f[4], NULL},   {0}};
+    int rc = cli_parse(ctx, cmd, argc, argv, opts, &arg, 0, 1);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    bool filtered = f[0] || f[1] || f[2] || f[3] || f[4];
+    if (filtered && arg)
+        return cli_usage_error(cmd, "give a job id or filters (--user, --name, --state, "
+                               "--array, --tenant), not both");
+    if (filtered)
+        return cancel_bulk(ctx, cmd, f);
+    if (!arg)
+        return cli_usage_error(cmd, "give a job id, or filters (--user, --name, --state, "
+                               "--array, --tenant)");
+    if ((rc = cancel_target(cmd, arg, &id, &elem)) != CLI_CONTINUE)
         return rc;
     json_t *root, *job;
     rc = job_request(ctx, "GET", id, "", "job", &root, &job);

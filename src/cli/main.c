@@ -47,10 +47,18 @@ static const struct cli_cmd COMMANDS[] = {
      "  --all                              follow the pages to the end",
      cli_cmd_jobs},
     {"show", "show ID", "Shows one job: state, times, reason and placement.", cli_cmd_show},
-    {"cancel", "cancel ID | ARRAY_ID | ARRAY_ID_INDEX | ARRAY_ID[INDEX]",
+    {"cancel", "cancel ID | ARRAY_ID | ARRAY_ID_INDEX | ARRAY_ID[INDEX]\n"
+     "       tessera cancel [-u USER] [-n NAME] [-t STATE] [--array ID] [--tenant T]",
      "Cancels a job (stops it if running). An array's id (its first element's, as\n"
      "TESSERA_ARRAY_JOB_ID shows it) cancels every element still active, as Slurm's\n"
-     "scancel; ID_INDEX or ID[INDEX] cancels that element only.",
+     "scancel; ID_INDEX or ID[INDEX] cancels that element only. With filters instead\n"
+     "of an id it cancels, in one call, every active job they all match that the\n"
+     "caller may see (an admin's: across tenants), as scancel -u/--name/--state:\n\n"
+     "  -u, --user USER    submitted by token USER\n"
+     "  -n, --name NAME    named NAME (an array NAME's elements too)\n"
+     "  -t, --state STATE  pending, held, running or stopping\n"
+     "  --array ID         elements of the array ID\n"
+     "  --tenant T         of tenant T (admin)",
      cli_cmd_cancel},
     {"hold", "hold ID", "Holds a pending job: the scheduler skips it until released.",
      cli_cmd_job_action},

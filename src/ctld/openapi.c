@@ -16,6 +16,8 @@ static const op OPS[] = {
     {"/v1/jobs", "post", "Submit a job spec (YAML or JSON); Idempotency-Key makes a retry safe "
      "(another body under the same key: 422; a tenant past its queued-jobs cap: 429)", "201"},
     {"/v1/jobs", "get", "List jobs (filters tenant, state, owner; cursor pagination)", "200"},
+    {"/v1/jobs/cancel", "post", "Cancel every active job a filter matches {user, name, state, "
+     "array, tenant} (at least one; admin across tenants)", "200"},
     {"/v1/jobs/{id}", "get", "Show a job", "200"},
     {"/v1/jobs/{id}/cancel", "post", "Cancel a job", "200"},
     {"/v1/jobs/{id}/hold", "post", "Hold a pending job", "200"},

@@ -780,6 +780,8 @@ void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *r)
             jobs_list(c, rq, r);
         else
             ctld_reply_error(r, 405, "method_not_allowed", "%s %s", m, u);
+    } else if (strcmp(u, "/v1/jobs/cancel") == 0) {
+        ctld_jobs_cancel_bulk(c, rq, r);
     } else if (strncmp(u, "/v1/jobs/", 9) == 0) {
         int64_t id;
         const char *rest;

@@ -1,6 +1,7 @@
 """Promises of changing and following jobs on a live cluster (docs/cli.md
 "logs"): tessera logs -f prints a task's output as it comes until the job ends."""
 import os
+import pwd
 import signal
 import subprocess
 
@@ -64,3 +65,78 @@ def scenario_logs_follow_of_no_job_fails(c):
     r = c.cli("logs", "987654", "-f", timeout=30)
     check(r.returncode == 3, f"exit 3: {r.returncode} {r.stderr!r}")
     check("987654" in r.stderr, f"the message names the job: {r.stderr!r}")
+
+
+def user(c, name, role="user", tenant="team-a"):
+    """A token mapped to the Unix user running the tests (as the admin's is)."""
+    return c.token(name, role, tenant, unix_user=pwd.getpwuid(os.getuid()).pw_name,
+                   uid=os.getuid())
+
+
+def job(name, tenant="team-a", command="sleep 300"):
+    return dict(SPEC, name=name, tenant=tenant, command=["/bin/sh", "-c", command])
+
+
+def scenario_bulk_cancel_by_user_and_state(c):
+    """cli.md: `tessera cancel` with filters cancels, in one call, every active job
+    they all match that the caller may see; the others go on."""
+    alice = user(c, "alice")
+    bob = user(c, "bob")
+    a_run = c.submit(job("a-run"), token=alice)
+    b_run = c.submit(job("b-run"), token=bob)
+    if not c.wait_job(a_run, "running", 30) or not c.wait_job(b_run, "running", 30):
+        return
+    a_held = c.submit(dict(job("a-held"), dependency=f"afterok:{a_run}"), token=alice)
+    st, _ = c.call("POST", f"/v1/jobs/{a_held}/hold", token=alice)
+    check(st == 200, f"a-held is held: {st}")
+    # only held jobs of alice: her running one goes on
+    r = c.cli("cancel", "--user", "alice", "--state", "held", token=alice)
+    check(r.returncode == 0 and f"jobs {a_held}" in r.stdout,
+          f"cancel --user alice --state held names the held job: {r.returncode} {r.stdout!r} "
+          f"{r.stderr!r}")
+    c.wait_job(a_held, "cancelled", 10)
+    check(c.job(a_run).get("state") == "running", "alice's running job goes on")
+    # every job of alice's, not bob's
+    r = c.cli("cancel", "-u", "alice", token=alice)
+    check(r.returncode == 0 and "1 cancelled" in r.stdout, f"one more cancelled: {r.stdout!r}")
+    c.wait_job(a_run, "cancelled", 30)
+    check(c.job(b_run).get("state") == "running", "bob's job goes on")
+    kinds = [e["kind"] for e in c.events(a_run)]
+    check("cancel" in kinds, f"the cancel is an event of the job: {kinds}")
+
+
+def scenario_bulk_cancel_scoped_to_the_callers_tenant(c):
+    """api.md: `POST /v1/jobs/cancel` acts on the jobs the caller may see: a user
+    on its tenant's, an admin across tenants; a viewer may not."""
+    a = c.submit(job("shared", "team-a"))
+    b = c.submit(job("shared", "team-b"))
+    other = c.submit(job("other", "team-b"))
+    if not all(c.wait_job(j, "running", 30) for j in (a, b, other)):
+        return
+    user = c.token("ua", "user", "team-a")
+    st, d = c.call("POST", "/v1/jobs/cancel", {"tenant": "team-b"}, token=user)
+    check(st == 403 and "tenant" in d.get("error", {}).get("message", str(d)),
+          f"a team-a user may not cancel team-b's jobs (403 naming tenant): {st} {d}")
+    st, d = c.call("POST", "/v1/jobs/cancel", {"name": "shared"}, token=user)
+    check(st == 200 and d.get("jobs") == [a], f"a user's cancel by name takes its tenant's "
+          f"job only: {st} {d}")
+    c.wait_job(a, "cancelled", 30)
+    check(c.job(b).get("state") == "running", "team-b's job of that name goes on")
+    viewer = c.token("va", "viewer", "team-a")
+    st, d = c.call("POST", "/v1/jobs/cancel", {"name": "other"}, token=viewer)
+    check(st == 403, f"a viewer may not cancel: {st}")
+    st, d = c.call("POST", "/v1/jobs/cancel", {"name": "shared", "tenant": "team-b"})
+    check(st == 200 and d.get("jobs") == [b], f"an admin cancels across tenants: {st} {d}")
+    c.wait_job(b, "cancelled", 30)
+    check(c.job(other).get("state") == "running", "the job no filter matched goes on")
+
+
+def scenario_bulk_cancel_refuses_bad_filters(c):
+    """api.md: a bulk cancel with no filter, an unknown one or a bad value is
+    refused (400) naming the field."""
+    for body, field in (({}, "filter"), ({"owner": "x"}, "owner"),
+                        ({"state": "completed"}, "state"), ({"name": 7}, "name"),
+                        ({"array": -1}, "array")):
+        st, d = c.call("POST", "/v1/jobs/cancel", body)
+        msg = d.get("error", {}).get("message", "") if isinstance(d, dict) else ""
+        check(st == 400 and msg.startswith(field), f"{body}: 400 naming {field}: {st} {msg!r}")
