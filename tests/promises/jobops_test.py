@@ -140,3 +140,21 @@ def scenario_bulk_cancel_refuses_bad_filters(c):
         st, d = c.call("POST", "/v1/jobs/cancel", body)
         msg = d.get("error", {}).get("message", "") if isinstance(d, dict) else ""
         check(st == 400 and msg.startswith(field), f"{body}: 400 naming {field}: {st} {msg!r}")
+
+
+def scenario_bulk_cancel_of_an_array_by_name(c):
+    """api.md: `name` matches an array's elements (`NAME[i]`) too, and `array`
+    that is no array's id is refused (404 not_an_array)."""
+    first = c.submit(dict(job("sweep"), array_size=3))
+    lone = c.submit(job("sweep-2"))
+    if not c.wait_job(first + 2, "running", 30) or not c.wait_job(lone, "running", 30):
+        return
+    st, d = c.call("POST", "/v1/jobs/cancel", {"name": "sweep", "state": "running"})
+    check(st == 200 and sorted(d.get("jobs", [])) == [first, first + 1, first + 2],
+          f"name sweep: the array's 3 running elements cancelled, not sweep-2: {st} {d}")
+    for k in range(3):
+        c.wait_job(first + k, "cancelled", 30)
+    check(c.job(lone).get("state") == "running", "a job of another name goes on")
+    st, d = c.call("POST", "/v1/jobs/cancel", {"name": "sweep", "array": lone})
+    check(st == 404 and d.get("error", {}).get("code") == "not_an_array",
+          f"array: a lone job is no array's id (404 not_an_array): {st} {d}")
