@@ -175,6 +175,7 @@ struct cli_req {
     size_t body_len;
     const char *content_type;
     const char *idempotency_key;
+    bool quiet;         /* a non-2xx answer: its exit code and resp->status, nothing printed */
 };
 
 /*

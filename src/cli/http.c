@@ -366,6 +366,8 @@ static int conclude(struct cli_ctx *ctx, const struct cli_req *req, struct attem
         return transport_failed(ctx, t->cc, t->os_errno, t->errbuf, &t->s);
     resp->status = t->status;
     resp->replayed = resp->status == 200;
+    if ((resp->status < 200 || resp->status > 299) && req->quiet)
+        return exit_for_status(resp->status);
     if (resp->status < 200 || resp->status > 299)
         return status_failed(ctx, resp->status, &t->s);
     if (t->s.body.len == 0)

@@ -47,10 +47,18 @@ static const struct cli_cmd COMMANDS[] = {
      "  --all                              follow the pages to the end",
      cli_cmd_jobs},
     {"show", "show ID", "Shows one job: state, times, reason and placement.", cli_cmd_show},
-    {"cancel", "cancel ID | ARRAY_ID | ARRAY_ID_INDEX | ARRAY_ID[INDEX]",
+    {"cancel", "cancel ID | ARRAY_ID | ARRAY_ID_INDEX | ARRAY_ID[INDEX]\n"
+     "       tessera cancel [-u USER] [-n NAME] [-t STATE] [--array ID] [--tenant T]",
      "Cancels a job (stops it if running). An array's id (its first element's, as\n"
      "TESSERA_ARRAY_JOB_ID shows it) cancels every element still active, as Slurm's\n"
-     "scancel; ID_INDEX or ID[INDEX] cancels that element only.",
+     "scancel; ID_INDEX or ID[INDEX] cancels that element only. With filters instead\n"
+     "of an id it cancels, in one call, every active job they all match that the\n"
+     "caller may see (an admin's: across tenants), as scancel -u/--name/--state:\n\n"
+     "  -u, --user USER    submitted by token USER\n"
+     "  -n, --name NAME    named NAME (an array NAME's elements too)\n"
+     "  -t, --state STATE  pending, held, running or stopping\n"
+     "  --array ID         elements of the array ID\n"
+     "  --tenant T         of tenant T (admin)",
      cli_cmd_cancel},
     {"hold", "hold ID", "Holds a pending job: the scheduler skips it until released.",
      cli_cmd_job_action},
@@ -61,12 +69,15 @@ static const struct cli_cmd COMMANDS[] = {
      "reservation starts, if it has one.",
      cli_cmd_explain},
     {"events", "events ID", "Lists a job's events, oldest first (all pages).", cli_cmd_events},
-    {"logs", "logs ID [--rank N] [--stderr] [--tail BYTES]",
+    {"logs", "logs ID [--rank N] [--stderr] [--tail BYTES] [-f|--follow]",
      "Prints a task's output: fetched from its node's agent while the job runs, else\n"
      "the last 4 KiB its agent reported when the task ended.\n\n"
      "  --rank N       the rank (default 0)\n"
      "  --stderr       standard error instead of standard output\n"
-     "  --tail BYTES   how much from the end, 1..1048576 (default 65536)",
+     "  --tail BYTES   how much from the end, 1..1048576 (default 65536)\n"
+     "  -f, --follow   then print new output as it comes (polled each second), waiting\n"
+     "                 while the job is pending, until the job ends (exit 0); Ctrl-C\n"
+     "                 stops (exit 130)",
      cli_cmd_logs},
     {"nodes", "nodes", "Lists the nodes with free/total GPUs, CPU and memory.", cli_cmd_nodes},
     {"node", "node NAME", "Shows one node: resources, MIG instances, jobs and labels.",

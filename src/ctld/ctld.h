@@ -662,6 +662,8 @@ TS_MUST_CHECK int ctld_jobs_adopt(ctld *c, ts_job_row *rows, int n, ctld_spec_sh
  * cancels every active element of the array whose first element is job
  * `array` (span elements); *cancelled counts them. */
 void ctld_array_route(ctld *c, const ctld_request *rq, ctld_reply *out);
+/* bulk.c: POST /v1/jobs/cancel, every active job a filter matches. */
+void ctld_jobs_cancel_bulk(ctld *c, const ctld_request *rq, ctld_reply *out);
 TS_MUST_CHECK int ctld_array_cancel(ctld *c, int64_t array, int span, int *cancelled,
                                     ts_err *err);
 /* The agent endpoints (/v1/agent/register, /v1/agent/sync), agents.c. */

@@ -103,6 +103,20 @@ static const struct {
      "{\"type\":\"object\",\"required\":[\"array\",\"elements\",\"cancelled\"],"
      "\"properties\":{\"array\":{\"type\":\"integer\"},\"elements\":{\"type\":\"integer\"},"
      "\"cancelled\":{\"type\":\"integer\"}}}"},
+    {"BulkCancel",
+     "{\"type\":\"object\",\"description\":\"At least one filter; user is the submitting "
+     "token's name\",\"additionalProperties\":false,"
+     "\"properties\":{\"user\":{\"type\":\"string\",\"minLength\":1},"
+     "\"name\":{\"type\":\"string\",\"minLength\":1},\"state\":{\"type\":\"string\","
+     "\"enum\":[\"pending\",\"held\",\"running\",\"stopping\"]},"
+     "\"array\":{\"type\":\"integer\",\"minimum\":1},"
+     "\"tenant\":{\"type\":\"string\",\"minLength\":1}},"
+     "\"examples\":[{\"user\":\"alice\",\"state\":\"pending\"}]}"},
+    {"JobsCancelled",
+     "{\"type\":\"object\",\"required\":[\"cancelled\",\"jobs\",\"elements\"],"
+     "\"properties\":{\"cancelled\":{\"type\":\"integer\",\"minimum\":0},"
+     "\"jobs\":{\"type\":\"array\",\"items\":{\"type\":\"integer\"}},"
+     "\"elements\":{\"type\":\"integer\",\"minimum\":0}}}"},
     {"Node",
      "{\"type\":\"object\",\"required\":[\"name\",\"state\",\"virtual\",\"health\",\"gpus\","
      "\"gpus_free\",\"cpu_milli\",\"cpu_free_milli\",\"memory_mib\",\"memory_free_mib\","

@@ -771,6 +771,10 @@ static const ctld_route_def ROUTES[] = {
      "queued-jobs cap: 429)", "JobSpec", 201, "JobsSubmitted", "200 422 503"},
     {"GET", "/v1/jobs", jobs_list, R_READ, "listJobs",
      "List jobs (filters tenant, state, owner; cursor pagination)", NULL, 200, "JobList", "503"},
+    {"POST", "/v1/jobs/cancel", ctld_jobs_cancel_bulk, R_WRITE, "cancelJobs",
+     "Cancel every active job a filter matches {user, name, state, array, tenant} (at least "
+     "one; users and tenant-admins in their tenant, admin across tenants)", "BulkCancel", 200,
+     "JobsCancelled", "404 503"},
     {"GET", "/v1/jobs/{id}", job_route, R_READ, "getJob", "Show a job", NULL, 200, "JobOne",
      "503"},
     {"POST", "/v1/jobs/{id}/cancel", job_route, R_WRITE, "cancelJob", "Cancel a job", NULL, 200,
