@@ -106,11 +106,12 @@ static const struct {
     {"BulkCancel",
      "{\"type\":\"object\",\"description\":\"At least one filter; user is the submitting "
      "token's name\",\"additionalProperties\":false,"
-     "\"properties\":{\"user\":{\"type\":\"string\",\"minLength\":1},"
-     "\"name\":{\"type\":\"string\",\"minLength\":1},\"state\":{\"type\":\"string\","
-     "\"enum\":[\"pending\",\"held\",\"running\",\"stopping\"]},"
-     "\"array\":{\"type\":\"integer\",\"minimum\":1},"
-     "\"tenant\":{\"type\":\"string\",\"minLength\":1}},"
+     "\"properties\":{\"user\":{\"type\":[\"string\",\"null\"],\"minLength\":1},"
+     "\"name\":{\"type\":[\"string\",\"null\"],\"minLength\":1},"
+     "\"state\":{\"type\":[\"string\",\"null\"],"
+     "\"enum\":[\"pending\",\"held\",\"running\",\"stopping\",null]},"
+     "\"array\":{\"type\":[\"integer\",\"null\"],\"minimum\":1},"
+     "\"tenant\":{\"type\":[\"string\",\"null\"],\"minLength\":1}},"
      "\"examples\":[{\"user\":\"alice\",\"state\":\"pending\"}]}"},
     {"JobsCancelled",
      "{\"type\":\"object\",\"required\":[\"cancelled\",\"jobs\",\"elements\"],"
