@@ -305,6 +305,8 @@ int cli_cmd_tenants(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_quota(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_quota_set(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_usage(struct cli_ctx *, const struct cli_cmd *, int, char **);
+/* cmd_acct.c */
+int cli_cmd_acct(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_tokens(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_tokens_create(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_tokens_revoke(struct cli_ctx *, const struct cli_cmd *, int, char **);

@@ -94,6 +94,18 @@ static const struct cli_cmd COMMANDS[] = {
      "  --from WHEN, --to WHEN   YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS] (local, or with Z or\n"
      "                           +HH:MM), Unix seconds, 'now', or -7d / -12h / -30m",
      cli_cmd_usage},
+    {"acct", "acct [--user U] [--tenant T] [--state S] [--from WHEN] [--to WHEN]\n"
+     "           [--format table|csv|json]",
+     "One row per job that waited or ran in the period (default: all time): tenant,\n"
+     "user, tier, GPU model, GPUs, state, exit code, times and the GPU-hours it used\n"
+     "inside the period. A user sees its own jobs; a tenant-admin its tenant's.\n\n"
+     "  -u, --user U     jobs submitted by token U\n"
+     "  -t, --tenant T   jobs of tenant T\n"
+     "  -s, --state S    pending, held, running, stopping, completed, failed,\n"
+     "                   cancelled or timeout\n"
+     "  --from WHEN, --to WHEN   as for 'usage'\n"
+     "  --format F       table (default), csv (RFC 4180, every column) or json",
+     cli_cmd_acct},
     {"tokens", "tokens", "Lists the API tokens the caller may see.", cli_cmd_tokens},
     {"tokens create",
      "tokens create NAME --role ROLE [--tenant T] [--unix-user U --uid N] [--expires WHEN]",

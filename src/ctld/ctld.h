@@ -559,6 +559,7 @@ typedef struct ctld_reply {
     char *body;                  /* malloc'd */
     const char *content_type;
     char retry_after[16];
+    char next_cursor[32];        /* X-Next-Cursor of a paged non-JSON answer ("" = none) */
     bool close;                  /* close the connection once this is sent */
 } ctld_reply;
 
@@ -567,6 +568,7 @@ typedef struct ctld_query {
     const char *tenant, *state, *owner, *limit, *cursor, *from, *to;
     const char *rank, *stream, *tail; /* GET /v1/jobs/{id}/logs */
     const char *scope;                /* DELETE /v1/secrets/{name} */
+    const char *format;               /* GET /v1/acct: json or csv */
 } ctld_query;
 
 typedef struct ctld_request {
@@ -584,6 +586,9 @@ typedef struct ctld_request {
  * rank's output fetched from its agent, else the tail its agent reported
  * when the rank ended. Not under mu. */
 void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_reply *r);
+
+/* GET /v1/acct: one accounting row per job the caller may see (acct.c). */
+void ctld_acct(ctld *c, const ctld_request *rq, ctld_reply *r);
 /* Routes one authenticated request. */
 void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *out);
 /* array_lazy.c: large arrays' pending elements that are not jobs yet.

@@ -35,6 +35,8 @@ static const op OPS[] = {
     {"/v1/tenants", "get", "Tenants with guarantees, usage and fair share", "200"},
     {"/v1/tenants", "put", "Replace tenants and quotas (admin; tenants YAML)", "200"},
     {"/v1/usage", "get", "GPU-hours by tenant, tier and GPU model over [from, to)", "200"},
+    {"/v1/acct", "get", "One accounting row per job touching [from, to) (filters tenant, owner, "
+     "state; format json or csv; cursor pagination; a user sees its own jobs only)", "200"},
     {"/v1/tokens", "get", "List tokens visible to the caller", "200"},
     {"/v1/tokens", "post", "Create a token (admin; tenant-admin: user and viewer of its tenant); "
      "the secret is returned once", "201"},
@@ -112,7 +114,12 @@ json_t *ctld_openapi(void)
                                                     "scope", "in", "query", "required", 0,
                                                     "schema", "type", "string", "enum", "user",
                                                     "tenant"));
-        if (strcmp(OPS[i].path, "/v1/usage") == 0)
+        if (strcmp(OPS[i].path, "/v1/acct") == 0)
+            json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:{s:s,s:[ss]}}", "name",
+                                                    "format", "in", "query", "required", 0,
+                                                    "schema", "type", "string", "enum", "json",
+                                                    "csv"));
+        if (strcmp(OPS[i].path, "/v1/usage") == 0 || strcmp(OPS[i].path, "/v1/acct") == 0)
             for (int k = 0; k < 2; k++)
                 json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:{s:s,s:i,s:f}}", "name",
                                                         k ? "to" : "from", "in", "query",
@@ -120,7 +127,8 @@ json_t *ctld_openapi(void)
                                                         "number", "minimum", 0, "maximum",
                                                         1e11));
         if (strcmp(OPS[i].method, "get") == 0 &&
-            (strcmp(OPS[i].path, "/v1/jobs") == 0 || strstr(OPS[i].path, "/events")))
+            (strcmp(OPS[i].path, "/v1/jobs") == 0 || strcmp(OPS[i].path, "/v1/acct") == 0 ||
+             strstr(OPS[i].path, "/events")))
             json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:{s:s,s:i,s:i}}", "name",
                                                     "limit", "in", "query", "required", 0,
                                                     "schema", "type", "integer", "minimum", 1,

@@ -734,6 +734,8 @@ void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *r)
         tenants(c, rq, r);
     } else if (strcmp(u, "/v1/usage") == 0 && strcmp(m, "GET") == 0) {
         usage(c, rq, r);
+    } else if (strcmp(u, "/v1/acct") == 0 && strcmp(m, "GET") == 0) {
+        ctld_acct(c, rq, r);
     } else if (strncmp(u, "/v1/tokens", 10) == 0 && (u[10] == '\0' || u[10] == '/')) {
         ctld_tokens_route(c, rq, r);
     } else if (strncmp(u, "/v1/secrets", 11) == 0 && (u[11] == '\0' || u[11] == '/')) {
