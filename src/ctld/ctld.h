@@ -307,6 +307,7 @@ typedef struct ctld_metrics {
     uint64_t store_failures;     /* durable writes the store refused (nothing applied) */
     uint64_t agent_syncs[2];     /* atomics: agent syncs [0] applied under c->mu, [1] that
                                   * changed nothing and took only the node's lock */
+    uint64_t notify_delivered, notify_failed, notify_dropped; /* atomics: webhooks (notify.c) */
 } ctld_metrics;
 
 /* What readers of the nodes and of the tenants' usage see while a cycle
@@ -378,6 +379,7 @@ typedef struct ctld {
     void *limiter;               /* http.c's rate limiter */
     void *deps;                  /* depend.c: ended jobs' outcomes, looked up once */
     struct ctld_secrets *secrets; /* secrets.c: the secret store (ciphertexts, the key) */
+    struct ctld_notify *notify;  /* notify.c: the webhooks' queue and thread */
 } ctld;
 
 double ctld_now(void);
@@ -586,6 +588,13 @@ typedef struct ctld_request {
  * rank's output fetched from its agent, else the tail its agent reported
  * when the rank ended. Not under mu. */
 void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_reply *r);
+
+/* notify.c: webhooks of jobs' state changes. open at start, close at
+ * shutdown (waits for the delivery thread); change is called under mu
+ * where a job's new row is applied, and never waits on a delivery. */
+int ctld_notify_open(ctld *c);
+void ctld_notify_close(ctld *c);
+void ctld_notify_change(ctld *c, const cjob *j, int from, const ts_job_row *to, double now);
 
 /* GET /v1/acct: one accounting row per job the caller may see (acct.c). */
 void ctld_acct(ctld *c, const ctld_request *rq, ctld_reply *r);
