@@ -106,6 +106,19 @@ static const struct cli_cmd COMMANDS[] = {
      "  --from WHEN, --to WHEN   as for 'usage'\n"
      "  --format F       table (default), csv (RFC 4180, every column) or json",
      cli_cmd_acct},
+    {"shares", "shares [--since WHEN]",
+     "Fair share by tenant and user (Slurm's sshare): each tenant's weight, decayed\n"
+     "share (SHARE, what the scheduler orders tenants by), share now (NOW) and job\n"
+     "order, then each of its users' GPU-hours since WHEN (default -7d) and their\n"
+     "part of the tenant's. Rows are those the caller may see in 'acct'.\n\n"
+     "  --since WHEN   as for 'usage' (default -7d, the default half-life)",
+     cli_cmd_shares},
+    {"prio", "prio [--tenant T]",
+     "What orders the pending jobs (Slurm's sprio): each job's priority, its tenant's\n"
+     "fair share and job order, its LAS level and attained GPU-hours, and its place\n"
+     "in its tenant's queue and in the cluster's.\n\n"
+     "  -t, --tenant T   pending jobs of tenant T only",
+     cli_cmd_prio},
     {"tokens", "tokens", "Lists the API tokens the caller may see.", cli_cmd_tokens},
     {"tokens create",
      "tokens create NAME --role ROLE [--tenant T] [--unix-user U --uid N] [--expires WHEN]",

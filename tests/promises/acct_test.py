@@ -127,3 +127,49 @@ def scenario_csv_export_and_cli(c):
           "carol" not in r.stdout, f"tessera acct prints a table: {r.stdout} {r.stderr}")
     r = c.cli("acct", "--format", "xml")
     check(r.returncode == 2 and "--format" in r.stderr, f"a bad --format is refused: {r.stderr}")
+
+
+def scenario_shares_and_prio(c):
+    """cli.md: `tessera shares` adds each user's GPU-hours and part of its
+    tenant's to the tenants' fair share; `tessera prio` lists the pending
+    jobs with their priority, tenant share and place in the queues."""
+    t = tokens(c)
+    done = c.submit(spec("team-a", "shared", "sleep 1", gpus=4), t["alice"])
+    if not c.wait_job(done, "completed", 30):
+        return
+    r = c.cli("-o", "json", "shares", "--since", "-1h")
+    try:
+        rows = json.loads(r.stdout)["shares"]
+    except (ValueError, KeyError):
+        rows = []
+    ta = next((x for x in rows if x["tenant"] == "team-a" and x["user"] is None), {})
+    al = next((x for x in rows if x["tenant"] == "team-a" and x["user"] == "alice"), {})
+    check(r.returncode == 0 and "share" in ta and "order" in ta,
+          f"tessera shares has the tenant's share and order: {r.stdout[-600:]} {r.stderr}")
+    check(al.get("gpu_hours", 0) > 0 and 0 < al.get("fraction", 0) <= 1 and
+          al["gpu_hours"] <= ta.get("gpu_hours", 0) + 1e-9,
+          f"and each user's GPU-hours and part of the tenant's: {al} {ta}")
+    r = c.cli("shares", token=t["alice"])
+    check(r.returncode == 0 and "alice" in r.stdout and "bob" not in r.stdout,
+          f"a user's shares show its own GPU-hours only: {r.stdout} {r.stderr}")
+    big = c.submit(spec("team-a", "big", "sleep 30", gpus=8), t["alice"])
+    if not c.wait_job(big, "running", 30):
+        return
+    w1 = c.submit(spec("team-a", "wait1", "true", gpus=8), t["alice"])
+    w2 = c.submit(spec("team-a", "wait2", "true", gpus=8), t["bob"])
+    c.wait(lambda: all((c.job(j).get("queue_position") or {}).get("tenant") for j in (w1, w2)),
+           "both waiting jobs are ranked", timeout=15)
+    r = c.cli("-o", "json", "prio", "--tenant", "team-a")
+    try:
+        pj = {x["id"]: x for x in json.loads(r.stdout)["jobs"]}
+    except (ValueError, KeyError):
+        pj = {}
+    check(r.returncode == 0 and set(pj) == {w1, w2},
+          f"tessera prio lists the pending jobs: {r.stdout[-600:]} {r.stderr}")
+    a, b = pj.get(w1, {}), pj.get(w2, {})
+    check(a.get("position_tenant") == 1 and b.get("position_tenant") == 2 and
+          a.get("user") == "alice" and "tenant_share" in a and "priority" in a,
+          f"with their priority, tenant share and place in the queue: {a} {b}")
+    r = c.cli("prio")
+    check(r.returncode == 0 and "IN TENANT" in r.stdout and str(w2) in r.stdout,
+          f"tessera prio prints a table: {r.stdout}")
