@@ -44,7 +44,7 @@ struct ctld_notify {
     pthread_mutex_t mu;
     pthread_cond_t wake;
     nmsg q[NOTIFY_QUEUE_MAX];
-    int head, n;
+    int head, n, cap; /* cap <= NOTIFY_QUEUE_MAX: a test build may lower it */
     bool stop, started;
     pthread_t th;
 };
@@ -194,6 +194,12 @@ int ctld_notify_open(ctld *c)
     if (!N)
         return TS_ENOMEM;
     N->c = c;
+    N->cap = NOTIFY_QUEUE_MAX;
+#ifdef TS_STORE_FAULTS_ENV /* test builds: a small queue, to see it fill */
+    const char *cap = getenv("TESSERAD_NOTIFY_QUEUE");
+    if (cap && atoi(cap) >= 1 && atoi(cap) < NOTIFY_QUEUE_MAX)
+        N->cap = atoi(cap);
+#endif
     pthread_mutex_init(&N->mu, NULL);
     pthread_cond_init(&N->wake, NULL);
     c->notify = N;
@@ -249,7 +255,7 @@ void ctld_notify_change(ctld *c, const cjob *j, int from, const ts_job_row *to, 
     json_decref(doc);
     char *url = strdup(s->notify_url);
     pthread_mutex_lock(&N->mu);
-    bool ok = body && url && !N->stop && N->n < NOTIFY_QUEUE_MAX;
+    bool ok = body && url && !N->stop && N->n < N->cap;
     if (ok && !N->started) {
         N->started = pthread_create(&N->th, NULL, notify_main, N) == 0;
         ok = N->started;
@@ -270,7 +276,7 @@ void ctld_notify_change(ctld *c, const cjob *j, int from, const ts_job_row *to, 
         uint64_t d = __atomic_add_fetch(&c->m.notify_dropped, 1, __ATOMIC_RELAXED);
         if (d == 1 || d % 100 == 0) /* said once, then every 100th: not a flood */
             fprintf(stderr, "tesserad: job %lld: webhook dropped, its queue of %d is full "
-                    "(%llu dropped so far)\n", (long long)to->id, NOTIFY_QUEUE_MAX,
+                    "(%llu dropped so far)\n", (long long)to->id, N->cap,
                     (unsigned long long)d);
     }
 }

@@ -5,6 +5,7 @@ job's start."""
 import hashlib
 import hmac
 import json
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -15,6 +16,9 @@ CLUSTER = {"nodes": [Node("r-1")],
            "tenants": "tenants:\n  team-a: {guaranteed: {gpu: {H100-80GB: 8}}}\n"}
 
 KEY = "webhook-key-7f3a"
+
+# a test build of tesserad reads this: a queue of 2 webhooks, to see it fill
+os.environ["TESSERAD_NOTIFY_QUEUE"] = "2"
 
 
 class Receiver:
@@ -111,11 +115,12 @@ def scenario_webhook_is_signed_and_retried(c):
 
 def scenario_hanging_receiver_delays_no_start(c):
     """job-spec.md: a receiver that never answers holds up no job: the jobs
-    behind it start while it still holds the first webhook."""
+    behind it start while it still holds the first webhook; a full queue
+    drops, counts and logs."""
     rx = Receiver(hang=True)
     try:
         ids = [c.submit(spec(f"h{i}", "sleep 30", {"url": rx.url, "on": ["start"]}))
-               for i in range(3)]
+               for i in range(6)]
         plain = c.submit(spec("plain", "sleep 30"))
         for jid in ids + [plain]:
             c.wait_job(jid, "running", 30)
@@ -123,6 +128,11 @@ def scenario_hanging_receiver_delays_no_start(c):
             held = len(rx.got)
         check(held >= 1 and not rx.release.is_set(),
               f"every job started while the receiver held its first webhook ({held} held)")
+        dropped = metric(c, "tessera_webhooks_dropped_total") or 0
+        check(dropped >= 1, f"the webhooks past the full queue are dropped and counted: {dropped}")
+        log = open(c.path("tesserad.log")).read()
+        check("webhook dropped, its queue of 2 is full" in log,
+              f"and the drop is logged: {log[-600:]}")
     finally:
         rx.close()
 
