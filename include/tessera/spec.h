@@ -104,7 +104,17 @@ typedef struct ts_job_spec {
     char *nodelist;                     /* only these nodes: "r-[1-4],s-1" */
     char *exclude;                      /* never these nodes */
     char reservation[TS_SPEC_NAME_MAX]; /* "" = none; else the reservation it runs in */
+    char *notify_url;                   /* NULL = none: the webhook of its state changes */
+    unsigned notify_on;                 /* TS_NOTIFY_* bits (notify.on) */
 } ts_job_spec;
+
+/* notify.on: when a job's webhook is called (docs/job-spec.md "notify"). */
+enum {
+    TS_NOTIFY_START = 1u << 0, /* it starts running */
+    TS_NOTIFY_END = 1u << 1,   /* it ends, however */
+    TS_NOTIFY_FAIL = 1u << 2,  /* it ends failed or timed out */
+};
+#define TS_NOTIFY_URL_MAX 1024
 
 /* Parses and validates buf (YAML or JSON, at most TS_SPEC_MAX_BYTES). On
  * success returns 0 and *out; otherwise TS_EINVAL with errs filled (every

@@ -533,19 +533,82 @@ static void walk_node_select(spec_parser *P, const yaml_node_t *n, const char *f
     *out = spec_dup(P, s);
 }
 
+/* notify: {url: http(s)://..., on: [start, end, fail]}; on defaults to
+ * [end]. Slurm's --mail-type names are taken too: BEGIN, END, FAIL, ALL. */
+static void walk_notify(spec_parser *P, const yaml_node_t *n)
+{
+    static const char *const KEYS[] = {"url", "on"};
+    yaml_node_t *v[2];
+    unsigned given;
+    if (!spec_map_fields(P, n, "notify", KEYS, 2, v, &given))
+        return;
+    if (!v[0]) {
+        spec_fail(P, "notify.url", "required");
+        return;
+    }
+    const char *url = spec_text(P, v[0], "notify.url");
+    if (!url)
+        return;
+    size_t len = strlen(url);
+    bool http = strncmp(url, "http://", 7) == 0 || strncmp(url, "https://", 8) == 0;
+    bool clean = true;
+    for (size_t i = 0; i < len; i++)
+        clean &= url[i] > ' ' && url[i] < 0x7f;
+    if (!http || !clean || len > TS_NOTIFY_URL_MAX || len <= 8) {
+        spec_fail_got(P, v[0], "notify.url", "an http:// or https:// URL of at most 1024 "
+                      "printable characters");
+        return;
+    }
+    unsigned on = TS_NOTIFY_END;
+    if (v[1]) {
+        on = 0;
+        if (v[1]->type != YAML_SEQUENCE_NODE) {
+            spec_fail_got(P, v[1], "notify.on", "a list of start, end, fail");
+            return;
+        }
+        for (yaml_node_item_t *it = v[1]->data.sequence.items.start;
+             it < v[1]->data.sequence.items.top; it++) {
+            bool reused;
+            yaml_node_t *e = spec_child(P, *it, "notify.on", &reused);
+            const char *w = e ? spec_text(P, e, "notify.on") : NULL;
+            if (!w)
+                return;
+            if (strcmp(w, "start") == 0 || strcmp(w, "BEGIN") == 0)
+                on |= TS_NOTIFY_START;
+            else if (strcmp(w, "end") == 0 || strcmp(w, "END") == 0)
+                on |= TS_NOTIFY_END;
+            else if (strcmp(w, "fail") == 0 || strcmp(w, "FAIL") == 0)
+                on |= TS_NOTIFY_FAIL;
+            else if (strcmp(w, "ALL") == 0)
+                on |= TS_NOTIFY_START | TS_NOTIFY_END | TS_NOTIFY_FAIL;
+            else {
+                spec_fail_got(P, e, "notify.on", "start, end or fail (or Slurm's BEGIN, END, "
+                              "FAIL, ALL)");
+                return;
+            }
+        }
+        if (!on) {
+            spec_fail(P, "notify.on", "must name at least one of start, end, fail");
+            return;
+        }
+    }
+    P->spec->notify_url = spec_dup(P, url);
+    P->spec->notify_on = on;
+}
+
 /* ---- the top level ----------------------------------------------------------- */
 
 enum {
     K_TENANT, K_NAME, K_TIER, K_PRIORITY, K_TASKS, K_TOPOLOGY, K_TIME_LIMIT, K_DURATION,
     K_CHECKPOINT, K_IDLE, K_COMMAND, K_ENV, K_WORKDIR, K_ARRAY, K_DEPENDENCY, K_THROTTLE,
     K_SECRETS, K_NETWORK, K_IMAGE, K_PULL_SECRET, K_MOUNTS, K_CONSTRAINT, K_NODELIST,
-    K_EXCLUDE, K_RESERVATION, K_N
+    K_EXCLUDE, K_RESERVATION, K_NOTIFY, K_N
 };
 static const char *const TOP_KEYS[K_N] = {
     "tenant",   "name",       "tier", "priority_class", "tasks", "topology", "time_limit",
     "duration", "checkpoint", "idle", "command",        "env",   "workdir",  "array_size",
     "dependency", "array_throttle", "secrets", "network", "image", "image_pull_secret",
-    "mounts", "constraint", "nodelist", "exclude", "reservation"};
+    "mounts", "constraint", "nodelist", "exclude", "reservation", "notify"};
 
 static void walk_top(spec_parser *P, const yaml_node_t *root)
 {
@@ -634,6 +697,8 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
         walk_node_select(P, v[K_EXCLUDE], "exclude", &spec->exclude);
     if (v[K_RESERVATION])
         spec_name(P, v[K_RESERVATION], "reservation", false, spec->reservation);
+    if (v[K_NOTIFY])
+        walk_notify(P, v[K_NOTIFY]);
     if (v[K_THROTTLE] &&
         spec_int(P, v[K_THROTTLE], "array_throttle", 1, TS_SPEC_MAX_ARRAY, &x))
         spec->array_throttle = (int)x;
@@ -785,5 +850,6 @@ void ts_spec_free(ts_job_spec *spec)
     free(spec->nodelist);
     free(spec->exclude);
     free(spec->secrets);
+    free(spec->notify_url);
     free(spec);
 }

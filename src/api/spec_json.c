@@ -162,6 +162,14 @@ static json_t *spec_json(const ts_job_spec *s, bool *ok)
                    ok);
         put(root, "secrets", sec, ok);
     }
+    if (s->notify_url) { /* left out when none, as secrets */
+        json_t *on = json_array();
+        static const char *const NAMES[] = {"start", "end", "fail"};
+        for (int b = 0; on && b < 3; b++)
+            if (s->notify_on & (1u << b))
+                append(on, json_string(NAMES[b]), ok);
+        put(root, "notify", json_pack("{s:s,s:o}", "url", s->notify_url, "on", on), ok);
+    }
     return root;
 }
 

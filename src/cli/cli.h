@@ -306,6 +306,11 @@ int cli_cmd_tenants(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_quota(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_quota_set(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_usage(struct cli_ctx *, const struct cli_cmd *, int, char **);
+/* cmd_acct.c */
+int cli_cmd_acct(struct cli_ctx *, const struct cli_cmd *, int, char **);
+/* cmd_shares.c */
+int cli_cmd_shares(struct cli_ctx *, const struct cli_cmd *, int, char **);
+int cli_cmd_prio(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_tokens(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_tokens_create(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_tokens_revoke(struct cli_ctx *, const struct cli_cmd *, int, char **);

@@ -105,6 +105,31 @@ static const struct cli_cmd COMMANDS[] = {
      "  --from WHEN, --to WHEN   YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS] (local, or with Z or\n"
      "                           +HH:MM), Unix seconds, 'now', or -7d / -12h / -30m",
      cli_cmd_usage},
+    {"acct", "acct [--user U] [--tenant T] [--state S] [--from WHEN] [--to WHEN]\n"
+     "           [--format table|csv|json]",
+     "One row per job that waited or ran in the period (default: all time): tenant,\n"
+     "user, tier, GPU model, GPUs, state, exit code, times and the GPU-hours it used\n"
+     "inside the period. A user sees its own jobs; a tenant-admin its tenant's.\n\n"
+     "  -u, --user U     jobs submitted by token U\n"
+     "  -t, --tenant T   jobs of tenant T\n"
+     "  -s, --state S    pending, held, running, stopping, completed, failed,\n"
+     "                   cancelled or timeout\n"
+     "  --from WHEN, --to WHEN   as for 'usage'\n"
+     "  --format F       table (default), csv (RFC 4180, every column) or json",
+     cli_cmd_acct},
+    {"shares", "shares [--since WHEN]",
+     "Fair share by tenant and user (Slurm's sshare): each tenant's weight, decayed\n"
+     "share (SHARE, what the scheduler orders tenants by), share now (NOW) and job\n"
+     "order, then each of its users' GPU-hours since WHEN (default -7d) and their\n"
+     "part of the tenant's. Rows are those the caller may see in 'acct'.\n\n"
+     "  --since WHEN   as for 'usage' (default -7d, the default half-life)",
+     cli_cmd_shares},
+    {"prio", "prio [--tenant T]",
+     "What orders the pending jobs (Slurm's sprio): each job's priority, its tenant's\n"
+     "fair share and job order, its LAS level and attained GPU-hours, and its place\n"
+     "in its tenant's queue and in the cluster's.\n\n"
+     "  -t, --tenant T   pending jobs of tenant T only",
+     cli_cmd_prio},
     {"tokens", "tokens", "Lists the API tokens the caller may see.", cli_cmd_tokens},
     {"tokens create",
      "tokens create NAME --role ROLE [--tenant T] [--unix-user U --uid N] [--expires WHEN]",

@@ -325,6 +325,7 @@ typedef struct ctld_metrics {
     uint64_t store_failures;     /* durable writes the store refused (nothing applied) */
     uint64_t agent_syncs[2];     /* atomics: agent syncs [0] applied under c->mu, [1] that
                                   * changed nothing and took only the node's lock */
+    uint64_t notify_delivered, notify_failed, notify_dropped; /* atomics: webhooks (notify.c) */
 } ctld_metrics;
 
 /* What readers of the nodes and of the tenants' usage see while a cycle
@@ -404,6 +405,7 @@ typedef struct ctld {
     void *limiter;               /* http.c's rate limiter */
     void *deps;                  /* depend.c: ended jobs' outcomes, looked up once */
     struct ctld_secrets *secrets; /* secrets.c: the secret store (ciphertexts, the key) */
+    struct ctld_notify *notify;  /* notify.c: the webhooks' queue and thread */
 } ctld;
 
 double ctld_now(void);
@@ -598,6 +600,7 @@ typedef struct ctld_reply {
     const char *content_type;
     char retry_after[16];
     char allow[64];              /* a 405's Allow header ("GET, POST") */
+    char next_cursor[32];        /* X-Next-Cursor of a paged non-JSON answer ("" = none) */
     bool close;                  /* close the connection once this is sent */
 } ctld_reply;
 
@@ -606,6 +609,7 @@ typedef struct ctld_query {
     const char *tenant, *state, *owner, *limit, *cursor, *from, *to;
     const char *rank, *stream, *tail; /* GET /v1/jobs/{id}/logs */
     const char *scope;                /* DELETE /v1/secrets/{name} */
+    const char *format;               /* GET /v1/acct: json or csv */
 } ctld_query;
 
 typedef struct ctld_request {
@@ -627,6 +631,16 @@ typedef struct ctld_request {
  * rank's output fetched from its agent, else the tail its agent reported
  * when the rank ended. Not under mu. */
 void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_reply *r);
+
+/* notify.c: webhooks of jobs' state changes. open at start, close at
+ * shutdown (waits for the delivery thread); change is called under mu
+ * where a job's new row is applied, and never waits on a delivery. */
+int ctld_notify_open(ctld *c);
+void ctld_notify_close(ctld *c);
+void ctld_notify_change(ctld *c, const cjob *j, int from, const ts_job_row *to, double now);
+
+/* GET /v1/acct: one accounting row per job the caller may see (acct.c). */
+void ctld_acct(ctld *c, const ctld_request *rq, ctld_reply *r);
 /* Routes one authenticated request by the route table (router.h, router.c). */
 void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *out);
 /* array_lazy.c: large arrays' pending elements that are not jobs yet.

@@ -204,6 +204,8 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, ctld *c, ctld_rep
         MHD_add_response_header(resp, "Retry-After", r->retry_after);
     if (r->allow[0])
         MHD_add_response_header(resp, "Allow", r->allow);
+    if (r->next_cursor[0])
+        MHD_add_response_header(resp, "X-Next-Cursor", r->next_cursor);
     if (r->close)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)r->status, resp);
@@ -527,7 +529,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         .url = url,
         .q = {arg(conn, "tenant"), arg(conn, "state"), arg(conn, "owner"), arg(conn, "limit"),
               arg(conn, "cursor"), arg(conn, "from"), arg(conn, "to"), arg(conn, "rank"),
-              arg(conn, "stream"), arg(conn, "tail"), arg(conn, "scope")},
+              arg(conn, "stream"), arg(conn, "tail"), arg(conn, "scope"),
+              arg(conn, "format")},
         .content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type"),
         .idem_key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key"),
         .body = x->body ? x->body : "",

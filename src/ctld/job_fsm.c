@@ -322,6 +322,7 @@ static void apply_one(ctld *c, ctld_change *ch, double now)
     /* the row: the committed copy, with the job's own spec */
     char *spec_json = j->row.spec_json;
     ctld_queued_note(c, j, j->row.state, ch->row.state);
+    ctld_notify_change(c, j, j->row.state, &ch->row, now);
     free(j->row.placement_json);
     free(j->row.why);
     free(j->row.result_json);

@@ -118,6 +118,20 @@ static const struct {
      "\"properties\":{\"cancelled\":{\"type\":\"integer\",\"minimum\":0},"
      "\"jobs\":{\"type\":\"array\",\"items\":{\"type\":\"integer\"}},"
      "\"elements\":{\"type\":\"integer\",\"minimum\":0}}}"},
+    {"AcctRows",
+     "{\"type\":\"object\",\"required\":[\"jobs\",\"next_cursor\",\"from\",\"to\"],"
+     "\"properties\":{\"jobs\":{\"type\":\"array\",\"items\":{\"type\":\"object\","
+     "\"required\":[\"id\",\"tenant\",\"user\",\"state\",\"gpus\",\"gpu_hours\"],"
+     "\"properties\":{\"id\":{\"type\":\"integer\"},\"tenant\":{\"type\":\"string\"},"
+     "\"user\":{\"type\":\"string\"},\"name\":{\"type\":\"string\"},"
+     "\"tier\":{\"type\":\"string\"},\"gpu_model\":{\"type\":\"string\"},"
+     "\"gpus\":{\"type\":\"integer\"},\"state\":{\"type\":\"string\"},"
+     "\"exit_code\":{\"type\":[\"integer\",\"null\"]},\"submit\":{\"type\":\"number\"},"
+     "\"start\":{\"type\":[\"number\",\"null\"]},\"end\":{\"type\":[\"number\",\"null\"]},"
+     "\"elapsed_s\":{\"type\":\"number\"},\"gpu_hours\":{\"type\":\"number\"},"
+     "\"preemptions\":{\"type\":\"integer\"}}}},"
+     "\"next_cursor\":{\"$ref\":\"#/components/schemas/Cursor\"},"
+     "\"from\":{\"type\":\"number\"},\"to\":{\"type\":\"number\"}}}"},
     {"Node",
      "{\"type\":\"object\",\"required\":[\"name\",\"state\",\"virtual\",\"health\",\"gpus\","
      "\"gpus_free\",\"cpu_milli\",\"cpu_free_milli\",\"memory_mib\",\"memory_free_mib\","
@@ -289,7 +303,8 @@ static void add_query(const ctld_route_def *rt, json_t *params)
                               param("Idempotency-Key", "header", false,
                                     json_pack("{s:s,s:i,s:i,s:s}", "type", "string", "minLength",
                                               1, "maxLength", 255, "pattern", "^[!-~]+$")));
-    if (strcmp(id, "listJobs") == 0) {
+    bool acct = strcmp(id, "listAcct") == 0;
+    if (strcmp(id, "listJobs") == 0 || acct) {
         json_array_append_new(params, param("tenant", "query", false, json_pack("{s:s}", "type",
                                                                                 "string")));
         json_array_append_new(params, param("owner", "query", false, json_pack("{s:s}", "type",
@@ -301,7 +316,7 @@ static void add_query(const ctld_route_def *rt, json_t *params)
                                     "cancelled", "timeout")));
     }
     if (strcmp(id, "listJobs") == 0 || strcmp(id, "listJobEvents") == 0 ||
-        strcmp(id, "listSecretEvents") == 0) {
+        strcmp(id, "listSecretEvents") == 0 || acct) {
         json_array_append_new(params, param("limit", "query", false, limit_schema()));
         json_array_append_new(params, param("cursor", "query", false, cursor_schema()));
     }
@@ -316,7 +331,11 @@ static void add_query(const ctld_route_def *rt, json_t *params)
                                             json_pack("{s:s,s:i}", "type", "integer", "minimum",
                                                       1)));
     }
-    if (strcmp(id, "getUsage") == 0)
+    if (acct)
+        json_array_append_new(params, param("format", "query", false,
+                                            json_pack("{s:s,s:[ss]}", "type", "string", "enum",
+                                                      "json", "csv")));
+    if (strcmp(id, "getUsage") == 0 || acct)
         for (int k = 0; k < 2; k++)
             json_array_append_new(params, param(k ? "to" : "from", "query", false,
                                                 json_pack("{s:s,s:i,s:f}", "type", "number",
@@ -339,6 +358,9 @@ static json_t *ref(const char *kind, const char *name)
 
 static json_t *content(const char *schema)
 {
+    if (strcmp(schema, "AcctRows") == 0) /* ?format=csv: the same rows as RFC 4180 CSV */
+        return json_pack("{s:{s:o},s:{s:{s:s}}}", "application/json", "schema",
+                         ref("schemas", schema), "text/csv", "schema", "type", "string");
     if (strcmp(schema, "Text") == 0)
         return json_pack("{s:{s:o}}", "text/plain", "schema", ref("schemas", schema));
     return json_pack("{s:{s:o}}", "application/json", "schema", ref("schemas", schema));

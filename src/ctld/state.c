@@ -692,6 +692,8 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
         rc = ts_store_set_epoch(c->store, cfg->ha_epoch, err);
     if (rc == 0) /* no key for the secrets stored: refuse to start (docs/secrets.md) */
         rc = ctld_secrets_open(c->store, cfg->secrets_key_file, true, &c->secrets, err);
+    if (rc == 0 && ctld_notify_open(c) != 0)
+        rc = ts_err_set(err, TS_ENOMEM, "out of memory");
     if (rc == 0)
         rc = load_tenants(c, err);
     if (rc == 0)
@@ -771,6 +773,7 @@ void ctld_close(ctld *c)
     ts_quota_free(c->quota);
     ts_tenants_free(c->tenants);
     ts_cluster_free(c->cluster);
+    ctld_notify_close(c); /* its thread reads secrets */
     ctld_secrets_close(c->secrets);
     ts_store_close(c->store);
     ctld_config_fini(&c->cfg);

@@ -76,6 +76,8 @@ static inline bool ts_test_spec_equal(const ts_job_spec *a, const ts_job_spec *b
                       strcmp(a->secrets[i].target, b->secrets[i].target) == 0 &&
                       a->secrets[i].file == b->secrets[i].file,
                   "secrets[]");
+    SPEC_DIFF(ts_test_str_eq(a->notify_url, b->notify_url), "notify.url");
+    SPEC_DIFF(a->notify_on == b->notify_on, "notify.on");
 #undef SPEC_DIFF
     if (size)
         why[0] = '\0';

@@ -1,7 +1,7 @@
 /*
  * test_spec_secrets.c - the job spec's `secrets:` list (docs/job-spec.md,
  * docs/secrets.md) and the credential patterns of tessera sbatch's --export
- * (docs/slurm.md "Credentials in the environment").
+ * (docs/slurm.md "Credentials in the environment"), and its `notify:` webhook.
  *
  * Every form parses to the names and targets the page says and survives the
  * canonical JSON round trip; each bad entry is one error at its path; a
@@ -102,6 +102,56 @@ static void bad_entries(void **state)
     assert_non_null(strstr(errs.msg[0], "at most 64"));
 }
 
+/* notify: (docs/job-spec.md "notify"): its forms, Slurm's names, the
+ * round trip, and each bad entry one error at its path. */
+static void notify_forms(void **state)
+{
+    (void)state;
+    ts_spec_errors errs;
+    ts_job_spec *s = parse(BASE "notify: {url: 'https://h.example/x?a=1', on: [fail, BEGIN]}\n",
+                           &errs);
+    assert_non_null(s);
+    assert_string_equal(s->notify_url, "https://h.example/x?a=1");
+    assert_int_equal(s->notify_on, TS_NOTIFY_START | TS_NOTIFY_FAIL);
+    char *json = ts_spec_to_json(s);
+    assert_non_null(strstr(json, "\"notify\":{\"url\":\"https://h.example/x?a=1\",\"on\":"
+                                 "[\"start\",\"fail\"]}"));
+    ts_job_spec *back = parse(json, &errs);
+    assert_non_null(back);
+    char why[256];
+    if (!ts_test_spec_equal(s, back, why, sizeof why))
+        fail_msg("round trip differs at %s", why);
+    free(json);
+    ts_spec_free(back);
+    ts_spec_free(s);
+    s = parse(BASE "notify: {url: 'http://127.0.0.1:9/h'}\n", &errs);
+    assert_non_null(s);
+    assert_int_equal(s->notify_on, TS_NOTIFY_END); /* on defaults to [end] */
+    ts_spec_free(s);
+    s = parse(BASE "notify: {url: 'http://h/', on: [ALL]}\n", &errs);
+    assert_non_null(s);
+    assert_int_equal(s->notify_on, TS_NOTIFY_START | TS_NOTIFY_END | TS_NOTIFY_FAIL);
+    ts_spec_free(s);
+    static const struct {
+        const char *text, *path;
+    } cases[] = {
+        {BASE "notify: 'http://h/'\n", "notify: must be a mapping"},
+        {BASE "notify: {on: [end]}\n", "notify.url: required"},
+        {BASE "notify: {url: 'ftp://h/x'}\n", "notify.url: must be an http"},
+        {BASE "notify: {url: 'http://h/a b'}\n", "notify.url: must be an http"},
+        {BASE "notify: {url: 'http://h/', on: end}\n", "notify.on: must be a list"},
+        {BASE "notify: {url: 'http://h/', on: [later]}\n", "notify.on: must be start, end"},
+        {BASE "notify: {url: 'http://h/', on: []}\n", "notify.on: must name at least one"},
+        {BASE "notify: {url: 'http://h/', mail: x}\n", "notify.mail"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_null(parse(cases[i].text, &errs));
+        assert_int_equal(errs.n, 1);
+        if (strncmp(errs.msg[0], cases[i].path, strlen(cases[i].path)) != 0)
+            fail_msg("case %zu: want \"%s...\", got \"%s\"", i, cases[i].path, errs.msg[0]);
+    }
+}
+
 static void credential_patterns(void **state)
 {
     (void)state;
@@ -173,6 +223,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(forms_and_round_trip),
         cmocka_unit_test(bad_entries),
+        cmocka_unit_test(notify_forms),
         cmocka_unit_test(credential_patterns),
         cmocka_unit_test(sbatch_export),
     };

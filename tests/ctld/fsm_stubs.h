@@ -43,6 +43,10 @@ void ctld_changer_wait(ctld *c)
 {
     pthread_cond_wait(&c->committed, &c->mu);
 }
+void ctld_notify_change(ctld *c, const cjob *j, int from, const ts_job_row *to, double now)
+{
+    (void)c, (void)j, (void)from, (void)to, (void)now;
+}
 void ctld_queued_note(ctld *c, const cjob *j, int from, int to)
 {
     (void)c;

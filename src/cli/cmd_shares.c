@@ -1,0 +1,194 @@
+/*
+ * cmd_shares.c - `tessera shares` (Slurm's sshare) and `tessera prio`
+ * (sprio): the fair-share and ordering numbers the scheduler uses, put
+ * together from GET /v1/tenants, /v1/acct and /v1/jobs (docs/cli.md).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+/* GET /v1/tenants: the "tenants" array, owned by *root. */
+static int tenants_of(struct cli_ctx *ctx, json_t **root, json_t **tenants)
+{
+    return cli_get_member(ctx, "/v1/tenants", "tenants", JSON_ARRAY, root, tenants);
+}
+
+static const json_t *tenant_named(const json_t *tenants, const char *name)
+{
+    size_t i;
+    const json_t *t;
+    json_array_foreach(tenants, i, t) {
+        const char *n = json_string_value(json_object_get(t, "name"));
+        if (n && name && strcmp(n, name) == 0)
+            return t;
+    }
+    return NULL;
+}
+
+int cli_cmd_shares(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *since = NULL;
+    const struct cli_opt opts[] = {{"since", 0, &since, NULL}, {NULL, 0, NULL, NULL}};
+    int rc = cli_parse(ctx, cmd, argc, argv, opts, NULL, 0, 0);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    double t_from = (double)ctx->now - 7 * 86400.0;
+    if (since && !cli_parse_when(since, ctx->now, &t_from))
+        return cli_usage_error(cmd, "--since: not a date or time: '%s'", since);
+    if (t_from >= (double)ctx->now)
+        return cli_usage_error(cmd, "--since: must be in the past");
+    json_t *troot = NULL, *tenants, *acct = NULL;
+    rc = tenants_of(ctx, &troot, &tenants);
+    char fb[32], path[96];
+    snprintf(fb, sizeof fb, "%.15g", t_from);
+    snprintf(path, sizeof path, "/v1/acct?limit=1000&from=%s", fb);
+    if (rc == CLI_EXIT_OK)
+        rc = cli_get_pages(ctx, path, "jobs", true, &acct);
+    if (rc != CLI_EXIT_OK) {
+        json_decref(troot);
+        json_decref(acct);
+        return rc;
+    }
+    /* GPU-hours per tenant and per (tenant, user) in the window */
+    json_t *by_tenant = json_object(), *by_user = json_object();
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(acct, "jobs"), i, r) {
+        const char *tn = json_string_value(json_object_get(r, "tenant"));
+        const char *us = json_string_value(json_object_get(r, "user"));
+        double h = json_number_value(json_object_get(r, "gpu_hours"));
+        if (!tn || !us)
+            continue;
+        json_t *u = json_object_get(by_user, tn);
+        if (!u) {
+            u = json_object();
+            json_object_set_new(by_user, tn, u);
+        }
+        json_object_set_new(u, us, json_real(json_number_value(json_object_get(u, us)) + h));
+        json_object_set_new(by_tenant, tn,
+                            json_real(json_number_value(json_object_get(by_tenant, tn)) + h));
+    }
+    json_t *out = json_array();
+    json_array_foreach(tenants, i, r) {
+        const char *tn = json_string_value(json_object_get(r, "name"));
+        if (!tn)
+            continue;
+        double th = json_number_value(json_object_get(by_tenant, tn));
+        json_array_append_new(out, json_pack("{s:s,s:n,s:O,s:O,s:O,s:O,s:f,s:n}", "tenant", tn,
+                                             "user", "weight", json_object_get(r, "weight"),
+                                             "share", json_object_get(r, "share"),
+                                             "usage_share", json_object_get(r, "usage_share"),
+                                             "order", json_object_get(r, "order"), "gpu_hours",
+                                             th, "fraction"));
+        const char *us;
+        json_t *hv;
+        json_object_foreach(json_object_get(by_user, tn), us, hv) {
+            double h = json_number_value(hv);
+            json_array_append_new(out, json_pack("{s:s,s:s,s:n,s:n,s:n,s:n,s:f,s:f}", "tenant",
+                                                 tn, "user", us, "weight", "share",
+                                                 "usage_share", "order", "gpu_hours", h,
+                                                 "fraction", th > 0 ? h / th : 0.0));
+        }
+    }
+    json_decref(by_tenant);
+    json_decref(by_user);
+    json_decref(acct);
+    json_decref(troot);
+    json_t *doc = json_pack("{s:o,s:f}", "shares", out, "since", t_from);
+    if (cli_emit(ctx, doc)) {
+        json_decref(doc);
+        return CLI_EXIT_OK;
+    }
+    static const char *const head[] = {"TENANT", "USER",  "WEIGHT",    "SHARE",
+                                       "NOW",    "ORDER", "GPU-HOURS", "OF TENANT"};
+    struct cli_table t;
+    cli_table_init(&t, 8, head, 1u << 2 | 1u << 3 | 1u << 4 | 1u << 6 | 1u << 7);
+    json_array_foreach(out, i, r) {
+        char c[8][CLI_CELL_MAX];
+        bool user = json_is_string(json_object_get(r, "user"));
+        snprintf(c[6], sizeof c[6], "%.2f", json_number_value(json_object_get(r, "gpu_hours")));
+        if (user)
+            snprintf(c[7], sizeof c[7], "%.3f",
+                     json_number_value(json_object_get(r, "fraction")));
+        const char *row[8] = {user ? "" : cli_str(r, "tenant", c[0], sizeof c[0]),
+                              user ? cli_str(r, "user", c[1], sizeof c[1]) : "",
+                              user ? "" : cli_str(r, "weight", c[2], sizeof c[2]),
+                              user ? "" : cli_str(r, "share", c[3], sizeof c[3]),
+                              user ? "" : cli_str(r, "usage_share", c[4], sizeof c[4]),
+                              user ? "" : cli_str(r, "order", c[5], sizeof c[5]),
+                              c[6],
+                              user ? c[7] : ""};
+        cli_table_row(&t, row);
+    }
+    json_decref(doc);
+    return cli_table_finish(&t, "tenants");
+}
+
+int cli_cmd_prio(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *tenant = NULL;
+    const struct cli_opt opts[] = {{"tenant", 't', &tenant, NULL}, {NULL, 0, NULL, NULL}};
+    int rc = cli_parse(ctx, cmd, argc, argv, opts, NULL, 0, 0);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    json_t *troot = NULL, *tenants, *jobs = NULL;
+    rc = tenants_of(ctx, &troot, &tenants);
+    struct cli_buf path = {0};
+    cli_buf_puts(&path, "/v1/jobs?state=pending&limit=1000");
+    cli_buf_query(&path, "tenant", tenant);
+    if (rc == CLI_EXIT_OK)
+        rc = path.oom ? CLI_EXIT_LOCAL : cli_get_pages(ctx, path.p, "jobs", true, &jobs);
+    cli_buf_free(&path);
+    if (rc != CLI_EXIT_OK) {
+        json_decref(troot);
+        json_decref(jobs);
+        return rc;
+    }
+    json_t *out = json_array();
+    size_t i;
+    json_t *j;
+    json_array_foreach(json_object_get(jobs, "jobs"), i, j) {
+        const json_t *tn = tenant_named(tenants, json_string_value(json_object_get(j, "tenant")));
+        const json_t *pos = json_object_get(j, "queue_position");
+        const json_t *las = json_object_get(j, "las");
+        json_array_append_new(
+            out, json_pack("{s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O}", "id",
+                           json_object_get(j, "id"), "tenant", json_object_get(j, "tenant"),
+                           "user", json_object_get(j, "owner"), "priority",
+                           json_object_get(j, "priority"), "tenant_share",
+                           tn ? json_object_get(tn, "share") : json_null(), "order",
+                           tn ? json_object_get(tn, "order") : json_null(), "las_level",
+                           las ? json_object_get(las, "level") : json_null(),
+                           "attained_gpu_hours",
+                           las ? json_object_get(las, "attained_gpu_hours") : json_null(),
+                           "position_tenant", pos ? json_object_get(pos, "tenant") : json_null(),
+                           "position_cluster",
+                           pos ? json_object_get(pos, "cluster") : json_null()));
+    }
+    json_decref(jobs);
+    json_decref(troot);
+    json_t *doc = json_pack("{s:o}", "jobs", out);
+    if (cli_emit(ctx, doc)) {
+        json_decref(doc);
+        return CLI_EXIT_OK;
+    }
+    static const char *const head[] = {"ID",    "TENANT",  "USER",   "PRIORITY", "SHARE",
+                                       "ORDER", "LEVEL",   "GPU-H",  "IN TENANT", "IN CLUSTER"};
+    struct cli_table t;
+    cli_table_init(&t, 10, head,
+                   1u << 0 | 1u << 3 | 1u << 4 | 1u << 6 | 1u << 7 | 1u << 8 | 1u << 9);
+    json_array_foreach(out, i, j) {
+        char c[10][CLI_CELL_MAX];
+        static const char *const keys[] = {"id",    "tenant",    "user",  "priority",
+                                           "tenant_share", "order", "las_level",
+                                           "attained_gpu_hours", "position_tenant",
+                                           "position_cluster"};
+        const char *row[10];
+        for (int k = 0; k < 10; k++)
+            row[k] = cli_str(j, keys[k], c[k], sizeof c[k]);
+        cli_table_row(&t, row);
+    }
+    json_decref(doc);
+    return cli_table_finish(&t, "pending jobs");
+}

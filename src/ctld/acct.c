@@ -1,0 +1,217 @@
+/*
+ * acct.c - GET /v1/acct: one accounting row per job (docs/api.md
+ * "Accounting"), as JSON or CSV, paged by job id.
+ *
+ * A row is a job whose run or wait touches [from, to): submitted before
+ * to, and not ended before from. Its gpu_hours are its GPUs times the part
+ * of its run inside the window, so a window's rows add up the way
+ * /v1/usage's groups do. Rows come from the jobs table a page at a time;
+ * a page may hold fewer rows than limit (jobs outside the window are
+ * skipped), and next_cursor is null only when the table has no more.
+ *
+ * Visibility: admin and cluster-viewer see every row; tenant-admin and a
+ * tenant's viewer their tenant's; a user its own jobs only.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctld/ctld.h"
+#include "ctld/router.h"
+#include "ctld/input.h"
+
+#define ACCT_LIMIT_DEFAULT 100
+#define ACCT_LIMIT_MAX 1000
+
+typedef struct acct_row {
+    const ts_job_row *row;
+    int state;
+    double start_s, end_s;
+    const char *gpu_model;
+    double elapsed_s, gpu_hours;
+    json_t *exit_code; /* null when unknown */
+} acct_row;
+
+static bool sees_all(const ctld_caller *w)
+{
+    return w->role == TS_ROLE_ADMIN || (w->role == TS_ROLE_VIEWER && !w->tenant[0]);
+}
+
+static const char *tier_name(int tier)
+{
+    return tier == TS_TIER_GUARANTEED ? "guaranteed" : "opportunistic";
+}
+
+/* The job as memory has it when it is active (its store row may lag). */
+static void fill(ctld *c, const ts_job_row *row, double from, double to, double now,
+                 acct_row *o)
+{
+    const cjob *a = ctld_job_find(c, row->id);
+    const ts_job_row *m = a ? &a->row : row;
+    o->row = row;
+    o->state = m->state;
+    o->start_s = m->start_s;
+    o->end_s = m->end_s;
+    o->gpu_model = m->gpu_model;
+    double end = m->end_s > 0 ? m->end_s : now;
+    o->elapsed_s = m->start_s > 0 && end > m->start_s ? end - m->start_s : 0;
+    double lo = m->start_s > from ? m->start_s : from, hi = end < to ? end : to;
+    o->gpu_hours = m->start_s > 0 && hi > lo ? (hi - lo) * row->gpus / 3600.0 : 0;
+    json_error_t je;
+    json_t *res = m->result_json ? json_loads(m->result_json, 0, &je) : NULL;
+    json_t *code = res ? json_object_get(res, "exit_code") : NULL;
+    o->exit_code = json_is_integer(code) ? json_incref(code) : json_null();
+    json_decref(res);
+}
+
+static bool in_window(const ctld *c, const ts_job_row *row, double from, double to)
+{
+    const cjob *a = ctld_job_find((ctld *)c, row->id);
+    const ts_job_row *m = a ? &a->row : row;
+    return m->submit_s < to && !(m->end_s > 0 && m->end_s < from);
+}
+
+static json_t *row_json(const acct_row *o)
+{
+    const ts_job_row *r = o->row;
+    return json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:i,s:s,s:O,s:f,s:o,s:o,s:f,s:f,s:i}", "id",
+                     (json_int_t)r->id, "tenant", r->tenant, "user", r->owner, "name", r->name,
+                     "tier", tier_name(r->tier), "gpu_model", o->gpu_model, "gpus", r->gpus,
+                     "state", ts_job_state_name(o->state), "exit_code", o->exit_code, "submit",
+                     r->submit_s, "start", o->start_s > 0 ? json_real(o->start_s) : json_null(),
+                     "end", o->end_s > 0 ? json_real(o->end_s) : json_null(), "elapsed_s",
+                     o->elapsed_s, "gpu_hours", o->gpu_hours, "preemptions", r->preemptions);
+}
+
+/* A CSV field: quoted when it holds a comma, quote or line break. */
+static void csv_field(FILE *f, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void csv_row(FILE *f, const acct_row *o)
+{
+    const ts_job_row *r = o->row;
+    fprintf(f, "%lld,", (long long)r->id);
+    csv_field(f, r->tenant);
+    fputc(',', f);
+    csv_field(f, r->owner);
+    fputc(',', f);
+    csv_field(f, r->name);
+    fprintf(f, ",%s,", tier_name(r->tier));
+    csv_field(f, o->gpu_model);
+    fprintf(f, ",%d,%s,", r->gpus, ts_job_state_name(o->state));
+    if (json_is_integer(o->exit_code))
+        fprintf(f, "%lld", (long long)json_integer_value(o->exit_code));
+    fprintf(f, ",%.3f,", r->submit_s);
+    if (o->start_s > 0)
+        fprintf(f, "%.3f", o->start_s);
+    fputc(',', f);
+    if (o->end_s > 0)
+        fprintf(f, "%.3f", o->end_s);
+    fprintf(f, ",%.3f,%.6f,%d\r\n", o->elapsed_s, o->gpu_hours, r->preemptions);
+}
+
+void ctld_acct(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    const ctld_caller *w = rq->who;
+    const ctld_query *q = &rq->q;
+    bool csv = false;
+    if (q->format && strcmp(q->format, "csv") == 0)
+        csv = true;
+    else if (q->format && strcmp(q->format, "json") != 0) {
+        ctld_reply_error(r, 400, "invalid", "format: must be json or csv, not \"%s\"",
+                         q->format);
+        return;
+    }
+    int64_t limit = ACCT_LIMIT_DEFAULT, after = 0;
+    if ((q->limit && !ctld_parse_number(q->limit, "limit", 1, ACCT_LIMIT_MAX, &limit, r)) ||
+        (q->cursor && !ctld_parse_number(q->cursor, "cursor", 0, INT64_MAX, &after, r)))
+        return;
+    double now = ctld_now();
+    double from = 0, to = now + 1;
+    if ((q->from && !ctld_time_of(q->from, "from", &from, r)) ||
+        (q->to && !ctld_time_of(q->to, "to", &to, r)))
+        return;
+    if (!(to > from)) {
+        ctld_reply_error(r, 400, "invalid", "to: must be after from");
+        return;
+    }
+    ts_job_filter f = {.tenant = q->tenant, .owner = q->owner, .state = -1};
+    if (q->state && (f.state = ts_job_state_parse(q->state)) < 0) {
+        ctld_reply_error(r, 400, "invalid", "state: unknown state \"%s\"", q->state);
+        return;
+    }
+    bool none = false; /* asks for rows the caller may not see: an empty answer */
+    if (!sees_all(w)) {
+        none |= f.tenant && strcmp(f.tenant, w->tenant) != 0;
+        f.tenant = w->tenant;
+        if (w->role == TS_ROLE_USER) {
+            none |= f.owner && strcmp(f.owner, w->name) != 0;
+            f.owner = w->name;
+        }
+    }
+    ts_job_row *rows = NULL;
+    int n = 0;
+    ts_err err;
+    if (!none && ts_store_job_list(c->store, &f, after, limit, &rows, &n, &err) != 0) {
+        ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+        return;
+    }
+    char cur[32];
+    snprintf(cur, sizeof cur, "%lld", n > 0 ? (long long)rows[n - 1].id : 0LL);
+    bool more = n == limit;
+    json_t *a = json_array();
+    char *text = NULL;
+    size_t tlen = 0;
+    FILE *out = csv ? open_memstream(&text, &tlen) : NULL;
+    if (csv && out)
+        fputs("id,tenant,user,name,tier,gpu_model,gpus,state,exit_code,submit,start,end,"
+              "elapsed_s,gpu_hours,preemptions\r\n", out);
+    ctld_lock_reader(c);
+    for (int i = 0; i < n; i++) {
+        if (!in_window(c, &rows[i], from, to))
+            continue;
+        acct_row o;
+        fill(c, &rows[i], from, to, now, &o);
+        if (f.state >= 0 && o.state != f.state) {
+            json_decref(o.exit_code);
+            continue;
+        }
+        if (out)
+            csv_row(out, &o);
+        else if (!csv)
+            json_array_append_new(a, row_json(&o));
+        json_decref(o.exit_code);
+    }
+    pthread_mutex_unlock(&c->mu);
+    ts_store_free_jobs(rows, n);
+    if (csv) {
+        json_decref(a);
+        if (!out || fclose(out) != 0) {
+            free(text);
+            ctld_reply_error(r, 503, "unavailable", "out of memory");
+            return;
+        }
+        r->status = 200;
+        r->body = text;
+        r->content_type = "text/csv; charset=utf-8";
+        /* the next page's cursor, as a JSON answer has it in next_cursor */
+        if (more)
+            snprintf(r->next_cursor, sizeof r->next_cursor, "%s", cur);
+        return;
+    }
+    ctld_reply_json(r, 200, json_pack("{s:o,s:o,s:f,s:f}", "jobs", a, "next_cursor",
+                                      more ? json_string(cur) : json_null(), "from", from,
+                                      "to", to));
+}

@@ -1,0 +1,282 @@
+/*
+ * notify.c - webhooks of jobs' state changes (docs/job-spec.md "notify").
+ *
+ * A job whose spec has notify: {url, on} gets a POST of a small JSON
+ * document when it starts, ends or fails, as on asks. The change is queued
+ * where it is applied (under c->mu, never waiting: the queue is bounded, and
+ * a full queue drops the message, counts it and says so on stderr); one
+ * thread of its own delivers, so a slow or hanging receiver delays only
+ * other webhooks, never the controller. A delivery is tried NOTIFY_TRIES
+ * times, NOTIFY_BACKOFF_S doubling between tries, each try at most
+ * NOTIFY_TIMEOUT_S; a 2xx answer is delivered.
+ *
+ * Signature: when the job's tenant has a tenant secret named NOTIFY_KEY
+ * (docs/secrets.md), the body is signed with HMAC-SHA256 under it:
+ * X-Tessera-Signature: sha256=<hex>. The key is read at delivery, on the
+ * delivery thread, so a new key applies to the next message.
+ */
+#include <curl/curl.h>
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctld/ctld.h"
+#include "ctld/secrets.h"
+
+#define NOTIFY_QUEUE_MAX 1024
+#define NOTIFY_TRIES 4
+#define NOTIFY_BACKOFF_S 1.0
+#define NOTIFY_TIMEOUT_S 5L
+#define NOTIFY_KEY_NAME "NOTIFY_KEY"
+
+typedef struct nmsg {
+    char tenant[TS_STORE_NAME_MAX];
+    int64_t job;
+    char *url, *body;
+} nmsg;
+
+struct ctld_notify {
+    ctld *c;
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    nmsg q[NOTIFY_QUEUE_MAX];
+    int head, n, cap; /* cap <= NOTIFY_QUEUE_MAX: a test build may lower it */
+    bool stop, started;
+    pthread_t th;
+};
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Aborts a transfer in flight when the controller stops. */
+static int on_progress(void *p, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+{
+    (void)a, (void)b, (void)c, (void)d;
+    struct ctld_notify *N = p;
+    pthread_mutex_lock(&N->mu);
+    bool stop = N->stop;
+    pthread_mutex_unlock(&N->mu);
+    return stop ? 1 : 0;
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *u)
+{
+    (void)p, (void)u;
+    return size * n; /* the receiver's answer is not read */
+}
+
+/* "sha256=<hex>" of body under the tenant's key into out; false when the
+ * tenant has no key (or it cannot be read). */
+static bool sign(struct ctld_notify *N, const nmsg *m, char *out, size_t size)
+{
+    char *key = NULL;
+    size_t klen = 0;
+    ts_err err;
+    if (!N->c->secrets ||
+        ctld_secrets_reveal(N->c->secrets, m->tenant, "", NOTIFY_KEY_NAME, &key, &klen, &err) != 0)
+        return false;
+    unsigned char mac[32];
+    int rc = gnutls_hmac_fast(GNUTLS_MAC_SHA256, key, klen, m->body, strlen(m->body), mac);
+    ctld_secret_free(key, klen);
+    if (rc != 0 || size < 7 + 64 + 1)
+        return false;
+    memcpy(out, "sha256=", 7);
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 7 + 2 * i, 3, "%02x", mac[i]);
+    return true;
+}
+
+/* One try: true on a 2xx answer. */
+static bool post(struct ctld_notify *N, CURL *h, const nmsg *m, const char *sig, long *status)
+{
+    struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+    char line[96];
+    if (sig) {
+        snprintf(line, sizeof line, "X-Tessera-Signature: %s", sig);
+        hd = curl_slist_append(hd, line);
+    }
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, m->url);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, m->body);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, NOTIFY_TIMEOUT_S);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, NOTIFY_TIMEOUT_S);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, N);
+    CURLcode rc = curl_easy_perform(h);
+    *status = 0;
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+    curl_slist_free_all(hd);
+    return rc == CURLE_OK && *status >= 200 && *status < 300;
+}
+
+/* Waits until t (monotonic) or the stop; true when stopping. */
+static bool sleep_until(struct ctld_notify *N, double t)
+{
+    pthread_mutex_lock(&N->mu);
+    while (!N->stop && mono_now() < t) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        double left = t - mono_now();
+        long ns = ts.tv_nsec + (long)((left - (long)left) * 1e9);
+        ts.tv_sec += (time_t)left + ns / 1000000000L;
+        ts.tv_nsec = ns % 1000000000L;
+        pthread_cond_timedwait(&N->wake, &N->mu, &ts);
+    }
+    bool stop = N->stop;
+    pthread_mutex_unlock(&N->mu);
+    return stop;
+}
+
+static void deliver(struct ctld_notify *N, CURL *h, const nmsg *m)
+{
+    char sig[80];
+    bool signed_ = sign(N, m, sig, sizeof sig);
+    double backoff = NOTIFY_BACKOFF_S;
+    long status = 0;
+    for (int t = 0; t < NOTIFY_TRIES; t++) {
+        if (post(N, h, m, signed_ ? sig : NULL, &status)) {
+            __atomic_add_fetch(&N->c->m.notify_delivered, 1, __ATOMIC_RELAXED);
+            return;
+        }
+        if (t + 1 < NOTIFY_TRIES && sleep_until(N, mono_now() + backoff))
+            break;
+        backoff *= 2;
+    }
+    __atomic_add_fetch(&N->c->m.notify_failed, 1, __ATOMIC_RELAXED);
+    fprintf(stderr, "tesserad: job %lld: webhook %s not delivered (last answer %ld)\n",
+            (long long)m->job, m->url, status);
+}
+
+static void *notify_main(void *p)
+{
+    struct ctld_notify *N = p;
+    CURL *h = curl_easy_init();
+    for (;;) {
+        pthread_mutex_lock(&N->mu);
+        while (!N->stop && N->n == 0)
+            pthread_cond_wait(&N->wake, &N->mu);
+        if (N->stop) {
+            pthread_mutex_unlock(&N->mu);
+            break;
+        }
+        nmsg m = N->q[N->head];
+        N->head = (N->head + 1) % NOTIFY_QUEUE_MAX;
+        N->n--;
+        pthread_mutex_unlock(&N->mu);
+        if (h)
+            deliver(N, h, &m);
+        free(m.url);
+        free(m.body);
+    }
+    if (h)
+        curl_easy_cleanup(h);
+    return NULL;
+}
+
+int ctld_notify_open(ctld *c)
+{
+    struct ctld_notify *N = calloc(1, sizeof *N);
+    if (!N)
+        return TS_ENOMEM;
+    N->c = c;
+    N->cap = NOTIFY_QUEUE_MAX;
+#ifdef TS_STORE_FAULTS_ENV /* test builds: a small queue, to see it fill */
+    const char *cap = getenv("TESSERAD_NOTIFY_QUEUE");
+    if (cap && atoi(cap) >= 1 && atoi(cap) < NOTIFY_QUEUE_MAX)
+        N->cap = atoi(cap);
+#endif
+    pthread_mutex_init(&N->mu, NULL);
+    pthread_cond_init(&N->wake, NULL);
+    c->notify = N;
+    return 0;
+}
+
+void ctld_notify_close(ctld *c)
+{
+    struct ctld_notify *N = c->notify;
+    if (!N)
+        return;
+    pthread_mutex_lock(&N->mu);
+    N->stop = true;
+    pthread_cond_broadcast(&N->wake);
+    bool started = N->started;
+    pthread_mutex_unlock(&N->mu);
+    if (started)
+        pthread_join(N->th, NULL);
+    for (int i = 0; i < N->n; i++) {
+        free(N->q[(N->head + i) % NOTIFY_QUEUE_MAX].url);
+        free(N->q[(N->head + i) % NOTIFY_QUEUE_MAX].body);
+    }
+    pthread_cond_destroy(&N->wake);
+    pthread_mutex_destroy(&N->mu);
+    free(N);
+    c->notify = NULL;
+}
+
+void ctld_notify_change(ctld *c, const cjob *j, int from, const ts_job_row *to, double now)
+{
+    struct ctld_notify *N = c->notify;
+    const ts_job_spec *s = j->spec;
+    if (!N || !s || !s->notify_url || from == to->state)
+        return;
+    const char *event = NULL;
+    bool failed = to->state == TS_JOB_FAILED || to->state == TS_JOB_TIMEOUT;
+    if (to->state == TS_JOB_RUNNING && (s->notify_on & TS_NOTIFY_START))
+        event = "start";
+    else if (ts_job_state_terminal(to->state) && !ts_job_state_terminal(from) &&
+             ((s->notify_on & TS_NOTIFY_END) || (failed && (s->notify_on & TS_NOTIFY_FAIL))))
+        event = failed ? "fail" : "end";
+    if (!event)
+        return;
+    json_error_t je;
+    json_t *res = to->result_json ? json_loads(to->result_json, 0, &je) : NULL;
+    json_t *code = res ? json_object_get(res, "exit_code") : NULL;
+    json_t *doc = json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:O,s:f}", "job", (json_int_t)to->id,
+                            "tenant", to->tenant, "user", to->owner, "name", to->name, "event",
+                            event, "state", ts_job_state_name(to->state), "exit_code",
+                            json_is_integer(code) ? code : json_null(), "time", now);
+    json_decref(res);
+    char *body = doc ? json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(doc);
+    char *url = strdup(s->notify_url);
+    pthread_mutex_lock(&N->mu);
+    bool ok = body && url && !N->stop && N->n < N->cap;
+    if (ok && !N->started) {
+        N->started = pthread_create(&N->th, NULL, notify_main, N) == 0;
+        ok = N->started;
+    }
+    if (ok) {
+        nmsg *m = &N->q[(N->head + N->n) % NOTIFY_QUEUE_MAX];
+        snprintf(m->tenant, sizeof m->tenant, "%s", to->tenant);
+        m->job = to->id;
+        m->url = url;
+        m->body = body;
+        N->n++;
+        pthread_cond_signal(&N->wake);
+    }
+    pthread_mutex_unlock(&N->mu);
+    if (!ok) {
+        free(url);
+        free(body);
+        uint64_t d = __atomic_add_fetch(&c->m.notify_dropped, 1, __ATOMIC_RELAXED);
+        if (d == 1 || d % 100 == 0) /* said once, then every 100th: not a flood */
+            fprintf(stderr, "tesserad: job %lld: webhook dropped, its queue of %d is full "
+                    "(%llu dropped so far)\n", (long long)to->id, N->cap,
+                    (unsigned long long)d);
+    }
+}

@@ -1,0 +1,146 @@
+"""Promises of job webhooks (docs/job-spec.md "notify"): a job's start and end
+are POSTed to its notify.url, signed with HMAC-SHA256 under its tenant's
+NOTIFY_KEY, retried after a failed answer; a receiver that hangs delays no
+job's start."""
+import hashlib
+import hmac
+import json
+import os
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from cluster import Node
+from harness import USER_IDENTITY, check
+
+CLUSTER = {"nodes": [Node("r-1")],
+           "tenants": "tenants:\n  team-a: {guaranteed: {gpu: {H100-80GB: 8}}}\n"}
+
+KEY = "webhook-key-7f3a"
+
+# a test build of tesserad reads this: a queue of 2 webhooks, to see it fill
+os.environ["TESSERAD_NOTIFY_QUEUE"] = "2"
+
+
+class Receiver:
+    """A webhook receiver on loopback: records every POST; answers 500 to the
+    first `fail_first` of them; with hang set, holds every request until
+    released."""
+
+    def __init__(self, fail_first=0, hang=False):
+        self.got, self.fail_first, self.hang = [], fail_first, hang
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+        rx = self
+
+        class H(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with rx.lock:
+                    rx.got.append((dict(self.headers), body))
+                    n = len(rx.got)
+                if rx.hang:
+                    rx.release.wait(20)
+                code = 500 if n <= rx.fail_first else 200
+                self.send_response(code)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+
+        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.srv.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}/hook"
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def bodies(self):
+        with self.lock:
+            return [(h, json.loads(b)) for h, b in self.got]
+
+    def close(self):
+        self.release.set()
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def spec(name, command, notify=None):
+    s = {"tenant": "team-a", "name": name, "time_limit": "5m",
+         "tasks": [{"count": 1, "gpus": 1, "cpu_milli": 500, "memory_mib": 512}],
+         "command": ["/bin/sh", "-c", command]}
+    if notify:
+        s["notify"] = notify
+    return s
+
+
+def metric(c, name):
+    st, text = c.call("GET", "/metrics")
+    for line in (text if isinstance(text, str) else "").splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def scenario_webhook_is_signed_and_retried(c):
+    """job-spec.md: start and end are POSTed, signed under the tenant's
+    NOTIFY_KEY; a 500 is retried."""
+    ta = c.token("ta", "tenant-admin", "team-a", **USER_IDENTITY)
+    r = c.cli("secrets", "set", "NOTIFY_KEY", "--scope", "tenant", token=ta, stdin=KEY)
+    check(r.returncode == 0, f"the tenant's NOTIFY_KEY is set: {r.returncode} {r.stderr}")
+    rx = Receiver(fail_first=1)
+    try:
+        jid = c.submit(spec("hooked", "exit 4", {"url": rx.url, "on": ["start", "end"]}))
+        if not c.wait_job(jid, "failed", 30):
+            return
+        c.wait(lambda: sum(1 for _, b in rx.bodies() if b.get("event") == "fail") >= 1,
+               "the end's webhook arrives", timeout=20)
+        got = rx.bodies()
+        events = [b.get("event") for _, b in got]
+        check(events.count("start") == 2 and events[0] == "start",
+              f"the start was POSTed again after the receiver's 500: {events}")
+        check(events.count("fail") == 1 and "end" not in events,
+              f"a failed job's end is sent once, as fail: {events}")
+        for h, raw in rx.got:
+            want = "sha256=" + hmac.new(KEY.encode(), raw, hashlib.sha256).hexdigest()
+            check(h.get("X-Tessera-Signature") == want,
+                  f"the body is signed with HMAC-SHA256 under NOTIFY_KEY: {h} {raw!r}")
+        end = next((b for _, b in got if b.get("event") == "fail"), {})
+        check(end.get("job") == jid and end.get("state") == "failed" and
+              end.get("exit_code") == 4 and end.get("tenant") == "team-a" and
+              end.get("name") == "hooked", f"the end's document says how it ended: {end}")
+        check((metric(c, "tessera_webhooks_delivered_total") or 0) >= 2,
+              "tessera_webhooks_delivered_total counts them")
+    finally:
+        rx.close()
+
+
+def scenario_hanging_receiver_delays_no_start(c):
+    """job-spec.md: a receiver that never answers holds up no job: the jobs
+    behind it start while it still holds the first webhook; a full queue
+    drops, counts and logs."""
+    rx = Receiver(hang=True)
+    try:
+        ids = [c.submit(spec(f"h{i}", "sleep 30", {"url": rx.url, "on": ["start"]}))
+               for i in range(6)]
+        plain = c.submit(spec("plain", "sleep 30"))
+        for jid in ids + [plain]:
+            c.wait_job(jid, "running", 30)
+        with rx.lock:
+            held = len(rx.got)
+        check(held >= 1 and not rx.release.is_set(),
+              f"every job started while the receiver held its first webhook ({held} held)")
+        dropped = metric(c, "tessera_webhooks_dropped_total") or 0
+        check(dropped >= 1, f"the webhooks past the full queue are dropped and counted: {dropped}")
+        log = open(c.path("tesserad.log")).read()
+        check("webhook dropped, its queue of 2 is full" in log,
+              f"and the drop is logged: {log[-600:]}")
+    finally:
+        rx.close()
+
+
+def scenario_bad_notify_is_refused(c):
+    """job-spec.md: a notify.url that is not http(s) or an unknown notify.on
+    is refused naming the field."""
+    for bad, field in (({"url": "ftp://x/y"}, "notify.url"),
+                       ({"url": "http://127.0.0.1:9/x", "on": ["sometimes"]}, "notify.on")):
+        st, d = c.call("POST", "/v1/jobs", spec("bad", "true", bad))
+        check(st == 400 and field in json.dumps(d), f"{bad} is refused naming {field}: {st} {d}")
