@@ -86,6 +86,8 @@ typedef struct ts_job_spec {
     int nsecrets;
     bool host_network;                  /* "network: host": the node's network, not a namespace
                                          * on the tenant's overlay (docs/network.md) */
+    bool dedicated_nics;                /* "network: {nics: dedicated}": a VF or rail NIC per
+                                         * GPU moved into each task's namespace */
 } ts_job_spec;
 
 /* Parses and validates buf (YAML or JSON, at most TS_SPEC_MAX_BYTES). On

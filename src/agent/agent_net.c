@@ -85,6 +85,30 @@ void ts_agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_
         .mtu = (int)json_integer_value(json_object_get(net, "mtu")),
     };
     ts_err e;
+    /* "nics": "dedicated": a VF or rail NIC per GPU, by the rail map */
+    char names[AGENT_NET_NICS_MAX][TS_NICS_NAME_MAX];
+    const char *nics[AGENT_NET_NICS_MAX];
+    const char *mode = json_string_value(json_object_get(net, "nics"));
+    if (mode && strcmp(mode, "dedicated") == 0) {
+        const char *root = a->node->sysfs_root[0] ? a->node->sysfs_root : "/sys";
+        for (int i = 0; i < lt->ngpu && i < AGENT_NET_NICS_MAX; i++) {
+            if (ts_nics_netdev(root, &a->node->nics, lt->gpu[i], names[i], sizeof names[i],
+                               &e) != 0) {
+                snprintf(why, why_len, "net.nics: %s", e.msg);
+                free(peers);
+                return;
+            }
+            nics[i] = names[i];
+        }
+        nt.nics = nics;
+        nt.nnics = (size_t)(lt->ngpu < AGENT_NET_NICS_MAX ? lt->ngpu : AGENT_NET_NICS_MAX);
+        if (lt->ngpu == 0) {
+            snprintf(why, why_len, "net.nics: dedicated NICs are one per GPU, and the task "
+                     "has no GPU");
+            free(peers);
+            return;
+        }
+    }
     if (agent_net_setup(a->cfg.state_dir, &nt, ns_path, len, &e) != 0) {
         snprintf(why, why_len, "%s", e.msg);
         ns_path[0] = '\0';
