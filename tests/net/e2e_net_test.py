@@ -114,6 +114,9 @@ def fabric():
                     ["sysctl", "-qw", "net.ipv4.ip_forward=1"],  # services' answers come back
                     ["ip", "route", "add", "default", "via", GW]):
             ap.sh("nsenter", f"--net=/run/netns/{n}", *cmd)
+        for g in range(8):  # stand-ins for the rail NICs of dedicated-NIC jobs
+            ap.sh("nsenter", f"--net=/run/netns/{n}", "ip", "link", "add", f"rn{g}", "type",
+                  "veth", "peer", "name", f"rn{g}p")
 
 
 def unfabric():
@@ -191,6 +194,9 @@ def main():
                         f.write(v + "\n")
                 with open(os.path.join(port, "gids", "0"), "w") as f:
                     f.write(f"fe80:0000:0000:0000:0000:0000:0000:00{i}{g}\n")
+                # the adapter's own network device (no VFs): rn<g> in the node
+                os.makedirs(c.path(f"sysfs-n{i}", "class", "infiniband", f"mlx5_{g}", "device",
+                                   "net", f"rn{g}"))
         if not c.start():
             finish(c.tmp, c.logs)
         script = c.path("rank.py")
@@ -326,6 +332,31 @@ def main():
             n.startswith("ts-j") and n[3:] in ids.values() for n in os.listdir("/run/netns")),
             "the ended ranks' namespaces, links and bindings are all gone", 30)
         print("links, bindings left:", node_counts(c))
+        # dedicated NICs: each GPU's rail NIC moved into the task's namespace, and back
+        d = c.submit({"tenant": "team-a", "name": "nics", "tasks": [{"gpus": 0}],
+                      "network": {"mode": "host", "nics": "dedicated"},
+                      "command": ["/bin/true"]}, expect=400)
+        check("network.nics" in json.dumps(d), f"dedicated NICs with host networking are "
+              f"refused naming the field: {d}")
+        nj = c.submit({"tenant": "team-b", "name": "nics", "network": {"nics": "dedicated"},
+                       "tasks": [{"gpus": 2, "gpu_model": "H100-80GB"}],
+                       "command": ["/bin/sh", "-c",
+                                   "/usr/sbin/ip -o link show; echo hca $NCCL_IB_HCA"]})
+        c.wait_job(nj, ("completed",), timeout=60)
+        text = "".join(c.output(n.name, nj, 0) for n in c.nodes)
+        mine = sorted(l.split(": ")[1].split("@")[0] for l in text.splitlines()
+                      if ": rn" in l)
+        # its GPUs' rails (NCCL_IB_HCA, from the same map): mlx5_<g> for GPU g
+        hca = text.split("hca ")[-1].split()[:1]
+        want = sorted("rn" + h.split(":")[0][5:] for h in (hca[0].lstrip("=").split(",")
+                                                             if hca else []))
+        check(len(mine) == 2 and mine == want,
+              f"a dedicated-NIC task holds its 2 GPUs' rail NICs {want}: {mine}")
+        back = c.wait(lambda: all(
+            ap.sh("nsenter", f"--net=/run/netns/{TAG}-n{i}", "ip", "-o", "link", "show").stdout
+            .count(": rn") == 16 for i in range(NODES)),
+            "the ended task's NICs are back in their node's namespace", 30)
+        del back
         del got, left
     finally:
         c.stop()
