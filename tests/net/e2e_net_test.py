@@ -167,6 +167,65 @@ def bad_configs(tesserad):
         shutil.rmtree(d, ignore_errors=True)
 
 
+HCAS = NODES * 8
+UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
+
+
+def sim_guid(h):
+    """ibsim's port GUID for the h-th HCA of the net file (node GUIDs from
+    0x100000 in steps of 2, port 1 the node's + 1)."""
+    return 0x100001 + 2 * h
+
+
+def opensm_check(conf, members, work):
+    """ibsim simulates one switch with HCAS single-port HCAs H0..; OpenSM
+    (unmodified, under ibsim's umad preload) sweeps once with conf as its
+    partitions.conf; smpquery reads each port's partition table back: each
+    tenant key (members: key -> HCA indices) is on its members' ports, as a
+    full member, and on no other port."""
+    if not all(shutil.which(t) for t in ("ibsim", "opensm", "smpquery")) \
+            or not os.path.exists(UMAD2SIM):
+        print("skip: OpenSM on ibsim (needs opensm, ibsim-utils, infiniband-diags)")
+        return
+    os.makedirs(work, exist_ok=True)
+    net = [f'Switch\t{HCAS + 1} "SW"'] + [f'[{h + 1}]\t"H{h}"[1]' for h in range(HCAS)] + [""]
+    for h in range(HCAS):
+        net += [f'Hca\t1 "H{h}"', f'[1]\t"SW"[{h + 1}]', ""]
+    with open(os.path.join(work, "net"), "w") as f:
+        f.write("\n".join(net))
+    sim = subprocess.Popen(["ibsim", "-s", "-n", os.path.join(work, "net")], cwd=work,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 10
+        while time.time() < deadline and "ready" not in (sim.stdout.readline() or "ready"):
+            pass
+        env = dict(os.environ, LD_PRELOAD=UMAD2SIM, SIM_HOST="H0", OSM_TMP_DIR=work,
+                   OSM_CACHE_DIR=work)
+        r = subprocess.run(["opensm", "-o", "-s", "0", "-P", conf, "-f",
+                            os.path.join(work, "osm.log")], env=env, cwd=work, timeout=60,
+                           capture_output=True, text=True)
+        check(r.returncode == 0 and "MASTER" in r.stdout,
+              f"OpenSM sweeps the simulated fabric with tesserad's partitions.conf "
+              f"(rc {r.returncode})")
+        bad = []
+        for h in range(HCAS):
+            route = "0" if h == 0 else f"0,1,{h + 1}"
+            q = subprocess.run(["smpquery", "-D", "pkeys", route, "1"], env=env, timeout=20,
+                               capture_output=True, text=True)
+            keys = {int(w, 16) for line in q.stdout.splitlines() for w in line.split()[1:]
+                    if w.startswith("0x")}
+            for key, hs in members.items():
+                if (key | 0x8000 in keys) != (h in hs) or (h not in hs and key in keys):
+                    bad.append(f"H{h} {key:#06x}: {sorted(hex(k) for k in keys if k)}")
+        check(not bad and len(members) > 0,
+              f"each port's partition table (smpquery pkeys) holds a tenant's key, full, on "
+              f"its nodes' ports only ({HCAS} ports, {len(members)} keys): {bad[:4]}")
+    finally:
+        sim.kill()
+        sim.wait()
+
+
 def main():
     bad_configs(sys.argv[1])
     if os.geteuid() != 0 or not shutil.which("nft") or not shutil.which("nsenter") \
@@ -183,7 +242,8 @@ def main():
         # every GPU its rail adapter, whose partition table holds each
         # tenant's key (full member): 0xffff, then tenant ordinal k at k + 1
         c.write("nics", "".join(f"{g} mlx5_{g}:1\n" for g in range(8)))
-        # (and a GID 0 whose low half is the port GUID: 0x00000000000<node><gpu>)
+        # (and a GID 0 whose low half is the port GUID: ibsim's for HCA <node>*8+<gpu>
+        # of the fabric opensm_check simulates)
         for i in range(NODES):
             for g in range(8):
                 port = c.path(f"sysfs-n{i}", "class", "infiniband", f"mlx5_{g}", "ports", "1")
@@ -193,7 +253,8 @@ def main():
                     with open(os.path.join(port, "pkeys", str(k)), "w") as f:
                         f.write(v + "\n")
                 with open(os.path.join(port, "gids", "0"), "w") as f:
-                    f.write(f"fe80:0000:0000:0000:0000:0000:0000:00{i}{g}\n")
+                    gu = sim_guid(i * 8 + g)
+                    f.write(f"fe80:0000:0000:0000:0000:0000:{gu >> 16:04x}:{gu & 0xffff:04x}\n")
                 # the adapter's own network device (no VFs): rn<g> in the node
                 os.makedirs(c.path(f"sysfs-n{i}", "class", "infiniband", f"mlx5_{g}", "device",
                                    "net", f"rn{g}"))
@@ -244,12 +305,19 @@ def main():
             ordn = block(addr[(t, 0)]) - block("10.80.0.0")
             line = next((l for l in conf.splitlines() if l.startswith(f"tessera_{ordn}=")), "")
             nodes = {int(node_of(c, jobs[t], r)[1:]) for r in range(4)}
-            want = {f"0x00000000000000{i}{g}" for i in nodes for g in range(8)}
+            want = {f"0x{sim_guid(i * 8 + g):016x}" for i in nodes for g in range(8)}
             got = {m.split("=")[0].strip() for m in line.split(":", 1)[-1].rstrip(" ;").split(",")
                    if "=full" in m}
             ok = ok and line.startswith(f"tessera_{ordn}=0x{0x1000 + ordn:04x}") and got == want
         check(ok, f"partitions.conf has each tenant's key with its nodes' ports as full members:\n"
               f"{conf}")
+        # an unmodified OpenSM applies that file on a simulated fabric (ibsim)
+        members = {}
+        for t in TENANTS:
+            ordn = block(addr[(t, 0)]) - block("10.80.0.0")
+            nodes = {int(node_of(c, jobs[t], r)[1:]) for r in range(4)}
+            members[0x1000 + ordn] = {i * 8 + g for i in nodes for g in range(8)}
+        opensm_check(c.path("partitions.conf"), members, c.path("ibsim"))
         leak = miss = 0
         for (t, r), tid in ids.items():
             targets = {f"{t2}/{r2}": a for (t2, r2), a in addr.items() if (t2, r2) != (t, r) and a}
