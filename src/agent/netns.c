@@ -238,7 +238,10 @@ static int state_read(const char *path, net_state *s)
     fclose(f);
     if (n == 4)
         s->nics[0] = '\0';
-    return (n == 4 || n == 5) && strncmp(s->veth, "tsv", 3) == 0 && s->vni >= 1 && s->vni <= VNI_MAX ? 0 : -1;
+    return (n == 4 || n == 5) && strncmp(s->veth, "tsv", 3) == 0 && s->vni >= 1 &&
+                   s->vni <= VNI_MAX
+               ? 0
+               : -1;
 }
 
 /* ---- setup ---------------------------------------------------------------------- */

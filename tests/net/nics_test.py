@@ -84,14 +84,16 @@ def main():
 
         setup(state, 0, ["vf0", "vf1"])
         mine = links("ts-" + tid(0))
-        expect(mine.get("vf0") and mine.get("vf1"), "task 0 holds vf0 and vf1, up, in its namespace")
+        expect(mine.get("vf0") and mine.get("vf1"),
+               "task 0 holds vf0 and vf1, up, in its namespace")
         node = links(NODE)
         expect("vf0" not in node and "vf1" not in node and "vf2" in node,
                "the node keeps only vf2")
 
         r = setup(state, 1, ["vf2", "vf1"], check=False)
-        expect(r.returncode != 0 and "net.nics[1]: \"vf1\": not in this node's network namespace"
-               in r.stderr, "a second task asking for vf1 is refused, naming it: " + r.stderr.strip())
+        refused = "net.nics[1]: \"vf1\": not in this node's network namespace"
+        expect(r.returncode != 0 and refused in r.stderr,
+               "a second task asking for vf1 is refused, naming it: " + r.stderr.strip())
         expect(not os.path.exists("/run/netns/ts-" + tid(1)) and "vf2" in links(NODE),
                "the refused task left no namespace and vf2 stayed")
 
