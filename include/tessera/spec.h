@@ -93,6 +93,8 @@ typedef struct ts_job_spec {
     int nsecrets;
     bool host_network;                  /* "network: host": the node's network, not a namespace
                                          * on the tenant's overlay (docs/network.md) */
+    bool dedicated_nics;                /* "network: {nics: dedicated}": a VF or rail NIC per
+                                         * GPU moved into each task's namespace */
     char *image;                        /* NULL = a bare process; else a reference
                                          * (tessera/image_ref.h) its tasks run in */
     char image_secret[TS_SPEC_NAME_MAX]; /* "" = none; else the secret holding the

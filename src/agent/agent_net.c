@@ -6,6 +6,8 @@
  * a restarted agent keeps the namespaces of the tasks it adopted and
  * removes the rest; the tenants' VXLANs learn the nodes the controller
  * lists in "net_peers", and the policy the services of "net_services".
+ * With "nics": "dedicated" the task also gets its GPUs' VFs or rail NICs
+ * (ts_nics_netdev) moved into its namespace.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +87,30 @@ void ts_agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_
         .mtu = (int)json_integer_value(json_object_get(net, "mtu")),
     };
     ts_err e;
+    /* "nics": "dedicated": a VF or rail NIC per GPU, by the rail map */
+    char names[AGENT_NET_NICS_MAX][TS_NICS_NAME_MAX];
+    const char *nics[AGENT_NET_NICS_MAX];
+    const char *mode = json_string_value(json_object_get(net, "nics"));
+    if (mode && strcmp(mode, "dedicated") == 0) {
+        if (lt->ngpu == 0) {
+            snprintf(why, why_len, "net.nics: dedicated NICs are one per GPU, and the task "
+                     "has no GPU");
+            free(peers);
+            return;
+        }
+        const char *root = a->node->sysfs_root[0] ? a->node->sysfs_root : "/sys";
+        for (int i = 0; i < lt->ngpu && i < AGENT_NET_NICS_MAX; i++) {
+            if (ts_nics_netdev(root, &a->node->nics, lt->gpu[i], names[i], sizeof names[i],
+                               &e) != 0) {
+                snprintf(why, why_len, "net.nics: %s", e.msg);
+                free(peers);
+                return;
+            }
+            nics[i] = names[i];
+        }
+        nt.nics = nics;
+        nt.nnics = (size_t)(lt->ngpu < AGENT_NET_NICS_MAX ? lt->ngpu : AGENT_NET_NICS_MAX);
+    }
     if (agent_net_setup(a->cfg.state_dir, &nt, ns_path, len, &e) != 0) {
         snprintf(why, why_len, "%s", e.msg);
         ns_path[0] = '\0';

@@ -225,6 +225,7 @@ typedef struct net_state {
     unsigned vni;
     char addr[INET_ADDRSTRLEN];
     char mac[18];
+    char nics[AGENT_NET_NICS_MAX * IFNAMSIZ]; /* moved in, comma-separated; "" none */
 } net_state;
 
 static int state_read(const char *path, net_state *s)
@@ -232,9 +233,15 @@ static int state_read(const char *path, net_state *s)
     FILE *f = fopen(path, "re");
     if (!f)
         return -1;
-    int n = fscanf(f, "%15s %u %15s %17s", s->veth, &s->vni, s->addr, s->mac);
+    /* a fifth field (NICs moved in) only when there are some */
+    int n = fscanf(f, "%15s %u %15s %17s %255s", s->veth, &s->vni, s->addr, s->mac, s->nics);
     fclose(f);
-    return n == 4 && strncmp(s->veth, "tsv", 3) == 0 && s->vni >= 1 && s->vni <= VNI_MAX ? 0 : -1;
+    if (n == 4)
+        s->nics[0] = '\0';
+    return (n == 4 || n == 5) && strncmp(s->veth, "tsv", 3) == 0 && s->vni >= 1 &&
+                   s->vni <= VNI_MAX
+               ? 0
+               : -1;
 }
 
 /* ---- setup ---------------------------------------------------------------------- */
@@ -261,6 +268,25 @@ static int check_task(const agent_net_task *t, struct in_addr *a, ts_err *err)
     for (size_t i = 0; i < t->npeers; i++)
         if (!t->peers[i] || inet_pton(AF_INET, t->peers[i], &x) != 1)
             return ts_err_set(err, TS_EINVAL, "net.peers[%zu]: not an IPv4 address", i);
+    if (t->nnics > AGENT_NET_NICS_MAX)
+        return ts_err_set(err, TS_EINVAL, "net.nics: %zu devices: at most %d", t->nnics,
+                          AGENT_NET_NICS_MAX);
+    for (size_t i = 0; i < t->nnics; i++) {
+        const char *d = t->nics[i];
+        size_t len = d ? strlen(d) : 0;
+        bool ok = len > 0 && len < IFNAMSIZ && strcmp(d, "lo") != 0 && strcmp(d, "eth0") != 0;
+        for (size_t k = 0; ok && k < len; k++)
+            ok = d[k] > ' ' && d[k] < 127 && d[k] != '/' && d[k] != ',' && d[k] != ':';
+        if (!ok)
+            return ts_err_set(err, TS_EINVAL, "net.nics[%zu]: \"%s\": not a network device "
+                              "name (1..15 printable, no / , :, not lo or eth0)", i, d ? d : "");
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(t->nics[k], d) == 0)
+                return ts_err_set(err, TS_EINVAL, "net.nics[%zu]: \"%s\": given twice", i, d);
+        if (!link_exists(d))
+            return ts_err_set(err, TS_ENOENT, "net.nics[%zu]: \"%s\": not in this node's "
+                              "network namespace (held by another task, or not there)", i, d);
+    }
     if (t->mtu != 0 && (t->mtu < 1280 || t->mtu > 9000))
         return ts_err_set(err, TS_EINVAL, "net.mtu: %d: must be 1280..9000", t->mtu);
     return 0;
@@ -354,6 +380,9 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
     snprintf(s.addr, sizeof s.addr, "%s", t->addr);
     snprintf(s.mac, sizeof s.mac, "02:00:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3]);
     int mtu = t->mtu ? t->mtu : AGENT_NET_MTU_DEFAULT;
+    for (size_t i = 0, len = 0; i < t->nnics; i++)
+        len += (size_t)snprintf(s.nics + len, sizeof s.nics - len, "%s%s", i ? "," : "",
+                                t->nics[i]);
 
     char dir[700], path[800];
     snprintf(dir, sizeof dir, "%s/net", state_dir);
@@ -363,7 +392,10 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
     if (agent_net_has(state_dir, t->task_id)) /* a half-made earlier try */
         agent_net_teardown(state_dir, t->task_id, err);
     FILE *f = fopen(path, "we");
-    if (!f || fprintf(f, "%s %u %s %s\n", s.veth, s.vni, s.addr, s.mac) < 0 || fclose(f) != 0)
+    if (!f ||
+        fprintf(f, "%s %u %s %s%s%s\n", s.veth, s.vni, s.addr, s.mac, s.nics[0] ? " " : "",
+                s.nics) < 0 ||
+        fclose(f) != 0)
         return ts_err_set(err, TS_EIO, "network: %s: %s", path, strerror(errno));
 
     if ((rc = elements("add", &s, err)) != 0)
@@ -396,10 +428,14 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
                           "link set %s master %s\n"
                           "link set %s up\n",
                           s.veth, mtu, mtu, NS_PREFIX, t->task_id, s.veth, s.veth, br, s.veth);
+    for (size_t i = 0; i < t->nnics; i++) /* the task's own NICs: down while they move */
+        n += (size_t)snprintf(host + n, sizeof host - n, "link set %s down\n"
+                              "link set %s netns %s%s\n", t->nics[i], t->nics[i], NS_PREFIX,
+                              t->task_id);
     const char *ip_host[] = {"ip", "-batch", "-", NULL};
     if ((rc = run_tool(ip_host, host, err)) != 0 || (rc = bridge_sysctls(br, err)) != 0)
         goto fail;
-    char inside[512], ns[80];
+    char inside[512 + AGENT_NET_NICS_MAX * 40], ns[80];
     snprintf(ns, sizeof ns, "%s%s", NS_PREFIX, t->task_id);
     snprintf(inside, sizeof inside,
              "link set lo up\n"
@@ -409,6 +445,9 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
              "link set eth0 up\n"
              "route add default via %s\n",
              s.mac, s.addr, t->prefix, gws);
+    for (size_t i = 0; i < t->nnics; i++)
+        snprintf(inside + strlen(inside), sizeof inside - strlen(inside), "link set %s up\n",
+                 t->nics[i]);
     const char *ip_ns[] = {"ip", "-n", ns, "-batch", "-", NULL};
     if ((rc = run_tool(ip_ns, inside, err)) != 0)
         goto fail;
@@ -455,6 +494,29 @@ static bool vni_in_use(const char *state_dir, unsigned vni, const char *skip)
     return used;
 }
 
+/* Moves the task's NICs back to the agent's namespace before its own goes:
+ * the kernel would return a physical device to the initial namespace by
+ * itself, but destroys a virtual one (and the agent may run in a node's
+ * namespace). Each device on its own, so one gone does not keep the others;
+ * a device already back here is not an error. */
+static void nics_home(const char *ns, const net_state *s, int *rc, ts_err *err)
+{
+    char list[sizeof s->nics], pid[24];
+    snprintf(list, sizeof list, "%s", s->nics);
+    snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    char *save = NULL;
+    for (char *d = strtok_r(list, ",", &save); d; d = strtok_r(NULL, ",", &save)) {
+        const char *argv[] = {"ip", "-n", ns, "link", "set", d, "netns", pid, NULL};
+        ts_err e;
+        if (run_tool(argv, NULL, &e) != 0 && !link_exists(d) && *rc == 0) {
+            *rc = e.code;
+            *err = e;
+            snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
+                     " (moving %s back from %s)", d, ns);
+        }
+    }
+}
+
 int agent_net_teardown(const char *state_dir, const char *task_id, ts_err *err)
 {
     if (!id_ok(task_id))
@@ -468,6 +530,8 @@ int agent_net_teardown(const char *state_dir, const char *task_id, ts_err *err)
     bool have = state_read(path, &s) == 0;
     int rc = 0;
     ts_err e;
+    if (have && s.nics[0] && access(nspath, F_OK) == 0)
+        nics_home(ns, &s, &rc, err);
     if (access(nspath, F_OK) == 0) {
         /* the namespace's end of the veth goes with it, and so the pair */
         const char *argv[] = {"ip", "netns", "delete", ns, NULL};

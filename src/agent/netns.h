@@ -37,6 +37,7 @@
 #define AGENT_NET_PEERS_MAX 256
 #define AGENT_NET_MTU_DEFAULT 1450 /* a 1500-byte underlay less VXLAN's 50 bytes */
 #define AGENT_NET_NS_PATH_MAX 128
+#define AGENT_NET_NICS_MAX 16
 
 typedef struct agent_net_task {
     const char *task_id;     /* [A-Za-z0-9._-], as ts_task_spec's */
@@ -47,6 +48,11 @@ typedef struct agent_net_task {
     const char *const *peers; /* the other nodes' underlay addresses */
     size_t npeers;
     int mtu;                 /* 0: AGENT_NET_MTU_DEFAULT */
+    /* network devices of this node's namespace moved into the task's (a VF
+     * or rail NIC per GPU, "network: {nics: dedicated}"), and moved back to
+     * the agent's namespace at teardown; at most AGENT_NET_NICS_MAX */
+    const char *const *nics;
+    size_t nnics;
 } agent_net_task;
 
 /* Makes the nftables tables (atomically replacing earlier ones), removes

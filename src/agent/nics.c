@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "agent/nics.h"
 
@@ -249,5 +250,63 @@ int ts_nics_port_guid(const char *sysfs_root, const char *hca_port, char out[19]
                        &g[5], &g[6], &g[7]) != 8)
         return ts_err_set(err, TS_ENOENT, "%s: no GID 0 to read the port GUID from", path);
     snprintf(out, 19, "0x%04x%04x%04x%04x", g[4], g[5], g[6], g[7]);
+    return 0;
+}
+
+/* The first entry of dir (a sysfs device's net/): its network device. */
+static bool first_netdev(const char *dir, char *out, size_t size)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    struct dirent *e;
+    bool got = false;
+    while (!got && (e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.' && strlen(e->d_name) < size) {
+            snprintf(out, size, "%s", e->d_name);
+            got = true;
+        }
+    closedir(d);
+    return got;
+}
+
+int ts_nics_netdev(const char *sysfs_root, const ts_nic_map *map, int gpu, char *out,
+                   size_t size, ts_err *err)
+{
+    out[0] = '\0';
+    if (gpu < 0 || gpu >= map->ngpu || !map->hca[gpu][0])
+        return ts_err_set(err, TS_ENOENT, "nics: GPU %d has no adapter in the rail map "
+                          "(dedicated NICs need one per GPU)", gpu);
+    char hca[TS_NICS_NAME_MAX];
+    snprintf(hca, sizeof hca, "%s", map->hca[gpu]);
+    char *colon = strchr(hca, ':');
+    if (colon)
+        *colon = '\0';
+    int slot = 0, first = gpu;
+    for (int g = 0; g < gpu; g++)
+        if (strcmp(map->hca[g], map->hca[gpu]) == 0) {
+            if (slot == 0)
+                first = g;
+            slot++;
+        }
+    const char *root = sysfs_root && *sysfs_root ? sysfs_root : "/sys";
+    char dev[PATH_MAX], path[PATH_MAX + 64];
+    snprintf(dev, sizeof dev, "%s/class/infiniband/%s/device", root, hca);
+    snprintf(path, sizeof path, "%s/virtfn0", dev);
+    struct stat st;
+    if (stat(path, &st) != 0) { /* no SR-IOV: the adapter itself, for one GPU */
+        if (slot > 0)
+            return ts_err_set(err, TS_ENOENT, "nics: GPU %d shares %s with GPU %d and %s has "
+                              "no VFs to give each its own", gpu, hca, first, hca);
+        snprintf(path, sizeof path, "%s/net", dev);
+        if (!first_netdev(path, out, size))
+            return ts_err_set(err, TS_ENOENT, "nics: GPU %d: %s has no network device (%s)",
+                              gpu, hca, path);
+        return 0;
+    }
+    snprintf(path, sizeof path, "%s/virtfn%d/net", dev, slot);
+    if (!first_netdev(path, out, size))
+        return ts_err_set(err, TS_ENOENT, "nics: GPU %d: %s has no VF %d with a network device "
+                          "(%s; enable more VFs: sriov_numvfs)", gpu, hca, slot, path);
     return 0;
 }

@@ -54,4 +54,14 @@ int ts_nics_port_guid(const char *sysfs_root, const char *hca_port, char out[19]
  * '=' asks NCCL for exact names), each adapter once; "" when none. */
 void ts_nics_for_task(const ts_nic_map *map, const int *gpus, int ngpu, char *out, size_t size);
 
+/* The network device a task on GPU gpu gets for its own with dedicated NICs
+ * (docs/network.md): the adapter of its rail (map), and on it, when the
+ * adapter has SR-IOV VFs (<hca>/device/virtfn<N> under sysfs_root), VF N
+ * where N counts the GPUs before gpu on the same adapter; without VFs the
+ * adapter's own device, for the first GPU of the adapter only. out gets the
+ * device's name (its net/ entry); TS_ENOENT names the GPU, adapter and what
+ * is missing. */
+int ts_nics_netdev(const char *sysfs_root, const ts_nic_map *map, int gpu, char *out,
+                   size_t size, ts_err *err);
+
 #endif

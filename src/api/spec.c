@@ -338,6 +338,39 @@ static void walk_idle(spec_parser *P, const yaml_node_t *map)
         spec_duration(P, v[0], "idle.timeout", &P->spec->idle_timeout_s);
 }
 
+/* "network: host|tenant", or a map {mode: host|tenant, nics: shared|dedicated}
+ * (docs/network.md) */
+static void walk_network(spec_parser *P, const yaml_node_t *n)
+{
+    const yaml_node_t *mode = n;
+    if (n->type == YAML_MAPPING_NODE) {
+        enum { NW_MODE, NW_NICS, NW_N };
+        static const char *const keys[NW_N] = {"mode", "nics"};
+        yaml_node_t *v[NW_N];
+        unsigned given;
+        if (!spec_map_fields(P, n, "network", keys, NW_N, v, &given))
+            return;
+        mode = v[NW_MODE];
+        if (v[NW_NICS]) {
+            const char *s = spec_text(P, v[NW_NICS], "network.nics");
+            if (s && (strcmp(s, "shared") == 0 || strcmp(s, "dedicated") == 0))
+                P->spec->dedicated_nics = strcmp(s, "dedicated") == 0;
+            else if (s)
+                spec_fail_got(P, v[NW_NICS], "network.nics", "shared or dedicated");
+        }
+    }
+    if (mode) {
+        const char *s = spec_text(P, mode, n == mode ? "network" : "network.mode");
+        if (s && (strcmp(s, "host") == 0 || strcmp(s, "tenant") == 0))
+            P->spec->host_network = strcmp(s, "host") == 0;
+        else if (s)
+            spec_fail_got(P, mode, n == mode ? "network" : "network.mode", "host or tenant");
+    }
+    if (P->spec->host_network && P->spec->dedicated_nics)
+        spec_fail(P, "network.nics", "dedicated NICs are moved into the task's own network "
+                  "namespace, which a host-network job does not have");
+}
+
 static char *spec_dup(spec_parser *P, const char *s)
 {
     char *d = strdup(s);
@@ -658,13 +691,8 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
         walk_workdir(P, v[K_WORKDIR]);
     if (v[K_SECRETS])
         spec_walk_secrets(P, v[K_SECRETS]);
-    if (v[K_NETWORK]) {
-        const char *s = spec_text(P, v[K_NETWORK], "network");
-        if (s && (strcmp(s, "host") == 0 || strcmp(s, "tenant") == 0))
-            spec->host_network = strcmp(s, "host") == 0;
-        else if (s)
-            spec_fail_got(P, v[K_NETWORK], "network", "host or tenant");
-    }
+    if (v[K_NETWORK])
+        walk_network(P, v[K_NETWORK]);
     if (v[K_IMAGE])
         walk_image(P, v[K_IMAGE]);
     if (v[K_MOUNTS]) {

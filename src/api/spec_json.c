@@ -132,7 +132,10 @@ static json_t *spec_json(const ts_job_spec *s, bool *ok)
     put(root, "dependency", string_or_null(s->dependency), ok);
     put(root, "array_throttle", s->array_throttle > 0 ? json_integer(s->array_throttle)
                                                       : json_null(), ok);
-    if (s->host_network) /* left out unless host: older specs stay byte for byte */
+    if (s->dedicated_nics) /* left out unless asked: older specs stay byte for byte */
+        put(root, "network", json_pack("{s:s,s:s}", "mode", s->host_network ? "host" : "tenant",
+                                       "nics", "dedicated"), ok);
+    else if (s->host_network)
         put(root, "network", json_string("host"), ok);
     if (s->image) /* left out when none, as secrets are */
         put(root, "image", json_string(s->image), ok);

@@ -234,6 +234,8 @@ void ctld_net_task(const ctld *c, const cjob *j, int rank, json_t *t)
                             "prefix", c->cfg.net_tenant_prefix, "peers", ctld_net_peers(c));
     if (net && c->cfg.net_mtu > 0)
         json_object_set_new(net, "mtu", json_integer(c->cfg.net_mtu));
+    if (net && j->spec && j->spec->dedicated_nics) /* a VF or rail NIC per GPU, moved in */
+        json_object_set_new(net, "nics", json_string("dedicated"));
     json_object_set_new(t, "net", net);
     if (c->cfg.net_ib_partitions) /* the agent finds its index: NCCL_IB_PKEY */
         json_object_set_new(t, "ib_pkey", json_integer(NET_PKEY_BASE + ord));

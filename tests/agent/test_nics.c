@@ -171,6 +171,42 @@ static void test_pkey_index(void **state)
     assert_int_equal(ts_nics_pkey_index(root, "mlx5_7:2", 0x1001, &idx, &err), TS_ENOENT);
 }
 
+/* dedicated NICs: mlx5_0 has two VFs (virtfn0, virtfn1), mlx5_1 none */
+static void test_netdev(void **state)
+{
+    (void)state;
+    const char *vf0 = "devices/pci0000:16/0000:16:01.0/0000:18:00.2";
+    const char *vf1 = "devices/pci0000:16/0000:16:01.0/0000:18:00.3";
+    mkpath("devices/pci0000:16/0000:16:01.0/0000:18:00.2/net/tsvf0");
+    mkpath("devices/pci0000:16/0000:16:01.0/0000:18:00.3/net/tsvf1");
+    mkpath("devices/pci0000:16/0000:16:01.0/0000:18:00.0/net/ens1f0");
+    mkpath("devices/pci0000:16/0000:16:02.0/0000:1b:00.0/net/ens2f0");
+    link_to(vf0, "devices/pci0000:16/0000:16:01.0/0000:18:00.0/virtfn0");
+    link_to(vf1, "devices/pci0000:16/0000:16:01.0/0000:18:00.0/virtfn1");
+    ts_nic_map m = {.ngpu = 5};
+    snprintf(m.hca[0], sizeof m.hca[0], "mlx5_0:1");
+    snprintf(m.hca[1], sizeof m.hca[1], "mlx5_1:1");
+    snprintf(m.hca[2], sizeof m.hca[2], "mlx5_0:1");
+    snprintf(m.hca[3], sizeof m.hca[3], "mlx5_0:1");
+    snprintf(m.hca[4], sizeof m.hca[4], "mlx5_1:1");
+    char dev[64];
+    ts_err err;
+    assert_int_equal(ts_nics_netdev(root, &m, 0, dev, sizeof dev, &err), 0);
+    assert_string_equal(dev, "tsvf0"); /* VF 0: the first GPU on mlx5_0 */
+    assert_int_equal(ts_nics_netdev(root, &m, 2, dev, sizeof dev, &err), 0);
+    assert_string_equal(dev, "tsvf1");
+    assert_int_equal(ts_nics_netdev(root, &m, 1, dev, sizeof dev, &err), 0);
+    assert_string_equal(dev, "ens2f0"); /* no VFs: the rail NIC itself */
+    /* a third GPU on mlx5_0 finds no VF 2; a second on mlx5_1 no VFs at all */
+    assert_int_equal(ts_nics_netdev(root, &m, 3, dev, sizeof dev, &err), TS_ENOENT);
+    assert_non_null(strstr(err.msg, "GPU 3: mlx5_0 has no VF 2"));
+    assert_int_equal(ts_nics_netdev(root, &m, 4, dev, sizeof dev, &err), TS_ENOENT);
+    assert_non_null(strstr(err.msg, "GPU 4 shares mlx5_1 with GPU 1"));
+    m.hca[4][0] = '\0';
+    assert_int_equal(ts_nics_netdev(root, &m, 4, dev, sizeof dev, &err), TS_ENOENT);
+    assert_non_null(strstr(err.msg, "GPU 4 has no adapter in the rail map"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -178,6 +214,7 @@ int main(void)
         cmocka_unit_test(test_discover),
         cmocka_unit_test(test_no_adapters),
         cmocka_unit_test(test_load),
+        cmocka_unit_test(test_netdev),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -426,6 +426,36 @@ static void dependency_error_one_line(void **state)
     assert_non_null(strstr(e.msg[0], "dependency"));
 }
 
+/* "network": host|tenant, or a map with mode and nics (docs/network.md) */
+static void network_forms(void **state)
+{
+    (void)state;
+    ts_job_spec *s = parse_ok(BASE_TASKS "network: {nics: dedicated}\n");
+    assert_true(s->dedicated_nics);
+    assert_false(s->host_network);
+    assert_round_trip(s);
+    ts_spec_free(s);
+    s = parse_ok(BASE_TASKS "network: {mode: host}\n");
+    assert_true(s->host_network);
+    assert_false(s->dedicated_nics);
+    assert_round_trip(s);
+    ts_spec_free(s);
+    s = parse_ok(BASE_TASKS "network: tenant\n");
+    assert_false(s->host_network);
+    ts_spec_free(s);
+    const char *bad[][2] = {
+        {BASE_TASKS "network: {nics: some}\n", "network.nics"},
+        {BASE_TASKS "network: {mode: bridge}\n", "network.mode"},
+        {BASE_TASKS "network: {mode: host, nics: dedicated}\n", "network.nics"},
+        {BASE_TASKS "network: {vlan: 3}\n", "network"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ts_spec_errors e = parse_bad(bad[i][0], strlen(bad[i][0]));
+        if (!strstr(e.msg[0], bad[i][1]))
+            fail_msg("%s: %s lacks %s", bad[i][0], e.msg[0], bad[i][1]);
+    }
+}
+
 static void canonical_json_exact(void **state)
 {
     (void)state;
@@ -938,6 +968,7 @@ int main(void)
         cmocka_unit_test(alias_bomb_refused),
         cmocka_unit_test(deep_nesting_bounded),
         cmocka_unit_test(messages_are_safe),
+        cmocka_unit_test(network_forms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -114,6 +114,9 @@ def fabric():
                     ["sysctl", "-qw", "net.ipv4.ip_forward=1"],  # services' answers come back
                     ["ip", "route", "add", "default", "via", GW]):
             ap.sh("nsenter", f"--net=/run/netns/{n}", *cmd)
+        for g in range(8):  # stand-ins for the rail NICs of dedicated-NIC jobs
+            ap.sh("nsenter", f"--net=/run/netns/{n}", "ip", "link", "add", f"rn{g}", "type",
+                  "veth", "peer", "name", f"rn{g}p")
 
 
 def unfabric():
@@ -164,6 +167,65 @@ def bad_configs(tesserad):
         shutil.rmtree(d, ignore_errors=True)
 
 
+HCAS = NODES * 8
+UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
+
+
+def sim_guid(h):
+    """ibsim's port GUID for the h-th HCA of the net file (node GUIDs from
+    0x100000 in steps of 2, port 1 the node's + 1)."""
+    return 0x100001 + 2 * h
+
+
+def opensm_check(conf, members, work):
+    """ibsim simulates one switch with HCAS single-port HCAs H0..; OpenSM
+    (unmodified, under ibsim's umad preload) sweeps once with conf as its
+    partitions.conf; smpquery reads each port's partition table back: each
+    tenant key (members: key -> HCA indices) is on its members' ports, as a
+    full member, and on no other port."""
+    if not all(shutil.which(t) for t in ("ibsim", "opensm", "smpquery")) \
+            or not os.path.exists(UMAD2SIM):
+        print("skip: OpenSM on ibsim (needs opensm, ibsim-utils, infiniband-diags)")
+        return
+    os.makedirs(work, exist_ok=True)
+    net = [f'Switch\t{HCAS + 1} "SW"'] + [f'[{h + 1}]\t"H{h}"[1]' for h in range(HCAS)] + [""]
+    for h in range(HCAS):
+        net += [f'Hca\t1 "H{h}"', f'[1]\t"SW"[{h + 1}]', ""]
+    with open(os.path.join(work, "net"), "w") as f:
+        f.write("\n".join(net))
+    sim = subprocess.Popen(["ibsim", "-s", "-n", os.path.join(work, "net")], cwd=work,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 10
+        while time.time() < deadline and "ready" not in (sim.stdout.readline() or "ready"):
+            pass
+        env = dict(os.environ, LD_PRELOAD=UMAD2SIM, SIM_HOST="H0", OSM_TMP_DIR=work,
+                   OSM_CACHE_DIR=work)
+        r = subprocess.run(["opensm", "-o", "-s", "0", "-P", conf, "-f",
+                            os.path.join(work, "osm.log")], env=env, cwd=work, timeout=60,
+                           capture_output=True, text=True)
+        check(r.returncode == 0 and "MASTER" in r.stdout,
+              f"OpenSM sweeps the simulated fabric with tesserad's partitions.conf "
+              f"(rc {r.returncode})")
+        bad = []
+        for h in range(HCAS):
+            route = "0" if h == 0 else f"0,1,{h + 1}"
+            q = subprocess.run(["smpquery", "-D", "pkeys", route, "1"], env=env, timeout=20,
+                               capture_output=True, text=True)
+            keys = {int(w, 16) for line in q.stdout.splitlines() for w in line.split()[1:]
+                    if w.startswith("0x")}
+            for key, hs in members.items():
+                if (key | 0x8000 in keys) != (h in hs) or (h not in hs and key in keys):
+                    bad.append(f"H{h} {key:#06x}: {sorted(hex(k) for k in keys if k)}")
+        check(not bad and len(members) > 0,
+              f"each port's partition table (smpquery pkeys) holds a tenant's key, full, on "
+              f"its nodes' ports only ({HCAS} ports, {len(members)} keys): {bad[:4]}")
+    finally:
+        sim.kill()
+        sim.wait()
+
+
 def main():
     bad_configs(sys.argv[1])
     if os.geteuid() != 0 or not shutil.which("nft") or not shutil.which("nsenter") \
@@ -180,7 +242,8 @@ def main():
         # every GPU its rail adapter, whose partition table holds each
         # tenant's key (full member): 0xffff, then tenant ordinal k at k + 1
         c.write("nics", "".join(f"{g} mlx5_{g}:1\n" for g in range(8)))
-        # (and a GID 0 whose low half is the port GUID: 0x00000000000<node><gpu>)
+        # (and a GID 0 whose low half is the port GUID: ibsim's for HCA <node>*8+<gpu>
+        # of the fabric opensm_check simulates)
         for i in range(NODES):
             for g in range(8):
                 port = c.path(f"sysfs-n{i}", "class", "infiniband", f"mlx5_{g}", "ports", "1")
@@ -190,7 +253,11 @@ def main():
                     with open(os.path.join(port, "pkeys", str(k)), "w") as f:
                         f.write(v + "\n")
                 with open(os.path.join(port, "gids", "0"), "w") as f:
-                    f.write(f"fe80:0000:0000:0000:0000:0000:0000:00{i}{g}\n")
+                    gu = sim_guid(i * 8 + g)
+                    f.write(f"fe80:0000:0000:0000:0000:0000:{gu >> 16:04x}:{gu & 0xffff:04x}\n")
+                # the adapter's own network device (no VFs): rn<g> in the node
+                os.makedirs(c.path(f"sysfs-n{i}", "class", "infiniband", f"mlx5_{g}", "device",
+                                   "net", f"rn{g}"))
         if not c.start():
             finish(c.tmp, c.logs)
         script = c.path("rank.py")
@@ -238,12 +305,19 @@ def main():
             ordn = block(addr[(t, 0)]) - block("10.80.0.0")
             line = next((l for l in conf.splitlines() if l.startswith(f"tessera_{ordn}=")), "")
             nodes = {int(node_of(c, jobs[t], r)[1:]) for r in range(4)}
-            want = {f"0x00000000000000{i}{g}" for i in nodes for g in range(8)}
+            want = {f"0x{sim_guid(i * 8 + g):016x}" for i in nodes for g in range(8)}
             got = {m.split("=")[0].strip() for m in line.split(":", 1)[-1].rstrip(" ;").split(",")
                    if "=full" in m}
             ok = ok and line.startswith(f"tessera_{ordn}=0x{0x1000 + ordn:04x}") and got == want
         check(ok, f"partitions.conf has each tenant's key with its nodes' ports as full members:\n"
               f"{conf}")
+        # an unmodified OpenSM applies that file on a simulated fabric (ibsim)
+        members = {}
+        for t in TENANTS:
+            ordn = block(addr[(t, 0)]) - block("10.80.0.0")
+            nodes = {int(node_of(c, jobs[t], r)[1:]) for r in range(4)}
+            members[0x1000 + ordn] = {i * 8 + g for i in nodes for g in range(8)}
+        opensm_check(c.path("partitions.conf"), members, c.path("ibsim"))
         leak = miss = 0
         for (t, r), tid in ids.items():
             targets = {f"{t2}/{r2}": a for (t2, r2), a in addr.items() if (t2, r2) != (t, r) and a}
@@ -326,6 +400,31 @@ def main():
             n.startswith("ts-j") and n[3:] in ids.values() for n in os.listdir("/run/netns")),
             "the ended ranks' namespaces, links and bindings are all gone", 30)
         print("links, bindings left:", node_counts(c))
+        # dedicated NICs: each GPU's rail NIC moved into the task's namespace, and back
+        d = c.submit({"tenant": "team-a", "name": "nics", "tasks": [{"gpus": 0}],
+                      "network": {"mode": "host", "nics": "dedicated"},
+                      "command": ["/bin/true"]}, expect=400)
+        check("network.nics" in json.dumps(d), f"dedicated NICs with host networking are "
+              f"refused naming the field: {d}")
+        nj = c.submit({"tenant": "team-b", "name": "nics", "network": {"nics": "dedicated"},
+                       "tasks": [{"gpus": 2, "gpu_model": "H100-80GB"}],
+                       "command": ["/bin/sh", "-c",
+                                   "/usr/sbin/ip -o link show; echo hca $NCCL_IB_HCA"]})
+        c.wait_job(nj, ("completed",), timeout=60)
+        text = "".join(c.output(n.name, nj, 0) for n in c.nodes)
+        mine = sorted(l.split(": ")[1].split("@")[0] for l in text.splitlines()
+                      if ": rn" in l)
+        # its GPUs' rails (NCCL_IB_HCA, from the same map): mlx5_<g> for GPU g
+        hca = text.split("hca ")[-1].split()[:1]
+        want = sorted("rn" + h.split(":")[0][5:] for h in (hca[0].lstrip("=").split(",")
+                                                             if hca else []))
+        check(len(mine) == 2 and mine == want,
+              f"a dedicated-NIC task holds its 2 GPUs' rail NICs {want}: {mine}")
+        back = c.wait(lambda: all(
+            ap.sh("nsenter", f"--net=/run/netns/{TAG}-n{i}", "ip", "-o", "link", "show").stdout
+            .count(": rn") == 16 for i in range(NODES)),
+            "the ended task's NICs are back in their node's namespace", 30)
+        del back
         del got, left
     finally:
         c.stop()

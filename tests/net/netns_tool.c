@@ -2,7 +2,8 @@
  * netns_tool.c - drives the agent's network module (src/agent/netns.c)
  * from the network tests and bench/netns, without a controller:
  *   netns_tool start STATE_DIR [KEEP_ID...]      tables; remove all but KEEP_IDs
- *   netns_tool setup STATE_DIR ID VNI ADDR PREFIX LOCAL [PEER...]
+ *   netns_tool setup STATE_DIR ID VNI ADDR PREFIX LOCAL [nics=DEV,..] [mtu=N]
+ *                                                 [PEER...]
  *   netns_tool teardown STATE_DIR ID
  *   netns_tool time STATE_DIR N VNI BASE3 LOCAL   N setups then N teardowns,
  *                                                 prints each setup's ms
@@ -51,9 +52,31 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc >= 8 && strcmp(argv[1], "setup") == 0) {
+        /* "nics=DEV[,DEV...]" before the peers: devices moved into the namespace */
+        int p = 8;
+        char list[256] = "";
+        const char *nics[AGENT_NET_NICS_MAX + 1];
+        size_t nnics = 0;
+        int mtu = 0;
+        for (; p < argc && strchr(argv[p], '='); p++) {
+            if (strncmp(argv[p], "mtu=", 4) == 0) {
+                mtu = atoi(argv[p] + 4);
+                continue;
+            }
+            if (strncmp(argv[p], "nics=", 5) != 0) {
+                fprintf(stderr, "netns_tool: %s: expected nics=DEV,.. or mtu=N\n", argv[p]);
+                return 2;
+            }
+            snprintf(list, sizeof list, "%s", argv[p] + 5);
+            char *save = NULL;
+            for (char *d = strtok_r(list, ",", &save); d && nnics <= AGENT_NET_NICS_MAX;
+                 d = strtok_r(NULL, ",", &save))
+                nics[nnics++] = d;
+        }
         agent_net_task t = {.task_id = argv[3], .vni = (unsigned)atoi(argv[4]), .addr = argv[5],
                             .prefix = atoi(argv[6]), .local = argv[7],
-                            .peers = (const char *const *)argv + 8, .npeers = (size_t)(argc - 8)};
+                            .peers = (const char *const *)argv + p, .npeers = (size_t)(argc - p),
+                            .nics = nics, .nnics = nnics, .mtu = mtu};
         char ns[AGENT_NET_NS_PATH_MAX];
         if (agent_net_setup(argv[2], &t, ns, sizeof ns, &err) != 0) {
             fprintf(stderr, "netns_tool: %s\n", err.msg);
