@@ -97,6 +97,43 @@ scenario_image_job_runs_inside_its_image.needs_root = True
 scenario_image_job_runs_inside_its_image.needs = NEEDS
 
 
+def scenario_container_sees_only_its_gpus(c):
+    """images.md "GPUs in a container": each agent writes its node's CDI spec
+    to <state_dir>/cdi/tessera.json (a device per GPU), and a container task
+    gets exactly its allocation's device nodes: with one GPU of eight it sees
+    one /dev/nvidiaN (the runtime makes the nodes from config.json) and
+    /dev/nvidiactl, no other GPU."""
+    import json
+    for n in ("r-1", "r-2"):
+        try:
+            with open(c.path(n, "cdi", "tessera.json")) as f:
+                cdi = json.load(f)
+        except (OSError, ValueError) as e:
+            check(False, f"{n} wrote its CDI spec: {e}")
+            continue
+        check(cdi.get("kind") == "nvidia.com/gpu" and cdi.get("cdiVersion") == "0.6.0",
+              f"{n}'s spec is a CDI 0.6.0 nvidia.com/gpu one: {cdi.get('kind')}")
+        names = [d.get("name") for d in cdi.get("devices", [])]
+        check(names == [str(i) for i in range(8)], f"with a device per GPU: {names}")
+    r = registry()
+    jid = c.submit(spec("gpu-view", "ls /dev | grep nvidia; echo cvd=$CUDA_VISIBLE_DEVICES",
+                        f"{r.host}/team/tools:1"))
+    j = c.wait_job(jid, "completed", 90)
+    if not j:
+        return
+    place = (j.get("placement") or [{}])[0]
+    node, gpus = place.get("node") or "r-1", place.get("gpus") or []
+    out = c.output(node, jid)
+    nodes = sorted(w for w in out.split() if w.startswith("nvidia"))
+    check(len(gpus) == 1 and nodes == sorted([f"nvidia{gpus[0]}", "nvidiactl"]),
+          f"it sees its GPU {gpus} and the control node, no other: {nodes}")
+    check("cvd=GPU-" in out, f"CUDA_VISIBLE_DEVICES names its GPU: {out!r}")
+
+
+scenario_container_sees_only_its_gpus.needs_root = True
+scenario_container_sees_only_its_gpus.needs = NEEDS
+
+
 def scenario_unknown_image_fails_image_not_found(c):
     """images.md: an image or tag the registry does not know fails the job with
     reason `image_not_found`; nothing else is affected."""
