@@ -101,13 +101,14 @@ def scenario_container_sees_only_its_gpus(c):
     """images.md "GPUs in a container": each agent writes its node's CDI spec
     to <state_dir>/cdi/tessera.json (a device per GPU), and a container task
     gets exactly its allocation's device nodes: with one GPU of eight it sees
-    one /dev/nvidiaN (the runtime makes the nodes from config.json) and
-    /dev/nvidiactl, no other GPU."""
+    the /dev/nvidiaN of the GPU its CUDA_VISIBLE_DEVICES names (the runtime
+    makes the nodes from config.json) and /dev/nvidiactl, no other GPU."""
     import json
+    specs = {}
     for n in ("r-1", "r-2"):
         try:
             with open(c.path(n, "cdi", "tessera.json")) as f:
-                cdi = json.load(f)
+                specs[n] = cdi = json.load(f)
         except (OSError, ValueError) as e:
             check(False, f"{n} wrote its CDI spec: {e}")
             continue
@@ -118,16 +119,17 @@ def scenario_container_sees_only_its_gpus(c):
     r = registry()
     jid = c.submit(spec("gpu-view", "ls /dev | grep nvidia; echo cvd=$CUDA_VISIBLE_DEVICES",
                         f"{r.host}/team/tools:1"))
-    j = c.wait_job(jid, "completed", 90)
-    if not j:
+    if not c.wait_job(jid, "completed", 90):
         return
-    place = (j.get("placement") or [{}])[0]
-    node, gpus = place.get("node") or "r-1", place.get("gpus") or []
+    node = next((n for n in ("r-1", "r-2") if c.output(n, jid)), "r-1")
     out = c.output(node, jid)
+    cvd = next((w[4:] for w in out.split() if w.startswith("cvd=")), "")
+    mine = [d["name"] for d in specs.get(node, {}).get("devices", [])
+            if f"CUDA_VISIBLE_DEVICES={cvd}" in d.get("containerEdits", {}).get("env", [])]
+    check(len(mine) == 1, f"CUDA_VISIBLE_DEVICES names one GPU of {node}: {cvd!r} -> {mine}")
     nodes = sorted(w for w in out.split() if w.startswith("nvidia"))
-    check(len(gpus) == 1 and nodes == sorted([f"nvidia{gpus[0]}", "nvidiactl"]),
-          f"it sees its GPU {gpus} and the control node, no other: {nodes}")
-    check("cvd=GPU-" in out, f"CUDA_VISIBLE_DEVICES names its GPU: {out!r}")
+    check(mine and nodes == sorted([f"nvidia{mine[0]}", "nvidiactl"]),
+          f"it sees its GPU's node and the control node, no other: {nodes}")
 
 
 scenario_container_sees_only_its_gpus.needs_root = True
