@@ -624,7 +624,7 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
                             : 0.0,
     };
     char bundle[700], secrets_dir[800];
-    ts_bundle_mount binds[2 + TASK_MOUNTS_MAX];
+    ts_bundle_mount binds[3 + TASK_MOUNTS_MAX];
     json_t *cdi = NULL; /* the container's GPUs (docs/images.md "GPUs in a container") */
     if (lt->image_ready) {
         snprintf(bundle, sizeof bundle, "%s/%s", a->bundles, id);
@@ -656,6 +656,16 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
         }
         spec.mounts = binds;
         spec.nmounts = nb;
+        /* a fractional task's shim, at the path its LD_PRELOAD names; an image
+         * that cannot load it is refused: never a fractional task without its
+         * limits (docs/images.md "Fractional GPUs in a container") */
+        if (spec.preload_shim) {
+            char gw[TS_ERR_MSG_MAX - 64];
+            if (!why[0] && ts_image_glibc_check(lt->image.rootfs, gw, sizeof gw) != 0)
+                snprintf(why, sizeof why, "shim_unloadable: %s", gw);
+            if (nb < sizeof binds / sizeof binds[0])
+                binds[nb++] = (ts_bundle_mount){a->node->shim, a->node->shim, false};
+        }
         if (!why[0])
             cdi = task_cdi_edits(a, lt, why, sizeof why);
         spec.cdi_edits = cdi;

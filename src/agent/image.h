@@ -141,6 +141,11 @@ typedef struct ts_bundle_spec {
     const json_t *cdi_edits;         /* the allocation's CDI edits (agent_cdi_edits); NULL: no GPU */
 } ts_bundle_spec;
 
+/* 0 when the image at rootfs has a glibc that can load the sharing shim
+ * (2.17 or later, image_glibc.c); else TS_EINVAL with why saying what the
+ * image lacks, TS_EIO when its root cannot be read. */
+int ts_image_glibc_check(const char *rootfs, char *why, size_t why_len);
+
 /* Applies CDI containerEdits to a config.json (cfg): its device nodes as
  * linux.devices, an allow rule for each one's major:minor after the deny-all
  * of linux.resources.devices (no other device: no other GPU), its mounts

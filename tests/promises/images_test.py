@@ -38,7 +38,15 @@ TENANTS = f"""tenants:
         mounts: [{HOST_RO}, {{path: {HOST_RW}, write: true}}]
       team-b: {{guaranteed: {{gpu: {{H100-80GB: 8}}}}, registries: [registry.example.com]}}
 """
-CLUSTER = {"nodes": [Node("r-1", "l1", args=PULL), Node("r-2", "l1", args=PULL)],
+# the agents preload a sharing shim into fractional tasks; the image checks
+# refuse before it is ever loaded, so any readable file stands in for it
+SHIM = os.path.join(HOST_RO, "libtessera-cuda.so")
+with open(SHIM, "w") as _f:
+    _f.write("a stand-in: never loaded\n")
+os.chmod(SHIM, 0o644)
+PULL += ["--shim", SHIM]
+CLUSTER = {"nodes": [Node("r-1", "l1", args=PULL), Node("r-2", "l1", args=PULL),
+                     Node("s-1", "l1", cls="h8shared", args=PULL)],
            "tenants": TENANTS}
 NEEDS = ("runc",) + tuple(t for t in ("docker-registry", "umoci", "skopeo", "busybox"))
 
@@ -134,6 +142,28 @@ def scenario_container_sees_only_its_gpus(c):
 
 scenario_container_sees_only_its_gpus.needs_root = True
 scenario_container_sees_only_its_gpus.needs = NEEDS
+
+
+def scenario_fractional_task_in_an_image_without_glibc_is_refused(c):
+    """images.md "Fractional GPUs in a container": a fractional task whose
+    image cannot load the sharing shim (the busybox image: a static binary,
+    no glibc) is refused with a reason naming it, never run without its
+    limits."""
+    r = registry()
+    s = spec("frac-static", "echo ran-without-limits", f"{r.host}/team/tools:1")
+    s["tasks"][0]["gpu_fraction"] = 0.5
+    jid = c.submit(s)
+    j = c.wait_job(jid, ("failed", "completed"), 60)
+    if not j:
+        return
+    why = j.get("why") or ""
+    check(j.get("state") == "failed" and "shim_unloadable" in why and "no glibc" in why,
+          f"it fails naming the shim and the image: {j.get('state')} {why!r}")
+    check("ran-without-limits" not in c.output("s-1", jid), "its command never ran")
+
+
+scenario_fractional_task_in_an_image_without_glibc_is_refused.needs_root = True
+scenario_fractional_task_in_an_image_without_glibc_is_refused.needs = NEEDS
 
 
 def scenario_unknown_image_fails_image_not_found(c):
