@@ -72,6 +72,7 @@ typedef struct ts_agent_node {
     char mps_binary[256];   /* nvidia-cuda-mps-control; "" = found on PATH */
     char shim[512];         /* libtessera-cuda.so preloaded into fractional tasks; "" none */
     char sysfs_root[256];   /* where the adapters' partition tables are read; "" = /sys */
+    json_t *cdi;            /* the node's CDI spec (agent/cdi.h), for container tasks; NULL none */
     /* health, refreshed by the caller before each sync; NULL = not reported */
     json_t *(*health)(void *ctx);
     void *health_ctx;

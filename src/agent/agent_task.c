@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "agent/agent_internal.h"
+#include "agent/cdi.h"
 #include "agent/netns.h"
 #include "agent/tail.h"
 #include "agent/taskfile.h"
@@ -63,6 +64,52 @@ static unsigned gpu_minor(const ts_agent *a, int gpu)
             fclose(f);
     }
     return (unsigned)gpu;
+}
+
+/* A container task's GPUs from the node's CDI spec: its MIG instance (the
+ * spec's device whose CUDA_VISIBLE_DEVICES is the task's MIG UUID) or its
+ * GPUs by index. A MIG instance the spec does not know (made after the
+ * agent started) gets its parent's nodes without the parent's environment,
+ * which would name the whole GPU. NULL without a spec. */
+static json_t *task_cdi_edits(const ts_agent *a, const local_task *lt, char *why,
+                              size_t size)
+{
+    const json_t *spec = a->node->cdi;
+    if (!spec || lt->ngpu <= 0)
+        return NULL;
+    char names[16][24], want[128];
+    const char *ptrs[16];
+    int n = lt->ngpu < 16 ? lt->ngpu : 16;
+    bool mig_unknown = false;
+    for (int k = 0; k < n; k++) {
+        snprintf(names[k], sizeof names[k], "%d", lt->gpu[k]);
+        ptrs[k] = names[k];
+    }
+    if (lt->mig_uuid[0]) {
+        snprintf(want, sizeof want, "CUDA_VISIBLE_DEVICES=%s", lt->mig_uuid);
+        mig_unknown = true;
+        size_t i, j;
+        json_t *d, *e;
+        json_array_foreach(json_object_get(spec, "devices"), i, d) {
+            json_array_foreach(json_object_get(json_object_get(d, "containerEdits"), "env"), j,
+                               e) {
+                if (mig_unknown && strcmp(json_string_value(e), want) == 0) {
+                    snprintf(names[0], sizeof names[0], "%s",
+                             json_string_value(json_object_get(d, "name")));
+                    mig_unknown = false;
+                }
+            }
+        }
+    }
+    json_t *edits = NULL;
+    ts_err err;
+    if (agent_cdi_edits(spec, ptrs, (size_t)n, &edits, &err) != 0) {
+        snprintf(why, size, "%s", err.msg);
+        return NULL;
+    }
+    if (mig_unknown)
+        json_object_del(edits, "env");
+    return edits;
 }
 
 /* The Unix user a task runs as (docs/agent-tasks.md "User"): the job's
@@ -577,7 +624,8 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
                             : 0.0,
     };
     char bundle[700], secrets_dir[800];
-    ts_bundle_mount binds[2 + TASK_MOUNTS_MAX];
+    ts_bundle_mount binds[3 + TASK_MOUNTS_MAX];
+    json_t *cdi = NULL; /* the container's GPUs (docs/images.md "GPUs in a container") */
     if (lt->image_ready) {
         snprintf(bundle, sizeof bundle, "%s/%s", a->bundles, id);
         spec.image = &lt->image;
@@ -608,6 +656,19 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
         }
         spec.mounts = binds;
         spec.nmounts = nb;
+        /* a fractional task's shim, at the path its LD_PRELOAD names; an image
+         * that cannot load it is refused: never a fractional task without its
+         * limits (docs/images.md "Fractional GPUs in a container") */
+        if (spec.preload_shim) {
+            char gw[TS_ERR_MSG_MAX - 64];
+            if (!why[0] && ts_image_glibc_check(lt->image.rootfs, gw, sizeof gw) != 0)
+                snprintf(why, sizeof why, "shim_unloadable: %s", gw);
+            if (nb < sizeof binds / sizeof binds[0])
+                binds[nb++] = (ts_bundle_mount){a->node->shim, a->node->shim, false};
+        }
+        if (!why[0])
+            cdi = task_cdi_edits(a, lt, why, sizeof why);
+        spec.cdi_edits = cdi;
         spec.workdir = workdir; /* inside the image; NULL: the image's own */
         if (!argv || !argv[0])
             spec.argv = NULL; /* the image's own command */
@@ -657,6 +718,7 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
     free(env);
     free(meta);
     json_decref(envj);
+    json_decref(cdi);
 }
 
 /* Makes each MIG GPU hold the layout the controller asks for, never

@@ -25,6 +25,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jansson.h>
+
 #include "tessera/error.h"
 #include "tessera/image_ref.h"
 
@@ -136,7 +138,20 @@ typedef struct ts_bundle_spec {
     size_t nmounts;
     long long memory_bytes, cpu_milli, pids_max; /* 0: no limit */
     const char *cgroups_path;        /* NULL: the runtime's default */
+    const json_t *cdi_edits;         /* the allocation's CDI edits (agent_cdi_edits); NULL: no GPU */
 } ts_bundle_spec;
+
+/* 0 when the image at rootfs has a glibc that can load the sharing shim
+ * (2.17 or later, image_glibc.c); else TS_EINVAL with why saying what the
+ * image lacks, TS_EIO when its root cannot be read. */
+int ts_image_glibc_check(const char *rootfs, char *why, size_t why_len);
+
+/* Applies CDI containerEdits to a config.json (cfg): its device nodes as
+ * linux.devices, an allow rule for each one's major:minor after the deny-all
+ * of linux.resources.devices (no other device: no other GPU), its mounts
+ * read-only binds, its env over the process's (same name replaced).
+ * TS_EINVAL naming the edit that lacks a path, type or numbers. */
+int ts_bundle_apply_cdi(json_t *cfg, const json_t *edits, ts_err *err);
 
 /* Makes dir/rootfs (an overlay: the image's root filesystem below, dir/upper
  * above; a read-only bind of it where overlayfs is refused) and writes

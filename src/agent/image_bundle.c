@@ -14,7 +14,10 @@
  * mount; the host's network, which the task's ranks address each other on),
  * the standard /proc, /dev, /sys mounts plus the caller's binds, and
  * linux.resources (memory, cpu quota, pids) with cgroupsPath: the runtime
- * enforces them on cgroup v1 and v2 alike.
+ * enforces them on cgroup v1 and v2 alike. Devices: none but the runtime's
+ * defaults, plus exactly those of the task's allocation from the node's CDI
+ * spec (agent/cdi.h): their nodes, an allow rule for each, the driver
+ * libraries bound read-only, the visible-devices variables.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -180,6 +183,76 @@ static json_t *resources(const ts_bundle_spec *b)
     return r;
 }
 
+#define DEVICE_FILE_MODE 0666
+
+/* process.env with kv set: an entry of the same name replaced, else added. */
+static void env_set(json_t *env, const char *kv)
+{
+    const char *eq = strchr(kv, '=');
+    size_t n = eq ? (size_t)(eq - kv) + 1 : 0, i;
+    json_t *v;
+    json_array_foreach(env, i, v) {
+        if (n && strncmp(json_string_value(v), kv, n) == 0) {
+            json_array_set_new(env, i, json_string(kv));
+            return;
+        }
+    }
+    json_array_append_new(env, json_string(kv));
+}
+
+int ts_bundle_apply_cdi(json_t *cfg, const json_t *edits, ts_err *err)
+{
+    json_t *linux = json_object_get(cfg, "linux");
+    json_t *res = json_object_get(linux, "resources");
+    if (!linux || !res) /* ts_bundle_make always writes both */
+        return ts_err_set(err, TS_EINVAL, "config.json: no linux.resources");
+    json_t *devs = json_array(), *allow = json_object_get(res, "devices");
+    if (!allow) {
+        allow = json_array();
+        json_object_set_new(res, "devices", allow);
+    }
+    size_t i;
+    json_t *n;
+    json_array_foreach(json_object_get(edits, "deviceNodes"), i, n) {
+        const char *path = json_string_value(json_object_get(n, "path"));
+        const char *type = json_string_value(json_object_get(n, "type"));
+        json_t *major = json_object_get(n, "major"), *minor = json_object_get(n, "minor");
+        if (!path || path[0] != '/' || !type || !json_is_integer(major) ||
+            !json_is_integer(minor)) {
+            json_decref(devs);
+            return ts_err_set(err, TS_EINVAL,
+                              "cdi deviceNodes[%zu]: an absolute path, a type and major/minor "
+                              "numbers are needed",
+                              i);
+        }
+        json_array_append_new(devs, json_pack("{s:s, s:s, s:O, s:O, s:i, s:i, s:i}", "path", path,
+                                              "type", type, "major", major, "minor", minor,
+                                              "fileMode", DEVICE_FILE_MODE, "uid", 0, "gid", 0));
+        json_array_append_new(allow, json_pack("{s:b, s:s, s:O, s:O, s:s}", "allow", 1, "type",
+                                               type, "major", major, "minor", minor, "access",
+                                               "rwm"));
+    }
+    json_object_set_new(linux, "devices", devs);
+    json_t *mounts = json_object_get(cfg, "mounts"), *m;
+    json_array_foreach(json_object_get(edits, "mounts"), i, m) {
+        const char *host = json_string_value(json_object_get(m, "hostPath"));
+        const char *dest = json_string_value(json_object_get(m, "containerPath"));
+        if (!host || !dest || host[0] != '/' || dest[0] != '/')
+            return ts_err_set(err, TS_EINVAL,
+                              "cdi mounts[%zu]: absolute hostPath and containerPath are needed",
+                              i);
+        json_array_append_new(mounts, mount_of(dest, "bind", host,
+                                               (const char *const[]){"rbind", "ro", "nosuid",
+                                                                     "nodev", NULL}));
+    }
+    json_t *env = json_object_get(json_object_get(cfg, "process"), "env"), *e;
+    json_array_foreach(json_object_get(edits, "env"), i, e) {
+        if (json_string_value(e) && strchr(json_string_value(e), '='))
+            env_set(env, json_string_value(e));
+    }
+    return 0;
+}
+
 int ts_bundle_make(const ts_bundle_spec *b, ts_err *err)
 {
     if (!b->dir || !b->image || !b->container_id)
@@ -244,6 +317,11 @@ int ts_bundle_make(const ts_bundle_spec *b, ts_err *err)
                             "process", proc, "root", "path", "rootfs", "readonly", readonly,
                             "hostname", b->container_id, "mounts", mounts, "linux", linux);
     json_decref(img);
+    if (b->cdi_edits && cfg && (rc = ts_bundle_apply_cdi(cfg, b->cdi_edits, err)) != 0) {
+        json_decref(cfg);
+        ts_bundle_remove(b->dir);
+        return rc;
+    }
     char path[800], tmp[820];
     snprintf(path, sizeof path, "%s/config.json", b->dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);

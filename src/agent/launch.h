@@ -117,6 +117,7 @@ typedef struct ts_task_spec {
     const char *runtime;          /* the OCI runtime; NULL: "runc" found on PATH */
     const ts_bundle_mount *mounts;/* more binds into the container */
     size_t nmounts;
+    const json_t *cdi_edits;      /* its GPUs from the node's CDI spec (agent/cdi.h); NULL: none */
 
     const char *record_dir;       /* <record_dir>/<task_id>.task and .exit; NULL: log_dir */
     const char *meta;             /* opaque, kept in the record for the caller (e.g. JSON:

@@ -106,7 +106,7 @@ int ts_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
         .workdir = s->workdir && *s->workdir ? s->workdir : NULL,
         .user = s->user || ra->change ? user : NULL, .mounts = m, .nmounts = nm,
         .memory_bytes = s->memory_bytes, .cpu_milli = s->cpu_milli, .pids_max = s->pids_max,
-        .cgroups_path = cg};
+        .cgroups_path = cg, .cdi_edits = s->cdi_edits};
     int rc = ts_bundle_make(&b, err);
     if (rc)
         ts_err_prefix(err, "task %s: ", id);

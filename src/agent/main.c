@@ -5,6 +5,7 @@
  *                 [--nvml PATH] [--ca FILE] [--cgroup-parent DIR] [--lost-after S]
  *                 [--metrics-listen ADDR:PORT] [--nic-map FILE] [--sysfs-root DIR]
  *                 [--sharing timeslice|mps] [--mps-control PATH] [--shim PATH]
+ *                 [--cdi-dir DIR] [--dev-root DIR]
  *
  * Loads NVML (docs/agent-protocol.md; without it the agent says so and serves
  * CPU-only work), describes the node, then runs the agent loop (agent.c)
@@ -16,10 +17,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/cdi.h"
 #include "agent/discover.h"
 #include "agent/health.h"
 #include "agent/image_cli.h"
@@ -68,6 +71,9 @@ static void usage(FILE *f)
                "                     [--nic-map FILE]  (\"GPU HCA[:PORT]\" lines; default: from "
                "sysfs)\n"
                "                     [--sysfs-root DIR]  (default /sys)\n"
+               "                     [--cdi-dir DIR]  (also write the CDI spec there, e.g. "
+               "/etc/cdi; always <state-dir>/cdi)\n"
+               "                     [--dev-root DIR]  (device nodes under DIR/dev; default /)\n"
                "                     [--sharing timeslice|mps]  (how fractional tasks share "
                "a GPU; default timeslice)\n"
                "                     [--mps-control PATH]  (default: nvidia-cuda-mps-control "
@@ -99,6 +105,32 @@ static int read_token(const char *path, char *out, size_t size)
     return out[0] ? 0 : -1;
 }
 
+/* The node's GPUs as CDI devices (docs/images.md "GPUs in a container"):
+ * kept for container tasks, written to <state_dir>/cdi/tessera.json and,
+ * with --cdi-dir, there too for other runtimes. A spec that cannot be
+ * written is said and the agent goes on: its own tasks use the one kept. */
+static void write_cdi(const ts_node_desc *desc, ts_agent_node *node, const char *state_dir,
+                      const char *cdi_dir, const char *dev_root)
+{
+    ts_err err;
+    agent_cdi_opts o = {.dev_root = dev_root};
+    if (agent_cdi_spec(desc, &o, &node->cdi, &err) != 0) {
+        fprintf(stderr, "tessera-agent: cdi: %s\n", err.msg);
+        return;
+    }
+    mkdir(state_dir, 0755); /* the agent makes it too, later; it may not exist yet */
+    const char *dirs[] = {state_dir, cdi_dir};
+    for (size_t i = 0; i < 2; i++) {
+        char path[700];
+        if (!dirs[i])
+            continue;
+        snprintf(path, sizeof path, i == 0 ? "%s/cdi/tessera.json" : "%s/tessera.json",
+                 dirs[i]);
+        if (agent_cdi_write(node->cdi, path, &err) != 0)
+            fprintf(stderr, "tessera-agent: %s\n", err.msg);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "image-pull") == 0)
@@ -106,7 +138,7 @@ int main(int argc, char **argv)
     ts_agent_config cfg = {.lost_s = TS_AGENT_LOST_S};
     static ts_agent_node node;
     const char *token_file = NULL, *nvml_path = NULL, *metrics_listen = NULL;
-    const char *nic_map = NULL, *sysfs_root = "/sys";
+    const char *nic_map = NULL, *sysfs_root = "/sys", *cdi_dir = NULL, *dev_root = NULL;
     for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--help") == 0) {
@@ -143,6 +175,10 @@ int main(int argc, char **argv)
             nic_map = v;
         } else if (strcmp(argv[i], "--sysfs-root") == 0) {
             sysfs_root = v;
+        } else if (strcmp(argv[i], "--cdi-dir") == 0) {
+            cdi_dir = v;
+        } else if (strcmp(argv[i], "--dev-root") == 0) {
+            dev_root = v;
         } else if (strcmp(argv[i], "--sharing") == 0) {
             if (strcmp(v, "mps") != 0 && strcmp(v, "timeslice") != 0) {
                 fprintf(stderr, "tessera-agent: --sharing: \"%s\" is not timeslice or mps\n", v);
@@ -222,6 +258,7 @@ int main(int argc, char **argv)
     }
     node.discovery = ts_discover_json(&desc);
     snprintf(node.sysfs_root, sizeof node.sysfs_root, "%s", sysfs_root);
+    write_cdi(&desc, &node, cfg.state_dir, cdi_dir, dev_root);
     if (cfg.net_addr[0] && node.discovery) /* the controller's peers for the tenants' VXLANs */
         json_object_set_new(node.discovery, "net_addr", json_string(cfg.net_addr));
     if (nv && ts_health_open(nv, &health, &err) != 0)
@@ -319,6 +356,7 @@ int main(int argc, char **argv)
     ts_agent_free(a);
     ts_agent_metrics_stop(metrics);
     json_decref(node.discovery);
+    json_decref(node.cdi);
     ts_health_close(health);
     ts_nvml_close(nv);
     return 0;

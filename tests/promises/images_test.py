@@ -38,7 +38,15 @@ TENANTS = f"""tenants:
         mounts: [{HOST_RO}, {{path: {HOST_RW}, write: true}}]
       team-b: {{guaranteed: {{gpu: {{H100-80GB: 8}}}}, registries: [registry.example.com]}}
 """
-CLUSTER = {"nodes": [Node("r-1", "l1", args=PULL), Node("r-2", "l1", args=PULL)],
+# the agents preload a sharing shim into fractional tasks; the image checks
+# refuse before it is ever loaded, so any readable file stands in for it
+SHIM = os.path.join(HOST_RO, "libtessera-cuda.so")
+with open(SHIM, "w") as _f:
+    _f.write("a stand-in: never loaded\n")
+os.chmod(SHIM, 0o644)
+PULL += ["--shim", SHIM]
+CLUSTER = {"nodes": [Node("r-1", "l1", args=PULL), Node("r-2", "l1", args=PULL),
+                     Node("s-1", "l1", cls="h8shared", args=PULL)],
            "tenants": TENANTS}
 NEEDS = ("runc",) + tuple(t for t in ("docker-registry", "umoci", "skopeo", "busybox"))
 
@@ -95,6 +103,67 @@ def scenario_image_job_runs_inside_its_image(c):
 
 scenario_image_job_runs_inside_its_image.needs_root = True
 scenario_image_job_runs_inside_its_image.needs = NEEDS
+
+
+def scenario_container_sees_only_its_gpus(c):
+    """images.md "GPUs in a container": each agent writes its node's CDI spec
+    to <state_dir>/cdi/tessera.json (a device per GPU), and a container task
+    gets exactly its allocation's device nodes: with one GPU of eight it sees
+    the /dev/nvidiaN of the GPU its CUDA_VISIBLE_DEVICES names (the runtime
+    makes the nodes from config.json) and /dev/nvidiactl, no other GPU."""
+    import json
+    specs = {}
+    for n in ("r-1", "r-2"):
+        try:
+            with open(c.path(n, "cdi", "tessera.json")) as f:
+                specs[n] = cdi = json.load(f)
+        except (OSError, ValueError) as e:
+            check(False, f"{n} wrote its CDI spec: {e}")
+            continue
+        check(cdi.get("kind") == "nvidia.com/gpu" and cdi.get("cdiVersion") == "0.6.0",
+              f"{n}'s spec is a CDI 0.6.0 nvidia.com/gpu one: {cdi.get('kind')}")
+        names = [d.get("name") for d in cdi.get("devices", [])]
+        check(names == [str(i) for i in range(8)], f"with a device per GPU: {names}")
+    r = registry()
+    jid = c.submit(spec("gpu-view", "ls /dev | grep nvidia; echo cvd=$CUDA_VISIBLE_DEVICES",
+                        f"{r.host}/team/tools:1"))
+    if not c.wait_job(jid, "completed", 90):
+        return
+    node = next((n for n in ("r-1", "r-2") if c.output(n, jid)), "r-1")
+    out = c.output(node, jid)
+    cvd = next((w[4:] for w in out.split() if w.startswith("cvd=")), "")
+    mine = [d["name"] for d in specs.get(node, {}).get("devices", [])
+            if f"CUDA_VISIBLE_DEVICES={cvd}" in d.get("containerEdits", {}).get("env", [])]
+    check(len(mine) == 1, f"CUDA_VISIBLE_DEVICES names one GPU of {node}: {cvd!r} -> {mine}")
+    nodes = sorted(w for w in out.split() if w.startswith("nvidia"))
+    check(mine and nodes == sorted([f"nvidia{mine[0]}", "nvidiactl"]),
+          f"it sees its GPU's node and the control node, no other: {nodes}")
+
+
+scenario_container_sees_only_its_gpus.needs_root = True
+scenario_container_sees_only_its_gpus.needs = NEEDS
+
+
+def scenario_fractional_task_in_an_image_without_glibc_is_refused(c):
+    """images.md "Fractional GPUs in a container": a fractional task whose
+    image cannot load the sharing shim (the busybox image: a static binary,
+    no glibc) is refused with a reason naming it, never run without its
+    limits."""
+    r = registry()
+    s = spec("frac-static", "echo ran-without-limits", f"{r.host}/team/tools:1")
+    s["tasks"][0]["gpu_fraction"] = 0.5
+    jid = c.submit(s)
+    j = c.wait_job(jid, ("failed", "completed"), 60)
+    if not j:
+        return
+    why = j.get("why") or ""
+    check(j.get("state") == "failed" and "shim_unloadable" in why and "no glibc" in why,
+          f"it fails naming the shim and the image: {j.get('state')} {why!r}")
+    check("ran-without-limits" not in c.output("s-1", jid), "its command never ran")
+
+
+scenario_fractional_task_in_an_image_without_glibc_is_refused.needs_root = True
+scenario_fractional_task_in_an_image_without_glibc_is_refused.needs = NEEDS
 
 
 def scenario_unknown_image_fails_image_not_found(c):

@@ -1,0 +1,47 @@
+/*
+ * cdi.h - the node's GPUs as CDI devices (Container Device Interface,
+ * cdiVersion 0.6.0, kind nvidia.com/gpu), written from discovery and used
+ * for a container task's config.json (docs/images.md "GPUs in a container").
+ *
+ * agent_cdi_spec builds the specification: a device per GPU (named by its
+ * NVML index, "0") and per MIG GPU instance ("0:2", GPU index and GI id),
+ * each with its device nodes and its NVIDIA_VISIBLE_DEVICES /
+ * CUDA_VISIBLE_DEVICES; the spec-wide edits hold the control nodes
+ * (/dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools) and read-only
+ * binds of the driver libraries found on the host (libcuda.so.*,
+ * libnvidia-ml.so.*). Device numbers come from the nodes under the dev root;
+ * a GPU's node absent there keeps the driver's fixed major (195) and its
+ * minor, other absent nodes are left out. agent_cdi_edits merges the
+ * spec-wide edits with those of the named devices: what one task gets.
+ * Returned json_t are the caller's (json_decref). Thread-safe: no state.
+ */
+#ifndef TS_AGENT_CDI_H
+#define TS_AGENT_CDI_H
+
+#include <jansson.h>
+
+#include "agent/discover.h"
+#include "tessera/error.h"
+
+#define AGENT_CDI_VERSION "0.6.0"
+#define AGENT_CDI_KIND "nvidia.com/gpu"
+
+typedef struct agent_cdi_opts {
+    const char *dev_root;        /* NULL or "": "/" (device nodes under <root>/dev) */
+    const char *proc_root;       /* NULL: "/proc" (driver/nvidia/gpus, nvidia-caps) */
+    const char *const *lib_dirs; /* NULL: the usual library folders of x86_64 */
+} agent_cdi_opts;
+
+/* The spec for the node (caller json_decref's it). TS_ENOMEM only. */
+int agent_cdi_spec(const ts_node_desc *d, const agent_cdi_opts *o, json_t **out, ts_err *err);
+
+/* Writes spec to path (its folder created, written whole then renamed). */
+int agent_cdi_write(const json_t *spec, const char *path, ts_err *err);
+
+/* The spec-wide containerEdits plus those of each named device, env values
+ * of one variable joined with commas ("uuid-a,uuid-b"). TS_ENOENT naming a
+ * device the spec lacks. */
+int agent_cdi_edits(const json_t *spec, const char *const *names, size_t n, json_t **out,
+                    ts_err *err);
+
+#endif
