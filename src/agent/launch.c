@@ -487,6 +487,7 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **o
         plan.envp = cp->envp;
         plan.cleanup_exe = cp->exe;
         plan.cleanup_argv = cp->cleanup_argv;
+        plan.runtime_cgroup = &cp->cg;
     }
     pid_t keeper = fork();
     if (keeper < 0) {

@@ -18,6 +18,7 @@
 #define RUNTIME_STATE_ROOT "/run/runc" /* runc's default --root, as root */
 #define RUNTIME_DIRS "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define RUNTIME_PATH "PATH=" RUNTIME_DIRS
+#define CGROUP2_MOUNT "/sys/fs/cgroup" /* where runc and crun find the unified hierarchy */
 
 static int find_runtime(const char *name, char *out, size_t n)
 {
@@ -57,6 +58,19 @@ static void delete_stale(ts_container_plan *cp)
             ;
 }
 
+/* Where the runtime makes the container's cgroup for cgroupsPath `path`: in
+ * the v1 hierarchies where the memory controller is bound to one (as runc
+ * and crun do), else below the cgroup2 mount. n == 0 when neither is known. */
+static void container_cgroup(const char *path, ts_cg_dirs *d)
+{
+    if (ts_cg_dirs_of(path, true, d) == 0 && d->at[TS_CG_MEMORY] >= 0)
+        return;
+    char full[TS_CG_PATH_MAX];
+    if (snprintf(full, sizeof full, "%s%s", CGROUP2_MOUNT, path) >= (int)sizeof full ||
+        ts_cg_dirs_of(full, false, d) != 0)
+        memset(d, 0, sizeof *d);
+}
+
 int ts_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
                          const char *const *env, const char *ack_dir, ts_container_plan *cp,
                          ts_err *err)
@@ -73,9 +87,10 @@ int ts_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
                           id, rt);
     snprintf(cp->bundle, sizeof cp->bundle, "%s", s->bundle_dir);
     snprintf(cp->id, sizeof cp->id, "%s", id);
-    static char run[] = "run", bundle_opt[] = "--bundle", del[] = "delete", force[] = "--force";
+    static char run[] = "run", keep[] = "--keep", bundle_opt[] = "--bundle", del[] = "delete",
+                force[] = "--force";
     char *a0 = strrchr(cp->exe, '/') + 1;
-    char *argv[] = {a0, run, bundle_opt, cp->bundle, cp->id, NULL};
+    char *argv[] = {a0, run, keep, bundle_opt, cp->bundle, cp->id, NULL};
     char *cargv[] = {a0, del, force, cp->id, NULL};
     memcpy(cp->argv, argv, sizeof argv);
     memcpy(cp->cleanup_argv, cargv, sizeof cargv);
@@ -100,6 +115,7 @@ int ts_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
     snprintf(user, sizeof user, "%u:%u", (unsigned)ra->uid, (unsigned)ra->gid);
     char cg[128];
     snprintf(cg, sizeof cg, TS_CONTAINER_CGROUP_PREFIX "%s", id);
+    container_cgroup(cg, &cp->cg);
     ts_bundle_spec b = {
         .dir = cp->bundle, .container_id = id, .image = s->image,
         .argv = s->argv && s->argv[0] ? s->argv : NULL, .env = env,

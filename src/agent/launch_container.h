@@ -4,10 +4,13 @@
  * the OCI runtime in the foreground instead of the command, as root; the
  * container gets the task's user, environment, limits and files. The
  * runtime forwards the keeper's and the agent's signals to the container's
- * first process and exits with its status, so the keeper, the record, the
- * stop sequence and adoption work unchanged. After the task ends the keeper
- * runs the runtime's delete, so nothing of the container outlives the exit
- * file. Private to launch*.c.
+ * first process and exits with its status (128 + n for a signal n, which the
+ * keeper reports as that signal), so the keeper, the record, the stop
+ * sequence and adoption work unchanged. The runtime runs with --keep: the
+ * container and its cgroup (cgroupsPath, outside the task's cgroup) outlive
+ * its exit, so the keeper reads the container cgroup's OOM kills, then runs
+ * the runtime's delete, so nothing of the container outlives the exit file.
+ * Private to launch*.c.
  */
 #ifndef TS_AGENT_LAUNCH_CONTAINER_H
 #define TS_AGENT_LAUNCH_CONTAINER_H
@@ -15,6 +18,7 @@
 #include <limits.h>
 
 #include "launch.h"
+#include "launch_cgroup.h"
 #include "launch_keeper.h"
 
 #define TS_CONTAINER_CGROUP_PREFIX "/tessera-tasks/"
@@ -25,6 +29,8 @@ typedef struct ts_container_plan {
     char bundle[PATH_MAX], id[TS_TASK_ID_MAX + 1];
     char *envp[2];                   /* the runtime's own environment */
     struct ts_run_as root;           /* the keeper starts the runtime as itself */
+    ts_cg_dirs cg;                   /* the container's own cgroup (the runtime makes
+                                      * it), read for OOM kills before the delete */
 } ts_container_plan;
 
 /* Makes the bundle and fills cp. ra: who the task runs as; env: its

@@ -37,6 +37,7 @@
 #define CGROUP_RMDIR_TRIES 100      /* x RMDIR_RETRY_NS while killed processes exit */
 #define RMDIR_RETRY_NS 10000000L
 #define FD_FIRST_KEPT 3             /* 0..2 become /dev/null in the keeper */
+#define RUNTIME_SIGNAL_BASE 128     /* an OCI runtime's exit status for signal n: 128 + n */
 #define KEEPER_NAME "tessera-keeper" /* its comm (ps, pgrep): at most 15 bytes */
 
 struct task_report {
@@ -261,13 +262,16 @@ _Noreturn void ts_keeper_run(const ts_keeper_plan *p)
     close(agent);
 
     int status = reap(pid);
-    /* counted before the cgroup kill below, which is no OOM kill */
+    /* counted before the cgroup kill below, which is no OOM kill; a
+     * container's own cgroup is read while the runtime has kept it */
     long long ooms = ts_cg_oom_kills(p->cgroup);
+    if (p->runtime_cgroup != NULL)
+        ooms += ts_cg_oom_kills(p->runtime_cgroup);
     /* what the task left in its group and cgroup ends with it */
     kill(-pid, SIGKILL);
     ts_cg_kill(p->cgroup);
-    /* a runtime that ended on its own removed its container; one killed did not */
-    if (p->cleanup_exe != NULL && (status == -1 || WIFSIGNALED(status))) {
+    /* the runtime keeps its container (--keep): deleted here, whatever the end */
+    if (p->cleanup_exe != NULL) {
         pid_t c = fork();
         if (c == 0) {
             char *const no_env[] = {NULL};
@@ -276,6 +280,11 @@ _Noreturn void ts_keeper_run(const ts_keeper_plan *p)
         }
         if (c > 0)
             reap(c);
+        /* an OCI runtime exits 128 + n when its container's process died of
+         * signal n: reported as that signal, as for a bare task */
+        if (status != -1 && (status & 0x7f) == 0 && ((status >> 8) & 0xff) > RUNTIME_SIGNAL_BASE &&
+            ((status >> 8) & 0xff) < RUNTIME_SIGNAL_BASE + NSIG)
+            status = ((status >> 8) & 0xff) - RUNTIME_SIGNAL_BASE;
     }
     if (status != -1) {
         char text[256];

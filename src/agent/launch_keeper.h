@@ -75,9 +75,12 @@ typedef struct ts_keeper_plan {
     int netns;                /* the task's network namespace, -1: the agent's */
     /* run (and waited for) after the task was killed, before its exit file:
      * the container runtime's delete, so no container outlives its exit file
-     * (a runtime that exits on its own has deleted its container) */
+     * (the runtime runs with --keep, so its container is left until then) */
     const char *cleanup_exe;  /* NULL: none */
     char *const *cleanup_argv;
+    /* the container's own cgroup, whose OOM kills count with the task's
+     * (read before the delete removes it); NULL: none */
+    const ts_cg_dirs *runtime_cgroup;
 } ts_keeper_plan;
 
 /* Runs in the agent's child and never returns. */

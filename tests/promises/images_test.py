@@ -105,6 +105,33 @@ scenario_image_job_runs_inside_its_image.needs_root = True
 scenario_image_job_runs_inside_its_image.needs = NEEDS
 
 
+def scenario_oom_kill_in_a_container_is_reported(c):
+    """images.md "Limits": a container task that allocates past its memory
+    limit is OOM-killed in the container's own cgroup, and ends `oom` with
+    the signal that ended it (not the runtime's exit status 137), with an
+    event, as a bare task does."""
+    r = registry()
+    # the shell keeps a command substitution's whole output in its memory
+    hog = "x=$(head -c 400000000 /dev/zero | tr '\\0' a); echo survived ${#x}"
+    s = spec("in-image-hog", hog, f"{r.host}/team/tools:1")
+    s["tasks"][0]["memory_mib"] = 64
+    jid = c.submit(s)
+    j = c.wait_job(jid, ("failed", "completed"), 90)
+    if not j:
+        return
+    r0 = (j.get("ranks") or [{}])[0] or {}
+    check(j.get("state") == "failed" and j.get("reason") == "oom",
+          f"the job failed for oom: {j.get('state')} {j.get('reason')} {j.get('why')}")
+    check(r0.get("end") == "oom" and r0.get("oom_kills", 0) >= 1 and r0.get("signal") == 9,
+          f"rank 0 was OOM-killed (SIGKILL): {r0}")
+    ev = [e for e in c.events(jid) if "OOM killer" in str(e)]
+    check(bool(ev), f"an event says so: {[e.get('kind') for e in c.events(jid)]}")
+
+
+scenario_oom_kill_in_a_container_is_reported.needs_root = True
+scenario_oom_kill_in_a_container_is_reported.needs = NEEDS
+
+
 def scenario_container_sees_only_its_gpus(c):
     """images.md "GPUs in a container": each agent writes its node's CDI spec
     to <state_dir>/cdi/tessera.json (a device per GPU), and a container task
