@@ -30,6 +30,11 @@
 #define TS_SHIM_ENV_LEDGER "TESSERA_CUDA_LEDGER"
 #define TS_SHIM_ENV_CTX_BYTES "TESSERA_CUDA_CTX_BYTES"
 #define TS_SHIM_ENV_DRIVER "TESSERA_CUDA_DRIVER"
+/* A file the agent made for the task: the shim's constructor writes to it
+ * when the library is loaded, so the agent knows its limits are in force
+ * (a task whose mark stays empty is stopped, docs/sharing.md). */
+#define TS_SHIM_ENV_LOADED "TESSERA_CUDA_LOADED"
+#define TS_SHIM_LOADED_TEXT "loaded\n"
 
 #define TS_SHIM_DRIVER_DEFAULT "libcuda.so.1"
 #define TS_SHIM_LEDGER_DIR "/dev/shm"

@@ -214,6 +214,7 @@ static void enforce_limits(ts_agent *a, double now)
     double wall = ts_agent_wall_now();
     for (int i = 0; i < a->ntasks; i++) {
         local_task *lt = &a->tasks[i];
+        ts_agent_shim_check(a, lt, now);
         if (!lt->t || lt->deadline_unix <= 0 || wall < lt->deadline_unix ||
             lt->st.phase == TS_TASK_EXITED || lt->st.hard_stop)
             continue;
@@ -358,7 +359,18 @@ static json_t *report(ts_agent *a)
                                                    ts_task_info_get(lt->t)->uid);
                 if (step > 0)
                     json_object_set_new(o, "step_s", json_real(step));
-            } else if ((ts_agent_add_output(lt, o), add_end(lt, o), lt->stop_requested)) {
+            } else if ((ts_agent_add_output(lt, o), add_end(lt, o), lt->shim_missing)) {
+                /* stopped: it would have run without its limits */
+                double reg = a->node->shim_register_s > 0 ? a->node->shim_register_s
+                                                          : TS_AGENT_SHIM_REGISTER_S;
+                char why[256];
+                snprintf(why, sizeof why, "shim_not_loaded: the sharing shim did not register "
+                         "within %g s (a static program, or a loader that ignored LD_PRELOAD): "
+                         "stopped, never a fractional task without its limits", reg);
+                json_object_set_new(o, "state", json_string("failed"));
+                json_object_set_new(o, "error", json_string(why));
+                json_object_set_new(o, "launch_end", json_string("shim_not_loaded"));
+            } else if (lt->stop_requested) {
                 /* ended: its last output and how */
                 json_object_set_new(o, "state", json_string("stopped"));
                 json_object_set_new(o, "outcome", json_string(outcome_name(lt->st.outcome)));
@@ -395,6 +407,7 @@ static void agent_task_forget(ts_agent *a, int k)
     ts_agent_ledger_remove(a, lt);
     ts_agent_secrets_remove(a, lt->job, lt->rank);
     ts_agent_step_file_remove(lt);
+    ts_agent_shim_mark_remove(lt);
     ts_task_free(lt->t); /* its container, if any, is gone with it: then its image and bundle */
     ts_agent_net_end(a, lt); /* after the task: nothing of it is left in the namespace */
     ts_agent_image_forget(a, lt);

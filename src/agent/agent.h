@@ -60,6 +60,8 @@ typedef struct ts_agent_config {
 
 /* The node as the agent reports it: filled by the caller (discovery) and
  * read when a task needs its GPUs' identifiers. */
+#define TS_AGENT_SHIM_REGISTER_S 5.0 /* --shim-register default */
+
 typedef struct ts_agent_node {
     json_t *discovery;      /* sent at registration (owned) */
     char gpu_uuid[16][96];  /* CUDA_VISIBLE_DEVICES value per GPU index */
@@ -71,6 +73,8 @@ typedef struct ts_agent_node {
     bool mps;               /* fractional tasks share their GPU through MPS */
     char mps_binary[256];   /* nvidia-cuda-mps-control; "" = found on PATH */
     char shim[512];         /* libtessera-cuda.so preloaded into fractional tasks; "" none */
+    double shim_register_s; /* a fractional task whose shim has not registered by then is
+                             * stopped (shim_not_loaded); <= 0: TS_AGENT_SHIM_REGISTER_S */
     char sysfs_root[256];   /* where the adapters' partition tables are read; "" = /sys */
     json_t *cdi;            /* the node's CDI spec (agent/cdi.h), for container tasks; NULL none */
     /* health, refreshed by the caller before each sync; NULL = not reported */

@@ -59,6 +59,14 @@ typedef struct local_task {
     bool image_ready;           /* a user of image (released when forgotten) */
     char launch_end[32];        /* the end a start failure reports ("image_not_found"), "" */
     char *image_cred;           /* the pull secret, "user:password" (malloc'd, wiped), NULL */
+    /* a fractional task's shim mark (TESSERA_CUDA_LOADED, docs/sharing.md):
+     * the file the agent made, which the shim writes to once loaded */
+    char shim_mark[720];        /* "" none (no shim, or an adopted task: not watched) */
+    dev_t shim_mark_dev;
+    ino_t shim_mark_ino;
+    double shim_due;            /* ts_launch_now() by which it must be written */
+    bool shim_seen;             /* written: the task runs with its limits */
+    bool shim_missing;          /* not written in time: the task was stopped */
 } local_task;
 
 struct ts_agent {
@@ -129,6 +137,12 @@ void ts_agent_ledger_remove(const ts_agent *a, const local_task *lt);
 double ts_agent_step_median(const char *path, uid_t owner);
 /* Removes a forgotten task's step file while it is still the agent's. */
 void ts_agent_step_file_remove(const local_task *lt);
+/* A fractional task whose shim has not written its mark by shim_due is
+ * stopped (SIGKILL) and will end `shim_not_loaded`; a written mark ends the
+ * watch. Called with the time limits. */
+void ts_agent_shim_check(ts_agent *a, local_task *lt, double now);
+/* A forgotten task's shim mark goes with it. */
+void ts_agent_shim_mark_remove(const local_task *lt);
 /* Adds an ended task's last output to its report o. */
 void ts_agent_add_output(const local_task *lt, json_t *o);
 

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -414,6 +415,62 @@ static void step_file_make(const ts_agent *a, local_task *lt, const char *id,
         fprintf(stderr, "tessera-agent: task %s: step file: %s\n", id, e.msg);
 }
 
+/* A fractional task's shim mark: an empty file of the task's user under a
+ * name no one can guess, in the steps directory (everyone's, and bound into
+ * containers at the same path). 0, or -1 with why filled. */
+static int shim_mark_make(const ts_agent *a, local_task *lt, const char *id,
+                          const struct passwd *pw, char *why, size_t why_len)
+{
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+        r = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)lt;
+    snprintf(lt->shim_mark, sizeof lt->shim_mark, "%s/%s.shim.%016llx", a->steps, id,
+             (unsigned long long)r);
+    ts_err e;
+    if (agent_taskfile_create(lt->shim_mark, pw ? pw->pw_uid : (uid_t)-1,
+                              pw ? pw->pw_gid : (gid_t)-1, &lt->shim_mark_dev,
+                              &lt->shim_mark_ino, &e) != 0) {
+        snprintf(why, why_len, "the sharing shim's mark: %.400s", e.msg);
+        lt->shim_mark[0] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
+void ts_agent_shim_mark_remove(const local_task *lt)
+{
+    if (lt->shim_mark[0] && lt->shim_mark_ino)
+        agent_taskfile_remove(lt->shim_mark, lt->shim_mark_dev, lt->shim_mark_ino,
+                              AGENT_TASKFILE_ANY_OWNER);
+}
+
+void ts_agent_shim_check(ts_agent *a, local_task *lt, double now)
+{
+    if (!lt->t || !lt->shim_mark[0] || lt->shim_seen || lt->shim_missing ||
+        lt->st.phase == TS_TASK_EXITED)
+        return;
+    ts_err e;
+    int fd = agent_taskfile_open(lt->shim_mark, O_RDONLY, AGENT_TASKFILE_ANY_OWNER, &e);
+    struct stat sb;
+    if (fd >= 0 && fstat(fd, &sb) == 0 && sb.st_dev == lt->shim_mark_dev &&
+        sb.st_ino == lt->shim_mark_ino && sb.st_size > 0)
+        lt->shim_seen = true;
+    if (fd >= 0)
+        close(fd);
+    if (lt->shim_seen || now < lt->shim_due)
+        return;
+    lt->shim_missing = true;
+    double limit = a->node->shim_register_s > 0 ? a->node->shim_register_s
+                                                : TS_AGENT_SHIM_REGISTER_S;
+    fprintf(stderr, "tessera-agent: job %lld rank %d: the sharing shim did not register within "
+                    "%g s: stopped (shim_not_loaded)\n", (long long)lt->job, lt->rank, limit);
+    /* SIGTERM with no grace: the SIGKILL to its group and cgroup follows at once */
+    if (ts_task_preempt_begin(lt->t, SIGTERM, 0, now, &e) != 0)
+        fprintf(stderr, "tessera-agent: job %lld rank %d: stop: %s\n", (long long)lt->job,
+                lt->rank, e.msg);
+    ts_task_poll(lt->t, now, &lt->st, &e);
+}
+
 void ts_agent_start_task(ts_agent *a, json_t *t)
 {
     if (a->ntasks == TS_AGENT_MAX_TASKS)
@@ -535,8 +592,8 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
     /* the sharing shim (docs/sharing.md): the task's GPU memory and share
      * of the GPU, as the scheduler granted them, enforced for every process
      * of the task through one ledger per task */
-    char shim_env[3][200];
-    const char *shim_envp[4] = {NULL};
+    char shim_env[4][760];
+    const char *shim_envp[5] = {NULL};
     if (!why[0] && lt->fractional && a->node->shim[0] && lt->ngpu == 1) {
         int ne = 0;
         snprintf(shim_env[ne], sizeof shim_env[ne], "TESSERA_CUDA_LEDGER=%s", ledger_name(lt));
@@ -551,6 +608,13 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
         if (!a->node->mps) { /* MPS limits the SMs itself */
             snprintf(shim_env[ne], sizeof shim_env[ne], "TESSERA_CUDA_COMPUTE_PERCENT=%d",
                      (lt->gpu_milli + 9) / 10);
+            shim_envp[ne] = shim_env[ne];
+            ne++;
+        }
+        /* the mark its shim writes once loaded; without one the task could
+         * not be watched, so it does not start */
+        if (shim_mark_make(a, lt, id, pw && a->caps.root ? pw : NULL, why, sizeof why) == 0) {
+            snprintf(shim_env[ne], sizeof shim_env[ne], TS_SHIM_ENV_LOADED "=%s", lt->shim_mark);
             shim_envp[ne] = shim_env[ne];
             ne++;
         }
@@ -713,6 +777,9 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
         lt->t = NULL;
     } else {
         start_log(a, lt->t);
+        double reg = a->node->shim_register_s > 0 ? a->node->shim_register_s
+                                                  : TS_AGENT_SHIM_REGISTER_S;
+        lt->shim_due = ts_launch_now() + reg;
     }
     free(argv);
     free(env);

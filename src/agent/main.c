@@ -80,6 +80,9 @@ static void usage(FILE *f)
                "on PATH)\n"
                "                     [--shim PATH]  (libtessera-cuda.so: fractional tasks' "
                "memory quota and compute share)\n"
+               "                     [--shim-register SECONDS]  (a fractional task whose "
+               "shim has not registered\n"
+               "                      by then is stopped: shim_not_loaded; default 5)\n"
                "                     [--net-addr IPV4]  (this node's underlay address: tasks "
                "of an isolating cluster\n"
                "                      get a namespace on their tenant's VXLAN; docs/network.md)\n"
@@ -209,6 +212,15 @@ int main(int argc, char **argv)
             }
             snprintf(node.shim, sizeof node.shim, "%s", abs);
             free(abs);
+        } else if (strcmp(argv[i], "--shim-register") == 0) {
+            char *end;
+            node.shim_register_s = strtod(v, &end);
+            if (end == v || *end || !(node.shim_register_s > 0) ||
+                node.shim_register_s > 3600) {
+                fprintf(stderr, "tessera-agent: --shim-register: \"%s\" is not a number of "
+                                "seconds in (0, 3600]\n", v);
+                return 2;
+            }
         } else if (strcmp(argv[i], "--net-addr") == 0) {
             struct in_addr ia;
             if (inet_pton(AF_INET, v, &ia) != 1) {

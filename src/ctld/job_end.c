@@ -115,8 +115,11 @@ static json_t *rank_end_json(const ctld *c, const cjob *j, int rank, const json_
         end = json_is_true(json_object_get(rep, "launch")) ? "launch" : "lost";
         if (le && strcmp(le, "image_not_found") == 0) /* its registry does not know it */
             end = "image_not_found";
-        snprintf(reason, sizeof reason, "%s%s", strcmp(end, "lost") != 0 ? "could not start: "
-                 : "", error);
+        bool shim = le && strcmp(le, "shim_not_loaded") == 0; /* stopped: no limits in force */
+        if (shim)
+            end = "shim_not_loaded";
+        snprintf(reason, sizeof reason, "%s%s",
+                 strcmp(end, "lost") != 0 && !shim ? "could not start: " : "", error);
     } else if (state && strcmp(state, "stopped") == 0) {
         end = "stopped";
         snprintf(reason, sizeof reason, "stopped (%s)",

@@ -40,7 +40,8 @@ static const struct {
     {"JobRank",
      "{\"type\":\"object\",\"properties\":{\"rank\":{\"type\":\"integer\"},"
      "\"node\":{\"type\":\"string\"},\"end\":{\"type\":\"string\",\"enum\":[\"exited\","
-     "\"signal\",\"oom\",\"timeout\",\"launch\",\"stopped\",\"lost\",\"image_not_found\"]},"
+     "\"signal\",\"oom\",\"timeout\",\"launch\",\"stopped\",\"lost\",\"image_not_found\","
+     "\"shim_not_loaded\"]},"
      "\"exit_code\":{\"type\":[\"integer\",\"null\"]},\"signal\":{\"type\":[\"integer\","
      "\"null\"]},\"oom_kills\":{\"type\":\"integer\"},\"reason\":{\"type\":\"string\"}}}"},
     {"Job",

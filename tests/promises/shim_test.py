@@ -1,0 +1,69 @@
+"""Promises of the sharing shim's registration (docs/sharing.md "Never
+without its limits"), on a real agent that preloads the built
+libtessera-cuda.so into fractional tasks: a fractional task whose shim has
+not registered within --shim-register seconds is stopped with reason
+`shim_not_loaded`; one whose shim loaded (any dynamic program, a shell
+included) runs on."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from cluster import Node  # noqa: E402
+from harness import check  # noqa: E402
+
+REGISTER_S = 3
+CLUSTER = {"nodes": [Node("s-1", "l1", cls="h8shared",
+                          args=["--shim", "{fakes}/../libtessera-cuda.so",
+                                "--shim-register", str(REGISTER_S)])]}
+STATIC = "/bin/busybox"  # Debian's busybox-static: no dynamic loader, so no LD_PRELOAD
+
+
+def spec(name, command):
+    return {"tenant": "team-a", "name": name, "tier": "opportunistic", "command": command,
+            "tasks": [{"count": 1, "gpus": 1, "gpu_fraction": 0.25, "cpu_milli": 500,
+                       "memory_mib": 512}],
+            # a sanitizer build's shim is preloaded into plain programs
+            "env": {"ASAN_OPTIONS": "verify_asan_link_order=0:detect_leaks=0"},
+            "time_limit": "5m"}
+
+
+def is_static(path):
+    """No PT_INTERP: the kernel runs it without the dynamic loader."""
+    try:
+        return b"ld-linux" not in open(path, "rb").read(4096)
+    except OSError:
+        return False
+
+
+def scenario_static_fractional_task_is_stopped(c):
+    """sharing.md: a fractional task whose shim has not registered within the
+    agent's --shim-register seconds (a static program, which never reads
+    LD_PRELOAD) is stopped and fails with reason `shim_not_loaded`, with an
+    event."""
+    if not is_static(STATIC):
+        print(f"  ({STATIC} is not a static binary here: scripts/install-deps test)")
+        return
+    jid = c.submit(spec("static", [STATIC, "sleep", "60"]))
+    j = c.wait_job(jid, ("failed", "completed"), 40)
+    if not j:
+        return
+    r0 = (j.get("ranks") or [{}])[0] or {}
+    check(j.get("state") == "failed" and j.get("reason") == "shim_not_loaded",
+          f"the job failed for shim_not_loaded: {j.get('state')} {j.get('reason')} {j.get('why')}")
+    check(r0.get("end") == "shim_not_loaded", f"rank 0 ended shim_not_loaded: {r0}")
+    check(f"within {REGISTER_S} s" in (j.get("why") or ""), f"why says so: {j.get('why')}")
+    ev = [e for e in c.events(jid) if "shim_not_loaded" in str(e)]
+    check(bool(ev), f"an event says so: {[e.get('kind') for e in c.events(jid)]}")
+
+
+def scenario_dynamic_fractional_task_runs_on(c):
+    """sharing.md: the shim registers from its constructor, in any dynamic
+    program that loads it (a shell wrapper too, before any CUDA call), so a
+    task that never touches CUDA runs on past the registration time."""
+    jid = c.submit(spec("dynamic", ["/bin/sh", "-c", f"sleep {REGISTER_S * 2}; echo done"]))
+    j = c.wait_job(jid, ("failed", "completed"), 40)
+    if not j:
+        return
+    check(j.get("state") == "completed",
+          f"it completes: {j.get('state')} {j.get('reason')} {j.get('why')}")
+    check("done" in c.output("s-1", jid), f"its output: {c.output('s-1', jid)!r}")
