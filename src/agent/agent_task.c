@@ -205,6 +205,20 @@ int ts_agent_adopt_one(const char *id, void *ctx)
         snprintf(lt->image.digest, sizeof lt->image.digest, "%s", img);
         lt->image_ready = true;
     }
+    /* its shim mark, if still the file this agent made there (a regular
+     * file in the steps folder): watched from now for a full period */
+    const char *mark = json_string_value(json_object_get(m, "shim_mark"));
+    size_t sl = strlen(a->steps);
+    struct stat ms;
+    if (mark && strncmp(mark, a->steps, sl) == 0 && mark[sl] == '/' &&
+        !strchr(mark + sl + 1, '/') && lstat(mark, &ms) == 0 && S_ISREG(ms.st_mode) && ms.st_nlink == 1 &&
+        strlen(mark) < sizeof lt->shim_mark) {
+        snprintf(lt->shim_mark, sizeof lt->shim_mark, "%s", mark);
+        lt->shim_mark_dev = ms.st_dev;
+        lt->shim_mark_ino = ms.st_ino;
+        lt->shim_due = ts_launch_now() + (a->node->shim_register_s > 0 ? a->node->shim_register_s
+                                                                       : TS_AGENT_SHIM_REGISTER_S);
+    }
     json_decref(m);
     ts_task_poll(t, ts_launch_now(), &lt->st, &e);
     lt->stop_requested = (lt->st.phase != TS_TASK_RUNNING && lt->st.phase != TS_TASK_EXITED) ||
@@ -764,6 +778,8 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
         json_object_set_new(mj, "net_vni", json_integer(lt->net_vni));
     if (mj && lt->image_ready) /* released when the task is forgotten */
         json_object_set_new(mj, "image_digest", json_string(lt->image.digest));
+    if (mj && lt->shim_mark[0]) /* watched again, and removed, by an adopting agent */
+        json_object_set_new(mj, "shim_mark", json_string(lt->shim_mark));
     char *meta = mj ? json_dumps(mj, JSON_COMPACT) : NULL;
     json_decref(mj);
     spec.meta = meta;

@@ -67,3 +67,34 @@ def scenario_dynamic_fractional_task_runs_on(c):
     check(j.get("state") == "completed",
           f"it completes: {j.get('state')} {j.get('reason')} {j.get('why')}")
     check("done" in c.output("s-1", jid), f"its output: {c.output('s-1', jid)!r}")
+
+
+def scenario_adopted_fractional_task_is_still_watched(c):
+    """sharing.md: an agent restarted while a fractional task runs adopts its
+    mark and watches it for a full period: a static task is still stopped
+    with reason `shim_not_loaded`, and its mark is removed with it."""
+    if not is_static(STATIC):
+        print(f"  ({STATIC} is not a static binary here: scripts/install-deps test)")
+        return
+    jid = c.submit(spec("static-adopted", [STATIC, "sleep", "60"]))
+    if not c.wait_job(jid, "running", 20):
+        return
+    steps = c.path("s-1", "steps")
+    marks = c.wait(lambda: [f for f in os.listdir(steps) if f.startswith(f"j{jid}-r0.shim.")],
+                   "its shim mark", 10) or []
+    old = c.procs["s-1"]
+    old.kill()  # kill -9 before the registration time is over: nothing cleaned up
+    old.wait(10)
+    c._spawn("s-1", old.args, dict(os.environ,  # the same agent again, as a restart does
+                                   TESSERA_FAKE_NVML_FIXTURE=c.path("s-1-gpus.json")))
+    j = c.wait_job(jid, ("failed", "completed"), 40)
+    if not j:
+        return
+    check(j.get("reason") == "shim_not_loaded",
+          f"the adopted task was stopped for shim_not_loaded: {j.get('state')} {j.get('reason')}")
+    gone = c.wait(lambda: not any(os.path.exists(os.path.join(steps, m)) for m in marks) or None,
+                  "its mark is removed", 15)
+    check(bool(marks) and bool(gone), f"its mark {marks} is removed with it")
+
+
+scenario_adopted_fractional_task_is_still_watched.needs_root = True
