@@ -5,7 +5,7 @@
  *                 [--nvml PATH] [--ca FILE] [--cgroup-parent DIR] [--lost-after S]
  *                 [--metrics-listen ADDR:PORT] [--nic-map FILE] [--sysfs-root DIR]
  *                 [--sharing timeslice|mps] [--mps-control PATH] [--shim PATH]
- *                 [--cdi-dir DIR] [--dev-root DIR]
+ *                 [--shim-register S] [--cdi-dir DIR] [--dev-root DIR]
  *
  * Loads NVML (docs/agent-protocol.md; without it the agent says so and serves
  * CPU-only work), describes the node, then runs the agent loop (agent.c)
