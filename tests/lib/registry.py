@@ -164,11 +164,15 @@ class StallFront:
     """A registry's front that passes manifests on but holds every blob
     request until release() (or hold_s, bounded): a registry slow to send
     an image's layers, so that a test can act while a pull is under way.
-    held: how many blob requests are being held now."""
+    held: how many blob requests are being held now. With hold=False it
+    passes everything on at once: a registry that appears on its port with
+    its images already there."""
 
-    def __init__(self, upstream, port=None, hold_s=60.0):
+    def __init__(self, upstream, port=None, hold_s=60.0, hold=True):
         self.port = port or free_port()
         self.go = threading.Event()
+        if not hold:
+            self.go.set()
         self.held = 0
         lock = threading.Lock()
         front = self

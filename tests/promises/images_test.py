@@ -289,10 +289,11 @@ def scenario_registry_down_job_waits_image_pull(c):
         return
     check(j.get("state") == "running" and "image_pull" in j,
           f"started, its image coming: {j.get('state')} {j.get('image_pull')}")
-    work = tempfile.mkdtemp(prefix="tessera-late-")
-    late = Registry(work, LATE_PORT)
-    atexit.register(lambda: (late.stop(), shutil.rmtree(work, ignore_errors=True)))
-    late.push_busybox("team/late:1", "the registry came back")
+    # the registry comes back with the image in it (pushed first: a registry
+    # that came up empty would answer the next try's pull 404, not found)
+    registry().push_busybox("team/late:1", "the registry came back")
+    late = StallFront(registry().base, LATE_PORT, hold=False)
+    atexit.register(late.stop)
     j = c.wait_job(jid, "completed", 60)
     check(bool(j), "once the registry is back the job runs and completes, never failed")
     node = next((n for n in ("r-1", "r-2") if c.output(n, jid)), "r-1")
