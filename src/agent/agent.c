@@ -322,7 +322,10 @@ static json_t *report(ts_agent *a)
         json_t *o = json_pack("{s:I,s:i}", "job", (json_int_t)lt->job, "rank", lt->rank);
         if (lt->run > 0)
             json_object_set_new(o, "run", json_real(lt->run));
-        if (!lt->t && lt->waiting) {
+        if (!lt->t && lt->stopped_unstarted) {
+            json_object_set_new(o, "state", json_string("stopped"));
+            json_object_set_new(o, "outcome", json_string("stopped"));
+        } else if (!lt->t && lt->waiting) {
             /* its image is coming (agent_image.c): running, as far as the
              * controller's placement goes, with how far the pull is */
             json_object_set_new(o, "state", json_string("running"));
@@ -471,9 +474,23 @@ static void reconcile(ts_agent *a, json_t *desired)
                                       &e) == 0)
                 ts_task_poll(lt->t, now, &lt->st, &e);
         } else if (lt && !lt->t && lt->waiting && action && strcmp(action, "stop") == 0) {
-            ts_agent_image_forget(a, lt); /* stopped before its image came: nothing ran */
-            snprintf(lt->start_error, sizeof lt->start_error,
-                     "stopped while its image was being pulled");
+            /* stopped before its image came: the pull is abandoned (or its
+             * result dropped), nothing ran */
+            ts_agent_image_forget(a, lt);
+            lt->stopped_unstarted = lt->stop_requested = true;
+        } else if (!lt && action && strcmp(action, "stop") == 0 &&
+                   a->ntasks < TS_AGENT_MAX_TASKS) {
+            /* a stop of a task this agent never had: its job was placed and
+             * stopped (cancelled, preempted) while the agent was away or its
+             * sync in flight. Nothing of it ran here; unreported, the job
+             * would wait for this rank's stop for ever. */
+            local_task *nt = &a->tasks[a->ntasks++];
+            memset(nt, 0, sizeof *nt);
+            nt->job = job;
+            nt->rank = rank;
+            nt->run = json_number_value(run);
+            nt->mig_profile = -1;
+            nt->stopped_unstarted = nt->stop_requested = true;
         } else if (lt && lt->t && action && strcmp(action, "stop") == 0 && !lt->stop_requested) {
             ts_err e;
             lt->stop_requested = true;

@@ -26,6 +26,9 @@ typedef struct local_task {
     ts_task *t;            /* NULL when it could not start */
     char start_error[TS_ERR_MSG_MAX]; /* why it could not start */
     bool stop_requested;
+    bool stopped_unstarted; /* stopped before anything of it ran here (a stop of a task
+                             * never heard of, or whose image was still coming):
+                             * reported stopped, so that its job's stop completes */
     ts_task_state st;
     char step_file[700];   /* where the task writes its step times */
     char out_note[710];    /* where a task whose output it redirects names the files

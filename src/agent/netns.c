@@ -9,8 +9,13 @@
  * the host, ip in the namespace; bridge when a VXLAN is new), spawned with
  * posix_spawn, argv and a fixed environment, never a shell.
  *
- * Names: the namespace ts-<task id>; the host veth tsv<8 hex of the id's
- * FNV-1a>; eth0 inside; the tenant's bridge tsb<vni> and VXLAN tsx<vni>. The
+ * Names: the namespace ts-<tag>-<task id>, where tag is 8 hex of the FNV-1a
+ * of the agent's state directory (its real path): task ids repeat across
+ * clusters (every cluster has a j1-r0), and /run/netns is the host's, so two
+ * agents of one host (two clusters, parallel test runs) never name the same
+ * namespace, nor remove each other's; the host veth tsv<8 hex of the FNV-1a
+ * of tag and id> (15 bytes at most, IFNAMSIZ); eth0 inside; the tenant's
+ * bridge tsb<vni> and VXLAN tsx<vni>. The
  * task's MAC is derived from its address (02:00:a:b:c:d), so the binding of
  * port, address and MAC that the bridge policy checks is known before the
  * port exists. The state file <state dir>/net/<task id> ("veth vni addr mac")
@@ -21,6 +26,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <net/if.h>
 #include <signal.h>
 #include <spawn.h>
@@ -205,12 +211,31 @@ static bool id_ok(const char *id)
     return id[0] != '.';
 }
 
-static void veth_name(const char *id, char out[IFNAMSIZ])
+static uint32_t fnv32(uint32_t h, const char *s)
 {
-    uint32_t h = 2166136261u;
-    for (const char *p = id; *p; p++)
+    for (const char *p = s; *p; p++)
         h = (h ^ (unsigned char)*p) * 16777619u;
-    snprintf(out, IFNAMSIZ, "tsv%08x", h);
+    return h;
+}
+
+/* This agent's tag: the FNV-1a of its state directory's real path (the path
+ * as given while it does not resolve), the same at every start. */
+static uint32_t agent_tag(const char *state_dir)
+{
+    char real[PATH_MAX];
+    return fnv32(2166136261u, realpath(state_dir, real) ? real : state_dir);
+}
+
+void agent_net_ns_name(const char *state_dir, const char *task_id, char *out, size_t len)
+{
+    snprintf(out, len, "%s%08x-%s", NS_PREFIX, agent_tag(state_dir), task_id);
+}
+
+static void veth_name(const char *state_dir, const char *id, char out[IFNAMSIZ])
+{
+    char tag[16];
+    snprintf(tag, sizeof tag, "%08x/", agent_tag(state_dir));
+    snprintf(out, IFNAMSIZ, "tsv%08x", fnv32(fnv32(2166136261u, tag), id));
 }
 
 static bool link_exists(const char *name) { return if_nametoindex(name) != 0; }
@@ -376,7 +401,7 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
         return ts_err_set(err, TS_EINVAL, "net.addr: %s is the block's gateway address",
                           t->addr);
     net_state s = {.vni = t->vni};
-    veth_name(t->task_id, s.veth);
+    veth_name(state_dir, t->task_id, s.veth);
     snprintf(s.addr, sizeof s.addr, "%s", t->addr);
     snprintf(s.mac, sizeof s.mac, "02:00:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3]);
     int mtu = t->mtu ? t->mtu : AGENT_NET_MTU_DEFAULT;
@@ -404,9 +429,10 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
     snprintf(br, sizeof br, "tsb%u", t->vni);
     snprintf(vx, sizeof vx, "tsx%u", t->vni);
     bool new_vx = !link_exists(vx);
-    char host[2048];
+    char host[2048], ns[80];
+    agent_net_ns_name(state_dir, t->task_id, ns, sizeof ns);
     size_t n = 0;
-    n += (size_t)snprintf(host + n, sizeof host - n, "netns add %s%s\n", NS_PREFIX, t->task_id);
+    n += (size_t)snprintf(host + n, sizeof host - n, "netns add %s\n", ns);
     if (!link_exists(br))
         n += (size_t)snprintf(host + n, sizeof host - n,
                               "link add %s address 02:54:53:%02x:%02x:%02x type bridge\n"
@@ -423,20 +449,18 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
                               "link set %s up\n",
                               vx, mtu, t->vni, t->local, VXLAN_PORT, vx, vx, br, vx);
     n += (size_t)snprintf(host + n, sizeof host - n,
-                          "link add %s mtu %d type veth peer name eth0 mtu %d netns %s%s\n"
+                          "link add %s mtu %d type veth peer name eth0 mtu %d netns %s\n"
                           "link set %s addrgenmode none\n"
                           "link set %s master %s\n"
                           "link set %s up\n",
-                          s.veth, mtu, mtu, NS_PREFIX, t->task_id, s.veth, s.veth, br, s.veth);
+                          s.veth, mtu, mtu, ns, s.veth, s.veth, br, s.veth);
     for (size_t i = 0; i < t->nnics; i++) /* the task's own NICs: down while they move */
         n += (size_t)snprintf(host + n, sizeof host - n, "link set %s down\n"
-                              "link set %s netns %s%s\n", t->nics[i], t->nics[i], NS_PREFIX,
-                              t->task_id);
+                              "link set %s netns %s\n", t->nics[i], t->nics[i], ns);
     const char *ip_host[] = {"ip", "-batch", "-", NULL};
     if ((rc = run_tool(ip_host, host, err)) != 0 || (rc = bridge_sysctls(br, err)) != 0)
         goto fail;
-    char inside[512 + AGENT_NET_NICS_MAX * 40], ns[80];
-    snprintf(ns, sizeof ns, "%s%s", NS_PREFIX, t->task_id);
+    char inside[512 + AGENT_NET_NICS_MAX * 40];
     snprintf(inside, sizeof inside,
              "link set lo up\n"
              "link set eth0 addrgenmode none\n"
@@ -466,10 +490,11 @@ fail:;
 
 bool agent_net_has(const char *state_dir, const char *task_id)
 {
-    char path[800], ns[600];
+    char path[800], ns[80], nspath[128];
     state_path(state_dir, task_id, path, sizeof path);
-    snprintf(ns, sizeof ns, "%s/%s%s", NS_DIR, NS_PREFIX, task_id);
-    return access(path, F_OK) == 0 || access(ns, F_OK) == 0;
+    agent_net_ns_name(state_dir, task_id, ns, sizeof ns);
+    snprintf(nspath, sizeof nspath, "%s/%s", NS_DIR, ns);
+    return access(path, F_OK) == 0 || access(nspath, F_OK) == 0;
 }
 
 /* Whether a state file other than skip's names vni. */
@@ -524,7 +549,7 @@ int agent_net_teardown(const char *state_dir, const char *task_id, ts_err *err)
                           task_id ? task_id : "");
     char path[800], ns[80], nspath[128];
     state_path(state_dir, task_id, path, sizeof path);
-    snprintf(ns, sizeof ns, "%s%s", NS_PREFIX, task_id);
+    agent_net_ns_name(state_dir, task_id, ns, sizeof ns);
     snprintf(nspath, sizeof nspath, "%s/%s", NS_DIR, ns);
     net_state s;
     bool have = state_read(path, &s) == 0;

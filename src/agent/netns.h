@@ -2,7 +2,8 @@
  * netns.h - a network namespace per task on its tenant's overlay
  * (docs/network.md).
  *
- * Each task gets its own namespace (/run/netns/ts-<task id>) holding one
+ * Each task gets its own namespace (/run/netns/ts-<tag>-<task id>, tag: this
+ * agent's, agent_net_ns_name) holding one
  * veth end named eth0 with the address the controller assigned; the other
  * end (tsv<hash>) is a port of the tenant's bridge on this node (tsb<vni>),
  * whose other port is the tenant's VXLAN device (tsx<vni>, VNI from the
@@ -81,7 +82,12 @@ int agent_net_services(const char *const *svc, size_t n, ts_err *err);
  * network state is not an error. */
 int agent_net_teardown(const char *state_dir, const char *task_id, ts_err *err);
 
-/* Whether the task has network state here. */
+/* The task's namespace name, ts-<tag>-<task id> (tag: 8 hex of this agent's
+ * state directory's FNV-1a), so that agents of one host never share one. */
+void agent_net_ns_name(const char *state_dir, const char *task_id, char *out, size_t len);
+
+/* Whether the task has network state here (its state file, or a namespace
+ * by this agent's name for it). */
 bool agent_net_has(const char *state_dir, const char *task_id);
 
 #endif

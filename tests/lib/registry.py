@@ -158,3 +158,62 @@ class TokenFront:
     def stop(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+class StallFront:
+    """A registry's front that passes manifests on but holds every blob
+    request until release() (or hold_s, bounded): a registry slow to send
+    an image's layers, so that a test can act while a pull is under way.
+    held: how many blob requests are being held now. With hold=False it
+    passes everything on at once: a registry that appears on its port with
+    its images already there."""
+
+    def __init__(self, upstream, port=None, hold_s=60.0, hold=True):
+        self.port = port or free_port()
+        self.go = threading.Event()
+        if not hold:
+            self.go.set()
+        self.held = 0
+        lock = threading.Lock()
+        front = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                if "/blobs/" in self.path:
+                    with lock:
+                        front.held += 1
+                    front.go.wait(hold_s)
+                    with lock:
+                        front.held -= 1
+                req = urllib.request.Request(upstream + self.path)
+                if self.headers.get("Accept"):
+                    req.add_header("Accept", self.headers["Accept"])
+                try:
+                    with urllib.request.urlopen(req, timeout=10) as r:
+                        body, status = r.read(), r.status
+                        ctype = r.headers.get("Content-Type", "")
+                except urllib.error.HTTPError as e:
+                    body, status, ctype = e.read(), e.code, "application/json"
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", ctype)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:  # the puller gave up meanwhile
+                    pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def release(self):
+        self.go.set()
+
+    def stop(self):
+        self.go.set()
+        self.server.shutdown()
+        self.server.server_close()

@@ -136,6 +136,28 @@ def task_id(k, r):
     return f"{TAG}t{k}r{r}"
 
 
+STATES = []  # each node's state folder (main), whose tag names its tasks' namespaces
+
+
+def ns_name(state_dir, tid):
+    """A task's namespace as the agent names it (netns.c agent_net_ns_name):
+    ts-<8 hex of the FNV-1a of its state folder's real path>-<task id>."""
+    h = 2166136261
+    for b in os.path.realpath(state_dir).encode():
+        h = ((h ^ b) * 16777619) & 0xffffffff
+    return f"ts-{h:08x}-{tid}"
+
+
+def task_ns(k, r):
+    """Task (k, r)'s namespace: rank r is on node r."""
+    return ns_name(STATES[r], task_id(k, r))
+
+
+def mine(n):
+    """Whether a namespace name is one of this module's tasks'."""
+    return n.startswith("ts-") and n[12:].startswith(TAG + "t")
+
+
 def task_addr(k, r):
     return f"10.70.{k}.{r + 2}"
 
@@ -146,7 +168,7 @@ class Fail(Exception):
 
 def counts(state_dirs):
     """What the module made: task namespaces, tenant links, bindings."""
-    nss = [n for n in os.listdir("/run/netns") if n.startswith("ts-" + TAG)]
+    nss = [n for n in os.listdir("/run/netns") if mine(n)]
     links = elems = 0
     for i in range(NODES):
         out = nsx(node_ns(i), "ip", "-o", "link", "show").stdout
@@ -196,7 +218,7 @@ def cleanup(procs, tmp):
             p.kill()
             p.wait()
     for n in os.listdir("/run/netns"):
-        if n.startswith(TAG) or n.startswith("ts-" + TAG):
+        if n.startswith(TAG) or mine(n):
             subprocess.run(["ip", "netns", "del", n], capture_output=True)
     shutil.rmtree(tmp, ignore_errors=True)
 
@@ -209,6 +231,7 @@ def main():
     start = time.monotonic()
     tmp = tempfile.mkdtemp(prefix="tessera-net-")
     states = [os.path.join(tmp, f"node{i}") for i in range(NODES)]
+    STATES[:] = states
     procs = []
     failures = []
     try:
@@ -230,7 +253,7 @@ def main():
         for k in range(TENANTS):
             for r in range(NODES):
                 logs[(k, r)] = os.path.join(tmp, f"udp-{k}-{r}.log")
-                p = subprocess.Popen(["nsenter", "--net=/run/netns/ts-" + task_id(k, r), sys.executable,
+                p = subprocess.Popen(["nsenter", "--net=/run/netns/" + task_ns(k, r), sys.executable,
                                       "-c", SERVER, f"{k}/{r}", logs[(k, r)]],
                                      stdout=subprocess.PIPE, text=True)
                 procs.append(p)
@@ -242,7 +265,7 @@ def main():
             for r in range(NODES):
                 targets = {f"{k2}/{r2}": task_addr(k2, r2) for k2 in range(TENANTS)
                            for r2 in range(NODES) if (k2, r2) != (k, r)}
-                out = json.loads(nsx("ts-" + task_id(k, r), sys.executable, "-c", PROBER,
+                out = json.loads(nsx(task_ns(k, r), sys.executable, "-c", PROBER,
                                      f"{k}/{r}", str(PROBE_TIMEOUT_S), json.dumps(targets),
                                      timeout=60).stdout)
                 for ident, res in out.items():
@@ -263,7 +286,7 @@ def main():
               f"delivered")
         # a spoofed source (another tenant's and a same-tenant peer's address),
         # a broadcast and IPv6 from tenant 0's rank 0
-        src = "ts-" + task_id(0, 0)
+        src = task_ns(0, 0)
         nsx(src, "ip", "addr", "add", f"{task_addr(1, 0)}/32", "dev", "eth0")
         nsx(src, "ip", "addr", "add", f"{task_addr(0, 3)}/32", "dev", "eth0")
         spoof = ("import socket,sys\nfor a,d in [(sys.argv[1],sys.argv[2]),(sys.argv[3],sys.argv[4])]:\n"
@@ -289,10 +312,10 @@ def main():
               f"{bcast}/3 of its peers")
         # ARP spoofing: rank 0 claims rank 1's address; rank 2 (another node)
         # must keep rank 1's MAC for it
-        victim_mac = nsx("ts-" + task_id(0, 2), "ip", "neigh", "show", task_addr(0, 1)).stdout
+        victim_mac = nsx(task_ns(0, 2), "ip", "neigh", "show", task_addr(0, 1)).stdout
         nsx(src, sys.executable, "-c", ARP_SPOOF, task_addr(0, 1))
         time.sleep(0.3)
-        after_mac = nsx("ts-" + task_id(0, 2), "ip", "neigh", "show", task_addr(0, 1)).stdout
+        after_mac = nsx(task_ns(0, 2), "ip", "neigh", "show", task_addr(0, 1)).stdout
         want_mac = "02:00:0a:46:00:03"  # task_addr(0, 1) = 10.70.0.3
         print(f"ARP entry for rank 1 at rank 2, before/after rank 0's forged ARP: "
               f"{victim_mac.split()[4:5]} / {after_mac.split()[4:5]}")
@@ -301,11 +324,11 @@ def main():
         nsx(src, "ip", "addr", "del", f"{task_addr(1, 0)}/32", "dev", "eth0")
         nsx(src, "ip", "addr", "del", f"{task_addr(0, 3)}/32", "dev", "eth0")
         for r in (0, 1):
-            nsx("ts-" + task_id(0, r), "sysctl", "-qw", "net.ipv6.conf.eth0.disable_ipv6=0",
+            nsx(task_ns(0, r), "sysctl", "-qw", "net.ipv6.conf.eth0.disable_ipv6=0",
                 check=False)
-            nsx("ts-" + task_id(0, r), "ip", "-6", "addr", "add", f"fd00:70::{r + 1}/64",
+            nsx(task_ns(0, r), "ip", "-6", "addr", "add", f"fd00:70::{r + 1}/64",
                 "dev", "eth0", "nodad", check=False)
-        v6 = nsx("ts-" + task_id(0, 0), "ping", "-6", "-c", "1", "-W", "1", "fd00:70::2",
+        v6 = nsx(task_ns(0, 0), "ping", "-6", "-c", "1", "-W", "1", "fd00:70::2",
                  check=False).returncode == 0
         print(f"IPv6 between two ranks of one tenant: {'DELIVERED' if v6 else 'dropped'}")
         if v6:
@@ -316,7 +339,7 @@ def main():
                            "assert d.is_gloo_available()"], capture_output=True).returncode == 0:
             env = dict(os.environ, MASTER_ADDR=task_addr(1, 0), MASTER_PORT="29555",
                        WORLD_SIZE="4", GLOO_SOCKET_IFNAME="eth0")
-            gang = [subprocess.Popen(["nsenter", "--net=/run/netns/ts-" + task_id(1, r),
+            gang = [subprocess.Popen(["nsenter", "--net=/run/netns/" + task_ns(1, r),
                                       "/usr/bin/python3", "-c", GANG],
                                      env=dict(env, RANK=str(r)), stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True) for r in range(NODES)]
@@ -346,7 +369,7 @@ def main():
         print("after restart, tenant 2 kept:", mid)
         if mid != want:
             failures.append(f"after the restart {mid}, want {want}")
-        ok = nsx("ts-" + task_id(2, 0), "ping", "-c", "1", "-W", "1", task_addr(2, 3),
+        ok = nsx(task_ns(2, 0), "ping", "-c", "1", "-W", "1", task_addr(2, 3),
                  check=False).returncode == 0
         if not ok:
             failures.append("a kept task lost its network in the restart")

@@ -236,7 +236,7 @@ def main():
         return 77
     bins = dict(zip(("tesserad", "agent", "cli", "nvml", "fixtures"), sys.argv[1:6]))
     c = NetCluster(bins)
-    ids = {}
+    ids, nsn = {}, {}
     try:
         fabric()
         # every GPU its rail adapter, whose partition table holds each
@@ -272,12 +272,15 @@ def main():
         for t, jid in jobs.items():
             c.wait_job(jid, ("running",), timeout=60)
         ids.update({(t, r): f"j{jid}-r{r}" for t, jid in jobs.items() for r in range(4)})
+        # each rank's namespace, named by its agent (its state folder's tag)
+        nsn.update({k: ap.ns_name(c.path(node_of(c, jobs[k[0]], k[1])), tid)
+                    for k, tid in ids.items()})
         got = c.wait(lambda: all("sum 10" in c.output(n, jobs[t], r)
                                  for (t, r) in ids for n in [node_of(c, jobs[t], r)]),
                      "every rank of every tenant's gang met through gloo on its overlay", 120)
         addr = {}
         for (t, r), tid in ids.items():
-            out = ap.sh("nsenter", f"--net=/run/netns/ts-{tid}", "ip", "-4", "-o", "addr", "show",
+            out = ap.sh("nsenter", f"--net=/run/netns/{nsn[(t, r)]}", "ip", "-4", "-o", "addr", "show",
                         "dev", "eth0", check=False).stdout
             addr[(t, r)] = out.split()[3].split("/")[0] if out.split() else None
         check(all(addr.values()), f"each rank has its own namespace with an address: {addr}")
@@ -321,7 +324,7 @@ def main():
         leak = miss = 0
         for (t, r), tid in ids.items():
             targets = {f"{t2}/{r2}": a for (t2, r2), a in addr.items() if (t2, r2) != (t, r) and a}
-            res = json.loads(ap.sh("nsenter", f"--net=/run/netns/ts-{tid}", sys.executable, "-c",
+            res = json.loads(ap.sh("nsenter", f"--net=/run/netns/{nsn[(t, r)]}", sys.executable, "-c",
                                    ap.PROBER, f"{t}/{r}", "0.7", json.dumps(targets),
                                    timeout=60).stdout)
             for ident, rr in res.items():
@@ -347,7 +350,7 @@ def main():
                  dict(os.environ, TESSERA_FAKE_NVML_FIXTURE=c.path(victim + "-gpus.json")))
         time.sleep(2)
         a0, a3 = addr[("team-a", 0)], addr[("team-a", 3)]
-        ping = ap.sh("nsenter", f"--net=/run/netns/ts-{ids[('team-a', 3)]}", "ping", "-c", "1",
+        ping = ap.sh("nsenter", f"--net=/run/netns/{nsn[('team-a', 3)]}", "ping", "-c", "1",
                      "-W", "2", a0, check=False).returncode == 0
         check(ping, f"after the agent's kill -9 and restart, its task {a0} still answers {a3}")
         # tesserad restarted: the same addresses in the desired state
@@ -397,7 +400,7 @@ def main():
         for jid in jobs.values():
             c.wait_job(jid, ("completed",), timeout=60)
         left = c.wait(lambda: node_counts(c) == (0, 0) and not any(
-            n.startswith("ts-j") and n[3:] in ids.values() for n in os.listdir("/run/netns")),
+            n in nsn.values() for n in os.listdir("/run/netns")),
             "the ended ranks' namespaces, links and bindings are all gone", 30)
         print("links, bindings left:", node_counts(c))
         # dedicated NICs: each GPU's rail NIC moved into the task's namespace, and back
@@ -428,8 +431,8 @@ def main():
         del got, left
     finally:
         c.stop()
-        for tid in ids.values():  # what a failed run left (the agents remove it otherwise)
-            subprocess.run(["ip", "netns", "del", "ts-" + tid], capture_output=True)
+        for n in nsn.values():  # what a failed run left (the agents remove it otherwise)
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
         unfabric()
     finish(c.tmp, c.logs)
     c.cleanup()

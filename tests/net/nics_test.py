@@ -47,6 +47,14 @@ def tid(n):
     return f"{TAG}t{n}"
 
 
+def ns_name(state_dir, task_id):
+    """The task's namespace as the agent names it (netns.c agent_net_ns_name)."""
+    h = 2166136261
+    for b in os.path.realpath(state_dir).encode():
+        h = ((h ^ b) * 16777619) & 0xffffffff
+    return f"ts-{h:08x}-{task_id}"
+
+
 def setup(state, n, nics, check=True):
     return nsx(NODE, TOOL, "setup", state, tid(n), "4200", f"10.71.0.{n + 2}", "24", LOCAL,
                "nics=" + ",".join(nics), check=check)
@@ -83,7 +91,7 @@ def main():
         nsx(NODE, TOOL, "start", state)
 
         setup(state, 0, ["vf0", "vf1"])
-        mine = links("ts-" + tid(0))
+        mine = links(ns_name(state, tid(0)))
         expect(mine.get("vf0") and mine.get("vf1"),
                "task 0 holds vf0 and vf1, up, in its namespace")
         node = links(NODE)
@@ -94,12 +102,14 @@ def main():
         refused = "net.nics[1]: \"vf1\": not in this node's network namespace"
         expect(r.returncode != 0 and refused in r.stderr,
                "a second task asking for vf1 is refused, naming it: " + r.stderr.strip())
-        expect(not os.path.exists("/run/netns/ts-" + tid(1)) and "vf2" in links(NODE),
+        gone1 = not os.path.exists("/run/netns/" + ns_name(state, tid(1)))
+        expect(gone1 and "vf2" in links(NODE),
                "the refused task left no namespace and vf2 stayed")
 
         nsx(NODE, TOOL, "teardown", state, tid(0))
         node = links(NODE)
-        expect(all(d in node for d in NICS) and not os.path.exists("/run/netns/ts-" + tid(0)),
+        gone0 = not os.path.exists("/run/netns/" + ns_name(state, tid(0)))
+        expect(all(d in node for d in NICS) and gone0,
                "teardown brings vf0 and vf1 back to the node")
 
         # as after kill -9: the state stays; a restarted agent adopts task 2 only
@@ -109,15 +119,36 @@ def main():
         node = links(NODE)
         expect("removed=1" in out and "vf0" in node and "vf2" not in node,
                "a restarted agent returns the unadopted task's vf0 and leaves vf2 with task 2")
-        expect(links("ts-" + tid(2)).get("vf2"), "task 2 still holds vf2")
+        expect(links(ns_name(state, tid(2))).get("vf2"), "task 2 still holds vf2")
         nsx(NODE, TOOL, "start", state)
         node = links(NODE)
         expect(all(d in node for d in NICS) and os.listdir(os.path.join(state, "net")) == [],
                "every NIC back and no state left")
+
+        # two agents of one host (two clusters): the same task id, two namespaces;
+        # neither agent's teardown nor restart touches the other's
+        other = os.path.join(tmp, "other-agent")
+        os.makedirs(other)
+        nsx(NODE, TOOL, "setup", state, tid(5), "4201", "10.72.0.2", "24", LOCAL)
+        nsx(NODE, TOOL, "setup", other, tid(5), "4202", "10.73.0.2", "24", LOCAL)
+        a, b = ns_name(state, tid(5)), ns_name(other, tid(5))
+        expect(a != b and os.path.exists("/run/netns/" + a) and os.path.exists("/run/netns/" + b),
+               f"the same task id under two agents: two namespaces {a} {b}")
+        nsx(NODE, TOOL, "teardown", state, tid(5))
+        nsx(NODE, TOOL, "teardown", state, tid(5))  # again: nothing of its own is left
+        expect(not os.path.exists("/run/netns/" + a) and os.path.exists("/run/netns/" + b),
+               "one agent's teardown removes its own and leaves the other agent's")
+        addr = nsx(b, "ip", "-4", "-o", "addr", "show", "dev", "eth0").stdout
+        expect("10.73.0.2/24" in addr, f"which keeps its address: {addr.strip()}")
+        out = nsx(NODE, TOOL, "start", state).stdout
+        expect("removed=0" in out and os.path.exists("/run/netns/" + b),
+               "a restart of the first agent removes nothing of the other's")
+        nsx(NODE, TOOL, "teardown", other, tid(5))
+        expect(not os.path.exists("/run/netns/" + b), "the other agent removes its own")
         return 0
     finally:
         for n in os.listdir("/run/netns"):
-            if n.startswith(TAG) or n.startswith("ts-" + TAG):
+            if n.startswith(TAG) or (n.startswith("ts-") and n[12:].startswith(TAG + "t")):
                 subprocess.run(["ip", "netns", "del", n], capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -8,6 +8,7 @@ job's; an image the registry does not know fails the job with reason
 `image_not_found`; a malformed reference is refused at submission, naming
 the field."""
 import atexit
+import json
 import os
 import shutil
 import sys
@@ -16,10 +17,11 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from cluster import Node  # noqa: E402
 from harness import check  # noqa: E402
-from registry import Registry, TokenFront, free_port  # noqa: E402
+from registry import Registry, StallFront, TokenFront, free_port  # noqa: E402
 
-PORT, FRONT_PORT, LATE_PORT = free_port(), free_port(), free_port()
-PULL = ["--plain-http-registries", f"127.0.0.1:{PORT},127.0.0.1:{FRONT_PORT},127.0.0.1:{LATE_PORT}"]
+PORT, FRONT_PORT, LATE_PORT, STALL_PORT = free_port(), free_port(), free_port(), free_port()
+PULL = ["--plain-http-registries", f"127.0.0.1:{PORT},127.0.0.1:{FRONT_PORT},127.0.0.1:{LATE_PORT},"
+                                f"127.0.0.1:{STALL_PORT}"]
 PULL_USER, PULL_PASS = "puller", "pull-pw-never-shown-7"
 # host folders team-a may mount: one read-only, one read-write
 HOST_RO, HOST_RW = tempfile.mkdtemp(prefix="tessera-ro-"), tempfile.mkdtemp(prefix="tessera-rw-")
@@ -314,10 +316,11 @@ def scenario_registry_down_job_waits_image_pull(c):
         return
     check(j.get("state") == "running" and "image_pull" in j,
           f"started, its image coming: {j.get('state')} {j.get('image_pull')}")
-    work = tempfile.mkdtemp(prefix="tessera-late-")
-    late = Registry(work, LATE_PORT)
-    atexit.register(lambda: (late.stop(), shutil.rmtree(work, ignore_errors=True)))
-    late.push_busybox("team/late:1", "the registry came back")
+    # the registry comes back with the image in it (pushed first: a registry
+    # that came up empty would answer the next try's pull 404, not found)
+    registry().push_busybox("team/late:1", "the registry came back")
+    late = StallFront(registry().base, LATE_PORT, hold=False)
+    atexit.register(late.stop)
     j = c.wait_job(jid, "completed", 60)
     check(bool(j), "once the registry is back the job runs and completes, never failed")
     node = next((n for n in ("r-1", "r-2") if c.output(n, jid)), "r-1")
@@ -327,3 +330,86 @@ def scenario_registry_down_job_waits_image_pull(c):
 
 scenario_registry_down_job_waits_image_pull.needs_root = True
 scenario_registry_down_job_waits_image_pull.needs = NEEDS
+
+
+def scenario_cancel_while_its_image_is_pulled(c):
+    """images.md: a job cancelled while its image is still coming ends
+    `cancelled` promptly: the pull is abandoned (its registry holding the
+    layers), or its result ignored when it lands as the cancel does, or the
+    task started by then is stopped; nothing of it waits on the registry."""
+    r = registry()
+    front = StallFront(r.base, STALL_PORT)
+    atexit.register(front.stop)
+    # images no node has yet (a pulled one is in the node's store for good)
+    tag = os.urandom(4).hex()
+    for k in range(3):
+        r.push_busybox(f"team/stall-{tag}:{k}", f"stalled {k}")
+    ref = [f"127.0.0.1:{STALL_PORT}/team/stall-{tag}:{k}" for k in range(3)]
+    # 1: its layers held by the registry, then cancelled
+    jid = c.submit(spec("stalled", "sleep 300", ref[0]))
+    c.wait(lambda: front.held > 0 and c.job(jid).get("reason") == "image_pull",
+           "the pull waits on its held layers, the job's reason image_pull", 30)
+    c.call("POST", f"/v1/jobs/{jid}/cancel")
+    j = c.wait_job(jid, "cancelled", 20, "cancelled while its layers are held: cancelled")
+    check(bool(j) and front.held > 0, "ended while the registry still held its pull")
+    ev = json.dumps(c.events(jid))
+    check("launch-error" not in ev and "every rank stopped" in ev,
+          f"its rank stopped, never failed to start: {ev[-300:]}")
+    # 2: the layers let go just as the cancel lands: the pull's result is ignored
+    front.go.clear()
+    jid = c.submit(spec("stalled-2", "sleep 300", ref[1]))
+    c.wait(lambda: front.held > 0 and c.job(jid).get("reason") == "image_pull",
+           "the second pull waits on its held layers", 30)
+    c.call("POST", f"/v1/jobs/{jid}/cancel")
+    front.release()
+    c.wait_job(jid, "cancelled", 20, "cancelled as its pull ends: cancelled")
+    # 3: the pull ends just before the cancel (between the pull and the launch)
+    jid = c.submit(spec("stalled-3", "sleep 300", ref[2]))
+    c.wait(lambda: c.job(jid).get("state") == "running", "the third job starts", 30)
+    c.call("POST", f"/v1/jobs/{jid}/cancel")
+    c.wait_job(jid, "cancelled", 20, "cancelled once its image came: cancelled")
+    # and the node takes the next job as before
+    jid = c.submit(spec("after", "cat /marker", ref[2]))
+    check(bool(c.wait_job(jid, "completed", 60)), "the node runs the next image job")
+
+
+scenario_cancel_while_its_image_is_pulled.needs_root = True
+scenario_cancel_while_its_image_is_pulled.needs = NEEDS
+
+
+def scenario_cancel_before_its_agent_saw_the_job(c):
+    """agent-protocol.md: a job cancelled after it was placed but before its
+    agent heard of it (the agent was away: restarted, or its sync was in
+    flight) ends `cancelled` once the agent is back: the agent reports a stop
+    of a task it never had as stopped, nothing having run."""
+    import signal
+    r = registry()
+    away = [(i, n) for i, n in enumerate(c.nodes) if n.agent]  # every node's
+    for _, n in away:
+        c.procs[n.name].send_signal(signal.SIGKILL)
+        c.procs[n.name].wait()
+    jids = [c.submit(spec("unseen", "sleep 300", f"{r.host}/team/tools:1")),
+            c.submit({"tenant": "team-a", "name": "unseen-plain", "tier": "guaranteed",
+                      "command": ["/bin/sleep", "300"],
+                      "tasks": [{"count": 1, "gpus": 1, "cpu_milli": 1000,
+                                 "memory_mib": 1024}]})]
+    placed = c.wait(lambda: all(c.job(j).get("state") == "running" for j in jids),
+                    "both jobs are placed while their agents are away", 5)
+    for j in jids:
+        c.call("POST", f"/v1/jobs/{j}/cancel")
+    check(all(c.job(j).get("state") == "stopping" for j in jids) or not placed,
+          f"cancelled, they wait for their ranks: {[c.job(j).get('state') for j in jids]}")
+    fakes = os.path.dirname(c.bins["nvml"])
+    for _, n in away:  # as Cluster.start_agent, with the token and GPUs they had
+        c._spawn(n.name, [c.bins["agent"], "--server", c.url, "--node", n.name,
+                          "--token-file", c.path(n.name + ".token"),
+                          "--state-dir", c.path(n.name), "--nvml", c.bins["nvml"]]
+                 + [a.replace("{fakes}", fakes) for a in n.args],
+                 dict(os.environ, TESSERA_FAKE_NVML_FIXTURE=c.path(n.name + "-gpus.json")))
+    for j in jids:
+        c.wait_job(j, "cancelled", 20, f"job {j}, cancelled before its agent saw it, ends "
+                   "cancelled once the agent is back")
+
+
+scenario_cancel_before_its_agent_saw_the_job.needs_root = True
+scenario_cancel_before_its_agent_saw_the_job.needs = NEEDS
