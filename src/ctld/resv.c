@@ -164,16 +164,20 @@ static void resv_list(ctld *c, ctld_reply *r)
     ctld_reply_json(r, 200, json_pack("{s:o}", "reservations", a));
 }
 
+/* Times past this are refused (Unix seconds, about the year 5000). */
+#define TIME_MAX_S 95617584000.0
+
 /* A time: a number (Unix seconds), or a string: RFC 3339 or a duration from
  * now ("30s"). 0 or 400 with why. */
 static int time_field(json_t *v, const char *field, double now, double *out, char *why,
                       size_t size)
 {
-    if (json_is_number(v) && isfinite(json_number_value(v)) && json_number_value(v) > 0) {
+    if (json_is_number(v) && json_number_value(v) > 0 && json_number_value(v) < TIME_MAX_S) {
         *out = json_number_value(v);
         return 0;
     }
-    if (json_is_string(v) && ctld_parse_expiry(json_string_value(v), now, out) == 0)
+    if (json_is_string(v) && ctld_parse_expiry(json_string_value(v), now, out) == 0 &&
+        *out > 0 && *out < TIME_MAX_S)
         return 0;
     snprintf(why, size, "%s: a time is Unix seconds, RFC 3339 (2027-01-31T12:00:00Z) or a "
              "duration from now (\"30s\", \"2h\")", field);
@@ -229,6 +233,8 @@ static int resv_read(ctld *c, json_t *in, ts_resv_row *row, char *why, size_t si
     }
     if (!(row->end_s > row->start_s))
         return snprintf(why, size, "end: must be after start"), 400;
+    if (!(row->end_s < TIME_MAX_S))
+        return snprintf(why, size, "end: must be before the year 5000 (%.0f)", TIME_MAX_S), 400;
     if (row->end_s <= now)
         return snprintf(why, size, "end: is in the past"), 400;
     if (users && !json_is_array(users))
