@@ -153,7 +153,8 @@ def scenario_cli_creates_lists_and_deletes(c):
     """cli.md: `tessera reservation create|list|delete`."""
     r = c.cli("reservation", "create", "cli-1", "--nodes", "r-2", "--start", "3h",
               "--duration", "1h", "--tenant", "team-b")
-    check(r.returncode == 0 and "cli-1" in r.stdout, f"create: {r.returncode} {r.stdout} {r.stderr}")
+    check(r.returncode == 0 and "cli-1" in r.stdout,
+          f"create: {r.returncode} {r.stdout} {r.stderr}")
     r = c.cli("reservation", "list")
     check(r.returncode == 0 and "cli-1" in r.stdout and "team-b" in r.stdout,
           f"list shows it: {r.stdout} {r.stderr}")
