@@ -198,6 +198,27 @@ int ts_store_array_insert(ts_store *s, ts_job_row *rows, int n, bool *existed,
                           ts_array_row *array, ts_err *err);
 /* The open arrays, ascending id; *rows malloc'd (free() it). */
 int ts_store_arrays_open(ts_store *s, ts_array_row **rows, int *n, ts_err *err);
+
+/* A reservation kept by tesserad (docs/scheduler.md "Reservations"): nodes
+ * (a host list) kept from start_s to end_s for a tenant's jobs (and, when
+ * users is not empty, only those users', comma-separated), or for no job
+ * (maintenance). */
+typedef struct ts_resv_row {
+    char name[64];
+    char nodes[1024];
+    double start_s, end_s;
+    char tenant[64];
+    char users[512];
+    bool maintenance;
+    double created_s;
+} ts_resv_row;
+
+/* Stores a new reservation; TS_EEXIST when the name is taken. */
+int ts_store_resv_insert(ts_store *s, const ts_resv_row *r, ts_err *err);
+/* Deletes one; TS_ENOENT when there is none of that name. */
+int ts_store_resv_delete(ts_store *s, const char *name, ts_err *err);
+/* Every reservation, by start then name; *rows malloc'd (free() it). */
+int ts_store_resv_list(ts_store *s, ts_resv_row **rows, int *n, ts_err *err);
 /* Updates every mutable field of job row->id (state, times, preemptions,
  * reason, why, placement_json, gpu_model) if its gen still equals row->gen;
  * row->gen is bumped on success. TS_ECONFLICT when the gen moved (someone else

@@ -130,6 +130,25 @@ static const struct cli_cmd COMMANDS[] = {
      "in its tenant's queue and in the cluster's.\n\n"
      "  -t, --tenant T   pending jobs of tenant T only",
      cli_cmd_prio},
+    {"reservation list", "reservation list",
+     "Lists the reservations: nodes kept for a tenant's jobs (or, maintenance, for none)\n"
+     "from START to END, and whether each is waiting, active or ended.",
+     cli_cmd_resv_list},
+    {"reservation create",
+     "reservation create NAME --nodes HOSTS --start WHEN (--duration D | --end WHEN)\n"
+     "    [--tenant T] [--users U1,U2] [--maintenance]",
+     "Creates a reservation (admin): from --start to --end (or for --duration) only\n"
+     "the jobs that name it (spec 'reservation: NAME', sbatch --reservation) start on\n"
+     "its nodes, and no other job whose time limit runs into the window starts there.\n\n"
+     "  -w, --nodes HOSTS  a host list (r-[1-4],r-7)\n"
+     "  --start WHEN       Unix seconds, RFC 3339 or a duration from now (30s, 2h)\n"
+     "  --duration D       its length (2h), or --end WHEN\n"
+     "  -t, --tenant T     the tenant whose jobs may use it (required unless maintenance)\n"
+     "  --users U1,U2      only these users of T\n"
+     "  --maintenance      a maintenance window: it takes no jobs; its nodes drain ahead",
+     cli_cmd_resv_create},
+    {"reservation delete", "reservation delete NAME", "Deletes a reservation (admin).",
+     cli_cmd_resv_delete},
     {"tokens", "tokens", "Lists the API tokens the caller may see.", cli_cmd_tokens},
     {"tokens create",
      "tokens create NAME --role ROLE [--tenant T] [--unix-user U --uid N] [--expires WHEN]",

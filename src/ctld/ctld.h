@@ -348,6 +348,13 @@ typedef struct ctld_net_tenant_row {
     int ordinal;                /* its VNI and address block (net.c) */
 } ctld_net_tenant_row;
 
+/* A reservation (resv.c): its row, the id the scheduler knows it by, its nodes. */
+typedef struct ctld_resv {
+    ts_resv_row row;
+    int64_t id;
+    uint64_t *mask;
+} ctld_resv;
+
 typedef struct ctld {
     ctld_config cfg;
     struct ctld_oidc *oidc;      /* oidc.c: the issuer's key set, when oidc is on */
@@ -406,6 +413,10 @@ typedef struct ctld {
     void *deps;                  /* depend.c: ended jobs' outcomes, looked up once */
     struct ctld_secrets *secrets; /* secrets.c: the secret store (ciphertexts, the key) */
     struct ctld_notify *notify;  /* notify.c: the webhooks' queue and thread */
+    ctld_resv *resv;             /* resv.c: the reservations (under mu) */
+    int nresv;
+    int64_t resv_next_id;        /* the last id handed to one */
+    pthread_mutex_t resv_mu;     /* reservation writers, one at a time (before mu) */
 } ctld;
 
 double ctld_now(void);
@@ -735,6 +746,17 @@ char *ctld_metrics_text(ctld *c, const char *tenant);
 
 /* Tokens: a new secret "tsk_" + 43 base64url characters; its SHA-256. */
 int ctld_token_new_secret(char *out, size_t size);
+/* resv.c: reservations. load reads the store's and hands them to the
+ * scheduler (ctld_open); free drops them. ctld_resv_job (under mu): the id
+ * of the reservation a job names, or TS_EINVAL naming `reservation` (none
+ * of that name, a maintenance window, another tenant's, or a user not in its
+ * list; tenant/owner NULL: not checked). The route serves GET, POST
+ * /v1/reservations and DELETE /v1/reservations/{name}. */
+int ctld_resv_load(ctld *c, ts_err *err);
+void ctld_resv_free(ctld *c);
+int ctld_resv_job(const ctld *c, const char *name, const char *tenant, const char *owner,
+                  const char *run_user, int64_t *id, ts_err *err);
+void ctld_resv_route(ctld *c, const ctld_request *rq, ctld_reply *r);
 /* GET, POST /v1/tokens and DELETE /v1/tokens/{name} (tokens.c). */
 void ctld_tokens_route(ctld *c, const ctld_request *rq, ctld_reply *r);
 /* GET /v1/whoami (tokens.c). */

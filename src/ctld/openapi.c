@@ -212,6 +212,33 @@ static const struct {
      "\"properties\":{\"token\":{\"allOf\":[{\"$ref\":\"#/components/schemas/Token\"},"
      "{\"type\":\"object\",\"required\":[\"secret\"],"
      "\"properties\":{\"secret\":{\"type\":\"string\",\"pattern\":\"^tsk_\"}}}]}}}"},
+    {"Reservation",
+     "{\"type\":\"object\",\"required\":[\"name\",\"nodes\",\"start\",\"end\","
+     "\"tenant\",\"users\",\"maintenance\",\"created\",\"state\"],"
+     "\"properties\":{\"name\":{\"type\":\"string\"},\"nodes\":{\"type\":\"string\"},"
+     "\"start\":{\"type\":\"number\"},\"end\":{\"type\":\"number\"},"
+     "\"tenant\":{\"type\":[\"string\",\"null\"]},\"users\":{\"type\":\"array\","
+     "\"items\":{\"type\":\"string\"}},\"maintenance\":{\"type\":\"boolean\"},"
+     "\"created\":{\"type\":\"number\"},\"state\":{\"type\":\"string\","
+     "\"enum\":[\"waiting\",\"active\",\"ended\"]}}}"},
+    {"ReservationList",
+     "{\"type\":\"object\",\"required\":[\"reservations\"],"
+     "\"properties\":{\"reservations\":{\"type\":\"array\","
+     "\"items\":{\"$ref\":\"#/components/schemas/Reservation\"}}}}"},
+    {"ReservationRequest",
+     "{\"type\":\"object\",\"required\":[\"name\",\"nodes\",\"start\"],"
+     "\"additionalProperties\":false,\"properties\":{\"name\":{\"type\":\"string\","
+     "\"pattern\":\"^[A-Za-z0-9._-]{1,63}$\"},\"nodes\":{\"type\":\"string\","
+     "\"examples\":[\"r-[1-2]\"]},\"start\":{\"type\":[\"number\",\"string\"],"
+     "\"examples\":[\"10s\",\"2027-01-31T12:00:00Z\"]},\"duration\":{\"type\":"
+     "[\"number\",\"string\"],\"examples\":[\"2h\"]},\"end\":{\"type\":[\"number\","
+     "\"string\"]},\"tenant\":{\"type\":[\"string\",\"null\"]},\"users\":{\"type\":"
+     "\"array\",\"items\":{\"type\":\"string\"}},\"maintenance\":{\"type\":"
+     "\"boolean\"}},\"examples\":[{\"name\":\"train-a\",\"nodes\":\"r-1\","
+     "\"start\":\"1h\",\"duration\":\"2h\",\"tenant\":\"team-a\"}]}"},
+    {"ReservationCreated",
+     "{\"type\":\"object\",\"required\":[\"reservation\"],"
+     "\"properties\":{\"reservation\":{\"$ref\":\"#/components/schemas/Reservation\"}}}"},
     {"Whoami",
      "{\"type\":\"object\",\"required\":[\"name\",\"role\",\"tenant\",\"unix_user\",\"uid\","
      "\"expires\"],\"properties\":{\"name\":{\"type\":\"string\"},"

@@ -826,6 +826,15 @@ static const ctld_route_def ROUTES[] = {
      "returned once", "TokenRequest", 201, "TokenCreated", "409 503"},
     {"DELETE", "/v1/tokens/{name}", ctld_tokens_route, R_ADMIN, "revokeToken",
      "Revoke a token (admin)", NULL, 204, NULL, "503"},
+    {"GET", "/v1/reservations", ctld_resv_route, R_READ, "listReservations",
+     "List reservations: nodes kept for a tenant's jobs, or for none (maintenance), in a "
+     "window", NULL, 200, "ReservationList", ""},
+    {"POST", "/v1/reservations", ctld_resv_route, R_ADMIN, "createReservation",
+     "Create a reservation {name, nodes, start, duration|end, tenant, users, maintenance} "
+     "(admin; 409: the name is taken or a node is in an overlapping reservation)",
+     "ReservationRequest", 201, "ReservationCreated", "409 503"},
+    {"DELETE", "/v1/reservations/{name}", ctld_resv_route, R_ADMIN, "deleteReservation",
+     "Delete a reservation (admin)", NULL, 204, NULL, "503"},
     {"GET", "/v1/whoami", whoami, R_READ, "whoami",
      "The caller: name, role, tenant, Unix identity, expiry (API token or OpenID Connect ID "
      "token)", NULL, 200, "Whoami", ""},

@@ -360,10 +360,10 @@ static int job_build(ctld *c, cjob *j, ts_err *err)
             return TS_EINVAL;
         s->node_mask = j->node_mask;
     }
-    /* reservations are made by the scheduler core (ts_sched_set_reservations);
-     * until tesserad keeps them, none exists to run in */
-    if (sp->reservation[0])
-        return ts_err_set(err, TS_EINVAL, "reservation: no reservation \"%s\"", sp->reservation);
+    /* who may use it is checked at submission (ctld_submit); here its id */
+    if (sp->reservation[0] &&
+        ctld_resv_job(c, sp->reservation, NULL, NULL, NULL, &s->reservation, err) != 0)
+        return TS_EINVAL;
     s->ckpt_signal = sp->ckpt_signal;
     s->ckpt_grace_s = sp->ckpt_grace_s;
     s->held = j->row.state == TS_JOB_HELD;
@@ -673,6 +673,7 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
     c->cfg = *cfg;
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->drain_mu, NULL);
+    pthread_mutex_init(&c->resv_mu, NULL);
     pthread_cond_init(&c->drain_cv, NULL);
     pthread_cond_init(&c->wake, NULL);
     pthread_cond_init(&c->committed, NULL);
@@ -733,6 +734,8 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
         ctld_node_refresh(c, i);
     if ((rc = map_rebuild(c, 1024)) != 0 || (rc = queued_recount(c)) != 0)
         return ts_err_set(err, rc, "out of memory");
+    if ((rc = ctld_resv_load(c, err)) != 0) /* before the jobs that name them */
+        return rc;
     if ((rc = restore_jobs(c, err)) != 0 || (rc = ctld_arrays_restore(c, err)) != 0)
         return rc;
     if ((rc = ctld_oidc_init(c, err)) != 0 || (rc = ctld_bootstrap_admin(c, err)) != 0)
@@ -753,6 +756,7 @@ void ctld_close(ctld *c)
     free(c->map_idx);
     free(c->node_virtual);
     free(c->admin_drained);
+    ctld_resv_free(c);
     for (int i = 0; c->agents && i < c->cluster->nnodes; i++) {
         json_decref(c->agents[i].discovery);
         json_decref(c->agents[i].doc);
@@ -779,6 +783,7 @@ void ctld_close(ctld *c)
     ctld_config_fini(&c->cfg);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->drain_mu);
+    pthread_mutex_destroy(&c->resv_mu);
     pthread_cond_destroy(&c->drain_cv);
     pthread_cond_destroy(&c->wake);
     pthread_cond_destroy(&c->committed);
@@ -860,6 +865,9 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
     while (c->swapping) /* checked against the tenants that will be */
         pthread_cond_wait(&c->committed, &c->mu);
     int rc = job_build(c, &probe, err);
+    int64_t rid;
+    if (rc == 0 && spec->reservation[0]) /* the tenant and user may use it */
+        rc = ctld_resv_job(c, spec->reservation, spec->tenant, owner, run_user, &rid, err);
     if (rc == 0)
         rc = ctld_fit_check(c, &probe, err); /* never runs: refused now, not left waiting */
     if (rc == 0)

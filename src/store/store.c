@@ -622,6 +622,44 @@ int ts_store_arrays_open(ts_store *s, ts_array_row **rows, int *n, ts_err *err)
     WITH_READER(s, err, arrays_open_once(s, c, rows, n, err));
 }
 
+/* ---- reservations ---- */
+
+int ts_store_resv_insert(ts_store *s, const ts_resv_row *r, ts_err *err)
+{
+    if (!r || !r->name[0] || !r->nodes[0])
+        return ts_err_set(err, TS_EINVAL, "reservation: a name and nodes are required");
+    if (!(r->end_s > r->start_s))
+        return ts_err_set(err, TS_EINVAL, "reservation.end_s: must be after start_s");
+    ts_wop op = {.kind = TS_WOP_RESV_INSERT, .resv = r};
+    return ts_store_submit(s, &op, err);
+}
+
+int ts_store_resv_delete(ts_store *s, const char *name, ts_err *err)
+{
+    if (!name || !*name)
+        return ts_err_set(err, TS_EINVAL, "reservation name: must not be empty");
+    ts_wop op = {.kind = TS_WOP_RESV_DELETE, .name = name};
+    return ts_store_submit(s, &op, err);
+}
+
+static int resv_list_once(ts_store *s, void *c, ts_resv_row **rows, int *n, ts_err *err)
+{
+    int rc = s->ops->resv_list(c, rows, n, err);
+    if (rc) {
+        free(*rows);
+        *rows = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+int ts_store_resv_list(ts_store *s, ts_resv_row **rows, int *n, ts_err *err)
+{
+    *rows = NULL;
+    *n = 0;
+    WITH_READER(s, err, resv_list_once(s, c, rows, n, err));
+}
+
 int ts_store_job_list(ts_store *s, const ts_job_filter *f, int64_t after_id, int limit,
                       ts_job_row **rows, int *n, ts_err *err)
 {

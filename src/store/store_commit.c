@@ -117,6 +117,12 @@ static int run_op(ts_store *s, ts_wop *op)
     case TS_WOP_SETTING_PUT:
         rc = o->setting_put(c, op->name, op->value, &op->err);
         break;
+    case TS_WOP_RESV_INSERT:
+        rc = o->resv_insert(c, op->resv, &op->err);
+        break;
+    case TS_WOP_RESV_DELETE:
+        rc = o->resv_delete(c, op->name, &op->err);
+        break;
     }
     return rc;
 }

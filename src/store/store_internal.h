@@ -20,7 +20,7 @@
 #include "tessera/store.h"
 
 /* The schema this code writes. A store at a higher version is refused. */
-#define TS_SCHEMA_VERSION 8
+#define TS_SCHEMA_VERSION 9
 /* The first schema with rolled-up accounting (store_usage.c). */
 #define TS_SCHEMA_ROLLUP 8
 /* Settings key of the tenants YAML document. */
@@ -108,6 +108,10 @@ struct ts_store_ops {
      * open) an array's row. */
     int (*ids_reserve)(void *conn, int64_t last, ts_err *err);
     int (*array_put)(void *conn, const ts_array_row *a, ts_err *err);
+    /* Reservations: resv_insert fails with TS_EEXIST on a taken name,
+     * resv_delete with TS_ENOENT when there is no such row. */
+    int (*resv_insert)(void *conn, const ts_resv_row *r, ts_err *err);
+    int (*resv_delete)(void *conn, const char *name, ts_err *err);
 
     /* Reads (any connection; the writer too, inside its transaction). */
     int (*job_get)(void *conn, int64_t id, ts_job_row *out, ts_err *err);
@@ -124,6 +128,8 @@ struct ts_store_ops {
     int (*setting_get)(void *conn, const char *key, char **value, ts_err *err);
     /* The open arrays, ascending id; *rows malloc'd (the caller frees it, also on error). */
     int (*arrays_open)(void *conn, ts_array_row **rows, int *n, ts_err *err);
+    /* Every reservation; *rows malloc'd (the caller frees it, also on error). */
+    int (*resv_list)(void *conn, ts_resv_row **rows, int *n, ts_err *err);
     /* The jobs' part of the full-scan usage (ts_store_usage_scan). */
     int (*usage)(void *conn, double from_s, double to_s, double now_s, ts_usage_row **rows,
                  int *n, ts_err *err);
@@ -169,6 +175,8 @@ enum ts_wop_kind {
     TS_WOP_TOKEN_INSERT,
     TS_WOP_TOKEN_REVOKE,
     TS_WOP_SETTING_PUT,
+    TS_WOP_RESV_INSERT,
+    TS_WOP_RESV_DELETE, /* name */
 };
 
 typedef struct ts_wop {
@@ -179,6 +187,7 @@ typedef struct ts_wop {
     const ts_event_row *events;
     int nevents;
     const ts_token_row *token;
+    const ts_resv_row *resv;
     const char *name; /* token to revoke, or setting key */
     const char *value;
     double now_s;

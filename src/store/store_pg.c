@@ -53,6 +53,9 @@ enum pg_stmt {
     PG_IDS_RESERVE,
     PG_ARRAY_PUT,
     PG_ARRAYS_OPEN,
+    PG_RESV_INSERT,
+    PG_RESV_DELETE,
+    PG_RESV_LIST,
     PG_STMTS
 };
 
@@ -88,6 +91,12 @@ static const char *const pg_sql[PG_STMTS] = {
     [PG_ARRAY_PUT] = "INSERT INTO arrays (id, size, next, open) VALUES ($1, $2, $3, $4) "
                      "ON CONFLICT (id) DO UPDATE SET next = excluded.next, open = excluded.open",
     [PG_ARRAYS_OPEN] = "SELECT id, size, next FROM arrays WHERE open = 1 ORDER BY id",
+    [PG_RESV_INSERT] = "INSERT INTO reservations (name, nodes, start_s, end_s, tenant, users,"
+                       " maintenance, created_s) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+                       " ON CONFLICT (name) DO NOTHING",
+    [PG_RESV_DELETE] = "DELETE FROM reservations WHERE name = $1",
+    [PG_RESV_LIST] = "SELECT name, nodes, start_s, end_s, tenant, users, maintenance, created_s"
+                     " FROM reservations ORDER BY start_s, name",
     [PG_JOB_UPDATE] = "UPDATE jobs SET state = $3, submit_s = $4, start_s = $5, end_s = $6, "
                       "preemptions = $7, reason = $8, why = $9, placement_json = $10, "
                       "gpu_model = $11, result_json = $12, gen = gen + 1 "
@@ -889,6 +898,67 @@ static int pg_arrays_open(void *conn, ts_array_row **rows, int *n, ts_err *err)
     return rc;
 }
 
+static int pg_resv_insert(void *conn, const ts_resv_row *r, ts_err *err)
+{
+    pg_params p = {0};
+    pp_text(&p, r->name);
+    pp_text(&p, r->nodes);
+    pp_f64(&p, r->start_s);
+    pp_f64(&p, r->end_s);
+    pp_text(&p, r->tenant);
+    pp_text(&p, r->users);
+    pp_i64(&p, r->maintenance ? 1 : 0);
+    pp_f64(&p, r->created_s);
+    PGresult *res = NULL;
+    int rc = pg_stmt(conn, PG_RESV_INSERT, &p, &res, "insert reservation", err);
+    if (rc)
+        return rc;
+    bool inserted = strcmp(PQcmdTuples(res), "1") == 0;
+    PQclear(res);
+    return inserted ? 0 : ts_err_set(err, TS_EEXIST, "reservation \"%s\": exists", r->name);
+}
+
+static int pg_resv_delete(void *conn, const char *name, ts_err *err)
+{
+    pg_params p = {0};
+    pp_text(&p, name);
+    PGresult *res = NULL;
+    int rc = pg_stmt(conn, PG_RESV_DELETE, &p, &res, "delete reservation", err);
+    if (rc)
+        return rc;
+    bool deleted = strcmp(PQcmdTuples(res), "1") == 0;
+    PQclear(res);
+    return deleted ? 0
+                   : ts_err_set(err, TS_ENOENT, "reservation \"%s\": no such reservation", name);
+}
+
+static int pg_resv_list(void *conn, ts_resv_row **rows, int *n, ts_err *err)
+{
+    pg_params p = {0};
+    PGresult *res = NULL;
+    *rows = NULL;
+    *n = 0;
+    int rc = pg_stmt(conn, PG_RESV_LIST, &p, &res, "list reservations", err);
+    if (rc)
+        return rc;
+    int nt = PQntuples(res);
+    if (nt > 0 && !(*rows = calloc((size_t)nt, sizeof **rows)))
+        rc = ts_err_set(err, TS_ENOMEM, "store: out of memory listing reservations");
+    for (int i = 0; rc == 0 && i < nt; i++) {
+        ts_resv_row *r = &(*rows)[(*n)++];
+        g_field(res, i, 0, r->name, sizeof r->name);
+        g_field(res, i, 1, r->nodes, sizeof r->nodes);
+        r->start_s = g_f64(res, i, 2);
+        r->end_s = g_f64(res, i, 3);
+        g_field(res, i, 4, r->tenant, sizeof r->tenant);
+        g_field(res, i, 5, r->users, sizeof r->users);
+        r->maintenance = g_i64(res, i, 6) != 0;
+        r->created_s = g_f64(res, i, 7);
+    }
+    PQclear(res);
+    return rc;
+}
+
 static int pg_setting_get(void *conn, const char *key, char **value, ts_err *err)
 {
     pg_params p = {0};
@@ -1001,6 +1071,9 @@ const struct ts_store_ops ts_store_pg_ops = {
     .ids_reserve = pg_ids_reserve,
     .array_put = pg_array_put,
     .arrays_open = pg_arrays_open,
+    .resv_insert = pg_resv_insert,
+    .resv_delete = pg_resv_delete,
+    .resv_list = pg_resv_list,
     .job_get = pg_job_get,
     .job_list = pg_job_list,
     .job_counts = pg_job_counts,

@@ -180,6 +180,17 @@ static const migration migrations[] = {
      " PRIMARY KEY (span, width_s, start_s, tenant, tier, gpu_model));"
      "CREATE INDEX jobs_running ON jobs (start_s) WHERE start_s > 0 AND end_s <= 0;",
      ts_store_rollup_backfill},
+    {9,
+     /* reservations kept by tesserad (docs/scheduler.md "Reservations") */
+     "CREATE TABLE reservations (name TEXT PRIMARY KEY, nodes TEXT NOT NULL,"
+     " start_s REAL NOT NULL, end_s REAL NOT NULL, tenant TEXT NOT NULL DEFAULT '',"
+     " users TEXT NOT NULL DEFAULT '', maintenance INTEGER NOT NULL DEFAULT 0,"
+     " created_s REAL NOT NULL);",
+     "CREATE TABLE reservations (name TEXT PRIMARY KEY, nodes TEXT NOT NULL,"
+     " start_s DOUBLE PRECISION NOT NULL, end_s DOUBLE PRECISION NOT NULL,"
+     " tenant TEXT NOT NULL DEFAULT '', users TEXT NOT NULL DEFAULT '',"
+     " maintenance INTEGER NOT NULL DEFAULT 0, created_s DOUBLE PRECISION NOT NULL);",
+     NULL},
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

@@ -51,6 +51,9 @@ enum sq_stmt {
     SQ_IDS_RESERVE,
     SQ_ARRAY_PUT,
     SQ_ARRAYS_OPEN,
+    SQ_RESV_INSERT,
+    SQ_RESV_DELETE,
+    SQ_RESV_LIST,
     SQ_STMTS
 };
 
@@ -84,6 +87,11 @@ static const char *const sq_sql[SQ_STMTS] = {
     [SQ_ARRAY_PUT] = "INSERT INTO arrays (id, size, next, open) VALUES (?1, ?2, ?3, ?4) "
                      "ON CONFLICT (id) DO UPDATE SET next = excluded.next, open = excluded.open",
     [SQ_ARRAYS_OPEN] = "SELECT id, size, next FROM arrays WHERE open = 1 ORDER BY id",
+    [SQ_RESV_INSERT] = "INSERT INTO reservations (name, nodes, start_s, end_s, tenant, users,"
+                       " maintenance, created_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    [SQ_RESV_DELETE] = "DELETE FROM reservations WHERE name = ?1",
+    [SQ_RESV_LIST] = "SELECT name, nodes, start_s, end_s, tenant, users, maintenance, created_s"
+                     " FROM reservations ORDER BY start_s, name",
     [SQ_JOB_UPDATE] = "UPDATE jobs SET state = ?3, submit_s = ?4, start_s = ?5, end_s = ?6, "
                       "preemptions = ?7, reason = ?8, why = ?9, placement_json = ?10, "
                       "gpu_model = ?11, result_json = ?12, gen = gen + 1 "
@@ -642,6 +650,75 @@ static int sq_arrays_open(void *conn, ts_array_row **rows, int *n, ts_err *err)
     return rc == SQLITE_DONE ? 0 : sq_fail(c, rc, "list arrays", err);
 }
 
+static int sq_resv_insert(void *conn, const ts_resv_row *r, ts_err *err)
+{
+    sq_conn *c = conn;
+    sqlite3_stmt *st = NULL;
+    int rc = sq_stmt(c, SQ_RESV_INSERT, &st, err);
+    if (rc)
+        return rc;
+    bind_text(st, 1, r->name);
+    bind_text(st, 2, r->nodes);
+    sqlite3_bind_double(st, 3, r->start_s);
+    sqlite3_bind_double(st, 4, r->end_s);
+    bind_text(st, 5, r->tenant);
+    bind_text(st, 6, r->users);
+    sqlite3_bind_int(st, 7, r->maintenance ? 1 : 0);
+    sqlite3_bind_double(st, 8, r->created_s);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc == SQLITE_DONE)
+        return 0;
+    if (rc == SQLITE_CONSTRAINT)
+        return ts_err_set(err, TS_EEXIST, "reservation \"%s\": exists", r->name);
+    return sq_fail(c, rc, "insert reservation", err);
+}
+
+static int sq_resv_delete(void *conn, const char *name, ts_err *err)
+{
+    sq_conn *c = conn;
+    sqlite3_stmt *st = NULL;
+    int rc = sq_stmt(c, SQ_RESV_DELETE, &st, err);
+    if (rc)
+        return rc;
+    bind_text(st, 1, name);
+    if ((rc = sq_run(c, st, "delete reservation", err)))
+        return rc;
+    return sqlite3_changes(c->db) == 1
+               ? 0
+               : ts_err_set(err, TS_ENOENT, "reservation \"%s\": no such reservation", name);
+}
+
+static int sq_resv_list(void *conn, ts_resv_row **rows, int *n, ts_err *err)
+{
+    sq_conn *c = conn;
+    sqlite3_stmt *st = NULL;
+    *rows = NULL;
+    *n = 0;
+    int rc = sq_stmt(c, SQ_RESV_LIST, &st, err), cap = 0;
+    if (rc)
+        return rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        ts_resv_row *r = ts_store_grow((void **)rows, *n, &cap, sizeof **rows);
+        if (!r) {
+            sqlite3_reset(st);
+            return ts_err_set(err, TS_ENOMEM, "store: out of memory listing reservations");
+        }
+        memset(r, 0, sizeof *r);
+        col_field(st, 0, r->name, sizeof r->name);
+        col_field(st, 1, r->nodes, sizeof r->nodes);
+        r->start_s = sqlite3_column_double(st, 2);
+        r->end_s = sqlite3_column_double(st, 3);
+        col_field(st, 4, r->tenant, sizeof r->tenant);
+        col_field(st, 5, r->users, sizeof r->users);
+        r->maintenance = sqlite3_column_int(st, 6) != 0;
+        r->created_s = sqlite3_column_double(st, 7);
+        (*n)++;
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : sq_fail(c, rc, "list reservations", err);
+}
+
 static int sq_job_get(void *conn, int64_t id, ts_job_row *out, ts_err *err)
 {
     sq_conn *c = conn;
@@ -965,6 +1042,9 @@ const struct ts_store_ops ts_store_sqlite_ops = {
     .ids_reserve = sq_ids_reserve,
     .array_put = sq_array_put,
     .arrays_open = sq_arrays_open,
+    .resv_insert = sq_resv_insert,
+    .resv_delete = sq_resv_delete,
+    .resv_list = sq_resv_list,
     .job_get = sq_job_get,
     .job_list = sq_job_list,
     .job_counts = sq_job_counts,

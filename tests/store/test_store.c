@@ -111,12 +111,53 @@ static void test_array_lazy(void **state)
     ts_store_close(s);
 }
 
+/* Reservations: insert, a taken name refused, list by start, delete, and a
+ * second delete refused. */
+static void test_reservations(void **state)
+{
+    ts_store *s = open_store(state);
+    ts_err err;
+    ts_resv_row a = {.name = "train-a", .nodes = "r-[1-2]", .start_s = 2000, .end_s = 3000,
+                     .tenant = "team-a", .users = "alice,bob", .created_s = 1000};
+    ts_resv_row m = {.name = "maint", .nodes = "r-3", .start_s = 1500, .end_s = 1600,
+                     .maintenance = true, .created_s = 1000};
+    assert_int_equal(ts_store_resv_insert(s, &a, &err), 0);
+    assert_int_equal(ts_store_resv_insert(s, &m, &err), 0);
+    assert_int_equal(ts_store_resv_insert(s, &a, &err), TS_EEXIST);
+    ts_resv_row bad = a;
+    bad.end_s = bad.start_s;
+    assert_int_equal(ts_store_resv_insert(s, &bad, &err), TS_EINVAL);
+    ts_resv_row *rows = NULL;
+    int n = 0;
+    assert_int_equal(ts_store_resv_list(s, &rows, &n, &err), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(rows[0].name, "maint");
+    assert_true(rows[0].maintenance);
+    assert_string_equal(rows[1].name, "train-a");
+    assert_string_equal(rows[1].nodes, "r-[1-2]");
+    assert_string_equal(rows[1].tenant, "team-a");
+    assert_string_equal(rows[1].users, "alice,bob");
+    assert_true(rows[1].start_s == 2000 && rows[1].end_s == 3000 && rows[1].created_s == 1000);
+    assert_false(rows[1].maintenance);
+    free(rows);
+    assert_int_equal(ts_store_resv_delete(s, "maint", &err), 0);
+    assert_int_equal(ts_store_resv_delete(s, "maint", &err), TS_ENOENT);
+    ts_store_close(s);
+    /* stored: a reopened store still has the other */
+    s = open_store(state);
+    assert_int_equal(ts_store_resv_list(s, &rows, &n, &err), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(rows[0].name, "train-a");
+    free(rows);
+    ts_store_close(s);
+}
+
 static void test_open_and_names(void **state)
 {
     store_fixture *fx = *state;
     ts_store *s = open_store(state);
     assert_string_equal(ts_store_backend(s), fx->pg ? "postgresql" : "sqlite");
-    assert_int_equal(ts_store_schema_version(s), 8);
+    assert_int_equal(ts_store_schema_version(s), 9);
     ts_store_close(s);
     /* reopening an existing store migrates nothing and keeps its rows */
     s = open_store(state);
@@ -724,7 +765,8 @@ static void test_bad_input(void **state)
         cmocka_unit_test_setup_teardown(test_tenants, setup, store_fixture_teardown),          \
         cmocka_unit_test_setup_teardown(test_usage, setup, store_fixture_teardown),            \
         cmocka_unit_test_setup_teardown(test_bad_input, setup, store_fixture_teardown),        \
-        cmocka_unit_test_setup_teardown(test_array_lazy, setup, store_fixture_teardown)
+        cmocka_unit_test_setup_teardown(test_array_lazy, setup, store_fixture_teardown),       \
+        cmocka_unit_test_setup_teardown(test_reservations, setup, store_fixture_teardown)
 
 int main(void)
 {

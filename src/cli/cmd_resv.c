@@ -1,0 +1,141 @@
+/*
+ * cmd_resv.c - reservation list, create and delete (docs/cli.md,
+ * docs/api.md "Reservations"). Times and durations go to the server as
+ * written (it parses "30s", "2h", RFC 3339 and Unix seconds, and names the
+ * field it refuses); --users is a comma-separated list sent as a JSON list.
+ */
+#include "cli/cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int cli_cmd_resv_list(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    int rc = cli_parse(ctx, cmd, argc, argv, NULL, NULL, 0, 0);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    json_t *root, *list;
+    rc = cli_get_member(ctx, "/v1/reservations", "reservations", JSON_ARRAY, &root, &list);
+    if (rc != CLI_EXIT_OK || cli_emit(ctx, root)) {
+        json_decref(root);
+        return rc;
+    }
+    static const char *const head[] = {"NAME", "NODES", "START", "END", "TENANT", "USERS",
+                                       "STATE"};
+    struct cli_table t;
+    cli_table_init(&t, 7, head, 0);
+    size_t i;
+    json_t *r;
+    json_array_foreach(list, i, r) {
+        char c[7][CLI_CELL_MAX], users[CLI_CELL_MAX] = "";
+        size_t k, ul = 0;
+        json_t *u;
+        json_array_foreach(json_object_get(r, "users"), k, u) {
+            const char *s = json_string_value(u);
+            if (s && ul < sizeof users)
+                ul += (size_t)snprintf(users + ul, sizeof users - ul, "%s%s", k ? "," : "", s);
+        }
+        const char *row[7] = {
+            cli_str(r, "name", c[0], sizeof c[0]), cli_str(r, "nodes", c[1], sizeof c[1]),
+            cli_time_short(ctx, json_object_get(r, "start"), c[2], sizeof c[2]),
+            cli_time_short(ctx, json_object_get(r, "end"), c[3], sizeof c[3]),
+            json_is_true(json_object_get(r, "maintenance")) ? "(maintenance)"
+                                                            : cli_str(r, "tenant", c[4],
+                                                                      sizeof c[4]),
+            users[0] ? cli_clean(users, c[5], sizeof c[5]) : "-",
+            cli_str(r, "state", c[6], sizeof c[6])};
+        cli_table_row(&t, row);
+    }
+    json_decref(root);
+    return cli_table_finish(&t, "reservations");
+}
+
+int cli_cmd_resv_create(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *name, *nodes = NULL, *start = NULL, *duration = NULL, *end = NULL;
+    const char *tenant = NULL, *users = NULL;
+    bool maint = false;
+    const struct cli_opt opts[] = {{"nodes", 'w', &nodes, NULL},
+                                   {"start", 0, &start, NULL},
+                                   {"duration", 0, &duration, NULL},
+                                   {"end", 0, &end, NULL},
+                                   {"tenant", 't', &tenant, NULL},
+                                   {"users", 0, &users, NULL},
+                                   {"maintenance", 0, NULL, &maint},
+                                   {NULL, 0, NULL, NULL}};
+    int rc = cli_parse(ctx, cmd, argc, argv, opts, &name, 1, 1);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    if (!nodes || !start)
+        return cli_usage_error(cmd, "--nodes and --start are required");
+    if (!duration == !end)
+        return cli_usage_error(cmd, "exactly one of --duration and --end is required");
+    json_t *body = json_pack("{s:s, s:s, s:s, s:s*, s:s*, s:s*, s:b}", "name", name, "nodes",
+                             nodes, "start", start, "duration", duration, "end", end, "tenant",
+                             tenant, "maintenance", maint);
+    if (body && users) {
+        json_t *ul = json_array();
+        for (const char *p = users; ul && *p;) {
+            const char *e = strchr(p, ',');
+            size_t len = e ? (size_t)(e - p) : strlen(p);
+            if (len)
+                json_array_append_new(ul, json_stringn(p, len));
+            p = e ? e + 1 : p + len;
+        }
+        json_object_set_new(body, "users", ul);
+    }
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (!text) {
+        cli_errorf("out of memory");
+        return CLI_EXIT_LOCAL;
+    }
+    struct cli_req req = {.method = "POST", .path = "/v1/reservations", .body = text,
+                          .body_len = strlen(text), .content_type = "application/json"};
+    struct cli_resp resp;
+    rc = cli_http(ctx, &req, &resp);
+    free(text);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    json_t *r;
+    rc = cli_expect_member(resp.json, "reservation", JSON_OBJECT, &r);
+    if (rc == CLI_EXIT_OK && !cli_emit(ctx, resp.json)) {
+        char nm[CLI_CELL_MAX], nd[CLI_CELL_MAX], st[CLI_CELL_MAX], en[CLI_CELL_MAX];
+        printf("reservation %s created: %s from %s to %s\n", cli_str(r, "name", nm, sizeof nm),
+               cli_str(r, "nodes", nd, sizeof nd),
+               cli_time_short(ctx, json_object_get(r, "start"), st, sizeof st),
+               cli_time_short(ctx, json_object_get(r, "end"), en, sizeof en));
+    }
+    cli_resp_free(&resp);
+    return rc;
+}
+
+int cli_cmd_resv_delete(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *name;
+    int rc = cli_parse(ctx, cmd, argc, argv, NULL, &name, 1, 1);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    struct cli_buf path = {0};
+    cli_buf_puts(&path, "/v1/reservations/");
+    cli_buf_escape(&path, name);
+    if (path.oom) {
+        cli_buf_free(&path);
+        cli_errorf("out of memory");
+        return CLI_EXIT_LOCAL;
+    }
+    struct cli_req req = {.method = "DELETE", .path = path.p};
+    struct cli_resp resp;
+    rc = cli_http(ctx, &req, &resp);
+    cli_buf_free(&path);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (resp.json)
+        cli_emit(ctx, resp.json);
+    if (ctx->output == CLI_OUT_TABLE) {
+        char nm[CLI_CELL_MAX];
+        printf("reservation %s deleted\n", cli_clean(name, nm, sizeof nm));
+    }
+    cli_resp_free(&resp);
+    return CLI_EXIT_OK;
+}
