@@ -14,6 +14,8 @@
 #include "api/spec_walk.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,34 @@ void spec_push(ts_spec_errors *errs, const char *fmt, ...)
     va_end(ap);
 }
 
+/* A reason may quote what the spec said: every error is one line of valid
+ * UTF-8, so a control character, a line break or a byte that is not part of a
+ * whole UTF-8 sequence (also one a length cut split) becomes '?'. */
+static void one_line(char *msg)
+{
+    unsigned char *p = (unsigned char *)msg;
+    while (*p) {
+        unsigned c = *p;
+        int n = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2
+                : (c & 0xF8) == 0xF0 ? 3 : -1;
+        uint32_t cp = n <= 0 ? c : c & (0x3Fu >> n);
+        bool ok = n >= 0 && !(n == 0 && (c < 0x20 || c == 0x7F));
+        for (int i = 1; ok && i <= n; i++) {
+            ok = (p[i] & 0xC0) == 0x80;
+            cp = (cp << 6) | (p[i] & 0x3Fu);
+        }
+        static const uint32_t MIN[] = {0, 0x80, 0x800, 0x10000};
+        if (ok && n > 0)
+            ok = cp >= MIN[n] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF) &&
+                 !(cp >= 0x80 && cp <= 0x9F) && cp != 0x2028 && cp != 0x2029;
+        if (!ok) {
+            *p++ = '?';
+            continue;
+        }
+        p += n + 1;
+    }
+}
+
 void spec_fail(spec_parser *P, const char *path, const char *fmt, ...)
 {
     P->walk_failed = true;
@@ -50,6 +80,7 @@ void spec_fail(spec_parser *P, const char *path, const char *fmt, ...)
     va_end(ap);
     spec_push(P->errs, "%.*s: %.*s", SPEC_PATH_MAX, path[0] ? path : "top level",
               TS_ERR_MSG_MAX - SPEC_PATH_MAX - 3, reason);
+    one_line(P->errs->msg[P->errs->n - 1]);
 }
 
 void spec_fail_oom(spec_parser *P)

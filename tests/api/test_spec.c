@@ -942,6 +942,14 @@ static void messages_are_safe(void **state)
     errs = parse_bad(breaks, strlen(breaks));
     assert_string_equal(errs.msg[0], "tier: must be guaranteed or opportunistic, got the string "
                                      "\"a?b?c?d?e?\"");
+    /* a reason that quotes the value itself (a host list, an image reference) too */
+    static const char tabs[] = BASE_TASKS "exclude: \"r-[1\\t\\t, x\"\n";
+    errs = parse_bad(tabs, strlen(tabs));
+    assert_int_equal(errs.n, 1);
+    assert_non_null(strstr(errs.msg[0], "exclude"));
+    for (int i = 0; i < errs.n; i++)
+        for (const unsigned char *p = (const unsigned char *)errs.msg[i]; *p; p++)
+            assert_true(*p >= 0x20 && *p != 0x7F);
 }
 
 int main(void)
