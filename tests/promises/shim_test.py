@@ -93,7 +93,7 @@ def scenario_adopted_fractional_task_is_still_watched(c):
     check(j.get("reason") == "shim_not_loaded",
           f"the adopted task was stopped for shim_not_loaded: {j.get('state')} {j.get('reason')}")
     gone = c.wait(lambda: not any(os.path.exists(os.path.join(steps, m)) for m in marks) or None,
-                  "its mark is removed", 15)
+                  "its mark is removed", 45)
     check(bool(marks) and bool(gone), f"its mark {marks} is removed with it")
 
 
