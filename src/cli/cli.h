@@ -206,6 +206,14 @@ int cli_get_member(struct cli_ctx *ctx, const char *path, const char *key, json_
 int cli_expect_member(const json_t *root, const char *key, json_type want, json_t **member);
 
 /*
+ * DELETE prefix + name (escaped) + the query pairs (key, value, ..., NULL;
+ * a NULL value leaves its key out), and in table output prints
+ * "<what> <name> <done>". Returns an exit code.
+ */
+int cli_delete_named(struct cli_ctx *ctx, const char *prefix, const char *name,
+                     const char *const *query, const char *what, const char *done);
+
+/*
  * GETs path (which may already hold a query) following next_cursor until
  * null when all is true, collecting the array member key of every page.
  * Returns an exit code; *out is {key: [...], "next_cursor": ...} (the last

@@ -128,23 +128,8 @@ int cli_cmd_secrets_rm(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc,
     int rc = cli_parse(ctx, cmd, argc, argv, opts, &name, 1, 1);
     if (rc != CLI_CONTINUE || !scope_ok(cmd, scope, &rc))
         return rc;
-    struct cli_buf path = {0};
-    cli_buf_puts(&path, "/v1/secrets/");
-    cli_buf_escape(&path, name);
-    cli_buf_query(&path, "scope", scope);
-    cli_buf_query(&path, "tenant", tenant);
-    struct cli_req req = {.method = "DELETE", .path = path.p};
-    struct cli_resp resp;
-    rc = path.oom ? CLI_EXIT_LOCAL : cli_http(ctx, &req, &resp);
-    cli_buf_free(&path);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    if (ctx->output == CLI_OUT_TABLE) {
-        char nm[CLI_CELL_MAX];
-        printf("secret %s deleted\n", cli_clean(name, nm, sizeof nm));
-    }
-    cli_resp_free(&resp);
-    return CLI_EXIT_OK;
+    const char *const query[] = {"scope", scope, "tenant", tenant, NULL};
+    return cli_delete_named(ctx, "/v1/secrets/", name, query, "secret", "deleted");
 }
 
 int cli_cmd_secrets_events(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)

@@ -141,28 +141,7 @@ int cli_cmd_tokens_revoke(struct cli_ctx *ctx, const struct cli_cmd *cmd, int ar
     int rc = cli_parse(ctx, cmd, argc, argv, NULL, &name, 1, 1);
     if (rc != CLI_CONTINUE)
         return rc;
-    struct cli_buf path = {0};
-    cli_buf_puts(&path, "/v1/tokens/");
-    cli_buf_escape(&path, name);
-    if (path.oom) {
-        cli_buf_free(&path);
-        cli_errorf("out of memory");
-        return CLI_EXIT_LOCAL;
-    }
-    struct cli_req req = {.method = "DELETE", .path = path.p};
-    struct cli_resp resp;
-    rc = cli_http(ctx, &req, &resp);
-    cli_buf_free(&path);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    if (resp.json)
-        cli_emit(ctx, resp.json);
-    if (ctx->output == CLI_OUT_TABLE) {
-        char nm[CLI_CELL_MAX];
-        printf("token %s revoked\n", cli_clean(name, nm, sizeof nm));
-    }
-    cli_resp_free(&resp);
-    return CLI_EXIT_OK;
+    return cli_delete_named(ctx, "/v1/tokens/", name, NULL, "token", "revoked");
 }
 
 /* Writes the ID token to path, 0600, replacing what was there. */

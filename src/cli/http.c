@@ -507,6 +507,35 @@ int cli_get_member(struct cli_ctx *ctx, const char *path, const char *key, json_
     return CLI_EXIT_OK;
 }
 
+int cli_delete_named(struct cli_ctx *ctx, const char *prefix, const char *name,
+                     const char *const *query, const char *what, const char *done)
+{
+    struct cli_buf path = {0};
+    cli_buf_puts(&path, prefix);
+    cli_buf_escape(&path, name);
+    for (size_t i = 0; query && query[i]; i += 2)
+        cli_buf_query(&path, query[i], query[i + 1]);
+    if (path.oom) {
+        cli_buf_free(&path);
+        cli_errorf("out of memory");
+        return CLI_EXIT_LOCAL;
+    }
+    struct cli_req req = {.method = "DELETE", .path = path.p};
+    struct cli_resp resp;
+    int rc = cli_http(ctx, &req, &resp);
+    cli_buf_free(&path);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (resp.json)
+        cli_emit(ctx, resp.json);
+    if (ctx->output == CLI_OUT_TABLE) {
+        char nm[CLI_CELL_MAX];
+        printf("%s %s %s\n", what, cli_clean(name, nm, sizeof nm), done);
+    }
+    cli_resp_free(&resp);
+    return CLI_EXIT_OK;
+}
+
 int cli_get_pages(struct cli_ctx *ctx, const char *path, const char *key, bool all, json_t **out)
 {
     json_t *items = json_array();
