@@ -111,76 +111,66 @@ static void workload_name(const char *path, char *out, size_t cap)
         out[l - 4] = '\0';
 }
 
-int main(int argc, char **argv)
+/* The options of `tessera-sim fgd`. */
+typedef struct {
+    const char *nodes_path, *pods_path, *policies, *seeds_arg, *published, *json_path, *csv_path;
+    double tune;
+    long jobs;
+    int quiet;
+} fgd_opts;
+
+/* 0, or the exit code after saying what is wrong. */
+static int fgd_parse(int argc, char **argv, fgd_opts *o)
 {
-    if (argc == 2 && strcmp(argv[1], "--version") == 0)
-        return puts("tessera-sim " TS_VERSION) < 0;
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? EXIT_BAD_INPUT : 0;
-    }
-    if (strcmp(argv[1], "replay") == 0)
-        return replay_main(argc, argv);
-    if (strcmp(argv[1], "gen-openb") == 0)
-        return gen_openb_main(argc, argv);
-    if (strcmp(argv[1], "fgd") != 0)
-        return bad("unknown experiment \"%s\" (expected: fgd, replay or gen-openb)", argv[1]);
-    const char *nodes_path = NULL, *pods_path = NULL, *policies = NULL, *seeds_arg = "42-51";
-    const char *published = NULL, *json_path = NULL, *csv_path = NULL;
-    double tune = 1.3;
-    long jobs = sysconf(_SC_NPROCESSORS_ONLN);
-    int quiet = 0;
+    *o = (fgd_opts){.seeds_arg = "42-51", .tune = 1.3, .jobs = sysconf(_SC_NPROCESSORS_ONLN)};
     for (int i = 2; i < argc; i++) {
-        const char *o = argv[i];
-        if (strcmp(o, "--quiet") == 0) {
-            quiet = 1;
+        const char *k = argv[i];
+        if (strcmp(k, "--quiet") == 0) {
+            o->quiet = 1;
             continue;
         }
         if (i + 1 >= argc)
-            return bad("%s: needs a value", o);
+            return bad("%s: needs a value", k);
         const char *v = argv[++i];
-        if (strcmp(o, "--nodes") == 0)
-            nodes_path = v;
-        else if (strcmp(o, "--pods") == 0)
-            pods_path = v;
-        else if (strcmp(o, "--policy") == 0)
-            policies = v;
-        else if (strcmp(o, "--seeds") == 0)
-            seeds_arg = v;
-        else if (strcmp(o, "--published") == 0)
-            published = v;
-        else if (strcmp(o, "--json") == 0)
-            json_path = v;
-        else if (strcmp(o, "--csv") == 0)
-            csv_path = v;
-        else if (strcmp(o, "--tune") == 0) {
-            char *end;
-            tune = strtod(v, &end);
-            if (*end || end == v || !(tune > 0 && tune <= 10))
+        const struct { const char *name; const char **to; } paths[] = {
+            {"--nodes", &o->nodes_path}, {"--pods", &o->pods_path},
+            {"--policy", &o->policies},  {"--seeds", &o->seeds_arg},
+            {"--published", &o->published}, {"--json", &o->json_path},
+            {"--csv", &o->csv_path}};
+        size_t p = 0;
+        while (p < sizeof paths / sizeof paths[0] && strcmp(k, paths[p].name) != 0)
+            p++;
+        char *end;
+        if (p < sizeof paths / sizeof paths[0]) {
+            *paths[p].to = v;
+        } else if (strcmp(k, "--tune") == 0) {
+            o->tune = strtod(v, &end);
+            if (*end || end == v || !(o->tune > 0 && o->tune <= 10))
                 return bad("--tune: must be a number in (0, 10], got \"%s\"", v);
-        } else if (strcmp(o, "--jobs") == 0) {
-            char *end;
-            jobs = strtol(v, &end, 10);
-            if (*end || end == v || jobs < 1 || jobs > 64)
+        } else if (strcmp(k, "--jobs") == 0) {
+            o->jobs = strtol(v, &end, 10);
+            if (*end || end == v || o->jobs < 1 || o->jobs > 64)
                 return bad("--jobs: must be 1..64, got \"%s\"", v);
-        } else
-            return bad("unknown option \"%s\"", o);
+        } else {
+            return bad("unknown option \"%s\"", k);
+        }
     }
-    if (!nodes_path)
+    if (!o->nodes_path)
         return bad("%s", "--nodes: required");
-    if (!pods_path)
+    if (!o->pods_path)
         return bad("%s", "--pods: required");
-    if (!policies)
+    if (!o->policies)
         return bad("%s", "--policy: required");
+    return 0;
+}
 
-    uint64_t seeds[SEEDS_MAX];
-    int nseeds;
-    if (parse_seeds(seeds_arg, seeds, &nseeds) != 0)
-        return bad("--seeds: expected A-B or a comma list of non-negative integers, got \"%s\"",
-                   seeds_arg);
-    const struct ts_scorer_ops *pol[POLICIES_MAX];
-    int npol = 0;
+/* The scorers of a comma list into pol; 0, or the exit code. */
+static int fgd_policies(const char *policies, const struct ts_scorer_ops **pol, int *npol)
+{
+    *npol = 0;
     char *pcopy = strdup(policies), *save = NULL;
+    if (!pcopy)
+        return bad("%s", "out of memory");
     for (char *t = strtok_r(pcopy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         const struct ts_scorer_ops *ops =
             strcmp(t, sim_policy_core.name) == 0           ? &sim_policy_core
@@ -192,43 +182,98 @@ int main(int argc, char **argv)
             free(pcopy);
             return EXIT_BAD_INPUT;
         }
-        if (npol == POLICIES_MAX) {
+        if (*npol == POLICIES_MAX) {
             free(pcopy);
             return bad("--policy: at most %s policies", "16");
         }
-        pol[npol++] = ops;
+        pol[(*npol)++] = ops;
     }
     free(pcopy);
-    if (npol == 0)
-        return bad("%s", "--policy: empty list");
+    return *npol == 0 ? bad("%s", "--policy: empty list") : 0;
+}
 
+/* The cluster and the pods; 0, or the exit code (nothing left to free). */
+static int fgd_load(const fgd_opts *o, ts_cluster **cluster, ts_workload **wl)
+{
     ts_err err = {0};
     size_t len;
-    ts_cluster *cluster = NULL;
-    ts_workload *wl = NULL;
-    char *buf = sim_read_file(nodes_path, &len, &err);
-    if (!buf || (is_yaml(nodes_path) ? ts_load_cluster_yaml(buf, len, nodes_path, &cluster, &err)
-                                      : ts_load_nodes_csv(buf, len, nodes_path, &cluster, &err)) != 0) {
+    *cluster = NULL;
+    *wl = NULL;
+    char *buf = sim_read_file(o->nodes_path, &len, &err);
+    if (!buf || (is_yaml(o->nodes_path)
+                     ? ts_load_cluster_yaml(buf, len, o->nodes_path, cluster, &err)
+                     : ts_load_nodes_csv(buf, len, o->nodes_path, cluster, &err)) != 0) {
         free(buf);
         fprintf(stderr, "tessera-sim: %s\n", err.msg);
         return EXIT_BAD_INPUT;
     }
     free(buf);
-    buf = sim_read_file(pods_path, &len, &err);
-    if (!buf || ts_load_pods_csv(buf, len, pods_path, &wl, &err) != 0) {
+    buf = sim_read_file(o->pods_path, &len, &err);
+    if (!buf || ts_load_pods_csv(buf, len, o->pods_path, wl, &err) != 0) {
         free(buf);
-        ts_cluster_free(cluster);
+        ts_cluster_free(*cluster);
         fprintf(stderr, "tessera-sim: %s\n", err.msg);
         return EXIT_BAD_INPUT;
     }
     free(buf);
-    if (cluster->total_gpus == 0) {
-        ts_cluster_free(cluster);
-        ts_workload_free(wl);
-        return bad("%s: the cluster has no GPUs", nodes_path);
+    if ((*cluster)->total_gpus == 0) {
+        ts_cluster_free(*cluster);
+        ts_workload_free(*wl);
+        return bad("%s: the cluster has no GPUs", o->nodes_path);
     }
+    return 0;
+}
 
+/* Summarises the runs, adds the published figures and writes the reports. */
+static int fgd_report(const fgd_opts *o, const char *wname, int gpus, sim_run *runs,
+                      int npol, int nseeds, sim_summary *sum)
+{
+    ts_err err = {0};
     int rc = 0;
+    for (int i = 0; i < npol * nseeds; i++)
+        if (runs[i].rc != 0) {
+            fprintf(stderr, "tessera-sim: %s seed %llu: %s\n", runs[i].policy->name,
+                    (unsigned long long)runs[i].seed, runs[i].err.msg);
+            rc = 1;
+        }
+    if (rc)
+        return rc;
+    for (int p = 0; p < npol; p++)
+        sim_summarise(&runs[p * nseeds], nseeds, &sum[p]);
+    if (o->published && sim_published_load(o->published, wname, sum, npol, &err) != 0) {
+        fprintf(stderr, "tessera-sim: %s\n", err.msg);
+        return EXIT_BAD_INPUT;
+    }
+    sim_print_table(stdout, wname, gpus, sum, npol);
+    if (o->json_path && sim_write_json(o->json_path, wname, gpus, sum, npol, &err) != 0)
+        rc = 1;
+    if (o->csv_path && sim_write_csv(o->csv_path, wname, sum, npol, &err) != 0)
+        rc = 1;
+    if (rc)
+        fprintf(stderr, "tessera-sim: %s\n", err.msg);
+    return rc;
+}
+
+/* `tessera-sim fgd`: every policy on every seed, summarised. */
+static int fgd_main(int argc, char **argv)
+{
+    fgd_opts o;
+    int rc = fgd_parse(argc, argv, &o);
+    if (rc)
+        return rc;
+    uint64_t seeds[SEEDS_MAX];
+    int nseeds;
+    if (parse_seeds(o.seeds_arg, seeds, &nseeds) != 0)
+        return bad("--seeds: expected A-B or a comma list of non-negative integers, got \"%s\"",
+                   o.seeds_arg);
+    const struct ts_scorer_ops *pol[POLICIES_MAX];
+    int npol;
+    ts_cluster *cluster;
+    ts_workload *wl;
+    if ((rc = fgd_policies(o.policies, pol, &npol)) != 0 ||
+        (rc = fgd_load(&o, &cluster, &wl)) != 0)
+        return rc;
+    ts_err err = {0};
     ts_typical typ;
     if (ts_typical_from_workload(wl, TS_TYPICAL_COVERAGE_DEFAULT, &typ, &err) != 0) {
         fprintf(stderr, "tessera-sim: %s\n", err.msg);
@@ -241,45 +286,23 @@ int main(int argc, char **argv)
     sim_summary *sum = calloc((size_t)npol, sizeof *sum);
     if (!runs || !sum) {
         fprintf(stderr, "tessera-sim: out of memory\n");
-        return 1;
-    }
-    for (int p = 0; p < npol; p++)
-        for (int s = 0; s < nseeds; s++) {
-            runs[p * nseeds + s].policy = pol[p];
-            runs[p * nseeds + s].seed = seeds[s];
-        }
-    sim_input in = {.cluster = cluster, .pods = wl, .typical = &typ, .tune = tune};
-    char wname[256];
-    workload_name(pods_path, wname, sizeof wname);
-    if (!quiet)
-        fprintf(stderr, "tessera-sim: %s: %d pods, %d classes (%d typical); %d nodes, %lld GPUs; "
-                        "%d runs on %ld threads\n",
-                wname, wl->npods, wl->nspecs, typ.n, cluster->nnodes,
-                (long long)cluster->total_gpus, nruns, jobs);
-    sim_run_all(&in, runs, nruns, (int)jobs, !quiet && isatty(2));
-    for (int i = 0; i < nruns; i++)
-        if (runs[i].rc != 0) {
-            fprintf(stderr, "tessera-sim: %s seed %llu: %s\n", runs[i].policy->name,
-                    (unsigned long long)runs[i].seed, runs[i].err.msg);
-            rc = 1;
-        }
-    if (rc == 0) {
+        rc = 1;
+    } else {
         for (int p = 0; p < npol; p++)
-            sim_summarise(&runs[p * nseeds], nseeds, &sum[p]);
-        if (published && sim_published_load(published, wname, sum, npol, &err) != 0) {
-            fprintf(stderr, "tessera-sim: %s\n", err.msg);
-            rc = EXIT_BAD_INPUT;
-        }
-    }
-    if (rc == 0) {
-        sim_print_table(stdout, wname, (int)cluster->total_gpus, sum, npol);
-        if (json_path &&
-            sim_write_json(json_path, wname, (int)cluster->total_gpus, sum, npol, &err) != 0)
-            rc = 1;
-        if (csv_path && sim_write_csv(csv_path, wname, sum, npol, &err) != 0)
-            rc = 1;
-        if (rc)
-            fprintf(stderr, "tessera-sim: %s\n", err.msg);
+            for (int s = 0; s < nseeds; s++) {
+                runs[p * nseeds + s].policy = pol[p];
+                runs[p * nseeds + s].seed = seeds[s];
+            }
+        sim_input in = {.cluster = cluster, .pods = wl, .typical = &typ, .tune = o.tune};
+        char wname[256];
+        workload_name(o.pods_path, wname, sizeof wname);
+        if (!o.quiet)
+            fprintf(stderr, "tessera-sim: %s: %d pods, %d classes (%d typical); %d nodes, %lld "
+                            "GPUs; %d runs on %ld threads\n",
+                    wname, wl->npods, wl->nspecs, typ.n, cluster->nnodes,
+                    (long long)cluster->total_gpus, nruns, o.jobs);
+        sim_run_all(&in, runs, nruns, (int)o.jobs, !o.quiet && isatty(2));
+        rc = fgd_report(&o, wname, (int)cluster->total_gpus, runs, npol, nseeds, sum);
     }
     free(runs);
     free(sum);
@@ -287,4 +310,21 @@ int main(int argc, char **argv)
     ts_cluster_free(cluster);
     ts_workload_free(wl);
     return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "--version") == 0)
+        return puts("tessera-sim " TS_VERSION) < 0;
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? EXIT_BAD_INPUT : 0;
+    }
+    if (strcmp(argv[1], "replay") == 0)
+        return replay_main(argc, argv);
+    if (strcmp(argv[1], "gen-openb") == 0)
+        return gen_openb_main(argc, argv);
+    if (strcmp(argv[1], "fgd") == 0)
+        return fgd_main(argc, argv);
+    return bad("unknown experiment \"%s\" (expected: fgd, replay or gen-openb)", argv[1]);
 }
