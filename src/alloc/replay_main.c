@@ -69,6 +69,98 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* What one replay printed: its options and its result. */
+typedef struct {
+    const char *events, *alloc_name;
+    int kind, warm, timed, repeat, has_segments;
+    uint64_t capacity;
+    double pair_ns;
+    const ts_memreplay_result *r;
+} replay_report;
+
+static void print_json(const replay_report *p, double calls_per_k, const char *frag)
+{
+    const ts_memreplay_result *r = p->r;
+    printf("{\"trace\":\"%s\",\"allocator\":\"%s\",\"allocs\":%llu,\"frees\":%llu,"
+           "\"peak_requested\":%llu,\"peak_reserved\":%llu,\"reserved_end\":%llu,"
+           "\"fragmentation\":%s,\"device_calls\":%llu,\"calls_per_1000_ops\":%.3f,"
+           "\"oom\":%s,\"oom_seq\":%lld,\"oom_size\":%llu,"
+           "\"model_segment_allocs\":%llu,\"model_segment_alloc_bytes\":%llu,"
+           "\"trace_segment_allocs\":%llu,\"trace_segment_alloc_bytes\":%llu,"
+           "\"trace_reserved_end\":%llu,\"addr_matches\":%llu,"
+           "\"segment_allocs_total\":%llu,\"segment_alloc_bytes_total\":%llu,"
+           "\"stitched_allocs\":%llu,\"stitch_cache_hits\":%llu,"
+           "\"median_alloc_ns\":%.1f,\"median_free_ns\":%.1f,\"median_pair_ns\":%.1f,"
+           "\"mean_op_ns\":%.1f",
+           p->events, p->alloc_name, (unsigned long long)r->allocs, (unsigned long long)r->frees,
+           (unsigned long long)r->peak_requested, (unsigned long long)r->peak_reserved,
+           (unsigned long long)r->reserved_end, frag,
+           (unsigned long long)r->device_calls, calls_per_k, r->oom ? "true" : "false",
+           (long long)r->oom_seq, (unsigned long long)r->oom_size,
+           (unsigned long long)r->model_segment_allocs,
+           (unsigned long long)r->model_segment_alloc_bytes,
+           (unsigned long long)r->trace_segment_allocs,
+           (unsigned long long)r->trace_segment_alloc_bytes,
+           (unsigned long long)r->trace_reserved_end, (unsigned long long)r->addr_matches,
+           (unsigned long long)r->stats.segment_allocs,
+           (unsigned long long)r->stats.segment_alloc_bytes,
+           (unsigned long long)r->stats.stitched_allocs,
+           (unsigned long long)r->stats.stitch_cache_hits, r->median_alloc_ns,
+           r->median_free_ns, p->pair_ns, r->mean_op_ns);
+    printf(",\"calls\":{");
+    for (int c = 0; c < TS_MEMDEV_NCALLS; c++)
+        printf("%s\"%s\":%llu", c ? "," : "", ts_memdev_call_name(c),
+               (unsigned long long)r->stats.dev.calls[c]);
+    printf("}}\n");
+}
+
+static void print_text(const replay_report *p, double calls_per_k)
+{
+    const ts_memreplay_result *r = p->r;
+    printf("trace: %s (%llu allocs, %llu frees played)\n", p->events,
+           (unsigned long long)r->allocs, (unsigned long long)r->frees);
+    printf("allocator: %s%s\n", p->alloc_name, p->warm ? " (warm start from recorded segments)" : "");
+    printf("peak requested: %.1f MiB\n", (double)r->peak_requested / MIB);
+    printf("peak reserved: %.1f MiB\n", (double)r->peak_reserved / MIB);
+    if (r->oom)
+        printf("fragmentation: - (the replay ran out of memory)\n");
+    else
+        printf("fragmentation: %.2f %%\n", 100.0 * r->fragmentation);
+    printf("reserved at end: %.1f MiB\n", (double)r->reserved_end / MIB);
+    printf("device calls: %llu (%.1f per 1,000 operations):", (unsigned long long)r->device_calls,
+           calls_per_k);
+    for (int c = 0; c < TS_MEMDEV_NCALLS; c++)
+        if (r->stats.dev.calls[c])
+            printf(" %s %llu", ts_memdev_call_name(c), (unsigned long long)r->stats.dev.calls[c]);
+    printf("\n");
+    if (p->kind == TS_MEMALLOC_TESSERA)
+        printf("stitched: %llu allocations, %llu reused without a driver call\n",
+               (unsigned long long)r->stats.stitched_allocs,
+               (unsigned long long)r->stats.stitch_cache_hits);
+    if (p->timed)
+        printf("ns per operation: mean %.0f, median alloc %.0f, median free %.0f, "
+               "alloc+free %.0f (median of %d runs)\n",
+               r->mean_op_ns, r->median_alloc_ns, r->median_free_ns, p->pair_ns, p->repeat);
+    if (p->warm || p->has_segments)
+        printf("segment_alloc: model %llu (%.1f MiB), trace %llu (%.1f MiB); "
+               "recorded reserved at end %.1f MiB\n",
+               (unsigned long long)r->model_segment_allocs,
+               (double)r->model_segment_alloc_bytes / MIB,
+               (unsigned long long)r->trace_segment_allocs,
+               (double)r->trace_segment_alloc_bytes / MIB,
+               (double)r->trace_reserved_end / MIB);
+    if (p->warm)
+        printf("addresses matching the trace: %llu of %llu\n",
+               (unsigned long long)r->addr_matches, (unsigned long long)r->allocs);
+    if (p->capacity) {
+        if (r->oom)
+            printf("OOM: yes, at event seq %lld (%llu bytes)\n", (long long)r->oom_seq,
+                   (unsigned long long)r->oom_size);
+        else
+            printf("OOM: no\n");
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *events = NULL, *initial = NULL, *segments = NULL, *alloc_name = NULL;
@@ -160,86 +252,16 @@ int main(int argc, char **argv)
     free(med);
     uint64_t ops = r.allocs + r.frees;
     double calls_per_k = ops ? 1000.0 * (double)r.device_calls / (double)ops : 0;
-    const ts_memdev_stats *d = &r.stats.dev;
     char frag[32] = "null"; /* none when the replay ran out of memory */
     if (!r.oom)
         snprintf(frag, sizeof frag, "%.6f", r.fragmentation);
-    if (json) {
-        printf("{\"trace\":\"%s\",\"allocator\":\"%s\",\"allocs\":%llu,\"frees\":%llu,"
-               "\"peak_requested\":%llu,\"peak_reserved\":%llu,\"reserved_end\":%llu,"
-               "\"fragmentation\":%s,\"device_calls\":%llu,\"calls_per_1000_ops\":%.3f,"
-               "\"oom\":%s,\"oom_seq\":%lld,\"oom_size\":%llu,"
-               "\"model_segment_allocs\":%llu,\"model_segment_alloc_bytes\":%llu,"
-               "\"trace_segment_allocs\":%llu,\"trace_segment_alloc_bytes\":%llu,"
-               "\"trace_reserved_end\":%llu,\"addr_matches\":%llu,"
-               "\"segment_allocs_total\":%llu,\"segment_alloc_bytes_total\":%llu,"
-               "\"stitched_allocs\":%llu,\"stitch_cache_hits\":%llu,"
-               "\"median_alloc_ns\":%.1f,\"median_free_ns\":%.1f,\"median_pair_ns\":%.1f,"
-               "\"mean_op_ns\":%.1f",
-               events, alloc_name, (unsigned long long)r.allocs, (unsigned long long)r.frees,
-               (unsigned long long)r.peak_requested, (unsigned long long)r.peak_reserved,
-               (unsigned long long)r.reserved_end, frag,
-               (unsigned long long)r.device_calls, calls_per_k, r.oom ? "true" : "false",
-               (long long)r.oom_seq, (unsigned long long)r.oom_size,
-               (unsigned long long)r.model_segment_allocs,
-               (unsigned long long)r.model_segment_alloc_bytes,
-               (unsigned long long)r.trace_segment_allocs,
-               (unsigned long long)r.trace_segment_alloc_bytes,
-               (unsigned long long)r.trace_reserved_end, (unsigned long long)r.addr_matches,
-               (unsigned long long)r.stats.segment_allocs,
-               (unsigned long long)r.stats.segment_alloc_bytes,
-               (unsigned long long)r.stats.stitched_allocs,
-               (unsigned long long)r.stats.stitch_cache_hits, r.median_alloc_ns,
-               r.median_free_ns, pair_ns, r.mean_op_ns);
-        printf(",\"calls\":{");
-        for (int c = 0; c < TS_MEMDEV_NCALLS; c++)
-            printf("%s\"%s\":%llu", c ? "," : "", ts_memdev_call_name(c),
-                   (unsigned long long)d->calls[c]);
-        printf("}}\n");
-    } else {
-        printf("trace: %s (%llu allocs, %llu frees played)\n", events,
-               (unsigned long long)r.allocs, (unsigned long long)r.frees);
-        printf("allocator: %s%s\n", alloc_name, warm ? " (warm start from recorded segments)" : "");
-        printf("peak requested: %.1f MiB\n", (double)r.peak_requested / MIB);
-        printf("peak reserved: %.1f MiB\n", (double)r.peak_reserved / MIB);
-        if (r.oom)
-            printf("fragmentation: - (the replay ran out of memory)\n");
-        else
-            printf("fragmentation: %.2f %%\n", 100.0 * r.fragmentation);
-        printf("reserved at end: %.1f MiB\n", (double)r.reserved_end / MIB);
-        printf("device calls: %llu (%.1f per 1,000 operations):", (unsigned long long)r.device_calls,
-               calls_per_k);
-        for (int c = 0; c < TS_MEMDEV_NCALLS; c++)
-            if (d->calls[c])
-                printf(" %s %llu", ts_memdev_call_name(c), (unsigned long long)d->calls[c]);
-        printf("\n");
-        if (kind == TS_MEMALLOC_TESSERA)
-            printf("stitched: %llu allocations, %llu reused without a driver call\n",
-                   (unsigned long long)r.stats.stitched_allocs,
-                   (unsigned long long)r.stats.stitch_cache_hits);
-        if (timed)
-            printf("ns per operation: mean %.0f, median alloc %.0f, median free %.0f, "
-                   "alloc+free %.0f (median of %d runs)\n",
-                   r.mean_op_ns, r.median_alloc_ns, r.median_free_ns, pair_ns, repeat);
-        if (warm || t.nseg)
-            printf("segment_alloc: model %llu (%.1f MiB), trace %llu (%.1f MiB); "
-                   "recorded reserved at end %.1f MiB\n",
-                   (unsigned long long)r.model_segment_allocs,
-                   (double)r.model_segment_alloc_bytes / MIB,
-                   (unsigned long long)r.trace_segment_allocs,
-                   (double)r.trace_segment_alloc_bytes / MIB,
-                   (double)r.trace_reserved_end / MIB);
-        if (warm)
-            printf("addresses matching the trace: %llu of %llu\n",
-                   (unsigned long long)r.addr_matches, (unsigned long long)r.allocs);
-        if (capacity) {
-            if (r.oom)
-                printf("OOM: yes, at event seq %lld (%llu bytes)\n", (long long)r.oom_seq,
-                       (unsigned long long)r.oom_size);
-            else
-                printf("OOM: no\n");
-        }
-    }
+    replay_report p = {.events = events, .alloc_name = alloc_name, .kind = kind, .warm = warm,
+                       .timed = timed, .repeat = repeat, .has_segments = t.nseg != 0,
+                       .capacity = capacity, .pair_ns = pair_ns, .r = &r};
+    if (json)
+        print_json(&p, calls_per_k, frag);
+    else
+        print_text(&p, calls_per_k);
     ts_memtrace_free(&t);
     return 0;
 }
