@@ -146,13 +146,137 @@ typedef struct layer_saved {
     tensor wcast[4];
 } layer_saved;
 
+/* One step's shapes: sequence, batch, hidden, ffn, heads, activation bytes,
+ * tokens, vocabulary. */
+typedef struct {
+    uint64_t s, bt, h, f, nh, a, T, V;
+    int cast;
+} step_dims;
+
+/* Layer l's forward pass from x (its input, kept in L); returns its output. */
+static tensor layer_forward(gen *g, evbuf *b, mstate *ms, int l, layer_saved *L, tensor x,
+                            const step_dims *d)
+{
+    const ts_memgen_model *m = ms->m;
+    uint64_t s = d->s, bt = d->bt, h = d->h, f = d->f, nh = d->nh, a = d->a, T = d->T;
+    const tensor *w = &ms->param[2 + l * GEN_TENSORS_PER_LAYER];
+    L->x_in = x;
+    if (d->cast) /* autocast copies of qkv, proj, fc1, fc2 weights */
+        for (int k = 0; k < 4; k++)
+            L->wcast[k] = t_alloc(g, b, m, w[2 + 2 * k].size / (uint64_t)m->param_bytes * a);
+    L->ln1 = t_alloc(g, b, m, T * h * a);
+    L->ln1m = t_alloc(g, b, m, T * GEN_F32_BYTES);
+    L->ln1r = t_alloc(g, b, m, T * GEN_F32_BYTES);
+    L->qkv = t_alloc(g, b, m, T * 3 * h * a);
+    if (m->flash_attention) {
+        L->attn = t_alloc(g, b, m, T * h * a);
+        L->lse = t_alloc(g, b, m, bt * nh * s * GEN_F32_BYTES);
+    } else {
+        tensor sc = t_alloc(g, b, m, bt * nh * s * s * a);
+        L->probs = t_alloc(g, b, m, bt * nh * s * s * a);
+        t_free(g, b, m, &sc);
+        L->attn = t_alloc(g, b, m, T * h * a);
+    }
+    tensor proj = t_alloc(g, b, m, T * h * a);
+    L->x1 = t_alloc(g, b, m, T * h * a);
+    t_free(g, b, m, &proj);
+    L->ln2 = t_alloc(g, b, m, T * h * a);
+    L->ln2m = t_alloc(g, b, m, T * GEN_F32_BYTES);
+    L->ln2r = t_alloc(g, b, m, T * GEN_F32_BYTES);
+    L->fc1 = t_alloc(g, b, m, T * f * a);
+    L->gelu = t_alloc(g, b, m, T * f * a);
+    tensor fc2 = t_alloc(g, b, m, T * h * a);
+    tensor out = t_alloc(g, b, m, T * h * a);
+    t_free(g, b, m, &fc2);
+    return out;
+}
+
+/* Layer l's backward pass from the gradient gx of its output (freed);
+ * returns the gradient of its input. */
+static tensor layer_backward(gen *g, evbuf *b, mstate *ms, int l, layer_saved *L, tensor gx,
+                             const step_dims *d)
+{
+    const ts_memgen_model *m = ms->m;
+    uint64_t s = d->s, bt = d->bt, h = d->h, f = d->f, nh = d->nh, a = d->a, T = d->T;
+    for (int k = 0; k < GEN_TENSORS_PER_LAYER; k++) {
+        int i = 2 + l * GEN_TENSORS_PER_LAYER + (GEN_TENSORS_PER_LAYER - 1 - k);
+        ms->grad[i] = t_alloc(g, b, m, ms->param[i].size);
+    }
+    tensor t1 = t_alloc(g, b, m, T * f * a);
+    t_free(g, b, m, &L->gelu);
+    tensor t2 = t_alloc(g, b, m, T * f * a);
+    t_free(g, b, m, &t1);
+    t_free(g, b, m, &L->fc1);
+    tensor t3 = t_alloc(g, b, m, T * h * a);
+    t_free(g, b, m, &t2);
+    t_free(g, b, m, &L->ln2);
+    t_free(g, b, m, &L->ln2m);
+    t_free(g, b, m, &L->ln2r);
+    tensor t4 = t_alloc(g, b, m, T * h * a);
+    t_free(g, b, m, &t3);
+    t_free(g, b, m, &L->x1);
+    tensor t7;
+    if (m->flash_attention) {
+        t7 = t_alloc(g, b, m, T * 3 * h * a);
+        t_free(g, b, m, &L->lse);
+    } else {
+        tensor t5 = t_alloc(g, b, m, bt * nh * s * s * a);
+        t_free(g, b, m, &L->probs);
+        tensor t6 = t_alloc(g, b, m, bt * nh * s * s * a);
+        t_free(g, b, m, &t5);
+        t7 = t_alloc(g, b, m, T * 3 * h * a);
+        t_free(g, b, m, &t6);
+    }
+    t_free(g, b, m, &L->attn);
+    t_free(g, b, m, &L->qkv);
+    for (int k = 0; k < 4; k++)
+        t_free(g, b, m, &L->wcast[k]);
+    tensor t8 = t_alloc(g, b, m, T * h * a);
+    t_free(g, b, m, &t7);
+    t_free(g, b, m, &L->ln1);
+    t_free(g, b, m, &L->ln1m);
+    t_free(g, b, m, &L->ln1r);
+    tensor gn = t_alloc(g, b, m, T * h * a);
+    t_free(g, b, m, &t8);
+    t_free(g, b, m, &t4);
+    t_free(g, b, m, &gx);
+    if (l > 0)
+        t_free(g, b, m, &L->x_in);
+    return gn;
+}
+
+/* AdamW, foreach: state on the first step, one fp32 temporary per parameter. */
+static void optimizer_step(gen *g, evbuf *b, mstate *ms, int first)
+{
+    const ts_memgen_model *m = ms->m;
+    tensor *tmp = calloc((size_t)ms->nparam, sizeof *tmp);
+    if (!tmp) {
+        g->oom = 1;
+        return;
+    }
+    for (int i = 0; i < ms->nparam; i++) {
+        uint64_t n32 = ms->param[i].size / (uint64_t)m->param_bytes * GEN_F32_BYTES;
+        if (first) {
+            ms->adam1[i] = t_alloc(g, b, m, n32);
+            ms->adam2[i] = t_alloc(g, b, m, n32);
+        }
+        tmp[i] = t_alloc(g, b, m, n32);
+    }
+    for (int i = 0; i < ms->nparam; i++)
+        t_free(g, b, m, &tmp[i]);
+    free(tmp);
+}
+
 static void train_step(gen *g, evbuf *b, mstate *ms, int first)
 {
     const ts_memgen_model *m = ms->m;
-    uint64_t s = (uint64_t)sample_seq(g, m), bt = (uint64_t)m->batch, h = (uint64_t)m->hidden;
-    uint64_t f = (uint64_t)(m->ffn ? m->ffn : 4 * m->hidden), nh = (uint64_t)m->heads;
-    uint64_t a = (uint64_t)m->act_bytes, T = bt * s, V = (uint64_t)m->vocab;
-    int cast = m->act_bytes < m->param_bytes;
+    step_dims d = {.s = (uint64_t)sample_seq(g, m), .bt = (uint64_t)m->batch,
+                   .h = (uint64_t)m->hidden,
+                   .f = (uint64_t)(m->ffn ? m->ffn : 4 * m->hidden), .nh = (uint64_t)m->heads,
+                   .a = (uint64_t)m->act_bytes, .V = (uint64_t)m->vocab,
+                   .cast = m->act_bytes < m->param_bytes};
+    d.T = d.bt * d.s;
+    uint64_t h = d.h, a = d.a, T = d.T, V = d.V;
     for (int i = 0; i < ms->nparam; i++) /* zero_grad(set_to_none=True) */
         t_free(g, b, m, &ms->grad[i]);
     layer_saved *sv = calloc((size_t)m->layers, sizeof *sv);
@@ -162,38 +286,8 @@ static void train_step(gen *g, evbuf *b, mstate *ms, int first)
     }
     tensor ids = t_alloc(g, b, m, T * GEN_I64_BYTES);
     tensor x = t_alloc(g, b, m, T * h * a);
-    for (int l = 0; l < m->layers; l++) {
-        layer_saved *L = &sv[l];
-        const tensor *w = &ms->param[2 + l * GEN_TENSORS_PER_LAYER];
-        L->x_in = x;
-        if (cast) /* autocast copies of qkv, proj, fc1, fc2 weights */
-            for (int k = 0; k < 4; k++)
-                L->wcast[k] = t_alloc(g, b, m, w[2 + 2 * k].size / (uint64_t)m->param_bytes * a);
-        L->ln1 = t_alloc(g, b, m, T * h * a);
-        L->ln1m = t_alloc(g, b, m, T * GEN_F32_BYTES);
-        L->ln1r = t_alloc(g, b, m, T * GEN_F32_BYTES);
-        L->qkv = t_alloc(g, b, m, T * 3 * h * a);
-        if (m->flash_attention) {
-            L->attn = t_alloc(g, b, m, T * h * a);
-            L->lse = t_alloc(g, b, m, bt * nh * s * GEN_F32_BYTES);
-        } else {
-            tensor sc = t_alloc(g, b, m, bt * nh * s * s * a);
-            L->probs = t_alloc(g, b, m, bt * nh * s * s * a);
-            t_free(g, b, m, &sc);
-            L->attn = t_alloc(g, b, m, T * h * a);
-        }
-        tensor proj = t_alloc(g, b, m, T * h * a);
-        L->x1 = t_alloc(g, b, m, T * h * a);
-        t_free(g, b, m, &proj);
-        L->ln2 = t_alloc(g, b, m, T * h * a);
-        L->ln2m = t_alloc(g, b, m, T * GEN_F32_BYTES);
-        L->ln2r = t_alloc(g, b, m, T * GEN_F32_BYTES);
-        L->fc1 = t_alloc(g, b, m, T * f * a);
-        L->gelu = t_alloc(g, b, m, T * f * a);
-        tensor fc2 = t_alloc(g, b, m, T * h * a);
-        x = t_alloc(g, b, m, T * h * a);
-        t_free(g, b, m, &fc2);
-    }
+    for (int l = 0; l < m->layers; l++)
+        x = layer_forward(g, b, ms, l, &sv[l], x, &d);
     tensor lnf = t_alloc(g, b, m, T * h * a);
     tensor logits = t_alloc(g, b, m, T * V * a);
     tensor lf = t_alloc(g, b, m, T * V * GEN_F32_BYTES);
@@ -217,75 +311,13 @@ static void train_step(gen *g, evbuf *b, mstate *ms, int first)
     t_free(g, b, m, &logits);
     t_free(g, b, m, &lnf);
     t_free(g, b, m, &x); /* last layer output */
-    for (int l = m->layers - 1; l >= 0; l--) {
-        layer_saved *L = &sv[l];
-        for (int k = 0; k < GEN_TENSORS_PER_LAYER; k++) {
-            int i = 2 + l * GEN_TENSORS_PER_LAYER + (GEN_TENSORS_PER_LAYER - 1 - k);
-            ms->grad[i] = t_alloc(g, b, m, ms->param[i].size);
-        }
-        tensor t1 = t_alloc(g, b, m, T * f * a);
-        t_free(g, b, m, &L->gelu);
-        tensor t2 = t_alloc(g, b, m, T * f * a);
-        t_free(g, b, m, &t1);
-        t_free(g, b, m, &L->fc1);
-        tensor t3 = t_alloc(g, b, m, T * h * a);
-        t_free(g, b, m, &t2);
-        t_free(g, b, m, &L->ln2);
-        t_free(g, b, m, &L->ln2m);
-        t_free(g, b, m, &L->ln2r);
-        tensor t4 = t_alloc(g, b, m, T * h * a);
-        t_free(g, b, m, &t3);
-        t_free(g, b, m, &L->x1);
-        tensor t7;
-        if (m->flash_attention) {
-            t7 = t_alloc(g, b, m, T * 3 * h * a);
-            t_free(g, b, m, &L->lse);
-        } else {
-            tensor t5 = t_alloc(g, b, m, bt * nh * s * s * a);
-            t_free(g, b, m, &L->probs);
-            tensor t6 = t_alloc(g, b, m, bt * nh * s * s * a);
-            t_free(g, b, m, &t5);
-            t7 = t_alloc(g, b, m, T * 3 * h * a);
-            t_free(g, b, m, &t6);
-        }
-        t_free(g, b, m, &L->attn);
-        t_free(g, b, m, &L->qkv);
-        for (int k = 0; k < 4; k++)
-            t_free(g, b, m, &L->wcast[k]);
-        tensor t8 = t_alloc(g, b, m, T * h * a);
-        t_free(g, b, m, &t7);
-        t_free(g, b, m, &L->ln1);
-        t_free(g, b, m, &L->ln1m);
-        t_free(g, b, m, &L->ln1r);
-        tensor gn = t_alloc(g, b, m, T * h * a);
-        t_free(g, b, m, &t8);
-        t_free(g, b, m, &t4);
-        t_free(g, b, m, &gx);
-        if (l > 0)
-            t_free(g, b, m, &L->x_in);
-        gx = gn;
-    }
+    for (int l = m->layers - 1; l >= 0; l--)
+        gx = layer_backward(g, b, ms, l, &sv[l], gx, &d);
     t_free(g, b, m, &gx);
     t_free(g, b, m, &sv[0].x_in);
     t_free(g, b, m, &ids);
     free(sv);
-    /* AdamW, foreach: state on the first step, one fp32 temporary per parameter */
-    tensor *tmp = calloc((size_t)ms->nparam, sizeof *tmp);
-    if (!tmp) {
-        g->oom = 1;
-        return;
-    }
-    for (int i = 0; i < ms->nparam; i++) {
-        uint64_t n32 = ms->param[i].size / (uint64_t)m->param_bytes * GEN_F32_BYTES;
-        if (first) {
-            ms->adam1[i] = t_alloc(g, b, m, n32);
-            ms->adam2[i] = t_alloc(g, b, m, n32);
-        }
-        tmp[i] = t_alloc(g, b, m, n32);
-    }
-    for (int i = 0; i < ms->nparam; i++)
-        t_free(g, b, m, &tmp[i]);
-    free(tmp);
+    optimizer_step(g, b, ms, first);
 }
 
 static void infer_step(gen *g, evbuf *b, mstate *ms)
