@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "alloc/ptrmap.h"
+#include "model/csv_reader.h"
 #include "tessera/alloc.h"
 
 #define TRACE_MAX_COLS 16
@@ -58,24 +59,6 @@ static int slurp(const char *path, char **out, ts_err *err)
     buf[n] = '\0';
     *out = buf;
     return 0;
-}
-
-/* Splits a line in place; returns the number of fields. */
-static int split(char *line, char **f, int max)
-{
-    int n = 0;
-    char *p = line;
-    for (;;) {
-        if (n < max)
-            f[n] = p;
-        n++;
-        char *c = strchr(p, ',');
-        if (!c)
-            break;
-        *c = '\0';
-        p = c + 1;
-    }
-    return n;
 }
 
 static int col_index(char **hdr, int nh, const char *name)
@@ -129,7 +112,7 @@ static int walk_csv(const char *path, const char *const *want, int nwant, int re
         lineno++;
         if (!*line)
             continue;
-        int nf = split(line, f, TRACE_MAX_COLS);
+        int nf = ts_csv_split(line, f, TRACE_MAX_COLS);
         if (lineno == 1) {
             for (int i = 0; i < nwant; i++) {
                 cols[i] = col_index(f, nf, want[i]);

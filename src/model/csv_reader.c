@@ -16,6 +16,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+int ts_csv_next(ts_csv_lines *it, char *row, size_t cap, ts_err *err)
+{
+    if (it->pos >= it->len)
+        return 0;
+    const char *start = it->buf + it->pos;
+    const char *nl = memchr(start, '\n', it->len - it->pos);
+    size_t l = nl ? (size_t)(nl - start) : it->len - it->pos;
+    it->line++;
+    it->pos += l + (nl ? 1 : 0);
+    if (l >= cap)
+        return ts_err_set(err, TS_EINVAL, "%s:%d: line longer than %zu bytes", it->fname,
+                          it->line, cap - 1);
+    if (memchr(start, '\0', l))
+        return ts_err_set(err, TS_EINVAL, "%s:%d: contains a NUL byte", it->fname, it->line);
+    memcpy(row, start, l);
+    row[l] = '\0';
+    if (l > 0 && row[l - 1] == '\r')
+        row[l - 1] = '\0';
+    return 1;
+}
+
 int ts_csv_split(char *line, char **f, int max)
 {
     int n = 0;

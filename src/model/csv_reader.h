@@ -1,7 +1,8 @@
 /*
- * csv_reader.h - internal: the row splitting and numeric field check that the
- * fixed-header trace loaders share (src/replay/replay_jobs.c for the Pollux
- * workloads, src/replay/replay_philly.c for the Philly jobs and VC sizes).
+ * csv_reader.h - internal: the line reader, row splitting and numeric field
+ * check that the fixed-header trace loaders share (src/replay/replay_jobs.c
+ * for the Pollux workloads, replay_philly.c for the Philly jobs and VC sizes,
+ * replay_csv.c for job lists; src/alloc/trace.c splits its rows too).
  *
  * Those files are strict, unquoted comma-separated rows read from memory; a
  * row is split in place and each numeric field must be a finite number in a
@@ -14,8 +15,24 @@
 #define TS_MODEL_CSV_READER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "tessera/error.h"
+
+/* Lines of a file read into memory, for ts_csv_next. */
+typedef struct {
+    const char *buf, *fname;
+    size_t len, pos;
+    int line; /* the number of the line last returned, from 1 */
+} ts_csv_lines;
+
+/*
+ * The next line into row (at most cap - 1 bytes, NUL-ended, a final CR
+ * stripped), counted in it->line. Returns 1 with a line, 0 at the end, or
+ * TS_EINVAL with err filled ("fname:line: line longer than N bytes" or
+ * "fname:line: contains a NUL byte").
+ */
+int ts_csv_next(ts_csv_lines *it, char *row, size_t cap, ts_err *err);
 
 /*
  * Splits line (modified in place: commas become NULs) into at most max

@@ -125,29 +125,18 @@ int ts_replay_load_jobs_csv(const char *buf, size_t len, const char *fname,
                           "%s:1: header: tenant: column needed to replay with tenants", fname);
     ts_replay_trace *t = calloc(1, sizeof *t);
     row_job *rows = NULL;
-    int cap = 0, n = 0, line = 0, rc = 0;
+    int cap = 0, n = 0, rc = 0;
     char row[LINE_MAX_BYTES];
     if (!t)
         return ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
-    for (size_t pos = 0; pos < len && rc == 0;) {
-        const char *nl = memchr(buf + pos, '\n', len - pos);
-        size_t l = nl ? (size_t)(nl - (buf + pos)) : len - pos;
-        line++;
-        if (l >= sizeof row) {
-            rc = ts_err_set(err, TS_EINVAL, "%s:%d: line longer than %d bytes", fname, line,
-                            LINE_MAX_BYTES - 1);
+    ts_csv_lines lines = {.buf = buf, .fname = fname, .len = len};
+    for (int got; rc == 0 && (got = ts_csv_next(&lines, row, sizeof row, err)) != 0;) {
+        if (got < 0) {
+            rc = got;
             break;
         }
-        memcpy(row, buf + pos, l);
-        row[l] = '\0';
-        pos += l + (nl ? 1 : 0);
-        if (l > 0 && row[l - 1] == '\r')
-            row[--l] = '\0';
-        if (memchr(row, '\0', l)) {
-            rc = ts_err_set(err, TS_EINVAL, "%s:%d: contains a NUL byte", fname, line);
-            break;
-        }
-        if (line == 1 || l == 0)
+        int line = lines.line;
+        if (line == 1 || !row[0])
             continue;
         char *f[NCOLS_MAX];
         int nf = ts_csv_split(row, f, NCOLS_MAX);

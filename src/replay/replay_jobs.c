@@ -108,30 +108,18 @@ int ts_replay_load_pollux(const char *buf, size_t len, const char *fname, const 
 {
     ts_replay_trace *t = calloc(1, sizeof *t);
     int *jcap = NULL;  /* capacity of each workload's job array */
-    int wcap = 0, jcap_n = 0, rc = 0, line = 0;
+    int wcap = 0, jcap_n = 0, rc = 0;
     char first_set[TS_REPLAY_NAME_MAX] = "";
     char row[LINE_MAX_BYTES];
     if (!t)
         return ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
-    size_t pos = 0;
-    while (pos < len && rc == 0) {
-        const char *nl = memchr(buf + pos, '\n', len - pos);
-        size_t l = nl ? (size_t)(nl - (buf + pos)) : len - pos;
-        line++;
-        if (l >= sizeof row) {
-            rc = ts_err_set(err, TS_EINVAL, "%s:%d: line longer than %d bytes", fname, line,
-                            LINE_MAX_BYTES - 1);
+    ts_csv_lines lines = {.buf = buf, .fname = fname, .len = len};
+    for (int got; rc == 0 && (got = ts_csv_next(&lines, row, sizeof row, err)) != 0;) {
+        if (got < 0) {
+            rc = got;
             break;
         }
-        memcpy(row, buf + pos, l);
-        row[l] = '\0';
-        pos += l + (nl ? 1 : 0);
-        if (l > 0 && row[l - 1] == '\r')
-            row[--l] = '\0';
-        if (memchr(row, '\0', l)) {
-            rc = ts_err_set(err, TS_EINVAL, "%s:%d: contains a NUL byte", fname, line);
-            break;
-        }
+        int line = lines.line;
         char *f[NCOLS];
         if (line == 1) {
             int n = ts_csv_split(row, f, NCOLS);
@@ -143,7 +131,7 @@ int ts_replay_load_pollux(const char *buf, size_t len, const char *fname, const 
                                     fname);
             continue;
         }
-        if (l == 0)
+        if (!row[0])
             continue;
         int n = ts_csv_split(row, f, NCOLS);
         if (n != NCOLS) {
@@ -196,7 +184,7 @@ int ts_replay_load_pollux(const char *buf, size_t len, const char *fname, const 
         W->jobs[W->njobs++] = job;
     }
     free(jcap);
-    if (rc == 0 && line == 0)
+    if (rc == 0 && lines.line == 0)
         rc = ts_err_set(err, TS_EINVAL, "%s:1: header: file is empty", fname);
     if (rc == 0 && t->nwl == 0)
         rc = set ? ts_err_set(err, TS_EINVAL, "%s: workload_set: no rows of set \"%s\"", fname, set)

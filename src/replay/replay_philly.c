@@ -34,28 +34,6 @@ static const char *const cols[NCOLS] = {"timestamp", "duration", "num_gpus", "gp
                                         "cluster"};
 enum { C_TS, C_DUR, C_GPUS, C_GPUTIME, C_VC };
 
-/* Next line of buf into row (NUL-terminated, CR stripped); false at the end. */
-static bool next_line(const char *buf, size_t len, size_t *pos, char *row, size_t cap,
-                      size_t *l)
-{
-    if (*pos >= len)
-        return false;
-    const char *nl = memchr(buf + *pos, '\n', len - *pos);
-    size_t n = nl ? (size_t)(nl - (buf + *pos)) : len - *pos;
-    *l = n;
-    if (n >= cap) {
-        *pos += n + (nl ? 1 : 0);
-        row[0] = '\0';
-        return true;  /* caller sees *l >= cap */
-    }
-    memcpy(row, buf + *pos, n);
-    row[n] = '\0';
-    *pos += n + (nl ? 1 : 0);
-    if (n > 0 && row[n - 1] == '\r')
-        row[n - 1] = '\0';
-    return true;
-}
-
 bool ts_replay_is_philly(const char *buf, size_t len)
 {
     size_t h = strlen(PHILLY_HEADER);
@@ -118,15 +96,15 @@ int ts_replay_load_vc_nodes(const char *buf, size_t len, const char *fname,
                             ts_replay_tenant **out, int *n, ts_err *err)
 {
     char row[LINE_MAX_BYTES];
-    size_t pos = 0, l;
-    int line = 0, cap = 0, cnt = 0, rc = 0;
+    int cap = 0, cnt = 0, rc = 0;
     ts_replay_tenant *t = NULL;
-    while (rc == 0 && next_line(buf, len, &pos, row, sizeof row, &l)) {
-        line++;
-        if (l >= sizeof row) {
-            rc = ts_err_set(err, TS_EINVAL, "%s:%d: line too long", fname, line);
+    ts_csv_lines lines = {.buf = buf, .fname = fname, .len = len};
+    for (int got; rc == 0 && (got = ts_csv_next(&lines, row, sizeof row, err)) != 0;) {
+        if (got < 0) {
+            rc = got;
             break;
         }
+        int line = lines.line;
         if (line == 1) {
             if (strcmp(row, VC_HEADER) != 0)
                 rc = ts_err_set(err, TS_EINVAL, "%s:1: header: expected " VC_HEADER, fname);
@@ -254,22 +232,17 @@ int ts_replay_load_philly(const char *buf, size_t len, const char *fname,
 {
     ts_replay_trace *t = calloc(1, sizeof *t);
     row_job *rows = NULL;
-    int cap = 0, n = 0, line = 0, rc = 0;
+    int cap = 0, n = 0, rc = 0;
     char row[LINE_MAX_BYTES];
-    size_t pos = 0, l;
     if (!t)
         return ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
-    while (rc == 0 && next_line(buf, len, &pos, row, sizeof row, &l)) {
-        line++;
-        if (l >= sizeof row) {
-            rc = ts_err_set(err, TS_EINVAL, "%s:%d: line longer than %d bytes", fname, line,
-                            LINE_MAX_BYTES - 1);
+    ts_csv_lines lines = {.buf = buf, .fname = fname, .len = len};
+    for (int got; rc == 0 && (got = ts_csv_next(&lines, row, sizeof row, err)) != 0;) {
+        if (got < 0) {
+            rc = got;
             break;
         }
-        if (strlen(row) != l && strlen(row) + 1 != l) {
-            rc = ts_err_set(err, TS_EINVAL, "%s:%d: contains a NUL byte", fname, line);
-            break;
-        }
+        int line = lines.line;
         if (line == 1) {
             if (strcmp(row, PHILLY_HEADER) != 0)
                 rc = ts_err_set(err, TS_EINVAL, "%s:1: header: expected " PHILLY_HEADER, fname);
@@ -300,7 +273,7 @@ int ts_replay_load_philly(const char *buf, size_t len, const char *fname,
         if (rc == 0 && keep)
             rows[n].seq = n, n++;
     }
-    if (rc == 0 && line == 0)
+    if (rc == 0 && lines.line == 0)
         rc = ts_err_set(err, TS_EINVAL, "%s:1: header: file is empty", fname);
     if (rc == 0 && n == 0)
         rc = ts_err_set(err, TS_EINVAL, "%s: no jobs of the virtual clusters in the window", fname);
