@@ -162,13 +162,25 @@ static int load_quota(const tloader *L, const yaml_node_t *map, const char *path
 
 /* ---- identity ------------------------------------------------------------------ */
 
+/* A YAML true or false at node n (path names it) into *out. */
+static int get_bool(const tloader *L, const yaml_node_t *n, const char *path, bool *out)
+{
+    const char *s = ts_yaml_scalar(n);
+    if (!s || (strcmp(s, "true") != 0 && strcmp(s, "false") != 0))
+        return ts_yaml_fail_got(&L->y, n, path, "true or false");
+    *out = strcmp(s, "true") == 0;
+    return 0;
+}
 
-static int load_unix_users(const tloader *L, const yaml_node_t *seq, const char *path,
-                           ts_tenant_identity *id)
+/* A list of scalars, each accepted by ok (bad: what it must be), joined with
+ * commas into out (cap bytes); list_what says what the list must be. */
+static int get_name_list(const tloader *L, const yaml_node_t *seq, const char *path,
+                         bool (*ok)(const char *), const char *list_what, const char *bad,
+                         char *out, size_t cap)
 {
     char sub[TYAML_PATH_MAX + 32];
     if (seq->type != YAML_SEQUENCE_NODE)
-        return ts_yaml_fail_got(&L->y, seq, path, "a list of Unix user names");
+        return ts_yaml_fail_got(&L->y, seq, path, list_what);
     size_t used = 0;
     int i = 0;
     for (yaml_node_item_t *it = seq->data.sequence.items.start;
@@ -176,17 +188,25 @@ static int load_unix_users(const tloader *L, const yaml_node_t *seq, const char 
         yaml_node_t *n = ts_yaml_node(&L->y, *it);
         const char *s = ts_yaml_scalar(n);
         ts_yaml_pathf(sub, sizeof sub, "%s[%d]", path, i);
-        if (!ts_unix_name_ok(s))
-            return ts_yaml_fail_got(&L->y, n, sub, "a Unix user name ([a-z_][a-z0-9_-]*, "
-                                    "at most 32 characters)");
-        int k = snprintf(id->unix_users + used, sizeof id->unix_users - used, "%s%s",
-                         used ? "," : "", s);
-        if (k < 0 || (size_t)k >= sizeof id->unix_users - used)
+        if (!s || !ok(s))
+            return ts_yaml_fail_got(&L->y, n, sub, bad);
+        int k = snprintf(out + used, cap - used, "%s%s", used ? "," : "", s);
+        if (k < 0 || (size_t)k >= cap - used)
             return ts_yaml_fail(&L->y, n, TS_EINVAL, "%s: the list is longer than %d "
-                                "characters in all", path, TS_TENANT_UNIX_USERS_BYTES - 1);
+                                "characters in all", path, (int)cap - 1);
         used += (size_t)k;
     }
     return 0;
+}
+
+static bool unix_name_ok(const char *s) { return ts_unix_name_ok(s); }
+
+static int load_unix_users(const tloader *L, const yaml_node_t *seq, const char *path,
+                           ts_tenant_identity *id)
+{
+    return get_name_list(L, seq, path, unix_name_ok, "a list of Unix user names",
+                         "a Unix user name ([a-z_][a-z0-9_-]*, at most 32 characters)",
+                         id->unix_users, sizeof id->unix_users);
 }
 
 /* allow_root (true/false), unix_users [names], uid_range [lo, hi]. */
@@ -197,10 +217,8 @@ static int load_identity(const tloader *L, const yaml_node_t *root, const yaml_n
     int rc;
     if (root) {
         ts_yaml_pathf(sub, sizeof sub, "%s.allow_root", tpath);
-        const char *s = ts_yaml_scalar(root);
-        if (!s || (strcmp(s, "true") != 0 && strcmp(s, "false") != 0))
-            return ts_yaml_fail_got(&L->y, root, sub, "true or false");
-        id->allow_root = strcmp(s, "true") == 0;
+        if ((rc = get_bool(L, root, sub, &id->allow_root)) < 0)
+            return rc;
         id->allow_root_set = true;
     }
     ts_yaml_pathf(sub, sizeof sub, "%s.unix_users", tpath);
@@ -225,36 +243,28 @@ static int load_identity(const tloader *L, const yaml_node_t *root, const yaml_n
     return 0;
 }
 
+/* A registry host[:port] as an image reference names it. */
+static bool registry_host_ok(const char *s)
+{
+    char probe[300];
+    ts_image_ref ref;
+    if (strlen(s) > 255)
+        return false;
+    snprintf(probe, sizeof probe, "%s/x", s);
+    return ts_image_ref_parse(probe, "", &ref, NULL) == 0 && strcmp(ref.host, s) == 0;
+}
+
 /* registries: [host[:port], ...] (docs/images.md). */
 static int load_registries(const tloader *L, const yaml_node_t *seq, const char *path,
                            ts_tenant *t)
 {
-    char sub[TYAML_PATH_MAX + 32];
-    if (seq->type != YAML_SEQUENCE_NODE)
-        return ts_yaml_fail_got(&L->y, seq, path, "a list of registry hosts (host[:port])");
-    size_t used = 0;
-    int i = 0;
-    for (yaml_node_item_t *it = seq->data.sequence.items.start;
-         it < seq->data.sequence.items.top; it++, i++) {
-        yaml_node_t *n = ts_yaml_node(&L->y, *it);
-        const char *s = ts_yaml_scalar(n);
-        ts_yaml_pathf(sub, sizeof sub, "%s[%d]", path, i);
-        char probe[300];
-        ts_image_ref ref;
-        if (!s || strlen(s) > 255 || (snprintf(probe, sizeof probe, "%s/x", s),
-                                      ts_image_ref_parse(probe, "", &ref, NULL) != 0) ||
-            strcmp(ref.host, s) != 0)
-            return ts_yaml_fail_got(&L->y, n, sub, "a registry host[:port] (a name with a dot, "
-                                    "a port, or localhost)");
-        int k = snprintf(t->registries + used, sizeof t->registries - used, "%s%s",
-                         used ? "," : "", s);
-        if (k < 0 || (size_t)k >= sizeof t->registries - used)
-            return ts_yaml_fail(&L->y, n, TS_EINVAL, "%s: the list is longer than %d "
-                                "characters in all", path, TS_TENANT_REGISTRIES_BYTES - 1);
-        used += (size_t)k;
-    }
-    t->registries_set = true;
-    return 0;
+    int rc = get_name_list(L, seq, path, registry_host_ok,
+                           "a list of registry hosts (host[:port])",
+                           "a registry host[:port] (a name with a dot, a port, or localhost)",
+                           t->registries, sizeof t->registries);
+    if (rc == 0)
+        t->registries_set = true;
+    return rc;
 }
 
 /* mounts: [PATH | {path: PATH, write: BOOL}] (docs/images.md). */
@@ -291,11 +301,10 @@ static int load_mounts(const tloader *L, const yaml_node_t *seq, const char *pat
         ts_tenant_mount *m = &t->mounts[i];
         snprintf(m->path, sizeof m->path, "%s", p);
         if (wn) {
-            const char *w = ts_yaml_scalar(wn);
             ts_yaml_pathf(sub, sizeof sub, "%s[%d].write", path, i);
-            if (!w || (strcmp(w, "true") != 0 && strcmp(w, "false") != 0))
-                return ts_yaml_fail_got(&L->y, wn, sub, "true or false");
-            m->write = strcmp(w, "true") == 0;
+            int rc = get_bool(L, wn, sub, &m->write);
+            if (rc < 0)
+                return rc;
         }
     }
     t->nmounts = i;
@@ -335,13 +344,10 @@ static int load_privacy(tloader *L, const yaml_node_t *map, const char *tpath, i
     if (rc < 0 || !v[0])
         return rc;
     ts_yaml_pathf(sub, sizeof sub, "%s.privacy.admins_see_jobs", tpath);
-    const char *b = ts_yaml_scalar(v[0]);
-    if (b && strcmp(b, "true") == 0)
-        L->ts->t[t].admins_see_jobs = TS_PRIVACY_YES;
-    else if (b && strcmp(b, "false") == 0)
-        L->ts->t[t].admins_see_jobs = TS_PRIVACY_NO;
-    else
-        return ts_yaml_fail_got(&L->y, v[0], sub, "true or false");
+    bool see;
+    if ((rc = get_bool(L, v[0], sub, &see)) < 0)
+        return rc;
+    L->ts->t[t].admins_see_jobs = see ? TS_PRIVACY_YES : TS_PRIVACY_NO;
     return 0;
 }
 
@@ -409,10 +415,8 @@ static int load_tenant(tloader *L, const yaml_node_t *kn, const yaml_node_t *map
         return rc;
     if (v[K_HOSTNET]) {
         ts_yaml_pathf(sub, sizeof sub, "%s.allow_host_network", tpath);
-        const char *s = ts_yaml_scalar(v[K_HOSTNET]);
-        if (!s || (strcmp(s, "true") != 0 && strcmp(s, "false") != 0))
-            return ts_yaml_fail_got(&L->y, v[K_HOSTNET], sub, "true or false");
-        L->ts->t[t].identity.allow_host_network = strcmp(s, "true") == 0;
+        if ((rc = get_bool(L, v[K_HOSTNET], sub, &L->ts->t[t].identity.allow_host_network)) < 0)
+            return rc;
         L->ts->t[t].identity.allow_host_network_set = true;
     }
     ts_yaml_pathf(sub, sizeof sub, "%s.registries", tpath);
