@@ -385,6 +385,7 @@ typedef struct ctld {
     bool swapping;               /* tenants being replaced (written with mu released) */
     int submitting;              /* submissions between their check and their jobs' add */
     int *queued;                 /* [nqueued] pending and held jobs per tenant index */
+    int *claimed;                /* [nqueued] jobs of submissions between their check and their add */
     int nqueued;
     pthread_cond_t committed;    /* ... and broadcasts this when it is done */
     ctld_lazy **lazy;            /* array_lazy.c: large arrays' elements not yet jobs */

@@ -79,12 +79,6 @@ static bool cursor_of(const char *s, int64_t *out, ctld_reply *r)
 
 /* ---- jobs -------------------------------------------------------------------- */
 
-/* Pending and held jobs of a tenant, under c->mu. */
-static int queued_of(const ctld *c, const char *tenant)
-{
-    return ctld_tenant_queued(c, tenant); /* kept by state.c: no scan of every job */
-}
-
 /* After an idempotent retry: whether every job under the key carries this
  * spec. If not, the jobs this call itself created (those with the new spec)
  * are cancelled again, so a 422 leaves nothing new behind. */
@@ -311,16 +305,6 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
     int want = spec->array_size > 0 ? spec->array_size : 1;
     if (idem[0] && want == 1)
         strcat(idem, "#0"); /* an array's elements get theirs from ctld_submit */
-    ctld_lock_reader(c);
-    int queued = queued_of(c, spec->tenant);
-    pthread_mutex_unlock(&c->mu);
-    if ((long)queued + want > (long)c->cfg.queued_per_tenant) {
-        ctld_reply_error(r, 429, "too_many_queued", "tenant \"%s\": %d jobs pending or held, %d "
-                         "more would pass the cap of %d (limits.queued_jobs_per_tenant)",
-                         spec->tenant, queued, want, c->cfg.queued_per_tenant);
-        ts_spec_free(spec);
-        return;
-    }
     char *json = ts_spec_to_json(spec);
     int n = spec->array_size > 0 ? spec->array_size : 1;
     char name[TS_STORE_NAME_MAX];
@@ -352,6 +336,8 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
                       err.msg, "fields", "path", err.msg,
                       colon ? (size_t)(colon - err.msg) : (size_t)0, "reason",
                       colon ? colon + 2 : err.msg));
+    } else if (rc == TS_ELIMIT) { /* the cap, checked with the jobs' other checks */
+        ctld_reply_error(r, 429, "too_many_queued", "%s", err.msg);
     } else if (rc != 0) {
         ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
     } else {

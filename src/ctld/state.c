@@ -196,15 +196,37 @@ int ctld_tenant_queued(const ctld *c, const char *tenant)
     return (t >= 0 && t < c->nqueued ? c->queued[t] : 0) + ctld_arrays_queued(c, tenant);
 }
 
+/* Under mu, at a submission's check: claims n queued jobs of tenant (index
+ * t) until they are added, or refuses them (TS_ELIMIT) if they would pass
+ * limits.queued_jobs_per_tenant with the queued jobs and the other claims:
+ * two submissions checked at once cannot both pass the cap. */
+static int queued_claim(ctld *c, const char *tenant, int t, int n, ts_err *err)
+{
+    bool known = t >= 0 && t < c->nqueued;
+    long have = (long)ctld_tenant_queued(c, tenant) + (known ? c->claimed[t] : 0);
+    if (have + n > (long)c->cfg.queued_per_tenant)
+        return ts_err_set(err, TS_ELIMIT, "tenant \"%s\": %ld jobs pending or held, %d more "
+                          "would pass the cap of %d (limits.queued_jobs_per_tenant)",
+                          tenant, have, n, c->cfg.queued_per_tenant);
+    if (known)
+        c->claimed[t] += n;
+    return 0;
+}
+
 /* Sizes the counts for the tenants now in c->tenants and counts again. */
 static int queued_recount(ctld *c)
 {
     int n = c->tenants->n;
-    int *q = calloc((size_t)n + 1, sizeof *q);
-    if (!q)
+    int *q = calloc((size_t)n + 1, sizeof *q), *cl = calloc((size_t)n + 1, sizeof *cl);
+    if (!q || !cl) {
+        free(q);
+        free(cl);
         return TS_ENOMEM;
+    }
     free(c->queued);
+    free(c->claimed); /* none: a replacement waits for every submission's add */
     c->queued = q;
+    c->claimed = cl;
     c->nqueued = n;
     for (int i = 0; i < c->njobs; i++)
         ctld_queued_note(c, c->jobs[i], -1, c->jobs[i]->row.state);
@@ -770,6 +792,7 @@ void ctld_close(ctld *c)
     free(c->node_jobs);
     ctld_view_fini(c);
     free(c->queued);
+    free(c->claimed);
     ctld_arrays_free(c);
     ctld_deps_free(c);
     ts_decision_fini(&c->d);
@@ -870,6 +893,9 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
         rc = ctld_resv_job(c, spec->reservation, spec->tenant, owner, run_user, &rid, err);
     if (rc == 0)
         rc = ctld_fit_check(c, &probe, err); /* never runs: refused now, not left waiting */
+    int tq = ts_tenant_find(c->tenants, spec->tenant);
+    if (rc == 0)
+        rc = queued_claim(c, spec->tenant, tq, n, err);
     if (rc == 0)
         c->submitting++; /* no tenant leaves until its jobs are added */
     pthread_mutex_unlock(&c->mu);
@@ -983,6 +1009,8 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
     if (lazy)
         c->m.submitted += (uint64_t)(n_all - n);
     ctld_kick(c);
+    if (tq >= 0 && tq < c->nqueued)
+        c->claimed[tq] -= n_all; /* added now, counted in queued */
     if (--c->submitting == 0)
         pthread_cond_broadcast(&c->committed);
     pthread_mutex_unlock(&c->mu);

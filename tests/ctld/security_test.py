@@ -328,6 +328,23 @@ try:
           f"10. the {QUEUED_CAP + 1}th queued job of a tenant: 429 naming the cap ({codes}, {st})")
     st, _ = call("POST", "/v1/jobs", admin, waiting("team-b", "else"))
     check(st == 201, "10. ... other tenants are not held back")
+    # submissions racing each other: each is checked against the others' claims too
+    def queued_of(tenant):
+        _, d = call("GET", f"/v1/jobs?tenant={tenant}&limit=1000", admin)
+        return len([j for j in d.get("jobs", []) if j["state"] in ("pending", "held")])
+    before, codes = queued_of("team-b"), []
+    racers = [threading.Thread(target=lambda i=i: codes.append(
+        call("POST", "/v1/jobs", admin, waiting("team-b", f"race{i}"))[0]))
+        for i in range(QUEUED_CAP + 4)]
+    for t in racers:
+        t.start()
+    for t in racers:
+        t.join(60)
+    after = queued_of("team-b")
+    check(codes.count(201) == QUEUED_CAP - before and after == QUEUED_CAP
+          and codes.count(429) == len(racers) - codes.count(201),
+          f"10. {len(racers)} racing submissions never pass the cap together "
+          f"({before} queued before, {after} after; {sorted(codes)})")
 
     # ---- 5. deep nesting in PUT /v1/tenants ---------------------------------------------------------
     for kind, doc in (("[", b"tenants: " + b"[" * (1 << 20)), ("- ", b"- " * (1 << 19)),
