@@ -4,7 +4,8 @@
  *
  * Each cycle, before the core sees the queue, every pending job whose
  * dependency has not held yet is decided here from the named jobs' states:
- * active jobs from memory, ended jobs from the store, once each (an ended
+ * active jobs from memory, ended jobs from the store, read first with the
+ * controller's lock released (deps_prefetch), once each (an ended
  * job's outcome never changes, so it is cached in a small id -> state
  * table for the controller's life). Once a dependency holds it stays met
  * (j->dep_met; as Slurm, which then forgets it): a job that depended on
@@ -170,6 +171,107 @@ static int job_state_span(ctld *c, int64_t id, int *span)
 }
 
 static int job_state(ctld *c, int64_t id) { return job_state_span(c, id, NULL); }
+
+/* ---- prefetch: the store read with mu released ---------------------------------- */
+
+#define PREFETCH_MAX 4096 /* ids read per round; the rest are read in place */
+#define PREFETCH_ROUNDS 3 /* an array's first element, then its others */
+
+typedef struct prefetch {
+    int64_t *id;
+    int8_t *state;
+    int32_t *span;
+    int n;
+} prefetch;
+
+/* Whether the state of job id would be read from the store. */
+static bool needs_store(ctld *c, int64_t id)
+{
+    return id > 0 && !ctld_job_find(c, id) && !ctld_array_lazy(c, id) &&
+           (!c->deps || cache_find(c->deps, id) < 0);
+}
+
+static void prefetch_add(prefetch *p, ctld *c, int64_t id)
+{
+    if (p->n < PREFETCH_MAX && needs_store(c, id))
+        p->id[p->n++] = id;
+}
+
+/* Under mu: the ids the waiting jobs name whose state only the store has,
+ * with the elements of ended arrays whose first element is known. */
+static void prefetch_collect(ctld *c, int n0, prefetch *p)
+{
+    for (int i = 0; i < n0 && p->n < PREFETCH_MAX; i++) {
+        ctld_yield_some(c, i);
+        const cjob *j = c->jobs[i];
+        ts_dependency d;
+        char why[64];
+        if (!ctld_dep_waits(j) || j->pinned || ts_dep_parse(j->spec->dependency, &d, why,
+                                                           sizeof why) != 0)
+            continue;
+        for (int k = 0; k < d.n; k++) {
+            int64_t id = d.items[k].job;
+            if (d.items[k].type == TS_DEP_SINGLETON)
+                continue;
+            prefetch_add(p, c, id);
+            dep_cache *kc = c->deps;
+            int hit = kc ? cache_find(kc, id) : -1;
+            for (int e = 1; hit >= 0 && e < kc->span[hit]; e++)
+                prefetch_add(p, c, id + e);
+        }
+    }
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Reads the ended jobs the waiting jobs depend on from the store with mu
+ * released, into the cache, so the pass below reads the store under mu
+ * only for what did not fit (more than PREFETCH_MAX ids). Only in the
+ * cycle: jobs do not leave while it runs, and an ended job's outcome is
+ * final, so what is read stays true. */
+static void deps_prefetch(ctld *c, int n0)
+{
+    if (!c->cycling || (!c->deps && !(c->deps = calloc(1, sizeof(dep_cache)))))
+        return;
+    prefetch p = {.id = malloc(PREFETCH_MAX * sizeof *p.id),
+                  .state = malloc(PREFETCH_MAX * sizeof *p.state),
+                  .span = malloc(PREFETCH_MAX * sizeof *p.span)};
+    for (int round = 0; p.id && p.state && p.span && round < PREFETCH_ROUNDS; round++) {
+        p.n = 0;
+        prefetch_collect(c, n0, &p);
+        if (p.n == 0)
+            break;
+        qsort(p.id, (size_t)p.n, sizeof *p.id, cmp_id);
+        int u = 0;
+        for (int i = 0; i < p.n; i++)
+            if (u == 0 || p.id[u - 1] != p.id[i])
+                p.id[u++] = p.id[i];
+        p.n = u;
+        pthread_mutex_unlock(&c->mu);
+        for (int i = 0; i < p.n; i++) {
+            ts_job_row row;
+            ts_err e;
+            int rc = ts_store_job_get(c->store, p.id[i], &row, &e);
+            p.state[i] = rc == TS_ENOENT ? GONE : rc != 0 ? -1 : (int8_t)row.state;
+            p.span[i] = 1;
+            if (rc == 0) {
+                p.span[i] = ctld_dep_array_span(&row);
+                ts_job_row_fini(&row);
+            }
+        }
+        ctld_lock_reader(c);
+        for (int i = 0; i < p.n; i++) /* ended: final; the rest is read again in place */
+            if (p.state[i] == GONE || (p.state[i] >= 0 && ts_job_state_terminal(p.state[i])))
+                cache_put(c->deps, p.id[i], p.state[i], p.span[i]);
+    }
+    free(p.id);
+    free(p.state);
+    free(p.span);
+}
 
 /* ---- singleton: the earliest active job per (name, owner) ------------------- */
 
@@ -442,6 +544,7 @@ int ctld_deps_plan(ctld *c, double now, ctld_txn *t, ts_err *err)
     if (singleton && first_build(c, &first, n0) != 0)
         return ts_err_set(err, TS_ENOMEM, "out of memory");
     ctld_test_pause(c);
+    deps_prefetch(c, n0);
     int rc = 0;
     for (int i = 0; rc == 0 && i < n0; i++) {
         ctld_yield_some(c, i); /* readers and submissions go on; no job leaves meanwhile */
