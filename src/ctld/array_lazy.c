@@ -207,7 +207,7 @@ static ctld_lazy *claim(ctld *c, int64_t array, int64_t id)
             a->busy = true;
             break;
         }
-        ctld_cond_wait_until(&c->committed, &c->mu, ctld_now() + 0.05);
+        ctld_phase_wait_until(c, ctld_now() + 0.05); /* another taker of its elements */
     }
     pthread_mutex_unlock(&c->mu);
     return a;
@@ -291,7 +291,7 @@ static int store_elements(ctld *c, ctld_lazy *a, const int *idx, int k, int stat
         lazy_remove(c, a);
     if (gone_out)
         *gone_out = gone;
-    pthread_cond_broadcast(&c->committed);
+    ctld_phase_moved(c);
     pthread_mutex_unlock(&c->mu);
     free(rows);
     free(ex);

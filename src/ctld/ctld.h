@@ -24,7 +24,8 @@
  * store's group commit), drains, the idle and straggler policies, lost and
  * failed nodes, and tenants replacements (new submissions and changes wait
  * for its swap). No durable write is made under mu. An agent's sync that
- * changes nothing takes only its node's own lock (ctld_agent).
+ * changes nothing takes only its node's own lock (ctld_agent). The lock
+ * protocol, who waits for what and when, is lock.h's table.
  *
  * Files: config.c (the YAML configuration), state.c (jobs in memory,
  * restore, actions), loop.c (the scheduling thread and virtual nodes),
@@ -42,6 +43,7 @@
 
 #include <jansson.h>
 
+#include "ctld/lock.h"
 #include "tessera/cycle.h"
 #include "tessera/spec.h"
 #include "tessera/store.h"
@@ -420,9 +422,6 @@ typedef struct ctld {
     pthread_mutex_t resv_mu;     /* reservation writers, one at a time (before mu) */
 } ctld;
 
-double ctld_now(void);
-/* Waits on cv (mu held) until it is signalled or ctld_now() reaches until. */
-void ctld_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double until);
 int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err);
 void ctld_close(ctld *c);
 
@@ -451,31 +450,6 @@ TS_MUST_CHECK int ctld_node_drain(ctld *c, const char *node, bool drain, ts_err 
 TS_MUST_CHECK int ctld_node_drain_cycle(ctld *c, int n, bool drain, ts_err *err);
 /* Replaces the tenants (YAML); not under mu. */
 TS_MUST_CHECK int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err);
-void ctld_kick(ctld *c);
-/* Under mu, before planning a change of existing jobs: waits while the
- * cycle commits its decisions with mu released (a change in that window
- * would race the jobs the cycle is about to apply). Readers never wait. */
-void ctld_commit_wait(ctld *c);
-/* Under mu, before changing the cluster, the quota or the scheduler
- * (binding a job, a drain) or reading them outside the HTTP reads (an
- * agent's desired state): waits while the cycle computes its decisions with
- * mu released, changing them as it plans. Reads of jobs need not wait: the
- * cycle works on copies of them; reads of nodes and usage read the view. */
-void ctld_settled_wait(ctld *c);
-/* Under mu: one wait of those above for c->committed, counted in
- * changers_waiting, so the next cycle first lets the waiting changes in
- * (and their writes end) before it starts, for at most 50 ms: a change
- * waits for the cycle running when it came, not for the ones after. */
-void ctld_changer_wait(ctld *c);
-/* Takes mu for an HTTP reader (jobs, nodes, tenants, metrics): counted
- * while it waits, so a running cycle lets it in at its next yield. */
-void ctld_lock_reader(ctld *c);
-/* Under mu, in the cycle: if readers came for mu before this call, lets them
- * in (mu released until they have it, 5 ms at most) and takes it back. Only
- * while c->cycling: any thread may take mu meanwhile, but everything that
- * changes what the cycle plans on waits for its end (above), so readers
- * and submissions are what runs. */
-void ctld_yield(ctld *c);
 /* In the cycle's dependency pass: a test build's pause (loop.c,
  * TESSERAD_TEST_CYCLE_DELAY_MS); nothing otherwise. */
 void ctld_test_pause(ctld *c);

@@ -431,27 +431,25 @@ int ctld_txn_commit_unlocked(ctld *c, ctld_txn *t, double now, ts_err *err)
 {
     for (int i = 0; i < t->n; i++)
         t->ch[i].j->pinned++;
-    c->inflight++;
-    pthread_mutex_unlock(&c->mu);
+    ctld_inflight_enter(c);
     int rc = ctld_txn_commit(c, t, err);
-    pthread_mutex_lock(&c->mu);
-    ctld_settled_wait(c); /* applying binds and unbinds: not while the cycle plans */
-    c->inflight--;
+    ctld_inflight_leave(c);
     for (int i = 0; i < t->n; i++)
         t->ch[i].j->pinned--;
     if (rc == 0)
         ctld_txn_apply(c, t, now);
-    pthread_cond_broadcast(&c->committed);
+    ctld_phase_moved(c); /* its jobs are unpinned */
     return rc;
 }
 
 cjob *ctld_job_wait_unpinned(ctld *c, int64_t id)
 {
     for (;;) {
+        ctld_commit_wait(c);
         cjob *j = ctld_job_find(c, id);
-        if (!c->committing && !c->cycling && !c->swapping && (!j || !j->pinned))
+        if (!j || !j->pinned)
             return j;
-        ctld_changer_wait(c);
+        ctld_changer_wait(c); /* its change in flight */
     }
 }
 

@@ -375,13 +375,9 @@ static bool commit_apply(ctld *c, ctld_txn *t, double now, const char *what)
 
 int ctld_cycle_commit(ctld *c, ctld_txn *t, ts_err *err)
 {
-    ctld_yield(c);
-    c->committing = true;
-    pthread_mutex_unlock(&c->mu);
+    ctld_commit_enter(c);
     int rc = ctld_txn_commit(c, t, err);
-    pthread_mutex_lock(&c->mu);
-    c->committing = false;
-    pthread_cond_broadcast(&c->committed);
+    ctld_commit_leave(c);
     return rc;
 }
 
@@ -406,10 +402,6 @@ static void test_delay(ctld *c, bool locked)
     }
 }
 
-/* How long a cycle waits at its start for the changes waiting for the
- * last one, at most. */
-#define CHANGERS_WAIT_S 0.05
-
 void ctld_test_pause(ctld *c)
 {
     test_delay(c, true);
@@ -417,23 +409,7 @@ void ctld_test_pause(ctld *c)
 
 int ctld_cycle_once(ctld *c, double now, ts_err *err)
 {
-    pthread_mutex_lock(&c->mu);
-    while (c->swapping) /* the tenants and the scheduler are being replaced */
-        pthread_cond_wait(&c->committed, &c->mu);
-    /* changes that waited for the last cycle (a user action, an agent's
-     * report, a drain, a node read) go first, with their writes: otherwise
-     * the next cycle could start the instant this one ends, before any of
-     * them gets mu, and each would wait for cycle after cycle */
-    double lets_in = ctld_now() + CHANGERS_WAIT_S;
-    while ((c->changers_waiting > 0 || c->inflight > 0) && ctld_now() < lets_in)
-        wait_until(c, &c->committed, lets_in);
-    /* from here to the end the cycle plans on the cluster, the quota and
-     * the scheduler: whoever changes them waits for it (ctld_settled_wait,
-     * ctld_commit_wait), so the cycle may let readers and submissions in at
-     * its yields and compute with mu released (readers of nodes and usage
-     * read the copies it makes before, view.c, while its plans are not
-     * applied) */
-    c->cycling = true;
+    ctld_cycle_enter(c); /* mu held from here; lock.h says who waits for it */
     now = ctld_sched_clock(c, now); /* not before a change applied meanwhile */
     ts_err e;
     bool failed = false;
@@ -573,8 +549,7 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
         c->dirty = true;
     c->store_failing = failed;
     ctld_view_close(c); /* a failed ts_sched_cycle left nothing bound (tessera/cycle.h) */
-    c->cycling = false;
-    pthread_cond_broadcast(&c->committed);
+    ctld_cycle_leave(c);
     pthread_mutex_unlock(&c->mu);
     ctld_throttle_free(thr);
     free(wv);

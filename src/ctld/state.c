@@ -35,20 +35,7 @@
 #include "tessera/node_select.h"
 #include "tessera/tenant_load.h"
 
-double ctld_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
-void ctld_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double until)
-{
-    struct timespec ts;
-    ts.tv_sec = (time_t)until;
-    ts.tv_nsec = (long)((until - floor(until)) * 1e9);
-    pthread_cond_timedwait(cv, mu, &ts);
-}
 
 /* ---- id map ------------------------------------------------------------------ */
 
@@ -813,58 +800,11 @@ void ctld_close(ctld *c)
     pthread_cond_destroy(&c->fill_wake);
 }
 
-void ctld_changer_wait(ctld *c)
-{
-    /* counted, so that the next cycle lets it in first (loop.c) */
-    c->changers_waiting++;
-    pthread_cond_wait(&c->committed, &c->mu);
-    if (--c->changers_waiting == 0)
-        pthread_cond_broadcast(&c->committed);
-}
 
-void ctld_commit_wait(ctld *c)
-{
-    while (c->committing || c->cycling || c->swapping)
-        ctld_changer_wait(c);
-}
 
-void ctld_settled_wait(ctld *c)
-{
-    while (c->cycling)
-        ctld_changer_wait(c);
-}
 
-void ctld_lock_reader(ctld *c)
-{
-    atomic_fetch_add(&c->readers_arrived, 1);
-    pthread_mutex_lock(&c->mu);
-    atomic_fetch_add(&c->readers_entered, 1);
-}
 
-/* How long the cycle leaves mu to readers at one yield, at most. */
-#define YIELD_MAX_S 0.005
 
-void ctld_yield(ctld *c)
-{
-    /* the readers that came before this yield, not those coming during it
-     * (a flood of readers would otherwise hold every yield to its limit) */
-    uint64_t due = atomic_load(&c->readers_arrived);
-    if (!c->cycling || atomic_load(&c->readers_entered) >= due)
-        return;
-    pthread_mutex_unlock(&c->mu);
-    /* a mutex is not fair: taken back at once, the waiters would never get
-     * it; each reader holds it for a fraction of a millisecond */
-    double until = ctld_now() + YIELD_MAX_S;
-    while (atomic_load(&c->readers_entered) < due && ctld_now() < until)
-        sched_yield();
-    pthread_mutex_lock(&c->mu);
-}
-
-void ctld_kick(ctld *c)
-{
-    c->dirty = true;
-    pthread_cond_signal(&c->wake);
-}
 
 /* ---- submission ---------------------------------------------------------------------- */
 
@@ -885,8 +825,7 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
     probe.row.submit_s = ctld_now();
     probe.spec = (ts_job_spec *)spec;
     ctld_lock_reader(c);
-    while (c->swapping) /* checked against the tenants that will be */
-        pthread_cond_wait(&c->committed, &c->mu);
+    ctld_swap_wait(c); /* checked against the tenants that will be */
     int rc = job_build(c, &probe, err);
     int64_t rid;
     if (rc == 0 && spec->reservation[0]) /* the tenant and user may use it */
@@ -897,7 +836,7 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
     if (rc == 0)
         rc = queued_claim(c, spec->tenant, tq, n, err);
     if (rc == 0)
-        c->submitting++; /* no tenant leaves until its jobs are added */
+        ctld_submission_begin(c);
     pthread_mutex_unlock(&c->mu);
     free(probe.tasks);
     free(probe.node_mask);
@@ -1011,8 +950,7 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
     ctld_kick(c);
     if (tq >= 0 && tq < c->nqueued)
         c->claimed[tq] -= n_all; /* added now, counted in queued */
-    if (--c->submitting == 0)
-        pthread_cond_broadcast(&c->committed);
+    ctld_submission_end(c);
     pthread_mutex_unlock(&c->mu);
     for (int i = 0; mine && i < n; i++)
         free(mine[i]);
@@ -1202,13 +1140,9 @@ int ctld_node_drain_cycle(ctld *c, int n, bool drain, ts_err *err)
         /* written with mu released, as the cycle's own commits: readers go
          * on, changers wait (committing); nothing else changes
          * admin_drained meanwhile: it needs drain_mu */
-        ctld_yield(c);
-        c->committing = true;
-        pthread_mutex_unlock(&c->mu);
+        ctld_commit_enter(c);
         rc = ts_store_setting_put(c->store, DRAINED_KEY, txt, err);
-        pthread_mutex_lock(&c->mu);
-        c->committing = false;
-        pthread_cond_broadcast(&c->committed);
+        ctld_commit_leave(c);
     }
     free(txt);
     if (rc == 0) /* written, then applied */
@@ -1319,13 +1253,7 @@ int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err)
         return rc;
     }
     pthread_mutex_lock(&c->mu);
-    while (c->swapping) /* one replacement at a time */
-        pthread_cond_wait(&c->committed, &c->mu);
-    /* the scheduler is swapped below: from here no new change or
-     * submission starts, and those in flight end first */
-    c->swapping = true;
-    while (c->committing || c->cycling || c->inflight || c->submitting)
-        pthread_cond_wait(&c->committed, &c->mu);
+    ctld_swap_enter(c); /* the scheduler is swapped below */
     /* every active job's tenant must still exist */
     for (int i = 0; rc == 0 && i < c->njobs; i++)
         if (ts_tenant_find(ts, c->jobs[i]->row.tenant) < 0)
@@ -1337,8 +1265,7 @@ int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err)
         rc = ts_store_tenants_put(c->store, yaml, err);
         pthread_mutex_lock(&c->mu);
     }
-    c->swapping = false;
-    pthread_cond_broadcast(&c->committed);
+    ctld_swap_leave(c);
     if (rc == 0) {
         /* unbind everything, swap, bind again under the new quota */
         double now = ctld_sched_clock(c, ctld_now());

@@ -43,6 +43,24 @@ void ctld_changer_wait(ctld *c)
 {
     pthread_cond_wait(&c->committed, &c->mu);
 }
+void ctld_commit_wait(ctld *c)
+{
+    (void)c; /* no cycle, commit or swap here */
+}
+void ctld_inflight_enter(ctld *c)
+{
+    c->inflight++;
+    pthread_mutex_unlock(&c->mu);
+}
+void ctld_inflight_leave(ctld *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->inflight--;
+}
+void ctld_phase_moved(ctld *c)
+{
+    pthread_cond_broadcast(&c->committed);
+}
 void ctld_notify_change(ctld *c, const cjob *j, int from, const ts_job_row *to, double now)
 {
     (void)c, (void)j, (void)from, (void)to, (void)now;
