@@ -334,6 +334,16 @@ int ts_sched_set_reservations(ts_sched *s, const ts_reservation *r, int n, ts_er
 int ts_sched_node_set_schedulable(ts_sched *s, int node, bool on, ts_err *err);
 bool ts_sched_node_schedulable(const ts_sched *s, int node);
 
+/* Recomputes what s holds from jobs[0..njobs-1], every job that holds
+ * allocations (running and stopping), and compares: each node's CPU, memory
+ * and tasks and each GPU's milli, GPU memory and tasks against the sums of
+ * the allocations on it; each tenant's usage per tier against its jobs'
+ * demand (and its sub-tenants'); the gang index's free GPUs per node
+ * against the node. 0, or TS_EINVAL naming the first difference (TS_ENOMEM).
+ * For test builds and tests, after every change; it costs a pass over
+ * every node, task and tenant. */
+int ts_sched_check(const ts_sched *s, const ts_job *jobs, int njobs, ts_err *err);
+
 /* The index the cycle keeps (for tests and for explain). */
 const ts_gang_index *ts_sched_gang_index(const ts_sched *s);
 

@@ -251,6 +251,31 @@ static void undo_starts(ctld *c, double now, cjob **w, const bool *started)
     }
 }
 
+#ifdef TS_STORE_FAULTS_ENV
+/* Test builds, after every cycle: what the scheduler holds (nodes, quota,
+ * gang index) is recomputed from the jobs that hold allocations and
+ * compared (ts_sched_check); a difference stops tesserad, so the test that
+ * made it fails where it happened. */
+static void check_bound(ctld *c)
+{
+    ts_job *held = malloc((size_t)(c->njobs + 1) * sizeof *held);
+    int n = 0;
+    if (!held)
+        return;
+    for (int i = 0; i < c->njobs; i++)
+        if (c->jobs[i]->allocs) {
+            held[n] = c->jobs[i]->sj;
+            held[n++].allocs = c->jobs[i]->allocs;
+        }
+    ts_err e;
+    if (ts_sched_check(c->sched, held, n, &e) == TS_EINVAL) {
+        fprintf(stderr, "tesserad: the scheduler and the jobs disagree: %s\n", e.msg);
+        abort();
+    }
+    free(held);
+}
+#endif
+
 /* After a committed cycle: what only memory keeps (wait times, the
  * reservation). A job's place in the queue is set with its reason (every
  * ranked job; a started one is no longer ranked), not by a pass over every
@@ -549,6 +574,9 @@ int ctld_cycle_once(ctld *c, double now, ts_err *err)
         c->dirty = true;
     c->store_failing = failed;
     ctld_view_close(c); /* a failed ts_sched_cycle left nothing bound (tessera/cycle.h) */
+#ifdef TS_STORE_FAULTS_ENV
+    check_bound(c);
+#endif
     ctld_cycle_leave(c);
     pthread_mutex_unlock(&c->mu);
     ctld_throttle_free(thr);

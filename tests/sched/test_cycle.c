@@ -1139,6 +1139,18 @@ static void test_random_workloads_keep_invariants(void **state)
         for (int i = 0; i < f->c->nnodes; i++)
             free_nodes += f->c->nodes[i].gpus_free;
         assert_int_equal(free_gpus(f), free_nodes);
+        /* and everything the scheduler holds is what the bound jobs hold */
+        ts_job held[SLOTS];
+        int nh = 0;
+        for (int k = 0; k < SLOTS; k++)
+            if (state_of[k] >= 2)
+                held[nh++] = jobs[k];
+        if (ts_sched_check(f->s, held, nh, &err) != 0)
+            print_error("cycle %d: %s\n", cyc, err.msg);
+        assert_int_equal(ts_sched_check(f->s, held, nh, &err), 0);
+        /* ... and the check sees a job the scheduler does not hold */
+        if (nh > 0)
+            assert_int_equal(ts_sched_check(f->s, held, nh - 1, &err), TS_EINVAL);
     }
     assert_true(starts > 50);
     assert_true(preempts > 0);
