@@ -49,7 +49,7 @@ fuzz:
 # end-to-end tests; a reported race stops tesserad (halt_on_error), which
 # fails its test.
 TSAN_BUILD ?= build-tsan
-TSAN_TESTS ?= ^(ctld/(api|agent_protocol|agent_locks|agent_races|faults|ha|reads)|agent/e2e|agent/e2e_resilience)$$
+TSAN_TESTS ?= ^(ctld/(api|agent_protocol|agent_locks|agent_races|dependency|faults|ha|reads)|agent/e2e|agent/e2e_resilience)$$
 .PHONY: tsan
 tsan: deps-test
 	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTS_TSAN=ON >/dev/null
