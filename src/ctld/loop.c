@@ -432,158 +432,211 @@ void ctld_test_pause(ctld *c)
     test_delay(c, true);
 }
 
-int ctld_cycle_once(ctld *c, double now, ts_err *err)
+/* One cycle's working set, from its phases' start to its end. */
+typedef struct cycle_run {
+    double now;
+    bool failed;    /* a write was refused: the next cycle waits (store_failing) */
+    bool planned;   /* the core decided: its decisions were committed or undone */
+    bool committed; /* ... and written */
+    ctld_throttle *thr;
+    /* copies of the waiting and running jobs the core decides on */
+    ts_job *wv, *rv;
+    cjob **wj, **rj;
+    int nw, nr;
+} cycle_run;
+
+/* Phase 1: what must be written before the core sees the room: lost
+ * agents, the jobs that ended, dependencies decided (a job that waits for
+ * one is not shown to the core; one that can never hold fails). */
+static int cycle_prepare(ctld *c, cycle_run *r, ts_err *err)
 {
-    ctld_cycle_enter(c); /* mu held from here; lock.h says who waits for it */
-    now = ctld_sched_clock(c, now); /* not before a change applied meanwhile */
-    ts_err e;
-    bool failed = false;
-    c->dirty = false; /* a change from here on asks for another cycle */
     /* the policies and lost agents, each written on its own (they log and
      * retry what the store refused) */
-    ctld_agents_expire(c, now);
+    ctld_agents_expire(c, r->now);
     ctld_yield(c);
-    /* what ended: written, then applied, before the cycle sees the room */
     ctld_txn t1 = {.quiet = true};
-    int rc = finish_and_requeue(c, now, &t1, err);
-    if (rc == 0 && t1.n > 0 && !commit_apply(c, &t1, now, "finished and requeued jobs"))
-        failed = true;
+    int rc = finish_and_requeue(c, r->now, &t1, err);
+    if (rc == 0 && t1.n > 0 && !commit_apply(c, &t1, r->now, "finished and requeued jobs"))
+        r->failed = true;
     ctld_txn_fini(&t1);
     ctld_yield(c);
-    /* dependencies: decided before the cycle, which never sees a job that
-     * waits for one; a dependency that can never hold fails its job */
     ctld_txn td = {.quiet = true};
     if (rc == 0)
-        rc = ctld_deps_plan(c, now, &td, err);
-    if (rc == 0 && td.n > 0 && !commit_apply(c, &td, now, "jobs whose dependency failed"))
-        failed = true;
+        rc = ctld_deps_plan(c, r->now, &td, err);
+    if (rc == 0 && td.n > 0 && !commit_apply(c, &td, r->now, "jobs whose dependency failed"))
+        r->failed = true;
     ctld_txn_fini(&td);
     ctld_yield(c);
-    int nw = 0, nr = 0;
-    ctld_throttle *thr = ctld_throttle_scan(c);
-    /* the jobs there are now: submissions let in at a yield come after them
-     * (and join the next cycle); none leaves while the cycle runs */
+    return rc;
+}
+
+/* Phase 2: copies of the jobs the core decides on. The jobs there are now:
+ * submissions let in at a yield come after them (and join the next cycle);
+ * none leaves while the cycle runs. */
+static int cycle_collect(ctld *c, cycle_run *r, ts_err *err)
+{
+    r->thr = ctld_throttle_scan(c);
     int nj = c->njobs;
-    ts_job *wv = malloc((size_t)(nj + 1) * sizeof *wv);
-    ts_job *rv = malloc((size_t)(nj + 1) * sizeof *rv);
-    cjob **wj = malloc((size_t)(nj + 1) * sizeof *wj);
-    cjob **rj = malloc((size_t)(nj + 1) * sizeof *rj);
-    if (rc == 0 && (!wv || !rv || !wj || !rj))
-        rc = ts_err_set(err, TS_ENOMEM, "out of memory");
-    for (int i = 0; rc == 0 && i < nj; i++) {
+    r->wv = malloc((size_t)(nj + 1) * sizeof *r->wv);
+    r->rv = malloc((size_t)(nj + 1) * sizeof *r->rv);
+    r->wj = malloc((size_t)(nj + 1) * sizeof *r->wj);
+    r->rj = malloc((size_t)(nj + 1) * sizeof *r->rj);
+    if (!r->wv || !r->rv || !r->wj || !r->rj)
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    for (int i = 0; i < nj; i++) {
         ctld_yield_some(c, i);
         cjob *j = c->jobs[i];
         if (j->pinned)
             continue; /* being written by another thread: it joins the next cycle */
         if (ctld_dep_waits(j))
             continue; /* waits for its dependency (depend.c set its reason) */
-        if (ctld_throttle_waits(thr, j))
+        if (ctld_throttle_waits(r->thr, j))
             continue; /* its array runs as many elements as its throttle allows */
         if (j->row.state == TS_JOB_PENDING || j->row.state == TS_JOB_HELD) {
             j->sj.held = j->row.state == TS_JOB_HELD;
-            wj[nw] = j;
-            wv[nw++] = j->sj;
+            r->wj[r->nw] = j;
+            r->wv[r->nw++] = j->sj;
         } else if (j->row.state == TS_JOB_RUNNING || j->row.state == TS_JOB_STOPPING) {
-            j->sj.preemptions_hour = recent_preemptions(j, now);
-            rj[nr] = j;
-            rv[nr++] = j->sj;
+            j->sj.preemptions_hour = recent_preemptions(j, r->now);
+            r->rj[r->nr] = j;
+            r->rv[r->nr++] = j->sj;
         }
     }
-    struct timespec t0, t1c;
+    return 0;
+}
+
+/* Phase 3: the core decides, with mu released, on the copies. It binds
+ * what it plans into the live cluster and quota: readers of those read
+ * copies (view.c) until the plan is applied or undone. */
+static int cycle_plan(ctld *c, cycle_run *r, ts_err *err)
+{
+    struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (rc == 0) {
-        /* computed with mu released, on the copies above */
-        ctld_yield(c);
-        /* the cycle binds what it plans into the live cluster and quota:
-         * readers of those read copies until it is applied or undone */
-        ctld_view_publish(c, now);
-        pthread_mutex_unlock(&c->mu);
-        rc = ts_sched_cycle(c->sched, now, wv, nw, rv, nr, &c->d, err);
-        test_delay(c, false);
-        pthread_mutex_lock(&c->mu);
-    }
-    clock_gettime(CLOCK_MONOTONIC, &t1c);
-    double dt = (double)(t1c.tv_sec - t0.tv_sec) + (double)(t1c.tv_nsec - t0.tv_nsec) * 1e-9;
-    bool committed = false;
-    if (rc == 0) {
-        c->m.cycles++;
-        c->m.cycle_s_sum += dt;
-        c->last_cycle_ms = dt * 1e3;
-        observe(c->m.cycle_hist, CYCLE_BUCKETS, sizeof CYCLE_BUCKETS / sizeof *CYCLE_BUCKETS,
-                dt);
-        ctld_txn t2 = {.quiet = true};
-        bool *started = calloc((size_t)c->d.nstarts + 1, sizeof *started);
-        int prc = started ? plan_decisions(c, now, wj, rj, &t2, started, err)
-                          : ts_err_set(err, TS_ENOMEM, "out of memory");
-        if (prc == 0 && ctld_cycle_commit(c, &t2, &e) == 0) {
-            after_starts(c, now, wj, started);
-            ctld_txn_apply(c, &t2, now);
-            committed = true;
-            for (int k = 0; k < c->d.nstarts; k++) {
-                const cjob *j = wj[c->d.starts[k].job];
-                if (started[k] && j->is_virtual && j->row.state == TS_JOB_RUNNING)
-                    next_virtual(c, j->end_s);
-            }
-            for (int k = 0; k < c->d.npreempts; k++) {
-                const cjob *v = rj[c->d.preempts[k].victim];
-                if (v->is_virtual && v->row.state == TS_JOB_STOPPING)
-                    next_virtual(c, v->sj.stop_by_s);
-            }
-        } else {
-            undo_starts(c, now, wj, started);
-            if (prc == 0)
-                store_failed(c, "the cycle's decisions", &e);
-            else
-                rc = prc;
-            failed = true;
-        }
-        ctld_txn_fini(&t2);
-        free(started);
-        ctld_view_close(c); /* applied (or undone): readers read live */
-        ctld_yield(c);
-        /* reasons and explanations live in memory (see the top) */
-        for (int i = 0; i < nw; i++) {
-            ctld_yield_some(c, i);
-            const ts_cycle_pending *p = &c->d.pending[i];
-            if (p->reason == TS_PEND_NONE) { /* started: no longer ranked */
-                wj[i]->reserved_at_s = wj[i]->estimated_s = -1.0;
-                wj[i]->queue_tenant = wj[i]->queue_cluster = wj[i]->las_level = -1;
-                continue;
-            }
-            /* copied only when it changed: snprintf for 100,000 waiting jobs
-             * a cycle was a seventh of the controller's time */
-            const char *why_name = ts_pending_name(p->reason);
-            size_t wl = strlen(why_name);
-            if (wl < sizeof wj[i]->row.reason && strcmp(wj[i]->row.reason, why_name) != 0)
-                memcpy(wj[i]->row.reason, why_name, wl + 1);
-            wj[i]->reserved_at_s = p->reserved_at_s;
-            wj[i]->estimated_s = p->estimated_s;
-            wj[i]->queue_tenant = p->tenant_position;
-            wj[i]->queue_cluster = p->cluster_position;
-            wj[i]->las_level = p->level;
-            if (!wj[i]->row.why || strcmp(wj[i]->row.why, p->why) != 0) {
-                free(wj[i]->row.why);
-                wj[i]->row.why = strdup(p->why);
-            }
-        }
-    }
     ctld_yield(c);
-    bool reshaped = committed && mig_replan(c, wj, nw, now);
+    ctld_view_publish(c, r->now);
+    pthread_mutex_unlock(&c->mu);
+    int rc = ts_sched_cycle(c->sched, r->now, r->wv, r->nw, r->rv, r->nr, &c->d, err);
+    test_delay(c, false);
+    pthread_mutex_lock(&c->mu);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (rc != 0)
+        return rc;
+    double dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    c->m.cycles++;
+    c->m.cycle_s_sum += dt;
+    c->last_cycle_ms = dt * 1e3;
+    observe(c->m.cycle_hist, CYCLE_BUCKETS, sizeof CYCLE_BUCKETS / sizeof *CYCLE_BUCKETS, dt);
+    r->planned = true;
+    return 0;
+}
+
+/* Phase 4: the decisions written in one transaction with mu released,
+ * then applied; refused, every start is unbound again. */
+static int cycle_commit_decisions(ctld *c, cycle_run *r, ts_err *err)
+{
+    ts_err e;
+    int rc = 0;
+    ctld_txn t2 = {.quiet = true};
+    bool *started = calloc((size_t)c->d.nstarts + 1, sizeof *started);
+    int prc = started ? plan_decisions(c, r->now, r->wj, r->rj, &t2, started, err)
+                      : ts_err_set(err, TS_ENOMEM, "out of memory");
+    if (prc == 0 && ctld_cycle_commit(c, &t2, &e) == 0) {
+        after_starts(c, r->now, r->wj, started);
+        ctld_txn_apply(c, &t2, r->now);
+        r->committed = true;
+        for (int k = 0; k < c->d.nstarts; k++) {
+            const cjob *j = r->wj[c->d.starts[k].job];
+            if (started[k] && j->is_virtual && j->row.state == TS_JOB_RUNNING)
+                next_virtual(c, j->end_s);
+        }
+        for (int k = 0; k < c->d.npreempts; k++) {
+            const cjob *v = r->rj[c->d.preempts[k].victim];
+            if (v->is_virtual && v->row.state == TS_JOB_STOPPING)
+                next_virtual(c, v->sj.stop_by_s);
+        }
+    } else {
+        undo_starts(c, r->now, r->wj, started);
+        if (prc == 0)
+            store_failed(c, "the cycle's decisions", &e);
+        else
+            rc = prc;
+        r->failed = true;
+    }
+    ctld_txn_fini(&t2);
+    free(started);
+    ctld_view_close(c); /* applied (or undone): readers read live */
+    ctld_yield(c);
+    return rc;
+}
+
+/* Phase 5: every waiting job's reason, place and estimate, kept in memory
+ * (see the top) and copied only when it changed: snprintf for 100,000
+ * waiting jobs a cycle was a seventh of the controller's time. */
+static void cycle_reasons(ctld *c, cycle_run *r)
+{
+    for (int i = 0; i < r->nw; i++) {
+        ctld_yield_some(c, i);
+        const ts_cycle_pending *p = &c->d.pending[i];
+        cjob *j = r->wj[i];
+        if (p->reason == TS_PEND_NONE) { /* started: no longer ranked */
+            j->reserved_at_s = j->estimated_s = -1.0;
+            j->queue_tenant = j->queue_cluster = j->las_level = -1;
+            continue;
+        }
+        const char *why_name = ts_pending_name(p->reason);
+        size_t wl = strlen(why_name);
+        if (wl < sizeof j->row.reason && strcmp(j->row.reason, why_name) != 0)
+            memcpy(j->row.reason, why_name, wl + 1);
+        j->reserved_at_s = p->reserved_at_s;
+        j->estimated_s = p->estimated_s;
+        j->queue_tenant = p->tenant_position;
+        j->queue_cluster = p->cluster_position;
+        j->las_level = p->level;
+        if (!j->row.why || strcmp(j->row.why, p->why) != 0) {
+            free(j->row.why);
+            j->row.why = strdup(p->why);
+        }
+    }
+}
+
+/* Phase 6: what follows the decisions: MIG layouts reshaped for the
+ * demand, the fragmentation figure, the store's health. */
+static void cycle_finish(ctld *c, cycle_run *r)
+{
+    ctld_yield(c);
+    bool reshaped = r->committed && mig_replan(c, r->wj, r->nw, r->now);
     c->frag_free_gpus = ts_gang_index_free_gpus(ts_sched_gang_index(c->sched), -1);
     if (reshaped)
         c->dirty = true;
-    c->store_failing = failed;
+    c->store_failing = r->failed;
     ctld_view_close(c); /* a failed ts_sched_cycle left nothing bound (tessera/cycle.h) */
 #ifdef TS_STORE_FAULTS_ENV
     check_bound(c);
 #endif
+}
+
+int ctld_cycle_once(ctld *c, double now, ts_err *err)
+{
+    ctld_cycle_enter(c); /* mu held from here; lock.h says who waits for it */
+    cycle_run r = {.now = ctld_sched_clock(c, now)}; /* not before a change applied meanwhile */
+    c->dirty = false; /* a change from here on asks for another cycle */
+    int rc = cycle_prepare(c, &r, err);
+    if (rc == 0)
+        rc = cycle_collect(c, &r, err);
+    if (rc == 0)
+        rc = cycle_plan(c, &r, err);
+    if (r.planned) {
+        rc = cycle_commit_decisions(c, &r, err);
+        cycle_reasons(c, &r);
+    }
+    cycle_finish(c, &r);
     ctld_cycle_leave(c);
     pthread_mutex_unlock(&c->mu);
-    ctld_throttle_free(thr);
-    free(wv);
-    free(rv);
-    free(wj);
-    free(rj);
+    ctld_throttle_free(r.thr);
+    free(r.wv);
+    free(r.rv);
+    free(r.wj);
+    free(r.rj);
     return rc;
 }
 
