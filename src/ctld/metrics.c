@@ -71,16 +71,12 @@ static bool shown(const ctld *c, int t, const char *only)
     return !only || strcmp(c->tenants->t[t].name, only) == 0;
 }
 
-/* Tenant names are [A-Za-z0-9._-]: nothing to escape in a label value. */
-char *ctld_metrics_text(ctld *c, const char *only)
+/* Active jobs by state and tenant; the queue by why it waits (every reason,
+ * 0 included, so a dashboard's query always has its series). */
+static void metrics_jobs(ctld *c, sbuf *b, const char *only)
 {
-    static const double CYCLE_B[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0};
-    static const double WAIT_B[] = {1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600};
-    sbuf b = {0};
-    ctld_lock_view_reader(c); /* nodes and usage: the copies while a cycle plans */
-    const ctld_metrics *m = &c->m;
-    head(&b, "tessera_jobs", "gauge", "Active jobs by state and tenant.");
     int nt = c->tenants->n;
+    head(b, "tessera_jobs", "gauge", "Active jobs by state and tenant.");
     int64_t *counts = calloc((size_t)nt * TS_JOB_STATES + 1, sizeof *counts);
     for (int i = 0; counts && i < c->njobs; i++) {
         int t = c->jobs[i]->sj.tenant;
@@ -90,12 +86,10 @@ char *ctld_metrics_text(ctld *c, const char *only)
     for (int t = 0; counts && t < nt; t++)
         for (int s = 0; s < TS_JOB_STATES; s++)
             if (!ts_job_state_terminal(s) && shown(c, t, only))
-                put(&b, "tessera_jobs{state=\"%s\",tenant=\"%s\"} %lld\n", ts_job_state_name(s),
+                put(b, "tessera_jobs{state=\"%s\",tenant=\"%s\"} %lld\n", ts_job_state_name(s),
                     c->tenants->t[t].name, (long long)counts[t * TS_JOB_STATES + s]);
     free(counts);
-    /* the queue by why it waits (every reason, 0 included, so a dashboard's
-     * query always has its series) */
-    head(&b, "tessera_jobs_waiting", "gauge",
+    head(b, "tessera_jobs_waiting", "gauge",
          "Pending and held jobs by the reason they wait (the last cycle's).");
     int64_t by_reason[TS_PEND_LAST + 1] = {0};
     for (int i = 0; i < c->njobs; i++) {
@@ -110,8 +104,15 @@ char *ctld_metrics_text(ctld *c, const char *only)
         by_reason[r]++;
     }
     for (int k = 0; k <= TS_PEND_LAST; k++)
-        put(&b, "tessera_jobs_waiting{reason=\"%s\"} %lld\n",
+        put(b, "tessera_jobs_waiting{reason=\"%s\"} %lld\n",
             k == TS_PEND_NONE ? "not-yet-ranked" : ts_pending_name(k), (long long)by_reason[k]);
+}
+
+/* The controller's counters (those counting every tenant's jobs only on
+ * the whole page). */
+static void metrics_counters(const ctld *c, sbuf *b, const char *only)
+{
+    const ctld_metrics *m = &c->m;
     static const struct {
         const char *name, *help;
         size_t off;
@@ -142,10 +143,15 @@ char *ctld_metrics_text(ctld *c, const char *only)
     for (size_t i = 0; i < sizeof ctr / sizeof ctr[0]; i++) {
         if (only && ctr[i].jobs)
             continue;
-        head(&b, ctr[i].name, "counter", ctr[i].help);
-        put(&b, "%s %llu\n", ctr[i].name,
+        head(b, ctr[i].name, "counter", ctr[i].help);
+        put(b, "%s %llu\n", ctr[i].name,
             (unsigned long long)*(const uint64_t *)((const char *)m + ctr[i].off));
     }
+}
+
+/* GPUs by state and how stranded the free ones are. */
+static void metrics_gpus(ctld *c, sbuf *b)
+{
     int64_t total = 0, free_g = 0, drained = 0, whole_free = 0;
     for (int n = 0; n < c->cluster->nnodes; n++) {
         const ts_node *nd = ctld_view_node(c, n);
@@ -158,33 +164,39 @@ char *ctld_metrics_text(ctld *c, const char *only)
         if (nd->ngpu > 0 && nd->gpus_free == nd->ngpu)
             whole_free += nd->ngpu;
     }
-    head(&b, "tessera_gpus", "gauge", "GPUs by state.");
-    put(&b, "tessera_gpus{state=\"free\"} %lld\n", (long long)free_g);
-    put(&b, "tessera_gpus{state=\"allocated\"} %lld\n", (long long)(total - free_g - drained));
-    put(&b, "tessera_gpus{state=\"drained\"} %lld\n", (long long)drained);
-    head(&b, "tessera_gpu_fragmentation_ratio", "gauge",
+    head(b, "tessera_gpus", "gauge", "GPUs by state.");
+    put(b, "tessera_gpus{state=\"free\"} %lld\n", (long long)free_g);
+    put(b, "tessera_gpus{state=\"allocated\"} %lld\n", (long long)(total - free_g - drained));
+    put(b, "tessera_gpus{state=\"drained\"} %lld\n", (long long)drained);
+    head(b, "tessera_gpu_fragmentation_ratio", "gauge",
          "Share of free GPUs that are not on completely free nodes (0: none stranded).");
-    put(&b, "tessera_gpu_fragmentation_ratio %.6f\n",
+    put(b, "tessera_gpu_fragmentation_ratio %.6f\n",
         free_g > 0 ? 1.0 - (double)whole_free / (double)free_g : 0.0);
-    head(&b, "tessera_tenant_gpus_used", "gauge", "GPUs a tenant's running jobs hold, by model.");
+}
+
+/* Each tenant's GPUs used, guaranteed and owed. */
+static void metrics_tenants(ctld *c, sbuf *b, const char *only)
+{
+    int nt = c->tenants->n;
+    head(b, "tessera_tenant_gpus_used", "gauge", "GPUs a tenant's running jobs hold, by model.");
     for (int t = 0; t < nt; t++)
         for (int mo = 0; mo < TS_MAX_GPU_MODELS && shown(c, t, only); mo++) {
             const ts_gpu_model_info *info = ts_gpu_model_get(mo);
             int64_t u = ctld_view_usage(c, t, ts_res_gpu(mo));
             if (info && (u > 0 || c->tenants->t[t].guaranteed[ts_res_gpu(mo)] > 0))
-                put(&b, "tessera_tenant_gpus_used{tenant=\"%s\",gpu_model=\"%s\"} %.3f\n",
+                put(b, "tessera_tenant_gpus_used{tenant=\"%s\",gpu_model=\"%s\"} %.3f\n",
                     c->tenants->t[t].name, info->name, (double)u / 1000.0);
         }
-    head(&b, "tessera_tenant_gpus_guaranteed", "gauge", "A tenant's guaranteed GPUs, by model.");
+    head(b, "tessera_tenant_gpus_guaranteed", "gauge", "A tenant's guaranteed GPUs, by model.");
     for (int t = 0; t < nt; t++)
         for (int mo = 0; mo < TS_MAX_GPU_MODELS && shown(c, t, only); mo++) {
             const ts_gpu_model_info *info = ts_gpu_model_get(mo);
             int64_t g = c->tenants->t[t].guaranteed[ts_res_gpu(mo)];
             if (info && g > 0)
-                put(&b, "tessera_tenant_gpus_guaranteed{tenant=\"%s\",gpu_model=\"%s\"} %.3f\n",
+                put(b, "tessera_tenant_gpus_guaranteed{tenant=\"%s\",gpu_model=\"%s\"} %.3f\n",
                     c->tenants->t[t].name, info->name, (double)g / 1000.0);
         }
-    head(&b, "tessera_guarantee_deficit_gpus", "gauge",
+    head(b, "tessera_guarantee_deficit_gpus", "gauge",
          "GPUs a tenant is owed now: below its guarantee while a pending job of it fits in the "
          "guarantee it leaves unused (docs/scheduler.md, The guarantee).");
     double *owed = calloc((size_t)nt + 1, sizeof *owed);
@@ -197,35 +209,55 @@ char *ctld_metrics_text(ctld *c, const char *only)
         for (int mo = 0; mo < TS_MAX_GPU_MODELS; mo++)
             guaranteed = guaranteed || c->tenants->t[t].guaranteed[ts_res_gpu(mo)] > 0;
         if (guaranteed)
-            put(&b, "tessera_guarantee_deficit_gpus{tenant=\"%s\"} %.3f\n", c->tenants->t[t].name,
+            put(b, "tessera_guarantee_deficit_gpus{tenant=\"%s\"} %.3f\n", c->tenants->t[t].name,
                 owed[t]);
     }
     free(owed);
+}
+
+/* Waits, cycles, HTTP answers, agent syncs, the read view and HA. */
+static void metrics_runtime(ctld *c, sbuf *b, const char *only)
+{
+    static const double CYCLE_B[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0};
+    static const double WAIT_B[] = {1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600};
+    const ctld_metrics *m = &c->m;
     if (!only)
-        hist(&b, "tessera_queue_wait_seconds", "Time from submission to start.", m->wait_hist,
+        hist(b, "tessera_queue_wait_seconds", "Time from submission to start.", m->wait_hist,
              WAIT_B, sizeof WAIT_B / sizeof *WAIT_B, m->wait_s_sum);
-    hist(&b, "tessera_scheduling_cycle_seconds", "Duration of one scheduling cycle.",
+    hist(b, "tessera_scheduling_cycle_seconds", "Duration of one scheduling cycle.",
          m->cycle_hist, CYCLE_B, sizeof CYCLE_B / sizeof *CYCLE_B, m->cycle_s_sum);
     if (!only)
-        head(&b, "tessera_http_responses_total", "counter", "HTTP responses by status class.");
+        head(b, "tessera_http_responses_total", "counter", "HTTP responses by status class.");
     for (int k = 1; k <= 5 && !only; k++)
-        put(&b, "tessera_http_responses_total{code=\"%dxx\"} %llu\n", k,
+        put(b, "tessera_http_responses_total{code=\"%dxx\"} %llu\n", k,
             (unsigned long long)__atomic_load_n(&m->http_requests[k], __ATOMIC_RELAXED));
-    head(&b, "tessera_agent_syncs_total", "counter",
+    head(b, "tessera_agent_syncs_total", "counter",
          "Agent syncs and registrations: applied (under the controller's lock) or same (a "
          "report equal to the last one applied: only the node's own lock).");
     for (int k = 0; k < 2; k++)
-        put(&b, "tessera_agent_syncs_total{path=\"%s\"} %llu\n", k ? "same" : "applied",
+        put(b, "tessera_agent_syncs_total{path=\"%s\"} %llu\n", k ? "same" : "applied",
             (unsigned long long)__atomic_load_n(&m->agent_syncs[k], __ATOMIC_RELAXED));
     if (!only) {
-        head(&b, "tessera_read_view_answers_total", "counter",
+        head(b, "tessera_read_view_answers_total", "counter",
              "Reads of nodes, tenants and metrics answered from the copies a cycle made before "
              "planning (instead of waiting for its end).");
-        put(&b, "tessera_read_view_answers_total %llu\n", (unsigned long long)c->view.served);
+        put(b, "tessera_read_view_answers_total %llu\n", (unsigned long long)c->view.served);
     }
     char ha[512];
     ctld_ha_metrics(ha, sizeof ha); /* role and epoch, with ha: only */
-    put(&b, "%s", ha);
+    put(b, "%s", ha);
+}
+
+/* Tenant names are [A-Za-z0-9._-]: nothing to escape in a label value. */
+char *ctld_metrics_text(ctld *c, const char *only)
+{
+    sbuf b = {0};
+    ctld_lock_view_reader(c); /* nodes and usage: the copies while a cycle plans */
+    metrics_jobs(c, &b, only);
+    metrics_counters(c, &b, only);
+    metrics_gpus(c, &b);
+    metrics_tenants(c, &b, only);
+    metrics_runtime(c, &b, only);
     pthread_mutex_unlock(&c->mu);
     return b.p ? b.p : strdup("");
 }
