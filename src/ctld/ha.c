@@ -342,6 +342,15 @@ int ctld_ha_standby(ctld_config *cfg, const sigset_t *set, ts_err *err)
     clock_gettime(CLOCK_REALTIME, &now);
     snprintf(H.holder, sizeof H.holder, "%.63s/%d/%lx", host, (int)getpid(),
              (unsigned long)(now.tv_nsec ^ (now.tv_sec << 20)));
+    /* who leads, read before the front answers, so its first answers name
+     * the leader rather than "no leader" while the store is being opened
+     * (the loop below retries an open that fails here) */
+    ts_err oe;
+    ts_lease_info first;
+    if (ts_store_open(cfg->store_url, &H.ls, &oe) != 0)
+        H.ls = NULL;
+    else if (ts_store_lease_read(H.ls, &first, NULL) == 0)
+        note_leader(&first);
     if ((rc = front_start(cfg, err)) != 0)
         return rc;
     fprintf(stderr, "tesserad: ha: standby on %s:%d (advertising %s, lease %.1f s, renew %.1f "
