@@ -58,16 +58,23 @@ static int rotate(const ctld_config *cfg, const char *old_file, const char *new_
     return 0;
 }
 
-int main(int argc, char **argv)
+/* The command line. */
+typedef struct args {
+    const char *config, *store, *listen, *rot_old, *rot_new;
+} args;
+
+/* -1: go on with a; else the exit status (an option that does its work and
+ * exits, or a usage error). */
+static int parse_args(int argc, char **argv, args *a)
 {
-    const char *config = NULL, *store = NULL, *listen = NULL, *rot_old = NULL, *rot_new = NULL;
+    *a = (args){0};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
-            config = argv[++i];
+            a->config = argv[++i];
         } else if (strcmp(argv[i], "--store") == 0 && i + 1 < argc) {
-            store = argv[++i];
+            a->store = argv[++i];
         } else if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc) {
-            listen = argv[++i];
+            a->listen = argv[++i];
         } else if (strcmp(argv[i], "--openapi") == 0) {
             json_t *doc = ctld_openapi();
             json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -77,8 +84,8 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--gen-secrets-key") == 0 && i + 1 < argc) {
             return gen_key(argv[i + 1]);
         } else if (strcmp(argv[i], "--rotate-secrets-key") == 0 && i + 2 < argc) {
-            rot_old = argv[++i];
-            rot_new = argv[++i];
+            a->rot_old = argv[++i];
+            a->rot_new = argv[++i];
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
@@ -90,48 +97,65 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!config) {
+    if (!a->config) {
         fprintf(stderr, "tesserad: --config is required\n");
         usage(stderr);
         return 2;
     }
-    ctld_config cfg;
+    return -1;
+}
+
+/* --listen ADDRESS:PORT over the configuration's; 0, or 2 (said why). */
+static int listen_override(ctld_config *cfg, const char *listen)
+{
+    const char *colon = strrchr(listen, ':');
+    if (!colon || colon == listen || (size_t)(colon - listen) >= sizeof cfg->listen_addr) {
+        fprintf(stderr, "tesserad: --listen: expected ADDRESS:PORT, got \"%s\"\n", listen);
+        return 2;
+    }
+    memcpy(cfg->listen_addr, listen, (size_t)(colon - listen));
+    cfg->listen_addr[colon - listen] = '\0';
+    cfg->listen_port = atoi(colon + 1);
+    return 0;
+}
+
+#ifdef TS_STORE_FAULTS_ENV
+/* Test builds only: injected store failures (docs/store.md), armed once the
+ * controller is open so that it starts. 0, or 2 (said why). */
+static int arm_faults(ctld *c)
+{
+    const char *faults = getenv("TESSERAD_STORE_FAULTS");
     ts_err err;
-    if (ctld_config_load(config, &cfg, &err) != 0) {
-        fprintf(stderr, "tesserad: %s\n", err.msg);
-        return 1;
+    if (!faults || !*faults)
+        return 0;
+    if (ts_store_faults_set(c->store, faults, &err) != 0) {
+        fprintf(stderr, "tesserad: TESSERAD_STORE_FAULTS: %s\n", err.msg);
+        return 2;
     }
-    if (store)
-        snprintf(cfg.store_url, sizeof cfg.store_url, "%s", store);
-    if (rot_old) {
-        int rrc = rotate(&cfg, rot_old, rot_new);
-        ctld_config_fini(&cfg);
-        return rrc;
-    }
-    if (listen) {
-        const char *colon = strrchr(listen, ':');
-        if (!colon || colon == listen || (size_t)(colon - listen) >= sizeof cfg.listen_addr) {
-            fprintf(stderr, "tesserad: --listen: expected ADDRESS:PORT, got \"%s\"\n", listen);
-            return 2;
-        }
-        memcpy(cfg.listen_addr, listen, (size_t)(colon - listen));
-        cfg.listen_addr[colon - listen] = '\0';
-        cfg.listen_port = atoi(colon + 1);
-    }
+    fprintf(stderr, "tesserad: store fault injection on: %s\n", faults);
+    return 0;
+}
+#endif
+
+/* Opens the controller (after standing by, with ha:), serves until SIGINT
+ * or SIGTERM, and stops. The exit status. */
+static int serve(ctld_config *cfg)
+{
+    static ctld c;
+    ts_err err;
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL); /* threads inherit it; main waits for them */
     signal(SIGPIPE, SIG_IGN);
-    static ctld c;
-    if (ctld_ha_check(&cfg, &err) != 0) {
+    if (ctld_ha_check(cfg, &err) != 0) {
         fprintf(stderr, "tesserad: %s\n", err.msg);
         return 1;
     }
-    if (cfg.ha_on) {
+    if (cfg->ha_on) {
         /* several controllers (docs/ha.md): stand by until this one leads */
-        int hrc = ctld_ha_standby(&cfg, &set, &err);
+        int hrc = ctld_ha_standby(cfg, &set, &err);
         if (hrc < 0) {
             fprintf(stderr, "tesserad: %s\n", err.msg);
             return 1;
@@ -139,21 +163,13 @@ int main(int argc, char **argv)
         if (hrc > 0)
             return 0;
     }
-    if (ctld_state_secure(&cfg, &err) != 0 || ctld_open(&c, &cfg, &err) != 0) {
+    if (ctld_state_secure(cfg, &err) != 0 || ctld_open(&c, cfg, &err) != 0) {
         fprintf(stderr, "tesserad: %s\n", err.msg);
         return 1;
     }
 #ifdef TS_STORE_FAULTS_ENV
-    /* test builds only: injected store failures (docs/store.md), armed
-     * once the controller is open so that it starts */
-    const char *faults = getenv("TESSERAD_STORE_FAULTS");
-    if (faults && *faults) {
-        if (ts_store_faults_set(c.store, faults, &err) != 0) {
-            fprintf(stderr, "tesserad: TESSERAD_STORE_FAULTS: %s\n", err.msg);
-            return 2;
-        }
-        fprintf(stderr, "tesserad: store fault injection on: %s\n", faults);
-    }
+    if (arm_faults(&c) != 0)
+        return 2;
 #endif
     int restored = c.njobs; /* read before the threads start */
     pthread_t loop;
@@ -179,4 +195,28 @@ int main(int argc, char **argv)
     ctld_close(&c);
     ctld_ha_stop(); /* nothing more to write: a standby may take over at once */
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    ctld_config cfg;
+    ts_err err;
+    if (ctld_config_load(a.config, &cfg, &err) != 0) {
+        fprintf(stderr, "tesserad: %s\n", err.msg);
+        return 1;
+    }
+    if (a.store)
+        snprintf(cfg.store_url, sizeof cfg.store_url, "%s", a.store);
+    if (a.rot_old) {
+        rc = rotate(&cfg, a.rot_old, a.rot_new);
+        ctld_config_fini(&cfg);
+        return rc;
+    }
+    if (a.listen && listen_override(&cfg, a.listen) != 0)
+        return 2;
+    return serve(&cfg);
 }
