@@ -28,8 +28,10 @@
  * protocol, who waits for what and when, is lock.h's table.
  *
  * Files: config.c (the YAML configuration), state.c (jobs in memory,
- * restore, actions), loop.c (the scheduling thread and virtual nodes),
- * http.c (server, routing, auth, limits), routes.c (the API handlers),
+ * submission), restore.c (open and restore), actions.c (user actions,
+ * drains, tenants replaced), lock.c (the lock protocol), loop.c (the
+ * scheduling thread and virtual nodes), http.c (server, routing, auth,
+ * limits), routes.c (the API handlers),
  * render.c (JSON of jobs, nodes, tenants), view.c (what readers of nodes
  * and usage see while a cycle plans), metrics.c (Prometheus text),
  * auth.c (tokens), main.c.

@@ -9,7 +9,7 @@
  * finished jobs). A failed commit leaves memory exactly as the store has
  * it: the caller answers 503 (an HTTP client), keeps the report for the
  * agent's next sync (503 to the agent), or tries again at the next cycle.
- * Users: state.c (job actions), loop.c (the cycle, time limits), agents.c
+ * Users: actions.c (job actions), loop.c (the cycle, time limits), agents.c
  * (reports, lost and failed nodes), policies.c (idle reaping, stragglers).
  */
 #ifndef TS_CTLD_JOB_FSM_H

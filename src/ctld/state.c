@@ -1,8 +1,8 @@
 /*
  * state.c - the controller's jobs in memory: building the scheduler's view
- * of a job from its stored spec, restoring every active job at start,
- * submission (durable before it is acknowledged), user actions, drains and
- * tenant changes.
+ * of a job from its stored spec, the id map, the queued jobs per tenant,
+ * the jobs by node, and submission (durable before it is acknowledged).
+ * restore.c opens and restores, actions.c acts on what exists.
  *
  * Active jobs live in an array plus an open-addressing map from id to slot;
  * finished jobs leave memory (the store keeps them). A job's ranks become
@@ -34,6 +34,7 @@
 #include "tessera/mig_plan.h"
 #include "tessera/node_select.h"
 #include "tessera/tenant_load.h"
+#include "ctld/state.h"
 
 
 
@@ -45,7 +46,7 @@ static uint64_t hash_id(int64_t id)
     return x ^ (x >> 29);
 }
 
-static int map_rebuild(ctld *c, int cap)
+int ctld_map_rebuild(ctld *c, int cap)
 {
     int64_t *ids = malloc((size_t)cap * sizeof *ids);
     int *idx = malloc((size_t)cap * sizeof *idx);
@@ -88,7 +89,7 @@ cjob *ctld_job_find(ctld *c, int64_t id)
     return h < 0 ? NULL : c->jobs[c->map_idx[h]];
 }
 
-static int job_add(ctld *c, cjob *j)
+int ctld_job_add(ctld *c, cjob *j)
 {
     if (c->njobs == c->jobs_cap) {
         int cap = c->jobs_cap ? c->jobs_cap * 2 : 256;
@@ -100,7 +101,7 @@ static int job_add(ctld *c, cjob *j)
     }
     /* the map grows first: if it cannot, the job is in neither */
     if ((int64_t)(c->njobs + 1) * 2 > c->map_cap &&
-        map_rebuild(c, c->map_cap ? c->map_cap * 2 : 1024) != 0)
+        ctld_map_rebuild(c, c->map_cap ? c->map_cap * 2 : 1024) != 0)
         return TS_ENOMEM;
     c->jobs[c->njobs++] = j;
     ctld_queued_note(c, j, -1, j->row.state);
@@ -112,7 +113,7 @@ static int job_add(ctld *c, cjob *j)
     return 0;
 }
 
-static void cjob_free(cjob *j)
+void ctld_cjob_free(cjob *j)
 {
     if (!j)
         return;
@@ -162,7 +163,7 @@ void ctld_job_remove(ctld *c, cjob *j)
             c->map_idx[hl] = k;
     }
     c->njobs--;
-    cjob_free(j);
+    ctld_cjob_free(j);
 }
 
 /* ---- queued jobs per tenant -------------------------------------------------- */
@@ -201,7 +202,7 @@ static int queued_claim(ctld *c, const char *tenant, int t, int n, ts_err *err)
 }
 
 /* Sizes the counts for the tenants now in c->tenants and counts again. */
-static int queued_recount(ctld *c)
+int ctld_queued_recount(ctld *c)
 {
     int n = c->tenants->n;
     int *q = calloc((size_t)n + 1, sizeof *q), *cl = calloc((size_t)n + 1, sizeof *cl);
@@ -245,7 +246,7 @@ int ctld_node_index_add(ctld *c, cjob *j)
     return 0;
 }
 
-static void node_index_del(ctld *c, const cjob *j)
+void ctld_node_index_del(ctld *c, const cjob *j)
 {
     for (int t = 0; j->allocs && t < j->ntasks; t++) {
         ctld_node_jobs *nj = &c->node_jobs[j->allocs[t].node];
@@ -289,7 +290,7 @@ static int mig_geometry_any(const ctld *c, const char *model)
 }
 
 /* Builds j->tasks and j->sj from j->spec and j->row; err names the field. */
-static int job_build(ctld *c, cjob *j, ts_err *err)
+int ctld_job_build(ctld *c, cjob *j, ts_err *err)
 {
     const ts_job_spec *sp = j->spec;
     j->has_dep = sp->dependency != NULL;
@@ -404,7 +405,7 @@ char *ctld_placement_json_allocs(const ctld *c, const ts_alloc *allocs, int n)
     return s;
 }
 
-static int placement_parse(const ctld *c, cjob *j, ts_err *err)
+int ctld_placement_parse(const ctld *c, cjob *j, ts_err *err)
 {
     json_error_t je;
     json_t *a = j->row.placement_json ? json_loads(j->row.placement_json, 0, &je) : NULL;
@@ -456,356 +457,6 @@ double ctld_job_run_s(const cjob *j)
     return j->sj.time_limit_s > 0.0 ? j->sj.time_limit_s : 3600.0;
 }
 
-/* ---- open and restore -------------------------------------------------------------- */
-
-static int read_file(const char *path, char **buf, size_t *len, ts_err *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return ts_err_set(err, TS_EIO, "%s: %s", path, strerror(errno));
-    size_t cap = 65536, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        size_t k = fread(b + n, 1, cap - n, f);
-        n += k;
-        if (n < cap)
-            break;
-        char *nb = realloc(b, cap * 2);
-        if (!nb) {
-            free(b);
-            b = NULL;
-            break;
-        }
-        b = nb;
-        cap *= 2;
-    }
-    fclose(f);
-    if (!b)
-        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
-    *buf = b;
-    *len = n;
-    return 0;
-}
-
-#define DRAINED_KEY "drained_nodes"
-
-static const char DEFAULT_TENANTS[] = "tenants:\n  default: {}\n";
-
-/* Shares are fractions of the guarantees, or of the cluster's GPUs of a
- * model nobody is guaranteed (docs/scheduler.md "Order"): else a cluster
- * without GPU guarantees has no fair share at all. CPU and memory stay
- * counted only where guaranteed, as a GPU-only tenants file means. */
-static void quota_capacity(const ctld *c, ts_quota *q)
-{
-    int64_t cap[TS_RES_DIMS] = {0};
-    for (int i = 0; i < c->cluster->nnodes; i++) {
-        const ts_node *n = &c->cluster->nodes[i];
-        if (n->model >= 0 && n->model < TS_MAX_GPU_MODELS)
-            cap[ts_res_gpu(n->model)] += (int64_t)n->ngpu * TS_MILLI_PER_GPU;
-    }
-    ts_quota_set_capacity(q, cap);
-}
-
-static int load_tenants(ctld *c, ts_err *err)
-{
-    char *yaml = NULL;
-    size_t len = 0;
-    const char *fname = "(built-in)";
-    int rc = ts_store_tenants_get(c->store, &yaml, err);
-    if (rc != 0)
-        return rc;
-    if (yaml) {
-        fname = "tenants (set through the API)";
-        len = strlen(yaml);
-    } else if (c->cfg.tenants_file[0]) {
-        if ((rc = read_file(c->cfg.tenants_file, &yaml, &len, err)) != 0)
-            return rc;
-        fname = c->cfg.tenants_file;
-    }
-    rc = ts_load_tenants_yaml(yaml ? yaml : DEFAULT_TENANTS,
-                              yaml ? len : sizeof DEFAULT_TENANTS - 1, fname, &c->tenants, err);
-    free(yaml);
-    if (rc == 0)
-        rc = ts_quota_new(c->tenants, c->cfg.half_life_s, &c->quota, err);
-    if (rc == 0)
-        quota_capacity(c, c->quota);
-    return rc;
-}
-
-static bool node_is_virtual(const ctld *c, const char *name)
-{
-    if (c->cfg.virtual_all)
-        return true;
-    for (int i = 0; i < c->cfg.nvirtual; i++)
-        if (fnmatch(c->cfg.virtual_nodes[i], name, 0) == 0)
-            return true;
-    return false;
-}
-
-/* Binds a running job restored from the store; on failure the job fails. */
-/* A running job's MIG instance may sit where the cluster file's layout has
- * idle instances: dynamic MIG destroyed them before the controller
- * restarted (the planner's changes are not stored). The placement wins;
- * the idle instances in its way go, as they did on the GPU. */
-static void mig_make_room(ctld *c, const cjob *j)
-{
-    for (int t = 0; t < j->ntasks; t++) {
-        const ts_alloc *a = &j->allocs[t];
-        if (a->mig_profile < 0 || a->ngpu != 1)
-            continue;
-        const ts_node *n = &c->cluster->nodes[a->node];
-        const ts_gpu *g = &n->gpu[a->gpu[0]];
-        const ts_gpu_model_info *mi = n->model >= 0 ? ts_gpu_model_get(n->model) : NULL;
-        const ts_mig_profile *p = mi ? ts_mig_profile_get(mi->mig_geometry, a->mig_profile) : NULL;
-        if (g->mode != TS_GPU_MIG || !p)
-            continue;
-        ts_mig_change ch = {.node = a->node, .gpu = a->gpu[0]};
-        for (int k = 0; k < g->mig.n; k++) {
-            const ts_mig_instance *in = &g->mig.inst[k];
-            const ts_mig_profile *q = ts_mig_profile_get(mi->mig_geometry, in->profile_id);
-            bool same = in->profile_id == a->mig_profile && in->start == a->mig_start;
-            bool overlaps = q && in->start < a->mig_start + p->mem_slices &&
-                            a->mig_start < in->start + q->mem_slices;
-            if (!same && overlaps && !in->busy)
-                ch.removed[ch.nremoved++] = *in;
-            else
-                ch.layout.inst[ch.layout.n++] = *in;
-        }
-        ts_err e;
-        if (ch.nremoved > 0 && ts_mig_plan_apply(c->cluster, &ch, 1, &e) != 0)
-            fprintf(stderr, "tesserad: job %lld: MIG layout of %s GPU %d: %s\n",
-                    (long long)j->row.id, n->name, a->gpu[0], e.msg);
-    }
-}
-
-static int restore_running(ctld *c, cjob *j, double now, ts_err *err)
-{
-    int rc = placement_parse(c, j, err);
-    if (rc == 0)
-        ctld_net_restore(c, j);
-    if (rc == 0)
-        mig_make_room(c, j);
-    if (rc == 0) {
-        j->sj.allocs = j->allocs;
-        j->sj.start_s = j->row.start_s;
-        j->sj.last_ckpt_s = j->row.start_s;
-        rc = ts_sched_start(c->sched, &j->sj, ctld_sched_clock(c, now), err);
-    }
-    if (rc == 0 && ctld_node_index_add(c, j) != 0)
-        rc = ts_err_set(err, TS_ENOMEM, "out of memory");
-    if (rc == 0) {
-        j->end_s = j->row.start_s + ctld_job_run_s(j);
-        j->is_virtual = true; /* as when it started (job_fsm.c): a timer if all virtual */
-        for (int t = 0; t < j->ntasks; t++)
-            j->is_virtual = j->is_virtual && c->node_virtual[j->allocs[t].node];
-        /* its time-limit stop goes on (job_fsm.c keeps the reason) */
-        j->timed_out = j->row.state == TS_JOB_STOPPING && strcmp(j->row.reason, "timeout") == 0;
-        j->cancel_stop = j->row.state == TS_JOB_STOPPING && strcmp(j->row.reason, "cancel") == 0;
-        return 0;
-    }
-    free(j->allocs);
-    j->allocs = NULL;
-    return rc;
-}
-
-static int restore_jobs(ctld *c, ts_err *err)
-{
-    ts_job_filter f = {.state = -1, .active_only = true};
-    int64_t after = 0;
-    double now = ctld_now();
-    for (;;) {
-        ts_job_row *rows = NULL;
-        int n = 0;
-        int rc = ts_store_job_list(c->store, &f, after, 10000, &rows, &n, err);
-        if (rc != 0)
-            return rc;
-        for (int i = 0; i < n; i++) {
-            after = rows[i].id;
-            cjob *j = calloc(1, sizeof *j);
-            if (!j) {
-                ts_store_free_jobs(rows, n);
-                return ts_err_set(err, TS_ENOMEM, "out of memory");
-            }
-            j->row = rows[i];
-            memset(&rows[i], 0, sizeof rows[i]); /* ownership moved */
-            ts_spec_errors se;
-            ts_err e;
-            int brc = ts_spec_parse(j->row.spec_json, strlen(j->row.spec_json), &j->spec, &se);
-            if (brc == 0)
-                brc = job_build(c, j, &e);
-            else
-                ts_spec_errors_join(&se, e.msg, sizeof e.msg);
-            if (brc == 0 && (j->row.state == TS_JOB_RUNNING || j->row.state == TS_JOB_STOPPING))
-                brc = restore_running(c, j, now, &e);
-            ts_err se2;
-            if (brc == 0 && ctld_service_restore(c, j, &se2) != 0) /* it starts at level 0 */
-                fprintf(stderr, "tesserad: job %lld: attained service not restored: %s\n",
-                        (long long)j->row.id, se2.msg);
-            if (brc != 0) {
-                /* a job that cannot come back fails, with the reason kept (it
-                 * never enters memory, so this is the one state change made
-                 * outside the state machine; if it is not written, the start
-                 * is refused and the next start tries again) */
-                j->row.state = TS_JOB_FAILED;
-                j->row.end_s = now;
-                free(j->row.why);
-                j->row.why = strdup(e.msg);
-                ts_event_row ev = {.job_id = j->row.id, .t_s = now, .kind = "failed",
-                                   .detail = e.msg};
-                rc = ts_store_apply(c->store, &j->row, 1, &ev, 1, err);
-                cjob_free(j);
-                if (rc != 0) {
-                    ts_store_free_jobs(rows, n);
-                    return rc;
-                }
-                continue;
-            }
-            if (j->row.state == TS_JOB_STOPPING) { /* its grace ended while we were down */
-                j->sj.stopping = true;
-                j->sj.stop_by_s = now;
-            }
-            if ((rc = job_add(c, j)) != 0) {
-                cjob_free(j);
-                ts_store_free_jobs(rows, n);
-                return ts_err_set(err, rc, "out of memory");
-            }
-        }
-        ts_store_free_jobs(rows, n);
-        if (n < 10000)
-            return 0;
-    }
-}
-
-int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
-{
-    memset(c, 0, sizeof *c);
-    c->cfg = *cfg;
-    pthread_mutex_init(&c->mu, NULL);
-    pthread_mutex_init(&c->drain_mu, NULL);
-    pthread_mutex_init(&c->resv_mu, NULL);
-    pthread_cond_init(&c->drain_cv, NULL);
-    pthread_cond_init(&c->wake, NULL);
-    pthread_cond_init(&c->committed, NULL);
-    pthread_cond_init(&c->fill_wake, NULL);
-    ts_decision_init(&c->d);
-    char *buf;
-    size_t len;
-    mkdir(c->cfg.state_dir, 0700);
-    int rc = read_file(cfg->cluster_file, &buf, &len, err);
-    if (rc != 0)
-        return rc;
-    rc = ts_load_cluster_yaml(buf, len, cfg->cluster_file, &c->cluster, err);
-    free(buf);
-    if (rc == 0)
-        rc = ts_store_open(cfg->store_url, &c->store, err);
-    if (rc == 0 && cfg->ha_epoch > 0) /* a leader (ha.c): fenced before its first write */
-        rc = ts_store_set_epoch(c->store, cfg->ha_epoch, err);
-    if (rc == 0) /* no key for the secrets stored: refuse to start (docs/secrets.md) */
-        rc = ctld_secrets_open(c->store, cfg->secrets_key_file, true, &c->secrets, err);
-    if (rc == 0 && ctld_notify_open(c) != 0)
-        rc = ts_err_set(err, TS_ENOMEM, "out of memory");
-    if (rc == 0)
-        rc = load_tenants(c, err);
-    if (rc == 0)
-        rc = ts_sched_new(c->cluster, c->quota, &c->cfg.sched, &c->sched, err);
-    if (rc != 0)
-        return rc;
-    size_t nn = (size_t)c->cluster->nnodes + 1;
-    c->node_virtual = calloc(nn, sizeof *c->node_virtual);
-    c->admin_drained = calloc(nn, sizeof *c->admin_drained);
-    c->agents = calloc(nn, sizeof *c->agents);
-    c->node_jobs = calloc(nn, sizeof *c->node_jobs);
-    if (!c->node_virtual || !c->admin_drained || !c->agents || !c->node_jobs ||
-        ctld_view_init(c) != 0)
-        return ts_err_set(err, TS_ENOMEM, "out of memory");
-    for (int i = 0; i < c->cluster->nnodes; i++) {
-        c->node_virtual[i] = node_is_virtual(c, c->cluster->nodes[i].name);
-        pthread_mutex_init(&c->agents[i].mu, NULL);
-        pthread_cond_init(&c->agents[i].moved, NULL);
-    }
-    char *drained = NULL;
-    if ((rc = ts_store_setting_get(c->store, DRAINED_KEY, &drained, err)) != 0)
-        return rc;
-    json_error_t je;
-    json_t *dl = drained ? json_loads(drained, 0, &je) : NULL;
-    size_t di;
-    json_t *dv;
-    json_array_foreach(dl, di, dv)
-    {
-        int n = json_string_value(dv) ? ts_cluster_find_node(c->cluster, json_string_value(dv))
-                                      : -1;
-        if (n >= 0)
-            c->admin_drained[n] = true;
-    }
-    json_decref(dl);
-    free(drained);
-    for (int i = 0; i < c->cluster->nnodes; i++)
-        ctld_node_refresh(c, i);
-    if ((rc = map_rebuild(c, 1024)) != 0 || (rc = queued_recount(c)) != 0)
-        return ts_err_set(err, rc, "out of memory");
-    if ((rc = ctld_resv_load(c, err)) != 0) /* before the jobs that name them */
-        return rc;
-    if ((rc = restore_jobs(c, err)) != 0 || (rc = ctld_arrays_restore(c, err)) != 0)
-        return rc;
-    if ((rc = ctld_oidc_init(c, err)) != 0 || (rc = ctld_bootstrap_admin(c, err)) != 0)
-        return rc;
-    c->dirty = true;
-    return 0;
-}
-
-void ctld_close(ctld *c)
-{
-    ctld_oidc_fini(c);
-    for (int i = 0; i < c->njobs; i++)
-        cjob_free(c->jobs[i]);
-    free(c->jobs);
-    free(c->net_tenants);
-    free(c->net_partitions);
-    free(c->map_ids);
-    free(c->map_idx);
-    free(c->node_virtual);
-    free(c->admin_drained);
-    ctld_resv_free(c);
-    for (int i = 0; c->agents && i < c->cluster->nnodes; i++) {
-        json_decref(c->agents[i].discovery);
-        json_decref(c->agents[i].doc);
-        free(c->agents[i].readings);
-        pthread_cond_destroy(&c->agents[i].moved);
-        pthread_mutex_destroy(&c->agents[i].mu);
-    }
-    free(c->agents);
-    for (int i = 0; c->node_jobs && i < c->cluster->nnodes; i++)
-        free(c->node_jobs[i].v);
-    free(c->node_jobs);
-    ctld_view_fini(c);
-    free(c->queued);
-    free(c->claimed);
-    ctld_arrays_free(c);
-    ctld_deps_free(c);
-    ts_decision_fini(&c->d);
-    ts_sched_free(c->sched);
-    ts_quota_free(c->quota);
-    ts_tenants_free(c->tenants);
-    ts_cluster_free(c->cluster);
-    ctld_notify_close(c); /* its thread reads secrets */
-    ctld_secrets_close(c->secrets);
-    ts_store_close(c->store);
-    ctld_config_fini(&c->cfg);
-    pthread_mutex_destroy(&c->mu);
-    pthread_mutex_destroy(&c->drain_mu);
-    pthread_mutex_destroy(&c->resv_mu);
-    pthread_cond_destroy(&c->drain_cv);
-    pthread_cond_destroy(&c->wake);
-    pthread_cond_destroy(&c->committed);
-    pthread_cond_destroy(&c->fill_wake);
-}
-
-
-
-
-
-
-
 /* ---- submission ---------------------------------------------------------------------- */
 
 int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const char *owner,
@@ -826,7 +477,7 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
     probe.spec = (ts_job_spec *)spec;
     ctld_lock_reader(c);
     ctld_swap_wait(c); /* checked against the tenants that will be */
-    int rc = job_build(c, &probe, err);
+    int rc = ctld_job_build(c, &probe, err);
     int64_t rid;
     if (rc == 0 && spec->reservation[0]) /* the tenant and user may use it */
         rc = ctld_resv_job(c, spec->reservation, spec->tenant, owner, run_user, &rid, err);
@@ -917,11 +568,11 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
         if (!j)
             continue;
         ts_err e;
-        int brc = rc == 0 ? job_build(c, j, &e) : TS_EINVAL;
+        int brc = rc == 0 ? ctld_job_build(c, j, &e) : TS_EINVAL;
         if (brc == 0)
-            brc = job_add(c, j);
+            brc = ctld_job_add(c, j);
         if (brc != 0) {
-            cjob_free(j);
+            ctld_cjob_free(j);
             if (rc == 0)
                 rc = ts_err_set(err, TS_ENOMEM, "job %lld stored but not loaded: restart the "
                                 "controller", (long long)rows[i].id);
@@ -992,9 +643,9 @@ int ctld_jobs_adopt(ctld *c, ts_job_row *rows, int n, ctld_spec_share *share, in
         cjob *j = jobs[i];
         j->row = rows[i];
         ts_err e;
-        int brc = job_build(c, j, &e);
+        int brc = ctld_job_build(c, j, &e);
         if (brc == 0)
-            brc = job_add(c, j);
+            brc = ctld_job_add(c, j);
         if (brc != 0) {
             j->row = (ts_job_row){0}; /* the caller keeps what was not adopted */
             rc = ts_err_set(err, brc, "job %lld stored but not loaded: restart the "
@@ -1009,299 +660,7 @@ int ctld_jobs_adopt(ctld *c, ts_job_row *rows, int n, ctld_spec_share *share, in
         ctld_kick(c);
     pthread_mutex_unlock(&c->mu);
     for (int i = 0; jobs && i < n; i++)
-        cjob_free(jobs[i]);
+        ctld_cjob_free(jobs[i]);
     free(jobs);
-    return rc;
-}
-
-/* ---- actions ------------------------------------------------------------------------- */
-
-char *ctld_run_detail(const cjob *j, double now)
-{
-    char buf[256];
-    snprintf(buf, sizeof buf, "start=%.3f end=%.3f gpus=%d model=%s tier=%d", j->row.start_s, now,
-             j->row.gpus, j->row.gpu_model[0] ? j->row.gpu_model : "-", j->row.tier);
-    return strdup(buf);
-}
-
-double ctld_sched_clock(ctld *c, double now)
-{
-    if (now > c->sched_clock_s)
-        c->sched_clock_s = now;
-    return c->sched_clock_s;
-}
-
-/* Stops a running job's use of the cluster (virtual: at once). */
-void ctld_job_unbind(ctld *c, cjob *j, double now)
-{
-    if (!j->allocs)
-        return;
-    now = ctld_sched_clock(c, now); /* applied maybe after a later cycle */
-    ctld_nodes_touch_job(c, j); /* its agents stop what no longer should run */
-    node_index_del(c, j);
-    j->sj.allocs = j->allocs;
-    ctld_service_run_ended(c, j, now); /* the las order keeps what it attained */
-    ts_err e;
-    if (ts_sched_stop(c->sched, &j->sj, now, &e) != 0) /* its GPUs would stay taken */
-        fprintf(stderr, "tesserad: job %lld: releasing its allocation: %s\n",
-                (long long)j->row.id, e.msg);
-    free(j->allocs);
-    j->allocs = NULL;
-    j->sj.allocs = NULL;
-    ctld_net_unbind(j);
-    free(j->row.placement_json);
-    j->row.placement_json = NULL;
-    free(j->rank_state);
-    j->rank_state = NULL;
-    json_decref(j->rank_end);
-    j->rank_end = NULL;
-    j->timed_out = false; /* a run that ends otherwise (evicted) starts afresh */
-    free(j->straggle_since);
-    j->straggle_since = NULL;
-    j->straggler_flagged = false;
-    j->idle_since_s = 0;
-    j->idle_warned = false;
-}
-
-int ctld_job_action(ctld *c, int64_t id, const char *action, ts_err *err)
-{
-    static const struct {
-        const char *name;
-        int event;
-    } ACTIONS[] = {{"cancel", CTLD_JE_CANCEL},
-                   {"hold", CTLD_JE_HOLD},
-                   {"release", CTLD_JE_RELEASE},
-                   {"requeue", CTLD_JE_REQUEUE}};
-    int event = -1;
-    for (size_t i = 0; i < sizeof ACTIONS / sizeof *ACTIONS; i++)
-        if (strcmp(action, ACTIONS[i].name) == 0)
-            event = ACTIONS[i].event;
-    if (event < 0)
-        return ts_err_set(err, TS_EINVAL, "action: unknown \"%s\"", action);
-    /* a large array's element that is not a job yet becomes one first */
-    int trc = ctld_array_take(c, id, err);
-    if (trc != 0)
-        return trc;
-    pthread_mutex_lock(&c->mu);
-    cjob *j = ctld_job_wait_unpinned(c, id); /* one change of a job at a time */
-    int rc;
-    if (!j) {
-        rc = ts_err_set(err, TS_ENOENT, "job %lld is not active", (long long)id);
-    } else {
-        /* written (with mu released), then applied: a failed write changes nothing */
-        ctld_txn t = {0};
-        double now = ctld_now();
-        rc = ctld_fsm_plan(c, &t, j, event, NULL, now, err);
-        if (rc == 0)
-            rc = ctld_txn_commit_unlocked(c, &t, now, err);
-        ctld_txn_fini(&t);
-    }
-    pthread_mutex_unlock(&c->mu);
-    return rc;
-}
-
-/* The list of drained nodes as stored, with node n drained or not (n < 0:
- * want[i] says for every node). */
-static char *drained_list(const ctld *c, int n, bool drain, const bool *want)
-{
-    json_t *a = json_array();
-    for (int i = 0; i < c->cluster->nnodes; i++)
-        if (n < 0 ? want[i] : i == n ? drain : c->admin_drained[i])
-            json_array_append_new(a, json_string(c->cluster->nodes[i].name));
-    char *txt = json_dumps(a, JSON_COMPACT);
-    json_decref(a);
-    return txt;
-}
-
-/* Once the list is written: the node follows it. */
-static void drain_applied(ctld *c, int n, bool drain)
-{
-    c->admin_drained[n] = drain;
-    if (!drain)
-        c->agents[n].drain_why[0] = '\0';
-    ctld_node_refresh(c, n);
-    ctld_agent_moved(c, n);
-    ctld_kick(c);
-}
-
-int ctld_node_drain_cycle(ctld *c, int n, bool drain, ts_err *err)
-{
-    if (c->admin_drained[n] == drain)
-        return 0;
-    /* drain writers take turns (ctld_node_drain writes with mu released) */
-    if (pthread_mutex_trylock(&c->drain_mu) != 0)
-        return ts_err_set(err, TS_ETIMEDOUT, "node %s: another drain is being written",
-                          c->cluster->nodes[n].name);
-    char *txt = drained_list(c, n, drain, NULL);
-    int rc;
-    if (!txt) {
-        rc = ts_err_set(err, TS_ENOMEM, "out of memory");
-    } else {
-        /* written with mu released, as the cycle's own commits: readers go
-         * on, changers wait (committing); nothing else changes
-         * admin_drained meanwhile: it needs drain_mu */
-        ctld_commit_enter(c);
-        rc = ts_store_setting_put(c->store, DRAINED_KEY, txt, err);
-        ctld_commit_leave(c);
-    }
-    free(txt);
-    if (rc == 0) /* written, then applied */
-        drain_applied(c, n, drain);
-    pthread_mutex_unlock(&c->drain_mu);
-    return rc;
-}
-
-/* One drain or resume waiting to be written (on its caller's stack). */
-typedef struct ctld_drain_req {
-    struct ctld_drain_req *next;
-    int n;
-    bool drain, done;
-    int rc;
-    ts_err err;
-} ctld_drain_req;
-
-/* Under mu, holding drain_mu: writes every queued drain and resume as one
- * list (with mu released), applies them once written, and tells each
- * waiter its outcome. */
-static void drain_write_batch(ctld *c)
-{
-    ctld_drain_req *batch = c->drain_q;
-    c->drain_q = NULL;
-    int nn = c->cluster->nnodes;
-    bool *want = malloc((size_t)nn + 1);
-    ts_err e;
-    int rc = want ? 0 : ts_err_set(&e, TS_ENOMEM, "out of memory");
-    bool changed = false;
-    if (want) {
-        memcpy(want, c->admin_drained, (size_t)nn);
-        for (ctld_drain_req *r = batch; r; r = r->next)
-            want[r->n] = r->drain; /* in the order they came */
-        for (int i = 0; i < nn && !changed; i++)
-            changed = want[i] != c->admin_drained[i];
-    }
-    if (rc == 0 && changed) {
-        char *txt = drained_list(c, -1, false, want);
-        if (!txt) {
-            rc = ts_err_set(&e, TS_ENOMEM, "out of memory");
-        } else {
-            /* nothing else changes admin_drained meanwhile: it needs drain_mu */
-            pthread_mutex_unlock(&c->mu);
-            rc = ts_store_setting_put(c->store, DRAINED_KEY, txt, &e);
-            pthread_mutex_lock(&c->mu);
-            ctld_settled_wait(c); /* the nodes change only between cycles */
-            free(txt);
-        }
-    }
-    for (int i = 0; rc == 0 && changed && i < nn; i++)
-        if (want[i] != c->admin_drained[i]) /* written, then applied */
-            drain_applied(c, i, want[i]);
-    for (ctld_drain_req *r = batch; r; r = r->next) {
-        r->rc = rc;
-        if (rc)
-            r->err = e;
-        r->done = true;
-    }
-    free(want);
-}
-
-int ctld_node_drain(ctld *c, const char *node, bool drain, ts_err *err)
-{
-    /* the list is written with mu released (an fsync must not stop the
-     * readers); drain writers take turns on drain_mu, so none writes a list
-     * another has not applied yet, and whoever writes takes every drain and
-     * resume queued meanwhile with it (a rack of 1,000 nodes resumed one
-     * request at a time took 20 s, a write each) */
-    pthread_mutex_lock(&c->mu);
-    int n = ts_cluster_find_node(c->cluster, node);
-    if (n < 0) {
-        pthread_mutex_unlock(&c->mu);
-        return ts_err_set(err, TS_ENOENT, "node \"%s\" does not exist", node);
-    }
-    ctld_drain_req me = {.n = n, .drain = drain};
-    ctld_drain_req **tail = &c->drain_q;
-    while (*tail)
-        tail = &(*tail)->next;
-    *tail = &me;
-    while (!me.done) {
-        if (pthread_mutex_trylock(&c->drain_mu) == 0) {
-            drain_write_batch(c);
-            pthread_mutex_unlock(&c->drain_mu);
-            pthread_cond_broadcast(&c->drain_cv);
-        } else {
-            pthread_cond_wait(&c->drain_cv, &c->mu);
-        }
-    }
-    pthread_mutex_unlock(&c->mu);
-    if (me.rc && err)
-        *err = me.err;
-    return me.rc;
-}
-
-int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err)
-{
-    ts_tenants *ts = NULL;
-    ts_quota *q = NULL;
-    ts_sched *s = NULL;
-    int rc = ts_load_tenants_yaml(yaml, len, "tenants", &ts, err);
-    if (rc == 0)
-        rc = ts_quota_new(ts, c->cfg.half_life_s, &q, err);
-    if (rc == 0)
-        quota_capacity(c, q); /* the cluster never changes: no lock needed */
-    if (rc != 0) {
-        ts_quota_free(q);
-        ts_tenants_free(ts);
-        return rc;
-    }
-    pthread_mutex_lock(&c->mu);
-    ctld_swap_enter(c); /* the scheduler is swapped below */
-    /* every active job's tenant must still exist */
-    for (int i = 0; rc == 0 && i < c->njobs; i++)
-        if (ts_tenant_find(ts, c->jobs[i]->row.tenant) < 0)
-            rc = ts_err_set(err, TS_EEXIST, "tenants: \"%s\" still has active jobs (job %lld)",
-                            c->jobs[i]->row.tenant, (long long)c->jobs[i]->row.id);
-    if (rc == 0) {
-        /* written with mu released: reads go on, the rest waits (swapping) */
-        pthread_mutex_unlock(&c->mu);
-        rc = ts_store_tenants_put(c->store, yaml, err);
-        pthread_mutex_lock(&c->mu);
-    }
-    ctld_swap_leave(c);
-    if (rc == 0) {
-        /* unbind everything, swap, bind again under the new quota */
-        double now = ctld_sched_clock(c, ctld_now());
-        bool *drained = calloc((size_t)c->cluster->nnodes + 1, sizeof *drained);
-        for (int n = 0; drained && n < c->cluster->nnodes; n++)
-            drained[n] = !ts_sched_node_schedulable(c->sched, n);
-        for (int i = 0; i < c->njobs; i++)
-            if (c->jobs[i]->allocs) {
-                c->jobs[i]->sj.allocs = c->jobs[i]->allocs;
-                ts_sched_stop(c->sched, &c->jobs[i]->sj, now, NULL);
-            }
-        ts_sched_free(c->sched);
-        ts_quota_free(c->quota);
-        ts_tenants_free(c->tenants);
-        c->tenants = ts;
-        c->quota = q;
-        rc = ts_sched_new(c->cluster, q, &c->cfg.sched, &s, err);
-        c->sched = s;
-        for (int n = 0; rc == 0 && n < c->cluster->nnodes; n++)
-            ctld_node_refresh(c, n);
-        ctld_agents_docs_stale(c); /* a tenant's NCCL class may have changed */
-        free(drained);
-        for (int i = 0; rc == 0 && i < c->njobs; i++) {
-            cjob *j = c->jobs[i];
-            j->sj.tenant = ts_tenant_find(ts, j->row.tenant);
-            if (j->allocs)
-                ts_sched_start(s, &j->sj, now, NULL);
-        }
-        if (rc == 0 && queued_recount(c) != 0) /* by the new tenants' indexes */
-            rc = ts_err_set(err, TS_ENOMEM, "out of memory");
-        ctld_kick(c);
-        pthread_mutex_unlock(&c->mu);
-        return rc;
-    }
-    pthread_mutex_unlock(&c->mu);
-    ts_quota_free(q);
-    ts_tenants_free(ts);
     return rc;
 }
