@@ -411,25 +411,37 @@ int cli_cmd_show(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
     return cli_table_finish(&t, "job");
 }
 
+#define ACTION_IDS_MAX 64 /* ids of one hold or release (requeue takes one) */
+
 int cli_cmd_job_action(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    const char *arg;
-    long id;
-    int rc = cli_parse(ctx, cmd, argc, argv, NULL, &arg, 1, 1);
-    if (rc != CLI_CONTINUE || (rc = cli_job_id(cmd, arg, &id)) != CLI_CONTINUE)
+    const char *args[ACTION_IDS_MAX] = {0};
+    bool many = strcmp(cmd->name, "requeue") != 0;
+    int rc = cli_parse(ctx, cmd, argc, argv, NULL, args, 1, many ? ACTION_IDS_MAX : 1);
+    if (rc != CLI_CONTINUE)
         return rc;
+    long ids[ACTION_IDS_MAX];
+    int n = 0;
+    for (; n < ACTION_IDS_MAX && args[n]; n++) /* every id checked before any is sent */
+        if ((rc = cli_job_id(cmd, args[n], &ids[n])) != CLI_CONTINUE)
+            return rc;
     char suffix[32];
     snprintf(suffix, sizeof suffix, "/%s", cmd->name);
-    json_t *root, *job;
-    rc = job_request(ctx, "POST", id, suffix, "job", &root, &job);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    if (!cli_emit(ctx, root)) {
-        char state[CLI_CELL_MAX];
-        printf("job %ld: %s\n", id, cli_str(job, "state", state, sizeof state));
+    int worst = CLI_EXIT_OK;
+    for (int i = 0; i < n; i++) {
+        json_t *root, *job;
+        rc = job_request(ctx, "POST", ids[i], suffix, "job", &root, &job);
+        if (rc != CLI_EXIT_OK) {
+            worst = rc;
+            continue;
+        }
+        if (!cli_emit(ctx, root)) {
+            char state[CLI_CELL_MAX];
+            printf("job %ld: %s\n", ids[i], cli_str(job, "state", state, sizeof state));
+        }
+        json_decref(root);
     }
-    json_decref(root);
-    return CLI_EXIT_OK;
+    return worst;
 }
 
 #define CANCEL_FORMS "a positive integer, ID_INDEX or ID[INDEX]"

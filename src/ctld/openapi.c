@@ -114,6 +114,17 @@ static const struct {
      "\"array\":{\"type\":[\"integer\",\"null\"],\"minimum\":1},"
      "\"tenant\":{\"type\":[\"string\",\"null\"],\"minLength\":1}},"
      "\"examples\":[{\"user\":\"alice\",\"state\":\"pending\"}]}"},
+    {"JobUpdate",
+     "{\"type\":\"object\",\"description\":\"At least one field; each as in the job "
+     "spec (docs/job-spec.md); tasks and gpus are those of its one task group\","
+     "\"additionalProperties\":false,\"minProperties\":1,"
+     "\"properties\":{\"time_limit\":{\"type\":[\"number\",\"string\"]},"
+     "\"tasks\":{\"type\":\"integer\",\"minimum\":1},"
+     "\"gpus\":{\"type\":\"integer\",\"minimum\":0},"
+     "\"priority_class\":{\"type\":\"string\"},"
+     "\"dependency\":{\"type\":[\"string\",\"null\"]},"
+     "\"hold\":{\"type\":\"boolean\"}},"
+     "\"examples\":[{\"time_limit\":\"2h\",\"tasks\":2}]}"},
     {"JobsCancelled",
      "{\"type\":\"object\",\"required\":[\"cancelled\",\"jobs\",\"elements\"],"
      "\"properties\":{\"cancelled\":{\"type\":\"integer\",\"minimum\":0},"

@@ -156,7 +156,7 @@ static bool image_ok(ctld *c, const ts_job_spec *spec, ctld_reply *r)
 /* Every job a dependency names must exist and be visible to the caller
  * (its tenant's, unless admin): so only earlier jobs can be named and no
  * cycle can form. False (and a 400 or 503) otherwise. */
-static bool dependency_ok(ctld *c, const ctld_caller *w, const ts_job_spec *spec, ctld_reply *r)
+bool ctld_dependency_ok(ctld *c, const ctld_caller *w, const ts_job_spec *spec, ctld_reply *r)
 {
     ts_dependency d;
     if (!spec->dependency || ts_dep_parse(spec->dependency, &d, NULL, 0) != 0)
@@ -303,7 +303,7 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
         ts_spec_free(spec);
         return;
     }
-    if (!dependency_ok(c, w, spec, r) || !ctld_spec_secrets_ok(c, w, spec, r) ||
+    if (!ctld_dependency_ok(c, w, spec, r) || !ctld_spec_secrets_ok(c, w, spec, r) ||
         !image_ok(c, spec, r)) {
         ts_spec_free(spec);
         return;
@@ -449,7 +449,8 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
     const ctld_caller *w = rq->who;
     ts_job_row row;
     bool get = strcmp(rq->method, "GET") == 0, post = strcmp(rq->method, "POST") == 0;
-    if (!get && !post) {
+    bool patch = strcmp(rq->method, "PATCH") == 0 && !*rest;
+    if (!get && !post && !patch) {
         ctld_reply_error(r, 405, "method_not_allowed", "%s %s", rq->method, rq->url);
         return;
     }
@@ -458,7 +459,9 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
     ctld_lock_reader(c); /* the tenants' privacy policy: PUT /v1/tenants swaps them */
     bool content = ctld_sees_content(c, w, row.tenant, row.owner);
     pthread_mutex_unlock(&c->mu);
-    if (get && !*rest) {
+    if (patch) {
+        ctld_job_patch(c, rq, &row, content, r);
+    } else if (get && !*rest) {
         ctld_lock_reader(c);
         json_t *j = ctld_render_job(c, &row, ctld_job_find(c, id));
         pthread_mutex_unlock(&c->mu);
@@ -784,6 +787,11 @@ static const ctld_route_def ROUTES[] = {
      "JobsCancelled", "404 503"},
     {"GET", "/v1/jobs/{id}", job_route, R_READ, "getJob", "Show a job", NULL, 200, "JobOne",
      "503"},
+    {"PATCH", "/v1/jobs/{id}", job_route, R_WRITE, "updateJob",
+     "Update a job: a pending or held job's time_limit, tasks, gpus, priority_class, "
+     "dependency, checked as a submission is; a running job may only lower its time_limit; "
+     "hold holds or releases it (its owner, its tenant's admins, admins)", "JobUpdate", 200,
+     "JobOne", "404 409 503"},
     {"POST", "/v1/jobs/{id}/cancel", job_route, R_WRITE, "cancelJob", "Cancel a job", NULL, 200,
      "JobOne", "409 503"},
     {"POST", "/v1/jobs/{id}/hold", job_route, R_WRITE, "holdJob", "Hold a pending job", NULL,

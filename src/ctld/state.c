@@ -373,6 +373,8 @@ static int job_build(ctld *c, cjob *j, ts_err *err)
     return ts_sched_check_job(c->sched, s, err);
 }
 
+int ctld_job_build(ctld *c, cjob *j, ts_err *err) { return job_build(c, j, err); }
+
 /* ---- placement JSON ------------------------------------------------------------ */
 
 char *ctld_placement_json_allocs(const ctld *c, const ts_alloc *allocs, int n)
