@@ -108,6 +108,8 @@ typedef struct ts_job_spec {
     char reservation[TS_SPEC_NAME_MAX]; /* "" = none; else the reservation it runs in */
     char *notify_url;                   /* NULL = none: the webhook of its state changes */
     unsigned notify_on;                 /* TS_NOTIFY_* bits (notify.on) */
+    bool hold;                          /* submitted held (sbatch --hold): it waits for a
+                                         * release */
 } ts_job_spec;
 
 /* notify.on: when a job's webhook is called (docs/job-spec.md "notify"). */

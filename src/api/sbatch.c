@@ -40,7 +40,7 @@
 enum opt_id {
     O_NAME, O_NODES, O_NTASKS, O_NTPN, O_CPT, O_CPG, O_GPUS, O_GPN, O_GPT, O_GRES, O_MEM,
     O_MEM_CPU, O_MEM_GPU, O_TIME, O_ARRAY, O_QOS, O_ACCOUNT, O_PARTITION, O_DEPENDENCY,
-    O_CONSTRAINT, O_NODELIST, O_EXCLUDE, O_RESERVATION,
+    O_CONSTRAINT, O_NODELIST, O_EXCLUDE, O_RESERVATION, O_HOLD,
     O_SIGNAL, O_OUTPUT, O_ERROR, O_EXPORT, O_CHDIR, O_IMAGE, O_WARN, O_REFUSE
 };
 enum { ARG_NONE, ARG_REQUIRED, ARG_OPTIONAL };
@@ -77,6 +77,7 @@ static const struct sopt OPTS[] = {
     {"nodelist", 'w', O_NODELIST, ARG_REQUIRED, NULL},
     {"exclude", 'x', O_EXCLUDE, ARG_REQUIRED, NULL},
     {"reservation", 0, O_RESERVATION, ARG_REQUIRED, NULL},
+    {"hold", 'H', O_HOLD, ARG_NONE, NULL},
     {"signal", 0, O_SIGNAL, ARG_REQUIRED, NULL},
     {"output", 'o', O_OUTPUT, ARG_REQUIRED, NULL},
     {"error", 'e', O_ERROR, ARG_REQUIRED, NULL},
@@ -117,7 +118,6 @@ static const struct sopt OPTS[] = {
     {"licenses", 'L', O_REFUSE, ARG_REQUIRED, "licenses are not supported"},
     {"begin", 'b', O_REFUSE, ARG_REQUIRED, "deferred starts are not supported"},
     {"deadline", 0, O_REFUSE, ARG_REQUIRED, "deadlines are not supported"},
-    {"hold", 'H', O_REFUSE, ARG_NONE, "submit, then 'tessera hold ID'"},
     {"wait", 'W', O_REFUSE, ARG_NONE, "not supported"},
     {"clusters", 'M', O_REFUSE, ARG_REQUIRED, "one controller is one cluster"},
     {"wrap", 0, O_REFUSE, ARG_REQUIRED, "submit a script (or a job spec)"},
@@ -393,6 +393,9 @@ static int apply(struct sbatch_req *r, const struct sopt *o, const char *v, int 
         ts_dep_format(&d, text, sizeof text);
         return set_str(&r->dependency, text) ? 0 : TS_ENOMEM;
     }
+    case O_HOLD:
+        r->hold = true;
+        return 0;
     case O_RESERVATION:
         if (strlen(v) >= TS_SPEC_NAME_MAX) {
             sbatch_error(errs, "%s--%s: longer than %d characters", where, n,

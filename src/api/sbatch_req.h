@@ -43,6 +43,7 @@ struct sbatch_req {
     char *dependency;           /* canonical (tessera/depend.h), NULL = not given */
     char *constraint, *nodelist, *exclude; /* as given (syntax checked), NULL = not given */
     char *reservation;          /* its name, NULL = not given */
+    bool hold;                  /* --hold: submitted held */
 };
 
 void sbatch_req_free(struct sbatch_req *r);

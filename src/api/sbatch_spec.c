@@ -727,6 +727,8 @@ int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
         json_object_set_new(spec, "exclude", json_string(r->exclude));
     if (r->reservation)
         json_object_set_new(spec, "reservation", json_string(r->reservation));
+    if (r->hold) /* submitted held: it waits for 'tessera release' */
+        json_object_set_new(spec, "hold", json_true());
     if (in->nsecrets > 0) {
         json_t *sec = json_array();
         for (int i = 0; sec && i < in->nsecrets; i++)

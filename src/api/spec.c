@@ -635,13 +635,13 @@ enum {
     K_TENANT, K_NAME, K_TIER, K_PRIORITY, K_TASKS, K_TOPOLOGY, K_TIME_LIMIT, K_DURATION,
     K_CHECKPOINT, K_IDLE, K_COMMAND, K_ENV, K_WORKDIR, K_ARRAY, K_DEPENDENCY, K_THROTTLE,
     K_SECRETS, K_NETWORK, K_IMAGE, K_PULL_SECRET, K_MOUNTS, K_CONSTRAINT, K_NODELIST,
-    K_EXCLUDE, K_RESERVATION, K_NOTIFY, K_N
+    K_EXCLUDE, K_RESERVATION, K_NOTIFY, K_HOLD, K_N
 };
 static const char *const TOP_KEYS[K_N] = {
     "tenant",   "name",       "tier", "priority_class", "tasks", "topology", "time_limit",
     "duration", "checkpoint", "idle", "command",        "env",   "workdir",  "array_size",
     "dependency", "array_throttle", "secrets", "network", "image", "image_pull_secret",
-    "mounts", "constraint", "nodelist", "exclude", "reservation", "notify"};
+    "mounts", "constraint", "nodelist", "exclude", "reservation", "notify", "hold"};
 
 static void walk_top(spec_parser *P, const yaml_node_t *root)
 {
@@ -727,6 +727,8 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
         spec_name(P, v[K_RESERVATION], "reservation", false, spec->reservation);
     if (v[K_NOTIFY])
         walk_notify(P, v[K_NOTIFY]);
+    if (v[K_HOLD])
+        spec_bool(P, v[K_HOLD], "hold", &spec->hold);
     if (v[K_THROTTLE] &&
         spec_int(P, v[K_THROTTLE], "array_throttle", 1, TS_SPEC_MAX_ARRAY, &x))
         spec->array_throttle = (int)x;

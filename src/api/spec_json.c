@@ -165,6 +165,8 @@ static json_t *spec_json(const ts_job_spec *s, bool *ok)
                    ok);
         put(root, "secrets", sec, ok);
     }
+    if (s->hold) /* left out when false, as secrets */
+        put(root, "hold", json_true(), ok);
     if (s->notify_url) { /* left out when none, as secrets */
         json_t *on = json_array();
         static const char *const NAMES[] = {"start", "end", "fail"};

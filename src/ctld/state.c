@@ -908,7 +908,9 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
             else
                 snprintf(r->idem_key, sizeof r->idem_key, "%s", idem_key);
         }
-        r->state = TS_JOB_PENDING;
+        r->state = spec->hold ? TS_JOB_HELD : TS_JOB_PENDING;
+        if (spec->hold) /* the cycle says the same of every held job */
+            snprintf(r->reason, sizeof r->reason, "held");
         r->tier = spec->tier;
         r->gpus = (int)ts_spec_gpus(spec);
         r->priority = priority;

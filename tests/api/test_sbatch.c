@@ -395,13 +395,19 @@ static void test_refusals(void **state)
     expect_error("#SBATCH --dependency=aftercorr:12\n", NULL, 0, "aftercorr and afterburstbuffer");
     expect_error("#SBATCH --output=%5j.out\n", NULL, 0, "--output: a % pattern");
     expect_error("#SBATCH -N\n", NULL, 0, "--nodes: needs a value");
-    expect_error("#SBATCH --hold\n", NULL, 0, "--hold: not supported");
+    expect_error("#SBATCH --wait\n", NULL, 0, "--wait: not supported");
     expect_error("#SBATCH --requeue=yes\n", NULL, 0, "takes no value");
 
     /* not scripts */
     ts_sbatch_input in = {.script_name = "x", .tenant = "t"};
     ts_sbatch *sb = NULL;
     ts_spec_errors errs;
+    /* --hold submits the job held (docs/slurm.md) */
+    const char *held = "#!/bin/sh\n#SBATCH --hold\ntrue\n";
+    assert_int_equal(ts_sbatch_parse(held, strlen(held), &in, &sb, &errs), 0);
+    assert_non_null(strstr(sb->spec_json, "\"hold\":true"));
+    ts_sbatch_free(sb);
+    sb = NULL;
     assert_int_equal(ts_sbatch_parse("echo hi\n", 8, &in, &sb, &errs), TS_EINVAL);
     assert_non_null(strstr(errs.msg[0], "first line must be #!"));
     assert_int_equal(ts_sbatch_parse("#!/bin/sh\n\xff\n", 12, &in, &sb, &errs), TS_EINVAL);

@@ -7,6 +7,7 @@ starts the job as changed; hold and release."""
 import os
 import pwd
 import signal
+import time
 
 from cluster import DEFAULT_CONFIG, wait_ready
 from harness import check
@@ -141,6 +142,32 @@ def scenario_hold_and_release(c):
     c.wait_job(b, "running", 30, "the released job starts")
     st, d = patch(c, b, {"hold": True})
     check(st == 409, f"holding a running job: 409: {st} {d}")
+
+
+def scenario_sbatch_hold_submits_held_and_arrays_release(c):
+    """slurm.md: `sbatch --hold` submits the job held (reason held); an
+    array's elements are each held, and `tessera release ID...` releases
+    them, after which they run."""
+    path = c.path("held.sh")
+    with open(path, "w") as f:
+        f.write("#!/bin/bash\n#SBATCH --account=team-a\n#SBATCH --gpus=1\n"
+                "#SBATCH --time=5\n#SBATCH --hold\n#SBATCH --array=0-2\nsleep 300\n")
+    r = c.cli("sbatch", path)
+    ids = [int(t) for t in r.stdout.split() if t.isdigit()]
+    check(r.returncode == 0 and len(ids) == 3, f"sbatch --hold submits 3 elements: "
+          f"{r.stdout} {r.stderr}")
+    if len(ids) != 3:
+        return
+    for jid in ids:
+        j = c.job(jid)
+        check(j.get("state") == "held" and j.get("reason") == "held",
+              f"element {jid} is held, reason held: {j.get('state')} {j.get('reason')}")
+    time.sleep(1.0)  # five scheduling cycles
+    check(all(c.job(j).get("state") == "held" for j in ids), "no held element was started")
+    r = c.cli("release", *map(str, ids))
+    check(r.returncode == 0, f"tessera release ID... exits 0: {r.returncode} {r.stderr}")
+    for jid in ids:
+        c.wait_job(jid, "running", 30, f"released element {jid} starts")
 
 
 def scenario_cli_update_in_both_forms(c):
