@@ -44,6 +44,9 @@ struct sbatch_req {
     char *constraint, *nodelist, *exclude; /* as given (syntax checked), NULL = not given */
     char *reservation;          /* its name, NULL = not given */
     bool hold;                  /* --hold: submitted held */
+    unsigned mail_on;           /* --mail-type as TS_NOTIFY_* bits */
+    bool mail_type_given;
+    char *mail_user;            /* --mail-user, NULL = not given */
 };
 
 void sbatch_req_free(struct sbatch_req *r);

@@ -114,6 +114,10 @@ typedef struct ctld_oidc_config {
 #define CTLD_NET_SERVICES_MAX 32
 
 typedef struct ctld_config {
+    /* mail (docs/tesserad.md): the SMTP relay of notify.mail, "" = none;
+     * STARTTLS required when mail_starttls */
+    char mail_relay[256], mail_from[256];
+    bool mail_starttls;
     char listen_addr[64];       /* "127.0.0.1" */
     int listen_port;            /* 8460 */
     char state_dir[CTLD_PATH_MAX];

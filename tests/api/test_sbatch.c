@@ -147,6 +147,12 @@ static void check_expect(const char *file, const ts_sbatch *sb, const char *expe
         else if (strcmp(k, "dep") == 0)
             ok = json_is_string(json_object_get(spec, "dependency")) &&
                  strcmp(json_string_value(json_object_get(spec, "dependency")), v) == 0;
+        else if (strcmp(k, "mail") == 0) /* --mail-user/--mail-type: notify.mail */
+            ok = json_is_string(json_array_get(
+                     json_object_get(json_object_get(spec, "notify"), "mail"), 0)) &&
+                 strcmp(json_string_value(json_array_get(
+                            json_object_get(json_object_get(spec, "notify"), "mail"), 0)),
+                        v) == 0;
         else if (strcmp(k, "noenv") == 0)
             ok = env_of(spec, v) == NULL;
         else if (strcmp(k, "env") == 0) {
