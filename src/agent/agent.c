@@ -350,11 +350,11 @@ static json_t *report(ts_agent *a)
             ts_err e;
             if (lt->st.phase != TS_TASK_EXITED) {
                 ts_task_poll(lt->t, now, &lt->st, &e);
-                if (lt->st.phase == TS_TASK_EXITED) { /* its secret files go with it */
+                if (lt->st.phase == TS_TASK_EXITED) /* its secret files go with it */
                     ts_agent_secrets_remove(a, lt->job, lt->rank);
-                    ts_agent_epilog_begin(a, lt);
-                }
             }
+            if (lt->st.phase == TS_TASK_EXITED) /* once, however its end was seen */
+                ts_agent_epilog_begin(a, lt);
             if (lt->st.phase != TS_TASK_EXITED) {
                 json_object_set_new(o, "state", json_string("running"));
                 /* its GPUs' mean utilisation, for the controller's idle policy */
