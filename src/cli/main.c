@@ -60,10 +60,13 @@ static const struct cli_cmd COMMANDS[] = {
      "  --array ID         elements of the array ID\n"
      "  --tenant T         of tenant T (admin)",
      cli_cmd_cancel},
-    {"hold", "hold ID...", "Holds pending jobs: the scheduler skips each (reason 'held') until\n"
-     "released. Every ID is tried; the exit code is the last failure's.",
+    {"hold", "hold ID... (ID, ARRAY_ID, ARRAY_ID_INDEX or ARRAY_ID[INDEX])",
+     "Holds pending jobs: the scheduler skips each (reason 'held') until released. An\n"
+     "array's id holds every pending element, as Slurm's scontrol hold; ID_INDEX one.\n"
+     "Every ID is tried; the exit code is the last failure's.",
      cli_cmd_job_action},
-    {"release", "release ID...", "Releases held jobs.", cli_cmd_job_action},
+    {"release", "release ID... (as hold)", "Releases held jobs (an array's id: every element).",
+     cli_cmd_job_action},
     {"update", "update ID [--time-limit D] [--tasks N] [--gpus N] [--priority CLASS]\n"
      "       [--dependency DEP] [--hold | --release]\n"
      "       tessera update [job] JobId=ID [TimeLimit=T] [NumTasks=N] [Gres=gpu:N]\n"

@@ -104,6 +104,14 @@ static const struct {
      "{\"type\":\"object\",\"required\":[\"array\",\"elements\",\"cancelled\"],"
      "\"properties\":{\"array\":{\"type\":\"integer\"},\"elements\":{\"type\":\"integer\"},"
      "\"cancelled\":{\"type\":\"integer\"}}}"},
+    {"ArrayHeld",
+     "{\"type\":\"object\",\"required\":[\"array\",\"elements\",\"held\"],"
+     "\"properties\":{\"array\":{\"type\":\"integer\"},\"elements\":{\"type\":\"integer\"},"
+     "\"held\":{\"type\":\"integer\"}}}"},
+    {"ArrayReleased",
+     "{\"type\":\"object\",\"required\":[\"array\",\"elements\",\"released\"],"
+     "\"properties\":{\"array\":{\"type\":\"integer\"},\"elements\":{\"type\":\"integer\"},"
+     "\"released\":{\"type\":\"integer\"}}}"},
     {"BulkCancel",
      "{\"type\":\"object\",\"description\":\"At least one filter; user is the submitting "
      "token's name\",\"additionalProperties\":false,"

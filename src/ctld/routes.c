@@ -810,6 +810,12 @@ static const ctld_route_def ROUTES[] = {
     {"POST", "/v1/arrays/{id}/cancel", ctld_array_route, R_WRITE, "cancelArray",
      "Cancel every active element of the array whose id (its first element's) is {id}; 404 "
      "not_an_array when {id} is no array's", NULL, 200, "ArrayCancelled", "503 504"},
+    {"POST", "/v1/arrays/{id}/hold", ctld_array_route, R_WRITE, "holdArray",
+     "Hold every pending element of the array whose id is {id}; 409 when some elements of a "
+     "large array are not jobs yet", NULL, 200, "ArrayHeld", "409 503 504"},
+    {"POST", "/v1/arrays/{id}/release", ctld_array_route, R_WRITE, "releaseArray",
+     "Release every held element of the array whose id is {id}", NULL, 200, "ArrayReleased",
+     "503 504"},
     {"GET", "/v1/nodes", nodes, R_READ, "listNodes", "List nodes", NULL, 200, "NodeList", ""},
     {"GET", "/v1/nodes/{name}", nodes, R_READ, "getNode", "Show a node (GPUs, MIG layout, jobs)",
      NULL, 200, "NodeOne", ""},

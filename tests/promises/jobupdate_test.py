@@ -164,10 +164,33 @@ def scenario_sbatch_hold_submits_held_and_arrays_release(c):
               f"element {jid} is held, reason held: {j.get('state')} {j.get('reason')}")
     time.sleep(1.0)  # five scheduling cycles
     check(all(c.job(j).get("state") == "held" for j in ids), "no held element was started")
-    r = c.cli("release", *map(str, ids))
-    check(r.returncode == 0, f"tessera release ID... exits 0: {r.returncode} {r.stderr}")
+    r = c.cli("release", str(ids[0]))
+    check(r.returncode == 0 and "3 of its 3 elements released" in r.stdout,
+          f"tessera release ARRAY_ID releases every element: {r.returncode} {r.stdout} {r.stderr}")
     for jid in ids:
         c.wait_job(jid, "running", 30, f"released element {jid} starts")
+
+
+def scenario_hold_and_release_an_array_and_its_elements(c):
+    """cli.md: `tessera hold ARRAY_ID` holds every pending element of the
+    array, `ARRAY_ID_INDEX` one element; several ids at once."""
+    first = c.submit(dict(SPEC, name="arr-first"))
+    st, d = c.call("POST", "/v1/jobs", dict(SPEC, name="arr", array_size=3,
+                                             dependency=f"afterok:{first}"))
+    ids = [j["id"] for j in d.get("jobs", [])] if st == 201 else []
+    check(len(ids) == 3, f"an array of 3 is submitted: {st}")
+    if len(ids) != 3:
+        return
+    r = c.cli("hold", str(ids[0]))
+    check(r.returncode == 0 and "3 of its 3 elements held" in r.stdout,
+          f"tessera hold ARRAY_ID: {r.returncode} {r.stdout} {r.stderr}")
+    check(all(c.job(j).get("state") == "held" for j in ids), "every element is held")
+    r = c.cli("release", f"{ids[0]}_1", f"{ids[0]}[2]")
+    check(r.returncode == 0, f"tessera release ID_1 ID[2]: {r.returncode} {r.stderr}")
+    states = [c.job(j).get("state") for j in ids]
+    check(states == ["held", "pending", "pending"], f"only elements 1 and 2 released: {states}")
+    st, d = c.call("POST", f"/v1/arrays/{first}/hold")
+    check(st == 404, f"a job that is no array: 404: {st} {d}")
 
 
 def scenario_cli_update_in_both_forms(c):
