@@ -112,6 +112,8 @@ typedef struct ts_job_spec {
     unsigned notify_on;                 /* TS_NOTIFY_* bits (notify.on) */
     bool hold;                          /* submitted held (sbatch --hold): it waits for a
                                          * release */
+    int nice;                           /* TS_SPEC_NICE_MIN..MAX: taken from its class's
+                                         * priority (Slurm's --nice); 0 = none */
 } ts_job_spec;
 
 /* notify.on: when a job's webhook is called (docs/job-spec.md "notify"). */
@@ -121,6 +123,8 @@ enum {
     TS_NOTIFY_FAIL = 1u << 2,  /* it ends failed or timed out */
 };
 #define TS_NOTIFY_URL_MAX 1024
+#define TS_SPEC_NICE_MIN (-10000)
+#define TS_SPEC_NICE_MAX 10000
 #define TS_NOTIFY_MAIL_MAX 8         /* addresses in notify.mail */
 #define TS_NOTIFY_MAIL_ADDR_MAX 254  /* characters of one address (RFC 5321's path) */
 

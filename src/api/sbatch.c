@@ -40,7 +40,7 @@
 enum opt_id {
     O_NAME, O_NODES, O_NTASKS, O_NTPN, O_CPT, O_CPG, O_GPUS, O_GPN, O_GPT, O_GRES, O_MEM,
     O_MEM_CPU, O_MEM_GPU, O_TIME, O_ARRAY, O_QOS, O_ACCOUNT, O_PARTITION, O_DEPENDENCY,
-    O_CONSTRAINT, O_NODELIST, O_EXCLUDE, O_RESERVATION, O_HOLD, O_MAIL_TYPE, O_MAIL_USER,
+    O_CONSTRAINT, O_NODELIST, O_EXCLUDE, O_RESERVATION, O_HOLD, O_MAIL_TYPE, O_MAIL_USER, O_NICE,
     O_SIGNAL, O_OUTPUT, O_ERROR, O_EXPORT, O_CHDIR, O_IMAGE, O_WARN, O_REFUSE
 };
 enum { ARG_NONE, ARG_REQUIRED, ARG_OPTIONAL };
@@ -80,6 +80,7 @@ static const struct sopt OPTS[] = {
     {"hold", 'H', O_HOLD, ARG_NONE, NULL},
     {"mail-type", 0, O_MAIL_TYPE, ARG_REQUIRED, NULL},
     {"mail-user", 0, O_MAIL_USER, ARG_REQUIRED, NULL},
+    {"nice", 0, O_NICE, ARG_OPTIONAL, NULL},
     {"signal", 0, O_SIGNAL, ARG_REQUIRED, NULL},
     {"output", 'o', O_OUTPUT, ARG_REQUIRED, NULL},
     {"error", 'e', O_ERROR, ARG_REQUIRED, NULL},
@@ -96,7 +97,6 @@ static const struct sopt OPTS[] = {
     {"verbose", 'v', O_WARN, ARG_NONE, "no effect"},
     {"exclusive", 0, O_WARN, ARG_OPTIONAL, "a task gets only its own GPUs, CPUs and memory"},
     {"oversubscribe", 's', O_WARN, ARG_NONE, "a task gets only its own GPUs, CPUs and memory"},
-    {"nice", 0, O_WARN, ARG_OPTIONAL, "the tenant's priority classes order its jobs"},
     {"hint", 0, O_WARN, ARG_REQUIRED, "no CPU binding hints"},
     {"distribution", 'm', O_WARN, ARG_REQUIRED, "the scheduler places tasks"},
     {"gpu-bind", 0, O_WARN, ARG_REQUIRED, "a task sees exactly its own GPUs"},
@@ -441,6 +441,18 @@ static int apply(struct sbatch_req *r, const struct sopt *o, const char *v, int 
         return mail_type(r, v, where, sb, errs);
     case O_MAIL_USER:
         return set_str(&r->mail_user, v) ? 0 : TS_ENOMEM;
+    case O_NICE: /* Slurm's default adjustment is 100 */
+        if (!v) {
+            r->nice = SBATCH_NICE_DEFAULT;
+            r->nice_given = true;
+        } else if (sbatch_parse_long(v + (v[0] == '-'), 0, TS_SPEC_NICE_MAX, &l)) {
+            r->nice = v[0] == '-' ? -(int)l : (int)l;
+            r->nice_given = true;
+        } else {
+            sbatch_error(errs, "%s--nice: an integer %d..%d, got \"%s\"", where,
+                         TS_SPEC_NICE_MIN, TS_SPEC_NICE_MAX, v);
+        }
+        return 0;
     case O_RESERVATION:
         if (strlen(v) >= TS_SPEC_NAME_MAX) {
             sbatch_error(errs, "%s--%s: longer than %d characters", where, n,

@@ -47,7 +47,10 @@ struct sbatch_req {
     unsigned mail_on;           /* --mail-type as TS_NOTIFY_* bits */
     bool mail_type_given;
     char *mail_user;            /* --mail-user, NULL = not given */
+    int nice;                   /* --nice, when nice_given */
+    bool nice_given;
 };
+#define SBATCH_NICE_DEFAULT 100 /* --nice without a value, as Slurm */
 
 void sbatch_req_free(struct sbatch_req *r);
 

@@ -729,6 +729,8 @@ int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
         json_object_set_new(spec, "reservation", json_string(r->reservation));
     if (r->hold) /* submitted held: it waits for 'tessera release' */
         json_object_set_new(spec, "hold", json_true());
+    if (r->nice_given && r->nice != 0)
+        json_object_set_new(spec, "nice", json_integer(r->nice));
     if (r->mail_user && r->mail_on) { /* --mail-user, --mail-type: notify's mail */
         json_t *on = json_array(), *to = json_array();
         static const char *const NAMES[] = {"start", "end", "fail"};

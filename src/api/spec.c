@@ -700,13 +700,13 @@ enum {
     K_TENANT, K_NAME, K_TIER, K_PRIORITY, K_TASKS, K_TOPOLOGY, K_TIME_LIMIT, K_DURATION,
     K_CHECKPOINT, K_IDLE, K_COMMAND, K_ENV, K_WORKDIR, K_ARRAY, K_DEPENDENCY, K_THROTTLE,
     K_SECRETS, K_NETWORK, K_IMAGE, K_PULL_SECRET, K_MOUNTS, K_CONSTRAINT, K_NODELIST,
-    K_EXCLUDE, K_RESERVATION, K_NOTIFY, K_HOLD, K_N
+    K_EXCLUDE, K_RESERVATION, K_NOTIFY, K_HOLD, K_NICE, K_N
 };
 static const char *const TOP_KEYS[K_N] = {
     "tenant",   "name",       "tier", "priority_class", "tasks", "topology", "time_limit",
     "duration", "checkpoint", "idle", "command",        "env",   "workdir",  "array_size",
     "dependency", "array_throttle", "secrets", "network", "image", "image_pull_secret",
-    "mounts", "constraint", "nodelist", "exclude", "reservation", "notify", "hold"};
+    "mounts", "constraint", "nodelist", "exclude", "reservation", "notify", "hold", "nice"};
 
 static void walk_top(spec_parser *P, const yaml_node_t *root)
 {
@@ -794,6 +794,8 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
         walk_notify(P, v[K_NOTIFY]);
     if (v[K_HOLD])
         spec_bool(P, v[K_HOLD], "hold", &spec->hold);
+    if (v[K_NICE] && spec_int(P, v[K_NICE], "nice", TS_SPEC_NICE_MIN, TS_SPEC_NICE_MAX, &x))
+        spec->nice = (int)x;
     if (v[K_THROTTLE] &&
         spec_int(P, v[K_THROTTLE], "array_throttle", 1, TS_SPEC_MAX_ARRAY, &x))
         spec->array_throttle = (int)x;

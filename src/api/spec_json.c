@@ -167,6 +167,8 @@ static json_t *spec_json(const ts_job_spec *s, bool *ok)
     }
     if (s->hold) /* left out when false, as secrets */
         put(root, "hold", json_true(), ok);
+    if (s->nice) /* left out when 0 */
+        put(root, "nice", json_integer(s->nice), ok);
     if (s->notify_url || s->notify_mail) { /* left out when none, as secrets */
         json_t *on = json_array();
         static const char *const NAMES[] = {"start", "end", "fail"};

@@ -8,6 +8,7 @@
  */
 #include "cli/cli.h"
 #include "tessera/sbatch.h"
+#include "tessera/spec.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -27,6 +28,20 @@ static bool put_count(const struct cli_cmd *cmd, json_t *body, const char *field
         return false;
     }
     json_object_set_new(body, field, json_integer(n));
+    return true;
+}
+
+/* A nice value (Slurm's: positive lowers the job's priority). */
+static bool put_nice(const struct cli_cmd *cmd, json_t *body, const char *flag, const char *v,
+                     int *rc)
+{
+    long n;
+    if (!cli_parse_long(v, TS_SPEC_NICE_MIN, TS_SPEC_NICE_MAX, &n)) {
+        *rc = cli_usage_error(cmd, "%s must be an integer %d..%d, got '%s'", flag,
+                              TS_SPEC_NICE_MIN, TS_SPEC_NICE_MAX, v);
+        return false;
+    }
+    json_object_set_new(body, "nice", json_integer(n));
     return true;
 }
 
@@ -56,7 +71,7 @@ static bool put_slurm_word(const struct cli_cmd *cmd, json_t *body, const char *
     const char *eq = strchr(w, '=');
     if (!eq) {
         *rc = cli_usage_error(cmd, "'%s': expected KEY=VALUE (JobId, TimeLimit, NumTasks, "
-                              "Gres, Priority, Dependency)", w);
+                              "Gres, Priority, Nice, Dependency)", w);
         return false;
     }
     size_t kl = (size_t)(eq - w);
@@ -74,6 +89,8 @@ static bool put_slurm_word(const struct cli_cmd *cmd, json_t *body, const char *
         put_dependency(body, v);
         return true;
     }
+    if (KEY_IS("Nice"))
+        return put_nice(cmd, body, "Nice", v, rc);
     if (KEY_IS("Priority") || KEY_IS("PriorityClass")) {
         json_object_set_new(body, "priority_class", json_string(v));
         return true;
@@ -84,18 +101,20 @@ static bool put_slurm_word(const struct cli_cmd *cmd, json_t *body, const char *
     }
 #undef KEY_IS
     *rc = cli_usage_error(cmd, "'%.*s': not a key tessera updates (JobId, TimeLimit, NumTasks, "
-                          "Gres, Priority, Dependency)", (int)kl, w);
+                          "Gres, Priority, Nice, Dependency)", (int)kl, w);
     return false;
 }
 
 int cli_cmd_update(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
     const char *limit = NULL, *tasks = NULL, *gpus = NULL, *prio = NULL, *dep = NULL;
+    const char *nice = NULL;
     bool hold = false, release = false;
     const struct cli_opt opts[] = {{"time-limit", 't', &limit, NULL},
                                    {"tasks", 'n', &tasks, NULL},
                                    {"gpus", 0, &gpus, NULL},
                                    {"priority", 0, &prio, NULL},
+                                   {"nice", 0, &nice, NULL},
                                    {"dependency", 'd', &dep, NULL},
                                    {"hold", 0, NULL, &hold},
                                    {"release", 0, NULL, &release},
@@ -128,6 +147,8 @@ int cli_cmd_update(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
         ok = put_count(cmd, body, "gpus", "--gpus", gpus, 0, &rc);
     if (ok && prio)
         json_object_set_new(body, "priority_class", json_string(prio));
+    if (ok && nice)
+        ok = put_nice(cmd, body, "--nice", nice, &rc);
     if (ok && dep)
         put_dependency(body, dep);
     if (ok && hold && release)
@@ -141,7 +162,8 @@ int cli_cmd_update(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
         ok = false;
     if (ok && json_object_size(body) == 0)
         ok = (rc = cli_usage_error(cmd, "nothing to change: give --time-limit, --tasks, "
-                                   "--gpus, --priority, --dependency, --hold or --release")) == 0;
+                                   "--gpus, --priority, --nice, --dependency, --hold or "
+                                   "--release")) == 0;
     char *text = ok ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     if (!ok)

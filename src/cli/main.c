@@ -68,9 +68,9 @@ static const struct cli_cmd COMMANDS[] = {
     {"release", "release ID... (as hold)", "Releases held jobs (an array's id: every element).",
      cli_cmd_job_action},
     {"update", "update ID [--time-limit D] [--tasks N] [--gpus N] [--priority CLASS]\n"
-     "       [--dependency DEP] [--hold | --release]\n"
+     "       [--nice N] [--dependency DEP] [--hold | --release]\n"
      "       tessera update [job] JobId=ID [TimeLimit=T] [NumTasks=N] [Gres=gpu:N]\n"
-     "       [Priority=CLASS] [Dependency=DEP]",
+     "       [Priority=CLASS] [Nice=N] [Dependency=DEP]",
      "Changes a job (as Slurm's scontrol update job): a pending or held job's time limit,\n"
      "size, priority class or dependency, checked as a submission is; a running job may\n"
      "only lower its time limit. A user may lower its job's class; raising it is for its\n"
@@ -79,6 +79,8 @@ static const struct cli_cmd COMMANDS[] = {
      "  -n, --tasks N        tasks of its one task group\n"
      "  --gpus N             GPUs per task of its one task group\n"
      "  --priority CLASS     a priority class of the configuration\n"
+     "  --nice N             taken from its class's priority (-10000..10000; below 0\n"
+     "                       for the tenant's admins), as Slurm's nice\n"
      "  -d, --dependency DEP afterok:ID... as sbatch --dependency; '' or none: no longer\n"
      "  --hold, --release    hold it, or release it\n"
      "  Slurm's TimeLimit takes its time forms (minutes, HH:MM:SS, D-HH:MM)",

@@ -3,8 +3,8 @@
  * (Slurm's `scontrol update job`, docs/api.md "Updating a job").
  *
  * A queued (pending or held) job may change its time limit, its size (tasks
- * and GPUs per task of a spec with one task group), its priority class and
- * its dependency; a running or stopping one only lowers its time limit, as
+ * and GPUs per task of a spec with one task group), its priority class, its
+ * nice and its dependency; a running or stopping one only lowers its time limit, as
  * Slurm lets its users. The body's fields are written into the job's stored
  * canonical spec and the result is parsed and checked exactly as a
  * submission is (the spec parser, the tenant, the cluster's and tenant's fit,
@@ -16,8 +16,9 @@
  * in the body holds or releases the job after that, as POST .../hold does.
  *
  * Who: the job's owner, its tenant's tenant-admins and admins. A plain user
- * may lower its job's priority class, never raise it: raising a class is for
- * the tenant's admins (the class orders the tenant's own jobs).
+ * may lower its job's priority (its class, or a larger nice), never raise it:
+ * that is for the tenant's admins (the priority orders the tenant's own
+ * jobs), as Slurm lets only operators raise one.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,10 +32,10 @@
 #include "tessera/depend.h"
 
 /* The fields an update may carry. */
-static const char *const FIELDS[] = {"time_limit", "tasks", "gpus", "priority_class", "dependency",
-                                     "hold"};
+static const char *const FIELDS[] = {"time_limit", "tasks", "gpus", "priority_class", "nice",
+                                     "dependency", "hold"};
 #define NFIELDS (sizeof FIELDS / sizeof *FIELDS)
-#define FIELDS_TEXT "time_limit, tasks, gpus, priority_class, dependency, hold"
+#define FIELDS_TEXT "time_limit, tasks, gpus, priority_class, nice, dependency, hold"
 
 /* Replies 400 with every spec error, as a refused submission does. */
 static void reply_spec_errors(ctld_reply *r, const ts_spec_errors *errs)
@@ -72,6 +73,8 @@ static bool patch_spec(json_t *spec, json_t *patch, ctld_reply *r)
         json_object_set(spec, "time_limit", v);
     if ((v = json_object_get(patch, "priority_class")))
         json_object_set(spec, "priority_class", v);
+    if ((v = json_object_get(patch, "nice")))
+        json_object_set(spec, "nice", v);
     if ((v = json_object_get(patch, "dependency")))
         json_object_set(spec, "dependency", v);
     json_t *tasks = json_object_get(spec, "tasks");
@@ -259,10 +262,12 @@ static bool update_spec(ctld *c, const ctld_caller *w, int64_t id, json_t *patch
         priority = probe.sj.priority;
     }
     if (ok && priority > class_now && w->role == TS_ROLE_USER) {
-        ctld_reply_error(r, 403, "forbidden", "priority_class: \"%s\" (%d) is above the job's "
-                         "class (%d): a user may lower its job's class; raising it is for its "
-                         "tenant's admins", spec->priority_class, class_value(c, spec->priority_class),
-                         class_now);
+        const char *field = json_object_get(patch, "priority_class") ? "priority_class" : "nice";
+        ctld_reply_error(r, 403, "forbidden", "%s: the job's priority would rise from %d to %d "
+                         "(class \"%s\" %d, nice %d): a user may lower its job's priority; "
+                         "raising it is for its tenant's admins", field, class_now, priority,
+                         spec->priority_class[0] ? spec->priority_class : "default",
+                         class_value(c, spec->priority_class), spec->nice);
         ok = false;
     }
     if (ok) {

@@ -130,6 +130,7 @@ static const struct {
      "\"tasks\":{\"type\":\"integer\",\"minimum\":1},"
      "\"gpus\":{\"type\":\"integer\",\"minimum\":0},"
      "\"priority_class\":{\"type\":\"string\"},"
+     "\"nice\":{\"type\":\"integer\",\"minimum\":-10000,\"maximum\":10000},"
      "\"dependency\":{\"type\":[\"string\",\"null\"]},"
      "\"hold\":{\"type\":\"boolean\"}},"
      "\"examples\":[{\"time_limit\":\"2h\",\"tasks\":2}]}"},

@@ -281,6 +281,14 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
             return;
         }
     }
+    /* as Slurm: only the privileged raise a job above its class */
+    if (spec->nice < 0 && w->role == TS_ROLE_USER) {
+        ctld_reply_error(r, 403, "forbidden", "nice: %d raises the job above its class; a "
+                         "user may give 0..%d, a negative one is for the tenant's admins",
+                         spec->nice, TS_SPEC_NICE_MAX);
+        ts_spec_free(spec);
+        return;
+    }
     /* NICs move into a task's namespace: only where tasks have one */
     if (spec->dedicated_nics && !c->cfg.net_isolation) {
         ctld_field_error(r, "network.nics", "dedicated NICs need a cluster that isolates "

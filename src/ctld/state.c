@@ -334,6 +334,7 @@ static int job_build(ctld *c, cjob *j, ts_err *err)
     if (priority_of(c, sp->priority_class, &s->priority) != 0)
         return ts_err_set(err, TS_EINVAL, "priority_class: no class \"%s\" in the configuration",
                           sp->priority_class);
+    s->priority -= sp->nice; /* Slurm's --nice: a positive one lowers it */
     s->submit_s = j->row.submit_s;
     s->time_limit_s = sp->time_limit_s;
     s->tasks = j->tasks;

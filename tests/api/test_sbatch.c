@@ -414,6 +414,17 @@ static void test_refusals(void **state)
     assert_non_null(strstr(sb->spec_json, "\"hold\":true"));
     ts_sbatch_free(sb);
     sb = NULL;
+    /* --nice[=N]: the spec's nice, 100 without a value (as Slurm) */
+    const char *niced = "#!/bin/sh\n#SBATCH --nice=-7\ntrue\n";
+    assert_int_equal(ts_sbatch_parse(niced, strlen(niced), &in, &sb, &errs), 0);
+    assert_non_null(strstr(sb->spec_json, "\"nice\":-7"));
+    ts_sbatch_free(sb);
+    niced = "#!/bin/sh\n#SBATCH --nice\ntrue\n";
+    assert_int_equal(ts_sbatch_parse(niced, strlen(niced), &in, &sb, &errs), 0);
+    assert_non_null(strstr(sb->spec_json, "\"nice\":100"));
+    ts_sbatch_free(sb);
+    sb = NULL;
+    expect_error("#SBATCH --nice=lots\n", NULL, 0, "--nice: an integer");
     assert_int_equal(ts_sbatch_parse("echo hi\n", 8, &in, &sb, &errs), TS_EINVAL);
     assert_non_null(strstr(errs.msg[0], "first line must be #!"));
     assert_int_equal(ts_sbatch_parse("#!/bin/sh\n\xff\n", 12, &in, &sb, &errs), TS_EINVAL);

@@ -357,6 +357,7 @@ static void notify_mail_and_hold(void **state)
     ts_job_spec *s = parse_ok("tenant: t\nname: n\ntasks: [{gpus: 1}]\nhold: true\n"
                               "notify: {mail: [a@x.org, b@y.org], on: [BEGIN, FAIL]}\n");
     assert_true(s->hold);
+    assert_int_equal(s->nice, 0);
     assert_null(s->notify_url);
     assert_string_equal(s->notify_mail, "a@x.org,b@y.org");
     char *json = ts_spec_to_json(s);
@@ -383,6 +384,17 @@ static void notify_mail_and_hold(void **state)
         ts_spec_errors errs = parse_bad(text, strlen(text));
         assert_true(starts_with(errs.msg[0], "notify.mail: "));
     }
+    s = parse_ok("tenant: t\nname: n\ntasks: [{gpus: 1}]\nnice: -25\n");
+    assert_int_equal(s->nice, -25);
+    json = ts_spec_to_json(s);
+    assert_non_null(strstr(json, "\"nice\":-25"));
+    free(json);
+    assert_round_trip(s);
+    ts_spec_free(s);
+    s = NULL;
+    const char *far = "tenant: t\nname: n\ntasks: [{gpus: 1}]\nnice: 10001\n";
+    ts_spec_errors ferrs = parse_bad(far, strlen(far));
+    assert_true(starts_with(ferrs.msg[0], "nice: "));
     const char *none = "tenant: t\nname: n\ntasks: [{gpus: 1}]\nnotify: {on: [end]}\n";
     ts_spec_errors errs = parse_bad(none, strlen(none));
     assert_true(starts_with(errs.msg[0], "notify.url: required"));

@@ -123,6 +123,26 @@ def scenario_a_user_lowers_its_class_but_does_not_raise_it(c):
           f"raised by a tenant-admin: priority 100: {st} {d if st != 200 else ''}")
 
 
+def scenario_nice_lowers_a_jobs_priority(c):
+    """api.md: `nice` is taken from the class's priority: a user may give its
+    job a positive one (at submission or by an update), a negative one is for
+    its tenant's admins (403 naming nice)."""
+    alice = user(c, "upd-nice")
+    _, jid = waiting(c, "nice", alice)
+    st, d = patch(c, jid, {"nice": 5}, alice)
+    check(st == 200 and d["job"].get("priority") == 5, f"nice 5 on class default (10): "
+          f"priority 5: {st} {d if st != 200 else ''}")
+    r = c.cli("update", str(jid), "--nice", "-1", token=alice)
+    check(r.returncode == 5 and "nice" in r.stderr, f"a user's negative nice: 403 naming nice: "
+          f"{r.returncode} {r.stderr}")
+    st, d = c.call("POST", "/v1/jobs", dict(SPEC, name="greedy", nice=-3), alice)
+    check(st == 403 and "nice" in str(d), f"a user submitting nice -3: 403: {st} {d}")
+    tadmin = user(c, "upd-nice-admin", role="tenant-admin")
+    st, d = patch(c, jid, {"nice": -3}, tadmin)
+    check(st == 200 and d["job"].get("priority") == 13, f"a tenant-admin's nice -3: priority 13: "
+          f"{st} {d if st != 200 else ''}")
+
+
 def scenario_hold_and_release(c):
     """cli.md: `tessera hold ID...` holds pending jobs (state held, reason
     held) and the scheduler never starts them; `tessera release` (or PATCH
