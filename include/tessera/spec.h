@@ -107,7 +107,13 @@ typedef struct ts_job_spec {
     char *exclude;                      /* never these nodes */
     char reservation[TS_SPEC_NAME_MAX]; /* "" = none; else the reservation it runs in */
     char *notify_url;                   /* NULL = none: the webhook of its state changes */
+    char *notify_mail;                  /* NULL = none: the addresses mailed about them,
+                                         * comma-separated (notify.mail) */
     unsigned notify_on;                 /* TS_NOTIFY_* bits (notify.on) */
+    bool hold;                          /* submitted held (sbatch --hold): it waits for a
+                                         * release */
+    int nice;                           /* TS_SPEC_NICE_MIN..MAX: taken from its class's
+                                         * priority (Slurm's --nice); 0 = none */
 } ts_job_spec;
 
 /* notify.on: when a job's webhook is called (docs/job-spec.md "notify"). */
@@ -117,6 +123,10 @@ enum {
     TS_NOTIFY_FAIL = 1u << 2,  /* it ends failed or timed out */
 };
 #define TS_NOTIFY_URL_MAX 1024
+#define TS_SPEC_NICE_MIN (-10000)
+#define TS_SPEC_NICE_MAX 10000
+#define TS_NOTIFY_MAIL_MAX 8         /* addresses in notify.mail */
+#define TS_NOTIFY_MAIL_ADDR_MAX 254  /* characters of one address (RFC 5321's path) */
 
 /* Parses and validates buf (YAML or JSON, at most TS_SPEC_MAX_BYTES). On
  * success returns 0 and *out; otherwise TS_EINVAL with errs filled (every

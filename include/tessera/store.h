@@ -220,7 +220,9 @@ int ts_store_resv_delete(ts_store *s, const char *name, ts_err *err);
 /* Every reservation, by start then name; *rows malloc'd (free() it). */
 int ts_store_resv_list(ts_store *s, ts_resv_row **rows, int *n, ts_err *err);
 /* Updates every mutable field of job row->id (state, times, preemptions,
- * reason, why, placement_json, gpu_model) if its gen still equals row->gen;
+ * reason, why, placement_json, gpu_model, result_json, priority, gpus, and
+ * spec_json unless it is NULL: a queued job's spec changes only through
+ * `tessera update`) if its gen still equals row->gen;
  * row->gen is bumped on success. TS_ECONFLICT when the gen moved (someone else
  * updated it), TS_ENOENT when there is no such job. */
 TS_MUST_CHECK int ts_store_job_update(ts_store *s, ts_job_row *row, ts_err *err);

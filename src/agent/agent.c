@@ -116,6 +116,8 @@ int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out
     a->cfg = *cfg;
     if (a->cfg.lost_s <= 0)
         a->cfg.lost_s = TS_AGENT_LOST_S;
+    if (a->cfg.hook_timeout_s <= 0)
+        a->cfg.hook_timeout_s = TS_AGENT_HOOK_TIMEOUT_S;
     a->node = node;
     a->body_max = TS_AGENT_BODY_MAX_BYTES;
     a->h = curl_easy_init();
@@ -237,6 +239,7 @@ static void enforce_limits(ts_agent *a, double now)
 static void keep_time(ts_agent *a)
 {
     double now = ts_launch_now();
+    ts_agent_hooks_poll(a, now);
     ts_agent_images_poll(a, now);
     enforce_limits(a, now);
     for (int i = 0; i < a->ntasks; i++) {
@@ -325,6 +328,9 @@ static json_t *report(ts_agent *a)
         if (!lt->t && lt->stopped_unstarted) {
             json_object_set_new(o, "state", json_string("stopped"));
             json_object_set_new(o, "outcome", json_string("stopped"));
+        } else if (!lt->t && lt->prolog_wait) {
+            /* the node's prolog runs first (hooks.c): placed, as for an image */
+            json_object_set_new(o, "state", json_string("running"));
         } else if (!lt->t && lt->waiting) {
             /* its image is coming (agent_image.c): running, as far as the
              * controller's placement goes, with how far the pull is */
@@ -347,6 +353,8 @@ static json_t *report(ts_agent *a)
                 if (lt->st.phase == TS_TASK_EXITED) /* its secret files go with it */
                     ts_agent_secrets_remove(a, lt->job, lt->rank);
             }
+            if (lt->st.phase == TS_TASK_EXITED) /* once, however its end was seen */
+                ts_agent_epilog_begin(a, lt);
             if (lt->st.phase != TS_TASK_EXITED) {
                 json_object_set_new(o, "state", json_string("running"));
                 /* its GPUs' mean utilisation, for the controller's idle policy */
@@ -414,6 +422,7 @@ static void agent_task_forget(ts_agent *a, int k)
     ts_task_free(lt->t); /* its container, if any, is gone with it: then its image and bundle */
     ts_agent_net_end(a, lt); /* after the task: nothing of it is left in the namespace */
     ts_agent_image_forget(a, lt);
+    json_decref(lt->prolog_wait);
     a->tasks[k] = a->tasks[--a->ntasks];
 }
 
@@ -473,6 +482,12 @@ static void reconcile(ts_agent *a, json_t *desired)
                                       json_number_value(json_object_get(t, "grace_s")), now,
                                       &e) == 0)
                 ts_task_poll(lt->t, now, &lt->st, &e);
+        } else if (lt && !lt->t && lt->prolog_wait && action && strcmp(action, "stop") == 0) {
+            /* stopped while the prolog runs: the prolog ends on its own,
+             * nothing of the task starts */
+            json_decref(lt->prolog_wait);
+            lt->prolog_wait = NULL;
+            lt->stopped_unstarted = lt->stop_requested = true;
         } else if (lt && !lt->t && lt->waiting && action && strcmp(action, "stop") == 0) {
             /* stopped before its image came: the pull is abandoned (or its
              * result dropped), nothing ran */
@@ -631,6 +646,10 @@ int ts_agent_step(ts_agent *a, ts_err *err)
             json_object_set_new(body, "health", h);
         if (a->mig_error[0])
             json_object_set_new(body, "mig_error", json_string(a->mig_error));
+        char drain_sent[sizeof a->drain_why]; /* a hook failed (hooks.c): until answered */
+        snprintf(drain_sent, sizeof drain_sent, "%s", a->drain_why);
+        if (drain_sent[0])
+            json_object_set_new(body, "drain", json_string(drain_sent));
         if (a->log_answers)
             json_object_set(body, "logs", a->log_answers);
         /* within the protocol's size: answers cut or dropped, never the
@@ -652,6 +671,8 @@ int ts_agent_step(ts_agent *a, ts_err *err)
         if (rc == 0) {
             json_decref(a->log_answers); /* delivered */
             a->log_answers = NULL;
+            if (drain_sent[0] && strcmp(drain_sent, a->drain_why) == 0)
+                a->drain_why[0] = '\0'; /* the node is drained: an admin resumes it */
             a->gen = json_integer_value(json_object_get(ans, "gen"));
             a->last_ok_s = ts_launch_now();
             reconcile(a, ans);

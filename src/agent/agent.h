@@ -23,6 +23,8 @@
 #include "tessera/error.h"
 
 #define TS_AGENT_MAX_TASKS 256
+#define TS_AGENT_MAX_HOOKS 64          /* prologs and epilogs running at once */
+#define TS_AGENT_HOOK_TIMEOUT_S 60.0   /* --hook-timeout default */
 #define TS_AGENT_WAIT_IDLE_S 10.0  /* long-poll wait with nothing to watch */
 #define TS_AGENT_WAIT_BUSY_S 1.0   /* with tasks running or stopping */
 #define TS_AGENT_WAIT_MIN_S 0.05   /* the shortest, when a time limit or a stop's phase ends */
@@ -56,6 +58,10 @@ typedef struct ts_agent_config {
     char net_addr[16];      /* the node's underlay IPv4 (VXLAN source); "" = none */
     long long image_budget_bytes;    /* the image store's disk budget, 0 = none */
     char plain_http_registries[512]; /* "host:port,..." pulled over http, not https */
+    /* the site's hooks (hooks.c, docs/tessera-agent.md): run as root before a
+     * task starts and after it ended; "" = none */
+    char prolog[512], epilog[512];
+    double hook_timeout_s;  /* a hook still running then is killed and failed */
 } ts_agent_config;
 
 /* The node as the agent reports it: filled by the caller (discovery) and

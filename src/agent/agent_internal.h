@@ -70,7 +70,21 @@ typedef struct local_task {
     double shim_due;            /* ts_launch_now() by which it must be written */
     bool shim_seen;             /* written: the task runs with its limits */
     bool shim_missing;          /* not written in time: the task was stopped */
+    char user[64];              /* its Unix user ("" none), for its epilog */
+    json_t *prolog_wait;        /* the desired task, kept while the node's prolog runs */
+    bool prolog_done;           /* the prolog succeeded: the start goes on */
+    bool epilog_done;           /* its epilog was started (once per task) */
 } local_task;
+
+/* A prolog or epilog running (hooks.c). */
+typedef struct agent_hook {
+    pid_t pid;                  /* its process group too */
+    bool prolog;
+    bool killed;                /* past its deadline: killed, failed; reaped when it exits */
+    int64_t job;
+    int rank;
+    double deadline;            /* ts_launch_now() */
+} agent_hook;
 
 struct ts_agent {
     ts_agent_config cfg;
@@ -101,6 +115,10 @@ struct ts_agent {
     bool images_ok;
     char images_error[TS_ERR_MSG_MAX];
     char bundles[600];     /* <state_dir>/bundles: container tasks' OCI bundles */
+    agent_hook hooks[TS_AGENT_MAX_HOOKS];
+    int nhooks;
+    char drain_why[256];   /* a hook failed: sent as the sync's "drain" until one is
+                            * answered; "" none */
 };
 
 /* agent_net.c: tenant networks (docs/network.md) */
@@ -148,6 +166,22 @@ void ts_agent_shim_check(ts_agent *a, local_task *lt, double now);
 void ts_agent_shim_mark_remove(const local_task *lt);
 /* Adds an ended task's last output to its report o. */
 void ts_agent_add_output(const local_task *lt, json_t *o);
+
+/* hooks.c: the site's prolog and epilog */
+/* When a prolog is configured and has not run for lt: starts it, keeping t
+ * (the start goes on once it succeeded), or fails lt's launch; true. False:
+ * no prolog, start lt now. */
+bool ts_agent_prolog_begin(ts_agent *a, local_task *lt, json_t *t);
+/* Starts the epilog of a task that ended (once per task; none configured:
+ * nothing). */
+void ts_agent_epilog_begin(ts_agent *a, local_task *lt);
+/* Starts one hook; false (said in the log) when it could not start. */
+bool ts_agent_hook_start(ts_agent *a, bool prolog, int64_t job, int rank, const char *user,
+                         long long uid, const int *gpus, int ngpu, int exit_code);
+/* Reaps ended hooks, kills those past their deadline, and acts on each end. */
+void ts_agent_hooks_poll(ts_agent *a, double now);
+/* Asks the controller to drain this node (the first reason stands). */
+void ts_agent_hook_drain(ts_agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* agent_image.c */
 /* True when t names an image: lt then waits for it (its pull begun), or

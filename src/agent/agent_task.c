@@ -491,6 +491,12 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
         return;
     local_task *lt = &a->tasks[a->ntasks++];
     memset(lt, 0, sizeof *lt);
+    lt->job = json_integer_value(json_object_get(t, "job"));
+    lt->rank = (int)json_integer_value(json_object_get(t, "rank"));
+    lt->run = json_number_value(json_object_get(t, "run"));
+    lt->mig_profile = -1;
+    if (ts_agent_prolog_begin(a, lt, t))
+        return; /* started by ts_agent_hooks_poll once the prolog succeeded */
     ts_agent_start_task_in(a, lt, t);
 }
 
@@ -535,6 +541,7 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
         envj = json_array();
     }
     const char *uname = json_string_value(json_object_get(t, "user"));
+    snprintf(lt->user, sizeof lt->user, "%s", uname ? uname : "");
     struct passwd *pw = uname ? getpwnam(uname) : NULL; /* the step file's owner */
     step_file_make(a, lt, id, pw && a->caps.root ? pw : NULL);
     char kv[760];

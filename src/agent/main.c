@@ -90,6 +90,10 @@ static void usage(FILE *f)
                "default: none)\n"
                "                     [--plain-http-registries HOST:PORT,...]  (pulled over "
                "http, e.g. a registry on loopback)\n"
+               "                     [--prolog PATH] [--epilog PATH]  (run as root before a "
+               "task starts / after it\n"
+               "                      ended; a failure drains the node) [--hook-timeout "
+               "SECONDS]  (default 60)\n"
                "       tessera-agent image-pull --store DIR [--budget BYTES] [--plain-http] "
                "[--auth-file FILE] REFERENCE\n");
 }
@@ -138,7 +142,7 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "image-pull") == 0)
         return ts_image_cli(argc - 1, argv + 1);
-    ts_agent_config cfg = {.lost_s = TS_AGENT_LOST_S};
+    ts_agent_config cfg = {.lost_s = TS_AGENT_LOST_S, .hook_timeout_s = TS_AGENT_HOOK_TIMEOUT_S};
     static ts_agent_node node;
     const char *token_file = NULL, *nvml_path = NULL, *metrics_listen = NULL;
     const char *nic_map = NULL, *sysfs_root = "/sys", *cdi_dir = NULL, *dev_root = NULL;
@@ -228,6 +232,27 @@ int main(int argc, char **argv)
                 return 2;
             }
             snprintf(cfg.net_addr, sizeof cfg.net_addr, "%s", v);
+        } else if (strcmp(argv[i], "--prolog") == 0 || strcmp(argv[i], "--epilog") == 0) {
+            /* absolute and executable now: a typo must not wait for the first job */
+            bool pro = strcmp(argv[i], "--prolog") == 0;
+            char *abs = v ? realpath(v, NULL) : NULL;
+            if (!abs || access(abs, X_OK) != 0 || strlen(abs) >= sizeof cfg.prolog) {
+                fprintf(stderr, "tessera-agent: %s: %s: not an executable file\n", argv[i],
+                        v ? v : "(missing)");
+                free(abs);
+                return 2;
+            }
+            snprintf(pro ? cfg.prolog : cfg.epilog, sizeof cfg.prolog, "%s", abs);
+            free(abs);
+        } else if (strcmp(argv[i], "--hook-timeout") == 0) {
+            char *end;
+            cfg.hook_timeout_s = v ? strtod(v, &end) : 0;
+            if (!v || end == v || *end || !(cfg.hook_timeout_s > 0) ||
+                cfg.hook_timeout_s > 3600) {
+                fprintf(stderr, "tessera-agent: --hook-timeout: \"%s\" is not a number of "
+                                "seconds in (0, 3600]\n", v ? v : "");
+                return 2;
+            }
         } else if (strcmp(argv[i], "--mps-control") == 0) {
             snprintf(node.mps_binary, sizeof node.mps_binary, "%s", v);
         } else {

@@ -40,7 +40,7 @@
 enum opt_id {
     O_NAME, O_NODES, O_NTASKS, O_NTPN, O_CPT, O_CPG, O_GPUS, O_GPN, O_GPT, O_GRES, O_MEM,
     O_MEM_CPU, O_MEM_GPU, O_TIME, O_ARRAY, O_QOS, O_ACCOUNT, O_PARTITION, O_DEPENDENCY,
-    O_CONSTRAINT, O_NODELIST, O_EXCLUDE, O_RESERVATION,
+    O_CONSTRAINT, O_NODELIST, O_EXCLUDE, O_RESERVATION, O_HOLD, O_MAIL_TYPE, O_MAIL_USER, O_NICE,
     O_SIGNAL, O_OUTPUT, O_ERROR, O_EXPORT, O_CHDIR, O_IMAGE, O_WARN, O_REFUSE
 };
 enum { ARG_NONE, ARG_REQUIRED, ARG_OPTIONAL };
@@ -77,6 +77,10 @@ static const struct sopt OPTS[] = {
     {"nodelist", 'w', O_NODELIST, ARG_REQUIRED, NULL},
     {"exclude", 'x', O_EXCLUDE, ARG_REQUIRED, NULL},
     {"reservation", 0, O_RESERVATION, ARG_REQUIRED, NULL},
+    {"hold", 'H', O_HOLD, ARG_NONE, NULL},
+    {"mail-type", 0, O_MAIL_TYPE, ARG_REQUIRED, NULL},
+    {"mail-user", 0, O_MAIL_USER, ARG_REQUIRED, NULL},
+    {"nice", 0, O_NICE, ARG_OPTIONAL, NULL},
     {"signal", 0, O_SIGNAL, ARG_REQUIRED, NULL},
     {"output", 'o', O_OUTPUT, ARG_REQUIRED, NULL},
     {"error", 'e', O_ERROR, ARG_REQUIRED, NULL},
@@ -84,8 +88,6 @@ static const struct sopt OPTS[] = {
     {"chdir", 'D', O_CHDIR, ARG_REQUIRED, NULL},
     {"container-image", 0, O_IMAGE, ARG_REQUIRED, NULL}, /* pyxis's spelling */
     /* safe to ignore: where and how the job runs stays the same */
-    {"mail-type", 0, O_WARN, ARG_REQUIRED, "Tessera sends no mail"},
-    {"mail-user", 0, O_WARN, ARG_REQUIRED, "Tessera sends no mail"},
     {"comment", 0, O_WARN, ARG_REQUIRED, "Tessera keeps no comment"},
     {"requeue", 0, O_WARN, ARG_NONE, "Tessera always requeues a preempted job"},
     {"no-requeue", 0, O_WARN, ARG_NONE, "Tessera always requeues a preempted job"},
@@ -95,7 +97,6 @@ static const struct sopt OPTS[] = {
     {"verbose", 'v', O_WARN, ARG_NONE, "no effect"},
     {"exclusive", 0, O_WARN, ARG_OPTIONAL, "a task gets only its own GPUs, CPUs and memory"},
     {"oversubscribe", 's', O_WARN, ARG_NONE, "a task gets only its own GPUs, CPUs and memory"},
-    {"nice", 0, O_WARN, ARG_OPTIONAL, "the tenant's priority classes order its jobs"},
     {"hint", 0, O_WARN, ARG_REQUIRED, "no CPU binding hints"},
     {"distribution", 'm', O_WARN, ARG_REQUIRED, "the scheduler places tasks"},
     {"gpu-bind", 0, O_WARN, ARG_REQUIRED, "a task sees exactly its own GPUs"},
@@ -117,7 +118,6 @@ static const struct sopt OPTS[] = {
     {"licenses", 'L', O_REFUSE, ARG_REQUIRED, "licenses are not supported"},
     {"begin", 'b', O_REFUSE, ARG_REQUIRED, "deferred starts are not supported"},
     {"deadline", 0, O_REFUSE, ARG_REQUIRED, "deadlines are not supported"},
-    {"hold", 'H', O_REFUSE, ARG_NONE, "submit, then 'tessera hold ID'"},
     {"wait", 'W', O_REFUSE, ARG_NONE, "not supported"},
     {"clusters", 'M', O_REFUSE, ARG_REQUIRED, "one controller is one cluster"},
     {"wrap", 0, O_REFUSE, ARG_REQUIRED, "submit a script (or a job spec)"},
@@ -188,6 +188,7 @@ void sbatch_req_free(struct sbatch_req *r)
     free(r->nodelist);
     free(r->exclude);
     free(r->reservation);
+    free(r->mail_user);
     memset(r, 0, sizeof *r);
 }
 
@@ -218,6 +219,46 @@ static bool group_take(int *kind, int *src, int new_kind, int new_src, const cha
 
 #define GPU_GROUP "--gpus, --gpus-per-node, --gpus-per-task and --gres"
 #define MEM_GROUP "--mem, --mem-per-cpu and --mem-per-gpu"
+
+/* --mail-type=TYPE[,TYPE...]: BEGIN, END, FAIL and ALL map to notify.on;
+ * NONE clears; Slurm's other types are said and left out (tessera mails
+ * starts, ends and failures only). */
+static int mail_type(struct sbatch_req *r, const char *v, const char *where, ts_sbatch *sb,
+                     ts_spec_errors *errs)
+{
+    static const char *const OTHER[] = {"REQUEUE", "INVALID_DEPEND", "STAGE_OUT", "TIME_LIMIT",
+                                        "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50",
+                                        "ARRAY_TASKS"};
+    r->mail_type_given = true;
+    for (const char *p = v; *p;) {
+        size_t l = strcspn(p, ",");
+        char w[32];
+        snprintf(w, sizeof w, "%.*s", (int)(l < sizeof w - 1 ? l : sizeof w - 1), p);
+        bool other = false;
+        for (size_t i = 0; i < sizeof OTHER / sizeof *OTHER; i++)
+            other = other || strcmp(w, OTHER[i]) == 0;
+        if (strcmp(w, "NONE") == 0)
+            r->mail_on = 0;
+        else if (strcmp(w, "BEGIN") == 0)
+            r->mail_on |= TS_NOTIFY_START;
+        else if (strcmp(w, "END") == 0)
+            r->mail_on |= TS_NOTIFY_END;
+        else if (strcmp(w, "FAIL") == 0)
+            r->mail_on |= TS_NOTIFY_FAIL;
+        else if (strcmp(w, "ALL") == 0)
+            r->mail_on |= TS_NOTIFY_START | TS_NOTIFY_END | TS_NOTIFY_FAIL;
+        else if (other)
+            sbatch_warn(sb, "%s--mail-type: %s ignored (tessera mails BEGIN, END and FAIL)",
+                        where, w);
+        else {
+            sbatch_error(errs, "%s--mail-type: \"%s\" is not NONE, BEGIN, END, FAIL, ALL or "
+                         "another Slurm mail type", where, w);
+            return 0;
+        }
+        p += l + (p[l] == ',');
+    }
+    return 0;
+}
 
 static int apply(struct sbatch_req *r, const struct sopt *o, const char *v, int src,
                  const char *where, ts_sbatch *sb, ts_spec_errors *errs)
@@ -393,6 +434,25 @@ static int apply(struct sbatch_req *r, const struct sopt *o, const char *v, int 
         ts_dep_format(&d, text, sizeof text);
         return set_str(&r->dependency, text) ? 0 : TS_ENOMEM;
     }
+    case O_HOLD:
+        r->hold = true;
+        return 0;
+    case O_MAIL_TYPE:
+        return mail_type(r, v, where, sb, errs);
+    case O_MAIL_USER:
+        return set_str(&r->mail_user, v) ? 0 : TS_ENOMEM;
+    case O_NICE: /* Slurm's default adjustment is 100 */
+        if (!v) {
+            r->nice = SBATCH_NICE_DEFAULT;
+            r->nice_given = true;
+        } else if (sbatch_parse_long(v + (v[0] == '-'), 0, TS_SPEC_NICE_MAX, &l)) {
+            r->nice = v[0] == '-' ? -(int)l : (int)l;
+            r->nice_given = true;
+        } else {
+            sbatch_error(errs, "%s--nice: an integer %d..%d, got \"%s\"", where,
+                         TS_SPEC_NICE_MIN, TS_SPEC_NICE_MAX, v);
+        }
+        return 0;
     case O_RESERVATION:
         if (strlen(v) >= TS_SPEC_NAME_MAX) {
             sbatch_error(errs, "%s--%s: longer than %d characters", where, n,

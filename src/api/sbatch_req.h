@@ -43,7 +43,14 @@ struct sbatch_req {
     char *dependency;           /* canonical (tessera/depend.h), NULL = not given */
     char *constraint, *nodelist, *exclude; /* as given (syntax checked), NULL = not given */
     char *reservation;          /* its name, NULL = not given */
+    bool hold;                  /* --hold: submitted held */
+    unsigned mail_on;           /* --mail-type as TS_NOTIFY_* bits */
+    bool mail_type_given;
+    char *mail_user;            /* --mail-user, NULL = not given */
+    int nice;                   /* --nice, when nice_given */
+    bool nice_given;
 };
+#define SBATCH_NICE_DEFAULT 100 /* --nice without a value, as Slurm */
 
 void sbatch_req_free(struct sbatch_req *r);
 

@@ -727,6 +727,28 @@ int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
         json_object_set_new(spec, "exclude", json_string(r->exclude));
     if (r->reservation)
         json_object_set_new(spec, "reservation", json_string(r->reservation));
+    if (r->hold) /* submitted held: it waits for 'tessera release' */
+        json_object_set_new(spec, "hold", json_true());
+    if (r->nice_given && r->nice != 0)
+        json_object_set_new(spec, "nice", json_integer(r->nice));
+    if (r->mail_user && r->mail_on) { /* --mail-user, --mail-type: notify's mail */
+        json_t *on = json_array(), *to = json_array();
+        static const char *const NAMES[] = {"start", "end", "fail"};
+        for (int b = 0; b < 3; b++)
+            if (r->mail_on & (1u << b))
+                json_array_append_new(on, json_string(NAMES[b]));
+        for (const char *p = r->mail_user; *p;) {
+            size_t l = strcspn(p, ",");
+            json_array_append_new(to, json_stringn(p, l));
+            p += l + (p[l] == ',');
+        }
+        json_object_set_new(spec, "notify", json_pack("{s:o,s:o}", "mail", to, "on", on));
+    } else if (r->mail_user && !r->mail_type_given) {
+        sbatch_warn(sb, "--mail-user: no mail is sent without --mail-type (as Slurm)");
+    } else if (r->mail_on && !r->mail_user) {
+        sbatch_warn(sb, "--mail-type: no mail is sent without --mail-user (tessera knows no "
+                    "address for the submitting user)");
+    }
     if (in->nsecrets > 0) {
         json_t *sec = json_array();
         for (int i = 0; sec && i < in->nsecrets; i++)

@@ -566,28 +566,93 @@ static void walk_node_select(spec_parser *P, const yaml_node_t *n, const char *f
     *out = spec_dup(P, s);
 }
 
-/* notify: {url: http(s)://..., on: [start, end, fail]}; on defaults to
- * [end]. Slurm's --mail-type names are taken too: BEGIN, END, FAIL, ALL. */
-static void walk_notify(spec_parser *P, const yaml_node_t *n)
+/* Whether s is one mail address as tessera sends to it: local@domain,
+ * printable ASCII without blanks, quotes, angle brackets or commas (an SMTP
+ * command must not be able to carry anything else). */
+static bool mail_address_ok(const char *s)
 {
-    static const char *const KEYS[] = {"url", "on"};
-    yaml_node_t *v[2];
-    unsigned given;
-    if (!spec_map_fields(P, n, "notify", KEYS, 2, v, &given))
-        return;
-    if (!v[0]) {
-        spec_fail(P, "notify.url", "required");
-        return;
-    }
-    const char *url = spec_text(P, v[0], "notify.url");
-    if (!url)
-        return;
+    size_t len = strlen(s);
+    const char *at = strchr(s, '@');
+    if (len < 3 || len > TS_NOTIFY_MAIL_ADDR_MAX || !at || at == s || !at[1] || strchr(at + 1, '@'))
+        return false;
+    for (const char *p = s; *p; p++)
+        if (*p <= ' ' || *p >= 0x7f || strchr("<>\",;:()[]\\", *p))
+            return false;
+    return true;
+}
+
+/* A webhook's URL: http(s), printable, at most TS_NOTIFY_URL_MAX. */
+static bool url_ok(const char *url)
+{
     size_t len = strlen(url);
     bool http = strncmp(url, "http://", 7) == 0 || strncmp(url, "https://", 8) == 0;
     bool clean = true;
     for (size_t i = 0; i < len; i++)
         clean &= url[i] > ' ' && url[i] < 0x7f;
-    if (!http || !clean || len > TS_NOTIFY_URL_MAX || len <= 8) {
+    return http && clean && len <= TS_NOTIFY_URL_MAX && len > 8;
+}
+
+/* notify.mail: one address or a list of them, kept comma-joined. */
+static void walk_mail(spec_parser *P, const yaml_node_t *n)
+{
+    char joined[TS_NOTIFY_MAIL_MAX * (TS_NOTIFY_MAIL_ADDR_MAX + 1)] = "";
+    int count = 0;
+    bool list = n->type == YAML_SEQUENCE_NODE;
+    yaml_node_item_t *it = list ? n->data.sequence.items.start : NULL;
+    for (;;) {
+        const yaml_node_t *e = n;
+        if (list) {
+            if (it >= n->data.sequence.items.top)
+                break;
+            bool reused;
+            e = spec_child(P, *it++, "notify.mail", &reused);
+            if (!e)
+                return;
+        }
+        const char *s = spec_text(P, e, "notify.mail");
+        if (!s)
+            return;
+        if (!mail_address_ok(s)) {
+            spec_fail_got(P, e, "notify.mail", "a mail address user@domain (printable, no "
+                          "blanks, quotes or brackets, at most 254 characters)");
+            return;
+        }
+        if (++count > TS_NOTIFY_MAIL_MAX) {
+            spec_fail(P, "notify.mail", "at most %d addresses", TS_NOTIFY_MAIL_MAX);
+            return;
+        }
+        snprintf(joined + strlen(joined), sizeof joined - strlen(joined), "%s%s",
+                 count > 1 ? "," : "", s);
+        if (!list)
+            break;
+    }
+    if (count == 0) {
+        spec_fail(P, "notify.mail", "must name at least one address");
+        return;
+    }
+    P->spec->notify_mail = spec_dup(P, joined);
+}
+
+/* notify: {url: http(s)://..., mail: [addresses], on: [start, end, fail]};
+ * url or mail or both; on defaults to [end]. Slurm's --mail-type names are
+ * taken too: BEGIN, END, FAIL, ALL. */
+static void walk_notify(spec_parser *P, const yaml_node_t *n)
+{
+    static const char *const KEYS[] = {"url", "on", "mail"};
+    yaml_node_t *v[3];
+    unsigned given;
+    if (!spec_map_fields(P, n, "notify", KEYS, 3, v, &given))
+        return;
+    if (!v[0] && !v[2]) {
+        spec_fail(P, "notify.url", "required (or notify.mail)");
+        return;
+    }
+    if (v[2])
+        walk_mail(P, v[2]);
+    const char *url = v[0] ? spec_text(P, v[0], "notify.url") : NULL;
+    if (v[0] && !url)
+        return;
+    if (url && !url_ok(url)) {
         spec_fail_got(P, v[0], "notify.url", "an http:// or https:// URL of at most 1024 "
                       "printable characters");
         return;
@@ -625,7 +690,7 @@ static void walk_notify(spec_parser *P, const yaml_node_t *n)
             return;
         }
     }
-    P->spec->notify_url = spec_dup(P, url);
+    P->spec->notify_url = url ? spec_dup(P, url) : NULL;
     P->spec->notify_on = on;
 }
 
@@ -635,13 +700,13 @@ enum {
     K_TENANT, K_NAME, K_TIER, K_PRIORITY, K_TASKS, K_TOPOLOGY, K_TIME_LIMIT, K_DURATION,
     K_CHECKPOINT, K_IDLE, K_COMMAND, K_ENV, K_WORKDIR, K_ARRAY, K_DEPENDENCY, K_THROTTLE,
     K_SECRETS, K_NETWORK, K_IMAGE, K_PULL_SECRET, K_MOUNTS, K_CONSTRAINT, K_NODELIST,
-    K_EXCLUDE, K_RESERVATION, K_NOTIFY, K_N
+    K_EXCLUDE, K_RESERVATION, K_NOTIFY, K_HOLD, K_NICE, K_N
 };
 static const char *const TOP_KEYS[K_N] = {
     "tenant",   "name",       "tier", "priority_class", "tasks", "topology", "time_limit",
     "duration", "checkpoint", "idle", "command",        "env",   "workdir",  "array_size",
     "dependency", "array_throttle", "secrets", "network", "image", "image_pull_secret",
-    "mounts", "constraint", "nodelist", "exclude", "reservation", "notify"};
+    "mounts", "constraint", "nodelist", "exclude", "reservation", "notify", "hold", "nice"};
 
 static void walk_top(spec_parser *P, const yaml_node_t *root)
 {
@@ -727,6 +792,10 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
         spec_name(P, v[K_RESERVATION], "reservation", false, spec->reservation);
     if (v[K_NOTIFY])
         walk_notify(P, v[K_NOTIFY]);
+    if (v[K_HOLD])
+        spec_bool(P, v[K_HOLD], "hold", &spec->hold);
+    if (v[K_NICE] && spec_int(P, v[K_NICE], "nice", TS_SPEC_NICE_MIN, TS_SPEC_NICE_MAX, &x))
+        spec->nice = (int)x;
     if (v[K_THROTTLE] &&
         spec_int(P, v[K_THROTTLE], "array_throttle", 1, TS_SPEC_MAX_ARRAY, &x))
         spec->array_throttle = (int)x;
@@ -879,5 +948,6 @@ void ts_spec_free(ts_job_spec *spec)
     free(spec->exclude);
     free(spec->secrets);
     free(spec->notify_url);
+    free(spec->notify_mail);
     free(spec);
 }

@@ -165,13 +165,30 @@ static json_t *spec_json(const ts_job_spec *s, bool *ok)
                    ok);
         put(root, "secrets", sec, ok);
     }
-    if (s->notify_url) { /* left out when none, as secrets */
+    if (s->hold) /* left out when false, as secrets */
+        put(root, "hold", json_true(), ok);
+    if (s->nice) /* left out when 0 */
+        put(root, "nice", json_integer(s->nice), ok);
+    if (s->notify_url || s->notify_mail) { /* left out when none, as secrets */
         json_t *on = json_array();
         static const char *const NAMES[] = {"start", "end", "fail"};
         for (int b = 0; on && b < 3; b++)
             if (s->notify_on & (1u << b))
                 append(on, json_string(NAMES[b]), ok);
-        put(root, "notify", json_pack("{s:s,s:o}", "url", s->notify_url, "on", on), ok);
+        json_t *nt = json_object();
+        if (s->notify_url) /* url first: a webhook-only spec stays byte for byte */
+            put(nt, "url", json_string(s->notify_url), ok);
+        put(nt, "on", on, ok);
+        if (s->notify_mail) {
+            json_t *to = json_array();
+            for (const char *p = s->notify_mail; to && *p;) {
+                size_t l = strcspn(p, ",");
+                append(to, json_stringn(p, l), ok);
+                p += l + (p[l] == ',');
+            }
+            put(nt, "mail", to, ok);
+        }
+        put(root, "notify", nt, ok);
     }
     return root;
 }

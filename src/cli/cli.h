@@ -303,6 +303,7 @@ bool cli_submit_is_script(int argc, char **argv);
 int cli_cmd_jobs(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_show(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_job_action(struct cli_ctx *, const struct cli_cmd *, int, char **);
+int cli_cmd_update(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_cancel(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_explain(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_events(struct cli_ctx *, const struct cli_cmd *, int, char **);

@@ -411,25 +411,50 @@ int cli_cmd_show(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
     return cli_table_finish(&t, "job");
 }
 
+#define ACTION_IDS_MAX 64 /* ids of one hold or release (requeue takes one) */
+
+static int cancel_target(const struct cli_cmd *cmd, const char *s, long *id, long *elem);
+static int array_or_job_action(struct cli_ctx *ctx, const struct cli_cmd *cmd, long id,
+                               long elem);
+
 int cli_cmd_job_action(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    const char *arg;
-    long id;
-    int rc = cli_parse(ctx, cmd, argc, argv, NULL, &arg, 1, 1);
-    if (rc != CLI_CONTINUE || (rc = cli_job_id(cmd, arg, &id)) != CLI_CONTINUE)
+    const char *args[ACTION_IDS_MAX] = {0};
+    bool many = strcmp(cmd->name, "requeue") != 0;
+    int rc = cli_parse(ctx, cmd, argc, argv, NULL, args, 1, many ? ACTION_IDS_MAX : 1);
+    if (rc != CLI_CONTINUE)
         return rc;
+    long ids[ACTION_IDS_MAX], elems[ACTION_IDS_MAX];
+    int n = 0;
+    for (; n < ACTION_IDS_MAX && args[n]; n++) { /* every id checked before any is sent */
+        elems[n] = -1;
+        rc = many ? cancel_target(cmd, args[n], &ids[n], &elems[n])
+                  : cli_job_id(cmd, args[n], &ids[n]);
+        if (rc != CLI_CONTINUE)
+            return rc;
+    }
     char suffix[32];
     snprintf(suffix, sizeof suffix, "/%s", cmd->name);
-    json_t *root, *job;
-    rc = job_request(ctx, "POST", id, suffix, "job", &root, &job);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    if (!cli_emit(ctx, root)) {
-        char state[CLI_CELL_MAX];
-        printf("job %ld: %s\n", id, cli_str(job, "state", state, sizeof state));
+    int worst = CLI_EXIT_OK;
+    for (int i = 0; i < n; i++) {
+        if (many) { /* hold, release: an array's id is the whole array, as in Slurm */
+            if ((rc = array_or_job_action(ctx, cmd, ids[i], elems[i])) != CLI_EXIT_OK)
+                worst = rc;
+            continue;
+        }
+        json_t *root, *job;
+        rc = job_request(ctx, "POST", ids[i], suffix, "job", &root, &job);
+        if (rc != CLI_EXIT_OK) {
+            worst = rc;
+            continue;
+        }
+        if (!cli_emit(ctx, root)) {
+            char state[CLI_CELL_MAX];
+            printf("job %ld: %s\n", ids[i], cli_str(job, "state", state, sizeof state));
+        }
+        json_decref(root);
     }
-    json_decref(root);
-    return CLI_EXIT_OK;
+    return worst;
 }
 
 #define CANCEL_FORMS "a positive integer, ID_INDEX or ID[INDEX]"
@@ -489,6 +514,55 @@ static bool array_head(const json_t *job, long *span)
     size_t n = name ? strlen(name) : 0;
     *span = json_is_integer(size) ? (long)json_integer_value(size) : 1;
     return *span > 1 && n >= 3 && strcmp(name + n - 3, "[0]") == 0;
+}
+
+/* hold or release (cmd->name) of one job; an array's id (its first
+ * element's) acts on every element, as Slurm's scontrol hold; ID_INDEX or
+ * ID[INDEX] on one element. */
+static int array_or_job_action(struct cli_ctx *ctx, const struct cli_cmd *cmd, long id,
+                               long elem)
+{
+    json_t *root, *job;
+    long span;
+    int rc = job_request(ctx, "GET", id, "", "job", &root, &job);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    bool head = array_head(job, &span);
+    long k = head && elem >= 0 ? element_of(job, elem, span) : -1;
+    json_decref(root);
+    if (elem >= 0 && (k < 0 || k >= span)) {
+        fprintf(stderr, "tessera: array %ld has no index %ld\n", id, elem);
+        return CLI_EXIT_NOT_FOUND;
+    }
+    char path[64];
+    if (head && elem < 0) {
+        snprintf(path, sizeof path, "/v1/arrays/%ld/%s", id, cmd->name);
+        struct cli_req req = {.method = "POST", .path = path};
+        struct cli_resp resp;
+        if ((rc = cli_http(ctx, &req, &resp)) != CLI_EXIT_OK)
+            return rc;
+        bool hold = strcmp(cmd->name, "hold") == 0;
+        if (!cli_emit(ctx, resp.json))
+            printf("array %ld: %lld of its %ld elements %s\n", id,
+                   (long long)json_integer_value(
+                       json_object_get(resp.json, hold ? "held" : "released")),
+                   span, hold ? "held (the others were not pending)"
+                              : "released (the others were not held)");
+        cli_resp_free(&resp);
+        return CLI_EXIT_OK;
+    }
+    if (elem >= 0)
+        id += k;
+    snprintf(path, sizeof path, "/%s", cmd->name);
+    rc = job_request(ctx, "POST", id, path, "job", &root, &job);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (!cli_emit(ctx, root)) {
+        char state[CLI_CELL_MAX];
+        printf("job %ld: %s\n", id, cli_str(job, "state", state, sizeof state));
+    }
+    json_decref(root);
+    return CLI_EXIT_OK;
 }
 
 /* Cancels a job; an array's id (its first element's) cancels every element

@@ -60,9 +60,31 @@ static const struct cli_cmd COMMANDS[] = {
      "  --array ID         elements of the array ID\n"
      "  --tenant T         of tenant T (admin)",
      cli_cmd_cancel},
-    {"hold", "hold ID", "Holds a pending job: the scheduler skips it until released.",
+    {"hold", "hold ID... (ID, ARRAY_ID, ARRAY_ID_INDEX or ARRAY_ID[INDEX])",
+     "Holds pending jobs: the scheduler skips each (reason 'held') until released. An\n"
+     "array's id holds every pending element, as Slurm's scontrol hold; ID_INDEX one.\n"
+     "Every ID is tried; the exit code is the last failure's.",
      cli_cmd_job_action},
-    {"release", "release ID", "Releases a held job.", cli_cmd_job_action},
+    {"release", "release ID... (as hold)", "Releases held jobs (an array's id: every element).",
+     cli_cmd_job_action},
+    {"update", "update ID [--time-limit D] [--tasks N] [--gpus N] [--priority CLASS]\n"
+     "       [--nice N] [--dependency DEP] [--hold | --release]\n"
+     "       tessera update [job] JobId=ID [TimeLimit=T] [NumTasks=N] [Gres=gpu:N]\n"
+     "       [Priority=CLASS] [Nice=N] [Dependency=DEP]",
+     "Changes a job (as Slurm's scontrol update job): a pending or held job's time limit,\n"
+     "size, priority class or dependency, checked as a submission is; a running job may\n"
+     "only lower its time limit. A user may lower its job's class; raising it is for its\n"
+     "tenant's admins.\n\n"
+     "  -t, --time-limit D   a duration as in the spec (90m, 2h, 3600)\n"
+     "  -n, --tasks N        tasks of its one task group\n"
+     "  --gpus N             GPUs per task of its one task group\n"
+     "  --priority CLASS     a priority class of the configuration\n"
+     "  --nice N             taken from its class's priority (-10000..10000; below 0\n"
+     "                       for the tenant's admins), as Slurm's nice\n"
+     "  -d, --dependency DEP afterok:ID... as sbatch --dependency; '' or none: no longer\n"
+     "  --hold, --release    hold it, or release it\n"
+     "  Slurm's TimeLimit takes its time forms (minutes, HH:MM:SS, D-HH:MM)",
+     cli_cmd_update},
     {"requeue", "requeue ID", "Stops a job and puts it back in the queue.", cli_cmd_job_action},
     {"explain", "explain ID",
      "Says why a job waits: its reason, the scheduler's explanation and the time its\n"

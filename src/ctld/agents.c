@@ -586,6 +586,28 @@ static int apply_health(ctld *c, int n, json_t *h, double now, ts_err *err)
     return 0;
 }
 
+/* The agent asks for its node to be drained: its prolog or epilog failed
+ * (docs/tessera-agent.md "Prolog and epilog"). Drained as an admin drains,
+ * with the agent's reason, until an admin resumes it: before the report's
+ * tasks are applied, so that nothing the report ends is placed there again.
+ * Under mu. */
+static int apply_drain(ctld *c, int n, const char *why, ts_err *err)
+{
+    if (c->admin_drained[n])
+        return 0; /* already: the first reason stands */
+    char *d = c->agents[n].drain_why;
+    snprintf(d, sizeof c->agents[n].drain_why, "%s", why);
+    for (; *d; d++) /* the agent's text, shown by the API: printable ASCII */
+        if ((unsigned char)*d < 0x20 || (unsigned char)*d >= 0x7f)
+            *d = '?';
+    fprintf(stderr, "tesserad: node %s drained at its agent's request: %s\n",
+            c->cluster->nodes[n].name, c->agents[n].drain_why);
+    int rc = ctld_node_drain_cycle(c, n, true, err);
+    if (rc != 0)
+        c->agents[n].drain_why[0] = '\0';
+    return rc;
+}
+
 /* ---- the endpoints --------------------------------------------------------------- */
 
 static int node_of(ctld *c, const ctld_request *rq, json_t *in, ctld_reply *r)
@@ -647,6 +669,7 @@ static uint64_t report_digest(json_t *in)
     h = fnv(h, json_string_value(json_object_get(health, "verdict")));
     json_array_foreach(json_object_get(health, "reasons"), i, why)
         h = fnv(h, json_string_value(why));
+    h = fnv(h, json_string_value(json_object_get(in, "drain")));
     return fnv(h, json_string_value(json_object_get(in, "mig_error")));
 }
 
@@ -751,6 +774,8 @@ static int apply_sync(ctld *c, int n, bool reg, json_t *in, uint64_t digest, dou
     bool whole = !reg;
     if (json_is_object(json_object_get(in, "health")))
         wrc = apply_health(c, n, json_object_get(in, "health"), now, &err);
+    if (wrc == 0 && json_is_string(json_object_get(in, "drain")))
+        wrc = apply_drain(c, n, json_string_value(json_object_get(in, "drain")), &err);
     if (wrc == 0 && json_is_array(json_object_get(in, "tasks")))
         wrc = apply_reports(c, n, json_object_get(in, "tasks"), now, &whole, &err);
     if (wrc != 0) {

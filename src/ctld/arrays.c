@@ -1,5 +1,5 @@
 /*
- * arrays.c - POST /v1/arrays/{id}/cancel: a whole array at once.
+ * arrays.c - POST /v1/arrays/{id}/cancel|hold|release: a whole array at once.
  *
  * An array's elements are jobs of their own (ids F..F+n-1, element i named
  * "NAME[i]"); its id is its first element's, F, as Slurm's array job id
@@ -8,7 +8,10 @@
  * one commit. An element being written by another thread at that moment
  * (pinned) is taken in a further round, at most CANCEL_ROUNDS of them,
  * CANCEL_RETRY_MS apart; elements already ended, or in a state a cancel
- * does not apply to, are left as they are.
+ * does not apply to, are left as they are. A hold or release is planned the
+ * same way for every element that is a job (pending ones held, held ones
+ * released); a large array whose last elements are not jobs yet is refused
+ * a hold (409): those would become jobs pending, and start.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,9 +25,10 @@
 #define CANCEL_ROUNDS 100
 #define CANCEL_RETRY_MS 20
 
-/* One round under mu: plans and commits a cancel of every active element
- * not pinned; *busy counts those pinned. */
-static int cancel_round(ctld *c, int64_t array, int span, int *cancelled, int *busy,
+/* One round under mu: plans and commits event (a cancel, hold or release)
+ * of every element not pinned that it applies to; *busy counts those
+ * pinned. */
+static int action_round(ctld *c, int64_t array, int span, int event, int *changed, int *busy,
                         ts_err *err)
 {
     pthread_mutex_lock(&c->mu);
@@ -42,18 +46,33 @@ static int cancel_round(ctld *c, int64_t array, int span, int *cancelled, int *b
             continue;
         }
         ts_err e;
-        int prc = ctld_fsm_plan(c, &t, j, CTLD_JE_CANCEL, NULL, now, &e);
-        if (prc != 0 && prc != TS_ECONFLICT) /* a conflict: a cancel does not apply */
+        int prc = ctld_fsm_plan(c, &t, j, event, NULL, now, &e);
+        if (prc != 0 && prc != TS_ECONFLICT) /* a conflict: the event does not apply */
             rc = ts_err_set(err, prc, "%s", e.msg);
     }
     int n = t.n;
     if (rc == 0 && n > 0)
         rc = ctld_txn_commit_unlocked(c, &t, now, err);
     if (rc == 0)
-        *cancelled += n;
+        *changed += n;
     ctld_txn_fini(&t);
     pthread_mutex_unlock(&c->mu);
     return rc;
+}
+
+/* Rounds of event over the array's elements until none was busy. */
+static int array_action(ctld *c, int64_t array, int span, int event, int *changed, ts_err *err)
+{
+    for (int round = 0; round < CANCEL_ROUNDS; round++) {
+        int busy = 0;
+        int rc = action_round(c, array, span, event, changed, &busy, err);
+        if (rc != 0 || busy == 0)
+            return rc;
+        struct timespec ts = {0, CANCEL_RETRY_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return ts_err_set(err, TS_ETIMEDOUT, "array %lld: some elements stayed busy; %s %d, try "
+                      "again", (long long)array, ctld_job_event_name(event), *changed);
 }
 
 int ctld_array_cancel(ctld *c, int64_t array, int span, int *cancelled, ts_err *err)
@@ -64,16 +83,7 @@ int ctld_array_cancel(ctld *c, int64_t array, int span, int *cancelled, ts_err *
     int rc = ctld_array_cancel_rest(c, array, cancelled, err);
     if (rc != 0)
         return rc;
-    for (int round = 0; round < CANCEL_ROUNDS; round++) {
-        int busy = 0;
-        int rc = cancel_round(c, array, span, cancelled, &busy, err);
-        if (rc != 0 || busy == 0)
-            return rc;
-        struct timespec ts = {0, CANCEL_RETRY_MS * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    return ts_err_set(err, TS_ETIMEDOUT, "array %lld: some elements stayed busy; cancelled %d, "
-                      "try again", (long long)array, *cancelled);
+    return array_action(c, array, span, CTLD_JE_CANCEL, cancelled, err);
 }
 
 void ctld_array_route(ctld *c, const ctld_request *rq, ctld_reply *r)
@@ -81,7 +91,11 @@ void ctld_array_route(ctld *c, const ctld_request *rq, ctld_reply *r)
     const char *p = rq->url + strlen("/v1/arrays/");
     char *end;
     long long id = strtoll(p, &end, 10);
-    if (end == p || id <= 0 || strcmp(end, "/cancel") != 0) {
+    int event = strcmp(end, "/cancel") == 0    ? CTLD_JE_CANCEL
+                : strcmp(end, "/hold") == 0    ? CTLD_JE_HOLD
+                : strcmp(end, "/release") == 0 ? CTLD_JE_RELEASE
+                                               : -1;
+    if (end == p || id <= 0 || event < 0) {
         ctld_reply_error(r, 404, "not_found", "%s %s: no such endpoint", rq->method, rq->url);
         return;
     }
@@ -114,11 +128,29 @@ void ctld_array_route(ctld *c, const ctld_request *rq, ctld_reply *r)
                          "array's first element)", id);
         return;
     }
+    if (event == CTLD_JE_HOLD) {
+        /* its last element not a job yet: a large array's rest would come
+         * pending (array_lazy.c) */
+        ts_job_row last;
+        ctld_lock_reader(c);
+        bool rest = ctld_array_lazy_row(c, id + span - 1, &last) == 0;
+        pthread_mutex_unlock(&c->mu);
+        if (rest) {
+            ts_job_row_fini(&last);
+            ctld_reply_error(r, 409, "conflict", "array %lld: some of its %d elements are not "
+                             "jobs yet (a large array): hold its elements one by one "
+                             "(ID_INDEX), or cancel it", id, span);
+            return;
+        }
+    }
     int n = 0;
-    rc = ctld_array_cancel(c, id, span, &n, &err);
+    rc = event == CTLD_JE_CANCEL ? ctld_array_cancel(c, id, span, &n, &err)
+                                 : array_action(c, id, span, event, &n, &err);
+    static const char *const DONE[] = {[CTLD_JE_CANCEL] = "cancelled", [CTLD_JE_HOLD] = "held",
+                                       [CTLD_JE_RELEASE] = "released"};
     if (rc != 0)
         ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
     else
         ctld_reply_json(r, 200, json_pack("{s:I,s:i,s:i}", "array", (json_int_t)id, "elements",
-                                          span, "cancelled", n));
+                                          span, DONE[event], n));
 }

@@ -604,6 +604,32 @@ static int oidc_parse(cfg_ctx *x, yaml_node_t *m)
     return rc;
 }
 
+/* mail: {relay: HOST:PORT, from: ADDRESS, starttls: false} (docs/tesserad.md
+ * "mail"): the SMTP relay jobs' notify.mail goes through. */
+static int mail_parse(cfg_ctx *x, yaml_node_t *m)
+{
+    static const char *const mk[] = {"relay", "from", "starttls"};
+    yaml_node_t *mv[3];
+    ctld_config *cfg = x->cfg;
+    int rc = ts_yaml_map_fields(&x->D, m, "mail", mk, 3, mv);
+    if (rc == 0 && (!mv[0] || !mv[1]))
+        rc = ts_yaml_fail(&x->D, m, TS_EINVAL, "mail: needs relay (host:port) and from (an "
+                          "address)");
+    if (rc == 0)
+        rc = get_str(x, mv[0], "mail.relay", cfg->mail_relay, sizeof cfg->mail_relay);
+    const char *colon = rc == 0 ? strrchr(cfg->mail_relay, ':') : NULL;
+    if (rc == 0 && (!colon || colon == cfg->mail_relay || atoi(colon + 1) < 1 ||
+                    atoi(colon + 1) > 65535 || strpbrk(cfg->mail_relay, " /@")))
+        rc = ts_yaml_fail_got(&x->D, mv[0], "mail.relay", "host:port (port 1..65535)");
+    if (rc == 0)
+        rc = get_str(x, mv[1], "mail.from", cfg->mail_from, sizeof cfg->mail_from);
+    if (rc == 0 && (!strchr(cfg->mail_from, '@') || strpbrk(cfg->mail_from, " <>\r\n,")))
+        rc = ts_yaml_fail_got(&x->D, mv[1], "mail.from", "an address user@domain");
+    if (rc == 0 && mv[2])
+        rc = get_bool(x, mv[2], "mail.starttls", &cfg->mail_starttls);
+    return rc;
+}
+
 static int walk(void *p)
 {
     cfg_ctx *x = p;
@@ -614,7 +640,7 @@ static int walk(void *p)
                                        "node_lost_after", "idle", "stragglers",
                                        "checkpoint_dir", "nccl_qos", "ha",
                                        "admin_unix_user", "oidc", "secrets_key_file",
-                                       "network"};
+                                       "network", "mail"};
     enum { NK = sizeof keys / sizeof keys[0] };
     yaml_node_t *v[NK];
     yaml_node_t *root = yaml_document_get_root_node(x->D.doc);
@@ -756,6 +782,8 @@ static int walk(void *p)
                       sizeof cfg->secrets_key_file);
     if (rc == 0 && v[20])
         rc = network_parse(x, v[20]);
+    if (rc == 0 && v[21])
+        rc = mail_parse(x, v[21]);
     return rc;
 }
 

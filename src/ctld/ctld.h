@@ -118,6 +118,10 @@ typedef struct ctld_oidc_config {
 #define CTLD_NET_SERVICES_MAX 32
 
 typedef struct ctld_config {
+    /* mail (docs/tesserad.md): the SMTP relay of notify.mail, "" = none;
+     * STARTTLS required when mail_starttls */
+    char mail_relay[256], mail_from[256];
+    bool mail_starttls;
     char listen_addr[64];       /* "127.0.0.1" */
     int listen_port;            /* 8460 */
     char state_dir[CTLD_PATH_MAX];
@@ -443,6 +447,10 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
  * under mu. TS_ENOENT (not active: maybe finished), TS_ECONFLICT (state does
  * not allow it: 409), else the store's error (503: nothing changed). */
 TS_MUST_CHECK int ctld_job_action(ctld *c, int64_t id, const char *action, ts_err *err);
+/* Under mu: builds j->tasks, j->node_mask and j->sj from j->spec and j->row
+ * as a submission does (err names the field); the caller frees tasks and
+ * node_mask of a probe it does not keep. */
+TS_MUST_CHECK int ctld_job_build(ctld *c, cjob *j, ts_err *err);
 /* Drain/resume a node by name; not under mu. */
 TS_MUST_CHECK int ctld_node_drain(ctld *c, const char *node, bool drain, ts_err *err);
 /* The same for node index n, under mu, in the scheduling thread while its
@@ -664,6 +672,13 @@ TS_MUST_CHECK int ctld_jobs_adopt(ctld *c, ts_job_row *rows, int n, ctld_spec_sh
  * cancels every active element of the array whose first element is job
  * `array` (span elements); *cancelled counts them. */
 void ctld_array_route(ctld *c, const ctld_request *rq, ctld_reply *out);
+/* job_update.c: PATCH /v1/jobs/{id} for a job the caller sees (row, as
+ * read); content: whether the caller reads its content. Not under mu. */
+void ctld_job_patch(ctld *c, const ctld_request *rq, const ts_job_row *row, bool content,
+                    ctld_reply *r);
+/* routes.c: whether every job spec's dependency names exists and is
+ * visible to w; false (r answered 400 naming "dependency") otherwise. */
+bool ctld_dependency_ok(ctld *c, const ctld_caller *w, const ts_job_spec *spec, ctld_reply *r);
 /* bulk.c: POST /v1/jobs/cancel, every active job a filter matches. */
 void ctld_jobs_cancel_bulk(ctld *c, const ctld_request *rq, ctld_reply *out);
 TS_MUST_CHECK int ctld_array_cancel(ctld *c, int64_t array, int span, int *cancelled,

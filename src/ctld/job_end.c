@@ -115,6 +115,8 @@ static json_t *rank_end_json(const ctld *c, const cjob *j, int rank, const json_
         end = json_is_true(json_object_get(rep, "launch")) ? "launch" : "lost";
         if (le && strcmp(le, "image_not_found") == 0) /* its registry does not know it */
             end = "image_not_found";
+        if (le && strcmp(le, "prolog_failed") == 0) /* the node's prolog failed (drained) */
+            end = "prolog_failed";
         bool shim = le && strcmp(le, "shim_not_loaded") == 0; /* stopped: no limits in force */
         if (shim)
             end = "shim_not_loaded";

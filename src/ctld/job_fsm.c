@@ -28,11 +28,19 @@
 #define FX_TIMES_RESET 0x100u /* start_s = 0 (back to waiting) */
 #define FX_TIMED_OUT 0x200u /* its time limit ends it: reason "timeout" until it ends */
 #define FX_CANCEL_REASON 0x400u /* cancelled while its ranks stop: reason "cancel" until then */
+#define FX_RESPEC 0x800u    /* its spec, priority and GPUs are the args' (state stays) */
+#define FX_HELD_REASON 0x1000u /* reason "held" at once, not only from the next cycle */
+#define FX_CLEAR_REASON 0x2000u /* its reason goes (the next cycle says why it waits) */
+
+/* A transition whose state stays what it was. */
+#define TO_SAME (-1)
 
 /* The reason a job keeps from its time limit on (restored with it). */
 #define TIMEOUT_REASON "timeout"
 /* The reason a cancelled job keeps while its ranks stop (restored with it). */
 #define CANCEL_REASON "cancel"
+/* The reason of a held job (the cycle's TS_PEND_HELD says the same). */
+#define HELD_REASON "held"
 
 #define S(x) (1u << (x))
 #define ACTIVE (S(TS_JOB_PENDING) | S(TS_JOB_HELD) | S(TS_JOB_RUNNING) | S(TS_JOB_STOPPING))
@@ -47,9 +55,9 @@ typedef struct transition {
 } transition;
 
 static const transition TABLE[CTLD_JE_EVENTS] = {
-    [CTLD_JE_HOLD] = {"hold", S(TS_JOB_PENDING), TS_JOB_HELD, 0, "hold",
+    [CTLD_JE_HOLD] = {"hold", S(TS_JOB_PENDING), TS_JOB_HELD, FX_HELD_REASON, "hold",
                       "only a pending job can be held"},
-    [CTLD_JE_RELEASE] = {"release", S(TS_JOB_HELD), TS_JOB_PENDING, 0, "release",
+    [CTLD_JE_RELEASE] = {"release", S(TS_JOB_HELD), TS_JOB_PENDING, FX_CLEAR_REASON, "release",
                          "only a held job can be released"},
     [CTLD_JE_CANCEL] = {"cancel", ACTIVE, TS_JOB_CANCELLED, FX_UNBIND | FX_REMOVE | FX_TIMES_END,
                         "cancel", "only an active job can be cancelled"},
@@ -94,6 +102,8 @@ static const transition TABLE[CTLD_JE_EVENTS] = {
     [CTLD_JE_STOPPED_CANCEL] = {"cancel", S(TS_JOB_STOPPING), TS_JOB_CANCELLED,
                                 FX_UNBIND | FX_REMOVE | FX_TIMES_END, "cancelled",
                                 "only a stopping job ends cancelled"},
+    [CTLD_JE_UPDATE] = {"update", ACTIVE, TO_SAME, FX_RESPEC, "updated",
+                        "only an active job can be updated"},
 };
 
 /* A user's cancel or requeue of a job with ranks on agents waits for them
@@ -179,6 +189,8 @@ int ctld_fsm_plan(ctld *c, ctld_txn *t, cjob *j, int event, const ctld_fsm_args 
                           (long long)j->row.id);
     if (event == CTLD_JE_START && !a->allocs)
         return ts_err_set(err, TS_EINVAL, "start: allocations are required");
+    if ((tr->fx & FX_RESPEC) && !a->spec_json)
+        return ts_err_set(err, TS_EINVAL, "update: the new spec is required");
     if (t->n == t->cap) {
         int cap = t->cap ? t->cap * 2 : 16;
         ctld_change *ch = realloc(t->ch, (size_t)cap * sizeof *ch);
@@ -193,7 +205,7 @@ int ctld_fsm_plan(ctld *c, ctld_txn *t, cjob *j, int event, const ctld_fsm_args 
     ch->base_gen = j->row.gen;
     ch->event = event;
     ch->fx = tr->fx;
-    ch->to = tr->to;
+    ch->to = tr->to == TO_SAME ? from : tr->to;
     ch->stop_by_s = a->stop_by_s;
     ch->restart_now = a->restart_now;
     if (event == CTLD_JE_CANCEL_STOP || event == CTLD_JE_REQUEUE_STOP) {
@@ -211,7 +223,16 @@ int ctld_fsm_plan(ctld *c, ctld_txn *t, cjob *j, int event, const ctld_fsm_args 
     bool oom = false;
     ts_job_row *r = &ch->row;
     *r = j->row;
-    r->spec_json = NULL; /* never updated */
+    r->spec_json = NULL; /* unchanged, but by an update */
+    if (tr->fx & FX_RESPEC) {
+        r->spec_json = dup_or_null(a->spec_json, &oom);
+        r->priority = a->priority;
+        r->gpus = a->gpus;
+    }
+    if (tr->fx & FX_HELD_REASON)
+        snprintf(r->reason, sizeof r->reason, "%s", HELD_REASON);
+    if (tr->fx & FX_CLEAR_REASON)
+        r->reason[0] = '\0';
     r->placement_json = NULL;
     r->result_json = NULL;
     r->why = dup_or_null(j->row.why, &oom);
@@ -319,8 +340,11 @@ static void apply_one(ctld *c, ctld_change *ch, double now)
     }
     if (ch->fx & FX_UNBIND)
         ctld_job_unbind(c, j, now); /* frees the old placement too */
-    /* the row: the committed copy, with the job's own spec */
-    char *spec_json = j->row.spec_json;
+    /* the row: the committed copy, with the job's own spec (an update's
+     * new one: job_update.c swaps the parsed spec under the same lock) */
+    char *spec_json = ch->row.spec_json ? ch->row.spec_json : j->row.spec_json;
+    if (ch->row.spec_json)
+        free(j->row.spec_json);
     ctld_queued_note(c, j, j->row.state, ch->row.state);
     ctld_notify_change(c, j, j->row.state, &ch->row, now);
     free(j->row.placement_json);

@@ -39,6 +39,9 @@ enum ctld_job_event {
     CTLD_JE_CANCEL_STOP,    /* user: running/stopping -> stopping, then cancelled */
     CTLD_JE_REQUEUE_STOP,   /* user: running -> stopping, then pending at once */
     CTLD_JE_STOPPED_CANCEL, /* every rank of a cancelled job stopped: stopping -> cancelled */
+    /* user (job_update.c): a queued job's spec changes, or a running one's
+     * time limit is lowered; the state stays */
+    CTLD_JE_UPDATE,
     CTLD_JE_EVENTS
 };
 
@@ -56,6 +59,10 @@ typedef struct ctld_fsm_args {
      * reason and why */
     const char *result_json;
     const char *end_reason, *end_why;
+    /* UPDATE: the new canonical spec (copied), and the row's priority and
+     * GPUs as that spec gives them */
+    const char *spec_json;
+    int priority, gpus;
 } ctld_fsm_args;
 
 typedef struct ctld_change {
@@ -63,7 +70,8 @@ typedef struct ctld_change {
     int64_t base_gen;         /* j->row.gen when planned: applied only if unchanged */
     int event, to;
     unsigned fx;              /* CTLD_FX_* of the table */
-    ts_job_row row;           /* the new row; owns placement_json and why, no spec_json */
+    ts_job_row row;           /* the new row; owns placement_json and why; spec_json
+                               * only for UPDATE (else NULL: unchanged) */
     ts_alloc *allocs;         /* START */
     double stop_by_s, eligible_s;
     bool restart_now;

@@ -14,6 +14,10 @@
  * (docs/secrets.md), the body is signed with HMAC-SHA256 under it:
  * X-Tessera-Signature: sha256=<hex>. The key is read at delivery, on the
  * delivery thread, so a new key applies to the next message.
+ *
+ * Mail: notify.mail's addresses get a message through the SMTP relay of the
+ * configuration (notify_mail.c), queued, tried and backed off as a webhook
+ * is, on the same thread.
  */
 #include <curl/curl.h>
 #include <gnutls/crypto.h>
@@ -25,6 +29,7 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "ctld/notify_mail.h"
 #include "ctld/secrets.h"
 
 #define NOTIFY_QUEUE_MAX 1024
@@ -37,6 +42,7 @@ typedef struct nmsg {
     char tenant[TS_STORE_NAME_MAX];
     int64_t job;
     char *url, *body;
+    char *rcpt;       /* a mail to these addresses (comma-separated; url NULL), or NULL */
 } nmsg;
 
 struct ctld_notify {
@@ -144,12 +150,15 @@ static bool sleep_until(struct ctld_notify *N, double t)
 
 static void deliver(struct ctld_notify *N, CURL *h, const nmsg *m)
 {
-    char sig[80];
-    bool signed_ = sign(N, m, sig, sizeof sig);
+    char sig[80], why[CURL_ERROR_SIZE] = "";
+    bool signed_ = !m->rcpt && sign(N, m, sig, sizeof sig);
     double backoff = NOTIFY_BACKOFF_S;
     long status = 0;
     for (int t = 0; t < NOTIFY_TRIES; t++) {
-        if (post(N, h, m, signed_ ? sig : NULL, &status)) {
+        bool done = m->rcpt ? ctld_mail_send(h, &N->c->cfg, m->rcpt, m->body, NOTIFY_TIMEOUT_S,
+                                             on_progress, N, why, sizeof why)
+                            : post(N, h, m, signed_ ? sig : NULL, &status);
+        if (done) {
             __atomic_add_fetch(&N->c->m.notify_delivered, 1, __ATOMIC_RELAXED);
             return;
         }
@@ -158,8 +167,12 @@ static void deliver(struct ctld_notify *N, CURL *h, const nmsg *m)
         backoff *= 2;
     }
     __atomic_add_fetch(&N->c->m.notify_failed, 1, __ATOMIC_RELAXED);
-    fprintf(stderr, "tesserad: job %lld: webhook %s not delivered (last answer %ld)\n",
-            (long long)m->job, m->url, status);
+    if (m->rcpt)
+        fprintf(stderr, "tesserad: job %lld: mail to %s not delivered through %s (%s)\n",
+                (long long)m->job, m->rcpt, N->c->cfg.mail_relay, why);
+    else
+        fprintf(stderr, "tesserad: job %lld: webhook %s not delivered (last answer %ld)\n",
+                (long long)m->job, m->url, status);
 }
 
 static void *notify_main(void *p)
@@ -182,6 +195,7 @@ static void *notify_main(void *p)
             deliver(N, h, &m);
         free(m.url);
         free(m.body);
+        free(m.rcpt);
     }
     if (h)
         curl_easy_cleanup(h);
@@ -221,6 +235,7 @@ void ctld_notify_close(ctld *c)
     for (int i = 0; i < N->n; i++) {
         free(N->q[(N->head + i) % NOTIFY_QUEUE_MAX].url);
         free(N->q[(N->head + i) % NOTIFY_QUEUE_MAX].body);
+        free(N->q[(N->head + i) % NOTIFY_QUEUE_MAX].rcpt);
     }
     pthread_cond_destroy(&N->wake);
     pthread_mutex_destroy(&N->mu);
@@ -228,11 +243,50 @@ void ctld_notify_close(ctld *c)
     c->notify = NULL;
 }
 
+/* Under c->mu: queues one message (taking url, rcpt and body, even when it
+ * is dropped); never waits. */
+static void enqueue(ctld *c, const ts_job_row *to, char *url, char *rcpt, char *body)
+{
+    struct ctld_notify *N = c->notify;
+    pthread_mutex_lock(&N->mu);
+    bool ok = body && (url || rcpt) && !N->stop && N->n < N->cap;
+    if (ok && !N->started) {
+        N->started = pthread_create(&N->th, NULL, notify_main, N) == 0;
+        ok = N->started;
+    }
+    if (ok) {
+        nmsg *m = &N->q[(N->head + N->n) % NOTIFY_QUEUE_MAX];
+        snprintf(m->tenant, sizeof m->tenant, "%s", to->tenant);
+        m->job = to->id;
+        m->url = url;
+        m->rcpt = rcpt;
+        m->body = body;
+        N->n++;
+        pthread_cond_signal(&N->wake);
+    }
+    pthread_mutex_unlock(&N->mu);
+    if (!ok) {
+        free(url);
+        free(rcpt);
+        free(body);
+        uint64_t d = __atomic_add_fetch(&c->m.notify_dropped, 1, __ATOMIC_RELAXED);
+        if (d == 1 || d % 100 == 0) /* said once, then every 100th: not a flood */
+            fprintf(stderr, "tesserad: job %lld: %s dropped, its queue of %d is full "
+                    "(%llu dropped so far)\n", (long long)to->id, rcpt ? "mail" : "webhook",
+                    N->cap, (unsigned long long)d);
+    }
+}
+
 void ctld_notify_change(ctld *c, const cjob *j, int from, const ts_job_row *to, double now)
 {
     struct ctld_notify *N = c->notify;
     const ts_job_spec *s = j->spec;
-    if (!N || !s || !s->notify_url || from == to->state)
+    bool mail = s && s->notify_mail && c->cfg.mail_relay[0];
+    if (s && s->notify_mail && !c->cfg.mail_relay[0] && from != to->state &&
+        ts_job_state_terminal(to->state)) /* said once per job, where an admin reads */
+        fprintf(stderr, "tesserad: job %lld: no mail to %s: this controller has no mail relay "
+                "(mail in tesserad.yaml)\n", (long long)to->id, s->notify_mail);
+    if (!N || !s || (!s->notify_url && !mail) || from == to->state)
         return;
     const char *event = NULL;
     bool failed = to->state == TS_JOB_FAILED || to->state == TS_JOB_TIMEOUT;
@@ -246,37 +300,18 @@ void ctld_notify_change(ctld *c, const cjob *j, int from, const ts_job_row *to, 
     json_error_t je;
     json_t *res = to->result_json ? json_loads(to->result_json, 0, &je) : NULL;
     json_t *code = res ? json_object_get(res, "exit_code") : NULL;
-    json_t *doc = json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:O,s:f}", "job", (json_int_t)to->id,
-                            "tenant", to->tenant, "user", to->owner, "name", to->name, "event",
-                            event, "state", ts_job_state_name(to->state), "exit_code",
-                            json_is_integer(code) ? code : json_null(), "time", now);
+    if (s->notify_url) {
+        json_t *doc = json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:O,s:f}", "job", (json_int_t)to->id,
+                                "tenant", to->tenant, "user", to->owner, "name", to->name,
+                                "event", event, "state", ts_job_state_name(to->state),
+                                "exit_code", json_is_integer(code) ? code : json_null(), "time",
+                                now);
+        char *body = doc ? json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        json_decref(doc);
+        enqueue(c, to, strdup(s->notify_url), NULL, body);
+    }
+    if (mail)
+        enqueue(c, to, NULL, strdup(s->notify_mail),
+                ctld_mail_message(&c->cfg, s->notify_mail, event, to, code, now));
     json_decref(res);
-    char *body = doc ? json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    json_decref(doc);
-    char *url = strdup(s->notify_url);
-    pthread_mutex_lock(&N->mu);
-    bool ok = body && url && !N->stop && N->n < N->cap;
-    if (ok && !N->started) {
-        N->started = pthread_create(&N->th, NULL, notify_main, N) == 0;
-        ok = N->started;
-    }
-    if (ok) {
-        nmsg *m = &N->q[(N->head + N->n) % NOTIFY_QUEUE_MAX];
-        snprintf(m->tenant, sizeof m->tenant, "%s", to->tenant);
-        m->job = to->id;
-        m->url = url;
-        m->body = body;
-        N->n++;
-        pthread_cond_signal(&N->wake);
-    }
-    pthread_mutex_unlock(&N->mu);
-    if (!ok) {
-        free(url);
-        free(body);
-        uint64_t d = __atomic_add_fetch(&c->m.notify_dropped, 1, __ATOMIC_RELAXED);
-        if (d == 1 || d % 100 == 0) /* said once, then every 100th: not a flood */
-            fprintf(stderr, "tesserad: job %lld: webhook dropped, its queue of %d is full "
-                    "(%llu dropped so far)\n", (long long)to->id, N->cap,
-                    (unsigned long long)d);
-    }
 }

@@ -41,7 +41,7 @@ static const struct {
      "{\"type\":\"object\",\"properties\":{\"rank\":{\"type\":\"integer\"},"
      "\"node\":{\"type\":\"string\"},\"end\":{\"type\":\"string\",\"enum\":[\"exited\","
      "\"signal\",\"oom\",\"timeout\",\"launch\",\"stopped\",\"lost\",\"image_not_found\","
-     "\"shim_not_loaded\"]},"
+     "\"shim_not_loaded\",\"prolog_failed\"]},"
      "\"exit_code\":{\"type\":[\"integer\",\"null\"]},\"signal\":{\"type\":[\"integer\","
      "\"null\"]},\"oom_kills\":{\"type\":\"integer\"},\"reason\":{\"type\":\"string\"}}}"},
     {"Job",
@@ -104,6 +104,14 @@ static const struct {
      "{\"type\":\"object\",\"required\":[\"array\",\"elements\",\"cancelled\"],"
      "\"properties\":{\"array\":{\"type\":\"integer\"},\"elements\":{\"type\":\"integer\"},"
      "\"cancelled\":{\"type\":\"integer\"}}}"},
+    {"ArrayHeld",
+     "{\"type\":\"object\",\"required\":[\"array\",\"elements\",\"held\"],"
+     "\"properties\":{\"array\":{\"type\":\"integer\"},\"elements\":{\"type\":\"integer\"},"
+     "\"held\":{\"type\":\"integer\"}}}"},
+    {"ArrayReleased",
+     "{\"type\":\"object\",\"required\":[\"array\",\"elements\",\"released\"],"
+     "\"properties\":{\"array\":{\"type\":\"integer\"},\"elements\":{\"type\":\"integer\"},"
+     "\"released\":{\"type\":\"integer\"}}}"},
     {"BulkCancel",
      "{\"type\":\"object\",\"description\":\"At least one filter; user is the submitting "
      "token's name\",\"additionalProperties\":false,"
@@ -114,6 +122,18 @@ static const struct {
      "\"array\":{\"type\":[\"integer\",\"null\"],\"minimum\":1},"
      "\"tenant\":{\"type\":[\"string\",\"null\"],\"minLength\":1}},"
      "\"examples\":[{\"user\":\"alice\",\"state\":\"pending\"}]}"},
+    {"JobUpdate",
+     "{\"type\":\"object\",\"description\":\"At least one field; each as in the job "
+     "spec (docs/job-spec.md); tasks and gpus are those of its one task group\","
+     "\"additionalProperties\":false,\"minProperties\":1,"
+     "\"properties\":{\"time_limit\":{\"type\":[\"number\",\"string\"]},"
+     "\"tasks\":{\"type\":\"integer\",\"minimum\":1},"
+     "\"gpus\":{\"type\":\"integer\",\"minimum\":0},"
+     "\"priority_class\":{\"type\":\"string\"},"
+     "\"nice\":{\"type\":\"integer\",\"minimum\":-10000,\"maximum\":10000},"
+     "\"dependency\":{\"type\":[\"string\",\"null\"]},"
+     "\"hold\":{\"type\":\"boolean\"}},"
+     "\"examples\":[{\"time_limit\":\"2h\",\"tasks\":2}]}"},
     {"JobsCancelled",
      "{\"type\":\"object\",\"required\":[\"cancelled\",\"jobs\",\"elements\"],"
      "\"properties\":{\"cancelled\":{\"type\":\"integer\",\"minimum\":0},"

@@ -150,7 +150,7 @@ static bool image_ok(ctld *c, const ts_job_spec *spec, ctld_reply *r)
 /* Every job a dependency names must exist and be visible to the caller
  * (its tenant's, unless admin): so only earlier jobs can be named and no
  * cycle can form. False (and a 400 or 503) otherwise. */
-static bool dependency_ok(ctld *c, const ctld_caller *w, const ts_job_spec *spec, ctld_reply *r)
+bool ctld_dependency_ok(ctld *c, const ctld_caller *w, const ts_job_spec *spec, ctld_reply *r)
 {
     ts_dependency d;
     if (!spec->dependency || ts_dep_parse(spec->dependency, &d, NULL, 0) != 0)
@@ -275,6 +275,14 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
             return;
         }
     }
+    /* as Slurm: only the privileged raise a job above its class */
+    if (spec->nice < 0 && w->role == TS_ROLE_USER) {
+        ctld_reply_error(r, 403, "forbidden", "nice: %d raises the job above its class; a "
+                         "user may give 0..%d, a negative one is for the tenant's admins",
+                         spec->nice, TS_SPEC_NICE_MAX);
+        ts_spec_free(spec);
+        return;
+    }
     /* NICs move into a task's namespace: only where tasks have one */
     if (spec->dedicated_nics && !c->cfg.net_isolation) {
         ctld_field_error(r, "network.nics", "dedicated NICs need a cluster that isolates "
@@ -297,7 +305,7 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
         ts_spec_free(spec);
         return;
     }
-    if (!dependency_ok(c, w, spec, r) || !ctld_spec_secrets_ok(c, w, spec, r) ||
+    if (!ctld_dependency_ok(c, w, spec, r) || !ctld_spec_secrets_ok(c, w, spec, r) ||
         !image_ok(c, spec, r)) {
         ts_spec_free(spec);
         return;
@@ -435,7 +443,8 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
     const ctld_caller *w = rq->who;
     ts_job_row row;
     bool get = strcmp(rq->method, "GET") == 0, post = strcmp(rq->method, "POST") == 0;
-    if (!get && !post) {
+    bool patch = strcmp(rq->method, "PATCH") == 0 && !*rest;
+    if (!get && !post && !patch) {
         ctld_reply_error(r, 405, "method_not_allowed", "%s %s", rq->method, rq->url);
         return;
     }
@@ -444,7 +453,9 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
     ctld_lock_reader(c); /* the tenants' privacy policy: PUT /v1/tenants swaps them */
     bool content = ctld_sees_content(c, w, row.tenant, row.owner);
     pthread_mutex_unlock(&c->mu);
-    if (get && !*rest) {
+    if (patch) {
+        ctld_job_patch(c, rq, &row, content, r);
+    } else if (get && !*rest) {
         ctld_lock_reader(c);
         json_t *j = ctld_render_job(c, &row, ctld_job_find(c, id));
         pthread_mutex_unlock(&c->mu);
@@ -770,6 +781,11 @@ static const ctld_route_def ROUTES[] = {
      "JobsCancelled", "404 503"},
     {"GET", "/v1/jobs/{id}", job_route, R_READ, "getJob", "Show a job", NULL, 200, "JobOne",
      "503"},
+    {"PATCH", "/v1/jobs/{id}", job_route, R_WRITE, "updateJob",
+     "Update a job: a pending or held job's time_limit, tasks, gpus, priority_class, "
+     "dependency, checked as a submission is; a running job may only lower its time_limit; "
+     "hold holds or releases it (its owner, its tenant's admins, admins)", "JobUpdate", 200,
+     "JobOne", "404 409 503"},
     {"POST", "/v1/jobs/{id}/cancel", job_route, R_WRITE, "cancelJob", "Cancel a job", NULL, 200,
      "JobOne", "409 503"},
     {"POST", "/v1/jobs/{id}/hold", job_route, R_WRITE, "holdJob", "Hold a pending job", NULL,
@@ -788,6 +804,12 @@ static const ctld_route_def ROUTES[] = {
     {"POST", "/v1/arrays/{id}/cancel", ctld_array_route, R_WRITE, "cancelArray",
      "Cancel every active element of the array whose id (its first element's) is {id}; 404 "
      "not_an_array when {id} is no array's", NULL, 200, "ArrayCancelled", "503 504"},
+    {"POST", "/v1/arrays/{id}/hold", ctld_array_route, R_WRITE, "holdArray",
+     "Hold every pending element of the array whose id is {id}; 409 when some elements of a "
+     "large array are not jobs yet", NULL, 200, "ArrayHeld", "409 503 504"},
+    {"POST", "/v1/arrays/{id}/release", ctld_array_route, R_WRITE, "releaseArray",
+     "Release every held element of the array whose id is {id}", NULL, 200, "ArrayReleased",
+     "503 504"},
     {"GET", "/v1/nodes", nodes, R_READ, "listNodes", "List nodes", NULL, 200, "NodeList", ""},
     {"GET", "/v1/nodes/{name}", nodes, R_READ, "getNode", "Show a node (GPUs, MIG layout, jobs)",
      NULL, 200, "NodeOne", ""},

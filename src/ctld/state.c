@@ -344,6 +344,7 @@ int ctld_job_build(ctld *c, cjob *j, ts_err *err)
     if (priority_of(c, sp->priority_class, &s->priority) != 0)
         return ts_err_set(err, TS_EINVAL, "priority_class: no class \"%s\" in the configuration",
                           sp->priority_class);
+    s->priority -= sp->nice; /* Slurm's --nice: a positive one lowers it */
     s->submit_s = j->row.submit_s;
     s->time_limit_s = sp->time_limit_s;
     s->tasks = j->tasks;
@@ -382,6 +383,8 @@ int ctld_job_build(ctld *c, cjob *j, ts_err *err)
     j->estimated_s = -1.0;
     return ts_sched_check_job(c->sched, s, err);
 }
+
+int ctld_job_build(ctld *c, cjob *j, ts_err *err) { return job_build(c, j, err); }
 
 /* ---- placement JSON ------------------------------------------------------------ */
 
@@ -522,7 +525,9 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
             else
                 snprintf(r->idem_key, sizeof r->idem_key, "%s", idem_key);
         }
-        r->state = TS_JOB_PENDING;
+        r->state = spec->hold ? TS_JOB_HELD : TS_JOB_PENDING;
+        if (spec->hold) /* the cycle says the same of every held job */
+            snprintf(r->reason, sizeof r->reason, "held");
         r->tier = spec->tier;
         r->gpus = (int)ts_spec_gpus(spec);
         r->priority = priority;

@@ -99,8 +99,8 @@ static const char *const pg_sql[PG_STMTS] = {
                      " FROM reservations ORDER BY start_s, name",
     [PG_JOB_UPDATE] = "UPDATE jobs SET state = $3, submit_s = $4, start_s = $5, end_s = $6, "
                       "preemptions = $7, reason = $8, why = $9, placement_json = $10, "
-                      "gpu_model = $11, result_json = $12, gen = gen + 1 "
-                      "WHERE id = $1 AND gen = $2",
+                      "gpu_model = $11, result_json = $12, spec_json = COALESCE($13, spec_json), "
+                      "priority = $14, gpus = $15, gen = gen + 1 WHERE id = $1 AND gen = $2",
     [PG_JOB_GEN] = "SELECT gen FROM jobs WHERE id = $1",
     [PG_JOB_GET] = "SELECT " JOB_COLS " FROM jobs WHERE id = $1",
     [PG_COUNTS_ALL] = "SELECT state, COUNT(*) FROM jobs GROUP BY state",
@@ -610,6 +610,9 @@ static int pg_job_update(void *conn, const ts_job_row *r, ts_err *err)
     pp_text(&p, r->placement_json);
     pp_text(&p, r->gpu_model);
     pp_text(&p, r->result_json);
+    pp_text(&p, r->spec_json); /* NULL: unchanged (only an update of the job's spec) */
+    pp_i64(&p, r->priority);
+    pp_i64(&p, r->gpus);
     PGresult *res = NULL;
     int rc = pg_stmt(conn, PG_JOB_UPDATE, &p, &res, "update job", err);
     if (rc)

@@ -94,8 +94,8 @@ static const char *const sq_sql[SQ_STMTS] = {
                      " FROM reservations ORDER BY start_s, name",
     [SQ_JOB_UPDATE] = "UPDATE jobs SET state = ?3, submit_s = ?4, start_s = ?5, end_s = ?6, "
                       "preemptions = ?7, reason = ?8, why = ?9, placement_json = ?10, "
-                      "gpu_model = ?11, result_json = ?12, gen = gen + 1 "
-                      "WHERE id = ?1 AND gen = ?2",
+                      "gpu_model = ?11, result_json = ?12, spec_json = COALESCE(?13, spec_json), "
+                      "priority = ?14, gpus = ?15, gen = gen + 1 WHERE id = ?1 AND gen = ?2",
     [SQ_JOB_GEN] = "SELECT gen FROM jobs WHERE id = ?1",
     [SQ_JOB_GET] = "SELECT " JOB_COLS " FROM jobs WHERE id = ?1",
     [SQ_COUNTS_ALL] = "SELECT state, COUNT(*) FROM jobs GROUP BY state",
@@ -482,6 +482,9 @@ static int sq_job_update(void *conn, const ts_job_row *r, ts_err *err)
     bind_text(st, 10, r->placement_json);
     bind_text(st, 11, r->gpu_model);
     bind_text(st, 12, r->result_json);
+    bind_text(st, 13, r->spec_json); /* NULL: unchanged (only an update of the job's spec) */
+    sqlite3_bind_int(st, 14, r->priority);
+    sqlite3_bind_int(st, 15, r->gpus);
     if ((rc = sq_run(c, st, "update job", err)))
         return rc;
     if (sqlite3_changes(c->db) == 1)

@@ -80,6 +80,9 @@ static inline bool ts_test_spec_equal(const ts_job_spec *a, const ts_job_spec *b
                   "secrets[]");
     SPEC_DIFF(ts_test_str_eq(a->notify_url, b->notify_url), "notify.url");
     SPEC_DIFF(a->notify_on == b->notify_on, "notify.on");
+    SPEC_DIFF(ts_test_str_eq(a->notify_mail, b->notify_mail), "notify.mail");
+    SPEC_DIFF(a->hold == b->hold, "hold");
+    SPEC_DIFF(a->nice == b->nice, "nice");
 #undef SPEC_DIFF
     if (size)
         why[0] = '\0';

@@ -147,6 +147,12 @@ static void check_expect(const char *file, const ts_sbatch *sb, const char *expe
         else if (strcmp(k, "dep") == 0)
             ok = json_is_string(json_object_get(spec, "dependency")) &&
                  strcmp(json_string_value(json_object_get(spec, "dependency")), v) == 0;
+        else if (strcmp(k, "mail") == 0) /* --mail-user/--mail-type: notify.mail */
+            ok = json_is_string(json_array_get(
+                     json_object_get(json_object_get(spec, "notify"), "mail"), 0)) &&
+                 strcmp(json_string_value(json_array_get(
+                            json_object_get(json_object_get(spec, "notify"), "mail"), 0)),
+                        v) == 0;
         else if (strcmp(k, "noenv") == 0)
             ok = env_of(spec, v) == NULL;
         else if (strcmp(k, "env") == 0) {
@@ -395,13 +401,30 @@ static void test_refusals(void **state)
     expect_error("#SBATCH --dependency=aftercorr:12\n", NULL, 0, "aftercorr and afterburstbuffer");
     expect_error("#SBATCH --output=%5j.out\n", NULL, 0, "--output: a % pattern");
     expect_error("#SBATCH -N\n", NULL, 0, "--nodes: needs a value");
-    expect_error("#SBATCH --hold\n", NULL, 0, "--hold: not supported");
+    expect_error("#SBATCH --wait\n", NULL, 0, "--wait: not supported");
     expect_error("#SBATCH --requeue=yes\n", NULL, 0, "takes no value");
 
     /* not scripts */
     ts_sbatch_input in = {.script_name = "x", .tenant = "t"};
     ts_sbatch *sb = NULL;
     ts_spec_errors errs;
+    /* --hold submits the job held (docs/slurm.md) */
+    const char *held = "#!/bin/sh\n#SBATCH --hold\ntrue\n";
+    assert_int_equal(ts_sbatch_parse(held, strlen(held), &in, &sb, &errs), 0);
+    assert_non_null(strstr(sb->spec_json, "\"hold\":true"));
+    ts_sbatch_free(sb);
+    sb = NULL;
+    /* --nice[=N]: the spec's nice, 100 without a value (as Slurm) */
+    const char *niced = "#!/bin/sh\n#SBATCH --nice=-7\ntrue\n";
+    assert_int_equal(ts_sbatch_parse(niced, strlen(niced), &in, &sb, &errs), 0);
+    assert_non_null(strstr(sb->spec_json, "\"nice\":-7"));
+    ts_sbatch_free(sb);
+    niced = "#!/bin/sh\n#SBATCH --nice\ntrue\n";
+    assert_int_equal(ts_sbatch_parse(niced, strlen(niced), &in, &sb, &errs), 0);
+    assert_non_null(strstr(sb->spec_json, "\"nice\":100"));
+    ts_sbatch_free(sb);
+    sb = NULL;
+    expect_error("#SBATCH --nice=lots\n", NULL, 0, "--nice: an integer");
     assert_int_equal(ts_sbatch_parse("echo hi\n", 8, &in, &sb, &errs), TS_EINVAL);
     assert_non_null(strstr(errs.msg[0], "first line must be #!"));
     assert_int_equal(ts_sbatch_parse("#!/bin/sh\n\xff\n", 12, &in, &sb, &errs), TS_EINVAL);

@@ -349,6 +349,57 @@ static void array_throttle(void **state)
     ts_spec_free(s);
 }
 
+/* notify.mail (one address or a list, with or without a url) and hold:
+ * kept, written canonically, round-tripped; bad addresses name the field */
+static void notify_mail_and_hold(void **state)
+{
+    (void)state;
+    ts_job_spec *s = parse_ok("tenant: t\nname: n\ntasks: [{gpus: 1}]\nhold: true\n"
+                              "notify: {mail: [a@x.org, b@y.org], on: [BEGIN, FAIL]}\n");
+    assert_true(s->hold);
+    assert_int_equal(s->nice, 0);
+    assert_null(s->notify_url);
+    assert_string_equal(s->notify_mail, "a@x.org,b@y.org");
+    char *json = ts_spec_to_json(s);
+    assert_non_null(strstr(json, "\"hold\":true"));
+    assert_non_null(strstr(json, "\"notify\":{\"on\":[\"start\",\"fail\"],"
+                                 "\"mail\":[\"a@x.org\",\"b@y.org\"]}"));
+    free(json);
+    assert_round_trip(s);
+    ts_spec_free(s);
+    s = parse_ok("tenant: t\nname: n\ntasks: [{gpus: 1}]\n"
+                 "notify: {url: 'https://h.example/x', mail: ops@x.org}\n");
+    json = ts_spec_to_json(s);
+    assert_non_null(strstr(json, "\"notify\":{\"url\":\"https://h.example/x\",\"on\":"
+                                 "[\"end\"],\"mail\":[\"ops@x.org\"]}"));
+    assert_null(strstr(json, "\"hold\""));
+    free(json);
+    assert_round_trip(s);
+    ts_spec_free(s);
+    static const char *const BAD[] = {"nobody", "a@b@c", "<a@b>", "a b@c", "a,b@c", "@x"};
+    for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "tenant: t\nname: n\ntasks: [{gpus: 1}]\n"
+                 "notify: {mail: ['%s']}\n", BAD[i]);
+        ts_spec_errors errs = parse_bad(text, strlen(text));
+        assert_true(starts_with(errs.msg[0], "notify.mail: "));
+    }
+    s = parse_ok("tenant: t\nname: n\ntasks: [{gpus: 1}]\nnice: -25\n");
+    assert_int_equal(s->nice, -25);
+    json = ts_spec_to_json(s);
+    assert_non_null(strstr(json, "\"nice\":-25"));
+    free(json);
+    assert_round_trip(s);
+    ts_spec_free(s);
+    s = NULL;
+    const char *far = "tenant: t\nname: n\ntasks: [{gpus: 1}]\nnice: 10001\n";
+    ts_spec_errors ferrs = parse_bad(far, strlen(far));
+    assert_true(starts_with(ferrs.msg[0], "nice: "));
+    const char *none = "tenant: t\nname: n\ntasks: [{gpus: 1}]\nnotify: {on: [end]}\n";
+    ts_spec_errors errs = parse_bad(none, strlen(none));
+    assert_true(starts_with(errs.msg[0], "notify.url: required"));
+}
+
 /* image: a reference the agent can pull, kept as written; errors name the field */
 static void image_reference(void **state)
 {
@@ -963,6 +1014,7 @@ int main(void)
         cmocka_unit_test(value_forms),
         cmocka_unit_test(canonical_json_exact),
         cmocka_unit_test(array_throttle),
+        cmocka_unit_test(notify_mail_and_hold),
         cmocka_unit_test(image_reference),
         cmocka_unit_test(dependency_error_one_line),
         cmocka_unit_test(canonical_json_round_trips),

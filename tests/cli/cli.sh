@@ -518,7 +518,7 @@ expect "sbatch override" 0 sbatch --dry-run -N 1 --gpus-per-node=4 -t 5 -o "run-
 expect "sbatch tessera -o" 0 -o yaml sbatch --dry-run "$SB/02-minimal.sh" && out_has "sbatch tessera -o" "^spec:"
 expect "sbatch --tenant" 0 sbatch --dry-run --tenant team-b "$SB/02-minimal.sh" &&
   json_ok "sbatch --tenant" 'd["spec"]["tenant"] == "team-b"'
-expect "sbatch warning" 0 sbatch --dry-run "$SB/33-warn-safe.sh" && err_has "sbatch warning" "warning: .*--mail-type: ignored"
+expect "sbatch warning" 0 sbatch --dry-run "$SB/33-warn-safe.sh" && err_has "sbatch warning" "warning: .*--requeue: ignored"
 expect "sbatch submit" 0 sbatch "$SB/01-basic.sh" && out_has "sbatch submit" "^[0-9]+$" && out_lines "sbatch submit" 1
 last_ok "sbatch sent" 'd["method"] == "POST" and d["path"] == "/v1/jobs" and d["content_type"] == "application/json" and len(d["idempotency_key"]) == 32'
 expect "submit SCRIPT" 0 submit "$SB/04-gres.sh" && out_has "submit SCRIPT" "^[0-9]+$"

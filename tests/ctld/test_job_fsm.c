@@ -118,6 +118,7 @@ static void table_is_the_rule(void **state)
         [CTLD_JE_CANCEL_STOP] = S(TS_JOB_RUNNING) | S(TS_JOB_STOPPING),
         [CTLD_JE_REQUEUE_STOP] = S(TS_JOB_RUNNING),
         [CTLD_JE_STOPPED_CANCEL] = S(TS_JOB_STOPPING),
+        [CTLD_JE_UPDATE] = ACTIVE,
     };
     ts_alloc al = {.node = 0, .ngpu = 1};
     for (int st = 0; st < TS_JOB_STATES; st++)
@@ -126,7 +127,7 @@ static void table_is_the_rule(void **state)
             ts_job_row before = j->row;
             ctld_txn t = {0};
             ts_err err;
-            ctld_fsm_args a = {.allocs = &al, .eligible_s = 1};
+            ctld_fsm_args a = {.allocs = &al, .eligible_s = 1, .spec_json = "{}"};
             int rc = ctld_fsm_plan(&f->c, &t, j, ev, &a, 200, &err);
             if (allowed[ev] & S(st)) {
                 assert_int_equal(rc, 0);
@@ -145,6 +146,38 @@ static void table_is_the_rule(void **state)
             ctld_txn_fini(&t);
             job_free(j);
         }
+}
+
+/* An update keeps the state and writes the new spec, priority and GPUs with
+ * an "updated" event; another event's row leaves the stored spec as it was. */
+static void update_writes_the_spec(void **state)
+{
+    fx *f = *state;
+    cjob *j = job_in(f, TS_JOB_HELD);
+    ts_err err;
+    ctld_fsm_args a = {.spec_json = "{\"v\":2}", .priority = 7, .gpus = 4, .detail = "{}"};
+    assert_int_equal(ctld_fsm_run(&f->c, j, CTLD_JE_UPDATE, &a, 200, &err), 0);
+    assert_int_equal(j->row.state, TS_JOB_HELD);
+    assert_string_equal(j->row.spec_json, "{\"v\":2}");
+    ts_job_row stored;
+    assert_int_equal(ts_store_job_get(f->c.store, j->row.id, &stored, &err), 0);
+    assert_string_equal(stored.spec_json, "{\"v\":2}");
+    assert_int_equal(stored.priority, 7);
+    assert_int_equal(stored.gpus, 4);
+    assert_int_equal(stored.state, TS_JOB_HELD);
+    ts_job_row_fini(&stored);
+    assert_int_equal(ctld_fsm_run(&f->c, j, CTLD_JE_RELEASE, NULL, 201, &err), 0);
+    assert_int_equal(ts_store_job_get(f->c.store, j->row.id, &stored, &err), 0);
+    assert_string_equal(stored.spec_json, "{\"v\":2}");
+    assert_int_equal(stored.state, TS_JOB_PENDING);
+    ts_job_row_fini(&stored);
+    ts_event_row *ev = NULL;
+    int n = 0;
+    assert_int_equal(ts_store_event_list(f->c.store, j->row.id, 0, 10, &ev, &n, &err), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(ev[0].kind, "updated");
+    ts_store_free_events(ev, n);
+    job_free(j);
 }
 
 /* A refused write: nothing is applied, the job still runs on its allocation. */
@@ -337,6 +370,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(table_is_the_rule, setup, teardown),
         cmocka_unit_test_setup_teardown(failed_commit_changes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(update_writes_the_spec, setup, teardown),
         cmocka_unit_test_setup_teardown(requeue_writes_run_end, setup, teardown),
 cmocka_unit_test_setup_teardown(agents_stop_first, setup, teardown),
         cmocka_unit_test_setup_teardown(one_change_per_job_and_gen_checked, setup, teardown),

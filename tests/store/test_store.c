@@ -357,6 +357,21 @@ static void test_update_gen(void **state)
     assert_null(g.placement_json);
     assert_int_equal(g.gen, 3);
     ts_job_row_fini(&g);
+    /* a spec, priority and GPUs of their own (an update of the job,
+     * job_update.c); a NULL spec keeps the stored one */
+    r.spec_json = (char *)"{\"v\":2}";
+    r.priority = 7;
+    r.gpus = 6;
+    assert_int_equal(ts_store_job_update(s, &r, &err), 0);
+    r.spec_json = NULL;
+    r.reason[0] = '\0';
+    assert_int_equal(ts_store_job_update(s, &r, &err), 0);
+    assert_int_equal(ts_store_job_get(s, r.id, &g, &err), 0);
+    assert_string_equal(g.spec_json, "{\"v\":2}");
+    assert_int_equal(g.priority, 7);
+    assert_int_equal(g.gpus, 6);
+    assert_int_equal(g.gen, 5);
+    ts_job_row_fini(&g);
     ts_job_row ghost = r;
     ghost.id = r.id + 1000;
     assert_int_equal(ts_store_job_update(s, &ghost, &err), TS_ENOENT);

@@ -1,0 +1,254 @@
+/*
+ * hooks.c - the site's prolog and epilog (docs/tessera-agent.md "Prolog and
+ * epilog"): programs the agent runs as root before a task starts
+ * (--prolog) and after it ended (--epilog), each within --hook-timeout.
+ *
+ * A hook is a child process in a process group of its own, its output on
+ * the agent's standard error (the agent log), its input /dev/null, its
+ * environment the task's identity only (job, rank, user, GPUs, node). The
+ * agent never waits for one: a hook is started, then polled (waitpid with
+ * WNOHANG) from the agent's loop and from the long-poll's progress callback,
+ * so a slow hook never delays a sync. At its deadline its whole group is
+ * killed (SIGKILL) and the hook counts as failed; the killed process is
+ * reaped by a later poll. A failing or timed-out prolog fails its task's
+ * launch (end "prolog_failed"), a failing epilog leaves the task's end as it
+ * was; either asks the controller to drain the node, with the reason, as
+ * Slurm does: a node whose hooks fail is not trusted with more work until an
+ * admin resumes it. At most TS_AGENT_MAX_HOOKS hooks run at once; a prolog
+ * beyond that fails its launch, an epilog beyond it is skipped (said in the
+ * log).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent/agent_internal.h"
+
+#define HOOK_ENV_MAX 24
+#define HOOK_ENV_BYTES 256
+#define HOOK_FDS_CLOSE_MAX 4096 /* descriptors above stderr closed in the child */
+
+/* The hook's environment: the task's identity. */
+static int hook_env(const ts_agent *a, const char *kind, int64_t job, int rank, const char *user,
+                    long long uid, const int *gpus, int ngpu, int exit_code,
+                    char env[HOOK_ENV_MAX][HOOK_ENV_BYTES], char **envp)
+{
+    int n = 0;
+    char list[HOOK_ENV_BYTES / 2] = "";
+    for (int k = 0; k < ngpu; k++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", k ? "," : "", gpus[k]);
+    snprintf(env[n++], HOOK_ENV_BYTES, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
+             "/sbin:/bin");
+    snprintf(env[n++], HOOK_ENV_BYTES, "TESSERA_HOOK=%s", kind);
+    snprintf(env[n++], HOOK_ENV_BYTES, "TESSERA_NODE=%s", a->cfg.node);
+    snprintf(env[n++], HOOK_ENV_BYTES, "SLURMD_NODENAME=%s", a->cfg.node);
+    snprintf(env[n++], HOOK_ENV_BYTES, "TESSERA_JOB_ID=%lld", (long long)job);
+    snprintf(env[n++], HOOK_ENV_BYTES, "SLURM_JOB_ID=%lld", (long long)job);
+    snprintf(env[n++], HOOK_ENV_BYTES, "TESSERA_RANK=%d", rank);
+    snprintf(env[n++], HOOK_ENV_BYTES, "SLURM_PROCID=%d", rank);
+    snprintf(env[n++], HOOK_ENV_BYTES, "TESSERA_USER=%s", user ? user : "");
+    snprintf(env[n++], HOOK_ENV_BYTES, "SLURM_JOB_USER=%s", user ? user : "");
+    snprintf(env[n++], HOOK_ENV_BYTES, "TESSERA_UID=%lld", uid);
+    snprintf(env[n++], HOOK_ENV_BYTES, "SLURM_JOB_UID=%lld", uid);
+    snprintf(env[n++], HOOK_ENV_BYTES, "TESSERA_GPUS=%s", list);
+    snprintf(env[n++], HOOK_ENV_BYTES, "CUDA_VISIBLE_DEVICES=%s", list);
+    if (exit_code >= 0)
+        snprintf(env[n++], HOOK_ENV_BYTES, "TESSERA_EXIT_CODE=%d", exit_code);
+    for (int i = 0; i < n; i++)
+        envp[i] = env[i];
+    envp[n] = NULL;
+    return n;
+}
+
+/* Starts path as a hook; its pid, or -1 with why. Only async-signal-safe
+ * calls between fork and exec (the agent has threads: image pulls). */
+static pid_t hook_spawn(const char *path, char **envp, char *why, size_t wsize)
+{
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null < 0) {
+        snprintf(why, wsize, "/dev/null: %s", strerror(errno));
+        return -1;
+    }
+    char *argv[] = {(char *)path, NULL};
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0); /* its own group: a timeout kills what it started too */
+        dup2(null, STDIN_FILENO);
+        dup2(STDERR_FILENO, STDOUT_FILENO); /* both into the agent log */
+        for (int fd = STDERR_FILENO + 1; fd < HOOK_FDS_CLOSE_MAX; fd++)
+            close(fd);
+        execve(path, argv, envp);
+        _exit(127);
+    }
+    int e = errno;
+    close(null);
+    if (pid < 0) {
+        snprintf(why, wsize, "fork: %s", strerror(e));
+        return -1;
+    }
+    setpgid(pid, pid); /* also here: the group exists before a kill, whoever runs first */
+    return pid;
+}
+
+bool ts_agent_hook_start(ts_agent *a, bool prolog, int64_t job, int rank, const char *user,
+                         long long uid, const int *gpus, int ngpu, int exit_code)
+{
+    const char *path = prolog ? a->cfg.prolog : a->cfg.epilog;
+    const char *kind = prolog ? "prolog" : "epilog";
+    if (!path[0])
+        return false;
+    if (a->nhooks == TS_AGENT_MAX_HOOKS) {
+        fprintf(stderr, "tessera-agent: %s of job %lld rank %d: %d hooks already run; %s\n",
+                kind, (long long)job, rank, TS_AGENT_MAX_HOOKS,
+                prolog ? "its launch fails" : "skipped");
+        return false;
+    }
+    char env[HOOK_ENV_MAX][HOOK_ENV_BYTES], *envp[HOOK_ENV_MAX + 1];
+    hook_env(a, kind, job, rank, user, uid, gpus, ngpu, exit_code, env, envp);
+    char why[160];
+    pid_t pid = hook_spawn(path, envp, why, sizeof why);
+    if (pid < 0) {
+        fprintf(stderr, "tessera-agent: %s %s of job %lld rank %d: %s\n", kind, path,
+                (long long)job, rank, why);
+        return false;
+    }
+    agent_hook *h = &a->hooks[a->nhooks++];
+    memset(h, 0, sizeof *h);
+    h->pid = pid;
+    h->prolog = prolog;
+    h->job = job;
+    h->rank = rank;
+    h->deadline = ts_launch_now() + a->cfg.hook_timeout_s;
+    fprintf(stderr, "tessera-agent: %s %s of job %lld rank %d started (pid %d)\n", kind, path,
+            (long long)job, rank, (int)pid);
+    return true;
+}
+
+void ts_agent_hook_drain(ts_agent *a, const char *fmt, ...)
+{
+    if (a->drain_why[0]) /* the first reason stands until the controller took it */
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->drain_why, sizeof a->drain_why, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "tessera-agent: asking the controller to drain this node: %s\n",
+            a->drain_why);
+}
+
+/* A prolog's end: its task starts, or its launch fails. */
+static void prolog_ended(ts_agent *a, const agent_hook *h, bool ok, const char *how)
+{
+    local_task *lt = ts_agent_find(a, h->job, h->rank);
+    if (!lt || !lt->prolog_wait) /* stopped meanwhile: nothing to start */
+        return;
+    json_t *t = lt->prolog_wait;
+    lt->prolog_wait = NULL;
+    if (ok) {
+        lt->prolog_done = true;
+        ts_agent_start_task_in(a, lt, t);
+    } else {
+        snprintf(lt->start_error, sizeof lt->start_error, "prolog_failed: the node's prolog %.300s "
+                 "%s", a->cfg.prolog, how);
+        snprintf(lt->launch_end, sizeof lt->launch_end, "prolog_failed");
+        ts_agent_hook_drain(a, "prolog %.120s %s (job %lld rank %d)", a->cfg.prolog, how,
+                            (long long)h->job, h->rank);
+    }
+    json_decref(t);
+}
+
+void ts_agent_hooks_poll(ts_agent *a, double now)
+{
+    for (int i = 0; i < a->nhooks;) {
+        agent_hook *h = &a->hooks[i];
+        int st;
+        pid_t r = waitpid(h->pid, &st, WNOHANG);
+        if (r == 0 && !h->killed && now >= h->deadline) {
+            kill(-h->pid, SIGKILL);
+            h->killed = true;
+            char how[96];
+            snprintf(how, sizeof how, "timed out after %g s (killed)", a->cfg.hook_timeout_s);
+            fprintf(stderr, "tessera-agent: %s of job %lld rank %d %s\n",
+                    h->prolog ? "prolog" : "epilog", (long long)h->job, h->rank, how);
+            agent_hook done = *h;
+            if (done.prolog)
+                prolog_ended(a, &done, false, how);
+            else
+                ts_agent_hook_drain(a, "epilog %.120s %s (job %lld rank %d)", a->cfg.epilog, how,
+                                    (long long)done.job, done.rank);
+            i++;
+            continue;
+        }
+        if (r == 0 || (r < 0 && errno == EINTR)) {
+            i++;
+            continue;
+        }
+        agent_hook done = *h;
+        a->hooks[i] = a->hooks[--a->nhooks]; /* gone: its slot is free */
+        if (done.killed) /* its failure was said at the kill */
+            continue;
+        bool ok = r > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        char how[96];
+        if (r < 0)
+            snprintf(how, sizeof how, "was lost (%s)", strerror(errno));
+        else if (WIFEXITED(st))
+            snprintf(how, sizeof how, "exited with code %d", WEXITSTATUS(st));
+        else
+            snprintf(how, sizeof how, "was killed by signal %d",
+                     WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+        fprintf(stderr, "tessera-agent: %s of job %lld rank %d %s\n",
+                done.prolog ? "prolog" : "epilog", (long long)done.job, done.rank, how);
+        if (done.prolog)
+            prolog_ended(a, &done, ok, how);
+        else if (!ok)
+            ts_agent_hook_drain(a, "epilog %.120s %s (job %lld rank %d)", a->cfg.epilog, how,
+                                (long long)done.job, done.rank);
+    }
+}
+
+bool ts_agent_prolog_begin(ts_agent *a, local_task *lt, json_t *t)
+{
+    if (!a->cfg.prolog[0] || lt->prolog_done)
+        return false;
+    json_t *gj = json_object_get(t, "gpus");
+    int gpus[16], ngpu = 0;
+    for (size_t k = 0; k < json_array_size(gj) && ngpu < 16; k++)
+        gpus[ngpu++] = (int)json_integer_value(json_array_get(gj, k));
+    const char *user = json_string_value(json_object_get(t, "user"));
+    json_t *uid = json_object_get(t, "uid");
+    lt->prolog_wait = json_deep_copy(t);
+    if (!lt->prolog_wait ||
+        !ts_agent_hook_start(a, true, lt->job, lt->rank, user,
+                             json_is_integer(uid) ? (long long)json_integer_value(uid) : -1, gpus,
+                             ngpu, -1)) {
+        json_decref(lt->prolog_wait);
+        lt->prolog_wait = NULL;
+        snprintf(lt->start_error, sizeof lt->start_error, "prolog_failed: the node's prolog %.300s "
+                 "could not be started", a->cfg.prolog);
+        snprintf(lt->launch_end, sizeof lt->launch_end, "prolog_failed");
+        ts_agent_hook_drain(a, "prolog %.120s could not be started (job %lld rank %d)",
+                            a->cfg.prolog, (long long)lt->job, lt->rank);
+    }
+    return true;
+}
+
+void ts_agent_epilog_begin(ts_agent *a, local_task *lt)
+{
+    if (!a->cfg.epilog[0] || lt->epilog_done || !lt->t)
+        return;
+    lt->epilog_done = true;
+    const ts_task_info *info = ts_task_info_get(lt->t);
+    char user[64] = "";
+    long long uid = info ? (long long)info->uid : -1;
+    if (lt->user[0])
+        snprintf(user, sizeof user, "%s", lt->user);
+    ts_agent_hook_start(a, false, lt->job, lt->rank, user, uid, lt->gpu, lt->ngpu,
+                        lt->st.exit_code);
+}

@@ -1,0 +1,159 @@
+"""Promises of the site's prolog and epilog on real agents
+(docs/tessera-agent.md "Prolog and epilog"): the agent runs --prolog before
+a task starts and --epilog after it ended, with the job's identity in their
+environment and their output in the agent log; a failing or timed-out
+prolog fails the launch (prolog_failed) and drains the node with a reason; a
+failing epilog drains it too; a hook that hangs never stops the agent's
+exchange with the controller."""
+import atexit
+import os
+import shutil
+import stat
+import tempfile
+import time
+
+from cluster import Node
+from harness import check
+
+HOOKS = tempfile.mkdtemp(prefix="tessera-hooks-")
+atexit.register(shutil.rmtree, HOOKS, True)
+HOOK = """#!/bin/sh
+# {kind}: one line of the job's identity; fails or hangs on request
+d={dir}
+echo "{kind} job=$TESSERA_JOB_ID slurm=$SLURM_JOB_ID rank=$TESSERA_RANK user=$TESSERA_USER \
+uid=$TESSERA_UID gpus=$TESSERA_GPUS node=$TESSERA_NODE exit=$TESSERA_EXIT_CODE" >> $d/{kind}.log
+echo "{kind} output for the agent log"
+[ -e $d/hang-{kind}-$TESSERA_NODE ] && sleep 60
+[ -e $d/fail-{kind}-$TESSERA_NODE ] && exit 3
+exit 0
+"""
+for kind in ("prolog", "epilog"):
+    p = os.path.join(HOOKS, kind + ".sh")
+    with open(p, "w") as f:
+        f.write(HOOK.format(kind=kind, dir=HOOKS))
+    os.chmod(p, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+os.chmod(HOOKS, 0o755)
+
+ARGS = ["--prolog", os.path.join(HOOKS, "prolog.sh"), "--epilog",
+        os.path.join(HOOKS, "epilog.sh"), "--hook-timeout", "3"]
+CLUSTER = {"nodes": [Node(n, "l1", args=ARGS) for n in ("r-1", "r-2", "r-3", "r-4")]}
+
+SPEC = {"tenant": "team-a", "name": "hooked", "tier": "guaranteed",
+        "tasks": [{"count": 1, "gpus": 2, "cpu_milli": 500, "memory_mib": 256}],
+        "time_limit": "5m"}
+
+
+def lines(kind):
+    p = os.path.join(HOOKS, kind + ".log")
+    return open(p).read().splitlines() if os.path.exists(p) else []
+
+
+def flag(name):
+    open(os.path.join(HOOKS, name), "w").close()
+
+
+def unflag(name):
+    try:
+        os.unlink(os.path.join(HOOKS, name))
+    except FileNotFoundError:
+        pass
+
+
+def on(node, command="true", **extra):
+    return dict(SPEC, nodelist=node, command=["/bin/sh", "-c", command], **extra)
+
+
+def resume(c, node):
+    st, d = c.call("POST", f"/v1/nodes/{node}/resume")
+    check(st == 200, f"{node} resumes: {st} {d if st != 200 else ''}")
+
+
+def scenario_prolog_and_epilog_run_with_the_jobs_identity(c):
+    """tessera-agent.md: the prolog runs before the task starts and the
+    epilog after it ended, as root, with TESSERA_JOB_ID, SLURM_JOB_ID, the
+    user, the GPUs and (epilog) the exit code; their output is in the agent
+    log."""
+    jid = c.submit(on("r-1", "exit 0"))
+    c.wait_job(jid, "completed", 30)
+    pro = c.wait(lambda: [x for x in lines("prolog") if f"job={jid} " in x],
+                 "the prolog ran for the job", 10)
+    epi = c.wait(lambda: [x for x in lines("epilog") if f"job={jid} " in x],
+                 "the epilog ran for the job", 10)
+    if not pro or not epi:
+        return
+    check(f"slurm={jid} " in pro[0] and "rank=0" in pro[0] and "node=r-1" in pro[0],
+          f"the prolog sees the job, Slurm's id, rank and node: {pro[0]}")
+    check(" user=" in pro[0] and "user= " not in pro[0], f"and the user: {pro[0]}")
+    gpus = pro[0].split("gpus=")[1].split()[0]
+    check(len(gpus.split(",")) == 2, f"and its 2 GPUs: {pro[0]}")
+    check("exit=0" in epi[0], f"the epilog sees the exit code: {epi[0]}")
+    log = open(c.path("r-1.log")).read()
+    check("prolog output for the agent log" in log and "epilog output for the agent log" in log,
+          "the hooks' output is in the agent log")
+    check(c.node("r-1").get("state") == "up", "the node stays up")
+
+
+def scenario_a_failing_prolog_fails_the_launch_and_drains_the_node(c):
+    """tessera-agent.md: a prolog that fails fails its task's launch (the job
+    fails with reason prolog_failed) and drains the node with the reason,
+    until an admin resumes it."""
+    flag("fail-prolog-r-2")
+    try:
+        jid = c.submit(on("r-2", "echo should-not-run"))
+        j = c.wait_job(jid, "failed", 30)
+        check(j and j.get("reason") == "prolog_failed", f"reason prolog_failed: {j and j.get('reason')}")
+        ranks = (j or {}).get("ranks") or [{}]
+        check(ranks[0].get("end") == "prolog_failed", f"the rank's end: {ranks[0]}")
+        check(c.output("r-2", jid) == "", "the task never ran")
+        n = c.wait(lambda: (lambda n: n if n.get("state") == "drained" else None)(c.node("r-2")),
+                   "r-2 is drained", 15)
+        check(n and "prolog" in (n.get("drain_reason") or "") and "code 3" in n["drain_reason"],
+              f"the drain reason names the prolog and its exit: {n and n.get('drain_reason')}")
+        other = c.submit(on("r-2"))
+        time.sleep(1.0)  # five cycles
+        check(c.job(other).get("state") == "pending", "nothing new is placed on r-2")
+        c.call("POST", f"/v1/jobs/{other}/cancel")
+    finally:
+        unflag("fail-prolog-r-2")
+    resume(c, "r-2")
+    c.wait(lambda: c.node("r-2").get("state") == "up", "r-2 is up once resumed", 10)
+
+
+def scenario_a_hung_prolog_is_killed_and_the_agent_keeps_syncing(c):
+    """tessera-agent.md: a prolog still running after --hook-timeout is
+    killed, the launch fails (prolog_failed) and the node is drained saying
+    so; meanwhile the agent goes on exchanging with the controller."""
+    flag("hang-prolog-r-3")
+    try:
+        jid = c.submit(on("r-3"))
+        c.wait(lambda: [x for x in lines("prolog") if f"job={jid} " in x], "the prolog started", 10)
+        seen0 = c.node("r-3").get("health", {}).get("last_seen", 0)
+        time.sleep(1.5)  # within the hook's 3-s timeout
+        seen1 = c.node("r-3").get("health", {}).get("last_seen", 0)
+        check(seen1 > seen0, f"the agent syncs while its prolog hangs: {seen0} -> {seen1}")
+        j = c.wait_job(jid, "failed", 30)
+        check(j and j.get("reason") == "prolog_failed", f"reason prolog_failed: {j and j.get('reason')}")
+        n = c.wait(lambda: (lambda n: n if n.get("state") == "drained" else None)(c.node("r-3")),
+                   "r-3 is drained", 15)
+        check(n and "timed out" in (n.get("drain_reason") or ""),
+              f"the drain reason says it timed out: {n and n.get('drain_reason')}")
+    finally:
+        unflag("hang-prolog-r-3")
+    resume(c, "r-3")
+
+
+def scenario_a_failing_epilog_drains_the_node(c):
+    """tessera-agent.md: an epilog that fails drains the node with the
+    reason; the job's own end stays what it was."""
+    flag("fail-epilog-r-4")
+    try:
+        jid = c.submit(on("r-4", "exit 0"))
+        j = c.wait_job(jid, "completed", 30)
+        check(j is not None, "the job completed as its task did")
+        n = c.wait(lambda: (lambda n: n if n.get("state") == "drained" else None)(c.node("r-4")),
+                   "r-4 is drained", 15)
+        check(n and "epilog" in (n.get("drain_reason") or ""),
+              f"the drain reason names the epilog: {n and n.get('drain_reason')}")
+    finally:
+        unflag("fail-epilog-r-4")
+    resume(c, "r-4")
