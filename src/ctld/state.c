@@ -384,7 +384,6 @@ int ctld_job_build(ctld *c, cjob *j, ts_err *err)
     return ts_sched_check_job(c->sched, s, err);
 }
 
-int ctld_job_build(ctld *c, cjob *j, ts_err *err) { return job_build(c, j, err); }
 
 /* ---- placement JSON ------------------------------------------------------------ */
 

@@ -10,9 +10,6 @@
 /* The store setting that lists the nodes an admin drained. */
 #define CTLD_DRAINED_KEY "drained_nodes"
 
-/* Builds the scheduler's view of j (its requests, node mask, tenant,
- * priority) from its spec; err names the field. */
-int ctld_job_build(ctld *c, cjob *j, ts_err *err);
 /* Adds a built job to the array and the id map. */
 int ctld_job_add(ctld *c, cjob *j);
 void ctld_cjob_free(cjob *j);
