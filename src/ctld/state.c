@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "ctld/steps.h"
 #include "ctld/secrets.h"
 #include "ctld/depend.h"
 #include "ctld/job_fsm.h"
@@ -140,6 +141,7 @@ static void cjob_free(cjob *j)
     free(j->net_host);
     free(j->rank_state);
     json_decref(j->rank_end);
+    ctld_steps_free(j);
     free(j->straggle_since);
     free(j);
 }
@@ -691,6 +693,8 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
         rc = ts_store_open(cfg->store_url, &c->store, err);
     if (rc == 0 && cfg->ha_epoch > 0) /* a leader (ha.c): fenced before its first write */
         rc = ts_store_set_epoch(c->store, cfg->ha_epoch, err);
+    if (rc == 0) /* the step credentials' key (steps.h) */
+        rc = ctld_step_key_load(c, err);
     if (rc == 0) /* no key for the secrets stored: refuse to start (docs/secrets.md) */
         rc = ctld_secrets_open(c->store, cfg->secrets_key_file, true, &c->secrets, err);
     if (rc == 0 && ctld_notify_open(c) != 0)
@@ -1075,6 +1079,7 @@ void ctld_job_unbind(ctld *c, cjob *j, double now)
     node_index_del(c, j);
     j->sj.allocs = j->allocs;
     ctld_service_run_ended(c, j, now); /* the las order keeps what it attained */
+    ctld_steps_run_ended(c, j, now, NULL); /* its steps' tasks stop with it */
     ts_err e;
     if (ts_sched_stop(c->sched, &j->sj, now, &e) != 0) /* its GPUs would stay taken */
         fprintf(stderr, "tesserad: job %lld: releasing its allocation: %s\n",

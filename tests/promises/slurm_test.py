@@ -18,24 +18,75 @@ def outputs(c, jid, ranks, stream="out"):
     return {r: "".join(c.output(n.name, jid, r, stream) for n in c.nodes) for r in ranks}
 
 
-def scenario_srun_runs_a_step_in_the_jobs_tasks(c):
-    """slurm.md: `srun CMD` runs CMD in each task, `-n N` in the first N, `-l`
-    labels lines with the rank."""
+def scenario_srun_steps_fan_out_through_the_controller(c):
+    """slurm.md "Steps": the script runs in rank 0 only; `srun CMD` runs CMD in
+    the job's tasks on every node, each step with its own id, exit status and
+    accounting; srun exits with the step's status, and a step after a failed
+    one runs."""
     p = script(c, "steps.sh", """#!/bin/sh
 #SBATCH -N 2 --ntasks-per-node=1 --gpus-per-node=8 --account=team-a --time=5
-srun -l sh -c 'echo "step rank=$SLURM_PROCID of $SLURM_STEP_NUM_TASKS"'
-srun -n 1 echo only-the-first
-srun --ntasks=1 --mpi=pmix -c 4 sh -c 'echo "first=$SLURM_PROCID"'
+echo "script in rank $SLURM_PROCID"
+srun -l sh -c 'echo "step=$SLURM_STEP_ID procid=$SLURM_PROCID of $SLURM_STEP_NUM_TASKS gpus=$CUDA_VISIBLE_DEVICES"'
+srun -n1 false
+echo "false-rc=$?"
+srun -n 1 sh -c 'echo "after the failed step: $SLURM_STEP_ID"; exit 3'
+echo "exit3-rc=$?"
+srun --ntasks-per-node=1 -N 2 hostname >/dev/null && echo "hostname-ok"
 """)
     r = c.cli("sbatch", p)
     check(r.returncode == 0, f"tessera sbatch submits it: {r.returncode} {r.stdout} {r.stderr}")
     jid = next((int(w) for w in r.stdout.split() if w.isdigit()), None)
-    if jid is None or not c.wait_job(jid, "completed", 30):
+    if jid is None or not c.wait_job(jid, ("completed", "failed"), 60):
+        print("  steps:", c.call("GET", f"/v1/jobs/{jid}/steps?step=0")[1], outputs(c, jid, (0, 1)),
+              outputs(c, jid, (0,), "err"))
+        return
+    err = outputs(c, jid, (0,), "err")[0]
+    check(c.job(jid).get("state") == "completed",
+          f"the job completes: {c.job(jid).get('why')}; stderr {err[-1500:]!r}")
+    out = outputs(c, jid, (0, 1))
+    check(out[0].startswith("script in rank 0\n"), f"the script ran in rank 0: {out[0]!r}")
+    check("script in rank" not in out[1], f"and not in rank 1: {out[1]!r}")
+    check("0: step=0 procid=0 of 2 gpus=" in out[0] and "1: step=0 procid=1 of 2 gpus=" in out[0],
+          f"step 0 ran in both nodes' tasks, labelled, its output in the job's: {out[0]!r}")
+    check("false-rc=1\n" in out[0], f"srun exits with a failed step's status: {out[0]!r}")
+    check("after the failed step: 2\n" in out[0] and "exit3-rc=3\n" in out[0],
+          f"a step after a failed one runs, with the next id: {out[0][-300:]!r} {err!r}")
+    check("hostname-ok" in out[0], f"-N 2 --ntasks-per-node=1 runs: {out[0]!r}")
+    st = c.call("GET", f"/v1/jobs/{jid}/steps")[1]
+    steps = st.get("steps", []) if isinstance(st, dict) else []
+    check([s.get("exit_code") for s in steps] == [0, 1, 3, 0],
+          f"the steps API lists 4 steps with their exit codes: {st}")
+    check([s.get("ntasks") for s in steps] == [2, 1, 1, 2] and
+          all(s.get("state") in ("completed", "failed") and s.get("end") for s in steps),
+          f"each step has its tasks, state and end: {steps}")
+    check(len(steps) == 4 and len(steps[0].get("nodes", [])) == 2 and
+          steps[0].get("gpu_seconds", 0) > 0,
+          f"step 0 ran on 2 nodes and is accounted in GPU-seconds: {steps[:1]}")
+    one = c.call("GET", f"/v1/jobs/{jid}/steps?step=1")[1]
+    check(isinstance(one, dict) and one.get("step", {}).get("exit_code") == 1 and
+          one["step"].get("name") == f"{jid}.1", f"one step of the ended job, from its events: {one}")
+    t = c.cli("steps", str(jid))
+    check(t.returncode == 0 and f"{jid}.0" in t.stdout and f"{jid}.3" in t.stdout,
+          f"`tessera steps` lists JOB.STEP rows: {t.stdout} {t.stderr}")
+    ev = c.call("GET", f"/v1/jobs/{jid}/events?limit=100")[1]
+    kinds = [e.get("kind") for e in ev.get("events", [])] if isinstance(ev, dict) else []
+    check(kinds.count("step-started") == 4 and kinds.count("step-ended") == 4,
+          f"each step's start and end are job events: {kinds}")
+
+
+def scenario_plain_job_runs_in_every_task(c):
+    """slurm.md "Steps": a job submitted as a spec (not from sbatch) runs its
+    command in every task, as before, and has no steps."""
+    jid = c.submit({"tenant": "team-a", "name": "plain", "tier": "guaranteed",
+                    "command": ["/bin/sh", "-c", "echo rank=$RANK"],
+                    "tasks": [{"count": 2, "gpus": 8, "cpu_milli": 1000, "memory_mib": 1024}],
+                    "time_limit": "5m"})
+    if jid is None or not c.wait_job(jid, ("completed", "failed"), 30):
         return
     out = outputs(c, jid, (0, 1))
-    check(out[0] == "0: step rank=0 of 2\nonly-the-first\nfirst=0\n",
-          f"rank 0 ran every step, labelled where asked: {out[0]!r}")
-    check(out[1] == "1: step rank=1 of 2\n", f"rank 1 ran the step of all tasks only: {out[1]!r}")
+    check(out[0] == "rank=0\n" and out[1] == "rank=1\n", f"both ranks ran it: {out}")
+    st = c.call("GET", f"/v1/jobs/{jid}/steps")[1]
+    check(isinstance(st, dict) and st.get("steps") == [], f"no steps: {st}")
 
 
 def scenario_srun_refuses_what_a_step_cannot_honour(c):
