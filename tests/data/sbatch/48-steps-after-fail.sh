@@ -1,0 +1,7 @@
+#!/bin/bash
+# expect: nodes=1 tasks=2
+#SBATCH --account=research
+#SBATCH -n 2 -N 1
+srun -n 1 sh -c "exit 3"
+echo "rc=$?"
+srun -n 2 true

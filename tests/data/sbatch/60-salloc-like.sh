@@ -1,0 +1,5 @@
+#!/bin/bash
+# expect: nodes=2 tasks=2 gpus=16
+#SBATCH --account=research
+#SBATCH -N 2 --gpus-per-node=8 --time=1:00:00
+srun --overlap -N 2 sleep 1

@@ -1,0 +1,5 @@
+#!/bin/bash
+# expect: tasks=1 time=90
+#SBATCH --account=research
+#SBATCH --time=1:30:00
+srun -t 10 echo short
