@@ -74,6 +74,41 @@ srun --ntasks-per-node=1 -N 2 hostname >/dev/null && echo "hostname-ok"
           f"each step's start and end are job events: {kinds}")
 
 
+def scenario_step_credential_is_scoped_to_its_job(c):
+    """slurm.md "Steps": the step credential in a batch job's task starts and
+    reads that job's steps only; a spec job has none to start (409)."""
+    p = script(c, "cred.sh", """#!/bin/sh
+#SBATCH -n 1 --gpus=1 --account=team-a --time=5
+echo "$TESSERA_STEP_TOKEN" > "$SLURM_SUBMIT_DIR/cred-$SLURM_JOB_ID"
+sleep 30
+""")
+    r = c.cli("sbatch", p)
+    jid = next((int(w) for w in r.stdout.split() if w.isdigit()), None)
+    if jid is None or not c.wait_job(jid, "running", 30):
+        return
+    path = os.path.join(os.getcwd(), f"cred-{jid}")
+    tok = c.wait(lambda: open(path).read().strip() if os.path.exists(path) else None,
+                 "the task wrote its step credential", 20)
+    if not tok:
+        return
+    os.unlink(path)
+    check(tok.startswith("tsstep_"), f"a task of a batch job has a step credential: {tok[:12]}")
+    st, d = c.call("GET", f"/v1/jobs/{jid}/steps", token=tok)
+    check(st == 200 and d.get("steps") == [], f"it reads its job's steps: {st} {d}")
+    st, d = c.call("POST", f"/v1/jobs/{jid}/steps", {"command": ["true"], "ntasks": 2},
+                   token=tok)
+    check(st == 400 and "ntasks" in str(d), f"a step larger than the job is refused naming "
+          f"ntasks: {st} {d}")
+    st, d = c.call("GET", "/v1/jobs", token=tok)
+    check(st == 403, f"any other route answers 403: {st} {d}")
+    st, d = c.call("GET", f"/v1/jobs/{jid + 1000}/steps", token=tok)
+    check(st == 403, f"another job's steps answer 403: {st} {d}")
+    st, d = c.call("GET", f"/v1/jobs/{jid}/steps", token=tok[:-2] + ("00" if tok[-2:] != "00" else "11"))
+    check(st == 401, f"a forged credential answers 401: {st}")
+    c.call("POST", f"/v1/jobs/{jid}/cancel")
+    c.wait_job(jid, "cancelled", 30)
+
+
 def scenario_plain_job_runs_in_every_task(c):
     """slurm.md "Steps": a job submitted as a spec (not from sbatch) runs its
     command in every task, as before, and has no steps."""
@@ -87,6 +122,17 @@ def scenario_plain_job_runs_in_every_task(c):
     check(out[0] == "rank=0\n" and out[1] == "rank=1\n", f"both ranks ran it: {out}")
     st = c.call("GET", f"/v1/jobs/{jid}/steps")[1]
     check(isinstance(st, dict) and st.get("steps") == [], f"no steps: {st}")
+    jid = c.submit({"tenant": "team-a", "name": "plain2", "tier": "guaranteed",
+                    "command": ["/bin/sh", "-c", "sleep 30"],
+                    "tasks": [{"count": 1, "gpus": 1, "cpu_milli": 1000, "memory_mib": 1024}],
+                    "time_limit": "5m"})
+    if jid is None or not c.wait_job(jid, "running", 30):
+        return
+    st, d = c.call("POST", f"/v1/jobs/{jid}/steps", {"command": ["true"]})
+    check(st == 409 and d.get("error", {}).get("code") == "not_a_batch_job",
+          f"a spec job has no steps to start: {st} {d}")
+    c.call("POST", f"/v1/jobs/{jid}/cancel")
+    c.wait_job(jid, "cancelled", 30)
 
 
 def scenario_srun_refuses_what_a_step_cannot_honour(c):
