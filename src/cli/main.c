@@ -115,7 +115,7 @@ static const struct cli_cmd COMMANDS[] = {
      "                           +HH:MM), Unix seconds, 'now', or -7d / -12h / -30m",
      cli_cmd_usage},
     {"acct", "acct [--user U] [--tenant T] [--state S] [--from WHEN] [--to WHEN]\n"
-     "           [--format table|csv|json]",
+     "           [--format table|csv|json] [--steps]",
      "One row per job that waited or ran in the period (default: all time): tenant,\n"
      "user, tier, GPU model, GPUs, state, exit code, times and the GPU-hours it used\n"
      "inside the period. A user sees its own jobs; a tenant-admin its tenant's.\n\n"
@@ -124,7 +124,9 @@ static const struct cli_cmd COMMANDS[] = {
      "  -s, --state S    pending, held, running, stopping, completed, failed,\n"
      "                   cancelled or timeout\n"
      "  --from WHEN, --to WHEN   as for 'usage'\n"
-     "  --format F       table (default), csv (RFC 4180, every column) or json",
+     "  --format F       table (default), csv (RFC 4180, every column) or json\n"
+     "  --steps          each job's steps (srun in its script) after it, as sacct's\n"
+     "                   JOB.STEP rows: state, exit code, start, elapsed, GPU-hours",
      cli_cmd_acct},
     {"shares", "shares [--since WHEN]",
      "Fair share by tenant and user (Slurm's sshare): each tenant's weight, decayed\n"

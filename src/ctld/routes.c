@@ -826,7 +826,8 @@ static const ctld_route_def ROUTES[] = {
      "GPU-hours by tenant, tier and GPU model over [from, to)", NULL, 200, "Usage", "503"},
     {"GET", "/v1/acct", ctld_acct, R_READ, "listAcct",
      "One accounting row per job touching [from, to) (filters tenant, owner, state; format json "
-     "or csv; cursor pagination; a user sees its own jobs only)", NULL, 200, "AcctRows", "503"},
+     "or csv; steps=true adds each job's steps, sacct's JOB.STEP rows; cursor pagination; a "
+     "user sees its own jobs only)", NULL, 200, "AcctRows", "503"},
     {"GET", "/v1/tokens", ctld_tokens_route, R_READ, "listTokens",
      "List tokens visible to the caller", NULL, 200, "TokenList", "503"},
     {"POST", "/v1/tokens", ctld_tokens_route, R_TADMIN, "createToken",

@@ -686,6 +686,27 @@ static json_t *steps_from_events(ctld *c, int64_t id, ctld_reply *r)
     return a;
 }
 
+json_t *ctld_steps_of(ctld *c, int64_t id, ts_err *err)
+{
+    ctld_lock_reader(c);
+    const cjob *j = ctld_job_find(c, id);
+    if (j) {
+        json_t *a = json_array();
+        double now = ctld_now();
+        for (int k = 0; j->steps && k < j->steps->n; k++)
+            json_array_append_new(a, step_json(c, j, &j->steps->v[k], false, now));
+        pthread_mutex_unlock(&c->mu);
+        return a;
+    }
+    pthread_mutex_unlock(&c->mu);
+    ctld_reply r = {0};
+    json_t *a = steps_from_events(c, id, &r);
+    if (!a)
+        ts_err_set(err, TS_EIO, "the store: %s", r.body ? r.body : "unavailable");
+    free(r.body);
+    return a;
+}
+
 static void step_get(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     int64_t one = -1;

@@ -60,6 +60,11 @@ int ctld_steps_report(ctld *c, cjob *j, int n, const json_t *tk, double now, ctl
 void ctld_steps_run_ended(ctld *c, cjob *j, double now, ctld_txn *t);
 void ctld_steps_free(cjob *j);
 
+/* Job id's steps as GET /v1/jobs/{id}/steps lists them: from memory while
+ * the job is active, else from its events (a store read). Takes mu itself;
+ * NULL and err when the store failed. */
+json_t *ctld_steps_of(ctld *c, int64_t id, ts_err *err);
+
 /* GET and POST /v1/jobs/{id}/steps. Takes mu itself. */
 void ctld_steps_route(ctld *c, const ctld_request *rq, ctld_reply *r);
 

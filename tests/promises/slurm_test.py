@@ -68,6 +68,15 @@ srun --ntasks-per-node=1 -N 2 hostname >/dev/null && echo "hostname-ok"
     t = c.cli("steps", str(jid))
     check(t.returncode == 0 and f"{jid}.0" in t.stdout and f"{jid}.3" in t.stdout,
           f"`tessera steps` lists JOB.STEP rows: {t.stdout} {t.stderr}")
+    st, acct = c.call("GET", "/v1/acct?steps=true")
+    row = next((r for r in acct.get("jobs", []) if r.get("id") == jid), {}) if st == 200 else {}
+    check([s.get("name") for s in row.get("steps", [])] == [f"{jid}.{k}" for k in range(4)] and
+          [s.get("exit_code") for s in row.get("steps", [])] == [0, 1, 3, 0] and
+          all(s.get("end") and s.get("gpu_hours", 0) > 0 for s in row.get("steps", [])),
+          f"accounting has a JOB.STEP row a step, with its end, exit and GPU-hours: {st} {row}")
+    a = c.cli("acct", "--steps", "--format", "csv")
+    check(a.returncode == 0 and f"\n{jid}.1," in a.stdout and f"\n{jid}.3," in a.stdout,
+          f"`tessera acct --steps` exports them: {a.stdout!r} {a.stderr}")
     ev = c.call("GET", f"/v1/jobs/{jid}/events?limit=100")[1]
     kinds = [e.get("kind") for e in ev.get("events", [])] if isinstance(ev, dict) else []
     check(kinds.count("step-started") == 4 and kinds.count("step-ended") == 4,
