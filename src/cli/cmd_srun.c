@@ -7,7 +7,8 @@
  * Options are those of src/api/srun_opts.h (any other is refused, naming
  * it, exit 2). It posts the step to the controller with the task's step
  * credential ($TESSERA_STEP_URL, $TESSERA_STEP_TOKEN, $SLURM_JOB_ID, set by
- * the agent in a batch script's task), then reads the step until it ended
+ * the agent in a batch script's task; without -n, $SLURM_NTASKS is the
+ * step's number of tasks, as srun reads it), then reads the step until it ended
  * (polling, CLI_SRUN_POLL_MS apart), prints each task's output in task
  * order - stdout to stdout, stderr to stderr, each line led by "TASK: "
  * with -l - and exits with the step's exit status (its tasks' highest, as
@@ -25,6 +26,7 @@
 
 #define CLI_SRUN_POLL_MS 200
 #define SRUN_EXIT_USAGE 2
+#define SRUN_EXIT_FAILED 1
 
 static int srun_fail(const char *fmt, const char *a)
 {
@@ -111,6 +113,9 @@ int cli_cmd_srun(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
     int rc = cli_config_resolve(ctx);
     if (rc != CLI_CONTINUE)
         return rc;
+    const char *env_n = getenv("SLURM_NTASKS"); /* srun's input variable, as in Slurm */
+    if (!ntasks && env_n && !whole(env_n, &ntasks))
+        ntasks = 0;
     json_t *body = json_object(), *cmdv = json_array();
     for (int k = i; k < argc; k++)
         json_array_append_new(cmdv, json_string(argv[k]));
@@ -132,7 +137,7 @@ int cli_cmd_srun(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
     rc = text ? cli_http(ctx, &req, &resp) : CLI_EXIT_LOCAL;
     free(text);
     if (rc != CLI_EXIT_OK)
-        return rc;
+        return SRUN_EXIT_FAILED; /* why is printed; srun's own failures exit 1 */
     long step = (long)cli_int(json_object_get(resp.json, "step"), "id", -1);
     cli_resp_free(&resp);
     if (step < 0)
@@ -142,7 +147,7 @@ int cli_cmd_srun(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
         struct cli_req g = {.method = "GET", .path = path};
         rc = cli_http(ctx, &g, &resp);
         if (rc != CLI_EXIT_OK)
-            return rc;
+            return SRUN_EXIT_FAILED;
         json_t *s = json_object_get(resp.json, "step");
         const char *state = json_string_value(json_object_get(s, "state"));
         if (state && strcmp(state, "running") != 0) {

@@ -6,7 +6,10 @@
  * A step picks its tasks from the job's ranks the way srun does inside an
  * allocation: the nodes in the order the job holds them (its first
  * rank's node first), at most --nodes of them, at most --ntasks-per-node
- * tasks on each, at most --ntasks in all; with none of these, every task.
+ * tasks on each unless --ntasks asks for more (--ntasks wins, as in srun),
+ * at most --ntasks in all; with none of these, every task. (`tessera srun`
+ * sends the job's SLURM_NTASKS as --ntasks when none is given, as srun
+ * reads it from its environment.)
  * Its tasks keep the rank's GPUs, CPUs, memory and user, and get the step's
  * own numbering (SLURM_PROCID 0.. within the step, SLURM_STEP_ID). The
  * step's exit status is its tasks' highest (128 + the signal for a task a
@@ -444,16 +447,22 @@ static int pick_tasks(const cjob *j, int want_n, int want_nodes, int per_node, i
             p++;
         if (p == nn)
             order[nn++] = j->allocs[q].node;
-        if (per_node <= 0 || cap[p] < per_node)
-            cap[p]++;
+        cap[p]++;
     }
     if (want_nodes > nn) {
         ctld_field_error(r, "nodes", "%d nodes asked; the job holds %d", want_nodes, nn);
         goto out;
     }
-    int use = want_nodes > 0 ? want_nodes : nn, room = 0;
-    for (int p = 0; p < use; p++)
+    int use = want_nodes > 0 ? want_nodes : nn, room = 0, capped = 0;
+    for (int p = 0; p < use; p++) {
         room += cap[p];
+        capped += per_node > 0 && cap[p] > per_node ? per_node : cap[p];
+    }
+    if (want_n <= 0 || capped >= want_n) { /* --ntasks-per-node holds unless -n wants more */
+        for (int p = 0; p < use; p++)
+            cap[p] = per_node > 0 && cap[p] > per_node ? per_node : cap[p];
+        room = capped;
+    }
     int n = want_n > 0 ? want_n : room;
     if (n > room) {
         ctld_field_error(r, "ntasks", "%d tasks asked; the job's tasks on the %d node(s) chosen "
