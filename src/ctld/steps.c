@@ -425,6 +425,43 @@ void ctld_steps_run_ended(ctld *c, cjob *j, double now, ctld_txn *t)
     }
 }
 
+#define STEP_EVENTS_PAGE 1000
+
+/* A job's steps from its events of that kind (step-ended: an ended job's
+ * steps, their detail the step's document without its tasks; step-started:
+ * every step begun). NULL when the store failed (answered). */
+static json_t *step_events(ctld *c, int64_t id, const char *kind, ctld_reply *r)
+{
+    json_t *a = json_array();
+    int64_t after = 0;
+    for (int page = 0; page < CTLD_STEPS_MAX; page++) { /* bounded: steps a job may have */
+        ts_event_row *ev = NULL;
+        int n = 0;
+        ts_err err;
+        if (ts_store_event_list(c->store, id, after, STEP_EVENTS_PAGE, &ev, &n, &err) != 0) {
+            ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+            json_decref(a);
+            return NULL;
+        }
+        for (int i = 0; i < n; i++) {
+            json_error_t je;
+            json_t *o = strcmp(ev[i].kind, kind) == 0 && ev[i].detail
+                            ? json_loads(ev[i].detail, 0, &je)
+                            : NULL;
+            if (json_is_object(o))
+                json_array_append_new(a, o);
+            else
+                json_decref(o);
+        }
+        if (n > 0)
+            after = ev[n - 1].id;
+        ts_store_free_events(ev, n);
+        if (n < STEP_EVENTS_PAGE)
+            break;
+    }
+    return a;
+}
+
 /* ---- the API -------------------------------------------------------------------- */
 
 /* The tasks a step of these options runs in (see the file's comment): srun's
@@ -554,6 +591,25 @@ static void step_post(ctld *c, const ctld_request *rq, ctld_reply *r)
         json_decref(body);
         return;
     }
+    /* the first step this controller sees of the job: its ids go on from
+     * those its events have (a restarted controller), read before mu */
+    ctld_lock_reader(c);
+    const cjob *seen = ctld_job_find(c, rq->id);
+    bool first = seen && !seen->steps;
+    pthread_mutex_unlock(&c->mu);
+    int next_id = 0;
+    if (first) {
+        json_t *begun = step_events(c, rq->id, "step-started", r);
+        if (!begun) {
+            json_decref(body);
+            return;
+        }
+        size_t k;
+        json_t *b;
+        json_array_foreach(begun, k, b) if (json_integer_value(json_object_get(b, "id")) >= next_id)
+            next_id = (int)json_integer_value(json_object_get(b, "id")) + 1;
+        json_decref(begun);
+    }
     pthread_mutex_lock(&c->mu);
     cjob *j = ctld_job_wait_unpinned(c, rq->id);
     ctld_step s = {0};
@@ -586,7 +642,7 @@ static void step_post(ctld *c, const ctld_request *rq, ctld_reply *r)
     int n = pick_tasks(j, want_n, want_nodes, per_node, rank, r);
     if (n < 0)
         goto out;
-    s.id = j->steps->n > 0 ? j->steps->v[j->steps->n - 1].id + 1 : 0;
+    s.id = j->steps->n > 0 ? j->steps->v[j->steps->n - 1].id + 1 : next_id;
     s.run = j->row.start_s;
     s.n = n;
     s.rank = rank;
@@ -659,42 +715,6 @@ out:
     json_decref(body);
 }
 
-#define STEP_EVENTS_PAGE 1000
-
-/* An ended job's steps, from its step-ended events (their detail is the
- * step's document without its tasks). NULL when the store failed (answered). */
-static json_t *steps_from_events(ctld *c, int64_t id, ctld_reply *r)
-{
-    json_t *a = json_array();
-    int64_t after = 0;
-    for (int page = 0; page < CTLD_STEPS_MAX; page++) { /* bounded: steps a job may have */
-        ts_event_row *ev = NULL;
-        int n = 0;
-        ts_err err;
-        if (ts_store_event_list(c->store, id, after, STEP_EVENTS_PAGE, &ev, &n, &err) != 0) {
-            ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
-            json_decref(a);
-            return NULL;
-        }
-        for (int i = 0; i < n; i++) {
-            json_error_t je;
-            json_t *o = strcmp(ev[i].kind, "step-ended") == 0 && ev[i].detail
-                            ? json_loads(ev[i].detail, 0, &je)
-                            : NULL;
-            if (json_is_object(o))
-                json_array_append_new(a, o);
-            else
-                json_decref(o);
-        }
-        if (n > 0)
-            after = ev[n - 1].id;
-        ts_store_free_events(ev, n);
-        if (n < STEP_EVENTS_PAGE)
-            break;
-    }
-    return a;
-}
-
 json_t *ctld_steps_of(ctld *c, int64_t id, ts_err *err)
 {
     ctld_lock_reader(c);
@@ -709,7 +729,7 @@ json_t *ctld_steps_of(ctld *c, int64_t id, ts_err *err)
     }
     pthread_mutex_unlock(&c->mu);
     ctld_reply r = {0};
-    json_t *a = steps_from_events(c, id, &r);
+    json_t *a = step_events(c, id, "step-ended", &r);
     if (!a)
         ts_err_set(err, TS_EIO, "the store: %s", r.body ? r.body : "unavailable");
     free(r.body);
@@ -726,7 +746,7 @@ static void step_get(ctld *c, const ctld_request *rq, ctld_reply *r)
     double now = ctld_now();
     if (!j) { /* ended: what its events keep */
         pthread_mutex_unlock(&c->mu);
-        json_t *a = steps_from_events(c, rq->id, r);
+        json_t *a = step_events(c, rq->id, "step-ended", r);
         if (!a)
             return;
         if (one < 0) {
@@ -764,9 +784,33 @@ static void step_get(ctld *c, const ctld_request *rq, ctld_reply *r)
     ctld_reply_json(r, 200, json_pack("{s:o}", "steps", a));
 }
 
+/* What a caller who may not read the job's content reads of its steps:
+ * no command, no output (docs/secrets.md, as the job's own). */
+static void redact(json_t *doc)
+{
+    json_t *steps = json_object_get(doc, "steps"), *one = json_object_get(doc, "step");
+    size_t k, q;
+    json_t *s, *t;
+    if (one)
+        json_array_append(steps = json_array(), one);
+    else
+        json_incref(steps);
+    json_array_foreach(steps, k, s)
+    {
+        json_object_set_new(s, "command", json_array());
+        json_array_foreach(json_object_get(s, "tasks"), q, t)
+        {
+            json_object_set_new(t, "stdout", json_string("hidden"));
+            json_object_set_new(t, "stderr", json_string("hidden"));
+        }
+    }
+    json_decref(steps);
+}
+
 void ctld_steps_route(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     const ctld_caller *w = rq->who;
+    bool content = true;
     if (w->step_job != 0 && w->step_job != rq->id) {
         ctld_reply_error(r, 403, "forbidden", "a step credential is job %lld's only",
                          (long long)w->step_job);
@@ -778,6 +822,11 @@ void ctld_steps_route(ctld *c, const ctld_request *rq, ctld_reply *r)
         int rc = ts_store_job_get(c->store, rq->id, &row, &err);
         bool all = w->role == TS_ROLE_ADMIN || (w->role == TS_ROLE_VIEWER && !w->tenant[0]);
         bool ok = rc == 0 && (all || strcmp(w->tenant, row.tenant) == 0);
+        if (ok) {
+            ctld_lock_reader(c); /* the tenants' privacy policy */
+            content = ctld_sees_content(c, w, row.tenant, row.owner);
+            pthread_mutex_unlock(&c->mu);
+        }
         if (rc == 0)
             ts_job_row_fini(&row);
         if (rc != 0 && rc != TS_ENOENT) {
@@ -793,8 +842,26 @@ void ctld_steps_route(ctld *c, const ctld_request *rq, ctld_reply *r)
             return;
         }
     }
-    if (strcmp(rq->method, "POST") == 0)
+    if (strcmp(rq->method, "POST") == 0 && !content) {
+        ctld_reply_error(r, 403, "forbidden", "job %lld: only who may read its content starts "
+                         "its steps", (long long)rq->id);
+        return;
+    }
+    if (strcmp(rq->method, "POST") == 0) {
         step_post(c, rq, r);
-    else
-        step_get(c, rq, r);
+        return;
+    }
+    step_get(c, rq, r);
+    if (!content && r->status == 200 && r->body) { /* its answer, without the content */
+        json_error_t je;
+        json_t *doc = json_loads(r->body, 0, &je);
+        free(r->body);
+        r->body = NULL;
+        if (doc) {
+            redact(doc);
+            ctld_reply_json(r, 200, doc);
+        } else { /* never the unredacted answer */
+            ctld_reply_error(r, 503, "unavailable", "out of memory");
+        }
+    }
 }

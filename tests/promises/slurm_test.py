@@ -65,6 +65,11 @@ srun --ntasks-per-node=1 -N 2 hostname >/dev/null && echo "hostname-ok"
     one = c.call("GET", f"/v1/jobs/{jid}/steps?step=1")[1]
     check(isinstance(one, dict) and one.get("step", {}).get("exit_code") == 1 and
           one["step"].get("name") == f"{jid}.1", f"one step of the ended job, from its events: {one}")
+    viewer = c.token("steps-viewer", "viewer", "team-a")
+    st, d = c.call("GET", f"/v1/jobs/{jid}/steps", token=viewer)
+    check(st == 200 and len(d.get("steps", [])) == 4 and
+          all(s.get("command") == [] for s in d["steps"]),
+          f"a viewer reads the steps without their commands: {st} {d}")
     t = c.cli("steps", str(jid))
     check(t.returncode == 0 and f"{jid}.0" in t.stdout and f"{jid}.3" in t.stdout,
           f"`tessera steps` lists JOB.STEP rows: {t.stdout} {t.stderr}")
