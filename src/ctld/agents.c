@@ -420,7 +420,9 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole,
         int st = rank_state_of(json_string_value(json_object_get(tk, "state")));
         cjob *j = ctld_job_find(c, id);
         if (j && json_is_integer(json_object_get(tk, "step"))) { /* a step's task (steps.c) */
-            if (!j->pinned && ctld_steps_report(c, j, n, tk, now, &t) != 0)
+            if (j->pinned) /* a change of its job is being written: the next report counts */
+                *whole = false;
+            else if (ctld_steps_report(c, j, n, tk, now, &t) != 0)
                 rc = ts_err_set(err, TS_ENOMEM, "out of memory");
             continue;
         }

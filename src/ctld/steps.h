@@ -53,7 +53,10 @@ int ctld_step_key_load(ctld *c, ts_err *err);
 /* Appends to tasks the step tasks of j that node n runs (desired state). */
 void ctld_steps_desired(const ctld *c, const cjob *j, int n, json_t *tasks);
 /* One agent report of a step task (it has "step"): recorded; a step whose
- * tasks all ended ends, its event planned into t. 0 or TS_ENOMEM. */
+ * tasks all ended ends, its event planned into t. 0 or TS_ENOMEM. The
+ * step's memory changes at once: a commit of t that fails leaves the step
+ * ended without its step-ended event (its accounting row then comes from
+ * memory only, while the job is active). */
 int ctld_steps_report(ctld *c, cjob *j, int n, const json_t *tk, double now, ctld_txn *t);
 /* The job's run ended (completed, failed, requeued): its running steps end
  * with it, their events planned into t (NULL: not written). */
