@@ -272,12 +272,18 @@ void ctld_acct(ctld *c, const ctld_request *rq, ctld_reply *r)
         json_t *s;
         if (out) {
             csv_row(out, o);
-            json_array_foreach(steps, k, s) csv_step(out, o, s);
+            json_array_foreach(steps, k, s)
+            {
+                csv_step(out, o, s);
+            }
         } else if (!csv) {
             json_t *row = row_json(o);
             if (with_steps) {
                 json_t *sr = json_array();
-                json_array_foreach(steps, k, s) json_array_append_new(sr, step_row(s));
+                json_array_foreach(steps, k, s)
+                {
+                    json_array_append_new(sr, step_row(s));
+                }
                 json_object_set_new(row, "steps", sr);
             }
             json_array_append_new(a, row);

@@ -225,10 +225,13 @@ void ctld_steps_desired(const ctld *c, const cjob *j, int n, json_t *tasks)
             if (j->allocs[r].node != n || s->st[q] > CTLD_RANK_RUNNING)
                 continue;
             base = NULL;
-            json_array_foreach(tasks, i, tk) if (json_integer_value(json_object_get(tk, "job")) ==
-                                                     j->row.id &&
-                                                 json_integer_value(json_object_get(tk, "rank")) == r &&
-                                                 !json_object_get(tk, "step")) base = tk;
+            json_array_foreach(tasks, i, tk)
+            {
+                if (json_integer_value(json_object_get(tk, "job")) == j->row.id &&
+                    json_integer_value(json_object_get(tk, "rank")) == r &&
+                    !json_object_get(tk, "step"))
+                    base = tk;
+            }
             if (!base)
                 continue; /* the rank's own document comes first (agents.c) */
             json_t *o = json_deep_copy(base);
@@ -474,12 +477,14 @@ static void step_post(ctld *c, const ctld_request *rq, ctld_reply *r)
     }
     const char *k;
     json_t *v;
-    json_object_foreach(body, k, v) if (strcmp(k, "command") && strcmp(k, "ntasks") &&
-                                        strcmp(k, "nodes") && strcmp(k, "ntasks_per_node"))
+    json_object_foreach(body, k, v)
     {
-        ctld_field_error(r, k, "unknown field (command, ntasks, nodes, ntasks_per_node)");
-        json_decref(body);
-        return;
+        if (strcmp(k, "command") && strcmp(k, "ntasks") && strcmp(k, "nodes") &&
+            strcmp(k, "ntasks_per_node")) {
+            ctld_field_error(r, k, "unknown field (command, ntasks, nodes, ntasks_per_node)");
+            json_decref(body);
+            return;
+        }
     }
     json_t *cmd = json_object_get(body, "command");
     size_t total = 0;
@@ -517,8 +522,12 @@ static void step_post(ctld *c, const ctld_request *rq, ctld_reply *r)
         }
         size_t k;
         json_t *b;
-        json_array_foreach(begun, k, b) if (json_integer_value(json_object_get(b, "id")) >= next_id)
-            next_id = (int)json_integer_value(json_object_get(b, "id")) + 1;
+        json_array_foreach(begun, k, b)
+        {
+            json_int_t bid = json_integer_value(json_object_get(b, "id"));
+            if (bid >= next_id && bid < CTLD_STEPS_MAX)
+                next_id = (int)bid + 1;
+        }
         json_decref(begun);
     }
     pthread_mutex_lock(&c->mu);
@@ -666,11 +675,13 @@ static void step_get(ctld *c, const ctld_request *rq, ctld_reply *r)
         }
         size_t k;
         json_t *s;
-        json_array_foreach(a, k, s) if (json_integer_value(json_object_get(s, "id")) == one)
+        json_array_foreach(a, k, s)
         {
-            ctld_reply_json(r, 200, json_pack("{s:O}", "step", s));
-            json_decref(a);
-            return;
+            if (json_integer_value(json_object_get(s, "id")) == one) {
+                ctld_reply_json(r, 200, json_pack("{s:O}", "step", s));
+                json_decref(a);
+                return;
+            }
         }
         json_decref(a);
         ctld_reply_error(r, 404, "not_found", "job %lld has no step %lld", (long long)rq->id,
