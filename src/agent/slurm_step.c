@@ -4,7 +4,7 @@
  * A job from `tessera sbatch` runs its script in rank 0 only (Slurm's batch
  * step); its other ranks hold their resources until a step asks for them.
  * A line `srun CMD` in the script is such a step: this srun is a two-line
- * script that runs `tessera srun` (src/cli/cmd_srun.c) - the CLI installed
+ * script that runs `tessera steps run` (src/cli/cmd_srun.c) - the CLI installed
  * next to tessera-agent - which asks the controller for the step with the
  * task's step credential ($TESSERA_STEP_TOKEN, $TESSERA_STEP_URL) and waits
  * for its end. The agent writes it at start into <state_dir>/slurm (root's,
@@ -63,7 +63,7 @@ int agent_srun_install(const char *state_dir, char *dir, size_t dir_len, ts_err 
     fputs("#!/bin/sh\n# srun for a step inside a Tessera batch job, written by tessera-agent "
           "(docs/slurm.md, \"Steps\")\n", f);
     if (cli[0])
-        fprintf(f, "exec '%s' srun \"$@\"\n", cli);
+        fprintf(f, "exec '%s' steps run \"$@\"\n", cli);
     else
         fputs("echo 'srun: no tessera CLI next to tessera-agent on this node' >&2; exit 2\n", f);
     bool ok = fchmod(fileno(f), 0755) == 0 && fflush(f) == 0 && !ferror(f);

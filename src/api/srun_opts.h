@@ -3,9 +3,9 @@
  *
  * A batch job runs its script in rank 0 and its other ranks wait for steps:
  * a line `srun CMD` inside it is a step in the job's own tasks, which
- * `tessera srun` (src/cli/cmd_srun.c, the `srun` the agent puts on a Slurm
+ * `tessera steps run` (src/cli/cmd_srun.c, the `srun` the agent puts on a Slurm
  * job's PATH) asks the controller for. One table says which options that
- * srun takes and what each does; `tessera srun` reads its line with it and
+ * srun takes and what each does; `tessera steps run` reads its line with it and
  * `tessera sbatch --dry-run` (sbatch_lint.c) warns of a script line that
  * uses any other, so the two cannot disagree. docs/slurm.md lists them.
  */

@@ -1,5 +1,5 @@
 /*
- * cmd_srun.c - `tessera srun`: a step inside a batch job's allocation, what
+ * cmd_srun.c - `tessera steps run`: a step inside a batch job's allocation, what
  * the `srun` on a Slurm job's PATH runs (src/agent/slurm_step.c).
  *
  *   srun [-n N] [-N N] [--ntasks-per-node N] [-l] [IGNORED OPTIONS] CMD [ARGS...]

@@ -40,10 +40,11 @@ static const struct cli_cmd COMMANDS[] = {
      "  --idempotency-key K the key of this submission\n"
      "  -o, -e here are sbatch's --output / --error; give tessera's -o before the command",
      cli_cmd_sbatch},
-    {"srun", "srun [-n N] [-N N] [--ntasks-per-node N] [-l] CMD [ARGS]",
-     "Inside a batch job's script (the `srun` on its PATH): runs CMD as a step in the\n"
-     "job's own tasks through the controller, prints their output when the step ends\n"
-     "and exits with its status (the tasks' highest). docs/slurm.md, \"Steps\".",
+    {"steps run", "steps run [-n N] [-N N] [--ntasks-per-node N] [-l] CMD [ARGS]",
+     "Inside a batch job's script (what the `srun` on its PATH runs, with srun's\n"
+     "options): runs CMD as a step in the job's own tasks through the controller,\n"
+     "prints their output when the step ends and exits with its status (the tasks'\n"
+     "highest). docs/slurm.md, \"Steps\".",
      cli_cmd_srun},
     {"steps", "steps ID",
      "Lists a job's steps (srun in its script), as sacct's JOB.STEP rows: state, exit\n"

@@ -8,7 +8,7 @@
  * allocation: the nodes in the order the job holds them (its first
  * rank's node first), at most --nodes of them, at most --ntasks-per-node
  * tasks on each unless --ntasks asks for more (--ntasks wins, as in srun),
- * at most --ntasks in all; with none of these, every task. (`tessera srun`
+ * at most --ntasks in all; with none of these, every task. (`tessera steps run`
  * sends the job's SLURM_NTASKS as --ntasks when none is given, as srun
  * reads it from its environment.)
  * Its tasks keep the rank's GPUs, CPUs, memory and user, and get the step's

@@ -6,7 +6,7 @@
  * A job from `tessera sbatch` (its env has SLURM_JOB_NAME) is a batch job:
  * its rank 0 runs the script (Slurm's batch step) and its other ranks hold
  * their resources with nothing running until a step asks for them; the job
- * ends when the script does. `srun` in the script (the CLI's `tessera srun`,
+ * ends when the script does. `srun` in the script (the CLI's `tessera steps run`,
  * installed by the agent under that name) posts a step with the task's step
  * credential; the controller adds the step's tasks to the desired state of
  * the nodes that hold them (agents.c), the agents run them as tasks of
