@@ -83,8 +83,8 @@ int cli_cmd_srun(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
         if (!opt) {
             char name[128];
             snprintf(name, sizeof name, "%.*s", (int)strcspn(o, "="), o);
-            return srun_fail("%s: not available inside a Tessera job (docs/slurm.md, \"Steps\")",
-                             name);
+            return srun_fail("%s: not available inside a Tessera job (docs/slurm.md, "
+                             "\"Steps: srun in a script\")", name);
         }
         if (opt->value && !v) {
             if (i + 1 >= argc)
