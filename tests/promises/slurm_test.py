@@ -3,6 +3,7 @@ a script runs its command as a step of the job's own tasks, and the dry run
 warns of what would fail once the job runs (`module`, srun options a step
 cannot honour)."""
 import os
+import subprocess
 
 from harness import check
 
@@ -32,6 +33,8 @@ echo "false-rc=$?"
 srun -n 1 sh -c 'echo "after the failed step: $SLURM_STEP_ID"; exit 3'
 echo "exit3-rc=$?"
 srun --ntasks-per-node=1 -N 2 hostname >/dev/null && echo "hostname-ok"
+srun -N 3 true
+echo "n3-rc=$?"
 """)
     r = c.cli("sbatch", p)
     check(r.returncode == 0, f"tessera sbatch submits it: {r.returncode} {r.stdout} {r.stderr}")
@@ -52,6 +55,8 @@ srun --ntasks-per-node=1 -N 2 hostname >/dev/null && echo "hostname-ok"
     check("after the failed step: 2\n" in out[0] and "exit3-rc=3\n" in out[0],
           f"a step after a failed one runs, with the next id: {out[0][-300:]!r} {err!r}")
     check("hostname-ok" in out[0], f"-N 2 --ntasks-per-node=1 runs: {out[0]!r}")
+    check("n3-rc=1\n" in out[0] and "nodes: 3 nodes asked; the job holds 2" in err,
+          f"a step larger than the job is refused, srun exits 1 and says why: {err!r}")
     st = c.call("GET", f"/v1/jobs/{jid}/steps")[1]
     steps = st.get("steps", []) if isinstance(st, dict) else []
     check([s.get("exit_code") for s in steps] == [0, 1, 3, 0],
@@ -121,6 +126,43 @@ sleep 30
     check(st == 401, f"a forged credential answers 401: {st}")
     c.call("POST", f"/v1/jobs/{jid}/cancel")
     c.wait_job(jid, "cancelled", 30)
+
+
+def scenario_running_step_ends_with_its_jobs_run(c):
+    """slurm.md "Steps": a step still running when the job's run ends is
+    cancelled with it, its tasks stopped; the run after a requeue starts its
+    steps again, their ids going on."""
+    p = script(c, "long.sh", """#!/bin/sh
+#SBATCH -N 2 --ntasks-per-node=1 --gpus-per-node=8 --account=team-a --time=5
+srun sleep 299.5
+""")
+    r = c.cli("sbatch", p)
+    jid = next((int(w) for w in r.stdout.split() if w.isdigit()), None)
+    if jid is None:
+        return
+
+    def step_state(k):
+        st, d = c.call("GET", f"/v1/jobs/{jid}/steps?step={k}")
+        return d.get("step", {}) if st == 200 else {}
+    if not c.wait(lambda: all(t.get("state") == "running" for t in step_state(0).get("tasks", [{}])),
+                  "step 0 runs in both tasks", 30):
+        return
+    st, d = c.call("POST", f"/v1/jobs/{jid}/requeue")
+    check(st == 200, f"the job is requeued: {st} {d}")
+    s0 = c.wait(lambda: (lambda s: s if s.get("state") == "cancelled" else None)(step_state(0)),
+                "step 0 is cancelled with the run", 30)
+    check(bool(s0) and "run ended" in (s0 or {}).get("reason", ""),
+          f"with its reason: {s0}")
+    s1 = c.wait(lambda: (lambda s: s if s.get("state") == "running" else None)(step_state(1)),
+                "the next run starts its step again, as step 1", 60)
+    check(bool(s1) and s1.get("ntasks") == 2, f"step 1 runs in both tasks: {s1}")
+    c.call("POST", f"/v1/jobs/{jid}/cancel")
+    c.wait_job(jid, "cancelled", 30)
+    # the step's command is this scenario's own (sleep 299.5): none may be left
+    gone = c.wait(lambda: subprocess.run(["pgrep", "-f", "sleep 299.5"],
+                                         capture_output=True).returncode != 0,
+                  "no step task is left running after the cancel", 30)
+    check(bool(gone), "the step's tasks are stopped with the job")
 
 
 def scenario_plain_job_runs_in_every_task(c):
