@@ -89,6 +89,10 @@ echo "n3-rc=$?"
           f"`tessera acct --steps` exports them: {a.stdout!r} {a.stderr}")
     ev = c.call("GET", f"/v1/jobs/{jid}/events?limit=100")[1]
     kinds = [e.get("kind") for e in ev.get("events", [])] if isinstance(ev, dict) else []
+    e = c.cli("events", str(jid))
+    check(e.returncode == 0 and f"step {jid}.1 failed after" in e.stdout and "exit 1;" in e.stdout
+          and f"step {jid}.0: sh ..., 2 task(s) on r-1 ..." in e.stdout,
+          f"`tessera events` words the steps' starts and ends: {e.stdout[-900:]} {e.stderr}")
     check(kinds.count("step-started") == 4 and kinds.count("step-ended") == 4,
           f"each step's start and end are job events: {kinds}")
 
