@@ -323,6 +323,8 @@ static json_t *report(ts_agent *a)
     for (int i = 0; i < a->ntasks; i++) {
         local_task *lt = &a->tasks[i];
         json_t *o = json_pack("{s:I,s:i}", "job", (json_int_t)lt->job, "rank", lt->rank);
+        if (lt->is_step)
+            json_object_set_new(o, "step", json_integer(lt->step));
         if (lt->run > 0)
             json_object_set_new(o, "run", json_real(lt->run));
         if (!lt->t && lt->stopped_unstarted) {
@@ -350,7 +352,7 @@ static json_t *report(ts_agent *a)
             ts_err e;
             if (lt->st.phase != TS_TASK_EXITED) {
                 ts_task_poll(lt->t, now, &lt->st, &e);
-                if (lt->st.phase == TS_TASK_EXITED) /* its secret files go with it */
+                if (lt->st.phase == TS_TASK_EXITED && !lt->is_step) /* its secrets go with it */
                     ts_agent_secrets_remove(a, lt->job, lt->rank);
             }
             if (lt->st.phase == TS_TASK_EXITED) /* once, however its end was seen */
@@ -403,10 +405,11 @@ static json_t *report(ts_agent *a)
 
 /* ---- reconciling ---------------------------------------------------------------- */
 
-local_task *ts_agent_find(ts_agent *a, int64_t job, int rank)
+local_task *ts_agent_find(ts_agent *a, int64_t job, int rank, int step)
 {
     for (int i = 0; i < a->ntasks; i++)
-        if (a->tasks[i].job == job && a->tasks[i].rank == rank)
+        if (a->tasks[i].job == job && a->tasks[i].rank == rank &&
+            (step < 0 ? !a->tasks[i].is_step : a->tasks[i].is_step && a->tasks[i].step == step))
             return &a->tasks[i];
     return NULL;
 }
@@ -415,8 +418,10 @@ local_task *ts_agent_find(ts_agent *a, int64_t job, int rank)
 static void agent_task_forget(ts_agent *a, int k)
 {
     local_task *lt = &a->tasks[k];
-    ts_agent_ledger_remove(a, lt);
-    ts_agent_secrets_remove(a, lt->job, lt->rank);
+    if (!lt->is_step) { /* a step's task shares the rank's ledger and secrets */
+        ts_agent_ledger_remove(a, lt);
+        ts_agent_secrets_remove(a, lt->job, lt->rank);
+    }
     ts_agent_step_file_remove(lt);
     ts_agent_shim_mark_remove(lt);
     ts_task_free(lt->t); /* its container, if any, is gone with it: then its image and bundle */
@@ -444,7 +449,11 @@ static void reconcile(ts_agent *a, json_t *desired)
         int64_t job = json_integer_value(json_object_get(t, "job"));
         int rank = (int)json_integer_value(json_object_get(t, "rank"));
         const char *action = json_string_value(json_object_get(t, "action"));
-        local_task *lt = ts_agent_find(a, job, rank);
+        json_t *stepj = json_object_get(t, "step");
+        int step = json_is_integer(stepj) ? (int)json_integer_value(stepj) : -1;
+        if (json_is_true(json_object_get(t, "hold")) && action && strcmp(action, "run") == 0)
+            continue; /* a batch job's rank that runs only its steps (ctld/steps.h) */
+        local_task *lt = ts_agent_find(a, job, rank, step);
         json_t *run = json_object_get(t, "run");
         if (lt && lt->run > 0 && json_is_number(run) && json_number_value(run) != lt->run &&
             action && strcmp(action, "run") == 0 && (!lt->t || lt->st.phase == TS_TASK_EXITED)) {
@@ -503,6 +512,8 @@ static void reconcile(ts_agent *a, json_t *desired)
             memset(nt, 0, sizeof *nt);
             nt->job = job;
             nt->rank = rank;
+            nt->is_step = step >= 0;
+            nt->step = step;
             nt->run = json_number_value(run);
             nt->mig_profile = -1;
             nt->stopped_unstarted = nt->stop_requested = true;
@@ -519,8 +530,11 @@ static void reconcile(ts_agent *a, json_t *desired)
         bool wanted = false;
         json_array_foreach(tasks, i, t)
         {
+            json_t *sj = json_object_get(t, "step");
             wanted = wanted || (json_integer_value(json_object_get(t, "job")) == lt->job &&
-                                json_integer_value(json_object_get(t, "rank")) == lt->rank);
+                                json_integer_value(json_object_get(t, "rank")) == lt->rank &&
+                                json_is_integer(sj) == lt->is_step &&
+                                (!lt->is_step || json_integer_value(sj) == lt->step));
         }
         if (wanted)
             continue;
@@ -731,7 +745,8 @@ void ts_agent_stop_all(ts_agent *a)
     }
     for (int i = 0; i < a->ntasks; i++) {
         ts_task_free(a->tasks[i].t);
-        ts_agent_secrets_remove(a, a->tasks[i].job, a->tasks[i].rank);
+        if (!a->tasks[i].is_step)
+            ts_agent_secrets_remove(a, a->tasks[i].job, a->tasks[i].rank);
     }
     a->ntasks = 0;
     ts_agent_mps_tidy(a); /* no task is left on the MPS daemons this agent started */

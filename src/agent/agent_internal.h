@@ -20,6 +20,8 @@
 typedef struct local_task {
     int64_t job;
     int rank;
+    bool is_step;          /* a step's task in the rank's resources (ctld/steps.h) */
+    int step;              /* its step, when is_step */
     int gpu[16];           /* its GPU indices, for its utilisation */
     int ngpu;
     bool idle_warned;
@@ -131,7 +133,8 @@ void ts_agent_net_peers(ts_agent *a, const json_t *peers);
 void ts_agent_net_services(ts_agent *a, const json_t *services);
 
 /* agent.c */
-local_task *ts_agent_find(ts_agent *a, int64_t job, int rank);
+/* step: -1 for the rank's own task, else that step's task in the rank */
+local_task *ts_agent_find(ts_agent *a, int64_t job, int rank, int step);
 /* CLOCK_REALTIME in seconds: the clock of time-limit deadlines. */
 double ts_agent_wall_now(void);
 

@@ -174,6 +174,8 @@ int ts_agent_adopt_one(const char *id, void *ctx)
     lt->t = t;
     lt->job = json_integer_value(json_object_get(m, "job"));
     lt->rank = (int)json_integer_value(json_object_get(m, "rank"));
+    lt->is_step = json_is_integer(json_object_get(m, "step"));
+    lt->step = (int)json_integer_value(json_object_get(m, "step"));
     size_t k;
     json_t *g;
     json_array_foreach(json_object_get(m, "gpus"), k, g)
@@ -504,6 +506,8 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
 {
     lt->job = json_integer_value(json_object_get(t, "job"));
     lt->rank = (int)json_integer_value(json_object_get(t, "rank"));
+    lt->is_step = json_is_integer(json_object_get(t, "step"));
+    lt->step = (int)json_integer_value(json_object_get(t, "step"));
     lt->run = json_number_value(json_object_get(t, "run"));
     if (!lt->image_ready && ts_agent_image_wait(a, lt, t))
         return; /* started by ts_agent_images_poll once its image is there */
@@ -532,7 +536,10 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
         lt->limit_signal = (int)json_integer_value(json_object_get(t, "limit_signal"));
     }
     char id[64];
-    snprintf(id, sizeof id, "j%lld-r%d", (long long)lt->job, lt->rank);
+    if (lt->is_step)
+        snprintf(id, sizeof id, "j%lld-r%d-s%d", (long long)lt->job, lt->rank, lt->step);
+    else
+        snprintf(id, sizeof id, "j%lld-r%d", (long long)lt->job, lt->rank);
     const char **argv = strv(json_object_get(t, "command"));
     /* the job's environment, then the step file (docs/agent-tasks.md) */
     json_t *envj = json_deep_copy(json_object_get(t, "env"));
@@ -547,6 +554,15 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
     char kv[760];
     snprintf(kv, sizeof kv, "TESSERA_STEP_FILE=%s", lt->step_file);
     json_array_append_new(envj, json_string(kv));
+    /* a batch script's srun reaches the controller with its job's step
+     * credential (ctld/steps.h), through the controller this agent uses */
+    const char *stok = json_string_value(json_object_get(t, "step_token"));
+    if (stok) {
+        snprintf(kv, sizeof kv, "TESSERA_STEP_URL=%s", ts_ctls_url(&a->cfg.ctls));
+        json_array_append_new(envj, json_string(kv));
+        snprintf(kv, sizeof kv, "TESSERA_STEP_TOKEN=%s", stok);
+        json_array_append_new(envj, json_string(kv));
+    }
     snprintf(lt->out_note, sizeof lt->out_note, "%s/%s.output", a->steps, id);
     unlink(lt->out_note); /* an old run's note must not name this run's files */
     snprintf(kv, sizeof kv, "TESSERA_OUTPUT_NOTE=%s", lt->out_note);
@@ -682,7 +698,9 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
         .gpu_uuids = uuids,
         .ngpu = ngpu,
         .world_size = (int)json_integer_value(json_object_get(t, "world_size")),
-        .rank = lt->rank,
+        .rank = json_is_integer(json_object_get(t, "task_rank"))
+                    ? (int)json_integer_value(json_object_get(t, "task_rank"))
+                    : lt->rank,
         .local_rank = (int)json_integer_value(json_object_get(t, "local_rank")),
         .master_addr = json_string_value(json_object_get(t, "master_addr")),
         .master_port = (int)json_integer_value(json_object_get(t, "master_port")),
@@ -776,6 +794,8 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
                            "step_ino", (json_int_t)lt->step_ino);
     if (mj)
         json_object_set_new(mj, "run", json_real(lt->run));
+    if (mj && lt->is_step) /* adopted as the step's task, not the rank's */
+        json_object_set_new(mj, "step", json_integer(lt->step));
     /* its own network namespace on its tenant's overlay, when the cluster isolates */
     char ns_path[AGENT_NET_NS_PATH_MAX] = "";
     if (!why[0] && argv && argv[0])
@@ -882,7 +902,7 @@ void ts_agent_answer_logs(ts_agent *a, json_t *reqs)
         if (answered(a->log_answers, id))
             continue; /* listed again before its answer went: answered once */
         local_task *lt = ts_agent_find(a, json_integer_value(json_object_get(q, "job")),
-                              (int)json_integer_value(json_object_get(q, "rank")));
+                                       (int)json_integer_value(json_object_get(q, "rank")), -1);
         const char *stream = json_string_value(json_object_get(q, "stream"));
         json_int_t tail = json_integer_value(json_object_get(q, "tail"));
         if (tail <= 0)

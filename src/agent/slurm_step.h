@@ -1,6 +1,6 @@
 /*
  * slurm_step.h - the `srun` a Slurm batch job finds on its PATH (see
- * slurm_step.c and docs/slurm.md, "srun in a script").
+ * slurm_step.c and docs/slurm.md, "Steps: srun in a script").
  */
 #ifndef TS_AGENT_SLURM_STEP_H
 #define TS_AGENT_SLURM_STEP_H

@@ -81,7 +81,7 @@ static void lint_line(ts_sbatch *sb, const char *where, char *text, bool *module
         const char *bad = srun_unknown(w + k + 1, n - k - 1);
         if (bad)
             sbatch_warn(sb, "%ssrun %s: not available inside a Tessera job, whose steps run in "
-                        "the job's own tasks (docs/slurm.md, \"srun in a script\"); the line "
+                        "the job's own tasks (docs/slurm.md, \"Steps: srun in a script\"); the line "
                         "fails when it runs", where, bad);
     }
 }

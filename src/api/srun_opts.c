@@ -13,7 +13,7 @@ const struct srun_opt srun_opts[] = {
     {"ntasks", 'n', true, SRUN_NTASKS},
     {"ntasks-per-node", 0, true, SRUN_PER_NODE},
     {"label", 'l', false, SRUN_LABEL},
-    {"nodes", 'N', true, SRUN_IGNORE},
+    {"nodes", 'N', true, SRUN_NODES},
     {"cpus-per-task", 'c', true, SRUN_IGNORE},
     {"gpus", 'G', true, SRUN_IGNORE},
     {"gpus-per-node", 0, true, SRUN_IGNORE},

@@ -1,12 +1,11 @@
 /*
  * srun_opts.h - internal: the srun options a Tessera batch script may use.
  *
- * `tessera sbatch` runs the script once in every task of the job, so a
- * line `srun CMD` inside it is a step whose tasks are the job's own: the
- * `srun` the agent puts on a Slurm job's PATH (src/agent/slurm_step.c) runs
- * CMD in the task it is called from, or not at all in a task past the step's
- * `--ntasks` or `--ntasks-per-node`. One table says which options that srun
- * takes and what each does; the agent writes its srun from it and
+ * A batch job runs its script in rank 0 and its other ranks wait for steps:
+ * a line `srun CMD` inside it is a step in the job's own tasks, which
+ * `tessera steps run` (src/cli/cmd_srun.c, the `srun` the agent puts on a Slurm
+ * job's PATH) asks the controller for. One table says which options that
+ * srun takes and what each does; `tessera steps run` reads its line with it and
  * `tessera sbatch --dry-run` (sbatch_lint.c) warns of a script line that
  * uses any other, so the two cannot disagree. docs/slurm.md lists them.
  */
@@ -18,8 +17,9 @@
 
 enum srun_effect {
     SRUN_IGNORE,        /* the allocation already decides it (CPUs, GPUs, binding) */
-    SRUN_NTASKS,        /* the step runs in the tasks of rank < N only */
-    SRUN_PER_NODE,      /* the step runs in the tasks of local rank < N only */
+    SRUN_NTASKS,        /* the step runs in N of the job's tasks */
+    SRUN_PER_NODE,      /* at most N of them on a node */
+    SRUN_NODES,         /* on the job's first N nodes */
     SRUN_LABEL,         /* each output line starts with the task's rank */
 };
 

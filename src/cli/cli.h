@@ -299,6 +299,8 @@ int cli_table_finish(struct cli_table *t, const char *what);
 int cli_cmd_submit(struct cli_ctx *, const struct cli_cmd *, int, char **);
 /* cmd_sbatch.c: a batch script; also `submit` without -f. */
 int cli_cmd_sbatch(struct cli_ctx *, const struct cli_cmd *, int, char **);
+int cli_cmd_srun(struct cli_ctx *, const struct cli_cmd *, int, char **);
+int cli_cmd_steps(struct cli_ctx *, const struct cli_cmd *, int, char **);
 bool cli_submit_is_script(int argc, char **argv);
 int cli_cmd_jobs(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_show(struct cli_ctx *, const struct cli_cmd *, int, char **);

@@ -1,6 +1,7 @@
 /*
  * cmd_acct.c - `tessera acct`: one accounting row per job (GET /v1/acct,
- * docs/cli.md), every page, as a table, CSV or JSON.
+ * docs/cli.md), every page, as a table, CSV or JSON; with --steps each job's
+ * steps follow it as sacct's JOB.STEP rows.
  */
 #include <stdio.h>
 #include <string.h>
@@ -54,6 +55,21 @@ static void print_csv(const json_t *rows)
             csv_put(stdout, json_object_get(r, COLS[k]));
         }
         printf("\r\n");
+        size_t q;
+        const json_t *s;
+        json_array_foreach(json_object_get(r, "steps"), q, s) { /* the job's columns, the step's */
+            for (int k = 0; k < NCOLS; k++) {
+                if (k)
+                    putchar(',');
+                const char *col = k == 0 ? "name" : COLS[k];
+                bool own = k == 0 || strcmp(col, "state") == 0 || strcmp(col, "exit_code") == 0 ||
+                           strcmp(col, "start") == 0 || strcmp(col, "end") == 0 ||
+                           strcmp(col, "elapsed_s") == 0 || strcmp(col, "gpu_hours") == 0;
+                if (strcmp(col, "preemptions") != 0)
+                    csv_put(stdout, json_object_get(own ? s : r, col));
+            }
+            printf("\r\n");
+        }
     }
 }
 
@@ -61,10 +77,11 @@ int cli_cmd_acct(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
 {
     const char *user = NULL, *tenant = NULL, *state = NULL, *from = NULL, *to = NULL,
                *format = NULL;
+    bool steps = false;
     const struct cli_opt opts[] = {{"user", 'u', &user, NULL},   {"tenant", 't', &tenant, NULL},
                                    {"state", 's', &state, NULL}, {"from", 0, &from, NULL},
                                    {"to", 0, &to, NULL},         {"format", 0, &format, NULL},
-                                   {NULL, 0, NULL, NULL}};
+                                   {"steps", 0, NULL, &steps},   {NULL, 0, NULL, NULL}};
     int rc = cli_parse(ctx, cmd, argc, argv, opts, NULL, 0, 0);
     if (rc != CLI_CONTINUE)
         return rc;
@@ -89,6 +106,7 @@ int cli_cmd_acct(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
     cli_buf_query(&path, "from", from ? fb : NULL);
     cli_buf_query(&path, "to", to ? tb : NULL);
     cli_buf_query(&path, "limit", "1000");
+    cli_buf_query(&path, "steps", steps ? "true" : NULL);
     json_t *out = NULL;
     rc = path.oom ? CLI_EXIT_LOCAL : cli_get_pages(ctx, path.p, "jobs", true, &out);
     cli_buf_free(&path);
@@ -135,6 +153,20 @@ int cli_cmd_acct(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
             cli_str(r, "exit_code", c[8], sizeof c[8]),
             cli_time_short(ctx, json_object_get(r, "start"), c[9], sizeof c[9]), c[10], c[11]};
         cli_table_row(&t, row);
+        size_t q;
+        json_t *s;
+        json_array_foreach(json_object_get(r, "steps"), q, s) { /* sacct's JOB.STEP rows */
+            long long sel = (long long)json_number_value(json_object_get(s, "elapsed_s"));
+            snprintf(c[10], sizeof c[10], "%lld:%02lld:%02lld", sel / 3600, sel / 60 % 60,
+                     sel % 60);
+            snprintf(c[11], sizeof c[11], "%.2f",
+                     json_number_value(json_object_get(s, "gpu_hours")));
+            const char *srow[12] = {
+                cli_str(s, "name", c[0], sizeof c[0]), "", "", "", "", "", "",
+                cli_str(s, "state", c[7], sizeof c[7]), cli_str(s, "exit_code", c[8], sizeof c[8]),
+                cli_time_short(ctx, json_object_get(s, "start"), c[9], sizeof c[9]), c[10], c[11]};
+            cli_table_row(&t, srow);
+        }
     }
     if (t.nrows > 1) {
         char c[32];

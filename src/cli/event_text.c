@@ -96,6 +96,20 @@ const char *cli_event_text(const json_t *ev, char *buf, size_t size)
                  strcmp(str(d, "cause"), "time-sharing") == 0 ? "time-sharing" : "reclaim",
                  (long long)json_integer_value(json_object_get(d, "signal")), span,
                  num(d, "lost_gpu_s") / EVENT_S_PER_HOUR);
+    } else if (strcmp(kind, "step-started") == 0 && has(d, "name")) {
+        const json_t *cmd = json_object_get(d, "command"), *nodes = json_object_get(d, "nodes");
+        snprintf(buf, size, "step %s: %s%s, %lld task(s) on %s%s", str(d, "name"),
+                 json_array_size(cmd) ? json_string_value(json_array_get(cmd, 0)) : "?",
+                 json_array_size(cmd) > 1 ? " ..." : "", (long long)num(d, "ntasks"),
+                 json_array_size(nodes) ? json_string_value(json_array_get(nodes, 0)) : "?",
+                 json_array_size(nodes) > 1 ? " ..." : "");
+    } else if (strcmp(kind, "step-ended") == 0 && has(d, "name")) {
+        cli_duration(num(d, "end") - num(d, "start"), span, sizeof span);
+        const json_t *code = json_object_get(d, "exit_code");
+        snprintf(buf, size, "step %s %s after %s, exit %lld; %.2f GPU-hours", str(d, "name"),
+                 str(d, "state"), span, json_is_integer(code) ? (long long)json_integer_value(code)
+                                                              : -1LL,
+                 num(d, "gpu_seconds") / EVENT_S_PER_HOUR);
     } else if ((strcmp(kind, "requeued") == 0 || strcmp(kind, "held") == 0) && has(d, "outcome")) {
         if (has(d, "eligible_at"))
             snprintf(buf, size, "every rank stopped (%s); eligible again %s", str(d, "outcome"),

@@ -40,6 +40,16 @@ static const struct cli_cmd COMMANDS[] = {
      "  --idempotency-key K the key of this submission\n"
      "  -o, -e here are sbatch's --output / --error; give tessera's -o before the command",
      cli_cmd_sbatch},
+    {"steps run", "steps run [-n N] [-N N] [--ntasks-per-node N] [-l] CMD [ARGS]",
+     "Inside a batch job's script (what the `srun` on its PATH runs, with srun's\n"
+     "options): runs CMD as a step in the job's own tasks through the controller,\n"
+     "prints their output when the step ends and exits with its status (the tasks'\n"
+     "highest). docs/slurm.md, \"Steps\".",
+     cli_cmd_srun},
+    {"steps", "steps ID",
+     "Lists a job's steps (srun in its script), as sacct's JOB.STEP rows: state, exit\n"
+     "status, tasks, nodes, start, elapsed, GPU-seconds and command.",
+     cli_cmd_steps},
     {"jobs", "jobs [--tenant T] [--state S] [--owner O] [--limit N] [--all]",
      "Lists jobs the token may see, newest first as the server orders them.\n\n"
      "  --tenant T, --state S, --owner O   only those jobs\n"
@@ -128,7 +138,7 @@ static const struct cli_cmd COMMANDS[] = {
      "                           +HH:MM), Unix seconds, 'now', or -7d / -12h / -30m",
      cli_cmd_usage},
     {"acct", "acct [--user U] [--tenant T] [--state S] [--from WHEN] [--to WHEN]\n"
-     "           [--format table|csv|json]",
+     "           [--format table|csv|json] [--steps]",
      "One row per job that waited or ran in the period (default: all time): tenant,\n"
      "user, tier, GPU model, GPUs, state, exit code, times and the GPU-hours it used\n"
      "inside the period. A user sees its own jobs; a tenant-admin its tenant's.\n\n"
@@ -137,7 +147,9 @@ static const struct cli_cmd COMMANDS[] = {
      "  -s, --state S    pending, held, running, stopping, completed, failed,\n"
      "                   cancelled or timeout\n"
      "  --from WHEN, --to WHEN   as for 'usage'\n"
-     "  --format F       table (default), csv (RFC 4180, every column) or json",
+     "  --format F       table (default), csv (RFC 4180, every column) or json\n"
+     "  --steps          each job's steps (srun in its script) after it, as sacct's\n"
+     "                   JOB.STEP rows: state, exit code, start, elapsed, GPU-hours",
      cli_cmd_acct},
     {"shares", "shares [--since WHEN]",
      "Fair share by tenant and user (Slurm's sshare): each tenant's weight, decayed\n"

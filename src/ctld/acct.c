@@ -19,6 +19,7 @@
 #include "ctld/ctld.h"
 #include "ctld/router.h"
 #include "ctld/input.h"
+#include "ctld/steps.h"
 
 #define ACCT_LIMIT_DEFAULT 100
 #define ACCT_LIMIT_MAX 1000
@@ -122,6 +123,46 @@ static void csv_row(FILE *f, const acct_row *o)
     fprintf(f, ",%.3f,%.6f,%d\r\n", o->elapsed_s, o->gpu_hours, r->preemptions);
 }
 
+/* A step's row after its job's (?steps=true): sacct's JOB.STEP. Its
+ * gpu_hours are the step's whole GPU-seconds, not cut to the window. */
+static json_t *step_row(const json_t *s)
+{
+    const json_t *st = json_object_get(s, "start"), *en = json_object_get(s, "end");
+    double el = json_is_number(en) ? json_number_value(en) - json_number_value(st) : 0;
+    return json_pack("{s:O,s:O,s:O,s:O,s:O,s:O,s:f,s:f}", "name", json_object_get(s, "name"),
+                     "state", json_object_get(s, "state"), "exit_code",
+                     json_object_get(s, "exit_code"), "ntasks", json_object_get(s, "ntasks"),
+                     "start", st, "end", en ? en : json_null(), "elapsed_s", el > 0 ? el : 0.0,
+                     "gpu_hours",
+                     json_number_value(json_object_get(s, "gpu_seconds")) / 3600.0);
+}
+
+static void csv_step(FILE *f, const acct_row *o, const json_t *s)
+{
+    const ts_job_row *r = o->row;
+    const json_t *en = json_object_get(s, "end"), *code = json_object_get(s, "exit_code");
+    const char *name = json_string_value(json_object_get(s, "name"));
+    const char *state = json_string_value(json_object_get(s, "state"));
+    fprintf(f, "%s,", name ? name : "");
+    csv_field(f, r->tenant);
+    fputc(',', f);
+    csv_field(f, r->owner);
+    fputc(',', f);
+    csv_field(f, r->name);
+    fprintf(f, ",%s,", tier_name(r->tier));
+    csv_field(f, o->gpu_model);
+    fprintf(f, ",%d,%s,", r->gpus, state ? state : "");
+    if (json_is_integer(code))
+        fprintf(f, "%lld", (long long)json_integer_value(code));
+    double st = json_number_value(json_object_get(s, "start"));
+    fprintf(f, ",%.3f,%.3f,", r->submit_s, st);
+    if (json_is_number(en))
+        fprintf(f, "%.3f", json_number_value(en));
+    double el = json_is_number(en) ? json_number_value(en) - st : 0;
+    fprintf(f, ",%.3f,%.6f,%d\r\n", el > 0 ? el : 0,
+            json_number_value(json_object_get(s, "gpu_seconds")) / 3600.0, 0);
+}
+
 void ctld_acct(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     const ctld_caller *w = rq->who;
@@ -132,6 +173,14 @@ void ctld_acct(ctld *c, const ctld_request *rq, ctld_reply *r)
     else if (q->format && strcmp(q->format, "json") != 0) {
         ctld_reply_error(r, 400, "invalid", "format: must be json or csv, not \"%s\"",
                          q->format);
+        return;
+    }
+    bool with_steps = false;
+    if (q->steps && strcmp(q->steps, "true") == 0)
+        with_steps = true;
+    else if (q->steps && strcmp(q->steps, "false") != 0) {
+        ctld_reply_error(r, 400, "invalid", "steps: must be true or false, not \"%s\"",
+                         q->steps);
         return;
     }
     int64_t limit = ACCT_LIMIT_DEFAULT, after = 0;
@@ -178,6 +227,10 @@ void ctld_acct(ctld *c, const ctld_request *rq, ctld_reply *r)
     if (csv && out)
         fputs("id,tenant,user,name,tier,gpu_model,gpus,state,exit_code,submit,start,end,"
               "elapsed_s,gpu_hours,preemptions\r\n", out);
+    /* the rows under mu; their steps (a store read for an ended job's)
+     * after, with mu released */
+    acct_row *kept = n > 0 ? calloc((size_t)n, sizeof *kept) : NULL;
+    int nkept = 0;
     ctld_lock_reader(c);
     for (int i = 0; i < n; i++) {
         if (!in_window(c, &rows[i], from, to))
@@ -188,6 +241,10 @@ void ctld_acct(ctld *c, const ctld_request *rq, ctld_reply *r)
             json_decref(o.exit_code);
             continue;
         }
+        if (kept) {
+            kept[nkept++] = o;
+            continue;
+        }
         if (out)
             csv_row(out, &o);
         else if (!csv)
@@ -195,6 +252,46 @@ void ctld_acct(ctld *c, const ctld_request *rq, ctld_reply *r)
         json_decref(o.exit_code);
     }
     pthread_mutex_unlock(&c->mu);
+    for (int i = 0; i < nkept; i++) {
+        acct_row *o = &kept[i];
+        json_t *steps = NULL;
+        ts_err serr;
+        if (with_steps && !(steps = ctld_steps_of(c, o->row->id, &serr))) {
+            for (int k = i; k < nkept; k++)
+                json_decref(kept[k].exit_code);
+            free(kept);
+            if (out)
+                fclose(out);
+            free(text);
+            json_decref(a);
+            ts_store_free_jobs(rows, n);
+            ctld_reply_error(r, 503, "unavailable", "%s", serr.msg);
+            return;
+        }
+        size_t k;
+        json_t *s;
+        if (out) {
+            csv_row(out, o);
+            json_array_foreach(steps, k, s)
+            {
+                csv_step(out, o, s);
+            }
+        } else if (!csv) {
+            json_t *row = row_json(o);
+            if (with_steps) {
+                json_t *sr = json_array();
+                json_array_foreach(steps, k, s)
+                {
+                    json_array_append_new(sr, step_row(s));
+                }
+                json_object_set_new(row, "steps", sr);
+            }
+            json_array_append_new(a, row);
+        }
+        json_decref(steps);
+        json_decref(o->exit_code);
+    }
+    free(kept);
     ts_store_free_jobs(rows, n);
     if (csv) {
         json_decref(a);

@@ -26,6 +26,7 @@
 #include "tessera/node_select.h"
 #include "tessera/tenant_load.h"
 #include "ctld/state.h"
+#include "ctld/steps.h"
 
 /* ---- actions ------------------------------------------------------------------------- */
 
@@ -54,6 +55,7 @@ void ctld_job_unbind(ctld *c, cjob *j, double now)
     ctld_node_index_del(c, j);
     j->sj.allocs = j->allocs;
     ctld_service_run_ended(c, j, now); /* the las order keeps what it attained */
+    ctld_steps_run_ended(c, j, now, NULL); /* its steps' tasks stop with it */
     ts_err e;
     if (ts_sched_stop(c->sched, &j->sj, now, &e) != 0) /* its GPUs would stay taken */
         fprintf(stderr, "tesserad: job %lld: releasing its allocation: %s\n",

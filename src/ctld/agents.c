@@ -28,6 +28,7 @@
 #include "ctld/ctld.h"
 #include "ctld/job_end.h"
 #include "ctld/job_fsm.h"
+#include "ctld/steps.h"
 
 #define MASTER_PORT_BASE 29500
 #define MASTER_PORT_SPAN 2000
@@ -303,9 +304,17 @@ static json_t *desired(const ctld *c, int n)
         const cjob *j = nj->v[i];
         if (!j->allocs || (j->row.state != TS_JOB_RUNNING && j->row.state != TS_JOB_STOPPING))
             continue;
+        bool batch = ctld_job_is_batch(j);
         for (int r = 0; r < j->ntasks; r++)
             if (j->allocs[r].node == n) {
                 json_t *t = task_json(c, j, r);
+                if (batch) { /* rank 0 runs the script; the others wait for steps */
+                    char tok[160];
+                    if (r > 0)
+                        json_object_set_new(t, "hold", json_true());
+                    else if (ctld_step_token(c, j->row.id, tok, sizeof tok) == 0)
+                        json_object_set_new(t, "step_token", json_string(tok));
+                }
                 task_extras(c, j, t);
                 task_identity(c, j, t);
                 ctld_net_task(c, j, r, t);
@@ -323,6 +332,7 @@ static json_t *desired(const ctld *c, int n)
                                     "(checkpoint signal first) and held unless they get busy"));
                 json_array_append_new(tasks, t);
             }
+        ctld_steps_desired(c, j, n, tasks);
     }
     /* the MIG layout of every MIG GPU: the agent makes NVML match it */
     json_t *mig = json_array();
@@ -409,6 +419,13 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole,
         int rank = (int)json_integer_value(json_object_get(tk, "rank"));
         int st = rank_state_of(json_string_value(json_object_get(tk, "state")));
         cjob *j = ctld_job_find(c, id);
+        if (j && json_is_integer(json_object_get(tk, "step"))) { /* a step's task (steps.c) */
+            if (j->pinned) /* a change of its job is being written: the next report counts */
+                *whole = false;
+            else if (ctld_steps_report(c, j, n, tk, now, &t) != 0)
+                rc = ts_err_set(err, TS_ENOMEM, "out of memory");
+            continue;
+        }
         if (!j || !j->allocs || rank < 0 || rank >= j->ntasks || j->allocs[rank].node != n ||
             st < 0)
             continue; /* not ours (any more): the desired state tells the agent */
@@ -475,6 +492,8 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole,
             if (ctld_txn_event(&t, j->row.id, now, "launch-error", d) != 0)
                 rc = ts_err_set(err, TS_ENOMEM, "out of memory");
         }
+        if (rc == 0 && st != CTLD_RANK_RUNNING && rank == 0 && ctld_job_is_batch(j))
+            ctld_steps_run_ended(c, j, now, &t); /* the script ended: its steps end with it */
         if (rc == 0 && st != CTLD_RANK_RUNNING)
             rc = ctld_job_settle(c, j, now, &t, err);
     }
@@ -656,9 +675,12 @@ static uint64_t report_digest(json_t *in)
     h = fnv(h, json_is_array(tasks) ? "tasks" : "no tasks");
     json_array_foreach(tasks, i, tk)
     {
-        snprintf(num, sizeof num, "%lld/%lld/%lld",
+        snprintf(num, sizeof num, "%lld/%lld/%lld/%lld",
                  (long long)json_integer_value(json_object_get(tk, "job")),
                  (long long)json_integer_value(json_object_get(tk, "rank")),
+                 json_is_integer(json_object_get(tk, "step"))
+                     ? (long long)json_integer_value(json_object_get(tk, "step"))
+                     : -1LL,
                  (long long)json_integer_value(json_object_get(tk, "exit_code")));
         h = fnv(h, num);
         h = fnv(h, json_string_value(json_object_get(tk, "state")));

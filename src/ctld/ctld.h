@@ -231,6 +231,7 @@ typedef struct cjob {
     double pull_seen_s;
     int pull_rank;
     int64_t pull_done, pull_total;
+    struct ctld_steps *steps;   /* steps.c: its steps (a batch job's), NULL none */
     json_t *rank_end;           /* ntasks: each rank's end as reported (job_end.c), null
                                  * until it ended; while it runs on agents */
     bool timed_out;             /* its time limit stops it (job_end.c) */
@@ -365,6 +366,8 @@ typedef struct ctld_resv {
 
 typedef struct ctld {
     ctld_config cfg;
+    uint8_t step_key[32];        /* steps.c: the step credentials' MAC key */
+    bool step_key_ok;
     struct ctld_oidc *oidc;      /* oidc.c: the issuer's key set, when oidc is on */
     ts_store *store;
     ts_cluster *cluster;
@@ -585,6 +588,7 @@ typedef struct ctld_caller {
     char unix_user[TS_STORE_NAME_MAX]; /* its tasks' Unix user; "" = none (uid meaningless) */
     int64_t uid;
     double expires_s;                  /* 0 = never */
+    int64_t step_job;                  /* a step credential's job (steps.h); 0 = an API token */
 } ctld_caller;
 
 int ctld_http_start(ctld *c, ts_err *err);
@@ -606,6 +610,7 @@ typedef struct ctld_query {
     const char *rank, *stream, *tail; /* GET /v1/jobs/{id}/logs */
     const char *scope;                /* DELETE /v1/secrets/{name} */
     const char *format;               /* GET /v1/acct: json or csv */
+    const char *step, *steps;         /* GET /v1/jobs/{id}/steps?step=, /v1/acct?steps= */
 } ctld_query;
 
 typedef struct ctld_request {

@@ -163,6 +163,16 @@ json_t *ctld_event_data(const char *kind, const char *detail)
     json_t *data = json_object();
     if (!data || !kind || !detail)
         return data;
+    if (strncmp(kind, "step-", 5) == 0) { /* a step's document (steps.c) */
+        json_error_t je;
+        json_t *doc = json_loads(detail, 0, &je);
+        if (json_is_object(doc)) {
+            json_decref(data);
+            return doc;
+        }
+        json_decref(doc);
+        return data;
+    }
     /* an output event's detail is the output itself: only its first line is ours */
     if (strcmp(kind, "output") != 0 && parse_kv(detail, data) > 0)
         return data;

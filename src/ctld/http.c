@@ -48,6 +48,7 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "ctld/steps.h"
 #include "ctld/ha.h"
 #include "ctld/http_limits.h"
 #include "ctld/router.h"
@@ -137,6 +138,23 @@ static int authenticate(ctld *c, const char *authz, bool may_load, ctld_caller *
     why[0] = '\0';
     if (!authz || strncmp(authz, "Bearer ", 7) != 0)
         return TS_ENOENT;
+    if (strncmp(authz + 7, CTLD_STEP_TOKEN_PREFIX, strlen(CTLD_STEP_TOKEN_PREFIX)) == 0) {
+        /* a task's step credential (steps.h): its MAC, no store read */
+        memset(who, 0, sizeof *who);
+        who->step_job = ctld_step_token_job(c, authz + 7);
+        if (who->step_job == 0) {
+            snprintf(why, why_size, "the step credential is not this cluster's");
+            return TS_EINVAL;
+        }
+        ctld_lock_reader(c);
+        const cjob *j = ctld_job_find(c, who->step_job);
+        if (j)
+            snprintf(who->tenant, sizeof who->tenant, "%s", j->row.tenant);
+        pthread_mutex_unlock(&c->mu);
+        snprintf(who->name, sizeof who->name, "step-%lld", (long long)who->step_job);
+        who->role = TS_ROLE_USER;
+        return 0;
+    }
     uint8_t h[TS_TOKEN_HASH_BYTES];
     ctld_token_hash(authz + 7, h);
     ctld_server *S = c->limiter;
@@ -254,6 +272,11 @@ static void serve(ctld *c, conn_ctx *x)
         wait = ctld_rate_take(c, ident);
         if (wait >= 0.0 && x->authz)
             authed = authenticate(c, x->authz, true, &who, why, sizeof why) == 0;
+    }
+    if (authed && who.step_job != 0 && rt->handler != ctld_steps_route) {
+        ctld_reply_error(r, 403, "forbidden", "a step credential starts and reads its job's "
+                         "steps only (/v1/jobs/%lld/steps)", (long long)who.step_job);
+        return;
     }
     if (authed && !ctld_conn_vouch(c, x->tr, who.name)) {
         ctld_reply_error(r, 429, "too_many_connections", "token \"%s\": more than %d open "
@@ -530,7 +553,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         .q = {arg(conn, "tenant"), arg(conn, "state"), arg(conn, "owner"), arg(conn, "limit"),
               arg(conn, "cursor"), arg(conn, "from"), arg(conn, "to"), arg(conn, "rank"),
               arg(conn, "stream"), arg(conn, "tail"), arg(conn, "scope"),
-              arg(conn, "format")},
+              arg(conn, "format"), arg(conn, "step"), arg(conn, "steps")},
         .content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type"),
         .idem_key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key"),
         .body = x->body ? x->body : "",

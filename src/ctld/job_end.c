@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "ctld/job_end.h"
+#include "ctld/steps.h"
 
 #define WHY_MAX_BYTES 512       /* the ended job's one line of why */
 #define LAST_LINE_MAX_BYTES 160 /* of a failed rank's output, quoted in it */
@@ -282,11 +283,15 @@ int ctld_job_settle(ctld *c, cjob *j, double now, ctld_txn *t, ts_err *err)
     if (ctld_txn_has(t, j))
         return 0; /* already ending in this report */
     int done = 0, failed = 0, stopped = 0;
-    for (int r = 0; r < j->ntasks; r++) {
+    /* a batch job's other ranks run nothing of their own (steps.h): its
+     * script, in rank 0, is the job */
+    int counted = ctld_job_is_batch(j) ? 1 : j->ntasks;
+    for (int r = 0; r < counted; r++) {
         done += j->rank_state[r] == CTLD_RANK_DONE;
         failed += j->rank_state[r] == CTLD_RANK_FAILED;
         stopped += j->rank_state[r] == CTLD_RANK_STOPPED;
     }
+    done += j->ntasks - counted;
     bool ended = stopped + done + failed == j->ntasks;
     bool active = j->row.state == TS_JOB_RUNNING || j->row.state == TS_JOB_STOPPING;
     if (j->timed_out && active && ended)

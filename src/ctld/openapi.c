@@ -89,6 +89,32 @@ static const struct {
      "\"properties\":{\"events\":{\"type\":\"array\","
      "\"items\":{\"$ref\":\"#/components/schemas/Event\"}},"
      "\"next_cursor\":{\"$ref\":\"#/components/schemas/Cursor\"}}}"},
+    {"Step",
+     "{\"type\":\"object\",\"required\":[\"id\",\"job\",\"name\",\"state\",\"command\","
+     "\"ntasks\",\"nodes\",\"start\",\"end\",\"exit_code\",\"gpu_seconds\"],"
+     "\"properties\":{\"id\":{\"type\":\"integer\",\"minimum\":0},"
+     "\"job\":{\"type\":\"integer\"},\"name\":{\"type\":\"string\",\"examples\":[\"42.0\"]},"
+     "\"state\":{\"type\":\"string\",\"enum\":[\"running\",\"completed\",\"failed\","
+     "\"cancelled\"]},\"command\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
+     "\"ntasks\":{\"type\":\"integer\"},\"nodes\":{\"type\":\"array\","
+     "\"items\":{\"type\":\"string\"}},\"start\":{\"type\":\"number\"},"
+     "\"end\":{\"type\":[\"number\",\"null\"]},\"exit_code\":{\"type\":[\"integer\",\"null\"]},"
+     "\"gpu_seconds\":{\"type\":\"number\"},\"reason\":{\"type\":\"string\"},"
+     "\"tasks\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}}}}"},
+    {"StepOne",
+     "{\"type\":\"object\",\"required\":[\"step\"],"
+     "\"properties\":{\"step\":{\"$ref\":\"#/components/schemas/Step\"}}}"},
+    {"StepList",
+     "{\"type\":\"object\",\"properties\":{\"steps\":{\"type\":\"array\","
+     "\"items\":{\"$ref\":\"#/components/schemas/Step\"}},"
+     "\"step\":{\"$ref\":\"#/components/schemas/Step\"}}}"},
+    {"StepRequest",
+     "{\"type\":\"object\",\"required\":[\"command\"],\"additionalProperties\":false,"
+     "\"properties\":{\"command\":{\"type\":\"array\",\"minItems\":1,\"maxItems\":256,"
+     "\"items\":{\"type\":\"string\"}},"
+     "\"ntasks\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":65536},"
+     "\"nodes\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":65536},"
+     "\"ntasks_per_node\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":65536}}}"},
     {"JobLogs",
      "{\"type\":\"object\",\"required\":[\"job\",\"rank\",\"stream\",\"live\"],"
      "\"properties\":{\"job\":{\"type\":\"integer\"},\"rank\":{\"type\":\"integer\"},"
@@ -379,6 +405,14 @@ static void add_query(const ctld_route_def *rt, json_t *params)
                                             json_pack("{s:s,s:i}", "type", "integer", "minimum",
                                                       1)));
     }
+    if (strcmp(id, "listJobSteps") == 0)
+        json_array_append_new(params, param("step", "query", false,
+                                            json_pack("{s:s,s:i,s:i}", "type", "integer",
+                                                      "minimum", 0, "maximum", 4096)));
+    if (acct)
+        json_array_append_new(params, param("steps", "query", false,
+                                            json_pack("{s:s,s:[ss]}", "type", "string", "enum",
+                                                      "true", "false")));
     if (acct)
         json_array_append_new(params, param("format", "query", false,
                                             json_pack("{s:s,s:[ss]}", "type", "string", "enum",
@@ -427,6 +461,7 @@ static void add_links(const ctld_route_def *rt, json_t *ok)
         {"submitJob", "listJobEvents", "id", "$response.body#/jobs/0/id"},
         {"submitJob", "explainJob", "id", "$response.body#/jobs/0/id"},
         {"submitJob", "getJobLogs", "id", "$response.body#/jobs/0/id"},
+        {"submitJob", "listJobSteps", "id", "$response.body#/jobs/0/id"},
         {"holdJob", "releaseJob", "id", "$response.body#/job/id"},
         {"getJob", "cancelJob", "id", "$response.body#/job/id"},
         {"createToken", "revokeToken", "name", "$response.body#/token/name"},

@@ -60,5 +60,7 @@ void ctld_privacy_redact_job(json_t *doc)
 
 bool ctld_event_is_content(const char *kind)
 {
-    return strcmp(kind, "output") == 0; /* a rank's last output, for GET .../logs */
+    /* a rank's last output, for GET .../logs; a step's command (steps.c) */
+    return strcmp(kind, "output") == 0 || strcmp(kind, "step-started") == 0 ||
+           strcmp(kind, "step-ended") == 0;
 }

@@ -25,6 +25,7 @@
 #include "tessera/node_select.h"
 #include "tessera/tenant_load.h"
 #include "ctld/state.h"
+#include "ctld/steps.h"
 
 /* ---- open and restore -------------------------------------------------------------- */
 
@@ -269,6 +270,8 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
         rc = ts_store_open(cfg->store_url, &c->store, err);
     if (rc == 0 && cfg->ha_epoch > 0) /* a leader (ha.c): fenced before its first write */
         rc = ts_store_set_epoch(c->store, cfg->ha_epoch, err);
+    if (rc == 0) /* the step credentials' key (steps.h) */
+        rc = ctld_step_key_load(c, err);
     if (rc == 0) /* no key for the secrets stored: refuse to start (docs/secrets.md) */
         rc = ctld_secrets_open(c->store, cfg->secrets_key_file, true, &c->secrets, err);
     if (rc == 0 && ctld_notify_open(c) != 0)

@@ -21,6 +21,7 @@
 #include "ctld/events.h"
 #include "ctld/input.h"
 #include "ctld/router.h"
+#include "ctld/steps.h"
 #include "tessera/depend.h"
 #include "tessera/image_ref.h"
 
@@ -799,6 +800,13 @@ static const ctld_route_def ROUTES[] = {
     {"GET", "/v1/jobs/{id}/logs", job_route, R_READ, "getJobLogs",
      "A task's output: live from its agent, else its last output", NULL, 200, "JobLogs",
      "409 502 503 504"},
+    {"GET", "/v1/jobs/{id}/steps", ctld_steps_route, R_READ, "listJobSteps",
+     "A job's steps (srun inside a batch job), or one with its tasks' ends and output (?step=N); "
+     "a task's step credential reads its own job's", NULL, 200, "StepList", "503"},
+    {"POST", "/v1/jobs/{id}/steps", ctld_steps_route, R_WRITE, "createJobStep",
+     "Start a step in a running batch job's tasks (what srun in its script does, with the "
+     "task's step credential); 409 when the job is not running or not a batch job",
+     "StepRequest", 201, "StepOne", "409 503"},
     {"GET", "/v1/jobs/{id}/explain", job_route, R_READ, "explainJob",
      "Why a job waits: the scheduler's reason and numbers", NULL, 200, "JobExplain", "503"},
     {"POST", "/v1/arrays/{id}/cancel", ctld_array_route, R_WRITE, "cancelArray",
@@ -826,7 +834,8 @@ static const ctld_route_def ROUTES[] = {
      "GPU-hours by tenant, tier and GPU model over [from, to)", NULL, 200, "Usage", "503"},
     {"GET", "/v1/acct", ctld_acct, R_READ, "listAcct",
      "One accounting row per job touching [from, to) (filters tenant, owner, state; format json "
-     "or csv; cursor pagination; a user sees its own jobs only)", NULL, 200, "AcctRows", "503"},
+     "or csv; steps=true adds each job's steps, sacct's JOB.STEP rows; cursor pagination; a "
+     "user sees its own jobs only)", NULL, 200, "AcctRows", "503"},
     {"GET", "/v1/tokens", ctld_tokens_route, R_READ, "listTokens",
      "List tokens visible to the caller", NULL, 200, "TokenList", "503"},
     {"POST", "/v1/tokens", ctld_tokens_route, R_TADMIN, "createToken",

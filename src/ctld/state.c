@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "ctld/steps.h"
 #include "ctld/secrets.h"
 #include "ctld/depend.h"
 #include "ctld/job_fsm.h"
@@ -128,6 +129,7 @@ void ctld_cjob_free(cjob *j)
     free(j->net_host);
     free(j->rank_state);
     json_decref(j->rank_end);
+    ctld_steps_free(j);
     free(j->straggle_since);
     free(j);
 }

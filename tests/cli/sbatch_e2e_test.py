@@ -5,11 +5,12 @@ H100s each), the scripts really run.
 
     sbatch_e2e_test.py TESSERA TESSERAD TESSERA_AGENT FAKE_NVML FIXTURE
 
-A 2-node script (-N 2 --gres=gpu:8) runs once per task, as `srun script`
-would: each rank sees Slurm's variables (SLURM_JOB_ID = the job's id,
+A 2-node script (-N 2 --gres=gpu:8) runs once, in rank 0, as Slurm's
+batch step: it sees Slurm's variables (SLURM_JOB_ID = the job's id,
 SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS, SLURM_JOB_NAME,
-SLURM_SUBMIT_DIR), its own 8 GPUs, its arguments, and writes where
---output points ("%j" and "%t" filled in). A one-task script also knows
+SLURM_SUBMIT_DIR), its arguments, and writes where --output points ("%j"
+and "%t" filled in); its `srun` step runs in both ranks, each with its own
+8 GPUs, and their output lands in the script's. A one-task script also knows
 its node (SLURM_NNODES, SLURM_JOB_NODELIST). An --array of 3 indices
 creates 3 jobs that all complete. A refused directive submits nothing.
 """
@@ -118,25 +119,28 @@ try:
 #SBATCH --gres=gpu:8
 #SBATCH --time=10
 #SBATCH --output=out-%j-%t.log
-echo "procid=$SLURM_PROCID localid=$SLURM_LOCALID ntasks=$SLURM_NTASKS job=$SLURM_JOB_ID"
+echo "script procid=$SLURM_PROCID ntasks=$SLURM_NTASKS job=$SLURM_JOB_ID"
 echo "name=$SLURM_JOB_NAME dir=$SLURM_SUBMIT_DIR pwd=$(pwd) arg=$1 mark=$E2E_MARK"
-echo "gpus=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\\n' | wc -l)"
 echo "nnodes=$SLURM_NNODES nodelist=$SLURM_JOB_NODELIST"
+srun sh -c 'echo "procid=$SLURM_PROCID localid=$SLURM_LOCALID ntasks=$SLURM_NTASKS job=$SLURM_JOB_ID gpus=$(echo "$CUDA_VISIBLE_DEVICES" | tr , " " | wc -w)"'
 """)
     rc, ids, err = sbatch(admin, two, "first-arg")
     check(rc == 0 and len(ids) == 1, f"sbatch prints the job's id (rc {rc}, {ids}, {err})")
     jid = int(ids[0]) if rc == 0 and ids else 0
     wait_for(lambda: job(jid)["state"] == "completed", "the 2-node script runs and completes")
+    p = os.path.join(TMP, f"out-{jid}-0.log")
+    text = open(p).read() if os.path.exists(p) else ""
+    check(f"script procid=0 ntasks=2 job={jid}" in text,
+          f"the script runs in rank 0 with Slurm's variables: {text!r}")
+    check(f"name=two-nodes dir={TMP} pwd={TMP} arg=first-arg mark=from-the-submit-shell"
+          in text, "the script: name, submit dir, workdir, argument, exported env")
+    check("nnodes=2 nodelist=r-1,r-2" in text, f"the script sees the job's nodes: {text!r}")
     for r in (0, 1):
-        p = os.path.join(TMP, f"out-{jid}-{r}.log")
-        text = open(p).read() if os.path.exists(p) else ""
-        check(f"procid={r} localid=0 ntasks=2 job={jid}" in text,
-              f"rank {r} sees Slurm's task variables: {text!r}")
-        check(f"name=two-nodes dir={TMP} pwd={TMP} arg=first-arg mark=from-the-submit-shell"
-              in text, f"rank {r}: name, submit dir, workdir, argument, exported env")
-        check("gpus=8" in text, f"rank {r} sees its 8 GPUs")
-        check("nnodes=2 nodelist=r-1,r-2" in text, f"rank {r} sees the job's nodes")
-        check(task_out(jid, r) == "", f"rank {r}: --output took the output from the agent's log")
+        check(f"procid={r} localid=0 ntasks=2 job={jid} gpus=8" in text,
+              f"the step's task {r} sees Slurm's variables and its 8 GPUs: {text!r}")
+    check(not os.path.exists(os.path.join(TMP, f"out-{jid}-1.log")),
+          "rank 1 ran no script of its own")
+    check(task_out(jid, 0) == "", "--output took the output from the agent's log")
 
     # one task: its node is the job's node list
     one = script("one.sh", """#!/bin/sh

@@ -1,0 +1,789 @@
+/*
+ * steps.c - steps inside an allocation (see steps.h; the credential is
+ * steps_cred.c): the steps a job has run and runs, their tasks in the
+ * agents' desired state, the agents' reports of them, and GET/POST
+ * /v1/jobs/{id}/steps.
+ *
+ * A step picks its tasks from the job's ranks the way srun does inside an
+ * allocation: the nodes in the order the job holds them (its first
+ * rank's node first), at most --nodes of them, at most --ntasks-per-node
+ * tasks on each unless --ntasks asks for more (--ntasks wins, as in srun),
+ * at most --ntasks in all; with none of these, every task. (`tessera steps run`
+ * sends the job's SLURM_NTASKS as --ntasks when none is given, as srun
+ * reads it from its environment.)
+ * Its tasks keep the rank's GPUs, CPUs, memory and user, and get the step's
+ * own numbering (SLURM_PROCID 0.. within the step, SLURM_STEP_ID). The
+ * step's exit status is its tasks' highest (128 + the signal for a task a
+ * signal ended), as srun's is.
+ */
+#define _DEFAULT_SOURCE /* strdup */
+#include "ctld/steps.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctld/input.h"
+#include "ctld/router.h"
+
+#define STEP_ARGV_MAX 256
+#define STEP_ARG_MAX_BYTES 65536
+
+enum { STEP_RUNNING = 0, STEP_COMPLETED, STEP_FAILED, STEP_CANCELLED };
+static const char *const STEP_STATES[] = {"running", "completed", "failed", "cancelled"};
+
+typedef struct ctld_step {
+    int id;
+    double run;        /* the job's start_s of the run it belongs to */
+    int n;             /* its tasks */
+    int *rank;         /* [n] the job's rank each task runs in */
+    uint8_t *st;       /* [n] CTLD_RANK_* */
+    int *code;         /* [n] exit status (128 + signal), -1 unknown */
+    double *end;       /* [n] when each ended */
+    char **out, **err; /* [n] the last of each task's output, NULL none */
+    char **argv;
+    int argc;
+    int state;
+    double start_s, end_s;
+    char why[160];     /* why it ended without its tasks' ends ("" otherwise) */
+} ctld_step;
+
+struct ctld_steps {
+    ctld_step *v;
+    int n, cap;
+};
+
+/* ---- one step ------------------------------------------------------------------- */
+
+static void step_fini(ctld_step *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        free(s->out[i]);
+        free(s->err[i]);
+    }
+    for (int i = 0; i < s->argc; i++)
+        free(s->argv[i]);
+    free(s->argv);
+    free(s->rank);
+    free(s->st);
+    free(s->code);
+    free(s->end);
+    free(s->out);
+    free(s->err);
+}
+
+void ctld_steps_free(cjob *j)
+{
+    if (!j->steps)
+        return;
+    for (int i = 0; i < j->steps->n; i++)
+        step_fini(&j->steps->v[i]);
+    free(j->steps->v);
+    free(j->steps);
+    j->steps = NULL;
+}
+
+static ctld_step *step_find(const cjob *j, int id)
+{
+    for (int i = 0; j->steps && i < j->steps->n; i++)
+        if (j->steps->v[i].id == id)
+            return &j->steps->v[i];
+    return NULL;
+}
+
+static double task_gpus(const cjob *j, int rank)
+{
+    const ts_alloc *a = &j->allocs[rank];
+    if (a->ngpu == 1 && a->gpu_milli > 0 && a->gpu_milli < 1000)
+        return a->gpu_milli / 1000.0;
+    return a->ngpu;
+}
+
+static double step_gpu_s(const cjob *j, const ctld_step *s, double now)
+{
+    double sum = 0;
+    for (int i = 0; i < s->n; i++) {
+        double end = s->end[i] > 0 ? s->end[i] : s->end_s > 0 ? s->end_s : now;
+        if (j->allocs && s->rank[i] < j->ntasks && end > s->start_s)
+            sum += task_gpus(j, s->rank[i]) * (end - s->start_s);
+    }
+    return sum;
+}
+
+static int step_exit(const ctld_step *s)
+{
+    int code = 0;
+    for (int i = 0; i < s->n; i++)
+        if (s->code[i] > code)
+            code = s->code[i];
+    return code;
+}
+
+static const char *node_of_rank(const ctld *c, const cjob *j, int rank)
+{
+    return j->allocs && rank < j->ntasks ? c->cluster->nodes[j->allocs[rank].node].name : "";
+}
+
+static json_t *step_json(const ctld *c, const cjob *j, const ctld_step *s, bool tasks,
+                         double now)
+{
+    json_t *cmd = json_array(), *nodes = json_array(), *t = json_array();
+    for (int i = 0; i < s->argc; i++)
+        json_array_append_new(cmd, json_string(s->argv[i]));
+    for (int i = 0; i < s->n; i++) {
+        const char *nd = node_of_rank(c, j, s->rank[i]);
+        bool seen = false;
+        for (size_t k = 0; k < json_array_size(nodes) && !seen; k++)
+            seen = strcmp(json_string_value(json_array_get(nodes, k)), nd) == 0;
+        if (!seen)
+            json_array_append_new(nodes, json_string(nd));
+        if (!tasks)
+            continue;
+        int st = s->st[i];
+        const char *sn = st == CTLD_RANK_DONE      ? "completed"
+                         : st == CTLD_RANK_FAILED  ? "failed"
+                         : st == CTLD_RANK_STOPPED ? "stopped"
+                         : st == CTLD_RANK_RUNNING ? "running"
+                                                   : "pending";
+        json_array_append_new(
+            t, json_pack("{s:i,s:i,s:s,s:s,s:o,s:s,s:s}", "task", i, "rank", s->rank[i], "node",
+                         nd, "state", sn, "exit_code",
+                         s->code[i] >= 0 ? json_integer(s->code[i]) : json_null(), "stdout",
+                         s->out[i] ? s->out[i] : "", "stderr", s->err[i] ? s->err[i] : ""));
+    }
+    char name[48];
+    snprintf(name, sizeof name, "%lld.%d", (long long)j->row.id, s->id);
+    json_t *o = json_pack(
+        "{s:i,s:I,s:s,s:s,s:o,s:i,s:o,s:f,s:o,s:o,s:f}", "id", s->id, "job",
+        (json_int_t)j->row.id, "name", name, "state", STEP_STATES[s->state], "command", cmd,
+        "ntasks", s->n, "nodes", nodes, "start", s->start_s, "end",
+        s->end_s > 0 ? json_real(s->end_s) : json_null(), "exit_code",
+        s->state == STEP_RUNNING ? json_null() : json_integer(step_exit(s)), "gpu_seconds",
+        step_gpu_s(j, s, now));
+    if (o && s->why[0])
+        json_object_set_new(o, "reason", json_string(s->why));
+    if (o && tasks)
+        json_object_set_new(o, "tasks", t);
+    else
+        json_decref(t);
+    return o;
+}
+
+/* The step-ended event's detail: what accounting reads once the job is gone. */
+static int plan_end_event(const ctld *c, const cjob *j, const ctld_step *s, double now,
+                          ctld_txn *t)
+{
+    json_t *o = step_json(c, j, s, false, now);
+    char *d = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    int rc = d ? ctld_txn_event(t, j->row.id, now, "step-ended", d) : TS_ENOMEM;
+    free(d);
+    return rc;
+}
+
+static void step_settle(ctld *c, cjob *j, ctld_step *s, double now, ctld_txn *t)
+{
+    int failed = 0;
+    for (int i = 0; i < s->n; i++) {
+        if (s->st[i] != CTLD_RANK_DONE && s->st[i] != CTLD_RANK_FAILED &&
+            s->st[i] != CTLD_RANK_STOPPED)
+            return;
+        failed += s->st[i] != CTLD_RANK_DONE;
+    }
+    s->state = failed ? STEP_FAILED : STEP_COMPLETED;
+    s->end_s = now;
+    if (t && plan_end_event(c, j, s, now, t) != 0)
+        snprintf(s->why, sizeof s->why, "its end was not recorded (out of memory)");
+}
+
+/* ---- the desired state and the reports ------------------------------------------ */
+
+void ctld_steps_desired(const ctld *c, const cjob *j, int n, json_t *tasks)
+{
+    if (!j->steps || j->row.state != TS_JOB_RUNNING || !j->allocs)
+        return;
+    /* the rank task's own document, for each step task there: the same
+     * resources and identity, the step's command and numbering */
+    json_t *base = NULL;
+    size_t i;
+    json_t *tk;
+    for (int k = 0; k < j->steps->n; k++) {
+        const ctld_step *s = &j->steps->v[k];
+        if (s->state != STEP_RUNNING || s->run != j->row.start_s)
+            continue;
+        int nnodes = 0;
+        char first[128] = "";
+        for (int q = 0; q < s->n; q++) {
+            bool seen = false;
+            for (int p = 0; p < q && !seen; p++)
+                seen = j->allocs[s->rank[p]].node == j->allocs[s->rank[q]].node;
+            nnodes += !seen;
+        }
+        snprintf(first, sizeof first, "%s", node_of_rank(c, j, s->rank[0]));
+        for (int q = 0; q < s->n; q++) {
+            int r = s->rank[q];
+            if (j->allocs[r].node != n || s->st[q] > CTLD_RANK_RUNNING)
+                continue;
+            base = NULL;
+            json_array_foreach(tasks, i, tk)
+            {
+                if (json_integer_value(json_object_get(tk, "job")) == j->row.id &&
+                    json_integer_value(json_object_get(tk, "rank")) == r &&
+                    !json_object_get(tk, "step"))
+                    base = tk;
+            }
+            if (!base)
+                continue; /* the rank's own document comes first (agents.c) */
+            json_t *o = json_deep_copy(base);
+            json_t *argv = json_array(), *env = json_object_get(o, "env");
+            for (int a = 0; a < s->argc; a++)
+                json_array_append_new(argv, json_string(s->argv[a]));
+            json_object_set_new(o, "command", argv);
+            json_object_set_new(o, "action", json_string("run"));
+            json_object_set_new(o, "step", json_integer(s->id));
+            int local = 0;
+            for (int p = 0; p < q; p++)
+                local += j->allocs[s->rank[p]].node == n;
+            json_object_set_new(o, "task_rank", json_integer(q));
+            json_object_set_new(o, "world_size", json_integer(s->n));
+            json_object_set_new(o, "local_rank", json_integer(local));
+            json_object_set_new(o, "master_addr", json_string(first));
+            json_object_del(o, "step_token");
+            json_object_del(o, "hold");
+            json_object_del(o, "secrets");
+            char kv[96];
+            snprintf(kv, sizeof kv, "SLURM_STEP_ID=%d", s->id);
+            json_array_append_new(env, json_string(kv));
+            snprintf(kv, sizeof kv, "SLURM_STEP_NUM_TASKS=%d", s->n);
+            json_array_append_new(env, json_string(kv));
+            snprintf(kv, sizeof kv, "SLURM_STEP_NUM_NODES=%d", nnodes);
+            json_array_append_new(env, json_string(kv));
+            snprintf(kv, sizeof kv, "TESSERA_STEP_ID=%d", s->id);
+            json_array_append_new(env, json_string(kv));
+            json_array_append_new(tasks, o);
+        }
+    }
+}
+
+static char *tail_of(const char *text)
+{
+    size_t tl = strlen(text);
+    if (tl > CTLD_STEP_OUTPUT_MAX_BYTES) { /* its end, from a whole character */
+        text += tl - CTLD_STEP_OUTPUT_MAX_BYTES;
+        while (((unsigned char)*text & 0xC0) == 0x80)
+            text++;
+    }
+    return strdup(text);
+}
+
+int ctld_steps_report(ctld *c, cjob *j, int n, const json_t *tk, double now, ctld_txn *t)
+{
+    int id = (int)json_integer_value(json_object_get(tk, "step"));
+    int rank = (int)json_integer_value(json_object_get(tk, "rank"));
+    const char *state = json_string_value(json_object_get(tk, "state"));
+    ctld_step *s = step_find(j, id);
+    if (!s || s->state != STEP_RUNNING || !state || !j->allocs)
+        return 0;
+    json_t *run = json_object_get(tk, "run");
+    if (json_is_number(run) && json_number_value(run) != s->run)
+        return 0;
+    int q = -1;
+    for (int k = 0; k < s->n && q < 0; k++)
+        if (s->rank[k] == rank && j->allocs[rank].node == n)
+            q = k;
+    if (q < 0 || s->st[q] > CTLD_RANK_RUNNING)
+        return 0;
+    if (strcmp(state, "running") == 0) {
+        s->st[q] = CTLD_RANK_RUNNING;
+        return 0;
+    }
+    json_t *code = json_object_get(tk, "exit_code"), *sig = json_object_get(tk, "signal");
+    int ec = json_is_integer(sig) ? 128 + (int)json_integer_value(sig)
+             : json_is_integer(code) ? (int)json_integer_value(code)
+             : strcmp(state, "exited") == 0 ? 0 : 1;
+    s->code[q] = ec;
+    s->end[q] = now;
+    s->st[q] = strcmp(state, "stopped") == 0 ? CTLD_RANK_STOPPED
+               : ec == 0                   ? CTLD_RANK_DONE
+                                           : CTLD_RANK_FAILED;
+    json_t *o = json_object_get(tk, "output");
+    const char *so = json_string_value(json_object_get(o, "stdout"));
+    const char *se = json_string_value(json_object_get(o, "stderr"));
+    const char *launch = json_string_value(json_object_get(tk, "error"));
+    if (so && !(s->out[q] = tail_of(so)))
+        return TS_ENOMEM;
+    if (launch && *launch) { /* it could not start: srun says why */
+        size_t len = strlen(launch) + 64;
+        if (!(s->err[q] = malloc(len)))
+            return TS_ENOMEM;
+        snprintf(s->err[q], len, "srun: task %d on %s: %s\n", q, c->cluster->nodes[n].name,
+                 launch);
+    } else if (se && !(s->err[q] = tail_of(se))) {
+        return TS_ENOMEM;
+    }
+    step_settle(c, j, s, now, t);
+    return 0;
+}
+
+void ctld_steps_run_ended(ctld *c, cjob *j, double now, ctld_txn *t)
+{
+    for (int k = 0; j->steps && k < j->steps->n; k++) {
+        ctld_step *s = &j->steps->v[k];
+        if (s->state != STEP_RUNNING)
+            continue;
+        s->state = STEP_CANCELLED;
+        s->end_s = now;
+        snprintf(s->why, sizeof s->why, "the job's run ended before the step");
+        if (t && plan_end_event(c, j, s, now, t) != 0)
+            continue;
+    }
+}
+
+#define STEP_EVENTS_PAGE 1000
+
+/* A job's steps from its events of that kind (step-ended: an ended job's
+ * steps, their detail the step's document without its tasks; step-started:
+ * every step begun). NULL when the store failed (answered). */
+static json_t *step_events(ctld *c, int64_t id, const char *kind, ctld_reply *r)
+{
+    json_t *a = json_array();
+    int64_t after = 0;
+    for (int page = 0; page < CTLD_STEPS_MAX; page++) { /* bounded: steps a job may have */
+        ts_event_row *ev = NULL;
+        int n = 0;
+        ts_err err;
+        if (ts_store_event_list(c->store, id, after, STEP_EVENTS_PAGE, &ev, &n, &err) != 0) {
+            ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+            json_decref(a);
+            return NULL;
+        }
+        for (int i = 0; i < n; i++) {
+            json_error_t je;
+            json_t *o = strcmp(ev[i].kind, kind) == 0 && ev[i].detail
+                            ? json_loads(ev[i].detail, 0, &je)
+                            : NULL;
+            if (json_is_object(o))
+                json_array_append_new(a, o);
+            else
+                json_decref(o);
+        }
+        if (n > 0)
+            after = ev[n - 1].id;
+        ts_store_free_events(ev, n);
+        if (n < STEP_EVENTS_PAGE)
+            break;
+    }
+    return a;
+}
+
+/* ---- the API -------------------------------------------------------------------- */
+
+/* The tasks a step of these options runs in (see the file's comment): srun's
+ * block distribution, every node chosen gets a task first, then the first
+ * nodes fill up; in rank order. Their count, or -1 with a 400 answered. */
+static int pick_tasks(const cjob *j, int want_n, int want_nodes, int per_node, int *rank,
+                      ctld_reply *r)
+{
+    int *order = malloc((size_t)j->ntasks * sizeof *order), nn = 0;
+    int *cap = calloc((size_t)j->ntasks, sizeof *cap), *take = calloc((size_t)j->ntasks,
+                                                                       sizeof *take);
+    int k = -1;
+    if (!order || !cap || !take) {
+        ctld_reply_error(r, 503, "unavailable", "out of memory");
+        goto out;
+    }
+    for (int q = 0; q < j->ntasks; q++) {
+        int p = 0;
+        while (p < nn && order[p] != j->allocs[q].node)
+            p++;
+        if (p == nn)
+            order[nn++] = j->allocs[q].node;
+        cap[p]++;
+    }
+    if (want_nodes > nn) {
+        ctld_field_error(r, "nodes", "%d nodes asked; the job holds %d", want_nodes, nn);
+        goto out;
+    }
+    int use = want_nodes > 0 ? want_nodes : nn, room = 0, capped = 0;
+    for (int p = 0; p < use; p++) {
+        room += cap[p];
+        capped += per_node > 0 && cap[p] > per_node ? per_node : cap[p];
+    }
+    if (want_n <= 0 || capped >= want_n) { /* --ntasks-per-node holds unless -n wants more */
+        for (int p = 0; p < use; p++)
+            cap[p] = per_node > 0 && cap[p] > per_node ? per_node : cap[p];
+        room = capped;
+    }
+    int n = want_n > 0 ? want_n : room;
+    if (n > room) {
+        ctld_field_error(r, "ntasks", "%d tasks asked; the job's tasks on the %d node(s) chosen "
+                         "are %d (a step runs in the job's own tasks)", n, use, room);
+        goto out;
+    }
+    if (want_nodes <= 0 && n < use)
+        use = n; /* srun -n N alone: at most N nodes */
+    if (n < use) {
+        ctld_field_error(r, "ntasks", "%d tasks on %d nodes: at least one task a node", n, use);
+        goto out;
+    }
+    int left = n;
+    for (int p = 0; p < use; p++, left--)
+        take[p] = 1;
+    for (int p = 0; p < use && left > 0; p++) {
+        int more = cap[p] - 1 < left ? cap[p] - 1 : left;
+        take[p] += more;
+        left -= more;
+    }
+    k = 0;
+    for (int q = 0; q < j->ntasks; q++) {
+        int p = 0;
+        while (order[p] != j->allocs[q].node)
+            p++;
+        if (p < use && take[p] > 0) {
+            take[p]--;
+            rank[k++] = q;
+        }
+    }
+out:
+    free(order);
+    free(cap);
+    free(take);
+    return k;
+}
+
+static bool opt_int(ctld_reply *r, json_t *body, const char *key, int max, int *out)
+{
+    json_t *v = json_object_get(body, key);
+    *out = 0;
+    if (!v || json_is_null(v))
+        return true;
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max) {
+        ctld_field_error(r, key, "must be a whole number 1..%d", max);
+        return false;
+    }
+    *out = (int)json_integer_value(v);
+    return true;
+}
+
+static void step_post(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    json_error_t je;
+    json_t *body = json_loadb(rq->body, rq->len, JSON_REJECT_DUPLICATES, &je);
+    if (!json_is_object(body)) {
+        ctld_field_error(r, "body", "a JSON object {command, ntasks, nodes, ntasks_per_node}: "
+                         "%s", body ? "not an object" : je.text);
+        json_decref(body);
+        return;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(body, k, v)
+    {
+        if (strcmp(k, "command") && strcmp(k, "ntasks") && strcmp(k, "nodes") &&
+            strcmp(k, "ntasks_per_node")) {
+            ctld_field_error(r, k, "unknown field (command, ntasks, nodes, ntasks_per_node)");
+            json_decref(body);
+            return;
+        }
+    }
+    json_t *cmd = json_object_get(body, "command");
+    size_t total = 0;
+    bool ok = json_is_array(cmd) && json_array_size(cmd) >= 1 &&
+              json_array_size(cmd) <= STEP_ARGV_MAX;
+    for (size_t i = 0; ok && i < json_array_size(cmd); i++) {
+        const char *a = json_string_value(json_array_get(cmd, i));
+        ok = a != NULL && (i > 0 || *a);
+        total += a ? strlen(a) + 1 : 0;
+    }
+    if (!ok || total > STEP_ARG_MAX_BYTES) {
+        ctld_field_error(r, "command", "must be 1..%d strings, the first not empty, %d bytes "
+                         "in all at most", STEP_ARGV_MAX, STEP_ARG_MAX_BYTES);
+        json_decref(body);
+        return;
+    }
+    int want_n, want_nodes, per_node;
+    if (!opt_int(r, body, "ntasks", 65536, &want_n) || !opt_int(r, body, "nodes", 65536, &want_nodes) ||
+        !opt_int(r, body, "ntasks_per_node", 65536, &per_node)) {
+        json_decref(body);
+        return;
+    }
+    /* the first step this controller sees of the job: its ids go on from
+     * those its events have (a restarted controller), read before mu */
+    ctld_lock_reader(c);
+    const cjob *seen = ctld_job_find(c, rq->id);
+    bool first = seen && !seen->steps;
+    pthread_mutex_unlock(&c->mu);
+    int next_id = 0;
+    if (first) {
+        json_t *begun = step_events(c, rq->id, "step-started", r);
+        if (!begun) {
+            json_decref(body);
+            return;
+        }
+        size_t k;
+        json_t *b;
+        json_array_foreach(begun, k, b)
+        {
+            json_int_t bid = json_integer_value(json_object_get(b, "id"));
+            if (bid >= next_id && bid < CTLD_STEPS_MAX)
+                next_id = (int)bid + 1;
+        }
+        json_decref(begun);
+    }
+    pthread_mutex_lock(&c->mu);
+    cjob *j = ctld_job_wait_unpinned(c, rq->id);
+    ctld_step s = {0};
+    int *rank = NULL;
+    if (!j || j->row.state != TS_JOB_RUNNING || !j->allocs || j->is_virtual) {
+        ctld_reply_error(r, 409, "not_running", "job %lld is not running on agents: a step runs "
+                         "in a running job's tasks", (long long)rq->id);
+        goto out;
+    }
+    if (c->cfg.net_isolation) {
+        ctld_reply_error(r, 409, "not_supported", "steps: not available where tenants' networks "
+                         "are isolated (a step task would run outside its rank's namespace)");
+        goto out;
+    }
+    if (!ctld_job_is_batch(j)) {
+        ctld_reply_error(r, 409, "not_a_batch_job", "job %lld was not submitted by `tessera "
+                         "sbatch`: its tasks all run its command, none waits for steps",
+                         (long long)rq->id);
+        goto out;
+    }
+    if (!j->steps && !(j->steps = calloc(1, sizeof *j->steps)))
+        goto oom;
+    if (j->steps->n >= CTLD_STEPS_MAX) {
+        ctld_reply_error(r, 409, "too_many_steps", "job %lld has run %d steps, the most a job "
+                         "may", (long long)rq->id, CTLD_STEPS_MAX);
+        goto out;
+    }
+    if (!(rank = malloc((size_t)j->ntasks * sizeof *rank)))
+        goto oom;
+    int n = pick_tasks(j, want_n, want_nodes, per_node, rank, r);
+    if (n < 0)
+        goto out;
+    s.id = j->steps->n > 0 ? j->steps->v[j->steps->n - 1].id + 1 : next_id;
+    s.run = j->row.start_s;
+    s.n = n;
+    s.rank = rank;
+    rank = NULL;
+    s.start_s = ctld_now();
+    s.st = calloc((size_t)n, 1);
+    s.code = malloc((size_t)n * sizeof *s.code);
+    s.end = calloc((size_t)n, sizeof *s.end);
+    s.out = calloc((size_t)n, sizeof *s.out);
+    s.err = calloc((size_t)n, sizeof *s.err);
+    s.argc = (int)json_array_size(cmd);
+    s.argv = calloc((size_t)s.argc, sizeof *s.argv);
+    if (!s.st || !s.code || !s.end || !s.out || !s.err || !s.argv)
+        goto oom;
+    for (int i = 0; i < n; i++)
+        s.code[i] = -1;
+    for (int i = 0; i < s.argc; i++)
+        if (!(s.argv[i] = strdup(json_string_value(json_array_get(cmd, (size_t)i)))))
+            goto oom;
+    if (j->steps->n == j->steps->cap) {
+        int cap = j->steps->cap ? j->steps->cap * 2 : 8;
+        ctld_step *nv = realloc(j->steps->v, (size_t)cap * sizeof *nv);
+        if (!nv)
+            goto oom;
+        j->steps->v = nv;
+        j->steps->cap = cap;
+    }
+    /* durable before acknowledged: its start is a job event */
+    json_t *doc = step_json(c, j, &s, false, s.start_s);
+    char *d = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    ctld_txn t = {0};
+    ts_err err;
+    int rc = d ? ctld_txn_event(&t, j->row.id, s.start_s, "step-started", d) : TS_ENOMEM;
+    free(d);
+    if (rc == 0)
+        rc = ctld_txn_commit_unlocked(c, &t, s.start_s, &err);
+    else
+        ts_err_set(&err, rc, "out of memory");
+    ctld_txn_fini(&t);
+    /* the job may have moved while the event was written with mu released */
+    j = ctld_job_find(c, rq->id);
+    if (rc != 0 || !j || j->row.state != TS_JOB_RUNNING || !j->steps || s.run != j->row.start_s) {
+        json_decref(doc);
+        if (rc != 0)
+            ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+        else
+            ctld_reply_error(r, 409, "not_running", "job %lld stopped running",
+                             (long long)rq->id);
+        goto out;
+    }
+    j->steps->v[j->steps->n++] = s;
+    for (int q = 0; q < s.n; q++) {
+        bool seen = false;
+        for (int p = 0; p < q && !seen; p++)
+            seen = j->allocs[s.rank[p]].node == j->allocs[s.rank[q]].node;
+        if (!seen)
+            ctld_agent_moved(c, j->allocs[s.rank[q]].node);
+    }
+    memset(&s, 0, sizeof s);
+    pthread_mutex_unlock(&c->mu);
+    json_decref(body);
+    ctld_reply_json(r, 201, json_pack("{s:o}", "step", doc));
+    return;
+oom:
+    ctld_reply_error(r, 503, "unavailable", "out of memory");
+out:
+    pthread_mutex_unlock(&c->mu);
+    free(rank);
+    step_fini(&s);
+    json_decref(body);
+}
+
+json_t *ctld_steps_of(ctld *c, int64_t id, ts_err *err)
+{
+    ctld_lock_reader(c);
+    const cjob *j = ctld_job_find(c, id);
+    if (j) {
+        json_t *a = json_array();
+        double now = ctld_now();
+        for (int k = 0; j->steps && k < j->steps->n; k++)
+            json_array_append_new(a, step_json(c, j, &j->steps->v[k], false, now));
+        pthread_mutex_unlock(&c->mu);
+        return a;
+    }
+    pthread_mutex_unlock(&c->mu);
+    ctld_reply r = {0};
+    json_t *a = step_events(c, id, "step-ended", &r);
+    if (!a)
+        ts_err_set(err, TS_EIO, "the store: %s", r.body ? r.body : "unavailable");
+    free(r.body);
+    return a;
+}
+
+static void step_get(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    int64_t one = -1;
+    if (rq->q.step && !ctld_parse_number(rq->q.step, "step", 0, CTLD_STEPS_MAX, &one, r))
+        return;
+    ctld_lock_reader(c);
+    const cjob *j = ctld_job_find(c, rq->id);
+    double now = ctld_now();
+    if (!j) { /* ended: what its events keep */
+        pthread_mutex_unlock(&c->mu);
+        json_t *a = step_events(c, rq->id, "step-ended", r);
+        if (!a)
+            return;
+        if (one < 0) {
+            ctld_reply_json(r, 200, json_pack("{s:o}", "steps", a));
+            return;
+        }
+        size_t k;
+        json_t *s;
+        json_array_foreach(a, k, s)
+        {
+            if (json_integer_value(json_object_get(s, "id")) == one) {
+                ctld_reply_json(r, 200, json_pack("{s:O}", "step", s));
+                json_decref(a);
+                return;
+            }
+        }
+        json_decref(a);
+        ctld_reply_error(r, 404, "not_found", "job %lld has no step %lld", (long long)rq->id,
+                         (long long)one);
+        return;
+    }
+    if (one >= 0) {
+        const ctld_step *s = j ? step_find(j, (int)one) : NULL;
+        json_t *o = s ? step_json(c, j, s, true, now) : NULL;
+        pthread_mutex_unlock(&c->mu);
+        if (o)
+            ctld_reply_json(r, 200, json_pack("{s:o}", "step", o));
+        else
+            ctld_reply_error(r, 404, "not_found", "job %lld has no step %lld",
+                             (long long)rq->id, (long long)one);
+        return;
+    }
+    json_t *a = json_array();
+    for (int k = 0; j && j->steps && k < j->steps->n; k++)
+        json_array_append_new(a, step_json(c, j, &j->steps->v[k], false, now));
+    pthread_mutex_unlock(&c->mu);
+    ctld_reply_json(r, 200, json_pack("{s:o}", "steps", a));
+}
+
+/* What a caller who may not read the job's content reads of its steps:
+ * no command, no output (docs/secrets.md, as the job's own). */
+static void redact(json_t *doc)
+{
+    json_t *steps = json_object_get(doc, "steps"), *one = json_object_get(doc, "step");
+    size_t k, q;
+    json_t *s, *t;
+    if (one)
+        json_array_append(steps = json_array(), one);
+    else
+        json_incref(steps);
+    json_array_foreach(steps, k, s)
+    {
+        json_object_set_new(s, "command", json_array());
+        json_array_foreach(json_object_get(s, "tasks"), q, t)
+        {
+            json_object_set_new(t, "stdout", json_string("hidden"));
+            json_object_set_new(t, "stderr", json_string("hidden"));
+        }
+    }
+    json_decref(steps);
+}
+
+void ctld_steps_route(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    const ctld_caller *w = rq->who;
+    bool content = true;
+    if (w->step_job != 0 && w->step_job != rq->id) {
+        ctld_reply_error(r, 403, "forbidden", "a step credential is job %lld's only",
+                         (long long)w->step_job);
+        return;
+    }
+    if (w->step_job == 0) { /* an API token: the job must be its tenant's (or it sees all) */
+        ts_job_row row;
+        ts_err err;
+        int rc = ts_store_job_get(c->store, rq->id, &row, &err);
+        bool all = w->role == TS_ROLE_ADMIN || (w->role == TS_ROLE_VIEWER && !w->tenant[0]);
+        bool ok = rc == 0 && (all || strcmp(w->tenant, row.tenant) == 0);
+        if (ok) {
+            ctld_lock_reader(c); /* the tenants' privacy policy */
+            content = ctld_sees_content(c, w, row.tenant, row.owner);
+            pthread_mutex_unlock(&c->mu);
+        }
+        if (rc == 0)
+            ts_job_row_fini(&row);
+        if (rc != 0 && rc != TS_ENOENT) {
+            ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+            return;
+        }
+        if (!ok) {
+            ctld_reply_error(r, 404, "not_found", "job %lld does not exist", (long long)rq->id);
+            return;
+        }
+        if (strcmp(rq->method, "POST") == 0 && w->role == TS_ROLE_VIEWER) {
+            ctld_reply_error(r, 403, "forbidden", "a viewer starts no step");
+            return;
+        }
+    }
+    if (strcmp(rq->method, "POST") == 0 && !content) {
+        ctld_reply_error(r, 403, "forbidden", "job %lld: only who may read its content starts "
+                         "its steps", (long long)rq->id);
+        return;
+    }
+    if (strcmp(rq->method, "POST") == 0) {
+        step_post(c, rq, r);
+        return;
+    }
+    step_get(c, rq, r);
+    if (!content && r->status == 200 && r->body) { /* its answer, without the content */
+        json_error_t je;
+        json_t *doc = json_loads(r->body, 0, &je);
+        free(r->body);
+        r->body = NULL;
+        if (doc) {
+            redact(doc);
+            ctld_reply_json(r, 200, doc);
+        } else { /* never the unredacted answer */
+            ctld_reply_error(r, 503, "unavailable", "out of memory");
+        }
+    }
+}
