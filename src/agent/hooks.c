@@ -146,7 +146,7 @@ void ts_agent_hook_drain(ts_agent *a, const char *fmt, ...)
 /* A prolog's end: its task starts, or its launch fails. */
 static void prolog_ended(ts_agent *a, const agent_hook *h, bool ok, const char *how)
 {
-    local_task *lt = ts_agent_find(a, h->job, h->rank);
+    local_task *lt = ts_agent_find(a, h->job, h->rank, -1); /* the rank's own task */
     if (!lt || !lt->prolog_wait) /* stopped meanwhile: nothing to start */
         return;
     json_t *t = lt->prolog_wait;
@@ -215,7 +215,7 @@ void ts_agent_hooks_poll(ts_agent *a, double now)
 
 bool ts_agent_prolog_begin(ts_agent *a, local_task *lt, json_t *t)
 {
-    if (!a->cfg.prolog[0] || lt->prolog_done)
+    if (!a->cfg.prolog[0] || lt->prolog_done || lt->is_step) /* a rank's, not its steps' */
         return false;
     json_t *gj = json_object_get(t, "gpus");
     int gpus[16], ngpu = 0;
@@ -241,7 +241,7 @@ bool ts_agent_prolog_begin(ts_agent *a, local_task *lt, json_t *t)
 
 void ts_agent_epilog_begin(ts_agent *a, local_task *lt)
 {
-    if (!a->cfg.epilog[0] || lt->epilog_done || !lt->t)
+    if (!a->cfg.epilog[0] || lt->epilog_done || !lt->t || lt->is_step)
         return;
     lt->epilog_done = true;
     const ts_task_info *info = ts_task_info_get(lt->t);
