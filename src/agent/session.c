@@ -127,7 +127,10 @@ void ts_agent_stdio_close(local_task *lt)
 
 bool ts_agent_stdio_hold(local_task *lt, double now)
 {
-    if (!lt->stdio || __atomic_load_n(&lt->stdio->drained, __ATOMIC_ACQUIRE))
+    /* a stop the controller asked for (cancel, preemption, idle reaping)
+     * is reported at once: its GPUs are wanted elsewhere */
+    if (!lt->stdio || lt->stop_requested ||
+        __atomic_load_n(&lt->stdio->drained, __ATOMIC_ACQUIRE))
         return false;
     if (lt->stdio_exit_s == 0)
         lt->stdio_exit_s = now;

@@ -72,7 +72,7 @@ static void sleep_ms(int ms)
 
 /* Options shared by the session commands, and the global flags. */
 typedef struct sess_opts {
-    const char *tenant, *name, *gpus, *tier, *time_limit, *image, *file;
+    const char *tenant, *name, *gpus, *tier, *time_limit, *image, *file, *idle;
     bool no_tty;
     char **cmd;   /* after "--" */
     int ncmd;
@@ -91,7 +91,8 @@ static int parse_opts(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, 
     } own[] = {{"tenant", &o->tenant, true},         {"name", &o->name, true},
                {"gpus", &o->gpus, true},             {"tier", &o->tier, true},
                {"time-limit", &o->time_limit, true}, {"image", &o->image, true},
-               {"file", &o->file, true},             {"server", &ctx->flags.server, false},
+               {"file", &o->file, true},             {"idle", &o->idle, true},
+               {"server", &ctx->flags.server, false},
                {"token", &ctx->flags.token, false},  {"config", &ctx->flags.config, false},
                {"ca", &ctx->flags.ca, false},        {"timeout", &ctx->flags.timeout, false}};
     int i = 0;
@@ -355,9 +356,14 @@ static int job_exit(struct cli_ctx *ctx, long id)
                        : json_is_integer(sg) ? 128 + (int)json_integer_value(sg)
                        : strcmp(state, "completed") == 0 ? 0
                                                          : 1;
+            if (!ended(state)) { /* stopped and put back: reaped when idle, preempted */
+                const char *why = json_string_value(json_object_get(job, "why"));
+                const char *reason = json_string_value(json_object_get(job, "reason"));
+                cli_errorf("job %ld was stopped and is %s (%s)%s%s", id, state,
+                           reason ? reason : "no reason given", why ? ": " : "", why ? why : "");
+                code = CLI_EXIT_REFUSED;
+            }
             json_decref(job);
-            if (!ended(state))
-                cli_errorf("job %ld is %s again (requeued)", id, state);
             return code;
         }
         json_decref(job);
@@ -511,6 +517,8 @@ static int submit_interactive(struct cli_ctx *ctx, const struct cli_cmd *cmd, co
         json_object_set_new(spec, "time_limit", json_string(o->time_limit));
     if (o->image)
         json_object_set_new(spec, "image", json_string(o->image));
+    if (o->idle) /* reaped by the idle policy after this long (docs/job-spec.md) */
+        json_object_set_new(spec, "idle", json_pack("{s:s}", "timeout", o->idle));
     json_t *c = json_array();
     for (int i = 0; i < o->ncmd; i++)
         json_array_append_new(c, json_string(o->cmd[i]));

@@ -79,7 +79,7 @@ static const struct cli_cmd COMMANDS[] = {
      "                 while the job is pending, until the job ends (exit 0); Ctrl-C\n"
      "                 stops (exit 130)",
      cli_cmd_logs},
-    {"run", "run [--tenant T] [--gpus N] [--name N] [-f SPEC] [-T] -- COMMAND [ARGS...]",
+    {"run", "run [--tenant T] [--gpus N] [--name N] [--idle D] [-f SPEC] [-T] -- COMMAND [ARGS...]",
      "Submits an interactive job (allocated like any job: quotas, tiers, topology,\n"
      "preemption) whose rank 0 runs COMMAND with this terminal (a PTY on the node:\n"
      "raw keys, ^C, window size) or, without one, with stdin/stdout streamed; waits\n"
@@ -88,6 +88,7 @@ static const struct cli_cmd COMMANDS[] = {
      "  --tenant T       the tenant (default: the token's)\n"
      "  --gpus N         GPUs for the task, 0..64 (default 0)\n"
      "  --name N, --tier T, --time-limit D, --image REF   as in the job spec\n"
+     "  --idle D         idle.timeout: reaped (stopped, held) when its GPUs idle this long\n"
      "  -f FILE          start from this JSON job spec\n"
      "  -T, --no-tty     stream stdin/stdout even on a terminal",
      cli_cmd_run},

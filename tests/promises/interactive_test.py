@@ -272,3 +272,16 @@ def scenario_node_cannot_open_another_nodes_session(c):
             cs.close()
     finally:
         proc.send_signal(signal.SIGCONT)
+
+
+def scenario_idle_interactive_job_is_reaped(c):
+    """interactive.md: an interactive job is reaped by the idle policy like
+    any job: its session ends and tessera says the job was stopped and held."""
+    t0 = time.time()
+    r = subprocess.run([c.bins["cli"], "run", "-T", "--tenant", "team-a", "--gpus", "1",
+                        "--idle", "2s", "--", "/bin/sh", "-c", "echo started; sleep 60"],
+                       env=cli_env(c), text=True, capture_output=True, timeout=60)
+    check("started" in r.stdout, f"the session ran: {r.stdout!r}")
+    check(r.returncode == 4 and "held" in r.stderr,
+          f"tessera run ends saying the job was stopped and held: {r.returncode} {r.stderr!r}")
+    check(time.time() - t0 < 40, f"within the idle window and its grace: {time.time() - t0:.1f} s")
