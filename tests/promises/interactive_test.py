@@ -285,3 +285,24 @@ def scenario_idle_interactive_job_is_reaped(c):
     check(r.returncode == 4 and "held" in r.stderr,
           f"tessera run ends saying the job was stopped and held: {r.returncode} {r.stderr!r}")
     check(time.time() - t0 < 40, f"within the idle window and its grace: {time.time() - t0:.1f} s")
+
+
+def scenario_slow_client_slows_only_its_own_session(c):
+    """interactive.md: a client that does not read stalls its own session
+    only: another session of the same job and the API go on."""
+    jid = c.submit(sleeper("flood"))
+    if not c.wait_job(jid, "running", 30):
+        return
+    st, slow, _ = open_raw(c, f"/v1/jobs/{jid}/sessions",
+                           {"kind": "exec", "command": ["/bin/sh", "-c", "exec cat /dev/zero"]},
+                           c.admin)
+    check(st == 101, f"the flooding session opens: {st}")
+    try:
+        time.sleep(1.0)  # its buffers fill: the agent's writes and the relay's wait
+        r = c.cli("exec", str(jid), "--", "echo", "still-fine", timeout=30)
+        check(r.returncode == 0 and "still-fine" in r.stdout,
+              f"another session of the job works: {r.returncode} {r.stdout!r} {r.stderr!r}")
+        check(c.job(jid).get("state") == "running", "the API answers")
+    finally:
+        if slow:
+            slow.close()
