@@ -315,6 +315,37 @@ static void open_namespaces(pid_t pid, int fds[NS_N])
     }
 }
 
+/* The process whose namespaces, user and environment a session joins: the
+ * task's own, or for a container task (whose process is the OCI runtime)
+ * its first descendant in another mount namespace: the container's. */
+static pid_t join_target(pid_t pid, bool container)
+{
+    if (!container)
+        return pid;
+    struct stat self;
+    if (stat("/proc/self/ns/mnt", &self) != 0)
+        return pid;
+    pid_t queue[64];
+    int head = 0, tail = 0;
+    queue[tail++] = pid;
+    while (head < tail) {
+        pid_t p = queue[head++];
+        char path[96];
+        struct stat st;
+        snprintf(path, sizeof path, "/proc/%d/ns/mnt", (int)p);
+        if (p != pid && stat(path, &st) == 0 && st.st_ino != self.st_ino)
+            return p;
+        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)p, (int)p);
+        FILE *f = fopen(path, "re");
+        int c;
+        while (f && tail < 64 && fscanf(f, "%d", &c) == 1)
+            queue[tail++] = (pid_t)c;
+        if (f)
+            fclose(f);
+    }
+    return pid;
+}
+
 /* The task's environment, NUL-separated, as an envp (one allocation each). */
 static char **task_environ(pid_t pid, char **blob)
 {
@@ -442,6 +473,7 @@ _Noreturn static void exec_child(const sess *s, int stdio, bool tty, const int n
 
 static void run_exec(sess *s, ts_stream *st)
 {
+    s->task_pid = join_target(s->task_pid, s->task_container);
     int ns[NS_N];
     char *blob = NULL;
     char **envp = task_environ(s->task_pid, &blob);
@@ -524,6 +556,7 @@ static void run_exec(sess *s, ts_stream *st)
 
 static void run_forward(sess *s, ts_stream *st)
 {
+    s->task_pid = join_target(s->task_pid, s->task_container);
     char p[64], m[256];
     snprintf(p, sizeof p, "/proc/%d/ns/net", (int)s->task_pid);
     int ns[NS_N];

@@ -409,7 +409,7 @@ static int rank_arg(const struct cli_cmd *cmd, const sess_opts *o, long *id, lon
 int cli_cmd_attach(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
     sess_opts o;
-    long id, rank;
+    long id = 0, rank = 0;
     int rc = parse_opts(ctx, cmd, argc, argv, &o, false);
     if (rc != CLI_CONTINUE)
         return rc;
@@ -423,7 +423,7 @@ int cli_cmd_attach(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
 int cli_cmd_exec(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
     sess_opts o;
-    long id, rank;
+    long id = 0, rank = 0;
     int rc = parse_opts(ctx, cmd, argc, argv, &o, false);
     if (rc != CLI_CONTINUE)
         return rc;
@@ -565,7 +565,7 @@ int cli_cmd_run(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char *
     if (o.ncmd == 0)
         return cli_usage_error(cmd, "a command is needed after --");
     bool tty = !o.no_tty && isatty(0) && isatty(1);
-    long id;
+    long id = 0;
     if ((rc = submit_interactive(ctx, cmd, &o, tty, &id)) != CLI_EXIT_OK)
         return rc;
     double t0 = mono();
@@ -686,7 +686,7 @@ static void *fwd_main(void *arg)
 int cli_cmd_port_forward(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
     sess_opts o;
-    long id, rank = 0, local, remote;
+    long id = 0, rank = 0, local = 0, remote = 0;
     int rc = parse_opts(ctx, cmd, argc, argv, &o, false);
     if (rc != CLI_CONTINUE)
         return rc;
