@@ -158,6 +158,24 @@ def scenario_run_without_terminal_streams_stdin_stdout(c):
           f"{r.stdout!r} {r.stderr!r}")
     check("on-tty" not in r.stdout, "no PTY without a local terminal")
     check(r.returncode == 3, f"exit status 3: {r.returncode}")
+    # a signal to tessera run goes on to the remote process group
+    p = subprocess.Popen([c.bins["cli"], "run", "-T", "--tenant", "team-a", "--", "/bin/sh", "-c",
+                          'trap "echo got-int; exit 9" INT; echo ready; '
+                          "while :; do sleep 0.1; done"],
+                         env=cli_env(c), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        check(line.strip() == "ready", f"the command runs: {line!r}")
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+        check("got-int" in out and p.returncode == 9,
+              f"SIGINT reached the remote command, whose status is tessera's: {p.returncode} "
+              f"{out!r} {err!r}")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
 
 
 def scenario_exec_in_running_task(c):
@@ -175,6 +193,10 @@ def scenario_exec_in_running_task(c):
     if pid:
         mine = open(f"/proc/{pid}/cgroup").read().strip()
         check(mine in r.stdout, f"the task's cgroup ({mine}): {r.stdout!r}")
+    t = Term(c, ["exec", str(jid), "--", "/bin/sh", "-c", "tty; stty size; exit 4"], 33, 90)
+    check(t.expect("/dev/pts/") and t.expect("33 90"),
+          "on a local terminal, exec runs on a PTY of the local window's size")
+    check(t.wait(30) == 4, f"and exits with the command's status 4: {t.status}")
     r = c.cli("exec", str(jid), "7", "--", "true")
     check(r.returncode == 4 and "rank" in r.stderr, f"a rank the job lacks is refused: "
           f"{r.returncode} {r.stderr!r}")
