@@ -146,6 +146,12 @@ char *ctld_metrics_text(ctld *c, const char *only)
         put(&b, "%s %llu\n", ctr[i].name,
             (unsigned long long)*(const uint64_t *)((const char *)m + ctr[i].off));
     }
+    if (!only) { /* every tenant's sessions */
+        head(&b, "tessera_sessions_open", "gauge",
+             "Interactive sessions the controller relays or waits for an agent to open "
+             "(docs/interactive.md).");
+        put(&b, "tessera_sessions_open %d\n", ctld_sessions_count(c));
+    }
     int64_t total = 0, free_g = 0, drained = 0, whole_free = 0;
     for (int n = 0; n < c->cluster->nnodes; n++) {
         const ts_node *nd = ctld_view_node(c, n);

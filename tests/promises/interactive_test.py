@@ -325,6 +325,10 @@ def scenario_slow_client_slows_only_its_own_session(c):
         check(r.returncode == 0 and "still-fine" in r.stdout,
               f"another session of the job works: {r.returncode} {r.stdout!r} {r.stderr!r}")
         check(c.job(jid).get("state") == "running", "the API answers")
+        st, text = c.call("GET", "/metrics")
+        n = [float(ln.split()[1]) for ln in (text if isinstance(text, str) else "").splitlines()
+             if ln.startswith("tessera_sessions_open ")]
+        check(n and n[0] >= 1, f"tessera_sessions_open counts the open session: {n}")
     finally:
         if slow:
             slow.close()
