@@ -78,7 +78,8 @@ int ts_stream_open(const ts_stream_target *t, const char *path, const char *body
                    double timeout_s, ts_stream **out, int *status, ts_err *err);
 /* The descriptor to poll for reading and writing. */
 int ts_stream_fd(const ts_stream *s);
-/* Bytes already read and not yet returned (poll does not see them). */
+/* Bytes may be there that poll does not see: read past the answer's head,
+ * or held by TLS (the last read got some): read again before polling. */
 bool ts_stream_pending(const ts_stream *s);
 /* Reads what is there: > 0 bytes, 0 at the end, -1 nothing now (EAGAIN),
  * -2 an error. Never blocks. */

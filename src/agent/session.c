@@ -250,11 +250,13 @@ static void relay(ts_stream *st, relay_end *e)
     while (!e->stream_gone) {
         if (e->local_eof && (!e->socket || e->remote_eof))
             break;
-        struct pollfd p[2] = {{ts_stream_fd(st), POLLIN, 0}, {e->fd, e->local_eof ? 0 : POLLIN, 0}};
-        int r = ts_stream_pending(st) ? 1 : poll(p, 2, 1000);
+        /* an ended side is left out: a hung-up descriptor would wake poll at once */
+        struct pollfd p[2] = {{ts_stream_fd(st), POLLIN, 0}, {e->local_eof ? -1 : e->fd, POLLIN, 0}};
+        bool more = ts_stream_pending(st); /* then the local side is still looked at */
+        int r = poll(p, 2, more ? 0 : 1000);
         if (r < 0 && errno != EINTR)
             break;
-        if (ts_stream_pending(st) || p[0].revents) {
+        if (more || p[0].revents) {
             ssize_t k = ts_stream_read(st, buf, TS_FRAME_PAYLOAD_MAX);
             if (k == 0 || k == -2) {
                 e->stream_gone = true;

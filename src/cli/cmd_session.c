@@ -193,7 +193,7 @@ typedef struct relay_out {
 
 /* Relays the terminal (or stdin/stdout) and the stream until the remote
  * side ends. */
-static void relay_stdio(ts_stream *st, bool tty, relay_out *out)
+static void relay_stdio(ts_stream *st, bool tty, bool want_exit, relay_out *out)
 {
     memset(out, 0, sizeof *out);
     out->exit_code = -1;
@@ -231,11 +231,13 @@ static void relay_stdio(ts_stream *st, bool tty, relay_out *out)
             got_signal = 0;
             ts_stream_frame(st, TS_FRAME_SIGNAL, &s, 1, WRITE_TIMEOUT_S);
         }
-        struct pollfd p[2] = {{ts_stream_fd(st), POLLIN, 0}, {0, in_open ? POLLIN : 0, 0}};
-        int r = ts_stream_pending(st) ? 1 : poll(p, 2, 500);
+        /* an ended side is left out: a hung-up descriptor would wake poll at once */
+        struct pollfd p[2] = {{ts_stream_fd(st), POLLIN, 0}, {in_open ? 0 : -1, POLLIN, 0}};
+        bool more = ts_stream_pending(st); /* then the local side is still looked at */
+        int r = poll(p, 2, more ? 0 : 500);
         if (r < 0 && errno != EINTR)
             break;
-        if (r <= 0)
+        if (r <= 0 && !more)
             continue;
         if (in_open && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
             ssize_t k = read(0, buf, TS_FRAME_PAYLOAD_MAX);
@@ -249,7 +251,7 @@ static void relay_stdio(ts_stream *st, bool tty, relay_out *out)
                 ts_stream_frame(st, TS_FRAME_EOF, NULL, 0, WRITE_TIMEOUT_S);
             }
         }
-        if (!ts_stream_pending(st) && !p[0].revents)
+        if (!more && !p[0].revents)
             continue;
         ssize_t k = ts_stream_read(st, buf, TS_FRAME_PAYLOAD_MAX);
         if (k == -1)
@@ -274,8 +276,11 @@ static void relay_stdio(ts_stream *st, bool tty, relay_out *out)
             } else {
                 if (type == TS_FRAME_DATA)
                     write_all(1, pl, n);
-                else if (type == TS_FRAME_EOF)
+                else if (type == TS_FRAME_EOF) {
+                    /* no more output: an attach is over (an exec's status follows) */
                     out->remote_eof = true;
+                    done = !want_exit;
+                }
                 else if (type == TS_FRAME_EXIT) {
                     char x[16];
                     snprintf(x, sizeof x, "%.*s", (int)(n < 15 ? n : 15), (const char *)pl);
@@ -384,7 +389,7 @@ static int attach_job(struct cli_ctx *ctx, long id, long rank)
     if (rc != CLI_EXIT_OK)
         return rc;
     relay_out out;
-    relay_stdio(st, isatty(0) && isatty(1), &out);
+    relay_stdio(st, isatty(0) && isatty(1), false, &out);
     ts_stream_close(st);
     if (out.error[0]) {
         cli_errorf("job %ld: %s", id, out.error);
@@ -451,7 +456,7 @@ int cli_cmd_exec(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
     if (rc != CLI_EXIT_OK)
         return rc;
     relay_out out;
-    relay_stdio(st, tty, &out);
+    relay_stdio(st, tty, true, &out);
     ts_stream_close(st);
     if (out.error[0]) {
         cli_errorf("job %ld rank %ld: %s", id, rank, out.error);
@@ -625,11 +630,12 @@ static void *fwd_main(void *arg)
     uint8_t *buf = malloc(TS_FRAME_PAYLOAD_MAX);
     bool local_eof = false, remote_eof = false;
     while (fr && buf && !(local_eof && remote_eof)) {
-        struct pollfd p[2] = {{ts_stream_fd(st), POLLIN, 0}, {f->fd, local_eof ? 0 : POLLIN, 0}};
-        int r = ts_stream_pending(st) ? 1 : poll(p, 2, 1000);
+        struct pollfd p[2] = {{ts_stream_fd(st), POLLIN, 0}, {local_eof ? -1 : f->fd, POLLIN, 0}};
+        bool more = ts_stream_pending(st); /* then the local side is still looked at */
+        int r = poll(p, 2, more ? 0 : 1000);
         if (r < 0 && errno != EINTR)
             break;
-        if (r <= 0)
+        if (r <= 0 && !more)
             continue;
         if (!local_eof && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
             ssize_t k = read(f->fd, buf, TS_FRAME_PAYLOAD_MAX);
@@ -641,7 +647,7 @@ static void *fwd_main(void *arg)
                 ts_stream_frame(st, TS_FRAME_EOF, NULL, 0, WRITE_TIMEOUT_S);
             }
         }
-        if (!ts_stream_pending(st) && !p[0].revents)
+        if (!more && !p[0].revents)
             continue;
         ssize_t k = ts_stream_read(st, buf, TS_FRAME_PAYLOAD_MAX);
         if (k == -1)

@@ -28,6 +28,7 @@ struct ts_stream {
     int fd;
     uint8_t *pend; /* bytes read past the answer's head, not yet returned */
     size_t npend, off;
+    bool more;     /* the last read got bytes: TLS may hold more that poll cannot see */
 };
 
 int ts_frame_feed(ts_frame_reader *r, const uint8_t *p, size_t n, size_t *used, int *type,
@@ -120,6 +121,7 @@ ssize_t ts_stream_read(ts_stream *s, void *buf, size_t n)
     }
     size_t got = 0;
     CURLcode rc = curl_easy_recv(s->h, buf, n, &got);
+    s->more = rc == CURLE_OK && got > 0;
     if (rc == CURLE_AGAIN)
         return -1;
     if (rc != CURLE_OK)
@@ -129,7 +131,7 @@ ssize_t ts_stream_read(ts_stream *s, void *buf, size_t n)
 
 int ts_stream_fd(const ts_stream *s) { return s->fd; }
 
-bool ts_stream_pending(const ts_stream *s) { return s->off < s->npend; }
+bool ts_stream_pending(const ts_stream *s) { return s->off < s->npend || s->more; }
 
 void ts_stream_close(ts_stream *s)
 {
@@ -260,6 +262,7 @@ int ts_stream_open(const ts_stream_target *t, const char *path, const char *body
             memcpy(s->pend, head + hlen, have - hlen);
             s->npend = have - hlen;
         }
+        s->more = true; /* TLS may have decrypted more than the head */
         *out = s;
         return 0;
     }
