@@ -580,7 +580,8 @@ int cli_cmd_run(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char *
         json_t *job = NULL;
         if ((rc = job_state(ctx, id, state, sizeof state, &job)) != CLI_EXIT_OK)
             return rc;
-        if (strcmp(state, "running") == 0) {
+        /* running, and its image (if any) is there: rank 0 has started */
+        if (strcmp(state, "running") == 0 && !json_object_get(job, "image_pull")) {
             json_decref(job);
             break;
         }

@@ -28,6 +28,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +47,8 @@
 #define SESSION_BUFFER_BYTES 65536  /* each way */
 #define SESSION_AGENT_WAIT_S 15.0   /* for the agent's side */
 #define SESSION_POLL_MS 250         /* how soon a relay sees the controller stop */
+#define SESSION_HALF_CLOSED_S 30.0  /* one side closed: the other's close within this */
+#define SESSION_KEEPALIVE_S 30      /* TCP keepalive: a peer gone silent is found */
 #define SESSION_ID_BYTES 12         /* random bytes of an id (hex: 24 characters) */
 #define SESSION_SECRET_BYTES 24     /* ... of a secret (48 characters) */
 #define SESSION_COMMAND_MAX 256     /* arguments of an exec */
@@ -305,8 +309,18 @@ static void *relay_main(void *arg)
                      "within %.0f s", node, SESSION_AGENT_WAIT_S);
         error_frame(cfd, m);
     } else if (cfd >= 0 && afd >= 0) {
-        fcntl(cfd, F_SETFL, fcntl(cfd, F_GETFL) | O_NONBLOCK);
-        fcntl(afd, F_SETFL, fcntl(afd, F_GETFL) | O_NONBLOCK);
+        int fds[2] = {cfd, afd};
+        for (int k = 0; k < 2; k++) {
+            fcntl(fds[k], F_SETFL, fcntl(fds[k], F_GETFL) | O_NONBLOCK);
+            /* a node or laptop that vanished sends no end: keepalive finds it
+             * (a socket pair, under TLS, just refuses) */
+            int on = 1, idle = SESSION_KEEPALIVE_S, intvl = 10, cnt = 3;
+            setsockopt(fds[k], SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+            setsockopt(fds[k], IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+            setsockopt(fds[k], IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+            setsockopt(fds[k], IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+        }
+        double half_since = 0; /* when the first side's end was passed on */
         if (s->s[0].nextra)
             buf_put(up, s->s[0].extra, s->s[0].nextra);
         if (s->s[1].nextra)
@@ -325,6 +339,10 @@ static void *relay_main(void *arg)
                 p[1].events |= POLLOUT;
             if (up->shut && down->shut)
                 break; /* both ends passed on: done */
+            if ((up->shut || down->shut) && half_since == 0)
+                half_since = ctld_now();
+            if (half_since > 0 && ctld_now() - half_since > SESSION_HALF_CLOSED_S)
+                break; /* the other side never closes: a peer gone */
             int r = poll(p, 2, SESSION_POLL_MS);
             if (r < 0 && errno != EINTR)
                 break;
