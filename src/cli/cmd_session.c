@@ -84,6 +84,9 @@ static int parse_opts(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, 
                       sess_opts *o, bool job_flags)
 {
     memset(o, 0, sizeof *o);
+    /* srun and salloc read as Slurm's: --pty, --gres=gpu:N, the command
+     * without "--" */
+    bool slurm = job_flags && (strcmp(cmd->name, "srun") == 0 || strcmp(cmd->name, "salloc") == 0);
     struct {
         const char *name;
         const char **slot;
@@ -110,6 +113,14 @@ static int parse_opts(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, 
             o->no_tty = true;
             continue;
         }
+        if (slurm && strcmp(a, "--pty") == 0)
+            continue; /* a terminal is the default wherever there is one */
+        if (slurm && strncmp(a, "--gres=gpu:", 11) == 0) {
+            o->gpus = a + 11;
+            continue;
+        }
+        if (slurm && (a[0] != '-' || !a[1]))
+            break; /* srun CMD ARGS...: the command starts at the first word */
         if (a[0] != '-' || !a[1]) {
             if (o->npos == 3)
                 return cli_usage_error(cmd, "too many arguments (the command goes after --)");

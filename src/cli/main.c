@@ -92,11 +92,13 @@ static const struct cli_cmd COMMANDS[] = {
      "  -f FILE          start from this JSON job spec\n"
      "  -T, --no-tty     stream stdin/stdout even on a terminal",
      cli_cmd_run},
-    {"srun", "srun [--tenant T] [--gpus N] [-T] -- COMMAND [ARGS...]  (as run; srun --pty)",
-     "The same as run, for Slurm hands (srun --pty bash).", cli_cmd_run},
-    {"salloc", "salloc [--tenant T] [--gpus N] [-T] -- COMMAND [ARGS...]  (as run)",
-     "The same as run: an allocation whose first task runs COMMAND (default shell\n"
-     "is not assumed: name it, e.g. -- bash).", cli_cmd_run},
+    {"srun", "srun [--pty] [--gres=gpu:N] [run's flags] COMMAND [ARGS...]",
+     "The same as run, read as Slurm's srun: --pty (a terminal is the default where\n"
+     "there is one), --gres=gpu:N, and the command from the first word on (no --):\n"
+     "tessera srun --pty --gres=gpu:1 bash.", cli_cmd_run},
+    {"salloc", "salloc [--gres=gpu:N] [run's flags] COMMAND [ARGS...]",
+     "The same as srun: an allocation whose first task runs COMMAND (no shell is\n"
+     "assumed: name it, e.g. tessera salloc bash).", cli_cmd_run},
     {"exec", "exec JOB [RANK] [-T] -- COMMAND [ARGS...]",
      "Runs COMMAND in a running task (default rank 0): its cgroup, namespaces, user,\n"
      "working directory and environment; on a PTY when this is a terminal (-T: never);\n"

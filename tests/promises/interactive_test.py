@@ -158,6 +158,13 @@ def scenario_run_without_terminal_streams_stdin_stdout(c):
           f"{r.stdout!r} {r.stderr!r}")
     check("on-tty" not in r.stdout, "no PTY without a local terminal")
     check(r.returncode == 3, f"exit status 3: {r.returncode}")
+    r = subprocess.run([c.bins["cli"], "srun", "--pty", "--tenant", "team-a", "--gres=gpu:1",
+                        "/bin/sh", "-c", "echo via-srun-$CUDA_VISIBLE_DEVICES; exit 2"],
+                       stdin=subprocess.DEVNULL, env=cli_env(c), text=True,
+                       capture_output=True, timeout=60)
+    check("via-srun-GPU" in r.stdout and r.returncode == 2,
+          f"tessera srun --pty --gres=gpu:1 CMD reads as Slurm's: {r.returncode} {r.stdout!r} "
+          f"{r.stderr!r}")
     # a signal to tessera run goes on to the remote process group
     p = subprocess.Popen([c.bins["cli"], "run", "-T", "--tenant", "team-a", "--", "/bin/sh", "-c",
                           'trap "echo got-int; exit 9" INT; echo ready; '
