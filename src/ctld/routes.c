@@ -874,7 +874,7 @@ static const ctld_route_def ROUTES[] = {
     {"POST", "/v1/agent/stream/{name}", agent_stream, CTLD_ROLES_NODE, "agentStream",
      "A node agent opens its side of session {name} (node credential, header "
      "X-Tessera-Session-Secret): upgraded (101) and spliced with the client's "
-     "(docs/interactive.md)", NULL, 101, NULL, "503"},
+     "(docs/interactive.md)", NULL, 101, NULL, "409 503"},
     {"GET", "/healthz", NULL, CTLD_ROLES_PUBLIC, "healthz", "Liveness", NULL, 200, "Text", ""},
     {"GET", "/readyz", NULL, CTLD_ROLES_PUBLIC, "readyz",
      "Readiness: store open and scheduler running (503 while starting)", NULL, 200, "Text",

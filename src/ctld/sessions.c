@@ -196,6 +196,10 @@ void ctld_session_upgraded(ctld *c, uintptr_t tag, int fd, const char *extra, si
 {
     ctld_sessions *S = c->sessions;
     int sd = 0;
+    if (!S) {
+        MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+        return;
+    }
     pthread_mutex_lock(&S->mu);
     session *s = S->stopping ? NULL : slot_of(S, tag, &sd);
     if (!s || s->s[sd].fd >= 0) {
@@ -478,6 +482,10 @@ void ctld_session_open(ctld *c, const ctld_request *rq, const ts_job_row *row, c
 {
     const ctld_caller *w = rq->who;
     ctld_sessions *S = c->sessions;
+    if (!S) { /* no HTTP server (tests, fuzzing): nothing to relay with */
+        ctld_reply_error(r, 503, "unavailable", "sessions: the controller serves no streams");
+        return;
+    }
     if (w->role == TS_ROLE_VIEWER) {
         ctld_reply_error(r, 403, "forbidden", "role viewer cannot open sessions");
         return;
@@ -595,6 +603,10 @@ void ctld_session_agent(ctld *c, const ctld_request *rq, ctld_reply *r)
     ctld_sessions *S = c->sessions;
     if (rq->who->role != TS_ROLE_NODE) {
         ctld_reply_error(r, 403, "forbidden", "only a node credential may use %s", rq->url);
+        return;
+    }
+    if (!S) {
+        ctld_reply_error(r, 503, "unavailable", "sessions: the controller serves no streams");
         return;
     }
     const char *sid = rq->name ? rq->name : "";
