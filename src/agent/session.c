@@ -199,10 +199,17 @@ typedef struct relay_end {
     bool tty;
     bool socket;     /* half-close with shutdown */
     pid_t pgrp;      /* signals go to it; 0: none */
+    bool wait_remote;/* after the local end, relay until the client's too (forward) */
+    pid_t child;     /* exec: the command; its end ends the relay (a background
+                      * process may keep its terminal open); 0: none */
+    bool child_done;
+    int child_status;
     bool local_eof;  /* the local side ended */
     bool remote_eof; /* the client sent EOF */
     bool stream_gone;
 } relay_end;
+
+#define CHILD_POLL_MS 100 /* how often an exec's relay looks for its command's end */
 
 /* Applies one frame from the client; -1 to end. */
 static int frame_in(relay_end *e, int type, const uint8_t *p, size_t n)
@@ -248,12 +255,27 @@ static void relay(ts_stream *st, relay_end *e)
     }
     fcntl(e->fd, F_SETFL, fcntl(e->fd, F_GETFL) | O_NONBLOCK);
     while (!e->stream_gone) {
-        if (e->local_eof && (!e->socket || e->remote_eof))
+        if (e->local_eof && (!e->wait_remote || e->remote_eof))
             break;
+        if (e->child && !e->child_done &&
+            waitpid(e->child, &e->child_status, WNOHANG) == e->child) {
+            /* the command ended: what it wrote is read to the end (a PTY
+             * another process still holds has none: EAGAIN), then the end */
+            e->child_done = true;
+            ssize_t k;
+            while (!e->local_eof && (k = read(e->fd, buf, TS_FRAME_PAYLOAD_MAX)) > 0)
+                if (ts_stream_frame(st, TS_FRAME_DATA, buf, (size_t)k, SESSION_WRITE_TIMEOUT_S))
+                    e->stream_gone = true;
+            if (!e->local_eof && !e->stream_gone &&
+                ts_stream_frame(st, TS_FRAME_EOF, NULL, 0, SESSION_WRITE_TIMEOUT_S) != 0)
+                e->stream_gone = true;
+            e->local_eof = true;
+            continue;
+        }
         /* an ended side is left out: a hung-up descriptor would wake poll at once */
         struct pollfd p[2] = {{ts_stream_fd(st), POLLIN, 0}, {e->local_eof ? -1 : e->fd, POLLIN, 0}};
         bool more = ts_stream_pending(st); /* then the local side is still looked at */
-        int r = poll(p, 2, more ? 0 : 1000);
+        int r = poll(p, 2, more ? 0 : e->child ? CHILD_POLL_MS : 1000);
         if (r < 0 && errno != EINTR)
             break;
         if (more || p[0].revents) {
@@ -527,10 +549,15 @@ static void run_exec(sess *s, ts_stream *st)
             close(fds[0]);
         return;
     }
-    relay_end e = {.fd = fds[0], .tty = s->tty, .socket = !s->tty, .pgrp = pid};
+    relay_end e = {.fd = fds[0], .tty = s->tty, .socket = !s->tty, .pgrp = pid, .child = pid};
     relay(st, &e);
-    int status = 0;
-    if (e.stream_gone) { /* the client left: its command goes, as a closed terminal's */
+    int status = e.child_status;
+    if (e.child_done) {
+        char x[16];
+        int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        snprintf(x, sizeof x, "%d", code);
+        ts_stream_frame(st, TS_FRAME_EXIT, x, strlen(x), SESSION_WRITE_TIMEOUT_S);
+    } else if (e.stream_gone) { /* the client left: its command goes, as a closed terminal's */
         kill(-pid, SIGHUP);
         kill(-pid, SIGCONT);
         double until = mono() + SESSION_KILL_WAIT_S;
@@ -583,7 +610,7 @@ static void run_forward(sess *s, ts_stream *st)
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    relay_end e = {.fd = fd, .socket = true};
+    relay_end e = {.fd = fd, .socket = true, .wait_remote = true};
     relay(st, &e);
     close(fd);
 }

@@ -204,6 +204,20 @@ def scenario_exec_in_running_task(c):
     check(t.expect("/dev/pts/") and t.expect("33 90"),
           "on a local terminal, exec runs on a PTY of the local window's size")
     check(t.wait(30) == 4, f"and exits with the command's status 4: {t.status}")
+    t0 = time.time()
+    t = Term(c, ["exec", str(jid), "--", "/bin/sh", "-c", "sleep 60 & echo bg-started; exit 3"])
+    check(t.expect("bg-started") and t.wait(20) == 3 and time.time() - t0 < 20,
+          f"exec ends with its command, though a background process keeps the PTY: {t.status}")
+    p = subprocess.Popen([c.bins["cli"], "exec", str(jid), "--", "/bin/sh", "-c", "echo x; exit 2"],
+                         env=cli_env(c), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        p.wait(20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+    check(p.returncode == 2, f"exec ends with its command while stdin stays open: {p.returncode}")
+    p.stdin.close()
     r = c.cli("exec", str(jid), "7", "--", "true")
     check(r.returncode == 4 and "rank" in r.stderr, f"a rank the job lacks is refused: "
           f"{r.returncode} {r.stderr!r}")
