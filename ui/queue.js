@@ -189,6 +189,10 @@ VIEWS.job = async function (main, v) {
     "<dt>submitted</dt><dd>" + esc(isoTime(j.submit_time)) + "</dd><dt>started</dt><dd>" + esc(isoTime(j.start_time)) + "</dd>" +
     "<dt>ended</dt><dd>" + esc(isoTime(j.end_time)) + "</dd><dt>exit code</dt><dd id=\"j-exit\">" + esc(exitCell(j)) + "</dd>" +
     "<dt>preemptions</dt><dd>" + esc(j.preemptions) + "</dd>" +
+    /* how to reach a running job from a laptop, through the controller (docs/interactive.md) */
+    (j.state === "running" ? '<dt>reach</dt><dd id="j-reach"><code>' +
+      esc(j.spec && j.spec.interactive ? "tessera attach " + j.id : "tessera exec " + j.id + " -- bash") +
+      "</code><br><code>" + esc("tessera port-forward " + j.id + " 8888:8888") + "</code></dd>" : "") +
     "<dt>position</dt><dd>" + esc(positionCell(Object.assign({}, j, xd))) + "</dd><dt>estimated start</dt><dd>" +
     esc(startCell(Object.assign({}, j, xd))) + "</dd>" +
     (j.standing ? "<dt>standing</dt><dd>" + esc(j.standing) + "</dd>" : "") + "<dt>reason</dt><dd><b>" + esc(xd.reason || "-") + "</b></dd>" +

@@ -26,6 +26,7 @@ extern "C" {
 #define TS_SPEC_MAX_BYTES (1 << 20)   /* a spec larger than 1 MiB is refused */
 #define TS_SPEC_MAX_TASKS 65536
 #define TS_SPEC_MAX_ARRAY 100000
+#define TS_SPEC_TTY_MAX 1000       /* interactive.rows, interactive.cols */
 #define TS_SPEC_MAX_ARGS 4096
 #define TS_SPEC_MAX_ENV 4096
 #define TS_SPEC_MAX_SECRETS 64
@@ -106,6 +107,12 @@ typedef struct ts_job_spec {
     char *nodelist;                     /* only these nodes: "r-[1-4],s-1" */
     char *exclude;                      /* never these nodes */
     char reservation[TS_SPEC_NAME_MAX]; /* "" = none; else the reservation it runs in */
+    /* an interactive job (docs/interactive.md): its rank 0 runs with its
+     * stdin/stdout/stderr on a stream the agent relays to `tessera attach`,
+     * a terminal (a PTY of tty_rows x tty_cols) when interactive_tty */
+    bool interactive;
+    bool interactive_tty;
+    int tty_rows, tty_cols;             /* 0: the PTY's default */
     char *notify_url;                   /* NULL = none: the webhook of its state changes */
     char *notify_mail;                  /* NULL = none: the addresses mailed about them,
                                          * comma-separated (notify.mail) */

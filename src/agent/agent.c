@@ -357,7 +357,7 @@ static json_t *report(ts_agent *a)
             }
             if (lt->st.phase == TS_TASK_EXITED) /* once, however its end was seen */
                 ts_agent_epilog_begin(a, lt);
-            if (lt->st.phase != TS_TASK_EXITED) {
+            if (lt->st.phase != TS_TASK_EXITED || ts_agent_stdio_hold(lt, now)) {
                 json_object_set_new(o, "state", json_string("running"));
                 /* its GPUs' mean utilisation, for the controller's idle policy */
                 int sum = 0, known = 0;
@@ -425,6 +425,7 @@ static void agent_task_forget(ts_agent *a, int k)
     ts_agent_step_file_remove(lt);
     ts_agent_shim_mark_remove(lt);
     ts_task_free(lt->t); /* its container, if any, is gone with it: then its image and bundle */
+    ts_agent_stdio_close(lt);
     ts_agent_net_end(a, lt); /* after the task: nothing of it is left in the namespace */
     ts_agent_image_forget(a, lt);
     json_decref(lt->prolog_wait);
@@ -548,6 +549,8 @@ static void reconcile(ts_agent *a, json_t *desired)
         }
         agent_task_forget(a, k);
     }
+    /* after the tasks: a session may be for one that started just now */
+    ts_agent_sessions(a, json_object_get(desired, "sessions"));
 }
 
 /* ---- one step ------------------------------------------------------------------- */

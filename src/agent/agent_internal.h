@@ -76,6 +76,14 @@ typedef struct local_task {
     json_t *prolog_wait;        /* the desired task, kept while the node's prolog runs */
     bool prolog_done;           /* the prolog succeeded: the start goes on */
     bool epilog_done;           /* its epilog was started (once per task) */
+    /* an interactive task (docs/interactive.md): the agent's end of its
+     * stdio (a PTY's master side, or a socket), which `tessera attach`
+     * sessions relay, shared with them (session.c); NULL when none. Its
+     * end is reported only once a session read all its output, or
+     * TS_AGENT_STDIO_DRAIN_S after it ended (stdio_exit_s). */
+    struct agent_stdio *stdio;
+    bool stdio_tty;
+    double stdio_exit_s;
 } local_task;
 
 /* A prolog or epilog running (hooks.c). */
@@ -87,6 +95,8 @@ typedef struct agent_hook {
     int rank;
     double deadline;            /* ts_launch_now() */
 } agent_hook;
+
+#define TS_AGENT_STDIO_DRAIN_S 30.0
 
 struct ts_agent {
     ts_agent_config cfg;
@@ -121,6 +131,8 @@ struct ts_agent {
     int nhooks;
     char drain_why[256];   /* a hook failed: sent as the sync's "drain" until one is
                             * answered; "" none */
+    char sess_seen[64][64];/* the last sessions opened (session.c): each opens once */
+    int sess_next;
 };
 
 /* agent_net.c: tenant networks (docs/network.md) */
@@ -131,6 +143,21 @@ void ts_agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_
 void ts_agent_net_end(ts_agent *a, const local_task *lt);
 void ts_agent_net_peers(ts_agent *a, const json_t *peers);
 void ts_agent_net_services(ts_agent *a, const json_t *services);
+
+/* session.c: interactive sessions (docs/interactive.md) */
+/* Opens the agent's side of every new session of the desired state's
+ * "sessions" (each on a thread of its own). */
+void ts_agent_sessions(ts_agent *a, json_t *sessions);
+/* Makes an interactive task's stdio (PTY or socket pair) from the desired
+ * task t: fills lt's end; *peer the task's end (closed by the caller after
+ * the start), -1 when t is not interactive; why on failure. */
+void ts_agent_stdio_make(local_task *lt, const json_t *t, uid_t uid, int *peer, char *why,
+                         size_t why_len);
+/* Closes an interactive task's end once it is forgotten. */
+void ts_agent_stdio_close(local_task *lt);
+/* Whether an ended interactive task is still reported running: its output
+ * not yet read whole by a session, within TS_AGENT_STDIO_DRAIN_S. */
+bool ts_agent_stdio_hold(local_task *lt, double now);
 
 /* agent.c */
 /* step: -1 for the rank's own task, else that step's task in the rank */

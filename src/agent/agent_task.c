@@ -726,6 +726,14 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
                             ? a->ctld_lost_s / 4
                             : 0.0,
     };
+    int stdio_peer = -1; /* an interactive task's end of its stream */
+    if (!why[0])
+        ts_agent_stdio_make(lt, t, pw ? pw->pw_uid : (uid_t)-1, &stdio_peer, why, sizeof why);
+    if (stdio_peer >= 0) {
+        spec.stdio_given = true;
+        spec.stdio_fd = stdio_peer;
+        spec.stdio_tty = lt->stdio_tty;
+    }
     char bundle[700], secrets_dir[800];
     ts_bundle_mount binds[3 + TASK_MOUNTS_MAX];
     json_t *cdi = NULL; /* the container's GPUs (docs/images.md "GPUs in a container") */
@@ -824,6 +832,10 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
                                                   : TS_AGENT_SHIM_REGISTER_S;
         lt->shim_due = ts_launch_now() + reg;
     }
+    if (stdio_peer >= 0)
+        close(stdio_peer); /* the task holds it now */
+    if (!lt->t)
+        ts_agent_stdio_close(lt);
     free(argv);
     free(env);
     free(meta);

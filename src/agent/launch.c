@@ -435,7 +435,17 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **o
         rc = err ? err->code : TS_EIO;
         goto fail;
     }
-    if ((fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+    if (s->stdio_given) { /* an interactive task: its stream instead */
+        close(fds[1]);
+        close(fds[2]);
+        fds[1] = fds[2] = -1;
+        if ((fds[0] = fcntl(s->stdio_fd, F_DUPFD_CLOEXEC, 3)) < 0 ||
+            (fds[1] = fcntl(s->stdio_fd, F_DUPFD_CLOEXEC, 3)) < 0 ||
+            (fds[2] = fcntl(s->stdio_fd, F_DUPFD_CLOEXEC, 3)) < 0) {
+            rc = ts_err_set(err, TS_EIO, "task %s: its stream: %s", s->task_id, strerror(errno));
+            goto fail;
+        }
+    } else if ((fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
         rc = ts_err_set(err, TS_EIO, "task %s: /dev/null: %s", s->task_id, strerror(errno));
         goto fail;
     }
@@ -475,7 +485,7 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **o
         goto fail;
     }
     ts_keeper_plan plan = {
-        .in = fds[0], .out = fds[1], .err = fds[2],
+        .in = fds[0], .out = fds[1], .err = fds[2], .stdio_tty = s->stdio_given && s->stdio_tty,
         .task_report_rd = fds[4], .task_report_wr = fds[5], .agent_report_wr = fds[7],
         .run_as = &ra, .workdir = s->workdir, .exe = exe, .argv = argv, .envp = env.v,
         .task_id = s->task_id, .paths = &t->paths, .record_body = body,

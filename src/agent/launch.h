@@ -119,6 +119,14 @@ typedef struct ts_task_spec {
     size_t nmounts;
     const json_t *cdi_edits;      /* its GPUs from the node's CDI spec (agent/cdi.h); NULL: none */
 
+    /* An interactive task (docs/interactive.md): stdin, stdout and stderr
+     * are stdio_fd (a PTY's slave side, or a socket) instead of /dev/null
+     * and the log files; with stdio_tty it becomes the task's controlling
+     * terminal. The caller keeps the other end. */
+    bool stdio_given;
+    int stdio_fd;
+    bool stdio_tty;
+
     const char *record_dir;       /* <record_dir>/<task_id>.task and .exit; NULL: log_dir */
     const char *meta;             /* opaque, kept in the record for the caller (e.g. JSON:
                                    * job, rank, GPUs), any bytes but NUL, at most

@@ -25,6 +25,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -64,6 +65,8 @@ _Noreturn static void task(const ts_keeper_plan *p, int rep, int in, int out, in
         if (ts_cg_write(p->cgroup->dir[i], "cgroup.procs", "0") != 0)
             task_fail(rep, TS_STEP_CGROUP);
     if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(errfd, 2) < 0)
+        task_fail(rep, TS_STEP_STDIO);
+    if (p->stdio_tty && ioctl(0, TIOCSCTTY, 0) != 0) /* ^C on it reaches the task */
         task_fail(rep, TS_STEP_STDIO);
     if (ra->change) {
         if (setgroups((size_t)ra->ngroups, ra->groups) != 0)

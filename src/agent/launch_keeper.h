@@ -63,6 +63,7 @@ typedef struct ts_keeper_report {
 
 typedef struct ts_keeper_plan {
     int in, out, err;         /* the task's stdin/stdout/stderr */
+    bool stdio_tty;           /* in is a terminal: the task's controlling terminal */
     int task_report_rd, task_report_wr; /* the task's exec report (close-on-exec pipe) */
     int agent_report_wr;      /* where the ts_keeper_report goes */
     const struct ts_run_as *run_as;

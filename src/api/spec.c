@@ -338,6 +338,25 @@ static void walk_idle(spec_parser *P, const yaml_node_t *map)
         spec_duration(P, v[0], "idle.timeout", &P->spec->idle_timeout_s);
 }
 
+/* "interactive: {terminal: bool, rows: N, cols: N}" (docs/interactive.md) */
+static void walk_interactive(spec_parser *P, const yaml_node_t *map)
+{
+    static const char *const keys[3] = {"terminal", "rows", "cols"};
+    yaml_node_t *v[3];
+    unsigned given;
+    ts_job_spec *spec = P->spec;
+    if (!spec_map_fields(P, map, "interactive", keys, 3, v, &given))
+        return;
+    spec->interactive = true;
+    int64_t x;
+    if (v[0])
+        spec_bool(P, v[0], "interactive.terminal", &spec->interactive_tty);
+    if (v[1] && spec_int(P, v[1], "interactive.rows", 1, TS_SPEC_TTY_MAX, &x))
+        spec->tty_rows = (int)x;
+    if (v[2] && spec_int(P, v[2], "interactive.cols", 1, TS_SPEC_TTY_MAX, &x))
+        spec->tty_cols = (int)x;
+}
+
 /* "network: host|tenant", or a map {mode: host|tenant, nics: shared|dedicated}
  * (docs/network.md) */
 static void walk_network(spec_parser *P, const yaml_node_t *n)
@@ -700,13 +719,14 @@ enum {
     K_TENANT, K_NAME, K_TIER, K_PRIORITY, K_TASKS, K_TOPOLOGY, K_TIME_LIMIT, K_DURATION,
     K_CHECKPOINT, K_IDLE, K_COMMAND, K_ENV, K_WORKDIR, K_ARRAY, K_DEPENDENCY, K_THROTTLE,
     K_SECRETS, K_NETWORK, K_IMAGE, K_PULL_SECRET, K_MOUNTS, K_CONSTRAINT, K_NODELIST,
-    K_EXCLUDE, K_RESERVATION, K_NOTIFY, K_HOLD, K_NICE, K_N
+    K_EXCLUDE, K_RESERVATION, K_NOTIFY, K_HOLD, K_NICE, K_INTERACTIVE, K_N
 };
 static const char *const TOP_KEYS[K_N] = {
     "tenant",   "name",       "tier", "priority_class", "tasks", "topology", "time_limit",
     "duration", "checkpoint", "idle", "command",        "env",   "workdir",  "array_size",
     "dependency", "array_throttle", "secrets", "network", "image", "image_pull_secret",
-    "mounts", "constraint", "nodelist", "exclude", "reservation", "notify", "hold", "nice"};
+    "mounts", "constraint", "nodelist", "exclude", "reservation", "notify", "hold", "nice",
+    "interactive"};
 
 static void walk_top(spec_parser *P, const yaml_node_t *root)
 {
@@ -796,6 +816,10 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
         spec_bool(P, v[K_HOLD], "hold", &spec->hold);
     if (v[K_NICE] && spec_int(P, v[K_NICE], "nice", TS_SPEC_NICE_MIN, TS_SPEC_NICE_MAX, &x))
         spec->nice = (int)x;
+    if (v[K_INTERACTIVE])
+        walk_interactive(P, v[K_INTERACTIVE]);
+    if (spec->interactive && spec->array_size > 1)
+        spec_fail(P, "interactive", "an array cannot be interactive (one terminal per job)");
     if (v[K_THROTTLE] &&
         spec_int(P, v[K_THROTTLE], "array_throttle", 1, TS_SPEC_MAX_ARRAY, &x))
         spec->array_throttle = (int)x;

@@ -169,6 +169,14 @@ static json_t *spec_json(const ts_job_spec *s, bool *ok)
         put(root, "hold", json_true(), ok);
     if (s->nice) /* left out when 0 */
         put(root, "nice", json_integer(s->nice), ok);
+    if (s->interactive) { /* left out unless asked: older specs stay byte for byte */
+        json_t *it = json_pack("{s:b}", "terminal", s->interactive_tty);
+        if (it && s->tty_rows > 0)
+            json_object_set_new(it, "rows", json_integer(s->tty_rows));
+        if (it && s->tty_cols > 0)
+            json_object_set_new(it, "cols", json_integer(s->tty_cols));
+        put(root, "interactive", it, ok);
+    }
     if (s->notify_url || s->notify_mail) { /* left out when none, as secrets */
         json_t *on = json_array();
         static const char *const NAMES[] = {"start", "end", "fail"};

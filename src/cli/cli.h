@@ -310,6 +310,11 @@ int cli_cmd_cancel(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_explain(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_events(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_logs(struct cli_ctx *, const struct cli_cmd *, int, char **);
+/* cmd_session.c: interactive sessions (docs/interactive.md) */
+int cli_cmd_run(struct cli_ctx *, const struct cli_cmd *, int, char **);
+int cli_cmd_exec(struct cli_ctx *, const struct cli_cmd *, int, char **);
+int cli_cmd_attach(struct cli_ctx *, const struct cli_cmd *, int, char **);
+int cli_cmd_port_forward(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_nodes(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_node(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_node_action(struct cli_ctx *, const struct cli_cmd *, int, char **);

@@ -111,6 +111,40 @@ static const struct cli_cmd COMMANDS[] = {
      "                 while the job is pending, until the job ends (exit 0); Ctrl-C\n"
      "                 stops (exit 130)",
      cli_cmd_logs},
+    {"run", "run [--tenant T] [--gpus N] [--name N] [--idle D] [-f SPEC] [-T] -- COMMAND [ARGS...]",
+     "Submits an interactive job (allocated like any job: quotas, tiers, topology,\n"
+     "preemption) whose rank 0 runs COMMAND with this terminal (a PTY on the node:\n"
+     "raw keys, ^C, window size) or, without one, with stdin/stdout streamed; waits\n"
+     "for it to start, attaches, and exits with the job's exit status. Everything\n"
+     "goes through the controller (docs/interactive.md).\n\n"
+     "  --tenant T       the tenant (default: the token's)\n"
+     "  --gpus N         GPUs for the task, 0..64 (default 0)\n"
+     "  --name N, --tier T, --time-limit D, --image REF   as in the job spec\n"
+     "  --idle D         idle.timeout: reaped (stopped, held) when its GPUs idle this long\n"
+     "  -f FILE          start from this JSON job spec\n"
+     "  -T, --no-tty     stream stdin/stdout even on a terminal",
+     cli_cmd_run},
+    {"srun", "srun [--pty] [--gres=gpu:N] [run's flags] COMMAND [ARGS...]",
+     "The same as run, read as Slurm's srun: --pty (a terminal is the default where\n"
+     "there is one), --gres=gpu:N, and the command from the first word on (no --):\n"
+     "tessera srun --pty --gres=gpu:1 bash.", cli_cmd_run},
+    {"salloc", "salloc [--gres=gpu:N] [run's flags] COMMAND [ARGS...]",
+     "The same as srun: an allocation whose first task runs COMMAND (no shell is\n"
+     "assumed: name it, e.g. tessera salloc bash).", cli_cmd_run},
+    {"exec", "exec JOB [RANK] [-T] -- COMMAND [ARGS...]",
+     "Runs COMMAND in a running task (default rank 0): its cgroup, namespaces, user,\n"
+     "working directory and environment; on a PTY when this is a terminal (-T: never);\n"
+     "exits with COMMAND's exit status.",
+     cli_cmd_exec},
+    {"attach", "attach JOB",
+     "Attaches this terminal to an interactive job's session (rank 0); exits with the\n"
+     "job's exit status once it ends. One attach at a time.",
+     cli_cmd_attach},
+    {"port-forward", "port-forward JOB [RANK] LOCAL:REMOTE",
+     "Listens on 127.0.0.1:LOCAL (0: any free port, printed) and relays each connection\n"
+     "through the controller to 127.0.0.1:REMOTE in the task's network namespace\n"
+     "(default rank 0), until interrupted.",
+     cli_cmd_port_forward},
     {"nodes", "nodes", "Lists the nodes with free/total GPUs, CPU and memory.", cli_cmd_nodes},
     {"node", "node NAME", "Shows one node: resources, MIG instances, jobs and labels.",
      cli_cmd_node},

@@ -172,6 +172,14 @@ static json_t *task_json(const ctld *c, const cjob *j, int rank)
         MASTER_PORT_BASE + (int)(j->row.id % MASTER_PORT_SPAN), "grace_s",
         j->sj.ckpt_grace_s >= 0 ? j->sj.ckpt_grace_s : c->cfg.sched.default_grace_s, "run",
         j->row.start_s);
+    if (o && sp->interactive && rank == 0) { /* its stdio on a stream (docs/interactive.md) */
+        json_t *it = json_pack("{s:b}", "tty", sp->interactive_tty);
+        if (it && sp->tty_rows > 0)
+            json_object_set_new(it, "rows", json_integer(sp->tty_rows));
+        if (it && sp->tty_cols > 0)
+            json_object_set_new(it, "cols", json_integer(sp->tty_cols));
+        json_object_set_new(o, "interactive", it);
+    }
     if (o && sp->image) /* the agent runs the task in it (docs/images.md) */
         json_object_set_new(o, "image", json_string(sp->image));
     if (o && sp->nmounts > 0) {
@@ -919,6 +927,7 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
     json_object_set_new(a->doc, "gen", json_integer((json_int_t)a->gen));
     json_object_set_new(a->doc, "now", json_real(ctld_now())); /* its deadlines' clock */
     json_object_set_new(a->doc, "logs", logs_wanted(a));
+    json_object_set_new(a->doc, "sessions", ctld_sessions_wanted(c, n));
     r->status = 200;
     r->content_type = "application/json";
     r->body = json_dumps(a->doc, JSON_COMPACT);

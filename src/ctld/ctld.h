@@ -422,6 +422,7 @@ typedef struct ctld {
     double next_virtual_s;       /* loop.c: the next end of a virtual run or grace; 0 = none */
     void *http;                  /* struct MHD_Daemon */
     void *limiter;               /* http.c's rate limiter */
+    struct ctld_sessions *sessions; /* sessions.c: interactive streams being relayed */
     void *deps;                  /* depend.c: ended jobs' outcomes, looked up once */
     struct ctld_secrets *secrets; /* secrets.c: the secret store (ciphertexts, the key) */
     struct ctld_notify *notify;  /* notify.c: the webhooks' queue and thread */
@@ -602,6 +603,8 @@ typedef struct ctld_reply {
     char allow[64];              /* a 405's Allow header ("GET, POST") */
     char next_cursor[32];        /* X-Next-Cursor of a paged non-JSON answer ("" = none) */
     bool close;                  /* close the connection once this is sent */
+    uintptr_t upgrade;           /* 101: the connection becomes this session stream's side
+                                  * (sessions.c); 0 = an ordinary answer */
 } ctld_reply;
 
 /* The query parameters the API reads (NULL when absent). */
@@ -620,6 +623,7 @@ typedef struct ctld_request {
     ctld_query q;
     const char *content_type;
     const char *idem_key;
+    const char *session_secret;  /* X-Tessera-Session-Secret (an agent's session stream) */
     const char *body;
     size_t len;
     /* the path's parameters, filled by the router (router.h) from its route's pattern */
@@ -627,6 +631,28 @@ typedef struct ctld_request {
     const char *name;            /* {name}; NULL when none */
     const char *action;          /* the literal segment after a parameter ("cancel"); "" */
 } ctld_request;
+
+/* sessions.c: interactive sessions (docs/interactive.md). POST
+ * /v1/jobs/{id}/sessions for a job the caller may see (row): checks who
+ * may, puts the session on its rank's node and answers 101 with
+ * r->upgrade set; the stream waits for the node's agent. Not under mu. */
+void ctld_session_open(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_reply *r);
+/* POST /v1/agent/stream/{name}: a node's agent opens its side of a session. */
+void ctld_session_agent(ctld *c, const ctld_request *rq, ctld_reply *r);
+/* The sessions waiting for node n's agent, for its desired state; under
+ * its a->mu (takes the sessions' own lock inside it). */
+json_t *ctld_sessions_wanted(ctld *c, int n);
+/* From the HTTP server's polling thread: the connection of tag became a
+ * raw stream (fd; extra: bytes already read past the request). */
+struct MHD_UpgradeResponseHandle;
+void ctld_session_upgraded(ctld *c, uintptr_t tag, int fd, const char *extra, size_t nextra,
+                           struct MHD_UpgradeResponseHandle *urh);
+/* Starts (at the HTTP server's start) and stops (before the server stops:
+ * every relay ends) the sessions' table. */
+int ctld_sessions_start(ctld *c);
+void ctld_sessions_stop(ctld *c);
+/* The number of sessions being relayed or waiting (for /metrics). */
+int ctld_sessions_count(ctld *c);
 
 /* GET /v1/jobs/{id}/logs for a job the caller may see (row): a running
  * rank's output fetched from its agent, else the tail its agent reported

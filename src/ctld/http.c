@@ -53,6 +53,7 @@
 #include "ctld/http_limits.h"
 #include "ctld/router.h"
 #include "ctld/ui.h"
+#include "tessera/stream.h"
 
 /* Descriptors kept back from connections: the store (SQLite database, WAL
  * and shared memory, or PostgreSQL sockets), logs, the listening socket. */
@@ -203,8 +204,30 @@ static int authenticate(ctld *c, const char *authz, bool may_load, ctld_caller *
 
 /* ---- answering ------------------------------------------------------------------------ */
 
+/* The connection of a 101 answer is now a raw stream: sessions.c relays it
+ * (req_cls is the request's conn_ctx, whose reply names the session). */
+static void upgraded(void *cls, struct MHD_Connection *conn, void *req_cls, const char *extra,
+                     size_t nextra, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
+{
+    (void)conn;
+    conn_ctx *x = req_cls;
+    ctld_session_upgraded(cls, x ? x->reply.upgrade : 0, (int)sock, extra, nextra, urh);
+}
+
 static enum MHD_Result send_reply(struct MHD_Connection *conn, ctld *c, ctld_reply *r)
 {
+    if (r->upgrade && r->status == 101) {
+        free(r->body);
+        r->body = NULL;
+        struct MHD_Response *up = MHD_create_response_for_upgrade(upgraded, c);
+        if (!up)
+            return MHD_NO;
+        MHD_add_response_header(up, MHD_HTTP_HEADER_UPGRADE, TS_STREAM_PROTOCOL);
+        enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_SWITCHING_PROTOCOLS, up);
+        MHD_destroy_response(up);
+        __atomic_add_fetch(&c->m.http_requests[1], 1, __ATOMIC_RELAXED);
+        return ret;
+    }
     char *body = r->body;
     r->body = NULL;
     struct MHD_Response *resp =
@@ -556,6 +579,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
               arg(conn, "format"), arg(conn, "step"), arg(conn, "steps")},
         .content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type"),
         .idem_key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key"),
+        .session_secret = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                      TS_STREAM_SECRET_HEADER),
         .body = x->body ? x->body : "",
         .len = x->len,
     };
@@ -640,9 +665,14 @@ int ctld_http_start(ctld *c, ts_err *err)
     pthread_cond_init(&S->donecv, NULL);
     pthread_cond_init(&S->reapcv, NULL);
     c->limiter = S;
+    if (ctld_sessions_start(c) != 0) {
+        ctld_http_stop(c);
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    }
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_ALLOW_UPGRADE;
     unsigned max_conns = connection_limit();
     if (c->cfg.conns_max > 0 && (unsigned)c->cfg.conns_max < max_conns)
         max_conns = (unsigned)c->cfg.conns_max;
@@ -729,6 +759,7 @@ void ctld_http_stop(ctld *c)
         }
         pthread_mutex_unlock(&S->mu);
     }
+    ctld_sessions_stop(c); /* every relay ends before the server that owns their sockets */
     if (c->http)
         MHD_stop_daemon(c->http);
     c->http = NULL;

@@ -110,7 +110,7 @@ static void metrics_jobs(ctld *c, sbuf *b, const char *only)
 
 /* The controller's counters (those counting every tenant's jobs only on
  * the whole page). */
-static void metrics_counters(const ctld *c, sbuf *b, const char *only)
+static void metrics_counters(ctld *c, sbuf *b, const char *only)
 {
     const ctld_metrics *m = &c->m;
     static const struct {
@@ -146,6 +146,12 @@ static void metrics_counters(const ctld *c, sbuf *b, const char *only)
         head(b, ctr[i].name, "counter", ctr[i].help);
         put(b, "%s %llu\n", ctr[i].name,
             (unsigned long long)*(const uint64_t *)((const char *)m + ctr[i].off));
+    }
+    if (!only) { /* every tenant's sessions */
+        head(b, "tessera_sessions_open", "gauge",
+             "Interactive sessions the controller relays or waits for an agent to open "
+             "(docs/interactive.md).");
+        put(b, "tessera_sessions_open %d\n", ctld_sessions_count(c));
     }
 }
 

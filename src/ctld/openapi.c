@@ -138,6 +138,17 @@ static const struct {
      "{\"type\":\"object\",\"required\":[\"array\",\"elements\",\"released\"],"
      "\"properties\":{\"array\":{\"type\":\"integer\"},\"elements\":{\"type\":\"integer\"},"
      "\"released\":{\"type\":\"integer\"}}}"},
+    {"SessionRequest",
+     "{\"type\":\"object\",\"description\":\"An interactive session (docs/interactive.md)\","
+     "\"additionalProperties\":false,\"required\":[\"kind\"],"
+     "\"properties\":{\"kind\":{\"type\":\"string\",\"enum\":[\"attach\",\"exec\",\"forward\"]},"
+     "\"rank\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":65536},"
+     "\"command\":{\"type\":\"array\",\"minItems\":1,\"maxItems\":256,"
+     "\"items\":{\"type\":\"string\",\"maxLength\":4096}},"
+     "\"port\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":65535},"
+     "\"tty\":{\"type\":\"boolean\"},"
+     "\"rows\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000},"
+     "\"cols\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000}}}"},
     {"BulkCancel",
      "{\"type\":\"object\",\"description\":\"At least one filter; user is the submitting "
      "token's name\",\"additionalProperties\":false,"

@@ -497,6 +497,8 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
                          "(\"%s\") and admins only (docs/secrets.md)", (long long)id, row.owner);
     } else if (get && strcmp(rest, "logs") == 0) {
         ctld_job_logs(c, rq, &row, r);
+    } else if (post && strcmp(rest, "sessions") == 0) {
+        ctld_session_open(c, rq, &row, r);
     } else if (get && strcmp(rest, "explain") == 0) {
         ctld_lock_reader(c);
         const cjob *j = ctld_job_find(c, id);
@@ -749,6 +751,11 @@ static void job_route(ctld *c, const ctld_request *rq, ctld_reply *r)
     job_one(c, rq, rq->id, rq->action, r);
 }
 
+static void agent_stream(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    ctld_session_agent(c, rq, r);
+}
+
 static void whoami(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     (void)c;
@@ -809,6 +816,11 @@ static const ctld_route_def ROUTES[] = {
      "StepRequest", 201, "StepOne", "409 503"},
     {"GET", "/v1/jobs/{id}/explain", job_route, R_READ, "explainJob",
      "Why a job waits: the scheduler's reason and numbers", NULL, 200, "JobExplain", "503"},
+    {"POST", "/v1/jobs/{id}/sessions", job_route, R_WRITE, "openSession",
+     "Open an interactive session on a running rank {kind: attach|exec|forward, rank, command, "
+     "port, tty, rows, cols}: the connection upgrades (101, Upgrade: tessera-stream/1) to a "
+     "byte stream relayed to the rank's agent (the job's owner and admins; "
+     "docs/interactive.md)", "SessionRequest", 101, NULL, "409 429 503"},
     {"POST", "/v1/arrays/{id}/cancel", ctld_array_route, R_WRITE, "cancelArray",
      "Cancel every active element of the array whose id (its first element's) is {id}; 404 "
      "not_an_array when {id} is no array's", NULL, 200, "ArrayCancelled", "503 504"},
@@ -876,6 +888,10 @@ static const ctld_route_def ROUTES[] = {
     {"POST", "/v1/agent/sync", ctld_agent_route, CTLD_ROLES_NODE, "agentSync",
      "A node agent reports what runs and its health; long-polls for the desired state "
      "(docs/agent-protocol.md)", "AgentMessage", 200, "AgentReply", "409 503"},
+    {"POST", "/v1/agent/stream/{name}", agent_stream, CTLD_ROLES_NODE, "agentStream",
+     "A node agent opens its side of session {name} (node credential, header "
+     "X-Tessera-Session-Secret): upgraded (101) and spliced with the client's "
+     "(docs/interactive.md)", NULL, 101, NULL, "409 503"},
     {"GET", "/healthz", NULL, CTLD_ROLES_PUBLIC, "healthz", "Liveness", NULL, 200, "Text", ""},
     {"GET", "/readyz", NULL, CTLD_ROLES_PUBLIC, "readyz",
      "Readiness: store open and scheduler running (503 while starting)", NULL, 200, "Text",

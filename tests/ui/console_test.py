@@ -299,6 +299,8 @@ try:
     driver.save_screenshot(os.path.join(SHOTS, "job-waiting.png"))
     go(f"job/{aid}")
     until(lambda: "Placement" in text() and "rank" in text(), "the running job's page shows its placement")
+    check(f"tessera port-forward {aid} 8888:8888" in text() and f"tessera exec {aid}" in text(),
+          "the running job's page shows how to reach it (docs/interactive.md)")
     driver.save_screenshot(os.path.join(SHOTS, "job-running.png"))
     leaks = []
     for view in ["map", "queue", "tenants", "nodes", f"job/{victim}"]:

@@ -1,0 +1,739 @@
+/*
+ * session.c - the agent's side of interactive sessions (docs/interactive.md).
+ *
+ * A session comes in the desired state ("sessions": id, secret, job, rank,
+ * kind). The agent opens its own outgoing connection to the controller
+ * (POST /v1/agent/stream/{id}, node credential and the session's secret,
+ * upgraded to a byte stream: nodes still need no inbound connection) on a
+ * thread of the session's own, and speaks tessera/stream.h frames with the
+ * client at the other end:
+ *   attach   an interactive task's stdio: the PTY (or socket) the agent
+ *            made at its start, shared with the task's local_task through
+ *            a reference-counted agent_stdio; one attach at a time
+ *   exec     a new process in the task's cgroup (v1 or v2), namespaces (net, ipc,
+ *            uts, mount), user, groups, working directory and environment,
+ *            all read from /proc/<task pid>; on a PTY when asked (tty)
+ *   forward  a TCP connection to 127.0.0.1:port in the task's network
+ *            namespace (the thread joins it: a namespace is per thread)
+ * What the session reads from the task it sends on with a bounded write:
+ * a client that does not read stalls this session's thread, and the task's
+ * own writes (the PTY fills), never the agent's loop.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pty.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/agent_internal.h"
+#include "agent/launch.h"
+#include "agent/launch_cgroup.h"
+#include "tessera/stream.h"
+
+#define SESSION_OPEN_TIMEOUT_S 10.0  /* the agent's side of the stream */
+#define SESSION_WRITE_TIMEOUT_S 60.0 /* a client that reads nothing this long ends it */
+#define SESSION_ENV_MAX_BYTES (256 * 1024)
+#define SESSION_GROUPS_MAX 64
+#define SESSION_ARGS_MAX 256
+#define SESSION_KILL_WAIT_S 2.0      /* an exec whose client left: SIGHUP, then SIGKILL */
+#define NS_N 4
+
+struct agent_stdio {
+    int fd;
+    bool tty;
+    int refs;     /* atomics: local_task and sessions using it */
+    int attached; /* a session reads it now */
+    int drained;  /* a session read it to its end */
+};
+
+static void stdio_unref(struct agent_stdio *s)
+{
+    if (s && __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        close(s->fd);
+        free(s);
+    }
+}
+
+void ts_agent_stdio_make(local_task *lt, const json_t *t, uid_t uid, int *peer, char *why,
+                         size_t why_len)
+{
+    *peer = -1;
+    const json_t *it = json_object_get(t, "interactive");
+    if (!json_is_object(it))
+        return;
+    struct agent_stdio *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(why, why_len, "interactive: out of memory");
+        return;
+    }
+    s->tty = json_is_true(json_object_get(it, "tty"));
+    int fds[2];
+    if (s->tty) {
+        struct winsize ws = {
+            .ws_row = (unsigned short)(json_integer_value(json_object_get(it, "rows")) > 0
+                                           ? json_integer_value(json_object_get(it, "rows"))
+                                           : 24),
+            .ws_col = (unsigned short)(json_integer_value(json_object_get(it, "cols")) > 0
+                                           ? json_integer_value(json_object_get(it, "cols"))
+                                           : 80)};
+        if (openpty(&fds[0], &fds[1], NULL, NULL, &ws) != 0) {
+            snprintf(why, why_len, "interactive: openpty: %s", strerror(errno));
+            free(s);
+            return;
+        }
+        fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+        fcntl(fds[1], F_SETFD, FD_CLOEXEC);
+        if (uid != (uid_t)-1) { /* the task's terminal is its user's, as login makes it */
+            struct group *g = getgrnam("tty");
+            if (fchown(fds[1], uid, g ? g->gr_gid : (gid_t)-1) != 0 ||
+                fchmod(fds[1], 0620) != 0) {
+                /* still usable through the descriptor the task inherits */
+            }
+        }
+    } else if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+        snprintf(why, why_len, "interactive: socketpair: %s", strerror(errno));
+        free(s);
+        return;
+    }
+    s->fd = fds[0];
+    s->refs = 1;
+    lt->stdio = s;
+    lt->stdio_tty = s->tty;
+    lt->stdio_exit_s = 0;
+    *peer = fds[1];
+}
+
+void ts_agent_stdio_close(local_task *lt)
+{
+    stdio_unref(lt->stdio);
+    lt->stdio = NULL;
+}
+
+bool ts_agent_stdio_hold(local_task *lt, double now)
+{
+    /* a stop the controller asked for (cancel, preemption, idle reaping)
+     * is reported at once: its GPUs are wanted elsewhere */
+    if (!lt->stdio || lt->stop_requested ||
+        __atomic_load_n(&lt->stdio->drained, __ATOMIC_ACQUIRE))
+        return false;
+    if (lt->stdio_exit_s == 0)
+        lt->stdio_exit_s = now;
+    return now - lt->stdio_exit_s < TS_AGENT_STDIO_DRAIN_S;
+}
+
+/* ---- one session ------------------------------------------------------------------ */
+
+enum { K_ATTACH, K_EXEC, K_FORWARD };
+
+typedef struct sess {
+    char url[TS_CTL_URL_MAX], token[256], ca[512], id[64], secret[128];
+    int kind;
+    bool tty;
+    int rows, cols, port;
+    char **argv;                /* exec: NULL-terminated */
+    char error[512];            /* "" or why it cannot run: sent as an error frame */
+    pid_t task_pid;
+    bool task_container;
+    ts_cg_dirs cg;              /* the task's cgroup (n == 0: none) */
+    struct agent_stdio *stdio;  /* attach: a reference */
+} sess;
+
+static void sess_free(sess *s)
+{
+    if (s->argv)
+        for (char **p = s->argv; *p; p++)
+            free(*p);
+    free(s->argv);
+    if (s->stdio) {
+        __atomic_store_n(&s->stdio->attached, 0, __ATOMIC_RELEASE);
+        stdio_unref(s->stdio);
+    }
+    free(s);
+}
+
+static double mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Writes all of p to a non-blocking local descriptor within the bound. */
+static int local_write(int fd, const uint8_t *p, size_t n)
+{
+    double until = mono() + SESSION_WRITE_TIMEOUT_S;
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
+        if (k > 0) {
+            p += k;
+            n -= (size_t)k;
+        } else if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
+            struct pollfd pf = {fd, POLLOUT, 0};
+            if (mono() > until || poll(&pf, 1, 250) < 0)
+                return -1;
+        } else {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+typedef struct relay_end {
+    int fd;          /* the local side: PTY master, socket */
+    bool tty;
+    bool socket;     /* half-close with shutdown */
+    pid_t pgrp;      /* signals go to it; 0: none */
+    bool wait_remote;/* after the local end, relay until the client's too (forward) */
+    pid_t child;     /* exec: the command; its end ends the relay (a background
+                      * process may keep its terminal open); 0: none */
+    bool child_done;
+    int child_status;
+    bool local_eof;  /* the local side ended */
+    bool remote_eof; /* the client sent EOF */
+    bool stream_gone;
+} relay_end;
+
+#define CHILD_POLL_MS 100 /* how often an exec's relay looks for its command's end */
+
+/* Applies one frame from the client; -1 to end. */
+static int frame_in(relay_end *e, int type, const uint8_t *p, size_t n)
+{
+    switch (type) {
+    case TS_FRAME_DATA:
+        return e->remote_eof ? 0 : local_write(e->fd, p, n);
+    case TS_FRAME_EOF:
+        if (!e->remote_eof) {
+            e->remote_eof = true;
+            if (e->socket)
+                shutdown(e->fd, SHUT_WR);
+            else if (e->tty) /* the terminal's end-of-file character */
+                (void)local_write(e->fd, (const uint8_t *)"\x04", 1);
+        }
+        return 0;
+    case TS_FRAME_RESIZE:
+        if (e->tty && n == 4) {
+            struct winsize ws = {.ws_row = (unsigned short)(p[0] << 8 | p[1]),
+                                 .ws_col = (unsigned short)(p[2] << 8 | p[3])};
+            ioctl(e->fd, TIOCSWINSZ, &ws); /* the foreground group gets SIGWINCH */
+        }
+        return 0;
+    case TS_FRAME_SIGNAL:
+        if (n == 1 && e->pgrp > 0 && p[0] > 0 && p[0] < 65)
+            kill(-e->pgrp, p[0]);
+        return 0;
+    default:
+        return 0; /* unknown frames are ignored (newer clients) */
+    }
+}
+
+/* Relays between the stream and the local end until the local end is done
+ * (and, for a socket, both directions are), or the client is gone. */
+static void relay(ts_stream *st, relay_end *e)
+{
+    ts_frame_reader *fr = calloc(1, sizeof *fr);
+    uint8_t *buf = malloc(TS_FRAME_PAYLOAD_MAX);
+    if (!fr || !buf) {
+        free(fr);
+        free(buf);
+        return;
+    }
+    fcntl(e->fd, F_SETFL, fcntl(e->fd, F_GETFL) | O_NONBLOCK);
+    while (!e->stream_gone) {
+        if (e->local_eof && (!e->wait_remote || e->remote_eof))
+            break;
+        if (e->child && !e->child_done &&
+            waitpid(e->child, &e->child_status, WNOHANG) == e->child) {
+            /* the command ended: what it wrote is read to the end (a PTY
+             * another process still holds has none: EAGAIN), then the end */
+            e->child_done = true;
+            ssize_t k;
+            while (!e->local_eof && (k = read(e->fd, buf, TS_FRAME_PAYLOAD_MAX)) > 0)
+                if (ts_stream_frame(st, TS_FRAME_DATA, buf, (size_t)k, SESSION_WRITE_TIMEOUT_S))
+                    e->stream_gone = true;
+            if (!e->local_eof && !e->stream_gone &&
+                ts_stream_frame(st, TS_FRAME_EOF, NULL, 0, SESSION_WRITE_TIMEOUT_S) != 0)
+                e->stream_gone = true;
+            e->local_eof = true;
+            continue;
+        }
+        /* an ended side is left out: a hung-up descriptor would wake poll at once */
+        struct pollfd p[2] = {{ts_stream_fd(st), POLLIN, 0}, {e->local_eof ? -1 : e->fd, POLLIN, 0}};
+        bool more = ts_stream_pending(st); /* then the local side is still looked at */
+        int r = poll(p, 2, more ? 0 : e->child ? CHILD_POLL_MS : 1000);
+        if (r < 0 && errno != EINTR)
+            break;
+        if (more || p[0].revents) {
+            ssize_t k = ts_stream_read(st, buf, TS_FRAME_PAYLOAD_MAX);
+            if (k == 0 || k == -2) {
+                e->stream_gone = true;
+                break;
+            }
+            size_t off = 0;
+            while (k > 0 && off < (size_t)k) {
+                size_t used;
+                int type;
+                const uint8_t *pl;
+                size_t pn;
+                int got = ts_frame_feed(fr, buf + off, (size_t)k - off, &used, &type, &pl, &pn);
+                off += used;
+                if (got < 0) {
+                    e->stream_gone = true;
+                    break;
+                }
+                if (got == 0)
+                    break;
+                if (frame_in(e, type, pl, pn) != 0)
+                    e->stream_gone = true;
+                ts_frame_next(fr);
+            }
+        }
+        if (!e->local_eof && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+            ssize_t k = read(e->fd, buf, TS_FRAME_PAYLOAD_MAX);
+            if (k > 0) {
+                if (ts_stream_frame(st, TS_FRAME_DATA, buf, (size_t)k, SESSION_WRITE_TIMEOUT_S) != 0)
+                    e->stream_gone = true;
+            } else if (k == 0 || (errno != EAGAIN && errno != EINTR)) {
+                /* the end (a PTY whose last user closed it reads EIO) */
+                e->local_eof = true;
+                if (ts_stream_frame(st, TS_FRAME_EOF, NULL, 0, SESSION_WRITE_TIMEOUT_S) != 0)
+                    e->stream_gone = true;
+            }
+        }
+    }
+    free(fr);
+    free(buf);
+}
+
+/* ---- exec -------------------------------------------------------------------------- */
+
+static const char *const NS_NAMES[NS_N] = {"ipc", "uts", "net", "mnt"};
+static const int NS_FLAGS[NS_N] = {CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWNET, CLONE_NEWNS};
+
+/* Opens the task's namespaces that differ from the agent's (-1 the same). */
+static void open_namespaces(pid_t pid, int fds[NS_N])
+{
+    for (int i = 0; i < NS_N; i++) {
+        char p[64], q[64];
+        struct stat a, b;
+        fds[i] = -1;
+        snprintf(p, sizeof p, "/proc/%d/ns/%s", (int)pid, NS_NAMES[i]);
+        snprintf(q, sizeof q, "/proc/self/ns/%s", NS_NAMES[i]);
+        if (stat(p, &a) == 0 && stat(q, &b) == 0 && (a.st_ino != b.st_ino || a.st_dev != b.st_dev))
+            fds[i] = open(p, O_RDONLY | O_CLOEXEC);
+    }
+}
+
+/* The process whose namespaces, user and environment a session joins: the
+ * task's own, or for a container task (whose process is the OCI runtime)
+ * its first descendant in another mount namespace: the container's. */
+static pid_t join_target(pid_t pid, bool container)
+{
+    if (!container)
+        return pid;
+    struct stat self;
+    if (stat("/proc/self/ns/mnt", &self) != 0)
+        return pid;
+    pid_t queue[64];
+    int head = 0, tail = 0;
+    queue[tail++] = pid;
+    while (head < tail) {
+        pid_t p = queue[head++];
+        char path[96];
+        struct stat st;
+        snprintf(path, sizeof path, "/proc/%d/ns/mnt", (int)p);
+        if (p != pid && stat(path, &st) == 0 && st.st_ino != self.st_ino)
+            return p;
+        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)p, (int)p);
+        FILE *f = fopen(path, "re");
+        int c;
+        while (f && tail < 64 && fscanf(f, "%d", &c) == 1)
+            queue[tail++] = (pid_t)c;
+        if (f)
+            fclose(f);
+    }
+    return pid;
+}
+
+/* The task's environment, NUL-separated, as an envp (one allocation each). */
+static char **task_environ(pid_t pid, char **blob)
+{
+    char p[64];
+    snprintf(p, sizeof p, "/proc/%d/environ", (int)pid);
+    *blob = NULL;
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    char *b = malloc(SESSION_ENV_MAX_BYTES + 1);
+    size_t n = 0;
+    ssize_t k;
+    while (b && n < SESSION_ENV_MAX_BYTES &&
+           (k = read(fd, b + n, SESSION_ENV_MAX_BYTES - n)) > 0)
+        n += (size_t)k;
+    close(fd);
+    if (!b)
+        return NULL;
+    b[n] = '\0';
+    size_t cnt = 0;
+    for (size_t i = 0; i < n; i++)
+        cnt += b[i] == '\0';
+    char **env = calloc(cnt + 2, sizeof *env);
+    if (!env) {
+        free(b);
+        return NULL;
+    }
+    size_t e = 0;
+    for (size_t i = 0; i < n && e <= cnt;) {
+        if (b[i])
+            env[e++] = b + i;
+        i += strlen(b + i) + 1;
+    }
+    *blob = b;
+    return env;
+}
+
+/* The uid, gid and groups of the task (its /proc status). */
+static bool task_ids(pid_t pid, uid_t *uid, gid_t *gid, gid_t *groups, int *ng)
+{
+    char p[64], line[1024];
+    snprintf(p, sizeof p, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(p, "re");
+    bool u = false, g = false;
+    *ng = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long v;
+        if (sscanf(line, "Uid: %lu", &v) == 1) {
+            *uid = (uid_t)v;
+            u = true;
+        } else if (sscanf(line, "Gid: %lu", &v) == 1) {
+            *gid = (gid_t)v;
+            g = true;
+        } else if (strncmp(line, "Groups:", 7) == 0) {
+            char *s = line + 7, *end;
+            while (*ng < SESSION_GROUPS_MAX && (v = strtoul(s, &end, 10), end != s)) {
+                groups[(*ng)++] = (gid_t)v;
+                s = end;
+            }
+        }
+    }
+    if (f)
+        fclose(f);
+    return u && g;
+}
+
+/* In the child: joins, drops privileges, execs. Only async-signal-safe
+ * calls and writes to its own memory. */
+_Noreturn static void exec_child(const sess *s, int stdio, bool tty, const int ns[NS_N],
+                                 uid_t uid, gid_t gid, const gid_t *groups, int ng,
+                                 const char *cwd, char **envp, char *pathbuf, size_t pathlen)
+{
+    setsid();
+    if (dup2(stdio, 0) < 0 || dup2(stdio, 1) < 0 || dup2(stdio, 2) < 0)
+        _exit(126);
+    if (tty)
+        ioctl(0, TIOCSCTTY, 0);
+    for (int i = 0; i < s->cg.n; i++) /* accounted and limited with the task */
+        if (ts_cg_write(s->cg.dir[i], "cgroup.procs", "0") != 0)
+            _exit(126);
+    for (int i = 0; i < NS_N; i++)
+        if (ns[i] >= 0 && setns(ns[i], NS_FLAGS[i]) != 0)
+            _exit(126);
+    if (getuid() == 0 && uid != 0) {
+        if (setgroups((size_t)ng, groups) != 0 || setgid(gid) != 0 || setuid(uid) != 0)
+            _exit(126);
+    }
+    if (!cwd[0] || chdir(cwd) != 0)
+        if (chdir("/") != 0)
+            _exit(126);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            sigaction(sig, &dfl, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+    const char *cmd = s->argv[0];
+    if (strchr(cmd, '/')) {
+        execve(cmd, s->argv, envp);
+        _exit(127);
+    }
+    const char *path = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
+    for (char **e = envp; e && *e; e++)
+        if (strncmp(*e, "PATH=", 5) == 0)
+            path = *e + 5;
+    size_t cl = strlen(cmd);
+    for (const char *p = path; *p;) {
+        size_t l = strcspn(p, ":");
+        if (l + cl + 2 <= pathlen) {
+            memcpy(pathbuf, p, l);
+            pathbuf[l] = '/';
+            memcpy(pathbuf + l + 1, cmd, cl + 1);
+            execve(pathbuf, s->argv, envp);
+        }
+        p += l;
+        if (*p == ':')
+            p++;
+    }
+    _exit(127);
+}
+
+static void run_exec(sess *s, ts_stream *st)
+{
+    s->task_pid = join_target(s->task_pid, s->task_container);
+    int ns[NS_N];
+    char *blob = NULL;
+    char **envp = task_environ(s->task_pid, &blob);
+    uid_t uid = 0;
+    gid_t gid = 0, groups[SESSION_GROUPS_MAX];
+    int ng = 0;
+    char cwd[1024] = "", lnk[64];
+    snprintf(lnk, sizeof lnk, "/proc/%d/cwd", (int)s->task_pid);
+    ssize_t cl = readlink(lnk, cwd, sizeof cwd - 1);
+    cwd[cl > 0 ? cl : 0] = '\0';
+    if (!envp || !task_ids(s->task_pid, &uid, &gid, groups, &ng)) {
+        free(envp);
+        free(blob);
+        const char *m = "the task ended: nothing to run a command in";
+        ts_stream_frame(st, TS_FRAME_ERROR, m, strlen(m), SESSION_WRITE_TIMEOUT_S);
+        return;
+    }
+    open_namespaces(s->task_pid, ns);
+    int fds[2] = {-1, -1};
+    int ok;
+    if (s->tty) {
+        struct winsize ws = {.ws_row = (unsigned short)(s->rows > 0 ? s->rows : 24),
+                             .ws_col = (unsigned short)(s->cols > 0 ? s->cols : 80)};
+        ok = openpty(&fds[0], &fds[1], NULL, NULL, &ws) == 0;
+        if (ok) {
+            fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+            fcntl(fds[1], F_SETFD, FD_CLOEXEC);
+        }
+    } else {
+        ok = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0;
+    }
+    char pathbuf[4200];
+    pid_t pid = ok ? fork() : -1;
+    if (pid == 0)
+        exec_child(s, fds[1], s->tty, ns, uid, gid, groups, ng, cwd, envp, pathbuf,
+                   sizeof pathbuf);
+    for (int i = 0; i < NS_N; i++)
+        if (ns[i] >= 0)
+            close(ns[i]);
+    if (fds[1] >= 0)
+        close(fds[1]);
+    free(envp);
+    free(blob);
+    if (pid < 0) {
+        char m[128];
+        snprintf(m, sizeof m, "cannot start the command: %s", strerror(errno));
+        ts_stream_frame(st, TS_FRAME_ERROR, m, strlen(m), SESSION_WRITE_TIMEOUT_S);
+        if (fds[0] >= 0)
+            close(fds[0]);
+        return;
+    }
+    relay_end e = {.fd = fds[0], .tty = s->tty, .socket = !s->tty, .pgrp = pid, .child = pid};
+    relay(st, &e);
+    int status = e.child_status;
+    if (e.child_done) {
+        char x[16];
+        int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        snprintf(x, sizeof x, "%d", code);
+        ts_stream_frame(st, TS_FRAME_EXIT, x, strlen(x), SESSION_WRITE_TIMEOUT_S);
+    } else if (e.stream_gone) { /* the client left: its command goes, as a closed terminal's */
+        kill(-pid, SIGHUP);
+        kill(-pid, SIGCONT);
+        double until = mono() + SESSION_KILL_WAIT_S;
+        while (waitpid(pid, &status, WNOHANG) == 0) {
+            if (mono() > until) {
+                kill(-pid, SIGKILL);
+                waitpid(pid, &status, 0);
+                break;
+            }
+            struct timespec ts = {0, 20000000};
+            nanosleep(&ts, NULL);
+        }
+    } else {
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        char x[16];
+        int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        snprintf(x, sizeof x, "%d", code);
+        ts_stream_frame(st, TS_FRAME_EXIT, x, strlen(x), SESSION_WRITE_TIMEOUT_S);
+    }
+    close(fds[0]);
+}
+
+/* ---- forward ---------------------------------------------------------------------- */
+
+static void run_forward(sess *s, ts_stream *st)
+{
+    s->task_pid = join_target(s->task_pid, s->task_container);
+    char p[64], m[256];
+    snprintf(p, sizeof p, "/proc/%d/ns/net", (int)s->task_pid);
+    int ns[NS_N];
+    open_namespaces(s->task_pid, ns);
+    int bad = 0;
+    for (int i = 0; i < NS_N; i++) {
+        if (i == 2 && ns[i] >= 0 && setns(ns[i], CLONE_NEWNET) != 0)
+            bad = errno;
+        if (ns[i] >= 0)
+            close(ns[i]);
+    }
+    int fd = bad ? -1 : socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        snprintf(m, sizeof m, "127.0.0.1:%d in the task's network: %s", s->port,
+                 strerror(bad ? bad : errno));
+        ts_stream_frame(st, TS_FRAME_ERROR, m, strlen(m), SESSION_WRITE_TIMEOUT_S);
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    relay_end e = {.fd = fd, .socket = true, .wait_remote = true};
+    relay(st, &e);
+    close(fd);
+}
+
+/* ---- the thread --------------------------------------------------------------------- */
+
+static void *sess_main(void *arg)
+{
+    sess *s = arg;
+    char path[128];
+    snprintf(path, sizeof path, "/v1/agent/stream/%s", s->id);
+    ts_stream_target tg = {.url = s->url, .token = s->token, .ca_file = s->ca,
+                           .secret = s->secret};
+    ts_stream *st = NULL;
+    int status;
+    ts_err err;
+    if (ts_stream_open(&tg, path, "{}", SESSION_OPEN_TIMEOUT_S, &st, &status, &err) != 0) {
+        fprintf(stderr, "tessera-agent: session %s: %s\n", s->id, err.msg);
+        sess_free(s);
+        return NULL;
+    }
+    if (s->error[0]) {
+        ts_stream_frame(st, TS_FRAME_ERROR, s->error, strlen(s->error), SESSION_WRITE_TIMEOUT_S);
+    } else if (s->kind == K_ATTACH) {
+        relay_end e = {.fd = s->stdio->fd, .tty = s->stdio->tty, .socket = !s->stdio->tty,
+                       .pgrp = s->task_pid};
+        relay(st, &e);
+        if (e.local_eof) /* all its output went: its end may be reported */
+            __atomic_store_n(&s->stdio->drained, 1, __ATOMIC_RELEASE);
+    } else if (s->kind == K_EXEC) {
+        run_exec(s, st);
+    } else {
+        run_forward(s, st);
+    }
+    ts_stream_close(st);
+    sess_free(s);
+    return NULL;
+}
+
+static bool seen(ts_agent *a, const char *id)
+{
+    for (size_t i = 0; i < sizeof a->sess_seen / sizeof a->sess_seen[0]; i++)
+        if (strcmp(a->sess_seen[i], id) == 0)
+            return true;
+    snprintf(a->sess_seen[a->sess_next], sizeof a->sess_seen[0], "%s", id);
+    a->sess_next = (a->sess_next + 1) % (int)(sizeof a->sess_seen / sizeof a->sess_seen[0]);
+    return false;
+}
+
+/* What the session needs of its task, taken on the agent's thread. */
+static void sess_prepare(ts_agent *a, sess *s, const json_t *q)
+{
+    int64_t job = json_integer_value(json_object_get(q, "job"));
+    int rank = (int)json_integer_value(json_object_get(q, "rank"));
+    local_task *lt = ts_agent_find(a, job, rank, -1); /* the rank's own task */
+    if (!lt || !lt->t || (lt->st.phase == TS_TASK_EXITED && s->kind != K_ATTACH)) {
+        snprintf(s->error, sizeof s->error, "rank %d of job %lld does not run on this node",
+                 rank, (long long)job);
+        return;
+    }
+    const ts_task_info *in = ts_task_info_get(lt->t);
+    s->task_pid = in->pid;
+    s->task_container = lt->image_ready;
+    if (in->isolated && ts_cg_dirs_of(in->cgroup_path, in->cgroup_v1, &s->cg) != 0)
+        s->cg.n = 0;
+    if (s->kind == K_ATTACH) {
+        if (!lt->stdio) {
+            snprintf(s->error, sizeof s->error, "rank %d of job %lld has no terminal or stream "
+                     "to attach to (not an interactive job's rank 0)", rank, (long long)job);
+        } else if (__atomic_exchange_n(&lt->stdio->attached, 1, __ATOMIC_ACQ_REL)) {
+            snprintf(s->error, sizeof s->error, "rank %d of job %lld: another session is "
+                     "attached (one at a time)", rank, (long long)job);
+        } else {
+            __atomic_add_fetch(&lt->stdio->refs, 1, __ATOMIC_ACQ_REL);
+            s->stdio = lt->stdio;
+        }
+    }
+}
+
+void ts_agent_sessions(ts_agent *a, json_t *sessions)
+{
+    size_t i;
+    json_t *q;
+    json_array_foreach(sessions, i, q) {
+        const char *id = json_string_value(json_object_get(q, "id"));
+        const char *secret = json_string_value(json_object_get(q, "secret"));
+        const char *kind = json_string_value(json_object_get(q, "kind"));
+        if (!id || !secret || !kind || strlen(id) >= 64 || strlen(secret) >= 128 || seen(a, id))
+            continue;
+        sess *s = calloc(1, sizeof *s);
+        if (!s)
+            continue;
+        snprintf(s->url, sizeof s->url, "%s", ts_ctls_url(&a->cfg.ctls));
+        snprintf(s->token, sizeof s->token, "%s", a->cfg.token);
+        snprintf(s->ca, sizeof s->ca, "%s", a->cfg.ca_file);
+        snprintf(s->id, sizeof s->id, "%s", id);
+        snprintf(s->secret, sizeof s->secret, "%s", secret);
+        s->kind = strcmp(kind, "attach") == 0 ? K_ATTACH
+                  : strcmp(kind, "exec") == 0 ? K_EXEC
+                                              : K_FORWARD;
+        s->tty = json_is_true(json_object_get(q, "tty"));
+        s->rows = (int)json_integer_value(json_object_get(q, "rows"));
+        s->cols = (int)json_integer_value(json_object_get(q, "cols"));
+        s->port = (int)json_integer_value(json_object_get(q, "port"));
+        json_t *cmd = json_object_get(q, "command");
+        if (s->kind == K_EXEC) {
+            size_t n = json_array_size(cmd);
+            s->argv = calloc(n + 1, sizeof *s->argv);
+            for (size_t k = 0; s->argv && k < n && k < SESSION_ARGS_MAX; k++) {
+                const char *v = json_string_value(json_array_get(cmd, k));
+                s->argv[k] = strdup(v ? v : "");
+            }
+            if (!s->argv || n == 0 || !s->argv[0] || !s->argv[0][0])
+                snprintf(s->error, sizeof s->error, "exec: no command");
+        }
+        if (!s->error[0])
+            sess_prepare(a, s, q);
+        pthread_t th;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&th, &at, sess_main, s) != 0)
+            sess_free(s);
+        pthread_attr_destroy(&at);
+    }
+}
