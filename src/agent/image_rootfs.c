@@ -23,6 +23,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/loop.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,9 +99,44 @@ static void first_line(const char *path, char *out, size_t n)
     fclose(f);
 }
 
+static void *trash_main(void *arg)
+{
+    image_rm_tree(arg);
+    free(arg);
+    return NULL;
+}
+
+/* Moves tree aside, next to dir (in the store's tmp/, emptied at every
+ * opening should this process end first), and removes it on a thread of its
+ * own; removes it here when no thread can be had. */
+static void trash_later(const char *tree, const char *dir)
+{
+    static atomic_uint seq;
+    char *aside = malloc(1100);
+    if (!aside) {
+        image_rm_tree(tree);
+        return;
+    }
+    snprintf(aside, 1100, "%s.trash-%ld-%u", dir, (long)getpid(), atomic_fetch_add(&seq, 1));
+    if (rename(tree, aside) != 0) {
+        free(aside);
+        image_rm_tree(tree);
+        return;
+    }
+    pthread_t th;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&th, &at, trash_main, aside) != 0) {
+        image_rm_tree(aside);
+        free(aside);
+    }
+    pthread_attr_destroy(&at);
+}
+
 int image_rootfs_pack(const char *dir, long long *bytes, ts_err *err)
 {
-    char tree[800], img[800], log[800];
+    char tree[1000], img[1000], log[1000];
     snprintf(tree, sizeof tree, "%s/rootfs", dir);
     snprintf(img, sizeof img, "%s/" IMAGE_ROOTFS_FILE, dir);
     snprintf(log, sizeof log, "%s/" MKFS_LOG, dir);
@@ -140,8 +177,10 @@ int image_rootfs_pack(const char *dir, long long *bytes, ts_err *err)
     if (stat(img, &sb) != 0)
         return ts_err_set(err, TS_EIO, "image store: %s: %s", img, strerror(errno));
     *bytes = (long long)sb.st_blocks * 512;
-    /* the tree goes; its directory stays, empty, as the mount point */
-    image_rm_tree(tree);
+    /* the tree goes, behind the task's start: removing 100,000 files takes
+     * as long as unpacking them (bench/image-mount). Its directory stays,
+     * empty, as the mount point. */
+    trash_later(tree, dir);
     if (mkdir(tree, 0755) != 0 && errno != EEXIST)
         return ts_err_set(err, TS_EIO, "image store: %s: %s", tree, strerror(errno));
     return 0;
@@ -149,7 +188,7 @@ int image_rootfs_pack(const char *dir, long long *bytes, ts_err *err)
 
 bool image_rootfs_mounted(const char *dir)
 {
-    char mnt[800];
+    char mnt[1000];
     snprintf(mnt, sizeof mnt, "%s/rootfs", dir);
     struct stat d, m;
     return stat(dir, &d) == 0 && lstat(mnt, &m) == 0 && S_ISDIR(m.st_mode) &&
@@ -185,7 +224,9 @@ static int loop_attach(const char *img, char *dev, size_t devn, ts_err *err)
         memset(&cfg, 0, sizeof cfg);
         cfg.fd = (unsigned)ifd;
         cfg.info.lo_flags = LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR;
-        snprintf((char *)cfg.info.lo_file_name, sizeof cfg.info.lo_file_name, "%s", img);
+        size_t len = strlen(img), keep = sizeof cfg.info.lo_file_name - 1;
+        const char *tail = len > keep ? img + len - keep : img; /* its end says which image */
+        memcpy(cfg.info.lo_file_name, tail, strlen(tail));
         if (ioctl(lfd, LOOP_CONFIGURE, &cfg) != 0) {
             e = errno;
             close(lfd);
@@ -220,7 +261,7 @@ static int mount_via_loop(const char *img, const char *mnt, ts_err *err)
 
 static int mount_image(const char *dir, bool loop_only, ts_err *err)
 {
-    char img[800], mnt[800];
+    char img[1000], mnt[1000];
     snprintf(img, sizeof img, "%s/" IMAGE_ROOTFS_FILE, dir);
     snprintf(mnt, sizeof mnt, "%s/rootfs", dir);
     struct stat sb;
@@ -245,7 +286,7 @@ int image_rootfs_mount_loop(const char *dir, ts_err *err)
 
 void image_rootfs_unmount(const char *dir)
 {
-    char mnt[800];
+    char mnt[1000];
     snprintf(mnt, sizeof mnt, "%s/rootfs", dir);
     if (!image_rootfs_mounted(dir))
         return;
@@ -255,7 +296,7 @@ void image_rootfs_unmount(const char *dir)
 
 int image_rootfs_sweep(const ts_image_store *st)
 {
-    char p[700];
+    char p[600];
     snprintf(p, sizeof p, "%s/images", st->root);
     DIR *d = opendir(p);
     if (!d)
@@ -264,7 +305,7 @@ int image_rootfs_sweep(const ts_image_store *st)
     for (struct dirent *e; (e = readdir(d));) {
         if (strlen(e->d_name) != 64)
             continue;
-        char dir[800];
+        char dir[700];
         snprintf(dir, sizeof dir, "%s/%.64s", p, e->d_name);
         if (image_rootfs_mounted(dir) && !image_in_use(dir)) {
             image_rootfs_unmount(dir);
