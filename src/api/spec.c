@@ -635,13 +635,13 @@ enum {
     K_TENANT, K_NAME, K_TIER, K_PRIORITY, K_TASKS, K_TOPOLOGY, K_TIME_LIMIT, K_DURATION,
     K_CHECKPOINT, K_IDLE, K_COMMAND, K_ENV, K_WORKDIR, K_ARRAY, K_DEPENDENCY, K_THROTTLE,
     K_SECRETS, K_NETWORK, K_IMAGE, K_PULL_SECRET, K_MOUNTS, K_CONSTRAINT, K_NODELIST,
-    K_EXCLUDE, K_RESERVATION, K_NOTIFY, K_N
+    K_EXCLUDE, K_RESERVATION, K_NOTIFY, K_DATA, K_N
 };
 static const char *const TOP_KEYS[K_N] = {
     "tenant",   "name",       "tier", "priority_class", "tasks", "topology", "time_limit",
     "duration", "checkpoint", "idle", "command",        "env",   "workdir",  "array_size",
     "dependency", "array_throttle", "secrets", "network", "image", "image_pull_secret",
-    "mounts", "constraint", "nodelist", "exclude", "reservation", "notify"};
+    "mounts", "constraint", "nodelist", "exclude", "reservation", "notify", "data"};
 
 static void walk_top(spec_parser *P, const yaml_node_t *root)
 {
@@ -701,6 +701,8 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
         else
             spec_walk_mounts(P, v[K_MOUNTS]);
     }
+    if (v[K_DATA])
+        spec_walk_data(P, v[K_DATA]);
     if (v[K_PULL_SECRET]) {
         /* a secret of the secret store holding "user:password" for the registry */
         const char *s = spec_text(P, v[K_PULL_SECRET], "image_pull_secret");
@@ -873,6 +875,7 @@ void ts_spec_free(ts_job_spec *spec)
     free(spec->workdir);
     free(spec->image);
     free(spec->mounts);
+    free(spec->data);
     free(spec->dependency);
     free(spec->constraint);
     free(spec->nodelist);

@@ -181,6 +181,13 @@ static json_t *task_json(const ctld *c, const cjob *j, int rank)
                                                 sp->mounts[i].write));
         json_object_set_new(o, "mounts", ms);
     }
+    if (o && sp->ndata > 0) { /* read-only data it reads (docs/images.md) */
+        json_t *ds = json_array();
+        for (int i = 0; i < sp->ndata; i++)
+            json_array_append_new(ds, json_pack("{s:s,s:s}", "ref", sp->data[i].ref, "path",
+                                                sp->data[i].path));
+        json_object_set_new(o, "data", ds);
+    }
     return o;
 }
 

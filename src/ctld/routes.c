@@ -116,6 +116,27 @@ static bool idem_same(ctld *c, const int64_t *ids, int n, const char *json)
  * tenants.yaml, docs/images.md): 400 naming the field. */
 static bool image_ok(ctld *c, const ts_job_spec *spec, ctld_reply *r)
 {
+    /* data images: from a registry the tenant may use, as the image */
+    for (int i = 0; i < spec->ndata; i++) {
+        ts_image_ref dref;
+        if (ts_image_ref_parse(spec->data[i].ref, "data", &dref, NULL) != 0)
+            continue; /* the spec's parse refused it already */
+        char allowed[TS_TENANT_REGISTRIES_BYTES] = "";
+        ctld_lock_reader(c);
+        int k = ts_tenant_find(c->tenants, spec->tenant);
+        bool ok = k < 0 || ts_tenant_registry_ok(&c->tenants->t[k], dref.host);
+        if (!ok)
+            snprintf(allowed, sizeof allowed, "%s", c->tenants->t[k].registries);
+        pthread_mutex_unlock(&c->mu);
+        if (!ok) {
+            char path[40];
+            snprintf(path, sizeof path, "data[%d].ref", i);
+            ctld_field_error(r, path, "tenant \"%s\" may use images from %s only (registries "
+                             "in tenants.yaml), not from %s", spec->tenant,
+                             allowed[0] ? allowed : "no registry", dref.host);
+            return false;
+        }
+    }
     if (!spec->image)
         return true;
     ts_image_ref ref;
