@@ -818,6 +818,7 @@ void ts_agent_apply_mig(ts_agent *a, json_t *mig)
     a->mig_error[0] = '\0';
     size_t i;
     json_t *m;
+    bool changed = false; /* instances made or destroyed: the CDI spec is stale */
     json_array_foreach(mig, i, m)
     {
         int g = (int)json_integer_value(json_object_get(m, "gpu"));
@@ -848,10 +849,16 @@ void ts_agent_apply_mig(ts_agent *a, json_t *mig)
         }
         static ts_agent_mig_report rep;
         ts_err e;
+        memset(&rep, 0, sizeof rep);
         if (ts_agent_mig_apply(a->node->nv, (unsigned)g, &want, busy, nbusy, &rep, &e) != 0 &&
             !a->mig_error[0])
             snprintf(a->mig_error, sizeof a->mig_error, "%.250s", e.msg);
+        changed |= rep.ncreated > 0 || rep.ndestroyed > 0;
     }
+    /* a container task of a new instance gets the instance's own CDI device
+     * (docs/images.md "GPUs in a container") */
+    if (changed && a->node->cdi_refresh)
+        a->node->cdi_refresh(a->node, a->node->cdi_refresh_ctx);
 }
 
 /* Whether answers (an array) already holds the answer to request id. */
