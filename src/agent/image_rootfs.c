@@ -10,9 +10,9 @@
  * the lower layer of each task's overlay. What that buys, measured in
  * bench/image-mount (docs/images.md "One filesystem image per image"): lz4
  * EROFS is made at about the speed of a copy, holds the root in about half
- * its unpacked size, is evicted by unlinking one file instead of walking a
- * tree of 100,000 files, and after a reboot is back with one mount. squashfs
- * (gzip) was measured too and is many times slower to make on two cores.
+ * its unpacked size, is evicted by unlinking one file instead of removing
+ * thousands, and after a reboot is back with one mount. squashfs (gzip) was
+ * measured too and is many times slower to make on two cores.
  *
  * Mounting: Linux 6.12 and later mount an EROFS file directly; older kernels
  * (Debian 12's 6.1) take a loop device, bound with autoclear so that it is
