@@ -111,6 +111,8 @@ typedef struct ts_job_spec {
                                           * registry's "user:password" (a name only) */
     ts_spec_mount *mounts;              /* nmounts host folders bound into the image */
     int nmounts;
+    char user[32];                      /* "" = the submitter's identity; with an image,
+                                         * "image" (its User) or "uid[:gid]" (docs/images.md) */
     ts_spec_data *data;                 /* ndata read-only data images, with or without image */
     int ndata;
     /* the nodes it may use (tessera/node_select.h); NULL = no limit */

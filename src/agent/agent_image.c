@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "agent/agent_internal.h"
+#include "tessera/tenant.h"
 
 #define PULL_RETRY_FIRST_S 2.0
 #define PULL_RETRY_MAX_S 60.0
@@ -296,4 +297,44 @@ void ts_agent_image_forget(ts_agent *a, local_task *lt)
         ts_bundle_remove(dir);
         lt->image_ready = false;
     }
+}
+
+void ts_agent_container_user(const local_task *lt, const json_t *t, char *out, size_t n,
+                             char *why, size_t wn)
+{
+    out[0] = '\0';
+    const char *want = json_string_value(json_object_get(t, "container_user"));
+    if (!want || !*want)
+        return;
+    char from_image[128] = "0"; /* an image without User runs as root, as Docker's */
+    if (!strcmp(want, "image")) {
+        json_t *cfg = json_load_file(lt->image.config_path, 0, NULL);
+        const char *u = json_string_value(
+            json_object_get(json_object_get(cfg, "config"), "User"));
+        if (u && *u)
+            snprintf(from_image, sizeof from_image, "%s", u);
+        json_decref(cfg);
+    }
+    const char *s = strcmp(want, "image") ? want : from_image;
+    int64_t uid, gid;
+    if (!ts_container_user_parse(s, &uid, &gid)) {
+        snprintf(why, wn, "user: the image's User \"%.64s\" is not uid[:gid] in numbers (a "
+                 "name is not looked up in the image): give user: uid[:gid]", s);
+        return;
+    }
+    const json_t *sub = json_object_get(t, "uid"), *range = json_object_get(t, "uid_range");
+    ts_tenant_identity id = {.allow_root = json_is_true(json_object_get(t, "allow_root"))};
+    if (json_array_size(range) == 2) {
+        id.has_uid_range = true;
+        id.uid_min = json_integer_value(json_array_get(range, 0));
+        id.uid_max = json_integer_value(json_array_get(range, 1));
+    }
+    if (!ts_tenant_container_user_ok(&id, json_is_integer(sub) ? json_integer_value(sub) : -1,
+                                     uid, gid)) {
+        snprintf(why, wn, "user: %s (%lld:%lld) is not an identity its tenant may run as in an "
+                 "image (uid and gid 0 need allow_root, another uid one of its uid_range)",
+                 want, (long long)uid, (long long)gid);
+        return;
+    }
+    snprintf(out, n, "%lld:%lld", (long long)uid, (long long)gid);
 }

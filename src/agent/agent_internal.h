@@ -186,6 +186,12 @@ void ts_agent_data_use(ts_agent *a, const local_task *lt, const char *id, char *
 /* Its data digests into / out of the task record's meta (adoption). */
 void ts_agent_data_meta_put(const local_task *lt, json_t *meta);
 void ts_agent_data_meta_get(local_task *lt, json_t *meta);
+/* agent_image.c: who a container task is inside its image (its job's
+ * `user`: "image" or "uid[:gid]"), as "uid:gid" into out, within the
+ * tenant's rules the task carries (uid, allow_root, uid_range); out ""
+ * when the job names none; why when refused. */
+void ts_agent_container_user(const local_task *lt, const json_t *t, char *out, size_t n,
+                             char *why, size_t wn);
 /* Releases each data image (the task is forgotten). */
 void ts_agent_data_release(ts_agent *a, local_task *lt, const char *id);
 

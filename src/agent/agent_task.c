@@ -706,6 +706,7 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
     char bundle[700], secrets_dir[800];
     ts_bundle_mount binds[3 + TASK_MOUNTS_MAX + TS_AGENT_DATA_MAX];
     json_t *cdi = NULL; /* the container's GPUs (docs/images.md "GPUs in a container") */
+    char cuser[64] = "";  /* who it is inside the image when its job says (`user`) */
     if (lt->image_ready) {
         snprintf(bundle, sizeof bundle, "%s/%s", a->bundles, id);
         spec.image = &lt->image;
@@ -750,6 +751,9 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
         if (!why[0])
             cdi = task_cdi_edits(a, lt, why, sizeof why);
         spec.cdi_edits = cdi;
+        if (!why[0])
+            ts_agent_container_user(lt, t, cuser, sizeof cuser, why, sizeof why);
+        spec.container_user = cuser[0] ? cuser : NULL;
         spec.workdir = workdir; /* inside the image; NULL: the image's own */
         if (!argv || !argv[0])
             spec.argv = NULL; /* the image's own command */

@@ -118,6 +118,8 @@ typedef struct ts_task_spec {
     const ts_bundle_mount *mounts;/* more binds into the container */
     size_t nmounts;
     const json_t *cdi_edits;      /* its GPUs from the node's CDI spec (agent/cdi.h); NULL: none */
+    const char *container_user;   /* "uid:gid" inside the image (its job's `user`, checked
+                                   * by the caller); NULL: user's identity */
 
     const char *record_dir;       /* <record_dir>/<task_id>.task and .exit; NULL: log_dir */
     const char *meta;             /* opaque, kept in the record for the caller (e.g. JSON:

@@ -374,6 +374,41 @@ def scenario_data_spec_checked_at_submission(c):
               f"{data} for {tenant}: 400 naming {field} ({why}): {st} {d}")
 
 
+def scenario_user_inside_the_image(c):
+    """images.md: `user` runs a container task as the image's own `User` (`user: image`) or as the numbers given (`user: "uid[:gid]"`), within its tenant's rules; a value that is neither is refused at submission (400), naming the field."""
+    r = registry()
+    if "user" not in _reg:
+        import subprocess
+        layout = r.build("team-user-1", "an image with its User")
+        subprocess.run(["umoci", "config", "--image", f"{layout}:team-user-1", "--config.user",
+                        "4321:4322"], check=True, capture_output=True)
+        _reg["user"] = r.push(layout, "team-user-1", "team/user:1")
+    cmd = "echo uid=$(id -u) gid=$(id -g)"
+    jid = c.submit(spec("as-numbers", cmd, f"{r.host}/team/tools:1", user="4242:4243"))
+    j = c.wait_job(jid, "completed", 90)
+    node = next((n for n in ("r-1", "r-2") if c.output(n, jid)), "r-1")
+    out = c.output(node, jid)
+    check(bool(j) and "uid=4242 gid=4243" in out, f"user: 4242:4243 runs as those: {out!r}")
+    jid = c.submit(spec("as-image", cmd, _reg["user"], user="image"))
+    j = c.wait_job(jid, "completed", 90)
+    node = next((n for n in ("r-1", "r-2") if c.output(n, jid)), "r-1")
+    out = c.output(node, jid)
+    check(bool(j) and "uid=4321 gid=4322" in out, f"user: image runs as the image's User: {out!r}")
+    st, d = c.call("POST", "/v1/jobs", spec("bad-user", "true", f"{r.host}/team/tools:1",
+                                            user="alice"))
+    check(st == 400 and "user" in str(d) and "uid[:gid]" in str(d),
+          f"a name: 400 naming user: {st} {d}")
+    bare = spec("bare-user", "true", f"{r.host}/team/tools:1", user="4242")
+    del bare["image"]
+    st, d = c.call("POST", "/v1/jobs", bare)
+    check(st == 400 and "user" in str(d) and "only with an image" in str(d),
+          f"without an image: 400 naming user: {st} {d}")
+
+
+scenario_user_inside_the_image.needs_root = True
+scenario_user_inside_the_image.needs = NEEDS
+
+
 def scenario_registry_down_job_waits_image_pull(c):
     """images.md: a job whose registry is down or slow is not failed: it waits,
     its reason `image_pull`, while the pull is tried again."""
