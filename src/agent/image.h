@@ -100,6 +100,11 @@ typedef struct ts_image {
 int ts_image_store_open(ts_image_store *st, const char *root, long long budget_bytes,
                         ts_err *err);
 
+/* Unmounts the packed roots of images no task uses (an agent stopping: its
+ * running tasks' images stay mounted for the next agent to adopt). The
+ * store stays on disk; st may be opened again. */
+void ts_image_store_close(ts_image_store *st);
+
 /* Pulls ref (manifest, index -> linux/amd64, config, layers; every blob's
  * digest checked, a mismatching blob discarded and fetched once more) and
  * prepares its root filesystem, unless already there. Then evicts images no

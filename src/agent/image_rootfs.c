@@ -315,3 +315,12 @@ int image_rootfs_sweep(const ts_image_store *st)
     closedir(d);
     return n;
 }
+
+void ts_image_store_close(ts_image_store *st)
+{
+    int lk = image_store_lock(st, NULL);
+    if (lk < 0)
+        return;
+    image_rootfs_sweep(st);
+    image_store_unlock(lk);
+}

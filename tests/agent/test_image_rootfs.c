@@ -299,6 +299,13 @@ static void eviction_and_restart_unmount_unused(void **state)
     assert_true(image_store_find(&st, idle, &img));
     image_store_unlock(lk);
     assert_true(image_rootfs_mounted(didle));
+    /* an agent stopping: the same, no mount left but those tasks sit on */
+    ts_image_store_close(&st);
+    assert_true(image_rootfs_mounted(dused));
+    assert_false(image_rootfs_mounted(didle));
+    lk = image_store_lock(&st, &err);
+    assert_true(image_store_find(&st, idle, &img));
+    image_store_unlock(lk);
 
     /* eviction: the unused image is unmounted and goes; the used one stays */
     ts_image_evict(&st, 0);
