@@ -30,6 +30,18 @@ function startShort(j) {
   return e ? "unknown" : "-";
 }
 
+/* A running job whose image (or data) is still coming to a node
+ * (image_pull in the job JSON, docs/images.md): "image 40% (12 of 30 MiB) to
+ * rank 0"; "" otherwise. */
+function pullText(j) {
+  const p = j.image_pull;
+  if (!p || typeof p !== "object") return "";
+  const mib = b => (b / 1048576).toFixed(b < 10485760 ? 1 : 0);
+  const pct = p.total_bytes > 0 ? Math.floor(100 * p.done_bytes / p.total_bytes) + "% (" : "(";
+  return "image " + pct + mib(p.done_bytes || 0) + " of " + (p.total_bytes > 0 ? mib(p.total_bytes) : "?") +
+    " MiB) to rank " + p.rank;
+}
+
 function jobRow(j) {
   return '<tr data-job="' + j.id + '"><td class="num"><a href="#/job/' + j.id + '">' + j.id + "</a></td><td>" +
     esc(j.name) + "</td><td>" + swatch(j.tenant) + "</td><td>" + esc(j.owner) + '</td><td><span class="state s-' +
@@ -37,7 +49,7 @@ function jobRow(j) {
     "</td><td>" + esc(positionShort(j)) + '</td><td title="' + esc(j.state === "pending" ? startCell(j) : "") + '">' +
     esc(j.state === "pending" ? startShort(j) : j.start_time ? "started " + ago(j.start_time) : "-") +
     "</td><td>" + esc(ago(j.submit_time)) + '</td><td class="reason"><b>' + esc(j.reason || "") + "</b> " +
-    '<span class="muted">' + esc(j.why || "") + "</span></td></tr>";
+    '<span class="muted">' + esc([pullText(j), j.why || ""].filter(Boolean).join("; ")) + "</span></td></tr>";
 }
 
 VIEWS.queue = async function (main, v) {
@@ -186,6 +198,10 @@ VIEWS.job = async function (main, v) {
     "<dt>state</dt><dd><span class=\"state s-" + esc(j.state) + '">' + esc(j.state) + "</span></dd>" +
     "<dt>tenant</dt><dd>" + swatch(j.tenant) + "</dd><dt>owner</dt><dd>" + esc(j.owner) + "</dd>" +
     "<dt>tier</dt><dd>" + esc(j.tier) + "</dd><dt>GPUs</dt><dd>" + esc(gpusCell(j)) + "</dd>" +
+    (j.spec && j.spec.image ? '<dt>image</dt><dd id="j-image">' + esc(j.spec.image) +
+      (j.image_pull ? '<br><span class="muted">' + esc(pullText(j)) + "</span>" : "") + "</dd>" : "") +
+    (j.spec && Array.isArray(j.spec.data) ? '<dt>data</dt><dd id="j-data">' +
+      j.spec.data.map(d => esc(d.path) + " \u2190 " + esc(d.ref)).join("<br>") + "</dd>" : "") +
     "<dt>submitted</dt><dd>" + esc(isoTime(j.submit_time)) + "</dd><dt>started</dt><dd>" + esc(isoTime(j.start_time)) + "</dd>" +
     "<dt>ended</dt><dd>" + esc(isoTime(j.end_time)) + "</dd><dt>exit code</dt><dd id=\"j-exit\">" + esc(exitCell(j)) + "</dd>" +
     "<dt>preemptions</dt><dd>" + esc(j.preemptions) + "</dd>" +

@@ -46,6 +46,16 @@ typedef struct ts_spec_mount {
     bool write;                         /* read-write; default read-only */
 } ts_spec_mount;
 
+/* Read-only data a job's tasks read (model weights, a data set): an image in
+ * a registry, pinned by digest, whose layers hold the files (docs/images.md
+ * "Model weights and data sets"). */
+#define TS_SPEC_MAX_DATA 8
+#define TS_SPEC_DATA_REF_MAX 512
+typedef struct ts_spec_data {
+    char ref[TS_SPEC_DATA_REF_MAX];     /* host[:port]/repo@sha256:<64 hex> */
+    char path[256];                     /* where a container task sees it (clean, absolute) */
+} ts_spec_data;
+
 /* One group of identical tasks (ranks in order: group 0's first). */
 typedef struct ts_task_spec {
     int count;                          /* >= 1 */
@@ -102,6 +112,10 @@ typedef struct ts_job_spec {
                                           * registry's "user:password" (a name only) */
     ts_spec_mount *mounts;              /* nmounts host folders bound into the image */
     int nmounts;
+    char user[32];                      /* "" = the submitter's identity; with an image,
+                                         * "image" (its User) or "uid[:gid]" (docs/images.md) */
+    ts_spec_data *data;                 /* ndata read-only data images, with or without image */
+    int ndata;
     /* the nodes it may use (tessera/node_select.h); NULL = no limit */
     char *constraint;                   /* node features: "a&b|c" */
     char *nodelist;                     /* only these nodes: "r-[1-4],s-1" */

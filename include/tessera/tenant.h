@@ -117,6 +117,18 @@ bool ts_tenant_registry_ok(const ts_tenant *t, const char *host);
  * ts_mount_path_ok) into its image, read-write when write. */
 bool ts_tenant_mount_ok(const ts_tenant *t, const char *host_path, bool write);
 
+/* Whether a container task of the tenant's may run as uid:gid inside its
+ * image (a job's `user`, docs/images.md), its job submitted by a token
+ * mapped to submitter_uid (-1: none): a root submitter may name anyone; uid
+ * or gid 0 needs allow_root; otherwise the submitter's own uid, or one of
+ * the tenant's uid_range. Pure. */
+bool ts_tenant_container_user_ok(const ts_tenant_identity *id, int64_t submitter_uid,
+                                 int64_t uid, int64_t gid);
+
+/* Parses "uid[:gid]" (decimal, each 0..2^31-1; gid defaults to uid) into
+ * uid, gid; false when s is not that. Pure. */
+bool ts_container_user_parse(const char *s, int64_t *uid, int64_t *gid);
+
 /* An absolute path under TS_MOUNT_PATH_MAX bytes with no empty, "." or ".."
  * component and no trailing "/" (except "/" itself). */
 bool ts_mount_path_ok(const char *p);

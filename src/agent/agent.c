@@ -172,6 +172,8 @@ void ts_agent_free(ts_agent *a)
      * shutdown that should stop it calls ts_agent_stop_all first) */
     for (int i = 0; i < a->ntasks; i++)
         ts_task_detach(a->tasks[i].t);
+    if (a->images_ok) /* no mount left behind but those its running tasks sit on */
+        ts_image_store_close(&a->images);
     curl_easy_cleanup(a->h);
     json_decref(a->log_answers);
     free(a->net_peers);

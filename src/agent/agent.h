@@ -83,6 +83,11 @@ typedef struct ts_agent_node {
                              * stopped (shim_not_loaded); <= 0: TS_AGENT_SHIM_REGISTER_S */
     char sysfs_root[256];   /* where the adapters' partition tables are read; "" = /sys */
     json_t *cdi;            /* the node's CDI spec (agent/cdi.h), for container tasks; NULL none */
+    /* called (on the agent's thread) after a MIG reconfiguration made or
+     * destroyed instances: discovers the node again and replaces cdi (and
+     * its files); NULL: the spec stays as made at start */
+    void (*cdi_refresh)(struct ts_agent_node *node, void *ctx);
+    void *cdi_refresh_ctx;
     /* health, refreshed by the caller before each sync; NULL = not reported */
     json_t *(*health)(void *ctx);
     void *health_ctx;

@@ -12,6 +12,9 @@
  * reason image_not_found); the registry is down or slow (the pull is tried
  * again with a doubling pause up to PULL_RETRY_MAX_S: the job waits, it is
  * not failed); a bad or too large image (the task fails, saying why).
+ * A job's read-only data images (agent_data.c) come in the same pull, after
+ * its image, with the same outcomes; a task with data and no image waits
+ * for its data the same way.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -20,6 +23,7 @@
 #include <string.h>
 
 #include "agent/agent_internal.h"
+#include "tessera/tenant.h"
 
 #define PULL_RETRY_FIRST_S 2.0
 #define PULL_RETRY_MAX_S 60.0
@@ -29,50 +33,76 @@ struct agent_pull {
     bool done, abandoned;
     int rc;
     ts_err err;
-    ts_image img;
-    ts_image_ref ref;
+    int nrefs;                  /* the image (when has_image) first, then the data */
+    bool has_image;
+    ts_image_ref refs[1 + TS_AGENT_DATA_MAX];
+    ts_image imgs[1 + TS_AGENT_DATA_MAX];
+    bool plain_http[1 + TS_AGENT_DATA_MAX];
     ts_image_store *store;
-    bool plain_http;
     char ca_file[512];
     char cred[1024];            /* "user:password" or "", wiped when freed */
     char task_id[64];           /* the task that will use the image */
     long long bytes_done, bytes_total;
+    long long base_done, cur_total; /* the refs pulled before this one; this one's total */
 };
 
 static void on_progress(void *ctx, long long done, long long total)
 {
     struct agent_pull *p = ctx;
     pthread_mutex_lock(&p->mu);
-    p->bytes_done = done;
-    p->bytes_total = total;
+    p->cur_total = total;
+    p->bytes_done = p->base_done + done;
+    p->bytes_total = p->base_done + total;
     pthread_mutex_unlock(&p->mu);
+}
+
+/* Releases the images of refs [0, n) this pull registered its task on. */
+static void release_pulled(struct agent_pull *p, int n)
+{
+    for (int k = 0; k < n; k++)
+        ts_image_release(p->store, p->imgs[k].digest, p->task_id);
 }
 
 static void *pull_main(void *arg)
 {
     struct agent_pull *p = arg;
-    ts_pull_opts o = {.plain_http = p->plain_http, .ca_file = p->ca_file[0] ? p->ca_file : NULL,
+    ts_pull_opts o = {.ca_file = p->ca_file[0] ? p->ca_file : NULL,
                       .progress = on_progress, .progress_ctx = p, .use_as = p->task_id};
     char *colon = strchr(p->cred, ':');
+    const char *user = NULL, *password = NULL;
     if (colon) {
         *colon = '\0';
-        o.user = p->cred;
-        o.password = colon + 1;
+        user = p->cred;
+        password = colon + 1;
     }
-    ts_image img;
     ts_err err = {0};
-    int rc = ts_image_pull(p->store, &p->ref, &o, &img, &err);
+    int rc = 0, k;
+    for (k = 0; k < p->nrefs && !rc; k++) {
+        /* the pull secret goes to the job's image registry only */
+        bool own = p->has_image && !strcmp(p->refs[k].host, p->refs[0].host);
+        o.user = own ? user : NULL;
+        o.password = own ? password : NULL;
+        o.plain_http = p->plain_http[k];
+        rc = ts_image_pull(p->store, &p->refs[k], &o, &p->imgs[k], &err);
+        if (rc && (k > 0 || !p->has_image))
+            ts_err_prefix(&err, "data[%d]: ", k - (p->has_image ? 1 : 0));
+        pthread_mutex_lock(&p->mu);
+        p->base_done += p->cur_total;
+        p->cur_total = 0;
+        pthread_mutex_unlock(&p->mu);
+    }
+    if (rc) /* all or nothing: the next try starts again (what came is cached) */
+        release_pulled(p, k - 1);
     pthread_mutex_lock(&p->mu);
     p->rc = rc;
     p->err = err;
-    p->img = img;
     p->done = true;
     explicit_bzero(p->cred, sizeof p->cred);
     bool gone = p->abandoned;
     pthread_mutex_unlock(&p->mu);
     if (gone) {
         if (rc == 0) /* its task was forgotten meanwhile */
-            ts_image_release(p->store, img.digest, p->task_id);
+            release_pulled(p, p->nrefs);
         pthread_mutex_destroy(&p->mu);
         free(p);
     }
@@ -98,9 +128,20 @@ static int pull_begin(ts_agent *a, local_task *lt)
     if (!p)
         return -1;
     pthread_mutex_init(&p->mu, NULL);
-    p->ref = lt->image_ref;
+    p->has_image = json_object_get(lt->waiting, "image") != NULL;
+    if (p->has_image)
+        p->refs[p->nrefs++] = lt->image_ref;
+    char why[TS_ERR_MSG_MAX] = "";
+    /* the data were checked when the task came (ts_agent_image_wait): read again */
+    if (!ts_agent_data_read(lt, lt->waiting, p->refs + p->nrefs, why, sizeof why)) {
+        pthread_mutex_destroy(&p->mu);
+        free(p);
+        return -1;
+    }
+    p->nrefs += lt->ndata;
     p->store = &a->images;
-    p->plain_http = host_listed(a->cfg.plain_http_registries, lt->image_ref.host);
+    for (int k = 0; k < p->nrefs; k++)
+        p->plain_http[k] = host_listed(a->cfg.plain_http_registries, p->refs[k].host);
     snprintf(p->ca_file, sizeof p->ca_file, "%s", a->cfg.ca_file);
     if (lt->image_cred)
         snprintf(p->cred, sizeof p->cred, "%s", lt->image_cred);
@@ -132,13 +173,16 @@ static void wipe_cred(local_task *lt)
 bool ts_agent_image_wait(ts_agent *a, local_task *lt, json_t *t)
 {
     const char *image = json_string_value(json_object_get(t, "image"));
-    if (!image)
+    if (!image && json_array_size(json_object_get(t, "data")) == 0)
         return false;
     ts_err e;
-    if (ts_image_ref_parse(image, "image", &lt->image_ref, &e) != 0) {
+    if (image && ts_image_ref_parse(image, "image", &lt->image_ref, &e) != 0) {
         snprintf(lt->start_error, sizeof lt->start_error, "%s", e.msg);
         return true;
     }
+    ts_image_ref data_refs[TS_AGENT_DATA_MAX];
+    if (!ts_agent_data_read(lt, t, data_refs, lt->start_error, sizeof lt->start_error))
+        return true;
     if (!a->images_ok) {
         snprintf(lt->start_error, sizeof lt->start_error, "image: this node's image store "
                  "could not be opened: %.400s", a->images_error);
@@ -185,7 +229,18 @@ void ts_agent_images_poll(ts_agent *a, double now)
         lt->pull = NULL;
         int rc = p->rc;
         ts_err err = p->err;
-        lt->image = p->img;
+        if (rc == 0) {
+            int off = p->has_image ? 1 : 0;
+            if (p->has_image)
+                lt->image = p->imgs[0];
+            for (int k = 0; k < lt->ndata && off + k < p->nrefs; k++) {
+                snprintf(lt->data[k].digest, sizeof lt->data[k].digest, "%s",
+                         p->imgs[off + k].digest);
+                snprintf(lt->data[k].rootfs, sizeof lt->data[k].rootfs, "%s",
+                         p->imgs[off + k].rootfs);
+            }
+        }
+        bool has_image = p->has_image;
         pthread_mutex_destroy(&p->mu);
         free(p);
         if (rc == TS_EIO) { /* the registry is down or slow: the job waits */
@@ -204,7 +259,9 @@ void ts_agent_images_poll(ts_agent *a, double now)
         } else if (rc != 0) {
             snprintf(lt->start_error, sizeof lt->start_error, "%s", err.msg);
         } else {
-            lt->image_ready = true;
+            lt->image_ready = has_image;
+            lt->data_ready = lt->ndata > 0;
+            lt->pulled = true;
             ts_agent_start_task_in(a, lt, t);
         }
         json_decref(t);
@@ -221,7 +278,7 @@ void ts_agent_image_forget(ts_agent *a, local_task *lt)
         pthread_mutex_unlock(&p->mu);
         if (done) {
             if (p->rc == 0) /* registered as its user by the pull */
-                ts_image_release(&a->images, p->img.digest, p->task_id);
+                release_pulled(p, p->nrefs);
             pthread_mutex_destroy(&p->mu);
             free(p);
         }
@@ -230,12 +287,54 @@ void ts_agent_image_forget(ts_agent *a, local_task *lt)
     json_decref(lt->waiting);
     lt->waiting = NULL;
     wipe_cred(lt);
+    char id[64];
+    snprintf(id, sizeof id, "j%lld-r%d", (long long)lt->job, lt->rank);
+    ts_agent_data_release(a, lt, id);
     if (lt->image_ready) {
-        char id[64], dir[700];
-        snprintf(id, sizeof id, "j%lld-r%d", (long long)lt->job, lt->rank);
+        char dir[700];
         ts_image_release(&a->images, lt->image.digest, id);
         snprintf(dir, sizeof dir, "%s/%s", a->bundles, id);
         ts_bundle_remove(dir);
         lt->image_ready = false;
     }
+}
+
+void ts_agent_container_user(const local_task *lt, const json_t *t, char *out, size_t n,
+                             char *why, size_t wn)
+{
+    out[0] = '\0';
+    const char *want = json_string_value(json_object_get(t, "container_user"));
+    if (!want || !*want)
+        return;
+    char from_image[128] = "0"; /* an image without User runs as root, as Docker's */
+    if (!strcmp(want, "image")) {
+        json_t *cfg = json_load_file(lt->image.config_path, 0, NULL);
+        const char *u = json_string_value(
+            json_object_get(json_object_get(cfg, "config"), "User"));
+        if (u && *u)
+            snprintf(from_image, sizeof from_image, "%s", u);
+        json_decref(cfg);
+    }
+    const char *s = strcmp(want, "image") ? want : from_image;
+    int64_t uid, gid;
+    if (!ts_container_user_parse(s, &uid, &gid)) {
+        snprintf(why, wn, "user: the image's User \"%.64s\" is not uid[:gid] in numbers (a "
+                 "name is not looked up in the image): give user: uid[:gid]", s);
+        return;
+    }
+    const json_t *sub = json_object_get(t, "uid"), *range = json_object_get(t, "uid_range");
+    ts_tenant_identity id = {.allow_root = json_is_true(json_object_get(t, "allow_root"))};
+    if (json_array_size(range) == 2) {
+        id.has_uid_range = true;
+        id.uid_min = json_integer_value(json_array_get(range, 0));
+        id.uid_max = json_integer_value(json_array_get(range, 1));
+    }
+    if (!ts_tenant_container_user_ok(&id, json_is_integer(sub) ? json_integer_value(sub) : -1,
+                                     uid, gid)) {
+        snprintf(why, wn, "user: %s (%lld:%lld) is not an identity its tenant may run as in an "
+                 "image (uid and gid 0 need allow_root, another uid one of its uid_range)",
+                 want, (long long)uid, (long long)gid);
+        return;
+    }
+    snprintf(out, n, "%lld:%lld", (long long)uid, (long long)gid);
 }

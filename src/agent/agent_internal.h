@@ -17,6 +17,8 @@
 #include "agent/agent.h"
 #include "agent/image.h"
 
+#define TS_AGENT_DATA_MAX 8 /* a job spec's data (TS_SPEC_MAX_DATA) */
+
 typedef struct local_task {
     int64_t job;
     int rank;
@@ -64,6 +66,15 @@ typedef struct local_task {
     bool image_ready;           /* a user of image (released when forgotten) */
     char launch_end[32];        /* the end a start failure reports ("image_not_found"), "" */
     char *image_cred;           /* the pull secret, "user:password" (malloc'd, wiped), NULL */
+    /* its job's read-only data images (agent_data.c), pulled with its image */
+    int ndata;
+    struct local_data {
+        char digest[TS_IMAGE_DIGEST_MAX];
+        char rootfs[700];       /* the data's files on this node (read-only) */
+        char path[256];         /* where a container task sees them */
+    } data[TS_AGENT_DATA_MAX];
+    bool data_ready;            /* a user of each data image (released when forgotten) */
+    bool pulled;                /* its image and data are here: start it */
     /* a fractional task's shim mark (TESSERA_CUDA_LOADED, docs/sharing.md):
      * the file the agent made, which the shim writes to once loaded */
     char shim_mark[720];        /* "" none (no shim, or an adopted task: not watched) */
@@ -223,6 +234,30 @@ void ts_agent_images_poll(ts_agent *a, double now);
 /* The task is forgotten: its pull abandoned, its image released, its
  * bundle removed. */
 void ts_agent_image_forget(ts_agent *a, local_task *lt);
+
+/* agent_data.c: a job's read-only data images (docs/images.md "Model
+ * weights and data sets"). */
+/* Reads t's data into lt (refs into refs, at most TS_AGENT_DATA_MAX); false
+ * with why when one is malformed. */
+bool ts_agent_data_read(local_task *lt, json_t *t, ts_image_ref *refs, char *why, size_t n);
+/* TESSERA_DATA_<i> for each: the path in the container, or the node's
+ * read-only copy for a bare task. */
+void ts_agent_data_env(const local_task *lt, json_t *envj);
+/* A container task's read-only binds of its data; returns how many were put. */
+size_t ts_agent_data_binds(const local_task *lt, ts_bundle_mount *binds, size_t room);
+/* Registers the task as a user of each data image; why on failure. */
+void ts_agent_data_use(ts_agent *a, const local_task *lt, const char *id, char *why, size_t n);
+/* Its data digests into / out of the task record's meta (adoption). */
+void ts_agent_data_meta_put(const local_task *lt, json_t *meta);
+void ts_agent_data_meta_get(local_task *lt, json_t *meta);
+/* agent_image.c: who a container task is inside its image (its job's
+ * `user`: "image" or "uid[:gid]"), as "uid:gid" into out, within the
+ * tenant's rules the task carries (uid, allow_root, uid_range); out ""
+ * when the job names none; why when refused. */
+void ts_agent_container_user(const local_task *lt, const json_t *t, char *out, size_t n,
+                             char *why, size_t wn);
+/* Releases each data image (the task is forgotten). */
+void ts_agent_data_release(ts_agent *a, local_task *lt, const char *id);
 
 /* task_secrets.c: a starting task's secrets (t["secrets"]): variables
  * appended to envj, files written to its private folder (named in envj as

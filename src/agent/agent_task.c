@@ -207,6 +207,7 @@ int ts_agent_adopt_one(const char *id, void *ctx)
         snprintf(lt->image.digest, sizeof lt->image.digest, "%s", img);
         lt->image_ready = true;
     }
+    ts_agent_data_meta_get(lt, m); /* its data images: released when it goes */
     /* its shim mark, if still the file this agent made there (a regular
      * file in the steps folder): watched from now for a full period */
     const char *mark = json_string_value(json_object_get(m, "shim_mark"));
@@ -509,7 +510,7 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
     lt->is_step = json_is_integer(json_object_get(t, "step"));
     lt->step = (int)json_integer_value(json_object_get(t, "step"));
     lt->run = json_number_value(json_object_get(t, "run"));
-    if (!lt->image_ready && ts_agent_image_wait(a, lt, t))
+    if (!lt->image_ready && !lt->pulled && ts_agent_image_wait(a, lt, t))
         return; /* started by ts_agent_images_poll once its image is there */
     int mig_profile = json_is_integer(json_object_get(t, "mig_profile"))
                           ? (int)json_integer_value(json_object_get(t, "mig_profile"))
@@ -574,6 +575,7 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
         json_array_insert_new(envj, 0, json_string("NCCL_SOCKET_IFNAME=eth0"));
     }
     char why[TS_ERR_MSG_MAX] = "";
+    ts_agent_data_env(lt, envj); /* where its read-only data are (docs/images.md) */
     ts_agent_secrets_put(a, lt, t, envj, why, sizeof why); /* why: the start fails */
     const char **env = strv(envj);
     json_t *gpus = json_object_get(t, "gpus");
@@ -735,8 +737,9 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
         spec.stdio_tty = lt->stdio_tty;
     }
     char bundle[700], secrets_dir[800];
-    ts_bundle_mount binds[3 + TASK_MOUNTS_MAX];
+    ts_bundle_mount binds[3 + TASK_MOUNTS_MAX + TS_AGENT_DATA_MAX];
     json_t *cdi = NULL; /* the container's GPUs (docs/images.md "GPUs in a container") */
+    char cuser[64] = "";  /* who it is inside the image when its job says (`user`) */
     if (lt->image_ready) {
         snprintf(bundle, sizeof bundle, "%s/%s", a->bundles, id);
         spec.image = &lt->image;
@@ -765,6 +768,7 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
             binds[nb++] = (ts_bundle_mount){host, in,
                                             json_is_true(json_object_get(mj, "write"))};
         }
+        nb += ts_agent_data_binds(lt, binds + nb, sizeof binds / sizeof binds[0] - nb);
         spec.mounts = binds;
         spec.nmounts = nb;
         /* a fractional task's shim, at the path its LD_PRELOAD names; an image
@@ -780,6 +784,9 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
         if (!why[0])
             cdi = task_cdi_edits(a, lt, why, sizeof why);
         spec.cdi_edits = cdi;
+        if (!why[0])
+            ts_agent_container_user(lt, t, cuser, sizeof cuser, why, sizeof why);
+        spec.container_user = cuser[0] ? cuser : NULL;
         spec.workdir = workdir; /* inside the image; NULL: the image's own */
         if (!argv || !argv[0])
             spec.argv = NULL; /* the image's own command */
@@ -787,6 +794,8 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
         if (!why[0] && ts_image_use(&a->images, lt->image.digest, id, &ue) != 0)
             snprintf(why, sizeof why, "%s", ue.msg);
     }
+    if (!why[0])
+        ts_agent_data_use(a, lt, id, why, sizeof why);
     /* what a restarted agent needs to adopt the task (ts_task_adopt) */
     json_t *gl = json_array();
     for (int k = 0; k < lt->ngpu; k++)
@@ -813,6 +822,7 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
         json_object_set_new(mj, "net_vni", json_integer(lt->net_vni));
     if (mj && lt->image_ready) /* released when the task is forgotten */
         json_object_set_new(mj, "image_digest", json_string(lt->image.digest));
+    ts_agent_data_meta_put(lt, mj);
     if (mj && lt->shim_mark[0]) /* watched again, and removed, by an adopting agent */
         json_object_set_new(mj, "shim_mark", json_string(lt->shim_mark));
     char *meta = mj ? json_dumps(mj, JSON_COMPACT) : NULL;
@@ -851,6 +861,7 @@ void ts_agent_apply_mig(ts_agent *a, json_t *mig)
     a->mig_error[0] = '\0';
     size_t i;
     json_t *m;
+    bool changed = false; /* instances made or destroyed: the CDI spec is stale */
     json_array_foreach(mig, i, m)
     {
         int g = (int)json_integer_value(json_object_get(m, "gpu"));
@@ -881,10 +892,16 @@ void ts_agent_apply_mig(ts_agent *a, json_t *mig)
         }
         static ts_agent_mig_report rep;
         ts_err e;
+        memset(&rep, 0, sizeof rep);
         if (ts_agent_mig_apply(a->node->nv, (unsigned)g, &want, busy, nbusy, &rep, &e) != 0 &&
             !a->mig_error[0])
             snprintf(a->mig_error, sizeof a->mig_error, "%.250s", e.msg);
+        changed |= rep.ncreated > 0 || rep.ndestroyed > 0;
     }
+    /* a container task of a new instance gets the instance's own CDI device
+     * (docs/images.md "GPUs in a container") */
+    if (changed && a->node->cdi_refresh)
+        a->node->cdi_refresh(a->node, a->node->cdi_refresh_ctx);
 }
 
 /* Whether answers (an array) already holds the answer to request id. */

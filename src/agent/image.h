@@ -5,8 +5,10 @@
  * A task that names an image runs in a root filesystem made from it. The
  * agent pulls the image through the OCI distribution API (image_pull.c),
  * keeps every blob once, by digest, in a store on the node's disk shared by
- * all tasks (image_store.c), and prepares one unpacked root filesystem per
- * image, once (image_unpack.c: layers are hostile input, see there). Each
+ * all tasks (image_store.c), and prepares one root filesystem per image,
+ * once: unpacked (image_unpack.c: layers are hostile input, see there), then
+ * packed into a read-only EROFS image mounted for all its tasks where the
+ * node can (image_rootfs.c). Each
  * task then gets a bundle (image_bundle.c): an overlay whose lower layer is
  * that root filesystem and whose upper layer is the task's own, plus an OCI
  * config.json that an OCI runtime (runc) runs. docs/images.md has the layout
@@ -68,6 +70,7 @@ typedef struct ts_image_store {
     char root[512];             /* <root>/blobs/sha256, <root>/images/<hex>, <root>/tmp */
     long long budget_bytes;     /* 0: no budget */
     ts_unpack_limits limits;
+    bool unpacked_roots;        /* keep each root an unpacked tree, never an EROFS image */
 } ts_image_store;
 
 typedef struct ts_pull_opts {
@@ -86,7 +89,8 @@ typedef struct ts_pull_opts {
 
 typedef struct ts_image {
     char digest[TS_IMAGE_DIGEST_MAX];   /* the platform manifest's digest: the image's id */
-    char rootfs[700];                   /* the prepared root filesystem (read-only use) */
+    char rootfs[700];                   /* the prepared root filesystem (read-only use;
+                                           mounted while the image is in the store) */
     char config_path[700];              /* the image's config blob (JSON) */
     long long size_bytes;               /* blobs + unpacked root filesystem */
     bool cached;                        /* was already prepared */
@@ -95,6 +99,11 @@ typedef struct ts_image {
 /* Creates the store's directories. */
 int ts_image_store_open(ts_image_store *st, const char *root, long long budget_bytes,
                         ts_err *err);
+
+/* Unmounts the packed roots of images no task uses (an agent stopping: its
+ * running tasks' images stay mounted for the next agent to adopt). The
+ * store stays on disk; st may be opened again. */
+void ts_image_store_close(ts_image_store *st);
 
 /* Pulls ref (manifest, index -> linux/amd64, config, layers; every blob's
  * digest checked, a mismatching blob discarded and fetched once more) and

@@ -4,7 +4,9 @@
  *
  *   <root>/blobs/sha256/<hex>         a verified blob (written under tmp/, renamed)
  *   <root>/images/<hex>/manifest.json the image's platform manifest, as pulled
- *   <root>/images/<hex>/rootfs/       its layers unpacked, in order (read-only use)
+ *   <root>/images/<hex>/rootfs/       its layers unpacked, in order (read-only use);
+ *                                     or the mount point of:
+ *   <root>/images/<hex>/rootfs.erofs  that tree packed, where the node can (image_rootfs.c)
  *   <root>/images/<hex>/bytes         the rootfs's size, for the budget
  *   <root>/images/<hex>/users/<task>  one empty file per task that runs on it
  *   <root>/images/<hex>/used          touched at each use: its mtime orders eviction
@@ -29,6 +31,7 @@
 
 #include <jansson.h>
 
+#include "image_rootfs.h"
 #include "image_store.h"
 
 #define IMAGES_MAX 4096          /* images one eviction pass considers */
@@ -76,6 +79,11 @@ static void rm_at(int dfd, const char *name, int depth)
 static void rm_tree(const char *path)
 {
     rm_at(AT_FDCWD, path, 0);
+}
+
+void image_rm_tree(const char *path)
+{
+    rm_tree(path);
 }
 
 static long long tree_bytes_at(int dfd, int depth)
@@ -142,6 +150,7 @@ int ts_image_store_open(ts_image_store *st, const char *root, long long budget_b
     snprintf(p, sizeof p, "%s/tmp", root);
     rm_tree(p);
     mkdir(p, 0700);
+    image_rootfs_sweep(st); /* mounts of images no task uses any more */
     image_store_unlock(lk);
     return 0;
 }
@@ -217,7 +226,7 @@ bool image_store_find(ts_image_store *st, const char *digest, ts_image *out)
     image_dir(st, digest, dir, sizeof dir);
     snprintf(p, sizeof p, "%s/rootfs", dir);
     struct stat sb;
-    if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode))
+    if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode) || image_rootfs_mount(dir, NULL) != 0)
         return false;
     fill_image(st, digest, dir, out);
     out->cached = true;
@@ -260,7 +269,11 @@ int image_store_prepare(ts_image_store *st, const char *digest, const char *mani
     }
     close(root_fd);
     char num[32];
-    long long bytes = tree_bytes(p);
+    long long bytes = 0;
+    if (!rc && image_rootfs_can_pack(st))
+        rc = image_rootfs_pack(tmp, &bytes, err); /* from the checked tree only */
+    else
+        bytes = tree_bytes(p);
     int n = snprintf(num, sizeof num, "%lld\n", bytes);
     if (!rc) {
         snprintf(p, sizeof p, "%s/manifest.json", tmp);
@@ -283,10 +296,13 @@ int image_store_prepare(ts_image_store *st, const char *digest, const char *mani
         mkdir(p, 0700);
         snprintf(p, sizeof p, "%s/used", tmp);
         touch(p);
+        image_rootfs_unmount(final);
         rm_tree(final);
         if (rename(tmp, final) != 0)
             rc = ts_err_set(err, TS_EIO, "image store: rename %s: %s", final, strerror(errno));
     }
+    if (!rc && (rc = image_rootfs_mount(final, err)) != 0)
+        rm_tree(final);
     if (rc) {
         rm_tree(tmp);
         return rc;
@@ -356,6 +372,11 @@ static bool has_users(const char *dir)
         any = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
     closedir(d);
     return any;
+}
+
+bool image_in_use(const char *dir)
+{
+    return has_users(dir);
 }
 
 static int list_images(const ts_image_store *st, image_entry *out, int max)
@@ -473,6 +494,7 @@ long long image_store_evict_locked(ts_image_store *st, long long target_bytes)
             continue;
         char dir[800];
         snprintf(dir, sizeof dir, "%s/images/%s", st->root, im[i].hex);
+        image_rootfs_unmount(dir);
         rm_tree(dir);
         total -= im[i].bytes;
         im[i].hex[0] = 0;

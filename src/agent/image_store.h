@@ -31,6 +31,12 @@ int image_store_prepare(ts_image_store *st, const char *digest, const char *mani
                         size_t manifest_len, const char *config_digest,
                         const char *const *layers, size_t nlayers, ts_image *out, ts_err *err);
 
+/* Removes path recursively without following links. */
+void image_rm_tree(const char *path);
+
+/* Whether the image directory dir has a user (a task, a pull). */
+bool image_in_use(const char *dir);
+
 /* ts_image_evict with the store's lock already held. */
 long long image_store_evict_locked(ts_image_store *st, long long target_bytes);
 

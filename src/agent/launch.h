@@ -118,6 +118,8 @@ typedef struct ts_task_spec {
     const ts_bundle_mount *mounts;/* more binds into the container */
     size_t nmounts;
     const json_t *cdi_edits;      /* its GPUs from the node's CDI spec (agent/cdi.h); NULL: none */
+    const char *container_user;   /* "uid:gid" inside the image (its job's `user`, checked
+                                   * by the caller); NULL: user's identity */
 
     /* An interactive task (docs/interactive.md): stdin, stdout and stderr
      * are stdio_fd (a PTY's slave side, or a socket) instead of /dev/null

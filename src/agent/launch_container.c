@@ -120,7 +120,8 @@ int ts_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
         .dir = cp->bundle, .container_id = id, .image = s->image,
         .argv = s->argv && s->argv[0] ? s->argv : NULL, .env = env,
         .workdir = s->workdir && *s->workdir ? s->workdir : NULL,
-        .user = s->user || ra->change ? user : NULL, .mounts = m, .nmounts = nm,
+        .user = s->container_user ? s->container_user : s->user || ra->change ? user : NULL,
+        .mounts = m, .nmounts = nm,
         .memory_bytes = s->memory_bytes, .cpu_milli = s->cpu_milli, .pids_max = s->pids_max,
         .cgroups_path = cg, .cdi_edits = s->cdi_edits};
     int rc = ts_bundle_make(&b, err);

@@ -121,10 +121,13 @@ static void write_cdi(const ts_node_desc *desc, ts_agent_node *node, const char 
 {
     ts_err err;
     agent_cdi_opts o = {.dev_root = dev_root};
-    if (agent_cdi_spec(desc, &o, &node->cdi, &err) != 0) {
+    json_t *spec = NULL;
+    if (agent_cdi_spec(desc, &o, &spec, &err) != 0) {
         fprintf(stderr, "tessera-agent: cdi: %s\n", err.msg);
         return;
     }
+    json_decref(node->cdi);
+    node->cdi = spec;
     mkdir(state_dir, 0755); /* the agent makes it too, later; it may not exist yet */
     const char *dirs[] = {state_dir, cdi_dir};
     for (size_t i = 0; i < 2; i++) {
@@ -136,6 +139,24 @@ static void write_cdi(const ts_node_desc *desc, ts_agent_node *node, const char 
         if (agent_cdi_write(node->cdi, path, &err) != 0)
             fprintf(stderr, "tessera-agent: %s\n", err.msg);
     }
+}
+
+/* What the CDI spec is made from again after a MIG reconfiguration. */
+typedef struct cdi_ctx {
+    ts_nvml *nv;
+    const char *state_dir, *cdi_dir, *dev_root;
+} cdi_ctx;
+
+static void refresh_cdi(ts_agent_node *node, void *arg)
+{
+    const cdi_ctx *c = arg;
+    static ts_node_desc fresh; /* large; the agent's thread only */
+    ts_err err;
+    if (ts_discover(c->nv, &fresh, &err) != 0) {
+        fprintf(stderr, "tessera-agent: cdi: discovery after a MIG change: %s\n", err.msg);
+        return;
+    }
+    write_cdi(&fresh, node, c->state_dir, c->cdi_dir, c->dev_root);
 }
 
 int main(int argc, char **argv)
@@ -296,6 +317,12 @@ int main(int argc, char **argv)
     node.discovery = ts_discover_json(&desc);
     snprintf(node.sysfs_root, sizeof node.sysfs_root, "%s", sysfs_root);
     write_cdi(&desc, &node, cfg.state_dir, cdi_dir, dev_root);
+    static cdi_ctx cdi_refresh;
+    if (nv) {
+        cdi_refresh = (cdi_ctx){nv, cfg.state_dir, cdi_dir, dev_root};
+        node.cdi_refresh = refresh_cdi;
+        node.cdi_refresh_ctx = &cdi_refresh;
+    }
     if (cfg.net_addr[0] && node.discovery) /* the controller's peers for the tenants' VXLANs */
         json_object_set_new(node.discovery, "net_addr", json_string(cfg.net_addr));
     if (nv && ts_health_open(nv, &health, &err) != 0)

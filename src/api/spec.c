@@ -719,14 +719,14 @@ enum {
     K_TENANT, K_NAME, K_TIER, K_PRIORITY, K_TASKS, K_TOPOLOGY, K_TIME_LIMIT, K_DURATION,
     K_CHECKPOINT, K_IDLE, K_COMMAND, K_ENV, K_WORKDIR, K_ARRAY, K_DEPENDENCY, K_THROTTLE,
     K_SECRETS, K_NETWORK, K_IMAGE, K_PULL_SECRET, K_MOUNTS, K_CONSTRAINT, K_NODELIST,
-    K_EXCLUDE, K_RESERVATION, K_NOTIFY, K_HOLD, K_NICE, K_INTERACTIVE, K_N
+    K_EXCLUDE, K_RESERVATION, K_NOTIFY, K_HOLD, K_NICE, K_INTERACTIVE, K_DATA, K_USER, K_N
 };
 static const char *const TOP_KEYS[K_N] = {
     "tenant",   "name",       "tier", "priority_class", "tasks", "topology", "time_limit",
     "duration", "checkpoint", "idle", "command",        "env",   "workdir",  "array_size",
     "dependency", "array_throttle", "secrets", "network", "image", "image_pull_secret",
     "mounts", "constraint", "nodelist", "exclude", "reservation", "notify", "hold", "nice",
-    "interactive"};
+    "interactive", "data", "user"};
 
 static void walk_top(spec_parser *P, const yaml_node_t *root)
 {
@@ -785,6 +785,20 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
             spec_fail(P, "mounts", "only with an image");
         else
             spec_walk_mounts(P, v[K_MOUNTS]);
+    }
+    if (v[K_DATA])
+        spec_walk_data(P, v[K_DATA]);
+    if (v[K_USER]) {
+        /* who the task is inside its image: its User, or numbers (the
+         * tenant's rules are the controller's question, at submission) */
+        const char *s = spec_text(P, v[K_USER], "user");
+        int64_t uid, gid;
+        if (s && strcmp(s, "image") != 0 && !ts_container_user_parse(s, &uid, &gid))
+            spec_fail_got(P, v[K_USER], "user", "\"image\" or uid[:gid] (decimal numbers)");
+        else if (s && !v[K_IMAGE])
+            spec_fail(P, "user", "only with an image");
+        else if (s)
+            snprintf(spec->user, sizeof spec->user, "%s", s);
     }
     if (v[K_PULL_SECRET]) {
         /* a secret of the secret store holding "user:password" for the registry */
@@ -966,6 +980,7 @@ void ts_spec_free(ts_job_spec *spec)
     free(spec->workdir);
     free(spec->image);
     free(spec->mounts);
+    free(spec->data);
     free(spec->dependency);
     free(spec->constraint);
     free(spec->nodelist);

@@ -148,6 +148,15 @@ static json_t *spec_json(const ts_job_spec *s, bool *ok)
                                  s->mounts[i].path, "write", s->mounts[i].write), ok);
         put(root, "mounts", ms, ok);
     }
+    if (s->user[0]) /* left out when none */
+        put(root, "user", json_string(s->user), ok);
+    if (s->ndata > 0) { /* left out when none: older specs stay byte for byte */
+        json_t *ds = json_array();
+        for (int i = 0; ds && i < s->ndata; i++)
+            append(ds, json_pack("{s:s,s:s}", "ref", s->data[i].ref, "path", s->data[i].path),
+                   ok);
+        put(root, "data", ds, ok);
+    }
     /* left out when unset, as secrets: older specs stay byte for byte */
     if (s->constraint)
         put(root, "constraint", json_string(s->constraint), ok);

@@ -16,7 +16,7 @@
 #include "api/spec_walk.h"
 #include "tessera/tenant.h"
 
-static bool reserved(const char *p)
+bool spec_path_reserved(const char *p)
 {
     static const char *const R[] = {"/proc", "/sys", "/dev"};
     if (strcmp(p, "/") == 0)
@@ -53,7 +53,7 @@ static bool one_mount(spec_parser *P, const yaml_node_t *n, const char *path, ts
                           "under 256 bytes");
             return false;
         }
-        if (k == 1 && reserved(s)) {
+        if (k == 1 && spec_path_reserved(s)) {
             spec_fail(P, sub, "\"%s\" is the runtime's (/, /proc, /sys, /dev)", s);
             return false;
         }

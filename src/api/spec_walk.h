@@ -81,5 +81,9 @@ bool spec_duration(spec_parser *P, const yaml_node_t *n, const char *path, doubl
 void spec_walk_secrets(spec_parser *P, const yaml_node_t *seq);
 /* The top-level mounts: list (spec_mounts.c). */
 void spec_walk_mounts(spec_parser *P, const yaml_node_t *seq);
+/* Whether a path inside an image is the runtime's: /, /proc, /sys, /dev and below. */
+bool spec_path_reserved(const char *p);
+/* The top-level data: list (spec_data.c); after mounts, whose paths it may not reuse. */
+void spec_walk_data(spec_parser *P, const yaml_node_t *seq);
 
 #endif

@@ -141,6 +141,11 @@ static void task_identity(const ctld *c, const cjob *j, json_t *t)
     bool root_ok = k >= 0 && c->tenants->t[k].identity.allow_root;
     json_object_set_new(t, "uid", j->row.run_user[0] ? json_integer(j->row.run_uid) : json_null());
     json_object_set_new(t, "allow_root", json_boolean(root_ok));
+    /* who a container task may be inside its image (its job's `user`) */
+    if (k >= 0 && c->tenants->t[k].identity.has_uid_range)
+        json_object_set_new(t, "uid_range",
+                            json_pack("[I,I]", (json_int_t)c->tenants->t[k].identity.uid_min,
+                                      (json_int_t)c->tenants->t[k].identity.uid_max));
 }
 
 static json_t *task_json(const ctld *c, const cjob *j, int rank)
@@ -182,6 +187,8 @@ static json_t *task_json(const ctld *c, const cjob *j, int rank)
     }
     if (o && sp->image) /* the agent runs the task in it (docs/images.md) */
         json_object_set_new(o, "image", json_string(sp->image));
+    if (o && sp->user[0]) /* who the task is inside its image */
+        json_object_set_new(o, "container_user", json_string(sp->user));
     if (o && sp->nmounts > 0) {
         json_t *ms = json_array();
         for (int i = 0; i < sp->nmounts; i++)
@@ -189,6 +196,13 @@ static json_t *task_json(const ctld *c, const cjob *j, int rank)
                                                 "path", sp->mounts[i].path, "write",
                                                 sp->mounts[i].write));
         json_object_set_new(o, "mounts", ms);
+    }
+    if (o && sp->ndata > 0) { /* read-only data it reads (docs/images.md) */
+        json_t *ds = json_array();
+        for (int i = 0; i < sp->ndata; i++)
+            json_array_append_new(ds, json_pack("{s:s,s:s}", "ref", sp->data[i].ref, "path",
+                                                sp->data[i].path));
+        json_object_set_new(o, "data", ds);
     }
     return o;
 }

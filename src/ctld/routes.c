@@ -109,8 +109,45 @@ static bool idem_same(ctld *c, const int64_t *ids, int n, const char *json)
 
 /* An image from a registry its tenant may not use (registries in
  * tenants.yaml, docs/images.md): 400 naming the field. */
-static bool image_ok(ctld *c, const ts_job_spec *spec, ctld_reply *r)
+static bool image_ok(ctld *c, const ctld_caller *w, const ts_job_spec *spec, ctld_reply *r)
 {
+    /* a numeric user inside the image: within the tenant's rules (the
+     * image's own User is checked by the agent, which reads the image) */
+    int64_t cu, cg;
+    if (spec->user[0] && ts_container_user_parse(spec->user, &cu, &cg)) {
+        ctld_lock_reader(c);
+        int k = ts_tenant_find(c->tenants, spec->tenant);
+        bool ok = k < 0 || ts_tenant_container_user_ok(&c->tenants->t[k].identity,
+                                                       w->unix_user[0] ? w->uid : -1, cu, cg);
+        pthread_mutex_unlock(&c->mu);
+        if (!ok) {
+            ctld_field_error(r, "user", "tenant \"%s\" may not run as %s in an image: uid and "
+                             "gid 0 need allow_root, another uid than yours one of its uid_range "
+                             "(tenants.yaml)", spec->tenant, spec->user);
+            return false;
+        }
+    }
+    /* data images: from a registry the tenant may use, as the image */
+    for (int i = 0; i < spec->ndata; i++) {
+        ts_image_ref dref;
+        if (ts_image_ref_parse(spec->data[i].ref, "data", &dref, NULL) != 0)
+            continue; /* the spec's parse refused it already */
+        char allowed[TS_TENANT_REGISTRIES_BYTES] = "";
+        ctld_lock_reader(c);
+        int k = ts_tenant_find(c->tenants, spec->tenant);
+        bool ok = k < 0 || ts_tenant_registry_ok(&c->tenants->t[k], dref.host);
+        if (!ok)
+            snprintf(allowed, sizeof allowed, "%s", c->tenants->t[k].registries);
+        pthread_mutex_unlock(&c->mu);
+        if (!ok) {
+            char path[40];
+            snprintf(path, sizeof path, "data[%d].ref", i);
+            ctld_field_error(r, path, "tenant \"%s\" may use images from %s only (registries "
+                             "in tenants.yaml), not from %s", spec->tenant,
+                             allowed[0] ? allowed : "no registry", dref.host);
+            return false;
+        }
+    }
     if (!spec->image)
         return true;
     ts_image_ref ref;
@@ -307,7 +344,7 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
         return;
     }
     if (!ctld_dependency_ok(c, w, spec, r) || !ctld_spec_secrets_ok(c, w, spec, r) ||
-        !image_ok(c, spec, r)) {
+        !image_ok(c, w, spec, r)) {
         ts_spec_free(spec);
         return;
     }

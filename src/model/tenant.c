@@ -298,3 +298,46 @@ bool ts_tenant_mount_ok(const ts_tenant *t, const char *host_path, bool write)
     }
     return false;
 }
+
+bool ts_tenant_container_user_ok(const ts_tenant_identity *id, int64_t submitter_uid,
+                                 int64_t uid, int64_t gid)
+{
+    if (submitter_uid == 0 && id->allow_root) /* root could become anyone anyway */
+        return true;
+    if (uid == 0 || gid == 0)
+        return id->allow_root;
+    if (submitter_uid >= 0 && uid == submitter_uid)
+        return true;
+    return id->has_uid_range && uid >= id->uid_min && uid <= id->uid_max;
+}
+
+#define CONTAINER_ID_MAX 2147483647LL
+
+static bool decimal_id(const char **s, int64_t *out)
+{
+    const char *p = *s;
+    int64_t v = 0;
+    if (*p < '0' || *p > '9')
+        return false;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        v = v * 10 + (*p - '0');
+        if (v > CONTAINER_ID_MAX)
+            return false;
+    }
+    *out = v;
+    *s = p;
+    return true;
+}
+
+bool ts_container_user_parse(const char *s, int64_t *uid, int64_t *gid)
+{
+    if (!s || !decimal_id(&s, uid))
+        return false;
+    *gid = *uid;
+    if (*s == ':') {
+        s++;
+        if (!decimal_id(&s, gid))
+            return false;
+    }
+    return *s == '\0';
+}

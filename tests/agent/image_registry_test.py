@@ -29,6 +29,7 @@ import tempfile
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from harness import unmount_under  # noqa: E402
 from registry import Registry, TokenFront, free_port, missing_tools  # noqa: E402
 
 AGENT = sys.argv[1]
@@ -156,6 +157,7 @@ def main():
             front.stop()
         if reg:
             reg.stop()
+        unmount_under(work)  # the image roots the CLI left mounted (docs/images.md)
         shutil.rmtree(work, ignore_errors=True)
 
 

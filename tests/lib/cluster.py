@@ -21,7 +21,8 @@ import subprocess
 import tempfile
 import time
 
-from harness import ADMIN_IDENTITY, check, free_port, http_call, stop_all, wait_ready, with_root
+from harness import (ADMIN_IDENTITY, check, free_port, http_call, stop_all, unmount_under,  # noqa: E501
+                     wait_ready, with_root)
 
 TERMINAL = ("completed", "failed", "cancelled", "timeout")
 
@@ -171,6 +172,7 @@ class Cluster:
         stop_all(list(self.procs.values()))
 
     def cleanup(self):
+        unmount_under(self.tmp)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     # ---- the API ----------------------------------------------------------

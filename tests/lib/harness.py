@@ -135,6 +135,20 @@ def wait_ready(url, timeout=20.0):
     return False
 
 
+def unmount_under(top):
+    """Lazily unmounts every mount below the folder top, deepest first (the
+    image roots an agent or the image-pull command left mounted there), so
+    that top can be removed. Mounts elsewhere are never touched."""
+    top = os.path.realpath(top) + "/"
+    try:
+        with open("/proc/self/mountinfo") as f:
+            points = [ln.split()[4].replace("\\040", " ") for ln in f]
+    except OSError:
+        return
+    for p in sorted((p for p in points if p.startswith(top)), key=len, reverse=True):
+        subprocess.run(["umount", "-l", p], capture_output=True)
+
+
 def stop_all(procs, timeout=15):
     """SIGTERM to every process (the last started first), then waits for
     each; what is still running after timeout seconds is killed."""

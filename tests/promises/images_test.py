@@ -305,6 +305,110 @@ scenario_mounts_only_what_the_tenant_allows.needs_root = True
 scenario_mounts_only_what_the_tenant_allows.needs = NEEDS
 
 
+def _digest(r, repo_tag):
+    """The manifest digest the registry serves for repo_tag."""
+    import subprocess
+    out = subprocess.run(["skopeo", "inspect", "--tls-verify=false", "--raw",
+                          f"docker://{r.host}/{repo_tag}"], check=True, capture_output=True).stdout
+    import hashlib
+    return "sha256:" + hashlib.sha256(out).hexdigest()
+
+
+def scenario_data_images_mounted_read_only(c):
+    """images.md: `data` names read-only files by digest; a container task sees each at its
+    `path`, a bare task reads the node's copy, and `TESSERA_DATA_<i>` names where either way;
+    nothing of them can be written."""
+    r = registry()
+    if "data" not in _reg:
+        r.push_busybox("models/w:1", "weights image", {"/weights/w.bin": "W-0123\n"})
+        _reg["data"] = f"{r.host}/models/w@{_digest(r, 'models/w:1')}"
+    data = [{"ref": _reg["data"], "path": "/models/w"}]
+    cmd = ("cat /models/w/weights/w.bin; echo env=$TESSERA_DATA_0; "
+           "(echo x > /models/w/new) 2>/dev/null && echo wrote-data; echo done")
+    jid = c.submit(spec("with-data", cmd, f"{r.host}/team/tools:1", data=data))
+    j = c.wait_job(jid, "completed", 90)
+    node = next((n for n in ("r-1", "r-2") if c.output(n, jid)), "r-1")
+    out = c.output(node, jid)
+    check(bool(j), f"the container job with data completes: {j and j.get('why')}")
+    check("W-0123" in out and "env=/models/w" in out, f"it reads its data at its path: {out!r}")
+    check("wrote-data" not in out and "done" in out, f"and cannot write it: {out!r}")
+    # a bare task: the node's read-only copy, named by the same variable
+    bare = {"tenant": "team-a", "name": "bare-data", "tier": "guaranteed", "data": data,
+            "command": ["/bin/sh", "-c", 'cat "$TESSERA_DATA_0/weights/w.bin"; '
+                        'touch "$TESSERA_DATA_0/x" 2>/dev/null && echo wrote-data; echo done'],
+            "tasks": [{"count": 1, "gpus": 1, "cpu_milli": 1000, "memory_mib": 1024}],
+            "time_limit": "5m"}
+    jid = c.submit(bare)
+    j = c.wait_job(jid, "completed", 90)
+    node = next((n for n in ("r-1", "r-2") if c.output(n, jid)), "r-1")
+    out = c.output(node, jid)
+    check(bool(j) and "W-0123" in out and "wrote-data" not in out and "done" in out,
+          f"a bare task reads the node's read-only copy: {j and j.get('state')} {out!r}")
+    # an unknown digest fails the job as an unknown image does
+    gone = f"{r.host}/models/w@sha256:" + "0" * 64
+    jid = c.submit(spec("no-data", "true", f"{r.host}/team/tools:1",
+                        data=[{"ref": gone, "path": "/m"}]))
+    j = c.wait_job(jid, "failed", 90)
+    check(bool(j) and j.get("reason") == "image_not_found" and "data[0]" in str(j.get("why")),
+          f"an unknown data digest: image_not_found naming data[0]: {j and j.get('why')}")
+
+
+scenario_data_images_mounted_read_only.needs_root = True
+scenario_data_images_mounted_read_only.needs = NEEDS
+
+
+def scenario_data_spec_checked_at_submission(c):
+    """images.md: A `data` entry whose `ref` is not pinned by digest, whose `path` is not a clean absolute path outside `/proc`, `/sys` and `/dev`, or whose registry its tenant may not use is refused at submission (400), naming the field."""
+    ref = f"127.0.0.1:{PORT}/team/tools:1"
+    pinned = f"127.0.0.1:{PORT}/models/w@sha256:" + "a" * 64
+    cases = [([{"ref": ref, "path": "/m"}], "team-a", "data[0].ref", "digest"),
+             ([{"ref": pinned, "path": "/proc/m"}], "team-a", "data[0].path", "/proc"),
+             ([{"ref": pinned, "path": "m/../x"}], "team-a", "data[0].path", "absolute"),
+             ([{"ref": pinned, "path": "/m"}, {"ref": pinned, "path": "/m"}], "team-a",
+              "data[1].path", "twice"),
+             ([{"ref": pinned}], "team-a", "data[0].path", "required"),
+             ([{"ref": pinned, "path": "/m"}], "team-b", "data[0].ref", "registry.example.com")]
+    for data, tenant, field, why in cases:
+        st, d = c.call("POST", "/v1/jobs", spec("bad-data", "true", ref, tenant=tenant, data=data))
+        check(st == 400 and field in str(d) and why in str(d),
+              f"{data} for {tenant}: 400 naming {field} ({why}): {st} {d}")
+
+
+def scenario_user_inside_the_image(c):
+    """images.md: `user` runs a container task as the image's own `User` (`user: image`) or as the numbers given (`user: "uid[:gid]"`), within its tenant's rules; a value that is neither is refused at submission (400), naming the field."""
+    r = registry()
+    if "user" not in _reg:
+        import subprocess
+        layout = r.build("team-user-1", "an image with its User")
+        subprocess.run(["umoci", "config", "--image", f"{layout}:team-user-1", "--config.user",
+                        "4321:4322"], check=True, capture_output=True)
+        _reg["user"] = r.push(layout, "team-user-1", "team/user:1")
+    cmd = "echo uid=$(id -u) gid=$(id -g)"
+    jid = c.submit(spec("as-numbers", cmd, f"{r.host}/team/tools:1", user="4242:4243"))
+    j = c.wait_job(jid, "completed", 90)
+    node = next((n for n in ("r-1", "r-2") if c.output(n, jid)), "r-1")
+    out = c.output(node, jid)
+    check(bool(j) and "uid=4242 gid=4243" in out, f"user: 4242:4243 runs as those: {out!r}")
+    jid = c.submit(spec("as-image", cmd, _reg["user"], user="image"))
+    j = c.wait_job(jid, "completed", 90)
+    node = next((n for n in ("r-1", "r-2") if c.output(n, jid)), "r-1")
+    out = c.output(node, jid)
+    check(bool(j) and "uid=4321 gid=4322" in out, f"user: image runs as the image's User: {out!r}")
+    st, d = c.call("POST", "/v1/jobs", spec("bad-user", "true", f"{r.host}/team/tools:1",
+                                            user="alice"))
+    check(st == 400 and "user" in str(d) and "uid[:gid]" in str(d),
+          f"a name: 400 naming user: {st} {d}")
+    bare = spec("bare-user", "true", f"{r.host}/team/tools:1", user="4242")
+    del bare["image"]
+    st, d = c.call("POST", "/v1/jobs", bare)
+    check(st == 400 and "user" in str(d) and "only with an image" in str(d),
+          f"without an image: 400 naming user: {st} {d}")
+
+
+scenario_user_inside_the_image.needs_root = True
+scenario_user_inside_the_image.needs = NEEDS
+
+
 def scenario_registry_down_job_waits_image_pull(c):
     """images.md: a job whose registry is down or slow is not failed: it waits,
     its reason `image_pull`, while the pull is tried again."""

@@ -169,7 +169,12 @@ try:
                       "a borrowed job was preempted")
     # 12 GPUs: within team-a's guarantee (more would be refused at submission),
     # above what it has left while its other jobs run: it waits on quota
-    st, d = call("POST", "/v1/jobs", toks["alice"], spec("team-a", "alice-waits", gpus=4, count=3))
+    # it runs in an image with data (docs/images.md): its page shows both
+    IMAGE = "registry.example.com/team-a/train:1"
+    DATA = "registry.example.com/models/w@sha256:" + "a" * 64
+    st, d = call("POST", "/v1/jobs", toks["alice"], spec("team-a", "alice-waits", gpus=4, count=3,
+                                                         image=IMAGE,
+                                                         data=[{"ref": DATA, "path": "/models/w"}]))
     wid = d["jobs"][0]["id"]
     waiting = wait_for(lambda: (job(toks["alice"], wid) or {}).get("reason"), "the big job gets a reason")
 
@@ -296,6 +301,10 @@ try:
     driver.save_screenshot(os.path.join(SHOTS, "queue-team-a.png"))
     go(f"job/{wid}")
     until(lambda: "explanation" in text() and waiting in text(), "the job page explains why it waits")
+    until(lambda: IMAGE in driver.find_element(By.ID, "j-image").text and
+          DATA in driver.find_element(By.ID, "j-data").text and
+          "/models/w" in driver.find_element(By.ID, "j-data").text,
+          "the job page shows its image and its data")
     driver.save_screenshot(os.path.join(SHOTS, "job-waiting.png"))
     go(f"job/{aid}")
     until(lambda: "Placement" in text() and "rank" in text(), "the running job's page shows its placement")
