@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 #include "ctld/secrets.h"
 #include "ctld/depend.h"
 #include "ctld/job_fsm.h"

@@ -29,6 +29,7 @@
 
 #include "ctld/array_range.h"
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 
 /* Pending elements turned into rows per write when the whole array is cancelled. */
 #define CANCEL_CHUNK_ROWS 4096

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 
 #define SECRET_BYTES 32
 

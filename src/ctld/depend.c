@@ -20,6 +20,7 @@
  * once its first does).
  */
 #include "ctld/depend.h"
+#include "ctld/http.h"
 
 #include <stdarg.h>
 #include <stdio.h>

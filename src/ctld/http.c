@@ -48,6 +48,7 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 #include "ctld/steps.h"
 #include "ctld/ha.h"
 #include "ctld/http_limits.h"

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 
 #define TOKEN_CACHE_SLOTS 4096 /* one per node agent of a large cluster, and users */
 /* Rate-limit buckets: hash chains; buckets full again (idle) are swept when

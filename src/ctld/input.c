@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "ctld/input.h"
+#include "ctld/http.h"
 
 /* A 400 naming one field, in the shape of a spec error. */
 void ctld_field_error(ctld_reply *r, const char *path, const char *fmt, ...)

@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 
 /* The longest Idempotency-Key accepted (printable ASCII, no spaces). */
 #define CTLD_IDEM_KEY_MAX 255

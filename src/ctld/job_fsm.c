@@ -11,6 +11,7 @@
  * to remember, and a failed write has exactly one meaning: nothing happened.
  */
 #include "ctld/job_fsm.h"
+#include "ctld/http.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 #include "ctld/depend.h"
 #include "ctld/job_end.h"
 #include "ctld/input.h"

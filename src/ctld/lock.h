@@ -116,4 +116,13 @@ void ctld_swap_leave(ctld *c);
 /* Wakes the scheduling thread for a cycle soon (under mu). */
 void ctld_kick(ctld *c);
 
+/* In the cycle's scans of every job: ctld_yield once every CTLD_YIELD_EVERY
+ * jobs (a fraction of a millisecond of work). */
+#define CTLD_YIELD_EVERY 1024
+static inline void ctld_yield_some(ctld *c, int i)
+{
+    if ((i & (CTLD_YIELD_EVERY - 1)) == CTLD_YIELD_EVERY - 1)
+        ctld_yield(c);
+}
+
 #endif

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 #include "ctld/router.h"
 
 #define LOG_WAIT_S 10.0

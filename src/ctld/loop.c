@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 #include "ctld/depend.h"
 #include "ctld/job_end.h"
 #include "ctld/job_fsm.h"

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 #include "ctld/ha.h"
 #include "ctld/secrets.h"
 #include "tessera/version.h"

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 #include "ctld/ha.h"
 
 typedef struct sbuf {

@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 #include "ctld/notify_mail.h"
 #include "ctld/secrets.h"
 

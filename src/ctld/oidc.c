@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 #include "ctld/jwt.h"
 
 /* A key set is read again for an unknown kid at most this often. */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "ctld/router.h"
+#include "ctld/http.h"
 
 #define ID_MAX_TEXT "9223372036854775807"
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 
 /* The spec's fields that are content, in the order the list names them. */
 static const char *const CONTENT_FIELDS[] = {"env", "command", "secrets"};

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 #include "ctld/depend.h"
 #include "tessera/mig.h"
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 #include "tessera/node_select.h"
 
 static void resv_entry_free(ctld_resv *r) { free(r->mask); }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ctld/router.h"
+#include "ctld/http.h"
 
 #define PATH_SEGMENTS_MAX 8
 #define NAME_PARAM_MAX_BYTES 255

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 
 #define CTLD_ROLE(r) (1u << (r))
 #define CTLD_ROLES_READ                                                                      \

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 #include "ctld/events.h"
 #include "ctld/input.h"
 #include "ctld/router.h"

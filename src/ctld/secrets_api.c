@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 #include "ctld/router.h"
 #include "ctld/events.h"
 #include "ctld/input.h"

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 #include "ctld/router.h"
 #include "tessera/stream.h"
 

@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 #include "ctld/steps.h"
 #include "ctld/secrets.h"
 #include "ctld/depend.h"

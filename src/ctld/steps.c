@@ -18,6 +18,7 @@
  */
 #define _DEFAULT_SOURCE /* strdup */
 #include "ctld/steps.h"
+#include "ctld/http.h"
 
 #include <stdio.h>
 #include <stdlib.h>

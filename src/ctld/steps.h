@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 #include "ctld/job_fsm.h"
 
 #define CTLD_STEP_TOKEN_PREFIX "tsstep_"

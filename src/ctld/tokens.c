@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 
 /* The largest uid Linux gives an account ((uid_t)-1 is "no uid"). */
 #define CTLD_UID_MAX 4294967294LL

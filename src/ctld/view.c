@@ -16,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctld.h"
+#include "ctld/ctld.h"
+#include "ctld/http.h"
 
 int ctld_view_init(ctld *c)
 {
