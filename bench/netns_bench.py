@@ -128,14 +128,16 @@ def main():
         runs = {}
         for k, (name, umtu, gro, omtu) in enumerate(VARIANTS):
             ns = nodes if k == 0 else fabric(a.tool, tmp, name, umtu, gro)
+            tasks = []
             for i, n in enumerate(ns):
-                nsx(n, a.tool, "setup", f"{tmp}/{n}", f"{TAG}{name}{i}", str(4300 + k),
-                    f"10.91.{k}.{i + 2}", "24", under(name, i), f"mtu={omtu}", under(name, 1 - i))
-            runs[name] = {"bare": [], "overlay": [], "nodes": ns, "k": k}
+                # the namespace's path is netns_tool's answer (its name carries the agent's tag)
+                tasks.append(os.path.basename(nsx(n, a.tool, "setup", f"{tmp}/{n}", f"{TAG}{name}{i}", str(4300 + k),
+                    f"10.91.{k}.{i + 2}", "24", under(name, i), f"mtu={omtu}", under(name, 1 - i)).stdout.strip()))
+            runs[name] = {"bare": [], "overlay": [], "nodes": ns, "tasks": tasks, "k": k}
         for _ in range(a.reps):
             for name, r in runs.items():
                 r["bare"].append(iperf(r["nodes"][0], r["nodes"][1], under(name, 1), a.seconds))
-                r["overlay"].append(iperf(f"ts-{TAG}{name}0", f"ts-{TAG}{name}1",
+                r["overlay"].append(iperf(r["tasks"][0], r["tasks"][1],
                                           f"10.91.{r['k']}.3", a.seconds))
         base = statistics.median(runs["a"]["bare"])
         res["throughput_gbps"] = {}
@@ -149,8 +151,13 @@ def main():
                 "ratio_vs_own_underlay": mo / mb if mb else 0.0,
                 "ratio_vs_baseline": mo / base if base else 0.0}
     finally:
+        # each node's agent state removes its tasks' namespaces (named by its tag)
+        for n in sorted(os.listdir("/run/netns")):
+            if n.startswith(TAG) and os.path.isdir(f"{tmp}/{n}"):
+                subprocess.run(["nsenter", f"--net=/run/netns/{n}", a.tool, "start",
+                                f"{tmp}/{n}"], capture_output=True)
         for n in os.listdir("/run/netns"):
-            if n.startswith(TAG) or n.startswith(f"ts-{TAG}") or n.startswith("ts-bench"):
+            if n.startswith(TAG):
                 subprocess.run(["ip", "netns", "del", n], capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
     s, d, t = res["setup_ms"], res["teardown_ms"], res["throughput_gbps"]
