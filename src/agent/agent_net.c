@@ -5,7 +5,8 @@
  * (netns.c does the work); the namespace goes when the task is forgotten;
  * a restarted agent keeps the namespaces of the tasks it adopted and
  * removes the rest; the tenants' VXLANs learn the nodes the controller
- * lists in "net_peers", and the policy the services of "net_services".
+ * lists in "net_peers", and the policy the services of "net_services"
+ * (every tenant's) and "net_tenant_services" (one tenant's each).
  * With "nics": "dedicated" the task also gets its GPUs' VFs or rail NICs
  * (ts_nics_netdev) moved into its namespace.
  */
@@ -147,7 +148,7 @@ void ts_agent_net_peers(ts_agent *a, const json_t *peers)
         for (int k = 0; k < i && !seen; k++)
             seen = a->tasks[k].net_vni == vni;
         ts_err e;
-        if (vni && !seen && agent_net_peers(vni, a->cfg.net_addr, v, n, &e) != 0) {
+        if (vni && !seen && agent_net_peers(a->cfg.state_dir, vni, a->cfg.net_addr, v, n, &e) != 0) {
             fprintf(stderr, "tessera-agent: tenant network %u: %s\n", vni, e.msg);
             ok = false;
         }
@@ -159,19 +160,32 @@ void ts_agent_net_peers(ts_agent *a, const json_t *peers)
         free(s);
 }
 
-void ts_agent_net_services(ts_agent *a, const json_t *services)
+void ts_agent_net_services(ts_agent *a, const json_t *services, const json_t *per_tenant)
 {
     if (!json_is_array(services) || !a->cfg.net_addr[0])
         return;
-    char *s = json_dumps(services, JSON_COMPACT);
+    json_t *both = json_pack("[O,O]", services, per_tenant ? per_tenant : json_null());
+    char *s = both ? json_dumps(both, JSON_COMPACT) : NULL;
+    json_decref(both);
     if (!s || (a->net_services && strcmp(s, a->net_services) == 0)) {
         free(s);
         return;
     }
-    size_t n;
-    const char **v = peer_list(services, &n);
+    /* every tenant's ("ADDR:PORT/proto"), then those of one tenant ({vni, to}) */
+    size_t n = json_array_size(services) + json_array_size(per_tenant), k = 0;
+    agent_net_service *v = calloc(n + 1, sizeof *v);
+    for (size_t i = 0; v && i < json_array_size(services); i++)
+        if (json_string_value(json_array_get(services, i)))
+            v[k++] = (agent_net_service){json_string_value(json_array_get(services, i)), 0};
+    for (size_t i = 0; v && i < json_array_size(per_tenant); i++) {
+        const json_t *e = json_array_get(per_tenant, i);
+        json_int_t vni = json_integer_value(json_object_get(e, "vni"));
+        const char *to = json_string_value(json_object_get(e, "to"));
+        if (to && vni > 0 && vni <= 16777215)
+            v[k++] = (agent_net_service){to, (unsigned)vni};
+    }
     ts_err e;
-    bool ok = v && agent_net_services(v, n, &e) == 0;
+    bool ok = v && agent_net_services(a->cfg.state_dir, v, k, &e) == 0;
     if (v && !ok)
         fprintf(stderr, "tessera-agent: tenant networks' services: %s\n", e.msg);
     free(v);

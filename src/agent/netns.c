@@ -13,9 +13,11 @@
  * of the agent's state directory (its real path): task ids repeat across
  * clusters (every cluster has a j1-r0), and /run/netns is the host's, so two
  * agents of one host (two clusters, parallel test runs) never name the same
- * namespace, nor remove each other's; the host veth tsv<8 hex of the FNV-1a
- * of tag and id> (15 bytes at most, IFNAMSIZ); eth0 inside; the tenant's
- * bridge tsb<vni> and VXLAN tsx<vni>. The
+ * namespace, nor remove each other's. The host's links carry the tag too,
+ * folded to 4 hex (IFNAMSIZ is 15 bytes): the veth t<tag4>v<8 hex of the
+ * FNV-1a of tag and id>, the tenant's bridge t<tag4>b<vni> and VXLAN
+ * t<tag4>x<vni>, and the tables are tessera_<tag>, whose rules match only
+ * t<tag4>... links: two agents of one host keep their own; eth0 inside. The
  * task's MAC is derived from its address (02:00:a:b:c:d), so the binding of
  * port, address and MAC that the bridge policy checks is known before the
  * port exists. The state file <state dir>/net/<task id> ("veth vni addr mac")
@@ -40,19 +42,33 @@
 #include "agent/netns.h"
 
 #define VXLAN_PORT 4789
+#define STR_(x) #x
+#define STR(x) STR_(x)
 #define VNI_MAX 16777215u
 #define TOOL_ERR_BYTES 400
 #define NS_DIR "/run/netns"
 #define NS_PREFIX "ts-"
 #define SCRIPT_BYTES 65536
 #define GW_MAC_PREFIX "02:54:53:00:00:00" /* a tenant gateway's MAC: this, the VNI below */
-#define SERVICES_MAX 64
 
-/* the tables; replaced whole at agent start (agent_net_start) */
+/* The tables; replaced whole at agent start (agent_net_start). "{P}" stands
+ * for this agent's link prefix, "{T}" for its tables' name (net_names): each
+ * agent of a host matches only its own links, so one agent's rules never
+ * drop another's frames, and one agent's start never replaces another's
+ * tables. */
 static const char POLICY[] =
-    "table bridge tessera {\n"
+    "table bridge {T} {\n"
     "  set bound4 { type ifname . ipv4_addr; }\n"
     "  set boundmac { type ifname . ether_addr; }\n"
+    /* conntrack's fast path: a frame that stays on a tenant's layer 2 (to a
+     * task here or over the VXLAN) needs no connection state, so it is not
+     * tracked where br_netfilter shows it to the inet hooks; frames to the
+     * gateway (routed to a service, or to the host) are */
+    "  chain raw {\n"
+    "    type filter hook prerouting priority -300; policy accept;\n"
+    "    iifname { \"{P}v*\", \"{P}x*\" } ether daddr & ff:ff:ff:00:00:00 != " GW_MAC_PREFIX
+    " notrack\n"
+    "  }\n"
     /* what a task's port may send: its own MAC, IPv4 from its own address,
      * ARP for its own address; nothing else (IPv6, VLAN tags, other types) */
     "  chain from_task {\n"
@@ -66,39 +82,55 @@ static const char POLICY[] =
      * forwarded (to another port or the VXLAN) or goes up to the host */
     "  chain prerouting {\n"
     "    type filter hook prerouting priority -200; policy accept;\n"
-    "    iifname \"tsv*\" jump from_task\n"
-    "    iifname \"tsx*\" ether type != { ip, arp } counter drop\n"
+    "    iifname \"{P}v*\" jump from_task\n"
+    "    iifname \"{P}x*\" ether type != { ip, arp } counter drop\n"
     /* every node's bridge is its tenant's gateway, with one MAC: another
      * node's answer must not reach this node's tasks */
-    "    iifname \"tsx*\" ether saddr & ff:ff:ff:00:00:00 == " GW_MAC_PREFIX " counter drop\n"
+    "    iifname \"{P}x*\" ether saddr & ff:ff:ff:00:00:00 == " GW_MAC_PREFIX " counter drop\n"
     "  }\n"
     "}\n"
     /* the host: a tenant bridge's frames that br_netfilter shows here (the
      * same bridge in and out: set "bridged") pass; what is routed from a
      * bridge goes only to the services (set "services", the controller's
-     * network.services), masqueraded as the node; nothing is routed into a
+     * network.services, and "tenant_services", those of only some tenants,
+     * keyed by their bridges), masqueraded as the node; nothing is routed into a
      * bridge but their answers; the host itself takes from a bridge only
-     * connections to services it runs */
-    "table inet tessera {\n"
+     * connections to services it runs. The overlay's own UDP (the VXLAN
+     * packets between nodes) is not tracked: it is stateless both ways */
+    "table inet {T} {\n"
     "  set bridged { type ifname . ifname; }\n"
     "  set services { type ipv4_addr . inet_proto . inet_service; flags interval; }\n"
+    /* the services only some tenants may reach: their bridges' names first */
+    "  set tenant_services {\n"
+    "    type ifname . ipv4_addr . inet_proto . inet_service; flags interval;\n"
+    "  }\n"
+    "  chain raw_prerouting {\n"
+    "    type filter hook prerouting priority -300; policy accept;\n"
+    "    udp dport " STR(VXLAN_PORT) " notrack\n"
+    "  }\n"
+    "  chain raw_output {\n"
+    "    type filter hook output priority -300; policy accept;\n"
+    "    udp dport " STR(VXLAN_PORT) " notrack\n"
+    "  }\n"
     "  chain forward {\n"
     "    type filter hook forward priority 0; policy accept;\n"
     "    iifname . oifname @bridged accept\n"
-    "    iifname \"tsb*\" ip daddr . meta l4proto . th dport @services accept\n"
-    "    iifname \"tsb*\" counter drop\n"
-    "    oifname \"tsb*\" ct state established,related accept\n"
-    "    oifname \"tsb*\" counter drop\n"
+    "    iifname \"{P}b*\" ip daddr . meta l4proto . th dport @services accept\n"
+    "    iifname . ip daddr . meta l4proto . th dport @tenant_services accept\n"
+    "    iifname \"{P}b*\" counter drop\n"
+    "    oifname \"{P}b*\" ct state established,related accept\n"
+    "    oifname \"{P}b*\" counter drop\n"
     "  }\n"
     "  chain input {\n"
     "    type filter hook input priority 0; policy accept;\n"
-    "    iifname \"tsb*\" ip daddr . meta l4proto . th dport @services accept\n"
-    "    iifname \"tsb*\" ct state established,related accept\n"
-    "    iifname \"tsb*\" counter drop\n"
+    "    iifname \"{P}b*\" ip daddr . meta l4proto . th dport @services accept\n"
+    "    iifname . ip daddr . meta l4proto . th dport @tenant_services accept\n"
+    "    iifname \"{P}b*\" ct state established,related accept\n"
+    "    iifname \"{P}b*\" counter drop\n"
     "  }\n"
     "  chain postrouting {\n"
     "    type nat hook postrouting priority 100; policy accept;\n"
-    "    iifname \"tsb*\" oifname != \"tsb*\" masquerade\n"
+    "    iifname \"{P}b*\" oifname != \"{P}b*\" masquerade\n"
     "  }\n"
     "}\n";
 
@@ -231,11 +263,61 @@ void agent_net_ns_name(const char *state_dir, const char *task_id, char *out, si
     snprintf(out, len, "%s%08x-%s", NS_PREFIX, agent_tag(state_dir), task_id);
 }
 
+/* What this agent's links and tables are called: its links t<4 hex>..., the
+ * 32-bit tag folded to 16 bits (IFNAMSIZ leaves no room for more beside a
+ * VNI), and its tables tessera_<8 hex>. */
+typedef struct net_names {
+    unsigned tag4; /* 0..0xffff */
+    char prefix[8];
+    char table[24];
+} net_names;
+
+static void names_of(const char *state_dir, net_names *n)
+{
+    uint32_t tag = agent_tag(state_dir);
+    n->tag4 = (tag ^ (tag >> 16)) & 0xffffu;
+    snprintf(n->prefix, sizeof n->prefix, "t%04x", n->tag4 & 0xffffu);
+    snprintf(n->table, sizeof n->table, "tessera_%08x", tag);
+}
+
 static void veth_name(const char *state_dir, const char *id, char out[IFNAMSIZ])
 {
     char tag[16];
+    net_names nn;
+    names_of(state_dir, &nn);
     snprintf(tag, sizeof tag, "%08x/", agent_tag(state_dir));
-    snprintf(out, IFNAMSIZ, "tsv%08x", fnv32(fnv32(2166136261u, tag), id));
+    snprintf(out, IFNAMSIZ, "t%04xv%08x", nn.tag4 & 0xffffu, fnv32(fnv32(2166136261u, tag), id));
+}
+
+/* The tenant's bridge (kind 'b') or VXLAN ('x') on this node; a state file
+ * of an agent before the per-agent names (its veth tsv...) names the old
+ * tsb<vni>/tsx<vni>, so an upgraded agent still removes them. */
+static void tenant_link(const net_names *nn, char kind, unsigned vni, bool legacy,
+                        char out[IFNAMSIZ])
+{
+    if (legacy)
+        snprintf(out, IFNAMSIZ, "ts%c%u", kind, vni & VNI_MAX);
+    else
+        snprintf(out, IFNAMSIZ, "t%04x%c%u", nn->tag4 & 0xffffu, kind, vni & VNI_MAX);
+}
+
+/* POLICY with this agent's names in: {P} its link prefix, {T} its tables. */
+static size_t policy_text(const net_names *nn, char *out, size_t len)
+{
+    size_t n = 0;
+    for (const char *p = POLICY; *p && n + 32 < len; p++) {
+        if (strncmp(p, "{P}", 3) == 0) {
+            n += (size_t)snprintf(out + n, len - n, "%s", nn->prefix);
+            p += 2;
+        } else if (strncmp(p, "{T}", 3) == 0) {
+            n += (size_t)snprintf(out + n, len - n, "%s", nn->table);
+            p += 2;
+        } else {
+            out[n++] = *p;
+        }
+    }
+    out[n] = '\0';
+    return n;
 }
 
 static bool link_exists(const char *name) { return if_nametoindex(name) != 0; }
@@ -263,7 +345,7 @@ static int state_read(const char *path, net_state *s)
     fclose(f);
     if (n == 4)
         s->nics[0] = '\0';
-    return (n == 4 || n == 5) && strncmp(s->veth, "tsv", 3) == 0 && s->vni >= 1 &&
+    return (n == 4 || n == 5) && s->veth[0] == 't' && s->vni >= 1 &&
                    s->vni <= VNI_MAX
                ? 0
                : -1;
@@ -317,7 +399,7 @@ static int check_task(const agent_net_task *t, struct in_addr *a, ts_err *err)
     return 0;
 }
 
-static int fdb_add(unsigned vni, const char *const *peers, size_t npeers, const char *local,
+static int fdb_add(const char *vx, const char *const *peers, size_t npeers, const char *local,
                    ts_err *err)
 {
     if (npeers == 0)
@@ -329,20 +411,22 @@ static int fdb_add(unsigned vni, const char *const *peers, size_t npeers, const 
     s[0] = '\0';
     for (size_t i = 0; i < npeers; i++)
         if (!local || strcmp(peers[i], local) != 0) /* appending an existing one is a no-op */
-            len += (size_t)sprintf(s + len, "fdb append 00:00:00:00:00:00 dev tsx%u dst %s\n",
-                                   vni, peers[i]);
+            len += (size_t)sprintf(s + len, "fdb append 00:00:00:00:00:00 dev %s dst %s\n",
+                                   vx, peers[i]);
     const char *argv[] = {"bridge", "-batch", "-", NULL};
     int rc = len ? run_tool(argv, s, err) : 0;
     free(s);
     return rc;
 }
 
-int agent_net_peers(unsigned vni, const char *local, const char *const *peers, size_t npeers,
-                    ts_err *err)
+int agent_net_peers(const char *state_dir, unsigned vni, const char *local,
+                    const char *const *peers, size_t npeers, ts_err *err)
 {
     char vx[IFNAMSIZ];
-    snprintf(vx, sizeof vx, "tsx%u", vni);
-    return link_exists(vx) ? fdb_add(vni, peers, npeers, local, err) : 0;
+    net_names nn;
+    names_of(state_dir, &nn);
+    tenant_link(&nn, 'x', vni, false, vx);
+    return link_exists(vx) ? fdb_add(vx, peers, npeers, local, err) : 0;
 }
 
 /* The bridge routes (to the services only: the policy) and has no IPv6:
@@ -369,17 +453,17 @@ static int bridge_sysctls(const char *br, ts_err *err)
     return 0;
 }
 
-static int elements(const char *verb, const net_state *s, ts_err *err)
+static int elements(const net_names *nn, const char *verb, const net_state *s, ts_err *err)
 {
-    char script[512];
+    char script[512], br[IFNAMSIZ];
     snprintf(script, sizeof script,
-             "%s element bridge tessera bound4 { \"%s\" . %s }\n"
-             "%s element bridge tessera boundmac { \"%s\" . %s }\n",
-             verb, s->veth, s->addr, verb, s->veth, s->mac);
+             "%s element bridge %s bound4 { \"%s\" . %s }\n"
+             "%s element bridge %s boundmac { \"%s\" . %s }\n",
+             verb, nn->table, s->veth, s->addr, verb, nn->table, s->veth, s->mac);
+    tenant_link(nn, 'b', s->vni, false, br);
     if (strcmp(verb, "add") == 0) /* the tenant's bridge: kept while any task is there */
         snprintf(script + strlen(script), sizeof script - strlen(script),
-                 "add element inet tessera bridged { \"tsb%u\" . \"tsb%u\" }\n", s->vni,
-                 s->vni);
+                 "add element inet %s bridged { \"%s\" . \"%s\" }\n", nn->table, br, br);
     const char *argv[] = {"nft", "-f", "-", NULL};
     return run_tool(argv, script, err);
 }
@@ -423,11 +507,13 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
         fclose(f) != 0)
         return ts_err_set(err, TS_EIO, "network: %s: %s", path, strerror(errno));
 
-    if ((rc = elements("add", &s, err)) != 0)
+    net_names nn;
+    names_of(state_dir, &nn);
+    if ((rc = elements(&nn, "add", &s, err)) != 0)
         goto fail;
     char br[IFNAMSIZ], vx[IFNAMSIZ];
-    snprintf(br, sizeof br, "tsb%u", t->vni);
-    snprintf(vx, sizeof vx, "tsx%u", t->vni);
+    tenant_link(&nn, 'b', t->vni, false, br);
+    tenant_link(&nn, 'x', t->vni, false, vx);
     bool new_vx = !link_exists(vx);
     char host[2048], ns[80];
     agent_net_ns_name(state_dir, t->task_id, ns, sizeof ns);
@@ -475,7 +561,7 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
     const char *ip_ns[] = {"ip", "-n", ns, "-batch", "-", NULL};
     if ((rc = run_tool(ip_ns, inside, err)) != 0)
         goto fail;
-    if (new_vx && (rc = fdb_add(t->vni, t->peers, t->npeers, t->local, err)) != 0)
+    if (new_vx && (rc = fdb_add(vx, t->peers, t->npeers, t->local, err)) != 0)
         goto fail;
     snprintf(ns_path, ns_path_len, "%s/%s", NS_DIR, ns);
     return 0;
@@ -574,20 +660,23 @@ int agent_net_teardown(const char *state_dir, const char *task_id, ts_err *err)
                 *err = e;
             }
         }
-        elements("delete", &s, &e); /* absent after a table reload: no error */
+        net_names nn;
+        names_of(state_dir, &nn);
+        elements(&nn, "delete", &s, &e); /* absent after a table reload: no error */
         if (!vni_in_use(state_dir, s.vni, task_id)) {
             char br[IFNAMSIZ], vx[IFNAMSIZ];
-            snprintf(br, sizeof br, "tsb%u", s.vni);
-            snprintf(vx, sizeof vx, "tsx%u", s.vni);
+            bool legacy = strncmp(s.veth, "tsv", 3) == 0;
+            tenant_link(&nn, 'b', s.vni, legacy, br);
+            tenant_link(&nn, 'x', s.vni, legacy, vx);
             char script[128] = "";
             size_t n = 0;
             if (link_exists(vx))
                 n += (size_t)snprintf(script + n, sizeof script - n, "link delete %s\n", vx);
             if (link_exists(br))
                 n += (size_t)snprintf(script + n, sizeof script - n, "link delete %s\n", br);
-            char el[128];
-            snprintf(el, sizeof el,
-                     "delete element inet tessera bridged { \"%s\" . \"%s\" }\n", br, br);
+            char el[160];
+            snprintf(el, sizeof el, "delete element inet %s bridged { \"%s\" . \"%s\" }\n",
+                     nn.table, br, br);
             const char *nft[] = {"nft", "-f", "-", NULL};
             run_tool(nft, el, &e); /* absent after a table reload: no error */
             const char *argv[] = {"ip", "-batch", "-", NULL};
@@ -665,20 +754,26 @@ int agent_net_start(const char *state_dir, bool (*keep)(const char *task_id, voi
         free(ids.v);
         return ts_err_set(err, TS_ENOMEM, "network: out of memory");
     }
+    net_names nn;
+    names_of(state_dir, &nn);
     size_t n = (size_t)snprintf(script, SCRIPT_BYTES,
-                                "table bridge tessera\ndelete table bridge tessera\n"
-                                "table inet tessera\ndelete table inet tessera\n%s", POLICY);
+                                "table bridge %s\ndelete table bridge %s\n"
+                                "table inet %s\ndelete table inet %s\n",
+                                nn.table, nn.table, nn.table, nn.table);
+    n += policy_text(&nn, script + n, SCRIPT_BYTES - n);
     for (size_t i = 0; i < ids.n && n + 256 < SCRIPT_BYTES; i++) {
         char path[800];
         net_state s;
         state_path(state_dir, ids.v[i], path, sizeof path);
         if (!keep || !keep(ids.v[i], ctx) || state_read(path, &s) != 0)
             continue;
+        char br[IFNAMSIZ];
+        tenant_link(&nn, 'b', s.vni, strncmp(s.veth, "tsv", 3) == 0, br);
         n += (size_t)snprintf(script + n, SCRIPT_BYTES - n,
-                              "add element bridge tessera bound4 { \"%s\" . %s }\n"
-                              "add element bridge tessera boundmac { \"%s\" . %s }\n"
-                              "add element inet tessera bridged { \"tsb%u\" . \"tsb%u\" }\n",
-                              s.veth, s.addr, s.veth, s.mac, s.vni, s.vni);
+                              "add element bridge %s bound4 { \"%s\" . %s }\n"
+                              "add element bridge %s boundmac { \"%s\" . %s }\n"
+                              "add element inet %s bridged { \"%s\" . \"%s\" }\n",
+                              nn.table, s.veth, s.addr, nn.table, s.veth, s.mac, nn.table, br, br);
     }
     const char *argv[] = {"nft", "-f", "-", NULL};
     ts_err e;
@@ -724,20 +819,44 @@ static int service_elem(const char *svc, char *out, size_t len)
     return 0;
 }
 
-int agent_net_services(const char *const *svc, size_t n, ts_err *err)
+int agent_net_services(const char *state_dir, const agent_net_service *svc, size_t n,
+                       ts_err *err)
 {
-    if (n > SERVICES_MAX)
-        return ts_err_set(err, TS_EINVAL, "net_services: %zu: at most %d", n, SERVICES_MAX);
-    char script[SERVICES_MAX * 96 + 64];
-    size_t len = (size_t)snprintf(script, sizeof script, "flush set inet tessera services\n");
+    if (n > AGENT_NET_SERVICES_MAX)
+        return ts_err_set(err, TS_EINVAL, "net_services: %zu: at most %d", n,
+                          AGENT_NET_SERVICES_MAX);
+    net_names nn;
+    names_of(state_dir, &nn);
+    size_t cap = n * 160 + 128, len;
+    char *script = malloc(cap);
+    if (!script)
+        return ts_err_set(err, TS_ENOMEM, "network: out of memory");
+    len = (size_t)snprintf(script, cap, "flush set inet %s services\n"
+                           "flush set inet %s tenant_services\n", nn.table, nn.table);
     for (size_t i = 0; i < n; i++) {
         char el[96];
-        if (!svc[i] || service_elem(svc[i], el, sizeof el) != 0)
-            return ts_err_set(err, TS_EINVAL, "net_services[%zu]: \"%s\": not ADDR[/N]:PORT/tcp|udp",
-                              i, svc[i] ? svc[i] : "");
-        len += (size_t)snprintf(script + len, sizeof script - len,
-                                "add element inet tessera services { %s }\n", el);
+        if (!svc[i].to || service_elem(svc[i].to, el, sizeof el) != 0) {
+            free(script);
+            return ts_err_set(err, TS_EINVAL, "net_services[%zu]: \"%s\": not "
+                              "ADDR[/N]:PORT/tcp|udp", i, svc[i].to ? svc[i].to : "");
+        }
+        if (svc[i].vni > VNI_MAX) {
+            free(script);
+            return ts_err_set(err, TS_EINVAL, "net_services[%zu].vni: %u: must be 1..%u", i,
+                              svc[i].vni, VNI_MAX);
+        }
+        char br[IFNAMSIZ];
+        tenant_link(&nn, 'b', svc[i].vni, false, br);
+        if (svc[i].vni == 0)
+            len += (size_t)snprintf(script + len, cap - len,
+                                    "add element inet %s services { %s }\n", nn.table, el);
+        else
+            len += (size_t)snprintf(script + len, cap - len,
+                                    "add element inet %s tenant_services { \"%s\" . %s }\n",
+                                    nn.table, br, el);
     }
     const char *argv[] = {"nft", "-f", "-", NULL};
-    return run_tool(argv, script, err);
+    int rc = run_tool(argv, script, err);
+    free(script);
+    return rc;
 }

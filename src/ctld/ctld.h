@@ -112,6 +112,7 @@ typedef struct ctld_oidc_config {
 } ctld_oidc_config;
 
 #define CTLD_NET_SERVICES_MAX 32
+#define CTLD_NET_SERVICE_TENANTS_BYTES 256
 
 typedef struct ctld_config {
     char listen_addr[64];       /* "127.0.0.1" */
@@ -159,6 +160,8 @@ typedef struct ctld_config {
     uint32_t net_range;         /* host order; each tenant one block of it */
     int net_range_prefix, net_tenant_prefix, net_mtu; /* net_mtu 0: the agent's default */
     char net_services[CTLD_NET_SERVICES_MAX][64]; /* "ADDR[/N]:PORT/tcp|udp" tasks may reach */
+    /* per service: the tenants whose tasks may reach it, comma-separated; "" every tenant */
+    char net_service_tenants[CTLD_NET_SERVICES_MAX][CTLD_NET_SERVICE_TENANTS_BYTES];
     int nnet_services;
     bool net_ib_partitions;     /* each tenant an InfiniBand partition key (net.c) */
     char net_ib_partitions_file[CTLD_PATH_MAX]; /* OpenSM's partitions.conf, written; "" none */
@@ -547,6 +550,9 @@ int ctld_net_tenant(ctld *c, const char *tenant, int *ordinal, ts_err *err);
 void ctld_net_bind(cjob *j);   /* j->net_host from its placement */
 void ctld_net_unbind(cjob *j);
 json_t *ctld_net_peers(const ctld *c);
+/* Sets doc's "net_services" (every tenant's, strings) and
+ * "net_tenant_services" ({vni, to} of those only some tenants may reach). */
+void ctld_net_services(const ctld *c, json_t *doc);
 /* a task's "net" and its overlay master_addr, when the cluster isolates */
 void ctld_net_task(const ctld *c, const cjob *j, int rank, json_t *t);
 void ctld_net_restore(ctld *c, cjob *j); /* a running job read back from the store */

@@ -19,6 +19,7 @@ usage: all_pairs_test.py NETNS_TOOL     (root; exit 77 = skipped)
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -166,22 +167,39 @@ class Fail(Exception):
     pass
 
 
+# the agent's links: t<tag4>v|b|x... (and ts[vbx]... of agents before per-agent names)
+AGENT_LINK = re.compile(r"^(t[0-9a-f]{4}[vbx]|ts[vbx])[0-9a-f]")
+
+
+def node_net(ns):
+    """In node namespace ns: the agents' links, the addresses on them, and
+    the address bindings (bound4 elements) of every agent's bridge table."""
+    out = nsx(ns, "ip", "-o", "link", "show").stdout
+    ours = {l.split(": ")[1].split("@")[0] for l in out.splitlines()}
+    ours = {n for n in ours if AGENT_LINK.match(n)}
+    out = nsx(ns, "ip", "-o", "addr", "show").stdout
+    addrs = sum(1 for l in out.splitlines() if l.split()[1] in ours)
+    js = nsx(ns, "nft", "-j", "list", "sets", "bridge", check=False).stdout
+    elems = 0
+    for o in json.loads(js)["nftables"] if js else []:
+        st = o.get("set")
+        if st and st["table"].startswith("tessera") and st["name"] == "bound4":
+            elems += len(st.get("elem", []))
+    return len(ours), addrs, elems
+
+
 def counts(state_dirs):
-    """What the module made: task namespaces, tenant links, bindings."""
+    """What the module made: task namespaces, tenant links, the addresses on
+    them, bindings."""
     nss = [n for n in os.listdir("/run/netns") if mine(n)]
-    links = elems = 0
+    links = addrs = elems = 0
     for i in range(NODES):
-        out = nsx(node_ns(i), "ip", "-o", "link", "show").stdout
-        links += sum(1 for l in out.splitlines() if l.split(": ")[1].startswith(("tsv", "tsb", "tsx")))
-        js = nsx(node_ns(i), "nft", "-j", "list", "set", "bridge", "tessera", "bound4",
-                 check=False).stdout
-        if js:
-            for o in json.loads(js)["nftables"]:
-                if "set" in o:
-                    elems += len(o["set"].get("elem", []))
+        n_links, n_addrs, n_elems = node_net(node_ns(i))
+        links, addrs, elems = links + n_links, addrs + n_addrs, elems + n_elems
     files = sum(len(os.listdir(os.path.join(d, "net"))) for d in state_dirs
                 if os.path.isdir(os.path.join(d, "net")))
-    return {"namespaces": len(nss), "links": links, "bindings": elems, "state_files": files}
+    return {"namespaces": len(nss), "links": links, "addresses": addrs, "bindings": elems,
+            "state_files": files}
 
 
 def make_fabric():
@@ -244,8 +262,9 @@ def main():
         print(f"setup (each including its exec by the test): max {max(ms):.1f} ms")
         made = counts(states)
         print("made:", made)
-        want = {"namespaces": 12, "links": 12 + 2 * TENANTS * NODES, "bindings": 12,
-                "state_files": 12}
+        # each tenant's bridge on each node holds its gateway address
+        want = {"namespaces": 12, "links": 12 + 2 * TENANTS * NODES,
+                "addresses": TENANTS * NODES, "bindings": 12, "state_files": 12}
         if made != want:
             failures.append(f"made {made}, want {want}")
         # servers
@@ -365,7 +384,8 @@ def main():
             if out != "removed=1":
                 failures.append(f"node {r}: restart reconcile said {out!r}, want removed=1")
         mid = counts(states)
-        want = {"namespaces": 4, "links": 4 + 2 * NODES, "bindings": 4, "state_files": 4}
+        want = {"namespaces": 4, "links": 4 + 2 * NODES, "addresses": NODES, "bindings": 4,
+                "state_files": 4}
         print("after restart, tenant 2 kept:", mid)
         if mid != want:
             failures.append(f"after the restart {mid}, want {want}")

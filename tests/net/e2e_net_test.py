@@ -44,9 +44,12 @@ TENANTS_YAML = """tenants:
       team-c: {guaranteed: {gpu: {H100-80GB: 8}}, allow_host_network: true}
 """
 
+# a service on the gateway host that only team-b's tasks may reach
+STORE_PORT = 20000 + os.getpid() % 20000
 CONFIG = ("scheduler: {interval: 0.2s, min_runtime: 1s, reclaim_min_runtime: 0s, grace: 3s, "
           "backoff: 1s}\nnetwork: {isolation: tenant, range: 10.80.0.0/12, tenant_prefix: 20, "
-          f"services: [\"{GW}:{{port}}/tcp\"], ib_partitions: true, "
+          f"services: [\"{GW}:{{port}}/tcp\", "
+          f"{{to: \"{GW}:{STORE_PORT}/tcp\", tenants: [team-b]}}], ib_partitions: true, "
           f"ib_partitions_file: partitions.conf}}\n")
 
 RANK = r"""
@@ -127,17 +130,12 @@ def unfabric():
 
 
 def node_counts(c):
-    links = elems = 0
+    """The agents' links, the addresses on them and the bindings, all nodes."""
+    links = addrs = elems = 0
     for i in range(NODES):
-        out = ap.sh("nsenter", f"--net=/run/netns/{TAG}-n{i}", "ip", "-o", "link", "show").stdout
-        links += sum(1 for l in out.splitlines()
-                     if l.split(": ")[1].startswith(("tsv", "tsb", "tsx")))
-        js = ap.sh("nsenter", f"--net=/run/netns/{TAG}-n{i}", "nft", "-j", "list", "set",
-                   "bridge", "tessera", "bound4", check=False).stdout
-        for o in json.loads(js)["nftables"] if js else []:
-            if "set" in o:
-                elems += len(o["set"].get("elem", []))
-    return links, elems
+        n_links, n_addrs, n_elems = ap.node_net(f"{TAG}-n{i}")
+        links, addrs, elems = links + n_links, addrs + n_addrs, elems + n_elems
+    return links, addrs, elems
 
 
 def bad_configs(tesserad):
@@ -155,7 +153,11 @@ def bad_configs(tesserad):
                           ("{range: 10.0.0.0/16, tenant_prefix: 16}",
                            "network.tenant_prefix: 16: must be longer than the range's /16"),
                           ("{mtu: 100}", "network.mtu: must be 1280..9000"),
-                          ("{services: [nope]}", "network.services[0]: must be ADDR[/N]:PORT/tcp|udp")):
+                          ("{services: [nope]}", "network.services[0]: must be ADDR[/N]:PORT/tcp|udp"),
+                          ("{services: [{to: '1.2.3.4:80/tcp', tenants: ['a b']}]}",
+                           "network.services[0].tenants[0]: must be a tenant name"),
+                          ("{services: [{to: '1.2.3.4:80/tcp'}]}",
+                           "network.services[0]: needs both to: and tenants:")):
             with open(os.path.join(d, "t.yaml"), "w") as f:
                 f.write(f"cluster: cluster.yaml\ntenants: tenants.yaml\nstate_dir: st\n"
                         f"network: {net}\n")
@@ -372,17 +374,32 @@ def main():
         other.bind((GW, 0))
         other.listen(8)
         oport = other.getsockname()[1]
+        store = socket.socket()
+        store.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        store.bind((GW, STORE_PORT))
+        store.listen(8)
         probe = ("import socket,sys\nfor p in sys.argv[1:]:\n try:\n"
                  "  socket.create_connection(('" + GW + "',int(p)),timeout=2).close();print(p,'open')\n"
                  " except OSError:\n  print(p,'closed')\n")
         eg = c.submit({"tenant": "team-b", "name": "egress", "tasks": [{"gpus": 0}],
-                       "command": ["/usr/bin/python3", "-c", probe, str(c.port), str(oport)]})
+                       "command": ["/usr/bin/python3", "-c", probe, str(c.port), str(oport),
+                                   str(STORE_PORT)]})
         c.wait_job(eg, ("completed",), timeout=60)
         text = "".join(c.output(n.name, eg, 0) for n in c.nodes)
-        other.close()
         check(f"{c.port} open" in text and f"{oport} closed" in text,
               f"a task reaches the controller (a service) and not another port of its host: "
               f"{text.strip()}")
+        check(f"{STORE_PORT} open" in text,
+              f"team-b's task reaches the service only team-b may: {text.strip()}")
+        ega = c.submit({"tenant": "team-a", "name": "egress", "tasks": [{"gpus": 0}],
+                        "command": ["/usr/bin/python3", "-c", probe, str(c.port),
+                                    str(STORE_PORT)]})
+        c.wait_job(ega, ("completed",), timeout=60)
+        text = "".join(c.output(n.name, ega, 0) for n in c.nodes)
+        other.close()
+        store.close()
+        check(f"{c.port} open" in text and f"{STORE_PORT} closed" in text,
+              f"team-a's task reaches the controller but not team-b's service: {text.strip()}")
         # host networking: only where the tenant allows it
         d = c.submit({"tenant": "team-a", "name": "hostnet", "tasks": [{"gpus": 0}],
                       "network": "host", "command": ["/bin/true"]}, expect=400)
@@ -399,10 +416,10 @@ def main():
         open(stop, "w").close()
         for jid in jobs.values():
             c.wait_job(jid, ("completed",), timeout=60)
-        left = c.wait(lambda: node_counts(c) == (0, 0) and not any(
+        left = c.wait(lambda: node_counts(c) == (0, 0, 0) and not any(
             n in nsn.values() for n in os.listdir("/run/netns")),
-            "the ended ranks' namespaces, links and bindings are all gone", 30)
-        print("links, bindings left:", node_counts(c))
+            "the ended ranks' namespaces, links, addresses and bindings are all gone", 30)
+        print("links, addresses, bindings left:", node_counts(c))
         # dedicated NICs: each GPU's rail NIC moved into the task's namespace, and back
         d = c.submit({"tenant": "team-a", "name": "nics", "tasks": [{"gpus": 0}],
                       "network": {"mode": "host", "nics": "dedicated"},
