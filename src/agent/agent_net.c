@@ -87,6 +87,14 @@ void ts_agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_
         .npeers = peers ? npeers : 0,
         .mtu = (int)json_integer_value(json_object_get(net, "mtu")),
     };
+    /* "publish": the task's ports reachable at this node, from "publish_from" */
+    size_t npub, nfrom;
+    const char **pub = peer_list(json_object_get(net, "publish"), &npub);
+    const char **from = peer_list(json_object_get(net, "publish_from"), &nfrom);
+    nt.publish = pub;
+    nt.npublish = pub ? npub : 0;
+    nt.publish_from = from;
+    nt.npublish_from = from ? nfrom : 0;
     ts_err e;
     /* "nics": "dedicated": a VF or rail NIC per GPU, by the rail map */
     char names[AGENT_NET_NICS_MAX][TS_NICS_NAME_MAX];
@@ -97,6 +105,8 @@ void ts_agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_
             snprintf(why, why_len, "net.nics: dedicated NICs are one per GPU, and the task "
                      "has no GPU");
             free(peers);
+            free(pub);
+            free(from);
             return;
         }
         const char *root = a->node->sysfs_root[0] ? a->node->sysfs_root : "/sys";
@@ -105,6 +115,8 @@ void ts_agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_
                                &e) != 0) {
                 snprintf(why, why_len, "net.nics: %s", e.msg);
                 free(peers);
+                free(pub);
+                free(from);
                 return;
             }
             nics[i] = names[i];
@@ -119,6 +131,8 @@ void ts_agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_
         lt->net_vni = nt.vni;
     }
     free(peers);
+    free(pub);
+    free(from);
 }
 
 void ts_agent_net_end(ts_agent *a, const local_task *lt)

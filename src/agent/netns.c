@@ -104,6 +104,16 @@ static const char POLICY[] =
     "  set tenant_services {\n"
     "    type ifname . ipv4_addr . inet_proto . inet_service; flags interval;\n"
     "  }\n"
+    /* published ports (a serving job's "network: {publish}"): the node's
+     * port forwarded to the task holding it, from publish_from only and
+     * never from a tenant's bridge */
+    "  map published { type inet_proto . inet_service : ipv4_addr; }\n"
+    "  set publish_from { type ipv4_addr; flags interval; }\n"
+    "  chain publish {\n"
+    "    type nat hook prerouting priority -100; policy accept;\n"
+    "    iifname != \"{P}b*\" fib daddr type local ip saddr @publish_from"
+    " dnat ip to meta l4proto . th dport map @published\n"
+    "  }\n"
     "  chain raw_prerouting {\n"
     "    type filter hook prerouting priority -300; policy accept;\n"
     "    udp dport " STR(VXLAN_PORT) " notrack\n"
@@ -117,8 +127,10 @@ static const char POLICY[] =
     "    iifname . oifname @bridged accept\n"
     "    iifname \"{P}b*\" ip daddr . meta l4proto . th dport @services accept\n"
     "    iifname . ip daddr . meta l4proto . th dport @tenant_services accept\n"
+    "    iifname \"{P}b*\" ct status dnat ct state established accept\n"
     "    iifname \"{P}b*\" counter drop\n"
     "    oifname \"{P}b*\" ct state established,related accept\n"
+    "    oifname \"{P}b*\" ct status dnat accept\n"
     "    oifname \"{P}b*\" counter drop\n"
     "  }\n"
     "  chain input {\n"
@@ -333,6 +345,10 @@ typedef struct net_state {
     char addr[INET_ADDRSTRLEN];
     char mac[18];
     char nics[AGENT_NET_NICS_MAX * IFNAMSIZ]; /* moved in, comma-separated; "" none */
+    /* published ports ("8000/tcp,9000/udp"; "" none) and where from ("ADDR[/N],..."; "-"
+     * anywhere): the file's second line, "publish PORTS FROM", only when there are some */
+    char publish[AGENT_NET_PUBLISH_MAX * 12];
+    char from[AGENT_NET_PUBLISH_FROM_MAX * 20];
 } net_state;
 
 static int state_read(const char *path, net_state *s)
@@ -340,8 +356,15 @@ static int state_read(const char *path, net_state *s)
     FILE *f = fopen(path, "re");
     if (!f)
         return -1;
+    char line[1024];
+    int n = 0;
     /* a fifth field (NICs moved in) only when there are some */
-    int n = fscanf(f, "%15s %u %15s %17s %255s", s->veth, &s->vni, s->addr, s->mac, s->nics);
+    if (fgets(line, sizeof line, f))
+        n = sscanf(line, "%15s %u %15s %17s %255s", s->veth, &s->vni, s->addr, s->mac, s->nics);
+    s->publish[0] = s->from[0] = '\0';
+    if (fgets(line, sizeof line, f) &&
+        sscanf(line, "publish %191s %639s", s->publish, s->from) != 2)
+        n = 0;
     fclose(f);
     if (n == 4)
         s->nics[0] = '\0';
@@ -352,6 +375,8 @@ static int state_read(const char *path, net_state *s)
 }
 
 /* ---- setup ---------------------------------------------------------------------- */
+
+static int service_elem(const char *svc, char *out, size_t len);
 
 static int check_task(const agent_net_task *t, struct in_addr *a, ts_err *err)
 {
@@ -396,6 +421,33 @@ static int check_task(const agent_net_task *t, struct in_addr *a, ts_err *err)
     }
     if (t->mtu != 0 && (t->mtu < 1280 || t->mtu > 9000))
         return ts_err_set(err, TS_EINVAL, "net.mtu: %d: must be 1280..9000", t->mtu);
+    if (t->npublish > AGENT_NET_PUBLISH_MAX || t->npublish_from > AGENT_NET_PUBLISH_FROM_MAX)
+        return ts_err_set(err, TS_EINVAL, "net.publish: %zu ports from %zu ranges: at most %d "
+                          "and %d", t->npublish, t->npublish_from, AGENT_NET_PUBLISH_MAX,
+                          AGENT_NET_PUBLISH_FROM_MAX);
+    for (size_t i = 0; i < t->npublish; i++) {
+        const char *p = t->publish[i], *end = "";
+        unsigned long port = 0;
+        if (p && p[0] >= '1' && p[0] <= '9') {
+            char *e;
+            port = strtoul(p, &e, 10);
+            end = e;
+        }
+        if (port < 1 || port > 65535 || (strcmp(end, "/tcp") != 0 && strcmp(end, "/udp") != 0))
+            return ts_err_set(err, TS_EINVAL, "net.publish[%zu]: \"%s\": not PORT/tcp|udp", i,
+                              p ? p : "");
+        if (port == VXLAN_PORT && strcmp(end, "/udp") == 0)
+            return ts_err_set(err, TS_EINVAL, "net.publish[%zu]: %s: the overlay's own VXLAN "
+                              "port", i, p);
+    }
+    for (size_t i = 0; i < t->npublish_from; i++) {
+        char el[96], probe[64];
+        snprintf(probe, sizeof probe, "%s:1/tcp", t->publish_from[i] ? t->publish_from[i] : "");
+        if (!t->publish_from[i] || strchr(t->publish_from[i], ':') ||
+            strlen(t->publish_from[i]) > 18 || service_elem(probe, el, sizeof el) != 0)
+            return ts_err_set(err, TS_EINVAL, "net.publish_from[%zu]: \"%s\": not ADDR[/N]", i,
+                              t->publish_from[i] ? t->publish_from[i] : "");
+    }
     return 0;
 }
 
@@ -453,9 +505,77 @@ static int bridge_sysctls(const char *br, ts_err *err)
     return 0;
 }
 
+/* Whether port ("PORT/tcp|udp") is in the comma-separated list. */
+static bool port_listed(const char *list, const char *port)
+{
+    size_t n = strlen(port);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, port, n) == 0)
+            return true;
+        p += len + (end ? 1 : 0);
+    }
+    return false;
+}
+
+/* The published ports' map elements of s, verb'd ("add"/"delete"), and for
+ * an add the publish_from set refilled (it is the cluster's, the same for
+ * every task); appended to out. */
+static size_t publish_lines(const net_names *nn, const char *verb, const net_state *s, char *out,
+                            size_t len)
+{
+    size_t n = 0;
+    char list[sizeof s->publish];
+    snprintf(list, sizeof list, "%s", s->publish);
+    char *save = NULL;
+    for (char *p = strtok_r(list, ",", &save); p && n < len; p = strtok_r(NULL, ",", &save)) {
+        unsigned port;
+        char proto[4];
+        if (sscanf(p, "%5u/%3s", &port, proto) == 2)
+            n += (size_t)snprintf(out + n, len - n,
+                                  "%s element inet %s published { %s . %u : %s }\n", verb,
+                                  nn->table, proto, port, s->addr);
+    }
+    if (strcmp(verb, "add") == 0 && s->publish[0] && n < len) {
+        char from[sizeof s->from];
+        snprintf(from, sizeof from, "%s", strcmp(s->from, "-") == 0 ? "0.0.0.0/0" : s->from);
+        n += (size_t)snprintf(out + n, len - n,
+                              "flush set inet %s publish_from\n"
+                              "add element inet %s publish_from { %s }\n",
+                              nn->table, nn->table, from);
+    }
+    return n;
+}
+
+/* The task other than skip whose state publishes port here, into who; false if none. */
+static bool publish_taken(const char *state_dir, const char *port, const char *skip, char *who,
+                          size_t len)
+{
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/net", state_dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    bool taken = false;
+    struct dirent *e;
+    while (!taken && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || strcmp(e->d_name, skip) == 0)
+            continue;
+        char path[1024];
+        net_state s;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        taken = state_read(path, &s) == 0 && port_listed(s.publish, port);
+        if (taken)
+            snprintf(who, len, "%s", e->d_name);
+    }
+    closedir(d);
+    return taken;
+}
+
 static int elements(const net_names *nn, const char *verb, const net_state *s, ts_err *err)
 {
-    char script[512], br[IFNAMSIZ];
+    char script[4096], br[IFNAMSIZ];
     snprintf(script, sizeof script,
              "%s element bridge %s bound4 { \"%s\" . %s }\n"
              "%s element bridge %s boundmac { \"%s\" . %s }\n",
@@ -465,7 +585,13 @@ static int elements(const net_names *nn, const char *verb, const net_state *s, t
         snprintf(script + strlen(script), sizeof script - strlen(script),
                  "add element inet %s bridged { \"%s\" . \"%s\" }\n", nn->table, br, br);
     const char *argv[] = {"nft", "-f", "-", NULL};
-    return run_tool(argv, script, err);
+    int rc = run_tool(argv, script, err);
+    if (s->publish[0]) { /* apart: each removal goes even when the other is already gone */
+        publish_lines(nn, verb, s, script, sizeof script);
+        int prc = run_tool(argv, script, err);
+        rc = rc ? rc : prc;
+    }
+    return rc;
 }
 
 int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_path,
@@ -492,6 +618,19 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
     for (size_t i = 0, len = 0; i < t->nnics; i++)
         len += (size_t)snprintf(s.nics + len, sizeof s.nics - len, "%s%s", i ? "," : "",
                                 t->nics[i]);
+    for (size_t i = 0, len = 0; i < t->npublish; i++)
+        len += (size_t)snprintf(s.publish + len, sizeof s.publish - len, "%s%s", i ? "," : "",
+                                t->publish[i]);
+    snprintf(s.from, sizeof s.from, "-");
+    for (size_t i = 0, len = 0; i < t->npublish_from; i++)
+        len += (size_t)snprintf(s.from + len, sizeof s.from - len, "%s%s", i ? "," : "",
+                                t->publish_from[i]);
+    for (size_t i = 0; i < t->npublish; i++) {
+        char who[256];
+        if (publish_taken(state_dir, t->publish[i], t->task_id, who, sizeof who))
+            return ts_err_set(err, TS_ECONFLICT, "net.publish[%zu]: %s: already published on this "
+                              "node by task %s", i, t->publish[i], who);
+    }
 
     char dir[700], path[800];
     snprintf(dir, sizeof dir, "%s/net", state_dir);
@@ -504,6 +643,7 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
     if (!f ||
         fprintf(f, "%s %u %s %s%s%s\n", s.veth, s.vni, s.addr, s.mac, s.nics[0] ? " " : "",
                 s.nics) < 0 ||
+        (s.publish[0] && fprintf(f, "publish %s %s\n", s.publish, s.from) < 0) ||
         fclose(f) != 0)
         return ts_err_set(err, TS_EIO, "network: %s: %s", path, strerror(errno));
 
@@ -774,6 +914,8 @@ int agent_net_start(const char *state_dir, bool (*keep)(const char *task_id, voi
                               "add element bridge %s boundmac { \"%s\" . %s }\n"
                               "add element inet %s bridged { \"%s\" . \"%s\" }\n",
                               nn.table, s.veth, s.addr, nn.table, s.veth, s.mac, nn.table, br, br);
+        if (s.publish[0] && n + 2048 < SCRIPT_BYTES)
+            n += publish_lines(&nn, "add", &s, script + n, SCRIPT_BYTES - n);
     }
     const char *argv[] = {"nft", "-f", "-", NULL};
     ts_err e;

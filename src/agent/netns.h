@@ -41,6 +41,8 @@
 #define AGENT_NET_NS_PATH_MAX 128
 #define AGENT_NET_NICS_MAX 16
 #define AGENT_NET_SERVICES_MAX 1024
+#define AGENT_NET_PUBLISH_MAX 16
+#define AGENT_NET_PUBLISH_FROM_MAX 32
 
 typedef struct agent_net_task {
     const char *task_id;     /* [A-Za-z0-9._-], as ts_task_spec's */
@@ -56,6 +58,14 @@ typedef struct agent_net_task {
      * the agent's namespace at teardown; at most AGENT_NET_NICS_MAX */
     const char *const *nics;
     size_t nnics;
+    /* ports reachable at this node's address ("PORT/tcp|udp", "network: {publish}"),
+     * forwarded to the task's, from the addresses in publish_from ("ADDR[/N]"; none:
+     * anywhere) and never from a tenant's bridge; at most AGENT_NET_PUBLISH_MAX and
+     * AGENT_NET_PUBLISH_FROM_MAX */
+    const char *const *publish;
+    size_t npublish;
+    const char *const *publish_from;
+    size_t npublish_from;
 } agent_net_task;
 
 /* Makes the nftables tables (atomically replacing earlier ones), removes

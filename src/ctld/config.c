@@ -504,10 +504,33 @@ static int network_parse(cfg_ctx *x, yaml_node_t *m)
 {
     static const char *const nk[] = {"isolation", "range",         "tenant_prefix",
                                      "mtu",       "services",      "ib_partitions",
-                                     "ib_partitions_file"};
-    yaml_node_t *nv[7];
+                                     "ib_partitions_file", "publish_from"};
+    yaml_node_t *nv[8];
     ctld_config *cfg = x->cfg;
-    int rc = ts_yaml_map_fields(&x->D, m, "network", nk, 7, nv);
+    int rc = ts_yaml_map_fields(&x->D, m, "network", nk, 8, nv);
+    if (rc == 0 && nv[7]) {
+        yaml_node_t *l = nv[7];
+        yaml_node_item_t *b = l->type == YAML_SEQUENCE_NODE ? l->data.sequence.items.start : NULL;
+        int n = b ? (int)(l->data.sequence.items.top - b) : -1;
+        if (n < 0 || n > CTLD_NET_PUBLISH_FROM_MAX)
+            return ts_yaml_fail_got(&x->D, l, "network.publish_from",
+                                    "a list of at most 32 IPv4 addresses or ranges ADDR[/N]");
+        for (int i = 0; i < n && rc == 0; i++) {
+            yaml_node_t *e = yaml_document_get_node(x->D.doc, b[i]);
+            const char *s = e ? ts_yaml_scalar(e) : NULL;
+            char path[48], probe[64];
+            snprintf(path, sizeof path, "network.publish_from[%d]", i);
+            /* an address or range is a service's address part: checked as one */
+            snprintf(probe, sizeof probe, "%s:1/tcp", s ? s : "");
+            if (!s || strchr(s, ':') || strlen(s) >= sizeof cfg->net_publish_from[0] ||
+                !service_ok(probe))
+                rc = ts_yaml_fail_got(&x->D, e ? e : l, path,
+                                      "an IPv4 address or range ADDR[/N], e.g. 192.0.2.0/24");
+            else
+                snprintf(cfg->net_publish_from[cfg->nnet_publish_from++],
+                         sizeof cfg->net_publish_from[0], "%s", s);
+        }
+    }
     if (rc == 0 && nv[6])
         rc = get_path(x, nv[6], "network.ib_partitions_file", cfg->net_ib_partitions_file,
                       sizeof cfg->net_ib_partitions_file);

@@ -269,6 +269,19 @@ void ctld_net_task(const ctld *c, const cjob *j, int rank, json_t *t)
         json_object_set_new(net, "mtu", json_integer(c->cfg.net_mtu));
     if (net && j->spec && j->spec->dedicated_nics) /* a VF or rail NIC per GPU, moved in */
         json_object_set_new(net, "nics", json_string("dedicated"));
+    if (net && j->spec && j->spec->npublish > 0) { /* reachable at the node, from where allowed */
+        json_t *pl = json_array(), *from = json_array();
+        for (int i = 0; i < j->spec->npublish; i++) {
+            char port[16];
+            snprintf(port, sizeof port, "%u/%s", (unsigned)j->spec->publish[i].port,
+                     j->spec->publish[i].udp ? "udp" : "tcp");
+            json_array_append_new(pl, json_string(port));
+        }
+        for (int i = 0; i < c->cfg.nnet_publish_from; i++)
+            json_array_append_new(from, json_string(c->cfg.net_publish_from[i]));
+        json_object_set_new(net, "publish", pl);
+        json_object_set_new(net, "publish_from", from);
+    }
     json_object_set_new(t, "net", net);
     if (c->cfg.net_ib_partitions) /* the agent finds its index: NCCL_IB_PKEY */
         json_object_set_new(t, "ib_pkey", json_integer(NET_PKEY_BASE + ord));

@@ -215,13 +215,23 @@ def make_fabric():
         nsx(n, "ip", "addr", "add", f"{under(i)}/24", "dev", "u0")
         nsx(n, "ip", "link", "set", "u0", "up")
         nsx(n, "ip", "link", "set", "lo", "up")
+        nsx(n, "sysctl", "-qw", "net.ipv4.ip_forward=1")  # published ports are forwarded
+
+
+# tenant 0's rank 1 (node 1) serves: its TCP 7000 published at node 1's
+# address, to node 0's address only
+PUBLISHER = (0, 1)
+
+
+def publish_args(k, r):
+    return ("publish=7000/tcp", f"from={under(0)}/32") if (k, r) == PUBLISHER else ()
 
 
 def setup(state, i, k, r):
     peers = [under(j) for j in range(NODES) if j != i]
     t0 = time.monotonic()
     nsx(node_ns(i), TOOL, "setup", state, task_id(k, r), str(VNI_BASE + k), task_addr(k, r),
-        "24", under(i), *peers)
+        "24", under(i), *publish_args(k, r), *peers)
     return (time.monotonic() - t0) * 1000
 
 
@@ -370,6 +380,27 @@ def main():
                 failures.append("gloo rendezvous failed: " + " | ".join(e[-300:] for _, e in outs))
         else:
             print("gloo rendezvous: skipped (no torch in /usr/bin/python3)")
+        # published port: reachable from node 0's address only, TCP 7000 only
+        dial = ("import socket,sys\ntry:\n s=socket.create_connection((sys.argv[1],int(sys.argv[2])),"
+                "timeout=1.5);s.settimeout(1.5);print(s.recv(64).decode() or 'empty')\n"
+                "except OSError as e:\n print('closed')\n")
+        pub = under(1)
+        seen = {
+            "node 0": nsx(node_ns(0), sys.executable, "-c", dial, pub, "7000").stdout.strip(),
+            "node 2": nsx(node_ns(2), sys.executable, "-c", dial, pub, "7000").stdout.strip(),
+            "tenant 1's task on node 0": nsx(task_ns(1, 0), sys.executable, "-c", dial, pub,
+                                             "7000").stdout.strip(),
+            "tenant 0's own task on node 0": nsx(task_ns(0, 0), sys.executable, "-c", dial, pub,
+                                                 "7000").stdout.strip()}
+        print("published 7000/tcp of tenant 0's rank 1, dialled at node 1's address:", seen)
+        if seen != {"node 0": "0/1", "node 2": "closed", "tenant 1's task on node 0": "closed",
+                    "tenant 0's own task on node 0": "closed"}:
+            failures.append(f"published port reached as {seen}, want only from node 0")
+        again = nsx(node_ns(1), TOOL, "setup", states[1], "pub2", str(VNI_BASE), "10.70.0.40", "24",
+                    under(1), "publish=7000/tcp", check=False)
+        print("a second task publishing 7000/tcp on node 1:", again.stderr.strip())
+        if again.returncode == 0 or "already published on this node by task" not in again.stderr:
+            failures.append(f"a second publisher of 7000/tcp was not refused: {again.stderr}")
         for p in procs:
             if p.poll() is None:
                 p.kill()
@@ -379,6 +410,11 @@ def main():
         # the rest: a restarted agent keeps tenant 2's rank tasks and removes 1's
         for r in range(NODES):
             nsx(node_ns(r), TOOL, "teardown", states[r], task_id(0, r))
+        left = nsx(node_ns(1), "nft", "-j", "list", "map", "inet",
+                   "tessera_" + task_ns(0, 1)[3:11], "published").stdout
+        elems = [o["map"].get("elem", []) for o in json.loads(left)["nftables"] if "map" in o]
+        if elems != [[]]:
+            failures.append(f"the publisher's teardown left its port mapped: {elems}")
         for r in range(NODES):
             out = nsx(node_ns(r), TOOL, "start", states[r], task_id(2, r)).stdout.strip()
             if out != "removed=1":

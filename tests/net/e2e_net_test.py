@@ -49,7 +49,8 @@ STORE_PORT = 20000 + os.getpid() % 20000
 CONFIG = ("scheduler: {interval: 0.2s, min_runtime: 1s, reclaim_min_runtime: 0s, grace: 3s, "
           "backoff: 1s}\nnetwork: {isolation: tenant, range: 10.80.0.0/12, tenant_prefix: 20, "
           f"services: [\"{GW}:{{port}}/tcp\", "
-          f"{{to: \"{GW}:{STORE_PORT}/tcp\", tenants: [team-b]}}], ib_partitions: true, "
+          f"{{to: \"{GW}:{STORE_PORT}/tcp\", tenants: [team-b]}}], publish_from: [{GW}/32], "
+          "ib_partitions: true, "
           f"ib_partitions_file: partitions.conf}}\n")
 
 RANK = r"""
@@ -400,6 +401,39 @@ def main():
         store.close()
         check(f"{c.port} open" in text and f"{STORE_PORT} closed" in text,
               f"team-a's task reaches the controller but not team-b's service: {text.strip()}")
+        # a published port: team-a's server's 7100/tcp at its node's address,
+        # from this host (network.publish_from) only, not from another tenant's task
+        srv = ("import socket\ns=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+               "s.bind(('0.0.0.0',7100));s.listen(8)\nwhile True:\n"
+               " c,_=s.accept();c.sendall(b'served');c.close()\n")
+        sj = c.submit({"tenant": "team-a", "name": "serve", "tasks": [{"gpus": 0}],
+                       "network": {"publish": ["7100/tcp"]},
+                       "command": ["/usr/bin/python3", "-c", srv]})
+        c.wait_job(sj, ("running",), timeout=60)
+        names = [n.name for n in c.nodes]
+        at = f"192.168.252.{names.index(node_of(c, sj, 0)) + 1}"
+
+        def dial(addr, port):
+            try:
+                conn = socket.create_connection((addr, port), timeout=2)
+                conn.settimeout(2)
+                return conn.recv(16).decode()
+            except OSError:
+                return "closed"
+        check(c.wait(lambda: dial(at, 7100) == "served",
+                     "the published port answers at its node", 20),
+              f"team-a's published 7100/tcp answers at its node's address {at}")
+        dialler = ("import socket,sys\ntry:\n c=socket.create_connection((sys.argv[1],7100),timeout=2)\n"
+                   " c.settimeout(2);print('got',c.recv(16).decode())\nexcept OSError:\n print('closed')\n")
+        bj = c.submit({"tenant": "team-b", "name": "dial", "tasks": [{"gpus": 0}],
+                       "command": ["/usr/bin/python3", "-c", dialler, at]})
+        c.wait_job(bj, ("completed",), timeout=60)
+        text = "".join(c.output(n.name, bj, 0) for n in c.nodes)
+        check("closed" in text and "served" not in text,
+              f"team-b's task cannot reach team-a's published port: {text.strip()}")
+        st, _ = c.call("POST", f"/v1/jobs/{sj}/cancel")
+        c.wait_job(sj, ("cancelled",), timeout=60)
+        check(dial(at, 7100) == "closed", "the port is closed again once the server ended")
         # host networking: only where the tenant allows it
         d = c.submit({"tenant": "team-a", "name": "hostnet", "tasks": [{"gpus": 0}],
                       "network": "host", "command": ["/bin/true"]}, expect=400)
