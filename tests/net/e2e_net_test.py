@@ -474,6 +474,13 @@ def main():
                                                              if hca else []))
         check(len(mine) == 2 and mine == want,
               f"a dedicated-NIC task holds its 2 GPUs' rail NICs {want}: {mine}")
+        # the node's dedicated NICs as CDI 1.1 netDevices, for CDI runtimes
+        cdi_path = os.path.join(c.path(c.nodes[0].name), "cdi", "tessera-net.json")
+        spec = json.load(open(cdi_path)) if os.path.exists(cdi_path) else {}
+        netdevs = sorted(d["containerEdits"]["netDevices"][0]["hostInterfaceName"]
+                         for d in spec.get("devices", []))
+        check(spec.get("cdiVersion") == "1.1.0" and netdevs == [f"rn{g}" for g in range(8)],
+              f"the agent's CDI 1.1 spec lists its 8 rail NICs as netDevices: {netdevs}")
         back = c.wait(lambda: all(
             ap.sh("nsenter", f"--net=/run/netns/{TAG}-n{i}", "ip", "-o", "link", "show").stdout
             .count(": rn") == 16 for i in range(NODES)),
