@@ -97,8 +97,9 @@ void ts_agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_
     nt.npublish_from = from ? nfrom : 0;
     ts_err e;
     /* "nics": "dedicated": a VF or rail NIC per GPU, by the rail map */
-    char names[AGENT_NET_NICS_MAX][TS_NICS_NAME_MAX];
-    const char *nics[AGENT_NET_NICS_MAX];
+    char names[AGENT_NET_NICS_MAX][TS_NICS_NAME_MAX], rnames[AGENT_NET_NICS_MAX][TS_NICS_NAME_MAX];
+    const char *nics[AGENT_NET_NICS_MAX], *rdma[AGENT_NET_NICS_MAX];
+    char note[TS_ERR_MSG_MAX] = "";
     const char *mode = json_string_value(json_object_get(net, "nics"));
     if (mode && strcmp(mode, "dedicated") == 0) {
         if (lt->ngpu == 0) {
@@ -120,15 +121,26 @@ void ts_agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_
                 return;
             }
             nics[i] = names[i];
+            /* its RDMA device goes with it, where the host isolates RDMA per namespace */
+            if (ts_nics_rdmadev(root, &a->node->nics, lt->gpu[i], rnames[i], sizeof rnames[i],
+                                &e) != 0)
+                rnames[i][0] = '\0';
+            rdma[i] = rnames[i];
         }
         nt.nics = nics;
         nt.nnics = (size_t)(lt->ngpu < AGENT_NET_NICS_MAX ? lt->ngpu : AGENT_NET_NICS_MAX);
+        nt.rdma = rdma;
+        nt.nrdma = nt.nnics;
+        nt.note = note;
+        nt.note_len = sizeof note;
     }
     if (agent_net_setup(a->cfg.state_dir, &nt, ns_path, len, &e) != 0) {
         snprintf(why, why_len, "%s", e.msg);
         ns_path[0] = '\0';
     } else {
         lt->net_vni = nt.vni;
+        if (note[0])
+            fprintf(stderr, "tessera-agent: task %s: %s\n", id, note);
     }
     free(peers);
     free(pub);

@@ -703,6 +703,14 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
         goto fail;
     if (new_vx && (rc = fdb_add(vx, t->peers, t->npeers, t->local, err)) != 0)
         goto fail;
+    for (size_t i = 0; i < t->nrdma; i++) { /* each on its own: one missing keeps none back */
+        ts_err e;
+        const char *argv[] = {"rdma", "dev", "set", t->rdma[i], "netns", ns, NULL};
+        if (t->rdma[i][0] && run_tool(argv, NULL, &e) != 0 && t->note && !t->note[0])
+            snprintf(t->note, t->note_len, "RDMA device %s not moved into %s (is the host's "
+                     "RDMA in exclusive namespace mode: rdma system set netns exclusive?): %s",
+                     t->rdma[i], ns, e.msg);
+    }
     snprintf(ns_path, ns_path_len, "%s/%s", NS_DIR, ns);
     return 0;
 fail:;

@@ -66,6 +66,15 @@ typedef struct agent_net_task {
     size_t npublish;
     const char *const *publish_from;
     size_t npublish_from;
+    /* RDMA devices going with the NICs (a VF's own, ts_nics_rdmadev): moved
+     * into the namespace too where the host's RDMA subsystem isolates
+     * namespaces (`rdma system set netns exclusive`); a move that cannot be
+     * made does not fail the setup but is said in note (NULL: not said).
+     * They come back by themselves when the namespace goes. */
+    const char *const *rdma;
+    size_t nrdma;
+    char *note;
+    size_t note_len;
 } agent_net_task;
 
 /* Makes the nftables tables (atomically replacing earlier ones), removes
