@@ -1,7 +1,9 @@
 /*
  * netns.c - a task's network namespace on its tenant's overlay (netns.h).
  *
- * Why iproute2 and nft by fork/exec rather than netlink sockets of our own:
+ * The policy's text, the services and running the tools are in
+ * netns_policy.c. Why iproute2 and nft by fork/exec rather than netlink
+ * sockets of our own:
  * the VXLAN, veth-into-namespace, bridge-port and nftables-set messages are
  * many and version-dependent, and the tools are what operators debug with;
  * each batch is parsed and applied by the kernel's own tools, which report
@@ -30,216 +32,18 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <net/if.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent/netns.h"
+#include "agent/netns_priv.h"
 
-#define VXLAN_PORT 4789
-#define STR_(x) #x
-#define STR(x) STR_(x)
-#define VNI_MAX 16777215u
-#define TOOL_ERR_BYTES 400
 #define NS_DIR "/run/netns"
 #define NS_PREFIX "ts-"
 #define SCRIPT_BYTES 65536
-#define GW_MAC_PREFIX "02:54:53:00:00:00" /* a tenant gateway's MAC: this, the VNI below */
-
-/* The tables; replaced whole at agent start (agent_net_start). "{P}" stands
- * for this agent's link prefix, "{T}" for its tables' name (net_names): each
- * agent of a host matches only its own links, so one agent's rules never
- * drop another's frames, and one agent's start never replaces another's
- * tables. */
-static const char POLICY[] =
-    "table bridge {T} {\n"
-    "  set bound4 { type ifname . ipv4_addr; }\n"
-    "  set boundmac { type ifname . ether_addr; }\n"
-    /* conntrack's fast path: a frame that stays on a tenant's layer 2 (to a
-     * task here or over the VXLAN) needs no connection state, so it is not
-     * tracked where br_netfilter shows it to the inet hooks; frames to the
-     * gateway (routed to a service, or to the host) are */
-    "  chain raw {\n"
-    "    type filter hook prerouting priority -300; policy accept;\n"
-    "    iifname { \"{P}v*\", \"{P}x*\" } ether daddr & ff:ff:ff:00:00:00 != " GW_MAC_PREFIX
-    " notrack\n"
-    "  }\n"
-    /* what a task's port may send: its own MAC, IPv4 from its own address,
-     * ARP for its own address; nothing else (IPv6, VLAN tags, other types) */
-    "  chain from_task {\n"
-    "    iifname . ether saddr != @boundmac counter drop\n"
-    "    ether type ip iifname . ip saddr != @bound4 counter drop\n"
-    "    ether type arp iifname . arp saddr ip != @bound4 counter drop\n"
-    "    ether type arp iifname . arp saddr ether != @boundmac counter drop\n"
-    "    ether type != { ip, arp } counter drop\n"
-    "  }\n"
-    /* prerouting: every frame entering a tenant bridge, whether it is
-     * forwarded (to another port or the VXLAN) or goes up to the host */
-    "  chain prerouting {\n"
-    "    type filter hook prerouting priority -200; policy accept;\n"
-    "    iifname \"{P}v*\" jump from_task\n"
-    "    iifname \"{P}x*\" ether type != { ip, arp } counter drop\n"
-    /* every node's bridge is its tenant's gateway, with one MAC: another
-     * node's answer must not reach this node's tasks */
-    "    iifname \"{P}x*\" ether saddr & ff:ff:ff:00:00:00 == " GW_MAC_PREFIX " counter drop\n"
-    "  }\n"
-    "}\n"
-    /* the host: a tenant bridge's frames that br_netfilter shows here (the
-     * same bridge in and out: set "bridged") pass; what is routed from a
-     * bridge goes only to the services (set "services", the controller's
-     * network.services, and "tenant_services", those of only some tenants,
-     * keyed by their bridges), masqueraded as the node; nothing is routed into a
-     * bridge but their answers; the host itself takes from a bridge only
-     * connections to services it runs. The overlay's own UDP (the VXLAN
-     * packets between nodes) is not tracked: it is stateless both ways */
-    "table inet {T} {\n"
-    "  set bridged { type ifname . ifname; }\n"
-    "  set services { type ipv4_addr . inet_proto . inet_service; flags interval; }\n"
-    /* the services only some tenants may reach: their bridges' names first */
-    "  set tenant_services {\n"
-    "    type ifname . ipv4_addr . inet_proto . inet_service; flags interval;\n"
-    "  }\n"
-    /* published ports (a serving job's "network: {publish}"): the node's
-     * port forwarded to the task holding it, from publish_from only and
-     * never from a tenant's bridge */
-    "  map published { type inet_proto . inet_service : ipv4_addr; }\n"
-    "  set publish_from { type ipv4_addr; flags interval; }\n"
-    "  chain publish {\n"
-    "    type nat hook prerouting priority -100; policy accept;\n"
-    "    iifname != \"{P}b*\" fib daddr type local ip saddr @publish_from"
-    " dnat ip to meta l4proto . th dport map @published\n"
-    "  }\n"
-    "  chain raw_prerouting {\n"
-    "    type filter hook prerouting priority -300; policy accept;\n"
-    "    udp dport " STR(VXLAN_PORT) " notrack\n"
-    "  }\n"
-    "  chain raw_output {\n"
-    "    type filter hook output priority -300; policy accept;\n"
-    "    udp dport " STR(VXLAN_PORT) " notrack\n"
-    "  }\n"
-    "  chain forward {\n"
-    "    type filter hook forward priority 0; policy accept;\n"
-    "    iifname . oifname @bridged accept\n"
-    "    iifname \"{P}b*\" ip daddr . meta l4proto . th dport @services accept\n"
-    "    iifname . ip daddr . meta l4proto . th dport @tenant_services accept\n"
-    "    iifname \"{P}b*\" ct status dnat ct state established accept\n"
-    "    iifname \"{P}b*\" counter drop\n"
-    "    oifname \"{P}b*\" ct state established,related accept\n"
-    "    oifname \"{P}b*\" ct status dnat accept\n"
-    "    oifname \"{P}b*\" counter drop\n"
-    "  }\n"
-    "  chain input {\n"
-    "    type filter hook input priority 0; policy accept;\n"
-    "    iifname \"{P}b*\" ip daddr . meta l4proto . th dport @services accept\n"
-    "    iifname . ip daddr . meta l4proto . th dport @tenant_services accept\n"
-    "    iifname \"{P}b*\" ct state established,related accept\n"
-    "    iifname \"{P}b*\" counter drop\n"
-    "  }\n"
-    "  chain postrouting {\n"
-    "    type nat hook postrouting priority 100; policy accept;\n"
-    "    iifname \"{P}b*\" oifname != \"{P}b*\" masquerade\n"
-    "  }\n"
-    "}\n";
-
-/* ---- running the tools ------------------------------------------------------- */
-
-static const char *tool_path(const char *name, char *buf, size_t len)
-{
-    static const char *const dirs[] = {"/usr/sbin", "/sbin", "/usr/bin", "/bin"};
-    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
-        snprintf(buf, len, "%s/%s", dirs[i], name);
-        if (access(buf, X_OK) == 0)
-            return buf;
-    }
-    return NULL;
-}
-
-/* Runs argv (argv[0] a tool's name) with input on its stdin; its exit 0 is
- * success, anything else an error carrying the first line of its stderr. */
-static int run_tool(const char *const *argv, const char *input, ts_err *err)
-{
-    char path[64];
-    if (!tool_path(argv[0], path, sizeof path))
-        return ts_err_set(err, TS_ENOENT, "network: %s: not installed (iproute2, nftables)",
-                          argv[0]);
-    int in[2] = {-1, -1}, er[2] = {-1, -1};
-    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(er, O_CLOEXEC) != 0) {
-        int e = errno;
-        for (int i = 0; i < 2; i++) {
-            if (in[i] >= 0)
-                close(in[i]);
-            if (er[i] >= 0)
-                close(er[i]);
-        }
-        return ts_err_set(err, TS_EIO, "network: pipe: %s", strerror(e));
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, er[1], 2);
-    posix_spawnattr_t at;
-    posix_spawnattr_init(&at);
-    sigset_t none;
-    sigemptyset(&none);
-    posix_spawnattr_setsigmask(&at, &none);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
-    static char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
-    pid_t pid;
-    int rc = posix_spawn(&pid, path, &fa, &at, (char *const *)argv, envp);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&at);
-    close(in[0]);
-    close(er[1]);
-    if (rc != 0) {
-        close(in[1]);
-        close(er[0]);
-        return ts_err_set(err, TS_EIO, "network: %s: %s", argv[0], strerror(rc));
-    }
-    /* the batches are small (a task's lines, a table): within the pipe's buffer */
-    size_t left = input ? strlen(input) : 0;
-    const char *p = input;
-    while (left > 0) {
-        ssize_t n = write(in[1], p, left);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        p += n;
-        left -= (size_t)n;
-    }
-    close(in[1]);
-    char msg[TOOL_ERR_BYTES] = "";
-    size_t got = 0;
-    for (;;) {
-        char junk[512];
-        ssize_t n = got + 1 < sizeof msg ? read(er[0], msg + got, sizeof msg - 1 - got)
-                                         : read(er[0], junk, sizeof junk);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        if (got + 1 < sizeof msg)
-            got += (size_t)n;
-    }
-    msg[got] = '\0';
-    close(er[0]);
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        return 0;
-    char *nl = strchr(msg, '\n');
-    if (nl)
-        *nl = '\0';
-    return ts_err_set(err, TS_EIO, "network: %s failed: %s", argv[0],
-                      msg[0] ? msg : "(no message)");
-}
 
 /* ---- names ---------------------------------------------------------------------- */
 
@@ -275,16 +79,8 @@ void agent_net_ns_name(const char *state_dir, const char *task_id, char *out, si
     snprintf(out, len, "%s%08x-%s", NS_PREFIX, agent_tag(state_dir), task_id);
 }
 
-/* What this agent's links and tables are called: its links t<4 hex>..., the
- * 32-bit tag folded to 16 bits (IFNAMSIZ leaves no room for more beside a
- * VNI), and its tables tessera_<8 hex>. */
-typedef struct net_names {
-    unsigned tag4; /* 0..0xffff */
-    char prefix[8];
-    char table[24];
-} net_names;
-
-static void names_of(const char *state_dir, net_names *n)
+/* netns_priv.h: this agent's link prefix and tables' name. */
+void agent_net_names(const char *state_dir, net_names *n)
 {
     uint32_t tag = agent_tag(state_dir);
     n->tag4 = (tag ^ (tag >> 16)) & 0xffffu;
@@ -296,7 +92,7 @@ static void veth_name(const char *state_dir, const char *id, char out[IFNAMSIZ])
 {
     char tag[16];
     net_names nn;
-    names_of(state_dir, &nn);
+    agent_net_names(state_dir, &nn);
     snprintf(tag, sizeof tag, "%08x/", agent_tag(state_dir));
     snprintf(out, IFNAMSIZ, "t%04xv%08x", nn.tag4 & 0xffffu, fnv32(fnv32(2166136261u, tag), id));
 }
@@ -304,32 +100,13 @@ static void veth_name(const char *state_dir, const char *id, char out[IFNAMSIZ])
 /* The tenant's bridge (kind 'b') or VXLAN ('x') on this node; a state file
  * of an agent before the per-agent names (its veth tsv...) names the old
  * tsb<vni>/tsx<vni>, so an upgraded agent still removes them. */
-static void tenant_link(const net_names *nn, char kind, unsigned vni, bool legacy,
-                        char out[IFNAMSIZ])
+void agent_net_tenant_link(const net_names *nn, char kind, unsigned vni, bool legacy,
+                           char out[IFNAMSIZ])
 {
     if (legacy)
         snprintf(out, IFNAMSIZ, "ts%c%u", kind, vni & VNI_MAX);
     else
         snprintf(out, IFNAMSIZ, "t%04x%c%u", nn->tag4 & 0xffffu, kind, vni & VNI_MAX);
-}
-
-/* POLICY with this agent's names in: {P} its link prefix, {T} its tables. */
-static size_t policy_text(const net_names *nn, char *out, size_t len)
-{
-    size_t n = 0;
-    for (const char *p = POLICY; *p && n + 32 < len; p++) {
-        if (strncmp(p, "{P}", 3) == 0) {
-            n += (size_t)snprintf(out + n, len - n, "%s", nn->prefix);
-            p += 2;
-        } else if (strncmp(p, "{T}", 3) == 0) {
-            n += (size_t)snprintf(out + n, len - n, "%s", nn->table);
-            p += 2;
-        } else {
-            out[n++] = *p;
-        }
-    }
-    out[n] = '\0';
-    return n;
 }
 
 static bool link_exists(const char *name) { return if_nametoindex(name) != 0; }
@@ -376,7 +153,6 @@ static int state_read(const char *path, net_state *s)
 
 /* ---- setup ---------------------------------------------------------------------- */
 
-static int service_elem(const char *svc, char *out, size_t len);
 
 static int check_task(const agent_net_task *t, struct in_addr *a, ts_err *err)
 {
@@ -444,7 +220,7 @@ static int check_task(const agent_net_task *t, struct in_addr *a, ts_err *err)
         char el[96], probe[64];
         snprintf(probe, sizeof probe, "%s:1/tcp", t->publish_from[i] ? t->publish_from[i] : "");
         if (!t->publish_from[i] || strchr(t->publish_from[i], ':') ||
-            strlen(t->publish_from[i]) > 18 || service_elem(probe, el, sizeof el) != 0)
+            strlen(t->publish_from[i]) > 18 || agent_net_service_elem(probe, el, sizeof el) != 0)
             return ts_err_set(err, TS_EINVAL, "net.publish_from[%zu]: \"%s\": not ADDR[/N]", i,
                               t->publish_from[i] ? t->publish_from[i] : "");
     }
@@ -466,7 +242,7 @@ static int fdb_add(const char *vx, const char *const *peers, size_t npeers, cons
             len += (size_t)sprintf(s + len, "fdb append 00:00:00:00:00:00 dev %s dst %s\n",
                                    vx, peers[i]);
     const char *argv[] = {"bridge", "-batch", "-", NULL};
-    int rc = len ? run_tool(argv, s, err) : 0;
+    int rc = len ? agent_net_run_tool(argv, s, err) : 0;
     free(s);
     return rc;
 }
@@ -476,8 +252,8 @@ int agent_net_peers(const char *state_dir, unsigned vni, const char *local,
 {
     char vx[IFNAMSIZ];
     net_names nn;
-    names_of(state_dir, &nn);
-    tenant_link(&nn, 'x', vni, false, vx);
+    agent_net_names(state_dir, &nn);
+    agent_net_tenant_link(&nn, 'x', vni, false, vx);
     return link_exists(vx) ? fdb_add(vx, peers, npeers, local, err) : 0;
 }
 
@@ -580,15 +356,15 @@ static int elements(const net_names *nn, const char *verb, const net_state *s, t
              "%s element bridge %s bound4 { \"%s\" . %s }\n"
              "%s element bridge %s boundmac { \"%s\" . %s }\n",
              verb, nn->table, s->veth, s->addr, verb, nn->table, s->veth, s->mac);
-    tenant_link(nn, 'b', s->vni, false, br);
+    agent_net_tenant_link(nn, 'b', s->vni, false, br);
     if (strcmp(verb, "add") == 0) /* the tenant's bridge: kept while any task is there */
         snprintf(script + strlen(script), sizeof script - strlen(script),
                  "add element inet %s bridged { \"%s\" . \"%s\" }\n", nn->table, br, br);
     const char *argv[] = {"nft", "-f", "-", NULL};
-    int rc = run_tool(argv, script, err);
+    int rc = agent_net_run_tool(argv, script, err);
     if (s->publish[0]) { /* apart: each removal goes even when the other is already gone */
         publish_lines(nn, verb, s, script, sizeof script);
-        int prc = run_tool(argv, script, err);
+        int prc = agent_net_run_tool(argv, script, err);
         rc = rc ? rc : prc;
     }
     return rc;
@@ -648,12 +424,12 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
         return ts_err_set(err, TS_EIO, "network: %s: %s", path, strerror(errno));
 
     net_names nn;
-    names_of(state_dir, &nn);
+    agent_net_names(state_dir, &nn);
     if ((rc = elements(&nn, "add", &s, err)) != 0)
         goto fail;
     char br[IFNAMSIZ], vx[IFNAMSIZ];
-    tenant_link(&nn, 'b', t->vni, false, br);
-    tenant_link(&nn, 'x', t->vni, false, vx);
+    agent_net_tenant_link(&nn, 'b', t->vni, false, br);
+    agent_net_tenant_link(&nn, 'x', t->vni, false, vx);
     bool new_vx = !link_exists(vx);
     char host[2048], ns[80];
     agent_net_ns_name(state_dir, t->task_id, ns, sizeof ns);
@@ -684,7 +460,7 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
         n += (size_t)snprintf(host + n, sizeof host - n, "link set %s down\n"
                               "link set %s netns %s\n", t->nics[i], t->nics[i], ns);
     const char *ip_host[] = {"ip", "-batch", "-", NULL};
-    if ((rc = run_tool(ip_host, host, err)) != 0 || (rc = bridge_sysctls(br, err)) != 0)
+    if ((rc = agent_net_run_tool(ip_host, host, err)) != 0 || (rc = bridge_sysctls(br, err)) != 0)
         goto fail;
     char inside[512 + AGENT_NET_NICS_MAX * 40];
     snprintf(inside, sizeof inside,
@@ -699,14 +475,14 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
         snprintf(inside + strlen(inside), sizeof inside - strlen(inside), "link set %s up\n",
                  t->nics[i]);
     const char *ip_ns[] = {"ip", "-n", ns, "-batch", "-", NULL};
-    if ((rc = run_tool(ip_ns, inside, err)) != 0)
+    if ((rc = agent_net_run_tool(ip_ns, inside, err)) != 0)
         goto fail;
     if (new_vx && (rc = fdb_add(vx, t->peers, t->npeers, t->local, err)) != 0)
         goto fail;
     for (size_t i = 0; i < t->nrdma; i++) { /* each on its own: one missing keeps none back */
         ts_err e;
         const char *argv[] = {"rdma", "dev", "set", t->rdma[i], "netns", ns, NULL};
-        if (t->rdma[i][0] && run_tool(argv, NULL, &e) != 0 && t->note && !t->note[0])
+        if (t->rdma[i][0] && agent_net_run_tool(argv, NULL, &e) != 0 && t->note && !t->note[0])
             snprintf(t->note, t->note_len, "RDMA device %s not moved into %s (is the host's "
                      "RDMA in exclusive namespace mode: rdma system set netns exclusive?): %s",
                      t->rdma[i], ns, e.msg);
@@ -767,7 +543,7 @@ static void nics_home(const char *ns, const net_state *s, int *rc, ts_err *err)
     for (char *d = strtok_r(list, ",", &save); d; d = strtok_r(NULL, ",", &save)) {
         const char *argv[] = {"ip", "-n", ns, "link", "set", d, "netns", pid, NULL};
         ts_err e;
-        if (run_tool(argv, NULL, &e) != 0 && !link_exists(d) && *rc == 0) {
+        if (agent_net_run_tool(argv, NULL, &e) != 0 && !link_exists(d) && *rc == 0) {
             *rc = e.code;
             *err = e;
             snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
@@ -794,7 +570,7 @@ int agent_net_teardown(const char *state_dir, const char *task_id, ts_err *err)
     if (access(nspath, F_OK) == 0) {
         /* the namespace's end of the veth goes with it, and so the pair */
         const char *argv[] = {"ip", "netns", "delete", ns, NULL};
-        if (run_tool(argv, NULL, &e) != 0 && rc == 0) {
+        if (agent_net_run_tool(argv, NULL, &e) != 0 && rc == 0) {
             rc = e.code;
             *err = e;
         }
@@ -803,19 +579,19 @@ int agent_net_teardown(const char *state_dir, const char *task_id, ts_err *err)
         if (link_exists(s.veth)) {
             /* the namespace's deletion may be removing it at this moment */
             const char *argv[] = {"ip", "link", "delete", s.veth, NULL};
-            if (run_tool(argv, NULL, &e) != 0 && link_exists(s.veth) && rc == 0) {
+            if (agent_net_run_tool(argv, NULL, &e) != 0 && link_exists(s.veth) && rc == 0) {
                 rc = e.code;
                 *err = e;
             }
         }
         net_names nn;
-        names_of(state_dir, &nn);
+        agent_net_names(state_dir, &nn);
         elements(&nn, "delete", &s, &e); /* absent after a table reload: no error */
         if (!vni_in_use(state_dir, s.vni, task_id)) {
             char br[IFNAMSIZ], vx[IFNAMSIZ];
             bool legacy = strncmp(s.veth, "tsv", 3) == 0;
-            tenant_link(&nn, 'b', s.vni, legacy, br);
-            tenant_link(&nn, 'x', s.vni, legacy, vx);
+            agent_net_tenant_link(&nn, 'b', s.vni, legacy, br);
+            agent_net_tenant_link(&nn, 'x', s.vni, legacy, vx);
             char script[128] = "";
             size_t n = 0;
             if (link_exists(vx))
@@ -826,9 +602,9 @@ int agent_net_teardown(const char *state_dir, const char *task_id, ts_err *err)
             snprintf(el, sizeof el, "delete element inet %s bridged { \"%s\" . \"%s\" }\n",
                      nn.table, br, br);
             const char *nft[] = {"nft", "-f", "-", NULL};
-            run_tool(nft, el, &e); /* absent after a table reload: no error */
+            agent_net_run_tool(nft, el, &e); /* absent after a table reload: no error */
             const char *argv[] = {"ip", "-batch", "-", NULL};
-            if (n && run_tool(argv, script, &e) != 0 && rc == 0) {
+            if (n && agent_net_run_tool(argv, script, &e) != 0 && rc == 0) {
                 rc = e.code;
                 *err = e;
             }
@@ -903,12 +679,12 @@ int agent_net_start(const char *state_dir, bool (*keep)(const char *task_id, voi
         return ts_err_set(err, TS_ENOMEM, "network: out of memory");
     }
     net_names nn;
-    names_of(state_dir, &nn);
+    agent_net_names(state_dir, &nn);
     size_t n = (size_t)snprintf(script, SCRIPT_BYTES,
                                 "table bridge %s\ndelete table bridge %s\n"
                                 "table inet %s\ndelete table inet %s\n",
                                 nn.table, nn.table, nn.table, nn.table);
-    n += policy_text(&nn, script + n, SCRIPT_BYTES - n);
+    n += agent_net_policy_text(&nn, script + n, SCRIPT_BYTES - n);
     for (size_t i = 0; i < ids.n && n + 256 < SCRIPT_BYTES; i++) {
         char path[800];
         net_state s;
@@ -916,7 +692,7 @@ int agent_net_start(const char *state_dir, bool (*keep)(const char *task_id, voi
         if (!keep || !keep(ids.v[i], ctx) || state_read(path, &s) != 0)
             continue;
         char br[IFNAMSIZ];
-        tenant_link(&nn, 'b', s.vni, strncmp(s.veth, "tsv", 3) == 0, br);
+        agent_net_tenant_link(&nn, 'b', s.vni, strncmp(s.veth, "tsv", 3) == 0, br);
         n += (size_t)snprintf(script + n, SCRIPT_BYTES - n,
                               "add element bridge %s bound4 { \"%s\" . %s }\n"
                               "add element bridge %s boundmac { \"%s\" . %s }\n"
@@ -927,7 +703,7 @@ int agent_net_start(const char *state_dir, bool (*keep)(const char *task_id, voi
     }
     const char *argv[] = {"nft", "-f", "-", NULL};
     ts_err e;
-    if (run_tool(argv, script, &e) != 0 && rc == 0) {
+    if (agent_net_run_tool(argv, script, &e) != 0 && rc == 0) {
         rc = e.code;
         *err = e;
     }
@@ -938,75 +714,3 @@ int agent_net_start(const char *state_dir, bool (*keep)(const char *task_id, voi
     return rc;
 }
 
-/* ---- services ------------------------------------------------------------------ */
-
-/* "ADDR[/N]:PORT/tcp|udp" into "ADDR[/N] . tcp . PORT"; -1 if not one. */
-static int service_elem(const char *svc, char *out, size_t len)
-{
-    char addr[64], proto[8];
-    unsigned port;
-    int plen = 32;
-    const char *colon = strrchr(svc, ':');
-    if (!colon || (size_t)(colon - svc) >= sizeof addr ||
-        sscanf(colon + 1, "%5u/%7s", &port, proto) != 2 || port < 1 || port > 65535 ||
-        (strcmp(proto, "tcp") != 0 && strcmp(proto, "udp") != 0))
-        return -1;
-    memcpy(addr, svc, (size_t)(colon - svc));
-    addr[colon - svc] = '\0';
-    char *slash = strchr(addr, '/');
-    if (slash) {
-        char *end;
-        long l = strtol(slash + 1, &end, 10);
-        if (*end || l < 0 || l > 32)
-            return -1;
-        plen = (int)l;
-        *slash = '\0';
-    }
-    struct in_addr ia;
-    if (inet_pton(AF_INET, addr, &ia) != 1)
-        return -1;
-    snprintf(out, len, "%s/%d . %s . %u", addr, plen, proto, port);
-    return 0;
-}
-
-int agent_net_services(const char *state_dir, const agent_net_service *svc, size_t n,
-                       ts_err *err)
-{
-    if (n > AGENT_NET_SERVICES_MAX)
-        return ts_err_set(err, TS_EINVAL, "net_services: %zu: at most %d", n,
-                          AGENT_NET_SERVICES_MAX);
-    net_names nn;
-    names_of(state_dir, &nn);
-    size_t cap = n * 160 + 128, len;
-    char *script = malloc(cap);
-    if (!script)
-        return ts_err_set(err, TS_ENOMEM, "network: out of memory");
-    len = (size_t)snprintf(script, cap, "flush set inet %s services\n"
-                           "flush set inet %s tenant_services\n", nn.table, nn.table);
-    for (size_t i = 0; i < n; i++) {
-        char el[96];
-        if (!svc[i].to || service_elem(svc[i].to, el, sizeof el) != 0) {
-            free(script);
-            return ts_err_set(err, TS_EINVAL, "net_services[%zu]: \"%s\": not "
-                              "ADDR[/N]:PORT/tcp|udp", i, svc[i].to ? svc[i].to : "");
-        }
-        if (svc[i].vni > VNI_MAX) {
-            free(script);
-            return ts_err_set(err, TS_EINVAL, "net_services[%zu].vni: %u: must be 1..%u", i,
-                              svc[i].vni, VNI_MAX);
-        }
-        char br[IFNAMSIZ];
-        tenant_link(&nn, 'b', svc[i].vni, false, br);
-        if (svc[i].vni == 0)
-            len += (size_t)snprintf(script + len, cap - len,
-                                    "add element inet %s services { %s }\n", nn.table, el);
-        else
-            len += (size_t)snprintf(script + len, cap - len,
-                                    "add element inet %s tenant_services { \"%s\" . %s }\n",
-                                    nn.table, br, el);
-    }
-    const char *argv[] = {"nft", "-f", "-", NULL};
-    int rc = run_tool(argv, script, err);
-    free(script);
-    return rc;
-}

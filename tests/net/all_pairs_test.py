@@ -32,6 +32,7 @@ VNI_BASE = 4100
 TAG = f"ap{os.getpid() % 100000}"
 SWITCH = f"{TAG}-sw"
 PROBE_TIMEOUT_S = 0.7
+RETRY_TIMEOUT_S = 3.0
 DEADLINE_S = 200
 
 SERVER = r"""
@@ -289,7 +290,7 @@ def main():
                 if p.stdout.readline().strip() != "ready":
                     raise Fail(f"server {k}/{r} did not start")
         # all pairs
-        intra = cross = intra_ok = cross_leak = 0
+        intra = cross = intra_ok = cross_leak = retried = 0
         for k in range(TENANTS):
             for r in range(NODES):
                 targets = {f"{k2}/{r2}": task_addr(k2, r2) for k2 in range(TENANTS)
@@ -297,6 +298,16 @@ def main():
                 out = json.loads(nsx(task_ns(k, r), sys.executable, "-c", PROBER,
                                      f"{k}/{r}", str(PROBE_TIMEOUT_S), json.dumps(targets),
                                      timeout=60).stdout)
+                # a peer of its own tenant that missed (first contact on a loaded
+                # machine: ARP and the VXLAN's flood) is asked once more, slower
+                missed = {i: targets[i] for i, res in out.items() if i.split("/")[0] == str(k)
+                          and not (res["tcp"] == i and res["udp"] == i and res["icmp"])}
+                if missed:
+                    again = json.loads(nsx(task_ns(k, r), sys.executable, "-c", PROBER,
+                                           f"{k}/{r}", str(RETRY_TIMEOUT_S), json.dumps(missed),
+                                           timeout=60).stdout)
+                    out.update(again)
+                    retried += len(missed)
                 for ident, res in out.items():
                     same = ident.split("/")[0] == str(k)
                     for proto in ("tcp", "udp", "icmp"):
@@ -311,8 +322,8 @@ def main():
                             if res[proto]:
                                 cross_leak += 1
                                 failures.append(f"{k}/{r} -> {ident} {proto}: CROSSED")
-        print(f"intra-tenant: {intra_ok}/{intra} delivered; cross-tenant: {cross_leak}/{cross} "
-              f"delivered")
+        print(f"intra-tenant: {intra_ok}/{intra} delivered ({retried} peers asked twice); "
+              f"cross-tenant: {cross_leak}/{cross} delivered")
         # a spoofed source (another tenant's and a same-tenant peer's address),
         # a broadcast and IPv6 from tenant 0's rank 0
         src = task_ns(0, 0)
