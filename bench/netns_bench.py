@@ -62,22 +62,24 @@ def iperf(src_ns, dst_ns, addr, seconds):
 
 # (name, underlay MTU, GRO on the underlay veths, overlay MTU); "a" is the
 # default site (1500-byte underlay, tasks at 1450) and its bare pair the baseline
-# "+nobrnf": br_netfilter's bridge-nf-call-* off in the nodes (per network
+# br_netfilter off: its bridge-nf-call-* off in the nodes (per network
 # namespace): bridged frames then skip the inet hooks and conntrack; the
 # policy does not need them (its bridge table sees every frame), but it is a
 # node-wide setting other software (container runtimes) may rely on
-VARIANTS = [("a", 1500, False, 1450),
-            ("b", 1500, True, 1450),     # GRO on the underlay: VXLAN packets aggregated
-            ("c", 9000, False, 1500),    # jumbo underlay: tasks keep 1500
-            ("d", 9000, True, 1500),
-            ("e", 9000, "nobrnf", 1500)]
+# (name, underlay MTU, GRO on the underlay veths, br_netfilter on, overlay MTU)
+VARIANTS = [("a", 1500, False, True, 1450),
+            ("b", 1500, True, True, 1450),     # GRO on the underlay: VXLAN packets aggregated
+            ("c", 9000, False, True, 1500),    # jumbo underlay: tasks keep 1500
+            ("d", 9000, True, True, 1500),
+            ("e", 9000, True, False, 1500),
+            ("f", 1500, False, False, 1450)]   # the default site without br_netfilter
 
 
 def under(name, i):
     return f"192.168.{240 + ord(name) - ord('a')}.{i + 1}"
 
 
-def fabric(tool, tmp, name, mtu, gro):
+def fabric(tool, tmp, name, mtu, gro, brnf=True):
     """Two node namespaces joined by a bare veth pair u0 (the underlay)."""
     nodes = [f"{TAG}-{name}0", f"{TAG}-{name}1"]
     for n in nodes:
@@ -92,7 +94,7 @@ def fabric(tool, tmp, name, mtu, gro):
         nsx(n, "ip", "link", "set", "lo", "up")
         if gro:
             nsx(n, "ethtool", "-K", "u0", "gro", "on")
-        if gro == "nobrnf":
+        if not brnf:
             for t in ("iptables", "ip6tables", "arptables"):
                 nsx(n, "sysctl", "-qw", f"net.bridge.bridge-nf-call-{t}=0", check=False)
         os.makedirs(f"{tmp}/{n}")
@@ -126,42 +128,52 @@ def main():
         # 2. throughput: each variant a pair of nodes; the bare underlay and the
         # overlay of each measured alternately, REPS rounds over all variants
         runs = {}
-        for k, (name, umtu, gro, omtu) in enumerate(VARIANTS):
-            ns = nodes if k == 0 else fabric(a.tool, tmp, name, umtu, gro)
+        for k, (name, umtu, gro, brnf, omtu) in enumerate(VARIANTS):
+            ns = nodes if k == 0 else fabric(a.tool, tmp, name, umtu, gro, brnf)
+            tasks = []
             for i, n in enumerate(ns):
-                nsx(n, a.tool, "setup", f"{tmp}/{n}", f"{TAG}{name}{i}", str(4300 + k),
-                    f"10.91.{k}.{i + 2}", "24", under(name, i), f"mtu={omtu}", under(name, 1 - i))
-            runs[name] = {"bare": [], "overlay": [], "nodes": ns, "k": k}
+                # the namespace's path is netns_tool's answer (its name carries the agent's tag)
+                tasks.append(os.path.basename(nsx(n, a.tool, "setup", f"{tmp}/{n}", f"{TAG}{name}{i}", str(4300 + k),
+                    f"10.91.{k}.{i + 2}", "24", under(name, i), f"mtu={omtu}", under(name, 1 - i)).stdout.strip()))
+            runs[name] = {"bare": [], "overlay": [], "nodes": ns, "tasks": tasks, "k": k}
         for _ in range(a.reps):
             for name, r in runs.items():
                 r["bare"].append(iperf(r["nodes"][0], r["nodes"][1], under(name, 1), a.seconds))
-                r["overlay"].append(iperf(f"ts-{TAG}{name}0", f"ts-{TAG}{name}1",
+                r["overlay"].append(iperf(r["tasks"][0], r["tasks"][1],
                                           f"10.91.{r['k']}.3", a.seconds))
         base = statistics.median(runs["a"]["bare"])
         res["throughput_gbps"] = {}
-        for name, umtu, gro, omtu in VARIANTS:
+        for name, umtu, gro, brnf, omtu in VARIANTS:
             r = runs[name]
             mb, mo = statistics.median(r["bare"]), statistics.median(r["overlay"])
             res["throughput_gbps"][name] = {
-                "underlay_mtu": umtu, "gro": bool(gro), "br_netfilter": gro != "nobrnf",
+                "underlay_mtu": umtu, "gro": gro, "br_netfilter": brnf,
                 "overlay_mtu": omtu, "bare": r["bare"],
                 "overlay": r["overlay"], "bare_median": mb, "overlay_median": mo,
                 "ratio_vs_own_underlay": mo / mb if mb else 0.0,
                 "ratio_vs_baseline": mo / base if base else 0.0}
     finally:
+        # each node's agent state removes its tasks' namespaces (named by its tag)
+        for n in sorted(os.listdir("/run/netns")):
+            if n.startswith(TAG) and os.path.isdir(f"{tmp}/{n}"):
+                subprocess.run(["nsenter", f"--net=/run/netns/{n}", a.tool, "start",
+                                f"{tmp}/{n}"], capture_output=True)
         for n in os.listdir("/run/netns"):
-            if n.startswith(TAG) or n.startswith(f"ts-{TAG}") or n.startswith("ts-bench"):
+            if n.startswith(TAG):
                 subprocess.run(["ip", "netns", "del", n], capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
     s, d, t = res["setup_ms"], res["teardown_ms"], res["throughput_gbps"]
     print(f"per-task network setup ({s['n']} tasks): p50 {s['p50']:.1f} ms, p99 {s['p99']:.1f} ms, "
           f"max {s['max']:.1f} ms (first, with bridge+VXLAN: {s['first']:.1f} ms); target p99 <= 100 ms")
     print(f"teardown: p50 {d['p50']:.1f} ms, p99 {d['p99']:.1f} ms, max {d['max']:.1f} ms")
+    loaded = os.path.exists("/proc/sys/net/bridge/bridge-nf-call-iptables")
+    print("br_netfilter: " + ("loaded on this host (the variants with it on pay for it)" if loaded
+                              else "not loaded on this host: 'on' and 'off' variants are alike"))
     print(f"iperf3 TCP, {a.seconds} s x {a.reps} rounds, interleaved; baseline: bare veth, "
           f"MTU 1500, default offloads, median {t['a']['bare_median']:.2f} Gbit/s")
-    for name, umtu, gro, omtu in VARIANTS:
+    for name, umtu, gro, brnf, omtu in VARIANTS:
         v = t[name]
-        how = (" + GRO" if gro else "") + (", no br_netfilter" if gro == "nobrnf" else "")
+        how = (" + GRO" if gro else "") + (", no br_netfilter" if not brnf else "")
         print(f"  {name}: underlay MTU {umtu}{how}, overlay MTU {omtu}: "
               f"underlay {v['bare_median']:.2f}, overlay {v['overlay_median']:.2f} Gbit/s; "
               f"overlay/baseline {v['ratio_vs_baseline']:.2f}, overlay/own underlay "

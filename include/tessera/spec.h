@@ -22,6 +22,7 @@ extern "C" {
 #endif
 
 #define TS_SPEC_NAME_MAX 64
+#define TS_SPEC_PUBLISH_MAX 16
 #define TS_SPEC_MAX_ERRORS 32
 #define TS_SPEC_MAX_BYTES (1 << 20)   /* a spec larger than 1 MiB is refused */
 #define TS_SPEC_MAX_TASKS 65536
@@ -106,6 +107,13 @@ typedef struct ts_job_spec {
                                          * on the tenant's overlay (docs/network.md) */
     bool dedicated_nics;                /* "network: {nics: dedicated}": a VF or rail NIC per
                                          * GPU moved into each task's namespace */
+    /* "network: {publish: [PORT/tcp|udp, ...]}": ports of each task reachable at its node's
+     * underlay address, from where the cluster allows (docs/network.md); npublish entries */
+    struct {
+        unsigned short port;
+        bool udp;
+    } publish[TS_SPEC_PUBLISH_MAX];
+    int npublish;
     char *image;                        /* NULL = a bare process; else a reference
                                          * (tessera/image_ref.h) its tasks run in */
     char image_secret[TS_SPEC_NAME_MAX]; /* "" = none; else the secret holding the

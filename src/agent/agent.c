@@ -445,7 +445,8 @@ static void reconcile(ts_agent *a, json_t *desired)
     json_t *t;
     ts_agent_apply_mig(a, json_object_get(desired, "mig"));
     ts_agent_net_peers(a, json_object_get(desired, "net_peers"));
-    ts_agent_net_services(a, json_object_get(desired, "net_services"));
+    ts_agent_net_services(a, json_object_get(desired, "net_services"),
+                          json_object_get(desired, "net_tenant_services"));
     ts_agent_answer_logs(a, json_object_get(desired, "logs"));
     json_array_foreach(tasks, i, t)
     {

@@ -153,7 +153,7 @@ void ts_agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_
                         char *ns_path, size_t len, char *why, size_t why_len);
 void ts_agent_net_end(ts_agent *a, const local_task *lt);
 void ts_agent_net_peers(ts_agent *a, const json_t *peers);
-void ts_agent_net_services(ts_agent *a, const json_t *services);
+void ts_agent_net_services(ts_agent *a, const json_t *services, const json_t *per_tenant);
 
 /* session.c: interactive sessions (docs/interactive.md) */
 /* Opens the agent's side of every new session of the desired state's

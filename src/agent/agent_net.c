@@ -5,7 +5,8 @@
  * (netns.c does the work); the namespace goes when the task is forgotten;
  * a restarted agent keeps the namespaces of the tasks it adopted and
  * removes the rest; the tenants' VXLANs learn the nodes the controller
- * lists in "net_peers", and the policy the services of "net_services".
+ * lists in "net_peers", and the policy the services of "net_services"
+ * (every tenant's) and "net_tenant_services" (one tenant's each).
  * With "nics": "dedicated" the task also gets its GPUs' VFs or rail NICs
  * (ts_nics_netdev) moved into its namespace.
  */
@@ -86,16 +87,27 @@ void ts_agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_
         .npeers = peers ? npeers : 0,
         .mtu = (int)json_integer_value(json_object_get(net, "mtu")),
     };
+    /* "publish": the task's ports reachable at this node, from "publish_from" */
+    size_t npub, nfrom;
+    const char **pub = peer_list(json_object_get(net, "publish"), &npub);
+    const char **from = peer_list(json_object_get(net, "publish_from"), &nfrom);
+    nt.publish = pub;
+    nt.npublish = pub ? npub : 0;
+    nt.publish_from = from;
+    nt.npublish_from = from ? nfrom : 0;
     ts_err e;
     /* "nics": "dedicated": a VF or rail NIC per GPU, by the rail map */
-    char names[AGENT_NET_NICS_MAX][TS_NICS_NAME_MAX];
-    const char *nics[AGENT_NET_NICS_MAX];
+    char names[AGENT_NET_NICS_MAX][TS_NICS_NAME_MAX], rnames[AGENT_NET_NICS_MAX][TS_NICS_NAME_MAX];
+    const char *nics[AGENT_NET_NICS_MAX], *rdma[AGENT_NET_NICS_MAX];
+    char note[TS_ERR_MSG_MAX] = "";
     const char *mode = json_string_value(json_object_get(net, "nics"));
     if (mode && strcmp(mode, "dedicated") == 0) {
         if (lt->ngpu == 0) {
             snprintf(why, why_len, "net.nics: dedicated NICs are one per GPU, and the task "
                      "has no GPU");
             free(peers);
+            free(pub);
+            free(from);
             return;
         }
         const char *root = a->node->sysfs_root[0] ? a->node->sysfs_root : "/sys";
@@ -104,20 +116,35 @@ void ts_agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_
                                &e) != 0) {
                 snprintf(why, why_len, "net.nics: %s", e.msg);
                 free(peers);
+                free(pub);
+                free(from);
                 return;
             }
             nics[i] = names[i];
+            /* its RDMA device goes with it, where the host isolates RDMA per namespace */
+            if (ts_nics_rdmadev(root, &a->node->nics, lt->gpu[i], rnames[i], sizeof rnames[i],
+                                &e) != 0)
+                rnames[i][0] = '\0';
+            rdma[i] = rnames[i];
         }
         nt.nics = nics;
         nt.nnics = (size_t)(lt->ngpu < AGENT_NET_NICS_MAX ? lt->ngpu : AGENT_NET_NICS_MAX);
+        nt.rdma = rdma;
+        nt.nrdma = nt.nnics;
+        nt.note = note;
+        nt.note_len = sizeof note;
     }
     if (agent_net_setup(a->cfg.state_dir, &nt, ns_path, len, &e) != 0) {
         snprintf(why, why_len, "%s", e.msg);
         ns_path[0] = '\0';
     } else {
         lt->net_vni = nt.vni;
+        if (note[0])
+            fprintf(stderr, "tessera-agent: task %s: %s\n", id, note);
     }
     free(peers);
+    free(pub);
+    free(from);
 }
 
 void ts_agent_net_end(ts_agent *a, const local_task *lt)
@@ -147,7 +174,7 @@ void ts_agent_net_peers(ts_agent *a, const json_t *peers)
         for (int k = 0; k < i && !seen; k++)
             seen = a->tasks[k].net_vni == vni;
         ts_err e;
-        if (vni && !seen && agent_net_peers(vni, a->cfg.net_addr, v, n, &e) != 0) {
+        if (vni && !seen && agent_net_peers(a->cfg.state_dir, vni, a->cfg.net_addr, v, n, &e) != 0) {
             fprintf(stderr, "tessera-agent: tenant network %u: %s\n", vni, e.msg);
             ok = false;
         }
@@ -159,19 +186,32 @@ void ts_agent_net_peers(ts_agent *a, const json_t *peers)
         free(s);
 }
 
-void ts_agent_net_services(ts_agent *a, const json_t *services)
+void ts_agent_net_services(ts_agent *a, const json_t *services, const json_t *per_tenant)
 {
     if (!json_is_array(services) || !a->cfg.net_addr[0])
         return;
-    char *s = json_dumps(services, JSON_COMPACT);
+    json_t *both = json_pack("[O,O]", services, per_tenant ? per_tenant : json_null());
+    char *s = both ? json_dumps(both, JSON_COMPACT) : NULL;
+    json_decref(both);
     if (!s || (a->net_services && strcmp(s, a->net_services) == 0)) {
         free(s);
         return;
     }
-    size_t n;
-    const char **v = peer_list(services, &n);
+    /* every tenant's ("ADDR:PORT/proto"), then those of one tenant ({vni, to}) */
+    size_t n = json_array_size(services) + json_array_size(per_tenant), k = 0;
+    agent_net_service *v = calloc(n + 1, sizeof *v);
+    for (size_t i = 0; v && i < json_array_size(services); i++)
+        if (json_string_value(json_array_get(services, i)))
+            v[k++] = (agent_net_service){json_string_value(json_array_get(services, i)), 0};
+    for (size_t i = 0; v && i < json_array_size(per_tenant); i++) {
+        const json_t *e = json_array_get(per_tenant, i);
+        json_int_t vni = json_integer_value(json_object_get(e, "vni"));
+        const char *to = json_string_value(json_object_get(e, "to"));
+        if (to && vni > 0 && vni <= 16777215)
+            v[k++] = (agent_net_service){to, (unsigned)vni};
+    }
     ts_err e;
-    bool ok = v && agent_net_services(v, n, &e) == 0;
+    bool ok = v && agent_net_services(a->cfg.state_dir, v, k, &e) == 0;
     if (v && !ok)
         fprintf(stderr, "tessera-agent: tenant networks' services: %s\n", e.msg);
     free(v);

@@ -202,6 +202,32 @@ int agent_cdi_spec(const ts_node_desc *d, const agent_cdi_opts *o, json_t **out,
     return *out ? 0 : ts_err_set(err, TS_ENOMEM, "cdi: out of memory");
 }
 
+int agent_cdi_net_spec(const char *const *ifnames, size_t n, json_t **out, ts_err *err)
+{
+    *out = NULL;
+    json_t *devices = json_array();
+    for (size_t i = 0; devices && i < n; i++) {
+        const char *d = ifnames[i];
+        size_t len = d ? strlen(d) : 0;
+        bool ok = len > 0 && len < 16;
+        for (size_t k = 0; ok && k < len; k++)
+            ok = d[k] > ' ' && d[k] < 127 && d[k] != '/';
+        if (!ok) {
+            json_decref(devices);
+            return ts_err_set(err, TS_EINVAL, "cdi netDevices[%zu]: \"%s\": not an interface "
+                              "name (1..15 printable, no /)", i, d ? d : "");
+        }
+        /* the same name inside: what the rail map and NCCL_IB_HCA's users know it as */
+        json_array_append_new(devices,
+                              json_pack("{s:s, s:{s:[{s:s, s:s}]}}", "name", d, "containerEdits",
+                                        "netDevices", "hostInterfaceName", d, "name", d));
+    }
+    *out = devices ? json_pack("{s:s, s:s, s:o}", "cdiVersion", AGENT_CDI_NET_VERSION, "kind",
+                               AGENT_CDI_NET_KIND, "devices", devices)
+                   : NULL;
+    return *out ? 0 : ts_err_set(err, TS_ENOMEM, "cdi: out of memory");
+}
+
 int agent_cdi_write(const json_t *spec, const char *path, ts_err *err)
 {
     char dir[PATH_BYTES], tmp[PATH_BYTES + 8];
@@ -270,13 +296,14 @@ int agent_cdi_edits(const json_t *spec, const char *const *names, size_t n, json
     const json_t *common = json_object_get(spec, "containerEdits");
     json_t *nodes = json_deep_copy(json_object_get(common, "deviceNodes"));
     json_t *mounts = json_deep_copy(json_object_get(common, "mounts"));
-    json_t *env = json_array();
+    json_t *env = json_array(), *net = json_array();
     for (size_t i = 0; i < n; i++) {
         const json_t *d = device_named(spec, names[i]);
         if (!d) {
             json_decref(nodes);
             json_decref(mounts);
             json_decref(env);
+            json_decref(net);
             return ts_err_set(err, TS_ENOENT, "cdi: no device \"%s\" in the spec", names[i]);
         }
         const json_t *e = json_object_get(d, "containerEdits");
@@ -292,8 +319,13 @@ int agent_cdi_edits(const json_t *spec, const char *const *names, size_t n, json
                 json_array_append(nodes, node);
         }
         merge_env(env, json_object_get(e, "env"));
+        json_array_extend(net, json_object_get(e, "netDevices"));
     }
     *out = json_pack("{s:o, s:o, s:o}", "deviceNodes", nodes ? nodes : json_array(), "mounts",
                      mounts ? mounts : json_array(), "env", env);
+    if (*out && json_array_size(net) > 0)
+        json_object_set_new(*out, "netDevices", net);
+    else
+        json_decref(net);
     return *out ? 0 : ts_err_set(err, TS_ENOMEM, "cdi: out of memory");
 }

@@ -25,6 +25,10 @@
 
 #define AGENT_CDI_VERSION "0.6.0"
 #define AGENT_CDI_KIND "nvidia.com/gpu"
+/* the node's dedicated network devices (docs/network.md "Dedicated NICs"):
+ * netDevices came with CDI 1.1 */
+#define AGENT_CDI_NET_VERSION "1.1.0"
+#define AGENT_CDI_NET_KIND "tessera.io/net"
 
 typedef struct agent_cdi_opts {
     const char *dev_root;        /* NULL or "": "/" (device nodes under <root>/dev) */
@@ -38,9 +42,18 @@ int agent_cdi_spec(const ts_node_desc *d, const agent_cdi_opts *o, json_t **out,
 /* Writes spec to path (its folder created, written whole then renamed). */
 int agent_cdi_write(const json_t *spec, const char *path, ts_err *err);
 
+/* The node's dedicated network devices as a CDI 1.1 spec (kind
+ * AGENT_CDI_NET_KIND): a device per host interface name (a VF or rail NIC,
+ * ts_nics_netdev), whose containerEdits.netDevices moves it into the
+ * container's network namespace under the same name. Names must be 1..15
+ * bytes without '/' or blanks (TS_EINVAL naming the one that is not); the
+ * caller json_decref's *out. */
+int agent_cdi_net_spec(const char *const *ifnames, size_t n, json_t **out, ts_err *err);
+
 /* The spec-wide containerEdits plus those of each named device, env values
- * of one variable joined with commas ("uuid-a,uuid-b"). TS_ENOENT naming a
- * device the spec lacks. */
+ * of one variable joined with commas ("uuid-a,uuid-b"), and the devices'
+ * netDevices (CDI 1.1) under "netDevices" when they have some. TS_ENOENT
+ * naming a device the spec lacks. */
 int agent_cdi_edits(const json_t *spec, const char *const *names, size_t n, json_t **out,
                     ts_err *err);
 

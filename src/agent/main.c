@@ -159,6 +159,50 @@ static void refresh_cdi(ts_agent_node *node, void *arg)
     write_cdi(&fresh, node, c->state_dir, c->cdi_dir, c->dev_root);
 }
 
+/* The node's dedicated network devices (each GPU's VF or rail NIC, by the
+ * rail map) as a CDI 1.1 spec with netDevices, beside the GPUs' one: what a
+ * CDI runtime needs to move them into a container's own namespace. The
+ * agent's own tasks get theirs in their namespace already (netns.c). None,
+ * none written. */
+static void write_cdi_net(const ts_nic_map *nics, const char *sysfs_root, const char *state_dir,
+                          const char *cdi_dir)
+{
+    char names[TS_NICS_MAX_GPUS][TS_NICS_NAME_MAX];
+    const char *v[TS_NICS_MAX_GPUS];
+    size_t n = 0;
+    for (int g = 0; g < nics->ngpu && g < TS_NICS_MAX_GPUS; g++) {
+        ts_err e;
+        if (ts_nics_netdev(sysfs_root, nics, g, names[n], sizeof names[n], &e) != 0)
+            continue; /* no device for this GPU: it cannot have a dedicated one */
+        bool seen = false;
+        for (size_t k = 0; k < n && !seen; k++)
+            seen = strcmp(v[k], names[n]) == 0;
+        if (!seen) {
+            v[n] = names[n];
+            n++;
+        }
+    }
+    json_t *spec = NULL;
+    ts_err err;
+    if (n == 0)
+        return;
+    if (agent_cdi_net_spec(v, n, &spec, &err) != 0) {
+        fprintf(stderr, "tessera-agent: cdi: %s\n", err.msg);
+        return;
+    }
+    const char *dirs[] = {state_dir, cdi_dir};
+    for (size_t i = 0; i < 2; i++) {
+        char path[700];
+        if (!dirs[i])
+            continue;
+        snprintf(path, sizeof path, i == 0 ? "%s/cdi/tessera-net.json" : "%s/tessera-net.json",
+                 dirs[i]);
+        if (agent_cdi_write(spec, path, &err) != 0)
+            fprintf(stderr, "tessera-agent: %s\n", err.msg);
+    }
+    json_decref(spec);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "image-pull") == 0)
@@ -381,6 +425,7 @@ int main(int argc, char **argv)
                                                    guid));
     }
     json_object_set_new(node.discovery, "ib_ports", ports);
+    write_cdi_net(&node.nics, sysfs_root, cfg.state_dir, cdi_dir);
     node.metrics = metrics;
     node.nv = nv;
     struct sigaction sa = {0};

@@ -1,7 +1,9 @@
 /*
  * netns.c - a task's network namespace on its tenant's overlay (netns.h).
  *
- * Why iproute2 and nft by fork/exec rather than netlink sockets of our own:
+ * The policy's text, the services and running the tools are in
+ * netns_policy.c. Why iproute2 and nft by fork/exec rather than netlink
+ * sockets of our own:
  * the VXLAN, veth-into-namespace, bridge-port and nftables-set messages are
  * many and version-dependent, and the tools are what operators debug with;
  * each batch is parsed and applied by the kernel's own tools, which report
@@ -13,9 +15,11 @@
  * of the agent's state directory (its real path): task ids repeat across
  * clusters (every cluster has a j1-r0), and /run/netns is the host's, so two
  * agents of one host (two clusters, parallel test runs) never name the same
- * namespace, nor remove each other's; the host veth tsv<8 hex of the FNV-1a
- * of tag and id> (15 bytes at most, IFNAMSIZ); eth0 inside; the tenant's
- * bridge tsb<vni> and VXLAN tsx<vni>. The
+ * namespace, nor remove each other's. The host's links carry the tag too,
+ * folded to 4 hex (IFNAMSIZ is 15 bytes): the veth t<tag4>v<8 hex of the
+ * FNV-1a of tag and id>, the tenant's bridge t<tag4>b<vni> and VXLAN
+ * t<tag4>x<vni>, and the tables are tessera_<tag>, whose rules match only
+ * t<tag4>... links: two agents of one host keep their own; eth0 inside. The
  * task's MAC is derived from its address (02:00:a:b:c:d), so the binding of
  * port, address and MAC that the bridge policy checks is known before the
  * port exists. The state file <state dir>/net/<task id> ("veth vni addr mac")
@@ -28,174 +32,18 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <net/if.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent/netns.h"
+#include "agent/netns_priv.h"
 
-#define VXLAN_PORT 4789
-#define VNI_MAX 16777215u
-#define TOOL_ERR_BYTES 400
 #define NS_DIR "/run/netns"
 #define NS_PREFIX "ts-"
 #define SCRIPT_BYTES 65536
-#define GW_MAC_PREFIX "02:54:53:00:00:00" /* a tenant gateway's MAC: this, the VNI below */
-#define SERVICES_MAX 64
-
-/* the tables; replaced whole at agent start (agent_net_start) */
-static const char POLICY[] =
-    "table bridge tessera {\n"
-    "  set bound4 { type ifname . ipv4_addr; }\n"
-    "  set boundmac { type ifname . ether_addr; }\n"
-    /* what a task's port may send: its own MAC, IPv4 from its own address,
-     * ARP for its own address; nothing else (IPv6, VLAN tags, other types) */
-    "  chain from_task {\n"
-    "    iifname . ether saddr != @boundmac counter drop\n"
-    "    ether type ip iifname . ip saddr != @bound4 counter drop\n"
-    "    ether type arp iifname . arp saddr ip != @bound4 counter drop\n"
-    "    ether type arp iifname . arp saddr ether != @boundmac counter drop\n"
-    "    ether type != { ip, arp } counter drop\n"
-    "  }\n"
-    /* prerouting: every frame entering a tenant bridge, whether it is
-     * forwarded (to another port or the VXLAN) or goes up to the host */
-    "  chain prerouting {\n"
-    "    type filter hook prerouting priority -200; policy accept;\n"
-    "    iifname \"tsv*\" jump from_task\n"
-    "    iifname \"tsx*\" ether type != { ip, arp } counter drop\n"
-    /* every node's bridge is its tenant's gateway, with one MAC: another
-     * node's answer must not reach this node's tasks */
-    "    iifname \"tsx*\" ether saddr & ff:ff:ff:00:00:00 == " GW_MAC_PREFIX " counter drop\n"
-    "  }\n"
-    "}\n"
-    /* the host: a tenant bridge's frames that br_netfilter shows here (the
-     * same bridge in and out: set "bridged") pass; what is routed from a
-     * bridge goes only to the services (set "services", the controller's
-     * network.services), masqueraded as the node; nothing is routed into a
-     * bridge but their answers; the host itself takes from a bridge only
-     * connections to services it runs */
-    "table inet tessera {\n"
-    "  set bridged { type ifname . ifname; }\n"
-    "  set services { type ipv4_addr . inet_proto . inet_service; flags interval; }\n"
-    "  chain forward {\n"
-    "    type filter hook forward priority 0; policy accept;\n"
-    "    iifname . oifname @bridged accept\n"
-    "    iifname \"tsb*\" ip daddr . meta l4proto . th dport @services accept\n"
-    "    iifname \"tsb*\" counter drop\n"
-    "    oifname \"tsb*\" ct state established,related accept\n"
-    "    oifname \"tsb*\" counter drop\n"
-    "  }\n"
-    "  chain input {\n"
-    "    type filter hook input priority 0; policy accept;\n"
-    "    iifname \"tsb*\" ip daddr . meta l4proto . th dport @services accept\n"
-    "    iifname \"tsb*\" ct state established,related accept\n"
-    "    iifname \"tsb*\" counter drop\n"
-    "  }\n"
-    "  chain postrouting {\n"
-    "    type nat hook postrouting priority 100; policy accept;\n"
-    "    iifname \"tsb*\" oifname != \"tsb*\" masquerade\n"
-    "  }\n"
-    "}\n";
-
-/* ---- running the tools ------------------------------------------------------- */
-
-static const char *tool_path(const char *name, char *buf, size_t len)
-{
-    static const char *const dirs[] = {"/usr/sbin", "/sbin", "/usr/bin", "/bin"};
-    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
-        snprintf(buf, len, "%s/%s", dirs[i], name);
-        if (access(buf, X_OK) == 0)
-            return buf;
-    }
-    return NULL;
-}
-
-/* Runs argv (argv[0] a tool's name) with input on its stdin; its exit 0 is
- * success, anything else an error carrying the first line of its stderr. */
-static int run_tool(const char *const *argv, const char *input, ts_err *err)
-{
-    char path[64];
-    if (!tool_path(argv[0], path, sizeof path))
-        return ts_err_set(err, TS_ENOENT, "network: %s: not installed (iproute2, nftables)",
-                          argv[0]);
-    int in[2] = {-1, -1}, er[2] = {-1, -1};
-    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(er, O_CLOEXEC) != 0) {
-        int e = errno;
-        for (int i = 0; i < 2; i++) {
-            if (in[i] >= 0)
-                close(in[i]);
-            if (er[i] >= 0)
-                close(er[i]);
-        }
-        return ts_err_set(err, TS_EIO, "network: pipe: %s", strerror(e));
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, er[1], 2);
-    posix_spawnattr_t at;
-    posix_spawnattr_init(&at);
-    sigset_t none;
-    sigemptyset(&none);
-    posix_spawnattr_setsigmask(&at, &none);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
-    static char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
-    pid_t pid;
-    int rc = posix_spawn(&pid, path, &fa, &at, (char *const *)argv, envp);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&at);
-    close(in[0]);
-    close(er[1]);
-    if (rc != 0) {
-        close(in[1]);
-        close(er[0]);
-        return ts_err_set(err, TS_EIO, "network: %s: %s", argv[0], strerror(rc));
-    }
-    /* the batches are small (a task's lines, a table): within the pipe's buffer */
-    size_t left = input ? strlen(input) : 0;
-    const char *p = input;
-    while (left > 0) {
-        ssize_t n = write(in[1], p, left);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        p += n;
-        left -= (size_t)n;
-    }
-    close(in[1]);
-    char msg[TOOL_ERR_BYTES] = "";
-    size_t got = 0;
-    for (;;) {
-        char junk[512];
-        ssize_t n = got + 1 < sizeof msg ? read(er[0], msg + got, sizeof msg - 1 - got)
-                                         : read(er[0], junk, sizeof junk);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        if (got + 1 < sizeof msg)
-            got += (size_t)n;
-    }
-    msg[got] = '\0';
-    close(er[0]);
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        return 0;
-    char *nl = strchr(msg, '\n');
-    if (nl)
-        *nl = '\0';
-    return ts_err_set(err, TS_EIO, "network: %s failed: %s", argv[0],
-                      msg[0] ? msg : "(no message)");
-}
 
 /* ---- names ---------------------------------------------------------------------- */
 
@@ -231,11 +79,34 @@ void agent_net_ns_name(const char *state_dir, const char *task_id, char *out, si
     snprintf(out, len, "%s%08x-%s", NS_PREFIX, agent_tag(state_dir), task_id);
 }
 
+/* netns_priv.h: this agent's link prefix and tables' name. */
+void agent_net_names(const char *state_dir, net_names *n)
+{
+    uint32_t tag = agent_tag(state_dir);
+    n->tag4 = (tag ^ (tag >> 16)) & 0xffffu;
+    snprintf(n->prefix, sizeof n->prefix, "t%04x", n->tag4 & 0xffffu);
+    snprintf(n->table, sizeof n->table, "tessera_%08x", tag);
+}
+
 static void veth_name(const char *state_dir, const char *id, char out[IFNAMSIZ])
 {
     char tag[16];
+    net_names nn;
+    agent_net_names(state_dir, &nn);
     snprintf(tag, sizeof tag, "%08x/", agent_tag(state_dir));
-    snprintf(out, IFNAMSIZ, "tsv%08x", fnv32(fnv32(2166136261u, tag), id));
+    snprintf(out, IFNAMSIZ, "t%04xv%08x", nn.tag4 & 0xffffu, fnv32(fnv32(2166136261u, tag), id));
+}
+
+/* The tenant's bridge (kind 'b') or VXLAN ('x') on this node; a state file
+ * of an agent before the per-agent names (its veth tsv...) names the old
+ * tsb<vni>/tsx<vni>, so an upgraded agent still removes them. */
+void agent_net_tenant_link(const net_names *nn, char kind, unsigned vni, bool legacy,
+                           char out[IFNAMSIZ])
+{
+    if (legacy)
+        snprintf(out, IFNAMSIZ, "ts%c%u", kind, vni & VNI_MAX);
+    else
+        snprintf(out, IFNAMSIZ, "t%04x%c%u", nn->tag4 & 0xffffu, kind, vni & VNI_MAX);
 }
 
 static bool link_exists(const char *name) { return if_nametoindex(name) != 0; }
@@ -251,6 +122,10 @@ typedef struct net_state {
     char addr[INET_ADDRSTRLEN];
     char mac[18];
     char nics[AGENT_NET_NICS_MAX * IFNAMSIZ]; /* moved in, comma-separated; "" none */
+    /* published ports ("8000/tcp,9000/udp"; "" none) and where from ("ADDR[/N],..."; "-"
+     * anywhere): the file's second line, "publish PORTS FROM", only when there are some */
+    char publish[AGENT_NET_PUBLISH_MAX * 12];
+    char from[AGENT_NET_PUBLISH_FROM_MAX * 20];
 } net_state;
 
 static int state_read(const char *path, net_state *s)
@@ -258,18 +133,26 @@ static int state_read(const char *path, net_state *s)
     FILE *f = fopen(path, "re");
     if (!f)
         return -1;
+    char line[1024];
+    int n = 0;
     /* a fifth field (NICs moved in) only when there are some */
-    int n = fscanf(f, "%15s %u %15s %17s %255s", s->veth, &s->vni, s->addr, s->mac, s->nics);
+    if (fgets(line, sizeof line, f))
+        n = sscanf(line, "%15s %u %15s %17s %255s", s->veth, &s->vni, s->addr, s->mac, s->nics);
+    s->publish[0] = s->from[0] = '\0';
+    if (fgets(line, sizeof line, f) &&
+        sscanf(line, "publish %191s %639s", s->publish, s->from) != 2)
+        n = 0;
     fclose(f);
     if (n == 4)
         s->nics[0] = '\0';
-    return (n == 4 || n == 5) && strncmp(s->veth, "tsv", 3) == 0 && s->vni >= 1 &&
+    return (n == 4 || n == 5) && s->veth[0] == 't' && s->vni >= 1 &&
                    s->vni <= VNI_MAX
                ? 0
                : -1;
 }
 
 /* ---- setup ---------------------------------------------------------------------- */
+
 
 static int check_task(const agent_net_task *t, struct in_addr *a, ts_err *err)
 {
@@ -314,10 +197,37 @@ static int check_task(const agent_net_task *t, struct in_addr *a, ts_err *err)
     }
     if (t->mtu != 0 && (t->mtu < 1280 || t->mtu > 9000))
         return ts_err_set(err, TS_EINVAL, "net.mtu: %d: must be 1280..9000", t->mtu);
+    if (t->npublish > AGENT_NET_PUBLISH_MAX || t->npublish_from > AGENT_NET_PUBLISH_FROM_MAX)
+        return ts_err_set(err, TS_EINVAL, "net.publish: %zu ports from %zu ranges: at most %d "
+                          "and %d", t->npublish, t->npublish_from, AGENT_NET_PUBLISH_MAX,
+                          AGENT_NET_PUBLISH_FROM_MAX);
+    for (size_t i = 0; i < t->npublish; i++) {
+        const char *p = t->publish[i], *end = "";
+        unsigned long port = 0;
+        if (p && p[0] >= '1' && p[0] <= '9') {
+            char *e;
+            port = strtoul(p, &e, 10);
+            end = e;
+        }
+        if (port < 1 || port > 65535 || (strcmp(end, "/tcp") != 0 && strcmp(end, "/udp") != 0))
+            return ts_err_set(err, TS_EINVAL, "net.publish[%zu]: \"%s\": not PORT/tcp|udp", i,
+                              p ? p : "");
+        if (port == VXLAN_PORT && strcmp(end, "/udp") == 0)
+            return ts_err_set(err, TS_EINVAL, "net.publish[%zu]: %s: the overlay's own VXLAN "
+                              "port", i, p);
+    }
+    for (size_t i = 0; i < t->npublish_from; i++) {
+        char el[96], probe[64];
+        snprintf(probe, sizeof probe, "%s:1/tcp", t->publish_from[i] ? t->publish_from[i] : "");
+        if (!t->publish_from[i] || strchr(t->publish_from[i], ':') ||
+            strlen(t->publish_from[i]) > 18 || agent_net_service_elem(probe, el, sizeof el) != 0)
+            return ts_err_set(err, TS_EINVAL, "net.publish_from[%zu]: \"%s\": not ADDR[/N]", i,
+                              t->publish_from[i] ? t->publish_from[i] : "");
+    }
     return 0;
 }
 
-static int fdb_add(unsigned vni, const char *const *peers, size_t npeers, const char *local,
+static int fdb_add(const char *vx, const char *const *peers, size_t npeers, const char *local,
                    ts_err *err)
 {
     if (npeers == 0)
@@ -329,20 +239,22 @@ static int fdb_add(unsigned vni, const char *const *peers, size_t npeers, const 
     s[0] = '\0';
     for (size_t i = 0; i < npeers; i++)
         if (!local || strcmp(peers[i], local) != 0) /* appending an existing one is a no-op */
-            len += (size_t)sprintf(s + len, "fdb append 00:00:00:00:00:00 dev tsx%u dst %s\n",
-                                   vni, peers[i]);
+            len += (size_t)sprintf(s + len, "fdb append 00:00:00:00:00:00 dev %s dst %s\n",
+                                   vx, peers[i]);
     const char *argv[] = {"bridge", "-batch", "-", NULL};
-    int rc = len ? run_tool(argv, s, err) : 0;
+    int rc = len ? agent_net_run_tool(argv, s, err) : 0;
     free(s);
     return rc;
 }
 
-int agent_net_peers(unsigned vni, const char *local, const char *const *peers, size_t npeers,
-                    ts_err *err)
+int agent_net_peers(const char *state_dir, unsigned vni, const char *local,
+                    const char *const *peers, size_t npeers, ts_err *err)
 {
     char vx[IFNAMSIZ];
-    snprintf(vx, sizeof vx, "tsx%u", vni);
-    return link_exists(vx) ? fdb_add(vni, peers, npeers, local, err) : 0;
+    net_names nn;
+    agent_net_names(state_dir, &nn);
+    agent_net_tenant_link(&nn, 'x', vni, false, vx);
+    return link_exists(vx) ? fdb_add(vx, peers, npeers, local, err) : 0;
 }
 
 /* The bridge routes (to the services only: the policy) and has no IPv6:
@@ -369,19 +281,93 @@ static int bridge_sysctls(const char *br, ts_err *err)
     return 0;
 }
 
-static int elements(const char *verb, const net_state *s, ts_err *err)
+/* Whether port ("PORT/tcp|udp") is in the comma-separated list. */
+static bool port_listed(const char *list, const char *port)
 {
-    char script[512];
+    size_t n = strlen(port);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, port, n) == 0)
+            return true;
+        p += len + (end ? 1 : 0);
+    }
+    return false;
+}
+
+/* The published ports' map elements of s, verb'd ("add"/"delete"), and for
+ * an add the publish_from set refilled (it is the cluster's, the same for
+ * every task); appended to out. */
+static size_t publish_lines(const net_names *nn, const char *verb, const net_state *s, char *out,
+                            size_t len)
+{
+    size_t n = 0;
+    char list[sizeof s->publish];
+    snprintf(list, sizeof list, "%s", s->publish);
+    char *save = NULL;
+    for (char *p = strtok_r(list, ",", &save); p && n < len; p = strtok_r(NULL, ",", &save)) {
+        unsigned port;
+        char proto[4];
+        if (sscanf(p, "%5u/%3s", &port, proto) == 2)
+            n += (size_t)snprintf(out + n, len - n,
+                                  "%s element inet %s published { %s . %u : %s }\n", verb,
+                                  nn->table, proto, port, s->addr);
+    }
+    if (strcmp(verb, "add") == 0 && s->publish[0] && n < len) {
+        char from[sizeof s->from];
+        snprintf(from, sizeof from, "%s", strcmp(s->from, "-") == 0 ? "0.0.0.0/0" : s->from);
+        n += (size_t)snprintf(out + n, len - n,
+                              "flush set inet %s publish_from\n"
+                              "add element inet %s publish_from { %s }\n",
+                              nn->table, nn->table, from);
+    }
+    return n;
+}
+
+/* The task other than skip whose state publishes port here, into who; false if none. */
+static bool publish_taken(const char *state_dir, const char *port, const char *skip, char *who,
+                          size_t len)
+{
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/net", state_dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    bool taken = false;
+    struct dirent *e;
+    while (!taken && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || strcmp(e->d_name, skip) == 0)
+            continue;
+        char path[1024];
+        net_state s;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        taken = state_read(path, &s) == 0 && port_listed(s.publish, port);
+        if (taken)
+            snprintf(who, len, "%s", e->d_name);
+    }
+    closedir(d);
+    return taken;
+}
+
+static int elements(const net_names *nn, const char *verb, const net_state *s, ts_err *err)
+{
+    char script[4096], br[IFNAMSIZ];
     snprintf(script, sizeof script,
-             "%s element bridge tessera bound4 { \"%s\" . %s }\n"
-             "%s element bridge tessera boundmac { \"%s\" . %s }\n",
-             verb, s->veth, s->addr, verb, s->veth, s->mac);
+             "%s element bridge %s bound4 { \"%s\" . %s }\n"
+             "%s element bridge %s boundmac { \"%s\" . %s }\n",
+             verb, nn->table, s->veth, s->addr, verb, nn->table, s->veth, s->mac);
+    agent_net_tenant_link(nn, 'b', s->vni, false, br);
     if (strcmp(verb, "add") == 0) /* the tenant's bridge: kept while any task is there */
         snprintf(script + strlen(script), sizeof script - strlen(script),
-                 "add element inet tessera bridged { \"tsb%u\" . \"tsb%u\" }\n", s->vni,
-                 s->vni);
+                 "add element inet %s bridged { \"%s\" . \"%s\" }\n", nn->table, br, br);
     const char *argv[] = {"nft", "-f", "-", NULL};
-    return run_tool(argv, script, err);
+    int rc = agent_net_run_tool(argv, script, err);
+    if (s->publish[0]) { /* apart: each removal goes even when the other is already gone */
+        publish_lines(nn, verb, s, script, sizeof script);
+        int prc = agent_net_run_tool(argv, script, err);
+        rc = rc ? rc : prc;
+    }
+    return rc;
 }
 
 int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_path,
@@ -408,6 +394,19 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
     for (size_t i = 0, len = 0; i < t->nnics; i++)
         len += (size_t)snprintf(s.nics + len, sizeof s.nics - len, "%s%s", i ? "," : "",
                                 t->nics[i]);
+    for (size_t i = 0, len = 0; i < t->npublish; i++)
+        len += (size_t)snprintf(s.publish + len, sizeof s.publish - len, "%s%s", i ? "," : "",
+                                t->publish[i]);
+    snprintf(s.from, sizeof s.from, "-");
+    for (size_t i = 0, len = 0; i < t->npublish_from; i++)
+        len += (size_t)snprintf(s.from + len, sizeof s.from - len, "%s%s", i ? "," : "",
+                                t->publish_from[i]);
+    for (size_t i = 0; i < t->npublish; i++) {
+        char who[256];
+        if (publish_taken(state_dir, t->publish[i], t->task_id, who, sizeof who))
+            return ts_err_set(err, TS_ECONFLICT, "net.publish[%zu]: %s: already published on this "
+                              "node by task %s", i, t->publish[i], who);
+    }
 
     char dir[700], path[800];
     snprintf(dir, sizeof dir, "%s/net", state_dir);
@@ -420,14 +419,17 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
     if (!f ||
         fprintf(f, "%s %u %s %s%s%s\n", s.veth, s.vni, s.addr, s.mac, s.nics[0] ? " " : "",
                 s.nics) < 0 ||
+        (s.publish[0] && fprintf(f, "publish %s %s\n", s.publish, s.from) < 0) ||
         fclose(f) != 0)
         return ts_err_set(err, TS_EIO, "network: %s: %s", path, strerror(errno));
 
-    if ((rc = elements("add", &s, err)) != 0)
+    net_names nn;
+    agent_net_names(state_dir, &nn);
+    if ((rc = elements(&nn, "add", &s, err)) != 0)
         goto fail;
     char br[IFNAMSIZ], vx[IFNAMSIZ];
-    snprintf(br, sizeof br, "tsb%u", t->vni);
-    snprintf(vx, sizeof vx, "tsx%u", t->vni);
+    agent_net_tenant_link(&nn, 'b', t->vni, false, br);
+    agent_net_tenant_link(&nn, 'x', t->vni, false, vx);
     bool new_vx = !link_exists(vx);
     char host[2048], ns[80];
     agent_net_ns_name(state_dir, t->task_id, ns, sizeof ns);
@@ -458,7 +460,7 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
         n += (size_t)snprintf(host + n, sizeof host - n, "link set %s down\n"
                               "link set %s netns %s\n", t->nics[i], t->nics[i], ns);
     const char *ip_host[] = {"ip", "-batch", "-", NULL};
-    if ((rc = run_tool(ip_host, host, err)) != 0 || (rc = bridge_sysctls(br, err)) != 0)
+    if ((rc = agent_net_run_tool(ip_host, host, err)) != 0 || (rc = bridge_sysctls(br, err)) != 0)
         goto fail;
     char inside[512 + AGENT_NET_NICS_MAX * 40];
     snprintf(inside, sizeof inside,
@@ -473,10 +475,18 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
         snprintf(inside + strlen(inside), sizeof inside - strlen(inside), "link set %s up\n",
                  t->nics[i]);
     const char *ip_ns[] = {"ip", "-n", ns, "-batch", "-", NULL};
-    if ((rc = run_tool(ip_ns, inside, err)) != 0)
+    if ((rc = agent_net_run_tool(ip_ns, inside, err)) != 0)
         goto fail;
-    if (new_vx && (rc = fdb_add(t->vni, t->peers, t->npeers, t->local, err)) != 0)
+    if (new_vx && (rc = fdb_add(vx, t->peers, t->npeers, t->local, err)) != 0)
         goto fail;
+    for (size_t i = 0; i < t->nrdma; i++) { /* each on its own: one missing keeps none back */
+        ts_err e;
+        const char *argv[] = {"rdma", "dev", "set", t->rdma[i], "netns", ns, NULL};
+        if (t->rdma[i][0] && agent_net_run_tool(argv, NULL, &e) != 0 && t->note && !t->note[0])
+            snprintf(t->note, t->note_len, "RDMA device %s not moved into %s (is the host's "
+                     "RDMA in exclusive namespace mode: rdma system set netns exclusive?): %s",
+                     t->rdma[i], ns, e.msg);
+    }
     snprintf(ns_path, ns_path_len, "%s/%s", NS_DIR, ns);
     return 0;
 fail:;
@@ -533,7 +543,7 @@ static void nics_home(const char *ns, const net_state *s, int *rc, ts_err *err)
     for (char *d = strtok_r(list, ",", &save); d; d = strtok_r(NULL, ",", &save)) {
         const char *argv[] = {"ip", "-n", ns, "link", "set", d, "netns", pid, NULL};
         ts_err e;
-        if (run_tool(argv, NULL, &e) != 0 && !link_exists(d) && *rc == 0) {
+        if (agent_net_run_tool(argv, NULL, &e) != 0 && !link_exists(d) && *rc == 0) {
             *rc = e.code;
             *err = e;
             snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
@@ -560,7 +570,7 @@ int agent_net_teardown(const char *state_dir, const char *task_id, ts_err *err)
     if (access(nspath, F_OK) == 0) {
         /* the namespace's end of the veth goes with it, and so the pair */
         const char *argv[] = {"ip", "netns", "delete", ns, NULL};
-        if (run_tool(argv, NULL, &e) != 0 && rc == 0) {
+        if (agent_net_run_tool(argv, NULL, &e) != 0 && rc == 0) {
             rc = e.code;
             *err = e;
         }
@@ -569,29 +579,32 @@ int agent_net_teardown(const char *state_dir, const char *task_id, ts_err *err)
         if (link_exists(s.veth)) {
             /* the namespace's deletion may be removing it at this moment */
             const char *argv[] = {"ip", "link", "delete", s.veth, NULL};
-            if (run_tool(argv, NULL, &e) != 0 && link_exists(s.veth) && rc == 0) {
+            if (agent_net_run_tool(argv, NULL, &e) != 0 && link_exists(s.veth) && rc == 0) {
                 rc = e.code;
                 *err = e;
             }
         }
-        elements("delete", &s, &e); /* absent after a table reload: no error */
+        net_names nn;
+        agent_net_names(state_dir, &nn);
+        elements(&nn, "delete", &s, &e); /* absent after a table reload: no error */
         if (!vni_in_use(state_dir, s.vni, task_id)) {
             char br[IFNAMSIZ], vx[IFNAMSIZ];
-            snprintf(br, sizeof br, "tsb%u", s.vni);
-            snprintf(vx, sizeof vx, "tsx%u", s.vni);
+            bool legacy = strncmp(s.veth, "tsv", 3) == 0;
+            agent_net_tenant_link(&nn, 'b', s.vni, legacy, br);
+            agent_net_tenant_link(&nn, 'x', s.vni, legacy, vx);
             char script[128] = "";
             size_t n = 0;
             if (link_exists(vx))
                 n += (size_t)snprintf(script + n, sizeof script - n, "link delete %s\n", vx);
             if (link_exists(br))
                 n += (size_t)snprintf(script + n, sizeof script - n, "link delete %s\n", br);
-            char el[128];
-            snprintf(el, sizeof el,
-                     "delete element inet tessera bridged { \"%s\" . \"%s\" }\n", br, br);
+            char el[160];
+            snprintf(el, sizeof el, "delete element inet %s bridged { \"%s\" . \"%s\" }\n",
+                     nn.table, br, br);
             const char *nft[] = {"nft", "-f", "-", NULL};
-            run_tool(nft, el, &e); /* absent after a table reload: no error */
+            agent_net_run_tool(nft, el, &e); /* absent after a table reload: no error */
             const char *argv[] = {"ip", "-batch", "-", NULL};
-            if (n && run_tool(argv, script, &e) != 0 && rc == 0) {
+            if (n && agent_net_run_tool(argv, script, &e) != 0 && rc == 0) {
                 rc = e.code;
                 *err = e;
             }
@@ -665,24 +678,32 @@ int agent_net_start(const char *state_dir, bool (*keep)(const char *task_id, voi
         free(ids.v);
         return ts_err_set(err, TS_ENOMEM, "network: out of memory");
     }
+    net_names nn;
+    agent_net_names(state_dir, &nn);
     size_t n = (size_t)snprintf(script, SCRIPT_BYTES,
-                                "table bridge tessera\ndelete table bridge tessera\n"
-                                "table inet tessera\ndelete table inet tessera\n%s", POLICY);
+                                "table bridge %s\ndelete table bridge %s\n"
+                                "table inet %s\ndelete table inet %s\n",
+                                nn.table, nn.table, nn.table, nn.table);
+    n += agent_net_policy_text(&nn, script + n, SCRIPT_BYTES - n);
     for (size_t i = 0; i < ids.n && n + 256 < SCRIPT_BYTES; i++) {
         char path[800];
         net_state s;
         state_path(state_dir, ids.v[i], path, sizeof path);
         if (!keep || !keep(ids.v[i], ctx) || state_read(path, &s) != 0)
             continue;
+        char br[IFNAMSIZ];
+        agent_net_tenant_link(&nn, 'b', s.vni, strncmp(s.veth, "tsv", 3) == 0, br);
         n += (size_t)snprintf(script + n, SCRIPT_BYTES - n,
-                              "add element bridge tessera bound4 { \"%s\" . %s }\n"
-                              "add element bridge tessera boundmac { \"%s\" . %s }\n"
-                              "add element inet tessera bridged { \"tsb%u\" . \"tsb%u\" }\n",
-                              s.veth, s.addr, s.veth, s.mac, s.vni, s.vni);
+                              "add element bridge %s bound4 { \"%s\" . %s }\n"
+                              "add element bridge %s boundmac { \"%s\" . %s }\n"
+                              "add element inet %s bridged { \"%s\" . \"%s\" }\n",
+                              nn.table, s.veth, s.addr, nn.table, s.veth, s.mac, nn.table, br, br);
+        if (s.publish[0] && n + 2048 < SCRIPT_BYTES)
+            n += publish_lines(&nn, "add", &s, script + n, SCRIPT_BYTES - n);
     }
     const char *argv[] = {"nft", "-f", "-", NULL};
     ts_err e;
-    if (run_tool(argv, script, &e) != 0 && rc == 0) {
+    if (agent_net_run_tool(argv, script, &e) != 0 && rc == 0) {
         rc = e.code;
         *err = e;
     }
@@ -693,51 +714,3 @@ int agent_net_start(const char *state_dir, bool (*keep)(const char *task_id, voi
     return rc;
 }
 
-/* ---- services ------------------------------------------------------------------ */
-
-/* "ADDR[/N]:PORT/tcp|udp" into "ADDR[/N] . tcp . PORT"; -1 if not one. */
-static int service_elem(const char *svc, char *out, size_t len)
-{
-    char addr[64], proto[8];
-    unsigned port;
-    int plen = 32;
-    const char *colon = strrchr(svc, ':');
-    if (!colon || (size_t)(colon - svc) >= sizeof addr ||
-        sscanf(colon + 1, "%5u/%7s", &port, proto) != 2 || port < 1 || port > 65535 ||
-        (strcmp(proto, "tcp") != 0 && strcmp(proto, "udp") != 0))
-        return -1;
-    memcpy(addr, svc, (size_t)(colon - svc));
-    addr[colon - svc] = '\0';
-    char *slash = strchr(addr, '/');
-    if (slash) {
-        char *end;
-        long l = strtol(slash + 1, &end, 10);
-        if (*end || l < 0 || l > 32)
-            return -1;
-        plen = (int)l;
-        *slash = '\0';
-    }
-    struct in_addr ia;
-    if (inet_pton(AF_INET, addr, &ia) != 1)
-        return -1;
-    snprintf(out, len, "%s/%d . %s . %u", addr, plen, proto, port);
-    return 0;
-}
-
-int agent_net_services(const char *const *svc, size_t n, ts_err *err)
-{
-    if (n > SERVICES_MAX)
-        return ts_err_set(err, TS_EINVAL, "net_services: %zu: at most %d", n, SERVICES_MAX);
-    char script[SERVICES_MAX * 96 + 64];
-    size_t len = (size_t)snprintf(script, sizeof script, "flush set inet tessera services\n");
-    for (size_t i = 0; i < n; i++) {
-        char el[96];
-        if (!svc[i] || service_elem(svc[i], el, sizeof el) != 0)
-            return ts_err_set(err, TS_EINVAL, "net_services[%zu]: \"%s\": not ADDR[/N]:PORT/tcp|udp",
-                              i, svc[i] ? svc[i] : "");
-        len += (size_t)snprintf(script + len, sizeof script - len,
-                                "add element inet tessera services { %s }\n", el);
-    }
-    const char *argv[] = {"nft", "-f", "-", NULL};
-    return run_tool(argv, script, err);
-}

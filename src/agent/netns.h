@@ -5,11 +5,12 @@
  * Each task gets its own namespace (/run/netns/ts-<tag>-<task id>, tag: this
  * agent's, agent_net_ns_name) holding one
  * veth end named eth0 with the address the controller assigned; the other
- * end (tsv<hash>) is a port of the tenant's bridge on this node (tsb<vni>),
- * whose other port is the tenant's VXLAN device (tsx<vni>, VNI from the
- * controller) flooding to the other nodes' underlay addresses. Tenants share
- * no bridge and no VNI, so there is no layer-2 path between them; the
- * nftables tables "bridge tessera" and "inet tessera" drop what a task could
+ * end (t<tag4>v<hash>) is a port of the tenant's bridge on this node
+ * (t<tag4>b<vni>), whose other port is the tenant's VXLAN device
+ * (t<tag4>x<vni>, VNI from the controller) flooding to the other nodes'
+ * underlay addresses. Tenants share no bridge and no VNI, so there is no
+ * layer-2 path between them; this agent's nftables tables ("bridge
+ * tessera_<tag>" and "inet tessera_<tag>") drop what a task could
  * still try (another address or MAC than its own, ARP spoofing, IPv6, other
  * ethertypes, routing through the host between tenant bridges). The
  * bridge is the tenant's gateway, which routes to the configured services
@@ -39,6 +40,9 @@
 #define AGENT_NET_MTU_DEFAULT 1450 /* a 1500-byte underlay less VXLAN's 50 bytes */
 #define AGENT_NET_NS_PATH_MAX 128
 #define AGENT_NET_NICS_MAX 16
+#define AGENT_NET_SERVICES_MAX 1024
+#define AGENT_NET_PUBLISH_MAX 16
+#define AGENT_NET_PUBLISH_FROM_MAX 32
 
 typedef struct agent_net_task {
     const char *task_id;     /* [A-Za-z0-9._-], as ts_task_spec's */
@@ -54,6 +58,23 @@ typedef struct agent_net_task {
      * the agent's namespace at teardown; at most AGENT_NET_NICS_MAX */
     const char *const *nics;
     size_t nnics;
+    /* ports reachable at this node's address ("PORT/tcp|udp", "network: {publish}"),
+     * forwarded to the task's, from the addresses in publish_from ("ADDR[/N]"; none:
+     * anywhere) and never from a tenant's bridge; at most AGENT_NET_PUBLISH_MAX and
+     * AGENT_NET_PUBLISH_FROM_MAX */
+    const char *const *publish;
+    size_t npublish;
+    const char *const *publish_from;
+    size_t npublish_from;
+    /* RDMA devices going with the NICs (a VF's own, ts_nics_rdmadev): moved
+     * into the namespace too where the host's RDMA subsystem isolates
+     * namespaces (`rdma system set netns exclusive`); a move that cannot be
+     * made does not fail the setup but is said in note (NULL: not said).
+     * They come back by themselves when the namespace goes. */
+    const char *const *rdma;
+    size_t nrdma;
+    char *note;
+    size_t note_len;
 } agent_net_task;
 
 /* Makes the nftables tables (atomically replacing earlier ones), removes
@@ -70,12 +91,18 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
                     size_t ns_path_len, ts_err *err);
 
 /* Adds the flood entries of peers the tenant's VXLAN lacks (new nodes). */
-int agent_net_peers(unsigned vni, const char *local, const char *const *peers, size_t npeers,
-                    ts_err *err);
+int agent_net_peers(const char *state_dir, unsigned vni, const char *local,
+                    const char *const *peers, size_t npeers, ts_err *err);
 
-/* Sets what tasks may reach off their overlay: "ADDR[/N]:PORT/tcp|udp"
- * each (the controller's network.services), replacing the last set. */
-int agent_net_services(const char *const *svc, size_t n, ts_err *err);
+typedef struct agent_net_service {
+    const char *to; /* "ADDR[/N]:PORT/tcp|udp" */
+    unsigned vni;   /* 0: every tenant's tasks may reach it; else that tenant's only */
+} agent_net_service;
+
+/* Sets what tasks may reach off their overlay (the controller's
+ * network.services), replacing the last set; at most AGENT_NET_SERVICES_MAX. */
+int agent_net_services(const char *state_dir, const agent_net_service *svc, size_t n,
+                       ts_err *err);
 
 /* Removes the task's namespace, veth and bindings, and the tenant's bridge
  * and VXLAN when no other task of the tenant is left here. A task with no

@@ -310,3 +310,33 @@ int ts_nics_netdev(const char *sysfs_root, const ts_nic_map *map, int gpu, char 
                           "(%s; enable more VFs: sriov_numvfs)", gpu, hca, slot, path);
     return 0;
 }
+
+int ts_nics_rdmadev(const char *sysfs_root, const ts_nic_map *map, int gpu, char *out,
+                    size_t size, ts_err *err)
+{
+    char net[TS_NICS_NAME_MAX];
+    int rc = ts_nics_netdev(sysfs_root, map, gpu, net, sizeof net, err); /* the same checks */
+    out[0] = '\0';
+    if (rc != 0)
+        return rc;
+    char hca[TS_NICS_NAME_MAX];
+    snprintf(hca, sizeof hca, "%s", map->hca[gpu]);
+    char *colon = strchr(hca, ':');
+    if (colon)
+        *colon = '\0';
+    int slot = 0;
+    for (int g = 0; g < gpu; g++)
+        slot += strcmp(map->hca[g], map->hca[gpu]) == 0;
+    const char *root = sysfs_root && *sysfs_root ? sysfs_root : "/sys";
+    char path[PATH_MAX + 64];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/class/infiniband/%s/device/virtfn0", root, hca);
+    if (stat(path, &st) != 0) { /* no SR-IOV: the adapter's own */
+        snprintf(out, size, "%s", hca);
+        return 0;
+    }
+    snprintf(path, sizeof path, "%s/class/infiniband/%s/device/virtfn%d/infiniband", root, hca,
+             slot);
+    first_netdev(path, out, size); /* an Ethernet-only VF has none: "" */
+    return 0;
+}

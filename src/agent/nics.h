@@ -64,4 +64,11 @@ void ts_nics_for_task(const ts_nic_map *map, const int *gpus, int ngpu, char *ou
 int ts_nics_netdev(const char *sysfs_root, const ts_nic_map *map, int gpu, char *out,
                    size_t size, ts_err *err);
 
+/* The RDMA device that goes with ts_nics_netdev's choice for gpu: the
+ * adapter itself without VFs, else the VF's own (<hca>/device/virtfn<N>/
+ * infiniband/<name>), "" for a VF without one. The same errors as
+ * ts_nics_netdev. */
+int ts_nics_rdmadev(const char *sysfs_root, const ts_nic_map *map, int gpu, char *out,
+                    size_t size, ts_err *err);
+
 #endif

@@ -132,10 +132,23 @@ static json_t *spec_json(const ts_job_spec *s, bool *ok)
     put(root, "dependency", string_or_null(s->dependency), ok);
     put(root, "array_throttle", s->array_throttle > 0 ? json_integer(s->array_throttle)
                                                       : json_null(), ok);
-    if (s->dedicated_nics) /* left out unless asked: older specs stay byte for byte */
-        put(root, "network", json_pack("{s:s,s:s}", "mode", s->host_network ? "host" : "tenant",
-                                       "nics", "dedicated"), ok);
-    else if (s->host_network)
+    if (s->dedicated_nics || s->npublish > 0) { /* left out unless asked: older specs stay
+                                                 * byte for byte */
+        json_t *nw = json_pack("{s:s}", "mode", s->host_network ? "host" : "tenant");
+        if (s->dedicated_nics)
+            json_object_set_new(nw, "nics", json_string("dedicated"));
+        if (s->npublish > 0) {
+            json_t *pl = json_array();
+            for (int i = 0; i < s->npublish; i++) {
+                char port[16];
+                snprintf(port, sizeof port, "%u/%s", (unsigned)s->publish[i].port,
+                         s->publish[i].udp ? "udp" : "tcp");
+                json_array_append_new(pl, json_string(port));
+            }
+            json_object_set_new(nw, "publish", pl);
+        }
+        put(root, "network", nw, ok);
+    } else if (s->host_network)
         put(root, "network", json_string("host"), ok);
     if (s->image) /* left out when none, as secrets are */
         put(root, "image", json_string(s->image), ok);

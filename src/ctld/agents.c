@@ -375,10 +375,7 @@ static json_t *desired(const ctld *c, int n)
                             "lost_after_s", c->cfg.node_lost_s, "tasks", tasks, "mig", mig);
     if (doc && c->cfg.net_isolation) { /* the tenants' VXLANs flood to these */
         json_object_set_new(doc, "net_peers", ctld_net_peers(c));
-        json_t *svc = json_array();
-        for (int i = 0; i < c->cfg.nnet_services; i++)
-            json_array_append_new(svc, json_string(c->cfg.net_services[i]));
-        json_object_set_new(doc, "net_services", svc);
+        ctld_net_services(c, doc);
     }
     return doc;
 }

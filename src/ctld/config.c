@@ -444,16 +444,93 @@ static bool service_ok(const char *s)
     return inet_pton(AF_INET, addr, &ia) == 1;
 }
 
+/* network.services[i]: "ADDR[/N]:PORT/tcp|udp" (every tenant's), or
+ * {to: "ADDR[/N]:PORT/tcp|udp", tenants: [NAME, ...]} (only those tenants'
+ * tasks; a job's tenant, by name). */
+static int service_parse(cfg_ctx *x, yaml_node_t *e, int i)
+{
+    ctld_config *cfg = x->cfg;
+    char path[64];
+    snprintf(path, sizeof path, "network.services[%d]", i);
+    yaml_node_t *to = e, *who = NULL;
+    if (e->type == YAML_MAPPING_NODE) {
+        static const char *const keys[] = {"to", "tenants"};
+        yaml_node_t *v[2];
+        int rc = ts_yaml_map_fields(&x->D, e, path, keys, 2, v);
+        if (rc)
+            return rc;
+        if (!v[0] || !v[1])
+            return ts_yaml_fail(&x->D, e, TS_EINVAL, "%s: needs both to: and tenants:", path);
+        to = v[0];
+        who = v[1];
+        snprintf(path, sizeof path, "network.services[%d].to", i);
+    }
+    const char *s = ts_yaml_scalar(to);
+    if (!service_ok(s))
+        return ts_yaml_fail_got(&x->D, to, path,
+                                "ADDR[/N]:PORT/tcp|udp, e.g. 192.0.2.10:443/tcp");
+    char *names = cfg->net_service_tenants[cfg->nnet_services];
+    names[0] = '\0';
+    if (who) {
+        yaml_node_item_t *b =
+            who->type == YAML_SEQUENCE_NODE ? who->data.sequence.items.start : NULL;
+        int n = b ? (int)(who->data.sequence.items.top - b) : 0;
+        snprintf(path, sizeof path, "network.services[%d].tenants", i);
+        if (n < 1)
+            return ts_yaml_fail_got(&x->D, who, path, "a list of one or more tenant names");
+        size_t len = 0;
+        for (int k = 0; k < n; k++) {
+            yaml_node_t *t = yaml_document_get_node(x->D.doc, b[k]);
+            const char *name = t ? ts_yaml_scalar(t) : NULL;
+            snprintf(path, sizeof path, "network.services[%d].tenants[%d]", i, k);
+            if (!name || !ts_yaml_name_ok(name, 64))
+                return ts_yaml_fail_got(&x->D, t ? t : who, path,
+                                        "a tenant name (1..63 of A-Z a-z 0-9 . _ -)");
+            if (len + strlen(name) + 2 > CTLD_NET_SERVICE_TENANTS_BYTES)
+                return ts_yaml_fail(&x->D, who, TS_EINVAL,
+                                    "network.services[%d].tenants: at most %d bytes of names",
+                                    i, CTLD_NET_SERVICE_TENANTS_BYTES - 1);
+            len += (size_t)snprintf(names + len, CTLD_NET_SERVICE_TENANTS_BYTES - len, "%s%s",
+                                    len ? "," : "", name);
+        }
+    }
+    snprintf(cfg->net_services[cfg->nnet_services++], sizeof cfg->net_services[0], "%s", s);
+    return 0;
+}
+
 /* network: {isolation: host|tenant, range: A.B.C.D/N, tenant_prefix: N, mtu: N,
- * services: [ADDR[/N]:PORT/tcp|udp]} (docs/network.md) */
+ * services: [ADDR[/N]:PORT/tcp|udp | {to: .., tenants: [..]}]} (docs/network.md) */
 static int network_parse(cfg_ctx *x, yaml_node_t *m)
 {
     static const char *const nk[] = {"isolation", "range",         "tenant_prefix",
                                      "mtu",       "services",      "ib_partitions",
-                                     "ib_partitions_file"};
-    yaml_node_t *nv[7];
+                                     "ib_partitions_file", "publish_from"};
+    yaml_node_t *nv[8];
     ctld_config *cfg = x->cfg;
-    int rc = ts_yaml_map_fields(&x->D, m, "network", nk, 7, nv);
+    int rc = ts_yaml_map_fields(&x->D, m, "network", nk, 8, nv);
+    if (rc == 0 && nv[7]) {
+        yaml_node_t *l = nv[7];
+        yaml_node_item_t *b = l->type == YAML_SEQUENCE_NODE ? l->data.sequence.items.start : NULL;
+        int n = b ? (int)(l->data.sequence.items.top - b) : -1;
+        if (n < 0 || n > CTLD_NET_PUBLISH_FROM_MAX)
+            return ts_yaml_fail_got(&x->D, l, "network.publish_from",
+                                    "a list of at most 32 IPv4 addresses or ranges ADDR[/N]");
+        for (int i = 0; i < n && rc == 0; i++) {
+            yaml_node_t *e = yaml_document_get_node(x->D.doc, b[i]);
+            const char *s = e ? ts_yaml_scalar(e) : NULL;
+            char path[48], probe[64];
+            snprintf(path, sizeof path, "network.publish_from[%d]", i);
+            /* an address or range is a service's address part: checked as one */
+            snprintf(probe, sizeof probe, "%s:1/tcp", s ? s : "");
+            if (!s || strchr(s, ':') || strlen(s) >= sizeof cfg->net_publish_from[0] ||
+                !service_ok(probe))
+                rc = ts_yaml_fail_got(&x->D, e ? e : l, path,
+                                      "an IPv4 address or range ADDR[/N], e.g. 192.0.2.0/24");
+            else
+                snprintf(cfg->net_publish_from[cfg->nnet_publish_from++],
+                         sizeof cfg->net_publish_from[0], "%s", s);
+        }
+    }
     if (rc == 0 && nv[6])
         rc = get_path(x, nv[6], "network.ib_partitions_file", cfg->net_ib_partitions_file,
                       sizeof cfg->net_ib_partitions_file);
@@ -509,18 +586,11 @@ static int network_parse(cfg_ctx *x, yaml_node_t *m)
         int n = b ? (int)(l->data.sequence.items.top - b) : -1;
         if (n < 0 || n > CTLD_NET_SERVICES_MAX)
             return ts_yaml_fail_got(&x->D, l, "network.services",
-                                    "a list of at most 32 \"ADDR[/N]:PORT/tcp|udp\"");
+                                    "a list of at most 32 \"ADDR[/N]:PORT/tcp|udp\" or "
+                                    "{to: ADDR[/N]:PORT/tcp|udp, tenants: [NAME, ...]}");
         for (int i = 0; i < n && rc == 0; i++) {
             yaml_node_t *e = yaml_document_get_node(x->D.doc, b[i]);
-            const char *s = e ? ts_yaml_scalar(e) : NULL;
-            char path[48];
-            snprintf(path, sizeof path, "network.services[%d]", i);
-            if (!service_ok(s))
-                rc = ts_yaml_fail_got(&x->D, e ? e : l, path,
-                                      "ADDR[/N]:PORT/tcp|udp, e.g. 192.0.2.10:443/tcp");
-            else
-                snprintf(cfg->net_services[cfg->nnet_services++], sizeof cfg->net_services[0],
-                         "%s", s);
+            rc = service_parse(x, e ? e : l, i);
         }
     }
     return rc;

@@ -56,6 +56,8 @@ typedef struct ctld_oidc_config {
 } ctld_oidc_config;
 
 #define CTLD_NET_SERVICES_MAX 32
+#define CTLD_NET_SERVICE_TENANTS_BYTES 256
+#define CTLD_NET_PUBLISH_FROM_MAX 32
 
 typedef struct ctld_config {
     /* mail (docs/tesserad.md): the SMTP relay of notify.mail, "" = none;
@@ -107,6 +109,11 @@ typedef struct ctld_config {
     uint32_t net_range;         /* host order; each tenant one block of it */
     int net_range_prefix, net_tenant_prefix, net_mtu; /* net_mtu 0: the agent's default */
     char net_services[CTLD_NET_SERVICES_MAX][64]; /* "ADDR[/N]:PORT/tcp|udp" tasks may reach */
+    /* per service: the tenants whose tasks may reach it, comma-separated; "" every tenant */
+    char net_service_tenants[CTLD_NET_SERVICES_MAX][CTLD_NET_SERVICE_TENANTS_BYTES];
+    /* where a job's published ports may be reached from ("ADDR[/N]"); none: anywhere */
+    char net_publish_from[CTLD_NET_PUBLISH_FROM_MAX][24];
+    int nnet_publish_from;
     int nnet_services;
     bool net_ib_partitions;     /* each tenant an InfiniBand partition key (net.c) */
     char net_ib_partitions_file[CTLD_PATH_MAX]; /* OpenSM's partitions.conf, written; "" none */

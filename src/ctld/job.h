@@ -181,6 +181,9 @@ int ctld_net_tenant(ctld *c, const char *tenant, int *ordinal, ts_err *err);
 void ctld_net_bind(cjob *j);   /* j->net_host from its placement */
 void ctld_net_unbind(cjob *j);
 json_t *ctld_net_peers(const ctld *c);
+/* Sets doc's "net_services" (every tenant's, strings) and
+ * "net_tenant_services" ({vni, to} of those only some tenants may reach). */
+void ctld_net_services(const ctld *c, json_t *doc);
 /* a task's "net" and its overlay master_addr, when the cluster isolates */
 void ctld_net_task(const ctld *c, const cjob *j, int rank, json_t *t);
 void ctld_net_restore(ctld *c, cjob *j); /* a running job read back from the store */

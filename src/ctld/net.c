@@ -219,6 +219,39 @@ json_t *ctld_net_peers(const ctld *c)
     return p;
 }
 
+/* Whether name is one of the comma-separated names. */
+static bool name_listed(const char *names, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = names; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0)
+            return true;
+        p += len + (end ? 1 : 0);
+    }
+    return false;
+}
+
+void ctld_net_services(const ctld *c, json_t *doc)
+{
+    json_t *all = json_array(), *some = json_array();
+    for (int i = 0; i < c->cfg.nnet_services; i++) {
+        const char *names = c->cfg.net_service_tenants[i];
+        if (!names[0]) {
+            json_array_append_new(all, json_string(c->cfg.net_services[i]));
+            continue;
+        }
+        for (int k = 0; k < c->nnet_tenants; k++) /* a tenant with no ordinal has no task */
+            if (name_listed(names, c->net_tenants[k].name))
+                json_array_append_new(some, json_pack("{s:i,s:s}", "vni",
+                                                      NET_VNI_BASE + c->net_tenants[k].ordinal,
+                                                      "to", c->cfg.net_services[i]));
+    }
+    json_object_set_new(doc, "net_services", all);
+    json_object_set_new(doc, "net_tenant_services", some);
+}
+
 void ctld_net_task(const ctld *c, const cjob *j, int rank, json_t *t)
 {
     int ord = -1; /* known since its start, or its restore (ctld_net_restore) */
@@ -236,6 +269,19 @@ void ctld_net_task(const ctld *c, const cjob *j, int rank, json_t *t)
         json_object_set_new(net, "mtu", json_integer(c->cfg.net_mtu));
     if (net && j->spec && j->spec->dedicated_nics) /* a VF or rail NIC per GPU, moved in */
         json_object_set_new(net, "nics", json_string("dedicated"));
+    if (net && j->spec && j->spec->npublish > 0) { /* reachable at the node, from where allowed */
+        json_t *pl = json_array(), *from = json_array();
+        for (int i = 0; i < j->spec->npublish; i++) {
+            char port[16];
+            snprintf(port, sizeof port, "%u/%s", (unsigned)j->spec->publish[i].port,
+                     j->spec->publish[i].udp ? "udp" : "tcp");
+            json_array_append_new(pl, json_string(port));
+        }
+        for (int i = 0; i < c->cfg.nnet_publish_from; i++)
+            json_array_append_new(from, json_string(c->cfg.net_publish_from[i]));
+        json_object_set_new(net, "publish", pl);
+        json_object_set_new(net, "publish_from", from);
+    }
     json_object_set_new(t, "net", net);
     if (c->cfg.net_ib_partitions) /* the agent finds its index: NCCL_IB_PKEY */
         json_object_set_new(t, "ib_pkey", json_integer(NET_PKEY_BASE + ord));

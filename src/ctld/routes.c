@@ -329,6 +329,14 @@ static void jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
         ts_spec_free(spec);
         return;
     }
+    /* published ports lead into a task's namespace: only where tasks have one */
+    if (spec->npublish > 0 && !c->cfg.net_isolation) {
+        ctld_field_error(r, "network.publish", "published ports need a cluster that isolates "
+                         "tenants (network.isolation: tenant in tesserad.yaml; docs/network.md); "
+                         "elsewhere a task's ports are its node's");
+        ts_spec_free(spec);
+        return;
+    }
     /* a level the cluster lacks would wait forever: refuse it now */
     const char *bad_level = !ctld_level_known(c, spec->required_level)    ? "topology.required"
                             : !ctld_level_known(c, spec->preferred_level) ? "topology.preferred"

@@ -337,6 +337,43 @@ static void test_two_devices_join_env_and_share_nodes(void **state)
     json_decref(spec);
 }
 
+/* Dedicated NICs as CDI 1.1 netDevices: a device per interface, its edits
+ * moving it in under its own name; a task's edits carry its NICs' entries */
+static void test_nics_are_cdi_net_devices(void **state)
+{
+    (void)state;
+    json_t *spec = NULL, *edits = NULL;
+    ts_err err;
+    const char *const nics[] = {"ens1f0v0", "ens1f0v1"};
+    assert_int_equal(agent_cdi_net_spec(nics, 2, &spec, &err), 0);
+    assert_string_equal(json_string_value(json_object_get(spec, "cdiVersion")), "1.1.0");
+    assert_string_equal(json_string_value(json_object_get(spec, "kind")), AGENT_CDI_NET_KIND);
+    json_t *devs = json_object_get(spec, "devices");
+    assert_int_equal(json_array_size(devs), 2);
+    json_t *nd = json_array_get(
+        json_object_get(json_object_get(json_array_get(devs, 1), "containerEdits"),
+                        "netDevices"), 0);
+    assert_string_equal(json_string_value(json_object_get(nd, "hostInterfaceName")), "ens1f0v1");
+    assert_string_equal(json_string_value(json_object_get(nd, "name")), "ens1f0v1");
+    const char *const mine[] = {"ens1f0v1"};
+    assert_int_equal(agent_cdi_edits(spec, mine, 1, &edits, &err), 0);
+    json_t *net = json_object_get(edits, "netDevices");
+    assert_int_equal(json_array_size(net), 1);
+    assert_true(json_equal(json_array_get(net, 0), nd));
+    json_decref(edits);
+    json_decref(spec);
+    const char *const bad[] = {"ok0", "a/b"};
+    assert_int_equal(agent_cdi_net_spec(bad, 2, &spec, &err), TS_EINVAL);
+    assert_non_null(strstr(err.msg, "netDevices[1]"));
+    /* the GPUs' edits have none */
+    spec = make_spec();
+    const char *const gpu[] = {"1"};
+    assert_int_equal(agent_cdi_edits(spec, gpu, 1, &edits, &err), 0);
+    assert_null(json_object_get(edits, "netDevices"));
+    json_decref(edits);
+    json_decref(spec);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -346,6 +383,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_config_gets_exactly_its_allocation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_devices_join_env_and_share_nodes, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_nics_are_cdi_net_devices, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -205,6 +205,15 @@ static void test_netdev(void **state)
     m.hca[4][0] = '\0';
     assert_int_equal(ts_nics_netdev(root, &m, 4, dev, sizeof dev, &err), TS_ENOENT);
     assert_non_null(strstr(err.msg, "GPU 4 has no adapter in the rail map"));
+    /* the RDMA device going with each: VF 1's own, none for VF 0, the adapter without VFs */
+    mkpath("devices/pci0000:16/0000:16:01.0/0000:18:00.3/infiniband/mlx5_9");
+    assert_int_equal(ts_nics_rdmadev(root, &m, 2, dev, sizeof dev, &err), 0);
+    assert_string_equal(dev, "mlx5_9");
+    assert_int_equal(ts_nics_rdmadev(root, &m, 0, dev, sizeof dev, &err), 0);
+    assert_string_equal(dev, "");
+    assert_int_equal(ts_nics_rdmadev(root, &m, 1, dev, sizeof dev, &err), 0);
+    assert_string_equal(dev, "mlx5_1");
+    assert_int_equal(ts_nics_rdmadev(root, &m, 3, dev, sizeof dev, &err), TS_ENOENT);
 }
 
 int main(void)

@@ -72,6 +72,11 @@ static inline bool ts_test_spec_equal(const ts_job_spec *a, const ts_job_spec *b
     SPEC_DIFF(ts_test_str_eq(a->dependency, b->dependency), "dependency");
     SPEC_DIFF(a->host_network == b->host_network, "host_network");
     SPEC_DIFF(a->dedicated_nics == b->dedicated_nics, "dedicated_nics");
+    SPEC_DIFF(a->npublish == b->npublish, "npublish");
+    for (int i = 0; i < a->npublish && i < b->npublish; i++)
+        SPEC_DIFF(a->publish[i].port == b->publish[i].port &&
+                      a->publish[i].udp == b->publish[i].udp,
+                  "publish");
     SPEC_DIFF(a->nsecrets == b->nsecrets, "nsecrets");
     for (int i = 0; i < a->nsecrets; i++)
         SPEC_DIFF(strcmp(a->secrets[i].name, b->secrets[i].name) == 0 &&

@@ -494,7 +494,22 @@ static void network_forms(void **state)
     s = parse_ok(BASE_TASKS "network: tenant\n");
     assert_false(s->host_network);
     ts_spec_free(s);
+    s = parse_ok(BASE_TASKS "network: {publish: [8000, 8001/tcp, 53/udp]}\n");
+    assert_int_equal(s->npublish, 3);
+    assert_int_equal(s->publish[0].port, 8000);
+    assert_false(s->publish[0].udp);
+    assert_false(s->publish[1].udp);
+    assert_true(s->publish[2].udp);
+    assert_round_trip(s);
+    ts_spec_free(s);
     const char *bad[][2] = {
+        {BASE_TASKS "network: {publish: [1x]}\n", "network.publish[0]: must be PORT/tcp"},
+        {BASE_TASKS "network: {publish: [80, 0]}\n", "network.publish[1]"},
+        {BASE_TASKS "network: {publish: [65536]}\n", "network.publish[0]"},
+        {BASE_TASKS "network: {publish: [80/sctp]}\n", "network.publish[0]"},
+        {BASE_TASKS "network: {publish: [80, 80/tcp]}\n", "network.publish[1]: 80/tcp is listed twice"},
+        {BASE_TASKS "network: {publish: 80}\n", "network.publish"},
+        {BASE_TASKS "network: {mode: host, publish: [80]}\n", "network.publish"},
         {BASE_TASKS "network: {nics: some}\n", "network.nics"},
         {BASE_TASKS "network: {mode: bridge}\n", "network.mode"},
         {BASE_TASKS "network: {mode: host, nics: dedicated}\n", "network.nics"},

@@ -44,9 +44,13 @@ TENANTS_YAML = """tenants:
       team-c: {guaranteed: {gpu: {H100-80GB: 8}}, allow_host_network: true}
 """
 
+# a service on the gateway host that only team-b's tasks may reach
+STORE_PORT = 20000 + os.getpid() % 20000
 CONFIG = ("scheduler: {interval: 0.2s, min_runtime: 1s, reclaim_min_runtime: 0s, grace: 3s, "
           "backoff: 1s}\nnetwork: {isolation: tenant, range: 10.80.0.0/12, tenant_prefix: 20, "
-          f"services: [\"{GW}:{{port}}/tcp\"], ib_partitions: true, "
+          f"services: [\"{GW}:{{port}}/tcp\", "
+          f"{{to: \"{GW}:{STORE_PORT}/tcp\", tenants: [team-b]}}], publish_from: [{GW}/32], "
+          "ib_partitions: true, "
           f"ib_partitions_file: partitions.conf}}\n")
 
 RANK = r"""
@@ -127,17 +131,12 @@ def unfabric():
 
 
 def node_counts(c):
-    links = elems = 0
+    """The agents' links, the addresses on them and the bindings, all nodes."""
+    links = addrs = elems = 0
     for i in range(NODES):
-        out = ap.sh("nsenter", f"--net=/run/netns/{TAG}-n{i}", "ip", "-o", "link", "show").stdout
-        links += sum(1 for l in out.splitlines()
-                     if l.split(": ")[1].startswith(("tsv", "tsb", "tsx")))
-        js = ap.sh("nsenter", f"--net=/run/netns/{TAG}-n{i}", "nft", "-j", "list", "set",
-                   "bridge", "tessera", "bound4", check=False).stdout
-        for o in json.loads(js)["nftables"] if js else []:
-            if "set" in o:
-                elems += len(o["set"].get("elem", []))
-    return links, elems
+        n_links, n_addrs, n_elems = ap.node_net(f"{TAG}-n{i}")
+        links, addrs, elems = links + n_links, addrs + n_addrs, elems + n_elems
+    return links, addrs, elems
 
 
 def bad_configs(tesserad):
@@ -155,7 +154,11 @@ def bad_configs(tesserad):
                           ("{range: 10.0.0.0/16, tenant_prefix: 16}",
                            "network.tenant_prefix: 16: must be longer than the range's /16"),
                           ("{mtu: 100}", "network.mtu: must be 1280..9000"),
-                          ("{services: [nope]}", "network.services[0]: must be ADDR[/N]:PORT/tcp|udp")):
+                          ("{services: [nope]}", "network.services[0]: must be ADDR[/N]:PORT/tcp|udp"),
+                          ("{services: [{to: '1.2.3.4:80/tcp', tenants: ['a b']}]}",
+                           "network.services[0].tenants[0]: must be a tenant name"),
+                          ("{services: [{to: '1.2.3.4:80/tcp'}]}",
+                           "network.services[0]: needs both to: and tenants:")):
             with open(os.path.join(d, "t.yaml"), "w") as f:
                 f.write(f"cluster: cluster.yaml\ntenants: tenants.yaml\nstate_dir: st\n"
                         f"network: {net}\n")
@@ -372,17 +375,65 @@ def main():
         other.bind((GW, 0))
         other.listen(8)
         oport = other.getsockname()[1]
+        store = socket.socket()
+        store.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        store.bind((GW, STORE_PORT))
+        store.listen(8)
         probe = ("import socket,sys\nfor p in sys.argv[1:]:\n try:\n"
                  "  socket.create_connection(('" + GW + "',int(p)),timeout=2).close();print(p,'open')\n"
                  " except OSError:\n  print(p,'closed')\n")
         eg = c.submit({"tenant": "team-b", "name": "egress", "tasks": [{"gpus": 0}],
-                       "command": ["/usr/bin/python3", "-c", probe, str(c.port), str(oport)]})
+                       "command": ["/usr/bin/python3", "-c", probe, str(c.port), str(oport),
+                                   str(STORE_PORT)]})
         c.wait_job(eg, ("completed",), timeout=60)
         text = "".join(c.output(n.name, eg, 0) for n in c.nodes)
-        other.close()
         check(f"{c.port} open" in text and f"{oport} closed" in text,
               f"a task reaches the controller (a service) and not another port of its host: "
               f"{text.strip()}")
+        check(f"{STORE_PORT} open" in text,
+              f"team-b's task reaches the service only team-b may: {text.strip()}")
+        ega = c.submit({"tenant": "team-a", "name": "egress", "tasks": [{"gpus": 0}],
+                        "command": ["/usr/bin/python3", "-c", probe, str(c.port),
+                                    str(STORE_PORT)]})
+        c.wait_job(ega, ("completed",), timeout=60)
+        text = "".join(c.output(n.name, ega, 0) for n in c.nodes)
+        other.close()
+        store.close()
+        check(f"{c.port} open" in text and f"{STORE_PORT} closed" in text,
+              f"team-a's task reaches the controller but not team-b's service: {text.strip()}")
+        # a published port: team-a's server's 7100/tcp at its node's address,
+        # from this host (network.publish_from) only, not from another tenant's task
+        srv = ("import socket\ns=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+               "s.bind(('0.0.0.0',7100));s.listen(8)\nwhile True:\n"
+               " c,_=s.accept();c.sendall(b'served');c.close()\n")
+        sj = c.submit({"tenant": "team-a", "name": "serve", "tasks": [{"gpus": 0}],
+                       "network": {"publish": ["7100/tcp"]},
+                       "command": ["/usr/bin/python3", "-c", srv]})
+        c.wait_job(sj, ("running",), timeout=60)
+        names = [n.name for n in c.nodes]
+        at = f"192.168.252.{names.index(node_of(c, sj, 0)) + 1}"
+
+        def dial(addr, port):
+            try:
+                conn = socket.create_connection((addr, port), timeout=2)
+                conn.settimeout(2)
+                return conn.recv(16).decode()
+            except OSError:
+                return "closed"
+        check(c.wait(lambda: dial(at, 7100) == "served",
+                     "the published port answers at its node", 20),
+              f"team-a's published 7100/tcp answers at its node's address {at}")
+        dialler = ("import socket,sys\ntry:\n c=socket.create_connection((sys.argv[1],7100),timeout=2)\n"
+                   " c.settimeout(2);print('got',c.recv(16).decode())\nexcept OSError:\n print('closed')\n")
+        bj = c.submit({"tenant": "team-b", "name": "dial", "tasks": [{"gpus": 0}],
+                       "command": ["/usr/bin/python3", "-c", dialler, at]})
+        c.wait_job(bj, ("completed",), timeout=60)
+        text = "".join(c.output(n.name, bj, 0) for n in c.nodes)
+        check("closed" in text and "served" not in text,
+              f"team-b's task cannot reach team-a's published port: {text.strip()}")
+        st, _ = c.call("POST", f"/v1/jobs/{sj}/cancel")
+        c.wait_job(sj, ("cancelled",), timeout=60)
+        check(dial(at, 7100) == "closed", "the port is closed again once the server ended")
         # host networking: only where the tenant allows it
         d = c.submit({"tenant": "team-a", "name": "hostnet", "tasks": [{"gpus": 0}],
                       "network": "host", "command": ["/bin/true"]}, expect=400)
@@ -399,10 +450,10 @@ def main():
         open(stop, "w").close()
         for jid in jobs.values():
             c.wait_job(jid, ("completed",), timeout=60)
-        left = c.wait(lambda: node_counts(c) == (0, 0) and not any(
+        left = c.wait(lambda: node_counts(c) == (0, 0, 0) and not any(
             n in nsn.values() for n in os.listdir("/run/netns")),
-            "the ended ranks' namespaces, links and bindings are all gone", 30)
-        print("links, bindings left:", node_counts(c))
+            "the ended ranks' namespaces, links, addresses and bindings are all gone", 30)
+        print("links, addresses, bindings left:", node_counts(c))
         # dedicated NICs: each GPU's rail NIC moved into the task's namespace, and back
         d = c.submit({"tenant": "team-a", "name": "nics", "tasks": [{"gpus": 0}],
                       "network": {"mode": "host", "nics": "dedicated"},
@@ -423,6 +474,13 @@ def main():
                                                              if hca else []))
         check(len(mine) == 2 and mine == want,
               f"a dedicated-NIC task holds its 2 GPUs' rail NICs {want}: {mine}")
+        # the node's dedicated NICs as CDI 1.1 netDevices, for CDI runtimes
+        cdi_path = os.path.join(c.path(c.nodes[0].name), "cdi", "tessera-net.json")
+        spec = json.load(open(cdi_path)) if os.path.exists(cdi_path) else {}
+        netdevs = sorted(d["containerEdits"]["netDevices"][0]["hostInterfaceName"]
+                         for d in spec.get("devices", []))
+        check(spec.get("cdiVersion") == "1.1.0" and netdevs == [f"rn{g}" for g in range(8)],
+              f"the agent's CDI 1.1 spec lists its 8 rail NICs as netDevices: {netdevs}")
         back = c.wait(lambda: all(
             ap.sh("nsenter", f"--net=/run/netns/{TAG}-n{i}", "ip", "-o", "link", "show").stdout
             .count(": rn") == 16 for i in range(NODES)),

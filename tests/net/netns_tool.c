@@ -3,7 +3,7 @@
  * from the network tests and bench/netns, without a controller:
  *   netns_tool start STATE_DIR [KEEP_ID...]      tables; remove all but KEEP_IDs
  *   netns_tool setup STATE_DIR ID VNI ADDR PREFIX LOCAL [nics=DEV,..] [mtu=N]
- *                                                 [PEER...]
+ *                    [publish=PORT/tcp,..] [from=ADDR/N,..] [PEER...]
  *   netns_tool teardown STATE_DIR ID
  *   netns_tool time STATE_DIR N VNI BASE3 LOCAL   N setups then N teardowns,
  *                                                 prints each setup's ms
@@ -54,17 +54,32 @@ int main(int argc, char **argv)
     if (argc >= 8 && strcmp(argv[1], "setup") == 0) {
         /* "nics=DEV[,DEV...]" before the peers: devices moved into the namespace */
         int p = 8;
-        char list[256] = "";
-        const char *nics[AGENT_NET_NICS_MAX + 1];
-        size_t nnics = 0;
+        char list[256] = "", plist[256] = "", flist[256] = "";
+        const char *nics[AGENT_NET_NICS_MAX + 1], *pub[AGENT_NET_PUBLISH_MAX + 1];
+        const char *from[AGENT_NET_PUBLISH_FROM_MAX + 1];
+        size_t nnics = 0, npub = 0, nfrom = 0;
         int mtu = 0;
         for (; p < argc && strchr(argv[p], '='); p++) {
             if (strncmp(argv[p], "mtu=", 4) == 0) {
                 mtu = atoi(argv[p] + 4);
                 continue;
             }
+            if (strncmp(argv[p], "publish=", 8) == 0 || strncmp(argv[p], "from=", 5) == 0) {
+                bool is_pub = argv[p][0] == 'p';
+                char *l = is_pub ? plist : flist;
+                snprintf(l, 256, "%s", strchr(argv[p], '=') + 1);
+                char *save = NULL;
+                for (char *d = strtok_r(l, ",", &save); d; d = strtok_r(NULL, ",", &save)) {
+                    if (is_pub && npub <= AGENT_NET_PUBLISH_MAX)
+                        pub[npub++] = d;
+                    else if (!is_pub && nfrom <= AGENT_NET_PUBLISH_FROM_MAX)
+                        from[nfrom++] = d;
+                }
+                continue;
+            }
             if (strncmp(argv[p], "nics=", 5) != 0) {
-                fprintf(stderr, "netns_tool: %s: expected nics=DEV,.. or mtu=N\n", argv[p]);
+                fprintf(stderr, "netns_tool: %s: expected nics=, mtu=, publish= or from=\n",
+                        argv[p]);
                 return 2;
             }
             snprintf(list, sizeof list, "%s", argv[p] + 5);
@@ -76,7 +91,8 @@ int main(int argc, char **argv)
         agent_net_task t = {.task_id = argv[3], .vni = (unsigned)atoi(argv[4]), .addr = argv[5],
                             .prefix = atoi(argv[6]), .local = argv[7],
                             .peers = (const char *const *)argv + p, .npeers = (size_t)(argc - p),
-                            .nics = nics, .nnics = nnics, .mtu = mtu};
+                            .nics = nics, .nnics = nnics, .mtu = mtu, .publish = pub,
+                            .npublish = npub, .publish_from = from, .npublish_from = nfrom};
         char ns[AGENT_NET_NS_PATH_MAX];
         if (agent_net_setup(argv[2], &t, ns, sizeof ns, &err) != 0) {
             fprintf(stderr, "netns_tool: %s\n", err.msg);

@@ -15,6 +15,7 @@ task it does not adopt (as after kill -9), while one it adopts keeps them.
 usage: nics_test.py NETNS_TOOL     (root; exit 77 = skipped)
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -125,15 +126,23 @@ def main():
         expect(all(d in node for d in NICS) and os.listdir(os.path.join(state, "net")) == [],
                "every NIC back and no state left")
 
-        # two agents of one host (two clusters): the same task id, two namespaces;
-        # neither agent's teardown nor restart touches the other's
+        # two agents of one host (two clusters): the same task id, two namespaces,
+        # each agent its own bridges, VXLANs and tables; neither agent's
+        # teardown nor restart touches the other's
         other = os.path.join(tmp, "other-agent")
         os.makedirs(other)
+        nsx(NODE, TOOL, "start", other)
         nsx(NODE, TOOL, "setup", state, tid(5), "4201", "10.72.0.2", "24", LOCAL)
         nsx(NODE, TOOL, "setup", other, tid(5), "4202", "10.73.0.2", "24", LOCAL)
         a, b = ns_name(state, tid(5)), ns_name(other, tid(5))
         expect(a != b and os.path.exists("/run/netns/" + a) and os.path.exists("/run/netns/" + b),
                f"the same task id under two agents: two namespaces {a} {b}")
+        tables = nsx(NODE, "nft", "list", "tables").stdout.split()
+        mine_tables = sorted(t for t in tables if t.startswith("tessera_"))
+        bridges = sorted(n for n in links(NODE) if re.match(r"^t[0-9a-f]{4}b\d+$", n))
+        expect(len(mine_tables) == 4 and len(bridges) == 2 and bridges[0][:5] != bridges[1][:5],
+               f"two agents, two pairs of tables {mine_tables} and bridges of their own "
+               f"prefixes {bridges}")
         nsx(NODE, TOOL, "teardown", state, tid(5))
         nsx(NODE, TOOL, "teardown", state, tid(5))  # again: nothing of its own is left
         expect(not os.path.exists("/run/netns/" + a) and os.path.exists("/run/netns/" + b),
@@ -141,8 +150,11 @@ def main():
         addr = nsx(b, "ip", "-4", "-o", "addr", "show", "dev", "eth0").stdout
         expect("10.73.0.2/24" in addr, f"which keeps its address: {addr.strip()}")
         out = nsx(NODE, TOOL, "start", state).stdout
-        expect("removed=0" in out and os.path.exists("/run/netns/" + b),
-               "a restart of the first agent removes nothing of the other's")
+        bound = nsx(NODE, "nft", "list", "set", "bridge", "tessera_" + ns_name(other, "x")[3:11],
+                    "bound4").stdout
+        expect("removed=0" in out and os.path.exists("/run/netns/" + b) and "10.73.0.2" in bound,
+               "a restart of the first agent removes nothing of the other's, not even its "
+               "bindings")
         nsx(NODE, TOOL, "teardown", other, tid(5))
         expect(not os.path.exists("/run/netns/" + b), "the other agent removes its own")
         return 0

@@ -1,0 +1,306 @@
+/*
+ * netns_policy.c - the tenant networks' nftables policy (netns.h), the
+ * services tasks may reach, and running the kernel's tools for netns.c.
+ *
+ * The policy is two tables per agent, text with its names filled in
+ * (agent_net_policy_text), loaded whole by agent_net_start; the sets in
+ * them (bindings, services, published ports) change by element. The tools
+ * (ip, bridge, nft, rdma) run by posix_spawn with argv, their commands on
+ * stdin and a fixed environment, never a shell: the kernel's own tools
+ * parse and apply each batch and name the failing line.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent/netns.h"
+#include "agent/netns_priv.h"
+
+#define TOOL_ERR_BYTES 400
+
+/* The tables; replaced whole at agent start (agent_net_start). "{P}" stands
+ * for this agent's link prefix, "{T}" for its tables' name (net_names): each
+ * agent of a host matches only its own links, so one agent's rules never
+ * drop another's frames, and one agent's start never replaces another's
+ * tables. */
+static const char POLICY[] =
+    "table bridge {T} {\n"
+    "  set bound4 { type ifname . ipv4_addr; }\n"
+    "  set boundmac { type ifname . ether_addr; }\n"
+    /* conntrack's fast path: a frame that stays on a tenant's layer 2 (to a
+     * task here or over the VXLAN) needs no connection state, so it is not
+     * tracked where br_netfilter shows it to the inet hooks; frames to the
+     * gateway (routed to a service, or to the host) are */
+    "  chain raw {\n"
+    "    type filter hook prerouting priority -300; policy accept;\n"
+    "    iifname { \"{P}v*\", \"{P}x*\" } ether daddr & ff:ff:ff:00:00:00 != " GW_MAC_PREFIX
+    " notrack\n"
+    "  }\n"
+    /* what a task's port may send: its own MAC, IPv4 from its own address,
+     * ARP for its own address; nothing else (IPv6, VLAN tags, other types) */
+    "  chain from_task {\n"
+    "    iifname . ether saddr != @boundmac counter drop\n"
+    "    ether type ip iifname . ip saddr != @bound4 counter drop\n"
+    "    ether type arp iifname . arp saddr ip != @bound4 counter drop\n"
+    "    ether type arp iifname . arp saddr ether != @boundmac counter drop\n"
+    "    ether type != { ip, arp } counter drop\n"
+    "  }\n"
+    /* prerouting: every frame entering a tenant bridge, whether it is
+     * forwarded (to another port or the VXLAN) or goes up to the host */
+    "  chain prerouting {\n"
+    "    type filter hook prerouting priority -200; policy accept;\n"
+    "    iifname \"{P}v*\" jump from_task\n"
+    "    iifname \"{P}x*\" ether type != { ip, arp } counter drop\n"
+    /* every node's bridge is its tenant's gateway, with one MAC: another
+     * node's answer must not reach this node's tasks */
+    "    iifname \"{P}x*\" ether saddr & ff:ff:ff:00:00:00 == " GW_MAC_PREFIX " counter drop\n"
+    "  }\n"
+    "}\n"
+    /* the host: a tenant bridge's frames that br_netfilter shows here (the
+     * same bridge in and out: set "bridged") pass; what is routed from a
+     * bridge goes only to the services (set "services", the controller's
+     * network.services, and "tenant_services", those of only some tenants,
+     * keyed by their bridges), masqueraded as the node; nothing is routed into a
+     * bridge but their answers; the host itself takes from a bridge only
+     * connections to services it runs. The overlay's own UDP (the VXLAN
+     * packets between nodes) is not tracked: it is stateless both ways */
+    "table inet {T} {\n"
+    "  set bridged { type ifname . ifname; }\n"
+    "  set services { type ipv4_addr . inet_proto . inet_service; flags interval; }\n"
+    /* the services only some tenants may reach: their bridges' names first */
+    "  set tenant_services {\n"
+    "    type ifname . ipv4_addr . inet_proto . inet_service; flags interval;\n"
+    "  }\n"
+    /* published ports (a serving job's "network: {publish}"): the node's
+     * port forwarded to the task holding it, from publish_from only and
+     * never from a tenant's bridge */
+    "  map published { type inet_proto . inet_service : ipv4_addr; }\n"
+    "  set publish_from { type ipv4_addr; flags interval; }\n"
+    "  chain publish {\n"
+    "    type nat hook prerouting priority -100; policy accept;\n"
+    "    iifname != \"{P}b*\" fib daddr type local ip saddr @publish_from"
+    " dnat ip to meta l4proto . th dport map @published\n"
+    "  }\n"
+    "  chain raw_prerouting {\n"
+    "    type filter hook prerouting priority -300; policy accept;\n"
+    "    udp dport " STR(VXLAN_PORT) " notrack\n"
+    "  }\n"
+    "  chain raw_output {\n"
+    "    type filter hook output priority -300; policy accept;\n"
+    "    udp dport " STR(VXLAN_PORT) " notrack\n"
+    "  }\n"
+    "  chain forward {\n"
+    "    type filter hook forward priority 0; policy accept;\n"
+    "    iifname . oifname @bridged accept\n"
+    "    iifname \"{P}b*\" ip daddr . meta l4proto . th dport @services accept\n"
+    "    iifname . ip daddr . meta l4proto . th dport @tenant_services accept\n"
+    "    iifname \"{P}b*\" ct status dnat ct state established accept\n"
+    "    iifname \"{P}b*\" counter drop\n"
+    "    oifname \"{P}b*\" ct state established,related accept\n"
+    "    oifname \"{P}b*\" ct status dnat accept\n"
+    "    oifname \"{P}b*\" counter drop\n"
+    "  }\n"
+    "  chain input {\n"
+    "    type filter hook input priority 0; policy accept;\n"
+    "    iifname \"{P}b*\" ip daddr . meta l4proto . th dport @services accept\n"
+    "    iifname . ip daddr . meta l4proto . th dport @tenant_services accept\n"
+    "    iifname \"{P}b*\" ct state established,related accept\n"
+    "    iifname \"{P}b*\" counter drop\n"
+    "  }\n"
+    "  chain postrouting {\n"
+    "    type nat hook postrouting priority 100; policy accept;\n"
+    "    iifname \"{P}b*\" oifname != \"{P}b*\" masquerade\n"
+    "  }\n"
+    "}\n";
+
+/* ---- running the tools ------------------------------------------------------- */
+
+static const char *tool_path(const char *name, char *buf, size_t len)
+{
+    static const char *const dirs[] = {"/usr/sbin", "/sbin", "/usr/bin", "/bin"};
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        snprintf(buf, len, "%s/%s", dirs[i], name);
+        if (access(buf, X_OK) == 0)
+            return buf;
+    }
+    return NULL;
+}
+
+int agent_net_run_tool(const char *const *argv, const char *input, ts_err *err)
+{
+    char path[64];
+    if (!tool_path(argv[0], path, sizeof path))
+        return ts_err_set(err, TS_ENOENT, "network: %s: not installed (iproute2, nftables)",
+                          argv[0]);
+    int in[2] = {-1, -1}, er[2] = {-1, -1};
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(er, O_CLOEXEC) != 0) {
+        int e = errno;
+        for (int i = 0; i < 2; i++) {
+            if (in[i] >= 0)
+                close(in[i]);
+            if (er[i] >= 0)
+                close(er[i]);
+        }
+        return ts_err_set(err, TS_EIO, "network: pipe: %s", strerror(e));
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, er[1], 2);
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
+    static char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
+    pid_t pid;
+    int rc = posix_spawn(&pid, path, &fa, &at, (char *const *)argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    close(in[0]);
+    close(er[1]);
+    if (rc != 0) {
+        close(in[1]);
+        close(er[0]);
+        return ts_err_set(err, TS_EIO, "network: %s: %s", argv[0], strerror(rc));
+    }
+    /* the batches are small (a task's lines, a table): within the pipe's buffer */
+    size_t left = input ? strlen(input) : 0;
+    const char *p = input;
+    while (left > 0) {
+        ssize_t n = write(in[1], p, left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        p += n;
+        left -= (size_t)n;
+    }
+    close(in[1]);
+    char msg[TOOL_ERR_BYTES] = "";
+    size_t got = 0;
+    for (;;) {
+        char junk[512];
+        ssize_t n = got + 1 < sizeof msg ? read(er[0], msg + got, sizeof msg - 1 - got)
+                                         : read(er[0], junk, sizeof junk);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        if (got + 1 < sizeof msg)
+            got += (size_t)n;
+    }
+    msg[got] = '\0';
+    close(er[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 0;
+    char *nl = strchr(msg, '\n');
+    if (nl)
+        *nl = '\0';
+    return ts_err_set(err, TS_EIO, "network: %s failed: %s", argv[0],
+                      msg[0] ? msg : "(no message)");
+}
+
+/* POLICY with this agent's names in: {P} its link prefix, {T} its tables. */
+size_t agent_net_policy_text(const net_names *nn, char *out, size_t len)
+{
+    size_t n = 0;
+    for (const char *p = POLICY; *p && n + 32 < len; p++) {
+        if (strncmp(p, "{P}", 3) == 0) {
+            n += (size_t)snprintf(out + n, len - n, "%s", nn->prefix);
+            p += 2;
+        } else if (strncmp(p, "{T}", 3) == 0) {
+            n += (size_t)snprintf(out + n, len - n, "%s", nn->table);
+            p += 2;
+        } else {
+            out[n++] = *p;
+        }
+    }
+    out[n] = '\0';
+    return n;
+}
+
+/* ---- services ------------------------------------------------------------------ */
+
+int agent_net_service_elem(const char *svc, char *out, size_t len)
+{
+    char addr[64], proto[8];
+    unsigned port;
+    int plen = 32;
+    const char *colon = strrchr(svc, ':');
+    if (!colon || (size_t)(colon - svc) >= sizeof addr ||
+        sscanf(colon + 1, "%5u/%7s", &port, proto) != 2 || port < 1 || port > 65535 ||
+        (strcmp(proto, "tcp") != 0 && strcmp(proto, "udp") != 0))
+        return -1;
+    memcpy(addr, svc, (size_t)(colon - svc));
+    addr[colon - svc] = '\0';
+    char *slash = strchr(addr, '/');
+    if (slash) {
+        char *end;
+        long l = strtol(slash + 1, &end, 10);
+        if (*end || l < 0 || l > 32)
+            return -1;
+        plen = (int)l;
+        *slash = '\0';
+    }
+    struct in_addr ia;
+    if (inet_pton(AF_INET, addr, &ia) != 1)
+        return -1;
+    snprintf(out, len, "%s/%d . %s . %u", addr, plen, proto, port);
+    return 0;
+}
+
+int agent_net_services(const char *state_dir, const agent_net_service *svc, size_t n,
+                       ts_err *err)
+{
+    if (n > AGENT_NET_SERVICES_MAX)
+        return ts_err_set(err, TS_EINVAL, "net_services: %zu: at most %d", n,
+                          AGENT_NET_SERVICES_MAX);
+    net_names nn;
+    agent_net_names(state_dir, &nn);
+    size_t cap = n * 160 + 128, len;
+    char *script = malloc(cap);
+    if (!script)
+        return ts_err_set(err, TS_ENOMEM, "network: out of memory");
+    len = (size_t)snprintf(script, cap, "flush set inet %s services\n"
+                           "flush set inet %s tenant_services\n", nn.table, nn.table);
+    for (size_t i = 0; i < n; i++) {
+        char el[96];
+        if (!svc[i].to || agent_net_service_elem(svc[i].to, el, sizeof el) != 0) {
+            free(script);
+            return ts_err_set(err, TS_EINVAL, "net_services[%zu]: \"%s\": not "
+                              "ADDR[/N]:PORT/tcp|udp", i, svc[i].to ? svc[i].to : "");
+        }
+        if (svc[i].vni > VNI_MAX) {
+            free(script);
+            return ts_err_set(err, TS_EINVAL, "net_services[%zu].vni: %u: must be 1..%u", i,
+                              svc[i].vni, VNI_MAX);
+        }
+        char br[IFNAMSIZ];
+        agent_net_tenant_link(&nn, 'b', svc[i].vni, false, br);
+        if (svc[i].vni == 0)
+            len += (size_t)snprintf(script + len, cap - len,
+                                    "add element inet %s services { %s }\n", nn.table, el);
+        else
+            len += (size_t)snprintf(script + len, cap - len,
+                                    "add element inet %s tenant_services { \"%s\" . %s }\n",
+                                    nn.table, br, el);
+    }
+    const char *argv[] = {"nft", "-f", "-", NULL};
+    int rc = agent_net_run_tool(argv, script, err);
+    free(script);
+    return rc;
+}
