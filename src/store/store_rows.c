@@ -65,6 +65,21 @@ static int one_row(store_conn *c, void *st, const char *what, row_reader rd, voi
     return bad ? bad : rc;
 }
 
+/* Statement `which`, ready for binding. */
+static int prep(store_conn *c, enum store_stmt which, void **st, ts_err *err)
+{
+    return store_stmt(c, which, store_stmt_sql(which), st, err);
+}
+
+/* Steps a bound write that changes at most one row: 1 if it changed one. */
+static int changed_one(store_conn *c, void *st, const char *what, ts_err *err)
+{
+    int rc = c->be->step(st, what, err);
+    int64_t changed = rc == 0 ? c->be->changes(st) : 0;
+    c->be->reset(st);
+    return rc < 0 ? rc : changed == 1;
+}
+
 static int read_i64(store_conn *c, void *st, void *out, ts_err *err)
 {
     (void)err;
@@ -183,7 +198,7 @@ static int read_usage(store_conn *c, void *st, void *row, ts_err *err)
 int store_set_version(store_conn *c, int version, ts_err *err)
 {
     void *st = NULL;
-    int rc = store_stmt(c, ST_SET_VERSION, store_stmt_sql(ST_SET_VERSION), &st, err);
+    int rc = prep(c, ST_SET_VERSION, &st, err);
     if (rc)
         return rc;
     c->be->bind_i64(st, 1, version);
@@ -193,7 +208,7 @@ int store_set_version(store_conn *c, int version, ts_err *err)
 int store_get_version(store_conn *c, int64_t *v, ts_err *err)
 {
     void *st = NULL;
-    int rc = store_stmt(c, ST_GET_VERSION, store_stmt_sql(ST_GET_VERSION), &st, err);
+    int rc = prep(c, ST_GET_VERSION, &st, err);
     if (rc)
         return rc;
     rc = c->be->step(st, "query", err);
@@ -240,7 +255,7 @@ int store_job_insert(store_conn *c, const ts_job_row *r, int64_t *id, bool *exis
                      ts_err *err)
 {
     void *st = NULL;
-    int rc = store_stmt(c, ST_JOB_INSERT, store_stmt_sql(ST_JOB_INSERT), &st, err);
+    int rc = prep(c, ST_JOB_INSERT, &st, err);
     if (rc)
         return rc;
     bind_new_job(c, st, r);
@@ -250,7 +265,7 @@ int store_job_insert(store_conn *c, const ts_job_row *r, int64_t *id, bool *exis
     if (rc > 0)
         return 0;
     /* nothing inserted: the owner used this idempotency key before */
-    if ((rc = store_stmt(c, ST_JOB_BY_IDEM, store_stmt_sql(ST_JOB_BY_IDEM), &st, err)))
+    if ((rc = prep(c, ST_JOB_BY_IDEM, &st, err)))
         return rc;
     c->be->bind_text(st, 1, r->owner);
     c->be->bind_text(st, 2, r->idem_key);
@@ -265,7 +280,7 @@ int store_job_update(store_conn *c, const ts_job_row *r, ts_err *err)
 {
     const struct store_backend *be = c->be;
     void *st = NULL;
-    int rc = store_stmt(c, ST_JOB_UPDATE, store_stmt_sql(ST_JOB_UPDATE), &st, err);
+    int rc = prep(c, ST_JOB_UPDATE, &st, err);
     if (rc)
         return rc;
     be->bind_i64(st, 1, r->id);
@@ -280,12 +295,9 @@ int store_job_update(store_conn *c, const ts_job_row *r, ts_err *err)
     be->bind_text(st, 10, r->placement_json);
     be->bind_text(st, 11, r->gpu_model);
     be->bind_text(st, 12, r->result_json);
-    rc = be->step(st, "update job", err);
-    int64_t changed = rc == 0 ? be->changes(st) : 0;
-    be->reset(st);
-    if (rc < 0 || changed == 1)
+    if ((rc = changed_one(c, st, "update job", err)) != 0)
         return rc < 0 ? rc : 0;
-    if ((rc = store_stmt(c, ST_JOB_GEN, store_stmt_sql(ST_JOB_GEN), &st, err)))
+    if ((rc = prep(c, ST_JOB_GEN, &st, err)))
         return rc;
     be->bind_i64(st, 1, r->id);
     int64_t gen = 0;
@@ -302,7 +314,7 @@ int store_job_update(store_conn *c, const ts_job_row *r, ts_err *err)
 int store_event_append(store_conn *c, const ts_event_row *ev, ts_err *err)
 {
     void *st = NULL;
-    int rc = store_stmt(c, ST_EVENT_INSERT, store_stmt_sql(ST_EVENT_INSERT), &st, err);
+    int rc = prep(c, ST_EVENT_INSERT, &st, err);
     if (rc)
         return rc;
     c->be->bind_i64(st, 1, ev->job_id);
@@ -316,7 +328,7 @@ int store_event_append(store_conn *c, const ts_event_row *ev, ts_err *err)
 static int token_exists(store_conn *c, const char *name, ts_err *err)
 {
     void *st = NULL;
-    int rc = store_stmt(c, ST_TOKEN_BY_NAME, store_stmt_sql(ST_TOKEN_BY_NAME), &st, err);
+    int rc = prep(c, ST_TOKEN_BY_NAME, &st, err);
     if (rc)
         return rc;
     c->be->bind_text(st, 1, name);
@@ -335,7 +347,7 @@ int store_token_insert(store_conn *c, const ts_token_row *t, int64_t *id, ts_err
     if (rc != TS_ENOENT)
         return token_exists(c, t->name, err);
     void *st = NULL;
-    if ((rc = store_stmt(c, ST_TOKEN_INSERT, store_stmt_sql(ST_TOKEN_INSERT), &st, err)))
+    if ((rc = prep(c, ST_TOKEN_INSERT, &st, err)))
         return rc;
     be->bind_text(st, 1, t->name);
     be->bind_i64(st, 2, t->role);
@@ -356,15 +368,12 @@ int store_token_insert(store_conn *c, const ts_token_row *t, int64_t *id, ts_err
 int store_token_revoke(store_conn *c, const char *name, double now_s, ts_err *err)
 {
     void *st = NULL;
-    int rc = store_stmt(c, ST_TOKEN_REVOKE, store_stmt_sql(ST_TOKEN_REVOKE), &st, err);
+    int rc = prep(c, ST_TOKEN_REVOKE, &st, err);
     if (rc)
         return rc;
     c->be->bind_text(st, 1, name);
     c->be->bind_f64(st, 2, now_s);
-    rc = c->be->step(st, "revoke token", err);
-    int64_t changed = rc == 0 ? c->be->changes(st) : 0;
-    c->be->reset(st);
-    if (rc < 0 || changed == 1)
+    if ((rc = changed_one(c, st, "revoke token", err)) != 0)
         return rc < 0 ? rc : 0;
     /* revoked before (the first time stands), or no such token */
     return token_exists(c, name, err);
@@ -373,7 +382,7 @@ int store_token_revoke(store_conn *c, const char *name, double now_s, ts_err *er
 int store_setting_put(store_conn *c, const char *key, const char *value, ts_err *err)
 {
     void *st = NULL;
-    int rc = store_stmt(c, ST_SETTING_PUT, store_stmt_sql(ST_SETTING_PUT), &st, err);
+    int rc = prep(c, ST_SETTING_PUT, &st, err);
     if (rc)
         return rc;
     c->be->bind_text(st, 1, key);
@@ -384,7 +393,7 @@ int store_setting_put(store_conn *c, const char *key, const char *value, ts_err 
 int store_ids_reserve(store_conn *c, int64_t last, ts_err *err)
 {
     void *st = NULL;
-    int rc = store_stmt(c, ST_IDS_RESERVE, store_stmt_sql(ST_IDS_RESERVE), &st, err);
+    int rc = prep(c, ST_IDS_RESERVE, &st, err);
     if (rc)
         return rc;
     c->be->bind_i64(st, 1, last);
@@ -394,7 +403,7 @@ int store_ids_reserve(store_conn *c, int64_t last, ts_err *err)
 int store_array_put(store_conn *c, const ts_array_row *a, ts_err *err)
 {
     void *st = NULL;
-    int rc = store_stmt(c, ST_ARRAY_PUT, store_stmt_sql(ST_ARRAY_PUT), &st, err);
+    int rc = prep(c, ST_ARRAY_PUT, &st, err);
     if (rc)
         return rc;
     c->be->bind_i64(st, 1, a->id);
@@ -404,20 +413,11 @@ int store_array_put(store_conn *c, const ts_array_row *a, ts_err *err)
     return store_finish(c, st, "put array", err);
 }
 
-/* Steps a bound write that changes at most one row: 1 if it changed one. */
-static int changed_one(store_conn *c, void *st, const char *what, ts_err *err)
-{
-    int rc = c->be->step(st, what, err);
-    int64_t changed = rc == 0 ? c->be->changes(st) : 0;
-    c->be->reset(st);
-    return rc < 0 ? rc : changed == 1;
-}
-
 int store_resv_insert(store_conn *c, const ts_resv_row *r, ts_err *err)
 {
     const struct store_backend *be = c->be;
     void *st = NULL;
-    int rc = store_stmt(c, ST_RESV_INSERT, store_stmt_sql(ST_RESV_INSERT), &st, err);
+    int rc = prep(c, ST_RESV_INSERT, &st, err);
     if (rc)
         return rc;
     be->bind_text(st, 1, r->name);
@@ -437,7 +437,7 @@ int store_resv_insert(store_conn *c, const ts_resv_row *r, ts_err *err)
 int store_resv_delete(store_conn *c, const char *name, ts_err *err)
 {
     void *st = NULL;
-    int rc = store_stmt(c, ST_RESV_DELETE, store_stmt_sql(ST_RESV_DELETE), &st, err);
+    int rc = prep(c, ST_RESV_DELETE, &st, err);
     if (rc)
         return rc;
     c->be->bind_text(st, 1, name);
@@ -452,7 +452,7 @@ int store_resv_delete(store_conn *c, const char *name, ts_err *err)
 int store_job_get(store_conn *c, int64_t id, ts_job_row *out, ts_err *err)
 {
     void *st = NULL;
-    int rc = store_stmt(c, ST_JOB_GET, store_stmt_sql(ST_JOB_GET), &st, err);
+    int rc = prep(c, ST_JOB_GET, &st, err);
     if (rc)
         return rc;
     c->be->bind_i64(st, 1, id);
@@ -491,7 +491,7 @@ int store_job_counts(store_conn *c, const char *tenant, int64_t out[TS_JOB_STATE
 {
     enum store_stmt which = tenant ? ST_COUNTS_TENANT : ST_COUNTS_ALL;
     void *st = NULL;
-    int rc = store_stmt(c, which, store_stmt_sql(which), &st, err);
+    int rc = prep(c, which, &st, err);
     if (rc)
         return rc;
     if (tenant)
@@ -510,7 +510,7 @@ int store_event_list(store_conn *c, int64_t job_id, int64_t after_id, int limit,
 {
     enum store_stmt which = job_id != 0 ? ST_EVENTS_JOB : ST_EVENTS_ALL;
     void *st = NULL;
-    int rc = store_stmt(c, which, store_stmt_sql(which), &st, err);
+    int rc = prep(c, which, &st, err);
     if (rc)
         return rc;
     int p = 1;
@@ -526,7 +526,7 @@ int store_token_by_hash(store_conn *c, const uint8_t hash[TS_TOKEN_HASH_BYTES],
                         ts_token_row *out, ts_err *err)
 {
     void *st = NULL;
-    int rc = store_stmt(c, ST_TOKEN_BY_HASH, store_stmt_sql(ST_TOKEN_BY_HASH), &st, err);
+    int rc = prep(c, ST_TOKEN_BY_HASH, &st, err);
     if (rc)
         return rc;
     c->be->bind_blob(st, 1, hash, TS_TOKEN_HASH_BYTES);
@@ -541,7 +541,7 @@ int store_token_list(store_conn *c, const char *tenant, ts_token_row **rows, int
 {
     enum store_stmt which = tenant ? ST_TOKENS_TENANT : ST_TOKENS_ALL;
     void *st = NULL;
-    int rc = store_stmt(c, which, store_stmt_sql(which), &st, err);
+    int rc = prep(c, which, &st, err);
     if (rc)
         return rc;
     if (tenant)
@@ -558,7 +558,7 @@ static int read_dup(store_conn *c, void *st, void *out, ts_err *err)
 int store_setting_get(store_conn *c, const char *key, char **value, ts_err *err)
 {
     void *st = NULL;
-    int rc = store_stmt(c, ST_SETTING_GET, store_stmt_sql(ST_SETTING_GET), &st, err);
+    int rc = prep(c, ST_SETTING_GET, &st, err);
     if (rc)
         return rc;
     c->be->bind_text(st, 1, key);
@@ -574,7 +574,7 @@ int store_arrays_open(store_conn *c, ts_array_row **rows, int *n, ts_err *err)
     void *st = NULL;
     *rows = NULL;
     *n = 0;
-    int rc = store_stmt(c, ST_ARRAYS_OPEN, store_stmt_sql(ST_ARRAYS_OPEN), &st, err);
+    int rc = prep(c, ST_ARRAYS_OPEN, &st, err);
     if (rc)
         return rc;
     return collect(c, st, "list arrays", sizeof **rows, read_array, free_plain, (void **)rows,
@@ -586,7 +586,7 @@ int store_resv_list(store_conn *c, ts_resv_row **rows, int *n, ts_err *err)
     void *st = NULL;
     *rows = NULL;
     *n = 0;
-    int rc = store_stmt(c, ST_RESV_LIST, store_stmt_sql(ST_RESV_LIST), &st, err);
+    int rc = prep(c, ST_RESV_LIST, &st, err);
     if (rc)
         return rc;
     return collect(c, st, "list reservations", sizeof **rows, read_resv, free_plain,
@@ -597,7 +597,7 @@ int store_usage_jobs(store_conn *c, double from_s, double to_s, double now_s,
                      ts_usage_row **rows, int *n, ts_err *err)
 {
     void *st = NULL;
-    int rc = store_stmt(c, ST_USAGE, store_stmt_sql(ST_USAGE), &st, err);
+    int rc = prep(c, ST_USAGE, &st, err);
     if (rc)
         return rc;
     c->be->bind_f64(st, 1, from_s);
