@@ -771,20 +771,24 @@ static int usage_window(double from_s, double to_s, double *now_s, ts_err *err)
     return 0;
 }
 
-int ts_store_usage(ts_store *s, double from_s, double to_s, ts_usage_row **rows, int *n,
-                   ts_err *err)
+/* The rolled-up answer (RD_USAGE) or the jobs' part of the full scan
+ * (RD_USAGE_JOBS) for the window, at now. */
+static int usage_read(ts_store *s, enum read_kind kind, double from_s, double to_s,
+                      ts_usage_row **rows, int *n, ts_err *err)
 {
     *rows = NULL;
     *n = 0;
-    double now_s = 0;
-    int rc = usage_window(from_s, to_s, &now_s, err);
-    if (rc)
-        return rc;
+    store_read r = {.kind = kind, .from_s = from_s, .to_s = to_s, .out = rows, .n = n};
+    int rc = usage_window(from_s, to_s, &r.now_s, err);
+    return rc ? rc : reader_run(s, &r, err);
+}
+
+int ts_store_usage(ts_store *s, double from_s, double to_s, ts_usage_row **rows, int *n,
+                   ts_err *err)
+{
     if (s->schema_version < TS_SCHEMA_ROLLUP)
         return ts_store_usage_scan(s, from_s, to_s, rows, n, err);
-    store_read r = {
-        .kind = RD_USAGE, .from_s = from_s, .to_s = to_s, .now_s = now_s, .out = rows, .n = n};
-    return reader_run(s, &r, err);
+    return usage_read(s, RD_USAGE, from_s, to_s, rows, n, err);
 }
 
 /* Adds a run-ended event's run, clipped to the window, to its group. */
@@ -812,22 +816,10 @@ static int scan_add(ts_usage_row **rows, int *n, int *cap, const char *tenant, i
 int ts_store_usage_scan(ts_store *s, double from_s, double to_s, ts_usage_row **rows, int *n,
                         ts_err *err)
 {
-    *rows = NULL;
-    *n = 0;
-    double now_s = 0;
-    int rc = usage_window(from_s, to_s, &now_s, err);
+    int rc = usage_read(s, RD_USAGE_JOBS, from_s, to_s, rows, n, err);
     if (rc)
         return rc;
-    int cap = 0;
-    store_read r = {.kind = RD_USAGE_JOBS,
-                    .from_s = from_s,
-                    .to_s = to_s,
-                    .now_s = now_s,
-                    .out = rows,
-                    .n = n};
-    if ((rc = reader_run(s, &r, err)))
-        return rc;
-    cap = *n;
+    int cap = *n;
     /* runs that ended without ending their job ("run-ended" events) */
     int64_t after = 0;
     for (;;) {

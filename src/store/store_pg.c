@@ -301,16 +301,18 @@ static void pg_param(pg_stmt *st, int i, const char *v, int len, int fmt)
 static void pg_bind_i64(void *p, int i, int64_t v)
 {
     pg_stmt *st = p;
-    if (i >= 1 && i <= PG_PARAMS_MAX)
-        snprintf(st->num[i - 1], sizeof st->num[0], "%lld", (long long)v);
+    if (i < 1 || i > PG_PARAMS_MAX)
+        return;
+    snprintf(st->num[i - 1], sizeof st->num[0], "%lld", (long long)v);
     pg_param(st, i, st->num[i - 1], 0, 0);
 }
 
 static void pg_bind_f64(void *p, int i, double v)
 {
     pg_stmt *st = p;
-    if (i >= 1 && i <= PG_PARAMS_MAX)
-        snprintf(st->num[i - 1], sizeof st->num[0], "%.17g", v);
+    if (i < 1 || i > PG_PARAMS_MAX)
+        return;
+    snprintf(st->num[i - 1], sizeof st->num[0], "%.17g", v);
     pg_param(st, i, st->num[i - 1], 0, 0);
 }
 

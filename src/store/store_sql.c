@@ -13,21 +13,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Static_assert(TS_RU_STMTS <= ST_RU_MAX, "a slot for every rolled-up statement");
+
 int store_connect(const struct store_backend *be, const char *target, bool writer,
                   store_conn **out, ts_err *err)
 {
     *out = NULL;
     store_conn *c = calloc(1, sizeof *c);
-    if (!c)
-        return ts_err_set(err, TS_ENOMEM, "store: out of memory");
-    c->be = be;
-    int rc = be->connect(target, writer, &c->db, err);
-    if (rc) {
+    int rc = c ? be->connect(target, writer, &c->db, err)
+               : ts_err_set(err, TS_ENOMEM, "store: out of memory");
+    if (rc == 0) {
+        c->be = be;
+        *out = c;
+    } else {
         free(c);
-        return rc;
     }
-    *out = c;
-    return 0;
+    return rc;
 }
 
 void store_disconnect(store_conn *c)

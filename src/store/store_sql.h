@@ -111,7 +111,9 @@ enum store_stmt {
 enum { LF_TENANT = 1, LF_OWNER = 2, LF_STATE = 4, LF_ACTIVE = 8, LF_VARIANTS = 16 };
 #define ST_LIST_SLOT(mask) (ST_COUNT + (mask))
 #define ST_RU_SLOT(ru) (ST_COUNT + LF_VARIANTS + (ru))
-#define ST_SLOTS (ST_COUNT + LF_VARIANTS + 16)
+/* Room for the rolled-up accounting's statements (checked in store_sql.c). */
+#define ST_RU_MAX 16
+#define ST_SLOTS (ST_COUNT + LF_VARIANTS + ST_RU_MAX)
 
 /* The neutral text of statement `which`, of a job-list variant (into buf),
  * of a rolled-up accounting statement. */
