@@ -29,8 +29,8 @@
 /* Page size bounds shared by job and event lists. */
 #define TS_STORE_LIST_MAX 10000
 
-/* Rolled-up accounting (store_usage.c): the statements each backend runs
- * for it, in its own dialect. Every statement binds the arguments its
+/* Rolled-up accounting (store_usage.c): its statements, written once in
+ * store_stmts.c and run by store_rollup. Every statement binds the arguments its
  * TS_RU_SHAPES params string names, in that order ('j' job, 't' tenant,
  * 'i' tier, 'm' model, 's' span, '0'..'3' d[k]) and returns rows of the columns its
  * cols string names ('t' the next text, 'i' the integer, 'r' the next real;

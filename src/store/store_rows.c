@@ -25,17 +25,28 @@ static void free_plain(void *rows, int n)
     free(rows);
 }
 
+/* How a list names itself: in the backend's errors, and when out of memory. */
+typedef struct list_names {
+    const char *what, *doing;
+} list_names;
+static const list_names LIST_JOBS = {"list jobs", "listing jobs"};
+static const list_names LIST_EVENTS = {"list events", "listing events"};
+static const list_names LIST_TOKENS = {"list tokens", "listing tokens"};
+static const list_names LIST_ARRAYS = {"list arrays", "listing arrays"};
+static const list_names LIST_RESVS = {"list reservations", "listing reservations"};
+static const list_names LIST_USAGE = {"usage", "computing usage"};
+
 /* Steps st (bound) to its end, one row of `size` bytes each into *rows. */
-static int collect(store_conn *c, void *st, const char *what, size_t size, row_reader rd,
+static int collect(store_conn *c, void *st, list_names nm, size_t size, row_reader rd,
                    void (*free_rows)(void *, int), void **rows, int *n, ts_err *err)
 {
     int rc, cap = 0, ret = 0;
     *rows = NULL;
     *n = 0;
-    while ((rc = c->be->step(st, what, err)) > 0) {
+    while ((rc = c->be->step(st, nm.what, err)) > 0) {
         void *row = ts_store_grow(rows, *n, &cap, size);
         if (!row) {
-            ret = ts_err_set(err, TS_ENOMEM, "store: out of memory: %s", what);
+            ret = ts_err_set(err, TS_ENOMEM, "store: out of memory %s", nm.doing);
             break;
         }
         memset(row, 0, size);
@@ -482,7 +493,7 @@ int store_job_list(store_conn *c, const ts_job_filter *f, int64_t after_id, int 
     if (f->state >= 0)
         c->be->bind_i64(st, p++, f->state);
     c->be->bind_i64(st, p, limit);
-    return collect(c, st, "list jobs", sizeof **rows, read_job, free_jobs, (void **)rows, n,
+    return collect(c, st, LIST_JOBS, sizeof **rows, read_job, free_jobs, (void **)rows, n,
                    err);
 }
 
@@ -518,7 +529,7 @@ int store_event_list(store_conn *c, int64_t job_id, int64_t after_id, int limit,
         c->be->bind_i64(st, p++, job_id > 0 ? job_id : 0); /* TS_EVENTS_NO_JOB: job_id 0 */
     c->be->bind_i64(st, p++, after_id);
     c->be->bind_i64(st, p, limit);
-    return collect(c, st, "list events", sizeof **rows, read_event, free_events,
+    return collect(c, st, LIST_EVENTS, sizeof **rows, read_event, free_events,
                    (void **)rows, n, err);
 }
 
@@ -546,7 +557,7 @@ int store_token_list(store_conn *c, const char *tenant, ts_token_row **rows, int
         return rc;
     if (tenant)
         c->be->bind_text(st, 1, tenant);
-    return collect(c, st, "list tokens", sizeof **rows, read_token, free_plain, (void **)rows,
+    return collect(c, st, LIST_TOKENS, sizeof **rows, read_token, free_plain, (void **)rows,
                    n, err);
 }
 
@@ -577,7 +588,7 @@ int store_arrays_open(store_conn *c, ts_array_row **rows, int *n, ts_err *err)
     int rc = prep(c, ST_ARRAYS_OPEN, &st, err);
     if (rc)
         return rc;
-    return collect(c, st, "list arrays", sizeof **rows, read_array, free_plain, (void **)rows,
+    return collect(c, st, LIST_ARRAYS, sizeof **rows, read_array, free_plain, (void **)rows,
                    n, err);
 }
 
@@ -589,7 +600,7 @@ int store_resv_list(store_conn *c, ts_resv_row **rows, int *n, ts_err *err)
     int rc = prep(c, ST_RESV_LIST, &st, err);
     if (rc)
         return rc;
-    return collect(c, st, "list reservations", sizeof **rows, read_resv, free_plain,
+    return collect(c, st, LIST_RESVS, sizeof **rows, read_resv, free_plain,
                    (void **)rows, n, err);
 }
 
@@ -603,6 +614,6 @@ int store_usage_jobs(store_conn *c, double from_s, double to_s, double now_s,
     c->be->bind_f64(st, 1, from_s);
     c->be->bind_f64(st, 2, to_s);
     c->be->bind_f64(st, 3, now_s);
-    return collect(c, st, "usage", sizeof **rows, read_usage, free_plain, (void **)rows, n,
+    return collect(c, st, LIST_USAGE, sizeof **rows, read_usage, free_plain, (void **)rows, n,
                    err);
 }

@@ -173,7 +173,10 @@ void store_list_sql(int mask, char *buf, size_t cap)
              tn, on, sn, mask & LF_ACTIVE ? " AND state IN (0, 1, 2, 3)" : "", p);
 }
 
-static bool is_word_char(char ch) { return (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_'; }
+static bool is_word_char(char ch)
+{
+    return (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
+}
 
 /* The spelling of the word at sql (after its '@'), *len its length; NULL if
  * it is no word of WORDS. */
