@@ -11,6 +11,7 @@
  */
 #include "store/store_internal.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -234,32 +235,89 @@ int store_get_version(store_conn *c, int64_t *v, ts_err *err)
 
 /* ---- writes ---- */
 
-static void bind_new_job(store_conn *c, void *st, const ts_job_row *r)
+/* What a write binds, in parameter order: each a field of its row. */
+enum bind_kind {
+    B_I64,  /* int64_t */
+    B_INT,  /* int */
+    B_BOOL, /* bool, as 0 or 1 */
+    B_F64,  /* double */
+    B_NAME, /* a char array */
+    B_STR,  /* a char * (NULL: SQL NULL) */
+    B_HASH, /* a token hash, binary */
+};
+typedef struct bind_col {
+    enum bind_kind kind;
+    size_t off;
+} bind_col;
+#define COL(kind, type, field) {kind, offsetof(type, field)}
+#define NCOLS(t) ((int)(sizeof(t) / sizeof((t)[0])))
+
+/* ST_JOB_INSERT, which binds the id (or NULL) after these */
+static const bind_col NEW_JOB[] = {
+    COL(B_NAME, ts_job_row, tenant),      COL(B_NAME, ts_job_row, name),
+    COL(B_NAME, ts_job_row, owner),       COL(B_NAME, ts_job_row, idem_key),
+    COL(B_INT, ts_job_row, state),        COL(B_INT, ts_job_row, tier),
+    COL(B_INT, ts_job_row, priority),     COL(B_INT, ts_job_row, gpus),
+    COL(B_NAME, ts_job_row, gpu_model),   COL(B_F64, ts_job_row, submit_s),
+    COL(B_F64, ts_job_row, start_s),      COL(B_F64, ts_job_row, end_s),
+    COL(B_INT, ts_job_row, preemptions),  COL(B_NAME, ts_job_row, reason),
+    COL(B_STR, ts_job_row, why),          COL(B_STR, ts_job_row, spec_json),
+    COL(B_STR, ts_job_row, placement_json), COL(B_NAME, ts_job_row, run_user),
+    COL(B_I64, ts_job_row, run_uid),
+};
+/* ST_JOB_UPDATE: the row's id and gen select it, the rest is written */
+static const bind_col JOB_UPDATE[] = {
+    COL(B_I64, ts_job_row, id),           COL(B_I64, ts_job_row, gen),
+    COL(B_INT, ts_job_row, state),        COL(B_F64, ts_job_row, submit_s),
+    COL(B_F64, ts_job_row, start_s),      COL(B_F64, ts_job_row, end_s),
+    COL(B_INT, ts_job_row, preemptions),  COL(B_NAME, ts_job_row, reason),
+    COL(B_STR, ts_job_row, why),          COL(B_STR, ts_job_row, placement_json),
+    COL(B_NAME, ts_job_row, gpu_model),   COL(B_STR, ts_job_row, result_json),
+};
+static const bind_col NEW_TOKEN[] = {
+    COL(B_NAME, ts_token_row, name),      COL(B_INT, ts_token_row, role),
+    COL(B_NAME, ts_token_row, tenant),    COL(B_HASH, ts_token_row, hash),
+    COL(B_F64, ts_token_row, created_s),  COL(B_F64, ts_token_row, revoked_s),
+    COL(B_NAME, ts_token_row, unix_user), COL(B_I64, ts_token_row, uid),
+    COL(B_F64, ts_token_row, expires_s),
+};
+static const bind_col NEW_RESV[] = {
+    COL(B_NAME, ts_resv_row, name),       COL(B_NAME, ts_resv_row, nodes),
+    COL(B_F64, ts_resv_row, start_s),     COL(B_F64, ts_resv_row, end_s),
+    COL(B_NAME, ts_resv_row, tenant),     COL(B_NAME, ts_resv_row, users),
+    COL(B_BOOL, ts_resv_row, maintenance), COL(B_F64, ts_resv_row, created_s),
+};
+
+/* Binds the fields cols names of row as parameters 1..n. */
+static void bind_row(store_conn *c, void *st, const bind_col *cols, int n, const void *row)
 {
     const struct store_backend *be = c->be;
-    be->bind_text(st, 1, r->tenant);
-    be->bind_text(st, 2, r->name);
-    be->bind_text(st, 3, r->owner);
-    be->bind_text(st, 4, r->idem_key);
-    be->bind_i64(st, 5, r->state);
-    be->bind_i64(st, 6, r->tier);
-    be->bind_i64(st, 7, r->priority);
-    be->bind_i64(st, 8, r->gpus);
-    be->bind_text(st, 9, r->gpu_model);
-    be->bind_f64(st, 10, r->submit_s);
-    be->bind_f64(st, 11, r->start_s);
-    be->bind_f64(st, 12, r->end_s);
-    be->bind_i64(st, 13, r->preemptions);
-    be->bind_text(st, 14, r->reason);
-    be->bind_text(st, 15, r->why);
-    be->bind_text(st, 16, r->spec_json);
-    be->bind_text(st, 17, r->placement_json);
-    be->bind_text(st, 18, r->run_user);
-    be->bind_i64(st, 19, r->run_uid);
-    if (r->id > 0) /* an array's element, on the id its array reserved */
-        be->bind_i64(st, 20, r->id);
-    else
-        be->bind_text(st, 20, NULL);
+    for (int i = 0; i < n; i++) {
+        const void *f = (const char *)row + cols[i].off;
+        switch (cols[i].kind) {
+        case B_I64:
+            be->bind_i64(st, i + 1, *(const int64_t *)f);
+            break;
+        case B_INT:
+            be->bind_i64(st, i + 1, *(const int *)f);
+            break;
+        case B_BOOL:
+            be->bind_i64(st, i + 1, *(const bool *)f ? 1 : 0);
+            break;
+        case B_F64:
+            be->bind_f64(st, i + 1, *(const double *)f);
+            break;
+        case B_NAME:
+            be->bind_text(st, i + 1, f);
+            break;
+        case B_STR:
+            be->bind_text(st, i + 1, *(const char *const *)f);
+            break;
+        case B_HASH:
+            be->bind_blob(st, i + 1, f, TS_TOKEN_HASH_BYTES);
+            break;
+        }
+    }
 }
 
 int store_job_insert(store_conn *c, const ts_job_row *r, int64_t *id, bool *existed,
@@ -269,7 +327,11 @@ int store_job_insert(store_conn *c, const ts_job_row *r, int64_t *id, bool *exis
     int rc = prep(c, ST_JOB_INSERT, &st, err);
     if (rc)
         return rc;
-    bind_new_job(c, st, r);
+    bind_row(c, st, NEW_JOB, NCOLS(NEW_JOB), r);
+    if (r->id > 0) /* an array's element, on the id its array reserved */
+        c->be->bind_i64(st, NCOLS(NEW_JOB) + 1, r->id);
+    else
+        c->be->bind_text(st, NCOLS(NEW_JOB) + 1, NULL);
     if ((rc = one_row(c, st, "insert job", read_i64, id, err)) < 0)
         return rc;
     *existed = rc == 0;
@@ -294,18 +356,7 @@ int store_job_update(store_conn *c, const ts_job_row *r, ts_err *err)
     int rc = prep(c, ST_JOB_UPDATE, &st, err);
     if (rc)
         return rc;
-    be->bind_i64(st, 1, r->id);
-    be->bind_i64(st, 2, r->gen);
-    be->bind_i64(st, 3, r->state);
-    be->bind_f64(st, 4, r->submit_s);
-    be->bind_f64(st, 5, r->start_s);
-    be->bind_f64(st, 6, r->end_s);
-    be->bind_i64(st, 7, r->preemptions);
-    be->bind_text(st, 8, r->reason);
-    be->bind_text(st, 9, r->why);
-    be->bind_text(st, 10, r->placement_json);
-    be->bind_text(st, 11, r->gpu_model);
-    be->bind_text(st, 12, r->result_json);
+    bind_row(c, st, JOB_UPDATE, NCOLS(JOB_UPDATE), r);
     if ((rc = changed_one(c, st, "update job", err)) != 0)
         return rc < 0 ? rc : 0;
     if ((rc = prep(c, ST_JOB_GEN, &st, err)))
@@ -351,7 +402,6 @@ static int token_exists(store_conn *c, const char *name, ts_err *err)
 
 int store_token_insert(store_conn *c, const ts_token_row *t, int64_t *id, ts_err *err)
 {
-    const struct store_backend *be = c->be;
     int rc = token_exists(c, t->name, NULL);
     if (rc == 0)
         return ts_err_set(err, TS_EEXIST, "token '%s': name already taken", t->name);
@@ -360,15 +410,7 @@ int store_token_insert(store_conn *c, const ts_token_row *t, int64_t *id, ts_err
     void *st = NULL;
     if ((rc = prep(c, ST_TOKEN_INSERT, &st, err)))
         return rc;
-    be->bind_text(st, 1, t->name);
-    be->bind_i64(st, 2, t->role);
-    be->bind_text(st, 3, t->tenant);
-    be->bind_blob(st, 4, t->hash, TS_TOKEN_HASH_BYTES);
-    be->bind_f64(st, 5, t->created_s);
-    be->bind_f64(st, 6, t->revoked_s);
-    be->bind_text(st, 7, t->unix_user);
-    be->bind_i64(st, 8, t->uid);
-    be->bind_f64(st, 9, t->expires_s);
+    bind_row(c, st, NEW_TOKEN, NCOLS(NEW_TOKEN), t);
     rc = one_row(c, st, "insert token", read_i64, id, err);
     if (rc == TS_EEXIST)
         return ts_err_set(err, TS_EEXIST, "token '%s': hash already used by another token",
@@ -426,19 +468,11 @@ int store_array_put(store_conn *c, const ts_array_row *a, ts_err *err)
 
 int store_resv_insert(store_conn *c, const ts_resv_row *r, ts_err *err)
 {
-    const struct store_backend *be = c->be;
     void *st = NULL;
     int rc = prep(c, ST_RESV_INSERT, &st, err);
     if (rc)
         return rc;
-    be->bind_text(st, 1, r->name);
-    be->bind_text(st, 2, r->nodes);
-    be->bind_f64(st, 3, r->start_s);
-    be->bind_f64(st, 4, r->end_s);
-    be->bind_text(st, 5, r->tenant);
-    be->bind_text(st, 6, r->users);
-    be->bind_i64(st, 7, r->maintenance ? 1 : 0);
-    be->bind_f64(st, 8, r->created_s);
+    bind_row(c, st, NEW_RESV, NCOLS(NEW_RESV), r);
     rc = changed_one(c, st, "insert reservation", err);
     if (rc < 0)
         return rc;
