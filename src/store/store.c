@@ -194,13 +194,13 @@ static int check_limit(int limit, ts_err *err)
 static bool has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
 /* Picks the backend and the target it connects to. */
-static int parse_url(const char *url, const struct ts_store_ops **ops, const char **target,
+static int parse_url(const char *url, const struct store_backend **be, const char **target,
                      ts_err *err)
 {
     if (!url || !*url)
         return ts_err_set(err, TS_EINVAL, "store url: must not be empty");
     if (has_prefix(url, "postgresql://") || has_prefix(url, "postgres://")) {
-        *ops = &ts_store_pg_ops;
+        *be = &store_pg_backend;
         *target = url;
         return 0;
     }
@@ -224,17 +224,17 @@ static int parse_url(const char *url, const struct ts_store_ops **ops, const cha
                           "store url: '%s': want a plain file path (readers open their own "
                           "connections, so an in-memory or URI database cannot be shared)",
                           path);
-    *ops = &ts_store_sqlite_ops;
+    *be = &store_sqlite_backend;
     *target = path;
     return 0;
 }
 
 int ts_store_open_version(const char *url, int max_version, ts_store **out, ts_err *err)
 {
-    const struct ts_store_ops *ops = NULL;
+    const struct store_backend *be = NULL;
     const char *target = NULL;
     *out = NULL;
-    int rc = parse_url(url, &ops, &target, err);
+    int rc = parse_url(url, &be, &target, err);
     if (rc)
         return rc;
     ts_store *s = calloc(1, sizeof *s);
@@ -242,16 +242,16 @@ int ts_store_open_version(const char *url, int max_version, ts_store **out, ts_e
         free(s);
         return ts_err_set(err, TS_ENOMEM, "store: out of memory");
     }
-    s->ops = ops;
+    s->be = be;
     pthread_mutex_init(&s->qmu, NULL);
     pthread_cond_init(&s->qcv, NULL);
     pthread_cond_init(&s->donecv, NULL);
     pthread_mutex_init(&s->rmu, NULL);
     pthread_cond_init(&s->rcv, NULL);
     pthread_mutex_init(&s->lease_mu, NULL);
-    rc = ops->connect(s->target, true, &s->wconn, err);
+    rc = store_connect(be, s->target, true, &s->wconn, err);
     if (rc == 0)
-        rc = ts_store_migrate(ops, s->wconn, max_version, &s->schema_version, err);
+        rc = ts_store_migrate(s->wconn, max_version, &s->schema_version, err);
     if (rc == 0)
         rc = ts_store_committer_start(s, err);
     if (rc) {
@@ -274,10 +274,8 @@ void ts_store_close(ts_store *s)
     ts_store_committer_stop(s);
     ts_store_lease_fini(s);
     for (int i = 0; i < TS_STORE_READERS_MAX; i++)
-        if (s->readers[i])
-            s->ops->disconnect(s->readers[i]);
-    if (s->wconn)
-        s->ops->disconnect(s->wconn);
+        store_disconnect(s->readers[i]);
+    store_disconnect(s->wconn);
     pthread_mutex_destroy(&s->qmu);
     pthread_cond_destroy(&s->qcv);
     pthread_cond_destroy(&s->donecv);
@@ -288,7 +286,7 @@ void ts_store_close(ts_store *s)
     free(s);
 }
 
-const char *ts_store_backend(const ts_store *s) { return s->ops->name; }
+const char *ts_store_backend(const ts_store *s) { return s->be->name; }
 
 int ts_store_schema_version(ts_store *s) { return s->schema_version; }
 
@@ -322,8 +320,8 @@ static int reader_get(ts_store *s, int *slot, ts_err *err)
         if (empty >= 0) {
             s->reader_busy[empty] = true;
             pthread_mutex_unlock(&s->rmu);
-            void *conn = NULL;
-            int rc = s->ops->connect(s->target, false, &conn, err);
+            store_conn *conn = NULL;
+            int rc = store_connect(s->be, s->target, false, &conn, err);
             pthread_mutex_lock(&s->rmu);
             if (rc) {
                 s->reader_busy[empty] = false;
@@ -343,9 +341,9 @@ static int reader_get(ts_store *s, int *slot, ts_err *err)
 
 static void reader_put(ts_store *s, int slot)
 {
-    void *dead = NULL;
+    store_conn *dead = NULL;
     pthread_mutex_lock(&s->rmu);
-    if (!s->ops->healthy(s->readers[slot])) {
+    if (!store_healthy(s->readers[slot])) {
         dead = s->readers[slot];
         s->readers[slot] = NULL;
         s->nreaders--;
@@ -353,28 +351,88 @@ static void reader_put(ts_store *s, int slot)
     s->reader_busy[slot] = false;
     pthread_cond_signal(&s->rcv);
     pthread_mutex_unlock(&s->rmu);
-    if (dead)
-        s->ops->disconnect(dead);
+    store_disconnect(dead);
 }
 
-/* Runs `call` on a borrowed reader connection `c`. A read that failed
- * because the server dropped the session is run once more on a new one:
- * reads change nothing, so repeating one is safe. */
-#define WITH_READER(s, err, call)                                                              \
-    do {                                                                                       \
-        for (int try_ = 0;; try_++) {                                                          \
-            int slot_;                                                                         \
-            int rc_ = reader_get((s), &slot_, (err));                                          \
-            if (rc_)                                                                           \
-                return rc_;                                                                    \
-            void *c = (s)->readers[slot_];                                                     \
-            rc_ = (call);                                                                      \
-            bool dead_ = !(s)->ops->healthy(c);                                                \
-            reader_put((s), slot_);                                                            \
-            if (rc_ == 0 || !dead_ || try_ > 0)                                                \
-                return rc_;                                                                    \
-        }                                                                                      \
-    } while (0)
+/* A read to run on a reader connection: which, its arguments, where its
+ * answer goes (out: the row, the value or the rows' array; n: their count). */
+enum read_kind {
+    RD_SETTING,
+    RD_JOB,
+    RD_ARRAYS,
+    RD_RESVS,
+    RD_JOBS,
+    RD_COUNTS,
+    RD_EVENTS,
+    RD_TOKEN,
+    RD_TOKENS,
+    RD_USAGE,      /* rolled up */
+    RD_USAGE_JOBS, /* the jobs' part of the full scan */
+};
+typedef struct store_read {
+    enum read_kind kind;
+    const char *key; /* a setting's key; the tenant of counts and tokens */
+    int64_t id;      /* a job's id (0: events about no job or of every job) */
+    int64_t after_id;
+    int limit;
+    const ts_job_filter *filter;
+    const uint8_t *hash;
+    double from_s, to_s, now_s;
+    void *out;
+    int *n;
+} store_read;
+
+static int read_once(store_conn *c, const store_read *r, ts_err *err)
+{
+    switch (r->kind) {
+    case RD_SETTING:
+        return store_setting_get(c, r->key, r->out, err);
+    case RD_JOB:
+        return store_job_get(c, r->id, r->out, err);
+    case RD_ARRAYS:
+        return store_arrays_open(c, r->out, r->n, err);
+    case RD_RESVS:
+        return store_resv_list(c, r->out, r->n, err);
+    case RD_JOBS:
+        return store_job_list(c, r->filter, r->after_id, r->limit, r->out, r->n, err);
+    case RD_COUNTS:
+        return store_job_counts(c, r->key, r->out, err);
+    case RD_EVENTS:
+        return store_event_list(c, r->id, r->after_id, r->limit, r->out, r->n, err);
+    case RD_TOKEN:
+        return store_token_by_hash(c, r->hash, r->out, err);
+    case RD_TOKENS:
+        return store_token_list(c, r->key, r->out, r->n, err);
+    case RD_USAGE:
+        return ts_store_rollup_usage(c, r->from_s, r->to_s, r->now_s, r->out, r->n, err);
+    case RD_USAGE_JOBS:
+        return store_usage_jobs(c, r->from_s, r->to_s, r->now_s, r->out, r->n, err);
+    }
+    return ts_err_set(err, TS_EINVAL, "store: unknown read %d", (int)r->kind);
+}
+
+/* How often a read is tried: a read that failed because the server dropped
+ * the session is run once more on a new one (reads change nothing, so
+ * repeating one is safe). */
+#define READ_ATTEMPTS 2
+
+/* Runs r on a borrowed reader connection. */
+static int reader_run(ts_store *s, const store_read *r, ts_err *err)
+{
+    int rc = 0;
+    for (int attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
+        int slot;
+        if ((rc = reader_get(s, &slot, err)))
+            return rc;
+        store_conn *c = s->readers[slot];
+        rc = read_once(c, r, err);
+        bool dead = !store_healthy(c);
+        reader_put(s, slot);
+        if (rc == 0 || !dead)
+            return rc;
+    }
+    return rc;
+}
 
 /* ---- writes ---- */
 
@@ -399,6 +457,27 @@ int ts_store_job_insert(ts_store *s, ts_job_row *row, bool *existed, ts_err *err
     return 0;
 }
 
+/* Submits op (a TS_WOP_JOB_INSERTS of its rows), then gives each row its
+ * id, or the stored job when its idempotency key was used before. */
+static int submit_rows(ts_store *s, ts_wop *op, ts_job_row *rows, ts_err *err)
+{
+    for (int i = 0; i < op->nrows; i++)
+        op->many_existed[i] = false;
+    int rc = ts_store_submit(s, op, err);
+    for (int i = 0; i < op->nrows; i++) {
+        if (rc == 0 && op->many_existed[i]) {
+            rows[i] = op->many_stored[i];
+        } else if (rc == 0) {
+            rows[i].id = op->many_id[i];
+            rows[i].gen = 1;
+        } else {
+            op->many_existed[i] = false;
+            ts_job_row_fini(&op->many_stored[i]);
+        }
+    }
+    return rc;
+}
+
 int ts_store_job_insert_many(ts_store *s, ts_job_row *rows, int n, bool *existed, ts_err *err)
 {
     if (n < 1 || !rows || !existed)
@@ -420,20 +499,7 @@ int ts_store_job_insert_many(ts_store *s, ts_job_row *rows, int n, bool *existed
     /* one op: the array is stored whole or not at all */
     ts_wop op = {.kind = TS_WOP_JOB_INSERTS, .rows = rows, .nrows = n, .many_id = ids,
                  .many_existed = existed, .many_stored = stored};
-    for (int i = 0; i < n; i++)
-        existed[i] = false;
-    int rc = ts_store_submit(s, &op, err);
-    for (int i = 0; i < n; i++) {
-        if (rc == 0 && existed[i]) {
-            rows[i] = stored[i];
-        } else if (rc == 0) {
-            rows[i].id = ids[i];
-            rows[i].gen = 1;
-        } else {
-            existed[i] = false;
-            ts_job_row_fini(&stored[i]);
-        }
-    }
+    int rc = submit_rows(s, &op, rows, err);
     free(ids);
     free(stored);
     return rc;
@@ -468,20 +534,7 @@ int ts_store_array_insert(ts_store *s, ts_job_row *rows, int n, bool *existed,
     }
     ts_wop op = {.kind = TS_WOP_JOB_INSERTS, .rows = rows, .nrows = n, .many_id = ids,
                  .many_existed = existed, .many_stored = stored, .array = array};
-    for (int i = 0; i < n; i++)
-        existed[i] = false;
-    int rc = ts_store_submit(s, &op, err);
-    for (int i = 0; i < n; i++) {
-        if (rc == 0 && existed[i]) {
-            rows[i] = stored[i];
-        } else if (rc == 0) {
-            rows[i].id = ids[i];
-            rows[i].gen = 1;
-        } else {
-            existed[i] = false;
-            ts_job_row_fini(&stored[i]);
-        }
-    }
+    int rc = submit_rows(s, &op, rows, err);
     if (rc == 0)
         array->id = op.array_id;
     free(ids);
@@ -590,7 +643,8 @@ int ts_store_setting_get(ts_store *s, const char *key, char **value, ts_err *err
     *value = NULL;
     if (!key || !*key)
         return ts_err_set(err, TS_EINVAL, "setting: a key is required");
-    WITH_READER(s, err, s->ops->setting_get(c, key, value, err));
+    store_read r = {.kind = RD_SETTING, .key = key, .out = value};
+    return reader_run(s, &r, err);
 }
 
 /* ---- reads ---- */
@@ -600,26 +654,16 @@ int ts_store_job_get(ts_store *s, int64_t id, ts_job_row *out, ts_err *err)
     memset(out, 0, sizeof *out);
     if (id <= 0)
         return ts_err_set(err, TS_ENOENT, "job %lld: no such job", (long long)id);
-    WITH_READER(s, err, s->ops->job_get(c, id, out, err));
-}
-
-/* One try of the read, leaving nothing allocated when it fails. */
-static int arrays_open_once(ts_store *s, void *c, ts_array_row **rows, int *n, ts_err *err)
-{
-    int rc = s->ops->arrays_open(c, rows, n, err);
-    if (rc) {
-        free(*rows);
-        *rows = NULL;
-        *n = 0;
-    }
-    return rc;
+    store_read r = {.kind = RD_JOB, .id = id, .out = out};
+    return reader_run(s, &r, err);
 }
 
 int ts_store_arrays_open(ts_store *s, ts_array_row **rows, int *n, ts_err *err)
 {
     *rows = NULL;
     *n = 0;
-    WITH_READER(s, err, arrays_open_once(s, c, rows, n, err));
+    store_read r = {.kind = RD_ARRAYS, .out = rows, .n = n};
+    return reader_run(s, &r, err);
 }
 
 /* ---- reservations ---- */
@@ -642,22 +686,12 @@ int ts_store_resv_delete(ts_store *s, const char *name, ts_err *err)
     return ts_store_submit(s, &op, err);
 }
 
-static int resv_list_once(ts_store *s, void *c, ts_resv_row **rows, int *n, ts_err *err)
-{
-    int rc = s->ops->resv_list(c, rows, n, err);
-    if (rc) {
-        free(*rows);
-        *rows = NULL;
-        *n = 0;
-    }
-    return rc;
-}
-
 int ts_store_resv_list(ts_store *s, ts_resv_row **rows, int *n, ts_err *err)
 {
     *rows = NULL;
     *n = 0;
-    WITH_READER(s, err, resv_list_once(s, c, rows, n, err));
+    store_read r = {.kind = RD_RESVS, .out = rows, .n = n};
+    return reader_run(s, &r, err);
 }
 
 int ts_store_job_list(ts_store *s, const ts_job_filter *f, int64_t after_id, int limit,
@@ -673,13 +707,16 @@ int ts_store_job_list(ts_store *s, const ts_job_filter *f, int64_t after_id, int
         f = &any;
     if (f->state < -1 || f->state >= TS_JOB_STATES)
         return ts_err_set(err, TS_EINVAL, "filter.state: %d is not a job state", f->state);
-    WITH_READER(s, err, s->ops->job_list(c, f, after_id, limit, rows, n, err));
+    store_read r = {
+        .kind = RD_JOBS, .filter = f, .after_id = after_id, .limit = limit, .out = rows, .n = n};
+    return reader_run(s, &r, err);
 }
 
 int ts_store_job_counts(ts_store *s, const char *tenant, int64_t out[TS_JOB_STATES], ts_err *err)
 {
     memset(out, 0, sizeof(int64_t) * TS_JOB_STATES);
-    WITH_READER(s, err, s->ops->job_counts(c, tenant, out, err));
+    store_read r = {.kind = RD_COUNTS, .key = tenant, .out = out};
+    return reader_run(s, &r, err);
 }
 
 int ts_store_event_list(ts_store *s, int64_t job_id, int64_t after_id, int limit,
@@ -690,14 +727,21 @@ int ts_store_event_list(ts_store *s, int64_t job_id, int64_t after_id, int limit
     int rc = check_limit(limit, err);
     if (rc)
         return rc;
-    WITH_READER(s, err, s->ops->event_list(c, job_id, after_id, limit, rows, n, err));
+    store_read r = {.kind = RD_EVENTS,
+                     .id = job_id,
+                     .after_id = after_id,
+                     .limit = limit,
+                     .out = rows,
+                     .n = n};
+    return reader_run(s, &r, err);
 }
 
 int ts_store_token_by_hash(ts_store *s, const uint8_t hash[TS_TOKEN_HASH_BYTES],
                            ts_token_row *out, ts_err *err)
 {
     memset(out, 0, sizeof *out);
-    WITH_READER(s, err, s->ops->token_by_hash(c, hash, out, err));
+    store_read r = {.kind = RD_TOKEN, .hash = hash, .out = out};
+    return reader_run(s, &r, err);
 }
 
 int ts_store_token_list(ts_store *s, const char *tenant, ts_token_row **rows, int *n,
@@ -705,13 +749,15 @@ int ts_store_token_list(ts_store *s, const char *tenant, ts_token_row **rows, in
 {
     *rows = NULL;
     *n = 0;
-    WITH_READER(s, err, s->ops->token_list(c, tenant, rows, n, err));
+    store_read r = {.kind = RD_TOKENS, .key = tenant, .out = rows, .n = n};
+    return reader_run(s, &r, err);
 }
 
 int ts_store_tenants_get(ts_store *s, char **yaml, ts_err *err)
 {
     *yaml = NULL;
-    WITH_READER(s, err, s->ops->setting_get(c, TS_SETTING_TENANTS, yaml, err));
+    store_read r = {.kind = RD_SETTING, .key = TS_SETTING_TENANTS, .out = yaml};
+    return reader_run(s, &r, err);
 }
 
 static int usage_window(double from_s, double to_s, double *now_s, ts_err *err)
@@ -725,19 +771,24 @@ static int usage_window(double from_s, double to_s, double *now_s, ts_err *err)
     return 0;
 }
 
-int ts_store_usage(ts_store *s, double from_s, double to_s, ts_usage_row **rows, int *n,
-                   ts_err *err)
+/* The rolled-up answer (RD_USAGE) or the jobs' part of the full scan
+ * (RD_USAGE_JOBS) for the window, at now. */
+static int usage_read(ts_store *s, enum read_kind kind, double from_s, double to_s,
+                      ts_usage_row **rows, int *n, ts_err *err)
 {
     *rows = NULL;
     *n = 0;
-    double now_s = 0;
-    int rc = usage_window(from_s, to_s, &now_s, err);
-    if (rc)
-        return rc;
+    store_read r = {.kind = kind, .from_s = from_s, .to_s = to_s, .out = rows, .n = n};
+    int rc = usage_window(from_s, to_s, &r.now_s, err);
+    return rc ? rc : reader_run(s, &r, err);
+}
+
+int ts_store_usage(ts_store *s, double from_s, double to_s, ts_usage_row **rows, int *n,
+                   ts_err *err)
+{
     if (s->schema_version < TS_SCHEMA_ROLLUP)
         return ts_store_usage_scan(s, from_s, to_s, rows, n, err);
-    WITH_READER(s, err,
-                ts_store_rollup_usage(s->ops, c, from_s, to_s, now_s, rows, n, err));
+    return usage_read(s, RD_USAGE, from_s, to_s, rows, n, err);
 }
 
 /* Adds a run-ended event's run, clipped to the window, to its group. */
@@ -765,33 +816,10 @@ static int scan_add(ts_usage_row **rows, int *n, int *cap, const char *tenant, i
 int ts_store_usage_scan(ts_store *s, double from_s, double to_s, ts_usage_row **rows, int *n,
                         ts_err *err)
 {
-    *rows = NULL;
-    *n = 0;
-    double now_s = 0;
-    int rc = usage_window(from_s, to_s, &now_s, err);
+    int rc = usage_read(s, RD_USAGE_JOBS, from_s, to_s, rows, n, err);
     if (rc)
         return rc;
-    int cap = 0;
-    {
-        ts_usage_row *jr = NULL;
-        int nj = 0;
-        rc = 0;
-        for (int try_ = 0;; try_++) {
-            int slot;
-            if ((rc = reader_get(s, &slot, err)))
-                return rc;
-            void *c = s->readers[slot];
-            rc = s->ops->usage(c, from_s, to_s, now_s, &jr, &nj, err);
-            bool dead = !s->ops->healthy(c);
-            reader_put(s, slot);
-            if (rc == 0 || !dead || try_ > 0)
-                break;
-        }
-        if (rc)
-            return rc;
-        *rows = jr;
-        *n = cap = nj;
-    }
+    int cap = *n;
     /* runs that ended without ending their job ("run-ended" events) */
     int64_t after = 0;
     for (;;) {

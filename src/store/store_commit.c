@@ -43,7 +43,7 @@ static void op_clear_results(ts_wop *op)
 /* An array's row after its elements' rows: a new array takes its first
  * element's id and reserves the ids of its other elements (unless that
  * element existed: the array was stored before, by the same request). */
-static int array_write(const struct ts_store_ops *o, void *c, ts_wop *op)
+static int array_write(store_conn *c, ts_wop *op)
 {
     ts_array_row a = *op->array;
     if (a.id == 0) {
@@ -51,20 +51,19 @@ static int array_write(const struct ts_store_ops *o, void *c, ts_wop *op)
         if (op->many_existed[0])
             return 0;
         a.id = op->array_id;
-        int rc = o->ids_reserve(c, a.id + a.size - 1, &op->err);
+        int rc = store_ids_reserve(c, a.id + a.size - 1, &op->err);
         if (rc)
             return rc;
     } else {
         op->array_id = a.id;
     }
-    return o->array_put(c, &a, &op->err);
+    return store_array_put(c, &a, &op->err);
 }
 
 /* Runs one op inside the open transaction, results into the op. */
 static int run_op(ts_store *s, ts_wop *op)
 {
-    const struct ts_store_ops *o = s->ops;
-    void *c = s->wconn;
+    store_conn *c = s->wconn;
     ts_err_clear(&op->err);
     op_clear_results(op);
     int rc = 0;
@@ -72,56 +71,56 @@ static int run_op(ts_store *s, ts_wop *op)
     bool ru = s->schema_version >= TS_SCHEMA_ROLLUP;
     switch (op->kind) {
     case TS_WOP_JOB_INSERT:
-        rc = o->job_insert(c, op->rows, &op->id, &op->existed, &op->err);
+        rc = store_job_insert(c, op->rows, &op->id, &op->existed, &op->err);
         if (rc == 0 && op->existed)
-            rc = o->job_get(c, op->id, &op->stored, &op->err);
+            rc = store_job_get(c, op->id, &op->stored, &op->err);
         else if (rc == 0 && ru && op->rows->start_s > 0 && op->rows->end_s > 0)
-            rc = ts_store_rollup_job(o, c, op->id, &op->err);
+            rc = ts_store_rollup_job(c, op->id, &op->err);
         break;
     case TS_WOP_JOB_INSERTS:
         for (int i = 0; rc == 0 && i < op->nrows; i++) {
-            rc = o->job_insert(c, &op->rows[i], &op->many_id[i], &op->many_existed[i],
+            rc = store_job_insert(c, &op->rows[i], &op->many_id[i], &op->many_existed[i],
                                &op->err);
             if (rc == 0 && op->many_existed[i])
-                rc = o->job_get(c, op->many_id[i], &op->many_stored[i], &op->err);
+                rc = store_job_get(c, op->many_id[i], &op->many_stored[i], &op->err);
             else if (rc == 0 && ru && op->rows[i].start_s > 0 && op->rows[i].end_s > 0)
-                rc = ts_store_rollup_job(o, c, op->many_id[i], &op->err);
+                rc = ts_store_rollup_job(c, op->many_id[i], &op->err);
             if (rc)
                 ts_err_prefix(&op->err, "rows[%d]: ", i);
         }
         if (rc == 0 && op->array)
-            rc = array_write(o, c, op);
+            rc = array_write(c, op);
         break;
     case TS_WOP_JOB_UPDATES:
         for (int i = 0; rc == 0 && i < op->nrows; i++) {
-            rc = o->job_update(c, &op->rows[i], &op->err);
+            rc = store_job_update(c, &op->rows[i], &op->err);
             if (rc == 0 && ru)
-                rc = ts_store_rollup_job(o, c, op->rows[i].id, &op->err);
+                rc = ts_store_rollup_job(c, op->rows[i].id, &op->err);
             if (rc && (op->nrows > 1 || op->nevents))
                 ts_err_prefix(&op->err, "rows[%d]: ", i);
         }
         for (int i = 0; rc == 0 && i < op->nevents; i++) {
-            rc = o->event_append(c, &op->events[i], &op->err);
+            rc = store_event_append(c, &op->events[i], &op->err);
             if (rc == 0 && ru)
-                rc = ts_store_rollup_event(o, c, &op->events[i], &op->err);
+                rc = ts_store_rollup_event(c, &op->events[i], &op->err);
             if (rc && (op->nrows || op->nevents > 1))
                 ts_err_prefix(&op->err, "events[%d]: ", i);
         }
         break;
     case TS_WOP_TOKEN_INSERT:
-        rc = o->token_insert(c, op->token, &op->id, &op->err);
+        rc = store_token_insert(c, op->token, &op->id, &op->err);
         break;
     case TS_WOP_TOKEN_REVOKE:
-        rc = o->token_revoke(c, op->name, op->now_s, &op->err);
+        rc = store_token_revoke(c, op->name, op->now_s, &op->err);
         break;
     case TS_WOP_SETTING_PUT:
-        rc = o->setting_put(c, op->name, op->value, &op->err);
+        rc = store_setting_put(c, op->name, op->value, &op->err);
         break;
     case TS_WOP_RESV_INSERT:
-        rc = o->resv_insert(c, op->resv, &op->err);
+        rc = store_resv_insert(c, op->resv, &op->err);
         break;
     case TS_WOP_RESV_DELETE:
-        rc = o->resv_delete(c, op->name, &op->err);
+        rc = store_resv_delete(c, op->name, &op->err);
         break;
     }
     return rc;
@@ -156,7 +155,7 @@ static void injected_fault(ts_store *s, ts_wop **group, int n, bool *fail_commit
             *fail_commit = true;
             continue;
         }
-        if (kind == TS_FAULT_DROP && s->ops->drop_session)
+        if (kind == TS_FAULT_DROP && s->be->drop_session)
             drop = 1;
         group[i]->failed = true;
         group[i]->rc = TS_EIO;
@@ -167,13 +166,12 @@ static void injected_fault(ts_store *s, ts_wop **group, int n, bool *fail_commit
     }
     pthread_mutex_unlock(&s->qmu);
     if (drop)
-        s->ops->drop_session(s->wconn);
+        s->be->drop_session(s->wconn->db);
 }
 
 /* Commits the group; returns how many ops it committed (0 or 1 commit). */
 static int run_group(ts_store *s, ts_wop **group, int n, bool *committed)
 {
-    const struct ts_store_ops *o = s->ops;
     *committed = false;
     bool fail_commit = false;
     uint64_t delay_ms = 0;
@@ -186,7 +184,7 @@ static int run_group(ts_store *s, ts_wop **group, int n, bool *committed)
             return 0;
         ts_err terr;
         ts_err_clear(&terr);
-        if (o->begin(s->wconn, &terr)) {
+        if (store_begin(s->wconn, false, &terr)) {
             fail_rest(group, n, &terr);
             return 0;
         }
@@ -203,7 +201,7 @@ static int run_group(ts_store *s, ts_wop **group, int n, bool *committed)
             }
         }
         if (retry) {
-            o->rollback(s->wconn);
+            store_rollback(s->wconn);
             continue;
         }
         if (delay_ms) {
@@ -212,13 +210,13 @@ static int run_group(ts_store *s, ts_wop **group, int n, bool *committed)
             nanosleep(&d, NULL);
         }
         if (fail_commit) {
-            o->rollback(s->wconn);
+            store_rollback(s->wconn);
             ts_err_set(&terr, TS_EIO, "store: commit failed (injected)");
             fail_rest(group, n, &terr);
             return 0;
         }
-        if (o->commit(s->wconn, &terr)) {
-            o->rollback(s->wconn);
+        if (store_commit(s->wconn, &terr)) {
+            store_rollback(s->wconn);
             fail_rest(group, n, &terr);
             return 0;
         }

@@ -1,14 +1,14 @@
 /*
- * store_internal.h - internal: the backend ops table behind ts_store, and the
- * pieces store.c (the object, the public calls, the reader pool),
- * store_commit.c (the group committer) and store_schema.c (migrations) share.
+ * store_internal.h - internal: what store.c (the object, the public calls,
+ * the reader pool), store_commit.c (the group committer), store_schema.c
+ * (migrations) and store_usage.c (rolled-up accounting) share.
  *
- * A backend knows one SQL dialect and one client library, nothing about
- * threads: every function gets a connection that exactly one thread uses at
- * a time. The writer connection belongs to the committer thread, which wraps
- * the write functions in begin/commit; reader connections come from a small
- * pool and run in autocommit, one statement per call, so each read sees
- * everything committed before it started.
+ * They reach the database only through the one SQL layer of store_sql.h: a
+ * store_conn of either backend and the row operations written once. The
+ * writer connection belongs to the committer thread, which wraps the writes
+ * in begin/commit; reader connections come from a small pool and run in
+ * autocommit, one statement per call, so each read sees everything
+ * committed before it started.
  */
 #ifndef TS_STORE_INTERNAL_H
 #define TS_STORE_INTERNAL_H
@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "store/store_sql.h"
 #include "tessera/store.h"
 
 /* The schema this code writes. A store at a higher version is refused. */
@@ -28,8 +29,8 @@
 /* Page size bounds shared by job and event lists. */
 #define TS_STORE_LIST_MAX 10000
 
-/* Rolled-up accounting (store_usage.c): the statements each backend runs
- * for it, in its own dialect. Every statement binds the arguments its
+/* Rolled-up accounting (store_usage.c): its statements, written once in
+ * store_stmts.c and run by store_rollup. Every statement binds the arguments its
  * TS_RU_SHAPES params string names, in that order ('j' job, 't' tenant,
  * 'i' tier, 'm' model, 's' span, '0'..'3' d[k]) and returns rows of the columns its
  * cols string names ('t' the next text, 'i' the integer, 'r' the next real;
@@ -67,85 +68,10 @@ typedef struct ts_ru_row {
 typedef int (*ts_ru_row_fn)(void *ctx, const ts_ru_row *row, ts_err *err);
 extern const char *const TS_RU_SHAPES[TS_RU_STMTS][2];
 
-struct ts_store_ops {
-    const char *name; /* "sqlite", "postgresql" */
-    /* target: a file path (sqlite) or a libpq connection URI. The writer
-     * is the one connection that changes the store and migrates it. */
-    int (*connect)(const char *target, bool writer, void **conn, ts_err *err);
-    void (*disconnect)(void *conn);
-    /* false once the connection is unusable (dropped by the server); the
-     * pool then discards it instead of handing it out again. */
-    bool (*healthy)(void *conn);
-
-    /* Schema: run a script of statements without parameters (migrations
-     * only); read one integer (ENOENT when there is no row). */
-    int (*exec_script)(void *conn, const char *sql, ts_err *err);
-    int (*query_int)(void *conn, const char *sql, int64_t *out, ts_err *err);
-    /* Begins the migration transaction, excluding other processes that
-     * open the same store at the same moment. */
-    int (*begin_exclusive)(void *conn, ts_err *err);
-    int (*set_version)(void *conn, int version, ts_err *err);
-
-    /* Transactions on the writer. rollback never fails in a way the caller
-     * could act on; a dead connection is reported by healthy(). */
-    int (*begin)(void *conn, ts_err *err);
-    int (*commit)(void *conn, ts_err *err);
-    void (*rollback)(void *conn);
-
-    /* Writes, inside a transaction. job_insert sets *id and *existed (the
-     * owner's idem_key was used before: *id is that job's). job_update
-     * writes the mutable fields with gen = in->gen + 1 if the stored gen is
-     * in->gen. None of them changes its inputs, so a group can be re-run. */
-    int (*job_insert)(void *conn, const ts_job_row *in, int64_t *id, bool *existed,
-                      ts_err *err);
-    int (*job_update)(void *conn, const ts_job_row *in, ts_err *err);
-    int (*event_append)(void *conn, const ts_event_row *ev, ts_err *err);
-    int (*token_insert)(void *conn, const ts_token_row *in, int64_t *id, ts_err *err);
-    int (*token_revoke)(void *conn, const char *name, double now_s, ts_err *err);
-    int (*setting_put)(void *conn, const char *key, const char *value, ts_err *err);
-    /* Arrays (docs/store.md "Arrays"): ids_reserve makes the next id the
-     * store hands out greater than last; array_put inserts or updates (next,
-     * open) an array's row. */
-    int (*ids_reserve)(void *conn, int64_t last, ts_err *err);
-    int (*array_put)(void *conn, const ts_array_row *a, ts_err *err);
-    /* Reservations: resv_insert fails with TS_EEXIST on a taken name,
-     * resv_delete with TS_ENOENT when there is no such row. */
-    int (*resv_insert)(void *conn, const ts_resv_row *r, ts_err *err);
-    int (*resv_delete)(void *conn, const char *name, ts_err *err);
-
-    /* Reads (any connection; the writer too, inside its transaction). */
-    int (*job_get)(void *conn, int64_t id, ts_job_row *out, ts_err *err);
-    int (*job_list)(void *conn, const ts_job_filter *f, int64_t after_id, int limit,
-                    ts_job_row **rows, int *n, ts_err *err);
-    int (*job_counts)(void *conn, const char *tenant, int64_t out[TS_JOB_STATES], ts_err *err);
-    int (*event_list)(void *conn, int64_t job_id, int64_t after_id, int limit,
-                      ts_event_row **rows, int *n, ts_err *err);
-    int (*token_by_hash)(void *conn, const uint8_t hash[TS_TOKEN_HASH_BYTES],
-                         ts_token_row *out, ts_err *err);
-    int (*token_list)(void *conn, const char *tenant, ts_token_row **rows, int *n,
-                      ts_err *err);
-    /* *value NULL (and 0 returned) when the key was never set. */
-    int (*setting_get)(void *conn, const char *key, char **value, ts_err *err);
-    /* The open arrays, ascending id; *rows malloc'd (the caller frees it, also on error). */
-    int (*arrays_open)(void *conn, ts_array_row **rows, int *n, ts_err *err);
-    /* Every reservation; *rows malloc'd (the caller frees it, also on error). */
-    int (*resv_list)(void *conn, ts_resv_row **rows, int *n, ts_err *err);
-    /* The jobs' part of the full-scan usage (ts_store_usage_scan). */
-    int (*usage)(void *conn, double from_s, double to_s, double now_s, ts_usage_row **rows,
-                 int *n, ts_err *err);
-    /* Runs rolled-up accounting statement `stmt`, each row to fn (NULL:
-     * rows ignored). */
-    int (*rollup)(void *conn, int stmt, const ts_ru_args *a, ts_ru_row_fn fn, void *ctx,
-                  ts_err *err);
-    /* Fault injection (store_faults.c): cuts the session under the client
-     * library, as a server restart would; NULL where there is no session. */
-    void (*drop_session)(void *conn);
-    /* High availability (store_lease.c): from now on every transaction
-     * begun on conn first checks that the lease row still has this epoch
-     * (0: no check) and fails with TS_EFENCED otherwise. NULL where the
-     * backend has no lease (SQLite). Safe to call from any thread. */
-    void (*set_fence)(void *conn, int64_t epoch);
-};
+/* Runs rolled-up accounting statement `stmt` (store_sql.c), each row to fn
+ * (NULL: rows ignored). */
+int store_rollup(store_conn *c, int stmt, const ts_ru_args *a, ts_ru_row_fn fn, void *ctx,
+                 ts_err *err);
 
 /* Injected failures (store_faults.c, docs/store.md "Fault injection").
  * Guarded by the queue mutex; only the committer reads it while writing. */
@@ -163,9 +89,6 @@ typedef struct ts_store_faults {
 /* Under qmu, from the committer, once per write it is about to run: whether
  * this one fails, and how. */
 bool ts_store_fault_due(ts_store *s, int *kind);
-
-extern const struct ts_store_ops ts_store_sqlite_ops;
-extern const struct ts_store_ops ts_store_pg_ops;
 
 /* One queued write; lives on the calling thread's stack until done. */
 enum ts_wop_kind {
@@ -214,11 +137,11 @@ typedef struct ts_wop {
 #define TS_STORE_READERS_MAX 8
 
 struct ts_store {
-    const struct ts_store_ops *ops;
+    const struct store_backend *be;
     char *target;     /* path or URI handed to connect */
     int schema_version;
     /* the committer and its queue; qmu guards everything below it */
-    void *wconn;
+    store_conn *wconn;
     pthread_t committer;
     bool committer_started;
     pthread_mutex_t qmu;
@@ -233,7 +156,7 @@ struct ts_store {
     /* reader pool; rmu guards it */
     pthread_mutex_t rmu;
     pthread_cond_t rcv;
-    void *readers[TS_STORE_READERS_MAX];
+    store_conn *readers[TS_STORE_READERS_MAX];
     bool reader_busy[TS_STORE_READERS_MAX];
     int nreaders;
     /* the lease's own session (store_lease.c), opened on first use;
@@ -247,24 +170,19 @@ void ts_store_lease_fini(ts_store *s);
 
 /* Migrates the writer's store to `target_version` (TS_SCHEMA_VERSION in
  * normal use); *version is the store's version afterwards. */
-int ts_store_migrate(const struct ts_store_ops *ops, void *conn, int target_version,
-                     int *version, ts_err *err);
-/* The script that migration `version` runs on a backend (tests build old
- * stores with it); NULL if there is none. */
-const char *ts_store_migration_sql(const char *backend, int version);
+int ts_store_migrate(store_conn *conn, int target_version, int *version, ts_err *err);
 
 /* Rolled-up accounting (store_usage.c). After a job row was inserted or
  * updated, brings its recorded run in line with the row; after an event was
  * appended, records the run a "run-ended" event closes. Both inside the
  * writer's transaction. */
-int ts_store_rollup_job(const struct ts_store_ops *o, void *conn, int64_t job_id, ts_err *err);
-int ts_store_rollup_event(const struct ts_store_ops *o, void *conn, const ts_event_row *ev,
-                          ts_err *err);
-/* Migration 7: rolls up every run already in the store. */
-int ts_store_rollup_backfill(const struct ts_store_ops *o, void *conn, ts_err *err);
+int ts_store_rollup_job(store_conn *conn, int64_t job_id, ts_err *err);
+int ts_store_rollup_event(store_conn *conn, const ts_event_row *ev, ts_err *err);
+/* Migration 8: rolls up every run already in the store. */
+int ts_store_rollup_backfill(store_conn *conn, ts_err *err);
 /* The usage answer from the rolled-up tables, on a reader connection. */
-int ts_store_rollup_usage(const struct ts_store_ops *o, void *conn, double from_s, double to_s,
-                          double now_s, ts_usage_row **rows, int *n, ts_err *err);
+int ts_store_rollup_usage(store_conn *conn, double from_s, double to_s, double now_s,
+                          ts_usage_row **rows, int *n, ts_err *err);
 
 /* Opens like ts_store_open but migrates no further than max_version (tests
  * make old stores with it). */

@@ -45,10 +45,10 @@ static int lease_fail(PGconn *pc, const PGresult *res, const char *what, ts_err 
 /* The lease session, (re)connected when missing or dropped. Under lease_mu. */
 static int lease_conn(ts_store *s, PGconn **out, ts_err *err)
 {
-    if (!s->ops->set_fence)
+    if (!s->be->set_fence)
         return ts_err_set(err, TS_EINVAL,
                           "lease: needs a PostgreSQL store (this one is %s): several "
-                          "controllers cannot share SQLite", s->ops->name);
+                          "controllers cannot share SQLite", s->be->name);
     PGconn *pc = s->lease;
     if (pc && PQstatus(pc) == CONNECTION_OK) {
         *out = pc;
@@ -250,12 +250,12 @@ int ts_store_lease_read(ts_store *s, ts_lease_info *out, ts_err *err)
 
 int ts_store_set_epoch(ts_store *s, int64_t epoch, ts_err *err)
 {
-    if (!s->ops->set_fence)
+    if (!s->be->set_fence)
         return ts_err_set(err, TS_EINVAL,
                           "lease: fencing needs a PostgreSQL store (this one is %s)",
-                          s->ops->name);
+                          s->be->name);
     if (epoch < 0)
         return ts_err_set(err, TS_EINVAL, "lease: epoch %lld: must be >= 0", (long long)epoch);
-    s->ops->set_fence(s->wconn, epoch);
+    s->be->set_fence(s->wconn->db, epoch);
     return 0;
 }

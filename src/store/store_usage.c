@@ -184,7 +184,7 @@ static int slot_cmp(const void *pa, const void *pb)
 
 /* Writes every summed bucket, in the table's key order (inserts that land
  * next to each other instead of all over the table). */
-static int agg_flush(const struct ts_store_ops *o, void *conn, agg *g, ts_err *err)
+static int agg_flush(store_conn *conn, agg *g, ts_err *err)
 {
     size_t n = 0;
     for (size_t i = 0; i < g->cap; i++)
@@ -206,7 +206,7 @@ static int agg_flush(const struct ts_store_ops *o, void *conn, agg *g, ts_err *e
                         .model = tab2 + 1,
                         .d = {(double)x->start, x->gpu_s, x->carried,
                               WIDTHS_S[x->span][x->width]}};
-        rc = o->rollup(conn, TS_RU_BUCKET_ADD, &a, NULL, NULL, err);
+        rc = store_rollup(conn, TS_RU_BUCKET_ADD, &a, NULL, NULL, err);
     }
     return rc;
 }
@@ -220,7 +220,7 @@ static bool run_counts(const ru_run *r)
 
 /* Adds (sign 1) or takes away (sign -1) a closed run's buckets and record;
  * with g (the migration), its buckets are summed there instead. */
-static int run_apply(const struct ts_store_ops *o, void *conn, int64_t job, bool whole,
+static int run_apply(store_conn *conn, int64_t job, bool whole,
                      const ru_run *r, double sign, agg *g, ts_err *err)
 {
     if (!run_counts(r))
@@ -234,9 +234,9 @@ static int run_apply(const struct ts_store_ops *o, void *conn, int64_t job, bool
         a.d[1] = r->start_s;
         a.d[2] = r->end_s;
         a.d[3] = (whole ? 1 : 0) + 2 * span;
-        rc = o->rollup(conn, TS_RU_RUN_ADD, &a, NULL, NULL, err);
+        rc = store_rollup(conn, TS_RU_RUN_ADD, &a, NULL, NULL, err);
     } else {
-        rc = o->rollup(conn, TS_RU_RUN_DEL, &a, NULL, NULL, err);
+        rc = store_rollup(conn, TS_RU_RUN_DEL, &a, NULL, NULL, err);
     }
     int gid = g && rc == 0 ? agg_group(g, r) : 0;
     if (gid < 0)
@@ -260,7 +260,7 @@ static int run_apply(const struct ts_store_ops *o, void *conn, int64_t job, bool
             a.d[1] = gpu_s;
             a.d[2] = sign * carried;
             a.d[3] = width;
-            rc = o->rollup(conn, TS_RU_BUCKET_ADD, &a, NULL, NULL, err);
+            rc = store_rollup(conn, TS_RU_BUCKET_ADD, &a, NULL, NULL, err);
         }
     }
     return rc;
@@ -273,13 +273,13 @@ static int job_row(void *ctx, const ts_ru_row *row, ts_err *err)
     return 0;
 }
 
-int ts_store_rollup_job(const struct ts_store_ops *o, void *conn, int64_t job_id, ts_err *err)
+int ts_store_rollup_job(store_conn *conn, int64_t job_id, ts_err *err)
 {
     ts_ru_row row;
     memset(&row, 0, sizeof row);
     row.i = -1;
     ts_ru_args a = {.job = job_id};
-    int rc = o->rollup(conn, TS_RU_RUN_OF_JOB, &a, job_row, &row, err);
+    int rc = store_rollup(conn, TS_RU_RUN_OF_JOB, &a, job_row, &row, err);
     if (rc || row.i < 0)
         return rc;
     /* the row's run: only one that has ended is rolled up */
@@ -290,9 +290,9 @@ int ts_store_rollup_job(const struct ts_store_ops *o, void *conn, int64_t job_id
     if (now.gpus == was.gpus && now.start_s == was.start_s && now.end_s == was.end_s &&
         strcmp(now.model, was.model) == 0)
         return 0;
-    if (was.gpus != 0 && (rc = run_apply(o, conn, job_id, true, &was, -1, NULL, err)))
+    if (was.gpus != 0 && (rc = run_apply(conn, job_id, true, &was, -1, NULL, err)))
         return rc;
-    return run_apply(o, conn, job_id, true, &now, 1, NULL, err);
+    return run_apply(conn, job_id, true, &now, 1, NULL, err);
 }
 
 /* The run a "run-ended" event's detail (ctld_run_detail) describes. */
@@ -304,7 +304,7 @@ static bool parse_run_ended(const char *detail, double *s, double *e, int *g, ch
                5;
 }
 
-int ts_store_rollup_event(const struct ts_store_ops *o, void *conn, const ts_event_row *ev,
+int ts_store_rollup_event(store_conn *conn, const ts_event_row *ev,
                           ts_err *err)
 {
     double s, e;
@@ -317,18 +317,17 @@ int ts_store_rollup_event(const struct ts_store_ops *o, void *conn, const ts_eve
     memset(&row, 0, sizeof row);
     row.i = -1;
     ts_ru_args a = {.job = ev->job_id};
-    int rc = o->rollup(conn, TS_RU_RUN_OF_JOB, &a, job_row, &row, err);
+    int rc = store_rollup(conn, TS_RU_RUN_OF_JOB, &a, job_row, &row, err);
     if (rc || row.i < 0)
         return rc;
     ru_run r = {row.text[0], tier, model, g, s, e};
-    return run_apply(o, conn, ev->job_id, false, &r, 1, NULL, err);
+    return run_apply(conn, ev->job_id, false, &r, 1, NULL, err);
 }
 
 /* ---- migration ---- */
 
 typedef struct backfill {
-    const struct ts_store_ops *o;
-    void *conn;
+    store_conn *conn;
     agg sums;
 } backfill;
 
@@ -336,7 +335,7 @@ static int backfill_job(void *ctx, const ts_ru_row *row, ts_err *err)
 {
     backfill *b = ctx;
     ru_run r = {row->text[0], (int)row->i, row->text[1], row->v[0], row->v[1], row->v[2]};
-    return run_apply(b->o, b->conn, (int64_t)row->v[3], true, &r, 1, &b->sums, err);
+    return run_apply(b->conn, (int64_t)row->v[3], true, &r, 1, &b->sums, err);
 }
 
 static int backfill_event(void *ctx, const ts_ru_row *row, ts_err *err)
@@ -348,25 +347,25 @@ static int backfill_event(void *ctx, const ts_ru_row *row, ts_err *err)
     if (!parse_run_ended(row->text[1], &s, &e, &g, model, &tier))
         return 0;
     ru_run r = {row->text[0], tier, model, g, s, e};
-    return run_apply(b->o, b->conn, (int64_t)row->v[0], false, &r, 1, &b->sums, err);
+    return run_apply(b->conn, (int64_t)row->v[0], false, &r, 1, &b->sums, err);
 }
 
-int ts_store_rollup_backfill(const struct ts_store_ops *o, void *conn, ts_err *err)
+int ts_store_rollup_backfill(store_conn *conn, ts_err *err)
 {
-    backfill b = {o, conn, {.last_group = -1}};
+    backfill b = {conn, {.last_group = -1}};
     ts_ru_args none = {0};
     /* SQLite: a page cache for the migration's one big transaction (its
      * default of 2 MB spills it to the log and reads it back) */
-    bool sqlite = strcmp(o->name, "sqlite") == 0;
-    int rc = sqlite ? o->exec_script(conn, "PRAGMA cache_size = " BACKFILL_CACHE_KIB, err) : 0;
+    bool sqlite = conn->be->dialect == STORE_SQLITE;
+    int rc = sqlite ? store_exec(conn, "PRAGMA cache_size = " BACKFILL_CACHE_KIB, err) : 0;
     if (rc == 0)
-        rc = o->rollup(conn, TS_RU_OLD_JOBS, &none, backfill_job, &b, err);
+        rc = store_rollup(conn, TS_RU_OLD_JOBS, &none, backfill_job, &b, err);
     if (rc == 0)
-        rc = o->rollup(conn, TS_RU_OLD_RUNS, &none, backfill_event, &b, err);
+        rc = store_rollup(conn, TS_RU_OLD_RUNS, &none, backfill_event, &b, err);
     if (rc == 0)
-        rc = agg_flush(o, conn, &b.sums, err);
+        rc = agg_flush(conn, &b.sums, err);
     if (rc == 0 && sqlite)
-        rc = o->exec_script(conn, "PRAGMA cache_size = " SQLITE_CACHE_DEFAULT_KIB, err);
+        rc = store_exec(conn, "PRAGMA cache_size = " SQLITE_CACHE_DEFAULT_KIB, err);
     free(b.sums.slot);
     free(b.sums.groups);
     return rc;
@@ -419,7 +418,7 @@ static int group_cmp(const void *pa, const void *pb)
 }
 
 /* Adds sign * P(e, a) by group, e an edge bucket of the span. */
-static int partial(const struct ts_store_ops *o, void *conn, int span, double e, double a,
+static int partial(store_conn *conn, int span, double e, double a,
                    double sign, acc *x, ts_err *err)
 {
     if (a <= e)
@@ -427,14 +426,14 @@ static int partial(const struct ts_store_ops *o, void *conn, int span, double e,
     ts_ru_args at = {.span = span, .d = {WIDTHS_S[span][0], e}}, q = {.span = span, .d = {e, a}};
     x->scale = sign;
     x->offset_from = a - e;
-    int rc = o->rollup(conn, TS_RU_EDGE_AT, &at, acc_carried, x, err);
-    return rc ? rc : o->rollup(conn, TS_RU_POINTS, &q, acc_sum, x, err);
+    int rc = store_rollup(conn, TS_RU_EDGE_AT, &at, acc_carried, x, err);
+    return rc ? rc : store_rollup(conn, TS_RU_POINTS, &q, acc_sum, x, err);
 }
 
 /* Adds the span's buckets that tile [lo, hi) (both on edge boundaries): the
  * widest that fit in the middle, narrower ones (width index below w) at the
  * sides. */
-static int cover(const struct ts_store_ops *o, void *conn, int span, double lo, double hi, int w,
+static int cover(store_conn *conn, int span, double lo, double hi, int w,
                  acc *x, ts_err *err)
 {
     if (lo >= hi)
@@ -442,41 +441,41 @@ static int cover(const struct ts_store_ops *o, void *conn, int span, double lo, 
     double width = WIDTHS_S[span][w];
     double a = w ? ceil(lo / width) * width : lo, b = w ? floor(hi / width) * width : hi;
     if (a >= b)
-        return cover(o, conn, span, lo, hi, w - 1, x, err);
+        return cover(conn, span, lo, hi, w - 1, x, err);
     ts_ru_args q = {.span = span, .d = {width, a, b}};
     x->scale = 1;
-    int rc = o->rollup(conn, TS_RU_BUCKETS, &q, acc_sum, x, err);
+    int rc = store_rollup(conn, TS_RU_BUCKETS, &q, acc_sum, x, err);
     if (rc == 0 && w > 0)
-        rc = cover(o, conn, span, lo, a, w - 1, x, err);
+        rc = cover(conn, span, lo, a, w - 1, x, err);
     if (rc == 0 && w > 0)
-        rc = cover(o, conn, span, b, hi, w - 1, x, err);
+        rc = cover(conn, span, b, hi, w - 1, x, err);
     return rc;
 }
 
-int ts_store_rollup_usage(const struct ts_store_ops *o, void *conn, double from_s, double to_s,
+int ts_store_rollup_usage(store_conn *conn, double from_s, double to_s,
                           double now_s, ts_usage_row **rows, int *n, ts_err *err)
 {
     acc x = {.scale = 1};
     ts_ru_args window = {.d = {from_s, to_s, now_s}}, none = {0};
     /* one snapshot: a run that closes meanwhile is counted once, as running
      * or as closed, never both or neither */
-    int rc = o->rollup(conn, TS_RU_READ_BEGIN, &none, NULL, NULL, err);
+    int rc = store_rollup(conn, TS_RU_READ_BEGIN, &none, NULL, NULL, err);
     if (rc)
         return rc;
     for (int span = 0; rc == 0 && span < SPANS; span++) {
         double edge = WIDTHS_S[span][0];
         double ef = floor(from_s / edge) * edge, et = floor(to_s / edge) * edge;
-        rc = cover(o, conn, span, ef, et, WIDTHS[span] - 1, &x, err);
+        rc = cover(conn, span, ef, et, WIDTHS[span] - 1, &x, err);
         if (rc == 0)
-            rc = partial(o, conn, span, ef, from_s, -1, &x, err);
+            rc = partial(conn, span, ef, from_s, -1, &x, err);
         if (rc == 0)
-            rc = partial(o, conn, span, et, to_s, 1, &x, err);
+            rc = partial(conn, span, et, to_s, 1, &x, err);
     }
     x.scale = 1;
     if (rc == 0)
-        rc = o->rollup(conn, TS_RU_RUNNING, &window, acc_sum, &x, err);
+        rc = store_rollup(conn, TS_RU_RUNNING, &window, acc_sum, &x, err);
     ts_err end_err;
-    int end = o->rollup(conn, TS_RU_READ_END, &none, NULL, NULL, &end_err);
+    int end = store_rollup(conn, TS_RU_READ_END, &none, NULL, NULL, &end_err);
     if (rc == 0 && end) {
         rc = end;
         if (err)
