@@ -503,24 +503,46 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
     ts_agent_start_task_in(a, lt, t);
 }
 
-void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
+/* What one task's start is made of, filled by the phases below in order;
+ * why, once set, says why it does not start (each phase then does nothing
+ * that could fail). */
+typedef struct task_start {
+    char id[64];
+    char why[TS_ERR_MSG_MAX];
+    char kv[760];
+    const char **argv, **env;
+    const char *user;             /* who runs it (task_user), NULL when why is set */
+    json_t *envj;
+    struct passwd *pw;            /* its user's entry, for the files the agent makes */
+    const char *uuids[16];
+    size_t ngpu;
+    const char *mps_pipe, *mps_log;
+    int mps_pct;
+    char shim_env[4][760];
+    const char *shim_envp[5];
+    char hca[512], tc[16], sl[16], pkey[16];
+    ts_devnum devs[16];
+    char bundle[700], secrets_dir[800];
+    ts_bundle_mount binds[3 + TASK_MOUNTS_MAX + TS_AGENT_DATA_MAX];
+    json_t *cdi;                  /* the container's GPUs (docs/images.md) */
+    char cuser[64];               /* who it is inside the image when its job says */
+    char ns_path[AGENT_NET_NS_PATH_MAX];
+    char *meta;
+    int stdio_peer;               /* an interactive task's end of its stream, -1 none */
+    ts_task_spec spec;
+} task_start;
+
+/* The desired task's numbers: identity, MIG or share, tenant, time limit. */
+static void start_fields(local_task *lt, const json_t *t)
 {
-    lt->job = json_integer_value(json_object_get(t, "job"));
-    lt->rank = (int)json_integer_value(json_object_get(t, "rank"));
-    lt->is_step = json_is_integer(json_object_get(t, "step"));
-    lt->step = (int)json_integer_value(json_object_get(t, "step"));
-    lt->run = json_number_value(json_object_get(t, "run"));
-    if (!lt->image_ready && !lt->pulled && ts_agent_image_wait(a, lt, t))
-        return; /* started by ts_agent_images_poll once its image is there */
     int mig_profile = json_is_integer(json_object_get(t, "mig_profile"))
                           ? (int)json_integer_value(json_object_get(t, "mig_profile"))
                           : -1;
-    int mig_start = (int)json_integer_value(json_object_get(t, "mig_start"));
     int gpu_milli = json_is_integer(json_object_get(t, "gpu_milli"))
                         ? (int)json_integer_value(json_object_get(t, "gpu_milli"))
                         : 1000;
     lt->mig_profile = mig_profile;
-    lt->mig_start = mig_start;
+    lt->mig_start = (int)json_integer_value(json_object_get(t, "mig_start"));
     lt->fractional = mig_profile < 0 && gpu_milli > 0 && gpu_milli < 1000;
     lt->gpu_milli = gpu_milli;
     lt->gpu_mem_mib = json_integer_value(json_object_get(t, "gpu_memory_mib"));
@@ -536,169 +558,183 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
         lt->limit_grace_s = json_number_value(json_object_get(t, "limit_grace_s"));
         lt->limit_signal = (int)json_integer_value(json_object_get(t, "limit_signal"));
     }
-    char id[64];
-    if (lt->is_step)
-        snprintf(id, sizeof id, "j%lld-r%d-s%d", (long long)lt->job, lt->rank, lt->step);
-    else
-        snprintf(id, sizeof id, "j%lld-r%d", (long long)lt->job, lt->rank);
-    const char **argv = strv(json_object_get(t, "command"));
-    /* the job's environment, then the step file (docs/agent-tasks.md) */
-    json_t *envj = json_deep_copy(json_object_get(t, "env"));
-    if (!json_is_array(envj)) {
-        json_decref(envj);
-        envj = json_array();
+}
+
+static void env_add(task_start *S, const char *fmt, const char *v)
+{
+    snprintf(S->kv, sizeof S->kv, fmt, v);
+    json_array_append_new(S->envj, json_string(S->kv));
+}
+
+/* The job's environment, then the task library's files, the step
+ * credential, the data and the secrets (docs/agent-tasks.md). */
+static void start_env(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+{
+    S->envj = json_deep_copy(json_object_get(t, "env"));
+    if (!json_is_array(S->envj)) {
+        json_decref(S->envj);
+        S->envj = json_array();
     }
     const char *uname = json_string_value(json_object_get(t, "user"));
     snprintf(lt->user, sizeof lt->user, "%s", uname ? uname : "");
-    struct passwd *pw = uname ? getpwnam(uname) : NULL; /* the step file's owner */
-    step_file_make(a, lt, id, pw && a->caps.root ? pw : NULL);
-    char kv[760];
-    snprintf(kv, sizeof kv, "TESSERA_STEP_FILE=%s", lt->step_file);
-    json_array_append_new(envj, json_string(kv));
+    S->pw = uname ? getpwnam(uname) : NULL; /* the step file's owner */
+    step_file_make(a, lt, S->id, S->pw && a->caps.root ? S->pw : NULL);
+    env_add(S, "TESSERA_STEP_FILE=%s", lt->step_file);
     /* a batch script's srun reaches the controller with its job's step
      * credential (ctld/steps.h), through the controller this agent uses */
     const char *stok = json_string_value(json_object_get(t, "step_token"));
     if (stok) {
-        snprintf(kv, sizeof kv, "TESSERA_STEP_URL=%s", ts_ctls_url(&a->cfg.ctls));
-        json_array_append_new(envj, json_string(kv));
-        snprintf(kv, sizeof kv, "TESSERA_STEP_TOKEN=%s", stok);
-        json_array_append_new(envj, json_string(kv));
+        env_add(S, "TESSERA_STEP_URL=%s", ts_ctls_url(&a->cfg.ctls));
+        env_add(S, "TESSERA_STEP_TOKEN=%s", stok);
     }
-    snprintf(lt->out_note, sizeof lt->out_note, "%s/%s.output", a->steps, id);
+    snprintf(lt->out_note, sizeof lt->out_note, "%s/%s.output", a->steps, S->id);
     unlink(lt->out_note); /* an old run's note must not name this run's files */
-    snprintf(kv, sizeof kv, "TESSERA_OUTPUT_NOTE=%s", lt->out_note);
-    json_array_append_new(envj, json_string(kv));
+    env_add(S, "TESSERA_OUTPUT_NOTE=%s", lt->out_note);
     if (json_is_object(json_object_get(t, "net"))) {
         /* its namespace has lo and eth0 only: gloo and NCCL bootstrap there
          * (unless the job chose), whatever the node's hostname resolves to */
-        json_array_insert_new(envj, 0, json_string("GLOO_SOCKET_IFNAME=eth0"));
-        json_array_insert_new(envj, 0, json_string("NCCL_SOCKET_IFNAME=eth0"));
+        json_array_insert_new(S->envj, 0, json_string("GLOO_SOCKET_IFNAME=eth0"));
+        json_array_insert_new(S->envj, 0, json_string("NCCL_SOCKET_IFNAME=eth0"));
     }
-    char why[TS_ERR_MSG_MAX] = "";
-    ts_agent_data_env(lt, envj); /* where its read-only data are (docs/images.md) */
-    ts_agent_secrets_put(a, lt, t, envj, why, sizeof why); /* why: the start fails */
-    const char **env = strv(envj);
+    ts_agent_data_env(lt, S->envj); /* where its read-only data are (docs/images.md) */
+    ts_agent_secrets_put(a, lt, t, S->envj, S->why, sizeof S->why); /* why: no start */
+    S->env = strv(S->envj);
+}
+
+/* Its GPUs, and CUDA_VISIBLE_DEVICES naming the MIG device, not its GPU. */
+static void start_gpus(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+{
     json_t *gpus = json_object_get(t, "gpus");
-    const char *uuids[16];
-    size_t ngpu = 0;
-    for (size_t k = 0; k < json_array_size(gpus) && ngpu < 16; k++) {
+    for (size_t k = 0; k < json_array_size(gpus) && S->ngpu < 16; k++) {
         json_int_t g = json_integer_value(json_array_get(gpus, k));
         if (g >= 0 && g < a->node->ngpu) {
             lt->gpu[lt->ngpu++] = (int)g;
-            uuids[ngpu++] = a->node->gpu_uuid[g];
+            S->uuids[S->ngpu++] = a->node->gpu_uuid[g];
         }
     }
-    if (!why[0] && mig_profile >= 0) {
-        /* CUDA_VISIBLE_DEVICES names the MIG device, not its GPU */
-        ts_err me;
-        if (!a->node->nv || lt->ngpu != 1)
-            snprintf(why, sizeof why, "mig_profile: no MIG GPU here (NVML %s)",
-                     a->node->nv ? "present" : "missing");
-        else if (ts_agent_mig_uuid(a->node->nv, (unsigned)lt->gpu[0], mig_profile, mig_start,
-                                   lt->mig_uuid, sizeof lt->mig_uuid, &me) != 0)
-            snprintf(why, sizeof why, "MIG instance (profile %d at slot %d) on GPU %d: %.400s",
-                     mig_profile, mig_start, lt->gpu[0], me.msg);
-        uuids[0] = lt->mig_uuid;
-    }
-    const char *mps_pipe = NULL, *mps_log = NULL;
-    int mps_pct = 0;
-    if (!why[0] && lt->fractional && a->node->mps && lt->ngpu == 1) {
-        int g = lt->gpu[0];
-        if (!a->mps_on[g]) {
-            char base[700];
-            snprintf(base, sizeof base, "%s/mps", a->cfg.state_dir);
-            ts_mps_config mc = {.binary = a->node->mps_binary[0] ? a->node->mps_binary : NULL,
-                                .base_dir = base};
-            ts_err me;
-            if (ts_mps_start(&mc, a->node->gpu_uuid[g], &a->mps[g], &me) != 0)
-                snprintf(why, sizeof why, "MPS on GPU %d: %.400s", g, me.msg);
-            else
-                a->mps_on[g] = true;
-        }
-        if (a->mps_on[g]) {
-            mps_pipe = a->mps[g].pipe_dir;
-            mps_log = a->mps[g].log_dir;
-            mps_pct = (gpu_milli + 9) / 10; /* its share of the SMs */
-            json_int_t mem = json_integer_value(json_object_get(t, "gpu_memory_mib"));
-            if (mem > 0) {
-                snprintf(kv, sizeof kv, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=%lldM", (long long)mem);
-                json_array_append_new(envj, json_string(kv));
-                free(env);
-                env = strv(envj);
-            }
-        }
-    }
-    /* the sharing shim (docs/sharing.md): the task's GPU memory and share
-     * of the GPU, as the scheduler granted them, enforced for every process
-     * of the task through one ledger per task */
-    char shim_env[4][760];
-    const char *shim_envp[5] = {NULL};
-    if (!why[0] && lt->fractional && a->node->shim[0] && lt->ngpu == 1) {
-        int ne = 0;
-        snprintf(shim_env[ne], sizeof shim_env[ne], "TESSERA_CUDA_LEDGER=%s", ledger_name(lt));
-        shim_envp[ne] = shim_env[ne];
-        ne++;
-        if (lt->gpu_mem_mib > 0) {
-            snprintf(shim_env[ne], sizeof shim_env[ne], "TESSERA_CUDA_MEM_LIMIT=%lldM",
-                     lt->gpu_mem_mib);
-            shim_envp[ne] = shim_env[ne];
-            ne++;
-        }
-        if (!a->node->mps) { /* MPS limits the SMs itself */
-            snprintf(shim_env[ne], sizeof shim_env[ne], "TESSERA_CUDA_COMPUTE_PERCENT=%d",
-                     (lt->gpu_milli + 9) / 10);
-            shim_envp[ne] = shim_env[ne];
-            ne++;
-        }
-        /* the mark its shim writes once loaded; without one the task could
-         * not be watched, so it does not start */
-        if (shim_mark_make(a, lt, id, pw && a->caps.root ? pw : NULL, why, sizeof why) == 0) {
-            snprintf(shim_env[ne], sizeof shim_env[ne], TS_SHIM_ENV_LOADED "=%s", lt->shim_mark);
-            shim_envp[ne] = shim_env[ne];
-            ne++;
-        }
-    }
-    const char *user = why[0] ? NULL : task_user(a, t, why, sizeof why);
-    const char *workdir = json_string_value(json_object_get(t, "workdir"));
-    snprintf(lt->workdir, sizeof lt->workdir, "%s", workdir ? workdir : a->cfg.state_dir);
-    char hca[512], tc[16] = "", sl[16] = "";
-    ts_nics_for_task(&a->node->nics, lt->gpu, lt->ngpu, hca, sizeof hca);
-    if (json_is_integer(json_object_get(t, "nccl_tc")))
-        snprintf(tc, sizeof tc, "%d", (int)json_integer_value(json_object_get(t, "nccl_tc")));
-    if (json_is_integer(json_object_get(t, "nccl_sl")))
-        snprintf(sl, sizeof sl, "%d", (int)json_integer_value(json_object_get(t, "nccl_sl")));
-    ts_devnum devs[sizeof lt->gpu / sizeof lt->gpu[0]];
     for (int k = 0; k < lt->ngpu; k++)
-        devs[k] = (ts_devnum){NVIDIA_GPU_MAJOR, gpu_minor(a, lt->gpu[k])};
-    /* the tenant's InfiniBand partition: its index in the task's first
-     * adapter's table (docs/network.md) */
-    char pkey[16] = "";
-    json_t *pk = json_object_get(t, "ib_pkey");
-    if (!why[0] && json_is_integer(pk) && hca[0]) {
-        char first[TS_NICS_NAME_MAX];
-        const char *from = hca[0] == '=' ? hca + 1 : hca;
-        size_t fl = strcspn(from, ",");
-        fl = fl < sizeof first ? fl : sizeof first - 1;
-        memcpy(first, from, fl);
-        first[fl] = '\0';
-        int idx;
-        ts_err pe;
-        if (ts_nics_pkey_index(a->node->sysfs_root[0] ? a->node->sysfs_root : "/sys", first,
-                               (unsigned)json_integer_value(pk), &idx, &pe) == 0)
-            snprintf(pkey, sizeof pkey, "%d", idx);
+        S->devs[k] = (ts_devnum){NVIDIA_GPU_MAJOR, gpu_minor(a, lt->gpu[k])};
+    if (S->why[0] || lt->mig_profile < 0)
+        return;
+    ts_err me;
+    if (!a->node->nv || lt->ngpu != 1)
+        snprintf(S->why, sizeof S->why, "mig_profile: no MIG GPU here (NVML %s)",
+                 a->node->nv ? "present" : "missing");
+    else if (ts_agent_mig_uuid(a->node->nv, (unsigned)lt->gpu[0], lt->mig_profile,
+                               lt->mig_start, lt->mig_uuid, sizeof lt->mig_uuid, &me) != 0)
+        snprintf(S->why, sizeof S->why, "MIG instance (profile %d at slot %d) on GPU %d: %.400s",
+                 lt->mig_profile, lt->mig_start, lt->gpu[0], me.msg);
+    S->uuids[0] = lt->mig_uuid;
+}
+
+/* A fractional task on an MPS node: the GPU's daemon (started once), its
+ * share of the SMs and its pinned memory. */
+static void start_mps(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+{
+    if (S->why[0] || !lt->fractional || !a->node->mps || lt->ngpu != 1)
+        return;
+    int g = lt->gpu[0];
+    if (!a->mps_on[g]) {
+        char base[700];
+        snprintf(base, sizeof base, "%s/mps", a->cfg.state_dir);
+        ts_mps_config mc = {.binary = a->node->mps_binary[0] ? a->node->mps_binary : NULL,
+                            .base_dir = base};
+        ts_err me;
+        if (ts_mps_start(&mc, a->node->gpu_uuid[g], &a->mps[g], &me) != 0)
+            snprintf(S->why, sizeof S->why, "MPS on GPU %d: %.400s", g, me.msg);
         else
-            snprintf(why, sizeof why, "%s", pe.msg);
+            a->mps_on[g] = true;
     }
-    ts_task_spec spec = {
-        .task_id = id,
-        .argv = argv,
-        .env = env,
+    if (!a->mps_on[g])
+        return;
+    S->mps_pipe = a->mps[g].pipe_dir;
+    S->mps_log = a->mps[g].log_dir;
+    S->mps_pct = (lt->gpu_milli + 9) / 10; /* its share of the SMs */
+    json_int_t mem = json_integer_value(json_object_get(t, "gpu_memory_mib"));
+    if (mem > 0) {
+        snprintf(S->kv, sizeof S->kv, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=%lldM",
+                 (long long)mem);
+        json_array_append_new(S->envj, json_string(S->kv));
+        free(S->env);
+        S->env = strv(S->envj);
+    }
+}
+
+/* The sharing shim (docs/sharing.md): the task's GPU memory and share of
+ * the GPU, as the scheduler granted them, enforced for every process of
+ * the task through one ledger per task. */
+static void start_shim(ts_agent *a, local_task *lt, task_start *S)
+{
+    if (S->why[0] || !lt->fractional || !a->node->shim[0] || lt->ngpu != 1)
+        return;
+    int ne = 0;
+    snprintf(S->shim_env[ne], sizeof S->shim_env[ne], "TESSERA_CUDA_LEDGER=%s", ledger_name(lt));
+    S->shim_envp[ne] = S->shim_env[ne];
+    ne++;
+    if (lt->gpu_mem_mib > 0) {
+        snprintf(S->shim_env[ne], sizeof S->shim_env[ne], "TESSERA_CUDA_MEM_LIMIT=%lldM",
+                 lt->gpu_mem_mib);
+        S->shim_envp[ne] = S->shim_env[ne];
+        ne++;
+    }
+    if (!a->node->mps) { /* MPS limits the SMs itself */
+        snprintf(S->shim_env[ne], sizeof S->shim_env[ne], "TESSERA_CUDA_COMPUTE_PERCENT=%d",
+                 (lt->gpu_milli + 9) / 10);
+        S->shim_envp[ne] = S->shim_env[ne];
+        ne++;
+    }
+    /* the mark its shim writes once loaded; without one the task could
+     * not be watched, so it does not start */
+    if (shim_mark_make(a, lt, S->id, S->pw && a->caps.root ? S->pw : NULL, S->why,
+                       sizeof S->why) == 0) {
+        snprintf(S->shim_env[ne], sizeof S->shim_env[ne], TS_SHIM_ENV_LOADED "=%s",
+                 lt->shim_mark);
+        S->shim_envp[ne] = S->shim_env[ne];
+    }
+}
+
+/* NCCL's adapters by the rail map, its traffic class and service level, and
+ * the tenant's InfiniBand partition: its index in the task's first
+ * adapter's table (docs/network.md). */
+static void start_nccl(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+{
+    ts_nics_for_task(&a->node->nics, lt->gpu, lt->ngpu, S->hca, sizeof S->hca);
+    if (json_is_integer(json_object_get(t, "nccl_tc")))
+        snprintf(S->tc, sizeof S->tc, "%d", (int)json_integer_value(json_object_get(t, "nccl_tc")));
+    if (json_is_integer(json_object_get(t, "nccl_sl")))
+        snprintf(S->sl, sizeof S->sl, "%d", (int)json_integer_value(json_object_get(t, "nccl_sl")));
+    json_t *pk = json_object_get(t, "ib_pkey");
+    if (S->why[0] || !json_is_integer(pk) || !S->hca[0])
+        return;
+    char first[TS_NICS_NAME_MAX];
+    const char *from = S->hca[0] == '=' ? S->hca + 1 : S->hca;
+    size_t fl = strcspn(from, ",");
+    fl = fl < sizeof first ? fl : sizeof first - 1;
+    memcpy(first, from, fl);
+    first[fl] = '\0';
+    int idx;
+    ts_err pe;
+    if (ts_nics_pkey_index(a->node->sysfs_root[0] ? a->node->sysfs_root : "/sys", first,
+                           (unsigned)json_integer_value(pk), &idx, &pe) == 0)
+        snprintf(S->pkey, sizeof S->pkey, "%d", idx);
+    else
+        snprintf(S->why, sizeof S->why, "%s", pe.msg);
+}
+
+/* What ts_task_start gets for a bare process; a container adds to it. */
+static void start_spec(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+{
+    const char *workdir = json_string_value(json_object_get(t, "workdir"));
+    S->spec = (ts_task_spec){
+        .task_id = S->id,
+        .argv = S->argv,
+        .env = S->env,
         .workdir = workdir ? workdir : a->cfg.state_dir,
-        .user = user,
+        .user = S->user,
         .log_dir = a->logs,
         .slurm_bin_dir = a->slurm_bin[0] ? a->slurm_bin : NULL,
-        .gpu_uuids = uuids,
-        .ngpu = ngpu,
+        .gpu_uuids = S->uuids,
+        .ngpu = S->ngpu,
         .world_size = (int)json_integer_value(json_object_get(t, "world_size")),
         .rank = json_is_integer(json_object_get(t, "task_rank"))
                     ? (int)json_integer_value(json_object_get(t, "task_rank"))
@@ -706,20 +742,20 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
         .local_rank = (int)json_integer_value(json_object_get(t, "local_rank")),
         .master_addr = json_string_value(json_object_get(t, "master_addr")),
         .master_port = (int)json_integer_value(json_object_get(t, "master_port")),
-        .nccl_ib_hca = hca,
-        .nccl_ib_tc = tc,
-        .nccl_ib_sl = sl,
-        .nccl_ib_pkey = pkey,
-        .mps_pipe_dir = mps_pipe,
-        .mps_log_dir = mps_log,
-        .mps_thread_pct = mps_pct,
-        .preload_shim = shim_envp[0] ? a->node->shim : NULL,
-        .shim_env = shim_envp[0] ? shim_envp : NULL,
+        .nccl_ib_hca = S->hca,
+        .nccl_ib_tc = S->tc,
+        .nccl_ib_sl = S->sl,
+        .nccl_ib_pkey = S->pkey,
+        .mps_pipe_dir = S->mps_pipe,
+        .mps_log_dir = S->mps_log,
+        .mps_thread_pct = S->mps_pct,
+        .preload_shim = S->shim_envp[0] ? a->node->shim : NULL,
+        .shim_env = S->shim_envp[0] ? S->shim_envp : NULL,
         .cpu_milli = json_integer_value(json_object_get(t, "cpu_milli")),
         .memory_bytes = json_integer_value(json_object_get(t, "memory_mib")) * 1048576LL,
         .pids_max = 4096,
         /* its GPUs' nodes and no other GPU's (docs/agent-tasks.md "Isolation") */
-        .gpu_devs = devs,
+        .gpu_devs = S->devs,
         .ngpu_devs = (size_t)lt->ngpu,
         .limit_devices = true,
         /* a cut-off agent must have its tasks gone before the controller
@@ -728,96 +764,106 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
                             ? a->ctld_lost_s / 4
                             : 0.0,
     };
-    int stdio_peer = -1; /* an interactive task's end of its stream */
-    if (!why[0])
-        ts_agent_stdio_make(lt, t, pw ? pw->pw_uid : (uid_t)-1, &stdio_peer, why, sizeof why);
-    if (stdio_peer >= 0) {
-        spec.stdio_given = true;
-        spec.stdio_fd = stdio_peer;
-        spec.stdio_tty = lt->stdio_tty;
+    snprintf(lt->workdir, sizeof lt->workdir, "%s", workdir ? workdir : a->cfg.state_dir);
+    if (!S->why[0])
+        ts_agent_stdio_make(lt, t, S->pw ? S->pw->pw_uid : (uid_t)-1, &S->stdio_peer, S->why,
+                            sizeof S->why);
+    if (S->stdio_peer >= 0) {
+        S->spec.stdio_given = true;
+        S->spec.stdio_fd = S->stdio_peer;
+        S->spec.stdio_tty = lt->stdio_tty;
     }
-    char bundle[700], secrets_dir[800];
-    ts_bundle_mount binds[3 + TASK_MOUNTS_MAX + TS_AGENT_DATA_MAX];
-    json_t *cdi = NULL; /* the container's GPUs (docs/images.md "GPUs in a container") */
-    char cuser[64] = "";  /* who it is inside the image when its job says (`user`) */
-    if (lt->image_ready) {
-        snprintf(bundle, sizeof bundle, "%s/%s", a->bundles, id);
-        spec.image = &lt->image;
-        spec.bundle_dir = bundle;
-        /* the task library's files (step times, output note) and its secret
-         * files, at the paths its environment names */
-        size_t nb = 0;
-        binds[nb++] = (ts_bundle_mount){a->steps, a->steps, true};
-        snprintf(secrets_dir, sizeof secrets_dir, "%s/secrets/j%lld-r%d", a->cfg.state_dir,
-                 (long long)lt->job, lt->rank);
-        struct stat sd;
-        if (stat(secrets_dir, &sd) == 0 && S_ISDIR(sd.st_mode))
-            binds[nb++] = (ts_bundle_mount){secrets_dir, secrets_dir, false};
-        /* the job's host folders, as its tenant may mount them (checked at submission) */
-        size_t mi;
-        json_t *mj;
-        json_array_foreach(json_object_get(t, "mounts"), mi, mj) {
-            const char *host = json_string_value(json_object_get(mj, "host"));
-            const char *in = json_string_value(json_object_get(mj, "path"));
-            if (nb == sizeof binds / sizeof binds[0] || !host || !in)
-                break;
-            struct stat hs;
-            if (!why[0] && (stat(host, &hs) != 0 || !S_ISDIR(hs.st_mode)))
-                snprintf(why, sizeof why, "mounts[%zu].host: %.300s: no such folder on this node",
-                         mi, host);
-            binds[nb++] = (ts_bundle_mount){host, in,
-                                            json_is_true(json_object_get(mj, "write"))};
-        }
-        nb += ts_agent_data_binds(lt, binds + nb, sizeof binds / sizeof binds[0] - nb);
-        spec.mounts = binds;
-        spec.nmounts = nb;
-        /* a fractional task's shim, at the path its LD_PRELOAD names; an image
-         * that cannot load it is refused: never a fractional task without its
-         * limits (docs/images.md "Fractional GPUs in a container") */
-        if (spec.preload_shim) {
-            char gw[TS_ERR_MSG_MAX - 64];
-            if (!why[0] && ts_image_glibc_check(lt->image.rootfs, gw, sizeof gw) != 0)
-                snprintf(why, sizeof why, "shim_unloadable: %s", gw);
-            if (nb < sizeof binds / sizeof binds[0])
-                binds[nb++] = (ts_bundle_mount){a->node->shim, a->node->shim, false};
-        }
-        if (!why[0])
-            cdi = task_cdi_edits(a, lt, why, sizeof why);
-        spec.cdi_edits = cdi;
-        if (!why[0])
-            ts_agent_container_user(lt, t, cuser, sizeof cuser, why, sizeof why);
-        spec.container_user = cuser[0] ? cuser : NULL;
-        spec.workdir = workdir; /* inside the image; NULL: the image's own */
-        if (!argv || !argv[0])
-            spec.argv = NULL; /* the image's own command */
-        ts_err ue;
-        if (!why[0] && ts_image_use(&a->images, lt->image.digest, id, &ue) != 0)
-            snprintf(why, sizeof why, "%s", ue.msg);
+}
+
+/* In a container: the task library's files and its secrets at the paths its
+ * environment names, the job's host folders (as its tenant may mount them,
+ * checked at submission) and data; the number of binds. */
+static size_t container_binds(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+{
+    const size_t cap = sizeof S->binds / sizeof S->binds[0];
+    size_t nb = 0;
+    S->binds[nb++] = (ts_bundle_mount){a->steps, a->steps, true};
+    snprintf(S->secrets_dir, sizeof S->secrets_dir, "%s/secrets/j%lld-r%d", a->cfg.state_dir,
+             (long long)lt->job, lt->rank);
+    struct stat sd;
+    if (stat(S->secrets_dir, &sd) == 0 && S_ISDIR(sd.st_mode))
+        S->binds[nb++] = (ts_bundle_mount){S->secrets_dir, S->secrets_dir, false};
+    size_t mi;
+    json_t *mj;
+    json_array_foreach(json_object_get(t, "mounts"), mi, mj) {
+        const char *host = json_string_value(json_object_get(mj, "host"));
+        const char *in = json_string_value(json_object_get(mj, "path"));
+        if (nb == cap || !host || !in)
+            break;
+        struct stat hs;
+        if (!S->why[0] && (stat(host, &hs) != 0 || !S_ISDIR(hs.st_mode)))
+            snprintf(S->why, sizeof S->why,
+                     "mounts[%zu].host: %.300s: no such folder on this node", mi, host);
+        S->binds[nb++] = (ts_bundle_mount){host, in, json_is_true(json_object_get(mj, "write"))};
     }
-    if (!why[0])
-        ts_agent_data_use(a, lt, id, why, sizeof why);
-    /* what a restarted agent needs to adopt the task (ts_task_adopt) */
+    return nb + ts_agent_data_binds(lt, S->binds + nb, cap - nb);
+}
+
+/* A task in its image: the bundle, its binds, the shim bound in (an image
+ * that cannot load it is refused: never a fractional task without its
+ * limits, docs/images.md), its GPUs as CDI edits, its user inside. */
+static void start_container(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+{
+    if (!lt->image_ready)
+        return;
+    snprintf(S->bundle, sizeof S->bundle, "%s/%s", a->bundles, S->id);
+    S->spec.image = &lt->image;
+    S->spec.bundle_dir = S->bundle;
+    size_t nb = container_binds(a, lt, t, S);
+    S->spec.mounts = S->binds;
+    if (S->spec.preload_shim) {
+        char gw[TS_ERR_MSG_MAX - 64];
+        if (!S->why[0] && ts_image_glibc_check(lt->image.rootfs, gw, sizeof gw) != 0)
+            snprintf(S->why, sizeof S->why, "shim_unloadable: %s", gw);
+        if (nb < sizeof S->binds / sizeof S->binds[0])
+            S->binds[nb++] = (ts_bundle_mount){a->node->shim, a->node->shim, false};
+    }
+    S->spec.nmounts = nb;
+    if (!S->why[0])
+        S->cdi = task_cdi_edits(a, lt, S->why, sizeof S->why);
+    S->spec.cdi_edits = S->cdi;
+    if (!S->why[0])
+        ts_agent_container_user(lt, t, S->cuser, sizeof S->cuser, S->why, sizeof S->why);
+    S->spec.container_user = S->cuser[0] ? S->cuser : NULL;
+    /* inside the image; NULL: the image's own */
+    S->spec.workdir = json_string_value(json_object_get(t, "workdir"));
+    if (!S->argv || !S->argv[0])
+        S->spec.argv = NULL; /* the image's own command */
+    ts_err ue;
+    if (!S->why[0] && ts_image_use(&a->images, lt->image.digest, S->id, &ue) != 0)
+        snprintf(S->why, sizeof S->why, "%s", ue.msg);
+}
+
+/* What a restarted agent needs to adopt the task (ts_task_adopt), and its
+ * network namespace on its tenant's overlay, when the cluster isolates. */
+static void start_meta(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+{
     json_t *gl = json_array();
     for (int k = 0; k < lt->ngpu; k++)
         json_array_append_new(gl, json_integer(lt->gpu[k]));
-    json_t *mj = json_pack("{s:I,s:i,s:o,s:s,s:s,s:s,s:i,s:i,s:b,s:f,s:f,s:f,s:i,s:s,s:s,s:I,s:I}", "job",
-                           (json_int_t)lt->job, "rank", lt->rank, "gpus", gl, "step_file",
-                           lt->step_file, "tenant", lt->tenant, "mig_uuid", lt->mig_uuid,
-                           "mig_profile", lt->mig_profile, "mig_start", lt->mig_start,
-                           "fractional", lt->fractional, "deadline", lt->deadline_unix,
-                           "time_limit_s", lt->time_limit_s, "limit_grace_s", lt->limit_grace_s,
-                           "limit_signal", lt->limit_signal, "out_note", lt->out_note,
-                           "workdir", lt->workdir, "step_dev", (json_int_t)lt->step_dev,
+    json_t *mj = json_pack("{s:I,s:i,s:o,s:s,s:s,s:s,s:i,s:i,s:b,s:f,s:f,s:f,s:i,s:s,s:s,s:I,s:I}",
+                           "job", (json_int_t)lt->job, "rank", lt->rank, "gpus", gl,
+                           "step_file", lt->step_file, "tenant", lt->tenant,
+                           "mig_uuid", lt->mig_uuid, "mig_profile", lt->mig_profile,
+                           "mig_start", lt->mig_start, "fractional", lt->fractional,
+                           "deadline", lt->deadline_unix, "time_limit_s", lt->time_limit_s,
+                           "limit_grace_s", lt->limit_grace_s, "limit_signal", lt->limit_signal,
+                           "out_note", lt->out_note, "workdir", lt->workdir,
+                           "step_dev", (json_int_t)lt->step_dev,
                            "step_ino", (json_int_t)lt->step_ino);
     if (mj)
         json_object_set_new(mj, "run", json_real(lt->run));
     if (mj && lt->is_step) /* adopted as the step's task, not the rank's */
         json_object_set_new(mj, "step", json_integer(lt->step));
-    /* its own network namespace on its tenant's overlay, when the cluster isolates */
-    char ns_path[AGENT_NET_NS_PATH_MAX] = "";
-    if (!why[0] && argv && argv[0])
-        ts_agent_net_begin(a, lt, id, t, ns_path, sizeof ns_path, why, sizeof why);
-    spec.netns_path = ns_path[0] ? ns_path : NULL;
+    if (!S->why[0] && S->argv && S->argv[0])
+        ts_agent_net_begin(a, lt, S->id, t, S->ns_path, sizeof S->ns_path, S->why,
+                           sizeof S->why);
+    S->spec.netns_path = S->ns_path[0] ? S->ns_path : NULL;
     if (mj)
         json_object_set_new(mj, "net_vni", json_integer(lt->net_vni));
     if (mj && lt->image_ready) /* released when the task is forgotten */
@@ -825,15 +871,49 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
     ts_agent_data_meta_put(lt, mj);
     if (mj && lt->shim_mark[0]) /* watched again, and removed, by an adopting agent */
         json_object_set_new(mj, "shim_mark", json_string(lt->shim_mark));
-    char *meta = mj ? json_dumps(mj, JSON_COMPACT) : NULL;
+    S->meta = mj ? json_dumps(mj, JSON_COMPACT) : NULL;
     json_decref(mj);
-    spec.meta = meta;
+    S->spec.meta = S->meta;
+}
+
+void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
+{
+    lt->job = json_integer_value(json_object_get(t, "job"));
+    lt->rank = (int)json_integer_value(json_object_get(t, "rank"));
+    lt->is_step = json_is_integer(json_object_get(t, "step"));
+    lt->step = (int)json_integer_value(json_object_get(t, "step"));
+    lt->run = json_number_value(json_object_get(t, "run"));
+    if (!lt->image_ready && !lt->pulled && ts_agent_image_wait(a, lt, t))
+        return; /* started by ts_agent_images_poll once its image is there */
+    start_fields(lt, t);
+    task_start *S = calloc(1, sizeof *S);
+    if (!S) {
+        snprintf(lt->start_error, sizeof lt->start_error, "out of memory");
+        return;
+    }
+    S->stdio_peer = -1;
+    if (lt->is_step)
+        snprintf(S->id, sizeof S->id, "j%lld-r%d-s%d", (long long)lt->job, lt->rank, lt->step);
+    else
+        snprintf(S->id, sizeof S->id, "j%lld-r%d", (long long)lt->job, lt->rank);
+    S->argv = strv(json_object_get(t, "command"));
+    start_env(a, lt, t, S);
+    start_gpus(a, lt, t, S);
+    start_mps(a, lt, t, S);
+    start_shim(a, lt, S);
+    S->user = S->why[0] ? NULL : task_user(a, t, S->why, sizeof S->why);
+    start_nccl(a, lt, t, S);
+    start_spec(a, lt, t, S);
+    start_container(a, lt, t, S);
+    if (!S->why[0])
+        ts_agent_data_use(a, lt, S->id, S->why, sizeof S->why);
+    start_meta(a, lt, t, S);
     ts_err err;
-    if (why[0]) {
-        snprintf(lt->start_error, sizeof lt->start_error, "%s", why);
-    } else if (!lt->image_ready && (!argv || !argv[0])) {
+    if (S->why[0]) {
+        snprintf(lt->start_error, sizeof lt->start_error, "%s", S->why);
+    } else if (!lt->image_ready && (!S->argv || !S->argv[0])) {
         snprintf(lt->start_error, sizeof lt->start_error, "command: empty");
-    } else if (ts_task_start(&a->caps, &spec, &lt->t, &err) != 0) {
+    } else if (ts_task_start(&a->caps, &S->spec, &lt->t, &err) != 0) {
         snprintf(lt->start_error, sizeof lt->start_error, "%s", err.msg);
         lt->t = NULL;
     } else {
@@ -842,15 +922,16 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
                                                   : TS_AGENT_SHIM_REGISTER_S;
         lt->shim_due = ts_launch_now() + reg;
     }
-    if (stdio_peer >= 0)
-        close(stdio_peer); /* the task holds it now */
+    if (S->stdio_peer >= 0)
+        close(S->stdio_peer); /* the task holds it now */
     if (!lt->t)
         ts_agent_stdio_close(lt);
-    free(argv);
-    free(env);
-    free(meta);
-    json_decref(envj);
-    json_decref(cdi);
+    free(S->argv);
+    free(S->env);
+    free(S->meta);
+    json_decref(S->envj);
+    json_decref(S->cdi);
+    free(S);
 }
 
 /* Makes each MIG GPU hold the layout the controller asks for, never
