@@ -147,8 +147,8 @@ static const char *const RU_SQL[TS_RU_STMTS] = {
                       "GROUP BY " RU_GROUP,
     [TS_RU_OLD_JOBS] = "SELECT " RU_GROUP ", gpus, start_s, end_s, id FROM jobs "
                        "WHERE start_s > 0 AND end_s > 0",
-    [TS_RU_OLD_RUNS] = "SELECT j.tenant, e.detail, e.job_id FROM events e JOIN jobs j "
-                       "ON j.id = e.job_id WHERE e.kind = 'run-ended'",
+    [TS_RU_OLD_RUNS] = ("SELECT j.tenant, e.detail, e.job_id FROM events e JOIN jobs j "
+                        "ON j.id = e.job_id WHERE e.kind = 'run-ended'"),
     [TS_RU_READ_BEGIN] = "@READ_SNAPSHOT",
     [TS_RU_READ_END] = "COMMIT",
 };

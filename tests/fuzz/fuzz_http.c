@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ctld/ctld.h"
+#include "ctld/http.h"
 
 static ctld C;
 static bool ready;
