@@ -344,7 +344,7 @@ static int load_privacy(tloader *L, const yaml_node_t *map, const char *tpath, i
     if (rc < 0 || !v[0])
         return rc;
     ts_yaml_pathf(sub, sizeof sub, "%s.privacy.admins_see_jobs", tpath);
-    bool see;
+    bool see = false;
     if ((rc = get_bool(L, v[0], sub, &see)) < 0)
         return rc;
     L->ts->t[t].admins_see_jobs = see ? TS_PRIVACY_YES : TS_PRIVACY_NO;
