@@ -66,6 +66,8 @@ static int post(ts_agent *a, const char *path, json_t *body, long *status, json_
 {
     char url[700], auth[320];
     snprintf(url, sizeof url, "%s%s", ts_ctls_url(&a->cfg.ctls), path);
+    if (a->p2p) /* the tracker is asked where the agent is */
+        ts_p2p_set_controller(a->p2p, ts_ctls_url(&a->cfg.ctls));
     snprintf(auth, sizeof auth, "Authorization: Bearer %s", a->cfg.token);
     char *txt = json_dumps(body, JSON_COMPACT);
     if (!txt)
@@ -152,6 +154,20 @@ int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out
     a->images_ok = ts_image_store_open(&a->images, images, cfg->image_budget_bytes, &ie) == 0;
     if (!a->images_ok)
         snprintf(a->images_error, sizeof a->images_error, "%s", ie.msg);
+    if (a->images_ok && cfg->p2p_listen[0]) {
+        ts_p2p_config pc = {.listen = cfg->p2p_listen,
+                            .advertise = cfg->p2p_advertise[0] ? cfg->p2p_advertise : NULL,
+                            .node = cfg->node, .token = cfg->token,
+                            .ca_file = cfg->ca_file[0] ? cfg->ca_file : NULL,
+                            .store_root = a->images.root,
+                            .fault_corrupt = cfg->p2p_fault_corrupt};
+        if (ts_p2p_start(&pc, &a->p2p, &ie) != 0) {
+            fprintf(stderr, "tessera-agent: %s (images come from the registry only)\n", ie.msg);
+            a->p2p = NULL;
+        } else {
+            ts_p2p_set_controller(a->p2p, ts_ctls_url(&a->cfg.ctls));
+        }
+    }
     int nrec = ts_task_records(a->logs, ts_agent_adopt_one, a, &e);
     if (nrec < 0 && nrec != TS_ENOENT)
         fprintf(stderr, "tessera-agent: task records in %s: %s\n", a->logs, e.msg);
@@ -168,8 +184,13 @@ void ts_agent_free(ts_agent *a)
         return;
     /* what still runs here runs on, for the next agent to adopt (a
      * shutdown that should stop it calls ts_agent_stop_all first) */
-    for (int i = 0; i < a->ntasks; i++)
+    bool pulling = false;
+    for (int i = 0; i < a->ntasks; i++) {
         ts_task_detach(a->tasks[i].t);
+        pulling = pulling || a->tasks[i].pull;
+    }
+    if (!pulling) /* a pull's thread would still use it: the process ends with it */
+        ts_p2p_stop(a->p2p);
     curl_easy_cleanup(a->h);
     json_decref(a->log_answers);
     free(a->net_peers);

@@ -56,6 +56,9 @@ typedef struct ts_agent_config {
     char net_addr[16];      /* the node's underlay IPv4 (VXLAN source); "" = none */
     long long image_budget_bytes;    /* the image store's disk budget, 0 = none */
     char plain_http_registries[512]; /* "host:port,..." pulled over http, not https */
+    char p2p_listen[64];    /* IPV4:PORT serving image pieces to peers; "" = no P2P */
+    char p2p_advertise[256];/* the URL peers reach it at; "" = from p2p_listen */
+    bool p2p_fault_corrupt; /* fault injection (tests, bench): serve corrupt pieces */
 } ts_agent_config;
 
 /* The node as the agent reports it: filled by the caller (discovery) and

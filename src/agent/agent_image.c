@@ -32,6 +32,8 @@ struct agent_pull {
     ts_image img;
     ts_image_ref ref;
     ts_image_store *store;
+    struct ts_p2p *p2p;         /* NULL: from the registry only */
+    long long rate_bytes_s;     /* > 0: a prefetch's cap */
     bool plain_http;
     char ca_file[512];
     char cred[1024];            /* "user:password" or "", wiped when freed */
@@ -52,7 +54,9 @@ static void *pull_main(void *arg)
 {
     struct agent_pull *p = arg;
     ts_pull_opts o = {.plain_http = p->plain_http, .ca_file = p->ca_file[0] ? p->ca_file : NULL,
-                      .progress = on_progress, .progress_ctx = p, .use_as = p->task_id};
+                      .progress = on_progress, .progress_ctx = p,
+                      .use_as = p->task_id[0] ? p->task_id : NULL, .p2p = p->p2p,
+                      .rate_bytes_s = p->rate_bytes_s};
     char *colon = strchr(p->cred, ':');
     if (colon) {
         *colon = '\0';
@@ -100,6 +104,7 @@ static int pull_begin(ts_agent *a, local_task *lt)
     pthread_mutex_init(&p->mu, NULL);
     p->ref = lt->image_ref;
     p->store = &a->images;
+    p->p2p = a->p2p;
     p->plain_http = host_listed(a->cfg.plain_http_registries, lt->image_ref.host);
     snprintf(p->ca_file, sizeof p->ca_file, "%s", a->cfg.ca_file);
     if (lt->image_cred)

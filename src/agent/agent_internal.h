@@ -16,6 +16,7 @@
 
 #include "agent/agent.h"
 #include "agent/image.h"
+#include "agent/p2p.h"
 
 typedef struct local_task {
     int64_t job;
@@ -98,6 +99,7 @@ struct ts_agent {
     char *net_peers;       /* the last desired "net_peers", compact JSON; NULL none yet */
     char *net_services;    /* the same for "net_services" */
     ts_image_store images; /* <state_dir>/images (docs/images.md) */
+    struct ts_p2p *p2p;    /* pieces of images shared with peers; NULL = registry only */
     bool images_ok;
     char images_error[TS_ERR_MSG_MAX];
     char bundles[600];     /* <state_dir>/bundles: container tasks' OCI bundles */

@@ -413,6 +413,7 @@ typedef struct ctld {
     void *deps;                  /* depend.c: ended jobs' outcomes, looked up once */
     struct ctld_secrets *secrets; /* secrets.c: the secret store (ciphertexts, the key) */
     struct ctld_notify *notify;  /* notify.c: the webhooks' queue and thread */
+    struct ctld_p2p *p2p;        /* p2p.c: the tracker of image blobs between agents */
     ctld_resv *resv;             /* resv.c: the reservations (under mu) */
     int nresv;
     int64_t resv_next_id;        /* the last id handed to one */
@@ -648,6 +649,13 @@ void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_
  * where a job's new row is applied, and never waits on a delivery. */
 int ctld_notify_open(ctld *c);
 void ctld_notify_close(ctld *c);
+
+/* p2p.c: the tracker of image blobs shared between agents (docs/images.md
+ * "Peer-to-peer"): open at start (TS_ENOMEM), close at shutdown; the route
+ * POST /v1/agent/p2p takes its own lock only. */
+int ctld_p2p_open(ctld *c);
+void ctld_p2p_close(ctld *c);
+void ctld_p2p_route(ctld *c, const ctld_request *rq, ctld_reply *r);
 void ctld_notify_change(ctld *c, const cjob *j, int from, const ts_job_row *to, double now);
 
 /* GET /v1/acct: one accounting row per job the caller may see (acct.c). */

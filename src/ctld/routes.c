@@ -859,6 +859,11 @@ static const ctld_route_def ROUTES[] = {
     {"POST", "/v1/agent/sync", ctld_agent_route, CTLD_ROLES_NODE, "agentSync",
      "A node agent reports what runs and its health; long-polls for the desired state "
      "(docs/agent-protocol.md)", "AgentMessage", 200, "AgentReply", "409 503"},
+    {"POST", "/v1/agent/p2p", ctld_p2p_route, CTLD_ROLES_NODE, "agentP2P",
+     "A node agent fetching an image blob says which pieces it holds; learns which peers "
+     "hold which pieces, the pieces' hashes, a token for its peers and perhaps a piece to take "
+     "from the registry (docs/images.md \"Peer-to-peer\")", "P2PAnnounce", 200, "P2PAnswer",
+     "409 503"},
     {"GET", "/healthz", NULL, CTLD_ROLES_PUBLIC, "healthz", "Liveness", NULL, 200, "Text", ""},
     {"GET", "/readyz", NULL, CTLD_ROLES_PUBLIC, "readyz",
      "Readiness: store open and scheduler running (503 while starting)", NULL, 200, "Text",
