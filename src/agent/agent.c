@@ -189,6 +189,8 @@ void ts_agent_free(ts_agent *a)
         ts_task_detach(a->tasks[i].t);
         pulling = pulling || a->tasks[i].pull;
     }
+    for (int i = 0; i < (int)(sizeof a->prefetch / sizeof a->prefetch[0]); i++)
+        pulling = pulling || a->prefetch[i].pull;
     if (!pulling) /* a pull's thread would still use it: the process ends with it */
         ts_p2p_stop(a->p2p);
     curl_easy_cleanup(a->h);
@@ -449,6 +451,7 @@ static void reconcile(ts_agent *a, json_t *desired)
     json_t *t;
     ts_agent_apply_mig(a, json_object_get(desired, "mig"));
     ts_agent_net_peers(a, json_object_get(desired, "net_peers"));
+    ts_agent_prefetch(a, json_object_get(desired, "prefetch"));
     ts_agent_net_services(a, json_object_get(desired, "net_services"));
     ts_agent_answer_logs(a, json_object_get(desired, "logs"));
     json_array_foreach(tasks, i, t)

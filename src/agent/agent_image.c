@@ -12,6 +12,11 @@
  * reason image_not_found); the registry is down or slow (the pull is tried
  * again with a doubling pause up to PULL_RETRY_MAX_S: the job waits, it is
  * not failed); a bad or too large image (the task fails, saying why).
+ *
+ * A prefetch (the desired state names the image of a job that waits for
+ * its reservation on this node) is the same pull with no task: below
+ * PREFETCH_RATE_BYTES_S, so that running jobs' traffic keeps the link, and
+ * with no user registered: the job's tasks register when they start.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -23,6 +28,8 @@
 
 #define PULL_RETRY_FIRST_S 2.0
 #define PULL_RETRY_MAX_S 60.0
+#define PREFETCH_RATE_BYTES_S (16LL << 20)
+#define PREFETCH_SLOTS ((int)(sizeof ((ts_agent *)0)->prefetch / sizeof ((ts_agent *)0)->prefetch[0]))
 
 struct agent_pull {
     pthread_mutex_t mu;
@@ -75,7 +82,7 @@ static void *pull_main(void *arg)
     bool gone = p->abandoned;
     pthread_mutex_unlock(&p->mu);
     if (gone) {
-        if (rc == 0) /* its task was forgotten meanwhile */
+        if (rc == 0 && p->task_id[0]) /* its task was forgotten meanwhile */
             ts_image_release(p->store, img.digest, p->task_id);
         pthread_mutex_destroy(&p->mu);
         free(p);
@@ -96,20 +103,23 @@ static bool host_listed(const char *list, const char *host)
     return false;
 }
 
-static int pull_begin(ts_agent *a, local_task *lt)
+/* A pull of ref on a thread of its own; task_id "" for a prefetch. */
+static struct agent_pull *pull_new(ts_agent *a, const ts_image_ref *ref, const char *cred,
+                                   const char *task_id, long long rate_bytes_s)
 {
     struct agent_pull *p = calloc(1, sizeof *p);
     if (!p)
-        return -1;
+        return NULL;
     pthread_mutex_init(&p->mu, NULL);
-    p->ref = lt->image_ref;
+    p->ref = *ref;
     p->store = &a->images;
     p->p2p = a->p2p;
-    p->plain_http = host_listed(a->cfg.plain_http_registries, lt->image_ref.host);
+    p->rate_bytes_s = rate_bytes_s;
+    p->plain_http = host_listed(a->cfg.plain_http_registries, ref->host);
     snprintf(p->ca_file, sizeof p->ca_file, "%s", a->cfg.ca_file);
-    if (lt->image_cred)
-        snprintf(p->cred, sizeof p->cred, "%s", lt->image_cred);
-    snprintf(p->task_id, sizeof p->task_id, "j%lld-r%d", (long long)lt->job, lt->rank);
+    if (cred)
+        snprintf(p->cred, sizeof p->cred, "%s", cred);
+    snprintf(p->task_id, sizeof p->task_id, "%s", task_id);
     pthread_t th;
     pthread_attr_t at;
     pthread_attr_init(&at);
@@ -119,10 +129,97 @@ static int pull_begin(ts_agent *a, local_task *lt)
     if (rc != 0) {
         pthread_mutex_destroy(&p->mu);
         free(p);
-        return -1;
+        return NULL;
     }
-    lt->pull = p;
-    return 0;
+    return p;
+}
+
+static int pull_begin(ts_agent *a, local_task *lt)
+{
+    char id[64];
+    snprintf(id, sizeof id, "j%lld-r%d", (long long)lt->job, lt->rank);
+    lt->pull = pull_new(a, &lt->image_ref, lt->image_cred, id, 0);
+    return lt->pull ? 0 : -1;
+}
+
+/* Lets go of a pull: freed now when done, else by its thread when it ends. */
+static void pull_abandon(struct agent_pull *p)
+{
+    pthread_mutex_lock(&p->mu);
+    bool done = p->done;
+    p->abandoned = true;
+    pthread_mutex_unlock(&p->mu);
+    if (done) {
+        pthread_mutex_destroy(&p->mu);
+        free(p);
+    }
+}
+
+void ts_agent_prefetch(ts_agent *a, json_t *list)
+{
+    for (int s = 0; s < PREFETCH_SLOTS; s++) {
+        struct agent_prefetch *pf = &a->prefetch[s];
+        bool listed = false;
+        size_t i;
+        json_t *e;
+        json_array_foreach(list, i, e)
+            listed = listed || json_integer_value(json_object_get(e, "job")) == pf->job;
+        if (pf->job && !listed) {
+            if (pf->pull)
+                pull_abandon(pf->pull);
+            memset(pf, 0, sizeof *pf);
+        }
+    }
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e) {
+        int64_t job = json_integer_value(json_object_get(e, "job"));
+        const char *image = json_string_value(json_object_get(e, "image"));
+        int free_slot = -1;
+        bool known = false;
+        for (int s = 0; s < PREFETCH_SLOTS; s++) {
+            known = known || a->prefetch[s].job == job;
+            if (!a->prefetch[s].job && free_slot < 0)
+                free_slot = s;
+        }
+        ts_image_ref ref;
+        ts_err err;
+        if (known || job <= 0 || !image || free_slot < 0 || !a->images_ok ||
+            ts_image_ref_parse(image, "image", &ref, &err) != 0)
+            continue;
+        struct agent_prefetch *pf = &a->prefetch[free_slot];
+        pf->pull = pull_new(a, &ref, NULL, "", PREFETCH_RATE_BYTES_S);
+        if (pf->pull) {
+            pf->job = job;
+            fprintf(stderr, "tessera-agent: job %lld: prefetching its image %s\n",
+                    (long long)job, image);
+        }
+    }
+}
+
+static void prefetch_poll(ts_agent *a)
+{
+    for (int s = 0; s < PREFETCH_SLOTS; s++) {
+        struct agent_prefetch *pf = &a->prefetch[s];
+        if (!pf->pull)
+            continue;
+        struct agent_pull *p = pf->pull;
+        pthread_mutex_lock(&p->mu);
+        bool done = p->done;
+        pthread_mutex_unlock(&p->mu);
+        if (!done)
+            continue;
+        pf->rc = p->rc;
+        if (p->rc == 0)
+            fprintf(stderr, "tessera-agent: job %lld: its image is here ahead of its start\n",
+                    (long long)pf->job);
+        else
+            fprintf(stderr, "tessera-agent: job %lld: prefetch of its image: %s\n",
+                    (long long)pf->job, p->err.msg);
+        pthread_mutex_destroy(&p->mu);
+        free(p);
+        pf->pull = NULL;
+    }
 }
 
 static void wipe_cred(local_task *lt)
@@ -170,6 +267,7 @@ bool ts_agent_image_wait(ts_agent *a, local_task *lt, json_t *t)
 
 void ts_agent_images_poll(ts_agent *a, double now)
 {
+    prefetch_poll(a);
     for (int i = 0; i < a->ntasks; i++) {
         local_task *lt = &a->tasks[i];
         if (!lt->waiting)

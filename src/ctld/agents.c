@@ -340,6 +340,13 @@ static json_t *desired(const ctld *c, int n)
     }
     json_t *doc = json_pack("{s:b,s:f,s:o,s:o}", "drained", !ts_sched_node_schedulable(c->sched, n),
                             "lost_after_s", c->cfg.node_lost_s, "tasks", tasks, "mig", mig);
+    /* the reserved job's image, fetched ahead at a low rate (docs/images.md) */
+    const cjob *pj = c->prefetch_job ? ctld_job_find((ctld *)c, c->prefetch_job) : NULL;
+    for (int i = 0; doc && pj && pj->spec && pj->spec->image && i < c->nprefetch_nodes; i++)
+        if (c->prefetch_nodes[i] == n)
+            json_object_set_new(doc, "prefetch",
+                                json_pack("[{s:I,s:s}]", "job", (json_int_t)pj->row.id,
+                                          "image", pj->spec->image));
     if (doc && c->cfg.net_isolation) { /* the tenants' VXLANs flood to these */
         json_object_set_new(doc, "net_peers", ctld_net_peers(c));
         json_t *svc = json_array();

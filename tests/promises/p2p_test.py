@@ -228,7 +228,7 @@ def scenario_d_a_gang_of_agents_shares_its_image(c):
     r, front = registry()
     front.reset()
     ref = f"127.0.0.1:{FRONT_PORT}/team/big:1"
-    spec = {"tenant": "team-a", "name": "p2p-gang", "tier": "guaranteed", "image": ref,
+    spec = {"tenant": "team-a", "name": "p2p-gang", "tier": "opportunistic", "image": ref,
             "command": ["/bin/sh", "-c", "test -s /data/blob && cat /marker"],
             "tasks": [{"count": 3, "gpus": 8, "cpu_milli": 1000, "memory_mib": 1024}],
             "time_limit": "5m"}
@@ -245,3 +245,48 @@ def scenario_d_a_gang_of_agents_shares_its_image(c):
 
 scenario_d_a_gang_of_agents_shares_its_image.needs_root = True
 scenario_d_a_gang_of_agents_shares_its_image.needs = ("runc",) + NEEDS
+
+
+def scenario_e_a_reserved_job_has_its_image_fetched_while_it_waits(c):
+    """images.md "Fetched while the job waits": when a waiting job gets the
+    reservation, the nodes its reservation plans it on fetch its image
+    (event `prefetch` naming them), so that it is on their disk before the
+    job starts."""
+    r, _ = registry()
+    # a fresh image, so that no node holds it yet
+    ref2 = r.push_busybox("team/waits:1", "fetched ahead",
+                          {"/data/blob": os.urandom(2 << 20)}).replace(
+        f"127.0.0.1:{PORT}", f"127.0.0.1:{FRONT_PORT}")
+    busy = c.submit({"tenant": "team-a", "name": "p2p-busy", "tier": "opportunistic",
+                     "command": ["/bin/sh", "-c", "sleep 40"],
+                     "tasks": [{"count": 3, "gpus": 8, "cpu_milli": 1000, "memory_mib": 1024}],
+                     "time_limit": "1m"})
+    if not c.wait_job(busy, "running", 30):
+        return
+    waiting = c.submit({"tenant": "team-a", "name": "p2p-waits", "tier": "opportunistic",
+                        "image": ref2, "command": ["/bin/sh", "-c", "cat /marker"],
+                        "tasks": [{"count": 1, "gpus": 8, "cpu_milli": 1000,
+                                   "memory_mib": 1024}],
+                        "time_limit": "1m"})
+
+    def prefetch_event():
+        return next((e for e in c.events(waiting) if e["kind"] == "prefetch"), None)
+    ev = c.wait(prefetch_event, "the waiting job's events say where its image is fetched", 30)
+    if not ev:
+        return
+    nodes = ev["data"].get("nodes", "").split(",")
+    check(nodes and all(n.startswith("p-") for n in nodes),
+          f"the event names the nodes its reservation plans it on: {ev['detail']}")
+
+    def on_disk():
+        return all(os.path.isdir(os.path.join(c.path(n), "images", "images")) and
+                   any(os.scandir(os.path.join(c.path(n), "images", "images"))) for n in nodes)
+    check(bool(c.wait(on_disk, "the image is on those nodes' disks", 60)),
+          "the image is fetched onto those nodes while the job waits")
+    check(c.job(waiting)["state"] == "pending", "before the job starts")
+    c.call("POST", f"/v1/jobs/{busy}/cancel")
+    c.wait_job(waiting, "completed", 60)
+
+
+scenario_e_a_reserved_job_has_its_image_fetched_while_it_waits.needs_root = True
+scenario_e_a_reserved_job_has_its_image_fetched_while_it_waits.needs = ("runc",) + NEEDS
