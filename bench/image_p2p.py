@@ -26,6 +26,8 @@ bridge p2pbr; veths p2pv*/p2pr*; addresses 10.197.0.0/16. Removed at exit.
 
 usage: image_p2p.py BUILD_DIR [--nodes 8,16,32,64] [--baseline 8,16]
                    [--fault-n 8] [--json OUT]
+With P2P_TRACE=1 each run's per-node stderr is kept in /tmp/p2p-trace-N-MODE
+and the registry's access log in /tmp/p2p-registry.log.
 """
 import argparse
 import hashlib
@@ -135,14 +137,14 @@ class RegistryInNs:
         with open(self.cfg, "w") as f:
             f.write(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: "
                     f"{work}/registry\nhttp:\n  addr: {REG_ADDR}:{REG_PORT}\n"
-                    "log:\n  level: error\n")
+                    "log:\n  level: info\n  accesslog:\n    disabled: false\n")
         self.proc = None
         self.start()
 
     def start(self):
+        log = open(os.path.join(self.work, "registry.log"), "a")
         self.proc = subprocess.Popen(["ip", "netns", "exec", REG, "docker-registry", "serve",
-                                      self.cfg], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+                                      self.cfg], stdout=log, stderr=log)
         for _ in range(100):
             if sh("curl", "-sf", f"http://{REG_ADDR}:{REG_PORT}/v2/", check=False).returncode == 0:
                 return
@@ -192,8 +194,9 @@ def run_gang(b, nodes, ref, p2p, stores, extra=None, during=None):
                      f"http://{HOST_ADDR}:{b['port']}", "--node", f"n{i}", "--token-file",
                      b["tokens"][i], "--linger", str(RUN_TIMEOUT_S)]
         env = dict(os.environ, **extra.get(i, {}))
+        errf = open(os.path.join(stores, f"n{i}.err"), "w")
         procs[i] = subprocess.Popen(args + [ref], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True, env=env)
+                                    stderr=errf, text=True, env=env)
 
     def reader(i):
         line = procs[i].stdout.readline()
@@ -201,8 +204,8 @@ def run_gang(b, nodes, ref, p2p, stores, extra=None, during=None):
         try:
             outs[i] = json.loads(line)
         except ValueError:
-            outs[i] = {"error": procs[i].stderr.read()[-300:] if procs[i].poll() is not None
-                       else "no answer"}
+            with open(os.path.join(stores, f"n{i}.err")) as f:
+                outs[i] = {"error": f.read()[-300:]}
     ths = [threading.Thread(target=reader, args=(i,), daemon=True) for i in nodes]
     for t in ths:
         t.start()
@@ -278,6 +281,10 @@ def main():
             fresh(stores)
             tx0 = net.reg_tx()
             times, outs, ok = run_gang(b, range(n), ref, p2p, stores)
+            if os.environ.get("P2P_TRACE"):
+                keep = f"/tmp/p2p-trace-{n}-{label}"
+                shutil.rmtree(keep, ignore_errors=True)
+                shutil.copytree(stores, keep, ignore=shutil.ignore_patterns("blobs", "images", "tmp"))
             egress = (net.reg_tx() - tx0) / IMAGE_BYTES
             last = max(times)
             med = sorted(times)[len(times) // 2]
@@ -331,6 +338,8 @@ def main():
             reg.stop()
         if net:
             net.close()
+        if os.environ.get("P2P_TRACE") and os.path.exists(os.path.join(work, "registry.log")):
+            shutil.copy(os.path.join(work, "registry.log"), "/tmp/p2p-registry.log")
         shutil.rmtree(work, ignore_errors=True)
     if a.json:
         with open(a.json, "w") as f:

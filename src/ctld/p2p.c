@@ -9,11 +9,12 @@
  * reported, a token the peers accept from this node for this blob, the key
  * this node checks its own peers' tokens with, and perhaps a grant: the
  * one piece this node should fetch from the registry, because nobody holds
- * it and nobody else was granted it in the last CLAIM_S. So a gang's
- * nodes take each piece from the registry about once (a grant that
- * expires, its node dead or slow, goes to another node) and the rest from
- * each other. A peer reported bad by a node is left out of every answer
- * for that blob for BAN_S.
+ * it and nobody else holds a grant of it (a grant lasts CLAIM_S, renewed by
+ * each announce of its node). So a gang's nodes take each piece from the
+ * registry about once (the grant of a node that went silent goes to
+ * another node) and the rest from each other. A peer reported bad by a
+ * node is left out of every answer for that blob for BAN_S, or until it
+ * announces holding none of it (it restarted).
  *
  * The table lives in memory only (a restarted controller learns it again
  * from the next announcements): at most BLOBS_MAX blobs, the least
@@ -35,7 +36,8 @@
 #define PIECE_BYTES (4LL << 20) /* the agents' TS_P2P_PIECE_BYTES */
 #define BLOB_BYTES_MAX (1LL << 40)
 #define BLOBS_MAX 256
-#define CLAIM_S 10.0           /* a grant's hold on its piece */
+#define CLAIM_S 5.0            /* a grant's hold on its piece, renewed by its node's announces */
+#define CLAIMS_PER_NODE 1      /* an agent takes one piece at a time from the registry */
 #define BAN_S 60.0             /* a peer reported bad is left out this long */
 #define TOKEN_S 600            /* a token's life */
 #define KEY_BYTES 32
@@ -153,12 +155,23 @@ static bool held_by_any(const struct ctld_p2p *T, const p2p_blob *b, int i, doub
     return false;
 }
 
-/* A piece for node n to take from the registry, or -1. */
+/* A piece for node n to take from the registry, or -1: its claims on
+ * pieces it now holds are over; it holds at most CLAIMS_PER_NODE at once
+ * (its other streams fetch from peers meanwhile). */
 static int grant(struct ctld_p2p *T, p2p_blob *b, int n, double now)
 {
+    int live = 0;
     for (int i = 0; i < b->npieces; i++)
-        if (b->claim_node[i] == n)
-            b->claim_node[i] = -1; /* one grant a node at a time: the last one is over */
+        if (b->claim_node[i] == n) {
+            if (b->have[n][i] || b->claim_until[i] <= now) {
+                b->claim_node[i] = -1;
+            } else { /* its node is alive: the claim holds on */
+                b->claim_until[i] = now + CLAIM_S;
+                live++;
+            }
+        }
+    if (live >= CLAIMS_PER_NODE)
+        return -1;
     for (int k = 0; k < b->npieces; k++) {
         int i = (n + k) % b->npieces; /* nodes start at different pieces */
         if (b->have[n][i] || held_by_any(T, b, i, now))
@@ -297,8 +310,13 @@ void ctld_p2p_route(ctld *c, const ctld_request *rq, ctld_reply *r)
         if (b && b->have[n]) {
             b->used_s = now;
             snprintf(T->url[n], sizeof T->url[n], "%s", url);
-            for (int i = 0; i < b->npieces; i++)
+            bool none = true;
+            for (int i = 0; i < b->npieces; i++) {
                 b->have[n][i] = have[i] == '1';
+                none = none && !b->have[n][i];
+            }
+            if (none) /* a node starting the blob afresh (restarted): no longer banned */
+                b->banned_until[n] = 0;
             const char *k;
             json_t *v;
             json_object_foreach(json_object_get(in, "hashes"), k, v) {
