@@ -220,6 +220,29 @@ static bool parse(const json_t *in, const char **url, const char **digest, long 
         return false;
     }
     *have = hv;
+    json_t *hs = json_object_get(in, "hashes"), *bad = json_object_get(in, "bad");
+    if (hs && !json_is_object(hs)) {
+        ctld_reply_error(r, 400, "invalid", "hashes: an object of piece index -> sha256 "
+                         "digest is required");
+        return false;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(hs, k, v) {
+        char *end;
+        long i = strtol(k, &end, 10);
+        if (!*k || *end || i < 0 || i >= np || !json_is_string(v) ||
+            !ts_image_digest_ok(json_string_value(v))) {
+            ctld_reply_error(r, 400, "invalid", "hashes: each key must be a piece index "
+                             "below %lld and each value a sha256:<64 hex> digest", np);
+            return false;
+        }
+    }
+    if (bad && (!json_is_array(bad) || json_array_size(bad) > 1024)) {
+        ctld_reply_error(r, 400, "invalid", "bad: an array of at most 1024 node names or "
+                         "URLs is required");
+        return false;
+    }
     return true;
 }
 

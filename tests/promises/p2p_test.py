@@ -198,6 +198,9 @@ def scenario_c_a_peer_refuses_a_caller_without_a_token(c):
     st, bad = _announce(c, "q-1", blob, size, have="01")
     check(st == 400 and "have" in json.dumps(bad), f"a bad announce is refused naming the "
           f"field: {st} {bad}")
+    st, bad = _announce(c, "q-1", blob, size, hashes={"99": "sha256:xyz"})
+    check(st == 400 and "hashes" in json.dumps(bad), f"a bad piece hash is refused naming the "
+          f"field: {st} {bad}")
     p.kill()
     p.communicate()
 
@@ -209,13 +212,15 @@ def _layer_digest(store):
     return "sha256:" + name, os.path.getsize(os.path.join(d, name))
 
 
-def _announce(c, node, blob, size, have=None):
+def _announce(c, node, blob, size, have=None, hashes=None):
     from harness import http_call
     with open(node_token(c, node)) as f:
         tok = f.read().strip()
     pieces = (size + (4 << 20) - 1) >> 22
     body = {"node": node, "url": "http://127.0.0.1:1", "blob": blob, "size": size,
             "have": have if have is not None else "0" * pieces}
+    if hashes is not None:
+        body["hashes"] = hashes
     return http_call(c.url, "POST", "/v1/agent/p2p", tok, body)
 
 
