@@ -655,6 +655,9 @@ int ts_agent_step(ts_agent *a, ts_err *err)
             json_object_set_new(body, "health", h);
         if (a->mig_error[0])
             json_object_set_new(body, "mig_error", json_string(a->mig_error));
+        json_t *pf = ts_agent_prefetch_report(a);
+        if (pf)
+            json_object_set_new(body, "prefetch", pf);
         if (a->log_answers)
             json_object_set(body, "logs", a->log_answers);
         /* within the protocol's size: answers cut or dropped, never the

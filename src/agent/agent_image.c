@@ -197,6 +197,22 @@ void ts_agent_prefetch(ts_agent *a, json_t *list)
     }
 }
 
+json_t *ts_agent_prefetch_report(const ts_agent *a)
+{
+    json_t *arr = NULL;
+    for (int s = 0; s < PREFETCH_SLOTS; s++) {
+        const struct agent_prefetch *pf = &a->prefetch[s];
+        if (!pf->job)
+            continue;
+        if (!arr)
+            arr = json_array();
+        const char *state = pf->pull ? "fetching" : pf->rc == 0 ? "ready" : "failed";
+        json_array_append_new(arr, json_pack("{s:I,s:s}", "job", (json_int_t)pf->job, "state",
+                                             state));
+    }
+    return arr;
+}
+
 static void prefetch_poll(ts_agent *a)
 {
     for (int s = 0; s < PREFETCH_SLOTS; s++) {

@@ -171,6 +171,8 @@ void ts_agent_image_forget(ts_agent *a, local_task *lt);
  * (a task that later needs it finds it there); one no longer listed is
  * abandoned if still coming (agent_image.c). */
 void ts_agent_prefetch(ts_agent *a, json_t *list);
+/* [{job, state: fetching|ready|failed}] of the prefetches listed now; NULL: none. */
+json_t *ts_agent_prefetch_report(const ts_agent *a);
 
 /* task_secrets.c: a starting task's secrets (t["secrets"]): variables
  * appended to envj, files written to its private folder (named in envj as

@@ -843,6 +843,14 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
                 a->applied_gen == report_gen(a);
     if (known || reg) {
         keep_readings(a, json_object_get(in, "tasks"), now);
+        int64_t ready = 0;
+        size_t pi;
+        json_t *pe;
+        json_array_foreach(json_object_get(in, "prefetch"), pi, pe)
+            if (!ready && json_is_string(json_object_get(pe, "state")) &&
+                !strcmp(json_string_value(json_object_get(pe, "state")), "ready"))
+                ready = json_integer_value(json_object_get(pe, "job"));
+        __atomic_store_n(&a->prefetch_ready, ready, __ATOMIC_RELAXED);
         take_log_answers(a, in);
     }
     pthread_mutex_unlock(&a->mu);

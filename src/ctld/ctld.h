@@ -276,6 +276,8 @@ typedef struct ctld_reading {
  * written under both, so either suffices to read it. */
 typedef struct ctld_agent {
     bool registered;            /* an agent serves the node now */
+    int64_t prefetch_ready;     /* the job whose image its last sync said is here ahead of
+                                 * its start (docs/images.md); 0 none. Atomic */
     int health;                 /* 0 healthy, 1 degraded, 2 failed */
     char health_why[256];
     json_t *discovery;          /* its last registration's description */

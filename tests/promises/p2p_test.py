@@ -308,6 +308,13 @@ def scenario_e_a_reserved_job_has_its_image_fetched_while_it_waits(c):
     check(bool(c.wait(on_disk, "the image is on those nodes' disks", 60)),
           "the image is fetched onto those nodes while the job waits")
     check(c.job(waiting)["state"] == "pending", "before the job starts")
+
+    def ready():
+        pf = c.job(waiting).get("image_prefetch") or {}
+        return pf if pf.get("nodes") and set(pf.get("ready", [])) == set(pf["nodes"]) else None
+    pf = c.wait(ready, "the job shows its image ready on those nodes", 30)
+    check(bool(pf) and set(pf["nodes"]) == set(nodes),
+          f"GET /v1/jobs/{{id}} shows image_prefetch with its nodes ready: {pf}")
     c.call("POST", f"/v1/jobs/{busy}/cancel")
     c.wait_job(waiting, "completed", 60)
 
