@@ -13,8 +13,8 @@
  * peer not avoided holds (ties broken by this node's own offset, so that a
  * gang's nodes start at different pieces), else wait a little (others are
  * fetching the rest from the registry). Waiting longer than STALL_S
- * without a new piece, or a tracker that does not answer, and the registry
- * gives the next missing piece. Each piece from a peer must have the
+ * without a new piece, or a tracker that has not answered for
+ * TRACKER_LOST_S, and the registry gives the next missing piece. Each piece from a peer must have the
  * tracker's hash; the file as a whole must have the blob's digest, else
  * every piece that came from peers is fetched again from the registry.
  * The workers share the fetch's state under its mutex; the network is
@@ -38,7 +38,8 @@
 #define FETCH_DEADLINE_S 900.0
 #define STALL_S 15.0                /* no new piece this long (past the tracker's grants
                                      * of silent nodes): the registry gives one */
-#define WAIT_STEP_NS (100 * 1000 * 1000L)
+#define WAIT_STEP_NS (250 * 1000 * 1000L)
+#define TRACKER_LOST_S 10.0         /* no answer this long: the registry, piece by piece */
 #define TRACKER_TIMEOUT_MS 5000L
 #define PEER_TIMEOUT_S 60L
 #define PEER_LOW_SPEED_BYTES 16384L /* slower than this for PEER_LOW_SPEED_S: a dead peer */
@@ -73,7 +74,7 @@ typedef struct fetch {
     double avoid_until[PEERS_AVOID_MAX]; /* a peer that failed: a while; one that lied: for good */
     int navoid, nreport_bad;    /* avoid[0..nreport_bad) not yet told to the tracker */
     int held;
-    double t0, last_new;
+    double t0, last_new, tracker_ok; /* tracker_ok: its last answer */
     unsigned start;             /* this node's own starting point among the pieces */
     long long rate;
     char token[160];
@@ -506,13 +507,17 @@ static void *work(void *arg)
         pthread_mutex_lock(&f->mu);
         if (!ans)
             f->st->no_tracker = true;
+        else
+            f->tracker_ok = mono_s();
+        /* a slow or restarting tracker is waited for a while, not taken for gone */
+        bool lost = !ans && mono_s() - f->tracker_ok > TRACKER_LOST_S;
         if (grant >= f->npieces || (grant >= 0 && (f->have[grant] || f->busy[grant])))
             grant = -1;
         /* a grant first: each piece must leave the registry once, and the
          * registry's link is the one every node waits on */
         if (grant < 0)
             i = pick(f, peers, npeers, (int)(f->start % (unsigned)f->npieces), &who);
-        if (grant < 0 && i < 0 && !rc && (!ans || mono_s() - f->last_new > STALL_S))
+        if (grant < 0 && i < 0 && !rc && (lost || mono_s() - f->last_new > STALL_S))
             for (int k = 0; k < f->npieces && grant < 0; k++) {
                 /* no tracker, or a stall: the next missing piece */
                 int c = (int)((f->start + (unsigned)k) % (unsigned)f->npieces);
@@ -569,7 +574,7 @@ static void *work(void *arg)
 
 static int run(fetch *f, worker *ws, int nw, ts_err *err)
 {
-    f->t0 = f->last_new = mono_s();
+    f->t0 = f->last_new = f->tracker_ok = mono_s();
     for (const char *s = f->p->node; *s; s++)
         f->start = f->start * 31u + (unsigned char)*s;
     pthread_t th[P2P_STREAMS];
