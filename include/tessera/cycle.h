@@ -282,6 +282,8 @@ typedef struct ts_cycle_stats {
     int started, backfilled, preempted;
 } ts_cycle_stats;
 
+#define TS_CYCLE_RESERVED_NODES_MAX 64
+
 typedef struct ts_decision {
     ts_cycle_start *starts;
     int nstarts;
@@ -290,6 +292,14 @@ typedef struct ts_decision {
     ts_cycle_pending *pending;  /* one per waiting job, parallel to the input */
     int reserved;               /* waiting job holding the reservation, or -1 */
     double reserved_at_s;
+    /* The waiting job whose start this cycle planned on named nodes (the
+     * reserved job, else the one job planned without holding), or -1, and
+     * those nodes (the first TS_CYCLE_RESERVED_NODES_MAX distinct ones), so
+     * that the shell can ready them before it starts (its image fetched
+     * ahead). */
+    int planned;
+    int planned_nodes[TS_CYCLE_RESERVED_NODES_MAX];
+    int nplanned_nodes;
     ts_cycle_stats stats;
     /* storage, reused from cycle to cycle */
     ts_alloc *alloc_pool;

@@ -66,6 +66,8 @@ static int post(ts_agent *a, const char *path, json_t *body, long *status, json_
 {
     char url[700], auth[320];
     snprintf(url, sizeof url, "%s%s", ts_ctls_url(&a->cfg.ctls), path);
+    if (a->p2p) /* the tracker is asked where the agent is */
+        ts_p2p_set_controller(a->p2p, ts_ctls_url(&a->cfg.ctls));
     snprintf(auth, sizeof auth, "Authorization: Bearer %s", a->cfg.token);
     char *txt = json_dumps(body, JSON_COMPACT);
     if (!txt)
@@ -154,6 +156,20 @@ int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out
     a->images_ok = ts_image_store_open(&a->images, images, cfg->image_budget_bytes, &ie) == 0;
     if (!a->images_ok)
         snprintf(a->images_error, sizeof a->images_error, "%s", ie.msg);
+    if (a->images_ok && cfg->p2p_listen[0]) {
+        ts_p2p_config pc = {.listen = cfg->p2p_listen,
+                            .advertise = cfg->p2p_advertise[0] ? cfg->p2p_advertise : NULL,
+                            .node = cfg->node, .token = cfg->token,
+                            .ca_file = cfg->ca_file[0] ? cfg->ca_file : NULL,
+                            .store_root = a->images.root,
+                            .fault_corrupt = cfg->p2p_fault_corrupt};
+        if (ts_p2p_start(&pc, &a->p2p, &ie) != 0) {
+            fprintf(stderr, "tessera-agent: %s (images come from the registry only)\n", ie.msg);
+            a->p2p = NULL;
+        } else {
+            ts_p2p_set_controller(a->p2p, ts_ctls_url(&a->cfg.ctls));
+        }
+    }
     int nrec = ts_task_records(a->logs, ts_agent_adopt_one, a, &e);
     if (nrec < 0 && nrec != TS_ENOENT)
         fprintf(stderr, "tessera-agent: task records in %s: %s\n", a->logs, e.msg);
@@ -170,8 +186,15 @@ void ts_agent_free(ts_agent *a)
         return;
     /* what still runs here runs on, for the next agent to adopt (a
      * shutdown that should stop it calls ts_agent_stop_all first) */
-    for (int i = 0; i < a->ntasks; i++)
+    bool pulling = false;
+    for (int i = 0; i < a->ntasks; i++) {
         ts_task_detach(a->tasks[i].t);
+        pulling = pulling || a->tasks[i].pull;
+    }
+    for (int i = 0; i < (int)(sizeof a->prefetch / sizeof a->prefetch[0]); i++)
+        pulling = pulling || a->prefetch[i].pull;
+    if (!pulling) /* a pull's thread would still use it: the process ends with it */
+        ts_p2p_stop(a->p2p);
     if (a->images_ok) /* no mount left behind but those its running tasks sit on */
         ts_image_store_close(&a->images);
     curl_easy_cleanup(a->h);
@@ -445,6 +468,7 @@ static void reconcile(ts_agent *a, json_t *desired)
     json_t *t;
     ts_agent_apply_mig(a, json_object_get(desired, "mig"));
     ts_agent_net_peers(a, json_object_get(desired, "net_peers"));
+    ts_agent_prefetch(a, json_object_get(desired, "prefetch"));
     ts_agent_net_services(a, json_object_get(desired, "net_services"),
                           json_object_get(desired, "net_tenant_services"));
     ts_agent_answer_logs(a, json_object_get(desired, "logs"));
@@ -670,6 +694,9 @@ int ts_agent_step(ts_agent *a, ts_err *err)
         snprintf(drain_sent, sizeof drain_sent, "%s", a->drain_why);
         if (drain_sent[0])
             json_object_set_new(body, "drain", json_string(drain_sent));
+        json_t *pf = ts_agent_prefetch_report(a);
+        if (pf)
+            json_object_set_new(body, "prefetch", pf);
         if (a->log_answers)
             json_object_set(body, "logs", a->log_answers);
         /* within the protocol's size: answers cut or dropped, never the

@@ -62,6 +62,9 @@ typedef struct ts_agent_config {
      * task starts and after it ended; "" = none */
     char prolog[512], epilog[512];
     double hook_timeout_s;  /* a hook still running then is killed and failed */
+    char p2p_listen[64];    /* IPV4:PORT serving image pieces to peers; "" = no P2P */
+    char p2p_advertise[256];/* the URL peers reach it at; "" = from p2p_listen */
+    bool p2p_fault_corrupt; /* fault injection (tests, bench): serve corrupt pieces */
 } ts_agent_config;
 
 /* The node as the agent reports it: filled by the caller (discovery) and

@@ -15,6 +15,11 @@
  * A job's read-only data images (agent_data.c) come in the same pull, after
  * its image, with the same outcomes; a task with data and no image waits
  * for its data the same way.
+ *
+ * A prefetch (the desired state names the image of a job that waits for
+ * its reservation on this node) is the same pull with no task: below
+ * PREFETCH_RATE_BYTES_S, so that running jobs' traffic keeps the link, and
+ * with no user registered: the job's tasks register when they start.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -27,6 +32,8 @@
 
 #define PULL_RETRY_FIRST_S 2.0
 #define PULL_RETRY_MAX_S 60.0
+#define PREFETCH_RATE_BYTES_S (16LL << 20)
+#define PREFETCH_SLOTS ((int)(sizeof ((ts_agent *)0)->prefetch / sizeof ((ts_agent *)0)->prefetch[0]))
 
 struct agent_pull {
     pthread_mutex_t mu;
@@ -39,9 +46,11 @@ struct agent_pull {
     ts_image imgs[1 + TS_AGENT_DATA_MAX];
     bool plain_http[1 + TS_AGENT_DATA_MAX];
     ts_image_store *store;
+    struct ts_p2p *p2p;         /* NULL: from the registry only */
+    long long rate_bytes_s;     /* > 0: a prefetch's cap */
     char ca_file[512];
     char cred[1024];            /* "user:password" or "", wiped when freed */
-    char task_id[64];           /* the task that will use the image */
+    char task_id[64];           /* the task that will use the image; "" a prefetch */
     long long bytes_done, bytes_total;
     long long base_done, cur_total; /* the refs pulled before this one; this one's total */
 };
@@ -59,7 +68,7 @@ static void on_progress(void *ctx, long long done, long long total)
 /* Releases the images of refs [0, n) this pull registered its task on. */
 static void release_pulled(struct agent_pull *p, int n)
 {
-    for (int k = 0; k < n; k++)
+    for (int k = 0; p->task_id[0] && k < n; k++) /* a prefetch registered none */
         ts_image_release(p->store, p->imgs[k].digest, p->task_id);
 }
 
@@ -67,7 +76,9 @@ static void *pull_main(void *arg)
 {
     struct agent_pull *p = arg;
     ts_pull_opts o = {.ca_file = p->ca_file[0] ? p->ca_file : NULL,
-                      .progress = on_progress, .progress_ctx = p, .use_as = p->task_id};
+                      .progress = on_progress, .progress_ctx = p,
+                      .use_as = p->task_id[0] ? p->task_id : NULL, .p2p = p->p2p,
+                      .rate_bytes_s = p->rate_bytes_s};
     char *colon = strchr(p->cred, ':');
     const char *user = NULL, *password = NULL;
     if (colon) {
@@ -122,30 +133,29 @@ static bool host_listed(const char *list, const char *host)
     return false;
 }
 
-static int pull_begin(ts_agent *a, local_task *lt)
+/* A pull of refs[0..n) (has_image: refs[0] is the job's image, its pull
+ * secret cred goes to its registry only) on a thread of its own; task_id ""
+ * for a prefetch, which registers no user; rate_bytes_s > 0 caps it. */
+static struct agent_pull *pull_new(ts_agent *a, const ts_image_ref *refs, int n, bool has_image,
+                                   const char *cred, const char *task_id,
+                                   long long rate_bytes_s)
 {
     struct agent_pull *p = calloc(1, sizeof *p);
     if (!p)
-        return -1;
+        return NULL;
     pthread_mutex_init(&p->mu, NULL);
-    p->has_image = json_object_get(lt->waiting, "image") != NULL;
-    if (p->has_image)
-        p->refs[p->nrefs++] = lt->image_ref;
-    char why[TS_ERR_MSG_MAX] = "";
-    /* the data were checked when the task came (ts_agent_image_wait): read again */
-    if (!ts_agent_data_read(lt, lt->waiting, p->refs + p->nrefs, why, sizeof why)) {
-        pthread_mutex_destroy(&p->mu);
-        free(p);
-        return -1;
+    p->has_image = has_image;
+    for (int k = 0; k < n && k < 1 + TS_AGENT_DATA_MAX; k++) {
+        p->refs[p->nrefs] = refs[k];
+        p->plain_http[p->nrefs++] = host_listed(a->cfg.plain_http_registries, refs[k].host);
     }
-    p->nrefs += lt->ndata;
     p->store = &a->images;
-    for (int k = 0; k < p->nrefs; k++)
-        p->plain_http[k] = host_listed(a->cfg.plain_http_registries, p->refs[k].host);
+    p->p2p = a->p2p;
+    p->rate_bytes_s = rate_bytes_s;
     snprintf(p->ca_file, sizeof p->ca_file, "%s", a->cfg.ca_file);
-    if (lt->image_cred)
-        snprintf(p->cred, sizeof p->cred, "%s", lt->image_cred);
-    snprintf(p->task_id, sizeof p->task_id, "j%lld-r%d", (long long)lt->job, lt->rank);
+    if (cred)
+        snprintf(p->cred, sizeof p->cred, "%s", cred);
+    snprintf(p->task_id, sizeof p->task_id, "%s", task_id);
     pthread_t th;
     pthread_attr_t at;
     pthread_attr_init(&at);
@@ -155,10 +165,124 @@ static int pull_begin(ts_agent *a, local_task *lt)
     if (rc != 0) {
         pthread_mutex_destroy(&p->mu);
         free(p);
-        return -1;
+        return NULL;
     }
-    lt->pull = p;
-    return 0;
+    return p;
+}
+
+/* The task's image and its data, in one pull. */
+static int pull_begin(ts_agent *a, local_task *lt)
+{
+    ts_image_ref refs[1 + TS_AGENT_DATA_MAX];
+    int n = 0;
+    bool has_image = json_object_get(lt->waiting, "image") != NULL;
+    if (has_image)
+        refs[n++] = lt->image_ref;
+    char why[TS_ERR_MSG_MAX] = "";
+    /* the data were checked when the task came (ts_agent_image_wait): read again */
+    if (!ts_agent_data_read(lt, lt->waiting, refs + n, why, sizeof why))
+        return -1;
+    n += lt->ndata;
+    char id[64];
+    snprintf(id, sizeof id, "j%lld-r%d", (long long)lt->job, lt->rank);
+    lt->pull = pull_new(a, refs, n, has_image, lt->image_cred, id, 0);
+    return lt->pull ? 0 : -1;
+}
+
+/* Lets go of a pull: freed now when done, else by its thread when it ends. */
+static void pull_abandon(struct agent_pull *p)
+{
+    pthread_mutex_lock(&p->mu);
+    bool done = p->done;
+    p->abandoned = true;
+    pthread_mutex_unlock(&p->mu);
+    if (done) {
+        pthread_mutex_destroy(&p->mu);
+        free(p);
+    }
+}
+
+void ts_agent_prefetch(ts_agent *a, json_t *list)
+{
+    for (int s = 0; s < PREFETCH_SLOTS; s++) {
+        struct agent_prefetch *pf = &a->prefetch[s];
+        bool listed = false;
+        size_t i;
+        json_t *e;
+        json_array_foreach(list, i, e)
+            listed = listed || json_integer_value(json_object_get(e, "job")) == pf->job;
+        if (pf->job && !listed) {
+            if (pf->pull)
+                pull_abandon(pf->pull);
+            memset(pf, 0, sizeof *pf);
+        }
+    }
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e) {
+        int64_t job = json_integer_value(json_object_get(e, "job"));
+        const char *image = json_string_value(json_object_get(e, "image"));
+        int free_slot = -1;
+        bool known = false;
+        for (int s = 0; s < PREFETCH_SLOTS; s++) {
+            known = known || a->prefetch[s].job == job;
+            if (!a->prefetch[s].job && free_slot < 0)
+                free_slot = s;
+        }
+        ts_image_ref ref;
+        ts_err err;
+        if (known || job <= 0 || !image || free_slot < 0 || !a->images_ok ||
+            ts_image_ref_parse(image, "image", &ref, &err) != 0)
+            continue;
+        struct agent_prefetch *pf = &a->prefetch[free_slot];
+        pf->pull = pull_new(a, &ref, 1, true, NULL, "", PREFETCH_RATE_BYTES_S);
+        if (pf->pull) {
+            pf->job = job;
+            fprintf(stderr, "tessera-agent: job %lld: prefetching its image %s\n",
+                    (long long)job, image);
+        }
+    }
+}
+
+json_t *ts_agent_prefetch_report(const ts_agent *a)
+{
+    json_t *arr = NULL;
+    for (int s = 0; s < PREFETCH_SLOTS; s++) {
+        const struct agent_prefetch *pf = &a->prefetch[s];
+        if (!pf->job)
+            continue;
+        if (!arr)
+            arr = json_array();
+        const char *state = pf->pull ? "fetching" : pf->rc == 0 ? "ready" : "failed";
+        json_array_append_new(arr, json_pack("{s:I,s:s}", "job", (json_int_t)pf->job, "state",
+                                             state));
+    }
+    return arr;
+}
+
+static void prefetch_poll(ts_agent *a)
+{
+    for (int s = 0; s < PREFETCH_SLOTS; s++) {
+        struct agent_prefetch *pf = &a->prefetch[s];
+        if (!pf->pull)
+            continue;
+        struct agent_pull *p = pf->pull;
+        pthread_mutex_lock(&p->mu);
+        bool done = p->done;
+        pthread_mutex_unlock(&p->mu);
+        if (!done)
+            continue;
+        pf->rc = p->rc;
+        if (p->rc == 0)
+            fprintf(stderr, "tessera-agent: job %lld: its image is here ahead of its start\n",
+                    (long long)pf->job);
+        else
+            fprintf(stderr, "tessera-agent: job %lld: prefetch of its image: %s\n",
+                    (long long)pf->job, p->err.msg);
+        pthread_mutex_destroy(&p->mu);
+        free(p);
+        pf->pull = NULL;
+    }
 }
 
 static void wipe_cred(local_task *lt)
@@ -209,6 +333,7 @@ bool ts_agent_image_wait(ts_agent *a, local_task *lt, json_t *t)
 
 void ts_agent_images_poll(ts_agent *a, double now)
 {
+    prefetch_poll(a);
     for (int i = 0; i < a->ntasks; i++) {
         local_task *lt = &a->tasks[i];
         if (!lt->waiting)

@@ -16,6 +16,7 @@
 
 #include "agent/agent.h"
 #include "agent/image.h"
+#include "agent/p2p.h"
 
 #define TS_AGENT_DATA_MAX 8 /* a job spec's data (TS_SPEC_MAX_DATA) */
 
@@ -135,6 +136,12 @@ struct ts_agent {
     char *net_peers;       /* the last desired "net_peers", compact JSON; NULL none yet */
     char *net_services;    /* the same for "net_services" */
     ts_image_store images; /* <state_dir>/images (docs/images.md) */
+    struct ts_p2p *p2p;    /* pieces of images shared with peers; NULL = registry only */
+    struct agent_prefetch {
+        int64_t job;       /* 0: a free slot */
+        struct agent_pull *pull; /* NULL once done */
+        int rc;            /* once done */
+    } prefetch[4];
     bool images_ok;
     char images_error[TS_ERR_MSG_MAX];
     char bundles[600];     /* <state_dir>/bundles: container tasks' OCI bundles */
@@ -234,6 +241,13 @@ void ts_agent_images_poll(ts_agent *a, double now);
 /* The task is forgotten: its pull abandoned, its image released, its
  * bundle removed. */
 void ts_agent_image_forget(ts_agent *a, local_task *lt);
+/* The desired state's prefetch list ([{job, image}], NULL: none): each image
+ * is pulled once into the store, below PREFETCH_RATE_BYTES_S, with no user
+ * (a task that later needs it finds it there); one no longer listed is
+ * abandoned if still coming (agent_image.c). */
+void ts_agent_prefetch(ts_agent *a, json_t *list);
+/* [{job, state: fetching|ready|failed}] of the prefetches listed now; NULL: none. */
+json_t *ts_agent_prefetch_report(const ts_agent *a);
 
 /* agent_data.c: a job's read-only data images (docs/images.md "Model
  * weights and data sets"). */

@@ -32,6 +32,8 @@
 #include "tessera/error.h"
 #include "tessera/image_ref.h"
 
+struct ts_p2p;
+
 #define TS_IMAGE_REF_MAX 512
 #define TS_IMAGE_UNPACK_MAX_BYTES_DEFAULT (64LL << 30) /* one image's unpacked size */
 #define TS_IMAGE_ENTRIES_MAX 2000000    /* one image's tar entries, all layers */
@@ -85,6 +87,13 @@ typedef struct ts_pull_opts {
      * (ts_image_use), so no other pull evicts it before its task starts;
      * NULL: none */
     const char *use_as;
+    /* blobs of TS_P2P_MIN_BLOB_BYTES or more come piece by piece from peers
+     * and the registry (p2p.h); NULL: from the registry only */
+    struct ts_p2p *p2p;
+    long long rate_bytes_s;      /* > 0: a download rate cap (a prefetch) */
+    /* summed over the pull's blobs, may be NULL: bytes from the registry,
+     * from peers, fetched again */
+    long long *from_origin, *from_peers, *refetched;
 } ts_pull_opts;
 
 typedef struct ts_image {

@@ -6,7 +6,15 @@
  * real registry.
  *
  *   tessera-agent image-pull --store DIR [--budget BYTES] [--plain-http]
- *                 [--auth-file FILE] [--ca FILE] REFERENCE
+ *                 [--auth-file FILE] [--ca FILE] [--rate BYTES_PER_S]
+ *                 [--p2p-listen IPV4:PORT --controller URL --node NAME
+ *                  --token-file FILE [--linger SECONDS]] REFERENCE
+ *
+ * With --p2p-listen the layers come piece by piece from peers and the
+ * registry as the agent's do (p2p.h), the node credential asking the
+ * controller's tracker; --linger keeps serving peers that long after the
+ * pull (bench/image-p2p drives one such pull per network namespace). The
+ * JSON says how many bytes came from the registry, from peers, and again.
  *
  * --auth-file holds "user:password" (a pull secret; never printed). Exit
  * status: 0 pulled, 3 the registry does not know the image, 4 the registry
@@ -17,12 +25,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <curl/curl.h>
 #include <jansson.h>
 
 #include "image.h"
 #include "image_cli.h"
+#include "p2p.h"
 
 #define EXIT_NOT_FOUND 3
 #define EXIT_RETRY 4
@@ -31,7 +41,9 @@
 static int usage(void)
 {
     fprintf(stderr, "usage: tessera-agent image-pull --store DIR [--budget BYTES] "
-                    "[--plain-http] [--auth-file FILE] [--ca FILE] REFERENCE\n");
+                    "[--plain-http] [--auth-file FILE] [--ca FILE] [--rate BYTES_PER_S]\n"
+                    "       [--p2p-listen IPV4:PORT --controller URL --node NAME --token-file "
+                    "FILE [--linger SECONDS]] REFERENCE\n");
     return 2;
 }
 
@@ -56,7 +68,9 @@ static int read_secret(const char *path, char *buf, size_t n, char **user, char 
 int ts_image_cli(int argc, char **argv)
 {
     const char *store = NULL, *ref_text = NULL, *auth = NULL, *ca = NULL;
-    long long budget = 0;
+    const char *listen = NULL, *ctl = NULL, *node = NULL, *token_file = NULL;
+    double linger = 0;
+    long long budget = 0, rate = 0;
     bool plain = false;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -68,6 +82,18 @@ int ts_image_cli(int argc, char **argv)
             auth = argv[++i];
         else if (!strcmp(argv[i], "--ca") && v)
             ca = argv[++i];
+        else if (!strcmp(argv[i], "--rate") && v)
+            rate = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--p2p-listen") && v)
+            listen = argv[++i];
+        else if (!strcmp(argv[i], "--controller") && v)
+            ctl = argv[++i];
+        else if (!strcmp(argv[i], "--node") && v)
+            node = argv[++i];
+        else if (!strcmp(argv[i], "--token-file") && v)
+            token_file = argv[++i];
+        else if (!strcmp(argv[i], "--linger") && v)
+            linger = atof(argv[++i]);
         else if (!strcmp(argv[i], "--plain-http"))
             plain = true;
         else if (argv[i][0] != '-' && !ref_text)
@@ -75,7 +101,7 @@ int ts_image_cli(int argc, char **argv)
         else
             return usage();
     }
-    if (!store || !ref_text)
+    if (!store || !ref_text || (listen && (!ctl || !node || !token_file)))
         return usage();
     ts_err err = {0};
     ts_image_ref ref;
@@ -95,22 +121,54 @@ int ts_image_cli(int argc, char **argv)
         return 1;
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    ts_pull_opts o = {.user = user, .password = pass, .plain_http = plain, .ca_file = ca};
+    ts_p2p *p2p = NULL;
+    static char token[256];
+    if (listen) {
+        FILE *tf = fopen(token_file, "re");
+        size_t k = tf ? fread(token, 1, sizeof token - 1, tf) : 0;
+        if (tf)
+            fclose(tf);
+        token[k] = 0;
+        token[strcspn(token, "\r\n")] = 0;
+        const char *faults = getenv("TESSERA_AGENT_P2P_FAULTS");
+        ts_p2p_config pc = {.listen = listen, .node = node, .token = token, .ca_file = ca,
+                            .store_root = st.root,
+                            .fault_corrupt = faults && strstr(faults, "corrupt")};
+        if (!token[0] || ts_p2p_start(&pc, &p2p, &err) != 0) {
+            fprintf(stderr, "tessera-agent: %s\n", token[0] ? err.msg : "--token-file: empty");
+            return 1;
+        }
+        ts_p2p_set_controller(p2p, ctl);
+    }
+    long long from_origin = 0, from_peers = 0, refetched = 0;
+    ts_pull_opts o = {.user = user, .password = pass, .plain_http = plain, .ca_file = ca,
+                      .p2p = p2p, .rate_bytes_s = rate, .from_origin = &from_origin,
+                      .from_peers = &from_peers, .refetched = &refetched};
     ts_image img;
     int rc = ts_image_pull(&st, &ref, &o, &img, &err);
     memset(secret, 0, sizeof secret);
-    curl_global_cleanup();
     if (rc) {
+        ts_p2p_stop(p2p);
+        curl_global_cleanup();
         fprintf(stderr, "tessera-agent: %s\n", err.msg);
         return rc == TS_ENOENT ? EXIT_NOT_FOUND : rc == TS_EIO ? EXIT_RETRY : 1;
     }
-    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:b, s:I}", "digest", img.digest, "rootfs",
-                          img.rootfs, "config", img.config_path, "size_bytes",
+    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:b, s:I, s:I, s:I, s:I}", "digest", img.digest,
+                          "rootfs", img.rootfs, "config", img.config_path, "size_bytes",
                           (json_int_t)img.size_bytes, "cached", img.cached, "store_bytes",
-                          (json_int_t)ts_image_store_bytes(&st));
+                          (json_int_t)ts_image_store_bytes(&st), "from_registry",
+                          (json_int_t)from_origin, "from_peers", (json_int_t)from_peers,
+                          "refetched", (json_int_t)refetched);
     char *s = json_dumps(j, JSON_COMPACT);
     printf("%s\n", s ? s : "{}");
+    fflush(stdout);
     free(s);
     json_decref(j);
+    if (p2p && linger > 0) { /* peers still fetching take pieces from this node */
+        struct timespec ts = {(time_t)linger, (long)((linger - (double)(time_t)linger) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+    ts_p2p_stop(p2p);
+    curl_global_cleanup();
     return 0;
 }

@@ -27,12 +27,14 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
 #include <gnutls/crypto.h>
 #include <jansson.h>
 
+#include "agent/p2p.h"
 #include "image_store.h"
 
 #define MANIFEST_MAX_BYTES (4 << 20)
@@ -44,6 +46,8 @@
 #define BLOB_TRIES 2               /* a mismatching blob is fetched once more */
 #define SHA256_BYTES 32
 #define PULL_MARK ".pull"          /* users/.pull: the image being pulled is not evicted */
+#define ORIGIN_TRIES 6             /* a piece from the registry: a restart is waited out */
+#define ORIGIN_PAUSE_FIRST_NS (250 * 1000 * 1000L)
 
 static const char MANIFEST_ACCEPT[] =
     "Accept: application/vnd.oci.image.index.v1+json, "
@@ -59,6 +63,7 @@ typedef struct puller {
     char auth[8192];            /* "Authorization: Bearer ..." or "" */
     bool basic;                 /* send the pull secret as HTTP basic */
     char challenge[2048];
+    char range[64];             /* "Range: bytes=a-b" for a piece, or "" */
     /* the current response's sink */
     char *mem;
     size_t mem_n, mem_max;
@@ -141,6 +146,8 @@ static int get_once(puller *p, const char *url, const char *accept, long *status
         h = curl_slist_append(h, accept);
     if (p->auth[0])
         h = curl_slist_append(h, p->auth);
+    if (p->range[0])
+        h = curl_slist_append(h, p->range);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
@@ -160,6 +167,8 @@ static int get_once(puller *p, const char *url, const char *accept, long *status
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
     if (p->o->ca_file)
         curl_easy_setopt(c, CURLOPT_CAINFO, p->o->ca_file);
+    if (p->o->rate_bytes_s > 0)
+        curl_easy_setopt(c, CURLOPT_MAX_RECV_SPEED_LARGE, (curl_off_t)p->o->rate_bytes_s);
     if (p->basic && p->o->user) {
         curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
         curl_easy_setopt(c, CURLOPT_USERNAME, p->o->user);
@@ -229,6 +238,9 @@ static int authenticate(puller *p, ts_err *err)
     char *saved_mem = p->mem;
     int saved_fd = p->fd;
     long long saved_max = p->max;
+    char saved_range[sizeof p->range];
+    memcpy(saved_range, p->range, sizeof saved_range);
+    p->range[0] = 0;
     p->auth[0] = 0;
     p->basic = p->o->user != NULL; /* the token service takes the secret as basic */
     p->mem = mem, p->mem_n = 0, p->fd = -1, p->written = 0, p->max = TOKEN_MAX_BYTES;
@@ -251,6 +263,7 @@ static int authenticate(puller *p, ts_err *err)
     json_decref(j);
     free(mem);
     p->mem = saved_mem, p->fd = saved_fd, p->max = saved_max;
+    memcpy(p->range, saved_range, sizeof p->range);
     return rc;
 }
 
@@ -335,6 +348,88 @@ static int get_manifest(puller *p, const char *ref, ts_err *err)
     return 0;
 }
 
+typedef struct origin_ctx {
+    puller *p;
+    const char *digest;
+    long long size;
+} origin_ctx;
+
+/* One piece of a blob from the registry (ts_p2p_origin_fn): a Range GET,
+ * retried with a doubling pause while the registry cannot be reached or
+ * answers 5xx, so that a registry restarted mid-pull costs a pause, not
+ * the pieces already there. */
+static int origin_piece(void *ctx, long long off, long long len, char *buf, ts_err *err)
+{
+    origin_ctx *oc = ctx;
+    puller *p = oc->p;
+    char url[1200];
+    snprintf(url, sizeof url, "%s/blobs/%s", p->base, oc->digest);
+    char *saved_mem = p->mem;
+    long pause_ns = ORIGIN_PAUSE_FIRST_NS;
+    int rc = 0;
+    for (int attempt = 0; attempt < ORIGIN_TRIES; attempt++) {
+        snprintf(p->range, sizeof p->range, "Range: bytes=%lld-%lld", off, off + len - 1);
+        p->mem = buf;
+        p->fd = -1;
+        p->max = len;
+        long status;
+        rc = get(p, url, NULL, &status, reset_mem, err);
+        p->range[0] = 0;
+        p->mem = saved_mem;
+        bool whole = status == 200 && off == 0 && len == oc->size;
+        if (!rc && (status == 206 || whole) && (long long)p->mem_n == len) {
+            p->done += len;
+            if (p->o->progress)
+                p->o->progress(p->o->progress_ctx, p->done, p->total);
+            return 0;
+        }
+        if (!rc && status >= 200 && status < 300)
+            return ts_err_set(err, TS_EINVAL, "blob %s: the registry sent %zu bytes for a "
+                              "piece of %lld (status %ld)", oc->digest, p->mem_n, len, status);
+        if (!rc && status != 429 && status < 500)
+            return status_error(p, status, oc->digest, err);
+        if (!rc)
+            rc = status_error(p, status, oc->digest, err);
+        struct timespec ts = {pause_ns / 1000000000L, pause_ns % 1000000000L};
+        nanosleep(&ts, NULL);
+        pause_ns *= 2;
+    }
+    return rc;
+}
+
+/* The blob by pieces from peers and the registry (p2p.h) into tmp, then
+ * renamed into place: verified whole by ts_p2p_fetch. */
+static int fetch_blob_p2p(ts_image_store *st, puller *p, const char *digest, long long size,
+                          const char *final, ts_err *err)
+{
+    char tmp[760];
+    snprintf(tmp, sizeof tmp, "%s/tmp/blob-%.16s-XXXXXX", st->root, digest + 7);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0)
+        return ts_err_set(err, TS_EIO, "image store: %s: %s", tmp, strerror(errno));
+    origin_ctx oc = {p, digest, size};
+    ts_p2p_stats ps;
+    int rc = ts_p2p_fetch(p->o->p2p, digest, size, fd, origin_piece, &oc, p->o->rate_bytes_s,
+                          &ps, err);
+    if (p->o->from_origin)
+        *p->o->from_origin += ps.from_origin;
+    if (p->o->from_peers)
+        *p->o->from_peers += ps.from_peers;
+    if (p->o->refetched)
+        *p->o->refetched += ps.refetched;
+    if (!rc && fsync(fd) != 0)
+        rc = ts_err_set(err, TS_EIO, "image store: %s: %s", tmp, strerror(errno));
+    close(fd);
+    if (!rc && rename(tmp, final) != 0)
+        rc = ts_err_set(err, TS_EIO, "image store: %s: %s", final, strerror(errno));
+    ts_p2p_release(p->o->p2p, digest, rc == 0);
+    if (rc)
+        unlink(tmp);
+    else
+        p->done += ps.from_peers; /* the registry's pieces were counted as they came */
+    return rc;
+}
+
 static int fetch_blob(ts_image_store *st, puller *p, const char *digest, long long size,
                       ts_err *err)
 {
@@ -345,6 +440,8 @@ static int fetch_blob(ts_image_store *st, puller *p, const char *digest, long lo
         p->done += size;
         return 0;
     }
+    if (p->o->p2p && size >= TS_P2P_MIN_BLOB_BYTES)
+        return fetch_blob_p2p(st, p, digest, size, final, err);
     char url[1200];
     snprintf(url, sizeof url, "%s/blobs/%s", p->base, digest);
     snprintf(tmp, sizeof tmp, "%s/tmp/blob-%.16s-XXXXXX", st->root, digest + 7);
@@ -375,6 +472,8 @@ static int fetch_blob(ts_image_store *st, puller *p, const char *digest, long lo
             rc = ts_err_set(err, TS_EIO, "image store: %s: %s", final, strerror(errno));
         if (!rc) {
             p->done += size;
+            if (p->o->from_origin)
+                *p->o->from_origin += size;
             return 0;
         }
         unlink(tmp);

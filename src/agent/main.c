@@ -94,6 +94,10 @@ static void usage(FILE *f)
                "task starts / after it\n"
                "                      ended; a failure drains the node) [--hook-timeout "
                "SECONDS]  (default 60)\n"
+               "                     [--p2p-listen IPV4:PORT]  (serve image pieces to peer "
+               "agents; docs/images.md \"Peer-to-peer\")\n"
+               "                     [--p2p-advertise URL]  (the URL peers reach it at; "
+               "default http://IPV4:PORT)\n"
                "       tessera-agent image-pull --store DIR [--budget BYTES] [--plain-http] "
                "[--auth-file FILE] REFERENCE\n");
 }
@@ -271,6 +275,20 @@ int main(int argc, char **argv)
                 return 2;
             }
             snprintf(cfg.plain_http_registries, sizeof cfg.plain_http_registries, "%s", v);
+        } else if (strcmp(argv[i], "--p2p-listen") == 0) {
+            if (!v || strlen(v) >= sizeof cfg.p2p_listen || !strchr(v, ':')) {
+                fprintf(stderr, "tessera-agent: --p2p-listen: IPV4:PORT (under %zu bytes)\n",
+                        sizeof cfg.p2p_listen);
+                return 2;
+            }
+            snprintf(cfg.p2p_listen, sizeof cfg.p2p_listen, "%s", v);
+        } else if (strcmp(argv[i], "--p2p-advertise") == 0) {
+            if (!v || strncmp(v, "http://", 7) != 0 || strlen(v) >= sizeof cfg.p2p_advertise) {
+                fprintf(stderr, "tessera-agent: --p2p-advertise: an http:// URL (under %zu "
+                                "bytes)\n", sizeof cfg.p2p_advertise);
+                return 2;
+            }
+            snprintf(cfg.p2p_advertise, sizeof cfg.p2p_advertise, "%s", v);
         } else if (strcmp(argv[i], "--shim") == 0) {
             /* absolute: tasks start in their own working directories */
             char *abs = realpath(v, NULL);
@@ -332,6 +350,9 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    /* fault injection for the tests and bench/image-p2p: a peer that lies */
+    const char *faults = getenv("TESSERA_AGENT_P2P_FAULTS");
+    cfg.p2p_fault_corrupt = faults && strstr(faults, "corrupt");
     if (read_token(token_file, cfg.token, sizeof cfg.token) != 0) {
         fprintf(stderr, "tessera-agent: --token-file %s: cannot read a token\n", token_file);
         return 2;

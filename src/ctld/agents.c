@@ -373,6 +373,13 @@ static json_t *desired(const ctld *c, int n)
     }
     json_t *doc = json_pack("{s:b,s:f,s:o,s:o}", "drained", !ts_sched_node_schedulable(c->sched, n),
                             "lost_after_s", c->cfg.node_lost_s, "tasks", tasks, "mig", mig);
+    /* the reserved job's image, fetched ahead at a low rate (docs/images.md) */
+    const cjob *pj = c->prefetch_job ? ctld_job_find((ctld *)c, c->prefetch_job) : NULL;
+    for (int i = 0; doc && pj && pj->spec && pj->spec->image && i < c->nprefetch_nodes; i++)
+        if (c->prefetch_nodes[i] == n)
+            json_object_set_new(doc, "prefetch",
+                                json_pack("[{s:I,s:s}]", "job", (json_int_t)pj->row.id,
+                                          "image", pj->spec->image));
     if (doc && c->cfg.net_isolation) { /* the tenants' VXLANs flood to these */
         json_object_set_new(doc, "net_peers", ctld_net_peers(c));
         ctld_net_services(c, doc);
@@ -903,6 +910,14 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
                 a->applied_gen == report_gen(a);
     if (known || reg) {
         keep_readings(a, json_object_get(in, "tasks"), now);
+        int64_t ready = 0;
+        size_t pi;
+        json_t *pe;
+        json_array_foreach(json_object_get(in, "prefetch"), pi, pe)
+            if (!ready && json_is_string(json_object_get(pe, "state")) &&
+                !strcmp(json_string_value(json_object_get(pe, "state")), "ready"))
+                ready = json_integer_value(json_object_get(pe, "job"));
+        __atomic_store_n(&a->prefetch_ready, ready, __ATOMIC_RELAXED);
         take_log_answers(a, in);
     }
     pthread_mutex_unlock(&a->mu);

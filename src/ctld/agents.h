@@ -59,6 +59,8 @@ typedef struct ctld_reading {
  * written under both, so either suffices to read it. */
 typedef struct ctld_agent {
     bool registered;            /* an agent serves the node now */
+    int64_t prefetch_ready;     /* the job whose image its last sync said is here ahead of
+                                 * its start (docs/images.md); 0 none. Atomic */
     int health;                 /* 0 healthy, 1 degraded, 2 failed */
     char health_why[256];
     json_t *discovery;          /* its last registration's description */
@@ -111,5 +113,11 @@ bool ctld_rank_reading(ctld *c, const cjob *j, int rank, float *util, float *ste
 void ctld_agents_docs_stale(ctld *c);
 /* Under mu: wakes every long-poll (shutdown). */
 void ctld_agents_wake_all(ctld *c);
+
+/* p2p.c: the tracker of image blobs shared between agents (docs/images.md
+ * "Peer-to-peer"): open at start (TS_ENOMEM), close at shutdown; the route
+ * POST /v1/agent/p2p takes its own lock only. */
+int ctld_p2p_open(ctld *c);
+void ctld_p2p_close(ctld *c);
 
 #endif

@@ -93,6 +93,12 @@ typedef struct ctld {
     ts_decision d;
     double last_cycle_ms;
     int64_t reserved_id;         /* the job holding the reservation (an event when it changes) */
+    /* its image, fetched ahead on the nodes its reservation plans it on
+     * (docs/images.md "Fetched while the job waits"): the job (0: none) and
+     * those nodes, shown in their desired state as a prefetch */
+    int64_t prefetch_job;
+    int prefetch_nodes[TS_CYCLE_RESERVED_NODES_MAX];
+    int nprefetch_nodes;
     int64_t next_logreq;         /* ids of output requests */
     int64_t frag_free_gpus;
     double sched_clock_s;        /* the latest time handed to the scheduler (ctld_sched_clock) */
@@ -103,6 +109,7 @@ typedef struct ctld {
     void *deps;                  /* depend.c: ended jobs' outcomes, looked up once */
     struct ctld_secrets *secrets; /* secrets.c: the secret store (ciphertexts, the key) */
     struct ctld_notify *notify;  /* notify.c: the webhooks' queue and thread */
+    struct ctld_p2p *p2p;        /* p2p.c: the tracker of image blobs between agents */
     ctld_resv *resv;             /* resv.c: the reservations (under mu) */
     int nresv;
     int64_t resv_next_id;        /* the last id handed to one */

@@ -165,6 +165,52 @@ static int secrets_used(ctld_txn *t, const cjob *j, double now)
     return ctld_txn_event(t, j->row.id, now, "secrets-used", names);
 }
 
+/* A waiting job whose image its reserved nodes fetch ahead: one with an
+ * image that needs no pull secret (a secret goes to a node only with a
+ * rank about to start). */
+static bool prefetches(const cjob *j)
+{
+    return j->spec && j->spec->image && !j->spec->image_secret[0];
+}
+
+/* "a,b,c" of nodes (malloc'd), NULL when none. */
+static char *node_list(const ctld *c, const int *nodes, int n)
+{
+    size_t len = 1;
+    for (int i = 0; i < n; i++)
+        len += strlen(c->cluster->nodes[nodes[i]].name) + 1;
+    char *s = n > 0 ? malloc(len) : NULL;
+    if (!s)
+        return NULL;
+    s[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        if (i)
+            strcat(s, ",");
+        strcat(s, c->cluster->nodes[nodes[i]].name);
+    }
+    return s;
+}
+
+/* The planned job's prefetch (j NULL: none): the nodes it leaves and the
+ * nodes it reaches get their desired state again. */
+static void prefetch_update(ctld *c, const cjob *j)
+{
+    const ts_decision *d = &c->d;
+    int64_t id = j ? j->row.id : 0;
+    int n = j ? d->nplanned_nodes : 0;
+    bool same = id == c->prefetch_job && n == c->nprefetch_nodes &&
+                (n == 0 || !memcmp(c->prefetch_nodes, d->planned_nodes, (size_t)n * sizeof(int)));
+    if (same)
+        return;
+    for (int i = 0; i < c->nprefetch_nodes; i++)
+        ctld_agent_moved(c, c->prefetch_nodes[i]);
+    c->prefetch_job = n > 0 ? id : 0;
+    c->nprefetch_nodes = n;
+    memcpy(c->prefetch_nodes, d->planned_nodes, (size_t)n * sizeof(int));
+    for (int i = 0; i < n; i++)
+        ctld_agent_moved(c, c->prefetch_nodes[i]);
+}
+
 /* The cycle's starts and preemptions, planned into t; started[k] says
  * whether start k is still bound: planned into t, or not reached when the
  * planning failed (false: refused, and unbound already). */
@@ -228,6 +274,17 @@ static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, 
                             d->reserved_at_s - now);
         rc = detail ? ctld_txn_event(t, j->row.id, now, "reserved", detail) : TS_ENOMEM;
         free(detail);
+    }
+    /* an event when a waiting job's planned nodes first fetch its image */
+    if (rc == 0 && d->planned >= 0 && w[d->planned]->row.id != c->prefetch_job &&
+        prefetches(w[d->planned])) {
+        const cjob *j = w[d->planned];
+        char *nodes = node_list(c, d->planned_nodes, d->nplanned_nodes);
+        char *pf = nodes ? dupf("nodes=%s image=%s", nodes, j->spec->image) : NULL;
+        rc = !nodes || pf ? (pf ? ctld_txn_event(t, j->row.id, now, "prefetch", pf) : 0)
+                          : TS_ENOMEM;
+        free(pf);
+        free(nodes);
     }
     if (rc == TS_ENOMEM)
         ts_err_set(err, TS_ENOMEM, "out of memory");
@@ -297,6 +354,7 @@ static void after_starts(ctld *c, double now, cjob **w, const bool *started)
         c->reserved_id = w[d->reserved]->row.id;
     else
         c->reserved_id = 0;
+    prefetch_update(c, d->planned >= 0 && prefetches(w[d->planned]) ? w[d->planned] : NULL);
 }
 
 static int by_order(const void *x, const void *y)

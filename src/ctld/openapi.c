@@ -335,6 +335,19 @@ static const struct {
      "\"wait_s\":{\"type\":\"number\"}}}"},
     {"AgentReply",
      "{\"type\":\"object\",\"description\":\"docs/agent-protocol.md\"}"},
+    {"P2PAnnounce",
+     "{\"type\":\"object\",\"description\":\"docs/images.md Peer-to-peer: have holds one "
+     "0 or 1 per piece of 4 MiB\",\"required\":[\"node\",\"url\",\"blob\",\"size\","
+     "\"have\"],\"properties\":{\"node\":{\"type\":\"string\"},\"url\":{\"type\":"
+     "\"string\"},\"blob\":{\"type\":\"string\"},\"size\":{\"type\":\"integer\"},"
+     "\"have\":{\"type\":\"string\"},\"hashes\":{\"type\":\"object\"},\"bad\":{"
+     "\"type\":\"array\",\"items\":{\"type\":\"string\"}}}}"},
+    {"P2PAnswer",
+     "{\"type\":\"object\",\"required\":[\"piece_bytes\",\"peers\",\"hashes\","
+     "\"grant\",\"token\",\"key\"],\"properties\":{\"piece_bytes\":{\"type\":"
+     "\"integer\"},\"peers\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
+     "\"hashes\":{\"type\":\"array\"},\"grant\":{\"type\":\"integer\"},\"token\":{"
+     "\"type\":\"string\"},\"key\":{\"type\":\"string\"}}}"},
     {"OpenAPI",
      "{\"type\":\"object\",\"required\":[\"openapi\",\"paths\"]}"},
     {"Text",

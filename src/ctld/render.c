@@ -138,6 +138,20 @@ json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active
             if (!live->reason[0])
                 json_object_set_new(doc, "reason", json_string("image_pull"));
         }
+        if (active && live->state == TS_JOB_PENDING && c->prefetch_job == row->id &&
+            c->nprefetch_nodes > 0) {
+            /* its image fetched ahead where its start is planned (docs/images.md) */
+            json_t *nodes = json_array(), *ready = json_array();
+            for (int i = 0; i < c->nprefetch_nodes; i++) {
+                int n = c->prefetch_nodes[i];
+                json_t *name = json_string(c->cluster->nodes[n].name);
+                if (__atomic_load_n(&c->agents[n].prefetch_ready, __ATOMIC_RELAXED) == row->id)
+                    json_array_append(ready, name);
+                json_array_append_new(nodes, name);
+            }
+            json_object_set_new(doc, "image_prefetch",
+                                json_pack("{s:o,s:o}", "nodes", nodes, "ready", ready));
+        }
         ctld_render_queue(c, active, doc);
     }
     return doc;

@@ -277,6 +277,8 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
         rc = ctld_secrets_open(c->store, cfg->secrets_key_file, true, &c->secrets, err);
     if (rc == 0 && ctld_notify_open(c) != 0)
         rc = ts_err_set(err, TS_ENOMEM, "out of memory");
+    if (rc == 0 && ctld_p2p_open(c) != 0)
+        rc = ts_err_set(err, TS_ENOMEM, "out of memory");
     if (rc == 0)
         rc = load_tenants(c, err);
     if (rc == 0)
@@ -361,6 +363,7 @@ void ctld_close(ctld *c)
     ts_tenants_free(c->tenants);
     ts_cluster_free(c->cluster);
     ctld_notify_close(c); /* its thread reads secrets */
+    ctld_p2p_close(c);
     ctld_secrets_close(c->secrets);
     ts_store_close(c->store);
     ctld_config_fini(&c->cfg);

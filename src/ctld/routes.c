@@ -938,6 +938,11 @@ static const ctld_route_def ROUTES[] = {
      "A node agent opens its side of session {name} (node credential, header "
      "X-Tessera-Session-Secret): upgraded (101) and spliced with the client's "
      "(docs/interactive.md)", NULL, 101, NULL, "409 503"},
+    {"POST", "/v1/agent/p2p", ctld_p2p_route, CTLD_ROLES_NODE, "agentP2P",
+     "A node agent fetching an image blob says which pieces it holds; learns which peers "
+     "hold which pieces, the pieces' hashes, a token for its peers and perhaps a piece to take "
+     "from the registry (docs/images.md \"Peer-to-peer\")", "P2PAnnounce", 200, "P2PAnswer",
+     "409 503"},
     {"GET", "/healthz", NULL, CTLD_ROLES_PUBLIC, "healthz", "Liveness", NULL, 200, "Text", ""},
     {"GET", "/readyz", NULL, CTLD_ROLES_PUBLIC, "readyz",
      "Readiness: store open and scheduler running (503 while starting)", NULL, 200, "Text",

@@ -417,6 +417,7 @@ void ts_decision_init(ts_decision *d)
 {
     memset(d, 0, sizeof *d);
     d->reserved = -1;
+    d->planned = -1;
 }
 
 void ts_decision_fini(ts_decision *d)

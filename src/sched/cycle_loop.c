@@ -708,6 +708,23 @@ static int plan_moves(loop *l, int i, vkey *keys, int n, bool **move)
     return m;
 }
 
+/* Waiting job i's plan, the distinct nodes of it, into the decision: the
+ * reserved job's always, an estimate's while no job holds one. */
+static void planned_set(ts_decision *d, int i, const ts_alloc *plan, int ntasks, bool hold)
+{
+    if (!hold && d->planned >= 0)
+        return;
+    d->planned = i;
+    d->nplanned_nodes = 0;
+    for (int k = 0; k < ntasks && d->nplanned_nodes < TS_CYCLE_RESERVED_NODES_MAX; k++) {
+        bool seen = false;
+        for (int q = 0; q < d->nplanned_nodes && !seen; q++)
+            seen = d->planned_nodes[q] == plan[k].node;
+        if (!seen && plan[k].node >= 0)
+            d->planned_nodes[d->nplanned_nodes++] = plan[k].node;
+    }
+}
+
 /* Victims for job i (reclaim by guaranteed work, or time-sharing by a job
  * of a lower las level); true if a preemption was decided. swap: the job's
  * quota is what it lacks, so only its own tenant's jobs of its tier that
@@ -840,6 +857,7 @@ static bool try_preempt(loop *l, int i, bool swap)
         d->reserved_at_s = until;
         d->pending[i].reserved_at_s = until;
         d->pending[i].estimated_s = until;
+        planned_set(d, i, l->plan, job->ntasks, true);
         if (blockers_set(s, job, l->plan) == 0)
             s->epoch++;
     }
@@ -916,6 +934,7 @@ static void reserve(loop *l, int i, bool hold)
         at = l->now; /* fits on the emptied cluster with nothing running */
     p->estimated_s = at;
     if (!hold) {
+        planned_set(d, i, l->plan, job->ntasks, false);
         char was[TS_CYCLE_WHY_MAX];
         snprintf(was, sizeof was, "%s", why_of(l, i));
         char when[32], in[32];
@@ -937,6 +956,7 @@ static void reserve(loop *l, int i, bool hold)
     ts_fmt_time(at, when, sizeof when);
     ts_fmt_duration(at - l->now, in, sizeof in);
     l->why_off[i] = why_add(l, "%s; reserved to start by %s (in %s)", was, when, in);
+    planned_set(d, i, l->plan, job->ntasks, true);
     if (blockers_set(s, job, l->plan) == 0)
         s->epoch++;
 }
@@ -1432,6 +1452,8 @@ int ts_sched_cycle(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
     d->npreempts = 0;
     d->reserved = -1;
     d->reserved_at_s = -1.0;
+    d->planned = -1;
+    d->nplanned_nodes = 0;
     memset(&d->stats, 0, sizeof d->stats);
     d->why_len = 0;
     blockers_clear(s);
@@ -1460,6 +1482,8 @@ int ts_sched_cycle(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
         d->npreempts = 0;
         d->reserved = -1;
         d->reserved_at_s = -1.0;
+        d->planned = -1;
+    d->nplanned_nodes = 0;
         return ts_err_set(err, rc, "cycle: out of memory");
     }
     return 0;

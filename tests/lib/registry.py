@@ -83,7 +83,7 @@ class Registry:
         for path, text in (files or {}).items():
             full = os.path.join(root, path.lstrip("/"))
             os.makedirs(os.path.dirname(full), exist_ok=True)
-            with open(full, "w") as f:
+            with open(full, "wb" if isinstance(text, bytes) else "w") as f:
                 f.write(text)
         _run(["umoci", "repack", "--image", f"{layout}:{name}", bundle])
         _run(["umoci", "config", "--image", f"{layout}:{name}", "--config.env", "PATH=/bin",
@@ -104,6 +104,73 @@ class Registry:
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=10)
+
+
+class CountingFront:
+    """A registry's front that passes every request on (Range included) and
+    counts what it sent: blob requests, blob body bytes, per digest. What a
+    registry's egress is, for the tests of peer-to-peer pulls. stall(s)
+    holds every blob request s seconds before it is passed on."""
+
+    def __init__(self, upstream, port=None):
+        self.port = port or free_port()
+        self.host = f"127.0.0.1:{self.port}"
+        self.lock = threading.Lock()
+        self.blob_requests, self.blob_bytes = 0, 0
+        self.per_blob = {}
+        self.delay = 0.0
+        front = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                if "/blobs/" in self.path and front.delay:
+                    time.sleep(front.delay)
+                req = urllib.request.Request(upstream + self.path)
+                for h in ("Accept", "Range"):
+                    if self.headers.get(h):
+                        req.add_header(h, self.headers[h])
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as r:
+                        body, status = r.read(), r.status
+                        ctype = r.headers.get("Content-Type", "")
+                        extra = [(k, r.headers[k]) for k in ("Content-Range",
+                                                             "Docker-Content-Digest")
+                                 if r.headers.get(k)]
+                except urllib.error.HTTPError as e:
+                    body, status, ctype, extra = e.read(), e.code, "application/json", []
+                if "/blobs/" in self.path and status in (200, 206):
+                    with front.lock:
+                        front.blob_requests += 1
+                        front.blob_bytes += len(body)
+                        d = self.path.rsplit("/", 1)[-1]
+                        front.per_blob[d] = front.per_blob.get(d, 0) + len(body)
+                try:
+                    self.send_response(status)
+                    for k, v in extra:
+                        self.send_header(k, v)
+                    self.send_header("Content-Type", ctype)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:
+                    pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def reset(self):
+        with self.lock:
+            self.blob_requests, self.blob_bytes, self.per_blob = 0, 0, {}
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
 
 
 class TokenFront:

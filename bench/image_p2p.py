@@ -1,0 +1,350 @@
+#!/usr/bin/env python3
+"""Cold start of a gang's image with peer-to-peer pieces against a plain pull
+from the registry, on the issue's scaled physics (docs/images.md
+"Peer-to-peer"): every node and the registry behind a 100 Mbit/s link
+(`tc tbf` on both ends of each veth), a 40 MB image of random content, so
+the line-rate bound for one node is 3.2 s as for 10 GB at 25 GbE.
+
+Light mode: one `tessera-agent image-pull` per node namespace, with the
+agent's own P2P code (listener, tracker client, piece fetcher, verification,
+store and unpack), against a real tesserad (the tracker) on the host and
+Debian's docker-registry in a namespace of its own. A rank could exec when
+its pull returns: the image is verified and unpacked. Full agents with runc
+per namespace do not fit two shared cores at 64 nodes; this drives the same
+fetch code.
+
+Printed: per N, last rank ready after the allocation (all pulls started at
+once) against the 3.2 s bound, registry egress (the registry veth's own tx
+counter) as a multiple of the image's size, bytes from peers; the plain pull
+at the sizes of BASELINE (the same run; others: N x 3.2 s, the line-rate
+model, marked so); then the faults at FAULT_N nodes: a peer killed
+mid-transfer, a peer serving corrupt pieces, the registry restarted
+mid-transfer, each with the bytes refetched and every rank's root checked.
+
+Everything it makes is named p2p*: namespaces p2p-hub, p2p-reg, p2p-n<i>;
+bridge p2pbr; veths p2pv*/p2pr*; addresses 10.197.0.0/16. Removed at exit.
+
+usage: image_p2p.py BUILD_DIR [--nodes 8,16,32,64] [--baseline 8,16]
+                   [--fault-n 8] [--json OUT]
+With P2P_TRACE=1 each run's per-node stderr is kept in /tmp/p2p-trace-N-MODE
+and the registry's access log in /tmp/p2p-registry.log.
+"""
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
+from cluster import Cluster, Node  # noqa: E402
+from registry import Registry  # noqa: E402
+
+RATE = "100mbit"
+IMAGE_BYTES = 40 * 1000 * 1000
+LINE_S = IMAGE_BYTES * 8 / 100e6          # 3.2 s
+HUB, REG = "p2p-hub", "p2p-reg"
+REG_ADDR, HOST_ADDR = "10.197.0.2", "10.197.0.1"
+REG_PORT, PEER_PORT = 5000, 7070
+RUN_TIMEOUT_S = 300
+
+
+def sh(*a, check=True, timeout=60):
+    return subprocess.run([str(x) for x in a], check=check, timeout=timeout,
+                          capture_output=True, text=True)
+
+
+def ns_of(i):
+    return f"p2p-n{i}"
+
+
+def addr_of(i):
+    return f"10.197.{1 + i // 250}.{1 + i % 250}"
+
+
+def shape(ns, dev):
+    """100 Mbit/s out of dev (in namespace ns, or the host's when None)."""
+    pre = ["ip", "netns", "exec", ns] if ns else []
+    sh(*pre, "tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", RATE, "burst",
+       "64kb", "latency", "50ms")
+
+
+def link(ns, dev, peer, addr):
+    """A veth from namespace ns (dev, with addr/16) to the hub's bridge
+    (peer), shaped on both ends."""
+    sh("ip", "link", "add", dev, "netns", ns, "type", "veth", "peer", "name", peer, "netns", HUB)
+    sh("ip", "-n", ns, "addr", "add", f"{addr}/16", "dev", dev)
+    sh("ip", "-n", ns, "link", "set", dev, "up")
+    sh("ip", "-n", ns, "link", "set", "lo", "up")
+    sh("ip", "-n", HUB, "link", "set", peer, "master", "p2pbr", "up")
+    shape(ns, dev)
+    shape(HUB, peer)
+
+
+class Net:
+    def __init__(self, n):
+        self.n = n
+        self.made = []
+        sh("ip", "netns", "add", HUB)
+        self.made.append(HUB)
+        sh("ip", "-n", HUB, "link", "add", "p2pbr", "type", "bridge")
+        sh("ip", "-n", HUB, "link", "set", "p2pbr", "up")
+        # the host (tesserad, the tracker: control traffic, not shaped)
+        sh("ip", "link", "add", "p2pvhost", "type", "veth", "peer", "name", "p2prhost", "netns",
+           HUB)
+        sh("ip", "addr", "add", f"{HOST_ADDR}/16", "dev", "p2pvhost")
+        sh("ip", "link", "set", "p2pvhost", "up")
+        sh("ip", "-n", HUB, "link", "set", "p2prhost", "master", "p2pbr", "up")
+        sh("ip", "netns", "add", REG)
+        self.made.append(REG)
+        link(REG, "p2pvreg", "p2prreg", REG_ADDR)
+        for i in range(n):
+            sh("ip", "netns", "add", ns_of(i))
+            self.made.append(ns_of(i))
+            link(ns_of(i), "p2pv0", f"p2pr{i}", addr_of(i))
+
+    def reg_tx(self):
+        out = sh("ip", "-n", REG, "-s", "-j", "link", "show", "dev", "p2pvreg").stdout
+        return json.loads(out)[0]["stats64"]["tx"]["bytes"]
+
+    def close(self):
+        sh("ip", "link", "del", "p2pvhost", check=False)
+        for ns in reversed(self.made):
+            sh("ip", "netns", "del", ns, check=False)
+
+
+class BenchCluster(Cluster):
+    """tesserad on every host address: the node namespaces reach it over
+    the hub's bridge."""
+
+    def write(self, name, text):
+        if name == "tesserad.yaml":
+            text = text.replace("listen: 127.0.0.1:", "listen: 0.0.0.0:")
+        super().write(name, text)
+
+
+class RegistryInNs:
+    """docker-registry serving in namespace REG; restartable."""
+
+    def __init__(self, work):
+        self.work = work
+        self.cfg = os.path.join(work, "registry.yml")
+        with open(self.cfg, "w") as f:
+            f.write(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: "
+                    f"{work}/registry\nhttp:\n  addr: {REG_ADDR}:{REG_PORT}\n"
+                    "log:\n  level: info\n  accesslog:\n    disabled: false\n")
+        self.proc = None
+        self.start()
+
+    def start(self):
+        log = open(os.path.join(self.work, "registry.log"), "a")
+        self.proc = subprocess.Popen(["ip", "netns", "exec", REG, "docker-registry", "serve",
+                                      self.cfg], stdout=log, stderr=log)
+        for _ in range(100):
+            if sh("curl", "-sf", f"http://{REG_ADDR}:{REG_PORT}/v2/", check=False).returncode == 0:
+                return
+            time.sleep(0.1)
+        raise RuntimeError("the registry did not start")
+
+    def restart_after(self, down_s):
+        self.proc.kill()
+        self.proc.wait()
+        time.sleep(down_s)
+        self.start()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def build_image(work):
+    """The 40 MB random image pushed to the registry; its reference and the
+    sha256 of its big file."""
+    data = os.urandom(IMAGE_BYTES)
+
+    class W:
+        pass
+    w = W()
+    w.work = work
+    layout = Registry.build(w, "big", "p2p bench", {"/data/blob": data})
+    sh("skopeo", "copy", "--dest-tls-verify=false", f"oci:{layout}:big",
+       f"docker://{REG_ADDR}:{REG_PORT}/bench/big:1", timeout=300)
+    return f"{REG_ADDR}:{REG_PORT}/bench/big:1", hashlib.sha256(data).hexdigest()
+
+
+def run_gang(b, nodes, ref, p2p, stores, extra=None, during=None):
+    """Starts one pull per node at once; returns (seconds until each is
+    ready, their JSON, whether all succeeded). extra: {node: env} of peers
+    that take part but are not ranks (their readiness is not waited for)."""
+    procs, t0 = {}, time.monotonic()
+    done, outs = {}, {}
+    extra = extra or {}
+    for i in list(nodes) + list(extra):
+        store = os.path.join(stores, f"n{i}")
+        args = ["ip", "netns", "exec", ns_of(i), b["agent"], "image-pull", "--store", store,
+                "--plain-http"]
+        if p2p:
+            args += ["--p2p-listen", f"{addr_of(i)}:{PEER_PORT}", "--controller",
+                     f"http://{HOST_ADDR}:{b['port']}", "--node", f"n{i}", "--token-file",
+                     b["tokens"][i], "--linger", str(RUN_TIMEOUT_S)]
+        env = dict(os.environ, **extra.get(i, {}))
+        errf = open(os.path.join(stores, f"n{i}.err"), "w")
+        procs[i] = subprocess.Popen(args + [ref], stdout=subprocess.PIPE,
+                                    stderr=errf, text=True, env=env)
+
+    def reader(i):
+        line = procs[i].stdout.readline()
+        done[i] = time.monotonic() - t0
+        try:
+            outs[i] = json.loads(line)
+        except ValueError:
+            with open(os.path.join(stores, f"n{i}.err")) as f:
+                outs[i] = {"error": f.read()[-300:]}
+    ths = [threading.Thread(target=reader, args=(i,), daemon=True) for i in nodes]
+    for t in ths:
+        t.start()
+    if during:
+        during(procs)
+    for t in ths:
+        t.join(RUN_TIMEOUT_S)
+    for p in procs.values():
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+        p.wait()
+    ok = all(i in outs and "digest" in outs[i] for i in nodes)
+    return [done.get(i, float("inf")) for i in nodes], outs, ok
+
+
+def verify_roots(stores, nodes, outs, want):
+    bad = 0
+    for i in nodes:
+        path = os.path.join(outs[i]["rootfs"], "data", "blob")
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        bad += h.hexdigest() != want
+    return bad
+
+
+def fresh(stores):
+    shutil.rmtree(stores, ignore_errors=True)
+    os.makedirs(stores)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("--nodes", default="8,16,32,64")
+    ap.add_argument("--baseline", default="8,16")
+    ap.add_argument("--fault-n", type=int, default=8)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    sizes = [int(x) for x in a.nodes.split(",") if x]
+    base_sizes = [int(x) for x in a.baseline.split(",") if x]
+    nmax = max(sizes + base_sizes + [a.fault_n + 2])
+    build = os.path.abspath(a.build)
+    b = {"agent": os.path.join(build, "tessera-agent"),
+         "tesserad": os.path.join(build, "tesserad")}
+    work = tempfile.mkdtemp(prefix="p2p-bench-")
+    stores = os.path.join(work, "stores")
+    net = reg = c = None
+    result = {"line_rate_bound_s": LINE_S, "image_bytes": IMAGE_BYTES, "runs": []}
+    try:
+        net = Net(nmax)
+        reg = RegistryInNs(work)
+        ref, want = build_image(work)
+        c = BenchCluster({"tesserad": b["tesserad"], "agent": b["agent"]},
+                         nodes=[Node(f"n{i}", agent=False) for i in range(nmax)],
+                         name="p2p-bench")
+        c.start()
+        b["port"] = c.port
+        b["tokens"] = {}
+        for i in range(nmax):
+            st, d = c.call("POST", "/v1/tokens", {"name": f"n{i}", "role": "node"})
+            path = os.path.join(work, f"n{i}.token")
+            with open(path, "w") as f:
+                f.write(d["token"]["secret"] + "\n")
+            b["tokens"][i] = path
+        print(f"image {IMAGE_BYTES / 1e6:.0f} MB random, links {RATE}: line-rate bound "
+              f"{LINE_S:.1f} s; light mode (image-pull per namespace, real tesserad tracker)")
+        print(f"{'N':>4} {'mode':>9} {'last ready s':>12} {'x bound':>8} {'median s':>9} "
+              f"{'egress x image':>15} {'from peers MB':>14}")
+
+        def one(n, p2p, label):
+            fresh(stores)
+            tx0 = net.reg_tx()
+            times, outs, ok = run_gang(b, range(n), ref, p2p, stores)
+            if os.environ.get("P2P_TRACE"):
+                keep = f"/tmp/p2p-trace-{n}-{label}"
+                shutil.rmtree(keep, ignore_errors=True)
+                shutil.copytree(stores, keep, ignore=shutil.ignore_patterns("blobs", "images", "tmp"))
+            egress = (net.reg_tx() - tx0) / IMAGE_BYTES
+            last = max(times)
+            med = sorted(times)[len(times) // 2]
+            peers = sum(o.get("from_peers", 0) for o in outs.values()) / 1e6
+            print(f"{n:>4} {label:>9} {last:>12.1f} {last / LINE_S:>8.1f} {med:>9.1f} "
+                  f"{egress:>15.2f} {peers:>14.0f}{'' if ok else '  (FAILED: ' + str([o.get('error') for o in outs.values() if 'error' in o][:2]) + ')'}",
+                  flush=True)
+            result["runs"].append({"n": n, "mode": label, "last_s": last, "median_s": med,
+                                   "egress_x": egress, "from_peers_mb": peers, "ok": ok})
+            return last
+        for n in sorted(set(sizes) | set(base_sizes)):
+            if n in sizes:
+                lp = one(n, True, "p2p")
+            if n in base_sizes:
+                lb = one(n, False, "registry")
+                if n in sizes:
+                    print(f"{'':>4} {'':>9} plain pull / p2p at N={n}: {lb / lp:.1f}x")
+            else:
+                print(f"{n:>4} {'registry':>9} {n * LINE_S:>12.1f} {n:>8.1f}   (model: N x "
+                      f"{LINE_S:.1f} s, not measured)")
+        # faults, at fault_n ranks plus one extra peer where it is the fault
+        n = a.fault_n
+        print(f"faults at N={n} (p2p):")
+
+        def fault(label, extra=None, during=None):
+            fresh(stores)
+            tx0 = net.reg_tx()
+            times, outs, ok = run_gang(b, range(n), ref, True, stores, extra, during)
+            egress = (net.reg_tx() - tx0) / IMAGE_BYTES
+            bad = verify_roots(stores, range(n), outs, want) if ok else n
+            refetched = sum(o.get("refetched", 0) for o in outs.values()) / 1e6
+            print(f"  {label:<34} last ready {max(times):6.1f} s, every rank verified: "
+                  f"{'yes' if ok and bad == 0 else 'NO'}, refetched {refetched:.1f} MB, "
+                  f"registry egress {egress:.2f}x", flush=True)
+            result["runs"].append({"n": n, "mode": "fault:" + label, "last_s": max(times),
+                                   "ok": ok and bad == 0, "refetched_mb": refetched,
+                                   "egress_x": egress})
+
+        def kill_peer(procs):
+            time.sleep(LINE_S / 2)
+            procs[n].send_signal(signal.SIGKILL)
+        fault("a peer killed mid-transfer", {n: {}}, kill_peer)
+        fault("a peer serving corrupt pieces", {n: {"TESSERA_AGENT_P2P_FAULTS": "corrupt"}})
+        fault("the registry restarted mid-transfer", None,
+              lambda procs: (time.sleep(LINE_S / 3), reg.restart_after(1.0)))
+    finally:
+        if c:
+            c.stop()
+            c.cleanup()
+        if reg:
+            reg.stop()
+        if net:
+            net.close()
+        if os.environ.get("P2P_TRACE") and os.path.exists(os.path.join(work, "registry.log")):
+            shutil.copy(os.path.join(work, "registry.log"), "/tmp/p2p-registry.log")
+        shutil.rmtree(work, ignore_errors=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,374 @@
+/*
+ * p2p.c - the tracker of image blobs shared between agents (docs/images.md
+ * "Peer-to-peer", src/agent/p2p.h for the agent's side).
+ *
+ * POST /v1/agent/p2p (a node credential): a node fetching a blob says which
+ * of its pieces it holds, the sha256 of the pieces it took from the
+ * registry, the peers it gave up on; the answer names the peers holding
+ * pieces of it (their URL and which pieces), each piece's hash as first
+ * reported, a token the peers accept from this node for this blob, the key
+ * this node checks its own peers' tokens with, and perhaps a grant: the
+ * one piece this node should fetch from the registry, because nobody holds
+ * it and nobody else holds a grant of it (a grant lasts CLAIM_S, renewed by
+ * each announce of its node). So a gang's nodes take each piece from the
+ * registry about once (the grant of a node that went silent goes to
+ * another node) and the rest from each other. A peer reported bad by a
+ * node is left out of every answer for that blob for BAN_S, or until it
+ * announces holding none of it (it restarted).
+ *
+ * The table lives in memory only (a restarted controller learns it again
+ * from the next announcements): at most BLOBS_MAX blobs, the least
+ * recently announced one forgotten first, under its own mutex, never held
+ * while anything waits on the network or the store.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <gnutls/crypto.h>
+
+#include "ctld/ctld.h"
+#include "ctld/http.h"
+#include "tessera/image_ref.h"
+
+#define PIECE_BYTES (4LL << 20) /* the agents' TS_P2P_PIECE_BYTES */
+#define BLOB_BYTES_MAX (1LL << 40)
+#define BLOBS_MAX 256
+#define CLAIM_S 5.0            /* a grant's hold on its piece, renewed by its node's announces */
+#define CLAIMS_PER_NODE 1      /* an agent takes one piece at a time from the registry */
+#define BAN_S 60.0             /* a peer reported bad is left out this long */
+#define TOKEN_S 600            /* a token's life */
+#define KEY_BYTES 32
+#define PEERS_ANSWER_MAX 48
+#define URL_MAX 256
+
+typedef struct p2p_blob {
+    char digest[TS_IMAGE_DIGEST_MAX]; /* "": a free slot */
+    long long size;
+    int npieces;
+    double used_s;
+    char (*hash)[TS_IMAGE_DIGEST_MAX];
+    int *claim_node;           /* -1: none */
+    double *claim_until;
+    uint8_t **have;            /* per node: NULL, or npieces of 0/1 */
+    double *banned_until;      /* per node */
+} p2p_blob;
+
+struct ctld_p2p {
+    pthread_mutex_t mu;
+    int nnodes;
+    char (*url)[URL_MAX];      /* per node, as last announced */
+    p2p_blob blobs[BLOBS_MAX];
+    unsigned char key[KEY_BYTES];
+    char key_hex[2 * KEY_BYTES + 1];
+};
+
+int ctld_p2p_open(ctld *c)
+{
+    struct ctld_p2p *T = calloc(1, sizeof *T);
+    if (!T)
+        return TS_ENOMEM;
+    T->nnodes = c->cluster->nnodes;
+    T->url = calloc((size_t)(T->nnodes > 0 ? T->nnodes : 1), sizeof *T->url);
+    if (!T->url || gnutls_rnd(GNUTLS_RND_KEY, T->key, sizeof T->key) != 0) {
+        free(T->url);
+        free(T);
+        return TS_ENOMEM;
+    }
+    for (int i = 0; i < KEY_BYTES; i++)
+        sprintf(T->key_hex + 2 * i, "%02x", T->key[i]);
+    pthread_mutex_init(&T->mu, NULL);
+    c->p2p = T;
+    return 0;
+}
+
+static void blob_free(p2p_blob *b, int nnodes)
+{
+    if (!b->digest[0])
+        return;
+    for (int n = 0; n < nnodes; n++)
+        free(b->have[n]);
+    free(b->have);
+    free(b->hash);
+    free(b->claim_node);
+    free(b->claim_until);
+    free(b->banned_until);
+    memset(b, 0, sizeof *b);
+}
+
+void ctld_p2p_close(ctld *c)
+{
+    struct ctld_p2p *T = c->p2p;
+    if (!T)
+        return;
+    for (int i = 0; i < BLOBS_MAX; i++)
+        blob_free(&T->blobs[i], T->nnodes);
+    pthread_mutex_destroy(&T->mu);
+    explicit_bzero(T->key, sizeof T->key);
+    free(T->url);
+    free(T);
+    c->p2p = NULL;
+}
+
+/* The blob's entry, made (the least recently used one forgotten) when new;
+ * NULL: out of memory. */
+static p2p_blob *blob_get(struct ctld_p2p *T, const char *digest, long long size, double now)
+{
+    p2p_blob *lru = NULL;
+    for (int i = 0; i < BLOBS_MAX; i++) {
+        p2p_blob *b = &T->blobs[i];
+        if (b->digest[0] && !strcmp(b->digest, digest))
+            return b;
+        if (!lru || !b->digest[0] || (lru->digest[0] && b->used_s < lru->used_s))
+            lru = b;
+    }
+    blob_free(lru, T->nnodes);
+    int np = (int)((size + PIECE_BYTES - 1) / PIECE_BYTES);
+    lru->hash = calloc((size_t)np, sizeof *lru->hash);
+    lru->claim_node = malloc((size_t)np * sizeof *lru->claim_node);
+    lru->claim_until = calloc((size_t)np, sizeof *lru->claim_until);
+    lru->have = calloc((size_t)T->nnodes, sizeof *lru->have);
+    lru->banned_until = calloc((size_t)T->nnodes, sizeof *lru->banned_until);
+    if (!lru->hash || !lru->claim_node || !lru->claim_until || !lru->have ||
+        !lru->banned_until) {
+        free(lru->hash), free(lru->claim_node), free(lru->claim_until), free(lru->have);
+        free(lru->banned_until);
+        memset(lru, 0, sizeof *lru);
+        return NULL;
+    }
+    for (int i = 0; i < np; i++)
+        lru->claim_node[i] = -1;
+    snprintf(lru->digest, sizeof lru->digest, "%s", digest);
+    lru->size = size;
+    lru->npieces = np;
+    lru->used_s = now;
+    return lru;
+}
+
+static bool held_by_any(const struct ctld_p2p *T, const p2p_blob *b, int i, double now)
+{
+    for (int n = 0; n < T->nnodes; n++)
+        if (b->have[n] && b->have[n][i] && b->banned_until[n] <= now)
+            return true;
+    return false;
+}
+
+/* A piece for node n to take from the registry, or -1: its claims on
+ * pieces it now holds are over; it holds at most CLAIMS_PER_NODE at once
+ * (its other streams fetch from peers meanwhile). */
+static int grant(struct ctld_p2p *T, p2p_blob *b, int n, double now)
+{
+    int live = 0;
+    for (int i = 0; i < b->npieces; i++)
+        if (b->claim_node[i] == n) {
+            if (b->have[n][i] || b->claim_until[i] <= now) {
+                b->claim_node[i] = -1;
+            } else { /* its node is alive: the claim holds on */
+                b->claim_until[i] = now + CLAIM_S;
+                live++;
+            }
+        }
+    if (live >= CLAIMS_PER_NODE)
+        return -1;
+    for (int k = 0; k < b->npieces; k++) {
+        int i = (n + k) % b->npieces; /* nodes start at different pieces */
+        if (b->have[n][i] || held_by_any(T, b, i, now))
+            continue;
+        if (b->claim_node[i] >= 0 && b->claim_until[i] > now)
+            continue;
+        b->claim_node[i] = n;
+        b->claim_until[i] = now + CLAIM_S;
+        return i;
+    }
+    return -1;
+}
+
+/* The body checked; each error names the field. */
+static bool parse(const json_t *in, const char **url, const char **digest, long long *size,
+                  const char **have, ctld_reply *r)
+{
+    json_t *u = json_object_get(in, "url"), *d = json_object_get(in, "blob"),
+           *s = json_object_get(in, "size"), *h = json_object_get(in, "have");
+    if (!json_is_string(u) || strncmp(json_string_value(u), "http", 4) != 0 ||
+        strlen(json_string_value(u)) >= URL_MAX) {
+        ctld_reply_error(r, 400, "invalid", "url: an http(s) URL of at most %d bytes is "
+                         "required", URL_MAX - 1);
+        return false;
+    }
+    if (!json_is_string(d) || !ts_image_digest_ok(json_string_value(d))) {
+        ctld_reply_error(r, 400, "invalid", "blob: a sha256:<64 hex> digest is required");
+        return false;
+    }
+    if (!json_is_integer(s) || json_integer_value(s) < 1 ||
+        json_integer_value(s) > BLOB_BYTES_MAX) {
+        ctld_reply_error(r, 400, "invalid", "size: must be 1..%lld bytes", BLOB_BYTES_MAX);
+        return false;
+    }
+    *url = json_string_value(u);
+    *digest = json_string_value(d);
+    *size = (long long)json_integer_value(s);
+    long long np = (*size + PIECE_BYTES - 1) / PIECE_BYTES;
+    const char *hv = json_string_value(h);
+    bool ok = hv && (long long)strlen(hv) == np;
+    for (long long i = 0; ok && i < np; i++)
+        ok = hv[i] == '0' || hv[i] == '1';
+    if (!ok) {
+        ctld_reply_error(r, 400, "invalid", "have: one '0' or '1' per piece of %lld bytes "
+                         "(%lld pieces) is required", PIECE_BYTES, np);
+        return false;
+    }
+    *have = hv;
+    json_t *hs = json_object_get(in, "hashes"), *bad = json_object_get(in, "bad");
+    if (hs && !json_is_object(hs)) {
+        ctld_reply_error(r, 400, "invalid", "hashes: an object of piece index -> sha256 "
+                         "digest is required");
+        return false;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(hs, k, v) {
+        char *end;
+        long i = strtol(k, &end, 10);
+        if (!*k || *end || i < 0 || i >= np || !json_is_string(v) ||
+            !ts_image_digest_ok(json_string_value(v))) {
+            ctld_reply_error(r, 400, "invalid", "hashes: each key must be a piece index "
+                             "below %lld and each value a sha256:<64 hex> digest", np);
+            return false;
+        }
+    }
+    if (bad && (!json_is_array(bad) || json_array_size(bad) > 1024)) {
+        ctld_reply_error(r, 400, "invalid", "bad: an array of at most 1024 node names or "
+                         "URLs is required");
+        return false;
+    }
+    return true;
+}
+
+static json_t *answer(const ctld *c, struct ctld_p2p *T, p2p_blob *b, int n, int g,
+                      const char *caller, long long expiry)
+{
+    json_t *peers = json_array(), *hashes = json_array();
+    int listed = 0;
+    for (int k = 1; k < T->nnodes && listed < PEERS_ANSWER_MAX; k++) {
+        int q = (n + k) % T->nnodes; /* each node sees the peers from its own place on */
+        const uint8_t *hv = b->have[q];
+        if (!hv || b->banned_until[q] > b->used_s || !T->url[q][0])
+            continue;
+        bool useful = false;
+        for (int i = 0; i < b->npieces && !useful; i++)
+            useful = hv[i] && !b->have[n][i];
+        if (!useful)
+            continue;
+        char *bits = malloc((size_t)b->npieces + 1);
+        if (!bits)
+            break;
+        for (int i = 0; i < b->npieces; i++)
+            bits[i] = hv[i] ? '1' : '0';
+        bits[b->npieces] = 0;
+        json_array_append_new(peers, json_pack("{s:s,s:s,s:s}", "node", c->cluster->nodes[q].name,
+                                               "url", T->url[q],
+                                               "have", bits));
+        free(bits);
+        listed++;
+    }
+    for (int i = 0; i < b->npieces; i++)
+        json_array_append_new(hashes, b->hash[i][0] ? json_string(b->hash[i]) : json_null());
+    char mac_text[400];
+    unsigned char mac[32];
+    char token[120];
+    int len = snprintf(mac_text, sizeof mac_text, "%s|%s|%lld", caller, b->digest, expiry);
+    char *q = token + sprintf(token, "%lld.", expiry);
+    if (gnutls_hmac_fast(GNUTLS_MAC_SHA256, T->key, sizeof T->key, mac_text, (size_t)len,
+                         mac) != 0)
+        return NULL;
+    for (int i = 0; i < 32; i++)
+        q += sprintf(q, "%02x", mac[i]);
+    return json_pack("{s:I,s:o,s:o,s:i,s:s,s:s}", "piece_bytes", (json_int_t)PIECE_BYTES,
+                     "peers", peers, "hashes", hashes, "grant", g, "token", token, "key",
+                     T->key_hex);
+}
+
+void ctld_p2p_route(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    struct ctld_p2p *T = c->p2p;
+    if (rq->who->role != TS_ROLE_NODE) {
+        ctld_reply_error(r, 403, "forbidden", "only a node credential may use %s", rq->url);
+        return;
+    }
+    json_error_t je;
+    json_t *in = json_loadb(rq->body, rq->len, 0, &je);
+    if (!json_is_object(in)) {
+        ctld_reply_error(r, 400, "invalid", "body: not a JSON object (%s)", je.text);
+        json_decref(in);
+        return;
+    }
+    const char *name = json_string_value(json_object_get(in, "node"));
+    int n = name ? ts_cluster_find_node(c->cluster, name) : -1;
+    const char *url, *digest, *have;
+    long long size;
+    if (!name) {
+        ctld_reply_error(r, 400, "invalid", "node: required");
+    } else if (n < 0 || n >= T->nnodes) {
+        ctld_reply_error(r, 404, "not_found", "node \"%s\" is not in the cluster", name);
+    } else if (strcmp(rq->who->name, name) != 0) {
+        ctld_reply_error(r, 403, "forbidden", "node credential \"%s\" cannot speak for \"%s\"",
+                         rq->who->name, name);
+    } else if (parse(in, &url, &digest, &size, &have, r)) {
+        double now = ctld_now();
+        long long expiry = (long long)time(NULL) + TOKEN_S;
+        pthread_mutex_lock(&T->mu);
+        p2p_blob *b = blob_get(T, digest, size, now);
+        json_t *doc = NULL;
+        if (b && b->size != size) {
+            pthread_mutex_unlock(&T->mu);
+            ctld_reply_error(r, 409, "conflict", "size: %lld differs from the %lld other "
+                             "nodes announced for blob %s", size, b->size, digest);
+            json_decref(in);
+            return;
+        }
+        if (b && !b->have[n])
+            b->have[n] = calloc((size_t)b->npieces, 1);
+        if (b && b->have[n]) {
+            b->used_s = now;
+            snprintf(T->url[n], sizeof T->url[n], "%s", url);
+            bool none = true;
+            for (int i = 0; i < b->npieces; i++) {
+                b->have[n][i] = have[i] == '1';
+                none = none && !b->have[n][i];
+            }
+            if (none) /* a node starting the blob afresh (restarted): no longer banned */
+                b->banned_until[n] = 0;
+            const char *k;
+            json_t *v;
+            json_object_foreach(json_object_get(in, "hashes"), k, v) {
+                char *end;
+                long i = strtol(k, &end, 10);
+                const char *h = json_string_value(v);
+                if (!*end && i >= 0 && i < b->npieces && h && ts_image_digest_ok(h) &&
+                    !b->hash[i][0])
+                    snprintf(b->hash[i], sizeof b->hash[i], "%s", h);
+            }
+            size_t bi;
+            json_t *bad;
+            json_array_foreach(json_object_get(in, "bad"), bi, bad) {
+                const char *bn = json_string_value(bad);
+                /* named by URL or by node name */
+                for (int q = 0; bn && q < T->nnodes; q++)
+                    if (q != n && (!strcmp(T->url[q], bn) ||
+                                   !strcmp(c->cluster->nodes[q].name, bn)))
+                        b->banned_until[q] = now + BAN_S;
+            }
+            int g = grant(T, b, n, now);
+            doc = answer(c, T, b, n, g, name, expiry);
+        }
+        pthread_mutex_unlock(&T->mu);
+        if (doc)
+            ctld_reply_json(r, 200, doc);
+        else
+            ctld_reply_error(r, 503, "unavailable", "out of memory");
+    }
+    json_decref(in);
+}

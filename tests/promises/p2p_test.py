@@ -1,0 +1,323 @@
+"""Promises of images shared between agents (docs/images.md "Peer-to-peer"),
+on a real tesserad (the tracker) and real agents' pull code: an image with a
+12 MB random layer (three pieces) in Debian's docker-registry on loopback,
+behind a front that counts the blob bytes the registry sends. Nodes fetch
+pieces from each other; the registry sends each piece about once; a peer
+that serves corrupt pieces is caught by the piece's hash and the piece is
+fetched again; nothing unverified reaches a root filesystem. The pulls of
+the first scenarios are `tessera-agent image-pull` with the agent's P2P
+options (one per node, each with its node credential), so that they run side
+by side without a runtime; the last one runs a gang through real agents."""
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from cluster import Node  # noqa: E402
+from harness import check  # noqa: E402
+from registry import CountingFront, Registry, free_port  # noqa: E402
+
+PORT, FRONT_PORT = free_port(), free_port()
+LAYER_BYTES = 12 << 20
+P2P = ["--plain-http-registries", f"127.0.0.1:{FRONT_PORT}", "--p2p-listen", "127.0.0.1:0"]
+CLUSTER = {"nodes": [Node("p-1", args=P2P), Node("p-2", args=P2P), Node("p-3", args=P2P),
+                     Node("q-1", agent=False), Node("q-2", agent=False),
+                     Node("q-3", agent=False)],
+           "config": "scheduler: {interval: 0.2s, grace: 2s}\n"}
+NEEDS = ("docker-registry", "umoci", "skopeo", "busybox")
+
+_reg = {}
+
+
+def registry():
+    """The registry and its counting front, with one image of a random
+    layer, made by the first scenario that needs them."""
+    if "r" not in _reg:
+        work = tempfile.mkdtemp(prefix="tessera-p2p-")
+        r = Registry(work, PORT)
+        front = CountingFront(r.base, FRONT_PORT)
+        atexit.register(lambda: (front.stop(), r.stop(), shutil.rmtree(work, ignore_errors=True)))
+        r.push_busybox("team/big:1", "a big image", {"/data/blob": os.urandom(LAYER_BYTES)})
+        _reg.update(r=r, front=front, work=work)
+    return _reg["r"], _reg["front"]
+
+
+def node_token(c, name):
+    path = c.path(name + ".p2p.token")
+    if not os.path.exists(path):
+        st, d = c.call("POST", "/v1/tokens", {"name": name, "role": "node"})
+        check(st == 201, f"a node token for {name}: {st}")
+        with open(path, "w") as f:
+            f.write(d["token"]["secret"] + "\n")
+    return path
+
+
+def pull(c, node, store, ref, linger=0.0, env=None):
+    """A P2P pull as node, started (a Popen whose stdout is the JSON)."""
+    args = [c.bins["agent"], "image-pull", "--store", store, "--plain-http",
+            "--p2p-listen", f"127.0.0.1:{free_port()}", "--controller", c.url, "--node", node,
+            "--token-file", node_token(c, node), "--linger", str(linger), ref]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, **(env or {})))
+
+
+def finish(p, what, timeout=120):
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    ok = p.returncode == 0
+    check(ok, f"{what} pulls the image: exit {p.returncode} {err.strip()[-300:]}")
+    try:
+        return json.loads(out.strip().splitlines()[-1]) if ok else {}
+    except (ValueError, IndexError):
+        check(False, f"{what} prints its JSON: {out!r}")
+        return {}
+
+
+def first_line(p, what):
+    """The JSON a lingering pull prints once it has the image (it goes on
+    serving peers after); {} when it failed."""
+    line = p.stdout.readline()  # bounded: the pull's own deadline, or its exit
+    try:
+        out = json.loads(line)
+    except ValueError:
+        p.kill()
+        _, err = p.communicate()
+        check(False, f"{what} pulls the image: exit {p.returncode} {err.strip()[-300:]}")
+        return {}
+    check(True, f"{what} pulls the image")
+    return out
+
+
+def blob_on_disk(store, rootfs):
+    with open(os.path.join(rootfs, "data", "blob"), "rb") as f:
+        return f.read()
+
+
+def scenario_a_gang_takes_each_piece_from_the_registry_about_once(c):
+    """images.md "Peer-to-peer": the nodes of a gang fetch each piece of a
+    layer from the registry about once and the rest from each other; every
+    node ends with the verified image."""
+    r, front = registry()
+    ref = f"127.0.0.1:{FRONT_PORT}/team/big:1"
+    front.reset()
+    stores = [tempfile.mkdtemp(prefix="tessera-p2p-store-") for _ in range(3)]
+    atexit.register(lambda: [shutil.rmtree(s, ignore_errors=True) for s in stores])
+    # each goes on serving its peers until all three have the image
+    procs = [pull(c, f"q-{i + 1}", stores[i], ref, linger=120) for i in range(3)]
+    outs = [first_line(p, f"node q-{i + 1}") for i, p in enumerate(procs)]
+    for p in procs:
+        p.kill()
+        p.communicate()
+    if not all(outs):
+        return
+    check(len({o["digest"] for o in outs}) == 1, "every node has the same image")
+    peers = sum(o["from_peers"] for o in outs)
+    reg = sum(o["from_registry"] for o in outs)
+    check(peers >= LAYER_BYTES, f"the nodes took pieces from each other: {peers} bytes")
+    layer = max(front.per_blob.values()) if front.per_blob else 0
+    check(layer <= 1.4 * LAYER_BYTES,
+          f"the registry sent the layer about once, not three times: {layer} bytes for a "
+          f"layer of about {LAYER_BYTES} ({reg} counted by the nodes)")
+    blobs = [blob_on_disk(s, o["rootfs"]) for s, o in zip(stores, outs)]
+    check(all(b == blobs[0] for b in blobs) and len(blobs[0]) == LAYER_BYTES,
+          "each root filesystem holds the image's file, byte for byte")
+
+
+scenario_a_gang_takes_each_piece_from_the_registry_about_once.needs = NEEDS
+
+
+def scenario_b_a_peer_serving_corrupt_pieces_costs_a_refetch(c):
+    """images.md "Peer-to-peer": a piece from a peer is checked against the
+    hash of the piece before it is used: a peer serving corrupt pieces costs
+    a refetch, never a corrupt root filesystem, and is avoided after."""
+    r, front = registry()
+    ref = f"127.0.0.1:{FRONT_PORT}/team/big:1"
+    s1, s2 = (tempfile.mkdtemp(prefix="tessera-p2p-store-") for _ in range(2))
+    atexit.register(lambda: [shutil.rmtree(s, ignore_errors=True) for s in (s1, s2)])
+    # the liar holds the image first (its own pieces from the registry are
+    # good: it lies only when it serves), and lingers to serve it
+    liar = pull(c, "q-1", s1, ref, linger=20, env={"TESSERA_AGENT_P2P_FAULTS": "corrupt"})
+    c.wait(lambda: liar.poll() is not None or os.path.exists(os.path.join(s1, "images")) and
+           any(os.scandir(os.path.join(s1, "images"))), "the lying node holds the image", 60)
+    front.reset()
+    honest = finish(pull(c, "q-2", s2, ref), "a node whose only peer lies")
+    liar.kill()
+    liar.communicate()
+    if not honest:
+        return
+    check(honest["refetched"] > 0, f"the corrupt pieces were caught and fetched again: "
+          f"{honest['refetched']} bytes refetched")
+    check(honest["from_peers"] == 0, f"nothing from the lying peer was kept: "
+          f"{honest['from_peers']} bytes")
+    check(blob_on_disk(s2, honest["rootfs"]) == blob_on_disk(s1, _first_rootfs(s1)),
+          "the root filesystem holds the image's file, byte for byte")
+
+
+def _first_rootfs(store):
+    imgs = os.path.join(store, "images")
+    for e in os.scandir(imgs):
+        if os.path.isdir(os.path.join(e.path, "rootfs")):
+            return os.path.join(e.path, "rootfs")
+    return imgs
+
+
+scenario_b_a_peer_serving_corrupt_pieces_costs_a_refetch.needs = NEEDS
+
+
+def scenario_c_a_peer_refuses_a_caller_without_a_token(c):
+    """images.md "Peer-to-peer": an agent serves its pieces only to a node
+    that presents a token the tracker issued it for that blob."""
+    r, front = registry()
+    ref = f"127.0.0.1:{FRONT_PORT}/team/big:1"
+    s1 = tempfile.mkdtemp(prefix="tessera-p2p-store-")
+    atexit.register(lambda: shutil.rmtree(s1, ignore_errors=True))
+    port = free_port()
+    args = [c.bins["agent"], "image-pull", "--store", s1, "--plain-http", "--p2p-listen",
+            f"127.0.0.1:{port}", "--controller", c.url, "--node", "q-3", "--token-file",
+            node_token(c, "q-3"), "--linger", "10", ref]
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    try:
+        json.loads(line)["digest"]
+    except (ValueError, KeyError):
+        check(False, f"the node pulled the image: {line!r}")
+        p.kill()
+        p.communicate()
+        return
+    import urllib.request
+    import urllib.error
+    blob, size = _layer_digest(s1)
+
+    def status(headers):
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/p2p/v1/blobs/{blob}/0",
+                                     headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                return resp.status
+        except urllib.error.HTTPError as e:
+            return e.code
+    check(status({}) == 403, "a caller without a token is refused (403)")
+    check(status({"X-Tessera-Node": "q-1", "X-Tessera-P2P-Token": "9999999999." + "0" * 64})
+          == 403, "a made-up token is refused (403)")
+    # the tracker gives node q-1 a token for that blob: q-1's own announce
+    st, ans = _announce(c, "q-1", blob, size)
+    check(st == 200 and ans.get("token"), f"the tracker answers a node's announce: {st}")
+    if st == 200:
+        check(status({"X-Tessera-Node": "q-1", "X-Tessera-P2P-Token": ans["token"]}) == 200,
+              "the token the tracker issued q-1 opens the piece for q-1")
+        check(status({"X-Tessera-Node": "q-2", "X-Tessera-P2P-Token": ans["token"]}) == 403,
+              "and not for another node")
+    st, bad = _announce(c, "q-1", blob, size, have="01")
+    check(st == 400 and "have" in json.dumps(bad), f"a bad announce is refused naming the "
+          f"field: {st} {bad}")
+    st, bad = _announce(c, "q-1", blob, size, hashes={"99": "sha256:xyz"})
+    check(st == 400 and "hashes" in json.dumps(bad), f"a bad piece hash is refused naming the "
+          f"field: {st} {bad}")
+    p.kill()
+    p.communicate()
+
+
+def _layer_digest(store):
+    """The largest blob of the store (the layer) and its size."""
+    d = os.path.join(store, "blobs", "sha256")
+    name = max(os.listdir(d), key=lambda n: os.path.getsize(os.path.join(d, n)))
+    return "sha256:" + name, os.path.getsize(os.path.join(d, name))
+
+
+def _announce(c, node, blob, size, have=None, hashes=None):
+    from harness import http_call
+    with open(node_token(c, node)) as f:
+        tok = f.read().strip()
+    pieces = (size + (4 << 20) - 1) >> 22
+    body = {"node": node, "url": "http://127.0.0.1:1", "blob": blob, "size": size,
+            "have": have if have is not None else "0" * pieces}
+    if hashes is not None:
+        body["hashes"] = hashes
+    return http_call(c.url, "POST", "/v1/agent/p2p", tok, body)
+
+
+scenario_c_a_peer_refuses_a_caller_without_a_token.needs = NEEDS
+
+
+def scenario_d_a_gang_of_agents_shares_its_image(c):
+    """images.md "Peer-to-peer": agents started with --p2p-listen run a
+    gang's ranks in an image whose layer came from the registry about once."""
+    r, front = registry()
+    front.reset()
+    ref = f"127.0.0.1:{FRONT_PORT}/team/big:1"
+    spec = {"tenant": "team-a", "name": "p2p-gang", "tier": "opportunistic", "image": ref,
+            "command": ["/bin/sh", "-c", "test -s /data/blob && cat /marker"],
+            "tasks": [{"count": 3, "gpus": 8, "cpu_milli": 1000, "memory_mib": 1024}],
+            "time_limit": "5m"}
+    jid = c.submit(spec)
+    j = c.wait_job(jid, ("completed", "failed"), 150)
+    if not j:
+        return
+    check(j["state"] == "completed", f"the gang completes in its image: {j.get('state')} "
+          f"{j.get('reason')}")
+    layer = max(front.per_blob.values()) if front.per_blob else 0
+    check(layer <= 1.4 * LAYER_BYTES, f"the registry sent the layer about once for three "
+          f"nodes: {layer} bytes")
+
+
+scenario_d_a_gang_of_agents_shares_its_image.needs_root = True
+scenario_d_a_gang_of_agents_shares_its_image.needs = ("runc",) + NEEDS
+
+
+def scenario_e_a_reserved_job_has_its_image_fetched_while_it_waits(c):
+    """images.md "Fetched while the job waits": when a waiting job gets the
+    reservation, the nodes its reservation plans it on fetch its image
+    (event `prefetch` naming them), so that it is on their disk before the
+    job starts."""
+    r, _ = registry()
+    # a fresh image, so that no node holds it yet
+    ref2 = r.push_busybox("team/waits:1", "fetched ahead",
+                          {"/data/blob": os.urandom(2 << 20)}).replace(
+        f"127.0.0.1:{PORT}", f"127.0.0.1:{FRONT_PORT}")
+    busy = c.submit({"tenant": "team-a", "name": "p2p-busy", "tier": "opportunistic",
+                     "command": ["/bin/sh", "-c", "sleep 40"],
+                     "tasks": [{"count": 3, "gpus": 8, "cpu_milli": 1000, "memory_mib": 1024}],
+                     "time_limit": "1m"})
+    if not c.wait_job(busy, "running", 30):
+        return
+    waiting = c.submit({"tenant": "team-a", "name": "p2p-waits", "tier": "opportunistic",
+                        "image": ref2, "command": ["/bin/sh", "-c", "cat /marker"],
+                        "tasks": [{"count": 1, "gpus": 8, "cpu_milli": 1000,
+                                   "memory_mib": 1024}],
+                        "time_limit": "1m"})
+
+    def prefetch_event():
+        return next((e for e in c.events(waiting) if e["kind"] == "prefetch"), None)
+    ev = c.wait(prefetch_event, "the waiting job's events say where its image is fetched", 30)
+    if not ev:
+        return
+    nodes = ev["data"].get("nodes", "").split(",")
+    check(nodes and all(n.startswith("p-") for n in nodes),
+          f"the event names the nodes its reservation plans it on: {ev['detail']}")
+
+    def on_disk():
+        return all(os.path.isdir(os.path.join(c.path(n), "images", "images")) and
+                   any(os.scandir(os.path.join(c.path(n), "images", "images"))) for n in nodes)
+    check(bool(c.wait(on_disk, "the image is on those nodes' disks", 60)),
+          "the image is fetched onto those nodes while the job waits")
+    check(c.job(waiting)["state"] == "pending", "before the job starts")
+
+    def ready():
+        pf = c.job(waiting).get("image_prefetch") or {}
+        return pf if pf.get("nodes") and set(pf.get("ready", [])) == set(pf["nodes"]) else None
+    pf = c.wait(ready, "the job shows its image ready on those nodes", 30)
+    check(bool(pf) and set(pf["nodes"]) == set(nodes),
+          f"GET /v1/jobs/{{id}} shows image_prefetch with its nodes ready: {pf}")
+    c.call("POST", f"/v1/jobs/{busy}/cancel")
+    c.wait_job(waiting, "completed", 60)
+
+
+scenario_e_a_reserved_job_has_its_image_fetched_while_it_waits.needs_root = True
+scenario_e_a_reserved_job_has_its_image_fetched_while_it_waits.needs = ("runc",) + NEEDS
