@@ -134,4 +134,13 @@ typedef struct ts_pm_stats {
 int ts_pm_run_tiresias(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int n, int nodes,
                        int gpus_per_node, long *jct_s, ts_pm_stats *st, ts_err *err);
 
+struct ts_replay_policy_ops; /* replay.h */
+/* A replay policy (fifo, sjf, srtf, the replay's tiresias, tessera) deciding
+ * the workload in 60-s rounds, the jobs rigid and advancing by the model; a
+ * started job goes where the policy put it (its placement op) or, without
+ * one, on the nodes with the most free GPUs (pollux_run.c). */
+int ts_pm_run_policy(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int n, int nodes,
+                     int gpus_per_node, const struct ts_replay_policy_ops *ops, long *jct_s,
+                     ts_pm_stats *st, ts_err *err);
+
 #endif

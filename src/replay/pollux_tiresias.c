@@ -67,6 +67,12 @@ int ts_pm_load_workload(const char *buf, size_t len, const char *fname,
                                 err)) ||
             (rc = ts_csv_number(fname, it.line, "batch_size", f[4], 1, 1e9, true, &b, err)))
             break;
+        if (nj > 0 && (int)t < jobs[nj - 1].submit_s) {
+            rc = ts_err_set(err, TS_EINVAL,
+                            "%s:%d: time: must not be earlier than the row above's (%d), got %s",
+                            fname, it.line, jobs[nj - 1].submit_s, f[1]);
+            break;
+        }
         j->submit_s = (int)t;
         j->replicas = (int)r;
         j->batch_size = (int)b;

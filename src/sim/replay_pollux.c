@@ -4,14 +4,17 @@
  * instead of fixed durations.
  *
  *   tessera-sim replay --job-model pollux --profiles DIR --workloads DIR
- *       [--policy tiresias] [--nodes N] [--gpus-per-node G] [--jobs-out OUT.csv]
+ *       [--policy P[,P...]] [--nodes N] [--gpus-per-node G] [--jobs-out OUT.csv]
  *
  * DIR of --profiles holds one folder per application (placements.csv,
  * scalability.csv, validation-<batch>.csv); --workloads a folder of
  * workload-*.csv (name,time,application,num_replicas,batch_size). Each
  * workload runs alone on the cluster (default 16 x 4 GPUs, as published); the
  * table prints per workload avg JCT, makespan and GPU utilisation and the mean
- * of the workload means. Bad input exits 2 naming the file, line and field.
+ * of the workload means. --policy tiresias (the default) is the artifact's
+ * Tiresias(+TunedJobs) as published; any other replay policy (fifo, sjf, srtf,
+ * tessera: the production cycle) decides through ts_pm_run_policy. Bad input
+ * exits 2 naming the file, line and field.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -19,6 +22,7 @@
 #include <string.h>
 
 #include "replay/pollux_model.h"
+#include "replay/replay.h"
 #include "sim/replay_cli.h"
 
 #define EXIT_BAD_INPUT 2
@@ -55,8 +59,6 @@ static int parse(int argc, char **argv, popts *o)
         } else if (strcmp(opt, "--workloads") == 0) {
             o->workloads = v;
         } else if (strcmp(opt, "--policy") == 0) {
-            if (strcmp(v, "tiresias") != 0)
-                return bad("--policy: with --job-model pollux only tiresias is known, got ", v);
             o->policy = v;
         } else if (strcmp(opt, "--jobs-out") == 0) {
             o->jobs_out = v;
@@ -70,6 +72,12 @@ static int parse(int argc, char **argv, popts *o)
             return bad("--job-model pollux: unknown option ", opt);
         }
     }
+    char list[256];
+    snprintf(list, sizeof list, "%s", o->policy);
+    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save))
+        if (strcmp(tok, "tiresias") != 0 && !ts_replay_policy_find(tok))
+            return bad("--policy: unknown policy ", tok);
     if (!o->profiles)
         return bad("--profiles: required with --job-model pollux", "");
     if (!o->workloads)
@@ -165,8 +173,8 @@ static int load_app(const char *root, const char *name, ts_pm_app **out)
     return rc;
 }
 
-static int run_workload(const popts *o, const ts_pm_app *const *apps, int napps,
-                        const char *file, FILE *jobs_out, ts_pm_stats *st)
+static int run_workload(const popts *o, const char *policy, const ts_pm_app *const *apps,
+                        int napps, const char *file, FILE *jobs_out, ts_pm_stats *st)
 {
     char path[PATH_BYTES];
     snprintf(path, sizeof path, "%s/%s", o->workloads, file);
@@ -186,11 +194,15 @@ static int run_workload(const popts *o, const ts_pm_app *const *apps, int napps,
         free(jobs);
         return bad("out of memory", "");
     }
-    rc = ts_pm_run_tiresias(apps, jobs, n, o->nodes, o->gpus_per_node, jct, st, &err);
+    if (strcmp(policy, "tiresias") == 0)
+        rc = ts_pm_run_tiresias(apps, jobs, n, o->nodes, o->gpus_per_node, jct, st, &err);
+    else
+        rc = ts_pm_run_policy(apps, jobs, n, o->nodes, o->gpus_per_node,
+                              ts_replay_policy_find(policy), jct, st, &err);
     if (rc)
         rc = bad(err.msg, "");
     for (int j = 0; !rc && jobs_out && j < n; j++)
-        fprintf(jobs_out, "%s,%s,%s,%d,%d,%d,%ld\n", o->policy, file, jobs[j].name,
+        fprintf(jobs_out, "%s,%s,%s,%d,%d,%d,%ld\n", policy, file, jobs[j].name,
                 jobs[j].submit_s, jobs[j].replicas, jobs[j].batch_size, jct[j]);
     free(jct);
     free(jobs);
@@ -225,27 +237,33 @@ int replay_pollux_main(int argc, char **argv)
         else
             fprintf(jobs_out, "policy,workload,name,submit_s,gpus,batch_size,jct_s\n");
     }
-    if (!rc)
+    char list[256];
+    snprintf(list, sizeof list, "%s", o.policy);
+    char *save = NULL;
+    for (const char *pol = strtok_r(list, ",", &save); pol && !rc;
+         pol = strtok_r(NULL, ",", &save)) {
         printf("job model pollux, policy %s, %d x %d GPUs, %d-s rounds, %d s per allocation "
                "change\n%-16s %10s %12s %8s %9s\n",
-               o.policy, o.nodes, o.gpus_per_node, TS_PM_ROUND_S, TS_PM_RESCALE_S, "workload",
+               pol, o.nodes, o.gpus_per_node, TS_PM_ROUND_S, TS_PM_RESCALE_S, "workload",
                "avg_jct_s", "makespan_s", "util_%", "restarts");
-    double sum_jct = 0, sum_mk = 0, sum_util = 0;
-    for (int w = 0; w < nwl && !rc; w++) {
-        ts_pm_stats st;
-        rc = run_workload(&o, (const ts_pm_app *const *)apps, napps, wl[w], jobs_out, &st);
-        if (rc)
-            break;
-        printf("%-16s %10.2f %12ld %8.1f %9ld\n", wl[w], st.avg_jct_s, st.makespan_s,
-               st.util_pct, st.restarts);
-        sum_jct += st.avg_jct_s;
-        sum_mk += (double)st.makespan_s;
-        sum_util += st.util_pct;
-        fflush(stdout);
+        double sum_jct = 0, sum_mk = 0, sum_util = 0;
+        for (int w = 0; w < nwl && !rc; w++) {
+            ts_pm_stats st;
+            rc = run_workload(&o, pol, (const ts_pm_app *const *)apps, napps, wl[w], jobs_out,
+                              &st);
+            if (rc)
+                break;
+            printf("%-16s %10.2f %12ld %8.1f %9ld\n", wl[w], st.avg_jct_s, st.makespan_s,
+                   st.util_pct, st.restarts);
+            sum_jct += st.avg_jct_s;
+            sum_mk += (double)st.makespan_s;
+            sum_util += st.util_pct;
+            fflush(stdout);
+        }
+        if (!rc)
+            printf("%-16s %10.2f %12.0f %8.1f\n\n", "mean", sum_jct / nwl, sum_mk / nwl,
+                   sum_util / nwl);
     }
-    if (!rc)
-        printf("%-16s %10.2f %12.0f %8.1f\n", "mean", sum_jct / nwl, sum_mk / nwl,
-               sum_util / nwl);
     if (jobs_out && fclose(jobs_out) != 0 && !rc)
         rc = bad("--jobs-out: cannot write ", o.jobs_out);
     free_names(wl, nwl);

@@ -362,8 +362,8 @@ expect_bad "pollux: unknown job model" "--job-model: must be pollux" \
   replay --job-model gandiva --profiles "$PT/profiles" --workloads "$PT/workloads"
 expect_bad "pollux: no profiles" "--profiles: required" \
   replay --job-model pollux --workloads "$PT/workloads"
-expect_bad "pollux: other policy" "only tiresias" \
-  replay --job-model pollux --profiles "$PT/profiles" --workloads "$PT/workloads" --policy fifo
+expect_bad "pollux: unknown policy" "--policy: unknown policy" \
+  replay --job-model pollux --profiles "$PT/profiles" --workloads "$PT/workloads" --policy tiresias,gandiva
 expect_bad "pollux: empty profiles" "no application folders" \
   replay --job-model pollux --profiles "$tmp/none" --workloads "$PT/workloads"
 sim replay --job-model pollux --profiles "$PT/profiles" --workloads "$PT/workloads" --nodes 2 \
