@@ -106,6 +106,16 @@ const char *ts_pm_app_name(const ts_pm_app *a) { return a->name; }
 int ts_pm_app_init_bsz(const ts_pm_app *a) { return a->init_bsz; }
 int ts_pm_app_max_bsz(const ts_pm_app *a) { return a->max_bsz; }
 int ts_pm_app_epochs(const ts_pm_app *a) { return a->epochs; }
+int ts_pm_app_min_local_bsz(const ts_pm_app *a) { return a->min_local; }
+int ts_pm_app_max_local_bsz(const ts_pm_app *a) { return a->max_local; }
+
+int ts_pm_app_max_gpus(const ts_pm_app *a, int cap)
+{
+    if (strcmp(a->name, "ncf") == 0)
+        return 1; /* as the artifact: ncf never scales out */
+    int g = a->max_bsz / a->min_local;
+    return g < 1 ? 1 : g > cap ? cap : g;
+}
 
 /* Grows *arr (of *cap elements of size sz) to hold n + 1. */
 static int grow(void **arr, int *cap, int n, size_t sz)
@@ -540,13 +550,17 @@ static int replicas_of(const ts_pm_job *j)
     return r;
 }
 
-/* Per-GPU batch and accumulation steps for the fixed total batch on r GPUs. */
+/* Per-GPU batch and accumulation steps for the total batch on r GPUs (an
+ * adapting job first takes the best batch for r at its epoch). */
 static void update_local_bsz(ts_pm_job *j)
 {
     const ts_pm_app *a = j->app;
     int r = replicas_of(j);
     if (r == 0)
         return;
+    int best = 0;
+    if (j->adapt && ts_pm_goodput_best(j->adapt, r, j->epoch, &best) > 0 && best > 0)
+        j->batch_size = best;
     int local = (int)ceil((double)j->batch_size / r - BSZ_EPS);
     int accum = (int)ceil((double)local / a->max_local - BSZ_EPS) - 1;
     if (r == 1 && j->batch_size > a->init_bsz && accum < 1)

@@ -61,6 +61,8 @@ int ts_pm_app_finish(ts_pm_app *a, ts_err *err);
 int ts_pm_app_init_bsz(const ts_pm_app *a);  /* the smallest validated batch */
 int ts_pm_app_max_bsz(const ts_pm_app *a);   /* the largest validated batch */
 int ts_pm_app_epochs(const ts_pm_app *a);
+int ts_pm_app_min_local_bsz(const ts_pm_app *a); /* the smallest profiled per-GPU batch */
+int ts_pm_app_max_local_bsz(const ts_pm_app *a); /* the largest usable (yolov3: 8) */
 
 /* Step and sync time (s) of one step on placement (count[i] GPUs on node i,
  * zeros ignored) at local_bsz per GPU. Placements profiled are interpolated
@@ -77,6 +79,8 @@ void ts_pm_grad_stats(const ts_pm_app *a, int batch_size, int epoch, double *sqr
 double ts_pm_gain(const ts_pm_app *a, int batch_size, int epoch);
 /* Progress at the end of epoch (1..epochs); 0 for epoch 0. */
 double ts_pm_epoch_progress(const ts_pm_app *a, int epoch);
+
+typedef struct ts_pm_goodput ts_pm_goodput;
 
 /* One job under the model. */
 typedef struct ts_pm_job {
@@ -95,6 +99,10 @@ typedef struct ts_pm_job {
     /* cache of the step time of (placement, atomic_bsz) */
     int c_atomic, c_nnodes, c_count[TS_PM_NODES_MAX];
     double c_step, c_sync;
+    /* NULL: the batch is fixed. Else the job takes, at every change of
+     * allocation and every epoch, the batch this says is best for its GPUs
+     * (as the artifact's Pollux jobs do between epochs). Borrowed. */
+    ts_pm_goodput *adapt;
 } ts_pm_job;
 
 void ts_pm_job_init(ts_pm_job *j, const ts_pm_app *a, int submit_s, int batch_size);
@@ -134,13 +142,36 @@ typedef struct ts_pm_stats {
 int ts_pm_run_tiresias(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int n, int nodes,
                        int gpus_per_node, long *jct_s, ts_pm_stats *st, ts_err *err);
 
+/* What an elastic job reports (pollux_goodput.c): its best goodput (progress
+ * per second) at g GPUs packed on nodes of gpus_per_node, over the batch
+ * sizes it may use, at an epoch; *batch (may be NULL) gets that batch. Built
+ * once per application (ts_pm_goodput_new times every candidate), filled
+ * lazily per epoch; one thread at a time. */
+int ts_pm_goodput_new(const ts_pm_app *a, int gpus_per_node, int max_gpus,
+                      ts_pm_goodput **out, ts_err *err);
+void ts_pm_goodput_free(ts_pm_goodput *g);
+double ts_pm_goodput_best(ts_pm_goodput *g, int gpus, int epoch, int *batch);
+/* The most GPUs an elastic job of the application may use, as the artifact
+ * lets Pollux give: its largest batch over its smallest per-GPU batch, at most
+ * cap; ncf 1. */
+int ts_pm_app_max_gpus(const ts_pm_app *a, int cap);
+
 struct ts_replay_policy_ops; /* replay.h */
+typedef enum ts_pm_jobs_kind {
+    TS_PM_RIGID,             /* the workload's GPUs and batch */
+    TS_PM_ELASTIC_FROM_ONE,  /* 1 GPU asked of the policy, more granted */
+    TS_PM_ELASTIC_FROM_TUNED /* the workload's GPUs asked of the policy, more granted */
+} ts_pm_jobs_kind;
 /* A replay policy (fifo, sjf, srtf, the replay's tiresias, tessera) deciding
- * the workload in 60-s rounds, the jobs rigid and advancing by the model; a
- * started job goes where the policy put it (its placement op) or, without
- * one, on the nodes with the most free GPUs (pollux_run.c). */
+ * the workload in 60-s rounds, the jobs advancing by the model; a started
+ * job goes where the policy put it (its placement op) or, without one, on the
+ * nodes with the most free GPUs (pollux_run.c). Rigid: each job the GPUs and
+ * batch of the workload. Elastic: each job asks the policy for its minimum
+ * (1 GPU, or the workload's count), holds up to ts_pm_app_max_gpus, the spare GPUs granted by ts_elastic_grant
+ * (src/sched/elastic.h) on its reported goodput, taken back first where the
+ * policy starts a job, its batch the best for its size. */
 int ts_pm_run_policy(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int n, int nodes,
-                     int gpus_per_node, const struct ts_replay_policy_ops *ops, long *jct_s,
-                     ts_pm_stats *st, ts_err *err);
+                     int gpus_per_node, const struct ts_replay_policy_ops *ops,
+                     ts_pm_jobs_kind kind, long *jct_s, ts_pm_stats *st, ts_err *err);
 
 #endif

@@ -4,7 +4,8 @@
  * instead of fixed durations.
  *
  *   tessera-sim replay --job-model pollux --profiles DIR --workloads DIR
- *       [--policy P[,P...]] [--nodes N] [--gpus-per-node G] [--jobs-out OUT.csv]
+ *       [--policy P[,P...]] [--jobs-kind rigid|elastic|elastic-tuned] [--nodes N]
+ *       [--gpus-per-node G] [--jobs-out OUT.csv]
  *
  * DIR of --profiles holds one folder per application (placements.csv,
  * scalability.csv, validation-<batch>.csv); --workloads a folder of
@@ -13,7 +14,9 @@
  * table prints per workload avg JCT, makespan and GPU utilisation and the mean
  * of the workload means. --policy tiresias (the default) is the artifact's
  * Tiresias(+TunedJobs) as published; any other replay policy (fifo, sjf, srtf,
- * tessera: the production cycle) decides through ts_pm_run_policy. Bad input
+ * tessera: the production cycle) decides through ts_pm_run_policy, with the
+ * workload's rigid jobs or elastic ones (elastic: from 1 GPU;
+ * elastic-tuned: from the workload's GPU count; up to the artifact's maximum). Bad input
  * exits 2 naming the file, line and field.
  */
 #include <dirent.h>
@@ -32,9 +35,12 @@
 #define NODES_DEFAULT 16
 #define GPUS_PER_NODE_DEFAULT 4
 
+static const char *const KIND_NAMES[] = {"rigid", "elastic", "elastic-tuned"};
+
 typedef struct popts {
     const char *profiles, *workloads, *policy, *jobs_out;
     int nodes, gpus_per_node;
+    ts_pm_jobs_kind kind;
 } popts;
 
 static int bad(const char *msg, const char *what)
@@ -45,7 +51,7 @@ static int bad(const char *msg, const char *what)
 
 static int parse(int argc, char **argv, popts *o)
 {
-    *o = (popts){NULL, NULL, "tiresias", NULL, NODES_DEFAULT, GPUS_PER_NODE_DEFAULT};
+    *o = (popts){NULL, NULL, "tiresias", NULL, NODES_DEFAULT, GPUS_PER_NODE_DEFAULT, TS_PM_RIGID};
     for (int i = 2; i < argc; i++) {
         const char *opt = argv[i];
         if (i + 1 >= argc)
@@ -54,6 +60,15 @@ static int parse(int argc, char **argv, popts *o)
         if (strcmp(opt, "--job-model") == 0) {
             if (strcmp(v, "pollux") != 0)
                 return bad("--job-model: must be pollux, got ", v);
+        } else if (strcmp(opt, "--jobs-kind") == 0) {
+            if (strcmp(v, "rigid") == 0)
+                o->kind = TS_PM_RIGID;
+            else if (strcmp(v, "elastic") == 0)
+                o->kind = TS_PM_ELASTIC_FROM_ONE;
+            else if (strcmp(v, "elastic-tuned") == 0)
+                o->kind = TS_PM_ELASTIC_FROM_TUNED;
+            else
+                return bad("--jobs-kind: must be rigid, elastic or elastic-tuned, got ", v);
         } else if (strcmp(opt, "--profiles") == 0) {
             o->profiles = v;
         } else if (strcmp(opt, "--workloads") == 0) {
@@ -194,11 +209,11 @@ static int run_workload(const popts *o, const char *policy, const ts_pm_app *con
         free(jobs);
         return bad("out of memory", "");
     }
-    if (strcmp(policy, "tiresias") == 0)
+    if (strcmp(policy, "tiresias") == 0 && o->kind == TS_PM_RIGID)
         rc = ts_pm_run_tiresias(apps, jobs, n, o->nodes, o->gpus_per_node, jct, st, &err);
     else
         rc = ts_pm_run_policy(apps, jobs, n, o->nodes, o->gpus_per_node,
-                              ts_replay_policy_find(policy), jct, st, &err);
+                              ts_replay_policy_find(policy), o->kind, jct, st, &err);
     if (rc)
         rc = bad(err.msg, "");
     for (int j = 0; !rc && jobs_out && j < n; j++)
@@ -242,9 +257,9 @@ int replay_pollux_main(int argc, char **argv)
     char *save = NULL;
     for (const char *pol = strtok_r(list, ",", &save); pol && !rc;
          pol = strtok_r(NULL, ",", &save)) {
-        printf("job model pollux, policy %s, %d x %d GPUs, %d-s rounds, %d s per allocation "
+        printf("job model pollux, policy %s, %s jobs, %d x %d GPUs, %d-s rounds, %d s per allocation "
                "change\n%-16s %10s %12s %8s %9s\n",
-               pol, o.nodes, o.gpus_per_node, TS_PM_ROUND_S, TS_PM_RESCALE_S, "workload",
+               pol, KIND_NAMES[o.kind], o.nodes, o.gpus_per_node, TS_PM_ROUND_S, TS_PM_RESCALE_S, "workload",
                "avg_jct_s", "makespan_s", "util_%", "restarts");
         double sum_jct = 0, sum_mk = 0, sum_util = 0;
         for (int w = 0; w < nwl && !rc; w++) {
