@@ -358,6 +358,8 @@ PY
 
 # ---- replay --job-model pollux: the tiny profile fixture, and bad options ----------
 PT=$DATA/pollux-tiny
+expect_bad "pollux: bad jobs kind" "--jobs-kind: must be rigid, elastic or elastic-tuned" \
+  replay --job-model pollux --profiles "$PT/profiles" --workloads "$PT/workloads" --jobs-kind flexible
 expect_bad "pollux: unknown job model" "--job-model: must be pollux" \
   replay --job-model gandiva --profiles "$PT/profiles" --workloads "$PT/workloads"
 expect_bad "pollux: no profiles" "--profiles: required" \

@@ -9,8 +9,10 @@
  * table. Efficiency: gain 1 at the smallest validated batch, the gradient
  * noise formula at a validated one, linear statistics between two. A job
  * alone: 30 s, then epochs at the profile's speed, completion to the second.
- * The tiny workload's Tiresias replay is pinned job by job. Bad input names
- * the file, line and column.
+ * The tiny workload's Tiresias replay is pinned job by job, and so are the
+ * production cycle's with rigid jobs and with elastic ones (which finish the
+ * workload far sooner: the idle GPUs go to the jobs). Bad input names the
+ * file, line and column.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +26,7 @@
 #include <string.h>
 
 #include "replay/pollux_model.h"
+#include "replay/replay.h"
 
 #define DIR TS_TEST_DATA "/pollux-tiny"
 #define STEP_24_AT_4 2.14779594540596 /* bert placements.csv: 24,4 */
@@ -171,6 +174,41 @@ static void test_tiny_replay(void **state)
         ts_pm_app_free(apps[i]);
 }
 
+static void test_tiny_cycle(void **state)
+{
+    (void)state;
+    ts_pm_app *apps[2] = {load("bert", 12, 48), load("ncf", 256, 1024)};
+    size_t len;
+    char *buf = slurp(DIR "/workloads/workload-1.csv", &len);
+    ts_pm_wjob *jobs = NULL;
+    int n = 0;
+    ts_err err = {0};
+    assert_int_equal(ts_pm_load_workload(buf, len, "workload-1.csv",
+                                         (const ts_pm_app *const *)apps, 2, &jobs, &n, &err),
+                     0);
+    /* pinned (2026-12-04) */
+    const long want[3][6] = {{13704, 541, 5372, 621, 22898, 1510},
+                             {7320, 772, 10984, 762, 7102, 782},
+                             {6371, 772, 3632, 762, 15578, 782}};
+    const long makespan[3] = {23098, 11029, 15778};
+    const ts_pm_jobs_kind kinds[3] = {TS_PM_RIGID, TS_PM_ELASTIC_FROM_ONE,
+                                      TS_PM_ELASTIC_FROM_TUNED};
+    for (int k = 0; k < 3; k++) {
+        long jct[6];
+        ts_pm_stats st;
+        if (ts_pm_run_policy((const ts_pm_app *const *)apps, jobs, n, 2, 4,
+                             &ts_replay_tessera_ops, kinds[k], jct, &st, &err))
+            fail_msg("%s", err.msg);
+        for (int i = 0; i < 6; i++)
+            assert_int_equal(jct[i], want[k][i]);
+        assert_int_equal(st.makespan_s, makespan[k]);
+    }
+    free(jobs);
+    free(buf);
+    for (int i = 0; i < 2; i++)
+        ts_pm_app_free(apps[i]);
+}
+
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -205,6 +243,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_step_time),   cmocka_unit_test(test_efficiency),
         cmocka_unit_test(test_job_alone),   cmocka_unit_test(test_tiny_replay),
+        cmocka_unit_test(test_tiny_cycle),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
