@@ -88,7 +88,9 @@ static int parse(int argc, char **argv, popts *o)
         }
     }
     char list[256];
-    snprintf(list, sizeof list, "%s", o->policy);
+    if (strlen(o->policy) >= sizeof list)
+        return bad("--policy: list too long", "");
+    memcpy(list, o->policy, strlen(o->policy) + 1);
     for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save))
         if (strcmp(tok, "tiresias") != 0 && !ts_replay_policy_find(tok))
@@ -136,12 +138,20 @@ static void free_names(char **names, int n)
     free(names);
 }
 
+/* dir/name into out (PATH_BYTES); -1 when it does not fit. */
+static int join(char *out, const char *dir, const char *name)
+{
+    int w = snprintf(out, PATH_BYTES, "%s/%s", dir, name);
+    return w < 0 || w >= PATH_BYTES ? -1 : 0;
+}
+
 typedef int (*add_fn)(ts_pm_app *, const char *, size_t, const char *, ts_err *);
 
 static int add_file(ts_pm_app *a, const char *dir, const char *file, add_fn fn, int bsz)
 {
     char path[PATH_BYTES];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
+    if (join(path, dir, file))
+        return bad("path too long: ", file);
     size_t len;
     char *buf = replay_slurp(path, &len);
     if (!buf)
@@ -161,7 +171,8 @@ static int load_app(const char *root, const char *name, ts_pm_app **out)
     if (ts_pm_app_defaults(name, &epochs, &max_local) != 0)
         return 0; /* not one of the artifact's applications: skipped */
     char dir[PATH_BYTES];
-    snprintf(dir, sizeof dir, "%s/%s", root, name);
+    if (join(dir, root, name))
+        return bad("path too long: ", name);
     ts_err err = {0};
     if (ts_pm_app_new(name, epochs, max_local, out, &err))
         return bad(err.msg, "");
@@ -192,7 +203,8 @@ static int run_workload(const popts *o, const char *policy, const ts_pm_app *con
                         int napps, const char *file, FILE *jobs_out, ts_pm_stats *st)
 {
     char path[PATH_BYTES];
-    snprintf(path, sizeof path, "%s/%s", o->workloads, file);
+    if (join(path, o->workloads, file))
+        return bad("path too long: ", file);
     size_t len;
     char *buf = replay_slurp(path, &len);
     if (!buf)
@@ -253,7 +265,7 @@ int replay_pollux_main(int argc, char **argv)
             fprintf(jobs_out, "policy,workload,name,submit_s,gpus,batch_size,jct_s\n");
     }
     char list[256];
-    snprintf(list, sizeof list, "%s", o.policy);
+    memcpy(list, o.policy, strlen(o.policy) + 1); /* parse() checked its length */
     char *save = NULL;
     for (const char *pol = strtok_r(list, ",", &save); pol && !rc;
          pol = strtok_r(NULL, ",", &save)) {
