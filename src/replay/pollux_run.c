@@ -7,10 +7,12 @@
  * cycle's nodes, a gang of node-sized tasks and the remainder), else on the
  * nodes with the most free GPUs, as the artifact's Tiresias does. Rigid
  * jobs run the GPU count and batch size the workload gives. Elastic jobs ask
- * the policy for one GPU; the GPUs no policy-placed job uses are granted
- * where goodput gains most (src/sched/elastic.h), taken back first from a
- * node where the policy starts a job, and a job's batch size follows its GPU
- * count; every change of a job's GPUs costs it TS_PM_RESCALE_S.
+ * the policy for its minimum; the GPUs no minimum uses are granted where
+ * goodput gains most (src/sched/elastic.h) and are invisible to the policy: a
+ * job the policy starts goes where it says if those GPUs are free, else on
+ * the nodes with the most free GPUs, and extras are taken back (first, before
+ * any minimum) only when free GPUs are too few. A job's batch size follows its
+ * GPU count; every change of a job's GPUs costs it TS_PM_RESCALE_S.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,15 +83,13 @@ static int take_back(elastic_ctx *e, int *alloc, int n, int nodes, int i, int ne
 }
 
 /* GPUs per node the job gets: the policy's, when it says and they are free;
- * else the most free node first, node after node. */
+ * else the most free node first, node after node (elastic: extras taken back
+ * when the free GPUs are too few). */
 static void place(const ts_replay_policy_ops *ops, void *state, int j, int want, int nodes,
                   int *node_free, int *row, elastic_ctx *e, int *alloc, int n, bool *changed)
 {
     memset(row, 0, (size_t)nodes * sizeof *row);
     if (ops->placement && ops->placement(state, j, row, nodes) == want) {
-        for (int i = 0; e && i < nodes; i++) /* extras on its nodes give way */
-            if (row[i] > node_free[i])
-                node_free[i] += take_back(e, alloc, n, nodes, i, row[i] - node_free[i], changed);
         bool fits = true;
         for (int i = 0; i < nodes; i++)
             fits &= row[i] <= node_free[i];
