@@ -203,7 +203,6 @@ static void tiresias_round(tstate *s, const ts_pm_wjob *jobs, const bool *active
 int ts_pm_run_tiresias(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int n, int nodes,
                        int gpus_per_node, long *jct_s, ts_pm_stats *st, ts_err *err)
 {
-    (void)apps;
     memset(st, 0, sizeof *st);
     if (nodes < 1 || gpus_per_node < 1 || nodes > TS_PM_NODES_MAX)
         return ts_err_set(err, TS_EINVAL, "cluster: nodes must be in [1, %d], GPUs per node >= 1",
