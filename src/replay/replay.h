@@ -124,6 +124,11 @@ typedef struct ts_replay_policy_ops {
     void (*free)(void *state);
     /* optional: fills res's est_* figures once the replay is over */
     void (*estimates)(void *state, struct ts_replay_result *res);
+    /* optional: where the policy put running job j, GPUs per node into
+     * per_node[0..nodes) (zeroed by the caller); returns the GPUs counted, 0
+     * when it does not know. The Pollux job model's replay (pollux_run.c)
+     * reads it: a spread placement steps slower there. */
+    int (*placement)(void *state, int j, int *per_node, int nodes);
 } ts_replay_policy_ops;
 
 /* NULL-terminated list of the built-in policies; lookup by name or NULL. */

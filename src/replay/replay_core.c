@@ -570,8 +570,22 @@ static void core_estimates(void *p, ts_replay_result *res)
     free(err);
 }
 
+static int core_placement(void *state, int j, int *per_node, int nodes)
+{
+    core_state *s = state;
+    const core_job *cj = &s->jobs[j];
+    int g = 0;
+    for (int k = 0; cj->allocs && k < cj->ntasks; k++)
+        if (cj->allocs[k].node >= 0 && cj->allocs[k].node < nodes) {
+            per_node[cj->allocs[k].node] += cj->allocs[k].ngpu;
+            g += cj->allocs[k].ngpu;
+        }
+    return g;
+}
+
 const ts_replay_policy_ops ts_replay_core_ops = {"core", true, core_init, core_decide, NULL,
-                                                 core_free, core_estimates};
+                                                 core_free, core_estimates, core_placement};
 /* `tessera` in every table is the same: the production cycle */
 const ts_replay_policy_ops ts_replay_tessera_ops = {"tessera", true, core_init, core_decide,
-                                                    NULL, core_free, core_estimates};
+                                                    NULL, core_free, core_estimates,
+                                                    core_placement};

@@ -12,5 +12,7 @@
 /* argv[1] is "replay". Returns the process exit status: 0, 1 on a failed
  * run or output, 2 on bad input (message names file:line: field). */
 int replay_main(int argc, char **argv);
+/* replay_pollux.c: replay_main hands over when --job-model is given. */
+int replay_pollux_main(int argc, char **argv);
 
 #endif

@@ -386,6 +386,9 @@ static void free_runs(replay_policy_run *pr, int npol, int nwl)
 
 int replay_main(int argc, char **argv)
 {
+    for (int i = 2; i < argc; i++)
+        if (strcmp(argv[i], "--job-model") == 0)
+            return replay_pollux_main(argc, argv);
     options o;
     int rc = parse_options(argc, argv, &o);
     if (rc)

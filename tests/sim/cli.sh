@@ -17,6 +17,8 @@
 # cannot be opened or written exits 1 naming it;
 # the Philly fixture gives the same figures by --vc-nodes and by
 # --cluster/--tenants; a Pollux run has no tenants. Every check counts; the
+# the Pollux job model (--job-model pollux) refuses bad options and gives
+# the pinned figures on tests/data/pollux-tiny. The
 # last line is "N passed, M failed" and any failure exits 1.
 set -uo pipefail
 
@@ -353,6 +355,30 @@ assert rows[0] == ["policy", "workload", "t_s", "busy_gpus", "utilization_pct", 
 assert {r[1] for r in rows[1:]} == {w["name"] for w in d["results"][0]["workloads"]}
 ET.parse(sys.argv[3])
 PY
+
+# ---- replay --job-model pollux: the tiny profile fixture, and bad options ----------
+PT=$DATA/pollux-tiny
+expect_bad "pollux: bad jobs kind" "--jobs-kind: must be rigid, elastic or elastic-tuned" \
+  replay --job-model pollux --profiles "$PT/profiles" --workloads "$PT/workloads" --jobs-kind flexible
+expect_bad "pollux: unknown job model" "--job-model: must be pollux" \
+  replay --job-model gandiva --profiles "$PT/profiles" --workloads "$PT/workloads"
+expect_bad "pollux: no profiles" "--profiles: required" \
+  replay --job-model pollux --workloads "$PT/workloads"
+expect_bad "pollux: unknown policy" "--policy: unknown policy" \
+  replay --job-model pollux --profiles "$PT/profiles" --workloads "$PT/workloads" --policy tiresias,gandiva
+expect_bad "pollux: empty profiles" "no application folders" \
+  replay --job-model pollux --profiles "$tmp/none" --workloads "$PT/workloads"
+sim replay --job-model pollux --profiles "$PT/profiles" --workloads "$PT/workloads" --nodes 2 \
+  --jobs-out "$tmp/pm.csv"
+if [ "$rc" -ne 0 ]; then
+  fail "pollux: tiny run exit $rc"
+elif ! grep -qE '^mean +8069\.83 +23098 ' "$tmp/out"; then
+  fail "pollux: tiny run's mean row is not the pinned 8069.83 s / 23098 s"
+elif [ "$(wc -l < "$tmp/pm.csv")" -ne 7 ]; then
+  fail "pollux: --jobs-out has not a header and 6 jobs"
+else
+  pass
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

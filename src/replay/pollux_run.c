@@ -1,0 +1,426 @@
+/*
+ * pollux_run.c - any replay policy (ts_replay_policy_ops: fifo, sjf, srtf,
+ * the replay's tiresias, and `tessera`, the production cycle) deciding a
+ * Pollux workload whose jobs advance by the job model (pollux_model.h), in
+ * the artifact's 60-s rounds. The policy answers which submitted jobs run;
+ * a job it starts goes where the policy put it when it says (`tessera`: the
+ * cycle's nodes, a gang of node-sized tasks and the remainder), else on the
+ * nodes with the most free GPUs, as the artifact's Tiresias does. Rigid
+ * jobs run the GPU count and batch size the workload gives. Elastic jobs ask
+ * the policy for its minimum; the GPUs no minimum uses are granted where
+ * goodput gains most (src/sched/elastic.h) and are invisible to the policy: a
+ * job the policy starts goes where it says if those GPUs are free, else on
+ * the nodes with the most free GPUs, and extras are taken back (first, before
+ * any minimum) only when free GPUs are too few. A job's batch size follows its
+ * GPU count; every change of a job's GPUs costs it TS_PM_RESCALE_S.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "replay/pollux_model.h"
+#include "replay/replay.h"
+#include "sched/elastic.h"
+
+#define VIRTUAL_TIME_MAX_S (100L * 24 * 3600)
+#define APPS_MAX 64
+
+/* Seconds job j still needs on a packed placement of its GPUs, at its
+ * current epoch's efficiency: what an oracle policy (sjf, srtf) is told, and
+ * a job's work_s before it starts. */
+static double left_s(const ts_pm_job *j, int replicas, int gpus_per_node)
+{
+    ts_pm_job t = *j;
+    int cnt[TS_PM_NODES_MAX], m = 0;
+    for (int left = replicas; left > 0 && m < TS_PM_NODES_MAX; m++) {
+        cnt[m] = left < gpus_per_node ? left : gpus_per_node;
+        left -= cnt[m];
+    }
+    ts_pm_job_reallocate(&t, cnt, m);
+    double st, sy;
+    ts_pm_step_time(t.app, t.count, t.nnodes, t.atomic_bsz, &st, &sy);
+    int batch = replicas * t.atomic_bsz * (t.accum_steps + 1);
+    double goodput = ts_pm_gain(t.app, batch, t.epoch) / (st + (st - sy) * t.accum_steps);
+    double todo = ts_pm_epoch_progress(t.app, ts_pm_app_epochs(t.app)) - t.progress;
+    return (todo > 0 ? todo / goodput : 0) + (j->nnodes ? j->rescale_s : TS_PM_RESCALE_S);
+}
+
+/* The elastic run's state beside the rigid one's. */
+typedef struct elastic_ctx {
+    ts_pm_goodput *gp[APPS_MAX];
+    int max_gpus[APPS_MAX];
+    int *minrow;       /* n x nodes: where the policy put each job's minimum */
+    int *min;          /* per job: the GPUs it asks the policy for */
+    double *speedup;   /* scratch: (total + 1) per grant candidate */
+    ts_elastic_job *ej;
+    int *ejob, *target;
+} elastic_ctx;
+
+/* Seconds an elastic job still needs at g GPUs, at its best batch. */
+static double elastic_left_s(elastic_ctx *e, const ts_pm_job *j, int app, int g)
+{
+    double gp = ts_pm_goodput_best(e->gp[app], g, j->epoch, NULL);
+    double todo = ts_pm_epoch_progress(j->app, ts_pm_app_epochs(j->app)) - j->progress;
+    return gp > 0 && todo > 0 ? todo / gp : 0;
+}
+
+/* Takes back up to need extra GPUs (above each job's minimum) on node i;
+ * changed[] marks the jobs that shrink. Returns the GPUs freed. */
+static int take_back(elastic_ctx *e, int *alloc, int n, int nodes, int i, int need,
+                     bool *changed)
+{
+    int got = 0;
+    for (int k = 0; k < n && got < need; k++) {
+        int extra = alloc[(size_t)k * nodes + i] - e->minrow[(size_t)k * nodes + i];
+        if (extra <= 0)
+            continue;
+        int take = extra < need - got ? extra : need - got;
+        alloc[(size_t)k * nodes + i] -= take;
+        got += take;
+        changed[k] = true;
+    }
+    return got;
+}
+
+/* GPUs per node the job gets: the policy's, when it says and they are free;
+ * else the most free node first, node after node (elastic: extras taken back
+ * when the free GPUs are too few). */
+static void place(const ts_replay_policy_ops *ops, void *state, int j, int want, int nodes,
+                  int *node_free, int *row, elastic_ctx *e, int *alloc, int n, bool *changed)
+{
+    memset(row, 0, (size_t)nodes * sizeof *row);
+    if (ops->placement && ops->placement(state, j, row, nodes) == want) {
+        bool fits = true;
+        for (int i = 0; i < nodes; i++)
+            fits &= row[i] <= node_free[i];
+        if (fits) {
+            for (int i = 0; i < nodes; i++)
+                node_free[i] -= row[i];
+            return;
+        }
+        memset(row, 0, (size_t)nodes * sizeof *row);
+    }
+    int free_all = 0;
+    for (int i = 0; i < nodes; i++)
+        free_all += node_free[i];
+    for (int i = 0; e && i < nodes && free_all < want; i++) {
+        int got = take_back(e, alloc, n, nodes, i, want - free_all, changed);
+        node_free[i] += got;
+        free_all += got;
+    }
+    for (int have = 0; have < want;) {
+        int best = -1;
+        for (int i = 0; i < nodes; i++)
+            if (node_free[i] > 0 && (best < 0 || node_free[i] > node_free[best]))
+                best = i;
+        if (best < 0)
+            break;
+        int take = want - have < node_free[best] ? want - have : node_free[best];
+        row[best] += take;
+        node_free[best] -= take;
+        have += take;
+    }
+}
+
+/* The row's nodes as the model's placement: counts, largest first. */
+static int counts_of(const int *row, int nodes, int *cnt)
+{
+    int m = 0;
+    for (int i = 0; i < nodes && m < TS_PM_NODES_MAX; i++)
+        if (row[i] > 0) {
+            int k = m++;
+            while (k > 0 && cnt[k - 1] < row[i]) {
+                cnt[k] = cnt[k - 1];
+                k--;
+            }
+            cnt[k] = row[i];
+        }
+    return m;
+}
+
+/* The GPUs nobody's minimum uses go to the running elastic jobs where the
+ * goodput gains most; a grown job's extras go on its own nodes first. */
+static void grant(elastic_ctx *e, const ts_pm_wjob *jobs, ts_pm_job *pj, const bool *run,
+                  const int *pending, int np, int *alloc, int nodes, int total, int *node_free,
+                  bool *changed)
+{
+    int ne = 0, spare = 0;
+    for (int i = 0; i < nodes; i++)
+        spare += node_free[i];
+    for (int k = 0; k < np; k++) {
+        int j = pending[k], a = jobs[j].app;
+        if (!run[j] || e->max_gpus[a] <= 1)
+            continue;
+        int cur = 0;
+        for (int i = 0; i < nodes; i++)
+            cur += alloc[(size_t)j * nodes + i];
+        double *sp = &e->speedup[(size_t)ne * (total + 1)];
+        double base = ts_pm_goodput_best(e->gp[a], 1, pj[j].epoch, NULL);
+        sp[0] = 0;
+        for (int g = 1; g <= e->max_gpus[a]; g++)
+            sp[g] = base > 0 ? ts_pm_goodput_best(e->gp[a], g, pj[j].epoch, NULL) / base : 1;
+        e->ej[ne] = (ts_elastic_job){e->min[j], e->max_gpus[a] > e->min[j] ? e->max_gpus[a] : e->min[j], cur, sp,
+                                     elastic_left_s(e, &pj[j], a, cur), changed[j]};
+        e->ejob[ne++] = j;
+    }
+    int pool = spare;
+    for (int k = 0; k < ne; k++)
+        pool += e->ej[k].cur_gpus - e->ej[k].min_gpus;
+    ts_elastic_grant(e->ej, ne, pool, TS_PM_RESCALE_S, e->target);
+    for (int k = 0; k < ne; k++) { /* shrinks first: their GPUs feed the grows */
+        int j = e->ejob[k], cut = e->ej[k].cur_gpus - e->target[k];
+        int *row = &alloc[(size_t)j * nodes];
+        const int *mr = &e->minrow[(size_t)j * nodes];
+        if (cut > 0)
+            changed[j] = true;
+        while (cut > 0) { /* from the node where it has the fewest extras */
+            int bi = -1;
+            for (int i = 0; i < nodes; i++)
+                if (row[i] > mr[i] && (bi < 0 || row[i] - mr[i] < row[bi] - mr[bi]))
+                    bi = i;
+            if (bi < 0)
+                break;
+            int t = row[bi] - mr[bi] < cut ? row[bi] - mr[bi] : cut;
+            row[bi] -= t;
+            node_free[bi] += t;
+            cut -= t;
+        }
+    }
+    for (int k = 0; k < ne; k++) {
+        int j = e->ejob[k], add = e->target[k] - e->ej[k].cur_gpus, *row = &alloc[(size_t)j * nodes];
+        if (add <= 0)
+            continue;
+        changed[j] = true;
+        for (int i = 0; i < nodes && add > 0; i++) /* its own nodes first */
+            if (row[i] > 0 && node_free[i] > 0) {
+                int t = add < node_free[i] ? add : node_free[i];
+                row[i] += t;
+                node_free[i] -= t;
+                add -= t;
+            }
+        while (add > 0) {
+            int best = -1;
+            for (int i = 0; i < nodes; i++)
+                if (node_free[i] > 0 && (best < 0 || node_free[i] > node_free[best]))
+                    best = i;
+            if (best < 0)
+                break;
+            int t = add < node_free[best] ? add : node_free[best];
+            row[best] += t;
+            node_free[best] -= t;
+            add -= t;
+        }
+    }
+}
+
+static void elastic_free(elastic_ctx *e)
+{
+    for (int a = 0; a < APPS_MAX; a++)
+        ts_pm_goodput_free(e->gp[a]);
+    free(e->minrow);
+    free(e->min);
+    free(e->speedup);
+    free(e->ej);
+    free(e->ejob);
+    free(e->target);
+}
+
+static int elastic_init(elastic_ctx *e, const ts_pm_app *const *apps, const ts_pm_wjob *jobs,
+                        int n, int nodes, int gpus_per_node, ts_pm_jobs_kind kind, ts_err *err)
+{
+    int total = nodes * gpus_per_node;
+    memset(e, 0, sizeof *e);
+    for (int j = 0; j < n; j++) {
+        int a = jobs[j].app;
+        if (a < 0 || a >= APPS_MAX)
+            return ts_err_set(err, TS_EINVAL, "%s: application index out of range", jobs[j].name);
+        if (e->gp[a])
+            continue;
+        e->max_gpus[a] = ts_pm_app_max_gpus(apps[a], total);
+        int rc = ts_pm_goodput_new(apps[a], gpus_per_node, e->max_gpus[a], &e->gp[a], err);
+        if (rc)
+            return rc;
+    }
+    size_t nn = (size_t)n + 1;
+    e->minrow = calloc(nn * (size_t)nodes, sizeof *e->minrow);
+    e->min = calloc(nn, sizeof *e->min);
+    for (int j = 0; e->min && j < n; j++) {
+        int a = jobs[j].app, g = jobs[j].replicas;
+        e->min[j] = kind == TS_PM_ELASTIC_FROM_TUNED ? (g < e->max_gpus[a] ? g : e->max_gpus[a])
+                                                     : 1;
+        if (e->min[j] < 1)
+            e->min[j] = 1;
+    }
+    e->speedup = calloc(nn * (size_t)(total + 1), sizeof *e->speedup);
+    e->ej = calloc(nn, sizeof *e->ej);
+    e->ejob = calloc(nn, sizeof *e->ejob);
+    e->target = calloc(nn, sizeof *e->target);
+    if (!e->minrow || !e->min || !e->speedup || !e->ej || !e->ejob || !e->target)
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    return 0;
+}
+
+int ts_pm_run_policy(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int n, int nodes,
+                     int gpus_per_node, const ts_replay_policy_ops *ops, ts_pm_jobs_kind kind,
+                     long *jct_s, ts_pm_stats *st, ts_err *err)
+{
+    memset(st, 0, sizeof *st);
+    if (nodes < 1 || gpus_per_node < 1 || nodes > TS_PM_NODES_MAX)
+        return ts_err_set(err, TS_EINVAL, "cluster: nodes must be in [1, %d], GPUs per node >= 1",
+                          TS_PM_NODES_MAX);
+    int total = nodes * gpus_per_node;
+    for (int j = 0; j < n; j++)
+        if (jobs[j].replicas > total)
+            return ts_err_set(err, TS_EINVAL, "%s: num_replicas: %d, more than the cluster's %d",
+                              jobs[j].name, jobs[j].replicas, total);
+    size_t nn = (size_t)n + 1;
+    ts_pm_job *pj = calloc(nn, sizeof *pj);
+    ts_replay_job *rj = calloc(nn, sizeof *rj);
+    int *pending = calloc(nn, sizeof *pending);
+    bool *holding = calloc(nn, sizeof *holding), *run = calloc(nn, sizeof *run);
+    bool *changed = calloc(nn, sizeof *changed);
+    double *work_left = calloc(nn, sizeof *work_left), *at_risk = calloc(nn, sizeof *at_risk);
+    int *alloc = calloc(nn * (size_t)nodes, sizeof *alloc);
+    int *node_free = calloc((size_t)nodes, sizeof *node_free);
+    void *state = NULL;
+    elastic_ctx ectx, *e = kind != TS_PM_RIGID ? &ectx : NULL;
+    int rc = 0;
+    if (e && (rc = elastic_init(e, apps, jobs, n, nodes, gpus_per_node, kind, err)) != 0)
+        goto out;
+    if (!pj || !rj || !pending || !holding || !run || !changed || !work_left || !at_risk ||
+        !alloc || !node_free) {
+        rc = ts_err_set(err, TS_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int j = 0; j < n; j++) {
+        ts_pm_job_init(&pj[j], apps[jobs[j].app], jobs[j].submit_s, jobs[j].batch_size);
+        if (e) /* the job adapts its batch to its GPUs and epoch */
+            pj[j].adapt = e->gp[jobs[j].app];
+        snprintf(rj[j].name, sizeof rj[j].name, "%s", jobs[j].name);
+        rj[j].submit_s = jobs[j].submit_s;
+        rj[j].gpus = e ? e->min[j] : jobs[j].replicas;
+        rj[j].work_s = e ? elastic_left_s(e, &pj[j], jobs[j].app, rj[j].gpus)
+                         : left_s(&pj[j], jobs[j].replicas, gpus_per_node);
+    }
+    if ((rc = ops->init(&state, n, 0, err)) != 0)
+        goto out;
+    long now = 0, held_gpu_s = 0, since = 0;
+    for (int left = n; left > 0;) {
+        for (int j = 0; j < n; j++) {
+            int g = 0;
+            for (int i = 0; i < pj[j].nnodes; i++)
+                g += pj[j].count[i];
+            if (pj[j].done_s < 0)
+                held_gpu_s += (long)g * TS_PM_ROUND_S;
+            ts_pm_job_step(&pj[j], TS_PM_ROUND_S);
+        }
+        now += TS_PM_ROUND_S;
+        int np = 0;
+        left = 0;
+        for (int j = 0; j < n; j++) {
+            bool done = pj[j].done_s >= 0;
+            left += !done;
+            if (done && pj[j].nnodes > 0) { /* a finished job gives its GPUs back */
+                ts_pm_job_reallocate(&pj[j], NULL, 0);
+                memset(&alloc[(size_t)j * nodes], 0, (size_t)nodes * sizeof *alloc);
+            }
+            if (!done && jobs[j].submit_s <= now) {
+                pending[np++] = j;
+                holding[j] = pj[j].nnodes > 0;
+                work_left[j] = e ? elastic_left_s(e, &pj[j], jobs[j].app, rj[j].gpus)
+                                 : left_s(&pj[j], jobs[j].replicas, gpus_per_node);
+            }
+        }
+        if (np == 0)
+            continue;
+        ts_replay_view v = {.now_s = (double)now, .since_s = (double)since, .jobs = rj,
+                            .njobs = n, .pending = pending, .npending = np,
+                            .holding = holding, .work_left_s = work_left, .total_gpus = total,
+                            .at_risk_s = at_risk, .gpus_per_node = gpus_per_node};
+        memset(run, 0, nn * sizeof *run);
+        memset(changed, 0, nn * sizeof *changed);
+        ops->decide(state, &v, run);
+        since = now;
+        for (int k = 0; k < np; k++) { /* holders not chosen stop */
+            int j = pending[k];
+            if (holding[j] && !run[j]) {
+                ts_pm_job_reallocate(&pj[j], NULL, 0);
+                memset(&alloc[(size_t)j * nodes], 0, (size_t)nodes * sizeof *alloc);
+                holding[j] = false;
+            }
+        }
+        for (int i = 0; i < nodes; i++)
+            node_free[i] = gpus_per_node;
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < nodes; i++)
+                node_free[i] -= alloc[(size_t)j * nodes + i];
+        int chosen = 0;
+        for (int k = 0; k < np; k++) {
+            int j = pending[k];
+            if (!run[j])
+                continue;
+            chosen += rj[j].gpus;
+            if (holding[j])
+                continue;
+            int *row = &alloc[(size_t)j * nodes];
+            place(ops, state, j, rj[j].gpus, nodes, node_free, row, e, alloc, n, changed);
+            if (e)
+                memcpy(&e->minrow[(size_t)j * nodes], row, (size_t)nodes * sizeof *row);
+            changed[j] = true;
+        }
+        if (chosen > total) {
+            rc = ts_err_set(err, TS_EINVAL, "policy %s: chose %d GPUs of %d", ops->name, chosen,
+                            total);
+            goto out;
+        }
+        if (e) {
+            for (int i = 0; i < nodes; i++) { /* what take-backs freed */
+                node_free[i] = gpus_per_node;
+                for (int j = 0; j < n; j++)
+                    node_free[i] -= alloc[(size_t)j * nodes + i];
+            }
+            grant(e, jobs, pj, run, pending, np, alloc, nodes, total, node_free, changed);
+        }
+        for (int k = 0; k < np; k++) {
+            int j = pending[k], cnt[TS_PM_NODES_MAX];
+            if (!run[j] || !changed[j])
+                continue;
+            const int *row = &alloc[(size_t)j * nodes];
+            ts_pm_job_reallocate(&pj[j], cnt, counts_of(row, nodes, cnt));
+        }
+        if (now > VIRTUAL_TIME_MAX_S) {
+            rc = ts_err_set(err, TS_EINVAL, "replay: not done after 100 days of virtual time");
+            goto out;
+        }
+    }
+    double sum = 0;
+    for (int j = 0; j < n; j++) {
+        long jct = pj[j].done_s - jobs[j].submit_s;
+        if (jct_s)
+            jct_s[j] = jct;
+        sum += (double)jct;
+        if (pj[j].done_s > st->makespan_s)
+            st->makespan_s = pj[j].done_s;
+        st->restarts += pj[j].restarts > 0 ? pj[j].restarts : 0;
+    }
+    st->avg_jct_s = n ? sum / n : 0;
+    st->util_pct = st->makespan_s
+                       ? 100.0 * (double)held_gpu_s / ((double)total * (double)st->makespan_s)
+                       : 0;
+out:
+    if (state)
+        ops->free(state);
+    if (e)
+        elastic_free(e);
+    free(pj);
+    free(rj);
+    free(pending);
+    free(holding);
+    free(run);
+    free(changed);
+    free(work_left);
+    free(at_risk);
+    free(alloc);
+    free(node_free);
+    return rc;
+}

@@ -1,0 +1,39 @@
+/*
+ * elastic.h - internal: the goodput-aware grant of spare GPUs to elastic
+ * jobs (issue 30). An elastic job holds its minimum as any job does (placed
+ * all-or-nothing by the cycle under its tier); what it holds above it is
+ * opportunistic: the first thing taken back when the cycle needs GPUs, and
+ * shared out here, from the GPUs nobody's minimum uses, where the cluster's
+ * goodput gains most. A job reports its speedup (goodput at g GPUs over its
+ * goodput at its minimum, batch size adapted to g); a change of size costs
+ * the job a restart, so a job changes size only when the cluster gains
+ * several times what that costs.
+ *
+ * Today the Pollux job model's replay calls it (src/replay/pollux_run.c);
+ * ts_sched_cycle does not yet. Pure: no allocation, no state, any thread.
+ */
+#ifndef TS_SCHED_ELASTIC_H
+#define TS_SCHED_ELASTIC_H
+
+#include <stdbool.h>
+
+/* A change of size must gain this many times what the restart costs. */
+#define TS_ELASTIC_GAIN_OVER_COST 4.0
+
+typedef struct ts_elastic_job {
+    int min_gpus, max_gpus; /* 1 <= min <= max */
+    int cur_gpus;           /* held now, in [min, max] */
+    /* speedup[g] for g in [0, max_gpus]: goodput at g GPUs over goodput at
+     * min_gpus (speedup[min] = 1; entries below min are ignored) */
+    const double *speedup;
+    double remaining_s; /* estimated time left at cur_gpus */
+    bool changing;      /* its allocation changes this round anyway: no extra cost */
+} ts_elastic_job;
+
+/* Shares pool GPUs (the free ones and every job's GPUs above its minimum)
+ * among jobs: target[i] in [min_gpus, max_gpus], their sum at most pool
+ * (the minimums must fit in it). Returns the GPUs given out. */
+int ts_elastic_grant(const ts_elastic_job *jobs, int n, int pool, double resize_cost_s,
+                     int *target);
+
+#endif
