@@ -207,144 +207,175 @@ static void write_cdi_net(const ts_nic_map *nics, const char *sysfs_root, const 
     json_decref(spec);
 }
 
-int main(int argc, char **argv)
+/* What the command line says. */
+typedef struct agent_args {
+    ts_agent_config cfg;
+    const char *token_file, *nvml_path, *metrics_listen, *nic_map, *sysfs_root, *cdi_dir,
+        *dev_root;
+} agent_args;
+
+/* Seconds in (0, 3600] into *out; false (said why) else. */
+static bool seconds_opt(const char *opt, const char *v, double *out)
 {
-    if (argc > 1 && strcmp(argv[1], "image-pull") == 0)
-        return ts_image_cli(argc - 1, argv + 1);
-    ts_agent_config cfg = {.lost_s = TS_AGENT_LOST_S, .hook_timeout_s = TS_AGENT_HOOK_TIMEOUT_S};
-    static ts_agent_node node;
-    const char *token_file = NULL, *nvml_path = NULL, *metrics_listen = NULL;
-    const char *nic_map = NULL, *sysfs_root = "/sys", *cdi_dir = NULL, *dev_root = NULL;
+    char *end;
+    *out = v ? strtod(v, &end) : 0;
+    if (v && end != v && !*end && *out > 0 && *out <= 3600)
+        return true;
+    fprintf(stderr, "tessera-agent: %s: \"%s\" is not a number of seconds in (0, 3600]\n", opt,
+            v ? v : "");
+    return false;
+}
+
+/* An option whose value is kept as given: 1 taken, 0 not this kind, 2 bad. */
+static int opt_plain(agent_args *A, ts_agent_node *node, const char *o, const char *v)
+{
+    ts_agent_config *cfg = &A->cfg;
+    if (strcmp(o, "--controller") == 0 || strcmp(o, "--server") == 0) {
+        ts_err perr;
+        if (ts_ctls_parse(v, &cfg->ctls, &perr) != 0) {
+            fprintf(stderr, "tessera-agent: %s: %s\n", o, perr.msg);
+            return 2;
+        }
+        return 1;
+    }
+    const struct { const char *name; char *to; size_t size; } copies[] = {
+        {"--node", cfg->node, sizeof cfg->node},
+        {"--state-dir", cfg->state_dir, sizeof cfg->state_dir},
+        {"--ca", cfg->ca_file, sizeof cfg->ca_file},
+        {"--cgroup-parent", cfg->cgroup_parent, sizeof cfg->cgroup_parent},
+        {"--mps-control", node->mps_binary, sizeof node->mps_binary}};
+    for (size_t k = 0; k < sizeof copies / sizeof copies[0]; k++)
+        if (strcmp(o, copies[k].name) == 0) {
+            snprintf(copies[k].to, copies[k].size, "%s", v);
+            return 1;
+        }
+    const struct { const char *name; const char **to; } refs[] = {
+        {"--token-file", &A->token_file}, {"--nvml", &A->nvml_path},
+        {"--metrics-listen", &A->metrics_listen}, {"--nic-map", &A->nic_map},
+        {"--sysfs-root", &A->sysfs_root}, {"--cdi-dir", &A->cdi_dir},
+        {"--dev-root", &A->dev_root}};
+    for (size_t k = 0; k < sizeof refs / sizeof refs[0]; k++)
+        if (strcmp(o, refs[k].name) == 0) {
+            *refs[k].to = v;
+            return 1;
+        }
+    if (strcmp(o, "--lost-after") == 0) {
+        cfg->lost_s = atof(v);
+        return 1;
+    }
+    return 0;
+}
+
+/* A path that must be there now (a typo must not wait for the first job):
+ * its absolute form into out; false (said why) else. */
+static bool path_opt(const char *o, const char *v, int mode, char *out, size_t size)
+{
+    char *abs = v ? realpath(v, NULL) : NULL;
+    bool ok = abs && access(abs, mode) == 0 && strlen(abs) < size;
+    if (ok)
+        snprintf(out, size, "%s", abs);
+    else
+        fprintf(stderr, "tessera-agent: %s: %s: %s\n", o, v ? v : "(missing)",
+                mode == X_OK ? "not an executable file" : "cannot read it");
+    free(abs);
+    return ok;
+}
+
+/* An option whose value is checked: 1 taken, 0 not this kind, 2 bad. */
+static int opt_checked(agent_args *A, ts_agent_node *node, const char *o, const char *v)
+{
+    ts_agent_config *cfg = &A->cfg;
+    if (strcmp(o, "--sharing") == 0) {
+        if (strcmp(v, "mps") != 0 && strcmp(v, "timeslice") != 0) {
+            fprintf(stderr, "tessera-agent: --sharing: \"%s\" is not timeslice or mps\n", v);
+            return 2;
+        }
+        node->mps = strcmp(v, "mps") == 0;
+    } else if (strcmp(o, "--image-budget") == 0) {
+        char *end;
+        cfg->image_budget_bytes = strtoll(v, &end, 10);
+        if (*end || end == v || cfg->image_budget_bytes < 0) {
+            fprintf(stderr, "tessera-agent: --image-budget: bytes, 0 for none\n");
+            return 2;
+        }
+    } else if (strcmp(o, "--plain-http-registries") == 0) {
+        if (strlen(v) >= sizeof cfg->plain_http_registries) {
+            fprintf(stderr, "tessera-agent: --plain-http-registries: host:port,... "
+                            "(under %zu bytes)\n", sizeof cfg->plain_http_registries);
+            return 2;
+        }
+        snprintf(cfg->plain_http_registries, sizeof cfg->plain_http_registries, "%s", v);
+    } else if (strcmp(o, "--p2p-listen") == 0) {
+        if (strlen(v) >= sizeof cfg->p2p_listen || !strchr(v, ':')) {
+            fprintf(stderr, "tessera-agent: --p2p-listen: IPV4:PORT (under %zu bytes)\n",
+                    sizeof cfg->p2p_listen);
+            return 2;
+        }
+        snprintf(cfg->p2p_listen, sizeof cfg->p2p_listen, "%s", v);
+    } else if (strcmp(o, "--p2p-advertise") == 0) {
+        if (strncmp(v, "http://", 7) != 0 || strlen(v) >= sizeof cfg->p2p_advertise) {
+            fprintf(stderr, "tessera-agent: --p2p-advertise: an http:// URL (under %zu "
+                            "bytes)\n", sizeof cfg->p2p_advertise);
+            return 2;
+        }
+        snprintf(cfg->p2p_advertise, sizeof cfg->p2p_advertise, "%s", v);
+    } else if (strcmp(o, "--shim") == 0) {
+        /* absolute: tasks start in their own working directories */
+        if (!path_opt(o, v, R_OK, node->shim, sizeof node->shim))
+            return 2;
+    } else if (strcmp(o, "--shim-register") == 0) {
+        if (!seconds_opt(o, v, &node->shim_register_s))
+            return 2;
+    } else if (strcmp(o, "--net-addr") == 0) {
+        struct in_addr ia;
+        if (inet_pton(AF_INET, v, &ia) != 1) {
+            fprintf(stderr, "tessera-agent: --net-addr: \"%s\" is not an IPv4 address\n", v);
+            return 2;
+        }
+        snprintf(cfg->net_addr, sizeof cfg->net_addr, "%s", v);
+    } else if (strcmp(o, "--prolog") == 0 || strcmp(o, "--epilog") == 0) {
+        if (!path_opt(o, v, X_OK, strcmp(o, "--prolog") == 0 ? cfg->prolog : cfg->epilog,
+                      sizeof cfg->prolog))
+            return 2;
+    } else if (strcmp(o, "--hook-timeout") == 0) {
+        if (!seconds_opt(o, v, &cfg->hook_timeout_s))
+            return 2;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* -1: go on with A; else the exit status. */
+static int parse_args(int argc, char **argv, agent_args *A, ts_agent_node *node)
+{
+    *A = (agent_args){.cfg = {.lost_s = TS_AGENT_LOST_S,
+                              .hook_timeout_s = TS_AGENT_HOOK_TIMEOUT_S},
+                      .sysfs_root = "/sys"};
     for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return 0;
-        } else if (strcmp(argv[i], "--version") == 0) {
+        }
+        if (strcmp(argv[i], "--version") == 0)
             return puts("tessera-agent " TS_VERSION) < 0;
-        } else if (!v) {
+        if (!v) {
             usage(stderr);
             return 2;
-        } else if (strcmp(argv[i], "--controller") == 0 || strcmp(argv[i], "--server") == 0) {
-            ts_err perr;
-            if (ts_ctls_parse(v, &cfg.ctls, &perr) != 0) {
-                fprintf(stderr, "tessera-agent: %s: %s\n", argv[i], perr.msg);
-                return 2;
-            }
-        } else if (strcmp(argv[i], "--node") == 0) {
-            snprintf(cfg.node, sizeof cfg.node, "%s", v);
-        } else if (strcmp(argv[i], "--token-file") == 0) {
-            token_file = v;
-        } else if (strcmp(argv[i], "--state-dir") == 0) {
-            snprintf(cfg.state_dir, sizeof cfg.state_dir, "%s", v);
-        } else if (strcmp(argv[i], "--nvml") == 0) {
-            nvml_path = v;
-        } else if (strcmp(argv[i], "--ca") == 0) {
-            snprintf(cfg.ca_file, sizeof cfg.ca_file, "%s", v);
-        } else if (strcmp(argv[i], "--cgroup-parent") == 0) {
-            snprintf(cfg.cgroup_parent, sizeof cfg.cgroup_parent, "%s", v);
-        } else if (strcmp(argv[i], "--lost-after") == 0) {
-            cfg.lost_s = atof(v);
-        } else if (strcmp(argv[i], "--metrics-listen") == 0) {
-            metrics_listen = v;
-        } else if (strcmp(argv[i], "--nic-map") == 0) {
-            nic_map = v;
-        } else if (strcmp(argv[i], "--sysfs-root") == 0) {
-            sysfs_root = v;
-        } else if (strcmp(argv[i], "--cdi-dir") == 0) {
-            cdi_dir = v;
-        } else if (strcmp(argv[i], "--dev-root") == 0) {
-            dev_root = v;
-        } else if (strcmp(argv[i], "--sharing") == 0) {
-            if (strcmp(v, "mps") != 0 && strcmp(v, "timeslice") != 0) {
-                fprintf(stderr, "tessera-agent: --sharing: \"%s\" is not timeslice or mps\n", v);
-                return 2;
-            }
-            node.mps = strcmp(v, "mps") == 0;
-        } else if (strcmp(argv[i], "--image-budget") == 0) {
-            char *end;
-            cfg.image_budget_bytes = v ? strtoll(v, &end, 10) : -1;
-            if (!v || *end || cfg.image_budget_bytes < 0) {
-                fprintf(stderr, "tessera-agent: --image-budget: bytes, 0 for none\n");
-                return 2;
-            }
-        } else if (strcmp(argv[i], "--plain-http-registries") == 0) {
-            if (!v || strlen(v) >= sizeof cfg.plain_http_registries) {
-                fprintf(stderr, "tessera-agent: --plain-http-registries: host:port,... "
-                                "(under %zu bytes)\n", sizeof cfg.plain_http_registries);
-                return 2;
-            }
-            snprintf(cfg.plain_http_registries, sizeof cfg.plain_http_registries, "%s", v);
-        } else if (strcmp(argv[i], "--p2p-listen") == 0) {
-            if (!v || strlen(v) >= sizeof cfg.p2p_listen || !strchr(v, ':')) {
-                fprintf(stderr, "tessera-agent: --p2p-listen: IPV4:PORT (under %zu bytes)\n",
-                        sizeof cfg.p2p_listen);
-                return 2;
-            }
-            snprintf(cfg.p2p_listen, sizeof cfg.p2p_listen, "%s", v);
-        } else if (strcmp(argv[i], "--p2p-advertise") == 0) {
-            if (!v || strncmp(v, "http://", 7) != 0 || strlen(v) >= sizeof cfg.p2p_advertise) {
-                fprintf(stderr, "tessera-agent: --p2p-advertise: an http:// URL (under %zu "
-                                "bytes)\n", sizeof cfg.p2p_advertise);
-                return 2;
-            }
-            snprintf(cfg.p2p_advertise, sizeof cfg.p2p_advertise, "%s", v);
-        } else if (strcmp(argv[i], "--shim") == 0) {
-            /* absolute: tasks start in their own working directories */
-            char *abs = realpath(v, NULL);
-            if (!abs || access(abs, R_OK) != 0) {
-                fprintf(stderr, "tessera-agent: --shim: %s: cannot read it\n", v);
-                free(abs);
-                return 2;
-            }
-            snprintf(node.shim, sizeof node.shim, "%s", abs);
-            free(abs);
-        } else if (strcmp(argv[i], "--shim-register") == 0) {
-            char *end;
-            node.shim_register_s = strtod(v, &end);
-            if (end == v || *end || !(node.shim_register_s > 0) ||
-                node.shim_register_s > 3600) {
-                fprintf(stderr, "tessera-agent: --shim-register: \"%s\" is not a number of "
-                                "seconds in (0, 3600]\n", v);
-                return 2;
-            }
-        } else if (strcmp(argv[i], "--net-addr") == 0) {
-            struct in_addr ia;
-            if (inet_pton(AF_INET, v, &ia) != 1) {
-                fprintf(stderr, "tessera-agent: --net-addr: \"%s\" is not an IPv4 address\n", v);
-                return 2;
-            }
-            snprintf(cfg.net_addr, sizeof cfg.net_addr, "%s", v);
-        } else if (strcmp(argv[i], "--prolog") == 0 || strcmp(argv[i], "--epilog") == 0) {
-            /* absolute and executable now: a typo must not wait for the first job */
-            bool pro = strcmp(argv[i], "--prolog") == 0;
-            char *abs = v ? realpath(v, NULL) : NULL;
-            if (!abs || access(abs, X_OK) != 0 || strlen(abs) >= sizeof cfg.prolog) {
-                fprintf(stderr, "tessera-agent: %s: %s: not an executable file\n", argv[i],
-                        v ? v : "(missing)");
-                free(abs);
-                return 2;
-            }
-            snprintf(pro ? cfg.prolog : cfg.epilog, sizeof cfg.prolog, "%s", abs);
-            free(abs);
-        } else if (strcmp(argv[i], "--hook-timeout") == 0) {
-            char *end;
-            cfg.hook_timeout_s = v ? strtod(v, &end) : 0;
-            if (!v || end == v || *end || !(cfg.hook_timeout_s > 0) ||
-                cfg.hook_timeout_s > 3600) {
-                fprintf(stderr, "tessera-agent: --hook-timeout: \"%s\" is not a number of "
-                                "seconds in (0, 3600]\n", v ? v : "");
-                return 2;
-            }
-        } else if (strcmp(argv[i], "--mps-control") == 0) {
-            snprintf(node.mps_binary, sizeof node.mps_binary, "%s", v);
-        } else {
+        }
+        int r = opt_plain(A, node, argv[i], v);
+        if (r == 0)
+            r = opt_checked(A, node, argv[i], v);
+        if (r == 2)
+            return 2;
+        if (r == 0) {
             fprintf(stderr, "tessera-agent: unknown argument \"%s\"\n", argv[i]);
             usage(stderr);
             return 2;
         }
     }
-    if (!cfg.ctls.n || !cfg.node[0] || !token_file || !cfg.state_dir[0]) {
+    if (!A->cfg.ctls.n || !A->cfg.node[0] || !A->token_file || !A->cfg.state_dir[0]) {
         fprintf(stderr, "tessera-agent: --controller, --node, --token-file and --state-dir are "
                         "required\n");
         usage(stderr);
@@ -352,15 +383,64 @@ int main(int argc, char **argv)
     }
     /* fault injection for the tests and bench/image-p2p: a peer that lies */
     const char *faults = getenv("TESSERA_AGENT_P2P_FAULTS");
-    cfg.p2p_fault_corrupt = faults && strstr(faults, "corrupt");
-    if (read_token(token_file, cfg.token, sizeof cfg.token) != 0) {
-        fprintf(stderr, "tessera-agent: --token-file %s: cannot read a token\n", token_file);
+    A->cfg.p2p_fault_corrupt = faults && strstr(faults, "corrupt");
+    if (read_token(A->token_file, A->cfg.token, sizeof A->cfg.token) != 0) {
+        fprintf(stderr, "tessera-agent: --token-file %s: cannot read a token\n", A->token_file);
         return 2;
     }
+    return -1;
+}
+
+/* The rails: each GPU's network adapter (for NCCL_IB_HCA), the adapters'
+ * port GUIDs (the controller's partitions.conf lists them under the tenants
+ * that run here, docs/network.md), and the dedicated NICs' CDI spec. 0, or 2
+ * for a bad --nic-map (said why). */
+static int node_rails(agent_args *A, ts_agent_node *node, ts_nvml *nv, const ts_node_desc *d)
+{
+    ts_err err;
+    const char *bus_ids[TS_NICS_MAX_GPUS] = {0};
+    for (int g = 0; nv && g < d->ngpus && g < TS_NICS_MAX_GPUS; g++)
+        bus_ids[g] = d->gpu[g].bus_id;
+    int nrc = A->nic_map ? ts_nics_load(A->nic_map, node->ngpu, &node->nics, &err)
+                      : ts_nics_discover(A->sysfs_root, bus_ids, nv ? node->ngpu : 0, &node->nics, &err);
+    if (nrc != 0) {
+        fprintf(stderr, "tessera-agent: %s%s\n", A->nic_map ? "--nic-map: " : "", err.msg);
+        if (A->nic_map)
+            return 2;
+    }
+    json_t *rails = json_array();
+    for (int g = 0; g < node->nics.ngpu; g++)
+        if (node->nics.hca[g][0])
+            json_array_append_new(rails, json_pack("{s:i,s:s}", "gpu", g, "hca", node->nics.hca[g]));
+    if (json_array_size(rails) > 0)
+        fprintf(stderr, "tessera-agent: %zu GPU(s) with an RDMA adapter (rail)\n",
+                json_array_size(rails));
+    json_object_set_new(node->discovery, "rails", rails);
+    json_t *ports = json_array();
+    for (int g = 0; g < node->nics.ngpu; g++) {
+        bool seen = false;
+        for (int k = 0; k < g && !seen; k++)
+            seen = strcmp(node->nics.hca[k], node->nics.hca[g]) == 0;
+        char guid[19];
+        ts_err ge;
+        if (node->nics.hca[g][0] && !seen &&
+            ts_nics_port_guid(A->sysfs_root, node->nics.hca[g], guid, &ge) == 0)
+            json_array_append_new(ports, json_pack("{s:s,s:s}", "hca", node->nics.hca[g], "guid",
+                                                   guid));
+    }
+    json_object_set_new(node->discovery, "ib_ports", ports);
+    write_cdi_net(&node->nics, A->sysfs_root, A->cfg.state_dir, A->cdi_dir);
+    return 0;
+}
+
+/* Discovers the node, registers with the controller and runs until SIGINT
+ * or SIGTERM. The exit status. */
+static int serve(agent_args *A, ts_agent_node *node)
+{
     ts_err err;
     ts_nvml *nv = NULL;
     ts_health *health = NULL;
-    if (ts_nvml_open(nvml_path, &nv, &err) != 0) {
+    if (ts_nvml_open(A->nvml_path, &nv, &err) != 0) {
         fprintf(stderr, "tessera-agent: no NVML (%s): serving CPU-only work\n", err.msg);
         nv = NULL;
     }
@@ -370,8 +450,8 @@ int main(int argc, char **argv)
         return 1;
     }
     ts_agent_metrics *metrics = NULL;
-    if (metrics_listen) {
-        if (ts_agent_metrics_start(metrics_listen, nv, cfg.node, &metrics, &err) != 0) {
+    if (A->metrics_listen) {
+        if (ts_agent_metrics_start(A->metrics_listen, nv, A->cfg.node, &metrics, &err) != 0) {
             fprintf(stderr, "tessera-agent: --metrics-listen: %s\n", err.msg);
             ts_nvml_close(nv);
             return 2;
@@ -379,91 +459,58 @@ int main(int argc, char **argv)
         fprintf(stderr, "tessera-agent: metrics on port %d (/metrics)\n",
                 ts_agent_metrics_port(metrics));
     }
-    node.discovery = ts_discover_json(&desc);
-    snprintf(node.sysfs_root, sizeof node.sysfs_root, "%s", sysfs_root);
-    write_cdi(&desc, &node, cfg.state_dir, cdi_dir, dev_root);
+    node->discovery = ts_discover_json(&desc);
+    snprintf(node->sysfs_root, sizeof node->sysfs_root, "%s", A->sysfs_root);
+    write_cdi(&desc, node, A->cfg.state_dir, A->cdi_dir, A->dev_root);
     static cdi_ctx cdi_refresh;
     if (nv) {
-        cdi_refresh = (cdi_ctx){nv, cfg.state_dir, cdi_dir, dev_root};
-        node.cdi_refresh = refresh_cdi;
-        node.cdi_refresh_ctx = &cdi_refresh;
+        cdi_refresh = (cdi_ctx){nv, A->cfg.state_dir, A->cdi_dir, A->dev_root};
+        node->cdi_refresh = refresh_cdi;
+        node->cdi_refresh_ctx = &cdi_refresh;
     }
-    if (cfg.net_addr[0] && node.discovery) /* the controller's peers for the tenants' VXLANs */
-        json_object_set_new(node.discovery, "net_addr", json_string(cfg.net_addr));
+    if (A->cfg.net_addr[0] && node->discovery) /* the controller's peers for the tenants' VXLANs */
+        json_object_set_new(node->discovery, "net_addr", json_string(A->cfg.net_addr));
     if (nv && ts_health_open(nv, &health, &err) != 0)
         fprintf(stderr, "tessera-agent: health checks unavailable: %s\n", err.msg);
     for (int g = 0; g < 16; g++)
-        node.gpu_util[g] = -1;
+        node->gpu_util[g] = -1;
     static health_ctx hctx;
     if (health) {
-        hctx = (health_ctx){health, &node};
-        node.health = health_report;
-        node.health_ctx = &hctx;
+        hctx = (health_ctx){health, node};
+        node->health = health_report;
+        node->health_ctx = &hctx;
     }
     /* CUDA_VISIBLE_DEVICES: the GPUs' UUIDs; without NVML, their indices */
-    node.ngpu = nv ? desc.ngpus : 16;
-    if (node.ngpu > 16)
-        node.ngpu = 16;
-    for (int g = 0; g < node.ngpu; g++) {
+    node->ngpu = nv ? desc.ngpus : 16;
+    if (node->ngpu > 16)
+        node->ngpu = 16;
+    for (int g = 0; g < node->ngpu; g++) {
         if (nv)
-            snprintf(node.gpu_uuid[g], sizeof node.gpu_uuid[g], "%s", desc.gpu[g].uuid);
+            snprintf(node->gpu_uuid[g], sizeof node->gpu_uuid[g], "%s", desc.gpu[g].uuid);
         else
-            snprintf(node.gpu_uuid[g], sizeof node.gpu_uuid[g], "%d", g);
+            snprintf(node->gpu_uuid[g], sizeof node->gpu_uuid[g], "%d", g);
     }
     fprintf(stderr, "tessera-agent: %d GPU(s), %ld CPUs, %llu MiB\n", nv ? desc.ngpus : 0,
             desc.cpus, (unsigned long long)(desc.mem_total_bytes >> 20));
-    /* the rails: each GPU's network adapter, for NCCL_IB_HCA */
-    const char *bus_ids[TS_NICS_MAX_GPUS] = {0};
-    for (int g = 0; nv && g < desc.ngpus && g < TS_NICS_MAX_GPUS; g++)
-        bus_ids[g] = desc.gpu[g].bus_id;
-    int nrc = nic_map ? ts_nics_load(nic_map, node.ngpu, &node.nics, &err)
-                      : ts_nics_discover(sysfs_root, bus_ids, nv ? node.ngpu : 0, &node.nics, &err);
-    if (nrc != 0) {
-        fprintf(stderr, "tessera-agent: %s%s\n", nic_map ? "--nic-map: " : "", err.msg);
-        if (nic_map)
-            return 2;
-    }
-    json_t *rails = json_array();
-    for (int g = 0; g < node.nics.ngpu; g++)
-        if (node.nics.hca[g][0])
-            json_array_append_new(rails, json_pack("{s:i,s:s}", "gpu", g, "hca", node.nics.hca[g]));
-    if (json_array_size(rails) > 0)
-        fprintf(stderr, "tessera-agent: %zu GPU(s) with an RDMA adapter (rail)\n",
-                json_array_size(rails));
-    json_object_set_new(node.discovery, "rails", rails);
-    /* the rails' port GUIDs: the controller's partitions.conf lists them
-     * under the tenants that run here (docs/network.md) */
-    json_t *ports = json_array();
-    for (int g = 0; g < node.nics.ngpu; g++) {
-        bool seen = false;
-        for (int k = 0; k < g && !seen; k++)
-            seen = strcmp(node.nics.hca[k], node.nics.hca[g]) == 0;
-        char guid[19];
-        ts_err ge;
-        if (node.nics.hca[g][0] && !seen &&
-            ts_nics_port_guid(sysfs_root, node.nics.hca[g], guid, &ge) == 0)
-            json_array_append_new(ports, json_pack("{s:s,s:s}", "hca", node.nics.hca[g], "guid",
-                                                   guid));
-    }
-    json_object_set_new(node.discovery, "ib_ports", ports);
-    write_cdi_net(&node.nics, sysfs_root, cfg.state_dir, cdi_dir);
-    node.metrics = metrics;
-    node.nv = nv;
+    if (node_rails(A, node, nv, &desc) != 0)
+        return 2;
+    node->metrics = metrics;
+    node->nv = nv;
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     ts_agent *a = NULL;
-    if (ts_agent_new(&cfg, &node, &a, &err) != 0) {
+    if (ts_agent_new(&A->cfg, node, &a, &err) != 0) {
         fprintf(stderr, "tessera-agent: %s\n", err.msg);
         ts_agent_metrics_stop(metrics);
         return 1;
     }
-    fprintf(stderr, "tessera-agent: node %s, controller %s", cfg.node, cfg.ctls.url[0]);
-    for (int k = 1; k < cfg.ctls.n; k++)
-        fprintf(stderr, "%s%s", k == 1 ? " (then " : ", ", cfg.ctls.url[k]);
-    fputs(cfg.ctls.n > 1 ? ")\n" : "\n", stderr);
+    fprintf(stderr, "tessera-agent: node %s, controller %s", A->cfg.node, A->cfg.ctls.url[0]);
+    for (int k = 1; k < A->cfg.ctls.n; k++)
+        fprintf(stderr, "%s%s", k == 1 ? " (then " : ", ", A->cfg.ctls.url[k]);
+    fputs(A->cfg.ctls.n > 1 ? ")\n" : "\n", stderr);
     const ts_launch_caps *caps = ts_agent_caps(a);
     if (!caps->cgroup) /* said once: tasks run, without limits */
         fprintf(stderr, "tessera-agent: no per-task cgroups (%s): tasks run without CPU, "
@@ -485,9 +532,19 @@ int main(int argc, char **argv)
     ts_agent_stop_all(a);
     ts_agent_free(a);
     ts_agent_metrics_stop(metrics);
-    json_decref(node.discovery);
-    json_decref(node.cdi);
+    json_decref(node->discovery);
+    json_decref(node->cdi);
     ts_health_close(health);
     ts_nvml_close(nv);
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "image-pull") == 0)
+        return ts_image_cli(argc - 1, argv + 1);
+    static agent_args A;
+    static ts_agent_node node;
+    int rc = parse_args(argc, argv, &A, &node);
+    return rc >= 0 ? rc : serve(&A, &node);
 }
