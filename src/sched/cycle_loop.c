@@ -91,6 +91,7 @@ typedef struct loop {
     int *tord;          /* [ntenants] each tenant's order, inheritance resolved */
     int *tseen;         /* [ntenants] its jobs looked at so far in the order */
     bool *tborrows;     /* [ntenants] it holds more than its guarantee: set per search */
+    int64_t *theld;     /* [ntenants] GPU milli it holds: set per fair search */
     double *rattained;  /* [nr] each running job's GPU-s attained, its current run included */
     int *rlevel;        /* [nr] and the las level that makes */
     int *stopping;      /* [nr] the running jobs that are stopping, nstopping of them */
@@ -99,6 +100,13 @@ typedef struct loop {
     /* the job searching for victims: its tenant stays within its guarantee
      * (loans included) once it runs, so other tenants' loans may go for it */
     bool reclaim_others;
+    /* the job searching is past its tenant's guarantee and may take loans
+     * of tenants holding more per unit of weight (cfg.fair_reclaim) */
+    bool fair;
+    /* the quota refused the job for want of idle guarantee to borrow, short
+     * by this much GPU milli (0: not so): a fair search must free that much
+     * of other borrowers' loans, not only room */
+    int64_t idle_short;
     uint64_t epoch0;    /* the scheduler's epoch when the cycle began */
     int seen;           /* jobs looked at so far in the order */
     int searches;
@@ -295,6 +303,8 @@ static bool quota_precheck(loop *l, int i)
             have_first = true;
         }
     }
+    if (first.limit == TS_QLIM_IDLE && first.dim >= TS_RES_GPU0 && first.over > 0)
+        l->idle_short = first.over;
     char buf[TS_CYCLE_WHY_MAX];
     ts_quota_explain(ts_quota_tenants(s->q), &first, buf, sizeof buf);
     pend(l, i, TS_PEND_QUOTA, "%s", buf);
@@ -457,13 +467,30 @@ static bool tenant_borrows(const ts_quota *q, int t)
  * for a job within its tenant's guarantee (of either tier with
  * reclaim_any_tier): cfg.reclaim_min_runtime_s is its floor (60 s by default),
  * and against guaranteed-tier work the per-hour limit does not hold
- * (reclaim_ignores_hour_limit). *ts set when only time-sharing allows it. */
-static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *ts)
+ * (reclaim_ignores_hour_limit). Fair reclaim (l->fair): a job past its
+ * tenant's guarantee takes another borrowing tenant's loan when its tenant
+ * still holds less per unit of weight after (cycle_fair.c), the loan past
+ * min_runtime_s and within its preemptions per hour. *ts set when only
+ * time-sharing allows it, *fair when only fair reclaim does. */
+static bool fair_loan(const loop *l, int i, const ts_job *v);
+
+/* GPU milli a job holds (whole GPUs and shares; MIG instances not). */
+static int64_t job_gpu_milli(const ts_job *v)
+{
+    int64_t g = 0;
+    for (int t = 0; t < v->ntasks; t++)
+        if (v->tasks[t].num_gpu > 0)
+            g += (int64_t)v->tasks[t].num_gpu * v->tasks[t].gpu_milli;
+    return g;
+}
+
+static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *ts, bool *fair)
 {
     const ts_job *job = &l->w[i];
     const jsum *js = &l->js[i];
     const ts_sched_config *cfg = &l->s->cfg;
     *ts = false;
+    *fair = false;
     if (v->stopping)
         return false;
     bool same = v->tenant == job->tenant;
@@ -489,13 +516,29 @@ static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *t
                            : l->reclaim_others);
     if (reclaim)
         return true;
-    if (!js->las || vlevel <= js->earned)
+    if (js->las && vlevel > js->earned &&
+        (same ? v->priority <= job->priority &&
+                    (js->tier == TS_TIER_GUARANTEED || v->tier == TS_TIER_OPPORTUNISTIC)
+              : v->tier == TS_TIER_OPPORTUNISTIC)) {
+        *ts = true;
+        return true;
+    }
+    *fair = fair_loan(l, i, v);
+    return *fair;
+}
+
+/* Fair reclaim (cfg.fair_reclaim): may job i, its tenant past its
+ * guarantee, take running job v's room? v is another borrowing tenant's
+ * loan whose tenant, v gone, still holds more GPUs per unit of weight than
+ * job i's tenant with job i started. */
+static bool fair_loan(const loop *l, int i, const ts_job *v)
+{
+    if (!l->fair || v->tenant == l->js[i].tenant || v->tier == TS_TIER_GUARANTEED ||
+        !l->tborrows[v->tenant])
         return false;
-    bool ok = same ? v->priority <= job->priority &&
-                         (js->tier == TS_TIER_GUARANTEED || v->tier == TS_TIER_OPPORTUNISTIC)
-                   : v->tier == TS_TIER_OPPORTUNISTIC;
-    *ts = ok;
-    return ok;
+    int64_t vg = job_gpu_milli(v);
+    return vg > 0 && cycle_fair_takes(l->s, l->js[i].tenant, l->theld[l->js[i].tenant],
+                                      l->js[i].gpu_milli, v->tenant, l->theld[v->tenant], vg);
 }
 
 typedef struct vkey {
@@ -507,6 +550,7 @@ typedef struct vkey {
     int64_t gpus;       /* 0 when the config does not prefer the fewest */
     double attained;
     bool ts;
+    bool fair;          /* only fair reclaim lets it go */
     int j;
 } vkey;
 
@@ -685,7 +729,7 @@ static int plan_moves(loop *l, int i, vkey *keys, int n, bool **move)
             double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
             int64_t g = cycle_job_gpus(v);
             keys[total++] = (vkey){0, 0.0, v->priority, l->rlevel[j], (double)g * (l->now - since),
-                                   g, l->rattained[j], false, j};
+                                   g, l->rattained[j], false, false, j};
         }
         /* on a node, in the ordinary order (class, level, work lost, GPUs) */
         qsort(keys + first, (size_t)(total - first), sizeof *keys, cmp_vkey);
@@ -708,6 +752,31 @@ static int plan_moves(loop *l, int i, vkey *keys, int n, bool **move)
     return m;
 }
 
+/* The victims chosen (l->chosen into keys, m of them) that only fair
+ * reclaim lets go, taken together: does each victim tenant, all its fair
+ * victims gone, still hold more per unit of weight than job i's tenant with
+ * job i started? (Each was checked alone.) */
+static bool fair_set_holds(const loop *l, int i, const vkey *keys, int m)
+{
+    for (int k = 0; k < m; k++) {
+        const vkey *x = &keys[l->chosen[k]];
+        if (!x->fair)
+            continue;
+        int b = l->r[x->j].tenant;
+        int64_t loss = 0;
+        for (int q = 0; q < m; q++) {
+            const vkey *y = &keys[l->chosen[q]];
+            const ts_job *v = &l->r[y->j];
+            if (y->fair && v->tenant == b)
+                loss += job_gpu_milli(v);
+        }
+        int a = l->js[i].tenant;
+        if (!cycle_fair_takes(l->s, a, l->theld[a], l->js[i].gpu_milli, b, l->theld[b], loss))
+            return false;
+    }
+    return true;
+}
+
 /* Victims for job i (reclaim by guaranteed work, or time-sharing by a job
  * of a lower las level); true if a preemption was decided. swap: the job's
  * quota is what it lacks, so only its own tenant's jobs of its tier that
@@ -725,14 +794,19 @@ static bool try_preempt(loop *l, int i, bool swap)
      * their own: time-sharing and starving jobs, ordered first, cannot use
      * up the searches a guarantee needs (at most twice the bound a cycle) */
     int *searches = others ? &l->reclaim_searches : &l->searches;
-    if ((js->tier != TS_TIER_GUARANTEED && !js->las && !any) || (swap && !js->las) ||
+    /* fair reclaim: a job past its tenant's guarantee (of either tier) may
+     * take loans of tenants holding more per unit of weight */
+    bool fair = s->cfg.fair_reclaim && !others && !swap && js->gpu;
+    if ((js->tier != TS_TIER_GUARANTEED && !js->las && !any && !fair) || (swap && !js->las) ||
         *searches >= s->cfg.max_preemptors_cycle || s->npre == PREEMPTOR_TABLE_MAX)
         return false;
     const ts_job *job = &l->w[i];
     /* no running job above its level: time-sharing has no victim */
-    if ((swap || js->tier != TS_TIER_GUARANTEED) && !any && l->max_running_level <= js->earned)
+    if ((swap || js->tier != TS_TIER_GUARANTEED) && !any && !fair &&
+        l->max_running_level <= js->earned)
         return false;
     l->reclaim_others = others;
+    l->fair = fair;
     /* A search that failed fails again for an identical job (same tasks,
      * tenant, tier, class, level, the same right to other tenants' loans):
      * within a cycle candidates only leave (victims chosen) and free room
@@ -745,6 +819,8 @@ static bool try_preempt(loop *l, int i, bool swap)
                             (uint64_t)js->tier * 64 + (uint64_t)js->earned * 4 +
                                 (uint64_t)swap * 2 + l->reclaim_others),
                         (uint64_t)(int64_t)job->priority + 0x5eed);
+    if (l->idle_short > 0) /* a fair search that must free quota too */
+        skey = mix(skey, 0xfa1c);
     memo_entry *ms = memo_slot(s, skey);
     if (ms->epoch == l->epoch0 && ms->key == skey && ms->reason == MEMO_SEARCH_FAILED) {
         l->d->stats.memo_hits++;
@@ -754,8 +830,11 @@ static bool try_preempt(loop *l, int i, bool swap)
     (*searches)++;
     /* who borrows, once per search rather than per candidate (usage grows
      * with the cycle's starts, so not once per cycle) */
-    for (int t = 0; t < ts_quota_tenants(s->q)->n; t++)
+    for (int t = 0; t < ts_quota_tenants(s->q)->n; t++) {
         l->tborrows[t] = tenant_borrows(s->q, t);
+        if (l->fair)
+            l->theld[t] = cycle_held_gpu_milli(s, t);
+    }
     vkey *keys = malloc((size_t)(l->nr > 0 ? l->nr : 1) * sizeof *keys);
     if (!keys)
         return false;
@@ -767,16 +846,16 @@ static bool try_preempt(loop *l, int i, bool swap)
          * this one: neither a candidate nor room to count on */
         if (v->stopping || l->victim[j])
             continue;
-        bool ts;
+        bool ts, fair;
         if (swap && (v->tenant != job->tenant || v->tier != job->tier))
             continue;
-        if (!victim_ok(l, i, v, l->rlevel[j], &ts) || (swap && !ts))
+        if (!victim_ok(l, i, v, l->rlevel[j], &ts, &fair) || (swap && !ts))
             continue;
         double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
         int64_t g = cycle_job_gpus(v);
         keys[n++] = (vkey){l->tborrows[v->tenant], ts_quota_share(s->q, v->tenant, l->now),
                            v->priority, l->rlevel[j], (double)g * (l->now - since),
-                           s->cfg.victims_fewest_gpus ? g : 0, l->rattained[j], ts, j};
+                           s->cfg.victims_fewest_gpus ? g : 0, l->rattained[j], ts, fair, j};
     }
     int m = 0;
     if (n > 0) {
@@ -793,6 +872,17 @@ static bool try_preempt(loop *l, int i, bool swap)
             freed += ts_sched_job_rate(s, &l->r[keys[l->chosen[k]].j]);
         if (freed < ts_sched_job_rate(s, job) - 1e-9)
             m = 0; /* its room, but not its quota */
+    }
+    if (fair && m > 0 && !fair_set_holds(l, i, keys, m))
+        m = 0;
+    if (fair && m > 0 && l->idle_short > 0) {
+        /* the quota lacks idle guarantee: the loans taken must give it */
+        int64_t freed = 0;
+        for (int k = 0; k < m; k++)
+            if (keys[l->chosen[k]].fair)
+                freed += job_gpu_milli(&l->r[keys[l->chosen[k]].j]);
+        if (freed < l->idle_short)
+            m = 0;
     }
     bool *move = NULL;
     if (m == 0 && others && !swap && s->cfg.guarantee_moves)
@@ -844,11 +934,12 @@ static bool try_preempt(loop *l, int i, bool swap)
             s->epoch++;
     }
     double lost = 0.0;
-    bool sharing = false;
+    bool sharing = false, fairly = false;
     int moved = 0;
     for (int k = 0; k < m; k++) {
         lost += keys[l->chosen[k]].lost;
         sharing = sharing || keys[l->chosen[k]].ts;
+        fairly = fairly || keys[l->chosen[k]].fair;
         moved += move && move[l->chosen[k]];
     }
     char by[32], in[32], lost_h[32];
@@ -860,6 +951,11 @@ static bool try_preempt(loop *l, int i, bool swap)
              "of them moved to restart at once elsewhere so that one node holds it (%s "
              "GPU-hours since their checkpoints); they stop by %s (in %s)", m,
              m == 1 ? "" : "s", moved, lost_h, by, in);
+    else if (fairly && !sharing)
+        pend(l, i, TS_PEND_PREEMPTING, "fair share: its tenant holds fewer GPUs per unit of "
+             "weight than the tenants it borrows from; preempting %d loan%s of theirs (%s "
+             "GPU-hours since their checkpoints); they stop by %s (in %s)", m,
+             m == 1 ? "" : "s", lost_h, by, in);
     else if (sharing)
         pend(l, i, TS_PEND_PREEMPTING, "time-sharing: preempting %d job%s of a higher las "
              "level than its %d (%s GPU-hours since their checkpoints); they stop by %s "
@@ -1084,9 +1180,20 @@ static bool reshape_first(loop *l, int i)
 static int process(loop *l, int i)
 {
     ts_cycle_pending *p = &l->d->pending[i];
+    l->idle_short = 0;
     if (!quota_precheck(l, i)) {
-        if (l->js[i].las && !l->js[i].preemptor)
-            try_preempt(l, i, true);
+        int64_t short_by = l->idle_short;
+        bool taken = false;
+        if (l->js[i].las && !l->js[i].preemptor) {
+            l->idle_short = 0;
+            taken = try_preempt(l, i, true);
+        }
+        /* no idle guarantee left to borrow: fair reclaim may take another
+         * borrower's loans, which gives both the room and the quota */
+        l->idle_short = short_by;
+        if (!taken && short_by > 0 && l->s->cfg.fair_reclaim && !l->js[i].preemptor)
+            try_preempt(l, i, false);
+        l->idle_short = 0;
         return 0;
     }
     int rc = try_start(l, i);
@@ -1226,6 +1333,7 @@ static int loop_alloc(loop *l)
     l->tord = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *l->tord);
     l->tseen = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tseen);
     l->tborrows = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tborrows);
+    l->theld = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->theld);
     l->rattained = malloc(nr * sizeof *l->rattained);
     l->rlevel = malloc(nr * sizeof *l->rlevel);
     l->stopping = malloc(nr * sizeof *l->stopping);
@@ -1238,6 +1346,7 @@ static int loop_alloc(loop *l)
     l->why_off = s->why_off;
     if (!l->start_off || !l->tmp || !l->plan || !l->pj || !l->lost || !l->cand || !l->chosen ||
         !l->victim || !l->dom || !l->js || !l->why_off || !l->tord || !l->tseen || !l->tborrows ||
+        !l->theld ||
         !l->rattained ||
         !l->rlevel || !l->stopping)
         return TS_ENOMEM;
@@ -1288,6 +1397,7 @@ static void loop_free(loop *l)
     free(l->tord);
     free(l->tseen);
     free(l->tborrows);
+    free(l->theld);
     free(l->rattained);
     free(l->rlevel);
     free(l->stopping);

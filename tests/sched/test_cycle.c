@@ -169,7 +169,10 @@ static void run_on(fx *f, ts_job *j, double start_s, const int *nodes, const int
     j->start_s = start_s;
     j->last_ckpt_s = start_s;
     ts_err err;
-    assert_int_equal(ts_sched_start(f->s, j, start_s, &err), 0);
+    int rc_ = ts_sched_start(f->s, j, start_s, &err);
+    if (rc_ != 0)
+        print_error("start: %s\n", err.msg);
+    assert_int_equal(rc_, 0);
 }
 
 static int cycle(fx *f, double now, ts_job *const *w, int nw, ts_job *const *r, int nr)
@@ -777,6 +780,100 @@ static void test_reclaim_by_borrower_takes_own_loans(void **state)
     assert_int_equal(cycle(f, 6000, &b2, 1, run, 4), 0);
     assert_int_equal(f->d.npreempts, 1);
     assert_int_equal(f->d.preempts[0].victim, 0);
+}
+
+/* Fair reclaim: what is lent goes by weight, not by who borrowed first.
+ * team-c borrowed team-b's idle guarantee early (8 GPUs held, 4 guaranteed);
+ * team-a, at its guarantee, asks for one more GPU. With team-a's 5 below
+ * team-c's 7 once a loan goes, one of team-c's 1-GPU loans stops for it;
+ * the stopped loan cannot take the GPU back (team-c's 8 are not below
+ * team-a's 4). Between equals (6 and 6) nothing moves, nor with
+ * fair_reclaim off. */
+static ts_job *fair_setup(fx *f, int c_loans, ts_job **run, int *nr)
+{
+    ts_job *cg = job(f, TC, TS_TIER_GUARANTEED, 1, 4, 100000);
+    run_on(f, cg, 0, (int[]){N0}, (int[]){0});
+    run[(*nr)++] = cg;
+    ts_job *ag = job(f, TA, TS_TIER_GUARANTEED, 1, 4, 100000);
+    run_on(f, ag, 0, (int[]){N2}, (int[]){0});
+    run[(*nr)++] = ag;
+    for (int k = 0; k < c_loans; k++) {
+        ts_job *cl = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 1, 100000);
+        run_on(f, cl, 100, (int[]){N1}, (int[]){k});
+        run[(*nr)++] = cl;
+    }
+    return job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 1, 1000);
+}
+
+static void test_fair_reclaim_between_borrowers(void **state)
+{
+    fx *f = *state;
+    ts_job *run[8];
+    int nr = 0;
+    ts_job *ao = fair_setup(f, 4, run, &nr);
+    assert_int_equal(free_gpus(f), 0);
+    /* younger than min_runtime: no victim */
+    assert_int_equal(cycle(f, 500, &ao, 1, run, nr), 0);
+    assert_int_equal(f->d.npreempts, 0);
+    assert_int_equal(cycle(f, 1000, &ao, 1, run, nr), 0);
+    assert_int_equal(f->d.nstarts, 0);
+    assert_int_equal(f->d.npreempts, 1);
+    assert_int_equal(run[f->d.preempts[0].victim]->tenant, TC);
+    assert_false(f->d.preempts[0].time_sharing);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_PREEMPTING);
+    assert_non_null(strstr(f->d.pending[0].why, "fair share"));
+    /* the loan stops: team-a's job starts on its GPU (quota and room) */
+    const ts_job *v = run[f->d.preempts[0].victim];
+    ts_err err;
+    assert_int_equal(ts_sched_stop(f->s, v, 1060, &err), 0);
+    ts_job *run2[8];
+    int nr2 = 0;
+    for (int k = 0; k < nr; k++)
+        if (run[k] != v)
+            run2[nr2++] = run[k];
+    assert_int_equal(cycle(f, 1060, &ao, 1, run2, nr2), 0);
+    assert_int_equal(f->d.nstarts, 1);
+    assert_int_equal(f->d.starts[0].allocs[0].node, v->allocs[0].node);
+    /* the cycle bound it: it runs from here */
+    f->allocs[ao - f->jobs][0] = f->d.starts[0].allocs[0];
+    ao->allocs = f->allocs[ao - f->jobs];
+    ao->start_s = ao->last_ckpt_s = 1060;
+    run2[nr2++] = ao;
+    /* the stopped loan, waiting again, takes nothing back: team-c's 8 with
+     * it would not be below team-a's 4 */
+    ts_job *cback = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 1, 100000);
+    assert_int_equal(cycle(f, 5000, &cback, 1, run2, nr2), 0);
+    assert_int_equal(f->d.npreempts, 0);
+    assert_int_equal(f->d.nstarts, 0);
+}
+
+static void test_fair_reclaim_not_between_equals(void **state)
+{
+    fx *f = *state;
+    ts_job *run[8];
+    int nr = 0;
+    /* team-c holds 6 (2 loans); team-a 4 + 2 loans of its own on n1 */
+    ts_job *ao = fair_setup(f, 2, run, &nr);
+    for (int k = 0; k < 2; k++) {
+        ts_job *al = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 1, 100000);
+        run_on(f, al, 100, (int[]){N1}, (int[]){2 + k});
+        run[nr++] = al;
+    }
+    assert_int_equal(free_gpus(f), 0);
+    assert_int_equal(cycle(f, 1000, &ao, 1, run, nr), 0);
+    assert_int_equal(f->d.npreempts, 0);
+}
+
+static void test_fair_reclaim_off(void **state)
+{
+    fx *f = *state;
+    f->cfg.fair_reclaim = false;
+    remake(f, TENANTS_YAML);
+    ts_job *run[8];
+    int nr = 0;
+    ts_job *ao = fair_setup(f, 4, run, &nr);
+    assert_int_equal(cycle(f, 1000, &ao, 1, run, nr), 0);
+    assert_int_equal(f->d.npreempts, 0);
 }
 
 /* Loans and guarantees go to separate nodes: n0 holds a guaranteed GPU of
@@ -1419,6 +1516,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pending_reasons, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fair_share_orders_tenants, setup, teardown),
         cmocka_unit_test_setup_teardown(test_guaranteed_before_borrowing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fair_reclaim_between_borrowers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fair_reclaim_not_between_equals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fair_reclaim_off, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reclaim_by_borrower_takes_own_loans, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_failed_search_not_repeated, setup, teardown),
