@@ -5,8 +5,9 @@
  * the guarantees is lent first come first served, so a tenant that borrowed
  * early kept its loans while another borrower, with less of its weighted
  * share, waited. Fair reclaim (ts_sched_config.fair_reclaim) lets a job of
- * tenant A that would borrow take back a loan of tenant B (an opportunistic
- * job of a tenant above its guarantee) when A, the job started, still holds
+ * tenant A that would borrow, passes the quota and lacks room take back a
+ * loan of tenant B (an opportunistic job of a tenant above its guarantee)
+ * when A, the job started, still holds
  * less per unit of weight than B holds once the loan is gone:
  *
  *     (held_A + g_job) / w_A  <  (held_B - g_victims_of_B) / w_B

@@ -103,10 +103,6 @@ typedef struct loop {
     /* the job searching is past its tenant's guarantee and may take loans
      * of tenants holding more per unit of weight (cfg.fair_reclaim) */
     bool fair;
-    /* the quota refused the job for want of idle guarantee to borrow, short
-     * by this much GPU milli (0: not so): a fair search must free that much
-     * of other borrowers' loans, not only room */
-    int64_t idle_short;
     uint64_t epoch0;    /* the scheduler's epoch when the cycle began */
     int seen;           /* jobs looked at so far in the order */
     int searches;
@@ -303,8 +299,6 @@ static bool quota_precheck(loop *l, int i)
             have_first = true;
         }
     }
-    if (first.limit == TS_QLIM_IDLE && first.dim >= TS_RES_GPU0 && first.over > 0)
-        l->idle_short = first.over;
     char buf[TS_CYCLE_WHY_MAX];
     ts_quota_explain(ts_quota_tenants(s->q), &first, buf, sizeof buf);
     pend(l, i, TS_PEND_QUOTA, "%s", buf);
@@ -819,8 +813,6 @@ static bool try_preempt(loop *l, int i, bool swap)
                             (uint64_t)js->tier * 64 + (uint64_t)js->earned * 4 +
                                 (uint64_t)swap * 2 + l->reclaim_others),
                         (uint64_t)(int64_t)job->priority + 0x5eed);
-    if (l->idle_short > 0) /* a fair search that must free quota too */
-        skey = mix(skey, 0xfa1c);
     memo_entry *ms = memo_slot(s, skey);
     if (ms->epoch == l->epoch0 && ms->key == skey && ms->reason == MEMO_SEARCH_FAILED) {
         l->d->stats.memo_hits++;
@@ -875,15 +867,7 @@ static bool try_preempt(loop *l, int i, bool swap)
     }
     if (fair && m > 0 && !fair_set_holds(l, i, keys, m))
         m = 0;
-    if (fair && m > 0 && l->idle_short > 0) {
-        /* the quota lacks idle guarantee: the loans taken must give it */
-        int64_t freed = 0;
-        for (int k = 0; k < m; k++)
-            if (keys[l->chosen[k]].fair)
-                freed += job_gpu_milli(&l->r[keys[l->chosen[k]].j]);
-        if (freed < l->idle_short)
-            m = 0;
-    }
+
     bool *move = NULL;
     if (m == 0 && others && !swap && s->cfg.guarantee_moves)
         m = plan_moves(l, i, keys, n, &move);
@@ -1180,20 +1164,9 @@ static bool reshape_first(loop *l, int i)
 static int process(loop *l, int i)
 {
     ts_cycle_pending *p = &l->d->pending[i];
-    l->idle_short = 0;
     if (!quota_precheck(l, i)) {
-        int64_t short_by = l->idle_short;
-        bool taken = false;
-        if (l->js[i].las && !l->js[i].preemptor) {
-            l->idle_short = 0;
-            taken = try_preempt(l, i, true);
-        }
-        /* no idle guarantee left to borrow: fair reclaim may take another
-         * borrower's loans, which gives both the room and the quota */
-        l->idle_short = short_by;
-        if (!taken && short_by > 0 && l->s->cfg.fair_reclaim && !l->js[i].preemptor)
-            try_preempt(l, i, false);
-        l->idle_short = 0;
+        if (l->js[i].las && !l->js[i].preemptor)
+            try_preempt(l, i, true);
         return 0;
     }
     int rc = try_start(l, i);

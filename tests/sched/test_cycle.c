@@ -783,47 +783,61 @@ static void test_reclaim_by_borrower_takes_own_loans(void **state)
 }
 
 /* Fair reclaim: what is lent goes by weight, not by who borrowed first.
- * team-c borrowed team-b's idle guarantee early (8 GPUs held, 4 guaranteed);
- * team-a, at its guarantee, asks for one more GPU. With team-a's 5 below
- * team-c's 7 once a loan goes, one of team-c's 1-GPU loans stops for it;
- * the stopped loan cannot take the GPU back (team-c's 8 are not below
- * team-a's 4). Between equals (6 and 6) nothing moves, nor with
- * fair_reclaim off. */
-static ts_job *fair_setup(fx *f, int c_loans, ts_job **run, int *nr)
+ * team-a weighs 2, the others 1. team-c borrowed early: 3 guaranteed GPUs
+ * on n0 and three 1-GPU loans on n1 (6 held, 4 guaranteed); team-a holds
+ * its 4 on n2; one GPU is free on n0 and one on n1 (team-b's idle
+ * guarantee). team-a's 2-GPU job passes the quota (it borrows those 2) but
+ * no node has 2 free. Team-a, the job started, holds 6 / 2 = 3 per unit of
+ * weight, below team-c's 5 once a loan on n1 goes: the loan stops for it,
+ * and the stopped loan cannot take its GPU back (team-c, 6 with it, would
+ * not be below team-a's 3). With equal weights (3 against 5 becomes 6
+ * against 5) or fair_reclaim off nothing moves. */
+static const char FAIR_TENANTS_YAML[] =
+    "tenants:\n"
+    "  org:\n"
+    "    guaranteed: {gpu: {H100-80GB: 12}}\n"
+    "    teams:\n"
+    "      team-a: {weight: 2, guaranteed: {gpu: {H100-80GB: 4}}}\n"
+    "      team-b: {guaranteed: {gpu: {H100-80GB: 4}}}\n"
+    "      team-c: {guaranteed: {gpu: {H100-80GB: 4}}}\n";
+
+static ts_job *fair_setup(fx *f, ts_job **run, int *nr)
 {
-    ts_job *cg = job(f, TC, TS_TIER_GUARANTEED, 1, 4, 100000);
+    ts_job *cg = job(f, TC, TS_TIER_GUARANTEED, 1, 3, 100000);
     run_on(f, cg, 0, (int[]){N0}, (int[]){0});
     run[(*nr)++] = cg;
     ts_job *ag = job(f, TA, TS_TIER_GUARANTEED, 1, 4, 100000);
     run_on(f, ag, 0, (int[]){N2}, (int[]){0});
     run[(*nr)++] = ag;
-    for (int k = 0; k < c_loans; k++) {
+    for (int k = 0; k < 3; k++) {
         ts_job *cl = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 1, 100000);
         run_on(f, cl, 100, (int[]){N1}, (int[]){k});
         run[(*nr)++] = cl;
     }
-    return job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 1, 1000);
+    assert_int_equal(free_gpus(f), 2);
+    return job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 2, 1000);
 }
 
 static void test_fair_reclaim_between_borrowers(void **state)
 {
     fx *f = *state;
+    remake(f, FAIR_TENANTS_YAML);
     ts_job *run[8];
     int nr = 0;
-    ts_job *ao = fair_setup(f, 4, run, &nr);
-    assert_int_equal(free_gpus(f), 0);
+    ts_job *ao = fair_setup(f, run, &nr);
     /* younger than min_runtime: no victim */
     assert_int_equal(cycle(f, 500, &ao, 1, run, nr), 0);
     assert_int_equal(f->d.npreempts, 0);
     assert_int_equal(cycle(f, 1000, &ao, 1, run, nr), 0);
     assert_int_equal(f->d.nstarts, 0);
     assert_int_equal(f->d.npreempts, 1);
-    assert_int_equal(run[f->d.preempts[0].victim]->tenant, TC);
+    const ts_job *v = run[f->d.preempts[0].victim];
+    assert_int_equal(v->tenant, TC);
+    assert_int_equal(v->tier, TS_TIER_OPPORTUNISTIC);
     assert_false(f->d.preempts[0].time_sharing);
     assert_int_equal(f->d.pending[0].reason, TS_PEND_PREEMPTING);
     assert_non_null(strstr(f->d.pending[0].why, "fair share"));
-    /* the loan stops: team-a's job starts on its GPU (quota and room) */
-    const ts_job *v = run[f->d.preempts[0].victim];
+    /* the loan stops: team-a's job starts on n1 */
     ts_err err;
     assert_int_equal(ts_sched_stop(f->s, v, 1060, &err), 0);
     ts_job *run2[8];
@@ -833,18 +847,18 @@ static void test_fair_reclaim_between_borrowers(void **state)
             run2[nr2++] = run[k];
     assert_int_equal(cycle(f, 1060, &ao, 1, run2, nr2), 0);
     assert_int_equal(f->d.nstarts, 1);
-    assert_int_equal(f->d.starts[0].allocs[0].node, v->allocs[0].node);
+    assert_int_equal(f->d.starts[0].allocs[0].node, N1);
     /* the cycle bound it: it runs from here */
     f->allocs[ao - f->jobs][0] = f->d.starts[0].allocs[0];
     ao->allocs = f->allocs[ao - f->jobs];
     ao->start_s = ao->last_ckpt_s = 1060;
     run2[nr2++] = ao;
-    /* the stopped loan, waiting again, takes nothing back: team-c's 8 with
-     * it would not be below team-a's 4 */
+    /* the stopped loan, waiting again, takes nothing back */
     ts_job *cback = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 1, 100000);
     assert_int_equal(cycle(f, 5000, &cback, 1, run2, nr2), 0);
     assert_int_equal(f->d.npreempts, 0);
-    assert_int_equal(f->d.nstarts, 0);
+    assert_int_equal(f->d.nstarts, 1); /* on n0's free GPU */
+    assert_int_equal(f->d.starts[0].allocs[0].node, N0);
 }
 
 static void test_fair_reclaim_not_between_equals(void **state)
@@ -852,14 +866,7 @@ static void test_fair_reclaim_not_between_equals(void **state)
     fx *f = *state;
     ts_job *run[8];
     int nr = 0;
-    /* team-c holds 6 (2 loans); team-a 4 + 2 loans of its own on n1 */
-    ts_job *ao = fair_setup(f, 2, run, &nr);
-    for (int k = 0; k < 2; k++) {
-        ts_job *al = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 1, 100000);
-        run_on(f, al, 100, (int[]){N1}, (int[]){2 + k});
-        run[nr++] = al;
-    }
-    assert_int_equal(free_gpus(f), 0);
+    ts_job *ao = fair_setup(f, run, &nr);
     assert_int_equal(cycle(f, 1000, &ao, 1, run, nr), 0);
     assert_int_equal(f->d.npreempts, 0);
 }
@@ -868,10 +875,10 @@ static void test_fair_reclaim_off(void **state)
 {
     fx *f = *state;
     f->cfg.fair_reclaim = false;
-    remake(f, TENANTS_YAML);
+    remake(f, FAIR_TENANTS_YAML);
     ts_job *run[8];
     int nr = 0;
-    ts_job *ao = fair_setup(f, 4, run, &nr);
+    ts_job *ao = fair_setup(f, run, &nr);
     assert_int_equal(cycle(f, 1000, &ao, 1, run, nr), 0);
     assert_int_equal(f->d.npreempts, 0);
 }
