@@ -449,6 +449,16 @@ static bool tenant_borrows(const ts_quota *q, int t)
     return false;
 }
 
+/* Whether a tenant other than t borrows (fair reclaim has a loan to look
+ * at): without one, a fair search would only spend the cycle's bound. */
+static bool another_borrows(const ts_quota *q, int t)
+{
+    for (int u = 0; u < ts_quota_tenants(q)->n; u++)
+        if (u != t && tenant_borrows(q, u))
+            return true;
+    return false;
+}
+
 /* May waiting job i take running job v's room? Reclaim: guaranteed work
  * takes opportunistic work's (any tenant's, but not its own tenant's higher
  * classes) and its own tenant's lower classes. Time-sharing (las tenants): a
@@ -790,7 +800,8 @@ static bool try_preempt(loop *l, int i, bool swap)
     int *searches = others ? &l->reclaim_searches : &l->searches;
     /* fair reclaim: a job past its tenant's guarantee (of either tier) may
      * take loans of tenants holding more per unit of weight */
-    bool fair = s->cfg.fair_reclaim && !others && !swap && js->gpu;
+    bool fair = s->cfg.fair_reclaim && !others && !swap && js->gpu &&
+                another_borrows(s->q, js->tenant);
     if ((js->tier != TS_TIER_GUARANTEED && !js->las && !any && !fair) || (swap && !js->las) ||
         *searches >= s->cfg.max_preemptors_cycle || s->npre == PREEMPTOR_TABLE_MAX)
         return false;
