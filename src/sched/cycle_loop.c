@@ -103,6 +103,10 @@ typedef struct loop {
     /* the job searching is past its tenant's guarantee and may take loans
      * of tenants holding more per unit of weight (cfg.fair_reclaim) */
     bool fair;
+    /* tenants that borrow, counted at s->starts == borrow_starts */
+    bool borrow_known;
+    uint64_t borrow_starts;
+    int nborrow, borrow_one;
     uint64_t epoch0;    /* the scheduler's epoch when the cycle began */
     int seen;           /* jobs looked at so far in the order */
     int searches;
@@ -449,14 +453,26 @@ static bool tenant_borrows(const ts_quota *q, int t)
     return false;
 }
 
-/* Whether a tenant other than t borrows (fair reclaim has a loan to look
- * at): without one, a fair search would only spend the cycle's bound. */
-static bool another_borrows(const ts_quota *q, int t)
+/* Whether a tenant other than t borrows GPUs (fair reclaim has a loan to
+ * look at): without one, a fair search would only spend the cycle's bound.
+ * Recounted only after a start (usage changes with starts alone within a
+ * cycle), not per waiting job. */
+static bool another_borrows(loop *l, int t)
 {
-    for (int u = 0; u < ts_quota_tenants(q)->n; u++)
-        if (u != t && tenant_borrows(q, u))
-            return true;
-    return false;
+    if (!l->borrow_known || l->borrow_starts != l->s->starts) {
+        l->nborrow = 0;
+        for (int u = 0; u < ts_quota_tenants(l->s->q)->n; u++)
+            for (int m = 0; m < TS_MAX_GPU_MODELS; m++)
+                if ((l->s->models_present >> m & 1) &&
+                    ts_quota_borrowed(l->s->q, u, ts_res_gpu(m)) > 0) {
+                    l->nborrow++;
+                    l->borrow_one = u;
+                    break;
+                }
+        l->borrow_starts = l->s->starts;
+        l->borrow_known = true;
+    }
+    return l->nborrow > 1 || (l->nborrow == 1 && l->borrow_one != t);
 }
 
 /* May waiting job i take running job v's room? Reclaim: guaranteed work
@@ -801,7 +817,7 @@ static bool try_preempt(loop *l, int i, bool swap)
     /* fair reclaim: a job past its tenant's guarantee (of either tier) may
      * take loans of tenants holding more per unit of weight */
     bool fair = s->cfg.fair_reclaim && !others && !swap && js->gpu &&
-                another_borrows(s->q, js->tenant);
+                another_borrows(l, js->tenant);
     if ((js->tier != TS_TIER_GUARANTEED && !js->las && !any && !fair) || (swap && !js->las) ||
         *searches >= s->cfg.max_preemptors_cycle || s->npre == PREEMPTOR_TABLE_MAX)
         return false;
