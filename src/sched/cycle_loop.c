@@ -475,6 +475,18 @@ static bool another_borrows(loop *l, int t)
     return l->nborrow > 1 || (l->nborrow == 1 && l->borrow_one != t);
 }
 
+static bool fair_loan(const loop *l, int i, const ts_job *v);
+
+/* GPU milli a job holds (whole GPUs and shares; MIG instances not). */
+static int64_t job_gpu_milli(const ts_job *v)
+{
+    int64_t g = 0;
+    for (int t = 0; t < v->ntasks; t++)
+        if (v->tasks[t].num_gpu > 0)
+            g += (int64_t)v->tasks[t].num_gpu * v->tasks[t].gpu_milli;
+    return g;
+}
+
 /* May waiting job i take running job v's room? Reclaim: guaranteed work
  * takes opportunistic work's (any tenant's, but not its own tenant's higher
  * classes) and its own tenant's lower classes. Time-sharing (las tenants): a
@@ -492,18 +504,6 @@ static bool another_borrows(loop *l, int t)
  * still holds less per unit of weight after (cycle_fair.c), the loan past
  * min_runtime_s and within its preemptions per hour. *ts set when only
  * time-sharing allows it, *fair when only fair reclaim does. */
-static bool fair_loan(const loop *l, int i, const ts_job *v);
-
-/* GPU milli a job holds (whole GPUs and shares; MIG instances not). */
-static int64_t job_gpu_milli(const ts_job *v)
-{
-    int64_t g = 0;
-    for (int t = 0; t < v->ntasks; t++)
-        if (v->tasks[t].num_gpu > 0)
-            g += (int64_t)v->tasks[t].num_gpu * v->tasks[t].gpu_milli;
-    return g;
-}
-
 static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *ts, bool *fair)
 {
     const ts_job *job = &l->w[i];
@@ -894,7 +894,6 @@ static bool try_preempt(loop *l, int i, bool swap)
     }
     if (fair && m > 0 && !fair_set_holds(l, i, keys, m))
         m = 0;
-
     bool *move = NULL;
     if (m == 0 && others && !swap && s->cfg.guarantee_moves)
         m = plan_moves(l, i, keys, n, &move);
