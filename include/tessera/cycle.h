@@ -179,6 +179,15 @@ typedef struct ts_sched_config {
      * within its max_preemptions_hour, and holds fewer GPUs than the job it
      * moves for, so chains of moves end. */
     bool guarantee_moves;
+    /* fair_reclaim: a job whose tenant would borrow (it is past its
+     * guarantee) and that passes the quota but lacks room may take back
+     * another tenant's loan when its tenant, the job started, still holds
+     * fewer GPUs per unit of fair-share weight than the loan's tenant holds
+     * once the loan is gone (strictly: the loan's job cannot take it back in
+     * turn). The victim keeps min_runtime_s and max_preemptions_hour. What
+     * is lent then goes by weight, not by who borrowed first
+     * (docs/scheduler.md, step 6, "Fair reclaim"). */
+    bool fair_reclaim;
     /* Victims of equal work at risk: the fewest GPUs first (true, the
      * default: a preemption stops no more than it must, and a big job is the
      * hardest to place again) before the most service attained; false:

@@ -72,6 +72,7 @@ void ts_sched_config_default(ts_sched_config *cfg)
     cfg->guarantee_over_reservation = true;
     cfg->preemptor_searches_again = true;
     cfg->guarantee_moves = true;
+    cfg->fair_reclaim = false; /* measured, not the default: docs/scheduler.md step 6 */
     cfg->las_fifo_within_level = true;
     cfg->victims_fewest_gpus = true;
 }

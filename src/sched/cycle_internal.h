@@ -126,6 +126,16 @@ int64_t cycle_job_gpus(const ts_job *job);
  * something else), TS_ENOMEM. */
 int cycle_mig_reshape(const ts_sched *s, const ts_job *job, int *ngpus);
 
+/* cycle_fair.c ------------------------------------------------------------ */
+
+/* GPUs (milli) tenant t holds now, every model present. */
+int64_t cycle_held_gpu_milli(const ts_sched *s, int t);
+/* Fair reclaim: may tenant a, holding a_held and gaining a_gain GPU milli,
+ * take b_loss of tenant b's loans (b holding b_held)? True when a's GPUs per
+ * unit of weight after stay strictly below b's after. */
+bool cycle_fair_takes(const ts_sched *s, int a, int64_t a_held, int64_t a_gain, int b,
+                      int64_t b_held, int64_t b_loss);
+
 /* cycle_plan.c ------------------------------------------------------------ */
 
 typedef struct plan_job {

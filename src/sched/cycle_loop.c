@@ -91,6 +91,7 @@ typedef struct loop {
     int *tord;          /* [ntenants] each tenant's order, inheritance resolved */
     int *tseen;         /* [ntenants] its jobs looked at so far in the order */
     bool *tborrows;     /* [ntenants] it holds more than its guarantee: set per search */
+    int64_t *theld;     /* [ntenants] GPU milli it holds: set per fair search */
     double *rattained;  /* [nr] each running job's GPU-s attained, its current run included */
     int *rlevel;        /* [nr] and the las level that makes */
     int *stopping;      /* [nr] the running jobs that are stopping, nstopping of them */
@@ -99,6 +100,13 @@ typedef struct loop {
     /* the job searching for victims: its tenant stays within its guarantee
      * (loans included) once it runs, so other tenants' loans may go for it */
     bool reclaim_others;
+    /* the job searching is past its tenant's guarantee and may take loans
+     * of tenants holding more per unit of weight (cfg.fair_reclaim) */
+    bool fair;
+    /* tenants that borrow, counted at s->starts == borrow_starts */
+    bool borrow_known;
+    uint64_t borrow_starts;
+    int nborrow, borrow_one;
     uint64_t epoch0;    /* the scheduler's epoch when the cycle began */
     int seen;           /* jobs looked at so far in the order */
     int searches;
@@ -445,6 +453,40 @@ static bool tenant_borrows(const ts_quota *q, int t)
     return false;
 }
 
+/* Whether a tenant other than t borrows GPUs (fair reclaim has a loan to
+ * look at): without one, a fair search would only spend the cycle's bound.
+ * Recounted only after a start (usage changes with starts alone within a
+ * cycle), not per waiting job. */
+static bool another_borrows(loop *l, int t)
+{
+    if (!l->borrow_known || l->borrow_starts != l->s->starts) {
+        l->nborrow = 0;
+        for (int u = 0; u < ts_quota_tenants(l->s->q)->n; u++)
+            for (int m = 0; m < TS_MAX_GPU_MODELS; m++)
+                if ((l->s->models_present >> m & 1) &&
+                    ts_quota_borrowed(l->s->q, u, ts_res_gpu(m)) > 0) {
+                    l->nborrow++;
+                    l->borrow_one = u;
+                    break;
+                }
+        l->borrow_starts = l->s->starts;
+        l->borrow_known = true;
+    }
+    return l->nborrow > 1 || (l->nborrow == 1 && l->borrow_one != t);
+}
+
+static bool fair_loan(const loop *l, int i, const ts_job *v);
+
+/* GPU milli a job holds (whole GPUs and shares; MIG instances not). */
+static int64_t job_gpu_milli(const ts_job *v)
+{
+    int64_t g = 0;
+    for (int t = 0; t < v->ntasks; t++)
+        if (v->tasks[t].num_gpu > 0)
+            g += (int64_t)v->tasks[t].num_gpu * v->tasks[t].gpu_milli;
+    return g;
+}
+
 /* May waiting job i take running job v's room? Reclaim: guaranteed work
  * takes opportunistic work's (any tenant's, but not its own tenant's higher
  * classes) and its own tenant's lower classes. Time-sharing (las tenants): a
@@ -457,13 +499,18 @@ static bool tenant_borrows(const ts_quota *q, int t)
  * for a job within its tenant's guarantee (of either tier with
  * reclaim_any_tier): cfg.reclaim_min_runtime_s is its floor (60 s by default),
  * and against guaranteed-tier work the per-hour limit does not hold
- * (reclaim_ignores_hour_limit). *ts set when only time-sharing allows it. */
-static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *ts)
+ * (reclaim_ignores_hour_limit). Fair reclaim (l->fair): a job past its
+ * tenant's guarantee takes another borrowing tenant's loan when its tenant
+ * still holds less per unit of weight after (cycle_fair.c), the loan past
+ * min_runtime_s and within its preemptions per hour. *ts set when only
+ * time-sharing allows it, *fair when only fair reclaim does. */
+static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *ts, bool *fair)
 {
     const ts_job *job = &l->w[i];
     const jsum *js = &l->js[i];
     const ts_sched_config *cfg = &l->s->cfg;
     *ts = false;
+    *fair = false;
     if (v->stopping)
         return false;
     bool same = v->tenant == job->tenant;
@@ -489,13 +536,29 @@ static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *t
                            : l->reclaim_others);
     if (reclaim)
         return true;
-    if (!js->las || vlevel <= js->earned)
+    if (js->las && vlevel > js->earned &&
+        (same ? v->priority <= job->priority &&
+                    (js->tier == TS_TIER_GUARANTEED || v->tier == TS_TIER_OPPORTUNISTIC)
+              : v->tier == TS_TIER_OPPORTUNISTIC)) {
+        *ts = true;
+        return true;
+    }
+    *fair = fair_loan(l, i, v);
+    return *fair;
+}
+
+/* Fair reclaim (cfg.fair_reclaim): may job i, its tenant past its
+ * guarantee, take running job v's room? v is another borrowing tenant's
+ * loan whose tenant, v gone, still holds more GPUs per unit of weight than
+ * job i's tenant with job i started. */
+static bool fair_loan(const loop *l, int i, const ts_job *v)
+{
+    if (!l->fair || v->tenant == l->js[i].tenant || v->tier == TS_TIER_GUARANTEED ||
+        !l->tborrows[v->tenant])
         return false;
-    bool ok = same ? v->priority <= job->priority &&
-                         (js->tier == TS_TIER_GUARANTEED || v->tier == TS_TIER_OPPORTUNISTIC)
-                   : v->tier == TS_TIER_OPPORTUNISTIC;
-    *ts = ok;
-    return ok;
+    int64_t vg = job_gpu_milli(v);
+    return vg > 0 && cycle_fair_takes(l->s, l->js[i].tenant, l->theld[l->js[i].tenant],
+                                      l->js[i].gpu_milli, v->tenant, l->theld[v->tenant], vg);
 }
 
 typedef struct vkey {
@@ -507,6 +570,7 @@ typedef struct vkey {
     int64_t gpus;       /* 0 when the config does not prefer the fewest */
     double attained;
     bool ts;
+    bool fair;          /* only fair reclaim lets it go */
     int j;
 } vkey;
 
@@ -685,7 +749,7 @@ static int plan_moves(loop *l, int i, vkey *keys, int n, bool **move)
             double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
             int64_t g = cycle_job_gpus(v);
             keys[total++] = (vkey){0, 0.0, v->priority, l->rlevel[j], (double)g * (l->now - since),
-                                   g, l->rattained[j], false, j};
+                                   g, l->rattained[j], false, false, j};
         }
         /* on a node, in the ordinary order (class, level, work lost, GPUs) */
         qsort(keys + first, (size_t)(total - first), sizeof *keys, cmp_vkey);
@@ -725,6 +789,31 @@ static void planned_set(ts_decision *d, int i, const ts_alloc *plan, int ntasks,
     }
 }
 
+/* The victims chosen (l->chosen into keys, m of them) that only fair
+ * reclaim lets go, taken together: does each victim tenant, all its fair
+ * victims gone, still hold more per unit of weight than job i's tenant with
+ * job i started? (Each was checked alone.) */
+static bool fair_set_holds(const loop *l, int i, const vkey *keys, int m)
+{
+    for (int k = 0; k < m; k++) {
+        const vkey *x = &keys[l->chosen[k]];
+        if (!x->fair)
+            continue;
+        int b = l->r[x->j].tenant;
+        int64_t loss = 0;
+        for (int q = 0; q < m; q++) {
+            const vkey *y = &keys[l->chosen[q]];
+            const ts_job *v = &l->r[y->j];
+            if (y->fair && v->tenant == b)
+                loss += job_gpu_milli(v);
+        }
+        int a = l->js[i].tenant;
+        if (!cycle_fair_takes(l->s, a, l->theld[a], l->js[i].gpu_milli, b, l->theld[b], loss))
+            return false;
+    }
+    return true;
+}
+
 /* Victims for job i (reclaim by guaranteed work, or time-sharing by a job
  * of a lower las level); true if a preemption was decided. swap: the job's
  * quota is what it lacks, so only its own tenant's jobs of its tier that
@@ -742,14 +831,20 @@ static bool try_preempt(loop *l, int i, bool swap)
      * their own: time-sharing and starving jobs, ordered first, cannot use
      * up the searches a guarantee needs (at most twice the bound a cycle) */
     int *searches = others ? &l->reclaim_searches : &l->searches;
-    if ((js->tier != TS_TIER_GUARANTEED && !js->las && !any) || (swap && !js->las) ||
+    /* fair reclaim: a job past its tenant's guarantee (of either tier) may
+     * take loans of tenants holding more per unit of weight */
+    bool fair = s->cfg.fair_reclaim && !others && !swap && js->gpu &&
+                another_borrows(l, js->tenant);
+    if ((js->tier != TS_TIER_GUARANTEED && !js->las && !any && !fair) || (swap && !js->las) ||
         *searches >= s->cfg.max_preemptors_cycle || s->npre == PREEMPTOR_TABLE_MAX)
         return false;
     const ts_job *job = &l->w[i];
     /* no running job above its level: time-sharing has no victim */
-    if ((swap || js->tier != TS_TIER_GUARANTEED) && !any && l->max_running_level <= js->earned)
+    if ((swap || js->tier != TS_TIER_GUARANTEED) && !any && !fair &&
+        l->max_running_level <= js->earned)
         return false;
     l->reclaim_others = others;
+    l->fair = fair;
     /* A search that failed fails again for an identical job (same tasks,
      * tenant, tier, class, level, the same right to other tenants' loans):
      * within a cycle candidates only leave (victims chosen) and free room
@@ -771,8 +866,11 @@ static bool try_preempt(loop *l, int i, bool swap)
     (*searches)++;
     /* who borrows, once per search rather than per candidate (usage grows
      * with the cycle's starts, so not once per cycle) */
-    for (int t = 0; t < ts_quota_tenants(s->q)->n; t++)
+    for (int t = 0; t < ts_quota_tenants(s->q)->n; t++) {
         l->tborrows[t] = tenant_borrows(s->q, t);
+        if (l->fair)
+            l->theld[t] = cycle_held_gpu_milli(s, t);
+    }
     vkey *keys = malloc((size_t)(l->nr > 0 ? l->nr : 1) * sizeof *keys);
     if (!keys)
         return false;
@@ -784,16 +882,16 @@ static bool try_preempt(loop *l, int i, bool swap)
          * this one: neither a candidate nor room to count on */
         if (v->stopping || l->victim[j])
             continue;
-        bool ts;
+        bool ts, fair;
         if (swap && (v->tenant != job->tenant || v->tier != job->tier))
             continue;
-        if (!victim_ok(l, i, v, l->rlevel[j], &ts) || (swap && !ts))
+        if (!victim_ok(l, i, v, l->rlevel[j], &ts, &fair) || (swap && !ts))
             continue;
         double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
         int64_t g = cycle_job_gpus(v);
         keys[n++] = (vkey){l->tborrows[v->tenant], ts_quota_share(s->q, v->tenant, l->now),
                            v->priority, l->rlevel[j], (double)g * (l->now - since),
-                           s->cfg.victims_fewest_gpus ? g : 0, l->rattained[j], ts, j};
+                           s->cfg.victims_fewest_gpus ? g : 0, l->rattained[j], ts, fair, j};
     }
     int m = 0;
     if (n > 0) {
@@ -811,6 +909,8 @@ static bool try_preempt(loop *l, int i, bool swap)
         if (freed < ts_sched_job_rate(s, job) - 1e-9)
             m = 0; /* its room, but not its quota */
     }
+    if (fair && m > 0 && !fair_set_holds(l, i, keys, m))
+        m = 0;
     bool *move = NULL;
     if (m == 0 && others && !swap && s->cfg.guarantee_moves)
         m = plan_moves(l, i, keys, n, &move);
@@ -862,11 +962,12 @@ static bool try_preempt(loop *l, int i, bool swap)
             s->epoch++;
     }
     double lost = 0.0;
-    bool sharing = false;
+    bool sharing = false, fairly = false;
     int moved = 0;
     for (int k = 0; k < m; k++) {
         lost += keys[l->chosen[k]].lost;
         sharing = sharing || keys[l->chosen[k]].ts;
+        fairly = fairly || keys[l->chosen[k]].fair;
         moved += move && move[l->chosen[k]];
     }
     char by[32], in[32], lost_h[32];
@@ -878,6 +979,11 @@ static bool try_preempt(loop *l, int i, bool swap)
              "of them moved to restart at once elsewhere so that one node holds it (%s "
              "GPU-hours since their checkpoints); they stop by %s (in %s)", m,
              m == 1 ? "" : "s", moved, lost_h, by, in);
+    else if (fairly && !sharing)
+        pend(l, i, TS_PEND_PREEMPTING, "fair share: its tenant holds fewer GPUs per unit of "
+             "weight than the tenants it borrows from; preempting %d loan%s of theirs (%s "
+             "GPU-hours since their checkpoints); they stop by %s (in %s)", m,
+             m == 1 ? "" : "s", lost_h, by, in);
     else if (sharing)
         pend(l, i, TS_PEND_PREEMPTING, "time-sharing: preempting %d job%s of a higher las "
              "level than its %d (%s GPU-hours since their checkpoints); they stop by %s "
@@ -1246,6 +1352,7 @@ static int loop_alloc(loop *l)
     l->tord = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *l->tord);
     l->tseen = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tseen);
     l->tborrows = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tborrows);
+    l->theld = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->theld);
     l->rattained = malloc(nr * sizeof *l->rattained);
     l->rlevel = malloc(nr * sizeof *l->rlevel);
     l->stopping = malloc(nr * sizeof *l->stopping);
@@ -1258,6 +1365,7 @@ static int loop_alloc(loop *l)
     l->why_off = s->why_off;
     if (!l->start_off || !l->tmp || !l->plan || !l->pj || !l->lost || !l->cand || !l->chosen ||
         !l->victim || !l->dom || !l->js || !l->why_off || !l->tord || !l->tseen || !l->tborrows ||
+        !l->theld ||
         !l->rattained ||
         !l->rlevel || !l->stopping)
         return TS_ENOMEM;
@@ -1308,6 +1416,7 @@ static void loop_free(loop *l)
     free(l->tord);
     free(l->tseen);
     free(l->tborrows);
+    free(l->theld);
     free(l->rattained);
     free(l->rlevel);
     free(l->stopping);

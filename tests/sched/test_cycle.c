@@ -169,7 +169,10 @@ static void run_on(fx *f, ts_job *j, double start_s, const int *nodes, const int
     j->start_s = start_s;
     j->last_ckpt_s = start_s;
     ts_err err;
-    assert_int_equal(ts_sched_start(f->s, j, start_s, &err), 0);
+    int rc_ = ts_sched_start(f->s, j, start_s, &err);
+    if (rc_ != 0)
+        print_error("start: %s\n", err.msg);
+    assert_int_equal(rc_, 0);
 }
 
 static int cycle(fx *f, double now, ts_job *const *w, int nw, ts_job *const *r, int nr)
@@ -777,6 +780,110 @@ static void test_reclaim_by_borrower_takes_own_loans(void **state)
     assert_int_equal(cycle(f, 6000, &b2, 1, run, 4), 0);
     assert_int_equal(f->d.npreempts, 1);
     assert_int_equal(f->d.preempts[0].victim, 0);
+}
+
+/* Fair reclaim: what is lent goes by weight, not by who borrowed first.
+ * team-a weighs 2, the others 1. team-c borrowed early: 3 guaranteed GPUs
+ * on n0 and three 1-GPU loans on n1 (6 held, 4 guaranteed); team-a holds
+ * its 4 on n2; one GPU is free on n0 and one on n1 (team-b's idle
+ * guarantee). team-a's 2-GPU job passes the quota (it borrows those 2) but
+ * no node has 2 free. Team-a, the job started, holds 6 / 2 = 3 per unit of
+ * weight, below team-c's 5 once a loan on n1 goes: the loan stops for it,
+ * and the stopped loan cannot take its GPU back (team-c, 6 with it, would
+ * not be below team-a's 3). With equal weights (3 against 5 becomes 6
+ * against 5) or fair_reclaim off nothing moves. */
+static const char FAIR_TENANTS_YAML[] =
+    "tenants:\n"
+    "  org:\n"
+    "    guaranteed: {gpu: {H100-80GB: 12}}\n"
+    "    teams:\n"
+    "      team-a: {weight: 2, guaranteed: {gpu: {H100-80GB: 4}}}\n"
+    "      team-b: {guaranteed: {gpu: {H100-80GB: 4}}}\n"
+    "      team-c: {guaranteed: {gpu: {H100-80GB: 4}}}\n";
+
+static ts_job *fair_setup(fx *f, ts_job **run, int *nr)
+{
+    ts_job *cg = job(f, TC, TS_TIER_GUARANTEED, 1, 3, 100000);
+    run_on(f, cg, 0, (int[]){N0}, (int[]){0});
+    run[(*nr)++] = cg;
+    ts_job *ag = job(f, TA, TS_TIER_GUARANTEED, 1, 4, 100000);
+    run_on(f, ag, 0, (int[]){N2}, (int[]){0});
+    run[(*nr)++] = ag;
+    for (int k = 0; k < 3; k++) {
+        ts_job *cl = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 1, 100000);
+        run_on(f, cl, 100, (int[]){N1}, (int[]){k});
+        run[(*nr)++] = cl;
+    }
+    assert_int_equal(free_gpus(f), 2);
+    return job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 2, 1000);
+}
+
+static void test_fair_reclaim_between_borrowers(void **state)
+{
+    fx *f = *state;
+    f->cfg.fair_reclaim = true; /* off by default */
+    remake(f, FAIR_TENANTS_YAML);
+    ts_job *run[8];
+    int nr = 0;
+    ts_job *ao = fair_setup(f, run, &nr);
+    /* younger than min_runtime: no victim */
+    assert_int_equal(cycle(f, 500, &ao, 1, run, nr), 0);
+    assert_int_equal(f->d.npreempts, 0);
+    assert_int_equal(cycle(f, 1000, &ao, 1, run, nr), 0);
+    assert_int_equal(f->d.nstarts, 0);
+    assert_int_equal(f->d.npreempts, 1);
+    const ts_job *v = run[f->d.preempts[0].victim];
+    assert_int_equal(v->tenant, TC);
+    assert_int_equal(v->tier, TS_TIER_OPPORTUNISTIC);
+    assert_false(f->d.preempts[0].time_sharing);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_PREEMPTING);
+    assert_non_null(strstr(f->d.pending[0].why, "fair share"));
+    /* the loan stops: team-a's job starts on n1 */
+    ts_err err;
+    assert_int_equal(ts_sched_stop(f->s, v, 1060, &err), 0);
+    ts_job *run2[8];
+    int nr2 = 0;
+    for (int k = 0; k < nr; k++)
+        if (run[k] != v)
+            run2[nr2++] = run[k];
+    assert_int_equal(cycle(f, 1060, &ao, 1, run2, nr2), 0);
+    assert_int_equal(f->d.nstarts, 1);
+    assert_int_equal(f->d.starts[0].allocs[0].node, N1);
+    /* the cycle bound it: it runs from here */
+    f->allocs[ao - f->jobs][0] = f->d.starts[0].allocs[0];
+    ao->allocs = f->allocs[ao - f->jobs];
+    ao->start_s = ao->last_ckpt_s = 1060;
+    run2[nr2++] = ao;
+    /* the stopped loan, waiting again, takes nothing back */
+    ts_job *cback = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 1, 100000);
+    assert_int_equal(cycle(f, 5000, &cback, 1, run2, nr2), 0);
+    assert_int_equal(f->d.npreempts, 0);
+    assert_int_equal(f->d.nstarts, 1); /* on n0's free GPU */
+    assert_int_equal(f->d.starts[0].allocs[0].node, N0);
+}
+
+static void test_fair_reclaim_not_between_equals(void **state)
+{
+    fx *f = *state;
+    f->cfg.fair_reclaim = true; /* off by default */
+    remake(f, TENANTS_YAML);
+    ts_job *run[8];
+    int nr = 0;
+    ts_job *ao = fair_setup(f, run, &nr);
+    assert_int_equal(cycle(f, 1000, &ao, 1, run, nr), 0);
+    assert_int_equal(f->d.npreempts, 0);
+}
+
+static void test_fair_reclaim_off(void **state)
+{
+    fx *f = *state;
+    f->cfg.fair_reclaim = false;
+    remake(f, FAIR_TENANTS_YAML);
+    ts_job *run[8];
+    int nr = 0;
+    ts_job *ao = fair_setup(f, run, &nr);
+    assert_int_equal(cycle(f, 1000, &ao, 1, run, nr), 0);
+    assert_int_equal(f->d.npreempts, 0);
 }
 
 /* Loans and guarantees go to separate nodes: n0 holds a guaranteed GPU of
@@ -1431,6 +1538,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pending_reasons, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fair_share_orders_tenants, setup, teardown),
         cmocka_unit_test_setup_teardown(test_guaranteed_before_borrowing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fair_reclaim_between_borrowers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fair_reclaim_not_between_equals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fair_reclaim_off, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reclaim_by_borrower_takes_own_loans, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_failed_search_not_repeated, setup, teardown),
