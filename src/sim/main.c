@@ -7,7 +7,7 @@
  *   tessera-sim replay ...   (time-based replay: see replay_main.c)
  *   tessera-sim gen-openb ... (openb-style workload variants: gen_openb.c)
  *   tessera-sim bound --nodes NODES.csv --pods PODS.csv [--seeds 42-51]
- *       [--tune 1.3] [--packing OUT.csv] [--quiet]   (offline bound: bound.c)
+ *       [--tune 1.3] [--packing OUT.csv]   (offline bound: bound.c)
  *
  * NODES may also be a cluster in Tessera's YAML format (*.yaml, *.yml).
  * Loads the trace, builds the typical-pod list from the pod file as given,
@@ -46,7 +46,7 @@ static void usage(FILE *f)
             "       tessera-sim gen-openb --pods BASE.csv --out OUT.csv [--seed N] ...\n"
             "         (tessera-sim gen-openb --help for its options)\n"
             "       tessera-sim bound --nodes NODES.csv|CLUSTER.yaml --pods PODS.csv\n"
-            "         [--seeds 42-51] [--tune 1.3] [--packing OUT.csv] [--quiet]\n"
+            "         [--seeds 42-51] [--tune 1.3] [--packing OUT.csv]\n"
             "fgd policies: core (the scheduling cycle, default configuration; places as %s),\n"
             "  core-learned (the same, learning its expected workload online),",
             TS_PLACEMENT_DEFAULT);
@@ -364,9 +364,9 @@ static int bound_main(int argc, char **argv)
     const char *packing_path = NULL;
     for (int i = 2; i < argc; i++) {
         const char *k = argv[i];
-        if (strcmp(k, "--quiet") == 0) {
-            o.quiet = 1;
-            continue;
+        if (strcmp(k, "--help") == 0) {
+            usage(stdout);
+            return 0;
         }
         if (i + 1 >= argc)
             return bad("%s: needs a value", k);
