@@ -16,10 +16,11 @@
  * one GPU's milli). Which class fits which type is asked of ts_node_fits on
  * an empty node of the type, the rule the simulator places by.
  *
- * The packing takes from the LP how many shares of each size to place,
- * places the pods largest first, each on the node where the model's own GPU
- * choice leaves the least behind and the node's CPU and memory stay in
- * proportion to its GPUs, then offers every pod left out to any node.
+ * The packing takes from the LP how many shares of each size (or pods of
+ * each class, or of each class on each node type) to place, places the pods largest first, each on the
+ * node where the model's own GPU choice leaves the least behind and the
+ * node's CPU and memory stay in proportion to its GPUs, then offers every
+ * pod left out to any node; of the three roundings it keeps the best.
  */
 #include "sim/bound.h"
 
@@ -57,6 +58,7 @@ typedef struct lp_ctx {
     int *class_row;     /* per class; 0 when the class asks no GPU or none arrived */
     int *share_idx;     /* per class: index into sizes, -1 when not a share */
     int sizes[BOUND_SHARE_SIZES_MAX];
+    int size_class[BOUND_SHARE_SIZES_MAX]; /* per size: the first class of it */
     int nsizes;
     int *xcol;          /* per class x type: column, 0 when it does not fit */
 } lp_ctx;
@@ -295,13 +297,17 @@ static double place_score(const ts_node *n, const ts_request *r, const ts_alloc 
     return (double)(n->gpus_free - r->num_gpu) + imbalance * BOUND_IMBALANCE_WEIGHT;
 }
 
-/* The node where r scores best (-1 when it fits none), and its GPUs. */
-static int best_node(ts_cluster *pc, const ts_request *r, ts_alloc *out)
+/* The node where r scores best (-1 when it fits none), and its GPUs; with
+ * type_quota, only on node types whose quota is left. */
+static int best_node(ts_cluster *pc, const int *type_of, const double *type_quota,
+                     const ts_request *r, ts_alloc *out)
 {
     int best = -1;
     double best_score = 0.0;
     for (int n = 0; n < pc->nnodes; n++) {
         const ts_node *nd = &pc->nodes[n];
+        if (type_quota && type_quota[type_of[n]] < 1.0 - BOUND_ROUND_EPS)
+            continue;
         ts_alloc a;
         if (!ts_node_fits(nd, r) || ts_node_choose_gpus(nd, r, &a) != 0)
             continue;
@@ -333,56 +339,114 @@ static int cmp_item(const void *pa, const void *pb)
     return a->j - b->j;
 }
 
-/* Rounds the LP down to a packing. The first pass places at most as many
- * shares of each size as the LP does (the LP leaves out the 810-milli
- * shares whose 190-milli slivers nothing fills); the second offers every pod
- * still out to any node, which can only add. */
-static int pack(lp_ctx *x, sim_bound *b, ts_err *err)
+/* The roundings pack_once knows: what the first pass takes from the LP. */
+enum pack_quota {
+    QUOTA_SHARE_SIZES, /* how many shares of each size (whole pods unlimited) */
+    QUOTA_CLASSES,     /* how many pods of each class */
+    QUOTA_CLASS_TYPES, /* how many of each class on each node type (where CPU
+                        * per GPU differs by type and CPU is short) */
+    QUOTA_KINDS
+};
+
+/* One rounding of the LP to a packing into allocs (npods entries). The first
+ * pass places pods within the quota (the LP leaves out, say, the 810-milli
+ * shares whose 190-milli slivers nothing fills, or on a cluster short of CPU
+ * the pods that ask much CPU per GPU); the second offers every pod still out
+ * to any node, which can only add. */
+static int pack_once(lp_ctx *x, const sim_bound *b, enum pack_quota kind, ts_alloc *allocs,
+                     const pack_item *order, int64_t *milli, int *placed, ts_err *err)
 {
     const ts_workload *w = x->w;
     int T = x->ntypes;
-    double size_quota[BOUND_SHARE_SIZES_MAX] = {0};
-    pack_item *order = malloc((size_t)b->npods * sizeof *order + 1);
+    double *quota = calloc((size_t)w->nspecs * (size_t)T + 1, sizeof *quota);
     ts_cluster *pc = ts_cluster_clone(x->c);
     int rc = 0;
-    if (!order || !pc) {
+    *milli = 0;
+    *placed = 0;
+    if (!quota || !pc) {
         rc = ts_err_set(err, TS_ENOMEM, "out of memory");
         goto out;
     }
-    for (int k = 0; k < w->nspecs * T; k++)
-        if (x->xcol[k] && x->share_idx[k / T] >= 0)
-            size_quota[x->share_idx[k / T]] += glp_get_col_prim(x->lp, x->xcol[k]);
+    /* a class's quota; QUOTA_SHARE_SIZES keeps it on the class of the
+     * size's first index, shared by every class of that size */
+    for (int k = 0; k < w->nspecs * T; k++) {
+        int c = k / T;
+        if (!x->xcol[k])
+            continue;
+        if (kind == QUOTA_CLASS_TYPES)
+            quota[k] = glp_get_col_prim(x->lp, x->xcol[k]);
+        else if (kind == QUOTA_CLASSES)
+            quota[c] += glp_get_col_prim(x->lp, x->xcol[k]);
+        else if (x->share_idx[c] >= 0)
+            quota[x->size_class[x->share_idx[c]]] += glp_get_col_prim(x->lp, x->xcol[k]);
+    }
+    for (int i = 0; i < b->npods; i++)
+        allocs[i].node = -1;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < b->npods; i++) {
+            int j = order[i].j;
+            const ts_pod *p = &w->pods[b->pods[j]];
+            int c = (int)p->spec_key, si = x->share_idx[c];
+            int q = kind == QUOTA_CLASSES ? c : si >= 0 ? x->size_class[si] : -1;
+            const double *tq = NULL;
+            if (kind == QUOTA_CLASS_TYPES)
+                q = -1, tq = pass == 0 ? &quota[(size_t)c * (size_t)T] : NULL;
+            if (allocs[j].node >= 0 || req_milli(&p->req) == 0 ||
+                (pass == 0 && q >= 0 && quota[q] < 1.0 - BOUND_ROUND_EPS))
+                continue;
+            ts_alloc a;
+            int n = best_node(pc, x->type_of, tq, &p->req, &a);
+            if (n < 0)
+                continue;
+            if (tq)
+                quota[(size_t)c * (size_t)T + (size_t)x->type_of[n]] -= 1.0;
+            if (ts_node_assign(&pc->nodes[n], &p->req, &a) != 0) {
+                rc = ts_err_set(err, TS_EINVAL, "bound: %s: the model refused its own choice",
+                                p->name);
+                goto out;
+            }
+            if (q >= 0)
+                quota[q] -= 1.0;
+            allocs[j] = a;
+            (*placed)++;
+            *milli += req_milli(&p->req);
+        }
+out:
+    ts_cluster_free(pc);
+    free(quota);
+    return rc;
+}
+
+/* Every rounding; b keeps the packing that allocates most. */
+static int pack(lp_ctx *x, sim_bound *b, ts_err *err)
+{
+    const ts_workload *w = x->w;
+    pack_item *order = malloc((size_t)b->npods * sizeof *order + 1);
+    ts_alloc *trial = malloc(((size_t)b->npods + 1) * sizeof *trial);
+    int rc = 0;
+    if (!order || !trial) {
+        rc = ts_err_set(err, TS_ENOMEM, "out of memory");
+        goto out;
+    }
     for (int i = 0; i < b->npods; i++) {
         const ts_request *r = &w->pods[b->pods[i]].req;
         order[i] = (pack_item){.milli = req_milli(r), .cpu = r->cpu_milli, .j = i};
         b->allocs[i].node = -1;
     }
     qsort(order, (size_t)b->npods, sizeof *order, cmp_item);
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < b->npods; i++) {
-            int j = order[i].j;
-            const ts_pod *p = &w->pods[b->pods[j]];
-            int si = x->share_idx[p->spec_key];
-            if (b->allocs[j].node >= 0 || req_milli(&p->req) == 0 ||
-                (pass == 0 && si >= 0 && size_quota[si] < 1.0 - BOUND_ROUND_EPS))
-                continue;
-            ts_alloc a;
-            int n = best_node(pc, &p->req, &a);
-            if (n < 0)
-                continue;
-            if (ts_node_assign(&pc->nodes[n], &p->req, &a) != 0) {
-                rc = ts_err_set(err, TS_EINVAL, "bound: %s: the model refused its own choice",
-                                p->name);
-                goto out;
-            }
-            if (si >= 0)
-                size_quota[si] -= 1.0;
-            b->allocs[j] = a;
-            b->placed++;
-            b->pack_milli += req_milli(&p->req);
+    b->pack_milli = -1;
+    for (int kind = 0; kind < QUOTA_KINDS && rc == 0; kind++) {
+        int64_t milli;
+        int placed;
+        rc = pack_once(x, b, (enum pack_quota)kind, trial, order, &milli, &placed, err);
+        if (rc == 0 && milli > b->pack_milli) {
+            memcpy(b->allocs, trial, (size_t)b->npods * sizeof *trial);
+            b->pack_milli = milli;
+            b->placed = placed;
         }
+    }
 out:
-    ts_cluster_free(pc);
+    free(trial);
     free(order);
     return rc;
 }
@@ -425,8 +489,10 @@ static int build_classes(lp_ctx *x, const sim_bound *b, ts_err *err)
         int s = 0;
         while (s < x->nsizes && x->sizes[s] != w->specs[k].gpu_milli)
             s++;
-        if (s == x->nsizes)
+        if (s == x->nsizes) {
+            x->size_class[s] = k;
             x->sizes[x->nsizes++] = w->specs[k].gpu_milli;
+        }
         x->share_idx[k] = s;
     }
     return 0;

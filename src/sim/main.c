@@ -6,6 +6,7 @@
  *       [--json OUT.json] [--csv OUT.csv] [--jobs N] [--quiet]
  *   tessera-sim replay ...   (time-based replay: see replay_main.c)
  *   tessera-sim gen-openb ... (openb-style workload variants: gen_openb.c)
+ *   tessera-sim gen-cluster ... (cluster variants of a node list: gen_cluster.c)
  *   tessera-sim bound --nodes NODES.csv --pods PODS.csv [--seeds 42-51]
  *       [--tune 1.3] [--packing OUT.csv]   (offline bound: bound.c)
  *
@@ -25,6 +26,7 @@
 #include "sim/bound.h"
 #include "sim/experiment.h"
 #include "sim/fileio.h"
+#include "sim/gen_cluster.h"
 #include "sim/gen_openb.h"
 #include "sim/replay.h"
 #include "sim/report.h"
@@ -45,6 +47,8 @@ static void usage(FILE *f)
             "         (tessera-sim replay --help for its options)\n"
             "       tessera-sim gen-openb --pods BASE.csv --out OUT.csv [--seed N] ...\n"
             "         (tessera-sim gen-openb --help for its options)\n"
+            "       tessera-sim gen-cluster --nodes BASE.csv --out OUT.csv ...\n"
+            "         (tessera-sim gen-cluster --help for its options)\n"
             "       tessera-sim bound --nodes NODES.csv|CLUSTER.yaml --pods PODS.csv\n"
             "         [--seeds 42-51] [--tune 1.3] [--packing OUT.csv]\n"
             "fgd policies: core (the scheduling cycle, default configuration; places as %s),\n"
@@ -475,6 +479,8 @@ int main(int argc, char **argv)
         return fgd_main(argc, argv);
     if (strcmp(argv[1], "bound") == 0)
         return bound_main(argc, argv);
-    return bad("unknown experiment \"%s\" (expected: fgd, bound, replay or gen-openb)",
-               argv[1]);
+    if (strcmp(argv[1], "gen-cluster") == 0)
+        return gen_cluster_main(argc, argv);
+    return bad("unknown experiment \"%s\" (expected: fgd, bound, replay, gen-openb or "
+               "gen-cluster)", argv[1]);
 }
