@@ -26,6 +26,7 @@
 
 #include <glpk.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +51,7 @@ typedef struct ntype {
 typedef struct lp_ctx {
     const ts_cluster *c;
     const ts_workload *w;
+    bool cpu_pods;      /* SIM_BOUND_PLACE_CPU_PODS */
     glp_prob *lp;
     ntype *types;
     int ntypes;
@@ -107,8 +109,12 @@ static int build_rows(lp_ctx *x)
 {
     const ts_workload *w = x->w;
     for (int k = 0; k < w->nspecs; k++)
-        if (x->count[k] > 0 && req_milli(&w->specs[k]) > 0)
+        if (x->count[k] > 0 && req_milli(&w->specs[k]) > 0) {
             x->class_row[k] = add_row(x->lp, x->count[k]);
+        } else if (x->count[k] > 0 && x->cpu_pods) {
+            x->class_row[k] = add_row(x->lp, x->count[k]);
+            glp_set_row_bnds(x->lp, x->class_row[k], GLP_FX, x->count[k], x->count[k]);
+        }
     for (int t = 0; t < x->ntypes; t++) {
         ntype *ty = &x->types[t];
         const ts_node *n = &x->c->nodes[ty->rep];
@@ -155,7 +161,7 @@ static int add_class_cols(lp_ctx *x)
                 if (!ty->link_row[s])
                     ty->link_row[s] = add_row(x->lp, 0.0);
                 ind[++len] = ty->link_row[s], val[len] = 1.0;
-            } else {
+            } else if (r->num_gpu > 0) {
                 ind[++len] = ty->gpu_row, val[len] = r->num_gpu;
                 if (2 * r->num_gpu > n->ngpu)
                     ind[++len] = ty->big_gpu_row, val[len] = 1.0;
@@ -257,7 +263,13 @@ static int solve_lp(lp_ctx *x, sim_bound *b, ts_err *err)
             }
     int rc = 0;
     for (b->rounds = 1;; b->rounds++) {
-        if (glp_simplex(x->lp, &parm) != 0 || glp_get_status(x->lp) != GLP_OPT) {
+        int ret = glp_simplex(x->lp, &parm);
+        if (ret == 0 && x->cpu_pods && glp_get_status(x->lp) == GLP_NOFEAS) {
+            rc = ts_err_set(err, TS_ENOSPC, "bound: the pods that ask no GPU do not all fit "
+                                            "the cluster, even alone");
+            break;
+        }
+        if (ret != 0 || glp_get_status(x->lp) != GLP_OPT) {
             rc = ts_err_set(err, TS_EIO, "bound: the LP solver failed (status %d)",
                             glp_get_status(x->lp));
             break;
@@ -391,7 +403,7 @@ static int pack_once(lp_ctx *x, const sim_bound *b, enum pack_quota kind, ts_all
             const double *tq = NULL;
             if (kind == QUOTA_CLASS_TYPES)
                 q = -1, tq = pass == 0 ? &quota[(size_t)c * (size_t)T] : NULL;
-            if (allocs[j].node >= 0 || req_milli(&p->req) == 0 ||
+            if (allocs[j].node >= 0 || (req_milli(&p->req) == 0 && !x->cpu_pods) ||
                 (pass == 0 && q >= 0 && quota[q] < 1.0 - BOUND_ROUND_EPS))
                 continue;
             ts_alloc a;
@@ -430,7 +442,9 @@ static int pack(lp_ctx *x, sim_bound *b, ts_err *err)
     }
     for (int i = 0; i < b->npods; i++) {
         const ts_request *r = &w->pods[b->pods[i]].req;
-        order[i] = (pack_item){.milli = req_milli(r), .cpu = r->cpu_milli, .j = i};
+        /* pods that must be placed go first, where the LP puts them */
+        int64_t key = req_milli(r) == 0 && x->cpu_pods ? INT64_MAX : req_milli(r);
+        order[i] = (pack_item){.milli = key, .cpu = r->cpu_milli, .j = i};
         b->allocs[i].node = -1;
     }
     qsort(order, (size_t)b->npods, sizeof *order, cmp_item);
@@ -439,10 +453,15 @@ static int pack(lp_ctx *x, sim_bound *b, ts_err *err)
         int64_t milli;
         int placed;
         rc = pack_once(x, b, (enum pack_quota)kind, trial, order, &milli, &placed, err);
-        if (rc == 0 && milli > b->pack_milli) {
+        int out_cpu = 0;
+        for (int i = 0; x->cpu_pods && i < b->npods; i++)
+            out_cpu += trial[i].node < 0 && req_milli(&w->pods[b->pods[i]].req) == 0;
+        if (rc == 0 && (b->pack_milli < 0 || out_cpu < b->cpu_pods_out ||
+                        (out_cpu == b->cpu_pods_out && milli > b->pack_milli))) {
             memcpy(b->allocs, trial, (size_t)b->npods * sizeof *trial);
             b->pack_milli = milli;
             b->placed = placed;
+            b->cpu_pods_out = out_cpu;
         }
     }
 out:
@@ -499,7 +518,7 @@ static int build_classes(lp_ctx *x, const sim_bound *b, ts_err *err)
 }
 
 int sim_bound_solve(const ts_cluster *c, const ts_workload *w, const int *pods, int npods,
-                    sim_bound *b, ts_err *err)
+                    unsigned flags, sim_bound *b, ts_err *err)
 {
     memset(b, 0, sizeof *b);
     b->pods = pods;
@@ -507,7 +526,7 @@ int sim_bound_solve(const ts_cluster *c, const ts_workload *w, const int *pods, 
     b->cap_milli = c->total_gpus * TS_MILLI_PER_GPU;
     for (int i = 0; i < npods; i++)
         b->arrived_milli += req_milli(&w->pods[pods[i]].req);
-    lp_ctx x = {.c = c, .w = w};
+    lp_ctx x = {.c = c, .w = w, .cpu_pods = (flags & SIM_BOUND_PLACE_CPU_PODS) != 0};
     int rc;
     b->allocs = calloc((size_t)npods + 1, sizeof *b->allocs);
     if (!b->allocs || (rc = build_types(&x)) != 0) {
@@ -561,7 +580,8 @@ int sim_bound_check(const ts_cluster *c, const ts_workload *w, const sim_bound *
     if (rc == 0 && milli != b->pack_milli)
         rc = ts_err_set(err, TS_EINVAL, "packing: allocates %lld milli, reported %lld",
                         (long long)milli, (long long)b->pack_milli);
-    if (rc == 0 && (double)milli > b->lp_milli + 1e-6 * (double)b->cap_milli)
+    if (rc == 0 && b->cpu_pods_out == 0 &&
+        (double)milli > b->lp_milli + 1e-6 * (double)b->cap_milli)
         rc = ts_err_set(err, TS_EINVAL, "packing: %lld milli passes the bound %.1f",
                         (long long)milli, b->lp_milli);
     ts_cluster_free(pc);

@@ -8,7 +8,7 @@
  *   tessera-sim gen-openb ... (openb-style workload variants: gen_openb.c)
  *   tessera-sim gen-cluster ... (cluster variants of a node list: gen_cluster.c)
  *   tessera-sim bound --nodes NODES.csv --pods PODS.csv [--seeds 42-51]
- *       [--tune 1.3] [--packing OUT.csv]   (offline bound: bound.c)
+ *       [--tune 1.3] [--packing OUT.csv] [--place-cpu-pods]   (offline bound)
  *
  * NODES may also be a cluster in Tessera's YAML format (*.yaml, *.yml).
  * Loads the trace, builds the typical-pod list from the pod file as given,
@@ -50,7 +50,7 @@ static void usage(FILE *f)
             "       tessera-sim gen-cluster --nodes BASE.csv --out OUT.csv ...\n"
             "         (tessera-sim gen-cluster --help for its options)\n"
             "       tessera-sim bound --nodes NODES.csv|CLUSTER.yaml --pods PODS.csv\n"
-            "         [--seeds 42-51] [--tune 1.3] [--packing OUT.csv]\n"
+            "         [--seeds 42-51] [--tune 1.3] [--packing OUT.csv] [--place-cpu-pods]\n"
             "fgd policies: core (the scheduling cycle, default configuration; places as %s),\n"
             "  core-learned (the same, learning its expected workload online),",
             TS_PLACEMENT_DEFAULT);
@@ -366,8 +366,13 @@ static int bound_main(int argc, char **argv)
 {
     fgd_opts o = {.seeds_arg = "42-51", .tune = 1.3};
     const char *packing_path = NULL;
+    unsigned flags = 0;
     for (int i = 2; i < argc; i++) {
         const char *k = argv[i];
+        if (strcmp(k, "--place-cpu-pods") == 0) {
+            flags |= SIM_BOUND_PLACE_CPU_PODS;
+            continue;
+        }
         if (strcmp(k, "--help") == 0) {
             usage(stdout);
             return 0;
@@ -429,7 +434,7 @@ static int bound_main(int argc, char **argv)
         }
         int n = arrived_prefix(&in, seq, nseq);
         sim_bound b;
-        if ((rc = sim_bound_solve(cluster, wl, seq, n, &b, &err)) == 0)
+        if ((rc = sim_bound_solve(cluster, wl, seq, n, flags, &b, &err)) == 0)
             rc = sim_bound_check(cluster, wl, &b, &err);
         if (rc == 0) {
             double bp = 100.0 * b.lp_milli / cap, pp = 100.0 * (double)b.pack_milli / cap;
@@ -437,6 +442,10 @@ static int bound_main(int argc, char **argv)
             printf("%-28s %5llu %6d %8.2f %8.2f %8.2f %7d %8d %6d  feasible\n", wname,
                    (unsigned long long)seeds[s], n, 100.0 * (double)b.arrived_milli / cap, bp,
                    pp, b.placed, b.patterns, b.rounds);
+            if (b.cpu_pods_out > 0)
+                fprintf(stderr, "tessera-sim: %s seed %llu: the packing left %d pods that ask "
+                                "no GPU out; it is not held to the bound\n",
+                        wname, (unsigned long long)seeds[s], b.cpu_pods_out);
             if (pf && bound_write_packing(pf, cluster, wl, seeds[s], &b) != 0)
                 rc = ts_err_set(&err, TS_EIO, "--packing: %s: write failed", packing_path);
         }

@@ -11,7 +11,9 @@
 # feasible; the packing it writes (--packing) is replayed here, outside the
 # simulator, against the node list (CPU, memory, whole GPUs held by one pod,
 # shares summing to at most one GPU) and sums to the packing % printed; bad
-# options exit 2 naming the option. The last line is "N passed, M failed".
+# options exit 2 naming the option; --place-cpu-pods gives the bound worked by
+# hand for each count of CPU-only pods and places them all. The last line is
+# "N passed, M failed".
 set -uo pipefail
 
 if [ $# -ne 2 ]; then
@@ -69,7 +71,7 @@ for r in csv.DictReader(open(sys.argv[3])):
     p, n = pods[r["pod"]], nodes[r["node"]]
     s["cpu"][r["node"]] += int(p["cpu_milli"])
     s["mem"][r["node"]] += int(p["memory_mib"])
-    gpus = [int(g) for g in r["gpus"].split("|")]
+    gpus = [int(g) for g in r["gpus"].split("|") if g]
     if len(gpus) != int(p["num_gpu"]) or len(set(gpus)) != len(gpus):
         sys.exit("infeasible: %s holds GPUs %s" % (r["pod"], r["gpus"]))
     for g in gpus:
@@ -131,6 +133,35 @@ for pods in openb-pods-small openb-pods-multigpu-small; do
   fi
   expect_replay "$pods" "$DATA/openb-nodes-sim.csv" "$DATA/$pods.csv"
 done
+
+# ---- --place-cpu-pods: the bound of packings that place every CPU-only pod ----
+# one node of 4,000 milli-CPU and 2 GPUs; 1-GPU pods of 2,000 CPU and CPU-only
+# pods of 500: with m CPU-only pods arrived the bound is min(2, (4000 - 500 m)
+# / 2000) GPUs of 2; without the option both GPU pods fit (100 %)
+sim bound --nodes "$DATA/bound-cpu-nodes.csv" --pods "$DATA/bound-cpupods-pods.csv" \
+  --seeds 1-6 --place-cpu-pods --packing "$tmp/packing.csv"
+if [ "$rc" -ne 0 ]; then
+  fail "place-cpu-pods: exit $rc"
+else
+  got=$(awk '$1 != "workload" && $2 != "all" { print $2, $5 }' "$tmp/out")
+  want=$(python3 - "$tmp/packing.csv" <<'PY'
+import csv, collections, sys
+m, out = collections.Counter(), 0
+for r in csv.DictReader(open(sys.argv[1])):
+    if r["pod"].startswith("cpu-"):
+        m[r["seed"]] += 1
+        out += not r["node"]
+for seed in sorted(m, key=int):
+    print(seed, "%.2f" % (50.0 * min(2.0, (4000 - 500 * m[seed]) / 2000)))
+if out:
+    print("left out", out)
+PY
+)
+  if [ "$got" = "$want" ]; then pass; else fail "place-cpu-pods: bounds \"$got\", expected \"$want\""; fi
+  expect_replay "place-cpu-pods" "$DATA/bound-cpu-nodes.csv" "$DATA/bound-cpupods-pods.csv"
+fi
+sim bound --nodes "$DATA/bound-cpu-nodes.csv" --pods "$DATA/bound-cpupods-pods.csv" --seeds 1-6
+expect_figures "CPU-only pods left out" 100.00 100.00
 
 # ---- bad options -----------------------------------------------------------
 expect_bad() {
