@@ -12,6 +12,7 @@
 # core` (tesserad's cycle per pod) prints exactly the figures of the tessera
 # scorer for the same seeds on a generated workload, and `core-learned`
 # (learning the mix online, as tesserad does) comes within half a point.
+# --share-milli draws share sizes uniformly from its range.
 # gen-cluster: 2/4/8-GPU nodes keep the cluster's GPUs and each model's CPU
 # per GPU; --cpu-per-gpu and --mem-per-gpu scale them; --models gives the
 # model mix; bad options exit 2 naming the option. Every check counts; the
@@ -109,6 +110,22 @@ check "core-learned within 0.5 points of core" python3 -c "
 import json, sys
 r = {x['policy']: x['alloc_pct_at_arrived_100']['mean'] for x in json.load(open('$TMP/l.json'))['results']}
 sys.exit(0 if abs(r['core'] - r['core-learned']) < 0.5 else 1)"
+
+# ---- --share-milli: share sizes uniform in LO..HI, steps of 10 -------------
+"$SIM" gen-openb --pods "$BASE" --out "$TMP/su.csv" --seed 5 --share-milli 100-900
+check "--share-milli 100-900: every share in 100..900, a multiple of 10, mean 480-520" \
+  python3 -c "
+import csv, sys
+m = [int(r['gpu_milli']) for r in csv.DictReader(open('$TMP/su.csv'))
+     if r['num_gpu'] == '1' and int(r['gpu_milli']) < 1000]
+sys.exit(not (m and all(100 <= x <= 900 and x % 10 == 0 for x in m) and
+              480 <= sum(m) / len(m) <= 520 and len(set(m)) == 81))"
+for v in 0-5 900-100 5 100-1000; do
+  "$SIM" gen-openb --pods "$BASE" --out "$TMP/su.csv" --share-milli $v 2>"$TMP/err"
+  rc=$?
+  check "--share-milli $v exits 2 naming the option" \
+    test "$rc" = 2 -a -n "$(grep -F -- "--share-milli" "$TMP/err")"
+done
 
 # ---- gen-cluster: cluster variants keep the GPUs and reshape the nodes ------
 # cluster FILE: GPUs, nodes, CPU milli per GPU, memory MiB per GPU, models,
