@@ -117,6 +117,16 @@ for f in share:60.00 cpu:50.00; do
   expect_replay "$name fixture" "$DATA/bound-$name-nodes.csv" "$DATA/bound-$name-pods.csv"
 done
 
+# ---- the replay catches a packing that does not fit -------------------------
+# the share fixture's third pod put on the GPU a first one holds: 1,200 milli
+printf 'seed,arrival,pod,node,gpus\n1,0,share-0,bound-node-0,0\n1,1,share-1,bound-node-0,0\n' \
+  >"$tmp/bad-packing.csv"
+got=$(replay "$DATA/bound-share-nodes.csv" "$DATA/bound-share-pods.csv" "$tmp/bad-packing.csv" 2>&1)
+case "$got" in
+  infeasible*) pass ;;
+  *) fail "replay of an overfull GPU: \"$got\", expected infeasible" ;;
+esac
+
 # ---- the small openb fixtures: packing <= bound, feasible both ways -----------
 for pods in openb-pods-small openb-pods-multigpu-small; do
   sim bound --nodes "$DATA/openb-nodes-sim.csv" --pods "$DATA/$pods.csv" --seeds 1-3 \
