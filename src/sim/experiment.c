@@ -138,6 +138,15 @@ static int build_sequence(const sim_input *in, ts_rng *rng, int64_t cap_milli, i
     return 0;
 }
 
+int sim_sequence(const sim_input *in, uint64_t seed, int **seq, int *n)
+{
+    ts_rng rng;
+    ts_rng_seed(&rng, seed);
+    *seq = NULL;
+    *n = 0;
+    return build_sequence(in, &rng, in->cluster->total_gpus * TS_MILLI_PER_GPU, seq, n);
+}
+
 /* A copy of the cluster with its nodes in the seed's random order. */
 static ts_cluster *permuted_cluster(const ts_cluster *c, ts_rng *rng)
 {

@@ -37,6 +37,11 @@ typedef struct sim_run {
     ts_err err;
 } sim_run;
 
+/* The submission order of one seed's run (pod indices into in->pods), as
+ * sim_run_one builds it; *seq is malloc'd, the caller frees it. 0 or
+ * TS_ENOMEM. */
+int sim_sequence(const sim_input *in, uint64_t seed, int **seq, int *n);
+
 /* Runs one (policy, seed); fills the outputs. Thread-safe for distinct runs
  * over the same input. */
 void sim_run_one(const sim_input *in, sim_run *run);

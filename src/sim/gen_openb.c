@@ -13,7 +13,11 @@
  *                 drawn from the base are added, or random ones removed;
  *   --gpuspec F   fraction of GPU pods pinned to GPU models: that many random
  *                 GPU pods get a model list drawn from the mix the study's
- *                 gpuspec files carry (GEN_SPECS below).
+ *                 gpuspec files carry (GEN_SPECS below);
+ *   --share-milli LO-HI  every share's size drawn uniformly from LO..HI
+ *                 milli-GPU in steps of GEN_SHARE_STEP_MILLI (another
+ *                 share-size distribution than openb's, which is 810 for
+ *                 a third of its shares).
  *
  * Applied in that order, each with the one seeded generator, so the output
  * is a function of the base file, the options and the seed. Pods are written
@@ -32,6 +36,7 @@
 
 #define EXIT_BAD_INPUT 2
 #define GEN_PODS_MAX 1000000 /* pods written at most */
+#define GEN_SHARE_STEP_MILLI 10
 
 /* Model lists of the pinned pods of the study's gpuspec20 workload, by how
  * often they occur there (counted from the published file). */
@@ -241,6 +246,32 @@ static int write_csv(const char *path, const gen *g, ts_err *err)
     return 0;
 }
 
+/* Every share's size redrawn uniformly from lo..hi. */
+static void set_share_milli(gen *g, int lo, int hi)
+{
+    uint64_t steps = (uint64_t)(hi - lo) / GEN_SHARE_STEP_MILLI + 1;
+    for (int i = 0; i < g->n; i++)
+        if (is_share(&g->p[i]))
+            g->p[i].gpu_milli = lo + (int32_t)ts_rng_below(&g->rng, steps) * GEN_SHARE_STEP_MILLI;
+}
+
+/* "LO-HI": share sizes in milli-GPU, 1 <= LO <= HI < 1000. */
+static int share_range(const char *v, int *lo, int *hi)
+{
+    char *end, *end2 = NULL;
+    errno = 0;
+    long a = strtol(v, &end, 10), b = *end == '-' ? strtol(end + 1, &end2, 10) : -1;
+    if (end == v || *end != '-' || *end2 || errno || a < 1 || b < a ||
+        b >= TS_MILLI_PER_GPU) {
+        fprintf(stderr, "tessera-sim: --share-milli: expected LO-HI with 1 <= LO <= HI <= "
+                        "999 milli-GPU, got \"%s\"\n", v);
+        return -1;
+    }
+    *lo = (int)a;
+    *hi = (int)b;
+    return 0;
+}
+
 /* "F" in [0, max] */
 static int fraction(const char *opt, const char *v, double max, double *out)
 {
@@ -260,9 +291,11 @@ static void gen_usage(FILE *f)
 {
     fprintf(f, "usage: tessera-sim gen-openb --pods BASE.csv --out OUT.csv [--seed N]\n"
                "         [--gpushare F] [--multigpu F] [--cpu F] [--gpuspec F]\n"
+               "         [--share-milli LO-HI]\n"
                "  F: gpushare = shares / GPU pods, multigpu = multi-GPU pods' share of GPU\n"
                "  demand (< 0.95), cpu = CPU-only pods / pods (< 0.95), gpuspec = pinned / GPU\n"
-               "  pods; an option left out keeps the base's value. At most %d pods.\n",
+               "  pods; --share-milli: share sizes uniform in LO..HI milli-GPU (steps of 10);\n"
+               "  an option left out keeps the base's value. At most %d pods.\n",
             GEN_PODS_MAX);
 }
 
@@ -270,6 +303,7 @@ int gen_openb_main(int argc, char **argv)
 {
     const char *pods = NULL, *out = NULL;
     double share = -1, multi = -1, cpu = -1, spec = -1;
+    int share_lo = 0, share_hi = 0;
     uint64_t seed = 1;
     for (int i = 2; i < argc; i++) {
         const char *o = argv[i];
@@ -304,6 +338,8 @@ int gen_openb_main(int argc, char **argv)
             rc = fraction(o, v, 0.95, &cpu);
         else if (strcmp(o, "--gpuspec") == 0)
             rc = fraction(o, v, 1.0, &spec);
+        else if (strcmp(o, "--share-milli") == 0)
+            rc = share_range(v, &share_lo, &share_hi);
         else {
             fprintf(stderr, "tessera-sim: unknown option \"%s\"\n", o);
             gen_usage(stderr);
@@ -342,6 +378,8 @@ int gen_openb_main(int argc, char **argv)
         rc = set_cpu(&g, w, cpu, &err);
     if (rc == 0 && spec >= 0)
         rc = set_gpuspec(&g, spec, &err);
+    if (rc == 0 && share_lo > 0)
+        set_share_milli(&g, share_lo, share_hi);
     if (rc == 0) {
         ts_rng_shuffle(&g.rng, g.p, g.n, sizeof *g.p);
         rc = write_csv(out, &g, &err);

@@ -6,6 +6,9 @@
  *       [--json OUT.json] [--csv OUT.csv] [--jobs N] [--quiet]
  *   tessera-sim replay ...   (time-based replay: see replay_main.c)
  *   tessera-sim gen-openb ... (openb-style workload variants: gen_openb.c)
+ *   tessera-sim gen-cluster ... (cluster variants of a node list: gen_cluster.c)
+ *   tessera-sim bound --nodes NODES.csv --pods PODS.csv [--seeds 42-51]
+ *       [--tune 1.3] [--packing OUT.csv] [--place-cpu-pods]   (offline bound)
  *
  * NODES may also be a cluster in Tessera's YAML format (*.yaml, *.yml).
  * Loads the trace, builds the typical-pod list from the pod file as given,
@@ -14,13 +17,16 @@
  * message naming the file, line and field; nothing is run.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "sim/bound.h"
 #include "sim/experiment.h"
 #include "sim/fileio.h"
+#include "sim/gen_cluster.h"
 #include "sim/gen_openb.h"
 #include "sim/replay.h"
 #include "sim/report.h"
@@ -41,6 +47,10 @@ static void usage(FILE *f)
             "         (tessera-sim replay --help for its options)\n"
             "       tessera-sim gen-openb --pods BASE.csv --out OUT.csv [--seed N] ...\n"
             "         (tessera-sim gen-openb --help for its options)\n"
+            "       tessera-sim gen-cluster --nodes BASE.csv --out OUT.csv ...\n"
+            "         (tessera-sim gen-cluster --help for its options)\n"
+            "       tessera-sim bound --nodes NODES.csv|CLUSTER.yaml --pods PODS.csv\n"
+            "         [--seeds 42-51] [--tune 1.3] [--packing OUT.csv] [--place-cpu-pods]\n"
             "fgd policies: core (the scheduling cycle, default configuration; places as %s),\n"
             "  core-learned (the same, learning its expected workload online),",
             TS_PLACEMENT_DEFAULT);
@@ -312,6 +322,156 @@ static int fgd_main(int argc, char **argv)
     return rc;
 }
 
+/* The pods of seed's run that have arrived when the fgd experiment reads its
+ * figure: every pod up to the last event of bin 100 (of bin 101 when bin 100
+ * has none). The offline optimum grows with the set, so its bound holds for
+ * every event that bin averages. */
+static int arrived_prefix(const sim_input *in, const int *seq, int nseq)
+{
+    int64_t cap = in->cluster->total_gpus * TS_MILLI_PER_GPU, arrived = 0;
+    int last100 = -1, last101 = -1;
+    for (int i = 0; i < nseq; i++) {
+        const ts_request *r = &in->pods->pods[seq[i]].req;
+        arrived += (int64_t)r->num_gpu * r->gpu_milli;
+        double pct = nearbyint(100.0 * (double)arrived / (double)cap);
+        if (pct <= SIM_ARRIVED_REPORT)
+            last100 = i;
+        if (pct <= SIM_ARRIVED_REPORT + 1)
+            last101 = i;
+    }
+    /* bin 100 is empty when the last event at or below it is below 99.5 % */
+    int64_t at = 0;
+    for (int i = 0; i <= last100; i++)
+        at += (int64_t)in->pods->pods[seq[i]].req.num_gpu * in->pods->pods[seq[i]].req.gpu_milli;
+    bool bin100_empty = nearbyint(100.0 * (double)at / (double)cap) < SIM_ARRIVED_REPORT;
+    return (bin100_empty ? last101 : last100) + 1;
+}
+
+static int bound_write_packing(FILE *f, const ts_cluster *c, const ts_workload *w, uint64_t seed,
+                               const sim_bound *b)
+{
+    for (int i = 0; i < b->npods; i++) {
+        const ts_alloc *a = &b->allocs[i];
+        fprintf(f, "%llu,%d,%s,%s,", (unsigned long long)seed, i, w->pods[b->pods[i]].name,
+                a->node >= 0 ? c->nodes[a->node].name : "");
+        for (int g = 0; a->node >= 0 && g < a->ngpu; g++)
+            fprintf(f, "%s%d", g ? "|" : "", a->gpu[g]);
+        fprintf(f, "\n");
+    }
+    return ferror(f) ? -1 : 0;
+}
+
+/* `tessera-sim bound`: the offline bound and packing of each seed's pods. */
+static int bound_main(int argc, char **argv)
+{
+    fgd_opts o = {.seeds_arg = "42-51", .tune = 1.3};
+    const char *packing_path = NULL;
+    unsigned flags = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *k = argv[i];
+        if (strcmp(k, "--place-cpu-pods") == 0) {
+            flags |= SIM_BOUND_PLACE_CPU_PODS;
+            continue;
+        }
+        if (strcmp(k, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (i + 1 >= argc)
+            return bad("%s: needs a value", k);
+        const char *v = argv[++i];
+        char *end;
+        if (strcmp(k, "--nodes") == 0) {
+            o.nodes_path = v;
+        } else if (strcmp(k, "--pods") == 0) {
+            o.pods_path = v;
+        } else if (strcmp(k, "--seeds") == 0) {
+            o.seeds_arg = v;
+        } else if (strcmp(k, "--packing") == 0) {
+            packing_path = v;
+        } else if (strcmp(k, "--tune") == 0) {
+            o.tune = strtod(v, &end);
+            if (*end || end == v || !(o.tune > 0 && o.tune <= 10))
+                return bad("--tune: must be a number in (0, 10], got \"%s\"", v);
+        } else {
+            return bad("unknown option \"%s\"", k);
+        }
+    }
+    if (!o.nodes_path)
+        return bad("%s", "--nodes: required");
+    if (!o.pods_path)
+        return bad("%s", "--pods: required");
+    uint64_t seeds[SEEDS_MAX];
+    int nseeds;
+    if (parse_seeds(o.seeds_arg, seeds, &nseeds) != 0)
+        return bad("--seeds: expected A-B or a comma list of non-negative integers, got \"%s\"",
+                   o.seeds_arg);
+    ts_cluster *cluster;
+    ts_workload *wl;
+    int rc = fgd_load(&o, &cluster, &wl);
+    if (rc)
+        return rc;
+    FILE *pf = NULL;
+    if (packing_path && (!(pf = fopen(packing_path, "w")) ||
+                         fprintf(pf, "seed,arrival,pod,node,gpus\n") < 0)) {
+        fprintf(stderr, "tessera-sim: --packing: %s: cannot write\n", packing_path);
+        rc = 1;
+    }
+    char wname[256];
+    workload_name(o.pods_path, wname, sizeof wname);
+    sim_input in = {.cluster = cluster, .pods = wl, .tune = o.tune};
+    double cap = (double)cluster->total_gpus * TS_MILLI_PER_GPU, sb = 0, sb2 = 0, sp = 0, sp2 = 0;
+    if (rc == 0)
+        printf("%-28s %5s %6s %8s %8s %8s %7s %8s %6s  %s\n", "workload", "seed", "pods",
+               "arrived%", "bound%", "packing%", "placed", "patterns", "rounds", "check");
+    for (int s = 0; s < nseeds && rc == 0; s++) {
+        int *seq = NULL, nseq = 0;
+        ts_err err = {0};
+        if (sim_sequence(&in, seeds[s], &seq, &nseq) != 0) {
+            fprintf(stderr, "tessera-sim: out of memory\n");
+            rc = 1;
+            break;
+        }
+        int n = arrived_prefix(&in, seq, nseq);
+        sim_bound b;
+        if ((rc = sim_bound_solve(cluster, wl, seq, n, flags, &b, &err)) == 0)
+            rc = sim_bound_check(cluster, wl, &b, &err);
+        if (rc == 0) {
+            double bp = 100.0 * b.lp_milli / cap, pp = 100.0 * (double)b.pack_milli / cap;
+            sb += bp, sb2 += bp * bp, sp += pp, sp2 += pp * pp;
+            printf("%-28s %5llu %6d %8.2f %8.2f %8.2f %7d %8d %6d  feasible\n", wname,
+                   (unsigned long long)seeds[s], n, 100.0 * (double)b.arrived_milli / cap, bp,
+                   pp, b.placed, b.patterns, b.rounds);
+            if (b.cpu_pods_out > 0)
+                fprintf(stderr, "tessera-sim: %s seed %llu: the packing left %d pods that ask "
+                                "no GPU out; it is not held to the bound\n",
+                        wname, (unsigned long long)seeds[s], b.cpu_pods_out);
+            if (pf && bound_write_packing(pf, cluster, wl, seeds[s], &b) != 0)
+                rc = ts_err_set(&err, TS_EIO, "--packing: %s: write failed", packing_path);
+        }
+        if (rc)
+            fprintf(stderr, "tessera-sim: %s seed %llu: %s\n", wname,
+                    (unsigned long long)seeds[s], err.msg);
+        rc = rc ? 1 : 0;
+        sim_bound_fini(&b);
+        free(seq);
+    }
+    if (rc == 0) {
+        double mb = sb / nseeds, mp = sp / nseeds;
+        double db = nseeds > 1 ? sqrt(fmax(0, (sb2 - nseeds * mb * mb) / (nseeds - 1))) : 0;
+        double dp = nseeds > 1 ? sqrt(fmax(0, (sp2 - nseeds * mp * mp) / (nseeds - 1))) : 0;
+        printf("%-28s %5s %6s %8s %8.2f %8.2f   (mean; SD %.2f / %.2f over %d seeds)\n", wname,
+               "all", "", "", mb, mp, db, dp, nseeds);
+    }
+    if (pf && fclose(pf) != 0 && rc == 0) {
+        fprintf(stderr, "tessera-sim: --packing: %s: write failed\n", packing_path);
+        rc = 1;
+    }
+    ts_cluster_free(cluster);
+    ts_workload_free(wl);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "--version") == 0)
@@ -326,5 +486,10 @@ int main(int argc, char **argv)
         return gen_openb_main(argc, argv);
     if (strcmp(argv[1], "fgd") == 0)
         return fgd_main(argc, argv);
-    return bad("unknown experiment \"%s\" (expected: fgd, replay or gen-openb)", argv[1]);
+    if (strcmp(argv[1], "bound") == 0)
+        return bound_main(argc, argv);
+    if (strcmp(argv[1], "gen-cluster") == 0)
+        return gen_cluster_main(argc, argv);
+    return bad("unknown experiment \"%s\" (expected: fgd, bound, replay, gen-openb or "
+               "gen-cluster)", argv[1]);
 }

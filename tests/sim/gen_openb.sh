@@ -11,7 +11,11 @@
 # different one; bad options exit 2 naming the option. Then `fgd --policy
 # core` (tesserad's cycle per pod) prints exactly the figures of the tessera
 # scorer for the same seeds on a generated workload, and `core-learned`
-# (learning the mix online, as tesserad does) comes within half a point. Every check counts; the
+# (learning the mix online, as tesserad does) comes within half a point.
+# --share-milli draws share sizes uniformly from its range.
+# gen-cluster: 2/4/8-GPU nodes keep the cluster's GPUs and each model's CPU
+# per GPU; --cpu-per-gpu and --mem-per-gpu scale them; --models gives the
+# model mix; bad options exit 2 naming the option. Every check counts; the
 # last line is "N passed, M failed" and any failure exits 1.
 set -uo pipefail
 
@@ -106,6 +110,68 @@ check "core-learned within 0.5 points of core" python3 -c "
 import json, sys
 r = {x['policy']: x['alloc_pct_at_arrived_100']['mean'] for x in json.load(open('$TMP/l.json'))['results']}
 sys.exit(0 if abs(r['core'] - r['core-learned']) < 0.5 else 1)"
+
+# ---- --share-milli: share sizes uniform in LO..HI, steps of 10 -------------
+"$SIM" gen-openb --pods "$BASE" --out "$TMP/su.csv" --seed 5 --share-milli 100-900
+check "--share-milli 100-900: every share in 100..900, a multiple of 10, mean 480-520" \
+  python3 -c "
+import csv, sys
+m = [int(r['gpu_milli']) for r in csv.DictReader(open('$TMP/su.csv'))
+     if r['num_gpu'] == '1' and int(r['gpu_milli']) < 1000]
+sys.exit(not (m and all(100 <= x <= 900 and x % 10 == 0 for x in m) and
+              480 <= sum(m) / len(m) <= 520 and len(set(m)) == 81))"
+for v in 0-5 900-100 5 100-1000; do
+  "$SIM" gen-openb --pods "$BASE" --out "$TMP/su.csv" --share-milli $v 2>"$TMP/err"
+  rc=$?
+  check "--share-milli $v exits 2 naming the option" \
+    test "$rc" = 2 -a -n "$(grep -F -- "--share-milli" "$TMP/err")"
+done
+
+# ---- gen-cluster: cluster variants keep the GPUs and reshape the nodes ------
+# cluster FILE: GPUs, nodes, CPU milli per GPU, memory MiB per GPU, models,
+# and how many models have more than one node not of the --gpus-per-node size
+cluster() {
+  python3 - "$1" "${2:-0}" <<'PY'
+import csv, collections, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+g = sum(int(r["gpu"]) for r in rows)
+odd = collections.Counter(r["model"] for r in rows if int(sys.argv[2]) and int(r["gpu"]) != int(sys.argv[2]))
+share = collections.Counter()
+for r in rows:
+    share[r["model"]] += int(r["gpu"])
+print(g, len(rows), round(sum(int(r["cpu_milli"]) for r in rows) / g),
+      round(sum(int(r["memory_mib"]) for r in rows) / g),
+      ",".join("%s:%.2f" % (m, share[m] / g) for m in sorted(share)),
+      sum(1 for m in odd if odd[m] > 1))
+PY
+}
+read -r g0 n0 c0 m0 _ _ < <(cluster "$NODES")
+for G in 2 4 8; do
+  "$SIM" gen-cluster --nodes "$NODES" --out "$TMP/c$G.csv" --gpus-per-node $G
+  read -r g n c m _ odd < <(cluster "$TMP/c$G.csv" $G)
+  check "gen-cluster $G-GPU nodes keep the $g0 GPUs" test "$g" = "$g0"
+  check "gen-cluster $G-GPU nodes: at most one other node per model" test "$odd" = 0
+  check "gen-cluster $G-GPU nodes keep CPU per GPU within 1 %" \
+    python3 -c "import sys; sys.exit(abs($c - $c0) > 0.01 * $c0)"
+done
+"$SIM" gen-cluster --nodes "$NODES" --out "$TMP/cpu.csv" --cpu-per-gpu 0.6 --mem-per-gpu 1.5
+read -r g n c m _ _ < <(cluster "$TMP/cpu.csv")
+check "gen-cluster --cpu-per-gpu 0.6 keeps the nodes" test "$g $n" = "$g0 $n0"
+check "gen-cluster --cpu-per-gpu 0.6 gives 60 % of the CPU (1 %)" \
+  python3 -c "import sys; sys.exit(abs($c - 0.6 * $c0) > 0.01 * $c0)"
+check "gen-cluster --mem-per-gpu 1.5 gives 150 % of the memory (1 %)" \
+  python3 -c "import sys; sys.exit(abs($m - 1.5 * $m0) > 0.01 * $m0)"
+"$SIM" gen-cluster --nodes "$NODES" --out "$TMP/mix.csv" --models T4:0.5,G2:0.25,V100M32:0.25
+read -r g _ _ _ mix _ < <(cluster "$TMP/mix.csv")
+check "gen-cluster --models gives the mix" test "$g $mix" = "$g0 G2:0.25,T4:0.50,V100M32:0.25"
+for bad in "--gpus-per-node 0=--gpus-per-node" "--gpus-per-node 17=--gpus-per-node" \
+           "--cpu-per-gpu 0=--cpu-per-gpu" "--mem-per-gpu x=--mem-per-gpu" \
+           "--models T4:0.5=--models" "--models K80:1=--models" "--frob 1=unknown option"; do
+  "$SIM" gen-cluster --nodes "$NODES" --out "$TMP/bad.csv" ${bad%%=*} 2>"$TMP/err"
+  rc=$?
+  check "gen-cluster ${bad%%=*} exits 2 naming ${bad#*=}" \
+    test "$rc" = 2 -a -n "$(grep -F -- "${bad#*=}" "$TMP/err")"
+done
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
