@@ -82,6 +82,120 @@ static json_t *signal_json(int sig)
     return name ? json_string(name) : json_integer(sig);
 }
 
+/* network: left out unless asked (older specs stay byte for byte). */
+static void put_network(json_t *root, const ts_job_spec *s, bool *ok)
+{
+    if (s->dedicated_nics || s->npublish > 0) { /* left out unless asked: older specs stay
+                                                 * byte for byte */
+        json_t *nw = json_pack("{s:s}", "mode", s->host_network ? "host" : "tenant");
+        if (s->dedicated_nics)
+            json_object_set_new(nw, "nics", json_string("dedicated"));
+        if (s->npublish > 0) {
+            json_t *pl = json_array();
+            for (int i = 0; i < s->npublish; i++) {
+                char port[16];
+                snprintf(port, sizeof port, "%u/%s", (unsigned)s->publish[i].port,
+                         s->publish[i].udp ? "udp" : "tcp");
+                json_array_append_new(pl, json_string(port));
+            }
+            json_object_set_new(nw, "publish", pl);
+        }
+        put(root, "network", nw, ok);
+    } else if (s->host_network)
+        put(root, "network", json_string("host"), ok);
+}
+
+/* The image, its pull secret, mounts, user and data: each left out when none. */
+static void put_image(json_t *root, const ts_job_spec *s, bool *ok)
+{
+    if (s->image) /* left out when none, as secrets are */
+        put(root, "image", json_string(s->image), ok);
+    if (s->image_secret[0])
+        put(root, "image_pull_secret", json_string(s->image_secret), ok);
+    if (s->nmounts > 0) {
+        json_t *ms = json_array();
+        for (int i = 0; ms && i < s->nmounts; i++)
+            append(ms, json_pack("{s:s,s:s,s:b}", "host", s->mounts[i].host, "path",
+                                 s->mounts[i].path, "write", s->mounts[i].write), ok);
+        put(root, "mounts", ms, ok);
+    }
+    if (s->user[0]) /* left out when none */
+        put(root, "user", json_string(s->user), ok);
+    if (s->ndata > 0) { /* left out when none: older specs stay byte for byte */
+        json_t *ds = json_array();
+        for (int i = 0; ds && i < s->ndata; i++)
+            append(ds, json_pack("{s:s,s:s}", "ref", s->data[i].ref, "path", s->data[i].path),
+                   ok);
+        put(root, "data", ds, ok);
+    }
+}
+
+/* Where it may run and when: constraint, nodes, reservation, secrets (each
+ * left out when unset, as secrets: older specs stay byte for byte). */
+static void put_select(json_t *root, const ts_job_spec *s, bool *ok)
+{
+    /* left out when unset, as secrets: older specs stay byte for byte */
+    if (s->constraint)
+        put(root, "constraint", json_string(s->constraint), ok);
+    if (s->nodelist)
+        put(root, "nodelist", json_string(s->nodelist), ok);
+    if (s->exclude)
+        put(root, "exclude", json_string(s->exclude), ok);
+    if (s->reservation[0])
+        put(root, "reservation", json_string(s->reservation), ok);
+    if (s->nsecrets > 0) { /* left out when none: older specs stay byte for byte */
+        json_t *sec = json_array();
+        for (int i = 0; sec && i < s->nsecrets; i++)
+            append(sec, json_pack("{s:s,s:s}", "name", s->secrets[i].name,
+                                  s->secrets[i].file ? "file" : "env", s->secrets[i].target),
+                   ok);
+        put(root, "secrets", sec, ok);
+    }
+}
+
+/* hold, nice and interactive: left out when unset. */
+static void put_options(json_t *root, const ts_job_spec *s, bool *ok)
+{
+    if (s->hold) /* left out when false, as secrets */
+        put(root, "hold", json_true(), ok);
+    if (s->nice) /* left out when 0 */
+        put(root, "nice", json_integer(s->nice), ok);
+    if (s->interactive) { /* left out unless asked: older specs stay byte for byte */
+        json_t *it = json_pack("{s:b}", "terminal", s->interactive_tty);
+        if (it && s->tty_rows > 0)
+            json_object_set_new(it, "rows", json_integer(s->tty_rows));
+        if (it && s->tty_cols > 0)
+            json_object_set_new(it, "cols", json_integer(s->tty_cols));
+        put(root, "interactive", it, ok);
+    }
+}
+
+/* notify: left out when none, as secrets. */
+static void put_notify(json_t *root, const ts_job_spec *s, bool *ok)
+{
+    if (s->notify_url || s->notify_mail) { /* left out when none, as secrets */
+        json_t *on = json_array();
+        static const char *const NAMES[] = {"start", "end", "fail"};
+        for (int b = 0; on && b < 3; b++)
+            if (s->notify_on & (1u << b))
+                append(on, json_string(NAMES[b]), ok);
+        json_t *nt = json_object();
+        if (s->notify_url) /* url first: a webhook-only spec stays byte for byte */
+            put(nt, "url", json_string(s->notify_url), ok);
+        put(nt, "on", on, ok);
+        if (s->notify_mail) {
+            json_t *to = json_array();
+            for (const char *p = s->notify_mail; to && *p;) {
+                size_t l = strcspn(p, ",");
+                append(to, json_stringn(p, l), ok);
+                p += l + (p[l] == ',');
+            }
+            put(nt, "mail", to, ok);
+        }
+        put(root, "notify", nt, ok);
+    }
+}
+
 static json_t *spec_json(const ts_job_spec *s, bool *ok)
 {
     json_t *root = json_object(), *tasks = json_array(), *topo = json_object(),
@@ -132,94 +246,11 @@ static json_t *spec_json(const ts_job_spec *s, bool *ok)
     put(root, "dependency", string_or_null(s->dependency), ok);
     put(root, "array_throttle", s->array_throttle > 0 ? json_integer(s->array_throttle)
                                                       : json_null(), ok);
-    if (s->dedicated_nics || s->npublish > 0) { /* left out unless asked: older specs stay
-                                                 * byte for byte */
-        json_t *nw = json_pack("{s:s}", "mode", s->host_network ? "host" : "tenant");
-        if (s->dedicated_nics)
-            json_object_set_new(nw, "nics", json_string("dedicated"));
-        if (s->npublish > 0) {
-            json_t *pl = json_array();
-            for (int i = 0; i < s->npublish; i++) {
-                char port[16];
-                snprintf(port, sizeof port, "%u/%s", (unsigned)s->publish[i].port,
-                         s->publish[i].udp ? "udp" : "tcp");
-                json_array_append_new(pl, json_string(port));
-            }
-            json_object_set_new(nw, "publish", pl);
-        }
-        put(root, "network", nw, ok);
-    } else if (s->host_network)
-        put(root, "network", json_string("host"), ok);
-    if (s->image) /* left out when none, as secrets are */
-        put(root, "image", json_string(s->image), ok);
-    if (s->image_secret[0])
-        put(root, "image_pull_secret", json_string(s->image_secret), ok);
-    if (s->nmounts > 0) {
-        json_t *ms = json_array();
-        for (int i = 0; ms && i < s->nmounts; i++)
-            append(ms, json_pack("{s:s,s:s,s:b}", "host", s->mounts[i].host, "path",
-                                 s->mounts[i].path, "write", s->mounts[i].write), ok);
-        put(root, "mounts", ms, ok);
-    }
-    if (s->user[0]) /* left out when none */
-        put(root, "user", json_string(s->user), ok);
-    if (s->ndata > 0) { /* left out when none: older specs stay byte for byte */
-        json_t *ds = json_array();
-        for (int i = 0; ds && i < s->ndata; i++)
-            append(ds, json_pack("{s:s,s:s}", "ref", s->data[i].ref, "path", s->data[i].path),
-                   ok);
-        put(root, "data", ds, ok);
-    }
-    /* left out when unset, as secrets: older specs stay byte for byte */
-    if (s->constraint)
-        put(root, "constraint", json_string(s->constraint), ok);
-    if (s->nodelist)
-        put(root, "nodelist", json_string(s->nodelist), ok);
-    if (s->exclude)
-        put(root, "exclude", json_string(s->exclude), ok);
-    if (s->reservation[0])
-        put(root, "reservation", json_string(s->reservation), ok);
-    if (s->nsecrets > 0) { /* left out when none: older specs stay byte for byte */
-        json_t *sec = json_array();
-        for (int i = 0; sec && i < s->nsecrets; i++)
-            append(sec, json_pack("{s:s,s:s}", "name", s->secrets[i].name,
-                                  s->secrets[i].file ? "file" : "env", s->secrets[i].target),
-                   ok);
-        put(root, "secrets", sec, ok);
-    }
-    if (s->hold) /* left out when false, as secrets */
-        put(root, "hold", json_true(), ok);
-    if (s->nice) /* left out when 0 */
-        put(root, "nice", json_integer(s->nice), ok);
-    if (s->interactive) { /* left out unless asked: older specs stay byte for byte */
-        json_t *it = json_pack("{s:b}", "terminal", s->interactive_tty);
-        if (it && s->tty_rows > 0)
-            json_object_set_new(it, "rows", json_integer(s->tty_rows));
-        if (it && s->tty_cols > 0)
-            json_object_set_new(it, "cols", json_integer(s->tty_cols));
-        put(root, "interactive", it, ok);
-    }
-    if (s->notify_url || s->notify_mail) { /* left out when none, as secrets */
-        json_t *on = json_array();
-        static const char *const NAMES[] = {"start", "end", "fail"};
-        for (int b = 0; on && b < 3; b++)
-            if (s->notify_on & (1u << b))
-                append(on, json_string(NAMES[b]), ok);
-        json_t *nt = json_object();
-        if (s->notify_url) /* url first: a webhook-only spec stays byte for byte */
-            put(nt, "url", json_string(s->notify_url), ok);
-        put(nt, "on", on, ok);
-        if (s->notify_mail) {
-            json_t *to = json_array();
-            for (const char *p = s->notify_mail; to && *p;) {
-                size_t l = strcspn(p, ",");
-                append(to, json_stringn(p, l), ok);
-                p += l + (p[l] == ',');
-            }
-            put(nt, "mail", to, ok);
-        }
-        put(root, "notify", nt, ok);
-    }
+    put_network(root, s, ok);
+    put_image(root, s, ok);
+    put_select(root, s, ok);
+    put_options(root, s, ok);
+    put_notify(root, s, ok);
     return root;
 }
 
