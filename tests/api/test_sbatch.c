@@ -147,6 +147,8 @@ static void check_expect(const char *file, const ts_sbatch *sb, const char *expe
         else if (strcmp(k, "dep") == 0)
             ok = json_is_string(json_object_get(spec, "dependency")) &&
                  strcmp(json_string_value(json_object_get(spec, "dependency")), v) == 0;
+        else if (strcmp(k, "hold") == 0) /* --hold: the job is submitted held */
+            ok = json_is_true(json_object_get(spec, "hold")) == (n != 0);
         else if (strcmp(k, "mail") == 0) /* --mail-user/--mail-type: notify.mail */
             ok = json_is_string(json_array_get(
                      json_object_get(json_object_get(spec, "notify"), "mail"), 0)) &&

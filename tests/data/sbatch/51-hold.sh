@@ -1,5 +1,5 @@
 #!/bin/bash
-# expect-error: --hold: not supported
+# expect: gpus=1 hold=1
 #SBATCH --account=research
 #SBATCH --hold --gpus=1
 srun nvidia-smi
