@@ -233,7 +233,16 @@ def verify_roots(stores, nodes, outs, want):
     return bad
 
 
+def unmount_under(top):
+    """The image roots `image-pull` left mounted under top (docs/images.md)."""
+    with open("/proc/self/mounts") as f:
+        points = [line.split()[1] for line in f if line.split()[1].startswith(top + "/")]
+    for p in sorted(points, reverse=True):
+        subprocess.run(["umount", "-l", p], capture_output=True)
+
+
 def fresh(stores):
+    unmount_under(stores)
     shutil.rmtree(stores, ignore_errors=True)
     os.makedirs(stores)
 
@@ -340,6 +349,7 @@ def main():
             net.close()
         if os.environ.get("P2P_TRACE") and os.path.exists(os.path.join(work, "registry.log")):
             shutil.copy(os.path.join(work, "registry.log"), "/tmp/p2p-registry.log")
+        unmount_under(work)
         shutil.rmtree(work, ignore_errors=True)
     if a.json:
         with open(a.json, "w") as f:

@@ -18,7 +18,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from cluster import Node  # noqa: E402
-from harness import check  # noqa: E402
+from harness import check, unmount_under  # noqa: E402
 from registry import CountingFront, Registry, free_port  # noqa: E402
 
 PORT, FRONT_PORT = free_port(), free_port()
@@ -108,7 +108,7 @@ def scenario_a_gang_takes_each_piece_from_the_registry_about_once(c):
     ref = f"127.0.0.1:{FRONT_PORT}/team/big:1"
     front.reset()
     stores = [tempfile.mkdtemp(prefix="tessera-p2p-store-") for _ in range(3)]
-    atexit.register(lambda: [shutil.rmtree(s, ignore_errors=True) for s in stores])
+    atexit.register(lambda: [(unmount_under(s), shutil.rmtree(s, ignore_errors=True)) for s in stores])
     # each goes on serving its peers until all three have the image
     procs = [pull(c, f"q-{i + 1}", stores[i], ref, linger=120) for i in range(3)]
     outs = [first_line(p, f"node q-{i + 1}") for i, p in enumerate(procs)]
@@ -140,7 +140,7 @@ def scenario_b_a_peer_serving_corrupt_pieces_costs_a_refetch(c):
     r, front = registry()
     ref = f"127.0.0.1:{FRONT_PORT}/team/big:1"
     s1, s2 = (tempfile.mkdtemp(prefix="tessera-p2p-store-") for _ in range(2))
-    atexit.register(lambda: [shutil.rmtree(s, ignore_errors=True) for s in (s1, s2)])
+    atexit.register(lambda: [(unmount_under(s), shutil.rmtree(s, ignore_errors=True)) for s in (s1, s2)])
     # the liar holds the image first (its own pieces from the registry are
     # good: it lies only when it serves), and lingers to serve it
     liar = pull(c, "q-1", s1, ref, linger=20, env={"TESSERA_AGENT_P2P_FAULTS": "corrupt"})
@@ -177,7 +177,7 @@ def scenario_c_a_peer_refuses_a_caller_without_a_token(c):
     r, front = registry()
     ref = f"127.0.0.1:{FRONT_PORT}/team/big:1"
     s1 = tempfile.mkdtemp(prefix="tessera-p2p-store-")
-    atexit.register(lambda: shutil.rmtree(s1, ignore_errors=True))
+    atexit.register(lambda: (unmount_under(s1), shutil.rmtree(s1, ignore_errors=True)))
     port = free_port()
     args = [c.bins["agent"], "image-pull", "--store", s1, "--plain-http", "--p2p-listen",
             f"127.0.0.1:{port}", "--controller", c.url, "--node", "q-3", "--token-file",
