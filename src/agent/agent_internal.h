@@ -1,7 +1,7 @@
 /*
  * agent_internal.h - internal to the agent's loop: the state agent.c (the
- * protocol exchange) and agent_task.c (one task's start, adoption, MIG, MPS,
- * shim, output and metrics) share. Not for other modules: they use agent.h.
+ * protocol exchange), agent_start.c (one task's start) and agent_task.c
+ * (adoption, MIG, MPS, shim, output and metrics) share. Not for other modules: they use agent.h.
  * One thread owns a ts_agent; nothing here is thread-safe.
  */
 #ifndef TS_AGENT_AGENT_INTERNAL_H
@@ -183,7 +183,7 @@ local_task *ts_agent_find(ts_agent *a, int64_t job, int rank, int step);
 /* CLOCK_REALTIME in seconds: the clock of time-limit deadlines. */
 double ts_agent_wall_now(void);
 
-/* agent_task.c */
+/* agent_task.c (ts_agent_start_task_in: agent_start.c) */
 /* Starts the task the desired state describes (t), as a new local task;
  * a start that fails is kept with its error, reported as failed. */
 void ts_agent_start_task(ts_agent *a, json_t *t);
@@ -212,6 +212,8 @@ void ts_agent_step_file_remove(const local_task *lt);
 void ts_agent_shim_check(ts_agent *a, local_task *lt, double now);
 /* A forgotten task's shim mark goes with it. */
 void ts_agent_shim_mark_remove(const local_task *lt);
+/* The name of a fractional task's ledger (the shim's, in TS_SHIM_LEDGER_DIR). */
+const char *agent_ledger_name(const local_task *lt);
 /* Adds an ended task's last output to its report o. */
 void ts_agent_add_output(const local_task *lt, json_t *o);
 

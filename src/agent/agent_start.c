@@ -1,0 +1,659 @@
+/*
+ * agent_start.c - a desired task started: its environment, GPUs (MIG,
+ * MPS, the sharing shim), NCCL's rails and partition, its container (binds,
+ * CDI edits, user) and what an adopting agent needs, each a phase on one
+ * task_start (agent_task.c receives, watches and ends tasks).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/agent_internal.h"
+#include "agent/cdi.h"
+#include "agent/netns.h"
+#include "agent/tail.h"
+#include "agent/taskfile.h"
+#include "tessera/shim.h"
+
+#define TASK_MOUNTS_MAX 16 /* a job spec's mounts (TS_SPEC_MAX_MOUNTS) */
+#define NVIDIA_GPU_MAJOR 195u
+#define NVIDIA_PROC_GPUS "/proc/driver/nvidia/gpus"
+#define PCI_DOMAIN_SHORT_CHARS 12 /* "0000:17:00.0", as the driver names its GPUs */
+
+static const char *str_or(const json_t *v)
+{
+    return json_string_value(v) ? json_string_value(v) : "";
+}
+
+/* TESSERA_AGENT_START_LOG (docs/tessera-agent.md; for tests and benchmarks
+ * that must prove no task starts twice across controller failovers): every
+ * task this agent starts appends one line, "node task_id pid start_ticks
+ * unix_s controller" (the controller whose answer asked for the start), in
+ * a single write(2) to a file opened O_APPEND, so several agents may share
+ * the file and a second start of one task shows as a second line.
+ * Adopted tasks are not starts and write nothing. A path longer than
+ * START_LOG_PATH_MAX or a failed write is reported on stderr; the task runs. */
+#define START_LOG_PATH_MAX 4095
+
+/* The minor of /dev/nvidia<N> for the GPU of NVML index gpu: the driver's
+ * "Device Minor" for its PCI bus id, else (no driver: tests, fake NVML) the
+ * index, which is what the driver assigns on a node that numbers its GPUs
+ * in PCI order. */
+static unsigned gpu_minor(const ts_agent *a, int gpu)
+{
+    const json_t *gpus = json_object_get(a->node->discovery, "gpus");
+    const char *bus = json_string_value(json_object_get(json_array_get(gpus, (size_t)gpu),
+                                                        "pci_bus_id"));
+    size_t n = bus ? strlen(bus) : 0;
+    if (n >= PCI_DOMAIN_SHORT_CHARS && n < 64) {
+        char path[160], line[128];
+        snprintf(path, sizeof path, NVIDIA_PROC_GPUS "/%s/information",
+                 bus + n - PCI_DOMAIN_SHORT_CHARS);
+        for (char *p = path + sizeof NVIDIA_PROC_GPUS; *p; p++)
+            if (*p >= 'A' && *p <= 'F')
+                *p = (char)(*p - 'A' + 'a');
+        FILE *f = fopen(path, "re");
+        unsigned minor;
+        while (f && fgets(line, sizeof line, f))
+            if (sscanf(line, "Device Minor: %u", &minor) == 1) {
+                fclose(f);
+                return minor;
+            }
+        if (f)
+            fclose(f);
+    }
+    return (unsigned)gpu;
+}
+
+/* A container task's GPUs from the node's CDI spec: its MIG instance (the
+ * spec's device whose CUDA_VISIBLE_DEVICES is the task's MIG UUID) or its
+ * GPUs by index. A MIG instance the spec does not know (made after the
+ * agent started) gets its parent's nodes without the parent's environment,
+ * which would name the whole GPU. NULL without a spec. */
+static json_t *task_cdi_edits(const ts_agent *a, const local_task *lt, char *why,
+                              size_t size)
+{
+    const json_t *spec = a->node->cdi;
+    if (!spec || lt->ngpu <= 0)
+        return NULL;
+    char names[16][24], want[128];
+    const char *ptrs[16];
+    int n = lt->ngpu < 16 ? lt->ngpu : 16;
+    bool mig_unknown = false;
+    for (int k = 0; k < n; k++) {
+        snprintf(names[k], sizeof names[k], "%d", lt->gpu[k]);
+        ptrs[k] = names[k];
+    }
+    if (lt->mig_uuid[0]) {
+        snprintf(want, sizeof want, "CUDA_VISIBLE_DEVICES=%s", lt->mig_uuid);
+        mig_unknown = true;
+        size_t i, j;
+        json_t *d, *e;
+        json_array_foreach(json_object_get(spec, "devices"), i, d) {
+            json_array_foreach(json_object_get(json_object_get(d, "containerEdits"), "env"), j,
+                               e) {
+                if (mig_unknown && strcmp(json_string_value(e), want) == 0) {
+                    snprintf(names[0], sizeof names[0], "%s",
+                             json_string_value(json_object_get(d, "name")));
+                    mig_unknown = false;
+                }
+            }
+        }
+    }
+    json_t *edits = NULL;
+    ts_err err;
+    if (agent_cdi_edits(spec, ptrs, (size_t)n, &edits, &err) != 0) {
+        snprintf(why, size, "%s", err.msg);
+        return NULL;
+    }
+    if (mig_unknown)
+        json_object_del(edits, "env");
+    return edits;
+}
+
+/* The Unix user a task runs as (docs/agent-tasks.md "User"): the job's
+ * mapped user, which must exist on this node with exactly the mapped uid,
+ * and uid 0 only when the job's tenant allows root. An agent that is root
+ * never runs a task as itself instead; one that is not root can only run
+ * tasks as itself (ts_task_start notes it). NULL with why filled when the
+ * task must not start. */
+static const char *task_user(const ts_agent *a, const json_t *t, char *why, size_t size)
+{
+    const char *user = json_string_value(json_object_get(t, "user"));
+    const json_t *uid = json_object_get(t, "uid");
+    if (!a->caps.root)
+        return user && *user ? user : NULL;
+    if (!user || !*user || !json_is_integer(uid)) {
+        snprintf(why, size, "no Unix identity: the job's credential maps no Unix user and uid, "
+                 "and an agent running as root never runs a task as itself");
+        return NULL;
+    }
+    struct passwd *pw = getpwnam(user);
+    long long want = (long long)json_integer_value(uid);
+    if (!pw)
+        snprintf(why, size, "user %s: no such user on node %s", user, a->cfg.node);
+    else if ((long long)pw->pw_uid != want)
+        snprintf(why, size, "user %s: has uid %lld on node %s, but the job is mapped to uid %lld",
+                 user, (long long)pw->pw_uid, a->cfg.node, want);
+    else if (pw->pw_uid == 0 && !json_is_true(json_object_get(t, "allow_root")))
+        snprintf(why, size, "user %s: uid 0 (root), which tenant \"%s\" does not allow "
+                 "(allow_root in tenants.yaml)", user, str_or(json_object_get(t, "tenant")));
+    else
+        return user;
+    return NULL;
+}
+
+static const char **strv(json_t *arr)
+{
+    size_t n = json_array_size(arr);
+    const char **v = calloc(n + 1, sizeof *v);
+    for (size_t i = 0; v && i < n; i++)
+        v[i] = json_string_value(json_array_get(arr, i));
+    return v;
+}
+
+static void start_log(const ts_agent *a, const ts_task *t)
+{
+    const char *path = getenv("TESSERA_AGENT_START_LOG");
+    if (path == NULL || path[0] == '\0')
+        return;
+    if (strlen(path) > START_LOG_PATH_MAX) {
+        fprintf(stderr, "tessera-agent: TESSERA_AGENT_START_LOG: longer than %d bytes; "
+                        "start not logged\n", START_LOG_PATH_MAX);
+        return;
+    }
+    const ts_task_info *in = ts_task_info_get(t);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    char line[64 + TS_TASK_ID_MAX + TS_CTL_URL_MAX + 96];
+    int n = snprintf(line, sizeof line, "%s %s %ld %llu %.3f %s\n", a->cfg.node, in->task_id,
+                     (long)in->pid, in->start_ticks,
+                     (double)now.tv_sec + (double)now.tv_nsec / 1e9,
+                     ts_ctls_url(&a->cfg.ctls));
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 || n <= 0 || n >= (int)sizeof line || write(fd, line, (size_t)n) != n)
+        fprintf(stderr, "tessera-agent: TESSERA_AGENT_START_LOG %s: %s\n", path,
+                fd < 0 ? strerror(errno) : "short write");
+    if (fd >= 0)
+        close(fd);
+}
+
+/* The task's step file, made by the agent for the task's user under a name
+ * no one can guess (the steps directory is everyone's, like /tmp): nothing
+ * another user put there is ever read or removed as this task's. Failing,
+ * the task may still make it itself; it is then never removed. */
+static void step_file_make(const ts_agent *a, local_task *lt, const char *id,
+                           const struct passwd *pw)
+{
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+        r = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)lt;
+    snprintf(lt->step_file, sizeof lt->step_file, "%s/%s.%016llx", a->steps, id,
+             (unsigned long long)r);
+    ts_err e;
+    if (agent_taskfile_create(lt->step_file, pw ? pw->pw_uid : (uid_t)-1,
+                              pw ? pw->pw_gid : (gid_t)-1, &lt->step_dev, &lt->step_ino,
+                              &e) != 0)
+        fprintf(stderr, "tessera-agent: task %s: step file: %s\n", id, e.msg);
+}
+
+/* A fractional task's shim mark: an empty file of the task's user under a
+ * name no one can guess, in the steps directory (everyone's, and bound into
+ * containers at the same path). 0, or -1 with why filled. */
+static int shim_mark_make(const ts_agent *a, local_task *lt, const char *id,
+                          const struct passwd *pw, char *why, size_t why_len)
+{
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+        r = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)lt;
+    snprintf(lt->shim_mark, sizeof lt->shim_mark, "%s/%s.shim.%016llx", a->steps, id,
+             (unsigned long long)r);
+    ts_err e;
+    if (agent_taskfile_create(lt->shim_mark, pw ? pw->pw_uid : (uid_t)-1,
+                              pw ? pw->pw_gid : (gid_t)-1, &lt->shim_mark_dev,
+                              &lt->shim_mark_ino, &e) != 0) {
+        snprintf(why, why_len, "the sharing shim's mark: %.400s", e.msg);
+        lt->shim_mark[0] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
+/* What one task's start is made of, filled by the phases below in order;
+ * why, once set, says why it does not start (each phase then does nothing
+ * that could fail). */
+typedef struct task_start {
+    char id[64];
+    char why[TS_ERR_MSG_MAX];
+    char kv[760];
+    const char **argv, **env;
+    const char *user;             /* who runs it (task_user), NULL when why is set */
+    json_t *envj;
+    struct passwd *pw;            /* its user's entry, for the files the agent makes */
+    const char *uuids[16];
+    size_t ngpu;
+    const char *mps_pipe, *mps_log;
+    int mps_pct;
+    char shim_env[4][760];
+    const char *shim_envp[5];
+    char hca[512], tc[16], sl[16], pkey[16];
+    ts_devnum devs[16];
+    char bundle[700], secrets_dir[800];
+    ts_bundle_mount binds[3 + TASK_MOUNTS_MAX + TS_AGENT_DATA_MAX];
+    json_t *cdi;                  /* the container's GPUs (docs/images.md) */
+    char cuser[64];               /* who it is inside the image when its job says */
+    char ns_path[AGENT_NET_NS_PATH_MAX];
+    char *meta;
+    int stdio_peer;               /* an interactive task's end of its stream, -1 none */
+    ts_task_spec spec;
+} task_start;
+
+/* The desired task's numbers: identity, MIG or share, tenant, time limit. */
+static void start_fields(local_task *lt, const json_t *t)
+{
+    int mig_profile = json_is_integer(json_object_get(t, "mig_profile"))
+                          ? (int)json_integer_value(json_object_get(t, "mig_profile"))
+                          : -1;
+    int gpu_milli = json_is_integer(json_object_get(t, "gpu_milli"))
+                        ? (int)json_integer_value(json_object_get(t, "gpu_milli"))
+                        : 1000;
+    lt->mig_profile = mig_profile;
+    lt->mig_start = (int)json_integer_value(json_object_get(t, "mig_start"));
+    lt->fractional = mig_profile < 0 && gpu_milli > 0 && gpu_milli < 1000;
+    lt->gpu_milli = gpu_milli;
+    lt->gpu_mem_mib = json_integer_value(json_object_get(t, "gpu_memory_mib"));
+    const char *tenant = json_string_value(json_object_get(t, "tenant"));
+    snprintf(lt->tenant, sizeof lt->tenant, "%s", tenant ? tenant : "");
+    /* the time it has left, from the controller: the deadline on this
+     * node's own clock, counted from the answer that asked for the start */
+    json_t *left = json_object_get(t, "time_left_s");
+    if (json_is_number(left)) {
+        double l = json_number_value(left);
+        lt->deadline_unix = ts_agent_wall_now() + (l > 0 ? l : 0);
+        lt->time_limit_s = json_number_value(json_object_get(t, "time_limit_s"));
+        lt->limit_grace_s = json_number_value(json_object_get(t, "limit_grace_s"));
+        lt->limit_signal = (int)json_integer_value(json_object_get(t, "limit_signal"));
+    }
+}
+
+static void env_add(task_start *S, const char *fmt, const char *v)
+{
+    snprintf(S->kv, sizeof S->kv, fmt, v);
+    json_array_append_new(S->envj, json_string(S->kv));
+}
+
+/* The job's environment, then the task library's files, the step
+ * credential, the data and the secrets (docs/agent-tasks.md). */
+static void start_env(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+{
+    S->envj = json_deep_copy(json_object_get(t, "env"));
+    if (!json_is_array(S->envj)) {
+        json_decref(S->envj);
+        S->envj = json_array();
+    }
+    const char *uname = json_string_value(json_object_get(t, "user"));
+    snprintf(lt->user, sizeof lt->user, "%s", uname ? uname : "");
+    S->pw = uname ? getpwnam(uname) : NULL; /* the step file's owner */
+    step_file_make(a, lt, S->id, S->pw && a->caps.root ? S->pw : NULL);
+    env_add(S, "TESSERA_STEP_FILE=%s", lt->step_file);
+    /* a batch script's srun reaches the controller with its job's step
+     * credential (ctld/steps.h), through the controller this agent uses */
+    const char *stok = json_string_value(json_object_get(t, "step_token"));
+    if (stok) {
+        env_add(S, "TESSERA_STEP_URL=%s", ts_ctls_url(&a->cfg.ctls));
+        env_add(S, "TESSERA_STEP_TOKEN=%s", stok);
+    }
+    snprintf(lt->out_note, sizeof lt->out_note, "%s/%s.output", a->steps, S->id);
+    unlink(lt->out_note); /* an old run's note must not name this run's files */
+    env_add(S, "TESSERA_OUTPUT_NOTE=%s", lt->out_note);
+    if (json_is_object(json_object_get(t, "net"))) {
+        /* its namespace has lo and eth0 only: gloo and NCCL bootstrap there
+         * (unless the job chose), whatever the node's hostname resolves to */
+        json_array_insert_new(S->envj, 0, json_string("GLOO_SOCKET_IFNAME=eth0"));
+        json_array_insert_new(S->envj, 0, json_string("NCCL_SOCKET_IFNAME=eth0"));
+    }
+    ts_agent_data_env(lt, S->envj); /* where its read-only data are (docs/images.md) */
+    ts_agent_secrets_put(a, lt, t, S->envj, S->why, sizeof S->why); /* why: no start */
+    S->env = strv(S->envj);
+}
+
+/* Its GPUs, and CUDA_VISIBLE_DEVICES naming the MIG device, not its GPU. */
+static void start_gpus(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+{
+    json_t *gpus = json_object_get(t, "gpus");
+    for (size_t k = 0; k < json_array_size(gpus) && S->ngpu < 16; k++) {
+        json_int_t g = json_integer_value(json_array_get(gpus, k));
+        if (g >= 0 && g < a->node->ngpu) {
+            lt->gpu[lt->ngpu++] = (int)g;
+            S->uuids[S->ngpu++] = a->node->gpu_uuid[g];
+        }
+    }
+    for (int k = 0; k < lt->ngpu; k++)
+        S->devs[k] = (ts_devnum){NVIDIA_GPU_MAJOR, gpu_minor(a, lt->gpu[k])};
+    if (S->why[0] || lt->mig_profile < 0)
+        return;
+    ts_err me;
+    if (!a->node->nv || lt->ngpu != 1)
+        snprintf(S->why, sizeof S->why, "mig_profile: no MIG GPU here (NVML %s)",
+                 a->node->nv ? "present" : "missing");
+    else if (ts_agent_mig_uuid(a->node->nv, (unsigned)lt->gpu[0], lt->mig_profile,
+                               lt->mig_start, lt->mig_uuid, sizeof lt->mig_uuid, &me) != 0)
+        snprintf(S->why, sizeof S->why, "MIG instance (profile %d at slot %d) on GPU %d: %.400s",
+                 lt->mig_profile, lt->mig_start, lt->gpu[0], me.msg);
+    S->uuids[0] = lt->mig_uuid;
+}
+
+/* A fractional task on an MPS node: the GPU's daemon (started once), its
+ * share of the SMs and its pinned memory. */
+static void start_mps(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+{
+    if (S->why[0] || !lt->fractional || !a->node->mps || lt->ngpu != 1)
+        return;
+    int g = lt->gpu[0];
+    if (!a->mps_on[g]) {
+        char base[700];
+        snprintf(base, sizeof base, "%s/mps", a->cfg.state_dir);
+        ts_mps_config mc = {.binary = a->node->mps_binary[0] ? a->node->mps_binary : NULL,
+                            .base_dir = base};
+        ts_err me;
+        if (ts_mps_start(&mc, a->node->gpu_uuid[g], &a->mps[g], &me) != 0)
+            snprintf(S->why, sizeof S->why, "MPS on GPU %d: %.400s", g, me.msg);
+        else
+            a->mps_on[g] = true;
+    }
+    if (!a->mps_on[g])
+        return;
+    S->mps_pipe = a->mps[g].pipe_dir;
+    S->mps_log = a->mps[g].log_dir;
+    S->mps_pct = (lt->gpu_milli + 9) / 10; /* its share of the SMs */
+    json_int_t mem = json_integer_value(json_object_get(t, "gpu_memory_mib"));
+    if (mem > 0) {
+        snprintf(S->kv, sizeof S->kv, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=%lldM",
+                 (long long)mem);
+        json_array_append_new(S->envj, json_string(S->kv));
+        free(S->env);
+        S->env = strv(S->envj);
+    }
+}
+
+/* The sharing shim (docs/sharing.md): the task's GPU memory and share of
+ * the GPU, as the scheduler granted them, enforced for every process of
+ * the task through one ledger per task. */
+static void start_shim(ts_agent *a, local_task *lt, task_start *S)
+{
+    if (S->why[0] || !lt->fractional || !a->node->shim[0] || lt->ngpu != 1)
+        return;
+    int ne = 0;
+    snprintf(S->shim_env[ne], sizeof S->shim_env[ne], "TESSERA_CUDA_LEDGER=%s", agent_ledger_name(lt));
+    S->shim_envp[ne] = S->shim_env[ne];
+    ne++;
+    if (lt->gpu_mem_mib > 0) {
+        snprintf(S->shim_env[ne], sizeof S->shim_env[ne], "TESSERA_CUDA_MEM_LIMIT=%lldM",
+                 lt->gpu_mem_mib);
+        S->shim_envp[ne] = S->shim_env[ne];
+        ne++;
+    }
+    if (!a->node->mps) { /* MPS limits the SMs itself */
+        snprintf(S->shim_env[ne], sizeof S->shim_env[ne], "TESSERA_CUDA_COMPUTE_PERCENT=%d",
+                 (lt->gpu_milli + 9) / 10);
+        S->shim_envp[ne] = S->shim_env[ne];
+        ne++;
+    }
+    /* the mark its shim writes once loaded; without one the task could
+     * not be watched, so it does not start */
+    if (shim_mark_make(a, lt, S->id, S->pw && a->caps.root ? S->pw : NULL, S->why,
+                       sizeof S->why) == 0) {
+        snprintf(S->shim_env[ne], sizeof S->shim_env[ne], TS_SHIM_ENV_LOADED "=%s",
+                 lt->shim_mark);
+        S->shim_envp[ne] = S->shim_env[ne];
+    }
+}
+
+/* NCCL's adapters by the rail map, its traffic class and service level, and
+ * the tenant's InfiniBand partition: its index in the task's first
+ * adapter's table (docs/network.md). */
+static void start_nccl(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+{
+    ts_nics_for_task(&a->node->nics, lt->gpu, lt->ngpu, S->hca, sizeof S->hca);
+    if (json_is_integer(json_object_get(t, "nccl_tc")))
+        snprintf(S->tc, sizeof S->tc, "%d", (int)json_integer_value(json_object_get(t, "nccl_tc")));
+    if (json_is_integer(json_object_get(t, "nccl_sl")))
+        snprintf(S->sl, sizeof S->sl, "%d", (int)json_integer_value(json_object_get(t, "nccl_sl")));
+    json_t *pk = json_object_get(t, "ib_pkey");
+    if (S->why[0] || !json_is_integer(pk) || !S->hca[0])
+        return;
+    char first[TS_NICS_NAME_MAX];
+    const char *from = S->hca[0] == '=' ? S->hca + 1 : S->hca;
+    size_t fl = strcspn(from, ",");
+    fl = fl < sizeof first ? fl : sizeof first - 1;
+    memcpy(first, from, fl);
+    first[fl] = '\0';
+    int idx;
+    ts_err pe;
+    if (ts_nics_pkey_index(a->node->sysfs_root[0] ? a->node->sysfs_root : "/sys", first,
+                           (unsigned)json_integer_value(pk), &idx, &pe) == 0)
+        snprintf(S->pkey, sizeof S->pkey, "%d", idx);
+    else
+        snprintf(S->why, sizeof S->why, "%s", pe.msg);
+}
+
+/* What ts_task_start gets for a bare process; a container adds to it. */
+static void start_spec(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+{
+    const char *workdir = json_string_value(json_object_get(t, "workdir"));
+    S->spec = (ts_task_spec){
+        .task_id = S->id,
+        .argv = S->argv,
+        .env = S->env,
+        .workdir = workdir ? workdir : a->cfg.state_dir,
+        .user = S->user,
+        .log_dir = a->logs,
+        .slurm_bin_dir = a->slurm_bin[0] ? a->slurm_bin : NULL,
+        .gpu_uuids = S->uuids,
+        .ngpu = S->ngpu,
+        .world_size = (int)json_integer_value(json_object_get(t, "world_size")),
+        .rank = json_is_integer(json_object_get(t, "task_rank"))
+                    ? (int)json_integer_value(json_object_get(t, "task_rank"))
+                    : lt->rank,
+        .local_rank = (int)json_integer_value(json_object_get(t, "local_rank")),
+        .master_addr = json_string_value(json_object_get(t, "master_addr")),
+        .master_port = (int)json_integer_value(json_object_get(t, "master_port")),
+        .nccl_ib_hca = S->hca,
+        .nccl_ib_tc = S->tc,
+        .nccl_ib_sl = S->sl,
+        .nccl_ib_pkey = S->pkey,
+        .mps_pipe_dir = S->mps_pipe,
+        .mps_log_dir = S->mps_log,
+        .mps_thread_pct = S->mps_pct,
+        .preload_shim = S->shim_envp[0] ? a->node->shim : NULL,
+        .shim_env = S->shim_envp[0] ? S->shim_envp : NULL,
+        .cpu_milli = json_integer_value(json_object_get(t, "cpu_milli")),
+        .memory_bytes = json_integer_value(json_object_get(t, "memory_mib")) * 1048576LL,
+        .pids_max = 4096,
+        /* its GPUs' nodes and no other GPU's (docs/agent-tasks.md "Isolation") */
+        .gpu_devs = S->devs,
+        .ngpu_devs = (size_t)lt->ngpu,
+        .limit_devices = true,
+        /* a cut-off agent must have its tasks gone before the controller
+         * declares the node lost (ts_agent_step): a quarter of that time */
+        .term_grace_s = a->ctld_lost_s > 0 && a->ctld_lost_s / 4 < TS_TERM_GRACE_DEFAULT_S
+                            ? a->ctld_lost_s / 4
+                            : 0.0,
+    };
+    snprintf(lt->workdir, sizeof lt->workdir, "%s", workdir ? workdir : a->cfg.state_dir);
+    if (!S->why[0])
+        ts_agent_stdio_make(lt, t, S->pw ? S->pw->pw_uid : (uid_t)-1, &S->stdio_peer, S->why,
+                            sizeof S->why);
+    if (S->stdio_peer >= 0) {
+        S->spec.stdio_given = true;
+        S->spec.stdio_fd = S->stdio_peer;
+        S->spec.stdio_tty = lt->stdio_tty;
+    }
+}
+
+/* In a container: the task library's files and its secrets at the paths its
+ * environment names, the job's host folders (as its tenant may mount them,
+ * checked at submission) and data; the number of binds. */
+static size_t container_binds(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+{
+    const size_t cap = sizeof S->binds / sizeof S->binds[0];
+    size_t nb = 0;
+    S->binds[nb++] = (ts_bundle_mount){a->steps, a->steps, true};
+    snprintf(S->secrets_dir, sizeof S->secrets_dir, "%s/secrets/j%lld-r%d", a->cfg.state_dir,
+             (long long)lt->job, lt->rank);
+    struct stat sd;
+    if (stat(S->secrets_dir, &sd) == 0 && S_ISDIR(sd.st_mode))
+        S->binds[nb++] = (ts_bundle_mount){S->secrets_dir, S->secrets_dir, false};
+    size_t mi;
+    json_t *mj;
+    json_array_foreach(json_object_get(t, "mounts"), mi, mj) {
+        const char *host = json_string_value(json_object_get(mj, "host"));
+        const char *in = json_string_value(json_object_get(mj, "path"));
+        if (nb == cap || !host || !in)
+            break;
+        struct stat hs;
+        if (!S->why[0] && (stat(host, &hs) != 0 || !S_ISDIR(hs.st_mode)))
+            snprintf(S->why, sizeof S->why,
+                     "mounts[%zu].host: %.300s: no such folder on this node", mi, host);
+        S->binds[nb++] = (ts_bundle_mount){host, in, json_is_true(json_object_get(mj, "write"))};
+    }
+    return nb + ts_agent_data_binds(lt, S->binds + nb, cap - nb);
+}
+
+/* A task in its image: the bundle, its binds, the shim bound in (an image
+ * that cannot load it is refused: never a fractional task without its
+ * limits, docs/images.md), its GPUs as CDI edits, its user inside. */
+static void start_container(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+{
+    if (!lt->image_ready)
+        return;
+    snprintf(S->bundle, sizeof S->bundle, "%s/%s", a->bundles, S->id);
+    S->spec.image = &lt->image;
+    S->spec.bundle_dir = S->bundle;
+    size_t nb = container_binds(a, lt, t, S);
+    S->spec.mounts = S->binds;
+    if (S->spec.preload_shim) {
+        char gw[TS_ERR_MSG_MAX - 64];
+        if (!S->why[0] && ts_image_glibc_check(lt->image.rootfs, gw, sizeof gw) != 0)
+            snprintf(S->why, sizeof S->why, "shim_unloadable: %s", gw);
+        if (nb < sizeof S->binds / sizeof S->binds[0])
+            S->binds[nb++] = (ts_bundle_mount){a->node->shim, a->node->shim, false};
+    }
+    S->spec.nmounts = nb;
+    if (!S->why[0])
+        S->cdi = task_cdi_edits(a, lt, S->why, sizeof S->why);
+    S->spec.cdi_edits = S->cdi;
+    if (!S->why[0])
+        ts_agent_container_user(lt, t, S->cuser, sizeof S->cuser, S->why, sizeof S->why);
+    S->spec.container_user = S->cuser[0] ? S->cuser : NULL;
+    /* inside the image; NULL: the image's own */
+    S->spec.workdir = json_string_value(json_object_get(t, "workdir"));
+    if (!S->argv || !S->argv[0])
+        S->spec.argv = NULL; /* the image's own command */
+    ts_err ue;
+    if (!S->why[0] && ts_image_use(&a->images, lt->image.digest, S->id, &ue) != 0)
+        snprintf(S->why, sizeof S->why, "%s", ue.msg);
+}
+
+/* What a restarted agent needs to adopt the task (ts_task_adopt), and its
+ * network namespace on its tenant's overlay, when the cluster isolates. */
+static void start_meta(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+{
+    json_t *gl = json_array();
+    for (int k = 0; k < lt->ngpu; k++)
+        json_array_append_new(gl, json_integer(lt->gpu[k]));
+    json_t *mj = json_pack("{s:I,s:i,s:o,s:s,s:s,s:s,s:i,s:i,s:b,s:f,s:f,s:f,s:i,s:s,s:s,s:I,s:I}",
+                           "job", (json_int_t)lt->job, "rank", lt->rank, "gpus", gl,
+                           "step_file", lt->step_file, "tenant", lt->tenant,
+                           "mig_uuid", lt->mig_uuid, "mig_profile", lt->mig_profile,
+                           "mig_start", lt->mig_start, "fractional", lt->fractional,
+                           "deadline", lt->deadline_unix, "time_limit_s", lt->time_limit_s,
+                           "limit_grace_s", lt->limit_grace_s, "limit_signal", lt->limit_signal,
+                           "out_note", lt->out_note, "workdir", lt->workdir,
+                           "step_dev", (json_int_t)lt->step_dev,
+                           "step_ino", (json_int_t)lt->step_ino);
+    if (mj)
+        json_object_set_new(mj, "run", json_real(lt->run));
+    if (mj && lt->is_step) /* adopted as the step's task, not the rank's */
+        json_object_set_new(mj, "step", json_integer(lt->step));
+    if (!S->why[0] && S->argv && S->argv[0])
+        ts_agent_net_begin(a, lt, S->id, t, S->ns_path, sizeof S->ns_path, S->why,
+                           sizeof S->why);
+    S->spec.netns_path = S->ns_path[0] ? S->ns_path : NULL;
+    if (mj)
+        json_object_set_new(mj, "net_vni", json_integer(lt->net_vni));
+    if (mj && lt->image_ready) /* released when the task is forgotten */
+        json_object_set_new(mj, "image_digest", json_string(lt->image.digest));
+    ts_agent_data_meta_put(lt, mj);
+    if (mj && lt->shim_mark[0]) /* watched again, and removed, by an adopting agent */
+        json_object_set_new(mj, "shim_mark", json_string(lt->shim_mark));
+    S->meta = mj ? json_dumps(mj, JSON_COMPACT) : NULL;
+    json_decref(mj);
+    S->spec.meta = S->meta;
+}
+
+void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
+{
+    lt->job = json_integer_value(json_object_get(t, "job"));
+    lt->rank = (int)json_integer_value(json_object_get(t, "rank"));
+    lt->is_step = json_is_integer(json_object_get(t, "step"));
+    lt->step = (int)json_integer_value(json_object_get(t, "step"));
+    lt->run = json_number_value(json_object_get(t, "run"));
+    if (!lt->image_ready && !lt->pulled && ts_agent_image_wait(a, lt, t))
+        return; /* started by ts_agent_images_poll once its image is there */
+    start_fields(lt, t);
+    task_start *S = calloc(1, sizeof *S);
+    if (!S) {
+        snprintf(lt->start_error, sizeof lt->start_error, "out of memory");
+        return;
+    }
+    S->stdio_peer = -1;
+    if (lt->is_step)
+        snprintf(S->id, sizeof S->id, "j%lld-r%d-s%d", (long long)lt->job, lt->rank, lt->step);
+    else
+        snprintf(S->id, sizeof S->id, "j%lld-r%d", (long long)lt->job, lt->rank);
+    S->argv = strv(json_object_get(t, "command"));
+    start_env(a, lt, t, S);
+    start_gpus(a, lt, t, S);
+    start_mps(a, lt, t, S);
+    start_shim(a, lt, S);
+    S->user = S->why[0] ? NULL : task_user(a, t, S->why, sizeof S->why);
+    start_nccl(a, lt, t, S);
+    start_spec(a, lt, t, S);
+    start_container(a, lt, t, S);
+    if (!S->why[0])
+        ts_agent_data_use(a, lt, S->id, S->why, sizeof S->why);
+    start_meta(a, lt, t, S);
+    ts_err err;
+    if (S->why[0]) {
+        snprintf(lt->start_error, sizeof lt->start_error, "%s", S->why);
+    } else if (!lt->image_ready && (!S->argv || !S->argv[0])) {
+        snprintf(lt->start_error, sizeof lt->start_error, "command: empty");
+    } else if (ts_task_start(&a->caps, &S->spec, &lt->t, &err) != 0) {
+        snprintf(lt->start_error, sizeof lt->start_error, "%s", err.msg);
+        lt->t = NULL;
+    } else {
+        start_log(a, lt->t);
+        double reg = a->node->shim_register_s > 0 ? a->node->shim_register_s
+                                                  : TS_AGENT_SHIM_REGISTER_S;
+        lt->shim_due = ts_launch_now() + reg;
+    }
+    if (S->stdio_peer >= 0)
+        close(S->stdio_peer); /* the task holds it now */
+    if (!lt->t)
+        ts_agent_stdio_close(lt);
+    free(S->argv);
+    free(S->env);
+    free(S->meta);
+    json_decref(S->envj);
+    json_decref(S->cdi);
+    free(S);
+}
