@@ -641,3 +641,37 @@ void ts_pm_job_step(ts_pm_job *j, int seconds)
     }
     j->now_s += seconds;
 }
+
+int ts_pm_counts(const int *row, int nodes, int *cnt)
+{
+    int m = 0;
+    for (int i = 0; i < nodes && m < TS_PM_NODES_MAX; i++)
+        if (row[i] > 0) {
+            int k = m++;
+            while (k > 0 && cnt[k - 1] < row[i]) {
+                cnt[k] = cnt[k - 1];
+                k--;
+            }
+            cnt[k] = row[i];
+        }
+    return m;
+}
+
+void ts_pm_summarise(const ts_pm_wjob *jobs, const ts_pm_job *pj, int n, long held_gpu_s,
+                     long total_gpus, long *jct_s, ts_pm_stats *st)
+{
+    double sum = 0;
+    for (int j = 0; j < n; j++) {
+        long jct = pj[j].done_s - jobs[j].submit_s;
+        if (jct_s)
+            jct_s[j] = jct;
+        sum += (double)jct;
+        if (pj[j].done_s > st->makespan_s)
+            st->makespan_s = pj[j].done_s;
+        st->restarts += pj[j].restarts > 0 ? pj[j].restarts : 0;
+    }
+    st->avg_jct_s = n ? sum / n : 0;
+    st->util_pct = st->makespan_s ? 100.0 * (double)held_gpu_s /
+                                        ((double)total_gpus * (double)st->makespan_s)
+                                  : 0;
+}

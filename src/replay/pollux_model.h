@@ -134,6 +134,15 @@ typedef struct ts_pm_stats {
     long restarts;        /* allocation changes after the first, all jobs */
 } ts_pm_stats;
 
+/* A job's GPUs per node (row[0..nodes)) as the model takes them: the nodes
+ * it uses, largest count first, into cnt (TS_PM_NODES_MAX); how many. */
+int ts_pm_counts(const int *row, int nodes, int *cnt);
+/* The run's figures once every job is done: each job's JCT into jct_s (may
+ * be NULL), their mean, the makespan, the restarts, and held_gpu_s over
+ * total_gpus x makespan. */
+void ts_pm_summarise(const ts_pm_wjob *jobs, const ts_pm_job *pj, int n, long held_gpu_s,
+                     long total_gpus, long *jct_s, ts_pm_stats *st);
+
 /* The artifact's Tiresias (+TunedJobs) on nodes x gpus_per_node through the
  * model: 60-s rounds; two queues, demotion at 16 GPU-hours of whole-round
  * running time x GPUs; count-only check walking Q0 then Q1, preemptive; GPUs

@@ -122,22 +122,6 @@ static void place(const ts_replay_policy_ops *ops, void *state, int j, int want,
     }
 }
 
-/* The row's nodes as the model's placement: counts, largest first. */
-static int counts_of(const int *row, int nodes, int *cnt)
-{
-    int m = 0;
-    for (int i = 0; i < nodes && m < TS_PM_NODES_MAX; i++)
-        if (row[i] > 0) {
-            int k = m++;
-            while (k > 0 && cnt[k - 1] < row[i]) {
-                cnt[k] = cnt[k - 1];
-                k--;
-            }
-            cnt[k] = row[i];
-        }
-    return m;
-}
-
 /* The GPUs nobody's minimum uses go to the running elastic jobs where the
  * goodput gains most; a grown job's extras go on its own nodes first. */
 static void grant(elastic_ctx *e, const ts_pm_wjob *jobs, ts_pm_job *pj, const bool *run,
@@ -386,27 +370,14 @@ int ts_pm_run_policy(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int n
             if (!run[j] || !changed[j])
                 continue;
             const int *row = &alloc[(size_t)j * nodes];
-            ts_pm_job_reallocate(&pj[j], cnt, counts_of(row, nodes, cnt));
+            ts_pm_job_reallocate(&pj[j], cnt, ts_pm_counts(row, nodes, cnt));
         }
         if (now > VIRTUAL_TIME_MAX_S) {
             rc = ts_err_set(err, TS_EINVAL, "replay: not done after 100 days of virtual time");
             goto out;
         }
     }
-    double sum = 0;
-    for (int j = 0; j < n; j++) {
-        long jct = pj[j].done_s - jobs[j].submit_s;
-        if (jct_s)
-            jct_s[j] = jct;
-        sum += (double)jct;
-        if (pj[j].done_s > st->makespan_s)
-            st->makespan_s = pj[j].done_s;
-        st->restarts += pj[j].restarts > 0 ? pj[j].restarts : 0;
-    }
-    st->avg_jct_s = n ? sum / n : 0;
-    st->util_pct = st->makespan_s
-                       ? 100.0 * (double)held_gpu_s / ((double)total * (double)st->makespan_s)
-                       : 0;
+    ts_pm_summarise(jobs, pj, n, held_gpu_s, total, jct_s, st);
 out:
     if (state)
         ops->free(state);

@@ -256,37 +256,15 @@ int ts_pm_run_tiresias(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int
                 continue;
             /* the nodes in the order their GPUs were taken, most free first:
              * the counts never grow along it, so sorting them down gives it */
-            int cnt[TS_PM_NODES_MAX], m = 0;
-            for (int i = 0; i < nodes; i++)
-                if (row[i] > 0) {
-                    int k = m++;
-                    while (k > 0 && cnt[k - 1] < row[i]) {
-                        cnt[k] = cnt[k - 1];
-                        k--;
-                    }
-                    cnt[k] = row[i];
-                }
-            ts_pm_job_reallocate(&pj[j], cnt, m);
+            int cnt[TS_PM_NODES_MAX];
+            ts_pm_job_reallocate(&pj[j], cnt, ts_pm_counts(row, nodes, cnt));
         }
         if (now > 100L * 24 * 3600) {
             rc = ts_err_set(err, TS_EINVAL, "replay: not done after 100 days of virtual time");
             goto out;
         }
     }
-    double sum = 0;
-    for (int j = 0; j < n; j++) {
-        long jct = pj[j].done_s - jobs[j].submit_s;
-        if (jct_s)
-            jct_s[j] = jct;
-        sum += (double)jct;
-        if (pj[j].done_s > st->makespan_s)
-            st->makespan_s = pj[j].done_s;
-        st->restarts += pj[j].restarts > 0 ? pj[j].restarts : 0;
-    }
-    st->avg_jct_s = n ? sum / n : 0;
-    st->util_pct = st->makespan_s ? 100.0 * (double)held_gpu_s /
-                                        ((double)nodes * gpus_per_node * (double)st->makespan_s)
-                                  : 0;
+    ts_pm_summarise(jobs, pj, n, held_gpu_s, (long)nodes * gpus_per_node, jct_s, st);
 out:
     free(pj);
     free(active);
