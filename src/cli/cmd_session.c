@@ -202,6 +202,21 @@ typedef struct relay_out {
     bool broken;        /* the stream ended without an end frame */
 } relay_out;
 
+/* What the local side (fd) has, one read, sent as a data frame; at its end
+ * (or an error) an end-of-file frame, and *open false. -1 when the stream
+ * refused the data. */
+static int pump_local(ts_stream *st, int fd, uint8_t *buf, bool *open)
+{
+    ssize_t k = read(fd, buf, TS_FRAME_PAYLOAD_MAX);
+    if (k > 0)
+        return ts_stream_frame(st, TS_FRAME_DATA, buf, (size_t)k, WRITE_TIMEOUT_S) != 0 ? -1 : 0;
+    if (k == 0 || errno != EINTR) {
+        *open = false;
+        ts_stream_frame(st, TS_FRAME_EOF, NULL, 0, WRITE_TIMEOUT_S);
+    }
+    return 0;
+}
+
 /* Relays the terminal (or stdin/stdout) and the stream until the remote
  * side ends. */
 static void relay_stdio(ts_stream *st, bool tty, bool want_exit, relay_out *out)
@@ -250,17 +265,10 @@ static void relay_stdio(ts_stream *st, bool tty, bool want_exit, relay_out *out)
             break;
         if (r <= 0 && !more)
             continue;
-        if (in_open && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-            ssize_t k = read(0, buf, TS_FRAME_PAYLOAD_MAX);
-            if (k > 0) {
-                if (ts_stream_frame(st, TS_FRAME_DATA, buf, (size_t)k, WRITE_TIMEOUT_S) != 0) {
-                    out->broken = true;
-                    break;
-                }
-            } else if (k == 0 || errno != EINTR) {
-                in_open = false;
-                ts_stream_frame(st, TS_FRAME_EOF, NULL, 0, WRITE_TIMEOUT_S);
-            }
+        if (in_open && (p[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
+            pump_local(st, 0, buf, &in_open) != 0) {
+            out->broken = true;
+            break;
         }
         if (!more && !p[0].revents)
             continue;
@@ -649,16 +657,11 @@ static void *fwd_main(void *arg)
             break;
         if (r <= 0 && !more)
             continue;
-        if (!local_eof && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-            ssize_t k = read(f->fd, buf, TS_FRAME_PAYLOAD_MAX);
-            if (k > 0) {
-                if (ts_stream_frame(st, TS_FRAME_DATA, buf, (size_t)k, WRITE_TIMEOUT_S) != 0)
-                    break;
-            } else if (k == 0 || errno != EINTR) {
-                local_eof = true;
-                ts_stream_frame(st, TS_FRAME_EOF, NULL, 0, WRITE_TIMEOUT_S);
-            }
-        }
+        bool local_open = !local_eof;
+        if (local_open && (p[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
+            pump_local(st, f->fd, buf, &local_open) != 0)
+            break;
+        local_eof = !local_open;
         if (!more && !p[0].revents)
             continue;
         ssize_t k = ts_stream_read(st, buf, TS_FRAME_PAYLOAD_MAX);
