@@ -174,6 +174,7 @@ int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out
     if (nrec < 0 && nrec != TS_ENOENT)
         fprintf(stderr, "tessera-agent: task records in %s: %s\n", a->logs, e.msg);
     ts_agent_secrets_sweep(a); /* the folders of tasks that ended while no agent ran */
+    ts_agent_steps_sweep(a);   /* the files of tasks no record holds */
     ts_agent_net_start(a);
     a->last_ok_s = ts_launch_now();
     *out = a;

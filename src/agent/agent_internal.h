@@ -212,6 +212,8 @@ void ts_agent_step_file_remove(const local_task *lt);
 void ts_agent_shim_check(ts_agent *a, local_task *lt, double now);
 /* A forgotten task's shim mark goes with it. */
 void ts_agent_shim_mark_remove(const local_task *lt);
+/* Removes the steps folder's task files no adopted task holds (at start). */
+void ts_agent_steps_sweep(const ts_agent *a);
 /* The name of a fractional task's ledger (the shim's, in TS_SHIM_LEDGER_DIR). */
 const char *agent_ledger_name(const local_task *lt);
 /* Adds an ended task's last output to its report o. */

@@ -7,6 +7,7 @@
  * agent.c runs the protocol exchange around these.
  */
 #define _DEFAULT_SOURCE /* getpwnam, mkdir, strdup */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -261,6 +262,71 @@ void ts_agent_shim_mark_remove(const local_task *lt)
     if (lt->shim_mark[0] && lt->shim_mark_ino)
         agent_taskfile_remove(lt->shim_mark, lt->shim_mark_dev, lt->shim_mark_ino,
                               AGENT_TASKFILE_ANY_OWNER);
+}
+
+/* One of the agent's own names in the steps folder: a task id (j<job>-r<rank>,
+ * -s<step> for a step's task) then ".<16 hex>" (a step file), ".shim.<16 hex>"
+ * (a shim mark) or ".output" (the output note). */
+static bool agent_step_name(const char *n)
+{
+    const char *p = n;
+    if (*p++ != 'j' || !(*p >= '0' && *p <= '9'))
+        return false;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (strncmp(p, "-r", 2) != 0 || !(p[2] >= '0' && p[2] <= '9'))
+        return false;
+    for (p += 2; *p >= '0' && *p <= '9'; p++)
+        ;
+    if (strncmp(p, "-s", 2) == 0 && p[2] >= '0' && p[2] <= '9')
+        for (p += 2; *p >= '0' && *p <= '9'; p++)
+            ;
+    if (strcmp(p, ".output") == 0)
+        return true;
+    if (strncmp(p, ".shim", 5) == 0)
+        p += 5;
+    if (*p++ != '.' || strlen(p) != 16)
+        return false;
+    return strspn(p, "0123456789abcdef") == 16;
+}
+
+static bool held_by_a_task(const ts_agent *a, const char *path)
+{
+    for (int i = 0; i < a->ntasks; i++) {
+        const local_task *lt = &a->tasks[i];
+        if (strcmp(lt->step_file, path) == 0 || strcmp(lt->shim_mark, path) == 0 ||
+            strcmp(lt->out_note, path) == 0)
+            return true;
+    }
+    return false;
+}
+
+void ts_agent_steps_sweep(const ts_agent *a)
+{
+    /* An agent killed between making a task's files and its task's record
+     * (or whose record could not be adopted) leaves files no task owns: the
+     * task never ran, or was forgotten, and the controller starts it anew
+     * with new ones. Only the agent's own names, only regular files. */
+    DIR *d = opendir(a->steps);
+    if (!d)
+        return;
+    struct dirent *de;
+    int removed = 0;
+    while ((de = readdir(d)) != NULL) {
+        char path[sizeof a->steps + 300];
+        struct stat st;
+        if (!agent_step_name(de->d_name) || strlen(de->d_name) > 256)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", a->steps, de->d_name);
+        if (held_by_a_task(a, path) || fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISREG(st.st_mode))
+            continue;
+        removed += unlinkat(dirfd(d), de->d_name, 0) == 0;
+    }
+    closedir(d);
+    if (removed)
+        fprintf(stderr, "tessera-agent: %d file(s) of tasks no record holds removed from %s\n",
+                removed, a->steps);
 }
 
 void ts_agent_shim_check(ts_agent *a, local_task *lt, double now)

@@ -184,14 +184,22 @@ static int plan_end_event(const ctld *c, const cjob *j, const ctld_step *s, doub
 
 static void step_settle(ctld *c, cjob *j, ctld_step *s, double now, ctld_txn *t)
 {
-    int failed = 0;
+    int failed = 0, stopped = 0;
     for (int i = 0; i < s->n; i++) {
         if (s->st[i] != CTLD_RANK_DONE && s->st[i] != CTLD_RANK_FAILED &&
             s->st[i] != CTLD_RANK_STOPPED)
             return;
         failed += s->st[i] != CTLD_RANK_DONE;
+        stopped += s->st[i] == CTLD_RANK_STOPPED;
     }
     s->state = failed ? STEP_FAILED : STEP_COMPLETED;
+    if (stopped && j->row.state != TS_JOB_RUNNING) {
+        /* its tasks were stopped because the job's run is ending (requeued,
+         * preempted, cancelled): the step is cancelled with the run, whether
+         * the agents' reports of the stops or the run's end come first */
+        s->state = STEP_CANCELLED;
+        snprintf(s->why, sizeof s->why, "the job's run ended before the step");
+    }
     s->end_s = now;
     if (t && plan_end_event(c, j, s, now, t) != 0)
         snprintf(s->why, sizeof s->why, "its end was not recorded (out of memory)");

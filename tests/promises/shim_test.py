@@ -82,6 +82,17 @@ def scenario_adopted_fractional_task_is_still_watched(c):
     steps = c.path("s-1", "steps")
     marks = c.wait(lambda: [f for f in os.listdir(steps) if f.startswith(f"j{jid}-r0.shim.")],
                    "its shim mark", 10) or []
+    # files an agent killed mid-start leaves (made before its task's record):
+    # the next agent removes them; what is not of its names, or not a
+    # regular file, stays
+    orphans = ["j99-r0.shim.0123456789abcdef", "j99-r0.0123456789abcdef", "j99-r1-s2.output"]
+    for n in orphans + ["notes.txt"]:
+        with open(os.path.join(steps, n), "w") as f:
+            f.write("x")
+    outside = c.path("outside.txt")
+    with open(outside, "w") as f:
+        f.write("keep")
+    os.symlink(outside, os.path.join(steps, "j98-r0.fedcba9876543210"))
     old = c.procs["s-1"]
     old.kill()  # kill -9 before the registration time is over: nothing cleaned up
     old.wait(10)
@@ -95,6 +106,11 @@ def scenario_adopted_fractional_task_is_still_watched(c):
     gone = c.wait(lambda: not any(os.path.exists(os.path.join(steps, m)) for m in marks) or None,
                   "its mark is removed", 45)
     check(bool(marks) and bool(gone), f"its mark {marks} is removed with it")
+    left = sorted(os.listdir(steps))
+    check(not any(n in left for n in orphans) and "notes.txt" in left and
+          "j98-r0.fedcba9876543210" in left and open(outside).read() == "keep",
+          f"the restarted agent removed the files no task record holds, and only those: {left}")
+
 
 
 scenario_adopted_fractional_task_is_still_watched.needs_root = True
