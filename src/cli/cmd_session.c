@@ -320,6 +320,8 @@ static void relay_stdio(ts_stream *st, bool tty, bool want_exit, relay_out *out)
     restore_tty();
 }
 
+static int job_state(struct cli_ctx *ctx, long id, char *state, size_t n, json_t **job_out);
+
 static int open_session(struct cli_ctx *ctx, long job, json_t *req, ts_stream **st)
 {
     char path[64], *body = json_dumps(req, JSON_COMPACT);
@@ -329,6 +331,17 @@ static int open_session(struct cli_ctx *ctx, long job, json_t *req, ts_stream **
     int status;
     ts_err err;
     int rc = body ? ts_stream_open(&tg, path, body, OPEN_TIMEOUT_S, st, &status, &err) : TS_ENOMEM;
+    if (body && rc != 0 && (status == 0 || status == 503)) {
+        /* no answer, or a standby's: one ordinary request finds the leader
+         * (http.c moves ctx->server to it), and the stream goes there once */
+        char state[32], was[CLI_URL_MAX];
+        snprintf(was, sizeof was, "%s", ctx->server);
+        if (job_state(ctx, job, state, sizeof state, NULL) == CLI_EXIT_OK &&
+            strcmp(was, ctx->server) != 0) {
+            tg.url = ctx->server;
+            rc = ts_stream_open(&tg, path, body, OPEN_TIMEOUT_S, st, &status, &err);
+        }
+    }
     free(body);
     if (rc == 0)
         return CLI_EXIT_OK;

@@ -187,6 +187,16 @@ try:
         submit(n, time.time() + 10)
         n += 1
     check(len(acked) == 10, "10 submissions acknowledged by the leader")
+    # an interactive session asked of the standby goes to the leader it
+    # names (the stream is opened once more there), which answers for the job
+    cli = os.path.join(os.path.dirname(TESSERAD), "tessera")
+    if acked and os.path.exists(cli):
+        r = subprocess.run([cli, "--server", URLS[1], "exec", str(acked["ha-0"]), "--", "true"],
+                           capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, TESSERA_TOKEN=alice, XDG_CONFIG_HOME=TMP))
+        check("standby" not in r.stderr and r.returncode not in (0, 2),
+              f"tessera exec against the standby is answered by the leader: {r.returncode} "
+              f"{r.stderr.strip()[:200]}")
     # a large array (its elements mostly not jobs yet: array_lazy.c) that the
     # failovers below must not lose nor reorder; team-b's, out of alice's lists
     st, d = http_call(URLS[0], "POST", "/v1/jobs", admin,
