@@ -20,6 +20,7 @@
  * own writes (the PTY fills), never the agent's loop.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -52,7 +53,7 @@
 #define SESSION_GROUPS_MAX 64
 #define SESSION_ARGS_MAX 256
 #define SESSION_KILL_WAIT_S 2.0      /* an exec whose client left: SIGHUP, then SIGKILL */
-#define NS_N 4
+#define NS_N 5
 
 struct agent_stdio {
     int fd;
@@ -322,8 +323,11 @@ static void relay(ts_stream *st, relay_end *e)
 
 /* ---- exec -------------------------------------------------------------------------- */
 
-static const char *const NS_NAMES[NS_N] = {"ipc", "uts", "net", "mnt"};
-static const int NS_FLAGS[NS_N] = {CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWNET, CLONE_NEWNS};
+/* pid last: joining it moves only the children made after (exec_child) */
+static const char *const NS_NAMES[NS_N] = {"ipc", "uts", "net", "mnt", "pid"};
+static const int NS_FLAGS[NS_N] = {CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWNET, CLONE_NEWNS,
+                                   CLONE_NEWPID};
+enum { NS_PID = 4 };
 
 /* Opens the task's namespaces that differ from the agent's (-1 the same). */
 static void open_namespaces(pid_t pid, int fds[NS_N])
@@ -359,13 +363,24 @@ static pid_t join_target(pid_t pid, bool container)
         snprintf(path, sizeof path, "/proc/%d/ns/mnt", (int)p);
         if (p != pid && stat(path, &st) == 0 && st.st_ino != self.st_ino)
             return p;
-        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)p, (int)p);
-        FILE *f = fopen(path, "re");
-        int c;
-        while (f && tail < 64 && fscanf(f, "%d", &c) == 1)
-            queue[tail++] = (pid_t)c;
-        if (f)
-            fclose(f);
+        /* every thread's children: a runtime's threads each fork (Go) */
+        snprintf(path, sizeof path, "/proc/%d/task", (int)p);
+        DIR *d = opendir(path);
+        struct dirent *de;
+        while (d && tail < 64 && (de = readdir(d)) != NULL) {
+            if (de->d_name[0] < '0' || de->d_name[0] > '9')
+                continue;
+            char cp[128];
+            snprintf(cp, sizeof cp, "/proc/%d/task/%.16s/children", (int)p, de->d_name);
+            FILE *f = fopen(cp, "re");
+            int c;
+            while (f && tail < 64 && fscanf(f, "%d", &c) == 1)
+                queue[tail++] = (pid_t)c;
+            if (f)
+                fclose(f);
+        }
+        if (d)
+            closedir(d);
     }
     return pid;
 }
@@ -453,6 +468,25 @@ _Noreturn static void exec_child(const sess *s, int stdio, bool tty, const int n
     for (int i = 0; i < NS_N; i++)
         if (ns[i] >= 0 && setns(ns[i], NS_FLAGS[i]) != 0)
             _exit(126);
+    if (ns[NS_PID] >= 0) {
+        /* a container's own pid namespace: only a child is born in it. This
+         * process waits for it and ends as it did; it stays in the session's
+         * process group, so a signal to the group reaches the command too. */
+        pid_t c = fork();
+        if (c < 0)
+            _exit(126);
+        if (c > 0) {
+            int st;
+            while (waitpid(c, &st, 0) < 0)
+                if (errno != EINTR)
+                    _exit(126);
+            if (WIFSIGNALED(st)) {
+                signal(WTERMSIG(st), SIG_DFL);
+                kill(getpid(), WTERMSIG(st));
+            }
+            _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+        }
+    }
     if (getuid() == 0 && uid != 0) {
         if (setgroups((size_t)ng, groups) != 0 || setgid(gid) != 0 || setuid(uid) != 0)
             _exit(126);
@@ -508,6 +542,15 @@ static void run_exec(sess *s, ts_stream *st)
     snprintf(lnk, sizeof lnk, "/proc/%d/cwd", (int)s->task_pid);
     ssize_t cl = readlink(lnk, cwd, sizeof cwd - 1);
     cwd[cl > 0 ? cl : 0] = '\0';
+    /* a container's cwd reads, from here, under its root: made relative to
+     * that root, where the command finds it once in the mount namespace */
+    char root[1024];
+    snprintf(lnk, sizeof lnk, "/proc/%d/root", (int)s->task_pid);
+    ssize_t rl = readlink(lnk, root, sizeof root - 1);
+    root[rl > 0 ? rl : 0] = '\0';
+    size_t rn = strlen(root);
+    if (rn > 1 && strncmp(cwd, root, rn) == 0 && (cwd[rn] == '/' || cwd[rn] == '\0'))
+        memmove(cwd, cwd[rn] ? cwd + rn : "/", strlen(cwd[rn] ? cwd + rn : "/") + 1);
     if (!envp || !task_ids(s->task_pid, &uid, &gid, groups, &ng)) {
         free(envp);
         free(blob);

@@ -10,6 +10,7 @@ the field."""
 import atexit
 import json
 import os
+import time
 import shutil
 import sys
 import tempfile
@@ -105,6 +106,40 @@ def scenario_image_job_runs_inside_its_image(c):
 
 scenario_image_job_runs_inside_its_image.needs_root = True
 scenario_image_job_runs_inside_its_image.needs = NEEDS
+
+
+def scenario_exec_joins_the_container(c):
+    """interactive.md: `tessera exec` into a container task runs inside the
+    container: its files (mount namespace), its processes (pid namespace:
+    the command sees itself in the container's /proc), its working
+    directory and environment, as the task's user."""
+    r = registry()
+    jid = c.submit(spec("exec-in", "cd /etc && exec sleep 120", f"{r.host}/team/tools:1"))
+    if not c.wait_job(jid, "running", 90):
+        return
+    out = ""
+    for _ in range(40):  # running: the container may still be starting
+        p = c.cli("exec", str(jid), "--",
+                  "/bin/sh", "-c", "cat /marker; pwd; test -d /proc/$$ && echo own-pid-seen; "
+                  "cat /proc/1/cmdline | tr '\\0' ' '; echo; echo rank=$RANK",
+                  timeout=30)
+        out = p.stdout
+        if p.returncode == 0 and "inside the image" in out:
+            break
+        time.sleep(0.5)
+    check("inside the image" in out, f"exec sees the image's files: {p.returncode} {out!r} "
+          f"{p.stderr!r}")
+    check("own-pid-seen" in out, f"and is in the container's pid namespace: {out!r}")
+    check("sleep 120" in out, f"whose first process is the task's: {out!r}")
+    check("/etc\n" in out, f"in the task's working directory: {out!r}")
+    check("rank=0" in out, f"with the task's environment: {out!r}")
+    p = c.cli("exec", str(jid), "--", "/bin/sh", "-c", "exit 7", timeout=30)
+    check(p.returncode == 7, f"its exit status is exec's: {p.returncode} {p.stderr!r}")
+    c.call("POST", f"/v1/jobs/{jid}/cancel")
+
+
+scenario_exec_joins_the_container.needs_root = True
+scenario_exec_joins_the_container.needs = NEEDS
 
 
 def scenario_oom_kill_in_a_container_is_reported(c):
