@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,9 +61,94 @@ static size_t sink(char *p, size_t sz, size_t n, void *u)
 static int progress(void *u, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                     curl_off_t ulnow);
 
-/* POST body to path; *answer the parsed JSON (owned by the caller). */
-static int post(ts_agent *a, const char *path, json_t *body, long *status, json_t **answer,
-                double timeout_s, ts_err *err)
+/* ---- a long-poll that a task's end cuts short ------------------------------------- */
+
+/* The pidfds of the keepers of tasks still running, opened as needed, in w
+ * (at most max); the count. A keeper that cannot be watched (adopted from
+ * an agent before, pid gone, an old kernel) is reported on the next
+ * exchange as always, within TS_AGENT_WAIT_BUSY_S. */
+static unsigned keeper_fds(ts_agent *a, struct curl_waitfd *w, unsigned max)
+{
+    unsigned n = 0;
+    for (int i = 0; i < a->ntasks && n < max; i++) {
+        local_task *lt = &a->tasks[i];
+        if (!lt->t || lt->st.phase == TS_TASK_EXITED || lt->keeper_fd_done)
+            continue;
+        if (!lt->keeper_fd_open) {
+            pid_t k = ts_task_info_get(lt->t)->keeper_pid;
+            long fd = k > 0 ? syscall(SYS_pidfd_open, k, 0) : -1;
+            if (fd < 0) {
+                lt->keeper_fd_done = true;
+                continue;
+            }
+            fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+            lt->keeper_fd = (int)fd;
+            lt->keeper_fd_open = true;
+        }
+        w[n++] = (struct curl_waitfd){.fd = lt->keeper_fd, .events = CURL_WAIT_POLLIN};
+    }
+    return n;
+}
+
+void ts_agent_keeper_fd_close(local_task *lt)
+{
+    if (lt->keeper_fd_open)
+        close(lt->keeper_fd);
+    lt->keeper_fd_open = false;
+    lt->keeper_fd_done = true;
+}
+
+/* Runs a->h's transfer; with wake set, ends it early (*woken) when a
+ * running task's keeper ends, so its end is reported at once rather than
+ * when the long-poll returns. */
+static CURLcode perform(ts_agent *a, bool wake, bool *woken)
+{
+    *woken = false;
+    if (!wake || !a->multi)
+        return curl_easy_perform(a->h);
+    if (curl_multi_add_handle(a->multi, a->h) != CURLM_OK)
+        return curl_easy_perform(a->h);
+    CURLcode rc = CURLE_OK;
+    struct curl_waitfd w[TS_AGENT_MAX_TASKS];
+    for (;;) {
+        int running = 0;
+        if (curl_multi_perform(a->multi, &running) != CURLM_OK) {
+            rc = CURLE_FAILED_INIT;
+            break;
+        }
+        if (!running) {
+            int left;
+            CURLMsg *m;
+            while ((m = curl_multi_info_read(a->multi, &left)) != NULL)
+                if (m->msg == CURLMSG_DONE)
+                    rc = m->data.result;
+            break;
+        }
+        unsigned n = keeper_fds(a, w, TS_AGENT_MAX_TASKS);
+        if (curl_multi_poll(a->multi, w, n, 200, NULL) != CURLM_OK) {
+            rc = CURLE_FAILED_INIT;
+            break;
+        }
+        for (unsigned i = 0; i < n; i++) {
+            if (!(w[i].revents & CURL_WAIT_POLLIN))
+                continue;
+            for (int k = 0; k < a->ntasks; k++)
+                if (a->tasks[k].keeper_fd_open && a->tasks[k].keeper_fd == w[i].fd)
+                    ts_agent_keeper_fd_close(&a->tasks[k]); /* wakes once */
+            *woken = true;
+        }
+        if (*woken)
+            break;
+    }
+    curl_multi_remove_handle(a->multi, a->h);
+    return *woken ? CURLE_ABORTED_BY_CALLBACK : rc;
+}
+
+/* POST body to path; *answer the parsed JSON (owned by the caller). With
+ * wake, a task's end ends the wait early: POST_WOKEN, nothing answered. */
+#define POST_WOKEN 1
+static int post_woken(ts_agent *a, const char *path, json_t *body, long *status,
+                      json_t **answer, double timeout_s, bool wake, ts_err *err)
 {
     char url[700], auth[320];
     snprintf(url, sizeof url, "%s%s", ts_ctls_url(&a->cfg.ctls), path);
@@ -87,10 +173,16 @@ static int post(ts_agent *a, const char *path, json_t *body, long *status, json_
     curl_easy_setopt(a->h, CURLOPT_NOPROGRESS, 0L);
     if (a->cfg.ca_file[0])
         curl_easy_setopt(a->h, CURLOPT_CAINFO, a->cfg.ca_file);
-    CURLcode rc = curl_easy_perform(a->h);
+    bool woken;
+    CURLcode rc = perform(a, wake, &woken);
     curl_slist_free_all(hd);
     free(txt);
     *status = 0;
+    if (woken) {
+        free(b.p);
+        ts_err_set(err, TS_EIO, "a task ended: reported at once");
+        return POST_WOKEN;
+    }
     curl_easy_getinfo(a->h, CURLINFO_RESPONSE_CODE, status);
     if (rc != CURLE_OK) {
         *status = 0; /* no answer: the controller is unreachable or too slow */
@@ -110,6 +202,12 @@ static int post(ts_agent *a, const char *path, json_t *body, long *status, json_
     return 0;
 }
 
+static int post(ts_agent *a, const char *path, json_t *body, long *status, json_t **answer,
+                double timeout_s, ts_err *err)
+{
+    return post_woken(a, path, body, status, answer, timeout_s, false, err);
+}
+
 int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, ts_err *err)
 {
     ts_agent *a = calloc(1, sizeof *a);
@@ -123,7 +221,10 @@ int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out
     a->node = node;
     a->body_max = TS_AGENT_BODY_MAX_BYTES;
     a->h = curl_easy_init();
+    a->multi = curl_multi_init(); /* NULL: syncs wait out their long-poll */
     if (!a->h) {
+        if (a->multi)
+            curl_multi_cleanup(a->multi);
         free(a);
         return ts_err_set(err, TS_ENOMEM, "cannot start libcurl");
     }
@@ -135,6 +236,8 @@ int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out
     if (mkdir(a->logs, 0755) != 0 && errno != EEXIST) {
         int e = errno;
         ts_err_set(err, TS_EIO, "state_dir %s: %s", a->logs, strerror(e));
+        if (a->multi)
+            curl_multi_cleanup(a->multi);
         curl_easy_cleanup(a->h);
         free(a);
         return TS_EIO;
@@ -198,6 +301,8 @@ void ts_agent_free(ts_agent *a)
         ts_p2p_stop(a->p2p);
     if (a->images_ok) /* no mount left behind but those its running tasks sit on */
         ts_image_store_close(&a->images);
+    if (a->multi)
+        curl_multi_cleanup(a->multi);
     curl_easy_cleanup(a->h);
     json_decref(a->log_answers);
     free(a->net_peers);
@@ -450,6 +555,7 @@ static void agent_task_forget(ts_agent *a, int k)
     }
     ts_agent_step_file_remove(lt);
     ts_agent_shim_mark_remove(lt);
+    ts_agent_keeper_fd_close(lt);
     ts_task_free(lt->t); /* its container, if any, is gone with it: then its image and bundle */
     ts_agent_stdio_close(lt);
     ts_agent_net_end(a, lt); /* after the task: nothing of it is left in the namespace */
@@ -714,8 +820,12 @@ int ts_agent_step(ts_agent *a, ts_err *err)
                       : left < timeout                  ? left
                                                         : timeout;
         }
-        rc = post(a, "/v1/agent/sync", body, &status, &ans, timeout, err);
+        rc = post_woken(a, "/v1/agent/sync", body, &status, &ans, timeout, busy, err);
         json_decref(body);
+        if (rc == POST_WOKEN) { /* a task ended while the sync waited: the next reports it */
+            ts_agent_tell_metrics(a);
+            return 0;
+        }
         if (rc == 0) {
             json_decref(a->log_answers); /* delivered */
             a->log_answers = NULL;

@@ -78,6 +78,11 @@ typedef struct local_task {
     bool pulled;                /* its image and data are here: start it */
     /* a fractional task's shim mark (TESSERA_CUDA_LOADED, docs/sharing.md):
      * the file the agent made, which the shim writes to once loaded */
+    /* a pidfd of its keeper, readable once the keeper ended (the task's
+     * end): a long-poll in flight ends early to report it (agent.c) */
+    int keeper_fd;              /* valid when keeper_fd_open */
+    bool keeper_fd_open;
+    bool keeper_fd_done;        /* woke a sync once, or could not be opened: never again */
     char shim_mark[720];        /* "" none (no shim, or an adopted task: not watched) */
     dev_t shim_mark_dev;
     ino_t shim_mark_ino;
@@ -115,6 +120,7 @@ struct ts_agent {
     ts_agent_node *node;
     ts_launch_caps caps;
     CURL *h;
+    CURLM *multi;           /* the sync's long-poll, woken by a task's end */
     bool registered;
     int64_t gen;
     double last_ok_s;
@@ -212,6 +218,8 @@ void ts_agent_step_file_remove(const local_task *lt);
 void ts_agent_shim_check(ts_agent *a, local_task *lt, double now);
 /* A forgotten task's shim mark goes with it. */
 void ts_agent_shim_mark_remove(const local_task *lt);
+/* Closes a task's keeper pidfd (agent.c), for good. */
+void ts_agent_keeper_fd_close(local_task *lt);
 /* Removes the steps folder's task files no adopted task holds (at start). */
 void ts_agent_steps_sweep(const ts_agent *a);
 /* The name of a fractional task's ledger (the shim's, in TS_SHIM_LEDGER_DIR). */

@@ -281,7 +281,14 @@ static void half_a_core_gets_about_half_a_core(void **state)
     print_message("two spinners limited to %d milli-cores used %.2f cores over %.2f s "
                   "(throttled in %lld periods)\n", CPU_HALF_MILLI, cores, t1 - t0, periods);
     assert_true(cores < CPU_SHARE_MAX);
-    assert_true(periods > 0);
+    /* throttled, unless the machine was too busy for two spinners to reach
+     * the quota at all (other work on a shared 2-core machine): then the
+     * bound above is all this run can show */
+    if (cores > 0.8 * CPU_HALF_MILLI / 1000.0)
+        assert_true(periods > 0);
+    else
+        print_message("the machine gave the spinners less than the quota: throttling not "
+                      "judged\n");
     assert_true(cores > 0.0); /* it did run */
     ts_task_free(t);
     assert_removed(&d);
