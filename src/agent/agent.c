@@ -3,8 +3,9 @@
  * (docs/agent-protocol.md).
  *
  * Each step: report every local task's state (and the node's health), get
- * the node's whole desired state (a long-poll: short while tasks run, so an
- * exit is reported within about a second), then reconcile: start what
+ * the node's whole desired state (a long-poll: short while tasks run, and
+ * cut short when a task's keeper ends, so an exit is reported at once),
+ * then reconcile: start what
  * should run and does not, begin the stop sequence (checkpoint signal,
  * grace, SIGTERM, SIGKILL: launch.c) for ranks the controller asks to stop,
  * stop local tasks the desired state no longer lists, and forget finished
