@@ -67,9 +67,10 @@ class Node:
     without an agent."""
 
     def __init__(self, name, leaf="l1", cls="h8", fixture="h100x8.json", fix=None,
-                 args=(), agent=True, spine=None, extra=""):
+                 args=(), agent=True, spine=None, extra="", server=None):
         self.name, self.leaf, self.cls, self.fixture = name, leaf, cls, fixture
         self.fix, self.args, self.agent, self.spine, self.extra = fix, list(args), agent, spine, extra
+        self.server = server  # the controller URL its agent is given (default: the cluster's)
 
 
 DEFAULT_TENANTS = """tenants:
@@ -85,7 +86,7 @@ DEFAULT_CONFIG = "scheduler: {interval: 0.2s, min_runtime: 1s, reclaim_min_runti
 
 class Cluster:
     def __init__(self, bins, nodes=None, tenants=DEFAULT_TENANTS, config=DEFAULT_CONFIG,
-                 classes=None, name="cluster"):
+                 classes=None, name="cluster", port=None):
         self.bins = bins
         self.nodes = nodes if nodes is not None else [
             Node("r-1", "l1"), Node("r-2", "l1"), Node("r-3", "l2"), Node("r-4", "l2")]
@@ -93,7 +94,7 @@ class Cluster:
                             **(classes or {}))
         self.tenants, self.config = tenants, config
         self.tmp = tempfile.mkdtemp(prefix=f"tessera-{name}-")
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.procs = {}
         self.admin = None
@@ -156,7 +157,7 @@ class Cluster:
         self.write(n.name + "-gpus.json", json.dumps(fx))
         env = dict(os.environ, TESSERA_FAKE_NVML_FIXTURE=self.path(n.name + "-gpus.json"))
         fakes = os.path.dirname(self.bins["nvml"])  # the fake MPS control is beside it
-        self._spawn(n.name, [self.bins["agent"], "--server", self.url, "--node", n.name,
+        self._spawn(n.name, [self.bins["agent"], "--server", n.server or self.url, "--node", n.name,
                              "--token-file", self.path(n.name + ".token"),
                              "--state-dir", self.path(n.name), "--nvml", self.bins["nvml"]]
                     + [a.replace("{fakes}", fakes) for a in n.args], env)
