@@ -25,6 +25,14 @@
 #include "api/srun_opts.h"
 
 #define CLI_SRUN_POLL_MS 200
+#define CLI_SRUN_AWAY_S 120 /* a controller that does not answer, waited for (its restart) */
+
+static double srun_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 #define SRUN_EXIT_USAGE 2
 #define SRUN_EXIT_FAILED 1
 
@@ -143,11 +151,24 @@ int cli_cmd_srun(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
     if (step < 0)
         return srun_fail("%s", "the controller's answer has no step id");
     snprintf(path, sizeof path, "/v1/jobs/%ld/steps?step=%ld", jid, step);
+    double away_since = 0; /* the controller restarting, or failing over: waited for */
     for (;;) { /* bounded by the step: the job's time limit ends it */
         struct cli_req g = {.method = "GET", .path = path};
         rc = cli_http(ctx, &g, &resp);
+        if ((rc == CLI_EXIT_UNREACHABLE || rc == CLI_EXIT_SERVER) &&
+            (away_since == 0 || srun_now() - away_since < CLI_SRUN_AWAY_S)) {
+            if (away_since == 0) {
+                away_since = srun_now();
+                fprintf(stderr, "srun: step %ld.%ld: the controller does not answer; the step "
+                        "runs on, waiting up to %d s for it\n", jid, step, CLI_SRUN_AWAY_S);
+            }
+            struct timespec ts = {1, 0};
+            nanosleep(&ts, NULL);
+            continue;
+        }
         if (rc != CLI_EXIT_OK)
             return SRUN_EXIT_FAILED;
+        away_since = 0;
         json_t *s = json_object_get(resp.json, "step");
         const char *state = json_string_value(json_object_get(s, "state"));
         if (state && strcmp(state, "running") != 0) {
