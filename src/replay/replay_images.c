@@ -120,11 +120,13 @@ static void make_room(replay_images *m, int img, int node)
         used += i == img ? 0 : m->held[(size_t)i * m->nnodes + node];
     while (used + m->bytes[img] > NODE_CACHE_BYTES) {
         int old = -1;
+        double old_s = 0.0;
         for (int i = 0; i < m->nimages; i++) {
             size_t k = (size_t)i * m->nnodes + node;
-            if (i != img && m->held[k] > 0 && (old < 0 || m->used_s[k] <
-                                                             m->used_s[(size_t)old * m->nnodes + node]))
+            if (i != img && m->held[k] > 0 && (old < 0 || m->used_s[k] < old_s)) {
                 old = i;
+                old_s = m->used_s[k];
+            }
         }
         if (old < 0)
             return; /* the image alone is larger than the cache: it stays anyway */
