@@ -23,6 +23,7 @@
 #include "tessera/tenant.h"
 
 #define NODES 4
+#define NODES_MAX 16
 #define GB INT64_C(1000000000)
 
 typedef struct fx {
@@ -31,9 +32,10 @@ typedef struct fx {
     ts_quota *q;
     ts_sched *s;
     ts_decision d;
+    int nnodes;
     int64_t bytes[2];
-    int64_t held[2 * NODES];
-    double bw[NODES];
+    int64_t held[2 * NODES_MAX];
+    double bw[NODES_MAX];
     ts_image_table t;
 } fx;
 
@@ -45,7 +47,7 @@ static int build(fx *f)
     ts_cluster_free(f->c);
     f->s = NULL;
     f->c = ts_cluster_new();
-    for (int i = 0; i < NODES; i++) {
+    for (int i = 0; i < f->nnodes; i++) {
         char name[16];
         snprintf(name, sizeof name, "n%d", i);
         ts_node_spec sp = {.name = name, .gpu_model = "H100-80GB", .ngpu = 8,
@@ -67,6 +69,7 @@ static int setup(void **state)
         ts_tenants_validate(f->tt, NULL) != 0 || ts_quota_new(f->tt, 3600.0, &f->q, NULL) != 0)
         return -1;
     ts_decision_init(&f->d);
+    f->nnodes = NODES;
     if (build(f) != 0)
         return -1;
     f->bytes[0] = 10 * GB;
@@ -189,6 +192,26 @@ static void gang_goes_where_its_image_is(void **state)
     j.image = 0;
     st = fresh_cycle(f, &j);
     assert_int_equal(st->allocs[0].node + st->allocs[1].node, 0 + 1);
+}
+
+/* A run of equal nodes longer than the measured head (tasks + 8): the
+ * nodes at its end that hold the image are measured too and win. */
+static void gang_finds_its_image_past_the_head(void **state)
+{
+    fx *f = *state;
+    f->nnodes = NODES_MAX;
+    f->t.held = NULL; /* rows are nnodes wide now */
+    static int64_t held[2 * NODES_MAX];
+    memset(held, 0, sizeof held);
+    held[1 * NODES_MAX + 13] = 2 * GB;
+    held[1 * NODES_MAX + 15] = 2 * GB;
+    f->t.held = held;
+    ts_request tasks[2] = {EIGHT_GPU, EIGHT_GPU};
+    ts_job j = a_job(1, tasks, 2, 2);
+    const ts_cycle_start *st = fresh_cycle(f, &j);
+    assert_non_null(st);
+    assert_int_equal(st->allocs[0].node + st->allocs[1].node, 13 + 15);
+    assert_int_not_equal(st->allocs[0].node, st->allocs[1].node);
 }
 
 /* Packing keeps priority: with node 0 half full, a gang of two 4-GPU tasks
@@ -318,6 +341,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(single_task_goes_where_its_image_is, setup, teardown),
         cmocka_unit_test_setup_teardown(fewest_pull_seconds_win, setup, teardown),
         cmocka_unit_test_setup_teardown(gang_goes_where_its_image_is, setup, teardown),
+        cmocka_unit_test_setup_teardown(gang_finds_its_image_past_the_head, setup, teardown),
         cmocka_unit_test_setup_teardown(image_never_beats_packing, setup, teardown),
         cmocka_unit_test(keyed_choice_only_breaks_ties),
         cmocka_unit_test_setup_teardown(bad_tables_name_the_entry, setup, teardown),
