@@ -39,7 +39,8 @@ typedef struct ts_image_table {
     const double *bw_bytes_s;    /* [nnodes] each node's pull rate, > 0; NULL: the default */
 } ts_image_table;
 
-/* Replaces the table the cycle reads (borrowed; NULL clears it). TS_EINVAL
+/* Replaces the table the cycle reads (borrowed; NULL clears it); call it
+ * again after changing the table's contents in place. TS_EINVAL
  * naming the entry: "images[3].bytes: must be > 0", "images[1].held[7]:
  * 12 bytes is more than the image's 10". A job whose image is 0 or past
  * the table gets no preference. */

@@ -97,6 +97,8 @@ struct ts_sched {
      * node: score_image.c */
     const struct ts_image_table *images;
     double *image_cost;         /* [nnodes], allocated on first use */
+    int image_cost_of;          /* the job image it holds (0 none), until the next table */
+    bool image_cost_differ;     /* its nodes are not all the same */
 };
 
 /* cycle.c ------------------------------------------------------------------ */
@@ -125,7 +127,8 @@ int64_t cycle_job_gpus(const ts_job *job);
 
 /* Seconds before job's image is whole on each node ([nnodes], owned by s,
  * valid until the next call), or NULL when there is no preference to make:
- * no table, no image, or every node the same. */
+ * no table, no image, or every node the same. Kept for the image until
+ * ts_sched_set_images: what a cycle places does not change the table. */
 const double *cycle_image_costs(ts_sched *s, const ts_job *job);
 
 /* cycle_mig.c ------------------------------------------------------------- */

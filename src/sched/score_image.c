@@ -55,6 +55,7 @@ int ts_sched_set_images(ts_sched *s, const ts_image_table *t, ts_err *err)
                 return ts_err_set(err, TS_EINVAL, "images: bw_bytes_s[%d]: must be > 0", n);
     }
     s->images = t;
+    s->image_cost_of = 0; /* the table may have changed in place */
     return 0;
 }
 
@@ -64,6 +65,8 @@ const double *cycle_image_costs(ts_sched *s, const ts_job *job)
     int nn = s->c->nnodes, img = job->image - 1;
     if (!t || !t->held || img < 0 || img >= t->nimages || nn == 0)
         return NULL;
+    if (s->image_cost_of == job->image) /* the cycle's jobs share few images */
+        return s->image_cost_differ ? s->image_cost : NULL;
     if (!s->image_cost && !(s->image_cost = malloc((size_t)nn * sizeof *s->image_cost)))
         return NULL; /* out of memory: no preference, never a wrong placement */
     bool differ = false;
@@ -71,5 +74,7 @@ const double *cycle_image_costs(ts_sched *s, const ts_job *job)
         s->image_cost[n] = ts_image_pull_s(t, nn, img, n);
         differ = differ || s->image_cost[n] != s->image_cost[0];
     }
+    s->image_cost_of = job->image;
+    s->image_cost_differ = differ;
     return differ ? s->image_cost : NULL;
 }
