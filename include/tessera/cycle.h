@@ -92,6 +92,7 @@ typedef struct ts_job {
     const uint64_t *node_mask;
     int64_t reservation;       /* 0, or the id of the reservation it runs in */
     int ckpt_signal;           /* 0 = TS_SIGNAL_DEFAULT */
+    int image;                 /* 1 + index into the image table (image_place.h), 0 = none */
     double ckpt_grace_s;       /* < 0 = the scheduler's default */
     /* running jobs only */
     const ts_alloc *allocs;    /* ntasks, as bound */

@@ -59,6 +59,10 @@ typedef struct ts_gang_spec {
      * measure (frag.h: ts_frag_shape_placement) grows least take the tasks
      * first; NULL = node order. Borrowed. */
     const ts_typical *typical;
+    /* optional [nnodes]: the seconds before the gang's image is whole on
+     * each node (image_place.h); among nodes still equal after the rule
+     * above, the cheapest take the tasks first. NULL = no preference. */
+    const double *node_cost_s;
 } ts_gang_spec;
 
 #define TS_GANG_MAX_TASKS 65536

@@ -83,6 +83,15 @@ int ts_placer_place(ts_placer *p, const ts_request *r, int cls, ts_alloc *out);
  * (the scheduling cycle, which keeps its own index in step). */
 int ts_placer_choose(ts_placer *p, const ts_request *r, int cls,
                      bool (*ok)(void *ctx, int node), void *ctx, ts_alloc *out);
+/* ts_placer_choose where, among nodes of equal score in the same state as
+ * the node ts_placer_choose would pick (capacity and use, GPU by GPU), the
+ * lowest key[i] (>= 0; [nnodes]) wins before the lowest index: a tie-break
+ * that never outranks a score and leaves the cluster's node states what
+ * they would be without it (image_place.h's pull seconds). key NULL:
+ * ts_placer_choose. */
+int ts_placer_choose_keyed(ts_placer *p, const ts_request *r, int cls,
+                           bool (*ok)(void *ctx, int node), void *ctx, const double *key,
+                           ts_alloc *out);
 /* Releases an allocation made by this placer. */
 int ts_placer_release(ts_placer *p, const ts_alloc *a);
 

@@ -27,6 +27,7 @@
 
 #include "ctld/ctld.h"
 #include "ctld/http.h"
+#include "ctld/imgloc.h"
 #include "ctld/job_end.h"
 #include "ctld/job_fsm.h"
 #include "ctld/steps.h"
@@ -473,6 +474,12 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole,
             j->pull_total = json_integer_value(json_object_get(pull, "total_bytes"));
         } else if (j->pull_seen_s > 0 && j->pull_rank == rank) {
             j->pull_seen_s = 0;
+        }
+        if (j->spec->image && (st == CTLD_RANK_RUNNING || st == CTLD_RANK_DONE)) {
+            /* where its image is, for placement: all of it once no pull shows */
+            bool pulling = json_is_object(pull);
+            ctld_imgloc_note(c, n, j->spec->image, pulling ? j->pull_done : -1,
+                             pulling ? j->pull_total : 0);
         }
         const char *outcome = json_string_value(json_object_get(tk, "outcome"));
         if (outcome && st == CTLD_RANK_STOPPED)

@@ -27,6 +27,7 @@
 
 #include "ctld/ctld.h"
 #include "ctld/http.h"
+#include "ctld/imgloc.h"
 #include "ctld/depend.h"
 #include "ctld/job_end.h"
 #include "ctld/job_fsm.h"
@@ -561,6 +562,7 @@ static int cycle_collect(ctld *c, cycle_run *r, ts_err *err)
             r->rv[r->nr++] = j->sj;
         }
     }
+    ctld_imgloc_cycle(c, r->wj, r->wv, r->nw); /* ties go where a job's image is */
     return 0;
 }
 

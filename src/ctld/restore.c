@@ -17,6 +17,7 @@
 
 #include "ctld/ctld.h"
 #include "ctld/http.h"
+#include "ctld/imgloc.h"
 #include "ctld/secrets.h"
 #include "ctld/depend.h"
 #include "ctld/job_fsm.h"
@@ -279,6 +280,8 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
         rc = ts_err_set(err, TS_ENOMEM, "out of memory");
     if (rc == 0 && ctld_p2p_open(c) != 0)
         rc = ts_err_set(err, TS_ENOMEM, "out of memory");
+    if (rc == 0 && ctld_imgloc_open(c) != 0)
+        rc = ts_err_set(err, TS_ENOMEM, "out of memory");
     if (rc == 0)
         rc = load_tenants(c, err);
     if (rc == 0)
@@ -364,6 +367,7 @@ void ctld_close(ctld *c)
     ts_cluster_free(c->cluster);
     ctld_notify_close(c); /* its thread reads secrets */
     ctld_p2p_close(c);
+    ctld_imgloc_close(c);
     ctld_secrets_close(c->secrets);
     ts_store_close(c->store);
     ctld_config_fini(&c->cfg);

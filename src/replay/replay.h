@@ -139,6 +139,13 @@ const ts_replay_policy_ops *ts_replay_policy_find(const char *name);
 extern const ts_replay_policy_ops ts_replay_tessera_ops;
 /* replay_core.c: the production scheduling cycle (tessera/cycle.h) */
 extern const ts_replay_policy_ops ts_replay_core_ops;
+/* replay_core.c: the cycle with a pull-time image model, told where images
+ * are (tessera-img) or not (tessera-img-blind) */
+extern const ts_replay_policy_ops ts_replay_tessera_img_ops;
+extern const ts_replay_policy_ops ts_replay_tessera_img_blind_ops;
+/* Whether ops is one of these: the production cycle, which shares one
+ * cluster between tenants */
+bool ts_replay_runs_cycle(const ts_replay_policy_ops *ops);
 
 /* Per job, what happened. */
 typedef struct ts_replay_outcome {

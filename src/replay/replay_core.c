@@ -19,7 +19,9 @@
  * grace: the engine charges restarts and lost progress, and what a
  * preemption loses is passed as the time since the last checkpoint), and
  * the cycle runs again in the same decision, at most CORE_CYCLES_MAX times,
- * so that their preemptors start.
+ * so that their preemptors start. `tessera-img` and `tessera-img-blind` add
+ * the image model of replay_images.c (the cycle told where images are, or
+ * not) and print what starts waited for their images.
  */
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +29,7 @@
 #include <string.h>
 
 #include "replay/replay.h"
+#include "replay/replay_images.h"
 #include "tessera/cycle.h"
 
 #define CORE_MODEL "H100-80GB"         /* a label: the replays count GPUs only */
@@ -75,6 +78,8 @@ typedef struct core_state {
     int64_t *gsum;         /* [tenants] guaranteed use, as this decision assigns tiers */
     int lastnw;            /* waiting jobs in the last cycle */
     struct probe *probe;   /* TS_REPLAY_DEFICIT_PROBE set: where guarantees wait */
+    int images;            /* 0 none; tessera-img: 2, told to the cycle; -blind: 1, not */
+    replay_images *img;    /* the pull-time model (replay_images.c), once built */
 } core_state;
 
 /* ---- deficit probe (TS_REPLAY_DEFICIT_PROBE=1): where a guarantee waits --
@@ -258,6 +263,8 @@ static void core_free(void *p)
         free(s->probe->tgpu_s);
         free(s->probe);
     }
+    replay_images_print(s->img, stderr, s->images == 2 ? "tessera-img" : "tessera-img-blind");
+    replay_images_free(s->img);
     free(s);
 }
 
@@ -377,6 +384,8 @@ static int build(core_state *s, const ts_replay_view *v)
                                          .gpu_milli = TS_MILLI_PER_GPU, .mig_profile = -1};
         }
     }
+    if (s->images && !(s->img = replay_images_new(s->njobs, nodes)))
+        return TS_ENOMEM;
     s->built = true;
     return 0;
 }
@@ -392,7 +401,7 @@ static ts_job view_job(const core_state *s, const ts_replay_view *v, int j)
                     .required_level = TS_GANG_LEVEL_ANY, .preferred_level = TS_GANG_LEVEL_NODE,
                     .ckpt_grace_s = 0.0, .allocs = cj->allocs, .start_s = cj->start_s,
                     .last_ckpt_s = cj->start_s, .attained_gpu_s = cj->attained_gpu_s,
-                    .queued_s = cj->queued_s};
+                    .queued_s = cj->queued_s, .image = replay_images_of(s->img, j)};
 }
 
 /* A job stops (finished or preempted): its GPUs go back, its run counts as
@@ -475,6 +484,8 @@ static int core_cycle(core_state *s, const ts_replay_view *v)
     int nw = waiting_view(s, v);
     s->lastnw = nw;
     ts_err err;
+    if (s->images == 2 && ts_sched_set_images(s->s, replay_images_table(s->img), &err) != 0)
+        return -1;
     if (ts_sched_cycle(s->s, v->now_s, s->wv, nw, s->rv, nr, &s->d, &err) != 0)
         return -1;
     /* the estimate a job is given when it first waits (issue: measured
@@ -505,6 +516,8 @@ static int core_cycle(core_state *s, const ts_replay_view *v)
         }
         memcpy(cj->allocs, s->d.starts[k].allocs, (size_t)cj->ntasks * sizeof *cj->allocs);
         cj->start_s = v->now_s;
+        if (s->img)
+            replay_images_start(s->img, j, cj->allocs, cj->ntasks, v->now_s);
         if (cj->first_start_s < 0.0)
             cj->first_start_s = v->now_s;
         s->running[j] = true;
@@ -583,9 +596,40 @@ static int core_placement(void *state, int j, int *per_node, int nodes)
     return g;
 }
 
+/* The same cycle with the image model (replay_images.c): told where images
+ * are (tessera-img) or not (tessera-img-blind), the figures to stderr. */
+static int core_init_img(void **out, int njobs, int ntenants, ts_err *err)
+{
+    int rc = core_init(out, njobs, ntenants, err);
+    if (rc == 0)
+        ((core_state *)*out)->images = 2;
+    return rc;
+}
+
+static int core_init_img_blind(void **out, int njobs, int ntenants, ts_err *err)
+{
+    int rc = core_init(out, njobs, ntenants, err);
+    if (rc == 0)
+        ((core_state *)*out)->images = 1;
+    return rc;
+}
+
+const ts_replay_policy_ops ts_replay_tessera_img_ops = {
+    "tessera-img", true, core_init_img, core_decide, NULL, core_free, core_estimates,
+    core_placement};
+const ts_replay_policy_ops ts_replay_tessera_img_blind_ops = {
+    "tessera-img-blind", true, core_init_img_blind, core_decide, NULL, core_free,
+    core_estimates, core_placement};
+
 const ts_replay_policy_ops ts_replay_core_ops = {"core", true, core_init, core_decide, NULL,
                                                  core_free, core_estimates, core_placement};
 /* `tessera` in every table is the same: the production cycle */
 const ts_replay_policy_ops ts_replay_tessera_ops = {"tessera", true, core_init, core_decide,
                                                     NULL, core_free, core_estimates,
                                                     core_placement};
+
+bool ts_replay_runs_cycle(const ts_replay_policy_ops *ops)
+{
+    return ops == &ts_replay_tessera_ops || ops == &ts_replay_core_ops ||
+           ops == &ts_replay_tessera_img_ops || ops == &ts_replay_tessera_img_blind_ops;
+}

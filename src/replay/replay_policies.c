@@ -236,7 +236,10 @@ static const ts_replay_policy_ops tiresias_ops = {"tiresias", true, order_init, 
 
 static const ts_replay_policy_ops *const all_policies[] = {&fifo_ops, &sjf_ops, &srtf_ops,
                                                            &tiresias_ops, &ts_replay_tessera_ops,
-                                                           &ts_replay_core_ops, NULL};
+                                                           &ts_replay_core_ops,
+                                                           &ts_replay_tessera_img_ops,
+                                                           &ts_replay_tessera_img_blind_ops,
+                                                           NULL};
 
 const ts_replay_policy_ops *const *ts_replay_policy_all(void)
 {

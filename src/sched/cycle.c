@@ -148,6 +148,7 @@ void ts_sched_free(ts_sched *s)
     free(s->js);
     free(s->why_off);
     free(s->node_tier);
+    free(s->image_cost);
     for (int i = 0; i < s->nres; i++)
         free(s->res[i].nodes);
     free(s->res);

@@ -93,6 +93,12 @@ struct ts_sched {
     sched_res *res;
     int nres;
     double now;
+    /* the shell's image table (borrowed) and the job's pull seconds per
+     * node: score_image.c */
+    const struct ts_image_table *images;
+    double *image_cost;         /* [nnodes], allocated on first use */
+    int image_cost_of;          /* the job image it holds (0 none), until the next table */
+    bool image_cost_differ;     /* its nodes are not all the same */
 };
 
 /* cycle.c ------------------------------------------------------------------ */
@@ -116,6 +122,14 @@ int cycle_unplace(ts_cluster *c, ts_gang_index *ix, const ts_job *job, const ts_
 void cycle_scoring_free(ts_sched *s);
 /* Whole GPUs the job needs (0 for CPU-only and shares count as one each). */
 int64_t cycle_job_gpus(const ts_job *job);
+
+/* score_image.c ----------------------------------------------------------- */
+
+/* Seconds before job's image is whole on each node ([nnodes], owned by s,
+ * valid until the next call), or NULL when there is no preference to make:
+ * no table, no image, or every node the same. Kept for the image until
+ * ts_sched_set_images: what a cycle places does not change the table. */
+const double *cycle_image_costs(ts_sched *s, const ts_job *job);
 
 /* cycle_mig.c ------------------------------------------------------------- */
 

@@ -18,7 +18,9 @@
  * nodes of loans only stay reclaimable whole. The fragmentation measure
  * needs an expected workload: the shell's
  * (ts_sched_set_expected) or one learned from the tasks the cycle is asked
- * to place (see sched.h for the rule).
+ * to place (see sched.h for the rule). A job with an image breaks the
+ * policy's ties by the seconds its image would take to pull on each node
+ * (score_image.c), in both paths.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -272,7 +274,7 @@ static bool node_ok(void *ctx, int i)
  * on that one). Returns how many were bound, or TS_ENOMEM; on a shortfall
  * the caller rolls back. */
 static int bind_tasks(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job,
-                      int only, ts_alloc *allocs, bool *reserve_hit)
+                      int only, const double *pull_s, ts_alloc *allocs, bool *reserve_hit)
 {
     struct cycle_scoring *k = scoring_get(s);
     if (!k || !k->ops)
@@ -290,11 +292,11 @@ static int bind_tasks(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_jo
         if (c == s->c && s->node_tier && (r->num_gpu > 0 || r->mig_profile >= 0) &&
             (job->tier == TS_TIER_GUARANTEED || job->tier == TS_TIER_OPPORTUNISTIC)) {
             f.side = job->tier;
-            at = ts_placer_choose(pl, r, cls, node_ok, &f, &a);
+            at = ts_placer_choose_keyed(pl, r, cls, node_ok, &f, pull_s, &a);
             f.side = SIDE_ANY;
         }
         if (at < 0)
-            at = ts_placer_choose(pl, r, cls, node_ok, &f, &a);
+            at = ts_placer_choose_keyed(pl, r, cls, node_ok, &f, pull_s, &a);
         *reserve_hit = *reserve_hit || f.reserve_hit;
         if (at < 0 || ts_node_assign(&c->nodes[at], r, &a) != 0)
             break;
@@ -336,7 +338,8 @@ static bool fragmented(const ts_cluster *c, const ts_gang_index *ix, const ts_re
 }
 
 static int place_tasks(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job,
-                       ts_alloc *allocs, int *reason, char *why, size_t whylen)
+                       const double *pull_s, ts_alloc *allocs, int *reason, char *why,
+                       size_t whylen)
 {
     bool one_node = job->required_level == TS_GANG_LEVEL_NODE && job->ntasks > 1;
     bool reserve_hit = false;
@@ -351,7 +354,7 @@ static int place_tasks(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_j
         for (int i = 0; i < c->nnodes; i++) {
             if (!ts_node_fits(&c->nodes[i], &job->tasks[0]))
                 continue;
-            int done = bind_tasks(s, c, ix, job, i, allocs, &reserve_hit);
+            int done = bind_tasks(s, c, ix, job, i, pull_s, allocs, &reserve_hit);
             if (done < 0)
                 break;
             if (done == job->ntasks)
@@ -360,7 +363,7 @@ static int place_tasks(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_j
             most = done > most ? done : most;
         }
     } else {
-        int done = bind_tasks(s, c, ix, job, -1, allocs, &reserve_hit);
+        int done = bind_tasks(s, c, ix, job, -1, pull_s, allocs, &reserve_hit);
         if (done == job->ntasks)
             return 0;
         unbind(c, ix, allocs, done);
@@ -390,8 +393,9 @@ static int place_any(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job
     bool gang = job->ntasks > 1;
     for (int i = 0; i < job->ntasks && gang; i++)
         gang = whole_gpu_task(&job->tasks[i]);
+    const double *pull_s = cycle_image_costs(s, job); /* ties go where its image is */
     if (!gang)
-        return place_tasks(s, c, ix, job, allocs, reason, why, whylen);
+        return place_tasks(s, c, ix, job, pull_s, allocs, reason, why, whylen);
     struct cycle_scoring *k = scoring_get(s);
     if (!k || (c == s->c && learn(k, job) != 0)) {
         *reason = TS_PEND_CAPACITY;
@@ -405,6 +409,7 @@ static int place_any(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job
         .preferred_level = job->preferred_level,
         .rail_aligned = job->rail_aligned,
         .typical = k->set ? k->set : &k->learned,
+        .node_cost_s = pull_s,
     };
     ts_gang_result res;
     ts_err err;

@@ -17,6 +17,9 @@
  * taken least growth of the fragmentation measure first; only the head of
  * each run that packing can reach (tasks left + FRAG_HEAD_EXTRA nodes) is
  * measured, so the cost stays O(17 x (tasks + extra) x classes x GPUs).
+ * With an image price per node (spec->node_cost_s), as many nodes again of
+ * each run that hold more of the image join the measured head, and equal
+ * growths go to the node with the fewest pull seconds.
  */
 #include "tessera/gang.h"
 
@@ -466,25 +469,58 @@ static double frag_growth(const plan *p, const ts_node *n, const ts_request *r)
     return ts_frag_shape_placement(&s, &p->typ, p->w) - before;
 }
 
+/* With an image price (spec->node_cost_s): moves up to `extra` nodes of
+ * the run [i, j) that cost less than the dearest of its head [i, i + h)
+ * right behind the head, the rest keeping their order; returns how many.
+ * So nodes that hold the image are measured too, and the head's best
+ * growth of the measure can only improve. cand_key is free scratch here. */
+static int pull_cheap_forward(plan *p, int i, int j, int h, int extra)
+{
+    const double *cost = p->sp->node_cost_s;
+    double dearest = 0.0;
+    for (int k = i; k < i + h; k++)
+        dearest = cost[p->cand[k]] > dearest ? cost[p->cand[k]] : dearest;
+    int *moved = p->cand_key, *kept = p->cand_key + (p->ix->nnodes + 1);
+    int nm = 0, nk = 0;
+    for (int k = i + h; k < j; k++) {
+        int node = p->cand[k];
+        if (nm < extra && cost[node] < dearest)
+            moved[nm++] = node;
+        else
+            kept[nk++] = node;
+    }
+    memcpy(p->cand + i + h, moved, (size_t)nm * sizeof *moved);
+    memcpy(p->cand + i + h + nm, kept, (size_t)nk * sizeof *kept);
+    return nm;
+}
+
 /* Within each run of candidates with equal free GPUs (the order best fit
  * gives), the first `head` that can take task r are reordered by least
- * growth of the measure, then node index. */
+ * growth of the measure, then (with an image price) fewest pull seconds,
+ * then node index. */
 static void frag_order(plan *p, const ts_request *r, int head)
 {
-    if (p->typ.n == 0)
+    const double *cost = p->sp->node_cost_s;
+    if (p->typ.n == 0 && !cost)
         return;
     for (int i = 0; i < p->ncand;) {
         int f = node_free_now(view(p, p->cand[i])), j = i;
         while (j < p->ncand && node_free_now(view(p, p->cand[j])) == f)
             j++;
         int h = f >= r->num_gpu ? (j - i < head ? j - i : head) : 0;
+        if (cost && h > 0)
+            h += pull_cheap_forward(p, i, j, h, head);
         for (int k = i; k < i + h; k++)
-            p->fkey[k] = frag_growth(p, view(p, p->cand[k]), r);
+            p->fkey[k] = p->typ.n > 0 ? frag_growth(p, view(p, p->cand[k]), r) : 0.0;
         for (int k = i + 1; k < i + h; k++) { /* insertion sort: h is small */
             int node = p->cand[k];
-            double key = p->fkey[k];
+            double key = p->fkey[k], c = cost ? cost[node] : 0.0;
             int m = k - 1;
-            while (m >= i && (p->fkey[m] > key || (p->fkey[m] == key && p->cand[m] > node))) {
+            while (m >= i) {
+                double cm = cost ? cost[p->cand[m]] : 0.0;
+                if (!(p->fkey[m] > key ||
+                      (p->fkey[m] == key && (cm > c || (cm == c && p->cand[m] > node)))))
+                    break;
                 p->cand[m + 1] = p->cand[m];
                 p->fkey[m + 1] = p->fkey[m];
                 m--;
@@ -800,10 +836,12 @@ int ts_gang_place(ts_gang_index *ix, const ts_gang_spec *sp, ts_alloc *out,
     p.cand = malloc((size_t)(ix->nnodes + 1) * sizeof *p.cand);
     p.cand_key = malloc((size_t)(ix->nnodes + 1) * 2 * sizeof *p.cand_key);
     rc = !p.order || !p.cand || !p.cand_key ? TS_ENOMEM : 0;
-    if (rc == 0 && sp->typical && sp->typical->n > 0) {
-        p.typ = *sp->typical;
-        p.typ.mem_aware = p.typ.mem_mib != NULL;
-        p.w = ts_frag_stranded_weight(&p.typ);
+    if (rc == 0 && ((sp->typical && sp->typical->n > 0) || sp->node_cost_s)) {
+        if (sp->typical && sp->typical->n > 0) {
+            p.typ = *sp->typical;
+            p.typ.mem_aware = p.typ.mem_mib != NULL;
+            p.w = ts_frag_stranded_weight(&p.typ);
+        }
         p.fkey = malloc((size_t)(ix->nnodes + 1) * sizeof *p.fkey);
         rc = p.fkey ? 0 : TS_ENOMEM;
     }

@@ -109,13 +109,46 @@ static cache_row *row_of(ts_placer *p, int cls)
     return w;
 }
 
+/* Nodes a task may swap between without changing what the cluster looks
+ * like: same capacity and the same use, GPU by GPU (MIG layouts aside,
+ * which a keyed choice leaves to node order). */
+static bool interchangeable(const ts_node *a, const ts_node *b)
+{
+    if (a->model != b->model || a->ngpu != b->ngpu || a->cpu_milli != b->cpu_milli ||
+        a->mem_mib != b->mem_mib || a->cpu_used != b->cpu_used || a->mem_used != b->mem_used ||
+        a->mig_gpus != 0 || b->mig_gpus != 0)
+        return false;
+    for (int g = 0; g < a->ngpu; g++)
+        if (a->gpu[g].milli_used != b->gpu[g].milli_used ||
+            a->gpu[g].mem_used_mib != b->gpu[g].mem_used_mib ||
+            a->gpu[g].ntasks != b->gpu[g].ntasks)
+            return false;
+    return true;
+}
+
 /* The filter ok runs only on a node that would become the best so far,
- * which chooses the same node as filtering first. */
-int ts_placer_choose(ts_placer *p, const ts_request *r, int cls,
-                     bool (*ok)(void *ctx, int node), void *ctx, ts_alloc *out)
+ * which chooses the same node as filtering first. With a key, a node that
+ * scores the same as the best so far, is interchangeable with it and has a
+ * lower key takes its place: the key never outranks a score, and the node
+ * chosen is in the state the unkeyed choice is in, so the cluster after the
+ * placement holds the same node states either way (only which node is
+ * which differs). The early stop at the bound then waits for a node whose
+ * key is 0, the lowest a key can be. */
+static bool better(const ts_node *nodes, int i, int64_t s, double key, int best,
+                   int64_t best_score, double best_key, const double *keyed)
+{
+    return best < 0 || s > best_score ||
+           (keyed && s == best_score && key < best_key &&
+            interchangeable(&nodes[i], &nodes[best]));
+}
+
+int ts_placer_choose_keyed(ts_placer *p, const ts_request *r, int cls,
+                           bool (*ok)(void *ctx, int node), void *ctx, const double *key,
+                           ts_alloc *out)
 {
     int best = -1;
     int64_t best_score = 0;
+    double best_key = 0.0;
     ts_alloc cand, best_alloc;
     cache_row *w = row_of(p, cls);
     const ts_node *nodes = p->c->nodes;
@@ -132,11 +165,14 @@ int ts_placer_choose(ts_placer *p, const ts_request *r, int cls,
                 w->score[i] = s;
                 w->ver[i] = nodes[i].version + 1;
             }
-            if (s == SCORE_NOFIT || (best >= 0 && s <= best_score) || (ok && !ok(ctx, i)))
+            double k = key ? key[i] : 0.0;
+            if (s == SCORE_NOFIT || !better(nodes, i, s, k, best, best_score, best_key, key) ||
+                (ok && !ok(ctx, i)))
                 continue;
             best = i;
             best_score = s;
-            if (s >= bound)
+            best_key = k;
+            if (s >= bound && k <= 0.0)
                 break;
         }
         if (best >= 0)
@@ -146,11 +182,13 @@ int ts_placer_choose(ts_placer *p, const ts_request *r, int cls,
             if (!ts_node_fits(&nodes[i], r) || (ok && !ok(ctx, i)))
                 continue;
             int64_t s = score_node(p, i, r, &cand);
-            if (best < 0 || s > best_score) {
+            double k = key ? key[i] : 0.0;
+            if (better(nodes, i, s, k, best, best_score, best_key, key)) {
                 best = i;
                 best_score = s;
+                best_key = k;
                 best_alloc = cand;
-                if (s >= bound)
+                if (s >= bound && k <= 0.0)
                     break;
             }
         }
@@ -163,6 +201,12 @@ int ts_placer_choose(ts_placer *p, const ts_request *r, int cls,
     best_alloc.gpu_mem_mib = r->gpu_mem_mib;
     *out = best_alloc;
     return best;
+}
+
+int ts_placer_choose(ts_placer *p, const ts_request *r, int cls,
+                     bool (*ok)(void *ctx, int node), void *ctx, ts_alloc *out)
+{
+    return ts_placer_choose_keyed(p, r, cls, ok, ctx, NULL, out);
 }
 
 int ts_placer_place(ts_placer *p, const ts_request *r, int cls, ts_alloc *out)

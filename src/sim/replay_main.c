@@ -298,7 +298,7 @@ static int settle_config(options *o, const char *format, const ts_replay_trace *
     /* siloed, a tenant's jobs must fit in its own guarantee */
     const ts_replay_policy_ops *siloed = NULL;
     for (int p = 0; p < o->npol && t->ntenants > 0; p++)
-        if (o->ops[p] != &ts_replay_tessera_ops && o->ops[p] != &ts_replay_core_ops)
+        if (!ts_replay_runs_cycle(o->ops[p]))
             siloed = o->ops[p];
     for (int j = 0; siloed && j < t->wl[0].njobs; j++) {
         const ts_replay_job *J = &t->wl[0].jobs[j];
@@ -338,7 +338,7 @@ static int run_policy(const options *o, const ts_replay_trace *t, replay_policy_
         return 1;
     }
     bool shared =
-        tenanted && (pr->ops == &ts_replay_tessera_ops || pr->ops == &ts_replay_core_ops);
+        tenanted && ts_replay_runs_cycle(pr->ops);
     pr->mode = !tenanted ? "pooled" : shared ? "shared" : "siloed";
     ts_replay_config cfg = o->cfg;
     cfg.ckpt_cost_by_gpus = o->cfg.ckpt_cost_by_gpus && pr->ops->preemptive;

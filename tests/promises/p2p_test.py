@@ -7,7 +7,9 @@ that serves corrupt pieces is caught by the piece's hash and the piece is
 fetched again; nothing unverified reaches a root filesystem. The pulls of
 the first scenarios are `tessera-agent image-pull` with the agent's P2P
 options (one per node, each with its node credential), so that they run side
-by side without a runtime; the last one runs a gang through real agents."""
+by side without a runtime; the last ones run jobs through real agents (a gang
+sharing its image, a waiting job's image fetched ahead, a job placed on the
+node that holds its image)."""
 import atexit
 import json
 import os
@@ -321,3 +323,48 @@ def scenario_e_a_reserved_job_has_its_image_fetched_while_it_waits(c):
 
 scenario_e_a_reserved_job_has_its_image_fetched_while_it_waits.needs_root = True
 scenario_e_a_reserved_job_has_its_image_fetched_while_it_waits.needs = ("runc",) + NEEDS
+
+
+def scenario_f_a_job_lands_where_its_image_is(c):
+    """images.md "Placement": of two free nodes the scheduler finds equal,
+    a job goes to the one that already holds its image (learned from the
+    agents' reports of an earlier job in that image), not to the first by
+    node order, where a job without an image still goes."""
+    r, _ = registry()
+    ref3 = r.push_busybox("team/placed:1", "placed by its image",
+                          {"/data/blob": os.urandom(1 << 20)}).replace(
+        f"127.0.0.1:{PORT}", f"127.0.0.1:{FRONT_PORT}")
+    one = {"tenant": "team-a", "tier": "opportunistic", "time_limit": "1m",
+           "tasks": [{"count": 1, "gpus": 8, "cpu_milli": 1000, "memory_mib": 1024}]}
+    first = c.submit(dict(one, name="img-first", image=ref3, nodelist="p-2",
+                          command=["/bin/sh", "-c", "cat /marker"]))
+    j = c.wait_job(first, ("completed", "failed"), 90)
+    if not j:
+        return
+    check(j["state"] == "completed", f"a job puts the image on p-2: {j.get('state')} "
+          f"{j.get('reason')}")
+    if j["state"] != "completed":
+        return
+    # p-3 busy: p-1 and p-2 are the two free nodes, p-2 holding the image
+    block = c.submit(dict(one, name="img-block", nodelist="p-3",
+                          command=["/bin/sh", "-c", "sleep 60"]))
+    if not c.wait_job(block, "running", 30):
+        return
+    second = c.submit(dict(one, name="img-second", image=ref3,
+                           command=["/bin/sh", "-c", "cat /marker"]))
+    j = c.wait_job(second, ("running", "completed", "failed"), 60)
+    node = (c.job(second).get("placement") or [{}])[0].get("node")
+    check(node == "p-2", f"the job with the image lands on p-2, which holds it, not on "
+          f"p-1: {node}")
+    c.wait_job(second, ("completed", "failed"), 60)
+    bare = c.submit(dict(one, name="img-bare", command=["/bin/sh", "-c", "sleep 30"]))
+    c.wait_job(bare, "running", 60)
+    node = (c.job(bare).get("placement") or [{}])[0].get("node")
+    check(node == "p-1", f"a job without an image goes by node order, to p-1: {node}")
+    for jid in (block, bare):
+        c.call("POST", f"/v1/jobs/{jid}/cancel")
+    c.wait_job(bare, ("cancelled", "completed", "failed"), 60)
+
+
+scenario_f_a_job_lands_where_its_image_is.needs_root = True
+scenario_f_a_job_lands_where_its_image_is.needs = ("runc",) + NEEDS

@@ -116,7 +116,7 @@ static void occupy_all(fixture *f, int node)
 static int place(fixture *f, ts_request *tasks, int n, int req, int pref, bool rail,
                  ts_alloc *out, ts_gang_result *res)
 {
-    ts_gang_spec sp = {tasks, n, req, pref, rail, NULL};
+    ts_gang_spec sp = {tasks, n, req, pref, rail, NULL, NULL};
     ts_err err;
     return ts_gang_place(f->ix, &sp, out, res, &err);
 }
@@ -248,7 +248,7 @@ static void test_equal_free_by_fragmentation(void **state)
     ts_gang_result res;
     ts_err err;
     fill(t, 2, 1, 8000);
-    ts_gang_spec sp = {t, 2, LEAF, LEAF, false, &typ};
+    ts_gang_spec sp = {t, 2, LEAF, LEAF, false, &typ, NULL};
     assert_int_equal(ts_gang_place(f->ix, &sp, out, &res, &err), 0);
     assert_int_equal(out[0].node, B2);
     assert_int_equal(out[1].node, B2);
@@ -417,15 +417,15 @@ static void test_bad_specs(void **state)
     ts_err err;
     fill(t, 2, 1, 1000);
     t[1].gpu_milli = 500;
-    ts_gang_spec sp = {t, 2, LEAF, LEAF, false, NULL};
+    ts_gang_spec sp = {t, 2, LEAF, LEAF, false, NULL, NULL};
     assert_int_equal(ts_gang_place(f->ix, &sp, out, NULL, &err), TS_EINVAL);
     assert_non_null(strstr(err.msg, "tasks[1]"));
     fill(t, 2, 1, 1000);
-    sp = (ts_gang_spec){t, 2, LEAF, TS_GANG_LEVEL_ANY, false, NULL};
+    sp = (ts_gang_spec){t, 2, LEAF, TS_GANG_LEVEL_ANY, false, NULL, NULL};
     assert_int_equal(ts_gang_place(f->ix, &sp, out, NULL, &err), TS_EINVAL);
     assert_non_null(strstr(err.msg, "preferred_level"));
     t[1].num_gpu = 2;
-    sp = (ts_gang_spec){t, 2, LEAF, LEAF, true, NULL};
+    sp = (ts_gang_spec){t, 2, LEAF, LEAF, true, NULL, NULL};
     assert_int_equal(ts_gang_place(f->ix, &sp, out, NULL, &err), TS_EINVAL);
     assert_int_equal(ts_gang_level_parse(f->c, "leaf", &err), LEAF);
     assert_int_equal(ts_gang_level_parse(f->c, "node", &err), TS_GANG_LEVEL_NODE);
@@ -452,7 +452,7 @@ static void test_cluster_without_topology(void **state)
     ts_alloc out[3];
     ts_gang_result res;
     fill(t, 3, 2, 1000);
-    ts_gang_spec sp = {t, 3, TS_GANG_LEVEL_ANY, TS_GANG_LEVEL_NODE, false, NULL};
+    ts_gang_spec sp = {t, 3, TS_GANG_LEVEL_ANY, TS_GANG_LEVEL_NODE, false, NULL, NULL};
     assert_int_equal(ts_gang_place(ix, &sp, out, &res, &err), 0);
     assert_int_equal(res.level, TS_GANG_LEVEL_ANY); /* 6 GPUs: no node has them */
     assert_int_equal(ts_gang_index_free_gpus(ix, -1), 6);
@@ -554,7 +554,7 @@ static void test_random_sequence_keeps_aggregates(void **state)
             int ri = 1 + (int)ts_rng_below(&rng, 4);
             int pi = (int)ts_rng_below(&rng, (uint64_t)ri + 1);
             ts_gang_spec sp = {g->t, g->n, levels[ri], levels[pi],
-                               !mixed && ts_rng_below(&rng, 2) == 0, NULL};
+                               !mixed && ts_rng_below(&rng, 2) == 0, NULL, NULL};
             ts_gang_result res;
             memcpy(before, f->c->nodes, bytes);
             int rc = ts_gang_place(f->ix, &sp, g->a, &res, &err);

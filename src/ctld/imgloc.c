@@ -1,0 +1,185 @@
+/*
+ * imgloc.c - which node holds which image, as the controller learns it, and
+ * the image table each cycle places with (tessera/image_place.h,
+ * docs/images.md "Placement").
+ *
+ * Agents do not list their image stores; what they report says enough. A
+ * rank reported running or ended without an "image_pull" object has its
+ * image on its node (a task starts only once its image is there); one
+ * reported pulling has done_bytes of total_bytes; a node whose prefetch of
+ * the planned job's image is ready holds that image. Those facts are noted
+ * here (ctld_imgloc_note) by image reference, the bytes per node, at most
+ * IMGLOC_IMAGES references, the least recently noted forgotten first.
+ *
+ * It is a hint, not the truth: an agent evicts images under its store's
+ * budget without saying so, and a restarted controller starts with nothing.
+ * A wrong hint costs what no hint costs, one pull, because the cycle uses
+ * the table only to break ties between nodes it finds equal.
+ *
+ * Each cycle, under c->mu, ctld_imgloc_cycle gives every waiting job whose
+ * image some node holds an index into a table rebuilt for that cycle and
+ * hands the table to the scheduler; the cycle reads it with mu released,
+ * which is safe because only the cycle thread rebuilds it. The learned
+ * references have their own mutex, taken inside c->mu or alone, never held
+ * while anything waits.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctld/agents.h"
+#include "ctld/ctld.h"
+#include "ctld/imgloc.h"
+#include "tessera/image_place.h"
+#include "tessera/image_ref.h"
+
+#define IMGLOC_IMAGES 256          /* image references remembered */
+#define IMGLOC_CYCLE_IMAGES 64     /* distinct images one cycle's table holds */
+/* An image's size before any pull of it was seen: the table needs one, and
+ * only the share a node holds orders nodes, so any value serves. */
+#define IMGLOC_UNKNOWN_BYTES INT64_C(1000000000)
+
+typedef struct loc_image {
+    char ref[TS_IMAGE_REF_MAX];    /* "": a free slot */
+    int64_t bytes;                 /* 0: not seen yet */
+    int64_t *held;                 /* [nnodes] */
+    uint64_t used;                 /* the note counter when last noted */
+} loc_image;
+
+struct ctld_imgloc {
+    pthread_mutex_t mu;
+    int nnodes;
+    uint64_t notes;
+    loc_image img[IMGLOC_IMAGES];
+    /* the cycle's table: the cycle thread's alone */
+    int64_t bytes[IMGLOC_CYCLE_IMAGES];
+    int64_t *held;                 /* [IMGLOC_CYCLE_IMAGES * nnodes] */
+    const char *cycle_ref[IMGLOC_CYCLE_IMAGES];
+    ts_image_table table;
+};
+
+int ctld_imgloc_open(ctld *c)
+{
+    struct ctld_imgloc *L = calloc(1, sizeof *L);
+    if (!L)
+        return TS_ENOMEM;
+    L->nnodes = c->cluster->nnodes;
+    size_t n = (size_t)(L->nnodes > 0 ? L->nnodes : 1);
+    L->held = calloc(IMGLOC_CYCLE_IMAGES * n, sizeof *L->held);
+    if (!L->held) {
+        free(L);
+        return TS_ENOMEM;
+    }
+    pthread_mutex_init(&L->mu, NULL);
+    c->imgloc = L;
+    return 0;
+}
+
+void ctld_imgloc_close(ctld *c)
+{
+    struct ctld_imgloc *L = c->imgloc;
+    if (!L)
+        return;
+    for (int i = 0; i < IMGLOC_IMAGES; i++)
+        free(L->img[i].held);
+    pthread_mutex_destroy(&L->mu);
+    free(L->held);
+    free(L);
+    c->imgloc = NULL;
+}
+
+/* The reference's entry, made (the least recently noted forgotten) when
+ * make; NULL when absent or out of memory. Under L->mu. */
+static loc_image *find(struct ctld_imgloc *L, const char *ref, bool make)
+{
+    loc_image *lru = NULL;
+    for (int i = 0; i < IMGLOC_IMAGES; i++) {
+        loc_image *e = &L->img[i];
+        if (e->ref[0] && !strcmp(e->ref, ref))
+            return e;
+        if (!lru || !e->ref[0] || (lru->ref[0] && e->used < lru->used))
+            lru = e;
+    }
+    if (!make || strlen(ref) >= sizeof lru->ref)
+        return NULL;
+    int64_t *held = lru->held ? lru->held : malloc((size_t)L->nnodes * sizeof *held);
+    if (!held)
+        return NULL;
+    memset(held, 0, (size_t)L->nnodes * sizeof *held);
+    memset(lru, 0, sizeof *lru);
+    lru->held = held;
+    strcpy(lru->ref, ref);
+    return lru;
+}
+
+void ctld_imgloc_note(ctld *c, int node, const char *ref, int64_t done, int64_t total)
+{
+    struct ctld_imgloc *L = c->imgloc;
+    if (!L || !ref || !*ref || node < 0 || node >= L->nnodes)
+        return;
+    pthread_mutex_lock(&L->mu);
+    loc_image *e = find(L, ref, true);
+    if (e) {
+        if (total > 0)
+            e->bytes = total;
+        /* whole: done < 0; else what has come so far, never less than known */
+        int64_t have = done < 0 ? INT64_MAX : done;
+        e->held[node] = have > e->held[node] ? have : e->held[node];
+        e->used = ++L->notes;
+    }
+    pthread_mutex_unlock(&L->mu);
+}
+
+/* The node's prefetch of a job's image is ready: the node holds it. */
+static void note_prefetches(ctld *c)
+{
+    for (int n = 0; n < c->cluster->nnodes; n++) {
+        int64_t id = __atomic_load_n(&c->agents[n].prefetch_ready, __ATOMIC_RELAXED);
+        cjob *j = id ? ctld_job_find(c, id) : NULL;
+        if (j && j->spec && j->spec->image)
+            ctld_imgloc_note(c, n, j->spec->image, -1, 0);
+    }
+}
+
+/* Index of ref in the cycle's table, added from the learned entry if some
+ * node holds any of it; -1 otherwise. Under L->mu. */
+static int cycle_index(struct ctld_imgloc *L, const char *ref)
+{
+    int n = L->table.nimages;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(L->cycle_ref[i], ref))
+            return i;
+    loc_image *e = find(L, ref, false);
+    if (!e || n == IMGLOC_CYCLE_IMAGES)
+        return -1;
+    int64_t bytes = e->bytes > 0 ? e->bytes : IMGLOC_UNKNOWN_BYTES, any = 0;
+    int64_t *row = L->held + (size_t)n * (size_t)L->nnodes;
+    for (int k = 0; k < L->nnodes; k++) {
+        row[k] = e->held[k] > bytes ? bytes : e->held[k];
+        any |= row[k];
+    }
+    if (!any)
+        return -1;
+    L->bytes[n] = bytes;
+    L->cycle_ref[n] = e->ref;
+    L->table.nimages = n + 1;
+    return n;
+}
+
+void ctld_imgloc_cycle(ctld *c, cjob *const *wj, ts_job *wv, int nw)
+{
+    struct ctld_imgloc *L = c->imgloc;
+    if (!L)
+        return;
+    note_prefetches(c);
+    pthread_mutex_lock(&L->mu);
+    L->table = (ts_image_table){.bytes = L->bytes, .held = L->held};
+    for (int k = 0; k < nw; k++) {
+        const char *ref = wj[k]->spec ? wj[k]->spec->image : NULL;
+        int i = ref ? cycle_index(L, ref) : -1;
+        wv[k].image = i + 1;
+    }
+    pthread_mutex_unlock(&L->mu);
+    /* cycle_ref points into entries a note may recycle: not read past here */
+    ts_sched_set_images(c->sched, L->table.nimages > 0 ? &L->table : NULL, NULL);
+}
