@@ -155,7 +155,9 @@ int cli_cmd_srun(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
     for (;;) { /* bounded by the step: the job's time limit ends it */
         struct cli_req g = {.method = "GET", .path = path};
         rc = cli_http(ctx, &g, &resp);
-        if ((rc == CLI_EXIT_UNREACHABLE || rc == CLI_EXIT_SERVER) &&
+        bool away = rc == CLI_EXIT_UNREACHABLE ||
+                    (rc == CLI_EXIT_SERVER && resp.status >= 502 && resp.status <= 504);
+        if (away &&
             (away_since == 0 || srun_now() - away_since < CLI_SRUN_AWAY_S)) {
             if (away_since == 0) {
                 away_since = srun_now();

@@ -26,14 +26,17 @@ class Recorder(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
 
-    def do_POST(self):
+    def do_GET(self):  # srun in a task reads its step through the same URL
+        self.do_POST("GET")
+
+    def do_POST(self, method="POST"):
         n = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(n)
+        body = self.rfile.read(n) if method == "POST" else None
         up = http.client.HTTPConnection("127.0.0.1", CTLD_PORT, timeout=90)
         hdr = {k: v for k, v in self.headers.items()
                if k.lower() in ("authorization", "content-type", "idempotency-key")}
         try:
-            up.request("POST", self.path, body, hdr)
+            up.request(method, self.path, body, hdr)
             r = up.getresponse()
             data = r.read()
             status = r.status
@@ -48,7 +51,8 @@ class Recorder(http.server.BaseHTTPRequestHandler):
         except ValueError:
             req, ans = None, None
         with LOCK:
-            RECORDED.append((self.path, req, status, ans))
+            if method == "POST":
+                RECORDED.append((self.path, req, status, ans))
         try:
             self.send_response(status)
             self.send_header("Content-Type", ctype)
