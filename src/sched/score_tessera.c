@@ -28,6 +28,20 @@
  * its pods are CPU-only; else (1/2, 1/2), i.e. buckets twice as wide. Shares
  * try every GPU that can take them. docs/policies.md has the measurements
  * that chose the weights.
+ *
+ * The scorer adapts to its cluster: where the typical mix asks more CPU per
+ * GPU (CPU-only pods included) than the cluster has per GPU (its GPU nodes'
+ * CPU over their GPUs), a class asking more CPU per GPU than the cluster has
+ * weighs p_j (supply / asked)^6 in F and S instead of p_j. There CPU, not
+ * GPUs, runs out first: keeping room for such a class costs GPUs that
+ * leaner classes would fill (the offline packing gives the hungry classes
+ * the CPU-rich nodes and leaves the rest out), and its S pressed small pods
+ * onto the CPU-rich nodes that the large lean pods need. Where CPU is not
+ * short (the openb cluster: 17.2 cores per GPU against 14.0 asked by the
+ * default mix) every weight is as given. The exponent was chosen on a
+ * tuning set of CPU-short clusters (docs/policies.md). Both ratios are read
+ * when the scorer is set up, which tesserad's cycle does again whenever its
+ * learned mix changes; a node joining in between is counted from then on.
  */
 #include <math.h>
 #include <stddef.h>
@@ -40,6 +54,7 @@
 #define TESSERA_SHARE_HALF 0.5 /* a GPU share's lighter weight of a term */
 #define TESSERA_PINNED_FEW 0.03 /* pinned share of the typical GPU demand */
 #define TESSERA_CPU_HEAVY 0.18  /* CPU-only share of the typical pods */
+#define TESSERA_LEAN_EXP 6.0    /* exponent of a CPU-hungry class's discount */
 
 typedef struct before_entry {
     uint64_t version; /* node version + 1 when valid */
@@ -47,7 +62,7 @@ typedef struct before_entry {
 } before_entry;
 
 typedef struct tessera {
-    ts_typical typ; /* shallow copy of the env's list, memory-aware */
+    ts_typical typ; /* shallow copy of the env's list, memory-aware, p owned */
     const ts_cluster *cluster;
     before_entry *before; /* F and S per node, valid while the node is unchanged */
     int nbefore;
@@ -66,6 +81,50 @@ static double pinned_share(const ts_typical *typ)
         pinned += typ->req[j].model_mask ? g : 0.0;
     }
     return all > 0.0 ? pinned / all : 0.0;
+}
+
+/* CPU milli per GPU over the cluster's nodes with GPUs; 0 when none. */
+static double cluster_cpu_per_gpu(const ts_cluster *c)
+{
+    double cpu = 0.0, gpus = 0.0;
+    for (int i = 0; c && i < c->nnodes; i++)
+        if (c->nodes[i].ngpu > 0) {
+            cpu += (double)c->nodes[i].cpu_milli;
+            gpus += c->nodes[i].ngpu;
+        }
+    return gpus > 0.0 ? cpu / gpus : 0.0;
+}
+
+/* CPU milli the typical mix asks per GPU it asks, CPU-only pods included;
+ * 0 when it asks no GPU. */
+static double typical_cpu_per_gpu(const ts_typical *typ)
+{
+    double cpu = 0.0, gpus = 0.0;
+    for (int j = 0; j < typ->n; j++) {
+        cpu += typ->p[j] * (double)typ->req[j].cpu_milli;
+        gpus += typ->p[j] * (double)typ->req[j].num_gpu * (double)typ->req[j].gpu_milli /
+                TS_MILLI_PER_GPU;
+    }
+    return gpus > 0.0 ? cpu / gpus : 0.0;
+}
+
+/* p: the typical weights; on a cluster with less CPU per GPU than the mix
+ * asks, a class asking more CPU per GPU than the cluster has is discounted
+ * by (supply / asked)^TESSERA_LEAN_EXP (the file's header says why).
+ * Unchanged where CPU is not short, without a cluster or GPU nodes. */
+static void weigh_by_cluster(const ts_typical *typ, const ts_cluster *c, double *p)
+{
+    double supply = cluster_cpu_per_gpu(c);
+    if (typical_cpu_per_gpu(typ) <= supply)
+        supply = 0.0;
+    for (int j = 0; j < typ->n; j++) {
+        const ts_request *q = &typ->req[j];
+        double gpus = (double)q->num_gpu * (double)q->gpu_milli / TS_MILLI_PER_GPU;
+        double asked = gpus > 0.0 ? (double)q->cpu_milli / gpus : 0.0;
+        p[j] = typ->p[j];
+        if (supply > 0.0 && asked > supply)
+            p[j] *= pow(supply / asked, TESSERA_LEAN_EXP);
+    }
 }
 
 /* The share of the typical list's pods (sum p_j) that ask for no GPU. */
@@ -93,6 +152,12 @@ static int tessera_init(void **state, const ts_sched_env *env, ts_err *err)
     }
     t->typ = *env->typical;
     t->typ.mem_aware = t->typ.mem_mib != NULL;
+    double *p = malloc((size_t)(t->typ.n ? t->typ.n : 1) * sizeof *p);
+    if (!p) {
+        free(t->before);
+        free(t);
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    }
     t->w_stranded = ts_frag_stranded_weight(&t->typ);
     /* a share's weights: (1/2, 1) with pins, (1, 1) on CPU-heavy mixes
      * without, (1/2, 1/2) otherwise */
@@ -100,6 +165,9 @@ static int tessera_init(void **state, const ts_sched_env *env, ts_err *err)
     bool cpu_heavy = cpu_only_share(&t->typ) >= TESSERA_CPU_HEAVY;
     t->share_f = pinned || !cpu_heavy ? TESSERA_SHARE_HALF : 1.0;
     t->share_s = !pinned && !cpu_heavy ? TESSERA_SHARE_HALF : 1.0;
+    /* the weights above read the list as given; F and S read it weighed */
+    weigh_by_cluster(&t->typ, env->cluster, p);
+    t->typ.p = p;
     *state = t;
     return 0;
 }
@@ -107,8 +175,10 @@ static int tessera_init(void **state, const ts_sched_env *env, ts_err *err)
 static void tessera_fini(void *state)
 {
     tessera *t = state;
-    if (t)
+    if (t) {
         free(t->before);
+        free(t->typ.p);
+    }
     free(t);
 }
 

@@ -9,7 +9,10 @@
  * and S with the public measure (ts_frag_shape_measure) on a two-GPU node
  * where the three weightings give three different scores, and checks the
  * scorer picks the right one on each side of both thresholds, and that a
- * whole GPU still scores by M.
+ * whole GPU still scores by M. Each case runs on a cluster short of CPU for
+ * the mix (2 cores per GPU), where the class asking 3 cores per GPU weighs p
+ * (2 / 3)^6, and on one that is not (5 cores per GPU), where every p is as
+ * given.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,14 +33,40 @@ static ts_request req(int64_t cpu, int32_t ngpu, int32_t milli, uint32_t mask)
     return r;
 }
 
-/* trunc(100 sigmoid(delta / 4000)), delta = a (F drop) + b w (S drop) of r
- * on the only GPU it can take first (GPU 0) of node n. */
-static int64_t expected(const ts_node *n, const ts_request *r, const ts_typical *typ, double a,
-                        double b)
+/* The weights F and S read on cluster c: where the mix asks more CPU per
+ * GPU than c has, a class asking more than c has weighs p (has / asks)^6. */
+static void weighed(const ts_cluster *c, const ts_typical *typ, double *p)
 {
+    double cpu = 0.0, gpus = 0.0, have = 0.0, ngpu = 0.0;
+    for (int i = 0; i < c->nnodes; i++) {
+        have += (double)c->nodes[i].cpu_milli;
+        ngpu += c->nodes[i].ngpu;
+    }
+    double supply = have / ngpu;
+    for (int j = 0; j < typ->n; j++) {
+        cpu += typ->p[j] * (double)typ->req[j].cpu_milli;
+        gpus += typ->p[j] * typ->req[j].num_gpu * typ->req[j].gpu_milli / 1000.0;
+    }
+    for (int j = 0; j < typ->n; j++) {
+        double g = typ->req[j].num_gpu * typ->req[j].gpu_milli / 1000.0;
+        double asked = g > 0.0 ? (double)typ->req[j].cpu_milli / g : 0.0;
+        p[j] = typ->p[j];
+        if (cpu / gpus > supply && asked > supply)
+            p[j] *= pow(supply / asked, 6.0);
+    }
+}
+
+/* trunc(100 sigmoid(delta / 4000)), delta = a (F drop) + b w (S drop) of r
+ * on the only GPU it can take first (GPU 0) of node 0 of c. */
+static int64_t expected(const ts_cluster *c, const ts_request *r, const ts_typical *typ,
+                        double a, double b)
+{
+    const ts_node *n = &c->nodes[0];
     ts_typical t = *typ;
     t.mem_aware = true;
-    double w = ts_frag_stranded_weight(&t), s0, s1;
+    double w = ts_frag_stranded_weight(&t), s0, s1, p[8];
+    weighed(c, typ, p);
+    t.p = p;
     ts_frag_shape s;
     ts_frag_shape_of(n, &s);
     double f0 = ts_frag_shape_measure(&s, &t, &s0);
@@ -49,7 +78,7 @@ static int64_t expected(const ts_node *n, const ts_request *r, const ts_typical 
     return (int64_t)(100.0 / (1.0 + exp(-(a * (f0 - f1) + b * w * (s0 - s1)) / 4000.0)));
 }
 
-/* The tessera score of r on the only node of c under typ. */
+/* The tessera score of r on node 0 of c under typ. */
 static int64_t score(ts_cluster *c, const ts_request *r, const ts_typical *typ)
 {
     const struct ts_scorer_ops *ops = ts_scorer_find("tessera");
@@ -67,15 +96,22 @@ static int64_t score(ts_cluster *c, const ts_request *r, const ts_typical *typ)
 
 /* Four classes: CPU-only (p_cpu), a half-GPU share (p_share), one GPU with
  * 3 cores (the rest: stranded by CPU on the node below, so S moves), one GPU
- * pinned to mask (p_pin). The node: two T4s, 4 cores. */
-static void run_case(double p_cpu, double p_share, double p_pin, uint32_t mask, double a,
-                     double b)
+ * pinned to mask (p_pin). The node scored: two T4s, 4 cores; with rich, a
+ * second node (two T4s, 16 cores) makes the cluster's 5 cores per GPU more
+ * than any of these mixes asks. */
+static void run_case_on(bool rich, double p_cpu, double p_share, double p_pin, uint32_t mask,
+                        double a, double b)
 {
     ts_cluster *c = ts_cluster_new();
     assert_non_null(c);
     ts_node_spec spec = {.name = "t4", .gpu_model = "T4", .ngpu = 2, .cpu_milli = 4000,
                          .mem_mib = 32768, .gpu_mode = TS_GPU_SHARED};
     assert_int_equal(ts_cluster_add_node(c, &spec, NULL), 0);
+    ts_node_spec more = spec;
+    more.name = "t4-rich";
+    more.cpu_milli = 16000;
+    if (rich)
+        assert_int_equal(ts_cluster_add_node(c, &more, NULL), 1);
     ts_request cls[4] = {req(1000, 0, 0, 0), req(1000, 1, 500, 0), req(3000, 1, 1000, 0),
                          req(1000, 1, 1000, mask)};
     double p[4] = {p_cpu, p_share, 1.0 - p_cpu - p_share - p_pin, p_pin};
@@ -84,17 +120,64 @@ static void run_case(double p_cpu, double p_share, double p_pin, uint32_t mask, 
     ts_typical typ = {.n = 4, .req = cls, .p = p, .count = cnt, .mem_mib = mem};
 
     ts_request share = cls[1];
-    int64_t light = expected(&c->nodes[0], &share, &typ, 0.5, 0.5);
-    int64_t heavy = expected(&c->nodes[0], &share, &typ, 1.0, 1.0);
-    int64_t pinned = expected(&c->nodes[0], &share, &typ, 0.5, 1.0);
-    /* the case tells the three weightings apart */
-    assert_true(light != heavy && light != pinned && heavy != pinned);
-    assert_int_equal(score(c, &share, &typ), expected(&c->nodes[0], &share, &typ, a, b));
+    int64_t light = expected(c, &share, &typ, 0.5, 0.5);
+    int64_t heavy = expected(c, &share, &typ, 1.0, 1.0);
+    int64_t pinned = expected(c, &share, &typ, 0.5, 1.0);
+    /* the case tells the three weightings apart where every p is as given
+     * (short of CPU, the 3-core class weighs too little for S to) */
+    if (rich)
+        assert_true(light != heavy && light != pinned && heavy != pinned);
+    assert_int_equal(score(c, &share, &typ), expected(c, &share, &typ, a, b));
 
     /* a whole GPU scores by M whatever the list */
     ts_request whole = cls[3];
     whole.model_mask = 0;
-    assert_int_equal(score(c, &whole, &typ), expected(&c->nodes[0], &whole, &typ, 1.0, 1.0));
+    assert_int_equal(score(c, &whole, &typ), expected(c, &whole, &typ, 1.0, 1.0));
+    ts_cluster_free(c);
+}
+
+/* The case on a cluster short of CPU for these mixes (2 cores per GPU, they
+ * ask 2.6-2.99) and on one that is not (5 cores per GPU). */
+static void run_case(double p_cpu, double p_share, double p_pin, uint32_t mask, double a,
+                     double b)
+{
+    run_case_on(false, p_cpu, p_share, p_pin, mask, a, b);
+    run_case_on(true, p_cpu, p_share, p_pin, mask, a, b);
+}
+
+/* On a node short of CPU the class asking 3 cores per GPU weighs less, which
+ * moves the score: the cluster's ratio is read. */
+static void test_short_cpu_discounts_hungry_class(void **state)
+{
+    (void)state;
+    ts_cluster *c = ts_cluster_new();
+    assert_non_null(c);
+    ts_node_spec spec = {.name = "t4", .gpu_model = "T4", .ngpu = 2, .cpu_milli = 4000,
+                         .mem_mib = 32768, .gpu_mode = TS_GPU_SHARED};
+    assert_int_equal(ts_cluster_add_node(c, &spec, NULL), 0);
+    ts_request cls[2] = {req(1000, 1, 500, 0), req(3000, 1, 1000, 0)};
+    double p[2] = {0.4, 0.6};
+    int64_t cnt[2] = {1, 1};
+    int64_t mem[2] = {1024, 1024};
+    ts_typical typ = {.n = 2, .req = cls, .p = p, .count = cnt, .mem_mib = mem};
+    double q[2];
+    weighed(c, &typ, q);
+    assert_true(q[0] == 0.4 && fabs(q[1] - 0.6 * pow(2.0 / 3.0, 6.0)) < 1e-12);
+    ts_request whole = cls[1];
+    int64_t v = score(c, &whole, &typ);
+    assert_int_equal(v, expected(c, &whole, &typ, 1.0, 1.0));
+    ts_typical plain = typ;
+    plain.mem_aware = true;
+    ts_frag_shape sh;
+    ts_frag_shape_of(&c->nodes[0], &sh);
+    double s0, s1, w = ts_frag_stranded_weight(&plain);
+    double f0 = ts_frag_shape_measure(&sh, &plain, &s0);
+    sh.cpu_left -= whole.cpu_milli;
+    sh.mem_left -= whole.mem_mib;
+    sh.free[0] -= whole.gpu_milli;
+    double f1 = ts_frag_shape_measure(&sh, &plain, &s1);
+    int64_t unweighed = (int64_t)(100.0 / (1.0 + exp(-((f0 + w * s0) - (f1 + w * s1)) / 4000.0)));
+    assert_true(v != unweighed);
     ts_cluster_free(c);
 }
 
@@ -136,6 +219,7 @@ int main(void)
         cmocka_unit_test(test_cpu_heavy_mix_keeps_both),
         cmocka_unit_test(test_pinned_mix_halves_f),
         cmocka_unit_test(test_pinned_threshold),
+        cmocka_unit_test(test_short_cpu_discounts_hungry_class),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
