@@ -366,3 +366,12 @@ bool spec_duration(spec_parser *P, const yaml_node_t *n, const char *path, doubl
     }
     return true;
 }
+
+char *spec_dup(spec_parser *P, const char *s)
+{
+    char *d = strdup(s);
+    if (!d)
+        spec_fail_oom(P);
+    return d;
+}
+
