@@ -108,6 +108,12 @@ void ctld_agent_moved(ctld *c, int n);
  * none (a virtual node, or no report yet). */
 bool ctld_rank_reading(ctld *c, const cjob *j, int rank, float *util, float *step_s);
 
+/* agents_desired.c: what should run on node n (the sync's answer without
+ * "gen" and "logs", which change under the agent's own lock); a new document
+ * the caller frees, NULL when out of memory. Under c->mu, no cycle deciding
+ * (it reads the node's MIG layout). */
+json_t *ctld_agent_desired(const ctld *c, int n);
+
 /* Under mu: every node's published desired document is rebuilt at its
  * next answer (what it shows changed for all: the tenants). */
 void ctld_agents_docs_stale(ctld *c);
