@@ -139,8 +139,9 @@ void ctld_job_patch(ctld *c, const ctld_request *rq, const ts_job_row *row, bool
  * "dependency") otherwise. Not under mu. */
 void ctld_jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r);
 bool ctld_dependency_ok(ctld *c, const ctld_caller *w, const ts_job_spec *spec, ctld_reply *r);
-/* routes.c: whether w reads the jobs of tenant (admins and cluster-viewers
- * read every tenant's). */
+/* routes.c: whether w reads every tenant's jobs (admins and cluster-viewers,
+ * stored as role viewer with no tenant), and whether it reads tenant's. */
+bool ctld_sees_all(const ctld_caller *w);
 bool ctld_sees_tenant(const ctld_caller *w, const char *tenant);
 /* bulk.c: POST /v1/jobs/cancel, every active job a filter matches. */
 void ctld_jobs_cancel_bulk(ctld *c, const ctld_request *rq, ctld_reply *out);

@@ -28,7 +28,7 @@
 #define LIST_LIMIT_MAX 1000
 
 /* A cluster-viewer is stored as role viewer with no tenant. */
-static bool sees_all(const ctld_caller *w)
+bool ctld_sees_all(const ctld_caller *w)
 {
     return w->role == TS_ROLE_ADMIN || (w->role == TS_ROLE_VIEWER && !w->tenant[0]);
 }
@@ -37,7 +37,7 @@ static bool may_write_jobs(const ctld_caller *w) { return w->role != TS_ROLE_VIE
 
 bool ctld_sees_tenant(const ctld_caller *w, const char *tenant)
 {
-    return sees_all(w) || strcmp(w->tenant, tenant) == 0;
+    return ctld_sees_all(w) || strcmp(w->tenant, tenant) == 0;
 }
 
 static bool caller_sees_tenant(const void *who, const char *tenant)
@@ -91,7 +91,7 @@ static void jobs_list(ctld *c, const ctld_request *rq, ctld_reply *r)
         ctld_reply_error(r, 400, "invalid", "state: unknown state \"%s\"", rq->q.state);
         return;
     }
-    if (!sees_all(w)) {
+    if (!ctld_sees_all(w)) {
         if (f.tenant && strcmp(f.tenant, w->tenant) != 0) {
             ctld_reply_json(r, 200, json_pack("{s:[],s:n}", "jobs", "next_cursor"));
             return;
@@ -285,7 +285,7 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
 static json_t *scope_node(const ctld *c, const ctld_caller *w, json_t *doc)
 {
     json_t *jobs = json_object_get(doc, "jobs");
-    if (sees_all(w) || !json_is_array(jobs))
+    if (ctld_sees_all(w) || !json_is_array(jobs))
         return doc;
     json_t *mine = json_array();
     size_t i;
