@@ -91,6 +91,13 @@ void spec_walk_tasks(spec_parser *P, const yaml_node_t *n);
 void spec_walk_network(spec_parser *P, const yaml_node_t *n);
 /* The top-level notify: map (spec_notify.c). */
 void spec_walk_notify(spec_parser *P, const yaml_node_t *n);
+/* A top-level list of at most max items (want: what it must be, noun: what
+ * its items are called in "N noun, at most max"): its length, with *out a
+ * zeroed array of that many elem_size items (NULL when empty, the caller
+ * owns it); -1 after an error (not a list, too long, out of memory). */
+ptrdiff_t spec_list_alloc(spec_parser *P, const yaml_node_t *seq, const char *key,
+                          const char *want, const char *noun, int max, size_t elem_size,
+                          void **out);
 /* strdup, an out-of-memory error in P when it fails. */
 char *spec_dup(spec_parser *P, const char *s);
 
