@@ -57,6 +57,22 @@ static bool key_ok(const char *k)
     return true;
 }
 
+int cli_print_submitted(struct cli_ctx *ctx, struct cli_resp *resp)
+{
+    json_t *jobs;
+    int rc = cli_expect_member(resp->json, "jobs", JSON_ARRAY, &jobs);
+    if (rc == CLI_EXIT_OK && resp->replayed)
+        cli_warn("this idempotency key was used before: these are the jobs it created then");
+    if (rc == CLI_EXIT_OK && !cli_emit(ctx, resp->json)) {
+        size_t i;
+        json_t *job;
+        json_array_foreach(jobs, i, job)
+            printf("%lld\n", cli_int(job, "id", -1));
+    }
+    cli_resp_free(resp);
+    return rc;
+}
+
 int cli_cmd_submit(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
     if (cli_submit_is_script(argc, argv))
@@ -94,18 +110,7 @@ int cli_cmd_submit(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     }
     if (rc != CLI_EXIT_OK)
         return rc;
-    json_t *jobs;
-    rc = cli_expect_member(resp.json, "jobs", JSON_ARRAY, &jobs);
-    if (rc == CLI_EXIT_OK && resp.replayed)
-        cli_warn("this idempotency key was used before: these are the jobs it created then");
-    if (rc == CLI_EXIT_OK && !cli_emit(ctx, resp.json)) {
-        size_t i;
-        json_t *job;
-        json_array_foreach(jobs, i, job)
-            printf("%lld\n", cli_int(job, "id", -1));
-    }
-    cli_resp_free(&resp);
-    return rc;
+    return cli_print_submitted(ctx, &resp);
 }
 
 /* One form for every job, the server's (gpus_text, which the console shows
@@ -338,20 +343,33 @@ static void content_cell(const json_t *job, const char *key, struct cli_buf *b)
             cli_buf_printf(b, "%s%s", b->len ? ", " : "", k);
 }
 
-int cli_cmd_show(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+/* `tessera CMD ID`: GET /v1/jobs/ID<suffix> into *root (and its member into
+ * *doc, see job_request). CLI_CONTINUE when the caller prints it as text (and
+ * frees *root); else the exit code, the answer printed as JSON or the error
+ * said. */
+static int job_doc(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
+                   const char *suffix, const char *member, json_t **root, json_t **doc)
 {
     const char *arg;
     long id;
     int rc = cli_parse(ctx, cmd, argc, argv, NULL, &arg, 1, 1);
     if (rc != CLI_CONTINUE || (rc = cli_job_id(cmd, arg, &id)) != CLI_CONTINUE)
         return rc;
-    json_t *root, *job;
-    rc = job_request(ctx, "GET", id, "", "job", &root, &job);
-    if (rc != CLI_EXIT_OK || cli_emit(ctx, root)) {
+    rc = job_request(ctx, "GET", id, suffix, member, root, doc);
+    if (rc != CLI_EXIT_OK || cli_emit(ctx, *root)) {
         if (rc == CLI_EXIT_OK)
-            json_decref(root);
+            json_decref(*root);
         return rc;
     }
+    return CLI_CONTINUE;
+}
+
+int cli_cmd_show(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    json_t *root, *job;
+    int rc = job_doc(ctx, cmd, argc, argv, "", "job", &root, &job);
+    if (rc != CLI_CONTINUE)
+        return rc;
     static const char *const keys[][2] = {
         {"ID", "id"},     {"Name", "name"},         {"Tenant", "tenant"},
         {"Owner", "owner"}, {"State", "state"},     {"Tier", "tier"},
@@ -676,18 +694,10 @@ int cli_cmd_cancel(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
 
 int cli_cmd_explain(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    const char *arg;
-    long id;
-    int rc = cli_parse(ctx, cmd, argc, argv, NULL, &arg, 1, 1);
-    if (rc != CLI_CONTINUE || (rc = cli_job_id(cmd, arg, &id)) != CLI_CONTINUE)
-        return rc;
     json_t *root, *job_id;
-    rc = job_request(ctx, "GET", id, "/explain", NULL, &root, &job_id);
-    if (rc != CLI_EXIT_OK || cli_emit(ctx, root)) {
-        if (rc == CLI_EXIT_OK)
-            json_decref(root);
+    int rc = job_doc(ctx, cmd, argc, argv, "/explain", NULL, &root, &job_id);
+    if (rc != CLI_CONTINUE)
         return rc;
-    }
     char v[4][CLI_CELL_MAX];
     struct cli_table t;
     cli_table_init(&t, 2, NULL, 0);
