@@ -533,6 +533,26 @@ static bool array_head(const json_t *job, long *span)
     return *span > 1 && n >= 3 && strcmp(name + n - 3, "[0]") == 0;
 }
 
+/* Whether job id heads an array (*head, its *span), and which job element
+ * elem of it is (*k, an offset from id; -1 when elem < 0 or no array):
+ * CLI_EXIT_NOT_FOUND (said) when the array has no such element. */
+static int array_target(struct cli_ctx *ctx, long id, long elem, bool *head, long *span,
+                        long *k)
+{
+    json_t *root, *job;
+    int rc = job_request(ctx, "GET", id, "", "job", &root, &job);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    *head = array_head(job, span);
+    *k = *head && elem >= 0 ? element_of(job, elem, *span) : -1;
+    json_decref(root);
+    if (elem >= 0 && (*k < 0 || *k >= *span)) {
+        fprintf(stderr, "tessera: array %ld has no index %ld\n", id, elem);
+        return CLI_EXIT_NOT_FOUND;
+    }
+    return CLI_EXIT_OK;
+}
+
 /* hold or release (cmd->name) of one job; an array's id (its first
  * element's) acts on every element, as Slurm's scontrol hold; ID_INDEX or
  * ID[INDEX] on one element. */
@@ -540,17 +560,11 @@ static int array_or_job_action(struct cli_ctx *ctx, const struct cli_cmd *cmd, l
                                long elem)
 {
     json_t *root, *job;
-    long span;
-    int rc = job_request(ctx, "GET", id, "", "job", &root, &job);
+    long span, k;
+    bool head;
+    int rc = array_target(ctx, id, elem, &head, &span, &k);
     if (rc != CLI_EXIT_OK)
         return rc;
-    bool head = array_head(job, &span);
-    long k = head && elem >= 0 ? element_of(job, elem, span) : -1;
-    json_decref(root);
-    if (elem >= 0 && (k < 0 || k >= span)) {
-        fprintf(stderr, "tessera: array %ld has no index %ld\n", id, elem);
-        return CLI_EXIT_NOT_FOUND;
-    }
     char path[64];
     if (head && elem < 0) {
         snprintf(path, sizeof path, "/v1/arrays/%ld/%s", id, cmd->name);
@@ -656,16 +670,10 @@ int cli_cmd_cancel(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     if ((rc = cancel_target(cmd, arg, &id, &elem)) != CLI_CONTINUE)
         return rc;
     json_t *root, *job;
-    rc = job_request(ctx, "GET", id, "", "job", &root, &job);
-    if (rc != CLI_EXIT_OK)
+    bool head;
+    long k;
+    if ((rc = array_target(ctx, id, elem, &head, &span, &k)) != CLI_EXIT_OK)
         return rc;
-    bool head = array_head(job, &span);
-    long k = head && elem >= 0 ? element_of(job, elem, span) : -1;
-    json_decref(root);
-    if (elem >= 0 && (k < 0 || k >= span)) {
-        fprintf(stderr, "tessera: array %ld has no index %ld\n", id, elem);
-        return CLI_EXIT_NOT_FOUND;
-    }
     if (head && elem < 0) {
         char path[64];
         snprintf(path, sizeof path, "/v1/arrays/%ld/cancel", id);
