@@ -34,7 +34,7 @@ typedef struct ctld_logreq {
 } ctld_logreq;
 
 /* The jobs with an allocation on one node (state.c keeps it with every
- * bind and unbind): desired() and node views read it instead of every job. */
+ * bind and unbind): ctld_agent_desired and node views read it instead of every job. */
 typedef struct ctld_node_jobs {
     struct cjob **v;
     int n, cap;
