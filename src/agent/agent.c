@@ -565,6 +565,19 @@ static void agent_task_forget(ts_agent *a, int k)
     a->tasks[k] = a->tasks[--a->ntasks];
 }
 
+/* The idle policy's warning, once, where the user reads the task's output. */
+static void idle_warn(local_task *lt, const char *warn)
+{
+    ts_err e;
+    int fd = agent_taskfile_open(ts_task_info_get(lt->t)->stdout_path, O_WRONLY | O_APPEND,
+                                 ts_task_info_get(lt->t)->uid, &e);
+    if (fd >= 0) {
+        dprintf(fd, "tessera: %s\n", warn);
+        close(fd);
+    }
+    lt->idle_warned = true;
+}
+
 static void reconcile(ts_agent *a, json_t *desired)
 {
     json_t *lost = json_object_get(desired, "lost_after_s");
@@ -599,17 +612,8 @@ static void reconcile(ts_agent *a, json_t *desired)
             lt = NULL;
         }
         const char *warn = json_string_value(json_object_get(t, "idle_warning"));
-        if (lt && lt->t && warn && !lt->idle_warned) {
-            /* the idle policy's warning, where the user reads the task's output */
-            ts_err e;
-            int fd = agent_taskfile_open(ts_task_info_get(lt->t)->stdout_path,
-                                         O_WRONLY | O_APPEND, ts_task_info_get(lt->t)->uid, &e);
-            if (fd >= 0) {
-                dprintf(fd, "tessera: %s\n", warn);
-                close(fd);
-            }
-            lt->idle_warned = true;
-        }
+        if (lt && lt->t && warn && !lt->idle_warned)
+            idle_warn(lt, warn);
         if (!lt && action && strcmp(action, "run") == 0) {
             /* the time it has left, on this node's clock (docs/agent-protocol.md) */
             json_t *dl = json_object_get(t, "deadline"), *at = json_object_get(desired, "now");

@@ -46,16 +46,6 @@
 #include "launch_keeper.h"
 #include "launch_record.h"
 
-/* snprintf for reasons and names, where cutting a long one short is fine. */
-static void say(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *buf, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
-
 _Static_assert(TS_TASK_LOST_SIGNAL == SIGKILL, "launch.h documents a lost task as SIGKILL");
 
 #define POLL_INTERVAL_NS 10000000L /* blocking helpers poll every 10 ms */
@@ -182,7 +172,7 @@ static int check_spec(const ts_task_spec *s, ts_err *err)
 static int resolve_command(const char *cmd, const char *path, char *out, size_t len)
 {
     if (strchr(cmd, '/') != NULL) {
-        say(out, len, "%s", cmd);
+        agent_say(out, len, "%s", cmd);
         return access(cmd, X_OK);
     }
     for (const char *p = path; p != NULL && *p != '\0';) {
@@ -212,15 +202,15 @@ static int pick_user(const ts_task_spec *s, struct ts_run_as *ra, ts_task_info *
                           rc ? strerror(rc) : "no such user");
     ra->uid = geteuid();
     ra->gid = getegid();
-    say(ra->name, sizeof ra->name, "%s", res ? res->pw_name : "");
-    say(ra->home, sizeof ra->home, "%s", res ? res->pw_dir : "/");
+    agent_say(ra->name, sizeof ra->name, "%s", res ? res->pw_name : "");
+    agent_say(ra->home, sizeof ra->home, "%s", res ? res->pw_dir : "/");
     if (res == NULL || want == NULL || want[0] == '\0')
         return 0;
     if (geteuid() != 0) {
         if (res->pw_uid != geteuid()) {
             struct passwd *me = getpwuid(geteuid());
-            say(ra->name, sizeof ra->name, "%s", me ? me->pw_name : "");
-            say(info->user_note, sizeof info->user_note,
+            agent_say(ra->name, sizeof ra->name, "%s", me ? me->pw_name : "");
+            agent_say(info->user_note, sizeof info->user_note,
                      "agent is not root: runs as uid %ld, not as \"%s\"", (long)geteuid(), want);
         }
         return 0;
@@ -344,6 +334,128 @@ static int read_report(int fd, pid_t keeper, const ts_task_spec *s, const char *
                       what[0] ? " " : "", what, strerror(r.err));
 }
 
+/* A new task's record: its id, grace, record and exit files (an old
+ * record of the same id cleared) and its meta. */
+static int task_record_init(ts_task *t, const ts_task_spec *s, const char *record_dir,
+                            ts_err *err)
+{
+    int rc;
+    t->exit_code = -1;
+    t->r.term_grace_s = s->term_grace_s > 0 ? s->term_grace_s : TS_TERM_GRACE_DEFAULT_S;
+    ts_task_info *info = &t->r.info;
+    agent_say(info->task_id, sizeof info->task_id, "%s", s->task_id);
+    if ((rc = record_paths(record_dir, s->task_id, &t->paths, err)) != 0 ||
+        (rc = clear_record(&t->paths, s->task_id, err)) != 0)
+        return rc;
+    agent_say(info->record_path, sizeof info->record_path, "%s", t->paths.record);
+    agent_say(info->exit_path, sizeof info->exit_path, "%s", t->paths.exit);
+    if ((t->r.meta = strdup(s->meta != NULL ? s->meta : "")) == NULL)
+        return ts_err_set(err, TS_ENOMEM, "task %s: meta: out of memory", s->task_id);
+    return 0;
+}
+
+/* The checkpoint ack's path in ack_dir, an old ack there removed. */
+static int clear_ack(const ts_task_spec *s, const char *ack_dir, ts_task_info *info,
+                     ts_err *err)
+{
+    agent_say(info->ack_path, sizeof info->ack_path, "%s/%s.ckpt-done", ack_dir, s->task_id);
+    if (unlink(info->ack_path) != 0 && errno != ENOENT)
+        return ts_err_set(err, TS_EIO, "task %s: removing the old ack %s: %s", s->task_id,
+                          info->ack_path, strerror(errno));
+    return 0;
+}
+
+/* What the keeper executes: an image's runtime (*cpp, its bundle prepared)
+ * or the command found on the task's PATH (exe, with *argvp a copy of the
+ * spec's argv). */
+static int pick_exe(const ts_task_spec *s, const struct ts_run_as *ra, const ts_envv *env,
+                    const char *ack_dir, char *exe, size_t exe_size, ts_container_plan **cpp,
+                    char ***argvp, ts_err *err)
+{
+    if (s->image != NULL) {
+        ts_container_plan *cp = malloc(sizeof *cp);
+        if (cp == NULL)
+            return ts_err_set(err, TS_ENOMEM, "task %s: out of memory", s->task_id);
+        int rc = ts_container_prepare(s, ra, (const char *const *)env->v, ack_dir, cp, err);
+        if (rc != 0) {
+            free(cp);
+            return rc;
+        }
+        agent_say(exe, exe_size, "%s", cp->exe);
+        *cpp = cp;
+        return 0;
+    }
+    if (resolve_command(s->argv[0], ts_envv_get(env, "PATH"), exe, exe_size) != 0) {
+        int e = errno; /* what a shell would say: "command not found: pyhton" */
+        if (e == ENOENT)
+            return ts_err_set(err, TS_ENOENT, "task %s: command not found: %s", s->task_id,
+                              s->argv[0]);
+        return ts_err_set(err, TS_EIO, "task %s: command %s: %s", s->task_id, s->argv[0],
+                          strerror(e));
+    }
+    size_t argc = 0;
+    while (s->argv[argc] != NULL)
+        argc++;
+    char **argv = calloc(argc + 1, sizeof *argv);
+    if (argv == NULL)
+        return ts_err_set(err, TS_ENOMEM, "task %s: out of memory", s->task_id);
+    memcpy(argv, s->argv, argc * sizeof *argv); /* execve's prototype is not const-correct */
+    *argvp = argv;
+    return 0;
+}
+
+/* The task's stdin, stdout and stderr into fds[0..2]: /dev/null and its
+ * two log files (made ra's), or an interactive task's stream for all three.
+ * On failure the caller closes what fds holds. */
+static int open_stdio(const ts_task_spec *s, const struct ts_run_as *ra, ts_task_info *info,
+                      int fds[3], ts_err *err)
+{
+    if ((fds[1] = open_log(s->log_dir, s->task_id, "out", info->stdout_path,
+                           sizeof info->stdout_path, ra, err)) < 0 ||
+        (fds[2] = open_log(s->log_dir, s->task_id, "err", info->stderr_path,
+                           sizeof info->stderr_path, ra, err)) < 0)
+        return err ? err->code : TS_EIO;
+    if (s->stdio_given) { /* an interactive task: its stream instead */
+        close(fds[1]);
+        close(fds[2]);
+        fds[1] = fds[2] = -1;
+        if ((fds[0] = fcntl(s->stdio_fd, F_DUPFD_CLOEXEC, 3)) < 0 ||
+            (fds[1] = fcntl(s->stdio_fd, F_DUPFD_CLOEXEC, 3)) < 0 ||
+            (fds[2] = fcntl(s->stdio_fd, F_DUPFD_CLOEXEC, 3)) < 0)
+            return ts_err_set(err, TS_EIO, "task %s: its stream: %s", s->task_id,
+                              strerror(errno));
+    } else if ((fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+        return ts_err_set(err, TS_EIO, "task %s: /dev/null: %s", s->task_id, strerror(errno));
+    }
+    return 0;
+}
+
+/* The task's own cgroup and its device limits where the node offers them;
+ * where it does not, why not, in the task's info. */
+static void isolate(const ts_launch_caps *caps, const ts_task_spec *s, ts_task *t)
+{
+    ts_task_info *info = &t->r.info;
+    if (caps == NULL)
+        agent_say(info->isolation_reason, sizeof info->isolation_reason, "cgroups not probed");
+    else if (!caps->cgroup)
+        agent_say(info->isolation_reason, sizeof info->isolation_reason, "%s",
+                 caps->cgroup_reason);
+    else if (ts_cg_create(caps, s, info->cgroup_path, sizeof info->cgroup_path, &t->cg,
+                          info->isolation_reason, sizeof info->isolation_reason) == 0) {
+        info->isolated = true;
+        info->cgroup_v1 = caps->cgroup_v1;
+    }
+    if (!s->limit_devices)
+        agent_say(info->devices_reason, sizeof info->devices_reason, "not requested");
+    else if (!info->isolated)
+        agent_say(info->devices_reason, sizeof info->devices_reason, "no task cgroup");
+    else if (!caps->devices)
+        agent_say(info->devices_reason, sizeof info->devices_reason, "%s", caps->devices_reason);
+    else if (ts_cg_limit_devices(&t->cg, s->gpu_devs, s->ngpu_devs, info->devices_reason,
+                                 sizeof info->devices_reason) == 0)
+        info->devices_isolated = true;
+}
+
 int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **out, ts_err *err)
 {
     *out = NULL;
@@ -364,111 +476,26 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **o
     int fds[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
     if (t == NULL)
         return ts_err_set(err, TS_ENOMEM, "task %s: out of memory", s->task_id);
-    t->exit_code = -1;
-    t->r.term_grace_s = s->term_grace_s > 0 ? s->term_grace_s : TS_TERM_GRACE_DEFAULT_S;
     ts_task_info *info = &t->r.info;
-    say(info->task_id, sizeof info->task_id, "%s", s->task_id);
-    if ((rc = record_paths(record_dir, s->task_id, &t->paths, err)) != 0 ||
-        (rc = clear_record(&t->paths, s->task_id, err)) != 0)
+    if ((rc = task_record_init(t, s, record_dir, err)) != 0)
         goto fail;
-    say(info->record_path, sizeof info->record_path, "%s", t->paths.record);
-    say(info->exit_path, sizeof info->exit_path, "%s", t->paths.exit);
-    if ((t->r.meta = strdup(s->meta != NULL ? s->meta : "")) == NULL) {
-        rc = ts_err_set(err, TS_ENOMEM, "task %s: meta: out of memory", s->task_id);
-        goto fail;
-    }
 
     if ((rc = pick_user(s, &ra, info, err)) != 0)
         goto fail;
     info->uid = ra.uid;
     const char *ack_dir = s->ack_dir && s->ack_dir[0] ? s->ack_dir : s->log_dir;
-    say(info->ack_path, sizeof info->ack_path, "%s/%s.ckpt-done", ack_dir, s->task_id);
-    if (unlink(info->ack_path) != 0 && errno != ENOENT) {
-        rc = ts_err_set(err, TS_EIO, "task %s: removing the old ack %s: %s", s->task_id,
-                        info->ack_path, strerror(errno));
+    if ((rc = clear_ack(s, ack_dir, info, err)) != 0)
         goto fail;
-    }
     struct ts_env_user eu = {ra.name, ra.home};
     if (ts_envv_build(&env, s, &eu, info->ack_path) != 0) {
         rc = ts_err_set(err, TS_ENOMEM, "task %s: environment: out of memory", s->task_id);
         goto fail;
     }
     char exe[PATH_MAX];
-    if (s->image != NULL) {
-        if ((cp = malloc(sizeof *cp)) == NULL) {
-            rc = ts_err_set(err, TS_ENOMEM, "task %s: out of memory", s->task_id);
-            goto fail;
-        }
-        if ((rc = ts_container_prepare(s, &ra, (const char *const *)env.v, ack_dir, cp,
-                                       err)) != 0) {
-            free(cp);
-            cp = NULL;
-            goto fail;
-        }
-        say(exe, sizeof exe, "%s", cp->exe);
-    } else {
-        if (resolve_command(s->argv[0], ts_envv_get(&env, "PATH"), exe, sizeof exe) != 0) {
-            int e = errno; /* what a shell would say: "command not found: pyhton" */
-            if (e == ENOENT)
-                rc = ts_err_set(err, TS_ENOENT, "task %s: command not found: %s", s->task_id,
-                                s->argv[0]);
-            else
-                rc = ts_err_set(err, TS_EIO, "task %s: command %s: %s", s->task_id, s->argv[0],
-                                strerror(e));
-            goto fail;
-        }
-        size_t argc = 0;
-        while (s->argv[argc] != NULL)
-            argc++;
-        argv = calloc(argc + 1, sizeof *argv);
-        if (argv == NULL) {
-            rc = ts_err_set(err, TS_ENOMEM, "task %s: out of memory", s->task_id);
-            goto fail;
-        }
-        memcpy(argv, s->argv, argc * sizeof *argv); /* execve's prototype is not const-correct */
-    }
-
-    if ((fds[1] = open_log(s->log_dir, s->task_id, "out", info->stdout_path,
-                           sizeof info->stdout_path, &ra, err)) < 0 ||
-        (fds[2] = open_log(s->log_dir, s->task_id, "err", info->stderr_path,
-                           sizeof info->stderr_path, &ra, err)) < 0) {
-        rc = err ? err->code : TS_EIO;
+    if ((rc = pick_exe(s, &ra, &env, ack_dir, exe, sizeof exe, &cp, &argv, err)) != 0 ||
+        (rc = open_stdio(s, &ra, info, fds, err)) != 0)
         goto fail;
-    }
-    if (s->stdio_given) { /* an interactive task: its stream instead */
-        close(fds[1]);
-        close(fds[2]);
-        fds[1] = fds[2] = -1;
-        if ((fds[0] = fcntl(s->stdio_fd, F_DUPFD_CLOEXEC, 3)) < 0 ||
-            (fds[1] = fcntl(s->stdio_fd, F_DUPFD_CLOEXEC, 3)) < 0 ||
-            (fds[2] = fcntl(s->stdio_fd, F_DUPFD_CLOEXEC, 3)) < 0) {
-            rc = ts_err_set(err, TS_EIO, "task %s: its stream: %s", s->task_id, strerror(errno));
-            goto fail;
-        }
-    } else if ((fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
-        rc = ts_err_set(err, TS_EIO, "task %s: /dev/null: %s", s->task_id, strerror(errno));
-        goto fail;
-    }
-
-    if (caps == NULL)
-        say(info->isolation_reason, sizeof info->isolation_reason, "cgroups not probed");
-    else if (!caps->cgroup)
-        say(info->isolation_reason, sizeof info->isolation_reason, "%s",
-                 caps->cgroup_reason);
-    else if (ts_cg_create(caps, s, info->cgroup_path, sizeof info->cgroup_path, &t->cg,
-                          info->isolation_reason, sizeof info->isolation_reason) == 0) {
-        info->isolated = true;
-        info->cgroup_v1 = caps->cgroup_v1;
-    }
-    if (!s->limit_devices)
-        say(info->devices_reason, sizeof info->devices_reason, "not requested");
-    else if (!info->isolated)
-        say(info->devices_reason, sizeof info->devices_reason, "no task cgroup");
-    else if (!caps->devices)
-        say(info->devices_reason, sizeof info->devices_reason, "%s", caps->devices_reason);
-    else if (ts_cg_limit_devices(&t->cg, s->gpu_devs, s->ngpu_devs, info->devices_reason,
-                                 sizeof info->devices_reason) == 0)
-        info->devices_isolated = true;
+    isolate(caps, s, t);
 
     if ((body = ts_rec_body(&t->r)) == NULL) {
         rc = ts_err_set(err, TS_ENOMEM, "task %s: record: out of memory", s->task_id);
@@ -586,8 +613,8 @@ int ts_task_adopt(const ts_launch_caps *caps, const char *record_dir, const char
     in->adopted = true;
     if (in->isolated)
         ts_cg_dirs_of(in->cgroup_path, in->cgroup_v1, &t->cg); /* n == 0 if unresolvable */
-    say(in->record_path, sizeof in->record_path, "%s", t->paths.record);
-    say(in->exit_path, sizeof in->exit_path, "%s", t->paths.exit);
+    agent_say(in->record_path, sizeof in->record_path, "%s", t->paths.record);
+    agent_say(in->exit_path, sizeof in->exit_path, "%s", t->paths.exit);
     if (t->r.term_grace_s <= 0)
         t->r.term_grace_s = TS_TERM_GRACE_DEFAULT_S;
     t->exit_code = -1;

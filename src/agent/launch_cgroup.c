@@ -37,9 +37,7 @@
 #include "launch_cgroup.h"
 #include "launch_record.h"
 
-/* snprintf for reasons and names, where cutting a long one short is fine. */
-static void say(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *buf, size_t len, const char *fmt, ...)
+void agent_say(char *buf, size_t len, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -147,12 +145,12 @@ static int own_cgroup(char *out, size_t len, char *why, size_t why_len)
 {
     char buf[4096];
     if (read_small("/proc/self/cgroup", buf, sizeof buf) != 0) {
-        say(why, why_len, "/proc/self/cgroup: %s", strerror(errno));
+        agent_say(why, why_len, "/proc/self/cgroup: %s", strerror(errno));
         return -1;
     }
     char *rel = strstr(buf, "0::");
     if (rel != buf && (rel == NULL || (rel = strstr(buf, "\n0::")) == NULL)) {
-        say(why, why_len, "no cgroup v2 entry in /proc/self/cgroup (cgroup v1 only)");
+        agent_say(why, why_len, "no cgroup v2 entry in /proc/self/cgroup (cgroup v1 only)");
         return -1;
     }
     rel += rel[0] == '\n' ? 4 : 3;
@@ -160,7 +158,7 @@ static int own_cgroup(char *out, size_t len, char *why, size_t why_len)
 
     FILE *f = fopen("/proc/self/mountinfo", "re");
     if (f == NULL) {
-        say(why, why_len, "/proc/self/mountinfo: %s", strerror(errno));
+        agent_say(why, why_len, "/proc/self/mountinfo: %s", strerror(errno));
         return -1;
     }
     char line[4096], mnt[1024] = "";
@@ -173,16 +171,16 @@ static int own_cgroup(char *out, size_t len, char *why, size_t why_len)
         for (int i = 0; tok != NULL && i < 4; i++)
             tok = strtok_r(NULL, " ", &save);
         if (tok != NULL)
-            say(mnt, sizeof mnt, "%s", tok);
+            agent_say(mnt, sizeof mnt, "%s", tok);
         break;
     }
     fclose(f);
     if (mnt[0] == '\0') {
-        say(why, why_len, "no cgroup2 filesystem mounted");
+        agent_say(why, why_len, "no cgroup2 filesystem mounted");
         return -1;
     }
     if (snprintf(out, len, "%s%s", mnt, strcmp(rel, "/") == 0 ? "" : rel) >= (int)len) {
-        say(why, why_len, "cgroup path too long");
+        agent_say(why, why_len, "cgroup path too long");
         return -1;
     }
     return 0;
@@ -229,7 +227,7 @@ static int limit_devices_v2(const char *path, const ts_devnum *devs, size_t ndev
     struct bpf_insn prog[BPF_INSNS_MAX];
     int n = build_dev_prog(prog, devs, ndev);
     if (n < 0) {
-        say(why, why_len, "too many GPU devices for the device filter");
+        agent_say(why, why_len, "too many GPU devices for the device filter");
         return -1;
     }
     static const char license[] = "GPL";
@@ -241,12 +239,12 @@ static int limit_devices_v2(const char *path, const ts_devnum *devs, size_t ndev
     load.license = (uint64_t)(uintptr_t)license;
     int pfd = (int)syscall(SYS_bpf, BPF_PROG_LOAD, &load, sizeof load);
     if (pfd < 0) {
-        say(why, why_len, "bpf(BPF_PROG_LOAD) of the device filter: %s", strerror(errno));
+        agent_say(why, why_len, "bpf(BPF_PROG_LOAD) of the device filter: %s", strerror(errno));
         return -1;
     }
     int cfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (cfd < 0) {
-        say(why, why_len, "%s: %s", path, strerror(errno));
+        agent_say(why, why_len, "%s: %s", path, strerror(errno));
         close(pfd);
         return -1;
     }
@@ -258,7 +256,7 @@ static int limit_devices_v2(const char *path, const ts_devnum *devs, size_t ndev
     att.attach_flags = BPF_F_ALLOW_MULTI;
     int rc = (int)syscall(SYS_bpf, BPF_PROG_ATTACH, &att, sizeof att);
     if (rc != 0)
-        say(why, why_len, "bpf(BPF_PROG_ATTACH) to %s: %s", path, strerror(errno));
+        agent_say(why, why_len, "bpf(BPF_PROG_ATTACH) to %s: %s", path, strerror(errno));
     close(cfd);
     close(pfd); /* the attachment keeps the program alive */
     return rc == 0 ? 0 : -1;
@@ -268,30 +266,30 @@ static void probe_v2(const char *parent, ts_launch_caps *caps)
 {
     char *why = caps->cgroup_reason;
     const size_t wl = sizeof caps->cgroup_reason;
-    say(caps->devices_reason, sizeof caps->devices_reason, "no usable cgroup2 hierarchy");
+    agent_say(caps->devices_reason, sizeof caps->devices_reason, "no usable cgroup2 hierarchy");
     if (parent != NULL && parent[0] != '\0')
-        say(caps->cgroup_parent, sizeof caps->cgroup_parent, "%s", parent);
+        agent_say(caps->cgroup_parent, sizeof caps->cgroup_parent, "%s", parent);
     else if (own_cgroup(caps->cgroup_parent, sizeof caps->cgroup_parent, why, wl) != 0)
         return;
     const char *dir = caps->cgroup_parent;
 
     struct statfs sfs;
     if (statfs(dir, &sfs) != 0) {
-        say(why, wl, "%s: %s", dir, strerror(errno));
+        agent_say(why, wl, "%s: %s", dir, strerror(errno));
         return;
     }
     if ((long)sfs.f_type != CGROUP2_MAGIC) {
-        say(why, wl, "%s: not a cgroup2 directory", dir);
+        agent_say(why, wl, "%s: not a cgroup2 directory", dir);
         return;
     }
     if (access(dir, W_OK) != 0) {
-        say(why, wl, "%s: not writable by the agent: %s", dir, strerror(errno));
+        agent_say(why, wl, "%s: not writable by the agent: %s", dir, strerror(errno));
         return;
     }
     char path[1024], avail[512], enabled[512];
-    say(path, sizeof path, "%s/cgroup.controllers", dir);
+    agent_say(path, sizeof path, "%s/cgroup.controllers", dir);
     if (read_small(path, avail, sizeof avail) != 0) {
-        say(why, wl, "%s: %s", path, strerror(errno));
+        agent_say(why, wl, "%s: %s", path, strerror(errno));
         return;
     }
     avail[strcspn(avail, "\n")] = '\0';
@@ -302,23 +300,23 @@ static void probe_v2(const char *parent, ts_launch_caps *caps)
             strcat(missing, NEEDED_CONTROLLERS[i]);
         }
     if (missing[0] != '\0') {
-        say(why, wl, "%s: controllers%s not available (has: \"%s\"; in use by cgroup v1?)",
+        agent_say(why, wl, "%s: controllers%s not available (has: \"%s\"; in use by cgroup v1?)",
                  dir, missing, avail);
         return;
     }
-    say(path, sizeof path, "%s/cgroup.subtree_control", dir);
+    agent_say(path, sizeof path, "%s/cgroup.subtree_control", dir);
     if (read_small(path, enabled, sizeof enabled) != 0) {
-        say(why, wl, "%s: %s", path, strerror(errno));
+        agent_say(why, wl, "%s: %s", path, strerror(errno));
         return;
     }
     for (size_t i = 0; i < sizeof NEEDED_CONTROLLERS / sizeof *NEEDED_CONTROLLERS; i++) {
         if (has_word(enabled, NEEDED_CONTROLLERS[i]))
             continue;
         char cmd[32];
-        say(cmd, sizeof cmd, "+%s", NEEDED_CONTROLLERS[i]);
+        agent_say(cmd, sizeof cmd, "+%s", NEEDED_CONTROLLERS[i]);
         if (ts_cg_write(dir, "cgroup.subtree_control", cmd) != 0) {
             int e = errno;
-            say(why, wl, "%s/cgroup.subtree_control: cannot enable %s: %s%s", dir,
+            agent_say(why, wl, "%s/cgroup.subtree_control: cannot enable %s: %s%s", dir,
                      NEEDED_CONTROLLERS[i], strerror(e),
                      e == EBUSY ? " (the cgroup holds processes; configure a delegated parent)"
                                 : "");
@@ -326,14 +324,14 @@ static void probe_v2(const char *parent, ts_launch_caps *caps)
         }
     }
     char probe[1024];
-    say(probe, sizeof probe, "%s/tessera-probe-%ld", dir, (long)getpid());
+    agent_say(probe, sizeof probe, "%s/tessera-probe-%ld", dir, (long)getpid());
     if (mkdir(probe, 0755) != 0) {
-        say(why, wl, "mkdir %s: %s", probe, strerror(errno));
+        agent_say(why, wl, "mkdir %s: %s", probe, strerror(errno));
         return;
     }
-    say(path, sizeof path, "%s/pids.max", probe);
+    agent_say(path, sizeof path, "%s/pids.max", probe);
     if (access(path, W_OK) != 0) {
-        say(why, wl, "%s: %s", path, strerror(errno));
+        agent_say(why, wl, "%s: %s", path, strerror(errno));
         rmdir(probe);
         return;
     }
@@ -344,7 +342,7 @@ static void probe_v2(const char *parent, ts_launch_caps *caps)
         caps->devices = true;
         caps->devices_reason[0] = '\0';
     } else {
-        say(caps->devices_reason, sizeof caps->devices_reason, "%s", dwhy);
+        agent_say(caps->devices_reason, sizeof caps->devices_reason, "%s", dwhy);
     }
     rmdir(probe);
 }
@@ -355,31 +353,31 @@ static int create_v2(const ts_launch_caps *caps, const ts_task_spec *spec, char 
     if (snprintf(path, path_len, "%s/tessera-%s", caps->cgroup_parent, spec->task_id) >=
             (int)path_len ||
         ts_cg_dirs_of(path, false, dirs) != 0) {
-        say(why, why_len, "cgroup path too long");
+        agent_say(why, why_len, "cgroup path too long");
         return -1;
     }
     if (mkdir(path, 0755) != 0 && (errno != EEXIST || rmdir(path) != 0 || mkdir(path, 0755) != 0)) {
-        say(why, why_len, "mkdir %s: %s", path, strerror(errno));
+        agent_say(why, why_len, "mkdir %s: %s", path, strerror(errno));
         return -1;
     }
     char cpu[64] = "max", mem[32] = "max", pids[32] = "max";
     if (spec->cpu_milli > 0) {
         long long quota = spec->cpu_milli * TS_CG_CPU_PERIOD_US / 1000;
-        say(cpu, sizeof cpu, "%lld %lld",
+        agent_say(cpu, sizeof cpu, "%lld %lld",
             quota < TS_CG_CPU_QUOTA_MIN_US ? TS_CG_CPU_QUOTA_MIN_US : quota,
             TS_CG_CPU_PERIOD_US);
     } else {
-        say(cpu, sizeof cpu, "max %lld", TS_CG_CPU_PERIOD_US);
+        agent_say(cpu, sizeof cpu, "max %lld", TS_CG_CPU_PERIOD_US);
     }
     if (spec->memory_bytes > 0)
-        say(mem, sizeof mem, "%lld", spec->memory_bytes);
+        agent_say(mem, sizeof mem, "%lld", spec->memory_bytes);
     if (spec->pids_max > 0)
-        say(pids, sizeof pids, "%lld", spec->pids_max);
+        agent_say(pids, sizeof pids, "%lld", spec->pids_max);
     const char *files[] = {"cpu.max", "memory.max", "pids.max"};
     const char *vals[] = {cpu, mem, pids};
     for (int i = 0; i < 3; i++)
         if (ts_cg_write(path, files[i], vals[i]) != 0) {
-            say(why, why_len, "%s/%s: writing \"%s\": %s", path, files[i], vals[i],
+            agent_say(why, why_len, "%s/%s: writing \"%s\": %s", path, files[i], vals[i],
                      strerror(errno));
             rmdir(path);
             return -1;
@@ -399,10 +397,10 @@ void ts_cg_probe(const char *parent, ts_launch_caps *caps)
         (long)sfs.f_type == CGROUP2_MAGIC)
         return; /* a cgroup2 parent was asked for: its reason stands */
     char v2why[TS_LAUNCH_REASON_MAX], v1why[TS_LAUNCH_REASON_MAX];
-    say(v2why, sizeof v2why, "%s", caps->cgroup_reason);
+    agent_say(v2why, sizeof v2why, "%s", caps->cgroup_reason);
     ts_cg1_probe(parent, caps, v1why, sizeof v1why);
     if (!caps->cgroup)
-        say(caps->cgroup_reason, sizeof caps->cgroup_reason, "cgroup v2: %s; cgroup v1: %s",
+        agent_say(caps->cgroup_reason, sizeof caps->cgroup_reason, "cgroup v2: %s; cgroup v1: %s",
             v2why, v1why);
 }
 
@@ -441,7 +439,7 @@ int ts_cg_limit_devices(const ts_cg_dirs *d, const ts_devnum *devs, size_t ndev,
                         size_t why_len)
 {
     if (d->n == 0) {
-        say(why, why_len, "no task cgroup");
+        agent_say(why, why_len, "no task cgroup");
         return -1;
     }
     return d->v1 ? ts_cg1_limit_devices(d, devs, ndev, why, why_len)

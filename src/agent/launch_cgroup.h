@@ -94,4 +94,8 @@ int ts_cg_write(const char *dir, const char *file, const char *text);
 int ts_cg_read(const char *dir, const char *file, char *buf, size_t len);
 void ts_cg_kill_listed(const char *dir);  /* SIGKILL to each pid of dir/cgroup.procs */
 
+/* snprintf for reasons and names, where cutting a long one short is fine
+ * (launch.c and the cgroup files share it). */
+void agent_say(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 #endif

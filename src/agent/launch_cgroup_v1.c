@@ -85,16 +85,6 @@ static const char *const NAMED_MAJORS[] = {
     "nvidia-caps-imex-channels", "infiniband_verbs", "infiniband_mad",
 };
 
-/* snprintf for reasons and names, where cutting a long one short is fine. */
-static void say(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *buf, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
-
 /* word is one of the comma-separated options of opts. */
 static bool has_option(const char *opts, const char *word)
 {
@@ -193,29 +183,29 @@ void ts_cg1_probe(const char *parent, ts_launch_caps *caps, char *why, size_t wl
     const char *rel = parent != NULL && parent[0] != '\0' ? parent : V1_DEFAULT_PARENT;
     struct statfs sfs;
     if (!parent_ok(rel) || (statfs(rel, &sfs) == 0 && (long)sfs.f_type == CGROUP_V1_MAGIC)) {
-        say(why, wl, "cgroup parent %s: not a cgroup path such as /tessera, the same in every "
+        agent_say(why, wl, "cgroup parent %s: not a cgroup path such as /tessera, the same in every "
                      "v1 hierarchy (or a cgroup2 directory)", rel);
         return;
     }
     char mnt[TS_CG_NCTL][TS_CG_PATH_MAX];
     if (v1_mounts(mnt) != 0) {
-        say(why, wl, "/proc/self/mountinfo: %s", strerror(errno));
+        agent_say(why, wl, "/proc/self/mountinfo: %s", strerror(errno));
         return;
     }
     for (int c = 0; c < TS_CG_NCTL; c++)
         if (CTL[c].required && mnt[c][0] == '\0') {
-            say(why, wl, "no %s hierarchy mounted", CTL[c].name);
+            agent_say(why, wl, "no %s hierarchy mounted", CTL[c].name);
             return;
         }
     char probe[TS_CG_PATH_MAX];
-    say(probe, sizeof probe, "%s/tessera-probe-%ld", strcmp(rel, "/") == 0 ? "" : rel,
+    agent_say(probe, sizeof probe, "%s/tessera-probe-%ld", strcmp(rel, "/") == 0 ? "" : rel,
         (long)getpid());
     ts_cg_dirs d;
     memset(&d, 0, sizeof d);
     for (int c = 0; c < TS_CG_NCTL; c++)
         d.at[c] = -1;
     if (ts_cg1_dirs(probe, &d) != 0) {
-        say(why, wl, "cgroup path %s: too long", probe);
+        agent_say(why, wl, "cgroup path %s: too long", probe);
         return;
     }
     bool ok = true;
@@ -224,35 +214,35 @@ void ts_cg1_probe(const char *parent, ts_launch_caps *caps, char *why, size_t wl
             continue;
         char *dir = d.dir[d.at[c]];
         if (make_dirs(dir, strlen(mnt[c])) != 0) {
-            say(why, wl, "mkdir %s: %s", dir, strerror(errno));
+            agent_say(why, wl, "mkdir %s: %s", dir, strerror(errno));
             ok = false;
             break;
         }
         if (CTL[c].probe_file == NULL || c == TS_CG_DEVICES)
             continue;
         char path[TS_CG_PATH_MAX + 64];
-        say(path, sizeof path, "%s/%s", dir, CTL[c].probe_file);
+        agent_say(path, sizeof path, "%s/%s", dir, CTL[c].probe_file);
         if (access(path, W_OK) != 0) {
-            say(why, wl, "%s: %s", path, strerror(errno));
+            agent_say(why, wl, "%s: %s", path, strerror(errno));
             ok = false;
         }
     }
     if (ok) {
         caps->cgroup = true;
         caps->cgroup_v1 = true;
-        say(caps->cgroup_parent, sizeof caps->cgroup_parent, "%s", rel);
+        agent_say(caps->cgroup_parent, sizeof caps->cgroup_parent, "%s", rel);
         caps->cgroup_reason[0] = '\0';
         char path[TS_CG_PATH_MAX + 64];
         if (d.at[TS_CG_DEVICES] < 0) {
-            say(caps->devices_reason, sizeof caps->devices_reason,
+            agent_say(caps->devices_reason, sizeof caps->devices_reason,
                 "no devices hierarchy mounted (cgroup v1)");
         } else {
-            say(path, sizeof path, "%s/devices.deny", d.dir[d.at[TS_CG_DEVICES]]);
+            agent_say(path, sizeof path, "%s/devices.deny", d.dir[d.at[TS_CG_DEVICES]]);
             caps->devices = access(path, W_OK) == 0;
             if (caps->devices)
                 caps->devices_reason[0] = '\0';
             else
-                say(caps->devices_reason, sizeof caps->devices_reason, "%s: %s", path,
+                agent_say(caps->devices_reason, sizeof caps->devices_reason, "%s: %s", path,
                     strerror(errno));
         }
     }
@@ -266,11 +256,11 @@ static void scope_name(const ts_task_spec *s, char *out, size_t len)
     const char *dir = s->record_dir && s->record_dir[0] ? s->record_dir : s->log_dir;
     char real[PATH_MAX];
     if (realpath(dir, real) == NULL)
-        say(real, sizeof real, "%s", dir);
+        agent_say(real, sizeof real, "%s", dir);
     unsigned long long h = FNV64_OFFSET;
     for (const unsigned char *p = (const unsigned char *)real; *p; p++)
         h = (h ^ *p) * FNV64_PRIME;
-    say(out, len, "agent-%016llx", h);
+    agent_say(out, len, "agent-%016llx", h);
 }
 
 static int set_limits(const ts_cg_dirs *d, const ts_task_spec *s, char *why, size_t wl)
@@ -300,11 +290,11 @@ static int set_limits(const ts_cg_dirs *d, const ts_task_spec *s, char *why, siz
     for (int i = 0; i < n; i++) {
         const char *dir = d->dir[d->at[w[i].ctl]];
         if (w[i].value >= 0)
-            say(v, sizeof v, "%lld", w[i].value);
+            agent_say(v, sizeof v, "%lld", w[i].value);
         else
-            say(v, sizeof v, "%s", w[i].ctl == TS_CG_PIDS ? "max" : "-1");
+            agent_say(v, sizeof v, "%s", w[i].ctl == TS_CG_PIDS ? "max" : "-1");
         if (ts_cg_write(dir, w[i].file, v) != 0 && !(w[i].optional && errno == ENOENT)) {
-            say(why, wl, "%s/%s: writing \"%s\": %s", dir, w[i].file, v, strerror(errno));
+            agent_say(why, wl, "%s/%s: writing \"%s\": %s", dir, w[i].file, v, strerror(errno));
             return -1;
         }
     }
@@ -320,13 +310,13 @@ int ts_cg1_create(const ts_launch_caps *caps, const ts_task_spec *s, char *path,
     if (snprintf(path, path_len, "%s/%s/tessera-%s", rel, scope, s->task_id) >=
             (int)path_len ||
         ts_cg1_dirs(path, d) != 0) {
-        say(why, wl, "cgroup path %s/%s/tessera-%s: too long, or no cgroup v1 hierarchy",
+        agent_say(why, wl, "cgroup path %s/%s/tessera-%s: too long, or no cgroup v1 hierarchy",
             rel, scope, s->task_id);
         return -1;
     }
     for (int c = 0; c < TS_CG_NCTL; c++)
         if (CTL[c].required && d->at[c] < 0) {
-            say(why, wl, "no %s hierarchy mounted", CTL[c].name);
+            agent_say(why, wl, "no %s hierarchy mounted", CTL[c].name);
             return -1;
         }
     size_t mount_len[TS_CG_NCTL];
@@ -349,7 +339,7 @@ int ts_cg1_create(const ts_launch_caps *caps, const ts_task_spec *s, char *path,
                 break;
         }
         if (rc != 0) {
-            say(why, wl, "mkdir %s: %s", dir, strerror(errno));
+            agent_say(why, wl, "mkdir %s: %s", dir, strerror(errno));
             d->n = i;
             ts_cg_remove(d);
             return -1;
@@ -399,12 +389,12 @@ int ts_cg1_limit_devices(const ts_cg_dirs *d, const ts_devnum *devs, size_t ndev
                          size_t wl)
 {
     if (d->at[TS_CG_DEVICES] < 0) {
-        say(why, wl, "no devices hierarchy mounted (cgroup v1)");
+        agent_say(why, wl, "no devices hierarchy mounted (cgroup v1)");
         return -1;
     }
     const char *dir = d->dir[d->at[TS_CG_DEVICES]];
     if (ts_cg_write(dir, "devices.deny", "a") != 0) {
-        say(why, wl, "%s/devices.deny: writing \"a\": %s", dir, strerror(errno));
+        agent_say(why, wl, "%s/devices.deny: writing \"a\": %s", dir, strerror(errno));
         return -1;
     }
     char entry[64];
@@ -413,25 +403,25 @@ int ts_cg1_limit_devices(const ts_cg_dirs *d, const ts_devnum *devs, size_t ndev
     FILE *pd = fopen("/proc/devices", "re");
     for (size_t i = 0; i < nfixed + nnamed + ndev + 1; i++) {
         if (i < nfixed) {
-            say(entry, sizeof entry, "%s", DEVICE_ALLOW[i]);
+            agent_say(entry, sizeof entry, "%s", DEVICE_ALLOW[i]);
         } else if (i < nfixed + nnamed) {
             int major = pd ? char_major(pd, NAMED_MAJORS[i - nfixed]) : -1;
             if (major < 0)
                 continue; /* no such driver on this node */
-            say(entry, sizeof entry, "c %d:* rwm", major);
+            agent_say(entry, sizeof entry, "c %d:* rwm", major);
         } else if (i < nfixed + nnamed + ndev) {
             const ts_devnum *g = &devs[i - nfixed - nnamed];
             if (g->major != TS_NVIDIA_GPU_MAJOR || g->minor >= TS_NVIDIA_GPU_MINOR_END)
                 continue;
-            say(entry, sizeof entry, "c %u:%u rwm", g->major, g->minor);
+            agent_say(entry, sizeof entry, "c %u:%u rwm", g->major, g->minor);
         } else {
             int minor = misc_minor("rdma_cm"); /* RDMA connection manager, for NCCL */
             if (minor < 0)
                 continue;
-            say(entry, sizeof entry, "c 10:%d rwm", minor);
+            agent_say(entry, sizeof entry, "c 10:%d rwm", minor);
         }
         if (ts_cg_write(dir, "devices.allow", entry) != 0) {
-            say(why, wl, "%s/devices.allow: writing \"%s\": %s", dir, entry, strerror(errno));
+            agent_say(why, wl, "%s/devices.allow: writing \"%s\": %s", dir, entry, strerror(errno));
             if (pd)
                 fclose(pd);
             return -1;

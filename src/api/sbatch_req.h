@@ -101,4 +101,28 @@ const char *sbatch_map_get(const ts_sbatch_map *map, const char *kind, const cha
  * (`module`, srun options a step cannot honour): sbatch_lint.c. */
 void sbatch_lint(const char *script, size_t len, const char *name, ts_sbatch *sb);
 
+/* ---- the options (sbatch.c's table, sbatch_set.c's setters) ---------------- */
+
+enum opt_id {
+    O_NAME, O_NODES, O_NTASKS, O_NTPN, O_CPT, O_CPG, O_GPUS, O_GPN, O_GPT, O_GRES, O_MEM,
+    O_MEM_CPU, O_MEM_GPU, O_TIME, O_ARRAY, O_QOS, O_ACCOUNT, O_PARTITION, O_DEPENDENCY,
+    O_CONSTRAINT, O_NODELIST, O_EXCLUDE, O_RESERVATION, O_HOLD, O_MAIL_TYPE, O_MAIL_USER, O_NICE,
+    O_SIGNAL, O_OUTPUT, O_ERROR, O_EXPORT, O_CHDIR, O_IMAGE, O_WARN, O_REFUSE
+};
+enum { ARG_NONE, ARG_REQUIRED, ARG_OPTIONAL };
+
+struct sopt {
+    const char *name;
+    char short_name;
+    int id;
+    int arg;
+    const char *why; /* for O_WARN / O_REFUSE: what Tessera does instead */
+};
+
+/* Sets what option o (value v, NULL when it has none) asks of r, read from
+ * src at where ("script:LINE: " or ""): 0, with a bad value an error in errs
+ * (an ignored option a warning in sb), or TS_ENOMEM. */
+int sbatch_apply(struct sbatch_req *r, const struct sopt *o, const char *v, int src,
+                 const char *where, ts_sbatch *sb, ts_spec_errors *errs);
+
 #endif

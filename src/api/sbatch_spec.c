@@ -639,6 +639,58 @@ static const char *pick_tenant(const ts_sbatch_input *in, const struct sbatch_re
     return t && name_ok(t) ? t : NULL;
 }
 
+/* The spec's keys that the options set one for one (array, dependency,
+ * image, node selection, reservation, hold, nice, mail, secrets); a mail
+ * option without its partner is a warning, as in Slurm. */
+static void add_optional(json_t *spec, const struct sbatch_req *r, const ts_sbatch_shape *s,
+                         const ts_sbatch_input *in, ts_sbatch *sb)
+{
+    if (s->array)
+        json_object_set_new(spec, "array_size", json_integer(s->array_count));
+    if (s->array && s->array_throttle > 0 && s->array_count > 1)
+        json_object_set_new(spec, "array_throttle", json_integer(s->array_throttle));
+    if (r->dependency)
+        json_object_set_new(spec, "dependency", json_string(r->dependency));
+    if (r->image) /* the script runs in it, as pyxis runs it (docs/images.md) */
+        json_object_set_new(spec, "image", json_string(r->image));
+    if (r->constraint)
+        json_object_set_new(spec, "constraint", json_string(r->constraint));
+    if (r->nodelist)
+        json_object_set_new(spec, "nodelist", json_string(r->nodelist));
+    if (r->exclude)
+        json_object_set_new(spec, "exclude", json_string(r->exclude));
+    if (r->reservation)
+        json_object_set_new(spec, "reservation", json_string(r->reservation));
+    if (r->hold) /* submitted held: it waits for 'tessera release' */
+        json_object_set_new(spec, "hold", json_true());
+    if (r->nice_given && r->nice != 0)
+        json_object_set_new(spec, "nice", json_integer(r->nice));
+    if (r->mail_user && r->mail_on) { /* --mail-user, --mail-type: notify's mail */
+        json_t *on = json_array(), *to = json_array();
+        static const char *const NAMES[] = {"start", "end", "fail"};
+        for (int b = 0; b < 3; b++)
+            if (r->mail_on & (1u << b))
+                json_array_append_new(on, json_string(NAMES[b]));
+        for (const char *p = r->mail_user; *p;) {
+            size_t l = strcspn(p, ",");
+            json_array_append_new(to, json_stringn(p, l));
+            p += l + (p[l] == ',');
+        }
+        json_object_set_new(spec, "notify", json_pack("{s:o,s:o}", "mail", to, "on", on));
+    } else if (r->mail_user && !r->mail_type_given) {
+        sbatch_warn(sb, "--mail-user: no mail is sent without --mail-type (as Slurm)");
+    } else if (r->mail_on && !r->mail_user) {
+        sbatch_warn(sb, "--mail-type: no mail is sent without --mail-user (tessera knows no "
+                    "address for the submitting user)");
+    }
+    if (in->nsecrets > 0) {
+        json_t *sec = json_array();
+        for (int i = 0; sec && i < in->nsecrets; i++)
+            json_array_append_new(sec, json_string(in->secrets[i]));
+        json_object_set_new(spec, "secrets", sec);
+    }
+}
+
 int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
                  const struct sbatch_req *r, ts_sbatch *sb, ts_spec_errors *errs)
 {
@@ -711,50 +763,7 @@ int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
         sbatch_error(errs, "--chdir: \"%s\" is not an absolute path", wd);
     else if (wd)
         json_object_set_new(spec, "workdir", json_string(wd));
-    if (s->array)
-        json_object_set_new(spec, "array_size", json_integer(s->array_count));
-    if (s->array && s->array_throttle > 0 && s->array_count > 1)
-        json_object_set_new(spec, "array_throttle", json_integer(s->array_throttle));
-    if (r->dependency)
-        json_object_set_new(spec, "dependency", json_string(r->dependency));
-    if (r->image) /* the script runs in it, as pyxis runs it (docs/images.md) */
-        json_object_set_new(spec, "image", json_string(r->image));
-    if (r->constraint)
-        json_object_set_new(spec, "constraint", json_string(r->constraint));
-    if (r->nodelist)
-        json_object_set_new(spec, "nodelist", json_string(r->nodelist));
-    if (r->exclude)
-        json_object_set_new(spec, "exclude", json_string(r->exclude));
-    if (r->reservation)
-        json_object_set_new(spec, "reservation", json_string(r->reservation));
-    if (r->hold) /* submitted held: it waits for 'tessera release' */
-        json_object_set_new(spec, "hold", json_true());
-    if (r->nice_given && r->nice != 0)
-        json_object_set_new(spec, "nice", json_integer(r->nice));
-    if (r->mail_user && r->mail_on) { /* --mail-user, --mail-type: notify's mail */
-        json_t *on = json_array(), *to = json_array();
-        static const char *const NAMES[] = {"start", "end", "fail"};
-        for (int b = 0; b < 3; b++)
-            if (r->mail_on & (1u << b))
-                json_array_append_new(on, json_string(NAMES[b]));
-        for (const char *p = r->mail_user; *p;) {
-            size_t l = strcspn(p, ",");
-            json_array_append_new(to, json_stringn(p, l));
-            p += l + (p[l] == ',');
-        }
-        json_object_set_new(spec, "notify", json_pack("{s:o,s:o}", "mail", to, "on", on));
-    } else if (r->mail_user && !r->mail_type_given) {
-        sbatch_warn(sb, "--mail-user: no mail is sent without --mail-type (as Slurm)");
-    } else if (r->mail_on && !r->mail_user) {
-        sbatch_warn(sb, "--mail-type: no mail is sent without --mail-user (tessera knows no "
-                    "address for the submitting user)");
-    }
-    if (in->nsecrets > 0) {
-        json_t *sec = json_array();
-        for (int i = 0; sec && i < in->nsecrets; i++)
-            json_array_append_new(sec, json_string(in->secrets[i]));
-        json_object_set_new(spec, "secrets", sec);
-    }
+    add_optional(spec, r, s, in, sb);
     if (errs->n > 0) {
         json_decref(spec);
         return 0;

@@ -17,7 +17,9 @@
  * the "billion laughs" expansion and alias cycles. This file knows the keys;
  * how a value is read and how an error reads is spec_walk.c, the scalar
  * grammars (numbers, durations, signals) are spec_scalar.c and the canonical
- * JSON writer is spec_json.c.
+ * JSON writer is spec_json.c; the larger sections have their own files
+ * (spec_tasks.c, spec_network.c, spec_notify.c, spec_secrets.c,
+ * spec_mounts.c, spec_data.c).
  */
 #include "tessera/spec.h"
 
@@ -31,223 +33,16 @@
 #include "api/spec_walk.h"
 #include "tessera/depend.h"
 #include "tessera/image_ref.h"
-#include "tessera/mig.h"
 #include "tessera/node_select.h"
-#include "tessera/model.h"
 #include "tessera/tenant.h"
 
 #define SPEC_NESTING_MAX 16 /* the schema itself needs 3 levels */
-#define SPEC_CPU_MILLI_DEFAULT 1000
-#define SPEC_MEM_MIB_DEFAULT 1024
-#define SPEC_CPU_MILLI_MAX (4096LL * 1000) /* 4096 cores per task */
-#define SPEC_MEM_MIB_MAX (64LL << 20)      /* 64 TiB per task */
-#define SPEC_GPU_MEM_MIB_MAX (1LL << 20)   /* 1 TiB per GPU */
-#define SPEC_WORKDIR_MAX 4096              /* Linux PATH_MAX, with its NUL */
+#define SPEC_WORKDIR_MAX 4096 /* Linux PATH_MAX, with its NUL */
 #define SPEC_LEVEL_ANY "any"
 #define SPEC_LEVEL_NODE "node"
 #define SPEC_SHELL "/bin/sh"
 
-/* ---- task groups ---------------------------------------------------------------- */
-
-enum { T_COUNT, T_GPUS, T_FRACTION, T_GPU_MEM, T_MODEL, T_MIG, T_CPU, T_MEM, T_N };
-static const char *const TASK_KEYS[T_N] = {"count",          "gpus",      "gpu_fraction",
-                                           "gpu_memory_mib", "gpu_model", "mig_profile",
-                                           "cpu_milli",      "memory_mib"};
-
-/* MIG names are short ASCII; checking that first keeps mig.c's messages,
- * which quote the name, free of anything odd. */
-static bool mig_chars_ok(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n >= TS_SPEC_NAME_MAX)
-        return false;
-    for (const char *p = s; *p; p++) {
-        char c = *p;
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '+' || c == '-' || c == '_'))
-            return false;
-    }
-    return true;
-}
-
-/* A MIG profile name, for the given model (-1: any MIG-capable model). */
-static void check_mig(spec_parser *P, const yaml_node_t *n, const char *path, int model)
-{
-    const char *s = (const char *)n->data.scalar.value;
-    if (mig_chars_ok(s) && model >= 0) {
-        int geometry = ts_gpu_model_get(model)->mig_geometry;
-        ts_err e = {0};
-        if (geometry == TS_MIG_NONE)
-            spec_fail(P, path, "GPU model %s has no MIG", ts_gpu_model_get(model)->name);
-        else if (ts_mig_profile_parse(geometry, s, &e) < 0)
-            spec_fail(P, path, "%s", e.msg);
-        return;
-    }
-    for (int g = 0; mig_chars_ok(s) && g < TS_MIG_NGEOMETRY; g++)
-        if (ts_mig_profile_parse(g, s, NULL) >= 0)
-            return;
-    char got[SPEC_SHOW_BUF];
-    spec_show(n, got, sizeof got);
-    spec_fail(P, path,
-              "unknown MIG profile %s (e.g. 1g.10gb, 3g.40gb or a short form: 1g, 1g+me, "
-              "1gx2, 2g, 3g, 4g, 7g)",
-              got);
-}
-
-static void unknown_model(spec_parser *P, const yaml_node_t *n, const char *path)
-{
-    char known[256] = "", got[SPEC_SHOW_BUF];
-    for (int i = 0; i < ts_gpu_model_count(); i++) {
-        size_t used = strlen(known);
-        snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "",
-                 ts_gpu_model_get(i)->name);
-    }
-    spec_show(n, got, sizeof got);
-    spec_fail(P, path, "unknown GPU model %s (known: %s)", got, known);
-}
-
-/* One group; false when its count is unknown (so the total is not checked). */
-static bool walk_group(spec_parser *P, const yaml_node_t *map, const char *path, ts_task_spec *t)
-{
-    t->count = 1;
-    t->gpu_milli = TS_MILLI_PER_GPU;
-    t->cpu_milli = SPEC_CPU_MILLI_DEFAULT;
-    t->mem_mib = SPEC_MEM_MIB_DEFAULT;
-    yaml_node_t *v[T_N];
-    unsigned given;
-    char sub[T_N][SPEC_PATH_MAX];
-    if (!spec_map_fields(P, map, path, TASK_KEYS, T_N, v, &given))
-        return false;
-    for (int k = 0; k < T_N; k++)
-        ts_yaml_pathf(sub[k], sizeof sub[k], "%s.%s", path, TASK_KEYS[k]);
-    unsigned ok = 0; /* bit k: key k given and valid */
-    int64_t x;
-    if (v[T_COUNT] && spec_int(P, v[T_COUNT], sub[T_COUNT], 1, TS_SPEC_MAX_TASKS, &x)) {
-        t->count = (int)x;
-        ok |= BIT(T_COUNT);
-    }
-    if (v[T_GPUS] && spec_int(P, v[T_GPUS], sub[T_GPUS], 0, TS_NODE_MAX_GPUS, &x)) {
-        t->gpus = (int)x;
-        ok |= BIT(T_GPUS);
-    }
-    int32_t milli = 0;
-    if (v[T_FRACTION]) {
-        const char *s = spec_scalar_text(v[T_FRACTION]);
-        double f = 0;
-        bool plain = s && v[T_FRACTION]->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
-        if (plain && ts_spec_number(s, &f) && f > 0 && f < 1)
-            milli = (int32_t)(f * TS_MILLI_PER_GPU + 0.5);
-        if (milli >= 1 && milli < TS_MILLI_PER_GPU)
-            ok |= BIT(T_FRACTION);
-        else
-            spec_fail_got(P, v[T_FRACTION], sub[T_FRACTION],
-                          "a number between 0 and 1 that rounds to 0.001..0.999");
-    }
-    if (v[T_GPU_MEM] && spec_int(P, v[T_GPU_MEM], sub[T_GPU_MEM], 0, SPEC_GPU_MEM_MIB_MAX, &x)) {
-        t->gpu_mem_mib = x;
-        ok |= BIT(T_GPU_MEM);
-    }
-    int model = -1;
-    if (v[T_MODEL]) {
-        const char *s = spec_text(P, v[T_MODEL], sub[T_MODEL]);
-        model = s ? ts_gpu_model_lookup(s) : -1;
-        if (s && model < 0)
-            unknown_model(P, v[T_MODEL], sub[T_MODEL]);
-        if (model >= 0) {
-            snprintf(t->gpu_model, sizeof t->gpu_model, "%s", s);
-            ok |= BIT(T_MODEL);
-        }
-    }
-    if (v[T_MIG]) {
-        const char *s = spec_text(P, v[T_MIG], sub[T_MIG]);
-        if (s && !(given & BIT(T_MODEL) && !(ok & BIT(T_MODEL)))) {
-            int errors = P->errs->n + P->errs->more;
-            check_mig(P, v[T_MIG], sub[T_MIG], model);
-            if (P->errs->n + P->errs->more == errors) {
-                snprintf(t->mig_profile, sizeof t->mig_profile, "%s", s);
-                ok |= BIT(T_MIG);
-            }
-        }
-    }
-    if (v[T_CPU] && spec_int(P, v[T_CPU], sub[T_CPU], 0, SPEC_CPU_MILLI_MAX, &x))
-        t->cpu_milli = x;
-    if (v[T_MEM] && spec_int(P, v[T_MEM], sub[T_MEM], 0, SPEC_MEM_MIB_MAX, &x))
-        t->mem_mib = x;
-
-    /* How the GPU keys combine: a share is one GPU; a MIG instance is no
-     * whole GPU; memory per GPU needs a GPU. Checked only between keys that
-     * were valid on their own, so one mistake gives one error. */
-    bool gpus_set = ok & BIT(T_GPUS), gpus_bad = (given & BIT(T_GPUS)) && !gpus_set;
-    if (ok & BIT(T_FRACTION) && !(given & BIT(T_MIG))) {
-        if (gpus_set && t->gpus != 1)
-            spec_fail(P, sub[T_FRACTION], "needs gpus: 1 (or gpus left out), got gpus: %d",
-                      t->gpus);
-        else if (!gpus_bad) {
-            t->gpus = 1;
-            t->gpu_milli = milli;
-        }
-    }
-    if (ok & BIT(T_MIG)) {
-        if (gpus_set && t->gpus != 0)
-            spec_fail(P, sub[T_MIG], "needs gpus: 0 (or gpus left out), got gpus: %d", t->gpus);
-        if (given & BIT(T_FRACTION))
-            spec_fail(P, sub[T_MIG], "cannot be combined with gpu_fraction");
-        if (ok & BIT(T_GPU_MEM) && t->gpu_mem_mib > 0)
-            spec_fail(P, sub[T_GPU_MEM],
-                      "cannot be combined with mig_profile (the profile sets the "
-                      "memory)");
-    }
-    bool whole_or_share = !(given & (BIT(T_MIG) | BIT(T_FRACTION)));
-    if (ok & BIT(T_GPU_MEM) && t->gpu_mem_mib > 0 && whole_or_share) {
-        if (!(given & BIT(T_GPUS)))
-            t->gpus = 1;
-        else if (gpus_set && t->gpus == 0)
-            spec_fail(P, sub[T_GPU_MEM], "needs a GPU, got gpus: 0");
-    }
-    if (ok & BIT(T_MODEL) && whole_or_share && !gpus_bad && t->gpus == 0)
-        spec_fail(P, sub[T_MODEL], "needs gpus, gpu_fraction or mig_profile");
-    return !(given & BIT(T_COUNT)) || (ok & BIT(T_COUNT));
-}
-
-static void walk_tasks(spec_parser *P, const yaml_node_t *n)
-{
-    if (n->type != YAML_SEQUENCE_NODE) {
-        spec_fail_got(P, n, "tasks", "a list of task groups");
-        return;
-    }
-    ptrdiff_t ngroups = n->data.sequence.items.top - n->data.sequence.items.start;
-    if (ngroups == 0) {
-        spec_fail(P, "tasks", "must list at least one task group");
-        return;
-    }
-    if (ngroups > TS_SPEC_MAX_TASKS) {
-        spec_fail(P, "tasks", "%td task groups, at most %d", ngroups, TS_SPEC_MAX_TASKS);
-        return;
-    }
-    ts_task_spec *t = calloc((size_t)ngroups, sizeof *t);
-    if (!t) {
-        spec_fail_oom(P);
-        return;
-    }
-    P->spec->tasks = t;
-    P->spec->ntasks = (int)ngroups;
-    int64_t ranks = 0;
-    bool counted = true;
-    char path[SPEC_PATH_MAX];
-    for (ptrdiff_t i = 0; i < ngroups; i++) {
-        ts_yaml_pathf(path, sizeof path, "tasks[%td]", i);
-        bool reused;
-        yaml_node_t *g = spec_child(P, n->data.sequence.items.start[i], path, &reused);
-        if (!g || !walk_group(P, g, path, &t[i]))
-            counted = false;
-        ranks += t[i].count;
-    }
-    if (counted && ranks > TS_SPEC_MAX_TASKS)
-        spec_fail(P, "tasks", "%lld ranks in all (the counts' sum), at most %d", (long long)ranks,
-                  TS_SPEC_MAX_TASKS);
-}
-
-/* ---- the other sections ------------------------------------------------------- */
+/* ---- the sections -------------------------------------------------------------- */
 
 static bool copy_level(spec_parser *P, const yaml_node_t *n, const char *path, bool preferred,
                        char out[TS_SPEC_NAME_MAX])
@@ -355,93 +150,6 @@ static void walk_interactive(spec_parser *P, const yaml_node_t *map)
         spec->tty_rows = (int)x;
     if (v[2] && spec_int(P, v[2], "interactive.cols", 1, TS_SPEC_TTY_MAX, &x))
         spec->tty_cols = (int)x;
-}
-
-/* "network: host|tenant", or a map {mode: host|tenant, nics: shared|dedicated}
- * (docs/network.md) */
-/* "network.publish": [PORT/tcp|udp, ...] (a bare PORT is tcp), distinct. */
-static void walk_publish(spec_parser *P, const yaml_node_t *n)
-{
-    if (n->type != YAML_SEQUENCE_NODE) {
-        spec_fail_got(P, n, "network.publish", "a list of PORT/tcp|udp");
-        return;
-    }
-    yaml_node_item_t *b = n->data.sequence.items.start;
-    int count = (int)(n->data.sequence.items.top - b);
-    if (count > TS_SPEC_PUBLISH_MAX) {
-        spec_fail(P, "network.publish", "%d ports: at most %d", count, TS_SPEC_PUBLISH_MAX);
-        return;
-    }
-    for (int i = 0; i < count; i++) {
-        char path[40];
-        snprintf(path, sizeof path, "network.publish[%d]", i);
-        bool reused;
-        const yaml_node_t *e = spec_child(P, b[i], path, &reused);
-        const char *s = e ? spec_text(P, e, path) : NULL;
-        if (!s)
-            continue;
-        char *end;
-        unsigned long port = s[0] >= '1' && s[0] <= '9' ? strtoul(s, &end, 10) : 0;
-        const char *proto = port ? (*end ? end : "/tcp") : "";
-        if (port < 1 || port > 65535 || (strcmp(proto, "/tcp") != 0 && strcmp(proto, "/udp") != 0)) {
-            spec_fail_got(P, e, path, "PORT/tcp or PORT/udp with PORT 1..65535");
-            continue;
-        }
-        bool udp = strcmp(proto, "/udp") == 0;
-        for (int k = 0; k < P->spec->npublish; k++)
-            if (P->spec->publish[k].port == port && P->spec->publish[k].udp == udp) {
-                spec_fail(P, path, "%lu%s is listed twice", port, proto);
-                return;
-            }
-        P->spec->publish[P->spec->npublish].port = (unsigned short)port;
-        P->spec->publish[P->spec->npublish++].udp = udp;
-    }
-}
-
-/* "network: host|tenant", or a map {mode: host|tenant, nics: shared|dedicated,
- * publish: [PORT/tcp|udp]} (docs/network.md) */
-static void walk_network(spec_parser *P, const yaml_node_t *n)
-{
-    const yaml_node_t *mode = n;
-    if (n->type == YAML_MAPPING_NODE) {
-        enum { NW_MODE, NW_NICS, NW_PUBLISH, NW_N };
-        static const char *const keys[NW_N] = {"mode", "nics", "publish"};
-        yaml_node_t *v[NW_N];
-        unsigned given;
-        if (!spec_map_fields(P, n, "network", keys, NW_N, v, &given))
-            return;
-        mode = v[NW_MODE];
-        if (v[NW_NICS]) {
-            const char *s = spec_text(P, v[NW_NICS], "network.nics");
-            if (s && (strcmp(s, "shared") == 0 || strcmp(s, "dedicated") == 0))
-                P->spec->dedicated_nics = strcmp(s, "dedicated") == 0;
-            else if (s)
-                spec_fail_got(P, v[NW_NICS], "network.nics", "shared or dedicated");
-        }
-        if (v[NW_PUBLISH])
-            walk_publish(P, v[NW_PUBLISH]);
-    }
-    if (mode) {
-        const char *s = spec_text(P, mode, n == mode ? "network" : "network.mode");
-        if (s && (strcmp(s, "host") == 0 || strcmp(s, "tenant") == 0))
-            P->spec->host_network = strcmp(s, "host") == 0;
-        else if (s)
-            spec_fail_got(P, mode, n == mode ? "network" : "network.mode", "host or tenant");
-    }
-    if (P->spec->host_network && P->spec->dedicated_nics)
-        spec_fail(P, "network.nics", "dedicated NICs are moved into the task's own network "
-                  "namespace, which a host-network job does not have");
-    if (P->spec->host_network && P->spec->npublish > 0)
-        spec_fail(P, "network.publish", "a host-network job's ports are the node's already; "
-                  "publish is for tasks in their own network namespace");
-}
-
-static char *spec_dup(spec_parser *P, const char *s)
-{
-    char *d = strdup(s);
-    if (!d)
-        spec_fail_oom(P);
-    return d;
 }
 
 static void walk_command(spec_parser *P, const yaml_node_t *n)
@@ -631,134 +339,6 @@ static void walk_node_select(spec_parser *P, const yaml_node_t *n, const char *f
     *out = spec_dup(P, s);
 }
 
-/* Whether s is one mail address as tessera sends to it: local@domain,
- * printable ASCII without blanks, quotes, angle brackets or commas (an SMTP
- * command must not be able to carry anything else). */
-static bool mail_address_ok(const char *s)
-{
-    size_t len = strlen(s);
-    const char *at = strchr(s, '@');
-    if (len < 3 || len > TS_NOTIFY_MAIL_ADDR_MAX || !at || at == s || !at[1] || strchr(at + 1, '@'))
-        return false;
-    for (const char *p = s; *p; p++)
-        if (*p <= ' ' || *p >= 0x7f || strchr("<>\",;:()[]\\", *p))
-            return false;
-    return true;
-}
-
-/* A webhook's URL: http(s), printable, at most TS_NOTIFY_URL_MAX. */
-static bool url_ok(const char *url)
-{
-    size_t len = strlen(url);
-    bool http = strncmp(url, "http://", 7) == 0 || strncmp(url, "https://", 8) == 0;
-    bool clean = true;
-    for (size_t i = 0; i < len; i++)
-        clean &= url[i] > ' ' && url[i] < 0x7f;
-    return http && clean && len <= TS_NOTIFY_URL_MAX && len > 8;
-}
-
-/* notify.mail: one address or a list of them, kept comma-joined. */
-static void walk_mail(spec_parser *P, const yaml_node_t *n)
-{
-    char joined[TS_NOTIFY_MAIL_MAX * (TS_NOTIFY_MAIL_ADDR_MAX + 1)] = "";
-    int count = 0;
-    bool list = n->type == YAML_SEQUENCE_NODE;
-    yaml_node_item_t *it = list ? n->data.sequence.items.start : NULL;
-    for (;;) {
-        const yaml_node_t *e = n;
-        if (list) {
-            if (it >= n->data.sequence.items.top)
-                break;
-            bool reused;
-            e = spec_child(P, *it++, "notify.mail", &reused);
-            if (!e)
-                return;
-        }
-        const char *s = spec_text(P, e, "notify.mail");
-        if (!s)
-            return;
-        if (!mail_address_ok(s)) {
-            spec_fail_got(P, e, "notify.mail", "a mail address user@domain (printable, no "
-                          "blanks, quotes or brackets, at most 254 characters)");
-            return;
-        }
-        if (++count > TS_NOTIFY_MAIL_MAX) {
-            spec_fail(P, "notify.mail", "at most %d addresses", TS_NOTIFY_MAIL_MAX);
-            return;
-        }
-        snprintf(joined + strlen(joined), sizeof joined - strlen(joined), "%s%s",
-                 count > 1 ? "," : "", s);
-        if (!list)
-            break;
-    }
-    if (count == 0) {
-        spec_fail(P, "notify.mail", "must name at least one address");
-        return;
-    }
-    P->spec->notify_mail = spec_dup(P, joined);
-}
-
-/* notify: {url: http(s)://..., mail: [addresses], on: [start, end, fail]};
- * url or mail or both; on defaults to [end]. Slurm's --mail-type names are
- * taken too: BEGIN, END, FAIL, ALL. */
-static void walk_notify(spec_parser *P, const yaml_node_t *n)
-{
-    static const char *const KEYS[] = {"url", "on", "mail"};
-    yaml_node_t *v[3];
-    unsigned given;
-    if (!spec_map_fields(P, n, "notify", KEYS, 3, v, &given))
-        return;
-    if (!v[0] && !v[2]) {
-        spec_fail(P, "notify.url", "required (or notify.mail)");
-        return;
-    }
-    if (v[2])
-        walk_mail(P, v[2]);
-    const char *url = v[0] ? spec_text(P, v[0], "notify.url") : NULL;
-    if (v[0] && !url)
-        return;
-    if (url && !url_ok(url)) {
-        spec_fail_got(P, v[0], "notify.url", "an http:// or https:// URL of at most 1024 "
-                      "printable characters");
-        return;
-    }
-    unsigned on = TS_NOTIFY_END;
-    if (v[1]) {
-        on = 0;
-        if (v[1]->type != YAML_SEQUENCE_NODE) {
-            spec_fail_got(P, v[1], "notify.on", "a list of start, end, fail");
-            return;
-        }
-        for (yaml_node_item_t *it = v[1]->data.sequence.items.start;
-             it < v[1]->data.sequence.items.top; it++) {
-            bool reused;
-            yaml_node_t *e = spec_child(P, *it, "notify.on", &reused);
-            const char *w = e ? spec_text(P, e, "notify.on") : NULL;
-            if (!w)
-                return;
-            if (strcmp(w, "start") == 0 || strcmp(w, "BEGIN") == 0)
-                on |= TS_NOTIFY_START;
-            else if (strcmp(w, "end") == 0 || strcmp(w, "END") == 0)
-                on |= TS_NOTIFY_END;
-            else if (strcmp(w, "fail") == 0 || strcmp(w, "FAIL") == 0)
-                on |= TS_NOTIFY_FAIL;
-            else if (strcmp(w, "ALL") == 0)
-                on |= TS_NOTIFY_START | TS_NOTIFY_END | TS_NOTIFY_FAIL;
-            else {
-                spec_fail_got(P, e, "notify.on", "start, end or fail (or Slurm's BEGIN, END, "
-                              "FAIL, ALL)");
-                return;
-            }
-        }
-        if (!on) {
-            spec_fail(P, "notify.on", "must name at least one of start, end, fail");
-            return;
-        }
-    }
-    P->spec->notify_url = url ? spec_dup(P, url) : NULL;
-    P->spec->notify_on = on;
-}
-
 /* ---- the top level ----------------------------------------------------------- */
 
 enum {
@@ -801,7 +381,7 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
     if (v[K_PRIORITY])
         spec_name(P, v[K_PRIORITY], "priority_class", true, spec->priority_class);
     if (v[K_TASKS])
-        walk_tasks(P, v[K_TASKS]);
+        spec_walk_tasks(P, v[K_TASKS]);
     if (v[K_TOPOLOGY])
         walk_topology(P, v[K_TOPOLOGY]);
     else
@@ -823,7 +403,7 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
     if (v[K_SECRETS])
         spec_walk_secrets(P, v[K_SECRETS]);
     if (v[K_NETWORK])
-        walk_network(P, v[K_NETWORK]);
+        spec_walk_network(P, v[K_NETWORK]);
     if (v[K_IMAGE])
         walk_image(P, v[K_IMAGE]);
     if (v[K_MOUNTS]) {
@@ -871,7 +451,7 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
     if (v[K_RESERVATION])
         spec_name(P, v[K_RESERVATION], "reservation", false, spec->reservation);
     if (v[K_NOTIFY])
-        walk_notify(P, v[K_NOTIFY]);
+        spec_walk_notify(P, v[K_NOTIFY]);
     if (v[K_HOLD])
         spec_bool(P, v[K_HOLD], "hold", &spec->hold);
     if (v[K_NICE] && spec_int(P, v[K_NICE], "nice", TS_SPEC_NICE_MIN, TS_SPEC_NICE_MAX, &x))

@@ -73,19 +73,12 @@ static bool one_data(spec_parser *P, const yaml_node_t *n, const char *path, ts_
 void spec_walk_data(spec_parser *P, const yaml_node_t *seq)
 {
     ts_job_spec *spec = P->spec;
-    if (seq->type != YAML_SEQUENCE_NODE) {
-        spec_fail_got(P, seq, "data", "a list of {ref, path}");
+    void *items;
+    ptrdiff_t n = spec_list_alloc(P, seq, "data", "a list of {ref, path}", "entries",
+                                  TS_SPEC_MAX_DATA, sizeof *spec->data, &items);
+    if (n < 0)
         return;
-    }
-    ptrdiff_t n = seq->data.sequence.items.top - seq->data.sequence.items.start;
-    if (n > TS_SPEC_MAX_DATA) {
-        spec_fail(P, "data", "%td entries, at most %d", n, TS_SPEC_MAX_DATA);
-        return;
-    }
-    if (n && !(spec->data = calloc((size_t)n, sizeof *spec->data))) {
-        spec_fail_oom(P);
-        return;
-    }
+    spec->data = items;
     char path[SPEC_PATH_MAX];
     for (ptrdiff_t i = 0; i < n; i++) {
         snprintf(path, sizeof path, "data[%td]", i);

@@ -66,19 +66,12 @@ static bool one_mount(spec_parser *P, const yaml_node_t *n, const char *path, ts
 void spec_walk_mounts(spec_parser *P, const yaml_node_t *seq)
 {
     ts_job_spec *spec = P->spec;
-    if (seq->type != YAML_SEQUENCE_NODE) {
-        spec_fail_got(P, seq, "mounts", "a list of {host, path, write}");
+    void *items;
+    ptrdiff_t n = spec_list_alloc(P, seq, "mounts", "a list of {host, path, write}", "mounts",
+                                  TS_SPEC_MAX_MOUNTS, sizeof *spec->mounts, &items);
+    if (n < 0)
         return;
-    }
-    ptrdiff_t n = seq->data.sequence.items.top - seq->data.sequence.items.start;
-    if (n > TS_SPEC_MAX_MOUNTS) {
-        spec_fail(P, "mounts", "%td mounts, at most %d", n, TS_SPEC_MAX_MOUNTS);
-        return;
-    }
-    if (n && !(spec->mounts = calloc((size_t)n, sizeof *spec->mounts))) {
-        spec_fail_oom(P);
-        return;
-    }
+    spec->mounts = items;
     char path[SPEC_PATH_MAX];
     for (ptrdiff_t i = 0; i < n; i++) {
         snprintf(path, sizeof path, "mounts[%td]", i);

@@ -83,19 +83,12 @@ static bool secret_object(spec_parser *P, const yaml_node_t *n, const char *path
 void spec_walk_secrets(spec_parser *P, const yaml_node_t *seq)
 {
     ts_job_spec *spec = P->spec;
-    if (seq->type != YAML_SEQUENCE_NODE) {
-        spec_fail_got(P, seq, "secrets", "a list of secret names");
+    void *items;
+    ptrdiff_t n = spec_list_alloc(P, seq, "secrets", "a list of secret names", "secrets",
+                                  TS_SPEC_MAX_SECRETS, sizeof *spec->secrets, &items);
+    if (n < 0)
         return;
-    }
-    ptrdiff_t n = seq->data.sequence.items.top - seq->data.sequence.items.start;
-    if (n > TS_SPEC_MAX_SECRETS) {
-        spec_fail(P, "secrets", "%td secrets, at most %d", n, TS_SPEC_MAX_SECRETS);
-        return;
-    }
-    if (n && !(spec->secrets = calloc((size_t)n, sizeof *spec->secrets))) {
-        spec_fail_oom(P);
-        return;
-    }
+    spec->secrets = items;
     char path[SPEC_PATH_MAX];
     for (ptrdiff_t i = 0; i < n; i++) {
         snprintf(path, sizeof path, "secrets[%td]", i);

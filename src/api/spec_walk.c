@@ -366,3 +366,32 @@ bool spec_duration(spec_parser *P, const yaml_node_t *n, const char *path, doubl
     }
     return true;
 }
+
+char *spec_dup(spec_parser *P, const char *s)
+{
+    char *d = strdup(s);
+    if (!d)
+        spec_fail_oom(P);
+    return d;
+}
+
+ptrdiff_t spec_list_alloc(spec_parser *P, const yaml_node_t *seq, const char *key,
+                          const char *want, const char *noun, int max, size_t elem_size,
+                          void **out)
+{
+    *out = NULL;
+    if (seq->type != YAML_SEQUENCE_NODE) {
+        spec_fail_got(P, seq, key, want);
+        return -1;
+    }
+    ptrdiff_t n = seq->data.sequence.items.top - seq->data.sequence.items.start;
+    if (n > max) {
+        spec_fail(P, key, "%td %s, at most %d", n, noun, max);
+        return -1;
+    }
+    if (n && !(*out = calloc((size_t)n, elem_size))) {
+        spec_fail_oom(P);
+        return -1;
+    }
+    return n;
+}

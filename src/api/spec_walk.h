@@ -85,5 +85,20 @@ void spec_walk_mounts(spec_parser *P, const yaml_node_t *seq);
 bool spec_path_reserved(const char *p);
 /* The top-level data: list (spec_data.c); after mounts, whose paths it may not reuse. */
 void spec_walk_data(spec_parser *P, const yaml_node_t *seq);
+/* The top-level tasks: list of task groups (spec_tasks.c). */
+void spec_walk_tasks(spec_parser *P, const yaml_node_t *n);
+/* The top-level network: a mode, or a map with nics and publish (spec_network.c). */
+void spec_walk_network(spec_parser *P, const yaml_node_t *n);
+/* The top-level notify: map (spec_notify.c). */
+void spec_walk_notify(spec_parser *P, const yaml_node_t *n);
+/* A top-level list of at most max items (want: what it must be, noun: what
+ * its items are called in "N noun, at most max"): its length, with *out a
+ * zeroed array of that many elem_size items (NULL when empty, the caller
+ * owns it); -1 after an error (not a list, too long, out of memory). */
+ptrdiff_t spec_list_alloc(spec_parser *P, const yaml_node_t *seq, const char *key,
+                          const char *want, const char *noun, int max, size_t elem_size,
+                          void **out);
+/* strdup, an out-of-memory error in P when it fails. */
+char *spec_dup(spec_parser *P, const char *s);
 
 #endif

@@ -302,6 +302,10 @@ int cli_cmd_sbatch(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_srun(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_steps(struct cli_ctx *, const struct cli_cmd *, int, char **);
 bool cli_submit_is_script(int argc, char **argv);
+/* cmd_jobs.c: a submission's answer (201, or 200 for a replayed key)
+ * printed as the job ids one a line, or as JSON; resp is freed. The exit
+ * code. */
+int cli_print_submitted(struct cli_ctx *ctx, struct cli_resp *resp);
 int cli_cmd_jobs(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_show(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_job_action(struct cli_ctx *, const struct cli_cmd *, int, char **);

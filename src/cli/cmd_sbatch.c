@@ -78,18 +78,7 @@ static int post_spec(struct cli_ctx *ctx, const char *spec, const char *key, con
     }
     if (rc != CLI_EXIT_OK)
         return rc;
-    json_t *jobs;
-    rc = cli_expect_member(resp.json, "jobs", JSON_ARRAY, &jobs);
-    if (rc == CLI_EXIT_OK && resp.replayed)
-        cli_warn("this idempotency key was used before: these are the jobs it created then");
-    if (rc == CLI_EXIT_OK && !cli_emit(ctx, resp.json)) {
-        size_t i;
-        json_t *job;
-        json_array_foreach(jobs, i, job)
-            printf("%lld\n", cli_int(job, "id", -1));
-    }
-    cli_resp_free(&resp);
-    return rc;
+    return cli_print_submitted(ctx, &resp);
 }
 
 /* The map: --slurm-map, else $TESSERA_SLURM_MAP, else the default file if
@@ -141,6 +130,37 @@ static json_t *shape_json(const ts_sbatch *sb)
                      (json_int_t)s->mem_per_task_mib, "time_limit_min",
                      (json_int_t)s->time_limit_min, "array_count", s->array_count,
                      "array_throttle", s->array_throttle, "array", s->array, "warnings", w);
+}
+
+/* What ts_sbatch_parse made of the script (prc its result): its errors said,
+ * else its warnings, then the spec and its interpretation printed
+ * (--dry-run) or submitted. sb is freed. The exit code. */
+static int send_parsed(struct cli_ctx *ctx, int prc, ts_sbatch *sb, const ts_spec_errors *errs,
+                       bool dry_run, const char *key, const char *script)
+{
+    if (prc != 0) {
+        for (int k = 0; k < errs->n; k++)
+            cli_errorf("%s", errs->msg[k]);
+        if (errs->more)
+            cli_errorf("and %d more", errs->more);
+        return prc == TS_ENOMEM ? CLI_EXIT_LOCAL : CLI_EXIT_USAGE;
+    }
+    for (int k = 0; k < sb->nwarnings; k++)
+        cli_warn("%s", sb->warnings[k]);
+    if (dry_run) {
+        json_t *spec = json_loads(sb->spec_json, 0, NULL);
+        json_t *out = json_pack("{s:o,s:o}", "spec", spec, "interpretation", shape_json(sb));
+        ts_sbatch_free(sb);
+        if (!out)
+            return CLI_EXIT_LOCAL;
+        if (!cli_emit(ctx, out))
+            cli_emit_json(stdout, out);
+        json_decref(out);
+        return CLI_EXIT_OK;
+    }
+    int rc = post_spec(ctx, sb->spec_json, key, script);
+    ts_sbatch_free(sb);
+    return rc;
 }
 
 int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
@@ -248,27 +268,5 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     free(text);
     free(sopts);
     ts_sbatch_map_free(map);
-    if (prc != 0) {
-        for (int k = 0; k < errs.n; k++)
-            cli_errorf("%s", errs.msg[k]);
-        if (errs.more)
-            cli_errorf("and %d more", errs.more);
-        return prc == TS_ENOMEM ? CLI_EXIT_LOCAL : CLI_EXIT_USAGE;
-    }
-    for (int k = 0; k < sb->nwarnings; k++)
-        cli_warn("%s", sb->warnings[k]);
-    if (dry_run) {
-        json_t *spec = json_loads(sb->spec_json, 0, NULL);
-        json_t *out = json_pack("{s:o,s:o}", "spec", spec, "interpretation", shape_json(sb));
-        ts_sbatch_free(sb);
-        if (!out)
-            return CLI_EXIT_LOCAL;
-        if (!cli_emit(ctx, out))
-            cli_emit_json(stdout, out);
-        json_decref(out);
-        return CLI_EXIT_OK;
-    }
-    rc = post_spec(ctx, sb->spec_json, key, script);
-    ts_sbatch_free(sb);
-    return rc;
+    return send_parsed(ctx, prc, sb, &errs, dry_run, key, script);
 }

@@ -34,11 +34,6 @@ typedef struct acct_row {
     json_t *exit_code; /* null when unknown */
 } acct_row;
 
-static bool sees_all(const ctld_caller *w)
-{
-    return w->role == TS_ROLE_ADMIN || (w->role == TS_ROLE_VIEWER && !w->tenant[0]);
-}
-
 static const char *tier_name(int tier)
 {
     return tier == TS_TIER_GUARANTEED ? "guaranteed" : "opportunistic";
@@ -164,57 +159,107 @@ static void csv_step(FILE *f, const acct_row *o, const json_t *s)
             json_number_value(json_object_get(s, "gpu_seconds")) / 3600.0, 0);
 }
 
-void ctld_acct(ctld *c, const ctld_request *rq, ctld_reply *r)
+/* GET /v1/acct's query, checked. */
+struct acct_query {
+    bool csv, with_steps;
+    int64_t limit, after;
+    double now, from, to;
+    ts_job_filter f; /* narrowed to what the caller sees */
+    bool none;       /* asks for rows the caller may not see: an empty answer */
+};
+
+/* The query into o; false: r answered 400 naming the parameter. */
+static bool acct_query(const ctld_caller *w, const ctld_query *q, struct acct_query *o,
+                       ctld_reply *r)
 {
-    const ctld_caller *w = rq->who;
-    const ctld_query *q = &rq->q;
-    bool csv = false;
+    o->csv = false;
     if (q->format && strcmp(q->format, "csv") == 0)
-        csv = true;
+        o->csv = true;
     else if (q->format && strcmp(q->format, "json") != 0) {
         ctld_reply_error(r, 400, "invalid", "format: must be json or csv, not \"%s\"",
                          q->format);
-        return;
+        return false;
     }
-    bool with_steps = false;
+    o->with_steps = false;
     if (q->steps && strcmp(q->steps, "true") == 0)
-        with_steps = true;
+        o->with_steps = true;
     else if (q->steps && strcmp(q->steps, "false") != 0) {
         ctld_reply_error(r, 400, "invalid", "steps: must be true or false, not \"%s\"",
                          q->steps);
-        return;
+        return false;
     }
-    int64_t limit = ACCT_LIMIT_DEFAULT, after = 0;
-    if ((q->limit && !ctld_parse_number(q->limit, "limit", 1, ACCT_LIMIT_MAX, &limit, r)) ||
-        (q->cursor && !ctld_parse_number(q->cursor, "cursor", 0, INT64_MAX, &after, r)))
-        return;
-    double now = ctld_now();
-    double from = 0, to = now + 1;
-    if ((q->from && !ctld_time_of(q->from, "from", &from, r)) ||
-        (q->to && !ctld_time_of(q->to, "to", &to, r)))
-        return;
-    if (!(to > from)) {
+    o->limit = ACCT_LIMIT_DEFAULT;
+    o->after = 0;
+    if ((q->limit && !ctld_parse_number(q->limit, "limit", 1, ACCT_LIMIT_MAX, &o->limit, r)) ||
+        (q->cursor && !ctld_parse_number(q->cursor, "cursor", 0, INT64_MAX, &o->after, r)))
+        return false;
+    o->now = ctld_now();
+    o->from = 0;
+    o->to = o->now + 1;
+    if ((q->from && !ctld_time_of(q->from, "from", &o->from, r)) ||
+        (q->to && !ctld_time_of(q->to, "to", &o->to, r)))
+        return false;
+    if (!(o->to > o->from)) {
         ctld_reply_error(r, 400, "invalid", "to: must be after from");
-        return;
+        return false;
     }
-    ts_job_filter f = {.tenant = q->tenant, .owner = q->owner, .state = -1};
-    if (q->state && (f.state = ts_job_state_parse(q->state)) < 0) {
+    o->f = (ts_job_filter){.tenant = q->tenant, .owner = q->owner, .state = -1};
+    if (q->state && (o->f.state = ts_job_state_parse(q->state)) < 0) {
         ctld_reply_error(r, 400, "invalid", "state: unknown state \"%s\"", q->state);
-        return;
+        return false;
     }
-    bool none = false; /* asks for rows the caller may not see: an empty answer */
-    if (!sees_all(w)) {
-        none |= f.tenant && strcmp(f.tenant, w->tenant) != 0;
-        f.tenant = w->tenant;
+    o->none = false;
+    if (!ctld_sees_all(w)) {
+        o->none |= o->f.tenant && strcmp(o->f.tenant, w->tenant) != 0;
+        o->f.tenant = w->tenant;
         if (w->role == TS_ROLE_USER) {
-            none |= f.owner && strcmp(f.owner, w->name) != 0;
-            f.owner = w->name;
+            o->none |= o->f.owner && strcmp(o->f.owner, w->name) != 0;
+            o->f.owner = w->name;
         }
     }
+    return true;
+}
+
+/* One kept row (and its steps) into the CSV being written (out), or into
+ * the JSON answer's array a; steps: its steps, NULL when not asked for. */
+static void emit_kept(FILE *out, bool csv, bool with_steps, const acct_row *o, json_t *steps,
+                      json_t *a)
+{
+    size_t k;
+    json_t *s;
+    if (out) {
+        csv_row(out, o);
+        json_array_foreach(steps, k, s)
+        {
+            csv_step(out, o, s);
+        }
+    } else if (!csv) {
+        json_t *row = row_json(o);
+        if (with_steps) {
+            json_t *sr = json_array();
+            json_array_foreach(steps, k, s)
+            {
+                json_array_append_new(sr, step_row(s));
+            }
+            json_object_set_new(row, "steps", sr);
+        }
+        json_array_append_new(a, row);
+    }
+}
+
+void ctld_acct(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    struct acct_query aq;
+    if (!acct_query(rq->who, &rq->q, &aq, r))
+        return;
+    const bool csv = aq.csv, with_steps = aq.with_steps;
+    const int64_t limit = aq.limit, after = aq.after;
+    const double now = aq.now, from = aq.from, to = aq.to;
+    const ts_job_filter f = aq.f;
     ts_job_row *rows = NULL;
     int n = 0;
     ts_err err;
-    if (!none && ts_store_job_list(c->store, &f, after, limit, &rows, &n, &err) != 0) {
+    if (!aq.none && ts_store_job_list(c->store, &f, after, limit, &rows, &n, &err) != 0) {
         ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
         return;
     }
@@ -269,26 +314,7 @@ void ctld_acct(ctld *c, const ctld_request *rq, ctld_reply *r)
             ctld_reply_error(r, 503, "unavailable", "%s", serr.msg);
             return;
         }
-        size_t k;
-        json_t *s;
-        if (out) {
-            csv_row(out, o);
-            json_array_foreach(steps, k, s)
-            {
-                csv_step(out, o, s);
-            }
-        } else if (!csv) {
-            json_t *row = row_json(o);
-            if (with_steps) {
-                json_t *sr = json_array();
-                json_array_foreach(steps, k, s)
-                {
-                    json_array_append_new(sr, step_row(s));
-                }
-                json_object_set_new(row, "steps", sr);
-            }
-            json_array_append_new(a, row);
-        }
+        emit_kept(out, csv, with_steps, o, steps, a);
         json_decref(steps);
         json_decref(o->exit_code);
     }

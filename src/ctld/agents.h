@@ -34,7 +34,7 @@ typedef struct ctld_logreq {
 } ctld_logreq;
 
 /* The jobs with an allocation on one node (state.c keeps it with every
- * bind and unbind): desired() and node views read it instead of every job. */
+ * bind and unbind): ctld_agent_desired and node views read it instead of every job. */
 typedef struct ctld_node_jobs {
     struct cjob **v;
     int n, cap;
@@ -107,6 +107,12 @@ void ctld_agent_moved(ctld *c, int n);
  * run started (locks the node's agent; any lock order above it). false:
  * none (a virtual node, or no report yet). */
 bool ctld_rank_reading(ctld *c, const cjob *j, int rank, float *util, float *step_s);
+
+/* agents_desired.c: what should run on node n (the sync's answer without
+ * "gen" and "logs", which change under the agent's own lock); a new document
+ * the caller frees, NULL when out of memory. Under c->mu, no cycle deciding
+ * (it reads the node's MIG layout). */
+json_t *ctld_agent_desired(const ctld *c, int n);
 
 /* Under mu: every node's published desired document is rebuilt at its
  * next answer (what it shows changed for all: the tenants). */

@@ -13,16 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctld/config_walk.h"
 #include "ctld/ctld.h"
 #include "model/yaml_doc.h"
 #include "tessera/model.h"
 #include "tessera/sched.h"
 
-typedef struct cfg_ctx {
-    ts_yaml_doc D;
-    ctld_config *cfg;
-    char base[CTLD_PATH_MAX];
-} cfg_ctx;
 
 int ctld_parse_duration(const char *s, double *out)
 {
@@ -83,7 +79,7 @@ static int get_path(cfg_ctx *x, const yaml_node_t *n, const char *path, char *ou
     return 0;
 }
 
-static int get_dur(cfg_ctx *x, const yaml_node_t *n, const char *path, double *out)
+int ctld_cfg_dur(cfg_ctx *x, const yaml_node_t *n, const char *path, double *out)
 {
     if (ctld_parse_duration(ts_yaml_scalar(n), out) != 0)
         return ts_yaml_fail_got(&x->D, n, path, "a duration such as 90s, 15m, 2h or 7d");
@@ -118,275 +114,6 @@ static int listen_parse(cfg_ctx *x, const yaml_node_t *n)
     return 0;
 }
 
-/* MODEL: {cpu_milli, memory_mib} per GPU, into two per-model arrays. */
-static int per_gpu(cfg_ctx *x, const yaml_node_t *map, const char *path, int64_t *cpu,
-                   int64_t *mem)
-{
-    if (map->type != YAML_MAPPING_NODE)
-        return ts_yaml_fail_got(&x->D, map, path, "a mapping of GPU model to limits");
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
-         p++) {
-        yaml_node_t *k = ts_yaml_node(&x->D, p->key), *v = ts_yaml_node(&x->D, p->value);
-        const char *model = ts_yaml_scalar(k);
-        int m = model ? ts_gpu_model_lookup(model) : -1;
-        char sub[256];
-        ts_yaml_pathf(sub, sizeof sub, "%s.%s", path, model ? model : "?");
-        if (m < 0)
-            return ts_yaml_fail(&x->D, k, TS_EINVAL, "%s: unknown GPU model", sub);
-        static const char *const keys[] = {"cpu_milli", "memory_mib"};
-        yaml_node_t *vals[2];
-        int rc = ts_yaml_map_fields(&x->D, v, sub, keys, 2, vals);
-        char fp[300];
-        ts_yaml_pathf(fp, sizeof fp, "%s.cpu_milli", sub);
-        if (rc == 0 && vals[0])
-            rc = ts_yaml_get_int(&x->D, vals[0], fp, 0, 100000000, "0..100000000", &cpu[m]);
-        ts_yaml_pathf(fp, sizeof fp, "%s.memory_mib", sub);
-        if (rc == 0 && vals[1])
-            rc = ts_yaml_get_int(&x->D, vals[1], fp, 0, 1000000000, "0..1000000000", &mem[m]);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
-}
-
-/* A plain decimal number in lo..hi (e.g. 1.5), else a "got" error naming path. */
-static int get_number(cfg_ctx *x, const yaml_node_t *n, const char *path, double lo, double hi,
-                      const char *want, double *out)
-{
-    const char *t = ts_yaml_scalar(n);
-    char *end = NULL;
-    double f = t ? strtod(t, &end) : 0.0;
-    if (!t || end == t || *end != '\0' || !(f >= lo && f <= hi))
-        return ts_yaml_fail_got(&x->D, n, path, want);
-    *out = f;
-    return 0;
-}
-
-/* scheduler.las: {level_gpu_hours, levels, promote_factor} (docs/scheduler.md) */
-static int las_parse(cfg_ctx *x, const yaml_node_t *n, ts_sched_config *sc)
-{
-    static const char *const keys[] = {"level_gpu_hours", "levels", "promote_factor"};
-    yaml_node_t *v[3];
-    int rc = ts_yaml_map_fields(&x->D, n, "scheduler.las", keys, 3, v);
-    double h = 0.0;
-    int64_t iv;
-    if (rc == 0 && v[0] &&
-        (rc = get_number(x, v[0], "scheduler.las.level_gpu_hours", 0.001, 1e6,
-                         "a number of GPU-hours, 0.001..1000000", &h)) == 0)
-        sc->las_level_gpu_s = h * 3600.0;
-    if (rc == 0 && v[1] &&
-        (rc = ts_yaml_get_int(&x->D, v[1], "scheduler.las.levels", 1, TS_LAS_LEVELS_MAX, "1..8",
-                              &iv)) == 0)
-        sc->las_levels = (int)iv;
-    if (rc == 0 && v[2])
-        rc = get_number(x, v[2], "scheduler.las.promote_factor", 0.0, 1e6,
-                        "a number >= 0 (0: never promote)", &sc->las_promote_factor);
-    return rc;
-}
-
-static int scheduler_parse(cfg_ctx *x, const yaml_node_t *n)
-{
-    static const char *const keys[] = {
-        "interval", "default_time_limit", "starve_after", "min_runtime",
-        "max_preemptions_per_hour", "grace", "backoff", "preemptors_per_cycle", "half_life",
-        "priority_classes", "reserve_per_gpu", "cap_per_gpu", "placement", "order", "las",
-        "reclaim_min_runtime"};
-    enum { NK = sizeof keys / sizeof keys[0] };
-    yaml_node_t *v[NK];
-    ctld_config *cfg = x->cfg;
-    ts_sched_config *sc = &cfg->sched;
-    int rc = ts_yaml_map_fields(&x->D, n, "scheduler", keys, NK, v);
-    if (rc == 0 && v[0])
-        rc = get_dur(x, v[0], "scheduler.interval", &cfg->interval_s);
-    if (rc == 0 && v[1])
-        rc = get_dur(x, v[1], "scheduler.default_time_limit", &sc->default_time_limit_s);
-    if (rc == 0 && v[2])
-        rc = get_dur(x, v[2], "scheduler.starve_after", &sc->starve_after_s);
-    if (rc == 0 && v[3])
-        rc = get_dur(x, v[3], "scheduler.min_runtime", &sc->min_runtime_s);
-    int64_t iv;
-    if (rc == 0 && v[4] &&
-        (rc = ts_yaml_get_int(&x->D, v[4], "scheduler.max_preemptions_per_hour", 0, 1000,
-                              "0..1000", &iv)) == 0)
-        sc->max_preemptions_hour = (int)iv;
-    if (rc == 0 && v[5])
-        rc = get_dur(x, v[5], "scheduler.grace", &sc->default_grace_s);
-    if (rc == 0 && v[6])
-        rc = get_dur(x, v[6], "scheduler.backoff", &sc->backoff_base_s);
-    if (rc == 0 && v[7] &&
-        (rc = ts_yaml_get_int(&x->D, v[7], "scheduler.preemptors_per_cycle", 0, 1000, "0..1000",
-                              &iv)) == 0)
-        sc->max_preemptors_cycle = (int)iv;
-    if (rc == 0 && v[8])
-        rc = get_dur(x, v[8], "scheduler.half_life", &cfg->half_life_s);
-    if (rc == 0 && v[15])
-        rc = get_dur(x, v[15], "scheduler.reclaim_min_runtime", &sc->reclaim_min_runtime_s);
-    if (rc == 0 && (cfg->interval_s <= 0.0 || cfg->half_life_s <= 0.0))
-        rc = ts_yaml_fail(&x->D, n, TS_EINVAL, "scheduler: interval and half_life must be > 0");
-    if (rc == 0 && v[9]) {
-        const yaml_node_t *m = v[9];
-        if (m->type != YAML_MAPPING_NODE)
-            return ts_yaml_fail_got(&x->D, m, "scheduler.priority_classes",
-                                    "a mapping of class name to integer");
-        cfg->nclasses = 0;
-        for (yaml_node_pair_t *p = m->data.mapping.pairs.start;
-             rc == 0 && p < m->data.mapping.pairs.top; p++) {
-            yaml_node_t *k = ts_yaml_node(&x->D, p->key);
-            const char *name = ts_yaml_scalar(k);
-            if (!name || !ts_yaml_name_ok(name, TS_SPEC_NAME_MAX))
-                return ts_yaml_fail_got(&x->D, k, "scheduler.priority_classes", "a class name");
-            if (cfg->nclasses == CTLD_MAX_PRIORITY_CLASSES)
-                return ts_yaml_fail(&x->D, k, TS_EINVAL,
-                                    "scheduler.priority_classes: at most %d classes",
-                                    CTLD_MAX_PRIORITY_CLASSES);
-            char path[128];
-            ts_yaml_pathf(path, sizeof path, "scheduler.priority_classes.%s", name);
-            rc = ts_yaml_get_int(&x->D, ts_yaml_node(&x->D, p->value), path, TS_PRIORITY_MIN,
-                                 TS_PRIORITY_MAX, "an integer -1000000..1000000", &iv);
-            snprintf(cfg->classes[cfg->nclasses].name, TS_SPEC_NAME_MAX, "%s", name);
-            cfg->classes[cfg->nclasses++].value = (int)iv;
-        }
-    }
-    if (rc == 0 && v[10])
-        rc = per_gpu(x, v[10], "scheduler.reserve_per_gpu", sc->reserve_cpu_milli_per_gpu,
-                     sc->reserve_mem_mib_per_gpu);
-    if (rc == 0 && v[11])
-        rc = per_gpu(x, v[11], "scheduler.cap_per_gpu", sc->cap_cpu_milli_per_gpu,
-                     sc->cap_mem_mib_per_gpu);
-    if (rc == 0 && v[12]) {
-        /* a placement policy by name: sched.h's scorers */
-        const char *name = ts_yaml_scalar(v[12]);
-        sc->placement = name ? ts_scorer_find(name) : NULL;
-        if (!sc->placement)
-            rc = ts_yaml_fail_got(&x->D, v[12], "scheduler.placement",
-                                  "tessera, fgd, bestfit, dotprod, packing, clustering or "
-                                  "random");
-    }
-    if (rc == 0 && v[13]) {
-        int order = ts_order_parse(ts_yaml_scalar(v[13]));
-        if (order < 0)
-            rc = ts_yaml_fail_got(&x->D, v[13], "scheduler.order", "las or fifo");
-        else
-            sc->order = order;
-    }
-    if (rc == 0 && v[14])
-        rc = las_parse(x, v[14], sc);
-    return rc;
-}
-
-/* stragglers: {factor, window, drain: [tenant...]} */
-static int stragglers_parse(cfg_ctx *x, yaml_node_t *m)
-{
-    static const char *const sk[] = {"factor", "window", "drain"};
-    yaml_node_t *sv[3];
-    ctld_config *cfg = x->cfg;
-    int rc = ts_yaml_map_fields(&x->D, m, "stragglers", sk, 3, sv);
-    if (rc == 0 && sv[0]) {
-        const char *t = ts_yaml_scalar(sv[0]);
-        char *end = NULL;
-        double f = t ? strtod(t, &end) : 0.0;
-        if (!t || end == t || *end != '\0' || !(f > 1.0 && f <= 100.0))
-            return ts_yaml_fail_got(&x->D, sv[0], "stragglers.factor",
-                                    "a number above 1 (e.g. 1.5: 50 % slower than the median)");
-        cfg->straggler_factor = f;
-    }
-    if (rc == 0 && sv[1])
-        rc = get_dur(x, sv[1], "stragglers.window", &cfg->straggler_window_s);
-    if (rc == 0 && sv[2]) {
-        if (sv[2]->type != YAML_SEQUENCE_NODE)
-            return ts_yaml_fail_got(&x->D, sv[2], "stragglers.drain", "a list of tenant names");
-        int n = (int)(sv[2]->data.sequence.items.top - sv[2]->data.sequence.items.start);
-        cfg->straggler_drain = calloc((size_t)(n > 0 ? n : 1), sizeof *cfg->straggler_drain);
-        if (!cfg->straggler_drain)
-            return TS_ENOMEM;
-        for (int i = 0; i < n; i++) {
-            yaml_node_t *it = ts_yaml_node(&x->D, sv[2]->data.sequence.items.start[i]);
-            const char *name = ts_yaml_scalar(it);
-            if (!name || !ts_yaml_name_ok(name, TS_NAME_MAX))
-                return ts_yaml_fail_got(&x->D, it, "stragglers.drain[]", "a tenant name");
-            if (!(cfg->straggler_drain[cfg->nstraggler_drain++] = strdup(name)))
-                return TS_ENOMEM;
-        }
-    }
-    return rc;
-}
-
-/* idle.tenants: {tenant: duration} */
-static int idle_tenants_parse(cfg_ctx *x, yaml_node_t *m)
-{
-    ctld_config *cfg = x->cfg;
-    if (m->type != YAML_MAPPING_NODE)
-        return ts_yaml_fail_got(&x->D, m, "idle.tenants", "a mapping of tenant names to durations");
-    int n = (int)(m->data.mapping.pairs.top - m->data.mapping.pairs.start);
-    cfg->idle_tenant = calloc((size_t)(n > 0 ? n : 1), sizeof *cfg->idle_tenant);
-    cfg->idle_tenant_s = calloc((size_t)(n > 0 ? n : 1), sizeof *cfg->idle_tenant_s);
-    if (!cfg->idle_tenant || !cfg->idle_tenant_s)
-        return TS_ENOMEM;
-    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = ts_yaml_node(&x->D, p->key), *v = ts_yaml_node(&x->D, p->value);
-        const char *name = ts_yaml_scalar(k);
-        if (!name || !ts_yaml_name_ok(name, TS_NAME_MAX))
-            return ts_yaml_fail_got(&x->D, k, "idle.tenants", "a tenant name");
-        char path[TS_NAME_MAX + 16];
-        ts_yaml_pathf(path, sizeof path, "idle.tenants.%s", name);
-        for (int i = 0; i < cfg->nidle_tenant; i++)
-            if (strcmp(cfg->idle_tenant[i], name) == 0)
-                return ts_yaml_fail(&x->D, k, TS_EINVAL, "%s: given twice", path);
-        int rc = get_dur(x, v, path, &cfg->idle_tenant_s[cfg->nidle_tenant]);
-        if (rc != 0)
-            return rc;
-        if (!(cfg->idle_tenant[cfg->nidle_tenant] = strdup(name)))
-            return TS_ENOMEM;
-        cfg->nidle_tenant++;
-    }
-    return 0;
-}
-
-/* nccl_qos: {tenant: {tc, sl}} */
-static int qos_parse(cfg_ctx *x, yaml_node_t *m)
-{
-    ctld_config *cfg = x->cfg;
-    if (m->type != YAML_MAPPING_NODE)
-        return ts_yaml_fail_got(&x->D, m, "nccl_qos", "a mapping of tenant names to {tc, sl}");
-    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = ts_yaml_node(&x->D, p->key), *v = ts_yaml_node(&x->D, p->value);
-        const char *name = ts_yaml_scalar(k);
-        if (!name || !ts_yaml_name_ok(name, TS_NAME_MAX))
-            return ts_yaml_fail_got(&x->D, k, "nccl_qos", "a tenant name");
-        char path[TS_NAME_MAX + 16];
-        ts_yaml_pathf(path, sizeof path, "nccl_qos.%s", name);
-        for (int i = 0; i < cfg->nqos; i++)
-            if (strcmp(cfg->qos[i].tenant, name) == 0)
-                return ts_yaml_fail(&x->D, k, TS_EINVAL, "%s: given twice", path);
-        if (cfg->nqos == CTLD_MAX_QOS)
-            return ts_yaml_fail(&x->D, k, TS_EINVAL, "nccl_qos: at most %d tenants",
-                                CTLD_MAX_QOS);
-        static const char *const qk[] = {"tc", "sl"};
-        yaml_node_t *qv[2];
-        int rc = ts_yaml_map_fields(&x->D, v, path, qk, 2, qv);
-        if (rc != 0)
-            return rc;
-        ctld_qos *q = &cfg->qos[cfg->nqos];
-        snprintf(q->tenant, sizeof q->tenant, "%s", name);
-        q->tc = q->sl = -1;
-        int64_t iv;
-        char fp[TS_NAME_MAX + 24];
-        /* InfiniBand: traffic class is the 8-bit GRH field, service level 4 bits */
-        ts_yaml_pathf(fp, sizeof fp, "%s.tc", path);
-        if (qv[0] && (rc = ts_yaml_get_int(&x->D, qv[0], fp, 0, 255, "0..255", &iv)) != 0)
-            return rc;
-        if (qv[0])
-            q->tc = (int)iv;
-        ts_yaml_pathf(fp, sizeof fp, "%s.sl", path);
-        if (qv[1] && (rc = ts_yaml_get_int(&x->D, qv[1], fp, 0, 15, "0..15", &iv)) != 0)
-            return rc;
-        if (qv[1])
-            q->sl = (int)iv;
-        cfg->nqos++;
-    }
-    return 0;
-}
-
 /* ha: {lease, renew, advertise_url} (docs/ha.md). The leader gives up a
  * fifth of the lease before it could expire elsewhere; at least two
  * renewals must fit in what is left. */
@@ -397,10 +124,10 @@ static int ha_parse(cfg_ctx *x, yaml_node_t *m)
     ctld_config *cfg = x->cfg;
     cfg->ha_on = true;
     int rc = ts_yaml_map_fields(&x->D, m, "ha", hk, 3, hv);
-    if (rc == 0 && hv[0] && (rc = get_dur(x, hv[0], "ha.lease", &cfg->ha_lease_s)) == 0 &&
+    if (rc == 0 && hv[0] && (rc = ctld_cfg_dur(x, hv[0], "ha.lease", &cfg->ha_lease_s)) == 0 &&
         (cfg->ha_lease_s < 1.0 || cfg->ha_lease_s > 3600.0))
         rc = ts_yaml_fail(&x->D, hv[0], TS_EINVAL, "ha.lease: must be 1s..1h");
-    if (rc == 0 && hv[1] && (rc = get_dur(x, hv[1], "ha.renew", &cfg->ha_renew_s)) == 0 &&
+    if (rc == 0 && hv[1] && (rc = ctld_cfg_dur(x, hv[1], "ha.renew", &cfg->ha_renew_s)) == 0 &&
         cfg->ha_renew_s < 0.1)
         rc = ts_yaml_fail(&x->D, hv[1], TS_EINVAL, "ha.renew: must be at least 0.1s");
     double usable = cfg->ha_lease_s * 0.8; /* CTLD_HA_MARGIN_FRACTION 0.2 (ha.h) */
@@ -700,160 +427,221 @@ static int mail_parse(cfg_ctx *x, yaml_node_t *m)
     return rc;
 }
 
+/* ---- the top-level keys, one function each -------------------------------- */
+
+static int listen_key(cfg_ctx *x, yaml_node_t *v)
+{
+    return listen_parse(x, v);
+}
+
+static int state_dir_key(cfg_ctx *x, yaml_node_t *v)
+{
+    return get_path(x, v, "state_dir", x->cfg->state_dir, sizeof x->cfg->state_dir);
+}
+
+/* A database URL as it is, or a SQLite file relative to the config's folder. */
+static int store_key(cfg_ctx *x, yaml_node_t *v)
+{
+    ctld_config *cfg = x->cfg;
+    const char *u = ts_yaml_scalar(v);
+    if (u && (strncmp(u, "postgresql://", 13) == 0 || strncmp(u, "postgres://", 11) == 0 ||
+              strncmp(u, "sqlite:", 7) == 0))
+        return get_str(x, v, "store", cfg->store_url, sizeof cfg->store_url);
+    return get_path(x, v, "store", cfg->store_url, sizeof cfg->store_url);
+}
+
+static int cluster_key(cfg_ctx *x, yaml_node_t *v)
+{
+    return get_path(x, v, "cluster", x->cfg->cluster_file, sizeof x->cfg->cluster_file);
+}
+
+static int tenants_key(cfg_ctx *x, yaml_node_t *v)
+{
+    return get_path(x, v, "tenants", x->cfg->tenants_file, sizeof x->cfg->tenants_file);
+}
+
+/* virtual_nodes: all, none or a list of node names. */
+static int virtual_nodes_key(cfg_ctx *x, yaml_node_t *v)
+{
+    ctld_config *cfg = x->cfg;
+    int rc = 0;
+    const char *s = ts_yaml_scalar(v);
+    if (s && strcmp(s, "all") == 0) {
+        cfg->virtual_all = true;
+    } else if (s && strcmp(s, "none") == 0) {
+        cfg->virtual_all = false;
+    } else if (v->type == YAML_SEQUENCE_NODE) {
+        int n = (int)(v->data.sequence.items.top - v->data.sequence.items.start);
+        cfg->virtual_nodes = calloc((size_t)(n > 0 ? n : 1), sizeof *cfg->virtual_nodes);
+        if (!cfg->virtual_nodes)
+            return TS_ENOMEM;
+        for (int i = 0; rc == 0 && i < n; i++) {
+            yaml_node_t *it = ts_yaml_node(&x->D, v->data.sequence.items.start[i]);
+            const char *name = ts_yaml_scalar(it);
+            if (!name || !*name)
+                return ts_yaml_fail_got(&x->D, it, "virtual_nodes[]", "a node name");
+            cfg->virtual_nodes[cfg->nvirtual++] = strdup(name);
+        }
+    } else {
+        rc = ts_yaml_fail_got(&x->D, v, "virtual_nodes", "all, none or a list of names");
+    }
+    return rc;
+}
+
+static int tls_key(cfg_ctx *x, yaml_node_t *v)
+{
+    ctld_config *cfg = x->cfg;
+    static const char *const tk[] = {"cert", "key"};
+    yaml_node_t *tv[2];
+    int rc = ts_yaml_map_fields(&x->D, v, "tls", tk, 2, tv);
+    if (rc == 0 && (!tv[0] || !tv[1]))
+        rc = ts_yaml_fail(&x->D, v, TS_EINVAL, "tls: needs both cert and key");
+    if (rc == 0)
+        rc = get_path(x, tv[0], "tls.cert", cfg->tls_cert, sizeof cfg->tls_cert);
+    if (rc == 0)
+        rc = get_path(x, tv[1], "tls.key", cfg->tls_key, sizeof cfg->tls_key);
+    return rc;
+}
+
+static int admin_token_file_key(cfg_ctx *x, yaml_node_t *v)
+{
+    return get_path(x, v, "admin_token_file", x->cfg->admin_token_file,
+                    sizeof x->cfg->admin_token_file);
+}
+
+static int metrics_public_key(cfg_ctx *x, yaml_node_t *v)
+{
+    return get_bool(x, v, "metrics_public", &x->cfg->metrics_public);
+}
+
+/* limits: the front's rate, connection and queue caps (docs/tesserad.md). */
+static int limits_key(cfg_ctx *x, yaml_node_t *v)
+{
+    ctld_config *cfg = x->cfg;
+    static const char *const lk[] = {"requests_per_s", "burst", "connections",
+                                     "connections_per_client", "request_timeout",
+                                     "queued_jobs_per_tenant", "connections_per_token"};
+    yaml_node_t *lv[7];
+    int64_t iv;
+    int rc = ts_yaml_map_fields(&x->D, v, "limits", lk, 7, lv);
+    if (rc == 0 && lv[0] &&
+        (rc = ts_yaml_get_int(&x->D, lv[0], "limits.requests_per_s", 1, 1000000, "1..1000000",
+                              &iv)) == 0)
+        cfg->rate_per_s = (double)iv;
+    if (rc == 0 && lv[1] &&
+        (rc = ts_yaml_get_int(&x->D, lv[1], "limits.burst", 1, 10000000, "1..10000000", &iv)) ==
+            0)
+        cfg->rate_burst = (double)iv;
+    if (rc == 0 && lv[2] &&
+        (rc = ts_yaml_get_int(&x->D, lv[2], "limits.connections", 16, 1000000, "16..1000000",
+                              &iv)) == 0)
+        cfg->conns_max = (int)iv;
+    if (rc == 0 && lv[3] &&
+        (rc = ts_yaml_get_int(&x->D, lv[3], "limits.connections_per_client", 1, 1000000,
+                              "1..1000000", &iv)) == 0)
+        cfg->conns_per_client = (int)iv;
+    if (rc == 0 && lv[6] &&
+        (rc = ts_yaml_get_int(&x->D, lv[6], "limits.connections_per_token", 1, 1000000,
+                              "1..1000000", &iv)) == 0)
+        cfg->conns_per_token = (int)iv;
+    if (rc == 0 && lv[4] &&
+        (rc = ctld_cfg_dur(x, lv[4], "limits.request_timeout", &cfg->request_timeout_s)) == 0 &&
+        (cfg->request_timeout_s < 1.0 || cfg->request_timeout_s > 3600.0))
+        rc = ts_yaml_fail(&x->D, lv[4], TS_EINVAL, "limits.request_timeout: 1s..1h");
+    if (rc == 0 && lv[5] &&
+        (rc = ts_yaml_get_int(&x->D, lv[5], "limits.queued_jobs_per_tenant", 1, 100000000,
+                              "1..100000000", &iv)) == 0)
+        cfg->queued_per_tenant = (int)iv;
+    return rc;
+}
+
+static int scheduler_key(cfg_ctx *x, yaml_node_t *v)
+{
+    return ctld_cfg_scheduler(x, v);
+}
+
+static int node_lost_after_key(cfg_ctx *x, yaml_node_t *v)
+{
+    int rc = ctld_cfg_dur(x, v, "node_lost_after", &x->cfg->node_lost_s);
+    if (rc == 0 && x->cfg->node_lost_s < 1.0)
+        rc = ts_yaml_fail(&x->D, v, TS_EINVAL, "node_lost_after: must be at least 1s");
+    return rc;
+}
+
+static int checkpoint_dir_key(cfg_ctx *x, yaml_node_t *v)
+{
+    ctld_config *cfg = x->cfg;
+    int rc = get_str(x, v, "checkpoint_dir", cfg->checkpoint_dir, sizeof cfg->checkpoint_dir);
+    if (rc == 0 && cfg->checkpoint_dir[0] != '/')
+        rc = ts_yaml_fail(&x->D, v, TS_EINVAL,
+                          "checkpoint_dir: must be an absolute path (the same on every node)");
+    return rc;
+}
+
+static int admin_unix_user_key(cfg_ctx *x, yaml_node_t *v)
+{
+    return get_str(x, v, "admin_unix_user", x->cfg->admin_unix_user,
+                   sizeof x->cfg->admin_unix_user);
+}
+
+static int secrets_key_file_key(cfg_ctx *x, yaml_node_t *v)
+{
+    return get_path(x, v, "secrets_key_file", x->cfg->secrets_key_file,
+                    sizeof x->cfg->secrets_key_file);
+}
+
+/*
+ * The top-level keys in the order they are read (the first error is the one
+ * reported, so the order is part of the behaviour); a key marked required
+ * that is absent fails with its message at the top level.
+ */
+static const struct cfg_key {
+    const char *name;
+    int (*parse)(cfg_ctx *x, yaml_node_t *v);
+    const char *required; /* the error when absent, or NULL */
+} CFG_KEYS[] = {
+    {"listen", listen_key, NULL},
+    {"state_dir", state_dir_key, NULL},
+    {"store", store_key, NULL},
+    {"cluster", cluster_key, "cluster: required (the cluster file)"},
+    {"tenants", tenants_key, NULL},
+    {"virtual_nodes", virtual_nodes_key, NULL},
+    {"tls", tls_key, NULL},
+    {"admin_token_file", admin_token_file_key, NULL},
+    {"metrics_public", metrics_public_key, NULL},
+    {"limits", limits_key, NULL},
+    {"scheduler", scheduler_key, NULL},
+    {"node_lost_after", node_lost_after_key, NULL},
+    {"idle", ctld_cfg_idle, NULL},
+    {"stragglers", ctld_cfg_stragglers, NULL},
+    {"checkpoint_dir", checkpoint_dir_key, NULL},
+    {"nccl_qos", ctld_cfg_qos, NULL},
+    {"ha", ha_parse, NULL},
+    {"admin_unix_user", admin_unix_user_key, NULL},
+    {"oidc", oidc_parse, NULL},
+    {"secrets_key_file", secrets_key_file_key, NULL},
+    {"network", network_parse, NULL},
+    {"mail", mail_parse, NULL},
+};
+enum { CFG_NKEYS = sizeof CFG_KEYS / sizeof CFG_KEYS[0] };
+
 static int walk(void *p)
 {
     cfg_ctx *x = p;
-    ctld_config *cfg = x->cfg;
-    static const char *const keys[] = {"listen", "state_dir", "store", "cluster", "tenants",
-                                       "virtual_nodes", "tls", "admin_token_file",
-                                       "metrics_public", "limits", "scheduler",
-                                       "node_lost_after", "idle", "stragglers",
-                                       "checkpoint_dir", "nccl_qos", "ha",
-                                       "admin_unix_user", "oidc", "secrets_key_file",
-                                       "network", "mail"};
-    enum { NK = sizeof keys / sizeof keys[0] };
-    yaml_node_t *v[NK];
+    const char *names[CFG_NKEYS];
+    yaml_node_t *v[CFG_NKEYS];
+    for (int i = 0; i < CFG_NKEYS; i++)
+        names[i] = CFG_KEYS[i].name;
     yaml_node_t *root = yaml_document_get_root_node(x->D.doc);
     if (!root)
         return ts_yaml_fail(&x->D, NULL, TS_EINVAL, "cluster: required (the cluster file)");
-    int rc = ts_yaml_map_fields(&x->D, root, "", keys, NK, v);
-    if (rc == 0 && v[0])
-        rc = listen_parse(x, v[0]);
-    if (rc == 0 && v[1])
-        rc = get_path(x, v[1], "state_dir", cfg->state_dir, sizeof cfg->state_dir);
-    if (rc == 0 && v[2]) {
-        const char *u = ts_yaml_scalar(v[2]);
-        if (u && (strncmp(u, "postgresql://", 13) == 0 || strncmp(u, "postgres://", 11) == 0 ||
-                  strncmp(u, "sqlite:", 7) == 0))
-            rc = get_str(x, v[2], "store", cfg->store_url, sizeof cfg->store_url);
-        else
-            rc = get_path(x, v[2], "store", cfg->store_url, sizeof cfg->store_url);
+    int rc = ts_yaml_map_fields(&x->D, root, "", names, CFG_NKEYS, v);
+    for (int i = 0; rc == 0 && i < CFG_NKEYS; i++) {
+        if (v[i])
+            rc = CFG_KEYS[i].parse(x, v[i]);
+        else if (CFG_KEYS[i].required)
+            rc = ts_yaml_fail(&x->D, root, TS_EINVAL, "%s", CFG_KEYS[i].required);
     }
-    if (rc == 0 && !v[3])
-        rc = ts_yaml_fail(&x->D, root, TS_EINVAL, "cluster: required (the cluster file)");
-    if (rc == 0)
-        rc = get_path(x, v[3], "cluster", cfg->cluster_file, sizeof cfg->cluster_file);
-    if (rc == 0 && v[4])
-        rc = get_path(x, v[4], "tenants", cfg->tenants_file, sizeof cfg->tenants_file);
-    if (rc == 0 && v[5]) {
-        const char *s = ts_yaml_scalar(v[5]);
-        if (s && strcmp(s, "all") == 0) {
-            cfg->virtual_all = true;
-        } else if (s && strcmp(s, "none") == 0) {
-            cfg->virtual_all = false;
-        } else if (v[5]->type == YAML_SEQUENCE_NODE) {
-            int n = (int)(v[5]->data.sequence.items.top - v[5]->data.sequence.items.start);
-            cfg->virtual_nodes = calloc((size_t)(n > 0 ? n : 1), sizeof *cfg->virtual_nodes);
-            if (!cfg->virtual_nodes)
-                return TS_ENOMEM;
-            for (int i = 0; rc == 0 && i < n; i++) {
-                yaml_node_t *it = ts_yaml_node(&x->D, v[5]->data.sequence.items.start[i]);
-                const char *name = ts_yaml_scalar(it);
-                if (!name || !*name)
-                    return ts_yaml_fail_got(&x->D, it, "virtual_nodes[]", "a node name");
-                cfg->virtual_nodes[cfg->nvirtual++] = strdup(name);
-            }
-        } else {
-            rc = ts_yaml_fail_got(&x->D, v[5], "virtual_nodes", "all, none or a list of names");
-        }
-    }
-    if (rc == 0 && v[6]) {
-        static const char *const tk[] = {"cert", "key"};
-        yaml_node_t *tv[2];
-        rc = ts_yaml_map_fields(&x->D, v[6], "tls", tk, 2, tv);
-        if (rc == 0 && (!tv[0] || !tv[1]))
-            rc = ts_yaml_fail(&x->D, v[6], TS_EINVAL, "tls: needs both cert and key");
-        if (rc == 0)
-            rc = get_path(x, tv[0], "tls.cert", cfg->tls_cert, sizeof cfg->tls_cert);
-        if (rc == 0)
-            rc = get_path(x, tv[1], "tls.key", cfg->tls_key, sizeof cfg->tls_key);
-    }
-    if (rc == 0 && v[7])
-        rc = get_path(x, v[7], "admin_token_file", cfg->admin_token_file,
-                      sizeof cfg->admin_token_file);
-    if (rc == 0 && v[8])
-        rc = get_bool(x, v[8], "metrics_public", &cfg->metrics_public);
-    if (rc == 0 && v[9]) {
-        static const char *const lk[] = {"requests_per_s", "burst", "connections",
-                                         "connections_per_client", "request_timeout",
-                                         "queued_jobs_per_tenant", "connections_per_token"};
-        yaml_node_t *lv[7];
-        int64_t iv;
-        rc = ts_yaml_map_fields(&x->D, v[9], "limits", lk, 7, lv);
-        if (rc == 0 && lv[0] &&
-            (rc = ts_yaml_get_int(&x->D, lv[0], "limits.requests_per_s", 1, 1000000,
-                                  "1..1000000", &iv)) == 0)
-            cfg->rate_per_s = (double)iv;
-        if (rc == 0 && lv[1] &&
-            (rc = ts_yaml_get_int(&x->D, lv[1], "limits.burst", 1, 10000000, "1..10000000",
-                                  &iv)) == 0)
-            cfg->rate_burst = (double)iv;
-        if (rc == 0 && lv[2] &&
-            (rc = ts_yaml_get_int(&x->D, lv[2], "limits.connections", 16, 1000000,
-                                  "16..1000000", &iv)) == 0)
-            cfg->conns_max = (int)iv;
-        if (rc == 0 && lv[3] &&
-            (rc = ts_yaml_get_int(&x->D, lv[3], "limits.connections_per_client", 1, 1000000,
-                                  "1..1000000", &iv)) == 0)
-            cfg->conns_per_client = (int)iv;
-        if (rc == 0 && lv[6] &&
-            (rc = ts_yaml_get_int(&x->D, lv[6], "limits.connections_per_token", 1, 1000000,
-                                  "1..1000000", &iv)) == 0)
-            cfg->conns_per_token = (int)iv;
-        if (rc == 0 && lv[4] &&
-            (rc = get_dur(x, lv[4], "limits.request_timeout", &cfg->request_timeout_s)) == 0 &&
-            (cfg->request_timeout_s < 1.0 || cfg->request_timeout_s > 3600.0))
-            rc = ts_yaml_fail(&x->D, lv[4], TS_EINVAL, "limits.request_timeout: 1s..1h");
-        if (rc == 0 && lv[5] &&
-            (rc = ts_yaml_get_int(&x->D, lv[5], "limits.queued_jobs_per_tenant", 1, 100000000,
-                                  "1..100000000", &iv)) == 0)
-            cfg->queued_per_tenant = (int)iv;
-    }
-    if (rc == 0 && v[10])
-        rc = scheduler_parse(x, v[10]);
-    if (rc == 0 && v[11] && (rc = get_dur(x, v[11], "node_lost_after", &cfg->node_lost_s)) == 0 &&
-        cfg->node_lost_s < 1.0)
-        rc = ts_yaml_fail(&x->D, v[11], TS_EINVAL, "node_lost_after: must be at least 1s");
-    if (rc == 0 && v[12]) {
-        static const char *const ik[] = {"threshold_pct", "guaranteed", "opportunistic",
-                                         "tenants"};
-        yaml_node_t *iv[4];
-        int64_t pct;
-        rc = ts_yaml_map_fields(&x->D, v[12], "idle", ik, 4, iv);
-        if (rc == 0 && iv[3])
-            rc = idle_tenants_parse(x, iv[3]);
-        if (rc == 0 && iv[0] &&
-            (rc = ts_yaml_get_int(&x->D, iv[0], "idle.threshold_pct", 0, 100, "0..100", &pct)) ==
-                0)
-            cfg->idle_threshold_pct = (double)pct;
-        if (rc == 0 && iv[1])
-            rc = get_dur(x, iv[1], "idle.guaranteed", &cfg->idle_window_s[0]);
-        if (rc == 0 && iv[2])
-            rc = get_dur(x, iv[2], "idle.opportunistic", &cfg->idle_window_s[1]);
-    }
-    if (rc == 0 && v[13])
-        rc = stragglers_parse(x, v[13]);
-    if (rc == 0 && v[14])
-        rc = get_str(x, v[14], "checkpoint_dir", cfg->checkpoint_dir, sizeof cfg->checkpoint_dir);
-    if (rc == 0 && v[14] && cfg->checkpoint_dir[0] != '/')
-        rc = ts_yaml_fail(&x->D, v[14], TS_EINVAL,
-                          "checkpoint_dir: must be an absolute path (the same on every node)");
-    if (rc == 0 && v[15])
-        rc = qos_parse(x, v[15]);
-    if (rc == 0 && v[16])
-        rc = ha_parse(x, v[16]);
-    if (rc == 0 && v[17])
-        rc = get_str(x, v[17], "admin_unix_user", cfg->admin_unix_user,
-                     sizeof cfg->admin_unix_user);
-    if (rc == 0 && v[18])
-        rc = oidc_parse(x, v[18]);
-    if (rc == 0 && v[19])
-        rc = get_path(x, v[19], "secrets_key_file", cfg->secrets_key_file,
-                      sizeof cfg->secrets_key_file);
-    if (rc == 0 && v[20])
-        rc = network_parse(x, v[20]);
-    if (rc == 0 && v[21])
-        rc = mail_parse(x, v[21]);
     return rc;
 }
 

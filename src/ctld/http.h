@@ -134,9 +134,15 @@ void ctld_array_route(ctld *c, const ctld_request *rq, ctld_reply *out);
  * read); content: whether the caller reads its content. Not under mu. */
 void ctld_job_patch(ctld *c, const ctld_request *rq, const ts_job_row *row, bool content,
                     ctld_reply *r);
-/* routes.c: whether every job spec's dependency names exists and is
- * visible to w; false (r answered 400 naming "dependency") otherwise. */
+/* submit.c: POST /v1/jobs. ctld_dependency_ok: whether every job spec's
+ * dependency names exists and is visible to w; false (r answered 400 naming
+ * "dependency") otherwise. Not under mu. */
+void ctld_jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r);
 bool ctld_dependency_ok(ctld *c, const ctld_caller *w, const ts_job_spec *spec, ctld_reply *r);
+/* routes.c: whether w reads every tenant's jobs (admins and cluster-viewers,
+ * stored as role viewer with no tenant), and whether it reads tenant's. */
+bool ctld_sees_all(const ctld_caller *w);
+bool ctld_sees_tenant(const ctld_caller *w, const char *tenant);
 /* bulk.c: POST /v1/jobs/cancel, every active job a filter matches. */
 void ctld_jobs_cancel_bulk(ctld *c, const ctld_request *rq, ctld_reply *out);
 TS_MUST_CHECK int ctld_array_cancel(ctld *c, int64_t array, int span, int *cancelled,

@@ -147,37 +147,36 @@ static void swap_in(ctld *c, cjob *j, ts_job_spec *spec, cjob *probe, bool queue
     (void)c;
 }
 
-/* The spec part of an update. true when done (or nothing to do); false
- * when r was answered with a refusal. */
-static bool update_spec(ctld *c, const ctld_caller *w, int64_t id, json_t *patch, ctld_reply *r)
+/* What a spec update starts from, read under mu. */
+struct update_from {
+    char *stored; /* the stored spec's JSON (owned) */
+    int state;
+    int64_t gen; /* the update applies only if the job is still at it */
+    double limit_now;
+    int class_now;
+    bool queued; /* pending or held: every field may change */
+};
+
+/* The job as the update starts from it, and whether the patch may change
+ * what it names in the job's state; false: r answered (409). */
+static bool update_from_read(ctld *c, int64_t id, json_t *patch, struct update_from *f,
+                             ctld_reply *r)
 {
-    bool any = false;
-    for (size_t i = 0; i < NFIELDS; i++)
-        any = any || (strcmp(FIELDS[i], "hold") != 0 && json_object_get(patch, FIELDS[i]));
-    if (!any)
-        return true;
-    ts_err err;
-    int rc = ctld_array_take(c, id, &err); /* a large array's element becomes a job */
-    if (rc != 0) {
-        ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
-        return false;
-    }
-    /* what the update starts from */
     pthread_mutex_lock(&c->mu);
     cjob *j = ctld_job_wait_unpinned(c, id);
-    char *stored = j ? strdup(j->row.spec_json) : NULL;
-    int state = j ? j->row.state : -1;
-    int64_t gen = j ? j->row.gen : 0;
-    double limit_now = j ? ctld_job_limit_s(c, j) : 0.0;
-    int class_now = j ? j->sj.priority : 0;
+    f->stored = j ? strdup(j->row.spec_json) : NULL;
+    f->state = j ? j->row.state : -1;
+    f->gen = j ? j->row.gen : 0;
+    f->limit_now = j ? ctld_job_limit_s(c, j) : 0.0;
+    f->class_now = j ? j->sj.priority : 0;
     pthread_mutex_unlock(&c->mu);
     if (!j) {
         ctld_reply_error(r, 409, "conflict", "job %lld has ended: only an active job can be "
                          "updated", (long long)id);
         return false;
     }
-    bool queued = state == TS_JOB_PENDING || state == TS_JOB_HELD;
-    if (!queued) {
+    f->queued = f->state == TS_JOB_PENDING || f->state == TS_JOB_HELD;
+    if (!f->queued) {
         const char *other = NULL;
         for (size_t i = 0; i < NFIELDS && !other; i++)
             if (strcmp(FIELDS[i], "time_limit") != 0 && strcmp(FIELDS[i], "hold") != 0 &&
@@ -186,23 +185,29 @@ static bool update_spec(ctld *c, const ctld_caller *w, int64_t id, json_t *patch
         if (other) {
             ctld_reply_error(r, 409, "conflict", "%s: job %lld is %s: only a pending or held "
                              "job changes its %s (a running one may only lower its time_limit)",
-                             other, (long long)id, ts_job_state_name(state), other);
-            free(stored);
+                             other, (long long)id, ts_job_state_name(f->state), other);
+            free(f->stored);
             return false;
         }
     }
-    /* the new spec, checked as a submission is */
+    return true;
+}
+
+/* The stored spec (freed here) with the patch applied, checked as a
+ * submission is; NULL: r answered (400 naming the fields, or 503). */
+static ts_job_spec *update_parse(int64_t id, json_t *patch, char *stored, ctld_reply *r)
+{
     json_error_t je;
     json_t *doc = stored ? json_loads(stored, 0, &je) : NULL;
     free(stored);
     if (!doc) {
         ctld_reply_error(r, 503, "unavailable", "job %lld: its stored spec cannot be read",
                          (long long)id);
-        return false;
+        return NULL;
     }
     if (!patch_spec(doc, patch, r)) {
         json_decref(doc);
-        return false;
+        return NULL;
     }
     char *text = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
@@ -214,20 +219,25 @@ static bool update_spec(ctld *c, const ctld_caller *w, int64_t id, json_t *patch
         else
             ctld_reply_error(r, 503, "unavailable", "out of memory");
         free(text);
-        return false;
+        return NULL;
     }
     free(text);
-    char *canon = ts_spec_to_json(spec);
-    bool ok = canon != NULL;
-    if (!ok)
-        ctld_reply_error(r, 503, "unavailable", "out of memory");
-    if (ok && !queued && !(spec->time_limit_s > 0.0 && spec->time_limit_s < limit_now)) {
+    return spec;
+}
+
+/* What the new spec may not do: raise a running job's time limit, make the
+ * job wait for itself, or wait for jobs the caller does not see. */
+static bool update_spec_ok(ctld *c, const ctld_caller *w, int64_t id, json_t *patch,
+                           const ts_job_spec *spec, const struct update_from *f, ctld_reply *r)
+{
+    if (!f->queued && !(spec->time_limit_s > 0.0 && spec->time_limit_s < f->limit_now)) {
         ctld_field_error(r, "time_limit", "job %lld is %s: its time limit may only be lowered "
-                         "(it is %.0f s now)", (long long)id, ts_job_state_name(state), limit_now);
-        ok = false;
+                         "(it is %.0f s now)", (long long)id, ts_job_state_name(f->state),
+                         f->limit_now);
+        return false;
     }
-    json_t *dep = json_object_get(patch, "dependency");
-    if (ok && dep && spec->dependency) {
+    bool ok = true;
+    if (json_object_get(patch, "dependency") && spec->dependency) {
         ts_dependency d;
         if (ts_dep_parse(spec->dependency, &d, NULL, 0) == 0)
             for (int i = 0; ok && i < d.n; i++)
@@ -238,20 +248,34 @@ static bool update_spec(ctld *c, const ctld_caller *w, int64_t id, json_t *patch
                 }
         ok = ok && ctld_dependency_ok(c, w, spec, r);
     }
-    /* plan, write, apply: under mu, from the gen read above */
+    return ok;
+}
+
+/* Plan, write, apply: under mu, from the gen read at the start. The job
+ * takes *spec (set NULL) when the update is written; false: r answered
+ * (409 when the job moved meanwhile, 403 for a user raising its priority,
+ * 400 when the new spec does not fit, 503). */
+static bool update_commit(ctld *c, const ctld_caller *w, int64_t id, json_t *patch,
+                          ts_job_spec **specp, const char *canon, const struct update_from *f,
+                          ctld_reply *r)
+{
+    ts_job_spec *spec = *specp;
+    ts_err err;
+    int rc;
+    bool ok = true;
     cjob probe = {0};
     pthread_mutex_lock(&c->mu);
-    j = ok ? ctld_job_wait_unpinned(c, id) : NULL;
-    if (ok && (!j || j->row.gen != gen)) {
+    cjob *j = ctld_job_wait_unpinned(c, id);
+    if (!j || j->row.gen != f->gen) {
         ctld_reply_error(r, 409, "conflict", "job %lld changed while it was being updated (it "
                          "is %s now): read it and retry", (long long)id,
                          j ? ts_job_state_name(j->row.state) : "ended");
         ok = false;
     }
-    int priority = class_now;
-    if (ok && queued) {
+    int priority = f->class_now;
+    if (ok && f->queued) {
         probe.row = j->row;
-        probe.row.state = state;
+        probe.row.state = f->state;
         probe.spec = spec;
         rc = ctld_job_build(c, &probe, &err);
         if (rc == 0)
@@ -262,11 +286,11 @@ static bool update_spec(ctld *c, const ctld_caller *w, int64_t id, json_t *patch
         }
         priority = probe.sj.priority;
     }
-    if (ok && priority > class_now && w->role == TS_ROLE_USER) {
+    if (ok && priority > f->class_now && w->role == TS_ROLE_USER) {
         const char *field = json_object_get(patch, "priority_class") ? "priority_class" : "nice";
         ctld_reply_error(r, 403, "forbidden", "%s: the job's priority would rise from %d to %d "
                          "(class \"%s\" %d, nice %d): a user may lower its job's priority; "
-                         "raising it is for its tenant's admins", field, class_now, priority,
+                         "raising it is for its tenant's admins", field, f->class_now, priority,
                          spec->priority_class[0] ? spec->priority_class : "default",
                          class_value(c, spec->priority_class), spec->nice);
         ok = false;
@@ -285,8 +309,8 @@ static bool update_spec(ctld *c, const ctld_caller *w, int64_t id, json_t *patch
         ctld_txn_fini(&t);
         free(detail);
         if (rc == 0) {
-            swap_in(c, j, spec, &probe, queued, dep != NULL);
-            spec = NULL;
+            swap_in(c, j, spec, &probe, f->queued, json_object_get(patch, "dependency") != NULL);
+            *specp = NULL;
             ctld_kick(c);
         } else if (rc == TS_ECONFLICT) {
             ctld_reply_error(r, 409, "conflict", "%s", err.msg);
@@ -299,6 +323,36 @@ static bool update_spec(ctld *c, const ctld_caller *w, int64_t id, json_t *patch
     pthread_mutex_unlock(&c->mu);
     free(probe.tasks);
     free(probe.node_mask);
+    return ok;
+}
+
+/* The spec part of an update. true when done (or nothing to do); false
+ * when r was answered with a refusal. */
+static bool update_spec(ctld *c, const ctld_caller *w, int64_t id, json_t *patch, ctld_reply *r)
+{
+    bool any = false;
+    for (size_t i = 0; i < NFIELDS; i++)
+        any = any || (strcmp(FIELDS[i], "hold") != 0 && json_object_get(patch, FIELDS[i]));
+    if (!any)
+        return true;
+    ts_err err;
+    int rc = ctld_array_take(c, id, &err); /* a large array's element becomes a job */
+    if (rc != 0) {
+        ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+        return false;
+    }
+    struct update_from f;
+    if (!update_from_read(c, id, patch, &f, r))
+        return false;
+    ts_job_spec *spec = update_parse(id, patch, f.stored, r);
+    if (!spec)
+        return false;
+    char *canon = ts_spec_to_json(spec);
+    bool ok = canon != NULL;
+    if (!ok)
+        ctld_reply_error(r, 503, "unavailable", "out of memory");
+    ok = ok && update_spec_ok(c, w, id, patch, spec, &f, r) &&
+         update_commit(c, w, id, patch, &spec, canon, &f, r);
     ts_spec_free(spec);
     free(canon);
     return ok;

@@ -464,6 +464,71 @@ double ctld_job_run_s(const cjob *j)
 
 /* ---- submission ---------------------------------------------------------------------- */
 
+/* A submission checked against the cluster and tenants once, before
+ * anything is written: the spec builds, its reservation is the tenant's and
+ * user's, it fits (never runs: refused now, not left waiting) and the
+ * tenant's queued cap holds n more (claimed: the caller gives them back).
+ * 0 opens a submission (ctld_submission_begin); *priority is the jobs'
+ * priority, *tq the tenant's index. */
+static int submit_check(ctld *c, const ts_job_spec *spec, const char *owner,
+                        const char *run_user, int n, int *priority, int *tq, ts_err *err)
+{
+    cjob probe = {0};
+    probe.row.submit_s = ctld_now();
+    probe.spec = (ts_job_spec *)spec;
+    ctld_lock_reader(c);
+    ctld_swap_wait(c); /* checked against the tenants that will be */
+    int rc = ctld_job_build(c, &probe, err);
+    int64_t rid;
+    if (rc == 0 && spec->reservation[0]) /* the tenant and user may use it */
+        rc = ctld_resv_job(c, spec->reservation, spec->tenant, owner, run_user, &rid, err);
+    if (rc == 0)
+        rc = ctld_fit_check(c, &probe, err); /* never runs: refused now, not left waiting */
+    *tq = ts_tenant_find(c->tenants, spec->tenant);
+    if (rc == 0)
+        rc = queued_claim(c, spec->tenant, *tq, n, err);
+    if (rc == 0)
+        ctld_submission_begin(c);
+    pthread_mutex_unlock(&c->mu);
+    free(probe.tasks);
+    free(probe.node_mask);
+    *priority = probe.sj.priority;
+    return rc;
+}
+
+/* Under mu: the jobs made of the n stored rows join the controller, each
+ * into rendered (brief past CTLD_ARRAY_BRIEF); one that cannot be built is
+ * freed (stored but not loaded: an error). rc is the submission's result so
+ * far: not 0, the jobs are only freed. The result after. */
+static int submit_add(ctld *c, cjob **jobs, const ts_job_row *rows, int n, int n_all,
+                      json_t *rendered, int rc, ts_err *err)
+{
+    for (int i = 0; i < n; i++) {
+        cjob *j = jobs ? jobs[i] : NULL; /* NULL: out of memory before any was made */
+        if (!j)
+            continue;
+        ts_err e;
+        int brc = rc == 0 ? ctld_job_build(c, j, &e) : TS_EINVAL;
+        if (brc == 0)
+            brc = ctld_job_add(c, j);
+        if (brc != 0) {
+            ctld_cjob_free(j);
+            if (rc == 0)
+                rc = ts_err_set(err, TS_ENOMEM, "job %lld stored but not loaded: restart the "
+                                "controller", (long long)rows[i].id);
+            continue;
+        }
+        c->m.submitted++;
+        if (rendered && n_all > CTLD_ARRAY_BRIEF)
+            json_array_append_new(rendered, json_pack("{s:I,s:s,s:s}", "id",
+                                                      (json_int_t)j->row.id, "name", j->row.name,
+                                                      "state", ts_job_state_name(j->row.state)));
+        else if (rendered)
+            json_array_append_new(rendered, ctld_render_job(c, &j->row, j));
+    }
+    return rc;
+}
+
 int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const char *owner,
                 const char *run_user, int64_t run_uid, const char *idem_key, int64_t *ids_out,
                 int *nids, bool *existed, json_t *rendered, ts_err *err)
@@ -476,29 +541,10 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
     if (n > 1 && strlen(spec->name) + strlen(suffix) >= TS_STORE_NAME_MAX)
         return ts_err_set(err, TS_EINVAL, "name: too long for an array of %d (at most %zu "
                           "characters)", n, TS_STORE_NAME_MAX - 1 - strlen(suffix));
-    /* validate against the cluster and tenants once, before anything is written */
-    cjob probe = {0};
-    probe.row.submit_s = ctld_now();
-    probe.spec = (ts_job_spec *)spec;
-    ctld_lock_reader(c);
-    ctld_swap_wait(c); /* checked against the tenants that will be */
-    int rc = ctld_job_build(c, &probe, err);
-    int64_t rid;
-    if (rc == 0 && spec->reservation[0]) /* the tenant and user may use it */
-        rc = ctld_resv_job(c, spec->reservation, spec->tenant, owner, run_user, &rid, err);
-    if (rc == 0)
-        rc = ctld_fit_check(c, &probe, err); /* never runs: refused now, not left waiting */
-    int tq = ts_tenant_find(c->tenants, spec->tenant);
-    if (rc == 0)
-        rc = queued_claim(c, spec->tenant, tq, n, err);
-    if (rc == 0)
-        ctld_submission_begin(c);
-    pthread_mutex_unlock(&c->mu);
-    free(probe.tasks);
-    free(probe.node_mask);
+    int priority, tq;
+    int rc = submit_check(c, spec, owner, run_user, n, &priority, &tq, err);
     if (rc != 0)
         return rc;
-    int priority = probe.sj.priority;
     double now = ctld_now();
     /* a large array: its first elements are jobs now, the others stay one
      * record in memory and one row in the store (array_lazy.c) */
@@ -570,29 +616,7 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
         jobs[i] = j;
     }
     ctld_lock_reader(c);
-    for (int i = 0; i < n; i++) {
-        cjob *j = jobs ? jobs[i] : NULL; /* NULL: out of memory before any was made */
-        if (!j)
-            continue;
-        ts_err e;
-        int brc = rc == 0 ? ctld_job_build(c, j, &e) : TS_EINVAL;
-        if (brc == 0)
-            brc = ctld_job_add(c, j);
-        if (brc != 0) {
-            ctld_cjob_free(j);
-            if (rc == 0)
-                rc = ts_err_set(err, TS_ENOMEM, "job %lld stored but not loaded: restart the "
-                                "controller", (long long)rows[i].id);
-            continue;
-        }
-        c->m.submitted++;
-        if (rendered && n_all > CTLD_ARRAY_BRIEF)
-            json_array_append_new(rendered, json_pack("{s:I,s:s,s:s}", "id",
-                                                      (json_int_t)j->row.id, "name", j->row.name,
-                                                      "state", ts_job_state_name(j->row.state)));
-        else if (rendered)
-            json_array_append_new(rendered, ctld_render_job(c, &j->row, j));
-    }
+    rc = submit_add(c, jobs, rows, n, n_all, rendered, rc, err);
     if (lazy && ctld_lazy_add(c, lazy) != 0) { /* it freed lazy */
         lazy = NULL;
         if (rc == 0)

@@ -474,7 +474,10 @@ static bool opt_int(ctld_reply *r, json_t *body, const char *key, int max, int *
     return true;
 }
 
-static void step_post(ctld *c, const ctld_request *rq, ctld_reply *r)
+/* POST's body {command, ntasks, nodes, ntasks_per_node}, checked: the body
+ * (the caller frees it), or NULL with r answered 400 naming the field. */
+static json_t *step_body(const ctld_request *rq, ctld_reply *r, int *want_n, int *want_nodes,
+                         int *per_node)
 {
     json_error_t je;
     json_t *body = json_loadb(rq->body, rq->len, JSON_REJECT_DUPLICATES, &je);
@@ -482,7 +485,7 @@ static void step_post(ctld *c, const ctld_request *rq, ctld_reply *r)
         ctld_field_error(r, "body", "a JSON object {command, ntasks, nodes, ntasks_per_node}: "
                          "%s", body ? "not an object" : je.text);
         json_decref(body);
-        return;
+        return NULL;
     }
     const char *k;
     json_t *v;
@@ -492,7 +495,7 @@ static void step_post(ctld *c, const ctld_request *rq, ctld_reply *r)
             strcmp(k, "ntasks_per_node")) {
             ctld_field_error(r, k, "unknown field (command, ntasks, nodes, ntasks_per_node)");
             json_decref(body);
-            return;
+            return NULL;
         }
     }
     json_t *cmd = json_object_get(body, "command");
@@ -508,64 +511,160 @@ static void step_post(ctld *c, const ctld_request *rq, ctld_reply *r)
         ctld_field_error(r, "command", "must be 1..%d strings, the first not empty, %d bytes "
                          "in all at most", STEP_ARGV_MAX, STEP_ARG_MAX_BYTES);
         json_decref(body);
-        return;
+        return NULL;
     }
-    int want_n, want_nodes, per_node;
-    if (!opt_int(r, body, "ntasks", 65536, &want_n) || !opt_int(r, body, "nodes", 65536, &want_nodes) ||
-        !opt_int(r, body, "ntasks_per_node", 65536, &per_node)) {
+    if (!opt_int(r, body, "ntasks", 65536, want_n) ||
+        !opt_int(r, body, "nodes", 65536, want_nodes) ||
+        !opt_int(r, body, "ntasks_per_node", 65536, per_node)) {
         json_decref(body);
-        return;
+        return NULL;
     }
-    /* the first step this controller sees of the job: its ids go on from
-     * those its events have (a restarted controller), read before mu */
+    return body;
+}
+
+/* The id of the job's first step this controller sees goes on from those its
+ * events have (a restarted controller); read before mu. False: r answered. */
+static bool first_step_id(ctld *c, const ctld_request *rq, ctld_reply *r, int *next_id)
+{
     ctld_lock_reader(c);
     const cjob *seen = ctld_job_find(c, rq->id);
     bool first = seen && !seen->steps;
     pthread_mutex_unlock(&c->mu);
-    int next_id = 0;
-    if (first) {
-        json_t *begun = step_events(c, rq->id, "step-started", r);
-        if (!begun) {
-            json_decref(body);
-            return;
-        }
-        size_t k;
-        json_t *b;
-        json_array_foreach(begun, k, b)
-        {
-            json_int_t bid = json_integer_value(json_object_get(b, "id"));
-            if (bid >= next_id && bid < CTLD_STEPS_MAX)
-                next_id = (int)bid + 1;
-        }
-        json_decref(begun);
+    *next_id = 0;
+    if (!first)
+        return true;
+    json_t *begun = step_events(c, rq->id, "step-started", r);
+    if (!begun)
+        return false;
+    size_t k;
+    json_t *b;
+    json_array_foreach(begun, k, b)
+    {
+        json_int_t bid = json_integer_value(json_object_get(b, "id"));
+        if (bid >= *next_id && bid < CTLD_STEPS_MAX)
+            *next_id = (int)bid + 1;
     }
-    pthread_mutex_lock(&c->mu);
-    cjob *j = ctld_job_wait_unpinned(c, rq->id);
-    ctld_step s = {0};
-    int *rank = NULL;
+    json_decref(begun);
+    return true;
+}
+
+/* Under mu: whether job j (NULL: gone) cannot take a step now; r answered 409. */
+static bool step_refused(const ctld *c, const cjob *j, int64_t id, ctld_reply *r)
+{
     if (!j || j->row.state != TS_JOB_RUNNING || !j->allocs || j->is_virtual) {
         ctld_reply_error(r, 409, "not_running", "job %lld is not running on agents: a step runs "
-                         "in a running job's tasks", (long long)rq->id);
-        goto out;
+                         "in a running job's tasks", (long long)id);
+        return true;
     }
     if (c->cfg.net_isolation) {
         ctld_reply_error(r, 409, "not_supported", "steps: not available where tenants' networks "
                          "are isolated (a step task would run outside its rank's namespace)");
-        goto out;
+        return true;
     }
     if (!ctld_job_is_batch(j)) {
         ctld_reply_error(r, 409, "not_a_batch_job", "job %lld was not submitted by `tessera "
                          "sbatch`: its tasks all run its command, none waits for steps",
-                         (long long)rq->id);
-        goto out;
+                         (long long)id);
+        return true;
     }
+    if (j->steps && j->steps->n >= CTLD_STEPS_MAX) {
+        ctld_reply_error(r, 409, "too_many_steps", "job %lld has run %d steps, the most a job "
+                         "may", (long long)id, CTLD_STEPS_MAX);
+        return true;
+    }
+    return false;
+}
+
+/* s's per-task arrays for its s->n tasks and its argv from cmd, and room for
+ * one more step in steps; false when out of memory (step_fini frees what
+ * s holds). */
+static bool step_alloc(ctld_step *s, const json_t *cmd, struct ctld_steps *steps)
+{
+    int n = s->n;
+    s->st = calloc((size_t)n, 1);
+    s->code = malloc((size_t)n * sizeof *s->code);
+    s->end = calloc((size_t)n, sizeof *s->end);
+    s->out = calloc((size_t)n, sizeof *s->out);
+    s->err = calloc((size_t)n, sizeof *s->err);
+    s->argc = (int)json_array_size(cmd);
+    s->argv = calloc((size_t)s->argc, sizeof *s->argv);
+    if (!s->st || !s->code || !s->end || !s->out || !s->err || !s->argv)
+        return false;
+    for (int i = 0; i < n; i++)
+        s->code[i] = -1;
+    for (int i = 0; i < s->argc; i++)
+        if (!(s->argv[i] = strdup(json_string_value(json_array_get(cmd, (size_t)i)))))
+            return false;
+    if (steps->n == steps->cap) {
+        int cap = steps->cap ? steps->cap * 2 : 8;
+        ctld_step *nv = realloc(steps->v, (size_t)cap * sizeof *nv);
+        if (!nv)
+            return false;
+        steps->v = nv;
+        steps->cap = cap;
+    }
+    return true;
+}
+
+/* Under mu, released while the step's start is written (durable before
+ * acknowledged: it is a job event): then the step joins job j (which owns
+ * it from there; j is found again, it may have moved) and its nodes' agents
+ * are woken. The step's document, or NULL with r answered (503, or 409 when
+ * the job stopped meanwhile). */
+static json_t *step_commit(ctld *c, cjob *j, const ctld_step *s, ctld_reply *r)
+{
+    int64_t id = j->row.id;
+    json_t *doc = step_json(c, j, s, false, s->start_s);
+    char *d = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    ctld_txn t = {0};
+    ts_err err;
+    int rc = d ? ctld_txn_event(&t, j->row.id, s->start_s, "step-started", d) : TS_ENOMEM;
+    free(d);
+    if (rc == 0)
+        rc = ctld_txn_commit_unlocked(c, &t, s->start_s, &err);
+    else
+        ts_err_set(&err, rc, "out of memory");
+    ctld_txn_fini(&t);
+    /* the job may have moved while the event was written with mu released */
+    j = ctld_job_find(c, id);
+    if (rc != 0 || !j || j->row.state != TS_JOB_RUNNING || !j->steps || s->run != j->row.start_s) {
+        json_decref(doc);
+        if (rc != 0)
+            ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
+        else
+            ctld_reply_error(r, 409, "not_running", "job %lld stopped running", (long long)id);
+        return NULL;
+    }
+    j->steps->v[j->steps->n++] = *s;
+    for (int q = 0; q < s->n; q++) {
+        bool seen = false;
+        for (int p = 0; p < q && !seen; p++)
+            seen = j->allocs[s->rank[p]].node == j->allocs[s->rank[q]].node;
+        if (!seen)
+            ctld_agent_moved(c, j->allocs[s->rank[q]].node);
+    }
+    return doc;
+}
+
+static void step_post(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    int want_n, want_nodes, per_node, next_id;
+    json_t *body = step_body(rq, r, &want_n, &want_nodes, &per_node);
+    if (!body)
+        return;
+    if (!first_step_id(c, rq, r, &next_id)) {
+        json_decref(body);
+        return;
+    }
+    json_t *cmd = json_object_get(body, "command");
+    pthread_mutex_lock(&c->mu);
+    cjob *j = ctld_job_wait_unpinned(c, rq->id);
+    ctld_step s = {0};
+    int *rank = NULL;
+    if (step_refused(c, j, rq->id, r))
+        goto out;
     if (!j->steps && !(j->steps = calloc(1, sizeof *j->steps)))
         goto oom;
-    if (j->steps->n >= CTLD_STEPS_MAX) {
-        ctld_reply_error(r, 409, "too_many_steps", "job %lld has run %d steps, the most a job "
-                         "may", (long long)rq->id, CTLD_STEPS_MAX);
-        goto out;
-    }
     if (!(rank = malloc((size_t)j->ntasks * sizeof *rank)))
         goto oom;
     int n = pick_tasks(j, want_n, want_nodes, per_node, rank, r);
@@ -577,59 +676,11 @@ static void step_post(ctld *c, const ctld_request *rq, ctld_reply *r)
     s.rank = rank;
     rank = NULL;
     s.start_s = ctld_now();
-    s.st = calloc((size_t)n, 1);
-    s.code = malloc((size_t)n * sizeof *s.code);
-    s.end = calloc((size_t)n, sizeof *s.end);
-    s.out = calloc((size_t)n, sizeof *s.out);
-    s.err = calloc((size_t)n, sizeof *s.err);
-    s.argc = (int)json_array_size(cmd);
-    s.argv = calloc((size_t)s.argc, sizeof *s.argv);
-    if (!s.st || !s.code || !s.end || !s.out || !s.err || !s.argv)
+    if (!step_alloc(&s, cmd, j->steps))
         goto oom;
-    for (int i = 0; i < n; i++)
-        s.code[i] = -1;
-    for (int i = 0; i < s.argc; i++)
-        if (!(s.argv[i] = strdup(json_string_value(json_array_get(cmd, (size_t)i)))))
-            goto oom;
-    if (j->steps->n == j->steps->cap) {
-        int cap = j->steps->cap ? j->steps->cap * 2 : 8;
-        ctld_step *nv = realloc(j->steps->v, (size_t)cap * sizeof *nv);
-        if (!nv)
-            goto oom;
-        j->steps->v = nv;
-        j->steps->cap = cap;
-    }
-    /* durable before acknowledged: its start is a job event */
-    json_t *doc = step_json(c, j, &s, false, s.start_s);
-    char *d = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-    ctld_txn t = {0};
-    ts_err err;
-    int rc = d ? ctld_txn_event(&t, j->row.id, s.start_s, "step-started", d) : TS_ENOMEM;
-    free(d);
-    if (rc == 0)
-        rc = ctld_txn_commit_unlocked(c, &t, s.start_s, &err);
-    else
-        ts_err_set(&err, rc, "out of memory");
-    ctld_txn_fini(&t);
-    /* the job may have moved while the event was written with mu released */
-    j = ctld_job_find(c, rq->id);
-    if (rc != 0 || !j || j->row.state != TS_JOB_RUNNING || !j->steps || s.run != j->row.start_s) {
-        json_decref(doc);
-        if (rc != 0)
-            ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
-        else
-            ctld_reply_error(r, 409, "not_running", "job %lld stopped running",
-                             (long long)rq->id);
+    json_t *doc = step_commit(c, j, &s, r);
+    if (!doc)
         goto out;
-    }
-    j->steps->v[j->steps->n++] = s;
-    for (int q = 0; q < s.n; q++) {
-        bool seen = false;
-        for (int p = 0; p < q && !seen; p++)
-            seen = j->allocs[s.rank[p]].node == j->allocs[s.rank[q]].node;
-        if (!seen)
-            ctld_agent_moved(c, j->allocs[s.rank[q]].node);
-    }
     memset(&s, 0, sizeof s);
     pthread_mutex_unlock(&c->mu);
     json_decref(body);
