@@ -18,14 +18,24 @@
  * hour; the preemptor keeps those GPUs reserved while the victims use their
  * grace. Costs, the starvation bound and what is approximated: cycle.c.
  *
- * Starts are applied by the cycle itself (bound on the cluster and charged to
- * the quota) so the next job sees them; preemptions are not: victims keep
+ * The core decides on its own copy: ts_sched_plan brings the scheduler's
+ * copy of the cluster and quota to the live ones, plans there (each start
+ * bound on the copy, so the next job sees it) and returns the decisions;
+ * the live cluster and quota are only read. ts_sched_apply then binds the
+ * starts on the live cluster and charges the live quota, in the decisions'
+ * order: the shell's short step once it has recorded them (a shell that
+ * does not record them applies nothing and undoes nothing).
+ * ts_sched_cycle is both at once. Preemptions are not applied: victims keep
  * their GPUs until the shell reports them stopped with ts_sched_stop.
  *
  * Ownership: a ts_sched borrows the cluster and the quota (they must outlive
  * it; nothing else may change them while it lives except through
- * ts_sched_start/ts_sched_stop) and owns its index and scratch space. Jobs
- * passed to a cycle are the caller's and are only read. Not thread-safe.
+ * ts_sched_start/ts_sched_stop/ts_sched_apply) and owns its copies of them,
+ * their index and scratch space. Jobs passed to a cycle are the caller's
+ * and are only read. Not thread-safe; a shell that plans with its lock
+ * released must keep the live cluster and quota unchanged during
+ * ts_sched_plan's start (the copy is taken there) and call nothing else on
+ * the scheduler until it returns.
  */
 #ifndef TESSERA_CYCLE_H
 #define TESSERA_CYCLE_H
@@ -329,6 +339,18 @@ void ts_decision_fini(ts_decision *d);
  * error: it waits with TS_PEND_INVALID. */
 int ts_sched_cycle(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
                    const ts_job *running, int nrunning, ts_decision *d, ts_err *err);
+
+/* ts_sched_cycle's first half: the decisions, planned on the scheduler's
+ * copy; the live cluster and quota unchanged. Same contract and errors. */
+int ts_sched_plan(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
+                  const ts_job *running, int nrunning, ts_decision *d, ts_err *err);
+/* Its second half: binds d's starts (those with keep[k], keep NULL = all)
+ * on the live cluster and charges the live quota at now, the jobs as given
+ * to ts_sched_plan (waiting). Changes made to the live state since the plan
+ * may leave a start no room: TS_EINVAL naming the job, the starts before it
+ * applied. */
+int ts_sched_apply(ts_sched *s, const ts_decision *d, const ts_job *waiting, const bool *keep,
+                   double now, ts_err *err);
 
 /* A window in which some nodes are kept for some jobs (docs/scheduler.md,
  * "Reservations"): from start_s to end_s only the jobs that name it

@@ -1546,8 +1546,8 @@ out:
     return rc;
 }
 
-int ts_sched_cycle(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
-                   const ts_job *running, int nrunning, ts_decision *d, ts_err *err)
+int cycle_decide(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
+                 const ts_job *running, int nrunning, ts_decision *d, ts_err *err)
 {
     if (!s || !d || nwaiting < 0 || nrunning < 0 || (nwaiting && !waiting) ||
         (nrunning && !running))
@@ -1580,19 +1580,14 @@ int ts_sched_cycle(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
         d->pending[i].why = d->why_buf + l.why_off[i];
     loop_free(&l);
     if (rc != 0) {
-        /* out of memory part way: the starts planned so far were bound; a
-         * failed cycle decides nothing, so they go back */
-        for (int k = 0; k < d->nstarts; k++) {
-            ts_job j = waiting[d->starts[k].job];
-            j.allocs = d->starts[k].allocs;
-            (void)ts_sched_stop(s, &j, now, NULL);
-        }
+        /* out of memory part way: a failed cycle decides nothing (what it
+         * bound on the copies goes at the next sync) */
         d->nstarts = 0;
         d->npreempts = 0;
         d->reserved = -1;
         d->reserved_at_s = -1.0;
         d->planned = -1;
-    d->nplanned_nodes = 0;
+        d->nplanned_nodes = 0;
         return ts_err_set(err, rc, "cycle: out of memory");
     }
     return 0;
