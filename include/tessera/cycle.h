@@ -347,8 +347,8 @@ int ts_sched_plan(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
 /* Its second half: binds d's starts (those with keep[k], keep NULL = all)
  * on the live cluster and charges the live quota at now, the jobs as given
  * to ts_sched_plan (waiting). Changes made to the live state since the plan
- * may leave a start no room: TS_EINVAL naming the job, the starts before it
- * applied. */
+ * may leave a start no room: TS_EINVAL naming the first such job, every
+ * other start applied. */
 int ts_sched_apply(ts_sched *s, const ts_decision *d, const ts_job *waiting, const bool *keep,
                    double now, ts_err *err);
 

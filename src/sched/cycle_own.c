@@ -61,16 +61,21 @@ int ts_sched_plan(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
 int ts_sched_apply(ts_sched *s, const ts_decision *d, const ts_job *waiting, const bool *keep,
                    double now, ts_err *err)
 {
+    int first = 0;
     for (int k = 0; k < d->nstarts; k++) {
         if (keep && !keep[k])
             continue;
         ts_job j = waiting[d->starts[k].job];
         j.allocs = d->starts[k].allocs;
-        int rc = cycle_apply_start(s, &j, now, err);
-        if (rc != 0)
-            return rc;
+        ts_err e;
+        int rc = cycle_apply_start(s, &j, now, &e);
+        if (rc != 0 && first == 0) {
+            first = rc;
+            if (err)
+                *err = e;
+        }
     }
-    return 0;
+    return first;
 }
 
 int ts_sched_cycle(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
