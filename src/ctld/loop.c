@@ -537,16 +537,21 @@ static int cycle_collect(ctld *c, cycle_run *r, ts_err *err)
 }
 
 /* Phase 3: the core decides, with mu released, on the copies of the jobs
- * and on its own copy of the cluster and quota (tessera/cycle.h): the live
- * ones stay as they are, so readers read them meanwhile; whoever changes
- * them waits for the cycle's end (ctld_settled_wait). */
+ * and on its own copy of the cluster and quota (tessera/cycle.h), synced
+ * under mu: the live ones stay as they are, so readers (agents' desired
+ * documents included) read them meanwhile. A drain may come in meanwhile
+ * (a drained node keeps what the apply starts on it, as it keeps what
+ * runs); every other change of them waits for the cycle's end. */
 static int cycle_plan(ctld *c, cycle_run *r, ts_err *err)
 {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     ctld_yield(c);
+    int rc = ts_sched_sync(c->sched, err);
+    if (rc != 0)
+        return rc;
     pthread_mutex_unlock(&c->mu);
-    int rc = ts_sched_plan(c->sched, r->now, r->wv, r->nw, r->rv, r->nr, &c->d, err);
+    rc = ts_sched_plan(c->sched, r->now, r->wv, r->nw, r->rv, r->nr, &c->d, err);
     test_delay(c, false);
     pthread_mutex_lock(&c->mu);
     clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -562,9 +567,9 @@ static int cycle_plan(ctld *c, cycle_run *r, ts_err *err)
 }
 
 /* The written starts bound on the live cluster and charged to the live
- * quota (ts_sched_apply). The cluster and quota did not change since the
- * plan (their changers wait for the cycle's end), so a start that no longer
- * fits is a bug: logged, and test builds stop at the check that follows. */
+ * quota (ts_sched_apply). Their room did not change since the sync (only
+ * drains come in between), so a start that no longer fits is a bug:
+ * logged, and test builds stop at the check at the cycle's end. */
 static void apply_starts(ctld *c, const cycle_run *r, const bool *started)
 {
     ts_err e;

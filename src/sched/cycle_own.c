@@ -10,7 +10,7 @@
  * a short step the shell takes under its lock once the decisions are
  * written; a write refused needs no undo.
  *
- * The copy is kept, not made per cycle: at each plan's start only the
+ * The copy is kept, not made per cycle: at each sync (a plan's start) only the
  * nodes whose live version moved, or that the last plan changed on the
  * copy (its starts, the reservation's blockers), are copied again, with
  * the index over the copy told of each; the quota (a few arrays per
@@ -24,7 +24,7 @@
 
 /* The plan's copies brought to the live state: O(nodes) compares plus
  * O(changed nodes x (node size + index depth)) plus the quota's arrays. */
-static int own_sync(ts_sched *s)
+int ts_sched_sync(ts_sched *s, ts_err *err)
 {
     const ts_cluster *live = s->live_c;
     for (int i = 0; i < live->nnodes; i++) {
@@ -45,7 +45,9 @@ static int own_sync(ts_sched *s)
                 ts_gang_index_node_enable(s->six, i, on);
         }
     }
-    return ts_quota_copy(&s->q, s->live_q);
+    if (ts_quota_copy(&s->q, s->live_q) != 0)
+        return ts_err_set(err, TS_ENOMEM, "cycle: out of memory");
+    return 0;
 }
 
 int ts_sched_plan(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
@@ -53,8 +55,6 @@ int ts_sched_plan(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
 {
     if (!s || !d)
         return ts_err_set(err, TS_EINVAL, "cycle: bad arguments");
-    if (own_sync(s) != 0)
-        return ts_err_set(err, TS_ENOMEM, "cycle: out of memory");
     return cycle_decide(s, now, waiting, nwaiting, running, nrunning, d, err);
 }
 
@@ -81,7 +81,9 @@ int ts_sched_apply(ts_sched *s, const ts_decision *d, const ts_job *waiting, con
 int ts_sched_cycle(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
                    const ts_job *running, int nrunning, ts_decision *d, ts_err *err)
 {
-    int rc = ts_sched_plan(s, now, waiting, nwaiting, running, nrunning, d, err);
+    int rc = s && d ? ts_sched_sync(s, err) : ts_err_set(err, TS_EINVAL, "cycle: bad arguments");
+    if (rc == 0)
+        rc = ts_sched_plan(s, now, waiting, nwaiting, running, nrunning, d, err);
     if (rc == 0)
         rc = ts_sched_apply(s, d, waiting, NULL, now, err);
     return rc;
