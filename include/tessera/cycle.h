@@ -25,8 +25,9 @@
  * quota. ts_sched_apply then binds the starts on the live cluster and
  * charges the live quota, in the decisions' order: the shell's short step
  * once it has recorded them (a shell that does not record them applies
- * nothing and undoes nothing). ts_sched_cycle is the three at once. Preemptions are not applied: victims keep
- * their GPUs until the shell reports them stopped with ts_sched_stop.
+ * nothing and undoes nothing). ts_sched_cycle is the three at once.
+ * Preemptions are not applied: victims keep their GPUs until the shell
+ * reports them stopped with ts_sched_stop.
  *
  * Ownership: a ts_sched borrows the cluster and the quota (they must outlive
  * it; nothing else may change them while it lives except through

@@ -1,8 +1,11 @@
 /*
- * cycle_internal.h - internal: the scheduler object shared by cycle.c (the
- * loop and its ordering), cycle_place.c (placing one job on a cluster and
- * its index) and cycle_plan.c (what-if planning on a scratch copy of the
- * cluster: the reservation's time and GPUs, and preemption victims).
+ * cycle_internal.h - internal: the scheduler object shared by cycle.c (its
+ * life, starts and stops on the live cluster), cycle_own.c (the plan's own
+ * copy of the cluster and quota, and the apply), the cycle itself
+ * (cycle_loop.c, cycle_job.c, cycle_preempt.c: cycle_loop.h),
+ * cycle_place.c (placing one job on a cluster and its index) and
+ * cycle_plan.c (what-if planning on a scratch copy of the cluster: the
+ * reservation's time and GPUs, and preemption victims).
  */
 #ifndef TS_SCHED_CYCLE_INTERNAL_H
 #define TS_SCHED_CYCLE_INTERNAL_H
