@@ -18,14 +18,27 @@
  * hour; the preemptor keeps those GPUs reserved while the victims use their
  * grace. Costs, the starvation bound and what is approximated: cycle.c.
  *
- * Starts are applied by the cycle itself (bound on the cluster and charged to
- * the quota) so the next job sees them; preemptions are not: victims keep
- * their GPUs until the shell reports them stopped with ts_sched_stop.
+ * The core decides on its own copy: ts_sched_sync brings the scheduler's
+ * copy of the cluster and quota to the live ones (only what changed);
+ * ts_sched_plan plans there (each start bound on the copy, so the next job
+ * sees it) and returns the decisions, never touching the live cluster and
+ * quota. ts_sched_apply then binds the starts on the live cluster and
+ * charges the live quota, in the decisions' order: the shell's short step
+ * once it has recorded them (a shell that does not record them applies
+ * nothing and undoes nothing). ts_sched_cycle is the three at once.
+ * Preemptions are not applied: victims keep their GPUs until the shell
+ * reports them stopped with ts_sched_stop.
  *
  * Ownership: a ts_sched borrows the cluster and the quota (they must outlive
  * it; nothing else may change them while it lives except through
- * ts_sched_start/ts_sched_stop) and owns its index and scratch space. Jobs
- * passed to a cycle are the caller's and are only read. Not thread-safe.
+ * ts_sched_start/ts_sched_stop/ts_sched_apply) and owns its copies of them,
+ * their index and scratch space. Jobs passed to a cycle are the caller's
+ * and are only read. Not thread-safe, with one exception for a shell that
+ * plans with its lock released: while ts_sched_plan runs, the live cluster
+ * and quota may change through ts_sched_start, ts_sched_stop and
+ * ts_sched_node_set_schedulable, and ts_sched_check_job, ts_sched_job_rate,
+ * ts_sched_node_schedulable and ts_sched_gang_index may be called (all of
+ * them touch only the live state); nothing else.
  */
 #ifndef TESSERA_CYCLE_H
 #define TESSERA_CYCLE_H
@@ -330,6 +343,23 @@ void ts_decision_fini(ts_decision *d);
  * error: it waits with TS_PEND_INVALID. */
 int ts_sched_cycle(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
                    const ts_job *running, int nrunning, ts_decision *d, ts_err *err);
+
+/* Brings the scheduler's copy to the live cluster and quota (drained nodes
+ * included): O(nodes) plus the nodes that changed since the last sync (on
+ * either side) and the quota's arrays. TS_ENOMEM. */
+int ts_sched_sync(ts_sched *s, ts_err *err);
+/* The decisions, planned on the scheduler's copy as of the last
+ * ts_sched_sync; the live cluster and quota untouched. ts_sched_cycle's
+ * contract and errors. */
+int ts_sched_plan(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
+                  const ts_job *running, int nrunning, ts_decision *d, ts_err *err);
+/* Its second half: binds d's starts (those with keep[k], keep NULL = all)
+ * on the live cluster and charges the live quota at now, the jobs as given
+ * to ts_sched_plan (waiting). Changes made to the live state since the plan
+ * may leave a start no room: TS_EINVAL naming the first such job, every
+ * other start applied. */
+int ts_sched_apply(ts_sched *s, const ts_decision *d, const ts_job *waiting, const bool *keep,
+                   double now, ts_err *err);
 
 /* A window in which some nodes are kept for some jobs (docs/scheduler.md,
  * "Reservations"): from start_s to end_s only the jobs that name it

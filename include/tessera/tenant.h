@@ -221,6 +221,10 @@ typedef struct ts_quota ts_quota;
  * caller (ts_quota_free). */
 int ts_quota_new(const ts_tenants *ts, double half_life_s, ts_quota **out, ts_err *err);
 void ts_quota_free(ts_quota *q);
+/* Makes *dst (NULL: a new one; one of other tenants: replaced) an exact copy
+ * of src, usage and decay included: what a plan charges on the copy, src
+ * does not see. 0 or TS_ENOMEM (*dst then NULL). */
+int ts_quota_copy(ts_quota **dst, const ts_quota *src);
 
 /* What a request charges: cpu, memory, and num_gpu * gpu_milli of gpu_model
  * (the model of the node it lands on; a MIG instance charges its memory

@@ -203,8 +203,7 @@ static void drain_write_batch(ctld *c)
             /* nothing else changes admin_drained meanwhile: it needs drain_mu */
             pthread_mutex_unlock(&c->mu);
             rc = ts_store_setting_put(c->store, CTLD_DRAINED_KEY, txt, &e);
-            pthread_mutex_lock(&c->mu);
-            ctld_settled_wait(c); /* the nodes change only between cycles */
+            pthread_mutex_lock(&c->mu); /* a cycle may plan: on its copy (loop.c) */
             free(txt);
         }
     }

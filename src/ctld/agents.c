@@ -582,15 +582,15 @@ static int apply_sync(ctld *c, int n, bool reg, json_t *in, uint64_t digest, dou
 }
 
 /* The node's desired document, answered from the published one; rebuilt
- * under c->mu (once no cycle decides) if something in it changed. Under
- * a->mu, held on return; false: out of memory. */
+ * under c->mu if something in it changed (a cycle that plans meanwhile
+ * leaves the live node alone: tessera/cycle.h). Under a->mu, held on
+ * return; false: out of memory. */
 static bool publish_desired(ctld *c, int n)
 {
     ctld_agent *a = &c->agents[n];
     while (!a->doc_ok) {
         pthread_mutex_unlock(&a->mu);
-        pthread_mutex_lock(&c->mu);
-        ctld_settled_wait(c); /* the node's layout is read */
+        ctld_lock_reader(c);
         json_t *d = ctld_agent_desired(c, n);
         pthread_mutex_lock(&a->mu);
         /* what it shows changes under c->mu only, held since it was built */

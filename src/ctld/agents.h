@@ -110,8 +110,8 @@ bool ctld_rank_reading(ctld *c, const cjob *j, int rank, float *util, float *ste
 
 /* agents_desired.c: what should run on node n (the sync's answer without
  * "gen" and "logs", which change under the agent's own lock); a new document
- * the caller frees, NULL when out of memory. Under c->mu, no cycle deciding
- * (it reads the node's MIG layout). */
+ * the caller frees, NULL when out of memory. Under c->mu: it reads the live
+ * node (its MIG layout), which a planning cycle leaves alone. */
 json_t *ctld_agent_desired(const ctld *c, int n);
 
 /* Under mu: every node's published desired document is rebuilt at its

@@ -221,8 +221,8 @@ static void task_limit(const ctld *c, const cjob *j, json_t *t)
 }
 
 /* What should run on node n, without the parts that change under the
- * agent's own lock ("gen", "logs": added when answering). Under c->mu,
- * no cycle deciding (it reads the node's MIG layout). */
+ * agent's own lock ("gen", "logs": added when answering). Under c->mu
+ * (a cycle that plans meanwhile leaves the live node alone). */
 json_t *ctld_agent_desired(const ctld *c, int n)
 {
     json_t *tasks = json_array();

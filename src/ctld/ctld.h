@@ -89,7 +89,6 @@ typedef struct ctld {
     int *map_idx;
     int map_cap;
     ctld_metrics m;
-    ctld_view view;
     ts_decision d;
     double last_cycle_ms;
     int64_t reserved_id;         /* the job holding the reservation (an event when it changes) */

@@ -176,25 +176,9 @@ void ctld_task_secrets(const ctld *c, const cjob *j, json_t *t);
 void ctld_task_image_secret(const ctld *c, const cjob *j, json_t *t);
 json_t *ctld_render_node(const ctld *c, int node);
 
-/* The read view (view.c). init at open (-1: out of memory), fini at close;
- * publish and close by the cycle, under mu, around the span where the live
- * cluster and quota hold plans not yet applied. A reader of nodes or usage
- * takes mu with ctld_lock_view_reader (ctld_lock_reader, then a wait for the
- * cycle's end only if the copies could not be made) and reads through the
- * accessors, which answer from the copies while they are on, else live. */
-int ctld_view_init(ctld *c);
-void ctld_view_fini(ctld *c);
-void ctld_view_publish(ctld *c, double now);
-void ctld_view_close(ctld *c);
-void ctld_lock_view_reader(ctld *c);
-const ts_node *ctld_view_node(const ctld *c, int n);
-bool ctld_view_up(const ctld *c, int n);
-int64_t ctld_view_usage(const ctld *c, int t, int dim);
-double ctld_view_share(const ctld *c, int t, double now);
 /* GPUs each tenant is owed now (docs/scheduler.md, "The guarantee"):
- * owed[t] for t < tenants->n (the caller's array); read under the view
- * reader's lock. */
-void ctld_view_owed_gpus(const ctld *c, double *owed);
+ * owed[t] for t < tenants->n (the caller's array); under mu (owed.c). */
+void ctld_owed_gpus(const ctld *c, double *owed);
 /* The /metrics page (malloc'd). tenant NULL: every series; otherwise that
  * tenant's own series and the cluster-wide ones that count no tenant's jobs
  * or requests (docs/metrics.md "Who reads what"). */

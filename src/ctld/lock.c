@@ -35,6 +35,8 @@ void ctld_lock_reader(ctld *c)
     atomic_fetch_add(&c->readers_arrived, 1);
     pthread_mutex_lock(&c->mu);
     atomic_fetch_add(&c->readers_entered, 1);
+    if (c->cycling)
+        c->m.reads_in_cycle++; /* it did not wait for the cycle's end */
 }
 
 void ctld_yield(ctld *c)
@@ -105,12 +107,13 @@ void ctld_cycle_enter(ctld *c)
     double lets_in = ctld_now() + CTLD_CHANGERS_WAIT_S;
     while ((c->changers_waiting > 0 || c->inflight > 0) && ctld_now() < lets_in)
         ctld_phase_wait_until(c, lets_in);
-    /* from here to ctld_cycle_leave the cycle plans on the cluster, the
-     * quota and the scheduler: whoever changes them waits for it
-     * (ctld_settled_wait, ctld_commit_wait), so the cycle may let readers
-     * and submissions in at its yields and compute with mu released
-     * (readers of nodes and usage read the copies it makes before, view.c,
-     * while its plans are not applied) */
+    /* from here to ctld_cycle_leave the cycle plans from the cluster, the
+     * quota and the scheduler and then applies its starts to them: whoever
+     * changes them waits for it (ctld_settled_wait, ctld_commit_wait), so
+     * the cycle may let readers and submissions in at its yields and
+     * compute with mu released. Readers read the live state: the plan is
+     * made on the scheduler's own copy (tessera/cycle.h) and applied under
+     * mu with the jobs' new states */
     c->cycling = true;
 }
 

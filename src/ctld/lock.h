@@ -5,7 +5,11 @@
  *
  * One mutex, ctld.mu, guards the controller's state: jobs, cluster,
  * tenants, quota, scheduler, agents' documents. Durable writes and the core's
- * planning run with mu released; while they do, a phase flag says so, and
+ * planning run with mu released. The core plans on the scheduler's own copy
+ * of the cluster and quota (synced under mu; tessera/cycle.h) and the cycle
+ * applies its starts to the live ones under mu once they are written, so
+ * the live cluster and quota only ever change under mu and every reader
+ * reads them live. While a phase runs unlocked, a phase flag says so, and
  * whoever must not run beside that phase waits for its end on one condition
  * variable (ctld.committed, broadcast whenever a phase ends), each wait
  * re-checking the condition its name says. The modes, and what each
@@ -16,14 +20,18 @@
  *   mode (who; call)            | planning | (cycling = | flight    | checked,   | swap
  *                               | cycling  | committing)| inflight  | not added  | swapping
  *   ----------------------------+----------+------------+-----------+------------+---------
- *   reader of jobs, submission  |          |            |           |            |
- *     adding its jobs           |  -  (let in at the cycle's yields: ctld_yield)        | -
+ *   reader of jobs, nodes,      |          |            |           |            |
+ *     usage, agents' documents; |  -  (let in at the cycle's yields: ctld_yield)        | -
+ *     submission adding jobs    |          |            |           |            |
  *     (ctld_lock_reader)        |          |            |           |            |
- *   reader of nodes and usage   |  - (reads the cycle's copies, view.c)                | -
  *   submission's check          |          |            |           |            |   x
  *     (ctld_swap_wait)          |          |            |           |            |
- *   change of the cluster,      |    x     |            |           |            |
- *     quota, scheduler          |          |            |           |            |
+ *   drain or resume of a node   |  -  (the plan is on its copy; the apply binds     | -
+ *     (drain_mu, then mu)       |     on a drained node as it keeps what runs there)|
+ *   change of the scheduler's   |    x     |            |           |            |
+ *     settings (reservations),  |          |            |           |            |
+ *     a change applied after    |          |            |           |            |
+ *     its write (inflight_leave)|          |            |           |            |
  *     (ctld_settled_wait)       |          |            |           |            |
  *   change of existing jobs     |    x     |     x      |           |            |   x
  *     (ctld_commit_wait)        |          |            |           |            |
@@ -34,6 +42,12 @@
  *
  *   * a cycle lets the changes that waited for the last one, and the
  *     writes in flight, end first, for at most CTLD_CHANGERS_WAIT_S.
+ *
+ * Why the x's that remain: a cycle's passes over the job list (collect,
+ * reasons) let readers in at yields, and a change that adds or removes
+ * jobs or their bindings would move that list under them; the plan reads
+ * the scheduler's reservations; the apply needs the room the plan saw
+ * (only a drain may come in between, and it takes no room).
  *
  * Other locks, always taken before mu and never while it is held by the
  * same thread for long: drain_mu (drain writers, one at a time),
@@ -76,9 +90,10 @@ void ctld_changer_wait(ctld *c);
 /* Under mu, before planning a change of existing jobs: waits while the
  * cycle plans or commits its decisions or the tenants are swapped. */
 void ctld_commit_wait(ctld *c);
-/* Under mu, before changing the cluster, the quota or the scheduler
- * (binding a job, a drain) or reading them outside the HTTP reads (an
- * agent's desired state): waits while the cycle plans. */
+/* Under mu, before changing the scheduler's settings (reservations) or
+ * applying a change written with mu released (binds and unbinds, jobs
+ * added or removed): waits while a cycle runs. Reads and drains do not
+ * wait (the table above). */
 void ctld_settled_wait(ctld *c);
 /* Under mu: waits while the tenants are being swapped (a submission's check
  * is against the tenants that will be). */

@@ -109,20 +109,11 @@ static int finish_and_requeue(ctld *c, double now, ctld_txn *t, ts_err *err)
 }
 
 /* A decision the state machine refuses (the core and memory disagree about
- * a job's state) is left out, not the whole cycle: a start is unbound
- * again, a preemption dropped, and it is logged. */
-static void decision_refused(ctld *c, const ts_job *sj, const ts_alloc *allocs, double now,
-                             const ts_err *why)
+ * a job's state) is left out, not the whole cycle: a start is not applied,
+ * a preemption dropped, and it is logged. */
+static void decision_refused(const ts_job *sj, const ts_err *why)
 {
     fprintf(stderr, "tesserad: job %lld: decision left out: %s\n", (long long)sj->id, why->msg);
-    if (!allocs)
-        return;
-    ts_job tmp = *sj;
-    tmp.allocs = allocs;
-    ts_err e;
-    if (ts_sched_stop(c->sched, &tmp, now, &e) != 0)
-        fprintf(stderr, "tesserad: job %lld: undoing its start: %s\n", (long long)sj->id,
-                e.msg);
 }
 
 /* "on n1,n2,...": the nodes of a start, each once, in rank order; past
@@ -213,8 +204,7 @@ static void prefetch_update(ctld *c, const cjob *j)
 }
 
 /* The cycle's starts and preemptions, planned into t; started[k] says
- * whether start k is still bound: planned into t, or not reached when the
- * planning failed (false: refused, and unbound already). */
+ * whether start k is to be applied: planned into t (false: refused). */
 static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, bool *started,
                           ts_err *err)
 {
@@ -232,7 +222,7 @@ static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, 
         rc = detail ? ctld_fsm_plan(c, t, j, CTLD_JE_START, &a, now, err) : TS_ENOMEM;
         free(detail);
         if (rc == TS_ECONFLICT) {
-            decision_refused(c, &j->sj, al, now, err);
+            decision_refused(&j->sj, err);
             started[k] = false;
             rc = 0;
         } else if (rc == 0 && j->spec->nsecrets > 0 && !j->is_virtual) {
@@ -264,7 +254,7 @@ static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, 
         rc = detail ? ctld_fsm_plan(c, t, v, CTLD_JE_PREEMPT, &a, now, err) : TS_ENOMEM;
         free(detail);
         if (rc == TS_ECONFLICT) {
-            decision_refused(c, &v->sj, NULL, now, err);
+            decision_refused(&v->sj, err);
             rc = 0;
         }
     }
@@ -290,24 +280,6 @@ static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, 
     if (rc == TS_ENOMEM)
         ts_err_set(err, TS_ENOMEM, "out of memory");
     return rc;
-}
-
-/* A cycle whose decisions were not written: the starts the core bound go
- * back, so the scheduler, memory and the store agree again (started NULL:
- * none was refused). */
-static void undo_starts(ctld *c, double now, cjob **w, const bool *started)
-{
-    ts_decision *d = &c->d;
-    for (int k = 0; k < d->nstarts; k++) {
-        if (started && !started[k])
-            continue; /* unbound when it was refused */
-        ts_job sj = w[d->starts[k].job]->sj;
-        sj.allocs = d->starts[k].allocs;
-        ts_err e;
-        if (ts_sched_stop(c->sched, &sj, now, &e) != 0)
-            fprintf(stderr, "tesserad: job %lld: undoing its start: %s\n",
-                    (long long)sj.id, e.msg);
-    }
 }
 
 #ifdef TS_STORE_FAULTS_ENV
@@ -566,17 +538,22 @@ static int cycle_collect(ctld *c, cycle_run *r, ts_err *err)
     return 0;
 }
 
-/* Phase 3: the core decides, with mu released, on the copies. It binds
- * what it plans into the live cluster and quota: readers of those read
- * copies (view.c) until the plan is applied or undone. */
+/* Phase 3: the core decides, with mu released, on the copies of the jobs
+ * and on its own copy of the cluster and quota (tessera/cycle.h), synced
+ * under mu: the live ones stay as they are, so readers (agents' desired
+ * documents included) read them meanwhile. A drain may come in meanwhile
+ * (a drained node keeps what the apply starts on it, as it keeps what
+ * runs); every other change of them waits for the cycle's end. */
 static int cycle_plan(ctld *c, cycle_run *r, ts_err *err)
 {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     ctld_yield(c);
-    ctld_view_publish(c, r->now);
+    int rc = ts_sched_sync(c->sched, err);
+    if (rc != 0)
+        return rc;
     pthread_mutex_unlock(&c->mu);
-    int rc = ts_sched_cycle(c->sched, r->now, r->wv, r->nw, r->rv, r->nr, &c->d, err);
+    rc = ts_sched_plan(c->sched, r->now, r->wv, r->nw, r->rv, r->nr, &c->d, err);
     test_delay(c, false);
     pthread_mutex_lock(&c->mu);
     clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -591,8 +568,21 @@ static int cycle_plan(ctld *c, cycle_run *r, ts_err *err)
     return 0;
 }
 
+/* The written starts bound on the live cluster and charged to the live
+ * quota (ts_sched_apply). Their room did not change since the sync (only
+ * drains come in between), so a start that no longer fits is a bug:
+ * logged, and test builds stop at the check at the cycle's end. */
+static void apply_starts(ctld *c, const cycle_run *r, const bool *started)
+{
+    ts_err e;
+    if (ts_sched_apply(c->sched, &c->d, r->wv, started, r->now, &e) != 0)
+        fprintf(stderr, "tesserad: applying the cycle's starts: %s\n", e.msg);
+}
+
 /* Phase 4: the decisions written in one transaction with mu released,
- * then applied; refused, every start is unbound again. */
+ * then applied under mu: the jobs' states and the starts' binds on the live
+ * cluster and quota at once, so no reader sees one without the other.
+ * Refused, nothing was applied and nothing is undone. */
 static int cycle_commit_decisions(ctld *c, cycle_run *r, ts_err *err)
 {
     ts_err e;
@@ -604,6 +594,7 @@ static int cycle_commit_decisions(ctld *c, cycle_run *r, ts_err *err)
     if (prc == 0 && ctld_cycle_commit(c, &t2, &e) == 0) {
         after_starts(c, r->now, r->wj, started);
         ctld_txn_apply(c, &t2, r->now);
+        apply_starts(c, r, started);
         r->committed = true;
         for (int k = 0; k < c->d.nstarts; k++) {
             const cjob *j = r->wj[c->d.starts[k].job];
@@ -616,7 +607,6 @@ static int cycle_commit_decisions(ctld *c, cycle_run *r, ts_err *err)
                 next_virtual(c, v->sj.stop_by_s);
         }
     } else {
-        undo_starts(c, r->now, r->wj, started);
         if (prc == 0)
             store_failed(c, "the cycle's decisions", &e);
         else
@@ -625,7 +615,6 @@ static int cycle_commit_decisions(ctld *c, cycle_run *r, ts_err *err)
     }
     ctld_txn_fini(&t2);
     free(started);
-    ctld_view_close(c); /* applied (or undone): readers read live */
     ctld_yield(c);
     return rc;
 }
@@ -670,7 +659,6 @@ static void cycle_finish(ctld *c, cycle_run *r)
     if (reshaped)
         c->dirty = true;
     c->store_failing = r->failed;
-    ctld_view_close(c); /* a failed ts_sched_cycle left nothing bound (tessera/cycle.h) */
 #ifdef TS_STORE_FAULTS_ENV
     check_bound(c);
 #endif

@@ -161,9 +161,9 @@ static void metrics_gpus(ctld *c, sbuf *b)
 {
     int64_t total = 0, free_g = 0, drained = 0, whole_free = 0;
     for (int n = 0; n < c->cluster->nnodes; n++) {
-        const ts_node *nd = ctld_view_node(c, n);
+        const ts_node *nd = &c->cluster->nodes[n];
         total += nd->ngpu;
-        if (!ctld_view_up(c, n)) {
+        if (!ts_sched_node_schedulable(c->sched, n)) {
             drained += nd->ngpu;
             continue;
         }
@@ -189,7 +189,7 @@ static void metrics_tenants(ctld *c, sbuf *b, const char *only)
     for (int t = 0; t < nt; t++)
         for (int mo = 0; mo < TS_MAX_GPU_MODELS && shown(c, t, only); mo++) {
             const ts_gpu_model_info *info = ts_gpu_model_get(mo);
-            int64_t u = ctld_view_usage(c, t, ts_res_gpu(mo));
+            int64_t u = ts_quota_usage(c->quota, t, ts_res_gpu(mo));
             if (info && (u > 0 || c->tenants->t[t].guaranteed[ts_res_gpu(mo)] > 0))
                 put(b, "tessera_tenant_gpus_used{tenant=\"%s\",gpu_model=\"%s\"} %.3f\n",
                     c->tenants->t[t].name, info->name, (double)u / 1000.0);
@@ -208,7 +208,7 @@ static void metrics_tenants(ctld *c, sbuf *b, const char *only)
          "guarantee it leaves unused (docs/scheduler.md, The guarantee).");
     double *owed = calloc((size_t)nt + 1, sizeof *owed);
     if (owed)
-        ctld_view_owed_gpus(c, owed);
+        ctld_owed_gpus(c, owed);
     for (int t = 0; owed && t < nt; t++) {
         if (!shown(c, t, only))
             continue;
@@ -246,9 +246,10 @@ static void metrics_runtime(ctld *c, sbuf *b, const char *only)
             (unsigned long long)__atomic_load_n(&m->agent_syncs[k], __ATOMIC_RELAXED));
     if (!only) {
         head(b, "tessera_read_view_answers_total", "counter",
-             "Reads of nodes, tenants and metrics answered from the copies a cycle made before "
-             "planning (instead of waiting for its end).");
-        put(b, "tessera_read_view_answers_total %llu\n", (unsigned long long)c->view.served);
+             "Reads answered while a cycle planned (it plans on its own copy of the "
+             "cluster and quota, so reads do not wait for its end).");
+        put(b, "tessera_read_view_answers_total %llu\n",
+            (unsigned long long)c->m.reads_in_cycle);
     }
     char ha[512];
     ctld_ha_metrics(ha, sizeof ha); /* role and epoch, with ha: only */
@@ -259,7 +260,7 @@ static void metrics_runtime(ctld *c, sbuf *b, const char *only)
 char *ctld_metrics_text(ctld *c, const char *only)
 {
     sbuf b = {0};
-    ctld_lock_view_reader(c); /* nodes and usage: the copies while a cycle plans */
+    ctld_lock_reader(c); /* nodes and usage: live, which a cycle's plan leaves alone */
     metrics_jobs(c, &b, only);
     metrics_counters(c, &b, only);
     metrics_gpus(c, &b);

@@ -91,7 +91,7 @@ json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active
     /* an active job as memory has it: the store row may already hold a
      * change written but not yet applied (the cycle's starts, between their
      * commit and its apply), which the nodes, usage and /metrics do not show
-     * until it is (view.c); memory changes with them, under mu */
+     * until it is (loop.c); memory changes with them, under mu */
     const ts_job_row *live = active ? &active->row : row;
     const char *pj = live->placement_json;
     if (pj) {
@@ -203,7 +203,7 @@ void ctld_render_queue(const ctld *c, const cjob *j, json_t *doc)
  * for the console's cluster map. */
 static void node_layout(const ctld *c, int node, json_t *doc)
 {
-    const ts_node *n = ctld_view_node(c, node);
+    const ts_node *n = &c->cluster->nodes[node];
     const ts_topo *topo = c->cluster->topo;
     json_t *where = json_object();
     for (int v = topo ? n->topo_vertex : -1; v >= 0; v = ts_topo_parent(topo, v))
@@ -223,7 +223,7 @@ static void node_layout(const ctld *c, int node, json_t *doc)
 
 json_t *ctld_render_node(const ctld *c, int node)
 {
-    const ts_node *n = ctld_view_node(c, node); /* the copy while a cycle plans */
+    const ts_node *n = &c->cluster->nodes[node];
     json_t *labels = json_object();
     for (int i = 0; i < n->nlabels; i++)
         json_object_set_new(labels, n->labels[i].key, json_string(n->labels[i].value));
@@ -256,7 +256,7 @@ json_t *ctld_render_node(const ctld *c, int node)
         json_array_append_new(jobs, json_integer(next));
         prev = next;
     }
-    bool up = ctld_view_up(c, node);
+    bool up = ts_sched_node_schedulable(c->sched, node);
     /* health comes from the node agent (its own issue); a virtual node has
      * no hardware to be sick, a real one is unknown until an agent reports */
     const ctld_agent *ag = &c->agents[node];

@@ -293,8 +293,7 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
     c->admin_drained = calloc(nn, sizeof *c->admin_drained);
     c->agents = calloc(nn, sizeof *c->agents);
     c->node_jobs = calloc(nn, sizeof *c->node_jobs);
-    if (!c->node_virtual || !c->admin_drained || !c->agents || !c->node_jobs ||
-        ctld_view_init(c) != 0)
+    if (!c->node_virtual || !c->admin_drained || !c->agents || !c->node_jobs)
         return ts_err_set(err, TS_ENOMEM, "out of memory");
     for (int i = 0; i < c->cluster->nnodes; i++) {
         c->node_virtual[i] = node_is_virtual(c, c->cluster->nodes[i].name);
@@ -355,7 +354,6 @@ void ctld_close(ctld *c)
     for (int i = 0; c->node_jobs && i < c->cluster->nnodes; i++)
         free(c->node_jobs[i].v);
     free(c->node_jobs);
-    ctld_view_fini(c);
     free(c->queued);
     free(c->claimed);
     ctld_arrays_free(c);

@@ -239,7 +239,7 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
             double *owed = calloc((size_t)c->tenants->n + 1, sizeof *owed);
             int t = j->sj.tenant;
             if (owed && t >= 0 && t < c->tenants->n) {
-                ctld_view_owed_gpus(c, owed);
+                ctld_owed_gpus(c, owed);
                 json_object_set_new(doc, "tenant_owed_gpus", json_real(owed[t]));
             }
             free(owed);
@@ -309,7 +309,7 @@ static void nodes(ctld *c, const ctld_request *rq, ctld_reply *r)
             return;
         }
         json_t *a = json_array();
-        ctld_lock_view_reader(c); /* while a cycle plans: what it planned on */
+        ctld_lock_reader(c);
         for (int i = 0; i < c->cluster->nnodes; i++)
             json_array_append_new(a, scope_node(c, rq->who, ctld_render_node(c, i)));
         pthread_mutex_unlock(&c->mu);
@@ -357,7 +357,7 @@ static void nodes(ctld *c, const ctld_request *rq, ctld_reply *r)
             return;
         }
     }
-    ctld_lock_view_reader(c);
+    ctld_lock_reader(c);
     json_t *doc = scope_node(c, rq->who, ctld_render_node(c, n));
     pthread_mutex_unlock(&c->mu);
     ctld_reply_json(r, 200, json_pack("{s:o}", "node", doc));
@@ -415,19 +415,19 @@ static void tenants(ctld *c, const ctld_request *rq, ctld_reply *r)
         return;
     }
     json_t *a = json_array();
-    ctld_lock_view_reader(c); /* usage and shares: what the cycle plans on, while it plans */
+    ctld_lock_reader(c);
     double now = ctld_now();
     for (int t = 0; t < c->tenants->n; t++) {
         const ts_tenant *tn = &c->tenants->t[t];
         int64_t use[TS_RES_DIMS];
         for (int k = 0; k < TS_RES_DIMS; k++)
-            use[k] = ctld_view_usage(c, t, k);
+            use[k] = ts_quota_usage(c->quota, t, k);
         json_array_append_new(
             a, json_pack("{s:s,s:o,s:f,s:o,s:o,s:f,s:f,s:s}", "name", tn->name, "parent",
                          tn->parent >= 0 ? json_string(c->tenants->t[tn->parent].name)
                                          : json_null(),
                          "weight", tn->weight, "guaranteed", quota_json(tn->guaranteed), "usage",
-                         quota_json(use), "share", ctld_view_share(c, t, now), "usage_share",
+                         quota_json(use), "share", ts_quota_share(c->quota, t, now), "usage_share",
                          ts_quota_usage_share(c->quota, use), "order",
                          ts_order_name(order_of(c, t))));
     }

@@ -1,6 +1,5 @@
 /*
- * view.h - internal: the controller's counters (metrics.c) and the copies readers of
- * nodes and usage read while a cycle plans (view.c).
+ * view.h - internal: the controller's counters (metrics.c).
  */
 #ifndef TS_CTLD_VIEW_H
 #define TS_CTLD_VIEW_H
@@ -31,21 +30,7 @@ typedef struct ctld_metrics {
     uint64_t agent_syncs[2];     /* atomics: agent syncs [0] applied under c->mu, [1] that
                                   * changed nothing and took only the node's lock */
     uint64_t notify_delivered, notify_failed, notify_dropped; /* atomics: webhooks (notify.c) */
+    uint64_t reads_in_cycle;     /* readers let in while a cycle ran (lock.c, under mu) */
 } ctld_metrics;
-
-/* What readers of the nodes and of the tenants' usage see while a cycle
- * plans with mu released (view.c): copies made just before ts_sched_cycle,
- * read instead of the live cluster and quota until its decisions are
- * applied or undone. Under mu. */
-typedef struct ctld_view {
-    bool planning;               /* from the copy to the decisions' apply */
-    bool on;                     /* the copies are there to read (else: wait) */
-    ts_node *nodes;              /* [nnodes], copied where the version moved */
-    bool *up;                    /* [nnodes] schedulable */
-    int ntenants, cap_tenants;
-    int64_t *use;                /* [ntenants * TS_RES_DIMS] */
-    double *share;               /* [ntenants] at the cycle's clock when copied */
-    uint64_t served;             /* reads answered from the copies */
-} ctld_view;
 
 #endif

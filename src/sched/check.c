@@ -35,21 +35,21 @@ static int sum_allocs(const ts_sched *s, const ts_job *jobs, int n, node_sum *ns
         const ts_job *j = &jobs[k];
         for (int t = 0; j->allocs && t < j->ntasks; t++) {
             const ts_alloc *a = &j->allocs[t];
-            if (a->node < 0 || a->node >= s->c->nnodes || a->ngpu < 0 ||
+            if (a->node < 0 || a->node >= s->live_c->nnodes || a->ngpu < 0 ||
                 a->ngpu > TS_NODE_MAX_GPUS)
                 return ts_err_set(err, TS_EINVAL, "check: job %lld task %d: allocation "
                                   "names node %d of %d", (long long)j->id, t, a->node,
-                                  s->c->nnodes);
+                                  s->live_c->nnodes);
             node_sum *x = &ns[a->node];
             x->cpu += a->cpu_milli;
             x->mem += a->mem_mib;
             x->ntasks++;
             for (int g = 0; g < a->ngpu; g++) {
                 int i = a->gpu[g];
-                if (i < 0 || i >= s->c->nodes[a->node].ngpu)
+                if (i < 0 || i >= s->live_c->nodes[a->node].ngpu)
                     return ts_err_set(err, TS_EINVAL, "check: job %lld task %d: GPU %d of "
                                       "node %s", (long long)j->id, t, i,
-                                      s->c->nodes[a->node].name);
+                                      s->live_c->nodes[a->node].name);
                 x->gtasks[i]++;
                 if (a->mig_profile < 0) {
                     x->milli[i] += a->gpu_milli;
@@ -63,8 +63,8 @@ static int sum_allocs(const ts_sched *s, const ts_job *jobs, int n, node_sum *ns
 
 static int check_nodes(const ts_sched *s, const node_sum *ns, ts_err *err)
 {
-    for (int i = 0; i < s->c->nnodes; i++) {
-        const ts_node *n = &s->c->nodes[i];
+    for (int i = 0; i < s->live_c->nnodes; i++) {
+        const ts_node *n = &s->live_c->nodes[i];
         const node_sum *x = &ns[i];
         if (n->cpu_used != x->cpu || n->mem_used != x->mem || n->ntasks != x->ntasks)
             return ts_err_set(err, TS_EINVAL, "check: node %s holds cpu %lld, memory %lld, %d "
@@ -87,15 +87,15 @@ static int check_nodes(const ts_sched *s, const node_sum *ns, ts_err *err)
 
 static int check_index(const ts_sched *s, ts_err *err)
 {
-    for (int i = 0; i < s->c->nnodes; i++) {
-        const ts_node *n = &s->c->nodes[i];
+    for (int i = 0; i < s->live_c->nnodes; i++) {
+        const ts_node *n = &s->live_c->nodes[i];
         int f = 0;
         for (int g = 0; g < n->ngpu; g++)
             f += n->gpu[g].mode != TS_GPU_MIG && n->gpu[g].ntasks == 0 &&
                  n->gpu[g].milli_used == 0;
-        if (!ts_gang_index_node_enabled(s->ix, i))
+        if (!ts_gang_index_node_enabled(s->live_ix, i))
             f = 0;
-        int seen = ts_gang_index_node_free(s->ix, i);
+        int seen = ts_gang_index_node_free(s->live_ix, i);
         if (seen != f)
             return ts_err_set(err, TS_EINVAL, "check: the gang index sees %d free GPUs on "
                               "node %s, which has %d", seen, n->name, f);
@@ -107,7 +107,7 @@ static int check_index(const ts_sched *s, ts_err *err)
  * demand, then added up its ancestors, compared with the quota. */
 static int check_quota(const ts_sched *s, const ts_job *jobs, int n, ts_err *err)
 {
-    const ts_tenants *ts = ts_quota_tenants(s->q);
+    const ts_tenants *ts = ts_quota_tenants(s->live_q);
     size_t cells = (size_t)ts->n * TIERS * TS_RES_DIMS;
     int64_t *use = calloc(cells ? cells : 1, sizeof *use);
     if (!use)
@@ -132,7 +132,7 @@ static int check_quota(const ts_sched *s, const ts_job *jobs, int n, ts_err *err
             for (int d = 0; rc == 0 && d < TS_RES_DIMS; d++) {
                 int64_t want = use[((size_t)t * TIERS + (size_t)tier) * TS_RES_DIMS +
                                    (size_t)d];
-                int64_t have = ts_quota_usage_tier(s->q, t, tier, d);
+                int64_t have = ts_quota_usage_tier(s->live_q, t, tier, d);
                 if (have != want)
                     rc = ts_err_set(err, TS_EINVAL, "check: tenant %s tier %d dimension %d "
                                     "uses %lld; its jobs hold %lld", ts->t[t].name, tier, d,
@@ -144,7 +144,7 @@ static int check_quota(const ts_sched *s, const ts_job *jobs, int n, ts_err *err
 
 int ts_sched_check(const ts_sched *s, const ts_job *jobs, int njobs, ts_err *err)
 {
-    node_sum *ns = calloc((size_t)s->c->nnodes + 1, sizeof *ns);
+    node_sum *ns = calloc((size_t)s->live_c->nnodes + 1, sizeof *ns);
     if (!ns)
         return ts_err_set(err, TS_ENOMEM, "check: out of memory");
     int rc = sum_allocs(s, jobs, njobs, ns, err);

@@ -98,8 +98,8 @@ int ts_sched_new(ts_cluster *c, ts_quota *q, const ts_sched_config *cfg, ts_sche
     ts_sched *s = calloc(1, sizeof *s);
     if (!s)
         return ts_err_set(err, TS_ENOMEM, "sched: out of memory");
-    s->c = c;
-    s->q = q;
+    s->live_c = c;
+    s->live_q = q;
     if (cfg)
         s->cfg = *cfg;
     else
@@ -112,13 +112,19 @@ int ts_sched_new(ts_cluster *c, ts_quota *q, const ts_sched_config *cfg, ts_sche
         s->cfg.las_levels = LAS_LEVELS_DEFAULT;
     if (!(s->cfg.las_promote_factor >= 0.0))
         s->cfg.las_promote_factor = 0.0;
-    s->ix = ts_gang_index_new(c, err);
+    s->live_ix = ts_gang_index_new(c, err);
+    s->c = ts_cluster_clone(c);
+    s->ix = s->c ? ts_gang_index_new(s->c, err) : NULL;
+    s->own_ver = calloc((size_t)c->nnodes + 1, sizeof *s->own_ver);
+    s->own_at = calloc((size_t)c->nnodes + 1, sizeof *s->own_at);
     s->sc = ts_cluster_clone(c);
-    if (!s->ix || !s->sc) {
+    if (!s->live_ix || !s->c || !s->ix || !s->own_ver || !s->own_at || !s->sc ||
+        ts_quota_copy(&s->q, q) != 0) {
         ts_sched_free(s);
         return ts_err_set(err, TS_ENOMEM, "sched: out of memory");
     }
     for (int i = 0; i < c->nnodes; i++) {
+        s->own_ver[i] = s->own_at[i] = c->nodes[i].version;
         const ts_node *n = &c->nodes[i];
         s->cap[TS_RES_CPU] += n->cpu_milli;
         s->cap[TS_RES_MEM] += n->mem_mib;
@@ -138,6 +144,11 @@ void ts_sched_free(ts_sched *s)
     blockers_clear(s);
     cycle_scoring_free(s);
     ts_gang_index_free(s->ix);
+    ts_gang_index_free(s->live_ix);
+    ts_cluster_free(s->c);
+    ts_quota_free(s->q);
+    free(s->own_ver);
+    free(s->own_at);
     ts_gang_index_free(s->six);
     ts_cluster_free(s->sc);
     free(s->sync_ver);
@@ -159,7 +170,7 @@ int ts_sched_set_reservations(ts_sched *s, const ts_reservation *r, int n, ts_er
 {
     if (n < 0 || (n > 0 && !r))
         return ts_err_set(err, TS_EINVAL, "reservations: bad arguments");
-    size_t words = ts_node_mask_words(s->c->nnodes);
+    size_t words = ts_node_mask_words(s->live_c->nnodes);
     for (int i = 0; i < n; i++) {
         if (r[i].id <= 0)
             return ts_err_set(err, TS_EINVAL, "reservations[%d].id: must be > 0", i);
@@ -185,8 +196,8 @@ int ts_sched_set_reservations(ts_sched *s, const ts_reservation *r, int n, ts_er
             return ts_err_set(err, TS_ENOMEM, "out of memory");
         }
         memcpy(nr[i].nodes, r[i].nodes, words * sizeof *nr[i].nodes);
-        if (s->c->nnodes & 63)
-            nr[i].nodes[words - 1] &= (UINT64_C(1) << (s->c->nnodes & 63)) - 1;
+        if (s->live_c->nnodes & 63)
+            nr[i].nodes[words - 1] &= (UINT64_C(1) << (s->live_c->nnodes & 63)) - 1;
         for (size_t w = 0; w < words; w++)
             nr[i].nnodes += __builtin_popcountll(nr[i].nodes[w]);
     }
@@ -199,22 +210,19 @@ int ts_sched_set_reservations(ts_sched *s, const ts_reservation *r, int n, ts_er
     return 0;
 }
 
-const ts_gang_index *ts_sched_gang_index(const ts_sched *s) { return s->ix; }
+const ts_gang_index *ts_sched_gang_index(const ts_sched *s) { return s->live_ix; }
 
 int ts_sched_node_set_schedulable(ts_sched *s, int node, bool on, ts_err *err)
 {
-    if (node < 0 || node >= s->c->nnodes)
+    if (node < 0 || node >= s->live_c->nnodes)
         return ts_err_set(err, TS_EINVAL, "node: %d is not a node of the cluster", node);
-    blockers_clear(s);
-    ts_gang_index_node_enable(s->ix, node, on);
-    if (s->six)
-        ts_gang_index_node_enable(s->six, node, on);
+    ts_gang_index_node_enable(s->live_ix, node, on); /* the plan's copy at its next sync */
     return 0;
 }
 
 bool ts_sched_node_schedulable(const ts_sched *s, int node)
 {
-    return ts_gang_index_node_enabled(s->ix, node);
+    return ts_gang_index_node_enabled(s->live_ix, node);
 }
 
 static bool level_ok(const ts_cluster *c, int level)
@@ -234,7 +242,7 @@ static bool same_request(const ts_request *a, const ts_request *b)
 
 int ts_sched_check_job(const ts_sched *s, const ts_job *job, ts_err *err)
 {
-    const ts_tenants *ts = ts_quota_tenants(s->q);
+    const ts_tenants *ts = ts_quota_tenants(s->live_q);
     if (job->tenant < 0 || job->tenant >= ts->n)
         return ts_err_set(err, TS_EINVAL, "tenant: %d is not a tenant", job->tenant);
     if (job->tier != TS_TIER_GUARANTEED && job->tier != TS_TIER_OPPORTUNISTIC)
@@ -248,9 +256,9 @@ int ts_sched_check_job(const ts_sched *s, const ts_job *job, ts_err *err)
         return ts_err_set(err, TS_EINVAL, "submit_s: must be a finite time");
     if (job->ntasks < 1 || job->ntasks > TS_GANG_MAX_TASKS || !job->tasks)
         return ts_err_set(err, TS_EINVAL, "tasks: must hold 1..%d tasks", TS_GANG_MAX_TASKS);
-    if (!level_ok(s->c, job->required_level))
+    if (!level_ok(s->live_c, job->required_level))
         return ts_err_set(err, TS_EINVAL, "topology.required: not a level of this cluster");
-    if (!level_ok(s->c, job->preferred_level))
+    if (!level_ok(s->live_c, job->preferred_level))
         return ts_err_set(err, TS_EINVAL, "topology.preferred: not a level of this cluster");
     for (int i = 0; i < job->ntasks; i++) {
         const ts_request *r = &job->tasks[i];
@@ -290,8 +298,9 @@ double ts_sched_job_rate(const ts_sched *s, const ts_job *job)
         const ts_request *r = &job->tasks[i];
         if (r->mig_profile >= 0) {
             int slices = 1;
-            if (job->allocs && job->allocs[i].node >= 0 && job->allocs[i].node < s->c->nnodes) {
-                int model = s->c->nodes[job->allocs[i].node].model;
+            const ts_cluster *c = s->live_c;
+            if (job->allocs && job->allocs[i].node >= 0 && job->allocs[i].node < c->nnodes) {
+                int model = c->nodes[job->allocs[i].node].model;
                 const ts_mig_profile *p =
                     model >= 0 ? ts_mig_profile_get(ts_gpu_model_get(model)->mig_geometry,
                                                     r->mig_profile)
@@ -328,13 +337,16 @@ double ts_sched_backoff_s(const ts_sched *s, int preemptions_hour)
 }
 
 /* What job charges once placed on allocs (GPU model of each task's node). */
-int cycle_job_demand(const ts_sched *s, const ts_job *job, const ts_alloc *allocs,
-                      int model_if_unplaced, int64_t demand[TS_RES_DIMS])
+int cycle_job_demand_on(const ts_sched *s, const ts_cluster *c, const ts_job *job,
+                        const ts_alloc *allocs, int model_if_unplaced,
+                        int64_t demand[TS_RES_DIMS])
 {
+    if (!c)
+        c = s->c;
     memset(demand, 0, TS_RES_DIMS * sizeof *demand);
     for (int i = 0; i < job->ntasks; i++) {
         int64_t d[TS_RES_DIMS];
-        int model = allocs ? s->c->nodes[allocs[i].node].model : model_if_unplaced;
+        int model = allocs ? c->nodes[allocs[i].node].model : model_if_unplaced;
         ts_err e;
         if (ts_quota_demand(&job->tasks[i], job->tasks[i].num_gpu > 0 ? model : -1, d, &e) != 0)
             return TS_EINVAL;
@@ -344,21 +356,29 @@ int cycle_job_demand(const ts_sched *s, const ts_job *job, const ts_alloc *alloc
     return 0;
 }
 
+int cycle_job_demand(const ts_sched *s, const ts_job *job, const ts_alloc *allocs,
+                     int model_if_unplaced, int64_t demand[TS_RES_DIMS])
+{
+    return cycle_job_demand_on(s, s->c, job, allocs, model_if_unplaced, demand);
+}
+
+/* Binds job->allocs on the live cluster and its index, all or nothing. */
 static int bind(ts_sched *s, const ts_job *job, ts_err *err)
 {
+    ts_cluster *c = s->live_c;
     int i = 0;
     for (; i < job->ntasks; i++) {
         const ts_alloc *a = &job->allocs[i];
-        if (a->node < 0 || a->node >= s->c->nnodes ||
-            ts_node_assign(&s->c->nodes[a->node], &job->tasks[i], a) != 0)
+        if (a->node < 0 || a->node >= c->nnodes ||
+            ts_node_assign(&c->nodes[a->node], &job->tasks[i], a) != 0)
             break;
-        ts_gang_index_node_changed(s->ix, a->node);
+        ts_gang_index_node_changed(s->live_ix, a->node);
     }
     if (i == job->ntasks)
         return 0;
     while (i-- > 0) {
-        ts_node_release(&s->c->nodes[job->allocs[i].node], &job->allocs[i]);
-        ts_gang_index_node_changed(s->ix, job->allocs[i].node);
+        ts_node_release(&c->nodes[job->allocs[i].node], &job->allocs[i]);
+        ts_gang_index_node_changed(s->live_ix, job->allocs[i].node);
     }
     return ts_err_set(err, TS_EINVAL, "job %lld: allocs: do not fit the cluster as it is",
                       (long long)job->id);
@@ -372,30 +392,35 @@ static int bound_demand(const ts_sched *s, const ts_job *job, int64_t demand[TS_
     if (!job->allocs || job->ntasks < 1 || !job->tasks)
         return ts_err_set(err, TS_EINVAL, "job %lld: allocs: required", (long long)job->id);
     for (int i = 0; i < job->ntasks; i++)
-        if (job->allocs[i].node < 0 || job->allocs[i].node >= s->c->nnodes)
+        if (job->allocs[i].node < 0 || job->allocs[i].node >= s->live_c->nnodes)
             return ts_err_set(err, TS_EINVAL, "job %lld: allocs[%d].node: out of range",
                               (long long)job->id, i);
-    if (cycle_job_demand(s, job, job->allocs, -1, demand) != 0)
+    if (cycle_job_demand_on(s, s->live_c, job, job->allocs, -1, demand) != 0)
         return ts_err_set(err, TS_EINVAL, "job %lld: tasks: bad demand", (long long)job->id);
+    return 0;
+}
+
+/* Binds and charges a job on the live cluster and quota (no validation:
+ * ts_sched_start's, or a plan's start). */
+int cycle_apply_start(ts_sched *s, const ts_job *job, double now, ts_err *err)
+{
+    int64_t demand[TS_RES_DIMS];
+    int rc = bound_demand(s, job, demand, err);
+    if (rc == 0)
+        rc = bind(s, job, err);
+    if (rc != 0)
+        return rc;
+    if ((rc = ts_quota_charge(s->live_q, job->tenant, job->tier, demand, now, err)) != 0) {
+        cycle_unplace(s->live_c, s->live_ix, job, job->allocs);
+        return rc;
+    }
     return 0;
 }
 
 int ts_sched_start(ts_sched *s, const ts_job *job, double now, ts_err *err)
 {
-    int64_t demand[TS_RES_DIMS];
     int rc = ts_sched_check_job(s, job, err);
-    if (rc == 0)
-        rc = bound_demand(s, job, demand, err);
-    if (rc != 0)
-        return rc;
-    blockers_clear(s);
-    if ((rc = bind(s, job, err)) != 0)
-        return rc;
-    if ((rc = ts_quota_charge(s->q, job->tenant, job->tier, demand, now, err)) != 0) {
-        cycle_unplace(s->c, s->ix, job, job->allocs);
-        return rc;
-    }
-    return 0;
+    return rc != 0 ? rc : cycle_apply_start(s, job, now, err);
 }
 
 int ts_sched_stop(ts_sched *s, const ts_job *job, double now, ts_err *err)
@@ -403,11 +428,10 @@ int ts_sched_stop(ts_sched *s, const ts_job *job, double now, ts_err *err)
     int64_t demand[TS_RES_DIMS];
     int rc = bound_demand(s, job, demand, err);
     if (rc == 0)
-        rc = ts_quota_credit(s->q, job->tenant, job->tier, demand, now, err);
+        rc = ts_quota_credit(s->live_q, job->tenant, job->tier, demand, now, err);
     if (rc != 0)
         return rc;
-    blockers_clear(s);
-    if (cycle_unplace(s->c, s->ix, job, job->allocs) != 0)
+    if (cycle_unplace(s->live_c, s->live_ix, job, job->allocs) != 0)
         return ts_err_set(err, TS_EINVAL, "job %lld: allocs: not bound on the cluster",
                           (long long)job->id);
     return 0;

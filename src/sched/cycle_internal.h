@@ -1,8 +1,11 @@
 /*
- * cycle_internal.h - internal: the scheduler object shared by cycle.c (the
- * loop and its ordering), cycle_place.c (placing one job on a cluster and
- * its index) and cycle_plan.c (what-if planning on a scratch copy of the
- * cluster: the reservation's time and GPUs, and preemption victims).
+ * cycle_internal.h - internal: the scheduler object shared by cycle.c (its
+ * life, starts and stops on the live cluster), cycle_own.c (the plan's own
+ * copy of the cluster and quota, and the apply), the cycle itself
+ * (cycle_loop.c, cycle_job.c, cycle_preempt.c: cycle_loop.h),
+ * cycle_place.c (placing one job on a cluster and its index) and
+ * cycle_plan.c (what-if planning on a scratch copy of the cluster: the
+ * reservation's time and GPUs, and preemption victims).
  */
 #ifndef TS_SCHED_CYCLE_INTERNAL_H
 #define TS_SCHED_CYCLE_INTERNAL_H
@@ -51,10 +54,19 @@ typedef struct sched_res {
 } sched_res;
 
 struct ts_sched {
+    /* What the cycle plans on: the scheduler's own copies of the live
+     * cluster and quota and an index over the copy (plan.c syncs them at
+     * each plan's start); the live ones are only read there and written by
+     * ts_sched_apply, ts_sched_start and ts_sched_stop. */
     ts_cluster *c;
     ts_quota *q;
-    ts_sched_config cfg;
     ts_gang_index *ix;
+    ts_cluster *live_c;         /* borrowed */
+    ts_quota *live_q;           /* borrowed */
+    ts_gang_index *live_ix;     /* owned: kept in step with live_c */
+    uint64_t *own_ver;          /* [nnodes] live version when copied into c */
+    uint64_t *own_at;           /* [nnodes] c's version just after that copy */
+    ts_sched_config cfg;
     int64_t cap[TS_RES_DIMS];   /* cluster totals, for in-cycle shares */
     uint32_t models_present;    /* GPU models the cluster has (bit = id) */
     /* scratch copy for planning */
@@ -103,11 +115,26 @@ struct ts_sched {
 
 /* cycle.c ------------------------------------------------------------------ */
 
+/* What job charges placed on allocs, on cluster c (NULL: the plan's). */
+int cycle_job_demand_on(const ts_sched *s, const ts_cluster *c, const ts_job *job,
+                        const ts_alloc *allocs, int model, int64_t demand[TS_RES_DIMS]);
+
 /* What job charges placed on allocs, or (allocs NULL) on GPUs of model. */
 int cycle_job_demand(const ts_sched *s, const ts_job *job, const ts_alloc *allocs, int model,
                      int64_t demand[TS_RES_DIMS]);
+/* Binds job->allocs on the live cluster and charges the live quota: a start
+ * the plan decided (ts_sched_apply) or one restored (ts_sched_start). */
+int cycle_apply_start(ts_sched *s, const ts_job *job, double now, ts_err *err);
 /* Grows *p (elements of size bytes) to hold need; TS_ENOMEM. */
 int cycle_grow(void **p, int *cap, int need, size_t size);
+
+/* cycle_loop.c ------------------------------------------------------------ */
+
+/* The cycle itself on s->c, s->q and s->ix (the plan's copies, synced by
+ * the caller): ts_sched_cycle's contract, binding its starts on the copies
+ * only. */
+int cycle_decide(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
+                 const ts_job *running, int nrunning, ts_decision *d, ts_err *err);
 
 /* cycle_place.c ----------------------------------------------------------- */
 

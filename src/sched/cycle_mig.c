@@ -49,7 +49,7 @@ int cycle_mig_reshape(const ts_sched *s, const ts_job *job, int *ngpus)
             dem[nd++] = (ts_mig_demand){.req = *r, .count = 1};
     }
     for (int n = 0; n < c->nnodes; n++)
-        closed[n] = !ts_sched_node_schedulable(s, n);
+        closed[n] = !ts_gang_index_node_enabled(s->ix, n); /* the plan's copy */
     ts_mig_change ch[TS_MIG_PLAN_CHANGES_DEFAULT];
     size_t nch = 0;
     ts_mig_plan_opts opts = {.max_changes = TS_MIG_PLAN_CHANGES_DEFAULT, .excluded = closed};

@@ -160,6 +160,44 @@ void ts_quota_free(ts_quota *q)
     free(q);
 }
 
+int ts_quota_copy(ts_quota **dst, const ts_quota *src)
+{
+    ts_quota *d = *dst;
+    if (d && (d->ts != src->ts || d->n != src->n)) {
+        ts_quota_free(d);
+        *dst = d = NULL;
+    }
+    if (!d) {
+        ts_err e;
+        if (ts_quota_new(src->ts, log(2.0) / src->lambda, &d, &e) != 0)
+            return TS_ENOMEM;
+        *dst = d;
+    }
+    size_t cells = (size_t)(src->n > 0 ? src->n : 1) * TS_RES_DIMS;
+    /* the arrays by hand, the scalars with the struct: d keeps its own */
+    int64_t *i64[][2] = {{d->own, src->own}, {d->use, src->use}, {d->use_g, src->use_g},
+                         {d->unassigned, src->unassigned}, {d->need, src->need},
+                         {d->avail, src->avail}, {d->cneed, src->cneed},
+                         {d->cavail, src->cavail}};
+    for (size_t k = 0; k < sizeof i64 / sizeof *i64; k++)
+        memcpy(i64[k][0], i64[k][1], cells * (k == 0 ? TS_TIERS : 1) * sizeof(int64_t));
+    memcpy(d->decayed, src->decayed, cells * sizeof *d->decayed);
+    memcpy(d->stamp, src->stamp, (size_t)(src->n > 0 ? src->n : 1) * sizeof *d->stamp);
+    ts_quota keep = *d;
+    *d = *src;
+    d->own = keep.own;
+    d->use = keep.use;
+    d->use_g = keep.use_g;
+    d->unassigned = keep.unassigned;
+    d->need = keep.need;
+    d->avail = keep.avail;
+    d->cneed = keep.cneed;
+    d->cavail = keep.cavail;
+    d->decayed = keep.decayed;
+    d->stamp = keep.stamp;
+    return 0;
+}
+
 int ts_quota_demand(const ts_request *req, int gpu_model, int64_t demand[TS_RES_DIMS],
                     ts_err *err)
 {

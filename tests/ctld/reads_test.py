@@ -12,8 +12,9 @@ nodes, jobs ending all the time). A job read, a page of jobs, an explain,
 /readyz, a submission, a node, the node list, the tenants and /metrics must
 each answer well within a quarter of a cycle. When the lock was held for
 the whole cycle, every read that met one waited up to its end; reads of
-nodes, tenants and /metrics then still waited for the cycle's end (they
-read what the cycle plans on: now the copies it makes before, view.c). Each
+nodes, tenants and /metrics then still waited for the cycle's end (the
+cycle bound its starts into the live cluster as it planned; now it plans on
+its own copy and applies the starts under the lock once written). Each
 answer must add up: a node's free GPUs and its jobs (one GPU each) make its
 8 GPUs, and /metrics' allocated GPUs equal the tenant's GPUs used, so no
 read sees a start the cycle has planned but not written. A change (a
@@ -151,7 +152,7 @@ try:
           f"{bad[:3]})")
     m = metric_values(str(call("GET", "/metrics", admin)[1]))
     check(m.get("tessera_read_view_answers_total", 0) > 0,
-          f"reads were answered from the cycle's copies "
+          f"reads were answered while a cycle planned "
           f"({m.get('tessera_read_view_answers_total')} of them)")
     ONE_CYCLE_S = 1.25 * DELAY_MS / 1000.0
     # singleton: a namesake submitted while the dependency pass runs waits

@@ -1523,6 +1523,51 @@ static void test_las_guaranteed_never_victim_of_other_tenant(void **state)
     assert_true(f->d.preempts[0].time_sharing);
 }
 
+/* The core decides on its own copy: a plan leaves the live cluster, quota
+ * and index as they were, the apply binds its starts there, and a plan
+ * never applied is forgotten at the next sync (the same decisions again). */
+static void test_plan_on_copy_then_apply(void **state)
+{
+    fx *f = *state;
+    ts_job *a = job(f, TA, TS_TIER_GUARANTEED, 1, 4, 3600);
+    ts_job *b = job(f, TB, TS_TIER_GUARANTEED, 2, 2, 3600);
+    ts_job wv[2] = {*a, *b};
+    ts_err err;
+    int free0 = free_gpus(f);
+    assert_int_equal(ts_sched_sync(f->s, &err), 0);
+    assert_int_equal(ts_sched_plan(f->s, 0, wv, 2, NULL, 0, &f->d, &err), 0);
+    assert_int_equal(f->d.nstarts, 2);
+    int64_t first_node = f->d.starts[0].allocs[0].node;
+    /* nothing live moved: free GPUs, usage, the check against no job */
+    assert_int_equal(free_gpus(f), free0);
+    assert_int_equal(gpu_usage(f, TA), 0);
+    assert_int_equal(ts_sched_check(f->s, NULL, 0, &err), 0);
+    /* not applied (a write refused): the next plan decides the same */
+    assert_int_equal(ts_sched_sync(f->s, &err), 0);
+    assert_int_equal(ts_sched_plan(f->s, 0, wv, 2, NULL, 0, &f->d, &err), 0);
+    assert_int_equal(f->d.nstarts, 2);
+    assert_int_equal(f->d.starts[0].allocs[0].node, first_node);
+    /* applied: bound and charged live, as the jobs holding them say */
+    bool keep[2] = {true, true};
+    assert_int_equal(ts_sched_apply(f->s, &f->d, wv, keep, 0, &err), 0);
+    assert_int_equal(free_gpus(f), free0 - 8);
+    assert_int_equal(gpu_usage(f, TA), 4 * TS_MILLI_PER_GPU);
+    ts_job held[2];
+    for (int k = 0; k < 2; k++) {
+        held[k] = wv[f->d.starts[k].job];
+        held[k].allocs = f->d.starts[k].allocs;
+    }
+    if (ts_sched_check(f->s, held, 2, &err) != 0)
+        print_error("check: %s\n", err.msg);
+    assert_int_equal(ts_sched_check(f->s, held, 2, &err), 0);
+    /* the next cycle sees them: one more 4-GPU job fits on the one node left */
+    ts_job *c = job(f, TC, TS_TIER_GUARANTEED, 1, 4, 3600);
+    ts_job w2[1] = {*c};
+    assert_int_equal(ts_sched_cycle(f->s, 1, w2, 1, held, 2, &f->d, &err), 0);
+    assert_int_equal(f->d.nstarts, 1);
+    assert_int_equal(free_gpus(f), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1551,6 +1596,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_array_expands, setup, teardown),
         cmocka_unit_test_setup_teardown(test_starvation_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_workloads_keep_invariants, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_plan_on_copy_then_apply, setup, teardown),
         cmocka_unit_test_setup_teardown(test_loans_go_back_at_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_guarantee_moves_smaller_job, setup, teardown),
         cmocka_unit_test_setup_teardown(test_guarantee_over_reservation, setup, teardown),

@@ -1,0 +1,552 @@
+/*
+ * cycle_preempt.c - the cycle's victim searches (cycle_loop.h): which
+ * running jobs a waiting job may stop (reclaim of loans by guaranteed work,
+ * time-sharing between las levels, fair reclaim between borrowers, and
+ * moves of small jobs that restart at once elsewhere), in which order of
+ * preference, the smallest set whose room makes it fit (planned on the
+ * scratch copy, cycle_plan.c), and the preemption recorded: each victim's
+ * signal and grace, the preemptor table that puts the job first while its
+ * victims stop, and its reservation of the room they free.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/cycle_loop.h"
+#include "tessera/fmt.h"
+
+/* What a running job has attained, its current run included. */
+double loop_running_attained(const loop *l, const ts_job *v)
+{
+    double run = l->now > v->start_s ? l->now - v->start_s : 0.0;
+    return v->attained_gpu_s + run * ts_sched_job_rate(l->s, v);
+}
+
+static bool tenant_borrows(const ts_quota *q, int t)
+{
+    for (int k = 0; k < TS_RES_DIMS; k++)
+        if (ts_quota_borrowed(q, t, k) > 0)
+            return true;
+    return false;
+}
+
+/* Whether a tenant other than t borrows GPUs (fair reclaim has a loan to
+ * look at): without one, a fair search would only spend the cycle's bound.
+ * Recounted only after a start (usage changes with starts alone within a
+ * cycle), not per waiting job. */
+static bool another_borrows(loop *l, int t)
+{
+    if (!l->borrow_known || l->borrow_starts != l->s->starts) {
+        l->nborrow = 0;
+        for (int u = 0; u < ts_quota_tenants(l->s->q)->n; u++)
+            for (int m = 0; m < TS_MAX_GPU_MODELS; m++)
+                if ((l->s->models_present >> m & 1) &&
+                    ts_quota_borrowed(l->s->q, u, ts_res_gpu(m)) > 0) {
+                    l->nborrow++;
+                    l->borrow_one = u;
+                    break;
+                }
+        l->borrow_starts = l->s->starts;
+        l->borrow_known = true;
+    }
+    return l->nborrow > 1 || (l->nborrow == 1 && l->borrow_one != t);
+}
+
+static bool fair_loan(const loop *l, int i, const ts_job *v);
+
+/* GPU milli a job holds (whole GPUs and shares; MIG instances not). */
+static int64_t job_gpu_milli(const ts_job *v)
+{
+    int64_t g = 0;
+    for (int t = 0; t < v->ntasks; t++)
+        if (v->tasks[t].num_gpu > 0)
+            g += (int64_t)v->tasks[t].num_gpu * v->tasks[t].gpu_milli;
+    return g;
+}
+
+/* May waiting job i take running job v's room? Reclaim: guaranteed work
+ * takes opportunistic work's (any tenant's, but not its own tenant's higher
+ * classes) and its own tenant's lower classes. Time-sharing (las tenants): a
+ * job takes the room of a job that attained a higher level, of its own
+ * tenant (an opportunistic job only from opportunistic work, never from a
+ * higher class) or opportunistic work of another tenant; so guaranteed work
+ * is never a time-sharing victim of another tenant, nor of its own tenant's
+ * opportunistic work. Either way never before the victim's minimum runtime
+ * nor past its preemptions per hour, except another tenant's loan taken back
+ * for a job within its tenant's guarantee (of either tier with
+ * reclaim_any_tier): cfg.reclaim_min_runtime_s is its floor (60 s by default),
+ * and against guaranteed-tier work the per-hour limit does not hold
+ * (reclaim_ignores_hour_limit). Fair reclaim (l->fair): a job past its
+ * tenant's guarantee takes another borrowing tenant's loan when its tenant
+ * still holds less per unit of weight after (cycle_fair.c), the loan past
+ * min_runtime_s and within its preemptions per hour. *ts set when only
+ * time-sharing allows it, *fair when only fair reclaim does. */
+static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *ts, bool *fair)
+{
+    const ts_job *job = &l->w[i];
+    const jsum *js = &l->js[i];
+    const ts_sched_config *cfg = &l->s->cfg;
+    *ts = false;
+    *fair = false;
+    if (v->stopping)
+        return false;
+    bool same = v->tenant == job->tenant;
+    /* another tenant's loan, taken back for a job within its guarantee: its
+     * tenant borrows, so once taken back it cannot take the room back in
+     * turn (the preemptor's tenant stays within its guarantee, and
+     * opportunistic work of a tenant within its own is no loan): two
+     * tenants' opportunistic jobs never preempt each other in a loop */
+    bool loan = !same && v->tier != TS_TIER_GUARANTEED && l->reclaim_others &&
+                l->tborrows[v->tenant];
+    double floor = loan && cfg->reclaim_min_runtime_s >= 0.0 ? cfg->reclaim_min_runtime_s
+                                                             : cfg->min_runtime_s;
+    if (l->now - v->start_s < floor)
+        return false;
+    if (v->preemptions_hour >= cfg->max_preemptions_hour &&
+        !(loan && cfg->reclaim_ignores_hour_limit && js->tier == TS_TIER_GUARANTEED))
+        return false;
+    if (loan)
+        return true;
+    bool reclaim = js->tier == TS_TIER_GUARANTEED &&
+                   (v->tier == TS_TIER_GUARANTEED ? same && v->priority < job->priority
+                    : same ? v->priority <= job->priority
+                           : l->reclaim_others);
+    if (reclaim)
+        return true;
+    if (js->las && vlevel > js->earned &&
+        (same ? v->priority <= job->priority &&
+                    (js->tier == TS_TIER_GUARANTEED || v->tier == TS_TIER_OPPORTUNISTIC)
+              : v->tier == TS_TIER_OPPORTUNISTIC)) {
+        *ts = true;
+        return true;
+    }
+    *fair = fair_loan(l, i, v);
+    return *fair;
+}
+
+/* Fair reclaim (cfg.fair_reclaim): may job i, its tenant past its
+ * guarantee, take running job v's room? v is another borrowing tenant's
+ * loan whose tenant, v gone, still holds more GPUs per unit of weight than
+ * job i's tenant with job i started. */
+static bool fair_loan(const loop *l, int i, const ts_job *v)
+{
+    if (!l->fair || v->tenant == l->js[i].tenant || v->tier == TS_TIER_GUARANTEED ||
+        !l->tborrows[v->tenant])
+        return false;
+    int64_t vg = job_gpu_milli(v);
+    return vg > 0 && cycle_fair_takes(l->s, l->js[i].tenant, l->theld[l->js[i].tenant],
+                                      l->js[i].gpu_milli, v->tenant, l->theld[v->tenant], vg);
+}
+
+typedef struct vkey {
+    int borrowing;
+    double share;
+    int priority;
+    int level;
+    double lost;
+    int64_t gpus;       /* 0 when the config does not prefer the fewest */
+    double attained;
+    bool ts;
+    bool fair;          /* only fair reclaim lets it go */
+    int j;
+} vkey;
+
+/* Victims in preference order: borrowing tenants, the most over-share,
+ * the lowest class, the highest las level, the least work lost, the fewest
+ * GPUs (cfg.victims_fewest_gpus), the most service attained. */
+static int cmp_vkey(const void *a, const void *b)
+{
+    const vkey *x = a, *y = b;
+    if (x->borrowing != y->borrowing)
+        return y->borrowing - x->borrowing;
+    if (x->share != y->share)
+        return x->share > y->share ? -1 : 1;
+    if (x->priority != y->priority)
+        return x->priority < y->priority ? -1 : 1;
+    if (x->level != y->level)
+        return x->level > y->level ? -1 : 1;
+    if (x->lost != y->lost)
+        return x->lost < y->lost ? -1 : 1;
+    if (x->gpus != y->gpus)
+        return x->gpus < y->gpus ? -1 : 1;
+    if (x->attained != y->attained)
+        return x->attained > y->attained ? -1 : 1;
+    return (x->j > y->j) - (x->j < y->j);
+}
+
+/* Records preemptor id with the victims chosen for it (d->preempts from
+ * first on). */
+static int table_add(ts_sched *s, int64_t id, double until_s, const loop *l, int first)
+{
+    preemptor_entry e = {.id = id, .until_s = until_s};
+    int m = l->d->npreempts - first;
+    e.nvictims = m <= PREEMPTOR_VICTIMS_MAX ? m : -1;
+    for (int k = 0; k < m && e.nvictims >= 0; k++)
+        e.victims[k] = l->r[l->d->preempts[first + k].victim].id;
+    for (int k = 0; k < s->npre; k++)
+        if (s->pre[k].id == id) {
+            s->pre[k] = e;
+            return 0;
+        }
+    if (s->npre == PREEMPTOR_TABLE_MAX)
+        return TS_ENOSPC;
+    s->pre[s->npre++] = e;
+    return 0;
+}
+
+/* Whether a preemptor's victims have all stopped (none of them is among
+ * the running jobs still stopping): its room was freed, so if it does not
+ * fit, another job took that room. */
+bool loop_victims_gone(const loop *l, int64_t id)
+{
+    const ts_sched *s = l->s;
+    const preemptor_entry *e = NULL;
+    for (int k = 0; k < s->npre && !e; k++)
+        if (s->pre[k].id == id)
+            e = &s->pre[k];
+    if (!e || e->nvictims < 0)
+        return false;
+    for (int j = 0; j < l->nstopping; j++)
+        for (int k = 0; k < e->nvictims; k++)
+            if (l->r[l->stopping[j]].id == e->victims[k])
+                return false;
+    return true;
+}
+
+/* Moves (cfg.guarantee_moves): may running job v (not a candidate of the
+ * ordinary search) stop for job i to restart at once elsewhere? One task of
+ * whole GPUs, fewer in all than job i's (chains of moves end), running for
+ * the loan's minimum runtime at least, within its preemptions per hour. */
+static bool move_ok(const loop *l, int i, const ts_job *v)
+{
+    const ts_sched_config *cfg = &l->s->cfg;
+    const ts_request *r = &v->tasks[0];
+    if (v->stopping || v->ntasks != 1 || r->num_gpu < 1 || r->gpu_milli < TS_MILLI_PER_GPU ||
+        r->mig_profile >= 0 || r->num_gpu >= l->js[i].gpus)
+        return false;
+    double floor = cfg->reclaim_min_runtime_s >= 0.0 ? cfg->reclaim_min_runtime_s
+                                                     : cfg->min_runtime_s;
+    return l->now - v->start_s >= floor && v->preemptions_hour < cfg->max_preemptions_hour;
+}
+
+/* The ordinary search found no set for job i (within its tenant's
+ * guarantee; one task, or a gang of tasks of at most a node each): the
+ * nodes that could hold a task of it once their candidates and movable jobs
+ * go, the best few of them (the most GPUs free or held by candidates, then
+ * the fewest to move; a task's count plus MOVE_NODES_SPARE), give their
+ * movable jobs as extra candidates after the ordinary ones (keys[0..n-1],
+ * sorted), which also make room for the moves. Returns the victims
+ * (l->chosen into keys, (*move)[k] marks a move) or 0; *move is the
+ * caller's to free. */
+#define MOVE_NODES_SPARE 3
+#define MOVE_NODES_MAX 16
+static int plan_moves(loop *l, int i, vkey *keys, int n, bool **move)
+{
+    ts_sched *s = l->s;
+    const ts_job *job = &l->w[i];
+    if (!l->js[i].whole || l->js[i].gpus < 2 || job->ntasks + MOVE_NODES_SPARE > MOVE_NODES_MAX)
+        return 0;
+    int64_t need = 0;
+    for (int t = 0; t < job->ntasks; t++)
+        need = job->tasks[t].num_gpu > need ? job->tasks[t].num_gpu : need;
+    int nn = s->c->nnodes;
+    int *room = calloc((size_t)nn * 2, sizeof *room); /* free + candidates', movable */
+    *move = calloc((size_t)(l->nr > 0 ? l->nr : 1), sizeof **move);
+    if (!room || !*move) {
+        free(room);
+        return 0;
+    }
+    int *mov = room + nn;
+    for (int x = 0; x < nn; x++)
+        room[x] = ts_gang_index_node_enabled(s->ix, x) ? s->c->nodes[x].gpus_free : -1;
+    for (int k = 0; k < n; k++) {
+        const ts_job *v = &l->r[keys[k].j];
+        for (int t = 0; t < v->ntasks; t++)
+            room[v->allocs[t].node] += v->allocs[t].ngpu;
+    }
+    bool *cand = *move; /* scratch: which running jobs are ordinary candidates */
+    for (int k = 0; k < n; k++)
+        cand[keys[k].j] = true;
+    for (int j = 0; j < l->nr; j++)
+        if (!cand[j] && !l->victim[j] && move_ok(l, i, &l->r[j]))
+            mov[l->r[j].allocs[0].node] += l->r[j].allocs[0].ngpu;
+    int want = job->ntasks + MOVE_NODES_SPARE;
+    int best[MOVE_NODES_MAX], nbest = 0;
+    for (int x = 0; x < nn; x++) {
+        /* a node with room enough already, for one task, was the ordinary
+         * search's */
+        if (room[x] < 0 || room[x] + mov[x] < need || mov[x] == 0 ||
+            (job->ntasks == 1 && room[x] >= need))
+            continue;
+        int at = nbest < want ? nbest++ : want;
+        while (at > 0 && (room[x] > room[best[at - 1]] ||
+                          (room[x] == room[best[at - 1]] && mov[x] < mov[best[at - 1]]))) {
+            if (at < want)
+                best[at] = best[at - 1];
+            at--;
+        }
+        if (at < want)
+            best[at] = x;
+    }
+    int total = n;
+    for (int b = 0; b < nbest; b++) {
+        int first = total;
+        for (int j = 0; j < l->nr; j++) {
+            const ts_job *v = &l->r[j];
+            if (cand[j] || l->victim[j] || v->allocs[0].node != best[b] || !move_ok(l, i, v))
+                continue;
+            double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
+            int64_t g = cycle_job_gpus(v);
+            keys[total++] = (vkey){0, 0.0, v->priority, l->rlevel[j], (double)g * (l->now - since),
+                                   g, l->rattained[j], false, false, j};
+        }
+        /* on a node, in the ordinary order (class, level, work lost, GPUs) */
+        qsort(keys + first, (size_t)(total - first), sizeof *keys, cmp_vkey);
+    }
+    free(room);
+    if (total == n)
+        return 0;
+    bool *mk = calloc((size_t)total, sizeof *mk);
+    if (!mk)
+        return 0;
+    for (int k = 0; k < total; k++) {
+        l->pj[k] = (plan_job){&l->r[keys[k].j], l->r[keys[k].j].allocs, 0.0};
+        l->lost[k] = keys[k].lost;
+        mk[k] = k >= n;
+    }
+    int m = plan_victims(s, job, l->pj, l->lost, mk, total, NULL, 0, l->chosen, l->plan);
+    /* *move indexed like keys from here on */
+    free(*move);
+    *move = mk;
+    return m;
+}
+
+/* The victims chosen (l->chosen into keys, m of them) that only fair
+ * reclaim lets go, taken together: does each victim tenant, all its fair
+ * victims gone, still hold more per unit of weight than job i's tenant with
+ * job i started? (Each was checked alone.) */
+static bool fair_set_holds(const loop *l, int i, const vkey *keys, int m)
+{
+    for (int k = 0; k < m; k++) {
+        const vkey *x = &keys[l->chosen[k]];
+        if (!x->fair)
+            continue;
+        int b = l->r[x->j].tenant;
+        int64_t loss = 0;
+        for (int q = 0; q < m; q++) {
+            const vkey *y = &keys[l->chosen[q]];
+            const ts_job *v = &l->r[y->j];
+            if (y->fair && v->tenant == b)
+                loss += job_gpu_milli(v);
+        }
+        int a = l->js[i].tenant;
+        if (!cycle_fair_takes(l->s, a, l->theld[a], l->js[i].gpu_milli, b, l->theld[b], loss))
+            return false;
+    }
+    return true;
+}
+
+/* The running jobs job i may stop, into keys (l->nr at most) in no order;
+ * how many. Who borrows (and, for a fair search, what each tenant holds)
+ * is counted first. */
+static int preempt_candidates(loop *l, int i, bool swap, vkey *keys)
+{
+    ts_sched *s = l->s;
+    const ts_job *job = &l->w[i];
+    /* who borrows, once per search rather than per candidate (usage grows
+     * with the cycle's starts, so not once per cycle) */
+    for (int t = 0; t < ts_quota_tenants(s->q)->n; t++) {
+        l->tborrows[t] = tenant_borrows(s->q, t);
+        if (l->fair)
+            l->theld[t] = cycle_held_gpu_milli(s, t);
+    }
+    int n = 0;
+    for (int j = 0; j < l->nr; j++) {
+        const ts_job *v = &l->r[j];
+        /* a job already stopping frees its room for the job it was
+         * preempted for (which goes first and holds that room), not for
+         * this one: neither a candidate nor room to count on */
+        if (v->stopping || l->victim[j])
+            continue;
+        bool ts, fair;
+        if (swap && (v->tenant != job->tenant || v->tier != job->tier))
+            continue;
+        if (!victim_ok(l, i, v, l->rlevel[j], &ts, &fair) || (swap && !ts))
+            continue;
+        double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
+        int64_t g = cycle_job_gpus(v);
+        keys[n++] = (vkey){l->tborrows[v->tenant], ts_quota_share(s->q, v->tenant, l->now),
+                           v->priority, l->rlevel[j], (double)g * (l->now - since),
+                           s->cfg.victims_fewest_gpus ? g : 0, l->rattained[j], ts, fair, j};
+    }
+    return n;
+}
+
+/* The preemption decided for job i: its m victims (l->chosen into keys;
+ * move[k] marks a move, move NULL: none) into the decision with their
+ * signal and grace, the preemptor table, the reservation of their room if
+ * none is held, and job i's reason. */
+static void preempt_record(loop *l, int i, const vkey *keys, int m, const bool *move)
+{
+    ts_sched *s = l->s;
+    const ts_job *job = &l->w[i];
+    ts_decision *d = l->d;
+    double until = l->now;
+    for (int k = 0; k < m; k++) {
+        int j = keys[l->chosen[k]].j;
+        const ts_job *v = &l->r[j];
+        l->victim[j] = true;
+        double grace = job_grace(l, v);
+        d->preempts[d->npreempts++] = (ts_cycle_preempt){
+            .victim = j,
+            .preemptor = i,
+            .signal = v->ckpt_signal > 0 ? v->ckpt_signal : TS_SIGNAL_DEFAULT,
+            .grace_s = grace,
+            .lost_gpu_s = keys[l->chosen[k]].lost,
+            .time_sharing = keys[l->chosen[k]].ts,
+            .move = move && move[l->chosen[k]],
+            .victim_level = keys[l->chosen[k]].level,
+            .preemptor_level = l->js[i].earned,
+        };
+        if (l->now + grace > until)
+            until = l->now + grace;
+    }
+    d->stats.preempted += m;
+    table_add(s, job->id, until + PREEMPTOR_SLACK_S, l, d->npreempts - m);
+    /* a moved job goes first too once stopped, so that it restarts on the
+     * room planned for it before anyone else takes that room */
+    for (int k = 0; move && k < m && s->npre < PREEMPTOR_TABLE_MAX; k++)
+        if (move[l->chosen[k]])
+            table_add(s, l->r[keys[l->chosen[k]].j].id, until + PREEMPTOR_SLACK_S, l,
+                      d->npreempts);
+    if (!l->have_res) {
+        l->have_res = true;
+        l->res_at = until;
+        l->res_id = job->id;
+        d->reserved = i;
+        d->reserved_at_s = until;
+        d->pending[i].reserved_at_s = until;
+        d->pending[i].estimated_s = until;
+        loop_planned_set(d, i, l->plan, job->ntasks, true);
+        if (blockers_set(s, job, l->plan) == 0)
+            s->epoch++;
+    }
+    double lost = 0.0;
+    bool sharing = false, fairly = false;
+    int moved = 0;
+    for (int k = 0; k < m; k++) {
+        lost += keys[l->chosen[k]].lost;
+        sharing = sharing || keys[l->chosen[k]].ts;
+        fairly = fairly || keys[l->chosen[k]].fair;
+        moved += move && move[l->chosen[k]];
+    }
+    char by[32], in[32], lost_h[32];
+    ts_fmt_time(until, by, sizeof by);
+    ts_fmt_duration(until - l->now, in, sizeof in);
+    snprintf(lost_h, sizeof lost_h, "%.2f", lost / 3600.0);
+    if (moved > 0)
+        pend(l, i, TS_PEND_PREEMPTING, "owed its tenant's guarantee: preempting %d job%s, %d "
+             "of them moved to restart at once elsewhere so that one node holds it (%s "
+             "GPU-hours since their checkpoints); they stop by %s (in %s)", m,
+             m == 1 ? "" : "s", moved, lost_h, by, in);
+    else if (fairly && !sharing)
+        pend(l, i, TS_PEND_PREEMPTING, "fair share: its tenant holds fewer GPUs per unit of "
+             "weight than the tenants it borrows from; preempting %d loan%s of theirs (%s "
+             "GPU-hours since their checkpoints); they stop by %s (in %s)", m,
+             m == 1 ? "" : "s", lost_h, by, in);
+    else if (sharing)
+        pend(l, i, TS_PEND_PREEMPTING, "time-sharing: preempting %d job%s of a higher las "
+             "level than its %d (%s GPU-hours since their checkpoints); they stop by %s "
+             "(in %s)", m, m == 1 ? "" : "s", l->js[i].earned, lost_h, by, in);
+    else
+        pend(l, i, TS_PEND_PREEMPTING, "preempting %d opportunistic job%s (%s GPU-hours "
+             "since their checkpoints); they stop by %s (in %s)", m, m == 1 ? "" : "s", lost_h,
+             by, in);
+}
+
+/* Victims for job i (reclaim by guaranteed work, or time-sharing by a job
+ * of a lower las level); true if a preemption was decided. swap: the job's
+ * quota is what it lacks, so only its own tenant's jobs of its tier that
+ * hold at least what it needs may go (their release makes its room in the
+ * quota too). */
+bool loop_try_preempt(loop *l, int i, bool swap)
+{
+    ts_sched *s = l->s;
+    const jsum *js = &l->js[i];
+    /* time-sharing (swap) takes loans back for guaranteed work only */
+    bool others = loop_reclaims(l, i) && (!swap || js->tier == TS_TIER_GUARANTEED);
+    /* reclaim_any_tier: an opportunistic job within its guarantee reclaims */
+    bool any = others && !swap && js->tier != TS_TIER_GUARANTEED;
+    /* searches for jobs within their tenant's guarantee have a bound of
+     * their own: time-sharing and starving jobs, ordered first, cannot use
+     * up the searches a guarantee needs (at most twice the bound a cycle) */
+    int *searches = others ? &l->reclaim_searches : &l->searches;
+    /* fair reclaim: a job past its tenant's guarantee (of either tier) may
+     * take loans of tenants holding more per unit of weight */
+    bool fair = s->cfg.fair_reclaim && !others && !swap && js->gpu &&
+                another_borrows(l, js->tenant);
+    if ((js->tier != TS_TIER_GUARANTEED && !js->las && !any && !fair) || (swap && !js->las) ||
+        *searches >= s->cfg.max_preemptors_cycle || s->npre == PREEMPTOR_TABLE_MAX)
+        return false;
+    const ts_job *job = &l->w[i];
+    /* no running job above its level: time-sharing has no victim */
+    if ((swap || js->tier != TS_TIER_GUARANTEED) && !any && !fair &&
+        l->max_running_level <= js->earned)
+        return false;
+    l->reclaim_others = others;
+    l->fair = fair;
+    /* A search that failed fails again for an identical job (same tasks,
+     * tenant, tier, class, level, the same right to other tenants' loans):
+     * within a cycle candidates only leave (victims chosen) and free room
+     * only shrinks; a reservation's blockers do not matter (the search
+     * plans on the scratch copy without them), so the entry holds for the
+     * whole cycle. Answered from the memo, it costs no search: without
+     * it, a tenant's many identical jobs that could take nothing back used
+     * up the cycle's searches before another tenant's job that could. */
+    uint64_t skey = mix(mix(mix(js->key, (uint64_t)js->tenant + 17),
+                            (uint64_t)js->tier * 64 + (uint64_t)js->earned * 4 +
+                                (uint64_t)swap * 2 + l->reclaim_others),
+                        (uint64_t)(int64_t)job->priority + 0x5eed);
+    memo_entry *ms = memo_slot(s, skey);
+    if (ms->epoch == l->epoch0 && ms->key == skey && ms->reason == MEMO_SEARCH_FAILED) {
+        l->d->stats.memo_hits++;
+        return false;
+    }
+    /* every search that scans the running jobs counts against its bound */
+    (*searches)++;
+    vkey *keys = malloc((size_t)(l->nr > 0 ? l->nr : 1) * sizeof *keys);
+    if (!keys)
+        return false;
+    int n = preempt_candidates(l, i, swap, keys);
+    int m = 0;
+    if (n > 0) {
+        qsort(keys, (size_t)n, sizeof *keys, cmp_vkey);
+        for (int k = 0; k < n; k++) {
+            l->pj[k] = (plan_job){&l->r[keys[k].j], l->r[keys[k].j].allocs, 0.0};
+            l->lost[k] = keys[k].lost;
+        }
+        m = plan_victims(s, job, l->pj, l->lost, NULL, n, NULL, 0, l->chosen, l->plan);
+    }
+    if (swap && m > 0) {
+        double freed = 0.0;
+        for (int k = 0; k < m; k++)
+            freed += ts_sched_job_rate(s, &l->r[keys[l->chosen[k]].j]);
+        if (freed < ts_sched_job_rate(s, job) - 1e-9)
+            m = 0; /* its room, but not its quota */
+    }
+    if (fair && m > 0 && !fair_set_holds(l, i, keys, m))
+        m = 0;
+    bool *move = NULL;
+    if (m == 0 && others && !swap && s->cfg.guarantee_moves)
+        m = plan_moves(l, i, keys, n, &move);
+    if (m == 0) {
+        free(keys);
+        free(move);
+        *ms = (memo_entry){.key = skey, .epoch = l->epoch0, .reason = MEMO_SEARCH_FAILED};
+        return false;
+    }
+    preempt_record(l, i, keys, m, move);
+    free(keys);
+    free(move);
+    return true;
+}
