@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "sched/cycle_internal.h"
+#include "sched/elastic.h"
 #include "tessera/fmt.h"
 
 #define PREFETCH_AHEAD 6       /* jobs of one tenant fetched ahead in the ordered pass */
@@ -1559,6 +1560,7 @@ int ts_sched_cycle(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
         return rc;
     d->nstarts = 0;
     d->npreempts = 0;
+    d->nresizes = 0;
     d->reserved = -1;
     d->reserved_at_s = -1.0;
     d->planned = -1;
@@ -1574,6 +1576,7 @@ int ts_sched_cycle(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
     if (rc == 0)
         rc = run_order(&l);
     blockers_clear(s);
+    rc = rc ? rc : cycle_elastic(s, now, waiting, nwaiting, running, nrunning, d);
     for (int k = 0; k < d->nstarts; k++)
         d->starts[k].allocs = d->alloc_pool + l.start_off[k];
     for (int i = 0; rc == 0 && i < nwaiting; i++)
@@ -1589,6 +1592,7 @@ int ts_sched_cycle(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
         }
         d->nstarts = 0;
         d->npreempts = 0;
+        d->nresizes = 0;
         d->reserved = -1;
         d->reserved_at_s = -1.0;
         d->planned = -1;
