@@ -267,6 +267,14 @@ static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, 
             rc = 0;
         }
     }
+    for (int k = 0; rc == 0 && k < d->nresizes; k++) {
+        cjob *v = r[d->resizes[k].job];
+        rc = ctld_elastic_plan(c, t, v, &d->resizes[k], now, err);
+        if (rc == TS_ECONFLICT) {
+            decision_refused(c, &v->sj, NULL, now, err);
+            rc = 0;
+        }
+    }
     /* an event when a job first gets the reservation */
     if (rc == 0 && d->reserved >= 0 && w[d->reserved]->row.id != c->reserved_id) {
         cjob *j = w[d->reserved];
