@@ -158,6 +158,10 @@ int cycle_elastic(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
          * unless waiting work needs its extras */
         if (owed == 0 && now - j->start_s < s->cfg.reclaim_min_runtime_s)
             e.min_gpus = e.max_gpus = (int)cur;
+        /* while work waits nobody grows: the grant then only chooses whose
+         * extras go back (the least speedup lost), and no more than owed */
+        if (owed > 0)
+            e.max_gpus = (int)cur;
         next += j->elastic_max_gpus + 1;
         extras += cur - e.min_gpus;
         pool += e.min_gpus;
