@@ -377,9 +377,12 @@ int cli_cmd_show(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
     if (json_is_object(el)) { /* docs/api.md "Job" elastic */
         char v[CLI_CELL_MAX];
         long long to = cli_int(el, "resize_to", 0);
-        snprintf(v, sizeof v, "%lld GPUs now, range %lld..%lld%s%.0lld", cli_int(el, "gpus", 0),
-                 cli_int(el, "min_gpus", 0), cli_int(el, "max_gpus", 0),
-                 to > 0 ? "; resizing to " : "", to);
+        long long now = cli_int(el, "gpus", 0);
+        int w = snprintf(v, sizeof v, "%lld GPU%s now, range %lld..%lld", now,
+                         now == 1 ? "" : "s", cli_int(el, "min_gpus", 0),
+                         cli_int(el, "max_gpus", 0));
+        if (to > 0 && w > 0 && (size_t)w < sizeof v)
+            snprintf(v + w, sizeof v - (size_t)w, "; resizing to %lld", to);
         cli_kv(&t, "Elastic", v);
     }
     struct cli_buf place = {0};

@@ -2,7 +2,8 @@
 docs/job-spec.md "Elastic jobs"): a real PyTorch DDP job (CPU, gloo, Debian's
 python3-torch at /usr/bin/python3) grows from 2 to 4 ranks when GPUs are
 free, shrinks back to 2 when guaranteed work arrives that lacks room, and
-keeps its training progress across every resize through its checkpoint.
+keeps its training progress across every resize through its checkpoint; one
+task of 1 to 4 GPUs goes through `tessera submit` and `tessera show`.
 
 The cluster: r-1, one node of 4 H100; team-a guaranteed 8 (so no
 preemption, only the elastic rules, moves GPUs). A job is resized at most
@@ -114,3 +115,34 @@ def scenario_ddp_grows_and_shrinks(c):
     check(len(done) == 1 and done[0]["step"] == steps and
           done[0]["last_loss"] < done[0]["first_loss"] / 10,
           f"it trains to the end once, losing no progress: {done}")
+
+
+def scenario_cli_submit_and_show_one_task_range(c):
+    """One task of 1 to 4 GPUs through the CLI: `tessera submit -f` takes the
+    range, `tessera show` gives it with the size the job runs at, it grows
+    into the node's free GPUs, and a bad range is refused naming its field."""
+    bad = c.path("bad.yaml")
+    with open(bad, "w") as f:
+        f.write("tenant: team-a\nname: bad\ncommand: 'true'\n"
+                "tasks:\n  - {count: {min: 4, max: 2}, gpus: 1}\n")
+    r = c.cli("submit", "-f", bad)
+    check(r.returncode != 0 and "tasks[0].count.max: 2 is below min 4" in r.stderr,
+          f"a bad range is refused naming its field: {r.returncode} {r.stderr!r}")
+    path = c.path("one.yaml")
+    with open(path, "w") as f:
+        f.write("tenant: team-a\nname: one\ntier: guaranteed\ntime_limit: 10m\n"
+                "command: 'trap \"exit 0\" USR1; sleep 120 & wait'\n"
+                "tasks:\n  - {gpus: {min: 1, max: 4}, cpu_milli: 500, memory_mib: 512}\n")
+    r = c.cli("submit", "-f", path)
+    check(r.returncode == 0, f"tessera submit -f one.yaml exits 0: {r.returncode} {r.stderr}")
+    if r.returncode != 0:
+        return
+    jid = int(r.stdout.split()[0])
+    c.wait_job(jid, ("running",), 30, "it starts")
+    show = c.cli("show", str(jid)).stdout
+    check("range 1..4" in show, f"tessera show gives its range: {show!r}")
+    c.wait(lambda: "4 GPUs now" in c.cli("show", str(jid)).stdout and
+           c.job(jid).get("state") == "running", "it grows to 4 GPUs, tessera show says so", 60)
+    place = c.job(jid).get("placement") or []
+    check(len(place) == 1 and len(place[0]["gpus"]) == 4,
+          f"one task holding 4 GPUs: {place}")
