@@ -39,6 +39,7 @@ typedef struct core_job {
     ts_request *tasks;    /* ntasks, built at its size (room for its largest) */
     int ntasks;
     int min, size;        /* its GPUs asked in the view, and held or asked now (elastic) */
+    int before;           /* resized: the size it held before, 0 = not resized */
     ts_alloc *allocs;     /* while running */
     int tier;
     double start_s;
@@ -542,6 +543,8 @@ static int core_cycle(core_state *s, const ts_replay_view *v)
         if (!s->running[j])
             continue;
         stop(s, v, j);
+        if (s->jobs[j].before == 0)
+            s->jobs[j].before = s->jobs[j].size;
         set_size(s, &s->jobs[j], s->d.resizes[k].gpus);
     }
     return s->d.npreempts + s->d.nresizes;
@@ -570,9 +573,26 @@ static void core_decide(void *p, const ts_replay_view *v, bool *run)
     for (int round = 0; round < CORE_CYCLES_MAX; round++)
         if ((nw = core_cycle(s, v)) <= 0)
             break;
+    /* a job resized this decision that the cycles could not place at its
+     * new size asks for the size it had (its GPUs were freed for it): one
+     * more cycle, which resizes nothing */
+    bool back = false;
+    for (int j = 0; j < s->njobs; j++) {
+        core_job *cj = &s->jobs[j];
+        if (!s->running[j] && cj->before > 0 && cj->size != cj->before) {
+            set_size(s, cj, cj->before);
+            back = true;
+        }
+        cj->before = 0;
+    }
+    if (back && nw >= 0) {
+        ts_replay_view rigid = *v;
+        rigid.elastic_max = NULL;
+        nw = core_cycle(s, &rigid);
+    }
     if (s->probe && nw >= 0)
         probe_note(s, v, s->lastnw);
-    /* a resized job the cycles could not place asks for its minimum again */
+    /* one still not placed asks for its minimum again */
     for (int j = 0; j < s->njobs; j++)
         if (!s->running[j] && s->jobs[j].size != s->jobs[j].min)
             set_size(s, &s->jobs[j], s->jobs[j].min);
