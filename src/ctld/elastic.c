@@ -116,7 +116,30 @@ int ctld_elastic_plan(ctld *c, ctld_txn *t, cjob *j, const ts_cycle_resize *rs, 
              j->sj.ckpt_signal > 0 ? j->sj.ckpt_signal : TS_SIGNAL_DEFAULT, grace);
     ctld_fsm_args a = {.detail = detail, .stop_by_s = now + grace, .restart_now = true};
     int rc = ctld_fsm_plan(c, t, j, CTLD_JE_PREEMPT, &a, now, err);
-    if (rc == 0)
+    if (rc == 0) {
         j->resize_to = rs->gpus; /* taken when its run has stopped */
+        j->elastic_prev = rs->from_gpus;
+    }
     return rc;
+}
+
+bool ctld_elastic_fallback(ctld *c, cjob *j, int reason)
+{
+    bool no_room = reason == TS_PEND_CAPACITY || reason == TS_PEND_TOPOLOGY ||
+                   reason == TS_PEND_FRAGMENTATION || reason == TS_PEND_GANG ||
+                   reason == TS_PEND_RESERVATION || reason == TS_PEND_CONSTRAINT;
+    int min = j->sj.elastic_min_gpus;
+    if (!no_room || j->sj.elastic_max_gpus <= 0 || j->allocs || j->elastic_gpus <= min)
+        return false;
+    /* the size it had, if it grew; else (or when that did not fit either) its minimum */
+    int to = j->elastic_prev > min && j->elastic_prev < j->elastic_gpus ? j->elastic_prev : min;
+    j->elastic_prev = 0;
+    j->resize_to = to;
+    ts_err e;
+    if (ctld_elastic_apply(c, j, &e) != 0) {
+        fprintf(stderr, "tesserad: job %lld: back to %d GPUs: %s\n", (long long)j->row.id, to,
+                e.msg);
+        return false;
+    }
+    return true;
 }

@@ -106,6 +106,7 @@ typedef struct cjob {
      * its minimum), and the size the cycle resized it to, taken when its
      * run has stopped (0 = none) */
     int elastic_gpus, resize_to;
+    int elastic_prev;           /* the size it had before its last resize, 0 = none */
 } cjob;
 
 /* elastic.c, under c->mu: */
@@ -122,6 +123,10 @@ void ctld_elastic_build(cjob *j);
 struct ctld_txn;
 int ctld_elastic_plan(ctld *c, struct ctld_txn *t, cjob *j, const ts_cycle_resize *rs,
                       double now, ts_err *err);
+/* After a cycle, waiting job j lacked room for the reason given: a job
+ * grown by a resize that does not fit at its new size asks for the size it
+ * had, then for its minimum (true: its tasks changed, another cycle is due). */
+bool ctld_elastic_fallback(ctld *c, cjob *j, int reason);
 /* A resized job's run has stopped: its tasks are built again at
  * j->resize_to (what the scheduler tracks of it kept). */
 int ctld_elastic_apply(ctld *c, cjob *j, ts_err *err);

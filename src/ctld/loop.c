@@ -650,6 +650,8 @@ static void cycle_reasons(ctld *c, cycle_run *r)
             j->queue_tenant = j->queue_cluster = j->las_level = -1;
             continue;
         }
+        if (ctld_elastic_fallback(c, j, p->reason))
+            c->dirty = true; /* a grown elastic job that did not fit asks for less */
         const char *why_name = ts_pending_name(p->reason);
         size_t wl = strlen(why_name);
         if (wl < sizeof j->row.reason && strcmp(j->row.reason, why_name) != 0)
