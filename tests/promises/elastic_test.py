@@ -146,3 +146,30 @@ def scenario_cli_submit_and_show_one_task_range(c):
     place = c.job(jid).get("placement") or []
     check(len(place) == 1 and len(place[0]["gpus"]) == 4,
           f"one task holding 4 GPUs: {place}")
+
+
+def scenario_grown_job_that_no_longer_fits_asks_for_less(c):
+    """A job resized to 4 GPUs whose GPUs were taken while it stopped does not
+    wait at 4: it asks for the size it had and runs again."""
+    path = c.path("grow.yaml")
+    with open(path, "w") as f:
+        f.write("tenant: team-a\nname: grow\ntier: guaranteed\ntime_limit: 10m\n"
+                "command: 'trap \"sleep 3; exit 0\" USR1; sleep 120 & wait'\n"
+                "tasks:\n  - {gpus: {min: 1, max: 4}, cpu_milli: 500, memory_mib: 512}\n")
+    r = c.cli("submit", "-f", path)
+    check(r.returncode == 0, f"tessera submit -f grow.yaml exits 0: {r.returncode} {r.stderr}")
+    if r.returncode != 0:
+        return
+    jid = int(r.stdout.split()[0])
+    c.wait(lambda: c.job(jid).get("state") == "stopping" and
+           c.job(jid).get("elastic", {}).get("resize_to") == 4,
+           "it is resized to 4 GPUs and stops for it (3 s to checkpoint)", 60)
+    other = c.submit({"tenant": "team-a", "name": "takes-2", "tier": "guaranteed",
+                      "command": ["/bin/sh", "-c", "sleep 60"],
+                      "tasks": [{"count": 1, "gpus": 2, "cpu_milli": 500, "memory_mib": 512}]})
+    c.wait_job(other, ("running",), 30, "a 2-GPU job takes the free GPUs meanwhile")
+    c.wait(lambda: c.job(jid).get("state") == "running" and
+           c.job(jid).get("elastic", {}).get("gpus", 4) < 4,
+           "the resized job, not fitting at 4 GPUs, runs again at the size it had", 30)
+    check(c.job(jid).get("elastic", {}).get("gpus") in (1, 2),
+          f"at 1 GPU (or 2, grown into what is left): {c.job(jid).get('elastic')}")
