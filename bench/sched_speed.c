@@ -2,6 +2,7 @@
  * sched_speed.c - how long one scheduling cycle takes on a large cluster.
  *
  *   tessera-bench-sched [--reps 5] [--pending 1000,10000,100000] [--seed 1] [--after-s 0]
+ *                       [--elastic-pct 0]
  *
  * The cluster: 1,250 nodes of 8 H100 GPUs (10,000 GPUs) in 4 leaf groups;
  * 10 teams guaranteed 1,000 GPUs each. A warm-up cycle fills it to about
@@ -13,7 +14,11 @@
  * second, and how the cycle grows with the pending count. Target (issue 3):
  * under 50 ms at 100,000 pending. --after-s times the cycles that long after
  * the fill: past the minimum runtime (600 s) guaranteed jobs may preempt, so
- * the cycle also pays for victim searches.
+ * the cycle also pays for victim searches. --elastic-pct makes that share of
+ * the GPU jobs (running and waiting) elastic from their size to twice it (a
+ * gang by whole tasks, one task by GPUs up to 8), so the cycle also pays
+ * for its elastic step (docs/scheduler.md "Elastic jobs"); 0 draws nothing
+ * more from the generator, so the jobs are today's.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +85,26 @@ static char *tenants_yaml(void)
 }
 
 /* One job of the mix. */
+static int elastic_pct;
+
+/* Makes j elastic from its size to twice it (tasks of 8 GPUs or gangs grow
+ * by tasks, up to 16; one smaller task by GPUs, up to 8). */
+static void make_elastic(ts_job *j)
+{
+    int per = j->tasks[0].num_gpu;
+    if (per == 0)
+        return;
+    j->elastic_min_gpus = per * j->ntasks;
+    if (j->ntasks > 1 || per == 8) {
+        int max_tasks = 2 * j->ntasks < TASKS_PER_JOB ? 2 * j->ntasks : TASKS_PER_JOB;
+        j->elastic_max_gpus = per * max_tasks;
+        j->elastic_step_gpus = per;
+    } else {
+        j->elastic_max_gpus = 2 * per < 8 ? 2 * per : 8;
+        j->elastic_step_gpus = 1;
+    }
+}
+
 static void make_job(ts_rng *rng, ts_job *j, ts_request *tasks, int64_t id, double submit_s,
                      int leaf_level)
 {
@@ -122,6 +147,8 @@ static void make_job(ts_rng *rng, ts_job *j, ts_request *tasks, int64_t id, doub
         tasks[t].mem_mib = gpus ? 131072 * gpus : 32768;
         tasks[t].mig_profile = -1;
     }
+    if (elastic_pct > 0 && (int)ts_rng_below(rng, 100) < elastic_pct)
+        make_elastic(j);
 }
 
 /* Jobs with their tasks packed one after the other, as a shell that reads
@@ -161,6 +188,8 @@ int main(int argc, char **argv)
             reps = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--after-s") == 0 && i + 1 < argc) {
             after_s = atof(argv[++i]);
+        } else if (strcmp(argv[i], "--elastic-pct") == 0 && i + 1 < argc) {
+            elastic_pct = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
             seed = strtoull(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--pending") == 0 && i + 1 < argc) {
@@ -169,7 +198,8 @@ int main(int argc, char **argv)
                  p = strtok(NULL, ","))
                 sizes[nsizes++] = atoi(p);
         } else {
-            fprintf(stderr, "usage: %s [--reps N] [--pending N,N,...] [--seed S] [--after-s S]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--reps N] [--pending N,N,...] [--seed S] [--after-s S] "
+                            "[--elastic-pct P]\n", argv[0]);
             return 2;
         }
     }
@@ -221,9 +251,10 @@ int main(int argc, char **argv)
     printf("cluster: %d nodes x 8 GPUs in %d leaves; %d running jobs, %lld of %lld GPUs free\n",
            NODES, LEAVES, nrun, (long long)free_gpus, (long long)c->total_gpus);
     t += after_s;
-    printf("cycles timed %.0f s after the fill\n", after_s);
-    printf("%9s %10s %10s %10s %10s %8s %8s %12s\n", "pending", "cycle_ms", "min_ms", "placed",
-           "memo", "started", "preempt", "decisions/s");
+    printf("cycles timed %.0f s after the fill; %d %% of the jobs elastic\n", after_s,
+           elastic_pct);
+    printf("%9s %10s %10s %10s %10s %8s %8s %12s %8s\n", "pending", "cycle_ms", "min_ms", "placed",
+           "memo", "started", "preempt", "decisions/s", "resized");
 
     double worst_ms = 0.0;
     double first_ms = 0.0;
@@ -254,9 +285,9 @@ int main(int argc, char **argv)
         }
         qsort(ms, (size_t)reps, sizeof *ms, cmp_double);
         double med = ms[reps / 2];
-        printf("%9d %10.2f %10.2f %10d %10d %8d %8d %12.0f\n", sizes[si], med, ms[0],
+        printf("%9d %10.2f %10.2f %10d %10d %8d %8d %12.0f %8d\n", sizes[si], med, ms[0],
                st.placements, st.memo_hits, st.started, st.preempted,
-               (double)sizes[si] / (med / 1e3));
+               (double)sizes[si] / (med / 1e3), st.grown + st.shrunk);
         if (si == 0)
             first_ms = med;
         if (sizes[si] >= 100000 && med > worst_ms)

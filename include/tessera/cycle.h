@@ -114,6 +114,19 @@ typedef struct ts_job {
     int preemptions_hour;      /* times preempted in the last hour */
     bool stopping;             /* already signalled; releases by stop_by_s */
     double stop_by_s;
+    /* Elastic jobs (docs/scheduler.md, "Elastic jobs"); elastic_max_gpus 0 =
+     * rigid. A waiting job's tasks are the size it asks for (its minimum, or
+     * the size a resize gave it), placed all or nothing as any job's; a
+     * running job's tasks and allocs are the size it runs at. It may run
+     * with elastic_min_gpus..elastic_max_gpus whole GPUs, in steps of
+     * elastic_step_gpus (a gang grows by whole tasks; 0 = 1).
+     * elastic_speedup[g] for g in [0, elastic_max_gpus]: its goodput at g
+     * GPUs over its goodput at its minimum (borrowed; NULL = linear).
+     * elastic_left_s: its estimated time left at its current size (0 =
+     * unknown: its time limit's rest). */
+    int elastic_min_gpus, elastic_max_gpus, elastic_step_gpus;
+    const double *elastic_speedup;
+    double elastic_left_s;
 } ts_job;
 
 /* Expands a Slurm-style array: n copies of tmpl with ids first_id + i. */
@@ -215,6 +228,11 @@ typedef struct ts_sched_config {
     int64_t reserve_mem_mib_per_gpu[TS_MAX_GPU_MODELS];
     int64_t cap_cpu_milli_per_gpu[TS_MAX_GPU_MODELS];
     int64_t cap_mem_mib_per_gpu[TS_MAX_GPU_MODELS];
+    /* Elastic jobs: what a change of size costs a job (its checkpoint,
+     * stop and restart), seconds; a resize must gain TS_ELASTIC_GAIN_OVER_COST
+     * times that (src/sched/elastic.h). < 0: elastic jobs never grow above
+     * what they ask. */
+    double elastic_resize_cost_s;
     /* placement policy for non-gang tasks (sched.h's scorers, by name with
      * ts_scorer_find); NULL = TS_PLACEMENT_DEFAULT */
     const struct ts_scorer_ops *placement;
@@ -225,7 +243,7 @@ typedef struct ts_sched_config {
  * limit, 24 h starvation bound, 10 min minimum runtime (1 min for a loan
  * taken back), 3 preemptions per hour, 60 s grace, 60 s backoff base, 8
  * preemptors a cycle, every reclaim rule on, guarantee moves on, victims of equal work at
- * risk by fewest GPUs, no reservations or caps. */
+ * risk by fewest GPUs, no reservations or caps, 60 s per elastic resize. */
 void ts_sched_config_default(ts_sched_config *cfg);
 
 typedef struct ts_sched ts_sched;
@@ -278,6 +296,19 @@ typedef struct ts_cycle_preempt {
     int victim_level, preemptor_level;
 } ts_cycle_preempt;
 
+/* A running elastic job's new size (docs/scheduler.md, "Elastic jobs"):
+ * the shell stops it with its checkpoint signal and grace and requeues it,
+ * without a backoff, asking for gpus whole GPUs (its tasks scaled); the
+ * cycle does not unbind it (ts_sched_stop when it stopped). */
+typedef struct ts_cycle_resize {
+    int job;            /* index into the cycle's running jobs */
+    int gpus;           /* its new size, in [elastic_min_gpus, elastic_max_gpus] */
+    int from_gpus;      /* its size now */
+    /* true: GPUs above its minimum taken back for waiting work (no gain
+     * test, no minimum runtime); false: a grant where goodput gains */
+    bool reclaim;
+} ts_cycle_resize;
+
 typedef struct ts_cycle_pending {
     int reason;                 /* enum ts_pending_reason */
     double reserved_at_s;       /* the reserved job: when it should start; else -1 */
@@ -303,6 +334,7 @@ typedef struct ts_cycle_stats {
     int placements;      /* placement attempts made */
     int memo_hits;       /* answered from an identical job's failure */
     int started, backfilled, preempted;
+    int grown, shrunk;   /* elastic resizes decided */
 } ts_cycle_stats;
 
 #define TS_CYCLE_RESERVED_NODES_MAX 64
@@ -312,6 +344,8 @@ typedef struct ts_decision {
     int nstarts;
     ts_cycle_preempt *preempts;
     int npreempts;
+    ts_cycle_resize *resizes;   /* elastic jobs' new sizes, at most one per job */
+    int nresizes;
     ts_cycle_pending *pending;  /* one per waiting job, parallel to the input */
     int reserved;               /* waiting job holding the reservation, or -1 */
     double reserved_at_s;
@@ -326,7 +360,7 @@ typedef struct ts_decision {
     ts_cycle_stats stats;
     /* storage, reused from cycle to cycle */
     ts_alloc *alloc_pool;
-    int alloc_cap, starts_cap, preempts_cap, pending_cap;
+    int alloc_cap, starts_cap, preempts_cap, pending_cap, resizes_cap;
     char *why_buf;
     size_t why_len, why_cap;
 } ts_decision;

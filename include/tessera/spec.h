@@ -59,8 +59,11 @@ typedef struct ts_spec_data {
 
 /* One group of identical tasks (ranks in order: group 0's first). */
 typedef struct ts_task_spec {
-    int count;                          /* >= 1 */
-    int gpus;                           /* whole GPUs per task, 0..16 */
+    int count;                          /* >= 1; an elastic gang's minimum */
+    int gpus;                           /* whole GPUs per task, 0..16; an elastic task's minimum */
+    /* elastic (docs/job-spec.md, "Elastic jobs"): count: {min, max} or
+     * gpus: {min, max}; 0 = not a range. One group of a job at most. */
+    int count_max, gpus_max;
     int32_t gpu_milli;                  /* 1000, or a share 1..999 with gpus == 1 */
     int64_t gpu_mem_mib;                /* per GPU, 0 = no requirement */
     char gpu_model[TS_SPEC_NAME_MAX];   /* "" = any; else a model of model.h */
@@ -167,6 +170,10 @@ void ts_spec_free(ts_job_spec *spec);
 char *ts_spec_to_json(const ts_job_spec *spec);
 /* Total whole GPUs (MIG instances and shares count 1 each) over all tasks. */
 int64_t ts_spec_gpus(const ts_job_spec *spec);
+/* An elastic job's range in whole GPUs (its minimum is ts_spec_gpus) and
+ * the step it grows by (a gang's GPUs per task; 1 for one task's GPUs):
+ * true and the three set, or false for a rigid job. */
+bool ts_spec_elastic(const ts_job_spec *spec, int *min_gpus, int *max_gpus, int *step_gpus);
 /* All errors joined by "; " into buf (for one-line messages). */
 void ts_spec_errors_join(const ts_spec_errors *errs, char *buf, size_t size);
 

@@ -54,6 +54,14 @@ static json_t *seconds(double s)
     return json_real(s);
 }
 
+/* An elastic group's {min, max}, else the plain number. */
+static json_t *range_or_int(int v, int max)
+{
+    if (max <= 0)
+        return json_integer(v);
+    return json_pack("{s:i,s:i}", "min", v, "max", max);
+}
+
 static json_t *task_json(const ts_task_spec *t, bool *ok)
 {
     json_t *o = json_object();
@@ -62,8 +70,8 @@ static json_t *task_json(const ts_task_spec *t, bool *ok)
         return NULL;
     }
     bool share = !t->mig_profile[0] && t->gpu_milli > 0 && t->gpu_milli < TS_MILLI_PER_GPU;
-    put(o, "count", json_integer(t->count), ok);
-    put(o, "gpus", json_integer(t->gpus), ok);
+    put(o, "count", range_or_int(t->count, t->count_max), ok);
+    put(o, "gpus", range_or_int(t->gpus, t->gpus_max), ok);
     put(o, "gpu_fraction", share ? json_real((double)t->gpu_milli / TS_MILLI_PER_GPU) : json_null(),
         ok);
     put(o, "gpu_memory_mib", json_integer(t->gpu_mem_mib), ok);

@@ -96,6 +96,9 @@ static bool walk_group(spec_parser *P, const yaml_node_t *map, const char *path,
         ts_yaml_pathf(sub[k], sizeof sub[k], "%s.%s", path, TASK_KEYS[k]);
     unsigned ok = 0; /* bit k: key k given and valid */
     int64_t x;
+    bool share_or_mig = v[T_FRACTION] || v[T_MIG];
+    unsigned el = spec_elastic_group(P, path, &v[T_COUNT], &v[T_GPUS], share_or_mig, t);
+    ok |= (el & SPEC_ELASTIC_COUNT ? BIT(T_COUNT) : 0) | (el & SPEC_ELASTIC_GPUS ? BIT(T_GPUS) : 0);
     if (v[T_COUNT] && spec_int(P, v[T_COUNT], sub[T_COUNT], 1, TS_SPEC_MAX_TASKS, &x)) {
         t->count = (int)x;
         ok |= BIT(T_COUNT);

@@ -100,5 +100,13 @@ ptrdiff_t spec_list_alloc(spec_parser *P, const yaml_node_t *seq, const char *ke
                           void **out);
 /* strdup, an out-of-memory error in P when it fails. */
 char *spec_dup(spec_parser *P, const char *s);
+/* A task group's count or gpus given as a range {min, max} (spec_elastic.c):
+ * read into t (count/count_max or gpus/gpus_max) and the value taken from
+ * *count or *gpus (set NULL) so the plain readers skip it; returns which
+ * were valid. share_or_mig: the group has gpu_fraction or mig_profile. */
+#define SPEC_ELASTIC_COUNT 1u
+#define SPEC_ELASTIC_GPUS 2u
+unsigned spec_elastic_group(spec_parser *P, const char *path, yaml_node_t **count,
+                            yaml_node_t **gpus, bool share_or_mig, ts_task_spec *t);
 
 #endif

@@ -390,6 +390,18 @@ int cli_cmd_show(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
             val = cli_str(job, keys[k][1], v, sizeof v);
         cli_kv(&t, keys[k][0], val);
     }
+    json_t *el = json_object_get(job, "elastic");
+    if (json_is_object(el)) { /* docs/api.md "Job" elastic */
+        char v[CLI_CELL_MAX];
+        long long to = cli_int(el, "resize_to", 0);
+        long long now = cli_int(el, "gpus", 0);
+        int w = snprintf(v, sizeof v, "%lld GPU%s now, range %lld..%lld", now,
+                         now == 1 ? "" : "s", cli_int(el, "min_gpus", 0),
+                         cli_int(el, "max_gpus", 0));
+        if (to > 0 && w > 0 && (size_t)w < sizeof v)
+            snprintf(v + w, sizeof v - (size_t)w, "; resizing to %lld", to);
+        cli_kv(&t, "Elastic", v);
+    }
     struct cli_buf place = {0};
     const char *nodes[CLI_NODES_MAX];
     size_t nn = 0;

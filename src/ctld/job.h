@@ -102,7 +102,34 @@ typedef struct cjob {
                                  * passes over every job read it, not the spec) */
     bool dep_met;               /* its dependency held once (depend.c): it stays met */
     uint64_t dep_sig;           /* depend.c: the named jobs' states when it last waited */
+    /* elastic jobs (elastic.c): the whole GPUs its tasks ask for now (0 =
+     * its minimum), and the size the cycle resized it to, taken when its
+     * run has stopped (0 = none) */
+    int elastic_gpus, resize_to;
+    int elastic_prev;           /* the size it had before its last resize, 0 = none */
 } cjob;
+
+/* elastic.c, under c->mu: */
+/* Task group g of j's spec at the size j asks for now (an elastic group's
+ * count or GPUs grown by j->elastic_gpus over the minimum). */
+ts_task_spec ctld_elastic_group(const cjob *j, int g);
+/* Sets j->sj's elastic range from its spec; when j holds a placement that
+ * is not its minimum (a grown job found running at a restart), takes the
+ * size from it. Called by ctld_job_build before it expands the tasks. */
+void ctld_elastic_build(cjob *j);
+/* Plans the cycle's resize of running job j into t: a preemption with its
+ * checkpoint signal and grace, requeued at once; j->resize_to noted.
+ * TS_ECONFLICT as ctld_fsm_plan. */
+struct ctld_txn;
+int ctld_elastic_plan(ctld *c, struct ctld_txn *t, cjob *j, const ts_cycle_resize *rs,
+                      double now, ts_err *err);
+/* After a cycle, waiting job j lacked room for the reason given: a job
+ * grown by a resize that does not fit at its new size asks for the size it
+ * had, then for its minimum (true: its tasks changed, another cycle is due). */
+bool ctld_elastic_fallback(ctld *c, cjob *j, int reason);
+/* A resized job's run has stopped: its tasks are built again at
+ * j->resize_to (what the scheduler tracks of it kept). */
+int ctld_elastic_apply(ctld *c, cjob *j, ts_err *err);
 
 
 /* Under c->mu: */

@@ -423,6 +423,9 @@ static void apply_one(ctld *c, ctld_change *ch, double now)
         }
         j->restart_now = false;
         j->reaped = false;
+        ts_err e;
+        if (ctld_elastic_apply(c, j, &e) != 0) /* a resize: its tasks at the new size */
+            fprintf(stderr, "tesserad: job %lld: resize: %s\n", (long long)j->row.id, e.msg);
     }
     if (ch->fx & FX_REMOVE)
         ctld_job_remove(c, j);

@@ -258,6 +258,14 @@ static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, 
             rc = 0;
         }
     }
+    for (int k = 0; rc == 0 && k < d->nresizes; k++) {
+        cjob *v = r[d->resizes[k].job];
+        rc = ctld_elastic_plan(c, t, v, &d->resizes[k], now, err);
+        if (rc == TS_ECONFLICT) {
+            decision_refused(&v->sj, err);
+            rc = 0;
+        }
+    }
     /* an event when a job first gets the reservation */
     if (rc == 0 && d->reserved >= 0 && w[d->reserved]->row.id != c->reserved_id) {
         cjob *j = w[d->reserved];
@@ -633,6 +641,8 @@ static void cycle_reasons(ctld *c, cycle_run *r)
             j->queue_tenant = j->queue_cluster = j->las_level = -1;
             continue;
         }
+        if (ctld_elastic_fallback(c, j, p->reason))
+            c->dirty = true; /* a grown elastic job that did not fit asks for less */
         const char *why_name = ts_pending_name(p->reason);
         size_t wl = strlen(why_name);
         if (wl < sizeof j->row.reason && strcmp(j->row.reason, why_name) != 0)

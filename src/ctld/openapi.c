@@ -63,7 +63,10 @@ static const struct {
      "\"null\"]},\"signal\":{\"type\":[\"integer\",\"null\"]},"
      "\"ranks\":{\"type\":[\"array\",\"null\"],"
      "\"items\":{\"$ref\":\"#/components/schemas/JobRank\"}},"
-     "\"run_as\":{\"type\":[\"object\",\"null\"]}}}"},
+     "\"run_as\":{\"type\":[\"object\",\"null\"]},"
+     "\"elastic\":{\"type\":[\"object\",\"null\"],\"properties\":{"
+     "\"min_gpus\":{\"type\":\"integer\"},\"max_gpus\":{\"type\":\"integer\"},"
+     "\"gpus\":{\"type\":\"integer\"},\"resize_to\":{\"type\":\"integer\"}}}}}"},
     {"JobOne",
      "{\"type\":\"object\",\"required\":[\"job\"],"
      "\"properties\":{\"job\":{\"$ref\":\"#/components/schemas/Job\"}}}"},

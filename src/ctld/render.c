@@ -51,6 +51,28 @@ static void render_result(const ts_job_row *row, json_t *doc)
  * in all), "4×0.25 H100-80GB (1 GPU)" (shares, and the GPUs they add up
  * to), "2×1g.10gb" (MIG instances); groups joined by " + "; "-" without
  * GPUs. The model is the one the job runs on (or asked for), else "any". */
+/* A number, or an elastic range's minimum ({min, max}). */
+static long long int_or_min(const json_t *v)
+{
+    return json_integer_value(json_is_object(v) ? json_object_get(v, "min") : v);
+}
+
+/* An elastic job's range and the size it runs at or asks for (docs/api.md
+ * "Job" elastic), or null. */
+static json_t *elastic_doc(const ts_job_row *live, const cjob *active, const json_t *placement)
+{
+    if (!active || active->sj.elastic_max_gpus <= 0)
+        return json_null();
+    int now = 0;
+    size_t i;
+    json_t *t;
+    json_array_foreach(placement, i, t) now += (int)json_array_size(json_object_get(t, "gpus"));
+    if (!live->placement_json)
+        now = active->elastic_gpus;
+    return json_pack("{s:i,s:i,s:i,s:i}", "min_gpus", active->sj.elastic_min_gpus, "max_gpus",
+                     active->sj.elastic_max_gpus, "gpus", now, "resize_to", active->resize_to);
+}
+
 static json_t *gpus_text(const json_t *spec, const char *model)
 {
     char out[1024] = "";
@@ -59,8 +81,8 @@ static json_t *gpus_text(const json_t *spec, const char *model)
     size_t i;
     json_t *t;
     json_array_foreach(json_object_get(spec, "tasks"), i, t) {
-        long long count = json_integer_value(json_object_get(t, "count"));
-        long long gpus = json_integer_value(json_object_get(t, "gpus"));
+        long long count = int_or_min(json_object_get(t, "count"));
+        long long gpus = int_or_min(json_object_get(t, "gpus"));
         const json_t *frac = json_object_get(t, "gpu_fraction");
         const char *mig = json_string_value(json_object_get(t, "mig_profile"));
         char one[320];
@@ -129,6 +151,7 @@ json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active
                                                            "uid", (json_int_t)row->run_uid)
                                                : json_null());
         json_object_set_new(doc, "gpus_text", gpus_text(spec, row->gpu_model));
+        json_object_set_new(doc, "elastic", elastic_doc(live, active, placement));
         if (active && active->pull_seen_s > 0 && live->state == TS_JOB_RUNNING) {
             /* started, its image still coming to a node (docs/images.md) */
             json_object_set_new(doc, "image_pull",

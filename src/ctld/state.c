@@ -300,16 +300,18 @@ int ctld_job_build(ctld *c, cjob *j, ts_err *err)
     /* not ranked yet (the cycle sets these while the job waits) */
     j->reserved_at_s = j->estimated_s = -1.0;
     j->queue_tenant = j->queue_cluster = j->las_level = -1;
+    ctld_elastic_build(j); /* the size it asks for: its tasks below */
     int n = 0;
     for (int g = 0; g < sp->ntasks; g++)
-        n += sp->tasks[g].count;
+        n += ctld_elastic_group(j, g).count;
     j->tasks = calloc((size_t)n, sizeof *j->tasks);
     if (!j->tasks)
         return ts_err_set(err, TS_ENOMEM, "out of memory");
     j->ntasks = n;
     int k = 0;
     for (int g = 0; g < sp->ntasks; g++) {
-        const ts_task_spec *t = &sp->tasks[g];
+        ts_task_spec tg = ctld_elastic_group(j, g);
+        const ts_task_spec *t = &tg;
         ts_request r = {.cpu_milli = t->cpu_milli, .mem_mib = t->mem_mib, .mig_profile = -1};
         if (t->gpu_model[0]) {
             int m = ts_gpu_model_lookup(t->gpu_model);
@@ -380,6 +382,7 @@ int ctld_job_build(ctld *c, cjob *j, ts_err *err)
         return TS_EINVAL;
     s->ckpt_signal = sp->ckpt_signal;
     s->ckpt_grace_s = sp->ckpt_grace_s;
+    ctld_elastic_build(j); /* its range, into sj */
     s->held = j->row.state == TS_JOB_HELD;
     j->reserved_at_s = -1.0;
     j->queue_tenant = j->queue_cluster = j->las_level = -1;

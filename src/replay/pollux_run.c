@@ -7,7 +7,11 @@
  * cycle's nodes, a gang of node-sized tasks and the remainder), else on the
  * nodes with the most free GPUs, as the artifact's Tiresias does. Rigid
  * jobs run the GPU count and batch size the workload gives. Elastic jobs ask
- * the policy for its minimum; the GPUs no minimum uses are granted where
+ * the policy for its minimum. A policy that resizes (`tessera`: the
+ * production cycle's elastic step, docs/scheduler.md "Elastic jobs") is told
+ * each running job's speedup curve and time left and says each job's size
+ * (ops->size); a resized job is placed again where the policy put it. For
+ * the others the GPUs no minimum uses are granted where
  * goodput gains most (src/sched/elastic.h) and are invisible to the policy: a
  * job the policy starts goes where it says if those GPUs are free, else on
  * the nodes with the most free GPUs, and extras are taken back (first, before
@@ -54,6 +58,11 @@ typedef struct elastic_ctx {
     double *speedup;   /* scratch: (total + 1) per grant candidate */
     ts_elastic_job *ej;
     int *ejob, *target;
+    /* the policy resizes (ops->size, the production cycle's elastic step):
+     * the view's elastic arrays, per job */
+    int *emax;
+    const double **esp;
+    double *eleft;
 } elastic_ctx;
 
 /* Seconds an elastic job still needs at g GPUs, at its best batch. */
@@ -207,6 +216,9 @@ static void elastic_free(elastic_ctx *e)
     free(e->ej);
     free(e->ejob);
     free(e->target);
+    free(e->emax);
+    free(e->esp);
+    free(e->eleft);
 }
 
 static int elastic_init(elastic_ctx *e, const ts_pm_app *const *apps, const ts_pm_wjob *jobs,
@@ -239,9 +251,47 @@ static int elastic_init(elastic_ctx *e, const ts_pm_app *const *apps, const ts_p
     e->ej = calloc(nn, sizeof *e->ej);
     e->ejob = calloc(nn, sizeof *e->ejob);
     e->target = calloc(nn, sizeof *e->target);
-    if (!e->minrow || !e->min || !e->speedup || !e->ej || !e->ejob || !e->target)
+    e->emax = calloc(nn, sizeof *e->emax);
+    e->esp = calloc(nn, sizeof *e->esp);
+    e->eleft = calloc(nn, sizeof *e->eleft);
+    for (int j = 0; e->emax && e->esp && e->speedup && j < n; j++) {
+        int a = jobs[j].app;
+        e->emax[j] = e->max_gpus[a] > e->min[j] ? e->max_gpus[a] : e->min[j];
+        e->esp[j] = &e->speedup[(size_t)j * (size_t)(total + 1)];
+    }
+    if (!e->minrow || !e->min || !e->speedup || !e->ej || !e->ejob || !e->target || !e->emax ||
+        !e->esp || !e->eleft)
         return ts_err_set(err, TS_ENOMEM, "out of memory");
     return 0;
+}
+
+/* GPUs job j holds now. */
+static int held(const int *alloc, int j, int nodes)
+{
+    int g = 0;
+    for (int i = 0; i < nodes; i++)
+        g += alloc[(size_t)j * nodes + i];
+    return g;
+}
+
+/* What a policy that resizes is told: each running elastic job's speedup
+ * curve at its current epoch (over its goodput at 1 GPU, as grant() has it)
+ * and its time left at its size. */
+static void curves(elastic_ctx *e, const ts_pm_wjob *jobs, const ts_pm_job *pj,
+                   const int *pending, int np, const bool *holding, const int *alloc, int nodes,
+                   int total)
+{
+    for (int k = 0; k < np; k++) {
+        int j = pending[k], a = jobs[j].app;
+        if (!holding[j] || e->emax[j] <= e->min[j])
+            continue;
+        double *sp = &e->speedup[(size_t)j * (size_t)(total + 1)];
+        double base = ts_pm_goodput_best(e->gp[a], 1, pj[j].epoch, NULL);
+        sp[0] = 0;
+        for (int g = 1; g <= e->emax[j]; g++)
+            sp[g] = base > 0 ? ts_pm_goodput_best(e->gp[a], g, pj[j].epoch, NULL) / base : 1;
+        e->eleft[j] = elastic_left_s(e, &pj[j], a, held(alloc, j, nodes));
+    }
 }
 
 int ts_pm_run_policy(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int n, int nodes,
@@ -268,6 +318,7 @@ int ts_pm_run_policy(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int n
     int *node_free = calloc((size_t)nodes, sizeof *node_free);
     void *state = NULL;
     elastic_ctx ectx, *e = kind != TS_PM_RIGID ? &ectx : NULL;
+    bool via = e && ops->size; /* the policy's cycle resizes, not grant() */
     int rc = 0;
     if (e && (rc = elastic_init(e, apps, jobs, n, nodes, gpus_per_node, kind, err)) != 0)
         goto out;
@@ -321,13 +372,19 @@ int ts_pm_run_policy(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int n
                             .njobs = n, .pending = pending, .npending = np,
                             .holding = holding, .work_left_s = work_left, .total_gpus = total,
                             .at_risk_s = at_risk, .gpus_per_node = gpus_per_node};
+        if (via) {
+            curves(e, jobs, pj, pending, np, holding, alloc, nodes, total);
+            v.elastic_max = e->emax;
+            v.elastic_speedup = e->esp;
+            v.elastic_left_s = e->eleft;
+        }
         memset(run, 0, nn * sizeof *run);
         memset(changed, 0, nn * sizeof *changed);
         ops->decide(state, &v, run);
         since = now;
-        for (int k = 0; k < np; k++) { /* holders not chosen stop */
+        for (int k = 0; k < np; k++) { /* holders not chosen stop, and resized ones */
             int j = pending[k];
-            if (holding[j] && !run[j]) {
+            if (holding[j] && (!run[j] || (via && ops->size(state, j) != held(alloc, j, nodes)))) {
                 ts_pm_job_reallocate(&pj[j], NULL, 0);
                 memset(&alloc[(size_t)j * nodes], 0, (size_t)nodes * sizeof *alloc);
                 holding[j] = false;
@@ -343,11 +400,12 @@ int ts_pm_run_policy(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int n
             int j = pending[k];
             if (!run[j])
                 continue;
-            chosen += rj[j].gpus;
+            int want = via ? ops->size(state, j) : rj[j].gpus;
+            chosen += want;
             if (holding[j])
                 continue;
             int *row = &alloc[(size_t)j * nodes];
-            place(ops, state, j, rj[j].gpus, nodes, node_free, row, e, alloc, n, changed);
+            place(ops, state, j, want, nodes, node_free, row, via ? NULL : e, alloc, n, changed);
             if (e)
                 memcpy(&e->minrow[(size_t)j * nodes], row, (size_t)nodes * sizeof *row);
             changed[j] = true;
@@ -357,7 +415,7 @@ int ts_pm_run_policy(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int n
                             total);
             goto out;
         }
-        if (e) {
+        if (e && !via) {
             for (int i = 0; i < nodes; i++) { /* what take-backs freed */
                 node_free[i] = gpus_per_node;
                 for (int j = 0; j < n; j++)

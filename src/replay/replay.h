@@ -104,6 +104,14 @@ typedef struct ts_replay_view {
     const ts_replay_tenant *tenants;
     int ntenants;
     int gpus_per_node;           /* the replayed nodes' size */
+    /* Optional (NULL: every job rigid), the Pollux job model's elastic runs:
+     * per job the most GPUs it may hold (jobs[j].gpus is its minimum; equal
+     * or 0: rigid), its speedup curve (elastic_speedup[j][g], g in
+     * 0..elastic_max[j]: goodput at g GPUs over goodput at its minimum) and
+     * its estimated time left. A policy with `size` resizes running jobs. */
+    const int *elastic_max;
+    const double *const *elastic_speedup;
+    const double *elastic_left_s;
 } ts_replay_view;
 
 /* init gets the job count and the tenant count (0: none) of the replay, so
@@ -129,6 +137,9 @@ typedef struct ts_replay_policy_ops {
      * when it does not know. The Pollux job model's replay (pollux_run.c)
      * reads it: a spread placement steps slower there. */
     int (*placement)(void *state, int j, int *per_node, int nodes);
+    /* optional: the GPUs running job j holds (an elastic job resized by the
+     * policy: the view's elastic_*), 0 when it does not hold any */
+    int (*size)(void *state, int j);
 } ts_replay_policy_ops;
 
 /* NULL-terminated list of the built-in policies; lookup by name or NULL. */

@@ -39,8 +39,10 @@
 
 typedef struct core_job {
     ts_request task[2];   /* [0] full tasks, [1] the remainder task */
-    ts_request *tasks;    /* ntasks, built once */
+    ts_request *tasks;    /* ntasks, built at its size (room for its largest) */
     int ntasks;
+    int min, size;        /* its GPUs asked in the view, and held or asked now (elastic) */
+    int before;           /* resized: the size it held before, 0 = not resized */
     ts_alloc *allocs;     /* while running */
     int tier;
     double start_s;
@@ -306,6 +308,31 @@ static int core_init(void **out, int njobs, int ntenants, ts_err *err)
 }
 
 /* The cluster, tenants and scheduler, once the first view says their sizes. */
+/* Tasks a job of g GPUs is: node-sized ones and the remainder. */
+static int tasks_for(const core_state *s, int g)
+{
+    return g <= s->gpn ? 1 : (g + s->gpn - 1) / s->gpn;
+}
+
+/* The most GPUs job j may hold (its elastic maximum, else its size). */
+static int largest(const ts_replay_view *v, int j)
+{
+    int g = v->jobs[j].gpus;
+    return v->elastic_max && v->elastic_max[j] > g ? v->elastic_max[j] : g;
+}
+
+/* Builds cj's tasks for g GPUs (room for them was kept at build). */
+static void set_size(const core_state *s, core_job *cj, int g)
+{
+    cj->size = g;
+    cj->ntasks = tasks_for(s, g);
+    for (int t = 0; t < cj->ntasks; t++) {
+        int take = g - t * s->gpn < s->gpn ? g - t * s->gpn : s->gpn;
+        cj->tasks[t] = (ts_request){.cpu_milli = 1000, .mem_mib = 1024, .num_gpu = take,
+                                    .gpu_milli = TS_MILLI_PER_GPU, .mig_profile = -1};
+    }
+}
+
 static int build(core_state *s, const ts_replay_view *v)
 {
     ts_err err;
@@ -363,10 +390,8 @@ static int build(core_state *s, const ts_replay_view *v)
     if (rc != 0)
         return rc;
     int total_tasks = 0;
-    for (int j = 0; j < s->njobs; j++) {
-        int g = v->jobs[j].gpus;
-        total_tasks += g <= s->gpn ? 1 : (g + s->gpn - 1) / s->gpn;
-    }
+    for (int j = 0; j < s->njobs; j++)
+        total_tasks += tasks_for(s, largest(v, j));
     s->tasks = calloc((size_t)(total_tasks > 0 ? total_tasks : 1), sizeof *s->tasks);
     if (!s->tasks)
         return TS_ENOMEM;
@@ -377,12 +402,9 @@ static int build(core_state *s, const ts_replay_view *v)
         cj->submit_s = v->jobs[j].submit_s;
         cj->est_s = cj->first_start_s = -1.0;
         cj->tasks = &s->tasks[k];
-        cj->ntasks = g <= s->gpn ? 1 : (g + s->gpn - 1) / s->gpn;
-        for (int t = 0; t < cj->ntasks; t++) {
-            int take = g - t * s->gpn < s->gpn ? g - t * s->gpn : s->gpn;
-            s->tasks[k++] = (ts_request){.cpu_milli = 1000, .mem_mib = 1024, .num_gpu = take,
-                                         .gpu_milli = TS_MILLI_PER_GPU, .mig_profile = -1};
-        }
+        k += tasks_for(s, largest(v, j));
+        cj->min = g;
+        set_size(s, cj, g);
     }
     if (s->images && !(s->img = replay_images_new(s->njobs, nodes)))
         return TS_ENOMEM;
@@ -394,7 +416,12 @@ static ts_job view_job(const core_state *s, const ts_replay_view *v, int j)
 {
     const core_job *cj = &s->jobs[j];
     int tenant = v->ntenants > 0 ? 1 + v->jobs[j].tenant : 1;
-    return (ts_job){.id = j + 1, .tenant = tenant, .tier = cj->tier,
+    bool elastic = v->elastic_max && v->elastic_max[j] > cj->min;
+    return (ts_job){.elastic_min_gpus = elastic ? cj->min : 0,
+                    .elastic_max_gpus = elastic ? v->elastic_max[j] : 0,
+                    .elastic_speedup = elastic && v->elastic_speedup ? v->elastic_speedup[j]
+                                                                     : NULL,
+                    .elastic_left_s = elastic && v->elastic_left_s ? v->elastic_left_s[j] : 0,.id = j + 1, .tenant = tenant, .tier = cj->tier,
                     .submit_s = v->jobs[j].submit_s, .tasks = cj->tasks, .ntasks = cj->ntasks,
                     /* as a job spec that names no level: compact first
                      * (docs/job-spec.md, topology) */
@@ -411,7 +438,7 @@ static void stop(core_state *s, const ts_replay_view *v, int j)
     core_job *cj = &s->jobs[j];
     ts_job job = view_job(s, v, j);
     ts_sched_stop(s->s, &job, v->now_s, NULL);
-    cj->attained_gpu_s += (v->now_s - cj->start_s) * v->jobs[j].gpus;
+    cj->attained_gpu_s += (v->now_s - cj->start_s) * cj->size;
     cj->queued_s = v->now_s;
     free(cj->allocs);
     cj->allocs = NULL;
@@ -450,7 +477,7 @@ static int waiting_view(core_state *s, const ts_replay_view *v)
         int j = s->wk[k].j;
         core_job *cj = &s->jobs[j];
         int t = v->ntenants > 0 ? 1 + v->jobs[j].tenant : 1;
-        int64_t need = (int64_t)v->jobs[j].gpus * TS_MILLI_PER_GPU;
+        int64_t need = (int64_t)cj->size * TS_MILLI_PER_GPU;
         int64_t guar = ts_quota_tenants(s->q)->t[t].guaranteed[dim];
         cj->tier = s->gsum[t] + need <= guar ? TS_TIER_GUARANTEED : TS_TIER_OPPORTUNISTIC;
         if (cj->tier == TS_TIER_GUARANTEED)
@@ -522,7 +549,18 @@ static int core_cycle(core_state *s, const ts_replay_view *v)
             cj->first_start_s = v->now_s;
         s->running[j] = true;
     }
-    return s->d.npreempts;
+    /* an elastic job resized: it stops (its checkpoint, as a preemption's)
+     * and waits at its new size; the next cycle of this decision places it */
+    for (int k = 0; k < s->d.nresizes; k++) {
+        int j = s->ri[s->d.resizes[k].job];
+        if (!s->running[j])
+            continue;
+        stop(s, v, j);
+        if (s->jobs[j].before == 0)
+            s->jobs[j].before = s->jobs[j].size;
+        set_size(s, &s->jobs[j], s->d.resizes[k].gpus);
+    }
+    return s->d.npreempts + s->d.nresizes;
 }
 
 static void core_decide(void *p, const ts_replay_view *v, bool *run)
@@ -548,8 +586,29 @@ static void core_decide(void *p, const ts_replay_view *v, bool *run)
     for (int round = 0; round < CORE_CYCLES_MAX; round++)
         if ((nw = core_cycle(s, v)) <= 0)
             break;
+    /* a job resized this decision that the cycles could not place at its
+     * new size asks for the size it had (its GPUs were freed for it): one
+     * more cycle, which resizes nothing */
+    bool back = false;
+    for (int j = 0; j < s->njobs; j++) {
+        core_job *cj = &s->jobs[j];
+        if (!s->running[j] && cj->before > 0 && cj->size != cj->before) {
+            set_size(s, cj, cj->before);
+            back = true;
+        }
+        cj->before = 0;
+    }
+    if (back && nw >= 0) {
+        ts_replay_view rigid = *v;
+        rigid.elastic_max = NULL;
+        nw = core_cycle(s, &rigid);
+    }
     if (s->probe && nw >= 0)
         probe_note(s, v, s->lastnw);
+    /* one still not placed asks for its minimum again */
+    for (int j = 0; j < s->njobs; j++)
+        if (!s->running[j] && s->jobs[j].size != s->jobs[j].min)
+            set_size(s, &s->jobs[j], s->jobs[j].min);
     for (int i = 0; i < v->npending; i++)
         run[v->pending[i]] = s->running[v->pending[i]];
 }
@@ -596,6 +655,12 @@ static int core_placement(void *state, int j, int *per_node, int nodes)
     return g;
 }
 
+static int core_size(void *state, int j)
+{
+    const core_state *s = state;
+    return s->running[j] ? s->jobs[j].size : 0;
+}
+
 /* The same cycle with the image model (replay_images.c): told where images
  * are (tessera-img) or not (tessera-img-blind), the figures to stderr. */
 static int core_init_img(void **out, int njobs, int ntenants, ts_err *err)
@@ -616,17 +681,18 @@ static int core_init_img_blind(void **out, int njobs, int ntenants, ts_err *err)
 
 const ts_replay_policy_ops ts_replay_tessera_img_ops = {
     "tessera-img", true, core_init_img, core_decide, NULL, core_free, core_estimates,
-    core_placement};
+    core_placement, core_size};
 const ts_replay_policy_ops ts_replay_tessera_img_blind_ops = {
     "tessera-img-blind", true, core_init_img_blind, core_decide, NULL, core_free,
-    core_estimates, core_placement};
+    core_estimates, core_placement, core_size};
 
 const ts_replay_policy_ops ts_replay_core_ops = {"core", true, core_init, core_decide, NULL,
-                                                 core_free, core_estimates, core_placement};
+                                                 core_free, core_estimates, core_placement,
+                                                 core_size};
 /* `tessera` in every table is the same: the production cycle */
 const ts_replay_policy_ops ts_replay_tessera_ops = {"tessera", true, core_init, core_decide,
                                                     NULL, core_free, core_estimates,
-                                                    core_placement};
+                                                    core_placement, core_size};
 
 bool ts_replay_runs_cycle(const ts_replay_policy_ops *ops)
 {

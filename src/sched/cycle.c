@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sched/cycle_internal.h"
+#include "sched/elastic.h"
 #include "tessera/node_select.h"
 
 /* The las defaults (docs/scheduler.md has the sweep behind them). */
@@ -75,6 +76,7 @@ void ts_sched_config_default(ts_sched_config *cfg)
     cfg->fair_reclaim = false; /* measured, not the default: docs/scheduler.md step 6 */
     cfg->las_fifo_within_level = true;
     cfg->victims_fewest_gpus = true;
+    cfg->elastic_resize_cost_s = TS_ELASTIC_RESIZE_COST_DEFAULT_S;
 }
 
 int ts_job_array_expand(const ts_job *tmpl, int n, int64_t first_id, ts_job *out, ts_err *err)
@@ -450,6 +452,7 @@ void ts_decision_fini(ts_decision *d)
 {
     free(d->starts);
     free(d->preempts);
+    free(d->resizes);
     free(d->pending);
     free(d->alloc_pool);
     free(d->why_buf);

@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "sched/cycle_loop.h"
+#include "sched/elastic.h"
 #include "tessera/fmt.h"
 
 #define PREFETCH_AHEAD 6 /* jobs of one tenant fetched ahead in the ordered pass */
@@ -535,6 +536,7 @@ int cycle_decide(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
         return rc;
     d->nstarts = 0;
     d->npreempts = 0;
+    d->nresizes = 0;
     d->reserved = -1;
     d->reserved_at_s = -1.0;
     d->planned = -1;
@@ -550,6 +552,7 @@ int cycle_decide(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
     if (rc == 0)
         rc = run_order(&l);
     blockers_clear(s);
+    rc = rc ? rc : cycle_elastic(s, now, waiting, nwaiting, running, nrunning, d);
     for (int k = 0; k < d->nstarts; k++)
         d->starts[k].allocs = d->alloc_pool + l.start_off[k];
     for (int i = 0; rc == 0 && i < nwaiting; i++)
@@ -560,6 +563,7 @@ int cycle_decide(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
          * bound on the copies goes at the next sync) */
         d->nstarts = 0;
         d->npreempts = 0;
+        d->nresizes = 0;
         d->reserved = -1;
         d->reserved_at_s = -1.0;
         d->planned = -1;

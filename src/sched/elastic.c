@@ -9,8 +9,19 @@
  * costs it a restart, counted as the speedup it loses in that time spread
  * over its remaining time, TS_ELASTIC_GAIN_OVER_COST times over; so a job
  * keeps its size unless the cluster gains clearly more elsewhere.
+ *
+ * cycle_elastic is the cycle's last step: it counts the free GPUs and the
+ * GPUs the waiting jobs lack room for, and turns the grant over the
+ * running elastic jobs into resizes. It decides sizes, not places: a
+ * resize is a requeue at the new size, placed all or nothing by the next
+ * cycle as any job is (docs/scheduler.md, "Elastic jobs").
  */
 #include "sched/elastic.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/cycle_internal.h"
 
 static double value(const ts_elastic_job *j, int g, double resize_cost_s)
 {
@@ -52,4 +63,139 @@ int ts_elastic_grant(const ts_elastic_job *jobs, int n, int pool, double resize_
         target[bi] = bg;
     }
     return pool - left;
+}
+
+/* Waiting work that lacks room (not what waits for its quota, a hold or a
+ * dependency): the GPUs it asks for are owed before any job grows. */
+static bool lacks_room(int reason)
+{
+    switch (reason) {
+    case TS_PEND_CAPACITY:
+    case TS_PEND_TOPOLOGY:
+    case TS_PEND_FRAGMENTATION:
+    case TS_PEND_GANG:
+    case TS_PEND_RESERVATION:
+    case TS_PEND_PREEMPTING:
+    case TS_PEND_CONSTRAINT:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Is running job j elastic and free to change size now? */
+static bool resizable(const ts_job *j, int64_t cur)
+{
+    return j->elastic_max_gpus > j->elastic_min_gpus && j->elastic_min_gpus >= 1 &&
+           cur >= j->elastic_min_gpus && cur <= j->elastic_max_gpus && !j->stopping;
+}
+
+/* speedup[0..max] for the grant: the job's own curve (or g / min), sizes
+ * off its step (or below its minimum) made worthless so the grant never
+ * lands on them. */
+static void fill_speedup(const ts_job *j, double *sp)
+{
+    int step = j->elastic_step_gpus > 0 ? j->elastic_step_gpus : 1;
+    for (int g = 0; g <= j->elastic_max_gpus; g++) {
+        bool on = g >= j->elastic_min_gpus && (g - j->elastic_min_gpus) % step == 0;
+        double v = j->elastic_speedup ? j->elastic_speedup[g]
+                                      : (double)g / (double)j->elastic_min_gpus;
+        sp[g] = on && v > 0 ? v : 0.0;
+    }
+    if (sp[j->elastic_min_gpus] <= 0)
+        sp[j->elastic_min_gpus] = 1.0;
+}
+
+int cycle_elastic(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
+                  const ts_job *running, int nrunning, ts_decision *d)
+{
+    d->nresizes = 0;
+    if (s->cfg.elastic_resize_cost_s < 0)
+        return 0;
+    int n = 0;
+    size_t nsp = 0;
+    for (int r = 0; r < nrunning; r++) {
+        const ts_job *j = &running[r];
+        if (j->elastic_max_gpus > 0 && resizable(j, cycle_job_gpus(j))) {
+            n++;
+            nsp += (size_t)j->elastic_max_gpus + 1;
+        }
+    }
+    if (n == 0)
+        return 0;
+    int rc = TS_ENOMEM;
+    ts_elastic_job *ej = malloc((size_t)n * sizeof *ej);
+    int *idx = malloc((size_t)n * sizeof *idx), *target = malloc((size_t)n * sizeof *target);
+    double *sp = malloc(nsp * sizeof *sp);
+    bool *victim = calloc((size_t)nrunning, sizeof *victim);
+    if (!ej || !idx || !target || !sp || !victim)
+        goto out;
+    for (int k = 0; k < d->npreempts; k++)
+        victim[d->preempts[k].victim] = true;
+    /* what waits for room is owed first; the free GPUs are what the cycle
+     * left (its starts are bound), on nodes that take work */
+    int64_t owed = 0, free_gpus = 0;
+    for (int i = 0; i < nwaiting; i++)
+        if (lacks_room(d->pending[i].reason))
+            owed += cycle_job_gpus(&waiting[i]);
+    for (int i = 0; i < s->c->nnodes; i++)
+        if (ts_gang_index_node_enabled(s->ix, i))
+            free_gpus += s->c->nodes[i].gpus_free;
+    int64_t pool = 0, extras = 0; /* the minimums, then what is spare */
+    n = 0;
+    double *next = sp;
+    for (int r = 0; r < nrunning; r++) {
+        const ts_job *j = &running[r];
+        int64_t cur = cycle_job_gpus(j);
+        if (j->elastic_max_gpus <= 0 || !resizable(j, cur) || victim[r])
+            continue;
+        fill_speedup(j, next);
+        double limit = j->time_limit_s > 0 ? j->time_limit_s : s->cfg.default_time_limit_s;
+        double left = j->elastic_left_s > 0 ? j->elastic_left_s : limit - (now - j->start_s);
+        ts_elastic_job e = {j->elastic_min_gpus, j->elastic_max_gpus, (int)cur, next,
+                            left > 0 ? left : 0, false};
+        /* a job that ran less than the minimum runtime keeps its size,
+         * unless waiting work needs its extras */
+        if (owed == 0 && now - j->start_s < s->cfg.reclaim_min_runtime_s)
+            e.min_gpus = e.max_gpus = (int)cur;
+        /* while work waits nobody grows: the grant then only chooses whose
+         * extras go back (the least speedup lost), and no more than owed */
+        if (owed > 0)
+            e.max_gpus = (int)cur;
+        next += j->elastic_max_gpus + 1;
+        extras += cur - e.min_gpus;
+        pool += e.min_gpus;
+        idx[n] = r;
+        ej[n++] = e;
+    }
+    /* the free GPUs and the extras, less what waiting work is owed: extras
+     * go back until it fits */
+    pool += free_gpus + extras > owed ? free_gpus + extras - owed : 0;
+    ts_elastic_grant(ej, n, (int)(pool < INT32_MAX ? pool : INT32_MAX),
+                     s->cfg.elastic_resize_cost_s, target);
+    rc = 0;
+    for (int k = 0; k < n; k++) {
+        bool grow = target[k] > ej[k].cur_gpus;
+        if (target[k] == ej[k].cur_gpus || (grow && owed > 0))
+            continue;
+        if (cycle_grow((void **)&d->resizes, &d->resizes_cap, d->nresizes + 1,
+                       sizeof *d->resizes) != 0) {
+            d->nresizes = 0;
+            rc = TS_ENOMEM;
+            break;
+        }
+        d->resizes[d->nresizes++] = (ts_cycle_resize){idx[k], target[k], ej[k].cur_gpus,
+                                                      !grow && owed > 0};
+        if (grow)
+            d->stats.grown++;
+        else
+            d->stats.shrunk++;
+    }
+out:
+    free(ej);
+    free(idx);
+    free(target);
+    free(sp);
+    free(victim);
+    return rc;
 }

@@ -9,16 +9,23 @@
  * the job a restart, so a job changes size only when the cluster gains
  * several times what that costs.
  *
- * Today the Pollux job model's replay calls it (src/replay/pollux_run.c);
- * ts_sched_cycle does not yet. Pure: no allocation, no state, any thread.
+ * ts_elastic_grant is pure (no allocation, no state, any thread); the
+ * Pollux job model's replay calls it (src/replay/pollux_run.c), and
+ * cycle_elastic, the cycle's last step, calls it on the running elastic
+ * jobs (docs/scheduler.md, "Elastic jobs").
  */
 #ifndef TS_SCHED_ELASTIC_H
 #define TS_SCHED_ELASTIC_H
 
 #include <stdbool.h>
 
+#include "tessera/cycle.h"
+
 /* A change of size must gain this many times what the restart costs. */
 #define TS_ELASTIC_GAIN_OVER_COST 4.0
+/* What a resize costs by default (ts_sched_config.elastic_resize_cost_s):
+ * a checkpoint, a stop and a restart, as the default grace allows. */
+#define TS_ELASTIC_RESIZE_COST_DEFAULT_S 60.0
 
 typedef struct ts_elastic_job {
     int min_gpus, max_gpus; /* 1 <= min <= max */
@@ -35,5 +42,15 @@ typedef struct ts_elastic_job {
  * (the minimums must fit in it). Returns the GPUs given out. */
 int ts_elastic_grant(const ts_elastic_job *jobs, int n, int pool, double resize_cost_s,
                      int *target);
+
+/* The cycle's last step (ts_sched_cycle, after the ordered pass): the
+ * running elastic jobs' new sizes into d->resizes. When waiting jobs lack
+ * room, GPUs above the minimums are taken back (no job grows); else the
+ * free GPUs and the extras are granted by ts_elastic_grant, a job resized
+ * at most once per cfg.reclaim_min_runtime_s of its run. Victims of this
+ * cycle's preemptions and stopping jobs keep their size. Reads the
+ * cluster, binds nothing. 0 or TS_ENOMEM (d then holds no resize). */
+int cycle_elastic(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
+                  const ts_job *running, int nrunning, ts_decision *d);
 
 #endif

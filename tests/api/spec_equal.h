@@ -37,6 +37,8 @@ static inline bool ts_test_spec_equal(const ts_job_spec *a, const ts_job_spec *b
         const ts_task_spec *x = &a->tasks[i], *y = &b->tasks[i];
         SPEC_DIFF(x->count == y->count, "tasks[].count");
         SPEC_DIFF(x->gpus == y->gpus, "tasks[].gpus");
+        SPEC_DIFF(x->count_max == y->count_max, "tasks[].count.max");
+        SPEC_DIFF(x->gpus_max == y->gpus_max, "tasks[].gpus.max");
         SPEC_DIFF(x->gpu_milli == y->gpu_milli, "tasks[].gpu_milli");
         SPEC_DIFF(x->gpu_mem_mib == y->gpu_mem_mib, "tasks[].gpu_mem_mib");
         SPEC_DIFF(strcmp(x->gpu_model, y->gpu_model) == 0, "tasks[].gpu_model");
