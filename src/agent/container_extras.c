@@ -24,6 +24,7 @@
  * image's /bin/sh, which a batch script needs anyway.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -76,7 +77,9 @@ static bool plain_folder(const char *path, mode_t mode, uid_t owner, char *why, 
 bool ts_agent_checkpoint_folder(const char *dir, uid_t uid, gid_t gid, char *why, size_t n)
 {
     char path[900];
-    if (dir[0] != '/' || strstr(dir, "/../") || strlen(dir) >= sizeof path) {
+    size_t len = strlen(dir);
+    if (dir[0] != '/' || strstr(dir, "/../") || strstr(dir, "/./") || len >= sizeof path ||
+        dir[len - 1] == '/' || (len >= 3 && strcmp(dir + len - 3, "/..") == 0)) {
         snprintf(why, n, "checkpoint_dir %.300s: not a clean absolute path", dir);
         return false;
     }
@@ -154,15 +157,27 @@ static int copy_libs(const char *cli, const char *kit, ts_err *err)
     return rc;
 }
 
-/* Removes a kit folder this agent made (no subfolders but lib/). */
+/* Removes the files of one folder of a kit, then the folder. */
+static void remove_flat(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            unlinkat(dirfd(d), e->d_name, 0);
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+/* Removes a kit folder this agent made: its files and lib/ (no other
+ * folder is ever made in one). */
 static void remove_kit(const char *kit)
 {
-    char cmd[4400];
-    if (strchr(kit, '\'') == NULL && access(kit, F_OK) == 0) {
-        snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", kit);
-        if (system(cmd) != 0)
-            fprintf(stderr, "tessera-agent: could not remove %s\n", kit);
-    }
+    char lib[4400];
+    snprintf(lib, sizeof lib, "%s/lib", kit);
+    remove_flat(lib);
+    remove_flat(kit);
 }
 
 int ts_agent_srun_kit_install(const char *slurm_dir, const char *cli, char *kit, size_t kit_len,

@@ -116,7 +116,7 @@ def fill_torch(files):
         with open(lst, "w") as f:
             f.write("\n".join(p.lstrip("/") for p in files) + "\n")
         # -h: a library's name in the image holds its file, as the loader asks
-        subprocess.run(f"tar -C / -chf - --files-from={lst} --exclude=__pycache__ "
+        subprocess.run(f"tar -C / --exclude=__pycache__ -chf - --files-from={lst} 2>/dev/null "
                        f"| tar -C {root} -xf -", shell=True, check=True)
         os.makedirs(os.path.join(root, "bin"), exist_ok=True)
         shutil.copy(shutil.which("busybox"), os.path.join(root, "bin", "busybox"))
@@ -190,7 +190,8 @@ def scenario_pytorch_preempted_in_an_image_resumes(c):
     j = c.wait_job(jid, ("completed", "failed"), 150)
     if not j:
         return
-    check(j.get("state") == "completed", f"the job completes: {j.get('state')} {j.get('why')}")
+    check(j.get("state") == "completed", f"the job completes: {j.get('state')} {j.get('why')} "
+          f"{j.get('ranks')} {c.output('r-1', jid, stream='err')[-1500:]!r}")
     check(c.job(rid).get("state") == "completed", "the guaranteed work ran")
     ev = c.events(jid)
     check(any(e.get("kind") == "requeued" and "checkpointed" in (e.get("detail") or "")
