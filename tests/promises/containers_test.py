@@ -164,7 +164,7 @@ def scenario_pytorch_preempted_in_an_image_resumes(c):
         check(False, f"{TORCH_PY} imports torch (Debian's python3-torch: scripts/install-deps)")
         return
     ref = registry().push_tree("team/torch:1", fill_torch(files))
-    steps = 1500
+    steps = 4000
     base_out = os.path.join(c.tmp, "base.pt")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TESSERA_")}
     env.update(PYTHONPATH=os.path.join(ROOT, "python"), OMP_NUM_THREADS="1",
@@ -194,6 +194,9 @@ def scenario_pytorch_preempted_in_an_image_resumes(c):
           f"{j.get('ranks')} {c.output('r-1', jid, stream='err')[-1500:]!r}")
     check(c.job(rid).get("state") == "completed", "the guaranteed work ran")
     ev = c.events(jid)
+    if j.get("state") != "completed":
+        print("  events:", [(e.get("time"), e.get("kind"), e.get("detail")) for e in ev],
+              "progress:", [ln for ln in progress(jid) if ln["event"] != "step"])
     check(any(e.get("kind") == "requeued" and "checkpointed" in (e.get("detail") or "")
               for e in ev), f"preempted, its checkpoint acknowledged, requeued: "
           f"{[str(e.get('kind')) + ':' + str(e.get('detail')) for e in ev]}")
