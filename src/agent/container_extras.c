@@ -147,8 +147,9 @@ static int copy_libs(const char *cli, const char *kit, ts_err *err)
         } else {
             continue; /* the vDSO, or nothing */
         }
-        snprintf(dst, sizeof dst, "%s/lib/%s", kit, base_of(name));
-        if (++copied > KIT_LIBS_MAX || !copy_file(path, dst, as_loader ? 0755 : 0644))
+        int k = snprintf(dst, sizeof dst, "%s/lib/%s", kit, base_of(name));
+        if (k < 0 || (size_t)k >= sizeof dst || ++copied > KIT_LIBS_MAX ||
+            !copy_file(path, dst, as_loader ? 0755 : 0644))
             rc = ts_err_set(err, TS_EIO, "srun kit: cannot copy %.300s", path);
     }
     int st = pclose(p);

@@ -164,7 +164,7 @@ def scenario_pytorch_preempted_in_an_image_resumes(c):
         check(False, f"{TORCH_PY} imports torch (Debian's python3-torch: scripts/install-deps)")
         return
     ref = registry().push_tree("team/torch:1", fill_torch(files))
-    steps = 4000
+    steps = 3000
     base_out = os.path.join(c.tmp, "base.pt")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TESSERA_")}
     env.update(PYTHONPATH=os.path.join(ROOT, "python"), OMP_NUM_THREADS="1",
