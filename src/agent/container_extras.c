@@ -105,9 +105,18 @@ bool ts_agent_checkpoint_folder(const char *dir, uid_t uid, gid_t gid, char *why
     return plain_folder(path, 0700, uid, why, n);
 }
 
-/* Copies src to dst (created with mode); false on any failure. */
+/* Copies src to dst (created with mode); false on any failure. A hard link
+ * where both are on one filesystem (an agent start then writes nothing): the
+ * kit is only ever bound read-only, and a package upgrade replaces a
+ * library by a new file, leaving the kit's as it was. */
 static bool copy_file(const char *src, const char *dst, mode_t mode)
 {
+    struct stat st;
+    if (linkat(AT_FDCWD, src, AT_FDCWD, dst, AT_SYMLINK_FOLLOW) == 0) {
+        if (lstat(dst, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 07777) == mode)
+            return true;
+        unlink(dst); /* another mode than the kit's: copied instead */
+    }
     int in = open(src, O_RDONLY | O_CLOEXEC);
     int out = in < 0 ? -1 : open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     bool ok = in >= 0 && out >= 0;
