@@ -79,9 +79,9 @@ static void container_cgroup(const char *path, ts_cg_dirs *d)
  * after its restart. */
 static void scoped_id(const char *id, const char *bundle, char *out, size_t n)
 {
-    unsigned long long h = 14695981039346656037ULL; /* FNV-1a 64 offset basis */
+    unsigned long long h = FNV64_OFFSET;
     for (const unsigned char *p = (const unsigned char *)bundle; *p; p++)
-        h = (h ^ *p) * 1099511628211ULL; /* FNV-1a 64 prime */
+        h = (h ^ *p) * FNV64_PRIME;
     snprintf(out, n, "%s-%016llx", id, h);
 }
 
