@@ -249,6 +249,13 @@ int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out
         fprintf(stderr, "tessera-agent: %s (Slurm jobs get no srun)\n", se.msg);
         a->slurm_bin[0] = '\0';
     }
+    char cli[4200];
+    agent_srun_cli(cli, sizeof cli);
+    if (a->slurm_bin[0] && cli[0] &&
+        ts_agent_srun_kit_install(a->slurm_bin, cli, a->slurm_kit, sizeof a->slurm_kit, &se) != 0) {
+        fprintf(stderr, "tessera-agent: %s (Slurm jobs in images get no srun)\n", se.msg);
+        a->slurm_kit[0] = '\0';
+    }
     /* tasks an earlier agent left running (or that ended while none ran) */
     ts_err e;
     /* the node's images (docs/images.md); without a store only bare tasks run */

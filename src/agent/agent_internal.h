@@ -134,6 +134,7 @@ struct ts_agent {
     char logs[600];
     char steps[600];       /* <state_dir>/steps: the tasks' step-time files */
     char slurm_bin[700];   /* <state_dir>/slurm: a Slurm job's srun; "" if not written */
+    char slurm_kit[720];   /* <state_dir>/slurm/kit: srun for an image; "" if not made */
     char mig_error[256];   /* the last MIG reconfiguration's error, "" none */
     json_t *log_answers;   /* output the controller asked for, sent with the next sync */
     size_t body_max;       /* the budget of a sync's body (TS_AGENT_BODY_MAX_BYTES) */
@@ -276,6 +277,18 @@ void ts_agent_data_use(ts_agent *a, const local_task *lt, const char *id, char *
 /* Its data digests into / out of the task record's meta (adoption). */
 void ts_agent_data_meta_put(const local_task *lt, json_t *meta);
 void ts_agent_data_meta_get(local_task *lt, json_t *meta);
+/* container_extras.c (docs/images.md "Checkpoints", "srun in an image").
+ * The job's checkpoint folder dir (<root>/<tenant>/<job>, as the controller
+ * named it), made when missing (the job's own folder for uid:gid), and fit
+ * to bind into a container: no other user can swap a link into its path;
+ * false with why otherwise. */
+bool ts_agent_checkpoint_folder(const char *dir, uid_t uid, gid_t gid, char *why, size_t n);
+/* Makes slurm_dir/kit afresh: a copy of the tessera CLI cli, its libraries
+ * and the node's loader, and an srun that runs them from slurm_dir, where
+ * the kit is bound in a container; its path into kit. 0, or a negative
+ * error with err filled (a container then has no srun). */
+int ts_agent_srun_kit_install(const char *slurm_dir, const char *cli, char *kit, size_t kit_len,
+                              ts_err *err);
 /* agent_image.c: who a container task is inside its image (its job's
  * `user`: "image" or "uid[:gid]"), as "uid:gid" into out, within the
  * tenant's rules the task carries (uid, allow_root, uid_range); out ""

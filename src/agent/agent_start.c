@@ -247,7 +247,7 @@ typedef struct task_start {
     char hca[512], tc[16], sl[16], pkey[16];
     ts_devnum devs[16];
     char bundle[700], secrets_dir[800];
-    ts_bundle_mount binds[3 + TASK_MOUNTS_MAX + TS_AGENT_DATA_MAX];
+    ts_bundle_mount binds[5 + TASK_MOUNTS_MAX + TS_AGENT_DATA_MAX];
     json_t *cdi;                  /* the container's GPUs (docs/images.md) */
     char cuser[64];               /* who it is inside the image when its job says */
     char ns_path[AGENT_NET_NS_PATH_MAX];
@@ -528,6 +528,44 @@ static size_t container_binds(ts_agent *a, local_task *lt, const json_t *t, task
     return nb + ts_agent_data_binds(lt, S->binds + nb, cap - nb);
 }
 
+/* Whether the task is a Slurm batch job's (`tessera sbatch` sets
+ * SLURM_JOB_NAME in its env), whose PATH names the node's srun folder. */
+static bool slurm_task(const json_t *t)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(t, "env"), i, v) {
+        const char *kv = json_string_value(v);
+        if (kv && strncmp(kv, "SLURM_JOB_NAME=", 15) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* In a container, once its user is known: the job's checkpoint folder
+ * (read-write, for that user) and a Slurm job's srun kit (read-only, where
+ * the node's srun folder is); the number of binds put. */
+static size_t container_extras(ts_agent *a, const json_t *t, task_start *S, ts_bundle_mount *b,
+                               size_t room)
+{
+    size_t nb = 0;
+    const char *ck = json_string_value(json_object_get(t, "checkpoint_dir"));
+    if (!S->why[0] && ck && nb < room) {
+        uid_t uid = S->pw ? S->pw->pw_uid : 0;
+        gid_t gid = S->pw ? S->pw->pw_gid : 0;
+        unsigned cu, cg;
+        if (S->cuser[0] && sscanf(S->cuser, "%u:%u", &cu, &cg) == 2) {
+            uid = (uid_t)cu;
+            gid = (gid_t)cg;
+        }
+        if (ts_agent_checkpoint_folder(ck, uid, gid, S->why, sizeof S->why))
+            b[nb++] = (ts_bundle_mount){ck, ck, true};
+    }
+    if (!S->why[0] && a->slurm_kit[0] && slurm_task(t) && nb < room)
+        b[nb++] = (ts_bundle_mount){a->slurm_kit, a->slurm_bin, false};
+    return nb;
+}
+
 /* A task in its image: the bundle, its binds, the shim bound in (an image
  * that cannot load it is refused: never a fractional task without its
  * limits, docs/images.md), its GPUs as CDI edits, its user inside. */
@@ -554,6 +592,8 @@ static void start_container(ts_agent *a, local_task *lt, const json_t *t, task_s
     if (!S->why[0])
         ts_agent_container_user(lt, t, S->cuser, sizeof S->cuser, S->why, sizeof S->why);
     S->spec.container_user = S->cuser[0] ? S->cuser : NULL;
+    nb += container_extras(a, t, S, S->binds + nb, sizeof S->binds / sizeof S->binds[0] - nb);
+    S->spec.nmounts = nb;
     /* inside the image; NULL: the image's own */
     S->spec.workdir = json_string_value(json_object_get(t, "workdir"));
     if (!S->argv || !S->argv[0])

@@ -150,6 +150,7 @@ typedef struct ts_bundle_spec {
     const ts_image *image;
     const char *const *argv;         /* NULL: the image's Entrypoint + Cmd */
     const char *const *env;          /* added to the image's Env, later wins */
+    const char *path_first;          /* put first on the image's PATH (a Slurm job's srun); NULL none */
     const char *workdir;             /* NULL: the image's WorkingDir, else "/" */
     const char *user;                /* "uid[:gid]"; NULL: the image's User (numeric) or 0 */
     const ts_bundle_mount *mounts;

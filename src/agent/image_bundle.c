@@ -111,8 +111,9 @@ static bool env_name_is(const char *kv, const char *name)
 }
 
 /* The image's Env, then the task's (later wins), except PATH and HOME: the
- * image's own, since the host's mean nothing inside it. */
-static json_t *merged_env(json_t *img_env, const char *const *env)
+ * image's own, since the host's mean nothing inside it; first, where given,
+ * the folder a Slurm job's srun is bound at. */
+static json_t *merged_env(json_t *img_env, const char *const *env, const char *path_first)
 {
     json_t *out = json_array();
     size_t i;
@@ -126,6 +127,15 @@ static json_t *merged_env(json_t *img_env, const char *const *env)
     if (!img_path)
         json_array_append_new(out, json_string("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:"
                                                "/usr/bin:/sbin:/bin"));
+    json_array_foreach(out, i, v) {
+        const char *kv = json_string_value(v);
+        if (path_first && *path_first && env_name_is(kv, "PATH")) {
+            char *np = NULL;
+            if (asprintf(&np, "PATH=%s%s%s", path_first, kv[5] ? ":" : "", kv + 5) > 0)
+                json_array_set_new(out, i, json_string(np));
+            free(np);
+        }
+    }
     for (size_t k = 0; env && env[k]; k++) {
         const char *eq = strchr(env[k], '=');
         if (!eq || env_name_is(env[k], "PATH") || env_name_is(env[k], "HOME"))
@@ -303,7 +313,7 @@ int ts_bundle_make(const ts_bundle_spec *b, ts_err *err)
     json_t *proc = json_pack(
         "{s:b, s:{s:I, s:I}, s:o, s:o, s:s, s:b, s:{s:O, s:O, s:O}}",
         "terminal", 0, "user", "uid", (json_int_t)uid, "gid", (json_int_t)gid, "args", args,
-        "env", merged_env(json_object_get(ic, "Env"), b->env), "cwd", cwd,
+        "env", merged_env(json_object_get(ic, "Env"), b->env, b->path_first), "cwd", cwd,
         "noNewPrivileges", 1, "capabilities", "bounding", caps, "effective", caps, "permitted",
         caps);
     json_decref(caps);

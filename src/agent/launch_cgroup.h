@@ -28,6 +28,9 @@
 #define TS_NVIDIA_GPU_MINOR_END 254u /* 254 nvidia-modeset, 255 nvidiactl: shared */
 #define TS_CG_PATH_MAX 768           /* = sizeof ts_task_info.cgroup_path */
 #define TS_CG_CPU_PERIOD_US 100000LL /* the CPU quota is per 100 ms */
+/* FNV-1a 64: the names an agent scopes to itself (its cgroup, its containers) */
+#define FNV64_OFFSET 0xcbf29ce484222325ULL
+#define FNV64_PRIME 0x100000001b3ULL
 #define TS_CG_CPU_QUOTA_MIN_US 1000LL /* the kernel refuses smaller quotas */
 
 /* The v1 controllers a task joins (in v2 one directory has them all). */

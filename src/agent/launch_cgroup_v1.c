@@ -48,8 +48,6 @@
 #define KILL_ROUND_NS 5000000L
 #define CREATE_TRIES 3               /* a keeper may remove the agent's directory meanwhile */
 #define MOUNTINFO_LINE_MAX 4096
-#define FNV64_OFFSET 0xcbf29ce484222325ULL
-#define FNV64_PRIME 0x100000001b3ULL
 #define PROC_DEVICES_LINE_MAX 256
 #define CGROUP_V1_MAGIC 0x27e0ebL   /* statfs f_type of a cgroup v1 hierarchy */
 

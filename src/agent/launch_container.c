@@ -71,6 +71,20 @@ static void container_cgroup(const char *path, ts_cg_dirs *d)
         memset(d, 0, sizeof *d);
 }
 
+/* The runtime's name for a task's container (and its cgroup's): the task id,
+ * then the FNV-1a hash of the bundle's folder. A runtime's names are
+ * host-wide, and two agents on one host (two clusters' tests, or nodes that
+ * share a host) each have a task j1-r0: one's delete must never end the
+ * other's container. The bundle's folder is the agent's own and the same
+ * after its restart. */
+static void scoped_id(const char *id, const char *bundle, char *out, size_t n)
+{
+    unsigned long long h = FNV64_OFFSET;
+    for (const unsigned char *p = (const unsigned char *)bundle; *p; p++)
+        h = (h ^ *p) * FNV64_PRIME;
+    snprintf(out, n, "%s-%016llx", id, h);
+}
+
 int ts_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
                          const char *const *env, const char *ack_dir, ts_container_plan *cp,
                          ts_err *err)
@@ -86,7 +100,7 @@ int ts_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
         return ts_err_set(err, TS_ENOENT, "task %s: the container runtime %s is not installed",
                           id, rt);
     snprintf(cp->bundle, sizeof cp->bundle, "%s", s->bundle_dir);
-    snprintf(cp->id, sizeof cp->id, "%s", id);
+    scoped_id(id, cp->bundle, cp->id, sizeof cp->id);
     static char run[] = "run", keep[] = "--keep", bundle_opt[] = "--bundle", del[] = "delete",
                 force[] = "--force";
     char *a0 = strrchr(cp->exe, '/') + 1;
@@ -114,7 +128,7 @@ int ts_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
     char user[64];
     snprintf(user, sizeof user, "%u:%u", (unsigned)ra->uid, (unsigned)ra->gid);
     char cg[128];
-    snprintf(cg, sizeof cg, TS_CONTAINER_CGROUP_PREFIX "%s", id);
+    snprintf(cg, sizeof cg, TS_CONTAINER_CGROUP_PREFIX "%s", cp->id);
     container_cgroup(cg, &cp->cg);
     ts_bundle_spec b = {
         .dir = cp->bundle, .container_id = id, .image = s->image,
@@ -123,7 +137,10 @@ int ts_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
         .user = s->container_user ? s->container_user : s->user || ra->change ? user : NULL,
         .mounts = m, .nmounts = nm,
         .memory_bytes = s->memory_bytes, .cpu_milli = s->cpu_milli, .pids_max = s->pids_max,
-        .cgroups_path = cg, .cdi_edits = s->cdi_edits};
+        .cgroups_path = cg, .cdi_edits = s->cdi_edits, .path_first = NULL};
+    for (size_t i = 0; env && env[i] && s->slurm_bin_dir; i++)
+        if (strncmp(env[i], "SLURM_JOB_NAME=", 15) == 0) /* its srun (docs/slurm.md) */
+            b.path_first = s->slurm_bin_dir;
     int rc = ts_bundle_make(&b, err);
     if (rc)
         ts_err_prefix(err, "task %s: ", id);

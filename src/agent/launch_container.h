@@ -22,11 +22,12 @@
 #include "launch_keeper.h"
 
 #define TS_CONTAINER_CGROUP_PREFIX "/tessera-tasks/"
+#define TS_CONTAINER_SCOPE_CHARS 17 /* "-" and 16 hex digits after the task id */
 
 typedef struct ts_container_plan {
     char exe[PATH_MAX];              /* the runtime */
     char *argv[8], *cleanup_argv[8]; /* point into the strings below */
-    char bundle[PATH_MAX], id[TS_TASK_ID_MAX + 1];
+    char bundle[PATH_MAX], id[TS_TASK_ID_MAX + 1 + TS_CONTAINER_SCOPE_CHARS];
     char *envp[2];                   /* the runtime's own environment */
     struct ts_run_as root;           /* the keeper starts the runtime as itself */
     ts_cg_dirs cg;                   /* the container's own cgroup (the runtime makes

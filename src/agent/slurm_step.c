@@ -24,8 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The tessera CLI next to this agent's own executable; "" when none. */
-static void cli_path(char *out, size_t size)
+void agent_srun_cli(char *out, size_t size)
 {
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -59,7 +58,7 @@ int agent_srun_install(const char *state_dir, char *dir, size_t dir_len, ts_err 
         return ts_err_set(err, TS_EIO, "srun: %s: %s", tmp, strerror(e));
     }
     char cli[4200];
-    cli_path(cli, sizeof cli);
+    agent_srun_cli(cli, sizeof cli);
     fputs("#!/bin/sh\n# srun for a step inside a Tessera batch job, written by tessera-agent "
           "(docs/slurm.md, \"Steps\")\n", f);
     if (cli[0])

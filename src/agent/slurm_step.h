@@ -14,4 +14,8 @@
  * job's srun line then fails as "srun: not found"). */
 int agent_srun_install(const char *state_dir, char *dir, size_t dir_len, ts_err *err);
 
+/* The tessera CLI next to this agent's own executable into out; "" when
+ * there is none (or its path holds a quote). */
+void agent_srun_cli(char *out, size_t size);
+
 #endif

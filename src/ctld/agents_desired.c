@@ -175,6 +175,8 @@ static void task_extras(const ctld *c, const cjob *j, json_t *t)
         snprintf(kv, sizeof kv, "TESSERA_CHECKPOINT_DIR=%s/%s/%lld", c->cfg.checkpoint_dir,
                  j->row.tenant, (long long)j->row.id);
         json_array_append_new(env, json_string(kv));
+        if (j->spec->image) /* bound into its container (docs/images.md "Checkpoints") */
+            json_object_set_new(t, "checkpoint_dir", json_string(kv + 23));
     }
     snprintf(kv, sizeof kv, "TESSERA_JOB_ID=%lld", (long long)j->row.id);
     json_array_append_new(env, json_string(kv));

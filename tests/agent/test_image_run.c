@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,14 +216,20 @@ static void grace_then_kill_and_adoption(void **state)
     ts_task *t;
     ts_err err = {0};
     assert_int_equal(ts_task_start(NULL, &s, &t, &err), 0);
-    char p[256];
-    snprintf(p, sizeof p, "/sys/fs/cgroup/memory/tessera-tasks/%s/memory.limit_in_bytes",
+    /* the runtime's name for it: the task id and a hash of this agent's bundle folder */
+    char pat[256], p[256] = "";
+    snprintf(pat, sizeof pat, "/sys/fs/cgroup/memory/tessera-tasks/%s-*/memory.limit_in_bytes",
              s.task_id);
     if (access("/sys/fs/cgroup/memory", F_OK) != 0)
-        snprintf(p, sizeof p, "/sys/fs/cgroup/tessera-tasks/%s/memory.max", s.task_id);
+        snprintf(pat, sizeof pat, "/sys/fs/cgroup/tessera-tasks/%s-*/memory.max", s.task_id);
     /* the runtime makes the cgroup, then writes its limits: wait for both */
-    for (int i = 0; i < 100 && atoll(slurp(p)) != 64LL << 20; i++)
+    for (int i = 0; i < 100 && atoll(slurp(p)) != 64LL << 20; i++) {
+        glob_t g;
+        if (glob(pat, 0, NULL, &g) == 0 && g.gl_pathc == 1)
+            snprintf(p, sizeof p, "%s", g.gl_pathv[0]);
+        globfree(&g);
         usleep(50000);
+    }
     assert_int_equal(atoll(slurp(p)), 64LL << 20);
     /* a new handle, as a restarted agent makes */
     ts_task_detach(t);
@@ -232,7 +239,7 @@ static void grace_then_kill_and_adoption(void **state)
     assert_int_equal(oc, TS_STOP_KILLED);
     /* the runtime no longer knows the container */
     char cmd[256];
-    snprintf(cmd, sizeof cmd, "runc state %s > /dev/null 2>&1", s.task_id);
+    snprintf(cmd, sizeof cmd, "runc list -q | grep -q '^%s-'", s.task_id);
     assert_int_not_equal(system(cmd), 0);
     ts_task_free(t);
     ts_bundle_remove(bundle);

@@ -91,6 +91,23 @@ class Registry:
         shutil.rmtree(bundle, ignore_errors=True)
         return layout
 
+    def push_tree(self, repo_tag, fill, env="PATH=/usr/bin:/bin"):
+        """An image of one layer holding what fill(rootfs) puts in an empty
+        root (an image built from a node's own files, or from packages),
+        pushed as repo_tag; returns the reference."""
+        name = repo_tag.replace("/", "-").replace(":", "-")
+        layout = os.path.join(self.work, "oci")
+        if not os.path.exists(layout):
+            _run(["umoci", "init", "--layout", layout])
+        _run(["umoci", "new", "--image", f"{layout}:{name}"])
+        bundle = os.path.join(self.work, "b-" + name)
+        _run(["umoci", "unpack", "--image", f"{layout}:{name}", bundle])
+        fill(os.path.join(bundle, "rootfs"))
+        _run(["umoci", "repack", "--image", f"{layout}:{name}", bundle])
+        _run(["umoci", "config", "--image", f"{layout}:{name}", "--config.env", env])
+        shutil.rmtree(bundle, ignore_errors=True)
+        return self.push(layout, name, repo_tag)
+
     def push(self, layout, name, repo_tag):
         _run(["skopeo", "copy", "--dest-tls-verify=false", f"oci:{layout}:{name}",
               f"docker://{self.host}/{repo_tag}"])

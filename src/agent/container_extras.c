@@ -1,0 +1,250 @@
+/*
+ * container_extras.c - what a container task gets from its node besides its
+ * image, its job's mounts and data: its job's checkpoint folder, and for a
+ * Slurm batch job the step client `srun` with everything it runs on
+ * (docs/images.md "Checkpoints" and "srun in an image").
+ *
+ * The checkpoint folder is the one the controller names
+ * (<checkpoint_dir>/<tenant>/<job>, sent as the task's `checkpoint_dir`),
+ * never a path from the job's own env: a task picks no host path to be
+ * bound. The agent is root and the folder sits on storage tasks write to, so
+ * it binds it only where no other user can swap a link in: the root and the
+ * tenant's folder are root's and written by nobody else, or sticky (made
+ * sticky, as /tmp, when missing, so that bare tasks still make their own
+ * folders there), and the job's folder is a real folder of the task's user
+ * (made here when missing).
+ *
+ * `srun` in a bare task is a script that runs the tessera CLI next to the
+ * agent (slurm_step.c); an image has neither that CLI nor the node's
+ * libraries. So the agent keeps a kit, <state_dir>/slurm/kit: a copy of the
+ * CLI, of every library it loads (as `ldd` lists them) and of the node's
+ * dynamic loader, and an srun that runs the CLI through that loader on those
+ * libraries alone. The kit is bound read-only where the node's srun folder
+ * is, so the PATH a Slurm job gets names it unchanged; it needs only the
+ * image's /bin/sh, which a batch script needs anyway.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/agent_internal.h"
+
+#define KIT_LIBS_MAX 128
+#define COPY_CHUNK_BYTES 65536
+
+#define SHARED_FOLDER_MODE 01777 /* a root or tenant folder made here: as /tmp */
+
+static const char *base_of(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* A folder at path (made when missing, chmod'ed to mode since the umask
+ * may have cut it), a real one, not a link, owned by owner; one written by
+ * others must be sticky, where no one renames what another owns. */
+static bool plain_folder(const char *path, mode_t mode, uid_t owner, char *why, size_t n)
+{
+    if (mkdir(path, mode) == 0) {
+        if (chmod(path, mode) != 0) {
+            snprintf(why, n, "checkpoint folder %.300s: chmod: %s", path, strerror(errno));
+            return false;
+        }
+    } else if (errno != EEXIST) {
+        snprintf(why, n, "checkpoint folder %.300s: %s", path, strerror(errno));
+        return false;
+    }
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(why, n, "checkpoint folder %.300s: not a folder", path);
+        return false;
+    }
+    if (st.st_uid != owner || ((st.st_mode & 022) && !(st.st_mode & S_ISVTX))) {
+        snprintf(why, n, "checkpoint folder %.300s: must be uid %u's and written by no one "
+                         "else (or sticky) for a container to get the job's folder",
+                 path, (unsigned)owner);
+        return false;
+    }
+    return true;
+}
+
+bool ts_agent_checkpoint_folder(const char *dir, uid_t uid, gid_t gid, char *why, size_t n)
+{
+    char path[900];
+    size_t len = strlen(dir);
+    if (dir[0] != '/' || strstr(dir, "/../") || strstr(dir, "/./") || len >= sizeof path ||
+        dir[len - 1] == '/' || (len >= 3 && strcmp(dir + len - 3, "/..") == 0)) {
+        snprintf(why, n, "checkpoint_dir %.300s: not a clean absolute path", dir);
+        return false;
+    }
+    snprintf(path, sizeof path, "%s", dir);
+    char *job = strrchr(path, '/');
+    *job = '\0';
+    char *tenant = strrchr(path, '/');
+    if (tenant == NULL || tenant == path) {
+        snprintf(why, n, "checkpoint_dir %.300s: not <root>/<tenant>/<job>", dir);
+        return false;
+    }
+    *tenant = '\0'; /* path: the root, then the tenant's folder, then the job's */
+    if (!plain_folder(path, SHARED_FOLDER_MODE, 0, why, n))
+        return false;
+    *tenant = '/';
+    if (!plain_folder(path, SHARED_FOLDER_MODE, 0, why, n))
+        return false;
+    *job = '/';
+    if (mkdir(path, 0700) == 0 && fchownat(AT_FDCWD, path, uid, gid, AT_SYMLINK_NOFOLLOW) != 0) {
+        snprintf(why, n, "checkpoint folder %.300s: chown: %s", path, strerror(errno));
+        return false;
+    }
+    return plain_folder(path, 0700, uid, why, n);
+}
+
+/* Copies src to dst (created with mode); false on any failure. A hard link
+ * where both are on one filesystem (an agent start then writes nothing): the
+ * kit is only ever bound read-only, and a package upgrade replaces a
+ * library by a new file, leaving the kit's as it was. */
+static bool copy_file(const char *src, const char *dst, mode_t mode)
+{
+    struct stat st;
+    if (linkat(AT_FDCWD, src, AT_FDCWD, dst, AT_SYMLINK_FOLLOW) == 0) {
+        if (lstat(dst, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 07777) == mode)
+            return true;
+        unlink(dst); /* another mode than the kit's: copied instead */
+    }
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    int out = in < 0 ? -1 : open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    bool ok = in >= 0 && out >= 0;
+    char *buf = ok ? malloc(COPY_CHUNK_BYTES) : NULL;
+    ssize_t r = 0;
+    while (buf && (r = read(in, buf, COPY_CHUNK_BYTES)) > 0)
+        if (write(out, buf, (size_t)r) != r) {
+            r = -1;
+            break;
+        }
+    ok = buf && r == 0 && fchmod(out, mode) == 0;
+    free(buf);
+    if (in >= 0)
+        close(in);
+    if (out >= 0 && close(out) != 0)
+        ok = false;
+    return ok;
+}
+
+/* The libraries and loader `ldd` lists for cli, copied into lib/ of kit
+ * under the names the program asks for. */
+static int copy_libs(const char *cli, const char *kit, ts_err *err)
+{
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "ldd '%s' 2>/dev/null", cli);
+    FILE *p = popen(cmd, "r");
+    if (p == NULL)
+        return ts_err_set(err, TS_EIO, "srun kit: ldd: %s", strerror(errno));
+    char line[1200], name[600], path[600], dst[4800];
+    int copied = 0, rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, p)) {
+        bool as_loader = false;
+        if (sscanf(line, " %599s => %599s", name, path) == 2 && path[0] == '/') {
+        } else if (sscanf(line, " %599s", path) == 1 && path[0] == '/') {
+            snprintf(name, sizeof name, "%s", base_of(path)); /* the loader itself */
+            as_loader = true;
+        } else {
+            continue; /* the vDSO, or nothing */
+        }
+        int k = snprintf(dst, sizeof dst, "%s/lib/%s", kit, base_of(name));
+        if (k < 0 || (size_t)k >= sizeof dst || ++copied > KIT_LIBS_MAX ||
+            !copy_file(path, dst, as_loader ? 0755 : 0644))
+            rc = ts_err_set(err, TS_EIO, "srun kit: cannot copy %.300s", path);
+    }
+    int st = pclose(p);
+    if (rc == 0 && (st != 0 || copied == 0))
+        rc = ts_err_set(err, TS_EIO, "srun kit: ldd %s failed", cli);
+    return rc;
+}
+
+/* Removes the files of one folder of a kit, then the folder. */
+static void remove_flat(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            unlinkat(dirfd(d), e->d_name, 0);
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+/* Removes a kit folder this agent made: its files and lib/ (no other
+ * folder is ever made in one). */
+static void remove_kit(const char *kit)
+{
+    char lib[4400];
+    snprintf(lib, sizeof lib, "%s/lib", kit);
+    remove_flat(lib);
+    remove_flat(kit);
+}
+
+int ts_agent_srun_kit_install(const char *slurm_dir, const char *cli, char *kit, size_t kit_len,
+                              ts_err *err)
+{
+    char fresh[4300], old[4300], lib[4400], path[4400];
+    int n = snprintf(kit, kit_len, "%s/kit", slurm_dir);
+    if (n < 0 || (size_t)n >= kit_len || strchr(slurm_dir, '\'') || strchr(cli, '\''))
+        return ts_err_set(err, TS_EINVAL, "srun kit: %s: unusable path", slurm_dir);
+    snprintf(fresh, sizeof fresh, "%s/.kit.new", slurm_dir);
+    snprintf(old, sizeof old, "%s/.kit.old", slurm_dir);
+    remove_kit(fresh);
+    snprintf(lib, sizeof lib, "%s/lib", fresh);
+    if (mkdir(fresh, 0755) != 0 || mkdir(lib, 0755) != 0)
+        return ts_err_set(err, TS_EIO, "srun kit: mkdir %s: %s", lib, strerror(errno));
+    snprintf(path, sizeof path, "%s/tessera", fresh);
+    int rc = copy_file(cli, path, 0755) ? 0
+                                        : ts_err_set(err, TS_EIO, "srun kit: copy %s", cli);
+    if (rc == 0)
+        rc = copy_libs(cli, fresh, err);
+    FILE *f = NULL;
+    if (rc == 0) {
+        snprintf(path, sizeof path, "%s/srun", fresh);
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0755);
+        f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (f == NULL) {
+            rc = ts_err_set(err, TS_EIO, "srun kit: %s: %s", path, strerror(errno));
+            if (fd >= 0)
+                close(fd);
+        }
+    }
+    if (f != NULL) {
+        /* inside the container the kit sits where the node's srun folder is */
+        fprintf(f, "#!/bin/sh\n# srun inside a container image, written by tessera-agent "
+                   "(docs/images.md, \"srun in an image\"): the node's tessera CLI on the\n"
+                   "# node's libraries, copied here, through the node's loader\n"
+                   "k='%s'\nexec \"$k/lib/%s\" --library-path \"$k/lib\" \"$k/tessera\" "
+                   "steps run \"$@\"\n",
+                slurm_dir, "ld-linux-x86-64.so.2");
+        bool ok = fchmod(fileno(f), 0755) == 0 && fflush(f) == 0 && !ferror(f);
+        if (fclose(f) != 0 || !ok)
+            rc = ts_err_set(err, TS_EIO, "srun kit: %s: write failed", path);
+    }
+    snprintf(path, sizeof path, "%s/lib/ld-linux-x86-64.so.2", fresh);
+    if (rc == 0 && access(path, X_OK) != 0)
+        rc = ts_err_set(err, TS_EIO, "srun kit: no ld-linux-x86-64.so.2 among %s's libraries",
+                        cli);
+    if (rc != 0) {
+        remove_kit(fresh);
+        return rc;
+    }
+    /* a container started from the kit before keeps the old one until the
+     * next start of an agent */
+    remove_kit(old);
+    if ((rename(kit, old) != 0 && errno != ENOENT) || rename(fresh, kit) != 0) {
+        rc = ts_err_set(err, TS_EIO, "srun kit: rename to %s: %s", kit, strerror(errno));
+        remove_kit(fresh);
+    }
+    return rc;
+}
