@@ -607,51 +607,6 @@ static bool any_state(const char *state_dir)
     return any;
 }
 
-/* The tenant's last task here is gone: its bridge, VXLAN and gateway (the
- * fabric's, or an earlier agent's in this namespace). */
-static void tenant_teardown(const net_names *nn, const net_state *s, bool fabric, int *rc,
-                            ts_err *err)
-{
-    char br[IFNAMSIZ], vx[IFNAMSIZ], gp[IFNAMSIZ], script[160] = "";
-    ts_err e;
-    size_t n = 0;
-    agent_net_tenant_link(nn, 'b', s->vni, false, br);
-    agent_net_tenant_link(nn, 'x', s->vni, false, vx);
-    agent_net_tenant_link(nn, 'g', s->vni, false, gp);
-    if (fabric) { /* the gateway's fabric end takes its host end with it */
-        const char *names[] = {vx, gp, br};
-        for (int i = 0; i < 3; i++)
-            if (agent_net_fabric_has_link(nn, names[i]))
-                n += (size_t)snprintf(script + n, sizeof script - n, "link delete %s\n",
-                                      names[i]);
-        if (n && agent_net_fabric_ip(nn, script, &e) != 0 && *rc == 0) {
-            *rc = e.code;
-            *err = e;
-        }
-    }
-    bool legacy = strncmp(s->veth, "tsv", 3) == 0;
-    agent_net_tenant_link(nn, 'b', s->vni, legacy, br);
-    agent_net_tenant_link(nn, 'x', s->vni, legacy, vx);
-    bool host_vx = link_exists(vx);
-    n = 0;
-    if (host_vx)
-        n += (size_t)snprintf(script + n, sizeof script - n, "link delete %s\n", vx);
-    if (link_exists(br))
-        n += (size_t)snprintf(script + n, sizeof script - n, "link delete %s\n", br);
-    if (host_vx) { /* an earlier agent's bridge: its element of "bridged" */
-        char el[160];
-        snprintf(el, sizeof el, "delete element inet %s bridged { \"%s\" . \"%s\" }\n",
-                 nn->table, br, br);
-        const char *nft[] = {"nft", "-f", "-", NULL};
-        agent_net_run_tool(nft, el, &e); /* absent after a table reload: no error */
-    }
-    const char *argv[] = {"ip", "-batch", "-", NULL};
-    if (n && agent_net_run_tool(argv, script, &e) != 0 && *rc == 0) {
-        *rc = e.code;
-        *err = e;
-    }
-}
-
 int agent_net_teardown(const char *state_dir, const char *task_id, ts_err *err)
 {
     if (!id_ok(task_id))
@@ -699,7 +654,8 @@ int agent_net_teardown(const char *state_dir, const char *task_id, ts_err *err)
         }
         elements(&nn, "delete", &s, legacy, &e); /* absent after a table reload: no error */
         if (!vni_in_use(state_dir, s.vni, task_id))
-            tenant_teardown(&nn, &s, fabric, &rc, err);
+            agent_net_tenant_remove(&nn, s.vni, strncmp(s.veth, "tsv", 3) == 0, fabric, &rc,
+                                    err);
     }
     if (rc == 0 && unlink(path) != 0 && errno != ENOENT)
         rc = ts_err_set(err, TS_EIO, "network: %s: %s", path, strerror(errno));

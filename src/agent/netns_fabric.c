@@ -187,3 +187,47 @@ void agent_net_fabric_remove(const net_names *nn)
     if (agent_net_fabric_exists(nn))
         agent_net_run_tool(argv, NULL, &e);
 }
+
+/* The tenant's last task here is gone: its bridge, VXLAN and gateway (the
+ * fabric's, or an earlier agent's in this namespace). */
+void agent_net_tenant_remove(const net_names *nn, unsigned vni, bool legacy, bool fabric,
+                             int *rc, ts_err *err)
+{
+    char br[IFNAMSIZ], vx[IFNAMSIZ], gp[IFNAMSIZ], script[160] = "";
+    ts_err e;
+    size_t n = 0;
+    agent_net_tenant_link(nn, 'b', vni, false, br);
+    agent_net_tenant_link(nn, 'x', vni, false, vx);
+    agent_net_tenant_link(nn, 'g', vni, false, gp);
+    if (fabric) { /* the gateway's fabric end takes its host end with it */
+        const char *names[] = {vx, gp, br};
+        for (int i = 0; i < 3; i++)
+            if (agent_net_fabric_has_link(nn, names[i]))
+                n += (size_t)snprintf(script + n, sizeof script - n, "link delete %s\n",
+                                      names[i]);
+        if (n && agent_net_fabric_ip(nn, script, &e) != 0 && *rc == 0) {
+            *rc = e.code;
+            *err = e;
+        }
+    }
+    agent_net_tenant_link(nn, 'b', vni, legacy, br);
+    agent_net_tenant_link(nn, 'x', vni, legacy, vx);
+    bool host_vx = if_nametoindex(vx) != 0;
+    n = 0;
+    if (host_vx)
+        n += (size_t)snprintf(script + n, sizeof script - n, "link delete %s\n", vx);
+    if (if_nametoindex(br) != 0)
+        n += (size_t)snprintf(script + n, sizeof script - n, "link delete %s\n", br);
+    if (host_vx) { /* an earlier agent's bridge: its element of "bridged" */
+        char el[160];
+        snprintf(el, sizeof el, "delete element inet %s bridged { \"%s\" . \"%s\" }\n",
+                 nn->table, br, br);
+        const char *nft[] = {"nft", "-f", "-", NULL};
+        agent_net_run_tool(nft, el, &e); /* absent after a table reload: no error */
+    }
+    const char *argv[] = {"ip", "-batch", "-", NULL};
+    if (n && agent_net_run_tool(argv, script, &e) != 0 && *rc == 0) {
+        *rc = e.code;
+        *err = e;
+    }
+}

@@ -56,6 +56,12 @@ bool agent_net_fabric_has_link(const net_names *nn, const char *name);
 /* Runs an nft script, an ip batch, in it. */
 int agent_net_fabric_nft(const net_names *nn, const char *script, ts_err *err);
 int agent_net_fabric_ip(const net_names *nn, const char *script, ts_err *err);
+/* The tenant's last task on this node is gone: removes its bridge, VXLAN
+ * and gateway, in the fabric (if there is one) and, an earlier agent's
+ * (legacy: its names before per-agent ones), in this namespace; a failure
+ * into *rc and *err unless *rc is already set. */
+void agent_net_tenant_remove(const net_names *nn, unsigned vni, bool legacy, bool fabric,
+                             int *rc, ts_err *err);
 /* Loads its bridge table (replacing it), then the lines in bindings (NULL: none). */
 int agent_net_fabric_table(const net_names *nn, const char *bindings, ts_err *err);
 

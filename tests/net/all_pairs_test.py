@@ -304,6 +304,13 @@ def main():
                 "addresses": TENANTS * NODES, "bindings": 12, "state_files": 12}
         if made != want:
             failures.append(f"made {made}, want {want}")
+        # the fabric bridges without br_netfilter, whatever the node's setting
+        if os.path.exists("/proc/sys/net/bridge/bridge-nf-call-iptables"):
+            for i in range(NODES):
+                for f in fabrics_of(node_ns(i)):
+                    v = nsx(f, "sysctl", "-n", "net.bridge.bridge-nf-call-iptables").stdout.strip()
+                    if v != "0":
+                        failures.append(f"fabric {f}: bridge-nf-call-iptables {v}, want 0")
         # servers
         logs = {}
         for k in range(TENANTS):
