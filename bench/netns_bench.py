@@ -15,7 +15,10 @@ here beyond "the run worked": the targets are in the issue and docs.
    of every variant once per round, REPS rounds; medians. The baseline is
    variant a's bare pair: MTU 1500 and default offloads, what a task's
    1500-byte-class network would be without the overlay; each variant's
-   overlay is also shown against its own underlay.
+   overlay is also shown against its own underlay, the median of each
+   round's ratio to that round's baseline, and Gbit per CPU-second of the
+   two iperf3 processes (what a byte costs, whatever share of a shared
+   machine a run gets); the load average before and after.
 
 usage: netns_bench.py NETNS_TOOL [--tasks N] [--reps R] [--seconds S] [--json OUT]
 """
