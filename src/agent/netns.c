@@ -7,9 +7,10 @@
  * the VXLAN, veth-into-namespace, bridge-port and nftables-set messages are
  * many and version-dependent, and the tools are what operators debug with;
  * each batch is parsed and applied by the kernel's own tools, which report
- * the failing line. A task costs three or four short processes (nft, ip on
- * the host, ip in the namespace; bridge when a VXLAN is new), spawned with
- * posix_spawn, argv and a fixed environment, never a shell.
+ * the failing line. A task costs four or five short processes (nft in the
+ * fabric, ip here, ip in the fabric, ip in the task's namespace; bridge when
+ * a VXLAN is new), spawned with posix_spawn, argv and a fixed environment,
+ * never a shell.
  *
  * Names: the namespace ts-<tag>-<task id>, where tag is 8 hex of the FNV-1a
  * of the agent's state directory (its real path): task ids repeat across
@@ -18,7 +19,9 @@
  * namespace, nor remove each other's. The host's links carry the tag too,
  * folded to 4 hex (IFNAMSIZ is 15 bytes): the veth t<tag4>v<8 hex of the
  * FNV-1a of tag and id>, the tenant's bridge t<tag4>b<vni> and VXLAN
- * t<tag4>x<vni>, and the tables are tessera_<tag>, whose rules match only
+ * t<tag4>x<vni> (both in the fabric namespace tsf-<tag>, netns_fabric.c,
+ * with the gateway's fabric end t<tag4>g<vni>; its end here is named as the
+ * bridge), and the tables are tessera_<tag>, whose rules match only
  * t<tag4>... links: two agents of one host keep their own; eth0 inside. The
  * task's MAC is derived from its address (02:00:a:b:c:d), so the binding of
  * port, address and MAC that the bridge policy checks is known before the
@@ -227,8 +230,10 @@ static int check_task(const agent_net_task *t, struct in_addr *a, ts_err *err)
     return 0;
 }
 
-static int fdb_add(const char *vx, const char *const *peers, size_t npeers, const char *local,
-                   ts_err *err)
+/* The flood entries of vx to peers (local left out); vx in the fabric
+ * namespace (fabric: its names) or, an earlier agent's, in this one (NULL). */
+static int fdb_add(const net_names *fabric, const char *vx, const char *const *peers,
+                   size_t npeers, const char *local, ts_err *err)
 {
     if (npeers == 0)
         return 0;
@@ -241,8 +246,12 @@ static int fdb_add(const char *vx, const char *const *peers, size_t npeers, cons
         if (!local || strcmp(peers[i], local) != 0) /* appending an existing one is a no-op */
             len += (size_t)sprintf(s + len, "fdb append 00:00:00:00:00:00 dev %s dst %s\n",
                                    vx, peers[i]);
-    const char *argv[] = {"bridge", "-batch", "-", NULL};
-    int rc = len ? agent_net_run_tool(argv, s, err) : 0;
+    char fab[64] = "";
+    if (fabric)
+        agent_net_fabric_name(fabric, fab, sizeof fab);
+    const char *host[] = {"bridge", "-batch", "-", NULL};
+    const char *there[] = {"bridge", "-n", fab, "-batch", "-", NULL};
+    int rc = len ? agent_net_run_tool(fabric ? there : host, s, err) : 0;
     free(s);
     return rc;
 }
@@ -254,10 +263,14 @@ int agent_net_peers(const char *state_dir, unsigned vni, const char *local,
     net_names nn;
     agent_net_names(state_dir, &nn);
     agent_net_tenant_link(&nn, 'x', vni, false, vx);
-    return link_exists(vx) ? fdb_add(vx, peers, npeers, local, err) : 0;
+    if (link_exists(vx)) /* an earlier agent's, in this namespace */
+        return fdb_add(NULL, vx, peers, npeers, local, err);
+    return agent_net_fabric_exists(&nn) && agent_net_fabric_has_link(&nn, vx)
+               ? fdb_add(&nn, vx, peers, npeers, local, err)
+               : 0;
 }
 
-/* The bridge routes (to the services only: the policy) and has no IPv6:
+/* The gateway routes (to the services only: the policy) and has no IPv6:
  * written, not exec'd. */
 static int bridge_sysctls(const char *br, ts_err *err)
 {
@@ -349,19 +362,24 @@ static bool publish_taken(const char *state_dir, const char *port, const char *s
     return taken;
 }
 
-static int elements(const net_names *nn, const char *verb, const net_state *s, ts_err *err)
+/* The task's bindings (port, address, MAC) in the bridge table where its
+ * port is (legacy: an earlier agent's bridge in this namespace, else the
+ * fabric's), and its published ports in this namespace's inet table; verb
+ * "add" or "delete". */
+static int elements(const net_names *nn, const char *verb, const net_state *s, bool legacy,
+                    ts_err *err)
 {
     char script[4096], br[IFNAMSIZ];
     snprintf(script, sizeof script,
-             "%s element bridge %s bound4 { \"%s\" . %s }\n"
-             "%s element bridge %s boundmac { \"%s\" . %s }\n",
-             verb, nn->table, s->veth, s->addr, verb, nn->table, s->veth, s->mac);
-    agent_net_tenant_link(nn, 'b', s->vni, false, br);
-    if (strcmp(verb, "add") == 0) /* the tenant's bridge: kept while any task is there */
+             "%s element bridge %s bound4 { \"%s\" . %s . %s }\n", verb, nn->table, s->veth,
+             s->mac, s->addr);
+    agent_net_tenant_link(nn, 'b', s->vni, strncmp(s->veth, "tsv", 3) == 0, br);
+    if (legacy && strcmp(verb, "add") == 0) /* the tenant's bridge: kept while any task is there */
         snprintf(script + strlen(script), sizeof script - strlen(script),
                  "add element inet %s bridged { \"%s\" . \"%s\" }\n", nn->table, br, br);
     const char *argv[] = {"nft", "-f", "-", NULL};
-    int rc = agent_net_run_tool(argv, script, err);
+    int rc = legacy ? agent_net_run_tool(argv, script, err)
+                    : agent_net_fabric_exists(nn) ? agent_net_fabric_nft(nn, script, err) : 0;
     if (s->publish[0]) { /* apart: each removal goes even when the other is already gone */
         publish_lines(nn, verb, s, script, sizeof script);
         int prc = agent_net_run_tool(argv, script, err);
@@ -425,42 +443,63 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
 
     net_names nn;
     agent_net_names(state_dir, &nn);
-    if ((rc = elements(&nn, "add", &s, err)) != 0)
-        goto fail;
-    char br[IFNAMSIZ], vx[IFNAMSIZ];
+    char br[IFNAMSIZ], vx[IFNAMSIZ], gp[IFNAMSIZ], ns[80], fab[64];
     agent_net_tenant_link(&nn, 'b', t->vni, false, br);
     agent_net_tenant_link(&nn, 'x', t->vni, false, vx);
-    bool new_vx = !link_exists(vx);
-    char host[2048], ns[80];
+    agent_net_tenant_link(&nn, 'g', t->vni, false, gp);
     agent_net_ns_name(state_dir, t->task_id, ns, sizeof ns);
-    size_t n = 0;
+    agent_net_fabric_name(&nn, fab, sizeof fab);
+    if (link_exists(vx)) {
+        rc = ts_err_set(err, TS_ECONFLICT, "net.vni: %u: this tenant's bridge is still in the "
+                        "agent's namespace (made by an agent before the fabric namespace); "
+                        "a task of it can start here once its tasks there have ended", t->vni);
+        goto fail;
+    }
+    if ((rc = agent_net_fabric_ensure(&nn, err)) != 0 ||
+        (rc = elements(&nn, "add", &s, false, err)) != 0)
+        goto fail;
+    bool new_br = !agent_net_fabric_has_link(&nn, br), new_vx = !agent_net_fabric_has_link(&nn, vx);
+    bool new_gw = !link_exists(br);
+    /* here: the task's namespace, the tenant's gateway (a veth, its other
+     * end into the fabric) and VXLAN (made here, so its socket is on this
+     * namespace's underlay, then moved), the task's veth between the fabric
+     * and its namespace; in the fabric: the bridge and its ports */
+    char host[2048], fabric[1024];
+    size_t n = 0, m = 0;
     n += (size_t)snprintf(host + n, sizeof host - n, "netns add %s\n", ns);
-    if (!link_exists(br))
+    if (new_gw)
         n += (size_t)snprintf(host + n, sizeof host - n,
-                              "link add %s address 02:54:53:%02x:%02x:%02x type bridge\n"
+                              "link add %s mtu %d address 02:54:53:%02x:%02x:%02x type veth peer "
+                              "name %s mtu %d netns %s\n"
                               "link set %s addrgenmode none\n"
                               "addr add %s/%d dev %s\n"
                               "link set %s up\n",
-                              br, (t->vni >> 16) & 0xff, (t->vni >> 8) & 0xff, t->vni & 0xff, br,
-                              gws, t->prefix, br, br);
+                              br, mtu, (t->vni >> 16) & 0xff, (t->vni >> 8) & 0xff, t->vni & 0xff,
+                              gp, mtu, fab, br, gws, t->prefix, br, br);
     if (new_vx)
         n += (size_t)snprintf(host + n, sizeof host - n,
-                              "link add %s mtu %d type vxlan id %u local %s dstport %d\n"
-                              "link set %s addrgenmode none\n"
-                              "link set %s master %s\n"
-                              "link set %s up\n",
-                              vx, mtu, t->vni, t->local, VXLAN_PORT, vx, vx, br, vx);
+                              "link add %s mtu %d netns %s type vxlan id %u local %s dstport %d\n",
+                              vx, mtu, fab, t->vni, t->local, VXLAN_PORT);
     n += (size_t)snprintf(host + n, sizeof host - n,
-                          "link add %s mtu %d type veth peer name eth0 mtu %d netns %s\n"
-                          "link set %s addrgenmode none\n"
-                          "link set %s master %s\n"
-                          "link set %s up\n",
-                          s.veth, mtu, mtu, ns, s.veth, s.veth, br, s.veth);
+                          "link add %s mtu %d netns %s type veth peer name eth0 mtu %d netns %s\n",
+                          s.veth, mtu, fab, mtu, ns);
     for (size_t i = 0; i < t->nnics; i++) /* the task's own NICs: down while they move */
         n += (size_t)snprintf(host + n, sizeof host - n, "link set %s down\n"
                               "link set %s netns %s\n", t->nics[i], t->nics[i], ns);
+    if (new_br)
+        m += (size_t)snprintf(fabric + m, sizeof fabric - m,
+                              "link add %s type bridge\nlink set %s up\n", br, br);
+    if (new_gw)
+        m += (size_t)snprintf(fabric + m, sizeof fabric - m,
+                              "link set %s master %s\nlink set %s up\n", gp, br, gp);
+    if (new_vx)
+        m += (size_t)snprintf(fabric + m, sizeof fabric - m,
+                              "link set %s master %s\nlink set %s up\n", vx, br, vx);
+    m += (size_t)snprintf(fabric + m, sizeof fabric - m, "link set %s master %s\nlink set %s up\n",
+                          s.veth, br, s.veth);
     const char *ip_host[] = {"ip", "-batch", "-", NULL};
-    if ((rc = agent_net_run_tool(ip_host, host, err)) != 0 || (rc = bridge_sysctls(br, err)) != 0)
+    if ((rc = agent_net_run_tool(ip_host, host, err)) != 0 || (rc = bridge_sysctls(br, err)) != 0 ||
+        (rc = agent_net_fabric_ip(&nn, fabric, err)) != 0)
         goto fail;
     char inside[512 + AGENT_NET_NICS_MAX * 40];
     snprintf(inside, sizeof inside,
@@ -477,7 +516,7 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
     const char *ip_ns[] = {"ip", "-n", ns, "-batch", "-", NULL};
     if ((rc = agent_net_run_tool(ip_ns, inside, err)) != 0)
         goto fail;
-    if (new_vx && (rc = fdb_add(vx, t->peers, t->npeers, t->local, err)) != 0)
+    if (new_vx && (rc = fdb_add(&nn, vx, t->peers, t->npeers, t->local, err)) != 0)
         goto fail;
     for (size_t i = 0; i < t->nrdma; i++) { /* each on its own: one missing keeps none back */
         ts_err e;
@@ -552,6 +591,22 @@ static void nics_home(const char *ns, const net_state *s, int *rc, ts_err *err)
     }
 }
 
+/* Whether any task has network state here. */
+static bool any_state(const char *state_dir)
+{
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/net", state_dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    bool any = false;
+    struct dirent *e;
+    while (!any && (e = readdir(d)) != NULL)
+        any = e->d_name[0] != '.';
+    closedir(d);
+    return any;
+}
+
 int agent_net_teardown(const char *state_dir, const char *task_id, ts_err *err)
 {
     if (!id_ok(task_id))
@@ -565,6 +620,11 @@ int agent_net_teardown(const char *state_dir, const char *task_id, ts_err *err)
     bool have = state_read(path, &s) == 0;
     int rc = 0;
     ts_err e;
+    net_names nn;
+    agent_net_names(state_dir, &nn);
+    bool fabric = agent_net_fabric_exists(&nn);
+    /* an earlier agent's task: its port on a bridge in this namespace */
+    bool legacy = have && link_exists(s.veth);
     if (have && s.nics[0] && access(nspath, F_OK) == 0)
         nics_home(ns, &s, &rc, err);
     if (access(nspath, F_OK) == 0) {
@@ -576,42 +636,31 @@ int agent_net_teardown(const char *state_dir, const char *task_id, ts_err *err)
         }
     }
     if (have) {
+        /* the namespace's deletion may be removing the veth at this moment */
         if (link_exists(s.veth)) {
-            /* the namespace's deletion may be removing it at this moment */
             const char *argv[] = {"ip", "link", "delete", s.veth, NULL};
             if (agent_net_run_tool(argv, NULL, &e) != 0 && link_exists(s.veth) && rc == 0) {
                 rc = e.code;
                 *err = e;
             }
-        }
-        net_names nn;
-        agent_net_names(state_dir, &nn);
-        elements(&nn, "delete", &s, &e); /* absent after a table reload: no error */
-        if (!vni_in_use(state_dir, s.vni, task_id)) {
-            char br[IFNAMSIZ], vx[IFNAMSIZ];
-            bool legacy = strncmp(s.veth, "tsv", 3) == 0;
-            agent_net_tenant_link(&nn, 'b', s.vni, legacy, br);
-            agent_net_tenant_link(&nn, 'x', s.vni, legacy, vx);
-            char script[128] = "";
-            size_t n = 0;
-            if (link_exists(vx))
-                n += (size_t)snprintf(script + n, sizeof script - n, "link delete %s\n", vx);
-            if (link_exists(br))
-                n += (size_t)snprintf(script + n, sizeof script - n, "link delete %s\n", br);
-            char el[160];
-            snprintf(el, sizeof el, "delete element inet %s bridged { \"%s\" . \"%s\" }\n",
-                     nn.table, br, br);
-            const char *nft[] = {"nft", "-f", "-", NULL};
-            agent_net_run_tool(nft, el, &e); /* absent after a table reload: no error */
-            const char *argv[] = {"ip", "-batch", "-", NULL};
-            if (n && agent_net_run_tool(argv, script, &e) != 0 && rc == 0) {
+        } else if (fabric && agent_net_fabric_has_link(&nn, s.veth)) {
+            char line[64];
+            snprintf(line, sizeof line, "link delete %s\n", s.veth);
+            if (agent_net_fabric_ip(&nn, line, &e) != 0 &&
+                agent_net_fabric_has_link(&nn, s.veth) && rc == 0) {
                 rc = e.code;
                 *err = e;
             }
         }
+        elements(&nn, "delete", &s, legacy, &e); /* absent after a table reload: no error */
+        if (!vni_in_use(state_dir, s.vni, task_id))
+            agent_net_tenant_remove(&nn, s.vni, strncmp(s.veth, "tsv", 3) == 0, fabric, &rc,
+                                    err);
     }
     if (rc == 0 && unlink(path) != 0 && errno != ENOENT)
         rc = ts_err_set(err, TS_EIO, "network: %s: %s", path, strerror(errno));
+    if (rc == 0 && !any_state(state_dir))
+        agent_net_fabric_remove(&nn); /* the last task here: nothing of the fabric is left */
     return rc;
 }
 
@@ -685,24 +734,49 @@ int agent_net_start(const char *state_dir, bool (*keep)(const char *task_id, voi
                                 "table inet %s\ndelete table inet %s\n",
                                 nn.table, nn.table, nn.table, nn.table);
     n += agent_net_policy_text(&nn, script + n, SCRIPT_BYTES - n);
-    for (size_t i = 0; i < ids.n && n + 256 < SCRIPT_BYTES; i++) {
+    /* the kept tasks' bindings: in this namespace's bridge table for an
+     * earlier agent's (their ports here), in the fabric's for the others */
+    char *fab = malloc(SCRIPT_BYTES);
+    size_t f = 0;
+    if (!fab) {
+        free(script);
+        free(ids.v);
+        return ts_err_set(err, TS_ENOMEM, "network: out of memory");
+    }
+    fab[0] = '\0';
+    for (size_t i = 0; i < ids.n && n + 256 < SCRIPT_BYTES && f + 256 < SCRIPT_BYTES; i++) {
         char path[800];
         net_state s;
         state_path(state_dir, ids.v[i], path, sizeof path);
         if (!keep || !keep(ids.v[i], ctx) || state_read(path, &s) != 0)
             continue;
-        char br[IFNAMSIZ];
-        agent_net_tenant_link(&nn, 'b', s.vni, strncmp(s.veth, "tsv", 3) == 0, br);
-        n += (size_t)snprintf(script + n, SCRIPT_BYTES - n,
-                              "add element bridge %s bound4 { \"%s\" . %s }\n"
-                              "add element bridge %s boundmac { \"%s\" . %s }\n"
-                              "add element inet %s bridged { \"%s\" . \"%s\" }\n",
-                              nn.table, s.veth, s.addr, nn.table, s.veth, s.mac, nn.table, br, br);
+        if (!link_exists(s.veth)) {
+            f += (size_t)snprintf(fab + f, SCRIPT_BYTES - f,
+                                  "add element bridge %s bound4 { \"%s\" . %s . %s }\n",
+                                  nn.table, s.veth, s.mac, s.addr);
+        } else {
+            char br[IFNAMSIZ];
+            agent_net_tenant_link(&nn, 'b', s.vni, strncmp(s.veth, "tsv", 3) == 0, br);
+            n += (size_t)snprintf(script + n, SCRIPT_BYTES - n,
+                                  "add element bridge %s bound4 { \"%s\" . %s . %s }\n"
+                                  "add element inet %s bridged { \"%s\" . \"%s\" }\n",
+                                  nn.table, s.veth, s.mac, s.addr, nn.table, br, br);
+        }
         if (s.publish[0] && n + 2048 < SCRIPT_BYTES)
             n += publish_lines(&nn, "add", &s, script + n, SCRIPT_BYTES - n);
     }
-    const char *argv[] = {"nft", "-f", "-", NULL};
     ts_err e;
+    /* the fabric's table whole with its bindings; no fabric when no task is left */
+    if (!fab[0])
+        agent_net_fabric_remove(&nn);
+    else if ((agent_net_fabric_exists(&nn) ? agent_net_fabric_table(&nn, fab, &e)
+                                           : agent_net_fabric_ensure(&nn, &e)) != 0 &&
+             rc == 0) {
+        rc = e.code;
+        *err = e;
+    }
+    free(fab);
+    const char *argv[] = {"nft", "-f", "-", NULL};
     if (agent_net_run_tool(argv, script, &e) != 0 && rc == 0) {
         rc = e.code;
         *err = e;

@@ -6,18 +6,21 @@
  * agent's, agent_net_ns_name) holding one
  * veth end named eth0 with the address the controller assigned; the other
  * end (t<tag4>v<hash>) is a port of the tenant's bridge on this node
- * (t<tag4>b<vni>), whose other port is the tenant's VXLAN device
+ * (t<tag4>b<vni>), whose other ports are the tenant's VXLAN device
  * (t<tag4>x<vni>, VNI from the controller) flooding to the other nodes'
- * underlay addresses. Tenants share no bridge and no VNI, so there is no
- * layer-2 path between them; this agent's nftables tables ("bridge
- * tessera_<tag>" and "inet tessera_<tag>") drop what a task could
- * still try (another address or MAC than its own, ARP spoofing, IPv6, other
- * ethertypes, routing through the host between tenant bridges). The
- * bridge is the tenant's gateway, which routes to the configured services
- * only (agent_net_services).
+ * underlay addresses and the tenant's gateway. The bridges, VXLANs and
+ * veth ends are in this agent's fabric namespace (tsf-<tag>, with
+ * br_netfilter off: netns_fabric.c); the gateway is a veth whose end here is
+ * t<tag4>b<vni>, with the tenant's gateway address. Tenants share no bridge
+ * and no VNI, so there is no layer-2 path between them; this agent's
+ * nftables tables ("bridge tessera_<tag>" in the fabric, "inet
+ * tessera_<tag>" here) drop what a task could still try (another address or
+ * MAC than its own, ARP spoofing, IPv6, other ethertypes, routing through
+ * the host between tenant gateways). The gateway routes to the configured
+ * services only (agent_net_services).
  *
  * The work is done by iproute2 and nft, exec'd with argv and their commands
- * on stdin (`ip -batch -`, `nft -f -`): three or four processes per task, no
+ * on stdin (`ip -batch -`, `nft -f -`): four or five processes per task, no
  * shell, and the kernel's own tools parse and apply each batch.
  * What a task was given is written to <state dir>/net/<task id> before
  * anything is made and removed last, so teardown, and a restarted agent's

@@ -26,47 +26,62 @@
 
 #define TOOL_ERR_BYTES 400
 
-/* The tables; replaced whole at agent start (agent_net_start). "{P}" stands
+/* The tables; replaced whole at agent start (agent_net_start), the bridge
+ * table in the fabric namespace (netns_fabric.c) and, for the bridges an
+ * agent before the fabric made in its own namespace, there too. "{P}" stands
  * for this agent's link prefix, "{T}" for its tables' name (net_names): each
  * agent of a host matches only its own links, so one agent's rules never
  * drop another's frames, and one agent's start never replaces another's
  * tables. */
-static const char POLICY[] =
+static const char POLICY_BRIDGE[] =
     "table bridge {T} {\n"
-    "  set bound4 { type ifname . ipv4_addr; }\n"
-    "  set boundmac { type ifname . ether_addr; }\n"
-    /* conntrack's fast path: a frame that stays on a tenant's layer 2 (to a
-     * task here or over the VXLAN) needs no connection state, so it is not
-     * tracked where br_netfilter shows it to the inet hooks; frames to the
-     * gateway (routed to a service, or to the host) are */
+    /* a task's binding: its port, MAC and address, one element */
+    "  set bound4 { type ifname . ether_addr . ipv4_addr; }\n"
+    /* what a task's port may send: IPv4 from its own MAC and address, ARP
+     * for them; nothing else (IPv6, VLAN tags, other types). One lookup for
+     * an IPv4 frame, the common case: this chain runs for every frame */
+    "  chain from_task {\n"
+    "    ether type ip iifname . ether saddr . ip saddr @bound4 accept\n"
+    "    ether type arp iifname . ether saddr . arp saddr ip @bound4"
+    " iifname . arp saddr ether . arp saddr ip @bound4 accept\n"
+    "    counter drop\n"
+    "  }\n"
+    /* what the tenant's VXLAN brings from the other nodes: IPv4 and ARP;
+     * every node's gateway has one MAC, so another node's answer must not
+     * reach this node's tasks */
+    "  chain from_overlay {\n"
+    "    ether saddr & ff:ff:ff:00:00:00 == " GW_MAC_PREFIX " counter drop\n"
+    "    ether type { ip, arp } accept\n"
+    "    counter drop\n"
+    "  }\n"
+    /* prerouting: every frame entering a tenant bridge, whether it is
+     * forwarded (to another port or the VXLAN) or goes to the gateway */
+    "  chain prerouting {\n"
+    "    type filter hook prerouting priority -200; policy accept;\n"
+    "    iifname \"{P}v*\" jump from_task\n"
+    "    iifname \"{P}x*\" jump from_overlay\n"
+    "  }\n"
+    "}\n";
+
+/* For the bridges an earlier agent made in its own namespace, which
+ * br_netfilter shows to the host's inet hooks (the fabric's has it off):
+ * a frame that stays on a tenant's layer 2 needs no connection state, so it
+ * is not tracked; frames to the gateway (routed to a service or the host)
+ * are. */
+static const char POLICY_BRIDGE_RAW[] =
+    "table bridge {T} {\n"
     "  chain raw {\n"
     "    type filter hook prerouting priority -300; policy accept;\n"
     "    iifname { \"{P}v*\", \"{P}x*\" } ether daddr & ff:ff:ff:00:00:00 != " GW_MAC_PREFIX
     " notrack\n"
     "  }\n"
-    /* what a task's port may send: its own MAC, IPv4 from its own address,
-     * ARP for its own address; nothing else (IPv6, VLAN tags, other types) */
-    "  chain from_task {\n"
-    "    iifname . ether saddr != @boundmac counter drop\n"
-    "    ether type ip iifname . ip saddr != @bound4 counter drop\n"
-    "    ether type arp iifname . arp saddr ip != @bound4 counter drop\n"
-    "    ether type arp iifname . arp saddr ether != @boundmac counter drop\n"
-    "    ether type != { ip, arp } counter drop\n"
-    "  }\n"
-    /* prerouting: every frame entering a tenant bridge, whether it is
-     * forwarded (to another port or the VXLAN) or goes up to the host */
-    "  chain prerouting {\n"
-    "    type filter hook prerouting priority -200; policy accept;\n"
-    "    iifname \"{P}v*\" jump from_task\n"
-    "    iifname \"{P}x*\" ether type != { ip, arp } counter drop\n"
-    /* every node's bridge is its tenant's gateway, with one MAC: another
-     * node's answer must not reach this node's tasks */
-    "    iifname \"{P}x*\" ether saddr & ff:ff:ff:00:00:00 == " GW_MAC_PREFIX " counter drop\n"
-    "  }\n"
-    "}\n"
-    /* the host: a tenant bridge's frames that br_netfilter shows here (the
-     * same bridge in and out: set "bridged") pass; what is routed from a
-     * bridge goes only to the services (set "services", the controller's
+    "}\n";
+
+static const char POLICY_INET[] =
+    /* the host, where each tenant's gateway is a veth named like a bridge
+     * ({P}b<vni>, the fabric's bridge at its other end): a legacy bridge's
+     * frames that br_netfilter shows here (the same bridge in and out: set
+     * "bridged") pass; what is routed from a gateway goes only to the services (set "services", the controller's
      * network.services, and "tenant_services", those of only some tenants,
      * keyed by their bridges), masqueraded as the node; nothing is routed into a
      * bridge but their answers; the host itself takes from a bridge only
@@ -110,6 +125,9 @@ static const char POLICY[] =
     "  }\n"
     "  chain input {\n"
     "    type filter hook input priority 0; policy accept;\n"
+    /* the rest is about the gateways: the underlay's packets (the VXLAN's
+     * among them) go on after one comparison */
+    "    iifname != \"{P}b*\" accept\n"
     "    iifname \"{P}b*\" ip daddr . meta l4proto . th dport @services accept\n"
     "    iifname . ip daddr . meta l4proto . th dport @tenant_services accept\n"
     "    iifname \"{P}b*\" ct state established,related accept\n"
@@ -214,11 +232,11 @@ int agent_net_run_tool(const char *const *argv, const char *input, ts_err *err)
                       msg[0] ? msg : "(no message)");
 }
 
-/* POLICY with this agent's names in: {P} its link prefix, {T} its tables. */
-size_t agent_net_policy_text(const net_names *nn, char *out, size_t len)
+/* text with this agent's names in: {P} its link prefix, {T} its tables. */
+static size_t fill(const char *text, const net_names *nn, char *out, size_t len)
 {
     size_t n = 0;
-    for (const char *p = POLICY; *p && n + 32 < len; p++) {
+    for (const char *p = text; *p && n + 32 < len; p++) {
         if (strncmp(p, "{P}", 3) == 0) {
             n += (size_t)snprintf(out + n, len - n, "%s", nn->prefix);
             p += 2;
@@ -231,6 +249,18 @@ size_t agent_net_policy_text(const net_names *nn, char *out, size_t len)
     }
     out[n] = '\0';
     return n;
+}
+
+size_t agent_net_policy_text(const net_names *nn, char *out, size_t len)
+{
+    size_t n = fill(POLICY_BRIDGE, nn, out, len);
+    n += fill(POLICY_BRIDGE_RAW, nn, out + n, len - n);
+    return n + fill(POLICY_INET, nn, out + n, len - n);
+}
+
+size_t agent_net_policy_bridge_text(const net_names *nn, char *out, size_t len)
+{
+    return fill(POLICY_BRIDGE, nn, out, len);
 }
 
 /* ---- services ------------------------------------------------------------------ */

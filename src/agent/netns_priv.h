@@ -29,13 +29,41 @@ typedef struct net_names {
 
 void agent_net_names(const char *state_dir, net_names *n);
 
-/* The tenant's bridge (kind 'b') or VXLAN ('x') on this node; legacy: the
- * names before per-agent ones (tsb<vni>, tsx<vni>). */
+/* The tenant's bridge and gateway (kind 'b': the bridge in the fabric, the
+ * gateway's end here), VXLAN ('x') or gateway's fabric end ('g') on this
+ * node; legacy: the names before per-agent ones (tsb<vni>, tsx<vni>). */
 void agent_net_tenant_link(const net_names *nn, char kind, unsigned vni, bool legacy,
                            char out[IFNAMSIZ]);
 
-/* The policy's tables with nn's names in, into out (len bytes); its length. */
+/* The policy's tables with nn's names in, into out (len bytes); its length:
+ * the agent's namespace's (both tables), and the bridge table alone for the
+ * fabric namespace. */
 size_t agent_net_policy_text(const net_names *nn, char *out, size_t len);
+size_t agent_net_policy_bridge_text(const net_names *nn, char *out, size_t len);
+
+/* The fabric namespace (netns_fabric.c): the tenants' bridges, VXLAN devices
+ * and the host ends of the tasks' veths, with br_netfilter's switches off.
+ * Its name tsf-<tag> and path /run/netns/tsf-<tag>. */
+void agent_net_fabric_name(const net_names *nn, char *out, size_t len);
+void agent_net_fabric_path(const net_names *nn, char *out, size_t len);
+bool agent_net_fabric_exists(const net_names *nn);
+/* Makes it (its sysctls, its bridge table) unless it exists. */
+int agent_net_fabric_ensure(const net_names *nn, ts_err *err);
+/* Removes it and whatever is left in it; none is not an error. */
+void agent_net_fabric_remove(const net_names *nn);
+/* Whether a link of that name is in it. */
+bool agent_net_fabric_has_link(const net_names *nn, const char *name);
+/* Runs an nft script, an ip batch, in it. */
+int agent_net_fabric_nft(const net_names *nn, const char *script, ts_err *err);
+int agent_net_fabric_ip(const net_names *nn, const char *script, ts_err *err);
+/* The tenant's last task on this node is gone: removes its bridge, VXLAN
+ * and gateway, in the fabric (if there is one) and, an earlier agent's
+ * (legacy: its names before per-agent ones), in this namespace; a failure
+ * into *rc and *err unless *rc is already set. */
+void agent_net_tenant_remove(const net_names *nn, unsigned vni, bool legacy, bool fabric,
+                             int *rc, ts_err *err);
+/* Loads its bridge table (replacing it), then the lines in bindings (NULL: none). */
+int agent_net_fabric_table(const net_names *nn, const char *bindings, ts_err *err);
 
 /* Runs argv (argv[0] a tool's name, looked up in the system folders) with
  * input on its stdin; exit 0 is success, anything else an error carrying

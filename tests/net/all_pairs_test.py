@@ -168,13 +168,26 @@ class Fail(Exception):
     pass
 
 
-# the agent's links: t<tag4>v|b|x... (and ts[vbx]... of agents before per-agent names)
-AGENT_LINK = re.compile(r"^(t[0-9a-f]{4}[vbx]|ts[vbx])[0-9a-f]")
+# the agent's links: t<tag4>v|b|x|g... (and ts[vbx]... of agents before per-agent names)
+AGENT_LINK = re.compile(r"^(t[0-9a-f]{4}[vbxg]|ts[vbx])[0-9a-f]")
 
 
-def node_net(ns):
-    """In node namespace ns: the agents' links, the addresses on them, and
-    the address bindings (bound4 elements) of every agent's bridge table."""
+def fabrics_of(ns):
+    """The agents' fabric namespaces (tsf-<tag>: their tenants' bridges,
+    VXLANs and the tasks' veths' host ends) serving node namespace ns: those
+    with a link (a gateway's fabric end, a VXLAN) whose other side is in ns."""
+    found = []
+    for f in sorted(os.listdir("/run/netns")):
+        if f.startswith("tsf-"):
+            out = sh("ip", "-n", f, "-o", "-d", "link", "show", check=False).stdout
+            if re.search(rf"link-netns {re.escape(ns)}( |$)", out, re.M):
+                found.append(f)
+    return found
+
+
+def net_of(ns):
+    """In namespace ns: the agents' links, the addresses on them, and the
+    address bindings (bound4 elements) of every agent's bridge table."""
     out = nsx(ns, "ip", "-o", "link", "show").stdout
     ours = {l.split(": ")[1].split("@")[0] for l in out.splitlines()}
     ours = {n for n in ours if AGENT_LINK.match(n)}
@@ -189,6 +202,15 @@ def node_net(ns):
     return len(ours), addrs, elems
 
 
+def node_net(ns):
+    """net_of the node namespace ns and of its agents' fabric namespaces."""
+    links, addrs, elems = net_of(ns)
+    for f in fabrics_of(ns):
+        n_links, n_addrs, n_elems = net_of(f)
+        links, addrs, elems = links + n_links, addrs + n_addrs, elems + n_elems
+    return links, addrs, elems
+
+
 def counts(state_dirs):
     """What the module made: task namespaces, tenant links, the addresses on
     them, bindings."""
@@ -199,8 +221,9 @@ def counts(state_dirs):
         links, addrs, elems = links + n_links, addrs + n_addrs, elems + n_elems
     files = sum(len(os.listdir(os.path.join(d, "net"))) for d in state_dirs
                 if os.path.isdir(os.path.join(d, "net")))
-    return {"namespaces": len(nss), "links": links, "addresses": addrs, "bindings": elems,
-            "state_files": files}
+    fabrics = sum(len(fabrics_of(node_ns(i))) for i in range(NODES))
+    return {"namespaces": len(nss), "fabrics": fabrics, "links": links, "addresses": addrs,
+            "bindings": elems, "state_files": files}
 
 
 def make_fabric():
@@ -246,8 +269,9 @@ def cleanup(procs, tmp):
         if p.poll() is None:
             p.kill()
             p.wait()
+    fabrics = {"tsf-" + ns_name(d, "")[3:11] for d in STATES}  # each node agent's
     for n in os.listdir("/run/netns"):
-        if n.startswith(TAG) or mine(n):
+        if n.startswith(TAG) or mine(n) or n in fabrics:
             subprocess.run(["ip", "netns", "del", n], capture_output=True)
     shutil.rmtree(tmp, ignore_errors=True)
 
@@ -273,11 +297,20 @@ def main():
         print(f"setup (each including its exec by the test): max {max(ms):.1f} ms")
         made = counts(states)
         print("made:", made)
-        # each tenant's bridge on each node holds its gateway address
-        want = {"namespaces": 12, "links": 12 + 2 * TENANTS * NODES,
+        # each tenant's gateway on each node holds its address: a veth whose
+        # other end is a port of the tenant's bridge in the node's fabric,
+        # with the VXLAN; the tasks' veths' host ends are there too
+        want = {"namespaces": 12, "fabrics": NODES, "links": 12 + 4 * TENANTS * NODES,
                 "addresses": TENANTS * NODES, "bindings": 12, "state_files": 12}
         if made != want:
             failures.append(f"made {made}, want {want}")
+        # the fabric bridges without br_netfilter, whatever the node's setting
+        if os.path.exists("/proc/sys/net/bridge/bridge-nf-call-iptables"):
+            for i in range(NODES):
+                for f in fabrics_of(node_ns(i)):
+                    v = nsx(f, "sysctl", "-n", "net.bridge.bridge-nf-call-iptables").stdout.strip()
+                    if v != "0":
+                        failures.append(f"fabric {f}: bridge-nf-call-iptables {v}, want 0")
         # servers
         logs = {}
         for k in range(TENANTS):
@@ -431,8 +464,8 @@ def main():
             if out != "removed=1":
                 failures.append(f"node {r}: restart reconcile said {out!r}, want removed=1")
         mid = counts(states)
-        want = {"namespaces": 4, "links": 4 + 2 * NODES, "addresses": NODES, "bindings": 4,
-                "state_files": 4}
+        want = {"namespaces": 4, "fabrics": NODES, "links": 4 + 4 * NODES, "addresses": NODES,
+                "bindings": 4, "state_files": 4}
         print("after restart, tenant 2 kept:", mid)
         if mid != want:
             failures.append(f"after the restart {mid}, want {want}")

@@ -77,6 +77,7 @@ def main():
         sh("ip", "link", "del", f"{TAG}probe")
     tmp = tempfile.mkdtemp(prefix="ts-nics-")
     state = os.path.join(tmp, "agent")
+    other = os.path.join(tmp, "other-agent")
     os.makedirs(state)
     try:
         sh("ip", "netns", "add", NODE)
@@ -129,7 +130,6 @@ def main():
         # two agents of one host (two clusters): the same task id, two namespaces,
         # each agent its own bridges, VXLANs and tables; neither agent's
         # teardown nor restart touches the other's
-        other = os.path.join(tmp, "other-agent")
         os.makedirs(other)
         nsx(NODE, TOOL, "start", other)
         nsx(NODE, TOOL, "setup", state, tid(5), "4201", "10.72.0.2", "24", LOCAL)
@@ -150,7 +150,9 @@ def main():
         addr = nsx(b, "ip", "-4", "-o", "addr", "show", "dev", "eth0").stdout
         expect("10.73.0.2/24" in addr, f"which keeps its address: {addr.strip()}")
         out = nsx(NODE, TOOL, "start", state).stdout
-        bound = nsx(NODE, "nft", "list", "set", "bridge", "tessera_" + ns_name(other, "x")[3:11],
+        # its bindings are in its fabric namespace's bridge table (netns_fabric.c)
+        otag = ns_name(other, "x")[3:11]
+        bound = nsx("tsf-" + otag, "nft", "list", "set", "bridge", "tessera_" + otag,
                     "bound4").stdout
         expect("removed=0" in out and os.path.exists("/run/netns/" + b) and "10.73.0.2" in bound,
                "a restart of the first agent removes nothing of the other's, not even its "
@@ -159,8 +161,10 @@ def main():
         expect(not os.path.exists("/run/netns/" + b), "the other agent removes its own")
         return 0
     finally:
+        fabrics = {"tsf-" + ns_name(d, "x")[3:11] for d in (state, other)}
         for n in os.listdir("/run/netns"):
-            if n.startswith(TAG) or (n.startswith("ts-") and n[12:].startswith(TAG + "t")):
+            if n.startswith(TAG) or (n.startswith("ts-") and n[12:].startswith(TAG + "t")) \
+                    or n in fabrics:
                 subprocess.run(["ip", "netns", "del", n], capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
 

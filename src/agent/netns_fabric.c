@@ -1,0 +1,233 @@
+/*
+ * netns_fabric.c - the agent's fabric namespace, where its tenants'
+ * bridges live (netns.h, docs/network.md).
+ *
+ * Why a namespace of its own: br_netfilter, when the host has it loaded
+ * (container runtimes and Kubernetes need it), hands every IPv4 frame a
+ * bridge forwards to the host's inet hooks: a socket-buffer extension, the
+ * header checks and three more hook traversals per frame, about a tenth of
+ * the CPU an overlay byte costs (bench/netns). Its switches
+ * (bridge-nf-call-*) are per network namespace, so the tenants' bridges, the
+ * VXLAN devices and the host ends of the tasks' veths live in this
+ * namespace, with the switches off, and the host's own setting stays what
+ * other software set. The VXLAN devices are made in the agent's namespace
+ * and moved here: their UDP sockets stay in the agent's namespace, on the
+ * underlay. The host keeps one veth per tenant (t<tag4>b<vni>, the
+ * tenant's gateway: its address and MAC), whose other end (t<tag4>g<vni>)
+ * is a port of the tenant's bridge here; routing to services, published
+ * ports and masquerading stay in the host's inet table as before. The
+ * bridge table (the bindings of port, address and MAC) is loaded here.
+ *
+ * The namespace is tsf-<tag> (tag as netns.c's: a task's is ts-<tag>-<id>),
+ * made on the first task's setup and removed with the last task's teardown.
+ * Looking into it (does a link exist, its sysctls) is done by the calling
+ * thread entering it with setns and coming back: a network namespace is a
+ * thread's own, so the agent's other threads are not moved. Nothing here is
+ * thread-safe beyond that (netns.h).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/netns.h"
+#include "agent/netns_priv.h"
+
+#define FABRIC_TABLE_BYTES 8192
+
+void agent_net_fabric_name(const net_names *nn, char *out, size_t len)
+{
+    snprintf(out, len, "tsf-%s", nn->table + strlen("tessera_"));
+}
+
+void agent_net_fabric_path(const net_names *nn, char *out, size_t len)
+{
+    char name[64];
+    agent_net_fabric_name(nn, name, sizeof name);
+    snprintf(out, len, "/run/netns/%s", name);
+}
+
+bool agent_net_fabric_exists(const net_names *nn)
+{
+    char path[128];
+    agent_net_fabric_path(nn, path, sizeof path);
+    return access(path, F_OK) == 0;
+}
+
+/* Runs fn(ctx) with the calling thread in the fabric namespace, then back
+ * in its own; -1 (errno set) if either move fails. */
+static int in_fabric(const net_names *nn, int (*fn)(void *ctx), void *ctx)
+{
+    char path[128];
+    agent_net_fabric_path(nn, path, sizeof path);
+    int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (self < 0)
+        return -1;
+    int there = open(path, O_RDONLY | O_CLOEXEC);
+    if (there < 0 || setns(there, CLONE_NEWNET) != 0) {
+        int e = errno;
+        if (there >= 0)
+            close(there);
+        close(self);
+        errno = e;
+        return -1;
+    }
+    int rc = fn(ctx);
+    int e = errno;
+    if (setns(self, CLONE_NEWNET) != 0)
+        abort(); /* a thread left in the fabric would act on the wrong network */
+    close(there);
+    close(self);
+    errno = e;
+    return rc;
+}
+
+static int name_index(void *ctx) { return (int)if_nametoindex(ctx); }
+
+bool agent_net_fabric_has_link(const net_names *nn, const char *name)
+{
+    int rc = in_fabric(nn, name_index, (void *)name);
+    return rc > 0;
+}
+
+/* The switches off and no IPv6 on the links here (they only bridge). */
+static int fabric_sysctls(void *ctx)
+{
+    static const char *const knobs[] = {
+        "/proc/sys/net/bridge/bridge-nf-call-iptables",
+        "/proc/sys/net/bridge/bridge-nf-call-ip6tables",
+        "/proc/sys/net/bridge/bridge-nf-call-arptables",
+        "/proc/sys/net/ipv6/conf/default/disable_ipv6",
+        "/proc/sys/net/ipv6/conf/all/disable_ipv6"};
+    static const char values[] = {'0', '0', '0', '1', '1'};
+    ts_err *err = ctx;
+    err->code = 0;
+    for (size_t i = 0; i < sizeof values; i++) {
+        int fd = open(knobs[i], O_WRONLY | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT)
+            continue; /* no br_netfilter (nothing to switch off) or no IPv6 */
+        if (fd < 0 || write(fd, &values[i], 1) != 1) {
+            int e = errno;
+            if (fd >= 0)
+                close(fd);
+            ts_err_set(err, TS_EIO, "network: fabric %s: %s", knobs[i], strerror(e));
+            return -1;
+        }
+        close(fd);
+    }
+    return 0;
+}
+
+int agent_net_fabric_nft(const net_names *nn, const char *script, ts_err *err)
+{
+    char path[128], arg[160];
+    agent_net_fabric_path(nn, path, sizeof path);
+    snprintf(arg, sizeof arg, "--net=%s", path);
+    const char *argv[] = {"nsenter", arg, "nft", "-f", "-", NULL};
+    return agent_net_run_tool(argv, script, err);
+}
+
+int agent_net_fabric_ip(const net_names *nn, const char *script, ts_err *err)
+{
+    char name[64];
+    agent_net_fabric_name(nn, name, sizeof name);
+    const char *argv[] = {"ip", "-n", name, "-batch", "-", NULL};
+    return agent_net_run_tool(argv, script, err);
+}
+
+int agent_net_fabric_table(const net_names *nn, const char *bindings, ts_err *err)
+{
+    char *script = malloc(FABRIC_TABLE_BYTES + (bindings ? strlen(bindings) : 0));
+    if (!script)
+        return ts_err_set(err, TS_ENOMEM, "network: out of memory");
+    size_t n = (size_t)snprintf(script, FABRIC_TABLE_BYTES, "table bridge %s\n"
+                                "delete table bridge %s\n", nn->table, nn->table);
+    n += agent_net_policy_bridge_text(nn, script + n, FABRIC_TABLE_BYTES - n);
+    strcpy(script + n, bindings ? bindings : "");
+    int rc = agent_net_fabric_nft(nn, script, err);
+    free(script);
+    return rc;
+}
+
+int agent_net_fabric_ensure(const net_names *nn, ts_err *err)
+{
+    if (agent_net_fabric_exists(nn))
+        return 0;
+    char name[64];
+    agent_net_fabric_name(nn, name, sizeof name);
+    const char *argv[] = {"ip", "netns", "add", name, NULL};
+    int rc = agent_net_run_tool(argv, NULL, err);
+    if (rc)
+        return rc;
+    err->code = 0;
+    if (in_fabric(nn, fabric_sysctls, err) != 0) {
+        int code = err->code;
+        if (code == 0)
+            ts_err_set(err, TS_EIO, "network: entering the fabric namespace %s: %s", name,
+                       strerror(errno));
+        agent_net_fabric_remove(nn);
+        return code ? code : err->code;
+    }
+    if ((rc = agent_net_fabric_table(nn, NULL, err)) != 0)
+        agent_net_fabric_remove(nn);
+    return rc;
+}
+
+void agent_net_fabric_remove(const net_names *nn)
+{
+    char name[64];
+    ts_err e;
+    agent_net_fabric_name(nn, name, sizeof name);
+    const char *argv[] = {"ip", "netns", "delete", name, NULL};
+    if (agent_net_fabric_exists(nn))
+        agent_net_run_tool(argv, NULL, &e);
+}
+
+/* The tenant's last task here is gone: its bridge, VXLAN and gateway (the
+ * fabric's, or an earlier agent's in this namespace). */
+void agent_net_tenant_remove(const net_names *nn, unsigned vni, bool legacy, bool fabric,
+                             int *rc, ts_err *err)
+{
+    char br[IFNAMSIZ], vx[IFNAMSIZ], gp[IFNAMSIZ], script[160] = "";
+    ts_err e;
+    size_t n = 0;
+    agent_net_tenant_link(nn, 'b', vni, false, br);
+    agent_net_tenant_link(nn, 'x', vni, false, vx);
+    agent_net_tenant_link(nn, 'g', vni, false, gp);
+    if (fabric) { /* the gateway's fabric end takes its host end with it */
+        const char *names[] = {vx, gp, br};
+        for (int i = 0; i < 3; i++)
+            if (agent_net_fabric_has_link(nn, names[i]))
+                n += (size_t)snprintf(script + n, sizeof script - n, "link delete %s\n",
+                                      names[i]);
+        if (n && agent_net_fabric_ip(nn, script, &e) != 0 && *rc == 0) {
+            *rc = e.code;
+            *err = e;
+        }
+    }
+    agent_net_tenant_link(nn, 'b', vni, legacy, br);
+    agent_net_tenant_link(nn, 'x', vni, legacy, vx);
+    bool host_vx = if_nametoindex(vx) != 0;
+    n = 0;
+    if (host_vx)
+        n += (size_t)snprintf(script + n, sizeof script - n, "link delete %s\n", vx);
+    if (if_nametoindex(br) != 0)
+        n += (size_t)snprintf(script + n, sizeof script - n, "link delete %s\n", br);
+    if (host_vx) { /* an earlier agent's bridge: its element of "bridged" */
+        char el[160];
+        snprintf(el, sizeof el, "delete element inet %s bridged { \"%s\" . \"%s\" }\n",
+                 nn->table, br, br);
+        const char *nft[] = {"nft", "-f", "-", NULL};
+        agent_net_run_tool(nft, el, &e); /* absent after a table reload: no error */
+    }
+    const char *argv[] = {"ip", "-batch", "-", NULL};
+    if (n && agent_net_run_tool(argv, script, &e) != 0 && *rc == 0) {
+        *rc = e.code;
+        *err = e;
+    }
+}
