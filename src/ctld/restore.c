@@ -165,6 +165,9 @@ static int restore_running(ctld *c, cjob *j, double now, ts_err *err)
     }
     if (rc == 0 && ctld_node_index_add(c, j) != 0)
         rc = ts_err_set(err, TS_ENOMEM, "out of memory");
+    if (rc == 0 && ctld_steps_restore(c, j, now, err) != 0) /* they run on: kept */
+        fprintf(stderr, "tesserad: job %lld: steps not restored (%s): a running step's tasks "
+                        "stop\n", (long long)j->row.id, err->msg);
     if (rc == 0) {
         j->end_s = j->row.start_s + ctld_job_run_s(j);
         j->is_virtual = true; /* as when it started (job_fsm.c): a timer if all virtual */

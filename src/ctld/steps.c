@@ -350,6 +350,92 @@ void ctld_steps_run_ended(ctld *c, cjob *j, double now, ctld_txn *t)
 
 #define STEP_EVENTS_PAGE 1000
 
+static json_t *step_events(ctld *c, int64_t id, const char *kind, ctld_reply *r);
+static bool step_alloc(ctld_step *s, const json_t *cmd, struct ctld_steps *steps);
+
+/* One step rebuilt from its started event b and, if it ended, its ended
+ * event e (NULL: it runs, in the job's current run, or its run ended while
+ * no controller ran). */
+static int step_rebuilt(cjob *j, const json_t *b, const json_t *e, double now)
+{
+    const json_t *ranks = json_object_get(b, "ranks");
+    ctld_step s = {0};
+    s.id = (int)json_integer_value(json_object_get(b, "id"));
+    s.run = json_number_value(json_object_get(b, "run"));
+    s.start_s = json_number_value(json_object_get(b, "start"));
+    s.n = (int)json_array_size(ranks);
+    if (s.n <= 0 || s.n > j->ntasks || s.id < 0 || s.id >= CTLD_STEPS_MAX)
+        return 0; /* an event of an older tesserad (no ranks): left to accounting */
+    if (!(s.rank = malloc((size_t)s.n * sizeof *s.rank)))
+        return TS_ENOMEM;
+    for (int q = 0; q < s.n; q++) {
+        json_int_t r = json_integer_value(json_array_get(ranks, (size_t)q));
+        s.rank[q] = r >= 0 && r < j->ntasks ? (int)r : 0;
+    }
+    if (!step_alloc(&s, json_object_get(b, "command"), j->steps)) {
+        step_fini(&s);
+        return TS_ENOMEM;
+    }
+    const char *state = e ? json_string_value(json_object_get(e, "state")) : NULL;
+    if (state) { /* ended: as its end was written */
+        s.state = strcmp(state, "completed") == 0 ? STEP_COMPLETED
+                  : strcmp(state, "cancelled") == 0 ? STEP_CANCELLED
+                                                    : STEP_FAILED;
+        s.end_s = json_number_value(json_object_get(e, "end"));
+        int code = (int)json_integer_value(json_object_get(e, "exit_code"));
+        for (int q = 0; q < s.n; q++) {
+            s.st[q] = s.state == STEP_COMPLETED ? CTLD_RANK_DONE : CTLD_RANK_FAILED;
+            s.code[q] = code;
+            s.end[q] = s.end_s;
+        }
+        const char *why = json_string_value(json_object_get(e, "reason"));
+        snprintf(s.why, sizeof s.why, "%s", why ? why : "");
+    } else if (s.run != j->row.start_s) { /* its run ended while no controller ran */
+        s.state = STEP_CANCELLED;
+        s.end_s = now;
+        snprintf(s.why, sizeof s.why, "the job's run ended before the step");
+    } /* else running: its tasks' reports (the agents register again) settle it */
+    j->steps->v[j->steps->n++] = s;
+    return 0;
+}
+
+int ctld_steps_restore(ctld *c, cjob *j, double now, ts_err *err)
+{
+    if (!ctld_job_is_batch(j) || !j->allocs)
+        return 0;
+    ctld_reply r = {0};
+    json_t *begun = step_events(c, j->row.id, "step-started", &r);
+    json_t *ended = begun ? step_events(c, j->row.id, "step-ended", &r) : NULL;
+    if (!begun || !ended) {
+        json_decref(begun);
+        ts_err_set(err, TS_EIO, "the store: %s", r.body ? r.body : "unavailable");
+        free(r.body);
+        return TS_EIO;
+    }
+    int rc = 0;
+    if (json_array_size(begun) > 0 && !(j->steps = calloc(1, sizeof *j->steps)))
+        rc = TS_ENOMEM;
+    size_t k, q;
+    json_t *b, *e;
+    json_array_foreach(begun, k, b)
+    {
+        const json_t *end = NULL;
+        json_array_foreach(ended, q, e)
+        {
+            if (json_integer_value(json_object_get(e, "id")) ==
+                json_integer_value(json_object_get(b, "id")))
+                end = e;
+        }
+        if (rc == 0)
+            rc = step_rebuilt(j, b, end, now);
+    }
+    json_decref(begun);
+    json_decref(ended);
+    if (rc == TS_ENOMEM)
+        ts_err_set(err, TS_ENOMEM, "out of memory");
+    return rc;
+}
+
 /* A job's steps from its events of that kind (step-ended: an ended job's
  * steps, their detail the step's document without its tasks; step-started:
  * every step begun). NULL when the store failed (answered). */
@@ -615,7 +701,19 @@ static json_t *step_commit(ctld *c, cjob *j, const ctld_step *s, ctld_reply *r)
 {
     int64_t id = j->row.id;
     json_t *doc = step_json(c, j, s, false, s->start_s);
-    char *d = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    /* what a restarted controller rebuilds the step from (ctld_steps_restore):
+     * the job's ranks it runs in and the run it belongs to */
+    json_t *ev = doc ? json_deep_copy(doc) : NULL, *ranks = json_array();
+    for (int q = 0; ev && q < s->n; q++)
+        json_array_append_new(ranks, json_integer(s->rank[q]));
+    if (ev) {
+        json_object_set_new(ev, "ranks", ranks);
+        json_object_set_new(ev, "run", json_real(s->run));
+    } else {
+        json_decref(ranks);
+    }
+    char *d = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+    json_decref(ev);
     ctld_txn t = {0};
     ts_err err;
     int rc = d ? ctld_txn_event(&t, j->row.id, s->start_s, "step-started", d) : TS_ENOMEM;

@@ -63,6 +63,11 @@ int ctld_steps_report(ctld *c, cjob *j, int n, const json_t *tk, double now, ctl
  * with it, their events planned into t (NULL: not written). */
 void ctld_steps_run_ended(ctld *c, cjob *j, double now, ctld_txn *t);
 void ctld_steps_free(cjob *j);
+/* At a restart, for a running batch job (with mu not yet shared): its steps
+ * rebuilt from their started and ended events, those of its current run
+ * without an end running again, so the agents' reports of their tasks (they
+ * run on) settle them and srun reads them as before. 0, TS_EIO, TS_ENOMEM. */
+int ctld_steps_restore(ctld *c, cjob *j, double now, ts_err *err);
 
 /* Job id's steps as GET /v1/jobs/{id}/steps lists them: from memory while
  * the job is active, else from its events (a store read). Takes mu itself;

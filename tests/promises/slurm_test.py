@@ -218,3 +218,55 @@ srun --nodelist=r-9 true
     check("srun: --nodelist: not available inside a Tessera job" in err,
           f"the step is refused naming the option: {err!r}")
     check(c.job(jid).get("state") == "failed", "the job fails")
+
+
+def scenario_running_step_survives_a_controller_restart(c):
+    """slurm.md "Steps": a step running while tesserad restarts runs on: the
+    controller rebuilds it from its events, the agents' reports settle it,
+    and srun, which waits for a controller that does not answer, exits with
+    the step's status; the next step gets the next id. (Last: it restarts
+    tesserad.)"""
+    import signal
+    import time
+    from harness import wait_ready
+    p = script(c, "survive.sh", """#!/bin/sh
+#SBATCH -N 2 --ntasks-per-node=1 --gpus-per-node=8 --account=team-a --time=5
+srun -l sh -c 'sleep 6; echo "step $SLURM_STEP_ID done"; exit 4'
+echo "srun-rc=$?"
+srun -n 1 sh -c 'echo "next=$SLURM_STEP_ID"'
+""")
+    r = c.cli("sbatch", p)
+    jid = next((int(w) for w in r.stdout.split() if w.isdigit()), None)
+    if jid is None:
+        check(False, f"submitted: {r.stdout} {r.stderr}")
+        return
+
+    def step0():
+        st, d = c.call("GET", f"/v1/jobs/{jid}/steps?step=0")
+        return d.get("step", {}) if st == 200 else {}
+    if not c.wait(lambda: all(t.get("state") == "running" for t in step0().get("tasks", [{}])),
+                  "step 0 runs in both tasks", 30):
+        return
+    ctld = c.procs["tesserad"]
+    ctld.send_signal(signal.SIGKILL)
+    ctld.wait(timeout=20)
+    time.sleep(1.0)
+    c._spawn("tesserad", [c.bins["tesserad"], "--config", c.path("tesserad.yaml")])
+    if not wait_ready(c.url, 30):
+        check(False, "tesserad is ready again after its restart")
+        return
+    s = step0()
+    check(s.get("state") in ("running", "failed"),
+          f"after the restart the step is known, still running (or ended): {s}")
+    j = c.wait_job(jid, ("completed", "failed"), 60)
+    if not j:
+        return
+    out = outputs(c, jid, (0,))[0]
+    err = outputs(c, jid, (0,), "err")[0]
+    check("0: step 0 done" in out and "1: step 0 done" in out,
+          f"both of its tasks ran to their end: {out!r} {err!r}")
+    check("srun-rc=4\n" in out, f"srun exits with the step's status: {out!r} {err!r}")
+    check("next=1\n" in out, f"the next step gets the next id: {out!r}")
+    s = step0()
+    check(s.get("state") == "failed" and s.get("exit_code") == 4,
+          f"the step's end is the tasks': {s}")
