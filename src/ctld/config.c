@@ -401,14 +401,14 @@ static int oidc_parse(cfg_ctx *x, yaml_node_t *m)
     return rc;
 }
 
-/* mail: {relay: HOST:PORT, from: ADDRESS, starttls: false} (docs/tesserad.md
- * "mail"): the SMTP relay jobs' notify.mail goes through. */
+/* mail: {relay: HOST:PORT, from: ADDRESS, starttls: false, ca_file: PATH}
+ * (docs/tesserad.md "mail"): the SMTP relay jobs' notify.mail goes through. */
 static int mail_parse(cfg_ctx *x, yaml_node_t *m)
 {
-    static const char *const mk[] = {"relay", "from", "starttls"};
-    yaml_node_t *mv[3];
+    static const char *const mk[] = {"relay", "from", "starttls", "ca_file"};
+    yaml_node_t *mv[4];
     ctld_config *cfg = x->cfg;
-    int rc = ts_yaml_map_fields(&x->D, m, "mail", mk, 3, mv);
+    int rc = ts_yaml_map_fields(&x->D, m, "mail", mk, 4, mv);
     if (rc == 0 && (!mv[0] || !mv[1]))
         rc = ts_yaml_fail(&x->D, m, TS_EINVAL, "mail: needs relay (host:port) and from (an "
                           "address)");
@@ -424,6 +424,11 @@ static int mail_parse(cfg_ctx *x, yaml_node_t *m)
         rc = ts_yaml_fail_got(&x->D, mv[1], "mail.from", "an address user@domain");
     if (rc == 0 && mv[2])
         rc = get_bool(x, mv[2], "mail.starttls", &cfg->mail_starttls);
+    if (rc == 0 && mv[3])
+        rc = get_path(x, mv[3], "mail.ca_file", cfg->mail_ca_file, sizeof cfg->mail_ca_file);
+    if (rc == 0 && mv[3] && !cfg->mail_starttls)
+        rc = ts_yaml_fail(&x->D, mv[3], TS_EINVAL, "mail.ca_file: only with starttls: true "
+                          "(it verifies the relay's certificate)");
     return rc;
 }
 

@@ -64,6 +64,7 @@ typedef struct ctld_config {
      * STARTTLS required when mail_starttls */
     char mail_relay[256], mail_from[256];
     bool mail_starttls;
+    char mail_ca_file[CTLD_PATH_MAX]; /* "" the system's CAs verify the relay */
     char listen_addr[64];       /* "127.0.0.1" */
     int listen_port;            /* 8460 */
     char state_dir[CTLD_PATH_MAX];

@@ -104,6 +104,8 @@ bool ctld_mail_send(CURL *h, const ctld_config *cfg, const char *rcpts, const ch
     curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
     curl_easy_setopt(h, CURLOPT_USE_SSL, cfg->mail_starttls ? (long)CURLUSESSL_ALL
                                                            : (long)CURLUSESSL_NONE);
+    if (cfg->mail_starttls && cfg->mail_ca_file[0])
+        curl_easy_setopt(h, CURLOPT_CAINFO, cfg->mail_ca_file);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, timeout_s);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, timeout_s);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);

@@ -5,89 +5,15 @@ SMTP relay when it starts, ends or fails, as on asks; sbatch's --mail-type
 and --mail-user map to it; a relay that refuses is retried; a relay that
 hangs never holds up the controller. The relay is a small SMTP server of
 this file, on loopback."""
-import os
-import socket
-import socketserver
-import threading
 import time
 
 from cluster import DEFAULT_CONFIG
 from harness import check
+from smtp_relay import Relay
 
-MAILS = []            # (mail from, [rcpt to], message text), as the relay took them
-STATE = {"refuse": 0, "hang": False, "tries": 0}
-LOCK = threading.Lock()
-
-
-class Smtp(socketserver.StreamRequestHandler):
-    """Just enough of RFC 5321 for one client: EHLO/HELO, MAIL, RCPT, DATA,
-    RSET, NOOP, QUIT. STATE["refuse"] > 0 answers MAIL with 451 (then counts
-    down); STATE["hang"] sends no greeting at all."""
-    timeout = 30
-
-    def say(self, line):
-        self.wfile.write(line.encode() + b"\r\n")
-
-    def handle(self):
-        with LOCK:
-            hang = STATE["hang"]
-        if hang:
-            time.sleep(20)
-            return
-        self.say("220 relay.test ESMTP")
-        sender, rcpts = None, []
-        while True:
-            raw = self.rfile.readline()
-            if not raw:
-                return
-            line = raw.decode(errors="replace").rstrip("\r\n")
-            verb = line[:4].upper()
-            if verb in ("EHLO", "HELO"):
-                self.say("250-relay.test" if verb == "EHLO" else "250 relay.test")
-                if verb == "EHLO":
-                    self.say("250 8BITMIME")
-            elif verb == "MAIL":
-                with LOCK:
-                    STATE["tries"] += 1  # one try of a message
-                    refuse = STATE["refuse"] > 0
-                    if refuse:
-                        STATE["refuse"] -= 1
-                if refuse:
-                    self.say("451 4.3.0 try again later")
-                    continue
-                sender, rcpts = line.split(":", 1)[1].strip(), []
-                self.say("250 OK")
-            elif verb == "RCPT":
-                rcpts.append(line.split(":", 1)[1].strip())
-                self.say("250 OK")
-            elif verb == "DATA":
-                self.say("354 end with <CRLF>.<CRLF>")
-                body = []
-                while True:
-                    d = self.rfile.readline()
-                    if not d or d in (b".\r\n", b".\n"):
-                        break
-                    body.append(d.decode(errors="replace"))
-                with LOCK:
-                    MAILS.append((sender, rcpts, "".join(body)))
-                self.say("250 OK queued")
-            elif verb == "QUIT":
-                self.say("221 bye")
-                return
-            elif verb in ("RSET", "NOOP"):
-                self.say("250 OK")
-            else:
-                self.say("502 not implemented")
-
-
-class Relay(socketserver.ThreadingTCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
-RELAY = Relay(("127.0.0.1", 0), Smtp)
-threading.Thread(target=RELAY.serve_forever, daemon=True).start()
-PORT = RELAY.server_address[1]
+RELAY = Relay()
+PORT = RELAY.port
+MAILS, STATE, LOCK = RELAY.mails, RELAY.state, RELAY.lock  # (from, [to], text, over TLS)
 
 CLUSTER = {"config": DEFAULT_CONFIG +
            f"mail: {{relay: 127.0.0.1:{PORT}, from: tessera@cluster.test}}\n"}
@@ -117,7 +43,7 @@ def scenario_mail_on_begin_and_end(c):
                  "a start and an end mail arrive", 30)
     if not got:
         return
-    sender, rcpts, text = mails_for(jid)[-1]
+    sender, rcpts, text, _ = mails_for(jid)[-1]
     check(sender == "<tessera@cluster.test>", f"from mail.from: {sender}")
     check(rcpts == ["<alice@example.com>", "<ops@example.com>"], f"to both addresses: {rcpts}")
     check(f"Subject: tessera job {jid} (mailed) " in text, f"the subject names the job: {text}")
