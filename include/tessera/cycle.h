@@ -210,8 +210,10 @@ typedef struct ts_sched_config {
      * guarantee) and that passes the quota but lacks room may take back
      * another tenant's loan when its tenant, the job started, still holds
      * fewer GPUs per unit of fair-share weight than the loan's tenant holds
-     * once the loan is gone (strictly: the loan's job cannot take it back in
-     * turn). The victim keeps min_runtime_s and max_preemptions_hour. What
+     * once the loan is gone, by one more such job at least (the loan's job
+     * cannot take it back in turn, nor one job ending elsewhere turn the
+     * comparison round), the loan's tenant keeping its guarantee. The victim
+     * has run an hour and keeps max_preemptions_hour. What
      * is lent then goes by weight, not by who borrowed first
      * (docs/scheduler.md, step 6, "Fair reclaim"). */
     bool fair_reclaim;

@@ -172,10 +172,17 @@ int cycle_mig_reshape(const ts_sched *s, const ts_job *job, int *ngpus);
 /* GPUs (milli) tenant t holds now, every model present. */
 int64_t cycle_held_gpu_milli(const ts_sched *s, int t);
 /* Fair reclaim: may tenant a, holding a_held and gaining a_gain GPU milli,
- * take b_loss of tenant b's loans (b holding b_held)? True when a's GPUs per
- * unit of weight after stay strictly below b's after. */
+ * take b_loss of tenant b's loans (b holding b_held)? True when b keeps its
+ * guarantee and a's GPUs per unit of weight after, one more a_gain added,
+ * stay strictly below b's after. */
 bool cycle_fair_takes(const ts_sched *s, int a, int64_t a_held, int64_t a_gain, int b,
                       int64_t b_held, int64_t b_loss);
+/* Fair reclaim: may a job of tenant a gaining a_gain GPU milli stop running
+ * job v (v_gpu_milli GPUs; v_borrows: its tenant holds more than its
+ * guarantee)? v is another tenant's loan that has run an hour and
+ * cycle_fair_takes holds for it alone; held[t]: GPU milli tenant t holds. */
+bool cycle_fair_loan(const ts_sched *s, double now, const ts_job *v, int64_t v_gpu_milli,
+                     bool v_borrows, int a, int64_t a_gain, const int64_t *held);
 
 /* cycle_plan.c ------------------------------------------------------------ */
 

@@ -125,17 +125,11 @@ static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *t
 }
 
 /* Fair reclaim (cfg.fair_reclaim): may job i, its tenant past its
- * guarantee, take running job v's room? v is another borrowing tenant's
- * loan whose tenant, v gone, still holds more GPUs per unit of weight than
- * job i's tenant with job i started. */
+ * guarantee, take running job v's room? (cycle_fair.c) */
 static bool fair_loan(const loop *l, int i, const ts_job *v)
 {
-    if (!l->fair || v->tenant == l->js[i].tenant || v->tier == TS_TIER_GUARANTEED ||
-        !l->tborrows[v->tenant])
-        return false;
-    int64_t vg = job_gpu_milli(v);
-    return vg > 0 && cycle_fair_takes(l->s, l->js[i].tenant, l->theld[l->js[i].tenant],
-                                      l->js[i].gpu_milli, v->tenant, l->theld[v->tenant], vg);
+    return l->fair && cycle_fair_loan(l->s, l->now, v, job_gpu_milli(v), l->tborrows[v->tenant],
+                                      l->js[i].tenant, l->js[i].gpu_milli, l->theld);
 }
 
 typedef struct vkey {

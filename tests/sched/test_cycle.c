@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sched/cycle_internal.h"
 #include "tessera/cycle.h"
 #include "tessera/load.h"
 #include "tessera/rng.h"
@@ -801,6 +802,37 @@ static const char FAIR_TENANTS_YAML[] =
     "      team-b: {guaranteed: {gpu: {H100-80GB: 4}}}\n"
     "      team-c: {guaranteed: {gpu: {H100-80GB: 4}}}\n";
 
+/* The rule's parts, on GPU milli (team-a weighs 2, team-c 1, each
+ * guaranteed 4 GPUs): a margin of one more job, the loan's tenant keeps its
+ * guarantee, the loan has run an hour. */
+static void test_fair_reclaim_rule(void **state)
+{
+    fx *f = *state;
+    remake(f, FAIR_TENANTS_YAML);
+    /* (5 + 2 * 2) / 2 = 4.5 < (6 - 1) / 1 */
+    assert_true(cycle_fair_takes(f->s, TA, 5000, 2000, TC, 6000, 1000));
+    /* (6 + 2) / 2 = 4 < 5 alone, but one more job's margin: 5 < 5 fails */
+    assert_false(cycle_fair_takes(f->s, TA, 6000, 2000, TC, 6000, 1000));
+    /* the shares allow it ((0 + 2 * 2) / 2 = 2 < 3), but team-c would fall
+     * to 3 GPUs, below its guarantee of 4 */
+    assert_false(cycle_fair_takes(f->s, TA, 0, 2000, TC, 5000, 2000));
+    assert_true(cycle_fair_takes(f->s, TA, 0, 2000, TC, 6000, 2000));
+    /* the same tenant, or a loss above what it holds: never */
+    assert_false(cycle_fair_takes(f->s, TC, 0, 1000, TC, 9000, 1000));
+    assert_false(cycle_fair_takes(f->s, TA, 0, 1000, TC, 1000, 2000));
+    ts_job *loan = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 1, 100000);
+    loan->start_s = 1000;
+    int64_t held[8] = {0};
+    held[TA] = 4000;
+    held[TC] = 6000;
+    assert_false(cycle_fair_loan(f->s, 4599, loan, 1000, true, TA, 1000, held));
+    assert_true(cycle_fair_loan(f->s, 4600, loan, 1000, true, TA, 1000, held));
+    /* not when its tenant does not borrow, nor from guaranteed-tier work */
+    assert_false(cycle_fair_loan(f->s, 4600, loan, 1000, false, TA, 1000, held));
+    loan->tier = TS_TIER_GUARANTEED;
+    assert_false(cycle_fair_loan(f->s, 4600, loan, 1000, true, TA, 1000, held));
+}
+
 static ts_job *fair_setup(fx *f, ts_job **run, int *nr)
 {
     ts_job *cg = job(f, TC, TS_TIER_GUARANTEED, 1, 3, 100000);
@@ -826,10 +858,10 @@ static void test_fair_reclaim_between_borrowers(void **state)
     ts_job *run[8];
     int nr = 0;
     ts_job *ao = fair_setup(f, run, &nr);
-    /* younger than min_runtime: no victim */
-    assert_int_equal(cycle(f, 500, &ao, 1, run, nr), 0);
+    /* loans younger than an hour (past min_runtime): no victim */
+    assert_int_equal(cycle(f, 3000, &ao, 1, run, nr), 0);
     assert_int_equal(f->d.npreempts, 0);
-    assert_int_equal(cycle(f, 1000, &ao, 1, run, nr), 0);
+    assert_int_equal(cycle(f, 3800, &ao, 1, run, nr), 0);
     assert_int_equal(f->d.nstarts, 0);
     assert_int_equal(f->d.npreempts, 1);
     const ts_job *v = run[f->d.preempts[0].victim];
@@ -840,23 +872,23 @@ static void test_fair_reclaim_between_borrowers(void **state)
     assert_non_null(strstr(f->d.pending[0].why, "fair share"));
     /* the loan stops: team-a's job starts on n1 */
     ts_err err;
-    assert_int_equal(ts_sched_stop(f->s, v, 1060, &err), 0);
+    assert_int_equal(ts_sched_stop(f->s, v, 3860, &err), 0);
     ts_job *run2[8];
     int nr2 = 0;
     for (int k = 0; k < nr; k++)
         if (run[k] != v)
             run2[nr2++] = run[k];
-    assert_int_equal(cycle(f, 1060, &ao, 1, run2, nr2), 0);
+    assert_int_equal(cycle(f, 3860, &ao, 1, run2, nr2), 0);
     assert_int_equal(f->d.nstarts, 1);
     assert_int_equal(f->d.starts[0].allocs[0].node, N1);
     /* the cycle bound it: it runs from here */
     f->allocs[ao - f->jobs][0] = f->d.starts[0].allocs[0];
     ao->allocs = f->allocs[ao - f->jobs];
-    ao->start_s = ao->last_ckpt_s = 1060;
+    ao->start_s = ao->last_ckpt_s = 3860;
     run2[nr2++] = ao;
     /* the stopped loan, waiting again, takes nothing back */
     ts_job *cback = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 1, 100000);
-    assert_int_equal(cycle(f, 5000, &cback, 1, run2, nr2), 0);
+    assert_int_equal(cycle(f, 9000, &cback, 1, run2, nr2), 0);
     assert_int_equal(f->d.npreempts, 0);
     assert_int_equal(f->d.nstarts, 1); /* on n0's free GPU */
     assert_int_equal(f->d.starts[0].allocs[0].node, N0);
@@ -1583,6 +1615,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pending_reasons, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fair_share_orders_tenants, setup, teardown),
         cmocka_unit_test_setup_teardown(test_guaranteed_before_borrowing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fair_reclaim_rule, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fair_reclaim_between_borrowers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fair_reclaim_not_between_equals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fair_reclaim_off, setup, teardown),
