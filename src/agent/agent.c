@@ -29,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,177 +36,6 @@
 #include "agent/agent_internal.h"
 #include "agent/sync_fit.h"
 #include "agent/taskfile.h"
-
-typedef struct buf {
-    char *p;
-    size_t len;
-} buf;
-
-static size_t sink(char *p, size_t sz, size_t n, void *u)
-{
-    buf *b = u;
-    size_t k = sz * n;
-    if (b->len + k > TS_AGENT_ANSWER_MAX_BYTES)
-        return 0; /* the transfer fails: an answer past the protocol's size */
-    char *np = realloc(b->p, b->len + k + 1);
-    if (!np)
-        return 0;
-    memcpy(np + b->len, p, k);
-    b->p = np;
-    b->len += k;
-    b->p[b->len] = '\0';
-    return k;
-}
-
-static int progress(void *u, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
-                    curl_off_t ulnow);
-
-/* ---- a long-poll that a task's end cuts short ------------------------------------- */
-
-/* The pidfds of the keepers of tasks still running, opened as needed, in w
- * (at most max); the count. A keeper that cannot be watched (adopted from
- * an agent before, pid gone, an old kernel) is reported on the next
- * exchange as always, within TS_AGENT_WAIT_BUSY_S. */
-static unsigned keeper_fds(ts_agent *a, struct curl_waitfd *w, unsigned max)
-{
-    unsigned n = 0;
-    for (int i = 0; i < a->ntasks && n < max; i++) {
-        local_task *lt = &a->tasks[i];
-        if (!lt->t || lt->st.phase == TS_TASK_EXITED || lt->keeper_fd_done)
-            continue;
-        if (!lt->keeper_fd_open) {
-            pid_t k = ts_task_info_get(lt->t)->keeper_pid;
-            long fd = k > 0 ? syscall(SYS_pidfd_open, k, 0) : -1;
-            if (fd < 0) {
-                lt->keeper_fd_done = true;
-                continue;
-            }
-            fcntl((int)fd, F_SETFD, FD_CLOEXEC);
-            lt->keeper_fd = (int)fd;
-            lt->keeper_fd_open = true;
-        }
-        w[n++] = (struct curl_waitfd){.fd = lt->keeper_fd, .events = CURL_WAIT_POLLIN};
-    }
-    return n;
-}
-
-void ts_agent_keeper_fd_close(local_task *lt)
-{
-    if (lt->keeper_fd_open)
-        close(lt->keeper_fd);
-    lt->keeper_fd_open = false;
-    lt->keeper_fd_done = true;
-}
-
-/* Runs a->h's transfer; with wake set, ends it early (*woken) when a
- * running task's keeper ends, so its end is reported at once rather than
- * when the long-poll returns. */
-static CURLcode perform(ts_agent *a, bool wake, bool *woken)
-{
-    *woken = false;
-    if (!wake || !a->multi)
-        return curl_easy_perform(a->h);
-    if (curl_multi_add_handle(a->multi, a->h) != CURLM_OK)
-        return curl_easy_perform(a->h);
-    CURLcode rc = CURLE_OK;
-    struct curl_waitfd w[TS_AGENT_MAX_TASKS];
-    for (;;) {
-        int running = 0;
-        if (curl_multi_perform(a->multi, &running) != CURLM_OK) {
-            rc = CURLE_FAILED_INIT;
-            break;
-        }
-        if (!running) {
-            int left;
-            CURLMsg *m;
-            while ((m = curl_multi_info_read(a->multi, &left)) != NULL)
-                if (m->msg == CURLMSG_DONE)
-                    rc = m->data.result;
-            break;
-        }
-        unsigned n = keeper_fds(a, w, TS_AGENT_MAX_TASKS);
-        if (curl_multi_poll(a->multi, w, n, 200, NULL) != CURLM_OK) {
-            rc = CURLE_FAILED_INIT;
-            break;
-        }
-        for (unsigned i = 0; i < n; i++) {
-            if (!(w[i].revents & CURL_WAIT_POLLIN))
-                continue;
-            for (int k = 0; k < a->ntasks; k++)
-                if (a->tasks[k].keeper_fd_open && a->tasks[k].keeper_fd == w[i].fd)
-                    ts_agent_keeper_fd_close(&a->tasks[k]); /* wakes once */
-            *woken = true;
-        }
-        if (*woken)
-            break;
-    }
-    curl_multi_remove_handle(a->multi, a->h);
-    return *woken ? CURLE_ABORTED_BY_CALLBACK : rc;
-}
-
-/* POST body to path; *answer the parsed JSON (owned by the caller). With
- * wake, a task's end ends the wait early: POST_WOKEN, nothing answered. */
-#define POST_WOKEN 1
-static int post_woken(ts_agent *a, const char *path, json_t *body, long *status,
-                      json_t **answer, double timeout_s, bool wake, ts_err *err)
-{
-    char url[700], auth[320];
-    snprintf(url, sizeof url, "%s%s", ts_ctls_url(&a->cfg.ctls), path);
-    if (a->p2p) /* the tracker is asked where the agent is */
-        ts_p2p_set_controller(a->p2p, ts_ctls_url(&a->cfg.ctls));
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s", a->cfg.token);
-    char *txt = json_dumps(body, JSON_COMPACT);
-    if (!txt)
-        return ts_err_set(err, TS_ENOMEM, "out of memory");
-    struct curl_slist *hd = curl_slist_append(NULL, auth);
-    hd = curl_slist_append(hd, "Content-Type: application/json");
-    buf b = {0};
-    curl_easy_setopt(a->h, CURLOPT_URL, url);
-    curl_easy_setopt(a->h, CURLOPT_HTTPHEADER, hd);
-    curl_easy_setopt(a->h, CURLOPT_POSTFIELDS, txt);
-    curl_easy_setopt(a->h, CURLOPT_WRITEFUNCTION, sink);
-    curl_easy_setopt(a->h, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(a->h, CURLOPT_TIMEOUT_MS, (long)(timeout_s * 1000));
-    curl_easy_setopt(a->h, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
-    curl_easy_setopt(a->h, CURLOPT_XFERINFOFUNCTION, progress);
-    curl_easy_setopt(a->h, CURLOPT_XFERINFODATA, a);
-    curl_easy_setopt(a->h, CURLOPT_NOPROGRESS, 0L);
-    if (a->cfg.ca_file[0])
-        curl_easy_setopt(a->h, CURLOPT_CAINFO, a->cfg.ca_file);
-    bool woken;
-    CURLcode rc = perform(a, wake, &woken);
-    curl_slist_free_all(hd);
-    free(txt);
-    *status = 0;
-    if (woken) {
-        free(b.p);
-        ts_err_set(err, TS_EIO, "a task ended: reported at once");
-        return POST_WOKEN;
-    }
-    curl_easy_getinfo(a->h, CURLINFO_RESPONSE_CODE, status);
-    if (rc != CURLE_OK) {
-        *status = 0; /* no answer: the controller is unreachable or too slow */
-        free(b.p);
-        return ts_err_set(err, TS_EIO, "%s: %s", url, curl_easy_strerror(rc));
-    }
-    json_error_t je;
-    *answer = b.p ? json_loads(b.p, 0, &je) : NULL;
-    free(b.p);
-    if (*status != 200)
-        return ts_err_set(err, TS_EIO, "%s: HTTP %ld: %s", url, *status,
-                          json_string_value(json_object_get(json_object_get(*answer, "error"),
-                                                            "message"))
-                              ? json_string_value(json_object_get(
-                                    json_object_get(*answer, "error"), "message"))
-                              : "no message");
-    return 0;
-}
-
-static int post(ts_agent *a, const char *path, json_t *body, long *status, json_t **answer,
-                double timeout_s, ts_err *err)
-{
-    return post_woken(a, path, body, status, answer, timeout_s, false, err);
-}
 
 int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, ts_err *err)
 {
@@ -390,8 +218,8 @@ static void keep_time(ts_agent *a)
     }
 }
 
-static int progress(void *u, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
-                    curl_off_t ulnow)
+int agent_progress(void *u, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                   curl_off_t ulnow)
 {
     (void)dltotal;
     (void)dlnow;
@@ -790,7 +618,7 @@ int ts_agent_step(ts_agent *a, ts_err *err)
                                  a->node->discovery ? a->node->discovery : json_null(), "tasks",
                                  report(a));
         agent_sync_fit(body, a->body_max);
-        rc = post(a, "/v1/agent/register", body, &status, &ans, 30.0, err);
+        rc = agent_post(a, "/v1/agent/register", body, &status, &ans, 30.0, err);
         json_decref(body);
         if (rc == 0) {
             a->registered = true;
@@ -832,9 +660,9 @@ int ts_agent_step(ts_agent *a, ts_err *err)
                       : left < timeout                  ? left
                                                         : timeout;
         }
-        rc = post_woken(a, "/v1/agent/sync", body, &status, &ans, timeout, busy, err);
+        rc = agent_post_woken(a, "/v1/agent/sync", body, &status, &ans, timeout, busy, err);
         json_decref(body);
-        if (rc == POST_WOKEN) { /* a task ended while the sync waited: the next reports it */
+        if (rc == AGENT_POST_WOKEN) { /* a task ended while the sync waited: the next reports it */
             ts_agent_tell_metrics(a);
             return 0;
         }

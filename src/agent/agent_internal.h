@@ -219,8 +219,18 @@ void ts_agent_step_file_remove(const local_task *lt);
 void ts_agent_shim_check(ts_agent *a, local_task *lt, double now);
 /* A forgotten task's shim mark goes with it. */
 void ts_agent_shim_mark_remove(const local_task *lt);
-/* Closes a task's keeper pidfd (agent.c), for good. */
+/* agent_http.c: POST body to path, *answer the parsed JSON (the caller's);
+ * with wake, a running task's end ends the wait early: AGENT_POST_WOKEN,
+ * nothing answered. ts_agent_keeper_fd_close closes a task's keeper pidfd
+ * for good. agent_progress (agent.c) keeps time while a request waits. */
+#define AGENT_POST_WOKEN 1
+int agent_post_woken(ts_agent *a, const char *path, json_t *body, long *status, json_t **answer,
+                     double timeout_s, bool wake, ts_err *err);
+int agent_post(ts_agent *a, const char *path, json_t *body, long *status, json_t **answer,
+               double timeout_s, ts_err *err);
 void ts_agent_keeper_fd_close(local_task *lt);
+int agent_progress(void *u, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                   curl_off_t ulnow);
 /* Removes the steps folder's task files no adopted task holds (at start). */
 void ts_agent_steps_sweep(const ts_agent *a);
 /* The name of a fractional task's ledger (the shim's, in TS_SHIM_LEDGER_DIR). */

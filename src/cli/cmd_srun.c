@@ -62,6 +62,62 @@ static void put_lines(FILE *f, const char *text, bool label, long task)
         fputc('\n', f);
 }
 
+/* Reads step jid.step until it ended: prints its tasks' output (labelled
+ * with label) and returns its exit status; a controller that is away (its
+ * restart, a failover) is waited for up to CLI_SRUN_AWAY_S. */
+static int srun_wait(struct cli_ctx *ctx, long jid, long step, bool label)
+{
+    char path[96];
+    struct cli_resp resp = {0};
+    int rc;
+    snprintf(path, sizeof path, "/v1/jobs/%ld/steps?step=%ld", jid, step);
+    double away_since = 0; /* the controller restarting, or failing over: waited for */
+    for (;;) { /* bounded by the step: the job's time limit ends it */
+        struct cli_req g = {.method = "GET", .path = path};
+        rc = cli_http(ctx, &g, &resp);
+        bool away = rc == CLI_EXIT_UNREACHABLE ||
+                    (rc == CLI_EXIT_SERVER && resp.status >= 502 && resp.status <= 504);
+        if (away &&
+            (away_since == 0 || srun_now() - away_since < CLI_SRUN_AWAY_S)) {
+            if (away_since == 0) {
+                away_since = srun_now();
+                fprintf(stderr, "srun: step %ld.%ld: the controller does not answer; the step "
+                        "runs on, waiting up to %d s for it\n", jid, step, CLI_SRUN_AWAY_S);
+            }
+            struct timespec ts = {1, 0};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        if (rc != CLI_EXIT_OK)
+            return SRUN_EXIT_FAILED;
+        away_since = 0;
+        json_t *s = json_object_get(resp.json, "step");
+        const char *state = json_string_value(json_object_get(s, "state"));
+        if (state && strcmp(state, "running") != 0) {
+            size_t k;
+            json_t *t;
+            json_array_foreach(json_object_get(s, "tasks"), k, t)
+            {
+                const char *o = json_string_value(json_object_get(t, "stdout"));
+                const char *e = json_string_value(json_object_get(t, "stderr"));
+                put_lines(stdout, o ? o : "", label, (long)k);
+                put_lines(stderr, e ? e : "", label, (long)k);
+            }
+            const char *why = json_string_value(json_object_get(s, "reason"));
+            if (why)
+                fprintf(stderr, "srun: step %ld.%ld %s: %s\n", jid, step, state, why);
+            long code = (long)cli_int(s, "exit_code", 1);
+            cli_resp_free(&resp);
+            fflush(stdout);
+            return (int)(code > 255 ? 255 : code);
+        }
+        cli_resp_free(&resp);
+        struct timespec ts = {0, CLI_SRUN_POLL_MS * 1000L * 1000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+
 int cli_cmd_srun(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
     (void)cmd;
@@ -150,51 +206,7 @@ int cli_cmd_srun(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
     cli_resp_free(&resp);
     if (step < 0)
         return srun_fail("%s", "the controller's answer has no step id");
-    snprintf(path, sizeof path, "/v1/jobs/%ld/steps?step=%ld", jid, step);
-    double away_since = 0; /* the controller restarting, or failing over: waited for */
-    for (;;) { /* bounded by the step: the job's time limit ends it */
-        struct cli_req g = {.method = "GET", .path = path};
-        rc = cli_http(ctx, &g, &resp);
-        bool away = rc == CLI_EXIT_UNREACHABLE ||
-                    (rc == CLI_EXIT_SERVER && resp.status >= 502 && resp.status <= 504);
-        if (away &&
-            (away_since == 0 || srun_now() - away_since < CLI_SRUN_AWAY_S)) {
-            if (away_since == 0) {
-                away_since = srun_now();
-                fprintf(stderr, "srun: step %ld.%ld: the controller does not answer; the step "
-                        "runs on, waiting up to %d s for it\n", jid, step, CLI_SRUN_AWAY_S);
-            }
-            struct timespec ts = {1, 0};
-            nanosleep(&ts, NULL);
-            continue;
-        }
-        if (rc != CLI_EXIT_OK)
-            return SRUN_EXIT_FAILED;
-        away_since = 0;
-        json_t *s = json_object_get(resp.json, "step");
-        const char *state = json_string_value(json_object_get(s, "state"));
-        if (state && strcmp(state, "running") != 0) {
-            size_t k;
-            json_t *t;
-            json_array_foreach(json_object_get(s, "tasks"), k, t)
-            {
-                const char *o = json_string_value(json_object_get(t, "stdout"));
-                const char *e = json_string_value(json_object_get(t, "stderr"));
-                put_lines(stdout, o ? o : "", label, (long)k);
-                put_lines(stderr, e ? e : "", label, (long)k);
-            }
-            const char *why = json_string_value(json_object_get(s, "reason"));
-            if (why)
-                fprintf(stderr, "srun: step %ld.%ld %s: %s\n", jid, step, state, why);
-            long code = (long)cli_int(s, "exit_code", 1);
-            cli_resp_free(&resp);
-            fflush(stdout);
-            return (int)(code > 255 ? 255 : code);
-        }
-        cli_resp_free(&resp);
-        struct timespec ts = {0, CLI_SRUN_POLL_MS * 1000L * 1000L};
-        nanosleep(&ts, NULL);
-    }
+    return srun_wait(ctx, jid, step, label);
 }
 
 /* `tessera steps JOB`: the job's steps as sacct shows them (JOB.STEP rows). */

@@ -159,6 +159,35 @@ typedef struct rank_undo {
  * store's error when that write failed (nothing applied; the agent is
  * answered 503 and reports again). *whole: false when a report was left
  * for the next one (its job's change was being written). */
+/* An ended rank's last output (its report's "output"), kept with the job's
+ * events, each stream's end from a whole character; TS_ENOMEM. */
+static int output_events(const cjob *j, int rank, const json_t *tk, double now, ctld_txn *t)
+{
+    const json_t *outj = json_object_get(tk, "output");
+    static const char *const NAMES[] = {"stdout", "stderr"};
+    for (int k = 0; k < 2; k++) {
+        const char *text = json_string_value(json_object_get(outj, NAMES[k]));
+        if (!text || !*text)
+            continue;
+        size_t tl = strlen(text);
+        if (tl > CTLD_TASK_OUTPUT_MAX_BYTES) {
+            text += tl - CTLD_TASK_OUTPUT_MAX_BYTES;
+            while (((unsigned char)*text & 0xC0) == 0x80)
+                text++;
+        }
+        size_t len = strlen(text) + 48;
+        char *d = malloc(len);
+        if (!d)
+            return TS_ENOMEM;
+        snprintf(d, len, "rank %d %s\n%s", rank, NAMES[k], text);
+        int rc = ctld_txn_event(t, j->row.id, now, "output", d);
+        free(d);
+        if (rc != 0)
+            return TS_ENOMEM;
+    }
+    return 0;
+}
+
 static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole, ts_err *err)
 {
     ctld_txn t = {0};
@@ -219,30 +248,8 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole,
         j->rank_state[rank] = (uint8_t)st;
         /* its document drops the values */
         started_secret |= j->spec->nsecrets > 0 || j->spec->image_secret[0];
-        json_t *outj = json_object_get(tk, "output");
-        for (int k = 0; rc == 0 && st != CTLD_RANK_RUNNING && k < 2; k++) {
-            /* the last of its output, kept with the job's events */
-            static const char *const NAMES[] = {"stdout", "stderr"};
-            const char *text = json_string_value(json_object_get(outj, NAMES[k]));
-            if (!text || !*text)
-                continue;
-            size_t tl = strlen(text);
-            if (tl > CTLD_TASK_OUTPUT_MAX_BYTES) { /* its end, from a whole character */
-                text += tl - CTLD_TASK_OUTPUT_MAX_BYTES;
-                while (((unsigned char)*text & 0xC0) == 0x80)
-                    text++;
-            }
-            size_t len = strlen(text) + 48;
-            char *d = malloc(len);
-            if (!d) {
-                rc = ts_err_set(err, TS_ENOMEM, "out of memory");
-                break;
-            }
-            snprintf(d, len, "rank %d %s\n%s", rank, NAMES[k], text);
-            if (ctld_txn_event(&t, j->row.id, now, "output", d) != 0)
-                rc = ts_err_set(err, TS_ENOMEM, "out of memory");
-            free(d);
-        }
+        if (rc == 0 && st != CTLD_RANK_RUNNING && output_events(j, rank, tk, now, &t) != 0)
+            rc = ts_err_set(err, TS_ENOMEM, "out of memory");
         if (rc == 0 && st != CTLD_RANK_RUNNING && ctld_rank_end_note(c, j, rank, tk) != 0)
             rc = ts_err_set(err, TS_ENOMEM, "out of memory");
         /* a task its agent would not start says why (a refused user, a

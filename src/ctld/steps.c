@@ -26,37 +26,16 @@
 
 #include "ctld/input.h"
 #include "ctld/router.h"
+#include "ctld/steps_internal.h"
 
 #define STEP_ARGV_MAX 256
 #define STEP_ARG_MAX_BYTES 65536
 
-enum { STEP_RUNNING = 0, STEP_COMPLETED, STEP_FAILED, STEP_CANCELLED };
 static const char *const STEP_STATES[] = {"running", "completed", "failed", "cancelled"};
-
-typedef struct ctld_step {
-    int id;
-    double run;        /* the job's start_s of the run it belongs to */
-    int n;             /* its tasks */
-    int *rank;         /* [n] the job's rank each task runs in */
-    uint8_t *st;       /* [n] CTLD_RANK_* */
-    int *code;         /* [n] exit status (128 + signal), -1 unknown */
-    double *end;       /* [n] when each ended */
-    char **out, **err; /* [n] the last of each task's output, NULL none */
-    char **argv;
-    int argc;
-    int state;
-    double start_s, end_s;
-    char why[160];     /* why it ended without its tasks' ends ("" otherwise) */
-} ctld_step;
-
-struct ctld_steps {
-    ctld_step *v;
-    int n, cap;
-};
 
 /* ---- one step ------------------------------------------------------------------- */
 
-static void step_fini(ctld_step *s)
+void ctld_step_fini(ctld_step *s)
 {
     for (int i = 0; i < s->n; i++) {
         free(s->out[i]);
@@ -78,7 +57,7 @@ void ctld_steps_free(cjob *j)
     if (!j->steps)
         return;
     for (int i = 0; i < j->steps->n; i++)
-        step_fini(&j->steps->v[i]);
+        ctld_step_fini(&j->steps->v[i]);
     free(j->steps->v);
     free(j->steps);
     j->steps = NULL;
@@ -350,96 +329,10 @@ void ctld_steps_run_ended(ctld *c, cjob *j, double now, ctld_txn *t)
 
 #define STEP_EVENTS_PAGE 1000
 
-static json_t *step_events(ctld *c, int64_t id, const char *kind, ctld_reply *r);
-static bool step_alloc(ctld_step *s, const json_t *cmd, struct ctld_steps *steps);
-
-/* One step rebuilt from its started event b and, if it ended, its ended
- * event e (NULL: it runs, in the job's current run, or its run ended while
- * no controller ran). */
-static int step_rebuilt(cjob *j, const json_t *b, const json_t *e, double now)
-{
-    const json_t *ranks = json_object_get(b, "ranks");
-    ctld_step s = {0};
-    s.id = (int)json_integer_value(json_object_get(b, "id"));
-    s.run = json_number_value(json_object_get(b, "run"));
-    s.start_s = json_number_value(json_object_get(b, "start"));
-    s.n = (int)json_array_size(ranks);
-    if (s.n <= 0 || s.n > j->ntasks || s.id < 0 || s.id >= CTLD_STEPS_MAX)
-        return 0; /* an event of an older tesserad (no ranks): left to accounting */
-    if (!(s.rank = malloc((size_t)s.n * sizeof *s.rank)))
-        return TS_ENOMEM;
-    for (int q = 0; q < s.n; q++) {
-        json_int_t r = json_integer_value(json_array_get(ranks, (size_t)q));
-        s.rank[q] = r >= 0 && r < j->ntasks ? (int)r : 0;
-    }
-    if (!step_alloc(&s, json_object_get(b, "command"), j->steps)) {
-        step_fini(&s);
-        return TS_ENOMEM;
-    }
-    const char *state = e ? json_string_value(json_object_get(e, "state")) : NULL;
-    if (state) { /* ended: as its end was written */
-        s.state = strcmp(state, "completed") == 0 ? STEP_COMPLETED
-                  : strcmp(state, "cancelled") == 0 ? STEP_CANCELLED
-                                                    : STEP_FAILED;
-        s.end_s = json_number_value(json_object_get(e, "end"));
-        int code = (int)json_integer_value(json_object_get(e, "exit_code"));
-        for (int q = 0; q < s.n; q++) {
-            s.st[q] = s.state == STEP_COMPLETED ? CTLD_RANK_DONE : CTLD_RANK_FAILED;
-            s.code[q] = code;
-            s.end[q] = s.end_s;
-        }
-        const char *why = json_string_value(json_object_get(e, "reason"));
-        snprintf(s.why, sizeof s.why, "%s", why ? why : "");
-    } else if (s.run != j->row.start_s) { /* its run ended while no controller ran */
-        s.state = STEP_CANCELLED;
-        s.end_s = now;
-        snprintf(s.why, sizeof s.why, "the job's run ended before the step");
-    } /* else running: its tasks' reports (the agents register again) settle it */
-    j->steps->v[j->steps->n++] = s;
-    return 0;
-}
-
-int ctld_steps_restore(ctld *c, cjob *j, double now, ts_err *err)
-{
-    if (!ctld_job_is_batch(j) || !j->allocs)
-        return 0;
-    ctld_reply r = {0};
-    json_t *begun = step_events(c, j->row.id, "step-started", &r);
-    json_t *ended = begun ? step_events(c, j->row.id, "step-ended", &r) : NULL;
-    if (!begun || !ended) {
-        json_decref(begun);
-        ts_err_set(err, TS_EIO, "the store: %s", r.body ? r.body : "unavailable");
-        free(r.body);
-        return TS_EIO;
-    }
-    int rc = 0;
-    if (json_array_size(begun) > 0 && !(j->steps = calloc(1, sizeof *j->steps)))
-        rc = TS_ENOMEM;
-    size_t k, q;
-    json_t *b, *e;
-    json_array_foreach(begun, k, b)
-    {
-        const json_t *end = NULL;
-        json_array_foreach(ended, q, e)
-        {
-            if (json_integer_value(json_object_get(e, "id")) ==
-                json_integer_value(json_object_get(b, "id")))
-                end = e;
-        }
-        if (rc == 0)
-            rc = step_rebuilt(j, b, end, now);
-    }
-    json_decref(begun);
-    json_decref(ended);
-    if (rc == TS_ENOMEM)
-        ts_err_set(err, TS_ENOMEM, "out of memory");
-    return rc;
-}
-
 /* A job's steps from its events of that kind (step-ended: an ended job's
  * steps, their detail the step's document without its tasks; step-started:
  * every step begun). NULL when the store failed (answered). */
-static json_t *step_events(ctld *c, int64_t id, const char *kind, ctld_reply *r)
+json_t *ctld_step_events(ctld *c, int64_t id, const char *kind, ctld_reply *r)
 {
     json_t *a = json_array();
     int64_t after = 0;
@@ -619,7 +512,7 @@ static bool first_step_id(ctld *c, const ctld_request *rq, ctld_reply *r, int *n
     *next_id = 0;
     if (!first)
         return true;
-    json_t *begun = step_events(c, rq->id, "step-started", r);
+    json_t *begun = ctld_step_events(c, rq->id, "step-started", r);
     if (!begun)
         return false;
     size_t k;
@@ -664,7 +557,7 @@ static bool step_refused(const ctld *c, const cjob *j, int64_t id, ctld_reply *r
 /* s's per-task arrays for its s->n tasks and its argv from cmd, and room for
  * one more step in steps; false when out of memory (step_fini frees what
  * s holds). */
-static bool step_alloc(ctld_step *s, const json_t *cmd, struct ctld_steps *steps)
+bool ctld_step_alloc(ctld_step *s, const json_t *cmd, struct ctld_steps *steps)
 {
     int n = s->n;
     s->st = calloc((size_t)n, 1);
@@ -774,7 +667,7 @@ static void step_post(ctld *c, const ctld_request *rq, ctld_reply *r)
     s.rank = rank;
     rank = NULL;
     s.start_s = ctld_now();
-    if (!step_alloc(&s, cmd, j->steps))
+    if (!ctld_step_alloc(&s, cmd, j->steps))
         goto oom;
     json_t *doc = step_commit(c, j, &s, r);
     if (!doc)
@@ -789,7 +682,7 @@ oom:
 out:
     pthread_mutex_unlock(&c->mu);
     free(rank);
-    step_fini(&s);
+    ctld_step_fini(&s);
     json_decref(body);
 }
 
@@ -807,7 +700,7 @@ json_t *ctld_steps_of(ctld *c, int64_t id, ts_err *err)
     }
     pthread_mutex_unlock(&c->mu);
     ctld_reply r = {0};
-    json_t *a = step_events(c, id, "step-ended", &r);
+    json_t *a = ctld_step_events(c, id, "step-ended", &r);
     if (!a)
         ts_err_set(err, TS_EIO, "the store: %s", r.body ? r.body : "unavailable");
     free(r.body);
@@ -824,7 +717,7 @@ static void step_get(ctld *c, const ctld_request *rq, ctld_reply *r)
     double now = ctld_now();
     if (!j) { /* ended: what its events keep */
         pthread_mutex_unlock(&c->mu);
-        json_t *a = step_events(c, rq->id, "step-ended", r);
+        json_t *a = ctld_step_events(c, rq->id, "step-ended", r);
         if (!a)
             return;
         if (one < 0) {
