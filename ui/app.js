@@ -242,7 +242,9 @@ async function signIn(token) {
     signOut(e.status === 401 ? "The token is unknown or revoked." : e.message);
     return;
   }
-  try { T.me = await whoAmI(); } catch (e) { T.me = {role: "user", tenant: null}; }
+  /* a failed whoami (a busy controller) shows the least the token may do,
+   * and is asked again at the next route until it answers */
+  try { T.me = await whoAmI(); } catch (e) { T.me = {role: "user", tenant: null, unknown: true}; }
   $("who").textContent = T.me.role + (T.me.tenant ? " \u00b7 " + T.me.tenant : "");
   $("signin").hidden = true;
   $("main").hidden = false;
@@ -271,6 +273,14 @@ function route() {
     if (gen !== T.gen) return;
     const t0 = performance.now();
     if (!document.hidden) {
+      if (T.me && T.me.unknown) { /* whoami failed at sign-in: asked again */
+        try {
+          const me = await whoAmI();
+          if (gen !== T.gen) return;
+          T.me = me;
+          $("who").textContent = me.role + (me.tenant ? " \u00b7 " + me.tenant : "");
+        } catch (e) { /* the next tick asks again */ }
+      }
       try {
         await VIEWS[name](main, T.view);
         $("status").textContent = "updated " + new Date().toLocaleTimeString();

@@ -347,18 +347,18 @@ try:
         """Clicks node's button once it reads label. The table is redrawn on
         every poll, so the button is looked up by its node in one call, not
         row by row: on a loaded machine a walk over the rows, a WebDriver
-        call per row, can outlast the poll and keep meeting a redrawn row. A
-        stale button is looked up again."""
-        for b in driver.find_elements(By.CSS_SELECTOR,
-                                      f'#n-table button[data-act][data-node="{node}"]'):
-            try:
-                if b.text == label:
-                    b.click()
-                    return True
-            except Exception:  # stale: redrawn between the lookup and the click
-                return False
-        return False
-    until(lambda: click("d-1", "resume"), "the drained node offers resume")
+        call per row, can outlast the poll and keep meeting a redrawn row."""
+        # found and clicked inside the browser in one script: no redraw can
+        # come between the lookup and the click (a loaded machine made the
+        # WebDriver round trips meet redrawn rows)
+        return bool(driver.execute_script(
+            "const bs = document.querySelectorAll("
+            "'#n-table button[data-act][data-node=\"' + arguments[0] + '\"]');"
+            "for (const b of bs) { if (b.textContent.trim() === arguments[1]) {"
+            " b.click(); return true; } } return false;", node, label))
+    if not until(lambda: click("d-1", "resume"), "the drained node offers resume"):
+        print("  signed in as:", driver.find_element(By.ID, "who").text, "; the table:",
+              driver.find_element(By.ID, "n-table").get_attribute("outerHTML")[:3000])
     until(lambda: call("GET", "/v1/nodes/d-1", admin)[1]["node"]["state"] == "up", "resume from the console")
     until(lambda: click("d-1", "drain"), "the node, up again, offers drain")
     until(lambda: call("GET", "/v1/nodes/d-1", admin)[1]["node"]["state"] == "drained", "drain from the console")
