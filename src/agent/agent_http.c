@@ -39,9 +39,10 @@ static size_t sink(char *p, size_t sz, size_t n, void *u)
 /* ---- a long-poll that a task's end cuts short ------------------------------------- */
 
 /* The pidfds of the keepers of tasks still running, opened as needed, in w
- * (at most max); the count. A keeper that cannot be watched (adopted from
- * an agent before, pid gone, an old kernel) is reported on the next
- * exchange as always, within TS_AGENT_WAIT_BUSY_S. */
+ * (at most max); the count. An adopted task's keeper is watched too (a
+ * pidfd needs no parent); one that cannot be (its pid gone, a kernel before
+ * 5.3) is reported on the next exchange as always, within
+ * TS_AGENT_WAIT_BUSY_S. */
 static unsigned keeper_fds(ts_agent *a, struct curl_waitfd *w, unsigned max)
 {
     unsigned n = 0;
