@@ -90,6 +90,11 @@ int ctld_steps_restore(ctld *c, cjob *j, double now, ts_err *err)
     }
     json_decref(begun);
     json_decref(ended);
+    if (j->steps && j->steps->n == 0) { /* only older events (no ranks): the next step's */
+        free(j->steps->v);             /* id is found from the events, as for a first */
+        free(j->steps);
+        j->steps = NULL;
+    }
     if (rc == TS_ENOMEM)
         ts_err_set(err, TS_ENOMEM, "out of memory");
     return rc;
