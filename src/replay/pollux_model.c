@@ -642,6 +642,20 @@ void ts_pm_job_step(ts_pm_job *j, int seconds)
     j->now_s += seconds;
 }
 
+long ts_pm_round(ts_pm_job *pj, int n)
+{
+    long held = 0;
+    for (int j = 0; j < n; j++) {
+        int g = 0;
+        for (int i = 0; i < pj[j].nnodes; i++)
+            g += pj[j].count[i];
+        if (pj[j].done_s < 0)
+            held += (long)g * TS_PM_ROUND_S;
+        ts_pm_job_step(&pj[j], TS_PM_ROUND_S);
+    }
+    return held;
+}
+
 int ts_pm_counts(const int *row, int nodes, int *cnt)
 {
     int m = 0;

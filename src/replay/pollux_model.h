@@ -111,6 +111,9 @@ void ts_pm_job_init(ts_pm_job *j, const ts_pm_app *a, int submit_s, int batch_si
 void ts_pm_job_reallocate(ts_pm_job *j, const int *count, int n);
 /* Advances the job seconds of virtual time on its allocation. */
 void ts_pm_job_step(ts_pm_job *j, int seconds);
+/* One round (TS_PM_ROUND_S) of every job pj[0..n) on its allocation: each
+ * stepped; the GPU-seconds the unfinished ones held during it. */
+long ts_pm_round(ts_pm_job *pj, int n);
 
 /* A Pollux workload row (name,time,application,num_replicas,batch_size). */
 typedef struct ts_pm_wjob {

@@ -341,14 +341,7 @@ int ts_pm_run_policy(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int n
         goto out;
     long now = 0, held_gpu_s = 0, since = 0;
     for (int left = n; left > 0;) {
-        for (int j = 0; j < n; j++) {
-            int g = 0;
-            for (int i = 0; i < pj[j].nnodes; i++)
-                g += pj[j].count[i];
-            if (pj[j].done_s < 0)
-                held_gpu_s += (long)g * TS_PM_ROUND_S;
-            ts_pm_job_step(&pj[j], TS_PM_ROUND_S);
-        }
+        held_gpu_s += ts_pm_round(pj, n);
         now += TS_PM_ROUND_S;
         int np = 0;
         left = 0;

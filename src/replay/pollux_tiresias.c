@@ -227,14 +227,7 @@ int ts_pm_run_tiresias(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int
     long now = 0, held_gpu_s = 0;
     int left = n;
     while (left > 0) {
-        for (int j = 0; j < n; j++) {
-            int g = 0;
-            for (int i = 0; i < pj[j].nnodes; i++)
-                g += pj[j].count[i];
-            if (pj[j].done_s < 0)
-                held_gpu_s += (long)g * TS_PM_ROUND_S;
-            ts_pm_job_step(&pj[j], TS_PM_ROUND_S);
-        }
+        held_gpu_s += ts_pm_round(pj, n);
         now += TS_PM_ROUND_S;
         int nact = 0;
         left = 0;
