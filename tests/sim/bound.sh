@@ -23,20 +23,7 @@ fi
 SIM=$1
 DATA=$2
 RUN_TIMEOUT_S=120
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); }
-fail() {
-  failed=$((failed + 1))
-  echo "FAIL: $*"
-  if [ -s "$tmp/err" ]; then sed 's/^/  stderr: /' "$tmp/err" | head -n 5; fi
-}
-sim() {
-  timeout "$RUN_TIMEOUT_S" "$SIM" "$@" >"$tmp/out" 2>"$tmp/err"
-  rc=$?
-}
+. "$(dirname "$0")/lib.sh"
 
 # expect_figures NAME BOUND PACKING: the "all" row of $tmp/out
 expect_figures() {
@@ -174,18 +161,6 @@ sim bound --nodes "$DATA/bound-cpu-nodes.csv" --pods "$DATA/bound-cpupods-pods.c
 expect_figures "CPU-only pods left out" 100.00 100.00
 
 # ---- bad options -----------------------------------------------------------
-expect_bad() {
-  local name=$1 want=$2
-  shift 2
-  sim "$@"
-  if [ "$rc" -ne 2 ]; then
-    fail "$name: exit $rc, expected 2"
-  elif ! grep -qF -- "$want" "$tmp/err"; then
-    fail "$name: stderr lacks \"$want\""
-  else
-    pass
-  fi
-}
 expect_bad "no nodes" "--nodes: required" bound --pods "$DATA/bound-share-pods.csv"
 expect_bad "no pods" "--pods: required" bound --nodes "$DATA/bound-share-nodes.csv"
 expect_bad "bad seeds" "--seeds:" bound --nodes "$DATA/bound-share-nodes.csv" \
@@ -195,5 +170,4 @@ expect_bad "bad tune" "--tune:" bound --nodes "$DATA/bound-share-nodes.csv" \
 expect_bad "unknown option" "unknown option" bound --nodes "$DATA/bound-share-nodes.csv" \
   --pods "$DATA/bound-share-pods.csv" --policy core
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -33,39 +33,7 @@ POLICIES=random,dotprod,clustering,packing,bestfit,fgd,tessera
 NODES=$DATA/openb-nodes-sim.csv
 PODS=$DATA/openb-pods-small.csv
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-
-pass() { passed=$((passed + 1)); }
-fail() {
-  failed=$((failed + 1))
-  echo "FAIL: $*"
-  if [ -s "$tmp/err" ]; then sed 's/^/  stderr: /' "$tmp/err" | head -n 5; fi
-}
-
-# sim ARGS...: runs the simulator; exit code in $rc, output in $tmp/out, $tmp/err
-sim() {
-  timeout "$RUN_TIMEOUT_S" "$SIM" "$@" >"$tmp/out" 2>"$tmp/err"
-  rc=$?
-}
-
-# expect_bad NAME SUBSTRING ARGS...: exit 2, nothing on stdout, stderr has SUBSTRING
-expect_bad() {
-  local name=$1 want=$2
-  shift 2
-  sim "$@"
-  if [ "$rc" -ne 2 ]; then
-    fail "$name: exit $rc, expected 2"
-  elif ! grep -qF -- "$want" "$tmp/err"; then
-    fail "$name: stderr lacks \"$want\""
-  elif [ -s "$tmp/out" ]; then
-    fail "$name: printed a result on stdout"
-  else
-    pass
-  fi
-}
+. "$(dirname "$0")/lib.sh"
 
 for f in "$NODES" "$PODS"; do
   if [ ! -f "$f" ]; then
@@ -380,5 +348,4 @@ else
   pass
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish
