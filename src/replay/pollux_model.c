@@ -642,6 +642,24 @@ void ts_pm_job_step(ts_pm_job *j, int seconds)
     j->now_s += seconds;
 }
 
+int ts_pm_fill_most_free(int *row, int *node_free, int nodes, int want)
+{
+    int have = 0;
+    while (have < want) {
+        int best = -1;
+        for (int i = 0; i < nodes; i++)
+            if (node_free[i] > 0 && (best < 0 || node_free[i] > node_free[best]))
+                best = i;
+        if (best < 0)
+            break;
+        int take = want - have < node_free[best] ? want - have : node_free[best];
+        row[best] += take;
+        node_free[best] -= take;
+        have += take;
+    }
+    return have;
+}
+
 long ts_pm_round(ts_pm_job *pj, int n)
 {
     long held = 0;

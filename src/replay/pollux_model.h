@@ -137,6 +137,10 @@ typedef struct ts_pm_stats {
     long restarts;        /* allocation changes after the first, all jobs */
 } ts_pm_stats;
 
+/* Adds up to want GPUs to row[0..nodes) from node_free, the node with the
+ * most free first, as many as it has (the artifact's most-free-node
+ * placement); how many it added. */
+int ts_pm_fill_most_free(int *row, int *node_free, int nodes, int want);
 /* A job's GPUs per node (row[0..nodes)) as the model takes them: the nodes
  * it uses, largest count first, into cnt (TS_PM_NODES_MAX); how many. */
 int ts_pm_counts(const int *row, int nodes, int *cnt);

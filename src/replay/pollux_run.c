@@ -117,18 +117,7 @@ static void place(const ts_replay_policy_ops *ops, void *state, int j, int want,
         node_free[i] += got;
         free_all += got;
     }
-    for (int have = 0; have < want;) {
-        int best = -1;
-        for (int i = 0; i < nodes; i++)
-            if (node_free[i] > 0 && (best < 0 || node_free[i] > node_free[best]))
-                best = i;
-        if (best < 0)
-            break;
-        int take = want - have < node_free[best] ? want - have : node_free[best];
-        row[best] += take;
-        node_free[best] -= take;
-        have += take;
-    }
+    ts_pm_fill_most_free(row, node_free, nodes, want);
 }
 
 /* The GPUs nobody's minimum uses go to the running elastic jobs where the
@@ -191,18 +180,7 @@ static void grant(elastic_ctx *e, const ts_pm_wjob *jobs, ts_pm_job *pj, const b
                 node_free[i] -= t;
                 add -= t;
             }
-        while (add > 0) {
-            int best = -1;
-            for (int i = 0; i < nodes; i++)
-                if (node_free[i] > 0 && (best < 0 || node_free[i] > node_free[best]))
-                    best = i;
-            if (best < 0)
-                break;
-            int t = add < node_free[best] ? add : node_free[best];
-            row[best] += t;
-            node_free[best] -= t;
-            add -= t;
-        }
+        ts_pm_fill_most_free(row, node_free, nodes, add);
     }
 }
 

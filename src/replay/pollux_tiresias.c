@@ -181,20 +181,7 @@ static void tiresias_round(tstate *s, const ts_pm_wjob *jobs, const bool *active
                 have += row[i];
             if (have > 0)
                 continue;
-            while (have < jobs[j].replicas) {
-                int best = -1;
-                for (int i = 0; i < nodes; i++)
-                    if (node_free[i] > 0 && (best < 0 || node_free[i] > node_free[best]))
-                        best = i;
-                if (best < 0)
-                    break;
-                int take = jobs[j].replicas - have;
-                if (take > node_free[best])
-                    take = node_free[best];
-                row[best] = take;
-                node_free[best] -= take;
-                have += take;
-            }
+            ts_pm_fill_most_free(row, node_free, nodes, jobs[j].replicas); /* row is empty */
         }
     }
     free(node_free);
