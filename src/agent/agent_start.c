@@ -25,8 +25,6 @@
 
 #define TASK_MOUNTS_MAX 16 /* a job spec's mounts (TS_SPEC_MAX_MOUNTS) */
 #define NVIDIA_GPU_MAJOR 195u
-#define NVIDIA_PROC_GPUS "/proc/driver/nvidia/gpus"
-#define PCI_DOMAIN_SHORT_CHARS 12 /* "0000:17:00.0", as the driver names its GPUs */
 
 static const char *str_or(const json_t *v)
 {
@@ -43,34 +41,13 @@ static const char *str_or(const json_t *v)
  * START_LOG_PATH_MAX or a failed write is reported on stderr; the task runs. */
 #define START_LOG_PATH_MAX 4095
 
-/* The minor of /dev/nvidia<N> for the GPU of NVML index gpu: the driver's
- * "Device Minor" for its PCI bus id, else (no driver: tests, fake NVML) the
- * index, which is what the driver assigns on a node that numbers its GPUs
- * in PCI order. */
+/* The minor of /dev/nvidia<N> for the GPU of NVML index gpu (cdi.c). */
 static unsigned gpu_minor(const ts_agent *a, int gpu)
 {
     const json_t *gpus = json_object_get(a->node->discovery, "gpus");
     const char *bus = json_string_value(json_object_get(json_array_get(gpus, (size_t)gpu),
                                                         "pci_bus_id"));
-    size_t n = bus ? strlen(bus) : 0;
-    if (n >= PCI_DOMAIN_SHORT_CHARS && n < 64) {
-        char path[160], line[128];
-        snprintf(path, sizeof path, NVIDIA_PROC_GPUS "/%s/information",
-                 bus + n - PCI_DOMAIN_SHORT_CHARS);
-        for (char *p = path + sizeof NVIDIA_PROC_GPUS; *p; p++)
-            if (*p >= 'A' && *p <= 'F')
-                *p = (char)(*p - 'A' + 'a');
-        FILE *f = fopen(path, "re");
-        unsigned minor;
-        while (f && fgets(line, sizeof line, f))
-            if (sscanf(line, "Device Minor: %u", &minor) == 1) {
-                fclose(f);
-                return minor;
-            }
-        if (f)
-            fclose(f);
-    }
-    return (unsigned)gpu;
+    return agent_gpu_minor(NULL, bus, (unsigned)gpu);
 }
 
 /* A container task's GPUs from the node's CDI spec: its MIG instance (the

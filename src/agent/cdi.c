@@ -73,16 +73,14 @@ static void append_node(json_t *nodes, json_t *n)
         json_array_append_new(nodes, n);
 }
 
-/* The /dev/nvidia<N> minor of a GPU: the driver's "Device Minor", else its
- * NVML index (what the driver assigns when GPUs are numbered in PCI order). */
-static unsigned gpu_minor(const agent_cdi_opts *o, const ts_gpu_desc *g)
+unsigned agent_gpu_minor(const char *proc_root, const char *bus_id, unsigned index)
 {
-    size_t n = strlen(g->bus_id);
+    size_t n = bus_id ? strlen(bus_id) : 0;
     if (n >= PCI_SHORT_CHARS) {
         char path[PATH_BYTES], line[128];
         int k = snprintf(path, sizeof path, "%s/driver/nvidia/gpus/",
-                         root_of(o ? o->proc_root : NULL, "/proc"));
-        for (const char *p = g->bus_id + n - PCI_SHORT_CHARS; *p && k < (int)sizeof path - 1;
+                         root_of(proc_root, "/proc"));
+        for (const char *p = bus_id + n - PCI_SHORT_CHARS; *p && k < (int)sizeof path - 1;
              p++)
             path[k++] = (char)(*p >= 'A' && *p <= 'F' ? *p - 'A' + 'a' : *p);
         path[k] = '\0';
@@ -97,7 +95,7 @@ static unsigned gpu_minor(const agent_cdi_opts *o, const ts_gpu_desc *g)
         if (f)
             fclose(f);
     }
-    return g->index;
+    return index;
 }
 
 /* The capability minor the driver lists for key ("gpu0/gi2/access"), or -1. */
@@ -175,7 +173,7 @@ int agent_cdi_spec(const ts_node_desc *d, const agent_cdi_opts *o, json_t **out,
     for (int i = 0; i < d->ngpus; i++) {
         const ts_gpu_desc *g = &d->gpu[i];
         char name[32], path[64];
-        unsigned minor = gpu_minor(o, g);
+        unsigned minor = agent_gpu_minor(o ? o->proc_root : NULL, g->bus_id, g->index);
         snprintf(path, sizeof path, "/dev/nvidia%u", minor);
         snprintf(name, sizeof name, "%u", g->index);
         json_array_append_new(devices, device_of(name, json_pack("[o]", node_of(o, path,

@@ -57,4 +57,10 @@ int agent_cdi_net_spec(const char *const *ifnames, size_t n, json_t **out, ts_er
 int agent_cdi_edits(const json_t *spec, const char *const *names, size_t n, json_t **out,
                     ts_err *err);
 
+/* The /dev/nvidia<N> minor of the GPU at PCI bus_id: the driver's "Device
+ * Minor" under proc_root (NULL: /proc), else index, its NVML index (what
+ * the driver assigns when GPUs are numbered in PCI order: tests, the fake
+ * NVML). Also the agent's device filter for a task's GPUs (agent_start.c). */
+unsigned agent_gpu_minor(const char *proc_root, const char *bus_id, unsigned index);
+
 #endif
