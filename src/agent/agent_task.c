@@ -301,6 +301,8 @@ static bool held_by_a_task(const ts_agent *a, const char *path)
     return false;
 }
 
+#define AGENT_STEPS_SWEEP_MAX 65536 /* names of the steps folder looked at per start */
+
 void ts_agent_steps_sweep(const ts_agent *a)
 {
     /* An agent killed between making a task's files and its task's record
@@ -311,8 +313,10 @@ void ts_agent_steps_sweep(const ts_agent *a)
     if (!d)
         return;
     struct dirent *de;
-    int removed = 0;
-    while ((de = readdir(d)) != NULL) {
+    int removed = 0, seen = 0;
+    /* bounded: the folder is open to every task (sticky), so a task may
+     * fill it; names past the bound are left for the next start */
+    while (seen++ < AGENT_STEPS_SWEEP_MAX && (de = readdir(d)) != NULL) {
         char path[sizeof a->steps + 300];
         struct stat st;
         if (!agent_step_name(de->d_name) || strlen(de->d_name) > 256)
