@@ -56,7 +56,7 @@ static void tb_entry(tarbuf *t, const char *name, char type, unsigned mode, cons
     snprintf((char *)h + 100, 8, "%07o", mode);
     snprintf((char *)h + 108, 8, "%07o", 0);
     snprintf((char *)h + 116, 8, "%07o", 0);
-    snprintf((char *)h + 124, 12, "%011lo", (unsigned long)len);
+    snprintf((char *)h + 124, 12, "%011lo", (unsigned long)len & 077777777777UL); /* 11 octal digits */
     snprintf((char *)h + 136, 12, "%011o", 0);
     h[156] = (unsigned char)type;
     if (link)
