@@ -95,7 +95,7 @@ static int unpack(ts_unpack_stats *st, long long max_bytes, ts_err *err)
 
 static bool exists(const char *dir, const char *name)
 {
-    char p[256];
+    char p[1024];
     struct stat sb;
     snprintf(p, sizeof p, "%s/%s", dir, name);
     return lstat(p, &sb) == 0;

@@ -138,7 +138,7 @@ static void run_on(fx *f, ts_job *j, double start_s, const int *nodes, const int
 
 static void cycle(fx *f, double now, ts_job *const *w, int nw, ts_job *const *r, int nr)
 {
-    ts_job wv[MAX_JOBS], rv[MAX_JOBS];
+    ts_job wv[MAX_JOBS] = {0}, rv[MAX_JOBS] = {0};
     for (int i = 0; i < nw; i++)
         wv[i] = *w[i];
     for (int i = 0; i < nr; i++)
