@@ -84,8 +84,14 @@ static void push(gen *g, evbuf *b, int op, uint64_t addr, uint64_t size, uint64_
         b->ev = ne;
         b->cap = nc;
     }
-    b->ev[b->n++] = (ts_memtrace_ev){.addr = addr, .size = size, .stream = stream,
-                                     .seq = (int64_t)b->n, .op = op};
+    /* padding zeroed too: two runs with one seed are equal byte for byte */
+    ts_memtrace_ev *e = &b->ev[b->n++];
+    memset(e, 0, sizeof *e);
+    e->addr = addr;
+    e->size = size;
+    e->stream = stream;
+    e->seq = (int64_t)b->n;
+    e->op = op;
 }
 
 static tensor t_alloc(gen *g, evbuf *b, const ts_memgen_model *m, uint64_t size)
