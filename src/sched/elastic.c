@@ -66,7 +66,8 @@ int ts_elastic_grant(const ts_elastic_job *jobs, int n, int pool, double resize_
 }
 
 /* Waiting work that lacks room (not what waits for its quota, a hold or a
- * dependency): the GPUs it asks for are owed before any job grows. */
+ * dependency, nor a preemptor, whose victims free its room): the GPUs it
+ * asks for are owed before any job grows. */
 static bool lacks_room(int reason)
 {
     switch (reason) {
@@ -75,7 +76,6 @@ static bool lacks_room(int reason)
     case TS_PEND_FRAGMENTATION:
     case TS_PEND_GANG:
     case TS_PEND_RESERVATION:
-    case TS_PEND_PREEMPTING:
     case TS_PEND_CONSTRAINT:
         return true;
     default:
@@ -104,6 +104,21 @@ static void fill_speedup(const ts_job *j, double *sp)
     }
     if (sp[j->elastic_min_gpus] <= 0)
         sp[j->elastic_min_gpus] = 1.0;
+}
+
+int64_t cycle_elastic_extras(const ts_job *running, int nrunning, const bool *victim)
+{
+    int64_t extras = 0;
+    for (int r = 0; r < nrunning; r++) {
+        const ts_job *j = &running[r];
+        if (j->elastic_max_gpus <= 0 || (victim && victim[r]))
+            continue;
+        int64_t cur = cycle_job_gpus(j);
+        if (j->stopping ? cur > j->elastic_min_gpus && cur <= j->elastic_max_gpus
+                        : resizable(j, cur))
+            extras += cur - j->elastic_min_gpus;
+    }
+    return extras;
 }
 
 int cycle_elastic(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
@@ -135,9 +150,24 @@ int cycle_elastic(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
     /* what waits for room is owed first; the free GPUs are what the cycle
      * left (its starts are bound), on nodes that take work */
     int64_t owed = 0, free_gpus = 0;
-    for (int i = 0; i < nwaiting; i++)
+    bool waits = false; /* nobody grows while work waits for room */
+    for (int i = 0; i < nwaiting; i++) {
         if (lacks_room(d->pending[i].reason))
             owed += cycle_job_gpus(&waiting[i]);
+        waits = waits || d->pending[i].reason == TS_PEND_PREEMPTING;
+    }
+    waits = waits || owed > 0;
+    /* the extras of elastic jobs already stopping for a resize come back
+     * too: only the rest is taken from the running ones */
+    for (int r = 0; r < nrunning && waits; r++) {
+        const ts_job *j = &running[r];
+        int64_t cur = cycle_job_gpus(j);
+        if (j->stopping && !victim[r] && j->elastic_max_gpus > 0 && cur > j->elastic_min_gpus &&
+            cur <= j->elastic_max_gpus)
+            owed -= cur - j->elastic_min_gpus;
+    }
+    if (owed < 0)
+        owed = 0;
     for (int i = 0; i < s->c->nnodes; i++)
         if (ts_gang_index_node_enabled(s->ix, i))
             free_gpus += s->c->nodes[i].gpus_free;
@@ -156,11 +186,11 @@ int cycle_elastic(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
                             left > 0 ? left : 0, false};
         /* a job that ran less than the minimum runtime keeps its size,
          * unless waiting work needs its extras */
-        if (owed == 0 && now - j->start_s < s->cfg.reclaim_min_runtime_s)
+        if (!waits && now - j->start_s < s->cfg.reclaim_min_runtime_s)
             e.min_gpus = e.max_gpus = (int)cur;
         /* while work waits nobody grows: the grant then only chooses whose
          * extras go back (the least speedup lost), and no more than owed */
-        if (owed > 0)
+        if (waits)
             e.max_gpus = (int)cur;
         next += j->elastic_max_gpus + 1;
         extras += cur - e.min_gpus;
@@ -176,7 +206,7 @@ int cycle_elastic(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
     rc = 0;
     for (int k = 0; k < n; k++) {
         bool grow = target[k] > ej[k].cur_gpus;
-        if (target[k] == ej[k].cur_gpus || (grow && owed > 0))
+        if (target[k] == ej[k].cur_gpus || (grow && waits))
             continue;
         if (cycle_grow((void **)&d->resizes, &d->resizes_cap, d->nresizes + 1,
                        sizeof *d->resizes) != 0) {
@@ -185,7 +215,7 @@ int cycle_elastic(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
             break;
         }
         d->resizes[d->nresizes++] = (ts_cycle_resize){idx[k], target[k], ej[k].cur_gpus,
-                                                      !grow && owed > 0};
+                                                      !grow && waits};
         if (grow)
             d->stats.grown++;
         else

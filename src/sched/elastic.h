@@ -43,9 +43,17 @@ typedef struct ts_elastic_job {
 int ts_elastic_grant(const ts_elastic_job *jobs, int n, int pool, double resize_cost_s,
                      int *target);
 
+/* GPUs above the minimums of the running elastic jobs that a take-back may
+ * free: those of jobs free to change size and not victims of this cycle
+ * (victim[r], may be NULL), and those of elastic jobs already stopping that
+ * are no victims (a resize under way: it asks again for less). O(nrunning). */
+int64_t cycle_elastic_extras(const ts_job *running, int nrunning, const bool *victim);
+
 /* The cycle's last step (ts_sched_cycle, after the ordered pass): the
  * running elastic jobs' new sizes into d->resizes. When waiting jobs lack
- * room, GPUs above the minimums are taken back (no job grows); else the
+ * room (and got no victims: the ordered pass preempts only for what the
+ * extras do not cover), GPUs above the minimums are taken back (no job
+ * grows); else the
  * free GPUs and the extras are granted by ts_elastic_grant, a job resized
  * at most once per cfg.reclaim_min_runtime_s of its run. Victims of this
  * cycle's preemptions and stopping jobs keep their size. Reads the
