@@ -3,11 +3,12 @@
  * jobs (issue 30). An elastic job holds its minimum as any job does (placed
  * all-or-nothing by the cycle under its tier); what it holds above it is
  * opportunistic: the first thing taken back when the cycle needs GPUs, and
- * shared out here, from the GPUs nobody's minimum uses, where the cluster's
- * goodput gains most. A job reports its speedup (goodput at g GPUs over its
- * goodput at its minimum, batch size adapted to g); a change of size costs
- * the job a restart, so a job changes size only when the cluster gains
- * several times what that costs.
+ * shared out here, from the GPUs nobody's minimum uses, where they shorten
+ * the jobs' times left most, a job's weighing more the less work it has
+ * left. A job reports its speedup (goodput at g GPUs over its goodput at
+ * its minimum, batch size adapted to g) and its time left; a change of size
+ * costs the job a restart, so a job changes size only when the cluster
+ * gains several times what that costs.
  *
  * ts_elastic_grant is pure (no allocation, no state, any thread); the
  * Pollux job model's replay calls it (src/replay/pollux_run.c), and

@@ -2,7 +2,8 @@
  * test_elastic.c - the goodput-aware grant of spare GPUs (src/sched/elastic.c).
  *
  * The pool goes where the speedup gained per GPU is largest, a job with a
- * poor speedup curve gets less; minimums always hold and nothing passes a
+ * poor speedup curve gets less, a job nearer its end (less work left) more;
+ * minimums always hold and nothing passes a
  * maximum or the pool; a size that spans one more node (a dip) is jumped
  * over; a job that holds GPUs keeps its size unless the change gains several
  * times the restart it costs; a job that changes anyway pays nothing.
@@ -71,6 +72,22 @@ static void test_restart_cost(void **state)
     assert_int_equal(t, 4);
 }
 
+static void test_near_its_end_weighs_more(void **state)
+{
+    (void)state;
+    /* alike but for the work left: the spare GPUs shorten most where one
+     * job is 10 times nearer its end; it gets them, the other keeps 1 */
+    ts_elastic_job j[2] = {{1, 8, 1, SCALES, 1e4, true}, {1, 8, 1, SCALES, 1e3, true}};
+    int t[2];
+    ts_elastic_grant(j, 2, 5, RESIZE_S, t);
+    assert_int_equal(t[0], 1);
+    assert_int_equal(t[1], 4);
+    /* as equals they share */
+    j[0].remaining_s = 1e3;
+    ts_elastic_grant(j, 2, 5, RESIZE_S, t);
+    assert_true(t[0] >= 2 && t[1] >= 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -78,6 +95,7 @@ int main(void)
         cmocka_unit_test(test_minimums_and_pool),
         cmocka_unit_test(test_jumps_the_dip),
         cmocka_unit_test(test_restart_cost),
+        cmocka_unit_test(test_near_its_end_weighs_more),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
