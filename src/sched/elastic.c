@@ -78,6 +78,40 @@ int ts_elastic_grant(const ts_elastic_job *jobs, int n, int pool, double resize_
     return pool - left;
 }
 
+int ts_elastic_fit(const double *step_s, int min_gpus, int max_gpus, double *speedup)
+{
+    if (!step_s || !speedup || min_gpus < 1 || max_gpus < min_gpus)
+        return 0;
+    /* least squares of step = a + b x, x = 1 / g, over the sizes measured */
+    double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (int g = min_gpus; g <= max_gpus; g++) {
+        if (!(step_s[g] > 0))
+            continue;
+        double x = 1.0 / g;
+        n++;
+        sx += x;
+        sy += step_s[g];
+        sxx += x * x;
+        sxy += x * step_s[g];
+    }
+    if (n < 2)
+        return (int)n;
+    double den = n * sxx - sx * sx;
+    double b = den > 0 ? (n * sxy - sx * sy) / den : 0, a = (sy - b * sx) / n;
+    if (a < 0) { /* nothing fixed: all of the step shrinks with more GPUs */
+        a = 0;
+        b = sxy / sxx;
+    }
+    if (b < 0) { /* more GPUs measured no faster: no speedup */
+        b = 0;
+        a = sy / n;
+    }
+    double at_min = a + b / min_gpus;
+    for (int g = 0; g <= max_gpus; g++)
+        speedup[g] = g >= min_gpus && at_min > 0 ? at_min / (a + b / g) : 0;
+    return (int)n;
+}
+
 /* Waiting work that lacks room (not what waits for its quota, a hold or a
  * dependency, nor a preemptor, whose victims free its room): the GPUs it
  * asks for are owed before any job grows. */

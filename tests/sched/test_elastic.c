@@ -6,7 +6,8 @@
  * minimums always hold and nothing passes a
  * maximum or the pool; a size that spans one more node (a dip) is jumped
  * over; a job that holds GPUs keeps its size unless the change gains several
- * times the restart it costs; a job that changes anyway pays nothing.
+ * times the restart it costs; a job that changes anyway pays nothing; a
+ * speedup curve is fitted from the step times measured at two sizes or more.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 #include <cmocka.h>
 
 #include "sched/elastic.h"
+#include "tessera/cycle.h"
 
 #define RESIZE_S 30.0
 
@@ -88,6 +90,30 @@ static void test_near_its_end_weighs_more(void **state)
     assert_true(t[0] >= 2 && t[1] >= 2);
 }
 
+static void test_fit_from_step_times(void **state)
+{
+    (void)state;
+    double step[9] = {0}, sp[9] = {0};
+    step[2] = 1.0;
+    assert_int_equal(ts_elastic_fit(step, 2, 8, sp), 1);
+    assert_true(sp[4] == 0); /* one size: left as it was */
+    /* 1.0 s at 2 GPUs, 0.6 s at 4: step = 0.2 + 1.6 / g */
+    step[4] = 0.6;
+    assert_int_equal(ts_elastic_fit(step, 2, 8, sp), 2);
+    assert_true(sp[1] == 0);
+    assert_float_equal(sp[2], 1.0, 1e-9);
+    assert_float_equal(sp[4], 1.0 / 0.6, 1e-9);
+    assert_float_equal(sp[8], 1.0 / 0.4, 1e-9); /* the fixed 0.2 s caps it */
+    /* slower with more GPUs: a flat curve, never below 1 */
+    step[4] = 1.5;
+    ts_elastic_fit(step, 2, 8, sp);
+    assert_float_equal(sp[8], 1.0, 1e-9);
+    /* perfectly parallel: linear */
+    step[4] = 0.5;
+    ts_elastic_fit(step, 2, 8, sp);
+    assert_float_equal(sp[8], 4.0, 1e-9);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -96,6 +122,7 @@ int main(void)
         cmocka_unit_test(test_jumps_the_dip),
         cmocka_unit_test(test_restart_cost),
         cmocka_unit_test(test_near_its_end_weighs_more),
+        cmocka_unit_test(test_fit_from_step_times),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
