@@ -271,6 +271,16 @@ double ts_sched_job_rate(const ts_sched *s, const ts_job *job);
 /* The las level of a job that attained this much service. */
 int ts_sched_las_level(const ts_sched *s, double attained_gpu_s);
 
+/* An elastic job's speedup curve (ts_job.elastic_speedup) from the step
+ * times it reported: step_s[g] for g in [0, max_gpus] its seconds per step
+ * at g GPUs (0 = not measured; a step the same work at every size). Fits
+ * step(g) = a + b / g (a part that does not shrink with more GPUs, one that
+ * does; a, b >= 0) to the sizes measured in [min_gpus, max_gpus] and fills
+ * speedup[0..max_gpus] with step(min_gpus) / step(g) (0 below min_gpus).
+ * Returns the sizes measured; below 2 it leaves speedup as it was (one size
+ * says nothing of another: the caller keeps the linear default). Pure. */
+int ts_elastic_fit(const double *step_s, int min_gpus, int max_gpus, double *speedup);
+
 /* Record work the cycle did not start (state restored after a restart) and
  * work that stopped. start binds job->allocs and charges the quota; stop
  * releases and credits. */

@@ -9,6 +9,13 @@
  * CUDA_VISIBLE_DEVICES); nothing on their side knows about elasticity. The
  * size asked for lives in memory; a controller restart finds a running job's
  * size in its placement, and a waiting one asks for its minimum again.
+ *
+ * What more GPUs are worth comes from the job itself: the step times its
+ * ranks report (tessera_task.report_step, through the agents' syncs), kept
+ * per size across its runs and fitted to a part that shrinks with more GPUs
+ * and a part that does not (ts_elastic_fit). A job that keeps its global
+ * batch per step whatever its size (train_ddp.py divides it by WORLD_SIZE)
+ * so reports its throughput; the curve is in memory only, as its size.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,4 +149,36 @@ bool ctld_elastic_fallback(ctld *c, cjob *j, int reason)
         return false;
     }
     return true;
+}
+
+/* Weight of the newest step time of a size against what was noted before
+ * (the same run's reading is read again at every cycle). */
+#define STEP_NEW_WEIGHT 0.3
+
+void ctld_elastic_observe(ctld *c, cjob *j)
+{
+    int max = j->sj.elastic_max_gpus, g = j->elastic_gpus;
+    if (max <= 0 || !j->allocs || j->row.state != TS_JOB_RUNNING || g < 1 || g > max)
+        return;
+    if (j->elastic_step && j->elastic_step_max != max) { /* its range changed */
+        free(j->elastic_step);
+        j->elastic_step = NULL;
+        j->sj.elastic_speedup = NULL;
+    }
+    if (!j->elastic_step) {
+        j->elastic_step = calloc(2 * ((size_t)max + 1), sizeof *j->elastic_step);
+        if (!j->elastic_step)
+            return;
+        j->elastic_step_max = max;
+    }
+    float worst = 0;
+    for (int r = 0; r < j->ntasks; r++) {
+        float st = 0;
+        if (!ctld_rank_reading(c, j, r, NULL, &st) || !(st > 0))
+            return; /* every rank has reported at this size, or nothing is noted */
+        worst = st > worst ? st : worst; /* a synchronous step waits for the slowest */
+    }
+    double *step = j->elastic_step, *sp = step + max + 1;
+    step[g] = step[g] > 0 ? (1 - STEP_NEW_WEIGHT) * step[g] + STEP_NEW_WEIGHT * worst : worst;
+    j->sj.elastic_speedup = ts_elastic_fit(step, j->sj.elastic_min_gpus, max, sp) >= 2 ? sp : NULL;
 }

@@ -107,6 +107,10 @@ typedef struct cjob {
      * run has stopped (0 = none) */
     int elastic_gpus, resize_to;
     int elastic_prev;           /* the size it had before its last resize, 0 = none */
+    /* its step times by size, then the speedup curve fitted to them (each
+     * elastic_step_max + 1 entries, one allocation; NULL until it ran) */
+    double *elastic_step;
+    int elastic_step_max;
 } cjob;
 
 /* elastic.c, under c->mu: */
@@ -130,6 +134,11 @@ bool ctld_elastic_fallback(ctld *c, cjob *j, int reason);
 /* A resized job's run has stopped: its tasks are built again at
  * j->resize_to (what the scheduler tracks of it kept). */
 int ctld_elastic_apply(ctld *c, cjob *j, ts_err *err);
+/* Before a cycle, running elastic job j: the step time its ranks report
+ * now (the slowest rank's) is noted for its size, and once two sizes are
+ * measured j->sj.elastic_speedup is the curve fitted to them
+ * (ts_elastic_fit; before that NULL: linear). */
+void ctld_elastic_observe(ctld *c, cjob *j);
 
 
 /* Under c->mu: */

@@ -538,6 +538,7 @@ static int cycle_collect(ctld *c, cycle_run *r, ts_err *err)
             r->wv[r->nw++] = j->sj;
         } else if (j->row.state == TS_JOB_RUNNING || j->row.state == TS_JOB_STOPPING) {
             j->sj.preemptions_hour = recent_preemptions(j, r->now);
+            ctld_elastic_observe(c, j); /* what its step times say more GPUs are worth */
             r->rj[r->nr] = j;
             r->rv[r->nr++] = j->sj;
         }

@@ -132,6 +132,7 @@ void ctld_cjob_free(cjob *j)
     json_decref(j->rank_end);
     ctld_steps_free(j);
     free(j->straggle_since);
+    free(j->elastic_step);
     free(j);
 }
 

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "sched/cycle_loop.h"
+#include "sched/elastic.h"
 #include "tessera/fmt.h"
 
 int loop_why_add(loop *l, const char *fmt, ...)
@@ -369,6 +370,34 @@ static bool reshape_first(loop *l, int i)
     return true;
 }
 
+/* Extras before victims: GPUs above elastic jobs' minimums are taken back
+ * (cycle_elastic, after the ordered pass) before any job is preempted for
+ * room. A whole-GPU job that lacks room waits for them, and searches no
+ * victims, while the free GPUs and the extras cover it and what earlier
+ * jobs of this cycle were promised (counts, not places: a take-back is a
+ * requeue at the smaller size, placed again as any job). */
+static bool extras_cover(loop *l, int i)
+{
+    const jsum *js = &l->js[i];
+    if (!js->whole || !js->gpu)
+        return false;
+    if (l->el_npre != l->d->npreempts || l->el_extras < 0) {
+        l->el_extras = cycle_elastic_extras(l->r, l->nr, l->victim);
+        l->el_npre = l->d->npreempts;
+    }
+    if (l->el_extras == 0)
+        return false;
+    int64_t room = ts_gang_index_free_gpus(l->s->ix, -1) + l->el_extras;
+    if (room < l->el_owed + js->gpus)
+        return false;
+    l->el_owed += js->gpus;
+    char was[TS_CYCLE_WHY_MAX];
+    snprintf(was, sizeof was, "%s", why_of(l, i));
+    pend(l, i, l->d->pending[i].reason, "%s; GPUs above elastic jobs' minimums are taken back "
+         "for it (before any preemption)", was);
+    return true;
+}
+
 int loop_process(loop *l, int i)
 {
     ts_cycle_pending *p = &l->d->pending[i];
@@ -402,6 +431,10 @@ int loop_process(loop *l, int i)
              was);
     } else if (l->js[i].mig && reshape_first(l, i)) {
         return 0; /* tesserad reshapes after the cycle; it places at a later one */
+    } else if (extras_cover(l, i)) {
+        /* no victims: cycle_elastic takes the extras back, so no estimate
+         * of when running jobs end either */
+        return 0;
     } else {
         loop_try_preempt(l, i, false);
     }

@@ -530,7 +530,7 @@ int cycle_decide(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
         (nrunning && !running))
         return ts_err_set(err, TS_EINVAL, "cycle: bad arguments");
     loop l = {.s = s, .now = now, .w = waiting, .nw = nwaiting, .r = running, .nr = nrunning,
-              .d = d};
+              .d = d, .el_extras = -1};
     int rc = check_input(&l, err);
     if (rc != 0)
         return rc;

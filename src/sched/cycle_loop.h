@@ -86,6 +86,11 @@ typedef struct loop {
     int reclaim_searches; /* searches for jobs within their tenant's guarantee */
     int reshapes;       /* MIG reshape questions asked (cycle_mig.c) */
     int plans;          /* plans made for jobs that do not hold the reservation */
+    /* elastic take-back before preemption (elastic.h): the GPUs above
+     * elastic jobs' minimums (counted at el_npre preemptions decided), and
+     * what the jobs that wait for them were promised so far */
+    int64_t el_extras, el_owed;
+    int el_npre;
     bool have_res;
     double res_at;
     int64_t res_id;

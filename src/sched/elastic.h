@@ -3,11 +3,12 @@
  * jobs (issue 30). An elastic job holds its minimum as any job does (placed
  * all-or-nothing by the cycle under its tier); what it holds above it is
  * opportunistic: the first thing taken back when the cycle needs GPUs, and
- * shared out here, from the GPUs nobody's minimum uses, where the cluster's
- * goodput gains most. A job reports its speedup (goodput at g GPUs over its
- * goodput at its minimum, batch size adapted to g); a change of size costs
- * the job a restart, so a job changes size only when the cluster gains
- * several times what that costs.
+ * shared out here, from the GPUs nobody's minimum uses, where they shorten
+ * the jobs' times left most, a job's weighing more the less work it has
+ * left. A job reports its speedup (goodput at g GPUs over its goodput at
+ * its minimum, batch size adapted to g) and its time left; a change of size
+ * costs the job a restart, so a job changes size only when the cluster
+ * gains several times what that costs.
  *
  * ts_elastic_grant is pure (no allocation, no state, any thread); the
  * Pollux job model's replay calls it (src/replay/pollux_run.c), and
@@ -43,9 +44,17 @@ typedef struct ts_elastic_job {
 int ts_elastic_grant(const ts_elastic_job *jobs, int n, int pool, double resize_cost_s,
                      int *target);
 
+/* GPUs above the minimums of the running elastic jobs that a take-back may
+ * free: those of jobs free to change size and not victims of this cycle
+ * (victim[r], may be NULL), and those of elastic jobs already stopping that
+ * are no victims (a resize under way: it asks again for less). O(nrunning). */
+int64_t cycle_elastic_extras(const ts_job *running, int nrunning, const bool *victim);
+
 /* The cycle's last step (ts_sched_cycle, after the ordered pass): the
  * running elastic jobs' new sizes into d->resizes. When waiting jobs lack
- * room, GPUs above the minimums are taken back (no job grows); else the
+ * room (and got no victims: the ordered pass preempts only for what the
+ * extras do not cover), GPUs above the minimums are taken back (no job
+ * grows); else the
  * free GPUs and the extras are granted by ts_elastic_grant, a job resized
  * at most once per cfg.reclaim_min_runtime_s of its run. Victims of this
  * cycle's preemptions and stopping jobs keep their size. Reads the

@@ -173,3 +173,30 @@ def scenario_grown_job_that_no_longer_fits_asks_for_less(c):
            "the resized job, not fitting at 4 GPUs, runs again at the size it had", 30)
     check(c.job(jid).get("elastic", {}).get("gpus") in (1, 2),
           f"at 1 GPU (or 2, grown into what is left): {c.job(jid).get('elastic')}")
+
+
+def scenario_speedup_from_step_times(c):
+    """What more GPUs are worth comes from the step times a job reports: a
+    job whose steps take as long at 4 GPUs as at 1 gives its extras to a job
+    whose steps shrink with its GPUs (neither curve is known before it ran
+    at two sizes; tesserad fits them, docs/scheduler.md "Elastic jobs")."""
+    # one step's seconds appended every half second: the same at any size,
+    # or 1 / its GPUs (CUDA_VISIBLE_DEVICES names them)
+    loop = ("trap \"exit 0\" USR1; while :; do {}; sleep 0.5; done")
+    flat = loop.format('echo 1.0 >> "$TESSERA_STEP_FILE"')
+    scales = loop.format('n=$(echo "$CUDA_VISIBLE_DEVICES" | tr "," "\\n" | wc -l); '
+                         'awk -v n="$n" "BEGIN {printf \\"%.6f\\\\n\\", 1 / n}" '
+                         '>> "$TESSERA_STEP_FILE"')
+    def job(name, cmd):
+        return c.submit({"tenant": "team-a", "name": name, "tier": "guaranteed",
+                         "time_limit": "1h", "command": ["/bin/sh", "-c", cmd],
+                         "tasks": [{"count": 1, "gpus": {"min": 1, "max": 4},
+                                    "cpu_milli": 500, "memory_mib": 512}]})
+    f = job("flat", flat)
+    gpus = lambda j: c.job(j).get("elastic", {}).get("gpus")
+    c.wait(lambda: c.job(f).get("state") == "running" and gpus(f) == 4,
+           "alone, the flat job grows to 4 GPUs (one size measured: linear)", 60)
+    s = job("scales", scales)
+    c.wait(lambda: c.job(s).get("state") == "running" and gpus(s) == 3 and
+           c.job(f).get("state") == "running" and gpus(f) == 1,
+           "the job that scales ends at 3 GPUs, the flat one at its minimum", 90)

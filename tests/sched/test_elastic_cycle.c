@@ -3,13 +3,14 @@
  * src/sched/elastic.c, the cycle's last step).
  *
  * The cluster: two nodes of 4 H100 (8 GPUs); one tenant guaranteed more
- * than all of them (its quota never binds), every job guaranteed, so no
- * preemption muddies what the grant decides. Worked out on
- * paper: a lone elastic job grows into the free GPUs; one that has not run
- * its minimum runtime keeps its size; waiting work that lacks room takes the
- * extras back (marked reclaim) and nobody grows meanwhile; a gang grows by
- * whole tasks; a stopping job, a rigid job and a cost < 0 configuration are
- * left alone.
+ * than all of them (its quota never binds), every job guaranteed unless a
+ * test makes one a victim, so no preemption muddies what the grant decides.
+ * Worked out on paper: a lone elastic job grows into the free GPUs; one that
+ * has not run its minimum runtime keeps its size; waiting work that lacks
+ * room takes the extras back (marked reclaim) and nobody grows meanwhile,
+ * before any victim is stopped for it (only what the extras do not cover
+ * preempts); a gang grows by whole tasks; a stopping job, a rigid job and a
+ * cost < 0 configuration are left alone.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -227,6 +228,40 @@ static void test_waiting_work_takes_extras_back(void **state)
     assert_int_equal(f->d.stats.grown, 0); /* g does not grow while w waits */
 }
 
+/* The issue's order: extras before victims. e holds n0 (1 GPU its minimum,
+ * 3 extras), a rigid opportunistic job r holds n1 (a victim the guaranteed
+ * waiting job may reclaim). A rigid 3-GPU job takes e's extras and stops
+ * nobody; a 4-GPU one, which the extras do not cover, preempts r and takes
+ * no extras besides. */
+static void test_extras_go_before_victims(void **state)
+{
+    fx *f = *state;
+    ts_job *e = job(f, 1, 4), *r = job(f, 1, 4);
+    elastic(e, 1, 4, 0);
+    r->tier = TS_TIER_OPPORTUNISTIC;
+    run_on(f, e, LONG_AGO_S, (int[]){0}, (int[]){0});
+    run_on(f, r, LONG_AGO_S, (int[]){1}, (int[]){0});
+    ts_job *run[] = {e, r};
+    ts_job *w = job(f, 1, 3);
+    cycle(f, NOW_S, &w, 1, run, 2);
+    if (getenv("TS_TEST_VERBOSE"))
+        print_message("w: %s: %s\n", ts_pending_name(f->d.pending[0].reason), f->d.pending[0].why);
+    assert_int_equal(f->d.nstarts, 0);
+    assert_int_equal(f->d.npreempts, 0);
+    assert_int_equal(f->d.nresizes, 1);
+    assert_int_equal(f->d.resizes[0].job, 0);
+    assert_int_equal(f->d.resizes[0].gpus, 1);
+    assert_true(f->d.resizes[0].reclaim);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_CAPACITY);
+    assert_non_null(strstr(f->d.pending[0].why, "taken back"));
+    /* the same rule seen from the other side: 4 GPUs are more than the extras */
+    ts_job *w4 = job(f, 1, 4);
+    cycle(f, NOW_S, &w4, 1, run, 2);
+    assert_int_equal(f->d.npreempts, 1);
+    assert_int_equal(f->d.preempts[0].victim, 1);
+    assert_int_equal(f->d.nresizes, 0);
+}
+
 static void test_gang_grows_by_tasks(void **state)
 {
     fx *f = *state;
@@ -265,6 +300,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_grows_into_free_gpus, setup, teardown),
         cmocka_unit_test_setup_teardown(test_minimum_runtime_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_waiting_work_takes_extras_back, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_extras_go_before_victims, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gang_grows_by_tasks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cost_below_zero_turns_it_off, setup, teardown),
     };
