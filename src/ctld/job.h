@@ -68,6 +68,7 @@ typedef struct cjob {
     uint64_t *node_mask;        /* sj.node_mask: the nodes its spec allows, NULL = all */
     ts_alloc *allocs;           /* ntasks while running or stopping, else NULL */
     ts_job sj;                  /* the scheduler's view of it */
+    uint32_t host_ports[TS_HOST_PORTS_MAX]; /* sj.host_ports: spec network.publish */
     double end_s;               /* virtual: when it finishes */
     double preempted_at[CTLD_PREEMPT_MEMORY]; /* recent preemption times */
     int npreempted;
