@@ -205,6 +205,9 @@ char *ctld_placement_json(const ctld *c, const cjob *j);
 char *ctld_placement_json_allocs(const ctld *c, const ts_alloc *allocs, int n);
 
 /* net.c: tenant networks (docs/network.md); under c->mu */
+/* The cluster's VNI base (c->net_vni_base), from the store, else network.vni_base or
+ * chosen at random, and written there; at ctld_open, before the jobs are read back. */
+int ctld_net_open(ctld *c, ts_err *err);
 int ctld_net_tenant(ctld *c, const char *tenant, int *ordinal, ts_err *err);
 void ctld_net_bind(cjob *j);   /* j->net_host from its placement */
 void ctld_net_unbind(cjob *j);

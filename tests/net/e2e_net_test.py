@@ -154,6 +154,7 @@ def bad_configs(tesserad):
                           ("{range: 10.0.0.0/16, tenant_prefix: 16}",
                            "network.tenant_prefix: 16: must be longer than the range's /16"),
                           ("{mtu: 100}", "network.mtu: must be 1280..9000"),
+                          ("{vni_base: 16777000}", "network.vni_base: must be 1..16776192"),
                           ("{services: [nope]}", "network.services[0]: must be ADDR[/N]:PORT/tcp|udp"),
                           ("{services: [{to: '1.2.3.4:80/tcp', tenants: ['a b']}]}",
                            "network.services[0].tenants[0]: must be a tenant name"),
@@ -437,6 +438,11 @@ def main():
         # a node's port is one task's: two servers of 7200/tcp limited to n0
         # and n1 are placed one on each; a third waits naming the port, and
         # starts once one of them ends
+        d = c.submit({"tenant": "team-a", "name": "serve2", "tasks": [{"count": 2, "gpus": 0}],
+                      "topology": {"required": "node"}, "network": {"publish": ["7200/tcp"]},
+                      "command": ["/bin/true"]}, expect=400)
+        check("topology.required: a job publishing ports runs one task per node" in json.dumps(d),
+              f"two tasks publishing a port on one node are refused naming the field: {d}")
         serve = {"tenant": "team-a", "name": "serve2", "tasks": [{"gpus": 0}],
                  "nodelist": "n0,n1", "network": {"publish": ["7200/tcp"]},
                  "command": ["/usr/bin/python3", "-c", srv.replace("7100", "7200")]}
