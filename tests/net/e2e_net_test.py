@@ -443,6 +443,11 @@ def main():
                       "command": ["/bin/true"]}, expect=400)
         check("topology.required: a job publishing ports runs one task per node" in json.dumps(d),
               f"two tasks publishing a port on one node are refused naming the field: {d}")
+        d = c.submit({"tenant": "team-a", "name": "serve2", "tasks": [{"count": 5, "gpus": 0}],
+                      "network": {"publish": ["7200/tcp"]}, "command": ["/bin/true"]},
+                     expect=400)
+        check("network.publish: its 5 tasks need a node each" in json.dumps(d),
+              f"five tasks publishing a port on four nodes are refused naming the field: {d}")
         serve = {"tenant": "team-a", "name": "serve2", "tasks": [{"gpus": 0}],
                  "nodelist": "n0,n1", "network": {"publish": ["7200/tcp"]},
                  "command": ["/usr/bin/python3", "-c", srv.replace("7100", "7200")]}
