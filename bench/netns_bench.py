@@ -19,8 +19,14 @@ here beyond "the run worked": the targets are in the issue and docs.
    round's ratio to that round's baseline, and Gbit per CPU-second of the
    two iperf3 processes (what a byte costs, whatever share of a shared
    machine a run gets); the load average before and after.
+3. With --runs N the throughput part is run N times over the same nodes
+   (each REPS rounds) and the two ratios that matter, overlay / baseline
+   and per CPU-second overlay / baseline, are printed side by side per
+   run, with their median over the runs: one run on a shared machine moves
+   by a tenth, the median of several less.
 
-usage: netns_bench.py NETNS_TOOL [--tasks N] [--reps R] [--seconds S] [--json OUT]
+usage: netns_bench.py NETNS_TOOL [--tasks N] [--reps R] [--seconds S] [--runs N]
+                      [--variants a,f] [--json OUT]
 """
 import argparse
 import json
@@ -125,14 +131,56 @@ def fabric(tool, tmp, name, mtu, gro, brnf=True):
     return nodes
 
 
+def measure(a, variants, runs):
+    """One run of the throughput part: REPS rounds, each measuring every
+    variant's bare pair and overlay once; its figures per variant."""
+    for r in runs.values():
+        r.update({"bare": [], "overlay": [], "bare_cpu": [], "overlay_cpu": []})
+    for _ in range(a.reps):
+        for name, r in runs.items():
+            g, c = iperf(r["nodes"][0], r["nodes"][1], under(name, 1), a.seconds)
+            r["bare"].append(g)
+            r["bare_cpu"].append(c)
+            g, c = iperf(r["tasks"][0], r["tasks"][1], f"10.91.{r['k']}.3", a.seconds)
+            r["overlay"].append(g)
+            r["overlay_cpu"].append(c)
+    base = statistics.median(runs["a"]["bare"])
+    ba = runs["a"]["bare"]
+
+    def per_cpu(r, which):  # Gbit per CPU-second, median over the rounds
+        return statistics.median(g * a.seconds / c for g, c in zip(r[which], r[which + "_cpu"])
+                                 if c > 0) if any(r[which + "_cpu"]) else 0.0
+    base_eff = per_cpu(runs["a"], "bare")
+    out = {}
+    for name, umtu, gro, brnf, omtu in variants:
+        r = runs[name]
+        mb, mo = statistics.median(r["bare"]), statistics.median(r["overlay"])
+        out[name] = {
+            "underlay_mtu": umtu, "gro": gro, "br_netfilter": brnf,
+            "overlay_mtu": omtu, "bare": r["bare"],
+            "overlay": r["overlay"], "bare_median": mb, "overlay_median": mo,
+            "ratio_vs_own_underlay": mo / mb if mb else 0.0,
+            "ratio_vs_baseline": mo / base if base else 0.0,
+            # each round's overlay against the same round's baseline
+            "ratio_vs_baseline_per_round_median": statistics.median(
+                o / b for o, b in zip(r["overlay"], ba) if b),
+            "gbit_per_cpu_s": per_cpu(r, "overlay"),
+            "cpu_ratio_vs_baseline": per_cpu(r, "overlay") / base_eff if base_eff else 0.0}
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("tool")
     ap.add_argument("--tasks", type=int, default=100)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--variants", default="", help="comma-separated names (default: all)")
     ap.add_argument("--json")
     a = ap.parse_args()
+    pick = set(a.variants.split(",")) if a.variants else None
+    variants = [v for v in VARIANTS if v[0] == "a" or not pick or v[0] in pick]
     if os.geteuid() != 0 or not all(shutil.which(t) for t in ("iperf3", "nft", "ethtool")):
         sys.exit("netns bench: needs root, iperf3, nft and ethtool (scripts/install-deps test)")
     tmp = tempfile.mkdtemp(prefix="tessera-netns-bench-")
@@ -151,47 +199,20 @@ def main():
         # 2. throughput: each variant a pair of nodes; the bare underlay and the
         # overlay of each measured alternately, REPS rounds over all variants
         runs = {}
-        for k, (name, umtu, gro, brnf, omtu) in enumerate(VARIANTS):
+        for k, (name, umtu, gro, brnf, omtu) in enumerate(variants):
             ns = nodes if k == 0 else fabric(a.tool, tmp, name, umtu, gro, brnf)
             tasks = []
             for i, n in enumerate(ns):
                 # the namespace's path is netns_tool's answer (its name carries the agent's tag)
                 tasks.append(os.path.basename(nsx(n, a.tool, "setup", f"{tmp}/{n}", f"{TAG}{name}{i}", str(4300 + k),
                     f"10.91.{k}.{i + 2}", "24", under(name, i), f"mtu={omtu}", under(name, 1 - i)).stdout.strip()))
-            runs[name] = {"bare": [], "overlay": [], "bare_cpu": [], "overlay_cpu": [],
-                          "nodes": ns, "tasks": tasks, "k": k}
+            runs[name] = {"nodes": ns, "tasks": tasks, "k": k}
         res["load_before"] = os.getloadavg()[0]
-        for _ in range(a.reps):
-            for name, r in runs.items():
-                g, c = iperf(r["nodes"][0], r["nodes"][1], under(name, 1), a.seconds)
-                r["bare"].append(g)
-                r["bare_cpu"].append(c)
-                g, c = iperf(r["tasks"][0], r["tasks"][1], f"10.91.{r['k']}.3", a.seconds)
-                r["overlay"].append(g)
-                r["overlay_cpu"].append(c)
+        res["runs"] = []
+        for _ in range(max(1, a.runs)):
+            res["runs"].append(measure(a, variants, runs))
         res["load_after"] = os.getloadavg()[0]
-        base = statistics.median(runs["a"]["bare"])
-        ba = runs["a"]["bare"]
-
-        def per_cpu(r, which):  # Gbit per CPU-second, median over the rounds
-            return statistics.median(g * a.seconds / c for g, c in zip(r[which], r[which + "_cpu"])
-                                     if c > 0) if any(r[which + "_cpu"]) else 0.0
-        base_eff = per_cpu(runs["a"], "bare")
-        res["throughput_gbps"] = {}
-        for name, umtu, gro, brnf, omtu in VARIANTS:
-            r = runs[name]
-            mb, mo = statistics.median(r["bare"]), statistics.median(r["overlay"])
-            res["throughput_gbps"][name] = {
-                "underlay_mtu": umtu, "gro": gro, "br_netfilter": brnf,
-                "overlay_mtu": omtu, "bare": r["bare"],
-                "overlay": r["overlay"], "bare_median": mb, "overlay_median": mo,
-                "ratio_vs_own_underlay": mo / mb if mb else 0.0,
-                "ratio_vs_baseline": mo / base if base else 0.0,
-                # each round's overlay against the same round's baseline
-                "ratio_vs_baseline_per_round_median": statistics.median(
-                    o / b for o, b in zip(r["overlay"], ba) if b),
-                "gbit_per_cpu_s": per_cpu(r, "overlay"),
-                "cpu_ratio_vs_baseline": per_cpu(r, "overlay") / base_eff if base_eff else 0.0}
+        res["throughput_gbps"] = res["runs"][0]
     finally:
         # each node's agent state removes its tasks' namespaces (named by its tag)
         for n in sorted(os.listdir("/run/netns")):
@@ -212,7 +233,7 @@ def main():
     print(f"iperf3 TCP, {a.seconds} s x {a.reps} rounds, interleaved (load average "
           f"{res['load_before']:.1f} before, {res['load_after']:.1f} after); baseline: bare veth, "
           f"MTU 1500, default offloads, median {t['a']['bare_median']:.2f} Gbit/s")
-    for name, umtu, gro, brnf, omtu in VARIANTS:
+    for name, umtu, gro, brnf, omtu in variants:
         v = t[name]
         how = (" + GRO" if gro else "") + (", no br_netfilter" if not brnf else "")
         print(f"  {name}: underlay MTU {umtu}{how}, overlay MTU {omtu}: "
@@ -221,6 +242,18 @@ def main():
               f"{v['ratio_vs_baseline_per_round_median']:.2f}), overlay/own underlay "
               f"{v['ratio_vs_own_underlay']:.2f} (target >= 0.80); per CPU-second "
               f"{v['gbit_per_cpu_s']:.2f} Gbit, {v['cpu_ratio_vs_baseline']:.2f} of the baseline's")
+    if len(res["runs"]) > 1:
+        print(f"{len(res['runs'])} runs ({a.reps} rounds each), overlay / baseline and per "
+              "CPU-second overlay / baseline, side by side; medians over the runs (target 0.80):")
+        res["median_of_runs"] = {}
+        for name, *_ in variants:
+            rt = [r[name]["ratio_vs_baseline"] for r in res["runs"]]
+            rc = [r[name]["cpu_ratio_vs_baseline"] for r in res["runs"]]
+            res["median_of_runs"][name] = {"ratio_vs_baseline": statistics.median(rt),
+                                           "cpu_ratio_vs_baseline": statistics.median(rc)}
+            print(f"  {name}: throughput " + " ".join(f"{x:.2f}" for x in rt) +
+                  f" -> median {statistics.median(rt):.2f}; per CPU-second " +
+                  " ".join(f"{x:.2f}" for x in rc) + f" -> median {statistics.median(rc):.2f}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)

@@ -78,6 +78,13 @@ const char *ts_pending_name(int reason);
 #define TS_PRIORITY_MAX 1000000
 #define TS_SIGNAL_DEFAULT 10 /* SIGUSR1 on Linux */
 
+/* A published host port as the cycle compares them: the number and its
+ * protocol (udp or tcp) in one key. */
+#define TS_HOST_PORT(port, udp) ((uint32_t)(port) | ((udp) ? UINT32_C(1) << 16 : 0))
+#define TS_HOST_PORT_NUMBER(key) ((unsigned)((key) & 0xffffu))
+#define TS_HOST_PORT_UDP(key) (((key) >> 16 & 1u) != 0)
+#define TS_HOST_PORTS_MAX 16
+
 /* A job, waiting or running. Waiting jobs ignore the running-only fields. */
 typedef struct ts_job {
     int64_t id;                /* the caller's; unique among one cycle's jobs */
@@ -104,6 +111,11 @@ typedef struct ts_job {
      * borrowed, ts_node_mask_words(nnodes) words */
     const uint64_t *node_mask;
     int64_t reservation;       /* 0, or the id of the reservation it runs in */
+    /* host ports each of its tasks publishes (TS_HOST_PORT keys; borrowed,
+     * nhost_ports of them): a per-node resource, so no two tasks holding one
+     * port share a node, its own tasks included (docs/network.md) */
+    const uint32_t *host_ports;
+    int nhost_ports;
     int ckpt_signal;           /* 0 = TS_SIGNAL_DEFAULT */
     int image;                 /* 1 + index into the image table (image_place.h), 0 = none */
     double ckpt_grace_s;       /* < 0 = the scheduler's default */

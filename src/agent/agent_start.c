@@ -394,12 +394,21 @@ static void start_shim(ts_agent *a, local_task *lt, task_start *S)
     }
 }
 
-/* NCCL's adapters by the rail map, its traffic class and service level, and
- * the tenant's InfiniBand partition: its index in the task's first
- * adapter's table (docs/network.md). */
+/* NCCL's adapters by the rail map (with dedicated NICs, the RDMA devices of
+ * the task's own VFs), its traffic class and service level, and the
+ * tenant's InfiniBand partition: its index in those adapters' tables
+ * (docs/network.md). */
 static void start_nccl(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
 {
+    const char *root = a->node->sysfs_root[0] ? a->node->sysfs_root : "/sys";
     ts_nics_for_task(&a->node->nics, lt->gpu, lt->ngpu, S->hca, sizeof S->hca);
+    const char *nics = json_string_value(json_object_get(json_object_get(t, "net"), "nics"));
+    if (nics && strcmp(nics, "dedicated") == 0) { /* the devices it holds, not the adapters */
+        char own[sizeof S->hca];
+        ts_nics_for_task_dedicated(root, &a->node->nics, lt->gpu, lt->ngpu, own, sizeof own);
+        if (own[0])
+            memcpy(S->hca, own, sizeof own);
+    }
     if (json_is_integer(json_object_get(t, "nccl_tc")))
         snprintf(S->tc, sizeof S->tc, "%d", (int)json_integer_value(json_object_get(t, "nccl_tc")));
     if (json_is_integer(json_object_get(t, "nccl_sl")))
@@ -407,16 +416,9 @@ static void start_nccl(ts_agent *a, local_task *lt, const json_t *t, task_start 
     json_t *pk = json_object_get(t, "ib_pkey");
     if (S->why[0] || !json_is_integer(pk) || !S->hca[0])
         return;
-    char first[TS_NICS_NAME_MAX];
-    const char *from = S->hca[0] == '=' ? S->hca + 1 : S->hca;
-    size_t fl = strcspn(from, ",");
-    fl = fl < sizeof first ? fl : sizeof first - 1;
-    memcpy(first, from, fl);
-    first[fl] = '\0';
     int idx;
     ts_err pe;
-    if (ts_nics_pkey_index(a->node->sysfs_root[0] ? a->node->sysfs_root : "/sys", first,
-                           (unsigned)json_integer_value(pk), &idx, &pe) == 0)
+    if (ts_nics_pkey_index_all(root, S->hca, (unsigned)json_integer_value(pk), &idx, &pe) == 0)
         snprintf(S->pkey, sizeof S->pkey, "%d", idx);
     else
         snprintf(S->why, sizeof S->why, "%s", pe.msg);

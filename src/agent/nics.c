@@ -230,6 +230,34 @@ int ts_nics_pkey_index(const char *sysfs_root, const char *hca_port, unsigned pk
                       pkey & 0x7fff, hca, port);
 }
 
+int ts_nics_pkey_index_all(const char *sysfs_root, const char *hcas, unsigned pkey, int *index,
+                           ts_err *err)
+{
+    const char *p = hcas[0] == '=' ? hcas + 1 : hcas;
+    char first[TS_NICS_NAME_MAX] = "";
+    *index = -1;
+    while (*p) {
+        char one[TS_NICS_NAME_MAX];
+        size_t n = strcspn(p, ",");
+        snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one ? n : sizeof one - 1), p);
+        p += n + (p[n] == ',');
+        int idx, rc = ts_nics_pkey_index(sysfs_root, one, pkey, &idx, err);
+        if (rc != 0)
+            return rc;
+        if (*index >= 0 && idx != *index)
+            return ts_err_set(err, TS_ECONFLICT, "ib_pkey 0x%04x: at index %d of %s but %d of "
+                              "%s (NCCL_IB_PKEY is one index for all the task's adapters)",
+                              pkey & 0x7fff, *index, first, idx, one);
+        if (*index < 0)
+            snprintf(first, sizeof first, "%s", one);
+        *index = idx;
+    }
+    if (*index < 0)
+        return ts_err_set(err, TS_ENOENT, "ib_pkey 0x%04x: the task has no InfiniBand adapter",
+                          pkey & 0x7fff);
+    return 0;
+}
+
 int ts_nics_port_guid(const char *sysfs_root, const char *hca_port, char out[19], ts_err *err)
 {
     char hca[TS_NICS_NAME_MAX];
@@ -309,6 +337,39 @@ int ts_nics_netdev(const char *sysfs_root, const ts_nic_map *map, int gpu, char 
         return ts_err_set(err, TS_ENOENT, "nics: GPU %d: %s has no VF %d with a network device "
                           "(%s; enable more VFs: sriov_numvfs)", gpu, hca, slot, path);
     return 0;
+}
+
+void ts_nics_for_task_dedicated(const char *sysfs_root, const ts_nic_map *map, const int *gpus,
+                                int ngpu, char *out, size_t size)
+{
+    out[0] = '\0';
+    size_t len = 0;
+    for (int i = 0; i < ngpu; i++) {
+        char dev[TS_NICS_NAME_MAX], name[TS_NICS_NAME_MAX + 8];
+        ts_err e;
+        if (ts_nics_rdmadev(sysfs_root, map, gpus[i], dev, sizeof dev, &e) != 0 || !dev[0])
+            continue;
+        size_t hl = strcspn(map->hca[gpus[i]], ":");
+        if (strlen(dev) == hl && strncmp(dev, map->hca[gpus[i]], hl) == 0)
+            snprintf(name, sizeof name, "%s", map->hca[gpus[i]]); /* the adapter: its port */
+        else
+            snprintf(name, sizeof name, "%s:1", dev); /* a VF's own device */
+        size_t nl = strlen(name);
+        bool seen = false;
+        for (const char *p = out + (len > 0); len > 0 && *p && !seen;) {
+            size_t n = strcspn(p, ",");
+            seen = n == nl && strncmp(p, name, nl) == 0;
+            p += n + (p[n] == ',');
+        }
+        if (seen)
+            continue;
+        int w = snprintf(out + len, size - len, "%s%s", len ? "," : "=", name);
+        if (w < 0 || (size_t)w >= size - len) {
+            out[len] = '\0';
+            return;
+        }
+        len += (size_t)w;
+    }
 }
 
 int ts_nics_rdmadev(const char *sysfs_root, const ts_nic_map *map, int gpu, char *out,

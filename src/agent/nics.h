@@ -46,6 +46,14 @@ int ts_nics_load(const char *path, int ngpu, ts_nic_map *map, ts_err *err);
 int ts_nics_pkey_index(const char *sysfs_root, const char *hca_port, unsigned pkey, int *index,
                        ts_err *err);
 
+/* The same for every adapter of an NCCL_IB_HCA value (hcas: "=mlx5_8:1,mlx5_9:1",
+ * as ts_nics_for_task writes it): NCCL takes one NCCL_IB_PKEY for all of
+ * them, so the key must sit at the same index in each table; *index is
+ * that index. TS_ENOENT names the adapter whose table lacks it, TS_ECONFLICT
+ * the two whose indexes differ. */
+int ts_nics_pkey_index_all(const char *sysfs_root, const char *hcas, unsigned pkey, int *index,
+                           ts_err *err);
+
 /* The port GUID of hca_port ("mlx5_0:1") from its GID 0 under sysfs_root,
  * as OpenSM's partitions.conf writes it ("0x0002c90300a1b2c1"). */
 int ts_nics_port_guid(const char *sysfs_root, const char *hca_port, char out[19], ts_err *err);
@@ -63,6 +71,14 @@ void ts_nics_for_task(const ts_nic_map *map, const int *gpus, int ngpu, char *ou
  * is missing. */
 int ts_nics_netdev(const char *sysfs_root, const ts_nic_map *map, int gpu, char *out,
                    size_t size, ts_err *err);
+
+/* NCCL_IB_HCA for a task with dedicated NICs (docs/network.md): the RDMA
+ * device of each of its GPUs' devices as ts_nics_rdmadev gives it, a VF's
+ * own as "<dev>:1" (a VF has one port), the adapter's own as the rail map
+ * names it, "=" first, each once; a GPU whose VF has no RDMA device
+ * (Ethernet only) is left out. "" when none has one. */
+void ts_nics_for_task_dedicated(const char *sysfs_root, const ts_nic_map *map, const int *gpus,
+                                int ngpu, char *out, size_t size);
 
 /* The RDMA device that goes with ts_nics_netdev's choice for gpu: the
  * adapter itself without VFs, else the VF's own (<hca>/device/virtfn<N>/

@@ -231,10 +231,10 @@ static int network_parse(cfg_ctx *x, yaml_node_t *m)
 {
     static const char *const nk[] = {"isolation", "range",         "tenant_prefix",
                                      "mtu",       "services",      "ib_partitions",
-                                     "ib_partitions_file", "publish_from"};
-    yaml_node_t *nv[8];
+                                     "ib_partitions_file", "publish_from", "vni_base"};
+    yaml_node_t *nv[9];
     ctld_config *cfg = x->cfg;
-    int rc = ts_yaml_map_fields(&x->D, m, "network", nk, 8, nv);
+    int rc = ts_yaml_map_fields(&x->D, m, "network", nk, 9, nv);
     if (rc == 0 && nv[7]) {
         yaml_node_t *l = nv[7];
         yaml_node_item_t *b = l->type == YAML_SEQUENCE_NODE ? l->data.sequence.items.start : NULL;
@@ -307,6 +307,14 @@ static int network_parse(cfg_ctx *x, yaml_node_t *m)
     if (rc == 0 && nv[3] &&
         (rc = ts_yaml_get_int(&x->D, nv[3], "network.mtu", 1280, 9000, "1280..9000", &iv)) == 0)
         cfg->net_mtu = (int)iv;
+    if (rc == 0 && nv[8]) { /* VXLAN's 24 bits hold the last tenant block's VNI too */
+        int64_t top = (INT64_C(1) << 24) -
+                      (INT64_C(1) << (cfg->net_tenant_prefix - cfg->net_range_prefix));
+        char want[64];
+        snprintf(want, sizeof want, "1..%lld (a VNI per tenant block from it)", (long long)top);
+        if ((rc = ts_yaml_get_int(&x->D, nv[8], "network.vni_base", 1, top, want, &iv)) == 0)
+            cfg->net_vni_base = (int)iv;
+    }
     if (rc == 0 && nv[4]) {
         yaml_node_t *l = nv[4];
         yaml_node_item_t *b = l->type == YAML_SEQUENCE_NODE ? l->data.sequence.items.start : NULL;

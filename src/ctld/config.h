@@ -109,6 +109,7 @@ typedef struct ctld_config {
     bool net_isolation;
     uint32_t net_range;         /* host order; each tenant one block of it */
     int net_range_prefix, net_tenant_prefix, net_mtu; /* net_mtu 0: the agent's default */
+    int net_vni_base;           /* the first tenant's VNI; 0: chosen at random, once (net.c) */
     char net_services[CTLD_NET_SERVICES_MAX][64]; /* "ADDR[/N]:PORT/tcp|udp" tasks may reach */
     /* per service: the tenants whose tasks may reach it, comma-separated; "" every tenant */
     char net_service_tenants[CTLD_NET_SERVICES_MAX][CTLD_NET_SERVICE_TENANTS_BYTES];

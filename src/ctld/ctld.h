@@ -82,6 +82,7 @@ typedef struct ctld {
     uint64_t fill_gen;           /* ... counting the cycles */
     struct ctld_net_tenant_row *net_tenants; /* tenants' network ordinals seen (net.c) */
     int nnet_tenants;
+    int net_vni_base;            /* tenant ordinal k's VNI is this + k (net.c: ctld_net_open) */
     char *net_partitions;        /* the partitions.conf last written (loop thread only) */
     cjob **jobs;                 /* active jobs, in no particular order */
     int njobs, jobs_cap;

@@ -298,5 +298,9 @@ static int tenant_check(const ctld *c, const cjob *j, ts_err *err)
 int ctld_fit_check(const ctld *c, const cjob *j, ts_err *err)
 {
     int rc = cluster_check(c, j->spec, j->tasks, err, j->sj.required_level == TS_GANG_LEVEL_NODE);
+    if (rc == 0 && j->sj.nhost_ports > 0 && j->ntasks > c->cluster->nnodes) /* a node each */
+        rc = ts_err_set(err, TS_EINVAL, "network.publish: its %d tasks need a node each (a "
+                        "node's port is one task's), and the cluster has %d nodes", j->ntasks,
+                        c->cluster->nnodes);
     return rc != 0 ? rc : tenant_check(c, j, err);
 }

@@ -68,6 +68,7 @@ typedef struct cjob {
     uint64_t *node_mask;        /* sj.node_mask: the nodes its spec allows, NULL = all */
     ts_alloc *allocs;           /* ntasks while running or stopping, else NULL */
     ts_job sj;                  /* the scheduler's view of it */
+    uint32_t host_ports[TS_HOST_PORTS_MAX]; /* sj.host_ports: spec network.publish */
     double end_s;               /* virtual: when it finishes */
     double preempted_at[CTLD_PREEMPT_MEMORY]; /* recent preemption times */
     int npreempted;
@@ -213,6 +214,9 @@ char *ctld_placement_json(const ctld *c, const cjob *j);
 char *ctld_placement_json_allocs(const ctld *c, const ts_alloc *allocs, int n);
 
 /* net.c: tenant networks (docs/network.md); under c->mu */
+/* The cluster's VNI base (c->net_vni_base), from the store, else network.vni_base or
+ * chosen at random, and written there; at ctld_open, before the jobs are read back. */
+int ctld_net_open(ctld *c, ts_err *err);
 int ctld_net_tenant(ctld *c, const char *tenant, int *ordinal, ts_err *err);
 void ctld_net_bind(cjob *j);   /* j->net_host from its placement */
 void ctld_net_unbind(cjob *j);

@@ -132,6 +132,9 @@ static void swap_in(ctld *c, cjob *j, ts_job_spec *spec, cjob *probe, bool queue
     probe->node_mask = NULL;
     ts_job old = j->sj;
     j->sj = probe->sj;
+    memcpy(j->host_ports, probe->host_ports, sizeof j->host_ports);
+    if (j->sj.host_ports)
+        j->sj.host_ports = j->host_ports; /* the probe's copy goes with it */
     j->sj.held = old.held;
     j->sj.eligible_s = old.eligible_s;
     j->sj.attained_gpu_s = old.attained_gpu_s;

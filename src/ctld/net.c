@@ -5,8 +5,11 @@
  * the store's settings ("net.tenant.<name>", the next free one under
  * "net.next": written before the tenant's, so a crash between the two
  * wastes an ordinal and never gives one twice). The ordinal gives the
- * tenant its VNI (NET_VNI_BASE + ordinal) and its block of network.range
- * (block number = ordinal, of size /tenant_prefix). Each rank of a running
+ * tenant its VNI (the cluster's VNI base + ordinal) and its block of
+ * network.range (block number = ordinal, of size /tenant_prefix). The VNI
+ * base is the cluster's own, durable too ("net.vni_base", ctld_net_open):
+ * network.vni_base, else chosen at random once, so two clusters on one L2
+ * or with agents on one host do not give their tenants the same segments. Each rank of a running
  * job holds one host number of its tenant's block, chosen at the start and
  * kept in the job's placement ("net_host"), so it is committed with the
  * start itself and survives restarts and failovers; it is free again when
@@ -20,12 +23,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "ctld/ctld.h"
 #include "ctld/job_fsm.h"
 
-#define NET_VNI_BASE 10000
+#define NET_VNI_LEGACY 10000 /* every cluster's base before it had its own */
+#define NET_VNI_RANDOM_FIRST 4096 /* random bases from here: the VNIs below are the sites' */
+#define NET_VNI_MAX ((1 << 24) - 1)
+#define NET_KEY_VNI_BASE "net.vni_base"
 #define NET_PKEY_BASE 0x1000 /* a tenant's InfiniBand partition key: this + its ordinal */
 #define NET_KEY_NEXT "net.next"
 #define NET_KEY_TENANT "net.tenant."
@@ -101,6 +108,50 @@ int ctld_net_tenant(ctld *c, const char *tenant, int *ordinal, ts_err *err)
     snprintf(v[c->nnet_tenants].name, sizeof v[0].name, "%s", tenant);
     v[c->nnet_tenants++].ordinal = n;
     *ordinal = n;
+    return 0;
+}
+
+int ctld_net_open(ctld *c, ts_err *err)
+{
+    if (!c->cfg.net_isolation)
+        return 0;
+    int stored, next, base = c->cfg.net_vni_base, blocks = tenant_blocks(c);
+    int rc = setting_int(c, NET_KEY_VNI_BASE, &stored, err);
+    if (rc != 0)
+        return rc;
+    if (stored >= 0 && base > 0 && base != stored)
+        return ts_err_set(err, TS_ECONFLICT, "network.vni_base: %d, but this cluster's tenants "
+                          "have had their VNIs from %d since its first start (store setting "
+                          "%s): a task started before would lose its peers; set %d or leave "
+                          "it out", base, stored, NET_KEY_VNI_BASE, stored);
+    if (stored >= 0) {
+        base = stored;
+    } else if (base == 0) {
+        if ((rc = setting_int(c, NET_KEY_NEXT, &next, err)) != 0)
+            return rc;
+        uint32_t r = 0;
+        if (next >= 0) { /* tenants had VNIs before the base was kept: they keep them */
+            base = NET_VNI_LEGACY;
+        } else if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) {
+            return ts_err_set(err, TS_EIO, "network: no random VNI base (getrandom failed)");
+        } else { /* one of the block-aligned slots above NET_VNI_RANDOM_FIRST */
+            int slots = (NET_VNI_MAX + 1 - NET_VNI_RANDOM_FIRST) / blocks;
+            base = NET_VNI_RANDOM_FIRST + (int)(r % (uint32_t)(slots > 0 ? slots : 1)) * blocks;
+        }
+    }
+    if ((int64_t)base + blocks - 1 > NET_VNI_MAX)
+        return ts_err_set(err, TS_EINVAL, "network: VNI base %d leaves no VNI for %d tenant "
+                          "blocks (24 bits; was network.range widened?)", base, blocks);
+    if (stored < 0) {
+        char val[16];
+        snprintf(val, sizeof val, "%d", base);
+        if ((rc = ts_store_setting_put(c->store, NET_KEY_VNI_BASE, val, err)) != 0)
+            return rc;
+    }
+    c->net_vni_base = base;
+    fprintf(stderr, "tesserad: network: tenants' VNIs %d..%d (%s)\n", base, base + blocks - 1,
+            stored >= 0 ? "kept in the store" : c->cfg.net_vni_base ? "network.vni_base"
+                                                                    : "chosen now, kept");
     return 0;
 }
 
@@ -245,7 +296,7 @@ void ctld_net_services(const ctld *c, json_t *doc)
         for (int k = 0; k < c->nnet_tenants; k++) /* a tenant with no ordinal has no task */
             if (name_listed(names, c->net_tenants[k].name))
                 json_array_append_new(some, json_pack("{s:i,s:s}", "vni",
-                                                      NET_VNI_BASE + c->net_tenants[k].ordinal,
+                                                      c->net_vni_base + c->net_tenants[k].ordinal,
                                                       "to", c->cfg.net_services[i]));
     }
     json_object_set_new(doc, "net_services", all);
@@ -263,7 +314,7 @@ void ctld_net_task(const ctld *c, const cjob *j, int rank, json_t *t)
     char addr[INET_ADDRSTRLEN], master[INET_ADDRSTRLEN];
     addr_text(c, ord, j->net_host[rank], addr, sizeof addr);
     addr_text(c, ord, j->net_host[0], master, sizeof master);
-    json_t *net = json_pack("{s:i,s:s,s:i,s:o}", "vni", NET_VNI_BASE + ord, "addr", addr,
+    json_t *net = json_pack("{s:i,s:s,s:i,s:o}", "vni", c->net_vni_base + ord, "addr", addr,
                             "prefix", c->cfg.net_tenant_prefix, "peers", ctld_net_peers(c));
     if (net && c->cfg.net_mtu > 0)
         json_object_set_new(net, "mtu", json_integer(c->cfg.net_mtu));

@@ -325,6 +325,8 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
         return ts_err_set(err, rc, "out of memory");
     if ((rc = ctld_resv_load(c, err)) != 0) /* before the jobs that name them */
         return rc;
+    if ((rc = ctld_net_open(c, err)) != 0) /* the tenants' VNIs, before their jobs */
+        return rc;
     if ((rc = restore_jobs(c, err)) != 0 || (rc = ctld_arrays_restore(c, err)) != 0)
         return rc;
     if ((rc = ctld_oidc_init(c, err)) != 0 || (rc = ctld_bootstrap_admin(c, err)) != 0)

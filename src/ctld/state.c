@@ -377,6 +377,13 @@ int ctld_job_build(ctld *c, cjob *j, ts_err *err)
             return TS_EINVAL;
         s->node_mask = j->node_mask;
     }
+    _Static_assert(TS_SPEC_PUBLISH_MAX <= TS_HOST_PORTS_MAX, "a spec's ports fit the job's");
+    for (int i = 0; i < sp->npublish; i++)
+        j->host_ports[i] = TS_HOST_PORT(sp->publish[i].port, sp->publish[i].udp);
+    if (sp->npublish > 0) { /* a per-node resource the cycle places around */
+        s->host_ports = j->host_ports;
+        s->nhost_ports = sp->npublish;
+    }
     /* who may use it is checked at submission (ctld_submit); here its id */
     if (sp->reservation[0] &&
         ctld_resv_job(c, sp->reservation, NULL, NULL, NULL, &s->reservation, err) != 0)

@@ -161,6 +161,7 @@ void ts_sched_free(ts_sched *s)
     free(s->js);
     free(s->why_off);
     free(s->node_tier);
+    free(s->hports);
     free(s->image_cost);
     for (int i = 0; i < s->nres; i++)
         free(s->res[i].nodes);
@@ -262,6 +263,8 @@ int ts_sched_check_job(const ts_sched *s, const ts_job *job, ts_err *err)
         return ts_err_set(err, TS_EINVAL, "topology.required: not a level of this cluster");
     if (!level_ok(s->live_c, job->preferred_level))
         return ts_err_set(err, TS_EINVAL, "topology.preferred: not a level of this cluster");
+    if (cycle_ports_check(job, err) != 0)
+        return TS_EINVAL;
     for (int i = 0; i < job->ntasks; i++) {
         const ts_request *r = &job->tasks[i];
         if (i > 0 && same_request(r, r - 1))

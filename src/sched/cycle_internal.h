@@ -46,6 +46,14 @@ typedef struct blocker {
     ts_alloc held;
 } blocker;
 
+/* A host port a task holds on a node, this cycle (cycle_ports.c). */
+typedef struct cycle_host_port {
+    int node;
+    uint32_t key;        /* TS_HOST_PORT */
+    const ts_job *job;   /* its holder (the cycle's running or waiting job) */
+    bool gone;           /* its holder is released on the scratch copy */
+} cycle_host_port;
+
 typedef struct sched_res {
     int64_t id;
     double start_s, end_s;
@@ -100,6 +108,10 @@ struct ts_sched {
      * kept up with its starts (cycle_place.c keeps loans and guarantees on
      * separate nodes with it); NULL until the first cycle */
     uint16_t *node_tier;
+    /* published host ports held, rebuilt each cycle from the running jobs
+     * and kept up with its starts (cycle_ports.c) */
+    cycle_host_port *hports;
+    int nhports, hports_cap;
     /* reservations (ts_sched_set_reservations) and the current cycle's
      * time, which cycle_place tests their windows against */
     sched_res *res;
@@ -149,6 +161,24 @@ int cycle_unplace(ts_cluster *c, ts_gang_index *ix, const ts_job *job, const ts_
 void cycle_scoring_free(ts_sched *s);
 /* Whole GPUs the job needs (0 for CPU-only and shares count as one each). */
 int64_t cycle_job_gpus(const ts_job *job);
+
+/* cycle_ports.c ----------------------------------------------------------- */
+
+/* Empties the table of held ports (a cycle's start). */
+void cycle_ports_reset(ts_sched *s);
+/* Adds the ports job holds on the nodes of allocs; 0 or TS_ENOMEM. */
+int cycle_ports_add(ts_sched *s, const ts_job *job, const ts_alloc *allocs);
+/* Sets in taken (ts_node_mask_words(nnodes) words, zeroed by the caller)
+ * the nodes where another task holds one of job's ports (scratch: on the
+ * scratch copy, whose released holders hold none); returns how many, *first
+ * one such port (0: none). */
+int cycle_ports_taken(const ts_sched *s, const ts_job *job, bool scratch, uint64_t *taken,
+                      int nnodes, uint32_t *first);
+/* A holder released on (gone) or bound again to the scratch copy; with job
+ * NULL, every holder bound again (the copy synced to the real cluster). */
+void cycle_ports_scratch(ts_sched *s, const ts_job *job, bool gone);
+/* The job's ports are well formed and it can be placed one task per node. */
+int cycle_ports_check(const ts_job *job, ts_err *err);
 
 /* score_image.c ----------------------------------------------------------- */
 

@@ -193,7 +193,7 @@ static int try_start(loop *l, int i)
             pend(l, i, TS_PEND_QUOTA, "%s", e.msg);
             return 0;
         }
-        if (record_start(l, i, l->tmp) != 0)
+        if (record_start(l, i, l->tmp) != 0 || cycle_ports_add(s, job, l->tmp) != 0)
             return TS_ENOMEM;
         loop_node_tier_add(s, job, l->tmp);
         double dom = 0.0;

@@ -54,6 +54,8 @@ static uint64_t job_key(const ts_job *j, bool blocked)
     h = mix(h, (uint64_t)(j->preferred_level + 3) * 2 + j->rail_aligned);
     h = mix(h, blocked);
     h = mix(h, (uint64_t)(uintptr_t)j->node_mask);
+    for (int i = 0; i < j->nhost_ports; i++)
+        h = mix(h, (uint64_t)j->host_ports[i] + 1);
     for (int i = 0; i < j->ntasks; i++) {
         const ts_request *r = &j->tasks[i];
         h = mix(h, (uint64_t)r->cpu_milli);
@@ -352,8 +354,12 @@ static int loop_alloc(loop *l)
     if (!s->node_tier)
         return TS_ENOMEM;
     memset(s->node_tier, 0, ncells * sizeof *s->node_tier);
-    for (int j = 0; j < l->nr; j++)
+    cycle_ports_reset(s);
+    for (int j = 0; j < l->nr; j++) {
         loop_node_tier_add(s, &l->r[j], l->r[j].allocs);
+        if (cycle_ports_add(s, &l->r[j], l->r[j].allocs) != 0)
+            return TS_ENOMEM;
+    }
     for (int j = 0; j < l->nr; j++) {
         l->rattained[j] = loop_running_attained(l, &l->r[j]);
         l->rlevel[j] = ts_sched_las_level(s, l->rattained[j]);

@@ -239,6 +239,8 @@ typedef struct node_filter {
     int only;
     int side;   /* a first pass on the nodes of this tier's side, or SIDE_ANY */
     bool reserve_hit;
+    const ts_alloc *mine;   /* a job publishing ports: its tasks bound so far, */
+    int nmine;              /* whose nodes the next one avoids (NULL: none) */
 } node_filter;
 
 /* Loans and guarantees on separate nodes: a GPU task first tries its side
@@ -256,6 +258,9 @@ static bool node_ok(void *ctx, int i)
     node_filter *f = ctx;
     if ((f->only >= 0 && i != f->only) || !ts_gang_index_node_enabled(f->ix, i))
         return false;
+    for (int t = 0; t < f->nmine; t++)
+        if (f->mine[t].node == i)
+            return false;
     if (f->side != SIDE_ANY) {
         const uint16_t *held = &f->s->node_tier[(size_t)i * TS_TIERS];
         if (f->side == TS_TIER_OPPORTUNISTIC ? held[TS_TIER_GUARANTEED] > 0
@@ -286,7 +291,9 @@ static int bind_tasks(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_jo
         ts_placer *pl = placer_for(s, k, c);
         if (!pl)
             return TS_ENOMEM;
-        node_filter f = {.s = s, .c = c, .ix = ix, .r = r, .only = only, .side = SIDE_ANY};
+        node_filter f = {.s = s, .c = c, .ix = ix, .r = r, .only = only, .side = SIDE_ANY,
+                         .mine = job->nhost_ports > 0 ? allocs : NULL,
+                         .nmine = job->nhost_ports > 0 ? done : 0};
         ts_alloc a;
         int at = -1;
         if (c == s->c && s->node_tier && (r->num_gpu > 0 || r->mig_profile >= 0) &&
@@ -372,7 +379,9 @@ static int place_tasks(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_j
     if (most > 0) {
         *reason = TS_PEND_GANG;
         snprintf(why, whylen, "%d of %d tasks fit%s; the job starts all at once or not at all",
-                 most, job->ntasks, one_node ? " on one node" : "");
+                 most, job->ntasks, one_node                ? " on one node"
+                                    : job->nhost_ports > 0 ? " one per node (network.publish)"
+                                                           : "");
     } else if (reserve_hit) {
         *reason = TS_PEND_CAPACITY;
         snprintf(why, whylen, "tasks[0]: the CPU and memory left on GPU nodes are kept for "
@@ -389,8 +398,10 @@ static int place_tasks(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_j
 static int place_any(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job,
                      ts_alloc *allocs, int *reason, char *why, size_t whylen)
 {
-    /* one task is one node: the policy places it whatever its shape */
-    bool gang = job->ntasks > 1;
+    /* one task is one node: the policy places it whatever its shape; so is
+     * a job publishing ports, whose tasks need a node each (the gang
+     * planner packs) */
+    bool gang = job->ntasks > 1 && job->nhost_ports == 0;
     for (int i = 0; i < job->ntasks && gang; i++)
         gang = whole_gpu_task(&job->tasks[i]);
     const double *pull_s = cycle_image_costs(s, job); /* ties go where its image is */
@@ -446,6 +457,8 @@ static int place_any(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job
  * without reservations goes straight to place_any. */
 typedef struct node_limits {
     const uint64_t *mask;       /* job->node_mask or NULL */
+    uint64_t *ports;            /* nodes where its published ports are taken, or NULL */
+    uint32_t port;              /* one such port (for the why) */
     const sched_res *mine;      /* the reservation it runs in, or NULL */
     const sched_res *other[TS_CYCLE_RES_SCAN_MAX]; /* windows it would run into */
     int nother;
@@ -461,12 +474,25 @@ static bool limits_allow(const node_limits *lim, int i)
     return true;
 }
 
-/* Fills lim; 1 when the job may not start at all now (reason and why set). */
-static int limits_of(const ts_sched *s, const ts_job *job, node_limits *lim, int *reason,
-                     char *why, size_t whylen)
+/* Fills lim (lim->ports the caller's to free); 1 when the job may not start
+ * at all now (reason and why set). */
+static int limits_of(const ts_sched *s, const ts_cluster *c, const ts_job *job,
+                     node_limits *lim, int *reason, char *why, size_t whylen)
 {
     memset(lim, 0, sizeof *lim);
     lim->mask = job->node_mask;
+    if (job->nhost_ports > 0 && s->nhports > 0) {
+        lim->ports = calloc(ts_node_mask_words(c->nnodes) + 1, sizeof *lim->ports);
+        if (!lim->ports) {
+            *reason = TS_PEND_CAPACITY;
+            snprintf(why, whylen, "placement: out of memory");
+            return 1;
+        }
+        if (cycle_ports_taken(s, job, c != s->c, lim->ports, c->nnodes, &lim->port) == 0) {
+            free(lim->ports);
+            lim->ports = NULL;
+        }
+    }
     double limit = job->time_limit_s > 0 ? job->time_limit_s : s->cfg.default_time_limit_s;
     double now = s->now, end = now + limit;
     for (int k = 0; k < s->nres; k++) {
@@ -499,38 +525,59 @@ static int limits_of(const ts_sched *s, const ts_job *job, node_limits *lim, int
 int cycle_place(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job,
                 ts_alloc *allocs, int *reason, char *why, size_t whylen)
 {
-    if (!job->node_mask && s->nres == 0 && job->reservation == 0)
+    if (!job->node_mask && s->nres == 0 && job->reservation == 0 && job->nhost_ports == 0)
         return place_any(s, c, ix, job, allocs, reason, why, whylen);
     node_limits lim;
-    if (limits_of(s, job, &lim, reason, why, whylen) != 0)
+    if (limits_of(s, c, job, &lim, reason, why, whylen) != 0) {
+        free(lim.ports);
         return TS_ENOSPC;
-    if (!lim.mask && !lim.mine && lim.nother == 0)
+    }
+    if (!lim.mask && !lim.mine && lim.nother == 0 && !lim.ports)
         return place_any(s, c, ix, job, allocs, reason, why, whylen);
     size_t words = ts_node_mask_words(c->nnodes);
     uint64_t *off = calloc(words ? words : 1, sizeof *off);
     if (!off) {
+        free(lim.ports);
         *reason = TS_PEND_CAPACITY;
         snprintf(why, whylen, "placement: out of memory");
         return TS_ENOSPC;
     }
-    int allowed = 0, held = 0;
+    int allowed = 0, held = 0, ported = 0;
     for (int i = 0; i < c->nnodes; i++) {
         if (!ts_gang_index_node_enabled(ix, i))
             continue;
-        if (limits_allow(&lim, i)) {
+        bool may = limits_allow(&lim, i);
+        if (may && !(lim.ports && ts_node_mask_has(lim.ports, i))) {
             allowed++;
             continue;
         }
-        held += ts_node_mask_has(lim.mask, i) && !lim.mine;
+        if (may)
+            ported++;
+        else
+            held += ts_node_mask_has(lim.mask, i) && !lim.mine;
         off[i >> 6] |= UINT64_C(1) << (i & 63);
         ts_gang_index_node_enable(ix, i, false);
     }
     int rc = TS_ENOSPC;
     char inner[TS_CYCLE_WHY_MAX];
-    const char *what = lim.mine ? "its reservation holds" : "its constraint, nodelist and exclude allow";
-    if (allowed == 0) {
-        *reason = lim.mine ? TS_PEND_RESERVATION : held > 0 ? TS_PEND_RESERVATION
-                                                             : TS_PEND_CONSTRAINT;
+    const char *what = lim.mine   ? "its reservation holds"
+                       : lim.mask ? "its constraint, nodelist and exclude allow"
+                                  : "it may use";
+    char port[96] = "";
+    if (ported > 0)
+        snprintf(port, sizeof port, "network.publish: %u/%s is published on %d nodes by other "
+                 "tasks; ", TS_HOST_PORT_NUMBER(lim.port),
+                 TS_HOST_PORT_UDP(lim.port) ? "udp" : "tcp", ported);
+    if (allowed == 0 && ported > 0 && held == 0) {
+        *reason = lim.mine ? TS_PEND_RESERVATION : lim.mask ? TS_PEND_CONSTRAINT : TS_PEND_CAPACITY;
+        snprintf(why, whylen, "network.publish: %u/%s is published by another task on every "
+                 "node %s (%d)", TS_HOST_PORT_NUMBER(lim.port),
+                 TS_HOST_PORT_UDP(lim.port) ? "udp" : "tcp",
+                 what, ported);
+    } else if (allowed == 0) {
+        *reason = lim.mine || held > 0 ? TS_PEND_RESERVATION
+                  : lim.mask           ? TS_PEND_CONSTRAINT
+                                       : TS_PEND_CAPACITY;
         if (held > 0)
             snprintf(why, whylen, "its time limit runs into a reservation on every node it "
                      "may use (%d)", held);
@@ -542,16 +589,19 @@ int cycle_place(ts_sched *s, ts_cluster *c, ts_gang_index *ix, const ts_job *job
             snprintf(why, whylen, "%s", inner);
         } else if (rc != 0 && (lim.mask || lim.mine)) {
             *reason = lim.mine ? TS_PEND_RESERVATION : TS_PEND_CONSTRAINT;
-            snprintf(why, whylen, "on the %d nodes %s: %s", allowed, what, inner);
+            snprintf(why, whylen, "%son the %d nodes %s: %s", port, allowed, what, inner);
+        } else if (rc != 0 && ported > 0 && held == 0) {
+            snprintf(why, whylen, "%son the other %d: %s", port, allowed, inner);
         } else if (rc != 0) {
-            snprintf(why, whylen, "%d nodes kept for reservations its time limit runs into; %s",
-                     held, inner);
+            snprintf(why, whylen, "%s%d nodes kept for reservations its time limit runs into; %s",
+                     port, held, inner);
         }
     }
     for (int i = 0; i < c->nnodes; i++)
         if (off[i >> 6] >> (i & 63) & 1u)
             ts_gang_index_node_enable(ix, i, true);
     free(off);
+    free(lim.ports);
     return rc;
 }
 

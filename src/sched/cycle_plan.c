@@ -48,6 +48,7 @@ static int scratch_sync(ts_sched *s)
     bool was_on = s->blk_on;
     if (was_on)
         blockers_off(s);
+    cycle_ports_scratch(s, NULL, false); /* every holder bound again, as on the real one */
     bool fresh = s->six == NULL;
     for (int i = 0; i < n; i++) {
         const ts_node *real = &s->c->nodes[i];
@@ -81,6 +82,8 @@ static void scratch_release(ts_sched *s, const plan_job *p)
 {
     mark_dirty(s, p->job, p->allocs);
     cycle_unplace(s->sc, s->six, p->job, p->allocs);
+    if (s->nhports > 0)
+        cycle_ports_scratch(s, p->job, true);
 }
 
 static int scratch_rebind(ts_sched *s, const plan_job *p)
@@ -92,6 +95,8 @@ static int scratch_rebind(ts_sched *s, const plan_job *p)
             return rc;
         ts_gang_index_node_changed(s->six, a->node);
     }
+    if (s->nhports > 0)
+        cycle_ports_scratch(s, p->job, false);
     return 0;
 }
 

@@ -216,6 +216,52 @@ static void test_netdev(void **state)
     assert_int_equal(ts_nics_rdmadev(root, &m, 3, dev, sizeof dev, &err), TS_ENOENT);
 }
 
+/* NCCL_IB_PKEY with dedicated NICs: the index in the tables of the task's
+ * own VFs' RDMA devices, not the adapter's (after test_netdev's VFs) */
+static void test_pkey_of_vf(void **state)
+{
+    (void)state;
+    mkpath("devices/pci0000:16/0000:16:01.0/0000:18:00.2/infiniband/mlx5_8");
+    const char *tables[][4] = {{"mlx5_0", "0xffff", "0x8001", "0x9001"}, /* the PF: index 2 */
+                               {"mlx5_8", "0xffff", "0x9001", NULL},     /* its VFs: index 1 */
+                               {"mlx5_9", "0xffff", "0x9001", NULL}};
+    for (int i = 0; i < 3; i++) {
+        char d[128];
+        snprintf(d, sizeof d, "class/infiniband/%s/ports/1/pkeys", tables[i][0]);
+        mkpath(d);
+        for (int k = 1; k < 4 && tables[i][k]; k++) {
+            snprintf(d, sizeof d, "class/infiniband/%s/ports/1/pkeys/%d", tables[i][0], k - 1);
+            put(d, tables[i][k]);
+        }
+    }
+    ts_nic_map m = {.ngpu = 3};
+    snprintf(m.hca[0], sizeof m.hca[0], "mlx5_0:1");
+    snprintf(m.hca[1], sizeof m.hca[1], "mlx5_1:2");
+    snprintf(m.hca[2], sizeof m.hca[2], "mlx5_0:1");
+    char hcas[256];
+    int gpus[] = {0, 2, 1};
+    ts_nics_for_task_dedicated(root, &m, gpus, 2, hcas, sizeof hcas);
+    assert_string_equal(hcas, "=mlx5_8:1,mlx5_9:1"); /* VF 0's and VF 1's own devices */
+    int idx;
+    ts_err err;
+    assert_int_equal(ts_nics_pkey_index_all(root, hcas, 0x1001, &idx, &err), 0);
+    assert_int_equal(idx, 1);
+    assert_int_equal(ts_nics_pkey_index_all(root, "=mlx5_0:1", 0x1001, &idx, &err), 0);
+    assert_int_equal(idx, 2); /* what the adapter's table would have said */
+    /* an adapter without VFs: itself, at the rail map's port */
+    ts_nics_for_task_dedicated(root, &m, gpus, 3, hcas, sizeof hcas);
+    assert_string_equal(hcas, "=mlx5_8:1,mlx5_9:1,mlx5_1:2");
+    /* one index for all of them, or the start fails naming both */
+    put("class/infiniband/mlx5_9/ports/1/pkeys/1", "0x8001");
+    put("class/infiniband/mlx5_9/ports/1/pkeys/2", "0x9001");
+    assert_int_equal(ts_nics_pkey_index_all(root, "=mlx5_8:1,mlx5_9:1", 0x1001, &idx, &err),
+                     TS_ECONFLICT);
+    assert_non_null(strstr(err.msg, "ib_pkey 0x1001: at index 1 of mlx5_8:1 but 2 of mlx5_9:1"));
+    assert_int_equal(ts_nics_pkey_index_all(root, "=mlx5_8:1,mlx5_1:2", 0x1001, &idx, &err),
+                     TS_ENOENT);
+    assert_non_null(strstr(err.msg, "not in the partition table of mlx5_1 port 2"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -224,6 +270,7 @@ int main(void)
         cmocka_unit_test(test_no_adapters),
         cmocka_unit_test(test_load),
         cmocka_unit_test(test_netdev),
+        cmocka_unit_test(test_pkey_of_vf),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

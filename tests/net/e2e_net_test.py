@@ -154,6 +154,7 @@ def bad_configs(tesserad):
                           ("{range: 10.0.0.0/16, tenant_prefix: 16}",
                            "network.tenant_prefix: 16: must be longer than the range's /16"),
                           ("{mtu: 100}", "network.mtu: must be 1280..9000"),
+                          ("{vni_base: 16777000}", "network.vni_base: must be 1..16776192"),
                           ("{services: [nope]}", "network.services[0]: must be ADDR[/N]:PORT/tcp|udp"),
                           ("{services: [{to: '1.2.3.4:80/tcp', tenants: ['a b']}]}",
                            "network.services[0].tenants[0]: must be a tenant name"),
@@ -434,6 +435,46 @@ def main():
         st, _ = c.call("POST", f"/v1/jobs/{sj}/cancel")
         c.wait_job(sj, ("cancelled",), timeout=60)
         check(dial(at, 7100) == "closed", "the port is closed again once the server ended")
+        # a node's port is one task's: two servers of 7200/tcp limited to n0
+        # and n1 are placed one on each; a third waits naming the port, and
+        # starts once one of them ends
+        d = c.submit({"tenant": "team-a", "name": "serve2", "tasks": [{"count": 2, "gpus": 0}],
+                      "topology": {"required": "node"}, "network": {"publish": ["7200/tcp"]},
+                      "command": ["/bin/true"]}, expect=400)
+        check("topology.required: a job publishing ports runs one task per node" in json.dumps(d),
+              f"two tasks publishing a port on one node are refused naming the field: {d}")
+        d = c.submit({"tenant": "team-a", "name": "serve2", "tasks": [{"count": 5, "gpus": 0}],
+                      "network": {"publish": ["7200/tcp"]}, "command": ["/bin/true"]},
+                     expect=400)
+        check("network.publish: its 5 tasks need a node each" in json.dumps(d),
+              f"five tasks publishing a port on four nodes are refused naming the field: {d}")
+        serve = {"tenant": "team-a", "name": "serve2", "tasks": [{"gpus": 0}],
+                 "nodelist": "n0,n1", "network": {"publish": ["7200/tcp"]},
+                 "command": ["/usr/bin/python3", "-c", srv.replace("7100", "7200")]}
+        s1, s2, s3 = (c.submit(serve) for _ in range(3))
+        for jid in (s1, s2):
+            c.wait_job(jid, ("running",), timeout=60)
+        check({node_of(c, s1, 0), node_of(c, s2, 0)} == {"n0", "n1"},
+              f"two jobs publishing 7200/tcp run on different nodes: "
+              f"{node_of(c, s1, 0)}, {node_of(c, s2, 0)}")
+        j3 = c.wait(lambda: (lambda x: x if "7200/tcp" in (x.get("why") or "") else None)(
+            c.job(s3)), "the third server waits naming its port", 20) or {}
+        check(j3.get("state") == "pending" and "network.publish: 7200/tcp is published by "
+              "another task on every node its constraint, nodelist and exclude allow (2)"
+              in (j3.get("why") or ""), f"the third waits, saying why: {j3.get('why')}")
+        for jid in (s1, s2):
+            ip = f"192.168.252.{names.index(node_of(c, jid, 0)) + 1}"
+            check(c.wait(lambda: dial(ip, 7200) == "served", "a server answers", 20),
+                  f"job {jid}'s 7200/tcp answers at its node {ip}")
+        freed = node_of(c, s1, 0)
+        c.call("POST", f"/v1/jobs/{s1}/cancel")
+        c.wait_job(s3, ("running",), timeout=60)
+        check(node_of(c, s3, 0) == freed, f"the third starts on the node the first freed: "
+              f"{node_of(c, s3, 0)} (freed {freed})")
+        for jid in (s2, s3):
+            c.call("POST", f"/v1/jobs/{jid}/cancel")
+        for jid in (s1, s2, s3):
+            c.wait_job(jid, ("cancelled",), timeout=60)
         # host networking: only where the tenant allows it
         d = c.submit({"tenant": "team-a", "name": "hostnet", "tasks": [{"gpus": 0}],
                       "network": "host", "command": ["/bin/true"]}, expect=400)

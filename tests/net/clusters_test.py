@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Two clusters on one host and one L2 (docs/network.md, "VNIs"): two real
+tesserads, each with two real tessera-agents, where each "host" (a network
+namespace bridged to this machine) runs one agent of each cluster, so both
+clusters' VXLAN devices share its UDP port 4789 and its underlay address.
+Both give the same tenant name its first ordinal. Checks: each tesserad
+gives its tenants VNIs of its own (cluster A chose its base at random, B has
+network.vni_base: 1) and keeps them in its store across a restart; both
+clusters' gangs run (with one VNI per host and port, the second cluster's
+VXLAN device could not be made); every intra-cluster pair delivers over
+TCP, UDP and ICMP and no pair across the clusters does (0 cross
+deliveries); after the restart a new rank of A still reaches the old ones.
+
+usage: clusters_test.py TESSERAD AGENT CLI NVML FIXTURES   (root; 77 = skipped)
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+sys.path.insert(0, HERE)
+
+import all_pairs_test as ap  # noqa: E402  (the prober, the server)
+from cluster import Cluster, Node  # noqa: E402
+from harness import check, finish, wait_ready  # noqa: E402
+
+TAG = f"vc{os.getpid() % 100000}"
+BRIDGE = f"{TAG}br"
+GW = "192.168.251.254"
+HOSTS = 2
+RANKS = 2
+
+TENANTS_YAML = """tenants:
+  org:
+    guaranteed: {gpu: {H100-80GB: 16}}
+    teams:
+      team-a: {guaranteed: {gpu: {H100-80GB: 16}}}
+"""
+
+BASE = ("scheduler: {interval: 0.2s, min_runtime: 1s, reclaim_min_runtime: 0s, grace: 3s, "
+        "backoff: 1s}\n")
+CONFIGS = {"a": BASE + "network: {isolation: tenant, range: 10.80.0.0/12, tenant_prefix: 20}\n",
+           "b": BASE + "network: {isolation: tenant, range: 10.96.0.0/12, tenant_prefix: 20, "
+                       "vni_base: 1}\n"}
+
+RANK = "import os\n" + ap.SERVER.replace(
+    "log = open(sys.argv[2], \"a\", buffering=1)", "log = open(os.devnull, \"a\")").replace(
+    "ident = sys.argv[1]", "ident = os.environ['TESSERA_JOB_ID'] + '/' + os.environ['RANK']")
+
+
+class TwoHostCluster(Cluster):
+    """The harness's cluster, tesserad on the host bridge, agent i in host i's
+    namespace (nsenter: the network only) beside the other cluster's."""
+
+    def __init__(self, bins, key):
+        self.key = key
+        nodes = [Node(f"{key}{i}", "l1") for i in range(HOSTS)]
+        super().__init__(bins, nodes=nodes, tenants=TENANTS_YAML, config=CONFIGS[key],
+                         name=f"vni{key}")
+        self.url = f"http://{GW}:{self.port}"
+
+    def write(self, name, text):
+        if name == "tesserad.yaml":
+            text = text.replace("listen: 127.0.0.1:", f"listen: {GW}:")
+        super().write(name, text)
+
+    def _spawn(self, name, args, env=None):
+        if name != "tesserad":
+            i = int(name[1:])
+            args = ["nsenter", f"--net=/run/netns/{TAG}-h{i}", *args,
+                    "--net-addr", f"192.168.251.{i + 1}"]
+        super()._spawn(name, args, env)
+
+    def vnis(self):
+        """The VNI range its log names, the last time it said (first, last)."""
+        text = open(self.path("tesserad.log")).read()
+        m = re.findall(r"tenants' VNIs (\d+)\.\.(\d+) \(([^)]*)\)", text)
+        return (int(m[-1][0]), int(m[-1][1]), m[-1][2]) if m else None
+
+
+def fabric():
+    ap.sh("ip", "link", "add", BRIDGE, "type", "bridge")
+    ap.sh("ip", "addr", "add", f"{GW}/24", "dev", BRIDGE)
+    ap.sh("ip", "link", "set", BRIDGE, "up")
+    for i in range(HOSTS):
+        n = f"{TAG}-h{i}"
+        ap.sh("ip", "netns", "add", n)
+        ap.sh("ip", "link", "add", f"{TAG}h{i}", "type", "veth", "peer", "name", "u0", "netns", n)
+        ap.sh("ip", "link", "set", f"{TAG}h{i}", "master", BRIDGE, "up")
+        for cmd in (["ip", "addr", "add", f"192.168.251.{i + 1}/24", "dev", "u0"],
+                    ["ip", "link", "set", "u0", "up"], ["ip", "link", "set", "lo", "up"],
+                    ["ip", "route", "add", "default", "via", GW]):
+            ap.sh("nsenter", f"--net=/run/netns/{n}", *cmd)
+
+
+def unfabric():
+    for n in os.listdir("/run/netns"):
+        if n.startswith(TAG):
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+    subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
+
+
+def placement(c, jid):
+    return [p["node"] for p in (c.job(jid).get("placement") or [])]
+
+
+def rank_addrs(c, jid, ns):
+    """rank -> its eth0 address, read in its namespace."""
+    out = {}
+    for r, node in enumerate(placement(c, jid)):
+        n = ap.ns_name(c.path(node), f"j{jid}-r{r}")
+        ns[(c.key, jid, r)] = n
+        text = ap.sh("nsenter", f"--net=/run/netns/{n}", "ip", "-4", "-o", "addr", "show",
+                     "dev", "eth0", check=False).stdout.split()
+        out[r] = text[3].split("/")[0] if len(text) > 3 else None
+    return out
+
+
+def probe_all(ns, addr):
+    """Every rank probes every other: (intra-cluster misses, cross deliveries)."""
+    miss = leak = 0
+    for me, n in ns.items():
+        targets = {f"{k[0]}/{k[1]}/{k[2]}": a for k, a in addr.items() if k != me and a}
+        p = ap.sh("nsenter", f"--net=/run/netns/{n}", sys.executable, "-c", ap.PROBER,
+                  "/".join(map(str, me)), "0.7", json.dumps(targets), timeout=60, check=False)
+        if p.returncode != 0:
+            print(f"  {me}: the prober failed: {p.stderr.strip()[-300:]}")
+        res = json.loads(p.stdout) if p.returncode == 0 else {
+            i: {"tcp": None, "udp": None, "icmp": False} for i in targets}
+        for ident, rr in res.items():
+            key, jid, r = ident.split("/")
+            want = f"{jid}/{r}"
+            for proto in ("tcp", "udp", "icmp"):
+                ok = rr[proto] if proto == "icmp" else rr[proto] == want
+                if key == me[0] and not ok:
+                    miss += 1
+                    print(f"  {me} -> {ident} {proto}: no delivery")
+                if key != me[0] and rr[proto]:
+                    leak += 1
+                    print(f"  {me} -> {ident} {proto}: CROSSED")
+    return miss, leak
+
+
+def main():
+    if os.geteuid() != 0 or not shutil.which("nft") or not shutil.which("nsenter"):
+        print("skip: needs root, nft and nsenter")
+        return 77
+    bins = dict(zip(("tesserad", "agent", "cli", "nvml", "fixtures"), sys.argv[1:6]))
+    cs = {k: TwoHostCluster(bins, k) for k in ("a", "b")}
+    ns = {}
+    try:
+        fabric()
+        for c in cs.values():
+            if not c.start():
+                finish("/", [c.path(log) for log in c.logs])
+        v = {k: c.vnis() for k, c in cs.items()}
+        print("VNIs:", v)
+        check(v["a"] and v["b"] and v["b"][:2] == (1, 256) and v["a"][0] >= 4096 and
+              (v["a"][1] < v["b"][0] or v["b"][1] < v["a"][0]),
+              f"each cluster's tenants have VNIs of their own (a: chosen, b: vni_base 1): {v}")
+        jobs = {}
+        for k, c in cs.items():
+            c.write("rank.py", RANK)
+            jobs[k] = c.submit({"tenant": "team-a", "name": "gang",
+                                "tasks": [{"count": RANKS, "gpus": 8, "gpu_model": "H100-80GB"}],
+                                "command": ["/usr/bin/python3", c.path("rank.py")]})
+        for k, c in cs.items():
+            c.wait_job(jobs[k], ("running",), timeout=60)
+        addr = {}
+        ok = cs["a"].wait(lambda: all(
+            all(rank_addrs(c, jobs[k], ns).values()) for k, c in cs.items()),
+            "every rank of both clusters has its namespace and address", 30)
+        for k, c in cs.items():
+            for r, a in rank_addrs(c, jobs[k], ns).items():
+                addr[(k, jobs[k], r)] = a
+        check(ok, f"both clusters' gangs run on the shared hosts, one rank on each: {addr}")
+        cs["a"].wait(lambda: probe_all({m: n for m, n in ns.items() if m[0] == "a"},
+                                       addr)[0] == 0, "cluster a's ranks answer", 20)
+        miss, leak = probe_all(ns, addr)
+        pairs = len(ns) * (len(ns) - 1) * 3
+        print(f"pairs x protocols: {pairs}, intra missed {miss}, crossed {leak}")
+        check(miss == 0, f"every intra-cluster pair delivers over TCP, UDP, ICMP ({miss} missed)")
+        check(leak == 0, f"no pair across the clusters delivers ({leak} crossed of "
+                         f"{pairs // 2})")
+        # a restarted tesserad keeps its VNIs (the store), so its new ranks
+        # join the old ones' segments
+        a = cs["a"]
+        a.procs["tesserad"].send_signal(signal.SIGTERM)
+        a.procs["tesserad"].wait(timeout=30)
+        # ... and refuses a network.vni_base that differs from the one it keeps
+        conf = open(a.path("tesserad.yaml")).read()
+        with open(a.path("other.yaml"), "w") as f:
+            f.write(conf.replace("tenant_prefix: 20}", "tenant_prefix: 20, vni_base: 5000}"))
+        p = subprocess.run([bins["tesserad"], "--config", a.path("other.yaml")],
+                           capture_output=True, text=True, timeout=30)
+        want = f"network.vni_base: 5000, but this cluster's tenants have had their VNIs from " \
+               f"{v['a'][0]}"
+        check(p.returncode != 0 and want in p.stderr,
+              f"a changed network.vni_base is refused: {p.stderr.strip()[-240:]}")
+        a._spawn("tesserad", [bins["tesserad"], "--config", a.path("tesserad.yaml")])
+        check(wait_ready(a.url, 30), "cluster a's tesserad comes back")
+        after = a.vnis()
+        check(after and after[:2] == v["a"][:2] and after[2] == "kept in the store",
+              f"after a restart cluster a keeps its VNIs: {v['a']} -> {after}")
+        first = addr[("a", jobs["a"], 0)]
+        late = a.submit({"tenant": "team-a", "name": "late", "tasks": [{"gpus": 0}],
+                         "command": ["/usr/bin/ping", "-c", "1", "-W", "2", first]})
+        a.wait_job(late, ("completed", "failed"), timeout=60)
+        check(a.job(late).get("state") == "completed",
+              f"a rank started after the restart reaches {first} on its tenant's segment")
+        for k, c in cs.items():
+            c.call("POST", f"/v1/jobs/{jobs[k]}/cancel")
+        for k, c in cs.items():
+            c.wait_job(jobs[k], ("cancelled",), timeout=60)
+    finally:
+        for c in cs.values():
+            c.stop()
+        for n in ns.values():
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+        unfabric()
+    finish("/", [c.path(log) for c in cs.values() for log in c.logs])  # exits on a failure
+    for c in cs.values():
+        c.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
