@@ -162,14 +162,33 @@ double ts_frag_shape_amount(const ts_frag_shape *s, const ts_typical *t)
 static int64_t stranded_of(const ts_frag_shape *s, const ts_request *q, int64_t mem,
                            int64_t by_gpu)
 {
+    /* a < k * b is a / b < k for b > 0, k >= 0, without a division (for a
+     * in (-b, 0) the two differ, but both leave k at 0) */
     int64_t k = by_gpu;
-    if (q->cpu_milli > 0 && s->cpu_left / q->cpu_milli < k)
+    if (q->cpu_milli > 0 && s->cpu_left < k * q->cpu_milli)
         k = s->cpu_left / q->cpu_milli;
-    if (mem > 0 && s->mem_left / mem < k)
+    if (mem > 0 && s->mem_left < k * mem)
         k = s->mem_left / mem;
     if (k < 0)
         k = 0;
     return (by_gpu - k) * q->num_gpu * q->gpu_milli;
+}
+
+/* At least as many pods of q as the GPUs alone take (stranded_of's by_gpu):
+ * a share's sum of floors is at most the floor of the sum. */
+static int64_t most_by_gpu(const ts_request *q, int64_t idle, int fit)
+{
+    return q->gpu_milli > 0 && q->gpu_milli < TS_MILLI_PER_GPU ? idle / q->gpu_milli : fit;
+}
+
+/* Do CPU or memory hold fewer than most pods of q? Where they do not, they
+ * strand nothing of q, and the measure skips adding that 0 (S only sums
+ * terms >= +0, so the skipped addition would not change a bit of it). */
+static bool bounded_below(const ts_frag_shape *s, const ts_request *q, int64_t mem,
+                          int64_t most)
+{
+    return (q->cpu_milli > 0 && s->cpu_left < most * q->cpu_milli) ||
+           (mem > 0 && s->mem_left < most * mem);
 }
 
 double ts_frag_shape_measure(const ts_frag_shape *s, const ts_typical *t, double *stranded)
@@ -198,7 +217,8 @@ double ts_frag_shape_measure(const ts_frag_shape *s, const ts_typical *t, double
             int64_t mem = t->mem_aware ? t->mem_mib[j] : 0;
             if (fit >= q->num_gpu && s->cpu_left >= q->cpu_milli && s->mem_left >= mem)
                 frag_j = sliver;
-            if (stranded && fit >= q->num_gpu) {
+            if (stranded && fit >= q->num_gpu &&
+                bounded_below(s, q, mem, most_by_gpu(q, idle, fit))) {
                 /* pods by GPU alone: whole GPUs are the fit ones; a share
                  * may stack several on one GPU */
                 int64_t by_gpu = fit / q->num_gpu;

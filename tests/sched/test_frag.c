@@ -11,7 +11,8 @@
  * fits -> slivers below the share), the mem_aware switch, and a node built by
  * real assignments. Tracker: after a bounded random assign/release sequence
  * (fixed seed) the incremental sums equal an independent oracle's. Memo:
- * the bits of the measure itself on repeated and reordered random shapes.
+ * the bits of the measure itself on repeated and reordered random shapes,
+ * whose S has the bits of the definition's every term added.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -607,6 +608,40 @@ static void test_tracker_idle_cluster(void **state)
 
 static bool same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
 
+/* S as the definition reads, every class's term added (zeros included) and
+ * the pod counts found by division: the measure skips the zeros and the
+ * divisions it can, and must still give these bits. */
+static double stranded_reference(const ts_frag_shape *s, const ts_typical *t)
+{
+    int64_t idle = 0;
+    for (int i = 0; i < s->ngpu; i++)
+        idle += s->free[i];
+    double st = 0.0;
+    for (int j = 0; idle > 0 && j < t->n; j++) {
+        const ts_request *q = &t->req[j];
+        bool allowed = q->model_mask == 0 || ((q->model_mask >> s->model) & 1u);
+        int fit = 0;
+        for (int i = 0; i < s->ngpu; i++)
+            fit += s->free[i] >= q->gpu_milli;
+        if (q->num_gpu == 0 || !allowed || fit < q->num_gpu)
+            continue;
+        int64_t by_gpu = fit / q->num_gpu;
+        if (q->gpu_milli < TS_MILLI_PER_GPU) {
+            by_gpu = 0;
+            for (int i = 0; i < s->ngpu; i++)
+                by_gpu += s->free[i] / q->gpu_milli;
+        }
+        int64_t mem = t->mem_aware ? t->mem_mib[j] : 0, k = by_gpu;
+        if (q->cpu_milli > 0 && s->cpu_left / q->cpu_milli < k)
+            k = s->cpu_left / q->cpu_milli;
+        if (mem > 0 && s->mem_left / mem < k)
+            k = s->mem_left / mem;
+        k = k < 0 ? 0 : k;
+        st += t->p[j] * (double)((by_gpu - k) * q->num_gpu * q->gpu_milli);
+    }
+    return st;
+}
+
 /* Random shapes from a few values each, so shapes repeat, come back with
  * their GPUs in another order and share slots: every answer of the memo has
  * the bits of ts_frag_shape_measure, and a shape's GPU order never changes
@@ -628,7 +663,7 @@ static void test_memo_same_bits(void **state)
     assert_non_null(m);
     ts_rng rng;
     ts_rng_seed(&rng, 20261204);
-    int nonzero = 0;
+    int nonzero = 0, nbound = 0;
     for (int q = 0; q < MEMO_QUERIES; q++) {
         ts_frag_shape s = {.model = models[ts_rng_below(&rng, 2)],
                            .ngpu = 1 + (int)ts_rng_below(&rng, 4),
@@ -640,6 +675,8 @@ static void test_memo_same_bits(void **state)
         double f = ts_frag_shape_measure(&s, &t, &st_direct);
         double fm = ts_frag_memo_measure(m, &s, &t, &st_memo);
         assert_true(same_bits(f, fm) && same_bits(st_direct, st_memo));
+        assert_true(same_bits(st_direct, stranded_reference(&s, &t)));
+        nbound += st_direct > 0.0;
         assert_true(same_bits(ts_frag_memo_measure(m, &s, &t, NULL), f));
         assert_true(same_bits(ts_frag_memo_measure(NULL, &s, &t, &st_null), f) &&
                     same_bits(st_null, st_direct));
@@ -656,6 +693,8 @@ static void test_memo_same_bits(void **state)
     }
     /* the draw reaches shapes where the measure is not trivially 0 */
     assert_true(nonzero > MEMO_QUERIES / 2);
+    /* and shapes where CPU or memory strand GPUs, and where they do not */
+    assert_true(nbound > MEMO_QUERIES / 10 && nbound < MEMO_QUERIES * 9 / 10);
     ts_frag_memo_free(m);
     ts_frag_memo_free(NULL);
 }
