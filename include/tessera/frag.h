@@ -82,6 +82,22 @@ double ts_frag_node(const ts_node *n, const ts_typical *t);
 /* Idle GPU milli U(n). */
 int64_t ts_frag_idle(const ts_node *n);
 
+/* A memo of ts_frag_shape_measure for one typical list: the measure is a
+ * function of the shape alone and symmetric in its GPUs, and a scan of the
+ * cluster meets the same shapes again and again (nodes of one type in the
+ * same state, a class tried on each of them), so results are kept by shape
+ * (GPUs sorted by free milli) in a fixed table where a newer shape takes an
+ * older one's slot. A hit returns the very doubles a computation would.
+ * Owned by its caller (one per typical list, which must not change while
+ * the memo is used; not thread-safe); ts_frag_memo_new returns NULL when out
+ * of memory, and a NULL memo computes every time. */
+typedef struct ts_frag_memo ts_frag_memo;
+ts_frag_memo *ts_frag_memo_new(void);
+void ts_frag_memo_free(ts_frag_memo *m);
+/* ts_frag_shape_measure(s, t, stranded), from m when it holds s. */
+double ts_frag_memo_measure(ts_frag_memo *m, const ts_frag_shape *s, const ts_typical *t,
+                            double *stranded);
+
 /* Cluster-wide totals kept incrementally. */
 typedef struct ts_frag_tracker {
     const ts_typical *typ;

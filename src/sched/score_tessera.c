@@ -68,6 +68,7 @@ typedef struct tessera {
     int nbefore;
     double w_stranded;    /* w: the weight of S in M */
     double share_f, share_s; /* weights of F's and w S's drops for a GPU share */
+    ts_frag_memo *memo;   /* F_mem and S by shape; NULL (out of memory) computes each */
 } tessera;
 
 /* The share of the typical list's GPU demand (sum p_j * GPUs_j) that is
@@ -168,6 +169,7 @@ static int tessera_init(void **state, const ts_sched_env *env, ts_err *err)
     /* the weights above read the list as given; F and S read it weighed */
     weigh_by_cluster(&t->typ, env->cluster, p);
     t->typ.p = p;
+    t->memo = ts_frag_memo_new();
     *state = t;
     return 0;
 }
@@ -178,6 +180,7 @@ static void tessera_fini(void *state)
     if (t) {
         free(t->before);
         free(t->typ.p);
+        ts_frag_memo_free(t->memo);
     }
     free(t);
 }
@@ -204,7 +207,7 @@ static before_entry measure_before(tessera *t, const ts_node *n, const ts_frag_s
     ptrdiff_t i = t->cluster ? n - t->cluster->nodes : -1;
     before_entry tmp, *e = i < 0 || i >= t->nbefore ? &tmp : &t->before[i];
     if (e == &tmp || e->version != n->version + 1) {
-        e->f = ts_frag_shape_measure(s, &t->typ, &e->s);
+        e->f = ts_frag_memo_measure(t->memo, s, &t->typ, &e->s);
         e->version = n->version + 1;
     }
     return *e;
@@ -228,7 +231,7 @@ static int64_t tessera_score(void *st, const ts_node *n, const ts_request *r, ts
             if (!ts_node_gpu_takes_share(n, i, r) || same_free_tried(n, i, r))
                 continue;
             s.free[i] -= r->gpu_milli;
-            double f = ts_frag_shape_measure(&s, &t->typ, &strand);
+            double f = ts_frag_memo_measure(t->memo, &s, &t->typ, &strand);
             int64_t v = score_of_delta(t->share_f * (b.f - f) +
                                        t->share_s * t->w_stranded * (b.s - strand));
             s.free[i] += r->gpu_milli;
@@ -241,7 +244,7 @@ static int64_t tessera_score(void *st, const ts_node *n, const ts_request *r, ts
     }
     for (int k = 0; k < a->ngpu && r->mig_profile < 0; k++)
         s.free[a->gpu[k]] -= a->gpu_milli;
-    double f = ts_frag_shape_measure(&s, &t->typ, &strand);
+    double f = ts_frag_memo_measure(t->memo, &s, &t->typ, &strand);
     return score_of_delta((b.f + t->w_stranded * b.s) - (f + t->w_stranded * strand));
 }
 

@@ -10,7 +10,9 @@
  * (CPU-only -> U, model not allowed -> U, lacking CPU -> U, lacking GPUs -> U,
  * fits -> slivers below the share), the mem_aware switch, and a node built by
  * real assignments. Tracker: after a bounded random assign/release sequence
- * (fixed seed) the incremental sums equal an independent oracle's.
+ * (fixed seed) the incremental sums equal an independent oracle's. Memo:
+ * the bits of the measure itself on repeated and reordered random shapes,
+ * whose S has the bits of the definition's every term added.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -600,6 +602,103 @@ static void test_tracker_idle_cluster(void **state)
     ts_cluster_free(c);
 }
 
+/* ---- the memo: the same doubles as a computation ----------------------- */
+
+#define MEMO_QUERIES 20000
+
+static bool same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* S as the definition reads, every class's term added (zeros included) and
+ * the pod counts found by division: the measure skips the zeros and the
+ * divisions it can, and must still give these bits. */
+static double stranded_reference(const ts_frag_shape *s, const ts_typical *t)
+{
+    int64_t idle = 0;
+    for (int i = 0; i < s->ngpu; i++)
+        idle += s->free[i];
+    double st = 0.0;
+    for (int j = 0; idle > 0 && j < t->n; j++) {
+        const ts_request *q = &t->req[j];
+        bool allowed = q->model_mask == 0 || ((q->model_mask >> s->model) & 1u);
+        int fit = 0;
+        for (int i = 0; i < s->ngpu; i++)
+            fit += s->free[i] >= q->gpu_milli;
+        if (q->num_gpu == 0 || !allowed || fit < q->num_gpu)
+            continue;
+        int64_t by_gpu = fit / q->num_gpu;
+        if (q->gpu_milli < TS_MILLI_PER_GPU) {
+            by_gpu = 0;
+            for (int i = 0; i < s->ngpu; i++)
+                by_gpu += s->free[i] / q->gpu_milli;
+        }
+        int64_t mem = t->mem_aware ? t->mem_mib[j] : 0, k = by_gpu;
+        if (q->cpu_milli > 0 && s->cpu_left / q->cpu_milli < k)
+            k = s->cpu_left / q->cpu_milli;
+        if (mem > 0 && s->mem_left / mem < k)
+            k = s->mem_left / mem;
+        k = k < 0 ? 0 : k;
+        st += t->p[j] * (double)((by_gpu - k) * q->num_gpu * q->gpu_milli);
+    }
+    return st;
+}
+
+/* Random shapes from a few values each, so shapes repeat, come back with
+ * their GPUs in another order and share slots: every answer of the memo has
+ * the bits of ts_frag_shape_measure, and a shape's GPU order never changes
+ * the measure (what lets the memo key sorted GPUs). */
+static void test_memo_same_bits(void **state)
+{
+    (void)state;
+    uint32_t v100 = (1u << model_id("V100M16")) | (1u << model_id("V100M32"));
+    ts_request cls[5] = {req(4000, 0, 0, 0), req(2000, 1, 300, 0), req(6000, 1, 600, v100),
+                         req(8000, 1, 1000, 0), req(12000, 2, 1000, 0)};
+    double p[5] = {0.1, 0.3, 0.2, 0.3, 0.1};
+    int64_t cnt[5] = {1, 3, 2, 3, 1};
+    int64_t mem[5] = {8000, 4000, 16000, 24000, 30000};
+    ts_typical t = {.n = 5, .req = cls, .p = p, .count = cnt, .mem_mib = mem,
+                    .mem_aware = true};
+    static const int32_t frees[] = {0, 100, 300, 400, 700, 1000};
+    int models[2] = {model_id("T4"), model_id("V100M32")};
+    ts_frag_memo *m = ts_frag_memo_new();
+    assert_non_null(m);
+    ts_rng rng;
+    ts_rng_seed(&rng, 20261204);
+    int nonzero = 0, nbound = 0;
+    for (int q = 0; q < MEMO_QUERIES; q++) {
+        ts_frag_shape s = {.model = models[ts_rng_below(&rng, 2)],
+                           .ngpu = 1 + (int)ts_rng_below(&rng, 4),
+                           .cpu_left = 2000 * (int64_t)ts_rng_below(&rng, 8),
+                           .mem_left = 8000 * (int64_t)ts_rng_below(&rng, 5)};
+        for (int i = 0; i < s.ngpu; i++)
+            s.free[i] = frees[ts_rng_below(&rng, 6)];
+        double st_direct, st_memo, st_null;
+        double f = ts_frag_shape_measure(&s, &t, &st_direct);
+        double fm = ts_frag_memo_measure(m, &s, &t, &st_memo);
+        assert_true(same_bits(f, fm) && same_bits(st_direct, st_memo));
+        assert_true(same_bits(st_direct, stranded_reference(&s, &t)));
+        nbound += st_direct > 0.0;
+        assert_true(same_bits(ts_frag_memo_measure(m, &s, &t, NULL), f));
+        assert_true(same_bits(ts_frag_memo_measure(NULL, &s, &t, &st_null), f) &&
+                    same_bits(st_null, st_direct));
+        /* the GPUs reversed: the same measure, and from the memo */
+        ts_frag_shape r = s;
+        for (int i = 0; i < s.ngpu; i++)
+            r.free[i] = s.free[s.ngpu - 1 - i];
+        double st_rev;
+        assert_true(same_bits(ts_frag_shape_measure(&r, &t, &st_rev), f) &&
+                    same_bits(st_rev, st_direct));
+        assert_true(same_bits(ts_frag_memo_measure(m, &r, &t, &st_rev), f) &&
+                    same_bits(st_rev, st_direct));
+        nonzero += f > 0.0;
+    }
+    /* the draw reaches shapes where the measure is not trivially 0 */
+    assert_true(nonzero > MEMO_QUERIES / 2);
+    /* and shapes where CPU or memory strand GPUs, and where they do not */
+    assert_true(nbound > MEMO_QUERIES / 10 && nbound < MEMO_QUERIES * 9 / 10);
+    ts_frag_memo_free(m);
+    ts_frag_memo_free(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -612,6 +711,7 @@ int main(void)
         cmocka_unit_test(test_frag_node),
         cmocka_unit_test(test_tracker_random),
         cmocka_unit_test(test_tracker_idle_cluster),
+        cmocka_unit_test(test_memo_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
