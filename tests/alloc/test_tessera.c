@@ -18,6 +18,8 @@
 
 #include <stdio.h>
 
+#include "tessera/shim.h"
+
 #define G TS_MEM_GRANULE_BYTES
 
 typedef struct fx {
@@ -294,7 +296,7 @@ static void test_quota_from_env(void **state)
     assert_int_equal(ts_memalloc_quota_from_env(0, &b, &err), TS_ENOENT);
     setenv("TESSERA_CUDA_MEM_LIMIT", "8G", 1);
     assert_int_equal(ts_memalloc_quota_from_env(3, &b, &err), 0);
-    assert_int_equal(b, (8ull << 30) - (512ull << 20)); /* less the default context charge */
+    assert_int_equal(b, (8ull << 30) - TS_SHIM_CTX_BYTES_DEFAULT); /* less the default context charge */
     setenv("TESSERA_CUDA_CTX_BYTES", "0", 1);
     setenv("TESSERA_CUDA_MEM_LIMIT", "0=8G,1=512M", 1);
     assert_int_equal(ts_memalloc_quota_from_env(1, &b, &err), 0);
