@@ -42,6 +42,27 @@ int ts_csv_next(ts_csv_lines *it, char *row, size_t cap, ts_err *err);
 int ts_csv_split(char *line, char **f, int max);
 
 /*
+ * The next data row into row: line 1 must read header exactly (else
+ * "fname:1: header: expected HEADER"; NULL: line 1 is skipped, the caller
+ * checked it), empty lines are skipped. With nf > 0 the row is split into
+ * exactly nf fields in f[] (room for nf; another count is "fname:line:
+ * expected nf fields, got n"); with nf 0 it is left whole. Returns 1 with a
+ * row (its number in it->line), 0 at the end, or a negative error with err
+ * filled.
+ */
+int ts_csv_row(ts_csv_lines *it, char *row, size_t cap, const char *header, char **f, int nf,
+               ts_err *err);
+
+/*
+ * Room for element n of the loader's growing array *arr of elem-byte
+ * elements, *cap of them now (the first allocation holds first, each next
+ * twice as many). Returns 0, or TS_ENOMEM with err filled ("fname: out of
+ * memory") and *arr unchanged.
+ */
+int ts_csv_reserve(void **arr, int *cap, int n, int first, size_t elem, const char *fname,
+                   ts_err *err);
+
+/*
  * Parses s as a finite number in [min, max] (whole when integer) into *out.
  * On anything else fills err with "fname:line: col: must be an integer|a
  * number in [min, max], got "s"" and returns TS_EINVAL; 0 on success.
