@@ -206,6 +206,14 @@ int cli_get_member(struct cli_ctx *ctx, const char *path, const char *key, json_
 int cli_expect_member(const json_t *root, const char *key, json_type want, json_t **member);
 
 /*
+ * Sends body (taken: freed here, NULL reads as out of memory) as compact
+ * JSON with method to path, as cli_http: on CLI_EXIT_OK resp is filled for
+ * the caller to free. Returns an exit code.
+ */
+int cli_send_json(struct cli_ctx *ctx, const char *method, const char *path, json_t *body,
+                  struct cli_resp *resp);
+
+/*
  * DELETE prefix + name (escaped) + the query pairs (key, value, ..., NULL;
  * a NULL value leaves its key out), and in table output prints
  * "<what> <name> <done>". Returns an exit code.

@@ -103,17 +103,8 @@ int cli_cmd_tokens_create(struct cli_ctx *ctx, const struct cli_cmd *cmd, int ar
         json_object_set_new(body, "unix_user", json_string(unix_user));
         json_object_set_new(body, "uid", json_integer(uid_v));
     }
-    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-    json_decref(body);
-    if (!text) {
-        cli_errorf("out of memory");
-        return CLI_EXIT_LOCAL;
-    }
-    struct cli_req req = {.method = "POST", .path = "/v1/tokens", .body = text,
-                          .body_len = strlen(text), .content_type = "application/json"};
     struct cli_resp resp;
-    rc = cli_http(ctx, &req, &resp);
-    free(text);
+    rc = cli_send_json(ctx, "POST", "/v1/tokens", body, &resp);
     if (rc != CLI_EXIT_OK)
         return rc;
     json_t *tok;

@@ -507,6 +507,22 @@ int cli_get_member(struct cli_ctx *ctx, const char *path, const char *key, json_
     return CLI_EXIT_OK;
 }
 
+int cli_send_json(struct cli_ctx *ctx, const char *method, const char *path, json_t *body,
+                  struct cli_resp *resp)
+{
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (!text) {
+        cli_errorf("out of memory");
+        return CLI_EXIT_LOCAL;
+    }
+    struct cli_req req = {.method = method, .path = path, .body = text,
+                          .body_len = strlen(text), .content_type = "application/json"};
+    int rc = cli_http(ctx, &req, resp);
+    free(text);
+    return rc;
+}
+
 int cli_delete_named(struct cli_ctx *ctx, const char *prefix, const char *name,
                      const char *const *query, const char *what, const char *done)
 {

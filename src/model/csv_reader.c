@@ -104,3 +104,18 @@ int ts_csv_number(const char *fname, int line, const char *col, const char *s, d
     *out = v;
     return 0;
 }
+
+void ts_csv_put_field(FILE *f, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}

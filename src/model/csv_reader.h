@@ -9,6 +9,8 @@
  * closed range, optionally whole. Errors read "file:line: column: why", the
  * wording the replay tests assert. (load_csv.c's openb reader finds columns
  * by header name and words its errors differently, so it keeps its own.)
+ * The CSVs Tessera writes (tesserad's and the CLI's accounting, the
+ * replay's per-job rows) quote a field with ts_csv_put_field.
  * Nothing here allocates or keeps state; safe from any thread.
  */
 #ifndef TS_MODEL_CSV_READER_H
@@ -16,6 +18,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "tessera/error.h"
 
@@ -69,5 +72,9 @@ int ts_csv_reserve(void **arr, int *cap, int n, int first, size_t elem, const ch
  */
 int ts_csv_number(const char *fname, int line, const char *col, const char *s, double min,
                   double max, bool integer, double *out, ts_err *err);
+
+/* Writes s to f as one CSV field: as is, or quoted with its quotes doubled
+ * when it holds a comma, a quote or a line break (RFC 4180). */
+void ts_csv_put_field(FILE *f, const char *s);
 
 #endif
