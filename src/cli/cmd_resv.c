@@ -11,15 +11,10 @@
 
 int cli_cmd_resv_list(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    int rc = cli_parse(ctx, cmd, argc, argv, NULL, NULL, 0, 0);
+    json_t *root, *list;
+    int rc = cli_list_fetch(ctx, cmd, argc, argv, "/v1/reservations", "reservations", &root, &list);
     if (rc != CLI_CONTINUE)
         return rc;
-    json_t *root, *list;
-    rc = cli_get_member(ctx, "/v1/reservations", "reservations", JSON_ARRAY, &root, &list);
-    if (rc != CLI_EXIT_OK || cli_emit(ctx, root)) {
-        json_decref(root);
-        return rc;
-    }
     static const char *const head[] = {"NAME", "NODES", "START", "END", "TENANT", "USERS",
                                        "STATE"};
     struct cli_table t;

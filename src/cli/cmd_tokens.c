@@ -32,15 +32,10 @@ static const char *const ROLES[] = {"admin", "tenant-admin", "user", "viewer",
 
 int cli_cmd_tokens(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    int rc = cli_parse(ctx, cmd, argc, argv, NULL, NULL, 0, 0);
+    json_t *root, *tokens;
+    int rc = cli_list_fetch(ctx, cmd, argc, argv, "/v1/tokens", "tokens", &root, &tokens);
     if (rc != CLI_CONTINUE)
         return rc;
-    json_t *root, *tokens;
-    rc = cli_get_member(ctx, "/v1/tokens", "tokens", JSON_ARRAY, &root, &tokens);
-    if (rc != CLI_EXIT_OK || cli_emit(ctx, root)) {
-        json_decref(root);
-        return rc;
-    }
     static const char *const head[] = {"NAME",    "ROLE",    "TENANT", "UNIX USER",
                                        "UID",     "CREATED", "EXPIRES", "REVOKED"};
     struct cli_table t;
