@@ -27,6 +27,10 @@ void ts_fmt_time(double t_s, char *buf, size_t size);
 void ts_fmt_duration(double s, char *buf, size_t size);
 /* A milli-GPU amount in GPUs: 992750 -> "992.75 GPUs", 1000 -> "1 GPU". */
 void ts_fmt_gpus(int64_t milli, char *buf, size_t size);
+/* Days from 1970-01-01 to the proleptic Gregorian date y-m-d (m 1..12),
+ * negative before it (H. Hinnant's days_from_civil): calendar arithmetic
+ * without timegm or the time zone. */
+long ts_days_from_civil(long y, long m, long d);
 
 #ifdef __cplusplus
 }

@@ -455,6 +455,75 @@ out:
     return rc;
 }
 
+/* The entry's kind, size, mode and owner from its ustar header. */
+static int header_numbers(const unsigned char *h, entry *e, ts_err *err)
+{
+    e->type = (char)h[156];
+    e->size = tar_num(h + 124, 12);
+    e->mode = (unsigned)tar_num(h + 100, 8);
+    e->uid = tar_num(h + 108, 8);
+    e->gid = tar_num(h + 116, 8);
+    if (e->size < 0 || e->uid < 0 || e->gid < 0)
+        return ts_err_set(err, TS_EINVAL, "a damaged tar header (numbers)");
+    return 0;
+}
+
+/* A pax header ('x'; a global one, 'g', is read and ignored) or a GNU long
+ * name ('L') or link ('K'): what it says goes into next, for the entry
+ * that follows. */
+static int read_extension(reader *r, const entry *e, entry *next, ts_err *err)
+{
+    char *blob = NULL;
+    int rc = read_blob(r, e->size,
+                       e->type == 'x' || e->type == 'g' ? PAX_MAX_BYTES : LONGNAME_MAX_BYTES,
+                       &blob, err);
+    if (!rc && e->type == 'x')
+        rc = parse_pax(blob, e->size, next, err);
+    else if (!rc && e->type == 'L') {
+        free(next->name);
+        next->name = blob;
+        blob = NULL;
+    } else if (!rc && e->type == 'K') {
+        free(next->link);
+        next->link = blob;
+        blob = NULL;
+    }
+    free(blob);
+    return rc;
+}
+
+/* The entry's name and link target (and size), from the extension headers
+ * before it when they said, else from its own header; next is used up. */
+static int entry_names(const unsigned char *h, entry *next, entry *e, ts_err *err)
+{
+    if (next->name) {
+        e->name = next->name;
+    } else {
+        char nm[256 + 1 + 100 + 1];
+        if (h[345] && !memcmp(h + 257, "ustar", 5))
+            snprintf(nm, sizeof nm, "%.155s/%.100s", (const char *)h + 345, (const char *)h + 0);
+        else
+            snprintf(nm, sizeof nm, "%.100s", (const char *)h);
+        e->name = strdup(nm);
+    }
+    if (next->link) {
+        e->link = next->link;
+    } else {
+        char ln[101];
+        snprintf(ln, sizeof ln, "%.100s", (const char *)h + 157);
+        e->link = strdup(ln);
+    }
+    if (next->size > 0)
+        e->size = next->size;
+    *next = (entry){0};
+    if (!e->name || !e->link) {
+        free(e->name);
+        free(e->link);
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
 int ts_image_unpack_layer(int root_fd, const char *path, const ts_unpack_limits *lim,
                           ts_unpack_stats *stats, ts_err *err)
 {
@@ -505,63 +574,15 @@ int ts_image_unpack_layer(int root_fd, const char *path, const ts_unpack_limits 
             break;
         }
         entry e = {0};
-        e.type = (char)h[156];
-        e.size = tar_num(h + 124, 12);
-        e.mode = (unsigned)tar_num(h + 100, 8);
-        e.uid = tar_num(h + 108, 8);
-        e.gid = tar_num(h + 116, 8);
-        if (e.size < 0 || e.uid < 0 || e.gid < 0) {
-            rc = ts_err_set(err, TS_EINVAL, "a damaged tar header (numbers)");
+        if ((rc = header_numbers(h, &e, err)) != 0)
             break;
-        }
         if (e.type == 'x' || e.type == 'L' || e.type == 'K' || e.type == 'g') {
-            char *blob = NULL;
-            rc = read_blob(r, e.size, e.type == 'x' || e.type == 'g' ? PAX_MAX_BYTES
-                                                                      : LONGNAME_MAX_BYTES,
-                           &blob, err);
-            if (!rc && e.type == 'x')
-                rc = parse_pax(blob, e.size, &next, err);
-            else if (!rc && e.type == 'L') {
-                free(next.name);
-                next.name = blob;
-                blob = NULL;
-            } else if (!rc && e.type == 'K') {
-                free(next.link);
-                next.link = blob;
-                blob = NULL;
-            }
-            free(blob);
-            if (rc)
+            if ((rc = read_extension(r, &e, &next, err)) != 0)
                 break;
             continue;
         }
-        if (next.name) {
-            e.name = next.name;
-        } else {
-            char nm[256 + 1 + 100 + 1];
-            if (h[345] && !memcmp(h + 257, "ustar", 5))
-                snprintf(nm, sizeof nm, "%.155s/%.100s", (const char *)h + 345,
-                         (const char *)h + 0);
-            else
-                snprintf(nm, sizeof nm, "%.100s", (const char *)h);
-            e.name = strdup(nm);
-        }
-        if (next.link) {
-            e.link = next.link;
-        } else {
-            char ln[101];
-            snprintf(ln, sizeof ln, "%.100s", (const char *)h + 157);
-            e.link = strdup(ln);
-        }
-        if (next.size > 0)
-            e.size = next.size;
-        next = (entry){0};
-        if (!e.name || !e.link) {
-            free(e.name);
-            free(e.link);
-            rc = ts_err_set(err, TS_ENOMEM, "out of memory");
+        if ((rc = entry_names(h, &next, &e, err)) != 0)
             break;
-        }
         snprintf(where, sizeof where, "%.150s", e.name);
         rc = apply(r, root_fd, &e, stats, err);
         free(e.name);

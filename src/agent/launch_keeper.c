@@ -78,7 +78,15 @@ _Noreturn static void task(const ts_keeper_plan *p, int rep, int in, int out, in
     }
     if (chdir(p->workdir) != 0)
         task_fail(rep, TS_STEP_CHDIR);
-    /* neither the agent's nor the keeper's signal handling leaks into the task */
+    /* neither the agent's nor the keeper's signal handling, nor what the
+     * keeper still holds (its pipes), reaches the task */
+    agent_exec_reset();
+    execve(p->exe, p->argv, p->envp);
+    task_fail(rep, TS_STEP_EXEC);
+}
+
+void agent_exec_reset(void)
+{
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
@@ -89,10 +97,7 @@ _Noreturn static void task(const ts_keeper_plan *p, int rep, int in, int out, in
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    /* whatever the keeper still holds (its pipes) does not reach the task */
     close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-    execve(p->exe, p->argv, p->envp);
-    task_fail(rep, TS_STEP_EXEC);
 }
 
 static void tell_agent(int fd, int step, int err, pid_t pid, unsigned long long start,

@@ -87,4 +87,10 @@ typedef struct ts_keeper_plan {
 /* Runs in the agent's child and never returns. */
 _Noreturn void ts_keeper_run(const ts_keeper_plan *plan);
 
+/* In a fork about to exec a user's program (a task, a session's shell):
+ * every signal's handler back to the default, none blocked, every
+ * descriptor above 2 closed on exec, so nothing of the agent's leaks into
+ * it. Async-signal-safe. */
+void agent_exec_reset(void);
+
 #endif

@@ -493,17 +493,10 @@ static bool ranges_overlap(unsigned a_start, unsigned a_size, unsigned b_start,
     return a_start < b_start + b_size && b_start < a_start + a_size;
 }
 
-int ts_agent_mig_apply(ts_nvml *nv, unsigned gpu, const ts_mig_layout *want,
-                       const ts_agent_mig_busy *busy, int nbusy, ts_agent_mig_report *report,
-                       ts_err *err)
+/* The wanted layout, checked before the driver is asked anything. */
+static int layout_check(unsigned gpu, const ts_mig_layout *want, const ts_agent_mig_busy *busy,
+                        int nbusy, ts_err *err)
 {
-    ts_agent_mig_report scratch;
-    ts_agent_mig_report *rep = report ? report : &scratch;
-    memset(rep, 0, sizeof *rep);
-    rep->gpu = gpu;
-    static const ts_mig_layout empty = {0};
-    if (!want)
-        want = &empty;
     if (want->n < 0 || want->n > TS_MIG_MAX_INSTANCES)
         return ts_err_set(err, TS_EINVAL, "gpu %u: layout.n: must be 0..%d, not %d", gpu,
                           TS_MIG_MAX_INSTANCES, want->n);
@@ -517,93 +510,111 @@ int ts_agent_mig_apply(ts_nvml *nv, unsigned gpu, const ts_mig_layout *want,
                               TS_MIG_MEM_SLICES - 1);
     if (nbusy < 0 || (nbusy > 0 && !busy))
         return ts_err_set(err, TS_EINVAL, "gpu %u: busy: %d entries but no list", gpu, nbusy);
+    return 0;
+}
 
-    struct live *lv = malloc(sizeof *lv);
-    if (!lv)
-        return ts_err_set(err, TS_ENOMEM, "gpu %u: out of memory", gpu);
-    int rc = read_live(nv, gpu, lv, err);
-    if (rc == 0)
-        rc = require_mig(lv, err);
-    if (rc) {
-        free(lv);
-        return rc;
-    }
-
-    /* match wanted instances to present ones by (profile id, start) */
+/* Which present GPU instance each wanted one is (NO_MATCH: to be made), and
+ * back; which present ones a task uses; the width of each one to make. */
+struct mig_match {
     int want_gi[TS_MIG_MAX_INSTANCES], gi_want[TS_DISC_MAX_GI];
-    bool is_busy[TS_DISC_MAX_GI] = {false};
-    unsigned want_size[TS_MIG_MAX_INSTANCES] = {0};
+    bool is_busy[TS_DISC_MAX_GI];
+    unsigned want_size[TS_MIG_MAX_INSTANCES];
+};
+
+/* Wanted instances are matched to present ones by (profile id, start). */
+static void match_instances(const struct live *lv, const ts_mig_layout *want,
+                            const ts_agent_mig_busy *busy, int nbusy, struct mig_match *mm)
+{
+    memset(mm, 0, sizeof *mm);
     for (int g = 0; g < lv->ngi; g++)
-        gi_want[g] = NO_MATCH;
+        mm->gi_want[g] = NO_MATCH;
     for (int i = 0; i < want->n; i++) {
-        want_gi[i] = NO_MATCH;
-        for (int g = 0; g < lv->ngi && want_gi[i] == NO_MATCH; g++)
-            if (gi_want[g] == NO_MATCH &&
+        mm->want_gi[i] = NO_MATCH;
+        for (int g = 0; g < lv->ngi && mm->want_gi[i] == NO_MATCH; g++)
+            if (mm->gi_want[g] == NO_MATCH &&
                 (int)lv->gi[g].d.profile_id == want->inst[i].profile_id &&
                 (int)lv->gi[g].d.start == want->inst[i].start) {
-                want_gi[i] = g;
-                gi_want[g] = i;
+                mm->want_gi[i] = g;
+                mm->gi_want[g] = i;
             }
     }
-    mark_busy(lv, busy, nbusy, is_busy);
+    mark_busy(lv, busy, nbusy, mm->is_busy);
+}
 
-    /* a wanted instance on top of a busy one that stays can never be made:
-     * refuse before destroying anything */
+/* A wanted instance on top of a busy one that stays can never be made:
+ * refused before anything is destroyed. Fills want_size. */
+static int refuse_overlaps(ts_nvml *nv, const struct live *lv, const ts_mig_layout *want,
+                           struct mig_match *mm, ts_agent_mig_report *rep, ts_err *err)
+{
+    int rc = 0;
     for (int i = 0; i < want->n && rc == 0; i++) {
-        if (want_gi[i] != NO_MATCH)
+        if (mm->want_gi[i] != NO_MATCH)
             continue;
-        rc = placement_size(nv, lv, (unsigned)want->inst[i].profile_id, &want_size[i], rep,
+        rc = placement_size(nv, lv, (unsigned)want->inst[i].profile_id, &mm->want_size[i], rep,
                             err);
         for (int g = 0; g < lv->ngi && rc == 0; g++)
-            if (is_busy[g] && ranges_overlap((unsigned)want->inst[i].start, want_size[i],
-                                             lv->gi[g].d.start, lv->gi[g].d.size))
+            if (mm->is_busy[g] && ranges_overlap((unsigned)want->inst[i].start,
+                                                 mm->want_size[i], lv->gi[g].d.start,
+                                                 lv->gi[g].d.size))
                 rc = ts_err_set(err, TS_ENOSPC,
                                 "gpu %u: profile %d, start %d: overlaps GPU instance %u "
                                 "(profile %u, slots %u-%u) where a task runs; nothing changed",
-                                gpu, want->inst[i].profile_id, want->inst[i].start,
+                                lv->gpu, want->inst[i].profile_id, want->inst[i].start,
                                 lv->gi[g].d.id, lv->gi[g].d.profile_id, lv->gi[g].d.start,
                                 lv->gi[g].d.start + lv->gi[g].d.size - 1);
     }
+    return rc;
+}
 
-    /* 1. destroy unwanted idle instances: CIs first, the GI refuses otherwise */
-    for (int g = 0; g < lv->ngi && rc == 0; g++) {
+/* Step 1: unwanted idle instances are destroyed, CIs first (the GI refuses
+ * otherwise); unwanted busy ones are kept and reported. */
+static int destroy_unwanted(ts_nvml *nv, struct live *lv, const struct mig_match *mm,
+                            ts_agent_mig_report *rep, ts_err *err)
+{
+    for (int g = 0; g < lv->ngi; g++) {
         struct live_gi *gi = &lv->gi[g];
-        if (gi_want[g] != NO_MATCH)
+        if (mm->gi_want[g] != NO_MATCH)
             continue;
         int m = main_ci(gi);
         char old_uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
         snprintf(old_uuid, sizeof old_uuid, "%s", m >= 0 ? gi->d.ci[m].uuid : "");
-        if (is_busy[g]) {
+        if (mm->is_busy[g]) {
             add_step(rep, TS_AGENT_MIG_KEPT_BUSY, &gi->d, old_uuid);
             continue;
         }
-        if ((rc = destroy_cis(nv, lv, gi, rep, err)) != 0)
-            break;
-        if (!nv->GpuInstanceDestroy) {
-            rc = ts_err_set(err, TS_EIO, "gpu %u: this NVML lacks nvmlGpuInstanceDestroy", gpu);
-            break;
-        }
+        int rc = destroy_cis(nv, lv, gi, rep, err);
+        if (rc != 0)
+            return rc;
+        if (!nv->GpuInstanceDestroy)
+            return ts_err_set(err, TS_EIO, "gpu %u: this NVML lacks nvmlGpuInstanceDestroy",
+                              lv->gpu);
         nvmlReturn_t r = nv->GpuInstanceDestroy(gi->h);
-        if (r != NVML_SUCCESS) {
-            rc = fail_nvml(nv, TS_NVML_FN_GpuInstanceDestroy, r, gpu, rep, err,
-                           "profile %u, start %u: GPU instance %u", gi->d.profile_id,
-                           gi->d.start, gi->d.id);
-            break;
-        }
+        if (r != NVML_SUCCESS)
+            return fail_nvml(nv, TS_NVML_FN_GpuInstanceDestroy, r, lv->gpu, rep, err,
+                             "profile %u, start %u: GPU instance %u", gi->d.profile_id,
+                             gi->d.start, gi->d.id);
         add_step(rep, TS_AGENT_MIG_DESTROYED, &gi->d, old_uuid);
     }
+    return 0;
+}
 
-    /* 2. kept instances: one compute instance covering the GI, unless busy */
-    for (int g = 0; g < lv->ngi && rc == 0; g++) {
+/* Step 2: a kept instance gets one compute instance covering the GI, unless
+ * a task uses it. */
+static int keep_wanted(ts_nvml *nv, struct live *lv, const struct mig_match *mm,
+                       ts_agent_mig_report *rep, ts_err *err)
+{
+    for (int g = 0; g < lv->ngi; g++) {
         struct live_gi *gi = &lv->gi[g];
-        if (gi_want[g] == NO_MATCH)
+        if (mm->gi_want[g] == NO_MATCH)
             continue;
         bool whole = gi->d.nci == 1 && gi->d.ci[0].size == gi->slices;
         bool rebuilt = false;
-        if (!whole && !is_busy[g]) {
-            if ((rc = destroy_cis(nv, lv, gi, rep, err)) != 0 ||
-                (rc = create_full_ci(nv, lv, gi, rep, err)) != 0)
-                break;
+        if (!whole && !mm->is_busy[g]) {
+            int rc = destroy_cis(nv, lv, gi, rep, err);
+            if (rc == 0)
+                rc = create_full_ci(nv, lv, gi, rep, err);
+            if (rc != 0)
+                return rc;
             rebuilt = true;
         }
         int m = main_ci(gi);
@@ -612,12 +623,45 @@ int ts_agent_mig_apply(ts_nvml *nv, unsigned gpu, const ts_mig_layout *want,
         if (s)
             s->ci_rebuilt = rebuilt;
     }
+    return 0;
+}
 
-    /* 3. create the missing ones where the controller placed them */
+int ts_agent_mig_apply(ts_nvml *nv, unsigned gpu, const ts_mig_layout *want,
+                       const ts_agent_mig_busy *busy, int nbusy, ts_agent_mig_report *report,
+                       ts_err *err)
+{
+    ts_agent_mig_report scratch;
+    ts_agent_mig_report *rep = report ? report : &scratch;
+    memset(rep, 0, sizeof *rep);
+    rep->gpu = gpu;
+    static const ts_mig_layout empty = {0};
+    if (!want)
+        want = &empty;
+    int rc = layout_check(gpu, want, busy, nbusy, err);
+    if (rc)
+        return rc;
+    struct live *lv = malloc(sizeof *lv);
+    if (!lv)
+        return ts_err_set(err, TS_ENOMEM, "gpu %u: out of memory", gpu);
+    rc = read_live(nv, gpu, lv, err);
+    if (rc == 0)
+        rc = require_mig(lv, err);
+    if (rc) {
+        free(lv);
+        return rc;
+    }
+    struct mig_match mm;
+    match_instances(lv, want, busy, nbusy, &mm);
+    rc = refuse_overlaps(nv, lv, want, &mm, rep, err);
+    if (rc == 0)
+        rc = destroy_unwanted(nv, lv, &mm, rep, err);
+    if (rc == 0)
+        rc = keep_wanted(nv, lv, &mm, rep, err);
+    /* step 3: the missing ones are made where the controller placed them */
     for (int i = 0; i < want->n && rc == 0; i++)
-        if (want_gi[i] == NO_MATCH)
+        if (mm.want_gi[i] == NO_MATCH)
             rc = create_gi(nv, lv, (unsigned)want->inst[i].profile_id,
-                           (unsigned)want->inst[i].start, want_size[i], rep, err);
+                           (unsigned)want->inst[i].start, mm.want_size[i], rep, err);
     free(lv);
     return rc;
 }

@@ -45,6 +45,7 @@
 #include "agent/agent_internal.h"
 #include "agent/launch.h"
 #include "agent/launch_cgroup.h"
+#include "agent/launch_keeper.h"
 #include "tessera/stream.h"
 
 #define SESSION_OPEN_TIMEOUT_S 10.0  /* the agent's side of the stream */
@@ -494,16 +495,7 @@ _Noreturn static void exec_child(const sess *s, int stdio, bool tty, const int n
     if (!cwd[0] || chdir(cwd) != 0)
         if (chdir("/") != 0)
             _exit(126);
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    for (int sig = 1; sig < NSIG; sig++)
-        if (sig != SIGKILL && sig != SIGSTOP)
-            sigaction(sig, &dfl, NULL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+    agent_exec_reset();
     const char *cmd = s->argv[0];
     if (strchr(cmd, '/')) {
         execve(cmd, s->argv, envp);

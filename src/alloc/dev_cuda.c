@@ -8,7 +8,7 @@
  * The device's primary context is retained and made current at open; each
  * call maps the driver's CUresult to TS_ENOSPC (out of memory) or TS_EIO with
  * the driver's name for the error. Events come from a pool of
- * CU_EVENT_DISABLE_TIMING events, handed out as 1-based indices. Streams are
+ * TS_CU_EVENT_DISABLE_TIMING events, handed out as 1-based indices. Streams are
  * the caller's CUstream handles passed as integers.
  */
 #include <dlfcn.h>
@@ -165,7 +165,7 @@ static int cu_event_record(void *impl, uint64_t stream, uint64_t *event, ts_err 
             c->capev = nc;
         }
         CUevent e = NULL;
-        CU_CALL(c, err, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING);
+        CU_CALL(c, err, cuEventCreate, &e, TS_CU_EVENT_DISABLE_TIMING);
         idx = c->nev;
         c->ev[c->nev++] = e;
     }

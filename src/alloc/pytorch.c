@@ -101,37 +101,56 @@ void pt_seg_delete(pt *a, pt_seg *s)
     free(s);
 }
 
-void pt_blocks_insert(pt_pool *p, pt_block *b)
+void pt_link_before(pt_block *nb, pt_block *b)
 {
-    b->node.k[0] = b->stream;
-    b->node.k[1] = b->size;
-    b->node.k[2] = b->addr;
-    ts_tree_insert(&p->blocks, &b->node);
-    b->in_tree = 1;
+    nb->prev = b->prev;
+    if (nb->prev)
+        nb->prev->next = nb;
+    nb->next = b;
+    b->prev = nb;
 }
 
-void pt_blocks_erase(pt_pool *p, pt_block *b)
+void pt_link_after(pt_block *nb, pt_block *b)
 {
-    if (b->in_tree == 1)
-        ts_tree_remove(&p->blocks, &b->node);
+    nb->next = b->next;
+    if (nb->next)
+        nb->next->prev = nb;
+    nb->prev = b;
+    b->next = nb;
+}
+
+/* b->in_tree says which tree holds b: 0 none, IN_BLOCKS or IN_UNMAPPED. */
+enum { IN_BLOCKS = 1, IN_UNMAPPED = 2 };
+
+static void tree_put(ts_tree *t, pt_block *b, uint64_t k1, uint64_t k2, int in)
+{
+    b->node.k[0] = b->stream;
+    b->node.k[1] = k1;
+    b->node.k[2] = k2;
+    ts_tree_insert(t, &b->node);
+    b->in_tree = in;
+}
+
+static void tree_take(ts_tree *t, pt_block *b, int in)
+{
+    if (b->in_tree == in)
+        ts_tree_remove(t, &b->node);
     b->in_tree = 0;
 }
+
+void pt_blocks_insert(pt_pool *p, pt_block *b)
+{
+    tree_put(&p->blocks, b, b->size, b->addr, IN_BLOCKS);
+}
+
+void pt_blocks_erase(pt_pool *p, pt_block *b) { tree_take(&p->blocks, b, IN_BLOCKS); }
 
 void pt_unmapped_insert(pt_pool *p, pt_block *b)
 {
-    b->node.k[0] = b->stream;
-    b->node.k[1] = b->addr;
-    b->node.k[2] = 0;
-    ts_tree_insert(&p->unmapped, &b->node);
-    b->in_tree = 2;
+    tree_put(&p->unmapped, b, b->addr, 0, IN_UNMAPPED);
 }
 
-void pt_unmapped_erase(pt_pool *p, pt_block *b)
-{
-    if (b->in_tree == 2)
-        ts_tree_remove(&p->unmapped, &b->node);
-    b->in_tree = 0;
-}
+void pt_unmapped_erase(pt_pool *p, pt_block *b) { tree_take(&p->unmapped, b, IN_UNMAPPED); }
 
 uint64_t pt_try_merge(pt_block *dst, pt_block *src)
 {
@@ -433,11 +452,7 @@ static int pt_malloc(void *impl, uint64_t size, uint64_t stream, uint64_t *ptr, 
             pt_blocks_insert(pool, rest);
             return ts_err_set(err, TS_ENOMEM, "pytorch: out of host memory");
         }
-        nb->prev = rest->prev;
-        if (nb->prev)
-            nb->prev->next = nb;
-        nb->next = rest;
-        rest->prev = nb;
+        pt_link_before(nb, rest);
         rest->addr += rs;
         rest->size -= rs;
         pt_blocks_insert(pool, rest);
@@ -577,11 +592,7 @@ static int pt_adopt_block(void *impl, uint64_t addr, uint64_t size, uint64_t req
                 pt_block *lo = pt_block_new(a, b->addr, addr - b->addr, stream, b->pool, b->seg);
                 if (!lo)
                     return ts_err_set(err, TS_ENOMEM, "pytorch: out of host memory");
-                lo->prev = b->prev;
-                if (lo->prev)
-                    lo->prev->next = lo;
-                lo->next = b;
-                b->prev = lo;
+                pt_link_before(lo, b);
                 b->size -= lo->size;
                 b->addr = addr;
                 pt_blocks_insert(pools[i], lo);
@@ -590,11 +601,7 @@ static int pt_adopt_block(void *impl, uint64_t addr, uint64_t size, uint64_t req
                 pt_block *hi = pt_block_new(a, addr + size, b->size - size, stream, b->pool, b->seg);
                 if (!hi)
                     return ts_err_set(err, TS_ENOMEM, "pytorch: out of host memory");
-                hi->next = b->next;
-                if (hi->next)
-                    hi->next->prev = hi;
-                hi->prev = b;
-                b->next = hi;
+                pt_link_after(hi, b);
                 b->size = size;
                 pt_blocks_insert(pools[i], hi);
             }

@@ -83,6 +83,9 @@ pt_block *pt_block_new(pt *a, uint64_t addr, uint64_t size, uint64_t stream, pt_
 void pt_block_delete(pt_block *b);
 pt_seg *pt_seg_new(pt *a, uint64_t addr, uint64_t size, uint64_t stream, pt_pool *pool);
 void pt_seg_delete(pt *a, pt_seg *s);
+/* Puts nb into b's segment list right before (after) b. */
+void pt_link_before(pt_block *nb, pt_block *b);
+void pt_link_after(pt_block *nb, pt_block *b);
 void pt_blocks_insert(pt_pool *p, pt_block *b);
 void pt_blocks_erase(pt_pool *p, pt_block *b);
 void pt_unmapped_insert(pt_pool *p, pt_block *b);

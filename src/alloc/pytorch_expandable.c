@@ -121,11 +121,7 @@ static int map_block(pt *a, pt_block *to_map, uint64_t size, ts_err *err)
             return 0;
         }
         rest->mapped = 0;
-        rest->prev = to_map;
-        rest->next = to_map->next;
-        if (rest->next)
-            rest->next->prev = rest;
-        to_map->next = rest;
+        pt_link_after(rest, to_map);
         pt_unmapped_insert(pool, rest);
         to_map->size = got;
     }
@@ -196,11 +192,7 @@ int pt_unmap_block(pt *a, pt_block *b, ts_err *err)
         pt_block *lo = pt_block_new(a, b->addr, before, b->stream, pool, b->seg);
         if (!lo)
             return ts_err_set(err, TS_ENOMEM, "pytorch: out of host memory");
-        lo->prev = b->prev;
-        if (lo->prev)
-            lo->prev->next = lo;
-        lo->next = b;
-        b->prev = lo;
+        pt_link_before(lo, b);
         pt_blocks_insert(pool, lo);
     }
     uint64_t after = b->size - before - got;
@@ -208,11 +200,7 @@ int pt_unmap_block(pt *a, pt_block *b, ts_err *err)
         pt_block *hi = pt_block_new(a, at + got, after, b->stream, pool, b->seg);
         if (!hi)
             return ts_err_set(err, TS_ENOMEM, "pytorch: out of host memory");
-        hi->next = b->next;
-        if (hi->next)
-            hi->next->prev = hi;
-        hi->prev = b;
-        b->next = hi;
+        pt_link_after(hi, b);
         pt_blocks_insert(pool, hi);
     }
     b->addr = at;

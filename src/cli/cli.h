@@ -201,9 +201,27 @@ void cli_http_cleanup(struct cli_ctx *ctx);
 int cli_get_member(struct cli_ctx *ctx, const char *path, const char *key, json_type want,
                    json_t **root, json_t **member);
 
+/*
+ * The start of a listing command that takes no arguments: parses the
+ * command line, GETs path and its array member key, and prints the answer
+ * itself for --output json|yaml. Returns CLI_CONTINUE with *root (free with
+ * json_decref) and *list when the caller is to print its table; else the
+ * exit code, all done.
+ */
+int cli_list_fetch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
+                   const char *path, const char *key, json_t **root, json_t **list);
+
 /* Checks that an answer has member key of type want; prints and returns
  * CLI_EXIT_SERVER if not, else CLI_EXIT_OK. */
 int cli_expect_member(const json_t *root, const char *key, json_type want, json_t **member);
+
+/*
+ * Sends body (taken: freed here, NULL reads as out of memory) as compact
+ * JSON with method to path, as cli_http: on CLI_EXIT_OK resp is filled for
+ * the caller to free. Returns an exit code.
+ */
+int cli_send_json(struct cli_ctx *ctx, const char *method, const char *path, json_t *body,
+                  struct cli_resp *resp);
 
 /*
  * DELETE prefix + name (escaped) + the query pairs (key, value, ..., NULL;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "model/csv_reader.h"
 
 static const char *const COLS[] = {"id",       "tenant",    "user",  "name",  "tier",
                                    "gpu_model", "gpus",     "state", "exit_code", "submit",
@@ -27,18 +28,7 @@ static void csv_put(FILE *f, const json_t *v)
         fprintf(f, "%.6f", json_real_value(v));
         return;
     }
-    const char *s = json_is_string(v) ? json_string_value(v) : "";
-    if (!strpbrk(s, ",\"\r\n")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
+    ts_csv_put_field(f, json_is_string(v) ? json_string_value(v) : "");
 }
 
 static void print_csv(const json_t *rows)

@@ -320,6 +320,22 @@ static int job_request(struct cli_ctx *ctx, const char *method, long id, const c
     return rc;
 }
 
+/* POSTs /v1/jobs/ID[suffix] (hold, release, cancel...) and prints the
+ * job's state after it: "job ID: STATE". */
+static int job_post_state(struct cli_ctx *ctx, long id, const char *suffix)
+{
+    json_t *root, *job;
+    int rc = job_request(ctx, "POST", id, suffix, "job", &root, &job);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (!cli_emit(ctx, root)) {
+        char state[CLI_CELL_MAX];
+        printf("job %ld: %s\n", id, cli_str(job, "state", state, sizeof state));
+    }
+    json_decref(root);
+    return CLI_EXIT_OK;
+}
+
 /* A job's content field (docs/secrets.md): "hidden" where the API withholds
  * it; the command's words, the env's and secrets' names (never env values:
  * a terminal is not the place for them), "-" when there are none. */
@@ -571,7 +587,6 @@ static int array_target(struct cli_ctx *ctx, long id, long elem, bool *head, lon
 static int array_or_job_action(struct cli_ctx *ctx, const struct cli_cmd *cmd, long id,
                                long elem)
 {
-    json_t *root, *job;
     long span, k;
     bool head;
     int rc = array_target(ctx, id, elem, &head, &span, &k);
@@ -597,15 +612,7 @@ static int array_or_job_action(struct cli_ctx *ctx, const struct cli_cmd *cmd, l
     if (elem >= 0)
         id += k;
     snprintf(path, sizeof path, "/%s", cmd->name);
-    rc = job_request(ctx, "POST", id, path, "job", &root, &job);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    if (!cli_emit(ctx, root)) {
-        char state[CLI_CELL_MAX];
-        printf("job %ld: %s\n", id, cli_str(job, "state", state, sizeof state));
-    }
-    json_decref(root);
-    return CLI_EXIT_OK;
+    return job_post_state(ctx, id, path);
 }
 
 /* Cancels a job; an array's id (its first element's) cancels every element
@@ -626,15 +633,8 @@ static int cancel_bulk(struct cli_ctx *ctx, const struct cli_cmd *cmd, const cha
         }
         json_object_set_new(body, keys[i], i == 3 ? json_integer(a) : json_string(f[i]));
     }
-    char *text = json_dumps(body, JSON_COMPACT);
-    json_decref(body);
-    if (!text)
-        return CLI_EXIT_LOCAL;
-    struct cli_req req = {.method = "POST", .path = "/v1/jobs/cancel", .body = text,
-                          .body_len = strlen(text), .content_type = "application/json"};
     struct cli_resp resp;
-    int rc = cli_http(ctx, &req, &resp);
-    free(text);
+    int rc = cli_send_json(ctx, "POST", "/v1/jobs/cancel", body, &resp);
     if (rc != CLI_EXIT_OK)
         return rc;
     if (!cli_emit(ctx, resp.json)) {
@@ -681,7 +681,6 @@ int cli_cmd_cancel(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
                                "--array, --tenant)");
     if ((rc = cancel_target(cmd, arg, &id, &elem)) != CLI_CONTINUE)
         return rc;
-    json_t *root, *job;
     bool head;
     long k;
     if ((rc = array_target(ctx, id, elem, &head, &span, &k)) != CLI_EXIT_OK)
@@ -701,15 +700,7 @@ int cli_cmd_cancel(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     }
     if (elem >= 0)
         id += k;
-    rc = job_request(ctx, "POST", id, "/cancel", "job", &root, &job);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    if (!cli_emit(ctx, root)) {
-        char state[CLI_CELL_MAX];
-        printf("job %ld: %s\n", id, cli_str(job, "state", state, sizeof state));
-    }
-    json_decref(root);
-    return CLI_EXIT_OK;
+    return job_post_state(ctx, id, "/cancel");
 }
 
 int cli_cmd_explain(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)

@@ -35,15 +35,10 @@ static const char *state_cell(const json_t *node, char *buf, size_t size)
 
 int cli_cmd_nodes(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    int rc = cli_parse(ctx, cmd, argc, argv, NULL, NULL, 0, 0);
+    json_t *root, *nodes;
+    int rc = cli_list_fetch(ctx, cmd, argc, argv, "/v1/nodes", "nodes", &root, &nodes);
     if (rc != CLI_CONTINUE)
         return rc;
-    json_t *root, *nodes;
-    rc = cli_get_member(ctx, "/v1/nodes", "nodes", JSON_ARRAY, &root, &nodes);
-    if (rc != CLI_EXIT_OK || cli_emit(ctx, root)) {
-        json_decref(root);
-        return rc;
-    }
     static const char *const head[] = {"NAME", "STATE", "MODEL", "GPUS FREE",
                                        "CPU FREE", "MEM FREE", "JOBS"};
     struct cli_table t;

@@ -11,15 +11,10 @@
 
 int cli_cmd_resv_list(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    int rc = cli_parse(ctx, cmd, argc, argv, NULL, NULL, 0, 0);
+    json_t *root, *list;
+    int rc = cli_list_fetch(ctx, cmd, argc, argv, "/v1/reservations", "reservations", &root, &list);
     if (rc != CLI_CONTINUE)
         return rc;
-    json_t *root, *list;
-    rc = cli_get_member(ctx, "/v1/reservations", "reservations", JSON_ARRAY, &root, &list);
-    if (rc != CLI_EXIT_OK || cli_emit(ctx, root)) {
-        json_decref(root);
-        return rc;
-    }
     static const char *const head[] = {"NAME", "NODES", "START", "END", "TENANT", "USERS",
                                        "STATE"};
     struct cli_table t;
@@ -84,17 +79,8 @@ int cli_cmd_resv_create(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc
         }
         json_object_set_new(body, "users", ul);
     }
-    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-    json_decref(body);
-    if (!text) {
-        cli_errorf("out of memory");
-        return CLI_EXIT_LOCAL;
-    }
-    struct cli_req req = {.method = "POST", .path = "/v1/reservations", .body = text,
-                          .body_len = strlen(text), .content_type = "application/json"};
     struct cli_resp resp;
-    rc = cli_http(ctx, &req, &resp);
-    free(text);
+    rc = cli_send_json(ctx, "POST", "/v1/reservations", body, &resp);
     if (rc != CLI_EXIT_OK)
         return rc;
     json_t *r;

@@ -22,16 +22,27 @@ static bool scope_ok(const struct cli_cmd *cmd, const char *scope, int *rc)
     return false;
 }
 
-int cli_cmd_secrets(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+/* A listing's command line (--tenant only) into path: base, then the
+ * tenant asked for. Returns CLI_CONTINUE, or the exit code. */
+static int tenant_path(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
+                       const char *base, struct cli_buf *path)
 {
     const char *tenant = NULL;
     const struct cli_opt opts[] = {{"tenant", 0, &tenant, NULL}, {NULL, 0, NULL, NULL}};
     int rc = cli_parse(ctx, cmd, argc, argv, opts, NULL, 0, 0);
     if (rc != CLI_CONTINUE)
         return rc;
+    cli_buf_puts(path, base);
+    cli_buf_query(path, "tenant", tenant);
+    return CLI_CONTINUE;
+}
+
+int cli_cmd_secrets(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+{
     struct cli_buf path = {0};
-    cli_buf_puts(&path, "/v1/secrets");
-    cli_buf_query(&path, "tenant", tenant);
+    int rc = tenant_path(ctx, cmd, argc, argv, "/v1/secrets", &path);
+    if (rc != CLI_CONTINUE)
+        return rc;
     json_t *root, *list;
     rc = path.oom ? CLI_EXIT_LOCAL
                   : cli_get_member(ctx, path.p, "secrets", JSON_ARRAY, &root, &list);
@@ -134,14 +145,10 @@ int cli_cmd_secrets_rm(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc,
 
 int cli_cmd_secrets_events(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    const char *tenant = NULL;
-    const struct cli_opt opts[] = {{"tenant", 0, &tenant, NULL}, {NULL, 0, NULL, NULL}};
-    int rc = cli_parse(ctx, cmd, argc, argv, opts, NULL, 0, 0);
+    struct cli_buf path = {0};
+    int rc = tenant_path(ctx, cmd, argc, argv, "/v1/secrets/events", &path);
     if (rc != CLI_CONTINUE)
         return rc;
-    struct cli_buf path = {0};
-    cli_buf_puts(&path, "/v1/secrets/events");
-    cli_buf_query(&path, "tenant", tenant);
     json_t *out = NULL;
     rc = path.oom ? CLI_EXIT_LOCAL : cli_get_pages(ctx, path.p, "events", true, &out);
     cli_buf_free(&path);

@@ -58,15 +58,10 @@ static const char *share_cell(const json_t *tenant, const char *key, char *buf, 
 
 int cli_cmd_tenants(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    int rc = cli_parse(ctx, cmd, argc, argv, NULL, NULL, 0, 0);
+    json_t *root, *tenants;
+    int rc = cli_list_fetch(ctx, cmd, argc, argv, "/v1/tenants", "tenants", &root, &tenants);
     if (rc != CLI_CONTINUE)
         return rc;
-    json_t *root, *tenants;
-    rc = cli_get_member(ctx, "/v1/tenants", "tenants", JSON_ARRAY, &root, &tenants);
-    if (rc != CLI_EXIT_OK || cli_emit(ctx, root)) {
-        json_decref(root);
-        return rc;
-    }
     /* SHARE: the decayed fair share the scheduler orders by; NOW: the share of
      * what the tenant uses at this moment (docs/cli.md "tenants") */
     static const char *const head[] = {"NAME", "PARENT", "WEIGHT", "SHARE", "NOW",
@@ -143,15 +138,10 @@ static int print_quota(json_t *root, const json_t *tenants)
 
 int cli_cmd_quota(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    int rc = cli_parse(ctx, cmd, argc, argv, NULL, NULL, 0, 0);
+    json_t *root, *tenants;
+    int rc = cli_list_fetch(ctx, cmd, argc, argv, "/v1/tenants", "tenants", &root, &tenants);
     if (rc != CLI_CONTINUE)
         return rc;
-    json_t *root, *tenants;
-    rc = cli_get_member(ctx, "/v1/tenants", "tenants", JSON_ARRAY, &root, &tenants);
-    if (rc != CLI_EXIT_OK || cli_emit(ctx, root)) {
-        json_decref(root);
-        return rc;
-    }
     return print_quota(root, tenants);
 }
 

@@ -32,15 +32,10 @@ static const char *const ROLES[] = {"admin", "tenant-admin", "user", "viewer",
 
 int cli_cmd_tokens(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    int rc = cli_parse(ctx, cmd, argc, argv, NULL, NULL, 0, 0);
+    json_t *root, *tokens;
+    int rc = cli_list_fetch(ctx, cmd, argc, argv, "/v1/tokens", "tokens", &root, &tokens);
     if (rc != CLI_CONTINUE)
         return rc;
-    json_t *root, *tokens;
-    rc = cli_get_member(ctx, "/v1/tokens", "tokens", JSON_ARRAY, &root, &tokens);
-    if (rc != CLI_EXIT_OK || cli_emit(ctx, root)) {
-        json_decref(root);
-        return rc;
-    }
     static const char *const head[] = {"NAME",    "ROLE",    "TENANT", "UNIX USER",
                                        "UID",     "CREATED", "EXPIRES", "REVOKED"};
     struct cli_table t;
@@ -103,17 +98,8 @@ int cli_cmd_tokens_create(struct cli_ctx *ctx, const struct cli_cmd *cmd, int ar
         json_object_set_new(body, "unix_user", json_string(unix_user));
         json_object_set_new(body, "uid", json_integer(uid_v));
     }
-    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-    json_decref(body);
-    if (!text) {
-        cli_errorf("out of memory");
-        return CLI_EXIT_LOCAL;
-    }
-    struct cli_req req = {.method = "POST", .path = "/v1/tokens", .body = text,
-                          .body_len = strlen(text), .content_type = "application/json"};
     struct cli_resp resp;
-    rc = cli_http(ctx, &req, &resp);
-    free(text);
+    rc = cli_send_json(ctx, "POST", "/v1/tokens", body, &resp);
     if (rc != CLI_EXIT_OK)
         return rc;
     json_t *tok;

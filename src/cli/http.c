@@ -507,6 +507,36 @@ int cli_get_member(struct cli_ctx *ctx, const char *path, const char *key, json_
     return CLI_EXIT_OK;
 }
 
+int cli_list_fetch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
+                   const char *path, const char *key, json_t **root, json_t **list)
+{
+    int rc = cli_parse(ctx, cmd, argc, argv, NULL, NULL, 0, 0);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    rc = cli_get_member(ctx, path, key, JSON_ARRAY, root, list);
+    if (rc != CLI_EXIT_OK || cli_emit(ctx, *root)) {
+        json_decref(*root);
+        return rc;
+    }
+    return CLI_CONTINUE;
+}
+
+int cli_send_json(struct cli_ctx *ctx, const char *method, const char *path, json_t *body,
+                  struct cli_resp *resp)
+{
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (!text) {
+        cli_errorf("out of memory");
+        return CLI_EXIT_LOCAL;
+    }
+    struct cli_req req = {.method = method, .path = path, .body = text,
+                          .body_len = strlen(text), .content_type = "application/json"};
+    int rc = cli_http(ctx, &req, resp);
+    free(text);
+    return rc;
+}
+
 int cli_delete_named(struct cli_ctx *ctx, const char *prefix, const char *name,
                      const char *const *query, const char *what, const char *done)
 {

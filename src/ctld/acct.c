@@ -21,6 +21,7 @@
 #include "ctld/router.h"
 #include "ctld/input.h"
 #include "ctld/steps.h"
+#include "model/csv_reader.h"
 
 #define ACCT_LIMIT_DEFAULT 100
 #define ACCT_LIMIT_MAX 1000
@@ -80,33 +81,25 @@ static json_t *row_json(const acct_row *o)
                      o->elapsed_s, "gpu_hours", o->gpu_hours, "preemptions", r->preemptions);
 }
 
-/* A CSV field: quoted when it holds a comma, quote or line break. */
-static void csv_field(FILE *f, const char *s)
+/* The columns a job's row and its steps' rows share: tenant, user, job
+ * name, tier and GPU model, between the id and the GPU count. */
+static void csv_who(FILE *f, const acct_row *o)
 {
-    if (!strpbrk(s, ",\"\r\n")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
+    const ts_job_row *r = o->row;
+    ts_csv_put_field(f, r->tenant);
+    fputc(',', f);
+    ts_csv_put_field(f, r->owner);
+    fputc(',', f);
+    ts_csv_put_field(f, r->name);
+    fprintf(f, ",%s,", tier_name(r->tier));
+    ts_csv_put_field(f, o->gpu_model);
 }
 
 static void csv_row(FILE *f, const acct_row *o)
 {
     const ts_job_row *r = o->row;
     fprintf(f, "%lld,", (long long)r->id);
-    csv_field(f, r->tenant);
-    fputc(',', f);
-    csv_field(f, r->owner);
-    fputc(',', f);
-    csv_field(f, r->name);
-    fprintf(f, ",%s,", tier_name(r->tier));
-    csv_field(f, o->gpu_model);
+    csv_who(f, o);
     fprintf(f, ",%d,%s,", r->gpus, ts_job_state_name(o->state));
     if (json_is_integer(o->exit_code))
         fprintf(f, "%lld", (long long)json_integer_value(o->exit_code));
@@ -140,13 +133,7 @@ static void csv_step(FILE *f, const acct_row *o, const json_t *s)
     const char *name = json_string_value(json_object_get(s, "name"));
     const char *state = json_string_value(json_object_get(s, "state"));
     fprintf(f, "%s,", name ? name : "");
-    csv_field(f, r->tenant);
-    fputc(',', f);
-    csv_field(f, r->owner);
-    fputc(',', f);
-    csv_field(f, r->name);
-    fprintf(f, ",%s,", tier_name(r->tier));
-    csv_field(f, o->gpu_model);
+    csv_who(f, o);
     fprintf(f, ",%d,%s,", r->gpus, state ? state : "");
     if (json_is_integer(code))
         fprintf(f, "%lld", (long long)json_integer_value(code));
@@ -168,26 +155,31 @@ struct acct_query {
     bool none;       /* asks for rows the caller may not see: an empty answer */
 };
 
+/* A parameter that is one of two words: *which 0 for a, 1 for b, unchanged
+ * when absent; false: r answered 400 naming it. */
+static bool one_of(const char *v, const char *name, const char *a, const char *b, int *which,
+                   ctld_reply *r)
+{
+    if (!v)
+        return true;
+    if (strcmp(v, a) == 0 || strcmp(v, b) == 0) {
+        *which = strcmp(v, a) == 0 ? 0 : 1;
+        return true;
+    }
+    ctld_reply_error(r, 400, "invalid", "%s: must be %s or %s, not \"%s\"", name, a, b, v);
+    return false;
+}
+
 /* The query into o; false: r answered 400 naming the parameter. */
 static bool acct_query(const ctld_caller *w, const ctld_query *q, struct acct_query *o,
                        ctld_reply *r)
 {
-    o->csv = false;
-    if (q->format && strcmp(q->format, "csv") == 0)
-        o->csv = true;
-    else if (q->format && strcmp(q->format, "json") != 0) {
-        ctld_reply_error(r, 400, "invalid", "format: must be json or csv, not \"%s\"",
-                         q->format);
+    int format = 0, steps = 1; /* json, false */
+    if (!one_of(q->format, "format", "json", "csv", &format, r) ||
+        !one_of(q->steps, "steps", "true", "false", &steps, r))
         return false;
-    }
-    o->with_steps = false;
-    if (q->steps && strcmp(q->steps, "true") == 0)
-        o->with_steps = true;
-    else if (q->steps && strcmp(q->steps, "false") != 0) {
-        ctld_reply_error(r, 400, "invalid", "steps: must be true or false, not \"%s\"",
-                         q->steps);
-        return false;
-    }
+    o->csv = format == 1;
+    o->with_steps = steps == 0;
     o->limit = ACCT_LIMIT_DEFAULT;
     o->after = 0;
     if ((q->limit && !ctld_parse_number(q->limit, "limit", 1, ACCT_LIMIT_MAX, &o->limit, r)) ||

@@ -168,16 +168,11 @@ static char *dup_or_null(const char *s, bool *oom)
     return d;
 }
 
-int ctld_fsm_plan(ctld *c, ctld_txn *t, cjob *j, int event, const ctld_fsm_args *a, double now,
-                  ts_err *err)
+/* Why the event may not be planned now, or 0: the job's state, a change of
+ * it already in this transaction or being written, or missing arguments. */
+static int fsm_refusal(const ctld_txn *t, const cjob *j, int event, const transition *tr,
+                       const ctld_fsm_args *a, ts_err *err)
 {
-    static const ctld_fsm_args none = {0};
-    if (!a)
-        a = &none;
-    if (event < 0 || event >= CTLD_JE_EVENTS)
-        return ts_err_set(err, TS_EINVAL, "event: %d is not a job event", event);
-    event = fsm_event_for(j, event);
-    const transition *tr = &TABLE[event];
     int from = j->row.state;
     if (from < 0 || from >= TS_JOB_STATES || !(tr->from & S(from)))
         return ts_err_set(err, TS_ECONFLICT, "job %lld is %s: %s", (long long)j->row.id,
@@ -192,15 +187,29 @@ int ctld_fsm_plan(ctld *c, ctld_txn *t, cjob *j, int event, const ctld_fsm_args 
         return ts_err_set(err, TS_EINVAL, "start: allocations are required");
     if ((tr->fx & FX_RESPEC) && !a->spec_json)
         return ts_err_set(err, TS_EINVAL, "update: the new spec is required");
-    if (t->n == t->cap) {
-        int cap = t->cap ? t->cap * 2 : 16;
-        ctld_change *ch = realloc(t->ch, (size_t)cap * sizeof *ch);
-        if (!ch)
-            return ts_err_set(err, TS_ENOMEM, "out of memory");
-        t->ch = ch;
-        t->cap = cap;
-    }
-    ctld_change *ch = &t->ch[t->n];
+    return 0;
+}
+
+/* Room for one more change in the transaction. */
+static int txn_reserve(ctld_txn *t, ts_err *err)
+{
+    if (t->n < t->cap)
+        return 0;
+    int cap = t->cap ? t->cap * 2 : 16;
+    ctld_change *ch = realloc(t->ch, (size_t)cap * sizeof *ch);
+    if (!ch)
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    t->ch = ch;
+    t->cap = cap;
+    return 0;
+}
+
+/* The change's header: the job, its generation, the event, the state it
+ * goes to and, for a stop, by when it must have stopped. */
+static void change_begin(const ctld *c, ctld_change *ch, cjob *j, int event,
+                         const transition *tr, const ctld_fsm_args *a, double now)
+{
+    int from = j->row.state;
     memset(ch, 0, sizeof *ch);
     ch->j = j;
     ch->base_gen = j->row.gen;
@@ -220,9 +229,15 @@ int ctld_fsm_plan(ctld *c, ctld_txn *t, cjob *j, int event, const ctld_fsm_args 
     ch->eligible_s = a->eligible_s;
     if (event == CTLD_JE_STOPPED && j->reaped)
         ch->to = TS_JOB_HELD; /* the idle policy's stop ends held */
-    /* the new row: a copy, with its own strings */
+}
+
+/* The new row: a copy of the job's, with its own strings, and the
+ * transition's effects (times, reasons, placement) applied. Returns false
+ * when a copy ran out of memory. */
+static bool row_with_effects(ts_job_row *r, const cjob *j, const transition *tr, int to,
+                             const ctld_fsm_args *a, double now)
+{
     bool oom = false;
-    ts_job_row *r = &ch->row;
     *r = j->row;
     r->spec_json = NULL; /* unchanged, but by an update */
     if (tr->fx & FX_RESPEC) {
@@ -237,7 +252,7 @@ int ctld_fsm_plan(ctld *c, ctld_txn *t, cjob *j, int event, const ctld_fsm_args 
     r->placement_json = NULL;
     r->result_json = NULL;
     r->why = dup_or_null(j->row.why, &oom);
-    r->state = ch->to;
+    r->state = to;
     if (tr->fx & FX_TIMES_END)
         r->end_s = now;
     if (tr->fx & FX_TIMES_RESET)
@@ -257,23 +272,53 @@ int ctld_fsm_plan(ctld *c, ctld_txn *t, cjob *j, int event, const ctld_fsm_args 
         r->why = dup_or_null(a->end_why, &oom);
     }
     r->result_json = dup_or_null(a->result_json, &oom);
-    if (event == CTLD_JE_START) {
-        ch->allocs = malloc((size_t)j->ntasks * sizeof *ch->allocs);
-        if (ch->allocs)
-            memcpy(ch->allocs, a->allocs, (size_t)j->ntasks * sizeof *ch->allocs);
-        else
-            oom = true;
-        r->start_s = now;
-        r->reason[0] = '\0';
-        free(r->why);
-        r->why = NULL;
-        int m = c->cluster->nodes[a->allocs[0].node].model;
-        snprintf(r->gpu_model, sizeof r->gpu_model, "%s", m >= 0 ? ts_gpu_model_get(m)->name : "");
-        free(r->placement_json);
-        r->placement_json = ctld_placement_json_allocs(c, a->allocs, j->ntasks);
-        oom = oom || !r->placement_json;
-    }
-    int rc = 0;
+    return !oom;
+}
+
+/* A start: the change keeps a copy of the allocations, and the row its
+ * start time, GPU model and placement. Returns false when out of memory. */
+static bool row_started(const ctld *c, ctld_change *ch, const cjob *j, const ctld_fsm_args *a,
+                        double now)
+{
+    bool oom = false;
+    ts_job_row *r = &ch->row;
+    ch->allocs = malloc((size_t)j->ntasks * sizeof *ch->allocs);
+    if (ch->allocs)
+        memcpy(ch->allocs, a->allocs, (size_t)j->ntasks * sizeof *ch->allocs);
+    else
+        oom = true;
+    r->start_s = now;
+    r->reason[0] = '\0';
+    free(r->why);
+    r->why = NULL;
+    int m = c->cluster->nodes[a->allocs[0].node].model;
+    snprintf(r->gpu_model, sizeof r->gpu_model, "%s", m >= 0 ? ts_gpu_model_get(m)->name : "");
+    free(r->placement_json);
+    r->placement_json = ctld_placement_json_allocs(c, a->allocs, j->ntasks);
+    return !oom && r->placement_json;
+}
+
+int ctld_fsm_plan(ctld *c, ctld_txn *t, cjob *j, int event, const ctld_fsm_args *a, double now,
+                  ts_err *err)
+{
+    static const ctld_fsm_args none = {0};
+    if (!a)
+        a = &none;
+    if (event < 0 || event >= CTLD_JE_EVENTS)
+        return ts_err_set(err, TS_EINVAL, "event: %d is not a job event", event);
+    event = fsm_event_for(j, event);
+    const transition *tr = &TABLE[event];
+    int rc = fsm_refusal(t, j, event, tr, a, err);
+    if (rc == 0)
+        rc = txn_reserve(t, err);
+    if (rc != 0)
+        return rc;
+    ctld_change *ch = &t->ch[t->n];
+    change_begin(c, ch, j, event, tr, a, now);
+    ts_job_row *r = &ch->row;
+    bool oom = !row_with_effects(r, j, tr, ch->to, a, now);
+    if (event == CTLD_JE_START)
+        oom = !row_started(c, ch, j, a, now) || oom;
     bool on_agents = false; /* a tenant network is for real nodes' tasks */
     for (int k = 0; event == CTLD_JE_START && k < j->ntasks && !oom; k++)
         on_agents = on_agents || !c->node_virtual[a->allocs[k].node];

@@ -27,6 +27,7 @@
 
 #include "ctld/ctld.h"
 #include "ctld/http.h"
+#include "tessera/fmt.h"
 
 /* The largest uid Linux gives an account ((uid_t)-1 is "no uid"). */
 #define CTLD_UID_MAX 4294967294LL
@@ -48,18 +49,6 @@ static json_t *token_json(const ts_token_row *t)
     json_object_set_new(doc, "uid", t->unix_user[0] ? json_integer(t->uid) : json_null());
     json_object_set_new(doc, "expires", t->expires_s > 0 ? json_real(t->expires_s) : json_null());
     return doc;
-}
-
-/* Days from 1970-01-01 to y-m-d (proleptic Gregorian; H. Hinnant's
- * days_from_civil), so no timegm is needed. */
-static long days_from_civil(long y, long m, long d)
-{
-    y -= m <= 2;
-    long era = (y >= 0 ? y : y - 399) / 400;
-    long yoe = y - era * 400;
-    long doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
 }
 
 /* "2027-01-31T12:00:00Z", "2027-01-31T12:00:00.5+02:00" -> Unix seconds. */
@@ -94,7 +83,7 @@ static int parse_rfc3339(const char *s, double *out)
     if (*p || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 ||
         tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60)
         return TS_EINVAL;
-    long days = days_from_civil(tm.tm_year, tm.tm_mon, tm.tm_mday);
+    long days = ts_days_from_civil(tm.tm_year, tm.tm_mon, tm.tm_mday);
     double t = (double)days * 86400.0 + tm.tm_hour * 3600.0 + tm.tm_min * 60.0 + tm.tm_sec;
     *out = t - (double)off + frac;
     return 0;

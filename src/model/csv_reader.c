@@ -54,6 +54,43 @@ int ts_csv_split(char *line, char **f, int max)
     return n;
 }
 
+int ts_csv_row(ts_csv_lines *it, char *row, size_t cap, const char *header, char **f, int nf,
+               ts_err *err)
+{
+    for (;;) {
+        int got = ts_csv_next(it, row, cap, err);
+        if (got <= 0)
+            return got;
+        if (it->line == 1) {
+            if (header && strcmp(row, header) != 0)
+                return ts_err_set(err, TS_EINVAL, "%s:1: header: expected %s", it->fname,
+                                  header);
+            continue;
+        }
+        if (!row[0])
+            continue;
+        int n = nf > 0 ? ts_csv_split(row, f, nf) : 0;
+        if (n != nf)
+            return ts_err_set(err, TS_EINVAL, "%s:%d: expected %d fields, got %d", it->fname,
+                              it->line, nf, n);
+        return 1;
+    }
+}
+
+int ts_csv_reserve(void **arr, int *cap, int n, int first, size_t elem, const char *fname,
+                   ts_err *err)
+{
+    if (n < *cap)
+        return 0;
+    int nc = *cap ? *cap * 2 : first;
+    void *na = realloc(*arr, elem * (size_t)nc);
+    if (!na)
+        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
+    *arr = na;
+    *cap = nc;
+    return 0;
+}
+
 int ts_csv_number(const char *fname, int line, const char *col, const char *s, double min,
                   double max, bool integer, double *out, ts_err *err)
 {
@@ -66,4 +103,19 @@ int ts_csv_number(const char *fname, int line, const char *col, const char *s, d
                           fname, line, col, integer ? "an integer" : "a number", min, max, s);
     *out = v;
     return 0;
+}
+
+void ts_csv_put_field(FILE *f, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
 }

@@ -2,7 +2,8 @@
  * fmt.c - times, durations and GPU amounts as people read them
  * (include/tessera/fmt.h). The explanations that reach a user (a job's
  * why, a quota verdict, events) are sentences; a number in them must read
- * without a calculator.
+ * without a calculator. Calendar days (ts_days_from_civil) live here too,
+ * for the readers of dates that must not depend on the time zone.
  */
 #include "tessera/fmt.h"
 
@@ -47,4 +48,14 @@ void ts_fmt_gpus(int64_t milli, char *buf, size_t size)
         return;
     double g = (double)milli / MILLI_PER_GPU;
     snprintf(buf, size, "%.6g GPU%s", g, milli == MILLI_PER_GPU ? "" : "s");
+}
+
+long ts_days_from_civil(long y, long m, long d)
+{
+    y -= m <= 2;
+    long era = (y >= 0 ? y : y - 399) / 400;
+    long yoe = y - era * 400;
+    long doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
 }

@@ -272,6 +272,194 @@ static void curves(elastic_ctx *e, const ts_pm_wjob *jobs, const ts_pm_job *pj,
     }
 }
 
+/* One run's arrays (n + 1 entries a job, n x nodes for alloc) and what
+ * every round reads: the workload, the cluster's shape and the policy. */
+typedef struct run_ctx {
+    const ts_pm_app *const *apps;
+    const ts_pm_wjob *jobs;
+    int n, nodes, gpus_per_node, total;
+    const ts_replay_policy_ops *ops;
+    void *state;
+    elastic_ctx *e; /* NULL for rigid jobs */
+    bool via;       /* the policy's cycle resizes, not grant() */
+    size_t nn;
+    ts_pm_job *pj;
+    ts_replay_job *rj;
+    int *pending;
+    bool *holding, *run, *changed;
+    double *work_left, *at_risk;
+    int *alloc, *node_free;
+} run_ctx;
+
+static bool run_alloc(run_ctx *r)
+{
+    size_t nn = r->nn;
+    r->pj = calloc(nn, sizeof *r->pj);
+    r->rj = calloc(nn, sizeof *r->rj);
+    r->pending = calloc(nn, sizeof *r->pending);
+    r->holding = calloc(nn, sizeof *r->holding);
+    r->run = calloc(nn, sizeof *r->run);
+    r->changed = calloc(nn, sizeof *r->changed);
+    r->work_left = calloc(nn, sizeof *r->work_left);
+    r->at_risk = calloc(nn, sizeof *r->at_risk);
+    r->alloc = calloc(nn * (size_t)r->nodes, sizeof *r->alloc);
+    r->node_free = calloc((size_t)r->nodes, sizeof *r->node_free);
+    return r->pj && r->rj && r->pending && r->holding && r->run && r->changed && r->work_left &&
+           r->at_risk && r->alloc && r->node_free;
+}
+
+static void run_free(run_ctx *r)
+{
+    if (r->state)
+        r->ops->free(r->state);
+    if (r->e)
+        elastic_free(r->e);
+    free(r->pj);
+    free(r->rj);
+    free(r->pending);
+    free(r->holding);
+    free(r->run);
+    free(r->changed);
+    free(r->work_left);
+    free(r->at_risk);
+    free(r->alloc);
+    free(r->node_free);
+}
+
+/* Seconds job j still needs at the GPUs the policy is told it asks for. */
+static double job_left_s(const run_ctx *r, int j)
+{
+    return r->e ? elastic_left_s(r->e, &r->pj[j], r->jobs[j].app, r->rj[j].gpus)
+                : left_s(&r->pj[j], r->jobs[j].replicas, r->gpus_per_node);
+}
+
+/* Each job in the model and as the policy sees it, before it is submitted. */
+static void run_init_jobs(run_ctx *r)
+{
+    for (int j = 0; j < r->n; j++) {
+        const ts_pm_wjob *w = &r->jobs[j];
+        ts_pm_job_init(&r->pj[j], r->apps[w->app], w->submit_s, w->batch_size);
+        if (r->e) /* the job adapts its batch to its GPUs and epoch */
+            r->pj[j].adapt = r->e->gp[w->app];
+        snprintf(r->rj[j].name, sizeof r->rj[j].name, "%s", w->name);
+        r->rj[j].submit_s = w->submit_s;
+        r->rj[j].gpus = r->e ? r->e->min[j] : w->replicas;
+        r->rj[j].work_s = job_left_s(r, j);
+    }
+}
+
+static void give_back_gpus(run_ctx *r, int j)
+{
+    ts_pm_job_reallocate(&r->pj[j], NULL, 0);
+    memset(&r->alloc[(size_t)j * r->nodes], 0, (size_t)r->nodes * sizeof *r->alloc);
+}
+
+/* After a round: finished jobs give their GPUs back; the submitted ones left
+ * are the policy's pending list. Sets *left to the jobs not done; returns
+ * how many are pending. */
+static int collect_pending(run_ctx *r, long now, int *left)
+{
+    int np = 0;
+    *left = 0;
+    for (int j = 0; j < r->n; j++) {
+        bool done = r->pj[j].done_s >= 0;
+        *left += !done;
+        if (done && r->pj[j].nnodes > 0)
+            give_back_gpus(r, j);
+        if (!done && r->jobs[j].submit_s <= now) {
+            r->pending[np++] = j;
+            r->holding[j] = r->pj[j].nnodes > 0;
+            r->work_left[j] = job_left_s(r, j);
+        }
+    }
+    return np;
+}
+
+/* Holders the policy did not choose stop, and those it resized. */
+static void stop_unchosen(run_ctx *r, int np)
+{
+    for (int k = 0; k < np; k++) {
+        int j = r->pending[k];
+        if (r->holding[j] &&
+            (!r->run[j] || (r->via && r->ops->size(r->state, j) != held(r->alloc, j, r->nodes)))) {
+            give_back_gpus(r, j);
+            r->holding[j] = false;
+        }
+    }
+}
+
+/* node_free: each node's GPUs that no job holds. */
+static void count_free(run_ctx *r)
+{
+    for (int i = 0; i < r->nodes; i++) {
+        r->node_free[i] = r->gpus_per_node;
+        for (int j = 0; j < r->n; j++)
+            r->node_free[i] -= r->alloc[(size_t)j * r->nodes + i];
+    }
+}
+
+/* Places the chosen jobs that hold nothing yet. Returns the GPUs chosen. */
+static int place_chosen(run_ctx *r, int np)
+{
+    int chosen = 0;
+    for (int k = 0; k < np; k++) {
+        int j = r->pending[k];
+        if (!r->run[j])
+            continue;
+        int want = r->via ? r->ops->size(r->state, j) : r->rj[j].gpus;
+        chosen += want;
+        if (r->holding[j])
+            continue;
+        int *row = &r->alloc[(size_t)j * r->nodes];
+        place(r->ops, r->state, j, want, r->nodes, r->node_free, row, r->via ? NULL : r->e,
+              r->alloc, r->n, r->changed);
+        if (r->e)
+            memcpy(&r->e->minrow[(size_t)j * r->nodes], row, (size_t)r->nodes * sizeof *row);
+        r->changed[j] = true;
+    }
+    return chosen;
+}
+
+/* One decision: the policy chooses among the pending jobs, the unchosen
+ * stop, the chosen are placed (and, elastic, granted the spare GPUs), and
+ * each job whose GPUs changed is moved in the model. */
+static int decide_round(run_ctx *r, int np, long now, long since, ts_err *err)
+{
+    ts_replay_view v = {.now_s = (double)now, .since_s = (double)since, .jobs = r->rj,
+                        .njobs = r->n, .pending = r->pending, .npending = np,
+                        .holding = r->holding, .work_left_s = r->work_left,
+                        .total_gpus = r->total, .at_risk_s = r->at_risk,
+                        .gpus_per_node = r->gpus_per_node};
+    if (r->via) {
+        curves(r->e, r->jobs, r->pj, r->pending, np, r->holding, r->alloc, r->nodes, r->total);
+        v.elastic_max = r->e->emax;
+        v.elastic_speedup = r->e->esp;
+        v.elastic_left_s = r->e->eleft;
+    }
+    memset(r->run, 0, r->nn * sizeof *r->run);
+    memset(r->changed, 0, r->nn * sizeof *r->changed);
+    r->ops->decide(r->state, &v, r->run);
+    stop_unchosen(r, np);
+    count_free(r);
+    int chosen = place_chosen(r, np);
+    if (chosen > r->total)
+        return ts_err_set(err, TS_EINVAL, "policy %s: chose %d GPUs of %d", r->ops->name, chosen,
+                          r->total);
+    if (r->e && !r->via) {
+        count_free(r); /* what take-backs freed */
+        grant(r->e, r->jobs, r->pj, r->run, r->pending, np, r->alloc, r->nodes, r->total,
+              r->node_free, r->changed);
+    }
+    for (int k = 0; k < np; k++) {
+        int j = r->pending[k], cnt[TS_PM_NODES_MAX];
+        if (!r->run[j] || !r->changed[j])
+            continue;
+        const int *row = &r->alloc[(size_t)j * r->nodes];
+        ts_pm_job_reallocate(&r->pj[j], cnt, ts_pm_counts(row, r->nodes, cnt));
+    }
+    return 0;
+}
+
 int ts_pm_run_policy(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int n, int nodes,
                      int gpus_per_node, const ts_replay_policy_ops *ops, ts_pm_jobs_kind kind,
                      long *jct_s, ts_pm_stats *st, ts_err *err)
@@ -285,142 +473,39 @@ int ts_pm_run_policy(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int n
         if (jobs[j].replicas > total)
             return ts_err_set(err, TS_EINVAL, "%s: num_replicas: %d, more than the cluster's %d",
                               jobs[j].name, jobs[j].replicas, total);
-    size_t nn = (size_t)n + 1;
-    ts_pm_job *pj = calloc(nn, sizeof *pj);
-    ts_replay_job *rj = calloc(nn, sizeof *rj);
-    int *pending = calloc(nn, sizeof *pending);
-    bool *holding = calloc(nn, sizeof *holding), *run = calloc(nn, sizeof *run);
-    bool *changed = calloc(nn, sizeof *changed);
-    double *work_left = calloc(nn, sizeof *work_left), *at_risk = calloc(nn, sizeof *at_risk);
-    int *alloc = calloc(nn * (size_t)nodes, sizeof *alloc);
-    int *node_free = calloc((size_t)nodes, sizeof *node_free);
-    void *state = NULL;
-    elastic_ctx ectx, *e = kind != TS_PM_RIGID ? &ectx : NULL;
-    bool via = e && ops->size; /* the policy's cycle resizes, not grant() */
+    elastic_ctx ectx;
+    run_ctx r = {.apps = apps, .jobs = jobs, .n = n, .nodes = nodes,
+                 .gpus_per_node = gpus_per_node, .total = total, .ops = ops,
+                 .e = kind != TS_PM_RIGID ? &ectx : NULL, .nn = (size_t)n + 1};
+    r.via = r.e && ops->size;
+    bool allocated = run_alloc(&r);
     int rc = 0;
-    if (e && (rc = elastic_init(e, apps, jobs, n, nodes, gpus_per_node, kind, err)) != 0)
+    if (r.e && (rc = elastic_init(r.e, apps, jobs, n, nodes, gpus_per_node, kind, err)) != 0)
         goto out;
-    if (!pj || !rj || !pending || !holding || !run || !changed || !work_left || !at_risk ||
-        !alloc || !node_free) {
+    if (!allocated) {
         rc = ts_err_set(err, TS_ENOMEM, "out of memory");
         goto out;
     }
-    for (int j = 0; j < n; j++) {
-        ts_pm_job_init(&pj[j], apps[jobs[j].app], jobs[j].submit_s, jobs[j].batch_size);
-        if (e) /* the job adapts its batch to its GPUs and epoch */
-            pj[j].adapt = e->gp[jobs[j].app];
-        snprintf(rj[j].name, sizeof rj[j].name, "%s", jobs[j].name);
-        rj[j].submit_s = jobs[j].submit_s;
-        rj[j].gpus = e ? e->min[j] : jobs[j].replicas;
-        rj[j].work_s = e ? elastic_left_s(e, &pj[j], jobs[j].app, rj[j].gpus)
-                         : left_s(&pj[j], jobs[j].replicas, gpus_per_node);
-    }
-    if ((rc = ops->init(&state, n, 0, err)) != 0)
+    run_init_jobs(&r);
+    if ((rc = ops->init(&r.state, n, 0, err)) != 0)
         goto out;
     long now = 0, held_gpu_s = 0, since = 0;
     for (int left = n; left > 0;) {
-        held_gpu_s += ts_pm_round(pj, n);
+        held_gpu_s += ts_pm_round(r.pj, n);
         now += TS_PM_ROUND_S;
-        int np = 0;
-        left = 0;
-        for (int j = 0; j < n; j++) {
-            bool done = pj[j].done_s >= 0;
-            left += !done;
-            if (done && pj[j].nnodes > 0) { /* a finished job gives its GPUs back */
-                ts_pm_job_reallocate(&pj[j], NULL, 0);
-                memset(&alloc[(size_t)j * nodes], 0, (size_t)nodes * sizeof *alloc);
-            }
-            if (!done && jobs[j].submit_s <= now) {
-                pending[np++] = j;
-                holding[j] = pj[j].nnodes > 0;
-                work_left[j] = e ? elastic_left_s(e, &pj[j], jobs[j].app, rj[j].gpus)
-                                 : left_s(&pj[j], jobs[j].replicas, gpus_per_node);
-            }
-        }
+        int np = collect_pending(&r, now, &left);
         if (np == 0)
             continue;
-        ts_replay_view v = {.now_s = (double)now, .since_s = (double)since, .jobs = rj,
-                            .njobs = n, .pending = pending, .npending = np,
-                            .holding = holding, .work_left_s = work_left, .total_gpus = total,
-                            .at_risk_s = at_risk, .gpus_per_node = gpus_per_node};
-        if (via) {
-            curves(e, jobs, pj, pending, np, holding, alloc, nodes, total);
-            v.elastic_max = e->emax;
-            v.elastic_speedup = e->esp;
-            v.elastic_left_s = e->eleft;
-        }
-        memset(run, 0, nn * sizeof *run);
-        memset(changed, 0, nn * sizeof *changed);
-        ops->decide(state, &v, run);
-        since = now;
-        for (int k = 0; k < np; k++) { /* holders not chosen stop, and resized ones */
-            int j = pending[k];
-            if (holding[j] && (!run[j] || (via && ops->size(state, j) != held(alloc, j, nodes)))) {
-                ts_pm_job_reallocate(&pj[j], NULL, 0);
-                memset(&alloc[(size_t)j * nodes], 0, (size_t)nodes * sizeof *alloc);
-                holding[j] = false;
-            }
-        }
-        for (int i = 0; i < nodes; i++)
-            node_free[i] = gpus_per_node;
-        for (int j = 0; j < n; j++)
-            for (int i = 0; i < nodes; i++)
-                node_free[i] -= alloc[(size_t)j * nodes + i];
-        int chosen = 0;
-        for (int k = 0; k < np; k++) {
-            int j = pending[k];
-            if (!run[j])
-                continue;
-            int want = via ? ops->size(state, j) : rj[j].gpus;
-            chosen += want;
-            if (holding[j])
-                continue;
-            int *row = &alloc[(size_t)j * nodes];
-            place(ops, state, j, want, nodes, node_free, row, via ? NULL : e, alloc, n, changed);
-            if (e)
-                memcpy(&e->minrow[(size_t)j * nodes], row, (size_t)nodes * sizeof *row);
-            changed[j] = true;
-        }
-        if (chosen > total) {
-            rc = ts_err_set(err, TS_EINVAL, "policy %s: chose %d GPUs of %d", ops->name, chosen,
-                            total);
+        if ((rc = decide_round(&r, np, now, since, err)) != 0)
             goto out;
-        }
-        if (e && !via) {
-            for (int i = 0; i < nodes; i++) { /* what take-backs freed */
-                node_free[i] = gpus_per_node;
-                for (int j = 0; j < n; j++)
-                    node_free[i] -= alloc[(size_t)j * nodes + i];
-            }
-            grant(e, jobs, pj, run, pending, np, alloc, nodes, total, node_free, changed);
-        }
-        for (int k = 0; k < np; k++) {
-            int j = pending[k], cnt[TS_PM_NODES_MAX];
-            if (!run[j] || !changed[j])
-                continue;
-            const int *row = &alloc[(size_t)j * nodes];
-            ts_pm_job_reallocate(&pj[j], cnt, ts_pm_counts(row, nodes, cnt));
-        }
+        since = now;
         if (now > VIRTUAL_TIME_MAX_S) {
             rc = ts_err_set(err, TS_EINVAL, "replay: not done after 100 days of virtual time");
             goto out;
         }
     }
-    ts_pm_summarise(jobs, pj, n, held_gpu_s, total, jct_s, st);
+    ts_pm_summarise(jobs, r.pj, n, held_gpu_s, total, jct_s, st);
 out:
-    if (state)
-        ops->free(state);
-    if (e)
-        elastic_free(e);
-    free(pj);
-    free(rj);
-    free(pending);
-    free(holding);
-    free(run);
-    free(changed);
-    free(work_left);
-    free(at_risk);
-    free(alloc);
-    free(node_free);
+    run_free(&r);
     return rc;
 }

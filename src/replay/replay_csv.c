@@ -130,34 +130,13 @@ int ts_replay_load_jobs_csv(const char *buf, size_t len, const char *fname,
     if (!t)
         return ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
     ts_csv_lines lines = {.buf = buf, .fname = fname, .len = len};
-    for (int got; rc == 0 && (got = ts_csv_next(&lines, row, sizeof row, err)) != 0;) {
-        if (got < 0) {
-            rc = got;
+    char *f[NCOLS_MAX];
+    while ((rc = ts_csv_row(&lines, row, sizeof row, NULL, f, ncols, err)) > 0) {
+        if ((rc = ts_csv_reserve((void **)&rows, &cap, n, 256, sizeof *rows, fname, err)) != 0 ||
+            (rc = parse_row(f, ncols, fname, lines.line, tenants, ntenants, &rows[n].job,
+                            err)) != 0)
             break;
-        }
-        int line = lines.line;
-        if (line == 1 || !row[0])
-            continue;
-        char *f[NCOLS_MAX];
-        int nf = ts_csv_split(row, f, NCOLS_MAX);
-        if (nf != ncols) {
-            rc = ts_err_set(err, TS_EINVAL, "%s:%d: expected %d fields, got %d", fname, line,
-                            ncols, nf);
-            break;
-        }
-        if (n == cap) {
-            int nc = cap ? cap * 2 : 256;
-            row_job *nr = realloc(rows, sizeof *nr * (size_t)nc);
-            if (!nr) {
-                rc = ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
-                break;
-            }
-            rows = nr;
-            cap = nc;
-        }
-        rc = parse_row(f, ncols, fname, line, tenants, ntenants, &rows[n].job, err);
-        if (rc == 0)
-            rows[n].seq = n, n++;
+        rows[n].seq = n, n++;
     }
     if (rc == 0 && n == 0)
         rc = ts_err_set(err, TS_EINVAL, "%s: no jobs", fname);

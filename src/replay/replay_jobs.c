@@ -27,6 +27,7 @@
 
 static const char *const cols[NCOLS] = {"workload_set", "workload", "name", "time", "application",
                                         "num_gpus", "batch_size", "duration", "gpu_time"};
+#define HEADER "workload_set,workload,name,time,application,num_gpus,batch_size,duration,gpu_time"
 enum { C_SET, C_WL, C_NAME, C_TIME, C_APP, C_GPUS, C_BSZ, C_DUR, C_GPUTIME };
 
 void ts_replay_trace_free(ts_replay_trace *t)
@@ -114,31 +115,9 @@ int ts_replay_load_pollux(const char *buf, size_t len, const char *fname, const 
     if (!t)
         return ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
     ts_csv_lines lines = {.buf = buf, .fname = fname, .len = len};
-    for (int got; rc == 0 && (got = ts_csv_next(&lines, row, sizeof row, err)) != 0;) {
-        if (got < 0) {
-            rc = got;
-            break;
-        }
+    char *f[NCOLS];
+    while ((rc = ts_csv_row(&lines, row, sizeof row, HEADER, f, NCOLS, err)) > 0) {
         int line = lines.line;
-        char *f[NCOLS];
-        if (line == 1) {
-            int n = ts_csv_split(row, f, NCOLS);
-            for (int c = 0; c < NCOLS && rc == 0; c++)
-                if (n != NCOLS || strcmp(f[c], cols[c]) != 0)
-                    rc = ts_err_set(err, TS_EINVAL,
-                                    "%s:1: header: expected workload_set,workload,name,time,"
-                                    "application,num_gpus,batch_size,duration,gpu_time",
-                                    fname);
-            continue;
-        }
-        if (!row[0])
-            continue;
-        int n = ts_csv_split(row, f, NCOLS);
-        if (n != NCOLS) {
-            rc = ts_err_set(err, TS_EINVAL, "%s:%d: expected %d fields, got %d", fname, line,
-                            NCOLS, n);
-            break;
-        }
         if (set ? strcmp(f[C_SET], set) != 0 : false)
             continue;
         if (!set) {
@@ -171,16 +150,9 @@ int ts_replay_load_pollux(const char *buf, size_t len, const char *fname, const 
             break;
         }
         ts_replay_workload *W = &t->wl[w];
-        if (W->njobs == jcap[w]) {
-            int nc = jcap[w] ? jcap[w] * 2 : 64;
-            ts_replay_job *nj = realloc(W->jobs, sizeof *nj * (size_t)nc);
-            if (!nj) {
-                rc = ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
-                break;
-            }
-            W->jobs = nj;
-            jcap[w] = nc;
-        }
+        if ((rc = ts_csv_reserve((void **)&W->jobs, &jcap[w], W->njobs, 64, sizeof *W->jobs,
+                                 fname, err)) != 0)
+            break;
         W->jobs[W->njobs++] = job;
     }
     free(jcap);

@@ -18,6 +18,7 @@
 
 #include "model/csv_reader.h"
 #include "replay/replay.h"
+#include "tessera/fmt.h"
 
 #define PHILLY_HEADER "timestamp,duration,num_gpus,gpu_time,cluster"
 #define VC_HEADER "vc,node num"
@@ -41,17 +42,6 @@ bool ts_replay_is_philly(const char *buf, size_t len)
            (len == h || buf[h] == '\n' || buf[h] == '\r');
 }
 
-/* days from 1970-01-01 to y-m-d (Howard Hinnant's days_from_civil) */
-static long days_from_civil(long y, long m, long d)
-{
-    y -= m <= 2;
-    long era = (y >= 0 ? y : y - 399) / 400;
-    long yoe = y - era * 400;
-    long doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
 static bool leap(long y)
 {
     return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
@@ -67,7 +57,7 @@ static bool parse_date(const char *s, long *day, const char **rest)
         return false;
     if (m < 1 || m > 12 || d < 1 || d > mdays[m - 1] + (m == 2 && leap(y)))
         return false;
-    *day = days_from_civil(y, m, d);
+    *day = ts_days_from_civil(y, m, d);
     *rest = s + n;
     return true;
 }
@@ -99,19 +89,8 @@ int ts_replay_load_vc_nodes(const char *buf, size_t len, const char *fname,
     int cap = 0, cnt = 0, rc = 0;
     ts_replay_tenant *t = NULL;
     ts_csv_lines lines = {.buf = buf, .fname = fname, .len = len};
-    for (int got; rc == 0 && (got = ts_csv_next(&lines, row, sizeof row, err)) != 0;) {
-        if (got < 0) {
-            rc = got;
-            break;
-        }
+    while ((rc = ts_csv_row(&lines, row, sizeof row, VC_HEADER, NULL, 0, err)) > 0) {
         int line = lines.line;
-        if (line == 1) {
-            if (strcmp(row, VC_HEADER) != 0)
-                rc = ts_err_set(err, TS_EINVAL, "%s:1: header: expected " VC_HEADER, fname);
-            continue;
-        }
-        if (!row[0])
-            continue;
         char *f[2];
         double nodes;
         if (ts_csv_split(row, f, 2) != 2 || !f[0][0] || strlen(f[0]) >= TS_REPLAY_NAME_MAX) {
@@ -126,16 +105,8 @@ int ts_replay_load_vc_nodes(const char *buf, size_t len, const char *fname,
                 rc = ts_err_set(err, TS_EINVAL, "%s:%d: vc: %s listed twice", fname, line, f[0]);
         if (rc)
             break;
-        if (cnt == cap) {
-            int nc = cap ? cap * 2 : 16;
-            ts_replay_tenant *nt = realloc(t, sizeof *nt * (size_t)nc);
-            if (!nt) {
-                rc = ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
-                break;
-            }
-            t = nt;
-            cap = nc;
-        }
+        if ((rc = ts_csv_reserve((void **)&t, &cap, cnt, 16, sizeof *t, fname, err)) != 0)
+            break;
         memset(&t[cnt], 0, sizeof t[cnt]);
         snprintf(t[cnt].name, sizeof t[cnt].name, "%s", f[0]);
         t[cnt++].gpus = (int)nodes * TS_REPLAY_PHILLY_GPUS_PER_NODE;
@@ -237,40 +208,14 @@ int ts_replay_load_philly(const char *buf, size_t len, const char *fname,
     if (!t)
         return ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
     ts_csv_lines lines = {.buf = buf, .fname = fname, .len = len};
-    for (int got; rc == 0 && (got = ts_csv_next(&lines, row, sizeof row, err)) != 0;) {
-        if (got < 0) {
-            rc = got;
-            break;
-        }
-        int line = lines.line;
-        if (line == 1) {
-            if (strcmp(row, PHILLY_HEADER) != 0)
-                rc = ts_err_set(err, TS_EINVAL, "%s:1: header: expected " PHILLY_HEADER, fname);
-            continue;
-        }
-        if (!row[0])
-            continue;
-        char *f[NCOLS];
-        int nf = ts_csv_split(row, f, NCOLS);
-        if (nf != NCOLS) {
-            rc = ts_err_set(err, TS_EINVAL, "%s:%d: expected %d fields, got %d", fname, line,
-                            NCOLS, nf);
-            break;
-        }
-        if (n == cap) {
-            int nc = cap ? cap * 2 : 1024;
-            row_job *nr = realloc(rows, sizeof *nr * (size_t)nc);
-            if (!nr) {
-                rc = ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
-                break;
-            }
-            rows = nr;
-            cap = nc;
-        }
+    char *f[NCOLS];
+    while ((rc = ts_csv_row(&lines, row, sizeof row, PHILLY_HEADER, f, NCOLS, err)) > 0) {
         bool keep;
-        rc = parse_row(f, fname, line, tenants, ntenants, from_day, to_day, t, &rows[n], &keep,
-                       err);
-        if (rc == 0 && keep)
+        if ((rc = ts_csv_reserve((void **)&rows, &cap, n, 1024, sizeof *rows, fname, err)) != 0 ||
+            (rc = parse_row(f, fname, lines.line, tenants, ntenants, from_day, to_day, t,
+                            &rows[n], &keep, err)) != 0)
+            break;
+        if (keep)
             rows[n].seq = n, n++;
     }
     if (rc == 0 && lines.line == 0)

@@ -529,6 +529,19 @@ out:
     return rc;
 }
 
+/* A decision that decides nothing yet: no starts, preemptions, resizes,
+ * reservation or plan. */
+static void decision_clear(ts_decision *d)
+{
+    d->nstarts = 0;
+    d->npreempts = 0;
+    d->nresizes = 0;
+    d->reserved = -1;
+    d->reserved_at_s = -1.0;
+    d->planned = -1;
+    d->nplanned_nodes = 0;
+}
+
 int cycle_decide(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
                  const ts_job *running, int nrunning, ts_decision *d, ts_err *err)
 {
@@ -540,13 +553,7 @@ int cycle_decide(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
     int rc = check_input(&l, err);
     if (rc != 0)
         return rc;
-    d->nstarts = 0;
-    d->npreempts = 0;
-    d->nresizes = 0;
-    d->reserved = -1;
-    d->reserved_at_s = -1.0;
-    d->planned = -1;
-    d->nplanned_nodes = 0;
+    decision_clear(d);
     memset(&d->stats, 0, sizeof d->stats);
     d->why_len = 0;
     blockers_clear(s);
@@ -567,13 +574,7 @@ int cycle_decide(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
     if (rc != 0) {
         /* out of memory part way: a failed cycle decides nothing (what it
          * bound on the copies goes at the next sync) */
-        d->nstarts = 0;
-        d->npreempts = 0;
-        d->nresizes = 0;
-        d->reserved = -1;
-        d->reserved_at_s = -1.0;
-        d->planned = -1;
-        d->nplanned_nodes = 0;
+        decision_clear(d);
         return ts_err_set(err, rc, "cycle: out of memory");
     }
     return 0;

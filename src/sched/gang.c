@@ -13,45 +13,24 @@
  * O(touched x ngpu) to commit; "any" takes its sorted list from the bitsets.
  * Planning runs on scratch copies of the touched nodes, so a gang that fails
  * leaves the cluster untouched byte for byte and nothing needs rolling back.
- * With an expected workload (spec->typical), nodes with equal free GPUs are
- * taken least growth of the fragmentation measure first; only the head of
- * each run that packing can reach (tasks left + FRAG_HEAD_EXTRA nodes) is
- * measured, so the cost stays O(17 x (tasks + extra) x classes x GPUs).
+ * With an expected workload (spec->typical, gang_order.c), nodes with equal
+ * free GPUs are taken least growth of the fragmentation measure first; only
+ * the head of each run that packing can reach (tasks left + FRAG_HEAD_EXTRA
+ * nodes) is measured, so the cost stays O(17 x (tasks + extra) x classes x
+ * GPUs).
  * With an image price per node (spec->node_cost_s), as many nodes again of
  * each run that hold more of the image join the measured head, and equal
  * growths go to the node with the fewest pull seconds.
  */
-#include "tessera/gang.h"
+#include "sched/gang_internal.h"
 
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define NBUCKET (TS_NODE_MAX_GPUS + 1)
 #define SHADOW_INITIAL_NODES 16
 #define FRAG_HEAD_EXTRA 8 /* nodes measured beyond the tasks left, per run */
-
-struct ts_gang_index {
-    ts_cluster *c;
-    const ts_topo *topo; /* NULL when the cluster has no tree */
-    int nlevels;         /* topology levels (GPU level included), 0 without */
-    int nv, nnodes, words;
-    int64_t *v_free;     /* [nv] free whole GPUs in the subtree */
-    int32_t *v_full;     /* [nv] fully free nodes in the subtree */
-    int32_t *v_hist;     /* [nv * NBUCKET] nodes by free whole GPUs */
-    int *v_nstart;       /* [nv + 1] CSR: subtree nodes of each vertex */
-    int *v_nodes;
-    int *d_start;        /* [nlevels + 1] CSR: vertices by depth */
-    int *d_verts;
-    uint8_t *n_free;     /* [nnodes] free whole GPUs as last seen */
-    uint8_t *n_full;
-    uint8_t *n_off;      /* [nnodes] taken out of placement (drained) */
-    int64_t free, full;
-    int32_t hist[NBUCKET];
-    uint64_t *bucket;    /* [NBUCKET * words] node bitset per free count */
-    int *slot;           /* [nnodes] shadow slot while planning, -1 */
-};
 
 /* ---- levels and reasons ------------------------------------------------ */
 
@@ -109,28 +88,6 @@ static int rank_level(const ts_gang_index *ix, int rank)
 
 /* ---- the index --------------------------------------------------------- */
 
-static void node_whole(const ts_node *n, int *free_out, int *cap_out)
-{
-    int f = 0, cap = 0;
-    for (int i = 0; i < n->ngpu; i++) {
-        const ts_gpu *g = &n->gpu[i];
-        if (g->mode == TS_GPU_MIG)
-            continue;
-        cap++;
-        if (g->ntasks == 0 && g->milli_used == 0)
-            f++;
-    }
-    *free_out = f;
-    *cap_out = cap;
-}
-
-static int node_free_now(const ts_node *n)
-{
-    int f, cap;
-    node_whole(n, &f, &cap);
-    return f;
-}
-
 static void bit_set(uint64_t *w, int i) { w[i / 64] |= UINT64_C(1) << (i % 64); }
 static void bit_clear(uint64_t *w, int i) { w[i / 64] &= ~(UINT64_C(1) << (i % 64)); }
 
@@ -140,7 +97,7 @@ void ts_gang_index_node_changed(ts_gang_index *ix, int node)
         return;
     const ts_node *n = &ix->c->nodes[node];
     int f, cap;
-    node_whole(n, &f, &cap);
+    gang_node_whole(n, &f, &cap);
     if (ix->n_off[node])
         f = 0;
     int full = cap > 0 && f == cap;
@@ -307,33 +264,6 @@ int ts_gang_index_node_free(const ts_gang_index *ix, int node)
 
 /* ---- planning on scratch copies ----------------------------------------- */
 
-typedef struct plan {
-    ts_gang_index *ix;
-    const ts_gang_spec *sp;
-    ts_alloc *out;
-    int *order;        /* task indices, most GPUs first */
-    int need, kmin, kmax;
-    bool identical;
-    ts_node *shadow;   /* copies of the nodes the plan touched */
-    int *shadow_node, *shadow_tasks;
-    int nshadow, shadow_cap;
-    int8_t tmpl[TS_NODE_MAX_GPUS][TS_NODE_MAX_GPUS]; /* rail: GPUs of the k-th task */
-    bool tmpl_set[TS_NODE_MAX_GPUS];
-    int *cand;         /* candidate nodes of the subtree, best fit first */
-    int *cand_key;
-    int ncand;
-    ts_typical typ;    /* spec->typical, memory-aware; n = 0 when none */
-    double w;          /* its stranded-GPU weight */
-    double *fkey;      /* [nnodes + 1] growth of the measure per candidate */
-    int packed;        /* tasks the last pack placed before it stopped */
-} plan;
-
-static const ts_node *view(const plan *p, int node)
-{
-    int s = p->ix->slot[node];
-    return s >= 0 ? &p->shadow[s] : &p->ix->c->nodes[node];
-}
-
 static void plan_reset(plan *p)
 {
     for (int s = 0; s < p->nshadow; s++)
@@ -376,7 +306,7 @@ static int shadow_slot(plan *p, int node)
 static int try_task(plan *p, int node, int t)
 {
     const ts_request *r = &p->sp->tasks[t];
-    const ts_node *n = view(p, node);
+    const ts_node *n = gang_view(p, node);
     if (!ts_node_fits(n, r))
         return 0;
     ts_alloc a;
@@ -419,7 +349,7 @@ static int cmp_key_then_node(const void *a, const void *b)
 static void cand_sort(plan *p)
 {
     for (int i = 0; i < p->ncand; i++) {
-        p->cand_key[2 * i] = node_free_now(view(p, p->cand[i]));
+        p->cand_key[2 * i] = gang_node_free(gang_view(p, p->cand[i]));
         p->cand_key[2 * i + 1] = p->cand[i];
     }
     qsort(p->cand_key, (size_t)p->ncand, 2 * sizeof(int), cmp_key_then_node);
@@ -451,86 +381,6 @@ static void cand_collect(plan *p, int level, int sub)
     cand_sort(p);
 }
 
-/* Growth of the measure if node took whole-GPU task r (its lowest-index
- * fully free GPUs, as ts_node_choose_gpus takes them). */
-static double frag_growth(const plan *p, const ts_node *n, const ts_request *r)
-{
-    ts_frag_shape s;
-    ts_frag_shape_of(n, &s);
-    double before = ts_frag_shape_placement(&s, &p->typ, p->w);
-    int left = r->num_gpu;
-    for (int i = 0; i < s.ngpu && left > 0; i++)
-        if (s.free[i] >= TS_MILLI_PER_GPU && n->gpu[i].mode != TS_GPU_MIG) {
-            s.free[i] = 0;
-            left--;
-        }
-    s.cpu_left -= r->cpu_milli;
-    s.mem_left -= r->mem_mib;
-    return ts_frag_shape_placement(&s, &p->typ, p->w) - before;
-}
-
-/* With an image price (spec->node_cost_s): moves up to `extra` nodes of
- * the run [i, j) that cost less than the dearest of its head [i, i + h)
- * right behind the head, the rest keeping their order; returns how many.
- * So nodes that hold the image are measured too, and the head's best
- * growth of the measure can only improve. cand_key is free scratch here. */
-static int pull_cheap_forward(plan *p, int i, int j, int h, int extra)
-{
-    const double *cost = p->sp->node_cost_s;
-    double dearest = 0.0;
-    for (int k = i; k < i + h; k++)
-        dearest = cost[p->cand[k]] > dearest ? cost[p->cand[k]] : dearest;
-    int *moved = p->cand_key, *kept = p->cand_key + (p->ix->nnodes + 1);
-    int nm = 0, nk = 0;
-    for (int k = i + h; k < j; k++) {
-        int node = p->cand[k];
-        if (nm < extra && cost[node] < dearest)
-            moved[nm++] = node;
-        else
-            kept[nk++] = node;
-    }
-    memcpy(p->cand + i + h, moved, (size_t)nm * sizeof *moved);
-    memcpy(p->cand + i + h + nm, kept, (size_t)nk * sizeof *kept);
-    return nm;
-}
-
-/* Within each run of candidates with equal free GPUs (the order best fit
- * gives), the first `head` that can take task r are reordered by least
- * growth of the measure, then (with an image price) fewest pull seconds,
- * then node index. */
-static void frag_order(plan *p, const ts_request *r, int head)
-{
-    const double *cost = p->sp->node_cost_s;
-    if (p->typ.n == 0 && !cost)
-        return;
-    for (int i = 0; i < p->ncand;) {
-        int f = node_free_now(view(p, p->cand[i])), j = i;
-        while (j < p->ncand && node_free_now(view(p, p->cand[j])) == f)
-            j++;
-        int h = f >= r->num_gpu ? (j - i < head ? j - i : head) : 0;
-        if (cost && h > 0)
-            h += pull_cheap_forward(p, i, j, h, head);
-        for (int k = i; k < i + h; k++)
-            p->fkey[k] = p->typ.n > 0 ? frag_growth(p, view(p, p->cand[k]), r) : 0.0;
-        for (int k = i + 1; k < i + h; k++) { /* insertion sort: h is small */
-            int node = p->cand[k];
-            double key = p->fkey[k], c = cost ? cost[node] : 0.0;
-            int m = k - 1;
-            while (m >= i) {
-                double cm = cost ? cost[p->cand[m]] : 0.0;
-                if (!(p->fkey[m] > key ||
-                      (p->fkey[m] == key && (cm > c || (cm == c && p->cand[m] > node)))))
-                    break;
-                p->cand[m + 1] = p->cand[m];
-                p->fkey[m + 1] = p->fkey[m];
-                m--;
-            }
-            p->cand[m + 1] = node;
-            p->fkey[m + 1] = key;
-        }
-        i = j;
-    }
-}
 
 /* Best-fit packing inside one subtree. Tasks go most GPUs first; within a
  * run of equal sizes the cursor never moves back (a node that could not take
@@ -546,7 +396,7 @@ static int pack(plan *p, int level, int sub)
         if (k != prev_k) {
             if (prev_k >= 0)
                 cand_sort(p);
-            frag_order(p, &p->sp->tasks[t], p->sp->ntasks - oi + FRAG_HEAD_EXTRA);
+            gang_frag_order(p, &p->sp->tasks[t], p->sp->ntasks - oi + FRAG_HEAD_EXTRA);
             cursor = 0;
             prev_k = k;
         }

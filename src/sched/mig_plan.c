@@ -149,6 +149,18 @@ static bool has_room(int geo, const ts_mig_layout *l, const ts_mig_profile *p)
     return false;
 }
 
+/* Node i as planned (*n), its MIG geometry for r (*geo) and r's profile
+ * there; NULL when the node is excluded or cannot take r. */
+static const ts_mig_profile *node_profile(const plan *p, int i, const ts_request *r,
+                                          const ts_node **n, int *geo)
+{
+    if (p->excluded && p->excluded[i])
+        return NULL;
+    *n = plan_node(p, i);
+    *geo = node_admits(*n, r);
+    return ts_mig_profile_get(*geo, r->mig_profile);
+}
+
 /* Rule (also ts_mig_plan_node): an idle instance of the profile anywhere
  * first, lowest node; else the GPU with room and the fewest free memory
  * slices (best fit keeps big holes for big requests), lowest node on ties.
@@ -157,11 +169,9 @@ static int pick_node(const plan *p, const ts_request *r)
 {
     int best = TS_ENOSPC, best_free = INT_MAX;
     for (int i = 0; i < p->c->nnodes; i++) {
-        if (p->excluded && p->excluded[i])
-            continue;
-        const ts_node *n = plan_node(p, i);
-        int geo = node_admits(n, r);
-        const ts_mig_profile *prof = ts_mig_profile_get(geo, r->mig_profile);
+        const ts_node *n;
+        int geo;
+        const ts_mig_profile *prof = node_profile(p, i, r, &n, &geo);
         if (!prof)
             continue;
         for (int j = 0; j < n->ngpu; j++) {
@@ -283,11 +293,9 @@ static int find_cuts(const plan *p, const ts_request *r, const uint32_t *wanted,
     int nbest = 0;
     bool may_add = p->nout < p->k;
     for (int i = 0; i < p->c->nnodes; i++) {
-        if (p->excluded && p->excluded[i])
-            continue;
-        const ts_node *n = plan_node(p, i);
-        int geo = node_admits(n, r);
-        const ts_mig_profile *prof = ts_mig_profile_get(geo, r->mig_profile);
+        const ts_node *n;
+        int geo;
+        const ts_mig_profile *prof = node_profile(p, i, r, &n, &geo);
         if (!prof)
             continue;
         for (int j = 0; j < n->ngpu; j++) {

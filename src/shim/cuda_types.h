@@ -1,7 +1,7 @@
 /*
  * cuda_types.h - the slice of the CUDA driver API's C ABI that the sharing shim
- * intercepts and the fake libcuda (tests/fakes/fake_cuda.c) implements,
- * declared by hand.
+ * intercepts, the fake libcuda (tests/fakes/fake_cuda.c) implements and the
+ * allocator's CUDA backend calls (src/alloc/cuda_api.h), declared by hand.
  *
  * We do not ship or include NVIDIA's cuda.h: the shim dlopens whatever
  * libcuda.so.1 the node has, so all it needs is the ABI. Everything here is

@@ -145,17 +145,26 @@ static int join(char *out, const char *dir, const char *name)
     return w < 0 || w >= PATH_BYTES ? -1 : 0;
 }
 
+/* Reads dir/file whole into *buf (*len bytes; the caller frees it), its
+ * path into path. Returns 0 or EXIT_BAD_INPUT, said on stderr. */
+static int read_in(const char *dir, const char *file, char path[PATH_BYTES], char **buf,
+                   size_t *len)
+{
+    if (join(path, dir, file))
+        return bad("path too long: ", file);
+    *buf = replay_slurp(path, len);
+    return *buf ? 0 : EXIT_BAD_INPUT;
+}
+
 typedef int (*add_fn)(ts_pm_app *, const char *, size_t, const char *, ts_err *);
 
 static int add_file(ts_pm_app *a, const char *dir, const char *file, add_fn fn, int bsz)
 {
-    char path[PATH_BYTES];
-    if (join(path, dir, file))
-        return bad("path too long: ", file);
+    char path[PATH_BYTES], *buf;
     size_t len;
-    char *buf = replay_slurp(path, &len);
-    if (!buf)
-        return EXIT_BAD_INPUT;
+    int bad_in = read_in(dir, file, path, &buf, &len);
+    if (bad_in)
+        return bad_in;
     ts_err err = {0};
     int rc = fn ? fn(a, buf, len, path, &err)
                 : ts_pm_app_add_validation(a, bsz, buf, len, path, &err);
@@ -202,13 +211,11 @@ static int load_app(const char *root, const char *name, ts_pm_app **out)
 static int run_workload(const popts *o, const char *policy, const ts_pm_app *const *apps,
                         int napps, const char *file, FILE *jobs_out, ts_pm_stats *st)
 {
-    char path[PATH_BYTES];
-    if (join(path, o->workloads, file))
-        return bad("path too long: ", file);
+    char path[PATH_BYTES], *buf;
     size_t len;
-    char *buf = replay_slurp(path, &len);
-    if (!buf)
-        return EXIT_BAD_INPUT;
+    int bad_in = read_in(o->workloads, file, path, &buf, &len);
+    if (bad_in)
+        return bad_in;
     ts_err err = {0};
     ts_pm_wjob *jobs = NULL;
     int n = 0;

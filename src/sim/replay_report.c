@@ -16,6 +16,7 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "model/csv_reader.h"
 #include "sim/replay_cli.h"
 
 static const char *clock_text(const ts_replay_config *cfg, char *buf, size_t size)
@@ -222,23 +223,6 @@ int replay_write_json(const char *path, const replay_report *r)
     return rc;
 }
 
-/* A CSV field: as is, or quoted with its quotes doubled when it holds a
- * comma, a quote or a line break. */
-static void csv_field(FILE *f, const char *v)
-{
-    if (!strpbrk(v, ",\"\r\n")) {
-        fputs(v, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *v; v++) {
-        if (*v == '"')
-            fputc('"', f);
-        fputc(*v, f);
-    }
-    fputc('"', f);
-}
-
 void replay_write_jobs(FILE *f, const char *policy, const ts_replay_workload *W,
                            const ts_replay_trace *t, const ts_replay_outcome *out)
 {
@@ -246,11 +230,11 @@ void replay_write_jobs(FILE *f, const char *policy, const ts_replay_workload *W,
         const ts_replay_job *jb = &W->jobs[j];
         const ts_replay_outcome *r = &out[j];
         fprintf(f, "%s,", policy);
-        csv_field(f, W->name);
+        ts_csv_put_field(f, W->name);
         fputc(',', f);
-        csv_field(f, jb->name);
+        ts_csv_put_field(f, jb->name);
         fputc(',', f);
-        csv_field(f, t->ntenants > 0 ? t->tenants[jb->tenant].name : "");
+        ts_csv_put_field(f, t->ntenants > 0 ? t->tenants[jb->tenant].name : "");
         fprintf(f, ",%d,%.3f,%.3f,%.3f,%.3f,%.3f,%d,%d,%.3f\n", jb->gpus, jb->submit_s,
                 jb->work_s, r->finish_s, r->jct_s, r->queue_s, r->starts, r->preemptions,
                 r->lost_work_s);

@@ -47,7 +47,6 @@
 
 int conf_shim_layout_checks(void);
 int conf_shim_api_checks(void);
-int conf_alloc_layout_checks(void);
 int conf_nvml_layout_checks(void);
 int conf_nvml_api_checks(void);
 /* Each NVML table entry's export names as the api unit checked them,
