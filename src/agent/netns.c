@@ -388,8 +388,10 @@ static int elements(const net_names *nn, const char *verb, const net_state *s, b
     return rc;
 }
 
-int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_path,
-                    size_t ns_path_len, ts_err *err)
+/* What a task's network is (checked): its state line and its block's
+ * gateway. Refuses a published port another task holds here. */
+static int task_state(const char *state_dir, const agent_net_task *t, net_state *s,
+                      char gws[INET_ADDRSTRLEN], ts_err *err)
 {
     struct in_addr a;
     int rc = check_task(t, &a, err);
@@ -399,25 +401,23 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
     /* the tenant's gateway on every node: its block's last address but one */
     uint32_t mask = 0xffffffffu << (32 - t->prefix);
     struct in_addr gw = {htonl((ntohl(a.s_addr) | ~mask) - 1)};
-    char gws[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &gw, gws, sizeof gws);
+    inet_ntop(AF_INET, &gw, gws, INET_ADDRSTRLEN);
     if (gw.s_addr == a.s_addr)
         return ts_err_set(err, TS_EINVAL, "net.addr: %s is the block's gateway address",
                           t->addr);
-    net_state s = {.vni = t->vni};
-    veth_name(state_dir, t->task_id, s.veth);
-    snprintf(s.addr, sizeof s.addr, "%s", t->addr);
-    snprintf(s.mac, sizeof s.mac, "02:00:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3]);
-    int mtu = t->mtu ? t->mtu : AGENT_NET_MTU_DEFAULT;
+    *s = (net_state){.vni = t->vni};
+    veth_name(state_dir, t->task_id, s->veth);
+    snprintf(s->addr, sizeof s->addr, "%s", t->addr);
+    snprintf(s->mac, sizeof s->mac, "02:00:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3]);
     for (size_t i = 0, len = 0; i < t->nnics; i++)
-        len += (size_t)snprintf(s.nics + len, sizeof s.nics - len, "%s%s", i ? "," : "",
+        len += (size_t)snprintf(s->nics + len, sizeof s->nics - len, "%s%s", i ? "," : "",
                                 t->nics[i]);
     for (size_t i = 0, len = 0; i < t->npublish; i++)
-        len += (size_t)snprintf(s.publish + len, sizeof s.publish - len, "%s%s", i ? "," : "",
+        len += (size_t)snprintf(s->publish + len, sizeof s->publish - len, "%s%s", i ? "," : "",
                                 t->publish[i]);
-    snprintf(s.from, sizeof s.from, "-");
+    snprintf(s->from, sizeof s->from, "-");
     for (size_t i = 0, len = 0; i < t->npublish_from; i++)
-        len += (size_t)snprintf(s.from + len, sizeof s.from - len, "%s%s", i ? "," : "",
+        len += (size_t)snprintf(s->from + len, sizeof s->from - len, "%s%s", i ? "," : "",
                                 t->publish_from[i]);
     for (size_t i = 0; i < t->npublish; i++) {
         char who[256];
@@ -425,7 +425,15 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
             return ts_err_set(err, TS_ECONFLICT, "net.publish[%zu]: %s: already published on this "
                               "node by task %s", i, t->publish[i], who);
     }
+    return 0;
+}
 
+/* The task's state file, written before anything is made (a half-made
+ * earlier try is taken down first), so a restart can take down what this
+ * try leaves. */
+static int state_save(const char *state_dir, const agent_net_task *t, const net_state *s,
+                      ts_err *err)
+{
     char dir[700], path[800];
     snprintf(dir, sizeof dir, "%s/net", state_dir);
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
@@ -435,72 +443,69 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
         agent_net_teardown(state_dir, t->task_id, err);
     FILE *f = fopen(path, "we");
     if (!f ||
-        fprintf(f, "%s %u %s %s%s%s\n", s.veth, s.vni, s.addr, s.mac, s.nics[0] ? " " : "",
-                s.nics) < 0 ||
-        (s.publish[0] && fprintf(f, "publish %s %s\n", s.publish, s.from) < 0) ||
+        fprintf(f, "%s %u %s %s%s%s\n", s->veth, s->vni, s->addr, s->mac, s->nics[0] ? " " : "",
+                s->nics) < 0 ||
+        (s->publish[0] && fprintf(f, "publish %s %s\n", s->publish, s->from) < 0) ||
         fclose(f) != 0)
         return ts_err_set(err, TS_EIO, "network: %s: %s", path, strerror(errno));
+    return 0;
+}
 
-    net_names nn;
-    agent_net_names(state_dir, &nn);
+/* The names of one task's links and which of its tenant's are new here. */
+typedef struct {
     char br[IFNAMSIZ], vx[IFNAMSIZ], gp[IFNAMSIZ], ns[80], fab[64];
-    agent_net_tenant_link(&nn, 'b', t->vni, false, br);
-    agent_net_tenant_link(&nn, 'x', t->vni, false, vx);
-    agent_net_tenant_link(&nn, 'g', t->vni, false, gp);
-    agent_net_ns_name(state_dir, t->task_id, ns, sizeof ns);
-    agent_net_fabric_name(&nn, fab, sizeof fab);
-    if (link_exists(vx)) {
-        rc = ts_err_set(err, TS_ECONFLICT, "net.vni: %u: this tenant's bridge is still in the "
-                        "agent's namespace (made by an agent before the fabric namespace); "
-                        "a task of it can start here once its tasks there have ended", t->vni);
-        goto fail;
-    }
-    if ((rc = agent_net_fabric_ensure(&nn, err)) != 0 ||
-        (rc = elements(&nn, "add", &s, false, err)) != 0)
-        goto fail;
-    bool new_br = !agent_net_fabric_has_link(&nn, br), new_vx = !agent_net_fabric_has_link(&nn, vx);
-    bool new_gw = !link_exists(br);
-    /* here: the task's namespace, the tenant's gateway (a veth, its other
-     * end into the fabric) and VXLAN (made here, so its socket is on this
-     * namespace's underlay, then moved), the task's veth between the fabric
-     * and its namespace; in the fabric: the bridge and its ports */
-    char host[2048], fabric[1024];
+    bool new_br, new_vx, new_gw;
+    int mtu;
+} task_links;
+
+/* The ip batches that make them: here, the task's namespace, the tenant's
+ * gateway (a veth, its other end into the fabric) and VXLAN (made here, so
+ * its socket is on this namespace's underlay, then moved), the task's veth
+ * between the fabric and its namespace; in the fabric: the bridge and its
+ * ports. */
+static void link_batches(const agent_net_task *t, const net_state *s, const task_links *L,
+                         const char *gws, char *host, size_t hn, char *fabric, size_t fn)
+{
     size_t n = 0, m = 0;
-    n += (size_t)snprintf(host + n, sizeof host - n, "netns add %s\n", ns);
-    if (new_gw)
-        n += (size_t)snprintf(host + n, sizeof host - n,
+    n += (size_t)snprintf(host + n, hn - n, "netns add %s\n", L->ns);
+    if (L->new_gw)
+        n += (size_t)snprintf(host + n, hn - n,
                               "link add %s mtu %d address 02:54:53:%02x:%02x:%02x type veth peer "
                               "name %s mtu %d netns %s\n"
                               "link set %s addrgenmode none\n"
                               "addr add %s/%d dev %s\n"
                               "link set %s up\n",
-                              br, mtu, (t->vni >> 16) & 0xff, (t->vni >> 8) & 0xff, t->vni & 0xff,
-                              gp, mtu, fab, br, gws, t->prefix, br, br);
-    if (new_vx)
-        n += (size_t)snprintf(host + n, sizeof host - n,
+                              L->br, L->mtu, (t->vni >> 16) & 0xff, (t->vni >> 8) & 0xff,
+                              t->vni & 0xff, L->gp, L->mtu, L->fab, L->br, gws, t->prefix, L->br,
+                              L->br);
+    if (L->new_vx)
+        n += (size_t)snprintf(host + n, hn - n,
                               "link add %s mtu %d netns %s type vxlan id %u local %s dstport %d\n",
-                              vx, mtu, fab, t->vni, t->local, VXLAN_PORT);
-    n += (size_t)snprintf(host + n, sizeof host - n,
+                              L->vx, L->mtu, L->fab, t->vni, t->local, VXLAN_PORT);
+    n += (size_t)snprintf(host + n, hn - n,
                           "link add %s mtu %d netns %s type veth peer name eth0 mtu %d netns %s\n",
-                          s.veth, mtu, fab, mtu, ns);
+                          s->veth, L->mtu, L->fab, L->mtu, L->ns);
     for (size_t i = 0; i < t->nnics; i++) /* the task's own NICs: down while they move */
-        n += (size_t)snprintf(host + n, sizeof host - n, "link set %s down\n"
-                              "link set %s netns %s\n", t->nics[i], t->nics[i], ns);
-    if (new_br)
-        m += (size_t)snprintf(fabric + m, sizeof fabric - m,
-                              "link add %s type bridge\nlink set %s up\n", br, br);
-    if (new_gw)
-        m += (size_t)snprintf(fabric + m, sizeof fabric - m,
-                              "link set %s master %s\nlink set %s up\n", gp, br, gp);
-    if (new_vx)
-        m += (size_t)snprintf(fabric + m, sizeof fabric - m,
-                              "link set %s master %s\nlink set %s up\n", vx, br, vx);
-    m += (size_t)snprintf(fabric + m, sizeof fabric - m, "link set %s master %s\nlink set %s up\n",
-                          s.veth, br, s.veth);
-    const char *ip_host[] = {"ip", "-batch", "-", NULL};
-    if ((rc = agent_net_run_tool(ip_host, host, err)) != 0 || (rc = bridge_sysctls(br, err)) != 0 ||
-        (rc = agent_net_fabric_ip(&nn, fabric, err)) != 0)
-        goto fail;
+        n += (size_t)snprintf(host + n, hn - n, "link set %s down\n"
+                              "link set %s netns %s\n", t->nics[i], t->nics[i], L->ns);
+    if (L->new_br)
+        m += (size_t)snprintf(fabric + m, fn - m, "link add %s type bridge\nlink set %s up\n",
+                              L->br, L->br);
+    if (L->new_gw)
+        m += (size_t)snprintf(fabric + m, fn - m, "link set %s master %s\nlink set %s up\n",
+                              L->gp, L->br, L->gp);
+    if (L->new_vx)
+        m += (size_t)snprintf(fabric + m, fn - m, "link set %s master %s\nlink set %s up\n",
+                              L->vx, L->br, L->vx);
+    snprintf(fabric + m, fn - m, "link set %s master %s\nlink set %s up\n", s->veth, L->br,
+             s->veth);
+}
+
+/* Inside the task's namespace: loopback, eth0 with its address and the
+ * default route through the gateway, the task's own NICs up. */
+static int task_inside(const agent_net_task *t, const net_state *s, const char *ns,
+                       const char *gws, ts_err *err)
+{
     char inside[512 + AGENT_NET_NICS_MAX * 40];
     snprintf(inside, sizeof inside,
              "link set lo up\n"
@@ -509,16 +514,19 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
              "addr add %s/%d dev eth0\n"
              "link set eth0 up\n"
              "route add default via %s\n",
-             s.mac, s.addr, t->prefix, gws);
+             s->mac, s->addr, t->prefix, gws);
     for (size_t i = 0; i < t->nnics; i++)
         snprintf(inside + strlen(inside), sizeof inside - strlen(inside), "link set %s up\n",
                  t->nics[i]);
     const char *ip_ns[] = {"ip", "-n", ns, "-batch", "-", NULL};
-    if ((rc = agent_net_run_tool(ip_ns, inside, err)) != 0)
-        goto fail;
-    if (new_vx && (rc = fdb_add(&nn, vx, t->peers, t->npeers, t->local, err)) != 0)
-        goto fail;
-    for (size_t i = 0; i < t->nrdma; i++) { /* each on its own: one missing keeps none back */
+    return agent_net_run_tool(ip_ns, inside, err);
+}
+
+/* The task's RDMA devices into its namespace, each on its own: one that
+ * cannot move keeps none back, and the first failure is the task's note. */
+static void rdma_move(const agent_net_task *t, const char *ns)
+{
+    for (size_t i = 0; i < t->nrdma; i++) {
         ts_err e;
         const char *argv[] = {"rdma", "dev", "set", t->rdma[i], "netns", ns, NULL};
         if (t->rdma[i][0] && agent_net_run_tool(argv, NULL, &e) != 0 && t->note && !t->note[0])
@@ -526,7 +534,47 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
                      "RDMA in exclusive namespace mode: rdma system set netns exclusive?): %s",
                      t->rdma[i], ns, e.msg);
     }
-    snprintf(ns_path, ns_path_len, "%s/%s", NS_DIR, ns);
+}
+
+int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_path,
+                    size_t ns_path_len, ts_err *err)
+{
+    net_state s;
+    char gws[INET_ADDRSTRLEN];
+    int rc = task_state(state_dir, t, &s, gws, err);
+    if (rc || (rc = state_save(state_dir, t, &s, err)) != 0)
+        return rc;
+    net_names nn;
+    agent_net_names(state_dir, &nn);
+    task_links L = {.mtu = t->mtu ? t->mtu : AGENT_NET_MTU_DEFAULT};
+    agent_net_tenant_link(&nn, 'b', t->vni, false, L.br);
+    agent_net_tenant_link(&nn, 'x', t->vni, false, L.vx);
+    agent_net_tenant_link(&nn, 'g', t->vni, false, L.gp);
+    agent_net_ns_name(state_dir, t->task_id, L.ns, sizeof L.ns);
+    agent_net_fabric_name(&nn, L.fab, sizeof L.fab);
+    if (link_exists(L.vx)) {
+        rc = ts_err_set(err, TS_ECONFLICT, "net.vni: %u: this tenant's bridge is still in the "
+                        "agent's namespace (made by an agent before the fabric namespace); "
+                        "a task of it can start here once its tasks there have ended", t->vni);
+        goto fail;
+    }
+    if ((rc = agent_net_fabric_ensure(&nn, err)) != 0 ||
+        (rc = elements(&nn, "add", &s, false, err)) != 0)
+        goto fail;
+    L.new_br = !agent_net_fabric_has_link(&nn, L.br);
+    L.new_vx = !agent_net_fabric_has_link(&nn, L.vx);
+    L.new_gw = !link_exists(L.br);
+    char host[2048], fabric[1024];
+    link_batches(t, &s, &L, gws, host, sizeof host, fabric, sizeof fabric);
+    const char *ip_host[] = {"ip", "-batch", "-", NULL};
+    if ((rc = agent_net_run_tool(ip_host, host, err)) != 0 ||
+        (rc = bridge_sysctls(L.br, err)) != 0 || (rc = agent_net_fabric_ip(&nn, fabric, err)) != 0 ||
+        (rc = task_inside(t, &s, L.ns, gws, err)) != 0)
+        goto fail;
+    if (L.new_vx && (rc = fdb_add(&nn, L.vx, t->peers, t->npeers, t->local, err)) != 0)
+        goto fail;
+    rdma_move(t, L.ns);
+    snprintf(ns_path, ns_path_len, "%s/%s", NS_DIR, L.ns);
     return 0;
 fail:;
     ts_err keep = *err;
