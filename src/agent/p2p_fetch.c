@@ -38,7 +38,7 @@
 #define FETCH_DEADLINE_S 900.0
 #define STALL_S 15.0                /* no new piece this long (past the tracker's grants
                                      * of silent nodes): the registry gives one */
-#define WAIT_STEP_NS (250 * 1000 * 1000L)
+#define WAIT_STEP_NS (150 * 1000 * 1000L)
 #define TRACKER_LOST_S 10.0         /* no answer this long: the registry, piece by piece */
 #define TRACKER_TIMEOUT_MS 5000L
 #define PEER_TIMEOUT_S 60L
@@ -49,6 +49,8 @@
 #define TRACKER_ANSWER_MAX_BYTES (8 << 20)
 #define PEER_FAILED_AVOID_S 10.0    /* a peer that failed is not asked again this long */
 #define P2P_STREAMS 3               /* pieces fetched at once; one of them from the registry */
+#define PEER_BUSY_S 0.3             /* a holder sending its most (503): asked again after this */
+#define BUSY_PAUSE_NS (50 * 1000 * 1000L) /* every holder of a wanted piece busy: this pause */
 
 typedef struct peer {
     char node[64];
@@ -68,8 +70,11 @@ typedef struct fetch {
     ts_p2p_origin_fn origin;
     void *origin_ctx;
     uint8_t *have, *from_origin, *busy; /* busy: a worker is fetching it */
+    uint8_t *origin_busy;       /* a worker is taking it from the registry (told the tracker) */
     char (*hash)[TS_IMAGE_DIGEST_MAX]; /* per piece, from the tracker or our own */
     uint8_t *report_hash;       /* ours, not yet told to the tracker */
+    char busy_peer[PEERS_MAX][64];   /* holders that answered 503, until busy_until */
+    double busy_until[PEERS_MAX];
     char avoid[PEERS_AVOID_MAX][64];
     double avoid_until[PEERS_AVOID_MAX]; /* a peer that failed: a while; one that lied: for good */
     int navoid, nreport_bad;    /* avoid[0..nreport_bad) not yet told to the tracker */
@@ -132,6 +137,29 @@ static bool avoided(const fetch *f, const char *node)
     return false;
 }
 
+/* Under f->mu: a holder sending its most (p2p_serve.c) is left alone a
+ * moment; neither a fault nor reported. */
+static bool peer_busy(const fetch *f, const char *node, double now)
+{
+    for (int i = 0; i < PEERS_MAX && f->busy_peer[i][0]; i++)
+        if (!strcmp(f->busy_peer[i], node))
+            return f->busy_until[i] > now;
+    return false;
+}
+
+static void note_busy(fetch *f, const char *node)
+{
+    double now = mono_s();
+    int k = 0, oldest = 0;
+    for (; k < PEERS_MAX && f->busy_peer[k][0] && strcmp(f->busy_peer[k], node); k++)
+        if (f->busy_until[k] < f->busy_until[oldest])
+            oldest = k;
+    if (k == PEERS_MAX)
+        k = oldest;
+    snprintf(f->busy_peer[k], sizeof f->busy_peer[k], "%s", node);
+    f->busy_until[k] = now + PEER_BUSY_S;
+}
+
 /* Under f->mu; for_s < 0: for good. */
 static void avoid(fetch *f, const char *node, double for_s)
 {
@@ -162,7 +190,10 @@ static char *announce_body(fetch *f, bool done)
     for (int i = 0; i < f->npieces; i++)
         have[i] = done || f->have[i] ? '1' : '0';
     have[f->npieces] = 0;
-    json_t *hashes = json_object(), *bad = json_array();
+    json_t *hashes = json_object(), *bad = json_array(), *fetching = json_array();
+    for (int i = 0; i < f->npieces; i++)
+        if (f->origin_busy[i])
+            json_array_append_new(fetching, json_integer(i));
     for (int i = 0; i < f->npieces; i++)
         if (f->report_hash[i]) {
             char k[16];
@@ -171,9 +202,9 @@ static char *announce_body(fetch *f, bool done)
         }
     for (int i = 0; i < f->nreport_bad; i++)
         json_array_append_new(bad, json_string(f->avoid[i]));
-    json_t *body = json_pack("{s:s,s:s,s:s,s:I,s:s,s:o,s:o}", "node", p->node, "url", p->url,
-                             "blob", f->digest, "size", (json_int_t)f->size, "have", have,
-                             "hashes", hashes, "bad", bad);
+    json_t *body = json_pack("{s:s,s:s,s:s,s:I,s:s,s:o,s:o,s:o}", "node", p->node, "url",
+                             p->url, "blob", f->digest, "size", (json_int_t)f->size, "have",
+                             have, "hashes", hashes, "bad", bad, "fetching", fetching);
     free(have);
     char *txt = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
@@ -261,7 +292,7 @@ static json_t *announce(worker *w, bool done)
     return j;
 }
 
-enum { PEER_OK, PEER_MISSING, PEER_FAILED, PEER_LIED };
+enum { PEER_OK, PEER_MISSING, PEER_BUSY, PEER_FAILED, PEER_LIED };
 
 /* One piece from a peer into w->buf: PEER_OK when it has the tracker's hash
  * (want, copied by the caller); PEER_MISSING when the peer says it does
@@ -299,6 +330,8 @@ static int from_peer(worker *w, const peer *pe, int i, const char *want, const c
     curl_slist_free_all(h);
     if (cr == CURLE_OK && status == 404)
         return PEER_MISSING;
+    if (cr == CURLE_OK && status == 503)
+        return PEER_BUSY;
     if (cr != CURLE_OK || status != 200 || (long long)w->buf_n != len)
         return PEER_FAILED;
     char got[TS_IMAGE_DIGEST_MAX];
@@ -365,13 +398,15 @@ static int from_origin(worker *w, int i, ts_err *err)
 static int pick(fetch *f, const peer *peers, int npeers, int start, int *who)
 {
     int best = -1, best_n = PEERS_MAX + 1;
+    double now = mono_s();
     for (int k = 0; k < f->npieces; k++) {
         int i = (start + k) % f->npieces;
         if (f->have[i] || f->busy[i] || !f->hash[i][0])
             continue;
         int n = 0, chosen = -1;
         for (int q = 0; q < npeers; q++)
-            if (peers[q].have[i] == '1' && !avoided(f, peers[q].node)) {
+            if (peers[q].have[i] == '1' && !avoided(f, peers[q].node) &&
+                !peer_busy(f, peers[q].node, now)) {
                 n++;
                 if (rand() % n == 0) /* a holder chosen evenly among them */
                     chosen = q;
@@ -529,6 +564,7 @@ static void *work(void *arg)
             memcpy(want, f->hash[i], sizeof want);
         } else if (grant >= 0) {
             f->busy[grant] = 1;
+            f->origin_busy[grant] = 1;
         }
         memcpy(token, f->token, sizeof token);
         pthread_mutex_unlock(&f->mu);
@@ -542,8 +578,19 @@ static void *work(void *arg)
                 pthread_mutex_lock(&f->mu);
                 f->st->from_peers += len;
                 pthread_mutex_unlock(&f->mu);
-            } else if (got == PEER_MISSING) { /* the next announce has the peer's own word */
-                struct timespec ts = {0, WAIT_STEP_NS};
+            } else if (got == PEER_MISSING) {
+                /* the tracker's word is older than the peer's store (it
+                 * evicted the blob, or restarted): told as bad, the tracker
+                 * leaves it out until it announces the blob afresh, and
+                 * grants the piece from the registry if nobody else has it */
+                pthread_mutex_lock(&f->mu);
+                avoid(f, peers[who].node, PEER_FAILED_AVOID_S);
+                pthread_mutex_unlock(&f->mu);
+            } else if (got == PEER_BUSY) { /* another holder, or this one in a moment */
+                pthread_mutex_lock(&f->mu);
+                note_busy(f, peers[who].node);
+                pthread_mutex_unlock(&f->mu);
+                struct timespec ts = {0, BUSY_PAUSE_NS};
                 nanosleep(&ts, NULL);
             } else {
                 pthread_mutex_lock(&f->mu);
@@ -561,7 +608,7 @@ static void *work(void *arg)
         json_decref(ans);
         pthread_mutex_lock(&f->mu);
         if (i >= 0)
-            f->busy[i] = 0;
+            f->busy[i] = f->origin_busy[i] = 0;
         if (rc && !f->rc) {
             f->rc = rc;
             f->err = err;
@@ -629,9 +676,10 @@ int ts_p2p_fetch(ts_p2p *p, const char *digest, long long size, int fd,
     f.busy = calloc((size_t)f.npieces, 1);
     f.from_origin = calloc((size_t)f.npieces, 1);
     f.report_hash = calloc((size_t)f.npieces, 1);
+    f.origin_busy = calloc((size_t)f.npieces, 1);
     f.hash = calloc((size_t)f.npieces, sizeof *f.hash);
     worker ws[P2P_STREAMS];
-    bool ok = f.have && f.busy && f.from_origin && f.report_hash && f.hash;
+    bool ok = f.have && f.busy && f.from_origin && f.report_hash && f.origin_busy && f.hash;
     /* a prefetch, capped, takes one stream: the cap is per stream */
     int nw = rate_bytes_s > 0 ? 1 : P2P_STREAMS;
     for (int k = 0; k < P2P_STREAMS; k++) {
@@ -663,6 +711,7 @@ int ts_p2p_fetch(ts_p2p *p, const char *digest, long long size, int fd,
     free(f.busy);
     free(f.from_origin);
     free(f.report_hash);
+    free(f.origin_busy);
     free(f.hash);
     return rc;
 }
