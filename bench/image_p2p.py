@@ -297,7 +297,7 @@ def main():
     a = ap.parse_args()
     sizes = [int(x) for x in a.nodes.split(",") if x]
     base_sizes = [int(x) for x in a.baseline.split(",") if x]
-    nmax = max(sizes + base_sizes + [a.fault_n + 2])
+    nmax = max(sizes + base_sizes + ([a.fault_n + 2] if a.fault_n > 0 else []))
     build = os.path.abspath(a.build)
     b = {"agent": os.path.join(build, "tessera-agent"),
          "tesserad": os.path.join(build, "tesserad")}
@@ -375,29 +375,30 @@ def main():
                       f"{LINE_S:.1f} s, not measured)")
         # faults, at fault_n ranks plus one extra peer where it is the fault
         n = a.fault_n
-        print(f"faults at N={n} (p2p):")
+        if n > 0:  # --fault-n 0: none
+            print(f"faults at N={n} (p2p):")
 
-        def fault(label, extra=None, during=None):
-            fresh(stores)
-            tx0 = net.reg_tx()
-            times, outs, ok = run_gang(b, range(n), ref, True, stores, extra, during)
-            egress = (net.reg_tx() - tx0) / IMAGE_BYTES
-            bad = verify_roots(stores, range(n), outs, want) if ok else n
-            refetched = sum(o.get("refetched", 0) for o in outs.values()) / 1e6
-            print(f"  {label:<34} last ready {max(times):6.1f} s, every rank verified: "
-                  f"{'yes' if ok and bad == 0 else 'NO'}, refetched {refetched:.1f} MB, "
-                  f"registry egress {egress:.2f}x", flush=True)
-            result["runs"].append({"n": n, "mode": "fault:" + label, "last_s": max(times),
-                                   "ok": ok and bad == 0, "refetched_mb": refetched,
-                                   "egress_x": egress})
+            def fault(label, extra=None, during=None):
+                fresh(stores)
+                tx0 = net.reg_tx()
+                times, outs, ok = run_gang(b, range(n), ref, True, stores, extra, during)
+                egress = (net.reg_tx() - tx0) / IMAGE_BYTES
+                bad = verify_roots(stores, range(n), outs, want) if ok else n
+                refetched = sum(o.get("refetched", 0) for o in outs.values()) / 1e6
+                print(f"  {label:<34} last ready {max(times):6.1f} s, every rank verified: "
+                      f"{'yes' if ok and bad == 0 else 'NO'}, refetched {refetched:.1f} MB, "
+                      f"registry egress {egress:.2f}x", flush=True)
+                result["runs"].append({"n": n, "mode": "fault:" + label, "last_s": max(times),
+                                       "ok": ok and bad == 0, "refetched_mb": refetched,
+                                       "egress_x": egress})
 
-        def kill_peer(procs):
-            time.sleep(LINE_S / 2)
-            procs[n].send_signal(signal.SIGKILL)
-        fault("a peer killed mid-transfer", {n: {}}, kill_peer)
-        fault("a peer serving corrupt pieces", {n: {"TESSERA_AGENT_P2P_FAULTS": "corrupt"}})
-        fault("the registry restarted mid-transfer", None,
-              lambda procs: (time.sleep(LINE_S / 3), reg.restart_after(1.0)))
+            def kill_peer(procs):
+                time.sleep(LINE_S / 2)
+                procs[n].send_signal(signal.SIGKILL)
+            fault("a peer killed mid-transfer", {n: {}}, kill_peer)
+            fault("a peer serving corrupt pieces", {n: {"TESSERA_AGENT_P2P_FAULTS": "corrupt"}})
+            fault("the registry restarted mid-transfer", None,
+                  lambda procs: (time.sleep(LINE_S / 3), reg.restart_after(1.0)))
     finally:
         if c:
             c.stop()

@@ -10,7 +10,8 @@
  * one piece no other worker is fetching: the granted piece from the
  * registry (every piece leaves the registry once, as early as it can: the
  * registry's link is the one all nodes wait on), else the rarest piece a
- * peer not avoided holds (ties broken by this node's own offset, so that a
+ * peer not avoided holds (a holder sending its most answers 503 and is
+ * left alone a moment: another holder or another piece; ties broken by this node's own offset, so that a
  * gang's nodes start at different pieces), else wait a little (others are
  * fetching the rest from the registry). Waiting longer than STALL_S
  * without a new piece, or a tracker that has not answered for
@@ -49,6 +50,7 @@
 #define TRACKER_ANSWER_MAX_BYTES (8 << 20)
 #define PEER_FAILED_AVOID_S 10.0    /* a peer that failed is not asked again this long */
 #define P2P_STREAMS 3               /* pieces fetched at once; one of them from the registry */
+#define BUSY_STALL_S 120.0          /* holders all busy this long: the registry after all */
 #define PEER_BUSY_S 0.3             /* a holder sending its most (503): asked again after this */
 #define BUSY_PAUSE_NS (50 * 1000 * 1000L) /* every holder of a wanted piece busy: this pause */
 
@@ -160,24 +162,37 @@ static void note_busy(fetch *f, const char *node)
     f->busy_until[k] = now + PEER_BUSY_S;
 }
 
-/* Under f->mu; for_s < 0: for good. */
-static void avoid(fetch *f, const char *node, double for_s)
+/* Under f->mu; for_s < 0: for good. report: told to the tracker, which
+ * leaves the peer out of every node's answers for a while: a liar, a peer
+ * that no longer holds the layer, one whose port refuses (it is gone). A
+ * peer that failed otherwise (timed out, cut a transfer, too slow) is only
+ * this node's to avoid: on a loaded machine a live
+ * holder fails some connections, and one report from each of its askers
+ * would have the tracker take it out for everyone, sending its pieces back
+ * to the registry. */
+static void avoid(fetch *f, const char *node, double for_s, bool report)
 {
+    double until = for_s < 0 ? 1e300 : mono_s() + for_s;
     for (int i = 0; i < f->navoid; i++)
         if (!strcmp(f->avoid[i], node)) {
-            f->avoid_until[i] = for_s < 0 ? 1e300 : mono_s() + for_s;
+            f->avoid_until[i] = until;
             return;
         }
     if (f->navoid >= PEERS_AVOID_MAX)
         return;
+    f->st->bad_peers++;
+    if (!report) {
+        snprintf(f->avoid[f->navoid], sizeof f->avoid[0], "%s", node);
+        f->avoid_until[f->navoid++] = until;
+        return;
+    }
     /* the not-yet-reported ones are the first nreport_bad */
     memmove(f->avoid[1], f->avoid[0], (size_t)f->navoid * sizeof f->avoid[0]);
     memmove(&f->avoid_until[1], &f->avoid_until[0], (size_t)f->navoid * sizeof f->avoid_until[0]);
     snprintf(f->avoid[0], sizeof f->avoid[0], "%s", node);
-    f->avoid_until[0] = for_s < 0 ? 1e300 : mono_s() + for_s;
+    f->avoid_until[0] = until;
     f->navoid++;
     f->nreport_bad++;
-    f->st->bad_peers++;
 }
 
 /* The announce's body, under f->mu; what it reports is taken as told. */
@@ -292,13 +307,14 @@ static json_t *announce(worker *w, bool done)
     return j;
 }
 
-enum { PEER_OK, PEER_MISSING, PEER_BUSY, PEER_FAILED, PEER_LIED };
+enum { PEER_OK, PEER_MISSING, PEER_BUSY, PEER_FAILED, PEER_DEAD, PEER_LIED };
 
 /* One piece from a peer into w->buf: PEER_OK when it has the tracker's hash
  * (want, copied by the caller); PEER_MISSING when the peer says it does
  * not hold it (404: the tracker's word is older than the peer's store, e.g.
- * the peer restarted); PEER_FAILED: an error, a dead peer; PEER_LIED: bad
- * bytes. */
+ * the peer restarted or evicted it); PEER_BUSY: it sends its most now
+ * (503); PEER_DEAD: its port refuses; PEER_FAILED: another error, a peer
+ * that died mid-transfer or went too slow; PEER_LIED: bad bytes. */
 static int from_peer(worker *w, const peer *pe, int i, const char *want, const char *token)
 {
     fetch *f = w->f;
@@ -332,6 +348,8 @@ static int from_peer(worker *w, const peer *pe, int i, const char *want, const c
         return PEER_MISSING;
     if (cr == CURLE_OK && status == 503)
         return PEER_BUSY;
+    if (cr == CURLE_COULDNT_CONNECT) /* refused: nothing listens there any more */
+        return PEER_DEAD;
     if (cr != CURLE_OK || status != 200 || (long long)w->buf_n != len)
         return PEER_FAILED;
     char got[TS_IMAGE_DIGEST_MAX];
@@ -393,24 +411,29 @@ static int from_origin(worker *w, int i, ts_err *err)
 }
 
 /* The piece to take from a peer, under f->mu: the rarest missing one no
- * worker is fetching, with a hash, whose holders are not all avoided; -1:
- * none. *who: the holder chosen. */
-static int pick(fetch *f, const peer *peers, int npeers, int start, int *who)
+ * worker is fetching, with a hash, whose holders are not all avoided or
+ * busy; -1: none. *who: the holder chosen; *held: some peer not avoided
+ * holds a missing piece (busy now, perhaps): the swarm is moving. */
+static int pick(fetch *f, const peer *peers, int npeers, int start, int *who, bool *held)
 {
     int best = -1, best_n = PEERS_MAX + 1;
     double now = mono_s();
+    *held = false;
     for (int k = 0; k < f->npieces; k++) {
         int i = (start + k) % f->npieces;
         if (f->have[i] || f->busy[i] || !f->hash[i][0])
             continue;
         int n = 0, chosen = -1;
-        for (int q = 0; q < npeers; q++)
-            if (peers[q].have[i] == '1' && !avoided(f, peers[q].node) &&
-                !peer_busy(f, peers[q].node, now)) {
-                n++;
-                if (rand() % n == 0) /* a holder chosen evenly among them */
-                    chosen = q;
-            }
+        for (int q = 0; q < npeers; q++) {
+            if (peers[q].have[i] != '1' || avoided(f, peers[q].node))
+                continue;
+            *held = true;
+            if (peer_busy(f, peers[q].node, now))
+                continue;
+            n++;
+            if (rand() % n == 0) /* a holder chosen evenly among them */
+                chosen = q;
+        }
         if (n > 0 && n < best_n) {
             best = i, best_n = n, *who = chosen;
         }
@@ -550,9 +573,15 @@ static void *work(void *arg)
             grant = -1;
         /* a grant first: each piece must leave the registry once, and the
          * registry's link is the one every node waits on */
+        bool held = false;
         if (grant < 0)
-            i = pick(f, peers, npeers, (int)(f->start % (unsigned)f->npieces), &who);
-        if (grant < 0 && i < 0 && !rc && (lost || mono_s() - f->last_new > STALL_S))
+            i = pick(f, peers, npeers, (int)(f->start % (unsigned)f->npieces), &who, &held);
+        /* a stall: nobody holds what is missing (past the tracker's grants of
+         * silent nodes); holders busy sending to others are a swarm at work,
+         * on a loaded machine for long, and waited for up to BUSY_STALL_S */
+        double idle_s = mono_s() - f->last_new;
+        bool stalled = idle_s > (held ? BUSY_STALL_S : STALL_S);
+        if (grant < 0 && i < 0 && !rc && (lost || stalled))
             for (int k = 0; k < f->npieces && grant < 0; k++) {
                 /* no tracker, or a stall: the next missing piece */
                 int c = (int)((f->start + (unsigned)k) % (unsigned)f->npieces);
@@ -584,7 +613,7 @@ static void *work(void *arg)
                  * leaves it out until it announces the blob afresh, and
                  * grants the piece from the registry if nobody else has it */
                 pthread_mutex_lock(&f->mu);
-                avoid(f, peers[who].node, PEER_FAILED_AVOID_S);
+                avoid(f, peers[who].node, PEER_FAILED_AVOID_S, true);
                 pthread_mutex_unlock(&f->mu);
             } else if (got == PEER_BUSY) { /* another holder, or this one in a moment */
                 pthread_mutex_lock(&f->mu);
@@ -595,7 +624,8 @@ static void *work(void *arg)
             } else {
                 pthread_mutex_lock(&f->mu);
                 /* a liar for good; an error or a dead peer a while */
-                avoid(f, peers[who].node, got == PEER_LIED ? -1.0 : PEER_FAILED_AVOID_S);
+                avoid(f, peers[who].node, got == PEER_LIED ? -1.0 : PEER_FAILED_AVOID_S,
+                      got == PEER_LIED || got == PEER_DEAD);
                 pthread_mutex_unlock(&f->mu);
             }
         } else if (grant >= 0) {

@@ -32,7 +32,7 @@
 #include "agent/p2p_internal.h"
 
 #define HTTP_TIMEOUT_S 30u
-#define HTTP_CONNECTIONS_MAX 128u
+#define HTTP_CONNECTIONS_MAX 512u /* every node of a large gang may keep one open here */
 #define HTTP_CONNECTIONS_PER_ADDRESS_MAX 8u
 #define PATH_PREFIX "/p2p/v1/blobs/"
 
