@@ -357,6 +357,7 @@ def main():
                   f"{'' if ok else '  (FAILED: ' + str([o.get('error') for o in outs.values() if 'error' in o][:2]) + ')'}",
                   flush=True)
             result["runs"].append({"n": n, "mode": label, "last_s": last, "median_s": med,
+                                   "first_s": min(times),
                                    "egress_x": egress, "from_peers_mb": peers, "ok": ok,
                                    "last_blob_s": blobs, "cpu_s_median": cpus[len(cpus) // 2],
                                    "cpu_s_all": cpu_all, "cores": cores,
