@@ -59,6 +59,21 @@ def sh(*a, check=True, timeout=60):
                           capture_output=True, text=True)
 
 
+def proc_cpu_s(pid):
+    """CPU-seconds (user + system) of a process so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def softirq_s():
+    """The machine's CPU-seconds in softirq so far (the veths, the bridge and
+    tbf forward there), all CPUs."""
+    with open("/proc/stat") as f:
+        v = f.readline().split()
+    return int(v[7]) / os.sysconf("SC_CLK_TCK")
+
+
 def ns_of(i):
     return f"p2p-n{i}"
 
@@ -93,6 +108,13 @@ class Net:
         sh("ip", "netns", "add", HUB)
         self.made.append(HUB)
         sh("ip", "-n", HUB, "link", "add", "p2pbr", "type", "bridge")
+        # the hub is the switch between the nodes: frames it forwards skip
+        # iptables (br_netfilter, when some other test loaded it, would run
+        # every one of them through the hub's empty rule sets: CPU this
+        # machine's two cores would then not give the nodes)
+        for fam in ("iptables", "ip6tables", "arptables"):
+            sh("ip", "netns", "exec", HUB, "sysctl", "-qw", f"net.bridge.bridge-nf-call-{fam}=0",
+               check=False)
         sh("ip", "-n", HUB, "link", "set", "p2pbr", "up")
         # the host (tesserad, the tracker: control traffic, not shaped)
         sh("ip", "link", "add", "p2pvhost", "type", "veth", "peer", "name", "p2prhost", "netns",
@@ -222,13 +244,31 @@ def run_gang(b, nodes, ref, p2p, stores, extra=None, during=None):
 
 
 def verify_roots(stores, nodes, outs, want):
+    """Every rank's /data/blob hashed: from its unpacked root, or from its
+    EROFS image mounted here (the pull mounted it in its own namespace's
+    mount table, gone with it)."""
     bad = 0
     for i in nodes:
-        path = os.path.join(outs[i]["rootfs"], "data", "blob")
+        root = outs[i]["rootfs"]
+        path = os.path.join(root, "data", "blob")
+        mnt = None
+        if not os.path.exists(path):
+            mnt = tempfile.mkdtemp(prefix="p2p-verify-")
+            img = os.path.join(os.path.dirname(root), "rootfs.erofs")
+            if sh("mount", "-t", "erofs", "-o", "ro,loop", img, mnt, check=False).returncode:
+                bad += 1
+                os.rmdir(mnt)
+                continue
+            path = os.path.join(mnt, "data", "blob")
         h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
+        try:
+            with open(path, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+        finally:
+            if mnt:
+                sh("umount", mnt, check=False)
+                os.rmdir(mnt)
         bad += h.hexdigest() != want
     return bad
 
@@ -257,7 +297,7 @@ def main():
     a = ap.parse_args()
     sizes = [int(x) for x in a.nodes.split(",") if x]
     base_sizes = [int(x) for x in a.baseline.split(",") if x]
-    nmax = max(sizes + base_sizes + [a.fault_n + 2])
+    nmax = max(sizes + base_sizes + ([a.fault_n + 2] if a.fault_n > 0 else []))
     build = os.path.abspath(a.build)
     b = {"agent": os.path.join(build, "tessera-agent"),
          "tesserad": os.path.join(build, "tesserad")}
@@ -284,12 +324,17 @@ def main():
         print(f"image {IMAGE_BYTES / 1e6:.0f} MB random, links {RATE}: line-rate bound "
               f"{LINE_S:.1f} s; light mode (image-pull per namespace, real tesserad tracker)")
         print(f"{'N':>4} {'mode':>9} {'last ready s':>12} {'x bound':>8} {'median s':>9} "
-              f"{'egress x image':>15} {'from peers MB':>14}")
+              f"{'egress x image':>15} {'from peers MB':>14} {'last blob s':>11} "
+              f"{'CPU s/node':>10} {'CPU s all':>9} {'all/cores s':>11} {'tracker':>8} "
+              f"{'softirq':>8}")
 
         def one(n, p2p, label):
             fresh(stores)
             tx0 = net.reg_tx()
+            ctld0, sirq0 = proc_cpu_s(c.procs["tesserad"].pid), softirq_s()
             times, outs, ok = run_gang(b, range(n), ref, p2p, stores)
+            ctld_cpu = proc_cpu_s(c.procs["tesserad"].pid) - ctld0
+            sirq = softirq_s() - sirq0
             if os.environ.get("P2P_TRACE"):
                 keep = f"/tmp/p2p-trace-{n}-{label}"
                 shutil.rmtree(keep, ignore_errors=True)
@@ -298,11 +343,26 @@ def main():
             last = max(times)
             med = sorted(times)[len(times) // 2]
             peers = sum(o.get("from_peers", 0) for o in outs.values()) / 1e6
+            # what the pulls cost the machine: each pull's own CPU-seconds
+            # (mkfs.erofs included; the kernel's veth, bridge and tbf work in
+            # softirq is not in them), and the least wall time the machine's
+            # cores need for that much
+            blobs = max(o.get("blobs_s", 0) for o in outs.values())
+            cpus = sorted(o.get("cpu_s", 0) for o in outs.values())
+            cpu_all = sum(cpus)
+            cores = len(os.sched_getaffinity(0))
             print(f"{n:>4} {label:>9} {last:>12.1f} {last / LINE_S:>8.1f} {med:>9.1f} "
-                  f"{egress:>15.2f} {peers:>14.0f}{'' if ok else '  (FAILED: ' + str([o.get('error') for o in outs.values() if 'error' in o][:2]) + ')'}",
+                  f"{egress:>15.2f} {peers:>14.0f} {blobs:>11.1f} {cpus[len(cpus) // 2]:>10.2f} "
+                  f"{cpu_all:>9.1f} {cpu_all / cores:>11.1f} {ctld_cpu:>8.1f} {sirq:>8.1f}"
+                  f"{'' if ok else '  (FAILED: ' + str([o.get('error') for o in outs.values() if 'error' in o][:2]) + ')'}",
                   flush=True)
             result["runs"].append({"n": n, "mode": label, "last_s": last, "median_s": med,
-                                   "egress_x": egress, "from_peers_mb": peers, "ok": ok})
+                                   "first_s": min(times),
+                                   "egress_x": egress, "from_peers_mb": peers, "ok": ok,
+                                   "last_blob_s": blobs, "cpu_s_median": cpus[len(cpus) // 2],
+                                   "cpu_s_all": cpu_all, "cores": cores,
+                                   "tracker_cpu_s": ctld_cpu, "softirq_s": sirq,
+                                   "load1": os.getloadavg()[0]})
             return last
         for n in sorted(set(sizes) | set(base_sizes)):
             if n in sizes:
@@ -316,29 +376,30 @@ def main():
                       f"{LINE_S:.1f} s, not measured)")
         # faults, at fault_n ranks plus one extra peer where it is the fault
         n = a.fault_n
-        print(f"faults at N={n} (p2p):")
+        if n > 0:  # --fault-n 0: none
+            print(f"faults at N={n} (p2p):")
 
-        def fault(label, extra=None, during=None):
-            fresh(stores)
-            tx0 = net.reg_tx()
-            times, outs, ok = run_gang(b, range(n), ref, True, stores, extra, during)
-            egress = (net.reg_tx() - tx0) / IMAGE_BYTES
-            bad = verify_roots(stores, range(n), outs, want) if ok else n
-            refetched = sum(o.get("refetched", 0) for o in outs.values()) / 1e6
-            print(f"  {label:<34} last ready {max(times):6.1f} s, every rank verified: "
-                  f"{'yes' if ok and bad == 0 else 'NO'}, refetched {refetched:.1f} MB, "
-                  f"registry egress {egress:.2f}x", flush=True)
-            result["runs"].append({"n": n, "mode": "fault:" + label, "last_s": max(times),
-                                   "ok": ok and bad == 0, "refetched_mb": refetched,
-                                   "egress_x": egress})
+            def fault(label, extra=None, during=None):
+                fresh(stores)
+                tx0 = net.reg_tx()
+                times, outs, ok = run_gang(b, range(n), ref, True, stores, extra, during)
+                egress = (net.reg_tx() - tx0) / IMAGE_BYTES
+                bad = verify_roots(stores, range(n), outs, want) if ok else n
+                refetched = sum(o.get("refetched", 0) for o in outs.values()) / 1e6
+                print(f"  {label:<34} last ready {max(times):6.1f} s, every rank verified: "
+                      f"{'yes' if ok and bad == 0 else 'NO'}, refetched {refetched:.1f} MB, "
+                      f"registry egress {egress:.2f}x", flush=True)
+                result["runs"].append({"n": n, "mode": "fault:" + label, "last_s": max(times),
+                                       "ok": ok and bad == 0, "refetched_mb": refetched,
+                                       "egress_x": egress})
 
-        def kill_peer(procs):
-            time.sleep(LINE_S / 2)
-            procs[n].send_signal(signal.SIGKILL)
-        fault("a peer killed mid-transfer", {n: {}}, kill_peer)
-        fault("a peer serving corrupt pieces", {n: {"TESSERA_AGENT_P2P_FAULTS": "corrupt"}})
-        fault("the registry restarted mid-transfer", None,
-              lambda procs: (time.sleep(LINE_S / 3), reg.restart_after(1.0)))
+            def kill_peer(procs):
+                time.sleep(LINE_S / 2)
+                procs[n].send_signal(signal.SIGKILL)
+            fault("a peer killed mid-transfer", {n: {}}, kill_peer)
+            fault("a peer serving corrupt pieces", {n: {"TESSERA_AGENT_P2P_FAULTS": "corrupt"}})
+            fault("the registry restarted mid-transfer", None,
+                  lambda procs: (time.sleep(LINE_S / 3), reg.restart_after(1.0)))
     finally:
         if c:
             c.stop()

@@ -8,6 +8,7 @@
 #define TESSERA_IMAGE_REF_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "tessera/error.h"
 
@@ -30,6 +31,12 @@ typedef struct ts_image_ref {
  * required: no implicit default registry. field names the input in errors
  * ("image"). TS_EINVAL with the field and the reason. */
 int ts_image_ref_parse(const char *text, const char *field, ts_image_ref *out, ts_err *err);
+
+/* The reference written back in one form, "host/repo[:tag][@digest]" (a
+ * reference parsed from "host/repo" has tag "latest"), into out (n bytes,
+ * cut to fit): the name the controller and the agents' store listings
+ * (docs/images.md) compare images by. */
+void ts_image_ref_format(const ts_image_ref *r, char *out, size_t n);
 
 /* True when s is "sha256:" and 64 lower-case hex digits. */
 bool ts_image_digest_ok(const char *s);

@@ -644,6 +644,10 @@ int ts_agent_step(ts_agent *a, ts_err *err)
         json_t *pf = ts_agent_prefetch_report(a);
         if (pf)
             json_object_set_new(body, "prefetch", pf);
+        /* what the image store holds: the controller forgets evicted images */
+        json_t *imgs = ts_image_store_list(&a->images, TS_AGENT_IMAGES_LISTED_MAX);
+        if (imgs)
+            json_object_set_new(body, "images", imgs);
         if (a->log_answers)
             json_object_set(body, "logs", a->log_answers);
         /* within the protocol's size: answers cut or dropped, never the

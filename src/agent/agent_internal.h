@@ -19,6 +19,7 @@
 #include "agent/p2p.h"
 
 #define TS_AGENT_DATA_MAX 8 /* a job spec's data (TS_SPEC_MAX_DATA) */
+#define TS_AGENT_IMAGES_LISTED_MAX 256 /* images a sync lists (the controller keeps 256) */
 
 typedef struct local_task {
     int64_t job;

@@ -94,6 +94,9 @@ typedef struct ts_pull_opts {
     /* summed over the pull's blobs, may be NULL: bytes from the registry,
      * from peers, fetched again */
     long long *from_origin, *from_peers, *refetched;
+    /* may be NULL: seconds from the pull's start until its last blob was
+     * verified (the rest, to the return, is the unpack and the mount) */
+    double *blobs_s;
 } ts_pull_opts;
 
 typedef struct ts_image {
@@ -136,6 +139,14 @@ long long ts_image_evict(ts_image_store *st, long long target_bytes);
 
 /* Bytes the store holds now (blobs + root filesystems). */
 long long ts_image_store_bytes(const ts_image_store *st);
+
+/* The images the store holds now, at most max: [{digest, refs: [the
+ * references it was pulled by, ts_image_ref_format's form], bytes: its
+ * root's on disk}], for the agent's report (the controller forgets what is
+ * gone: docs/images.md "Placement"); owned by the caller; NULL out of
+ * memory. Reads the store without its lock: an image being evicted may be
+ * listed once more. */
+json_t *ts_image_store_list(const ts_image_store *st, int max);
 
 /* ---- the task's bundle (image_bundle.c) ---- */
 

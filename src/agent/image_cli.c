@@ -14,7 +14,9 @@
  * registry as the agent's do (p2p.h), the node credential asking the
  * controller's tracker; --linger keeps serving peers that long after the
  * pull (bench/image-p2p drives one such pull per network namespace). The
- * JSON says how many bytes came from the registry, from peers, and again.
+ * JSON says how many bytes came from the registry, from peers, and again,
+ * when the last blob was verified (blobs_s) and the CPU-seconds the pull
+ * took (cpu_s, mkfs.erofs included).
  *
  * --auth-file holds "user:password" (a pull secret; never printed). Exit
  * status: 0 pulled, 3 the registry does not know the image, 4 the registry
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <curl/curl.h>
@@ -45,6 +48,21 @@ static int usage(void)
                     "       [--p2p-listen IPV4:PORT --controller URL --node NAME --token-file "
                     "FILE [--linger SECONDS]] REFERENCE\n");
     return 2;
+}
+
+/* CPU seconds (user and system) of this process and of its waited-for
+ * children (mkfs.erofs) so far: what one node's pull costs the machine. */
+static double cpu_s(void)
+{
+    struct rusage self, kids;
+    getrusage(RUSAGE_SELF, &self);
+    getrusage(RUSAGE_CHILDREN, &kids);
+    const struct timeval *tv[4] = {&self.ru_utime, &self.ru_stime, &kids.ru_utime,
+                                   &kids.ru_stime};
+    double s = 0;
+    for (int i = 0; i < 4; i++)
+        s += (double)tv[i]->tv_sec + tv[i]->tv_usec / 1e6;
+    return s;
 }
 
 static int read_secret(const char *path, char *buf, size_t n, char **user, char **pass)
@@ -141,9 +159,10 @@ int ts_image_cli(int argc, char **argv)
         ts_p2p_set_controller(p2p, ctl);
     }
     long long from_origin = 0, from_peers = 0, refetched = 0;
+    double blobs_s = 0;
     ts_pull_opts o = {.user = user, .password = pass, .plain_http = plain, .ca_file = ca,
                       .p2p = p2p, .rate_bytes_s = rate, .from_origin = &from_origin,
-                      .from_peers = &from_peers, .refetched = &refetched};
+                      .from_peers = &from_peers, .refetched = &refetched, .blobs_s = &blobs_s};
     ts_image img;
     int rc = ts_image_pull(&st, &ref, &o, &img, &err);
     memset(secret, 0, sizeof secret);
@@ -153,12 +172,13 @@ int ts_image_cli(int argc, char **argv)
         fprintf(stderr, "tessera-agent: %s\n", err.msg);
         return rc == TS_ENOENT ? EXIT_NOT_FOUND : rc == TS_EIO ? EXIT_RETRY : 1;
     }
-    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:b, s:I, s:I, s:I, s:I}", "digest", img.digest,
-                          "rootfs", img.rootfs, "config", img.config_path, "size_bytes",
-                          (json_int_t)img.size_bytes, "cached", img.cached, "store_bytes",
-                          (json_int_t)ts_image_store_bytes(&st), "from_registry",
-                          (json_int_t)from_origin, "from_peers", (json_int_t)from_peers,
-                          "refetched", (json_int_t)refetched);
+    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:b, s:I, s:I, s:I, s:I, s:f, s:f}", "digest",
+                          img.digest, "rootfs", img.rootfs, "config", img.config_path,
+                          "size_bytes", (json_int_t)img.size_bytes, "cached", img.cached,
+                          "store_bytes", (json_int_t)ts_image_store_bytes(&st),
+                          "from_registry", (json_int_t)from_origin, "from_peers",
+                          (json_int_t)from_peers, "refetched", (json_int_t)refetched,
+                          "blobs_s", blobs_s, "cpu_s", cpu_s());
     char *s = json_dumps(j, JSON_COMPACT);
     printf("%s\n", s ? s : "{}");
     fflush(stdout);

@@ -56,6 +56,7 @@ static const char MANIFEST_ACCEPT[] =
     "application/vnd.docker.distribution.manifest.v2+json";
 
 typedef struct puller {
+    double t0;                 /* the pull's start, monotonic */
     CURL *c;
     const ts_image_ref *ref;
     const ts_pull_opts *o;
@@ -327,6 +328,13 @@ static void mem_digest(const char *b, size_t n, char *out)
 }
 
 /* The manifest named by `ref` (tag or digest) into p->mem. */
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 static int get_manifest(puller *p, const char *ref, ts_err *err)
 {
     char url[1200];
@@ -579,6 +587,10 @@ static int pull(ts_image_store *st, puller *p, ts_image *out, ts_err *err)
                         p->total, st->budget_bytes);
     if (!rc && found && p->o->use_as)
         rc = ts_image_use(st, digest, p->o->use_as, err);
+    char name[TS_IMAGE_REF_MAX + 800];
+    ts_image_ref_format(ref, name, sizeof name);
+    if (!rc && found) /* the store's listing names it by this reference too */
+        image_store_note_ref(st, digest, name);
     image_store_unlock(lk);
     if (rc || found) {
         json_decref(m);
@@ -587,6 +599,8 @@ static int pull(ts_image_store *st, puller *p, ts_image *out, ts_err *err)
     rc = fetch_blob(st, p, cfg, cfg_size, err);
     for (size_t i = 0; !rc && i < n; i++)
         rc = fetch_blob(st, p, layers[i], sizes[i], err);
+    if (p->o->blobs_s)
+        *p->o->blobs_s = mono_s() - p->t0;
     lk = rc ? -1 : image_store_lock(st, err);
     if (!rc && lk < 0)
         rc = err ? err->code : TS_EIO;
@@ -621,6 +635,8 @@ static int pull(ts_image_store *st, puller *p, ts_image *out, ts_err *err)
     }
     if (!rc && p->o->use_as)
         rc = ts_image_use(st, digest, p->o->use_as, err);
+    if (!rc)
+        image_store_note_ref(st, digest, name);
     image_store_unlock(lk);
     return rc;
 }
@@ -638,6 +654,7 @@ int ts_image_pull(ts_image_store *st, const ts_image_ref *ref, const ts_pull_opt
     }
     p->ref = ref;
     p->o = o ? o : &none;
+    p->t0 = mono_s();
     p->mem = mem;
     p->fd = -1;
     snprintf(p->base, sizeof p->base, "%s://%s/v2/%s", p->o->plain_http ? "http" : "https",

@@ -134,7 +134,7 @@ static void trash_later(const char *tree, const char *dir)
     pthread_attr_destroy(&at);
 }
 
-int image_rootfs_pack(const char *dir, long long *bytes, ts_err *err)
+int image_rootfs_pack(const char *dir, bool compress, long long *bytes, ts_err *err)
 {
     char tree[1000], img[1000], log[1000];
     snprintf(tree, sizeof tree, "%s/rootfs", dir);
@@ -151,8 +151,14 @@ int image_rootfs_pack(const char *dir, long long *bytes, ts_err *err)
         dup2(lfd, 1);
         dup2(lfd, 2);
         /* uids, gids, modes, links and xattrs kept as unpacked; lz4: as fast
-         * to make as no compression here and half the size (bench/image-mount) */
-        execlp(MKFS_EROFS, MKFS_EROFS, "-zlz4", "--quiet", img, tree, (char *)NULL);
+         * to make as no compression on an image of programs and libraries and
+         * half the size (bench/image-mount), but 14 times slower on bytes
+         * that do not compress (0.55 against 0.04 CPU-seconds for 40 MB of
+         * random data), which then gain nothing from it */
+        if (compress)
+            execlp(MKFS_EROFS, MKFS_EROFS, "-zlz4", "--quiet", img, tree, (char *)NULL);
+        else
+            execlp(MKFS_EROFS, MKFS_EROFS, "--quiet", img, tree, (char *)NULL);
         _exit(127);
     }
     close(lfd);

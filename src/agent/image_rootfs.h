@@ -25,11 +25,11 @@
 bool image_rootfs_can_pack(const ts_image_store *st);
 
 /* Packs dir/rootfs (already unpacked and checked by image_unpack.c) into
- * dir/rootfs.erofs (lz4), then empties dir/rootfs, which stays as the mount
+ * dir/rootfs.erofs (lz4 when compress, else stored as is), then empties dir/rootfs, which stays as the mount
  * point (the tree is moved next to dir and removed on a thread of its own,
  * so that a task's start does not wait for it). *bytes: the image file's size on disk. TS_EIO with mkfs.erofs's
  * first line of error. */
-int image_rootfs_pack(const char *dir, long long *bytes, ts_err *err);
+int image_rootfs_pack(const char *dir, bool compress, long long *bytes, ts_err *err);
 
 /* Mounts dir/rootfs.erofs read-only on dir/rootfs unless something is
  * mounted there already: straight from the file where the kernel can

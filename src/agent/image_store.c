@@ -36,6 +36,12 @@
 
 #define IMAGES_MAX 4096          /* images one eviction pass considers */
 #define RM_DEPTH_MAX 1024
+/* Unpacked bytes over the layers' gzip bytes below this: the root is packed
+ * uncompressed (image_rootfs_pack; bench/image-p2p's random image) */
+#define PACK_COMPRESS_MIN_RATIO 1.2
+#define REFS_FILE "refs"         /* images/<hex>/refs: the references it was pulled by */
+#define REFS_MAX 8               /* the latest ones kept */
+#define REF_LINE_MAX 700
 
 static int mkdir_p(const char *path)
 {
@@ -261,8 +267,11 @@ int image_store_prepare(ts_image_store *st, const char *digest, const char *mani
         return ts_err_set(err, TS_EIO, "image store: %s: %s", p, strerror(errno));
     ts_unpack_stats stats = {0};
     int rc = 0;
+    long long layer_bytes = 0;
     for (size_t i = 0; i < nlayers && !rc; i++) {
         image_blob_path(st, layers[i], blob, sizeof blob);
+        struct stat lb;
+        layer_bytes += stat(blob, &lb) == 0 ? (long long)lb.st_size : 0;
         rc = ts_image_unpack_layer(root_fd, blob, &st->limits, &stats, err);
         if (rc)
             ts_err_prefix(err, "layer %s: ", layers[i]);
@@ -270,8 +279,11 @@ int image_store_prepare(ts_image_store *st, const char *digest, const char *mani
     close(root_fd);
     char num[32];
     long long bytes = 0;
+    /* what gzip could not shrink, lz4 cannot either: stored as is, it costs
+     * no compression time before the start */
+    bool compress = (double)stats.bytes >= PACK_COMPRESS_MIN_RATIO * (double)layer_bytes;
     if (!rc && image_rootfs_can_pack(st))
-        rc = image_rootfs_pack(tmp, &bytes, err); /* from the checked tree only */
+        rc = image_rootfs_pack(tmp, compress, &bytes, err); /* from the checked tree only */
     else
         bytes = tree_bytes(p);
     int n = snprintf(num, sizeof num, "%lld\n", bytes);
@@ -405,6 +417,76 @@ static int list_images(const ts_image_store *st, image_entry *out, int max)
     }
     closedir(d);
     return n;
+}
+
+/* The references in dir's refs file into refs (at most REFS_MAX); their count. */
+static int read_refs(const char *dir, char refs[][REF_LINE_MAX])
+{
+    char p[900];
+    snprintf(p, sizeof p, "%s/" REFS_FILE, dir);
+    int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    int n = 0;
+    char line[REF_LINE_MAX];
+    while (n < REFS_MAX && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = 0;
+        if (line[0])
+            snprintf(refs[n++], REF_LINE_MAX, "%s", line);
+    }
+    fclose(f);
+    return n;
+}
+
+void image_store_note_ref(ts_image_store *st, const char *digest, const char *ref)
+{
+    char dir[700], p[900], tmp[920];
+    image_dir(st, digest, dir, sizeof dir);
+    char refs[REFS_MAX][REF_LINE_MAX];
+    int n = read_refs(dir, refs);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(refs[i], ref))
+            return;
+    snprintf(p, sizeof p, "%s/" REFS_FILE, dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", p);
+    FILE *f = fopen(tmp, "we");
+    if (!f)
+        return; /* the listing misses this name: the controller's hint only */
+    for (int i = n == REFS_MAX ? 1 : 0; i < n; i++) /* the oldest goes */
+        fprintf(f, "%s\n", refs[i]);
+    fprintf(f, "%s\n", ref);
+    if (fclose(f) != 0 || rename(tmp, p) != 0)
+        unlink(tmp);
+}
+
+json_t *ts_image_store_list(const ts_image_store *st, int max)
+{
+    image_entry *im = calloc(IMAGES_MAX, sizeof *im);
+    json_t *out = json_array();
+    if (!im || !out) {
+        free(im);
+        json_decref(out);
+        return NULL;
+    }
+    int n = list_images(st, im, max < IMAGES_MAX ? max : IMAGES_MAX);
+    for (int i = 0; i < n; i++) {
+        char dir[800], digest[80];
+        snprintf(dir, sizeof dir, "%s/images/%s", st->root, im[i].hex);
+        snprintf(digest, sizeof digest, "sha256:%s", im[i].hex);
+        char refs[REFS_MAX][REF_LINE_MAX];
+        int nr = read_refs(dir, refs);
+        json_t *ra = json_array();
+        for (int k = 0; k < nr; k++)
+            json_array_append_new(ra, json_string(refs[k]));
+        json_array_append_new(out, json_pack("{s:s,s:o,s:I}", "digest", digest, "refs", ra,
+                                             "bytes", (json_int_t)im[i].bytes));
+    }
+    free(im);
+    return out;
 }
 
 /* Adds the blob digests a kept image's manifest names to keep (a JSON object used as a set). */

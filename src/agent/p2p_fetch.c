@@ -10,7 +10,8 @@
  * one piece no other worker is fetching: the granted piece from the
  * registry (every piece leaves the registry once, as early as it can: the
  * registry's link is the one all nodes wait on), else the rarest piece a
- * peer not avoided holds (ties broken by this node's own offset, so that a
+ * peer not avoided holds (a holder sending its most answers 503 and is
+ * left alone a moment: another holder or another piece; ties broken by this node's own offset, so that a
  * gang's nodes start at different pieces), else wait a little (others are
  * fetching the rest from the registry). Waiting longer than STALL_S
  * without a new piece, or a tracker that has not answered for
@@ -38,10 +39,17 @@
 #define FETCH_DEADLINE_S 900.0
 #define STALL_S 15.0                /* no new piece this long (past the tracker's grants
                                      * of silent nodes): the registry gives one */
-#define WAIT_STEP_NS (250 * 1000 * 1000L)
+#define WAIT_STEP_NS (150 * 1000 * 1000L)
 #define TRACKER_LOST_S 10.0         /* no answer this long: the registry, piece by piece */
 #define TRACKER_TIMEOUT_MS 5000L
 #define PEER_TIMEOUT_S 60L
+/* A holder not connected within this is taken as busy (its link full: the
+ * SYN-ACK dropped behind its uploads) and another asked: two SYNs (the
+ * second after 1 s), not three and 5 s. bench/image-p2p at 64 nodes: with
+ * 5 s, 1,436 connects timed out, half the workers' time, last ready 72 s;
+ * 1.5 s: 50.6 s; 0.5 s: 47.7 s for 40 % more CPU */
+#define PEER_CONNECT_TIMEOUT_MS 1500L
+#define PEER_SILENT_MAX 20          /* connects timed out in a row (30 s): the holder is down */
 #define PEER_LOW_SPEED_BYTES 16384L /* slower than this for PEER_LOW_SPEED_S: a dead peer */
 #define PEER_LOW_SPEED_S 3L
 #define PEERS_AVOID_MAX 64
@@ -49,6 +57,14 @@
 #define TRACKER_ANSWER_MAX_BYTES (8 << 20)
 #define PEER_FAILED_AVOID_S 10.0    /* a peer that failed is not asked again this long */
 #define P2P_STREAMS 3               /* pieces fetched at once; one of them from the registry */
+/* Connections a worker keeps open, one per holder and the tracker: on a
+ * full link a new connection's SYN-ACK waits behind the uploads (a shaped
+ * link's queue drops it; SYN retried after 1 s and 3 s), so a worker
+ * reuses what it opened */
+#define CONNECTIONS_KEPT ((long)PEERS_MAX + 1)
+#define BUSY_STALL_S 120.0          /* holders all busy this long: the registry after all */
+#define PEER_BUSY_S 0.3             /* a holder sending its most (503): asked again after this */
+#define BUSY_PAUSE_NS (50 * 1000 * 1000L) /* every holder of a wanted piece busy: this pause */
 
 typedef struct peer {
     char node[64];
@@ -68,8 +84,12 @@ typedef struct fetch {
     ts_p2p_origin_fn origin;
     void *origin_ctx;
     uint8_t *have, *from_origin, *busy; /* busy: a worker is fetching it */
+    uint8_t *origin_busy;       /* a worker is taking it from the registry (told the tracker) */
     char (*hash)[TS_IMAGE_DIGEST_MAX]; /* per piece, from the tracker or our own */
     uint8_t *report_hash;       /* ours, not yet told to the tracker */
+    char busy_peer[PEERS_MAX][64];   /* holders that answered 503, until busy_until */
+    double busy_until[PEERS_MAX];
+    int silent[PEERS_MAX];           /* its connects timed out in a row */
     char avoid[PEERS_AVOID_MAX][64];
     double avoid_until[PEERS_AVOID_MAX]; /* a peer that failed: a while; one that lied: for good */
     int navoid, nreport_bad;    /* avoid[0..nreport_bad) not yet told to the tracker */
@@ -132,24 +152,83 @@ static bool avoided(const fetch *f, const char *node)
     return false;
 }
 
-/* Under f->mu; for_s < 0: for good. */
-static void avoid(fetch *f, const char *node, double for_s)
+/* Under f->mu: a holder sending its most (p2p_serve.c) is left alone a
+ * moment; neither a fault nor reported. */
+static bool peer_busy(const fetch *f, const char *node, double now)
 {
+    for (int i = 0; i < PEERS_MAX && f->busy_peer[i][0]; i++)
+        if (!strcmp(f->busy_peer[i], node))
+            return f->busy_until[i] > now;
+    return false;
+}
+
+/* Under f->mu: node's entry among the busy ones (made, the oldest reused). */
+static int busy_slot(fetch *f, const char *node)
+{
+    int k = 0, oldest = 0;
+    for (; k < PEERS_MAX && f->busy_peer[k][0] && strcmp(f->busy_peer[k], node); k++)
+        if (f->busy_until[k] < f->busy_until[oldest])
+            oldest = k;
+    if (k == PEERS_MAX)
+        k = oldest;
+    if (strcmp(f->busy_peer[k], node) != 0) {
+        snprintf(f->busy_peer[k], sizeof f->busy_peer[k], "%s", node);
+        f->silent[k] = 0;
+    }
+    return k;
+}
+
+static void note_busy(fetch *f, const char *node)
+{
+    f->busy_until[busy_slot(f, node)] = mono_s() + PEER_BUSY_S;
+}
+
+/* Under f->mu: node's connect timed out again; its count in a row. */
+static int note_silent(fetch *f, const char *node)
+{
+    int k = busy_slot(f, node);
+    f->busy_until[k] = mono_s() + PEER_BUSY_S;
+    return ++f->silent[k];
+}
+
+static void note_answered(fetch *f, const char *node)
+{
+    for (int k = 0; k < PEERS_MAX && f->busy_peer[k][0]; k++)
+        if (!strcmp(f->busy_peer[k], node))
+            f->silent[k] = 0;
+}
+
+/* Under f->mu; for_s < 0: for good. report: told to the tracker, which
+ * leaves the peer out of every node's answers for a while: a liar, a peer
+ * that no longer holds the layer, one whose port refuses (it is gone). A
+ * peer that failed otherwise (timed out, cut a transfer, too slow) is only
+ * this node's to avoid: on a loaded machine a live
+ * holder fails some connections, and one report from each of its askers
+ * would have the tracker take it out for everyone, sending its pieces back
+ * to the registry. */
+static void avoid(fetch *f, const char *node, double for_s, bool report)
+{
+    double until = for_s < 0 ? 1e300 : mono_s() + for_s;
     for (int i = 0; i < f->navoid; i++)
         if (!strcmp(f->avoid[i], node)) {
-            f->avoid_until[i] = for_s < 0 ? 1e300 : mono_s() + for_s;
+            f->avoid_until[i] = until;
             return;
         }
     if (f->navoid >= PEERS_AVOID_MAX)
         return;
+    f->st->bad_peers++;
+    if (!report) {
+        snprintf(f->avoid[f->navoid], sizeof f->avoid[0], "%s", node);
+        f->avoid_until[f->navoid++] = until;
+        return;
+    }
     /* the not-yet-reported ones are the first nreport_bad */
     memmove(f->avoid[1], f->avoid[0], (size_t)f->navoid * sizeof f->avoid[0]);
     memmove(&f->avoid_until[1], &f->avoid_until[0], (size_t)f->navoid * sizeof f->avoid_until[0]);
     snprintf(f->avoid[0], sizeof f->avoid[0], "%s", node);
-    f->avoid_until[0] = for_s < 0 ? 1e300 : mono_s() + for_s;
+    f->avoid_until[0] = until;
     f->navoid++;
     f->nreport_bad++;
-    f->st->bad_peers++;
 }
 
 /* The announce's body, under f->mu; what it reports is taken as told. */
@@ -162,7 +241,10 @@ static char *announce_body(fetch *f, bool done)
     for (int i = 0; i < f->npieces; i++)
         have[i] = done || f->have[i] ? '1' : '0';
     have[f->npieces] = 0;
-    json_t *hashes = json_object(), *bad = json_array();
+    json_t *hashes = json_object(), *bad = json_array(), *fetching = json_array();
+    for (int i = 0; i < f->npieces; i++)
+        if (f->origin_busy[i])
+            json_array_append_new(fetching, json_integer(i));
     for (int i = 0; i < f->npieces; i++)
         if (f->report_hash[i]) {
             char k[16];
@@ -171,9 +253,9 @@ static char *announce_body(fetch *f, bool done)
         }
     for (int i = 0; i < f->nreport_bad; i++)
         json_array_append_new(bad, json_string(f->avoid[i]));
-    json_t *body = json_pack("{s:s,s:s,s:s,s:I,s:s,s:o,s:o}", "node", p->node, "url", p->url,
-                             "blob", f->digest, "size", (json_int_t)f->size, "have", have,
-                             "hashes", hashes, "bad", bad);
+    json_t *body = json_pack("{s:s,s:s,s:s,s:I,s:s,s:o,s:o,s:o}", "node", p->node, "url",
+                             p->url, "blob", f->digest, "size", (json_int_t)f->size, "have",
+                             have, "hashes", hashes, "bad", bad, "fetching", fetching);
     free(have);
     char *txt = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
@@ -214,6 +296,7 @@ static json_t *announce(worker *w, bool done)
     w->buf_n = 0;
     w->buf_max = ans ? TRACKER_ANSWER_MAX_BYTES - 1 : 0;
     curl_easy_reset(w->c);
+    curl_easy_setopt(w->c, CURLOPT_MAXCONNECTS, CONNECTIONS_KEPT);
     curl_easy_setopt(w->c, CURLOPT_URL, url);
     curl_easy_setopt(w->c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(w->c, CURLOPT_POSTFIELDS, txt);
@@ -261,13 +344,15 @@ static json_t *announce(worker *w, bool done)
     return j;
 }
 
-enum { PEER_OK, PEER_MISSING, PEER_FAILED, PEER_LIED };
+enum { PEER_OK, PEER_MISSING, PEER_BUSY, PEER_SILENT, PEER_FAILED, PEER_DEAD, PEER_LIED };
 
 /* One piece from a peer into w->buf: PEER_OK when it has the tracker's hash
  * (want, copied by the caller); PEER_MISSING when the peer says it does
  * not hold it (404: the tracker's word is older than the peer's store, e.g.
- * the peer restarted); PEER_FAILED: an error, a dead peer; PEER_LIED: bad
- * bytes. */
+ * the peer restarted or evicted it); PEER_BUSY: it sends its most now
+ * (503); PEER_SILENT: not connected within PEER_CONNECT_TIMEOUT_MS;
+ * PEER_DEAD: its port refuses; PEER_FAILED: another error, a peer
+ * that died mid-transfer or went too slow; PEER_LIED: bad bytes. */
 static int from_peer(worker *w, const peer *pe, int i, const char *want, const char *token)
 {
     fetch *f = w->f;
@@ -281,13 +366,14 @@ static int from_peer(worker *w, const peer *pe, int i, const char *want, const c
     h = curl_slist_append(h, ht);
     w->buf_n = 0;
     curl_easy_reset(w->c);
+    curl_easy_setopt(w->c, CURLOPT_MAXCONNECTS, CONNECTIONS_KEPT);
     curl_easy_setopt(w->c, CURLOPT_URL, url);
     curl_easy_setopt(w->c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(w->c, CURLOPT_WRITEFUNCTION, sink);
     curl_easy_setopt(w->c, CURLOPT_WRITEDATA, w);
     curl_easy_setopt(w->c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(w->c, CURLOPT_PROTOCOLS_STR, "http");
-    curl_easy_setopt(w->c, CURLOPT_CONNECTTIMEOUT, 5L);
+    curl_easy_setopt(w->c, CURLOPT_CONNECTTIMEOUT_MS, PEER_CONNECT_TIMEOUT_MS);
     curl_easy_setopt(w->c, CURLOPT_TIMEOUT, PEER_TIMEOUT_S);
     curl_easy_setopt(w->c, CURLOPT_LOW_SPEED_LIMIT, PEER_LOW_SPEED_BYTES);
     curl_easy_setopt(w->c, CURLOPT_LOW_SPEED_TIME, PEER_LOW_SPEED_S);
@@ -299,6 +385,14 @@ static int from_peer(worker *w, const peer *pe, int i, const char *want, const c
     curl_slist_free_all(h);
     if (cr == CURLE_OK && status == 404)
         return PEER_MISSING;
+    if (cr == CURLE_OK && status == 503)
+        return PEER_BUSY;
+    if (cr == CURLE_COULDNT_CONNECT) /* refused: nothing listens there any more */
+        return PEER_DEAD;
+    curl_off_t connected_us = 0;
+    curl_easy_getinfo(w->c, CURLINFO_CONNECT_TIME_T, &connected_us);
+    if (cr == CURLE_OPERATION_TIMEDOUT && connected_us == 0)
+        return PEER_SILENT; /* its link is full (SYN-ACKs dropped behind its uploads), or it is down */
     if (cr != CURLE_OK || status != 200 || (long long)w->buf_n != len)
         return PEER_FAILED;
     char got[TS_IMAGE_DIGEST_MAX];
@@ -360,22 +454,29 @@ static int from_origin(worker *w, int i, ts_err *err)
 }
 
 /* The piece to take from a peer, under f->mu: the rarest missing one no
- * worker is fetching, with a hash, whose holders are not all avoided; -1:
- * none. *who: the holder chosen. */
-static int pick(fetch *f, const peer *peers, int npeers, int start, int *who)
+ * worker is fetching, with a hash, whose holders are not all avoided or
+ * busy; -1: none. *who: the holder chosen; *held: some peer not avoided
+ * holds a missing piece (busy now, perhaps): the swarm is moving. */
+static int pick(fetch *f, const peer *peers, int npeers, int start, int *who, bool *held)
 {
     int best = -1, best_n = PEERS_MAX + 1;
+    double now = mono_s();
+    *held = false;
     for (int k = 0; k < f->npieces; k++) {
         int i = (start + k) % f->npieces;
         if (f->have[i] || f->busy[i] || !f->hash[i][0])
             continue;
         int n = 0, chosen = -1;
-        for (int q = 0; q < npeers; q++)
-            if (peers[q].have[i] == '1' && !avoided(f, peers[q].node)) {
-                n++;
-                if (rand() % n == 0) /* a holder chosen evenly among them */
-                    chosen = q;
-            }
+        for (int q = 0; q < npeers; q++) {
+            if (peers[q].have[i] != '1' || avoided(f, peers[q].node))
+                continue;
+            *held = true;
+            if (peer_busy(f, peers[q].node, now))
+                continue;
+            n++;
+            if (rand() % n == 0) /* a holder chosen evenly among them */
+                chosen = q;
+        }
         if (n > 0 && n < best_n) {
             best = i, best_n = n, *who = chosen;
         }
@@ -515,9 +616,15 @@ static void *work(void *arg)
             grant = -1;
         /* a grant first: each piece must leave the registry once, and the
          * registry's link is the one every node waits on */
+        bool held = false;
         if (grant < 0)
-            i = pick(f, peers, npeers, (int)(f->start % (unsigned)f->npieces), &who);
-        if (grant < 0 && i < 0 && !rc && (lost || mono_s() - f->last_new > STALL_S))
+            i = pick(f, peers, npeers, (int)(f->start % (unsigned)f->npieces), &who, &held);
+        /* a stall: nobody holds what is missing (past the tracker's grants of
+         * silent nodes); holders busy sending to others are a swarm at work,
+         * on a loaded machine for long, and waited for up to BUSY_STALL_S */
+        double idle_s = mono_s() - f->last_new;
+        bool stalled = idle_s > (held ? BUSY_STALL_S : STALL_S);
+        if (grant < 0 && i < 0 && !rc && (lost || stalled))
             for (int k = 0; k < f->npieces && grant < 0; k++) {
                 /* no tracker, or a stall: the next missing piece */
                 int c = (int)((f->start + (unsigned)k) % (unsigned)f->npieces);
@@ -529,6 +636,7 @@ static void *work(void *arg)
             memcpy(want, f->hash[i], sizeof want);
         } else if (grant >= 0) {
             f->busy[grant] = 1;
+            f->origin_busy[grant] = 1;
         }
         memcpy(token, f->token, sizeof token);
         pthread_mutex_unlock(&f->mu);
@@ -540,15 +648,37 @@ static void *work(void *arg)
             if (got == PEER_OK) {
                 rc = put_piece(f, i, w->buf, len, &err);
                 pthread_mutex_lock(&f->mu);
+                note_answered(f, peers[who].node);
                 f->st->from_peers += len;
                 pthread_mutex_unlock(&f->mu);
-            } else if (got == PEER_MISSING) { /* the next announce has the peer's own word */
-                struct timespec ts = {0, WAIT_STEP_NS};
+            } else if (got == PEER_MISSING) {
+                /* the tracker's word is older than the peer's store (it
+                 * evicted the blob, or restarted): told as bad, the tracker
+                 * leaves it out until it announces the blob afresh, and
+                 * grants the piece from the registry if nobody else has it */
+                pthread_mutex_lock(&f->mu);
+                avoid(f, peers[who].node, PEER_FAILED_AVOID_S, true);
+                pthread_mutex_unlock(&f->mu);
+            } else if (got == PEER_BUSY) { /* another holder, or this one in a moment */
+                pthread_mutex_lock(&f->mu);
+                note_busy(f, peers[who].node);
+                pthread_mutex_unlock(&f->mu);
+                struct timespec ts = {0, BUSY_PAUSE_NS};
+                nanosleep(&ts, NULL);
+            } else if (got == PEER_SILENT) {
+                /* a full link drops some SYN-ACKs; one that never answers
+                 * is down: reported as gone */
+                pthread_mutex_lock(&f->mu);
+                if (note_silent(f, peers[who].node) >= PEER_SILENT_MAX)
+                    avoid(f, peers[who].node, PEER_FAILED_AVOID_S, true);
+                pthread_mutex_unlock(&f->mu);
+                struct timespec ts = {0, BUSY_PAUSE_NS};
                 nanosleep(&ts, NULL);
             } else {
                 pthread_mutex_lock(&f->mu);
                 /* a liar for good; an error or a dead peer a while */
-                avoid(f, peers[who].node, got == PEER_LIED ? -1.0 : PEER_FAILED_AVOID_S);
+                avoid(f, peers[who].node, got == PEER_LIED ? -1.0 : PEER_FAILED_AVOID_S,
+                      got == PEER_LIED || got == PEER_DEAD);
                 pthread_mutex_unlock(&f->mu);
             }
         } else if (grant >= 0) {
@@ -561,7 +691,7 @@ static void *work(void *arg)
         json_decref(ans);
         pthread_mutex_lock(&f->mu);
         if (i >= 0)
-            f->busy[i] = 0;
+            f->busy[i] = f->origin_busy[i] = 0;
         if (rc && !f->rc) {
             f->rc = rc;
             f->err = err;
@@ -629,9 +759,10 @@ int ts_p2p_fetch(ts_p2p *p, const char *digest, long long size, int fd,
     f.busy = calloc((size_t)f.npieces, 1);
     f.from_origin = calloc((size_t)f.npieces, 1);
     f.report_hash = calloc((size_t)f.npieces, 1);
+    f.origin_busy = calloc((size_t)f.npieces, 1);
     f.hash = calloc((size_t)f.npieces, sizeof *f.hash);
     worker ws[P2P_STREAMS];
-    bool ok = f.have && f.busy && f.from_origin && f.report_hash && f.hash;
+    bool ok = f.have && f.busy && f.from_origin && f.report_hash && f.origin_busy && f.hash;
     /* a prefetch, capped, takes one stream: the cap is per stream */
     int nw = rate_bytes_s > 0 ? 1 : P2P_STREAMS;
     for (int k = 0; k < P2P_STREAMS; k++) {
@@ -663,6 +794,7 @@ int ts_p2p_fetch(ts_p2p *p, const char *digest, long long size, int fd,
     free(f.busy);
     free(f.from_origin);
     free(f.report_hash);
+    free(f.origin_busy);
     free(f.hash);
     return rc;
 }

@@ -15,6 +15,11 @@
 
 #define P2P_ACTIVE_MAX 32   /* blobs fetched side by side on one node */
 #define P2P_KEY_HEX_MAX 129
+/* Pieces one node sends at once; more askers get 503 and ask another
+ * holder. Two at half the link each: a piece held by one node is held by
+ * three after one piece-time, and the tree doubles from there, where
+ * every asker at once would have all of them finish together at the end */
+#define P2P_UPLOADS_MAX 2
 
 typedef struct p2p_active {
     char digest[TS_IMAGE_DIGEST_MAX]; /* "": a free slot */
@@ -33,6 +38,7 @@ struct ts_p2p {
     bool fault_corrupt;
     p2p_active active[P2P_ACTIVE_MAX];
     long long served_bytes, refused;
+    int uploads;                      /* pieces being sent now (atomic) */
 };
 
 #endif

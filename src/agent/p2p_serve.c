@@ -2,7 +2,10 @@
  * p2p_serve.c - an agent's listener for its peers (p2p.h): GET
  * /p2p/v1/blobs/<digest>/<piece> answers one piece of a blob this node
  * holds, verified: from the store's finished blob, or from the file of a
- * fetch under way when that piece is already checked. The asking node
+ * fetch under way when that piece is already checked. At most
+ * P2P_UPLOADS_MAX pieces go out at once (a 503 to the next asker, which
+ * turns to another holder): a node's link is shared by few, so each piece
+ * arrives whole soon and its receiver serves it in turn. The asking node
  * presents X-Tessera-Node and X-Tessera-P2P-Token, a token the tracker
  * issued it for that blob ("<expiry>.<hex HMAC-SHA256>" over
  * "node|digest|expiry" under the tracker's key, which this node learns from
@@ -29,7 +32,7 @@
 #include "agent/p2p_internal.h"
 
 #define HTTP_TIMEOUT_S 30u
-#define HTTP_CONNECTIONS_MAX 128u
+#define HTTP_CONNECTIONS_MAX 512u /* every node of a large gang may keep one open here */
 #define HTTP_CONNECTIONS_PER_ADDRESS_MAX 8u
 #define PATH_PREFIX "/p2p/v1/blobs/"
 
@@ -134,6 +137,18 @@ static int piece_fd(ts_p2p *p, const char *digest, long piece, long long *blob_s
     return fd;
 }
 
+static int uploading_marker; /* con_cls of a request counted in p->uploads */
+
+static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                      enum MHD_RequestTerminationCode toe)
+{
+    (void)conn, (void)toe;
+    ts_p2p *p = cls;
+    if (*con_cls == &uploading_marker)
+        __atomic_fetch_sub(&p->uploads, 1, __ATOMIC_RELAXED);
+    *con_cls = NULL;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
                               const char *method, const char *version, const char *upload,
                               size_t *upload_len, void **con_cls)
@@ -166,6 +181,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         __atomic_fetch_add(&p->refused, 1, __ATOMIC_RELAXED);
         return reply_text(conn, MHD_HTTP_FORBIDDEN, "a tracker token for this blob is needed\n");
     }
+    if (__atomic_add_fetch(&p->uploads, 1, __ATOMIC_RELAXED) > P2P_UPLOADS_MAX) {
+        __atomic_fetch_sub(&p->uploads, 1, __ATOMIC_RELAXED);
+        return reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "busy: ask another holder\n");
+    }
+    *con_cls = &uploading_marker; /* released in completed(), whatever the answer */
     long long size = 0;
     int fd = piece_fd(p, digest, piece, &size);
     long long off = (long long)piece * TS_P2P_PIECE_BYTES;
@@ -175,6 +195,22 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         return reply_text(conn, MHD_HTTP_NOT_FOUND, "this node does not hold that piece\n");
     }
     long long len = size - off < TS_P2P_PIECE_BYTES ? size - off : TS_P2P_PIECE_BYTES;
+    __atomic_fetch_add(&p->served_bytes, len, __ATOMIC_RELAXED);
+    if (!p->fault_corrupt) {
+        /* straight from the file to the socket (sendfile): no copy through
+         * this process, which at a gang's scale is CPU the node's own fetch
+         * and unpack want */
+        struct MHD_Response *resp =
+            MHD_create_response_from_fd_at_offset64((uint64_t)len, fd, (uint64_t)off);
+        if (!resp) {
+            close(fd);
+            return MHD_NO;
+        }
+        MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
+        enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, resp);
+        MHD_destroy_response(resp); /* closes fd once sent */
+        return ret;
+    }
     char *buf = malloc((size_t)len);
     long long got = 0;
     while (buf && got < len) {
@@ -190,9 +226,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         free(buf);
         return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot read the piece\n");
     }
-    if (p->fault_corrupt)
-        buf[len / 2] ^= 0x5a;
-    __atomic_fetch_add(&p->served_bytes, len, __ATOMIC_RELAXED);
+    buf[len / 2] ^= 0x5a; /* the fault injected: a corrupt piece */
     return reply(conn, MHD_HTTP_OK, buf, (size_t)len, "application/octet-stream");
 }
 
@@ -243,6 +277,7 @@ int ts_p2p_start(const ts_p2p_config *cfg, ts_p2p **out, ts_err *err)
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, 0, NULL, NULL, handle, p,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT,
         HTTP_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT, HTTP_CONNECTIONS_MAX,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, p,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, HTTP_CONNECTIONS_PER_ADDRESS_MAX, MHD_OPTION_END);
     if (!d) {
         pthread_mutex_destroy(&p->mu);

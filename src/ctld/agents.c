@@ -663,6 +663,8 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
         take_log_answers(a, in);
     }
     pthread_mutex_unlock(&a->mu);
+    if (known || reg) /* before the tasks' notes below, which may add pulls under way */
+        ctld_imgloc_store(c, n, json_object_get(in, "images"));
     if (!reg && !known) {
         json_decref(in);
         reply_register_first(r);

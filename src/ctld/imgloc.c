@@ -3,16 +3,23 @@
  * the image table each cycle places with (tessera/image_place.h,
  * docs/images.md "Placement").
  *
- * Agents do not list their image stores; what they report says enough. A
+ * Each sync of an agent lists its image store (the references each image
+ * was pulled by, ts_image_store_list): the node holds those whole and no
+ * other, so an image its store evicted under its budget is forgotten there
+ * at the next sync (ctld_imgloc_store); from such a node the reports add
+ * only pulls under way (a rank reported pulling has done_bytes of
+ * total_bytes). From an agent that does not list, the reports say all: a
  * rank reported running or ended without an "image_pull" object has its
- * image on its node (a task starts only once its image is there); one
- * reported pulling has done_bytes of total_bytes; a node whose prefetch of
- * the planned job's image is ready holds that image. Those facts are noted
- * here (ctld_imgloc_note) by image reference, the bytes per node, at most
- * IMGLOC_IMAGES references, the least recently noted forgotten first.
+ * image on its node (a task starts only once its image is there); a node
+ * whose prefetch of the planned job's image is ready holds that image.
+ * Those facts are noted
+ * here (ctld_imgloc_note) by image reference in one form
+ * (ts_image_ref_format, so "host/repo" and "host/repo:latest" are one), the
+ * bytes per node, at most IMGLOC_IMAGES references, the least recently
+ * noted forgotten first.
  *
- * It is a hint, not the truth: an agent evicts images under its store's
- * budget without saying so, and a restarted controller starts with nothing.
+ * It is a hint, not the truth: an eviction is seen a sync late, and a
+ * restarted controller starts with what the next listings say.
  * A wrong hint costs what no hint costs, one pull, because the cycle uses
  * the table only to break ties between nodes it finds equal.
  *
@@ -49,6 +56,7 @@ typedef struct loc_image {
 struct ctld_imgloc {
     pthread_mutex_t mu;
     int nnodes;
+    uint8_t *listed;               /* [nnodes] its agent lists its store: whole images by that */
     uint64_t notes;
     loc_image img[IMGLOC_IMAGES];
     /* the cycle's table: the cycle thread's alone */
@@ -66,7 +74,10 @@ int ctld_imgloc_open(ctld *c)
     L->nnodes = c->cluster->nnodes;
     size_t n = (size_t)(L->nnodes > 0 ? L->nnodes : 1);
     L->held = calloc(IMGLOC_CYCLE_IMAGES * n, sizeof *L->held);
-    if (!L->held) {
+    L->listed = calloc(n, 1);
+    if (!L->held || !L->listed) {
+        free(L->held);
+        free(L->listed);
         free(L);
         return TS_ENOMEM;
     }
@@ -84,6 +95,7 @@ void ctld_imgloc_close(ctld *c)
         free(L->img[i].held);
     pthread_mutex_destroy(&L->mu);
     free(L->held);
+    free(L->listed);
     free(L);
     c->imgloc = NULL;
 }
@@ -112,12 +124,28 @@ static loc_image *find(struct ctld_imgloc *L, const char *ref, bool make)
     return lru;
 }
 
-void ctld_imgloc_note(ctld *c, int node, const char *ref, int64_t done, int64_t total)
+/* ref in ts_image_ref_format's form into out; false when it does not parse. */
+static bool canonical(const char *ref, char out[TS_IMAGE_REF_MAX])
+{
+    ts_image_ref r;
+    if (!ref || ts_image_ref_parse(ref, "image", &r, NULL) != 0)
+        return false;
+    ts_image_ref_format(&r, out, TS_IMAGE_REF_MAX);
+    return strlen(out) < TS_IMAGE_REF_MAX - 1; /* not cut */
+}
+
+void ctld_imgloc_note(ctld *c, int node, const char *spec_ref, int64_t done, int64_t total)
 {
     struct ctld_imgloc *L = c->imgloc;
-    if (!L || !ref || !*ref || node < 0 || node >= L->nnodes)
+    char ref[TS_IMAGE_REF_MAX];
+    if (!L || node < 0 || node >= L->nnodes || !canonical(spec_ref, ref))
         return;
     pthread_mutex_lock(&L->mu);
+    if (done < 0 && L->listed[node]) { /* its listing says which are whole (an ended
+                                        * rank's report would bring back an evicted one) */
+        pthread_mutex_unlock(&L->mu);
+        return;
+    }
     loc_image *e = find(L, ref, true);
     if (e) {
         if (total > 0)
@@ -126,6 +154,47 @@ void ctld_imgloc_note(ctld *c, int node, const char *ref, int64_t done, int64_t 
         int64_t have = done < 0 ? INT64_MAX : done;
         e->held[node] = have > e->held[node] ? have : e->held[node];
         e->used = ++L->notes;
+    }
+    pthread_mutex_unlock(&L->mu);
+}
+
+void ctld_imgloc_store(ctld *c, int node, const json_t *images)
+{
+    struct ctld_imgloc *L = c->imgloc;
+    if (!L || node < 0 || node >= L->nnodes || !json_is_array(images))
+        return;
+    pthread_mutex_lock(&L->mu);
+    L->listed[node] = 1;
+    for (int i = 0; i < IMGLOC_IMAGES; i++) { /* listed below, or gone from the node */
+        loc_image *e = &L->img[i];
+        if (!e->ref[0] || !e->held[node])
+            continue;
+        bool listed = false;
+        size_t k, r;
+        const json_t *im, *ref;
+        json_array_foreach(images, k, im) {
+            json_array_foreach(json_object_get(im, "refs"), r, ref)
+                listed = listed || (json_is_string(ref) && !strcmp(json_string_value(ref), e->ref));
+            if (listed)
+                break;
+        }
+        if (!listed)
+            e->held[node] = 0;
+    }
+    size_t k, r;
+    const json_t *im, *ref;
+    json_array_foreach(images, k, im) {
+        json_array_foreach(json_object_get(im, "refs"), r, ref) {
+            char canon[TS_IMAGE_REF_MAX];
+            if (!json_is_string(ref) || !canonical(json_string_value(ref), canon) ||
+                strcmp(canon, json_string_value(ref)) != 0)
+                continue; /* not in the agent's one form: not a name we note by */
+            loc_image *e = find(L, canon, true);
+            if (!e)
+                continue;
+            e->held[node] = INT64_MAX;
+            e->used = ++L->notes;
+        }
     }
     pthread_mutex_unlock(&L->mu);
 }
@@ -175,8 +244,9 @@ void ctld_imgloc_cycle(ctld *c, cjob *const *wj, ts_job *wv, int nw)
     pthread_mutex_lock(&L->mu);
     L->table = (ts_image_table){.bytes = L->bytes, .held = L->held};
     for (int k = 0; k < nw; k++) {
-        const char *ref = wj[k]->spec ? wj[k]->spec->image : NULL;
-        int i = ref ? cycle_index(L, ref) : -1;
+        char ref[TS_IMAGE_REF_MAX];
+        bool has = wj[k]->spec && canonical(wj[k]->spec->image, ref);
+        int i = has ? cycle_index(L, ref) : -1;
         wv[k].image = i + 1;
     }
     pthread_mutex_unlock(&L->mu);

@@ -335,7 +335,9 @@ static const struct {
      "\"tasks\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
      "\"job\":{\"type\":\"integer\"},\"rank\":{\"type\":\"integer\"},"
      "\"state\":{\"type\":\"string\"}}}},\"logs\":{\"type\":\"array\"},"
-     "\"wait_s\":{\"type\":\"number\"}}}"},
+     "\"wait_s\":{\"type\":\"number\"},\"images\":{\"type\":\"array\",\"description\":"
+     "\"the image store: digest, refs, bytes of each image\",\"items\":{\"type\":"
+     "\"object\"}}}}"},
     {"AgentReply",
      "{\"type\":\"object\",\"description\":\"docs/agent-protocol.md\"}"},
     {"P2PAnnounce",
@@ -344,7 +346,8 @@ static const struct {
      "\"have\"],\"properties\":{\"node\":{\"type\":\"string\"},\"url\":{\"type\":"
      "\"string\"},\"blob\":{\"type\":\"string\"},\"size\":{\"type\":\"integer\"},"
      "\"have\":{\"type\":\"string\"},\"hashes\":{\"type\":\"object\"},\"bad\":{"
-     "\"type\":\"array\",\"items\":{\"type\":\"string\"}}}}"},
+     "\"type\":\"array\",\"items\":{\"type\":\"string\"}},\"fetching\":{\"type\":"
+     "\"array\",\"items\":{\"type\":\"integer\"}}}}"},
     {"P2PAnswer",
      "{\"type\":\"object\",\"required\":[\"piece_bytes\",\"peers\",\"hashes\","
      "\"grant\",\"token\",\"key\"],\"properties\":{\"piece_bytes\":{\"type\":"

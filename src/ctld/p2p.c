@@ -10,7 +10,8 @@
  * this node checks its own peers' tokens with, and perhaps a grant: the
  * one piece this node should fetch from the registry, because nobody holds
  * it and nobody else holds a grant of it (a grant lasts CLAIM_S, renewed by
- * each announce of its node). So a gang's nodes take each piece from the
+ * each announce of its node), at most REGISTRY_STREAMS_PER_BLOB of them at
+ * once. So a gang's nodes take each piece from the
  * registry about once (the grant of a node that went silent goes to
  * another node) and the rest from each other. A peer reported bad by a
  * node is left out of every answer for that blob for BAN_S, or until it
@@ -38,7 +39,14 @@
 #define BLOB_BYTES_MAX (1LL << 40)
 #define BLOBS_MAX 256
 #define CLAIM_S 5.0            /* a grant's hold on its piece, renewed by its node's announces */
+#define CLAIM_GRACE_S 1.0      /* a grant not yet named among its node's fetches */
 #define CLAIMS_PER_NODE 1      /* an agent takes one piece at a time from the registry */
+/* Pieces of one blob coming from the registry at once. Two, not one per
+ * asking node: the registry's link split ten ways has every piece out only
+ * at the end (3.2 s for the bench's image); two at a time, the first piece
+ * is out after a fifth of that and spreads among the peers while the rest
+ * comes, and the registry's link never waits for the next grant. */
+#define REGISTRY_STREAMS_PER_BLOB 2
 #define BAN_S 60.0             /* a peer reported bad is left out this long */
 #define TOKEN_S 600            /* a token's life */
 #define KEY_BYTES 32
@@ -52,7 +60,7 @@ typedef struct p2p_blob {
     double used_s;
     char (*hash)[TS_IMAGE_DIGEST_MAX];
     int *claim_node;           /* -1: none */
-    double *claim_until;
+    double *claim_until, *claim_at; /* claim_at: when granted */
     uint8_t **have;            /* per node: NULL, or npieces of 0/1 */
     double *banned_until;      /* per node */
 } p2p_blob;
@@ -95,6 +103,7 @@ static void blob_free(p2p_blob *b, int nnodes)
     free(b->hash);
     free(b->claim_node);
     free(b->claim_until);
+    free(b->claim_at);
     free(b->banned_until);
     memset(b, 0, sizeof *b);
 }
@@ -130,11 +139,13 @@ static p2p_blob *blob_get(struct ctld_p2p *T, const char *digest, long long size
     lru->hash = calloc((size_t)np, sizeof *lru->hash);
     lru->claim_node = malloc((size_t)np * sizeof *lru->claim_node);
     lru->claim_until = calloc((size_t)np, sizeof *lru->claim_until);
+    lru->claim_at = calloc((size_t)np, sizeof *lru->claim_at);
     lru->have = calloc((size_t)T->nnodes, sizeof *lru->have);
     lru->banned_until = calloc((size_t)T->nnodes, sizeof *lru->banned_until);
-    if (!lru->hash || !lru->claim_node || !lru->claim_until || !lru->have ||
+    if (!lru->hash || !lru->claim_node || !lru->claim_until || !lru->claim_at || !lru->have ||
         !lru->banned_until) {
         free(lru->hash), free(lru->claim_node), free(lru->claim_until), free(lru->have);
+        free(lru->claim_at);
         free(lru->banned_until);
         memset(lru, 0, sizeof *lru);
         return NULL;
@@ -158,13 +169,19 @@ static bool held_by_any(const struct ctld_p2p *T, const p2p_blob *b, int i, doub
 
 /* A piece for node n to take from the registry, or -1: its claims on
  * pieces it now holds are over; it holds at most CLAIMS_PER_NODE at once
- * (its other streams fetch from peers meanwhile). */
-static int grant(struct ctld_p2p *T, p2p_blob *b, int n, double now)
+ * (its other streams fetch from peers meanwhile). fetching: the pieces n
+ * says it is taking from the registry now (NULL: it did not say, every
+ * claim of a node that announces holds on); a claim n does not name there
+ * CLAIM_GRACE_S after its grant is over: the answer carrying the grant was
+ * lost (a timeout under load), and the claim would otherwise hold the
+ * piece, and one of the blob's registry streams, for as long as n lives. */
+static int grant(struct ctld_p2p *T, p2p_blob *b, int n, const uint8_t *fetching, double now)
 {
     int live = 0;
     for (int i = 0; i < b->npieces; i++)
         if (b->claim_node[i] == n) {
-            if (b->have[n][i] || b->claim_until[i] <= now) {
+            bool unused = fetching && !fetching[i] && now - b->claim_at[i] > CLAIM_GRACE_S;
+            if (b->have[n][i] || b->claim_until[i] <= now || unused) {
                 b->claim_node[i] = -1;
             } else { /* its node is alive: the claim holds on */
                 b->claim_until[i] = now + CLAIM_S;
@@ -172,6 +189,11 @@ static int grant(struct ctld_p2p *T, p2p_blob *b, int n, double now)
             }
         }
     if (live >= CLAIMS_PER_NODE)
+        return -1;
+    int out = 0; /* other nodes' live claims */
+    for (int i = 0; i < b->npieces; i++)
+        out += b->claim_node[i] >= 0 && b->claim_until[i] > now && !held_by_any(T, b, i, now);
+    if (out >= REGISTRY_STREAMS_PER_BLOB)
         return -1;
     for (int k = 0; k < b->npieces; k++) {
         int i = (n + k) % b->npieces; /* nodes start at different pieces */
@@ -181,6 +203,7 @@ static int grant(struct ctld_p2p *T, p2p_blob *b, int n, double now)
             continue;
         b->claim_node[i] = n;
         b->claim_until[i] = now + CLAIM_S;
+        b->claim_at[i] = now;
         return i;
     }
     return -1;
@@ -238,6 +261,17 @@ static bool parse(const json_t *in, const char **url, const char **digest, long 
                              "below %lld and each value a sha256:<64 hex> digest", np);
             return false;
         }
+    }
+    json_t *fe = json_object_get(in, "fetching"), *fv;
+    size_t fi;
+    bool fok = !fe || json_is_array(fe);
+    json_array_foreach(fe, fi, fv) fok = fok && json_is_integer(fv) &&
+                                         json_integer_value(fv) >= 0 &&
+                                         json_integer_value(fv) < np;
+    if (!fok) {
+        ctld_reply_error(r, 400, "invalid", "fetching: an array of piece indexes below %lld "
+                         "is required", np);
+        return false;
     }
     if (bad && (!json_is_array(bad) || json_array_size(bad) > 1024)) {
         ctld_reply_error(r, 400, "invalid", "bad: an array of at most 1024 node names or "
@@ -361,7 +395,13 @@ void ctld_p2p_route(ctld *c, const ctld_request *rq, ctld_reply *r)
                                    !strcmp(c->cluster->nodes[q].name, bn)))
                         b->banned_until[q] = now + BAN_S;
             }
-            int g = grant(T, b, n, now);
+            json_t *fe = json_object_get(in, "fetching"), *fv;
+            size_t fi;
+            uint8_t *fetching = fe ? calloc((size_t)b->npieces, 1) : NULL;
+            json_array_foreach(fe, fi, fv) if (fetching)
+                fetching[json_integer_value(fv)] = 1;
+            int g = grant(T, b, n, fe && !fetching ? NULL : fetching, now);
+            free(fetching);
             doc = answer(c, T, b, n, g, name, expiry);
         }
         pthread_mutex_unlock(&T->mu);

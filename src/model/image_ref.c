@@ -117,3 +117,8 @@ int ts_image_ref_parse(const char *text, const char *field, ts_image_ref *out, t
     return 0;
 }
 
+void ts_image_ref_format(const ts_image_ref *r, char *out, size_t n)
+{
+    snprintf(out, n, "%s/%s%s%s%s%s", r->host, r->repo, r->tag[0] ? ":" : "", r->tag,
+             r->digest[0] ? "@" : "", r->digest);
+}

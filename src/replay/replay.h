@@ -157,6 +157,11 @@ extern const ts_replay_policy_ops ts_replay_tessera_img_blind_ops;
 /* Whether ops is one of these: the production cycle, which shares one
  * cluster between tenants */
 bool ts_replay_runs_cycle(const ts_replay_policy_ops *ops);
+/* Seconds job j, started by the last decide of policy ops (state: its
+ * state), holds its GPUs without progress before it runs, on top of
+ * restart_cost_s: the image pull of tessera-img and tessera-img-blind
+ * (replay_images.c); 0 for every other policy. */
+double ts_replay_start_delay_s(const ts_replay_policy_ops *ops, void *state, int j);
 
 /* Per job, what happened. */
 typedef struct ts_replay_outcome {

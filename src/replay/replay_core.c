@@ -53,6 +53,7 @@ typedef struct core_job {
     double est_s;          /* the cycle's start estimate in its first cycle, or -1 */
     double first_start_s;  /* -1 until it starts */
     double preempted_at[4];
+    double pull_s;         /* its image's wait at its last start (tessera-img) */
 } core_job;
 
 typedef struct wkey {
@@ -511,6 +512,7 @@ static int core_cycle(core_state *s, const ts_replay_view *v)
     int nw = waiting_view(s, v);
     s->lastnw = nw;
     ts_err err;
+    replay_images_settle(s->img, v->now_s);
     if (s->images == 2 && ts_sched_set_images(s->s, replay_images_table(s->img), &err) != 0)
         return -1;
     if (ts_sched_cycle(s->s, v->now_s, s->wv, nw, s->rv, nr, &s->d, &err) != 0)
@@ -524,6 +526,11 @@ static int core_cycle(core_state *s, const ts_replay_view *v)
             cj->est_s = s->d.pending[k].estimated_s;
         }
     }
+    /* the planned job's nodes begin pulling its image (the agents'
+     * prefetch of a reservation) */
+    if (s->img && s->d.planned >= 0 && s->d.planned < nw)
+        replay_images_prefetch(s->img, s->wi[s->d.planned], s->d.planned_nodes,
+                               s->d.nplanned_nodes, v->now_s);
     for (int k = 0; k < s->d.npreempts; k++) {
         int j = s->ri[s->d.preempts[k].victim];
         core_job *cj = &s->jobs[j];
@@ -542,9 +549,12 @@ static int core_cycle(core_state *s, const ts_replay_view *v)
             continue;
         }
         memcpy(cj->allocs, s->d.starts[k].allocs, (size_t)cj->ntasks * sizeof *cj->allocs);
+        /* queued: it had waited in the queue (not started at its arrival) */
+        bool queued = v->now_s > cj->queued_s && v->now_s > cj->submit_s;
         cj->start_s = v->now_s;
         if (s->img)
-            replay_images_start(s->img, j, cj->allocs, cj->ntasks, v->now_s);
+            cj->pull_s = replay_images_start(s->img, j, cj->allocs, cj->ntasks, queued,
+                                             v->now_s);
         if (cj->first_start_s < 0.0)
             cj->first_start_s = v->now_s;
         s->running[j] = true;
@@ -698,4 +708,12 @@ bool ts_replay_runs_cycle(const ts_replay_policy_ops *ops)
 {
     return ops == &ts_replay_tessera_ops || ops == &ts_replay_core_ops ||
            ops == &ts_replay_tessera_img_ops || ops == &ts_replay_tessera_img_blind_ops;
+}
+
+double ts_replay_start_delay_s(const ts_replay_policy_ops *ops, void *state, int j)
+{
+    if (ops != &ts_replay_tessera_img_ops && ops != &ts_replay_tessera_img_blind_ops)
+        return 0.0;
+    const core_state *s = state;
+    return s && j >= 0 && j < s->njobs ? s->jobs[j].pull_s : 0.0;
 }

@@ -132,6 +132,7 @@ static void place(engine *e, int j)
     s->delay_left_s = e->cfg->restart_cost_s;
     if (e->cfg->ckpt_cost_by_gpus && e->out[j].starts > 0)
         s->delay_left_s += ts_replay_ckpt_cost_s(e->jobs[j].gpus);
+    s->delay_left_s += ts_replay_start_delay_s(e->pol, e->pol_state, j); /* an image pull */
     e->out[j].starts++;
 }
 

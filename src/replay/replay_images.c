@@ -10,13 +10,22 @@
  * (the issue's anchors: a 3 GB image at Uber, 10 GB PyTorch images, 15-20 GB
  * images taking minutes on AWS), popularity Zipf with exponent 1 (a few base
  * images carry most jobs); each job's image is drawn from a fixed seed, so
- * both policies see the same assignment. Every node pulls at 10 Gbit/s
- * (TS_IMAGE_BW_DEFAULT_BYTES_S) and keeps a 40 GB cache, least recently
- * started image evicted first. A start (first or restart) waits, on each of
- * its nodes, the bytes missing over that bandwidth, the slowest node
- * deciding; then its nodes hold the image. Open loop: the wait is counted,
- * not added to the job's run, so both policies replay the same schedule
- * apart from where jobs land.
+ * both policies see the same assignment. Each node pulls at its own
+ * bandwidth (TS_REPLAY_IMAGE_BW_GBIT, a comma list cycled over the nodes;
+ * 10 Gbit/s, TS_IMAGE_BW_DEFAULT_BYTES_S, without it), the same figures the
+ * cycle prices nodes with, and keeps a 40 GB cache, least recently started
+ * image evicted first. A start (first or restart) waits, on each of its
+ * nodes, the bytes missing over that node's bandwidth, the slowest node
+ * deciding; then its nodes hold the image. The wait is held without
+ * progress at the start of the run (the policy's start_delay_s), as the
+ * real pull holds the job's GPUs.
+ *
+ * Prefetch: when a cycle plans a waiting job on named nodes (its
+ * reservation, or the one job planned without holding), those nodes start
+ * pulling its image then, at PREFETCH_SHARE of their bandwidth (below the
+ * running jobs' traffic, TS_REPLAY_PREFETCH_SHARE overrides; 0: off), so a
+ * reserved job finds part or all of it there at its start. A prefetch's
+ * bytes are settled lazily (replay_images_settle) from its start time.
  */
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +42,13 @@
 #define IMAGE_MAX_BYTES 20e9
 #define NODE_CACHE_BYTES INT64_C(40000000000)
 #define IMAGES_SEED 0x1a6e5ULL
+#define PREFETCH_SHARE_DEFAULT 0.5 /* of a node's bandwidth, for a planned job's image */
+#define BW_GBIT_MAX 10000.0
+#define BW_LIST_MAX 64
+/* reserved: planned on named nodes by a decision before the one that
+ * started it (a plan made in the starting decision itself, e.g. a
+ * preemptor's whose victims stop at once in the replay, leaves no time) */
+enum { START_AT_ARRIVAL, START_QUEUED, START_RESERVED };
 
 struct replay_images {
     int njobs, nnodes, nimages;
@@ -40,11 +56,21 @@ struct replay_images {
     int64_t *bytes;       /* [nimages] */
     int64_t *held;        /* [nimages * nnodes] */
     double *used_s;       /* [nimages * nnodes] last start that used it there */
+    double *bw;           /* [nnodes] bytes/s */
+    /* prefetches under way: cell (image * nnodes + node), since when, from how many bytes */
+    size_t *pf_cell;
+    double *pf_since_s;
+    int64_t *pf_from;
+    int npf, pf_cap;
+    double pf_share;
     ts_image_table table;
     /* figures */
     double *wait;         /* [starts] seconds each start waited */
+    uint8_t *kind;        /* [starts] START_* */
+    double *planned_s;    /* [njobs] when a cycle first planned it on named nodes since its
+                           * last start; -1: not planned */
     int nstarts, cap;
-    int64_t pulled_bytes;
+    int64_t pulled_bytes, prefetched_bytes;
 };
 
 /* Zipf(1) over n: the index whose cumulative weight passes u in [0, 1). */
@@ -78,10 +104,14 @@ replay_images *replay_images_new(int njobs, int nnodes)
     m->bytes = calloc((size_t)n, sizeof *m->bytes);
     m->held = calloc(cells, sizeof *m->held);
     m->used_s = calloc(cells, sizeof *m->used_s);
-    if (!m->job_image || !m->bytes || !m->held || !m->used_s) {
+    m->bw = calloc((size_t)(nnodes > 0 ? nnodes : 1), sizeof *m->bw);
+    m->planned_s = malloc((size_t)(njobs > 0 ? njobs : 1) * sizeof *m->planned_s);
+    if (!m->job_image || !m->bytes || !m->held || !m->used_s || !m->bw || !m->planned_s) {
         replay_images_free(m);
         return NULL;
     }
+    for (int j = 0; j < njobs; j++)
+        m->planned_s[j] = -1.0;
     ts_rng g;
     ts_rng_seed(&g, IMAGES_SEED);
     for (int i = 0; i < n; i++) /* log-uniform: as many small images as large */
@@ -89,7 +119,25 @@ replay_images *replay_images_new(int njobs, int nnodes)
                                 pow(IMAGE_MAX_BYTES / IMAGE_MIN_BYTES, ts_rng_double(&g)));
     for (int j = 0; j < njobs; j++)
         m->job_image[j] = 1 + zipf_draw(ts_rng_double(&g), n);
-    m->table = (ts_image_table){.nimages = n, .bytes = m->bytes, .held = m->held};
+    /* each node's bandwidth: the list cycled over the nodes */
+    double list[BW_LIST_MAX];
+    int nlist = 0;
+    const char *bw = getenv("TS_REPLAY_IMAGE_BW_GBIT");
+    for (const char *at = bw; at && *at && nlist < BW_LIST_MAX;) {
+        char *end;
+        double g = strtod(at, &end);
+        if (end == at)
+            break;
+        list[nlist++] = g > 0.0 && g <= BW_GBIT_MAX ? g * 1e9 / 8.0 : TS_IMAGE_BW_DEFAULT_BYTES_S;
+        at = *end == ',' ? end + 1 : end;
+    }
+    for (int k = 0; k < nnodes; k++)
+        m->bw[k] = nlist ? list[k % nlist] : TS_IMAGE_BW_DEFAULT_BYTES_S;
+    const char *share = getenv("TS_REPLAY_PREFETCH_SHARE");
+    m->pf_share = share && *share ? atof(share) : PREFETCH_SHARE_DEFAULT;
+    m->pf_share = m->pf_share < 0.0 ? 0.0 : m->pf_share > 1.0 ? 1.0 : m->pf_share;
+    m->table = (ts_image_table){.nimages = n, .bytes = m->bytes, .held = m->held,
+                                .bw_bytes_s = m->bw};
     return m;
 }
 
@@ -101,7 +149,13 @@ void replay_images_free(replay_images *m)
     free(m->bytes);
     free(m->held);
     free(m->used_s);
+    free(m->bw);
+    free(m->pf_cell);
+    free(m->pf_since_s);
+    free(m->pf_from);
     free(m->wait);
+    free(m->kind);
+    free(m->planned_s);
     free(m);
 }
 
@@ -111,6 +165,26 @@ int replay_images_of(const replay_images *m, int job)
 }
 
 const ts_image_table *replay_images_table(const replay_images *m) { return &m->table; }
+
+/* The prefetch of cell k, if one is under way; -1. */
+static int prefetch_of(const replay_images *m, size_t k)
+{
+    for (int i = 0; i < m->npf; i++)
+        if (m->pf_cell[i] == k)
+            return i;
+    return -1;
+}
+
+static void prefetch_stop(replay_images *m, size_t k)
+{
+    int i = prefetch_of(m, k);
+    if (i < 0)
+        return;
+    m->npf--;
+    m->pf_cell[i] = m->pf_cell[m->npf];
+    m->pf_since_s[i] = m->pf_since_s[m->npf];
+    m->pf_from[i] = m->pf_from[m->npf];
+}
 
 /* Room for img on node: least recently used images go until it fits. */
 static void make_room(replay_images *m, int img, int node)
@@ -132,15 +206,83 @@ static void make_room(replay_images *m, int img, int node)
             return; /* the image alone is larger than the cache: it stays anyway */
         used -= m->held[(size_t)old * m->nnodes + node];
         m->held[(size_t)old * m->nnodes + node] = 0;
+        prefetch_stop(m, (size_t)old * m->nnodes + node);
     }
 }
 
-void replay_images_start(replay_images *m, int job, const ts_alloc *allocs, int ntasks,
-                         double now_s)
+void replay_images_settle(replay_images *m, double now_s)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < m->npf;) {
+        size_t k = m->pf_cell[i];
+        int img = (int)(k / (size_t)m->nnodes), node = (int)(k % (size_t)m->nnodes);
+        double got = m->pf_share * m->bw[node] * (now_s - m->pf_since_s[i]);
+        int64_t want = m->bytes[img], was = m->held[k];
+        int64_t now = m->pf_from[i] + (int64_t)got < want ? m->pf_from[i] + (int64_t)got : want;
+        if (now > was) {
+            m->held[k] = now;
+            m->prefetched_bytes += now - was;
+        }
+        if (m->held[k] >= want) {
+            m->npf--;
+            m->pf_cell[i] = m->pf_cell[m->npf];
+            m->pf_since_s[i] = m->pf_since_s[m->npf];
+            m->pf_from[i] = m->pf_from[m->npf];
+        } else {
+            i++;
+        }
+    }
+}
+
+void replay_images_prefetch(replay_images *m, int job, const int *nodes, int nnodes,
+                            double now_s)
 {
     int img = replay_images_of(m, job) - 1;
     if (img < 0)
         return;
+    if (m->planned_s[job] < 0.0)
+        m->planned_s[job] = now_s;
+    if (m->pf_share <= 0.0)
+        return;
+    replay_images_settle(m, now_s);
+    for (int t = 0; t < nnodes; t++) {
+        int node = nodes[t];
+        if (node < 0 || node >= m->nnodes)
+            continue;
+        size_t k = (size_t)img * m->nnodes + node;
+        if (m->held[k] >= m->bytes[img] || prefetch_of(m, k) >= 0)
+            continue;
+        if (m->npf == m->pf_cap) {
+            int cap = m->pf_cap ? 2 * m->pf_cap : 64;
+            size_t *c = realloc(m->pf_cell, (size_t)cap * sizeof *c);
+            if (c)
+                m->pf_cell = c;
+            double *sn = c ? realloc(m->pf_since_s, (size_t)cap * sizeof *sn) : NULL;
+            if (sn)
+                m->pf_since_s = sn;
+            int64_t *fr = sn ? realloc(m->pf_from, (size_t)cap * sizeof *fr) : NULL;
+            if (!fr)
+                return; /* no prefetch: the start pulls it all, as without one */
+            m->pf_from = fr;
+            m->pf_cap = cap;
+        }
+        make_room(m, img, node);
+        m->used_s[k] = now_s; /* not the next to go while it comes */
+        m->pf_cell[m->npf] = k;
+        m->pf_since_s[m->npf] = now_s;
+        m->pf_from[m->npf] = m->held[k];
+        m->npf++;
+    }
+}
+
+double replay_images_start(replay_images *m, int job, const ts_alloc *allocs, int ntasks,
+                           bool queued, double now_s)
+{
+    int img = replay_images_of(m, job) - 1;
+    if (img < 0)
+        return 0.0;
+    replay_images_settle(m, now_s);
     double wait = 0.0;
     for (int t = 0; t < ntasks; t++) {
         int node = allocs[t].node;
@@ -149,6 +291,7 @@ void replay_images_start(replay_images *m, int job, const ts_alloc *allocs, int 
         double s = ts_image_pull_s(&m->table, m->nnodes, img, node);
         wait = s > wait ? s : wait;
         size_t k = (size_t)img * m->nnodes + node;
+        prefetch_stop(m, k); /* the rest comes at the node's full rate, in s */
         if (m->held[k] < m->bytes[img]) {
             m->pulled_bytes += m->bytes[img] - m->held[k];
             make_room(m, img, node);
@@ -159,12 +302,19 @@ void replay_images_start(replay_images *m, int job, const ts_alloc *allocs, int 
     if (m->nstarts == m->cap) {
         int cap = m->cap ? 2 * m->cap : 256;
         double *w = realloc(m->wait, (size_t)cap * sizeof *w);
-        if (!w)
-            return; /* the figure loses this start; the replay goes on */
-        m->wait = w;
+        if (w)
+            m->wait = w;
+        uint8_t *q = w ? realloc(m->kind, (size_t)cap * sizeof *q) : NULL;
+        if (!q)
+            return wait; /* the figure loses this start; the replay goes on */
+        m->kind = q;
         m->cap = cap;
     }
+    bool reserved = m->planned_s[job] >= 0.0 && m->planned_s[job] < now_s;
+    m->kind[m->nstarts] = !queued ? START_AT_ARRIVAL : reserved ? START_RESERVED : START_QUEUED;
+    m->planned_s[job] = -1.0;
     m->wait[m->nstarts++] = wait;
+    return wait;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -173,20 +323,43 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Figures over the starts of kind at least min_kind (START_*: every start,
+ * the queued ones, the reserved ones): how many, the share that found the
+ * image ready, mean, p50, p90 and total wait. */
+typedef struct wait_figures {
+    int n, ready;
+    double mean, p50, p90, total;
+} wait_figures;
+
+static wait_figures figures(const replay_images *m, int min_kind, double *tmp)
+{
+    wait_figures w = {0};
+    for (int i = 0; i < m->nstarts; i++)
+        if (m->kind[i] >= min_kind) {
+            tmp[w.n++] = m->wait[i];
+            w.total += m->wait[i];
+            w.ready += m->wait[i] <= 0.0;
+        }
+    qsort(tmp, (size_t)w.n, sizeof *tmp, cmp_double);
+    w.mean = w.n ? w.total / w.n : 0.0;
+    w.p50 = ts_replay_percentile(tmp, w.n, 50);
+    w.p90 = ts_replay_percentile(tmp, w.n, 90);
+    return w;
+}
+
 void replay_images_print(replay_images *m, FILE *f, const char *policy)
 {
     if (!m || m->nstarts == 0)
         return;
-    qsort(m->wait, (size_t)m->nstarts, sizeof *m->wait, cmp_double);
-    double sum = 0.0;
-    int ready = 0;
-    for (int i = 0; i < m->nstarts; i++) {
-        sum += m->wait[i];
-        ready += m->wait[i] <= 0.0;
-    }
+    double *tmp = malloc((size_t)m->nstarts * sizeof *tmp);
+    if (!tmp)
+        return;
+    wait_figures a = figures(m, START_AT_ARRIVAL, tmp), r = figures(m, START_RESERVED, tmp);
+    free(tmp);
     fprintf(f, "images %s: %d images, %d starts, ready %.1f %%, wait mean %.2f s p50 %.2f s "
-               "p90 %.2f s total %.0f s, pulled %.1f GB\n",
-            policy, m->nimages, m->nstarts, 100.0 * ready / m->nstarts, sum / m->nstarts,
-            ts_replay_percentile(m->wait, m->nstarts, 50),
-            ts_replay_percentile(m->wait, m->nstarts, 90), sum, (double)m->pulled_bytes / 1e9);
+               "p90 %.2f s total %.0f s, pulled %.1f GB; reserved starts %d, ready %.1f %%, "
+               "wait mean %.2f s p50 %.2f s p90 %.2f s; prefetched %.1f GB\n",
+            policy, m->nimages, a.n, a.n ? 100.0 * a.ready / a.n : 0.0, a.mean, a.p50, a.p90,
+            a.total, (double)m->pulled_bytes / 1e9, r.n, r.n ? 100.0 * r.ready / r.n : 0.0,
+            r.mean, r.p50, r.p90, (double)m->prefetched_bytes / 1e9);
 }

@@ -6,6 +6,7 @@
 #ifndef TS_REPLAY_IMAGES_H
 #define TS_REPLAY_IMAGES_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "tessera/image_place.h"
@@ -20,9 +21,18 @@ void replay_images_free(replay_images *m);
 int replay_images_of(const replay_images *m, int job);
 /* What the nodes hold now, for ts_sched_set_images (owned by m). */
 const ts_image_table *replay_images_table(const replay_images *m);
-/* job started on allocs[0..ntasks): its wait counted, its nodes hold it. */
-void replay_images_start(replay_images *m, int job, const ts_alloc *allocs, int ntasks,
-                         double now_s);
+/* job started on allocs[0..ntasks) (queued: it had waited in the queue
+ * before this start): its nodes hold its image from now; returns the
+ * seconds its start waits for the image (the slowest node), counted in the
+ * figures. */
+double replay_images_start(replay_images *m, int job, const ts_alloc *allocs, int ntasks,
+                           bool queued, double now_s);
+/* The cycle planned job on nodes[0..nnodes) (a reservation): they begin
+ * pulling its image now, at the prefetch share of their bandwidth. */
+void replay_images_prefetch(replay_images *m, int job, const int *nodes, int nnodes,
+                            double now_s);
+/* Prefetches' bytes brought up to now_s (before the table is read). */
+void replay_images_settle(replay_images *m, double now_s);
 /* One line of figures to f (sorts its waits). */
 void replay_images_print(replay_images *m, FILE *f, const char *policy);
 

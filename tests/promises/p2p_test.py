@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from cluster import Node  # noqa: E402
@@ -368,3 +369,53 @@ def scenario_f_a_job_lands_where_its_image_is(c):
 
 scenario_f_a_job_lands_where_its_image_is.needs_root = True
 scenario_f_a_job_lands_where_its_image_is.needs = ("runc",) + NEEDS
+
+
+def scenario_g_an_evicted_image_is_forgotten(c):
+    """images.md "Placement": an agent lists its image store in every sync,
+    so when its store evicts an image (its budget, here a pull with a budget
+    of one byte on p-2's store, as the agent's own pulls evict), the
+    controller stops placing that image's jobs there: of the two free nodes
+    the next job in that image goes by node order, to p-1."""
+    r, _ = registry()
+    ref4 = r.push_busybox("team/evicted:1", "evicted from p-2",
+                          {"/data/blob": os.urandom(1 << 20)}).replace(
+        f"127.0.0.1:{PORT}", f"127.0.0.1:{FRONT_PORT}")
+    one = {"tenant": "team-a", "tier": "opportunistic", "time_limit": "1m",
+           "tasks": [{"count": 1, "gpus": 8, "cpu_milli": 1000, "memory_mib": 1024}]}
+    first = c.submit(dict(one, name="ev-first", image=ref4, nodelist="p-2",
+                          command=["/bin/sh", "-c", "cat /marker"]))
+    j = c.wait_job(first, ("completed", "failed"), 90)
+    check(bool(j) and j["state"] == "completed",
+          f"a job puts the image on p-2: {j and j.get('state')}")
+    if not j or j["state"] != "completed":
+        return
+    store = os.path.join(c.path("p-2"), "images")
+    before = set(os.listdir(os.path.join(store, "images")))
+    other = r.push_busybox("team/evictor:1", "an image p-2 has not got")
+    p = subprocess.run([c.bins["agent"], "image-pull", "--store", store, "--budget", "1",
+                        "--plain-http", other], capture_output=True, text=True, timeout=120)
+    after = set(os.listdir(os.path.join(store, "images")))
+    check(p.returncode != 0 and len(after) < len(before),
+          f"p-2's store evicts its unused images under a budget: {len(before)} -> "
+          f"{len(after)} (exit {p.returncode})")
+    # p-2's agent lists its store at its next sync: an idle agent's long poll
+    # is TS_AGENT_WAIT_IDLE_S (10 s)
+    time.sleep(12)
+    block = c.submit(dict(one, name="ev-block", nodelist="p-3",
+                          command=["/bin/sh", "-c", "sleep 60"]))
+    if not c.wait_job(block, "running", 30):
+        return
+    second = c.submit(dict(one, name="ev-second", image=ref4,
+                           command=["/bin/sh", "-c", "cat /marker"]))
+    c.wait_job(second, ("running", "completed", "failed"), 60)
+    node = (c.job(second).get("placement") or [{}])[0].get("node")
+    check(node == "p-1", f"the job no longer goes to p-2, whose store evicted its image, but "
+          f"by node order to p-1: {node}")
+    c.wait_job(second, ("completed", "failed"), 60)
+    c.call("POST", f"/v1/jobs/{block}/cancel")
+    c.wait_job(block, ("cancelled", "completed", "failed"), 60)
+
+
+scenario_g_an_evicted_image_is_forgotten.needs_root = True
+scenario_g_an_evicted_image_is_forgotten.needs = ("runc",) + NEEDS
