@@ -107,6 +107,14 @@ static inline double limit_of(const loop *l, const ts_job *j)
     return j->time_limit_s > 0.0 ? j->time_limit_s : l->s->cfg.default_time_limit_s;
 }
 
+/* How long job j has waited since it last began to wait: its submission,
+ * or its requeue after a preemption (the starvation bound's clock: a job
+ * that ran is not starving for the time it ran). */
+static inline double waited_s(const loop *l, const ts_job *j)
+{
+    return l->now - (j->queued_s > 0.0 ? j->queued_s : j->submit_s);
+}
+
 static inline const char *why_of(const loop *l, int i) { return l->d->why_buf + l->why_off[i]; }
 
 #define pend(l, i, reason_, ...)                                                              \
