@@ -28,15 +28,14 @@
  * Starvation bound. Time limits are enforced by the shell, so the reserved
  * job starts by its reservation time T <= now + L, L the longest time limit
  * (a backfilled job ends before T or stays off the reserved GPUs). A job that
- * has waited starve_after_s since it last began to wait (submission or
- * requeue: waited_s) is ordered before every job that has not (only
- * preemptors, which take opportunistic GPUs back for guaranteed work, go
- * before it), oldest first; so once the k starving jobs older than it have
- * started it holds the reservation, and it starts within
- * starve_after_s + (k + 1) * L of its submission or requeue, unless it is
- * held, invalid or refused by its own tenant's quota. Not from the
- * submission alone: a long job time-shared away after its first day would
- * go first again at once, and be time-shared away again (churn). tests/sched/test_cycle.c checks the
+ * has waited starve_after_s in all (its age less the time it ran:
+ * waited_s) is ordered before every job that has not (only preemptors,
+ * which take opportunistic GPUs back for guaranteed work, go before it),
+ * oldest first; so once the k starving jobs older than it have started it
+ * holds the reservation, and it waits at most starve_after_s + (k + 1) * L
+ * in all, unless it is held, invalid or refused by its own tenant's quota.
+ * Not its age: a long job time-shared away after its first day would go
+ * first again at once, and be time-shared away again (churn). tests/sched/test_cycle.c checks the
  * bound against a stream of short jobs from a tenant with a lower share.
  */
 #include <stdio.h>
