@@ -446,7 +446,7 @@ int loop_process(loop *l, int i)
      * lack room are planned without holding anything (their start estimate,
      * and a job that fits nowhere is found invalid), a bounded number a cycle */
     bool hold = !l->have_res &&
-                (!l->js[i].las || l->now - l->w[i].submit_s >= l->s->cfg.starve_after_s);
+                (!l->js[i].las || waited_s(l, &l->w[i]) >= l->s->cfg.starve_after_s);
     if (hold) {
         reserve(l, i, true);
     } else if (l->plans < ESTIMATES_PER_CYCLE && p->reason != TS_PEND_PREEMPTING) {

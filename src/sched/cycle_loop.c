@@ -28,12 +28,14 @@
  * Starvation bound. Time limits are enforced by the shell, so the reserved
  * job starts by its reservation time T <= now + L, L the longest time limit
  * (a backfilled job ends before T or stays off the reserved GPUs). A job that
- * has waited starve_after_s is ordered before every job that has not (only
- * preemptors, which take opportunistic GPUs back for guaranteed work, go
- * before it), oldest first; so once the k starving jobs older than it have
- * started it holds the reservation, and it starts within
- * starve_after_s + (k + 1) * L of its submission, unless it is held, invalid
- * or refused by its own tenant's quota. tests/sched/test_cycle.c checks the
+ * has waited starve_after_s in all (its age less the time it ran:
+ * waited_s) is ordered before every job that has not (only preemptors,
+ * which take opportunistic GPUs back for guaranteed work, go before it),
+ * oldest first; so once the k starving jobs older than it have started it
+ * holds the reservation, and it waits at most starve_after_s + (k + 1) * L
+ * in all, unless it is held, invalid or refused by its own tenant's quota.
+ * Not its age: a long job time-shared away after its first day would go
+ * first again at once, and be time-shared away again (churn). tests/sched/test_cycle.c checks the
  * bound against a stream of short jobs from a tenant with a lower share.
  */
 #include <stdio.h>
@@ -456,7 +458,7 @@ static int run_order(loop *l)
     /* 2. the starving, oldest first */
     int n = 0;
     for (int i = 0; i < l->nw; i++)
-        if (!done[i] && l->now - l->w[i].submit_s >= s->cfg.starve_after_s)
+        if (!done[i] && waited_s(l, &l->w[i]) >= s->cfg.starve_after_s)
             keys[n++] = okey_of(l, i, true);
     qsort(keys, (size_t)n, sizeof *keys, cmp_okey);
     for (int k = 0; k < n && rc == 0; k++) {

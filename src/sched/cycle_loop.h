@@ -112,6 +112,20 @@ static inline double limit_of(const loop *l, const ts_job *j)
     return j->time_limit_s > 0.0 ? j->time_limit_s : l->s->cfg.default_time_limit_s;
 }
 
+/* How long job j has waited in all since its submission: its age less the
+ * time it ran (its attained service over its rate), and at least its wait
+ * since it last began to wait (the starvation bound's clock: a job that ran
+ * is not starving for the time it ran). */
+static inline double waited_s(const loop *l, const ts_job *j)
+{
+    double since = l->now - (j->queued_s > 0.0 ? j->queued_s : j->submit_s);
+    if (!(j->attained_gpu_s > 0.0))
+        return since;
+    double rate = ts_sched_job_rate(l->s, j);
+    double total = l->now - j->submit_s - (rate > 0.0 ? j->attained_gpu_s / rate : 0.0);
+    return total > since ? total : since;
+}
+
 static inline const char *why_of(const loop *l, int i) { return l->d->why_buf + l->why_off[i]; }
 
 #define pend(l, i, reason_, ...)                                                              \

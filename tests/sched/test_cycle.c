@@ -1398,6 +1398,46 @@ static void test_las_starving_job_is_promoted(void **state)
     assert_int_equal(f->d.pending[0].level, 1);
 }
 
+/* The starvation clock runs while a job waits, not while it runs: a job
+ * (team-b's, within its guarantee, the cluster full of team-a's loans too
+ * young to take back) submitted a day and 5,000 s ago that ran 9,450 s on
+ * 4 GPUs and was requeued 100 s ago has waited 81,950 s in all: not
+ * starving (it stays at its las level, behind a fresh job, and holds no
+ * reservation); once it has waited starve_after_s it is, and goes first and
+ * holds the reservation. (Counted from the submission, every long job
+ * preempted after its first day went first at once, to be time-shared away
+ * again by the next fresh job.) */
+static void test_starvation_counts_waiting_not_running(void **state)
+{
+    fx *f = *state;
+    f->cfg.las_promote_factor = 0; /* promotion apart: the starvation clock alone */
+    remake(f, TENANTS_YAML);
+    ts_job *run[3];
+    fill_with_team_a(f, run, NOW_S - 50); /* loans too young to reclaim */
+    ts_job *ran = job(f, TB, TS_TIER_GUARANTEED, 1, 4, 86400);
+    ran->submit_s = NOW_S - f->cfg.starve_after_s - 5000;
+    ran->attained_gpu_s = LEVEL1_GPU_S + 9000; /* 9,450 s on 4 GPUs */
+    ran->queued_s = NOW_S - 100;
+    ts_job *fresh = job(f, TB, TS_TIER_GUARANTEED, 1, 4, 86400);
+    fresh->submit_s = NOW_S - 900;
+    ts_job *w[] = {ran, fresh};
+    assert_int_equal(cycle(f, NOW_S, w, 2, run, 3), 0);
+    assert_int_equal(f->d.pending[1].cluster_position, 0);
+    assert_int_equal(f->d.pending[0].cluster_position, 1);
+    assert_int_equal(f->d.reserved, -1);
+    /* 4,451 s more of waiting before its requeue: starving */
+    ran->submit_s -= 4451;
+    assert_int_equal(cycle(f, NOW_S, w, 2, run, 3), 0);
+    assert_int_equal(f->d.pending[0].cluster_position, 0);
+    assert_int_equal(f->d.reserved, 0);
+    /* or the bound waited since its requeue alone */
+    ran->queued_s = NOW_S - f->cfg.starve_after_s - 1;
+    ran->submit_s = ran->queued_s - 9450; /* it never waited before its run */
+    assert_int_equal(cycle(f, NOW_S, w, 2, run, 3), 0);
+    assert_int_equal(f->d.pending[0].cluster_position, 0);
+    assert_int_equal(f->d.reserved, 0);
+}
+
 /* Inside a level, first come first served (Tiresias' queues): of two
  * level-1 jobs, the one submitted first goes first though it attained
  * more; with las_fifo_within_level off, the one that attained less. */
@@ -1638,6 +1678,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_las_fifo_within_level, setup, teardown),
         cmocka_unit_test_setup_teardown(test_victims_fewest_gpus, setup, teardown),
         cmocka_unit_test_setup_teardown(test_las_starving_job_is_promoted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_starvation_counts_waiting_not_running, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_las_victim_keeps_min_runtime, setup, teardown),
         cmocka_unit_test_setup_teardown(test_las_plans_without_holding, setup, teardown),
         cmocka_unit_test_setup_teardown(test_las_guaranteed_never_victim_of_other_tenant, setup,
