@@ -74,7 +74,7 @@ static long long file_bytes(const char *p)
 static void add_blob(ts_image_store *st, const char *src, char *digest)
 {
     ts_err err = {0};
-    if (ts_image_file_digest(src, digest, &err) != 0)
+    if (agent_image_file_digest(src, digest, &err) != 0)
         die(src, &err);
     char dst[800], cmd[2000];
     image_blob_path(st, digest, dst, sizeof dst);
@@ -130,13 +130,13 @@ static double run_true(const ts_image *img, const char *top)
     ts_task_state ts;
     ts_err err = {0};
     double t0 = now_ms();
-    if (ts_task_start(NULL, &s, &t, &err) != 0)
+    if (agent_task_start(NULL, &s, &t, &err) != 0)
         die("task start", &err);
-    if (ts_task_wait(t, WAIT_S, &ts, &err) != 0 || ts.exit_code != 0)
+    if (agent_task_wait(t, WAIT_S, &ts, &err) != 0 || ts.exit_code != 0)
         die("task in the image did not end well", NULL);
     double ms = now_ms() - t0;
-    ts_task_free(t);
-    ts_bundle_remove(bundle);
+    agent_task_free(t);
+    agent_bundle_remove(bundle);
     return ms;
 }
 
@@ -203,7 +203,7 @@ int main(int argc, char **argv)
     snprintf(store_dir, sizeof store_dir, "%s/store", top);
     ts_image_store st;
     ts_err err = {0};
-    if (ts_image_store_open(&st, store_dir, 0, &err) != 0)
+    if (agent_image_store_open(&st, store_dir, 0, &err) != 0)
         die("store", &err);
     if (geteuid() != 0 || access("/usr/sbin/runc", X_OK) != 0 || !image_rootfs_can_pack(&st)) {
         fprintf(stderr, "image-mount: needs root, runc, mkfs.erofs and erofs in the kernel\n");
@@ -313,6 +313,6 @@ int main(int argc, char **argv)
     double rm_img_ms = now_ms() - t0;
     printf("eviction: unpacked tree %.0f ms, EROFS image (unmount + unlink) %.0f ms\n",
            rm_tree_ms, rm_img_ms);
-    ts_image_evict(&st, 0);
+    agent_image_evict(&st, 0);
     return 0;
 }

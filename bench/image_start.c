@@ -2,7 +2,7 @@
  * image_start.c - what running a task in an image costs once the image is
  * on the node (bench/image-start; docs/images.md), measured side by side in
  * one run:
- *  - warm start: ts_task_start to the task's exit for `true`, as a bare
+ *  - warm start: agent_task_start to the task's exit for `true`, as a bare
  *    process and in a busybox image through runc (overlay mount, bundle,
  *    runtime create/start/delete), ROUNDS of each interleaved; medians, p99,
  *    and the container's p99 minus the bare p99 (target: <= 150 ms);
@@ -69,18 +69,18 @@ static double run_one(ts_task_spec *s)
     ts_err err;
     ts_task_state st;
     double t0 = now_ms();
-    if (ts_task_start(NULL, s, &t, &err) != 0) {
+    if (agent_task_start(NULL, s, &t, &err) != 0) {
         fprintf(stderr, "start: %s\n", err.msg);
         exit(1);
     }
-    if (ts_task_wait(t, WAIT_S, &st, &err) != 0 || st.exit_code != 0) {
+    if (agent_task_wait(t, WAIT_S, &st, &err) != 0 || st.exit_code != 0) {
         fprintf(stderr, "task %s did not end well\n", s->task_id);
         exit(1);
     }
     double ms = now_ms() - t0;
-    ts_task_free(t);
+    agent_task_free(t);
     if (s->bundle_dir)
-        ts_bundle_remove(s->bundle_dir);
+        agent_bundle_remove(s->bundle_dir);
     return ms;
 }
 

@@ -80,7 +80,7 @@ static int fill(const char *path, long long events)
     snprintf(url, sizeof url, "sqlite:%s", path);
     ts_store *s = NULL;
     ts_err err = {0};
-    if (ts_store_open_version(url, TS_SCHEMA_ROLLUP - 1, &s, &err))
+    if (store_open_version(url, TS_SCHEMA_ROLLUP - 1, &s, &err))
         return die("open", err.msg);
     ts_store_close(s);
     sqlite3 *db = NULL;

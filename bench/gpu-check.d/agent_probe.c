@@ -19,7 +19,7 @@ int main(int argc, char **argv)
 {
     ts_err err = {0, ""};
     ts_nvml *nv = NULL;
-    int rc = ts_nvml_open(argc > 1 ? argv[1] : NULL, &nv, &err);
+    int rc = agent_nvml_open(argc > 1 ? argv[1] : NULL, &nv, &err);
     if (rc != 0) {
         fprintf(stderr, "gpu-check-agent-probe: %s\n", err.msg);
         return rc == TS_ENOENT ? 77 : 1;
@@ -27,21 +27,21 @@ int main(int argc, char **argv)
     static ts_node_desc desc;
     static ts_health_sample sample;
     ts_health *h = NULL;
-    if (ts_discover(nv, &desc, &err) != 0 || ts_health_open(nv, &h, &err) != 0 ||
-        ts_health_sample_now(h, &sample, &err) != 0) {
+    if (agent_discover(nv, &desc, &err) != 0 || agent_health_open(nv, &h, &err) != 0 ||
+        agent_health_sample_now(h, &sample, &err) != 0) {
         fprintf(stderr, "gpu-check-agent-probe: %s\n", err.msg);
-        ts_health_close(h);
-        ts_nvml_close(nv);
+        agent_health_close(h);
+        agent_nvml_close(nv);
         return 1;
     }
     json_t *doc = json_object();
     json_object_set_new(doc, "nvml_library", json_string(nv->path));
-    json_object_set_new(doc, "discovery", ts_discover_json(&desc));
-    json_object_set_new(doc, "health", ts_health_json(&sample));
+    json_object_set_new(doc, "discovery", agent_discover_json(&desc));
+    json_object_set_new(doc, "health", agent_health_json(&sample));
     json_dumpf(doc, stdout, JSON_INDENT(1) | JSON_SORT_KEYS);
     putchar('\n');
     json_decref(doc);
-    ts_health_close(h);
-    ts_nvml_close(nv);
+    agent_health_close(h);
+    agent_nvml_close(nv);
     return 0;
 }

@@ -103,7 +103,7 @@ int main(int argc, char **argv)
         return 1;
     }
     ts_ptrmap map;
-    ts_ptrmap_init(&map);
+    alloc_ptrmap_init(&map);
     uint64_t *op = malloc((t.nev + t.nlive + 1) * sizeof *op);
     size_t nop = 0;
     uint64_t t0 = now_ns();
@@ -134,9 +134,9 @@ int main(int argc, char **argv)
             uint64_t key = is_live ? t.live[i].addr : e->addr;
             rc = ts_memalloc_malloc(a, size, s, &p, &err);
             if (rc == 0)
-                rc = ts_ptrmap_put(&map, key, (void *)(uintptr_t)p);
+                rc = alloc_ptrmap_put(&map, key, (void *)(uintptr_t)p);
         } else if (e->op == TS_MEMTRACE_FREE) {
-            p = (uint64_t)(uintptr_t)ts_ptrmap_del(&map, e->addr);
+            p = (uint64_t)(uintptr_t)alloc_ptrmap_del(&map, e->addr);
             rc = p ? ts_memalloc_free(a, p, s, &err) : 0;
         } else {
             continue;
@@ -163,7 +163,7 @@ int main(int argc, char **argv)
            (unsigned long long)st.dev.calls[TS_MEMDEV_RELEASE], (double)wall / 1e6,
            (unsigned long long)pct(op, nop, 0.5), (unsigned long long)pct(op, nop, 0.99), nop);
     free(op);
-    ts_ptrmap_destroy(&map);
+    alloc_ptrmap_destroy(&map);
     ts_memalloc_destroy(a);
     ts_memdev_free(dev);
     ts_memtrace_free(&t);

@@ -37,7 +37,7 @@
 #include "agent/sync_fit.h"
 #include "agent/taskfile.h"
 
-int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, ts_err *err)
+int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, ts_err *err)
 {
     ts_agent *a = calloc(1, sizeof *a);
     if (!a)
@@ -71,7 +71,7 @@ int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out
         free(a);
         return TS_EIO;
     }
-    ts_launch_probe(cfg->cgroup_parent[0] ? cfg->cgroup_parent : NULL, &a->caps);
+    agent_launch_probe(cfg->cgroup_parent[0] ? cfg->cgroup_parent : NULL, &a->caps);
     ts_err se;
     if (agent_srun_install(cfg->state_dir, a->slurm_bin, sizeof a->slurm_bin, &se) != 0) {
         fprintf(stderr, "tessera-agent: %s (Slurm jobs get no srun)\n", se.msg);
@@ -80,7 +80,7 @@ int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out
     char cli[4200];
     agent_srun_cli(cli, sizeof cli);
     if (a->slurm_bin[0] && cli[0] &&
-        ts_agent_srun_kit_install(a->slurm_bin, cli, a->slurm_kit, sizeof a->slurm_kit, &se) != 0) {
+        agent_srun_kit_install(a->slurm_bin, cli, a->slurm_kit, sizeof a->slurm_kit, &se) != 0) {
         fprintf(stderr, "tessera-agent: %s (Slurm jobs in images get no srun)\n", se.msg);
         a->slurm_kit[0] = '\0';
     }
@@ -92,7 +92,7 @@ int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out
     snprintf(a->bundles, sizeof a->bundles, "%s/bundles", cfg->state_dir);
     mkdir(a->bundles, 0700);
     ts_err ie;
-    a->images_ok = ts_image_store_open(&a->images, images, cfg->image_budget_bytes, &ie) == 0;
+    a->images_ok = agent_image_store_open(&a->images, images, cfg->image_budget_bytes, &ie) == 0;
     if (!a->images_ok)
         snprintf(a->images_error, sizeof a->images_error, "%s", ie.msg);
     if (a->images_ok && cfg->p2p_listen[0]) {
@@ -102,41 +102,41 @@ int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out
                             .ca_file = cfg->ca_file[0] ? cfg->ca_file : NULL,
                             .store_root = a->images.root,
                             .fault_corrupt = cfg->p2p_fault_corrupt};
-        if (ts_p2p_start(&pc, &a->p2p, &ie) != 0) {
+        if (agent_p2p_start(&pc, &a->p2p, &ie) != 0) {
             fprintf(stderr, "tessera-agent: %s (images come from the registry only)\n", ie.msg);
             a->p2p = NULL;
         } else {
-            ts_p2p_set_controller(a->p2p, ts_ctls_url(&a->cfg.ctls));
+            agent_p2p_set_controller(a->p2p, agent_ctls_url(&a->cfg.ctls));
         }
     }
-    int nrec = ts_task_records(a->logs, ts_agent_adopt_one, a, &e);
+    int nrec = agent_task_records(a->logs, agent_adopt_one, a, &e);
     if (nrec < 0 && nrec != TS_ENOENT)
         fprintf(stderr, "tessera-agent: task records in %s: %s\n", a->logs, e.msg);
-    ts_agent_secrets_sweep(a); /* the folders of tasks that ended while no agent ran */
-    ts_agent_steps_sweep(a);   /* the files of tasks no record holds */
-    ts_agent_net_start(a);
-    a->last_ok_s = ts_launch_now();
+    agent_secrets_sweep(a); /* the folders of tasks that ended while no agent ran */
+    agent_steps_sweep(a);   /* the files of tasks no record holds */
+    agent_net_open(a);
+    a->last_ok_s = agent_launch_now();
     *out = a;
     return 0;
 }
 
-void ts_agent_free(ts_agent *a)
+void agent_free(ts_agent *a)
 {
     if (!a)
         return;
     /* what still runs here runs on, for the next agent to adopt (a
-     * shutdown that should stop it calls ts_agent_stop_all first) */
+     * shutdown that should stop it calls agent_stop_all first) */
     bool pulling = false;
     for (int i = 0; i < a->ntasks; i++) {
-        ts_task_detach(a->tasks[i].t);
+        agent_task_detach(a->tasks[i].t);
         pulling = pulling || a->tasks[i].pull;
     }
     for (int i = 0; i < (int)(sizeof a->prefetch / sizeof a->prefetch[0]); i++)
         pulling = pulling || a->prefetch[i].pull;
     if (!pulling) /* a pull's thread would still use it: the process ends with it */
-        ts_p2p_stop(a->p2p);
+        agent_p2p_stop(a->p2p);
     if (a->images_ok) /* no mount left behind but those its running tasks sit on */
-        ts_image_store_close(&a->images);
+        agent_image_store_close(&a->images);
     if (a->multi)
         curl_multi_cleanup(a->multi);
     curl_easy_cleanup(a->h);
@@ -146,9 +146,9 @@ void ts_agent_free(ts_agent *a)
     free(a);
 }
 
-int ts_agent_ntasks(const ts_agent *a) { return a->ntasks; }
+int agent_ntasks(const ts_agent *a) { return a->ntasks; }
 
-const ts_launch_caps *ts_agent_caps(const ts_agent *a) { return &a->caps; }
+const ts_launch_caps *agent_caps(const ts_agent *a) { return &a->caps; }
 
 /* ---- reporting ------------------------------------------------------------------ */
 
@@ -168,7 +168,7 @@ static const char *outcome_name(ts_stop_outcome o)
     }
 }
 
-double ts_agent_wall_now(void)
+double agent_wall_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -180,15 +180,15 @@ double ts_agent_wall_now(void)
  * controller has to ask for. A preemption's stop in progress becomes hard. */
 static void enforce_limits(ts_agent *a, double now)
 {
-    double wall = ts_agent_wall_now();
+    double wall = agent_wall_now();
     for (int i = 0; i < a->ntasks; i++) {
         local_task *lt = &a->tasks[i];
-        ts_agent_shim_check(a, lt, now);
+        agent_shim_check(a, lt, now);
         if (!lt->t || lt->deadline_unix <= 0 || wall < lt->deadline_unix ||
             lt->st.phase == TS_TASK_EXITED || lt->st.hard_stop)
             continue;
         ts_err e;
-        if (ts_task_timeout_begin(lt->t, lt->limit_signal, lt->limit_grace_s, now, &e) != 0)
+        if (agent_task_timeout_begin(lt->t, lt->limit_signal, lt->limit_grace_s, now, &e) != 0)
             fprintf(stderr, "tessera-agent: job %lld rank %d: time limit: %s\n",
                     (long long)lt->job, lt->rank, e.msg);
         else
@@ -196,25 +196,25 @@ static void enforce_limits(ts_agent *a, double now)
                             "SIGKILL in %g s\n", (long long)lt->job, lt->rank, lt->time_limit_s,
                     lt->limit_signal ? lt->limit_signal : SIGTERM, lt->limit_grace_s);
         lt->stop_requested = true;
-        ts_task_poll(lt->t, now, &lt->st, &e);
+        agent_task_poll(lt->t, now, &lt->st, &e);
     }
 }
 
 /* Time limits and the phases of stops in progress, acted on without the
- * controller: between exchanges (ts_agent_pause) and while one waits for an
+ * controller: between exchanges (agent_pause) and while one waits for an
  * answer (curl's progress callback, at least about once a second). */
 static void keep_time(ts_agent *a)
 {
-    double now = ts_launch_now();
-    ts_agent_hooks_poll(a, now);
-    ts_agent_images_poll(a, now);
+    double now = agent_launch_now();
+    agent_hooks_poll(a, now);
+    agent_images_poll(a, now);
     enforce_limits(a, now);
     for (int i = 0; i < a->ntasks; i++) {
         local_task *lt = &a->tasks[i];
         ts_err e;
         if (lt->t && lt->st.phase != TS_TASK_EXITED && lt->st.phase_end_s > 0 &&
             now >= lt->st.phase_end_s)
-            ts_task_poll(lt->t, now, &lt->st, &e);
+            agent_task_poll(lt->t, now, &lt->st, &e);
     }
 }
 
@@ -229,10 +229,10 @@ int agent_progress(void *u, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ult
     return 0;
 }
 
-void ts_agent_pause(ts_agent *a, double seconds)
+void agent_pause(ts_agent *a, double seconds)
 {
-    double end = ts_launch_now() + seconds;
-    for (double now = ts_launch_now(); now < end; now = ts_launch_now()) {
+    double end = agent_launch_now() + seconds;
+    for (double now = agent_launch_now(); now < end; now = agent_launch_now()) {
         keep_time(a);
         double step = end - now < TS_AGENT_WAIT_MIN_S ? end - now : TS_AGENT_WAIT_MIN_S;
         struct timespec ts = {0, (long)(step * 1e9)};
@@ -244,7 +244,7 @@ void ts_agent_pause(ts_agent *a, double seconds)
  * a stop's phase here, so each is acted on when it comes. */
 static double wait_for(const ts_agent *a, double busy_s)
 {
-    double wall = ts_agent_wall_now(), now = ts_launch_now(), w = busy_s;
+    double wall = agent_wall_now(), now = agent_launch_now(), w = busy_s;
     for (int i = 0; i < a->ntasks; i++) {
         const local_task *lt = &a->tasks[i];
         if (!lt->t || lt->st.phase == TS_TASK_EXITED)
@@ -285,7 +285,7 @@ static void add_end(const local_task *lt, json_t *o)
 static json_t *report(ts_agent *a)
 {
     json_t *arr = json_array();
-    double now = ts_launch_now();
+    double now = agent_launch_now();
     enforce_limits(a, now);
     for (int i = 0; i < a->ntasks; i++) {
         local_task *lt = &a->tasks[i];
@@ -318,13 +318,13 @@ static json_t *report(ts_agent *a)
         } else {
             ts_err e;
             if (lt->st.phase != TS_TASK_EXITED) {
-                ts_task_poll(lt->t, now, &lt->st, &e);
+                agent_task_poll(lt->t, now, &lt->st, &e);
                 if (lt->st.phase == TS_TASK_EXITED && !lt->is_step) /* its secrets go with it */
-                    ts_agent_secrets_remove(a, lt->job, lt->rank);
+                    agent_secrets_remove(a, lt->job, lt->rank);
             }
             if (lt->st.phase == TS_TASK_EXITED) /* once, however its end was seen */
-                ts_agent_epilog_begin(a, lt);
-            if (lt->st.phase != TS_TASK_EXITED || ts_agent_stdio_hold(lt, now)) {
+                agent_epilog_begin(a, lt);
+            if (lt->st.phase != TS_TASK_EXITED || agent_stdio_hold(lt, now)) {
                 json_object_set_new(o, "state", json_string("running"));
                 /* its GPUs' mean utilisation, for the controller's idle policy */
                 int sum = 0, known = 0;
@@ -335,11 +335,11 @@ static json_t *report(ts_agent *a)
                     }
                 if (known > 0)
                     json_object_set_new(o, "gpu_util", json_real((double)sum / known));
-                double step = ts_agent_step_median(lt->step_file,
-                                                   ts_task_info_get(lt->t)->uid);
+                double step = agent_step_median(lt->step_file,
+                                                   agent_task_info_get(lt->t)->uid);
                 if (step > 0)
                     json_object_set_new(o, "step_s", json_real(step));
-            } else if ((ts_agent_add_output(lt, o), add_end(lt, o), lt->shim_missing)) {
+            } else if ((agent_add_output(lt, o), add_end(lt, o), lt->shim_missing)) {
                 /* stopped: it would have run without its limits */
                 double reg = a->node->shim_register_s > 0 ? a->node->shim_register_s
                                                           : TS_AGENT_SHIM_REGISTER_S;
@@ -372,7 +372,7 @@ static json_t *report(ts_agent *a)
 
 /* ---- reconciling ---------------------------------------------------------------- */
 
-local_task *ts_agent_find(ts_agent *a, int64_t job, int rank, int step)
+local_task *agent_find(ts_agent *a, int64_t job, int rank, int step)
 {
     for (int i = 0; i < a->ntasks; i++)
         if (a->tasks[i].job == job && a->tasks[i].rank == rank &&
@@ -386,16 +386,16 @@ static void agent_task_forget(ts_agent *a, int k)
 {
     local_task *lt = &a->tasks[k];
     if (!lt->is_step) { /* a step's task shares the rank's ledger and secrets */
-        ts_agent_ledger_remove(a, lt);
-        ts_agent_secrets_remove(a, lt->job, lt->rank);
+        agent_ledger_remove(a, lt);
+        agent_secrets_remove(a, lt->job, lt->rank);
     }
-    ts_agent_step_file_remove(lt);
-    ts_agent_shim_mark_remove(lt);
-    ts_agent_keeper_fd_close(lt);
-    ts_task_free(lt->t); /* its container, if any, is gone with it: then its image and bundle */
-    ts_agent_stdio_close(lt);
-    ts_agent_net_end(a, lt); /* after the task: nothing of it is left in the namespace */
-    ts_agent_image_forget(a, lt);
+    agent_step_file_remove(lt);
+    agent_shim_mark_remove(lt);
+    agent_keeper_fd_close(lt);
+    agent_task_free(lt->t); /* its container, if any, is gone with it: then its image and bundle */
+    agent_stdio_close(lt);
+    agent_net_end(a, lt); /* after the task: nothing of it is left in the namespace */
+    agent_image_forget(a, lt);
     json_decref(lt->prolog_wait);
     a->tasks[k] = a->tasks[--a->ntasks];
 }
@@ -404,8 +404,8 @@ static void agent_task_forget(ts_agent *a, int k)
 static void idle_warn(local_task *lt, const char *warn)
 {
     ts_err e;
-    int fd = agent_taskfile_open(ts_task_info_get(lt->t)->stdout_path, O_WRONLY | O_APPEND,
-                                 ts_task_info_get(lt->t)->uid, &e);
+    int fd = agent_taskfile_open(agent_task_info_get(lt->t)->stdout_path, O_WRONLY | O_APPEND,
+                                 agent_task_info_get(lt->t)->uid, &e);
     if (fd >= 0) {
         dprintf(fd, "tessera: %s\n", warn);
         close(fd);
@@ -419,15 +419,15 @@ static void reconcile(ts_agent *a, json_t *desired)
     if (json_is_number(lost) && json_number_value(lost) > 0)
         a->ctld_lost_s = json_number_value(lost);
     json_t *tasks = json_object_get(desired, "tasks");
-    double now = ts_launch_now();
+    double now = agent_launch_now();
     size_t i;
     json_t *t;
-    ts_agent_apply_mig(a, json_object_get(desired, "mig"));
-    ts_agent_net_peers(a, json_object_get(desired, "net_peers"));
-    ts_agent_prefetch(a, json_object_get(desired, "prefetch"));
-    ts_agent_net_services(a, json_object_get(desired, "net_services"),
+    agent_apply_mig(a, json_object_get(desired, "mig"));
+    agent_net_peers_apply(a, json_object_get(desired, "net_peers"));
+    agent_prefetch_apply(a, json_object_get(desired, "prefetch"));
+    agent_net_services_apply(a, json_object_get(desired, "net_services"),
                           json_object_get(desired, "net_tenant_services"));
-    ts_agent_answer_logs(a, json_object_get(desired, "logs"));
+    agent_answer_logs(a, json_object_get(desired, "logs"));
     json_array_foreach(tasks, i, t)
     {
         int64_t job = json_integer_value(json_object_get(t, "job"));
@@ -437,7 +437,7 @@ static void reconcile(ts_agent *a, json_t *desired)
         int step = json_is_integer(stepj) ? (int)json_integer_value(stepj) : -1;
         if (json_is_true(json_object_get(t, "hold")) && action && strcmp(action, "run") == 0)
             continue; /* a batch job's rank that runs only its steps (ctld/steps.h) */
-        local_task *lt = ts_agent_find(a, job, rank, step);
+        local_task *lt = agent_find(a, job, rank, step);
         json_t *run = json_object_get(t, "run");
         if (lt && lt->run > 0 && json_is_number(run) && json_number_value(run) != lt->run &&
             action && strcmp(action, "run") == 0 && (!lt->t || lt->st.phase == TS_TASK_EXITED)) {
@@ -456,16 +456,16 @@ static void reconcile(ts_agent *a, json_t *desired)
                 json_object_set_new(t, "time_left_s",
                                     json_real(json_number_value(dl) -
                                               (json_is_number(at) ? json_number_value(at)
-                                                                  : ts_agent_wall_now())));
-            ts_agent_start_task(a, t);
+                                                                  : agent_wall_now())));
+            agent_start_task(a, t);
         } else if (lt && lt->t && action && strcmp(action, "stop") == 0 &&
                    json_is_true(json_object_get(t, "hard")) && !lt->st.hard_stop) {
             ts_err e; /* the time limit's stop, which this agent had not begun yet */
             lt->stop_requested = true;
-            if (ts_task_timeout_begin(lt->t, (int)json_integer_value(json_object_get(t, "signal")),
+            if (agent_task_timeout_begin(lt->t, (int)json_integer_value(json_object_get(t, "signal")),
                                       json_number_value(json_object_get(t, "grace_s")), now,
                                       &e) == 0)
-                ts_task_poll(lt->t, now, &lt->st, &e);
+                agent_task_poll(lt->t, now, &lt->st, &e);
         } else if (lt && !lt->t && lt->prolog_wait && action && strcmp(action, "stop") == 0) {
             /* stopped while the prolog runs: the prolog ends on its own,
              * nothing of the task starts */
@@ -475,7 +475,7 @@ static void reconcile(ts_agent *a, json_t *desired)
         } else if (lt && !lt->t && lt->waiting && action && strcmp(action, "stop") == 0) {
             /* stopped before its image came: the pull is abandoned (or its
              * result dropped), nothing ran */
-            ts_agent_image_forget(a, lt);
+            agent_image_forget(a, lt);
             lt->stopped_unstarted = lt->stop_requested = true;
         } else if (!lt && action && strcmp(action, "stop") == 0 &&
                    a->ntasks < TS_AGENT_MAX_TASKS) {
@@ -495,7 +495,7 @@ static void reconcile(ts_agent *a, json_t *desired)
         } else if (lt && lt->t && action && strcmp(action, "stop") == 0 && !lt->stop_requested) {
             ts_err e;
             lt->stop_requested = true;
-            ts_task_preempt_begin(lt->t, (int)json_integer_value(json_object_get(t, "signal")),
+            agent_task_preempt_begin(lt->t, (int)json_integer_value(json_object_get(t, "signal")),
                                   json_number_value(json_object_get(t, "grace_s")), now, &e);
         }
     }
@@ -517,14 +517,14 @@ static void reconcile(ts_agent *a, json_t *desired)
             if (!lt->stop_requested) {
                 ts_err e;
                 lt->stop_requested = true;
-                ts_task_preempt_begin(lt->t, SIGTERM, 0.0, now, &e);
+                agent_task_preempt_begin(lt->t, SIGTERM, 0.0, now, &e);
             }
             continue;
         }
         agent_task_forget(a, k);
     }
     /* after the tasks: a session may be for one that started just now */
-    ts_agent_sessions(a, json_object_get(desired, "sessions"));
+    agent_sessions(a, json_object_get(desired, "sessions"));
 }
 
 /* ---- one step ------------------------------------------------------------------- */
@@ -553,7 +553,7 @@ static void after_exchange(ts_agent *a, int rc, long status, json_t *ans, ts_err
 {
     a->switched = false;
     if (rc == 0) {
-        ts_ctls_ok(&a->cfg.ctls);
+        agent_ctls_ok(&a->cfg.ctls);
         a->quick_retries = 0;
         return;
     }
@@ -564,16 +564,16 @@ static void after_exchange(ts_agent *a, int rc, long status, json_t *ans, ts_err
     bool standby = status == 503 && code && strcmp(code, "standby") == 0;
     const char *leader = standby ? json_string_value(json_object_get(e, "leader")) : NULL;
     char was[TS_CTL_URL_MAX];
-    snprintf(was, sizeof was, "%s", ts_ctls_url(&a->cfg.ctls));
-    if (!ts_ctls_fail(&a->cfg.ctls, leader))
+    snprintf(was, sizeof was, "%s", agent_ctls_url(&a->cfg.ctls));
+    if (!agent_ctls_fail(&a->cfg.ctls, leader))
         return;
     a->switched = true;
     a->registered = false; /* the new one learns from the registration what runs here */
     /* the switch, said on the failure's own line */
     char msg[TS_ERR_MSG_MAX];
     snprintf(msg, sizeof msg, "%s", err->msg);
-    const char *now = ts_ctls_url(&a->cfg.ctls);
-    if (standby && ts_ctls_url_ok(leader) && strcmp(leader, was) != 0)
+    const char *now = agent_ctls_url(&a->cfg.ctls);
+    if (standby && agent_ctls_url_ok(leader) && strcmp(leader, was) != 0)
         ts_err_set(err, TS_EIO, "%s (a standby; switching to the leader it names, %s)", msg,
                    now);
     else
@@ -581,7 +581,7 @@ static void after_exchange(ts_agent *a, int rc, long status, json_t *ans, ts_err
                    standby ? "a standby" : status ? "unavailable" : "no answer", now);
 }
 
-bool ts_agent_retry_now(ts_agent *a)
+bool agent_retry_now(ts_agent *a)
 {
     /* a switch to another controller, or a registration a restarted one
      * asked for: at most once per controller before the pause */
@@ -593,9 +593,9 @@ bool ts_agent_retry_now(ts_agent *a)
     return false;
 }
 
-double ts_agent_pause_s(ts_agent *a)
+double agent_pause_s(ts_agent *a)
 {
-    return ts_ctls_pause_s(&a->cfg.ctls);
+    return agent_ctls_pause_s(&a->cfg.ctls);
 }
 
 /* How long without the controller before this node's tasks must stop. */
@@ -607,7 +607,7 @@ static double lost_limit(const ts_agent *a)
     return limit;
 }
 
-int ts_agent_step(ts_agent *a, ts_err *err)
+int agent_step(ts_agent *a, ts_err *err)
 {
     long status = 0;
     json_t *ans = NULL;
@@ -623,7 +623,7 @@ int ts_agent_step(ts_agent *a, ts_err *err)
         if (rc == 0) {
             a->registered = true;
             a->gen = json_integer_value(json_object_get(ans, "gen"));
-            a->last_ok_s = ts_launch_now();
+            a->last_ok_s = agent_launch_now();
             reconcile(a, ans);
         }
     } else {
@@ -641,7 +641,7 @@ int ts_agent_step(ts_agent *a, ts_err *err)
         snprintf(drain_sent, sizeof drain_sent, "%s", a->drain_why);
         if (drain_sent[0])
             json_object_set_new(body, "drain", json_string(drain_sent));
-        json_t *pf = ts_agent_prefetch_report(a);
+        json_t *pf = agent_prefetch_report(a);
         if (pf)
             json_object_set_new(body, "prefetch", pf);
         /* what the image store holds: the controller forgets evicted images */
@@ -659,7 +659,7 @@ int ts_agent_step(ts_agent *a, ts_err *err)
             timeout = (busy ? TS_AGENT_WAIT_BUSY_S : TS_AGENT_WAIT_IDLE_S) +
                       TS_AGENT_ANSWER_SLACK_S;
         if (busy) {
-            double left = lost_limit(a) - (ts_launch_now() - a->last_ok_s);
+            double left = lost_limit(a) - (agent_launch_now() - a->last_ok_s);
             timeout = left < TS_AGENT_WAIT_BUSY_S + 0.5 ? TS_AGENT_WAIT_BUSY_S + 0.5
                       : left < timeout                  ? left
                                                         : timeout;
@@ -667,7 +667,7 @@ int ts_agent_step(ts_agent *a, ts_err *err)
         rc = agent_post_woken(a, "/v1/agent/sync", body, &status, &ans, timeout, busy, err);
         json_decref(body);
         if (rc == AGENT_POST_WOKEN) { /* a task ended while the sync waited: the next reports it */
-            ts_agent_tell_metrics(a);
+            agent_tell_metrics(a);
             return 0;
         }
         if (rc == 0) {
@@ -676,7 +676,7 @@ int ts_agent_step(ts_agent *a, ts_err *err)
             if (drain_sent[0] && strcmp(drain_sent, a->drain_why) == 0)
                 a->drain_why[0] = '\0'; /* the node is drained: an admin resumes it */
             a->gen = json_integer_value(json_object_get(ans, "gen"));
-            a->last_ok_s = ts_launch_now();
+            a->last_ok_s = agent_launch_now();
             reconcile(a, ans);
         } else if (status == 409) {
             a->registered = false; /* the controller restarted or declared us lost */
@@ -687,43 +687,43 @@ int ts_agent_step(ts_agent *a, ts_err *err)
     }
     after_exchange(a, rc, status, ans, err);
     json_decref(ans);
-    ts_agent_tell_metrics(a);
-    ts_agent_mps_tidy(a);
+    agent_tell_metrics(a);
+    agent_mps_tidy(a);
     /* Cut off: the controller declares this node lost after ctld_lost_s
      * and requeues its jobs elsewhere, where they must not run twice. So
      * the tasks stop at half that time, with a termination grace of a
      * quarter of it: gone before the controller gives up on the node. */
-    if (rc != 0 && ts_launch_now() - a->last_ok_s > lost_limit(a) && a->ntasks > 0) {
+    if (rc != 0 && agent_launch_now() - a->last_ok_s > lost_limit(a) && a->ntasks > 0) {
         fprintf(stderr, "tessera-agent: no controller has answered for %.1f s (limit %.1f s: "
                         "--lost-after or half the controller's node_lost_after): stopping %d "
                         "task(s), which the controller requeues\n",
-                ts_launch_now() - a->last_ok_s, lost_limit(a), a->ntasks);
-        ts_agent_stop_all(a);
+                agent_launch_now() - a->last_ok_s, lost_limit(a), a->ntasks);
+        agent_stop_all(a);
     }
     return rc;
 }
 
-void ts_agent_stop_all(ts_agent *a)
+void agent_stop_all(ts_agent *a)
 {
     /* every task's stop sequence at once, then wait for all of them */
-    double now = ts_launch_now(), deadline = now;
+    double now = agent_launch_now(), deadline = now;
     for (int i = 0; i < a->ntasks; i++) {
         local_task *lt = &a->tasks[i];
         if (lt->t && lt->st.phase != TS_TASK_EXITED) {
             ts_err e;
             lt->stop_requested = true;
-            ts_task_preempt_begin(lt->t, SIGTERM, 0.0, now, &e);
+            agent_task_preempt_begin(lt->t, SIGTERM, 0.0, now, &e);
             deadline = now + 2.0 * TS_TERM_GRACE_DEFAULT_S + 1.0;
         }
     }
     for (;;) {
         bool running = false;
-        now = ts_launch_now();
+        now = agent_launch_now();
         for (int i = 0; i < a->ntasks; i++) {
             local_task *lt = &a->tasks[i];
             ts_err e;
             if (lt->t && lt->st.phase != TS_TASK_EXITED &&
-                (ts_task_poll(lt->t, now, &lt->st, &e) != 0 || lt->st.phase != TS_TASK_EXITED))
+                (agent_task_poll(lt->t, now, &lt->st, &e) != 0 || lt->st.phase != TS_TASK_EXITED))
                 running = true;
         }
         if (!running || now > deadline)
@@ -732,10 +732,10 @@ void ts_agent_stop_all(ts_agent *a)
         nanosleep(&ts, NULL);
     }
     for (int i = 0; i < a->ntasks; i++) {
-        ts_task_free(a->tasks[i].t);
+        agent_task_free(a->tasks[i].t);
         if (!a->tasks[i].is_step)
-            ts_agent_secrets_remove(a, a->tasks[i].job, a->tasks[i].rank);
+            agent_secrets_remove(a, a->tasks[i].job, a->tasks[i].rank);
     }
     a->ntasks = 0;
-    ts_agent_mps_tidy(a); /* no task is left on the MPS daemons this agent started */
+    agent_mps_tidy(a); /* no task is left on the MPS daemons this agent started */
 }

@@ -98,27 +98,27 @@ typedef struct ts_agent_node {
 
 typedef struct ts_agent ts_agent;
 
-int ts_agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, ts_err *err);
-void ts_agent_free(ts_agent *a);
+int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, ts_err *err);
+void agent_free(ts_agent *a);
 /* One exchange: (re)register if needed, report, receive the desired state
  * and reconcile. Returns 0, or an error the loop logs and retries after. */
-int ts_agent_step(ts_agent *a, ts_err *err);
+int agent_step(ts_agent *a, ts_err *err);
 /* After a failed step: whether to try again at once (the step moved to
  * another controller, or a restarted controller answered 409 and the agent
  * must register again; at most once per controller before a pause). */
-bool ts_agent_retry_now(ts_agent *a);
+bool agent_retry_now(ts_agent *a);
 /* After a failed step that is not retried at once: seconds to pause
- * (ts_ctls_pause_s: short while a failover may be under way). */
-double ts_agent_pause_s(ts_agent *a);
+ * (agent_ctls_pause_s: short while a failover may be under way). */
+double agent_pause_s(ts_agent *a);
 /* Sleeps seconds, keeping the tasks' time limits and stops on time
  * meanwhile (polled every TS_AGENT_WAIT_MIN_S): no exchange needed. */
-void ts_agent_pause(ts_agent *a, double seconds);
+void agent_pause(ts_agent *a, double seconds);
 /* Stops every task (the controller has been unreachable too long, or the
  * agent is shutting down); blocks at most for their graces. */
-void ts_agent_stop_all(ts_agent *a);
+void agent_stop_all(ts_agent *a);
 /* What isolation this node allows (cgroups, device filter), and why not. */
-const ts_launch_caps *ts_agent_caps(const ts_agent *a);
+const ts_launch_caps *agent_caps(const ts_agent *a);
 /* Tasks it runs now. */
-int ts_agent_ntasks(const ts_agent *a);
+int agent_ntasks(const ts_agent *a);
 
 #endif

@@ -18,7 +18,7 @@
 
 #include "agent/agent_internal.h"
 
-bool ts_agent_data_read(local_task *lt, json_t *t, ts_image_ref *refs, char *why, size_t n)
+bool agent_data_read(local_task *lt, json_t *t, ts_image_ref *refs, char *why, size_t n)
 {
     json_t *ds = json_object_get(t, "data");
     lt->ndata = 0;
@@ -50,7 +50,7 @@ bool ts_agent_data_read(local_task *lt, json_t *t, ts_image_ref *refs, char *why
     return true;
 }
 
-void ts_agent_data_env(const local_task *lt, json_t *envj)
+void agent_data_env(const local_task *lt, json_t *envj)
 {
     bool container = lt->image_ready;
     for (int i = 0; lt->data_ready && i < lt->ndata; i++) {
@@ -61,7 +61,7 @@ void ts_agent_data_env(const local_task *lt, json_t *envj)
     }
 }
 
-size_t ts_agent_data_binds(const local_task *lt, ts_bundle_mount *binds, size_t room)
+size_t agent_data_binds(const local_task *lt, ts_bundle_mount *binds, size_t room)
 {
     size_t nb = 0;
     for (int i = 0; lt->data_ready && i < lt->ndata && nb < room; i++)
@@ -69,16 +69,16 @@ size_t ts_agent_data_binds(const local_task *lt, ts_bundle_mount *binds, size_t 
     return nb;
 }
 
-void ts_agent_data_use(ts_agent *a, const local_task *lt, const char *id, char *why, size_t n)
+void agent_data_use(ts_agent *a, const local_task *lt, const char *id, char *why, size_t n)
 {
     for (int i = 0; lt->data_ready && i < lt->ndata && !why[0]; i++) {
         ts_err e;
-        if (ts_image_use(&a->images, lt->data[i].digest, id, &e) != 0)
+        if (agent_image_use(&a->images, lt->data[i].digest, id, &e) != 0)
             snprintf(why, n, "data[%d]: %s", i, e.msg);
     }
 }
 
-void ts_agent_data_meta_put(const local_task *lt, json_t *meta)
+void agent_data_meta_put(const local_task *lt, json_t *meta)
 {
     if (!meta || !lt->data_ready || lt->ndata == 0)
         return;
@@ -88,7 +88,7 @@ void ts_agent_data_meta_put(const local_task *lt, json_t *meta)
     json_object_set_new(meta, "data_digests", ds);
 }
 
-void ts_agent_data_meta_get(local_task *lt, json_t *meta)
+void agent_data_meta_get(local_task *lt, json_t *meta)
 {
     json_t *ds = json_object_get(meta, "data_digests");
     size_t i;
@@ -103,9 +103,9 @@ void ts_agent_data_meta_get(local_task *lt, json_t *meta)
     lt->data_ready = lt->ndata > 0;
 }
 
-void ts_agent_data_release(ts_agent *a, local_task *lt, const char *id)
+void agent_data_release(ts_agent *a, local_task *lt, const char *id)
 {
     for (int i = 0; lt->data_ready && i < lt->ndata; i++)
-        ts_image_release(&a->images, lt->data[i].digest, id);
+        agent_image_release(&a->images, lt->data[i].digest, id);
     lt->data_ready = false;
 }

@@ -51,7 +51,7 @@ static unsigned keeper_fds(ts_agent *a, struct curl_waitfd *w, unsigned max)
         if (!lt->t || lt->st.phase == TS_TASK_EXITED || lt->keeper_fd_done)
             continue;
         if (!lt->keeper_fd_open) {
-            pid_t k = ts_task_info_get(lt->t)->keeper_pid;
+            pid_t k = agent_task_info_get(lt->t)->keeper_pid;
             long fd = k > 0 ? syscall(SYS_pidfd_open, k, 0) : -1;
             if (fd < 0) {
                 lt->keeper_fd_done = true;
@@ -66,7 +66,7 @@ static unsigned keeper_fds(ts_agent *a, struct curl_waitfd *w, unsigned max)
     return n;
 }
 
-void ts_agent_keeper_fd_close(local_task *lt)
+void agent_keeper_fd_close(local_task *lt)
 {
     if (lt->keeper_fd_open)
         close(lt->keeper_fd);
@@ -110,7 +110,7 @@ static CURLcode perform(ts_agent *a, bool wake, bool *woken)
                 continue;
             for (int k = 0; k < a->ntasks; k++)
                 if (a->tasks[k].keeper_fd_open && a->tasks[k].keeper_fd == w[i].fd)
-                    ts_agent_keeper_fd_close(&a->tasks[k]); /* wakes once */
+                    agent_keeper_fd_close(&a->tasks[k]); /* wakes once */
             *woken = true;
         }
         if (*woken)
@@ -126,9 +126,9 @@ int agent_post_woken(ts_agent *a, const char *path, json_t *body, long *status,
                       json_t **answer, double timeout_s, bool wake, ts_err *err)
 {
     char url[700], auth[320];
-    snprintf(url, sizeof url, "%s%s", ts_ctls_url(&a->cfg.ctls), path);
+    snprintf(url, sizeof url, "%s%s", agent_ctls_url(&a->cfg.ctls), path);
     if (a->p2p) /* the tracker is asked where the agent is */
-        ts_p2p_set_controller(a->p2p, ts_ctls_url(&a->cfg.ctls));
+        agent_p2p_set_controller(a->p2p, agent_ctls_url(&a->cfg.ctls));
     snprintf(auth, sizeof auth, "Authorization: Bearer %s", a->cfg.token);
     char *txt = json_dumps(body, JSON_COMPACT);
     if (!txt)

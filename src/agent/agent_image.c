@@ -69,7 +69,7 @@ static void on_progress(void *ctx, long long done, long long total)
 static void release_pulled(struct agent_pull *p, int n)
 {
     for (int k = 0; p->task_id[0] && k < n; k++) /* a prefetch registered none */
-        ts_image_release(p->store, p->imgs[k].digest, p->task_id);
+        agent_image_release(p->store, p->imgs[k].digest, p->task_id);
 }
 
 static void *pull_main(void *arg)
@@ -94,7 +94,7 @@ static void *pull_main(void *arg)
         o.user = own ? user : NULL;
         o.password = own ? password : NULL;
         o.plain_http = p->plain_http[k];
-        rc = ts_image_pull(p->store, &p->refs[k], &o, &p->imgs[k], &err);
+        rc = agent_image_pull(p->store, &p->refs[k], &o, &p->imgs[k], &err);
         if (rc && (k > 0 || !p->has_image))
             ts_err_prefix(&err, "data[%d]: ", k - (p->has_image ? 1 : 0));
         pthread_mutex_lock(&p->mu);
@@ -179,8 +179,8 @@ static int pull_begin(ts_agent *a, local_task *lt)
     if (has_image)
         refs[n++] = lt->image_ref;
     char why[TS_ERR_MSG_MAX] = "";
-    /* the data were checked when the task came (ts_agent_image_wait): read again */
-    if (!ts_agent_data_read(lt, lt->waiting, refs + n, why, sizeof why))
+    /* the data were checked when the task came (agent_image_wait): read again */
+    if (!agent_data_read(lt, lt->waiting, refs + n, why, sizeof why))
         return -1;
     n += lt->ndata;
     char id[64];
@@ -202,7 +202,7 @@ static void pull_abandon(struct agent_pull *p)
     }
 }
 
-void ts_agent_prefetch(ts_agent *a, json_t *list)
+void agent_prefetch_apply(ts_agent *a, json_t *list)
 {
     for (int s = 0; s < PREFETCH_SLOTS; s++) {
         struct agent_prefetch *pf = &a->prefetch[s];
@@ -244,7 +244,7 @@ void ts_agent_prefetch(ts_agent *a, json_t *list)
     }
 }
 
-json_t *ts_agent_prefetch_report(const ts_agent *a)
+json_t *agent_prefetch_report(const ts_agent *a)
 {
     json_t *arr = NULL;
     for (int s = 0; s < PREFETCH_SLOTS; s++) {
@@ -294,7 +294,7 @@ static void wipe_cred(local_task *lt)
     }
 }
 
-bool ts_agent_image_wait(ts_agent *a, local_task *lt, json_t *t)
+bool agent_image_wait(ts_agent *a, local_task *lt, json_t *t)
 {
     const char *image = json_string_value(json_object_get(t, "image"));
     if (!image && json_array_size(json_object_get(t, "data")) == 0)
@@ -305,7 +305,7 @@ bool ts_agent_image_wait(ts_agent *a, local_task *lt, json_t *t)
         return true;
     }
     ts_image_ref data_refs[TS_AGENT_DATA_MAX];
-    if (!ts_agent_data_read(lt, t, data_refs, lt->start_error, sizeof lt->start_error))
+    if (!agent_data_read(lt, t, data_refs, lt->start_error, sizeof lt->start_error))
         return true;
     if (!a->images_ok) {
         snprintf(lt->start_error, sizeof lt->start_error, "image: this node's image store "
@@ -331,7 +331,7 @@ bool ts_agent_image_wait(ts_agent *a, local_task *lt, json_t *t)
     return true;
 }
 
-void ts_agent_images_poll(ts_agent *a, double now)
+void agent_images_poll(ts_agent *a, double now)
 {
     prefetch_poll(a);
     for (int i = 0; i < a->ntasks; i++) {
@@ -387,13 +387,13 @@ void ts_agent_images_poll(ts_agent *a, double now)
             lt->image_ready = has_image;
             lt->data_ready = lt->ndata > 0;
             lt->pulled = true;
-            ts_agent_start_task_in(a, lt, t);
+            agent_start_task_in(a, lt, t);
         }
         json_decref(t);
     }
 }
 
-void ts_agent_image_forget(ts_agent *a, local_task *lt)
+void agent_image_forget(ts_agent *a, local_task *lt)
 {
     if (lt->pull) {
         struct agent_pull *p = lt->pull;
@@ -414,17 +414,17 @@ void ts_agent_image_forget(ts_agent *a, local_task *lt)
     wipe_cred(lt);
     char id[64];
     snprintf(id, sizeof id, "j%lld-r%d", (long long)lt->job, lt->rank);
-    ts_agent_data_release(a, lt, id);
+    agent_data_release(a, lt, id);
     if (lt->image_ready) {
         char dir[700];
-        ts_image_release(&a->images, lt->image.digest, id);
+        agent_image_release(&a->images, lt->image.digest, id);
         snprintf(dir, sizeof dir, "%s/%s", a->bundles, id);
-        ts_bundle_remove(dir);
+        agent_bundle_remove(dir);
         lt->image_ready = false;
     }
 }
 
-void ts_agent_container_user(const local_task *lt, const json_t *t, char *out, size_t n,
+void agent_container_user(const local_task *lt, const json_t *t, char *out, size_t n,
                              char *why, size_t wn)
 {
     out[0] = '\0';

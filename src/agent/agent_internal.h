@@ -87,7 +87,7 @@ typedef struct local_task {
     char shim_mark[720];        /* "" none (no shim, or an adopted task: not watched) */
     dev_t shim_mark_dev;
     ino_t shim_mark_ino;
-    double shim_due;            /* ts_launch_now() by which it must be written */
+    double shim_due;            /* agent_launch_now() by which it must be written */
     bool shim_seen;             /* written: the task runs with its limits */
     bool shim_missing;          /* not written in time: the task was stopped */
     char user[64];              /* its Unix user ("" none), for its epilog */
@@ -111,7 +111,7 @@ typedef struct agent_hook {
     bool killed;                /* past its deadline: killed, failed; reaped when it exits */
     int64_t job;
     int rank;
-    double deadline;            /* ts_launch_now() */
+    double deadline;            /* agent_launch_now() */
 } agent_hook;
 
 #define TS_AGENT_STDIO_DRAIN_S 30.0
@@ -162,162 +162,162 @@ struct ts_agent {
 };
 
 /* agent_net.c: tenant networks (docs/network.md) */
-void ts_agent_net_start(ts_agent *a);
+void agent_net_open(ts_agent *a);
 /* fills ns_path (or leaves it "") from the task's "net"; why on failure */
-void ts_agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_t *t,
+void agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_t *t,
                         char *ns_path, size_t len, char *why, size_t why_len);
-void ts_agent_net_end(ts_agent *a, const local_task *lt);
-void ts_agent_net_peers(ts_agent *a, const json_t *peers);
-void ts_agent_net_services(ts_agent *a, const json_t *services, const json_t *per_tenant);
+void agent_net_end(ts_agent *a, const local_task *lt);
+void agent_net_peers_apply(ts_agent *a, const json_t *peers);
+void agent_net_services_apply(ts_agent *a, const json_t *services, const json_t *per_tenant);
 
 /* session.c: interactive sessions (docs/interactive.md) */
 /* Opens the agent's side of every new session of the desired state's
  * "sessions" (each on a thread of its own). */
-void ts_agent_sessions(ts_agent *a, json_t *sessions);
+void agent_sessions(ts_agent *a, json_t *sessions);
 /* Makes an interactive task's stdio (PTY or socket pair) from the desired
  * task t: fills lt's end; *peer the task's end (closed by the caller after
  * the start), -1 when t is not interactive; why on failure. */
-void ts_agent_stdio_make(local_task *lt, const json_t *t, uid_t uid, int *peer, char *why,
+void agent_stdio_make(local_task *lt, const json_t *t, uid_t uid, int *peer, char *why,
                          size_t why_len);
 /* Closes an interactive task's end once it is forgotten. */
-void ts_agent_stdio_close(local_task *lt);
+void agent_stdio_close(local_task *lt);
 /* Whether an ended interactive task is still reported running: its output
  * not yet read whole by a session, within TS_AGENT_STDIO_DRAIN_S. */
-bool ts_agent_stdio_hold(local_task *lt, double now);
+bool agent_stdio_hold(local_task *lt, double now);
 
 /* agent.c */
 /* step: -1 for the rank's own task, else that step's task in the rank */
-local_task *ts_agent_find(ts_agent *a, int64_t job, int rank, int step);
+local_task *agent_find(ts_agent *a, int64_t job, int rank, int step);
 /* CLOCK_REALTIME in seconds: the clock of time-limit deadlines. */
-double ts_agent_wall_now(void);
+double agent_wall_now(void);
 
-/* agent_task.c (ts_agent_start_task_in: agent_start.c) */
+/* agent_task.c (agent_start_task_in: agent_start.c) */
 /* Starts the task the desired state describes (t), as a new local task;
  * a start that fails is kept with its error, reported as failed. */
-void ts_agent_start_task(ts_agent *a, json_t *t);
+void agent_start_task(ts_agent *a, json_t *t);
 /* The same for lt, already counted in a->tasks (its image now there). */
-void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t);
-/* ts_task_records callback: adopts one task an earlier agent left. */
-int ts_agent_adopt_one(const char *id, void *ctx);
+void agent_start_task_in(ts_agent *a, local_task *lt, json_t *t);
+/* agent_task_records callback: adopts one task an earlier agent left. */
+int agent_adopt_one(const char *id, void *ctx);
 /* Makes each MIG GPU hold its desired layout (a->mig_error: the first error). */
-void ts_agent_apply_mig(ts_agent *a, json_t *mig);
+void agent_apply_mig(ts_agent *a, json_t *mig);
 /* Reads the output the controller asks for into a->log_answers. */
-void ts_agent_answer_logs(ts_agent *a, json_t *reqs);
+void agent_answer_logs(ts_agent *a, json_t *reqs);
 /* Stops MPS daemons no running fractional task uses. */
-void ts_agent_mps_tidy(ts_agent *a);
+void agent_mps_tidy(ts_agent *a);
 /* Tells /metrics which task runs where. */
-void ts_agent_tell_metrics(ts_agent *a);
+void agent_tell_metrics(ts_agent *a);
 /* Removes a forgotten task's shim ledger. */
-void ts_agent_ledger_remove(const ts_agent *a, const local_task *lt);
+void agent_ledger_remove(const ts_agent *a, const local_task *lt);
 /* The median of a task's last step times (its step file, owned by owner);
  * -1 when none. */
-double ts_agent_step_median(const char *path, uid_t owner);
+double agent_step_median(const char *path, uid_t owner);
 /* Removes a forgotten task's step file while it is still the agent's. */
-void ts_agent_step_file_remove(const local_task *lt);
+void agent_step_file_remove(const local_task *lt);
 /* A fractional task whose shim has not written its mark by shim_due is
  * stopped (SIGKILL) and will end `shim_not_loaded`; a written mark ends the
  * watch. Called with the time limits. */
-void ts_agent_shim_check(ts_agent *a, local_task *lt, double now);
+void agent_shim_check(ts_agent *a, local_task *lt, double now);
 /* A forgotten task's shim mark goes with it. */
-void ts_agent_shim_mark_remove(const local_task *lt);
+void agent_shim_mark_remove(const local_task *lt);
 /* agent_http.c: POST body to path, *answer the parsed JSON (the caller's);
  * with wake, a running task's end ends the wait early: AGENT_POST_WOKEN,
- * nothing answered. ts_agent_keeper_fd_close closes a task's keeper pidfd
+ * nothing answered. agent_keeper_fd_close closes a task's keeper pidfd
  * for good. agent_progress (agent.c) keeps time while a request waits. */
 #define AGENT_POST_WOKEN 1
 int agent_post_woken(ts_agent *a, const char *path, json_t *body, long *status, json_t **answer,
                      double timeout_s, bool wake, ts_err *err);
 int agent_post(ts_agent *a, const char *path, json_t *body, long *status, json_t **answer,
                double timeout_s, ts_err *err);
-void ts_agent_keeper_fd_close(local_task *lt);
+void agent_keeper_fd_close(local_task *lt);
 int agent_progress(void *u, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                    curl_off_t ulnow);
 /* Removes the steps folder's task files no adopted task holds (at start). */
-void ts_agent_steps_sweep(const ts_agent *a);
+void agent_steps_sweep(const ts_agent *a);
 /* The name of a fractional task's ledger (the shim's, in TS_SHIM_LEDGER_DIR). */
 const char *agent_ledger_name(const local_task *lt);
 /* Adds an ended task's last output to its report o. */
-void ts_agent_add_output(const local_task *lt, json_t *o);
+void agent_add_output(const local_task *lt, json_t *o);
 
 /* hooks.c: the site's prolog and epilog */
 /* When a prolog is configured and has not run for lt: starts it, keeping t
  * (the start goes on once it succeeded), or fails lt's launch; true. False:
  * no prolog, start lt now. */
-bool ts_agent_prolog_begin(ts_agent *a, local_task *lt, json_t *t);
+bool agent_prolog_begin(ts_agent *a, local_task *lt, json_t *t);
 /* Starts the epilog of a task that ended (once per task; none configured:
  * nothing). */
-void ts_agent_epilog_begin(ts_agent *a, local_task *lt);
+void agent_epilog_begin(ts_agent *a, local_task *lt);
 /* Starts one hook; false (said in the log) when it could not start. */
-bool ts_agent_hook_start(ts_agent *a, bool prolog, int64_t job, int rank, const char *user,
+bool agent_hook_start(ts_agent *a, bool prolog, int64_t job, int rank, const char *user,
                          long long uid, const int *gpus, int ngpu, int exit_code);
 /* Reaps ended hooks, kills those past their deadline, and acts on each end. */
-void ts_agent_hooks_poll(ts_agent *a, double now);
+void agent_hooks_poll(ts_agent *a, double now);
 /* Asks the controller to drain this node (the first reason stands). */
-void ts_agent_hook_drain(ts_agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void agent_hook_drain(ts_agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* agent_image.c */
 /* True when t names an image: lt then waits for it (its pull begun), or
  * failed at once (lt->start_error). False: a bare task, start it. */
-bool ts_agent_image_wait(ts_agent *a, local_task *lt, json_t *t);
+bool agent_image_wait(ts_agent *a, local_task *lt, json_t *t);
 /* Starts the tasks whose image arrived, fails those whose image is unknown
  * or bad, retries the pulls the registry failed. */
-void ts_agent_images_poll(ts_agent *a, double now);
+void agent_images_poll(ts_agent *a, double now);
 /* The task is forgotten: its pull abandoned, its image released, its
  * bundle removed. */
-void ts_agent_image_forget(ts_agent *a, local_task *lt);
+void agent_image_forget(ts_agent *a, local_task *lt);
 /* The desired state's prefetch list ([{job, image}], NULL: none): each image
  * is pulled once into the store, below PREFETCH_RATE_BYTES_S, with no user
  * (a task that later needs it finds it there); one no longer listed is
  * abandoned if still coming (agent_image.c). */
-void ts_agent_prefetch(ts_agent *a, json_t *list);
+void agent_prefetch_apply(ts_agent *a, json_t *list);
 /* [{job, state: fetching|ready|failed}] of the prefetches listed now; NULL: none. */
-json_t *ts_agent_prefetch_report(const ts_agent *a);
+json_t *agent_prefetch_report(const ts_agent *a);
 
 /* agent_data.c: a job's read-only data images (docs/images.md "Model
  * weights and data sets"). */
 /* Reads t's data into lt (refs into refs, at most TS_AGENT_DATA_MAX); false
  * with why when one is malformed. */
-bool ts_agent_data_read(local_task *lt, json_t *t, ts_image_ref *refs, char *why, size_t n);
+bool agent_data_read(local_task *lt, json_t *t, ts_image_ref *refs, char *why, size_t n);
 /* TESSERA_DATA_<i> for each: the path in the container, or the node's
  * read-only copy for a bare task. */
-void ts_agent_data_env(const local_task *lt, json_t *envj);
+void agent_data_env(const local_task *lt, json_t *envj);
 /* A container task's read-only binds of its data; returns how many were put. */
-size_t ts_agent_data_binds(const local_task *lt, ts_bundle_mount *binds, size_t room);
+size_t agent_data_binds(const local_task *lt, ts_bundle_mount *binds, size_t room);
 /* Registers the task as a user of each data image; why on failure. */
-void ts_agent_data_use(ts_agent *a, const local_task *lt, const char *id, char *why, size_t n);
+void agent_data_use(ts_agent *a, const local_task *lt, const char *id, char *why, size_t n);
 /* Its data digests into / out of the task record's meta (adoption). */
-void ts_agent_data_meta_put(const local_task *lt, json_t *meta);
-void ts_agent_data_meta_get(local_task *lt, json_t *meta);
+void agent_data_meta_put(const local_task *lt, json_t *meta);
+void agent_data_meta_get(local_task *lt, json_t *meta);
 /* container_extras.c (docs/images.md "Checkpoints", "srun in an image").
  * The job's checkpoint folder dir (<root>/<tenant>/<job>, as the controller
  * named it), made when missing (the job's own folder for uid:gid), and fit
  * to bind into a container: no other user can swap a link into its path;
  * false with why otherwise. */
-bool ts_agent_checkpoint_folder(const char *dir, uid_t uid, gid_t gid, char *why, size_t n);
+bool agent_checkpoint_folder(const char *dir, uid_t uid, gid_t gid, char *why, size_t n);
 /* Makes slurm_dir/kit afresh: a copy of the tessera CLI cli, its libraries
  * and the node's loader, and an srun that runs them from slurm_dir, where
  * the kit is bound in a container; its path into kit. 0, or a negative
  * error with err filled (a container then has no srun). */
-int ts_agent_srun_kit_install(const char *slurm_dir, const char *cli, char *kit, size_t kit_len,
+int agent_srun_kit_install(const char *slurm_dir, const char *cli, char *kit, size_t kit_len,
                               ts_err *err);
 /* agent_image.c: who a container task is inside its image (its job's
  * `user`: "image" or "uid[:gid]"), as "uid:gid" into out, within the
  * tenant's rules the task carries (uid, allow_root, uid_range); out ""
  * when the job names none; why when refused. */
-void ts_agent_container_user(const local_task *lt, const json_t *t, char *out, size_t n,
+void agent_container_user(const local_task *lt, const json_t *t, char *out, size_t n,
                              char *why, size_t wn);
 /* Releases each data image (the task is forgotten). */
-void ts_agent_data_release(ts_agent *a, local_task *lt, const char *id);
+void agent_data_release(ts_agent *a, local_task *lt, const char *id);
 
 /* task_secrets.c: a starting task's secrets (t["secrets"]): variables
  * appended to envj, files written to its private folder (named in envj as
  * TESSERA_SECRETS_DIR). False, and why, when they could not be given (the
  * task must not start without them). */
-bool ts_agent_secrets_put(const ts_agent *a, const local_task *lt, const json_t *t,
+bool agent_secrets_put(const ts_agent *a, const local_task *lt, const json_t *t,
                           json_t *envj, char *why, size_t wsize);
 /* Removes the task's secrets folder (the agent is done with the task). */
-void ts_agent_secrets_remove(const ts_agent *a, int64_t job, int rank);
+void agent_secrets_remove(const ts_agent *a, int64_t job, int rank);
 /* At start, after adoption: removes the folders of tasks not adopted. */
-void ts_agent_secrets_sweep(const ts_agent *a);
+void agent_secrets_sweep(const ts_agent *a);
 
 #endif

@@ -8,7 +8,7 @@
  * lists in "net_peers", and the policy the services of "net_services"
  * (every tenant's) and "net_tenant_services" (one tenant's each).
  * With "nics": "dedicated" the task also gets its GPUs' VFs or rail NICs
- * (ts_nics_netdev) moved into its namespace.
+ * (agent_nics_netdev) moved into its namespace.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +35,7 @@ static bool adopted(const char *id, void *ctx)
     return false;
 }
 
-void ts_agent_net_start(ts_agent *a)
+void agent_net_open(ts_agent *a)
 {
     char dir[700];
     struct stat st;
@@ -62,7 +62,7 @@ static const char **peer_list(const json_t *peers, size_t *n)
     return v;
 }
 
-void ts_agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_t *t,
+void agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_t *t,
                         char *ns_path, size_t len, char *why, size_t why_len)
 {
     ns_path[0] = '\0';
@@ -112,7 +112,7 @@ void ts_agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_
         }
         const char *root = a->node->sysfs_root[0] ? a->node->sysfs_root : "/sys";
         for (int i = 0; i < lt->ngpu && i < AGENT_NET_NICS_MAX; i++) {
-            if (ts_nics_netdev(root, &a->node->nics, lt->gpu[i], names[i], sizeof names[i],
+            if (agent_nics_netdev(root, &a->node->nics, lt->gpu[i], names[i], sizeof names[i],
                                &e) != 0) {
                 snprintf(why, why_len, "net.nics: %s", e.msg);
                 free(peers);
@@ -122,7 +122,7 @@ void ts_agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_
             }
             nics[i] = names[i];
             /* its RDMA device goes with it, where the host isolates RDMA per namespace */
-            if (ts_nics_rdmadev(root, &a->node->nics, lt->gpu[i], rnames[i], sizeof rnames[i],
+            if (agent_nics_rdmadev(root, &a->node->nics, lt->gpu[i], rnames[i], sizeof rnames[i],
                                 &e) != 0)
                 rnames[i][0] = '\0';
             rdma[i] = rnames[i];
@@ -147,7 +147,7 @@ void ts_agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_
     free(from);
 }
 
-void ts_agent_net_end(ts_agent *a, const local_task *lt)
+void agent_net_end(ts_agent *a, const local_task *lt)
 {
     char id[64];
     task_id_of(lt, id, sizeof id);
@@ -156,7 +156,7 @@ void ts_agent_net_end(ts_agent *a, const local_task *lt)
         fprintf(stderr, "tessera-agent: task %s: removing its network: %s\n", id, e.msg);
 }
 
-void ts_agent_net_peers(ts_agent *a, const json_t *peers)
+void agent_net_peers_apply(ts_agent *a, const json_t *peers)
 {
     if (!json_is_array(peers))
         return;
@@ -186,7 +186,7 @@ void ts_agent_net_peers(ts_agent *a, const json_t *peers)
         free(s);
 }
 
-void ts_agent_net_services(ts_agent *a, const json_t *services, const json_t *per_tenant)
+void agent_net_services_apply(ts_agent *a, const json_t *services, const json_t *per_tenant)
 {
     if (!json_is_array(services) || !a->cfg.net_addr[0])
         return;

@@ -100,7 +100,7 @@ static json_t *task_cdi_edits(const ts_agent *a, const local_task *lt, char *why
  * mapped user, which must exist on this node with exactly the mapped uid,
  * and uid 0 only when the job's tenant allows root. An agent that is root
  * never runs a task as itself instead; one that is not root can only run
- * tasks as itself (ts_task_start notes it). NULL with why filled when the
+ * tasks as itself (agent_task_start notes it). NULL with why filled when the
  * task must not start. */
 static const char *task_user(const ts_agent *a, const json_t *t, char *why, size_t size)
 {
@@ -147,14 +147,14 @@ static void start_log(const ts_agent *a, const ts_task *t)
                         "start not logged\n", START_LOG_PATH_MAX);
         return;
     }
-    const ts_task_info *in = ts_task_info_get(t);
+    const ts_task_info *in = agent_task_info_get(t);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     char line[64 + TS_TASK_ID_MAX + TS_CTL_URL_MAX + 96];
     int n = snprintf(line, sizeof line, "%s %s %ld %llu %.3f %s\n", a->cfg.node, in->task_id,
                      (long)in->pid, in->start_ticks,
                      (double)now.tv_sec + (double)now.tv_nsec / 1e9,
-                     ts_ctls_url(&a->cfg.ctls));
+                     agent_ctls_url(&a->cfg.ctls));
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0 || n <= 0 || n >= (int)sizeof line || write(fd, line, (size_t)n) != n)
         fprintf(stderr, "tessera-agent: TESSERA_AGENT_START_LOG %s: %s\n", path,
@@ -254,7 +254,7 @@ static void start_fields(local_task *lt, const json_t *t)
     json_t *left = json_object_get(t, "time_left_s");
     if (json_is_number(left)) {
         double l = json_number_value(left);
-        lt->deadline_unix = ts_agent_wall_now() + (l > 0 ? l : 0);
+        lt->deadline_unix = agent_wall_now() + (l > 0 ? l : 0);
         lt->time_limit_s = json_number_value(json_object_get(t, "time_limit_s"));
         lt->limit_grace_s = json_number_value(json_object_get(t, "limit_grace_s"));
         lt->limit_signal = (int)json_integer_value(json_object_get(t, "limit_signal"));
@@ -285,7 +285,7 @@ static void start_env(ts_agent *a, local_task *lt, const json_t *t, task_start *
      * credential (ctld/steps.h), through the controller this agent uses */
     const char *stok = json_string_value(json_object_get(t, "step_token"));
     if (stok) {
-        env_add(S, "TESSERA_STEP_URL=%s", ts_ctls_url(&a->cfg.ctls));
+        env_add(S, "TESSERA_STEP_URL=%s", agent_ctls_url(&a->cfg.ctls));
         env_add(S, "TESSERA_STEP_TOKEN=%s", stok);
     }
     snprintf(lt->out_note, sizeof lt->out_note, "%s/%s.output", a->steps, S->id);
@@ -297,8 +297,8 @@ static void start_env(ts_agent *a, local_task *lt, const json_t *t, task_start *
         json_array_insert_new(S->envj, 0, json_string("GLOO_SOCKET_IFNAME=eth0"));
         json_array_insert_new(S->envj, 0, json_string("NCCL_SOCKET_IFNAME=eth0"));
     }
-    ts_agent_data_env(lt, S->envj); /* where its read-only data are (docs/images.md) */
-    ts_agent_secrets_put(a, lt, t, S->envj, S->why, sizeof S->why); /* why: no start */
+    agent_data_env(lt, S->envj); /* where its read-only data are (docs/images.md) */
+    agent_secrets_put(a, lt, t, S->envj, S->why, sizeof S->why); /* why: no start */
     S->env = strv(S->envj);
 }
 
@@ -321,7 +321,7 @@ static void start_gpus(ts_agent *a, local_task *lt, const json_t *t, task_start 
     if (!a->node->nv || lt->ngpu != 1)
         snprintf(S->why, sizeof S->why, "mig_profile: no MIG GPU here (NVML %s)",
                  a->node->nv ? "present" : "missing");
-    else if (ts_agent_mig_uuid(a->node->nv, (unsigned)lt->gpu[0], lt->mig_profile,
+    else if (agent_mig_uuid(a->node->nv, (unsigned)lt->gpu[0], lt->mig_profile,
                                lt->mig_start, lt->mig_uuid, sizeof lt->mig_uuid, &me) != 0)
         snprintf(S->why, sizeof S->why, "MIG instance (profile %d at slot %d) on GPU %d: %.400s",
                  lt->mig_profile, lt->mig_start, lt->gpu[0], me.msg);
@@ -341,7 +341,7 @@ static void start_mps(ts_agent *a, local_task *lt, const json_t *t, task_start *
         ts_mps_config mc = {.binary = a->node->mps_binary[0] ? a->node->mps_binary : NULL,
                             .base_dir = base};
         ts_err me;
-        if (ts_mps_start(&mc, a->node->gpu_uuid[g], &a->mps[g], &me) != 0)
+        if (agent_mps_start(&mc, a->node->gpu_uuid[g], &a->mps[g], &me) != 0)
             snprintf(S->why, sizeof S->why, "MPS on GPU %d: %.400s", g, me.msg);
         else
             a->mps_on[g] = true;
@@ -401,11 +401,11 @@ static void start_shim(ts_agent *a, local_task *lt, task_start *S)
 static void start_nccl(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
 {
     const char *root = a->node->sysfs_root[0] ? a->node->sysfs_root : "/sys";
-    ts_nics_for_task(&a->node->nics, lt->gpu, lt->ngpu, S->hca, sizeof S->hca);
+    agent_nics_for_task(&a->node->nics, lt->gpu, lt->ngpu, S->hca, sizeof S->hca);
     const char *nics = json_string_value(json_object_get(json_object_get(t, "net"), "nics"));
     if (nics && strcmp(nics, "dedicated") == 0) { /* the devices it holds, not the adapters */
         char own[sizeof S->hca];
-        ts_nics_for_task_dedicated(root, &a->node->nics, lt->gpu, lt->ngpu, own, sizeof own);
+        agent_nics_for_task_dedicated(root, &a->node->nics, lt->gpu, lt->ngpu, own, sizeof own);
         if (own[0])
             memcpy(S->hca, own, sizeof own);
     }
@@ -418,13 +418,13 @@ static void start_nccl(ts_agent *a, local_task *lt, const json_t *t, task_start 
         return;
     int idx;
     ts_err pe;
-    if (ts_nics_pkey_index_all(root, S->hca, (unsigned)json_integer_value(pk), &idx, &pe) == 0)
+    if (agent_nics_pkey_index_all(root, S->hca, (unsigned)json_integer_value(pk), &idx, &pe) == 0)
         snprintf(S->pkey, sizeof S->pkey, "%d", idx);
     else
         snprintf(S->why, sizeof S->why, "%s", pe.msg);
 }
 
-/* What ts_task_start gets for a bare process; a container adds to it. */
+/* What agent_task_start gets for a bare process; a container adds to it. */
 static void start_spec(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
 {
     const char *workdir = json_string_value(json_object_get(t, "workdir"));
@@ -462,14 +462,14 @@ static void start_spec(ts_agent *a, local_task *lt, const json_t *t, task_start 
         .ngpu_devs = (size_t)lt->ngpu,
         .limit_devices = true,
         /* a cut-off agent must have its tasks gone before the controller
-         * declares the node lost (ts_agent_step): a quarter of that time */
+         * declares the node lost (agent_step): a quarter of that time */
         .term_grace_s = a->ctld_lost_s > 0 && a->ctld_lost_s / 4 < TS_TERM_GRACE_DEFAULT_S
                             ? a->ctld_lost_s / 4
                             : 0.0,
     };
     snprintf(lt->workdir, sizeof lt->workdir, "%s", workdir ? workdir : a->cfg.state_dir);
     if (!S->why[0])
-        ts_agent_stdio_make(lt, t, S->pw ? S->pw->pw_uid : (uid_t)-1, &S->stdio_peer, S->why,
+        agent_stdio_make(lt, t, S->pw ? S->pw->pw_uid : (uid_t)-1, &S->stdio_peer, S->why,
                             sizeof S->why);
     if (S->stdio_peer >= 0) {
         S->spec.stdio_given = true;
@@ -504,7 +504,7 @@ static size_t container_binds(ts_agent *a, local_task *lt, const json_t *t, task
                      "mounts[%zu].host: %.300s: no such folder on this node", mi, host);
         S->binds[nb++] = (ts_bundle_mount){host, in, json_is_true(json_object_get(mj, "write"))};
     }
-    return nb + ts_agent_data_binds(lt, S->binds + nb, cap - nb);
+    return nb + agent_data_binds(lt, S->binds + nb, cap - nb);
 }
 
 /* Whether the task is a Slurm batch job's (`tessera sbatch` sets
@@ -537,7 +537,7 @@ static size_t container_extras(ts_agent *a, const json_t *t, task_start *S, ts_b
             uid = (uid_t)cu;
             gid = (gid_t)cg;
         }
-        if (ts_agent_checkpoint_folder(ck, uid, gid, S->why, sizeof S->why))
+        if (agent_checkpoint_folder(ck, uid, gid, S->why, sizeof S->why))
             b[nb++] = (ts_bundle_mount){ck, ck, true};
     }
     if (!S->why[0] && a->slurm_kit[0] && slurm_task(t) && nb < room)
@@ -559,7 +559,7 @@ static void start_container(ts_agent *a, local_task *lt, const json_t *t, task_s
     S->spec.mounts = S->binds;
     if (S->spec.preload_shim) {
         char gw[TS_ERR_MSG_MAX - 64];
-        if (!S->why[0] && ts_image_glibc_check(lt->image.rootfs, gw, sizeof gw) != 0)
+        if (!S->why[0] && agent_image_glibc_check(lt->image.rootfs, gw, sizeof gw) != 0)
             snprintf(S->why, sizeof S->why, "shim_unloadable: %s", gw);
         if (nb < sizeof S->binds / sizeof S->binds[0])
             S->binds[nb++] = (ts_bundle_mount){a->node->shim, a->node->shim, false};
@@ -569,7 +569,7 @@ static void start_container(ts_agent *a, local_task *lt, const json_t *t, task_s
         S->cdi = task_cdi_edits(a, lt, S->why, sizeof S->why);
     S->spec.cdi_edits = S->cdi;
     if (!S->why[0])
-        ts_agent_container_user(lt, t, S->cuser, sizeof S->cuser, S->why, sizeof S->why);
+        agent_container_user(lt, t, S->cuser, sizeof S->cuser, S->why, sizeof S->why);
     S->spec.container_user = S->cuser[0] ? S->cuser : NULL;
     nb += container_extras(a, t, S, S->binds + nb, sizeof S->binds / sizeof S->binds[0] - nb);
     S->spec.nmounts = nb;
@@ -578,11 +578,11 @@ static void start_container(ts_agent *a, local_task *lt, const json_t *t, task_s
     if (!S->argv || !S->argv[0])
         S->spec.argv = NULL; /* the image's own command */
     ts_err ue;
-    if (!S->why[0] && ts_image_use(&a->images, lt->image.digest, S->id, &ue) != 0)
+    if (!S->why[0] && agent_image_use(&a->images, lt->image.digest, S->id, &ue) != 0)
         snprintf(S->why, sizeof S->why, "%s", ue.msg);
 }
 
-/* What a restarted agent needs to adopt the task (ts_task_adopt), and its
+/* What a restarted agent needs to adopt the task (agent_task_adopt), and its
  * network namespace on its tenant's overlay, when the cluster isolates. */
 static void start_meta(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
 {
@@ -604,14 +604,14 @@ static void start_meta(ts_agent *a, local_task *lt, const json_t *t, task_start 
     if (mj && lt->is_step) /* adopted as the step's task, not the rank's */
         json_object_set_new(mj, "step", json_integer(lt->step));
     if (!S->why[0] && S->argv && S->argv[0])
-        ts_agent_net_begin(a, lt, S->id, t, S->ns_path, sizeof S->ns_path, S->why,
+        agent_net_begin(a, lt, S->id, t, S->ns_path, sizeof S->ns_path, S->why,
                            sizeof S->why);
     S->spec.netns_path = S->ns_path[0] ? S->ns_path : NULL;
     if (mj)
         json_object_set_new(mj, "net_vni", json_integer(lt->net_vni));
     if (mj && lt->image_ready) /* released when the task is forgotten */
         json_object_set_new(mj, "image_digest", json_string(lt->image.digest));
-    ts_agent_data_meta_put(lt, mj);
+    agent_data_meta_put(lt, mj);
     if (mj && lt->shim_mark[0]) /* watched again, and removed, by an adopting agent */
         json_object_set_new(mj, "shim_mark", json_string(lt->shim_mark));
     S->meta = mj ? json_dumps(mj, JSON_COMPACT) : NULL;
@@ -619,15 +619,15 @@ static void start_meta(ts_agent *a, local_task *lt, const json_t *t, task_start 
     S->spec.meta = S->meta;
 }
 
-void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
+void agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
 {
     lt->job = json_integer_value(json_object_get(t, "job"));
     lt->rank = (int)json_integer_value(json_object_get(t, "rank"));
     lt->is_step = json_is_integer(json_object_get(t, "step"));
     lt->step = (int)json_integer_value(json_object_get(t, "step"));
     lt->run = json_number_value(json_object_get(t, "run"));
-    if (!lt->image_ready && !lt->pulled && ts_agent_image_wait(a, lt, t))
-        return; /* started by ts_agent_images_poll once its image is there */
+    if (!lt->image_ready && !lt->pulled && agent_image_wait(a, lt, t))
+        return; /* started by agent_images_poll once its image is there */
     start_fields(lt, t);
     task_start *S = calloc(1, sizeof *S);
     if (!S) {
@@ -649,26 +649,26 @@ void ts_agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
     start_spec(a, lt, t, S);
     start_container(a, lt, t, S);
     if (!S->why[0])
-        ts_agent_data_use(a, lt, S->id, S->why, sizeof S->why);
+        agent_data_use(a, lt, S->id, S->why, sizeof S->why);
     start_meta(a, lt, t, S);
     ts_err err;
     if (S->why[0]) {
         snprintf(lt->start_error, sizeof lt->start_error, "%s", S->why);
     } else if (!lt->image_ready && (!S->argv || !S->argv[0])) {
         snprintf(lt->start_error, sizeof lt->start_error, "command: empty");
-    } else if (ts_task_start(&a->caps, &S->spec, &lt->t, &err) != 0) {
+    } else if (agent_task_start(&a->caps, &S->spec, &lt->t, &err) != 0) {
         snprintf(lt->start_error, sizeof lt->start_error, "%s", err.msg);
         lt->t = NULL;
     } else {
         start_log(a, lt->t);
         double reg = a->node->shim_register_s > 0 ? a->node->shim_register_s
                                                   : TS_AGENT_SHIM_REGISTER_S;
-        lt->shim_due = ts_launch_now() + reg;
+        lt->shim_due = agent_launch_now() + reg;
     }
     if (S->stdio_peer >= 0)
         close(S->stdio_peer); /* the task holds it now */
     if (!lt->t)
-        ts_agent_stdio_close(lt);
+        agent_stdio_close(lt);
     free(S->argv);
     free(S->env);
     free(S->meta);

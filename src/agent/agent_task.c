@@ -34,27 +34,27 @@ static const char *str_or(const json_t *v)
 
 
 /* Adopts one task from its record: its keeper still runs it, or has left
- * its exit status. Under ts_agent_new, before any exchange. */
-int ts_agent_adopt_one(const char *id, void *ctx)
+ * its exit status. Under agent_new, before any exchange. */
+int agent_adopt_one(const char *id, void *ctx)
 {
     ts_agent *a = ctx;
     ts_task *t = NULL;
     ts_err e;
-    if (ts_task_adopt(&a->caps, a->logs, id, &t, &e) != 0) {
+    if (agent_task_adopt(&a->caps, a->logs, id, &t, &e) != 0) {
         fprintf(stderr, "tessera-agent: task %s: cannot adopt (%s); forgotten\n", id, e.msg);
-        ts_task_forget(a->logs, id, &e);
+        agent_task_record_forget(a->logs, id, &e);
         return 0;
     }
     if (a->ntasks == TS_AGENT_MAX_TASKS) {
-        ts_task_detach(t);
+        agent_task_detach(t);
         return 1;
     }
     json_error_t je;
-    json_t *m = ts_task_meta(t) ? json_loads(ts_task_meta(t), 0, &je) : NULL;
+    json_t *m = agent_task_meta(t) ? json_loads(agent_task_meta(t), 0, &je) : NULL;
     if (!json_is_object(m)) {
         fprintf(stderr, "tessera-agent: task %s: its record has no job; stopped\n", id);
         json_decref(m);
-        ts_task_free(t);
+        agent_task_free(t);
         return 0;
     }
     local_task *lt = &a->tasks[a->ntasks++];
@@ -95,7 +95,7 @@ int ts_agent_adopt_one(const char *id, void *ctx)
         snprintf(lt->image.digest, sizeof lt->image.digest, "%s", img);
         lt->image_ready = true;
     }
-    ts_agent_data_meta_get(lt, m); /* its data images: released when it goes */
+    agent_data_meta_get(lt, m); /* its data images: released when it goes */
     /* its shim mark, if still the file this agent made there (a regular
      * file in the steps folder): watched from now for a full period */
     const char *mark = json_string_value(json_object_get(m, "shim_mark"));
@@ -107,11 +107,11 @@ int ts_agent_adopt_one(const char *id, void *ctx)
         snprintf(lt->shim_mark, sizeof lt->shim_mark, "%s", mark);
         lt->shim_mark_dev = ms.st_dev;
         lt->shim_mark_ino = ms.st_ino;
-        lt->shim_due = ts_launch_now() + (a->node->shim_register_s > 0 ? a->node->shim_register_s
+        lt->shim_due = agent_launch_now() + (a->node->shim_register_s > 0 ? a->node->shim_register_s
                                                                        : TS_AGENT_SHIM_REGISTER_S);
     }
     json_decref(m);
-    ts_task_poll(t, ts_launch_now(), &lt->st, &e);
+    agent_task_poll(t, agent_launch_now(), &lt->st, &e);
     lt->stop_requested = (lt->st.phase != TS_TASK_RUNNING && lt->st.phase != TS_TASK_EXITED) ||
                          lt->st.outcome != TS_STOP_NONE;
     if (lt->fractional && a->node->mps && lt->ngpu == 1 && !a->mps_on[lt->gpu[0]]) {
@@ -121,7 +121,7 @@ int ts_agent_adopt_one(const char *id, void *ctx)
         ts_mps_config mc = {.binary = a->node->mps_binary[0] ? a->node->mps_binary : NULL,
                             .base_dir = base};
         int gi = lt->gpu[0];
-        if (gi >= 0 && gi < 16 && ts_mps_start(&mc, a->node->gpu_uuid[gi], &a->mps[gi], &e) == 0)
+        if (gi >= 0 && gi < 16 && agent_mps_start(&mc, a->node->gpu_uuid[gi], &a->mps[gi], &e) == 0)
             a->mps_on[gi] = true;
     }
     fprintf(stderr, "tessera-agent: adopted task %s (job %lld rank %d, %s)\n", id,
@@ -139,12 +139,12 @@ static int cmp_double(const void *x, const void *y)
 /* The median of the last TS_AGENT_STEP_SAMPLES step times the task wrote to
  * its step file (one number of seconds per line); -1 when none, or when
  * what the task left there is not its own regular file (taskfile.h). */
-double ts_agent_step_median(const char *path, uid_t owner)
+double agent_step_median(const char *path, uid_t owner)
 {
     char *tail = NULL;
     long long size;
     ts_err e;
-    if (ts_tail_read(path, TS_AGENT_STEP_TAIL_BYTES, owner, &tail, &size, &e) != 0)
+    if (agent_tail_read(path, TS_AGENT_STEP_TAIL_BYTES, owner, &tail, &size, &e) != 0)
         return -1.0;
     double v[TS_AGENT_STEP_SAMPLES];
     int k = 0;
@@ -173,14 +173,14 @@ double ts_agent_step_median(const char *path, uid_t owner)
  * note and the file are the task's: read as its user's files only. */
 static void stream_path(const local_task *lt, int k, char *path, size_t len, bool *owned)
 {
-    const ts_task_info *in = ts_task_info_get(lt->t);
+    const ts_task_info *in = agent_task_info_get(lt->t);
     snprintf(path, len, "%s", k ? in->stderr_path : in->stdout_path);
     *owned = false;
     char *note = NULL;
     long long size;
     ts_err e;
     if (!lt->out_note[0] ||
-        ts_tail_read(lt->out_note, TS_AGENT_NOTE_BYTES, in->uid, &note, &size, &e) != 0)
+        agent_tail_read(lt->out_note, TS_AGENT_NOTE_BYTES, in->uid, &note, &size, &e) != 0)
         return;
     char *save = NULL, *line[2] = {NULL, NULL};
     line[0] = strtok_r(note, "\n", &save);
@@ -209,11 +209,11 @@ static int stream_tail(const local_task *lt, int k, size_t max, char **text, lon
     bool owned;
     stream_path(lt, k, path, sizeof path, &owned);
     (void)owned; /* the agent's own log files are the task's user's too */
-    return ts_tail_read(path, max, ts_task_info_get(lt->t)->uid, text, size, e);
+    return agent_tail_read(path, max, agent_task_info_get(lt->t)->uid, text, size, e);
 }
 
 /* An ended task's last output, for its job's events (docs/agent-protocol.md). */
-void ts_agent_add_output(const local_task *lt, json_t *o)
+void agent_add_output(const local_task *lt, json_t *o)
 {
     json_t *out = json_object();
     static const char *const names[2] = {"stdout", "stderr"};
@@ -237,7 +237,7 @@ const char *agent_ledger_name(const local_task *lt)
 }
 
 /* A forgotten task's shim ledger goes with it. */
-void ts_agent_ledger_remove(const ts_agent *a, const local_task *lt)
+void agent_ledger_remove(const ts_agent *a, const local_task *lt)
 {
     if (!a->node->shim[0] || !lt->fractional)
         return;
@@ -246,18 +246,18 @@ void ts_agent_ledger_remove(const ts_agent *a, const local_task *lt)
     /* the task's shim made it, as the task's user: only a regular file of
      * that user goes, never what another put under its name */
     if (lt->t)
-        agent_taskfile_remove(path, 0, 0, ts_task_info_get(lt->t)->uid);
+        agent_taskfile_remove(path, 0, 0, agent_task_info_get(lt->t)->uid);
 }
 
 /* A forgotten task's step file goes with it, if still the agent's. */
-void ts_agent_step_file_remove(const local_task *lt)
+void agent_step_file_remove(const local_task *lt)
 {
     if (lt->step_file[0] && lt->step_ino)
         agent_taskfile_remove(lt->step_file, lt->step_dev, lt->step_ino,
                               AGENT_TASKFILE_ANY_OWNER);
 }
 
-void ts_agent_shim_mark_remove(const local_task *lt)
+void agent_shim_mark_remove(const local_task *lt)
 {
     if (lt->shim_mark[0] && lt->shim_mark_ino)
         agent_taskfile_remove(lt->shim_mark, lt->shim_mark_dev, lt->shim_mark_ino,
@@ -303,7 +303,7 @@ static bool held_by_a_task(const ts_agent *a, const char *path)
 
 #define AGENT_STEPS_SWEEP_MAX 65536 /* names of the steps folder looked at per start */
 
-void ts_agent_steps_sweep(const ts_agent *a)
+void agent_steps_sweep(const ts_agent *a)
 {
     /* An agent killed between making a task's files and its task's record
      * (or whose record could not be adopted) leaves files no task owns: the
@@ -333,7 +333,7 @@ void ts_agent_steps_sweep(const ts_agent *a)
                 removed, a->steps);
 }
 
-void ts_agent_shim_check(ts_agent *a, local_task *lt, double now)
+void agent_shim_check(ts_agent *a, local_task *lt, double now)
 {
     if (!lt->t || !lt->shim_mark[0] || lt->shim_seen || lt->shim_missing ||
         lt->st.phase == TS_TASK_EXITED)
@@ -354,13 +354,13 @@ void ts_agent_shim_check(ts_agent *a, local_task *lt, double now)
     fprintf(stderr, "tessera-agent: job %lld rank %d: the sharing shim did not register within "
                     "%g s: stopped (shim_not_loaded)\n", (long long)lt->job, lt->rank, limit);
     /* SIGTERM with no grace: the SIGKILL to its group and cgroup follows at once */
-    if (ts_task_preempt_begin(lt->t, SIGTERM, 0, now, &e) != 0)
+    if (agent_task_preempt_begin(lt->t, SIGTERM, 0, now, &e) != 0)
         fprintf(stderr, "tessera-agent: job %lld rank %d: stop: %s\n", (long long)lt->job,
                 lt->rank, e.msg);
-    ts_task_poll(lt->t, now, &lt->st, &e);
+    agent_task_poll(lt->t, now, &lt->st, &e);
 }
 
-void ts_agent_start_task(ts_agent *a, json_t *t)
+void agent_start_task(ts_agent *a, json_t *t)
 {
     if (a->ntasks == TS_AGENT_MAX_TASKS)
         return;
@@ -370,15 +370,15 @@ void ts_agent_start_task(ts_agent *a, json_t *t)
     lt->rank = (int)json_integer_value(json_object_get(t, "rank"));
     lt->run = json_number_value(json_object_get(t, "run"));
     lt->mig_profile = -1;
-    if (ts_agent_prolog_begin(a, lt, t))
-        return; /* started by ts_agent_hooks_poll once the prolog succeeded */
-    ts_agent_start_task_in(a, lt, t);
+    if (agent_prolog_begin(a, lt, t))
+        return; /* started by agent_hooks_poll once the prolog succeeded */
+    agent_start_task_in(a, lt, t);
 }
 
 /* Makes each MIG GPU hold the layout the controller asks for, never
  * touching an instance a local task still uses; the first error is kept
  * for the next report. */
-void ts_agent_apply_mig(ts_agent *a, json_t *mig)
+void agent_apply_mig(ts_agent *a, json_t *mig)
 {
     a->mig_error[0] = '\0';
     size_t i;
@@ -415,7 +415,7 @@ void ts_agent_apply_mig(ts_agent *a, json_t *mig)
         static ts_agent_mig_report rep;
         ts_err e;
         memset(&rep, 0, sizeof rep);
-        if (ts_agent_mig_apply(a->node->nv, (unsigned)g, &want, busy, nbusy, &rep, &e) != 0 &&
+        if (agent_mig_apply(a->node->nv, (unsigned)g, &want, busy, nbusy, &rep, &e) != 0 &&
             !a->mig_error[0])
             snprintf(a->mig_error, sizeof a->mig_error, "%.250s", e.msg);
         changed |= rep.ncreated > 0 || rep.ndestroyed > 0;
@@ -441,7 +441,7 @@ static bool answered(const json_t *answers, json_int_t id)
 
 /* Reads the output the controller asks for (tessera logs); the answers go
  * with the next sync. */
-void ts_agent_answer_logs(ts_agent *a, json_t *reqs)
+void agent_answer_logs(ts_agent *a, json_t *reqs)
 {
     size_t i;
     json_t *q;
@@ -452,7 +452,7 @@ void ts_agent_answer_logs(ts_agent *a, json_t *reqs)
         json_int_t id = json_integer_value(json_object_get(q, "id"));
         if (answered(a->log_answers, id))
             continue; /* listed again before its answer went: answered once */
-        local_task *lt = ts_agent_find(a, json_integer_value(json_object_get(q, "job")),
+        local_task *lt = agent_find(a, json_integer_value(json_object_get(q, "job")),
                                        (int)json_integer_value(json_object_get(q, "rank")), -1);
         const char *stream = json_string_value(json_object_get(q, "stream"));
         json_int_t tail = json_integer_value(json_object_get(q, "tail"));
@@ -496,7 +496,7 @@ void ts_agent_answer_logs(ts_agent *a, json_t *reqs)
 }
 
 /* An MPS daemon whose GPU no running fractional task uses any more stops. */
-void ts_agent_mps_tidy(ts_agent *a)
+void agent_mps_tidy(ts_agent *a)
 {
     for (int g = 0; g < 16; g++) {
         if (!a->mps_on[g])
@@ -510,14 +510,14 @@ void ts_agent_mps_tidy(ts_agent *a)
         if (used)
             continue;
         ts_err e;
-        if (ts_mps_stop(&a->mps[g], &e) != 0)
+        if (agent_mps_stop(&a->mps[g], &e) != 0)
             fprintf(stderr, "tessera-agent: MPS on GPU %d: %s\n", g, e.msg);
         a->mps_on[g] = false;
     }
 }
 
 /* The tasks, for /metrics (its tenant and job labels). */
-void ts_agent_tell_metrics(ts_agent *a)
+void agent_tell_metrics(ts_agent *a)
 {
     if (!a->node->metrics)
         return;
@@ -533,12 +533,12 @@ void ts_agent_tell_metrics(ts_agent *a)
         m->job = lt->job;
         m->rank = lt->rank;
         snprintf(m->tenant, sizeof m->tenant, "%s", lt->tenant);
-        m->pgid = (int)ts_task_info_get(lt->t)->pid;
+        m->pgid = (int)agent_task_info_get(lt->t)->pid;
         for (int k = 0; k < lt->ngpu && k < TS_METRICS_MAX_GPUS; k++)
             m->gpu[m->ngpu++] = lt->gpu[k];
         snprintf(m->mig_uuid, sizeof m->mig_uuid, "%s", lt->mig_uuid);
     }
     ts_err e;
-    ts_agent_metrics_set_tasks(a->node->metrics, mt, n, &e);
+    agent_metrics_set_tasks(a->node->metrics, mt, n, &e);
     free(mt);
 }

@@ -44,7 +44,7 @@ int agent_cdi_write(const json_t *spec, const char *path, ts_err *err);
 
 /* The node's dedicated network devices as a CDI 1.1 spec (kind
  * AGENT_CDI_NET_KIND): a device per host interface name (a VF or rail NIC,
- * ts_nics_netdev), whose containerEdits.netDevices moves it into the
+ * agent_nics_netdev), whose containerEdits.netDevices moves it into the
  * container's network namespace under the same name. Names must be 1..15
  * bytes without '/' or blanks (TS_EINVAL naming the one that is not); the
  * caller json_decref's *out. */

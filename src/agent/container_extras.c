@@ -74,7 +74,7 @@ static bool plain_folder(const char *path, mode_t mode, uid_t owner, char *why, 
     return true;
 }
 
-bool ts_agent_checkpoint_folder(const char *dir, uid_t uid, gid_t gid, char *why, size_t n)
+bool agent_checkpoint_folder(const char *dir, uid_t uid, gid_t gid, char *why, size_t n)
 {
     char path[900];
     size_t len = strlen(dir);
@@ -190,7 +190,7 @@ static void remove_kit(const char *kit)
     remove_flat(kit);
 }
 
-int ts_agent_srun_kit_install(const char *slurm_dir, const char *cli, char *kit, size_t kit_len,
+int agent_srun_kit_install(const char *slurm_dir, const char *cli, char *kit, size_t kit_len,
                               ts_err *err)
 {
     char fresh[4300], old[4300], lib[4400], path[4400];

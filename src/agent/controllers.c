@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-bool ts_ctls_url_ok(const char *s)
+bool agent_ctls_url_ok(const char *s)
 {
     if (!s)
         return false;
@@ -44,7 +44,7 @@ static const char *why_bad(const char *s, size_t len)
     return NULL;
 }
 
-int ts_ctls_parse(const char *list, ts_ctls *c, ts_err *err)
+int agent_ctls_parse(const char *list, ts_ctls *c, ts_err *err)
 {
     memset(c, 0, sizeof *c);
     const char *p = list ? list : "";
@@ -78,17 +78,17 @@ int ts_ctls_parse(const char *list, ts_ctls *c, ts_err *err)
     return 0;
 }
 
-const char *ts_ctls_url(const ts_ctls *c)
+const char *agent_ctls_url(const ts_ctls *c)
 {
     return c->hint[0] ? c->hint : c->url[c->pos];
 }
 
-bool ts_ctls_fail(ts_ctls *c, const char *leader)
+bool agent_ctls_fail(ts_ctls *c, const char *leader)
 {
     char was[TS_CTL_URL_MAX];
-    snprintf(was, sizeof was, "%s", ts_ctls_url(c));
+    snprintf(was, sizeof was, "%s", agent_ctls_url(c));
     char named[TS_CTL_URL_MAX] = "";
-    if (ts_ctls_url_ok(leader)) {
+    if (agent_ctls_url_ok(leader)) {
         snprintf(named, sizeof named, "%s", leader);
         size_t len = strlen(named);
         while (len > 8 && named[len - 1] == '/')
@@ -106,16 +106,16 @@ bool ts_ctls_fail(ts_ctls *c, const char *leader)
         c->hopped = false;
         c->pos = (c->pos + 1) % c->n;
     }
-    return strcmp(was, ts_ctls_url(c)) != 0;
+    return strcmp(was, agent_ctls_url(c)) != 0;
 }
 
-void ts_ctls_ok(ts_ctls *c)
+void agent_ctls_ok(ts_ctls *c)
 {
     c->hopped = false;
     c->pauses = 0;
 }
 
-double ts_ctls_pause_s(ts_ctls *c)
+double agent_ctls_pause_s(ts_ctls *c)
 {
     bool quick = c->n > 1 && c->pauses < TS_CTLS_QUICK_PAUSES;
     if (c->pauses < TS_CTLS_QUICK_PAUSES)

@@ -5,7 +5,7 @@
  * Several tesserad may serve one cluster: one leader, the others standbys
  * that answer 503 {"error": {"code": "standby", "leader": URL|null}}
  * (docs/ha.md). The agent speaks to one controller at a time; after a
- * failed exchange (no connection, a timeout, a 503) it asks ts_ctls_fail
+ * failed exchange (no connection, a timeout, a 503) it asks agent_ctls_fail
  * for the next one: the leader a standby named, else the next URL of the
  * list, round and round. Plain data, no I/O; one thread.
  */
@@ -41,33 +41,33 @@ typedef struct ts_ctls {
  * why: empty, not http:// or https://, no host, blanks or control
  * characters, too long, a repeat, too many.
  */
-int ts_ctls_parse(const char *list, ts_ctls *c, ts_err *err);
+int agent_ctls_parse(const char *list, ts_ctls *c, ts_err *err);
 
 /* The controller to talk to now. */
-const char *ts_ctls_url(const ts_ctls *c);
+const char *agent_ctls_url(const ts_ctls *c);
 
 /* Whether s is usable as a controller URL (the same checks as a list entry). */
-bool ts_ctls_url_ok(const char *s);
+bool agent_ctls_url_ok(const char *s);
 
 /*
- * The exchange with ts_ctls_url failed: no connection, a timeout or a 503;
+ * The exchange with agent_ctls_url failed: no connection, a timeout or a 503;
  * leader is the URL a standby's answer named (NULL or unusable: none).
  * Moves to that leader when it is another controller and the one that
  * failed was not itself reached through such a hint; else to the list
  * entry after the one in use (or after the one whose standby gave the
  * hint). Returns whether the controller in use changed.
  */
-bool ts_ctls_fail(ts_ctls *c, const char *leader);
+bool agent_ctls_fail(ts_ctls *c, const char *leader);
 
-/* The exchange with ts_ctls_url succeeded: a hint that answered is a
+/* The exchange with agent_ctls_url succeeded: a hint that answered is a
  * controller like any other from now on. */
-void ts_ctls_ok(ts_ctls *c);
+void agent_ctls_ok(ts_ctls *c);
 
 /* Seconds to pause before the next round of failed exchanges, counted:
  * with several controllers TS_CTLS_PAUSE_QUICK_S for the first
  * TS_CTLS_QUICK_PAUSES pauses since the last success (the agent finds a new
  * leader a quarter of a second after it took over, not up to a second),
  * TS_CTLS_PAUSE_S after them and always with one controller. */
-double ts_ctls_pause_s(ts_ctls *c);
+double agent_ctls_pause_s(ts_ctls *c);
 
 #endif

@@ -58,7 +58,7 @@ static const struct {
     {"Tesla V100-PCIE-32GB", "V100M32"},
 };
 
-int ts_discover_model(const char *nvml_name, unsigned pci_device_id)
+int agent_discover_model(const char *nvml_name, unsigned pci_device_id)
 {
     for (size_t i = 0; i < sizeof model_by_pci / sizeof model_by_pci[0]; i++)
         if (model_by_pci[i].pci_device_id == pci_device_id)
@@ -69,7 +69,7 @@ int ts_discover_model(const char *nvml_name, unsigned pci_device_id)
     return -1;
 }
 
-const char *ts_nvml_topo_name(int level)
+const char *agent_nvml_topo_name(int level)
 {
     switch (level) {
     case NVML_TOPOLOGY_INTERNAL: return "X";
@@ -84,7 +84,7 @@ const char *ts_nvml_topo_name(int level)
 
 /* ---- host --------------------------------------------------------------- */
 
-int ts_discover_host(const char *meminfo_path, long *cpus, uint64_t *mem_bytes, ts_err *err)
+int agent_discover_host(const char *meminfo_path, long *cpus, uint64_t *mem_bytes, ts_err *err)
 {
     const char *path = meminfo_path ? meminfo_path : "/proc/meminfo";
     *cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -127,7 +127,7 @@ static void read_links(ts_nvml *nv, nvmlDevice_t dev, ts_gpu_desc *g)
         if (nv->DeviceGetNvLinkRemotePciInfo &&
             nv->DeviceGetNvLinkRemotePciInfo(dev, l, &pci) == NVML_SUCCESS)
             snprintf(d->remote_bus_id, sizeof d->remote_bus_id, "%s",
-                     ts_nvml_is_fallback(nv, TS_NVML_FN_DeviceGetNvLinkRemotePciInfo)
+                     agent_nvml_is_fallback(nv, TS_NVML_FN_DeviceGetNvLinkRemotePciInfo)
                          ? pci.busIdLegacy
                          : pci.busId);
     }
@@ -254,9 +254,9 @@ static void read_gpu(ts_nvml *nv, unsigned index, nvmlDevice_t *dev, ts_gpu_desc
         goto fail;
     /* v1's only bus id sits where v2+ keep the legacy one */
     snprintf(g->bus_id, sizeof g->bus_id, "%s",
-             ts_nvml_is_fallback(nv, TS_NVML_FN_DeviceGetPciInfo) ? pci.busIdLegacy : pci.busId);
+             agent_nvml_is_fallback(nv, TS_NVML_FN_DeviceGetPciInfo) ? pci.busIdLegacy : pci.busId);
     g->pci_device_id = pci.pciDeviceId;
-    g->model = ts_discover_model(g->name, g->pci_device_id);
+    g->model = agent_discover_model(g->name, g->pci_device_id);
     nvmlMemory_t mem;
     what = "nvmlDeviceGetMemoryInfo";
     if ((r = nv->DeviceGetMemoryInfo(*dev, &mem)) != NVML_SUCCESS)
@@ -266,13 +266,13 @@ static void read_gpu(ts_nvml *nv, unsigned index, nvmlDevice_t *dev, ts_gpu_desc
     read_mig(nv, *dev, g);
     return;
 fail:
-    snprintf(g->error, sizeof g->error, "gpu %u: %s: %s", index, what, ts_nvml_strerror(nv, r));
+    snprintf(g->error, sizeof g->error, "gpu %u: %s: %s", index, what, agent_nvml_strerror(nv, r));
 }
 
-int ts_discover(ts_nvml *nv, ts_node_desc *out, ts_err *err)
+int agent_discover(ts_nvml *nv, ts_node_desc *out, ts_err *err)
 {
     memset(out, 0, sizeof *out);
-    int rc = ts_discover_host(NULL, &out->cpus, &out->mem_total_bytes, err);
+    int rc = agent_discover_host(NULL, &out->cpus, &out->mem_total_bytes, err);
     if (rc != 0)
         return rc;
     if (!nv)
@@ -282,7 +282,7 @@ int ts_discover(ts_nvml *nv, ts_node_desc *out, ts_err *err)
     unsigned n = 0;
     nvmlReturn_t r = nv->DeviceGetCount(&n);
     if (r != NVML_SUCCESS)
-        return ts_err_set(err, TS_EIO, "nvmlDeviceGetCount: %s", ts_nvml_strerror(nv, r));
+        return ts_err_set(err, TS_EIO, "nvmlDeviceGetCount: %s", agent_nvml_strerror(nv, r));
     if (n > TS_DISC_MAX_GPUS)
         return ts_err_set(err, TS_EINVAL, "node has %u GPUs, at most %d supported", n,
                           TS_DISC_MAX_GPUS);
@@ -348,7 +348,7 @@ static json_t *gpu_json(const ts_gpu_desc *g)
     return j;
 }
 
-json_t *ts_discover_json(const ts_node_desc *d)
+json_t *agent_discover_json(const ts_node_desc *d)
 {
     json_t *gpus = json_array();
     json_t *topo = json_array();
@@ -356,7 +356,7 @@ json_t *ts_discover_json(const ts_node_desc *d)
         json_array_append_new(gpus, gpu_json(&d->gpu[i]));
         json_t *row = json_array();
         for (int j = 0; j < d->ngpus; j++)
-            json_array_append_new(row, json_string(ts_nvml_topo_name(d->topo[i][j])));
+            json_array_append_new(row, json_string(agent_nvml_topo_name(d->topo[i][j])));
         json_array_append_new(topo, row);
     }
     return json_pack("{s:I, s:I, s:s, s:o, s:o}", "cpus", (json_int_t)d->cpus, "memory_bytes",

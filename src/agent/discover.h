@@ -3,7 +3,7 @@
  * topology, MIG instances) and its host CPUs and memory, read once through
  * NVML when the agent starts and sent to the controller at registration.
  *
- * ts_discover fills a caller-owned ts_node_desc (a plain value, no pointers to
+ * agent_discover fills a caller-owned ts_node_desc (a plain value, no pointers to
  * free). A GPU whose identity cannot be read (e.g. fallen off the bus) keeps
  * its slot with `error` set rather than failing the whole node: the controller
  * still learns the GPU exists and the health sampler reports why it is bad.
@@ -79,18 +79,18 @@ typedef struct ts_node_desc {
 /* Reads the node. nv may be NULL (no NVML: host only, ngpus 0). Errors:
  * TS_EIO naming the call ("nvmlDeviceGetCount: Driver Not Loaded"), TS_EINVAL
  * when the node has more GPUs than TS_DISC_MAX_GPUS. */
-int ts_discover(ts_nvml *nv, ts_node_desc *out, ts_err *err);
+int agent_discover(ts_nvml *nv, ts_node_desc *out, ts_err *err);
 
 /* Host CPU count (online) and MemTotal of meminfo_path (NULL: /proc/meminfo). */
-int ts_discover_host(const char *meminfo_path, long *cpus, uint64_t *mem_bytes, ts_err *err);
+int agent_discover_host(const char *meminfo_path, long *cpus, uint64_t *mem_bytes, ts_err *err);
 
 /* Project GPU model id for an NVML name and PCI device id (-1 if none). */
-int ts_discover_model(const char *nvml_name, unsigned pci_device_id);
+int agent_discover_model(const char *nvml_name, unsigned pci_device_id);
 
 /* "X" (same GPU), "PIX", "PXB", "PHB", "NODE", "SYS" or "?" (nvidia-smi topo -m). */
-const char *ts_nvml_topo_name(int level);
+const char *agent_nvml_topo_name(int level);
 
 /* The registration document (caller json_decref's it); NULL on ENOMEM. */
-json_t *ts_discover_json(const ts_node_desc *desc);
+json_t *agent_discover_json(const ts_node_desc *desc);
 
 #endif

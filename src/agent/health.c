@@ -91,7 +91,7 @@ static const struct {
     {154, TS_HEALTH_HEALTHY, "driver changed the recommended recovery action"},
 };
 
-int ts_health_xid_policy(unsigned xid, const char **meaning)
+int agent_health_xid_policy(unsigned xid, const char **meaning)
 {
     for (size_t i = 0; i < sizeof xid_table / sizeof xid_table[0]; i++)
         if (xid_table[i].xid == xid) {
@@ -108,10 +108,10 @@ int ts_health_xid_policy(unsigned xid, const char **meaning)
 /* Xids that only inform (application faults, 92) are not remembered. */
 static bool xid_sticks(unsigned xid)
 {
-    return ts_health_xid_policy(xid, NULL) != TS_HEALTH_HEALTHY || xid == 92;
+    return agent_health_xid_policy(xid, NULL) != TS_HEALTH_HEALTHY || xid == 92;
 }
 
-const char *ts_health_verdict_name(int verdict)
+const char *agent_health_verdict_name(int verdict)
 {
     return verdict == TS_HEALTH_FAILED     ? "failed"
            : verdict == TS_HEALTH_DEGRADED ? "degraded"
@@ -138,7 +138,7 @@ static void add_reason(ts_gpu_health *g, int verdict, const char *code, const ch
 
 /* ---- the monitor --------------------------------------------------------- */
 
-int ts_health_open(ts_nvml *nv, ts_health **out, ts_err *err)
+int agent_health_open(ts_nvml *nv, ts_health **out, ts_err *err)
 {
     *out = NULL;
     ts_health *h = calloc(1, sizeof *h);
@@ -149,7 +149,7 @@ int ts_health_open(ts_nvml *nv, ts_health **out, ts_err *err)
     nvmlReturn_t r = nv->DeviceGetCount(&n);
     if (r != NVML_SUCCESS) {
         free(h);
-        return ts_err_set(err, TS_EIO, "health: nvmlDeviceGetCount: %s", ts_nvml_strerror(nv, r));
+        return ts_err_set(err, TS_EIO, "health: nvmlDeviceGetCount: %s", agent_nvml_strerror(nv, r));
     }
     h->ngpus = n < TS_HEALTH_MAX_GPUS ? n : TS_HEALTH_MAX_GPUS;
     for (unsigned i = 0; i < h->ngpus; i++)
@@ -175,7 +175,7 @@ int ts_health_open(ts_nvml *nv, ts_health **out, ts_err *err)
     return 0;
 }
 
-void ts_health_close(ts_health *h)
+void agent_health_close(ts_health *h)
 {
     if (!h)
         return;
@@ -184,7 +184,7 @@ void ts_health_close(ts_health *h)
     free(h);
 }
 
-void ts_health_clear(ts_health *h, unsigned gpu)
+void agent_health_clear(ts_health *h, unsigned gpu)
 {
     if (gpu < h->ngpus)
         h->nsticky[gpu] = 0;
@@ -339,7 +339,7 @@ static void sample_gpu(ts_health *h, unsigned i, ts_gpu_health *g)
     for (int k = 0; k < h->nsticky[i]; k++) {
         const char *meaning;
         unsigned xid = h->sticky[i][k];
-        int v = ts_health_xid_policy(xid, &meaning);
+        int v = agent_health_xid_policy(xid, &meaning);
         char code[TS_HEALTH_CODE_MAX];
         snprintf(code, sizeof code, "xid-%u", xid);
         add_reason(g, v, code, "xid %u: %s", xid, meaning);
@@ -356,7 +356,7 @@ static void sample_gpu(ts_health *h, unsigned i, ts_gpu_health *g)
     }
 }
 
-int ts_health_sample_now(ts_health *h, ts_health_sample *out, ts_err *err)
+int agent_health_sample_now(ts_health *h, ts_health_sample *out, ts_err *err)
 {
     (void)err; /* per-GPU failures are reasons; kept for interface symmetry */
     memset(out, 0, sizeof *out);
@@ -373,7 +373,7 @@ int ts_health_sample_now(ts_health *h, ts_health_sample *out, ts_err *err)
 
 /* ---- JSON -------------------------------------------------------------------- */
 
-json_t *ts_health_json(const ts_health_sample *s)
+json_t *agent_health_json(const ts_health_sample *s)
 {
     json_t *lines = json_array();
     json_t *gpus = json_array();
@@ -386,12 +386,12 @@ json_t *ts_health_json(const ts_health_sample *s)
             snprintf(line, sizeof line, "gpu %u: %s: %s", g->index, r->code, r->message);
             json_array_append_new(lines, json_string(line));
             json_array_append_new(rs, json_pack("{s:s, s:s, s:s}", "code", r->code, "verdict",
-                                                ts_health_verdict_name(r->verdict), "message",
+                                                agent_health_verdict_name(r->verdict), "message",
                                                 r->message));
         }
         json_array_append_new(
             gpus, json_pack("{s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "index",
-                            (json_int_t)g->index, "verdict", ts_health_verdict_name(g->verdict),
+                            (json_int_t)g->index, "verdict", agent_health_verdict_name(g->verdict),
                             "temperature_c", (json_int_t)g->temperature_c, "pcie_gen",
                             (json_int_t)g->pcie_gen, "pcie_width", (json_int_t)g->pcie_width,
                             "clock_event_reasons", (json_int_t)g->clock_event_reasons,
@@ -399,6 +399,6 @@ json_t *ts_health_json(const ts_health_sample *s)
                             "nvlinks_down", (json_int_t)g->nvlinks_down, "util_gpu_pct",
                             (json_int_t)g->util_gpu_pct, "reasons", rs));
     }
-    return json_pack("{s:s, s:b, s:o, s:o}", "verdict", ts_health_verdict_name(s->verdict),
+    return json_pack("{s:s, s:b, s:o, s:o}", "verdict", agent_health_verdict_name(s->verdict),
                      "xid_monitored", s->xid_monitored, "reasons", lines, "gpus", gpus);
 }

@@ -12,9 +12,9 @@
  * named constants in health.c.
  *
  * Xid events arrive once, so the monitor remembers the Xids that decide a
- * verdict (sticky) until ts_health_clear() says the GPU was reset.
- * Ownership: ts_health_open allocates the monitor and borrows nv (which must
- * outlive it); ts_health_close frees (NULL is fine). A sample is a plain value
+ * verdict (sticky) until agent_health_clear() says the GPU was reset.
+ * Ownership: agent_health_open allocates the monitor and borrows nv (which must
+ * outlive it); agent_health_close frees (NULL is fine). A sample is a plain value
  * owned by the caller. One thread at a time per monitor.
  */
 #ifndef TS_AGENT_HEALTH_H
@@ -71,24 +71,24 @@ typedef struct ts_health ts_health;
 
 /* Takes the device handles and registers for Xid events. TS_EIO naming the
  * NVML call when the GPUs cannot be enumerated. */
-int ts_health_open(ts_nvml *nv, ts_health **out, ts_err *err);
-void ts_health_close(ts_health *h);
+int agent_health_open(ts_nvml *nv, ts_health **out, ts_err *err);
+void agent_health_close(ts_health *h);
 
 /* Drains pending Xid events and reads every GPU. Per-GPU read failures become
  * reasons, not errors; returns TS_EIO only when NVML is unusable. */
-int ts_health_sample_now(ts_health *h, ts_health_sample *out, ts_err *err);
+int agent_health_sample_now(ts_health *h, ts_health_sample *out, ts_err *err);
 
 /* Forgets the sticky Xids of one GPU (call after it was reset). */
-void ts_health_clear(ts_health *h, unsigned gpu);
+void agent_health_clear(ts_health *h, unsigned gpu);
 
 /* Policy of one Xid: the verdict and a one-line meaning (static). Xids
  * that are application faults (13, 31, 43, ...) give HEALTHY. */
-int ts_health_xid_policy(unsigned xid, const char **meaning);
+int agent_health_xid_policy(unsigned xid, const char **meaning);
 
-const char *ts_health_verdict_name(int verdict); /* "healthy" | "degraded" | "failed" */
+const char *agent_health_verdict_name(int verdict); /* "healthy" | "degraded" | "failed" */
 
 /* {"verdict", "reasons": ["gpu 0: xid-79: ..."], "gpus": [...]}: the
  * sync message's health object (docs/agent-protocol.md). NULL on ENOMEM. */
-json_t *ts_health_json(const ts_health_sample *s);
+json_t *agent_health_json(const ts_health_sample *s);
 
 #endif

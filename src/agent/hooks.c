@@ -97,7 +97,7 @@ static pid_t hook_spawn(const char *path, char **envp, char *why, size_t wsize)
     return pid;
 }
 
-bool ts_agent_hook_start(ts_agent *a, bool prolog, int64_t job, int rank, const char *user,
+bool agent_hook_start(ts_agent *a, bool prolog, int64_t job, int rank, const char *user,
                          long long uid, const int *gpus, int ngpu, int exit_code)
 {
     const char *path = prolog ? a->cfg.prolog : a->cfg.epilog;
@@ -125,13 +125,13 @@ bool ts_agent_hook_start(ts_agent *a, bool prolog, int64_t job, int rank, const 
     h->prolog = prolog;
     h->job = job;
     h->rank = rank;
-    h->deadline = ts_launch_now() + a->cfg.hook_timeout_s;
+    h->deadline = agent_launch_now() + a->cfg.hook_timeout_s;
     fprintf(stderr, "tessera-agent: %s %s of job %lld rank %d started (pid %d)\n", kind, path,
             (long long)job, rank, (int)pid);
     return true;
 }
 
-void ts_agent_hook_drain(ts_agent *a, const char *fmt, ...)
+void agent_hook_drain(ts_agent *a, const char *fmt, ...)
 {
     if (a->drain_why[0]) /* the first reason stands until the controller took it */
         return;
@@ -146,25 +146,25 @@ void ts_agent_hook_drain(ts_agent *a, const char *fmt, ...)
 /* A prolog's end: its task starts, or its launch fails. */
 static void prolog_ended(ts_agent *a, const agent_hook *h, bool ok, const char *how)
 {
-    local_task *lt = ts_agent_find(a, h->job, h->rank, -1); /* the rank's own task */
+    local_task *lt = agent_find(a, h->job, h->rank, -1); /* the rank's own task */
     if (!lt || !lt->prolog_wait) /* stopped meanwhile: nothing to start */
         return;
     json_t *t = lt->prolog_wait;
     lt->prolog_wait = NULL;
     if (ok) {
         lt->prolog_done = true;
-        ts_agent_start_task_in(a, lt, t);
+        agent_start_task_in(a, lt, t);
     } else {
         snprintf(lt->start_error, sizeof lt->start_error, "prolog_failed: the node's prolog %.300s "
                  "%s", a->cfg.prolog, how);
         snprintf(lt->launch_end, sizeof lt->launch_end, "prolog_failed");
-        ts_agent_hook_drain(a, "prolog %.120s %s (job %lld rank %d)", a->cfg.prolog, how,
+        agent_hook_drain(a, "prolog %.120s %s (job %lld rank %d)", a->cfg.prolog, how,
                             (long long)h->job, h->rank);
     }
     json_decref(t);
 }
 
-void ts_agent_hooks_poll(ts_agent *a, double now)
+void agent_hooks_poll(ts_agent *a, double now)
 {
     for (int i = 0; i < a->nhooks;) {
         agent_hook *h = &a->hooks[i];
@@ -181,7 +181,7 @@ void ts_agent_hooks_poll(ts_agent *a, double now)
             if (done.prolog)
                 prolog_ended(a, &done, false, how);
             else
-                ts_agent_hook_drain(a, "epilog %.120s %s (job %lld rank %d)", a->cfg.epilog, how,
+                agent_hook_drain(a, "epilog %.120s %s (job %lld rank %d)", a->cfg.epilog, how,
                                     (long long)done.job, done.rank);
             i++;
             continue;
@@ -208,12 +208,12 @@ void ts_agent_hooks_poll(ts_agent *a, double now)
         if (done.prolog)
             prolog_ended(a, &done, ok, how);
         else if (!ok)
-            ts_agent_hook_drain(a, "epilog %.120s %s (job %lld rank %d)", a->cfg.epilog, how,
+            agent_hook_drain(a, "epilog %.120s %s (job %lld rank %d)", a->cfg.epilog, how,
                                 (long long)done.job, done.rank);
     }
 }
 
-bool ts_agent_prolog_begin(ts_agent *a, local_task *lt, json_t *t)
+bool agent_prolog_begin(ts_agent *a, local_task *lt, json_t *t)
 {
     if (!a->cfg.prolog[0] || lt->prolog_done || lt->is_step) /* a rank's, not its steps' */
         return false;
@@ -225,7 +225,7 @@ bool ts_agent_prolog_begin(ts_agent *a, local_task *lt, json_t *t)
     json_t *uid = json_object_get(t, "uid");
     lt->prolog_wait = json_deep_copy(t);
     if (!lt->prolog_wait ||
-        !ts_agent_hook_start(a, true, lt->job, lt->rank, user,
+        !agent_hook_start(a, true, lt->job, lt->rank, user,
                              json_is_integer(uid) ? (long long)json_integer_value(uid) : -1, gpus,
                              ngpu, -1)) {
         json_decref(lt->prolog_wait);
@@ -233,22 +233,22 @@ bool ts_agent_prolog_begin(ts_agent *a, local_task *lt, json_t *t)
         snprintf(lt->start_error, sizeof lt->start_error, "prolog_failed: the node's prolog %.300s "
                  "could not be started", a->cfg.prolog);
         snprintf(lt->launch_end, sizeof lt->launch_end, "prolog_failed");
-        ts_agent_hook_drain(a, "prolog %.120s could not be started (job %lld rank %d)",
+        agent_hook_drain(a, "prolog %.120s could not be started (job %lld rank %d)",
                             a->cfg.prolog, (long long)lt->job, lt->rank);
     }
     return true;
 }
 
-void ts_agent_epilog_begin(ts_agent *a, local_task *lt)
+void agent_epilog_begin(ts_agent *a, local_task *lt)
 {
     if (!a->cfg.epilog[0] || lt->epilog_done || !lt->t || lt->is_step)
         return;
     lt->epilog_done = true;
-    const ts_task_info *info = ts_task_info_get(lt->t);
+    const ts_task_info *info = agent_task_info_get(lt->t);
     char user[64] = "";
     long long uid = info ? (long long)info->uid : -1;
     if (lt->user[0])
         snprintf(user, sizeof user, "%s", lt->user);
-    ts_agent_hook_start(a, false, lt->job, lt->rank, user, uid, lt->gpu, lt->ngpu,
+    agent_hook_start(a, false, lt->job, lt->rank, user, uid, lt->gpu, lt->ngpu,
                         lt->st.exit_code);
 }

@@ -39,7 +39,7 @@ struct ts_p2p;
 #define TS_IMAGE_ENTRIES_MAX 2000000    /* one image's tar entries, all layers */
 
 /* sha256 of a file, as "sha256:<hex>" into out (TS_IMAGE_DIGEST_MAX). */
-int ts_image_file_digest(const char *path, char *out, ts_err *err);
+int agent_image_file_digest(const char *path, char *out, ts_err *err);
 
 /* ---- unpacking (image_unpack.c) ---- */
 
@@ -63,7 +63,7 @@ typedef struct ts_unpack_stats {
  * "..", a hard link to outside or through a link, a whiteout of "." or "..",
  * an entry under a symbolic link, a damaged tar. TS_ENOSPC: the limits
  * (stats carries over between the layers of one image). */
-int ts_image_unpack_layer(int root_fd, const char *path, const ts_unpack_limits *lim,
+int agent_image_unpack_layer(int root_fd, const char *path, const ts_unpack_limits *lim,
                           ts_unpack_stats *stats, ts_err *err);
 
 /* ---- the store and the registry client (image_store.c, image_pull.c) ---- */
@@ -84,7 +84,7 @@ typedef struct ts_pull_opts {
     void (*progress)(void *ctx, long long done_bytes, long long total_bytes);
     void *progress_ctx;
     /* registered as a user of the image before the store's lock is let go
-     * (ts_image_use), so no other pull evicts it before its task starts;
+     * (agent_image_use), so no other pull evicts it before its task starts;
      * NULL: none */
     const char *use_as;
     /* blobs of TS_P2P_MIN_BLOB_BYTES or more come piece by piece from peers
@@ -109,13 +109,13 @@ typedef struct ts_image {
 } ts_image;
 
 /* Creates the store's directories. */
-int ts_image_store_open(ts_image_store *st, const char *root, long long budget_bytes,
+int agent_image_store_open(ts_image_store *st, const char *root, long long budget_bytes,
                         ts_err *err);
 
 /* Unmounts the packed roots of images no task uses (an agent stopping: its
  * running tasks' images stay mounted for the next agent to adopt). The
  * store stays on disk; st may be opened again. */
-void ts_image_store_close(ts_image_store *st);
+void agent_image_store_close(ts_image_store *st);
 
 /* Pulls ref (manifest, index -> linux/amd64, config, layers; every blob's
  * digest checked, a mismatching blob discarded and fetched once more) and
@@ -125,20 +125,20 @@ void ts_image_store_close(ts_image_store *st);
  * TS_EIO: the registry cannot be reached or answers an error (worth a retry).
  * TS_EINVAL: the image is bad (digest mismatch twice, hostile layer, no
  * linux/amd64). TS_ENOSPC: it does not fit the budget. */
-int ts_image_pull(ts_image_store *st, const ts_image_ref *ref, const ts_pull_opts *o,
+int agent_image_pull(ts_image_store *st, const ts_image_ref *ref, const ts_pull_opts *o,
                   ts_image *out, ts_err *err);
 
 /* Registers task_id as a user of the image (kept on disk: survives an agent
  * restart) / removes it. An image with a user is never evicted. */
-int ts_image_use(ts_image_store *st, const char *digest, const char *task_id, ts_err *err);
-void ts_image_release(ts_image_store *st, const char *digest, const char *task_id);
+int agent_image_use(ts_image_store *st, const char *digest, const char *task_id, ts_err *err);
+void agent_image_release(ts_image_store *st, const char *digest, const char *task_id);
 
 /* Evicts unused images, least recently used first, until the store holds at
  * most target_bytes (the budget when < 0). Returns the bytes held after. */
-long long ts_image_evict(ts_image_store *st, long long target_bytes);
+long long agent_image_evict(ts_image_store *st, long long target_bytes);
 
 /* Bytes the store holds now (blobs + root filesystems). */
-long long ts_image_store_bytes(const ts_image_store *st);
+long long agent_image_store_bytes(const ts_image_store *st);
 
 /* The images the store holds now, at most max: [{digest, refs: [the
  * references it was pulled by, ts_image_ref_format's form], bytes: its
@@ -174,21 +174,21 @@ typedef struct ts_bundle_spec {
 /* 0 when the image at rootfs has a glibc that can load the sharing shim
  * (2.17 or later, image_glibc.c); else TS_EINVAL with why saying what the
  * image lacks, TS_EIO when its root cannot be read. */
-int ts_image_glibc_check(const char *rootfs, char *why, size_t why_len);
+int agent_image_glibc_check(const char *rootfs, char *why, size_t why_len);
 
 /* Applies CDI containerEdits to a config.json (cfg): its device nodes as
  * linux.devices, an allow rule for each one's major:minor after the deny-all
  * of linux.resources.devices (no other device: no other GPU), its mounts
  * read-only binds, its env over the process's (same name replaced).
  * TS_EINVAL naming the edit that lacks a path, type or numbers. */
-int ts_bundle_apply_cdi(json_t *cfg, const json_t *edits, ts_err *err);
+int agent_bundle_apply_cdi(json_t *cfg, const json_t *edits, ts_err *err);
 
 /* Makes dir/rootfs (an overlay: the image's root filesystem below, dir/upper
  * above; a read-only bind of it where overlayfs is refused) and writes
  * dir/config.json. TS_EINVAL names the field; TS_EIO the step. */
-int ts_bundle_make(const ts_bundle_spec *b, ts_err *err);
+int agent_bundle_make(const ts_bundle_spec *b, ts_err *err);
 
 /* Unmounts the bundle's rootfs and removes the bundle directory. */
-void ts_bundle_remove(const char *dir);
+void agent_bundle_remove(const char *dir);
 
 #endif

@@ -210,11 +210,11 @@ static void env_set(json_t *env, const char *kv)
     json_array_append_new(env, json_string(kv));
 }
 
-int ts_bundle_apply_cdi(json_t *cfg, const json_t *edits, ts_err *err)
+int agent_bundle_apply_cdi(json_t *cfg, const json_t *edits, ts_err *err)
 {
     json_t *linux = json_object_get(cfg, "linux");
     json_t *res = json_object_get(linux, "resources");
-    if (!linux || !res) /* ts_bundle_make always writes both */
+    if (!linux || !res) /* agent_bundle_make always writes both */
         return ts_err_set(err, TS_EINVAL, "config.json: no linux.resources");
     json_t *devs = json_array(), *allow = json_object_get(res, "devices");
     if (!allow) {
@@ -263,7 +263,7 @@ int ts_bundle_apply_cdi(json_t *cfg, const json_t *edits, ts_err *err)
     return 0;
 }
 
-int ts_bundle_make(const ts_bundle_spec *b, ts_err *err)
+int agent_bundle_make(const ts_bundle_spec *b, ts_err *err)
 {
     if (!b->dir || !b->image || !b->container_id)
         return ts_err_set(err, TS_EINVAL, "bundle: dir, image and container_id are required");
@@ -327,9 +327,9 @@ int ts_bundle_make(const ts_bundle_spec *b, ts_err *err)
                             "process", proc, "root", "path", "rootfs", "readonly", readonly,
                             "hostname", b->container_id, "mounts", mounts, "linux", linux);
     json_decref(img);
-    if (b->cdi_edits && cfg && (rc = ts_bundle_apply_cdi(cfg, b->cdi_edits, err)) != 0) {
+    if (b->cdi_edits && cfg && (rc = agent_bundle_apply_cdi(cfg, b->cdi_edits, err)) != 0) {
         json_decref(cfg);
-        ts_bundle_remove(b->dir);
+        agent_bundle_remove(b->dir);
         return rc;
     }
     char path[800], tmp[820];
@@ -339,11 +339,11 @@ int ts_bundle_make(const ts_bundle_spec *b, ts_err *err)
         rc = ts_err_set(err, TS_EIO, "bundle %s: config.json: cannot write", b->dir);
     json_decref(cfg);
     if (rc)
-        ts_bundle_remove(b->dir);
+        agent_bundle_remove(b->dir);
     return rc;
 }
 
-void ts_bundle_remove(const char *dir)
+void agent_bundle_remove(const char *dir)
 {
     char p[800];
     snprintf(p, sizeof p, "%s/rootfs", dir);

@@ -83,7 +83,7 @@ static int read_secret(const char *path, char *buf, size_t n, char **user, char 
     return 0;
 }
 
-int ts_image_cli(int argc, char **argv)
+int agent_image_cli(int argc, char **argv)
 {
     const char *store = NULL, *ref_text = NULL, *auth = NULL, *ca = NULL;
     const char *listen = NULL, *ctl = NULL, *node = NULL, *token_file = NULL;
@@ -134,7 +134,7 @@ int ts_image_cli(int argc, char **argv)
         return 1;
     }
     ts_image_store st;
-    if (ts_image_store_open(&st, store, budget, &err) != 0) {
+    if (agent_image_store_open(&st, store, budget, &err) != 0) {
         fprintf(stderr, "tessera-agent: %s\n", err.msg);
         return 1;
     }
@@ -152,11 +152,11 @@ int ts_image_cli(int argc, char **argv)
         ts_p2p_config pc = {.listen = listen, .node = node, .token = token, .ca_file = ca,
                             .store_root = st.root,
                             .fault_corrupt = faults && strstr(faults, "corrupt")};
-        if (!token[0] || ts_p2p_start(&pc, &p2p, &err) != 0) {
+        if (!token[0] || agent_p2p_start(&pc, &p2p, &err) != 0) {
             fprintf(stderr, "tessera-agent: %s\n", token[0] ? err.msg : "--token-file: empty");
             return 1;
         }
-        ts_p2p_set_controller(p2p, ctl);
+        agent_p2p_set_controller(p2p, ctl);
     }
     long long from_origin = 0, from_peers = 0, refetched = 0;
     double blobs_s = 0;
@@ -164,10 +164,10 @@ int ts_image_cli(int argc, char **argv)
                       .p2p = p2p, .rate_bytes_s = rate, .from_origin = &from_origin,
                       .from_peers = &from_peers, .refetched = &refetched, .blobs_s = &blobs_s};
     ts_image img;
-    int rc = ts_image_pull(&st, &ref, &o, &img, &err);
+    int rc = agent_image_pull(&st, &ref, &o, &img, &err);
     memset(secret, 0, sizeof secret);
     if (rc) {
-        ts_p2p_stop(p2p);
+        agent_p2p_stop(p2p);
         curl_global_cleanup();
         fprintf(stderr, "tessera-agent: %s\n", err.msg);
         return rc == TS_ENOENT ? EXIT_NOT_FOUND : rc == TS_EIO ? EXIT_RETRY : 1;
@@ -175,7 +175,7 @@ int ts_image_cli(int argc, char **argv)
     json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:b, s:I, s:I, s:I, s:I, s:f, s:f}", "digest",
                           img.digest, "rootfs", img.rootfs, "config", img.config_path,
                           "size_bytes", (json_int_t)img.size_bytes, "cached", img.cached,
-                          "store_bytes", (json_int_t)ts_image_store_bytes(&st),
+                          "store_bytes", (json_int_t)agent_image_store_bytes(&st),
                           "from_registry", (json_int_t)from_origin, "from_peers",
                           (json_int_t)from_peers, "refetched", (json_int_t)refetched,
                           "blobs_s", blobs_s, "cpu_s", cpu_s());
@@ -188,7 +188,7 @@ int ts_image_cli(int argc, char **argv)
         struct timespec ts = {(time_t)linger, (long)((linger - (double)(time_t)linger) * 1e9)};
         nanosleep(&ts, NULL);
     }
-    ts_p2p_stop(p2p);
+    agent_p2p_stop(p2p);
     curl_global_cleanup();
     return 0;
 }

@@ -5,6 +5,6 @@
 #ifndef TS_AGENT_IMAGE_CLI_H
 #define TS_AGENT_IMAGE_CLI_H
 
-int ts_image_cli(int argc, char **argv);
+int agent_image_cli(int argc, char **argv);
 
 #endif

@@ -17,7 +17,7 @@
 #define SHA256_BYTES 32
 #define HASH_CHUNK_BYTES 65536
 
-int ts_image_file_digest(const char *path, char *out, ts_err *err)
+int agent_image_file_digest(const char *path, char *out, ts_err *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)

@@ -63,7 +63,7 @@ static bool holds_floor(int fd)
     return found;
 }
 
-int ts_image_glibc_check(const char *rootfs, char *why, size_t why_len)
+int agent_image_glibc_check(const char *rootfs, char *why, size_t why_len)
 {
     int root = open(rootfs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (root < 0) {

@@ -406,7 +406,7 @@ static int origin_piece(void *ctx, long long off, long long len, char *buf, ts_e
 }
 
 /* The blob by pieces from peers and the registry (p2p.h) into tmp, then
- * renamed into place: verified whole by ts_p2p_fetch. */
+ * renamed into place: verified whole by agent_p2p_fetch. */
 static int fetch_blob_p2p(ts_image_store *st, puller *p, const char *digest, long long size,
                           const char *final, ts_err *err)
 {
@@ -417,7 +417,7 @@ static int fetch_blob_p2p(ts_image_store *st, puller *p, const char *digest, lon
         return ts_err_set(err, TS_EIO, "image store: %s: %s", tmp, strerror(errno));
     origin_ctx oc = {p, digest, size};
     ts_p2p_stats ps;
-    int rc = ts_p2p_fetch(p->o->p2p, digest, size, fd, origin_piece, &oc, p->o->rate_bytes_s,
+    int rc = agent_p2p_fetch(p->o->p2p, digest, size, fd, origin_piece, &oc, p->o->rate_bytes_s,
                           &ps, err);
     if (p->o->from_origin)
         *p->o->from_origin += ps.from_origin;
@@ -430,7 +430,7 @@ static int fetch_blob_p2p(ts_image_store *st, puller *p, const char *digest, lon
     close(fd);
     if (!rc && rename(tmp, final) != 0)
         rc = ts_err_set(err, TS_EIO, "image store: %s: %s", final, strerror(errno));
-    ts_p2p_release(p->o->p2p, digest, rc == 0);
+    agent_p2p_release(p->o->p2p, digest, rc == 0);
     if (rc)
         unlink(tmp);
     else
@@ -586,7 +586,7 @@ static int pull(ts_image_store *st, puller *p, ts_image *out, ts_err *err)
                         "store's budget of %lld bytes beside the images tasks use", digest,
                         p->total, st->budget_bytes);
     if (!rc && found && p->o->use_as)
-        rc = ts_image_use(st, digest, p->o->use_as, err);
+        rc = agent_image_use(st, digest, p->o->use_as, err);
     char name[TS_IMAGE_REF_MAX + 800];
     ts_image_ref_format(ref, name, sizeof name);
     if (!rc && found) /* the store's listing names it by this reference too */
@@ -634,14 +634,14 @@ static int pull(ts_image_store *st, puller *p, ts_image *out, ts_err *err)
         }
     }
     if (!rc && p->o->use_as)
-        rc = ts_image_use(st, digest, p->o->use_as, err);
+        rc = agent_image_use(st, digest, p->o->use_as, err);
     if (!rc)
         image_store_note_ref(st, digest, name);
     image_store_unlock(lk);
     return rc;
 }
 
-int ts_image_pull(ts_image_store *st, const ts_image_ref *ref, const ts_pull_opts *o,
+int agent_image_pull(ts_image_store *st, const ts_image_ref *ref, const ts_pull_opts *o,
                   ts_image *out, ts_err *err)
 {
     static const ts_pull_opts none = {0};

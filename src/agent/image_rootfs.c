@@ -322,7 +322,7 @@ int image_rootfs_sweep(const ts_image_store *st)
     return n;
 }
 
-void ts_image_store_close(ts_image_store *st)
+void agent_image_store_close(ts_image_store *st)
 {
     int lk = image_store_lock(st, NULL);
     if (lk < 0)

@@ -133,7 +133,7 @@ void image_dir(const ts_image_store *st, const char *digest, char *out, size_t n
     snprintf(out, n, "%s/images/%s", st->root, digest + 7);
 }
 
-int ts_image_store_open(ts_image_store *st, const char *root, long long budget_bytes,
+int agent_image_store_open(ts_image_store *st, const char *root, long long budget_bytes,
                         ts_err *err)
 {
     memset(st, 0, sizeof *st);
@@ -272,7 +272,7 @@ int image_store_prepare(ts_image_store *st, const char *digest, const char *mani
         image_blob_path(st, layers[i], blob, sizeof blob);
         struct stat lb;
         layer_bytes += stat(blob, &lb) == 0 ? (long long)lb.st_size : 0;
-        rc = ts_image_unpack_layer(root_fd, blob, &st->limits, &stats, err);
+        rc = agent_image_unpack_layer(root_fd, blob, &st->limits, &stats, err);
         if (rc)
             ts_err_prefix(err, "layer %s: ", layers[i]);
     }
@@ -334,7 +334,7 @@ static bool task_name_ok(const char *s)
     return true;
 }
 
-int ts_image_use(ts_image_store *st, const char *digest, const char *task_id, ts_err *err)
+int agent_image_use(ts_image_store *st, const char *digest, const char *task_id, ts_err *err)
 {
     if (!ts_image_digest_ok(digest))
         return ts_err_set(err, TS_EINVAL, "image: not a sha256 digest");
@@ -353,7 +353,7 @@ int ts_image_use(ts_image_store *st, const char *digest, const char *task_id, ts
     return 0;
 }
 
-void ts_image_release(ts_image_store *st, const char *digest, const char *task_id)
+void agent_image_release(ts_image_store *st, const char *digest, const char *task_id)
 {
     if (!ts_image_digest_ok(digest) || !task_name_ok(task_id))
         return;
@@ -535,7 +535,7 @@ static long long blobs_bytes(const ts_image_store *st, const json_t *keep, bool 
     return sum;
 }
 
-long long ts_image_store_bytes(const ts_image_store *st)
+long long agent_image_store_bytes(const ts_image_store *st)
 {
     image_entry *im = calloc(IMAGES_MAX, sizeof *im);
     if (!im)
@@ -597,7 +597,7 @@ long long image_store_evict_locked(ts_image_store *st, long long target_bytes)
     return total;
 }
 
-long long ts_image_evict(ts_image_store *st, long long target_bytes)
+long long agent_image_evict(ts_image_store *st, long long target_bytes)
 {
     int lk = image_store_lock(st, NULL);
     if (lk < 0)

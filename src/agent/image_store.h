@@ -41,7 +41,7 @@ void image_rm_tree(const char *path);
 /* Whether the image directory dir has a user (a task, a pull). */
 bool image_in_use(const char *dir);
 
-/* ts_image_evict with the store's lock already held. */
+/* agent_image_evict with the store's lock already held. */
 long long image_store_evict_locked(ts_image_store *st, long long target_bytes);
 
 #endif

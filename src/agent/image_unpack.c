@@ -524,7 +524,7 @@ static int entry_names(const unsigned char *h, entry *next, entry *e, ts_err *er
     return 0;
 }
 
-int ts_image_unpack_layer(int root_fd, const char *path, const ts_unpack_limits *lim,
+int agent_image_unpack_layer(int root_fd, const char *path, const ts_unpack_limits *lim,
                           ts_unpack_stats *stats, ts_err *err)
 {
     long long max_bytes = lim && lim->max_bytes > 0 ? lim->max_bytes

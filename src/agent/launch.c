@@ -72,26 +72,26 @@ static const char *const STEP_NAME[TS_STEP_COUNT] = {
     [TS_STEP_GROUPS] = "setgroups", [TS_STEP_GID] = "setgid", [TS_STEP_UID] = "setuid",
     [TS_STEP_CHDIR] = "chdir", [TS_STEP_EXEC] = "exec"};
 
-double ts_launch_now(void)
+double agent_launch_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-void ts_launch_probe(const char *cgroup_parent, ts_launch_caps *caps)
+void agent_launch_probe(const char *cgroup_parent, ts_launch_caps *caps)
 {
     memset(caps, 0, sizeof *caps);
     caps->root = geteuid() == 0;
-    ts_cg_probe(cgroup_parent, caps);
+    agent_cg_probe(cgroup_parent, caps);
 }
 
-const ts_task_info *ts_task_info_get(const ts_task *t)
+const ts_task_info *agent_task_info_get(const ts_task *t)
 {
     return &t->r.info;
 }
 
-const char *ts_task_meta(const ts_task *t)
+const char *agent_task_meta(const ts_task *t)
 {
     return t->r.meta != NULL ? t->r.meta : "";
 }
@@ -256,15 +256,15 @@ static int open_log(const char *dir, const char *id, const char *ext, char *path
 static int clear_record(const ts_rec_paths *p, const char *id, ts_err *err)
 {
     ts_rec old;
-    int rc = ts_rec_read(p->record, &old, NULL);
-    bool running = rc == 0 && (ts_rec_alive(old.info.keeper_pid, old.info.keeper_start_ticks) ||
-                               ts_rec_alive(old.info.pid, old.info.start_ticks));
+    int rc = agent_rec_read(p->record, &old, NULL);
+    bool running = rc == 0 && (agent_rec_alive(old.info.keeper_pid, old.info.keeper_start_ticks) ||
+                               agent_rec_alive(old.info.pid, old.info.start_ticks));
     long pid = (long)old.info.pid;
-    ts_rec_clear(&old);
+    agent_rec_clear(&old);
     if (running)
         return ts_err_set(err, TS_EEXIST, "task %s: still runs here (pid %ld, record %s)", id,
                           pid, p->record);
-    if (ts_rec_remove(p) != 0)
+    if (agent_rec_remove(p) != 0)
         return ts_err_set(err, TS_EIO, "task %s: removing the old record %s: %s", id, p->record,
                           strerror(errno));
     return 0;
@@ -274,12 +274,12 @@ static int record_paths(const char *record_dir, const char *id, ts_rec_paths *p,
 {
     if (record_dir == NULL || record_dir[0] == '\0')
         return ts_err_set(err, TS_EINVAL, "task %s: record_dir: required", id);
-    if (ts_rec_paths_make(record_dir, id, p) != 0)
+    if (agent_rec_paths_make(record_dir, id, p) != 0)
         return ts_err_set(err, TS_EINVAL, "task %s: record_dir: path too long", id);
     return 0;
 }
 
-int ts_task_forget(const char *record_dir, const char *task_id, ts_err *err)
+int agent_task_record_forget(const char *record_dir, const char *task_id, ts_err *err)
 {
     ts_rec_paths p;
     int rc = check_id(task_id, err);
@@ -321,7 +321,7 @@ static int read_report(int fd, pid_t keeper, const ts_task_spec *s, const char *
     int status;
     while (waitpid(keeper, &status, 0) < 0 && errno == EINTR)
         ;
-    ts_rec_remove(&t->paths);
+    agent_rec_remove(&t->paths);
     if (n != (ssize_t)sizeof r || r.step <= TS_STEP_STARTED || r.step >= TS_STEP_COUNT)
         return ts_err_set(err, TS_EIO, "task %s: lost the start report from its keeper",
                           s->task_id);
@@ -376,7 +376,7 @@ static int pick_exe(const ts_task_spec *s, const struct ts_run_as *ra, const ts_
         ts_container_plan *cp = malloc(sizeof *cp);
         if (cp == NULL)
             return ts_err_set(err, TS_ENOMEM, "task %s: out of memory", s->task_id);
-        int rc = ts_container_prepare(s, ra, (const char *const *)env->v, ack_dir, cp, err);
+        int rc = agent_container_prepare(s, ra, (const char *const *)env->v, ack_dir, cp, err);
         if (rc != 0) {
             free(cp);
             return rc;
@@ -385,7 +385,7 @@ static int pick_exe(const ts_task_spec *s, const struct ts_run_as *ra, const ts_
         *cpp = cp;
         return 0;
     }
-    if (resolve_command(s->argv[0], ts_envv_get(env, "PATH"), exe, exe_size) != 0) {
+    if (resolve_command(s->argv[0], agent_envv_get(env, "PATH"), exe, exe_size) != 0) {
         int e = errno; /* what a shell would say: "command not found: pyhton" */
         if (e == ENOENT)
             return ts_err_set(err, TS_ENOENT, "task %s: command not found: %s", s->task_id,
@@ -440,7 +440,7 @@ static void isolate(const ts_launch_caps *caps, const ts_task_spec *s, ts_task *
     else if (!caps->cgroup)
         agent_say(info->isolation_reason, sizeof info->isolation_reason, "%s",
                  caps->cgroup_reason);
-    else if (ts_cg_create(caps, s, info->cgroup_path, sizeof info->cgroup_path, &t->cg,
+    else if (agent_cg_create(caps, s, info->cgroup_path, sizeof info->cgroup_path, &t->cg,
                           info->isolation_reason, sizeof info->isolation_reason) == 0) {
         info->isolated = true;
         info->cgroup_v1 = caps->cgroup_v1;
@@ -451,12 +451,12 @@ static void isolate(const ts_launch_caps *caps, const ts_task_spec *s, ts_task *
         agent_say(info->devices_reason, sizeof info->devices_reason, "no task cgroup");
     else if (!caps->devices)
         agent_say(info->devices_reason, sizeof info->devices_reason, "%s", caps->devices_reason);
-    else if (ts_cg_limit_devices(&t->cg, s->gpu_devs, s->ngpu_devs, info->devices_reason,
+    else if (agent_cg_limit_devices(&t->cg, s->gpu_devs, s->ngpu_devs, info->devices_reason,
                                  sizeof info->devices_reason) == 0)
         info->devices_isolated = true;
 }
 
-int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **out, ts_err *err)
+int agent_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **out, ts_err *err)
 {
     *out = NULL;
     int rc = check_spec(s, err);
@@ -487,7 +487,7 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **o
     if ((rc = clear_ack(s, ack_dir, info, err)) != 0)
         goto fail;
     struct ts_env_user eu = {ra.name, ra.home};
-    if (ts_envv_build(&env, s, &eu, info->ack_path) != 0) {
+    if (agent_envv_build(&env, s, &eu, info->ack_path) != 0) {
         rc = ts_err_set(err, TS_ENOMEM, "task %s: environment: out of memory", s->task_id);
         goto fail;
     }
@@ -497,7 +497,7 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **o
         goto fail;
     isolate(caps, s, t);
 
-    if ((body = ts_rec_body(&t->r)) == NULL) {
+    if ((body = agent_rec_body(&t->r)) == NULL) {
         rc = ts_err_set(err, TS_ENOMEM, "task %s: record: out of memory", s->task_id);
         goto fail;
     }
@@ -534,7 +534,7 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **o
         goto fail;
     }
     if (keeper == 0)
-        ts_keeper_run(&plan);
+        agent_keeper_run(&plan);
     if (netns >= 0)
         close(netns);
     for (int i = 0; i < 8; i++)
@@ -549,7 +549,7 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task **o
     free(cp);
     free(body);
     free(argv);
-    ts_envv_free(&env);
+    agent_envv_free(&env);
     free(ra.groups);
     *out = t;
     return 0;
@@ -558,24 +558,24 @@ fail:
         if (fds[i] >= 0)
             close(fds[i]);
     if (info->isolated) {
-        ts_cg_kill(&t->cg); /* a task that joined before its start failed */
-        ts_cg_remove(&t->cg);
+        agent_cg_kill(&t->cg); /* a task that joined before its start failed */
+        agent_cg_remove(&t->cg);
     }
     if (cp != NULL)
-        ts_bundle_remove(cp->bundle);
+        agent_bundle_remove(cp->bundle);
     free(cp);
     free(body);
     free(argv);
-    ts_envv_free(&env);
+    agent_envv_free(&env);
     free(ra.groups);
-    ts_rec_clear(&t->r);
+    agent_rec_clear(&t->r);
     free(t);
     return rc;
 }
 
 /* ---- adopting ------------------------------------------------------------------- */
 
-/* The cgroup ts_cg_create makes for this task id: <parent>/tessera-<id>. */
+/* The cgroup agent_cg_create makes for this task id: <parent>/tessera-<id>. */
 static bool named_for(const char *cgroup_path, const char *id)
 {
     static const char PREFIX[] = "tessera-";
@@ -584,7 +584,7 @@ static bool named_for(const char *cgroup_path, const char *id)
            strcmp(base + sizeof PREFIX, id) == 0;
 }
 
-int ts_task_adopt(const ts_launch_caps *caps, const char *record_dir, const char *task_id,
+int agent_task_adopt(const ts_launch_caps *caps, const char *record_dir, const char *task_id,
                   ts_task **out, ts_err *err)
 {
     (void)caps; /* the record names the task's cgroup; nothing else of the node is needed */
@@ -596,7 +596,7 @@ int ts_task_adopt(const ts_launch_caps *caps, const char *record_dir, const char
     if (t == NULL)
         return ts_err_set(err, TS_ENOMEM, "task %s: out of memory", task_id);
     if ((rc = record_paths(record_dir, task_id, &t->paths, err)) == 0)
-        rc = ts_rec_read(t->paths.record, &t->r, err);
+        rc = agent_rec_read(t->paths.record, &t->r, err);
     ts_task_info *in = &t->r.info;
     if (rc == 0 && strcmp(in->task_id, task_id) != 0)
         rc = ts_err_set(err, TS_EINVAL, "record %s: id: \"%s\", not \"%s\"", t->paths.record,
@@ -606,13 +606,13 @@ int ts_task_adopt(const ts_launch_caps *caps, const char *record_dir, const char
         rc = ts_err_set(err, TS_EINVAL, "record %s: cgroup: %s is not named tessera-%s",
                         t->paths.record, in->cgroup_path, task_id);
     if (rc != 0) {
-        ts_rec_clear(&t->r);
+        agent_rec_clear(&t->r);
         free(t);
         return rc;
     }
     in->adopted = true;
     if (in->isolated)
-        ts_cg_dirs_of(in->cgroup_path, in->cgroup_v1, &t->cg); /* n == 0 if unresolvable */
+        agent_cg_dirs_of(in->cgroup_path, in->cgroup_v1, &t->cg); /* n == 0 if unresolvable */
     agent_say(in->record_path, sizeof in->record_path, "%s", t->paths.record);
     agent_say(in->exit_path, sizeof in->exit_path, "%s", t->paths.exit);
     if (t->r.term_grace_s <= 0)
@@ -630,7 +630,7 @@ static bool pid_is_ours(const ts_task *t)
 {
     unsigned long long start;
     char state;
-    return ts_rec_proc_stat(t->r.info.pid, &start, &state) != 0 ||
+    return agent_rec_proc_stat(t->r.info.pid, &start, &state) != 0 ||
            start == t->r.info.start_ticks;
 }
 
@@ -641,7 +641,7 @@ static int signal_group(ts_task *t, int sig)
     if (pid_is_ours(t) && kill(-t->r.info.pid, sig) != 0 && errno != ESRCH)
         e = errno;
     if (sig == SIGKILL && t->r.info.isolated)
-        ts_cg_kill(&t->cg);
+        agent_cg_kill(&t->cg);
     return e;
 }
 
@@ -650,7 +650,7 @@ static void remove_cgroup(ts_task *t, int tries)
     if (!t->r.info.isolated || !t->cgroup_left)
         return;
     for (int i = 0; i < tries; i++) {
-        if (ts_cg_remove(&t->cg) == 0) {
+        if (agent_cg_remove(&t->cg) == 0) {
             t->cgroup_left = false;
             return;
         }
@@ -681,7 +681,7 @@ static bool keeper_gone(ts_task *t)
         return t->keeper_gone;
     unsigned long long start;
     char state;
-    if (ts_rec_proc_stat(in->keeper_pid, &start, &state) == 0 &&
+    if (agent_rec_proc_stat(in->keeper_pid, &start, &state) == 0 &&
         start == in->keeper_start_ticks) {
         if (state != 'Z' && state != 'X')
             return false;
@@ -722,10 +722,10 @@ static void settle(ts_task *t)
     const ts_task_info *in = &t->r.info;
     bool gone = keeper_gone(t);
     int code, sig;
-    if (ts_rec_exit_read(t->paths.exit, in->pid, in->start_ticks, &code, &sig,
+    if (agent_rec_exit_read(t->paths.exit, in->pid, in->start_ticks, &code, &sig,
                          &t->oom_kills) == 1)
         finish(t, code, sig, false);
-    else if (gone && !ts_rec_alive(in->pid, in->start_ticks))
+    else if (gone && !agent_rec_alive(in->pid, in->start_ticks))
         finish(t, -1, TS_TASK_LOST_SIGNAL, true);
 }
 
@@ -733,10 +733,10 @@ static void settle(ts_task *t)
  * later resumes from the last phase that was recorded. */
 static void record_stop(ts_task *t)
 {
-    ts_rec_write(&t->r, &t->paths, NULL);
+    agent_rec_write(&t->r, &t->paths, NULL);
 }
 
-int ts_task_preempt_begin(ts_task *t, int sig, double grace_s, double now, ts_err *err)
+int agent_task_preempt_begin(ts_task *t, int sig, double grace_s, double now, ts_err *err)
 {
     if (t->r.stopping || t->r.phase == TS_TASK_EXITED)
         return 0;
@@ -758,7 +758,7 @@ int ts_task_preempt_begin(ts_task *t, int sig, double grace_s, double now, ts_er
     return 0;
 }
 
-int ts_task_timeout_begin(ts_task *t, int sig, double grace_s, double now, ts_err *err)
+int agent_task_timeout_begin(ts_task *t, int sig, double grace_s, double now, ts_err *err)
 {
     if (t->r.phase == TS_TASK_EXITED)
         return 0;
@@ -773,7 +773,7 @@ int ts_task_timeout_begin(ts_task *t, int sig, double grace_s, double now, ts_er
         return 0;
     }
     t->r.stop_hard = true;
-    return ts_task_preempt_begin(t, sig == 0 ? SIGTERM : sig, grace_s, now, err);
+    return agent_task_preempt_begin(t, sig == 0 ? SIGTERM : sig, grace_s, now, err);
 }
 
 /* One step of a stop in progress at `now`: the next signal when its phase ends. */
@@ -797,7 +797,7 @@ static void stop_step(ts_task *t, double now)
     }
 }
 
-int ts_task_poll(ts_task *t, double now, ts_task_state *st, ts_err *err)
+int agent_task_poll(ts_task *t, double now, ts_task_state *st, ts_err *err)
 {
     (void)err; /* nothing here fails: what cannot be known is reported as lost */
     if (t->r.phase != TS_TASK_EXITED)
@@ -825,12 +825,12 @@ int ts_task_poll(ts_task *t, double now, ts_task_state *st, ts_err *err)
     return 0;
 }
 
-int ts_task_wait(ts_task *t, double timeout_s, ts_task_state *st, ts_err *err)
+int agent_task_wait(ts_task *t, double timeout_s, ts_task_state *st, ts_err *err)
 {
-    double end = ts_launch_now() + timeout_s;
+    double end = agent_launch_now() + timeout_s;
     for (;;) {
         ts_task_state s;
-        int rc = ts_task_poll(t, ts_launch_now(), &s, err);
+        int rc = agent_task_poll(t, agent_launch_now(), &s, err);
         if (st != NULL)
             *st = s;
         if (rc != 0 || s.phase == TS_TASK_EXITED) {
@@ -838,48 +838,48 @@ int ts_task_wait(ts_task *t, double timeout_s, ts_task_state *st, ts_err *err)
                 remove_cgroup(t, CGROUP_RMDIR_TRIES);
             return rc;
         }
-        if (timeout_s >= 0 && ts_launch_now() >= end)
+        if (timeout_s >= 0 && agent_launch_now() >= end)
             return TS_ENOSPC;
         nanosleep(&(struct timespec){0, POLL_INTERVAL_NS}, NULL);
     }
 }
 
-int ts_task_preempt(ts_task *t, int sig, double grace_s, ts_stop_outcome *outcome, ts_err *err)
+int agent_task_preempt(ts_task *t, int sig, double grace_s, ts_stop_outcome *outcome, ts_err *err)
 {
-    int rc = ts_task_preempt_begin(t, sig, grace_s, ts_launch_now(), err);
+    int rc = agent_task_preempt_begin(t, sig, grace_s, agent_launch_now(), err);
     ts_task_state st = {0};
     if (rc == 0)
-        rc = ts_task_wait(t, -1, &st, err);
+        rc = agent_task_wait(t, -1, &st, err);
     if (outcome != NULL)
         *outcome = rc == 0 ? st.outcome : TS_STOP_NONE;
     return rc;
 }
 
-void ts_task_free(ts_task *t)
+void agent_task_free(ts_task *t)
 {
     if (t == NULL)
         return;
     if (t->r.phase != TS_TASK_EXITED) {
         signal_group(t, SIGKILL);
         reap_keeper(t, true); /* a keeper ends right after its task */
-        double end = ts_launch_now() + TS_TASK_FREE_WAIT_S;
-        for (settle(t); t->r.phase != TS_TASK_EXITED && ts_launch_now() < end; settle(t))
+        double end = agent_launch_now() + TS_TASK_FREE_WAIT_S;
+        for (settle(t); t->r.phase != TS_TASK_EXITED && agent_launch_now() < end; settle(t))
             nanosleep(&(struct timespec){0, POLL_INTERVAL_NS}, NULL);
         if (t->r.phase != TS_TASK_EXITED)
             finish(t, -1, TS_TASK_LOST_SIGNAL, true);
     }
     reap_keeper(t, true);
     remove_cgroup(t, CGROUP_RMDIR_TRIES);
-    ts_rec_remove(&t->paths);
-    ts_rec_clear(&t->r);
+    agent_rec_remove(&t->paths);
+    agent_rec_clear(&t->r);
     free(t);
 }
 
-void ts_task_detach(ts_task *t)
+void agent_task_detach(ts_task *t)
 {
     if (t == NULL)
         return;
     reap_keeper(t, false); /* only a keeper that already ended */
-    ts_rec_clear(&t->r);
+    agent_rec_clear(&t->r);
     free(t);
 }

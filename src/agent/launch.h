@@ -5,7 +5,7 @@
  * A task is one process (and the process group it leads) started from a
  * ts_task_spec: the job's argv/env/workdir plus what the agent computed for
  * this node (GPU UUIDs, ranks, NCCL rail and QoS values, MPS directories, the
- * sharing shim, cgroup limits). ts_launch_probe finds out once whether per-task
+ * sharing shim, cgroup limits). agent_launch_probe finds out once whether per-task
  * cgroup limits (cgroup v2 where it is usable, else the cgroup v1 hierarchies)
  * and GPU device filtering are possible here; when they are not, tasks still
  * run, and their info says isolated=false and why.
@@ -16,21 +16,21 @@
  * <record dir>/<task id>.task (who the task is: pids, start times, paths,
  * the stop in progress, the caller's meta) before the start returns, and
  * <record dir>/<task id>.exit when the task ends. A restarted agent lists the
- * records (ts_task_records) and adopts each (ts_task_adopt); everything below
+ * records (agent_task_records) and adopts each (agent_task_adopt); everything below
  * then works the same on an adopted task. docs/agent-tasks.md has the files.
  *
  * Stopping follows the checkpoint acknowledgement contract (docs/agent-tasks.md):
  * checkpoint signal, wait for $TESSERA_CHECKPOINT_DONE or the grace, SIGTERM,
- * a short termination grace, SIGKILL. ts_task_poll drives that as a state
- * machine so the agent's loop never blocks; ts_task_preempt and ts_task_wait
+ * a short termination grace, SIGKILL. agent_task_poll drives that as a state
+ * machine so the agent's loop never blocks; agent_task_preempt and agent_task_wait
  * are blocking conveniences built on it. The stop's progress is kept in the
  * record, so an adopted task that was stopping carries on from where it was.
  *
  * Ownership: the spec and everything it points to belong to the caller and are
- * only read during ts_task_start. A ts_task is allocated by ts_task_start or
- * ts_task_adopt and released by exactly one of ts_task_free (kills the task if
+ * only read during agent_task_start. A ts_task is allocated by agent_task_start or
+ * agent_task_adopt and released by exactly one of agent_task_free (kills the task if
  * it still runs and removes its record: the task is done with) or
- * ts_task_detach (touches nothing: the task runs on, adoptable later). Nothing
+ * agent_task_detach (touches nothing: the task runs on, adoptable later). Nothing
  * here is thread-safe per task; different tasks may be used from different
  * threads. One agent per record directory. Nothing prints: errors come back in
  * the ts_err.
@@ -47,13 +47,13 @@
 
 #define TS_CHECKPOINT_GRACE_DEFAULT_S 60.0 /* job-spec default (docs/job-spec.md) */
 #define TS_TERM_GRACE_DEFAULT_S 10.0       /* SIGTERM to SIGKILL */
-#define TS_TASK_FREE_WAIT_S 10.0           /* ts_task_free: a killed task's end, at most */
+#define TS_TASK_FREE_WAIT_S 10.0           /* agent_task_free: a killed task's end, at most */
 #define TS_LAUNCH_REASON_MAX 256
 #define TS_TASK_ID_MAX 63
 #define TS_TASK_META_MAX_BYTES 65536       /* the caller's meta string, see ts_task_spec */
 #define TS_TASK_LOST_SIGNAL 9              /* SIGKILL: what a lost task reports (see lost) */
 
-/* What this node allows: filled by ts_launch_probe. */
+/* What this node allows: filled by agent_launch_probe. */
 typedef struct ts_launch_caps {
     bool cgroup;                            /* per-task cgroups with cpu/memory/pids limits */
     bool cgroup_v1;                         /* ... in the cgroup v1 hierarchies, not cgroup2 */
@@ -113,7 +113,7 @@ typedef struct ts_task_spec {
      * user and the limits above apply inside; log_dir and ack_dir are bound
      * into it at the same paths. */
     const ts_image *image;        /* NULL: a bare process on the node's filesystem */
-    const char *bundle_dir;       /* with image: made here; ts_bundle_remove when done */
+    const char *bundle_dir;       /* with image: made here; agent_bundle_remove when done */
     const char *runtime;          /* the OCI runtime; NULL: "runc" found on PATH */
     const ts_bundle_mount *mounts;/* more binds into the container */
     size_t nmounts;
@@ -141,7 +141,7 @@ typedef struct ts_task_info {
     unsigned long long start_ticks;        /* field 22 of /proc/<pid>/stat: tells a reused pid */
     pid_t keeper_pid;             /* the keeper that waits for the task */
     unsigned long long keeper_start_ticks; /* the same for the keeper */
-    bool adopted;                 /* from ts_task_adopt, not ts_task_start */
+    bool adopted;                 /* from agent_task_adopt, not agent_task_start */
     char record_path[768], exit_path[768];
     uid_t uid;                    /* who the task runs as */
     char user_note[TS_LAUNCH_REASON_MAX]; /* non-empty when not run as spec->user */
@@ -186,18 +186,18 @@ typedef struct ts_task_state {
      * at this flag still never takes a lost task for a success. */
     bool lost;
     long long oom_kills;     /* processes of its cgroup the kernel's OOM killer ended */
-    bool hard_stop;          /* stopped by ts_task_timeout_begin (its time limit) */
-    double phase_end_s;      /* a stop's current phase ends then (ts_launch_now); 0: none */
+    bool hard_stop;          /* stopped by agent_task_timeout_begin (its time limit) */
+    double phase_end_s;      /* a stop's current phase ends then (agent_launch_now); 0: none */
 } ts_task_state;
 
 /* Fills caps. cgroup_parent: a delegated cgroup2 directory, or on a cgroup v1
  * host a cgroup path (e.g. /tessera) used in every hierarchy; NULL: the
  * agent's own cgroup2 directory, else /tessera in the v1 hierarchies.
  * Never fails: what is missing is in the reasons. */
-void ts_launch_probe(const char *cgroup_parent, ts_launch_caps *caps);
+void agent_launch_probe(const char *cgroup_parent, ts_launch_caps *caps);
 
-/* Monotonic seconds, the clock ts_task_poll expects. */
-double ts_launch_now(void);
+/* Monotonic seconds, the clock agent_task_poll expects. */
+double agent_launch_now(void);
 
 /* Starts the task (through its keeper) and writes its record. caps may be
  * NULL (then no cgroups: the info says so). An old record and exit file of
@@ -205,7 +205,7 @@ double ts_launch_now(void);
  * Errors: TS_EINVAL (spec), TS_ENOENT (workdir, command, user, log dir),
  * TS_EEXIST (a task with this id still runs here: adopt it instead),
  * TS_EIO (fork, cgroup, exec, record: the message names the step and errno). */
-int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *spec, ts_task **out,
+int agent_task_start(const ts_launch_caps *caps, const ts_task_spec *spec, ts_task **out,
                   ts_err *err);
 
 /* Rebuilds a task from <record_dir>/<task_id>.task, as left by an agent that
@@ -216,29 +216,29 @@ int ts_task_start(const ts_launch_caps *caps, const ts_task_spec *spec, ts_task 
  * says which cgroup the task has. Nothing is signalled here.
  * Errors: TS_EINVAL (task_id, record_dir, or a damaged record: the message
  * names the file and the field), TS_ENOENT (no record), TS_ENOMEM. */
-int ts_task_adopt(const ts_launch_caps *caps, const char *record_dir, const char *task_id,
+int agent_task_adopt(const ts_launch_caps *caps, const char *record_dir, const char *task_id,
                   ts_task **out, ts_err *err);
 
 /* Calls fn(task_id, ctx) for each record in record_dir, in no particular
  * order; fn returning non-zero stops the listing. Returns how many were
  * listed (>= 0), or TS_ENOENT / TS_EIO when the directory cannot be read. */
-int ts_task_records(const char *record_dir, int (*fn)(const char *task_id, void *ctx),
+int agent_task_records(const char *record_dir, int (*fn)(const char *task_id, void *ctx),
                     void *ctx, ts_err *err);
 
 /* Removes a record and exit file that no handle owns (a record that could not
  * be adopted, or whose task the controller no longer knows). Refuses with
  * TS_EEXIST while the recorded task or its keeper still runs; a damaged
  * record is removed. 0 also when there was nothing to remove. */
-int ts_task_forget(const char *record_dir, const char *task_id, ts_err *err);
+int agent_task_record_forget(const char *record_dir, const char *task_id, ts_err *err);
 
-const ts_task_info *ts_task_info_get(const ts_task *t);
+const ts_task_info *agent_task_info_get(const ts_task *t);
 
 /* The spec's meta as recorded ("" when none); valid until the task is released. */
-const char *ts_task_meta(const ts_task *t);
+const char *agent_task_meta(const ts_task *t);
 
 /* Begins the stop sequence: sends sig (0: SIGUSR1) to the group; grace_s < 0
  * means TS_CHECKPOINT_GRACE_DEFAULT_S. Does nothing if already stopping or exited. */
-int ts_task_preempt_begin(ts_task *t, int sig, double grace_s, double now, ts_err *err);
+int agent_task_preempt_begin(ts_task *t, int sig, double grace_s, double now, ts_err *err);
 
 /* A stop whose grace is a hard limit (a job's time limit, docs/job-spec.md):
  * sig (0: SIGTERM) to the group now, SIGKILL to the group (and cgroup) when
@@ -246,35 +246,35 @@ int ts_task_preempt_begin(ts_task *t, int sig, double grace_s, double now, ts_er
  * checkpoint brings SIGTERM forward, never the end of the grace further. A
  * stop already begun becomes hard, keeping its own end if that is sooner.
  * The record keeps it, so an adopting agent kills on time too. */
-int ts_task_timeout_begin(ts_task *t, int sig, double grace_s, double now, ts_err *err);
+int agent_task_timeout_begin(ts_task *t, int sig, double grace_s, double now, ts_err *err);
 
-/* Advances the state machine at time `now` (ts_launch_now) and reports it;
+/* Advances the state machine at time `now` (agent_launch_now) and reports it;
  * never blocks, and does not fail today (err is for the future). The task's
  * end comes from its keeper's exit file (or is "lost", see ts_task_state).
  * Once EXITED the group is killed and the cgroup removed. Rewriting the record
  * when a stop changes phase is best effort: if it fails the stop goes on, and
  * an agent adopting the task later resumes from the last recorded phase. */
-int ts_task_poll(ts_task *t, double now, ts_task_state *st, ts_err *err);
+int agent_task_poll(ts_task *t, double now, ts_task_state *st, ts_err *err);
 
 /* Blocking: the whole stop sequence; outcome may be NULL. */
-int ts_task_preempt(ts_task *t, int sig, double grace_s, ts_stop_outcome *outcome, ts_err *err);
+int agent_task_preempt(ts_task *t, int sig, double grace_s, ts_stop_outcome *outcome, ts_err *err);
 
 /* Blocking: waits up to timeout_s (<0: forever) for the task to exit.
  * Returns TS_OK when it exited (st filled), TS_ENOSPC when it is still running. */
-int ts_task_wait(ts_task *t, double timeout_s, ts_task_state *st, ts_err *err);
+int agent_task_wait(ts_task *t, double timeout_s, ts_task_state *st, ts_err *err);
 
 /* The task is done with: kills the group if still running, waits for it and
  * its keeper (an adopted task's exit file at most TS_TASK_FREE_WAIT_S, then
  * it counts as lost), removes its cgroup, its record and its exit file, frees. A
  * record must not outlive a task the controller dropped, so this is what the
  * agent calls when it forgets a task. NULL ok. */
-void ts_task_free(ts_task *t);
+void agent_task_free(ts_task *t);
 
 /* Frees the handle only: the task, its keeper, record and exit file stay, for
- * a later ts_task_adopt. What an agent that exits leaving its tasks running
+ * a later agent_task_adopt. What an agent that exits leaving its tasks running
  * calls. A keeper this process forked and that is still running becomes a
  * zombie of this process when it ends, so detach where the process exits.
  * NULL ok. */
-void ts_task_detach(ts_task *t);
+void agent_task_detach(ts_task *t);
 
 #endif

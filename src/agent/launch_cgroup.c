@@ -56,10 +56,10 @@ static const char *const NEEDED_CONTROLLERS[] = {"cpu", "memory", "pids"};
 static int join(char *buf, size_t len, const char *dir, const char *file)
 {
     ts_sbuf b;
-    ts_sb_init(&b, buf, len);
-    ts_sb_str(&b, dir);
-    ts_sb_str(&b, "/");
-    ts_sb_str(&b, file);
+    agent_sb_init(&b, buf, len);
+    agent_sb_str(&b, dir);
+    agent_sb_str(&b, "/");
+    agent_sb_str(&b, file);
     if (b.cut) {
         errno = ENAMETOOLONG;
         return -1;
@@ -67,7 +67,7 @@ static int join(char *buf, size_t len, const char *dir, const char *file)
     return 0;
 }
 
-int ts_cg_read(const char *dir, const char *file, char *buf, size_t len)
+int agent_cg_read(const char *dir, const char *file, char *buf, size_t len)
 {
     char path[TS_CG_PATH_MAX + 64];
     if (join(path, sizeof path, dir, file) != 0)
@@ -90,7 +90,7 @@ int ts_cg_read(const char *dir, const char *file, char *buf, size_t len)
     return 0;
 }
 
-int ts_cg_write(const char *dir, const char *file, const char *text)
+int agent_cg_write(const char *dir, const char *file, const char *text)
 {
     char path[TS_CG_PATH_MAX + 64];
     if (join(path, sizeof path, dir, file) != 0)
@@ -314,7 +314,7 @@ static void probe_v2(const char *parent, ts_launch_caps *caps)
             continue;
         char cmd[32];
         agent_say(cmd, sizeof cmd, "+%s", NEEDED_CONTROLLERS[i]);
-        if (ts_cg_write(dir, "cgroup.subtree_control", cmd) != 0) {
+        if (agent_cg_write(dir, "cgroup.subtree_control", cmd) != 0) {
             int e = errno;
             agent_say(why, wl, "%s/cgroup.subtree_control: cannot enable %s: %s%s", dir,
                      NEEDED_CONTROLLERS[i], strerror(e),
@@ -352,7 +352,7 @@ static int create_v2(const ts_launch_caps *caps, const ts_task_spec *spec, char 
 {
     if (snprintf(path, path_len, "%s/tessera-%s", caps->cgroup_parent, spec->task_id) >=
             (int)path_len ||
-        ts_cg_dirs_of(path, false, dirs) != 0) {
+        agent_cg_dirs_of(path, false, dirs) != 0) {
         agent_say(why, why_len, "cgroup path too long");
         return -1;
     }
@@ -376,7 +376,7 @@ static int create_v2(const ts_launch_caps *caps, const ts_task_spec *spec, char 
     const char *files[] = {"cpu.max", "memory.max", "pids.max"};
     const char *vals[] = {cpu, mem, pids};
     for (int i = 0; i < 3; i++)
-        if (ts_cg_write(path, files[i], vals[i]) != 0) {
+        if (agent_cg_write(path, files[i], vals[i]) != 0) {
             agent_say(why, why_len, "%s/%s: writing \"%s\": %s", path, files[i], vals[i],
                      strerror(errno));
             rmdir(path);
@@ -387,7 +387,7 @@ static int create_v2(const ts_launch_caps *caps, const ts_task_spec *spec, char 
 
 /* ---- both versions ---------------------------------------------------------------- */
 
-void ts_cg_probe(const char *parent, ts_launch_caps *caps)
+void agent_cg_probe(const char *parent, ts_launch_caps *caps)
 {
     probe_v2(parent, caps);
     if (caps->cgroup)
@@ -398,19 +398,19 @@ void ts_cg_probe(const char *parent, ts_launch_caps *caps)
         return; /* a cgroup2 parent was asked for: its reason stands */
     char v2why[TS_LAUNCH_REASON_MAX], v1why[TS_LAUNCH_REASON_MAX];
     agent_say(v2why, sizeof v2why, "%s", caps->cgroup_reason);
-    ts_cg1_probe(parent, caps, v1why, sizeof v1why);
+    agent_cg1_probe(parent, caps, v1why, sizeof v1why);
     if (!caps->cgroup)
         agent_say(caps->cgroup_reason, sizeof caps->cgroup_reason, "cgroup v2: %s; cgroup v1: %s",
             v2why, v1why);
 }
 
-int ts_cg_create(const ts_launch_caps *caps, const ts_task_spec *spec, char *path,
+int agent_cg_create(const ts_launch_caps *caps, const ts_task_spec *spec, char *path,
                  size_t path_len, ts_cg_dirs *dirs, char *why, size_t why_len)
 {
     memset(dirs, 0, sizeof *dirs);
     for (int c = 0; c < TS_CG_NCTL; c++)
         dirs->at[c] = -1;
-    int rc = caps->cgroup_v1 ? ts_cg1_create(caps, spec, path, path_len, dirs, why, why_len)
+    int rc = caps->cgroup_v1 ? agent_cg1_create(caps, spec, path, path_len, dirs, why, why_len)
                              : create_v2(caps, spec, path, path_len, dirs, why, why_len);
     if (rc != 0) {
         path[0] = '\0';
@@ -419,13 +419,13 @@ int ts_cg_create(const ts_launch_caps *caps, const ts_task_spec *spec, char *pat
     return rc;
 }
 
-int ts_cg_dirs_of(const char *path, bool v1, ts_cg_dirs *dirs)
+int agent_cg_dirs_of(const char *path, bool v1, ts_cg_dirs *dirs)
 {
     memset(dirs, 0, sizeof *dirs);
     for (int c = 0; c < TS_CG_NCTL; c++)
         dirs->at[c] = -1;
     if (v1)
-        return ts_cg1_dirs(path, dirs);
+        return agent_cg1_dirs(path, dirs);
     if (strlen(path) >= sizeof dirs->dir[0])
         return -1;
     memcpy(dirs->dir[0], path, strlen(path) + 1);
@@ -435,18 +435,18 @@ int ts_cg_dirs_of(const char *path, bool v1, ts_cg_dirs *dirs)
     return 0;
 }
 
-int ts_cg_limit_devices(const ts_cg_dirs *d, const ts_devnum *devs, size_t ndev, char *why,
+int agent_cg_limit_devices(const ts_cg_dirs *d, const ts_devnum *devs, size_t ndev, char *why,
                         size_t why_len)
 {
     if (d->n == 0) {
         agent_say(why, why_len, "no task cgroup");
         return -1;
     }
-    return d->v1 ? ts_cg1_limit_devices(d, devs, ndev, why, why_len)
+    return d->v1 ? agent_cg1_limit_devices(d, devs, ndev, why, why_len)
                  : limit_devices_v2(d->dir[0], devs, ndev, why, why_len);
 }
 
-void ts_cg_kill_listed(const char *dir)
+void agent_cg_kill_listed(const char *dir)
 {
     char path[TS_CG_PATH_MAX + 32], chunk[CGROUP_PROCS_CHUNK_BYTES];
     if (join(path, sizeof path, dir, "cgroup.procs") != 0)
@@ -475,22 +475,22 @@ void ts_cg_kill_listed(const char *dir)
     close(fd);
 }
 
-void ts_cg_kill(const ts_cg_dirs *d)
+void agent_cg_kill(const ts_cg_dirs *d)
 {
     if (d->n == 0)
         return;
     if (d->v1)
-        ts_cg1_kill(d);
-    else if (ts_cg_write(d->dir[0], "cgroup.kill", "1") != 0)
-        ts_cg_kill_listed(d->dir[0]);
+        agent_cg1_kill(d);
+    else if (agent_cg_write(d->dir[0], "cgroup.kill", "1") != 0)
+        agent_cg_kill_listed(d->dir[0]);
 }
 
-long long ts_cg_oom_kills(const ts_cg_dirs *d)
+long long agent_cg_oom_kills(const ts_cg_dirs *d)
 {
     char text[OOM_COUNTS_BYTES];
     int m = d->n > 0 ? d->at[TS_CG_MEMORY] : -1;
     if (m < 0 ||
-        ts_cg_read(d->dir[m], d->v1 ? "memory.oom_control" : "memory.events", text,
+        agent_cg_read(d->dir[m], d->v1 ? "memory.oom_control" : "memory.events", text,
                    sizeof text) != 0)
         return 0;
     static const char key[] = "oom_kill ";
@@ -507,7 +507,7 @@ long long ts_cg_oom_kills(const ts_cg_dirs *d)
     return 0;
 }
 
-int ts_cg_remove(const ts_cg_dirs *d)
+int agent_cg_remove(const ts_cg_dirs *d)
 {
     int rc = 0, e = 0;
     for (int i = 0; i < d->n; i++)

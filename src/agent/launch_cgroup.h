@@ -46,56 +46,56 @@ typedef struct ts_cg_dirs {
     int at[TS_CG_NCTL];                  /* v1: dir index of each controller, -1 none */
 } ts_cg_dirs;
 
-/* Probe for a usable parent (see ts_launch_probe): cgroup v2 first, then v1. */
-void ts_cg_probe(const char *parent, ts_launch_caps *caps);
+/* Probe for a usable parent (see agent_launch_probe): cgroup v2 first, then v1. */
+void agent_cg_probe(const char *parent, ts_launch_caps *caps);
 
 /* Creates the task's cgroup with the spec's limits (v1: in each hierarchy,
  * under <parent>/agent-<hash of the record directory>, so two agents of one
  * host never meet); path gets what the task's info records, dirs the
  * directories. Returns 0, or -1 with why filled (nothing left behind). */
-int ts_cg_create(const ts_launch_caps *caps, const ts_task_spec *spec, char *path,
+int agent_cg_create(const ts_launch_caps *caps, const ts_task_spec *spec, char *path,
                  size_t path_len, ts_cg_dirs *dirs, char *why, size_t why_len);
 
 /* The directories of a recorded cgroup (v1: looked up in this process's
  * mounts). 0, or -1 when a v1 hierarchy cannot be found (dirs->n then 0). */
-int ts_cg_dirs_of(const char *path, bool v1, ts_cg_dirs *dirs);
+int agent_cg_dirs_of(const char *path, bool v1, ts_cg_dirs *dirs);
 
 /* Allows the task only the standard device nodes and, of the NVIDIA GPU
  * nodes, its own (v2: a BPF program denying other GPUs; v1: devices.deny
  * "a", then devices.allow entries). 0 or -1 + why. */
-int ts_cg_limit_devices(const ts_cg_dirs *d, const ts_devnum *devs, size_t ndev, char *why,
+int agent_cg_limit_devices(const ts_cg_dirs *d, const ts_devnum *devs, size_t ndev, char *why,
                         size_t why_len);
 
 /* SIGKILL to every process in the cgroup, including those that left the
  * task's session: cgroup.kill (v2, where the kernel has it), v1 freezes the
  * freezer cgroup first so nothing forks while it is emptied, then thaws it.
  * Async-signal-safe. */
-void ts_cg_kill(const ts_cg_dirs *d);
+void agent_cg_kill(const ts_cg_dirs *d);
 
 /* How many of its processes the kernel's OOM killer ended: "oom_kill" of
  * memory.events (v2) or memory.oom_control (v1); 0 when unknown.
  * Async-signal-safe. */
-long long ts_cg_oom_kills(const ts_cg_dirs *d);
+long long agent_cg_oom_kills(const ts_cg_dirs *d);
 
 /* Removes the cgroup's directories (and, v1, the agent's parent directory
  * when that was the last task); 0 when none is left, or -1 with errno (EBUSY
  * while processes linger). Async-signal-safe. */
-int ts_cg_remove(const ts_cg_dirs *d);
+int agent_cg_remove(const ts_cg_dirs *d);
 
 /* ---- between launch_cgroup.c and launch_cgroup_v1.c --------------------------- */
 
-void ts_cg1_probe(const char *parent, ts_launch_caps *caps, char *why, size_t why_len);
-int ts_cg1_create(const ts_launch_caps *caps, const ts_task_spec *spec, char *path,
+void agent_cg1_probe(const char *parent, ts_launch_caps *caps, char *why, size_t why_len);
+int agent_cg1_create(const ts_launch_caps *caps, const ts_task_spec *spec, char *path,
                   size_t path_len, ts_cg_dirs *dirs, char *why, size_t why_len);
-int ts_cg1_limit_devices(const ts_cg_dirs *d, const ts_devnum *devs, size_t ndev, char *why,
+int agent_cg1_limit_devices(const ts_cg_dirs *d, const ts_devnum *devs, size_t ndev, char *why,
                          size_t why_len);
-void ts_cg1_kill(const ts_cg_dirs *d);
-int ts_cg1_dirs(const char *path, ts_cg_dirs *dirs); /* dirs zeroed, at[] -1 */
+void agent_cg1_kill(const ts_cg_dirs *d);
+int agent_cg1_dirs(const char *path, ts_cg_dirs *dirs); /* dirs zeroed, at[] -1 */
 
 /* Async-signal-safe helpers: 0, or -1 with errno. */
-int ts_cg_write(const char *dir, const char *file, const char *text);
-int ts_cg_read(const char *dir, const char *file, char *buf, size_t len);
-void ts_cg_kill_listed(const char *dir);  /* SIGKILL to each pid of dir/cgroup.procs */
+int agent_cg_write(const char *dir, const char *file, const char *text);
+int agent_cg_read(const char *dir, const char *file, char *buf, size_t len);
+void agent_cg_kill_listed(const char *dir);  /* SIGKILL to each pid of dir/cgroup.procs */
 
 /* snprintf for reasons and names, where cutting a long one short is fine
  * (launch.c and the cgroup files share it). */

@@ -19,7 +19,7 @@
  * hash of the agent's record directory, keeps two agents of one host (tests,
  * several clusters) apart; one agent per record directory is the rule.
  *
- * Everything reached from ts_cg1_kill only makes system calls: the keeper
+ * Everything reached from agent_cg1_kill only makes system calls: the keeper
  * calls it.
  *
  * _GNU_SOURCE: strtok_r, realpath's PATH_MAX use with glibc.
@@ -126,7 +126,7 @@ static int v1_mounts(char mnt[TS_CG_NCTL][TS_CG_PATH_MAX])
     return 0;
 }
 
-int ts_cg1_dirs(const char *path, ts_cg_dirs *d)
+int agent_cg1_dirs(const char *path, ts_cg_dirs *d)
 {
     char mnt[TS_CG_NCTL][TS_CG_PATH_MAX];
     d->v1 = true;
@@ -176,7 +176,7 @@ static bool parent_ok(const char *p)
            strstr(p, "//") == NULL && strchr(p, '\n') == NULL && (n == 1 || p[n - 1] != '/');
 }
 
-void ts_cg1_probe(const char *parent, ts_launch_caps *caps, char *why, size_t wl)
+void agent_cg1_probe(const char *parent, ts_launch_caps *caps, char *why, size_t wl)
 {
     const char *rel = parent != NULL && parent[0] != '\0' ? parent : V1_DEFAULT_PARENT;
     struct statfs sfs;
@@ -202,7 +202,7 @@ void ts_cg1_probe(const char *parent, ts_launch_caps *caps, char *why, size_t wl
     memset(&d, 0, sizeof d);
     for (int c = 0; c < TS_CG_NCTL; c++)
         d.at[c] = -1;
-    if (ts_cg1_dirs(probe, &d) != 0) {
+    if (agent_cg1_dirs(probe, &d) != 0) {
         agent_say(why, wl, "cgroup path %s: too long", probe);
         return;
     }
@@ -291,7 +291,7 @@ static int set_limits(const ts_cg_dirs *d, const ts_task_spec *s, char *why, siz
             agent_say(v, sizeof v, "%lld", w[i].value);
         else
             agent_say(v, sizeof v, "%s", w[i].ctl == TS_CG_PIDS ? "max" : "-1");
-        if (ts_cg_write(dir, w[i].file, v) != 0 && !(w[i].optional && errno == ENOENT)) {
+        if (agent_cg_write(dir, w[i].file, v) != 0 && !(w[i].optional && errno == ENOENT)) {
             agent_say(why, wl, "%s/%s: writing \"%s\": %s", dir, w[i].file, v, strerror(errno));
             return -1;
         }
@@ -299,7 +299,7 @@ static int set_limits(const ts_cg_dirs *d, const ts_task_spec *s, char *why, siz
     return 0;
 }
 
-int ts_cg1_create(const ts_launch_caps *caps, const ts_task_spec *s, char *path,
+int agent_cg1_create(const ts_launch_caps *caps, const ts_task_spec *s, char *path,
                   size_t path_len, ts_cg_dirs *d, char *why, size_t wl)
 {
     char scope[32];
@@ -307,7 +307,7 @@ int ts_cg1_create(const ts_launch_caps *caps, const ts_task_spec *s, char *path,
     const char *rel = strcmp(caps->cgroup_parent, "/") == 0 ? "" : caps->cgroup_parent;
     if (snprintf(path, path_len, "%s/%s/tessera-%s", rel, scope, s->task_id) >=
             (int)path_len ||
-        ts_cg1_dirs(path, d) != 0) {
+        agent_cg1_dirs(path, d) != 0) {
         agent_say(why, wl, "cgroup path %s/%s/tessera-%s: too long, or no cgroup v1 hierarchy",
             rel, scope, s->task_id);
         return -1;
@@ -339,12 +339,12 @@ int ts_cg1_create(const ts_launch_caps *caps, const ts_task_spec *s, char *path,
         if (rc != 0) {
             agent_say(why, wl, "mkdir %s: %s", dir, strerror(errno));
             d->n = i;
-            ts_cg_remove(d);
+            agent_cg_remove(d);
             return -1;
         }
     }
     if (set_limits(d, s, why, wl) != 0) {
-        ts_cg_remove(d);
+        agent_cg_remove(d);
         return -1;
     }
     return 0;
@@ -383,7 +383,7 @@ static int misc_minor(const char *name)
     return found;
 }
 
-int ts_cg1_limit_devices(const ts_cg_dirs *d, const ts_devnum *devs, size_t ndev, char *why,
+int agent_cg1_limit_devices(const ts_cg_dirs *d, const ts_devnum *devs, size_t ndev, char *why,
                          size_t wl)
 {
     if (d->at[TS_CG_DEVICES] < 0) {
@@ -391,7 +391,7 @@ int ts_cg1_limit_devices(const ts_cg_dirs *d, const ts_devnum *devs, size_t ndev
         return -1;
     }
     const char *dir = d->dir[d->at[TS_CG_DEVICES]];
-    if (ts_cg_write(dir, "devices.deny", "a") != 0) {
+    if (agent_cg_write(dir, "devices.deny", "a") != 0) {
         agent_say(why, wl, "%s/devices.deny: writing \"a\": %s", dir, strerror(errno));
         return -1;
     }
@@ -418,7 +418,7 @@ int ts_cg1_limit_devices(const ts_cg_dirs *d, const ts_devnum *devs, size_t ndev
                 continue;
             agent_say(entry, sizeof entry, "c 10:%d rwm", minor);
         }
-        if (ts_cg_write(dir, "devices.allow", entry) != 0) {
+        if (agent_cg_write(dir, "devices.allow", entry) != 0) {
             agent_say(why, wl, "%s/devices.allow: writing \"%s\": %s", dir, entry, strerror(errno));
             if (pd)
                 fclose(pd);
@@ -434,28 +434,28 @@ int ts_cg1_limit_devices(const ts_cg_dirs *d, const ts_devnum *devs, size_t ndev
 static bool listed(const char *dir)
 {
     char buf[8];
-    return ts_cg_read(dir, "cgroup.procs", buf, sizeof buf) == 0 && buf[0] != '\0';
+    return agent_cg_read(dir, "cgroup.procs", buf, sizeof buf) == 0 && buf[0] != '\0';
 }
 
-void ts_cg1_kill(const ts_cg_dirs *d)
+void agent_cg1_kill(const ts_cg_dirs *d)
 {
     int fz = d->at[TS_CG_FREEZER];
-    if (fz >= 0 && ts_cg_write(d->dir[fz], "freezer.state", "FROZEN") == 0) {
+    if (fz >= 0 && agent_cg_write(d->dir[fz], "freezer.state", "FROZEN") == 0) {
         char state[32];
         for (int i = 0; i < FREEZE_WAIT_TRIES; i++) {
-            if (ts_cg_read(d->dir[fz], "freezer.state", state, sizeof state) == 0 &&
+            if (agent_cg_read(d->dir[fz], "freezer.state", state, sizeof state) == 0 &&
                 strncmp(state, "FROZEN", 6) == 0)
                 break;
             struct timespec ts = {0, FREEZE_WAIT_NS};
             nanosleep(&ts, NULL);
         }
-        ts_cg_kill_listed(d->dir[fz]); /* nothing forks meanwhile: the list is whole */
-        ts_cg_write(d->dir[fz], "freezer.state", "THAWED"); /* the killed then die */
+        agent_cg_kill_listed(d->dir[fz]); /* nothing forks meanwhile: the list is whole */
+        agent_cg_write(d->dir[fz], "freezer.state", "THAWED"); /* the killed then die */
     }
     /* without a freezer (or after one that did not freeze): until none is left */
     int p = d->at[TS_CG_PIDS] >= 0 ? d->at[TS_CG_PIDS] : 0;
     for (int r = 0; r < KILL_ROUNDS && listed(d->dir[p]); r++) {
-        ts_cg_kill_listed(d->dir[p]);
+        agent_cg_kill_listed(d->dir[p]);
         struct timespec ts = {0, KILL_ROUND_NS};
         nanosleep(&ts, NULL);
     }

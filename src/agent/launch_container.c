@@ -63,11 +63,11 @@ static void delete_stale(ts_container_plan *cp)
  * and crun do), else below the cgroup2 mount. n == 0 when neither is known. */
 static void container_cgroup(const char *path, ts_cg_dirs *d)
 {
-    if (ts_cg_dirs_of(path, true, d) == 0 && d->at[TS_CG_MEMORY] >= 0)
+    if (agent_cg_dirs_of(path, true, d) == 0 && d->at[TS_CG_MEMORY] >= 0)
         return;
     char full[TS_CG_PATH_MAX];
     if (snprintf(full, sizeof full, "%s%s", CGROUP2_MOUNT, path) >= (int)sizeof full ||
-        ts_cg_dirs_of(full, false, d) != 0)
+        agent_cg_dirs_of(full, false, d) != 0)
         memset(d, 0, sizeof *d);
 }
 
@@ -85,7 +85,7 @@ static void scoped_id(const char *id, const char *bundle, char *out, size_t n)
     snprintf(out, n, "%s-%016llx", id, h);
 }
 
-int ts_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
+int agent_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
                          const char *const *env, const char *ack_dir, ts_container_plan *cp,
                          ts_err *err)
 {
@@ -116,7 +116,7 @@ int ts_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
     delete_stale(cp);
     struct stat sb;
     if (lstat(cp->bundle, &sb) == 0) /* an earlier run's, left by a crash */
-        ts_bundle_remove(cp->bundle);
+        agent_bundle_remove(cp->bundle);
 
     ts_bundle_mount m[MOUNTS_MAX];
     size_t nm = 0;
@@ -141,7 +141,7 @@ int ts_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
     for (size_t i = 0; env && env[i] && s->slurm_bin_dir; i++)
         if (strncmp(env[i], "SLURM_JOB_NAME=", 15) == 0) /* its srun (docs/slurm.md) */
             b.path_first = s->slurm_bin_dir;
-    int rc = ts_bundle_make(&b, err);
+    int rc = agent_bundle_make(&b, err);
     if (rc)
         ts_err_prefix(err, "task %s: ", id);
     return rc;

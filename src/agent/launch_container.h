@@ -1,5 +1,5 @@
 /*
- * launch_container.h - what ts_task_start does differently for a task that
+ * launch_container.h - what agent_task_start does differently for a task that
  * runs in an image: the bundle is made (image_bundle.c) and the keeper runs
  * the OCI runtime in the foreground instead of the command, as root; the
  * container gets the task's user, environment, limits and files. The
@@ -37,7 +37,7 @@ typedef struct ts_container_plan {
 /* Makes the bundle and fills cp. ra: who the task runs as; env: its
  * environment; ack_dir: where its checkpoint file goes. TS_EINVAL names the
  * field, TS_ENOENT: no runtime, TS_EIO: the bundle. */
-int ts_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
+int agent_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
                          const char *const *env, const char *ack_dir, ts_container_plan *cp,
                          ts_err *err);
 

@@ -17,7 +17,7 @@
 
 #define PATH_DEFAULT "/usr/local/bin:/usr/bin:/bin"
 
-void ts_envv_free(ts_envv *e)
+void agent_envv_free(ts_envv *e)
 {
     for (size_t i = 0; i < e->n; i++)
         free(e->v[i]);
@@ -40,7 +40,7 @@ static ssize_t find(const ts_envv *e, const char *name, size_t nl)
     return -1;
 }
 
-const char *ts_envv_get(const ts_envv *e, const char *name)
+const char *agent_envv_get(const ts_envv *e, const char *name)
 {
     ssize_t i = find(e, name, strlen(name));
     return i < 0 ? NULL : e->v[i] + strlen(name) + 1;
@@ -88,7 +88,7 @@ static char *join(const char *name, const char *value)
     return s;
 }
 
-int ts_envv_set(ts_envv *e, const char *name, const char *value, int replace)
+int agent_envv_set(ts_envv *e, const char *name, const char *value, int replace)
 {
     return put(e, join(name, value), replace);
 }
@@ -97,12 +97,12 @@ static int set_int(ts_envv *e, const char *name, long long v)
 {
     char buf[32];
     snprintf(buf, sizeof buf, "%lld", v);
-    return ts_envv_set(e, name, buf, 1);
+    return agent_envv_set(e, name, buf, 1);
 }
 
 static int set_nonempty(ts_envv *e, const char *name, const char *v)
 {
-    return v != NULL && v[0] != '\0' ? ts_envv_set(e, name, v, 1) : 0;
+    return v != NULL && v[0] != '\0' ? agent_envv_set(e, name, v, 1) : 0;
 }
 
 /*
@@ -117,67 +117,67 @@ static int set_nonempty(ts_envv *e, const char *name, const char *v)
  */
 static int slurm_vars(ts_envv *e, const ts_task_spec *s)
 {
-    if (ts_envv_get(e, "SLURM_JOB_NAME") == NULL)
+    if (agent_envv_get(e, "SLURM_JOB_NAME") == NULL)
         return 0;
     int rc = 0;
     int ntasks = s->world_size > 0 ? s->world_size : 1;
-    const char *job = ts_envv_get(e, "TESSERA_JOB_ID");
+    const char *job = agent_envv_get(e, "TESSERA_JOB_ID");
     if (job != NULL)
-        rc |= ts_envv_set(e, "SLURM_JOB_ID", job, 1);
+        rc |= agent_envv_set(e, "SLURM_JOB_ID", job, 1);
     rc |= set_int(e, "SLURM_PROCID", s->world_size > 0 ? s->rank : 0);
     rc |= set_int(e, "SLURM_LOCALID", s->world_size > 0 ? s->local_rank : 0);
     rc |= set_int(e, "SLURM_NTASKS", ntasks);
     rc |= set_int(e, "SLURM_NPROCS", ntasks);
-    const char *nodes = ts_envv_get(e, "TESSERA_NODELIST");
-    const char *nn = ts_envv_get(e, "TESSERA_NNODES");
+    const char *nodes = agent_envv_get(e, "TESSERA_NODELIST");
+    const char *nn = agent_envv_get(e, "TESSERA_NNODES");
     if (nodes == NULL && ntasks == 1)
         nodes = s->master_addr; /* one task: rank 0's node is this one */
     if (nn == NULL && ntasks == 1)
         nn = "1";
     if (nodes != NULL && nodes[0] != '\0') {
-        rc |= ts_envv_set(e, "SLURM_JOB_NODELIST", nodes, 1);
-        rc |= ts_envv_set(e, "SLURM_NODELIST", nodes, 1);
+        rc |= agent_envv_set(e, "SLURM_JOB_NODELIST", nodes, 1);
+        rc |= agent_envv_set(e, "SLURM_NODELIST", nodes, 1);
     }
     if (s->slurm_bin_dir != NULL && s->slurm_bin_dir[0] != '\0') {
         /* the step launcher first (slurm_step.c), then the job's own PATH */
-        const char *path = ts_envv_get(e, "PATH");
+        const char *path = agent_envv_get(e, "PATH");
         size_t n = strlen(s->slurm_bin_dir) + (path ? strlen(path) : 0) + 2;
         char *p = malloc(n);
         if (p == NULL)
             return -1;
         snprintf(p, n, "%s%s%s", s->slurm_bin_dir, path && *path ? ":" : "", path ? path : "");
-        rc |= ts_envv_set(e, "PATH", p, 1);
+        rc |= agent_envv_set(e, "PATH", p, 1);
         free(p);
     }
     if (nn != NULL) {
-        rc |= ts_envv_set(e, "SLURM_NNODES", nn, 1);
-        rc |= ts_envv_set(e, "SLURM_JOB_NUM_NODES", nn, 1);
+        rc |= agent_envv_set(e, "SLURM_NNODES", nn, 1);
+        rc |= agent_envv_set(e, "SLURM_JOB_NUM_NODES", nn, 1);
     }
-    const char *aj = ts_envv_get(e, "TESSERA_ARRAY_JOB_ID");
-    const char *ai = ts_envv_get(e, "TESSERA_ARRAY_INDEX");
+    const char *aj = agent_envv_get(e, "TESSERA_ARRAY_JOB_ID");
+    const char *ai = agent_envv_get(e, "TESSERA_ARRAY_INDEX");
     if (aj != NULL && ai != NULL) {
         char *end;
         long k = strtol(ai, &end, 10);
-        const char *list = ts_envv_get(e, "TESSERA_SLURM_ARRAY");
+        const char *list = agent_envv_get(e, "TESSERA_SLURM_ARRAY");
         long idx = list != NULL ? ts_sbatch_array_nth(list, k) : k;
         if (*ai != '\0' && *end == '\0' && idx >= 0) {
-            rc |= ts_envv_set(e, "SLURM_ARRAY_JOB_ID", aj, 1);
+            rc |= agent_envv_set(e, "SLURM_ARRAY_JOB_ID", aj, 1);
             rc |= set_int(e, "SLURM_ARRAY_TASK_ID", idx);
         }
     }
     return rc;
 }
 
-int ts_envv_build(ts_envv *e, const ts_task_spec *s, const struct ts_env_user *u,
+int agent_envv_build(ts_envv *e, const ts_task_spec *s, const struct ts_env_user *u,
                   const char *ack_path)
 {
     int rc = 0;
     for (const char *const *p = s->env; p != NULL && *p != NULL; p++)
         rc |= put(e, strdup(*p), 1);
-    rc |= ts_envv_set(e, "PATH", PATH_DEFAULT, 0);
-    rc |= ts_envv_set(e, "HOME", u->home, 0);
-    rc |= ts_envv_set(e, "USER", u->name, 0);
-    rc |= ts_envv_set(e, "LOGNAME", u->name, 0);
+    rc |= agent_envv_set(e, "PATH", PATH_DEFAULT, 0);
+    rc |= agent_envv_set(e, "HOME", u->home, 0);
+    rc |= agent_envv_set(e, "USER", u->name, 0);
+    rc |= agent_envv_set(e, "LOGNAME", u->name, 0);
 
     /* no GPUs: an empty list, so CUDA sees none rather than all of them */
     size_t len = 1;
@@ -192,7 +192,7 @@ int ts_envv_build(ts_envv *e, const ts_task_spec *s, const struct ts_env_user *u
             strcat(cvd, ",");
         strcat(cvd, s->gpu_uuids[i]);
     }
-    rc |= ts_envv_set(e, "CUDA_VISIBLE_DEVICES", cvd, 1);
+    rc |= agent_envv_set(e, "CUDA_VISIBLE_DEVICES", cvd, 1);
     free(cvd);
 
     if (s->world_size > 0) {
@@ -214,7 +214,7 @@ int ts_envv_build(ts_envv *e, const ts_task_spec *s, const struct ts_env_user *u
 
     if (s->preload_shim != NULL && s->preload_shim[0] != '\0') {
         /* the shim first, so the job's own preloads cannot shadow it */
-        const char *old = ts_envv_get(e, "LD_PRELOAD");
+        const char *old = agent_envv_get(e, "LD_PRELOAD");
         char *pre = malloc(strlen(s->preload_shim) + (old ? strlen(old) : 0) + 2);
         if (pre == NULL)
             return -1;
@@ -223,13 +223,13 @@ int ts_envv_build(ts_envv *e, const ts_task_spec *s, const struct ts_env_user *u
             strcat(pre, ":");
             strcat(pre, old);
         }
-        rc |= ts_envv_set(e, "LD_PRELOAD", pre, 1);
+        rc |= agent_envv_set(e, "LD_PRELOAD", pre, 1);
         free(pre);
         for (const char *const *p = s->shim_env; p != NULL && *p != NULL; p++)
             rc |= put(e, strdup(*p), 1);
     }
     rc |= slurm_vars(e, s);
-    rc |= ts_envv_set(e, "TESSERA_TASK_ID", s->task_id, 1);
-    rc |= ts_envv_set(e, "TESSERA_CHECKPOINT_DONE", ack_path, 1);
+    rc |= agent_envv_set(e, "TESSERA_TASK_ID", s->task_id, 1);
+    rc |= agent_envv_set(e, "TESSERA_CHECKPOINT_DONE", ack_path, 1);
     return rc == 0 ? 0 : -1;
 }

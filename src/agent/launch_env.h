@@ -1,7 +1,7 @@
 /*
  * launch_env.h - building a task's environment (internal to the launcher).
  * A ts_envv owns its "NAME=value" strings; v is NULL-terminated once non-empty,
- * ready for execve. Zero-initialise, free with ts_envv_free.
+ * ready for execve. Zero-initialise, free with agent_envv_free.
  */
 #ifndef TS_AGENT_LAUNCH_ENV_H
 #define TS_AGENT_LAUNCH_ENV_H
@@ -20,10 +20,10 @@ struct ts_env_user {
 };
 
 /* The job's env, defaults, then the computed variables. 0, or -1 when out of memory. */
-int ts_envv_build(ts_envv *e, const ts_task_spec *s, const struct ts_env_user *u,
+int agent_envv_build(ts_envv *e, const ts_task_spec *s, const struct ts_env_user *u,
                   const char *ack_path);
-int ts_envv_set(ts_envv *e, const char *name, const char *value, int replace);
-const char *ts_envv_get(const ts_envv *e, const char *name); /* NULL when unset */
-void ts_envv_free(ts_envv *e);
+int agent_envv_set(ts_envv *e, const char *name, const char *value, int replace);
+const char *agent_envv_get(const ts_envv *e, const char *name); /* NULL when unset */
+void agent_envv_free(ts_envv *e);
 
 #endif

@@ -62,7 +62,7 @@ _Noreturn static void task(const ts_keeper_plan *p, int rep, int in, int out, in
     /* joins before dropping privileges: accounted from the first instruction
      * (v1: in each hierarchy; "0" is the writer itself) */
     for (int i = 0; i < p->cgroup->n; i++)
-        if (ts_cg_write(p->cgroup->dir[i], "cgroup.procs", "0") != 0)
+        if (agent_cg_write(p->cgroup->dir[i], "cgroup.procs", "0") != 0)
             task_fail(rep, TS_STEP_CGROUP);
     if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(errfd, 2) < 0)
         task_fail(rep, TS_STEP_STDIO);
@@ -203,7 +203,7 @@ static int keep_only(int *fds, int n)
 static void remove_cgroup(const ts_cg_dirs *cg)
 {
     for (int i = 0; i < CGROUP_RMDIR_TRIES; i++) {
-        if (ts_cg_remove(cg) == 0)
+        if (agent_cg_remove(cg) == 0)
             return;
         struct timespec ts = {0, RMDIR_RETRY_NS};
         nanosleep(&ts, NULL);
@@ -212,7 +212,7 @@ static void remove_cgroup(const ts_cg_dirs *cg)
 
 enum { KEPT_IN, KEPT_OUT, KEPT_ERR, KEPT_TASK_RD, KEPT_TASK_WR, KEPT_AGENT, KEPT_N };
 
-_Noreturn void ts_keeper_run(const ts_keeper_plan *p)
+_Noreturn void agent_keeper_run(const ts_keeper_plan *p)
 {
     int agent = p->agent_report_wr;
     if (setsid() < 0)
@@ -254,16 +254,16 @@ _Noreturn void ts_keeper_run(const ts_keeper_plan *p)
     /* the task cannot be reaped before this keeper waits: its stat is there */
     unsigned long long start = 0, kstart = 0;
     char state;
-    if (ts_rec_proc_stat(pid, &start, &state) != 0 ||
-        ts_rec_proc_stat(getpid(), &kstart, &state) != 0)
+    if (agent_rec_proc_stat(pid, &start, &state) != 0 ||
+        agent_rec_proc_stat(getpid(), &kstart, &state) != 0)
         give_up(p, agent, pid, TS_STEP_PROC, errno ? errno : EIO);
     char head[512];
     ts_sbuf hb;
-    ts_sb_init(&hb, head, sizeof head);
-    ts_rec_head(&hb, p->task_id, pid, start, getpid(), kstart);
+    agent_sb_init(&hb, head, sizeof head);
+    agent_rec_head(&hb, p->task_id, pid, start, getpid(), kstart);
     if (hb.cut)
         give_up(p, agent, pid, TS_STEP_RECORD, ENAMETOOLONG);
-    if (ts_rec_put(p->paths->keeper_tmp, p->paths->record, head, hb.len, p->record_body,
+    if (agent_rec_put(p->paths->keeper_tmp, p->paths->record, head, hb.len, p->record_body,
                    strlen(p->record_body)) != 0)
         give_up(p, agent, pid, TS_STEP_RECORD, errno);
     tell_agent(agent, TS_STEP_STARTED, 0, pid, start, kstart);
@@ -272,12 +272,12 @@ _Noreturn void ts_keeper_run(const ts_keeper_plan *p)
     int status = reap(pid);
     /* counted before the cgroup kill below, which is no OOM kill; a
      * container's own cgroup is read while the runtime has kept it */
-    long long ooms = ts_cg_oom_kills(p->cgroup);
+    long long ooms = agent_cg_oom_kills(p->cgroup);
     if (p->runtime_cgroup != NULL)
-        ooms += ts_cg_oom_kills(p->runtime_cgroup);
+        ooms += agent_cg_oom_kills(p->runtime_cgroup);
     /* what the task left in its group and cgroup ends with it */
     kill(-pid, SIGKILL);
-    ts_cg_kill(p->cgroup);
+    agent_cg_kill(p->cgroup);
     /* the runtime keeps its container (--keep): deleted here, whatever the end */
     if (p->cleanup_exe != NULL) {
         pid_t c = fork();
@@ -297,9 +297,9 @@ _Noreturn void ts_keeper_run(const ts_keeper_plan *p)
     if (status != -1) {
         char text[256];
         ts_sbuf eb;
-        ts_sb_init(&eb, text, sizeof text);
-        ts_rec_exit_text(&eb, pid, start, status, ooms);
-        ts_rec_put(p->paths->exit_tmp, p->paths->exit, text, eb.len, "", 0);
+        agent_sb_init(&eb, text, sizeof text);
+        agent_rec_exit_text(&eb, pid, start, status, ooms);
+        agent_rec_put(p->paths->exit_tmp, p->paths->exit, text, eb.len, "", 0);
     }
     remove_cgroup(p->cgroup);
     _exit(0);

@@ -4,7 +4,7 @@
  *
  * The agent prepares everything (user, environment, command path, log files,
  * cgroup, the record's text) in a ts_keeper_plan, forks, and the child runs
- * ts_keeper_run: it becomes the keeper, forks the task, sends the agent one
+ * agent_keeper_run: it becomes the keeper, forks the task, sends the agent one
  * ts_keeper_report (started, with pids and start ticks; or the step that
  * failed and its errno), waits for the task, and leaves the exit file.
  *
@@ -71,7 +71,7 @@ typedef struct ts_keeper_plan {
     char *const *argv, *const *envp;
     const char *task_id;
     const ts_rec_paths *paths;
-    const char *record_body;  /* ts_rec_body of the new task */
+    const char *record_body;  /* agent_rec_body of the new task */
     const ts_cg_dirs *cgroup; /* the task's cgroup (n == 0: none); it joins each */
     int netns;                /* the task's network namespace, -1: the agent's */
     /* run (and waited for) after the task was killed, before its exit file:
@@ -85,7 +85,7 @@ typedef struct ts_keeper_plan {
 } ts_keeper_plan;
 
 /* Runs in the agent's child and never returns. */
-_Noreturn void ts_keeper_run(const ts_keeper_plan *plan);
+_Noreturn void agent_keeper_run(const ts_keeper_plan *plan);
 
 /* In a fork about to exec a user's program (a task, a session's shell):
  * every signal's handler back to the default, none blocked, every

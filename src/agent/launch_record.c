@@ -37,7 +37,7 @@
 
 /* ---- async-signal-safe ---------------------------------------------------------- */
 
-void ts_sb_init(ts_sbuf *b, char *mem, size_t cap)
+void agent_sb_init(ts_sbuf *b, char *mem, size_t cap)
 {
     b->p = mem;
     b->cap = cap;
@@ -47,7 +47,7 @@ void ts_sb_init(ts_sbuf *b, char *mem, size_t cap)
         mem[0] = '\0';
 }
 
-void ts_sb_str(ts_sbuf *b, const char *s)
+void agent_sb_str(ts_sbuf *b, const char *s)
 {
     for (; *s != '\0'; s++) {
         if (b->len + 1 >= b->cap) {
@@ -59,7 +59,7 @@ void ts_sb_str(ts_sbuf *b, const char *s)
     }
 }
 
-void ts_sb_uint(ts_sbuf *b, unsigned long long v)
+void agent_sb_uint(ts_sbuf *b, unsigned long long v)
 {
     char digits[24];
     size_t n = 0;
@@ -71,33 +71,33 @@ void ts_sb_uint(ts_sbuf *b, unsigned long long v)
     for (size_t i = 0; i < n; i++)
         out[i] = digits[n - 1 - i];
     out[n] = '\0';
-    ts_sb_str(b, out);
+    agent_sb_str(b, out);
 }
 
-void ts_sb_int(ts_sbuf *b, long long v)
+void agent_sb_int(ts_sbuf *b, long long v)
 {
     if (v < 0) {
-        ts_sb_str(b, "-");
-        ts_sb_uint(b, 0ULL - (unsigned long long)v);
+        agent_sb_str(b, "-");
+        agent_sb_uint(b, 0ULL - (unsigned long long)v);
     } else {
-        ts_sb_uint(b, (unsigned long long)v);
+        agent_sb_uint(b, (unsigned long long)v);
     }
 }
 
-void ts_rec_head(ts_sbuf *b, const char *id, pid_t pid, unsigned long long start,
+void agent_rec_head(ts_sbuf *b, const char *id, pid_t pid, unsigned long long start,
                  pid_t keeper, unsigned long long keeper_start)
 {
-    ts_sb_str(b, REC_VERSION_LINE "\nid ");
-    ts_sb_str(b, id); /* task ids need no escaping: A-Z a-z 0-9 . _ - */
-    ts_sb_str(b, "\npid ");
-    ts_sb_int(b, pid);
-    ts_sb_str(b, "\nstart ");
-    ts_sb_uint(b, start);
-    ts_sb_str(b, "\nkeeper ");
-    ts_sb_int(b, keeper);
-    ts_sb_str(b, "\nkeeper_start ");
-    ts_sb_uint(b, keeper_start);
-    ts_sb_str(b, "\n");
+    agent_sb_str(b, REC_VERSION_LINE "\nid ");
+    agent_sb_str(b, id); /* task ids need no escaping: A-Z a-z 0-9 . _ - */
+    agent_sb_str(b, "\npid ");
+    agent_sb_int(b, pid);
+    agent_sb_str(b, "\nstart ");
+    agent_sb_uint(b, start);
+    agent_sb_str(b, "\nkeeper ");
+    agent_sb_int(b, keeper);
+    agent_sb_str(b, "\nkeeper_start ");
+    agent_sb_uint(b, keeper_start);
+    agent_sb_str(b, "\n");
 }
 
 static int write_all(int fd, const char *p, size_t n)
@@ -114,7 +114,7 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
-int ts_rec_put(const char *tmp, const char *path, const char *a, size_t alen, const char *b,
+int agent_rec_put(const char *tmp, const char *path, const char *a, size_t alen, const char *b,
                size_t blen)
 {
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, REC_FILE_MODE);
@@ -136,36 +136,36 @@ int ts_rec_put(const char *tmp, const char *path, const char *a, size_t alen, co
     return 0;
 }
 
-void ts_rec_exit_text(ts_sbuf *b, pid_t pid, unsigned long long start, int wait_status,
+void agent_rec_exit_text(ts_sbuf *b, pid_t pid, unsigned long long start, int wait_status,
                       long long oom_kills)
 {
-    ts_sb_str(b, EXIT_VERSION_LINE "\npid ");
-    ts_sb_int(b, pid);
-    ts_sb_str(b, "\nstart ");
-    ts_sb_uint(b, start);
+    agent_sb_str(b, EXIT_VERSION_LINE "\npid ");
+    agent_sb_int(b, pid);
+    agent_sb_str(b, "\nstart ");
+    agent_sb_uint(b, start);
     /* the <sys/wait.h> macros are plain bit tests, safe anywhere */
     if ((wait_status & 0x7f) == 0) {
-        ts_sb_str(b, "\nexit ");
-        ts_sb_int(b, (wait_status >> 8) & 0xff);
+        agent_sb_str(b, "\nexit ");
+        agent_sb_int(b, (wait_status >> 8) & 0xff);
     } else {
-        ts_sb_str(b, "\nsignal ");
-        ts_sb_int(b, wait_status & 0x7f);
+        agent_sb_str(b, "\nsignal ");
+        agent_sb_int(b, wait_status & 0x7f);
     }
     if (oom_kills > 0) { /* the kernel's OOM killer ended processes of its cgroup */
-        ts_sb_str(b, "\noom_kill ");
-        ts_sb_int(b, oom_kills);
+        agent_sb_str(b, "\noom_kill ");
+        agent_sb_int(b, oom_kills);
     }
-    ts_sb_str(b, "\n");
+    agent_sb_str(b, "\n");
 }
 
-int ts_rec_proc_stat(pid_t pid, unsigned long long *start, char *state)
+int agent_rec_proc_stat(pid_t pid, unsigned long long *start, char *state)
 {
     char path[48], buf[PROC_STAT_BYTES];
     ts_sbuf b;
-    ts_sb_init(&b, path, sizeof path);
-    ts_sb_str(&b, "/proc/");
-    ts_sb_int(&b, pid);
-    ts_sb_str(&b, "/stat");
+    agent_sb_init(&b, path, sizeof path);
+    agent_sb_str(&b, "/proc/");
+    agent_sb_int(&b, pid);
+    agent_sb_str(&b, "/stat");
     if (pid <= 0)
         return -1;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -208,15 +208,15 @@ int ts_rec_proc_stat(pid_t pid, unsigned long long *start, char *state)
 
 /* ---- agent side ----------------------------------------------------------------- */
 
-bool ts_rec_alive(pid_t pid, unsigned long long start)
+bool agent_rec_alive(pid_t pid, unsigned long long start)
 {
     unsigned long long s;
     char state;
-    return ts_rec_proc_stat(pid, &s, &state) == 0 && s == start && state != 'Z' &&
+    return agent_rec_proc_stat(pid, &s, &state) == 0 && s == start && state != 'Z' &&
            state != 'X';
 }
 
-int ts_rec_paths_make(const char *dir, const char *id, ts_rec_paths *p)
+int agent_rec_paths_make(const char *dir, const char *id, ts_rec_paths *p)
 {
     struct {
         char *dst;
@@ -261,7 +261,7 @@ static const char *phase_name(ts_task_phase p)
     }
 }
 
-char *ts_rec_body(const ts_rec *r)
+char *agent_rec_body(const ts_rec *r)
 {
     char *text = NULL;
     size_t len = 0;
@@ -296,18 +296,18 @@ char *ts_rec_body(const ts_rec *r)
     return text;
 }
 
-int ts_rec_write(const ts_rec *r, const ts_rec_paths *p, ts_err *err)
+int agent_rec_write(const ts_rec *r, const ts_rec_paths *p, ts_err *err)
 {
     char head[512];
     ts_sbuf hb;
-    ts_sb_init(&hb, head, sizeof head);
+    agent_sb_init(&hb, head, sizeof head);
     const ts_task_info *in = &r->info;
-    ts_rec_head(&hb, in->task_id, in->pid, in->start_ticks, in->keeper_pid,
+    agent_rec_head(&hb, in->task_id, in->pid, in->start_ticks, in->keeper_pid,
                 in->keeper_start_ticks);
-    char *body = ts_rec_body(r);
+    char *body = agent_rec_body(r);
     if (body == NULL)
         return ts_err_set(err, TS_ENOMEM, "task %s: record: out of memory", in->task_id);
-    int rc = ts_rec_put(p->record_tmp, p->record, head, hb.len, body, strlen(body));
+    int rc = agent_rec_put(p->record_tmp, p->record, head, hb.len, body, strlen(body));
     int e = errno;
     free(body);
     if (rc != 0)
@@ -316,7 +316,7 @@ int ts_rec_write(const ts_rec *r, const ts_rec_paths *p, ts_err *err)
     return 0;
 }
 
-void ts_rec_clear(ts_rec *r)
+void agent_rec_clear(ts_rec *r)
 {
     free(r->meta);
     r->meta = NULL;
@@ -535,7 +535,7 @@ static int parse_line(ts_rec *r, const char *key, char *v, int *seen)
     return 0; /* a key from a newer agent */
 }
 
-int ts_rec_read(const char *path, ts_rec *r, ts_err *err)
+int agent_rec_read(const char *path, ts_rec *r, ts_err *err)
 {
     memset(r, 0, sizeof *r);
     r->phase = TS_TASK_RUNNING;
@@ -582,7 +582,7 @@ int ts_rec_read(const char *path, ts_rec *r, ts_err *err)
     return rc;
 }
 
-int ts_rec_exit_read(const char *path, pid_t pid, unsigned long long start, int *code, int *sig,
+int agent_rec_exit_read(const char *path, pid_t pid, unsigned long long start, int *code, int *sig,
                      long long *oom_kills)
 {
     size_t len;
@@ -629,7 +629,7 @@ int ts_rec_exit_read(const char *path, pid_t pid, unsigned long long start, int 
     return ok && got == 1 && fpid == pid && fstart == start ? 1 : 0;
 }
 
-int ts_rec_remove(const ts_rec_paths *p)
+int agent_rec_remove(const ts_rec_paths *p)
 {
     const char *all[] = {p->record, p->record_tmp, p->keeper_tmp, p->exit, p->exit_tmp};
     int rc = 0;
@@ -639,7 +639,7 @@ int ts_rec_remove(const ts_rec_paths *p)
     return rc;
 }
 
-int ts_task_records(const char *record_dir, int (*fn)(const char *task_id, void *ctx),
+int agent_task_records(const char *record_dir, int (*fn)(const char *task_id, void *ctx),
                     void *ctx, ts_err *err)
 {
     static const char SUFFIX[] = ".task";
@@ -660,7 +660,7 @@ int ts_task_records(const char *record_dir, int (*fn)(const char *task_id, void 
         id[len - slen] = '\0';
         if (id[strspn(id, TASK_ID_CHARS)] != '\0' || strcmp(id, ".") == 0 ||
             strcmp(id, "..") == 0)
-            continue; /* not a name ts_task_start gives */
+            continue; /* not a name agent_task_start gives */
         n++;
         if (fn != NULL && fn(id, ctx) != 0)
             break;

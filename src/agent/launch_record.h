@@ -11,7 +11,7 @@
  * stdio or malloc: the keeper (a fork of the agent that never execs) calls
  * them. The rest run in the agent.
  *
- * Ownership: a ts_rec owns its meta string (ts_rec_clear frees it); paths are
+ * Ownership: a ts_rec owns its meta string (agent_rec_clear frees it); paths are
  * fixed-size buffers.
  */
 #ifndef TS_AGENT_LAUNCH_RECORD_H
@@ -34,7 +34,7 @@ typedef struct ts_rec {
     bool ack_seen;
     int stop_signal;
     bool stop_hard;          /* the grace is a hard limit: SIGKILL when it ends (a time limit) */
-    double stop_grace_s, stop_begun_s; /* ts_launch_now clock (CLOCK_MONOTONIC: one boot) */
+    double stop_grace_s, stop_begun_s; /* agent_launch_now clock (CLOCK_MONOTONIC: one boot) */
     ts_task_phase phase;     /* RUNNING, or the stop's phase */
     double deadline_s;       /* when the current stop phase ends */
 } ts_rec;
@@ -52,57 +52,57 @@ typedef struct ts_sbuf {
     bool cut;                /* something did not fit */
 } ts_sbuf;
 
-void ts_sb_init(ts_sbuf *b, char *mem, size_t cap);
-void ts_sb_str(ts_sbuf *b, const char *s);
-void ts_sb_uint(ts_sbuf *b, unsigned long long v);
-void ts_sb_int(ts_sbuf *b, long long v);
+void agent_sb_init(ts_sbuf *b, char *mem, size_t cap);
+void agent_sb_str(ts_sbuf *b, const char *s);
+void agent_sb_uint(ts_sbuf *b, unsigned long long v);
+void agent_sb_int(ts_sbuf *b, long long v);
 
 /* 0 and the paths, or -1 when one does not fit. */
-int ts_rec_paths_make(const char *dir, const char *id, ts_rec_paths *p);
+int agent_rec_paths_make(const char *dir, const char *id, ts_rec_paths *p);
 
 /* The record's first lines (format version, pids, start ticks) into b.
  * Async-signal-safe. */
-void ts_rec_head(ts_sbuf *b, const char *id, pid_t pid, unsigned long long start,
+void agent_rec_head(ts_sbuf *b, const char *id, pid_t pid, unsigned long long start,
                  pid_t keeper, unsigned long long keeper_start);
 
 /* The rest of the record (malloc'd), or NULL when out of memory. */
-char *ts_rec_body(const ts_rec *r);
+char *agent_rec_body(const ts_rec *r);
 
 /* Writes a then b to tmp and renames it to path. 0, or -1 with errno.
  * Async-signal-safe. */
-int ts_rec_put(const char *tmp, const char *path, const char *a, size_t alen, const char *b,
+int agent_rec_put(const char *tmp, const char *path, const char *a, size_t alen, const char *b,
                size_t blen);
 
 /* Head and body of r to p->record (through p->record_tmp). 0 or TS_E*. */
-int ts_rec_write(const ts_rec *r, const ts_rec_paths *p, ts_err *err);
+int agent_rec_write(const ts_rec *r, const ts_rec_paths *p, ts_err *err);
 
 /* Parses a record; r is zeroed first and owns meta afterwards (also on
- * failure: ts_rec_clear it). TS_ENOENT, TS_EINVAL naming the field, TS_EIO. */
-int ts_rec_read(const char *path, ts_rec *r, ts_err *err);
-void ts_rec_clear(ts_rec *r);
+ * failure: agent_rec_clear it). TS_ENOENT, TS_EINVAL naming the field, TS_EIO. */
+int agent_rec_read(const char *path, ts_rec *r, ts_err *err);
+void agent_rec_clear(ts_rec *r);
 
 /* The exit file's text for a wait status and the OOM kills its cgroup
  * counted (memory.events oom_kill; 0: none or no cgroup). Async-signal-safe. */
-void ts_rec_exit_text(ts_sbuf *b, pid_t pid, unsigned long long start, int wait_status,
+void agent_rec_exit_text(ts_sbuf *b, pid_t pid, unsigned long long start, int wait_status,
                       long long oom_kills);
 
 /* Reads an exit file: 1 and the status (*code 0..255 or -1, *sig or 0) when
  * it exists and names this pid and start time, and *oom_kills (0 unless the
  * file has them); 0 when there is none (or it is another task's, or
  * damaged: the task's status is then not known). */
-int ts_rec_exit_read(const char *path, pid_t pid, unsigned long long start, int *code, int *sig,
+int agent_rec_exit_read(const char *path, pid_t pid, unsigned long long start, int *code, int *sig,
                      long long *oom_kills);
 
 /* Field 22 (start time in clock ticks) and field 3 (state letter) of
  * /proc/<pid>/stat. 0, or -1 when there is no such process.
  * Async-signal-safe. */
-int ts_rec_proc_stat(pid_t pid, unsigned long long *start, char *state);
+int agent_rec_proc_stat(pid_t pid, unsigned long long *start, char *state);
 
 /* pid is the process that started at `start` and has not ended (a zombie has
  * ended). */
-bool ts_rec_alive(pid_t pid, unsigned long long start);
+bool agent_rec_alive(pid_t pid, unsigned long long start);
 
 /* Removes the record, exit file and temporaries. 0, or -1 with errno. */
-int ts_rec_remove(const ts_rec_paths *p);
+int agent_rec_remove(const ts_rec_paths *p);
 
 #endif

@@ -50,11 +50,11 @@ static json_t *health_report(void *ctx)
     health_ctx *hc = ctx;
     static ts_health_sample s;
     ts_err err;
-    if (ts_health_sample_now(hc->h, &s, &err) != 0)
+    if (agent_health_sample_now(hc->h, &s, &err) != 0)
         return json_pack("{s:s,s:[s]}", "verdict", "degraded", "reasons", err.msg);
     for (int g = 0; g < s.ngpus && g < 16; g++)
         hc->node->gpu_util[g] = s.gpu[g].util_gpu_pct;
-    return ts_health_json(&s);
+    return agent_health_json(&s);
 }
 
 static void usage(FILE *f)
@@ -156,7 +156,7 @@ static void refresh_cdi(ts_agent_node *node, void *arg)
     const cdi_ctx *c = arg;
     static ts_node_desc fresh; /* large; the agent's thread only */
     ts_err err;
-    if (ts_discover(c->nv, &fresh, &err) != 0) {
+    if (agent_discover(c->nv, &fresh, &err) != 0) {
         fprintf(stderr, "tessera-agent: cdi: discovery after a MIG change: %s\n", err.msg);
         return;
     }
@@ -176,7 +176,7 @@ static void write_cdi_net(const ts_nic_map *nics, const char *sysfs_root, const 
     size_t n = 0;
     for (int g = 0; g < nics->ngpu && g < TS_NICS_MAX_GPUS; g++) {
         ts_err e;
-        if (ts_nics_netdev(sysfs_root, nics, g, names[n], sizeof names[n], &e) != 0)
+        if (agent_nics_netdev(sysfs_root, nics, g, names[n], sizeof names[n], &e) != 0)
             continue; /* no device for this GPU: it cannot have a dedicated one */
         bool seen = false;
         for (size_t k = 0; k < n && !seen; k++)
@@ -232,7 +232,7 @@ static int opt_plain(agent_args *A, ts_agent_node *node, const char *o, const ch
     ts_agent_config *cfg = &A->cfg;
     if (strcmp(o, "--controller") == 0 || strcmp(o, "--server") == 0) {
         ts_err perr;
-        if (ts_ctls_parse(v, &cfg->ctls, &perr) != 0) {
+        if (agent_ctls_parse(v, &cfg->ctls, &perr) != 0) {
             fprintf(stderr, "tessera-agent: %s: %s\n", o, perr.msg);
             return 2;
         }
@@ -401,8 +401,8 @@ static int node_rails(agent_args *A, ts_agent_node *node, ts_nvml *nv, const ts_
     const char *bus_ids[TS_NICS_MAX_GPUS] = {0};
     for (int g = 0; nv && g < d->ngpus && g < TS_NICS_MAX_GPUS; g++)
         bus_ids[g] = d->gpu[g].bus_id;
-    int nrc = A->nic_map ? ts_nics_load(A->nic_map, node->ngpu, &node->nics, &err)
-                      : ts_nics_discover(A->sysfs_root, bus_ids, nv ? node->ngpu : 0, &node->nics, &err);
+    int nrc = A->nic_map ? agent_nics_load(A->nic_map, node->ngpu, &node->nics, &err)
+                      : agent_nics_discover(A->sysfs_root, bus_ids, nv ? node->ngpu : 0, &node->nics, &err);
     if (nrc != 0) {
         fprintf(stderr, "tessera-agent: %s%s\n", A->nic_map ? "--nic-map: " : "", err.msg);
         if (A->nic_map)
@@ -424,7 +424,7 @@ static int node_rails(agent_args *A, ts_agent_node *node, ts_nvml *nv, const ts_
         char guid[19];
         ts_err ge;
         if (node->nics.hca[g][0] && !seen &&
-            ts_nics_port_guid(A->sysfs_root, node->nics.hca[g], guid, &ge) == 0)
+            agent_nics_port_guid(A->sysfs_root, node->nics.hca[g], guid, &ge) == 0)
             json_array_append_new(ports, json_pack("{s:s,s:s}", "hca", node->nics.hca[g], "guid",
                                                    guid));
     }
@@ -440,26 +440,26 @@ static int serve(agent_args *A, ts_agent_node *node)
     ts_err err;
     ts_nvml *nv = NULL;
     ts_health *health = NULL;
-    if (ts_nvml_open(A->nvml_path, &nv, &err) != 0) {
+    if (agent_nvml_open(A->nvml_path, &nv, &err) != 0) {
         fprintf(stderr, "tessera-agent: no NVML (%s): serving CPU-only work\n", err.msg);
         nv = NULL;
     }
     static ts_node_desc desc;
-    if (ts_discover(nv, &desc, &err) != 0) {
+    if (agent_discover(nv, &desc, &err) != 0) {
         fprintf(stderr, "tessera-agent: discovery: %s\n", err.msg);
         return 1;
     }
     ts_agent_metrics *metrics = NULL;
     if (A->metrics_listen) {
-        if (ts_agent_metrics_start(A->metrics_listen, nv, A->cfg.node, &metrics, &err) != 0) {
+        if (agent_metrics_start(A->metrics_listen, nv, A->cfg.node, &metrics, &err) != 0) {
             fprintf(stderr, "tessera-agent: --metrics-listen: %s\n", err.msg);
-            ts_nvml_close(nv);
+            agent_nvml_close(nv);
             return 2;
         }
         fprintf(stderr, "tessera-agent: metrics on port %d (/metrics)\n",
-                ts_agent_metrics_port(metrics));
+                agent_metrics_port(metrics));
     }
-    node->discovery = ts_discover_json(&desc);
+    node->discovery = agent_discover_json(&desc);
     snprintf(node->sysfs_root, sizeof node->sysfs_root, "%s", A->sysfs_root);
     write_cdi(&desc, node, A->cfg.state_dir, A->cdi_dir, A->dev_root);
     static cdi_ctx cdi_refresh;
@@ -470,7 +470,7 @@ static int serve(agent_args *A, ts_agent_node *node)
     }
     if (A->cfg.net_addr[0] && node->discovery) /* the controller's peers for the tenants' VXLANs */
         json_object_set_new(node->discovery, "net_addr", json_string(A->cfg.net_addr));
-    if (nv && ts_health_open(nv, &health, &err) != 0)
+    if (nv && agent_health_open(nv, &health, &err) != 0)
         fprintf(stderr, "tessera-agent: health checks unavailable: %s\n", err.msg);
     for (int g = 0; g < 16; g++)
         node->gpu_util[g] = -1;
@@ -502,16 +502,16 @@ static int serve(agent_args *A, ts_agent_node *node)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     ts_agent *a = NULL;
-    if (ts_agent_new(&A->cfg, node, &a, &err) != 0) {
+    if (agent_new(&A->cfg, node, &a, &err) != 0) {
         fprintf(stderr, "tessera-agent: %s\n", err.msg);
-        ts_agent_metrics_stop(metrics);
+        agent_metrics_stop(metrics);
         return 1;
     }
     fprintf(stderr, "tessera-agent: node %s, controller %s", A->cfg.node, A->cfg.ctls.url[0]);
     for (int k = 1; k < A->cfg.ctls.n; k++)
         fprintf(stderr, "%s%s", k == 1 ? " (then " : ", ", A->cfg.ctls.url[k]);
     fputs(A->cfg.ctls.n > 1 ? ")\n" : "\n", stderr);
-    const ts_launch_caps *caps = ts_agent_caps(a);
+    const ts_launch_caps *caps = agent_caps(a);
     if (!caps->cgroup) /* said once: tasks run, without limits */
         fprintf(stderr, "tessera-agent: no per-task cgroups (%s): tasks run without CPU, "
                         "memory and pids limits\n", caps->cgroup_reason);
@@ -521,28 +521,28 @@ static int serve(agent_args *A, ts_agent_node *node)
     if (!caps->devices)
         fprintf(stderr, "tessera-agent: no GPU device filter (%s)\n", caps->devices_reason);
     while (!stop_requested) {
-        if (ts_agent_step(a, &err) != 0) {
+        if (agent_step(a, &err) != 0) {
             fprintf(stderr, "tessera-agent: %s\n", err.msg);
-            if (!ts_agent_retry_now(a)) {
-                ts_agent_pause(a, ts_agent_pause_s(a));
+            if (!agent_retry_now(a)) {
+                agent_pause(a, agent_pause_s(a));
             }
         }
     }
-    fprintf(stderr, "tessera-agent: stopping %d task(s)\n", ts_agent_ntasks(a));
-    ts_agent_stop_all(a);
-    ts_agent_free(a);
-    ts_agent_metrics_stop(metrics);
+    fprintf(stderr, "tessera-agent: stopping %d task(s)\n", agent_ntasks(a));
+    agent_stop_all(a);
+    agent_free(a);
+    agent_metrics_stop(metrics);
     json_decref(node->discovery);
     json_decref(node->cdi);
-    ts_health_close(health);
-    ts_nvml_close(nv);
+    agent_health_close(health);
+    agent_nvml_close(nv);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "image-pull") == 0)
-        return ts_image_cli(argc - 1, argv + 1);
+        return agent_image_cli(argc - 1, argv + 1);
     static agent_args A;
     static ts_agent_node node;
     int rc = parse_args(argc, argv, &A, &node);

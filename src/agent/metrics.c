@@ -552,7 +552,7 @@ static void render_gpu(render *r, int i, const unsigned *last_xid)
         !ok(r, nv->DeviceGetPciInfo(dev, &pci)))
         return; /* no identity, no series: the health report says why */
     snprintf(id->bus_id, sizeof id->bus_id, "%s",
-             ts_nvml_is_fallback(nv, TS_NVML_FN_DeviceGetPciInfo) ? pci.busIdLegacy : pci.busId);
+             agent_nvml_is_fallback(nv, TS_NVML_FN_DeviceGetPciInfo) ? pci.busIdLegacy : pci.busId);
     unsigned cur = 0, pend = 0;
     bool mig = nv->DeviceGetMigMode && nv->DeviceGetMigMode(dev, &cur, &pend) == NVML_SUCCESS &&
                cur == NVML_DEVICE_MIG_ENABLE;
@@ -678,7 +678,7 @@ static int finish(FILE *f, char **buf, size_t *len, int rc, ts_err *err)
     return rc;
 }
 
-int ts_agent_metrics_render(ts_nvml *nv, const char *hostname, const ts_metrics_task *tasks,
+int agent_metrics_render(ts_nvml *nv, const char *hostname, const ts_metrics_task *tasks,
                             size_t ntasks, const unsigned *last_xid, char **text, ts_err *err)
 {
     size_t len = 0;

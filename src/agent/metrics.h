@@ -10,9 +10,9 @@
  * loop replaces after each reconcile. docs/agent-metrics.md lists every series, the label set and the
  * attribution rules.
  *
- * Ownership: ts_agent_metrics_start allocates the server and borrows nv (NULL
+ * Ownership: agent_metrics_start allocates the server and borrows nv (NULL
  * on a node without NVML: only the agent gauges are served), which must
- * outlive it; ts_agent_metrics_stop stops the thread and frees everything
+ * outlive it; agent_metrics_stop stops the thread and frees everything
  * (NULL is fine). set_tasks copies. Thread-safety: set_tasks may be called
  * from any thread while the server runs; start/stop from one thread.
  */
@@ -46,24 +46,24 @@ typedef struct ts_agent_metrics ts_agent_metrics;
 
 /* Listens on listen = "ADDR:PORT" ("0.0.0.0:9400", "127.0.0.1:0",
  * "[::1]:9400"; ":PORT" = every IPv4 address; port 0 = any free one, see
- * ts_agent_metrics_port). hostname is the value of the hostname label.
+ * agent_metrics_port). hostname is the value of the hostname label.
  * Errors: TS_EINVAL naming the malformed part of listen; TS_EIO when the
  * socket cannot be bound; TS_ENOMEM. */
-int ts_agent_metrics_start(const char *listen, ts_nvml *nv, const char *hostname,
+int agent_metrics_start(const char *listen, ts_nvml *nv, const char *hostname,
                            ts_agent_metrics **out, ts_err *err);
 /* The port bound (useful after asking for port 0). */
-int ts_agent_metrics_port(const ts_agent_metrics *m);
+int agent_metrics_port(const ts_agent_metrics *m);
 /* Replaces the task list (copied). TS_ENOMEM leaves the old list. */
-int ts_agent_metrics_set_tasks(ts_agent_metrics *m, const ts_metrics_task *tasks, size_t n,
+int agent_metrics_set_tasks(ts_agent_metrics *m, const ts_metrics_task *tasks, size_t n,
                                ts_err *err);
-void ts_agent_metrics_stop(ts_agent_metrics *m);
+void agent_metrics_stop(ts_agent_metrics *m);
 
 /* The exposition text (*text malloc'd, the caller frees). nv NULL: agent
  * gauges only. last_xid: per GPU index (TS_METRICS_MAX_GPUS entries), the
  * last Xid seen, 0 for none; NULL when Xids are not monitored, which omits
  * DCGM_FI_DEV_XID_ERRORS. NVML read failures leave series out and are
  * counted in tessera_agent_nvml_errors; only TS_ENOMEM is an error. */
-int ts_agent_metrics_render(ts_nvml *nv, const char *hostname, const ts_metrics_task *tasks,
+int agent_metrics_render(ts_nvml *nv, const char *hostname, const ts_metrics_task *tasks,
                             size_t ntasks, const unsigned *last_xid, char **text, ts_err *err);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * metrics_server.c - the HTTP side of metrics.h: libmicrohttpd with one
- * internal polling thread answering GET /metrics with ts_agent_metrics_render,
+ * internal polling thread answering GET /metrics with agent_metrics_render,
  * the agent's task list (replaced by the agent loop under a mutex), and an
  * NVML event set of its own for DCGM_FI_DEV_XID_ERRORS: every event set
  * receives each event once, so reading ours does not take Xids from the
@@ -208,7 +208,7 @@ static char *scrape(ts_agent_metrics *m, size_t *len)
     xid_drain(m);
     m->scrapes++;
     unsigned long long scrapes = m->scrapes;
-    int rc = ts_agent_metrics_render(m->nv, m->hostname, m->tasks, m->ntasks,
+    int rc = agent_metrics_render(m->nv, m->hostname, m->tasks, m->ntasks,
                                      m->xid_set ? m->last_xid : NULL, &page, NULL);
     pthread_mutex_unlock(&m->mu);
     if (rc != 0)
@@ -330,7 +330,7 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss, bool *v
     return 0;
 }
 
-int ts_agent_metrics_start(const char *listen, ts_nvml *nv, const char *hostname,
+int agent_metrics_start(const char *listen, ts_nvml *nv, const char *hostname,
                            ts_agent_metrics **out, ts_err *err)
 {
     *out = NULL;
@@ -359,12 +359,12 @@ int ts_agent_metrics_start(const char *listen, ts_nvml *nv, const char *hostname
                                 MHD_OPTION_END);
     if (!m->httpd) {
         int e = errno;
-        ts_agent_metrics_stop(m);
+        agent_metrics_stop(m);
         return ts_err_set(err, TS_EIO, "metrics listen \"%s\": cannot start the HTTP server (%s)",
                           listen, e ? strerror(e) : "address in use or not available");
     }
     if (pthread_create(&m->reaper, NULL, reaper_main, m) != 0) {
-        ts_agent_metrics_stop(m);
+        agent_metrics_stop(m);
         return ts_err_set(err, TS_EIO, "metrics: cannot start the connection reaper thread");
     }
     m->reaper_started = true;
@@ -374,12 +374,12 @@ int ts_agent_metrics_start(const char *listen, ts_nvml *nv, const char *hostname
     return 0;
 }
 
-int ts_agent_metrics_port(const ts_agent_metrics *m)
+int agent_metrics_port(const ts_agent_metrics *m)
 {
     return m ? m->port : 0;
 }
 
-int ts_agent_metrics_set_tasks(ts_agent_metrics *m, const ts_metrics_task *tasks, size_t n,
+int agent_metrics_set_tasks(ts_agent_metrics *m, const ts_metrics_task *tasks, size_t n,
                                ts_err *err)
 {
     ts_metrics_task *copy = NULL;
@@ -398,7 +398,7 @@ int ts_agent_metrics_set_tasks(ts_agent_metrics *m, const ts_metrics_task *tasks
     return 0;
 }
 
-void ts_agent_metrics_stop(ts_agent_metrics *m)
+void agent_metrics_stop(ts_agent_metrics *m)
 {
     if (!m)
         return;

@@ -72,7 +72,7 @@ fail_nvml(const ts_nvml *nv, enum ts_nvml_func fn, nvmlReturn_t r, unsigned gpu,
         rep->nvml_rc = (int)r;
     }
     return ts_err_set(err, TS_EIO, "gpu %u: %s(%s): %s", gpu, call, args,
-                      ts_nvml_strerror(nv, r));
+                      agent_nvml_strerror(nv, r));
 }
 
 #define NEED(nv, field, gpu, err)                                                         \
@@ -260,7 +260,7 @@ static int read_live(ts_nvml *nv, unsigned gpu, struct live *lv, ts_err *err)
     return 0;
 }
 
-int ts_agent_mig_read(ts_nvml *nv, unsigned gpu, ts_agent_mig_state *out, ts_err *err)
+int agent_mig_read(ts_nvml *nv, unsigned gpu, ts_agent_mig_state *out, ts_err *err)
 {
     memset(out, 0, sizeof *out);
     struct live *lv = malloc(sizeof *lv);
@@ -626,7 +626,7 @@ static int keep_wanted(ts_nvml *nv, struct live *lv, const struct mig_match *mm,
     return 0;
 }
 
-int ts_agent_mig_apply(ts_nvml *nv, unsigned gpu, const ts_mig_layout *want,
+int agent_mig_apply(ts_nvml *nv, unsigned gpu, const ts_mig_layout *want,
                        const ts_agent_mig_busy *busy, int nbusy, ts_agent_mig_report *report,
                        ts_err *err)
 {
@@ -666,7 +666,7 @@ int ts_agent_mig_apply(ts_nvml *nv, unsigned gpu, const ts_mig_layout *want,
     return rc;
 }
 
-int ts_agent_mig_uuid(ts_nvml *nv, unsigned gpu, int profile_id, int start, char *uuid,
+int agent_mig_uuid(ts_nvml *nv, unsigned gpu, int profile_id, int start, char *uuid,
                       size_t len, ts_err *err)
 {
     if (len > 0)
@@ -704,7 +704,7 @@ int ts_agent_mig_uuid(ts_nvml *nv, unsigned gpu, int profile_id, int start, char
 
 /* ---- report ----------------------------------------------------------------------- */
 
-const char *ts_agent_mig_action_name(int action)
+const char *agent_mig_action_name(int action)
 {
     switch (action) {
     case TS_AGENT_MIG_KEPT: return "kept";
@@ -715,7 +715,7 @@ const char *ts_agent_mig_action_name(int action)
     }
 }
 
-json_t *ts_agent_mig_report_json(const ts_agent_mig_report *rep)
+json_t *agent_mig_report_json(const ts_agent_mig_report *rep)
 {
     json_t *steps = json_array();
     if (!steps)
@@ -723,7 +723,7 @@ json_t *ts_agent_mig_report_json(const ts_agent_mig_report *rep)
     for (int i = 0; i < rep->nsteps; i++) {
         const ts_agent_mig_step *s = &rep->step[i];
         json_t *j = json_pack("{s:s, s:I, s:I, s:I, s:I, s:s}", "action",
-                              ts_agent_mig_action_name(s->action), "profile_id",
+                              agent_mig_action_name(s->action), "profile_id",
                               (json_int_t)s->profile_id, "start", (json_int_t)s->start, "size",
                               (json_int_t)s->size, "gpu_instance_id", (json_int_t)s->gi_id,
                               "uuid", s->uuid);

@@ -5,7 +5,7 @@
  *
  * The controller owns the decision (a ts_mig_layout of tessera/mig.h: each
  * instance a GPU-instance profile *id* and a start slot on the 8 memory
- * slices); the agent owns making NVML agree. ts_agent_mig_apply destroys the
+ * slices); the agent owns making NVML agree. agent_mig_apply destroys the
  * instances the layout no longer has (compute instances first, then the GPU
  * instance), creates the missing ones with an explicit placement, and gives
  * each instance one compute instance covering all of it. An instance that
@@ -83,7 +83,7 @@ typedef struct ts_agent_mig_report {
  * the flags say so and ngi is 0. Errors: TS_EINVAL for an index NVML does not
  * have; TS_EIO naming the NVML call that failed ("gpu 0:
  * nvmlDeviceGetGpuInstances(profile 9): GPU is lost"). */
-int ts_agent_mig_read(ts_nvml *nv, unsigned gpu, ts_agent_mig_state *out, ts_err *err);
+int agent_mig_read(ts_nvml *nv, unsigned gpu, ts_agent_mig_state *out, ts_err *err);
 
 /* Makes GPU `gpu` hold exactly `want` plus the busy instances (see the file
  * comment). want NULL is the empty layout (every idle instance goes); busy
@@ -92,7 +92,7 @@ int ts_agent_mig_read(ts_nvml *nv, unsigned gpu, ts_agent_mig_state *out, ts_err
  * TS_ENOSPC: a wanted instance overlaps a busy one that stays (nothing was
  * changed); TS_EIO: an NVML call failed, message "gpu G: <call>(profile P,
  * start S): <nvmlErrorString>" and report->failed_call/nvml_rc set. */
-int ts_agent_mig_apply(ts_nvml *nv, unsigned gpu, const ts_mig_layout *want,
+int agent_mig_apply(ts_nvml *nv, unsigned gpu, const ts_mig_layout *want,
                        const ts_agent_mig_busy *busy, int nbusy, ts_agent_mig_report *report,
                        ts_err *err);
 
@@ -101,16 +101,16 @@ int ts_agent_mig_apply(ts_nvml *nv, unsigned gpu, const ts_mig_layout *want,
  * else its first compute instance (CUDA honours one per GI, gpu-facts.md 2.10).
  * Errors: TS_EINVAL MIG off/not capable; TS_ENOENT no such instance or it has
  * no compute instance; TS_EIO NVML failure. */
-int ts_agent_mig_uuid(ts_nvml *nv, unsigned gpu, int profile_id, int start, char *uuid,
+int agent_mig_uuid(ts_nvml *nv, unsigned gpu, int profile_id, int start, char *uuid,
                       size_t len, ts_err *err);
 
 /* "kept", "kept-busy", "destroyed", "created". */
-const char *ts_agent_mig_action_name(int action);
+const char *agent_mig_action_name(int action);
 
 /* {"gpu", "steps": [{"action", "profile_id", "start", "size",
  * "gpu_instance_id", "uuid", "ci_rebuilt"?}], "created", "destroyed", "kept",
  * "busy", "failed_call"?, "nvml_rc"?}; NULL on ENOMEM. The caller adds the
  * error text (err.msg) when apply failed. */
-json_t *ts_agent_mig_report_json(const ts_agent_mig_report *report);
+json_t *agent_mig_report_json(const ts_agent_mig_report *report);
 
 #endif

@@ -334,7 +334,7 @@ static bool pid_alive(long pid, const char *binary)
     return true;
 }
 
-bool ts_mps_running(const ts_mps_daemon *d)
+bool agent_mps_running(const ts_mps_daemon *d)
 {
     return pid_alive(d->pid, d->binary);
 }
@@ -391,7 +391,7 @@ static int launch_daemon(ts_mps_daemon *d, ts_err *err)
     return 0;
 }
 
-int ts_mps_send(const ts_mps_daemon *d, const char *command, char *reply, size_t len,
+int agent_mps_send(const ts_mps_daemon *d, const char *command, char *reply, size_t len,
                 ts_err *err)
 {
     char scratch[TS_MPS_REPLY_MAX];
@@ -435,7 +435,7 @@ static int apply_defaults(const ts_mps_config *cfg, const ts_mps_daemon *d, ts_e
     char cmd[COMMAND_MAX];
     if (cfg->thread_pct > 0) {
         snprintf(cmd, sizeof cmd, "set_default_active_thread_percentage %d", cfg->thread_pct);
-        int rc = ts_mps_send(d, cmd, NULL, 0, err);
+        int rc = agent_mps_send(d, cmd, NULL, 0, err);
         if (rc)
             return rc;
     }
@@ -444,12 +444,12 @@ static int apply_defaults(const ts_mps_config *cfg, const ts_mps_daemon *d, ts_e
         mem_limit_value(cfg->pinned_mem_mib, value, sizeof value);
         /* device 0: the daemon sees only the device its CUDA_VISIBLE_DEVICES names */
         snprintf(cmd, sizeof cmd, "set_default_device_pinned_mem_limit 0 %s", value);
-        return ts_mps_send(d, cmd, NULL, 0, err);
+        return agent_mps_send(d, cmd, NULL, 0, err);
     }
     return 0;
 }
 
-int ts_mps_start(const ts_mps_config *cfg, const char *uuid, ts_mps_daemon *out, ts_err *err)
+int agent_mps_start(const ts_mps_config *cfg, const char *uuid, ts_mps_daemon *out, ts_err *err)
 {
     memset(out, 0, sizeof *out);
     if (!cfg || !cfg->base_dir || !*cfg->base_dir)
@@ -496,16 +496,16 @@ int ts_mps_start(const ts_mps_config *cfg, const char *uuid, ts_mps_daemon *out,
     }
     rc = apply_defaults(cfg, out, err);
     if (rc && !out->adopted)
-        ts_mps_stop(out, NULL); /* do not leave a daemon with the wrong limits */
+        agent_mps_stop(out, NULL); /* do not leave a daemon with the wrong limits */
     return rc;
 }
 
-int ts_mps_stop(ts_mps_daemon *d, ts_err *err)
+int agent_mps_stop(ts_mps_daemon *d, ts_err *err)
 {
     if (!pid_alive(d->pid, d->binary))
         return 0;
     ts_err send_err = {0};
-    int sent = ts_mps_send(d, "quit", NULL, 0, &send_err);
+    int sent = agent_mps_send(d, "quit", NULL, 0, &send_err);
     long deadline = now_ms() + d->wait_ms;
     while (pid_alive(d->pid, d->binary)) {
         if (now_ms() >= deadline)

@@ -1,7 +1,7 @@
 /*
  * mps.h - one CUDA MPS control daemon per MPS-shared GPU or MIG device.
  *
- * ts_mps_start runs `nvidia-cuda-mps-control -d` with CUDA_VISIBLE_DEVICES set
+ * agent_mps_start runs `nvidia-cuda-mps-control -d` with CUDA_VISIBLE_DEVICES set
  * to the device's UUID and its own pipe and log directories
  * (<base>/<uuid>/pipe, <base>/<uuid>/log), waits (bounded) for the daemon's
  * nvidia-cuda-mps-control.pid in the pipe directory, then sets the defaults
@@ -11,7 +11,7 @@
  *   set_default_device_pinned_mem_limit 0 <N>M|<N>G
  * Device 0 is the one device the daemon sees (its CUDA_VISIBLE_DEVICES names
  * one UUID). A daemon already running for that pipe directory (an agent
- * restart) is adopted, and the defaults are sent again. ts_mps_stop sends
+ * restart) is adopted, and the defaults are sent again. agent_mps_stop sends
  * `quit` and waits, bounded, for the daemon to exit; it reports, it does not
  * kill. Tasks sharing the device get CUDA_MPS_PIPE_DIRECTORY (and the log
  * directory) from the returned ts_mps_daemon. Docs: docs/agent-mig-mps.md.
@@ -68,21 +68,21 @@ typedef struct ts_mps_daemon {
  * reason (its exit status and first line of output, or no pid file within the
  * wait), or a setting was refused (the daemon is then stopped again unless it
  * was adopted). */
-int ts_mps_start(const ts_mps_config *cfg, const char *uuid, ts_mps_daemon *out, ts_err *err);
+int agent_mps_start(const ts_mps_config *cfg, const char *uuid, ts_mps_daemon *out, ts_err *err);
 
 /* Runs the control client with one command line; reply gets its output
  * (may be NULL). TS_EIO when the client fails (exit status, output) or
  * exceeds the wait (it is then killed). */
-int ts_mps_send(const ts_mps_daemon *d, const char *command, char *reply, size_t len,
+int agent_mps_send(const ts_mps_daemon *d, const char *command, char *reply, size_t len,
                 ts_err *err);
 
 /* True while the daemon process lives. */
-bool ts_mps_running(const ts_mps_daemon *d);
+bool agent_mps_running(const ts_mps_daemon *d);
 
 /* Sends quit and waits up to the daemon's wait for it to exit. Stopping a
  * daemon that already exited is success. TS_EIO: the client failed while the
  * daemon still runs, or it still runs after the wait ("still running N ms
  * after quit"); the caller decides whether to kill d->pid. */
-int ts_mps_stop(ts_mps_daemon *d, ts_err *err);
+int agent_mps_stop(ts_mps_daemon *d, ts_err *err);
 
 #endif

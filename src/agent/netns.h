@@ -69,7 +69,7 @@ typedef struct agent_net_task {
     size_t npublish;
     const char *const *publish_from;
     size_t npublish_from;
-    /* RDMA devices going with the NICs (a VF's own, ts_nics_rdmadev): moved
+    /* RDMA devices going with the NICs (a VF's own, agent_nics_rdmadev): moved
      * into the namespace too where the host's RDMA subsystem isolates
      * namespaces (`rdma system set netns exclusive`); a move that cannot be
      * made does not fail the setup but is said in note (NULL: not said).

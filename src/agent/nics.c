@@ -80,7 +80,7 @@ static int active_port(const char *root, const char *hca)
     return best > 0 ? best : first > 0 ? first : 1;
 }
 
-int ts_nics_discover(const char *sysfs_root, const char *const *bus_ids, int ngpu,
+int agent_nics_discover(const char *sysfs_root, const char *const *bus_ids, int ngpu,
                      ts_nic_map *map, ts_err *err)
 {
     memset(map, 0, sizeof *map);
@@ -141,7 +141,7 @@ int ts_nics_discover(const char *sysfs_root, const char *const *bus_ids, int ngp
     return 0;
 }
 
-int ts_nics_load(const char *path, int ngpu, ts_nic_map *map, ts_err *err)
+int agent_nics_load(const char *path, int ngpu, ts_nic_map *map, ts_err *err)
 {
     memset(map, 0, sizeof *map);
     map->ngpu = ngpu < TS_NICS_MAX_GPUS ? ngpu : TS_NICS_MAX_GPUS;
@@ -177,7 +177,7 @@ int ts_nics_load(const char *path, int ngpu, ts_nic_map *map, ts_err *err)
     return rc;
 }
 
-void ts_nics_for_task(const ts_nic_map *map, const int *gpus, int ngpu, char *out, size_t size)
+void agent_nics_for_task(const ts_nic_map *map, const int *gpus, int ngpu, char *out, size_t size)
 {
     out[0] = '\0';
     size_t len = 0;
@@ -201,7 +201,7 @@ void ts_nics_for_task(const ts_nic_map *map, const int *gpus, int ngpu, char *ou
 
 #define PKEY_TABLE_MAX 128 /* entries a port's table is read for */
 
-int ts_nics_pkey_index(const char *sysfs_root, const char *hca_port, unsigned pkey, int *index,
+int agent_nics_pkey_index(const char *sysfs_root, const char *hca_port, unsigned pkey, int *index,
                        ts_err *err)
 {
     char hca[TS_NICS_NAME_MAX];
@@ -230,7 +230,7 @@ int ts_nics_pkey_index(const char *sysfs_root, const char *hca_port, unsigned pk
                       pkey & 0x7fff, hca, port);
 }
 
-int ts_nics_pkey_index_all(const char *sysfs_root, const char *hcas, unsigned pkey, int *index,
+int agent_nics_pkey_index_all(const char *sysfs_root, const char *hcas, unsigned pkey, int *index,
                            ts_err *err)
 {
     const char *p = hcas[0] == '=' ? hcas + 1 : hcas;
@@ -241,7 +241,7 @@ int ts_nics_pkey_index_all(const char *sysfs_root, const char *hcas, unsigned pk
         size_t n = strcspn(p, ",");
         snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one ? n : sizeof one - 1), p);
         p += n + (p[n] == ',');
-        int idx, rc = ts_nics_pkey_index(sysfs_root, one, pkey, &idx, err);
+        int idx, rc = agent_nics_pkey_index(sysfs_root, one, pkey, &idx, err);
         if (rc != 0)
             return rc;
         if (*index >= 0 && idx != *index)
@@ -258,7 +258,7 @@ int ts_nics_pkey_index_all(const char *sysfs_root, const char *hcas, unsigned pk
     return 0;
 }
 
-int ts_nics_port_guid(const char *sysfs_root, const char *hca_port, char out[19], ts_err *err)
+int agent_nics_port_guid(const char *sysfs_root, const char *hca_port, char out[19], ts_err *err)
 {
     char hca[TS_NICS_NAME_MAX];
     snprintf(hca, sizeof hca, "%s", hca_port);
@@ -298,7 +298,7 @@ static bool first_netdev(const char *dir, char *out, size_t size)
     return got;
 }
 
-int ts_nics_netdev(const char *sysfs_root, const ts_nic_map *map, int gpu, char *out,
+int agent_nics_netdev(const char *sysfs_root, const ts_nic_map *map, int gpu, char *out,
                    size_t size, ts_err *err)
 {
     out[0] = '\0';
@@ -339,7 +339,7 @@ int ts_nics_netdev(const char *sysfs_root, const ts_nic_map *map, int gpu, char 
     return 0;
 }
 
-void ts_nics_for_task_dedicated(const char *sysfs_root, const ts_nic_map *map, const int *gpus,
+void agent_nics_for_task_dedicated(const char *sysfs_root, const ts_nic_map *map, const int *gpus,
                                 int ngpu, char *out, size_t size)
 {
     out[0] = '\0';
@@ -347,7 +347,7 @@ void ts_nics_for_task_dedicated(const char *sysfs_root, const ts_nic_map *map, c
     for (int i = 0; i < ngpu; i++) {
         char dev[TS_NICS_NAME_MAX], name[TS_NICS_NAME_MAX + 8];
         ts_err e;
-        if (ts_nics_rdmadev(sysfs_root, map, gpus[i], dev, sizeof dev, &e) != 0 || !dev[0])
+        if (agent_nics_rdmadev(sysfs_root, map, gpus[i], dev, sizeof dev, &e) != 0 || !dev[0])
             continue;
         size_t hl = strcspn(map->hca[gpus[i]], ":");
         if (strlen(dev) == hl && strncmp(dev, map->hca[gpus[i]], hl) == 0)
@@ -372,11 +372,11 @@ void ts_nics_for_task_dedicated(const char *sysfs_root, const ts_nic_map *map, c
     }
 }
 
-int ts_nics_rdmadev(const char *sysfs_root, const ts_nic_map *map, int gpu, char *out,
+int agent_nics_rdmadev(const char *sysfs_root, const ts_nic_map *map, int gpu, char *out,
                     size_t size, ts_err *err)
 {
     char net[TS_NICS_NAME_MAX];
-    int rc = ts_nics_netdev(sysfs_root, map, gpu, net, sizeof net, err); /* the same checks */
+    int rc = agent_nics_netdev(sysfs_root, map, gpu, net, sizeof net, err); /* the same checks */
     out[0] = '\0';
     if (rc != 0)
         return rc;

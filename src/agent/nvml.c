@@ -73,7 +73,7 @@ static const char *resolve(ts_nvml *nv, const struct func_spec *spec, char *trie
     return NULL;
 }
 
-int ts_nvml_open(const char *path, ts_nvml **out, ts_err *err)
+int agent_nvml_open(const char *path, ts_nvml **out, ts_err *err)
 {
     *out = NULL;
     if (!path || !*path)
@@ -113,7 +113,7 @@ int ts_nvml_open(const char *path, ts_nvml **out, ts_err *err)
     if (r != NVML_SUCCESS) {
         int rc = ts_err_set(err, TS_EIO, "nvml: nvmlInit (%.*s) failed: %s (%d)",
                             (int)strcspn(nv->symbol[TS_NVML_FN_Init], " "),
-                            nv->symbol[TS_NVML_FN_Init], ts_nvml_strerror(nv, r), (int)r);
+                            nv->symbol[TS_NVML_FN_Init], agent_nvml_strerror(nv, r), (int)r);
         dlclose(nv->dl);
         free(nv);
         return rc;
@@ -122,7 +122,7 @@ int ts_nvml_open(const char *path, ts_nvml **out, ts_err *err)
     return 0;
 }
 
-void ts_nvml_close(ts_nvml *nv)
+void agent_nvml_close(ts_nvml *nv)
 {
     if (!nv)
         return;
@@ -131,13 +131,13 @@ void ts_nvml_close(ts_nvml *nv)
     free(nv);
 }
 
-const char *ts_nvml_strerror(const ts_nvml *nv, nvmlReturn_t rc)
+const char *agent_nvml_strerror(const ts_nvml *nv, nvmlReturn_t rc)
 {
     const char *s = nv && nv->ErrorString ? nv->ErrorString(rc) : NULL;
     return s ? s : "unknown NVML error";
 }
 
-bool ts_nvml_is_fallback(const ts_nvml *nv, enum ts_nvml_func fn)
+bool agent_nvml_is_fallback(const ts_nvml *nv, enum ts_nvml_func fn)
 {
     return nv->symbol[fn] && nv->symbol[fn] != funcs[fn].names;
 }

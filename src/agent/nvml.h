@@ -2,7 +2,7 @@
  * nvml.h - the agent's handle on NVML: a dlopened libnvidia-ml and a table of
  * the functions it resolved.
  *
- * The agent never links NVML. ts_nvml_open() dlopens the library (so a node
+ * The agent never links NVML. agent_nvml_open() dlopens the library (so a node
  * without a driver still runs the agent, serving CPU-only work), resolves each
  * function by its versioned export name newest first ("nvmlInit_v2" before
  * "nvmlInit", gpu-facts.md 1.1), and calls nvmlInit. Calls then go through the
@@ -11,7 +11,7 @@
  * interface: discover.c and health.c read through it and the tests point it at
  * tests/fakes/libnvidia-ml.so.1.
  *
- * Ownership: ts_nvml_open allocates *out; ts_nvml_close shuts NVML down,
+ * Ownership: agent_nvml_open allocates *out; agent_nvml_close shuts NVML down,
  * dlcloses and frees it (NULL is fine). NVML itself is thread-safe; the table
  * is read-only after open, so one ts_nvml may be shared by threads.
  */
@@ -154,12 +154,12 @@ typedef struct ts_nvml {
  * Errors: TS_ENOENT "no NVML: cannot load <path>: <dlerror>" when the library
  * is missing (the agent then serves CPU-only work); TS_EIO when a required
  * function is missing or nvmlInit fails (message carries nvmlErrorString). */
-int ts_nvml_open(const char *path, ts_nvml **out, ts_err *err);
+int agent_nvml_open(const char *path, ts_nvml **out, ts_err *err);
 /* nvmlShutdown + dlclose + free. NULL is a no-op. */
-void ts_nvml_close(ts_nvml *nv);
+void agent_nvml_close(ts_nvml *nv);
 /* nvmlErrorString(rc), or "NVML error <rc>" when unavailable. Static storage. */
-const char *ts_nvml_strerror(const ts_nvml *nv, nvmlReturn_t rc);
+const char *agent_nvml_strerror(const ts_nvml *nv, nvmlReturn_t rc);
 /* True iff the entry resolved to a name other than the newest one listed. */
-bool ts_nvml_is_fallback(const ts_nvml *nv, enum ts_nvml_func fn);
+bool agent_nvml_is_fallback(const ts_nvml *nv, enum ts_nvml_func fn);
 
 #endif

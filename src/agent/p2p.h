@@ -24,7 +24,7 @@
  * tracker hands to the nodes, binding the asking node, the blob and an
  * expiry).
  *
- * Ownership: ts_p2p_start allocates, ts_p2p_stop frees (after every fetch
+ * Ownership: agent_p2p_start allocates, agent_p2p_stop frees (after every fetch
  * using it returned). Thread-safe: fetches run on the image pulls' threads
  * side by side; the listener answers on its own thread. Nothing prints.
  */
@@ -64,12 +64,12 @@ typedef struct ts_p2p_stats {
 typedef int (*ts_p2p_origin_fn)(void *ctx, long long off, long long len, char *buf,
                                 ts_err *err);
 
-int ts_p2p_start(const ts_p2p_config *cfg, ts_p2p **out, ts_err *err);
-void ts_p2p_stop(ts_p2p *p);
+int agent_p2p_start(const ts_p2p_config *cfg, ts_p2p **out, ts_err *err);
+void agent_p2p_stop(ts_p2p *p);
 /* The controller the tracker is asked at (the agent's current one). */
-void ts_p2p_set_controller(ts_p2p *p, const char *url);
+void agent_p2p_set_controller(ts_p2p *p, const char *url);
 /* The URL peers reach this node's listener at. */
-const char *ts_p2p_url(const ts_p2p *p);
+const char *agent_p2p_url(const ts_p2p *p);
 
 /* Fetches the blob digest of size bytes into fd (a new file of the
  * caller's), pieces from peers and the registry as above, each verified; 0
@@ -77,12 +77,12 @@ const char *ts_p2p_url(const ts_p2p *p);
  * caps the download rate (a prefetch for a job that is only waiting).
  * TS_EIO: the registry failed where it was needed; TS_EINVAL: the
  * registry's own bytes do not match the digest. */
-int ts_p2p_fetch(ts_p2p *p, const char *digest, long long size, int fd,
+int agent_p2p_fetch(ts_p2p *p, const char *digest, long long size, int fd,
                  ts_p2p_origin_fn origin, void *origin_ctx, long long rate_bytes_s,
                  ts_p2p_stats *stats, ts_err *err);
 /* The blob is in the store now (renamed into place) or was dropped: tells
  * the tracker it holds all of it (when held), stops serving from fd. */
-void ts_p2p_release(ts_p2p *p, const char *digest, bool held);
+void agent_p2p_release(ts_p2p *p, const char *digest, bool held);
 
 /* ---- shared by p2p_fetch.c and p2p_serve.c ---- */
 

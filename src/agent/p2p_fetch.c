@@ -508,7 +508,7 @@ static int register_active(fetch *f)
     return slot;
 }
 
-void ts_p2p_release(ts_p2p *p, const char *digest, bool held)
+void agent_p2p_release(ts_p2p *p, const char *digest, bool held)
 {
     if (!p)
         return;
@@ -524,7 +524,7 @@ void ts_p2p_release(ts_p2p *p, const char *digest, bool held)
         }
     }
     pthread_mutex_unlock(&p->mu);
-    (void)held; /* ts_p2p_fetch announced the whole blob once it was verified */
+    (void)held; /* agent_p2p_fetch announced the whole blob once it was verified */
 }
 
 /* The whole file's digest against the blob's. */
@@ -741,7 +741,7 @@ static int run(fetch *f, worker *ws, int nw, ts_err *err)
     return 0;
 }
 
-int ts_p2p_fetch(ts_p2p *p, const char *digest, long long size, int fd,
+int agent_p2p_fetch(ts_p2p *p, const char *digest, long long size, int fd,
                  ts_p2p_origin_fn origin, void *origin_ctx, long long rate_bytes_s,
                  ts_p2p_stats *stats, ts_err *err)
 {
@@ -780,7 +780,7 @@ int ts_p2p_fetch(ts_p2p *p, const char *digest, long long size, int fd,
         if (rc == 0) {
             json_decref(announce(&ws[0], true)); /* a whole holder from now on */
         } else if (f.slot >= 0) {
-            ts_p2p_release(p, digest, false);
+            agent_p2p_release(p, digest, false);
         }
     }
     for (int k = 0; k < P2P_STREAMS; k++) {

@@ -252,7 +252,7 @@ static int parse_listen(const char *listen, struct sockaddr_in *sa, ts_err *err)
     return 0;
 }
 
-int ts_p2p_start(const ts_p2p_config *cfg, ts_p2p **out, ts_err *err)
+int agent_p2p_start(const ts_p2p_config *cfg, ts_p2p **out, ts_err *err)
 {
     struct sockaddr_in sa;
     int rc = parse_listen(cfg->listen, &sa, err);
@@ -297,7 +297,7 @@ int ts_p2p_start(const ts_p2p_config *cfg, ts_p2p **out, ts_err *err)
     return 0;
 }
 
-void ts_p2p_stop(ts_p2p *p)
+void agent_p2p_stop(ts_p2p *p)
 {
     if (!p)
         return;
@@ -313,11 +313,11 @@ void ts_p2p_stop(ts_p2p *p)
     free(p);
 }
 
-void ts_p2p_set_controller(ts_p2p *p, const char *url)
+void agent_p2p_set_controller(ts_p2p *p, const char *url)
 {
     pthread_mutex_lock(&p->mu);
     snprintf(p->controller, sizeof p->controller, "%s", url ? url : "");
     pthread_mutex_unlock(&p->mu);
 }
 
-const char *ts_p2p_url(const ts_p2p *p) { return p->url; }
+const char *agent_p2p_url(const ts_p2p *p) { return p->url; }

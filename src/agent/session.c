@@ -72,7 +72,7 @@ static void stdio_unref(struct agent_stdio *s)
     }
 }
 
-void ts_agent_stdio_make(local_task *lt, const json_t *t, uid_t uid, int *peer, char *why,
+void agent_stdio_make(local_task *lt, const json_t *t, uid_t uid, int *peer, char *why,
                          size_t why_len)
 {
     *peer = -1;
@@ -121,13 +121,13 @@ void ts_agent_stdio_make(local_task *lt, const json_t *t, uid_t uid, int *peer, 
     *peer = fds[1];
 }
 
-void ts_agent_stdio_close(local_task *lt)
+void agent_stdio_close(local_task *lt)
 {
     stdio_unref(lt->stdio);
     lt->stdio = NULL;
 }
 
-bool ts_agent_stdio_hold(local_task *lt, double now)
+bool agent_stdio_hold(local_task *lt, double now)
 {
     /* a stop the controller asked for (cancel, preemption, idle reaping)
      * is reported at once: its GPUs are wanted elsewhere */
@@ -464,7 +464,7 @@ _Noreturn static void exec_child(const sess *s, int stdio, bool tty, const int n
     if (tty)
         ioctl(0, TIOCSCTTY, 0);
     for (int i = 0; i < s->cg.n; i++) /* accounted and limited with the task */
-        if (ts_cg_write(s->cg.dir[i], "cgroup.procs", "0") != 0)
+        if (agent_cg_write(s->cg.dir[i], "cgroup.procs", "0") != 0)
             _exit(126);
     for (int i = 0; i < NS_N; i++)
         if (ns[i] >= 0 && setns(ns[i], NS_FLAGS[i]) != 0)
@@ -700,16 +700,16 @@ static void sess_prepare(ts_agent *a, sess *s, const json_t *q)
 {
     int64_t job = json_integer_value(json_object_get(q, "job"));
     int rank = (int)json_integer_value(json_object_get(q, "rank"));
-    local_task *lt = ts_agent_find(a, job, rank, -1); /* the rank's own task */
+    local_task *lt = agent_find(a, job, rank, -1); /* the rank's own task */
     if (!lt || !lt->t || (lt->st.phase == TS_TASK_EXITED && s->kind != K_ATTACH)) {
         snprintf(s->error, sizeof s->error, "rank %d of job %lld does not run on this node",
                  rank, (long long)job);
         return;
     }
-    const ts_task_info *in = ts_task_info_get(lt->t);
+    const ts_task_info *in = agent_task_info_get(lt->t);
     s->task_pid = in->pid;
     s->task_container = lt->image_ready;
-    if (in->isolated && ts_cg_dirs_of(in->cgroup_path, in->cgroup_v1, &s->cg) != 0)
+    if (in->isolated && agent_cg_dirs_of(in->cgroup_path, in->cgroup_v1, &s->cg) != 0)
         s->cg.n = 0;
     if (s->kind == K_ATTACH) {
         if (!lt->stdio) {
@@ -725,7 +725,7 @@ static void sess_prepare(ts_agent *a, sess *s, const json_t *q)
     }
 }
 
-void ts_agent_sessions(ts_agent *a, json_t *sessions)
+void agent_sessions(ts_agent *a, json_t *sessions)
 {
     size_t i;
     json_t *q;
@@ -738,7 +738,7 @@ void ts_agent_sessions(ts_agent *a, json_t *sessions)
         sess *s = calloc(1, sizeof *s);
         if (!s)
             continue;
-        snprintf(s->url, sizeof s->url, "%s", ts_ctls_url(&a->cfg.ctls));
+        snprintf(s->url, sizeof s->url, "%s", agent_ctls_url(&a->cfg.ctls));
         snprintf(s->token, sizeof s->token, "%s", a->cfg.token);
         snprintf(s->ca, sizeof s->ca, "%s", a->cfg.ca_file);
         snprintf(s->id, sizeof s->id, "%s", id);

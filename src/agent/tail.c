@@ -45,7 +45,7 @@ static size_t utf8_len(const unsigned char *p, size_t n)
     return need;
 }
 
-void ts_tail_sanitize(char *buf, size_t len)
+void agent_tail_sanitize(char *buf, size_t len)
 {
     unsigned char *p = (unsigned char *)buf;
     size_t i = 0;
@@ -59,7 +59,7 @@ void ts_tail_sanitize(char *buf, size_t len)
     }
 }
 
-int ts_tail_read(const char *path, size_t max, uid_t owner, char **out, long long *size,
+int agent_tail_read(const char *path, size_t max, uid_t owner, char **out, long long *size,
                  ts_err *err)
 {
     *out = NULL;
@@ -103,7 +103,7 @@ int ts_tail_read(const char *path, size_t max, uid_t owner, char **out, long lon
     size_t n = got - (size_t)(start - buf);
     memmove(buf, start, n);
     buf[n] = '\0';
-    ts_tail_sanitize(buf, n);
+    agent_tail_sanitize(buf, n);
     *out = buf;
     return 0;
 }

@@ -18,10 +18,10 @@
  * agent_taskfile_open does (a regular file owned by owner, or
  * AGENT_TASKFILE_ANY_OWNER; never a link followed nor a blocking open).
  * TS_ENOENT / TS_EINVAL / TS_EIO naming the file. */
-int ts_tail_read(const char *path, size_t max, uid_t owner, char **out, long long *size,
+int agent_tail_read(const char *path, size_t max, uid_t owner, char **out, long long *size,
                  ts_err *err);
 
 /* Replaces invalid UTF-8 and control bytes in buf[0..len) in place. */
-void ts_tail_sanitize(char *buf, size_t len);
+void agent_tail_sanitize(char *buf, size_t len);
 
 #endif

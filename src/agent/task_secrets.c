@@ -48,14 +48,14 @@ static void remove_dir(const char *dir)
     rmdir(dir);
 }
 
-void ts_agent_secrets_remove(const ts_agent *a, int64_t job, int rank)
+void agent_secrets_remove(const ts_agent *a, int64_t job, int rank)
 {
     char dir[800];
     dir_of(a, job, rank, dir, sizeof dir);
     remove_dir(dir);
 }
 
-void ts_agent_secrets_sweep(const ts_agent *a)
+void agent_secrets_sweep(const ts_agent *a)
 {
     char base[700];
     snprintf(base, sizeof base, "%s/secrets", a->cfg.state_dir);
@@ -135,7 +135,7 @@ static bool put_files(const ts_agent *a, const local_task *lt, json_t *secrets, 
     return ok;
 }
 
-bool ts_agent_secrets_put(const ts_agent *a, const local_task *lt, const json_t *t,
+bool agent_secrets_put(const ts_agent *a, const local_task *lt, const json_t *t,
                           json_t *envj, char *why, size_t wsize)
 {
     const char *err = json_string_value(json_object_get(t, "secrets_error"));

@@ -25,7 +25,7 @@ uint64_t ts_memdev_stats_vmm_calls(const ts_memdev_stats *s)
            s->calls[TS_MEMDEV_RELEASE] + s->calls[TS_MEMDEV_MAP] + s->calls[TS_MEMDEV_UNMAP];
 }
 
-int ts_memdev_wrap(const struct ts_memdev_ops *ops, void *impl, uint64_t capacity_bytes,
+int alloc_memdev_wrap(const struct ts_memdev_ops *ops, void *impl, uint64_t capacity_bytes,
                    int is_sim, ts_memdev **out, ts_err *err)
 {
     *out = NULL;
@@ -60,109 +60,109 @@ const char *ts_memdev_name(const ts_memdev *d)
     return d->ops->name;
 }
 
-void ts_memdev_note_used(ts_memdev *d, int64_t delta)
+void alloc_memdev_note_used(ts_memdev *d, int64_t delta)
 {
     d->st.used_bytes = (uint64_t)((int64_t)d->st.used_bytes + delta);
     if (d->st.used_bytes > d->st.peak_used_bytes)
         d->st.peak_used_bytes = d->st.used_bytes;
 }
 
-int ts_memdev_mem_alloc(ts_memdev *d, uint64_t size, uint64_t *ptr, ts_err *err)
+int alloc_memdev_mem_alloc(ts_memdev *d, uint64_t size, uint64_t *ptr, ts_err *err)
 {
     d->st.calls[TS_MEMDEV_MALLOC]++;
     int rc = d->ops->mem_alloc(d->impl, size, ptr, err);
     if (rc == 0)
-        ts_memdev_note_used(d, (int64_t)size);
+        alloc_memdev_note_used(d, (int64_t)size);
     return rc;
 }
 
-int ts_memdev_mem_free(ts_memdev *d, uint64_t ptr, uint64_t size, ts_err *err)
+int alloc_memdev_mem_free(ts_memdev *d, uint64_t ptr, uint64_t size, ts_err *err)
 {
     d->st.calls[TS_MEMDEV_FREE]++;
     int rc = d->ops->mem_free(d->impl, ptr, size, err);
     if (rc == 0)
-        ts_memdev_note_used(d, -(int64_t)size);
+        alloc_memdev_note_used(d, -(int64_t)size);
     return rc;
 }
 
-int ts_memdev_va_reserve(ts_memdev *d, uint64_t size, uint64_t align, uint64_t *va, ts_err *err)
+int alloc_memdev_va_reserve(ts_memdev *d, uint64_t size, uint64_t align, uint64_t *va, ts_err *err)
 {
     d->st.calls[TS_MEMDEV_RESERVE]++;
     return d->ops->va_reserve(d->impl, size, align, va, err);
 }
 
-int ts_memdev_va_free(ts_memdev *d, uint64_t va, uint64_t size, ts_err *err)
+int alloc_memdev_va_free(ts_memdev *d, uint64_t va, uint64_t size, ts_err *err)
 {
     d->st.calls[TS_MEMDEV_UNRESERVE]++;
     return d->ops->va_free(d->impl, va, size, err);
 }
 
-int ts_memdev_create(ts_memdev *d, uint64_t size, uint64_t *handle, ts_err *err)
+int alloc_memdev_create(ts_memdev *d, uint64_t size, uint64_t *handle, ts_err *err)
 {
     d->st.calls[TS_MEMDEV_CREATE]++;
     int rc = d->ops->create(d->impl, size, handle, err);
     if (rc == 0)
-        ts_memdev_note_used(d, (int64_t)size);
+        alloc_memdev_note_used(d, (int64_t)size);
     return rc;
 }
 
-int ts_memdev_release(ts_memdev *d, uint64_t handle, uint64_t size, ts_err *err)
+int alloc_memdev_release(ts_memdev *d, uint64_t handle, uint64_t size, ts_err *err)
 {
     d->st.calls[TS_MEMDEV_RELEASE]++;
     int rc = d->ops->release(d->impl, handle, size, err);
     if (rc == 0)
-        ts_memdev_note_used(d, -(int64_t)size);
+        alloc_memdev_note_used(d, -(int64_t)size);
     return rc;
 }
 
-int ts_memdev_map(ts_memdev *d, uint64_t va, uint64_t size, uint64_t handle, ts_err *err)
+int alloc_memdev_map(ts_memdev *d, uint64_t va, uint64_t size, uint64_t handle, ts_err *err)
 {
     d->st.calls[TS_MEMDEV_MAP]++;
     return d->ops->map(d->impl, va, size, handle, err);
 }
 
-int ts_memdev_unmap(ts_memdev *d, uint64_t va, uint64_t size, ts_err *err)
+int alloc_memdev_unmap(ts_memdev *d, uint64_t va, uint64_t size, ts_err *err)
 {
     d->st.calls[TS_MEMDEV_UNMAP]++;
     return d->ops->unmap(d->impl, va, size, err);
 }
 
-int ts_memdev_set_access(ts_memdev *d, uint64_t va, uint64_t size, ts_err *err)
+int alloc_memdev_set_access(ts_memdev *d, uint64_t va, uint64_t size, ts_err *err)
 {
     d->st.calls[TS_MEMDEV_SET_ACCESS]++;
     return d->ops->set_access(d->impl, va, size, err);
 }
 
-int ts_memdev_event_record(ts_memdev *d, uint64_t stream, uint64_t *event, ts_err *err)
+int alloc_memdev_event_record(ts_memdev *d, uint64_t stream, uint64_t *event, ts_err *err)
 {
     d->st.calls[TS_MEMDEV_EVENT_RECORD]++;
     return d->ops->event_record(d->impl, stream, event, err);
 }
 
-int ts_memdev_event_query(ts_memdev *d, uint64_t event, int *done, ts_err *err)
+int alloc_memdev_event_query(ts_memdev *d, uint64_t event, int *done, ts_err *err)
 {
     d->st.calls[TS_MEMDEV_EVENT_QUERY]++;
     return d->ops->event_query(d->impl, event, done, err);
 }
 
-int ts_memdev_event_sync(ts_memdev *d, uint64_t event, ts_err *err)
+int alloc_memdev_event_sync(ts_memdev *d, uint64_t event, ts_err *err)
 {
     d->st.calls[TS_MEMDEV_STREAM_SYNC]++;
     return d->ops->event_sync(d->impl, event, err);
 }
 
-void ts_memdev_event_release(ts_memdev *d, uint64_t event)
+void alloc_memdev_event_release(ts_memdev *d, uint64_t event)
 {
     d->ops->event_release(d->impl, event);
 }
 
-int ts_memdev_stream_sync(ts_memdev *d, uint64_t stream, ts_err *err)
+int alloc_memdev_stream_sync(ts_memdev *d, uint64_t stream, ts_err *err)
 {
     d->st.calls[TS_MEMDEV_STREAM_SYNC]++;
     return d->ops->stream_sync(d->impl, stream, err);
 }
 
-int ts_memdev_stream_wait(ts_memdev *d, uint64_t stream, uint64_t event, ts_err *err)
+int alloc_memdev_stream_wait(ts_memdev *d, uint64_t stream, uint64_t event, ts_err *err)
 {
     d->st.calls[TS_MEMDEV_STREAM_WAIT]++;
     return d->ops->stream_wait(d->impl, stream, event, err);

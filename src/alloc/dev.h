@@ -3,7 +3,7 @@
  * calls the allocators make through it.
  *
  * A backend fills struct ts_memdev_ops (dev_sim.c: the simulated device;
- * dev_cuda.c: the CUDA driver) and ts_memdev_wrap makes the device. The
+ * dev_cuda.c: the CUDA driver) and alloc_memdev_wrap makes the device. The
  * allocators never call the ops directly: every ts_memdev_* wrapper below
  * counts the call (ts_memdev_stats.calls) and keeps the physical bytes held,
  * so both backends are measured identically. Each call returns 0, TS_ENOSPC
@@ -47,26 +47,26 @@ struct ts_memdev {
 };
 
 /* Takes ownership of impl (ops->destroy frees it, also on failure). */
-int ts_memdev_wrap(const struct ts_memdev_ops *ops, void *impl, uint64_t capacity_bytes,
+int alloc_memdev_wrap(const struct ts_memdev_ops *ops, void *impl, uint64_t capacity_bytes,
                    int is_sim, ts_memdev **out, ts_err *err);
 
-int ts_memdev_mem_alloc(ts_memdev *d, uint64_t size, uint64_t *ptr, ts_err *err);
-int ts_memdev_mem_free(ts_memdev *d, uint64_t ptr, uint64_t size, ts_err *err);
-int ts_memdev_va_reserve(ts_memdev *d, uint64_t size, uint64_t align, uint64_t *va, ts_err *err);
-int ts_memdev_va_free(ts_memdev *d, uint64_t va, uint64_t size, ts_err *err);
-int ts_memdev_create(ts_memdev *d, uint64_t size, uint64_t *handle, ts_err *err);
-int ts_memdev_release(ts_memdev *d, uint64_t handle, uint64_t size, ts_err *err);
-int ts_memdev_map(ts_memdev *d, uint64_t va, uint64_t size, uint64_t handle, ts_err *err);
-int ts_memdev_unmap(ts_memdev *d, uint64_t va, uint64_t size, ts_err *err);
-int ts_memdev_set_access(ts_memdev *d, uint64_t va, uint64_t size, ts_err *err);
-int ts_memdev_event_record(ts_memdev *d, uint64_t stream, uint64_t *event, ts_err *err);
-int ts_memdev_event_query(ts_memdev *d, uint64_t event, int *done, ts_err *err);
-int ts_memdev_event_sync(ts_memdev *d, uint64_t event, ts_err *err);
-void ts_memdev_event_release(ts_memdev *d, uint64_t event);
-int ts_memdev_stream_sync(ts_memdev *d, uint64_t stream, ts_err *err);
-int ts_memdev_stream_wait(ts_memdev *d, uint64_t stream, uint64_t event, ts_err *err);
+int alloc_memdev_mem_alloc(ts_memdev *d, uint64_t size, uint64_t *ptr, ts_err *err);
+int alloc_memdev_mem_free(ts_memdev *d, uint64_t ptr, uint64_t size, ts_err *err);
+int alloc_memdev_va_reserve(ts_memdev *d, uint64_t size, uint64_t align, uint64_t *va, ts_err *err);
+int alloc_memdev_va_free(ts_memdev *d, uint64_t va, uint64_t size, ts_err *err);
+int alloc_memdev_create(ts_memdev *d, uint64_t size, uint64_t *handle, ts_err *err);
+int alloc_memdev_release(ts_memdev *d, uint64_t handle, uint64_t size, ts_err *err);
+int alloc_memdev_map(ts_memdev *d, uint64_t va, uint64_t size, uint64_t handle, ts_err *err);
+int alloc_memdev_unmap(ts_memdev *d, uint64_t va, uint64_t size, ts_err *err);
+int alloc_memdev_set_access(ts_memdev *d, uint64_t va, uint64_t size, ts_err *err);
+int alloc_memdev_event_record(ts_memdev *d, uint64_t stream, uint64_t *event, ts_err *err);
+int alloc_memdev_event_query(ts_memdev *d, uint64_t event, int *done, ts_err *err);
+int alloc_memdev_event_sync(ts_memdev *d, uint64_t event, ts_err *err);
+void alloc_memdev_event_release(ts_memdev *d, uint64_t event);
+int alloc_memdev_stream_sync(ts_memdev *d, uint64_t stream, ts_err *err);
+int alloc_memdev_stream_wait(ts_memdev *d, uint64_t stream, uint64_t event, ts_err *err);
 
 /* The backend's own memory counting for adopted segments (sim only). */
-void ts_memdev_note_used(ts_memdev *d, int64_t delta);
+void alloc_memdev_note_used(ts_memdev *d, int64_t delta);
 
 #endif

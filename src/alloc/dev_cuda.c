@@ -322,5 +322,5 @@ int ts_memdev_cuda_new(const char *library, int ordinal, ts_memdev **out, ts_err
         cu_destroy(c);
         return rc;
     }
-    return ts_memdev_wrap(&cuda_ops, c, total, 0, out, err);
+    return alloc_memdev_wrap(&cuda_ops, c, total, 0, out, err);
 }

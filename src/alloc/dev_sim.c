@@ -145,9 +145,9 @@ static int sim_mem_alloc(void *impl, uint64_t size, uint64_t *ptr, ts_err *err)
         p = s->next_va;
         s->next_va += round_up(size, SIM_MALLOC_ALIGN_BYTES) + SIM_MALLOC_ALIGN_BYTES;
     }
-    if (ts_ptrmap_get(&s->mallocs, p))
+    if (alloc_ptrmap_get(&s->mallocs, p))
         return bad(err, "cuMemAlloc: address already allocated");
-    if (ts_ptrmap_put(&s->mallocs, p, u2p(size)) != 0)
+    if (alloc_ptrmap_put(&s->mallocs, p, u2p(size)) != 0)
         return ts_err_set(err, TS_ENOMEM, "simulated device: out of host memory");
     s->used += size;
     *ptr = p;
@@ -157,12 +157,12 @@ static int sim_mem_alloc(void *impl, uint64_t size, uint64_t *ptr, ts_err *err)
 static int sim_mem_free(void *impl, uint64_t ptr, uint64_t size, ts_err *err)
 {
     sim *s = impl;
-    void *v = ts_ptrmap_get(&s->mallocs, ptr);
+    void *v = alloc_ptrmap_get(&s->mallocs, ptr);
     if (!v)
         return bad(err, "cuMemFree: not an allocation");
     if (p2u(v) != size)
         return bad(err, "cuMemFree: size differs from the allocation's");
-    ts_ptrmap_del(&s->mallocs, ptr);
+    alloc_ptrmap_del(&s->mallocs, ptr);
     if (s->backed)
         munmap(u2p(ptr), size);
     s->used -= size;
@@ -185,13 +185,13 @@ static int sim_va_reserve(void *impl, uint64_t size, uint64_t align, uint64_t *v
     r->va = *va;
     r->size = size;
     r->node.k[0] = r->va;
-    ts_tree_insert(&s->resv, &r->node);
+    alloc_tree_insert(&s->resv, &r->node);
     return 0;
 }
 
 static struct sim_resv *resv_containing(sim *s, uint64_t va)
 {
-    ts_tnode *n = ts_tree_floor(&s->resv, va, 0, 0);
+    ts_tnode *n = alloc_tree_floor(&s->resv, va, 0, 0);
     if (!n)
         return NULL;
     struct sim_resv *r = TS_CONTAINER_OF(n, struct sim_resv, node);
@@ -205,9 +205,9 @@ static int sim_va_free(void *impl, uint64_t va, uint64_t size, ts_err *err)
     if (!r || r->va != va || r->size != size)
         return bad(err, "cuMemAddressFree: not a whole reservation");
     for (uint64_t p = va / SIM_PAGE_BYTES; p < (va + size) / SIM_PAGE_BYTES; p++)
-        if (ts_ptrmap_get(&s->pages, p))
+        if (alloc_ptrmap_get(&s->pages, p))
             return bad(err, "cuMemAddressFree: range still mapped");
-    ts_tree_remove(&s->resv, &r->node);
+    alloc_tree_remove(&s->resv, &r->node);
     if (s->backed)
         munmap(u2p(va), size);
     free(r);
@@ -312,7 +312,7 @@ static int sim_map(void *impl, uint64_t va, uint64_t size, uint64_t handle, ts_e
     if (!r || va + size > r->va + r->size)
         return bad(err, "cuMemMap: range not inside one reservation");
     for (uint64_t p = va / SIM_PAGE_BYTES; p < (va + size) / SIM_PAGE_BYTES; p++)
-        if (ts_ptrmap_get(&s->pages, p))
+        if (alloc_ptrmap_get(&s->pages, p))
             return bad(err, "cuMemMap: range already mapped");
     struct sim_map *m = malloc(sizeof *m);
     if (!m)
@@ -327,7 +327,7 @@ static int sim_map(void *impl, uint64_t va, uint64_t size, uint64_t handle, ts_e
         }
     }
     for (uint64_t p = va / SIM_PAGE_BYTES; p < (va + size) / SIM_PAGE_BYTES; p++)
-        if (ts_ptrmap_put(&s->pages, p, m) != 0)
+        if (alloc_ptrmap_put(&s->pages, p, m) != 0)
             return ts_err_set(err, TS_ENOMEM, "simulated device: out of host memory");
     h->maps++;
     s->mapped_bytes += size;
@@ -341,17 +341,17 @@ static int sim_unmap(void *impl, uint64_t va, uint64_t size, ts_err *err)
         return bad(err, "cuMemUnmap: range not aligned to the granularity");
     uint64_t p0 = va / SIM_PAGE_BYTES, p1 = (va + size) / SIM_PAGE_BYTES;
     for (uint64_t p = p0; p < p1; p++) {
-        struct sim_map *m = ts_ptrmap_get(&s->pages, p);
+        struct sim_map *m = alloc_ptrmap_get(&s->pages, p);
         if (!m)
             return bad(err, "cuMemUnmap: range not mapped");
         if (m->va < va || m->va + m->size > va + size)
             return bad(err, "cuMemUnmap: range cuts a mapping");
     }
     for (uint64_t p = p0; p < p1;) {
-        struct sim_map *m = ts_ptrmap_get(&s->pages, p);
+        struct sim_map *m = alloc_ptrmap_get(&s->pages, p);
         uint64_t np = (m->va + m->size) / SIM_PAGE_BYTES;
         for (uint64_t q = m->va / SIM_PAGE_BYTES; q < np; q++)
-            ts_ptrmap_del(&s->pages, q);
+            alloc_ptrmap_del(&s->pages, q);
         s->h[m->handle - 1].maps--;
         s->mapped_bytes -= m->size;
         free(m);
@@ -368,18 +368,18 @@ static int sim_set_access(void *impl, uint64_t va, uint64_t size, ts_err *err)
     sim *s = impl;
     for (uint64_t p = va / SIM_PAGE_BYTES; p < round_up(va + size, SIM_PAGE_BYTES) / SIM_PAGE_BYTES;
          p++)
-        if (!ts_ptrmap_get(&s->pages, p))
+        if (!alloc_ptrmap_get(&s->pages, p))
             return bad(err, "cuMemSetAccess: range not fully mapped");
     return 0;
 }
 
 static struct sim_stream *stream_of(sim *s, uint64_t stream)
 {
-    struct sim_stream *st = ts_ptrmap_get(&s->streams, stream + 1);
+    struct sim_stream *st = alloc_ptrmap_get(&s->streams, stream + 1);
     if (st)
         return st;
     st = calloc(1, sizeof *st);
-    if (!st || ts_ptrmap_put(&s->streams, stream + 1, st) != 0) {
+    if (!st || alloc_ptrmap_put(&s->streams, stream + 1, st) != 0) {
         free(st);
         return NULL;
     }
@@ -489,25 +489,25 @@ static void sim_destroy(void *impl)
     uint64_t key;
     void *val;
     /* mappings are shared by their pages: free each once, at its first page */
-    while (ts_ptrmap_next(&s->pages, &pos, &key, &val)) {
+    while (alloc_ptrmap_next(&s->pages, &pos, &key, &val)) {
         struct sim_map *m = val;
         if (m->va / SIM_PAGE_BYTES == key)
             free(m);
     }
-    ts_ptrmap_destroy(&s->pages);
+    alloc_ptrmap_destroy(&s->pages);
     pos = 0;
-    while (ts_ptrmap_next(&s->mallocs, &pos, &key, &val))
+    while (alloc_ptrmap_next(&s->mallocs, &pos, &key, &val))
         if (s->backed)
             munmap(u2p(key), (size_t)p2u(val));
-    ts_ptrmap_destroy(&s->mallocs);
+    alloc_ptrmap_destroy(&s->mallocs);
     pos = 0;
-    while (ts_ptrmap_next(&s->streams, &pos, &key, &val))
+    while (alloc_ptrmap_next(&s->streams, &pos, &key, &val))
         free(val);
-    ts_ptrmap_destroy(&s->streams);
+    alloc_ptrmap_destroy(&s->streams);
     ts_tnode *n;
-    while ((n = ts_tree_first(&s->resv)) != NULL) {
+    while ((n = alloc_tree_first(&s->resv)) != NULL) {
         struct sim_resv *r = TS_CONTAINER_OF(n, struct sim_resv, node);
-        ts_tree_remove(&s->resv, n);
+        alloc_tree_remove(&s->resv, n);
         if (s->backed)
             munmap(u2p(r->va), r->size);
         free(r);
@@ -556,10 +556,10 @@ int ts_memdev_sim_new(const ts_memdev_sim_config *cfg, ts_memdev **out, ts_err *
     s->backed = cfg->backed;
     s->fd = -1;
     s->next_va = SIM_VA_BASE;
-    ts_ptrmap_init(&s->mallocs);
-    ts_ptrmap_init(&s->pages);
-    ts_ptrmap_init(&s->streams);
-    ts_tree_init(&s->resv, 0x51u);
+    alloc_ptrmap_init(&s->mallocs);
+    alloc_ptrmap_init(&s->pages);
+    alloc_ptrmap_init(&s->streams);
+    alloc_tree_init(&s->resv, 0x51u);
     if (s->backed) {
         s->fd = memfd_create("tessera-simdev", MFD_CLOEXEC);
         s->nunits = (size_t)(s->capacity / SIM_PAGE_BYTES);
@@ -569,7 +569,7 @@ int ts_memdev_sim_new(const ts_memdev_sim_config *cfg, ts_memdev **out, ts_err *
             return ts_err_set(err, TS_EIO, "simulated device: cannot create the backing memfd");
         }
     }
-    int rc = ts_memdev_wrap(&sim_ops, s, s->capacity, 1, out, err);
+    int rc = alloc_memdev_wrap(&sim_ops, s, s->capacity, 1, out, err);
     if (rc == 0)
         s->dev = *out;
     return rc;

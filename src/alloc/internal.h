@@ -26,12 +26,12 @@ struct ts_memalloc_impl_ops {
 
 /* Each implementation's constructor: fills *ops and *impl; st is the front's
  * statistics block, which the implementation keeps current. */
-int ts_pt_new(const ts_memalloc_config *cfg, ts_memdev *dev, ts_memalloc_stats *st,
+int alloc_pt_new(const ts_memalloc_config *cfg, ts_memdev *dev, ts_memalloc_stats *st,
               const struct ts_memalloc_impl_ops **ops, void **impl, ts_err *err);
-int ts_tess_new(const ts_memalloc_config *cfg, ts_memdev *dev, ts_memalloc_stats *st,
+int alloc_tess_new(const ts_memalloc_config *cfg, ts_memdev *dev, ts_memalloc_stats *st,
                 const struct ts_memalloc_impl_ops **ops, void **impl, ts_err *err);
 
-static inline void ts_stats_alloc(ts_memalloc_stats *s, uint64_t requested, uint64_t allocated)
+static inline void alloc_stats_alloc(ts_memalloc_stats *s, uint64_t requested, uint64_t allocated)
 {
     s->requested_bytes += requested;
     s->allocated_bytes += allocated;
@@ -43,7 +43,7 @@ static inline void ts_stats_alloc(ts_memalloc_stats *s, uint64_t requested, uint
         s->peak_allocated_bytes = s->allocated_bytes;
 }
 
-static inline void ts_stats_free(ts_memalloc_stats *s, uint64_t requested, uint64_t allocated)
+static inline void alloc_stats_free(ts_memalloc_stats *s, uint64_t requested, uint64_t allocated)
 {
     s->requested_bytes -= requested;
     s->allocated_bytes -= allocated;
@@ -51,7 +51,7 @@ static inline void ts_stats_free(ts_memalloc_stats *s, uint64_t requested, uint6
     s->num_frees++;
 }
 
-static inline void ts_stats_reserve(ts_memalloc_stats *s, int64_t delta)
+static inline void alloc_stats_reserve(ts_memalloc_stats *s, int64_t delta)
 {
     s->reserved_bytes = (uint64_t)((int64_t)s->reserved_bytes + delta);
     if (s->reserved_bytes > s->peak_reserved_bytes)

@@ -48,8 +48,8 @@ int ts_memalloc_new(const ts_memalloc_config *cfg, ts_memdev *dev, ts_memalloc *
     a->dev = dev;
     a->cfg = *cfg;
     int rc = cfg->kind == TS_MEMALLOC_TESSERA
-                 ? ts_tess_new(cfg, dev, &a->st, &a->ops, &a->impl, err)
-                 : ts_pt_new(cfg, dev, &a->st, &a->ops, &a->impl, err);
+                 ? alloc_tess_new(cfg, dev, &a->st, &a->ops, &a->impl, err)
+                 : alloc_pt_new(cfg, dev, &a->st, &a->ops, &a->impl, err);
     if (rc != 0) {
         free(a);
         return rc;

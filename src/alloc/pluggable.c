@@ -88,7 +88,7 @@ static plug_dev *plug_get(int device, int create)
             pthread_mutex_unlock(&plug_init_lock);
             return NULL;
         }
-        ts_ptrmap_init(&d->streams);
+        alloc_ptrmap_init(&d->streams);
         d->ready = 1;
     }
     int ready = d->ready;
@@ -110,7 +110,7 @@ PLUG_EXPORT void *tessera_alloc(ssize_t size, int device, cudaStream_t stream)
     uint64_t p = 0, s = (uint64_t)(uintptr_t)stream;
     pthread_mutex_lock(&d->lock);
     int rc = ts_memalloc_malloc(d->a, (uint64_t)size, s, &p, &err);
-    if (rc == 0 && s != 0 && ts_ptrmap_put(&d->streams, p, (void *)stream) != 0) {
+    if (rc == 0 && s != 0 && alloc_ptrmap_put(&d->streams, p, (void *)stream) != 0) {
         ts_memalloc_free(d->a, p, s, &err);
         snprintf(err.msg, sizeof err.msg, "out of host memory for the pointer table");
         rc = TS_ENOMEM;
@@ -139,7 +139,7 @@ PLUG_EXPORT void tessera_free(void *ptr, ssize_t size, int device, cudaStream_t 
     if (ts_memalloc_size_of(d->a, p) == 0) {
         snprintf(err.msg, sizeof err.msg, "ptr: not a live allocation of this device");
     } else {
-        uint64_t home = (uint64_t)(uintptr_t)ts_ptrmap_del(&d->streams, p);
+        uint64_t home = (uint64_t)(uintptr_t)alloc_ptrmap_del(&d->streams, p);
         /* freed on another stream than its own: its memory also waits for
          * the work queued on that stream */
         rc = s != home ? ts_memalloc_record_stream(d->a, p, s, &err) : 0;
@@ -218,7 +218,7 @@ PLUG_EXPORT void tessera_alloc_shutdown(void)
             pthread_mutex_lock(&d->lock);
             ts_memalloc_destroy(d->a);
             ts_memdev_free(d->dev);
-            ts_ptrmap_destroy(&d->streams);
+            alloc_ptrmap_destroy(&d->streams);
             d->a = NULL;
             d->dev = NULL;
             d->ready = 0;

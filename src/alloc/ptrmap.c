@@ -20,7 +20,7 @@ static size_t slot_of(uint64_t k, size_t cap)
     return (size_t)k & (cap - 1);
 }
 
-void ts_ptrmap_init(ts_ptrmap *m)
+void alloc_ptrmap_init(ts_ptrmap *m)
 {
     m->keys = NULL;
     m->vals = NULL;
@@ -28,11 +28,11 @@ void ts_ptrmap_init(ts_ptrmap *m)
     m->n = 0;
 }
 
-void ts_ptrmap_destroy(ts_ptrmap *m)
+void alloc_ptrmap_destroy(ts_ptrmap *m)
 {
     free(m->keys);
     free(m->vals);
-    ts_ptrmap_init(m);
+    alloc_ptrmap_init(m);
 }
 
 static int grow(ts_ptrmap *m)
@@ -62,7 +62,7 @@ static int grow(ts_ptrmap *m)
     return 0;
 }
 
-int ts_ptrmap_put(ts_ptrmap *m, uint64_t key, void *val)
+int alloc_ptrmap_put(ts_ptrmap *m, uint64_t key, void *val)
 {
     if ((m->n + 1) * 2 > m->cap && grow(m) != 0)
         return TS_ENOMEM;
@@ -76,7 +76,7 @@ int ts_ptrmap_put(ts_ptrmap *m, uint64_t key, void *val)
     return 0;
 }
 
-void *ts_ptrmap_get(const ts_ptrmap *m, uint64_t key)
+void *alloc_ptrmap_get(const ts_ptrmap *m, uint64_t key)
 {
     if (!m->cap)
         return NULL;
@@ -89,7 +89,7 @@ void *ts_ptrmap_get(const ts_ptrmap *m, uint64_t key)
     return NULL;
 }
 
-void *ts_ptrmap_del(ts_ptrmap *m, uint64_t key)
+void *alloc_ptrmap_del(ts_ptrmap *m, uint64_t key)
 {
     if (!m->cap)
         return NULL;
@@ -121,7 +121,7 @@ void *ts_ptrmap_del(ts_ptrmap *m, uint64_t key)
     return val;
 }
 
-int ts_ptrmap_next(const ts_ptrmap *m, size_t *pos, uint64_t *key, void **val)
+int alloc_ptrmap_next(const ts_ptrmap *m, size_t *pos, uint64_t *key, void **val)
 {
     while (*pos < m->cap) {
         size_t i = (*pos)++;

@@ -18,14 +18,14 @@ typedef struct ts_ptrmap {
     size_t n;
 } ts_ptrmap;
 
-void ts_ptrmap_init(ts_ptrmap *m);
-void ts_ptrmap_destroy(ts_ptrmap *m);
+void alloc_ptrmap_init(ts_ptrmap *m);
+void alloc_ptrmap_destroy(ts_ptrmap *m);
 /* Inserts or replaces; key must not be 0. Returns 0 or TS_ENOMEM. */
-int ts_ptrmap_put(ts_ptrmap *m, uint64_t key, void *val);
-void *ts_ptrmap_get(const ts_ptrmap *m, uint64_t key);
+int alloc_ptrmap_put(ts_ptrmap *m, uint64_t key, void *val);
+void *alloc_ptrmap_get(const ts_ptrmap *m, uint64_t key);
 /* Removes key; returns its value (NULL if absent). */
-void *ts_ptrmap_del(ts_ptrmap *m, uint64_t key);
+void *alloc_ptrmap_del(ts_ptrmap *m, uint64_t key);
 /* Iteration: start with *pos = 0; returns 0 when done. */
-int ts_ptrmap_next(const ts_ptrmap *m, size_t *pos, uint64_t *key, void **val);
+int alloc_ptrmap_next(const ts_ptrmap *m, size_t *pos, uint64_t *key, void **val);
 
 #endif

@@ -127,14 +127,14 @@ static void tree_put(ts_tree *t, pt_block *b, uint64_t k1, uint64_t k2, int in)
     b->node.k[0] = b->stream;
     b->node.k[1] = k1;
     b->node.k[2] = k2;
-    ts_tree_insert(t, &b->node);
+    alloc_tree_insert(t, &b->node);
     b->in_tree = in;
 }
 
 static void tree_take(ts_tree *t, pt_block *b, int in)
 {
     if (b->in_tree == in)
-        ts_tree_remove(t, &b->node);
+        alloc_tree_remove(t, &b->node);
     b->in_tree = 0;
 }
 
@@ -193,11 +193,11 @@ static int pt_process_events(pt *a, ts_err *err)
     size_t pos = 0;
     uint64_t key;
     void *val;
-    while (ts_ptrmap_next(&a->queues, &pos, &key, &val)) {
+    while (alloc_ptrmap_next(&a->queues, &pos, &key, &val)) {
         pt_stream_q *q = val;
         while (q->head) {
             int done = 0;
-            int rc = ts_memdev_event_query(a->dev, q->head->event, &done, err);
+            int rc = alloc_memdev_event_query(a->dev, q->head->event, &done, err);
             if (rc != 0)
                 return rc;
             if (!done)
@@ -206,7 +206,7 @@ static int pt_process_events(pt *a, ts_err *err)
             q->head = p->next;
             if (!q->head)
                 q->tail = NULL;
-            ts_memdev_event_release(a->dev, p->event);
+            alloc_memdev_event_release(a->dev, p->event);
             if (--p->b->event_count == 0)
                 pt_free_block(a, p->b);
             free(p);
@@ -222,15 +222,15 @@ static int pt_sync_events(pt *a, ts_err *err)
     size_t pos = 0;
     uint64_t key;
     void *val;
-    while (ts_ptrmap_next(&a->queues, &pos, &key, &val)) {
+    while (alloc_ptrmap_next(&a->queues, &pos, &key, &val)) {
         pt_stream_q *q = val;
         while (q->head) {
             pt_pending *p = q->head;
-            int rc = ts_memdev_event_sync(a->dev, p->event, err);
+            int rc = alloc_memdev_event_sync(a->dev, p->event, err);
             if (rc != 0)
                 return rc;
             q->head = p->next;
-            ts_memdev_event_release(a->dev, p->event);
+            alloc_memdev_event_release(a->dev, p->event);
             if (--p->b->event_count == 0)
                 pt_free_block(a, p->b);
             free(p);
@@ -244,7 +244,7 @@ static int pt_sync_events(pt *a, ts_err *err)
 /* get_free_block */
 static pt_block *pt_get_free_block(pt *a, pt_pool *pool, uint64_t stream, uint64_t size)
 {
-    ts_tnode *n = ts_tree_lower_bound(&pool->blocks, stream, size, 0);
+    ts_tnode *n = alloc_tree_lower_bound(&pool->blocks, stream, size, 0);
     if (!n || n->k[0] != stream)
         return NULL;
     pt_block *b = TS_CONTAINER_OF(n, pt_block, node);
@@ -253,7 +253,7 @@ static pt_block *pt_get_free_block(pt *a, pt_pool *pool, uint64_t stream, uint64
          * unmapped space counts as that much larger, so a plain hole of the
          * same size is preferred */
         for (;;) {
-            ts_tnode *nn = ts_tree_next(&pool->blocks, &b->node);
+            ts_tnode *nn = alloc_tree_next(&pool->blocks, &b->node);
             if (!nn || nn->k[0] != stream)
                 break;
             pt_block *c = TS_CONTAINER_OF(nn, pt_block, node);
@@ -276,11 +276,11 @@ static pt_block *pt_get_free_block(pt *a, pt_pool *pool, uint64_t stream, uint64
 static int pt_release_block(pt *a, pt_block *b, ts_err *err)
 {
     pt_seg *s = b->seg;
-    int rc = ts_memdev_mem_free(a->dev, s->addr, s->size, err);
+    int rc = alloc_memdev_mem_free(a->dev, s->addr, s->size, err);
     if (rc != 0)
         return rc;
     a->total -= s->size;
-    ts_stats_reserve(a->st, -(int64_t)s->size);
+    alloc_stats_reserve(a->st, -(int64_t)s->size);
     a->st->segment_frees++;
     a->st->segment_free_bytes += s->size;
     pt_blocks_erase(b->pool, b);
@@ -311,7 +311,7 @@ static int pt_alloc_block(pt *a, pt_pool *pool, uint64_t stream, uint64_t size,
         return 0;
     }
     uint64_t p = 0;
-    int rc = ts_memdev_mem_alloc(a->dev, alloc_size, &p, err);
+    int rc = alloc_memdev_mem_alloc(a->dev, alloc_size, &p, err);
     if (rc != 0)
         return rc;
     pt_seg *s = pt_seg_new(a, p, alloc_size, stream, pool);
@@ -319,11 +319,11 @@ static int pt_alloc_block(pt *a, pt_pool *pool, uint64_t stream, uint64_t size,
     if (!b) {
         if (s)
             pt_seg_delete(a, s);
-        ts_memdev_mem_free(a->dev, p, alloc_size, NULL);
+        alloc_memdev_mem_free(a->dev, p, alloc_size, NULL);
         return ts_err_set(err, TS_ENOMEM, "pytorch: out of host memory");
     }
     a->total += alloc_size;
-    ts_stats_reserve(a->st, (int64_t)alloc_size);
+    alloc_stats_reserve(a->st, (int64_t)alloc_size);
     a->st->segment_allocs++;
     a->st->segment_alloc_bytes += alloc_size;
     *out = b;
@@ -337,17 +337,17 @@ static int pt_release_available(pt *a, pt_pool *pool, uint64_t stream, uint64_t 
     if (a->max_split == UINT64_MAX)
         return 0;
     uint64_t want = size < a->max_split ? a->max_split : size;
-    ts_tnode *n = ts_tree_lower_bound(&pool->blocks, stream, want, 0);
+    ts_tnode *n = alloc_tree_lower_bound(&pool->blocks, stream, want, 0);
     pt_block *b = n ? TS_CONTAINER_OF(n, pt_block, node) : NULL;
     if (!b || b->stream != stream || b->seg->expandable) {
         /* free oversize blocks from the largest down until enough */
-        n = n ? ts_tree_prev(&pool->blocks, n) : ts_tree_last(&pool->blocks);
+        n = n ? alloc_tree_prev(&pool->blocks, n) : alloc_tree_last(&pool->blocks);
         uint64_t freed = 0;
         while (n && freed < want) {
             pt_block *c = TS_CONTAINER_OF(n, pt_block, node);
             if (c->size < a->max_split || c->stream != stream)
                 break;
-            ts_tnode *prev = ts_tree_prev(&pool->blocks, n);
+            ts_tnode *prev = alloc_tree_prev(&pool->blocks, n);
             if (!c->seg->expandable && !c->prev && !c->next) {
                 freed += c->size;
                 int rc = pt_release_block(a, c, err);
@@ -373,7 +373,7 @@ static int pt_release_pool(pt *a, pt_pool *pool, ts_err *err)
     pt_block **list = malloc(n * sizeof *list);
     if (!list)
         return ts_err_set(err, TS_ENOMEM, "pytorch: out of host memory");
-    for (ts_tnode *t = ts_tree_first(&pool->blocks); t; t = ts_tree_next(&pool->blocks, t))
+    for (ts_tnode *t = alloc_tree_first(&pool->blocks); t; t = alloc_tree_next(&pool->blocks, t))
         list[k++] = TS_CONTAINER_OF(t, pt_block, node);
     int rc = 0;
     for (size_t i = 0; i < k && rc == 0; i++) {
@@ -460,9 +460,9 @@ static int pt_malloc(void *impl, uint64_t size, uint64_t stream, uint64_t *ptr, 
     }
     b->allocated = 1;
     b->requested = size;
-    if (ts_ptrmap_put(&a->active, b->addr, b) != 0)
+    if (alloc_ptrmap_put(&a->active, b->addr, b) != 0)
         return ts_err_set(err, TS_ENOMEM, "pytorch: out of host memory");
-    ts_stats_alloc(a->st, size, b->size);
+    alloc_stats_alloc(a->st, size, b->size);
     *ptr = b->addr;
     return 0;
 }
@@ -471,22 +471,22 @@ static int pt_free(void *impl, uint64_t ptr, uint64_t stream, ts_err *err)
 {
     pt *a = impl;
     (void)stream; /* the model frees into the block's own stream, as the source does */
-    pt_block *b = ts_ptrmap_del(&a->active, ptr);
+    pt_block *b = alloc_ptrmap_del(&a->active, ptr);
     if (!b)
         return ts_err_set(err, TS_EINVAL, "free: %#llx is not a live allocation",
                           (unsigned long long)ptr);
     b->allocated = 0;
-    ts_stats_free(a->st, b->requested, b->size);
+    alloc_stats_free(a->st, b->requested, b->size);
     if (!b->nuses) {
         pt_free_block(a, b);
         return 0;
     }
     /* insert_events: one event per stream the block was used on */
     for (int i = 0; i < b->nuses; i++) {
-        pt_stream_q *q = ts_ptrmap_get(&a->queues, b->uses[i] + 1);
+        pt_stream_q *q = alloc_ptrmap_get(&a->queues, b->uses[i] + 1);
         if (!q) {
             q = calloc(1, sizeof *q);
-            if (!q || ts_ptrmap_put(&a->queues, b->uses[i] + 1, q) != 0) {
+            if (!q || alloc_ptrmap_put(&a->queues, b->uses[i] + 1, q) != 0) {
                 free(q);
                 return ts_err_set(err, TS_ENOMEM, "pytorch: out of host memory");
             }
@@ -494,7 +494,7 @@ static int pt_free(void *impl, uint64_t ptr, uint64_t stream, ts_err *err)
         pt_pending *p = calloc(1, sizeof *p);
         if (!p)
             return ts_err_set(err, TS_ENOMEM, "pytorch: out of host memory");
-        int rc = ts_memdev_event_record(a->dev, b->uses[i], &p->event, err);
+        int rc = alloc_memdev_event_record(a->dev, b->uses[i], &p->event, err);
         if (rc != 0) {
             free(p);
             return rc;
@@ -517,7 +517,7 @@ static int pt_free(void *impl, uint64_t ptr, uint64_t stream, ts_err *err)
 static int pt_record_stream(void *impl, uint64_t ptr, uint64_t stream, ts_err *err)
 {
     pt *a = impl;
-    pt_block *b = ts_ptrmap_get(&a->active, ptr);
+    pt_block *b = alloc_ptrmap_get(&a->active, ptr);
     if (!b)
         return ts_err_set(err, TS_EINVAL, "record_stream: %#llx is not a live allocation",
                           (unsigned long long)ptr);
@@ -542,7 +542,7 @@ static int pt_empty_cache(void *impl, ts_err *err)
 static uint64_t pt_size_of(const void *impl, uint64_t ptr)
 {
     const pt *a = impl;
-    const pt_block *b = ts_ptrmap_get(&a->active, ptr);
+    const pt_block *b = alloc_ptrmap_get(&a->active, ptr);
     return b ? b->requested : 0;
 }
 
@@ -557,7 +557,7 @@ static int pt_adopt_segment(void *impl, uint64_t addr, uint64_t size, uint64_t s
                           (unsigned long long)size);
     ts_memdev_sim_next_addr(a->dev, addr, size);
     uint64_t p = 0;
-    int rc = ts_memdev_mem_alloc(a->dev, size, &p, err);
+    int rc = alloc_memdev_mem_alloc(a->dev, size, &p, err);
     if (rc != 0)
         return rc;
     pt_pool *pool = small ? &a->small : &a->large;
@@ -566,12 +566,12 @@ static int pt_adopt_segment(void *impl, uint64_t addr, uint64_t size, uint64_t s
     if (!b) {
         if (s)
             pt_seg_delete(a, s);
-        ts_memdev_mem_free(a->dev, p, size, NULL);
+        alloc_memdev_mem_free(a->dev, p, size, NULL);
         return ts_err_set(err, TS_EINVAL, "adopt_segment: the device cannot place a segment at %#llx",
                           (unsigned long long)addr);
     }
     a->total += size;
-    ts_stats_reserve(a->st, (int64_t)size);
+    alloc_stats_reserve(a->st, (int64_t)size);
     pt_blocks_insert(pool, b);
     return 0;
 }
@@ -582,8 +582,8 @@ static int pt_adopt_block(void *impl, uint64_t addr, uint64_t size, uint64_t req
     pt *a = impl;
     pt_pool *pools[2] = {&a->large, &a->small};
     for (int i = 0; i < 2; i++) {
-        for (ts_tnode *n = ts_tree_lower_bound(&pools[i]->blocks, stream, 0, 0);
-             n && n->k[0] == stream; n = ts_tree_next(&pools[i]->blocks, n)) {
+        for (ts_tnode *n = alloc_tree_lower_bound(&pools[i]->blocks, stream, 0, 0);
+             n && n->k[0] == stream; n = alloc_tree_next(&pools[i]->blocks, n)) {
             pt_block *b = TS_CONTAINER_OF(n, pt_block, node);
             if (addr < b->addr || addr + size > b->addr + b->size)
                 continue;
@@ -607,9 +607,9 @@ static int pt_adopt_block(void *impl, uint64_t addr, uint64_t size, uint64_t req
             }
             b->allocated = 1;
             b->requested = requested;
-            if (ts_ptrmap_put(&a->active, addr, b) != 0)
+            if (alloc_ptrmap_put(&a->active, addr, b) != 0)
                 return ts_err_set(err, TS_ENOMEM, "pytorch: out of host memory");
-            ts_stats_alloc(a->st, requested, size);
+            alloc_stats_alloc(a->st, requested, size);
             return 0;
         }
     }
@@ -620,8 +620,8 @@ static int pt_adopt_block(void *impl, uint64_t addr, uint64_t size, uint64_t req
 static void pt_free_tree(ts_tree *t)
 {
     ts_tnode *n;
-    while ((n = ts_tree_first(t)) != NULL) {
-        ts_tree_remove(t, n);
+    while ((n = alloc_tree_first(t)) != NULL) {
+        alloc_tree_remove(t, n);
         pt_block_delete(TS_CONTAINER_OF(n, pt_block, node));
     }
 }
@@ -632,23 +632,23 @@ static void pt_destroy(void *impl)
     size_t pos = 0;
     uint64_t key;
     void *val;
-    while (ts_ptrmap_next(&a->queues, &pos, &key, &val)) {
+    while (alloc_ptrmap_next(&a->queues, &pos, &key, &val)) {
         pt_stream_q *q = val;
         while (q->head) {
             pt_pending *p = q->head;
             q->head = p->next;
-            ts_memdev_event_release(a->dev, p->event);
+            alloc_memdev_event_release(a->dev, p->event);
             if (--p->b->event_count == 0)
                 pt_block_delete(p->b);
             free(p);
         }
         free(q);
     }
-    ts_ptrmap_destroy(&a->queues);
+    alloc_ptrmap_destroy(&a->queues);
     pos = 0;
-    while (ts_ptrmap_next(&a->active, &pos, &key, &val))
+    while (alloc_ptrmap_next(&a->active, &pos, &key, &val))
         pt_block_delete(val);
-    ts_ptrmap_destroy(&a->active);
+    alloc_ptrmap_destroy(&a->active);
     pt_free_tree(&a->small.blocks);
     pt_free_tree(&a->large.blocks);
     pt_free_tree(&a->small.unmapped);
@@ -658,7 +658,7 @@ static void pt_destroy(void *impl)
         if (s->expandable)
             pt_expandable_destroy(a, s);
         else
-            ts_memdev_mem_free(a->dev, s->addr, s->size, NULL);
+            alloc_memdev_mem_free(a->dev, s->addr, s->size, NULL);
         pt_seg_delete(a, s);
     }
     free(a->segs);
@@ -676,7 +676,7 @@ static const struct ts_memalloc_impl_ops pt_ops = {
     .adopt_block = pt_adopt_block,
 };
 
-int ts_pt_new(const ts_memalloc_config *cfg, ts_memdev *dev, ts_memalloc_stats *st,
+int alloc_pt_new(const ts_memalloc_config *cfg, ts_memdev *dev, ts_memalloc_stats *st,
               const struct ts_memalloc_impl_ops **ops, void **impl, ts_err *err)
 {
     pt *a = calloc(1, sizeof *a);
@@ -691,12 +691,12 @@ int ts_pt_new(const ts_memalloc_config *cfg, ts_memdev *dev, ts_memalloc_stats *
     ts_memdev_get_stats(dev, &ds);
     a->dev_total = ds.capacity_bytes;
     a->small.is_small = 1;
-    ts_tree_init(&a->small.blocks, 11);
-    ts_tree_init(&a->small.unmapped, 12);
-    ts_tree_init(&a->large.blocks, 13);
-    ts_tree_init(&a->large.unmapped, 14);
-    ts_ptrmap_init(&a->active);
-    ts_ptrmap_init(&a->queues);
+    alloc_tree_init(&a->small.blocks, 11);
+    alloc_tree_init(&a->small.unmapped, 12);
+    alloc_tree_init(&a->large.blocks, 13);
+    alloc_tree_init(&a->large.unmapped, 14);
+    alloc_ptrmap_init(&a->active);
+    alloc_ptrmap_init(&a->queues);
     *ops = &pt_ops;
     *impl = a;
     return 0;

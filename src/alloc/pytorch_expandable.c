@@ -36,8 +36,8 @@ static int has_room(const pt_block *b, uint64_t size)
 static pt_block *find_expandable_block(pt *a, pt_pool *pool, uint64_t stream, uint64_t size,
                                        ts_err *err)
 {
-    for (ts_tnode *n = ts_tree_lower_bound(&pool->unmapped, stream, 0, 0); n && n->k[0] == stream;
-         n = ts_tree_next(&pool->unmapped, n)) {
+    for (ts_tnode *n = alloc_tree_lower_bound(&pool->unmapped, stream, 0, 0); n && n->k[0] == stream;
+         n = alloc_tree_next(&pool->unmapped, n)) {
         pt_block *c = TS_CONTAINER_OF(n, pt_block, node);
         if (allocatable(c->prev))
             c = c->prev;
@@ -48,7 +48,7 @@ static pt_block *find_expandable_block(pt *a, pt_pool *pool, uint64_t stream, ui
     uint64_t space = a->dev_total / 8 * 9;
     space = (space + page - 1) / page * page;
     uint64_t va = 0;
-    if (ts_memdev_va_reserve(a->dev, space, 0, &va, err) != 0)
+    if (alloc_memdev_va_reserve(a->dev, space, 0, &va, err) != 0)
         return NULL;
     pt_seg *s = pt_seg_new(a, va, space, stream, pool);
     pt_block *b = NULL;
@@ -62,7 +62,7 @@ static pt_block *find_expandable_block(pt *a, pt_pool *pool, uint64_t stream, ui
     if (!b) {
         if (s)
             pt_seg_delete(a, s);
-        ts_memdev_va_free(a->dev, va, space, NULL);
+        alloc_memdev_va_free(a->dev, va, space, NULL);
         ts_err_set(err, TS_ENOMEM, "pytorch: out of host memory");
         return NULL;
     }
@@ -85,10 +85,10 @@ static uint64_t seg_map(pt *a, pt_seg *s, uint64_t addr, uint64_t size, uint64_t
         if (a->cap != UINT64_MAX && a->total + (i - begin + 1) * s->page > a->cap)
             rc = ts_err_set(err, TS_ENOSPC, "pytorch: capacity reached");
         else
-            rc = ts_memdev_create(a->dev, s->page, &s->handles[i], err);
+            rc = alloc_memdev_create(a->dev, s->page, &s->handles[i], err);
         if (rc != 0) {
             for (size_t j = begin; j < i; j++) {
-                ts_memdev_release(a->dev, s->handles[j], s->page, NULL);
+                alloc_memdev_release(a->dev, s->handles[j], s->page, NULL);
                 s->handles[j] = 0;
             }
             s->handles[i] = 0;
@@ -96,9 +96,9 @@ static uint64_t seg_map(pt *a, pt_seg *s, uint64_t addr, uint64_t size, uint64_t
         }
     }
     for (size_t i = begin; i < end; i++)
-        if (ts_memdev_map(a->dev, s->addr + i * s->page, s->page, s->handles[i], err) != 0)
+        if (alloc_memdev_map(a->dev, s->addr + i * s->page, s->page, s->handles[i], err) != 0)
             return 0;
-    if (ts_memdev_set_access(a->dev, *mapped_at, (end - begin) * s->page, err) != 0)
+    if (alloc_memdev_set_access(a->dev, *mapped_at, (end - begin) * s->page, err) != 0)
         return 0;
     return (end - begin) * s->page;
 }
@@ -129,7 +129,7 @@ static int map_block(pt *a, pt_block *to_map, uint64_t size, ts_err *err)
     pt_try_merge(to_map, to_map->next);
     pt_blocks_insert(pool, to_map);
     a->total += got;
-    ts_stats_reserve(a->st, (int64_t)got);
+    alloc_stats_reserve(a->st, (int64_t)got);
     a->st->segment_allocs++;
     a->st->segment_alloc_bytes += got;
     return 1;
@@ -166,11 +166,11 @@ static uint64_t seg_unmap(pt *a, pt_seg *s, uint64_t addr, uint64_t size, uint64
     *at = s->addr + begin * s->page;
     if (begin >= end)
         return 0;
-    if (ts_memdev_stream_sync(a->dev, s->stream, err) != 0)
+    if (alloc_memdev_stream_sync(a->dev, s->stream, err) != 0)
         return 0;
     for (size_t i = begin; i < end; i++) {
-        if (ts_memdev_unmap(a->dev, s->addr + i * s->page, s->page, err) != 0 ||
-            ts_memdev_release(a->dev, s->handles[i], s->page, err) != 0)
+        if (alloc_memdev_unmap(a->dev, s->addr + i * s->page, s->page, err) != 0 ||
+            alloc_memdev_release(a->dev, s->handles[i], s->page, err) != 0)
             return 0;
         s->handles[i] = 0;
     }
@@ -210,7 +210,7 @@ int pt_unmap_block(pt *a, pt_block *b, ts_err *err)
     pt_try_merge(b, b->next);
     pt_unmapped_insert(pool, b);
     a->total -= got;
-    ts_stats_reserve(a->st, -(int64_t)got);
+    alloc_stats_reserve(a->st, -(int64_t)got);
     a->st->segment_frees++;
     a->st->segment_free_bytes += got;
     return 0;
@@ -219,7 +219,7 @@ int pt_unmap_block(pt *a, pt_block *b, ts_err *err)
 int pt_release_expandable_segment(pt *a, pt_block *b, ts_err *err)
 {
     pt_seg *s = b->seg;
-    int rc = ts_memdev_va_free(a->dev, s->addr, s->size, err);
+    int rc = alloc_memdev_va_free(a->dev, s->addr, s->size, err);
     if (rc != 0)
         return rc;
     pt_unmapped_erase(b->pool, b);
@@ -233,8 +233,8 @@ void pt_expandable_destroy(pt *a, pt_seg *s)
     for (size_t i = 0; i < s->npages; i++) {
         if (!s->handles[i])
             continue;
-        ts_memdev_unmap(a->dev, s->addr + i * s->page, s->page, NULL);
-        ts_memdev_release(a->dev, s->handles[i], s->page, NULL);
+        alloc_memdev_unmap(a->dev, s->addr + i * s->page, s->page, NULL);
+        alloc_memdev_release(a->dev, s->handles[i], s->page, NULL);
     }
-    ts_memdev_va_free(a->dev, s->addr, s->size, NULL);
+    alloc_memdev_va_free(a->dev, s->addr, s->size, NULL);
 }

@@ -118,7 +118,7 @@ static int warm_start(const ts_memtrace *t, ts_memalloc *a, ts_ptrmap *map, ts_e
         }
         rc = ts_memalloc_adopt_block(a, l->addr, size, l->requested, l->stream, err);
         if (rc == 0)
-            rc = ts_ptrmap_put(map, l->addr, (void *)(uintptr_t)l->addr);
+            rc = alloc_ptrmap_put(map, l->addr, (void *)(uintptr_t)l->addr);
     }
     free(start);
     return rc;
@@ -131,7 +131,7 @@ static int cold_start(const ts_memtrace *t, ts_memalloc *a, ts_ptrmap *map, ts_e
         int rc = ts_memalloc_malloc(a, t->live[i].requested, t->live[i].stream, &p, err);
         if (rc != 0)
             return ts_err_prefix(err, "initial live block %zu: ", i);
-        rc = ts_ptrmap_put(map, t->live[i].addr, (void *)(uintptr_t)p);
+        rc = alloc_ptrmap_put(map, t->live[i].addr, (void *)(uintptr_t)p);
         if (rc != 0)
             return ts_err_set(err, rc, "replay: out of memory");
     }
@@ -185,11 +185,11 @@ static int play(const ts_memtrace *t, const ts_memreplay_opts *o, ts_memalloc *a
             if (rc != 0)
                 ts_err_prefix(err, "event seq %lld: ", (long long)e->seq);
             else
-                rc = ts_ptrmap_put(map, e->addr, (void *)(uintptr_t)p);
+                rc = alloc_ptrmap_put(map, e->addr, (void *)(uintptr_t)p);
             r->allocs++;
             r->addr_matches += o->warm && p == e->addr;
         } else if (e->op == TS_MEMTRACE_FREE) {
-            uint64_t p = (uint64_t)(uintptr_t)ts_ptrmap_del(map, e->addr);
+            uint64_t p = (uint64_t)(uintptr_t)alloc_ptrmap_del(map, e->addr);
             if (!p) {
                 rc = ts_err_set(err, TS_EINVAL, "event seq %lld: free of %#llx, which is not live",
                                 (long long)e->seq, (unsigned long long)e->addr);
@@ -244,7 +244,7 @@ int ts_memreplay_run(const ts_memtrace *t, const ts_memreplay_opts *o, ts_memrep
         return rc;
     }
     ts_ptrmap map;
-    ts_ptrmap_init(&map);
+    alloc_ptrmap_init(&map);
     rc = o->warm ? warm_start(t, a, &map, err) : cold_start(t, a, &map, err);
     if (rc == TS_ENOSPC) {
         r->oom = 1;
@@ -267,7 +267,7 @@ int ts_memreplay_run(const ts_memtrace *t, const ts_memreplay_opts *o, ts_memrep
     r->fragmentation = r->peak_reserved && !r->oom
                            ? 1.0 - (double)r->peak_requested / (double)r->peak_reserved
                            : 0;
-    ts_ptrmap_destroy(&map);
+    alloc_ptrmap_destroy(&map);
     ts_memalloc_destroy(a);
     ts_memdev_free(dev);
     return rc;

@@ -74,7 +74,7 @@ void tess_free_insert(tess *a, tess_blk *b)
     b->fnode.k[0] = b->len;
     b->fnode.k[1] = b->off;
     b->fnode.k[2] = 0;
-    ts_tree_insert(b->small ? &a->small_free : &a->large_free, &b->fnode);
+    alloc_tree_insert(b->small ? &a->small_free : &a->large_free, &b->fnode);
     b->in_free = 1;
     b->owner = NULL;
 }
@@ -82,7 +82,7 @@ void tess_free_insert(tess *a, tess_blk *b)
 void tess_free_erase(tess *a, tess_blk *b)
 {
     if (b->in_free)
-        ts_tree_remove(b->small ? &a->small_free : &a->large_free, &b->fnode);
+        alloc_tree_remove(b->small ? &a->small_free : &a->large_free, &b->fnode);
     b->in_free = 0;
 }
 
@@ -91,18 +91,18 @@ static void addr_insert(tess *a, tess_blk *b)
     if (b->small)
         return;
     b->anode.k[0] = b->off;
-    ts_tree_insert(&a->addr, &b->anode);
+    alloc_tree_insert(&a->addr, &b->anode);
 }
 
 static void addr_erase(tess *a, tess_blk *b)
 {
     if (!b->small)
-        ts_tree_remove(&a->addr, &b->anode);
+        alloc_tree_remove(&a->addr, &b->anode);
 }
 
 tess_blk *tess_free_at(tess *a, uint64_t off)
 {
-    ts_tnode *n = ts_tree_floor(&a->addr, off, UINT64_MAX, UINT64_MAX);
+    ts_tnode *n = alloc_tree_floor(&a->addr, off, UINT64_MAX, UINT64_MAX);
     if (!n)
         return NULL;
     tess_blk *b = TS_CONTAINER_OF(n, tess_blk, anode);
@@ -204,7 +204,7 @@ static tess_stream *stream_of(tess *a, uint64_t id)
 {
     if (a->last && a->last->id == id)
         return a->last;
-    tess_stream *s = ts_ptrmap_get(&a->streams, id + 1);
+    tess_stream *s = alloc_ptrmap_get(&a->streams, id + 1);
     if (s)
         return a->last = s;
     if (a->nstreams == a->capstreams) { /* grow the index and the wait matrix */
@@ -225,7 +225,7 @@ static tess_stream *stream_of(tess *a, uint64_t id)
         a->capstreams = nc;
     }
     s = calloc(1, sizeof *s);
-    if (!s || ts_ptrmap_put(&a->streams, id + 1, s) != 0) {
+    if (!s || alloc_ptrmap_put(&a->streams, id + 1, s) != 0) {
         free(s);
         return NULL;
     }
@@ -243,11 +243,11 @@ static int wait_for(tess *a, const tess_stream *waiter, const tess_stream *src, 
     if (*done >= epoch)
         return 0;
     uint64_t ev = 0;
-    int rc = ts_memdev_event_record(a->dev, src->id, &ev, err);
+    int rc = alloc_memdev_event_record(a->dev, src->id, &ev, err);
     if (rc != 0)
         return rc;
-    rc = ts_memdev_stream_wait(a->dev, waiter->id, ev, err);
-    ts_memdev_event_release(a->dev, ev);
+    rc = alloc_memdev_stream_wait(a->dev, waiter->id, ev, err);
+    alloc_memdev_event_release(a->dev, ev);
     if (rc != 0)
         return rc;
     *done = src->epoch;
@@ -300,12 +300,12 @@ static int process_pending(tess *a, int sync, ts_err *err)
         for (int i = 0; i < al->nuses; i++) {
             if (!al->events[i])
                 continue;
-            int ok = 0, rc = sync ? ts_memdev_event_sync(a->dev, al->events[i], err)
-                                  : ts_memdev_event_query(a->dev, al->events[i], &ok, err);
+            int ok = 0, rc = sync ? alloc_memdev_event_sync(a->dev, al->events[i], err)
+                                  : alloc_memdev_event_query(a->dev, al->events[i], &ok, err);
             if (rc != 0)
                 return rc;
             if (sync || ok) {
-                ts_memdev_event_release(a->dev, al->events[i]);
+                alloc_memdev_event_release(a->dev, al->events[i]);
                 al->events[i] = 0;
             } else {
                 done = 0;
@@ -359,17 +359,17 @@ static int tess_malloc(void *impl, uint64_t size, uint64_t stream, uint64_t *ptr
     al->requested = size;
     al->stream = stream;
     if (rs <= TESS_SMALL_MAX_BYTES) {
-        ts_tnode *n = ts_tree_lower_bound(&a->small_free, rs, 0, 0);
+        ts_tnode *n = alloc_tree_lower_bound(&a->small_free, rs, 0, 0);
         for (int tries = 0; !n && rc == 0 && tries < 3; tries++) {
             rc = tess_small_granule(a, err);
-            n = rc == 0 ? ts_tree_lower_bound(&a->small_free, rs, 0, 0) : NULL;
+            n = rc == 0 ? alloc_tree_lower_bound(&a->small_free, rs, 0, 0) : NULL;
         }
         if (n)
             rc = take_block(a, n, rs, stream, al, err);
         else if (rc == 0)
             rc = ts_err_set(err, TS_EINVAL, "tessera: new small granule holds no block");
     } else {
-        ts_tnode *n = ts_tree_lower_bound(&a->large_free, rs, 0, 0);
+        ts_tnode *n = alloc_tree_lower_bound(&a->large_free, rs, 0, 0);
         if (n) {
             rc = take_block(a, n, rs, stream, al, err);
         } else {
@@ -380,7 +380,7 @@ static int tess_malloc(void *impl, uint64_t size, uint64_t stream, uint64_t *ptr
                 rc = 0;
         }
     }
-    if (rc == 0 && ts_ptrmap_put(&a->allocs, al->ptr, al) != 0)
+    if (rc == 0 && alloc_ptrmap_put(&a->allocs, al->ptr, al) != 0)
         rc = ts_err_set(err, TS_ENOMEM, "tessera: out of host memory");
     if (rc != 0) {
         alloc_put(a, al);
@@ -388,7 +388,7 @@ static int tess_malloc(void *impl, uint64_t size, uint64_t stream, uint64_t *ptr
             a->st->num_ooms++;
         return rc;
     }
-    ts_stats_alloc(a->st, size, rs);
+    alloc_stats_alloc(a->st, size, rs);
     *ptr = al->ptr;
     return 0;
 }
@@ -396,18 +396,18 @@ static int tess_malloc(void *impl, uint64_t size, uint64_t stream, uint64_t *ptr
 static int tess_free(void *impl, uint64_t ptr, uint64_t stream, ts_err *err)
 {
     tess *a = impl;
-    tess_alloc *al = ts_ptrmap_del(&a->allocs, ptr);
+    tess_alloc *al = alloc_ptrmap_del(&a->allocs, ptr);
     if (!al)
         return ts_err_set(err, TS_EINVAL, "free: %#llx is not a live allocation",
                           (unsigned long long)ptr);
-    ts_stats_free(a->st, al->requested, al->size);
+    alloc_stats_free(a->st, al->requested, al->size);
     if (!al->nuses)
         return finish_free(a, al, stream, err);
     al->events = calloc((size_t)al->nuses, sizeof *al->events);
     if (!al->events)
         return ts_err_set(err, TS_ENOMEM, "tessera: out of host memory");
     for (int i = 0; i < al->nuses; i++) {
-        int rc = ts_memdev_event_record(a->dev, al->uses[i], &al->events[i], err);
+        int rc = alloc_memdev_event_record(a->dev, al->uses[i], &al->events[i], err);
         if (rc != 0)
             return rc;
     }
@@ -421,7 +421,7 @@ static int tess_free(void *impl, uint64_t ptr, uint64_t stream, ts_err *err)
 static int tess_record_stream(void *impl, uint64_t ptr, uint64_t stream, ts_err *err)
 {
     tess *a = impl;
-    tess_alloc *al = ts_ptrmap_get(&a->allocs, ptr);
+    tess_alloc *al = alloc_ptrmap_get(&a->allocs, ptr);
     if (!al)
         return ts_err_set(err, TS_EINVAL, "record_stream: %#llx is not a live allocation",
                           (unsigned long long)ptr);
@@ -441,7 +441,7 @@ static int tess_record_stream(void *impl, uint64_t ptr, uint64_t stream, ts_err 
 static uint64_t tess_size_of(const void *impl, uint64_t ptr)
 {
     const tess *a = impl;
-    const tess_alloc *al = ts_ptrmap_get(&a->allocs, ptr);
+    const tess_alloc *al = alloc_ptrmap_get(&a->allocs, ptr);
     return al ? al->requested : 0;
 }
 
@@ -452,9 +452,9 @@ static void tess_destroy(void *impl)
     size_t pos = 0;
     uint64_t key;
     void *val;
-    while (ts_ptrmap_next(&a->streams, &pos, &key, &val))
+    while (alloc_ptrmap_next(&a->streams, &pos, &key, &val))
         free(val);
-    ts_ptrmap_destroy(&a->streams);
+    alloc_ptrmap_destroy(&a->streams);
     while (a->blk_pool) {
         tess_blk *b = a->blk_pool;
         a->blk_pool = b->next;
@@ -482,7 +482,7 @@ static const struct ts_memalloc_impl_ops tess_ops = {
     .destroy = tess_destroy,
 };
 
-int ts_tess_new(const ts_memalloc_config *cfg, ts_memdev *dev, ts_memalloc_stats *st,
+int alloc_tess_new(const ts_memalloc_config *cfg, ts_memdev *dev, ts_memalloc_stats *st,
                 const struct ts_memalloc_impl_ops **ops, void **impl, ts_err *err)
 {
     ts_memdev_stats ds;
@@ -503,22 +503,22 @@ int ts_tess_new(const ts_memalloc_config *cfg, ts_memdev *dev, ts_memalloc_stats
     a->mode = calloc(a->nslots, 1);
     a->handle = calloc(a->nslots, sizeof *a->handle);
     a->stitch_used = calloc(2 * a->nslots, 1);
-    ts_tree_init(&a->large_free, 21);
-    ts_tree_init(&a->small_free, 22);
-    ts_tree_init(&a->addr, 23);
-    ts_ptrmap_init(&a->allocs);
-    ts_ptrmap_init(&a->streams);
-    ts_ptrmap_init(&a->cache);
+    alloc_tree_init(&a->large_free, 21);
+    alloc_tree_init(&a->small_free, 22);
+    alloc_tree_init(&a->addr, 23);
+    alloc_ptrmap_init(&a->allocs);
+    alloc_ptrmap_init(&a->streams);
+    alloc_ptrmap_init(&a->cache);
     int rc = 0;
     if (!a->mode || !a->handle || !a->stitch_used)
         rc = ts_err_set(err, TS_ENOMEM, "tessera: out of memory");
     if (rc == 0)
-        rc = ts_memdev_va_reserve(dev, a->nslots * TS_G, TS_G, &a->home_va, err);
+        rc = alloc_memdev_va_reserve(dev, a->nslots * TS_G, TS_G, &a->home_va, err);
     if (rc == 0)
-        rc = ts_memdev_va_reserve(dev, 2 * a->nslots * TS_G, TS_G, &a->stitch_va, err);
+        rc = alloc_memdev_va_reserve(dev, 2 * a->nslots * TS_G, TS_G, &a->stitch_va, err);
     if (rc != 0) {
         if (a->home_va)
-            ts_memdev_va_free(dev, a->home_va, a->nslots * TS_G, NULL);
+            alloc_memdev_va_free(dev, a->home_va, a->nslots * TS_G, NULL);
         free(a->mode);
         free(a->handle);
         free(a->stitch_used);

@@ -50,17 +50,17 @@ static uint64_t ceil_div(uint64_t x, uint64_t m)
 static int make_granule(tess *a, uint64_t slot, ts_err *err)
 {
     uint64_t h = 0;
-    int rc = ts_memdev_create(a->dev, TS_G, &h, err);
+    int rc = alloc_memdev_create(a->dev, TS_G, &h, err);
     if (rc != 0)
         return rc;
-    rc = ts_memdev_map(a->dev, a->home_va + slot * TS_G, TS_G, h, err);
+    rc = alloc_memdev_map(a->dev, a->home_va + slot * TS_G, TS_G, h, err);
     if (rc != 0) {
-        ts_memdev_release(a->dev, h, TS_G, NULL);
+        alloc_memdev_release(a->dev, h, TS_G, NULL);
         return rc;
     }
     a->handle[slot] = h;
     a->present++;
-    ts_stats_reserve(a->st, (int64_t)TS_G);
+    alloc_stats_reserve(a->st, (int64_t)TS_G);
     a->st->segment_allocs++;
     a->st->segment_alloc_bytes += TS_G;
     return 0;
@@ -73,19 +73,19 @@ static int join_large(tess *a, uint64_t slot, tess_blk *b, ts_err *err)
     b->small = 0;
     b->prev = b->next = NULL;
     if (slot > 0 && a->mode[slot - 1] == GR_LARGE) {
-        ts_tnode *n = ts_tree_floor(&a->addr, slot * TS_G - 1, UINT64_MAX, UINT64_MAX);
+        ts_tnode *n = alloc_tree_floor(&a->addr, slot * TS_G - 1, UINT64_MAX, UINT64_MAX);
         b->prev = n ? TS_CONTAINER_OF(n, tess_blk, anode) : NULL;
         if (b->prev)
             b->prev->next = b;
     }
     if (slot + 1 < a->nslots && a->mode[slot + 1] == GR_LARGE) {
-        ts_tnode *n = ts_tree_lower_bound(&a->addr, (slot + 1) * TS_G, 0, 0);
+        ts_tnode *n = alloc_tree_lower_bound(&a->addr, (slot + 1) * TS_G, 0, 0);
         b->next = n ? TS_CONTAINER_OF(n, tess_blk, anode) : NULL;
         if (b->next)
             b->next->prev = b;
     }
     b->anode.k[0] = b->off;
-    ts_tree_insert(&a->addr, &b->anode);
+    alloc_tree_insert(&a->addr, &b->anode);
     tess_release_blk(a, b, b->sidx, b->epoch, b->mixed);
     (void)err;
     return 0;
@@ -102,7 +102,7 @@ static int add_large_run(tess *a, uint64_t first, uint64_t n, ts_err *err)
             made++;
     }
     ts_err e2;
-    if (made && ts_memdev_set_access(a->dev, a->home_va + first * TS_G, made * TS_G, &e2) != 0 &&
+    if (made && alloc_memdev_set_access(a->dev, a->home_va + first * TS_G, made * TS_G, &e2) != 0 &&
         rc == 0)
         rc = ts_err_set(err, e2.code, "%s", e2.msg);
     for (uint64_t i = 0; i < made; i++) {
@@ -126,7 +126,7 @@ static tess_blk *unjoin_large(tess *a, tess_blk *b, uint64_t slot)
     if (g->next)
         g->next->prev = NULL;
     g->prev = g->next = NULL;
-    ts_tree_remove(&a->addr, &g->anode);
+    alloc_tree_remove(&a->addr, &g->anode);
     return g;
 }
 
@@ -143,7 +143,7 @@ static size_t reclaim_small(tess *a)
 {
     size_t n = 0;
     ts_tnode *t;
-    while ((t = ts_tree_lower_bound(&a->small_free, TS_G, 0, 0)) != NULL) {
+    while ((t = alloc_tree_lower_bound(&a->small_free, TS_G, 0, 0)) != NULL) {
         tess_blk *b = TS_CONTAINER_OF(t, tess_blk, fnode);
         tess_free_erase(a, b);
         join_large(a, b->off / TS_G, b, NULL);
@@ -156,8 +156,8 @@ static size_t reclaim_small(tess *a)
 static int small_from_free(tess *a, ts_err *err)
 {
     /* from the smallest free block holding a whole granule, at one of its ends */
-    for (ts_tnode *t = ts_tree_lower_bound(&a->large_free, TS_G, 0, 0); t;
-         t = ts_tree_next(&a->large_free, t)) {
+    for (ts_tnode *t = alloc_tree_lower_bound(&a->large_free, TS_G, 0, 0); t;
+         t = alloc_tree_next(&a->large_free, t)) {
         tess_blk *b = TS_CONTAINER_OF(t, tess_blk, fnode);
         uint64_t gs = ceil_div(b->off, TS_G), ge = (b->off + b->len) / TS_G;
         if (ge <= gs)
@@ -188,7 +188,7 @@ int tess_small_granule(tess *a, ts_err *err)
                               "tessera: out of memory: capacity %llu bytes in use",
                               (unsigned long long)(a->present * TS_G));
         rc = tess_sync_pending(a, err); /* frees held by record_stream events */
-        if (rc == 0 && ts_tree_lower_bound(&a->small_free, 1, 0, 0))
+        if (rc == 0 && alloc_tree_lower_bound(&a->small_free, 1, 0, 0))
             return 0; /* the caller searches again */
         rc = rc ? rc : small_from_free(a, err);
         if (rc != 0)
@@ -198,7 +198,7 @@ int tess_small_granule(tess *a, ts_err *err)
     }
     rc = make_granule(a, slot, err);
     if (rc == 0)
-        rc = ts_memdev_set_access(a->dev, a->home_va + slot * TS_G, TS_G, err);
+        rc = alloc_memdev_set_access(a->dev, a->home_va + slot * TS_G, TS_G, err);
     if (rc != 0)
         return rc;
     tess_blk *g = tess_blk_new(a, slot * TS_G, TS_G, 1);
@@ -236,12 +236,12 @@ static void lru_unlink(tess *a, tess_range *r)
     else
         a->lru_tail = r->lru_prev;
     r->lru_prev = r->lru_next = NULL;
-    tess_range *head = ts_ptrmap_get(&a->cache, r->size);
+    tess_range *head = alloc_ptrmap_get(&a->cache, r->size);
     if (head == r) {
         if (r->same_next)
-            ts_ptrmap_put(&a->cache, r->size, r->same_next);
+            alloc_ptrmap_put(&a->cache, r->size, r->same_next);
         else
-            ts_ptrmap_del(&a->cache, r->size);
+            alloc_ptrmap_del(&a->cache, r->size);
     } else {
         for (tess_range *c = head; c; c = c->same_next) {
             if (c->same_next == r) {
@@ -260,7 +260,7 @@ static int range_drop(tess *a, tess_range *r, ts_err *err)
 {
     int rc = 0;
     for (uint64_t j = 0; j < r->nslots; j++) {
-        int e = ts_memdev_unmap(a->dev, r->va + j * TS_G, TS_G, err);
+        int e = alloc_memdev_unmap(a->dev, r->va + j * TS_G, TS_G, err);
         if (e != 0 && rc == 0)
             rc = e;
     }
@@ -302,7 +302,7 @@ static int range_take(tess *a, tess_range *r, uint64_t stream, tess_alloc *al, t
 
 int tess_cache_take(tess *a, uint64_t size, uint64_t stream, tess_alloc *al, ts_err *err)
 {
-    for (tess_range *r = ts_ptrmap_get(&a->cache, size); r; r = r->same_next) {
+    for (tess_range *r = alloc_ptrmap_get(&a->cache, size); r; r = r->same_next) {
         int ok = 1;
         for (uint64_t j = 0; j < r->nslots && ok; j++) {
             const tess_piece *p = &r->pieces[j];
@@ -338,8 +338,8 @@ int tess_range_free(tess *a, tess_alloc *al, uint32_t sidx, uint64_t epoch, ts_e
     a->lru_head = r;
     if (!a->lru_tail)
         a->lru_tail = r;
-    r->same_next = ts_ptrmap_get(&a->cache, r->size);
-    if (ts_ptrmap_put(&a->cache, r->size, r) != 0)
+    r->same_next = alloc_ptrmap_get(&a->cache, r->size);
+    if (alloc_ptrmap_put(&a->cache, r->size, r) != 0)
         return ts_err_set(err, TS_ENOMEM, "tessera: out of host memory");
     a->ncached++;
     while (a->ncached > TESS_CACHE_MAX_RANGES) {
@@ -374,7 +374,7 @@ static int plan_stitch(tess *a, uint64_t rs, struct plan *p)
     p->k = rs / TS_G;
     p->r = rs % TS_G;
     struct cand pre_fit = {0, 0, 0}, suf_fit = {0, 0, 0}, suf_max = {0, 0, 0};
-    for (ts_tnode *t = ts_tree_first(&a->large_free); t; t = ts_tree_next(&a->large_free, t)) {
+    for (ts_tnode *t = alloc_tree_first(&a->large_free); t; t = alloc_tree_next(&a->large_free, t)) {
         tess_blk *b = TS_CONTAINER_OF(t, tess_blk, fnode);
         uint64_t o = b->off, e = b->off + b->len;
         uint64_t gs = ceil_div(o, TS_G), ge = e / TS_G;
@@ -411,8 +411,8 @@ static int plan_stitch(tess *a, uint64_t rs, struct plan *p)
             /* a head as long as the longest free end, the rest as a tail */
             struct cand pre2 = {0, 0, 0};
             uint64_t rest = suf_max.len ? p->r - suf_max.len : p->r;
-            for (ts_tnode *t = ts_tree_first(&a->large_free); t && suf_max.len;
-                 t = ts_tree_next(&a->large_free, t)) {
+            for (ts_tnode *t = alloc_tree_first(&a->large_free); t && suf_max.len;
+                 t = alloc_tree_next(&a->large_free, t)) {
                 tess_blk *b = TS_CONTAINER_OF(t, tess_blk, fnode);
                 uint64_t o = b->off, e = b->off + b->len;
                 if (e % TS_G && (e / TS_G) * TS_G >= o)
@@ -451,7 +451,7 @@ static uint64_t absent_run(const tess *a, uint64_t from, int dir, uint64_t cap)
 static uint64_t plan_grow(const tess *a, uint64_t rs, uint64_t *first)
 {
     uint64_t best = UINT64_MAX;
-    for (ts_tnode *t = ts_tree_first(&a->large_free); t; t = ts_tree_next(&a->large_free, t)) {
+    for (ts_tnode *t = alloc_tree_first(&a->large_free); t; t = alloc_tree_next(&a->large_free, t)) {
         const tess_blk *b = TS_CONTAINER_OF(t, tess_blk, fnode);
         uint64_t o = b->off, e = b->off + b->len;
         uint64_t need = ceil_div(rs - b->len, TS_G);
@@ -531,11 +531,11 @@ static int do_stitch(tess *a, const struct plan *p, uint64_t rs, uint64_t stream
     }
     r->va = a->stitch_va + first * TS_G;
     for (j = 0; j < n; j++) {
-        int rc = ts_memdev_map(a->dev, r->va + j * TS_G, TS_G, a->handle[pc[j].gran], err);
+        int rc = alloc_memdev_map(a->dev, r->va + j * TS_G, TS_G, a->handle[pc[j].gran], err);
         if (rc != 0)
             return rc;
     }
-    int rc = ts_memdev_set_access(a->dev, r->va, n * TS_G, err);
+    int rc = alloc_memdev_set_access(a->dev, r->va, n * TS_G, err);
     if (rc == 0)
         rc = range_take(a, r, stream, al, err);
     if (rc == 0)
@@ -546,7 +546,7 @@ static int do_stitch(tess *a, const struct plan *p, uint64_t rs, uint64_t stream
 /* The block of best fit for rs, carved for al; 0 if none. */
 static int take_fit(tess *a, uint64_t rs, uint64_t stream, tess_alloc *al, ts_err *err)
 {
-    ts_tnode *n = ts_tree_lower_bound(&a->large_free, rs, 0, 0);
+    ts_tnode *n = alloc_tree_lower_bound(&a->large_free, rs, 0, 0);
     if (!n)
         return 0;
     tess_blk *b = TS_CONTAINER_OF(n, tess_blk, fnode);
@@ -629,12 +629,12 @@ static int drop_granule(tess *a, uint64_t slot, ts_err *err)
         return ts_err_set(err, TS_ENOMEM, "tessera: out of host memory");
     tess_blk_put(a, g);
     a->mode[slot] = GR_ABSENT;
-    int rc = ts_memdev_unmap(a->dev, a->home_va + slot * TS_G, TS_G, err);
+    int rc = alloc_memdev_unmap(a->dev, a->home_va + slot * TS_G, TS_G, err);
     if (rc == 0)
-        rc = ts_memdev_release(a->dev, a->handle[slot], TS_G, err);
+        rc = alloc_memdev_release(a->dev, a->handle[slot], TS_G, err);
     a->handle[slot] = 0;
     a->present--;
-    ts_stats_reserve(a->st, -(int64_t)TS_G);
+    alloc_stats_reserve(a->st, -(int64_t)TS_G);
     a->st->segment_frees++;
     a->st->segment_free_bytes += TS_G;
     return rc;
@@ -652,7 +652,7 @@ int tess_empty_cache(void *impl, ts_err *err)
     /* the granules of every free block that covers them whole */
     size_t n = 0, cap = 0;
     uint64_t *slots = NULL;
-    for (ts_tnode *t = ts_tree_first(&a->large_free); t; t = ts_tree_next(&a->large_free, t)) {
+    for (ts_tnode *t = alloc_tree_first(&a->large_free); t; t = alloc_tree_next(&a->large_free, t)) {
         tess_blk *b = TS_CONTAINER_OF(t, tess_blk, fnode);
         for (uint64_t g = ceil_div(b->off, TS_G); g < (b->off + b->len) / TS_G; g++) {
             if (n == cap) {
@@ -682,7 +682,7 @@ static void free_alloc(tess *a, tess_alloc *al)
     }
     for (int i = 0; i < al->nuses && al->events; i++)
         if (al->events[i])
-            ts_memdev_event_release(a->dev, al->events[i]);
+            alloc_memdev_event_release(a->dev, al->events[i]);
     free(al->uses);
     free(al->events);
     free(al);
@@ -693,9 +693,9 @@ void tess_teardown(tess *a)
     size_t pos = 0;
     uint64_t key;
     void *val;
-    while (ts_ptrmap_next(&a->allocs, &pos, &key, &val))
+    while (alloc_ptrmap_next(&a->allocs, &pos, &key, &val))
         free_alloc(a, val);
-    ts_ptrmap_destroy(&a->allocs);
+    alloc_ptrmap_destroy(&a->allocs);
     while (a->pend_head) {
         tess_alloc *al = a->pend_head;
         a->pend_head = al->pend_next;
@@ -703,23 +703,23 @@ void tess_teardown(tess *a)
     }
     while (a->lru_tail)
         evict_lru(a, NULL);
-    ts_ptrmap_destroy(&a->cache);
+    alloc_ptrmap_destroy(&a->cache);
     ts_tnode *t;
-    while ((t = ts_tree_first(&a->addr)) != NULL) {
-        ts_tree_remove(&a->addr, t);
+    while ((t = alloc_tree_first(&a->addr)) != NULL) {
+        alloc_tree_remove(&a->addr, t);
         free(TS_CONTAINER_OF(t, tess_blk, anode));
     }
-    while ((t = ts_tree_first(&a->small_free)) != NULL) {
-        ts_tree_remove(&a->small_free, t);
+    while ((t = alloc_tree_first(&a->small_free)) != NULL) {
+        alloc_tree_remove(&a->small_free, t);
         free(TS_CONTAINER_OF(t, tess_blk, fnode));
     }
     for (uint64_t s = 0; s < a->nslots; s++) {
         if (a->mode[s] == GR_ABSENT)
             continue;
-        ts_memdev_unmap(a->dev, a->home_va + s * TS_G, TS_G, NULL);
-        ts_memdev_release(a->dev, a->handle[s], TS_G, NULL);
+        alloc_memdev_unmap(a->dev, a->home_va + s * TS_G, TS_G, NULL);
+        alloc_memdev_release(a->dev, a->handle[s], TS_G, NULL);
         a->mode[s] = GR_ABSENT;
     }
-    ts_memdev_va_free(a->dev, a->home_va, a->nslots * TS_G, NULL);
-    ts_memdev_va_free(a->dev, a->stitch_va, 2 * a->nslots * TS_G, NULL);
+    alloc_memdev_va_free(a->dev, a->home_va, a->nslots * TS_G, NULL);
+    alloc_memdev_va_free(a->dev, a->stitch_va, 2 * a->nslots * TS_G, NULL);
 }

@@ -338,24 +338,24 @@ int ts_memtrace_write(const ts_memtrace *t, const char *events_csv, const char *
 uint64_t ts_memtrace_peak_requested(const ts_memtrace *t)
 {
     ts_ptrmap live;
-    ts_ptrmap_init(&live);
+    alloc_ptrmap_init(&live);
     uint64_t cur = 0, peak = 0;
     for (size_t i = 0; i < t->nlive; i++) {
         cur += t->live[i].requested;
-        ts_ptrmap_put(&live, t->live[i].addr, (void *)(uintptr_t)t->live[i].requested);
+        alloc_ptrmap_put(&live, t->live[i].addr, (void *)(uintptr_t)t->live[i].requested);
     }
     peak = cur;
     for (size_t i = 0; i < t->nev; i++) {
         const ts_memtrace_ev *e = &t->ev[i];
         if (e->op == TS_MEMTRACE_ALLOC) {
             cur += e->size;
-            ts_ptrmap_put(&live, e->addr, (void *)(uintptr_t)e->size);
+            alloc_ptrmap_put(&live, e->addr, (void *)(uintptr_t)e->size);
             if (cur > peak)
                 peak = cur;
         } else if (e->op == TS_MEMTRACE_FREE) {
-            cur -= (uint64_t)(uintptr_t)ts_ptrmap_del(&live, e->addr);
+            cur -= (uint64_t)(uintptr_t)alloc_ptrmap_del(&live, e->addr);
         }
     }
-    ts_ptrmap_destroy(&live);
+    alloc_ptrmap_destroy(&live);
     return peak;
 }

@@ -18,7 +18,7 @@ static int key_cmp(const uint64_t *a, uint64_t b0, uint64_t b1, uint64_t b2)
     return 0;
 }
 
-void ts_tree_init(ts_tree *t, uint32_t seed)
+void alloc_tree_init(ts_tree *t, uint32_t seed)
 {
     t->root = NULL;
     t->n = 0;
@@ -73,7 +73,7 @@ static ts_tnode *merge(ts_tnode *a, ts_tnode *b)
     return root;
 }
 
-void ts_tree_insert(ts_tree *t, ts_tnode *n)
+void alloc_tree_insert(ts_tree *t, ts_tnode *n)
 {
     n->prio = next_prio(t);
     n->l = n->r = NULL;
@@ -86,7 +86,7 @@ void ts_tree_insert(ts_tree *t, ts_tnode *n)
     t->n++;
 }
 
-void ts_tree_remove(ts_tree *t, ts_tnode *n)
+void alloc_tree_remove(ts_tree *t, ts_tnode *n)
 {
     ts_tnode **link = &t->root;
     while (*link && *link != n)
@@ -98,7 +98,7 @@ void ts_tree_remove(ts_tree *t, ts_tnode *n)
     t->n--;
 }
 
-ts_tnode *ts_tree_lower_bound(const ts_tree *t, uint64_t k0, uint64_t k1, uint64_t k2)
+ts_tnode *alloc_tree_lower_bound(const ts_tree *t, uint64_t k0, uint64_t k1, uint64_t k2)
 {
     ts_tnode *cur = t->root, *best = NULL;
     while (cur) {
@@ -112,7 +112,7 @@ ts_tnode *ts_tree_lower_bound(const ts_tree *t, uint64_t k0, uint64_t k1, uint64
     return best;
 }
 
-ts_tnode *ts_tree_floor(const ts_tree *t, uint64_t k0, uint64_t k1, uint64_t k2)
+ts_tnode *alloc_tree_floor(const ts_tree *t, uint64_t k0, uint64_t k1, uint64_t k2)
 {
     ts_tnode *cur = t->root, *best = NULL;
     while (cur) {
@@ -126,7 +126,7 @@ ts_tnode *ts_tree_floor(const ts_tree *t, uint64_t k0, uint64_t k1, uint64_t k2)
     return best;
 }
 
-ts_tnode *ts_tree_first(const ts_tree *t)
+ts_tnode *alloc_tree_first(const ts_tree *t)
 {
     ts_tnode *cur = t->root;
     while (cur && cur->l)
@@ -134,7 +134,7 @@ ts_tnode *ts_tree_first(const ts_tree *t)
     return cur;
 }
 
-ts_tnode *ts_tree_last(const ts_tree *t)
+ts_tnode *alloc_tree_last(const ts_tree *t)
 {
     ts_tnode *cur = t->root;
     while (cur && cur->r)
@@ -142,7 +142,7 @@ ts_tnode *ts_tree_last(const ts_tree *t)
     return cur;
 }
 
-ts_tnode *ts_tree_next(const ts_tree *t, const ts_tnode *n)
+ts_tnode *alloc_tree_next(const ts_tree *t, const ts_tnode *n)
 {
     if (n->r) {
         ts_tnode *cur = n->r;
@@ -162,7 +162,7 @@ ts_tnode *ts_tree_next(const ts_tree *t, const ts_tnode *n)
     return best;
 }
 
-ts_tnode *ts_tree_prev(const ts_tree *t, const ts_tnode *n)
+ts_tnode *alloc_tree_prev(const ts_tree *t, const ts_tnode *n)
 {
     if (n->l) {
         ts_tnode *cur = n->l;

@@ -27,19 +27,19 @@ typedef struct ts_tree {
     uint32_t rng;
 } ts_tree;
 
-void ts_tree_init(ts_tree *t, uint32_t seed);
-void ts_tree_insert(ts_tree *t, ts_tnode *n);
+void alloc_tree_init(ts_tree *t, uint32_t seed);
+void alloc_tree_insert(ts_tree *t, ts_tnode *n);
 /* n must be in t. */
-void ts_tree_remove(ts_tree *t, ts_tnode *n);
+void alloc_tree_remove(ts_tree *t, ts_tnode *n);
 /* Smallest node with key >= (k0, k1, k2); NULL if none. */
-ts_tnode *ts_tree_lower_bound(const ts_tree *t, uint64_t k0, uint64_t k1, uint64_t k2);
+ts_tnode *alloc_tree_lower_bound(const ts_tree *t, uint64_t k0, uint64_t k1, uint64_t k2);
 /* Largest node with key <= (k0, k1, k2); NULL if none. */
-ts_tnode *ts_tree_floor(const ts_tree *t, uint64_t k0, uint64_t k1, uint64_t k2);
-ts_tnode *ts_tree_first(const ts_tree *t);
-ts_tnode *ts_tree_last(const ts_tree *t);
+ts_tnode *alloc_tree_floor(const ts_tree *t, uint64_t k0, uint64_t k1, uint64_t k2);
+ts_tnode *alloc_tree_first(const ts_tree *t);
+ts_tnode *alloc_tree_last(const ts_tree *t);
 /* In-order neighbours of a node in t. */
-ts_tnode *ts_tree_next(const ts_tree *t, const ts_tnode *n);
-ts_tnode *ts_tree_prev(const ts_tree *t, const ts_tnode *n);
+ts_tnode *alloc_tree_next(const ts_tree *t, const ts_tnode *n);
+ts_tnode *alloc_tree_prev(const ts_tree *t, const ts_tnode *n);
 
 #define TS_CONTAINER_OF(ptr, type, member) \
     ((type *)(void *)((char *)(ptr) - offsetof(type, member)))

@@ -494,7 +494,7 @@ static void export_all(json_t *env, const ts_sbatch_input *in, json_t *dropped)
         char name[TS_SPEC_ENV_NAME_MAX];
         memcpy(name, *e, (size_t)(eq - *e));
         name[eq - *e] = '\0';
-        if (!ts_spec_env_name_ok(name) || env_private(name) || is_secret(in, name))
+        if (!api_spec_env_name_ok(name) || env_private(name) || is_secret(in, name))
             continue;
         if (sbatch_env_credential(name))
             json_object_set_new(dropped, name, json_true());

@@ -340,7 +340,7 @@ const char *sbatch_parse_signal(const char *s, int *sig, long *secs)
         return "must be [B:]SIGNAL[@SECONDS]";
     memcpy(name, s, nl);
     name[nl] = '\0';
-    *sig = ts_spec_signal(name);
+    *sig = api_spec_signal(name);
     if (*sig < 1)
         return "unknown signal (a name like USR1 or SIGUSR1, or a number 1..64)";
     if (*sig == 9 || *sig == 19)
@@ -430,7 +430,7 @@ const char *sbatch_check_export(const char *s)
         if (!eq && (strcmp(item, "ALL") == 0 || strcmp(item, "NONE") == 0 ||
                     strcmp(item, "NIL") == 0))
             continue;
-        if (!ts_spec_env_name_ok(item))
+        if (!api_spec_env_name_ok(item))
             why = "each item must be ALL, NONE, NAME or NAME=value, with NAME "
                   "[A-Za-z_][A-Za-z0-9_]*";
     }

@@ -105,7 +105,7 @@ static void walk_checkpoint(spec_parser *P, const yaml_node_t *map)
         return;
     if (v[CK_SIGNAL]) {
         const char *s = spec_text(P, v[CK_SIGNAL], "checkpoint.signal");
-        int sig = s ? ts_spec_signal(s) : -1;
+        int sig = s ? api_spec_signal(s) : -1;
         char got[SPEC_SHOW_BUF];
         spec_show(v[CK_SIGNAL], got, sizeof got);
         if (s && sig < 0)
@@ -116,7 +116,7 @@ static void walk_checkpoint(spec_parser *P, const yaml_node_t *map)
         else if (sig == SIGKILL || sig == SIGSTOP)
             spec_fail(P, "checkpoint.signal",
                       "%s cannot be caught, so no job could checkpoint on it",
-                      ts_spec_signal_name(sig));
+                      api_spec_signal_name(sig));
         else if (sig > 0)
             P->spec->ckpt_signal = sig;
     }
@@ -241,7 +241,7 @@ static void walk_env(spec_parser *P, const yaml_node_t *map)
         }
         spec_key_path(path, sizeof path, "env", (const char *)k->data.scalar.value,
                       k->data.scalar.length);
-        if (!name || !ts_spec_env_name_ok(name)) {
+        if (!name || !api_spec_env_name_ok(name)) {
             spec_fail(P, path,
                       "not a variable name (A-Z a-z 0-9 _, not starting with a digit, "
                       "under %d characters)",
@@ -429,7 +429,7 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
     if (v[K_PULL_SECRET]) {
         /* a secret of the secret store holding "user:password" for the registry */
         const char *s = spec_text(P, v[K_PULL_SECRET], "image_pull_secret");
-        if (s && (!ts_spec_env_name_ok(s) || strlen(s) >= TS_SPEC_NAME_MAX))
+        if (s && (!api_spec_env_name_ok(s) || strlen(s) >= TS_SPEC_NAME_MAX))
             spec_fail_got(P, v[K_PULL_SECRET], "image_pull_secret",
                           "a secret's name (A-Z a-z 0-9 _, not starting with a digit, under 64)");
         else if (s && !v[K_IMAGE])

@@ -86,7 +86,7 @@ static json_t *signal_json(int sig)
 {
     if (sig <= 0)
         return json_null();
-    const char *name = ts_spec_signal_name(sig);
+    const char *name = api_spec_signal_name(sig);
     return name ? json_string(name) : json_integer(sig);
 }
 

@@ -28,7 +28,7 @@ static size_t digits(const char *s)
     return n;
 }
 
-bool ts_spec_number(const char *s, double *out)
+bool api_spec_number(const char *s, double *out)
 {
     const char *p = s;
     if (*p == '-')
@@ -68,10 +68,10 @@ static double round_ms(double s)
     return round(s * TS_SPEC_DURATION_MS_PER_S) / TS_SPEC_DURATION_MS_PER_S;
 }
 
-bool ts_spec_duration(const char *s, double *out_s)
+bool api_spec_duration(const char *s, double *out_s)
 {
     double v;
-    if (ts_spec_number(s, &v)) {
+    if (api_spec_number(s, &v)) {
         v = round_ms(v);
         if (v < 0 || v > TS_SPEC_DURATION_MAX_S)
             return false;
@@ -144,7 +144,7 @@ static bool name_eq(const char *a, const char *b)
     return *a == *b;
 }
 
-int ts_spec_signal(const char *s)
+int api_spec_signal(const char *s)
 {
     size_t n = digits(s);
     if (n > 0) {
@@ -161,7 +161,7 @@ int ts_spec_signal(const char *s)
     return -1;
 }
 
-const char *ts_spec_signal_name(int sig)
+const char *api_spec_signal_name(int sig)
 {
     for (int i = 0; i < NSIGNALS; i++)
         if (SIGNALS[i].sig == sig)
@@ -169,7 +169,7 @@ const char *ts_spec_signal_name(int sig)
     return NULL;
 }
 
-bool ts_spec_env_name_ok(const char *s)
+bool api_spec_env_name_ok(const char *s)
 {
     if (!s[0] || is_digit(s[0]) || strlen(s) >= TS_SPEC_ENV_NAME_MAX)
         return false;

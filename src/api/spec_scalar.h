@@ -20,21 +20,21 @@
 
 /* A JSON number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, finite.
  * Stricter than strtod, which also takes "inf", "nan", hex and blanks. */
-bool ts_spec_number(const char *s, double *out);
+bool api_spec_number(const char *s, double *out);
 
 /* A duration 0..TS_SPEC_DURATION_MAX_S: a number of seconds (as above), or
  * units in falling order, each at most once: "45s", "90m", "2h", "1d",
  * "1h30m", "1d12h". Rounded to the millisecond. */
-bool ts_spec_duration(const char *s, double *out_s);
+bool api_spec_duration(const char *s, double *out_s);
 
 /* "SIGUSR1", "USR1" (any case) or a number 1..TS_SPEC_SIGNAL_MAX: the signal
  * number, or -1. */
-int ts_spec_signal(const char *s);
+int api_spec_signal(const char *s);
 /* "SIGUSR1" for a known number, NULL otherwise. */
-const char *ts_spec_signal_name(int sig);
+const char *api_spec_signal_name(int sig);
 
 /* A shell-safe variable name: [A-Za-z_][A-Za-z0-9_]*, shorter than
  * TS_SPEC_ENV_NAME_MAX (libyaml reads no longer key in flow syntax). */
-bool ts_spec_env_name_ok(const char *s);
+bool api_spec_env_name_ok(const char *s);
 
 #endif

@@ -33,7 +33,7 @@ static bool secret_name(spec_parser *P, const yaml_node_t *n, const char *path, 
     const char *s = spec_text(P, n, path);
     if (!s)
         return false;
-    if (!ts_spec_env_name_ok(s) || strlen(s) >= TS_SPEC_NAME_MAX) {
+    if (!api_spec_env_name_ok(s) || strlen(s) >= TS_SPEC_NAME_MAX) {
         spec_fail_got(P, n, path, "a secret's name (A-Z a-z 0-9 _, not starting with a digit, "
                       "under 64 characters)");
         return false;

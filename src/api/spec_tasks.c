@@ -112,7 +112,7 @@ static bool walk_group(spec_parser *P, const yaml_node_t *map, const char *path,
         const char *s = spec_scalar_text(v[T_FRACTION]);
         double f = 0;
         bool plain = s && v[T_FRACTION]->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
-        if (plain && ts_spec_number(s, &f) && f > 0 && f < 1)
+        if (plain && api_spec_number(s, &f) && f > 0 && f < 1)
             milli = (int32_t)(f * TS_MILLI_PER_GPU + 0.5);
         if (milli >= 1 && milli < TS_MILLI_PER_GPU)
             ok |= BIT(T_FRACTION);

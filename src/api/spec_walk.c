@@ -360,7 +360,7 @@ bool spec_bool(spec_parser *P, const yaml_node_t *n, const char *path, bool *out
 bool spec_duration(spec_parser *P, const yaml_node_t *n, const char *path, double *out)
 {
     const char *s = spec_scalar_text(n);
-    if (!s || !ts_spec_duration(s, out)) {
+    if (!s || !api_spec_duration(s, out)) {
         spec_fail_got(P, n, path, "a duration up to 365d: seconds, or like 90m, 2h, 1d, 1h30m");
         return false;
     }

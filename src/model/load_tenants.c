@@ -113,7 +113,7 @@ static int load_gpu_quota(const tloader *L, const yaml_node_t *map, const char *
                 snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "",
                          ts_gpu_model_get(i)->name);
             }
-            ts_yaml_describe(k, got, sizeof got);
+            model_yaml_describe(k, got, sizeof got);
             return ts_yaml_fail(&L->y, k, TS_EINVAL, "%s: unknown GPU model %s (known: %s)", path,
                                 got, known);
         }
@@ -121,7 +121,7 @@ static int load_gpu_quota(const tloader *L, const yaml_node_t *map, const char *
         if (line_seen[model])
             return ts_yaml_fail(&L->y, k, TS_EINVAL, "%s: key given twice (first at line %d)", sub,
                         line_seen[model]);
-        line_seen[model] = ts_yaml_line(k);
+        line_seen[model] = model_yaml_line(k);
         int rc = get_amount(L, ts_yaml_node(&L->y, p->value), sub, limit, TS_MILLI_PER_GPU,
                             &vals[ts_res_gpu(model)]);
         if (rc < 0)
@@ -380,7 +380,7 @@ static int load_tenant(tloader *L, const yaml_node_t *kn, const yaml_node_t *map
     int t = ts_tenant_add(L->ts, name, parent, L->y.err);
     if (t < 0)
         return fail_tree(L, kn, tpath, t == TS_ENOMEM ? TS_ENOMEM : TS_EINVAL);
-    int rc = record_line(L, t, ts_yaml_line(kn));
+    int rc = record_line(L, t, model_yaml_line(kn));
     if (rc < 0)
         return rc;
     if (is_empty(map))
@@ -525,7 +525,7 @@ static int load_document(void *ctx)
     }
     if ((rc = ts_tenants_validate(L->ts, L->y.err)) < 0) {
         int at = overfull_parent(L->ts);
-        int line = at >= 0 ? L->line[at] : ts_yaml_line(v[0]);
+        int line = at >= 0 ? L->line[at] : model_yaml_line(v[0]);
         if (L->y.err)
             ts_err_prefix(L->y.err, "%s:%d: ", L->y.fname, line);
         return rc;

@@ -62,7 +62,7 @@ static int fail_prefix(const loader *L, const yaml_node_t *at, const char *path,
 {
     if (L->y.err) {
         L->y.err->code = code;
-        ts_err_prefix(L->y.err, "%s:%d: %s: ", L->y.fname, ts_yaml_line(at), path);
+        ts_err_prefix(L->y.err, "%s:%d: %s: ", L->y.fname, model_yaml_line(at), path);
     }
     return code;
 }
@@ -264,7 +264,7 @@ static int load_class(loader *L, yclass *k, const yaml_node_t *map)
                 snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "",
                          ts_gpu_model_get(i)->name);
             }
-            ts_yaml_describe(v[K_MODEL], gotd, sizeof gotd);
+            model_yaml_describe(v[K_MODEL], gotd, sizeof gotd);
             return ts_yaml_fail(&L->y, v[K_MODEL], TS_EINVAL,
                                 "%s: unknown GPU model %s (known: %s)", sub, gotd, known);
         }
@@ -350,7 +350,7 @@ static int load_classes(loader *L, const yaml_node_t *map)
                 return ts_yaml_fail(&L->y, kn, TS_EINVAL,
                                     "node_classes.%s: defined twice (first at line %d)", k->name,
                                     L->classes[j].line);
-        k->line = ts_yaml_line(kn);
+        k->line = model_yaml_line(kn);
         L->nclasses = i + 1;
         if ((rc = load_class(L, k, ts_yaml_node(&L->y, p->value))) < 0)
             return rc;
@@ -389,7 +389,7 @@ static int load_node_topology(loader *L, node_entry *e, const yaml_node_t *map,
             int lv = ks ? ts_topo_level_index(L->topo, ks) : -1;
             if (lv < 0 || lv >= above) {
                 char got[TS_YAML_GOT_MAX], expect[TS_TOPO_MAX_LEVELS * TS_TOPO_NAME_MAX];
-                ts_yaml_describe(k, got, sizeof got);
+                model_yaml_describe(k, got, sizeof got);
                 expect[0] = '\0';
                 for (int i = 0; i < above; i++) {
                     size_t used = strlen(expect);
@@ -453,7 +453,7 @@ static int node_record(loader *L, int idx, const node_entry *e)
         L->node_entry = ne;
         L->node_cap = ncap;
     }
-    L->node_line[idx] = ts_yaml_line(e->at);
+    L->node_line[idx] = model_yaml_line(e->at);
     L->node_entry[idx] = e->index;
     if ((idx + 1) * 2 > L->name_hash_cap) {
         int ncap = L->name_hash_cap ? L->name_hash_cap * 2 : 128;
@@ -577,7 +577,7 @@ static int load_node(loader *L, int index, const yaml_node_t *map)
             e.k = &L->classes[i];
     if (!e.k) {
         char got[TS_YAML_GOT_MAX];
-        ts_yaml_describe(v[K_CLASS], got, sizeof got);
+        model_yaml_describe(v[K_CLASS], got, sizeof got);
         return ts_yaml_fail(&L->y, v[K_CLASS], TS_EINVAL,
                             "%s: class %s is not defined in node_classes", sub, got);
     }

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ts_yaml_line(const yaml_node_t *n) { return (int)n->start_mark.line + 1; }
+int model_yaml_line(const yaml_node_t *n) { return (int)n->start_mark.line + 1; }
 
 yaml_node_t *ts_yaml_node(const ts_yaml_doc *D, int id)
 {
@@ -35,7 +35,7 @@ int ts_yaml_fail(const ts_yaml_doc *D, const yaml_node_t *at, int code, const ch
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return ts_err_set(D->err, code, "%s:%d: %s", D->fname, at ? ts_yaml_line(at) : 1, msg);
+    return ts_err_set(D->err, code, "%s:%d: %s", D->fname, at ? model_yaml_line(at) : 1, msg);
 }
 
 void ts_yaml_pathf(char *buf, size_t size, const char *fmt, ...)
@@ -46,7 +46,7 @@ void ts_yaml_pathf(char *buf, size_t size, const char *fmt, ...)
     va_end(ap);
 }
 
-void ts_yaml_describe(const yaml_node_t *n, char *buf, size_t size)
+void model_yaml_describe(const yaml_node_t *n, char *buf, size_t size)
 {
     const char *s = ts_yaml_scalar(n);
     if (s)
@@ -64,7 +64,7 @@ int ts_yaml_fail_got(const ts_yaml_doc *D, const yaml_node_t *n, const char *pat
                      const char *want)
 {
     char got[TS_YAML_GOT_MAX];
-    ts_yaml_describe(n, got, sizeof got);
+    model_yaml_describe(n, got, sizeof got);
     return ts_yaml_fail(D, n, TS_EINVAL, "%s: must be %s, got %s", path, want, got);
 }
 
@@ -118,7 +118,7 @@ int ts_yaml_map_fields(const ts_yaml_doc *D, const yaml_node_t *map, const char 
                 idx = i;
         if (idx < 0) {
             char got[TS_YAML_GOT_MAX], expect[256] = "";
-            ts_yaml_describe(k, got, sizeof got);
+            model_yaml_describe(k, got, sizeof got);
             for (int i = 0; i < nkeys; i++) {
                 size_t used = strlen(expect);
                 snprintf(expect + used, sizeof expect - used, "%s%s", i ? ", " : "", keys[i]);
@@ -176,7 +176,7 @@ int ts_yaml_load_one(ts_yaml_doc *D, const char *buf, size_t len, ts_yaml_walk_f
             yaml_node_t *extra = yaml_document_get_root_node(&doc);
             if (extra)
                 rc = ts_err_set(D->err, TS_EINVAL, "%s:%d: only one YAML document allowed",
-                                D->fname, ts_yaml_line(extra));
+                                D->fname, model_yaml_line(extra));
             yaml_document_delete(&doc);
         }
     }

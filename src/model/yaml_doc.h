@@ -21,7 +21,7 @@
 #include "tessera/error.h"
 
 #define TS_YAML_SHOW_MAX 40 /* characters of a bad value quoted back */
-#define TS_YAML_GOT_MAX (TS_YAML_SHOW_MAX + 16) /* buffer for ts_yaml_describe */
+#define TS_YAML_GOT_MAX (TS_YAML_SHOW_MAX + 16) /* buffer for model_yaml_describe */
 
 typedef struct ts_yaml_doc {
     const char *fname;    /* for messages; never NULL while loading */
@@ -42,7 +42,7 @@ int ts_yaml_load_one(ts_yaml_doc *D, const char *buf, size_t len, ts_yaml_walk_f
                      void *ctx);
 
 /* The 1-based line a node starts on. */
-int ts_yaml_line(const yaml_node_t *n);
+int model_yaml_line(const yaml_node_t *n);
 
 /* The node with id in D's document (NULL if none). */
 yaml_node_t *ts_yaml_node(const ts_yaml_doc *D, int id);
@@ -63,7 +63,7 @@ void ts_yaml_pathf(char *buf, size_t size, const char *fmt, ...);
 
 /* What a value is, for "got ..." in messages: a quoted scalar (cut at
  * TS_YAML_SHOW_MAX characters), "a mapping", "a list" or "nothing". */
-void ts_yaml_describe(const yaml_node_t *n, char *buf, size_t size);
+void model_yaml_describe(const yaml_node_t *n, char *buf, size_t size);
 
 /* "file:line: path: must be <want>, got <description>"; returns TS_EINVAL. */
 int ts_yaml_fail_got(const ts_yaml_doc *D, const yaml_node_t *n, const char *path,

@@ -31,26 +31,26 @@ struct ts_pm_goodput {
     int *best_batch;
 };
 
-int ts_pm_goodput_new(const ts_pm_app *a, int gpus_per_node, int max_gpus,
+int replay_pm_goodput_new(const ts_pm_app *a, int gpus_per_node, int max_gpus,
                       ts_pm_goodput **out, ts_err *err)
 {
     ts_pm_goodput *g = calloc(1, sizeof *g);
-    int ep = ts_pm_app_epochs(a);
+    int ep = replay_pm_app_epochs(a);
     if (g) {
         g->c = calloc((size_t)(max_gpus + 1) * CANDIDATES, sizeof *g->c);
         g->best = malloc((size_t)ep * (max_gpus + 1) * sizeof *g->best);
         g->best_batch = calloc((size_t)ep * (max_gpus + 1), sizeof *g->best_batch);
     }
     if (!g || !g->c || !g->best || !g->best_batch) {
-        ts_pm_goodput_free(g);
+        replay_pm_goodput_free(g);
         return ts_err_set(err, TS_ENOMEM, "out of memory");
     }
     g->app = a;
     g->max_gpus = max_gpus;
     for (int i = 0; i < ep * (max_gpus + 1); i++)
         g->best[i] = -1;
-    int b0 = ts_pm_app_init_bsz(a), bmax = ts_pm_app_max_bsz(a);
-    int lmin = ts_pm_app_min_local_bsz(a), lmax = ts_pm_app_max_local_bsz(a);
+    int b0 = replay_pm_app_init_bsz(a), bmax = replay_pm_app_max_bsz(a);
+    int lmin = replay_pm_app_min_local_bsz(a), lmax = replay_pm_app_max_local_bsz(a);
     for (int n = 1; n <= max_gpus; n++) {
         int cnt[TS_PM_NODES_MAX], m = 0;
         for (int left = n; left > 0 && m < TS_PM_NODES_MAX; m++) {
@@ -69,7 +69,7 @@ int ts_pm_goodput_new(const ts_pm_app *a, int gpus_per_node, int max_gpus,
             if (atomic < lmin || atomic > lmax)
                 continue;
             double st, sy;
-            ts_pm_step_time(a, cnt, m, atomic, &st, &sy);
+            replay_pm_step_time(a, cnt, m, atomic, &st, &sy);
             c->batch = n * atomic * (accum + 1);
             c->atomic = atomic;
             c->accum = accum;
@@ -80,7 +80,7 @@ int ts_pm_goodput_new(const ts_pm_app *a, int gpus_per_node, int max_gpus,
     return 0;
 }
 
-void ts_pm_goodput_free(ts_pm_goodput *g)
+void replay_pm_goodput_free(ts_pm_goodput *g)
 {
     if (!g)
         return;
@@ -90,9 +90,9 @@ void ts_pm_goodput_free(ts_pm_goodput *g)
     free(g);
 }
 
-double ts_pm_goodput_best(ts_pm_goodput *g, int gpus, int epoch, int *batch)
+double replay_pm_goodput_best(ts_pm_goodput *g, int gpus, int epoch, int *batch)
 {
-    int ep = ts_pm_app_epochs(g->app);
+    int ep = replay_pm_app_epochs(g->app);
     if (epoch >= ep)
         epoch = ep - 1;
     if (gpus < 1 || gpus > g->max_gpus) {
@@ -108,7 +108,7 @@ double ts_pm_goodput_best(ts_pm_goodput *g, int gpus, int epoch, int *batch)
             const cand *c = &g->c[(size_t)gpus * CANDIDATES + k];
             if (c->time_s <= 0)
                 continue;
-            double gp = ts_pm_gain(g->app, c->batch, epoch) / c->time_s;
+            double gp = replay_pm_gain(g->app, c->batch, epoch) / c->time_s;
             if (gp > best) {
                 best = gp;
                 bb = c->batch;

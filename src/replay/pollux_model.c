@@ -102,14 +102,14 @@ void ts_pm_app_free(ts_pm_app *a)
     free(a);
 }
 
-const char *ts_pm_app_name(const ts_pm_app *a) { return a->name; }
-int ts_pm_app_init_bsz(const ts_pm_app *a) { return a->init_bsz; }
-int ts_pm_app_max_bsz(const ts_pm_app *a) { return a->max_bsz; }
-int ts_pm_app_epochs(const ts_pm_app *a) { return a->epochs; }
-int ts_pm_app_min_local_bsz(const ts_pm_app *a) { return a->min_local; }
-int ts_pm_app_max_local_bsz(const ts_pm_app *a) { return a->max_local; }
+const char *replay_pm_app_name(const ts_pm_app *a) { return a->name; }
+int replay_pm_app_init_bsz(const ts_pm_app *a) { return a->init_bsz; }
+int replay_pm_app_max_bsz(const ts_pm_app *a) { return a->max_bsz; }
+int replay_pm_app_epochs(const ts_pm_app *a) { return a->epochs; }
+int replay_pm_app_min_local_bsz(const ts_pm_app *a) { return a->min_local; }
+int replay_pm_app_max_local_bsz(const ts_pm_app *a) { return a->max_local; }
 
-int ts_pm_app_max_gpus(const ts_pm_app *a, int cap)
+int replay_pm_app_max_gpus(const ts_pm_app *a, int cap)
 {
     if (strcmp(a->name, "ncf") == 0)
         return 1; /* as the artifact: ncf never scales out */
@@ -333,7 +333,7 @@ int ts_pm_app_finish(ts_pm_app *a, ts_err *err)
     return build_table(a, err);
 }
 
-double ts_pm_epoch_progress(const ts_pm_app *a, int epoch)
+double replay_pm_epoch_progress(const ts_pm_app *a, int epoch)
 {
     if (epoch <= 0)
         return 0.0;
@@ -457,7 +457,7 @@ static void spread_time(const ts_pm_app *a, int nodes, int r, int b, double *st,
     *sy = y0 + w * (y1 - y0);
 }
 
-void ts_pm_step_time(const ts_pm_app *a, const int *count, int n, int local_bsz,
+void replay_pm_step_time(const ts_pm_app *a, const int *count, int n, int local_bsz,
                      double *step_s, double *sync_s)
 {
     /* the placement as digits, zeros dropped, turned to its smallest rotation
@@ -495,7 +495,7 @@ void ts_pm_step_time(const ts_pm_app *a, const int *count, int n, int local_bsz,
     spread_time(a, m, replicas, local_bsz, step_s, sync_s);
 }
 
-void ts_pm_grad_stats(const ts_pm_app *a, int batch_size, int epoch, double *sqr, double *var)
+void replay_pm_grad_stats(const ts_pm_app *a, int batch_size, int epoch, double *sqr, double *var)
 {
     int lo = 0, hi = a->nv - 1;
     for (int i = 0; i < a->nv; i++) {
@@ -523,15 +523,15 @@ void ts_pm_grad_stats(const ts_pm_app *a, int batch_size, int epoch, double *sqr
     *var = (wu * u->var[eu] + wl * l->var[el]) / d;
 }
 
-double ts_pm_gain(const ts_pm_app *a, int batch_size, int epoch)
+double replay_pm_gain(const ts_pm_app *a, int batch_size, int epoch)
 {
     double sqr, var;
-    ts_pm_grad_stats(a, batch_size, epoch, &sqr, &var);
+    replay_pm_grad_stats(a, batch_size, epoch, &sqr, &var);
     double scale = (double)batch_size / (double)a->init_bsz;
     return (var + sqr) / (var / scale + sqr);
 }
 
-void ts_pm_job_init(ts_pm_job *j, const ts_pm_app *a, int submit_s, int batch_size)
+void replay_pm_job_init(ts_pm_job *j, const ts_pm_app *a, int submit_s, int batch_size)
 {
     memset(j, 0, sizeof *j);
     j->app = a;
@@ -559,7 +559,7 @@ static void update_local_bsz(ts_pm_job *j)
     if (r == 0)
         return;
     int best = 0;
-    if (j->adapt && ts_pm_goodput_best(j->adapt, r, j->epoch, &best) > 0 && best > 0)
+    if (j->adapt && replay_pm_goodput_best(j->adapt, r, j->epoch, &best) > 0 && best > 0)
         j->batch_size = best;
     int local = (int)ceil((double)j->batch_size / r - BSZ_EPS);
     int accum = (int)ceil((double)local / a->max_local - BSZ_EPS) - 1;
@@ -572,7 +572,7 @@ static void update_local_bsz(ts_pm_job *j)
     j->atomic_bsz = atomic < cap ? atomic : cap;
 }
 
-void ts_pm_job_reallocate(ts_pm_job *j, const int *count, int n)
+void replay_pm_job_reallocate(ts_pm_job *j, const int *count, int n)
 {
     if (n > TS_PM_NODES_MAX)
         n = TS_PM_NODES_MAX;
@@ -592,7 +592,7 @@ static void step_time_cached(ts_pm_job *j, double *st, double *sy)
 {
     if (j->c_atomic != j->atomic_bsz || j->c_nnodes != j->nnodes ||
         memcmp(j->c_count, j->count, (size_t)j->nnodes * sizeof *j->count) != 0) {
-        ts_pm_step_time(j->app, j->count, j->nnodes, j->atomic_bsz, &j->c_step, &j->c_sync);
+        replay_pm_step_time(j->app, j->count, j->nnodes, j->atomic_bsz, &j->c_step, &j->c_sync);
         j->c_atomic = j->atomic_bsz;
         j->c_nnodes = j->nnodes;
         memcpy(j->c_count, j->count, (size_t)j->nnodes * sizeof *j->count);
@@ -601,7 +601,7 @@ static void step_time_cached(ts_pm_job *j, double *st, double *sy)
     *sy = j->c_sync;
 }
 
-void ts_pm_job_step(ts_pm_job *j, int seconds)
+void replay_pm_job_step(ts_pm_job *j, int seconds)
 {
     if (j->nnodes == 0) {
         j->now_s += seconds;
@@ -618,10 +618,10 @@ void ts_pm_job_step(ts_pm_job *j, int seconds)
         double st, sy;
         step_time_cached(j, &st, &sy);
         double accum_time = st - sy;
-        double gain = ts_pm_gain(a, batch, j->epoch);
+        double gain = replay_pm_gain(a, batch, j->epoch);
         double total = st + accum_time * j->accum_steps;
         double goodput = gain / total;
-        double next = ts_pm_epoch_progress(a, j->epoch + 1);
+        double next = replay_pm_epoch_progress(a, j->epoch + 1);
         if (j->progress + goodput * seconds < next) {
             j->progress += goodput * seconds;
             j->now_s += seconds;
@@ -642,7 +642,7 @@ void ts_pm_job_step(ts_pm_job *j, int seconds)
     j->now_s += seconds;
 }
 
-int ts_pm_fill_most_free(int *row, int *node_free, int nodes, int want)
+int replay_pm_fill_most_free(int *row, int *node_free, int nodes, int want)
 {
     int have = 0;
     while (have < want) {
@@ -660,7 +660,7 @@ int ts_pm_fill_most_free(int *row, int *node_free, int nodes, int want)
     return have;
 }
 
-long ts_pm_round(ts_pm_job *pj, int n)
+long replay_pm_round(ts_pm_job *pj, int n)
 {
     long held = 0;
     for (int j = 0; j < n; j++) {
@@ -669,12 +669,12 @@ long ts_pm_round(ts_pm_job *pj, int n)
             g += pj[j].count[i];
         if (pj[j].done_s < 0)
             held += (long)g * TS_PM_ROUND_S;
-        ts_pm_job_step(&pj[j], TS_PM_ROUND_S);
+        replay_pm_job_step(&pj[j], TS_PM_ROUND_S);
     }
     return held;
 }
 
-int ts_pm_counts(const int *row, int nodes, int *cnt)
+int replay_pm_counts(const int *row, int nodes, int *cnt)
 {
     int m = 0;
     for (int i = 0; i < nodes && m < TS_PM_NODES_MAX; i++)
@@ -689,7 +689,7 @@ int ts_pm_counts(const int *row, int nodes, int *cnt)
     return m;
 }
 
-void ts_pm_summarise(const ts_pm_wjob *jobs, const ts_pm_job *pj, int n, long held_gpu_s,
+void replay_pm_summarise(const ts_pm_wjob *jobs, const ts_pm_job *pj, int n, long held_gpu_s,
                      long total_gpus, long *jct_s, ts_pm_stats *st)
 {
     double sum = 0;

@@ -44,7 +44,7 @@ int ts_pm_app_defaults(const char *name, int *epochs, int *max_local_bsz);
 
 int ts_pm_app_new(const char *name, int epochs, int max_local_bsz, ts_pm_app **out, ts_err *err);
 void ts_pm_app_free(ts_pm_app *a);
-const char *ts_pm_app_name(const ts_pm_app *a);
+const char *replay_pm_app_name(const ts_pm_app *a);
 /* Columns placement,local_bsz,step_time,sync_time (header line first). */
 int ts_pm_app_add_placements(ts_pm_app *a, const char *buf, size_t len, const char *fname,
                              ts_err *err);
@@ -58,27 +58,27 @@ int ts_pm_app_add_validation(ts_pm_app *a, int batch_size, const char *buf, size
  * rows) and derives the batch-size bounds and the progress per epoch. */
 int ts_pm_app_finish(ts_pm_app *a, ts_err *err);
 
-int ts_pm_app_init_bsz(const ts_pm_app *a);  /* the smallest validated batch */
-int ts_pm_app_max_bsz(const ts_pm_app *a);   /* the largest validated batch */
-int ts_pm_app_epochs(const ts_pm_app *a);
-int ts_pm_app_min_local_bsz(const ts_pm_app *a); /* the smallest profiled per-GPU batch */
-int ts_pm_app_max_local_bsz(const ts_pm_app *a); /* the largest usable (yolov3: 8) */
+int replay_pm_app_init_bsz(const ts_pm_app *a);  /* the smallest validated batch */
+int replay_pm_app_max_bsz(const ts_pm_app *a);   /* the largest validated batch */
+int replay_pm_app_epochs(const ts_pm_app *a);
+int replay_pm_app_min_local_bsz(const ts_pm_app *a); /* the smallest profiled per-GPU batch */
+int replay_pm_app_max_local_bsz(const ts_pm_app *a); /* the largest usable (yolov3: 8) */
 
 /* Step and sync time (s) of one step on placement (count[i] GPUs on node i,
  * zeros ignored) at local_bsz per GPU. Placements profiled are interpolated
  * in local_bsz only; others (5+ nodes) from the mean by (nodes, replicas) of
  * the profiles and scalability.csv, multilinear in nodes, replicas, local_bsz
  * (the artifact triangulates instead; see docs/simulator.md). */
-void ts_pm_step_time(const ts_pm_app *a, const int *count, int n, int local_bsz,
+void replay_pm_step_time(const ts_pm_app *a, const int *count, int n, int local_bsz,
                      double *step_s, double *sync_s);
 /* The gradient statistics during epoch (from 0) at batch_size, linear between
  * the validated batch sizes around it (clamped to the validated range). */
-void ts_pm_grad_stats(const ts_pm_app *a, int batch_size, int epoch, double *sqr, double *var);
+void replay_pm_grad_stats(const ts_pm_app *a, int batch_size, int epoch, double *sqr, double *var);
 /* Progress per step at batch_size relative to one step at the smallest
  * validated batch: (var + sqr) / (var / scale + sqr), scale = B / B0. */
-double ts_pm_gain(const ts_pm_app *a, int batch_size, int epoch);
+double replay_pm_gain(const ts_pm_app *a, int batch_size, int epoch);
 /* Progress at the end of epoch (1..epochs); 0 for epoch 0. */
-double ts_pm_epoch_progress(const ts_pm_app *a, int epoch);
+double replay_pm_epoch_progress(const ts_pm_app *a, int epoch);
 
 typedef struct ts_pm_goodput ts_pm_goodput;
 
@@ -105,15 +105,15 @@ typedef struct ts_pm_job {
     ts_pm_goodput *adapt;
 } ts_pm_job;
 
-void ts_pm_job_init(ts_pm_job *j, const ts_pm_app *a, int submit_s, int batch_size);
+void replay_pm_job_init(ts_pm_job *j, const ts_pm_app *a, int submit_s, int batch_size);
 /* A new allocation (count per node, n nodes; n 0: none). A non-empty one
  * starts the TS_PM_RESCALE_S countdown. */
-void ts_pm_job_reallocate(ts_pm_job *j, const int *count, int n);
+void replay_pm_job_reallocate(ts_pm_job *j, const int *count, int n);
 /* Advances the job seconds of virtual time on its allocation. */
-void ts_pm_job_step(ts_pm_job *j, int seconds);
+void replay_pm_job_step(ts_pm_job *j, int seconds);
 /* One round (TS_PM_ROUND_S) of every job pj[0..n) on its allocation: each
  * stepped; the GPU-seconds the unfinished ones held during it. */
-long ts_pm_round(ts_pm_job *pj, int n);
+long replay_pm_round(ts_pm_job *pj, int n);
 
 /* A Pollux workload row (name,time,application,num_replicas,batch_size). */
 typedef struct ts_pm_wjob {
@@ -140,14 +140,14 @@ typedef struct ts_pm_stats {
 /* Adds up to want GPUs to row[0..nodes) from node_free, the node with the
  * most free first, as many as it has (the artifact's most-free-node
  * placement); how many it added. */
-int ts_pm_fill_most_free(int *row, int *node_free, int nodes, int want);
+int replay_pm_fill_most_free(int *row, int *node_free, int nodes, int want);
 /* A job's GPUs per node (row[0..nodes)) as the model takes them: the nodes
  * it uses, largest count first, into cnt (TS_PM_NODES_MAX); how many. */
-int ts_pm_counts(const int *row, int nodes, int *cnt);
+int replay_pm_counts(const int *row, int nodes, int *cnt);
 /* The run's figures once every job is done: each job's JCT into jct_s (may
  * be NULL), their mean, the makespan, the restarts, and held_gpu_s over
  * total_gpus x makespan. */
-void ts_pm_summarise(const ts_pm_wjob *jobs, const ts_pm_job *pj, int n, long held_gpu_s,
+void replay_pm_summarise(const ts_pm_wjob *jobs, const ts_pm_job *pj, int n, long held_gpu_s,
                      long total_gpus, long *jct_s, ts_pm_stats *st);
 
 /* The artifact's Tiresias (+TunedJobs) on nodes x gpus_per_node through the
@@ -161,16 +161,16 @@ int ts_pm_run_tiresias(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int
 /* What an elastic job reports (pollux_goodput.c): its best goodput (progress
  * per second) at g GPUs packed on nodes of gpus_per_node, over the batch
  * sizes it may use, at an epoch; *batch (may be NULL) gets that batch. Built
- * once per application (ts_pm_goodput_new times every candidate), filled
+ * once per application (replay_pm_goodput_new times every candidate), filled
  * lazily per epoch; one thread at a time. */
-int ts_pm_goodput_new(const ts_pm_app *a, int gpus_per_node, int max_gpus,
+int replay_pm_goodput_new(const ts_pm_app *a, int gpus_per_node, int max_gpus,
                       ts_pm_goodput **out, ts_err *err);
-void ts_pm_goodput_free(ts_pm_goodput *g);
-double ts_pm_goodput_best(ts_pm_goodput *g, int gpus, int epoch, int *batch);
+void replay_pm_goodput_free(ts_pm_goodput *g);
+double replay_pm_goodput_best(ts_pm_goodput *g, int gpus, int epoch, int *batch);
 /* The most GPUs an elastic job of the application may use, as the artifact
  * lets Pollux give: its largest batch over its smallest per-GPU batch, at most
  * cap; ncf 1. */
-int ts_pm_app_max_gpus(const ts_pm_app *a, int cap);
+int replay_pm_app_max_gpus(const ts_pm_app *a, int cap);
 
 struct ts_replay_policy_ops; /* replay.h */
 typedef enum ts_pm_jobs_kind {
@@ -183,7 +183,7 @@ typedef enum ts_pm_jobs_kind {
  * job goes where the policy put it (its placement op) or, without one, on the
  * nodes with the most free GPUs (pollux_run.c). Rigid: each job the GPUs and
  * batch of the workload. Elastic: each job asks the policy for its minimum
- * (1 GPU, or the workload's count), holds up to ts_pm_app_max_gpus, the spare GPUs granted by ts_elastic_grant
+ * (1 GPU, or the workload's count), holds up to replay_pm_app_max_gpus, the spare GPUs granted by ts_elastic_grant
  * (src/sched/elastic.h) on its reported goodput, taken back first where the
  * policy starts a job, its batch the best for its size. */
 int ts_pm_run_policy(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int n, int nodes,

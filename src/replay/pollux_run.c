@@ -40,12 +40,12 @@ static double left_s(const ts_pm_job *j, int replicas, int gpus_per_node)
         cnt[m] = left < gpus_per_node ? left : gpus_per_node;
         left -= cnt[m];
     }
-    ts_pm_job_reallocate(&t, cnt, m);
+    replay_pm_job_reallocate(&t, cnt, m);
     double st, sy;
-    ts_pm_step_time(t.app, t.count, t.nnodes, t.atomic_bsz, &st, &sy);
+    replay_pm_step_time(t.app, t.count, t.nnodes, t.atomic_bsz, &st, &sy);
     int batch = replicas * t.atomic_bsz * (t.accum_steps + 1);
-    double goodput = ts_pm_gain(t.app, batch, t.epoch) / (st + (st - sy) * t.accum_steps);
-    double todo = ts_pm_epoch_progress(t.app, ts_pm_app_epochs(t.app)) - t.progress;
+    double goodput = replay_pm_gain(t.app, batch, t.epoch) / (st + (st - sy) * t.accum_steps);
+    double todo = replay_pm_epoch_progress(t.app, replay_pm_app_epochs(t.app)) - t.progress;
     return (todo > 0 ? todo / goodput : 0) + (j->nnodes ? j->rescale_s : TS_PM_RESCALE_S);
 }
 
@@ -68,8 +68,8 @@ typedef struct elastic_ctx {
 /* Seconds an elastic job still needs at g GPUs, at its best batch. */
 static double elastic_left_s(elastic_ctx *e, const ts_pm_job *j, int app, int g)
 {
-    double gp = ts_pm_goodput_best(e->gp[app], g, j->epoch, NULL);
-    double todo = ts_pm_epoch_progress(j->app, ts_pm_app_epochs(j->app)) - j->progress;
+    double gp = replay_pm_goodput_best(e->gp[app], g, j->epoch, NULL);
+    double todo = replay_pm_epoch_progress(j->app, replay_pm_app_epochs(j->app)) - j->progress;
     return gp > 0 && todo > 0 ? todo / gp : 0;
 }
 
@@ -117,7 +117,7 @@ static void place(const ts_replay_policy_ops *ops, void *state, int j, int want,
         node_free[i] += got;
         free_all += got;
     }
-    ts_pm_fill_most_free(row, node_free, nodes, want);
+    replay_pm_fill_most_free(row, node_free, nodes, want);
 }
 
 /* The GPUs nobody's minimum uses go to the running elastic jobs where the
@@ -137,10 +137,10 @@ static void grant(elastic_ctx *e, const ts_pm_wjob *jobs, ts_pm_job *pj, const b
         for (int i = 0; i < nodes; i++)
             cur += alloc[(size_t)j * nodes + i];
         double *sp = &e->speedup[(size_t)ne * (total + 1)];
-        double base = ts_pm_goodput_best(e->gp[a], 1, pj[j].epoch, NULL);
+        double base = replay_pm_goodput_best(e->gp[a], 1, pj[j].epoch, NULL);
         sp[0] = 0;
         for (int g = 1; g <= e->max_gpus[a]; g++)
-            sp[g] = base > 0 ? ts_pm_goodput_best(e->gp[a], g, pj[j].epoch, NULL) / base : 1;
+            sp[g] = base > 0 ? replay_pm_goodput_best(e->gp[a], g, pj[j].epoch, NULL) / base : 1;
         e->ej[ne] = (ts_elastic_job){e->min[j], e->max_gpus[a] > e->min[j] ? e->max_gpus[a] : e->min[j], cur, sp,
                                      elastic_left_s(e, &pj[j], a, cur), changed[j]};
         e->ejob[ne++] = j;
@@ -180,14 +180,14 @@ static void grant(elastic_ctx *e, const ts_pm_wjob *jobs, ts_pm_job *pj, const b
                 node_free[i] -= t;
                 add -= t;
             }
-        ts_pm_fill_most_free(row, node_free, nodes, add);
+        replay_pm_fill_most_free(row, node_free, nodes, add);
     }
 }
 
 static void elastic_free(elastic_ctx *e)
 {
     for (int a = 0; a < APPS_MAX; a++)
-        ts_pm_goodput_free(e->gp[a]);
+        replay_pm_goodput_free(e->gp[a]);
     free(e->minrow);
     free(e->min);
     free(e->speedup);
@@ -210,8 +210,8 @@ static int elastic_init(elastic_ctx *e, const ts_pm_app *const *apps, const ts_p
             return ts_err_set(err, TS_EINVAL, "%s: application index out of range", jobs[j].name);
         if (e->gp[a])
             continue;
-        e->max_gpus[a] = ts_pm_app_max_gpus(apps[a], total);
-        int rc = ts_pm_goodput_new(apps[a], gpus_per_node, e->max_gpus[a], &e->gp[a], err);
+        e->max_gpus[a] = replay_pm_app_max_gpus(apps[a], total);
+        int rc = replay_pm_goodput_new(apps[a], gpus_per_node, e->max_gpus[a], &e->gp[a], err);
         if (rc)
             return rc;
     }
@@ -264,10 +264,10 @@ static void curves(elastic_ctx *e, const ts_pm_wjob *jobs, const ts_pm_job *pj,
         if (!holding[j] || e->emax[j] <= e->min[j])
             continue;
         double *sp = &e->speedup[(size_t)j * (size_t)(total + 1)];
-        double base = ts_pm_goodput_best(e->gp[a], 1, pj[j].epoch, NULL);
+        double base = replay_pm_goodput_best(e->gp[a], 1, pj[j].epoch, NULL);
         sp[0] = 0;
         for (int g = 1; g <= e->emax[j]; g++)
-            sp[g] = base > 0 ? ts_pm_goodput_best(e->gp[a], g, pj[j].epoch, NULL) / base : 1;
+            sp[g] = base > 0 ? replay_pm_goodput_best(e->gp[a], g, pj[j].epoch, NULL) / base : 1;
         e->eleft[j] = elastic_left_s(e, &pj[j], a, held(alloc, j, nodes));
     }
 }
@@ -338,7 +338,7 @@ static void run_init_jobs(run_ctx *r)
 {
     for (int j = 0; j < r->n; j++) {
         const ts_pm_wjob *w = &r->jobs[j];
-        ts_pm_job_init(&r->pj[j], r->apps[w->app], w->submit_s, w->batch_size);
+        replay_pm_job_init(&r->pj[j], r->apps[w->app], w->submit_s, w->batch_size);
         if (r->e) /* the job adapts its batch to its GPUs and epoch */
             r->pj[j].adapt = r->e->gp[w->app];
         snprintf(r->rj[j].name, sizeof r->rj[j].name, "%s", w->name);
@@ -350,7 +350,7 @@ static void run_init_jobs(run_ctx *r)
 
 static void give_back_gpus(run_ctx *r, int j)
 {
-    ts_pm_job_reallocate(&r->pj[j], NULL, 0);
+    replay_pm_job_reallocate(&r->pj[j], NULL, 0);
     memset(&r->alloc[(size_t)j * r->nodes], 0, (size_t)r->nodes * sizeof *r->alloc);
 }
 
@@ -455,7 +455,7 @@ static int decide_round(run_ctx *r, int np, long now, long since, ts_err *err)
         if (!r->run[j] || !r->changed[j])
             continue;
         const int *row = &r->alloc[(size_t)j * r->nodes];
-        ts_pm_job_reallocate(&r->pj[j], cnt, ts_pm_counts(row, r->nodes, cnt));
+        replay_pm_job_reallocate(&r->pj[j], cnt, replay_pm_counts(row, r->nodes, cnt));
     }
     return 0;
 }
@@ -491,7 +491,7 @@ int ts_pm_run_policy(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int n
         goto out;
     long now = 0, held_gpu_s = 0, since = 0;
     for (int left = n; left > 0;) {
-        held_gpu_s += ts_pm_round(r.pj, n);
+        held_gpu_s += replay_pm_round(r.pj, n);
         now += TS_PM_ROUND_S;
         int np = collect_pending(&r, now, &left);
         if (np == 0)
@@ -504,7 +504,7 @@ int ts_pm_run_policy(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int n
             goto out;
         }
     }
-    ts_pm_summarise(jobs, r.pj, n, held_gpu_s, total, jct_s, st);
+    replay_pm_summarise(jobs, r.pj, n, held_gpu_s, total, jct_s, st);
 out:
     run_free(&r);
     return rc;

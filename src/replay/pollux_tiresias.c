@@ -54,7 +54,7 @@ int ts_pm_load_workload(const char *buf, size_t len, const char *fname,
         strcpy(j->name, f[0]);
         j->app = -1;
         for (int a = 0; a < napps; a++)
-            if (strcmp(ts_pm_app_name(apps[a]), f[2]) == 0)
+            if (strcmp(replay_pm_app_name(apps[a]), f[2]) == 0)
                 j->app = a;
         if (j->app < 0) {
             rc = ts_err_set(err, TS_EINVAL, "%s:%d: application: no profile for \"%s\"", fname,
@@ -181,7 +181,7 @@ static void tiresias_round(tstate *s, const ts_pm_wjob *jobs, const bool *active
                 have += row[i];
             if (have > 0)
                 continue;
-            ts_pm_fill_most_free(row, node_free, nodes, jobs[j].replicas); /* row is empty */
+            replay_pm_fill_most_free(row, node_free, nodes, jobs[j].replicas); /* row is empty */
         }
     }
     free(node_free);
@@ -210,11 +210,11 @@ int ts_pm_run_tiresias(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int
         goto out;
     }
     for (int j = 0; j < n; j++)
-        ts_pm_job_init(&pj[j], apps[jobs[j].app], jobs[j].submit_s, jobs[j].batch_size);
+        replay_pm_job_init(&pj[j], apps[jobs[j].app], jobs[j].submit_s, jobs[j].batch_size);
     long now = 0, held_gpu_s = 0;
     int left = n;
     while (left > 0) {
-        held_gpu_s += ts_pm_round(pj, n);
+        held_gpu_s += replay_pm_round(pj, n);
         now += TS_PM_ROUND_S;
         int nact = 0;
         left = 0;
@@ -237,14 +237,14 @@ int ts_pm_run_tiresias(const ts_pm_app *const *apps, const ts_pm_wjob *jobs, int
             /* the nodes in the order their GPUs were taken, most free first:
              * the counts never grow along it, so sorting them down gives it */
             int cnt[TS_PM_NODES_MAX];
-            ts_pm_job_reallocate(&pj[j], cnt, ts_pm_counts(row, nodes, cnt));
+            replay_pm_job_reallocate(&pj[j], cnt, replay_pm_counts(row, nodes, cnt));
         }
         if (now > 100L * 24 * 3600) {
             rc = ts_err_set(err, TS_EINVAL, "replay: not done after 100 days of virtual time");
             goto out;
         }
     }
-    ts_pm_summarise(jobs, pj, n, held_gpu_s, (long)nodes * gpus_per_node, jct_s, st);
+    replay_pm_summarise(jobs, pj, n, held_gpu_s, (long)nodes * gpus_per_node, jct_s, st);
 out:
     free(pj);
     free(active);

@@ -67,7 +67,7 @@ typedef struct ts_replay_config {
     int gpus_per_node;
     double round_s;        /* 0: decide on every event */
     double restart_cost_s; /* charged, without progress, at every start and restart */
-    bool ckpt_cost_by_gpus; /* restarts also pay ts_replay_ckpt_cost_s(gpus) */
+    bool ckpt_cost_by_gpus; /* restarts also pay replay_ckpt_cost_s(gpus) */
     /* 0: a preempted job checkpoints as it stops and loses nothing; N > 0: it
      * checkpoints every N s of progress and a preemption loses the progress
      * made since the last one (work to do again, counted in lost_gpu_s). */
@@ -80,9 +80,9 @@ typedef struct ts_replay_config {
 } ts_replay_config;
 
 /* 7 s for 1 GPU, 30 s for 2..8, 60 s above (Helios SRTF, README A). */
-double ts_replay_ckpt_cost_s(int gpus);
+double replay_ckpt_cost_s(int gpus);
 /* q-th percentile of sorted[0..n-1], numpy's linear interpolation; 0 if n is 0. */
-double ts_replay_percentile(const double *sorted, int n, double q);
+double replay_percentile(const double *sorted, int n, double q);
 
 /* What a policy sees at a decision. Jobs are in arrival order (submit time,
  * then input order); pending[] lists the submitted, unfinished ones. */
@@ -161,7 +161,7 @@ bool ts_replay_runs_cycle(const ts_replay_policy_ops *ops);
  * state), holds its GPUs without progress before it runs, on top of
  * restart_cost_s: the image pull of tessera-img and tessera-img-blind
  * (replay_images.c); 0 for every other policy. */
-double ts_replay_start_delay_s(const ts_replay_policy_ops *ops, void *state, int j);
+double replay_start_delay_s(const ts_replay_policy_ops *ops, void *state, int j);
 
 /* Per job, what happened. */
 typedef struct ts_replay_outcome {
@@ -199,7 +199,7 @@ typedef struct ts_replay_result {
  * policy. out (may be NULL) gets one outcome per job. Returns 0, TS_EINVAL on
  * a bad config or a job that can never fit, TS_ENOMEM, or TS_ENOSPC if the
  * policy leaves an idle cluster idle while jobs wait (it would never end). */
-int ts_replay_run(const ts_replay_config *cfg, const ts_replay_policy_ops *policy,
+int replay_run(const ts_replay_config *cfg, const ts_replay_policy_ops *policy,
                   const ts_replay_job *jobs, int njobs, ts_replay_outcome *out,
                   ts_replay_result *res, ts_err *err);
 
@@ -220,7 +220,7 @@ typedef struct ts_replay_log {
 
 void ts_replay_log_free(ts_replay_log *log);
 
-/* ts_replay_run that also appends every hold to log (may be NULL). */
+/* replay_run that also appends every hold to log (may be NULL). */
 int ts_replay_run_logged(const ts_replay_config *cfg, const ts_replay_policy_ops *policy,
                          const ts_replay_job *jobs, int njobs, ts_replay_outcome *out,
                          ts_replay_result *res, ts_replay_log *log, ts_err *err);
@@ -325,7 +325,7 @@ typedef struct ts_replay_fairness {
 /* The figures above from a finished replay: its jobs, their outcomes and
  * the log of their holds, on a cluster of total_gpus. tres gets ntenants
  * entries; fair may be NULL. TS_EINVAL (a job's tenant out of range), TS_ENOMEM. */
-int ts_replay_tenant_metrics(const ts_replay_job *jobs, int njobs, const ts_replay_outcome *out,
+int replay_tenant_metrics(const ts_replay_job *jobs, int njobs, const ts_replay_outcome *out,
                              const ts_replay_log *log, const ts_replay_tenant *tenants,
                              int ntenants, long total_gpus, ts_replay_tenant_result *tres,
                              ts_replay_fairness *fair, ts_err *err);
@@ -351,14 +351,14 @@ int ts_replay_series_build(const ts_replay_job *jobs, int njobs, const ts_replay
 void ts_replay_series_free(ts_replay_series *s);
 
 /* Jain's fairness index (sum x)^2 / (n sum x^2); 1 when n is 0 or all x are 0. */
-double ts_replay_jain(const double *x, int n);
+double replay_jain(const double *x, int n);
 
 /* Weighted max-min fair shares: fills share[0..n-1] with what each of n
  * tenants gets of capacity, given its demand and weight (>= 0): every
  * tenant gets min(demand, level x weight) for the one level that hands out
  * all of capacity (or everyone's demand); tenants of weight 0 then share
  * what is left equally (max-min). */
-void ts_replay_water_fill(double capacity, const double *demand, const double *weight, int n,
+void replay_water_fill(double capacity, const double *demand, const double *weight, int n,
                           double *share);
 
 /* ---- tenants: siloed and shared replays --------------------------------- */

@@ -647,8 +647,8 @@ static void core_estimates(void *p, ts_replay_result *res)
     qsort(err, (size_t)n, sizeof *err, cmp_double);
     res->est_waited = waited;
     res->est_jobs = n;
-    res->est_median_err_s = n ? ts_replay_percentile(err, n, 50) : 0.0;
-    res->est_p90_err_s = n ? ts_replay_percentile(err, n, 90) : 0.0;
+    res->est_median_err_s = n ? replay_percentile(err, n, 50) : 0.0;
+    res->est_p90_err_s = n ? replay_percentile(err, n, 90) : 0.0;
     free(err);
 }
 
@@ -710,7 +710,7 @@ bool ts_replay_runs_cycle(const ts_replay_policy_ops *ops)
            ops == &ts_replay_tessera_img_ops || ops == &ts_replay_tessera_img_blind_ops;
 }
 
-double ts_replay_start_delay_s(const ts_replay_policy_ops *ops, void *state, int j)
+double replay_start_delay_s(const ts_replay_policy_ops *ops, void *state, int j)
 {
     if (ops != &ts_replay_tessera_img_ops && ops != &ts_replay_tessera_img_blind_ops)
         return 0.0;

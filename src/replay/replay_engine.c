@@ -131,8 +131,8 @@ static void place(engine *e, int j)
     s->hold_start_s = e->now;
     s->delay_left_s = e->cfg->restart_cost_s;
     if (e->cfg->ckpt_cost_by_gpus && e->out[j].starts > 0)
-        s->delay_left_s += ts_replay_ckpt_cost_s(e->jobs[j].gpus);
-    s->delay_left_s += ts_replay_start_delay_s(e->pol, e->pol_state, j); /* an image pull */
+        s->delay_left_s += replay_ckpt_cost_s(e->jobs[j].gpus);
+    s->delay_left_s += replay_start_delay_s(e->pol, e->pol_state, j); /* an image pull */
     e->out[j].starts++;
 }
 
@@ -289,13 +289,13 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-double ts_replay_ckpt_cost_s(int gpus)
+double replay_ckpt_cost_s(int gpus)
 {
     return gpus <= 1 ? TS_REPLAY_CKPT_1GPU_S : gpus <= 8 ? TS_REPLAY_CKPT_NODE_S : TS_REPLAY_CKPT_MULTI_S;
 }
 
 /* numpy's default (linear interpolation between closest ranks) */
-double ts_replay_percentile(const double *sorted, int n, double q)
+double replay_percentile(const double *sorted, int n, double q)
 {
     if (n == 0)
         return 0;
@@ -338,8 +338,8 @@ static int summarise(const engine *e, ts_replay_result *res, ts_err *err)
     }
     qsort(jct, (size_t)e->njobs, sizeof *jct, cmp_double);
     res->avg_jct_s = sum_jct / e->njobs;
-    res->p50_jct_s = ts_replay_percentile(jct, e->njobs, 50);
-    res->p99_jct_s = ts_replay_percentile(jct, e->njobs, 99);
+    res->p50_jct_s = replay_percentile(jct, e->njobs, 50);
+    res->p99_jct_s = replay_percentile(jct, e->njobs, 99);
     res->avg_queue_s = sum_q / e->njobs;
     if (res->gang_jobs > 0)
         res->avg_gang_wait_s /= res->gang_jobs;
@@ -408,7 +408,7 @@ static void engine_free(engine *e)
     free(e->at_risk);
 }
 
-int ts_replay_run(const ts_replay_config *cfg, const ts_replay_policy_ops *policy,
+int replay_run(const ts_replay_config *cfg, const ts_replay_policy_ops *policy,
                   const ts_replay_job *jobs, int njobs, ts_replay_outcome *out,
                   ts_replay_result *res, ts_err *err)
 {

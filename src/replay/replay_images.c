@@ -342,8 +342,8 @@ static wait_figures figures(const replay_images *m, int min_kind, double *tmp)
         }
     qsort(tmp, (size_t)w.n, sizeof *tmp, cmp_double);
     w.mean = w.n ? w.total / w.n : 0.0;
-    w.p50 = ts_replay_percentile(tmp, w.n, 50);
-    w.p90 = ts_replay_percentile(tmp, w.n, 90);
+    w.p50 = replay_percentile(tmp, w.n, 50);
+    w.p90 = replay_percentile(tmp, w.n, 90);
     return w;
 }
 

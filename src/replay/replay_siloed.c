@@ -56,8 +56,8 @@ static int pool(const ts_replay_job *jobs, int njobs, const ts_replay_outcome *o
     }
     qsort(jct, (size_t)njobs, sizeof *jct, cmp_double);
     res->avg_jct_s = sum_jct / njobs;
-    res->p50_jct_s = ts_replay_percentile(jct, njobs, 50);
-    res->p99_jct_s = ts_replay_percentile(jct, njobs, 99);
+    res->p50_jct_s = replay_percentile(jct, njobs, 50);
+    res->p99_jct_s = replay_percentile(jct, njobs, 99);
     res->avg_queue_s = sum_q / njobs;
     if (res->gang_jobs > 0)
         res->avg_gang_wait_s /= res->gang_jobs;
@@ -155,7 +155,7 @@ int ts_replay_run_siloed(const ts_replay_config *base, const ts_replay_policy_op
     if (rc == 0)
         rc = pool(jobs, njobs, o, partition_gpus, base->gpus_per_node, part, ntenants, res, err);
     if (rc == 0)
-        rc = ts_replay_tenant_metrics(jobs, njobs, o, &all, tenants, ntenants,
+        rc = replay_tenant_metrics(jobs, njobs, o, &all, tenants, ntenants,
                                       cluster > partition_gpus ? cluster : partition_gpus, tres,
                                       fair, err);
     if (rc == 0 && log) {
@@ -193,7 +193,7 @@ int ts_replay_run_shared(const ts_replay_config *base, const ts_replay_policy_op
     ts_replay_log all = {0};
     rc = ts_replay_run_logged(&cfg, policy, jobs, njobs, o, res, &all, err);
     if (rc == 0)
-        rc = ts_replay_tenant_metrics(jobs, njobs, o, &all, tenants, ntenants,
+        rc = replay_tenant_metrics(jobs, njobs, o, &all, tenants, ntenants,
                                       (long)base->nodes * base->gpus_per_node, tres, fair, err);
     if (rc == 0 && log) {
         ts_replay_log_free(log);

@@ -183,7 +183,7 @@ done:
 
 /* ---- fairness --------------------------------------------------------- */
 
-double ts_replay_jain(const double *x, int n)
+double replay_jain(const double *x, int n)
 {
     double s = 0, s2 = 0;
     for (int i = 0; i < n; i++) {
@@ -193,7 +193,7 @@ double ts_replay_jain(const double *x, int n)
     return s2 > 0 ? s * s / (n * s2) : 1.0;
 }
 
-void ts_replay_water_fill(double capacity, const double *demand, const double *weight, int n,
+void replay_water_fill(double capacity, const double *demand, const double *weight, int n,
                           double *share)
 {
     /* Raise the level: each round, the tenants whose demand is below
@@ -266,7 +266,7 @@ static void fair_segment(void *p, double t0, double t1, const sweep_state *s)
         c->demand[k] = (double)s->demand[k];
         c->weight[k] = c->tenants[k].gpus;
     }
-    ts_replay_water_fill(c->total_gpus, c->demand, c->weight, c->ntenants, c->share);
+    replay_water_fill(c->total_gpus, c->demand, c->weight, c->ntenants, c->share);
     for (int k = 0; k < c->ntenants; k++) {
         ts_replay_tenant_result *r = &c->tres[k];
         long guar = c->tenants[k].gpus, held = s->held[k], dem = s->demand[k];
@@ -282,7 +282,7 @@ static void fair_segment(void *p, double t0, double t1, const sweep_state *s)
     }
 }
 
-int ts_replay_tenant_metrics(const ts_replay_job *jobs, int njobs, const ts_replay_outcome *out,
+int replay_tenant_metrics(const ts_replay_job *jobs, int njobs, const ts_replay_outcome *out,
                              const ts_replay_log *log, const ts_replay_tenant *tenants,
                              int ntenants, long total_gpus, ts_replay_tenant_result *tres,
                              ts_replay_fairness *fair, ts_err *err)
@@ -324,8 +324,8 @@ int ts_replay_tenant_metrics(const ts_replay_job *jobs, int njobs, const ts_repl
             deficit += r->deficit_gpu_s;
         }
         if (fair) {
-            fair->jain = ts_replay_jain(x, nx);
-            fair->jain_active = ts_replay_jain(y, ny);
+            fair->jain = replay_jain(x, nx);
+            fair->jain_active = replay_jain(y, ny);
             fair->deficit_gpu_s = deficit;
         }
     }

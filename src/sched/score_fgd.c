@@ -15,7 +15,7 @@
 #define FGD_SCORE_MAX 100.0
 #define FGD_DELTA_SCALE_MILLI 1000.0
 
-int64_t ts_fgd_score_of_delta(double delta_milli)
+int64_t sched_fgd_score_of_delta(double delta_milli)
 {
     return (int64_t)(FGD_SCORE_MAX / (1.0 + exp(-delta_milli / FGD_DELTA_SCALE_MILLI)));
 }
@@ -44,7 +44,7 @@ static int64_t fgd_score(void *st, const ts_node *n, const ts_request *r, ts_all
             if (!ts_node_gpu_takes_share(n, i, r))
                 continue;
             s.free[i] -= r->gpu_milli;
-            int64_t v = ts_fgd_score_of_delta(before - ts_frag_shape_amount(&s, typ));
+            int64_t v = sched_fgd_score_of_delta(before - ts_frag_shape_amount(&s, typ));
             s.free[i] += r->gpu_milli;
             if (v > best) {
                 best = v;
@@ -55,7 +55,7 @@ static int64_t fgd_score(void *st, const ts_node *n, const ts_request *r, ts_all
     }
     for (int k = 0; k < a->ngpu && r->mig_profile < 0; k++)
         s.free[a->gpu[k]] -= a->gpu_milli;
-    return ts_fgd_score_of_delta(before - ts_frag_shape_amount(&s, typ));
+    return sched_fgd_score_of_delta(before - ts_frag_shape_amount(&s, typ));
 }
 
 const struct ts_scorer_ops ts_scorer_fgd = {

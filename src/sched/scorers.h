@@ -17,6 +17,6 @@ extern const struct ts_scorer_ops ts_scorer_tessera;
 
 /* 100 * sigmoid(delta_milli / 1000), truncated: the study's score for a drop
  * of delta_milli in a node's fragmentation. */
-int64_t ts_fgd_score_of_delta(double delta_milli);
+int64_t sched_fgd_score_of_delta(double delta_milli);
 
 #endif

@@ -18,7 +18,7 @@
 
 #define COMPUTE_PCT_MAX 100
 
-void ts_shim_env_get(ts_shim_env *env)
+void shim_env_get(ts_shim_env *env)
 {
     env->mem_limit = getenv(TS_SHIM_ENV_MEM_LIMIT);
     env->compute_percent = getenv(TS_SHIM_ENV_COMPUTE_PERCENT);
@@ -27,7 +27,7 @@ void ts_shim_env_get(ts_shim_env *env)
     env->driver = getenv(TS_SHIM_ENV_DRIVER);
 }
 
-int ts_shim_parse_bytes(const char *s, uint64_t *out)
+int shim_parse_bytes(const char *s, uint64_t *out)
 {
     if (!s || *s < '0' || *s > '9')
         return -1;
@@ -58,7 +58,7 @@ typedef int (*value_fn)(const char *s, int64_t *out);
 static int quota_value(const char *s, int64_t *out)
 {
     uint64_t v;
-    if (ts_shim_parse_bytes(s, &v) != 0 || v > (uint64_t)INT64_MAX)
+    if (shim_parse_bytes(s, &v) != 0 || v > (uint64_t)INT64_MAX)
         return -1;
     *out = (int64_t)v;
     return 0;
@@ -143,7 +143,7 @@ static int parse(const ts_shim_env *env, ts_shim_config *cfg, ts_err *err)
         for (int d = 0; d < TS_SHIM_MAX_DEVICES; d++)
             cfg->compute_pct[d] = (int)pct[d];
     }
-    if (env->ctx_bytes && *env->ctx_bytes && ts_shim_parse_bytes(env->ctx_bytes, &cfg->ctx_bytes))
+    if (env->ctx_bytes && *env->ctx_bytes && shim_parse_bytes(env->ctx_bytes, &cfg->ctx_bytes))
         return ts_err_set(err, TS_EINVAL, "%s: \"%s\" is not a byte count", TS_SHIM_ENV_CTX_BYTES,
                           env->ctx_bytes);
     if (env->ledger && *env->ledger) {
@@ -171,7 +171,7 @@ static int parse(const ts_shim_env *env, ts_shim_config *cfg, ts_err *err)
     return 0;
 }
 
-int ts_shim_config_parse(const ts_shim_env *env, ts_shim_config *cfg, ts_err *err)
+int shim_config_parse(const ts_shim_env *env, ts_shim_config *cfg, ts_err *err)
 {
     pass_through(cfg);
     int rc = parse(env, cfg, err);

@@ -2,7 +2,7 @@
  * config.h - the shim's configuration, parsed from the environment the agent
  * sets (variables and formats: include/tessera/shim.h).
  *
- * ts_shim_config_parse is pure: it reads only the strings it is given, so the
+ * shim_config_parse is pure: it reads only the strings it is given, so the
  * tests drive it directly. The caller owns the struct; nothing is allocated.
  */
 #ifndef TS_SHIM_CONFIG_H
@@ -35,14 +35,14 @@ typedef struct ts_shim_config {
 } ts_shim_config;
 
 /* Reads the process environment into env. */
-void ts_shim_env_get(ts_shim_env *env);
+void shim_env_get(ts_shim_env *env);
 
 /* Fills cfg from env. On bad input returns TS_EINVAL naming the variable and
  * the reason, and leaves cfg as pass-through (no quota, no limit). */
-int ts_shim_config_parse(const ts_shim_env *env, ts_shim_config *cfg, ts_err *err);
+int shim_config_parse(const ts_shim_env *env, ts_shim_config *cfg, ts_err *err);
 
 /* "512M" -> bytes (K/M/G/T are powers of 1024). 0 on success, -1 on junk or
  * overflow. */
-int ts_shim_parse_bytes(const char *s, uint64_t *out);
+int shim_parse_bytes(const char *s, uint64_t *out);
 
 #endif

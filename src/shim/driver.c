@@ -33,10 +33,10 @@ static struct {
 } ctx_cache[CTX_CACHE_SIZE];
 static int ctx_cache_next;
 
-void *ts_shim_real_dlsym(void *handle, const char *name); /* procaddr.c */
-int ts_shim_in_boot(void);
+void *shim_real_dlsym(void *handle, const char *name); /* procaddr.c */
+int shim_in_boot(void);
 
-int ts_shim_in_boot(void) { return booting; }
+int shim_in_boot(void) { return booting; }
 
 /* ---- fork: the child starts from nothing ----------------------------------- */
 
@@ -46,16 +46,16 @@ static void fork_parent(void) { pthread_mutex_unlock(&ts_shim.lock); }
 static void fork_child(void)
 {
     /* the parent's slot stays the parent's: only drop our copy of the mapping */
-    ts_ledger_abandon(ts_shim.ledger);
+    shim_ledger_abandon(ts_shim.ledger);
     ts_shim.ledger = NULL;
     ts_shim.ledger_rc = 0;
     memset(ts_shim.dev, 0, sizeof ts_shim.dev);
     memset(ts_shim.primary_refs, 0, sizeof ts_shim.primary_refs);
     memset(ts_shim.primary_ctx, 0, sizeof ts_shim.primary_ctx);
-    ts_shim_rec_clear(&ts_shim.recs);
+    shim_rec_clear(&ts_shim.recs);
     memset(ctx_cache, 0, sizeof ctx_cache);
     pthread_mutex_unlock(&ts_shim.lock);
-    ts_shim_limiter_after_fork();
+    shim_limiter_after_fork();
 }
 
 /* ---- boot ---------------------------------------------------------------- */
@@ -64,7 +64,7 @@ static void resolve_from(void *dl)
 {
 #define TS_SHIM_RESOLVE(name, params, args)                                                   \
     do {                                                                                      \
-        void *sym = ts_shim_real_dlsym(dl, #name);                                            \
+        void *sym = shim_real_dlsym(dl, #name);                                            \
         memcpy(&ts_shim.real.name, &sym, sizeof sym);                                         \
     } while (0);
     TS_CU_API(TS_SHIM_RESOLVE)
@@ -86,12 +86,12 @@ static void load_driver(void)
 /* A process that opened a driver the shim could not find by name (a path
  * outside the loader's search list) still gets it enforced: the first dlsym
  * of a cu* name in that library's handle makes it the driver. */
-void ts_shim_adopt_driver(void *handle)
+void shim_adopt_driver(void *handle)
 {
     if (__atomic_load_n(&ts_shim.dl, __ATOMIC_ACQUIRE))
         return;
     pthread_mutex_lock(&ts_shim.lock);
-    if (!ts_shim.dl && ts_shim_real_dlsym(handle, "cuGetProcAddress")) {
+    if (!ts_shim.dl && shim_real_dlsym(handle, "cuGetProcAddress")) {
         resolve_from(handle);
         __atomic_store_n(&ts_shim.dl, handle, __ATOMIC_RELEASE);
     }
@@ -102,10 +102,10 @@ static void boot(void)
 {
     booting = 1;
     ts_shim_env env;
-    ts_shim_env_get(&env);
+    shim_env_get(&env);
     ts_err err;
     ts_err_clear(&err);
-    ts_shim.config_rc = ts_shim_config_parse(&env, &ts_shim.cfg, &err);
+    ts_shim.config_rc = shim_config_parse(&env, &ts_shim.cfg, &err);
     snprintf(ts_shim.config_msg, sizeof ts_shim.config_msg, "%s", err.msg);
     load_driver();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
@@ -113,7 +113,7 @@ static void boot(void)
     __atomic_store_n(&ts_shim.booted, 1, __ATOMIC_RELEASE);
 }
 
-void ts_shim_boot(void)
+void shim_boot(void)
 {
     if (booting)
         return; /* re-entered from the driver's constructors: pass through */
@@ -123,7 +123,7 @@ void ts_shim_boot(void)
 /* For tools and tests: the configuration verdict and what is enforced. */
 TS_SHIM_EXPORT int tessera_cuda_status(char *buf, size_t len)
 {
-    ts_shim_ready();
+    shim_ready();
     if (buf && len)
         snprintf(buf, len, "config=%s%s driver=%s mem=%s compute=%s ledger=%s",
                  ts_shim.config_rc ? "refused: " : "ok",
@@ -173,13 +173,13 @@ static void open_ledger_locked(void)
     if (ts_shim.ledger || ts_shim.ledger_rc)
         return;
     ts_err err;
-    int rc = ts_ledger_open(ts_shim.cfg.ledger, &ts_shim.ledger, &err);
+    int rc = shim_ledger_open(ts_shim.cfg.ledger, &ts_shim.ledger, &err);
     if (rc && ts_shim.cfg.ledger[0]) /* enforce per process rather than not at all */
-        rc = ts_ledger_open(NULL, &ts_shim.ledger, &err);
+        rc = shim_ledger_open(NULL, &ts_shim.ledger, &err);
     ts_shim.ledger_rc = rc;
 }
 
-const struct ts_shim_dev *ts_shim_device(int d)
+const struct ts_shim_dev *shim_device(int d)
 {
     if (d < 0 || d >= TS_SHIM_MAX_DEVICES)
         return NULL;
@@ -205,7 +205,7 @@ const struct ts_shim_dev *ts_shim_device(int d)
         if (nd.limit >= 0 || nd.pct < 100) {
             open_ledger_locked();
             if (ts_shim.ledger)
-                nd.ledger_dev = ts_ledger_device(ts_shim.ledger, uuid);
+                nd.ledger_dev = shim_ledger_device(ts_shim.ledger, uuid);
             if (nd.ledger_dev < 0) { /* cannot account: do not pretend to */
                 nd.limit = -1;
                 nd.pct = 100;
@@ -219,7 +219,7 @@ const struct ts_shim_dev *ts_shim_device(int d)
 
 /* ---- contexts -> devices ------------------------------------------------------ */
 
-int ts_shim_ctx_ordinal(CUcontext ctx)
+int shim_ctx_ordinal(CUcontext ctx)
 {
     if (!ctx)
         return -1;
@@ -258,7 +258,7 @@ int ts_shim_ctx_ordinal(CUcontext ctx)
     return dev;
 }
 
-void ts_shim_ctx_forget(CUcontext ctx)
+void shim_ctx_forget(CUcontext ctx)
 {
     pthread_mutex_lock(&ts_shim.lock);
     for (int i = 0; i < CTX_CACHE_SIZE; i++)
@@ -267,17 +267,17 @@ void ts_shim_ctx_forget(CUcontext ctx)
     pthread_mutex_unlock(&ts_shim.lock);
 }
 
-int ts_shim_current_ordinal(CUcontext *ctx_out)
+int shim_current_ordinal(CUcontext *ctx_out)
 {
     CUcontext ctx = NULL;
     if (!ts_shim.real.cuCtxGetCurrent || ts_shim.real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS)
         ctx = NULL;
     if (ctx_out)
         *ctx_out = ctx;
-    return ts_shim_ctx_ordinal(ctx);
+    return shim_ctx_ordinal(ctx);
 }
 
-CUcontext ts_shim_stream_ctx(CUstream s)
+CUcontext shim_stream_ctx(CUstream s)
 {
     CUcontext ctx = NULL;
     if (s == NULL || s == TS_CU_STREAM_LEGACY || s == TS_CU_STREAM_PER_THREAD) {
@@ -298,7 +298,7 @@ static size_t slot_of(const struct ts_shim_tab *t, uint32_t kind, uint64_t key)
     return (size_t)(h >> 17) & (t->cap - 1);
 }
 
-struct ts_shim_rec *ts_shim_rec_get(struct ts_shim_tab *t, uint32_t kind, uint64_t key)
+struct ts_shim_rec *shim_rec_get(struct ts_shim_tab *t, uint32_t kind, uint64_t key)
 {
     if (!t->cap)
         return NULL;
@@ -320,13 +320,13 @@ static int grow(struct ts_shim_tab *t)
     struct ts_shim_tab nt = {e, cap, 0};
     for (size_t i = 0; i < t->cap; i++)
         if (t->e[i].kind != TS_REC_EMPTY)
-            ts_shim_rec_put(&nt, &t->e[i]);
+            shim_rec_put(&nt, &t->e[i]);
     free(t->e);
     *t = nt;
     return 0;
 }
 
-int ts_shim_rec_put(struct ts_shim_tab *t, const struct ts_shim_rec *r)
+int shim_rec_put(struct ts_shim_tab *t, const struct ts_shim_rec *r)
 {
     if ((t->n + 1) * 2 > t->cap && grow(t) != 0)
         return -1;
@@ -340,9 +340,9 @@ int ts_shim_rec_put(struct ts_shim_tab *t, const struct ts_shim_rec *r)
     }
 }
 
-int ts_shim_rec_del(struct ts_shim_tab *t, uint32_t kind, uint64_t key, struct ts_shim_rec *out)
+int shim_rec_del(struct ts_shim_tab *t, uint32_t kind, uint64_t key, struct ts_shim_rec *out)
 {
-    struct ts_shim_rec *e = ts_shim_rec_get(t, kind, key);
+    struct ts_shim_rec *e = shim_rec_get(t, kind, key);
     if (!e)
         return -1;
     if (out)
@@ -365,7 +365,7 @@ int ts_shim_rec_del(struct ts_shim_tab *t, uint32_t kind, uint64_t key, struct t
     return 0;
 }
 
-void ts_shim_rec_clear(struct ts_shim_tab *t)
+void shim_rec_clear(struct ts_shim_tab *t)
 {
     free(t->e);
     t->e = NULL;

@@ -194,7 +194,7 @@ static int open_shared(const char *path, ts_err *err)
     return ts_err_set(err, TS_EIO, "ledger %s: cannot open", path);
 }
 
-int ts_ledger_open(const char *path, ts_ledger **out, ts_err *err)
+int shim_ledger_open(const char *path, ts_ledger **out, ts_err *err)
 {
     *out = NULL;
     int fd;
@@ -250,7 +250,7 @@ int ts_ledger_open(const char *path, ts_ledger **out, ts_err *err)
     }
     unlock(l);
     if (l->slot < 0) {
-        ts_ledger_abandon(l);
+        shim_ledger_abandon(l);
         return ts_err_set(err, TS_ENOSPC, "ledger %s: all %d process slots are in use", name,
                           TS_LEDGER_MAX_SLOTS);
     }
@@ -258,7 +258,7 @@ int ts_ledger_open(const char *path, ts_ledger **out, ts_err *err)
     return 0;
 }
 
-void ts_ledger_abandon(ts_ledger *l)
+void shim_ledger_abandon(ts_ledger *l)
 {
     if (!l)
         return;
@@ -267,7 +267,7 @@ void ts_ledger_abandon(ts_ledger *l)
     free(l);
 }
 
-void ts_ledger_close(ts_ledger *l)
+void shim_ledger_close(ts_ledger *l)
 {
     if (!l)
         return;
@@ -282,10 +282,10 @@ void ts_ledger_close(ts_ledger *l)
     unlock(l);
     struct flock fl = slot_lock_desc(l->slot, F_UNLCK);
     fcntl(l->fd, F_OFD_SETLK, &fl);
-    ts_ledger_abandon(l);
+    shim_ledger_abandon(l);
 }
 
-int ts_ledger_device(ts_ledger *l, const unsigned char uuid[TS_LEDGER_UUID_BYTES])
+int shim_ledger_device(ts_ledger *l, const unsigned char uuid[TS_LEDGER_UUID_BYTES])
 {
     int found = -1;
     lock(l);
@@ -308,7 +308,7 @@ static int fits(uint64_t used, uint64_t bytes, uint64_t quota)
     return bytes <= quota && used <= quota - bytes;
 }
 
-int ts_ledger_reserve(ts_ledger *l, int dev, uint64_t bytes, uint64_t quota)
+int shim_ledger_reserve(ts_ledger *l, int dev, uint64_t bytes, uint64_t quota)
 {
     if (dev < 0 || dev >= TS_LEDGER_MAX_DEVICES)
         return TS_EINVAL;
@@ -329,7 +329,7 @@ int ts_ledger_reserve(ts_ledger *l, int dev, uint64_t bytes, uint64_t quota)
     return 0;
 }
 
-void ts_ledger_release(ts_ledger *l, int dev, uint64_t bytes)
+void shim_ledger_release(ts_ledger *l, int dev, uint64_t bytes)
 {
     if (dev < 0 || dev >= TS_LEDGER_MAX_DEVICES)
         return;
@@ -341,7 +341,7 @@ void ts_ledger_release(ts_ledger *l, int dev, uint64_t bytes)
     unlock(l);
 }
 
-uint64_t ts_ledger_used(ts_ledger *l, int dev)
+uint64_t shim_ledger_used(ts_ledger *l, int dev)
 {
     if (dev < 0 || dev >= TS_LEDGER_MAX_DEVICES)
         return 0;
@@ -352,14 +352,14 @@ uint64_t ts_ledger_used(ts_ledger *l, int dev)
     return v;
 }
 
-uint64_t ts_ledger_mine(const ts_ledger *l, int dev)
+uint64_t shim_ledger_mine(const ts_ledger *l, int dev)
 {
     if (dev < 0 || dev >= TS_LEDGER_MAX_DEVICES)
         return 0;
     return __atomic_load_n(&l->f->slot[l->slot].charged[dev], __ATOMIC_RELAXED);
 }
 
-int ts_ledger_reap(ts_ledger *l)
+int shim_ledger_reap(ts_ledger *l)
 {
     lock(l);
     int n = reap_locked(l);
@@ -385,7 +385,7 @@ static void refill_locked(struct ledger_dev *d, int pct, int64_t now_ns, int64_t
         d->tokens_ns = cap;
 }
 
-int64_t ts_ledger_take(ts_ledger *l, int dev, int pct, int64_t cost_ns, int64_t now_ns,
+int64_t shim_ledger_take(ts_ledger *l, int dev, int pct, int64_t cost_ns, int64_t now_ns,
                        int64_t burst_ns)
 {
     if (dev < 0 || dev >= TS_LEDGER_MAX_DEVICES || pct <= 0)
@@ -402,7 +402,7 @@ int64_t ts_ledger_take(ts_ledger *l, int dev, int pct, int64_t cost_ns, int64_t 
     return wait;
 }
 
-void ts_ledger_settle(ts_ledger *l, int dev, int pct, int64_t est_ns, int64_t actual_ns,
+void shim_ledger_settle(ts_ledger *l, int dev, int pct, int64_t est_ns, int64_t actual_ns,
                       int64_t burst_ns)
 {
     if (dev < 0 || dev >= TS_LEDGER_MAX_DEVICES || pct <= 0)
@@ -416,7 +416,7 @@ void ts_ledger_settle(ts_ledger *l, int dev, int pct, int64_t est_ns, int64_t ac
     unlock(l);
 }
 
-uint64_t ts_ledger_gpu_ns(ts_ledger *l, int dev)
+uint64_t shim_ledger_gpu_ns(ts_ledger *l, int dev)
 {
     if (dev < 0 || dev >= TS_LEDGER_MAX_DEVICES)
         return 0;
@@ -426,7 +426,7 @@ uint64_t ts_ledger_gpu_ns(ts_ledger *l, int dev)
     return v;
 }
 
-void ts_ledger_test_die_halfway(ts_ledger *l, int dev, uint64_t bytes)
+void shim_ledger_test_die_halfway(ts_ledger *l, int dev, uint64_t bytes)
 {
     lock(l);
     l->f->slot[l->slot].charged[dev] += bytes;

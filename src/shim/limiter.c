@@ -214,7 +214,7 @@ static int poll_done(void)
             actual = (int64_t)((double)ms * NS_PER_MS);
             learn_locked(p->key, actual);
         }
-        ts_ledger_settle(ts_shim.ledger, p->ldev, p->pct, p->est_ns, actual, BURST_NS);
+        shim_ledger_settle(ts_shim.ledger, p->ldev, p->pct, p->est_ns, actual, BURST_NS);
         put_event_locked(p->ctx, p->start);
         put_event_locked(p->ctx, p->end);
         L.head = (L.head + 1) % MAX_PENDING;
@@ -258,8 +258,8 @@ static void begin(struct tok *t, CUstream s, int per_thread, uint64_t key)
             st != CU_STREAM_CAPTURE_STATUS_NONE)
             return; /* recorded into a graph, charged when the graph runs */
     }
-    t->ctx = ts_shim_stream_ctx(t->stream);
-    const struct ts_shim_dev *d = ts_shim_device(ts_shim_ctx_ordinal(t->ctx));
+    t->ctx = shim_stream_ctx(t->stream);
+    const struct ts_shim_dev *d = shim_device(shim_ctx_ordinal(t->ctx));
     if (!d || d->pct >= 100 || d->ledger_dev < 0 || !REAL.cuEventQuery)
         return;
     t->ldev = d->ledger_dev;
@@ -281,7 +281,7 @@ static void begin(struct tok *t, CUstream s, int per_thread, uint64_t key)
         pthread_mutex_unlock(&L.lock);
     }
     for (;;) {
-        int64_t w = ts_ledger_take(ts_shim.ledger, t->ldev, t->pct, t->est_ns, mono_ns(), BURST_NS);
+        int64_t w = shim_ledger_take(ts_shim.ledger, t->ldev, t->pct, t->est_ns, mono_ns(), BURST_NS);
         if (w == 0)
             break;
         sleep_ns(w < MAX_SLEEP_NS ? w : MAX_SLEEP_NS);
@@ -302,7 +302,7 @@ static CUresult end(struct tok *t, CUresult r)
     if (!t->on)
         return r;
     if (r != CUDA_SUCCESS) { /* nothing ran: give the estimate back */
-        ts_ledger_settle(ts_shim.ledger, t->ldev, t->pct, t->est_ns, 0, BURST_NS);
+        shim_ledger_settle(ts_shim.ledger, t->ldev, t->pct, t->est_ns, 0, BURST_NS);
         if (t->on == 1)
             put_events(t->ctx, t->start, t->end);
         return r;
@@ -332,7 +332,7 @@ static CUresult end(struct tok *t, CUresult r)
     TS_SHIM_EXPORT CUresult name(CUfunction f, TS_CU_LAUNCH_DIMS, unsigned int sharedMemBytes, \
                                  CUstream hStream, void **kernelParams, void **extra)         \
     {                                                                                         \
-        ts_shim_ready();                                                                      \
+        shim_ready();                                                                      \
         struct tok t;                                                                         \
         begin(&t, hStream, per_thread, launch_key(f, gridDimX, gridDimY, gridDimZ));          \
         return end(&t, PASS(name, f, TS_CU_LAUNCH_DIM_ARGS, sharedMemBytes, hStream,          \
@@ -345,7 +345,7 @@ KERNEL_LAUNCH(cuLaunchKernel_ptsz, 1)
     TS_SHIM_EXPORT CUresult name(CUfunction f, TS_CU_LAUNCH_DIMS, unsigned int sharedMemBytes, \
                                  CUstream hStream, void **kernelParams)                       \
     {                                                                                         \
-        ts_shim_ready();                                                                      \
+        shim_ready();                                                                      \
         struct tok t;                                                                         \
         begin(&t, hStream, per_thread, launch_key(f, gridDimX, gridDimY, gridDimZ));          \
         return end(&t, PASS(name, f, TS_CU_LAUNCH_DIM_ARGS, sharedMemBytes, hStream,          \
@@ -358,7 +358,7 @@ COOP_LAUNCH(cuLaunchCooperativeKernel_ptsz, 1)
     TS_SHIM_EXPORT CUresult name(const CUlaunchConfig *config, CUfunction f,                  \
                                  void **kernelParams, void **extra)                           \
     {                                                                                         \
-        ts_shim_ready();                                                                      \
+        shim_ready();                                                                      \
         struct tok t = {0};                                                                   \
         if (config)                                                                           \
             begin(&t, config->hStream, per_thread,                                            \
@@ -371,7 +371,7 @@ EX_LAUNCH(cuLaunchKernelEx_ptsz, 1)
 #define GRAPH_LAUNCH(name, per_thread)                                                        \
     TS_SHIM_EXPORT CUresult name(CUgraphExec hGraphExec, CUstream hStream)                    \
     {                                                                                         \
-        ts_shim_ready();                                                                      \
+        shim_ready();                                                                      \
         struct tok t;                                                                         \
         begin(&t, hStream, per_thread, (uintptr_t)hGraphExec | GRAPH_KEY_TAG);                \
         return end(&t, PASS(name, hGraphExec, hStream));                                      \
@@ -386,7 +386,7 @@ TS_SHIM_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS 
                                                              unsigned int numDevices,
                                                              unsigned int flags)
 {
-    ts_shim_ready();
+    shim_ready();
     struct tok t[MULTI_DEVICE_MAX];
     unsigned n = launchParamsList && numDevices <= MULTI_DEVICE_MAX ? numDevices : 0;
     for (unsigned i = 0; i < n; i++) {
@@ -404,7 +404,7 @@ TS_SHIM_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS 
 #define CAPTURE_BEGIN(name)                                                                   \
     TS_SHIM_EXPORT CUresult name(CUstream hStream, CUstreamCaptureMode mode)                  \
     {                                                                                         \
-        ts_shim_ready();                                                                      \
+        shim_ready();                                                                      \
         __atomic_add_fetch(&L.captures, 1, __ATOMIC_ACQ_REL);                                 \
         CUresult r = PASS(name, hStream, mode);                                               \
         if (r != CUDA_SUCCESS)                                                                \
@@ -417,7 +417,7 @@ CAPTURE_BEGIN(cuStreamBeginCapture_v2_ptsz)
 #define CAPTURE_END(name)                                                                     \
     TS_SHIM_EXPORT CUresult name(CUstream hStream, CUgraph *phGraph)                          \
     {                                                                                         \
-        ts_shim_ready();                                                                      \
+        shim_ready();                                                                      \
         CUresult r = PASS(name, hStream, phGraph);                                            \
         CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;                             \
         /* the capture is over unless the stream says it still captures */                    \
@@ -427,7 +427,7 @@ CAPTURE_BEGIN(cuStreamBeginCapture_v2_ptsz)
         if (!still && __atomic_load_n(&L.captures, __ATOMIC_ACQUIRE) > 0)                     \
             __atomic_sub_fetch(&L.captures, 1, __ATOMIC_ACQ_REL);                             \
         if (!still)                                                                           \
-            ts_shim_mem_capture_end(hStream, r == CUDA_SUCCESS && phGraph ? *phGraph : NULL); \
+            shim_mem_capture_end(hStream, r == CUDA_SUCCESS && phGraph ? *phGraph : NULL); \
         return r;                                                                             \
     }
 CAPTURE_END(cuStreamEndCapture)
@@ -435,7 +435,7 @@ CAPTURE_END(cuStreamEndCapture_ptsz)
 
 /* ---- lifecycle ---------------------------------------------------------------------- */
 
-void ts_shim_limiter_ctx_gone(CUcontext ctx)
+void shim_limiter_ctx_gone(CUcontext ctx)
 {
     pthread_mutex_lock(&L.lock);
     /* its events died with it: forget them without touching the driver */
@@ -461,7 +461,7 @@ void ts_shim_limiter_ctx_gone(CUcontext ctx)
     pthread_mutex_unlock(&L.lock);
 }
 
-void ts_shim_limiter_after_fork(void)
+void shim_limiter_after_fork(void)
 {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     memset(&L, 0, sizeof L);

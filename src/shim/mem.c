@@ -34,7 +34,7 @@
 /* The device if it has a quota, else NULL. */
 const struct ts_shim_dev *shim_mem_quota_dev(int ordinal)
 {
-    const struct ts_shim_dev *d = ts_shim_device(ordinal);
+    const struct ts_shim_dev *d = shim_device(ordinal);
     return d && d->limit >= 0 && d->ledger_dev >= 0 ? d : NULL;
 }
 
@@ -51,16 +51,16 @@ uint64_t shim_mem_rounded(uint64_t bytes, uint64_t gran)
  * the reservation is tried once more. */
 int shim_mem_reserve(const struct ts_shim_dev *d, uint64_t bytes)
 {
-    if (ts_ledger_reserve(ts_shim.ledger, d->ledger_dev, bytes, (uint64_t)d->limit) == 0)
+    if (shim_ledger_reserve(ts_shim.ledger, d->ledger_dev, bytes, (uint64_t)d->limit) == 0)
         return 0;
     shim_mem_pools_refresh(d->ledger_dev, 1);
-    return ts_ledger_reserve(ts_shim.ledger, d->ledger_dev, bytes, (uint64_t)d->limit);
+    return shim_ledger_reserve(ts_shim.ledger, d->ledger_dev, bytes, (uint64_t)d->limit);
 }
 
 void shim_mem_release(int ldev, uint64_t bytes)
 {
     if (ldev >= 0 && bytes)
-        ts_ledger_release(ts_shim.ledger, ldev, bytes);
+        shim_ledger_release(ts_shim.ledger, ldev, bytes);
 }
 
 int shim_mem_record(uint32_t kind, uint64_t key, int ldev, uint64_t bytes, uint64_t owner)
@@ -68,7 +68,7 @@ int shim_mem_record(uint32_t kind, uint64_t key, int ldev, uint64_t bytes, uint6
     struct ts_shim_rec r = {.key = key, .kind = kind, .ldev = ldev, .bytes = bytes,
                             .owner = owner, .refs = 1};
     pthread_mutex_lock(&ts_shim.lock);
-    int rc = ts_shim_rec_put(&ts_shim.recs, &r);
+    int rc = shim_rec_put(&ts_shim.recs, &r);
     pthread_mutex_unlock(&ts_shim.lock);
     return rc;
 }
@@ -76,7 +76,7 @@ int shim_mem_record(uint32_t kind, uint64_t key, int ldev, uint64_t bytes, uint6
 int shim_mem_unrecord(uint32_t kind, uint64_t key, struct ts_shim_rec *out)
 {
     pthread_mutex_lock(&ts_shim.lock);
-    int rc = ts_shim_rec_del(&ts_shim.recs, kind, key, out);
+    int rc = shim_rec_del(&ts_shim.recs, kind, key, out);
     pthread_mutex_unlock(&ts_shim.lock);
     return rc;
 }
@@ -150,11 +150,11 @@ static void learn_pitch(int o, uint64_t pitch)
 
 TS_SHIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-    ts_shim_ready();
+    shim_ready();
     CUcontext ctx;
     const struct ts_shim_dev *d;
     if (!ts_shim.cfg.mem_on || !dptr || bytesize == 0 ||
-        !(d = shim_mem_quota_dev(ts_shim_current_ordinal(&ctx))))
+        !(d = shim_mem_quota_dev(shim_current_ordinal(&ctx))))
         return PASS(cuMemAlloc_v2, dptr, bytesize);
     uint64_t bytes = shim_mem_rounded(bytesize, d->gran);
     if (shim_mem_reserve(d, bytes) != 0)
@@ -166,11 +166,11 @@ TS_SHIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 
 TS_SHIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
-    ts_shim_ready();
+    shim_ready();
     CUcontext ctx;
     const struct ts_shim_dev *d;
     if (!ts_shim.cfg.mem_on || !dptr || bytesize == 0 ||
-        !(d = shim_mem_quota_dev(ts_shim_current_ordinal(&ctx))))
+        !(d = shim_mem_quota_dev(shim_current_ordinal(&ctx))))
         return PASS(cuMemAllocManaged, dptr, bytesize, flags);
     uint64_t bytes = shim_mem_rounded(bytesize, d->gran); /* charged as if resident on the device */
     if (shim_mem_reserve(d, bytes) != 0)
@@ -183,12 +183,12 @@ TS_SHIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, un
 TS_SHIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
                                            size_t Height, unsigned int ElementSizeBytes)
 {
-    ts_shim_ready();
+    shim_ready();
     CUcontext ctx;
     int o = -1;
     const struct ts_shim_dev *d = NULL;
     if (ts_shim.cfg.mem_on && dptr && pPitch && WidthInBytes && Height)
-        d = shim_mem_quota_dev(o = ts_shim_current_ordinal(&ctx));
+        d = shim_mem_quota_dev(o = shim_current_ordinal(&ctx));
     if (!d)
         return PASS(cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     uint64_t align = __atomic_load_n(&pitch_align[o], __ATOMIC_RELAXED);
@@ -214,7 +214,7 @@ TS_SHIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, si
 
 TS_SHIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
-    ts_shim_ready();
+    shim_ready();
     if (!ts_shim.cfg.mem_on || dptr == 0)
         return PASS(cuMemFree_v2, dptr);
     CUresult r;
@@ -233,11 +233,11 @@ static CUresult undo_free_v1(uint64_t p) { return PASS(cuMemFree, (CUdeviceptr_v
 
 TS_SHIM_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
-    ts_shim_ready();
+    shim_ready();
     CUcontext ctx;
     const struct ts_shim_dev *d;
     if (!ts_shim.cfg.mem_on || !dptr || bytesize == 0 ||
-        !(d = shim_mem_quota_dev(ts_shim_current_ordinal(&ctx))))
+        !(d = shim_mem_quota_dev(shim_current_ordinal(&ctx))))
         return PASS(cuMemAlloc, dptr, bytesize);
     uint64_t bytes = shim_mem_rounded(bytesize, d->gran);
     if (shim_mem_reserve(d, bytes) != 0)
@@ -249,7 +249,7 @@ TS_SHIM_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 
 TS_SHIM_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
 {
-    ts_shim_ready();
+    shim_ready();
     if (!ts_shim.cfg.mem_on || dptr == 0)
         return PASS(cuMemFree, dptr);
     return shim_mem_charged_free(TS_REC_PTR, dptr, undo_free_v1);
@@ -258,8 +258,8 @@ TS_SHIM_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
 #define LEGACY_REFUSED(name, proto, ...)                                                      \
     TS_SHIM_EXPORT CUresult name proto                                                        \
     {                                                                                         \
-        ts_shim_ready();                                                                      \
-        if (ts_shim.cfg.mem_on && shim_mem_quota_dev(ts_shim_current_ordinal(NULL)))                   \
+        shim_ready();                                                                      \
+        if (ts_shim.cfg.mem_on && shim_mem_quota_dev(shim_current_ordinal(NULL)))                   \
             return CUDA_ERROR_NOT_SUPPORTED;                                                  \
         return PASS(name, __VA_ARGS__);                                                       \
     }
@@ -277,14 +277,14 @@ LEGACY_REFUSED(cuArray3DCreate, (CUarray * pHandle, const CUDA_ARRAY3D_DESCRIPTO
  * left, or what the device has left if that is less (other tenants). */
 TS_SHIM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
-    ts_shim_ready();
+    shim_ready();
     if (ts_shim.cfg.mem_on)
         shim_mem_pools_refresh(-1, 0);
     CUresult r = PASS(cuMemGetInfo_v2, free_bytes, total);
     const struct ts_shim_dev *d;
-    if (r != CUDA_SUCCESS || !ts_shim.cfg.mem_on || !(d = shim_mem_quota_dev(ts_shim_current_ordinal(NULL))))
+    if (r != CUDA_SUCCESS || !ts_shim.cfg.mem_on || !(d = shim_mem_quota_dev(shim_current_ordinal(NULL))))
         return r;
-    uint64_t q = (uint64_t)d->limit, used = ts_ledger_used(ts_shim.ledger, d->ledger_dev);
+    uint64_t q = (uint64_t)d->limit, used = shim_ledger_used(ts_shim.ledger, d->ledger_dev);
     uint64_t left = used >= q ? 0 : q - used;
     if (q < *total)
         *total = (size_t)q;
@@ -295,7 +295,7 @@ TS_SHIM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 
 TS_SHIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
-    ts_shim_ready();
+    shim_ready();
     CUresult r = PASS(cuDeviceTotalMem_v2, bytes, dev);
     const struct ts_shim_dev *d;
     if (r == CUDA_SUCCESS && ts_shim.cfg.mem_on && (d = shim_mem_quota_dev(dev)) &&
@@ -307,7 +307,7 @@ TS_SHIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 /* The pre-3.2 reports: the same figures, clamped to 32 bits. */
 TS_SHIM_EXPORT CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
 {
-    ts_shim_ready();
+    shim_ready();
     size_t f, t;
     if (!free_bytes || !total || !ts_shim.cfg.mem_on)
         return PASS(cuMemGetInfo, free_bytes, total);
@@ -321,7 +321,7 @@ TS_SHIM_EXPORT CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *tot
 
 TS_SHIM_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 {
-    ts_shim_ready();
+    shim_ready();
     CUresult r = PASS(cuDeviceTotalMem, bytes, dev);
     const struct ts_shim_dev *d;
     if (r == CUDA_SUCCESS && ts_shim.cfg.mem_on && (d = shim_mem_quota_dev(dev)) &&

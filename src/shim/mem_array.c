@@ -101,7 +101,7 @@ static CUresult array_create(void **out, const CUDA_ARRAY_DESCRIPTOR *d2,
     int o = -1;
     if (ts_shim.cfg.mem_on && out && (d2 || d3) &&
         !(d3 && (d3->Flags & (TS_CU_ARRAY3D_DEFERRED_MAPPING | TS_CU_ARRAY3D_SPARSE))))
-        d = shim_mem_quota_dev(o = ts_shim_current_ordinal(&ctx));
+        d = shim_mem_quota_dev(o = shim_current_ordinal(&ctx));
     if (!d)
         return ARRAY_CALL();
     CUDA_ARRAY3D_DESCRIPTOR desc;
@@ -127,13 +127,13 @@ static CUresult array_create(void **out, const CUDA_ARRAY_DESCRIPTOR *d2,
 
 TS_SHIM_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *p)
 {
-    ts_shim_ready();
+    shim_ready();
     return array_create((void **)pHandle, p, NULL, 0);
 }
 
 TS_SHIM_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *p)
 {
-    ts_shim_ready();
+    shim_ready();
     return array_create((void **)pHandle, NULL, p, 0);
 }
 
@@ -141,7 +141,7 @@ TS_SHIM_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
                                                const CUDA_ARRAY3D_DESCRIPTOR *p,
                                                unsigned int numMipmapLevels)
 {
-    ts_shim_ready();
+    shim_ready();
     if (numMipmapLevels == 0)
         return PASS(cuMipmappedArrayCreate, pHandle, p, numMipmapLevels);
     return array_create((void **)pHandle, NULL, p, numMipmapLevels);
@@ -149,7 +149,7 @@ TS_SHIM_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
 
 TS_SHIM_EXPORT CUresult cuArrayDestroy(CUarray hArray)
 {
-    ts_shim_ready();
+    shim_ready();
     if (!ts_shim.cfg.mem_on)
         return PASS(cuArrayDestroy, hArray);
     return shim_mem_charged_free(TS_REC_ARRAY, (uintptr_t)hArray, undo_array);
@@ -157,7 +157,7 @@ TS_SHIM_EXPORT CUresult cuArrayDestroy(CUarray hArray)
 
 TS_SHIM_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
 {
-    ts_shim_ready();
+    shim_ready();
     if (!ts_shim.cfg.mem_on)
         return PASS(cuMipmappedArrayDestroy, hMipmappedArray);
     return shim_mem_charged_free(TS_REC_MIPMAP, (uintptr_t)hMipmappedArray, undo_mipmap);

@@ -7,7 +7,7 @@ static CUresult undo_ctx(uint64_t c) { return PASS(cuCtxDestroy_v2, (CUcontext)(
 
 /* ---- contexts ------------------------------------------------------------------ */
 
-void ts_shim_mem_ctx_gone(uint64_t ctx)
+void shim_mem_ctx_gone(uint64_t ctx)
 {
     uint64_t back[TS_LEDGER_MAX_DEVICES] = {0};
     pthread_mutex_lock(&ts_shim.lock);
@@ -19,7 +19,7 @@ void ts_shim_mem_ctx_gone(uint64_t ctx)
         owned |= e->kind == TS_REC_POOLPTR && e->owner == ctx; /* the pool holds the charge */
         if (owned) {
             struct ts_shim_rec gone;
-            ts_shim_rec_del(&ts_shim.recs, e->kind, e->key, &gone);
+            shim_rec_del(&ts_shim.recs, e->kind, e->key, &gone);
             if (gone.kind != TS_REC_POOLPTR && gone.ldev >= 0 && gone.ldev < TS_LEDGER_MAX_DEVICES)
                 back[gone.ldev] += gone.bytes;
             continue; /* entry i now holds a shifted one: look again */
@@ -29,7 +29,7 @@ void ts_shim_mem_ctx_gone(uint64_t ctx)
     pthread_mutex_unlock(&ts_shim.lock);
     for (int d = 0; d < TS_LEDGER_MAX_DEVICES; d++)
         shim_mem_release(d, back[d]);
-    ts_shim_ctx_forget((CUcontext)(uintptr_t)ctx);
+    shim_ctx_forget((CUcontext)(uintptr_t)ctx);
 }
 
 static const struct ts_shim_dev *ctx_charge_dev(CUdevice dev)
@@ -40,7 +40,7 @@ static const struct ts_shim_dev *ctx_charge_dev(CUdevice dev)
 #define CTX_CREATE(name, proto, args)                                                         \
     TS_SHIM_EXPORT CUresult name proto                                                        \
     {                                                                                         \
-        ts_shim_ready();                                                                      \
+        shim_ready();                                                                      \
         const struct ts_shim_dev *d = pctx ? ctx_charge_dev(dev) : NULL;                      \
         if (!d)                                                                               \
             return PASS(name, TS_SHIM_UNPAREN args);                                          \
@@ -67,27 +67,27 @@ CTX_CREATE(cuCtxCreate_v4,
 static CUresult ctx_destroyed(CUcontext ctx, CUresult r)
 {
     if (r == CUDA_SUCCESS) {
-        ts_shim_limiter_ctx_gone(ctx);
-        ts_shim_mem_ctx_gone((uintptr_t)ctx);
+        shim_limiter_ctx_gone(ctx);
+        shim_mem_ctx_gone((uintptr_t)ctx);
     }
     return r;
 }
 
 TS_SHIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
-    ts_shim_ready();
+    shim_ready();
     return ctx_destroyed(ctx, PASS(cuCtxDestroy_v2, ctx));
 }
 
 TS_SHIM_EXPORT CUresult cuCtxDestroy(CUcontext ctx) /* pre-4.0: the same object */
 {
-    ts_shim_ready();
+    shim_ready();
     return ctx_destroyed(ctx, PASS(cuCtxDestroy, ctx));
 }
 
 TS_SHIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-    ts_shim_ready();
+    shim_ready();
     const struct ts_shim_dev *d = pctx ? ctx_charge_dev(dev) : NULL;
     if (dev < 0 || dev >= TS_SHIM_MAX_DEVICES)
         return PASS(cuDevicePrimaryCtxRetain, pctx, dev);
@@ -106,7 +106,7 @@ TS_SHIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
             struct ts_shim_rec c = {.key = (uintptr_t)*pctx, .kind = TS_REC_CTX,
                                     .ldev = d->ledger_dev, .bytes = ts_shim.cfg.ctx_bytes,
                                     .owner = (uintptr_t)*pctx};
-            if (ts_shim_rec_put(&ts_shim.recs, &c) != 0)
+            if (shim_rec_put(&ts_shim.recs, &c) != 0)
                 charged = -1; /* cannot track: give the charge back below */
         }
     }
@@ -127,32 +127,32 @@ static CUresult primary_down(CUdevice dev, CUresult r, int reset)
     uint64_t ctx = ts_shim.primary_ctx[dev];
     pthread_mutex_unlock(&ts_shim.lock);
     if (gone && ctx) {
-        ts_shim_limiter_ctx_gone((CUcontext)(uintptr_t)ctx);
-        ts_shim_mem_ctx_gone(ctx);
+        shim_limiter_ctx_gone((CUcontext)(uintptr_t)ctx);
+        shim_mem_ctx_gone(ctx);
     }
     return r;
 }
 
 TS_SHIM_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 {
-    ts_shim_ready();
+    shim_ready();
     return primary_down(dev, PASS(cuDevicePrimaryCtxRelease, dev), 0);
 }
 
 TS_SHIM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
-    ts_shim_ready();
+    shim_ready();
     return primary_down(dev, PASS(cuDevicePrimaryCtxRelease_v2, dev), 0);
 }
 
 TS_SHIM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
-    ts_shim_ready();
+    shim_ready();
     return primary_down(dev, PASS(cuDevicePrimaryCtxReset_v2, dev), 1);
 }
 
 TS_SHIM_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 {
-    ts_shim_ready();
+    shim_ready();
     return primary_down(dev, PASS(cuDevicePrimaryCtxReset, dev), 1);
 }

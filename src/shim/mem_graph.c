@@ -29,13 +29,13 @@ int shim_mem_stream_capturing(CUstream s)
 static void tally_add(uint32_t kind, uint64_t key, int ldev, int o, uint64_t bytes)
 {
     pthread_mutex_lock(&ts_shim.lock);
-    struct ts_shim_rec *rec = ts_shim_rec_get(&ts_shim.recs, kind, key);
+    struct ts_shim_rec *rec = shim_rec_get(&ts_shim.recs, kind, key);
     if (rec) {
         rec->bytes = rec->bytes > UINT64_MAX - bytes ? UINT64_MAX : rec->bytes + bytes;
     } else {
         struct ts_shim_rec r = {.key = key, .kind = kind, .ldev = ldev, .bytes = bytes,
                                 .pool = (uint64_t)o, .refs = 1};
-        ts_shim_rec_put(&ts_shim.recs, &r);
+        shim_rec_put(&ts_shim.recs, &r);
     }
     pthread_mutex_unlock(&ts_shim.lock);
 }
@@ -45,7 +45,7 @@ void shim_mem_capture_add(CUstream s, const struct ts_shim_dev *d, int o, uint64
     tally_add(TS_REC_CAPTURE, (uintptr_t)s, d->ledger_dev, o, bytes);
 }
 
-void ts_shim_mem_capture_end(CUstream s, CUgraph graph)
+void shim_mem_capture_end(CUstream s, CUgraph graph)
 {
     struct ts_shim_rec t;
     if (shim_mem_unrecord(TS_REC_CAPTURE, (uintptr_t)s, &t) != 0 || !graph)
@@ -58,7 +58,7 @@ TS_SHIM_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph
                                                size_t numDependencies,
                                                CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
 {
-    ts_shim_ready();
+    shim_ready();
     CUresult r = PASS(cuGraphAddMemAllocNode, phGraphNode, hGraph, dependencies, numDependencies,
                       nodeParams);
     const struct ts_shim_dev *d;
@@ -72,7 +72,7 @@ TS_SHIM_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph
 
 TS_SHIM_EXPORT CUresult cuGraphDestroy(CUgraph hGraph)
 {
-    ts_shim_ready();
+    shim_ready();
     CUresult r = PASS(cuGraphDestroy, hGraph);
     if (r == CUDA_SUCCESS && ts_shim.cfg.mem_on)
         shim_mem_unrecord(TS_REC_GRAPH, (uintptr_t)hGraph, NULL);
@@ -87,7 +87,7 @@ static int graph_reserve(CUgraph graph, struct ts_shim_rec *held)
     if (!ts_shim.cfg.mem_on)
         return 0;
     pthread_mutex_lock(&ts_shim.lock);
-    struct ts_shim_rec *g = ts_shim_rec_get(&ts_shim.recs, TS_REC_GRAPH, (uintptr_t)graph);
+    struct ts_shim_rec *g = shim_rec_get(&ts_shim.recs, TS_REC_GRAPH, (uintptr_t)graph);
     if (g)
         *held = *g;
     pthread_mutex_unlock(&ts_shim.lock);
@@ -110,7 +110,7 @@ static CUresult graph_settle(CUresult r, CUgraphExec *exec, const struct ts_shim
     struct ts_shim_rec x = {.key = (uintptr_t)*exec, .kind = TS_REC_GEXEC, .ldev = held->ldev,
                             .bytes = held->bytes, .pool = held->pool, .refs = 1};
     pthread_mutex_lock(&ts_shim.lock);
-    int rc = ts_shim_rec_put(&ts_shim.recs, &x);
+    int rc = shim_rec_put(&ts_shim.recs, &x);
     pthread_mutex_unlock(&ts_shim.lock);
     if (rc != 0) {
         PASS(cuGraphExecDestroy, *exec);
@@ -123,7 +123,7 @@ static CUresult graph_settle(CUresult r, CUgraphExec *exec, const struct ts_shim
 TS_SHIM_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
                                                     unsigned long long flags)
 {
-    ts_shim_ready();
+    shim_ready();
     struct ts_shim_rec held;
     if (graph_reserve(hGraph, &held) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -135,7 +135,7 @@ TS_SHIM_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CU
     TS_SHIM_EXPORT CUresult name(CUgraphExec *phGraphExec, CUgraph hGraph,                    \
                                  CUDA_GRAPH_INSTANTIATE_PARAMS *params)                       \
     {                                                                                         \
-        ts_shim_ready();                                                                      \
+        shim_ready();                                                                      \
         struct ts_shim_rec held;                                                              \
         if (graph_reserve(hGraph, &held) != 0) {                                              \
             if (params)                                                                       \
@@ -152,7 +152,7 @@ GRAPH_INSTANTIATE_PARAMS(cuGraphInstantiateWithParams_ptsz)
     TS_SHIM_EXPORT CUresult name(CUgraphExec *phGraphExec, CUgraph hGraph,                    \
                                  CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize) \
     {                                                                                         \
-        ts_shim_ready();                                                                      \
+        shim_ready();                                                                      \
         struct ts_shim_rec held;                                                              \
         if (graph_reserve(hGraph, &held) != 0)                                                \
             return CUDA_ERROR_OUT_OF_MEMORY;                                                  \
@@ -164,7 +164,7 @@ GRAPH_INSTANTIATE_LEGACY(cuGraphInstantiate_v2)
 
 TS_SHIM_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
-    ts_shim_ready();
+    shim_ready();
     struct ts_shim_rec x;
     int had = ts_shim.cfg.mem_on && shim_mem_unrecord(TS_REC_GEXEC, (uintptr_t)hGraphExec, &x) == 0;
     CUresult r = PASS(cuGraphExecDestroy, hGraphExec);

@@ -57,21 +57,21 @@ static uint64_t pool_observe(CUmemoryPool p, int ldev, uint64_t reserved)
 {
     uint64_t old = 0;
     pthread_mutex_lock(&ts_shim.lock);
-    struct ts_shim_rec *rec = ts_shim_rec_get(&ts_shim.recs, TS_REC_POOL, (uintptr_t)p);
+    struct ts_shim_rec *rec = shim_rec_get(&ts_shim.recs, TS_REC_POOL, (uintptr_t)p);
     if (rec) {
         old = rec->bytes;
         rec->bytes = reserved;
     } else if (reserved) {
         struct ts_shim_rec r = {.key = (uintptr_t)p, .kind = TS_REC_POOL, .ldev = ldev,
                                 .bytes = reserved};
-        if (ts_shim_rec_put(&ts_shim.recs, &r) != 0)
+        if (shim_rec_put(&ts_shim.recs, &r) != 0)
             reserved = 0; /* cannot track it: leave it uncharged rather than leak */
         else
             __atomic_store_n(&pools_seen, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&ts_shim.lock);
     if (reserved > old)
-        ts_ledger_reserve(ts_shim.ledger, ldev, reserved - old, UINT64_MAX);
+        shim_ledger_reserve(ts_shim.ledger, ldev, reserved - old, UINT64_MAX);
     else
         shim_mem_release(ldev, old - reserved);
     return old;
@@ -131,8 +131,8 @@ typedef CUresult (*pool_alloc_fn)(CUdeviceptr *dptr, size_t bytesize, CUmemoryPo
 static CUresult pooled_alloc(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                              CUstream hStream, pool_alloc_fn call)
 {
-    CUcontext ctx = ts_shim_stream_ctx(hStream);
-    int o = ts_shim_ctx_ordinal(ctx);
+    CUcontext ctx = shim_stream_ctx(hStream);
+    int o = shim_ctx_ordinal(ctx);
     const struct ts_shim_dev *d = shim_mem_quota_dev(o);
     if (!d)
         return call(dptr, bytesize, pool, hStream);
@@ -156,7 +156,7 @@ static CUresult pooled_alloc(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool po
         /* a pool the driver will not describe: charge the whole size */
         uint64_t cached = ok && reserved > used ? reserved - used : 0;
         need = bytes > cached ? bytes - cached : 0;
-        if (!need || ts_ledger_reserve(ts_shim.ledger, d->ledger_dev, need,
+        if (!need || shim_ledger_reserve(ts_shim.ledger, d->ledger_dev, need,
                                        (uint64_t)d->limit) == 0)
             break;
         if (attempt == 1) {
@@ -174,7 +174,7 @@ static CUresult pooled_alloc(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool po
     int ok2 = 1;
     uint64_t now = pool_attr(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &ok2);
     pthread_mutex_lock(&ts_shim.lock);
-    struct ts_shim_rec *rec = ts_shim_rec_get(&ts_shim.recs, TS_REC_POOL, (uintptr_t)p);
+    struct ts_shim_rec *rec = shim_rec_get(&ts_shim.recs, TS_REC_POOL, (uintptr_t)p);
     uint64_t charged = rec ? rec->bytes : 0;
     pthread_mutex_unlock(&ts_shim.lock);
     uint64_t held = charged + need; /* in the ledger for this pool right now */
@@ -186,7 +186,7 @@ static CUresult pooled_alloc(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool po
         pool_unlock();
         return r;
     }
-    if (now > held && ts_ledger_reserve(ts_shim.ledger, d->ledger_dev, now - held,
+    if (now > held && shim_ledger_reserve(ts_shim.ledger, d->ledger_dev, now - held,
                                         (uint64_t)d->limit) != 0) {
         /* the pool grew by more than was reserved and that does not fit:
          * undo, and let the pool give back what it now holds unused */
@@ -194,7 +194,7 @@ static CUresult pooled_alloc(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool po
         if (REAL.cuStreamSynchronize)
             REAL.cuStreamSynchronize(hStream);
         pthread_mutex_lock(&ts_shim.lock);
-        rec = ts_shim_rec_get(&ts_shim.recs, TS_REC_POOL, (uintptr_t)p);
+        rec = shim_rec_get(&ts_shim.recs, TS_REC_POOL, (uintptr_t)p);
         if (rec)
             rec->bytes = held;
         pthread_mutex_unlock(&ts_shim.lock);
@@ -208,21 +208,21 @@ static CUresult pooled_alloc(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool po
         shim_mem_release(d->ledger_dev, held - now);
     /* the ledger now holds `now` for this pool: record it so */
     pthread_mutex_lock(&ts_shim.lock);
-    rec = ts_shim_rec_get(&ts_shim.recs, TS_REC_POOL, (uintptr_t)p);
+    rec = shim_rec_get(&ts_shim.recs, TS_REC_POOL, (uintptr_t)p);
     int lost = 0;
     if (rec) {
         rec->bytes = now;
     } else if (now) {
         struct ts_shim_rec pr = {.key = (uintptr_t)p, .kind = TS_REC_POOL, .ldev = d->ledger_dev,
                                  .bytes = now, .pool = (uint64_t)o};
-        lost = ts_shim_rec_put(&ts_shim.recs, &pr) != 0;
+        lost = shim_rec_put(&ts_shim.recs, &pr) != 0;
         if (!lost)
             __atomic_store_n(&pools_seen, 1, __ATOMIC_RELEASE);
     }
     struct ts_shim_rec ar = {.key = *dptr, .kind = TS_REC_POOLPTR, .ldev = d->ledger_dev,
                              .bytes = bytes, .owner = (uintptr_t)ctx, .pool = (uintptr_t)p,
                              .refs = 1};
-    ts_shim_rec_put(&ts_shim.recs, &ar); /* only needed once the pool is destroyed */
+    shim_rec_put(&ts_shim.recs, &ar); /* only needed once the pool is destroyed */
     pthread_mutex_unlock(&ts_shim.lock);
     if (lost)
         shim_mem_release(d->ledger_dev, now);
@@ -255,7 +255,7 @@ static CUresult real_alloc_pool_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemor
 
 TS_SHIM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-    ts_shim_ready();
+    shim_ready();
     if (!ts_shim.cfg.mem_on || !dptr || !bytesize)
         return PASS(cuMemAllocAsync, dptr, bytesize, hStream);
     return pooled_alloc(dptr, bytesize, NULL, hStream, real_alloc_async);
@@ -263,7 +263,7 @@ TS_SHIM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUst
 
 TS_SHIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-    ts_shim_ready();
+    shim_ready();
     if (!ts_shim.cfg.mem_on || !dptr || !bytesize)
         return PASS(cuMemAllocAsync_ptsz, dptr, bytesize, hStream);
     return pooled_alloc(dptr, bytesize, NULL, hStream, real_alloc_async_ptsz);
@@ -272,7 +272,7 @@ TS_SHIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
 TS_SHIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize,
                                                 CUmemoryPool pool, CUstream hStream)
 {
-    ts_shim_ready();
+    shim_ready();
     if (!ts_shim.cfg.mem_on || !dptr || !bytesize || !pool)
         return PASS(cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream);
     return pooled_alloc(dptr, bytesize, pool, hStream, real_alloc_pool);
@@ -281,7 +281,7 @@ TS_SHIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesi
 TS_SHIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
                                                      CUmemoryPool pool, CUstream hStream)
 {
-    ts_shim_ready();
+    shim_ready();
     if (!ts_shim.cfg.mem_on || !dptr || !bytesize || !pool)
         return PASS(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, hStream);
     return pooled_alloc(dptr, bytesize, pool, hStream, real_alloc_pool_ptsz);
@@ -298,20 +298,20 @@ int shim_mem_pool_free(CUdeviceptr dptr, CUresult (*call)(uint64_t), CUresult *r
     *r = call(dptr);
     if (*r != CUDA_SUCCESS) {
         pthread_mutex_lock(&ts_shim.lock);
-        ts_shim_rec_put(&ts_shim.recs, &a);
+        shim_rec_put(&ts_shim.recs, &a);
         pthread_mutex_unlock(&ts_shim.lock);
         return 1;
     }
     uint64_t back = 0;
     int ldev = -1;
     pthread_mutex_lock(&ts_shim.lock);
-    struct ts_shim_rec *pr = ts_shim_rec_get(&ts_shim.recs, TS_REC_POOL, a.pool);
+    struct ts_shim_rec *pr = shim_rec_get(&ts_shim.recs, TS_REC_POOL, a.pool);
     if (pr && pr->maps) { /* destroyed: what it still held goes with its allocations */
         back = a.bytes < pr->bytes ? a.bytes : pr->bytes;
         pr->bytes -= back;
         ldev = pr->ldev;
         if (pr->bytes == 0)
-            ts_shim_rec_del(&ts_shim.recs, TS_REC_POOL, a.pool, NULL);
+            shim_rec_del(&ts_shim.recs, TS_REC_POOL, a.pool, NULL);
     }
     pthread_mutex_unlock(&ts_shim.lock);
     shim_mem_release(ldev, back);
@@ -327,7 +327,7 @@ static CUresult call_free_async_ptsz(uint64_t p)
 
 TS_SHIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
-    ts_shim_ready();
+    shim_ready();
     if (!ts_shim.cfg.mem_on || dptr == 0)
         return PASS(cuMemFreeAsync, dptr, hStream);
     tl_free_stream = hStream;
@@ -339,7 +339,7 @@ TS_SHIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 
 TS_SHIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
-    ts_shim_ready();
+    shim_ready();
     if (!ts_shim.cfg.mem_on || dptr == 0)
         return PASS(cuMemFreeAsync_ptsz, dptr, hStream);
     tl_free_stream = hStream;
@@ -351,7 +351,7 @@ TS_SHIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 
 TS_SHIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
-    ts_shim_ready();
+    shim_ready();
     CUresult r = PASS(cuMemPoolTrimTo, pool, minBytesToKeep);
     if (ts_shim.cfg.mem_on)
         shim_mem_pools_refresh(-1, 0);
@@ -361,7 +361,7 @@ TS_SHIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep
 TS_SHIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
                                               void *value)
 {
-    ts_shim_ready();
+    shim_ready();
     CUresult r = PASS(cuMemPoolSetAttribute, pool, attr, value);
     if (ts_shim.cfg.mem_on)
         shim_mem_pools_refresh(-1, 0);
@@ -372,7 +372,7 @@ TS_SHIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attri
  * their memory until freed (the driver defers the destruction until then). */
 TS_SHIM_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
-    ts_shim_ready();
+    shim_ready();
     if (!ts_shim.cfg.mem_on)
         return PASS(cuMemPoolDestroy, pool);
     int ok = 1;
@@ -383,14 +383,14 @@ TS_SHIM_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
     uint64_t back = 0;
     int ldev = -1;
     pthread_mutex_lock(&ts_shim.lock);
-    struct ts_shim_rec *pr = ts_shim_rec_get(&ts_shim.recs, TS_REC_POOL, (uintptr_t)pool);
+    struct ts_shim_rec *pr = shim_rec_get(&ts_shim.recs, TS_REC_POOL, (uintptr_t)pool);
     if (pr) {
         ldev = pr->ldev;
         back = pr->bytes > used ? pr->bytes - used : 0;
         pr->bytes -= back;
         pr->maps = 1;
         if (pr->bytes == 0)
-            ts_shim_rec_del(&ts_shim.recs, TS_REC_POOL, (uintptr_t)pool, NULL);
+            shim_rec_del(&ts_shim.recs, TS_REC_POOL, (uintptr_t)pool, NULL);
     }
     pthread_mutex_unlock(&ts_shim.lock);
     shim_mem_release(ldev, back);
@@ -400,7 +400,7 @@ TS_SHIM_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 /* Synchronisations: where pools give memory back. */
 TS_SHIM_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
 {
-    ts_shim_ready();
+    shim_ready();
     CUresult r = PASS(cuStreamSynchronize, hStream);
     if (ts_shim.cfg.mem_on)
         shim_mem_pools_refresh(-1, 0);
@@ -409,7 +409,7 @@ TS_SHIM_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
 
 TS_SHIM_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 {
-    ts_shim_ready();
+    shim_ready();
     CUresult r = PASS(cuStreamSynchronize_ptsz, hStream);
     if (ts_shim.cfg.mem_on)
         shim_mem_pools_refresh(-1, 0);
@@ -418,7 +418,7 @@ TS_SHIM_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 
 TS_SHIM_EXPORT CUresult cuCtxSynchronize(void)
 {
-    ts_shim_ready();
+    shim_ready();
     CUresult r = REAL.cuCtxSynchronize ? REAL.cuCtxSynchronize() : CUDA_ERROR_NOT_SUPPORTED;
     if (ts_shim.cfg.mem_on)
         shim_mem_pools_refresh(-1, 0);
@@ -427,7 +427,7 @@ TS_SHIM_EXPORT CUresult cuCtxSynchronize(void)
 
 TS_SHIM_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
 {
-    ts_shim_ready();
+    shim_ready();
     CUresult r = PASS(cuEventSynchronize, hEvent);
     if (ts_shim.cfg.mem_on)
         shim_mem_pools_refresh(-1, 0);

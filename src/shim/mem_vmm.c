@@ -11,7 +11,7 @@ static CUresult undo_handle(uint64_t h) { return PASS(cuMemRelease, h); }
 TS_SHIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                                     const CUmemAllocationProp *prop, unsigned long long flags)
 {
-    ts_shim_ready();
+    shim_ready();
     const struct ts_shim_dev *d = NULL;
     if (ts_shim.cfg.mem_on && handle && prop && size &&
         prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
@@ -29,7 +29,7 @@ TS_SHIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t
  * the charge to give back once nothing holds it. Lock held. */
 static uint64_t handle_unref_locked(uint64_t h, int is_map, int *ldev)
 {
-    struct ts_shim_rec *rec = ts_shim_rec_get(&ts_shim.recs, TS_REC_HANDLE, h);
+    struct ts_shim_rec *rec = shim_rec_get(&ts_shim.recs, TS_REC_HANDLE, h);
     if (!rec)
         return 0;
     if (is_map)
@@ -39,14 +39,14 @@ static uint64_t handle_unref_locked(uint64_t h, int is_map, int *ldev)
     if (rec->refs > 0 || rec->maps > 0)
         return 0;
     struct ts_shim_rec gone;
-    ts_shim_rec_del(&ts_shim.recs, TS_REC_HANDLE, h, &gone);
+    shim_rec_del(&ts_shim.recs, TS_REC_HANDLE, h, &gone);
     *ldev = gone.ldev;
     return gone.bytes;
 }
 
 TS_SHIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
-    ts_shim_ready();
+    shim_ready();
     CUresult r = PASS(cuMemRelease, handle);
     if (r != CUDA_SUCCESS || !ts_shim.cfg.mem_on)
         return r;
@@ -61,12 +61,12 @@ TS_SHIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 TS_SHIM_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle,
                                                     void *addr)
 {
-    ts_shim_ready();
+    shim_ready();
     CUresult r = PASS(cuMemRetainAllocationHandle, handle, addr);
     if (r != CUDA_SUCCESS || !ts_shim.cfg.mem_on)
         return r;
     pthread_mutex_lock(&ts_shim.lock);
-    struct ts_shim_rec *rec = ts_shim_rec_get(&ts_shim.recs, TS_REC_HANDLE, *handle);
+    struct ts_shim_rec *rec = shim_rec_get(&ts_shim.recs, TS_REC_HANDLE, *handle);
     if (rec)
         rec->refs++;
     pthread_mutex_unlock(&ts_shim.lock);
@@ -76,17 +76,17 @@ TS_SHIM_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle
 TS_SHIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                                  CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
-    ts_shim_ready();
+    shim_ready();
     CUresult r = PASS(cuMemMap, ptr, size, offset, handle, flags);
     if (r != CUDA_SUCCESS || !ts_shim.cfg.mem_on)
         return r;
     pthread_mutex_lock(&ts_shim.lock);
-    struct ts_shim_rec *rec = ts_shim_rec_get(&ts_shim.recs, TS_REC_HANDLE, handle);
+    struct ts_shim_rec *rec = shim_rec_get(&ts_shim.recs, TS_REC_HANDLE, handle);
     if (rec) {
         rec->maps++;
         struct ts_shim_rec m = {.key = ptr, .kind = TS_REC_MAP, .ldev = -1, .bytes = size,
                                 .owner = handle};
-        if (ts_shim_rec_put(&ts_shim.recs, &m) != 0)
+        if (shim_rec_put(&ts_shim.recs, &m) != 0)
             rec->maps--; /* untracked mapping: the handle is freed at its release */
     }
     pthread_mutex_unlock(&ts_shim.lock);
@@ -98,7 +98,7 @@ TS_SHIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
  * where the walk finds a hole. */
 TS_SHIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
-    ts_shim_ready();
+    shim_ready();
     CUresult r = PASS(cuMemUnmap, ptr, size);
     if (r != CUDA_SUCCESS || !ts_shim.cfg.mem_on)
         return r;
@@ -108,7 +108,7 @@ TS_SHIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     int hole = 0;
     while (va < end) {
         struct ts_shim_rec m;
-        if (ts_shim_rec_del(&ts_shim.recs, TS_REC_MAP, va, &m) != 0) {
+        if (shim_rec_del(&ts_shim.recs, TS_REC_MAP, va, &m) != 0) {
             hole = 1;
             break;
         }
@@ -122,7 +122,7 @@ TS_SHIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
         struct ts_shim_rec *e = &ts_shim.recs.e[i];
         if (e->kind == TS_REC_MAP && e->key >= ptr && e->key < end) {
             struct ts_shim_rec m;
-            ts_shim_rec_del(&ts_shim.recs, TS_REC_MAP, e->key, &m);
+            shim_rec_del(&ts_shim.recs, TS_REC_MAP, e->key, &m);
             int ldev = -1;
             uint64_t b = handle_unref_locked(m.owner, 1, &ldev);
             if (ldev >= 0 && ldev < TS_LEDGER_MAX_DEVICES)

@@ -41,8 +41,8 @@ static struct {
     uuid_fn uuid;
 } nv;
 
-void *ts_shim_real_dlsym(void *handle, const char *name); /* procaddr.c */
-void *ts_shim_nvml_wrapper(void *handle, const char *name);
+void *shim_real_dlsym(void *handle, const char *name); /* procaddr.c */
+void *shim_nvml_wrapper(void *handle, const char *name);
 TS_SHIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
 TS_SHIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
                                                        nvmlMemory_v2_t *memory);
@@ -50,16 +50,16 @@ TS_SHIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
 static void learn_from(void *handle)
 {
     void *p;
-    if (!nv.mem && (p = ts_shim_real_dlsym(handle, "nvmlDeviceGetMemoryInfo")))
+    if (!nv.mem && (p = shim_real_dlsym(handle, "nvmlDeviceGetMemoryInfo")))
         memcpy(&nv.mem, &p, sizeof p);
-    if (!nv.mem2 && (p = ts_shim_real_dlsym(handle, "nvmlDeviceGetMemoryInfo_v2")))
+    if (!nv.mem2 && (p = shim_real_dlsym(handle, "nvmlDeviceGetMemoryInfo_v2")))
         memcpy(&nv.mem2, &p, sizeof p);
-    if (!nv.uuid && (p = ts_shim_real_dlsym(handle, "nvmlDeviceGetUUID")))
+    if (!nv.uuid && (p = shim_real_dlsym(handle, "nvmlDeviceGetUUID")))
         memcpy(&nv.uuid, &p, sizeof p);
 }
 
 /* procaddr.c: dlsym(handle, name) for an nvml* name; our wrapper or NULL. */
-void *ts_shim_nvml_wrapper(void *handle, const char *name)
+void *shim_nvml_wrapper(void *handle, const char *name)
 {
     int v1 = strcmp(name, "nvmlDeviceGetMemoryInfo") == 0;
     int v2 = strcmp(name, "nvmlDeviceGetMemoryInfo_v2") == 0;
@@ -104,7 +104,7 @@ static const struct ts_shim_dev *quota_dev_of(nvmlDevice_t dev)
         !ts_shim.real.cuDeviceGetCount || ts_shim.real.cuDeviceGetCount(&count) != CUDA_SUCCESS)
         return NULL;
     for (int d = 0; d < count && d < TS_SHIM_MAX_DEVICES; d++) {
-        const struct ts_shim_dev *sd = ts_shim_device(d);
+        const struct ts_shim_dev *sd = shim_device(d);
         if (sd && sd->limit >= 0 && sd->ledger_dev >= 0 &&
             memcmp(sd->uuid, want, TS_LEDGER_UUID_BYTES) == 0)
             return sd;
@@ -118,7 +118,7 @@ static void report_quota(nvmlDevice_t dev, unsigned long long *total, unsigned l
     const struct ts_shim_dev *d = quota_dev_of(dev);
     if (!d)
         return;
-    uint64_t q = (uint64_t)d->limit, u = ts_ledger_used(ts_shim.ledger, d->ledger_dev);
+    uint64_t q = (uint64_t)d->limit, u = shim_ledger_used(ts_shim.ledger, d->ledger_dev);
     uint64_t left = u >= q ? 0 : q - u;
     if (q < *total)
         *total = q;
@@ -135,7 +135,7 @@ static void learn_default(void)
 
 TS_SHIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
-    ts_shim_ready();
+    shim_ready();
     learn_default();
     if (!nv.mem)
         return NVML_ERROR_FUNCTION_NOT_FOUND;
@@ -148,7 +148,7 @@ TS_SHIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMem
 TS_SHIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
                                                        nvmlMemory_v2_t *memory)
 {
-    ts_shim_ready();
+    shim_ready();
     learn_default();
     if (!nv.mem2)
         return NVML_ERROR_FUNCTION_NOT_FOUND;

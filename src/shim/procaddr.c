@@ -32,7 +32,7 @@
 #define REAL ts_shim.real
 #define PASS(name, ...) (REAL.name ? REAL.name(__VA_ARGS__) : CUDA_ERROR_NOT_SUPPORTED)
 
-int ts_shim_in_boot(void); /* driver.c */
+int shim_in_boot(void); /* driver.c */
 
 /* Every function the shim wraps, by its export name. */
 #define TS_SHIM_HOOKS(X)                                                                      \
@@ -60,7 +60,7 @@ int ts_shim_in_boot(void); /* driver.c */
 
 static unsigned long unrecognised; /* addresses handed out that we could not match */
 
-void *ts_shim_wrapper_for(void *real_fn)
+void *shim_wrapper_for(void *real_fn)
 {
     if (!real_fn)
         return NULL;
@@ -90,7 +90,7 @@ static int wrapped_base(const char *symbol)
 
 static void *swap(const char *symbol, void *fn)
 {
-    void *w = ts_shim_wrapper_for(fn);
+    void *w = shim_wrapper_for(fn);
     if (w)
         return w;
     if (fn && symbol && wrapped_base(symbol))
@@ -101,7 +101,7 @@ static void *swap(const char *symbol, void *fn)
 TS_SHIM_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
                                          cuuint64_t flags)
 {
-    ts_shim_ready();
+    shim_ready();
     CUresult r = PASS(cuGetProcAddress, symbol, pfn, cudaVersion, flags);
     if (r == CUDA_SUCCESS && pfn)
         *pfn = swap(symbol, *pfn);
@@ -112,7 +112,7 @@ TS_SHIM_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int 
                                             cuuint64_t flags,
                                             CUdriverProcAddressQueryResult *symbolStatus)
 {
-    ts_shim_ready();
+    shim_ready();
     CUresult r = PASS(cuGetProcAddress_v2, symbol, pfn, cudaVersion, flags, symbolStatus);
     if (r == CUDA_SUCCESS && pfn)
         *pfn = swap(symbol, *pfn);
@@ -148,7 +148,7 @@ NO_SANITIZE static void find_next(void)
     __atomic_store_n(&ts_shim_dlsym_next, f, __ATOMIC_RELEASE);
 }
 
-void *ts_shim_real_dlsym(void *handle, const char *name)
+void *shim_real_dlsym(void *handle, const char *name)
 {
 #if defined(__x86_64__) || defined(__aarch64__)
     find_next();
@@ -168,14 +168,14 @@ NO_SANITIZE __attribute__((visibility("hidden"))) void *ts_shim_dlsym_hook(void 
         return NULL;
     int nvml = name[0] == 'n' && name[1] == 'v' && name[2] == 'm' && name[3] == 'l';
     int cu = name[0] == 'c' && name[1] == 'u';
-    if ((!nvml && !cu) || ts_shim_in_boot()) /* only now: instrumented code */
+    if ((!nvml && !cu) || shim_in_boot()) /* only now: instrumented code */
         return NULL;
-    ts_shim_ready();
+    shim_ready();
     if (nvml)
-        return ts_shim_nvml_wrapper(handle, name);
-    ts_shim_adopt_driver(handle);
+        return shim_nvml_wrapper(handle, name);
+    shim_adopt_driver(handle);
     void *fn = ts_shim_dlsym_next(handle, name);
-    return fn ? ts_shim_wrapper_for(fn) : NULL;
+    return fn ? shim_wrapper_for(fn) : NULL;
 }
 
 #if defined(__x86_64__)

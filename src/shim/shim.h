@@ -7,7 +7,7 @@
  * visibility); only the intercepted CUDA names and dlsym are exported. One
  * process-global instance, `ts_shim`, because an LD_PRELOAD library stands in
  * for the driver, which is process-global by nature. It boots on the first
- * intercepted call (ts_shim_ready), never in a constructor, so a process that
+ * intercepted call (shim_ready), never in a constructor, so a process that
  * never touches CUDA never loads the driver.
  *
  * Locking: ts_shim.lock guards the process tables (records, devices, context
@@ -99,65 +99,65 @@ struct ts_shim {
 
 extern struct ts_shim ts_shim;
 
-void ts_shim_boot(void);
+void shim_boot(void);
 
 /* Makes the library behind handle the driver if none was found at boot. */
-void ts_shim_adopt_driver(void *handle);
+void shim_adopt_driver(void *handle);
 
-static inline void ts_shim_ready(void)
+static inline void shim_ready(void)
 {
     if (!__atomic_load_n(&ts_shim.booted, __ATOMIC_ACQUIRE))
-        ts_shim_boot();
+        shim_boot();
 }
 
 /* Facts about CUDA ordinal d, looked up on first use; NULL if d is out of
  * range. The ledger is opened here when d has a limit. */
-const struct ts_shim_dev *ts_shim_device(int d);
+const struct ts_shim_dev *shim_device(int d);
 
 /* The CUDA ordinal of ctx (cached; ctx must be alive), or -1. */
-int ts_shim_ctx_ordinal(CUcontext ctx);
-void ts_shim_ctx_forget(CUcontext ctx);
+int shim_ctx_ordinal(CUcontext ctx);
+void shim_ctx_forget(CUcontext ctx);
 
 /* Ordinal of the current context (-1: none or error). */
-int ts_shim_current_ordinal(CUcontext *ctx_out);
+int shim_current_ordinal(CUcontext *ctx_out);
 
 /* The context work on stream s runs in (the current one for the legacy and
  * per-thread default streams), or NULL. */
-CUcontext ts_shim_stream_ctx(CUstream s);
+CUcontext shim_stream_ctx(CUstream s);
 
 /* ---- records (ts_shim.lock held by the caller) ------------------------- */
-struct ts_shim_rec *ts_shim_rec_get(struct ts_shim_tab *t, uint32_t kind, uint64_t key);
-int ts_shim_rec_put(struct ts_shim_tab *t, const struct ts_shim_rec *r);
-int ts_shim_rec_del(struct ts_shim_tab *t, uint32_t kind, uint64_t key, struct ts_shim_rec *out);
-void ts_shim_rec_clear(struct ts_shim_tab *t);
+struct ts_shim_rec *shim_rec_get(struct ts_shim_tab *t, uint32_t kind, uint64_t key);
+int shim_rec_put(struct ts_shim_tab *t, const struct ts_shim_rec *r);
+int shim_rec_del(struct ts_shim_tab *t, uint32_t kind, uint64_t key, struct ts_shim_rec *out);
+void shim_rec_clear(struct ts_shim_tab *t);
 
 /* ---- memory accounting (mem.c) ------------------------------------------ */
 /* A stream capture ended in graph (NULL: it failed): its memory nodes become
  * the graph's. */
-void ts_shim_mem_capture_end(CUstream s, CUgraph graph);
+void shim_mem_capture_end(CUstream s, CUgraph graph);
 /* Releases everything charged against ctx (it was destroyed or reset). */
-void ts_shim_mem_ctx_gone(uint64_t ctx);
+void shim_mem_ctx_gone(uint64_t ctx);
 
 /* ---- compute limiter (limiter.c) ---------------------------------------- */
-void ts_shim_limiter_after_fork(void);
+void shim_limiter_after_fork(void);
 /* Drops the events and pending measurements of a destroyed context. */
-void ts_shim_limiter_ctx_gone(CUcontext ctx);
+void shim_limiter_ctx_gone(CUcontext ctx);
 
 /* ---- entry points (procaddr.c) ------------------------------------------ */
 /* Our wrapper for a real driver entry point, or NULL if we do not wrap it. */
-void *ts_shim_wrapper_for(void *real_fn);
+void *shim_wrapper_for(void *real_fn);
 
 /* ---- NVML (nvml.c) -------------------------------------------------------- */
 /* dlsym(handle, name) for an nvml* name: our wrapper, or NULL. */
-void *ts_shim_nvml_wrapper(void *handle, const char *name);
+void *shim_nvml_wrapper(void *handle, const char *name);
 
 /* ---- function pointer <-> void * (ISO C has no cast; POSIX same size) ---- */
-static inline void *ts_shim_fn_to_ptr(void (*fn)(void))
+static inline void *shim_fn_to_ptr(void (*fn)(void))
 {
     void *p;
     __builtin_memcpy(&p, &fn, sizeof p);
     return p;
 }
-#define TS_SHIM_FN(f) ts_shim_fn_to_ptr((void (*)(void))(f))
+#define TS_SHIM_FN(f) shim_fn_to_ptr((void (*)(void))(f))
 
 #endif

@@ -82,7 +82,7 @@ void ts_store_free_events(ts_event_row *rows, int n)
     free(rows);
 }
 
-void ts_store_copy_field(char *dst, size_t cap, const char *src, size_t len)
+void store_copy_field(char *dst, size_t cap, const char *src, size_t len)
 {
     if (!src)
         len = 0;
@@ -93,7 +93,7 @@ void ts_store_copy_field(char *dst, size_t cap, const char *src, size_t len)
     dst[len] = '\0';
 }
 
-void *ts_store_grow(void **rows, int n, int *cap, size_t size)
+void *store_grow(void **rows, int n, int *cap, size_t size)
 {
     if (n == *cap) {
         int ncap = *cap ? *cap * 2 : 16;
@@ -229,7 +229,7 @@ static int parse_url(const char *url, const struct store_backend **be, const cha
     return 0;
 }
 
-int ts_store_open_version(const char *url, int max_version, ts_store **out, ts_err *err)
+int store_open_version(const char *url, int max_version, ts_store **out, ts_err *err)
 {
     const struct store_backend *be = NULL;
     const char *target = NULL;
@@ -251,9 +251,9 @@ int ts_store_open_version(const char *url, int max_version, ts_store **out, ts_e
     pthread_mutex_init(&s->lease_mu, NULL);
     rc = store_connect(be, s->target, true, &s->wconn, err);
     if (rc == 0)
-        rc = ts_store_migrate(s->wconn, max_version, &s->schema_version, err);
+        rc = store_migrate(s->wconn, max_version, &s->schema_version, err);
     if (rc == 0)
-        rc = ts_store_committer_start(s, err);
+        rc = store_committer_start(s, err);
     if (rc) {
         ts_store_close(s);
         return rc;
@@ -264,15 +264,15 @@ int ts_store_open_version(const char *url, int max_version, ts_store **out, ts_e
 
 int ts_store_open(const char *url, ts_store **out, ts_err *err)
 {
-    return ts_store_open_version(url, TS_SCHEMA_VERSION, out, err);
+    return store_open_version(url, TS_SCHEMA_VERSION, out, err);
 }
 
 void ts_store_close(ts_store *s)
 {
     if (!s)
         return;
-    ts_store_committer_stop(s);
-    ts_store_lease_fini(s);
+    store_committer_stop(s);
+    store_lease_fini(s);
     for (int i = 0; i < TS_STORE_READERS_MAX; i++)
         store_disconnect(s->readers[i]);
     store_disconnect(s->wconn);
@@ -404,7 +404,7 @@ static int read_once(store_conn *c, const store_read *r, ts_err *err)
     case RD_TOKENS:
         return store_token_list(c, r->key, r->out, r->n, err);
     case RD_USAGE:
-        return ts_store_rollup_usage(c, r->from_s, r->to_s, r->now_s, r->out, r->n, err);
+        return store_rollup_usage(c, r->from_s, r->to_s, r->now_s, r->out, r->n, err);
     case RD_USAGE_JOBS:
         return store_usage_jobs(c, r->from_s, r->to_s, r->now_s, r->out, r->n, err);
     }
@@ -442,7 +442,7 @@ int ts_store_job_insert(ts_store *s, ts_job_row *row, bool *existed, ts_err *err
     if (rc)
         return rc;
     ts_wop op = {.kind = TS_WOP_JOB_INSERT, .rows = row, .nrows = 1};
-    rc = ts_store_submit(s, &op, err);
+    rc = store_submit(s, &op, err);
     if (existed)
         *existed = rc == 0 && op.existed;
     if (rc)
@@ -463,7 +463,7 @@ static int submit_rows(ts_store *s, ts_wop *op, ts_job_row *rows, ts_err *err)
 {
     for (int i = 0; i < op->nrows; i++)
         op->many_existed[i] = false;
-    int rc = ts_store_submit(s, op, err);
+    int rc = store_submit(s, op, err);
     for (int i = 0; i < op->nrows; i++) {
         if (rc == 0 && op->many_existed[i]) {
             rows[i] = op->many_stored[i];
@@ -575,7 +575,7 @@ int ts_store_apply(ts_store *s, ts_job_row *rows, int nrows, const ts_event_row 
                  .nrows = nrows,
                  .events = events,
                  .nevents = nevents};
-    int rc = ts_store_submit(s, &op, err);
+    int rc = store_submit(s, &op, err);
     if (rc == 0)
         for (int i = 0; i < nrows; i++)
             rows[i].gen++;
@@ -588,7 +588,7 @@ int ts_store_event_append(ts_store *s, const ts_event_row *ev, ts_err *err)
     if (rc)
         return rc;
     ts_wop op = {.kind = TS_WOP_JOB_UPDATES, .events = ev, .nevents = 1};
-    return ts_store_submit(s, &op, err);
+    return store_submit(s, &op, err);
 }
 
 int ts_store_token_insert(ts_store *s, ts_token_row *row, ts_err *err)
@@ -602,7 +602,7 @@ int ts_store_token_insert(ts_store *s, ts_token_row *row, ts_err *err)
     if (row->role < 0 || row->role >= ROLES)
         return ts_err_set(err, TS_EINVAL, "token.role: %d is not a role", row->role);
     ts_wop op = {.kind = TS_WOP_TOKEN_INSERT, .token = row};
-    rc = ts_store_submit(s, &op, err);
+    rc = store_submit(s, &op, err);
     if (rc == 0)
         row->id = op.id;
     return rc;
@@ -618,7 +618,7 @@ int ts_store_token_revoke(ts_store *s, const char *name, double now_s, ts_err *e
     if (now_s <= 0)
         return ts_err_set(err, TS_EINVAL, "token.revoked_s: must be > 0");
     ts_wop op = {.kind = TS_WOP_TOKEN_REVOKE, .name = name, .now_s = now_s};
-    return ts_store_submit(s, &op, err);
+    return store_submit(s, &op, err);
 }
 
 int ts_store_tenants_put(ts_store *s, const char *yaml, ts_err *err)
@@ -626,7 +626,7 @@ int ts_store_tenants_put(ts_store *s, const char *yaml, ts_err *err)
     if (!yaml)
         return ts_err_set(err, TS_EINVAL, "tenants: the YAML document must not be NULL");
     ts_wop op = {.kind = TS_WOP_SETTING_PUT, .name = TS_SETTING_TENANTS, .value = yaml};
-    return ts_store_submit(s, &op, err);
+    return store_submit(s, &op, err);
 }
 
 int ts_store_setting_put(ts_store *s, const char *key, const char *value, ts_err *err)
@@ -635,7 +635,7 @@ int ts_store_setting_put(ts_store *s, const char *key, const char *value, ts_err
         return ts_err_set(err, TS_EINVAL, "setting: a key other than \"%s\" and a value are "
                           "required", TS_SETTING_TENANTS);
     ts_wop op = {.kind = TS_WOP_SETTING_PUT, .name = key, .value = value};
-    return ts_store_submit(s, &op, err);
+    return store_submit(s, &op, err);
 }
 
 int ts_store_setting_get(ts_store *s, const char *key, char **value, ts_err *err)
@@ -675,7 +675,7 @@ int ts_store_resv_insert(ts_store *s, const ts_resv_row *r, ts_err *err)
     if (!(r->end_s > r->start_s))
         return ts_err_set(err, TS_EINVAL, "reservation.end_s: must be after start_s");
     ts_wop op = {.kind = TS_WOP_RESV_INSERT, .resv = r};
-    return ts_store_submit(s, &op, err);
+    return store_submit(s, &op, err);
 }
 
 int ts_store_resv_delete(ts_store *s, const char *name, ts_err *err)
@@ -683,7 +683,7 @@ int ts_store_resv_delete(ts_store *s, const char *name, ts_err *err)
     if (!name || !*name)
         return ts_err_set(err, TS_EINVAL, "reservation name: must not be empty");
     ts_wop op = {.kind = TS_WOP_RESV_DELETE, .name = name};
-    return ts_store_submit(s, &op, err);
+    return store_submit(s, &op, err);
 }
 
 int ts_store_resv_list(ts_store *s, ts_resv_row **rows, int *n, ts_err *err)
@@ -801,7 +801,7 @@ static int scan_add(ts_usage_row **rows, int *n, int *cap, const char *tenant, i
             (*rows)[i].gpu_s += gpu_s;
             return 0;
         }
-    ts_usage_row *u = ts_store_grow((void **)rows, *n, cap, sizeof **rows);
+    ts_usage_row *u = store_grow((void **)rows, *n, cap, sizeof **rows);
     if (!u)
         return TS_ENOMEM;
     memset(u, 0, sizeof *u);

@@ -75,7 +75,7 @@ static int run_op(ts_store *s, ts_wop *op)
         if (rc == 0 && op->existed)
             rc = store_job_get(c, op->id, &op->stored, &op->err);
         else if (rc == 0 && ru && op->rows->start_s > 0 && op->rows->end_s > 0)
-            rc = ts_store_rollup_job(c, op->id, &op->err);
+            rc = store_rollup_job(c, op->id, &op->err);
         break;
     case TS_WOP_JOB_INSERTS:
         for (int i = 0; rc == 0 && i < op->nrows; i++) {
@@ -84,7 +84,7 @@ static int run_op(ts_store *s, ts_wop *op)
             if (rc == 0 && op->many_existed[i])
                 rc = store_job_get(c, op->many_id[i], &op->many_stored[i], &op->err);
             else if (rc == 0 && ru && op->rows[i].start_s > 0 && op->rows[i].end_s > 0)
-                rc = ts_store_rollup_job(c, op->many_id[i], &op->err);
+                rc = store_rollup_job(c, op->many_id[i], &op->err);
             if (rc)
                 ts_err_prefix(&op->err, "rows[%d]: ", i);
         }
@@ -95,14 +95,14 @@ static int run_op(ts_store *s, ts_wop *op)
         for (int i = 0; rc == 0 && i < op->nrows; i++) {
             rc = store_job_update(c, &op->rows[i], &op->err);
             if (rc == 0 && ru)
-                rc = ts_store_rollup_job(c, op->rows[i].id, &op->err);
+                rc = store_rollup_job(c, op->rows[i].id, &op->err);
             if (rc && (op->nrows > 1 || op->nevents))
                 ts_err_prefix(&op->err, "rows[%d]: ", i);
         }
         for (int i = 0; rc == 0 && i < op->nevents; i++) {
             rc = store_event_append(c, &op->events[i], &op->err);
             if (rc == 0 && ru)
-                rc = ts_store_rollup_event(c, &op->events[i], &op->err);
+                rc = store_rollup_event(c, &op->events[i], &op->err);
             if (rc && (op->nrows || op->nevents > 1))
                 ts_err_prefix(&op->err, "events[%d]: ", i);
         }
@@ -149,7 +149,7 @@ static void injected_fault(ts_store *s, ts_wop **group, int n, bool *fail_commit
     *delay_ms = s->faults.on ? s->faults.delay_ms : 0;
     for (int i = 0; s->faults.on && i < n; i++) {
         int kind;
-        if (!ts_store_fault_due(s, &kind))
+        if (!store_fault_due(s, &kind))
             continue;
         if (kind == TS_FAULT_COMMIT) {
             *fail_commit = true;
@@ -262,7 +262,7 @@ static void *committer_main(void *arg)
     return NULL;
 }
 
-int ts_store_committer_start(ts_store *s, ts_err *err)
+int store_committer_start(ts_store *s, ts_err *err)
 {
     if (pthread_create(&s->committer, NULL, committer_main, s) != 0)
         return ts_err_set(err, TS_EIO, "store: cannot start the committer thread");
@@ -270,7 +270,7 @@ int ts_store_committer_start(ts_store *s, ts_err *err)
     return 0;
 }
 
-void ts_store_committer_stop(ts_store *s)
+void store_committer_stop(ts_store *s)
 {
     if (!s->committer_started)
         return;
@@ -283,7 +283,7 @@ void ts_store_committer_stop(ts_store *s)
     s->committer_started = false;
 }
 
-int ts_store_submit_many(ts_store *s, ts_wop *ops, int n)
+int store_submit_many(ts_store *s, ts_wop *ops, int n)
 {
     pthread_mutex_lock(&s->qmu);
     if (s->stopping) {
@@ -310,9 +310,9 @@ int ts_store_submit_many(ts_store *s, ts_wop *ops, int n)
     return 0;
 }
 
-int ts_store_submit(ts_store *s, ts_wop *op, ts_err *err)
+int store_submit(ts_store *s, ts_wop *op, ts_err *err)
 {
-    if (ts_store_submit_many(s, op, 1) != 0)
+    if (store_submit_many(s, op, 1) != 0)
         return ts_err_set(err, TS_ECLOSED, "store: closed");
     if (op->rc && err)
         *err = op->err;

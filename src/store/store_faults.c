@@ -9,7 +9,7 @@
  * its whole group; or every transaction is slowed down before its COMMIT (a
  * slow disk: writes committed with the controller's lock released then
  * overlap its cycles, as they do under load). The committer asks
- * ts_store_fault_due before each write;
+ * store_fault_due before each write;
  * everything else about the group (rollback, re-run without the failed
  * write) is the ordinary path, which is the point. Off unless set: the cost
  * when off is one branch per write.
@@ -95,7 +95,7 @@ uint64_t ts_store_faults_injected(ts_store *s)
     return n;
 }
 
-bool ts_store_fault_due(ts_store *s, int *kind)
+bool store_fault_due(ts_store *s, int *kind)
 {
     ts_store_faults *f = &s->faults;
     if (!f->on || (!f->nth && !f->every))

@@ -88,7 +88,7 @@ typedef struct ts_store_faults {
 
 /* Under qmu, from the committer, once per write it is about to run: whether
  * this one fails, and how. */
-bool ts_store_fault_due(ts_store *s, int *kind);
+bool store_fault_due(ts_store *s, int *kind);
 
 /* One queued write; lives on the calling thread's stack until done. */
 enum ts_wop_kind {
@@ -166,44 +166,44 @@ struct ts_store {
 };
 
 /* Closes the lease session, if one was opened (store_lease.c). */
-void ts_store_lease_fini(ts_store *s);
+void store_lease_fini(ts_store *s);
 
 /* Migrates the writer's store to `target_version` (TS_SCHEMA_VERSION in
  * normal use); *version is the store's version afterwards. */
-int ts_store_migrate(store_conn *conn, int target_version, int *version, ts_err *err);
+int store_migrate(store_conn *conn, int target_version, int *version, ts_err *err);
 
 /* Rolled-up accounting (store_usage.c). After a job row was inserted or
  * updated, brings its recorded run in line with the row; after an event was
  * appended, records the run a "run-ended" event closes. Both inside the
  * writer's transaction. */
-int ts_store_rollup_job(store_conn *conn, int64_t job_id, ts_err *err);
-int ts_store_rollup_event(store_conn *conn, const ts_event_row *ev, ts_err *err);
+int store_rollup_job(store_conn *conn, int64_t job_id, ts_err *err);
+int store_rollup_event(store_conn *conn, const ts_event_row *ev, ts_err *err);
 /* Migration 8: rolls up every run already in the store. */
-int ts_store_rollup_backfill(store_conn *conn, ts_err *err);
+int store_rollup_backfill(store_conn *conn, ts_err *err);
 /* The usage answer from the rolled-up tables, on a reader connection. */
-int ts_store_rollup_usage(store_conn *conn, double from_s, double to_s, double now_s,
+int store_rollup_usage(store_conn *conn, double from_s, double to_s, double now_s,
                           ts_usage_row **rows, int *n, ts_err *err);
 
 /* Opens like ts_store_open but migrates no further than max_version (tests
  * make old stores with it). */
-int ts_store_open_version(const char *url, int max_version, ts_store **out, ts_err *err);
+int store_open_version(const char *url, int max_version, ts_store **out, ts_err *err);
 
 /* Starts and stops the committer thread (store_commit.c). */
-int ts_store_committer_start(ts_store *s, ts_err *err);
-void ts_store_committer_stop(ts_store *s);
+int store_committer_start(ts_store *s, ts_err *err);
+void store_committer_stop(ts_store *s);
 /* Queues op, waits until its group is committed or it failed; returns op->rc
  * with op->err copied to err. */
 /* Queues n ops at once (they usually share one transaction) and waits for
  * all of them; each op's own rc says how it went. TS_EINVAL once closed. */
-int ts_store_submit_many(ts_store *s, ts_wop *ops, int n);
-int ts_store_submit(ts_store *s, ts_wop *op, ts_err *err);
+int store_submit_many(ts_store *s, ts_wop *ops, int n);
+int store_submit(ts_store *s, ts_wop *op, ts_err *err);
 
 /* Copies src into a fixed field, as much as fits (values are validated to
  * fit before they are written, so truncation only guards the reader). */
-void ts_store_copy_field(char *dst, size_t cap, const char *src, size_t len);
+void store_copy_field(char *dst, size_t cap, const char *src, size_t len);
 
 /* Grows a row array to hold row n (doubling); the new slot, NULL when out
  * of memory (the array is then unchanged). */
-void *ts_store_grow(void **rows, int n, int *cap, size_t size);
+void *store_grow(void **rows, int n, int *cap, size_t size);
 
 #endif

@@ -80,7 +80,7 @@ static int lease_conn(ts_store *s, PGconn **out, ts_err *err)
     return 0;
 }
 
-void ts_store_lease_fini(ts_store *s)
+void store_lease_fini(ts_store *s)
 {
     if (s->lease)
         PQfinish(s->lease);
@@ -135,10 +135,10 @@ static int read_locked(ts_store *s, ts_lease_info *out, ts_err *err)
     if (rc)
         return rc;
     if (PQntuples(res) == 1) {
-        ts_store_copy_field(out->holder, sizeof out->holder, PQgetvalue(res, 0, 0),
+        store_copy_field(out->holder, sizeof out->holder, PQgetvalue(res, 0, 0),
                             (size_t)PQgetlength(res, 0, 0));
         out->epoch = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
-        ts_store_copy_field(out->url, sizeof out->url, PQgetvalue(res, 0, 2),
+        store_copy_field(out->url, sizeof out->url, PQgetvalue(res, 0, 2),
                             (size_t)PQgetlength(res, 0, 2));
         out->remaining_s = strtod(PQgetvalue(res, 0, 3), NULL);
     } else {

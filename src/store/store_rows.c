@@ -45,7 +45,7 @@ static int collect(store_conn *c, void *st, list_names nm, size_t size, row_read
     *rows = NULL;
     *n = 0;
     while ((rc = c->be->step(st, nm.what, err)) > 0) {
-        void *row = ts_store_grow(rows, *n, &cap, size);
+        void *row = store_grow(rows, *n, &cap, size);
         if (!row) {
             ret = ts_err_set(err, TS_ENOMEM, "store: out of memory %s", nm.doing);
             break;

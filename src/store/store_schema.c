@@ -128,7 +128,7 @@ static const migration migrations[] = {
      " gpu_model TEXT NOT NULL, gpu_s @F64 NOT NULL, carried @F64 NOT NULL,"
      " PRIMARY KEY (span, width_s, start_s, tenant, tier, gpu_model))@NOROWID;"
      "CREATE INDEX jobs_running ON jobs (start_s) WHERE start_s > 0 AND end_s <= 0;",
-     NULL, ts_store_rollup_backfill},
+     NULL, store_rollup_backfill},
     {9,
      /* reservations kept by tesserad (docs/scheduler.md "Reservations") */
      "CREATE TABLE reservations (name TEXT PRIMARY KEY, nodes TEXT NOT NULL,"
@@ -166,7 +166,7 @@ static int migrate_one(store_conn *c, const migration *m, ts_err *err)
     return rc ? rc : store_set_version(c, m->version, err);
 }
 
-int ts_store_migrate(store_conn *c, int target_version, int *version, ts_err *err)
+int store_migrate(store_conn *c, int target_version, int *version, ts_err *err)
 {
     /* numbered 1..N in order, the last being the version this code writes */
     for (int i = 0; i < MIGRATIONS; i++)

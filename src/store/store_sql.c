@@ -92,7 +92,7 @@ void store_col_field(store_conn *c, void *st, int i, char *dst, size_t cap)
 {
     size_t len = 0;
     const char *t = c->be->col_text(st, i, &len);
-    ts_store_copy_field(dst, cap, t, t ? len : 0);
+    store_copy_field(dst, cap, t, t ? len : 0);
 }
 
 bool store_col_dup(store_conn *c, void *st, int i, char **out)

@@ -273,7 +273,7 @@ static int job_row(void *ctx, const ts_ru_row *row, ts_err *err)
     return 0;
 }
 
-int ts_store_rollup_job(store_conn *conn, int64_t job_id, ts_err *err)
+int store_rollup_job(store_conn *conn, int64_t job_id, ts_err *err)
 {
     ts_ru_row row;
     memset(&row, 0, sizeof row);
@@ -304,7 +304,7 @@ static bool parse_run_ended(const char *detail, double *s, double *e, int *g, ch
                5;
 }
 
-int ts_store_rollup_event(store_conn *conn, const ts_event_row *ev,
+int store_rollup_event(store_conn *conn, const ts_event_row *ev,
                           ts_err *err)
 {
     double s, e;
@@ -350,7 +350,7 @@ static int backfill_event(void *ctx, const ts_ru_row *row, ts_err *err)
     return run_apply(b->conn, (int64_t)row->v[0], false, &r, 1, &b->sums, err);
 }
 
-int ts_store_rollup_backfill(store_conn *conn, ts_err *err)
+int store_rollup_backfill(store_conn *conn, ts_err *err)
 {
     backfill b = {conn, {.last_group = -1}};
     ts_ru_args none = {0};
@@ -384,13 +384,13 @@ static int acc_add(acc *x, const ts_ru_row *row, double v, ts_err *err)
 {
     if (v == 0)
         return 0;
-    ts_usage_row *u = ts_store_grow((void **)&x->rows, x->n, &x->cap, sizeof *x->rows);
+    ts_usage_row *u = store_grow((void **)&x->rows, x->n, &x->cap, sizeof *x->rows);
     if (!u)
         return ts_err_set(err, TS_ENOMEM, "store: out of memory computing usage");
     memset(u, 0, sizeof *u);
-    ts_store_copy_field(u->tenant, sizeof u->tenant, row->text[0], strlen(row->text[0]));
+    store_copy_field(u->tenant, sizeof u->tenant, row->text[0], strlen(row->text[0]));
     u->tier = (int)row->i;
-    ts_store_copy_field(u->gpu_model, sizeof u->gpu_model, row->text[1], strlen(row->text[1]));
+    store_copy_field(u->gpu_model, sizeof u->gpu_model, row->text[1], strlen(row->text[1]));
     u->gpu_s = v;
     x->n++;
     return 0;
@@ -452,7 +452,7 @@ static int cover(store_conn *conn, int span, double lo, double hi, int w,
     return rc;
 }
 
-int ts_store_rollup_usage(store_conn *conn, double from_s, double to_s,
+int store_rollup_usage(store_conn *conn, double from_s, double to_s,
                           double now_s, ts_usage_row **rows, int *n, ts_err *err)
 {
     acc x = {.scale = 1};

@@ -1,6 +1,6 @@
 /*
  * test_cdi.c - the node's CDI spec (src/agent/cdi.c) and what a container
- * task's config.json takes from it (ts_bundle_apply_cdi).
+ * task's config.json takes from it (agent_bundle_apply_cdi).
  *
  * A hand-made node (two GPUs, the second in MIG mode with one GPU instance
  * of two compute instances) over a temporary dev root, proc root and library
@@ -275,7 +275,7 @@ static void test_config_gets_exactly_its_allocation(void **state)
     const char *const mine[] = {"1"};
     assert_int_equal(agent_cdi_edits(spec, mine, 1, &edits, &err), 0);
     json_t *cfg = base_config();
-    assert_int_equal(ts_bundle_apply_cdi(cfg, edits, &err), 0);
+    assert_int_equal(agent_bundle_apply_cdi(cfg, edits, &err), 0);
     json_t *linux = json_object_get(cfg, "linux");
     json_t *devs = json_object_get(linux, "devices");
     json_t *allow = json_object_get(json_object_get(linux, "resources"), "devices");
@@ -330,7 +330,7 @@ static void test_two_devices_join_env_and_share_nodes(void **state)
     assert_non_null(strstr(err.msg, "\"7\""));
     json_t *cfg = base_config();
     json_t *broken = json_pack("{s:[{s:s}]}", "deviceNodes", "path", "/dev/nvidia0");
-    assert_int_equal(ts_bundle_apply_cdi(cfg, broken, &err), TS_EINVAL);
+    assert_int_equal(agent_bundle_apply_cdi(cfg, broken, &err), TS_EINVAL);
     assert_non_null(strstr(err.msg, "deviceNodes[0]"));
     json_decref(broken);
     json_decref(cfg);

@@ -61,7 +61,7 @@ static int setup(void **state)
     snprintf(f->logs, sizeof f->logs, "%s/logs", f->dir);
     assert_int_equal(mkdir(f->work, 0777), 0);
     assert_int_equal(mkdir(f->logs, 0777), 0);
-    ts_launch_probe(NULL, &f->caps);
+    agent_launch_probe(NULL, &f->caps);
     *state = f;
     return 0;
 }
@@ -69,15 +69,15 @@ static int setup(void **state)
 static int forget_task(const char *id, void *ctx)
 {
     ts_task *t;
-    if (ts_task_adopt(NULL, ctx, id, &t, NULL) == 0)
-        ts_task_free(t);
+    if (agent_task_adopt(NULL, ctx, id, &t, NULL) == 0)
+        agent_task_free(t);
     return 0;
 }
 
 static int teardown(void **state)
 {
     fix *f = *state;
-    ts_task_records(f->logs, forget_task, f->logs, NULL);
+    agent_task_records(f->logs, forget_task, f->logs, NULL);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
     assert_int_equal(system(cmd), 0);
@@ -130,9 +130,9 @@ static void wait_for_file(const char *dir, const char *name)
 {
     char path[256];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    double end = ts_launch_now() + READY_WAIT_S;
+    double end = agent_launch_now() + READY_WAIT_S;
     while (access(path, F_OK) != 0) {
-        assert_true(ts_launch_now() < end);
+        assert_true(agent_launch_now() < end);
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
     }
 }
@@ -154,10 +154,10 @@ static int process_gone(long pid)
 
 static ts_cg_dirs task_dirs(const ts_task *t)
 {
-    const ts_task_info *in = ts_task_info_get(t);
+    const ts_task_info *in = agent_task_info_get(t);
     assert_true(in->isolated);
     ts_cg_dirs d;
-    assert_int_equal(ts_cg_dirs_of(in->cgroup_path, in->cgroup_v1, &d), 0);
+    assert_int_equal(agent_cg_dirs_of(in->cgroup_path, in->cgroup_v1, &d), 0);
     return d;
 }
 
@@ -184,15 +184,15 @@ static void allocating_past_the_limit_is_an_oom_kill(void **state)
     s.memory_bytes = MEMORY_LIMIT_BYTES;
     ts_task *t;
     ts_err err = {0};
-    assert_int_equal(ts_task_start(&f->caps, &s, &t, &err), 0);
+    assert_int_equal(agent_task_start(&f->caps, &s, &t, &err), 0);
     ts_cg_dirs d = task_dirs(t);
     ts_task_state st;
-    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
     print_message("ended: exit %d, signal %d, oom_kills %lld\n", st.exit_code, st.term_signal,
                   st.oom_kills);
     assert_int_equal(st.term_signal, SIGKILL);
     assert_true(st.oom_kills >= 1);
-    ts_task_free(t);
+    agent_task_free(t);
     assert_removed(&d);
 }
 
@@ -219,7 +219,7 @@ static void a_fork_bomb_is_held_at_pids_max(void **state)
     s.pids_max = PIDS_MAX;
     ts_task *t;
     ts_err err = {0};
-    assert_int_equal(ts_task_start(&f->caps, &s, &t, &err), 0);
+    assert_int_equal(agent_task_start(&f->caps, &s, &t, &err), 0);
     ts_cg_dirs d = task_dirs(t);
     wait_for_file(f->work, "forked");
     nanosleep(&(struct timespec){0, 50000000L}, NULL); /* its write is whole */
@@ -230,7 +230,7 @@ static void a_fork_bomb_is_held_at_pids_max(void **state)
                   FORKS_TRIED, current, PIDS_MAX);
     assert_true(forked < PIDS_MAX);
     assert_true(current <= PIDS_MAX);
-    ts_task_free(t); /* its children die with its cgroup */
+    agent_task_free(t); /* its children die with its cgroup */
     assert_removed(&d);
 }
 
@@ -269,13 +269,13 @@ static void half_a_core_gets_about_half_a_core(void **state)
     s.cpu_milli = CPU_HALF_MILLI;
     ts_task *t;
     ts_err err = {0};
-    assert_int_equal(ts_task_start(&f->caps, &s, &t, &err), 0);
+    assert_int_equal(agent_task_start(&f->caps, &s, &t, &err), 0);
     ts_cg_dirs d = task_dirs(t);
     wait_for_file(f->work, "ready");
-    double u0 = cpu_used_s(&d), t0 = ts_launch_now();
+    double u0 = cpu_used_s(&d), t0 = agent_launch_now();
     nanosleep(&(struct timespec){CPU_MEASURE_NS / 1000000000L, CPU_MEASURE_NS % 1000000000L},
               NULL);
-    double u1 = cpu_used_s(&d), t1 = ts_launch_now();
+    double u1 = cpu_used_s(&d), t1 = agent_launch_now();
     double cores = (u1 - u0) / (t1 - t0);
     long long periods = throttled(&d);
     print_message("two spinners limited to %d milli-cores used %.2f cores over %.2f s "
@@ -290,7 +290,7 @@ static void half_a_core_gets_about_half_a_core(void **state)
         print_message("the machine gave the spinners less than the quota: throttling not "
                       "judged\n");
     assert_true(cores > 0.0); /* it did run */
-    ts_task_free(t);
+    agent_task_free(t);
     assert_removed(&d);
 }
 
@@ -331,11 +331,11 @@ static void only_its_own_gpu_node_opens(void **state)
     s.limit_devices = true;
     ts_task *t;
     ts_err err = {0};
-    assert_int_equal(ts_task_start(&f->caps, &s, &t, &err), 0);
-    assert_true(ts_task_info_get(t)->devices_isolated);
+    assert_int_equal(agent_task_start(&f->caps, &s, &t, &err), 0);
+    assert_true(agent_task_info_get(t)->devices_isolated);
     ts_cg_dirs d = task_dirs(t);
     ts_task_state st;
-    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
     assert_int_equal(st.exit_code, 0);
     const char *out = slurp(f->logs, "dev1.out");
     print_message("%s", out);
@@ -343,7 +343,7 @@ static void only_its_own_gpu_node_opens(void **state)
     assert_non_null(strstr(out, "nvidia5 EPERM\n"));   /* another GPU: refused */
     assert_non_null(strstr(out, "/dev/null ok\n"));    /* the standard nodes stay */
     assert_non_null(strstr(out, "/dev/urandom ok\n"));
-    ts_task_free(t);
+    agent_task_free(t);
     assert_removed(&d);
 }
 
@@ -367,7 +367,7 @@ static void adopted_after_the_agent_died_nothing_is_left(void **state)
         s.memory_bytes = MEMORY_LIMIT_BYTES;
         ts_task *t;
         ts_err err;
-        int ok = ts_task_start(&f->caps, &s, &t, &err) == 0;
+        int ok = agent_task_start(&f->caps, &s, &t, &err) == 0;
         ssize_t w = write(pfd[1], &ok, sizeof ok);
         (void)w;
         _exit(0);
@@ -385,11 +385,11 @@ static void adopted_after_the_agent_died_nothing_is_left(void **state)
 
     ts_task *t;
     ts_err err = {0};
-    assert_int_equal(ts_task_adopt(&f->caps, f->logs, "adopt1", &t, &err), 0);
+    assert_int_equal(agent_task_adopt(&f->caps, f->logs, "adopt1", &t, &err), 0);
     ts_cg_dirs d = task_dirs(t);
-    ts_task_free(t);
-    double end = ts_launch_now() + READY_WAIT_S;
-    while (!process_gone(escaped) && ts_launch_now() < end)
+    agent_task_free(t);
+    double end = agent_launch_now() + READY_WAIT_S;
+    while (!process_gone(escaped) && agent_launch_now() < end)
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
     assert_true(process_gone(escaped)); /* left its session, killed all the same */
     assert_removed(&d);
@@ -405,7 +405,7 @@ static void a_bad_parent_is_refused_naming_it(void **state)
         if (i == 2 && access(bad[i], F_OK) != 0)
             continue; /* no v1 memory hierarchy to name */
         ts_launch_caps caps;
-        ts_launch_probe(bad[i], &caps);
+        agent_launch_probe(bad[i], &caps);
         print_message("%s: %s\n", bad[i], caps.cgroup_reason);
         assert_false(caps.cgroup);
         char want[128];

@@ -1,5 +1,5 @@
 /*
- * test_container_extras.c - ts_agent_checkpoint_folder: which checkpoint
+ * test_container_extras.c - agent_checkpoint_folder: which checkpoint
  * folders the agent binds into a container (docs/images.md "Checkpoints").
  *
  * Proves: missing folders are made (the root and the tenant's sticky, as
@@ -48,7 +48,7 @@ static bool folder(const char *rel, uid_t uid)
     char p[512];
     snprintf(p, sizeof p, "%s/%s", top, rel);
     why[0] = '\0';
-    return ts_agent_checkpoint_folder(p, uid, uid, why, sizeof why);
+    return agent_checkpoint_folder(p, uid, uid, why, sizeof why);
 }
 
 static void missing_folders_are_made(void **state)
@@ -114,10 +114,10 @@ static void another_users_job_folder_is_refused(void **state)
 static void unclean_paths_are_refused(void **state)
 {
     (void)state;
-    assert_false(ts_agent_checkpoint_folder("ck/team/1", 0, 0, why, sizeof why));
-    assert_false(ts_agent_checkpoint_folder("/ck/../etc/1", 0, 0, why, sizeof why));
-    assert_false(ts_agent_checkpoint_folder("/ck/team/..", 0, 0, why, sizeof why));
-    assert_false(ts_agent_checkpoint_folder("/1", 0, 0, why, sizeof why));
+    assert_false(agent_checkpoint_folder("ck/team/1", 0, 0, why, sizeof why));
+    assert_false(agent_checkpoint_folder("/ck/../etc/1", 0, 0, why, sizeof why));
+    assert_false(agent_checkpoint_folder("/ck/team/..", 0, 0, why, sizeof why));
+    assert_false(agent_checkpoint_folder("/1", 0, 0, why, sizeof why));
     assert_non_null(strstr(why, "<root>/<tenant>/<job>"));
 }
 

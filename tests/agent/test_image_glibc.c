@@ -1,5 +1,5 @@
 /*
- * test_image_glibc.c - ts_image_glibc_check: which image roots can load the
+ * test_image_glibc.c - agent_image_glibc_check: which image roots can load the
  * sharing shim (a glibc defining GLIBC_2.17).
  *
  * Proves: a root with no libc.so.6 (a static or musl image) is refused
@@ -67,7 +67,7 @@ static void test_no_libc_is_refused(void **state)
     char why[256];
     mk("bin");
     put("bin/busybox", "static", 6);
-    assert_int_equal(ts_image_glibc_check(root, why, sizeof why), TS_EINVAL);
+    assert_int_equal(agent_image_glibc_check(root, why, sizeof why), TS_EINVAL);
     assert_non_null(strstr(why, "no glibc"));
 }
 
@@ -78,7 +78,7 @@ static void test_new_glibc_passes(void **state)
     mk("lib");
     mk("lib/x86_64-linux-gnu");
     put("lib/x86_64-linux-gnu/libc.so.6", "GLIBC_2.2.5\0GLIBC_2.17\0GLIBC_2.36", 34);
-    assert_int_equal(ts_image_glibc_check(root, why, sizeof why), 0);
+    assert_int_equal(agent_image_glibc_check(root, why, sizeof why), 0);
 }
 
 static void test_link_resolved_inside_the_image(void **state)
@@ -90,7 +90,7 @@ static void test_link_resolved_inside_the_image(void **state)
     put("usr/lib64/libc.so.6", "GLIBC_2.17", 11);
     snprintf(p, sizeof p, "%s/lib64", root);
     assert_int_equal(symlink("/usr/lib64", p), 0);
-    assert_int_equal(ts_image_glibc_check(root, why, sizeof why), 0);
+    assert_int_equal(agent_image_glibc_check(root, why, sizeof why), 0);
 }
 
 static void test_old_glibc_is_refused(void **state)
@@ -99,7 +99,7 @@ static void test_old_glibc_is_refused(void **state)
     char why[256];
     mk("lib64");
     put("lib64/libc.so.6", "GLIBC_2.2.5\0GLIBC_2.12\0GLIBC_2.170x", 35);
-    assert_int_equal(ts_image_glibc_check(root, why, sizeof why), TS_EINVAL);
+    assert_int_equal(agent_image_glibc_check(root, why, sizeof why), TS_EINVAL);
     assert_non_null(strstr(why, "older than 2.17"));
 }
 
@@ -112,7 +112,7 @@ static void test_host_libc_is_not_the_images(void **state)
     snprintf(p, sizeof p, "%s/lib/x86_64-linux-gnu/libc.so.6", root);
     /* the host has this file; inside the image the link leads nowhere */
     assert_int_equal(symlink("/usr/lib/x86_64-linux-gnu/libc.so.6", p), 0);
-    assert_int_equal(ts_image_glibc_check(root, why, sizeof why), TS_EINVAL);
+    assert_int_equal(agent_image_glibc_check(root, why, sizeof why), TS_EINVAL);
     assert_non_null(strstr(why, "no glibc"));
 }
 

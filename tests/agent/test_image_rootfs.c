@@ -91,7 +91,7 @@ static void tb_blob(tarbuf *t, char *out)
     t->b = NULL;
     t->n = 0;
     ts_err err = {0};
-    assert_int_equal(ts_image_file_digest(tmp, out, &err), 0);
+    assert_int_equal(agent_image_file_digest(tmp, out, &err), 0);
     char dst[800];
     image_blob_path(&st, out, dst, sizeof dst);
     assert_int_equal(rename(tmp, dst), 0);
@@ -106,7 +106,7 @@ static void config_blob(char *out)
     fputs("{\"config\": {}}", f);
     fclose(f);
     ts_err err = {0};
-    assert_int_equal(ts_image_file_digest(tmp, out, &err), 0);
+    assert_int_equal(agent_image_file_digest(tmp, out, &err), 0);
     char dst[800];
     image_blob_path(&st, out, dst, sizeof dst);
     assert_int_equal(rename(tmp, dst), 0);
@@ -167,7 +167,7 @@ static int setup(void **state)
     assert_non_null(mkdtemp(top));
     snprintf(store_dir, sizeof store_dir, "%s/store", top);
     ts_err err = {0};
-    assert_int_equal(ts_image_store_open(&st, store_dir, 0, &err), 0);
+    assert_int_equal(agent_image_store_open(&st, store_dir, 0, &err), 0);
     return 0;
 }
 
@@ -176,7 +176,7 @@ static int teardown(void **state)
     (void)state;
     if (!top[0])
         return 0;
-    ts_image_evict(&st, 0); /* unmounts what no task uses */
+    agent_image_evict(&st, 0); /* unmounts what no task uses */
     char cmd[400];
     snprintf(cmd, sizeof cmd, "umount -R %s/store/images/*/rootfs 2>/dev/null; rm -rf %s", top,
              top);
@@ -286,12 +286,12 @@ static void eviction_and_restart_unmount_unused(void **state)
     assert_int_equal(prepare("idle", idle, &img, &err), 0);
     image_dir_of(used, dused, sizeof dused);
     image_dir_of(idle, didle, sizeof didle);
-    assert_int_equal(ts_image_use(&st, used, "task-1", &err), 0);
+    assert_int_equal(agent_image_use(&st, used, "task-1", &err), 0);
     assert_true(image_rootfs_mounted(dused) && image_rootfs_mounted(didle));
 
     /* an agent restarted: the image its adopted task runs on stays mounted */
     ts_image_store again;
-    assert_int_equal(ts_image_store_open(&again, store_dir, 0, &err), 0);
+    assert_int_equal(agent_image_store_open(&again, store_dir, 0, &err), 0);
     assert_true(image_rootfs_mounted(dused));
     assert_false(image_rootfs_mounted(didle));
     /* the idle one is mounted again when a task wants it */
@@ -300,7 +300,7 @@ static void eviction_and_restart_unmount_unused(void **state)
     image_store_unlock(lk);
     assert_true(image_rootfs_mounted(didle));
     /* an agent stopping: the same, no mount left but those tasks sit on */
-    ts_image_store_close(&st);
+    agent_image_store_close(&st);
     assert_true(image_rootfs_mounted(dused));
     assert_false(image_rootfs_mounted(didle));
     lk = image_store_lock(&st, &err);
@@ -308,12 +308,12 @@ static void eviction_and_restart_unmount_unused(void **state)
     image_store_unlock(lk);
 
     /* eviction: the unused image is unmounted and goes; the used one stays */
-    ts_image_evict(&st, 0);
+    agent_image_evict(&st, 0);
     struct stat sb;
     assert_int_not_equal(stat(didle, &sb), 0);
     assert_true(image_rootfs_mounted(dused));
-    ts_image_release(&st, used, "task-1");
-    ts_image_evict(&st, 0);
+    agent_image_release(&st, used, "task-1");
+    agent_image_evict(&st, 0);
     assert_int_not_equal(stat(dused, &sb), 0);
 }
 

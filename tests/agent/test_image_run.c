@@ -127,10 +127,10 @@ static void runs_in_the_image(void **state)
     ts_task_spec s = spec("img-run.0", argv, bundle, sizeof bundle);
     ts_task *t;
     ts_err err = {0};
-    assert_int_equal(ts_task_start(NULL, &s, &t, &err), 0);
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), 0);
     ts_task_state st;
-    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
-    const ts_task_info *in = ts_task_info_get(t);
+    assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
+    const ts_task_info *in = agent_task_info_get(t);
     char *out = slurp(in->stdout_path);
     assert_non_null(strstr(out, "from the image"));
     assert_null(strstr(out, "HOST-FILES"));
@@ -138,8 +138,8 @@ static void runs_in_the_image(void **state)
     assert_non_null(strstr(out, "cwd=/tmp"));
     assert_non_null(strstr(slurp(in->stderr_path), "oops"));
     assert_int_equal(st.exit_code, 7);
-    ts_task_free(t);
-    ts_bundle_remove(bundle);
+    agent_task_free(t);
+    agent_bundle_remove(bundle);
     /* the image's root was not written: a task's writes go to its own layer */
     struct stat sb;
     char p[256];
@@ -156,21 +156,21 @@ static void image_command_and_writes_stay_private(void **state)
     ts_task_spec s = spec("img-default.0", NULL, bundle, sizeof bundle);
     ts_task *t;
     ts_err err = {0};
-    assert_int_equal(ts_task_start(NULL, &s, &t, &err), 0);
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), 0);
     ts_task_state st;
-    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
     assert_int_equal(st.exit_code, 0);
-    assert_non_null(strstr(slurp(ts_task_info_get(t)->stdout_path), "default-cmd"));
-    ts_task_free(t);
-    ts_bundle_remove(bundle);
+    assert_non_null(strstr(slurp(agent_task_info_get(t)->stdout_path), "default-cmd"));
+    agent_task_free(t);
+    agent_bundle_remove(bundle);
 
     const char *w[] = {"sh", "-c", "echo x > /etc/marker2 && cat /etc/marker2", NULL};
     s = spec("img-write.0", w, bundle, sizeof bundle);
-    assert_int_equal(ts_task_start(NULL, &s, &t, &err), 0);
-    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), 0);
+    assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
     assert_int_equal(st.exit_code, 0);
-    ts_task_free(t);
-    ts_bundle_remove(bundle);
+    agent_task_free(t);
+    agent_bundle_remove(bundle);
     char p[256];
     struct stat sb;
     snprintf(p, sizeof p, "%s/etc/marker2", rootfs);
@@ -189,16 +189,16 @@ static void checkpoint_signal_and_ack(void **state)
     ts_task_spec s = spec("img-ckpt.0", argv, bundle, sizeof bundle);
     ts_task *t;
     ts_err err = {0};
-    assert_int_equal(ts_task_start(NULL, &s, &t, &err), 0);
-    const ts_task_info *in = ts_task_info_get(t);
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), 0);
+    const ts_task_info *in = agent_task_info_get(t);
     for (int i = 0; i < 200 && !strstr(slurp(in->stdout_path), "ready"); i++)
         usleep(50000);
     ts_stop_outcome oc;
-    assert_int_equal(ts_task_preempt(t, 0, 20.0, &oc, &err), 0);
+    assert_int_equal(agent_task_preempt(t, 0, 20.0, &oc, &err), 0);
     assert_int_equal(oc, TS_STOP_CHECKPOINTED);
     assert_non_null(strstr(slurp(in->stdout_path), "got-usr1"));
-    ts_task_free(t);
-    ts_bundle_remove(bundle);
+    agent_task_free(t);
+    agent_bundle_remove(bundle);
 }
 
 static void grace_then_kill_and_adoption(void **state)
@@ -215,7 +215,7 @@ static void grace_then_kill_and_adoption(void **state)
     s.pids_max = 50;
     ts_task *t;
     ts_err err = {0};
-    assert_int_equal(ts_task_start(NULL, &s, &t, &err), 0);
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), 0);
     /* the runtime's name for it: the task id and a hash of this agent's bundle folder */
     char pat[256], p[256] = "";
     snprintf(pat, sizeof pat, "/sys/fs/cgroup/memory/tessera-tasks/%s-*/memory.limit_in_bytes",
@@ -232,17 +232,17 @@ static void grace_then_kill_and_adoption(void **state)
     }
     assert_int_equal(atoll(slurp(p)), 64LL << 20);
     /* a new handle, as a restarted agent makes */
-    ts_task_detach(t);
-    assert_int_equal(ts_task_adopt(NULL, logs, s.task_id, &t, &err), 0);
+    agent_task_detach(t);
+    assert_int_equal(agent_task_adopt(NULL, logs, s.task_id, &t, &err), 0);
     ts_stop_outcome oc;
-    assert_int_equal(ts_task_preempt(t, 0, 0.5, &oc, &err), 0);
+    assert_int_equal(agent_task_preempt(t, 0, 0.5, &oc, &err), 0);
     assert_int_equal(oc, TS_STOP_KILLED);
     /* the runtime no longer knows the container */
     char cmd[256];
     snprintf(cmd, sizeof cmd, "runc list -q | grep -q '^%s-'", s.task_id);
     assert_int_not_equal(system(cmd), 0);
-    ts_task_free(t);
-    ts_bundle_remove(bundle);
+    agent_task_free(t);
+    agent_bundle_remove(bundle);
 }
 
 static void bad_container_input_named(void **state)
@@ -256,11 +256,11 @@ static void bad_container_input_named(void **state)
     s.workdir = "relative";
     ts_task *t;
     ts_err err = {0};
-    assert_int_equal(ts_task_start(NULL, &s, &t, &err), TS_EINVAL);
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), TS_EINVAL);
     assert_non_null(strstr(err.msg, "workdir"));
     s.workdir = NULL;
     s.runtime = "no-such-runtime";
-    assert_int_equal(ts_task_start(NULL, &s, &t, &err), TS_ENOENT);
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), TS_ENOENT);
     assert_non_null(strstr(err.msg, "no-such-runtime"));
 }
 

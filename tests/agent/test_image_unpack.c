@@ -90,7 +90,7 @@ static void tb_write(tarbuf *t)
 static int unpack(ts_unpack_stats *st, long long max_bytes, ts_err *err)
 {
     ts_unpack_limits lim = {.max_bytes = max_bytes};
-    return ts_image_unpack_layer(root_fd, layer, &lim, st, err);
+    return agent_image_unpack_layer(root_fd, layer, &lim, st, err);
 }
 
 static bool exists(const char *dir, const char *name)
@@ -365,7 +365,7 @@ static void decompression_bomb_stopped(void **state)
     tb_write(&t);
     ts_unpack_limits lim = {.max_entries = 2};
     ts_unpack_stats st2 = {0};
-    assert_int_equal(ts_image_unpack_layer(root_fd, layer, &lim, &st2, &err), TS_ENOSPC);
+    assert_int_equal(agent_image_unpack_layer(root_fd, layer, &lim, &st2, &err), TS_ENOSPC);
 }
 
 static void damaged_tar_refused(void **state)

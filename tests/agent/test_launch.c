@@ -64,8 +64,8 @@ static int setup(void **state)
 static int stop_recorded_task(const char *id, void *ctx)
 {
     ts_task *t;
-    if (ts_task_adopt(NULL, ctx, id, &t, NULL) == 0)
-        ts_task_free(t);
+    if (agent_task_adopt(NULL, ctx, id, &t, NULL) == 0)
+        agent_task_free(t);
     return 0;
 }
 
@@ -80,8 +80,8 @@ static int teardown(void **state)
     }
     if (f->stray_group > 0)
         kill(-f->stray_group, SIGKILL);
-    ts_task_records(f->recs, stop_recorded_task, f->recs, NULL);
-    ts_task_records(f->logs, stop_recorded_task, f->logs, NULL);
+    agent_task_records(f->recs, stop_recorded_task, f->recs, NULL);
+    agent_task_records(f->logs, stop_recorded_task, f->logs, NULL);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
     assert_int_equal(system(cmd), 0);
     free(f);
@@ -119,9 +119,9 @@ static void wait_for_file(const char *dir, const char *name)
 {
     char path[256];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    double end = ts_launch_now() + READY_WAIT_S;
+    double end = agent_launch_now() + READY_WAIT_S;
     while (access(path, F_OK) != 0) {
-        assert_true(ts_launch_now() < end);
+        assert_true(agent_launch_now() < end);
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
     }
 }
@@ -174,13 +174,13 @@ static void env_workdir_output_and_exit_code(void **state)
     s.shim_env = shim_env;
     ts_task *t;
     ts_err err = {0};
-    assert_int_equal(ts_task_start(NULL, &s, &t, &err), 0);
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), 0);
     ts_task_state st;
-    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
     assert_int_equal(st.phase, TS_TASK_EXITED);
     assert_int_equal(st.exit_code, 3);
     assert_int_equal(st.outcome, TS_STOP_NONE);
-    const ts_task_info *in = ts_task_info_get(t);
+    const ts_task_info *in = agent_task_info_get(t);
     assert_false(in->isolated);
     assert_string_not_equal(in->isolation_reason, "");
 
@@ -194,7 +194,7 @@ static void env_workdir_output_and_exit_code(void **state)
     /* the fake shim path makes ld.so complain first; the task's own line ends it */
     const char *e = slurp(f->logs, "job1.0.err");
     assert_true(strlen(e) >= 5 && strcmp(e + strlen(e) - 5, "oops\n") == 0);
-    ts_task_free(t);
+    agent_task_free(t);
 }
 
 static void named_errors(void **state)
@@ -206,37 +206,37 @@ static void named_errors(void **state)
 
     ts_task_spec s = sh_spec(f, "e1", argv);
     s.workdir = "/nonexistent/tessera-wd";
-    assert_int_equal(ts_task_start(NULL, &s, &t, &err), TS_ENOENT);
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), TS_ENOENT);
     assert_non_null(strstr(err.msg, "/nonexistent/tessera-wd"));
     assert_null(t);
 
     const char *missing[] = {"no-such-command-tessera", NULL};
     s = sh_spec(f, "e2", missing);
-    assert_int_equal(ts_task_start(NULL, &s, &t, &err), TS_ENOENT);
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), TS_ENOENT);
     assert_non_null(strstr(err.msg, "command not found: no-such-command-tessera"));
 
     const char *missing_path[] = {"/nonexistent/bin/cmd", NULL};
     s = sh_spec(f, "e3", missing_path);
-    assert_int_equal(ts_task_start(NULL, &s, &t, &err), TS_ENOENT);
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), TS_ENOENT);
     assert_non_null(strstr(err.msg, "/nonexistent/bin/cmd"));
 
     s = sh_spec(f, "e4", argv);
     s.user = "no_such_user_tessera";
-    assert_int_equal(ts_task_start(NULL, &s, &t, &err), TS_ENOENT);
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), TS_ENOENT);
     assert_non_null(strstr(err.msg, "no_such_user_tessera"));
 
     s = sh_spec(f, "../bad", argv);
-    assert_int_equal(ts_task_start(NULL, &s, &t, &err), TS_EINVAL);
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), TS_EINVAL);
     assert_non_null(strstr(err.msg, "task_id"));
 
     s = sh_spec(f, "e5", argv);
     s.record_dir = "/nonexistent/tessera-records";
-    assert_int_equal(ts_task_start(NULL, &s, &t, &err), TS_ENOENT);
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), TS_ENOENT);
     assert_non_null(strstr(err.msg, "record_dir /nonexistent/tessera-records"));
 
-    assert_int_equal(ts_task_adopt(NULL, f->logs, "never-started", &t, &err), TS_ENOENT);
+    assert_int_equal(agent_task_adopt(NULL, f->logs, "never-started", &t, &err), TS_ENOENT);
     assert_null(t);
-    assert_int_equal(ts_task_adopt(NULL, f->logs, "../x", &t, &err), TS_EINVAL);
+    assert_int_equal(agent_task_adopt(NULL, f->logs, "../x", &t, &err), TS_EINVAL);
 }
 
 static void runs_as_user_or_says_why_not(void **state)
@@ -251,20 +251,20 @@ static void runs_as_user_or_says_why_not(void **state)
     s.user = "nobody";
     ts_task *t;
     ts_err err = {0};
-    assert_int_equal(ts_task_start(NULL, &s, &t, &err), 0);
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), 0);
     ts_task_state st;
-    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
     assert_int_equal(st.exit_code, 0);
     char expect[64];
     if (geteuid() == 0) {
         snprintf(expect, sizeof expect, "%ld\nnobody\n", (long)want);
-        assert_string_equal(ts_task_info_get(t)->user_note, "");
+        assert_string_equal(agent_task_info_get(t)->user_note, "");
     } else {
         snprintf(expect, sizeof expect, "%ld\n", (long)geteuid());
-        assert_non_null(strstr(ts_task_info_get(t)->user_note, "not root"));
+        assert_non_null(strstr(agent_task_info_get(t)->user_note, "not root"));
     }
     assert_true(strncmp(slurp(f->logs, "u1.out"), expect, strlen(expect)) == 0);
-    ts_task_free(t);
+    agent_task_free(t);
 }
 
 static ts_task *start_ready(fix *f, const char *id, const char *script)
@@ -273,7 +273,7 @@ static ts_task *start_ready(fix *f, const char *id, const char *script)
     ts_task_spec s = sh_spec(f, id, argv);
     ts_task *t;
     ts_err err = {0};
-    assert_int_equal(ts_task_start(NULL, &s, &t, &err), 0);
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), 0);
     wait_for_file(f->work, "ready");
     return t;
 }
@@ -286,11 +286,11 @@ static void preempt_checkpointed(void **state)
                              "touch ready; while :; do sleep 0.05; done");
     ts_stop_outcome out;
     ts_err err = {0};
-    double t0 = ts_launch_now();
-    assert_int_equal(ts_task_preempt(t, 0, 3.0, &out, &err), 0);
+    double t0 = agent_launch_now();
+    assert_int_equal(agent_task_preempt(t, 0, 3.0, &out, &err), 0);
     assert_int_equal(out, TS_STOP_CHECKPOINTED);
-    assert_true(ts_launch_now() - t0 < 2.0); /* the ack ended it, not the grace */
-    ts_task_free(t);
+    assert_true(agent_launch_now() - t0 < 2.0); /* the ack ended it, not the grace */
+    agent_task_free(t);
 }
 
 static void preempt_terminated_with_nonblocking_poll(void **state)
@@ -299,14 +299,14 @@ static void preempt_terminated_with_nonblocking_poll(void **state)
     ts_task *t = start_ready(f, "p2", "trap '' USR1; touch ready; while :; do sleep 0.05; done");
     ts_err err = {0};
     ts_task_state st;
-    double now = ts_launch_now();
-    assert_int_equal(ts_task_preempt_begin(t, SIGUSR1, 0.3, now, &err), 0);
-    assert_int_equal(ts_task_poll(t, now, &st, &err), 0);
+    double now = agent_launch_now();
+    assert_int_equal(agent_task_preempt_begin(t, SIGUSR1, 0.3, now, &err), 0);
+    assert_int_equal(agent_task_poll(t, now, &st, &err), 0);
     assert_int_equal(st.phase, TS_TASK_CHECKPOINTING); /* returned at once */
-    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
     assert_int_equal(st.outcome, TS_STOP_TERMINATED);
     assert_int_equal(st.term_signal, SIGTERM);
-    ts_task_free(t);
+    agent_task_free(t);
 }
 
 static void preempt_killed_with_its_children(void **state)
@@ -317,15 +317,15 @@ static void preempt_killed_with_its_children(void **state)
                              "touch ready; while :; do sleep 0.05; done");
     ts_stop_outcome out;
     ts_err err = {0};
-    assert_int_equal(ts_task_preempt(t, SIGUSR1, 0.2, &out, &err), 0);
+    assert_int_equal(agent_task_preempt(t, SIGUSR1, 0.2, &out, &err), 0);
     assert_int_equal(out, TS_STOP_KILLED);
     long child = atol(slurp(f->work, "child.pid"));
     assert_true(child > 0);
-    double end = ts_launch_now() + 1.0;
-    while (!process_gone(child) && ts_launch_now() < end)
+    double end = agent_launch_now() + 1.0;
+    while (!process_gone(child) && agent_launch_now() < end)
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
     assert_true(process_gone(child));
-    ts_task_free(t);
+    agent_task_free(t);
 }
 
 /* A time limit's stop: the signal, then SIGKILL when the grace ends, with
@@ -340,31 +340,31 @@ static void timeout_kills_when_its_grace_ends(void **state)
     s.term_grace_s = 30.0;
     ts_task *t;
     ts_err err = {0};
-    assert_int_equal(ts_task_start(NULL, &s, &t, &err), 0);
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), 0);
     wait_for_file(f->work, "ready");
-    double begun = ts_launch_now();
-    assert_int_equal(ts_task_timeout_begin(t, 0, 0.3, begun, &err), 0);
+    double begun = agent_launch_now();
+    assert_int_equal(agent_task_timeout_begin(t, 0, 0.3, begun, &err), 0);
     ts_task_state st;
-    assert_int_equal(ts_task_poll(t, ts_launch_now(), &st, &err), 0);
+    assert_int_equal(agent_task_poll(t, agent_launch_now(), &st, &err), 0);
     assert_true(st.hard_stop);
     assert_true(st.phase_end_s > begun && st.phase_end_s <= begun + 0.31);
-    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
-    double took = ts_launch_now() - begun;
+    assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
+    double took = agent_launch_now() - begun;
     assert_true(took >= 0.3 && took < 0.3 + 1.0); /* never the 30-s SIGTERM grace */
     assert_int_equal(st.outcome, TS_STOP_KILLED);
     assert_int_equal(st.term_signal, SIGKILL);
     assert_true(st.hard_stop);
-    ts_task_free(t);
+    agent_task_free(t);
 
     /* SIGTERM by default: a task that keeps default handling ends by it */
     char ready[160];
     snprintf(ready, sizeof ready, "%s/ready", f->work);
     unlink(ready); /* the next task's own */
     t = start_ready(f, "h2", "touch ready; while :; do sleep 0.05; done");
-    assert_int_equal(ts_task_timeout_begin(t, 0, 5.0, ts_launch_now(), &err), 0);
-    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_int_equal(agent_task_timeout_begin(t, 0, 5.0, agent_launch_now(), &err), 0);
+    assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
     assert_int_equal(st.term_signal, SIGTERM);
-    ts_task_free(t);
+    agent_task_free(t);
 }
 
 /* A preemption's stop in progress that the time limit overtakes ends by
@@ -375,15 +375,15 @@ static void timeout_shortens_a_stop_in_progress(void **state)
     ts_task *t =
         start_ready(f, "h3", "trap '' USR1 TERM; touch ready; while :; do sleep 0.05; done");
     ts_err err = {0};
-    double now = ts_launch_now();
-    assert_int_equal(ts_task_preempt_begin(t, SIGUSR1, 60.0, now, &err), 0);
-    assert_int_equal(ts_task_timeout_begin(t, SIGTERM, 0.2, now, &err), 0);
+    double now = agent_launch_now();
+    assert_int_equal(agent_task_preempt_begin(t, SIGUSR1, 60.0, now, &err), 0);
+    assert_int_equal(agent_task_timeout_begin(t, SIGTERM, 0.2, now, &err), 0);
     ts_task_state st;
-    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
-    assert_true(ts_launch_now() - now < 1.5);
+    assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_true(agent_launch_now() - now < 1.5);
     assert_int_equal(st.term_signal, SIGKILL);
     assert_true(st.hard_stop);
-    ts_task_free(t);
+    agent_task_free(t);
 }
 
 /* The keeper's exit file: an exit code, a signal, OOM kills; a file of an
@@ -402,25 +402,25 @@ static void exit_file_decodes_code_signal_and_oom_kills(void **state)
                  {SIGKILL, 2, -1, SIGKILL}, {1 << 8, 1, 1, 0}};
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
         ts_sbuf b;
-        ts_sb_init(&b, text, sizeof text);
-        ts_rec_exit_text(&b, 4242, 99, CASES[i].status, CASES[i].ooms);
+        agent_sb_init(&b, text, sizeof text);
+        agent_rec_exit_text(&b, 4242, 99, CASES[i].status, CASES[i].ooms);
         assert_false(b.cut);
-        assert_int_equal(ts_rec_put(tmp, path, text, b.len, "", 0), 0);
+        assert_int_equal(agent_rec_put(tmp, path, text, b.len, "", 0), 0);
         int code, sig;
         long long ooms;
-        assert_int_equal(ts_rec_exit_read(path, 4242, 99, &code, &sig, &ooms), 1);
+        assert_int_equal(agent_rec_exit_read(path, 4242, 99, &code, &sig, &ooms), 1);
         assert_int_equal(code, CASES[i].code);
         assert_int_equal(sig, CASES[i].sig);
         assert_int_equal(ooms, CASES[i].ooms);
-        assert_int_equal(ts_rec_exit_read(path, 4243, 99, &code, &sig, &ooms), 0);
+        assert_int_equal(agent_rec_exit_read(path, 4243, 99, &code, &sig, &ooms), 0);
     }
     char *nl = strstr(text, "oom_kill"); /* the last case has one: cut it off */
     assert_non_null(nl);
     *nl = '\0';
-    assert_int_equal(ts_rec_put(tmp, path, text, strlen(text), "", 0), 0);
+    assert_int_equal(agent_rec_put(tmp, path, text, strlen(text), "", 0), 0);
     int code, sig;
     long long ooms = 7;
-    assert_int_equal(ts_rec_exit_read(path, 4242, 99, &code, &sig, &ooms), 1);
+    assert_int_equal(agent_rec_exit_read(path, 4242, 99, &code, &sig, &ooms), 1);
     assert_int_equal(code, 1);
     assert_int_equal(ooms, 0);
 }
@@ -432,23 +432,23 @@ static void group_dies_with_the_task(void **state)
     ts_task_spec s = sh_spec(f, "g1", argv);
     ts_task *t;
     ts_err err = {0};
-    assert_int_equal(ts_task_start(NULL, &s, &t, &err), 0);
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), 0);
     ts_task_state st;
-    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
     assert_int_equal(st.exit_code, 0);
     long child = atol(slurp(f->work, "child.pid"));
-    double end = ts_launch_now() + 1.0;
-    while (!process_gone(child) && ts_launch_now() < end)
+    double end = agent_launch_now() + 1.0;
+    while (!process_gone(child) && agent_launch_now() < end)
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
     assert_true(process_gone(child));
-    ts_task_free(t);
+    agent_task_free(t);
 }
 
 static void cgroup_limits_or_reason(void **state)
 {
     fix *f = *state;
     ts_launch_caps caps;
-    ts_launch_probe(NULL, &caps);
+    agent_launch_probe(NULL, &caps);
     const char *argv[] = {"/bin/sh", "-c", "touch ready; sleep 0.5", NULL};
     ts_task_spec s = sh_spec(f, "c1", argv);
     s.cpu_milli = 500;
@@ -457,8 +457,8 @@ static void cgroup_limits_or_reason(void **state)
     s.limit_devices = true;
     ts_task *t;
     ts_err err = {0};
-    assert_int_equal(ts_task_start(&caps, &s, &t, &err), 0);
-    const ts_task_info *in = ts_task_info_get(t);
+    assert_int_equal(agent_task_start(&caps, &s, &t, &err), 0);
+    const ts_task_info *in = agent_task_info_get(t);
     wait_for_file(f->work, "ready");
     ts_cg_dirs d = {0};
     if (caps.cgroup) {
@@ -467,7 +467,7 @@ static void cgroup_limits_or_reason(void **state)
                       caps.devices ? "yes" : caps.devices_reason);
         assert_true(in->isolated);
         assert_true(in->cgroup_v1 == caps.cgroup_v1);
-        assert_int_equal(ts_cg_dirs_of(in->cgroup_path, in->cgroup_v1, &d), 0);
+        assert_int_equal(agent_cg_dirs_of(in->cgroup_path, in->cgroup_v1, &d), 0);
         if (!in->cgroup_v1) {
             assert_string_equal(slurp(in->cgroup_path, "cpu.max"), "50000 100000\n");
             assert_string_equal(slurp(in->cgroup_path, "memory.max"), "67108864\n");
@@ -491,9 +491,9 @@ static void cgroup_limits_or_reason(void **state)
         assert_string_not_equal(in->devices_reason, "");
     }
     ts_task_state st;
-    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
     assert_int_equal(st.exit_code, 0); /* ran, with or without limits */
-    ts_task_free(t);
+    agent_task_free(t);
     for (int i = 0; i < d.n; i++) /* removed after the task */
         assert_int_equal(access(d.dir[i], F_OK), -1);
 }
@@ -519,16 +519,16 @@ static void agent_that_dies(fix *f, const char *id, const char *script, const ch
         s.meta = meta;
         ts_task *t;
         ts_err err = {0};
-        if (ts_task_start(NULL, &s, &t, &err) != 0)
+        if (agent_task_start(NULL, &s, &t, &err) != 0)
             _exit(PLAYED_AGENT_FAILED);
         if (stop_grace_s >= 0) {
-            double end = ts_launch_now() + READY_WAIT_S;
-            while (access(ready, F_OK) != 0 && ts_launch_now() < end)
+            double end = agent_launch_now() + READY_WAIT_S;
+            while (access(ready, F_OK) != 0 && agent_launch_now() < end)
                 nanosleep(&(struct timespec){0, 10000000L}, NULL);
-            if (ts_task_preempt_begin(t, SIGUSR1, stop_grace_s, ts_launch_now(), &err) != 0)
+            if (agent_task_preempt_begin(t, SIGUSR1, stop_grace_s, agent_launch_now(), &err) != 0)
                 _exit(PLAYED_AGENT_FAILED);
         }
-        _exit(0); /* no ts_task_free, no ts_task_detach: a crash */
+        _exit(0); /* no agent_task_free, no agent_task_detach: a crash */
     }
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -540,10 +540,10 @@ static ts_task *adopt(fix *f, const char *id, ts_task_state *st)
 {
     ts_task *t = NULL;
     ts_err err = {0};
-    assert_int_equal(ts_task_adopt(NULL, f->recs, id, &t, &err), 0);
+    assert_int_equal(agent_task_adopt(NULL, f->recs, id, &t, &err), 0);
     assert_non_null(t);
-    assert_true(ts_task_info_get(t)->adopted);
-    assert_int_equal(ts_task_poll(t, ts_launch_now(), st, &err), 0);
+    assert_true(agent_task_info_get(t)->adopted);
+    assert_int_equal(agent_task_poll(t, agent_launch_now(), st, &err), 0);
     return t;
 }
 
@@ -561,9 +561,9 @@ static void adopts_running_task_and_sees_its_exit_code(void **state)
     ts_task_state st;
     ts_task *t = adopt(f, "a1", &st);
     assert_int_equal(st.phase, TS_TASK_RUNNING);
-    assert_string_equal(ts_task_meta(t),
+    assert_string_equal(agent_task_meta(t),
                         "{\"job\":12,\"rank\":3}\nsecond line \\ with a backslash");
-    const ts_task_info *in = ts_task_info_get(t);
+    const ts_task_info *in = agent_task_info_get(t);
     assert_string_equal(in->task_id, "a1");
     assert_true(in->pid > 0 && in->keeper_pid > 0 && in->pid != in->keeper_pid);
     assert_false(process_gone(in->pid));
@@ -582,7 +582,7 @@ static void adopts_running_task_and_sees_its_exit_code(void **state)
     assert_non_null(fp);
     fclose(fp);
     ts_err err = {0};
-    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
     assert_int_equal(st.phase, TS_TASK_EXITED);
     assert_int_equal(st.exit_code, 7); /* the real status, through the keeper's exit file */
     assert_int_equal(st.term_signal, 0);
@@ -592,7 +592,7 @@ static void adopts_running_task_and_sees_its_exit_code(void **state)
     snprintf(rec, sizeof rec, "%s", in->record_path);
     snprintf(ex, sizeof ex, "%s", in->exit_path);
     assert_true(file_exists(rec) && file_exists(ex));
-    ts_task_free(t); /* the task is done with: its files go */
+    agent_task_free(t); /* the task is done with: its files go */
     assert_false(file_exists(rec));
     assert_false(file_exists(ex));
 }
@@ -610,13 +610,13 @@ static void adopts_task_that_ended_while_no_agent_ran(void **state)
     assert_int_equal(st.exit_code, 5);
     assert_int_equal(st.term_signal, 0);
     assert_false(st.lost);
-    ts_task_free(t);
+    agent_task_free(t);
     t = adopt(f, "b2", &st);
     assert_int_equal(st.phase, TS_TASK_EXITED);
     assert_int_equal(st.exit_code, -1);
     assert_int_equal(st.term_signal, SIGTERM);
     assert_false(st.lost);
-    ts_task_free(t);
+    agent_task_free(t);
 }
 
 static void adopted_task_preempted_with_checkpoint_ack(void **state)
@@ -632,12 +632,12 @@ static void adopted_task_preempted_with_checkpoint_ack(void **state)
     assert_int_equal(st.phase, TS_TASK_RUNNING);
     ts_stop_outcome out;
     ts_err err = {0};
-    assert_int_equal(ts_task_preempt(t, 0, 3.0, &out, &err), 0);
+    assert_int_equal(agent_task_preempt(t, 0, 3.0, &out, &err), 0);
     assert_int_equal(out, TS_STOP_CHECKPOINTED);
-    assert_int_equal(ts_task_poll(t, ts_launch_now(), &st, &err), 0);
+    assert_int_equal(agent_task_poll(t, agent_launch_now(), &st, &err), 0);
     assert_true(st.ack_seen);
     assert_false(st.lost);
-    ts_task_free(t);
+    agent_task_free(t);
 }
 
 static void stop_begun_before_the_crash_continues(void **state)
@@ -650,12 +650,12 @@ static void stop_begun_before_the_crash_continues(void **state)
     ts_task *t = adopt(f, "s1", &st);
     assert_true(st.phase == TS_TASK_CHECKPOINTING || st.phase == TS_TASK_TERMINATING);
     ts_err err = {0};
-    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
     assert_int_equal(st.phase, TS_TASK_EXITED);
     assert_int_equal(st.outcome, TS_STOP_TERMINATED);
     assert_int_equal(st.term_signal, SIGTERM);
     assert_false(st.ack_seen);
-    ts_task_free(t);
+    agent_task_free(t);
 }
 
 /* Field 22 of /proc/<pid>/stat. */
@@ -715,8 +715,8 @@ static void reused_pid_is_not_taken_for_the_task(void **state)
     assert_int_equal(st.exit_code, -1);         /* and never a success */
     assert_int_equal(st.term_signal, TS_TASK_LOST_SIGNAL);
     ts_err err = {0};
-    assert_int_equal(ts_task_preempt_begin(t, SIGUSR1, 1.0, ts_launch_now(), &err), 0);
-    ts_task_free(t);
+    assert_int_equal(agent_task_preempt_begin(t, SIGUSR1, 1.0, agent_launch_now(), &err), 0);
+    agent_task_free(t);
     assert_false(file_exists(path));
     /* nothing was sent to the process that now has the pid, nor to its group: the
      * signal that ends it is this one (a SIGKILL sent before would have won) */
@@ -734,7 +734,7 @@ static void reused_pid_is_not_taken_for_the_task(void **state)
             "tessera-task-record 1\nid r1\npid 1\nstart 1\nkeeper 1\nkeeper_start 1\n"
             "isolated 1\ncgroup /sys/fs/cgroup/system.slice\nstdout /o\nstderr /e\nack /a\n");
     fclose(fp);
-    assert_int_equal(ts_task_adopt(NULL, f->recs, "r1", &t, &err), TS_EINVAL);
+    assert_int_equal(agent_task_adopt(NULL, f->recs, "r1", &t, &err), TS_EINVAL);
     assert_non_null(strstr(err.msg, "cgroup"));
 
     /* a damaged record is refused with its field, and forgetting it removes it */
@@ -742,9 +742,9 @@ static void reused_pid_is_not_taken_for_the_task(void **state)
     assert_non_null(fp);
     fprintf(fp, "tessera-task-record 1\nid r1\npid many\n");
     fclose(fp);
-    assert_int_equal(ts_task_adopt(NULL, f->recs, "r1", &t, &err), TS_EINVAL);
+    assert_int_equal(agent_task_adopt(NULL, f->recs, "r1", &t, &err), TS_EINVAL);
     assert_non_null(strstr(err.msg, "pid"));
-    assert_int_equal(ts_task_forget(f->recs, "r1", &err), 0);
+    assert_int_equal(agent_task_record_forget(f->recs, "r1", &err), 0);
     assert_false(file_exists(path));
 }
 
@@ -756,24 +756,24 @@ static void task_lost_when_its_keeper_is_killed(void **state)
     wait_for_file(f->work, "ready");
     ts_task_state st;
     ts_task *t = adopt(f, "k1", &st);
-    const ts_task_info *in = ts_task_info_get(t);
+    const ts_task_info *in = agent_task_info_get(t);
     assert_int_equal(kill(in->keeper_pid, SIGKILL), 0);
-    double end = ts_launch_now() + READY_WAIT_S;
-    while (!process_gone(in->keeper_pid) && ts_launch_now() < end)
+    double end = agent_launch_now() + READY_WAIT_S;
+    while (!process_gone(in->keeper_pid) && agent_launch_now() < end)
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
     assert_true(process_gone(in->keeper_pid));
     ts_err err = {0};
-    assert_int_equal(ts_task_poll(t, ts_launch_now(), &st, &err), 0);
+    assert_int_equal(agent_task_poll(t, agent_launch_now(), &st, &err), 0);
     assert_int_equal(st.phase, TS_TASK_RUNNING); /* still watched, through /proc */
     char go[160];
     snprintf(go, sizeof go, "%s/go", f->work);
     fclose(fopen(go, "w"));
-    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
     assert_int_equal(st.phase, TS_TASK_EXITED);
     assert_true(st.lost); /* it exited 0, but nobody could see that */
     assert_int_equal(st.exit_code, -1);
     assert_int_equal(st.term_signal, TS_TASK_LOST_SIGNAL);
-    ts_task_free(t);
+    agent_task_free(t);
 }
 
 typedef struct seen_ids {
@@ -812,23 +812,23 @@ static void records_list_what_was_left_running(void **state)
     }
     seen_ids seen = {0};
     ts_err err = {0};
-    assert_int_equal(ts_task_records(f->recs, note_id, &seen, &err), 3);
+    assert_int_equal(agent_task_records(f->recs, note_id, &seen, &err), 3);
     assert_int_equal(seen.n, 3);
     for (int i = 0; i < 3; i++)
         assert_true(has_id(&seen, ids[i]));
-    assert_int_equal(ts_task_records("/nonexistent/tessera-records", note_id, &seen, &err),
+    assert_int_equal(agent_task_records("/nonexistent/tessera-records", note_id, &seen, &err),
                      TS_ENOENT);
     /* adopted and freed: killed with their groups, records gone */
     for (int i = 0; i < 3; i++) {
         ts_task_state st;
         ts_task *t = adopt(f, ids[i], &st);
         assert_int_equal(st.phase, TS_TASK_RUNNING);
-        long pid = (long)ts_task_info_get(t)->pid;
-        ts_task_free(t);
+        long pid = (long)agent_task_info_get(t)->pid;
+        agent_task_free(t);
         assert_true(process_gone(pid));
     }
     seen.n = 0;
-    assert_int_equal(ts_task_records(f->recs, note_id, &seen, &err), 0);
+    assert_int_equal(agent_task_records(f->recs, note_id, &seen, &err), 0);
 }
 
 static void detach_keeps_task_and_record_forget_removes(void **state)
@@ -840,9 +840,9 @@ static void detach_keeps_task_and_record_forget_removes(void **state)
     s.record_dir = f->recs;
     ts_task *t;
     ts_err err = {0};
-    assert_int_equal(ts_task_start(NULL, &s, &t, &err), 0);
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), 0);
     wait_for_file(f->work, "ready");
-    ts_task_info in = *ts_task_info_get(t);
+    ts_task_info in = *agent_task_info_get(t);
     f->stray_group = in.pid;
     assert_false(in.adopted);
     /* the task is the keeper's child, and the keeper leads a session of its own */
@@ -858,53 +858,53 @@ static void detach_keeps_task_and_record_forget_removes(void **state)
     assert_string_equal(slurp("/proc", stat_name), "tessera-keeper\n");
     assert_int_equal(getpgid(in.pid), in.pid);
 
-    ts_task_detach(t);
+    agent_task_detach(t);
     assert_false(process_gone(in.pid));
     assert_true(file_exists(in.record_path));
     /* the same id is not started twice, nor forgotten while it runs */
-    assert_int_equal(ts_task_start(NULL, &s, &t, &err), TS_EEXIST);
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), TS_EEXIST);
     assert_non_null(strstr(err.msg, "d1"));
-    assert_int_equal(ts_task_forget(f->recs, "d1", &err), TS_EEXIST);
+    assert_int_equal(agent_task_record_forget(f->recs, "d1", &err), TS_EEXIST);
     assert_true(file_exists(in.record_path));
 
     /* this process is the keeper's parent here, the adopted handle does not know it */
     ts_task_state st;
     t = adopt(f, "d1", &st);
     assert_int_equal(st.phase, TS_TASK_RUNNING);
-    assert_int_equal(ts_task_info_get(t)->pid, in.pid);
-    assert_int_equal(ts_task_info_get(t)->start_ticks, in.start_ticks);
+    assert_int_equal(agent_task_info_get(t)->pid, in.pid);
+    assert_int_equal(agent_task_info_get(t)->start_ticks, in.start_ticks);
     char go[160];
     snprintf(go, sizeof go, "%s/go", f->work);
     fclose(fopen(go, "w"));
-    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
     assert_int_equal(st.exit_code, 4);
     f->stray_group = 0;
-    ts_task_detach(t); /* ended and detached: the exit file waits for the next agent */
+    agent_task_detach(t); /* ended and detached: the exit file waits for the next agent */
     assert_true(file_exists(in.exit_path));
     /* its keeper ends right after the exit file; reaped by the adopter or by its parent here */
-    double end = ts_launch_now() + READY_WAIT_S;
+    double end = agent_launch_now() + READY_WAIT_S;
     pid_t reaped;
-    while ((reaped = waitpid(in.keeper_pid, NULL, WNOHANG)) == 0 && ts_launch_now() < end)
+    while ((reaped = waitpid(in.keeper_pid, NULL, WNOHANG)) == 0 && agent_launch_now() < end)
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
     assert_true(reaped == in.keeper_pid || (reaped < 0 && errno == ECHILD));
 
     seen_ids seen = {0};
-    assert_int_equal(ts_task_records(f->recs, note_id, &seen, &err), 1);
-    assert_int_equal(ts_task_forget(f->recs, "d1", &err), 0);
+    assert_int_equal(agent_task_records(f->recs, note_id, &seen, &err), 1);
+    assert_int_equal(agent_task_record_forget(f->recs, "d1", &err), 0);
     assert_false(file_exists(in.record_path));
     assert_false(file_exists(in.exit_path));
-    assert_int_equal(ts_task_records(f->recs, note_id, &seen, &err), 0);
-    assert_int_equal(ts_task_adopt(NULL, f->recs, "d1", &t, &err), TS_ENOENT);
+    assert_int_equal(agent_task_records(f->recs, note_id, &seen, &err), 0);
+    assert_int_equal(agent_task_adopt(NULL, f->recs, "d1", &t, &err), TS_ENOENT);
 
     /* with nothing left running, the id can be started again */
     unlink(go);
     const char *quick[] = {"/bin/true", NULL};
     s = sh_spec(f, "d1", quick);
     s.record_dir = f->recs;
-    assert_int_equal(ts_task_start(NULL, &s, &t, &err), 0);
-    assert_int_equal(ts_task_wait(t, WAIT_S, &st, &err), 0);
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), 0);
+    assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
     assert_int_equal(st.exit_code, 0);
-    ts_task_free(t);
+    agent_task_free(t);
 }
 
 int main(void)

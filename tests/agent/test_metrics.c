@@ -65,8 +65,8 @@ static ts_nvml *open_fake(const char *name)
 {
     use_fixture(name);
     ts_err err = {0};
-    if (ts_nvml_open(TS_FAKE_NVML, &fake, &err) != 0)
-        fail_msg("ts_nvml_open: %s", err.msg);
+    if (agent_nvml_open(TS_FAKE_NVML, &fake, &err) != 0)
+        fail_msg("agent_nvml_open: %s", err.msg);
     return fake;
 }
 
@@ -129,7 +129,7 @@ static int teardown(void **state)
         waitpid(kids[i].pid, NULL, 0);
     }
     nkids = 0;
-    ts_nvml_close(fake);
+    agent_nvml_close(fake);
     fake = NULL;
     if (fixture[0])
         unlink(fixture);
@@ -292,7 +292,7 @@ static char *render_ok(ts_nvml *nv, const ts_metrics_task *tasks, size_t n,
 {
     char *text = NULL;
     ts_err err = {0};
-    if (ts_agent_metrics_render(nv, HOST, tasks, n, last_xid, &text, &err) != 0)
+    if (agent_metrics_render(nv, HOST, tasks, n, last_xid, &text, &err) != 0)
         fail_msg("render: %s", err.msg);
     assert_non_null(text);
     return text;
@@ -531,14 +531,14 @@ static void server_serves_metrics_on_loopback(void **state)
     ts_nvml *nv = open_fake("h100x8.json");
     ts_agent_metrics *m = NULL;
     ts_err err = {0};
-    if (ts_agent_metrics_start("127.0.0.1:0", nv, HOST, &m, &err) != 0)
+    if (agent_metrics_start("127.0.0.1:0", nv, HOST, &m, &err) != 0)
         fail_msg("start: %s", err.msg);
-    int port = ts_agent_metrics_port(m);
+    int port = agent_metrics_port(m);
     assert_true(port > 0 && port <= 65535);
 
     const int g5[] = {5};
     ts_metrics_task t = task(7, 0, "delta", 0, 1, g5, NULL);
-    assert_int_equal(ts_agent_metrics_set_tasks(m, &t, 1, &err), 0);
+    assert_int_equal(agent_metrics_set_tasks(m, &t, 1, &err), 0);
 
     long status = 0;
     char ctype[128];
@@ -555,7 +555,7 @@ static void server_serves_metrics_on_loopback(void **state)
 
     /* an Xid while the server runs: the next page shows it, the others stay 0 */
     inject(4, "xids", json_pack("[i]", 79));
-    assert_int_equal(ts_agent_metrics_set_tasks(m, NULL, 0, &err), 0);
+    assert_int_equal(agent_metrics_set_tasks(m, NULL, 0, &err), 0);
     text = fetch(port, "/metrics", false, &status, ctype, sizeof ctype);
     assert_int_equal(status, 200);
     expect_gpu(text, "DCGM_FI_DEV_XID_ERRORS", 4, "", "", "79");
@@ -572,7 +572,7 @@ static void server_serves_metrics_on_loopback(void **state)
     assert_int_equal(status, 405);
     free(text);
 
-    ts_agent_metrics_stop(m);
+    agent_metrics_stop(m);
 }
 
 static void cpu_only_server_serves_agent_gauges(void **state)
@@ -581,23 +581,23 @@ static void cpu_only_server_serves_agent_gauges(void **state)
     ts_agent_metrics *m = NULL;
     ts_err err = {0};
     /* IPv6 syntax is accepted; this machine may lack an IPv6 loopback */
-    if (ts_agent_metrics_start("[::1]:0", NULL, HOST, &m, &err) == 0) {
-        assert_true(ts_agent_metrics_port(m) > 0);
-        ts_agent_metrics_stop(m);
+    if (agent_metrics_start("[::1]:0", NULL, HOST, &m, &err) == 0) {
+        assert_true(agent_metrics_port(m) > 0);
+        agent_metrics_stop(m);
     } else {
         assert_int_equal(err.code, TS_EIO);
     }
     long status = 0;
     char ctype[128];
-    assert_int_equal(ts_agent_metrics_start("127.0.0.1:0", NULL, HOST, &m, &err), 0);
-    char *text = fetch(ts_agent_metrics_port(m), "/metrics", false, &status, ctype,
+    assert_int_equal(agent_metrics_start("127.0.0.1:0", NULL, HOST, &m, &err), 0);
+    char *text = fetch(agent_metrics_port(m), "/metrics", false, &status, ctype,
                        sizeof ctype);
     assert_int_equal(status, 200);
     expect_line(text, "tessera_agent_nvml_up 0");
     expect_line(text, "tessera_agent_xid_monitored 0");
     expect_no_line_starting(text, "DCGM_");
     free(text);
-    ts_agent_metrics_stop(m);
+    agent_metrics_stop(m);
 }
 
 /* A socket from src to the server, with the first line of a request sent. */
@@ -643,8 +643,8 @@ static void trickling_clients_cannot_hold_the_port(void **state)
     (void)state;
     ts_agent_metrics *m = NULL;
     ts_err err = {0};
-    assert_int_equal(ts_agent_metrics_start("127.0.0.1:0", NULL, HOST, &m, &err), 0);
-    int port = ts_agent_metrics_port(m);
+    assert_int_equal(agent_metrics_start("127.0.0.1:0", NULL, HOST, &m, &err), 0);
+    int port = agent_metrics_port(m);
     int fds[22], n = 0;
     for (int i = 0; i < 6; i++)
         fds[n++] = slow_client("127.0.0.2", port);
@@ -671,7 +671,7 @@ static void trickling_clients_cannot_hold_the_port(void **state)
     for (int i = 0; i < n; i++)
         if (fds[i] >= 0)
             close(fds[i]);
-    ts_agent_metrics_stop(m);
+    agent_metrics_stop(m);
 }
 
 static void bad_listen_addresses_are_named(void **state)
@@ -691,7 +691,7 @@ static void bad_listen_addresses_are_named(void **state)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ts_agent_metrics *m = (ts_agent_metrics *)1;
         ts_err err = {0};
-        assert_int_equal(ts_agent_metrics_start(bad[i].listen, NULL, HOST, &m, &err), TS_EINVAL);
+        assert_int_equal(agent_metrics_start(bad[i].listen, NULL, HOST, &m, &err), TS_EINVAL);
         assert_null(m);
         if (!strstr(err.msg, bad[i].says))
             fail_msg("listen \"%s\": message \"%s\" lacks \"%s\"", bad[i].listen, err.msg,
@@ -700,13 +700,13 @@ static void bad_listen_addresses_are_named(void **state)
     /* a port already taken */
     ts_agent_metrics *m1 = NULL, *m2 = NULL;
     ts_err err = {0};
-    assert_int_equal(ts_agent_metrics_start("127.0.0.1:0", NULL, HOST, &m1, &err), 0);
+    assert_int_equal(agent_metrics_start("127.0.0.1:0", NULL, HOST, &m1, &err), 0);
     char listen[64];
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", ts_agent_metrics_port(m1));
-    assert_int_equal(ts_agent_metrics_start(listen, NULL, HOST, &m2, &err), TS_EIO);
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", agent_metrics_port(m1));
+    assert_int_equal(agent_metrics_start(listen, NULL, HOST, &m2, &err), TS_EIO);
     assert_null(m2);
     assert_non_null(strstr(err.msg, "cannot start the HTTP server"));
-    ts_agent_metrics_stop(m1);
+    agent_metrics_stop(m1);
 }
 
 int main(void)

@@ -52,8 +52,8 @@ static ts_nvml *open_fake_with(const char *name, int no_mig)
     }
     ts_nvml *nv = NULL;
     ts_err err = {0};
-    if (ts_nvml_open(TS_FAKE_NVML, &nv, &err) != 0)
-        fail_msg("ts_nvml_open: %s", err.msg);
+    if (agent_nvml_open(TS_FAKE_NVML, &nv, &err) != 0)
+        fail_msg("agent_nvml_open: %s", err.msg);
     opened = nv;
     return nv;
 }
@@ -67,7 +67,7 @@ static ts_nvml *open_fake(const char *name)
  * must close, so the next one starts from the fixture again. */
 static void close_fake(ts_nvml *nv)
 {
-    ts_nvml_close(nv);
+    agent_nvml_close(nv);
     opened = NULL;
     unlink(fixture);
     unsetenv(NVML_FIXTURE_ENV);
@@ -168,7 +168,7 @@ static void read_lists_instances_by_start_with_uuids(void **state)
     ts_nvml *nv = open_fake("a100-mig.json");
     ts_agent_mig_state st;
     ts_err err = {0};
-    assert_int_equal(ts_agent_mig_read(nv, GPU_MIG, &st, &err), 0);
+    assert_int_equal(agent_mig_read(nv, GPU_MIG, &st, &err), 0);
     assert_true(st.capable && st.enabled);
     assert_int_equal(st.ngi, 3);
     assert_int_equal(st.gi[0].profile_id, TS_MIG_P_2G);
@@ -184,12 +184,12 @@ static void read_lists_instances_by_start_with_uuids(void **state)
     assert_int_equal(st.gi[2].size, 4);
     assert_string_equal(st.gi[2].ci[0].uuid, UUID_3G);
 
-    assert_int_equal(ts_agent_mig_read(nv, GPU_MIG_OFF, &st, &err), 0);
+    assert_int_equal(agent_mig_read(nv, GPU_MIG_OFF, &st, &err), 0);
     assert_true(st.capable);
     assert_false(st.enabled);
     assert_int_equal(st.ngi, 0);
 
-    assert_int_equal(ts_agent_mig_read(nv, 7, &st, &err), TS_EINVAL);
+    assert_int_equal(agent_mig_read(nv, 7, &st, &err), TS_EINVAL);
     assert_non_null(strstr(err.msg, "gpu 7: no such GPU"));
     close_fake(nv);
 }
@@ -205,7 +205,7 @@ static void apply_keeps_destroys_creates_then_is_idempotent(void **state)
     ts_mig_layout want = layout(4, want_pairs);
     ts_agent_mig_report rep;
     ts_err err = {0};
-    int rc = ts_agent_mig_apply(nv, GPU_MIG, &want, NULL, 0, &rep, &err);
+    int rc = agent_mig_apply(nv, GPU_MIG, &want, NULL, 0, &rep, &err);
     if (rc)
         fail_msg("apply: %s", err.msg);
     assert_int_equal(rep.nkept, 2);
@@ -246,13 +246,13 @@ static void apply_keeps_destroys_creates_then_is_idempotent(void **state)
 
     /* the same layout again: nothing to do */
     ts_agent_mig_state before, after;
-    assert_int_equal(ts_agent_mig_read(nv, GPU_MIG, &before, &err), 0);
-    assert_int_equal(ts_agent_mig_apply(nv, GPU_MIG, &want, NULL, 0, &rep, &err), 0);
+    assert_int_equal(agent_mig_read(nv, GPU_MIG, &before, &err), 0);
+    assert_int_equal(agent_mig_apply(nv, GPU_MIG, &want, NULL, 0, &rep, &err), 0);
     assert_int_equal(rep.nkept, 4);
     assert_int_equal(rep.ncreated + rep.ndestroyed + rep.nbusy, 0);
     for (int i = 0; i < rep.nsteps; i++)
         assert_false(rep.step[i].ci_rebuilt);
-    assert_int_equal(ts_agent_mig_read(nv, GPU_MIG, &after, &err), 0);
+    assert_int_equal(agent_mig_read(nv, GPU_MIG, &after, &err), 0);
     assert_memory_equal(&before, &after, sizeof before);
     close_fake(nv);
 }
@@ -268,7 +268,7 @@ static void busy_instances_are_never_touched(void **state)
     const ts_agent_mig_busy busy[] = {{UUID_2G_A, 0, 0}, {NULL, TS_MIG_P_1G, 2}};
     ts_agent_mig_report rep;
     ts_err err = {0};
-    assert_int_equal(ts_agent_mig_apply(nv, GPU_MIG, &want, busy, 2, &rep, &err), 0);
+    assert_int_equal(agent_mig_apply(nv, GPU_MIG, &want, busy, 2, &rep, &err), 0);
     assert_int_equal(rep.nbusy, 2);
     assert_int_equal(rep.ndestroyed, 0);
     assert_int_equal(count_action(&rep, TS_AGENT_MIG_KEPT_BUSY), 2);
@@ -280,7 +280,7 @@ static void busy_instances_are_never_touched(void **state)
     assert_int_equal(g2->nci, 2); /* its compute instances untouched too */
 
     /* the 1g is released: now it goes, the 2g stays */
-    assert_int_equal(ts_agent_mig_apply(nv, GPU_MIG, &want, busy, 1, &rep, &err), 0);
+    assert_int_equal(agent_mig_apply(nv, GPU_MIG, &want, busy, 1, &rep, &err), 0);
     assert_int_equal(rep.ndestroyed, 1);
     assert_int_equal(step_at(&rep, TS_MIG_P_1G, 2)->action, TS_AGENT_MIG_DESTROYED);
     assert_int_equal(step_at(&rep, TS_MIG_P_2G, 0)->action, TS_AGENT_MIG_KEPT_BUSY);
@@ -299,7 +299,7 @@ static void busy_wanted_instance_keeps_its_compute_instances(void **state)
     const ts_agent_mig_busy busy[] = {{UUID_2G_A, 0, 0}};
     ts_agent_mig_report rep;
     ts_err err = {0};
-    assert_int_equal(ts_agent_mig_apply(nv, GPU_MIG, &want, busy, 1, &rep, &err), 0);
+    assert_int_equal(agent_mig_apply(nv, GPU_MIG, &want, busy, 1, &rep, &err), 0);
     assert_int_equal(rep.nkept, 3);
     assert_false(step_at(&rep, TS_MIG_P_2G, 0)->ci_rebuilt);
     struct raw_gi raw[RAW_MAX];
@@ -307,7 +307,7 @@ static void busy_wanted_instance_keeps_its_compute_instances(void **state)
     assert_int_equal(raw_find(raw, n, TS_MIG_P_2G, 0)->nci, 2);
 
     /* idle now: the two 1c compute instances become one 2c */
-    assert_int_equal(ts_agent_mig_apply(nv, GPU_MIG, &want, NULL, 0, &rep, &err), 0);
+    assert_int_equal(agent_mig_apply(nv, GPU_MIG, &want, NULL, 0, &rep, &err), 0);
     const ts_agent_mig_step *s = step_at(&rep, TS_MIG_P_2G, 0);
     assert_int_equal(s->action, TS_AGENT_MIG_KEPT);
     assert_true(s->ci_rebuilt);
@@ -330,7 +330,7 @@ static void wanted_instance_over_a_busy_one_changes_nothing(void **state)
     const ts_agent_mig_busy busy[] = {{UUID_1G, 0, 0}};
     ts_agent_mig_report rep;
     ts_err err = {0};
-    assert_int_equal(ts_agent_mig_apply(nv, GPU_MIG, &want, busy, 1, &rep, &err), TS_ENOSPC);
+    assert_int_equal(agent_mig_apply(nv, GPU_MIG, &want, busy, 1, &rep, &err), TS_ENOSPC);
     assert_non_null(strstr(err.msg, "gpu 0: profile 5, start 0: overlaps GPU instance 3"));
     assert_non_null(strstr(err.msg, "nothing changed"));
     assert_int_equal(rep.nsteps, 0);
@@ -349,7 +349,7 @@ static void geometry_errors_name_the_nvml_call(void **state)
     /* a 3g may start only at 0 or 4 */
     const int wrong_start[] = {TS_MIG_P_3G, 4, TS_MIG_P_3G, 2};
     ts_mig_layout want = layout(2, wrong_start);
-    assert_int_equal(ts_agent_mig_apply(nv, GPU_MIG, &want, NULL, 0, &rep, &err), TS_EIO);
+    assert_int_equal(agent_mig_apply(nv, GPU_MIG, &want, NULL, 0, &rep, &err), TS_EIO);
     assert_string_equal(err.msg, "gpu 0: nvmlDeviceCreateGpuInstanceWithPlacement(profile 9, "
                                  "start 2, size 4): Invalid Argument");
     assert_string_equal(rep.failed_call, "nvmlDeviceCreateGpuInstanceWithPlacement");
@@ -358,7 +358,7 @@ static void geometry_errors_name_the_nvml_call(void **state)
     assert_int_equal(rep.ndestroyed, 2);
     assert_int_equal(rep.nkept, 1);
     assert_int_equal(rep.ncreated, 0);
-    json_t *j = ts_agent_mig_report_json(&rep);
+    json_t *j = agent_mig_report_json(&rep);
     assert_non_null(j);
     assert_string_equal(json_string_value(json_object_get(j, "failed_call")),
                         "nvmlDeviceCreateGpuInstanceWithPlacement");
@@ -369,7 +369,7 @@ static void geometry_errors_name_the_nvml_call(void **state)
     /* two new instances that overlap: 3g@0 takes slots 0-3, then 2g@2 */
     const int overlap[] = {TS_MIG_P_3G, 4, TS_MIG_P_3G, 0, TS_MIG_P_2G, 2};
     want = layout(3, overlap);
-    assert_int_equal(ts_agent_mig_apply(nv, GPU_MIG, &want, NULL, 0, &rep, &err), TS_EIO);
+    assert_int_equal(agent_mig_apply(nv, GPU_MIG, &want, NULL, 0, &rep, &err), TS_EIO);
     assert_string_equal(err.msg, "gpu 0: nvmlDeviceCreateGpuInstanceWithPlacement(profile 14, "
                                  "start 2, size 2): Insufficient resources");
     assert_int_equal(rep.nvml_rc, NVML_ERROR_INSUFFICIENT_RESOURCES);
@@ -382,7 +382,7 @@ static void geometry_errors_name_the_nvml_call(void **state)
     /* a profile id the driver does not have */
     const int unknown[] = {42, 0};
     want = layout(1, unknown);
-    assert_int_equal(ts_agent_mig_apply(nv, GPU_MIG, &want, NULL, 0, &rep, &err), TS_EIO);
+    assert_int_equal(agent_mig_apply(nv, GPU_MIG, &want, NULL, 0, &rep, &err), TS_EIO);
     assert_non_null(
         strstr(err.msg, "gpu 0: nvmlDeviceGetGpuInstancePossiblePlacements_v2(profile 42): "));
     close_fake(nv);
@@ -396,11 +396,11 @@ static void bad_layouts_are_refused_up_front(void **state)
     ts_mig_layout want;
     memset(&want, 0, sizeof want);
     want.n = TS_MIG_MAX_INSTANCES + 1;
-    assert_int_equal(ts_agent_mig_apply(nv, GPU_MIG, &want, NULL, 0, NULL, &err), TS_EINVAL);
+    assert_int_equal(agent_mig_apply(nv, GPU_MIG, &want, NULL, 0, NULL, &err), TS_EINVAL);
     assert_non_null(strstr(err.msg, "layout.n: must be 0..7"));
     const int past_end[] = {TS_MIG_P_1G, 8};
     want = layout(1, past_end);
-    assert_int_equal(ts_agent_mig_apply(nv, GPU_MIG, &want, NULL, 0, NULL, &err), TS_EINVAL);
+    assert_int_equal(agent_mig_apply(nv, GPU_MIG, &want, NULL, 0, NULL, &err), TS_EINVAL);
     assert_non_null(strstr(err.msg, "layout.inst[0]"));
     struct raw_gi raw[RAW_MAX];
     assert_int_equal(raw_read(nv, GPU_MIG, raw), 3);
@@ -415,11 +415,11 @@ static void uuid_names_the_mig_device(void **state)
     ts_nvml *nv = open_fake("a100-mig.json");
     char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
     ts_err err = {0};
-    assert_int_equal(ts_agent_mig_uuid(nv, GPU_MIG, TS_MIG_P_3G, 4, uuid, sizeof uuid, &err), 0);
+    assert_int_equal(agent_mig_uuid(nv, GPU_MIG, TS_MIG_P_3G, 4, uuid, sizeof uuid, &err), 0);
     assert_string_equal(uuid, UUID_3G);
-    assert_int_equal(ts_agent_mig_uuid(nv, GPU_MIG, TS_MIG_P_1G, 2, uuid, sizeof uuid, &err), 0);
+    assert_int_equal(agent_mig_uuid(nv, GPU_MIG, TS_MIG_P_1G, 2, uuid, sizeof uuid, &err), 0);
     assert_string_equal(uuid, UUID_1G);
-    assert_int_equal(ts_agent_mig_uuid(nv, GPU_MIG, TS_MIG_P_3G, 0, uuid, sizeof uuid, &err),
+    assert_int_equal(agent_mig_uuid(nv, GPU_MIG, TS_MIG_P_3G, 0, uuid, sizeof uuid, &err),
                      TS_ENOENT);
     assert_non_null(strstr(err.msg, "no GPU instance of profile 9 at start 0"));
 
@@ -427,10 +427,10 @@ static void uuid_names_the_mig_device(void **state)
     const int want_pairs[] = {TS_MIG_P_4G, 0, TS_MIG_P_3G, 4};
     ts_mig_layout want = layout(2, want_pairs);
     ts_agent_mig_report rep;
-    assert_int_equal(ts_agent_mig_apply(nv, GPU_MIG, &want, NULL, 0, &rep, &err), 0);
-    assert_int_equal(ts_agent_mig_uuid(nv, GPU_MIG, TS_MIG_P_4G, 0, uuid, sizeof uuid, &err), 0);
+    assert_int_equal(agent_mig_apply(nv, GPU_MIG, &want, NULL, 0, &rep, &err), 0);
+    assert_int_equal(agent_mig_uuid(nv, GPU_MIG, TS_MIG_P_4G, 0, uuid, sizeof uuid, &err), 0);
     assert_string_equal(uuid, step_at(&rep, TS_MIG_P_4G, 0)->uuid);
-    assert_int_equal(ts_agent_mig_uuid(nv, GPU_MIG, TS_MIG_P_4G, 0, uuid, 8, &err), TS_EINVAL);
+    assert_int_equal(agent_mig_uuid(nv, GPU_MIG, TS_MIG_P_4G, 0, uuid, 8, &err), TS_EINVAL);
     close_fake(nv);
 }
 
@@ -441,20 +441,20 @@ static void mig_off_and_non_mig_gpus_are_clear_errors(void **state)
     const int want_pairs[] = {TS_MIG_P_7G, 0};
     ts_mig_layout want = layout(1, want_pairs);
     ts_err err = {0};
-    assert_int_equal(ts_agent_mig_apply(nv, GPU_MIG_OFF, &want, NULL, 0, NULL, &err), TS_EINVAL);
+    assert_int_equal(agent_mig_apply(nv, GPU_MIG_OFF, &want, NULL, 0, NULL, &err), TS_EINVAL);
     assert_non_null(strstr(err.msg, "gpu 1: MIG mode is off"));
     assert_non_null(strstr(err.msg, "never changes MIG mode"));
     char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-    assert_int_equal(ts_agent_mig_uuid(nv, GPU_MIG_OFF, TS_MIG_P_7G, 0, uuid, sizeof uuid, &err),
+    assert_int_equal(agent_mig_uuid(nv, GPU_MIG_OFF, TS_MIG_P_7G, 0, uuid, sizeof uuid, &err),
                      TS_EINVAL);
     assert_non_null(strstr(err.msg, "gpu 1: MIG mode is off"));
     close_fake(nv);
 
     nv = open_fake_with("h100x8.json", 0);
-    assert_int_equal(ts_agent_mig_apply(nv, 0, &want, NULL, 0, NULL, &err), TS_EINVAL);
+    assert_int_equal(agent_mig_apply(nv, 0, &want, NULL, 0, NULL, &err), TS_EINVAL);
     assert_non_null(strstr(err.msg, "gpu 0: not MIG capable"));
     ts_agent_mig_state st;
-    assert_int_equal(ts_agent_mig_read(nv, 0, &st, &err), 0);
+    assert_int_equal(agent_mig_read(nv, 0, &st, &err), 0);
     assert_false(st.capable);
     close_fake(nv);
 }

@@ -70,7 +70,7 @@ static ts_mps_daemon *track(fix *f, ts_mps_daemon *d)
 static int start(fix *f, const ts_mps_config *c, const char *uuid, ts_mps_daemon *d,
                  ts_err *err)
 {
-    int rc = ts_mps_start(c, uuid, d, err);
+    int rc = agent_mps_start(c, uuid, d, err);
     track(f, d);
     return rc;
 }
@@ -83,7 +83,7 @@ static int teardown(void **state)
         memset(&d, 0, sizeof d);
         d.pid = f->pids[i];
         snprintf(d.binary, sizeof d.binary, "%s", f->binary);
-        if (ts_mps_running(&d))
+        if (agent_mps_running(&d))
             kill((pid_t)d.pid, SIGKILL);
     }
     char cmd[128];
@@ -132,9 +132,9 @@ static void kill_daemon(ts_mps_daemon *d)
 {
     kill((pid_t)d->pid, SIGKILL);
     struct timespec step = {0, KILL_STEP_NS};
-    for (int i = 0; i < KILL_WAIT_STEPS && ts_mps_running(d); i++)
+    for (int i = 0; i < KILL_WAIT_STEPS && agent_mps_running(d); i++)
         nanosleep(&step, NULL);
-    assert_false(ts_mps_running(d));
+    assert_false(agent_mps_running(d));
 }
 
 /* ---- start, commands, env, stop --------------------------------------------------- */
@@ -156,7 +156,7 @@ static void start_gives_the_daemon_its_device_and_defaults(void **state)
         fail_msg("start: %s", err.msg);
     assert_false(d.adopted);
     assert_true(d.pid > 0);
-    assert_true(ts_mps_running(&d));
+    assert_true(agent_mps_running(&d));
 
     char want[PATH_BYTES];
     snprintf(want, sizeof want, "%s/%s/pipe", f->base, GPU_UUID);
@@ -182,15 +182,15 @@ static void start_gives_the_daemon_its_device_and_defaults(void **state)
     assert_true(has_line(log, "cmd set_default_device_pinned_mem_limit 0 10G"));
 
     char reply[TS_MPS_REPLY_MAX];
-    assert_int_equal(ts_mps_send(&d, "get_default_active_thread_percentage", reply,
+    assert_int_equal(agent_mps_send(&d, "get_default_active_thread_percentage", reply,
                                  sizeof reply, &err),
                      0);
     assert_string_equal(reply, "30\n");
 
-    assert_int_equal(ts_mps_stop(&d, &err), 0);
-    assert_false(ts_mps_running(&d));
+    assert_int_equal(agent_mps_stop(&d, &err), 0);
+    assert_false(agent_mps_running(&d));
     assert_true(has_line(control_log(&d), "cmd quit"));
-    assert_int_equal(ts_mps_stop(&d, &err), 0); /* already stopped: fine */
+    assert_int_equal(agent_mps_stop(&d, &err), 0); /* already stopped: fine */
 }
 
 static void each_device_gets_its_own_daemon(void **state)
@@ -211,10 +211,10 @@ static void each_device_gets_its_own_daemon(void **state)
     assert_false(has_line(log, "cmd set_default_active_thread_percentage 100"));
     assert_null(strstr(log, "set_default_active_thread_percentage")); /* 0: left alone */
 
-    assert_int_equal(ts_mps_stop(&mig, &err), 0);
-    assert_false(ts_mps_running(&mig));
-    assert_true(ts_mps_running(&gpu)); /* the other device's daemon is not touched */
-    assert_int_equal(ts_mps_stop(&gpu, &err), 0);
+    assert_int_equal(agent_mps_stop(&mig, &err), 0);
+    assert_false(agent_mps_running(&mig));
+    assert_true(agent_mps_running(&gpu)); /* the other device's daemon is not touched */
+    assert_int_equal(agent_mps_stop(&gpu, &err), 0);
 }
 
 static void a_restarted_agent_adopts_the_running_daemon(void **state)
@@ -230,8 +230,8 @@ static void a_restarted_agent_adopts_the_running_daemon(void **state)
     assert_true(again.adopted);
     assert_int_equal(again.pid, first.pid);
     assert_true(has_line(control_log(&again), "cmd set_default_active_thread_percentage 25"));
-    assert_int_equal(ts_mps_stop(&again, &err), 0);
-    assert_false(ts_mps_running(&first));
+    assert_int_equal(agent_mps_stop(&again, &err), 0);
+    assert_false(agent_mps_running(&first));
 
     /* a stale pid file (daemon killed) does not count as running */
     assert_int_equal(start(f, &c, MIG_UUID, &first, &err), 0);
@@ -239,7 +239,7 @@ static void a_restarted_agent_adopts_the_running_daemon(void **state)
     assert_int_equal(start(f, &c, MIG_UUID, &again, &err), 0);
     assert_false(again.adopted);
     assert_true(again.pid != first.pid);
-    assert_int_equal(ts_mps_stop(&again, &err), 0);
+    assert_int_equal(agent_mps_stop(&again, &err), 0);
 }
 
 static void the_default_binary_is_found_on_path(void **state)
@@ -267,7 +267,7 @@ static void the_default_binary_is_found_on_path(void **state)
     if (rc)
         fail_msg("start: %s", err.msg);
     assert_string_equal(d.binary, f->binary);
-    assert_int_equal(ts_mps_stop(&d, &err), 0);
+    assert_int_equal(agent_mps_stop(&d, &err), 0);
 
     c.binary = "/nonexistent/nvidia-cuda-mps-control";
     assert_int_equal(start(f, &c, GPU_UUID, &d, &err), TS_ENOENT);
@@ -291,7 +291,7 @@ static void a_daemon_that_fails_to_start_is_named_with_its_reason(void **state)
              "MPS %s: %s -d failed (exit status 1): cannot open /dev/nvidiactl", GPU_UUID,
              f->binary);
     assert_string_equal(err.msg, want);
-    assert_false(ts_mps_running(&d));
+    assert_false(agent_mps_running(&d));
 }
 
 static void refused_commands_are_errors(void **state)
@@ -301,14 +301,14 @@ static void refused_commands_are_errors(void **state)
     ts_mps_daemon d;
     ts_err err = {0};
     assert_int_equal(start(f, &c, GPU_UUID, &d, &err), 0);
-    assert_int_equal(ts_mps_send(&d, "set_default_active_thread_percentage 0", NULL, 0, &err),
+    assert_int_equal(agent_mps_send(&d, "set_default_active_thread_percentage 0", NULL, 0, &err),
                      TS_EIO);
     assert_non_null(strstr(err.msg, "\"set_default_active_thread_percentage 0\": exit status 1: "
                                     "error: usage"));
-    assert_int_equal(ts_mps_send(&d, "two\nlines", NULL, 0, &err), TS_EINVAL);
-    assert_int_equal(ts_mps_stop(&d, &err), 0);
+    assert_int_equal(agent_mps_send(&d, "two\nlines", NULL, 0, &err), TS_EINVAL);
+    assert_int_equal(agent_mps_stop(&d, &err), 0);
     /* no daemon: the client says so */
-    assert_int_equal(ts_mps_send(&d, "get_server_list", NULL, 0, &err), TS_EIO);
+    assert_int_equal(agent_mps_send(&d, "get_server_list", NULL, 0, &err), TS_EIO);
     assert_non_null(strstr(err.msg, "exit status 1"));
 }
 
@@ -324,12 +324,12 @@ static void a_daemon_ignoring_quit_is_reported_after_the_wait(void **state)
     if (rc)
         fail_msg("start: %s", err.msg);
     d.wait_ms = SHORT_WAIT_MS; /* only the stop is short: a slow start is not the point */
-    assert_int_equal(ts_mps_stop(&d, &err), TS_EIO);
+    assert_int_equal(agent_mps_stop(&d, &err), TS_EIO);
     char want[256];
     snprintf(want, sizeof want, "MPS %s: daemon %ld still running %d ms after quit", GPU_UUID,
              d.pid, SHORT_WAIT_MS);
     assert_non_null(strstr(err.msg, want));
-    assert_true(ts_mps_running(&d));
+    assert_true(agent_mps_running(&d));
     kill_daemon(&d);
 }
 

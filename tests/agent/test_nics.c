@@ -105,17 +105,17 @@ static void test_discover(void **state)
     const char *ids[] = {"00000000:17:00.0", "00000000:1A:00.0", "00000000:99:00.0"};
     ts_nic_map m;
     ts_err err;
-    assert_int_equal(ts_nics_discover(root, ids, 3, &m, &err), 0);
+    assert_int_equal(agent_nics_discover(root, ids, 3, &m, &err), 0);
     assert_int_equal(m.ngpu, 3);
     assert_string_equal(m.hca[0], "mlx5_0:1");
     assert_string_equal(m.hca[1], "mlx5_1:2"); /* port 1 is down */
     assert_string_equal(m.hca[2], "");         /* a GPU sysfs does not know */
     char v[128];
     int both[] = {0, 1, 0};
-    ts_nics_for_task(&m, both, 3, v, sizeof v);
+    agent_nics_for_task(&m, both, 3, v, sizeof v);
     assert_string_equal(v, "=mlx5_0:1,mlx5_1:2");
     int none[] = {2};
-    ts_nics_for_task(&m, none, 1, v, sizeof v);
+    agent_nics_for_task(&m, none, 1, v, sizeof v);
     assert_string_equal(v, "");
 }
 
@@ -125,7 +125,7 @@ static void test_no_adapters(void **state)
     const char *ids[] = {"00000000:17:00.0"};
     ts_nic_map m;
     ts_err err;
-    assert_int_equal(ts_nics_discover("/nonexistent-sysfs", ids, 1, &m, &err), 0);
+    assert_int_equal(agent_nics_discover("/nonexistent-sysfs", ids, 1, &m, &err), 0);
     assert_string_equal(m.hca[0], "");
 }
 
@@ -137,19 +137,19 @@ static void test_load(void **state)
     snprintf(p, sizeof p, "%s/map", root);
     ts_nic_map m;
     ts_err err;
-    assert_int_equal(ts_nics_load(p, 2, &m, &err), 0);
+    assert_int_equal(agent_nics_load(p, 2, &m, &err), 0);
     assert_string_equal(m.hca[0], "mlx5_4:1");
     assert_string_equal(m.hca[1], "mlx5_5:2");
     put("map", "0 mlx5_4\n7 mlx5_5\n");
-    assert_int_equal(ts_nics_load(p, 2, &m, &err), TS_EINVAL);
+    assert_int_equal(agent_nics_load(p, 2, &m, &err), TS_EINVAL);
     assert_non_null(strstr(err.msg, ":2: gpu"));
     put("map", "0 mlx5_4,mlx5_5\n");
-    assert_int_equal(ts_nics_load(p, 2, &m, &err), TS_EINVAL);
+    assert_int_equal(agent_nics_load(p, 2, &m, &err), TS_EINVAL);
     assert_non_null(strstr(err.msg, "hca"));
     put("map", "0\n");
-    assert_int_equal(ts_nics_load(p, 2, &m, &err), TS_EINVAL);
+    assert_int_equal(agent_nics_load(p, 2, &m, &err), TS_EINVAL);
     snprintf(p, sizeof p, "%s/missing", root);
-    assert_int_equal(ts_nics_load(p, 2, &m, &err), TS_EIO);
+    assert_int_equal(agent_nics_load(p, 2, &m, &err), TS_EIO);
 }
 
 static void test_pkey_index(void **state)
@@ -162,13 +162,13 @@ static void test_pkey_index(void **state)
     put("class/infiniband/mlx5_7/ports/1/pkeys/3", "0x1002\n"); /* limited member of 0x1002 */
     int idx = -1;
     ts_err err;
-    assert_int_equal(ts_nics_pkey_index(root, "mlx5_7:1", 0x1001, &idx, &err), 0);
+    assert_int_equal(agent_nics_pkey_index(root, "mlx5_7:1", 0x1001, &idx, &err), 0);
     assert_int_equal(idx, 2);
-    assert_int_equal(ts_nics_pkey_index(root, "mlx5_7:1", 0x9002, &idx, &err), 0);
+    assert_int_equal(agent_nics_pkey_index(root, "mlx5_7:1", 0x9002, &idx, &err), 0);
     assert_int_equal(idx, 3);
-    assert_int_equal(ts_nics_pkey_index(root, "mlx5_7:1", 0x1003, &idx, &err), TS_ENOENT);
+    assert_int_equal(agent_nics_pkey_index(root, "mlx5_7:1", 0x1003, &idx, &err), TS_ENOENT);
     assert_non_null(strstr(err.msg, "ib_pkey 0x1003: not in the partition table of mlx5_7 port 1"));
-    assert_int_equal(ts_nics_pkey_index(root, "mlx5_7:2", 0x1001, &idx, &err), TS_ENOENT);
+    assert_int_equal(agent_nics_pkey_index(root, "mlx5_7:2", 0x1001, &idx, &err), TS_ENOENT);
 }
 
 /* dedicated NICs: mlx5_0 has two VFs (virtfn0, virtfn1), mlx5_1 none */
@@ -191,29 +191,29 @@ static void test_netdev(void **state)
     snprintf(m.hca[4], sizeof m.hca[4], "mlx5_1:1");
     char dev[64];
     ts_err err;
-    assert_int_equal(ts_nics_netdev(root, &m, 0, dev, sizeof dev, &err), 0);
+    assert_int_equal(agent_nics_netdev(root, &m, 0, dev, sizeof dev, &err), 0);
     assert_string_equal(dev, "tsvf0"); /* VF 0: the first GPU on mlx5_0 */
-    assert_int_equal(ts_nics_netdev(root, &m, 2, dev, sizeof dev, &err), 0);
+    assert_int_equal(agent_nics_netdev(root, &m, 2, dev, sizeof dev, &err), 0);
     assert_string_equal(dev, "tsvf1");
-    assert_int_equal(ts_nics_netdev(root, &m, 1, dev, sizeof dev, &err), 0);
+    assert_int_equal(agent_nics_netdev(root, &m, 1, dev, sizeof dev, &err), 0);
     assert_string_equal(dev, "ens2f0"); /* no VFs: the rail NIC itself */
     /* a third GPU on mlx5_0 finds no VF 2; a second on mlx5_1 no VFs at all */
-    assert_int_equal(ts_nics_netdev(root, &m, 3, dev, sizeof dev, &err), TS_ENOENT);
+    assert_int_equal(agent_nics_netdev(root, &m, 3, dev, sizeof dev, &err), TS_ENOENT);
     assert_non_null(strstr(err.msg, "GPU 3: mlx5_0 has no VF 2"));
-    assert_int_equal(ts_nics_netdev(root, &m, 4, dev, sizeof dev, &err), TS_ENOENT);
+    assert_int_equal(agent_nics_netdev(root, &m, 4, dev, sizeof dev, &err), TS_ENOENT);
     assert_non_null(strstr(err.msg, "GPU 4 shares mlx5_1 with GPU 1"));
     m.hca[4][0] = '\0';
-    assert_int_equal(ts_nics_netdev(root, &m, 4, dev, sizeof dev, &err), TS_ENOENT);
+    assert_int_equal(agent_nics_netdev(root, &m, 4, dev, sizeof dev, &err), TS_ENOENT);
     assert_non_null(strstr(err.msg, "GPU 4 has no adapter in the rail map"));
     /* the RDMA device going with each: VF 1's own, none for VF 0, the adapter without VFs */
     mkpath("devices/pci0000:16/0000:16:01.0/0000:18:00.3/infiniband/mlx5_9");
-    assert_int_equal(ts_nics_rdmadev(root, &m, 2, dev, sizeof dev, &err), 0);
+    assert_int_equal(agent_nics_rdmadev(root, &m, 2, dev, sizeof dev, &err), 0);
     assert_string_equal(dev, "mlx5_9");
-    assert_int_equal(ts_nics_rdmadev(root, &m, 0, dev, sizeof dev, &err), 0);
+    assert_int_equal(agent_nics_rdmadev(root, &m, 0, dev, sizeof dev, &err), 0);
     assert_string_equal(dev, "");
-    assert_int_equal(ts_nics_rdmadev(root, &m, 1, dev, sizeof dev, &err), 0);
+    assert_int_equal(agent_nics_rdmadev(root, &m, 1, dev, sizeof dev, &err), 0);
     assert_string_equal(dev, "mlx5_1");
-    assert_int_equal(ts_nics_rdmadev(root, &m, 3, dev, sizeof dev, &err), TS_ENOENT);
+    assert_int_equal(agent_nics_rdmadev(root, &m, 3, dev, sizeof dev, &err), TS_ENOENT);
 }
 
 /* NCCL_IB_PKEY with dedicated NICs: the index in the tables of the task's
@@ -240,24 +240,24 @@ static void test_pkey_of_vf(void **state)
     snprintf(m.hca[2], sizeof m.hca[2], "mlx5_0:1");
     char hcas[256];
     int gpus[] = {0, 2, 1};
-    ts_nics_for_task_dedicated(root, &m, gpus, 2, hcas, sizeof hcas);
+    agent_nics_for_task_dedicated(root, &m, gpus, 2, hcas, sizeof hcas);
     assert_string_equal(hcas, "=mlx5_8:1,mlx5_9:1"); /* VF 0's and VF 1's own devices */
     int idx;
     ts_err err;
-    assert_int_equal(ts_nics_pkey_index_all(root, hcas, 0x1001, &idx, &err), 0);
+    assert_int_equal(agent_nics_pkey_index_all(root, hcas, 0x1001, &idx, &err), 0);
     assert_int_equal(idx, 1);
-    assert_int_equal(ts_nics_pkey_index_all(root, "=mlx5_0:1", 0x1001, &idx, &err), 0);
+    assert_int_equal(agent_nics_pkey_index_all(root, "=mlx5_0:1", 0x1001, &idx, &err), 0);
     assert_int_equal(idx, 2); /* what the adapter's table would have said */
     /* an adapter without VFs: itself, at the rail map's port */
-    ts_nics_for_task_dedicated(root, &m, gpus, 3, hcas, sizeof hcas);
+    agent_nics_for_task_dedicated(root, &m, gpus, 3, hcas, sizeof hcas);
     assert_string_equal(hcas, "=mlx5_8:1,mlx5_9:1,mlx5_1:2");
     /* one index for all of them, or the start fails naming both */
     put("class/infiniband/mlx5_9/ports/1/pkeys/1", "0x8001");
     put("class/infiniband/mlx5_9/ports/1/pkeys/2", "0x9001");
-    assert_int_equal(ts_nics_pkey_index_all(root, "=mlx5_8:1,mlx5_9:1", 0x1001, &idx, &err),
+    assert_int_equal(agent_nics_pkey_index_all(root, "=mlx5_8:1,mlx5_9:1", 0x1001, &idx, &err),
                      TS_ECONFLICT);
     assert_non_null(strstr(err.msg, "ib_pkey 0x1001: at index 1 of mlx5_8:1 but 2 of mlx5_9:1"));
-    assert_int_equal(ts_nics_pkey_index_all(root, "=mlx5_8:1,mlx5_1:2", 0x1001, &idx, &err),
+    assert_int_equal(agent_nics_pkey_index_all(root, "=mlx5_8:1,mlx5_1:2", 0x1001, &idx, &err),
                      TS_ENOENT);
     assert_non_null(strstr(err.msg, "not in the partition table of mlx5_1 port 2"));
 }

@@ -38,9 +38,9 @@ static ts_nvml *open_fake(const char *fixture_name)
     use_fixture(fixture_name);
     ts_nvml *nv = NULL;
     ts_err err = {0};
-    int rc = ts_nvml_open(TS_FAKE_NVML, &nv, &err);
+    int rc = agent_nvml_open(TS_FAKE_NVML, &nv, &err);
     if (rc != 0)
-        fail_msg("ts_nvml_open: %s", err.msg);
+        fail_msg("agent_nvml_open: %s", err.msg);
     return nv;
 }
 
@@ -65,12 +65,12 @@ static void missing_library_is_a_clear_error(void **state)
     (void)state;
     ts_nvml *nv = (ts_nvml *)1;
     ts_err err = {0};
-    assert_int_equal(ts_nvml_open("/nonexistent/libnvidia-ml.so.1", &nv, &err), TS_ENOENT);
+    assert_int_equal(agent_nvml_open("/nonexistent/libnvidia-ml.so.1", &nv, &err), TS_ENOENT);
     assert_null(nv);
     assert_non_null(strstr(err.msg, "no NVML: cannot load /nonexistent/libnvidia-ml.so.1"));
 
     setenv(TS_NVML_LIBRARY_ENV, "/nonexistent/from-env.so", 1);
-    assert_int_equal(ts_nvml_open(NULL, &nv, &err), TS_ENOENT);
+    assert_int_equal(agent_nvml_open(NULL, &nv, &err), TS_ENOENT);
     assert_non_null(strstr(err.msg, "/nonexistent/from-env.so"));
     unsetenv(TS_NVML_LIBRARY_ENV);
 }
@@ -83,14 +83,14 @@ static void env_names_the_library_and_init_errors_are_reported(void **state)
     /* the fake without a fixture behaves like a node whose driver is not loaded */
     unsetenv(NVML_FIXTURE_ENV);
     setenv(TS_NVML_LIBRARY_ENV, TS_FAKE_NVML, 1);
-    assert_int_equal(ts_nvml_open(NULL, &nv, &err), TS_EIO);
+    assert_int_equal(agent_nvml_open(NULL, &nv, &err), TS_EIO);
     assert_non_null(strstr(err.msg, "nvmlInit_v2"));
     assert_non_null(strstr(err.msg, "Driver Not Loaded"));
 
     use_fixture("h100x8.json");
-    assert_int_equal(ts_nvml_open(NULL, &nv, &err), 0);
+    assert_int_equal(agent_nvml_open(NULL, &nv, &err), 0);
     assert_string_equal(nv->path, TS_FAKE_NVML);
-    ts_nvml_close(nv);
+    agent_nvml_close(nv);
     unsetenv(TS_NVML_LIBRARY_ENV);
     teardown_fixture();
 }
@@ -103,10 +103,10 @@ static void newest_versioned_symbols_are_bound(void **state)
     assert_int_equal(strncmp(nv->symbol[TS_NVML_FN_DeviceGetPciInfo], "nvmlDeviceGetPciInfo_v3", 23),
                      0);
     assert_int_equal(strncmp(nv->symbol[TS_NVML_FN_EventSetWait], "nvmlEventSetWait_v2", 19), 0);
-    assert_false(ts_nvml_is_fallback(nv, TS_NVML_FN_DeviceGetCount));
-    assert_false(ts_nvml_is_fallback(nv, TS_NVML_FN_DeviceGetCurrentClocksEventReasons));
-    assert_string_equal(ts_nvml_strerror(nv, NVML_ERROR_GPU_IS_LOST), "GPU is lost");
-    ts_nvml_close(nv);
+    assert_false(agent_nvml_is_fallback(nv, TS_NVML_FN_DeviceGetCount));
+    assert_false(agent_nvml_is_fallback(nv, TS_NVML_FN_DeviceGetCurrentClocksEventReasons));
+    assert_string_equal(agent_nvml_strerror(nv, NVML_ERROR_GPU_IS_LOST), "GPU is lost");
+    agent_nvml_close(nv);
     teardown_fixture();
 }
 
@@ -118,7 +118,7 @@ static void discovers_an_hgx_h100_node(void **state)
     ts_nvml *nv = open_fake("h100x8.json");
     static ts_node_desc d;
     ts_err err = {0};
-    assert_int_equal(ts_discover(nv, &d, &err), 0);
+    assert_int_equal(agent_discover(nv, &d, &err), 0);
     assert_true(d.cpus >= 1);
     assert_true(d.mem_total_bytes > 0);
     assert_int_equal(d.ngpus, 8);
@@ -143,7 +143,7 @@ static void discovers_an_hgx_h100_node(void **state)
     assert_int_equal(d.topo[2][6], NVML_TOPOLOGY_SYSTEM); /* across sockets */
     assert_int_equal(d.topo[6][2], NVML_TOPOLOGY_SYSTEM);
 
-    json_t *j = ts_discover_json(&d);
+    json_t *j = agent_discover_json(&d);
     assert_non_null(j);
     json_t *g0 = json_array_get(json_object_get(j, "gpus"), 0);
     assert_string_equal(json_string_value(json_object_get(g0, "model")), "H100-80GB");
@@ -152,7 +152,7 @@ static void discovers_an_hgx_h100_node(void **state)
     assert_string_equal(json_string_value(json_array_get(row, 1)), "PIX");
     assert_string_equal(json_string_value(json_array_get(row, 7)), "SYS");
     json_decref(j);
-    ts_nvml_close(nv);
+    agent_nvml_close(nv);
     teardown_fixture();
 }
 
@@ -162,7 +162,7 @@ static void discovers_mig_instances_with_their_uuids(void **state)
     ts_nvml *nv = open_fake("a100-mig.json");
     static ts_node_desc d;
     ts_err err = {0};
-    assert_int_equal(ts_discover(nv, &d, &err), 0);
+    assert_int_equal(agent_discover(nv, &d, &err), 0);
     assert_int_equal(d.ngpus, 2);
     const ts_gpu_desc *g = &d.gpu[0];
     assert_int_equal(g->model, ts_gpu_model_lookup("A100-40GB"));
@@ -195,7 +195,7 @@ static void discovers_mig_instances_with_their_uuids(void **state)
     assert_false(d.gpu[1].mig_enabled);
     assert_int_equal(d.gpu[1].ngi, 0);
 
-    json_t *j = ts_discover_json(&d);
+    json_t *j = agent_discover_json(&d);
     json_t *mig = json_object_get(json_array_get(json_object_get(j, "gpus"), 0), "mig");
     assert_true(json_is_true(json_object_get(mig, "enabled")));
     json_t *ci = json_array_get(
@@ -204,7 +204,7 @@ static void discovers_mig_instances_with_their_uuids(void **state)
     assert_string_equal(json_string_value(json_object_get(ci, "uuid")),
                         "MIG-5c3a1e2f-8b7d-5e0f-a1b2-c3d4e5f60001");
     json_decref(j);
-    ts_nvml_close(nv);
+    agent_nvml_close(nv);
     teardown_fixture();
 }
 
@@ -213,22 +213,22 @@ static void no_nvml_discovers_the_host_only(void **state)
     (void)state;
     static ts_node_desc d;
     ts_err err = {0};
-    assert_int_equal(ts_discover(NULL, &d, &err), 0);
+    assert_int_equal(agent_discover(NULL, &d, &err), 0);
     assert_int_equal(d.ngpus, 0);
     assert_true(d.cpus == sysconf(_SC_NPROCESSORS_ONLN));
     long cpus;
     uint64_t mem;
-    assert_int_equal(ts_discover_host("/nonexistent/meminfo", &cpus, &mem, &err), TS_EIO);
+    assert_int_equal(agent_discover_host("/nonexistent/meminfo", &cpus, &mem, &err), TS_EIO);
     assert_non_null(strstr(err.msg, "/nonexistent/meminfo"));
 }
 
 static void model_mapping_prefers_pci_ids(void **state)
 {
     (void)state;
-    assert_int_equal(ts_discover_model("whatever", 0x233510DE), ts_gpu_model_lookup("H200-141GB"));
-    assert_int_equal(ts_discover_model("NVIDIA A100 80GB PCIe", 0), ts_gpu_model_lookup("A100-80GB"));
-    assert_int_equal(ts_discover_model("Tesla T4", 0x1EB810DE), ts_gpu_model_lookup("T4"));
-    assert_int_equal(ts_discover_model("NVIDIA GeForce RTX 4090", 0x268410DE), -1);
+    assert_int_equal(agent_discover_model("whatever", 0x233510DE), ts_gpu_model_lookup("H200-141GB"));
+    assert_int_equal(agent_discover_model("NVIDIA A100 80GB PCIe", 0), ts_gpu_model_lookup("A100-80GB"));
+    assert_int_equal(agent_discover_model("Tesla T4", 0x1EB810DE), ts_gpu_model_lookup("T4"));
+    assert_int_equal(agent_discover_model("NVIDIA GeForce RTX 4090", 0x268410DE), -1);
 }
 
 /* ---- MIG geometry in the fake ------------------------------------------------ */
@@ -275,7 +275,7 @@ static void fake_enforces_mig_geometry(void **state)
     /* the freed slot is usable again */
     assert_int_equal(nv->DeviceGetGpuInstanceRemainingCapacity(g0, 19, &left), NVML_SUCCESS);
     assert_int_equal(left, 1);
-    ts_nvml_close(nv);
+    agent_nvml_close(nv);
     teardown_fixture();
 }
 
@@ -292,7 +292,7 @@ static int health_setup(void **state)
     struct health_fx *fx = calloc(1, sizeof *fx);
     fx->nv = open_fake("h100x8.json");
     ts_err err = {0};
-    assert_int_equal(ts_health_open(fx->nv, &fx->h, &err), 0);
+    assert_int_equal(agent_health_open(fx->nv, &fx->h, &err), 0);
     *state = fx;
     return 0;
 }
@@ -300,8 +300,8 @@ static int health_setup(void **state)
 static int health_teardown(void **state)
 {
     struct health_fx *fx = *state;
-    ts_health_close(fx->h);
-    ts_nvml_close(fx->nv);
+    agent_health_close(fx->h);
+    agent_nvml_close(fx->nv);
     free(fx);
     teardown_fixture();
     return 0;
@@ -310,7 +310,7 @@ static int health_teardown(void **state)
 static const ts_gpu_health *sample(struct health_fx *fx, int gpu)
 {
     ts_err err = {0};
-    assert_int_equal(ts_health_sample_now(fx->h, &fx->s, &err), 0);
+    assert_int_equal(agent_health_sample_now(fx->h, &fx->s, &err), 0);
     return &fx->s.gpu[gpu];
 }
 
@@ -319,7 +319,7 @@ static void expect(struct health_fx *fx, int gpu, int verdict, const char *code)
     const ts_gpu_health *g = sample(fx, gpu);
     if (g->verdict != verdict || (code && !find_reason(g, code)))
         fail_msg("gpu %d: verdict %s (want %s), %d reasons, first %s", gpu,
-                 ts_health_verdict_name(g->verdict), ts_health_verdict_name(verdict), g->nreasons,
+                 agent_health_verdict_name(g->verdict), agent_health_verdict_name(verdict), g->nreasons,
                  g->nreasons ? g->reason[0].code : "-");
     assert_int_equal(fx->s.verdict, verdict); /* the others stay healthy */
 }
@@ -336,7 +336,7 @@ static void baseline_is_healthy(void **state)
     assert_int_equal(g->temperature_c, 34);
     assert_int_equal(g->pcie_gen, 5);
     assert_int_equal(g->nvlinks, 18);
-    json_t *j = ts_health_json(&fx->s);
+    json_t *j = agent_health_json(&fx->s);
     assert_string_equal(json_string_value(json_object_get(j, "verdict")), "healthy");
     assert_int_equal(json_array_size(json_object_get(j, "reasons")), 0);
     json_decref(j);
@@ -349,14 +349,14 @@ static void xid79_fails_the_gpu_and_sticks(void **state)
     expect(fx, 3, TS_HEALTH_FAILED, "xid-79");
     const ts_health_reason *r = find_reason(&fx->s.gpu[3], "xid-79");
     assert_non_null(strstr(r->message, "xid 79: GPU has fallen off the bus"));
-    json_t *j = ts_health_json(&fx->s);
+    json_t *j = agent_health_json(&fx->s);
     assert_string_equal(json_string_value(json_object_get(j, "verdict")), "failed");
     assert_non_null(strstr(json_string_value(json_array_get(json_object_get(j, "reasons"), 0)),
                            "gpu 3: xid-79: xid 79: GPU has fallen off the bus"));
     json_decref(j);
     /* the event came once; the verdict stays until the GPU is reset */
     expect(fx, 3, TS_HEALTH_FAILED, "xid-79");
-    ts_health_clear(fx->h, 3);
+    agent_health_clear(fx->h, 3);
     expect(fx, 3, TS_HEALTH_HEALTHY, NULL);
 }
 
@@ -442,12 +442,12 @@ static void lost_gpu_fails_and_discovery_carries_on(void **state)
 
     static ts_node_desc d;
     ts_err err = {0};
-    assert_int_equal(ts_discover(fx->nv, &d, &err), 0);
+    assert_int_equal(agent_discover(fx->nv, &d, &err), 0);
     assert_int_equal(d.ngpus, 8);
     assert_string_equal(d.gpu[6].error, "gpu 6: nvmlDeviceGetUUID: GPU is lost");
     assert_string_equal(d.gpu[7].error, "");
     assert_int_equal(d.topo[6][7], TS_TOPO_UNKNOWN);
-    json_t *j = ts_discover_json(&d);
+    json_t *j = agent_discover_json(&d);
     json_t *g6 = json_array_get(json_object_get(j, "gpus"), 6);
     assert_non_null(strstr(json_string_value(json_object_get(g6, "error")), "GPU is lost"));
     json_decref(j);
@@ -460,15 +460,15 @@ static void mig_gpu_baseline_is_healthy(void **state)
     ts_health *h = NULL;
     static ts_health_sample s;
     ts_err err = {0};
-    assert_int_equal(ts_health_open(nv, &h, &err), 0);
-    assert_int_equal(ts_health_sample_now(h, &s, &err), 0);
+    assert_int_equal(agent_health_open(nv, &h, &err), 0);
+    assert_int_equal(agent_health_sample_now(h, &s, &err), 0);
     /* utilisation and row remapping are NOT_SUPPORTED there: unknown, not faults */
     assert_int_equal(s.verdict, TS_HEALTH_HEALTHY);
     assert_int_equal(s.gpu[0].util_gpu_pct, -1);
     assert_int_equal(s.gpu[0].nreasons, 0);
     assert_int_equal(s.gpu[1].nvlinks, 12);
-    ts_health_close(h);
-    ts_nvml_close(nv);
+    agent_health_close(h);
+    agent_nvml_close(nv);
     teardown_fixture();
 }
 
@@ -500,7 +500,7 @@ static void xid_events_are_delivered_once(void **state)
     /* unsupported event bits are refused, as by the driver */
     assert_int_equal(nv->DeviceRegisterEvents(dev, 0x4000ULL, set), NVML_ERROR_NOT_SUPPORTED);
     assert_int_equal(nv->EventSetFree(set), NVML_SUCCESS);
-    ts_nvml_close(nv);
+    agent_nvml_close(nv);
     teardown_fixture();
 }
 
@@ -509,12 +509,12 @@ static void xid_policy_matches_the_drain_table(void **state)
     (void)state;
     const unsigned drain[] = {46, 48, 62, 64, 74, 79, 95, 109, 119, 120, 140, 143};
     for (size_t i = 0; i < sizeof drain / sizeof drain[0]; i++)
-        assert_int_equal(ts_health_xid_policy(drain[i], NULL), TS_HEALTH_FAILED);
-    assert_int_equal(ts_health_xid_policy(63, NULL), TS_HEALTH_DEGRADED);
-    assert_int_equal(ts_health_xid_policy(94, NULL), TS_HEALTH_DEGRADED);
-    assert_int_equal(ts_health_xid_policy(92, NULL), TS_HEALTH_HEALTHY);
-    assert_int_equal(ts_health_xid_policy(13, NULL), TS_HEALTH_HEALTHY);
-    assert_int_equal(ts_health_xid_policy(999, NULL), TS_HEALTH_DEGRADED);
+        assert_int_equal(agent_health_xid_policy(drain[i], NULL), TS_HEALTH_FAILED);
+    assert_int_equal(agent_health_xid_policy(63, NULL), TS_HEALTH_DEGRADED);
+    assert_int_equal(agent_health_xid_policy(94, NULL), TS_HEALTH_DEGRADED);
+    assert_int_equal(agent_health_xid_policy(92, NULL), TS_HEALTH_HEALTHY);
+    assert_int_equal(agent_health_xid_policy(13, NULL), TS_HEALTH_HEALTHY);
+    assert_int_equal(agent_health_xid_policy(999, NULL), TS_HEALTH_DEGRADED);
 }
 
 int main(void)

@@ -24,13 +24,13 @@ static ts_envv build(const char *const *env, int world, int rank, int local)
                       .local_rank = local, .master_addr = "node001"};
     struct ts_env_user u = {.name = "alice", .home = "/home/alice"};
     ts_envv e = {0};
-    assert_int_equal(ts_envv_build(&e, &s, &u, "/tmp/ack"), 0);
+    assert_int_equal(agent_envv_build(&e, &s, &u, "/tmp/ack"), 0);
     return e;
 }
 
 static void expect(const ts_envv *e, const char *name, const char *value)
 {
-    const char *v = ts_envv_get(e, name);
+    const char *v = agent_envv_get(e, name);
     if (value == NULL ? v != NULL : v == NULL || strcmp(v, value) != 0)
         fail_msg("%s: got %s, want %s", name, v ? v : "(unset)", value ? value : "(unset)");
 }
@@ -51,7 +51,7 @@ static void test_batch_job(void **state)
     expect(&e, "SLURM_JOB_NODELIST", "node[001-002]");
     expect(&e, "SLURM_ARRAY_JOB_ID", "40");
     expect(&e, "SLURM_ARRAY_TASK_ID", "7");
-    ts_envv_free(&e);
+    agent_envv_free(&e);
 }
 
 static void test_single_task_without_controller_extras(void **state)
@@ -64,12 +64,12 @@ static void test_single_task_without_controller_extras(void **state)
     expect(&e, "SLURM_NNODES", "1");
     expect(&e, "SLURM_JOB_NODELIST", "node001");
     expect(&e, "SLURM_ARRAY_TASK_ID", NULL);
-    ts_envv_free(&e);
+    agent_envv_free(&e);
     /* several tasks, nodes unknown: not guessed */
     ts_envv m = build(env, 8, 3, 0);
     expect(&m, "SLURM_NNODES", NULL);
     expect(&m, "SLURM_JOB_NODELIST", NULL);
-    ts_envv_free(&m);
+    agent_envv_free(&m);
 }
 
 static void test_spec_job_gets_none(void **state)
@@ -80,7 +80,7 @@ static void test_spec_job_gets_none(void **state)
     expect(&e, "SLURM_JOB_ID", NULL);
     expect(&e, "SLURM_NTASKS", NULL);
     expect(&e, "RANK", "0");
-    ts_envv_free(&e);
+    agent_envv_free(&e);
 }
 
 int main(void)

@@ -71,13 +71,13 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* ts_tail_read of name: its return code, within 0.5 s (a blocking open would not return). */
+/* agent_tail_read of name: its return code, within 0.5 s (a blocking open would not return). */
 static int tail_of(const char *name, uid_t owner, char **text)
 {
     long long size;
     ts_err e;
     double t0 = now_s();
-    int rc = ts_tail_read(at(name), 4096, owner, text, &size, &e);
+    int rc = agent_tail_read(at(name), 4096, owner, text, &size, &e);
     assert_true(now_s() - t0 < 0.5);
     return rc;
 }

@@ -248,12 +248,12 @@ static void test_quota_per_device(void **state)
 static double replay_pluggable(const ts_memtrace *t, int frees_elsewhere, void *other)
 {
     ts_ptrmap map;
-    ts_ptrmap_init(&map);
+    alloc_ptrmap_init(&map);
     for (size_t i = 0; i < t->nlive; i++) {
         void *p = P.alloc((ssize_t)t->live[i].requested, 0, (void *)(uintptr_t)t->live[i].stream);
         if (!p)
             fail_msg("initial live block %zu: %s", i, P.last_error());
-        assert_int_equal(ts_ptrmap_put(&map, t->live[i].addr, p), 0);
+        assert_int_equal(alloc_ptrmap_put(&map, t->live[i].addr, p), 0);
     }
     size_t nfree = 0;
     for (size_t i = 0; i < t->nev; i++) {
@@ -262,9 +262,9 @@ static double replay_pluggable(const ts_memtrace *t, int frees_elsewhere, void *
             void *p = P.alloc((ssize_t)e->size, 0, (void *)(uintptr_t)e->stream);
             if (!p)
                 fail_msg("seq %lld: %s", (long long)e->seq, P.last_error());
-            assert_int_equal(ts_ptrmap_put(&map, e->addr, p), 0);
+            assert_int_equal(alloc_ptrmap_put(&map, e->addr, p), 0);
         } else if (e->op == TS_MEMTRACE_FREE) {
-            void *p = ts_ptrmap_del(&map, e->addr);
+            void *p = alloc_ptrmap_del(&map, e->addr);
             assert_non_null(p);
             void *s = frees_elsewhere && ++nfree % 3 == 0 ? other
                                                            : (void *)(uintptr_t)e->stream;
@@ -283,9 +283,9 @@ static double replay_pluggable(const ts_memtrace *t, int frees_elsewhere, void *
     size_t pos = 0;
     uint64_t key;
     void *val;
-    while (ts_ptrmap_next(&map, &pos, &key, &val))
+    while (alloc_ptrmap_next(&map, &pos, &key, &val))
         P.free(val, 0, 0, (void *)(uintptr_t)0);
-    ts_ptrmap_destroy(&map);
+    alloc_ptrmap_destroy(&map);
     return st.fragmentation;
 }
 

@@ -82,7 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (fd >= 0) {
         ts_unpack_limits lim = {.max_bytes = FUZZ_MAX_BYTES, .max_entries = FUZZ_MAX_ENTRIES};
         ts_unpack_stats st = {0};
-        rc = ts_image_unpack_layer(fd, layer, &lim, &st, &err);
+        rc = agent_image_unpack_layer(fd, layer, &lim, &st, &err);
         close(fd);
         if (st.bytes > FUZZ_MAX_BYTES + (1 << 16) || st.entries > FUZZ_MAX_ENTRIES + 1)
             abort();

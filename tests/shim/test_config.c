@@ -23,7 +23,7 @@ static int parse(const char *mem, const char *pct, const char *ledger, ts_shim_c
 {
     ts_shim_env env = {.mem_limit = mem, .compute_percent = pct, .ledger = ledger};
     ts_err_clear(err);
-    return ts_shim_config_parse(&env, cfg, err);
+    return shim_config_parse(&env, cfg, err);
 }
 
 static void test_unset_is_pass_through(void **state)
@@ -82,18 +82,18 @@ static void test_bytes(void **state)
 {
     (void)state;
     uint64_t v;
-    assert_int_equal(ts_shim_parse_bytes("123", &v), 0);
+    assert_int_equal(shim_parse_bytes("123", &v), 0);
     assert_int_equal(v, 123);
-    assert_int_equal(ts_shim_parse_bytes("4k", &v), 0);
+    assert_int_equal(shim_parse_bytes("4k", &v), 0);
     assert_int_equal(v, 4096);
-    assert_int_equal(ts_shim_parse_bytes("2MB", &v), 0);
+    assert_int_equal(shim_parse_bytes("2MB", &v), 0);
     assert_int_equal(v, 2 * MIB);
-    assert_int_equal(ts_shim_parse_bytes("1T", &v), 0);
+    assert_int_equal(shim_parse_bytes("1T", &v), 0);
     assert_int_equal(v, 1ULL << 40);
-    assert_int_equal(ts_shim_parse_bytes("-1", &v), -1);
-    assert_int_equal(ts_shim_parse_bytes("1.5G", &v), -1);
-    assert_int_equal(ts_shim_parse_bytes("99999999999T", &v), -1); /* overflows */
-    assert_int_equal(ts_shim_parse_bytes("", &v), -1);
+    assert_int_equal(shim_parse_bytes("-1", &v), -1);
+    assert_int_equal(shim_parse_bytes("1.5G", &v), -1);
+    assert_int_equal(shim_parse_bytes("99999999999T", &v), -1); /* overflows */
+    assert_int_equal(shim_parse_bytes("", &v), -1);
 }
 
 /* Each bad input: refused, the message names the variable and says why,
@@ -124,7 +124,7 @@ static void test_bad_values_refused(void **state)
     ts_shim_env env = {.ctx_bytes = "lots"};
     ts_shim_config cfg;
     ts_err err;
-    assert_int_equal(ts_shim_config_parse(&env, &cfg, &err), TS_EINVAL);
+    assert_int_equal(shim_config_parse(&env, &cfg, &err), TS_EINVAL);
     assert_non_null(strstr(err.msg, "TESSERA_CUDA_CTX_BYTES"));
 }
 

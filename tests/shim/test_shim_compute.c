@@ -114,12 +114,12 @@ static uint64_t measured_ns(const char *ledger)
 {
     ts_ledger *l;
     ts_err err;
-    assert_int_equal(ts_ledger_open(ledger, &l, &err), 0);
+    assert_int_equal(shim_ledger_open(ledger, &l, &err), 0);
     unsigned char uuid[TS_LEDGER_UUID_BYTES] = {0x7e, 0x55, 0xe2, 0xa0, 0xfa, 0x4e, 0x40, 0x00,
                                                 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
-    int d = ts_ledger_device(l, uuid); /* the fake's device 0 */
-    uint64_t v = ts_ledger_gpu_ns(l, d);
-    ts_ledger_close(l);
+    int d = shim_ledger_device(l, uuid); /* the fake's device 0 */
+    uint64_t v = shim_ledger_gpu_ns(l, d);
+    shim_ledger_close(l);
     return v;
 }
 

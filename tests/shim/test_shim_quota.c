@@ -243,13 +243,13 @@ static void storm(int n, int kill_one)
     /* everyone is gone: the ledger holds nothing (the killed one reclaimed) */
     ts_ledger *l;
     ts_err err;
-    assert_int_equal(ts_ledger_open(ledger_path, &l, &err), 0);
+    assert_int_equal(shim_ledger_open(ledger_path, &l, &err), 0);
     CUuuid u;
     assert_int_equal(fk.cuDeviceGetUuid(&u, 0), CUDA_SUCCESS);
-    int d = ts_ledger_device(l, (const unsigned char *)u.bytes);
+    int d = shim_ledger_device(l, (const unsigned char *)u.bytes);
     assert_true(d >= 0);
-    assert_int_equal(ts_ledger_used(l, d), 0);
-    ts_ledger_close(l);
+    assert_int_equal(shim_ledger_used(l, d), 0);
+    shim_ledger_close(l);
     assert_int_equal(others_hold(), 0);
 }
 

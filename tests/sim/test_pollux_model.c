@@ -83,24 +83,24 @@ static void test_step_time(void **state)
     ts_pm_app *a = load("bert", 12, 48);
     double st, sy;
     int one[1] = {1};
-    ts_pm_step_time(a, one, 1, 8, &st, &sy); /* placements.csv: 1,8,... */
+    replay_pm_step_time(a, one, 1, 8, &st, &sy); /* placements.csv: 1,8,... */
     assert_true(st == 0.7032617032527924 && sy == 0.013705408036708831);
-    ts_pm_step_time(a, one, 1, 7, &st, &sy); /* halfway between 6 and 8 */
+    replay_pm_step_time(a, one, 1, 7, &st, &sy); /* halfway between 6 and 8 */
     assert_true(fabs(st - (0.5693899691104889 + 0.7032617032527924) / 2) < 1e-12);
     int two_nodes[3] = {2, 0, 2}, rot[2] = {4, 2}, rot2[2] = {2, 4};
     double a1, b1, a2, b2;
-    ts_pm_step_time(a, two_nodes, 3, 4, &a1, &b1); /* zeros dropped: "22" */
+    replay_pm_step_time(a, two_nodes, 3, 4, &a1, &b1); /* zeros dropped: "22" */
     int t22[2] = {2, 2};
-    ts_pm_step_time(a, t22, 2, 4, &a2, &b2);
+    replay_pm_step_time(a, t22, 2, 4, &a2, &b2);
     assert_true(a1 == a2 && b1 == b2);
-    ts_pm_step_time(a, rot, 2, 4, &a1, &b1); /* 4 then 2 GPUs reads as profiled "24" */
-    ts_pm_step_time(a, rot2, 2, 4, &a2, &b2);
+    replay_pm_step_time(a, rot, 2, 4, &a1, &b1); /* 4 then 2 GPUs reads as profiled "24" */
+    replay_pm_step_time(a, rot2, 2, 4, &a2, &b2);
     assert_true(a1 == a2 && a1 == STEP_24_AT_4);
     int spread[3] = {2, 1, 1}; /* "112" is not in the fixture: the table */
-    ts_pm_step_time(a, spread, 3, 4, &a1, &b1);
+    replay_pm_step_time(a, spread, 3, 4, &a1, &b1);
     assert_true(a1 > 0 && isfinite(a1) && b1 >= 0);
     int many[6] = {1, 1, 1, 1, 1, 1}; /* 6 nodes: scalability.csv's (6, 6) */
-    ts_pm_step_time(a, many, 6, 4, &a1, &b1);
+    replay_pm_step_time(a, many, 6, 4, &a1, &b1);
     assert_true(a1 == 1.4923269003629684 && b1 == 1.0928203125);
     ts_pm_app_free(a);
 }
@@ -109,19 +109,19 @@ static void test_efficiency(void **state)
 {
     (void)state;
     ts_pm_app *a = load("bert", 12, 48);
-    assert_int_equal(ts_pm_app_init_bsz(a), 12);
-    assert_int_equal(ts_pm_app_max_bsz(a), 48);
-    assert_true(ts_pm_gain(a, 12, 0) == 1.0);
+    assert_int_equal(replay_pm_app_init_bsz(a), 12);
+    assert_int_equal(replay_pm_app_max_bsz(a), 48);
+    assert_true(replay_pm_gain(a, 12, 0) == 1.0);
     double sqr = 57286300666507.94, var = 6875640191433787.0; /* validation-48, epoch 0 */
-    double g = ts_pm_gain(a, 48, 0);
+    double g = replay_pm_gain(a, 48, 0);
     assert_true(g == (var + sqr) / (var / 4.0 + sqr));
     assert_true(g > 1.0 && g < 4.0); /* a batch 4x larger is worth less than 4 steps */
     double s24, v24;
-    ts_pm_grad_stats(a, 24, 1, &s24, &v24); /* a third of the way from 12 to 48 */
+    replay_pm_grad_stats(a, 24, 1, &s24, &v24); /* a third of the way from 12 to 48 */
     assert_true(fabs(s24 - (12 * 69055119274.80128 + 24 * 408336357954.4091) / 36) < 1e-3);
-    assert_true(ts_pm_epoch_progress(a, 0) == 0.0);
-    assert_true(ts_pm_epoch_progress(a, 1) == 7387.0); /* the smaller of the curves */
-    assert_true(ts_pm_epoch_progress(a, 2) == 14774.0);
+    assert_true(replay_pm_epoch_progress(a, 0) == 0.0);
+    assert_true(replay_pm_epoch_progress(a, 1) == 7387.0); /* the smaller of the curves */
+    assert_true(replay_pm_epoch_progress(a, 2) == 14774.0);
     ts_pm_app_free(a);
 }
 
@@ -130,15 +130,15 @@ static void test_job_alone(void **state)
     (void)state;
     ts_pm_app *a = load("bert", 12, 48);
     ts_pm_job j;
-    ts_pm_job_init(&j, a, 0, 12);
+    replay_pm_job_init(&j, a, 0, 12);
     int one[1] = {1};
-    ts_pm_job_reallocate(&j, one, 1);
+    replay_pm_job_reallocate(&j, one, 1);
     assert_int_equal(j.atomic_bsz, 12);
     assert_int_equal(j.accum_steps, 0);
-    ts_pm_job_step(&j, 20); /* inside the 30-s change: no progress */
+    replay_pm_job_step(&j, 20); /* inside the 30-s change: no progress */
     assert_true(j.progress == 0.0 && j.now_s == 20);
     for (int r = 0; r < 400 && j.done_s < 0; r++)
-        ts_pm_job_step(&j, 60);
+        replay_pm_job_step(&j, 60);
     /* 30 s, then 2 epochs of 7387 steps at 0.9215 s (placements.csv 1,12) */
     double want = 30 + 14774 * 0.9215156733989716;
     assert_true(j.done_s >= 0 && fabs((double)j.done_s - want) <= 1.0);

@@ -50,7 +50,7 @@ static void run_ok(const ts_replay_config *cfg, const char *policy, const ts_rep
     ts_err err = {0};
     const ts_replay_policy_ops *ops = ts_replay_policy_find(policy);
     assert_non_null(ops);
-    int rc = ts_replay_run(cfg, ops, jobs, n, out, res, &err);
+    int rc = replay_run(cfg, ops, jobs, n, out, res, &err);
     if (rc != 0)
         fail_msg("%s", err.msg);
 }
@@ -166,7 +166,7 @@ static void test_checkpoint_loss(void **state)
     /* a bad interval is refused, naming the field */
     ts_err err = {0};
     cfg.checkpoint_s = -1;
-    assert_int_equal(ts_replay_run(&cfg, ts_replay_policy_find("srtf"), jobs, 2, o, &r, &err),
+    assert_int_equal(replay_run(&cfg, ts_replay_policy_find("srtf"), jobs, 2, o, &r, &err),
                      TS_EINVAL);
     assert_non_null(strstr(err.msg, "checkpoint_s"));
 }
@@ -239,7 +239,7 @@ static void test_job_too_large_refused(void **state)
     ts_replay_job j = job("big", 0, 5, 10);
     ts_replay_result r;
     ts_err err = {0};
-    assert_int_equal(ts_replay_run(&cfg, ts_replay_policy_find("fifo"), &j, 1, NULL, &r, &err),
+    assert_int_equal(replay_run(&cfg, ts_replay_policy_find("fifo"), &j, 1, NULL, &r, &err),
                      TS_EINVAL);
     assert_non_null(strstr(err.msg, "gpus"));
 }
@@ -280,8 +280,8 @@ static void test_deterministic(void **state)
             ts_replay_outcome a[8], b[8];
             ts_replay_result ra, rb;
             ts_err err = {0};
-            assert_int_equal(ts_replay_run(&cfg, *p, t->wl[0].jobs, t->wl[0].njobs, a, &ra, &err), 0);
-            assert_int_equal(ts_replay_run(&cfg, *p, t->wl[0].jobs, t->wl[0].njobs, b, &rb, &err), 0);
+            assert_int_equal(replay_run(&cfg, *p, t->wl[0].jobs, t->wl[0].njobs, a, &ra, &err), 0);
+            assert_int_equal(replay_run(&cfg, *p, t->wl[0].jobs, t->wl[0].njobs, b, &rb, &err), 0);
             assert_memory_equal(a, b, sizeof a[0] * (size_t)t->wl[0].njobs);
             assert_memory_equal(&ra, &rb, sizeof ra);
             for (int j = 0; j < t->wl[0].njobs; j++)

@@ -111,10 +111,10 @@ static void test_no_durations_read(void **state)
     ts_replay_result ra, rb;
     ts_err err = {0};
     memset(&g_rec, 0, sizeof g_rec);
-    assert_int_equal(ts_replay_run(&cfg, &rec_ops, a, MAX_JOBS, oa, &ra, &err), 0);
+    assert_int_equal(replay_run(&cfg, &rec_ops, a, MAX_JOBS, oa, &ra, &err), 0);
     rec first = g_rec;
     memset(&g_rec, 0, sizeof g_rec);
-    assert_int_equal(ts_replay_run(&cfg, &rec_ops, b, MAX_JOBS, ob, &rb, &err), 0);
+    assert_int_equal(replay_run(&cfg, &rec_ops, b, MAX_JOBS, ob, &rb, &err), 0);
     double done = INFINITY;
     for (int j = 0; j < MAX_JOBS; j++)
         done = fmin(done, fmin(oa[j].finish_s, ob[j].finish_s));

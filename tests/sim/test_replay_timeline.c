@@ -42,16 +42,16 @@ static void test_water_fill(void **state)
 {
     (void)state;
     double share[3];
-    ts_replay_water_fill(10, (double[]){2, 10, 10}, (double[]){1, 1, 2}, 3, share);
+    replay_water_fill(10, (double[]){2, 10, 10}, (double[]){1, 1, 2}, 3, share);
     assert_true(fabs(share[0] - 2) < EPS);
     assert_true(fabs(share[1] - 8.0 / 3) < EPS);
     assert_true(fabs(share[2] - 16.0 / 3) < EPS);
-    ts_replay_water_fill(10, (double[]){4, 3, 5}, (double[]){1, 0, 0}, 3, share);
+    replay_water_fill(10, (double[]){4, 3, 5}, (double[]){1, 0, 0}, 3, share);
     assert_true(fabs(share[0] - 4) < EPS && fabs(share[1] - 3) < EPS && fabs(share[2] - 3) < EPS);
-    ts_replay_water_fill(100, (double[]){4, 0, 5}, (double[]){1, 1, 1}, 3, share);
+    replay_water_fill(100, (double[]){4, 0, 5}, (double[]){1, 1, 1}, 3, share);
     assert_true(share[0] == 4 && share[1] == 0 && share[2] == 5);
     /* weights, not demands, decide under contention: 12 GPUs, 6:2 */
-    ts_replay_water_fill(12, (double[]){20, 20}, (double[]){6, 2}, 2, share);
+    replay_water_fill(12, (double[]){20, 20}, (double[]){6, 2}, 2, share);
     assert_true(fabs(share[0] - 9) < EPS && fabs(share[1] - 3) < EPS);
 }
 
@@ -123,7 +123,7 @@ static void test_fair_ratio_and_jain(void **state)
     assert_true(tr[1].held_gpu_s == 200 && tr[1].fair_gpu_s == 200);
     assert_true(tr[0].share_vs_guarantee == 1);
     double x[2] = {1600.0 / 2300, 1};
-    assert_true(fabs(fair.jain - ts_replay_jain(x, 2)) < EPS);
+    assert_true(fabs(fair.jain - replay_jain(x, 2)) < EPS);
     assert_true(fair.jain < 0.97);
     /* the log has every hold, job indices into the full list */
     assert_int_equal(log.n, 3);
@@ -136,7 +136,7 @@ static void test_fair_ratio_and_jain(void **state)
     /* the same figures from the log alone */
     ts_replay_tenant_result again[2];
     ts_err err = {0};
-    assert_int_equal(ts_replay_tenant_metrics(jobs, 3, o, &log, t, 2, 16, again, NULL, &err), 0);
+    assert_int_equal(replay_tenant_metrics(jobs, 3, o, &log, t, 2, 16, again, NULL, &err), 0);
     assert_memory_equal(again, tr, sizeof tr);
     ts_replay_log_free(&log);
 }

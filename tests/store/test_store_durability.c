@@ -76,7 +76,7 @@ static int64_t *all_ids(ts_store *s, int *n)
         if (got == 0)
             return ids;
         for (int i = 0; i < got; i++) {
-            int64_t *slot = ts_store_grow((void **)&ids, *n, &cap, sizeof *ids);
+            int64_t *slot = store_grow((void **)&ids, *n, &cap, sizeof *ids);
             assert_non_null(slot);
             *slot = rows[i].id;
             (*n)++;
@@ -353,7 +353,7 @@ static void test_migrations(void **state)
     ts_err err = {0};
     /* a store as version 1 of tessera left it, with a job in it (written
      * in version 1's columns: today's statements name later ones) */
-    assert_int_equal(ts_store_open_version(fx->url, 1, &s, &err), 0);
+    assert_int_equal(store_open_version(fx->url, 1, &s, &err), 0);
     assert_int_equal(ts_store_schema_version(s), 1);
     ts_store_close(s);
     assert_int_equal(store_fixture_raw(fx, "INSERT INTO jobs (tenant, owner, idem_key, state, "
@@ -507,7 +507,7 @@ static bool read_ids(int fd, id_reader *r)
     r->have += (size_t)got;
     size_t off = 0;
     for (; r->have - off >= sizeof(int64_t); off += sizeof(int64_t)) {
-        int64_t *slot = ts_store_grow((void **)&r->ids, r->n, &r->cap, sizeof *r->ids);
+        int64_t *slot = store_grow((void **)&r->ids, r->n, &r->cap, sizeof *r->ids);
         assert_non_null(slot);
         memcpy(slot, r->buf + off, sizeof *slot);
         r->n++;

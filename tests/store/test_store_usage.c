@@ -44,7 +44,7 @@ static ts_store *open_url(const char *url, int version)
 {
     ts_store *s = NULL;
     ts_err err = {0};
-    int rc = version ? ts_store_open_version(url, version, &s, &err) : ts_store_open(url, &s, &err);
+    int rc = version ? store_open_version(url, version, &s, &err) : ts_store_open(url, &s, &err);
     if (rc)
         fail_msg("open %s: %s", url, err.msg);
     return s;
