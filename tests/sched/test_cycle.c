@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "sched/cycle_internal.h"
+#include "sched/sched_world.h"
 #include "tessera/cycle.h"
 #include "tessera/load.h"
 #include "tessera/rng.h"
@@ -68,12 +69,7 @@ typedef struct fx {
 
 static int make(fx *f, const char *tenants)
 {
-    ts_err err;
-    if (ts_load_cluster_yaml(CLUSTER_YAML, sizeof CLUSTER_YAML - 1, "c.yaml", &f->c, &err) != 0 ||
-        ts_load_tenants_yaml(tenants, strlen(tenants), "t.yaml", &f->ts, &err) != 0 ||
-        ts_quota_new(f->ts, 3600.0, &f->q, &err) != 0)
-        return -1;
-    return ts_sched_new(f->c, f->q, &f->cfg, &f->s, &err);
+    return sched_world_open(CLUSTER_YAML, tenants, &f->cfg, &f->c, &f->ts, &f->q, &f->s, &f->d);
 }
 
 static int setup(void **state)
@@ -82,7 +78,6 @@ static int setup(void **state)
     if (!f)
         return -1;
     ts_sched_config_default(&f->cfg);
-    ts_decision_init(&f->d);
     if (make(f, TENANTS_YAML) != 0)
         return -1;
     *state = f;
@@ -92,11 +87,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fx *f = *state;
-    ts_decision_fini(&f->d);
-    ts_sched_free(f->s);
-    ts_quota_free(f->q);
-    ts_tenants_free(f->ts);
-    ts_cluster_free(f->c);
+    sched_world_close(f->c, f->ts, f->q, f->s, &f->d);
     free(f);
     return 0;
 }
@@ -104,10 +95,7 @@ static int teardown(void **state)
 /* Rebuilds the scheduler with another configuration or tenants. */
 static void remake(fx *f, const char *tenants)
 {
-    ts_sched_free(f->s);
-    ts_quota_free(f->q);
-    ts_tenants_free(f->ts);
-    ts_cluster_free(f->c);
+    sched_world_close(f->c, f->ts, f->q, f->s, &f->d);
     f->s = NULL;
     assert_int_equal(make(f, tenants), 0);
 }

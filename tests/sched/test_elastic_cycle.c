@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sched/sched_world.h"
 #include "tessera/cycle.h"
 #include "tessera/load.h"
 #include "tessera/tenant_load.h"
@@ -58,15 +59,11 @@ typedef struct fx {
 static int setup(void **state)
 {
     fx *f = calloc(1, sizeof *f);
-    ts_err err;
     if (!f)
         return -1;
     ts_sched_config_default(&f->cfg);
-    ts_decision_init(&f->d);
-    if (ts_load_cluster_yaml(CLUSTER_YAML, sizeof CLUSTER_YAML - 1, "c.yaml", &f->c, &err) ||
-        ts_load_tenants_yaml(TENANTS_YAML, sizeof TENANTS_YAML - 1, "t.yaml", &f->ts, &err) ||
-        ts_quota_new(f->ts, 3600.0, &f->q, &err) ||
-        ts_sched_new(f->c, f->q, &f->cfg, &f->s, &err))
+    if (sched_world_open(CLUSTER_YAML, TENANTS_YAML, &f->cfg, &f->c, &f->ts, &f->q, &f->s,
+                         &f->d) != 0)
         return -1;
     *state = f;
     return 0;
@@ -75,11 +72,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fx *f = *state;
-    ts_decision_fini(&f->d);
-    ts_sched_free(f->s);
-    ts_quota_free(f->q);
-    ts_tenants_free(f->ts);
-    ts_cluster_free(f->c);
+    sched_world_close(f->c, f->ts, f->q, f->s, &f->d);
     free(f);
     return 0;
 }

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sched/sched_world.h"
 #include "tessera/cycle.h"
 #include "tessera/load.h"
 #include "tessera/tenant_load.h"
@@ -49,15 +50,11 @@ typedef struct fx {
 static int setup(void **state)
 {
     fx *f = calloc(1, sizeof *f);
-    ts_err err;
     ts_sched_config cfg;
     ts_sched_config_default(&cfg);
     cfg.order = TS_ORDER_FIFO;
-    ts_decision_init(&f->d);
-    if (ts_load_cluster_yaml(CLUSTER_YAML, sizeof CLUSTER_YAML - 1, "c.yaml", &f->c, &err) != 0 ||
-        ts_load_tenants_yaml(TENANTS_YAML, sizeof TENANTS_YAML - 1, "t.yaml", &f->ts, &err) != 0 ||
-        ts_quota_new(f->ts, 3600.0, &f->q, &err) != 0 ||
-        ts_sched_new(f->c, f->q, &cfg, &f->s, &err) != 0)
+    if (!f || sched_world_open(CLUSTER_YAML, TENANTS_YAML, &cfg, &f->c, &f->ts, &f->q, &f->s,
+                               &f->d) != 0)
         return -1;
     *state = f;
     return 0;
@@ -66,11 +63,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fx *f = *state;
-    ts_decision_fini(&f->d);
-    ts_sched_free(f->s);
-    ts_quota_free(f->q);
-    ts_tenants_free(f->ts);
-    ts_cluster_free(f->c);
+    sched_world_close(f->c, f->ts, f->q, f->s, &f->d);
     free(f);
     return 0;
 }
@@ -80,19 +73,7 @@ static ts_job *job(fx *f, int ntasks, unsigned port, bool udp)
 {
     int n = f->n++;
     ts_job *j = &f->jobs[n];
-    memset(j, 0, sizeof *j);
-    j->id = 100 + n;
-    j->tenant = ts_tenant_find(f->ts, "ta");
-    j->tier = TS_TIER_GUARANTEED;
-    j->time_limit_s = 100;
-    j->ckpt_grace_s = -1.0;
-    j->submit_s = n;
-    j->tasks = f->tasks[n];
-    j->ntasks = ntasks;
-    j->required_level = j->preferred_level = TS_GANG_LEVEL_ANY;
-    for (int t = 0; t < ntasks; t++)
-        f->tasks[n][t] = (ts_request){.cpu_milli = 1000, .mem_mib = 1024, .num_gpu = 1,
-                                      .gpu_milli = TS_MILLI_PER_GPU, .mig_profile = -1};
+    sched_world_job(j, n, ts_tenant_find(f->ts, "ta"), f->tasks[n], ntasks, 1, 100);
     if (port) {
         f->ports[n][0] = TS_HOST_PORT(port, udp);
         j->host_ports = f->ports[n];
