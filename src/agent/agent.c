@@ -645,7 +645,7 @@ int agent_step(ts_agent *a, ts_err *err)
         if (pf)
             json_object_set_new(body, "prefetch", pf);
         /* what the image store holds: the controller forgets evicted images */
-        json_t *imgs = ts_image_store_list(&a->images, TS_AGENT_IMAGES_LISTED_MAX);
+        json_t *imgs = agent_image_store_list(&a->images, TS_AGENT_IMAGES_LISTED_MAX);
         if (imgs)
             json_object_set_new(body, "images", imgs);
         if (a->log_answers)

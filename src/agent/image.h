@@ -146,7 +146,7 @@ long long agent_image_store_bytes(const ts_image_store *st);
  * gone: docs/images.md "Placement"); owned by the caller; NULL out of
  * memory. Reads the store without its lock: an image being evicted may be
  * listed once more. */
-json_t *ts_image_store_list(const ts_image_store *st, int max);
+json_t *agent_image_store_list(const ts_image_store *st, int max);
 
 /* ---- the task's bundle (image_bundle.c) ---- */
 

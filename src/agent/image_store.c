@@ -463,7 +463,7 @@ void image_store_note_ref(ts_image_store *st, const char *digest, const char *re
         unlink(tmp);
 }
 
-json_t *ts_image_store_list(const ts_image_store *st, int max)
+json_t *agent_image_store_list(const ts_image_store *st, int max)
 {
     image_entry *im = calloc(IMAGES_MAX, sizeof *im);
     json_t *out = json_array();

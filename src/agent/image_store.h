@@ -32,7 +32,7 @@ int image_store_prepare(ts_image_store *st, const char *digest, const char *mani
                         const char *const *layers, size_t nlayers, ts_image *out, ts_err *err);
 
 /* Adds ref (ts_image_ref_format's form) to the references the image was
- * pulled by, for ts_image_store_list; the store's lock held. */
+ * pulled by, for agent_image_store_list; the store's lock held. */
 void image_store_note_ref(ts_image_store *st, const char *digest, const char *ref);
 
 /* Removes path recursively without following links. */

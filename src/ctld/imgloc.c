@@ -4,7 +4,7 @@
  * docs/images.md "Placement").
  *
  * Each sync of an agent lists its image store (the references each image
- * was pulled by, ts_image_store_list): the node holds those whole and no
+ * was pulled by, agent_image_store_list): the node holds those whole and no
  * other, so an image its store evicted under its budget is forgotten there
  * at the next sync (ctld_imgloc_store); from such a node the reports add
  * only pulls under way (a rank reported pulling has done_bytes of

@@ -19,7 +19,7 @@ void ctld_imgloc_close(ctld *c);
  * <= 0: size unknown). Any thread; takes only its own lock. */
 void ctld_imgloc_note(ctld *c, int node, const char *ref, int64_t done, int64_t total);
 /* node's agent listed its image store (images: [{digest, refs: [..],
- * bytes}], every image it holds, as ts_image_store_list writes it): the
+ * bytes}], every image it holds, as agent_image_store_list writes it): the
  * node holds every listed reference whole and none other, so an image it
  * evicted is forgotten there. Not an array (an agent that does not list):
  * nothing changes. Any thread; takes only its own lock. */
