@@ -244,7 +244,29 @@ class Cluster:
             j = self.job(jid)
             print(f"  job {jid}: state={j.get('state')} reason={j.get('reason')} "
                   f"why={j.get('why')}")
+            self.explain_stuck(jid, j)
         return got
+
+    def explain_stuck(self, jid, j):
+        """What a job that did not reach its state left behind: its events,
+        its placement, and each placed node's agent files of it (its output,
+        the keeper's record and exit files), so that a failure in CI says
+        whether the task ran, ended, or was reported."""
+        print(f"  events: {[(e.get('kind'), (e.get('detail') or '')[:80]) for e in self.events(jid)]}")
+        for p in (j.get("placement") or []):
+            name = p.get("node")
+            print(f"  on {name}: {self.node(name).get('state')}")
+            base = self.path(name)
+            for root, _dirs, files in os.walk(base) if os.path.isdir(base) else ():
+                for f in files:
+                    if f"j{jid}" not in f and f"j{jid}" not in root:
+                        continue
+                    fp = os.path.join(root, f)
+                    try:
+                        head = open(fp, errors="replace").read(300).replace("\n", " | ")
+                    except OSError as e:
+                        head = f"({e})"
+                    print(f"    {os.path.relpath(fp, base)}: {head}")
 
     def output(self, node, jid, rank=0, stream="out"):
         """What a rank wrote, from its agent's log folder ('' if none)."""

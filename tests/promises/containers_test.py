@@ -88,7 +88,9 @@ def torch_files():
              "    f = getattr(m, '__file__', None) or ''\n"
              "    if f.startswith('/usr/lib/python3/dist-packages/'):\n"
              "        print('/'.join(f.split('/')[:6]))\n")
-    r = run([TORCH_PY, "-c", probe], timeout=120)
+    # -s: without the user's site-packages (pip --user installs there), so
+    # every module resolves from the system's folders, as inside the image
+    r = run([TORCH_PY, "-s", "-c", probe], timeout=120)
     if r.returncode != 0:
         return None
     lines = r.stdout.split()

@@ -80,8 +80,14 @@ def scenario_ddp_grows_and_shrinks(c):
            "with 2 GPUs free it grows to 4 ranks (a checkpoint, a restart)", 90)
     c.wait(lambda: c.job(jid).get("elastic", {}).get("gpus") == 4 and
            c.job(jid).get("state") == "running", "its document shows it running at 4 GPUs", 30)
-    grown = runs(progress(d))[-1]
-    check(grown["start"] > 0, f"the 4-rank run resumes from the 2-rank run's step: {grown}")
+    lines = progress(d)
+    grown = runs(lines)[-1]
+    # the step the 2-rank run checkpointed at its resize signal (0 where a
+    # loaded machine resized it before its first step: later runs, checked
+    # below, resume from later steps)
+    ckpt = [x["step"] for x in lines if x["event"] == "signal"]
+    check(ckpt and grown["start"] == ckpt[-1],
+          f"the 4-rank run resumes from the 2-rank run's step: {grown} (checkpointed at {ckpt})")
     check(grown["per_rank_batch"] == 16, f"its batch per rank adapts (64 / 4): {grown}")
     ev = c.events(jid)
     check(any("elastic resize from 2 to 4" in (e.get("detail") or "") for e in ev),

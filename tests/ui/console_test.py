@@ -357,8 +357,14 @@ try:
             "for (const b of bs) { if (b.textContent.trim() === arguments[1]) {"
             " b.click(); return true; } } return false;", node, label))
     if not until(lambda: click("d-1", "resume"), "the drained node offers resume"):
-        print("  signed in as:", driver.find_element(By.ID, "who").text, "; the table:",
-              driver.find_element(By.ID, "n-table").get_attribute("outerHTML")[:3000])
+        # what the page shows instead (looked up without raising: a missing
+        # table is itself the finding)
+        tables = driver.find_elements(By.ID, "n-table")
+        print("  at", driver.current_url, "signed in as:",
+              [e.text for e in driver.find_elements(By.ID, "who")], "status:",
+              [e.text for e in driver.find_elements(By.ID, "status")], "; the table:",
+              tables[0].get_attribute("outerHTML")[:3000] if tables else "(none)",
+              "; the page:", text()[:1500])
     until(lambda: call("GET", "/v1/nodes/d-1", admin)[1]["node"]["state"] == "up", "resume from the console")
     until(lambda: click("d-1", "drain"), "the node, up again, offers drain")
     until(lambda: call("GET", "/v1/nodes/d-1", admin)[1]["node"]["state"] == "drained", "drain from the console")
