@@ -253,9 +253,15 @@ class Cluster:
         the keeper's record and exit files), so that a failure in CI says
         whether the task ran, ended, or was reported."""
         print(f"  events: {[(e.get('kind'), (e.get('detail') or '')[:80]) for e in self.events(jid)]}")
+        st, m = self.call("GET", "/metrics")
+        print("  " + " ".join(ln for ln in (m if isinstance(m, str) else "").splitlines()
+                              if ln.startswith("tessera_agent_syncs_total")))
         for p in (j.get("placement") or []):
             name = p.get("node")
-            print(f"  on {name}: {self.node(name).get('state')}")
+            nd = self.node(name)
+            seen = (nd.get("health") or {}).get("last_seen")
+            print(f"  on {name}: {nd.get('state')}, its agent last seen "
+                  f"{time.time() - seen if seen else float('nan'):.1f} s ago")
             base = self.path(name)
             for root, _dirs, files in os.walk(base) if os.path.isdir(base) else ():
                 for f in files:
