@@ -49,6 +49,7 @@ int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, t
         a->cfg.hook_timeout_s = TS_AGENT_HOOK_TIMEOUT_S;
     a->node = node;
     a->body_max = TS_AGENT_BODY_MAX_BYTES;
+    a->report_seq = (int64_t)(agent_wall_now() * 1e6);
     a->h = curl_easy_init();
     a->multi = curl_multi_init(); /* NULL: syncs wait out their long-poll */
     if (!a->h) {
@@ -614,9 +615,9 @@ int agent_step(ts_agent *a, ts_err *err)
     int rc;
     a->register_now = false;
     if (!a->registered) {
-        json_t *body = json_pack("{s:s,s:O,s:o}", "node", a->cfg.node, "discovery",
+        json_t *body = json_pack("{s:s,s:O,s:o,s:I}", "node", a->cfg.node, "discovery",
                                  a->node->discovery ? a->node->discovery : json_null(), "tasks",
-                                 report(a));
+                                 report(a), "seq", (json_int_t)++a->report_seq);
         agent_sync_fit(body, a->body_max);
         rc = agent_post(a, "/v1/agent/register", body, &status, &ans, 30.0, err);
         json_decref(body);
@@ -629,9 +630,10 @@ int agent_step(ts_agent *a, ts_err *err)
     } else {
         bool busy = a->ntasks > 0;
         json_t *tasks = report(a); /* first: it may begin stops whose ends bound the wait */
-        json_t *body = json_pack("{s:s,s:I,s:o,s:f}", "node", a->cfg.node, "gen",
+        json_t *body = json_pack("{s:s,s:I,s:o,s:f,s:I}", "node", a->cfg.node, "gen",
                                  (json_int_t)a->gen, "tasks", tasks, "wait_s",
-                                 busy ? wait_for(a, TS_AGENT_WAIT_BUSY_S) : TS_AGENT_WAIT_IDLE_S);
+                                 busy ? wait_for(a, TS_AGENT_WAIT_BUSY_S) : TS_AGENT_WAIT_IDLE_S,
+                                 "seq", (json_int_t)++a->report_seq);
         json_t *h = a->node->health ? a->node->health(a->node->health_ctx) : NULL;
         if (h)
             json_object_set_new(body, "health", h);

@@ -124,6 +124,11 @@ struct ts_agent {
     CURLM *multi;           /* the sync's long-poll, woken by a task's end */
     bool registered;
     int64_t gen;
+    /* each report's number ("seq"): rising, from the wall clock in
+     * microseconds at the agent's start, so that the controller can drop a
+     * report older than one it applied (a sync cut short by a task's end
+     * may still be waiting there when its successor arrives) */
+    int64_t report_seq;
     double last_ok_s;
     bool switched;         /* the last step moved to another controller */
     int quick_retries;     /* retries without a pause since the last pause or answer */

@@ -532,12 +532,20 @@ static uint64_t report_gen(const ctld_agent *a) { return a->gen - a->log_moves; 
 /* Applies what a registration or a report changes in the controller's
  * state, under c->mu, once no cycle plans or commits. Returns 0, or -1
  * with r answered. */
-static int apply_sync(ctld *c, int n, bool reg, json_t *in, uint64_t digest, double now,
-                      ctld_reply *r)
+static int apply_sync(ctld *c, int n, bool reg, json_t *in, uint64_t digest, uint64_t seq,
+                      double now, ctld_reply *r)
 {
     ctld_agent *a = &c->agents[n];
     pthread_mutex_lock(&c->mu);
     ctld_commit_wait(c);
+    if (seq > 0 && !reg && seq <= a->applied_seq) {
+        /* stale: a newer report of the node was applied meanwhile (or is
+         * being written); applied now, it would undo what that one said */
+        pthread_mutex_unlock(&c->mu);
+        return 0;
+    }
+    if (seq > 0) /* a registration starts the count again (a restarted agent) */
+        a->applied_seq = seq;
     /* the generation the report is applied against: a move by anyone
      * during the apply (its writes release c->mu) makes the next same
      * report apply again */
@@ -579,10 +587,13 @@ static int apply_sync(ctld *c, int n, bool reg, json_t *in, uint64_t digest, dou
     snprintf(a->mig_error, sizeof a->mig_error, "%s", mig_error ? mig_error : "");
     pthread_mutex_lock(&a->mu);
     /* every change of a job on the node moves gen, and so does undoing a
-     * report whose write failed */
-    a->applied_ok = whole;
-    a->applied_digest = digest;
-    a->applied_gen = gen0;
+     * report whose write failed; a newer report applied while this one's
+     * writes released c->mu records itself */
+    if (seq == 0 || seq == a->applied_seq) {
+        a->applied_ok = whole;
+        a->applied_digest = digest;
+        a->applied_gen = gen0;
+    }
     pthread_mutex_unlock(&a->mu);
     pthread_mutex_unlock(&c->mu);
     return 0;
@@ -642,15 +653,23 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
     ctld_agent *a = &c->agents[n];
     double now = ctld_now();
     uint64_t digest = report_digest(in);
+    json_t *seqj = json_object_get(in, "seq");
+    uint64_t seq = json_is_integer(seqj) && json_integer_value(seqj) > 0
+                       ? (uint64_t)json_integer_value(seqj)
+                       : 0; /* an agent that does not number its reports */
     /* the agent's own bookkeeping, under its own lock */
     pthread_mutex_lock(&a->mu);
     a->last_seen_s = now;
     bool known = a->registered;
+    /* older than a report already received: what it read is not the node's now */
+    bool stale = seq > 0 && !reg && seq < a->seen_seq;
+    if (seq > 0 && !stale)
+        a->seen_seq = seq;
     /* the report applied last, again, with nothing moved on the node since:
      * it changes nothing, and neither c->mu nor the cycle is waited for */
     bool same = !reg && known && a->applied_ok && a->applied_digest == digest &&
                 a->applied_gen == report_gen(a);
-    if (known || reg) {
+    if ((known || reg) && !stale) {
         keep_readings(a, json_object_get(in, "tasks"), now);
         int64_t ready = 0;
         size_t pi;
@@ -660,17 +679,18 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
                 !strcmp(json_string_value(json_object_get(pe, "state")), "ready"))
                 ready = json_integer_value(json_object_get(pe, "job"));
         __atomic_store_n(&a->prefetch_ready, ready, __ATOMIC_RELAXED);
-        take_log_answers(a, in);
     }
+    if (known || reg) /* answers, however late, are answers */
+        take_log_answers(a, in);
     pthread_mutex_unlock(&a->mu);
-    if (known || reg) /* before the tasks' notes below, which may add pulls under way */
+    if ((known || reg) && !stale) /* before the tasks' notes below, which may add pulls */
         ctld_imgloc_store(c, n, json_object_get(in, "images"));
     if (!reg && !known) {
         json_decref(in);
         reply_register_first(r);
         return;
     }
-    if (!same && apply_sync(c, n, reg, in, digest, now, r) != 0) {
+    if (!same && apply_sync(c, n, reg, in, digest, seq, now, r) != 0) {
         json_decref(in);
         return;
     }

@@ -84,6 +84,14 @@ typedef struct ctld_agent {
     /* moves of gen by output requests (logs.c): they wake the long-poll
      * and change nothing a report is applied against */
     uint64_t log_moves;
+    /* The agent numbers its reports ("seq", rising within one agent's
+     * life). A report older than the newest one applied is stale: a sync
+     * the agent gave up on (a task's end cut its long-poll short) can still
+     * be waiting for c->mu when its successor is applied, and applied after
+     * it would set an exited rank running again. applied_seq: the newest
+     * applied or being applied, under c->mu; seen_seq: the newest received,
+     * under mu (the readings follow only the newest). 0: none numbered. */
+    uint64_t applied_seq, seen_seq;
     ctld_reading *readings;     /* the last report's running ranks */
     int nreadings;
     ctld_logreq *logreqs;       /* output requests waiting for this agent */

@@ -20,6 +20,12 @@ comes while that write waits:
 2. B says the node is degraded, A healthy: after A ends, a healthy report
    must be applied and the node take work again (it stayed drained when A
    recorded its digest against the generation B had moved).
+3. A is the newer report (seq 3: rank 0 exited) and B an older one of the
+   same agent (seq 2: rank 0 running), a sync the agent dropped when the
+   task's end cut its long-poll short, which reached the controller's lock
+   only during A's write. B must change nothing: applied, it set the rank
+   running again, A then recorded its digest, every later report of the
+   exit read as the same, and the gang never completed.
 Every wait is bounded.
 """
 import os
@@ -81,19 +87,21 @@ def controller(name, faults):
     return url, admin, tok, jid, ranks, proc
 
 
-def sync(url, tok, node, tasks, verdict="healthy"):
+def sync(url, tok, node, tasks, verdict="healthy", seq=None):
     body = {"node": node, "gen": 0, "tasks": tasks, "wait_s": 0,
             "health": {"verdict": verdict, "reasons": [] if verdict == "healthy" else ["xid 79"]}}
+    if seq is not None:
+        body["seq"] = seq
     return http_call(url, "POST", "/v1/agent/sync", tok[node], body, timeout=30)
 
 
-def overlap(url, tok, a_tasks, b_tasks, b_verdict="healthy"):
+def overlap(url, tok, a_tasks, b_tasks, b_verdict="healthy", a_seq=None, b_seq=None):
     """Sync A of r-1, and 0.4 s later (A's write waits 1.5 s) sync B: their answers."""
     out = {}
-    th = threading.Thread(target=lambda: out.update(a=sync(url, tok, "r-1", a_tasks)))
+    th = threading.Thread(target=lambda: out.update(a=sync(url, tok, "r-1", a_tasks, seq=a_seq)))
     th.start()
     time.sleep(0.4)
-    out["b"] = sync(url, tok, "r-1", b_tasks, b_verdict)
+    out["b"] = sync(url, tok, "r-1", b_tasks, b_verdict, seq=b_seq)
     th.join(30)
     return out.get("a", (0, {}))[0], out["b"][0]
 
@@ -133,6 +141,27 @@ try:
 
     check(bool(wait_for(up_again, "health: r-1 up again", 15.0)),
           "health: a healthy report after the degraded one brings r-1 back")
+    stop_all([p])
+
+    # 3. an older report (B: running) lands during the newer one's write (A: exited)
+    url, admin, tok, jid, ranks, p = controller("stale", "delay_ms=1500")
+    procs.append(p)
+    r1 = ranks.get("r-1", 0)
+    exited = [{"job": jid, "rank": r1, "state": "exited", "exit_code": 0,
+               "output": {"stdout": "bye\n"}}]
+    # the report before B's is not B's (as when B is the first to say the
+    # rank runs): B is not taken for the same report again and skipped
+    sync(url, tok, "r-1", [], seq=1)
+    sa, sb = overlap(url, tok, exited, [{"job": jid, "rank": r1, "state": "running"}],
+                     a_seq=3, b_seq=2)
+    check(sa == 200 and sb == 200, f"stale: both syncs answered ({sa}, {sb})")
+    sync(url, tok, "r-1", exited, seq=4)  # the agent goes on reporting the exit
+    sync(url, tok, "r-2", [{"job": jid, "rank": ranks.get("r-2", 1), "state": "exited",
+                            "exit_code": 0}], seq=5)
+    done = wait_for(lambda: http_call(url, "GET", f"/v1/jobs/{jid}", admin)[1]["job"]["state"]
+                    == "completed" or None, "stale: the gang completes", 15.0)
+    check(bool(done), "stale: the older report did not set the exited rank running again; "
+          "once both ranks exited 0 the gang completes")
 finally:
     stop_all(procs)
-finish(TMP, [os.path.join("undo", "log"), os.path.join("health", "log")])
+finish(TMP, [os.path.join(d, "log") for d in ("undo", "health", "stale")])
