@@ -151,8 +151,8 @@ bool ctld_elastic_fallback(ctld *c, cjob *j, int reason)
     return true;
 }
 
-/* Weight of the newest step time of a size against what was noted before
- * (the same run's reading is read again at every cycle). */
+/* Weight of a new step time of a size against what was noted before (each
+ * distinct reading counts once: ctld_elastic_observe). */
 #define STEP_NEW_WEIGHT 0.3
 
 void ctld_elastic_observe(ctld *c, cjob *j)
@@ -170,6 +170,7 @@ void ctld_elastic_observe(ctld *c, cjob *j)
         if (!j->elastic_step)
             return;
         j->elastic_step_max = max;
+        j->elastic_noted_g = 0; /* nothing noted in the new table yet */
     }
     float worst = 0;
     for (int r = 0; r < j->ntasks; r++) {
@@ -178,6 +179,10 @@ void ctld_elastic_observe(ctld *c, cjob *j)
             return; /* every rank has reported at this size, or nothing is noted */
         worst = st > worst ? st : worst; /* a synchronous step waits for the slowest */
     }
+    if (worst == j->elastic_noted_s && g == j->elastic_noted_g)
+        return; /* read again, not measured again */
+    j->elastic_noted_s = worst;
+    j->elastic_noted_g = g;
     double *step = j->elastic_step, *sp = step + max + 1;
     step[g] = step[g] > 0 ? (1 - STEP_NEW_WEIGHT) * step[g] + STEP_NEW_WEIGHT * worst : worst;
     j->sj.elastic_speedup = ts_elastic_fit(step, j->sj.elastic_min_gpus, max, sp) >= 2 ? sp : NULL;

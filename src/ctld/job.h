@@ -112,6 +112,11 @@ typedef struct cjob {
      * elastic_step_max + 1 entries, one allocation; NULL until it ran) */
     double *elastic_step;
     int elastic_step_max;
+    /* the reading noted last and its size: the agents report a rank's step
+     * time at every sync and the cycle reads it at every pass, so a reading
+     * is noted once, when it differs from the last one noted */
+    float elastic_noted_s;
+    int elastic_noted_g;
 } cjob;
 
 /* elastic.c, under c->mu: */
