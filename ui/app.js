@@ -265,9 +265,13 @@ function route() {
   }
   clearTimeout(T.timer);
   const gen = ++T.gen;
-  const main = $("main");
-  main.innerHTML = "";
-  main.className = "view-" + name;
+  $("main").className = "view-" + name;
+  /* each route draws into its own element: a view of an earlier route whose
+   * request comes back late draws into its own, no longer shown, and never
+   * over this one (it did: a map drawn after a switch to the nodes view
+   * replaced the nodes table, and the nodes view then failed on every poll) */
+  const main = document.createElement("div");
+  $("main").replaceChildren(main);
   T.view = {name, arg: parts.slice(1).join("/"), state: {}};
   const tick = async () => {
     if (gen !== T.gen) return;

@@ -341,7 +341,22 @@ try:
 
     # an admin resumes and drains a node from the nodes view
     sign_in(admin)
+    # first, a view whose answer comes late never draws over the next one:
+    # the map's requests wait 1.5 s, and the nodes view is opened meanwhile
+    # (the late map replaced the nodes table, which then failed every poll)
+    driver.execute_script(
+        "window.realApi = api; window.api = async function (p, o) {"
+        " if (T.view && T.view.name === 'map') await new Promise(r => setTimeout(r, 1500));"
+        " return window.realApi(p, o); };")
+    go("map")
+    time.sleep(0.3)
     go("nodes")
+    time.sleep(2.5)
+    check(bool(driver.find_elements(By.ID, "n-table")) and
+          "error" not in driver.find_element(By.ID, "status").get_attribute("class"),
+          "a late answer to the map view does not draw over the nodes view "
+          f"(status: {driver.find_element(By.ID, 'status').text!r})")
+    driver.execute_script("window.api = window.realApi;")
 
     def click(node, label):
         """Clicks node's button once it reads label. The table is redrawn on
