@@ -50,7 +50,7 @@ CONFIG = ("scheduler: {interval: 0.2s, min_runtime: 1s, reclaim_min_runtime: 0s,
           "backoff: 1s}\nnetwork: {isolation: tenant, range: 10.80.0.0/12, tenant_prefix: 20, "
           f"services: [\"{GW}:{{port}}/tcp\", "
           f"{{to: \"{GW}:{STORE_PORT}/tcp\", tenants: [team-b]}}], publish_from: [{GW}/32], "
-          "ib_partitions: true, "
+          "ib_partitions: true, ib_pkey_base: 0x1000, "
           f"ib_partitions_file: partitions.conf}}\n")
 
 RANK = r"""
@@ -155,6 +155,12 @@ def bad_configs(tesserad):
                            "network.tenant_prefix: 16: must be longer than the range's /16"),
                           ("{mtu: 100}", "network.mtu: must be 1280..9000"),
                           ("{vni_base: 16777000}", "network.vni_base: must be 1..16776192"),
+                          ("{ib_pkey_base: 0x7c00}",
+                           "network.ib_pkey_base: must be a partition key 0x0001..0x7bff"),
+                          ("{ib_pkey_base: ' 12'}", "network.ib_pkey_base: must be a partition"),
+                          ("{ib_partitions: true, range: 10.0.0.0/8, tenant_prefix: 28}",
+                           "network.ib_partitions: network.range /8 in blocks of /28 is 1048576 "
+                           "tenants, more than InfiniBand's 32766 partition keys"),
                           ("{services: [nope]}", "network.services[0]: must be ADDR[/N]:PORT/tcp|udp"),
                           ("{services: [{to: '1.2.3.4:80/tcp', tenants: ['a b']}]}",
                            "network.services[0].tenants[0]: must be a tenant name"),
@@ -307,15 +313,16 @@ def main():
         # partitions.conf: each tenant's key, its ranks' nodes' rail ports as full members
         conf = open(c.path("partitions.conf")).read() \
             if os.path.exists(c.path("partitions.conf")) else ""
-        ok = "Default=0x7fff" in conf
+        ok = "Default" not in conf  # the cluster's own partitions only
         for t in TENANTS:
             ordn = block(addr[(t, 0)]) - block("10.80.0.0")
-            line = next((l for l in conf.splitlines() if l.startswith(f"tessera_{ordn}=")), "")
+            key = 0x1000 + ordn  # network.ib_pkey_base + the tenant's ordinal
+            line = next((l for l in conf.splitlines() if l.startswith(f"tessera_{key:04x}=")), "")
             nodes = {int(node_of(c, jobs[t], r)[1:]) for r in range(4)}
             want = {f"0x{sim_guid(i * 8 + g):016x}" for i in nodes for g in range(8)}
             got = {m.split("=")[0].strip() for m in line.split(":", 1)[-1].rstrip(" ;").split(",")
                    if "=full" in m}
-            ok = ok and line.startswith(f"tessera_{ordn}=0x{0x1000 + ordn:04x}") and got == want
+            ok = ok and line.startswith(f"tessera_{key:04x}=0x{key:04x}") and got == want
         check(ok, f"partitions.conf has each tenant's key with its nodes' ports as full members:\n"
               f"{conf}")
         # an unmodified OpenSM applies that file on a simulated fabric (ibsim)
