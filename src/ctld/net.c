@@ -144,10 +144,12 @@ static int net_base_open(ctld *c, const net_base_kind *k, int *out, ts_err *err)
                           k->lose, was);
     }
     uint32_t r = 0;
+    bool legacy = false;
     if (stored >= 0) {
         base = stored;
     } else if (base == 0 && k->legacy > 0) {
         base = k->legacy;
+        legacy = true;
     } else if (base == 0 && getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) {
         return ts_err_set(err, TS_EIO, "network: no random base for the %s (getrandom "
                           "failed)", k->what);
@@ -171,7 +173,10 @@ static int net_base_open(ctld *c, const net_base_kind *k, int *out, ts_err *err)
     snprintf(last, sizeof last, k->fmt, base + blocks - 1);
     if (!k->quiet)
         fprintf(stderr, "tesserad: network: tenants' %s %s..%s (%s)\n", k->what, first, last,
-                stored >= 0 ? "kept in the store" : k->configured ? k->field : "chosen now, kept");
+                stored >= 0     ? "kept in the store"
+                : k->configured ? k->field
+                : legacy        ? "its tenants' from before it kept a base, kept"
+                                : "chosen now, kept");
     *out = base;
     return 0;
 }

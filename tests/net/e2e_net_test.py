@@ -177,6 +177,58 @@ def bad_configs(tesserad):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def key_bases(tesserad):
+    """The partition key base is kept from an isolating cluster's first
+    start, also while ib_partitions is off, so turning it on later keeps it;
+    a cluster whose tenants had ordinals before (net.next in its store, as an
+    upgraded one has) and turns partitions on keeps the keys they had
+    (0x1000 + ordinal)."""
+    import re
+    import sqlite3
+    import tempfile
+    d = tempfile.mkdtemp(prefix="tessera-netkeys-")
+
+    def start(net):
+        with open(os.path.join(d, "t.yaml"), "w") as f:
+            f.write(f"listen: 127.0.0.1:{20000 + os.getpid() % 20000}\ncluster: cluster.yaml\n"
+                    f"tenants: tenants.yaml\nstate_dir: st\nnetwork: {net}\n")
+        p = subprocess.Popen([os.path.abspath(tesserad), "--config", "t.yaml"], cwd=d,
+                             stderr=subprocess.PIPE, text=True)
+        lines = []
+        for line in p.stderr:  # up to its listening line (or its end)
+            lines.append(line)
+            if "listening on" in line:
+                break
+        p.terminate()
+        p.communicate(timeout=20)
+        text = "".join(lines)
+        m = re.findall(r"partition keys (0x[0-9a-f]+)\.\.0x[0-9a-f]+ \(([^)]*)\)", text)
+        return (m[-1] if m else None), text
+    try:
+        with open(os.path.join(d, "cluster.yaml"), "w") as f:
+            f.write("nodes:\n  - {name: a, class: c}\nnode_classes:\n  c: {gpu_model: H100-80GB, "
+                    "gpus: 8, cpu_milli: 64000, memory_mib: 512000}\n")
+        with open(os.path.join(d, "tenants.yaml"), "w") as f:
+            f.write("tenants:\n  t: {}\n")
+        off, text = start("{isolation: tenant, ib_partitions: false}")
+        on, text2 = start("{isolation: tenant, ib_partitions: true}")
+        check(off is None and on and on[1] == "kept in the store" and int(on[0], 16) >= 0x100,
+              f"a partition key base kept while ib_partitions was off is the one used once it "
+              f"is on: {on} ({text.strip()[:200]} / {text2.strip()[:200]})")
+        shutil.rmtree(os.path.join(d, "st"))
+        start("{isolation: host}")  # a store, then tenants' ordinals as before key bases
+        db = sqlite3.connect(os.path.join(d, "st", "tessera.db"))
+        db.execute("insert into settings (key, value) values ('net.next', '3')")
+        db.commit()
+        db.close()
+        up, text = start("{isolation: tenant, ib_partitions: true}")
+        check(up and up[0] == "0x1000" and up[1].startswith("its tenants' from before"),
+              f"an upgraded cluster's tenants keep their keys from 0x1000: {up} "
+              f"({text.strip()[:200]})")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 HCAS = NODES * 8
 UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
 
@@ -238,6 +290,7 @@ def opensm_check(conf, members, work):
 
 def main():
     bad_configs(sys.argv[1])
+    key_bases(sys.argv[1])
     if os.geteuid() != 0 or not shutil.which("nft") or not shutil.which("nsenter") \
             or subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed as d; "
                                "assert d.is_gloo_available()"],
