@@ -365,6 +365,10 @@ def main():
             c.stop()
         for n in ns.values():
             subprocess.run(["ip", "netns", "del", n], capture_output=True)
+        for c in cs.values():  # an agent stopped with tasks leaves its fabric namespace
+            for node in c.nodes:
+                fab = ap.ns_name(c.path(node.name), "x").replace("ts-", "tsf-")[:12]
+                subprocess.run(["ip", "netns", "del", fab], capture_output=True)
         unfabric()
     finish("/", [c.path(log) for c in cs.values() for log in c.logs])  # exits on a failure
     for c in cs.values():
