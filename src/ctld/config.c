@@ -6,6 +6,7 @@
  * in the file are relative to the file's own folder. Defaults make a file
  * with only `cluster:` a working configuration.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <libgen.h>
 #include <arpa/inet.h>
@@ -225,16 +226,49 @@ static int service_parse(cfg_ctx *x, yaml_node_t *e, int i)
     return 0;
 }
 
+/* network.ib_pkey_base (hex 0x.. or decimal), once range and tenant_prefix
+ * are known: every tenant block's key must be one of InfiniBand's 15-bit
+ * partition keys, 0x0001..0x7ffe (0x7fff is the default partition's), so
+ * no tenant is ever handed the default key or a key that wraps. */
+static int network_pkeys_parse(cfg_ctx *x, yaml_node_t *m, yaml_node_t *on, yaml_node_t *base)
+{
+    ctld_config *cfg = x->cfg;
+    int64_t blocks = INT64_C(1) << (cfg->net_tenant_prefix - cfg->net_range_prefix);
+    int64_t top = CTLD_NET_PKEY_MAX + 1 - blocks; /* the highest base whose blocks all fit */
+    if (cfg->net_ib_partitions && top < 1)
+        return ts_yaml_fail(&x->D, on ? on : m, TS_EINVAL,
+                            "network.ib_partitions: network.range /%d in blocks of /%d is %lld "
+                            "tenants, more than InfiniBand's %d partition keys: a shorter "
+                            "network.tenant_prefix or a narrower range", cfg->net_range_prefix,
+                            cfg->net_tenant_prefix, (long long)blocks, CTLD_NET_PKEY_MAX);
+    if (!base)
+        return 0;
+    const char *s = ts_yaml_scalar(base);
+    char want[96], *end = NULL;
+    snprintf(want, sizeof want, "a partition key 0x0001..0x%04llx (one per tenant block from it)",
+             (unsigned long long)(top > 0 ? top : 0));
+    bool hex = s && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+    long long v = -1;
+    errno = 0; /* digits first: strtoll alone would take blanks and signs */
+    if (s && isxdigit((unsigned char)s[hex ? 2 : 0]) && (hex || isdigit((unsigned char)s[0])))
+        v = strtoll(s + (hex ? 2 : 0), &end, hex ? 16 : 10);
+    if (!end || *end || errno || v < 1 || v > top)
+        return ts_yaml_fail_got(&x->D, base, "network.ib_pkey_base", want);
+    cfg->net_ib_pkey_base = (int)v;
+    return 0;
+}
+
 /* network: {isolation: host|tenant, range: A.B.C.D/N, tenant_prefix: N, mtu: N,
  * services: [ADDR[/N]:PORT/tcp|udp | {to: .., tenants: [..]}]} (docs/network.md) */
 static int network_parse(cfg_ctx *x, yaml_node_t *m)
 {
     static const char *const nk[] = {"isolation", "range",         "tenant_prefix",
                                      "mtu",       "services",      "ib_partitions",
-                                     "ib_partitions_file", "publish_from", "vni_base"};
-    yaml_node_t *nv[9];
+                                     "ib_partitions_file", "publish_from", "vni_base",
+                                     "ib_pkey_base"};
+    yaml_node_t *nv[10];
     ctld_config *cfg = x->cfg;
-    int rc = ts_yaml_map_fields(&x->D, m, "network", nk, 9, nv);
+    int rc = ts_yaml_map_fields(&x->D, m, "network", nk, 10, nv);
     if (rc == 0 && nv[7]) {
         yaml_node_t *l = nv[7];
         yaml_node_item_t *b = l->type == YAML_SEQUENCE_NODE ? l->data.sequence.items.start : NULL;
@@ -315,6 +349,8 @@ static int network_parse(cfg_ctx *x, yaml_node_t *m)
         if ((rc = ts_yaml_get_int(&x->D, nv[8], "network.vni_base", 1, top, want, &iv)) == 0)
             cfg->net_vni_base = (int)iv;
     }
+    if (rc == 0)
+        rc = network_pkeys_parse(x, m, nv[5], nv[9]);
     if (rc == 0 && nv[4]) {
         yaml_node_t *l = nv[4];
         yaml_node_item_t *b = l->type == YAML_SEQUENCE_NODE ? l->data.sequence.items.start : NULL;

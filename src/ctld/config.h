@@ -56,6 +56,7 @@ typedef struct ctld_oidc_config {
 } ctld_oidc_config;
 
 #define CTLD_NET_SERVICES_MAX 32
+#define CTLD_NET_PKEY_MAX 0x7ffe /* InfiniBand partition keys: 15 bits, 0x7fff the default's */
 #define CTLD_NET_SERVICE_TENANTS_BYTES 256
 #define CTLD_NET_PUBLISH_FROM_MAX 32
 
@@ -119,6 +120,7 @@ typedef struct ctld_config {
     int nnet_services;
     bool net_ib_partitions;     /* each tenant an InfiniBand partition key (net.c) */
     char net_ib_partitions_file[CTLD_PATH_MAX]; /* OpenSM's partitions.conf, written; "" none */
+    int net_ib_pkey_base;       /* the first tenant's partition key; 0: at random, once (net.c) */
     ctld_qos qos[CTLD_MAX_QOS]; /* NCCL traffic class / service level per tenant */
     int nqos;
     /* high availability (ha.c, docs/ha.md): off unless the ha: key is given */

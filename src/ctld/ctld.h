@@ -83,6 +83,7 @@ typedef struct ctld {
     struct ctld_net_tenant_row *net_tenants; /* tenants' network ordinals seen (net.c) */
     int nnet_tenants;
     int net_vni_base;            /* tenant ordinal k's VNI is this + k (net.c: ctld_net_open) */
+    int net_pkey_base;           /* its InfiniBand partition key this + k (ib_partitions) */
     char *net_partitions;        /* the partitions.conf last written (loop thread only) */
     cjob **jobs;                 /* active jobs, in no particular order */
     int njobs, jobs_cap;

@@ -219,8 +219,11 @@ char *ctld_placement_json(const ctld *c, const cjob *j);
 char *ctld_placement_json_allocs(const ctld *c, const ts_alloc *allocs, int n);
 
 /* net.c: tenant networks (docs/network.md); under c->mu */
-/* The cluster's VNI base (c->net_vni_base), from the store, else network.vni_base or
- * chosen at random, and written there; at ctld_open, before the jobs are read back. */
+/* The cluster's VNI base (c->net_vni_base) and InfiniBand partition key base
+ * (c->net_pkey_base), each from the store, else network.vni_base /
+ * network.ib_pkey_base or chosen at random, and written there; a configured
+ * one that differs from the kept one is refused. At ctld_open, before the
+ * jobs are read back. */
 int ctld_net_open(ctld *c, ts_err *err);
 int ctld_net_tenant(ctld *c, const char *tenant, int *ordinal, ts_err *err);
 void ctld_net_bind(cjob *j);   /* j->net_host from its placement */
@@ -229,7 +232,8 @@ json_t *ctld_net_peers(const ctld *c);
 /* Sets doc's "net_services" (every tenant's, strings) and
  * "net_tenant_services" ({vni, to} of those only some tenants may reach). */
 void ctld_net_services(const ctld *c, json_t *doc);
-/* a task's "net" and its overlay master_addr, when the cluster isolates */
+/* a task's "net" and its overlay master_addr, when the cluster isolates, and
+ * its tenant's "ib_pkey" (host-network tasks too) with network.ib_partitions */
 void ctld_net_task(const ctld *c, const cjob *j, int rank, json_t *t);
 void ctld_net_restore(ctld *c, cjob *j); /* a running job read back from the store */
 /* The loop, after a cycle, without mu: rewrites network.ib_partitions_file

@@ -322,8 +322,11 @@ int ctld_fsm_plan(ctld *c, ctld_txn *t, cjob *j, int event, const ctld_fsm_args 
     bool on_agents = false; /* a tenant network is for real nodes' tasks */
     for (int k = 0; event == CTLD_JE_START && k < j->ntasks && !oom; k++)
         on_agents = on_agents || !c->node_virtual[a->allocs[k].node];
-    if (on_agents && c->cfg.net_isolation && !j->spec->host_network &&
-        (rc = ctld_net_place(c, t, j, &r->placement_json, err)) != 0) {
+    int ord; /* a host-network job has no address, but its partition key all the same */
+    if (on_agents && c->cfg.net_isolation &&
+        (j->spec->host_network ? c->cfg.net_ib_partitions &&
+                                     (rc = ctld_net_tenant(c, j->row.tenant, &ord, err)) != 0
+                               : (rc = ctld_net_place(c, t, j, &r->placement_json, err)) != 0)) {
         ts_job_row_fini(r);
         free(ch->allocs);
         return rc;

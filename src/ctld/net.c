@@ -33,7 +33,9 @@
 #define NET_VNI_RANDOM_FIRST 4096 /* random bases from here: the VNIs below are the sites' */
 #define NET_VNI_MAX ((1 << 24) - 1)
 #define NET_KEY_VNI_BASE "net.vni_base"
-#define NET_PKEY_BASE 0x1000 /* a tenant's InfiniBand partition key: this + its ordinal */
+#define NET_KEY_PKEY_BASE "net.ib_pkey_base"
+#define NET_PKEY_LEGACY 0x1000 /* every cluster's first partition key before it had its own */
+#define NET_PKEY_RANDOM_FIRST 0x0100 /* random bases from here: the keys below are the sites' */
 #define NET_KEY_NEXT "net.next"
 #define NET_KEY_TENANT "net.tenant."
 
@@ -111,48 +113,100 @@ int ctld_net_tenant(ctld *c, const char *tenant, int *ordinal, ts_err *err)
     return 0;
 }
 
+/* One numbering a cluster keeps for its tenants (VNIs, partition keys): its
+ * store setting, its configuration field, and the bases it may pick. */
+typedef struct net_base_kind {
+    const char *key, *field, *what; /* "net.vni_base", "network.vni_base", "VNIs" */
+    const char *lose;               /* what a task started before would lose */
+    const char *fmt;                /* how its numbers are written: "%d" or "0x%04x" */
+    int configured, legacy, first, max; /* 0: not configured; legacy < 0: none */
+    bool aligned;                   /* random bases on multiples of the tenant blocks */
+    bool quiet;                     /* kept, not in use: not logged */
+} net_base_kind;
+
+/* The base of k: kept in the store since the cluster's first start, else
+ * configured, else the legacy one (tenants had numbers before bases were
+ * kept), else random, and then kept. A configured base that differs from the
+ * kept one is refused: tasks started under it would lose their peers. */
+static int net_base_open(ctld *c, const net_base_kind *k, int *out, ts_err *err)
+{
+    int stored, base = k->configured, blocks = tenant_blocks(c);
+    int rc = setting_int(c, k->key, &stored, err);
+    if (rc != 0)
+        return rc;
+    if (stored >= 0 && base > 0 && base != stored) {
+        char was[16], now[16];
+        snprintf(was, sizeof was, k->fmt, stored);
+        snprintf(now, sizeof now, k->fmt, base);
+        return ts_err_set(err, TS_ECONFLICT, "%s: %s, but this cluster's tenants have had "
+                          "their %s from %s since its first start (store setting %s): %s; "
+                          "set %s or leave it out", k->field, now, k->what, was, k->key,
+                          k->lose, was);
+    }
+    uint32_t r = 0;
+    bool legacy = false;
+    if (stored >= 0) {
+        base = stored;
+    } else if (base == 0 && k->legacy > 0) {
+        base = k->legacy;
+        legacy = true;
+    } else if (base == 0 && getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) {
+        return ts_err_set(err, TS_EIO, "network: no random base for the %s (getrandom "
+                          "failed)", k->what);
+    } else if (base == 0) { /* every block's number fits above first */
+        int step = k->aligned ? blocks : 1;
+        int slots = (k->max + 1 - blocks - k->first) / step + 1;
+        base = k->first + (int)(r % (uint32_t)(slots > 0 ? slots : 1)) * step;
+    }
+    if ((int64_t)base + blocks - 1 > k->max)
+        return ts_err_set(err, TS_EINVAL, "network: %s from %d leave none for the last of %d "
+                          "tenant blocks (the highest is %d; was network.range widened?)",
+                          k->what, base, blocks, k->max);
+    if (stored < 0) {
+        char val[16];
+        snprintf(val, sizeof val, "%d", base);
+        if ((rc = ts_store_setting_put(c->store, k->key, val, err)) != 0)
+            return rc;
+    }
+    char first[16], last[16];
+    snprintf(first, sizeof first, k->fmt, base);
+    snprintf(last, sizeof last, k->fmt, base + blocks - 1);
+    if (!k->quiet)
+        fprintf(stderr, "tesserad: network: tenants' %s %s..%s (%s)\n", k->what, first, last,
+                stored >= 0     ? "kept in the store"
+                : k->configured ? k->field
+                : legacy        ? "its tenants' from before it kept a base, kept"
+                                : "chosen now, kept");
+    *out = base;
+    return 0;
+}
+
 int ctld_net_open(ctld *c, ts_err *err)
 {
     if (!c->cfg.net_isolation)
         return 0;
-    int stored, next, base = c->cfg.net_vni_base, blocks = tenant_blocks(c);
-    int rc = setting_int(c, NET_KEY_VNI_BASE, &stored, err);
+    int next, rc = setting_int(c, NET_KEY_NEXT, &next, err);
     if (rc != 0)
         return rc;
-    if (stored >= 0 && base > 0 && base != stored)
-        return ts_err_set(err, TS_ECONFLICT, "network.vni_base: %d, but this cluster's tenants "
-                          "have had their VNIs from %d since its first start (store setting "
-                          "%s): a task started before would lose its peers; set %d or leave "
-                          "it out", base, stored, NET_KEY_VNI_BASE, stored);
-    if (stored >= 0) {
-        base = stored;
-    } else if (base == 0) {
-        if ((rc = setting_int(c, NET_KEY_NEXT, &next, err)) != 0)
-            return rc;
-        uint32_t r = 0;
-        if (next >= 0) { /* tenants had VNIs before the base was kept: they keep them */
-            base = NET_VNI_LEGACY;
-        } else if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) {
-            return ts_err_set(err, TS_EIO, "network: no random VNI base (getrandom failed)");
-        } else { /* one of the block-aligned slots above NET_VNI_RANDOM_FIRST */
-            int slots = (NET_VNI_MAX + 1 - NET_VNI_RANDOM_FIRST) / blocks;
-            base = NET_VNI_RANDOM_FIRST + (int)(r % (uint32_t)(slots > 0 ? slots : 1)) * blocks;
-        }
-    }
-    if ((int64_t)base + blocks - 1 > NET_VNI_MAX)
-        return ts_err_set(err, TS_EINVAL, "network: VNI base %d leaves no VNI for %d tenant "
-                          "blocks (24 bits; was network.range widened?)", base, blocks);
-    if (stored < 0) {
-        char val[16];
-        snprintf(val, sizeof val, "%d", base);
-        if ((rc = ts_store_setting_put(c->store, NET_KEY_VNI_BASE, val, err)) != 0)
-            return rc;
-    }
-    c->net_vni_base = base;
-    fprintf(stderr, "tesserad: network: tenants' VNIs %d..%d (%s)\n", base, base + blocks - 1,
-            stored >= 0 ? "kept in the store" : c->cfg.net_vni_base ? "network.vni_base"
-                                                                    : "chosen now, kept");
-    return 0;
+    /* tenants that had numbers before their cluster kept a base keep them */
+    net_base_kind vni = {NET_KEY_VNI_BASE, "network.vni_base", "VNIs",
+                         "a task started before would lose its peers", "%d",
+                         c->cfg.net_vni_base, next >= 0 ? NET_VNI_LEGACY : -1,
+                         NET_VNI_RANDOM_FIRST, NET_VNI_MAX, true, false};
+    bool ib = c->cfg.net_ib_partitions;
+    if ((rc = net_base_open(c, &vni, &c->net_vni_base, err)) != 0 ||
+        (!ib && tenant_blocks(c) > CTLD_NET_PKEY_MAX + 1 - NET_PKEY_RANDOM_FIRST))
+        return rc;
+    /* The key base is kept from the first start even while ib_partitions is
+     * off, so a cluster that turns it on later has its own keys too; only
+     * one upgraded with partitions on keeps the keys its tasks had. Bases
+     * are unaligned: clusters whose tenants use a few keys each meet only if
+     * their bases are that few apart, not whenever they share a slot. */
+    net_base_kind pkey = {NET_KEY_PKEY_BASE, "network.ib_pkey_base", "partition keys",
+                          "a running task would lose its partition", "0x%04x",
+                          c->cfg.net_ib_pkey_base, ib && next >= 0 ? NET_PKEY_LEGACY : -1,
+                          NET_PKEY_RANDOM_FIRST, CTLD_NET_PKEY_MAX, false, !ib};
+    return net_base_open(c, &pkey, &c->net_pkey_base, err);
 }
 
 /* The ranks' host numbers in a placement document (0: none). */
@@ -182,7 +236,9 @@ void ctld_net_restore(ctld *c, cjob *j)
     ctld_net_bind(j);
     int ord;
     ts_err e;
-    if (j->net_host && ctld_net_tenant(c, j->row.tenant, &ord, &e) != 0)
+    bool keyed = c->cfg.net_isolation && c->cfg.net_ib_partitions && j->spec &&
+                 j->spec->host_network; /* its partition key: its tenant's ordinal */
+    if ((j->net_host || keyed) && ctld_net_tenant(c, j->row.tenant, &ord, &e) != 0)
         fprintf(stderr, "tesserad: job %lld: its tenant's network: %s\n", (long long)j->row.id,
                 e.msg);
 }
@@ -303,13 +359,26 @@ void ctld_net_services(const ctld *c, json_t *doc)
     json_object_set_new(doc, "net_tenant_services", some);
 }
 
+/* A tenant's ordinal, if it has had one since tesserad started (-1). */
+static int known_ordinal(const ctld *c, const char *tenant)
+{
+    for (int i = 0; i < c->nnet_tenants; i++)
+        if (strcmp(c->net_tenants[i].name, tenant) == 0)
+            return c->net_tenants[i].ordinal;
+    return -1;
+}
+
 void ctld_net_task(const ctld *c, const cjob *j, int rank, json_t *t)
 {
-    int ord = -1; /* known since its start, or its restore (ctld_net_restore) */
-    for (int i = 0; i < c->nnet_tenants; i++)
-        if (strcmp(c->net_tenants[i].name, j->row.tenant) == 0)
-            ord = c->net_tenants[i].ordinal;
-    if (!c->cfg.net_isolation || !j->net_host || ord < 0)
+    int ord = known_ordinal(c, j->row.tenant); /* since its start, or its restore */
+    bool host = j->spec && j->spec->host_network;
+    if (!c->cfg.net_isolation || ord < 0 || (!j->net_host && !host))
+        return;
+    /* the agent finds the key's index for NCCL_IB_PKEY: a host-network task
+     * uses its node's adapters, in its tenant's partition all the same */
+    if (c->cfg.net_ib_partitions)
+        json_object_set_new(t, "ib_pkey", json_integer(c->net_pkey_base + ord));
+    if (!j->net_host)
         return;
     char addr[INET_ADDRSTRLEN], master[INET_ADDRSTRLEN];
     addr_text(c, ord, j->net_host[rank], addr, sizeof addr);
@@ -334,8 +403,6 @@ void ctld_net_task(const ctld *c, const cjob *j, int rank, json_t *t)
         json_object_set_new(net, "publish_from", from);
     }
     json_object_set_new(t, "net", net);
-    if (c->cfg.net_ib_partitions) /* the agent finds its index: NCCL_IB_PKEY */
-        json_object_set_new(t, "ib_pkey", json_integer(NET_PKEY_BASE + ord));
     /* the gang meets on its overlay: rank 0's address there */
     json_object_set_new(t, "master_addr", json_string(master));
 }
@@ -362,11 +429,8 @@ static char *partitions_text(const ctld *c)
     json_t *byord = json_object(); /* "ordinal" -> [guid] */
     for (int k = 0; byord && k < c->njobs; k++) {
         const cjob *j = c->jobs[k];
-        int ord = -1;
-        for (int i = 0; i < c->nnet_tenants; i++)
-            if (strcmp(c->net_tenants[i].name, j->row.tenant) == 0)
-                ord = c->net_tenants[i].ordinal;
-        if (!j->allocs || ord < 0 ||
+        int ord = known_ordinal(c, j->row.tenant);
+        if (!j->allocs || ord < 0 || (!j->net_host && !(j->spec && j->spec->host_network)) ||
             (j->row.state != TS_JOB_RUNNING && j->row.state != TS_JOB_STOPPING))
             continue;
         char key[16];
@@ -396,9 +460,13 @@ static char *partitions_text(const ctld *c)
         json_decref(byord);
         return NULL;
     }
-    len = (size_t)snprintf(s, cap, "# written by tesserad (docs/network.md): one partition per "
-                                   "tenant with running jobs\n"
-                                   "Default=0x7fff, ipoib : ALL=limited, SELF=full ;\n");
+    /* This cluster's partitions only, so that the files of several clusters
+     * on one fabric can be put together into one subnet manager's: no
+     * Default rule (OpenSM's own, without one, has the same members). */
+    len = (size_t)snprintf(s, cap, "# written by tesserad (docs/network.md): this cluster's "
+                                   "partitions, keys 0x%04x..0x%04x, one per tenant with running "
+                                   "jobs\n", c->net_pkey_base,
+                           c->net_pkey_base + tenant_blocks(c) - 1);
     for (int ord = 0; ord < tenant_blocks(c); ord++) {
         char key[16];
         snprintf(key, sizeof key, "%d", ord);
@@ -419,8 +487,9 @@ static char *partitions_text(const ctld *c)
             }
             s = t;
         }
-        len += (size_t)snprintf(s + len, cap - len, "# tenant %s\ntessera_%d=0x%04x :", name,
-                                ord, NET_PKEY_BASE + ord);
+        int pkey = c->net_pkey_base + ord; /* names unique on the fabric, as the keys are */
+        len += (size_t)snprintf(s + len, cap - len, "# tenant %s\ntessera_%04x=0x%04x :", name,
+                                pkey, pkey);
         size_t i;
         json_t *g;
         json_array_foreach(list, i, g)

@@ -11,6 +11,16 @@ VXLAN device could not be made); every intra-cluster pair delivers over
 TCP, UDP and ICMP and no pair across the clusters does (0 cross
 deliveries); after the restart a new rank of A still reaches the old ones.
 
+Both clusters' nodes are also on one InfiniBand fabric (each agent its own
+eight rail adapters in a fake sysfs, distinct port GUIDs) with
+network.ib_partitions: the same checks for partition keys (A's base chosen
+at random, B's network.ib_pkey_base: 1, both kept and a changed one
+refused); each cluster's partitions.conf holds only its own partition, and
+the two files put together make one unmodified OpenSM (on Debian's ibsim)
+give each cluster's key to its own nodes' ports and no other; each rank's
+NCCL_IB_PKEY is its key's index in its adapters' tables, host-network tasks
+too.
+
 usage: clusters_test.py TESSERAD AGENT CLI NVML FIXTURES   (root; 77 = skipped)
 """
 import json
@@ -26,6 +36,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, HERE)
 
 import all_pairs_test as ap  # noqa: E402  (the prober, the server)
+import e2e_net_test as e2e  # noqa: E402  (OpenSM on ibsim)
 from cluster import Cluster, Node  # noqa: E402
 from harness import check, finish, wait_ready  # noqa: E402
 
@@ -39,14 +50,18 @@ TENANTS_YAML = """tenants:
   org:
     guaranteed: {gpu: {H100-80GB: 16}}
     teams:
-      team-a: {guaranteed: {gpu: {H100-80GB: 16}}}
+      team-a: {guaranteed: {gpu: {H100-80GB: 16}}, allow_host_network: true}
 """
 
 BASE = ("scheduler: {interval: 0.2s, min_runtime: 1s, reclaim_min_runtime: 0s, grace: 3s, "
         "backoff: 1s}\n")
-CONFIGS = {"a": BASE + "network: {isolation: tenant, range: 10.80.0.0/12, tenant_prefix: 20}\n",
-           "b": BASE + "network: {isolation: tenant, range: 10.96.0.0/12, tenant_prefix: 20, "
-                       "vni_base: 1}\n"}
+IB = "ib_partitions: true, ib_partitions_file: partitions.conf"
+CONFIGS = {"a": BASE + f"network: {{isolation: tenant, range: 10.80.0.0/12, {IB}, "
+                       "tenant_prefix: 20}\n",
+           "b": BASE + f"network: {{isolation: tenant, range: 10.96.0.0/12, {IB}, "
+                       "tenant_prefix: 20, vni_base: 1, ib_pkey_base: 1}\n"}
+# where each cluster's key sits in its adapters' tables (NCCL_IB_PKEY)
+PKEY_INDEX = {"a": 1, "b": 2}
 
 RANK = "import os\n" + ap.SERVER.replace(
     "log = open(sys.argv[2], \"a\", buffering=1)", "log = open(os.devnull, \"a\")").replace(
@@ -73,8 +88,51 @@ class TwoHostCluster(Cluster):
         if name != "tesserad":
             i = int(name[1:])
             args = ["nsenter", f"--net=/run/netns/{TAG}-h{i}", *args,
-                    "--net-addr", f"192.168.251.{i + 1}"]
+                    "--net-addr", f"192.168.251.{i + 1}", "--nic-map", self.path("nics"),
+                    "--sysfs-root", self.path(f"sysfs-{name}")]
         super()._spawn(name, args, env)
+
+    def hca(self, i, g):
+        """The fabric's index of agent i's adapter for GPU g (A's first)."""
+        return (0 if self.key == "a" else HOSTS * 8) + i * 8 + g
+
+    def adapters(self):
+        """Each agent eight rail adapters, whose port GUIDs (GID 0's low
+        half) are those ibsim gives the fabric's HCAs (e2e.sim_guid)."""
+        self.write("nics", "".join(f"{g} mlx5_{g}:1\n" for g in range(8)))
+        for i in range(HOSTS):
+            for g in range(8):
+                port = self.path(f"sysfs-{self.key}{i}", "class", "infiniband", f"mlx5_{g}",
+                                 "ports", "1")
+                os.makedirs(os.path.join(port, "pkeys"), exist_ok=True)
+                os.makedirs(os.path.join(port, "gids"), exist_ok=True)
+                gu = e2e.sim_guid(self.hca(i, g))
+                with open(os.path.join(port, "gids", "0"), "w") as f:
+                    f.write(f"fe80:0000:0000:0000:0000:0000:{gu >> 16:04x}:{gu & 0xffff:04x}\n")
+
+    def tables(self, key):
+        """What the subnet manager gives its ports: the default key, and
+        this cluster's tenant key (full) at PKEY_INDEX."""
+        for i in range(HOSTS):
+            for g in range(8):
+                d = self.path(f"sysfs-{self.key}{i}", "class", "infiniband", f"mlx5_{g}",
+                              "ports", "1", "pkeys")
+                vals = ["0xffff", "0x0000", "0x0000"]
+                vals[PKEY_INDEX[self.key]] = f"{0x8000 | key:#06x}"
+                for k, v in enumerate(vals):
+                    with open(os.path.join(d, str(k)), "w") as f:
+                        f.write(v + "\n")
+
+    def pkeys(self):
+        """The partition keys its log names, the last time it said."""
+        text = open(self.path("tesserad.log")).read()
+        m = re.findall(r"tenants' partition keys 0x([0-9a-f]+)\.\.0x([0-9a-f]+) \(([^)]*)\)",
+                       text)
+        return (int(m[-1][0], 16), int(m[-1][1], 16), m[-1][2]) if m else None
+
+    def partitions(self):
+        p = self.path("partitions.conf")
+        return open(p).read() if os.path.exists(p) else ""
 
     def vnis(self):
         """The VNI range its log names, the last time it said (first, last)."""
@@ -146,6 +204,68 @@ def probe_all(ns, addr):
     return miss, leak
 
 
+def tenant_line(conf, key):
+    """The GUIDs of the full members of key's partition in a partitions.conf."""
+    line = next((ln for ln in conf.splitlines() if ln.startswith(f"tessera_{key:04x}=")), None)
+    if line is None:
+        return None
+    return {m.split("=")[0].strip() for m in line.split(":", 1)[-1].rstrip(" ;").split(",")
+            if "=full" in m}
+
+
+def ib_fabric(cs, jobs, pk):
+    """Each cluster's partitions.conf holds its own key only, with its ranks'
+    nodes' ports; both files together make OpenSM give each key to its own
+    cluster's ports; each rank's NCCL_IB_PKEY is its key's index."""
+    got = {k: c.wait(lambda c=c, k=k: tenant_line(c.partitions(), pk[k][0]), 
+                     f"cluster {k}'s partitions.conf lists its tenant", 20)
+           for k, c in cs.items()}
+    confs = {k: c.partitions() for k, c in cs.items()}
+    for k, c in cs.items():
+        want = {f"0x{e2e.sim_guid(c.hca(i, g)):016x}" for i in range(HOSTS) for g in range(8)}
+        lines = [ln for ln in confs[k].splitlines() if ln and not ln.startswith("#")]
+        check(got[k] == want and len(lines) == 1,
+              f"cluster {k}'s partitions.conf holds only its own partition, its key "
+              f"{pk[k][0]:#06x} with its ranks' 16 ports (no Default rule):\n{confs[k]}")
+    both = cs["a"].path("partitions-both.conf")
+    with open(both, "w") as f:  # what a site gives its one subnet manager
+        f.write(confs["a"] + confs["b"])
+    members = {pk[k][0]: {c.hca(i, g) for i in range(HOSTS) for g in range(8)}
+               for k, c in cs.items()}
+    e2e.opensm_check(both, members, cs["a"].path("ibsim"))
+    for k, c in cs.items():
+        outs = {r: c.output(node, jobs[k], r) for r, node in enumerate(placement(c, jobs[k]))}
+        check(all(f"pkey={PKEY_INDEX[k]}" in o for o in outs.values()) and len(outs) == RANKS,
+              f"cluster {k}'s ranks get NCCL_IB_PKEY={PKEY_INDEX[k]}, their key's index: {outs}")
+
+
+def host_network_pkeys(cs, pk):
+    """A host-network task gets its tenant's key index too, and its node's
+    ports join the tenant's partition while it runs."""
+    hj = {k: c.submit({"tenant": "team-a", "name": "hostnet", "network": "host",
+                       "tasks": [{"gpus": 1, "gpu_model": "H100-80GB"}],
+                       "command": ["/bin/sh", "-c", 'echo "pkey=$NCCL_IB_PKEY"; exec sleep 60']})
+          for k, c in cs.items()}
+    nodes, listed = {}, {}
+    for k, c in cs.items():  # its node, while it runs (an ended job has no placement)
+        c.wait_job(hj[k], ("running",), timeout=60)
+        nodes[k] = (placement(c, hj[k]) or [f"{k}0"])[0]
+    for k, c in cs.items():
+        i = int(nodes[k][1:])
+        want = {f"0x{e2e.sim_guid(c.hca(i, g)):016x}" for g in range(8)}
+        listed[k] = c.wait(lambda c=c, k=k: tenant_line(c.partitions(), pk[k][0]) == want,
+                           f"cluster {k}'s host-network task's node's ports join its partition",
+                           20)
+    for k, c in cs.items():
+        out = c.wait(lambda c=c, k=k: c.output(nodes[k], hj[k]), "its output", 10) or ""
+        check(listed[k] and f"pkey={PKEY_INDEX[k]}" in out,
+              f"cluster {k}'s host-network task gets NCCL_IB_PKEY={PKEY_INDEX[k]} and its "
+              f"node's ports are in its tenant's partition: {out.strip()}")
+        c.call("POST", f"/v1/jobs/{hj[k]}/cancel")
+    for k, c in cs.items():
+        c.wait_job(hj[k], ("cancelled",), timeout=60)
+
+
 def main():
     if os.geteuid() != 0 or not shutil.which("nft") or not shutil.which("nsenter"):
         print("skip: needs root, nft and nsenter")
@@ -156,6 +276,7 @@ def main():
     try:
         fabric()
         for c in cs.values():
+            c.adapters()
             if not c.start():
                 finish("/", [c.path(log) for log in c.logs])
         v = {k: c.vnis() for k, c in cs.items()}
@@ -163,12 +284,21 @@ def main():
         check(v["a"] and v["b"] and v["b"][:2] == (1, 256) and v["a"][0] >= 4096 and
               (v["a"][1] < v["b"][0] or v["b"][1] < v["a"][0]),
               f"each cluster's tenants have VNIs of their own (a: chosen, b: vni_base 1): {v}")
+        pk = {k: c.pkeys() for k, c in cs.items()}
+        print("partition keys:", pk)
+        check(pk["a"] and pk["b"] and pk["b"][:2] == (1, 256) and pk["a"][0] >= 0x100 and
+              pk["a"][2] == "chosen now, kept" and pk["a"][0] != pk["b"][0],
+              f"each cluster's tenants have partition keys of their own (a: chosen, "
+              f"b: ib_pkey_base 1): {pk}")
+        for k, c in cs.items():
+            c.tables(pk[k][0] if pk[k] else 0)
         jobs = {}
         for k, c in cs.items():
             c.write("rank.py", RANK)
             jobs[k] = c.submit({"tenant": "team-a", "name": "gang",
                                 "tasks": [{"count": RANKS, "gpus": 8, "gpu_model": "H100-80GB"}],
-                                "command": ["/usr/bin/python3", c.path("rank.py")]})
+                                "command": ["/bin/sh", "-c", 'echo "pkey=$NCCL_IB_PKEY"; '
+                                            'exec /usr/bin/python3 "$0"', c.path("rank.py")]})
         for k, c in cs.items():
             c.wait_job(jobs[k], ("running",), timeout=60)
         addr = {}
@@ -187,6 +317,7 @@ def main():
         check(miss == 0, f"every intra-cluster pair delivers over TCP, UDP, ICMP ({miss} missed)")
         check(leak == 0, f"no pair across the clusters delivers ({leak} crossed of "
                          f"{pairs // 2})")
+        ib_fabric(cs, jobs, pk)
         # a restarted tesserad keeps its VNIs (the store), so its new ranks
         # join the old ones' segments
         a = cs["a"]
@@ -202,11 +333,22 @@ def main():
                f"{v['a'][0]}"
         check(p.returncode != 0 and want in p.stderr,
               f"a changed network.vni_base is refused: {p.stderr.strip()[-240:]}")
+        with open(a.path("other.yaml"), "w") as f:
+            f.write(conf.replace("tenant_prefix: 20}", "tenant_prefix: 20, ib_pkey_base: 0x7000}"))
+        p = subprocess.run([bins["tesserad"], "--config", a.path("other.yaml")],
+                           capture_output=True, text=True, timeout=30)
+        want = f"network.ib_pkey_base: 0x7000, but this cluster's tenants have had their " \
+               f"partition keys from {pk['a'][0]:#06x}"
+        check(p.returncode != 0 and want in p.stderr,
+              f"a changed network.ib_pkey_base is refused: {p.stderr.strip()[-240:]}")
         a._spawn("tesserad", [bins["tesserad"], "--config", a.path("tesserad.yaml")])
         check(wait_ready(a.url, 30), "cluster a's tesserad comes back")
         after = a.vnis()
         check(after and after[:2] == v["a"][:2] and after[2] == "kept in the store",
               f"after a restart cluster a keeps its VNIs: {v['a']} -> {after}")
+        after = a.pkeys()
+        check(after and after[:2] == pk["a"][:2] and after[2] == "kept in the store",
+              f"after a restart cluster a keeps its partition keys: {pk['a']} -> {after}")
         first = addr[("a", jobs["a"], 0)]
         late = a.submit({"tenant": "team-a", "name": "late", "tasks": [{"gpus": 0}],
                          "command": ["/usr/bin/ping", "-c", "1", "-W", "2", first]})
@@ -217,11 +359,16 @@ def main():
             c.call("POST", f"/v1/jobs/{jobs[k]}/cancel")
         for k, c in cs.items():
             c.wait_job(jobs[k], ("cancelled",), timeout=60)
+        host_network_pkeys(cs, pk)
     finally:
         for c in cs.values():
             c.stop()
         for n in ns.values():
             subprocess.run(["ip", "netns", "del", n], capture_output=True)
+        for c in cs.values():  # an agent stopped with tasks leaves its fabric namespace
+            for node in c.nodes:
+                fab = ap.ns_name(c.path(node.name), "x").replace("ts-", "tsf-")[:12]
+                subprocess.run(["ip", "netns", "del", fab], capture_output=True)
         unfabric()
     finish("/", [c.path(log) for c in cs.values() for log in c.logs])  # exits on a failure
     for c in cs.values():

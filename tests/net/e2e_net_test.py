@@ -50,7 +50,7 @@ CONFIG = ("scheduler: {interval: 0.2s, min_runtime: 1s, reclaim_min_runtime: 0s,
           "backoff: 1s}\nnetwork: {isolation: tenant, range: 10.80.0.0/12, tenant_prefix: 20, "
           f"services: [\"{GW}:{{port}}/tcp\", "
           f"{{to: \"{GW}:{STORE_PORT}/tcp\", tenants: [team-b]}}], publish_from: [{GW}/32], "
-          "ib_partitions: true, "
+          "ib_partitions: true, ib_pkey_base: 0x1000, "
           f"ib_partitions_file: partitions.conf}}\n")
 
 RANK = r"""
@@ -155,6 +155,12 @@ def bad_configs(tesserad):
                            "network.tenant_prefix: 16: must be longer than the range's /16"),
                           ("{mtu: 100}", "network.mtu: must be 1280..9000"),
                           ("{vni_base: 16777000}", "network.vni_base: must be 1..16776192"),
+                          ("{ib_pkey_base: 0x7c00}",
+                           "network.ib_pkey_base: must be a partition key 0x0001..0x7bff"),
+                          ("{ib_pkey_base: ' 12'}", "network.ib_pkey_base: must be a partition"),
+                          ("{ib_partitions: true, range: 10.0.0.0/8, tenant_prefix: 28}",
+                           "network.ib_partitions: network.range /8 in blocks of /28 is 1048576 "
+                           "tenants, more than InfiniBand's 32766 partition keys"),
                           ("{services: [nope]}", "network.services[0]: must be ADDR[/N]:PORT/tcp|udp"),
                           ("{services: [{to: '1.2.3.4:80/tcp', tenants: ['a b']}]}",
                            "network.services[0].tenants[0]: must be a tenant name"),
@@ -167,6 +173,58 @@ def bad_configs(tesserad):
                                capture_output=True, text=True, timeout=20)
             check(p.returncode != 0 and want in p.stderr,
                   f"network: {net} is refused: {want} ({p.stderr.strip()[:200]})")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def key_bases(tesserad):
+    """The partition key base is kept from an isolating cluster's first
+    start, also while ib_partitions is off, so turning it on later keeps it;
+    a cluster whose tenants had ordinals before (net.next in its store, as an
+    upgraded one has) and turns partitions on keeps the keys they had
+    (0x1000 + ordinal)."""
+    import re
+    import sqlite3
+    import tempfile
+    d = tempfile.mkdtemp(prefix="tessera-netkeys-")
+
+    def start(net):
+        with open(os.path.join(d, "t.yaml"), "w") as f:
+            f.write(f"listen: 127.0.0.1:{20000 + os.getpid() % 20000}\ncluster: cluster.yaml\n"
+                    f"tenants: tenants.yaml\nstate_dir: st\nnetwork: {net}\n")
+        p = subprocess.Popen([os.path.abspath(tesserad), "--config", "t.yaml"], cwd=d,
+                             stderr=subprocess.PIPE, text=True)
+        lines = []
+        for line in p.stderr:  # up to its listening line (or its end)
+            lines.append(line)
+            if "listening on" in line:
+                break
+        p.terminate()
+        p.communicate(timeout=20)
+        text = "".join(lines)
+        m = re.findall(r"partition keys (0x[0-9a-f]+)\.\.0x[0-9a-f]+ \(([^)]*)\)", text)
+        return (m[-1] if m else None), text
+    try:
+        with open(os.path.join(d, "cluster.yaml"), "w") as f:
+            f.write("nodes:\n  - {name: a, class: c}\nnode_classes:\n  c: {gpu_model: H100-80GB, "
+                    "gpus: 8, cpu_milli: 64000, memory_mib: 512000}\n")
+        with open(os.path.join(d, "tenants.yaml"), "w") as f:
+            f.write("tenants:\n  t: {}\n")
+        off, text = start("{isolation: tenant, ib_partitions: false}")
+        on, text2 = start("{isolation: tenant, ib_partitions: true}")
+        check(off is None and on and on[1] == "kept in the store" and int(on[0], 16) >= 0x100,
+              f"a partition key base kept while ib_partitions was off is the one used once it "
+              f"is on: {on} ({text.strip()[:200]} / {text2.strip()[:200]})")
+        shutil.rmtree(os.path.join(d, "st"))
+        start("{isolation: host}")  # a store, then tenants' ordinals as before key bases
+        db = sqlite3.connect(os.path.join(d, "st", "tessera.db"))
+        db.execute("insert into settings (key, value) values ('net.next', '3')")
+        db.commit()
+        db.close()
+        up, text = start("{isolation: tenant, ib_partitions: true}")
+        check(up and up[0] == "0x1000" and up[1].startswith("its tenants' from before"),
+              f"an upgraded cluster's tenants keep their keys from 0x1000: {up} "
+              f"({text.strip()[:200]})")
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -232,6 +290,7 @@ def opensm_check(conf, members, work):
 
 def main():
     bad_configs(sys.argv[1])
+    key_bases(sys.argv[1])
     if os.geteuid() != 0 or not shutil.which("nft") or not shutil.which("nsenter") \
             or subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed as d; "
                                "assert d.is_gloo_available()"],
@@ -307,15 +366,16 @@ def main():
         # partitions.conf: each tenant's key, its ranks' nodes' rail ports as full members
         conf = open(c.path("partitions.conf")).read() \
             if os.path.exists(c.path("partitions.conf")) else ""
-        ok = "Default=0x7fff" in conf
+        ok = "Default" not in conf  # the cluster's own partitions only
         for t in TENANTS:
             ordn = block(addr[(t, 0)]) - block("10.80.0.0")
-            line = next((l for l in conf.splitlines() if l.startswith(f"tessera_{ordn}=")), "")
+            key = 0x1000 + ordn  # network.ib_pkey_base + the tenant's ordinal
+            line = next((l for l in conf.splitlines() if l.startswith(f"tessera_{key:04x}=")), "")
             nodes = {int(node_of(c, jobs[t], r)[1:]) for r in range(4)}
             want = {f"0x{sim_guid(i * 8 + g):016x}" for i in nodes for g in range(8)}
             got = {m.split("=")[0].strip() for m in line.split(":", 1)[-1].rstrip(" ;").split(",")
                    if "=full" in m}
-            ok = ok and line.startswith(f"tessera_{ordn}=0x{0x1000 + ordn:04x}") and got == want
+            ok = ok and line.startswith(f"tessera_{key:04x}=0x{key:04x}") and got == want
         check(ok, f"partitions.conf has each tenant's key with its nodes' ports as full members:\n"
               f"{conf}")
         # an unmodified OpenSM applies that file on a simulated fabric (ibsim)
