@@ -36,6 +36,7 @@
 #include "agent/agent_internal.h"
 #include "agent/sync_fit.h"
 #include "agent/taskfile.h"
+#include "tessera/agent_proto.h"
 
 int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, ts_err *err)
 {
@@ -152,19 +153,19 @@ const ts_launch_caps *agent_caps(const ts_agent *a) { return &a->caps; }
 
 /* ---- reporting ------------------------------------------------------------------ */
 
-static const char *outcome_name(ts_stop_outcome o)
+static enum ts_report_outcome outcome_of(ts_stop_outcome o)
 {
     switch (o) {
     case TS_STOP_CHECKPOINTED:
-        return "checkpointed";
+        return TS_OUTCOME_CHECKPOINTED;
     case TS_STOP_EXITED:
-        return "exited";
+        return TS_OUTCOME_EXITED;
     case TS_STOP_TERMINATED:
-        return "terminated";
+        return TS_OUTCOME_TERMINATED;
     case TS_STOP_KILLED:
-        return "killed";
+        return TS_OUTCOME_KILLED;
     default:
-        return "stopped";
+        return TS_OUTCOME_STOPPED;
     }
 }
 
@@ -268,20 +269,76 @@ static const char *start_error_text(const local_task *lt)
 
 /* How an ended task ended, as far as it is known: its exit code or signal,
  * OOM kills in its cgroup, and whether its time limit stopped it. */
-static void add_end(const local_task *lt, json_t *o)
+static void add_end(const local_task *lt, ts_task_report *r)
 {
-    if (lt->st.exit_code >= 0)
-        json_object_set_new(o, "exit_code", json_integer(lt->st.exit_code));
+    r->has_exit_code = lt->st.exit_code >= 0;
+    r->exit_code = lt->st.exit_code;
     if (lt->st.term_signal > 0 && !lt->st.lost)
-        json_object_set_new(o, "signal", json_integer(lt->st.term_signal));
+        r->signal = lt->st.term_signal;
     if (lt->st.oom_kills > 0)
-        json_object_set_new(o, "oom_kills", json_integer(lt->st.oom_kills));
+        r->oom_kills = lt->st.oom_kills;
     if (lt->st.hard_stop) {
-        json_object_set_new(o, "timeout", json_true());
-        json_object_set_new(o, "time_limit_s", json_real(lt->time_limit_s));
+        r->timeout = true;
+        r->has_time_limit = true;
+        r->time_limit_s = lt->time_limit_s;
     }
 }
 
+/* A started task's report: running (with its readings) while it runs or its
+ * output is still being drained, else how it ended. why (256 bytes) and
+ * out[2] hold the strings r points to until it is encoded. */
+static void report_started(ts_agent *a, local_task *lt, double now, ts_task_report *r,
+                           char *why, char *out[2])
+{
+    ts_err e;
+    if (lt->st.phase != TS_TASK_EXITED) {
+        agent_task_poll(lt->t, now, &lt->st, &e);
+        if (lt->st.phase == TS_TASK_EXITED && !lt->is_step) /* its secrets go with it */
+            agent_secrets_remove(a, lt->job, lt->rank);
+    }
+    if (lt->st.phase == TS_TASK_EXITED) /* once, however its end was seen */
+        agent_epilog_begin(a, lt);
+    if (lt->st.phase != TS_TASK_EXITED || agent_stdio_hold(lt, now)) {
+        r->state = TS_REPORT_RUNNING;
+        /* its GPUs' mean utilisation, for the controller's idle policy */
+        int sum = 0, known = 0;
+        for (int k = 0; k < lt->ngpu; k++)
+            if (a->node->gpu_util[lt->gpu[k]] >= 0) {
+                sum += a->node->gpu_util[lt->gpu[k]];
+                known++;
+            }
+        if (known > 0) /* NVML's percentage; the protocol allows no more */
+            r->gpu_util = sum > 100 * known ? 100.0 : (double)sum / known;
+        r->step_s = agent_step_median(lt->step_file, agent_task_info_get(lt->t)->uid);
+        return;
+    }
+    agent_task_output(lt, out); /* ended: its last output and how */
+    r->has_output = true;
+    r->out_stdout = out[0];
+    r->out_stderr = out[1];
+    add_end(lt, r);
+    if (lt->shim_missing) {
+        /* stopped: it would have run without its limits */
+        double reg = a->node->shim_register_s > 0 ? a->node->shim_register_s
+                                                  : TS_AGENT_SHIM_REGISTER_S;
+        snprintf(why, 256, "shim_not_loaded: the sharing shim did not register within %g s (a "
+                 "static program, or a loader that ignored LD_PRELOAD): stopped, never a "
+                 "fractional task without its limits", reg);
+        r->state = TS_REPORT_FAILED;
+        r->error = why;
+        r->launch_end = "shim_not_loaded";
+    } else if (lt->stop_requested) {
+        r->state = TS_REPORT_STOPPED;
+        r->outcome = outcome_of(lt->st.outcome);
+    } else if (lt->st.lost) {
+        r->state = TS_REPORT_FAILED;
+        r->error = "its exit status was lost (its keeper died while no agent ran)";
+    } else {
+        r->state = lt->st.term_signal ? TS_REPORT_FAILED : TS_REPORT_EXITED;
+    }
+}
+
+/* Every task's report (tessera/agent_proto.h), for a register or a sync. */
 static json_t *report(ts_agent *a)
 {
     json_t *arr = json_array();
@@ -289,83 +346,41 @@ static json_t *report(ts_agent *a)
     enforce_limits(a, now);
     for (int i = 0; i < a->ntasks; i++) {
         local_task *lt = &a->tasks[i];
-        json_t *o = json_pack("{s:I,s:i}", "job", (json_int_t)lt->job, "rank", lt->rank);
-        if (lt->is_step)
-            json_object_set_new(o, "step", json_integer(lt->step));
-        if (lt->run > 0)
-            json_object_set_new(o, "run", json_real(lt->run));
+        ts_task_report r;
+        ts_task_report_init(&r);
+        r.job = lt->job;
+        r.rank = lt->rank;
+        r.step = lt->is_step ? lt->step : -1;
+        r.has_run = lt->run > 0;
+        r.run = lt->run;
+        char why[256], *out[2] = {NULL, NULL};
         if (!lt->t && lt->stopped_unstarted) {
-            json_object_set_new(o, "state", json_string("stopped"));
-            json_object_set_new(o, "outcome", json_string("stopped"));
+            r.state = TS_REPORT_STOPPED;
+            r.outcome = TS_OUTCOME_STOPPED;
         } else if (!lt->t && lt->prolog_wait) {
             /* the node's prolog runs first (hooks.c): placed, as for an image */
-            json_object_set_new(o, "state", json_string("running"));
+            r.state = TS_REPORT_RUNNING;
         } else if (!lt->t && lt->waiting) {
             /* its image is coming (agent_image.c): running, as far as the
              * controller's placement goes, with how far the pull is */
-            json_object_set_new(o, "state", json_string("running"));
-            json_object_set_new(o, "image_pull",
-                                json_pack("{s:I,s:I,s:s}", "done_bytes",
-                                          (json_int_t)lt->pull_done_bytes, "total_bytes",
-                                          (json_int_t)lt->pull_total_bytes, "note",
-                                          lt->pull_note));
+            r.state = TS_REPORT_RUNNING;
+            r.has_image_pull = true;
+            r.pull_done_bytes = lt->pull_done_bytes;
+            r.pull_total_bytes = lt->pull_total_bytes;
+            r.pull_note = lt->pull_note;
         } else if (!lt->t) {
-            json_object_set_new(o, "state", json_string("failed"));
-            json_object_set_new(o, "error", json_string(start_error_text(lt)));
-            json_object_set_new(o, "launch", json_true());
-            if (lt->launch_end[0])
-                json_object_set_new(o, "launch_end", json_string(lt->launch_end));
+            r.state = TS_REPORT_FAILED;
+            r.error = start_error_text(lt);
+            r.launch = true;
+            r.launch_end = lt->launch_end[0] ? lt->launch_end : NULL;
         } else {
-            ts_err e;
-            if (lt->st.phase != TS_TASK_EXITED) {
-                agent_task_poll(lt->t, now, &lt->st, &e);
-                if (lt->st.phase == TS_TASK_EXITED && !lt->is_step) /* its secrets go with it */
-                    agent_secrets_remove(a, lt->job, lt->rank);
-            }
-            if (lt->st.phase == TS_TASK_EXITED) /* once, however its end was seen */
-                agent_epilog_begin(a, lt);
-            if (lt->st.phase != TS_TASK_EXITED || agent_stdio_hold(lt, now)) {
-                json_object_set_new(o, "state", json_string("running"));
-                /* its GPUs' mean utilisation, for the controller's idle policy */
-                int sum = 0, known = 0;
-                for (int k = 0; k < lt->ngpu; k++)
-                    if (a->node->gpu_util[lt->gpu[k]] >= 0) {
-                        sum += a->node->gpu_util[lt->gpu[k]];
-                        known++;
-                    }
-                if (known > 0)
-                    json_object_set_new(o, "gpu_util", json_real((double)sum / known));
-                double step = agent_step_median(lt->step_file,
-                                                   agent_task_info_get(lt->t)->uid);
-                if (step > 0)
-                    json_object_set_new(o, "step_s", json_real(step));
-            } else if ((agent_add_output(lt, o), add_end(lt, o), lt->shim_missing)) {
-                /* stopped: it would have run without its limits */
-                double reg = a->node->shim_register_s > 0 ? a->node->shim_register_s
-                                                          : TS_AGENT_SHIM_REGISTER_S;
-                char why[256];
-                snprintf(why, sizeof why, "shim_not_loaded: the sharing shim did not register "
-                         "within %g s (a static program, or a loader that ignored LD_PRELOAD): "
-                         "stopped, never a fractional task without its limits", reg);
-                json_object_set_new(o, "state", json_string("failed"));
-                json_object_set_new(o, "error", json_string(why));
-                json_object_set_new(o, "launch_end", json_string("shim_not_loaded"));
-            } else if (lt->stop_requested) {
-                /* ended: its last output and how */
-                json_object_set_new(o, "state", json_string("stopped"));
-                json_object_set_new(o, "outcome", json_string(outcome_name(lt->st.outcome)));
-            } else if (lt->st.lost) {
-                json_object_set_new(o, "state", json_string("failed"));
-                json_object_set_new(o, "error",
-                                    json_string("its exit status was lost (its keeper died "
-                                                "while no agent ran)"));
-            } else if (lt->st.term_signal) {
-                json_object_set_new(o, "state", json_string("failed"));
-            } else {
-                json_object_set_new(o, "state", json_string("exited"));
-            }
+            report_started(a, lt, now, &r, why, out);
         }
-        json_array_append_new(arr, o);
+        json_t *o = ts_task_report_encode(&r);
+        if (o) /* else out of memory: left out of this report, in the next one */
+            json_array_append_new(arr, o);
+        free(out[0]);
+        free(out[1]);
     }
     return arr;
 }
