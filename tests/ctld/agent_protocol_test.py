@@ -123,6 +123,16 @@ try:
               f"the task as sent (user and uid: alice's token's mapping, not its name): {t}")
     reports["r-1"] = [{"job": one, "rank": 0, "state": "running"}]
     sync("r-1")
+    # a report outside the protocol is refused whole, naming its field
+    # (tessera/agent_proto.h); before the codec it read as exit code 0
+    for bad, field in (({"state": "exited", "exit_code": "1"}, "tasks[0].exit_code: must be an integer"),
+                       ({"state": "done"}, "tasks[0].state: must be one of running, exited, failed, stopped"),
+                       ({"state": "failed", "signal": 1 << 40}, "tasks[0].signal: must be an integer in 1..127")):
+        st, d = call("POST", "/v1/agent/sync", tok["r-1"],
+                     {"node": "r-1", "gen": gens["r-1"], "tasks": [dict(job=one, rank=0, **bad)]})
+        msg = d.get("error", {}).get("message", "") if isinstance(d, dict) else ""
+        check(st == 400 and msg.startswith(field), f"{bad} refused naming {field}: {st} {msg}")
+    check(job(one)["state"] == "running", "a refused report changes nothing")
     reports["r-1"] = [{"job": one, "rank": 0, "state": "exited", "exit_code": 0}]
     sync("r-1")
     wait_for(lambda: job(one)["state"] == "completed", "exit 0 completes the job")
