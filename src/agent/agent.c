@@ -428,104 +428,151 @@ static void idle_warn(local_task *lt, const char *warn)
     lt->idle_warned = true;
 }
 
+/* A task of the answer that is outside the protocol (tessera/agent_proto.h
+ * names the field): nothing of it starts. A new one is reported failed with
+ * that reason, so its job ends saying why instead of waiting for a rank
+ * that never comes; one the agent already has is left as it is. */
+static void refuse_task(ts_agent *a, const json_t *t, const ts_err *why)
+{
+    const json_t *jj = json_object_get(t, "job"), *rj = json_object_get(t, "rank");
+    const json_t *sj = json_object_get(t, "step"), *run = json_object_get(t, "run");
+    if (!json_is_integer(jj) || json_integer_value(jj) < 1 || !json_is_integer(rj) ||
+        json_integer_value(rj) < 0 || json_integer_value(rj) > INT32_MAX ||
+        (sj && (!json_is_integer(sj) || json_integer_value(sj) < 0 ||
+                json_integer_value(sj) > INT32_MAX)))
+        return; /* nothing to report it by */
+    int64_t job = json_integer_value(jj);
+    int rank = (int)json_integer_value(rj), step = sj ? (int)json_integer_value(sj) : -1;
+    if (agent_find(a, job, rank, step) || a->ntasks >= TS_AGENT_MAX_TASKS)
+        return;
+    local_task *nt = &a->tasks[a->ntasks++];
+    memset(nt, 0, sizeof *nt);
+    nt->job = job;
+    nt->rank = rank;
+    nt->is_step = step >= 0;
+    nt->step = step;
+    nt->run = json_is_number(run) ? json_number_value(run) : 0;
+    nt->mig_profile = -1;
+    snprintf(nt->start_error, sizeof nt->start_error,
+             "the controller's task is outside the agent protocol: %.400s", why->msg);
+    fprintf(stderr, "tessera-agent: %s\n", nt->start_error);
+}
+
+/* One task of the answer, decoded (d; t its document, which a start
+ * reads): start it, stop it, or pass on its warnings. */
+static void reconcile_task(ts_agent *a, const json_t *desired, json_t *t,
+                           const ts_desired_task *d, double now)
+{
+    bool run = d->action == TS_ACTION_RUN, stop = d->action == TS_ACTION_STOP;
+    int step = d->present & TS_DT_BIT(TS_DT_STEP) ? d->step : -1;
+    if (d->hold && run)
+        return; /* a batch job's rank that runs only its steps (ctld/steps.h) */
+    local_task *lt = agent_find(a, d->job, d->rank, step);
+    bool has_run = d->present & TS_DT_BIT(TS_DT_RUN);
+    if (lt && lt->run > 0 && has_run && d->run != lt->run && run &&
+        (!lt->t || lt->st.phase == TS_TASK_EXITED)) {
+        /* a new run of the job (requeued, restarted here): the old run's
+         * ended task is forgotten, and the new one starts */
+        agent_task_forget(a, (int)(lt - a->tasks));
+        lt = NULL;
+    }
+    if (lt && lt->t && d->idle_warning && !lt->idle_warned)
+        idle_warn(lt, d->idle_warning);
+    if (!lt && run) {
+        /* the time it has left, on this node's clock (docs/agent-protocol.md) */
+        json_t *at = json_object_get(desired, "now");
+        if (d->present & TS_DT_BIT(TS_DT_DEADLINE))
+            json_object_set_new(t, "time_left_s",
+                                json_real(d->deadline - (json_is_number(at) ? json_number_value(at)
+                                                                            : agent_wall_now())));
+        agent_start_task(a, t);
+    } else if (lt && lt->t && stop && d->hard && !lt->st.hard_stop) {
+        ts_err e; /* the time limit's stop, which this agent had not begun yet */
+        lt->stop_requested = true;
+        if (agent_task_timeout_begin(lt->t, d->signal, d->grace_s, now, &e) == 0)
+            agent_task_poll(lt->t, now, &lt->st, &e);
+    } else if (lt && !lt->t && lt->prolog_wait && stop) {
+        /* stopped while the prolog runs: the prolog ends on its own,
+         * nothing of the task starts */
+        json_decref(lt->prolog_wait);
+        lt->prolog_wait = NULL;
+        lt->stopped_unstarted = lt->stop_requested = true;
+    } else if (lt && !lt->t && lt->waiting && stop) {
+        /* stopped before its image came: the pull is abandoned (or its
+         * result dropped), nothing ran */
+        agent_image_forget(a, lt);
+        lt->stopped_unstarted = lt->stop_requested = true;
+    } else if (!lt && stop && a->ntasks < TS_AGENT_MAX_TASKS) {
+        /* a stop of a task this agent never had: its job was placed and
+         * stopped (cancelled, preempted) while the agent was away or its
+         * sync in flight. Nothing of it ran here; unreported, the job
+         * would wait for this rank's stop for ever. */
+        local_task *nt = &a->tasks[a->ntasks++];
+        memset(nt, 0, sizeof *nt);
+        nt->job = d->job;
+        nt->rank = d->rank;
+        nt->is_step = step >= 0;
+        nt->step = step;
+        nt->run = has_run ? d->run : 0;
+        nt->mig_profile = -1;
+        nt->stopped_unstarted = nt->stop_requested = true;
+    } else if (lt && lt->t && stop && !lt->stop_requested) {
+        ts_err e;
+        lt->stop_requested = true;
+        agent_task_preempt_begin(lt->t, d->signal, d->grace_s, now, &e);
+    }
+}
+
+/* Whether the answer's task i (d[i], or its document where it did not
+ * decode) is the local task lt. */
+static bool desired_is(const json_t *tasks, const ts_desired_task *d, size_t i,
+                       const local_task *lt)
+{
+    if (d[i].present) {
+        bool is_step = d[i].present & TS_DT_BIT(TS_DT_STEP);
+        return d[i].job == lt->job && d[i].rank == lt->rank && is_step == lt->is_step &&
+               (!is_step || d[i].step == lt->step);
+    }
+    const json_t *t = json_array_get(tasks, i), *sj = json_object_get(t, "step");
+    return json_integer_value(json_object_get(t, "job")) == lt->job &&
+           json_integer_value(json_object_get(t, "rank")) == lt->rank &&
+           json_is_integer(sj) == lt->is_step && (!lt->is_step || json_integer_value(sj) == lt->step);
+}
+
 static void reconcile(ts_agent *a, json_t *desired)
 {
     json_t *lost = json_object_get(desired, "lost_after_s");
     if (json_is_number(lost) && json_number_value(lost) > 0)
         a->ctld_lost_s = json_number_value(lost);
     json_t *tasks = json_object_get(desired, "tasks");
+    size_t nt = json_array_size(tasks), i;
+    /* each task decoded once (present 0: outside the protocol) */
+    ts_desired_task *d = calloc(nt + 1, sizeof *d);
+    if (!d)
+        return; /* out of memory: the next answer is applied */
     double now = agent_launch_now();
-    size_t i;
-    json_t *t;
     agent_apply_mig(a, json_object_get(desired, "mig"));
     agent_net_peers_apply(a, json_object_get(desired, "net_peers"));
     agent_prefetch_apply(a, json_object_get(desired, "prefetch"));
     agent_net_services_apply(a, json_object_get(desired, "net_services"),
                           json_object_get(desired, "net_tenant_services"));
     agent_answer_logs(a, json_object_get(desired, "logs"));
-    json_array_foreach(tasks, i, t)
-    {
-        int64_t job = json_integer_value(json_object_get(t, "job"));
-        int rank = (int)json_integer_value(json_object_get(t, "rank"));
-        const char *action = json_string_value(json_object_get(t, "action"));
-        json_t *stepj = json_object_get(t, "step");
-        int step = json_is_integer(stepj) ? (int)json_integer_value(stepj) : -1;
-        if (json_is_true(json_object_get(t, "hold")) && action && strcmp(action, "run") == 0)
-            continue; /* a batch job's rank that runs only its steps (ctld/steps.h) */
-        local_task *lt = agent_find(a, job, rank, step);
-        json_t *run = json_object_get(t, "run");
-        if (lt && lt->run > 0 && json_is_number(run) && json_number_value(run) != lt->run &&
-            action && strcmp(action, "run") == 0 && (!lt->t || lt->st.phase == TS_TASK_EXITED)) {
-            /* a new run of the job (requeued, restarted here): the old run's
-             * ended task is forgotten, and the new one starts */
-            agent_task_forget(a, (int)(lt - a->tasks));
-            lt = NULL;
-        }
-        const char *warn = json_string_value(json_object_get(t, "idle_warning"));
-        if (lt && lt->t && warn && !lt->idle_warned)
-            idle_warn(lt, warn);
-        if (!lt && action && strcmp(action, "run") == 0) {
-            /* the time it has left, on this node's clock (docs/agent-protocol.md) */
-            json_t *dl = json_object_get(t, "deadline"), *at = json_object_get(desired, "now");
-            if (json_is_number(dl))
-                json_object_set_new(t, "time_left_s",
-                                    json_real(json_number_value(dl) -
-                                              (json_is_number(at) ? json_number_value(at)
-                                                                  : agent_wall_now())));
-            agent_start_task(a, t);
-        } else if (lt && lt->t && action && strcmp(action, "stop") == 0 &&
-                   json_is_true(json_object_get(t, "hard")) && !lt->st.hard_stop) {
-            ts_err e; /* the time limit's stop, which this agent had not begun yet */
-            lt->stop_requested = true;
-            if (agent_task_timeout_begin(lt->t, (int)json_integer_value(json_object_get(t, "signal")),
-                                      json_number_value(json_object_get(t, "grace_s")), now,
-                                      &e) == 0)
-                agent_task_poll(lt->t, now, &lt->st, &e);
-        } else if (lt && !lt->t && lt->prolog_wait && action && strcmp(action, "stop") == 0) {
-            /* stopped while the prolog runs: the prolog ends on its own,
-             * nothing of the task starts */
-            json_decref(lt->prolog_wait);
-            lt->prolog_wait = NULL;
-            lt->stopped_unstarted = lt->stop_requested = true;
-        } else if (lt && !lt->t && lt->waiting && action && strcmp(action, "stop") == 0) {
-            /* stopped before its image came: the pull is abandoned (or its
-             * result dropped), nothing ran */
-            agent_image_forget(a, lt);
-            lt->stopped_unstarted = lt->stop_requested = true;
-        } else if (!lt && action && strcmp(action, "stop") == 0 &&
-                   a->ntasks < TS_AGENT_MAX_TASKS) {
-            /* a stop of a task this agent never had: its job was placed and
-             * stopped (cancelled, preempted) while the agent was away or its
-             * sync in flight. Nothing of it ran here; unreported, the job
-             * would wait for this rank's stop for ever. */
-            local_task *nt = &a->tasks[a->ntasks++];
-            memset(nt, 0, sizeof *nt);
-            nt->job = job;
-            nt->rank = rank;
-            nt->is_step = step >= 0;
-            nt->step = step;
-            nt->run = json_number_value(run);
-            nt->mig_profile = -1;
-            nt->stopped_unstarted = nt->stop_requested = true;
-        } else if (lt && lt->t && action && strcmp(action, "stop") == 0 && !lt->stop_requested) {
-            ts_err e;
-            lt->stop_requested = true;
-            agent_task_preempt_begin(lt->t, (int)json_integer_value(json_object_get(t, "signal")),
-                                  json_number_value(json_object_get(t, "grace_s")), now, &e);
-        }
+    for (i = 0; i < nt; i++) {
+        char where[32];
+        ts_err e;
+        snprintf(where, sizeof where, "tasks[%zu]", i);
+        json_t *t = json_array_get(tasks, i);
+        if (ts_desired_task_decode(t, where, &d[i], &e) != 0)
+            refuse_task(a, t, &e);
+        else
+            reconcile_task(a, desired, t, &d[i], now);
     }
     /* what is no longer wanted: stop it, and forget it once it ended */
     for (int k = a->ntasks - 1; k >= 0; k--) {
         local_task *lt = &a->tasks[k];
         bool wanted = false;
-        json_array_foreach(tasks, i, t)
-        {
-            json_t *sj = json_object_get(t, "step");
-            wanted = wanted || (json_integer_value(json_object_get(t, "job")) == lt->job &&
-                                json_integer_value(json_object_get(t, "rank")) == lt->rank &&
-                                json_is_integer(sj) == lt->is_step &&
-                                (!lt->is_step || json_integer_value(sj) == lt->step));
-        }
+        for (i = 0; i < nt && !wanted; i++)
+            wanted = desired_is(tasks, d, i, lt);
         if (wanted)
             continue;
         if (lt->t && lt->st.phase != TS_TASK_EXITED) {
@@ -538,6 +585,9 @@ static void reconcile(ts_agent *a, json_t *desired)
         }
         agent_task_forget(a, k);
     }
+    for (i = 0; i < nt; i++)
+        ts_desired_task_fini(&d[i]);
+    free(d);
     /* after the tasks: a session may be for one that started just now */
     agent_sessions(a, json_object_get(desired, "sessions"));
 }
