@@ -36,6 +36,7 @@
 #include "agent/agent_internal.h"
 #include "agent/sync_fit.h"
 #include "agent/taskfile.h"
+#include "tessera/agent_proto.h"
 
 int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, ts_err *err)
 {
@@ -153,19 +154,19 @@ const ts_launch_caps *agent_caps(const ts_agent *a) { return &a->caps; }
 
 /* ---- reporting ------------------------------------------------------------------ */
 
-static const char *outcome_name(ts_stop_outcome o)
+static enum ts_report_outcome outcome_of(ts_stop_outcome o)
 {
     switch (o) {
     case TS_STOP_CHECKPOINTED:
-        return "checkpointed";
+        return TS_OUTCOME_CHECKPOINTED;
     case TS_STOP_EXITED:
-        return "exited";
+        return TS_OUTCOME_EXITED;
     case TS_STOP_TERMINATED:
-        return "terminated";
+        return TS_OUTCOME_TERMINATED;
     case TS_STOP_KILLED:
-        return "killed";
+        return TS_OUTCOME_KILLED;
     default:
-        return "stopped";
+        return TS_OUTCOME_STOPPED;
     }
 }
 
@@ -269,20 +270,76 @@ static const char *start_error_text(const local_task *lt)
 
 /* How an ended task ended, as far as it is known: its exit code or signal,
  * OOM kills in its cgroup, and whether its time limit stopped it. */
-static void add_end(const local_task *lt, json_t *o)
+static void add_end(const local_task *lt, ts_task_report *r)
 {
-    if (lt->st.exit_code >= 0)
-        json_object_set_new(o, "exit_code", json_integer(lt->st.exit_code));
+    r->has_exit_code = lt->st.exit_code >= 0;
+    r->exit_code = lt->st.exit_code;
     if (lt->st.term_signal > 0 && !lt->st.lost)
-        json_object_set_new(o, "signal", json_integer(lt->st.term_signal));
+        r->signal = lt->st.term_signal;
     if (lt->st.oom_kills > 0)
-        json_object_set_new(o, "oom_kills", json_integer(lt->st.oom_kills));
+        r->oom_kills = lt->st.oom_kills;
     if (lt->st.hard_stop) {
-        json_object_set_new(o, "timeout", json_true());
-        json_object_set_new(o, "time_limit_s", json_real(lt->time_limit_s));
+        r->timeout = true;
+        r->has_time_limit = true;
+        r->time_limit_s = lt->time_limit_s;
     }
 }
 
+/* A started task's report: running (with its readings) while it runs or its
+ * output is still being drained, else how it ended. why (256 bytes) and
+ * out[2] hold the strings r points to until it is encoded. */
+static void report_started(ts_agent *a, local_task *lt, double now, ts_task_report *r,
+                           char *why, char *out[2])
+{
+    ts_err e;
+    if (lt->st.phase != TS_TASK_EXITED) {
+        agent_task_poll(lt->t, now, &lt->st, &e);
+        if (lt->st.phase == TS_TASK_EXITED && !lt->is_step) /* its secrets go with it */
+            agent_secrets_remove(a, lt->job, lt->rank);
+    }
+    if (lt->st.phase == TS_TASK_EXITED) /* once, however its end was seen */
+        agent_epilog_begin(a, lt);
+    if (lt->st.phase != TS_TASK_EXITED || agent_stdio_hold(lt, now)) {
+        r->state = TS_REPORT_RUNNING;
+        /* its GPUs' mean utilisation, for the controller's idle policy */
+        int sum = 0, known = 0;
+        for (int k = 0; k < lt->ngpu; k++)
+            if (a->node->gpu_util[lt->gpu[k]] >= 0) {
+                sum += a->node->gpu_util[lt->gpu[k]];
+                known++;
+            }
+        if (known > 0) /* NVML's percentage; the protocol allows no more */
+            r->gpu_util = sum > 100 * known ? 100.0 : (double)sum / known;
+        r->step_s = agent_step_median(lt->step_file, agent_task_info_get(lt->t)->uid);
+        return;
+    }
+    agent_task_output(lt, out); /* ended: its last output and how */
+    r->has_output = true;
+    r->out_stdout = out[0];
+    r->out_stderr = out[1];
+    add_end(lt, r);
+    if (lt->shim_missing) {
+        /* stopped: it would have run without its limits */
+        double reg = a->node->shim_register_s > 0 ? a->node->shim_register_s
+                                                  : TS_AGENT_SHIM_REGISTER_S;
+        snprintf(why, 256, "shim_not_loaded: the sharing shim did not register within %g s (a "
+                 "static program, or a loader that ignored LD_PRELOAD): stopped, never a "
+                 "fractional task without its limits", reg);
+        r->state = TS_REPORT_FAILED;
+        r->error = why;
+        r->launch_end = "shim_not_loaded";
+    } else if (lt->stop_requested) {
+        r->state = TS_REPORT_STOPPED;
+        r->outcome = outcome_of(lt->st.outcome);
+    } else if (lt->st.lost) {
+        r->state = TS_REPORT_FAILED;
+        r->error = "its exit status was lost (its keeper died while no agent ran)";
+    } else {
+        r->state = lt->st.term_signal ? TS_REPORT_FAILED : TS_REPORT_EXITED;
+    }
+}
+
+/* Every task's report (tessera/agent_proto.h), for a register or a sync. */
 static json_t *report(ts_agent *a)
 {
     json_t *arr = json_array();
@@ -290,83 +347,41 @@ static json_t *report(ts_agent *a)
     enforce_limits(a, now);
     for (int i = 0; i < a->ntasks; i++) {
         local_task *lt = &a->tasks[i];
-        json_t *o = json_pack("{s:I,s:i}", "job", (json_int_t)lt->job, "rank", lt->rank);
-        if (lt->is_step)
-            json_object_set_new(o, "step", json_integer(lt->step));
-        if (lt->run > 0)
-            json_object_set_new(o, "run", json_real(lt->run));
+        ts_task_report r;
+        ts_task_report_init(&r);
+        r.job = lt->job;
+        r.rank = lt->rank;
+        r.step = lt->is_step ? lt->step : -1;
+        r.has_run = lt->run > 0;
+        r.run = lt->run;
+        char why[256], *out[2] = {NULL, NULL};
         if (!lt->t && lt->stopped_unstarted) {
-            json_object_set_new(o, "state", json_string("stopped"));
-            json_object_set_new(o, "outcome", json_string("stopped"));
+            r.state = TS_REPORT_STOPPED;
+            r.outcome = TS_OUTCOME_STOPPED;
         } else if (!lt->t && lt->prolog_wait) {
             /* the node's prolog runs first (hooks.c): placed, as for an image */
-            json_object_set_new(o, "state", json_string("running"));
+            r.state = TS_REPORT_RUNNING;
         } else if (!lt->t && lt->waiting) {
             /* its image is coming (agent_image.c): running, as far as the
              * controller's placement goes, with how far the pull is */
-            json_object_set_new(o, "state", json_string("running"));
-            json_object_set_new(o, "image_pull",
-                                json_pack("{s:I,s:I,s:s}", "done_bytes",
-                                          (json_int_t)lt->pull_done_bytes, "total_bytes",
-                                          (json_int_t)lt->pull_total_bytes, "note",
-                                          lt->pull_note));
+            r.state = TS_REPORT_RUNNING;
+            r.has_image_pull = true;
+            r.pull_done_bytes = lt->pull_done_bytes;
+            r.pull_total_bytes = lt->pull_total_bytes;
+            r.pull_note = lt->pull_note;
         } else if (!lt->t) {
-            json_object_set_new(o, "state", json_string("failed"));
-            json_object_set_new(o, "error", json_string(start_error_text(lt)));
-            json_object_set_new(o, "launch", json_true());
-            if (lt->launch_end[0])
-                json_object_set_new(o, "launch_end", json_string(lt->launch_end));
+            r.state = TS_REPORT_FAILED;
+            r.error = start_error_text(lt);
+            r.launch = true;
+            r.launch_end = lt->launch_end[0] ? lt->launch_end : NULL;
         } else {
-            ts_err e;
-            if (lt->st.phase != TS_TASK_EXITED) {
-                agent_task_poll(lt->t, now, &lt->st, &e);
-                if (lt->st.phase == TS_TASK_EXITED && !lt->is_step) /* its secrets go with it */
-                    agent_secrets_remove(a, lt->job, lt->rank);
-            }
-            if (lt->st.phase == TS_TASK_EXITED) /* once, however its end was seen */
-                agent_epilog_begin(a, lt);
-            if (lt->st.phase != TS_TASK_EXITED || agent_stdio_hold(lt, now)) {
-                json_object_set_new(o, "state", json_string("running"));
-                /* its GPUs' mean utilisation, for the controller's idle policy */
-                int sum = 0, known = 0;
-                for (int k = 0; k < lt->ngpu; k++)
-                    if (a->node->gpu_util[lt->gpu[k]] >= 0) {
-                        sum += a->node->gpu_util[lt->gpu[k]];
-                        known++;
-                    }
-                if (known > 0)
-                    json_object_set_new(o, "gpu_util", json_real((double)sum / known));
-                double step = agent_step_median(lt->step_file,
-                                                   agent_task_info_get(lt->t)->uid);
-                if (step > 0)
-                    json_object_set_new(o, "step_s", json_real(step));
-            } else if ((agent_add_output(lt, o), add_end(lt, o), lt->shim_missing)) {
-                /* stopped: it would have run without its limits */
-                double reg = a->node->shim_register_s > 0 ? a->node->shim_register_s
-                                                          : TS_AGENT_SHIM_REGISTER_S;
-                char why[256];
-                snprintf(why, sizeof why, "shim_not_loaded: the sharing shim did not register "
-                         "within %g s (a static program, or a loader that ignored LD_PRELOAD): "
-                         "stopped, never a fractional task without its limits", reg);
-                json_object_set_new(o, "state", json_string("failed"));
-                json_object_set_new(o, "error", json_string(why));
-                json_object_set_new(o, "launch_end", json_string("shim_not_loaded"));
-            } else if (lt->stop_requested) {
-                /* ended: its last output and how */
-                json_object_set_new(o, "state", json_string("stopped"));
-                json_object_set_new(o, "outcome", json_string(outcome_name(lt->st.outcome)));
-            } else if (lt->st.lost) {
-                json_object_set_new(o, "state", json_string("failed"));
-                json_object_set_new(o, "error",
-                                    json_string("its exit status was lost (its keeper died "
-                                                "while no agent ran)"));
-            } else if (lt->st.term_signal) {
-                json_object_set_new(o, "state", json_string("failed"));
-            } else {
-                json_object_set_new(o, "state", json_string("exited"));
-            }
+            report_started(a, lt, now, &r, why, out);
         }
-        json_array_append_new(arr, o);
+        json_t *o = ts_task_report_encode(&r);
+        if (o) /* else out of memory: left out of this report, in the next one */
+            json_array_append_new(arr, o);
+        free(out[0]);
+        free(out[1]);
     }
     return arr;
 }
@@ -414,104 +429,151 @@ static void idle_warn(local_task *lt, const char *warn)
     lt->idle_warned = true;
 }
 
+/* A task of the answer that is outside the protocol (tessera/agent_proto.h
+ * names the field): nothing of it starts. A new one is reported failed with
+ * that reason, so its job ends saying why instead of waiting for a rank
+ * that never comes; one the agent already has is left as it is. */
+static void refuse_task(ts_agent *a, const json_t *t, const ts_err *why)
+{
+    const json_t *jj = json_object_get(t, "job"), *rj = json_object_get(t, "rank");
+    const json_t *sj = json_object_get(t, "step"), *run = json_object_get(t, "run");
+    if (!json_is_integer(jj) || json_integer_value(jj) < 1 || !json_is_integer(rj) ||
+        json_integer_value(rj) < 0 || json_integer_value(rj) > INT32_MAX ||
+        (sj && (!json_is_integer(sj) || json_integer_value(sj) < 0 ||
+                json_integer_value(sj) > INT32_MAX)))
+        return; /* nothing to report it by */
+    int64_t job = json_integer_value(jj);
+    int rank = (int)json_integer_value(rj), step = sj ? (int)json_integer_value(sj) : -1;
+    if (agent_find(a, job, rank, step) || a->ntasks >= TS_AGENT_MAX_TASKS)
+        return;
+    local_task *nt = &a->tasks[a->ntasks++];
+    memset(nt, 0, sizeof *nt);
+    nt->job = job;
+    nt->rank = rank;
+    nt->is_step = step >= 0;
+    nt->step = step;
+    nt->run = json_is_number(run) ? json_number_value(run) : 0;
+    nt->mig_profile = -1;
+    snprintf(nt->start_error, sizeof nt->start_error,
+             "the controller's task is outside the agent protocol: %.400s", why->msg);
+    fprintf(stderr, "tessera-agent: %s\n", nt->start_error);
+}
+
+/* One task of the answer, decoded (d; t its document, which a start
+ * reads): start it, stop it, or pass on its warnings. */
+static void reconcile_task(ts_agent *a, const json_t *desired, json_t *t,
+                           const ts_desired_task *d, double now)
+{
+    bool run = d->action == TS_ACTION_RUN, stop = d->action == TS_ACTION_STOP;
+    int step = d->present & TS_DT_BIT(TS_DT_STEP) ? d->step : -1;
+    if (d->hold && run)
+        return; /* a batch job's rank that runs only its steps (ctld/steps.h) */
+    local_task *lt = agent_find(a, d->job, d->rank, step);
+    bool has_run = d->present & TS_DT_BIT(TS_DT_RUN);
+    if (lt && lt->run > 0 && has_run && d->run != lt->run && run &&
+        (!lt->t || lt->st.phase == TS_TASK_EXITED)) {
+        /* a new run of the job (requeued, restarted here): the old run's
+         * ended task is forgotten, and the new one starts */
+        agent_task_forget(a, (int)(lt - a->tasks));
+        lt = NULL;
+    }
+    if (lt && lt->t && d->idle_warning && !lt->idle_warned)
+        idle_warn(lt, d->idle_warning);
+    if (!lt && run) {
+        /* the time it has left, on this node's clock (docs/agent-protocol.md) */
+        json_t *at = json_object_get(desired, "now");
+        if (d->present & TS_DT_BIT(TS_DT_DEADLINE))
+            json_object_set_new(t, "time_left_s",
+                                json_real(d->deadline - (json_is_number(at) ? json_number_value(at)
+                                                                            : agent_wall_now())));
+        agent_start_task(a, t);
+    } else if (lt && lt->t && stop && d->hard && !lt->st.hard_stop) {
+        ts_err e; /* the time limit's stop, which this agent had not begun yet */
+        lt->stop_requested = true;
+        if (agent_task_timeout_begin(lt->t, d->signal, d->grace_s, now, &e) == 0)
+            agent_task_poll(lt->t, now, &lt->st, &e);
+    } else if (lt && !lt->t && lt->prolog_wait && stop) {
+        /* stopped while the prolog runs: the prolog ends on its own,
+         * nothing of the task starts */
+        json_decref(lt->prolog_wait);
+        lt->prolog_wait = NULL;
+        lt->stopped_unstarted = lt->stop_requested = true;
+    } else if (lt && !lt->t && lt->waiting && stop) {
+        /* stopped before its image came: the pull is abandoned (or its
+         * result dropped), nothing ran */
+        agent_image_forget(a, lt);
+        lt->stopped_unstarted = lt->stop_requested = true;
+    } else if (!lt && stop && a->ntasks < TS_AGENT_MAX_TASKS) {
+        /* a stop of a task this agent never had: its job was placed and
+         * stopped (cancelled, preempted) while the agent was away or its
+         * sync in flight. Nothing of it ran here; unreported, the job
+         * would wait for this rank's stop for ever. */
+        local_task *nt = &a->tasks[a->ntasks++];
+        memset(nt, 0, sizeof *nt);
+        nt->job = d->job;
+        nt->rank = d->rank;
+        nt->is_step = step >= 0;
+        nt->step = step;
+        nt->run = has_run ? d->run : 0;
+        nt->mig_profile = -1;
+        nt->stopped_unstarted = nt->stop_requested = true;
+    } else if (lt && lt->t && stop && !lt->stop_requested) {
+        ts_err e;
+        lt->stop_requested = true;
+        agent_task_preempt_begin(lt->t, d->signal, d->grace_s, now, &e);
+    }
+}
+
+/* Whether the answer's task i (d[i], or its document where it did not
+ * decode) is the local task lt. */
+static bool desired_is(const json_t *tasks, const ts_desired_task *d, size_t i,
+                       const local_task *lt)
+{
+    if (d[i].present) {
+        bool is_step = d[i].present & TS_DT_BIT(TS_DT_STEP);
+        return d[i].job == lt->job && d[i].rank == lt->rank && is_step == lt->is_step &&
+               (!is_step || d[i].step == lt->step);
+    }
+    const json_t *t = json_array_get(tasks, i), *sj = json_object_get(t, "step");
+    return json_integer_value(json_object_get(t, "job")) == lt->job &&
+           json_integer_value(json_object_get(t, "rank")) == lt->rank &&
+           json_is_integer(sj) == lt->is_step && (!lt->is_step || json_integer_value(sj) == lt->step);
+}
+
 static void reconcile(ts_agent *a, json_t *desired)
 {
     json_t *lost = json_object_get(desired, "lost_after_s");
     if (json_is_number(lost) && json_number_value(lost) > 0)
         a->ctld_lost_s = json_number_value(lost);
     json_t *tasks = json_object_get(desired, "tasks");
+    size_t nt = json_array_size(tasks), i;
+    /* each task decoded once (present 0: outside the protocol) */
+    ts_desired_task *d = calloc(nt + 1, sizeof *d);
+    if (!d)
+        return; /* out of memory: the next answer is applied */
     double now = agent_launch_now();
-    size_t i;
-    json_t *t;
     agent_apply_mig(a, json_object_get(desired, "mig"));
     agent_net_peers_apply(a, json_object_get(desired, "net_peers"));
     agent_prefetch_apply(a, json_object_get(desired, "prefetch"));
     agent_net_services_apply(a, json_object_get(desired, "net_services"),
                           json_object_get(desired, "net_tenant_services"));
     agent_answer_logs(a, json_object_get(desired, "logs"));
-    json_array_foreach(tasks, i, t)
-    {
-        int64_t job = json_integer_value(json_object_get(t, "job"));
-        int rank = (int)json_integer_value(json_object_get(t, "rank"));
-        const char *action = json_string_value(json_object_get(t, "action"));
-        json_t *stepj = json_object_get(t, "step");
-        int step = json_is_integer(stepj) ? (int)json_integer_value(stepj) : -1;
-        if (json_is_true(json_object_get(t, "hold")) && action && strcmp(action, "run") == 0)
-            continue; /* a batch job's rank that runs only its steps (ctld/steps.h) */
-        local_task *lt = agent_find(a, job, rank, step);
-        json_t *run = json_object_get(t, "run");
-        if (lt && lt->run > 0 && json_is_number(run) && json_number_value(run) != lt->run &&
-            action && strcmp(action, "run") == 0 && (!lt->t || lt->st.phase == TS_TASK_EXITED)) {
-            /* a new run of the job (requeued, restarted here): the old run's
-             * ended task is forgotten, and the new one starts */
-            agent_task_forget(a, (int)(lt - a->tasks));
-            lt = NULL;
-        }
-        const char *warn = json_string_value(json_object_get(t, "idle_warning"));
-        if (lt && lt->t && warn && !lt->idle_warned)
-            idle_warn(lt, warn);
-        if (!lt && action && strcmp(action, "run") == 0) {
-            /* the time it has left, on this node's clock (docs/agent-protocol.md) */
-            json_t *dl = json_object_get(t, "deadline"), *at = json_object_get(desired, "now");
-            if (json_is_number(dl))
-                json_object_set_new(t, "time_left_s",
-                                    json_real(json_number_value(dl) -
-                                              (json_is_number(at) ? json_number_value(at)
-                                                                  : agent_wall_now())));
-            agent_start_task(a, t);
-        } else if (lt && lt->t && action && strcmp(action, "stop") == 0 &&
-                   json_is_true(json_object_get(t, "hard")) && !lt->st.hard_stop) {
-            ts_err e; /* the time limit's stop, which this agent had not begun yet */
-            lt->stop_requested = true;
-            if (agent_task_timeout_begin(lt->t, (int)json_integer_value(json_object_get(t, "signal")),
-                                      json_number_value(json_object_get(t, "grace_s")), now,
-                                      &e) == 0)
-                agent_task_poll(lt->t, now, &lt->st, &e);
-        } else if (lt && !lt->t && lt->prolog_wait && action && strcmp(action, "stop") == 0) {
-            /* stopped while the prolog runs: the prolog ends on its own,
-             * nothing of the task starts */
-            json_decref(lt->prolog_wait);
-            lt->prolog_wait = NULL;
-            lt->stopped_unstarted = lt->stop_requested = true;
-        } else if (lt && !lt->t && lt->waiting && action && strcmp(action, "stop") == 0) {
-            /* stopped before its image came: the pull is abandoned (or its
-             * result dropped), nothing ran */
-            agent_image_forget(a, lt);
-            lt->stopped_unstarted = lt->stop_requested = true;
-        } else if (!lt && action && strcmp(action, "stop") == 0 &&
-                   a->ntasks < TS_AGENT_MAX_TASKS) {
-            /* a stop of a task this agent never had: its job was placed and
-             * stopped (cancelled, preempted) while the agent was away or its
-             * sync in flight. Nothing of it ran here; unreported, the job
-             * would wait for this rank's stop for ever. */
-            local_task *nt = &a->tasks[a->ntasks++];
-            memset(nt, 0, sizeof *nt);
-            nt->job = job;
-            nt->rank = rank;
-            nt->is_step = step >= 0;
-            nt->step = step;
-            nt->run = json_number_value(run);
-            nt->mig_profile = -1;
-            nt->stopped_unstarted = nt->stop_requested = true;
-        } else if (lt && lt->t && action && strcmp(action, "stop") == 0 && !lt->stop_requested) {
-            ts_err e;
-            lt->stop_requested = true;
-            agent_task_preempt_begin(lt->t, (int)json_integer_value(json_object_get(t, "signal")),
-                                  json_number_value(json_object_get(t, "grace_s")), now, &e);
-        }
+    for (i = 0; i < nt; i++) {
+        char where[32];
+        ts_err e;
+        snprintf(where, sizeof where, "tasks[%zu]", i);
+        json_t *t = json_array_get(tasks, i);
+        if (ts_desired_task_decode(t, where, &d[i], &e) != 0)
+            refuse_task(a, t, &e);
+        else
+            reconcile_task(a, desired, t, &d[i], now);
     }
     /* what is no longer wanted: stop it, and forget it once it ended */
     for (int k = a->ntasks - 1; k >= 0; k--) {
         local_task *lt = &a->tasks[k];
         bool wanted = false;
-        json_array_foreach(tasks, i, t)
-        {
-            json_t *sj = json_object_get(t, "step");
-            wanted = wanted || (json_integer_value(json_object_get(t, "job")) == lt->job &&
-                                json_integer_value(json_object_get(t, "rank")) == lt->rank &&
-                                json_is_integer(sj) == lt->is_step &&
-                                (!lt->is_step || json_integer_value(sj) == lt->step));
-        }
+        for (i = 0; i < nt && !wanted; i++)
+            wanted = desired_is(tasks, d, i, lt);
         if (wanted)
             continue;
         if (lt->t && lt->st.phase != TS_TASK_EXITED) {
@@ -524,6 +586,9 @@ static void reconcile(ts_agent *a, json_t *desired)
         }
         agent_task_forget(a, k);
     }
+    for (i = 0; i < nt; i++)
+        ts_desired_task_fini(&d[i]);
+    free(d);
     /* after the tasks: a session may be for one that started just now */
     agent_sessions(a, json_object_get(desired, "sessions"));
 }

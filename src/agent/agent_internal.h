@@ -241,8 +241,10 @@ int agent_progress(void *u, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ult
 void agent_steps_sweep(const ts_agent *a);
 /* The name of a fractional task's ledger (the shim's, in TS_SHIM_LEDGER_DIR). */
 const char *agent_ledger_name(const local_task *lt);
-/* Adds an ended task's last output to its report o. */
-void agent_add_output(const local_task *lt, json_t *o);
+/* An ended task's last output: text[0] its stdout's tail, text[1] its
+ * stderr's, each malloc'd by the call (the caller frees), NULL when empty
+ * or unreadable. */
+void agent_task_output(const local_task *lt, char *text[2]);
 
 /* hooks.c: the site's prolog and epilog */
 /* When a prolog is configured and has not run for lt: starts it, keeping t

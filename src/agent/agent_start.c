@@ -21,15 +21,11 @@
 #include "agent/netns.h"
 #include "agent/tail.h"
 #include "agent/taskfile.h"
+#include "tessera/agent_proto.h"
 #include "tessera/shim.h"
 
 #define TASK_MOUNTS_MAX 16 /* a job spec's mounts (TS_SPEC_MAX_MOUNTS) */
 #define NVIDIA_GPU_MAJOR 195u
-
-static const char *str_or(const json_t *v)
-{
-    return json_string_value(v) ? json_string_value(v) : "";
-}
 
 /* TESSERA_AGENT_START_LOG (docs/tessera-agent.md; for tests and benchmarks
  * that must prove no task starts twice across controller failovers): every
@@ -102,30 +98,41 @@ static json_t *task_cdi_edits(const ts_agent *a, const local_task *lt, char *why
  * never runs a task as itself instead; one that is not root can only run
  * tasks as itself (agent_task_start notes it). NULL with why filled when the
  * task must not start. */
-static const char *task_user(const ts_agent *a, const json_t *t, char *why, size_t size)
+static const char *task_user(const ts_agent *a, const ts_desired_task *d, char *why,
+                             size_t size)
 {
-    const char *user = json_string_value(json_object_get(t, "user"));
-    const json_t *uid = json_object_get(t, "uid");
+    const char *user = d->user;
+    bool uid = (d->present & TS_DT_BIT(TS_DT_UID)) && !d->uid_null;
     if (!a->caps.root)
         return user && *user ? user : NULL;
-    if (!user || !*user || !json_is_integer(uid)) {
+    if (!user || !*user || !uid) {
         snprintf(why, size, "no Unix identity: the job's credential maps no Unix user and uid, "
                  "and an agent running as root never runs a task as itself");
         return NULL;
     }
     struct passwd *pw = getpwnam(user);
-    long long want = (long long)json_integer_value(uid);
+    long long want = (long long)d->uid;
     if (!pw)
         snprintf(why, size, "user %s: no such user on node %s", user, a->cfg.node);
     else if ((long long)pw->pw_uid != want)
         snprintf(why, size, "user %s: has uid %lld on node %s, but the job is mapped to uid %lld",
                  user, (long long)pw->pw_uid, a->cfg.node, want);
-    else if (pw->pw_uid == 0 && !json_is_true(json_object_get(t, "allow_root")))
+    else if (pw->pw_uid == 0 && !d->allow_root)
         snprintf(why, size, "user %s: uid 0 (root), which tenant \"%s\" does not allow "
-                 "(allow_root in tenants.yaml)", user, str_or(json_object_get(t, "tenant")));
+                 "(allow_root in tenants.yaml)", user, d->tenant ? d->tenant : "");
     else
         return user;
     return NULL;
+}
+
+/* A NULL-terminated copy of a decoded list's pointers (the strings stay
+ * the document's). */
+static const char **strv_of(const ts_strv *l)
+{
+    const char **v = calloc((size_t)l->n + 1, sizeof *v);
+    for (int i = 0; v && i < l->n; i++)
+        v[i] = l->v[i];
+    return v;
 }
 
 static const char **strv(json_t *arr)
@@ -208,6 +215,7 @@ static int shim_mark_make(const ts_agent *a, local_task *lt, const char *id,
  * why, once set, says why it does not start (each phase then does nothing
  * that could fail). */
 typedef struct task_start {
+    const ts_desired_task *d; /* the desired task, decoded (tessera/agent_proto.h) */
     char id[64];
     char why[TS_ERR_MSG_MAX];
     char kv[760];
@@ -234,30 +242,26 @@ typedef struct task_start {
 } task_start;
 
 /* The desired task's numbers: identity, MIG or share, tenant, time limit. */
-static void start_fields(local_task *lt, const json_t *t)
+static void start_fields(local_task *lt, const json_t *t, const ts_desired_task *d)
 {
-    int mig_profile = json_is_integer(json_object_get(t, "mig_profile"))
-                          ? (int)json_integer_value(json_object_get(t, "mig_profile"))
-                          : -1;
-    int gpu_milli = json_is_integer(json_object_get(t, "gpu_milli"))
-                        ? (int)json_integer_value(json_object_get(t, "gpu_milli"))
-                        : 1000;
+    int mig_profile = d->present & TS_DT_BIT(TS_DT_MIG_PROFILE) ? d->mig_profile : -1;
+    int gpu_milli = d->present & TS_DT_BIT(TS_DT_GPU_MILLI) ? d->gpu_milli : 1000;
     lt->mig_profile = mig_profile;
-    lt->mig_start = (int)json_integer_value(json_object_get(t, "mig_start"));
+    lt->mig_start = d->mig_start;
     lt->fractional = mig_profile < 0 && gpu_milli > 0 && gpu_milli < 1000;
     lt->gpu_milli = gpu_milli;
-    lt->gpu_mem_mib = json_integer_value(json_object_get(t, "gpu_memory_mib"));
-    const char *tenant = json_string_value(json_object_get(t, "tenant"));
-    snprintf(lt->tenant, sizeof lt->tenant, "%s", tenant ? tenant : "");
+    lt->gpu_mem_mib = d->gpu_memory_mib;
+    snprintf(lt->tenant, sizeof lt->tenant, "%s", d->tenant ? d->tenant : "");
     /* the time it has left, from the controller: the deadline on this
-     * node's own clock, counted from the answer that asked for the start */
+     * node's own clock, counted from the answer that asked for the start
+     * (time_left_s: the agent's own note on the document, agent.c) */
     json_t *left = json_object_get(t, "time_left_s");
     if (json_is_number(left)) {
         double l = json_number_value(left);
         lt->deadline_unix = agent_wall_now() + (l > 0 ? l : 0);
-        lt->time_limit_s = json_number_value(json_object_get(t, "time_limit_s"));
-        lt->limit_grace_s = json_number_value(json_object_get(t, "limit_grace_s"));
-        lt->limit_signal = (int)json_integer_value(json_object_get(t, "limit_signal"));
+        lt->time_limit_s = d->time_limit_s;
+        lt->limit_grace_s = d->limit_grace_s;
+        lt->limit_signal = d->limit_signal;
     }
 }
 
@@ -271,19 +275,18 @@ static void env_add(task_start *S, const char *fmt, const char *v)
  * credential, the data and the secrets (docs/agent-tasks.md). */
 static void start_env(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
 {
-    S->envj = json_deep_copy(json_object_get(t, "env"));
-    if (!json_is_array(S->envj)) {
-        json_decref(S->envj);
-        S->envj = json_array();
-    }
-    const char *uname = json_string_value(json_object_get(t, "user"));
+    const ts_desired_task *d = S->d;
+    S->envj = json_array();
+    for (int i = 0; S->envj && i < d->env.n; i++)
+        json_array_append_new(S->envj, json_string(d->env.v[i]));
+    const char *uname = d->user;
     snprintf(lt->user, sizeof lt->user, "%s", uname ? uname : "");
     S->pw = uname ? getpwnam(uname) : NULL; /* the step file's owner */
     step_file_make(a, lt, S->id, S->pw && a->caps.root ? S->pw : NULL);
     env_add(S, "TESSERA_STEP_FILE=%s", lt->step_file);
     /* a batch script's srun reaches the controller with its job's step
      * credential (ctld/steps.h), through the controller this agent uses */
-    const char *stok = json_string_value(json_object_get(t, "step_token"));
+    const char *stok = d->step_token;
     if (stok) {
         env_add(S, "TESSERA_STEP_URL=%s", agent_ctls_url(&a->cfg.ctls));
         env_add(S, "TESSERA_STEP_TOKEN=%s", stok);
@@ -291,7 +294,7 @@ static void start_env(ts_agent *a, local_task *lt, const json_t *t, task_start *
     snprintf(lt->out_note, sizeof lt->out_note, "%s/%s.output", a->steps, S->id);
     unlink(lt->out_note); /* an old run's note must not name this run's files */
     env_add(S, "TESSERA_OUTPUT_NOTE=%s", lt->out_note);
-    if (json_is_object(json_object_get(t, "net"))) {
+    if (d->present & TS_DT_BIT(TS_DT_NET)) {
         /* its namespace has lo and eth0 only: gloo and NCCL bootstrap there
          * (unless the job chose), whatever the node's hostname resolves to */
         json_array_insert_new(S->envj, 0, json_string("GLOO_SOCKET_IFNAME=eth0"));
@@ -303,11 +306,11 @@ static void start_env(ts_agent *a, local_task *lt, const json_t *t, task_start *
 }
 
 /* Its GPUs, and CUDA_VISIBLE_DEVICES naming the MIG device, not its GPU. */
-static void start_gpus(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+static void start_gpus(ts_agent *a, local_task *lt, task_start *S)
 {
-    json_t *gpus = json_object_get(t, "gpus");
-    for (size_t k = 0; k < json_array_size(gpus) && S->ngpu < 16; k++) {
-        json_int_t g = json_integer_value(json_array_get(gpus, k));
+    const ts_intv *gpus = &S->d->gpus;
+    for (int k = 0; k < gpus->n && S->ngpu < 16; k++) {
+        int64_t g = gpus->v[k];
         if (g >= 0 && g < a->node->ngpu) {
             lt->gpu[lt->ngpu++] = (int)g;
             S->uuids[S->ngpu++] = a->node->gpu_uuid[g];
@@ -330,7 +333,7 @@ static void start_gpus(ts_agent *a, local_task *lt, const json_t *t, task_start 
 
 /* A fractional task on an MPS node: the GPU's daemon (started once), its
  * share of the SMs and its pinned memory. */
-static void start_mps(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+static void start_mps(ts_agent *a, local_task *lt, task_start *S)
 {
     if (S->why[0] || !lt->fractional || !a->node->mps || lt->ngpu != 1)
         return;
@@ -351,7 +354,7 @@ static void start_mps(ts_agent *a, local_task *lt, const json_t *t, task_start *
     S->mps_pipe = a->mps[g].pipe_dir;
     S->mps_log = a->mps[g].log_dir;
     S->mps_pct = (lt->gpu_milli + 9) / 10; /* its share of the SMs */
-    json_int_t mem = json_integer_value(json_object_get(t, "gpu_memory_mib"));
+    int64_t mem = S->d->gpu_memory_mib;
     if (mem > 0) {
         snprintf(S->kv, sizeof S->kv, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=%lldM",
                  (long long)mem);
@@ -398,27 +401,26 @@ static void start_shim(ts_agent *a, local_task *lt, task_start *S)
  * the task's own VFs), its traffic class and service level, and the
  * tenant's InfiniBand partition: its index in those adapters' tables
  * (docs/network.md). */
-static void start_nccl(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+static void start_nccl(ts_agent *a, local_task *lt, task_start *S)
 {
+    const ts_desired_task *d = S->d;
     const char *root = a->node->sysfs_root[0] ? a->node->sysfs_root : "/sys";
     agent_nics_for_task(&a->node->nics, lt->gpu, lt->ngpu, S->hca, sizeof S->hca);
-    const char *nics = json_string_value(json_object_get(json_object_get(t, "net"), "nics"));
-    if (nics && strcmp(nics, "dedicated") == 0) { /* the devices it holds, not the adapters */
+    if (d->net.nics_dedicated) { /* the devices it holds, not the adapters */
         char own[sizeof S->hca];
         agent_nics_for_task_dedicated(root, &a->node->nics, lt->gpu, lt->ngpu, own, sizeof own);
         if (own[0])
             memcpy(S->hca, own, sizeof own);
     }
-    if (json_is_integer(json_object_get(t, "nccl_tc")))
-        snprintf(S->tc, sizeof S->tc, "%d", (int)json_integer_value(json_object_get(t, "nccl_tc")));
-    if (json_is_integer(json_object_get(t, "nccl_sl")))
-        snprintf(S->sl, sizeof S->sl, "%d", (int)json_integer_value(json_object_get(t, "nccl_sl")));
-    json_t *pk = json_object_get(t, "ib_pkey");
-    if (S->why[0] || !json_is_integer(pk) || !S->hca[0])
+    if (d->present & TS_DT_BIT(TS_DT_NCCL_TC))
+        snprintf(S->tc, sizeof S->tc, "%d", d->nccl_tc);
+    if (d->present & TS_DT_BIT(TS_DT_NCCL_SL))
+        snprintf(S->sl, sizeof S->sl, "%d", d->nccl_sl);
+    if (S->why[0] || !(d->present & TS_DT_BIT(TS_DT_IB_PKEY)) || !S->hca[0])
         return;
     int idx;
     ts_err pe;
-    if (agent_nics_pkey_index_all(root, S->hca, (unsigned)json_integer_value(pk), &idx, &pe) == 0)
+    if (agent_nics_pkey_index_all(root, S->hca, (unsigned)d->ib_pkey, &idx, &pe) == 0)
         snprintf(S->pkey, sizeof S->pkey, "%d", idx);
     else
         snprintf(S->why, sizeof S->why, "%s", pe.msg);
@@ -427,7 +429,8 @@ static void start_nccl(ts_agent *a, local_task *lt, const json_t *t, task_start 
 /* What agent_task_start gets for a bare process; a container adds to it. */
 static void start_spec(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
 {
-    const char *workdir = json_string_value(json_object_get(t, "workdir"));
+    const ts_desired_task *d = S->d;
+    const char *workdir = d->workdir;
     S->spec = (ts_task_spec){
         .task_id = S->id,
         .argv = S->argv,
@@ -438,13 +441,11 @@ static void start_spec(ts_agent *a, local_task *lt, const json_t *t, task_start 
         .slurm_bin_dir = a->slurm_bin[0] ? a->slurm_bin : NULL,
         .gpu_uuids = S->uuids,
         .ngpu = S->ngpu,
-        .world_size = (int)json_integer_value(json_object_get(t, "world_size")),
-        .rank = json_is_integer(json_object_get(t, "task_rank"))
-                    ? (int)json_integer_value(json_object_get(t, "task_rank"))
-                    : lt->rank,
-        .local_rank = (int)json_integer_value(json_object_get(t, "local_rank")),
-        .master_addr = json_string_value(json_object_get(t, "master_addr")),
-        .master_port = (int)json_integer_value(json_object_get(t, "master_port")),
+        .world_size = d->world_size,
+        .rank = d->present & TS_DT_BIT(TS_DT_TASK_RANK) ? d->task_rank : lt->rank,
+        .local_rank = d->local_rank,
+        .master_addr = d->master_addr,
+        .master_port = d->master_port,
         .nccl_ib_hca = S->hca,
         .nccl_ib_tc = S->tc,
         .nccl_ib_sl = S->sl,
@@ -454,8 +455,8 @@ static void start_spec(ts_agent *a, local_task *lt, const json_t *t, task_start 
         .mps_thread_pct = S->mps_pct,
         .preload_shim = S->shim_envp[0] ? a->node->shim : NULL,
         .shim_env = S->shim_envp[0] ? S->shim_envp : NULL,
-        .cpu_milli = json_integer_value(json_object_get(t, "cpu_milli")),
-        .memory_bytes = json_integer_value(json_object_get(t, "memory_mib")) * 1048576LL,
+        .cpu_milli = d->cpu_milli,
+        .memory_bytes = d->memory_mib * 1048576LL,
         .pids_max = 4096,
         /* its GPUs' nodes and no other GPU's (docs/agent-tasks.md "Isolation") */
         .gpu_devs = S->devs,
@@ -481,7 +482,7 @@ static void start_spec(ts_agent *a, local_task *lt, const json_t *t, task_start 
 /* In a container: the task library's files and its secrets at the paths its
  * environment names, the job's host folders (as its tenant may mount them,
  * checked at submission) and data; the number of binds. */
-static size_t container_binds(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+static size_t container_binds(ts_agent *a, local_task *lt, task_start *S)
 {
     const size_t cap = sizeof S->binds / sizeof S->binds[0];
     size_t nb = 0;
@@ -491,44 +492,36 @@ static size_t container_binds(ts_agent *a, local_task *lt, const json_t *t, task
     struct stat sd;
     if (stat(S->secrets_dir, &sd) == 0 && S_ISDIR(sd.st_mode))
         S->binds[nb++] = (ts_bundle_mount){S->secrets_dir, S->secrets_dir, false};
-    size_t mi;
-    json_t *mj;
-    json_array_foreach(json_object_get(t, "mounts"), mi, mj) {
-        const char *host = json_string_value(json_object_get(mj, "host"));
-        const char *in = json_string_value(json_object_get(mj, "path"));
-        if (nb == cap || !host || !in)
+    for (size_t mi = 0; mi < (size_t)S->d->nmounts; mi++) {
+        const char *host = S->d->mounts[mi].host, *in = S->d->mounts[mi].path;
+        if (nb == cap)
             break;
         struct stat hs;
         if (!S->why[0] && (stat(host, &hs) != 0 || !S_ISDIR(hs.st_mode)))
             snprintf(S->why, sizeof S->why,
                      "mounts[%zu].host: %.300s: no such folder on this node", mi, host);
-        S->binds[nb++] = (ts_bundle_mount){host, in, json_is_true(json_object_get(mj, "write"))};
+        S->binds[nb++] = (ts_bundle_mount){host, in, S->d->mounts[mi].write};
     }
     return nb + agent_data_binds(lt, S->binds + nb, cap - nb);
 }
 
 /* Whether the task is a Slurm batch job's (`tessera sbatch` sets
  * SLURM_JOB_NAME in its env), whose PATH names the node's srun folder. */
-static bool slurm_task(const json_t *t)
+static bool slurm_task(const ts_desired_task *d)
 {
-    size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(t, "env"), i, v) {
-        const char *kv = json_string_value(v);
-        if (kv && strncmp(kv, "SLURM_JOB_NAME=", 15) == 0)
+    for (int i = 0; i < d->env.n; i++)
+        if (strncmp(d->env.v[i], "SLURM_JOB_NAME=", 15) == 0)
             return true;
-    }
     return false;
 }
 
 /* In a container, once its user is known: the job's checkpoint folder
  * (read-write, for that user) and a Slurm job's srun kit (read-only, where
  * the node's srun folder is); the number of binds put. */
-static size_t container_extras(ts_agent *a, const json_t *t, task_start *S, ts_bundle_mount *b,
-                               size_t room)
+static size_t container_extras(ts_agent *a, task_start *S, ts_bundle_mount *b, size_t room)
 {
     size_t nb = 0;
-    const char *ck = json_string_value(json_object_get(t, "checkpoint_dir"));
+    const char *ck = S->d->checkpoint_dir;
     if (!S->why[0] && ck && nb < room) {
         uid_t uid = S->pw ? S->pw->pw_uid : 0;
         gid_t gid = S->pw ? S->pw->pw_gid : 0;
@@ -540,7 +533,7 @@ static size_t container_extras(ts_agent *a, const json_t *t, task_start *S, ts_b
         if (agent_checkpoint_folder(ck, uid, gid, S->why, sizeof S->why))
             b[nb++] = (ts_bundle_mount){ck, ck, true};
     }
-    if (!S->why[0] && a->slurm_kit[0] && slurm_task(t) && nb < room)
+    if (!S->why[0] && a->slurm_kit[0] && slurm_task(S->d) && nb < room)
         b[nb++] = (ts_bundle_mount){a->slurm_kit, a->slurm_bin, false};
     return nb;
 }
@@ -555,7 +548,7 @@ static void start_container(ts_agent *a, local_task *lt, const json_t *t, task_s
     snprintf(S->bundle, sizeof S->bundle, "%s/%s", a->bundles, S->id);
     S->spec.image = &lt->image;
     S->spec.bundle_dir = S->bundle;
-    size_t nb = container_binds(a, lt, t, S);
+    size_t nb = container_binds(a, lt, S);
     S->spec.mounts = S->binds;
     if (S->spec.preload_shim) {
         char gw[TS_ERR_MSG_MAX - 64];
@@ -571,10 +564,10 @@ static void start_container(ts_agent *a, local_task *lt, const json_t *t, task_s
     if (!S->why[0])
         agent_container_user(lt, t, S->cuser, sizeof S->cuser, S->why, sizeof S->why);
     S->spec.container_user = S->cuser[0] ? S->cuser : NULL;
-    nb += container_extras(a, t, S, S->binds + nb, sizeof S->binds / sizeof S->binds[0] - nb);
+    nb += container_extras(a, S, S->binds + nb, sizeof S->binds / sizeof S->binds[0] - nb);
     S->spec.nmounts = nb;
     /* inside the image; NULL: the image's own */
-    S->spec.workdir = json_string_value(json_object_get(t, "workdir"));
+    S->spec.workdir = S->d->workdir;
     if (!S->argv || !S->argv[0])
         S->spec.argv = NULL; /* the image's own command */
     ts_err ue;
@@ -621,31 +614,38 @@ static void start_meta(ts_agent *a, local_task *lt, const json_t *t, task_start 
 
 void agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
 {
-    lt->job = json_integer_value(json_object_get(t, "job"));
-    lt->rank = (int)json_integer_value(json_object_get(t, "rank"));
-    lt->is_step = json_is_integer(json_object_get(t, "step"));
-    lt->step = (int)json_integer_value(json_object_get(t, "step"));
-    lt->run = json_number_value(json_object_get(t, "run"));
-    if (!lt->image_ready && !lt->pulled && agent_image_wait(a, lt, t))
-        return; /* started by agent_images_poll once its image is there */
-    start_fields(lt, t);
-    task_start *S = calloc(1, sizeof *S);
-    if (!S) {
-        snprintf(lt->start_error, sizeof lt->start_error, "out of memory");
+    ts_desired_task d;
+    ts_err de;
+    if (ts_desired_task_decode(t, "task", &d, &de) != 0) { /* reconcile checked it: memory */
+        snprintf(lt->start_error, sizeof lt->start_error, "%.400s", de.msg);
         return;
     }
+    lt->job = d.job;
+    lt->rank = d.rank;
+    lt->is_step = d.present & TS_DT_BIT(TS_DT_STEP);
+    lt->step = d.step;
+    lt->run = d.run;
+    task_start *S = NULL;
+    if (!lt->image_ready && !lt->pulled && agent_image_wait(a, lt, t))
+        goto out; /* started by agent_images_poll once its image is there */
+    start_fields(lt, t, &d);
+    if (!(S = calloc(1, sizeof *S))) {
+        snprintf(lt->start_error, sizeof lt->start_error, "out of memory");
+        goto out;
+    }
+    S->d = &d;
     S->stdio_peer = -1;
     if (lt->is_step)
         snprintf(S->id, sizeof S->id, "j%lld-r%d-s%d", (long long)lt->job, lt->rank, lt->step);
     else
         snprintf(S->id, sizeof S->id, "j%lld-r%d", (long long)lt->job, lt->rank);
-    S->argv = strv(json_object_get(t, "command"));
+    S->argv = strv_of(&d.command);
     start_env(a, lt, t, S);
-    start_gpus(a, lt, t, S);
-    start_mps(a, lt, t, S);
+    start_gpus(a, lt, S);
+    start_mps(a, lt, S);
     start_shim(a, lt, S);
-    S->user = S->why[0] ? NULL : task_user(a, t, S->why, sizeof S->why);
-    start_nccl(a, lt, t, S);
+    S->user = S->why[0] ? NULL : task_user(a, &d, S->why, sizeof S->why);
+    start_nccl(a, lt, S);
     start_spec(a, lt, t, S);
     start_container(a, lt, t, S);
     if (!S->why[0])
@@ -675,4 +675,6 @@ void agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
     json_decref(S->envj);
     json_decref(S->cdi);
     free(S);
+out:
+    ts_desired_task_fini(&d);
 }

@@ -213,19 +213,18 @@ static int stream_tail(const local_task *lt, int k, size_t max, char **text, lon
 }
 
 /* An ended task's last output, for its job's events (docs/agent-protocol.md). */
-void agent_add_output(const local_task *lt, json_t *o)
+void agent_task_output(const local_task *lt, char *text[2])
 {
-    json_t *out = json_object();
-    static const char *const names[2] = {"stdout", "stderr"};
     for (int k = 0; k < 2; k++) {
-        char *text = NULL;
         long long size;
         ts_err e;
-        if (stream_tail(lt, k, TS_AGENT_OUTPUT_TAIL, &text, &size, &e) == 0 && text[0])
-            json_object_set_new(out, names[k], json_string(text));
-        free(text);
+        text[k] = NULL;
+        if (stream_tail(lt, k, TS_AGENT_OUTPUT_TAIL, &text[k], &size, &e) != 0 ||
+            (text[k] && !text[k][0])) {
+            free(text[k]);
+            text[k] = NULL;
+        }
     }
-    json_object_set_new(o, "output", out);
 }
 
 /* The shim's ledger for a task (a file in TS_SHIM_LEDGER_DIR). */

@@ -31,6 +31,7 @@
 #include "ctld/job_end.h"
 #include "ctld/job_fsm.h"
 #include "ctld/steps.h"
+#include "tessera/agent_proto.h"
 
 void ctld_node_refresh(ctld *c, int n)
 {
@@ -131,19 +132,29 @@ static json_t *logs_wanted(const ctld_agent *a)
 
 /* ---- what the agent reports ---------------------------------------------------- */
 
-static int rank_state_of(const char *s)
+/* A register or sync body, its task reports decoded once at the door
+ * (tessera/agent_proto.h); the reports borrow their strings from doc. */
+typedef struct sync_msg {
+    json_t *doc;
+    ts_task_report *tasks;
+    size_t ntasks;
+    bool has_tasks; /* "tasks" was sent: an empty list says nothing runs */
+} sync_msg;
+
+static int rank_state_of(enum ts_report_state s)
 {
-    if (!s)
-        return -1;
-    if (strcmp(s, "running") == 0)
+    switch (s) {
+    case TS_REPORT_RUNNING:
         return CTLD_RANK_RUNNING;
-    if (strcmp(s, "exited") == 0)
+    case TS_REPORT_EXITED:
         return CTLD_RANK_DONE; /* refined by the exit code */
-    if (strcmp(s, "failed") == 0)
+    case TS_REPORT_FAILED:
         return CTLD_RANK_FAILED;
-    if (strcmp(s, "stopped") == 0)
+    case TS_REPORT_STOPPED:
         return CTLD_RANK_STOPPED;
-    return -1;
+    default:
+        return -1;
+    }
 }
 
 /* A rank's state as it was before this report (undone if the report's
@@ -161,12 +172,12 @@ typedef struct rank_undo {
  * for the next one (its job's change was being written). */
 /* An ended rank's last output (its report's "output"), kept with the job's
  * events, each stream's end from a whole character; TS_ENOMEM. */
-static int output_events(const cjob *j, int rank, const json_t *tk, double now, ctld_txn *t)
+static int output_events(const cjob *j, int rank, const ts_task_report *tk, double now,
+                         ctld_txn *t)
 {
-    const json_t *outj = json_object_get(tk, "output");
     static const char *const NAMES[] = {"stdout", "stderr"};
     for (int k = 0; k < 2; k++) {
-        const char *text = json_string_value(json_object_get(outj, NAMES[k]));
+        const char *text = k == 0 ? tk->out_stdout : tk->out_stderr;
         if (!text || !*text)
             continue;
         size_t tl = strlen(text);
@@ -188,23 +199,20 @@ static int output_events(const cjob *j, int rank, const json_t *tk, double now, 
     return 0;
 }
 
-static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole, ts_err *err)
+static int apply_reports(ctld *c, int n, const sync_msg *m, double now, bool *whole,
+                         ts_err *err)
 {
     ctld_txn t = {0};
-    rank_undo *undo = calloc(json_array_size(tasks) + 1, sizeof *undo);
+    rank_undo *undo = calloc(m->ntasks + 1, sizeof *undo);
     int nundo = 0, rc = undo ? 0 : ts_err_set(err, TS_ENOMEM, "out of memory");
     bool started_secret = false;
-    size_t i;
-    json_t *tk;
-    json_array_foreach(tasks, i, tk)
-    {
-        if (rc != 0)
-            break;
-        int64_t id = json_integer_value(json_object_get(tk, "job"));
-        int rank = (int)json_integer_value(json_object_get(tk, "rank"));
-        int st = rank_state_of(json_string_value(json_object_get(tk, "state")));
+    for (size_t i = 0; i < m->ntasks && rc == 0; i++) {
+        const ts_task_report *tk = &m->tasks[i];
+        int64_t id = tk->job;
+        int rank = tk->rank;
+        int st = rank_state_of(tk->state);
         cjob *j = ctld_job_find(c, id);
-        if (j && json_is_integer(json_object_get(tk, "step"))) { /* a step's task (steps.c) */
+        if (j && tk->step >= 0) { /* a step's task (steps.c) */
             if (j->pinned) /* a change of its job is being written: the next report counts */
                 *whole = false;
             else if (ctld_steps_report(c, j, n, tk, now, &t) != 0)
@@ -214,33 +222,31 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole,
         if (!j || !j->allocs || rank < 0 || rank >= j->ntasks || j->allocs[rank].node != n ||
             st < 0)
             continue; /* not ours (any more): the desired state tells the agent */
-        json_t *run = json_object_get(tk, "run");
-        if (json_is_number(run) && json_number_value(run) != j->row.start_s)
+        if (tk->has_run && tk->run != j->row.start_s)
             continue; /* an earlier run's task, not yet forgotten by its agent */
         if (j->pinned || (!j->rank_state && !(j->rank_state = calloc((size_t)j->ntasks, 1)))) {
             *whole = false; /* a change of it is being written: the next report counts */
             continue;
         }
-        if (st == CTLD_RANK_DONE && json_integer_value(json_object_get(tk, "exit_code")) != 0)
+        if (st == CTLD_RANK_DONE && tk->exit_code != 0)
             st = CTLD_RANK_FAILED;
-        json_t *pull = json_object_get(tk, "image_pull");
-        if (json_is_object(pull) && st == CTLD_RANK_RUNNING) { /* its image is coming */
+        bool pulling = tk->has_image_pull;
+        if (pulling && st == CTLD_RANK_RUNNING) { /* its image is coming */
             j->pull_seen_s = now;
             j->pull_rank = rank;
-            j->pull_done = json_integer_value(json_object_get(pull, "done_bytes"));
-            j->pull_total = json_integer_value(json_object_get(pull, "total_bytes"));
+            j->pull_done = tk->pull_done_bytes;
+            j->pull_total = tk->pull_total_bytes;
         } else if (j->pull_seen_s > 0 && j->pull_rank == rank) {
             j->pull_seen_s = 0;
         }
         if (j->spec->image && (st == CTLD_RANK_RUNNING || st == CTLD_RANK_DONE)) {
             /* where its image is, for placement: all of it once no pull shows */
-            bool pulling = json_is_object(pull);
             ctld_imgloc_note(c, n, j->spec->image, pulling ? j->pull_done : -1,
                              pulling ? j->pull_total : 0);
         }
-        const char *outcome = json_string_value(json_object_get(tk, "outcome"));
-        if (outcome && st == CTLD_RANK_STOPPED)
-            snprintf(j->stop_outcome, sizeof j->stop_outcome, "%s", outcome);
+        if (tk->outcome && st == CTLD_RANK_STOPPED)
+            snprintf(j->stop_outcome, sizeof j->stop_outcome, "%s",
+                     ts_report_outcome_name(tk->outcome));
         if (j->rank_state[rank] == st)
             continue;
         undo[nundo++] =
@@ -254,7 +260,7 @@ static int apply_reports(ctld *c, int n, json_t *tasks, double now, bool *whole,
             rc = ts_err_set(err, TS_ENOMEM, "out of memory");
         /* a task its agent would not start says why (a refused user, a
          * missing command): the job's events keep it */
-        const char *launch = json_string_value(json_object_get(tk, "error"));
+        const char *launch = tk->error;
         if (rc == 0 && st == CTLD_RANK_FAILED && launch && *launch) {
             char d[TS_ERR_MSG_MAX + 32];
             snprintf(d, sizeof d, "rank %d on %s: %s", rank, c->cluster->nodes[n].name, launch);
@@ -435,25 +441,20 @@ static uint64_t fnv(uint64_t h, const char *s)
     return (h ^ 0xff) * 1099511628211ULL; /* a separator: "ab","c" != "a","bc" */
 }
 
-static uint64_t report_digest(json_t *in)
+static uint64_t report_digest(const sync_msg *m)
 {
     uint64_t h = 14695981039346656037ULL;
     char num[96];
-    json_t *tasks = json_object_get(in, "tasks"), *tk;
+    json_t *in = m->doc;
     size_t i;
-    h = fnv(h, json_is_array(tasks) ? "tasks" : "no tasks");
-    json_array_foreach(tasks, i, tk)
-    {
-        snprintf(num, sizeof num, "%lld/%lld/%lld/%lld",
-                 (long long)json_integer_value(json_object_get(tk, "job")),
-                 (long long)json_integer_value(json_object_get(tk, "rank")),
-                 json_is_integer(json_object_get(tk, "step"))
-                     ? (long long)json_integer_value(json_object_get(tk, "step"))
-                     : -1LL,
-                 (long long)json_integer_value(json_object_get(tk, "exit_code")));
+    h = fnv(h, m->has_tasks ? "tasks" : "no tasks");
+    for (i = 0; i < m->ntasks; i++) {
+        const ts_task_report *tk = &m->tasks[i];
+        snprintf(num, sizeof num, "%lld/%d/%d/%d", (long long)tk->job, tk->rank, tk->step,
+                 tk->exit_code);
         h = fnv(h, num);
-        h = fnv(h, json_string_value(json_object_get(tk, "state")));
-        h = fnv(h, json_string_value(json_object_get(tk, "outcome")));
+        h = fnv(h, ts_report_state_name(tk->state));
+        h = fnv(h, ts_report_outcome_name(tk->outcome));
     }
     json_t *health = json_object_get(in, "health"), *why;
     h = fnv(h, json_is_object(health) ? "health" : "no health");
@@ -466,28 +467,22 @@ static uint64_t report_digest(json_t *in)
 
 /* The report's readings replace the node's; under a->mu. Only running
  * ranks count (a stopped one reads as nothing). */
-static void keep_readings(ctld_agent *a, json_t *tasks, double now)
+static void keep_readings(ctld_agent *a, const sync_msg *m, double now)
 {
-    size_t nt = json_array_size(tasks), i;
+    size_t nt = m->ntasks;
     ctld_reading *rd = nt ? malloc(nt * sizeof *rd) : NULL;
     if (nt && !rd)
         return; /* out of memory: the last readings stay */
     int n = 0;
-    json_t *tk;
-    json_array_foreach(tasks, i, tk)
-    {
-        const char *st = json_string_value(json_object_get(tk, "state"));
-        if (!st || strcmp(st, "running") != 0)
+    for (size_t i = 0; i < nt; i++) {
+        const ts_task_report *tk = &m->tasks[i];
+        if (tk->state != TS_REPORT_RUNNING)
             continue;
-        json_t *u = json_object_get(tk, "gpu_util"), *step = json_object_get(tk, "step_s");
-        rd[n++] = (ctld_reading){
-            .job = json_integer_value(json_object_get(tk, "job")),
-            .rank = (int)json_integer_value(json_object_get(tk, "rank")),
-            .util = json_is_number(u) ? (float)json_number_value(u) : -1.0f,
-            .step_s = json_is_number(step) && json_number_value(step) > 0
-                          ? (float)json_number_value(step)
-                          : -1.0f,
-            .at_s = now};
+        rd[n++] = (ctld_reading){.job = tk->job,
+                                 .rank = tk->rank,
+                                 .util = tk->gpu_util >= 0 ? (float)tk->gpu_util : -1.0f,
+                                 .step_s = tk->step_s > 0 ? (float)tk->step_s : -1.0f,
+                                 .at_s = now};
     }
     free(a->readings);
     a->readings = rd;
@@ -532,10 +527,11 @@ static uint64_t report_gen(const ctld_agent *a) { return a->gen - a->log_moves; 
 /* Applies what a registration or a report changes in the controller's
  * state, under c->mu, once no cycle plans or commits. Returns 0, or -1
  * with r answered. */
-static int apply_sync(ctld *c, int n, bool reg, json_t *in, uint64_t digest, uint64_t seq,
-                      double now, ctld_reply *r)
+static int apply_sync(ctld *c, int n, bool reg, const sync_msg *m, uint64_t digest,
+                      uint64_t seq, double now, ctld_reply *r)
 {
     ctld_agent *a = &c->agents[n];
+    json_t *in = m->doc;
     pthread_mutex_lock(&c->mu);
     ctld_commit_wait(c);
     if (seq > 0 && !reg && seq <= a->applied_seq) {
@@ -575,8 +571,8 @@ static int apply_sync(ctld *c, int n, bool reg, json_t *in, uint64_t digest, uin
         wrc = apply_health(c, n, json_object_get(in, "health"), now, &err);
     if (wrc == 0 && json_is_string(json_object_get(in, "drain")))
         wrc = apply_drain(c, n, json_string_value(json_object_get(in, "drain")), &err);
-    if (wrc == 0 && json_is_array(json_object_get(in, "tasks")))
-        wrc = apply_reports(c, n, json_object_get(in, "tasks"), now, &whole, &err);
+    if (wrc == 0 && m->has_tasks)
+        wrc = apply_reports(c, n, m, now, &whole, &err);
     if (wrc != 0) {
         /* not durable: nothing applied; the agent reports again */
         pthread_mutex_unlock(&c->mu);
@@ -597,6 +593,62 @@ static int apply_sync(ctld *c, int n, bool reg, json_t *in, uint64_t digest, uin
     pthread_mutex_unlock(&a->mu);
     pthread_mutex_unlock(&c->mu);
     return 0;
+}
+
+/* Decodes the body's task reports into m; false with r answered (400
+ * naming the field) when one is not what the protocol allows. */
+/* Decodes a sync's task reports. A report outside the protocol is left
+ * out, and the rest of the sync is applied: refusing the whole sync would
+ * keep the node's health and every other task's end from the controller
+ * until it declared the node lost and requeued all its jobs, for one task's
+ * report (a bug, or an agent newer than its controller sending a value this
+ * one does not know). The log names the field, at most once a minute a
+ * node; a metric counts them. False (answered) only for a "tasks" that is
+ * not a list, or out of memory. */
+static bool decode_sync(ctld *c, int n, sync_msg *m, ctld_reply *r)
+{
+    const json_t *tasks = json_object_get(m->doc, "tasks");
+    if (tasks && !json_is_array(tasks)) {
+        ctld_reply_error(r, 400, "invalid", "tasks: must be an array");
+        return false;
+    }
+    size_t len = json_array_size(tasks), refused = 0;
+    m->tasks = len ? calloc(len, sizeof *m->tasks) : NULL;
+    if (len && !m->tasks) {
+        ctld_reply_error(r, 503, "unavailable", "out of memory");
+        return false;
+    }
+    ts_err first = {0};
+    for (size_t i = 0; i < len; i++) {
+        char where[32];
+        ts_err err;
+        snprintf(where, sizeof where, "tasks[%zu]", i);
+        if (ts_task_report_decode(json_array_get(tasks, i), where, &m->tasks[m->ntasks], &err) == 0)
+            m->ntasks++;
+        else if (refused++ == 0)
+            first = err;
+    }
+    if (refused > 0) {
+        __atomic_fetch_add(&c->m.agent_reports_refused, refused, __ATOMIC_RELAXED);
+        ctld_agent *a = &c->agents[n];
+        double now = ctld_now();
+        pthread_mutex_lock(&a->mu);
+        bool say = now - a->refused_said_s >= 60.0;
+        if (say)
+            a->refused_said_s = now;
+        pthread_mutex_unlock(&a->mu);
+        if (say)
+            fprintf(stderr, "tesserad: node %s: %zu task report(s) outside the agent protocol "
+                            "left out (the rest of its sync applied): %s\n",
+                    c->cluster->nodes[n].name, refused, first.msg);
+    }
+    return true;
+}
+
+static void sync_msg_fini(sync_msg *m)
+{
+    free(m->tasks);
+    json_decref(m->doc);
 }
 
 /* The node's desired document, answered from the published one; rebuilt
@@ -646,13 +698,14 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
         return;
     }
     int n = node_of(c, rq, in, r); /* the cluster's nodes are fixed: no lock */
-    if (n < 0) {
+    sync_msg m = {.doc = in, .has_tasks = json_object_get(in, "tasks") != NULL};
+    if (n < 0 || !decode_sync(c, n, &m, r)) {
         json_decref(in);
         return;
     }
     ctld_agent *a = &c->agents[n];
     double now = ctld_now();
-    uint64_t digest = report_digest(in);
+    uint64_t digest = report_digest(&m);
     json_t *seqj = json_object_get(in, "seq");
     uint64_t seq = json_is_integer(seqj) && json_integer_value(seqj) > 0
                        ? (uint64_t)json_integer_value(seqj)
@@ -670,7 +723,7 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
     bool same = !reg && known && a->applied_ok && a->applied_digest == digest &&
                 a->applied_gen == report_gen(a);
     if ((known || reg) && !stale) {
-        keep_readings(a, json_object_get(in, "tasks"), now);
+        keep_readings(a, &m, now);
         int64_t ready = 0;
         size_t pi;
         json_t *pe;
@@ -686,12 +739,12 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
     if ((known || reg) && !stale) /* before the tasks' notes below, which may add pulls */
         ctld_imgloc_store(c, n, json_object_get(in, "images"));
     if (!reg && !known) {
-        json_decref(in);
+        sync_msg_fini(&m);
         reply_register_first(r);
         return;
     }
-    if (!same && apply_sync(c, n, reg, in, digest, seq, now, r) != 0) {
-        json_decref(in);
+    if (!same && apply_sync(c, n, reg, &m, digest, seq, now, r) != 0) {
+        sync_msg_fini(&m);
         return;
     }
     __atomic_fetch_add(&c->m.agent_syncs[same], 1, __ATOMIC_RELAXED);
@@ -703,7 +756,7 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
     json_t *ws = json_object_get(in, "wait_s");
     if (json_is_number(ws) && json_number_value(ws) >= 0 && json_number_value(ws) < wait)
         wait = json_number_value(ws);
-    json_decref(in);
+    sync_msg_fini(&m);
     double until = now + wait;
     pthread_mutex_lock(&a->mu);
     while (!reg && (uint64_t)seen >= a->gen && !__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE) &&

@@ -92,6 +92,7 @@ typedef struct ctld_agent {
      * applied or being applied, under c->mu; seen_seq: the newest received,
      * under mu (the readings follow only the newest). 0: none numbered. */
     uint64_t applied_seq, seen_seq;
+    double refused_said_s;      /* when the log last named a report it left out (under mu) */
     ctld_reading *readings;     /* the last report's running ranks */
     int nreadings;
     ctld_logreq *logreqs;       /* output requests waiting for this agent */

@@ -88,32 +88,27 @@ static void last_line(const char *text, char *buf, size_t len)
 /* One rank's end from its agent's report: {rank, node, end, exit_code,
  * signal, oom_kills, reason}. `end` is exited, signal, oom, timeout,
  * launch, stopped or lost; `reason` says it in words. */
-static json_t *rank_end_json(const ctld *c, const cjob *j, int rank, const json_t *rep)
+static json_t *rank_end_json(const ctld *c, const cjob *j, int rank, const ts_task_report *rep)
 {
-    const char *state = json_string_value(json_object_get(rep, "state"));
-    json_t *code = json_object_get(rep, "exit_code"), *sigj = json_object_get(rep, "signal");
-    const char *error = json_string_value(json_object_get(rep, "error"));
-    json_int_t ooms = json_integer_value(json_object_get(rep, "oom_kills"));
-    int sig = (int)json_integer_value(sigj);
-    bool timeout = json_is_true(json_object_get(rep, "timeout"));
-    const json_t *out = json_object_get(rep, "output");
+    int sig = rep->signal;
+    long long ooms = rep->oom_kills;
     char line[LAST_LINE_MAX_BYTES + 8], reason[WHY_MAX_BYTES];
-    last_line(json_string_value(json_object_get(out, "stderr")), line, sizeof line);
+    last_line(rep->out_stderr, line, sizeof line);
     if (!line[0])
-        last_line(json_string_value(json_object_get(out, "stdout")), line, sizeof line);
+        last_line(rep->out_stdout, line, sizeof line);
     const char *end;
-    if (timeout) {
+    if (rep->timeout) {
         end = "timeout";
         snprintf(reason, sizeof reason, "stopped at its time limit (%s)",
-                 sig ? sig_name(sig) : code ? "exited" : "ended");
+                 sig ? sig_name(sig) : rep->has_exit_code ? "exited" : "ended");
     } else if (ooms > 0) {
         end = "oom";
         snprintf(reason, sizeof reason, "killed by the kernel's OOM killer (%lld kill%s in its "
-                 "cgroup; memory_mib %lld)", (long long)ooms, ooms == 1 ? "" : "s",
+                 "cgroup; memory_mib %lld)", ooms, ooms == 1 ? "" : "s",
                  (long long)j->allocs[rank].mem_mib);
-    } else if (error) {
-        const char *le = json_string_value(json_object_get(rep, "launch_end"));
-        end = json_is_true(json_object_get(rep, "launch")) ? "launch" : "lost";
+    } else if (rep->error) {
+        const char *le = rep->launch_end;
+        end = rep->launch ? "launch" : "lost";
         if (le && strcmp(le, "image_not_found") == 0) /* its registry does not know it */
             end = "image_not_found";
         if (le && strcmp(le, "prolog_failed") == 0) /* the node's prolog failed (drained) */
@@ -122,33 +117,31 @@ static json_t *rank_end_json(const ctld *c, const cjob *j, int rank, const json_
         if (shim)
             end = "shim_not_loaded";
         snprintf(reason, sizeof reason, "%s%s",
-                 strcmp(end, "lost") != 0 && !shim ? "could not start: " : "", error);
-    } else if (state && strcmp(state, "stopped") == 0) {
+                 strcmp(end, "lost") != 0 && !shim ? "could not start: " : "", rep->error);
+    } else if (rep->state == TS_REPORT_STOPPED) {
         end = "stopped";
         snprintf(reason, sizeof reason, "stopped (%s)",
-                 json_string_value(json_object_get(rep, "outcome"))
-                     ? json_string_value(json_object_get(rep, "outcome")) : "on request");
+                 rep->outcome ? ts_report_outcome_name(rep->outcome) : "on request");
     } else if (sig > 0) {
         end = "signal";
         snprintf(reason, sizeof reason, "killed by signal %d (%s)", sig, sig_name(sig));
     } else {
         end = "exited";
-        snprintf(reason, sizeof reason, "exited with code %lld",
-                 (long long)json_integer_value(code));
+        snprintf(reason, sizeof reason, "exited with code %lld", (long long)rep->exit_code);
     }
     bool failure = strcmp(end, "signal") == 0 || strcmp(end, "oom") == 0 ||
-                   (strcmp(end, "exited") == 0 && json_integer_value(code) != 0);
+                   (strcmp(end, "exited") == 0 && rep->exit_code != 0);
     if (failure && line[0]) /* its last words, where the user looks first */
         snprintf(reason + strlen(reason), sizeof reason - strlen(reason), "; last output: %s",
                  line);
-    return json_pack("{s:i,s:s,s:s,s:O,s:o,s:I,s:s}", "rank", rank, "node",
+    return json_pack("{s:i,s:s,s:s,s:o,s:o,s:I,s:s}", "rank", rank, "node",
                      c->cluster->nodes[j->allocs[rank].node].name, "end", end, "exit_code",
-                     json_is_integer(code) ? code : json_null(), "signal",
-                     sig > 0 ? json_integer(sig) : json_null(), "oom_kills", ooms, "reason",
+                     rep->has_exit_code ? json_integer(rep->exit_code) : json_null(), "signal",
+                     sig > 0 ? json_integer(sig) : json_null(), "oom_kills", (json_int_t)ooms, "reason",
                      reason);
 }
 
-int ctld_rank_end_note(const ctld *c, cjob *j, int rank, const json_t *rep)
+int ctld_rank_end_note(const ctld *c, cjob *j, int rank, const ts_task_report *rep)
 {
     if (!j->rank_end && !(j->rank_end = json_array()))
         return TS_ENOMEM;
@@ -158,7 +151,7 @@ int ctld_rank_end_note(const ctld *c, cjob *j, int rank, const json_t *rep)
     json_t *e = rank_end_json(c, j, rank, rep);
     if (!e || json_array_set_new(j->rank_end, (size_t)rank, e) != 0)
         return TS_ENOMEM;
-    if (json_is_true(json_object_get(rep, "timeout")))
+    if (rep->timeout)
         j->timed_out = true;
     return 0;
 }

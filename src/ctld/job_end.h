@@ -9,6 +9,7 @@
 
 #include "ctld/ctld.h"
 #include "ctld/job_fsm.h"
+#include "tessera/agent_proto.h"
 
 /* The job's time limit (its own, else the scheduler's default), the signal
  * that starts its stop (its checkpoint signal, else SIGTERM) and the grace
@@ -18,7 +19,8 @@ int ctld_limit_signal(const cjob *j);
 double ctld_limit_grace_s(const ctld *c, const cjob *j);
 /* Keeps rank's end from its agent's report rep (j->rank_end); a report that
  * its time limit stopped it marks the job timed out. TS_ENOMEM. */
-TS_MUST_CHECK int ctld_rank_end_note(const ctld *c, cjob *j, int rank, const json_t *rep);
+TS_MUST_CHECK int ctld_rank_end_note(const ctld *c, cjob *j, int rank,
+                                     const ts_task_report *rep);
 /* Plans j's end into t once its ranks' states call for one: completed,
  * failed (the first failed rank's reason), timeout, requeued or held after
  * a stop; or its time-limit stop when an agent stopped a rank first. */

@@ -244,6 +244,11 @@ static void metrics_runtime(ctld *c, sbuf *b, const char *only)
     for (int k = 0; k < 2; k++)
         put(b, "tessera_agent_syncs_total{path=\"%s\"} %llu\n", k ? "same" : "applied",
             (unsigned long long)__atomic_load_n(&m->agent_syncs[k], __ATOMIC_RELAXED));
+    head(b, "tessera_agent_reports_refused_total", "counter",
+         "Task reports outside the agent protocol, left out of their syncs (the rest of "
+         "each sync was applied; tesserad's log names the field).");
+    put(b, "tessera_agent_reports_refused_total %llu\n",
+        (unsigned long long)__atomic_load_n(&m->agent_reports_refused, __ATOMIC_RELAXED));
     if (!only) {
         head(b, "tessera_read_view_answers_total", "counter",
              "Reads answered while a cycle planned (it plans on its own copy of the "

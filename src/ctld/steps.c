@@ -264,16 +264,14 @@ static char *tail_of(const char *text)
     return strdup(text);
 }
 
-int ctld_steps_report(ctld *c, cjob *j, int n, const json_t *tk, double now, ctld_txn *t)
+int ctld_steps_report(ctld *c, cjob *j, int n, const ts_task_report *tk, double now,
+                      ctld_txn *t)
 {
-    int id = (int)json_integer_value(json_object_get(tk, "step"));
-    int rank = (int)json_integer_value(json_object_get(tk, "rank"));
-    const char *state = json_string_value(json_object_get(tk, "state"));
+    int id = tk->step, rank = tk->rank;
     ctld_step *s = step_find(j, id);
-    if (!s || s->state != STEP_RUNNING || !state || !j->allocs)
+    if (!s || s->state != STEP_RUNNING || tk->state == TS_REPORT_NONE || !j->allocs)
         return 0;
-    json_t *run = json_object_get(tk, "run");
-    if (json_is_number(run) && json_number_value(run) != s->run)
+    if (tk->has_run && tk->run != s->run)
         return 0;
     int q = -1;
     for (int k = 0; k < s->n && q < 0; k++)
@@ -281,23 +279,20 @@ int ctld_steps_report(ctld *c, cjob *j, int n, const json_t *tk, double now, ctl
             q = k;
     if (q < 0 || s->st[q] > CTLD_RANK_RUNNING)
         return 0;
-    if (strcmp(state, "running") == 0) {
+    if (tk->state == TS_REPORT_RUNNING) {
         s->st[q] = CTLD_RANK_RUNNING;
         return 0;
     }
-    json_t *code = json_object_get(tk, "exit_code"), *sig = json_object_get(tk, "signal");
-    int ec = json_is_integer(sig) ? 128 + (int)json_integer_value(sig)
-             : json_is_integer(code) ? (int)json_integer_value(code)
-             : strcmp(state, "exited") == 0 ? 0 : 1;
+    int ec = tk->signal > 0         ? 128 + tk->signal
+             : tk->has_exit_code    ? tk->exit_code
+             : tk->state == TS_REPORT_EXITED ? 0
+                                             : 1;
     s->code[q] = ec;
     s->end[q] = now;
-    s->st[q] = strcmp(state, "stopped") == 0 ? CTLD_RANK_STOPPED
-               : ec == 0                   ? CTLD_RANK_DONE
-                                           : CTLD_RANK_FAILED;
-    json_t *o = json_object_get(tk, "output");
-    const char *so = json_string_value(json_object_get(o, "stdout"));
-    const char *se = json_string_value(json_object_get(o, "stderr"));
-    const char *launch = json_string_value(json_object_get(tk, "error"));
+    s->st[q] = tk->state == TS_REPORT_STOPPED ? CTLD_RANK_STOPPED
+               : ec == 0                      ? CTLD_RANK_DONE
+                                              : CTLD_RANK_FAILED;
+    const char *so = tk->out_stdout, *se = tk->out_stderr, *launch = tk->error;
     if (so && !(s->out[q] = tail_of(so)))
         return TS_ENOMEM;
     if (launch && *launch) { /* it could not start: srun says why */

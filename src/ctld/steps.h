@@ -28,6 +28,7 @@
 #include "ctld/ctld.h"
 #include "ctld/http.h"
 #include "ctld/job_fsm.h"
+#include "tessera/agent_proto.h"
 
 #define CTLD_STEP_TOKEN_PREFIX "tsstep_"
 #define CTLD_STEPS_MAX 4096            /* a job's steps, all runs together */
@@ -58,7 +59,8 @@ void ctld_steps_desired(const ctld *c, const cjob *j, int n, json_t *tasks);
  * step's memory changes at once: a commit of t that fails leaves the step
  * ended without its step-ended event (its accounting row then comes from
  * memory only, while the job is active). */
-int ctld_steps_report(ctld *c, cjob *j, int n, const json_t *tk, double now, ctld_txn *t);
+int ctld_steps_report(ctld *c, cjob *j, int n, const ts_task_report *tk, double now,
+                      ctld_txn *t);
 /* The job's run ended (completed, failed, requeued): its running steps end
  * with it, their events planned into t (NULL: not written). */
 void ctld_steps_run_ended(ctld *c, cjob *j, double now, ctld_txn *t);

@@ -29,6 +29,8 @@ typedef struct ctld_metrics {
     uint64_t store_failures;     /* durable writes the store refused (nothing applied) */
     uint64_t agent_syncs[2];     /* atomics: agent syncs [0] applied under c->mu, [1] that
                                   * changed nothing and took only the node's lock */
+    uint64_t agent_reports_refused; /* atomic: task reports outside the agent protocol,
+                                     * left out of their syncs (agents.c) */
     uint64_t notify_delivered, notify_failed, notify_dropped; /* atomics: webhooks (notify.c) */
     uint64_t reads_in_cycle;     /* readers let in while a cycle ran (lock.c, under mu) */
 } ctld_metrics;

@@ -4,7 +4,8 @@ is (issue 24, finding 1): a real tessera-agent, running a real task, against
 a small fake controller on loopback that asks for the task's output and
 answers 413 to the first sync carrying the answer. The agent's next sync must carry, in place
 of the answer, an error saying it was refused, and the agent must keep
-syncing (the node is never left without a report).
+syncing (the node is never left without a report). The fake also sends a
+task outside the agent protocol, which the agent must refuse naming its field.
 
     refused_sync_test.py TESSERA_AGENT [FAKE_NVML FIXTURE]
 
@@ -62,8 +63,11 @@ class Fake(http.server.BaseHTTPRequestHandler):
                     # the identity the task runs as: this test's own (docs/agent-protocol.md)
                     "user": pwd.getpwuid(os.getuid()).pw_name, "uid": os.getuid(),
                     "allow_root": True}
+            # and one outside the protocol (world_size 0): never started, reported
+            # failed naming the field (tessera/agent_proto.h)
+            bad = dict(task, job=6, world_size=0)
             out, code = {"gen": len(SEEN), "drained": False, "lost_after_s": 30,
-                         "tasks": [task], "mig": [], "logs": logs}, 200
+                         "tasks": [task, bad], "mig": [], "logs": logs}, 200
             time.sleep(0.2)  # a short long-poll
         data = json.dumps(out).encode()
         self.send_response(code)
@@ -101,6 +105,12 @@ try:
               f"the answer it carried says it was refused: {second}")
     n0 = len(SEEN)
     wait_for(lambda: len(SEEN) >= n0 + 3, "the agent keeps syncing", timeout=10)
+    with LOCK:
+        six = [t for p, b in SEEN if p == "/v1/agent/sync" for t in b.get("tasks", [])
+               if t.get("job") == 6]
+    check(six and six[-1].get("state") == "failed" and six[-1].get("launch") is True and
+          "tasks[1].world_size: must be an integer in 1.." in six[-1].get("error", ""),
+          f"a task outside the protocol is reported failed, naming its field: {six[-1:] }")
     log = open(os.path.join(TMP, "agent.log")).read()
     check("refused a sync as too large" in log, "the agent says so on stderr")
 finally:

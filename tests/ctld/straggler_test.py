@@ -172,7 +172,7 @@ try:
     call("POST", f"/v1/jobs/{bj}/cancel", admin)
     # its ranks stop (the scripted agents say so), then it reads cancelled
     wait_for(lambda: job(bj)["state"] == "stopping", "team-b's cancelled gang is stopping")
-    report(bj, {}, state="stopped", outcome="cancelled")
+    report(bj, {}, state="stopped", outcome="terminated")
     wait_for(lambda: job(bj)["state"] == "cancelled", "team-b's gang is cancelled")
     for n in ("r-1", "r-2"):
         reports[n] = []
@@ -221,7 +221,7 @@ try:
         return call("POST", "/v1/jobs", admin, sp)[1]["jobs"][0]["id"]
     call("POST", f"/v1/jobs/{aj}/cancel", admin)
     wait_for(lambda: job(aj)["state"] == "stopping", "team-a's cancelled gang is stopping")
-    report(aj, {}, state="stopped", outcome="cancelled")
+    report(aj, {}, state="stopped", outcome="terminated")
     wait_for(lambda: job(aj)["state"] == "cancelled", "team-a's gang is cancelled")
     for n in ("r-1", "r-2"):
         reports[n] = []

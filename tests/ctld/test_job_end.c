@@ -106,7 +106,13 @@ static int report(fx *f, cjob *j, int rank, const char *json, ctld_txn *t, doubl
              : json_integer_value(json_object_get(rep, "exit_code")) != 0 ? CTLD_RANK_FAILED
                                                                          : CTLD_RANK_DONE;
     j->rank_state[rank] = (uint8_t)st;
-    assert_int_equal(ctld_rank_end_note(&f->c, j, rank, rep), 0);
+    /* as tesserad reads it: decoded by the protocol's codec */
+    json_object_set_new(rep, "job", json_integer(j->row.id));
+    json_object_set_new(rep, "rank", json_integer(rank));
+    ts_task_report tr;
+    ts_err derr;
+    assert_int_equal(ts_task_report_decode(rep, "report", &tr, &derr), 0);
+    assert_int_equal(ctld_rank_end_note(&f->c, j, rank, &tr), 0);
     json_decref(rep);
     ts_err err;
     return ctld_job_settle(&f->c, j, now, t, &err);

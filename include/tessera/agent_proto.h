@@ -1,0 +1,226 @@
+/*
+ * agent_proto.h - the one codec of the agent protocol's task documents
+ * (docs/agent-protocol.md, its contract docs/agent-protocol.schema.json).
+ *
+ * tesserad and tessera-agent both read and write these documents; before this
+ * codec each side picked fields out of the JSON by hand, so a field read as 0
+ * when it was missing or of the wrong type, and nothing said which. Here each
+ * document is a typed struct with one encoder (struct -> JSON, the wire form)
+ * and one decoder (JSON -> struct) that checks every field's type and range
+ * against the schema and names the first wrong one: "tasks[3].exit_code: must
+ * be an integer". Fields the schema does not describe are ignored by the
+ * decoders (a newer peer may send more; the schema test holds both sides to
+ * the contract).
+ *
+ * Ownership: a decoded struct borrows its strings from the JSON document it
+ * was decoded from, valid while that document lives; nothing is allocated for
+ * a single report. An encoder copies what it is given. Thread-safe: no state.
+ */
+#ifndef TESSERA_AGENT_PROTO_H
+#define TESSERA_AGENT_PROTO_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- task_report: one task in an agent's register or sync "tasks" ---------------- */
+
+/* What the task is doing; NONE: the report carries no state (the controller
+ * then ignores it). */
+enum ts_report_state {
+    TS_REPORT_NONE = 0,
+    TS_REPORT_RUNNING,
+    TS_REPORT_EXITED,
+    TS_REPORT_FAILED,
+    TS_REPORT_STOPPED,
+};
+
+/* How a stop ended (a stopped task's "outcome"); NONE: not given. */
+enum ts_report_outcome {
+    TS_OUTCOME_NONE = 0,
+    TS_OUTCOME_CHECKPOINTED,
+    TS_OUTCOME_EXITED,
+    TS_OUTCOME_TERMINATED,
+    TS_OUTCOME_KILLED,
+    TS_OUTCOME_STOPPED,
+};
+
+/* The largest signal number a report may carry: an exit status reads 128 + N. */
+#define TS_REPORT_SIGNAL_MAX 127
+
+typedef struct ts_task_report {
+    int64_t job;  /* >= 1 */
+    int32_t rank; /* >= 0 */
+    int32_t step; /* a step's task: >= 0; -1 a rank's own task */
+    bool has_run;
+    double run; /* the run it belongs to: the job's start, Unix s */
+    enum ts_report_state state;
+    enum ts_report_outcome outcome;
+    bool has_exit_code;
+    int32_t exit_code;
+    int32_t signal;    /* the signal that ended it, 1..TS_REPORT_SIGNAL_MAX; 0 none */
+    int64_t oom_kills; /* OOM kills in its cgroup; 0 none */
+    bool timeout;      /* its time limit stopped it */
+    bool has_time_limit;
+    double time_limit_s; /* the limit that stopped it, sent with timeout */
+    const char *error;      /* why it failed or never started; NULL none */
+    bool launch;            /* it never started: error says why */
+    const char *launch_end; /* the reason code of a start that failed; NULL none */
+    double gpu_util;        /* its GPUs' mean utilisation, 0..100; < 0 not given */
+    double step_s;          /* its training step's median seconds, > 0; < 0 not given */
+    bool has_image_pull;    /* its image is coming */
+    int64_t pull_done_bytes, pull_total_bytes;
+    const char *pull_note; /* why the last try failed, "" none */
+    bool has_output;       /* an ended task's last output ("output": {} when both are NULL) */
+    const char *out_stdout, *out_stderr; /* NULL: none */
+} ts_task_report;
+
+/* A report with nothing set: step -1, gpu_util and step_s -1. */
+void ts_task_report_init(ts_task_report *r);
+
+/* The wire name of a state or an outcome; NULL for NONE. */
+const char *ts_report_state_name(enum ts_report_state s);
+const char *ts_report_outcome_name(enum ts_report_outcome o);
+
+/* The report as a JSON object (a new reference); NULL when out of memory. */
+json_t *ts_task_report_encode(const ts_task_report *r);
+
+/* Decodes one report; `where` prefixes the field in an error ("tasks[3]").
+ * Returns 0, TS_EINVAL naming the field and the reason. */
+TS_MUST_CHECK int ts_task_report_decode(const json_t *o, const char *where, ts_task_report *r,
+                                        ts_err *err);
+
+/* Decodes a "tasks" array of reports into a new array (*out, freed with
+ * free(); NULL when empty) of *n reports. A missing array (NULL) reads as
+ * empty. Returns 0, TS_EINVAL naming "tasks[i].field", or TS_ENOMEM. */
+TS_MUST_CHECK int ts_task_reports_decode(const json_t *tasks, ts_task_report **out, size_t *n,
+                                         ts_err *err);
+
+/* ---- desired_task: one task in the controller's answer "tasks" ------------------ */
+
+/* What the agent is to do with it. */
+enum ts_desired_action { TS_ACTION_NONE = 0, TS_ACTION_RUN, TS_ACTION_STOP };
+
+/* Each member of a desired task, in the order the encoder writes them; a
+ * task's `present` has bit TS_DT_BIT(field) for each member it carries. */
+enum ts_dt_field {
+    TS_DT_JOB, TS_DT_RANK, TS_DT_NAME, TS_DT_ACTION, TS_DT_GPUS, TS_DT_GPU_MILLI,
+    TS_DT_CPU_MILLI, TS_DT_MEMORY_MIB, TS_DT_MIG_PROFILE, TS_DT_MIG_START, TS_DT_COMMAND,
+    TS_DT_ENV, TS_DT_WORKDIR, TS_DT_USER, TS_DT_WORLD_SIZE, TS_DT_LOCAL_RANK,
+    TS_DT_MASTER_ADDR, TS_DT_TENANT, TS_DT_MASTER_PORT, TS_DT_GRACE_S, TS_DT_RUN,
+    TS_DT_INTERACTIVE, TS_DT_IMAGE, TS_DT_CONTAINER_USER, TS_DT_MOUNTS, TS_DT_DATA, TS_DT_HOLD,
+    TS_DT_STEP_TOKEN, TS_DT_CHECKPOINT_DIR, TS_DT_SECRETS, TS_DT_IMAGE_CREDENTIALS,
+    TS_DT_SECRETS_ERROR, TS_DT_GPU_MEMORY_MIB, TS_DT_NCCL_TC, TS_DT_NCCL_SL, TS_DT_UID,
+    TS_DT_ALLOW_ROOT, TS_DT_UID_RANGE, TS_DT_NET, TS_DT_IB_PKEY, TS_DT_SIGNAL,
+    TS_DT_TIME_LIMIT_S, TS_DT_DEADLINE, TS_DT_LIMIT_SIGNAL, TS_DT_LIMIT_GRACE_S, TS_DT_HARD,
+    TS_DT_IDLE_WARNING, TS_DT_STEP, TS_DT_TASK_RANK,
+    TS_DT_NFIELDS
+};
+#define TS_DT_BIT(f) (1ULL << (f))
+
+/* A list a decoder allocated (v, freed by ts_desired_task_fini); the strings
+ * are borrowed from the document. */
+typedef struct ts_strv {
+    const char **v;
+    int n;
+} ts_strv;
+typedef struct ts_intv {
+    int64_t *v;
+    int n;
+} ts_intv;
+
+typedef struct ts_desired_mount {
+    const char *host, *path;
+    bool write;
+} ts_desired_mount;
+typedef struct ts_desired_data {
+    const char *ref, *path;
+} ts_desired_data;
+/* A secret's value for a variable (env) or a file (file); either may be
+ * NULL. A value may hold NUL bytes: value_len is its length. */
+typedef struct ts_desired_secret {
+    const char *env, *file, *value;
+    size_t value_len;
+} ts_desired_secret;
+
+typedef struct ts_desired_task {
+    uint64_t present; /* TS_DT_BIT of each member carried */
+    int64_t job;
+    int32_t rank;
+    const char *name;
+    enum ts_desired_action action;
+    ts_intv gpus;
+    int32_t gpu_milli;
+    int64_t cpu_milli, memory_mib;
+    int32_t mig_profile, mig_start;
+    ts_strv command, env;
+    const char *workdir; /* present and NULL: null on the wire */
+    const char *user;
+    int32_t world_size, local_rank;
+    const char *master_addr, *tenant;
+    int32_t master_port;
+    double grace_s, run;
+    struct {
+        bool tty;
+        int32_t rows, cols; /* 0: not sent */
+    } interactive;
+    const char *image, *container_user;
+    ts_desired_mount *mounts;
+    int nmounts;
+    ts_desired_data *data;
+    int ndata;
+    bool hold;
+    const char *step_token, *checkpoint_dir;
+    ts_desired_secret *secrets;
+    int nsecrets;
+    const char *image_credentials, *secrets_error;
+    size_t image_credentials_len; /* credentials may hold NUL bytes */
+    int64_t gpu_memory_mib;
+    int32_t nccl_tc, nccl_sl;
+    bool uid_null; /* present: null (no mapped user) */
+    int64_t uid;
+    bool allow_root;
+    ts_intv uid_range; /* two: the lowest and highest uid */
+    struct {
+        int64_t vni;
+        const char *addr;
+        int32_t prefix;
+        ts_strv peers;
+        int32_t mtu; /* 0: not sent */
+        bool nics_dedicated;
+        ts_strv publish, publish_from; /* n 0 and v NULL: not sent */
+        bool has_publish, has_publish_from;
+    } net;
+    int32_t ib_pkey;
+    int32_t signal;
+    double time_limit_s, deadline;
+    int32_t limit_signal;
+    double limit_grace_s;
+    bool hard;
+    const char *idle_warning;
+    int32_t step, task_rank;
+} ts_desired_task;
+
+/* The task as a JSON object (a new reference), its members in the order of
+ * enum ts_dt_field; NULL when out of memory. */
+json_t *ts_desired_task_encode(const ts_desired_task *t);
+
+/* Decodes one desired task, checking every member against the schema's
+ * desired_task; `where` prefixes the field in an error ("tasks[0]").
+ * Returns 0, TS_EINVAL naming the field, or TS_ENOMEM; on error nothing is
+ * left allocated. ts_desired_task_fini frees what a decode allocated. */
+TS_MUST_CHECK int ts_desired_task_decode(const json_t *o, const char *where, ts_desired_task *t,
+                                         ts_err *err);
+void ts_desired_task_fini(ts_desired_task *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
