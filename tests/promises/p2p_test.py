@@ -234,7 +234,7 @@ def _layer_digest(store):
     return "sha256:" + name, os.path.getsize(os.path.join(d, name))
 
 
-def _announce(c, node, blob, size, have=None, hashes=None):
+def _announce(c, node, blob, size, have=None, hashes=None, bad=None, fetching=None):
     from harness import http_call
     with open(node_token(c, node)) as f:
         tok = f.read().strip()
@@ -243,6 +243,10 @@ def _announce(c, node, blob, size, have=None, hashes=None):
             "have": have if have is not None else "0" * pieces}
     if hashes is not None:
         body["hashes"] = hashes
+    if bad is not None:
+        body["bad"] = bad
+    if fetching is not None:
+        body["fetching"] = fetching
     return http_call(c.url, "POST", "/v1/agent/p2p", tok, body)
 
 
@@ -419,3 +423,29 @@ def scenario_g_an_evicted_image_is_forgotten(c):
 
 scenario_g_an_evicted_image_is_forgotten.needs_root = True
 scenario_g_an_evicted_image_is_forgotten.needs = ("runc",) + NEEDS
+
+
+def scenario_h_a_dead_peers_registry_piece_goes_to_another_at_once(c):
+    """images.md "Peer-to-peer": a peer that dies while it takes a piece
+    from the registry is routed around at once: when a node finds its port
+    refused and reports it, the tracker frees its grant, and the next node
+    to ask is granted that piece, not after the grant's hold (CLAIM_S, 5 s)
+    runs out. A blob of one piece: its only grant is the dead node's."""
+    blob = "sha256:" + os.urandom(32).hex()
+    size = 1 << 20
+    st, a = _announce(c, "q-1", blob, size, fetching=[])
+    check(st == 200 and a.get("grant") == 0, f"the first node is granted the piece: {st} {a}")
+    st, a = _announce(c, "q-1", blob, size, fetching=[0])  # it is taking it now
+    st, b = _announce(c, "q-2", blob, size, fetching=[])
+    check(st == 200 and b.get("grant") == -1,
+          f"a second node is not granted a piece another node takes: {st} {b.get('grant')}")
+    # q-1 died mid-piece (killed: its port refuses); q-2 found out and says so
+    t0 = time.monotonic()
+    st, b = _announce(c, "q-2", blob, size, bad=["q-1"], fetching=[])
+    took = time.monotonic() - t0
+    check(st == 200 and b.get("grant") == 0,
+          f"the node that reported the dead one is granted its piece at once "
+          f"({took:.2f} s, the grant's hold is 5 s): {st} {b.get('grant')}")
+
+
+scenario_h_a_dead_peers_registry_piece_goes_to_another_at_once.needs = ()
