@@ -27,7 +27,12 @@ from registry import CountingFront, Registry, free_port  # noqa: E402
 PORT, FRONT_PORT = free_port(), free_port()
 LAYER_BYTES = 12 << 20
 P2P = ["--plain-http-registries", f"127.0.0.1:{FRONT_PORT}", "--p2p-listen", "127.0.0.1:0"]
-CLUSTER = {"nodes": [Node("p-1", args=P2P), Node("p-2", args=P2P), Node("p-3", args=P2P),
+# the agents' nodes give their link (cluster-format.md): a fetch ahead takes
+# half of it, 800 Mbit/s / 8 / 2 bytes/s
+NET = ", network: {bandwidth_mbit: 800}"
+PREFETCH_BYTES_S = 800 * 1000 * 1000 // 8 // 2
+CLUSTER = {"nodes": [Node("p-1", args=P2P, extra=NET), Node("p-2", args=P2P, extra=NET),
+                     Node("p-3", args=P2P, extra=NET),
                      Node("q-1", agent=False), Node("q-2", agent=False),
                      Node("q-3", agent=False)],
            "config": "scheduler: {interval: 0.2s, grace: 2s}\n"}
@@ -315,6 +320,9 @@ def scenario_e_a_reserved_job_has_its_image_fetched_while_it_waits(c):
     check(bool(c.wait(on_disk, "the image is on those nodes' disks", 60)),
           "the image is fetched onto those nodes while the job waits")
     check(c.job(waiting)["state"] == "pending", "before the job starts")
+    logs = "".join(open(c.path(n + ".log")).read() for n in nodes)
+    check(f"prefetching its image {ref2} at {PREFETCH_BYTES_S} bytes/s" in logs,
+          f"at half the nodes' network.bandwidth_mbit ({PREFETCH_BYTES_S} bytes/s)")
 
     def ready():
         pf = c.job(waiting).get("image_prefetch") or {}
