@@ -457,3 +457,49 @@ def scenario_h_a_dead_peers_registry_piece_goes_to_another_at_once(c):
 
 
 scenario_h_a_dead_peers_registry_piece_goes_to_another_at_once.needs = ()
+
+
+def scenario_i_a_node_without_the_trackers_key_says_busy(c):
+    """images.md "Peer-to-peer": a node which has not yet been told the
+    tracker's key (just started; the tracker may still name it as a holder
+    from before) answers 503, as a busy one does, so that its askers ask
+    again in a moment instead of avoiding it (a 403 had each of them avoid
+    it for 10 s). Here: a node whose store already holds the image serves
+    from its start without asking the tracker anything."""
+    import urllib.request
+    import urllib.error
+    r, front = registry()
+    ref = f"127.0.0.1:{FRONT_PORT}/team/big:1"
+    s1 = tempfile.mkdtemp(prefix="tessera-p2p-store-")
+    atexit.register(lambda: (unmount_under(s1), shutil.rmtree(s1, ignore_errors=True)))
+    plain = subprocess.run([c.bins["agent"], "image-pull", "--store", s1, "--plain-http", ref],
+                           capture_output=True, text=True, timeout=120)
+    check(plain.returncode == 0, f"the store holds the image: {plain.stderr.strip()[-200:]}")
+    if plain.returncode:
+        return
+    port = free_port()
+    p = subprocess.Popen([c.bins["agent"], "image-pull", "--store", s1, "--plain-http",
+                          "--p2p-listen", f"127.0.0.1:{port}", "--controller", c.url, "--node",
+                          "q-2", "--token-file", node_token(c, "q-2"), "--linger", "10", ref],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out = json.loads(p.stdout.readline())
+        check(out.get("cached") is True, f"the image came from its own store: {out}")
+        blob, _ = _layer_digest(s1)
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/p2p/v1/blobs/{blob}/0",
+                                     headers={"X-Tessera-Node": "q-1",
+                                              "X-Tessera-P2P-Token": "9999999999." + "0" * 64})
+        try:
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                status = resp.status
+        except urllib.error.HTTPError as e:
+            status = e.code
+        check(status == 503, f"it answers 503 (ask again), not 403: {status}")
+    except ValueError:
+        check(False, "the node pulled the image")
+    finally:
+        p.kill()
+        p.communicate()
+
+
+scenario_i_a_node_without_the_trackers_key_says_busy.needs = NEEDS
