@@ -18,16 +18,22 @@ once) against the 3.2 s bound, registry egress (the registry veth's own tx
 counter) as a multiple of the image's size, bytes from peers; the plain pull
 at the sizes of BASELINE (the same run; others: N x 3.2 s, the line-rate
 model, marked so); then the faults at FAULT_N nodes: a peer killed
-mid-transfer, a peer serving corrupt pieces, the registry restarted
-mid-transfer, each with the bytes refetched and every rank's root checked.
+mid-transfer, the same peer started first and killed as it fetches from
+the registry (it holds a grant of the tracker then), a peer serving corrupt
+pieces, the registry restarted mid-transfer, each with the bytes refetched
+and every rank's root checked. Per N, the median node's CPU-seconds are
+split into the fetch (until its last blob was verified), the rest (the
+unpack and mkfs.erofs) and user space (the rest is the kernel's).
 
 Everything it makes is named p2p*: namespaces p2p-hub, p2p-reg, p2p-n<i>;
 bridge p2pbr; veths p2pv*/p2pr*; addresses 10.197.0.0/16. Removed at exit.
 
 usage: image_p2p.py BUILD_DIR [--nodes 8,16,32,64] [--baseline 8,16]
-                   [--fault-n 8] [--json OUT]
+                   [--fault-n 8] [--faults killed,killed-origin,corrupt,registry]
+                   [--json OUT]
 With P2P_TRACE=1 each run's per-node stderr is kept in /tmp/p2p-trace-N-MODE
-and the registry's access log in /tmp/p2p-registry.log.
+(a fault's in /tmp/p2p-trace-N-fault-WORDS, with t0: the ranks' start on
+CLOCK_MONOTONIC) and the registry's access log in /tmp/p2p-registry.log.
 """
 import argparse
 import hashlib
@@ -52,6 +58,7 @@ HUB, REG = "p2p-hub", "p2p-reg"
 REG_ADDR, HOST_ADDR = "10.197.0.2", "10.197.0.1"
 REG_PORT, PEER_PORT = 5000, 7070
 RUN_TIMEOUT_S = 300
+KILL_LEAD_S = 0.5   # killed-origin: the doomed peer starts this much before the ranks
 
 
 def sh(*a, check=True, timeout=60):
@@ -200,14 +207,22 @@ def build_image(work):
     return f"{REG_ADDR}:{REG_PORT}/bench/big:1", hashlib.sha256(data).hexdigest()
 
 
-def run_gang(b, nodes, ref, p2p, stores, extra=None, during=None):
+def run_gang(b, nodes, ref, p2p, stores, extra=None, during=None, lead_s=0.0):
     """Starts one pull per node at once; returns (seconds until each is
     ready, their JSON, whether all succeeded). extra: {node: env} of peers
-    that take part but are not ranks (their readiness is not waited for)."""
-    procs, t0 = {}, time.monotonic()
+    that take part but are not ranks (their readiness is not waited for),
+    started lead_s before the ranks (whose clock starts with them)."""
+    procs = {}
     done, outs = {}, {}
     extra = extra or {}
-    for i in list(nodes) + list(extra):
+    t0 = None
+    for i in list(extra) + list(nodes):
+        if i in nodes and t0 is None:
+            time.sleep(lead_s if extra else 0.0)
+            t0 = time.monotonic()
+            if os.environ.get("P2P_TRACE"):
+                with open(os.path.join(stores, "t0"), "w") as f:
+                    f.write(f"{t0}\n")
         store = os.path.join(stores, f"n{i}")
         args = ["ip", "netns", "exec", ns_of(i), b["agent"], "image-pull", "--store", store,
                 "--plain-http"]
@@ -293,6 +308,8 @@ def main():
     ap.add_argument("--nodes", default="8,16,32,64")
     ap.add_argument("--baseline", default="8,16")
     ap.add_argument("--fault-n", type=int, default=8)
+    ap.add_argument("--faults", default="killed,killed-origin,corrupt,registry",
+                    help="which faults run, of killed, killed-origin, corrupt, registry")
     ap.add_argument("--json")
     a = ap.parse_args()
     sizes = [int(x) for x in a.nodes.split(",") if x]
@@ -326,7 +343,7 @@ def main():
         print(f"{'N':>4} {'mode':>9} {'last ready s':>12} {'x bound':>8} {'median s':>9} "
               f"{'egress x image':>15} {'from peers MB':>14} {'last blob s':>11} "
               f"{'CPU s/node':>10} {'CPU s all':>9} {'all/cores s':>11} {'tracker':>8} "
-              f"{'softirq':>8}")
+              f"{'softirq':>8} {'CPU s/node fetch/rest/user':>26}")
 
         def one(n, p2p, label):
             fresh(stores)
@@ -350,10 +367,21 @@ def main():
             blobs = max(o.get("blobs_s", 0) for o in outs.values())
             cpus = sorted(o.get("cpu_s", 0) for o in outs.values())
             cpu_all = sum(cpus)
+
+            def node_median(key):
+                v = sorted(key(o) for o in outs.values() if "cpu_s" in o) or [0.0]
+                return v[len(v) // 2]
+            # the median node's CPU until its last blob was verified (the
+            # fetch: pieces, hashes, the tracker), after it (the unpack and
+            # mkfs.erofs), and in user space (the rest is the kernel's)
+            split = (node_median(lambda o: o.get("blobs_cpu_s", 0)),
+                     node_median(lambda o: o["cpu_s"] - o.get("blobs_cpu_s", 0)),
+                     node_median(lambda o: o.get("user_s", 0)))
             cores = len(os.sched_getaffinity(0))
             print(f"{n:>4} {label:>9} {last:>12.1f} {last / LINE_S:>8.1f} {med:>9.1f} "
                   f"{egress:>15.2f} {peers:>14.0f} {blobs:>11.1f} {cpus[len(cpus) // 2]:>10.2f} "
-                  f"{cpu_all:>9.1f} {cpu_all / cores:>11.1f} {ctld_cpu:>8.1f} {sirq:>8.1f}"
+                  f"{cpu_all:>9.1f} {cpu_all / cores:>11.1f} {ctld_cpu:>8.1f} {sirq:>8.1f} "
+                  f"{'%.2f / %.2f / %.2f' % split:>26}"
                   f"{'' if ok else '  (FAILED: ' + str([o.get('error') for o in outs.values() if 'error' in o][:2]) + ')'}",
                   flush=True)
             result["runs"].append({"n": n, "mode": label, "last_s": last, "median_s": med,
@@ -362,6 +390,9 @@ def main():
                                    "last_blob_s": blobs, "cpu_s_median": cpus[len(cpus) // 2],
                                    "cpu_s_all": cpu_all, "cores": cores,
                                    "tracker_cpu_s": ctld_cpu, "softirq_s": sirq,
+                                   "cpu_s_fetch_median": split[0],
+                                   "cpu_s_rest_median": split[1],
+                                   "cpu_s_user_median": split[2],
                                    "load1": os.getloadavg()[0]})
             return last
         for n in sorted(set(sizes) | set(base_sizes)):
@@ -379,27 +410,45 @@ def main():
         if n > 0:  # --fault-n 0: none
             print(f"faults at N={n} (p2p):")
 
-            def fault(label, extra=None, during=None):
+            def fault(label, extra=None, during=None, lead_s=0.0):
                 fresh(stores)
                 tx0 = net.reg_tx()
-                times, outs, ok = run_gang(b, range(n), ref, True, stores, extra, during)
+                times, outs, ok = run_gang(b, range(n), ref, True, stores, extra, during,
+                                           lead_s)
                 egress = (net.reg_tx() - tx0) / IMAGE_BYTES
+                if os.environ.get("P2P_TRACE"):
+                    keep = f"/tmp/p2p-trace-{n}-fault-{'-'.join(label.split()[2:4])}"
+                    shutil.rmtree(keep, ignore_errors=True)
+                    shutil.copytree(stores, keep, ignore=shutil.ignore_patterns("blobs", "images", "tmp"))
                 bad = verify_roots(stores, range(n), outs, want) if ok else n
                 refetched = sum(o.get("refetched", 0) for o in outs.values()) / 1e6
-                print(f"  {label:<34} last ready {max(times):6.1f} s, every rank verified: "
+                # the fetch's end against the last rank's: where the time went
+                blobs = max((o.get("blobs_s", 0) for o in outs.values()), default=0)
+                print(f"  {label:<34} last ready {max(times):6.1f} s (last blob {blobs:.1f} s), "
+                      f"every rank verified: "
                       f"{'yes' if ok and bad == 0 else 'NO'}, refetched {refetched:.1f} MB, "
                       f"registry egress {egress:.2f}x", flush=True)
                 result["runs"].append({"n": n, "mode": "fault:" + label, "last_s": max(times),
                                        "ok": ok and bad == 0, "refetched_mb": refetched,
-                                       "egress_x": egress})
+                                       "egress_x": egress, "last_blob_s": blobs})
 
             def kill_peer(procs):
                 time.sleep(LINE_S / 2)
                 procs[n].send_signal(signal.SIGKILL)
-            fault("a peer killed mid-transfer", {n: {}}, kill_peer)
-            fault("a peer serving corrupt pieces", {n: {"TESSERA_AGENT_P2P_FAULTS": "corrupt"}})
-            fault("the registry restarted mid-transfer", None,
-                  lambda procs: (time.sleep(LINE_S / 3), reg.restart_after(1.0)))
+            faults = a.faults.split(",")
+            if "killed" in faults:
+                fault("a peer killed mid-transfer", {n: {}}, kill_peer)
+            if "killed-origin" in faults:
+                # the worst time to die: the peer started first, so it holds
+                # one of the registry's two grants when it is killed, and
+                # the piece waits for the tracker to free it
+                fault("a peer killed as it fetches from the registry", {n: {}}, kill_peer,
+                      lead_s=KILL_LEAD_S)
+            if "corrupt" in faults:
+                fault("a peer serving corrupt pieces", {n: {"TESSERA_AGENT_P2P_FAULTS": "corrupt"}})
+            if "registry" in faults:
+                fault("the registry restarted mid-transfer", None,
+                      lambda procs: (time.sleep(LINE_S / 3), reg.restart_after(1.0)))
     finally:
         if c:
             c.stop()

@@ -81,12 +81,18 @@ typedef struct ts_label {
     char value[TS_NAME_MAX];
 } ts_label;
 
+#define TS_NODE_NET_MBIT_MAX 10000000 /* 10 Tbit/s: a node's link at most */
+
 typedef struct ts_node {
     char name[TS_NAME_MAX];
     int model;             /* GPU model id, -1 for a CPU-only node */
     int ngpu;
     int64_t cpu_milli;     /* capacity */
     int64_t mem_mib;
+    /* the node's network link in Mbit/s (the cluster file's
+     * network.bandwidth_mbit); 0: not given, the shell's default. Prices
+     * the seconds an image's pull costs and paces its prefetch. */
+    int64_t net_mbit;
     int64_t cpu_used;
     int64_t mem_used;
     ts_gpu gpu[TS_NODE_MAX_GPUS];
@@ -118,6 +124,7 @@ typedef struct ts_node_spec {
     const ts_mig_layout *per_gpu_mig;       /* NULL or ngpu layouts */
     const ts_label *labels;
     int nlabels;
+    int64_t net_mbit;       /* 0: not given; else 1..TS_NODE_NET_MBIT_MAX */
 } ts_node_spec;
 
 /* ---- requests and allocations ------------------------------------------ */

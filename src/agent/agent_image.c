@@ -17,8 +17,9 @@
  * for its data the same way.
  *
  * A prefetch (the desired state names the image of a job that waits for
- * its reservation on this node) is the same pull with no task: below
- * PREFETCH_RATE_BYTES_S, so that running jobs' traffic keeps the link, and
+ * its reservation on this node) is the same pull with no task: below the
+ * rate the entry names (a share of the node's link in the cluster file),
+ * else PREFETCH_RATE_BYTES_S, so that running jobs' traffic keeps the link, and
  * with no user registered: the job's tasks register when they start.
  */
 #define _GNU_SOURCE
@@ -222,6 +223,7 @@ void agent_prefetch_apply(ts_agent *a, json_t *list)
     json_array_foreach(list, i, e) {
         int64_t job = json_integer_value(json_object_get(e, "job"));
         const char *image = json_string_value(json_object_get(e, "image"));
+        json_int_t rate = json_integer_value(json_object_get(e, "rate_bytes_s"));
         int free_slot = -1;
         bool known = false;
         for (int s = 0; s < PREFETCH_SLOTS; s++) {
@@ -235,11 +237,12 @@ void agent_prefetch_apply(ts_agent *a, json_t *list)
             ts_image_ref_parse(image, "image", &ref, &err) != 0)
             continue;
         struct agent_prefetch *pf = &a->prefetch[free_slot];
-        pf->pull = pull_new(a, &ref, 1, true, NULL, "", PREFETCH_RATE_BYTES_S);
+        long long cap = rate > 0 ? (long long)rate : PREFETCH_RATE_BYTES_S;
+        pf->pull = pull_new(a, &ref, 1, true, NULL, "", cap);
         if (pf->pull) {
             pf->job = job;
-            fprintf(stderr, "tessera-agent: job %lld: prefetching its image %s\n",
-                    (long long)job, image);
+            fprintf(stderr, "tessera-agent: job %lld: prefetching its image %s at %lld "
+                    "bytes/s\n", (long long)job, image, cap);
         }
     }
 }

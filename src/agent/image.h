@@ -97,6 +97,9 @@ typedef struct ts_pull_opts {
     /* may be NULL: seconds from the pull's start until its last blob was
      * verified (the rest, to the return, is the unpack and the mount) */
     double *blobs_s;
+    /* may be NULL: this process's CPU-seconds (user and system) at that
+     * moment, so that a bench can tell the fetch's CPU from the unpack's */
+    double *blobs_cpu_s;
 } ts_pull_opts;
 
 typedef struct ts_image {

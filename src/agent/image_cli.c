@@ -15,8 +15,10 @@
  * controller's tracker; --linger keeps serving peers that long after the
  * pull (bench/image-p2p drives one such pull per network namespace). The
  * JSON says how many bytes came from the registry, from peers, and again,
- * when the last blob was verified (blobs_s) and the CPU-seconds the pull
- * took (cpu_s, mkfs.erofs included).
+ * when the last blob was verified (blobs_s), the CPU-seconds the pull
+ * took (cpu_s, mkfs.erofs included), of them those spent until the last
+ * blob was verified (blobs_cpu_s) and those in user space (user_s, its own
+ * code and libraries'; the rest is the kernel's, moving the bytes).
  *
  * --auth-file holds "user:password" (a pull secret; never printed). Exit
  * status: 0 pulled, 3 the registry does not know the image, 4 the registry
@@ -50,17 +52,18 @@ static int usage(void)
     return 2;
 }
 
-/* CPU seconds (user and system) of this process and of its waited-for
- * children (mkfs.erofs) so far: what one node's pull costs the machine. */
-static double cpu_s(void)
+/* CPU seconds of this process and of its waited-for children (mkfs.erofs)
+ * so far: what one node's pull costs the machine; user_only: in user space
+ * alone. */
+static double cpu_s(bool user_only)
 {
     struct rusage self, kids;
     getrusage(RUSAGE_SELF, &self);
     getrusage(RUSAGE_CHILDREN, &kids);
-    const struct timeval *tv[4] = {&self.ru_utime, &self.ru_stime, &kids.ru_utime,
+    const struct timeval *tv[4] = {&self.ru_utime, &kids.ru_utime, &self.ru_stime,
                                    &kids.ru_stime};
     double s = 0;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < (user_only ? 2 : 4); i++)
         s += (double)tv[i]->tv_sec + tv[i]->tv_usec / 1e6;
     return s;
 }
@@ -159,10 +162,11 @@ int agent_image_cli(int argc, char **argv)
         agent_p2p_set_controller(p2p, ctl);
     }
     long long from_origin = 0, from_peers = 0, refetched = 0;
-    double blobs_s = 0;
+    double blobs_s = 0, blobs_cpu_s = 0;
     ts_pull_opts o = {.user = user, .password = pass, .plain_http = plain, .ca_file = ca,
                       .p2p = p2p, .rate_bytes_s = rate, .from_origin = &from_origin,
-                      .from_peers = &from_peers, .refetched = &refetched, .blobs_s = &blobs_s};
+                      .from_peers = &from_peers, .refetched = &refetched, .blobs_s = &blobs_s,
+                      .blobs_cpu_s = &blobs_cpu_s};
     ts_image img;
     int rc = agent_image_pull(&st, &ref, &o, &img, &err);
     memset(secret, 0, sizeof secret);
@@ -172,13 +176,14 @@ int agent_image_cli(int argc, char **argv)
         fprintf(stderr, "tessera-agent: %s\n", err.msg);
         return rc == TS_ENOENT ? EXIT_NOT_FOUND : rc == TS_EIO ? EXIT_RETRY : 1;
     }
-    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:b, s:I, s:I, s:I, s:I, s:f, s:f}", "digest",
-                          img.digest, "rootfs", img.rootfs, "config", img.config_path,
+    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:b, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f}",
+                          "digest", img.digest, "rootfs", img.rootfs, "config", img.config_path,
                           "size_bytes", (json_int_t)img.size_bytes, "cached", img.cached,
                           "store_bytes", (json_int_t)agent_image_store_bytes(&st),
                           "from_registry", (json_int_t)from_origin, "from_peers",
                           (json_int_t)from_peers, "refetched", (json_int_t)refetched,
-                          "blobs_s", blobs_s, "cpu_s", cpu_s());
+                          "blobs_s", blobs_s, "cpu_s", cpu_s(false),
+                          "blobs_cpu_s", blobs_cpu_s, "user_s", cpu_s(true));
     char *s = json_dumps(j, JSON_COMPACT);
     printf("%s\n", s ? s : "{}");
     fflush(stdout);

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -601,6 +602,10 @@ static int pull(ts_image_store *st, puller *p, ts_image *out, ts_err *err)
         rc = fetch_blob(st, p, layers[i], sizes[i], err);
     if (p->o->blobs_s)
         *p->o->blobs_s = mono_s() - p->t0;
+    struct rusage ru;
+    if (p->o->blobs_cpu_s && getrusage(RUSAGE_SELF, &ru) == 0)
+        *p->o->blobs_cpu_s = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                             (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
     lk = rc ? -1 : image_store_lock(st, err);
     if (!rc && lk < 0)
         rc = err ? err->code : TS_EIO;

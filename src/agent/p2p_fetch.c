@@ -211,7 +211,23 @@ static void avoid(fetch *f, const char *node, double for_s, bool report)
     double until = for_s < 0 ? 1e300 : mono_s() + for_s;
     for (int i = 0; i < f->navoid; i++)
         if (!strcmp(f->avoid[i], node)) {
-            f->avoid_until[i] = until;
+            /* a liar for good stays one */
+            f->avoid_until[i] = f->avoid_until[i] > until ? f->avoid_until[i] : until;
+            if (report && i >= f->nreport_bad) {
+                /* avoided before without a report (it cut a transfer as it
+                 * died) and now refusing: reported all the same, else the
+                 * tracker goes on naming it, and holding its grants, for
+                 * every node */
+                char name[sizeof f->avoid[0]];
+                double u = f->avoid_until[i];
+                memcpy(name, f->avoid[i], sizeof name);
+                memmove(f->avoid[1], f->avoid[0], (size_t)i * sizeof f->avoid[0]);
+                memmove(&f->avoid_until[1], &f->avoid_until[0],
+                        (size_t)i * sizeof f->avoid_until[0]);
+                memcpy(f->avoid[0], name, sizeof name);
+                f->avoid_until[0] = u;
+                f->nreport_bad++;
+            }
             return;
         }
     if (f->navoid >= PEERS_AVOID_MAX)

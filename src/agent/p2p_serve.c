@@ -177,6 +177,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         return reply_text(conn, MHD_HTTP_NOT_FOUND, "want /p2p/v1/blobs/<digest>/<piece>\n");
     const char *node = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Tessera-Node");
     const char *tok = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Tessera-P2P-Token");
+    pthread_mutex_lock(&p->mu);
+    bool keyed = p->key[0] != 0;
+    pthread_mutex_unlock(&p->mu);
+    /* not yet told the tracker's key (this node just started, and the
+     * tracker still names it from before): busy, asked again in a moment,
+     * where a 403 had every asker avoid it for 10 s (bench/image-p2p, the
+     * 8-node faults after 32 nodes: last ready 16-19 s, not 10-12) */
+    if (!keyed)
+        return reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "starting: ask again\n");
     if (!token_ok(p, node, digest, tok)) {
         __atomic_fetch_add(&p->refused, 1, __ATOMIC_RELAXED);
         return reply_text(conn, MHD_HTTP_FORBIDDEN, "a tracker token for this blob is needed\n");

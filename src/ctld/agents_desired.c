@@ -21,6 +21,9 @@
 
 #define MASTER_PORT_BASE 29500
 #define MASTER_PORT_SPAN 2000
+/* A prefetch takes this share of the node's link: half, as the replay
+ * models it, so that the traffic of the jobs running there keeps the rest */
+#define PREFETCH_LINK_SHARE_PCT 50
 
 /* ---- tenant policies -------------------------------------------------------------- */
 
@@ -279,13 +282,19 @@ json_t *ctld_agent_desired(const ctld *c, int n)
     }
     json_t *doc = json_pack("{s:b,s:f,s:o,s:o}", "drained", !ts_sched_node_schedulable(c->sched, n),
                             "lost_after_s", c->cfg.node_lost_s, "tasks", tasks, "mig", mig);
-    /* the reserved job's image, fetched ahead at a low rate (docs/images.md) */
+    /* the reserved job's image, fetched ahead at a low rate (docs/images.md):
+     * a share of the node's link when the cluster file gives its bandwidth,
+     * else the agent's own default rate */
     const cjob *pj = c->prefetch_job ? ctld_job_find((ctld *)c, c->prefetch_job) : NULL;
+    json_int_t rate = (json_int_t)(nd->net_mbit * 1000000 / 8 * PREFETCH_LINK_SHARE_PCT / 100);
     for (int i = 0; doc && pj && pj->spec && pj->spec->image && i < c->nprefetch_nodes; i++)
-        if (c->prefetch_nodes[i] == n)
-            json_object_set_new(doc, "prefetch",
-                                json_pack("[{s:I,s:s}]", "job", (json_int_t)pj->row.id,
-                                          "image", pj->spec->image));
+        if (c->prefetch_nodes[i] == n) {
+            json_t *pf = json_pack("{s:I,s:s}", "job", (json_int_t)pj->row.id, "image",
+                                   pj->spec->image);
+            if (pf && rate > 0)
+                json_object_set_new(pf, "rate_bytes_s", json_integer(rate));
+            json_object_set_new(doc, "prefetch", json_pack("[o]", pf));
+        }
     if (doc && c->cfg.net_isolation) { /* the tenants' VXLANs flood to these */
         json_object_set_new(doc, "net_peers", ctld_net_peers(c));
         ctld_net_services(c, doc);

@@ -63,8 +63,15 @@ struct ctld_imgloc {
     int64_t bytes[IMGLOC_CYCLE_IMAGES];
     int64_t *held;                 /* [IMGLOC_CYCLE_IMAGES * nnodes] */
     const char *cycle_ref[IMGLOC_CYCLE_IMAGES];
+    double *bw;                    /* [nnodes] bytes/s: the cluster file's bandwidth, or
+                                    * TS_IMAGE_BW_DEFAULT_BYTES_S */
     ts_image_table table;
 };
+
+double ctld_node_bw_bytes_s(const ts_node *n)
+{
+    return n->net_mbit > 0 ? (double)n->net_mbit * 1e6 / 8.0 : TS_IMAGE_BW_DEFAULT_BYTES_S;
+}
 
 int ctld_imgloc_open(ctld *c)
 {
@@ -75,12 +82,16 @@ int ctld_imgloc_open(ctld *c)
     size_t n = (size_t)(L->nnodes > 0 ? L->nnodes : 1);
     L->held = calloc(IMGLOC_CYCLE_IMAGES * n, sizeof *L->held);
     L->listed = calloc(n, 1);
-    if (!L->held || !L->listed) {
+    L->bw = calloc(n, sizeof *L->bw);
+    if (!L->held || !L->listed || !L->bw) {
         free(L->held);
         free(L->listed);
+        free(L->bw);
         free(L);
         return TS_ENOMEM;
     }
+    for (int k = 0; k < L->nnodes; k++)
+        L->bw[k] = ctld_node_bw_bytes_s(&c->cluster->nodes[k]);
     pthread_mutex_init(&L->mu, NULL);
     c->imgloc = L;
     return 0;
@@ -96,6 +107,7 @@ void ctld_imgloc_close(ctld *c)
     pthread_mutex_destroy(&L->mu);
     free(L->held);
     free(L->listed);
+    free(L->bw);
     free(L);
     c->imgloc = NULL;
 }
@@ -242,7 +254,7 @@ void ctld_imgloc_cycle(ctld *c, cjob *const *wj, ts_job *wv, int nw)
         return;
     note_prefetches(c);
     pthread_mutex_lock(&L->mu);
-    L->table = (ts_image_table){.bytes = L->bytes, .held = L->held};
+    L->table = (ts_image_table){.bytes = L->bytes, .held = L->held, .bw_bytes_s = L->bw};
     for (int k = 0; k < nw; k++) {
         char ref[TS_IMAGE_REF_MAX];
         bool has = wj[k]->spec && canonical(wj[k]->spec->image, ref);

@@ -28,5 +28,8 @@ void ctld_imgloc_store(ctld *c, int node, const json_t *images);
  * waiting jobs wj[k] whose image some node holds, and the scheduler's image
  * table (ts_sched_set_images), valid until the next call. */
 void ctld_imgloc_cycle(ctld *c, cjob *const *wj, ts_job *wv, int nw);
+/* A node's pull rate in bytes/s: its network.bandwidth_mbit from the
+ * cluster file, else TS_IMAGE_BW_DEFAULT_BYTES_S. */
+double ctld_node_bw_bytes_s(const ts_node *n);
 
 #endif

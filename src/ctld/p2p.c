@@ -209,6 +209,20 @@ static int grant(struct ctld_p2p *T, p2p_blob *b, int n, const uint8_t *fetching
     return -1;
 }
 
+/* Node q reported bad (a refused port: it died; a liar; a layer it no
+ * longer holds): left out of the answers for BAN_S, and its grants freed
+ * now. A dead node's grant would otherwise hold its piece, and one of the
+ * blob's REGISTRY_STREAMS_PER_BLOB, until CLAIM_S ran out with nobody
+ * fetching it (bench/image-p2p, a peer killed while it fetches from the
+ * registry). */
+static void ban_node(p2p_blob *b, int q, double now)
+{
+    b->banned_until[q] = now + BAN_S;
+    for (int i = 0; i < b->npieces; i++)
+        if (b->claim_node[i] == q)
+            b->claim_node[i] = -1;
+}
+
 /* The body checked; each error names the field. */
 static bool parse(const json_t *in, const char **url, const char **digest, long long *size,
                   const char **have, ctld_reply *r)
@@ -393,7 +407,7 @@ void ctld_p2p_route(ctld *c, const ctld_request *rq, ctld_reply *r)
                 for (int q = 0; bn && q < T->nnodes; q++)
                     if (q != n && (!strcmp(T->url[q], bn) ||
                                    !strcmp(c->cluster->nodes[q].name, bn)))
-                        b->banned_until[q] = now + BAN_S;
+                        ban_node(b, q, now);
             }
             json_t *fe = json_object_get(in, "fetching"), *fv;
             size_t fi;

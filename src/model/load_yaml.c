@@ -39,6 +39,7 @@ typedef struct yclass {
     bool has_mig;
     ts_label labels[TS_NODE_MAX_LABELS];
     int nlabels;
+    int64_t net_mbit; /* 0: not given */
 } yclass;
 
 typedef struct loader {
@@ -79,6 +80,27 @@ static int get_name(const loader *L, const yaml_node_t *n, const char *path, siz
     }
     *out = s;
     return 0;
+}
+
+/* ---- network ---------------------------------------------------------------- */
+
+/* Reads a {bandwidth_mbit: N} mapping (a class's or a node's `network`):
+ * the link its pulls share, in Mbit/s. */
+static int get_network(const loader *L, const yaml_node_t *map, const char *path,
+                       int64_t *mbit)
+{
+    enum { K_BW, K_N };
+    static const char *const keys[K_N] = {"bandwidth_mbit"};
+    yaml_node_t *v[K_N];
+    char sub[YAML_PATH_MAX + 32], want[64];
+    int rc = ts_yaml_map_fields(&L->y, map, path, keys, K_N, v);
+    if (rc < 0)
+        return rc;
+    ts_yaml_pathf(sub, sizeof sub, "%s.bandwidth_mbit", path);
+    if (!v[K_BW])
+        return ts_yaml_fail(&L->y, map, TS_EINVAL, "%s: required", sub);
+    snprintf(want, sizeof want, "an integer 1..%d (Mbit/s)", TS_NODE_NET_MBIT_MAX);
+    return ts_yaml_get_int(&L->y, v[K_BW], sub, 1, TS_NODE_NET_MBIT_MAX, want, mbit);
 }
 
 /* ---- labels ---------------------------------------------------------------- */
@@ -244,9 +266,9 @@ static int load_mig_layout(loader *L, yclass *k, const yaml_node_t *seq, const c
 
 static int load_class(loader *L, yclass *k, const yaml_node_t *map)
 {
-    enum { K_MODEL, K_GPUS, K_CPU, K_MEM, K_MODE, K_MIG, K_LABELS, K_N };
+    enum { K_MODEL, K_GPUS, K_CPU, K_MEM, K_MODE, K_MIG, K_LABELS, K_NET, K_N };
     static const char *const keys[K_N] = {"gpu_model", "gpus", "cpu_milli", "memory_mib",
-                                          "gpu_mode", "mig_layout", "labels"};
+                                          "gpu_mode", "mig_layout", "labels", "network"};
     yaml_node_t *v[K_N];
     char path[YAML_PATH_MAX], sub[YAML_PATH_MAX + 16];
     ts_yaml_pathf(path, sizeof path, "node_classes.%s", k->name);
@@ -324,7 +346,8 @@ static int load_class(loader *L, yclass *k, const yaml_node_t *map)
         if ((rc = get_labels(L, v[K_LABELS], sub, k->labels, &k->nlabels)) < 0)
             return rc;
     }
-    return 0;
+    ts_yaml_pathf(sub, sizeof sub, "%s.network", path);
+    return v[K_NET] ? get_network(L, v[K_NET], sub, &k->net_mbit) : 0;
 }
 
 static int load_classes(loader *L, const yaml_node_t *map)
@@ -366,6 +389,7 @@ typedef struct node_entry {
     const yclass *k;
     ts_label labels[TS_NODE_MAX_LABELS];
     int nlabels;
+    int64_t net_mbit;          /* the node's own, else its class's */
     const char *place[TS_TOPO_MAX_LEVELS]; /* names above the GPU level, NULL = default */
 } node_entry;
 
@@ -503,6 +527,7 @@ static int add_node(loader *L, const node_entry *e, const yaml_node_t *name_at,
         .per_gpu_mig = NULL,
         .labels = e->labels,
         .nlabels = e->nlabels,
+        .net_mbit = e->net_mbit,
     };
     int idx = ts_cluster_add_node(L->c, &spec, L->y.err);
     if (idx < 0) {
@@ -553,8 +578,9 @@ static int add_node(loader *L, const node_entry *e, const yaml_node_t *name_at,
 
 static int load_node(loader *L, int index, const yaml_node_t *map)
 {
-    enum { K_NAME, K_NAMES, K_CLASS, K_TOPO, K_LABELS, K_N };
-    static const char *const keys[K_N] = {"name", "names", "class", "topology", "labels"};
+    enum { K_NAME, K_NAMES, K_CLASS, K_TOPO, K_LABELS, K_NET, K_N };
+    static const char *const keys[K_N] = {"name", "names", "class", "topology", "labels",
+                                          "network"};
     yaml_node_t *v[K_N];
     char path[YAML_PATH_MAX], sub[YAML_PATH_MAX + 16];
     ts_yaml_pathf(path, sizeof path, "nodes[%d]", index);
@@ -588,6 +614,10 @@ static int load_node(loader *L, int index, const yaml_node_t *map)
         if ((rc = get_labels(L, v[K_LABELS], sub, e.labels, &e.nlabels)) < 0)
             return rc;
     }
+    e.net_mbit = e.k->net_mbit;
+    ts_yaml_pathf(sub, sizeof sub, "%s.network", path);
+    if (v[K_NET] && (rc = get_network(L, v[K_NET], sub, &e.net_mbit)) < 0)
+        return rc;
     ts_yaml_pathf(sub, sizeof sub, "%s.topology", path);
     if ((rc = load_node_topology(L, &e, v[K_TOPO], sub)) < 0)
         return rc;

@@ -438,6 +438,9 @@ int ts_cluster_add_node(ts_cluster *c, const ts_node_spec *s, ts_err *err)
         return ts_err_set(err, TS_EINVAL, "memory_mib: must be >= 0");
     if (s->ngpu < 0 || s->ngpu > TS_NODE_MAX_GPUS)
         return ts_err_set(err, TS_EINVAL, "gpus: must be 0..%d", TS_NODE_MAX_GPUS);
+    if (s->net_mbit < 0 || s->net_mbit > TS_NODE_NET_MBIT_MAX)
+        return ts_err_set(err, TS_EINVAL, "network.bandwidth_mbit: must be 1..%d (0: not "
+                          "given)", TS_NODE_NET_MBIT_MAX);
     if (s->nlabels < 0 || s->nlabels > TS_NODE_MAX_LABELS)
         return ts_err_set(err, TS_EINVAL, "labels: at most %d", TS_NODE_MAX_LABELS);
     int model = -1;
@@ -476,6 +479,7 @@ int ts_cluster_add_node(ts_cluster *c, const ts_node_spec *s, ts_err *err)
     n->ngpu = s->ngpu;
     n->cpu_milli = s->cpu_milli;
     n->mem_mib = s->mem_mib;
+    n->net_mbit = s->net_mbit;
     n->topo_vertex = -1;
     for (int i = 0; i < s->nlabels; i++)
         n->labels[i] = s->labels[i];

@@ -345,10 +345,45 @@ static const bad_case BAD[] = {
     {"label twice",
      CLASSES "nodes:\n  - name: a\n    class: h100\n    labels: {pool: x, pool: y}  #<\n",
      "nodes[0].labels.pool: key given twice"},
+    {"bandwidth zero",
+     "node_classes:\n  h:\n    cpu_milli: 1\n    memory_mib: 1\n"
+     "    network: {bandwidth_mbit: 0}  #<\nnodes: [{name: a, class: h}]\n",
+     "node_classes.h.network.bandwidth_mbit: must be an integer 1..10000000 (Mbit/s), got \"0\""},
+    {"bandwidth with a unit",
+     CLASSES "nodes:\n  - name: a\n    class: h100\n    network: {bandwidth_mbit: 25G}  #<\n",
+     "nodes[0].network.bandwidth_mbit: must be an integer 1..10000000 (Mbit/s), got \"25G\""},
+    {"bandwidth too high",
+     CLASSES "nodes:\n  - name: a\n    class: h100\n    network: {bandwidth_mbit: 10000001}  #<\n",
+     "nodes[0].network.bandwidth_mbit: must be an integer 1..10000000"},
+    {"network without bandwidth",
+     CLASSES "nodes:\n  - name: a\n    class: h100\n    network: {}  #<\n",
+     "nodes[0].network.bandwidth_mbit: required"},
+    {"network unknown key",
+     CLASSES "nodes:\n  - name: a\n    class: h100\n    network: {bandwidth: 100}  #<\n",
+     "nodes[0].network: unknown key \"bandwidth\""},
     {"class defined twice", CLASSES "  h100: {cpu_milli: 1, memory_mib: 1}  #<\n"
      "nodes: [{name: a, class: h100}]\n",
      "node_classes.h100: defined twice (first at line 2)"},
 };
+
+/* network.bandwidth_mbit: a class's for its nodes, a node's own over it,
+ * 0 (the shell's default) where neither gives one */
+static void test_network_bandwidth(void **state)
+{
+    (void)state;
+    ts_cluster *c = load_text("node_classes:\n"
+                              "  h: {cpu_milli: 1, memory_mib: 1, network: {bandwidth_mbit: 25000}}\n"
+                              "  t: {cpu_milli: 1, memory_mib: 1}\n"
+                              "nodes:\n"
+                              "  - {names: 'h[1-2]', class: h}\n"
+                              "  - {name: h3, class: h, network: {bandwidth_mbit: 100}}\n"
+                              "  - {name: t1, class: t}\n");
+    assert_int_equal(node(c, "h1")->net_mbit, 25000);
+    assert_int_equal(node(c, "h2")->net_mbit, 25000);
+    assert_int_equal(node(c, "h3")->net_mbit, 100);
+    assert_int_equal(node(c, "t1")->net_mbit, 0);
+    ts_cluster_free(c);
+}
 
 static void test_bad_files(void **state)
 {
@@ -432,6 +467,7 @@ int main(void)
         cmocka_unit_test(test_demo_file),
         cmocka_unit_test(test_ranges),
         cmocka_unit_test(test_two_levels_default_domain),
+        cmocka_unit_test(test_network_bandwidth),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_bad_data_files),
         cmocka_unit_test(test_unclosed_list),

@@ -27,7 +27,12 @@ from registry import CountingFront, Registry, free_port  # noqa: E402
 PORT, FRONT_PORT = free_port(), free_port()
 LAYER_BYTES = 12 << 20
 P2P = ["--plain-http-registries", f"127.0.0.1:{FRONT_PORT}", "--p2p-listen", "127.0.0.1:0"]
-CLUSTER = {"nodes": [Node("p-1", args=P2P), Node("p-2", args=P2P), Node("p-3", args=P2P),
+# the agents' nodes give their link (cluster-format.md): a fetch ahead takes
+# half of it, 800 Mbit/s / 8 / 2 bytes/s
+NET = ", network: {bandwidth_mbit: 800}"
+PREFETCH_BYTES_S = 800 * 1000 * 1000 // 8 // 2
+CLUSTER = {"nodes": [Node("p-1", args=P2P, extra=NET), Node("p-2", args=P2P, extra=NET),
+                     Node("p-3", args=P2P, extra=NET),
                      Node("q-1", agent=False), Node("q-2", agent=False),
                      Node("q-3", agent=False)],
            "config": "scheduler: {interval: 0.2s, grace: 2s}\n"}
@@ -234,7 +239,7 @@ def _layer_digest(store):
     return "sha256:" + name, os.path.getsize(os.path.join(d, name))
 
 
-def _announce(c, node, blob, size, have=None, hashes=None):
+def _announce(c, node, blob, size, have=None, hashes=None, bad=None, fetching=None):
     from harness import http_call
     with open(node_token(c, node)) as f:
         tok = f.read().strip()
@@ -243,6 +248,10 @@ def _announce(c, node, blob, size, have=None, hashes=None):
             "have": have if have is not None else "0" * pieces}
     if hashes is not None:
         body["hashes"] = hashes
+    if bad is not None:
+        body["bad"] = bad
+    if fetching is not None:
+        body["fetching"] = fetching
     return http_call(c.url, "POST", "/v1/agent/p2p", tok, body)
 
 
@@ -311,6 +320,9 @@ def scenario_e_a_reserved_job_has_its_image_fetched_while_it_waits(c):
     check(bool(c.wait(on_disk, "the image is on those nodes' disks", 60)),
           "the image is fetched onto those nodes while the job waits")
     check(c.job(waiting)["state"] == "pending", "before the job starts")
+    logs = "".join(open(c.path(n + ".log")).read() for n in nodes)
+    check(f"prefetching its image {ref2} at {PREFETCH_BYTES_S} bytes/s" in logs,
+          f"at half the nodes' network.bandwidth_mbit ({PREFETCH_BYTES_S} bytes/s)")
 
     def ready():
         pf = c.job(waiting).get("image_prefetch") or {}
@@ -419,3 +431,75 @@ def scenario_g_an_evicted_image_is_forgotten(c):
 
 scenario_g_an_evicted_image_is_forgotten.needs_root = True
 scenario_g_an_evicted_image_is_forgotten.needs = ("runc",) + NEEDS
+
+
+def scenario_h_a_dead_peers_registry_piece_goes_to_another_at_once(c):
+    """images.md "Peer-to-peer": a peer that dies while it takes a piece
+    from the registry is routed around at once: when a node finds its port
+    refused and reports it, the tracker frees its grant, and the next node
+    to ask is granted that piece, not after the grant's hold (CLAIM_S, 5 s)
+    runs out. A blob of one piece: its only grant is the dead node's."""
+    blob = "sha256:" + os.urandom(32).hex()
+    size = 1 << 20
+    st, a = _announce(c, "q-1", blob, size, fetching=[])
+    check(st == 200 and a.get("grant") == 0, f"the first node is granted the piece: {st} {a}")
+    st, a = _announce(c, "q-1", blob, size, fetching=[0])  # it is taking it now
+    st, b = _announce(c, "q-2", blob, size, fetching=[])
+    check(st == 200 and b.get("grant") == -1,
+          f"a second node is not granted a piece another node takes: {st} {b.get('grant')}")
+    # q-1 died mid-piece (killed: its port refuses); q-2 found out and says so
+    t0 = time.monotonic()
+    st, b = _announce(c, "q-2", blob, size, bad=["q-1"], fetching=[])
+    took = time.monotonic() - t0
+    check(st == 200 and b.get("grant") == 0,
+          f"the node that reported the dead one is granted its piece at once "
+          f"({took:.2f} s, the grant's hold is 5 s): {st} {b.get('grant')}")
+
+
+scenario_h_a_dead_peers_registry_piece_goes_to_another_at_once.needs = ()
+
+
+def scenario_i_a_node_without_the_trackers_key_says_busy(c):
+    """images.md "Peer-to-peer": a node which has not yet been told the
+    tracker's key (just started; the tracker may still name it as a holder
+    from before) answers 503, as a busy one does, so that its askers ask
+    again in a moment instead of avoiding it (a 403 had each of them avoid
+    it for 10 s). Here: a node whose store already holds the image serves
+    from its start without asking the tracker anything."""
+    import urllib.request
+    import urllib.error
+    r, front = registry()
+    ref = f"127.0.0.1:{FRONT_PORT}/team/big:1"
+    s1 = tempfile.mkdtemp(prefix="tessera-p2p-store-")
+    atexit.register(lambda: (unmount_under(s1), shutil.rmtree(s1, ignore_errors=True)))
+    plain = subprocess.run([c.bins["agent"], "image-pull", "--store", s1, "--plain-http", ref],
+                           capture_output=True, text=True, timeout=120)
+    check(plain.returncode == 0, f"the store holds the image: {plain.stderr.strip()[-200:]}")
+    if plain.returncode:
+        return
+    port = free_port()
+    p = subprocess.Popen([c.bins["agent"], "image-pull", "--store", s1, "--plain-http",
+                          "--p2p-listen", f"127.0.0.1:{port}", "--controller", c.url, "--node",
+                          "q-2", "--token-file", node_token(c, "q-2"), "--linger", "10", ref],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out = json.loads(p.stdout.readline())
+        check(out.get("cached") is True, f"the image came from its own store: {out}")
+        blob, _ = _layer_digest(s1)
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/p2p/v1/blobs/{blob}/0",
+                                     headers={"X-Tessera-Node": "q-1",
+                                              "X-Tessera-P2P-Token": "9999999999." + "0" * 64})
+        try:
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                status = resp.status
+        except urllib.error.HTTPError as e:
+            status = e.code
+        check(status == 503, f"it answers 503 (ask again), not 403: {status}")
+    except ValueError:
+        check(False, "the node pulled the image")
+    finally:
+        p.kill()
+        p.communicate()
+
+
+scenario_i_a_node_without_the_trackers_key_says_busy.needs = NEEDS
