@@ -143,6 +143,7 @@ void agent_free(ts_agent *a)
         curl_multi_cleanup(a->multi);
     curl_easy_cleanup(a->h);
     json_decref(a->log_answers);
+    json_decref(a->images_sent);
     free(a->net_peers);
     free(a->net_services);
     free(a);
@@ -688,6 +689,8 @@ int agent_step(ts_agent *a, ts_err *err)
         json_decref(body);
         if (rc == 0) {
             a->registered = true;
+            json_decref(a->images_sent); /* the controller's knowledge starts afresh */
+            a->images_sent = NULL;
             a->gen = json_integer_value(json_object_get(ans, "gen"));
             a->last_ok_s = agent_launch_now();
             reconcile(a, ans);
@@ -711,10 +714,15 @@ int agent_step(ts_agent *a, ts_err *err)
         json_t *pf = agent_prefetch_report(a);
         if (pf)
             json_object_set_new(body, "prefetch", pf);
-        /* what the image store holds: the controller forgets evicted images */
+        /* what the image store holds, when it changed since the controller
+         * last took it: the controller forgets evicted images */
         json_t *imgs = agent_image_store_list(&a->images, TS_AGENT_IMAGES_LISTED_MAX);
+        if (imgs && a->images_sent && json_equal(imgs, a->images_sent)) {
+            json_decref(imgs);
+            imgs = NULL;
+        }
         if (imgs)
-            json_object_set_new(body, "images", imgs);
+            json_object_set(body, "images", imgs);
         if (a->log_answers)
             json_object_set(body, "logs", a->log_answers);
         /* within the protocol's size: answers cut or dropped, never the
@@ -733,6 +741,11 @@ int agent_step(ts_agent *a, ts_err *err)
         }
         rc = agent_post_woken(a, "/v1/agent/sync", body, &status, &ans, timeout, busy, err);
         json_decref(body);
+        if (rc == 0 && imgs) { /* taken */
+            json_decref(a->images_sent);
+            a->images_sent = json_incref(imgs);
+        }
+        json_decref(imgs);
         if (rc == AGENT_POST_WOKEN) { /* a task ended while the sync waited: the next reports it */
             agent_tell_metrics(a);
             return 0;

@@ -149,6 +149,10 @@ struct ts_agent {
     char *net_peers;       /* the last desired "net_peers", compact JSON; NULL none yet */
     char *net_services;    /* the same for "net_services" */
     ts_image_store images; /* <state_dir>/images (docs/images.md) */
+    /* the image store's listing as the controller last took it (answered
+     * 200), NULL after a registration: a sync carries the listing only when
+     * it differs, so an unchanged store costs neither side a comparison */
+    json_t *images_sent;
     struct ts_p2p *p2p;    /* pieces of images shared with peers; NULL = registry only */
     struct agent_prefetch {
         int64_t job;       /* 0: a free slot */
