@@ -56,6 +56,14 @@ struct ts_scorer_ops {
      * placer stops at the first node that reaches it, which is the node a
      * full scan would choose (ties go to the lowest index) */
     int64_t (*bound)(void *state, const ts_request *r);
+    /* optional: a second rank among nodes of equal score, lower first (before
+     * the lowest index). tie_begin is asked once per placement and says
+     * whether r uses it (it may read the cluster then); tie ranks a node by
+     * its choice a (the cached one for a cacheable scorer), so it may read
+     * state outside the node. When it is used the scan does not stop at the
+     * bound. */
+    bool (*tie_begin)(void *state, const ts_request *r);
+    int64_t (*tie)(void *state, const ts_node *n, const ts_request *r, const ts_alloc *a);
 };
 
 /* Built-in scorers: "random", "dotprod", "clustering", "packing", "bestfit",
