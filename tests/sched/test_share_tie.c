@@ -32,7 +32,7 @@ static ts_request share(int32_t milli)
 }
 
 /* Node 0 fresh, node 1 with 100 milli used, then `fill` nodes with 100 used;
- * every node one T4 with room for many pods. */
+ * every node one shared T4 with room for many pods. */
 static ts_cluster *cluster_with(int fill)
 {
     ts_cluster *c = ts_cluster_new();
@@ -41,7 +41,7 @@ static ts_cluster *cluster_with(int fill)
         char name[16];
         snprintf(name, sizeof name, "n%d", i);
         ts_node_spec s = {.name = name, .gpu_model = "T4", .ngpu = 1, .cpu_milli = 64000,
-                          .mem_mib = 262144};
+                          .mem_mib = 262144, .gpu_mode = TS_GPU_SHARED};
         assert_int_equal(ts_cluster_add_node(c, &s, NULL), i);
         if (i == 0)
             continue;
