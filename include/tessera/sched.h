@@ -4,8 +4,9 @@
  * Policy lives behind a small ops table (struct ts_scorer_ops) so a site can
  * swap scoring without touching the loop. The placer filters every node with
  * ts_node_fits, asks the scorer for an integer score and a GPU choice, and
- * takes the highest score; on equal scores the lowest node index wins, so a
- * decision is a function of the cluster's state, its node order and the seed.
+ * takes the highest score; on equal scores the scorer's second rank (its
+ * optional tie op), then the lowest node index wins, so a decision is a
+ * function of the cluster's state, its node order and the seed.
  *
  * A scorer that declares itself cacheable promises its score and GPU choice
  * are a pure function of the node's state and the request's class (not its
