@@ -187,7 +187,10 @@ static void gap_setup(gap_book *g, const ts_typical *typ, const ts_sched_env *en
             k += size[i] <= y;
         g->type_of[y] = k < TESSERA_GAP_TYPES ? k : TESSERA_GAP_TYPES - 1;
     }
-    g->sizes = n > 0;
+    /* a mix of more sizes than the types counted (sizes of any milli, which
+     * leave each type few GPUs) keeps the lowest index: on share sizes
+     * uniform in 100-900 milli the rule lost 0.20 point */
+    g->sizes = n > 0 && n < TESSERA_GAP_TYPES;
     g->trusted = !env->no_cache;
 }
 
