@@ -4,8 +4,9 @@
  * Policy lives behind a small ops table (struct ts_scorer_ops) so a site can
  * swap scoring without touching the loop. The placer filters every node with
  * ts_node_fits, asks the scorer for an integer score and a GPU choice, and
- * takes the highest score; on equal scores the lowest node index wins, so a
- * decision is a function of the cluster's state, its node order and the seed.
+ * takes the highest score; on equal scores the scorer's second rank (its
+ * optional tie op), then the lowest node index wins, so a decision is a
+ * function of the cluster's state, its node order and the seed.
  *
  * A scorer that declares itself cacheable promises its score and GPU choice
  * are a pure function of the node's state and the request's class (not its
@@ -56,6 +57,14 @@ struct ts_scorer_ops {
      * placer stops at the first node that reaches it, which is the node a
      * full scan would choose (ties go to the lowest index) */
     int64_t (*bound)(void *state, const ts_request *r);
+    /* optional: a second rank among nodes of equal score, lower first (before
+     * the lowest index). tie_begin is asked once per placement and says
+     * whether r uses it (it may read the cluster then); tie ranks a node by
+     * its choice a (the cached one for a cacheable scorer), so it may read
+     * state outside the node. When it is used the scan does not stop at the
+     * bound. */
+    bool (*tie_begin)(void *state, const ts_request *r);
+    int64_t (*tie)(void *state, const ts_node *n, const ts_request *r, const ts_alloc *a);
 };
 
 /* Built-in scorers: "random", "dotprod", "clustering", "packing", "bestfit",

@@ -5,7 +5,9 @@
  * it (ts_node_fits), score the rest and keep the first strictly better one.
  * Cacheable scorers are looked up in a (node x class) table whose entries are
  * valid while the node's version matches, so a placement costs one filter and
- * one table read per untouched node. A class's row is allocated when the class
+ * one table read per untouched node. A scorer may rank nodes of equal score
+ * a second time (its tie op) by state outside the node, read once per
+ * placement, which the cache does not hold. A class's row is allocated when the class
  * is first placed, so a placer sized for thousands of classes (the scheduling
  * cycle's) costs memory only for those it meets. The binding step re-checks the fit
  * inside ts_node_assign, so a scorer bug cannot oversubscribe a node.
@@ -134,12 +136,24 @@ static bool interchangeable(const ts_node *a, const ts_node *b)
  * placement holds the same node states either way (only which node is
  * which differs). The early stop at the bound then waits for a node whose
  * key is 0, the lowest a key can be. */
-static bool better(const ts_node *nodes, int i, int64_t s, double key, int best,
-                   int64_t best_score, double best_key, const double *keyed)
+typedef struct rank {
+    int64_t score, tie; /* tie: the scorer's second rank, 0 when unused */
+    double key;
+} rank;
+
+static bool better(const ts_node *nodes, int i, rank c, int best, rank b, const double *keyed)
 {
-    return best < 0 || s > best_score ||
-           (keyed && s == best_score && key < best_key &&
-            interchangeable(&nodes[i], &nodes[best]));
+    if (best < 0 || c.score > b.score)
+        return true;
+    if (c.score < b.score || c.tie != b.tie)
+        return c.score == b.score && c.tie < b.tie;
+    return keyed && c.key < b.key && interchangeable(&nodes[i], &nodes[best]);
+}
+
+/* The scorer's second rank of node i for r and its choice a, when in use. */
+static int64_t tie_of(ts_placer *p, bool ties, int i, const ts_request *r, const ts_alloc *a)
+{
+    return ties ? p->ops->tie(p->state, &p->c->nodes[i], r, a) : 0;
 }
 
 int ts_placer_choose_keyed(ts_placer *p, const ts_request *r, int cls,
@@ -147,32 +161,33 @@ int ts_placer_choose_keyed(ts_placer *p, const ts_request *r, int cls,
                            ts_alloc *out)
 {
     int best = -1;
-    int64_t best_score = 0;
-    double best_key = 0.0;
+    rank b = {0, 0, 0.0};
     ts_alloc cand, best_alloc;
     cache_row *w = row_of(p, cls);
     const ts_node *nodes = p->c->nodes;
-    int64_t bound = p->ops->bound ? p->ops->bound(p->state, r) : INT64_MAX;
+    bool ties = p->ops->tie && p->ops->tie_begin && p->ops->tie_begin(p->state, r);
+    /* a later node of the bound's score may still rank first by its tie */
+    int64_t bound = p->ops->bound && !ties ? p->ops->bound(p->state, r) : INT64_MAX;
     if (w) {
         for (int i = 0; i < p->c->nnodes; i++) {
-            int64_t s;
+            rank c = {0, 0, key ? key[i] : 0.0};
             if (w->ver[i] == nodes[i].version + 1) {
                 p->st.cache_hits++;
-                s = w->score[i];
+                c.score = w->score[i];
             } else {
-                s = ts_node_fits(&nodes[i], r) ? score_node(p, i, r, &w->choice[i])
-                                               : SCORE_NOFIT;
-                w->score[i] = s;
+                c.score = ts_node_fits(&nodes[i], r) ? score_node(p, i, r, &w->choice[i])
+                                                     : SCORE_NOFIT;
+                w->score[i] = c.score;
                 w->ver[i] = nodes[i].version + 1;
             }
-            double k = key ? key[i] : 0.0;
-            if (s == SCORE_NOFIT || !better(nodes, i, s, k, best, best_score, best_key, key) ||
-                (ok && !ok(ctx, i)))
+            if (c.score == SCORE_NOFIT || (best >= 0 && c.score < b.score))
+                continue;
+            c.tie = tie_of(p, ties, i, r, &w->choice[i]);
+            if (!better(nodes, i, c, best, b, key) || (ok && !ok(ctx, i)))
                 continue;
             best = i;
-            best_score = s;
-            best_key = k;
-            if (s >= bound && k <= 0.0)
+            b = c;
+            if (c.score >= bound && c.key <= 0.0)
                 break;
         }
         if (best >= 0)
@@ -181,14 +196,15 @@ int ts_placer_choose_keyed(ts_placer *p, const ts_request *r, int cls,
         for (int i = 0; i < p->c->nnodes; i++) {
             if (!ts_node_fits(&nodes[i], r) || (ok && !ok(ctx, i)))
                 continue;
-            int64_t s = score_node(p, i, r, &cand);
-            double k = key ? key[i] : 0.0;
-            if (better(nodes, i, s, k, best, best_score, best_key, key)) {
+            rank c = {score_node(p, i, r, &cand), 0, key ? key[i] : 0.0};
+            if (best >= 0 && c.score < b.score)
+                continue;
+            c.tie = tie_of(p, ties, i, r, &cand);
+            if (better(nodes, i, c, best, b, key)) {
                 best = i;
-                best_score = s;
-                best_key = k;
+                b = c;
                 best_alloc = cand;
-                if (s >= bound && k <= 0.0)
+                if (c.score >= bound && c.key <= 0.0)
                     break;
             }
         }
