@@ -12,8 +12,8 @@ scheduling cycle. Here every cycle is stretched by 800 ms
 (jobs of 1 s ending all the time on two virtual H100 nodes); one real
 A100 node, r-1, has a scripted agent. Checked:
 
-- repeated syncs with the same report answer within 200 ms, a quarter of a
-  cycle, and are counted as `same` in tessera_agent_syncs_total (a changed
+- repeated syncs with the same report answer within 200 ms at the median, a
+  quarter of a cycle, and are counted as `same` in tessera_agent_syncs_total (a changed
   report is applied, after the cycle running);
 - the desired document answered that way is current: a job placed on r-1
   appears in it, and one that ends leaves it;
@@ -104,9 +104,15 @@ try:
         time.sleep(0.02)
     after = syncs(admin)
     worst = max(lat) if lat else 99.0
-    check(len(lat) > 10 and worst < BOUND_S,
-          f"{len(lat)} same reports over {4 * DELAY_MS / 1000:.1f} s of cycles: the slowest "
-          f"answered in {worst * 1e3:.0f} ms (bound {BOUND_S * 1e3:.0f} ms, a cycle {DELAY_MS} ms)")
+    # the median, not the slowest: a sync that waited for the cycle (back to
+    # back, 800 ms each) would wait ~400 ms on average, so the median tells
+    # the two paths apart, while one answer slowed by a loaded machine (CI
+    # runs tests side by side) says nothing of the lock
+    median = sorted(lat)[len(lat) // 2] if lat else 99.0
+    check(len(lat) > 10 and median < BOUND_S,
+          f"{len(lat)} same reports over {4 * DELAY_MS / 1000:.1f} s of cycles: answered in "
+          f"{median * 1e3:.0f} ms at the median, {worst * 1e3:.0f} ms at the slowest "
+          f"(bound {BOUND_S * 1e3:.0f} ms on the median, a cycle {DELAY_MS} ms)")
     same = after.get("same", 0) - before.get("same", 0)
     check(same >= len(lat) - 2, f"counted as same: {same} of {len(lat)} ({before} -> {after})")
 
@@ -151,8 +157,9 @@ try:
         before = syncs(admin)
         st, d, dt = sync({"logs": [{"id": want[0]["id"], "data": "hello\n", "size": 6}]})
         after = syncs(admin)
-        check(st == 200 and dt < BOUND_S,
-              f"the answer rides on a same report ({st}, {dt * 1e3:.0f} ms)")
+        # one answer: bounded by a cycle (the count below says which path it took)
+        check(st == 200 and dt < DELAY_MS / 1000.0,
+              f"the answer rides on a same report ({st}, {dt * 1e3:.0f} ms, a cycle {DELAY_MS} ms)")
         check(after.get("same", 0) - before.get("same", 0) == 1,
               f"the answer's report counted as same ({before} -> {after})")
     th.join(25)
