@@ -124,7 +124,9 @@ def scenario_exec_joins_the_container(c):
                   "cat /proc/1/cmdline | tr '\\0' ' '; echo; echo rank=$RANK",
                   timeout=30)
         out = p.stdout
-        if p.returncode == 0 and "inside the image" in out:
+        # the container's first process is the task's once `sleep` runs: before
+        # that it may be the runtime's own init, with its cwd and environment
+        if p.returncode == 0 and "inside the image" in out and "sleep 120" in out:
             break
         time.sleep(0.5)
     check("inside the image" in out, f"exec sees the image's files: {p.returncode} {out!r} "
