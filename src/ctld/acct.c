@@ -30,7 +30,9 @@ typedef struct acct_row {
     const ts_job_row *row;
     int state;
     double start_s, end_s;
-    const char *gpu_model;
+    /* a copy: a kept row is written after mu is released (its steps are
+     * read first), when the job it was read from may have left memory */
+    char gpu_model[TS_STORE_NAME_MAX];
     double elapsed_s, gpu_hours;
     json_t *exit_code; /* null when unknown */
 } acct_row;
@@ -50,7 +52,7 @@ static void fill(ctld *c, const ts_job_row *row, double from, double to, double 
     o->state = m->state;
     o->start_s = m->start_s;
     o->end_s = m->end_s;
-    o->gpu_model = m->gpu_model;
+    snprintf(o->gpu_model, sizeof o->gpu_model, "%s", m->gpu_model);
     double end = m->end_s > 0 ? m->end_s : now;
     o->elapsed_s = m->start_s > 0 && end > m->start_s ? end - m->start_s : 0;
     double lo = m->start_s > from ? m->start_s : from, hi = end < to ? end : to;

@@ -112,6 +112,9 @@ finally:
         proc.terminate()
         proc.wait(timeout=20)
 if fails:
-    print(open(os.path.join(TMP, "tesserad.log")).read()[-3000:])
+    # a sanitizer's report whole (its stacks name the bug), else the log's tail
+    text = open(os.path.join(TMP, "tesserad.log"), errors="replace").read()
+    at = text.find("==ERROR: ")
+    print(text[max(0, at - 500):at + 20000] if at >= 0 else text[-3000:])
 print(f"{'FAIL' if fails else 'PASS'}: schemathesis over three roles ({fails} failed)")
 sys.exit(1 if fails else 0)
