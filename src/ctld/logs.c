@@ -124,8 +124,9 @@ void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_
     ctld_lock_reader(c);
     cjob *j = ctld_job_find(c, row->id);
     if (j && j->allocs && rank >= j->ntasks) {
+        int nt = j->ntasks; /* read under mu: the job may end once it is released */
         pthread_mutex_unlock(&c->mu);
-        ctld_reply_error(r, 400, "invalid", "rank: the job has ranks 0..%d", j->ntasks - 1);
+        ctld_reply_error(r, 400, "invalid", "rank: the job has ranks 0..%d", nt - 1);
         return;
     }
     if (!j || !j->allocs ||

@@ -606,10 +606,17 @@ static json_t *step_commit(ctld *c, cjob *j, const ctld_step *s, ctld_reply *r)
     ts_err err;
     int rc = d ? ctld_txn_event(&t, j->row.id, s->start_s, "step-started", d) : TS_ENOMEM;
     free(d);
+    /* one step's start written at a time per job: the job stays pinned
+     * meanwhile (an events-only write pins nothing), so a second srun of
+     * the same script waits (ctld_job_wait_unpinned) instead of taking the
+     * same id and the one slot of room this step was given */
+    j->pinned++;
     if (rc == 0)
         rc = ctld_txn_commit_unlocked(c, &t, s->start_s, &err);
     else
         ts_err_set(&err, rc, "out of memory");
+    j->pinned--;
+    ctld_phase_moved(c); /* the job is unpinned */
     ctld_txn_fini(&t);
     /* the job may have moved while the event was written with mu released */
     j = ctld_job_find(c, id);

@@ -97,6 +97,34 @@ echo "n3-rc=$?"
           f"each step's start and end are job events: {kinds}")
 
 
+def scenario_parallel_sruns_each_get_their_own_step(c):
+    """slurm.md "Steps": sruns started at once from one script (`srun ... &`)
+    are each their own step. Each step's start is written with the
+    controller's lock released; two posts of one job in that window took
+    the same id, and the second wrote past the room the first was given
+    (a heap overflow at every power of two). 12 at once: 12 steps, ids
+    0..11, each completed with its own output."""
+    p = script(c, "parallel.sh", """#!/bin/sh
+#SBATCH -N 2 --ntasks-per-node=1 --gpus-per-node=8 --account=team-a --time=5
+for i in 1 2 3 4 5 6 7 8 9 10 11 12; do srun -n1 sh -c "echo par-$i" & done
+wait
+echo all-done
+""")
+    r = c.cli("sbatch", p)
+    jid = next((int(w) for w in r.stdout.split() if w.isdigit()), None)
+    check(jid is not None, f"tessera sbatch submits it: {r.returncode} {r.stdout} {r.stderr}")
+    if jid is None or not c.wait_job(jid, ("completed", "failed"), 90):
+        return
+    out = outputs(c, jid, (0,))[0]
+    check("all-done" in out and all(f"par-{i}\n" in out for i in range(1, 13)),
+          f"every srun ran its command: {out!r}")
+    st = c.call("GET", f"/v1/jobs/{jid}/steps")[1]
+    steps = st.get("steps", []) if isinstance(st, dict) else []
+    check(sorted(s.get("id") for s in steps) == list(range(12)) and
+          all(s.get("state") == "completed" for s in steps),
+          f"12 steps, ids 0..11, each completed: {[(s.get('id'), s.get('state')) for s in steps]}")
+
+
 def scenario_step_credential_is_scoped_to_its_job(c):
     """slurm.md "Steps": the step credential in a batch job's task starts and
     reads that job's steps only; a spec job has none to start (409)."""
