@@ -54,6 +54,10 @@
 #define SESSION_GROUPS_MAX 64
 #define SESSION_ARGS_MAX 256
 #define SESSION_KILL_WAIT_S 2.0      /* an exec whose client left: SIGHUP, then SIGKILL */
+/* A container's first process is the OCI runtime's own init until it execs
+ * the task's command: a session waits this long for that, polling */
+#define SESSION_INIT_WAIT_S 10.0
+#define SESSION_INIT_POLL_NS 20000000L
 #define NS_N 5
 
 struct agent_stdio {
@@ -386,6 +390,58 @@ static pid_t join_target(pid_t pid, bool container)
     return pid;
 }
 
+/* The first word of a process's command line into out ("" when it is gone). */
+static void argv0_of(pid_t pid, char *out, size_t cap)
+{
+    char p[64];
+    snprintf(p, sizeof p, "/proc/%d/cmdline", (int)pid);
+    out[0] = '\0';
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, out, cap - 1);
+    close(fd);
+    out[n > 0 ? n : 0] = '\0'; /* the first NUL ends the first word */
+}
+
+/* join_target for a container task, once the container's first process
+ * is the task's command: until then there is none (the runtime is creating
+ * the container) or it is the runtime's init (the runtime re-executed with
+ * its own first word, e.g. `runc init`), whose directory and environment
+ * are not the task's. Waits at most SESSION_INIT_WAIT_S; -1: the container
+ * was still starting. */
+static pid_t container_target(pid_t runtime)
+{
+    char rt[256], cand[256];
+    double until = (double)time(NULL) + SESSION_INIT_WAIT_S;
+    for (;;) {
+        pid_t p = join_target(runtime, true);
+        argv0_of(runtime, rt, sizeof rt);
+        if (!rt[0]) /* the runtime is gone: the task ended (the caller says so) */
+            return runtime;
+        argv0_of(p, cand, sizeof cand);
+        /* p == runtime: no process in another mount namespace yet */
+        if (p != runtime && cand[0] && strcmp(rt, cand) != 0)
+            return p;
+        if ((double)time(NULL) >= until)
+            return -1;
+        struct timespec ts = {0, SESSION_INIT_POLL_NS};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* The process a session joins, or -1 with an error frame sent on st. */
+static pid_t session_target(const sess *s, ts_stream *st)
+{
+    pid_t p = s->task_container ? container_target(s->task_pid) : s->task_pid;
+    if (p < 0) {
+        const char *m = "the container is still starting (its runtime has not started the "
+                        "task's command): try again";
+        ts_stream_frame(st, TS_FRAME_ERROR, m, strlen(m), SESSION_WRITE_TIMEOUT_S);
+    }
+    return p;
+}
+
 /* The task's environment, NUL-separated, as an envp (one allocation each). */
 static char **task_environ(pid_t pid, char **blob)
 {
@@ -523,7 +579,8 @@ _Noreturn static void exec_child(const sess *s, int stdio, bool tty, const int n
 
 static void run_exec(sess *s, ts_stream *st)
 {
-    s->task_pid = join_target(s->task_pid, s->task_container);
+    if ((s->task_pid = session_target(s, st)) < 0)
+        return;
     int ns[NS_N];
     char *blob = NULL;
     char **envp = task_environ(s->task_pid, &blob);
@@ -620,7 +677,8 @@ static void run_exec(sess *s, ts_stream *st)
 
 static void run_forward(sess *s, ts_stream *st)
 {
-    s->task_pid = join_target(s->task_pid, s->task_container);
+    if ((s->task_pid = session_target(s, st)) < 0)
+        return;
     char p[64], m[256];
     snprintf(p, sizeof p, "/proc/%d/ns/net", (int)s->task_pid);
     int ns[NS_N];

@@ -117,15 +117,22 @@ def scenario_exec_joins_the_container(c):
     jid = c.submit(spec("exec-in", "cd /etc && exec sleep 120", f"{r.host}/team/tools:1"))
     if not c.wait_job(jid, "running", 90):
         return
+    # at once: the container may still be starting, its first process the
+    # runtime's own init; the agent waits for the task's command to run
+    # (it joined the runtime's init, with none of the task's environment)
+    p = c.cli("exec", str(jid), "--", "/bin/sh", "-c", "cat /marker; echo rank=$RANK",
+              timeout=30)
+    check(p.returncode == 0 and "inside the image" in p.stdout and "rank=0" in p.stdout,
+          f"an exec as the task starts joins the task, not the runtime: {p.returncode} "
+          f"{p.stdout!r} {p.stderr!r}")
     out = ""
-    for _ in range(40):  # running: the container may still be starting
+    for _ in range(40):  # the task's own `cd` may not have run yet
         p = c.cli("exec", str(jid), "--",
                   "/bin/sh", "-c", "cat /marker; pwd; test -d /proc/$$ && echo own-pid-seen; "
                   "cat /proc/1/cmdline | tr '\\0' ' '; echo; echo rank=$RANK",
                   timeout=30)
         out = p.stdout
-        # the container's first process is the task's once `sleep` runs: before
-        # that it may be the runtime's own init, with its cwd and environment
+        # its working directory is /etc once its shell ran `cd /etc` and `sleep`
         if p.returncode == 0 and "inside the image" in out and "sleep 120" in out:
             break
         time.sleep(0.5)
