@@ -64,7 +64,8 @@ typedef struct ctld {
     bool stop;
     bool ready;
     bool store_failing;          /* the last cycle's write failed: retry after a pause */
-    bool committing;             /* the cycle commits with mu released (loop.c) */
+    int committing;              /* writes with mu released of the cycle or of a drain
+                                  * (loop.c, actions.c): a count, as two may overlap */
     bool cycling;                /* a cycle runs (loop.c): it yields mu to readers */
     /* readers of jobs (ctld_lock_reader): how many asked for mu, how many got it */
     _Atomic uint64_t readers_arrived, readers_entered;

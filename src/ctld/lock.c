@@ -126,14 +126,14 @@ void ctld_cycle_leave(ctld *c)
 void ctld_commit_enter(ctld *c)
 {
     ctld_yield(c);
-    c->committing = true;
+    c->committing++; /* a drain's write may overlap the cycle's */
     pthread_mutex_unlock(&c->mu);
 }
 
 void ctld_commit_leave(ctld *c)
 {
     pthread_mutex_lock(&c->mu);
-    c->committing = false;
+    c->committing--;
     ctld_phase_moved(c);
 }
 
