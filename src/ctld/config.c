@@ -258,6 +258,33 @@ static int network_pkeys_parse(cfg_ctx *x, yaml_node_t *m, yaml_node_t *on, yaml
     return 0;
 }
 
+/* network.ib_service_ports: [GUID, ...], each 0x and 1..16 hex digits. */
+static int network_ib_services_parse(cfg_ctx *x, yaml_node_t *l)
+{
+    ctld_config *cfg = x->cfg;
+    yaml_node_item_t *b = l->type == YAML_SEQUENCE_NODE ? l->data.sequence.items.start : NULL;
+    int n = b ? (int)(l->data.sequence.items.top - b) : -1;
+    if (n < 0 || n > CTLD_NET_IB_SERVICE_PORTS_MAX)
+        return ts_yaml_fail_got(&x->D, l, "network.ib_service_ports",
+                                "a list of at most 64 port GUIDs (0x0002c903000e0b72)");
+    for (int i = 0; i < n; i++) {
+        yaml_node_t *e = yaml_document_get_node(x->D.doc, b[i]);
+        const char *s = e ? ts_yaml_scalar(e) : NULL;
+        char path[48], *end = NULL;
+        snprintf(path, sizeof path, "network.ib_service_ports[%d]", i);
+        bool hex = s && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && strlen(s) <= 18;
+        unsigned long long v = 0;
+        errno = 0;
+        if (hex && isxdigit((unsigned char)s[2]))
+            v = strtoull(s + 2, &end, 16);
+        if (!end || *end || errno || v == 0)
+            return ts_yaml_fail_got(&x->D, e ? e : l, path,
+                                    "a port GUID: 0x and 1..16 hex digits, not 0");
+        cfg->net_ib_service_ports[cfg->nnet_ib_service_ports++] = (uint64_t)v;
+    }
+    return 0;
+}
+
 /* network: {isolation: host|tenant, range: A.B.C.D/N, tenant_prefix: N, mtu: N,
  * services: [ADDR[/N]:PORT/tcp|udp | {to: .., tenants: [..]}]} (docs/network.md) */
 static int network_parse(cfg_ctx *x, yaml_node_t *m)
@@ -265,10 +292,12 @@ static int network_parse(cfg_ctx *x, yaml_node_t *m)
     static const char *const nk[] = {"isolation", "range",         "tenant_prefix",
                                      "mtu",       "services",      "ib_partitions",
                                      "ib_partitions_file", "publish_from", "vni_base",
-                                     "ib_pkey_base"};
-    yaml_node_t *nv[10];
+                                     "ib_pkey_base", "ib_service_ports"};
+    yaml_node_t *nv[11];
     ctld_config *cfg = x->cfg;
-    int rc = ts_yaml_map_fields(&x->D, m, "network", nk, 10, nv);
+    int rc = ts_yaml_map_fields(&x->D, m, "network", nk, 11, nv);
+    if (rc == 0 && nv[10])
+        rc = network_ib_services_parse(x, nv[10]);
     if (rc == 0 && nv[7]) {
         yaml_node_t *l = nv[7];
         yaml_node_item_t *b = l->type == YAML_SEQUENCE_NODE ? l->data.sequence.items.start : NULL;

@@ -59,6 +59,7 @@ typedef struct ctld_oidc_config {
 #define CTLD_NET_PKEY_MAX 0x7ffe /* InfiniBand partition keys: 15 bits, 0x7fff the default's */
 #define CTLD_NET_SERVICE_TENANTS_BYTES 256
 #define CTLD_NET_PUBLISH_FROM_MAX 32
+#define CTLD_NET_IB_SERVICE_PORTS_MAX 64
 
 typedef struct ctld_config {
     /* mail (docs/tesserad.md): the SMTP relay of notify.mail, "" = none;
@@ -121,6 +122,10 @@ typedef struct ctld_config {
     bool net_ib_partitions;     /* each tenant an InfiniBand partition key (net.c) */
     char net_ib_partitions_file[CTLD_PATH_MAX]; /* OpenSM's partitions.conf, written; "" none */
     int net_ib_pkey_base;       /* the first tenant's partition key; 0: at random, once (net.c) */
+    /* port GUIDs of shared services (storage, login nodes): full members of
+     * the default partition, which every other port holds as a limited one */
+    uint64_t net_ib_service_ports[CTLD_NET_IB_SERVICE_PORTS_MAX];
+    int nnet_ib_service_ports;
     ctld_qos qos[CTLD_MAX_QOS]; /* NCCL traffic class / service level per tenant */
     int nqos;
     /* high availability (ha.c, docs/ha.md): off unless the ha: key is given */

@@ -421,9 +421,11 @@ static bool guid_listed(json_t *list, const char *g)
     return false;
 }
 
-/* partitions.conf: the default partition as OpenSM has it, then one per
- * tenant with running ranks, its key, and as full members the rail ports
- * (agents' "ib_ports") of the nodes its ranks run on. Under mu. */
+/* partitions.conf: the default partition (every port a limited member,
+ * the subnet manager's and the shared services' full ones, the IPoIB
+ * broadcast group made), then one per tenant with running ranks, its key,
+ * and as full members the rail ports (agents' "ib_ports") of the nodes its
+ * ranks run on. Under mu. */
 static char *partitions_text(const ctld *c)
 {
     json_t *byord = json_object(); /* "ordinal" -> [guid] */
@@ -460,13 +462,20 @@ static char *partitions_text(const ctld *c)
         json_decref(byord);
         return NULL;
     }
-    /* This cluster's partitions only, so that the files of several clusters
-     * on one fabric can be put together into one subnet manager's: no
-     * Default rule (OpenSM's own, without one, has the same members). */
+    /* This cluster's partitions, so that the files of several clusters on
+     * one fabric can be put together into one subnet manager's: their
+     * Default rules add up to one (OpenSM merges the members of one key).
+     * The rule is written, not left to OpenSM: without it OpenSM gives the
+     * ports the same memberships but makes no IPoIB broadcast group, and no
+     * node's IPoIB interface (storage, a login node) comes up. */
     len = (size_t)snprintf(s, cap, "# written by tesserad (docs/network.md): this cluster's "
                                    "partitions, keys 0x%04x..0x%04x, one per tenant with running "
-                                   "jobs\n", c->net_pkey_base,
-                           c->net_pkey_base + tenant_blocks(c) - 1);
+                                   "jobs\nDefault=0x7fff, ipoib : ALL=limited, SELF=full",
+                           c->net_pkey_base, c->net_pkey_base + tenant_blocks(c) - 1);
+    for (int i = 0; i < c->cfg.nnet_ib_service_ports; i++) /* 64 at most: within 4096 */
+        len += (size_t)snprintf(s + len, cap - len, ", 0x%016llx=full",
+                                (unsigned long long)c->cfg.net_ib_service_ports[i]);
+    len += (size_t)snprintf(s + len, cap - len, " ;\n");
     for (int ord = 0; ord < tenant_blocks(c); ord++) {
         char key[16];
         snprintf(key, sizeof key, "%d", ord);

@@ -56,9 +56,13 @@ TENANTS_YAML = """tenants:
 BASE = ("scheduler: {interval: 0.2s, min_runtime: 1s, reclaim_min_runtime: 0s, grace: 3s, "
         "backoff: 1s}\n")
 IB = "ib_partitions: true, ib_partitions_file: partitions.conf"
-CONFIGS = {"a": BASE + f"network: {{isolation: tenant, range: 10.80.0.0/12, {IB}, "
+# both clusters name the fabric's shared service (ibsim's last HCA,
+# e2e.SERVICE_GUID): OpenSM takes a port's last membership of a key, so a
+# later file's `ALL=limited` would make it a limited member again
+SVC = f"ib_service_ports: [\"{e2e.SERVICE_GUID:#018x}\"]"
+CONFIGS = {"a": BASE + f"network: {{isolation: tenant, range: 10.80.0.0/12, {IB}, {SVC}, "
                        "tenant_prefix: 20}\n",
-           "b": BASE + f"network: {{isolation: tenant, range: 10.96.0.0/12, {IB}, "
+           "b": BASE + f"network: {{isolation: tenant, range: 10.96.0.0/12, {IB}, {SVC}, "
                        "tenant_prefix: 20, vni_base: 1, ib_pkey_base: 1}\n"}
 # where each cluster's key sits in its adapters' tables (NCCL_IB_PKEY)
 PKEY_INDEX = {"a": 1, "b": 2}
@@ -224,9 +228,12 @@ def ib_fabric(cs, jobs, pk):
     for k, c in cs.items():
         want = {f"0x{e2e.sim_guid(c.hca(i, g)):016x}" for i in range(HOSTS) for g in range(8)}
         lines = [ln for ln in confs[k].splitlines() if ln and not ln.startswith("#")]
-        check(got[k] == want and len(lines) == 1,
-              f"cluster {k}'s partitions.conf holds only its own partition, its key "
-              f"{pk[k][0]:#06x} with its ranks' 16 ports (no Default rule):\n{confs[k]}")
+        svc = f", {e2e.SERVICE_GUID:#018x}=full"
+        check(got[k] == want and len(lines) == 2 and
+              lines[0] == f"Default=0x7fff, ipoib : ALL=limited, SELF=full{svc} ;",
+              f"cluster {k}'s partitions.conf holds the default partition's rule (its shared "
+              f"services full members) and its own partition only, its key {pk[k][0]:#06x} "
+              f"with its ranks' 16 ports:\n{confs[k]}")
     both = cs["a"].path("partitions-both.conf")
     with open(both, "w") as f:  # what a site gives its one subnet manager
         f.write(confs["a"] + confs["b"])

@@ -51,6 +51,7 @@ CONFIG = ("scheduler: {interval: 0.2s, min_runtime: 1s, reclaim_min_runtime: 0s,
           f"services: [\"{GW}:{{port}}/tcp\", "
           f"{{to: \"{GW}:{STORE_PORT}/tcp\", tenants: [team-b]}}], publish_from: [{GW}/32], "
           "ib_partitions: true, ib_pkey_base: 0x1000, "
+          f"ib_service_ports: [\"{0x100001 + 2 * 4 * 8:#018x}\"], "  # SERVICE_GUID, below
           f"ib_partitions_file: partitions.conf}}\n")
 
 RANK = r"""
@@ -161,6 +162,10 @@ def bad_configs(tesserad):
                           ("{ib_partitions: true, range: 10.0.0.0/8, tenant_prefix: 28}",
                            "network.ib_partitions: network.range /8 in blocks of /28 is 1048576 "
                            "tenants, more than InfiniBand's 32766 partition keys"),
+                          ("{ib_service_ports: ['0x10', 'mlx5_0']}",
+                           "network.ib_service_ports[1]: must be a port GUID: 0x and 1..16 hex"),
+                          ("{ib_service_ports: 0x10}",
+                           "network.ib_service_ports: must be a list of at most 64 port GUIDs"),
                           ("{services: [nope]}", "network.services[0]: must be ADDR[/N]:PORT/tcp|udp"),
                           ("{services: [{to: '1.2.3.4:80/tcp', tenants: ['a b']}]}",
                            "network.services[0].tenants[0]: must be a tenant name"),
@@ -239,19 +244,59 @@ def sim_guid(h):
     return 0x100001 + 2 * h
 
 
+SERVICE_GUID = sim_guid(HCAS)  # a shared service's port: the fabric's last HCA (CONFIG's)
+IPOIB_BROADCAST = "ff12:401b:ffff::ffff:ffff"  # the default partition's IPoIB group
+
+
+def ipoib_check(env, work, conf):
+    """OpenSM left running (not one sweep) on the fabric: its subnet
+    administrator lists the default partition's IPoIB broadcast group
+    (saquery -g), which OpenSM makes only for a Default rule flagged ipoib;
+    the shared service's port holds the default key as a full member
+    (0xffff), a node's as a limited one (0x7fff, not 0xffff)."""
+    sm = subprocess.Popen(["opensm", "-s", "0", "-P", conf, "-f",
+                           os.path.join(work, "osm-ipoib.log")], env=env, cwd=work,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        groups = ""
+        deadline = time.time() + 30
+        while time.time() < deadline and IPOIB_BROADCAST not in groups:
+            time.sleep(0.5)
+            groups = subprocess.run(["saquery", "-g"], env=env, timeout=20, capture_output=True,
+                                    text=True).stdout
+        check(IPOIB_BROADCAST in groups,
+              f"OpenSM makes the default partition's IPoIB broadcast group: {groups[-300:]!r}")
+
+        def keys(route):
+            q = subprocess.run(["smpquery", "-D", "pkeys", route, "1"], env=env, timeout=20,
+                               capture_output=True, text=True)
+            return {int(w, 16) for line in q.stdout.splitlines() for w in line.split()[1:]
+                    if w.startswith("0x")}
+        svc, node = keys(f"0,1,{HCAS + 1}"), keys("0,1,2")
+        check(0xffff in svc and 0x7fff in node and 0xffff not in node,
+              f"the shared service's port is a full member of the default partition, a "
+              f"node's a limited one: {sorted(hex(k) for k in svc if k)} "
+              f"{sorted(hex(k) for k in node if k)}")
+    finally:
+        sm.kill()
+        sm.wait()
+
+
 def opensm_check(conf, members, work):
-    """ibsim simulates one switch with HCAS single-port HCAs H0..; OpenSM
-    (unmodified, under ibsim's umad preload) sweeps once with conf as its
-    partitions.conf; smpquery reads each port's partition table back: each
-    tenant key (members: key -> HCA indices) is on its members' ports, as a
-    full member, and on no other port."""
-    if not all(shutil.which(t) for t in ("ibsim", "opensm", "smpquery")) \
+    """ibsim simulates one switch with HCAS single-port HCAs H0.. (and one
+    more, a shared service's); OpenSM (unmodified, under ibsim's umad
+    preload) sweeps once with conf as its partitions.conf; smpquery reads
+    each port's partition table back: each tenant key (members: key -> HCA
+    indices) is on its members' ports, as a full member, and on no other
+    port. Then ipoib_check."""
+    if not all(shutil.which(t) for t in ("ibsim", "opensm", "smpquery", "saquery")) \
             or not os.path.exists(UMAD2SIM):
         print("skip: OpenSM on ibsim (needs opensm, ibsim-utils, infiniband-diags)")
         return
     os.makedirs(work, exist_ok=True)
-    net = [f'Switch\t{HCAS + 1} "SW"'] + [f'[{h + 1}]\t"H{h}"[1]' for h in range(HCAS)] + [""]
-    for h in range(HCAS):
+    net = [f'Switch\t{HCAS + 2} "SW"'] + [f'[{h + 1}]\t"H{h}"[1]' for h in range(HCAS + 1)]
+    net += [""]
+    for h in range(HCAS + 1):
         net += [f'Hca\t1 "H{h}"', f'[1]\t"SW"[{h + 1}]', ""]
     with open(os.path.join(work, "net"), "w") as f:
         f.write("\n".join(net))
@@ -283,6 +328,7 @@ def opensm_check(conf, members, work):
         check(not bad and len(members) > 0,
               f"each port's partition table (smpquery pkeys) holds a tenant's key, full, on "
               f"its nodes' ports only ({HCAS} ports, {len(members)} keys): {bad[:4]}")
+        ipoib_check(env, work, conf)
     finally:
         sim.kill()
         sim.wait()
@@ -366,7 +412,9 @@ def main():
         # partitions.conf: each tenant's key, its ranks' nodes' rail ports as full members
         conf = open(c.path("partitions.conf")).read() \
             if os.path.exists(c.path("partitions.conf")) else ""
-        ok = "Default" not in conf  # the cluster's own partitions only
+        # the default partition: ports limited, the shared service full, IPoIB on
+        ok = f"Default=0x7fff, ipoib : ALL=limited, SELF=full, 0x{SERVICE_GUID:016x}=full ;" \
+            in conf.splitlines()
         for t in TENANTS:
             ordn = block(addr[(t, 0)]) - block("10.80.0.0")
             key = 0x1000 + ordn  # network.ib_pkey_base + the tenant's ordinal
