@@ -297,10 +297,9 @@ static void job_tasks(const ctld *c, const cjob *j, int n, json_t *tasks)
     int nr = 0;
     for (int r = 0; r < j->ntasks; r++)
         nr += j->allocs[r].node == n;
-    ctld_dtask one, *dts = nr > 1 ? calloc((size_t)nr, sizeof *dts) : &one;
+    ctld_dtask one = {0}, *dts = nr > 1 ? calloc((size_t)nr, sizeof *dts) : &one;
     if (!dts)
         return;
-    memset(dts, 0, sizeof *dts * (size_t)nr);
     for (int r = 0, k = 0; r < j->ntasks; r++)
         if (j->allocs[r].node == n) {
             rank_task(c, j, r, &dts[k]);

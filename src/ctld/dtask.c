@@ -7,7 +7,9 @@
  * lists; one chunk holds them all, so a task costs one malloc where the
  * hand-written JSON it replaces made one a value.
  */
+#ifndef _DEFAULT_SOURCE /* a test that includes this file sets it first */
 #define _DEFAULT_SOURCE /* explicit_bzero */
+#endif
 #include "ctld/dtask.h"
 
 #include <stdarg.h>
