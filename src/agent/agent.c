@@ -487,7 +487,7 @@ static void reconcile_task(ts_agent *a, const json_t *desired, json_t *t,
             json_object_set_new(t, "time_left_s",
                                 json_real(d->deadline - (json_is_number(at) ? json_number_value(at)
                                                                             : agent_wall_now())));
-        agent_start_task(a, t);
+        agent_start_task(a, t, d);
     } else if (lt && lt->t && stop && d->hard && !lt->st.hard_stop) {
         ts_err e; /* the time limit's stop, which this agent had not begun yet */
         lt->stop_requested = true;

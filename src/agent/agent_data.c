@@ -18,30 +18,25 @@
 
 #include "agent/agent_internal.h"
 
-bool agent_data_read(local_task *lt, json_t *t, ts_image_ref *refs, char *why, size_t n)
+bool agent_data_read(local_task *lt, const ts_desired_task *d, ts_image_ref *refs, char *why,
+                     size_t n)
 {
-    json_t *ds = json_object_get(t, "data");
     lt->ndata = 0;
-    if (!json_is_array(ds))
-        return true;
-    if (json_array_size(ds) > TS_AGENT_DATA_MAX) {
+    if (d->ndata > TS_AGENT_DATA_MAX) {
         snprintf(why, n, "data: at most %d entries", TS_AGENT_DATA_MAX);
         return false;
     }
-    size_t i;
-    json_t *d;
-    json_array_foreach(ds, i, d) {
-        const char *ref = json_string_value(json_object_get(d, "ref"));
-        const char *path = json_string_value(json_object_get(d, "path"));
+    for (int i = 0; i < d->ndata; i++) {
+        const char *ref = d->data[i].ref, *path = d->data[i].path;
         char field[32];
-        snprintf(field, sizeof field, "data[%zu].ref", i);
+        snprintf(field, sizeof field, "data[%d].ref", i);
         ts_err e;
-        if (!ref || ts_image_ref_parse(ref, field, &refs[i], &e) != 0 || !refs[i].digest[0]) {
+        if (ts_image_ref_parse(ref, field, &refs[i], &e) != 0 || !refs[i].digest[0]) {
             snprintf(why, n, "%s: not a reference pinned by digest", field);
             return false;
         }
-        if (!path || path[0] != '/' || strlen(path) >= sizeof lt->data[i].path) {
-            snprintf(why, n, "data[%zu].path: not an absolute path", i);
+        if (path[0] != '/' || strlen(path) >= sizeof lt->data[i].path) {
+            snprintf(why, n, "data[%d].path: not an absolute path", i);
             return false;
         }
         snprintf(lt->data[i].path, sizeof lt->data[i].path, "%s", path);

@@ -176,12 +176,18 @@ static int pull_begin(ts_agent *a, local_task *lt)
 {
     ts_image_ref refs[1 + TS_AGENT_DATA_MAX];
     int n = 0;
-    bool has_image = json_object_get(lt->waiting, "image") != NULL;
+    ts_desired_task d;
+    ts_err de;
+    /* decoded and checked when the task came (agent_image_wait): read again */
+    if (ts_desired_task_decode(lt->waiting, "task", &d, &de) != 0)
+        return -1;
+    bool has_image = d.image != NULL;
     if (has_image)
         refs[n++] = lt->image_ref;
     char why[TS_ERR_MSG_MAX] = "";
-    /* the data were checked when the task came (agent_image_wait): read again */
-    if (!agent_data_read(lt, lt->waiting, refs + n, why, sizeof why))
+    bool ok = agent_data_read(lt, &d, refs + n, why, sizeof why);
+    ts_desired_task_fini(&d);
+    if (!ok)
         return -1;
     n += lt->ndata;
     char id[64];
@@ -297,10 +303,10 @@ static void wipe_cred(local_task *lt)
     }
 }
 
-bool agent_image_wait(ts_agent *a, local_task *lt, json_t *t)
+bool agent_image_wait(ts_agent *a, local_task *lt, const json_t *t, const ts_desired_task *d)
 {
-    const char *image = json_string_value(json_object_get(t, "image"));
-    if (!image && json_array_size(json_object_get(t, "data")) == 0)
+    const char *image = d->image;
+    if (!image && d->ndata == 0)
         return false;
     ts_err e;
     if (image && ts_image_ref_parse(image, "image", &lt->image_ref, &e) != 0) {
@@ -308,21 +314,21 @@ bool agent_image_wait(ts_agent *a, local_task *lt, json_t *t)
         return true;
     }
     ts_image_ref data_refs[TS_AGENT_DATA_MAX];
-    if (!agent_data_read(lt, t, data_refs, lt->start_error, sizeof lt->start_error))
+    if (!agent_data_read(lt, d, data_refs, lt->start_error, sizeof lt->start_error))
         return true;
     if (!a->images_ok) {
         snprintf(lt->start_error, sizeof lt->start_error, "image: this node's image store "
                  "could not be opened: %.400s", a->images_error);
         return true;
     }
-    const char *cred = json_string_value(json_object_get(t, "image_credentials"));
+    const char *cred = d->image_credentials;
     if (cred && !strchr(cred, ':')) {
         snprintf(lt->start_error, sizeof lt->start_error, "image_pull_secret: its value must "
                  "be user:password");
         return true;
     }
     lt->image_cred = cred ? strdup(cred) : NULL;
-    lt->waiting = json_deep_copy(t);
+    lt->waiting = json_deep_copy(t); /* read again at its start (agent_start_task_in) */
     if (lt->waiting) /* the secret stays in image_cred only */
         json_object_del(lt->waiting, "image_credentials");
     lt->pull_retry_s = PULL_RETRY_FIRST_S;
@@ -427,11 +433,11 @@ void agent_image_forget(ts_agent *a, local_task *lt)
     }
 }
 
-void agent_container_user(const local_task *lt, const json_t *t, char *out, size_t n,
-                             char *why, size_t wn)
+void agent_container_user(const local_task *lt, const ts_desired_task *d, char *out, size_t n,
+                          char *why, size_t wn)
 {
     out[0] = '\0';
-    const char *want = json_string_value(json_object_get(t, "container_user"));
+    const char *want = d->container_user;
     if (!want || !*want)
         return;
     char from_image[128] = "0"; /* an image without User runs as root, as Docker's */
@@ -450,15 +456,14 @@ void agent_container_user(const local_task *lt, const json_t *t, char *out, size
                  "name is not looked up in the image): give user: uid[:gid]", s);
         return;
     }
-    const json_t *sub = json_object_get(t, "uid"), *range = json_object_get(t, "uid_range");
-    ts_tenant_identity id = {.allow_root = json_is_true(json_object_get(t, "allow_root"))};
-    if (json_array_size(range) == 2) {
+    ts_tenant_identity id = {.allow_root = d->allow_root};
+    if (d->uid_range.n == 2) { /* the decoder holds a uid_range to two */
         id.has_uid_range = true;
-        id.uid_min = json_integer_value(json_array_get(range, 0));
-        id.uid_max = json_integer_value(json_array_get(range, 1));
+        id.uid_min = d->uid_range.v[0];
+        id.uid_max = d->uid_range.v[1];
     }
-    if (!ts_tenant_container_user_ok(&id, json_is_integer(sub) ? json_integer_value(sub) : -1,
-                                     uid, gid)) {
+    bool has_uid = (d->present & TS_DT_BIT(TS_DT_UID)) && !d->uid_null;
+    if (!ts_tenant_container_user_ok(&id, has_uid ? d->uid : -1, uid, gid)) {
         snprintf(why, wn, "user: %s (%lld:%lld) is not an identity its tenant may run as in an "
                  "image (uid and gid 0 need allow_root, another uid one of its uid_range)",
                  want, (long long)uid, (long long)gid);

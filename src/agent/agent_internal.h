@@ -17,6 +17,7 @@
 #include "agent/agent.h"
 #include "agent/image.h"
 #include "agent/p2p.h"
+#include "tessera/agent_proto.h"
 
 #define TS_AGENT_DATA_MAX 8 /* a job spec's data (TS_SPEC_MAX_DATA) */
 #define TS_AGENT_IMAGES_LISTED_MAX 256 /* images a sync lists (the controller keeps 256) */
@@ -172,9 +173,9 @@ struct ts_agent {
 
 /* agent_net.c: tenant networks (docs/network.md) */
 void agent_net_open(ts_agent *a);
-/* fills ns_path (or leaves it "") from the task's "net"; why on failure */
-void agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_t *t,
-                        char *ns_path, size_t len, char *why, size_t why_len);
+/* fills ns_path (or leaves it "") from the decoded task's net (d->net); why on failure */
+void agent_net_begin(ts_agent *a, local_task *lt, const char *id, const ts_desired_task *d,
+                     char *ns_path, size_t len, char *why, size_t why_len);
 void agent_net_end(ts_agent *a, const local_task *lt);
 void agent_net_peers_apply(ts_agent *a, const json_t *peers);
 void agent_net_services_apply(ts_agent *a, const json_t *services, const json_t *per_tenant);
@@ -184,10 +185,10 @@ void agent_net_services_apply(ts_agent *a, const json_t *services, const json_t 
  * "sessions" (each on a thread of its own). */
 void agent_sessions(ts_agent *a, json_t *sessions);
 /* Makes an interactive task's stdio (PTY or socket pair) from the desired
- * task t: fills lt's end; *peer the task's end (closed by the caller after
- * the start), -1 when t is not interactive; why on failure. */
-void agent_stdio_make(local_task *lt, const json_t *t, uid_t uid, int *peer, char *why,
-                         size_t why_len);
+ * task d: fills lt's end; *peer the task's end (closed by the caller after
+ * the start), -1 when d is not interactive; why on failure. */
+void agent_stdio_make(local_task *lt, const ts_desired_task *d, uid_t uid, int *peer,
+                      char *why, size_t why_len);
 /* Closes an interactive task's end once it is forgotten. */
 void agent_stdio_close(local_task *lt);
 /* Whether an ended interactive task is still reported running: its output
@@ -201,10 +202,14 @@ local_task *agent_find(ts_agent *a, int64_t job, int rank, int step);
 double agent_wall_now(void);
 
 /* agent_task.c (agent_start_task_in: agent_start.c) */
-/* Starts the task the desired state describes (t), as a new local task;
- * a start that fails is kept with its error, reported as failed. */
-void agent_start_task(ts_agent *a, json_t *t);
-/* The same for lt, already counted in a->tasks (its image now there). */
+/* Starts the task the desired state describes (t, decoded as d), as a new
+ * local task; a start that fails is kept with its error, reported as
+ * failed. */
+void agent_start_task(ts_agent *a, json_t *t, const ts_desired_task *d);
+/* The same for lt, already counted in a->tasks: with t decoded as d, or
+ * (_in) decoding t, the copy kept while its prolog ran or its image came. */
+void agent_start_task_decoded(ts_agent *a, local_task *lt, const json_t *t,
+                              const ts_desired_task *d);
 void agent_start_task_in(ts_agent *a, local_task *lt, json_t *t);
 /* agent_task_records callback: adopts one task an earlier agent left. */
 int agent_adopt_one(const char *id, void *ctx);
@@ -251,10 +256,10 @@ const char *agent_ledger_name(const local_task *lt);
 void agent_task_output(const local_task *lt, char *text[2]);
 
 /* hooks.c: the site's prolog and epilog */
-/* When a prolog is configured and has not run for lt: starts it, keeping t
- * (the start goes on once it succeeded), or fails lt's launch; true. False:
- * no prolog, start lt now. */
-bool agent_prolog_begin(ts_agent *a, local_task *lt, json_t *t);
+/* When a prolog is configured and has not run for lt: starts it, keeping a
+ * copy of t (decoded as d; the start goes on once it succeeded), or fails
+ * lt's launch; true. False: no prolog, start lt now. */
+bool agent_prolog_begin(ts_agent *a, local_task *lt, const json_t *t, const ts_desired_task *d);
 /* Starts the epilog of a task that ended (once per task; none configured:
  * nothing). */
 void agent_epilog_begin(ts_agent *a, local_task *lt);
@@ -267,9 +272,10 @@ void agent_hooks_poll(ts_agent *a, double now);
 void agent_hook_drain(ts_agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* agent_image.c */
-/* True when t names an image: lt then waits for it (its pull begun), or
+/* True when t (decoded as d) names an image or data: lt then waits for
+ * them (its pull begun, a copy of t kept without the credentials), or
  * failed at once (lt->start_error). False: a bare task, start it. */
-bool agent_image_wait(ts_agent *a, local_task *lt, json_t *t);
+bool agent_image_wait(ts_agent *a, local_task *lt, const json_t *t, const ts_desired_task *d);
 /* Starts the tasks whose image arrived, fails those whose image is unknown
  * or bad, retries the pulls the registry failed. */
 void agent_images_poll(ts_agent *a, double now);
@@ -286,9 +292,10 @@ json_t *agent_prefetch_report(const ts_agent *a);
 
 /* agent_data.c: a job's read-only data images (docs/images.md "Model
  * weights and data sets"). */
-/* Reads t's data into lt (refs into refs, at most TS_AGENT_DATA_MAX); false
+/* Reads d's data into lt (refs into refs, at most TS_AGENT_DATA_MAX); false
  * with why when one is malformed. */
-bool agent_data_read(local_task *lt, json_t *t, ts_image_ref *refs, char *why, size_t n);
+bool agent_data_read(local_task *lt, const ts_desired_task *d, ts_image_ref *refs, char *why,
+                     size_t n);
 /* TESSERA_DATA_<i> for each: the path in the container, or the node's
  * read-only copy for a bare task. */
 void agent_data_env(const local_task *lt, json_t *envj);
@@ -315,17 +322,18 @@ int agent_srun_kit_install(const char *slurm_dir, const char *cli, char *kit, si
  * `user`: "image" or "uid[:gid]"), as "uid:gid" into out, within the
  * tenant's rules the task carries (uid, allow_root, uid_range); out ""
  * when the job names none; why when refused. */
-void agent_container_user(const local_task *lt, const json_t *t, char *out, size_t n,
-                             char *why, size_t wn);
+void agent_container_user(const local_task *lt, const ts_desired_task *d, char *out, size_t n,
+                          char *why, size_t wn);
 /* Releases each data image (the task is forgotten). */
 void agent_data_release(ts_agent *a, local_task *lt, const char *id);
 
-/* task_secrets.c: a starting task's secrets (t["secrets"]): variables
+/* task_secrets.c: a starting task's secrets (d->secrets): variables
  * appended to envj, files written to its private folder (named in envj as
  * TESSERA_SECRETS_DIR). False, and why, when they could not be given (the
- * task must not start without them). */
-bool agent_secrets_put(const ts_agent *a, const local_task *lt, const json_t *t,
-                          json_t *envj, char *why, size_t wsize);
+ * task must not start without them; d->secrets_error: the controller could
+ * not give one). */
+bool agent_secrets_put(const ts_agent *a, const local_task *lt, const ts_desired_task *d,
+                       json_t *envj, char *why, size_t wsize);
 /* Removes the task's secrets folder (the agent is done with the task). */
 void agent_secrets_remove(const ts_agent *a, int64_t job, int rank);
 /* At start, after adoption: removes the folders of tasks not adopted. */

@@ -62,52 +62,49 @@ static const char **peer_list(const json_t *peers, size_t *n)
     return v;
 }
 
-void agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_t *t,
-                        char *ns_path, size_t len, char *why, size_t why_len)
+/* A list of the desired task as the network code reads it: at most
+ * AGENT_NET_PEERS_MAX of its strings. */
+static size_t net_count(const ts_strv *v)
+{
+    return (size_t)(v->n < AGENT_NET_PEERS_MAX ? v->n : AGENT_NET_PEERS_MAX);
+}
+
+void agent_net_begin(ts_agent *a, local_task *lt, const char *id, const ts_desired_task *d,
+                     char *ns_path, size_t len, char *why, size_t why_len)
 {
     ns_path[0] = '\0';
-    const json_t *net = json_object_get(t, "net");
-    if (!json_is_object(net))
+    if (!(d->present & TS_DT_BIT(TS_DT_NET)))
         return;
     if (!a->cfg.net_addr[0]) {
         snprintf(why, why_len, "net: the cluster isolates tenants, but this node's agent has "
                  "no underlay address (tessera-agent --net-addr)");
         return;
     }
-    size_t npeers;
-    const char **peers = peer_list(json_object_get(net, "peers"), &npeers);
-    json_int_t vni = json_integer_value(json_object_get(net, "vni"));
+    int64_t vni = d->net.vni;
     agent_net_task nt = {
         .task_id = id,
         .vni = vni > 0 && vni <= 16777215 ? (unsigned)vni : 0,
-        .addr = json_string_value(json_object_get(net, "addr")),
-        .prefix = (int)json_integer_value(json_object_get(net, "prefix")),
+        .addr = d->net.addr,
+        .prefix = d->net.prefix,
         .local = a->cfg.net_addr,
-        .peers = peers,
-        .npeers = peers ? npeers : 0,
-        .mtu = (int)json_integer_value(json_object_get(net, "mtu")),
+        .peers = d->net.peers.v,
+        .npeers = net_count(&d->net.peers),
+        .mtu = d->net.mtu,
+        /* the task's ports reachable at this node, from publish_from */
+        .publish = d->net.publish.v,
+        .npublish = net_count(&d->net.publish),
+        .publish_from = d->net.publish_from.v,
+        .npublish_from = net_count(&d->net.publish_from),
     };
-    /* "publish": the task's ports reachable at this node, from "publish_from" */
-    size_t npub, nfrom;
-    const char **pub = peer_list(json_object_get(net, "publish"), &npub);
-    const char **from = peer_list(json_object_get(net, "publish_from"), &nfrom);
-    nt.publish = pub;
-    nt.npublish = pub ? npub : 0;
-    nt.publish_from = from;
-    nt.npublish_from = from ? nfrom : 0;
     ts_err e;
     /* "nics": "dedicated": a VF or rail NIC per GPU, by the rail map */
     char names[AGENT_NET_NICS_MAX][TS_NICS_NAME_MAX], rnames[AGENT_NET_NICS_MAX][TS_NICS_NAME_MAX];
     const char *nics[AGENT_NET_NICS_MAX], *rdma[AGENT_NET_NICS_MAX];
     char note[TS_ERR_MSG_MAX] = "";
-    const char *mode = json_string_value(json_object_get(net, "nics"));
-    if (mode && strcmp(mode, "dedicated") == 0) {
+    if (d->net.nics_dedicated) {
         if (lt->ngpu == 0) {
             snprintf(why, why_len, "net.nics: dedicated NICs are one per GPU, and the task "
                      "has no GPU");
-            free(peers);
-            free(pub);
-            free(from);
             return;
         }
         const char *root = a->node->sysfs_root[0] ? a->node->sysfs_root : "/sys";
@@ -115,9 +112,6 @@ void agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_t *
             if (agent_nics_netdev(root, &a->node->nics, lt->gpu[i], names[i], sizeof names[i],
                                &e) != 0) {
                 snprintf(why, why_len, "net.nics: %s", e.msg);
-                free(peers);
-                free(pub);
-                free(from);
                 return;
             }
             nics[i] = names[i];
@@ -142,9 +136,6 @@ void agent_net_begin(ts_agent *a, local_task *lt, const char *id, const json_t *
         if (note[0])
             fprintf(stderr, "tessera-agent: task %s: %s\n", id, note);
     }
-    free(peers);
-    free(pub);
-    free(from);
 }
 
 void agent_net_end(ts_agent *a, const local_task *lt)

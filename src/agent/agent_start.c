@@ -273,7 +273,7 @@ static void env_add(task_start *S, const char *fmt, const char *v)
 
 /* The job's environment, then the task library's files, the step
  * credential, the data and the secrets (docs/agent-tasks.md). */
-static void start_env(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+static void start_env(ts_agent *a, local_task *lt, task_start *S)
 {
     const ts_desired_task *d = S->d;
     S->envj = json_array();
@@ -301,7 +301,7 @@ static void start_env(ts_agent *a, local_task *lt, const json_t *t, task_start *
         json_array_insert_new(S->envj, 0, json_string("NCCL_SOCKET_IFNAME=eth0"));
     }
     agent_data_env(lt, S->envj); /* where its read-only data are (docs/images.md) */
-    agent_secrets_put(a, lt, t, S->envj, S->why, sizeof S->why); /* why: no start */
+    agent_secrets_put(a, lt, d, S->envj, S->why, sizeof S->why); /* why: no start */
     S->env = strv(S->envj);
 }
 
@@ -427,7 +427,7 @@ static void start_nccl(ts_agent *a, local_task *lt, task_start *S)
 }
 
 /* What agent_task_start gets for a bare process; a container adds to it. */
-static void start_spec(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+static void start_spec(ts_agent *a, local_task *lt, task_start *S)
 {
     const ts_desired_task *d = S->d;
     const char *workdir = d->workdir;
@@ -470,8 +470,8 @@ static void start_spec(ts_agent *a, local_task *lt, const json_t *t, task_start 
     };
     snprintf(lt->workdir, sizeof lt->workdir, "%s", workdir ? workdir : a->cfg.state_dir);
     if (!S->why[0])
-        agent_stdio_make(lt, t, S->pw ? S->pw->pw_uid : (uid_t)-1, &S->stdio_peer, S->why,
-                            sizeof S->why);
+        agent_stdio_make(lt, d, S->pw ? S->pw->pw_uid : (uid_t)-1, &S->stdio_peer, S->why,
+                         sizeof S->why);
     if (S->stdio_peer >= 0) {
         S->spec.stdio_given = true;
         S->spec.stdio_fd = S->stdio_peer;
@@ -541,7 +541,7 @@ static size_t container_extras(ts_agent *a, task_start *S, ts_bundle_mount *b, s
 /* A task in its image: the bundle, its binds, the shim bound in (an image
  * that cannot load it is refused: never a fractional task without its
  * limits, docs/images.md), its GPUs as CDI edits, its user inside. */
-static void start_container(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+static void start_container(ts_agent *a, local_task *lt, task_start *S)
 {
     if (!lt->image_ready)
         return;
@@ -562,7 +562,7 @@ static void start_container(ts_agent *a, local_task *lt, const json_t *t, task_s
         S->cdi = task_cdi_edits(a, lt, S->why, sizeof S->why);
     S->spec.cdi_edits = S->cdi;
     if (!S->why[0])
-        agent_container_user(lt, t, S->cuser, sizeof S->cuser, S->why, sizeof S->why);
+        agent_container_user(lt, S->d, S->cuser, sizeof S->cuser, S->why, sizeof S->why);
     S->spec.container_user = S->cuser[0] ? S->cuser : NULL;
     nb += container_extras(a, S, S->binds + nb, sizeof S->binds / sizeof S->binds[0] - nb);
     S->spec.nmounts = nb;
@@ -577,7 +577,7 @@ static void start_container(ts_agent *a, local_task *lt, const json_t *t, task_s
 
 /* What a restarted agent needs to adopt the task (agent_task_adopt), and its
  * network namespace on its tenant's overlay, when the cluster isolates. */
-static void start_meta(ts_agent *a, local_task *lt, const json_t *t, task_start *S)
+static void start_meta(ts_agent *a, local_task *lt, task_start *S)
 {
     json_t *gl = json_array();
     for (int k = 0; k < lt->ngpu; k++)
@@ -597,8 +597,8 @@ static void start_meta(ts_agent *a, local_task *lt, const json_t *t, task_start 
     if (mj && lt->is_step) /* adopted as the step's task, not the rank's */
         json_object_set_new(mj, "step", json_integer(lt->step));
     if (!S->why[0] && S->argv && S->argv[0])
-        agent_net_begin(a, lt, S->id, t, S->ns_path, sizeof S->ns_path, S->why,
-                           sizeof S->why);
+        agent_net_begin(a, lt, S->id, S->d, S->ns_path, sizeof S->ns_path, S->why,
+                        sizeof S->why);
     S->spec.netns_path = S->ns_path[0] ? S->ns_path : NULL;
     if (mj)
         json_object_set_new(mj, "net_vni", json_integer(lt->net_vni));
@@ -612,45 +612,40 @@ static void start_meta(ts_agent *a, local_task *lt, const json_t *t, task_start 
     S->spec.meta = S->meta;
 }
 
-void agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
+void agent_start_task_decoded(ts_agent *a, local_task *lt, const json_t *t,
+                              const ts_desired_task *d)
 {
-    ts_desired_task d;
-    ts_err de;
-    if (ts_desired_task_decode(t, "task", &d, &de) != 0) { /* reconcile checked it: memory */
-        snprintf(lt->start_error, sizeof lt->start_error, "%.400s", de.msg);
+    lt->job = d->job;
+    lt->rank = d->rank;
+    lt->is_step = d->present & TS_DT_BIT(TS_DT_STEP);
+    lt->step = d->step;
+    lt->run = d->run;
+    if (!lt->image_ready && !lt->pulled && agent_image_wait(a, lt, t, d))
+        return; /* started by agent_images_poll once its image is there */
+    start_fields(lt, t, d);
+    task_start *S = calloc(1, sizeof *S);
+    if (!S) {
+        snprintf(lt->start_error, sizeof lt->start_error, "out of memory");
         return;
     }
-    lt->job = d.job;
-    lt->rank = d.rank;
-    lt->is_step = d.present & TS_DT_BIT(TS_DT_STEP);
-    lt->step = d.step;
-    lt->run = d.run;
-    task_start *S = NULL;
-    if (!lt->image_ready && !lt->pulled && agent_image_wait(a, lt, t))
-        goto out; /* started by agent_images_poll once its image is there */
-    start_fields(lt, t, &d);
-    if (!(S = calloc(1, sizeof *S))) {
-        snprintf(lt->start_error, sizeof lt->start_error, "out of memory");
-        goto out;
-    }
-    S->d = &d;
+    S->d = d;
     S->stdio_peer = -1;
     if (lt->is_step)
         snprintf(S->id, sizeof S->id, "j%lld-r%d-s%d", (long long)lt->job, lt->rank, lt->step);
     else
         snprintf(S->id, sizeof S->id, "j%lld-r%d", (long long)lt->job, lt->rank);
-    S->argv = strv_of(&d.command);
-    start_env(a, lt, t, S);
+    S->argv = strv_of(&d->command);
+    start_env(a, lt, S);
     start_gpus(a, lt, S);
     start_mps(a, lt, S);
     start_shim(a, lt, S);
-    S->user = S->why[0] ? NULL : task_user(a, &d, S->why, sizeof S->why);
+    S->user = S->why[0] ? NULL : task_user(a, d, S->why, sizeof S->why);
     start_nccl(a, lt, S);
-    start_spec(a, lt, t, S);
-    start_container(a, lt, t, S);
+    start_spec(a, lt, S);
+    start_container(a, lt, S);
     if (!S->why[0])
         agent_data_use(a, lt, S->id, S->why, sizeof S->why);
-    start_meta(a, lt, t, S);
+    start_meta(a, lt, S);
     ts_err err;
     if (S->why[0]) {
         snprintf(lt->start_error, sizeof lt->start_error, "%s", S->why);
@@ -675,6 +670,16 @@ void agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
     json_decref(S->envj);
     json_decref(S->cdi);
     free(S);
-out:
+}
+
+void agent_start_task_in(ts_agent *a, local_task *lt, json_t *t)
+{
+    ts_desired_task d;
+    ts_err de;
+    if (ts_desired_task_decode(t, "task", &d, &de) != 0) { /* reconcile checked it: memory */
+        snprintf(lt->start_error, sizeof lt->start_error, "%.400s", de.msg);
+        return;
+    }
+    agent_start_task_decoded(a, lt, t, &d);
     ts_desired_task_fini(&d);
 }

@@ -359,19 +359,21 @@ void agent_shim_check(ts_agent *a, local_task *lt, double now)
     agent_task_poll(lt->t, now, &lt->st, &e);
 }
 
-void agent_start_task(ts_agent *a, json_t *t)
+void agent_start_task(ts_agent *a, json_t *t, const ts_desired_task *d)
 {
     if (a->ntasks == TS_AGENT_MAX_TASKS)
         return;
     local_task *lt = &a->tasks[a->ntasks++];
     memset(lt, 0, sizeof *lt);
-    lt->job = json_integer_value(json_object_get(t, "job"));
-    lt->rank = (int)json_integer_value(json_object_get(t, "rank"));
-    lt->run = json_number_value(json_object_get(t, "run"));
+    lt->job = d->job;
+    lt->rank = d->rank;
+    lt->is_step = d->present & TS_DT_BIT(TS_DT_STEP); /* a step runs no prolog */
+    lt->step = d->step;
+    lt->run = d->run;
     lt->mig_profile = -1;
-    if (agent_prolog_begin(a, lt, t))
+    if (agent_prolog_begin(a, lt, t, d))
         return; /* started by agent_hooks_poll once the prolog succeeded */
-    agent_start_task_in(a, lt, t);
+    agent_start_task_decoded(a, lt, t, d);
 }
 
 /* Makes each MIG GPU hold the layout the controller asks for, never

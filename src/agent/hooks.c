@@ -213,21 +213,17 @@ void agent_hooks_poll(ts_agent *a, double now)
     }
 }
 
-bool agent_prolog_begin(ts_agent *a, local_task *lt, json_t *t)
+bool agent_prolog_begin(ts_agent *a, local_task *lt, const json_t *t, const ts_desired_task *d)
 {
     if (!a->cfg.prolog[0] || lt->prolog_done || lt->is_step) /* a rank's, not its steps' */
         return false;
-    json_t *gj = json_object_get(t, "gpus");
     int gpus[16], ngpu = 0;
-    for (size_t k = 0; k < json_array_size(gj) && ngpu < 16; k++)
-        gpus[ngpu++] = (int)json_integer_value(json_array_get(gj, k));
-    const char *user = json_string_value(json_object_get(t, "user"));
-    json_t *uid = json_object_get(t, "uid");
-    lt->prolog_wait = json_deep_copy(t);
-    if (!lt->prolog_wait ||
-        !agent_hook_start(a, true, lt->job, lt->rank, user,
-                             json_is_integer(uid) ? (long long)json_integer_value(uid) : -1, gpus,
-                             ngpu, -1)) {
+    for (int k = 0; k < d->gpus.n && ngpu < 16; k++)
+        gpus[ngpu++] = (int)d->gpus.v[k];
+    bool has_uid = (d->present & TS_DT_BIT(TS_DT_UID)) && !d->uid_null;
+    lt->prolog_wait = json_deep_copy(t); /* read again at its start (agent_start_task_in) */
+    if (!lt->prolog_wait || !agent_hook_start(a, true, lt->job, lt->rank, d->user,
+                                              has_uid ? (long long)d->uid : -1, gpus, ngpu, -1)) {
         json_decref(lt->prolog_wait);
         lt->prolog_wait = NULL;
         snprintf(lt->start_error, sizeof lt->start_error, "prolog_failed: the node's prolog %.300s "

@@ -76,28 +76,23 @@ static void stdio_unref(struct agent_stdio *s)
     }
 }
 
-void agent_stdio_make(local_task *lt, const json_t *t, uid_t uid, int *peer, char *why,
-                         size_t why_len)
+void agent_stdio_make(local_task *lt, const ts_desired_task *d, uid_t uid, int *peer,
+                      char *why, size_t why_len)
 {
     *peer = -1;
-    const json_t *it = json_object_get(t, "interactive");
-    if (!json_is_object(it))
+    if (!(d->present & TS_DT_BIT(TS_DT_INTERACTIVE)))
         return;
     struct agent_stdio *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(why, why_len, "interactive: out of memory");
         return;
     }
-    s->tty = json_is_true(json_object_get(it, "tty"));
+    s->tty = d->interactive.tty;
     int fds[2];
-    if (s->tty) {
+    if (s->tty) { /* 0: not sent, the terminal's usual size */
         struct winsize ws = {
-            .ws_row = (unsigned short)(json_integer_value(json_object_get(it, "rows")) > 0
-                                           ? json_integer_value(json_object_get(it, "rows"))
-                                           : 24),
-            .ws_col = (unsigned short)(json_integer_value(json_object_get(it, "cols")) > 0
-                                           ? json_integer_value(json_object_get(it, "cols"))
-                                           : 80)};
+            .ws_row = (unsigned short)(d->interactive.rows > 0 ? d->interactive.rows : 24),
+            .ws_col = (unsigned short)(d->interactive.cols > 0 ? d->interactive.cols : 80)};
         if (openpty(&fds[0], &fds[1], NULL, NULL, &ws) != 0) {
             snprintf(why, why_len, "interactive: openpty: %s", strerror(errno));
             free(s);

@@ -91,8 +91,8 @@ static bool write_file(int dfd, const char *name, const char *v, size_t len, uid
 }
 
 /* The task's folder with its files; false and why on failure. */
-static bool put_files(const ts_agent *a, const local_task *lt, json_t *secrets, const char *user,
-                      char *dir, size_t dsize, char *why, size_t wsize)
+static bool put_files(const ts_agent *a, const local_task *lt, const ts_desired_task *d,
+                      const char *user, char *dir, size_t dsize, char *why, size_t wsize)
 {
     char base[700];
     snprintf(base, sizeof base, "%s/secrets", a->cfg.state_dir);
@@ -107,19 +107,14 @@ static bool put_files(const ts_agent *a, const local_task *lt, json_t *secrets, 
         return false;
     }
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    size_t i;
-    json_t *s;
     bool ok = dfd >= 0;
-    json_array_foreach(secrets, i, s)
-    {
-        const char *f = json_string_value(json_object_get(s, "file"));
-        const char *v = json_string_value(json_object_get(s, "value"));
-        if (!ok || !f)
+    for (int i = 0; ok && i < d->nsecrets; i++) {
+        const ts_desired_secret *s = &d->secrets[i];
+        const char *f = s->file;
+        if (!f)
             continue;
-        if (!v || strchr(f, '/') || !write_file(dfd, f, v, json_string_length(
-                                                    json_object_get(s, "value")),
-                                                own ? pw->pw_uid : 0, own ? pw->pw_gid : 0,
-                                                own)) {
+        if (strchr(f, '/') || !write_file(dfd, f, s->value, s->value_len,
+                                          own ? pw->pw_uid : 0, own ? pw->pw_gid : 0, own)) {
             snprintf(why, wsize, "secrets: cannot write the file %s", f);
             ok = false;
         }
@@ -135,32 +130,26 @@ static bool put_files(const ts_agent *a, const local_task *lt, json_t *secrets, 
     return ok;
 }
 
-bool agent_secrets_put(const ts_agent *a, const local_task *lt, const json_t *t,
-                          json_t *envj, char *why, size_t wsize)
+bool agent_secrets_put(const ts_agent *a, const local_task *lt, const ts_desired_task *d,
+                       json_t *envj, char *why, size_t wsize)
 {
-    const char *err = json_string_value(json_object_get(t, "secrets_error"));
-    if (err) { /* the controller could not give one (deleted since submission) */
-        snprintf(why, wsize, "%s", err);
+    if (d->secrets_error) { /* the controller could not give one (deleted since submission) */
+        snprintf(why, wsize, "%s", d->secrets_error);
         return false;
     }
-    json_t *secrets = json_object_get(t, "secrets");
-    size_t i;
-    json_t *s;
     bool files = false;
-    json_array_foreach(secrets, i, s)
-    {
-        const char *var = json_string_value(json_object_get(s, "env"));
-        const char *v = json_string_value(json_object_get(s, "value"));
-        files = files || json_object_get(s, "file");
-        if (!var || !v)
+    for (int i = 0; i < d->nsecrets; i++) {
+        const ts_desired_secret *s = &d->secrets[i];
+        files = files || s->file;
+        if (!s->env)
             continue;
-        size_t n = strlen(var) + strlen(v) + 2;
+        size_t n = strlen(s->env) + strlen(s->value) + 2;
         char *kv = malloc(n);
         if (!kv) {
             snprintf(why, wsize, "secrets: out of memory");
             return false;
         }
-        snprintf(kv, n, "%s=%s", var, v);
+        snprintf(kv, n, "%s=%s", s->env, s->value);
         json_array_append_new(envj, json_string(kv));
         explicit_bzero(kv, n);
         free(kv);
@@ -168,8 +157,7 @@ bool agent_secrets_put(const ts_agent *a, const local_task *lt, const json_t *t,
     if (!files)
         return true;
     char dir[800], kv[820];
-    if (!put_files(a, lt, secrets, json_string_value(json_object_get(t, "user")), dir, sizeof dir,
-                   why, wsize))
+    if (!put_files(a, lt, d, d->user, dir, sizeof dir, why, wsize))
         return false;
     snprintf(kv, sizeof kv, "TESSERA_SECRETS_DIR=%s", dir);
     json_array_append_new(envj, json_string(kv));

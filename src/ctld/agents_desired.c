@@ -9,12 +9,19 @@
  * health, expiry), because this is one pure function of the controller's
  * state: it reads under c->mu and changes nothing, so it can be read and
  * tested without the exchange around it.
+ *
+ * Each task is filled in as the protocol's struct (a ctld_dtask: the
+ * ts_desired_task and an arena for the strings made here, dtask.h) and
+ * written by the codec's encoder, the one the agent's decoder mirrors; a
+ * job's rank tasks are kept until its steps' tasks, made from them, are
+ * written too.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctld/ctld.h"
+#include "ctld/dtask.h"
 #include "ctld/job_end.h"
 #include "ctld/job_fsm.h"
 #include "ctld/steps.h"
@@ -43,89 +50,116 @@ static const ctld_qos *tenant_qos(const ctld *c, const char *tenant)
 
 /* The Unix identity the task runs as (docs/agent-tasks.md "User"): the
  * job's mapped user and uid, and whether its tenant lets uid 0 run. */
-static void task_identity(const ctld *c, const cjob *j, json_t *t)
+static void task_identity(const ctld *c, const cjob *j, ctld_dtask *dt)
 {
     int k = ts_tenant_find(c->tenants, j->row.tenant);
-    bool root_ok = k >= 0 && c->tenants->t[k].identity.allow_root;
-    json_object_set_new(t, "uid", j->row.run_user[0] ? json_integer(j->row.run_uid) : json_null());
-    json_object_set_new(t, "allow_root", json_boolean(root_ok));
+    CTLD_DT_SET(dt, UID);
+    CTLD_DT_SET(dt, ALLOW_ROOT);
+    dt->t.uid_null = !j->row.run_user[0];
+    dt->t.uid = j->row.run_uid;
+    dt->t.allow_root = k >= 0 && c->tenants->t[k].identity.allow_root;
     /* who a container task may be inside its image (its job's `user`) */
-    if (k >= 0 && c->tenants->t[k].identity.has_uid_range)
-        json_object_set_new(t, "uid_range",
-                            json_pack("[I,I]", (json_int_t)c->tenants->t[k].identity.uid_min,
-                                      (json_int_t)c->tenants->t[k].identity.uid_max));
+    if (k >= 0 && c->tenants->t[k].identity.has_uid_range) {
+        int64_t *range = ctld_dtask_alloc(dt, 2 * sizeof *range);
+        if (!range)
+            return;
+        range[0] = c->tenants->t[k].identity.uid_min;
+        range[1] = c->tenants->t[k].identity.uid_max;
+        dt->t.uid_range = (ts_intv){range, 2};
+        CTLD_DT_SET(dt, UID_RANGE);
+    }
 }
 
-static json_t *task_json(const ctld *c, const cjob *j, int rank)
+/* What the job's spec asks of its task beyond the numbers: its stdio on a
+ * stream (rank 0 of an interactive job, docs/interactive.md), its image and
+ * the user in it, host folders and read-only data (docs/images.md). */
+static void task_spec(const cjob *j, int rank, ctld_dtask *dt)
+{
+    const ts_job_spec *sp = j->spec;
+    ts_desired_task *t = &dt->t;
+    if (sp->interactive && rank == 0) {
+        CTLD_DT_SET(dt, INTERACTIVE);
+        t->interactive.tty = sp->interactive_tty;
+        t->interactive.rows = sp->tty_rows;
+        t->interactive.cols = sp->tty_cols;
+    }
+    if (sp->image) {
+        CTLD_DT_SET(dt, IMAGE);
+        t->image = sp->image;
+    }
+    if (sp->user[0]) {
+        CTLD_DT_SET(dt, CONTAINER_USER);
+        t->container_user = sp->user;
+    }
+    if (sp->nmounts > 0 && (t->mounts = ctld_dtask_alloc(dt, sizeof *t->mounts *
+                                                                 (size_t)sp->nmounts))) {
+        CTLD_DT_SET(dt, MOUNTS);
+        t->nmounts = sp->nmounts;
+        for (int i = 0; i < sp->nmounts; i++)
+            t->mounts[i] = (ts_desired_mount){sp->mounts[i].host, sp->mounts[i].path,
+                                              sp->mounts[i].write};
+    }
+    if (sp->ndata > 0 && (t->data = ctld_dtask_alloc(dt, sizeof *t->data * (size_t)sp->ndata))) {
+        CTLD_DT_SET(dt, DATA);
+        t->ndata = sp->ndata;
+        for (int i = 0; i < sp->ndata; i++)
+            t->data[i] = (ts_desired_data){sp->data[i].ref, sp->data[i].path};
+    }
+}
+
+/* The task's place, resources, command and gang: the members every task has. */
+static void task_base(const ctld *c, const cjob *j, int rank, ctld_dtask *dt)
 {
     const ts_alloc *a = &j->allocs[rank];
     const ts_job_spec *sp = j->spec;
-    json_t *gpus = json_array();
-    for (int k = 0; k < a->ngpu; k++)
-        json_array_append_new(gpus, json_integer(a->gpu[k]));
-    json_t *argv = json_array();
-    for (int i = 0; i < sp->argc; i++)
-        json_array_append_new(argv, json_string(sp->argv[i]));
-    json_t *env = json_array();
-    for (int i = 0; i < sp->nenv; i++)
-        json_array_append_new(env, json_string(sp->env[i]));
-    int local = 0;
+    ts_desired_task *t = &dt->t;
+    t->present = TS_DT_BIT(TS_DT_JOB) | TS_DT_BIT(TS_DT_RANK) | TS_DT_BIT(TS_DT_NAME) |
+                 TS_DT_BIT(TS_DT_ACTION) | TS_DT_BIT(TS_DT_GPUS) | TS_DT_BIT(TS_DT_GPU_MILLI) |
+                 TS_DT_BIT(TS_DT_CPU_MILLI) | TS_DT_BIT(TS_DT_MEMORY_MIB) |
+                 TS_DT_BIT(TS_DT_MIG_PROFILE) | TS_DT_BIT(TS_DT_MIG_START) |
+                 TS_DT_BIT(TS_DT_COMMAND) | TS_DT_BIT(TS_DT_ENV) | TS_DT_BIT(TS_DT_WORKDIR) |
+                 TS_DT_BIT(TS_DT_USER) | TS_DT_BIT(TS_DT_WORLD_SIZE) |
+                 TS_DT_BIT(TS_DT_LOCAL_RANK) | TS_DT_BIT(TS_DT_MASTER_ADDR) |
+                 TS_DT_BIT(TS_DT_TENANT) | TS_DT_BIT(TS_DT_MASTER_PORT) |
+                 TS_DT_BIT(TS_DT_GRACE_S) | TS_DT_BIT(TS_DT_RUN);
+    t->job = j->row.id;
+    t->rank = rank;
+    t->name = j->row.name;
+    t->action = j->row.state == TS_JOB_STOPPING ? TS_ACTION_STOP : TS_ACTION_RUN;
+    if ((t->gpus.v = ctld_dtask_alloc(dt, sizeof *t->gpus.v * (size_t)a->ngpu)))
+        for (int k = 0; k < a->ngpu; k++)
+            t->gpus.v[t->gpus.n++] = a->gpu[k];
+    t->gpu_milli = a->gpu_milli;
+    t->cpu_milli = a->cpu_milli;
+    t->memory_mib = a->mem_mib;
+    t->mig_profile = a->mig_profile;
+    t->mig_start = a->mig_start;
+    t->command = (ts_strv){(const char **)sp->argv, sp->argc};
+    ctld_dtask_env_init(dt, (const char *const *)sp->env, sp->nenv);
+    t->workdir = sp->workdir;
+    t->user = j->row.run_user;
+    t->world_size = j->ntasks;
     for (int r = 0; r < rank; r++)
-        local += j->allocs[r].node == a->node;
-    bool stop = j->row.state == TS_JOB_STOPPING;
-    json_t *o = json_pack(
-        "{s:I,s:i,s:s,s:s,s:o,s:i,s:I,s:I,s:i,s:i,s:o,s:o,s:o,s:s,s:i,s:i,s:s,s:s,s:i,s:f,s:f}",
-        "job", (json_int_t)j->row.id, "rank", rank, "name", j->row.name, "action",
-        stop ? "stop" : "run", "gpus", gpus, "gpu_milli", a->gpu_milli, "cpu_milli",
-        (json_int_t)a->cpu_milli, "memory_mib", (json_int_t)a->mem_mib, "mig_profile",
-        a->mig_profile, "mig_start", a->mig_start, "command", argv, "env", env, "workdir",
-        sp->workdir ? json_string(sp->workdir) : json_null(), "user", j->row.run_user,
-        "world_size", j->ntasks, "local_rank", local, "master_addr",
-        c->cluster->nodes[j->allocs[0].node].name, "tenant", j->row.tenant, "master_port",
-        MASTER_PORT_BASE + (int)(j->row.id % MASTER_PORT_SPAN), "grace_s",
-        j->sj.ckpt_grace_s >= 0 ? j->sj.ckpt_grace_s : c->cfg.sched.default_grace_s, "run",
-        j->row.start_s);
-    if (o && sp->interactive && rank == 0) { /* its stdio on a stream (docs/interactive.md) */
-        json_t *it = json_pack("{s:b}", "tty", sp->interactive_tty);
-        if (it && sp->tty_rows > 0)
-            json_object_set_new(it, "rows", json_integer(sp->tty_rows));
-        if (it && sp->tty_cols > 0)
-            json_object_set_new(it, "cols", json_integer(sp->tty_cols));
-        json_object_set_new(o, "interactive", it);
-    }
-    if (o && sp->image) /* the agent runs the task in it (docs/images.md) */
-        json_object_set_new(o, "image", json_string(sp->image));
-    if (o && sp->user[0]) /* who the task is inside its image */
-        json_object_set_new(o, "container_user", json_string(sp->user));
-    if (o && sp->nmounts > 0) {
-        json_t *ms = json_array();
-        for (int i = 0; i < sp->nmounts; i++)
-            json_array_append_new(ms, json_pack("{s:s,s:s,s:b}", "host", sp->mounts[i].host,
-                                                "path", sp->mounts[i].path, "write",
-                                                sp->mounts[i].write));
-        json_object_set_new(o, "mounts", ms);
-    }
-    if (o && sp->ndata > 0) { /* read-only data it reads (docs/images.md) */
-        json_t *ds = json_array();
-        for (int i = 0; i < sp->ndata; i++)
-            json_array_append_new(ds, json_pack("{s:s,s:s}", "ref", sp->data[i].ref, "path",
-                                                sp->data[i].path));
-        json_object_set_new(o, "data", ds);
-    }
-    return o;
+        t->local_rank += j->allocs[r].node == a->node;
+    t->master_addr = c->cluster->nodes[j->allocs[0].node].name;
+    t->tenant = j->row.tenant;
+    t->master_port = MASTER_PORT_BASE + (int)(j->row.id % MASTER_PORT_SPAN);
+    t->grace_s = j->sj.ckpt_grace_s >= 0 ? j->sj.ckpt_grace_s : c->cfg.sched.default_grace_s;
+    t->run = j->row.start_s;
+    task_spec(j, rank, dt);
 }
 
 /* For a job from a Slurm batch script (its env has SLURM_JOB_NAME): its
  * nodes, from which the agent sets SLURM_NNODES and SLURM_JOB_NODELIST
  * (docs/agent-tasks.md). */
-static void slurm_extras(const ctld *c, const cjob *j, json_t *env)
+static void slurm_extras(const ctld *c, const cjob *j, ctld_dtask *dt)
 {
     bool slurm = false;
     for (int i = 0; i < j->spec->nenv && !slurm; i++)
         slurm = strncmp(j->spec->env[i], "SLURM_JOB_NAME=", 15) == 0;
     if (!slurm)
         return;
-    char list[4096] = "", kv[4200];
+    char list[4096] = "";
     size_t len = 0;
     int nnodes = 0;
     for (int r = 0; r < j->ntasks; r++) {
@@ -141,88 +175,152 @@ static void slurm_extras(const ctld *c, const cjob *j, json_t *env)
         len += (size_t)n;
         nnodes++;
     }
-    snprintf(kv, sizeof kv, "TESSERA_NNODES=%d", nnodes);
-    json_array_append_new(env, json_string(kv));
-    snprintf(kv, sizeof kv, "TESSERA_NODELIST=%s", list);
-    json_array_append_new(env, json_string(kv));
+    ctld_dtask_env_add(dt, "TESSERA_NNODES=%d", nnodes);
+    ctld_dtask_env_add(dt, "TESSERA_NODELIST=%s", list);
 }
 
 /* For every array element, however submitted: the element's number and the
  * array's id (its first element's), TESSERA_ARRAY_INDEX, TESSERA_ARRAY_JOB_ID
  * and TESSERA_ARRAY_SIZE; the agent turns the first two into SLURM_ARRAY_*
  * for a batch script (docs/agent-tasks.md). */
-static void array_extras(const cjob *j, json_t *env)
+static void array_extras(const cjob *j, ctld_dtask *dt)
 {
     long idx = ctld_array_index(j);
     if (idx < 0)
         return;
-    char kv[64];
-    snprintf(kv, sizeof kv, "TESSERA_ARRAY_INDEX=%ld", idx);
-    json_array_append_new(env, json_string(kv));
-    snprintf(kv, sizeof kv, "TESSERA_ARRAY_JOB_ID=%lld", (long long)j->row.id - idx);
-    json_array_append_new(env, json_string(kv));
-    snprintf(kv, sizeof kv, "TESSERA_ARRAY_SIZE=%d", j->spec->array_size);
-    json_array_append_new(env, json_string(kv));
+    ctld_dtask_env_add(dt, "TESSERA_ARRAY_INDEX=%ld", idx);
+    ctld_dtask_env_add(dt, "TESSERA_ARRAY_JOB_ID=%lld", (long long)j->row.id - idx);
+    ctld_dtask_env_add(dt, "TESSERA_ARRAY_SIZE=%d", j->spec->array_size);
 }
 
 /* What the controller adds to a task's environment: where its checkpoints
- * live and whether this run resumes one (docs/agent-tasks.md). */
-static void task_extras(const ctld *c, const cjob *j, json_t *t)
+ * live and whether this run resumes one (docs/agent-tasks.md); a starting
+ * rank's secrets; its GPU memory and its tenant's NCCL QoS. */
+static void task_extras(const ctld *c, const cjob *j, int rank, ctld_dtask *dt)
 {
-    json_t *env = json_object_get(t, "env");
-    char kv[CTLD_PATH_MAX + 160];
     bool own_dir = false; /* the job's env names its own checkpoint folder */
     for (int i = 0; i < j->spec->nenv; i++)
         own_dir = own_dir || strncmp(j->spec->env[i], "TESSERA_CHECKPOINT_DIR=", 23) == 0;
     if (c->cfg.checkpoint_dir[0] && !own_dir) {
-        snprintf(kv, sizeof kv, "TESSERA_CHECKPOINT_DIR=%s/%s/%lld", c->cfg.checkpoint_dir,
-                 j->row.tenant, (long long)j->row.id);
-        json_array_append_new(env, json_string(kv));
-        if (j->spec->image) /* bound into its container (docs/images.md "Checkpoints") */
-            json_object_set_new(t, "checkpoint_dir", json_string(kv + 23));
+        const char *kv = ctld_dtask_env_add(dt, "TESSERA_CHECKPOINT_DIR=%s/%s/%lld",
+                                            c->cfg.checkpoint_dir, j->row.tenant,
+                                            (long long)j->row.id);
+        if (j->spec->image && kv) { /* bound into its container (docs/images.md) */
+            dt->t.checkpoint_dir = kv + 23;
+            CTLD_DT_SET(dt, CHECKPOINT_DIR);
+        }
     }
-    snprintf(kv, sizeof kv, "TESSERA_JOB_ID=%lld", (long long)j->row.id);
-    json_array_append_new(env, json_string(kv));
-    snprintf(kv, sizeof kv, "TESSERA_RESTARTS=%d", j->row.preemptions);
-    json_array_append_new(env, json_string(kv));
-    if (j->row.preemptions > 0 && j->stop_outcome[0]) {
-        snprintf(kv, sizeof kv, "TESSERA_LAST_STOP=%s", j->stop_outcome);
-        json_array_append_new(env, json_string(kv));
-    }
-    slurm_extras(c, j, env);
-    array_extras(j, env);
-    int rank = (int)json_integer_value(json_object_get(t, "rank"));
+    ctld_dtask_env_add(dt, "TESSERA_JOB_ID=%lld", (long long)j->row.id);
+    ctld_dtask_env_add(dt, "TESSERA_RESTARTS=%d", j->row.preemptions);
+    if (j->row.preemptions > 0 && j->stop_outcome[0])
+        ctld_dtask_env_add(dt, "TESSERA_LAST_STOP=%s", j->stop_outcome);
+    slurm_extras(c, j, dt);
+    array_extras(j, dt);
     /* secret values only for a rank about to start, never in a stop */
-    if (j->spec->nsecrets > 0 && j->row.state == TS_JOB_RUNNING &&
-        (!j->rank_state || j->rank_state[rank] == CTLD_RANK_PENDING))
-        ctld_task_secrets(c, j, t);
-    if (j->spec->image_secret[0] && j->row.state == TS_JOB_RUNNING &&
-        (!j->rank_state || j->rank_state[rank] == CTLD_RANK_PENDING))
-        ctld_task_image_secret(c, j, t);
+    bool starting = j->row.state == TS_JOB_RUNNING &&
+                    (!j->rank_state || j->rank_state[rank] == CTLD_RANK_PENDING);
+    if (j->spec->nsecrets > 0 && starting)
+        ctld_task_secrets(c, j, dt);
+    if (j->spec->image_secret[0] && starting)
+        ctld_task_image_secret(c, j, dt);
     const ts_alloc *al = &j->allocs[rank];
-    if (al->gpu_mem_mib > 0)
-        json_object_set_new(t, "gpu_memory_mib", json_integer(al->gpu_mem_mib));
+    if (al->gpu_mem_mib > 0) {
+        CTLD_DT_SET(dt, GPU_MEMORY_MIB);
+        dt->t.gpu_memory_mib = al->gpu_mem_mib;
+    }
     const ctld_qos *q = tenant_qos(c, j->row.tenant);
-    if (q && q->tc >= 0)
-        json_object_set_new(t, "nccl_tc", json_integer(q->tc));
-    if (q && q->sl >= 0)
-        json_object_set_new(t, "nccl_sl", json_integer(q->sl));
+    if (q && q->tc >= 0) {
+        CTLD_DT_SET(dt, NCCL_TC);
+        dt->t.nccl_tc = q->tc;
+    }
+    if (q && q->sl >= 0) {
+        CTLD_DT_SET(dt, NCCL_SL);
+        dt->t.nccl_sl = q->sl;
+    }
 }
 
 /* Its time limit, which the agent enforces itself (job_end.c): when it
  * comes ("deadline", Unix s on the controller's clock, which the answer's
  * "now" lets the agent read on its own), the signal, the grace before
  * SIGKILL; "hard" on a stop that is the time limit's. */
-static void task_limit(const ctld *c, const cjob *j, json_t *t)
+static void task_limit(const ctld *c, const cjob *j, ctld_dtask *dt)
 {
-    json_object_set_new(t, "time_limit_s", json_real(ctld_job_limit_s(c, j)));
-    json_object_set_new(t, "deadline", json_real(j->row.start_s + ctld_job_limit_s(c, j)));
-    json_object_set_new(t, "limit_signal", json_integer(ctld_limit_signal(j)));
-    json_object_set_new(t, "limit_grace_s", json_real(ctld_limit_grace_s(c, j)));
+    ts_desired_task *t = &dt->t;
+    t->present |= TS_DT_BIT(TS_DT_TIME_LIMIT_S) | TS_DT_BIT(TS_DT_DEADLINE) |
+                  TS_DT_BIT(TS_DT_LIMIT_SIGNAL) | TS_DT_BIT(TS_DT_LIMIT_GRACE_S);
+    t->time_limit_s = ctld_job_limit_s(c, j);
+    t->deadline = j->row.start_s + t->time_limit_s;
+    t->limit_signal = ctld_limit_signal(j);
+    t->limit_grace_s = ctld_limit_grace_s(c, j);
     if (j->timed_out && j->row.state == TS_JOB_STOPPING) {
-        json_object_set_new(t, "hard", json_true());
-        json_object_set_new(t, "grace_s", json_real(ctld_limit_grace_s(c, j)));
+        CTLD_DT_SET(dt, HARD);
+        t->hard = true;
+        t->grace_s = t->limit_grace_s;
     }
+}
+
+/* Rank r's task of job j (on the node being answered), into dt. */
+static void rank_task(const ctld *c, const cjob *j, int r, ctld_dtask *dt)
+{
+    task_base(c, j, r, dt);
+    if (ctld_job_is_batch(j)) { /* rank 0 runs the script; the others wait for steps */
+        char tok[160];
+        if (r > 0) {
+            CTLD_DT_SET(dt, HOLD);
+            dt->t.hold = true;
+        } else if (ctld_step_token(c, j->row.id, tok, sizeof tok) == 0) {
+            CTLD_DT_SET(dt, STEP_TOKEN);
+            dt->t.step_token = ctld_dtask_printf(dt, "%s", tok);
+        }
+    }
+    task_extras(c, j, r, dt);
+    task_identity(c, j, dt);
+    ctld_net_task(c, j, r, dt);
+    if (j->row.state == TS_JOB_STOPPING) {
+        CTLD_DT_SET(dt, SIGNAL);
+        dt->t.signal = j->timed_out              ? ctld_limit_signal(j)
+                       : j->sj.ckpt_signal > 0 ? j->sj.ckpt_signal
+                                               : TS_SIGNAL_DEFAULT;
+    }
+    task_limit(c, j, dt);
+    if (j->idle_warned && j->row.state == TS_JOB_RUNNING) {
+        CTLD_DT_SET(dt, IDLE_WARNING);
+        dt->t.idle_warning = "this job's GPUs have been idle; it will be stopped "
+                             "(checkpoint signal first) and held unless they get busy";
+    }
+}
+
+/* The tasks of job j that node n runs: its ranks', then its steps' (built
+ * on their ranks' tasks, so those are kept until the steps are written). */
+static void job_tasks(const ctld *c, const cjob *j, int n, json_t *tasks)
+{
+    int nr = 0;
+    for (int r = 0; r < j->ntasks; r++)
+        nr += j->allocs[r].node == n;
+    ctld_dtask one = {0}, *dts = nr > 1 ? calloc((size_t)nr, sizeof *dts) : &one;
+    if (!dts)
+        return;
+    for (int r = 0, k = 0; r < j->ntasks; r++)
+        if (j->allocs[r].node == n) {
+            rank_task(c, j, r, &dts[k]);
+            json_array_append_new(tasks, ctld_dtask_encode(&dts[k++]));
+        }
+    ctld_steps_desired(c, j, n, dts, nr, tasks);
+    for (int k = 0; k < nr; k++)
+        ctld_dtask_fini(&dts[k]); /* wipes the secrets it held */
+    if (dts != &one)
+        free(dts);
+}
+
+/* The nodes' underlay addresses as a JSON list (a new reference). */
+static json_t *peers_json(const ctld *c)
+{
+    const char **v = malloc(sizeof *v * (size_t)(c->cluster->nnodes + 1));
+    json_t *a = v ? json_array() : NULL;
+    for (int i = 0, n = a ? ctld_net_peers(c, v) : 0; i < n; i++)
+        json_array_append_new(a, json_string(v[i]));
+    free(v);
+    return a;
 }
 
 /* What should run on node n, without the parts that change under the
@@ -236,35 +334,7 @@ json_t *ctld_agent_desired(const ctld *c, int n)
         const cjob *j = nj->v[i];
         if (!j->allocs || (j->row.state != TS_JOB_RUNNING && j->row.state != TS_JOB_STOPPING))
             continue;
-        bool batch = ctld_job_is_batch(j);
-        for (int r = 0; r < j->ntasks; r++)
-            if (j->allocs[r].node == n) {
-                json_t *t = task_json(c, j, r);
-                if (batch) { /* rank 0 runs the script; the others wait for steps */
-                    char tok[160];
-                    if (r > 0)
-                        json_object_set_new(t, "hold", json_true());
-                    else if (ctld_step_token(c, j->row.id, tok, sizeof tok) == 0)
-                        json_object_set_new(t, "step_token", json_string(tok));
-                }
-                task_extras(c, j, t);
-                task_identity(c, j, t);
-                ctld_net_task(c, j, r, t);
-                if (j->row.state == TS_JOB_STOPPING)
-                    json_object_set_new(t, "signal", json_integer(j->timed_out
-                                                                      ? ctld_limit_signal(j)
-                                                                  : j->sj.ckpt_signal > 0
-                                                                      ? j->sj.ckpt_signal
-                                                                      : TS_SIGNAL_DEFAULT));
-                task_limit(c, j, t);
-                if (j->idle_warned && j->row.state == TS_JOB_RUNNING)
-                    json_object_set_new(
-                        t, "idle_warning",
-                        json_string("this job's GPUs have been idle; it will be stopped "
-                                    "(checkpoint signal first) and held unless they get busy"));
-                json_array_append_new(tasks, t);
-            }
-        ctld_steps_desired(c, j, n, tasks);
+        job_tasks(c, j, n, tasks);
     }
     /* the MIG layout of every MIG GPU: the agent makes NVML match it */
     json_t *mig = json_array();
@@ -296,7 +366,7 @@ json_t *ctld_agent_desired(const ctld *c, int n)
             json_object_set_new(doc, "prefetch", json_pack("[o]", pf));
         }
     if (doc && c->cfg.net_isolation) { /* the tenants' VXLANs flood to these */
-        json_object_set_new(doc, "net_peers", ctld_net_peers(c));
+        json_object_set_new(doc, "net_peers", peers_json(c));
         ctld_net_services(c, doc);
     }
     return doc;

@@ -167,13 +167,14 @@ void ctld_privacy_redact_job(json_t *doc);
 bool ctld_event_is_content(const char *kind);
 /* secrets_api.c: /v1/secrets; at submission, whether every secret the spec
  * names exists for its owner (false: a 400 naming it in r); under c->mu, a
- * starting rank's secret values into its desired task t ("secrets", or
- * "secrets_error" naming a missing one). */
+ * starting rank's secret values into its desired task dt ("secrets", or
+ * "secrets_error" naming a missing one), copied into dt's arena, which its
+ * fini wipes. */
 void ctld_secrets_route(ctld *c, const ctld_request *rq, ctld_reply *r);
 bool ctld_spec_secrets_ok(ctld *c, const ctld_caller *w, const ts_job_spec *spec, ctld_reply *r);
-void ctld_task_secrets(const ctld *c, const cjob *j, json_t *t);
+void ctld_task_secrets(const ctld *c, const cjob *j, ctld_dtask *dt);
 /* The job's image_pull_secret's value as t's image_credentials (docs/images.md). */
-void ctld_task_image_secret(const ctld *c, const cjob *j, json_t *t);
+void ctld_task_image_secret(const ctld *c, const cjob *j, ctld_dtask *dt);
 json_t *ctld_render_node(const ctld *c, int node);
 
 /* GPUs each tenant is owed now (docs/scheduler.md, "The guarantee"):

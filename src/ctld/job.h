@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "ctld/dtask.h"
 #include "tessera/cycle.h"
 #include "tessera/spec.h"
 #include "tessera/store.h"
@@ -228,13 +229,17 @@ int ctld_net_open(ctld *c, ts_err *err);
 int ctld_net_tenant(ctld *c, const char *tenant, int *ordinal, ts_err *err);
 void ctld_net_bind(cjob *j);   /* j->net_host from its placement */
 void ctld_net_unbind(cjob *j);
-json_t *ctld_net_peers(const ctld *c);
+/* The underlay addresses of the nodes whose agents reported one, into out
+ * (room for c->cluster->nnodes), borrowed from the agents' discovery (valid
+ * under mu); how many. */
+int ctld_net_peers(const ctld *c, const char **out);
 /* Sets doc's "net_services" (every tenant's, strings) and
  * "net_tenant_services" ({vni, to} of those only some tenants may reach). */
 void ctld_net_services(const ctld *c, json_t *doc);
 /* a task's "net" and its overlay master_addr, when the cluster isolates, and
- * its tenant's "ib_pkey" (host-network tasks too) with network.ib_partitions */
-void ctld_net_task(const ctld *c, const cjob *j, int rank, json_t *t);
+ * its tenant's "ib_pkey" (host-network tasks too) with network.ib_partitions,
+ * into the desired task dt (its strings in dt's arena) */
+void ctld_net_task(const ctld *c, const cjob *j, int rank, ctld_dtask *dt);
 void ctld_net_restore(ctld *c, cjob *j); /* a running job read back from the store */
 /* The loop, after a cycle, without mu: rewrites network.ib_partitions_file
  * when the tenants' ports changed. */

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "ctld/ctld.h"
+#include "ctld/dtask.h"
 #include "ctld/job_fsm.h"
 
 #define NET_VNI_LEGACY 10000 /* every cluster's base before it had its own */
@@ -311,19 +312,18 @@ static void addr_text(const ctld *c, int ord, int host, char *out, size_t len)
     inet_ntop(AF_INET, &ia, out, (socklen_t)len);
 }
 
-/* The underlay addresses of the nodes whose agents reported one. */
-json_t *ctld_net_peers(const ctld *c)
+int ctld_net_peers(const ctld *c, const char **out)
 {
-    json_t *p = json_array();
-    for (int n = 0; n < c->cluster->nnodes; n++) {
-        const ctld_agent *ag = &c->agents[n];
+    int n = 0;
+    for (int k = 0; k < c->cluster->nnodes; k++) {
+        const ctld_agent *ag = &c->agents[k];
         const char *s = ag->registered && ag->discovery
                             ? json_string_value(json_object_get(ag->discovery, "net_addr"))
                             : NULL;
         if (s)
-            json_array_append_new(p, json_string(s));
+            out[n++] = s;
     }
-    return p;
+    return n;
 }
 
 /* Whether name is one of the comma-separated names. */
@@ -368,43 +368,52 @@ static int known_ordinal(const ctld *c, const char *tenant)
     return -1;
 }
 
-void ctld_net_task(const ctld *c, const cjob *j, int rank, json_t *t)
+/* A published port as the agent reads it: "8080/tcp". */
+static const char *publish_text(ctld_dtask *dt, const ts_job_spec *sp, int i)
+{
+    return ctld_dtask_printf(dt, "%u/%s", (unsigned)sp->publish[i].port,
+                             sp->publish[i].udp ? "udp" : "tcp");
+}
+
+void ctld_net_task(const ctld *c, const cjob *j, int rank, ctld_dtask *dt)
 {
     int ord = known_ordinal(c, j->row.tenant); /* since its start, or its restore */
     bool host = j->spec && j->spec->host_network;
     if (!c->cfg.net_isolation || ord < 0 || (!j->net_host && !host))
         return;
+    ts_desired_task *t = &dt->t;
     /* the agent finds the key's index for NCCL_IB_PKEY: a host-network task
      * uses its node's adapters, in its tenant's partition all the same */
-    if (c->cfg.net_ib_partitions)
-        json_object_set_new(t, "ib_pkey", json_integer(c->net_pkey_base + ord));
+    if (c->cfg.net_ib_partitions) {
+        CTLD_DT_SET(dt, IB_PKEY);
+        t->ib_pkey = c->net_pkey_base + ord;
+    }
     if (!j->net_host)
         return;
     char addr[INET_ADDRSTRLEN], master[INET_ADDRSTRLEN];
     addr_text(c, ord, j->net_host[rank], addr, sizeof addr);
     addr_text(c, ord, j->net_host[0], master, sizeof master);
-    json_t *net = json_pack("{s:i,s:s,s:i,s:o}", "vni", c->net_vni_base + ord, "addr", addr,
-                            "prefix", c->cfg.net_tenant_prefix, "peers", ctld_net_peers(c));
-    if (net && c->cfg.net_mtu > 0)
-        json_object_set_new(net, "mtu", json_integer(c->cfg.net_mtu));
-    if (net && j->spec && j->spec->dedicated_nics) /* a VF or rail NIC per GPU, moved in */
-        json_object_set_new(net, "nics", json_string("dedicated"));
-    if (net && j->spec && j->spec->npublish > 0) { /* reachable at the node, from where allowed */
-        json_t *pl = json_array(), *from = json_array();
-        for (int i = 0; i < j->spec->npublish; i++) {
-            char port[16];
-            snprintf(port, sizeof port, "%u/%s", (unsigned)j->spec->publish[i].port,
-                     j->spec->publish[i].udp ? "udp" : "tcp");
-            json_array_append_new(pl, json_string(port));
-        }
-        for (int i = 0; i < c->cfg.nnet_publish_from; i++)
-            json_array_append_new(from, json_string(c->cfg.net_publish_from[i]));
-        json_object_set_new(net, "publish", pl);
-        json_object_set_new(net, "publish_from", from);
+    CTLD_DT_SET(dt, NET);
+    t->net.vni = c->net_vni_base + ord;
+    t->net.addr = ctld_dtask_printf(dt, "%s", addr);
+    t->net.prefix = c->cfg.net_tenant_prefix;
+    t->net.peers.v = ctld_dtask_alloc(dt, sizeof *t->net.peers.v * (size_t)c->cluster->nnodes);
+    t->net.peers.n = t->net.peers.v ? ctld_net_peers(c, t->net.peers.v) : 0;
+    t->net.mtu = c->cfg.net_mtu > 0 ? c->cfg.net_mtu : 0;
+    t->net.nics_dedicated = j->spec && j->spec->dedicated_nics; /* a VF or rail NIC per GPU */
+    if (j->spec && j->spec->npublish > 0) { /* reachable at the node, from where allowed */
+        const ts_job_spec *sp = j->spec;
+        t->net.has_publish = t->net.has_publish_from = true;
+        t->net.publish.v = ctld_dtask_alloc(dt, sizeof *t->net.publish.v * (size_t)sp->npublish);
+        for (int i = 0; t->net.publish.v && i < sp->npublish; i++)
+            t->net.publish.v[t->net.publish.n++] = publish_text(dt, sp, i);
+        int nf = c->cfg.nnet_publish_from;
+        t->net.publish_from.v = ctld_dtask_alloc(dt, sizeof *t->net.publish_from.v * (size_t)nf);
+        for (int i = 0; t->net.publish_from.v && i < nf; i++)
+            t->net.publish_from.v[t->net.publish_from.n++] = c->cfg.net_publish_from[i];
     }
-    json_object_set_new(t, "net", net);
     /* the gang meets on its overlay: rank 0's address there */
-    json_object_set_new(t, "master_addr", json_string(master));
+    t->master_addr = ctld_dtask_printf(dt, "%s", master);
 }
 
 /* ---- OpenSM partitions ---------------------------------------------------------- */

@@ -229,6 +229,14 @@ void ctld_secrets_route(ctld *c, const ctld_request *rq, ctld_reply *r)
     }
 }
 
+/* A secret that could not be revealed: the task carries why (names, no
+ * value); the agent does not start it. */
+static void secret_error(ctld_dtask *dt, const ts_err *err)
+{
+    CTLD_DT_SET(dt, SECRETS_ERROR);
+    dt->t.secrets_error = ctld_dtask_printf(dt, "%s", err->msg);
+}
+
 bool ctld_spec_secrets_ok(ctld *c, const ctld_caller *w, const ts_job_spec *spec, ctld_reply *r)
 {
     if (spec->image_secret[0] &&
@@ -250,37 +258,45 @@ bool ctld_spec_secrets_ok(ctld *c, const ctld_caller *w, const ts_job_spec *spec
     return true;
 }
 
-void ctld_task_image_secret(const ctld *c, const cjob *j, json_t *t)
+void ctld_task_image_secret(const ctld *c, const cjob *j, ctld_dtask *dt)
 {
     char *v = NULL;
     size_t len = 0;
     ts_err err;
     if (ctld_secrets_reveal(c->secrets, j->row.tenant, j->row.owner, j->spec->image_secret, &v,
                             &len, &err) != 0) {
-        json_object_set_new(t, "secrets_error", json_string(err.msg)); /* names, no value */
+        secret_error(dt, &err);
         return;
     }
-    json_object_set_new(t, "image_credentials", json_stringn(v, len));
+    CTLD_DT_SET(dt, IMAGE_CREDENTIALS);
+    dt->t.image_credentials = ctld_dtask_secret(dt, v, len);
+    dt->t.image_credentials_len = len;
     ctld_secret_free(v, len);
 }
 
-void ctld_task_secrets(const ctld *c, const cjob *j, json_t *t)
+void ctld_task_secrets(const ctld *c, const cjob *j, ctld_dtask *dt)
 {
-    json_t *a = json_array();
-    for (int i = 0; a && i < j->spec->nsecrets; i++) {
+    int n = j->spec->nsecrets;
+    ts_desired_secret *a = ctld_dtask_alloc(dt, sizeof *a * (size_t)n);
+    if (!a)
+        return; /* oom: the task is not sent */
+    for (int i = 0; i < n; i++) {
         const ts_secret_ref *s = &j->spec->secrets[i];
         char *v = NULL;
         size_t len = 0;
         ts_err err;
         if (ctld_secrets_reveal(c->secrets, j->row.tenant, j->row.owner, s->name, &v, &len,
                                 &err) != 0) {
-            json_object_set_new(t, "secrets_error", json_string(err.msg)); /* names, no value */
-            json_decref(a);
+            secret_error(dt, &err);
             return;
         }
-        json_array_append_new(a, json_pack("{s:s,s:s%}", s->file ? "file" : "env", s->target,
-                                           "value", v, len));
+        a[i].env = s->file ? NULL : s->target;
+        a[i].file = s->file ? s->target : NULL;
+        a[i].value = ctld_dtask_secret(dt, v, len);
+        a[i].value_len = len;
         ctld_secret_free(v, len);
     }
-    json_object_set_new(t, "secrets", a);
+    CTLD_DT_SET(dt, SECRETS);
+    dt->t.secrets = a;
+    dt->t.nsecrets = n;
 }

@@ -186,69 +186,65 @@ static void step_settle(ctld *c, cjob *j, ctld_step *s, double now, ctld_txn *t)
 
 /* ---- the desired state and the reports ------------------------------------------ */
 
-void ctld_steps_desired(const ctld *c, const cjob *j, int n, json_t *tasks)
+/* Step task q of s on its rank's task `base`: the same resources and
+ * identity, the step's command and numbering; no secret values (the rank
+ * had them), no hold and no step credential (those are the script's). */
+static json_t *step_task(const cjob *j, const ctld_step *s, int q, int nnodes,
+                         const char *first, const ctld_dtask *base)
+{
+    ctld_dtask dt = {.t = base->t};
+    ts_desired_task *t = &dt.t;
+    ctld_dtask_env_init(&dt, base->t.env.v, base->t.env.n);
+    ctld_dtask_env_add(&dt, "SLURM_STEP_ID=%d", s->id);
+    ctld_dtask_env_add(&dt, "SLURM_STEP_NUM_TASKS=%d", s->n);
+    ctld_dtask_env_add(&dt, "SLURM_STEP_NUM_NODES=%d", nnodes);
+    ctld_dtask_env_add(&dt, "TESSERA_STEP_ID=%d", s->id);
+    t->command = (ts_strv){(const char **)s->argv, s->argc};
+    t->action = TS_ACTION_RUN;
+    CTLD_DT_SET(&dt, STEP);
+    t->step = s->id;
+    CTLD_DT_SET(&dt, TASK_RANK);
+    t->task_rank = q;
+    t->world_size = s->n;
+    t->local_rank = 0;
+    for (int p = 0; p < q; p++)
+        t->local_rank += j->allocs[s->rank[p]].node == j->allocs[s->rank[q]].node;
+    t->master_addr = first;
+    CTLD_DT_CLEAR(&dt, STEP_TOKEN);
+    CTLD_DT_CLEAR(&dt, HOLD);
+    CTLD_DT_CLEAR(&dt, SECRETS);
+    json_t *o = ctld_dtask_encode(&dt);
+    ctld_dtask_fini(&dt);
+    return o;
+}
+
+void ctld_steps_desired(const ctld *c, const cjob *j, int n, const ctld_dtask *ranks,
+                        int nranks, json_t *tasks)
 {
     if (!j->steps || j->row.state != TS_JOB_RUNNING || !j->allocs)
         return;
-    /* the rank task's own document, for each step task there: the same
-     * resources and identity, the step's command and numbering */
-    json_t *base = NULL;
-    size_t i;
-    json_t *tk;
     for (int k = 0; k < j->steps->n; k++) {
         const ctld_step *s = &j->steps->v[k];
         if (s->state != STEP_RUNNING || s->run != j->row.start_s)
             continue;
         int nnodes = 0;
-        char first[128] = "";
         for (int q = 0; q < s->n; q++) {
             bool seen = false;
             for (int p = 0; p < q && !seen; p++)
                 seen = j->allocs[s->rank[p]].node == j->allocs[s->rank[q]].node;
             nnodes += !seen;
         }
-        snprintf(first, sizeof first, "%s", node_of_rank(c, j, s->rank[0]));
+        const char *first = node_of_rank(c, j, s->rank[0]);
         for (int q = 0; q < s->n; q++) {
             int r = s->rank[q];
             if (j->allocs[r].node != n || s->st[q] > CTLD_RANK_RUNNING)
                 continue;
-            base = NULL;
-            json_array_foreach(tasks, i, tk)
-            {
-                if (json_integer_value(json_object_get(tk, "job")) == j->row.id &&
-                    json_integer_value(json_object_get(tk, "rank")) == r &&
-                    !json_object_get(tk, "step"))
-                    base = tk;
-            }
-            if (!base)
-                continue; /* the rank's own document comes first (agents.c) */
-            json_t *o = json_deep_copy(base);
-            json_t *argv = json_array(), *env = json_object_get(o, "env");
-            for (int a = 0; a < s->argc; a++)
-                json_array_append_new(argv, json_string(s->argv[a]));
-            json_object_set_new(o, "command", argv);
-            json_object_set_new(o, "action", json_string("run"));
-            json_object_set_new(o, "step", json_integer(s->id));
-            int local = 0;
-            for (int p = 0; p < q; p++)
-                local += j->allocs[s->rank[p]].node == n;
-            json_object_set_new(o, "task_rank", json_integer(q));
-            json_object_set_new(o, "world_size", json_integer(s->n));
-            json_object_set_new(o, "local_rank", json_integer(local));
-            json_object_set_new(o, "master_addr", json_string(first));
-            json_object_del(o, "step_token");
-            json_object_del(o, "hold");
-            json_object_del(o, "secrets");
-            char kv[96];
-            snprintf(kv, sizeof kv, "SLURM_STEP_ID=%d", s->id);
-            json_array_append_new(env, json_string(kv));
-            snprintf(kv, sizeof kv, "SLURM_STEP_NUM_TASKS=%d", s->n);
-            json_array_append_new(env, json_string(kv));
-            snprintf(kv, sizeof kv, "SLURM_STEP_NUM_NODES=%d", nnodes);
-            json_array_append_new(env, json_string(kv));
-            snprintf(kv, sizeof kv, "TESSERA_STEP_ID=%d", s->id);
-            json_array_append_new(env, json_string(kv));
-            json_array_append_new(tasks, o);
+            const ctld_dtask *base = NULL;
+            for (int b = 0; b < nranks && !base; b++)
+                if (ranks[b].t.rank == r && !ranks[b].oom)
+                    base = &ranks[b];
+            if (base) /* its rank's task was written (not out of memory) */
+                json_array_append_new(tasks, step_task(j, s, q, nnodes, first, base));
         }
     }
 }

@@ -157,3 +157,26 @@ def scenario_a_failing_epilog_drains_the_node(c):
     finally:
         unflag("fail-epilog-r-4")
     resume(c, "r-4")
+
+
+def scenario_the_steps_srun_runs_run_no_hook(c):
+    """tessera-agent.md: the prolog runs before a rank's task and the epilog
+    after it; the steps srun runs inside it run neither, as in Slurm."""
+    path = c.path("hooked-steps.sh")
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n#SBATCH -N 1 --ntasks-per-node=1 --gpus-per-node=2 "
+                "--account=team-a --time=5 -w r-1\nsrun true\nsrun true\n")
+    r = c.cli("sbatch", path)
+    jid = next((int(w) for w in r.stdout.split() if w.isdigit()), None)
+    check(r.returncode == 0 and jid, f"tessera sbatch submits it: {r.stdout} {r.stderr}")
+    if not jid or not c.wait_job(jid, "completed", 60):
+        return
+    st, d = c.call("GET", f"/v1/jobs/{jid}/steps")
+    check(st == 200 and [s.get("exit_code") for s in d.get("steps", [])] == [0, 0],
+          f"its two steps ran: {st} {d}")
+    c.wait(lambda: [x for x in lines("epilog") if f"job={jid} " in x], "the epilog ran", 10)
+    time.sleep(0.5)  # a step's epilog, were there one, would come with its end
+    pro = [x for x in lines("prolog") if f"job={jid} " in x]
+    epi = [x for x in lines("epilog") if f"job={jid} " in x]
+    check(len(pro) == 1 and len(epi) == 1,
+          f"one prolog and one epilog, the rank's, none for its steps: {pro} {epi}")
