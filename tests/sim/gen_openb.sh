@@ -102,6 +102,12 @@ timeout $RUN_TIMEOUT_S "$SIM" fgd --quiet --jobs 1 --nodes "$NODES" --pods "$TMP
 figures() { awk -v p="$1" '$1 == p { $1 = ""; $NF = ""; print }' "$TMP/t.txt"; }
 check "core row printed" test -n "$(figures core)"
 check "core gives the tessera scorer's figures" test "$(figures core)" = "$(figures tessera)"
+# and on 4-GPU nodes, where the scorer's scale follows the largest node
+"$SIM" gen-cluster --nodes "$NODES" --out "$TMP/g4n.csv" --gpus-per-node 4
+timeout $RUN_TIMEOUT_S "$SIM" fgd --quiet --jobs 1 --nodes "$TMP/g4n.csv" --pods "$TMP/a.csv" \
+  --policy tessera,core --seeds 1 >"$TMP/t.txt"
+check "core gives the tessera scorer's figures on 4-GPU nodes" \
+  test -n "$(figures core)" -a "$(figures core)" = "$(figures tessera)"
 
 # core-learned (no trace list: the cycle learns the mix online, as tesserad)
 # within half a point of core on the default workload
