@@ -6,6 +6,11 @@
  *   --gpushare F  fraction of GPU pods (by count) that are GPU shares: random
  *                 one-whole-GPU pods are replaced by shares drawn from the
  *                 base's shares (or the reverse), the pod count kept;
+ *   --halves F    fraction of the one-whole-GPU pods turned into half-GPU
+ *                 shares (500 milli), their CPU and memory kept: a mix of
+ *                 shares twice as hungry for CPU per GPU as the pods they
+ *                 came from, which openb's shares (a third of them 810
+ *                 milli) do not give;
  *   --multigpu F  fraction of the GPU demand carried by multi-GPU pods: pods
  *                 drawn from the base's multi-GPU pods are added (or random
  *                 ones removed) until it is reached;
@@ -37,6 +42,7 @@
 #define EXIT_BAD_INPUT 2
 #define GEN_PODS_MAX 1000000 /* pods written at most */
 #define GEN_SHARE_STEP_MILLI 10
+#define GEN_HALF_MILLI (TS_MILLI_PER_GPU / 2)
 
 /* Model lists of the pinned pods of the study's gpuspec20 workload, by how
  * often they occur there (counted from the published file). */
@@ -148,6 +154,14 @@ static int set_gpushare(gen *g, const ts_workload *w, double f, ts_err *err)
         share--;
     }
     return 0;
+}
+
+/* A fraction f of the one-whole-GPU pods, chosen at random, become halves. */
+static void set_halves(gen *g, double f)
+{
+    int want = (int)(f * count(g, is_one) + 0.5);
+    for (int k = 0; k < want; k++)
+        g->p[pick(g, is_one)].gpu_milli = GEN_HALF_MILLI;
 }
 
 static int set_multigpu(gen *g, const ts_workload *w, double f, ts_err *err)
@@ -291,10 +305,11 @@ static void gen_usage(FILE *f)
 {
     fprintf(f, "usage: tessera-sim gen-openb --pods BASE.csv --out OUT.csv [--seed N]\n"
                "         [--gpushare F] [--multigpu F] [--cpu F] [--gpuspec F]\n"
-               "         [--share-milli LO-HI]\n"
+               "         [--halves F] [--share-milli LO-HI]\n"
                "  F: gpushare = shares / GPU pods, multigpu = multi-GPU pods' share of GPU\n"
                "  demand (< 0.95), cpu = CPU-only pods / pods (< 0.95), gpuspec = pinned / GPU\n"
-               "  pods; --share-milli: share sizes uniform in LO..HI milli-GPU (steps of 10);\n"
+               "  pods; --halves: one-GPU pods turned into 500-milli shares (CPU and memory\n"
+               "  kept), applied after --gpushare; --share-milli: share sizes uniform in LO..HI milli-GPU (steps of 10);\n"
                "  an option left out keeps the base's value. At most %d pods.\n",
             GEN_PODS_MAX);
 }
@@ -302,7 +317,7 @@ static void gen_usage(FILE *f)
 int gen_openb_main(int argc, char **argv)
 {
     const char *pods = NULL, *out = NULL;
-    double share = -1, multi = -1, cpu = -1, spec = -1;
+    double share = -1, halves = -1, multi = -1, cpu = -1, spec = -1;
     int share_lo = 0, share_hi = 0;
     uint64_t seed = 1;
     for (int i = 2; i < argc; i++) {
@@ -332,6 +347,8 @@ int gen_openb_main(int argc, char **argv)
             }
         } else if (strcmp(o, "--gpushare") == 0)
             rc = fraction(o, v, 1.0, &share);
+        else if (strcmp(o, "--halves") == 0)
+            rc = fraction(o, v, 1.0, &halves);
         else if (strcmp(o, "--multigpu") == 0)
             rc = fraction(o, v, 0.95, &multi);
         else if (strcmp(o, "--cpu") == 0)
@@ -372,6 +389,8 @@ int gen_openb_main(int argc, char **argv)
         ts_err_set(&err, rc, "%s: more than %d pods", pods, GEN_PODS_MAX);
     if (rc == 0 && share >= 0)
         rc = set_gpushare(&g, w, share, &err);
+    if (rc == 0 && halves >= 0)
+        set_halves(&g, halves);
     if (rc == 0 && multi >= 0)
         rc = set_multigpu(&g, w, multi, &err);
     if (rc == 0 && cpu >= 0)

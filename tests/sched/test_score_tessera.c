@@ -1,7 +1,8 @@
 /*
  * test_score_tessera.c - how the default scorer (tessera) weighs a GPU share.
  *
- * A pod's score is trunc(100 * sigmoid(delta / 4000)); delta is M before -
+ * A pod's score is trunc(100 * sigmoid(delta / D)), D = 500 milli-GPU per
+ * GPU of the cluster's largest node, at most 4000 (8 GPUs); delta is M before -
  * M after (M = F + w S) for a whole GPU, and a (F drop) + b w (S drop) for a
  * share, with (a, b) = (1/2, 1) when the typical list pins at least 3 % of
  * its GPU demand to GPU models, else (1, 1) when at least 18 % of its pods
@@ -12,7 +13,8 @@
  * whole GPU still scores by M. Each case runs on a cluster short of CPU for
  * the mix (2 cores per GPU), where the class asking 3 cores per GPU weighs p
  * (2 / 3)^6, and on one that is not (5 cores per GPU), where every p is as
- * given.
+ * given. The nodes have two GPUs, so D is 1000; test_scale_follows_largest_node
+ * checks that a node of 8 GPUs joining the cluster makes it 4000.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -56,7 +58,16 @@ static void weighed(const ts_cluster *c, const ts_typical *typ, double *p)
     }
 }
 
-/* trunc(100 sigmoid(delta / 4000)), delta = a (F drop) + b w (S drop) of r
+/* D: 500 milli-GPU per GPU of c's largest node, at most 4000. */
+static double scale_of(const ts_cluster *c)
+{
+    int most = 0;
+    for (int i = 0; i < c->nnodes; i++)
+        most = c->nodes[i].ngpu > most ? c->nodes[i].ngpu : most;
+    return most >= 8 ? 4000.0 : 500.0 * most;
+}
+
+/* trunc(100 sigmoid(delta / D)), delta = a (F drop) + b w (S drop) of r
  * on the only GPU it can take first (GPU 0) of node 0 of c. */
 static int64_t expected(const ts_cluster *c, const ts_request *r, const ts_typical *typ,
                         double a, double b)
@@ -75,7 +86,7 @@ static int64_t expected(const ts_cluster *c, const ts_request *r, const ts_typic
     for (int k = 0; k < r->num_gpu; k++)
         s.free[k] -= r->gpu_milli;
     double f1 = ts_frag_shape_measure(&s, &t, &s1);
-    return (int64_t)(100.0 / (1.0 + exp(-(a * (f0 - f1) + b * w * (s0 - s1)) / 4000.0)));
+    return (int64_t)(100.0 / (1.0 + exp(-(a * (f0 - f1) + b * w * (s0 - s1)) / scale_of(c))));
 }
 
 /* The tessera score of r on node 0 of c under typ. */
@@ -176,8 +187,40 @@ static void test_short_cpu_discounts_hungry_class(void **state)
     sh.mem_left -= whole.mem_mib;
     sh.free[0] -= whole.gpu_milli;
     double f1 = ts_frag_shape_measure(&sh, &plain, &s1);
-    int64_t unweighed = (int64_t)(100.0 / (1.0 + exp(-((f0 + w * s0) - (f1 + w * s1)) / 4000.0)));
+    int64_t unweighed =
+        (int64_t)(100.0 / (1.0 + exp(-((f0 + w * s0) - (f1 + w * s1)) / scale_of(c))));
     assert_true(v != unweighed);
+    ts_cluster_free(c);
+}
+
+/* The sigmoid's scale follows the cluster's largest node: on 2-GPU nodes a
+ * node's M moves by at most 2000 milli, and 4000 (chosen where nodes have 8
+ * GPUs) put nearly every placement in the buckets next to 50. A node of 8
+ * GPUs joining gives 4000 back. */
+static void test_scale_follows_largest_node(void **state)
+{
+    (void)state;
+    ts_cluster *c = ts_cluster_new();
+    assert_non_null(c);
+    ts_node_spec spec = {.name = "t4", .gpu_model = "T4", .ngpu = 2, .cpu_milli = 4000,
+                         .mem_mib = 32768, .gpu_mode = TS_GPU_SHARED};
+    assert_int_equal(ts_cluster_add_node(c, &spec, NULL), 0);
+    ts_request cls[2] = {req(1000, 2, 1000, 0), req(1000, 1, 1000, 0)};
+    double p[2] = {0.5, 0.5};
+    int64_t cnt[2] = {1, 1};
+    int64_t mem[2] = {1024, 1024};
+    ts_typical typ = {.n = 2, .req = cls, .p = p, .count = cnt, .mem_mib = mem};
+    ts_request one = cls[1];
+    assert_true(scale_of(c) == 1000.0);
+    int64_t small = expected(c, &one, &typ, 1.0, 1.0);
+    assert_int_equal(score(c, &one, &typ), small);
+    ts_node_spec big = {.name = "big", .gpu_model = "T4", .ngpu = 8, .cpu_milli = 64000,
+                        .mem_mib = 262144, .gpu_mode = TS_GPU_SHARED};
+    assert_int_equal(ts_cluster_add_node(c, &big, NULL), 1);
+    assert_true(scale_of(c) == 4000.0);
+    int64_t large = expected(c, &one, &typ, 1.0, 1.0);
+    assert_true(small != large); /* the case tells the two scales apart */
+    assert_int_equal(score(c, &one, &typ), large);
     ts_cluster_free(c);
 }
 
@@ -220,6 +263,7 @@ int main(void)
         cmocka_unit_test(test_pinned_mix_halves_f),
         cmocka_unit_test(test_pinned_threshold),
         cmocka_unit_test(test_short_cpu_discounts_hungry_class),
+        cmocka_unit_test(test_scale_follows_largest_node),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

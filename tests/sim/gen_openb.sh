@@ -12,7 +12,8 @@
 # core` (tesserad's cycle per pod) prints exactly the figures of the tessera
 # scorer for the same seeds on a generated workload, and `core-learned`
 # (learning the mix online, as tesserad does) comes within half a point.
-# --share-milli draws share sizes uniformly from its range.
+# --share-milli draws share sizes uniformly from its range; --halves turns
+# that fraction of the one-GPU pods into 500-milli shares, CPU and memory kept.
 # gen-cluster: 2/4/8-GPU nodes keep the cluster's GPUs and each model's CPU
 # per GPU; --cpu-per-gpu and --mem-per-gpu scale them; --models gives the
 # model mix; bad options exit 2 naming the option. Every check counts; the
@@ -101,6 +102,12 @@ timeout $RUN_TIMEOUT_S "$SIM" fgd --quiet --jobs 1 --nodes "$NODES" --pods "$TMP
 figures() { awk -v p="$1" '$1 == p { $1 = ""; $NF = ""; print }' "$TMP/t.txt"; }
 check "core row printed" test -n "$(figures core)"
 check "core gives the tessera scorer's figures" test "$(figures core)" = "$(figures tessera)"
+# and on 4-GPU nodes, where the scorer's scale follows the largest node
+"$SIM" gen-cluster --nodes "$NODES" --out "$TMP/g4n.csv" --gpus-per-node 4
+timeout $RUN_TIMEOUT_S "$SIM" fgd --quiet --jobs 1 --nodes "$TMP/g4n.csv" --pods "$TMP/a.csv" \
+  --policy tessera,core --seeds 1 >"$TMP/t.txt"
+check "core gives the tessera scorer's figures on 4-GPU nodes" \
+  test -n "$(figures core)" -a "$(figures core)" = "$(figures tessera)"
 
 # core-learned (no trace list: the cycle learns the mix online, as tesserad)
 # within half a point of core on the default workload
@@ -126,6 +133,28 @@ for v in 0-5 900-100 5 100-1000; do
   check "--share-milli $v exits 2 naming the option" \
     test "$rc" = 2 -a -n "$(grep -F -- "--share-milli" "$TMP/err")"
 done
+
+# ---- --halves: one-GPU pods turned into 500-milli shares ------------------
+"$SIM" gen-openb --pods "$BASE" --out "$TMP/h0.csv" --seed 5 --cpu 0.25
+"$SIM" gen-openb --pods "$BASE" --out "$TMP/h5.csv" --seed 5 --cpu 0.25 --halves 0.5
+check "--halves 0.5: half the one-GPU pods become 500-milli shares, CPU and memory kept" \
+  python3 -c "
+import collections, csv, sys
+def rows(p):
+    return list(csv.DictReader(open(p)))
+a, b = rows('$TMP/h0.csv'), rows('$TMP/h5.csv')
+one = lambda rs: [r for r in rs if r['num_gpu'] == '1' and int(r['gpu_milli']) == 1000]
+half = lambda rs: [r for r in rs if r['num_gpu'] == '1' and int(r['gpu_milli']) == 500]
+res = lambda rs, f: collections.Counter((r['cpu_milli'], r['memory_mib']) for r in f(rs))
+n1, h0 = len(one(a)), len(half(a))
+ok = len(a) == len(b) and abs(len(half(b)) - h0 - n1 / 2) <= 1 and \\
+    len(one(b)) + len(half(b)) == n1 + h0 and \\
+    res(a, one) + res(a, half) == res(b, one) + res(b, half)
+sys.exit(not ok)"
+"$SIM" gen-openb --pods "$BASE" --out "$TMP/h.csv" --halves 1.5 2>"$TMP/err"
+rc=$?
+check "--halves 1.5 exits 2 naming the option" \
+  test "$rc" = 2 -a -n "$(grep -F -- "--halves" "$TMP/err")"
 
 # ---- gen-cluster: cluster variants keep the GPUs and reshape the nodes ------
 # cluster FILE: GPUs, nodes, CPU milli per GPU, memory MiB per GPU, models,
