@@ -746,9 +746,7 @@ static void *work(void *arg)
                 pthread_mutex_unlock(&f->mu);
             } else if (got == PEER_MISSING) {
                 /* the tracker's word is older than the peer's store (it
-                 * evicted the blob, or restarted): told, the tracker names
-                 * it again once it announces the blob, and grants the piece
-                 * from the registry if nobody else has it */
+                 * evicted the blob, or restarted): told as missing */
                 pthread_mutex_lock(&f->mu);
                 note_missing(f, peers[who].node);
                 note_busy(f, peers[who].node);
@@ -778,11 +776,9 @@ static void *work(void *arg)
         } else if (grant >= 0) {
             rc = from_origin(w, grant, &err);
             i = grant;
-        } else {
-            if (!probe_holders(f, ans)) {
-                struct timespec ts = {0, WAIT_STEP_NS};
-                nanosleep(&ts, NULL);
-            }
+        } else if (!probe_holders(f, ans)) {
+            struct timespec ts = {0, WAIT_STEP_NS};
+            nanosleep(&ts, NULL);
         }
         json_decref(ans);
         pthread_mutex_lock(&f->mu);
