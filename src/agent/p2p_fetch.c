@@ -13,7 +13,9 @@
  * peer not avoided holds (a holder sending its most answers 503 and is
  * left alone a moment: another holder or another piece; ties broken by this node's own offset, so that a
  * gang's nodes start at different pieces), else wait a little (others are
- * fetching the rest from the registry). Waiting longer than STALL_S
+ * fetching the rest from the registry; meanwhile it probes the grant
+ * holders with no piece to serve, whom nobody else would find dead).
+ * Waiting longer than STALL_S
  * without a new piece, or a tracker that has not answered for
  * TRACKER_LOST_S, and the registry gives the next missing piece. Each piece from a peer must have the
  * tracker's hash; the file as a whole must have the blob's digest, else
@@ -65,6 +67,12 @@
 #define BUSY_STALL_S 120.0          /* holders all busy this long: the registry after all */
 #define PEER_BUSY_S 0.3             /* a holder sending its most (503): asked again after this */
 #define BUSY_PAUSE_NS (50 * 1000 * 1000L) /* every holder of a wanted piece busy: this pause */
+/* Nothing to fetch: the nodes holding grants of missing pieces, with none
+ * to serve (so nobody asks them), are probed this often, a connect each: a
+ * refused port is a dead node, reported, and its grant goes at once rather
+ * than after the tracker's 5-s hold */
+#define PROBE_EVERY_S 0.5
+#define PROBE_CONNECT_TIMEOUT_MS 1000L
 
 typedef struct peer {
     char node[64];
@@ -93,6 +101,9 @@ typedef struct fetch {
     char avoid[PEERS_AVOID_MAX][64];
     double avoid_until[PEERS_AVOID_MAX]; /* a peer that failed: a while; one that lied: for good */
     int navoid, nreport_bad;    /* avoid[0..nreport_bad) not yet told to the tracker */
+    char missing[PEERS_AVOID_MAX][64]; /* said 404: not yet told to the tracker */
+    int nmissing;
+    double probed_s;            /* the grant holders without pieces were last probed */
     int held;
     double t0, last_new, tracker_ok; /* tracker_ok: its last answer */
     unsigned start;             /* this node's own starting point among the pieces */
@@ -247,6 +258,20 @@ static void avoid(fetch *f, const char *node, double for_s, bool report)
     f->nreport_bad++;
 }
 
+/* Under f->mu: node said it does not hold a piece the tracker named (404:
+ * it restarted, or evicted the layer). Told to the tracker as missing, not
+ * bad: it withdraws the node's word on the blob until the node announces
+ * it again, and bans nothing (a restarted node that fetches the layer anew
+ * is a holder again at its next announce, where a ban kept it out 60 s). */
+static void note_missing(fetch *f, const char *node)
+{
+    for (int i = 0; i < f->nmissing; i++)
+        if (!strcmp(f->missing[i], node))
+            return;
+    if (f->nmissing < PEERS_AVOID_MAX)
+        snprintf(f->missing[f->nmissing++], sizeof f->missing[0], "%s", node);
+}
+
 /* The announce's body, under f->mu; what it reports is taken as told. */
 static char *announce_body(fetch *f, bool done)
 {
@@ -257,7 +282,8 @@ static char *announce_body(fetch *f, bool done)
     for (int i = 0; i < f->npieces; i++)
         have[i] = done || f->have[i] ? '1' : '0';
     have[f->npieces] = 0;
-    json_t *hashes = json_object(), *bad = json_array(), *fetching = json_array();
+    json_t *hashes = json_object(), *bad = json_array(), *fetching = json_array(),
+           *missing = json_array();
     for (int i = 0; i < f->npieces; i++)
         if (f->origin_busy[i])
             json_array_append_new(fetching, json_integer(i));
@@ -269,15 +295,19 @@ static char *announce_body(fetch *f, bool done)
         }
     for (int i = 0; i < f->nreport_bad; i++)
         json_array_append_new(bad, json_string(f->avoid[i]));
-    json_t *body = json_pack("{s:s,s:s,s:s,s:I,s:s,s:o,s:o,s:o}", "node", p->node, "url",
+    for (int i = 0; i < f->nmissing; i++)
+        json_array_append_new(missing, json_string(f->missing[i]));
+    json_t *body = json_pack("{s:s,s:s,s:s,s:I,s:s,s:o,s:o,s:o,s:o}", "node", p->node, "url",
                              p->url, "blob", f->digest, "size", (json_int_t)f->size, "have",
-                             have, "hashes", hashes, "bad", bad, "fetching", fetching);
+                             have, "hashes", hashes, "bad", bad, "fetching", fetching,
+                             "missing", missing);
     free(have);
     char *txt = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     if (txt) { /* a lost answer loses these reports: the next fetch of the blob sends them */
         memset(f->report_hash, 0, (size_t)f->npieces);
         f->nreport_bad = 0;
+        f->nmissing = 0;
     }
     return txt;
 }
@@ -598,6 +628,53 @@ static int peers_of(const fetch *f, json_t *ans, peer *peers)
     return npeers;
 }
 
+/* Nothing to fetch now: one worker at a time connects to the nodes the
+ * tracker says hold grants of missing pieces (`granted`, those with no
+ * piece to serve), at most every PROBE_EVERY_S; a refused port is a dead
+ * node, reported as bad so that its grant goes now; silence counts as for
+ * any holder. True if it probed (the wait is spent). */
+static bool probe_holders(fetch *f, json_t *ans)
+{
+    pthread_mutex_lock(&f->mu);
+    double now = mono_s();
+    bool due = now - f->probed_s >= PROBE_EVERY_S;
+    if (due)
+        f->probed_s = now;
+    pthread_mutex_unlock(&f->mu);
+    json_t *g, *list = json_object_get(ans, "granted");
+    size_t k;
+    if (!due || !json_array_size(list))
+        return false;
+    json_array_foreach(list, k, g) {
+        const char *node = json_string_value(json_object_get(g, "node"));
+        const char *url = json_string_value(json_object_get(g, "url"));
+        if (!node || !url || strncmp(url, "http://", 7) != 0 || !strcmp(node, f->p->node))
+            continue;
+        pthread_mutex_lock(&f->mu);
+        bool skip = avoided(f, node);
+        pthread_mutex_unlock(&f->mu);
+        CURL *c = skip ? NULL : curl_easy_init();
+        if (!c)
+            continue;
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_CONNECT_ONLY, 1L);
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
+        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, PROBE_CONNECT_TIMEOUT_MS);
+        CURLcode cr = curl_easy_perform(c);
+        curl_easy_cleanup(c);
+        pthread_mutex_lock(&f->mu);
+        if (cr == CURLE_COULDNT_CONNECT) /* refused: nothing listens there any more */
+            avoid(f, node, PEER_FAILED_AVOID_S, true);
+        else if (cr == CURLE_OK)
+            note_answered(f, node);
+        else if (note_silent(f, node) >= PEER_SILENT_MAX)
+            avoid(f, node, PEER_FAILED_AVOID_S, true);
+        pthread_mutex_unlock(&f->mu);
+    }
+    return true;
+}
+
 /* One worker's loop until every piece is held or a worker failed. */
 static void *work(void *arg)
 {
@@ -669,11 +746,10 @@ static void *work(void *arg)
                 pthread_mutex_unlock(&f->mu);
             } else if (got == PEER_MISSING) {
                 /* the tracker's word is older than the peer's store (it
-                 * evicted the blob, or restarted): told as bad, the tracker
-                 * leaves it out until it announces the blob afresh, and
-                 * grants the piece from the registry if nobody else has it */
+                 * evicted the blob, or restarted): told as missing */
                 pthread_mutex_lock(&f->mu);
-                avoid(f, peers[who].node, PEER_FAILED_AVOID_S, true);
+                note_missing(f, peers[who].node);
+                note_busy(f, peers[who].node);
                 pthread_mutex_unlock(&f->mu);
             } else if (got == PEER_BUSY) { /* another holder, or this one in a moment */
                 pthread_mutex_lock(&f->mu);
@@ -700,7 +776,7 @@ static void *work(void *arg)
         } else if (grant >= 0) {
             rc = from_origin(w, grant, &err);
             i = grant;
-        } else {
+        } else if (!probe_holders(f, ans)) {
             struct timespec ts = {0, WAIT_STEP_NS};
             nanosleep(&ts, NULL);
         }

@@ -95,9 +95,10 @@ typedef struct ctld {
     ts_decision d;
     double last_cycle_ms;
     int64_t reserved_id;         /* the job holding the reservation (an event when it changes) */
-    /* its image, fetched ahead on the nodes its reservation plans it on
-     * (docs/images.md "Fetched while the job waits"): the job (0: none) and
-     * those nodes, shown in their desired state as a prefetch */
+    /* the planned job's image, fetched ahead on the nodes the cycle names
+     * for it (ts_decision.prefetch: its planned nodes and those it could
+     * start on; docs/images.md "Fetched while the job waits"): the job (0:
+     * none) and those nodes, shown in their desired state as a prefetch */
     int64_t prefetch_job;
     int prefetch_nodes[TS_CYCLE_RESERVED_NODES_MAX];
     int nprefetch_nodes;

@@ -183,22 +183,33 @@ static char *node_list(const ctld *c, const int *nodes, int n)
     return s;
 }
 
-/* The planned job's prefetch (j NULL: none): the nodes it leaves and the
- * nodes it reaches get their desired state again. */
+/* The waiting job whose image the cycle fetches ahead (d->prefetch, one:
+ * TS_CYCLE_PREFETCH_JOBS), or NULL. */
+static const cjob *prefetch_of(const ctld *c, cjob **w)
+{
+    const ts_decision *d = &c->d;
+    return d->nprefetch > 0 && prefetches(w[d->prefetch[0].job]) ? w[d->prefetch[0].job] : NULL;
+}
+
+/* The fetch ahead of j's image (NULL: none) on the cycle's prefetch nodes:
+ * the nodes it leaves and the nodes it reaches get their desired state
+ * again. */
 static void prefetch_update(ctld *c, const cjob *j)
 {
     const ts_decision *d = &c->d;
     int64_t id = j ? j->row.id : 0;
-    int n = j ? d->nplanned_nodes : 0;
+    int n = j ? d->prefetch[0].nnodes : 0;
+    const int *nodes = j ? d->prefetch[0].nodes : NULL;
     bool same = id == c->prefetch_job && n == c->nprefetch_nodes &&
-                (n == 0 || !memcmp(c->prefetch_nodes, d->planned_nodes, (size_t)n * sizeof(int)));
+                (n == 0 || !memcmp(c->prefetch_nodes, nodes, (size_t)n * sizeof(int)));
     if (same)
         return;
     for (int i = 0; i < c->nprefetch_nodes; i++)
         ctld_agent_moved(c, c->prefetch_nodes[i]);
     c->prefetch_job = n > 0 ? id : 0;
     c->nprefetch_nodes = n;
-    memcpy(c->prefetch_nodes, d->planned_nodes, (size_t)n * sizeof(int));
+    if (n > 0)
+        memcpy(c->prefetch_nodes, nodes, (size_t)n * sizeof(int));
     for (int i = 0; i < n; i++)
         ctld_agent_moved(c, c->prefetch_nodes[i]);
 }
@@ -274,11 +285,11 @@ static int plan_decisions(ctld *c, double now, cjob **w, cjob **r, ctld_txn *t, 
         rc = detail ? ctld_txn_event(t, j->row.id, now, "reserved", detail) : TS_ENOMEM;
         free(detail);
     }
-    /* an event when a waiting job's planned nodes first fetch its image */
-    if (rc == 0 && d->planned >= 0 && w[d->planned]->row.id != c->prefetch_job &&
-        prefetches(w[d->planned])) {
-        const cjob *j = w[d->planned];
-        char *nodes = node_list(c, d->planned_nodes, d->nplanned_nodes);
+    /* an event when a waiting job's image is first fetched ahead */
+    const cjob *pj = prefetch_of(c, w);
+    if (rc == 0 && pj && pj->row.id != c->prefetch_job) {
+        const cjob *j = pj;
+        char *nodes = node_list(c, d->prefetch[0].nodes, d->prefetch[0].nnodes);
         char *pf = nodes ? dupf("nodes=%s image=%s", nodes, j->spec->image) : NULL;
         rc = !nodes || pf ? (pf ? ctld_txn_event(t, j->row.id, now, "prefetch", pf) : 0)
                           : TS_ENOMEM;
@@ -335,7 +346,7 @@ static void after_starts(ctld *c, double now, cjob **w, const bool *started)
         c->reserved_id = w[d->reserved]->row.id;
     else
         c->reserved_id = 0;
-    prefetch_update(c, d->planned >= 0 && prefetches(w[d->planned]) ? w[d->planned] : NULL);
+    prefetch_update(c, prefetch_of(c, w));
 }
 
 static int by_order(const void *x, const void *y)

@@ -346,6 +346,7 @@ static const struct {
      "\"have\"],\"properties\":{\"node\":{\"type\":\"string\"},\"url\":{\"type\":"
      "\"string\"},\"blob\":{\"type\":\"string\"},\"size\":{\"type\":\"integer\"},"
      "\"have\":{\"type\":\"string\"},\"hashes\":{\"type\":\"object\"},\"bad\":{"
+     "\"type\":\"array\",\"items\":{\"type\":\"string\"}},\"missing\":{"
      "\"type\":\"array\",\"items\":{\"type\":\"string\"}},\"fetching\":{\"type\":"
      "\"array\",\"items\":{\"type\":\"integer\"}}}}"},
     {"P2PAnswer",
@@ -353,7 +354,8 @@ static const struct {
      "\"grant\",\"token\",\"key\"],\"properties\":{\"piece_bytes\":{\"type\":"
      "\"integer\"},\"peers\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
      "\"hashes\":{\"type\":\"array\"},\"grant\":{\"type\":\"integer\"},\"token\":{"
-     "\"type\":\"string\"},\"key\":{\"type\":\"string\"}}}"},
+     "\"type\":\"string\"},\"key\":{\"type\":\"string\"},\"granted\":{\"type\":"
+     "\"array\",\"items\":{\"type\":\"object\"}}}}"},
     {"OpenAPI",
      "{\"type\":\"object\",\"required\":[\"openapi\",\"paths\"]}"},
     {"Text",

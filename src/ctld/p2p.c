@@ -15,7 +15,11 @@
  * registry about once (the grant of a node that went silent goes to
  * another node) and the rest from each other. A peer reported bad by a
  * node is left out of every answer for that blob for BAN_S, or until it
- * announces holding none of it (it restarted).
+ * announces holding none of it (it restarted); one reported missing (it
+ * said it does not hold what it was named for) is named again once it
+ * announces the blob. The answer also names the nodes holding grants with
+ * no piece to serve (granted), which waiting nodes probe: nobody else would
+ * find such a node dead.
  *
  * The table lives in memory only (a restarted controller learns it again
  * from the next announcements): at most BLOBS_MAX blobs, the least
@@ -292,7 +296,44 @@ static bool parse(const json_t *in, const char **url, const char **digest, long 
                          "URLs is required");
         return false;
     }
+    json_t *missing = json_object_get(in, "missing");
+    if (missing && (!json_is_array(missing) || json_array_size(missing) > 1024)) {
+        ctld_reply_error(r, 400, "invalid", "missing: an array of at most 1024 node names "
+                         "or URLs is required");
+        return false;
+    }
     return true;
+}
+
+/* Node q, as named in a report (by URL or node name), or -1. */
+static int named_node(const ctld *c, const struct ctld_p2p *T, const char *name)
+{
+    for (int q = 0; name && q < T->nnodes; q++)
+        if (!strcmp(T->url[q], name) || !strcmp(c->cluster->nodes[q].name, name))
+            return q;
+    return -1;
+}
+
+/* The asker's reports on blob b: a node that lied or is gone (bad) is
+ * banned; a node that said it does not hold what the tracker named
+ * (missing: it restarted, or evicted the layer) has its word on the blob
+ * withdrawn until it announces it again, and no ban: a restarted node
+ * fetching the layer anew is a holder again at its next announce. */
+static void take_reports(const ctld *c, struct ctld_p2p *T, p2p_blob *b, int n, json_t *in,
+                         double now)
+{
+    size_t k;
+    json_t *v;
+    json_array_foreach(json_object_get(in, "bad"), k, v) {
+        int q = named_node(c, T, json_string_value(v));
+        if (q >= 0 && q != n)
+            ban_node(b, q, now);
+    }
+    json_array_foreach(json_object_get(in, "missing"), k, v) {
+        int q = named_node(c, T, json_string_value(v));
+        if (q >= 0 && q != n && b->have[q])
+            memset(b->have[q], 0, (size_t)b->npieces);
+    }
 }
 
 static json_t *answer(const ctld *c, struct ctld_p2p *T, p2p_blob *b, int n, int g,
@@ -324,6 +365,21 @@ static json_t *answer(const ctld *c, struct ctld_p2p *T, p2p_blob *b, int n, int
     }
     for (int i = 0; i < b->npieces; i++)
         json_array_append_new(hashes, b->hash[i][0] ? json_string(b->hash[i]) : json_null());
+    /* the nodes taking missing pieces from the registry with none to serve:
+     * nobody asks them, so a waiting node probes them (a dead one's grant
+     * would otherwise hold its piece for CLAIM_S) */
+    json_t *granted = json_array();
+    for (int q = 0; q < T->nnodes; q++) {
+        bool claims = false, holds = false;
+        for (int i = 0; i < b->npieces && !claims; i++)
+            claims = b->claim_node[i] == q && b->claim_until[i] > b->used_s && !b->have[n][i];
+        for (int i = 0; claims && b->have[q] && i < b->npieces && !holds; i++)
+            holds = b->have[q][i];
+        if (claims && !holds && q != n && T->url[q][0] && b->banned_until[q] <= b->used_s)
+            json_array_append_new(granted, json_pack("{s:s,s:s}", "node",
+                                                     c->cluster->nodes[q].name, "url",
+                                                     T->url[q]));
+    }
     char mac_text[400];
     unsigned char mac[32];
     char token[120];
@@ -334,9 +390,9 @@ static json_t *answer(const ctld *c, struct ctld_p2p *T, p2p_blob *b, int n, int
         return NULL;
     for (int i = 0; i < 32; i++)
         q += sprintf(q, "%02x", mac[i]);
-    return json_pack("{s:I,s:o,s:o,s:i,s:s,s:s}", "piece_bytes", (json_int_t)PIECE_BYTES,
+    return json_pack("{s:I,s:o,s:o,s:i,s:s,s:s,s:o}", "piece_bytes", (json_int_t)PIECE_BYTES,
                      "peers", peers, "hashes", hashes, "grant", g, "token", token, "key",
-                     T->key_hex);
+                     T->key_hex, "granted", granted);
 }
 
 void ctld_p2p_route(ctld *c, const ctld_request *rq, ctld_reply *r)
@@ -399,16 +455,7 @@ void ctld_p2p_route(ctld *c, const ctld_request *rq, ctld_reply *r)
                     !b->hash[i][0])
                     snprintf(b->hash[i], sizeof b->hash[i], "%s", h);
             }
-            size_t bi;
-            json_t *bad;
-            json_array_foreach(json_object_get(in, "bad"), bi, bad) {
-                const char *bn = json_string_value(bad);
-                /* named by URL or by node name */
-                for (int q = 0; bn && q < T->nnodes; q++)
-                    if (q != n && (!strcmp(T->url[q], bn) ||
-                                   !strcmp(c->cluster->nodes[q].name, bn)))
-                        ban_node(b, q, now);
-            }
+            take_reports(c, T, b, n, in, now);
             json_t *fe = json_object_get(in, "fetching"), *fv;
             size_t fi;
             uint8_t *fetching = fe ? calloc((size_t)b->npieces, 1) : NULL;

@@ -526,11 +526,10 @@ static int core_cycle(core_state *s, const ts_replay_view *v)
             cj->est_s = s->d.pending[k].estimated_s;
         }
     }
-    /* the planned job's nodes begin pulling its image (the agents'
-     * prefetch of a reservation) */
-    if (s->img && s->d.planned >= 0 && s->d.planned < nw)
-        replay_images_prefetch(s->img, s->wi[s->d.planned], s->d.planned_nodes,
-                               s->d.nplanned_nodes, v->now_s);
+    /* the nodes the decision names begin pulling the planned job's image
+     * (the agents' prefetch of a reservation or an estimate) */
+    if (s->img)
+        replay_images_prefetch(s->img, &s->d, s->wi, v->now_s);
     for (int k = 0; k < s->d.npreempts; k++) {
         int j = s->ri[s->d.preempts[k].victim];
         core_job *cj = &s->jobs[j];

@@ -20,12 +20,15 @@
  * progress at the start of the run (the policy's start_delay_s), as the
  * real pull holds the job's GPUs.
  *
- * Prefetch: when a cycle plans a waiting job on named nodes (its
- * reservation, or the one job planned without holding), those nodes start
- * pulling its image then, at PREFETCH_SHARE of their bandwidth (below the
- * running jobs' traffic, TS_REPLAY_PREFETCH_SHARE overrides; 0: off), so a
- * reserved job finds part or all of it there at its start. A prefetch's
- * bytes are settled lazily (replay_images_settle) from its start time.
+ * Prefetch: the nodes a cycle's decision names for a waiting job's image
+ * (ts_decision.prefetch: its planned nodes and the others it could start
+ * on as running jobs end) start pulling it then, at PREFETCH_SHARE of their
+ * bandwidth shared among a node's prefetches (below the running jobs'
+ * traffic, TS_REPLAY_PREFETCH_SHARE overrides; 0: off), so a planned job
+ * finds part or all of it there at its start. As in tesserad, a node
+ * fetches ahead only what the latest decision names: the others stop, what
+ * they brought kept. A prefetch's bytes are settled lazily
+ * (replay_images_settle) at each decision and start.
  */
 #include <math.h>
 #include <stdio.h>
@@ -57,10 +60,14 @@ struct replay_images {
     int64_t *held;        /* [nimages * nnodes] */
     double *used_s;       /* [nimages * nnodes] last start that used it there */
     double *bw;           /* [nnodes] bytes/s */
-    /* prefetches under way: cell (image * nnodes + node), since when, from how many bytes */
-    size_t *pf_cell;
-    double *pf_since_s;
-    int64_t *pf_from;
+    /* prefetches under way: cell (image * nnodes + node), since when, from
+     * how many bytes (settled up to since_s) */
+    struct prefetch {
+        size_t cell;
+        double since_s;
+        int64_t from;
+        bool named;         /* by the decision being applied */
+    } *pf;
     int npf, pf_cap;
     double pf_share;
     ts_image_table table;
@@ -150,9 +157,7 @@ void replay_images_free(replay_images *m)
     free(m->held);
     free(m->used_s);
     free(m->bw);
-    free(m->pf_cell);
-    free(m->pf_since_s);
-    free(m->pf_from);
+    free(m->pf);
     free(m->wait);
     free(m->kind);
     free(m->planned_s);
@@ -170,7 +175,7 @@ const ts_image_table *replay_images_table(const replay_images *m) { return &m->t
 static int prefetch_of(const replay_images *m, size_t k)
 {
     for (int i = 0; i < m->npf; i++)
-        if (m->pf_cell[i] == k)
+        if (m->pf[i].cell == k)
             return i;
     return -1;
 }
@@ -180,10 +185,7 @@ static void prefetch_stop(replay_images *m, size_t k)
     int i = prefetch_of(m, k);
     if (i < 0)
         return;
-    m->npf--;
-    m->pf_cell[i] = m->pf_cell[m->npf];
-    m->pf_since_s[i] = m->pf_since_s[m->npf];
-    m->pf_from[i] = m->pf_from[m->npf];
+    m->pf[i] = m->pf[--m->npf];
 }
 
 /* Room for img on node: least recently used images go until it fits. */
@@ -210,70 +212,89 @@ static void make_room(replay_images *m, int img, int node)
     }
 }
 
+/* Node's share of its prefetch bandwidth: split evenly among the
+ * prefetches under way there (counted at each settle). */
+static double prefetch_rate(const replay_images *m, int node)
+{
+    int n = 0;
+    for (int i = 0; i < m->npf; i++)
+        n += (int)(m->pf[i].cell % (size_t)m->nnodes) == node;
+    return m->pf_share * m->bw[node] / (n > 0 ? n : 1);
+}
+
 void replay_images_settle(replay_images *m, double now_s)
 {
     if (!m)
         return;
     for (int i = 0; i < m->npf;) {
-        size_t k = m->pf_cell[i];
+        size_t k = m->pf[i].cell;
         int img = (int)(k / (size_t)m->nnodes), node = (int)(k % (size_t)m->nnodes);
-        double got = m->pf_share * m->bw[node] * (now_s - m->pf_since_s[i]);
+        double got = prefetch_rate(m, node) * (now_s - m->pf[i].since_s);
         int64_t want = m->bytes[img], was = m->held[k];
-        int64_t now = m->pf_from[i] + (int64_t)got < want ? m->pf_from[i] + (int64_t)got : want;
+        int64_t now = m->pf[i].from + (int64_t)got < want ? m->pf[i].from + (int64_t)got : want;
+        m->pf[i].from = now; /* settled: the next settle counts from now */
+        m->pf[i].since_s = now_s;
         if (now > was) {
             m->held[k] = now;
             m->prefetched_bytes += now - was;
         }
         if (m->held[k] >= want) {
-            m->npf--;
-            m->pf_cell[i] = m->pf_cell[m->npf];
-            m->pf_since_s[i] = m->pf_since_s[m->npf];
-            m->pf_from[i] = m->pf_from[m->npf];
+            m->pf[i] = m->pf[--m->npf];
         } else {
             i++;
         }
     }
 }
 
-void replay_images_prefetch(replay_images *m, int job, const int *nodes, int nnodes,
-                            double now_s)
+/* Job's image fetched ahead on nodes: named in this decision's plan. */
+static void prefetch_one(replay_images *m, int job, const int *nodes, int nnodes, double now_s)
 {
     int img = replay_images_of(m, job) - 1;
     if (img < 0)
         return;
     if (m->planned_s[job] < 0.0)
         m->planned_s[job] = now_s;
-    if (m->pf_share <= 0.0)
-        return;
-    replay_images_settle(m, now_s);
     for (int t = 0; t < nnodes; t++) {
         int node = nodes[t];
         if (node < 0 || node >= m->nnodes)
             continue;
         size_t k = (size_t)img * m->nnodes + node;
-        if (m->held[k] >= m->bytes[img] || prefetch_of(m, k) >= 0)
+        int was = prefetch_of(m, k);
+        if (was >= 0)
+            m->pf[was].named = true;
+        if (m->pf_share <= 0.0 || m->held[k] >= m->bytes[img] || was >= 0)
             continue;
         if (m->npf == m->pf_cap) {
             int cap = m->pf_cap ? 2 * m->pf_cap : 64;
-            size_t *c = realloc(m->pf_cell, (size_t)cap * sizeof *c);
-            if (c)
-                m->pf_cell = c;
-            double *sn = c ? realloc(m->pf_since_s, (size_t)cap * sizeof *sn) : NULL;
-            if (sn)
-                m->pf_since_s = sn;
-            int64_t *fr = sn ? realloc(m->pf_from, (size_t)cap * sizeof *fr) : NULL;
-            if (!fr)
+            struct prefetch *c = realloc(m->pf, (size_t)cap * sizeof *c);
+            if (!c)
                 return; /* no prefetch: the start pulls it all, as without one */
-            m->pf_from = fr;
+            m->pf = c;
             m->pf_cap = cap;
         }
         make_room(m, img, node);
         m->used_s[k] = now_s; /* not the next to go while it comes */
-        m->pf_cell[m->npf] = k;
-        m->pf_since_s[m->npf] = now_s;
-        m->pf_from[m->npf] = m->held[k];
-        m->npf++;
+        m->pf[m->npf++] = (struct prefetch){.cell = k, .since_s = now_s, .from = m->held[k],
+                                            .named = true};
     }
+}
+
+void replay_images_prefetch(replay_images *m, const ts_decision *d, const int *wi,
+                            double now_s)
+{
+    replay_images_settle(m, now_s);
+    for (int i = 0; i < m->npf; i++)
+        m->pf[i].named = false;
+    for (int k = 0; k < d->nprefetch; k++)
+        prefetch_one(m, wi[d->prefetch[k].job], d->prefetch[k].nodes, d->prefetch[k].nnodes,
+                     now_s);
+    /* a node fetches ahead only what this decision names (tesserad's
+     * desired state): the others stop, their bytes kept */
+    for (int i = 0; i < m->npf;)
+        if (m->pf[i].named)
+            i++;
+        else
+            m->pf[i] = m->pf[--m->npf];
 }
 
 double replay_images_start(replay_images *m, int job, const ts_alloc *allocs, int ntasks,

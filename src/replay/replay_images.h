@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "tessera/cycle.h"
 #include "tessera/image_place.h"
 #include "tessera/model.h"
 
@@ -27,9 +28,11 @@ const ts_image_table *replay_images_table(const replay_images *m);
  * figures. */
 double replay_images_start(replay_images *m, int job, const ts_alloc *allocs, int ntasks,
                            bool queued, double now_s);
-/* The cycle planned job on nodes[0..nnodes) (a reservation): they begin
- * pulling its image now, at the prefetch share of their bandwidth. */
-void replay_images_prefetch(replay_images *m, int job, const int *nodes, int nnodes,
+/* The decision d names where images are fetched ahead (d->prefetch, its
+ * jobs the replay's jobs wi[]): those nodes pull them from now, sharing the
+ * prefetch share of their bandwidth; prefetches it no longer names stop,
+ * their bytes kept. */
+void replay_images_prefetch(replay_images *m, const ts_decision *d, const int *wi,
                             double now_s);
 /* Prefetches' bytes brought up to now_s (before the table is read). */
 void replay_images_settle(replay_images *m, double now_s);

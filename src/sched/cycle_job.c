@@ -272,6 +272,40 @@ void loop_planned_set(ts_decision *d, int i, const ts_alloc *plan, int ntasks, b
     }
 }
 
+/* Under the cap: node added to f once, if it takes work (not drained, its
+ * agent registered). */
+static void prefetch_node(const ts_sched *s, ts_cycle_prefetch *f, int node, int cap)
+{
+    bool seen = node < 0 || f->nnodes >= cap || !ts_sched_node_schedulable(s, node);
+    for (int q = 0; q < f->nnodes && !seen; q++)
+        seen = f->nodes[q] == node;
+    if (!seen)
+        f->nodes[f->nnodes++] = node;
+}
+
+void loop_prefetch_add(loop *l, int i, const plan_job *ends, int n)
+{
+    ts_decision *d = l->d;
+    if (d->nprefetch >= TS_CYCLE_PREFETCH_JOBS)
+        return;
+    ts_cycle_prefetch *f = &d->prefetch[d->nprefetch++];
+    f->job = i;
+    f->nnodes = 0;
+    for (int k = 0; k < l->w[i].ntasks; k++)
+        prefetch_node(l->s, f, l->plan[k].node, TS_CYCLE_RESERVED_NODES_MAX);
+    int cap = TS_CYCLE_PREFETCH_FACTOR * f->nnodes;
+    cap = cap < TS_CYCLE_RESERVED_NODES_MAX ? cap : TS_CYCLE_RESERVED_NODES_MAX;
+    /* nodes with a free GPU now (a job ending beside it makes the room),
+     * then those of the running jobs as the plan expects them to end */
+    const ts_cluster *c = l->s->c;
+    for (int node = 0; node < c->nnodes && f->nnodes < cap; node++)
+        if (c->nodes[node].gpus_free > 0)
+            prefetch_node(l->s, f, node, cap);
+    for (int e = 0; e < n && f->nnodes < cap; e++)
+        for (int k = 0; k < ends[e].job->ntasks; k++)
+            prefetch_node(l->s, f, ends[e].allocs[k].node, cap);
+}
+
 static int cmp_end(const void *a, const void *b)
 {
     const plan_job *x = a, *y = b;
@@ -316,6 +350,7 @@ static void reserve(loop *l, int i, bool hold)
     p->estimated_s = at;
     if (!hold) {
         loop_planned_set(d, i, l->plan, job->ntasks, false);
+        loop_prefetch_add(l, i, l->pj, n);
         char was[TS_CYCLE_WHY_MAX];
         snprintf(was, sizeof was, "%s", why_of(l, i));
         char when[32], in[32];
@@ -338,6 +373,7 @@ static void reserve(loop *l, int i, bool hold)
     ts_fmt_duration(at - l->now, in, sizeof in);
     l->why_off[i] = loop_why_add(l, "%s; reserved to start by %s (in %s)", was, when, in);
     loop_planned_set(d, i, l->plan, job->ntasks, true);
+    loop_prefetch_add(l, i, l->pj, n);
     if (blockers_set(s, job, l->plan) == 0)
         s->epoch++;
 }

@@ -542,6 +542,7 @@ static void decision_clear(ts_decision *d)
     d->reserved_at_s = -1.0;
     d->planned = -1;
     d->nplanned_nodes = 0;
+    d->nprefetch = 0;
 }
 
 int cycle_decide(ts_sched *s, double now, const ts_job *waiting, int nwaiting,

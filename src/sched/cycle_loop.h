@@ -154,6 +154,10 @@ bool loop_within_guarantee(const loop *l, int i);
 void loop_node_tier_add(ts_sched *s, const ts_job *job, const ts_alloc *allocs);
 /* Waiting job i's plan, the distinct nodes of it, into the decision. */
 void loop_planned_set(ts_decision *d, int i, const ts_alloc *plan, int ntasks, bool hold);
+/* Waiting job i's image fetched ahead (ts_decision.prefetch) on its plan
+ * (l->plan) and the nodes of ends[0..n) (the plan's end order; none for a
+ * preemptor, whose victims stop now), while fewer jobs are. */
+void loop_prefetch_add(loop *l, int i, const plan_job *ends, int n);
 /* Job i in its turn: quota, placement, else preemption, reservation or an
  * estimate. 0, or < 0 (TS_ENOMEM). */
 int loop_process(loop *l, int i);

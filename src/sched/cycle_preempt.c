@@ -422,6 +422,7 @@ static void preempt_record(loop *l, int i, const vkey *keys, int m, const bool *
         d->pending[i].reserved_at_s = until;
         d->pending[i].estimated_s = until;
         loop_planned_set(d, i, l->plan, job->ntasks, true);
+        loop_prefetch_add(l, i, NULL, 0);
         if (blockers_set(s, job, l->plan) == 0)
             s->epoch++;
     }

@@ -239,17 +239,20 @@ def _layer_digest(store):
     return "sha256:" + name, os.path.getsize(os.path.join(d, name))
 
 
-def _announce(c, node, blob, size, have=None, hashes=None, bad=None, fetching=None):
+def _announce(c, node, blob, size, have=None, hashes=None, bad=None, fetching=None,
+              missing=None, url="http://127.0.0.1:1"):
     from harness import http_call
     with open(node_token(c, node)) as f:
         tok = f.read().strip()
     pieces = (size + (4 << 20) - 1) >> 22
-    body = {"node": node, "url": "http://127.0.0.1:1", "blob": blob, "size": size,
+    body = {"node": node, "url": url, "blob": blob, "size": size,
             "have": have if have is not None else "0" * pieces}
     if hashes is not None:
         body["hashes"] = hashes
     if bad is not None:
         body["bad"] = bad
+    if missing is not None:
+        body["missing"] = missing
     if fetching is not None:
         body["fetching"] = fetching
     return http_call(c.url, "POST", "/v1/agent/p2p", tok, body)
@@ -503,3 +506,79 @@ def scenario_i_a_node_without_the_trackers_key_says_busy(c):
 
 
 scenario_i_a_node_without_the_trackers_key_says_busy.needs = NEEDS
+
+
+def _peer_have(answer, node):
+    """What the tracker's answer says node holds ("" when it is not named)."""
+    return next((p["have"] for p in answer.get("peers", []) if p["node"] == node), "")
+
+
+def scenario_j_a_peer_without_the_layer_is_not_here_not_bad(c):
+    """images.md "Peer-to-peer": a peer that answers that it does not hold
+    a layer the tracker named (404: it restarted, or evicted it) is reported
+    as missing, not bad: the tracker stops naming it for that layer until
+    it announces the layer again, and names it again at once when it does
+    (a restarted node fetching the layer anew), where a report as bad kept
+    it out for a minute."""
+    blob = "sha256:" + os.urandom(32).hex()
+    size = 12 << 20
+    st, _ = _announce(c, "q-1", blob, size, have="111")
+    st, a = _announce(c, "q-3", blob, size)
+    check(st == 200 and _peer_have(a, "q-1") == "111", f"q-1 is named as a holder: {a}")
+    st, _ = _announce(c, "q-2", blob, size, missing=["q-1"])  # q-1 said 404 to q-2
+    st, a = _announce(c, "q-3", blob, size)
+    check(st == 200 and _peer_have(a, "q-1") == "",
+          f"once reported missing, q-1 is no longer named for the layer: {a.get('peers')}")
+    st, _ = _announce(c, "q-1", blob, size, have="100")  # it fetches the layer anew
+    st, a = _announce(c, "q-3", blob, size)
+    check(st == 200 and _peer_have(a, "q-1") == "100",
+          f"q-1 is named again at its next announce, not banned: {a.get('peers')}")
+    st, bad = _announce(c, "q-3", blob, size, missing="q-1")
+    check(st == 400 and "missing" in json.dumps(bad),
+          f"a bad report is refused naming the field: {st} {bad}")
+
+
+scenario_j_a_peer_without_the_layer_is_not_here_not_bad.needs = ()
+
+
+def scenario_k_a_dead_grant_holder_without_pieces_is_reported(c):
+    """images.md "Peer-to-peer": a node that dies while it takes a piece
+    from the registry, before it holds any piece, is found by the nodes
+    waiting for that piece (they probe the grant holders the tracker names
+    with nothing to serve) and reported, so its grant goes at once, not
+    after the grant's 5 s; nobody else asks such a node anything."""
+    r, _ = registry()
+    ref = r.push_busybox("team/probe:1", "a grant holder dies",
+                         {"/data/blob": os.urandom(LAYER_BYTES)}).replace(
+        f"127.0.0.1:{PORT}", f"127.0.0.1:{FRONT_PORT}")
+    s0, s2 = (tempfile.mkdtemp(prefix="tessera-p2p-store-") for _ in range(2))
+    atexit.register(lambda: [(unmount_under(s), shutil.rmtree(s, ignore_errors=True))
+                             for s in (s0, s2)])
+    plain = subprocess.run([c.bins["agent"], "image-pull", "--store", s0, "--plain-http", ref],
+                           capture_output=True, text=True, timeout=120)
+    check(plain.returncode == 0, f"the layer's digest, from a plain pull: "
+          f"{plain.stderr.strip()[-200:]}")
+    if plain.returncode:
+        return
+    blob, size = _layer_digest(s0)
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens: a node that died
+    st, a = _announce(c, "q-1", blob, size, fetching=[], url=dead)
+    g = a.get("grant", -1) if st == 200 else -1
+    check(g >= 0, f"q-1 is granted a piece from the registry: {st} {a}")
+    if g < 0:
+        return
+    _announce(c, "q-1", blob, size, fetching=[g], url=dead)  # taking it; then it dies
+    t0 = time.monotonic()
+    out = finish(pull(c, "q-2", s2, ref), "q-2")
+    took = time.monotonic() - t0
+    check(out.get("from_peers", -1) == 0, f"q-2 took every piece from the registry: {out}")
+    # the tracker banned q-1 for the layer: named no longer, whatever it holds
+    st, _ = _announce(c, "q-1", blob, size, have="1" + "0" * (((size + (4 << 20) - 1) >> 22)
+                                                               - 1), url=dead)
+    st, a = _announce(c, "q-3", blob, size)
+    check(st == 200 and _peer_have(a, "q-1") == "",
+          f"q-2 probed q-1, found its port refused and reported it (pull {took:.1f} s; "
+          f"the grant's hold is 5 s): peers {a.get('peers')}")
+
+
+scenario_k_a_dead_grant_holder_without_pieces_is_reported.needs = NEEDS

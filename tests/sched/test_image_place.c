@@ -3,8 +3,9 @@
  * nodes the policy finds equal, the cycle picks those that hold the job's
  * image, by the seconds its pull would take; it never trades a better
  * packing score for a held image; a job with no image, or an image every
- * node holds alike, is placed exactly as without the table; a bad table is
- * refused naming the entry.
+ * node holds alike, is placed exactly as without the table; a planned job's
+ * image is fetched ahead where it could start; a bad table is refused
+ * naming the entry.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -317,6 +318,42 @@ static void keyed_choice_only_breaks_ties(void **state)
     }
 }
 
+/* The job the cycle plans has its image fetched ahead (ts_decision.prefetch)
+ * on its planned node first, then the node with a free GPU, then the nodes
+ * of the running jobs in the order their time limits end them: the plan
+ * names the node of the first to end, and any of them may end first. */
+static void prefetch_names_where_it_could_start(void **state)
+{
+    fx *f = *state;
+    /* nodes 0..2 full (limits ending 1010, 110, 510), node 3 half full */
+    const double limit[4] = {1000.0, 100.0, 500.0, 2000.0};
+    ts_job run[4];
+    ts_alloc held[4];
+    for (int k = 0; k < 4; k++) {
+        run[k] = a_job(10 + k, k == 3 ? &FOUR_GPU : &EIGHT_GPU, 1, 0);
+        run[k].time_limit_s = limit[k];
+        const ts_cycle_start *st = cycle(f, &run[k], run, k);
+        assert_non_null(st);
+        assert_int_equal(st->allocs[0].node, k);
+        held[k] = st->allocs[0];
+        run[k].allocs = &held[k];
+        run[k].start_s = 10.0;
+        run[k].last_ckpt_s = 10.0;
+    }
+    set_table(f);
+    ts_job w = a_job(2, &EIGHT_GPU, 1, 1);
+    assert_null(cycle(f, &w, run, 4));
+    assert_int_equal(f->d.planned, 0);
+    assert_int_equal(f->d.nplanned_nodes, 1);
+    assert_int_equal(f->d.planned_nodes[0], 1);
+    assert_int_equal(f->d.nprefetch, 1);
+    assert_int_equal(f->d.prefetch[0].job, 0);
+    const int want[4] = {1, 3, 2, 0};
+    assert_int_equal(f->d.prefetch[0].nnodes, 4);
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(f->d.prefetch[0].nodes[k], want[k]);
+}
+
 static void bad_tables_name_the_entry(void **state)
 {
     fx *f = *state;
@@ -344,6 +381,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(gang_finds_its_image_past_the_head, setup, teardown),
         cmocka_unit_test_setup_teardown(image_never_beats_packing, setup, teardown),
         cmocka_unit_test(keyed_choice_only_breaks_ties),
+        cmocka_unit_test_setup_teardown(prefetch_names_where_it_could_start, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_tables_name_the_entry, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
