@@ -28,7 +28,7 @@
 #define LOG_FILE_MODE 0640
 #define TASK_DIR_MODE 0700   /* the task's alone */
 #define TASK_DIRS_MODE 0711  /* anyone may pass through to their own, no one may list */
-#define REMOVE_DEPTH_MAX 32  /* what a task nests deeper is left, not recursed into */
+#define REMOVE_DEPTH_MAX 256 /* a descriptor a level; what a task nests deeper is left */
 
 int agent_log_open(const char *dir, const char *id, const char *ext, char *path, size_t len,
                    const struct ts_run_as *ra, ts_err *err)
