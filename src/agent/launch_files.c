@@ -69,7 +69,7 @@ int agent_log_open(const char *dir, const char *id, const char *ext, char *path,
 
 /* Removes dfd/name and, for a folder, what is below it, never following a
  * link. 0, or -1 with errno. */
-static int launch_rm_tree(int dfd, const char *name, int depth)
+static int agent_rm_tree_at(int dfd, const char *name, int depth)
 {
     struct stat sb;
     if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
@@ -92,7 +92,7 @@ static int launch_rm_tree(int dfd, const char *name, int depth)
     int rc = 0;
     for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;)
         if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            rc = launch_rm_tree(dirfd(d), e->d_name, depth + 1);
+            rc = agent_rm_tree_at(dirfd(d), e->d_name, depth + 1);
     closedir(d);
     if (rc == 0 && unlinkat(dfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
         rc = -1;
@@ -112,7 +112,7 @@ int agent_task_dir_make(const char *root, const char *id, uid_t uid, gid_t gid, 
                           id, root, strerror(errno));
     const char *step = "removing the old";
     int fd = -1;
-    if (launch_rm_tree(dfd, id, 0) == 0) {
+    if (agent_rm_tree_at(dfd, id, 0) == 0) {
         step = "mkdir";
         if (mkdirat(dfd, id, TASK_DIR_MODE) == 0) {
             step = "open";
@@ -148,7 +148,7 @@ void agent_task_dir_remove(const char *path, const char *id)
     int dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return;
-    launch_rm_tree(dfd, id, 0);
+    agent_rm_tree_at(dfd, id, 0);
     close(dfd);
 }
 
@@ -170,7 +170,7 @@ void agent_task_dirs_sweep(const char *task_dirs, const char *record_dir)
         struct stat sb;
         if (snprintf(rec, sizeof rec, "%s/%s.task", record_dir, n) < (int)sizeof rec &&
             lstat(rec, &sb) != 0 && errno == ENOENT)
-            launch_rm_tree(dirfd(d), n, 0); /* no record holds its task */
+            agent_rm_tree_at(dirfd(d), n, 0); /* no record holds its task */
     }
     closedir(d);
 }
