@@ -140,6 +140,7 @@ struct ts_agent {
     int ntasks;
     char logs[600];
     char steps[600];       /* <state_dir>/steps: the tasks' step-time files */
+    char task_dirs[600];   /* <state_dir>/tasks: each task's own folder (launch.h) */
     char slurm_bin[700];   /* <state_dir>/slurm: a Slurm job's srun; "" if not written */
     char slurm_kit[720];   /* <state_dir>/slurm/kit: srun for an image; "" if not made */
     char mig_error[256];   /* the last MIG reconfiguration's error, "" none */

@@ -438,6 +438,7 @@ static void start_spec(ts_agent *a, local_task *lt, task_start *S)
         .workdir = workdir ? workdir : a->cfg.state_dir,
         .user = S->user,
         .log_dir = a->logs,
+        .task_dirs = a->task_dirs,
         .slurm_bin_dir = a->slurm_bin[0] ? a->slurm_bin : NULL,
         .gpu_uuids = S->uuids,
         .ngpu = S->ngpu,

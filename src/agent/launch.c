@@ -43,6 +43,7 @@
 #include "launch_cgroup.h"
 #include "launch_env.h"
 #include "launch_container.h"
+#include "launch_files.h"
 #include "launch_keeper.h"
 #include "launch_record.h"
 
@@ -50,7 +51,6 @@ _Static_assert(TS_TASK_LOST_SIGNAL == SIGKILL, "launch.h documents a lost task a
 
 #define POLL_INTERVAL_NS 10000000L /* blocking helpers poll every 10 ms */
 #define CGROUP_RMDIR_TRIES 100    /* x 10 ms while killed processes exit */
-#define LOG_FILE_MODE 0640
 
 struct ts_task {
     ts_rec r;                /* what the record holds; r.phase is the task's phase */
@@ -233,26 +233,10 @@ static int pick_user(const ts_task_spec *s, struct ts_run_as *ra, ts_task_info *
     }
 }
 
-static int open_log(const char *dir, const char *id, const char *ext, char *path, size_t len,
-                    const struct ts_run_as *ra, ts_err *err)
-{
-    if (snprintf(path, len, "%s/%s.%s", dir, id, ext) >= (int)len)
-        return ts_err_set(err, TS_EINVAL, "task %s: log_dir: path too long", id);
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, LOG_FILE_MODE);
-    if (fd < 0)
-        return ts_err_set(err, errno == ENOENT ? TS_ENOENT : TS_EIO, "task %s: log %s: %s", id,
-                          path, strerror(errno));
-    if (ra->change && fchown(fd, ra->uid, ra->gid) != 0) {
-        int e = errno;
-        close(fd);
-        return ts_err_set(err, TS_EIO, "task %s: chown %s: %s", id, path, strerror(e));
-    }
-    return fd;
-}
-
 /* ---- records left by earlier starts ---------------------------------------------- */
 
-/* Removes an old record of this id, unless its task or keeper still runs. */
+/* Removes an old record of this id and its task's folder, unless its task
+ * or keeper still runs. */
 static int clear_record(const ts_rec_paths *p, const char *id, ts_err *err)
 {
     ts_rec old;
@@ -264,6 +248,8 @@ static int clear_record(const ts_rec_paths *p, const char *id, ts_err *err)
     if (running)
         return ts_err_set(err, TS_EEXIST, "task %s: still runs here (pid %ld, record %s)", id,
                           pid, p->record);
+    if (rc == 0)
+        agent_task_dir_remove(old.info.task_dir, id);
     if (agent_rec_remove(p) != 0)
         return ts_err_set(err, TS_EIO, "task %s: removing the old record %s: %s", id, p->record,
                           strerror(errno));
@@ -354,29 +340,45 @@ static int task_record_init(ts_task *t, const ts_task_spec *s, const char *recor
     return 0;
 }
 
-/* The checkpoint ack's path in ack_dir, an old ack there removed. */
-static int clear_ack(const ts_task_spec *s, const char *ack_dir, ts_task_info *info,
-                     ts_err *err)
+/* The task's own folder, made anew (so no old ack counts) for whoever the
+ * task runs as: its image user's numbers in a container that has one, else
+ * its Unix user; and its checkpoint ack's path there. */
+static int make_task_dir(const ts_task_spec *s, const char *record_dir,
+                         const struct ts_run_as *ra, ts_task_info *info, ts_err *err)
 {
-    agent_say(info->ack_path, sizeof info->ack_path, "%s/%s.ckpt-done", ack_dir, s->task_id);
-    if (unlink(info->ack_path) != 0 && errno != ENOENT)
-        return ts_err_set(err, TS_EIO, "task %s: removing the old ack %s: %s", s->task_id,
-                          info->ack_path, strerror(errno));
-    return 0;
+    char root[PATH_MAX];
+    if (s->task_dirs && s->task_dirs[0])
+        agent_say(root, sizeof root, "%s", s->task_dirs);
+    else if (snprintf(root, sizeof root, "%s/tasks", record_dir) >= (int)sizeof root)
+        return ts_err_set(err, TS_EINVAL, "task %s: record_dir: path too long", s->task_id);
+    uid_t uid = ra->uid;
+    gid_t gid = ra->gid;
+    unsigned cu, cg;
+    if (s->image != NULL && s->container_user != NULL &&
+        sscanf(s->container_user, "%u:%u", &cu, &cg) == 2) {
+        uid = (uid_t)cu;
+        gid = (gid_t)cg;
+    }
+    int rc = agent_task_dir_make(root, s->task_id, uid, gid, info->task_dir,
+                                 sizeof info->task_dir, err);
+    if (rc == 0 && snprintf(info->ack_path, sizeof info->ack_path, "%s/" TS_TASK_ACK_NAME,
+                            info->task_dir) >= (int)sizeof info->ack_path)
+        rc = ts_err_set(err, TS_EINVAL, "task %s: task_dirs: path too long", s->task_id);
+    return rc;
 }
 
 /* What the keeper executes: an image's runtime (*cpp, its bundle prepared)
  * or the command found on the task's PATH (exe, with *argvp a copy of the
  * spec's argv). */
 static int pick_exe(const ts_task_spec *s, const struct ts_run_as *ra, const ts_envv *env,
-                    const char *ack_dir, char *exe, size_t exe_size, ts_container_plan **cpp,
+                    const char *task_dir, char *exe, size_t exe_size, ts_container_plan **cpp,
                     char ***argvp, ts_err *err)
 {
     if (s->image != NULL) {
         ts_container_plan *cp = malloc(sizeof *cp);
         if (cp == NULL)
             return ts_err_set(err, TS_ENOMEM, "task %s: out of memory", s->task_id);
-        int rc = agent_container_prepare(s, ra, (const char *const *)env->v, ack_dir, cp, err);
+        int rc = agent_container_prepare(s, ra, (const char *const *)env->v, task_dir, cp, err);
         if (rc != 0) {
             free(cp);
             return rc;
@@ -410,10 +412,10 @@ static int pick_exe(const ts_task_spec *s, const struct ts_run_as *ra, const ts_
 static int open_stdio(const ts_task_spec *s, const struct ts_run_as *ra, ts_task_info *info,
                       int fds[3], ts_err *err)
 {
-    if ((fds[1] = open_log(s->log_dir, s->task_id, "out", info->stdout_path,
-                           sizeof info->stdout_path, ra, err)) < 0 ||
-        (fds[2] = open_log(s->log_dir, s->task_id, "err", info->stderr_path,
-                           sizeof info->stderr_path, ra, err)) < 0)
+    if ((fds[1] = agent_log_open(s->log_dir, s->task_id, "out", info->stdout_path,
+                                 sizeof info->stdout_path, ra, err)) < 0 ||
+        (fds[2] = agent_log_open(s->log_dir, s->task_id, "err", info->stderr_path,
+                                 sizeof info->stderr_path, ra, err)) < 0)
         return err ? err->code : TS_EIO;
     if (s->stdio_given) { /* an interactive task: its stream instead */
         close(fds[1]);
@@ -483,8 +485,7 @@ int agent_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task 
     if ((rc = pick_user(s, &ra, info, err)) != 0)
         goto fail;
     info->uid = ra.uid;
-    const char *ack_dir = s->ack_dir && s->ack_dir[0] ? s->ack_dir : s->log_dir;
-    if ((rc = clear_ack(s, ack_dir, info, err)) != 0)
+    if ((rc = make_task_dir(s, record_dir, &ra, info, err)) != 0)
         goto fail;
     struct ts_env_user eu = {ra.name, ra.home};
     if (agent_envv_build(&env, s, &eu, info->ack_path) != 0) {
@@ -492,7 +493,7 @@ int agent_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task 
         goto fail;
     }
     char exe[PATH_MAX];
-    if ((rc = pick_exe(s, &ra, &env, ack_dir, exe, sizeof exe, &cp, &argv, err)) != 0 ||
+    if ((rc = pick_exe(s, &ra, &env, info->task_dir, exe, sizeof exe, &cp, &argv, err)) != 0 ||
         (rc = open_stdio(s, &ra, info, fds, err)) != 0)
         goto fail;
     isolate(caps, s, t);
@@ -563,6 +564,7 @@ fail:
     }
     if (cp != NULL)
         agent_bundle_remove(cp->bundle);
+    agent_task_dir_remove(info->task_dir, s->task_id);
     free(cp);
     free(body);
     free(argv);
@@ -691,9 +693,11 @@ static bool keeper_gone(ts_task *t)
     return true;
 }
 
+/* Anything of that name counts, a link too: the task's word, in its folder. */
 static bool ack_present(const ts_task *t)
 {
-    return access(t->r.info.ack_path, F_OK) == 0;
+    struct stat sb;
+    return lstat(t->r.info.ack_path, &sb) == 0;
 }
 
 static void finish(ts_task *t, int code, int sig, bool lost)
@@ -870,6 +874,7 @@ void agent_task_free(ts_task *t)
     }
     reap_keeper(t, true);
     remove_cgroup(t, CGROUP_RMDIR_TRIES);
+    agent_task_dir_remove(t->r.info.task_dir, t->r.info.task_id);
     agent_rec_remove(&t->paths);
     agent_rec_clear(&t->r);
     free(t);

@@ -19,6 +19,12 @@
  * records (agent_task_records) and adopts each (agent_task_adopt); everything below
  * then works the same on an adopted task. docs/agent-tasks.md has the files.
  *
+ * Each task also has a folder of its own, <task_dirs>/<task id>/, made
+ * fresh for it (0700, its user's) and removed with it: the only place the
+ * task writes that the agent reads (its checkpoint ack), and the only agent
+ * folder bound into its container. The log and record folder is the
+ * agent's alone.
+ *
  * Stopping follows the checkpoint acknowledgement contract (docs/agent-tasks.md):
  * checkpoint signal, wait for $TESSERA_CHECKPOINT_DONE or the grace, SIGTERM,
  * a short termination grace, SIGKILL. agent_task_poll drives that as a state
@@ -79,7 +85,10 @@ typedef struct ts_task_spec {
     const char *user;             /* NULL: the agent's own user */
     const char *log_dir;          /* required: <log_dir>/<task_id>.out / .err */
     const char *slurm_bin_dir;    /* first on a Slurm batch job's PATH (its srun); NULL: none */
-    const char *ack_dir;          /* where the ack file lives; NULL: log_dir */
+    const char *task_dirs;        /* where the task's own folder <task_dirs>/<task_id> is made
+                                   * (0700, the task's user's; made 0711 when missing): its
+                                   * checkpoint ack, the one agent folder a container gets;
+                                   * removed with the task; NULL: <record_dir>/tasks */
 
     const char *const *gpu_uuids; /* CUDA_VISIBLE_DEVICES, ngpu entries */
     size_t ngpu;
@@ -110,8 +119,9 @@ typedef struct ts_task_spec {
     const char *netns_path;       /* the network namespace the task joins; NULL: the agent's */
     /* A container task (docs/images.md): with an image, argv runs inside it
      * through the OCI runtime (argv NULL: the image's own command); workdir,
-     * user and the limits above apply inside; log_dir and ack_dir are bound
-     * into it at the same paths. */
+     * user and the limits above apply inside; the task's own folder is
+     * bound into it at the same path (never log_dir or record_dir: stdout
+     * and stderr come as descriptors). */
     const ts_image *image;        /* NULL: a bare process on the node's filesystem */
     const char *bundle_dir;       /* with image: made here; agent_bundle_remove when done */
     const char *runtime;          /* the OCI runtime; NULL: "runc" found on PATH */
@@ -153,6 +163,7 @@ typedef struct ts_task_info {
     char cgroup_path[768];        /* "" when !isolated; v2: the directory; v1: the path
                                    * below each hierarchy's mount (launch_cgroup.h) */
     char stdout_path[768], stderr_path[768], ack_path[768];
+    char task_dir[768];           /* its own folder; "" in records of older agents */
 } ts_task_info;
 
 typedef struct ts_task ts_task; /* opaque: one started task */
@@ -225,8 +236,13 @@ int agent_task_adopt(const ts_launch_caps *caps, const char *record_dir, const c
 int agent_task_records(const char *record_dir, int (*fn)(const char *task_id, void *ctx),
                     void *ctx, ts_err *err);
 
-/* Removes a record and exit file that no handle owns (a record that could not
- * be adopted, or whose task the controller no longer knows). Refuses with
+/* Removes the folders in task_dirs (ts_task_spec) whose task has no record
+ * in record_dir: left by an agent that died while starting or forgetting
+ * it. For an agent's start, after it adopted what the records hold. */
+void agent_task_dirs_sweep(const char *task_dirs, const char *record_dir);
+
+/* Removes a record, exit file and task folder that no handle owns (a record
+ * that could not be adopted, or whose task the controller no longer knows). Refuses with
  * TS_EEXIST while the recorded task or its keeper still runs; a damaged
  * record is removed. 0 also when there was nothing to remove. */
 int agent_task_record_forget(const char *record_dir, const char *task_id, ts_err *err);
@@ -265,7 +281,8 @@ int agent_task_wait(ts_task *t, double timeout_s, ts_task_state *st, ts_err *err
 
 /* The task is done with: kills the group if still running, waits for it and
  * its keeper (an adopted task's exit file at most TS_TASK_FREE_WAIT_S, then
- * it counts as lost), removes its cgroup, its record and its exit file, frees. A
+ * it counts as lost), removes its cgroup, its own folder, its record and its
+ * exit file, frees. A
  * record must not outlive a task the controller dropped, so this is what the
  * agent calls when it forgets a task. NULL ok. */
 void agent_task_free(ts_task *t);

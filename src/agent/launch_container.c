@@ -86,15 +86,15 @@ static void scoped_id(const char *id, const char *bundle, char *out, size_t n)
 }
 
 int agent_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
-                         const char *const *env, const char *ack_dir, ts_container_plan *cp,
+                         const char *const *env, const char *task_dir, ts_container_plan *cp,
                          ts_err *err)
 {
     memset(cp, 0, sizeof *cp);
     const char *id = s->task_id;
     if (!s->bundle_dir || !*s->bundle_dir)
         return ts_err_set(err, TS_EINVAL, "task %s: bundle_dir: required with an image", id);
-    if (s->nmounts > MOUNTS_MAX - 2)
-        return ts_err_set(err, TS_EINVAL, "task %s: mounts: at most %d", id, MOUNTS_MAX - 2);
+    if (s->nmounts > MOUNTS_MAX - 1)
+        return ts_err_set(err, TS_EINVAL, "task %s: mounts: at most %d", id, MOUNTS_MAX - 1);
     const char *rt = s->runtime && *s->runtime ? s->runtime : "runc";
     if (find_runtime(rt, cp->exe, sizeof cp->exe) != 0)
         return ts_err_set(err, TS_ENOENT, "task %s: the container runtime %s is not installed",
@@ -120,9 +120,10 @@ int agent_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
 
     ts_bundle_mount m[MOUNTS_MAX];
     size_t nm = 0;
-    m[nm++] = (ts_bundle_mount){s->log_dir, s->log_dir, true};
-    if (strcmp(ack_dir, s->log_dir) != 0)
-        m[nm++] = (ts_bundle_mount){ack_dir, ack_dir, true};
+    /* its own folder only: the log folder holds every task's output and
+     * records, and a container's root could read, forge or plant links
+     * there; its stdout and stderr come as descriptors */
+    m[nm++] = (ts_bundle_mount){task_dir, task_dir, true};
     for (size_t i = 0; i < s->nmounts; i++)
         m[nm++] = s->mounts[i];
     char user[64];

@@ -2,7 +2,8 @@
  * launch_container.h - what agent_task_start does differently for a task that
  * runs in an image: the bundle is made (image_bundle.c) and the keeper runs
  * the OCI runtime in the foreground instead of the command, as root; the
- * container gets the task's user, environment, limits and files. The
+ * container gets the task's user, environment, limits and files (its own
+ * folder, never the agent's log and record folder). The
  * runtime forwards the keeper's and the agent's signals to the container's
  * first process and exits with its status (128 + n for a signal n, which the
  * keeper reports as that signal), so the keeper, the record, the stop
@@ -35,10 +36,11 @@ typedef struct ts_container_plan {
 } ts_container_plan;
 
 /* Makes the bundle and fills cp. ra: who the task runs as; env: its
- * environment; ack_dir: where its checkpoint file goes. TS_EINVAL names the
+ * environment; task_dir: its own folder (its checkpoint ack), the one
+ * agent folder bound in. TS_EINVAL names the
  * field, TS_ENOENT: no runtime, TS_EIO: the bundle. */
 int agent_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
-                         const char *const *env, const char *ack_dir, ts_container_plan *cp,
+                         const char *const *env, const char *task_dir, ts_container_plan *cp,
                          ts_err *err);
 
 #endif

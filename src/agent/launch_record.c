@@ -117,7 +117,11 @@ static int write_all(int fd, const char *p, size_t n)
 int agent_rec_put(const char *tmp, const char *path, const char *a, size_t alen, const char *b,
                size_t blen)
 {
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, REC_FILE_MODE);
+    /* a new file, never one (or a link) someone left under the name */
+    if (unlink(tmp) != 0 && errno != ENOENT)
+        return -1;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC,
+                  REC_FILE_MODE);
     if (fd < 0)
         return -1;
     if (write_all(fd, a, alen) != 0 || write_all(fd, b, blen) != 0) {
@@ -280,6 +284,8 @@ char *agent_rec_body(const ts_rec *r)
     put_escaped(f, "stdout", in->stdout_path);
     put_escaped(f, "stderr", in->stderr_path);
     put_escaped(f, "ack", in->ack_path);
+    if (in->task_dir[0]) /* absent in older agents' records: their ack was in a shared folder */
+        put_escaped(f, "task_dir", in->task_dir);
     if (r->stopping)
         fprintf(f,
                 "stop_signal %d\nstop_grace_s %.9f\nstop_begun_s %.9f\nstop_phase %s\n"
@@ -322,12 +328,19 @@ void agent_rec_clear(ts_rec *r)
     r->meta = NULL;
 }
 
-/* The whole file, NUL-terminated (malloc'd), or NULL with errno. */
+/* The whole file, NUL-terminated (malloc'd), or NULL with errno: only a
+ * regular file, never through a link (EINVAL for anything else). */
 static char *slurp(const char *path, size_t max, size_t *len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return NULL;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return NULL;
+    }
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     for (;;) {
@@ -469,6 +482,7 @@ static int parse_line(ts_rec *r, const char *key, char *v, int *seen)
         {"stdout", in->stdout_path, sizeof in->stdout_path, SEEN_OUT},
         {"stderr", in->stderr_path, sizeof in->stderr_path, SEEN_ERR},
         {"ack", in->ack_path, sizeof in->ack_path, SEEN_ACK},
+        {"task_dir", in->task_dir, sizeof in->task_dir, 0},
     };
     if (unescape(v) != 0)
         return -1;

@@ -201,6 +201,58 @@ static void checkpoint_signal_and_ack(void **state)
     agent_bundle_remove(bundle);
 }
 
+/* The agent's log folder (every task's output and records) is not in the
+ * container: its root neither reads it nor plants a link there. A user of
+ * the image's own (no user on the node, no write to the log folder) still
+ * acknowledges its checkpoint, in the task's own folder. */
+static void log_folder_not_in_the_container(void **state)
+{
+    (void)state;
+    if (!runnable())
+        skip();
+    char cmd[512], bundle[256];
+    snprintf(cmd, sizeof cmd,
+             "ls -a %s; ln -s /etc/shadow %s/img-next.0.out; "
+             "echo forged > %s/img-other.0.task; id -u", logs, logs, logs);
+    const char *argv[] = {"sh", "-c", cmd, NULL};
+    ts_task_spec s = spec("img-see.0", argv, bundle, sizeof bundle);
+    ts_task *t;
+    ts_err err = {0};
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), 0);
+    ts_task_state st;
+    assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
+    const ts_task_info *in = agent_task_info_get(t);
+    char *out = slurp(in->stdout_path);
+    assert_non_null(strstr(out, "0\n")); /* root in the container */
+    assert_null(strstr(out, "img-see.0.out"));
+    assert_null(strstr(out, ".task"));
+    /* what it wrote at those paths (if anything: the binds' parents are
+     * made in its own layer) stayed in the container */
+    char p[256];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/img-next.0.out", logs);
+    assert_int_not_equal(lstat(p, &sb), 0);
+    snprintf(p, sizeof p, "%s/img-other.0.task", logs);
+    assert_int_not_equal(lstat(p, &sb), 0);
+    agent_task_free(t);
+    agent_bundle_remove(bundle);
+
+    const char *ack[] = {"sh", "-c",
+                         "trap 'touch $TESSERA_CHECKPOINT_DONE && exit 0; exit 9' USR1; "
+                         "echo ready; while :; do sleep 0.1; done", NULL};
+    s = spec("img-ack.0", ack, bundle, sizeof bundle);
+    s.container_user = "4242:4243";
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), 0);
+    in = agent_task_info_get(t);
+    for (int i = 0; i < 200 && !strstr(slurp(in->stdout_path), "ready"); i++)
+        usleep(50000);
+    ts_stop_outcome oc;
+    assert_int_equal(agent_task_preempt(t, 0, 20.0, &oc, &err), 0);
+    assert_int_equal(oc, TS_STOP_CHECKPOINTED);
+    agent_task_free(t);
+    agent_bundle_remove(bundle);
+}
+
 static void grace_then_kill_and_adoption(void **state)
 {
     (void)state;
@@ -270,6 +322,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(runs_in_the_image, setup, teardown),
         cmocka_unit_test_setup_teardown(image_command_and_writes_stay_private, setup, teardown),
         cmocka_unit_test_setup_teardown(checkpoint_signal_and_ack, setup, teardown),
+        cmocka_unit_test_setup_teardown(log_folder_not_in_the_container, setup, teardown),
         cmocka_unit_test_setup_teardown(grace_then_kill_and_adoption, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_container_input_named, setup, teardown),
     };

@@ -187,7 +187,7 @@ static void env_workdir_output_and_exit_code(void **state)
     char expect[1024];
     snprintf(expect, sizeof expect,
              "%s\nCVD=GPU-aaaa,GPU-bbbb\nR=2/4/1@10.0.0.1:29500\nID=job1.0\n"
-             "ACK=%s/job1.0.ckpt-done\nNCCL==mlx5_0:1/106/\nMPS=/run/mps/t1/50\n"
+             "ACK=%s/tasks/job1.0/ckpt-done\nNCCL==mlx5_0:1/106/\nMPS=/run/mps/t1/50\n"
              "PRE=/opt/tessera/shim.so/4096\nMINE=hello\n",
              f->work, f->logs);
     assert_string_equal(slurp(f->logs, "job1.0.out"), expect);
@@ -861,6 +861,7 @@ static void detach_keeps_task_and_record_forget_removes(void **state)
     agent_task_detach(t);
     assert_false(process_gone(in.pid));
     assert_true(file_exists(in.record_path));
+    assert_true(file_exists(in.task_dir)); /* its own folder stays while it runs */
     /* the same id is not started twice, nor forgotten while it runs */
     assert_int_equal(agent_task_start(NULL, &s, &t, &err), TS_EEXIST);
     assert_non_null(strstr(err.msg, "d1"));
@@ -892,6 +893,7 @@ static void detach_keeps_task_and_record_forget_removes(void **state)
     assert_int_equal(agent_task_records(f->recs, note_id, &seen, &err), 1);
     assert_int_equal(agent_task_record_forget(f->recs, "d1", &err), 0);
     assert_false(file_exists(in.record_path));
+    assert_false(file_exists(in.task_dir));
     assert_false(file_exists(in.exit_path));
     assert_int_equal(agent_task_records(f->recs, note_id, &seen, &err), 0);
     assert_int_equal(agent_task_adopt(NULL, f->recs, "d1", &t, &err), TS_ENOENT);

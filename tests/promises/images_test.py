@@ -453,6 +453,41 @@ scenario_user_inside_the_image.needs_root = True
 scenario_user_inside_the_image.needs = NEEDS
 
 
+def scenario_container_sees_no_agent_logs(c):
+    """images.md: a container gets the task's own folder (its checkpoint
+    acknowledgement), never the agent's log folder: its root does not see
+    the node's logs and records, and a user of the image's own numbers
+    writes its acknowledgement (agent-tasks.md); the folder goes with the
+    task."""
+    r = registry()
+    logs = c.path("r-1", "logs")
+    cmd = (f"ls {logs} && echo SEES-LOGS; ln -s /etc/passwd {logs}/j999-r0.out; "
+           "id -u; echo mine=$TESSERA_CHECKPOINT_DONE")
+    jid = c.submit(spec("no-logs", cmd, f"{r.host}/team/tools:1", nodelist="r-1"))
+    j = c.wait_job(jid, "completed", 90)
+    out = c.output("r-1", jid)
+    check(bool(j) and "0\n" in out, f"the job runs as root in its image: {out!r}")
+    check("SEES-LOGS" not in out and ".task" not in out and ".out" not in out,
+          f"it does not see the agent's log folder: {out!r}")
+    check(not os.path.lexists(os.path.join(logs, "j999-r0.out")),
+          "nor plants a link in it")
+    mine = c.path("r-1", "tasks", f"j{jid}-r0")
+    check(f"mine={mine}/ckpt-done" in out, f"its acknowledgement is in its own folder: {out!r}")
+    check(c.wait(lambda: not os.path.exists(mine), "its folder goes with the task", 10),
+          f"{mine} removed")
+    cmd = 'touch "$TESSERA_CHECKPOINT_DONE" && echo ACK-WRITTEN; id -u'
+    jid = c.submit(spec("ack-as-4242", cmd, f"{r.host}/team/tools:1", user="4242:4243",
+                        nodelist="r-1"))
+    j = c.wait_job(jid, "completed", 90)
+    out = c.output("r-1", jid)
+    check(bool(j) and "ACK-WRITTEN" in out and "4242" in out,
+          f"uid 4242 in its image writes its acknowledgement: {out!r}")
+
+
+scenario_container_sees_no_agent_logs.needs_root = True
+scenario_container_sees_no_agent_logs.needs = NEEDS
+
+
 def scenario_registry_down_job_waits_image_pull(c):
     """images.md: a job whose registry is down or slow is not failed: it waits,
     its reason `image_pull`, while the pull is tried again."""

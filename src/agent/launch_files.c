@@ -1,0 +1,176 @@
+/*
+ * launch_files.c - a task's log files and its own folder (launch_files.h
+ * says what each is for).
+ *
+ * The agent is root and these paths are in folders a task may have had a
+ * hand in (its own folder is the task's to fill; the log folder was bound
+ * into containers by older agents and is where every task's record lives).
+ * So the last component is never followed (O_NOFOLLOW, AT_SYMLINK_NOFOLLOW),
+ * opening never blocks (O_NONBLOCK: a FIFO without a reader fails instead
+ * of waiting), and what is opened is checked with fstat before it is used or
+ * given away: a log must be a regular file with one link, or a planted link
+ * (to /etc/sudoers.d/x, to another tenant's log) would become a root-made
+ * file its user owns. The task's folder is made with mkdirat under a
+ * descriptor of its parent, then opened without following and chowned
+ * through that descriptor, so no name is looked up twice.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "launch_files.h"
+
+#define LOG_FILE_MODE 0640
+#define TASK_DIR_MODE 0700   /* the task's alone */
+#define TASK_DIRS_MODE 0711  /* anyone may pass through to their own, no one may list */
+#define REMOVE_DEPTH_MAX 256 /* a descriptor a level; what a task nests deeper is left */
+
+int agent_log_open(const char *dir, const char *id, const char *ext, char *path, size_t len,
+                   const struct ts_run_as *ra, ts_err *err)
+{
+    if (snprintf(path, len, "%s/%s.%s", dir, id, ext) >= (int)len)
+        return ts_err_set(err, TS_EINVAL, "task %s: log_dir: path too long", id);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY |
+                            O_NONBLOCK, LOG_FILE_MODE);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ELOOP || e == ENXIO) /* a link, or a FIFO no one reads */
+            return ts_err_set(err, TS_EIO, "task %s: log %s: not a regular file (%s): refused",
+                              id, path, strerror(e));
+        return ts_err_set(err, e == ENOENT ? TS_ENOENT : TS_EIO, "task %s: log %s: %s", id,
+                          path, strerror(e));
+    }
+    struct stat sb;
+    const char *bad = NULL;
+    if (fstat(fd, &sb) != 0)
+        bad = strerror(errno);
+    else if (!S_ISREG(sb.st_mode))
+        bad = "not a regular file";
+    else if (sb.st_nlink != 1)
+        bad = "a file with more than one link";
+    if (bad != NULL) {
+        close(fd);
+        return ts_err_set(err, TS_EIO, "task %s: log %s: %s: refused", id, path, bad);
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0 ||
+        (ra->change && fchown(fd, ra->uid, ra->gid) != 0)) {
+        int e = errno;
+        close(fd);
+        return ts_err_set(err, TS_EIO, "task %s: log %s: %s", id, path, strerror(e));
+    }
+    return fd;
+}
+
+/* Removes dfd/name and, for a folder, what is below it, never following a
+ * link. 0, or -1 with errno. */
+static int agent_rm_tree_at(int dfd, const char *name, int depth)
+{
+    struct stat sb;
+    if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOENT ? 0 : -1;
+    if (!S_ISDIR(sb.st_mode))
+        return unlinkat(dfd, name, 0) == 0 || errno == ENOENT ? 0 : -1;
+    if (depth >= REMOVE_DEPTH_MAX) {
+        errno = ELOOP;
+        return -1;
+    }
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    fchmod(fd, TASK_DIR_MODE); /* a task's 0500 subfolder: root passes, an agent as a user not */
+    DIR *d = fdopendir(fd);
+    if (d == NULL) {
+        close(fd);
+        return -1;
+    }
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            rc = agent_rm_tree_at(dirfd(d), e->d_name, depth + 1);
+    closedir(d);
+    if (rc == 0 && unlinkat(dfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
+        rc = -1;
+    return rc;
+}
+
+int agent_task_dir_make(const char *root, const char *id, uid_t uid, gid_t gid, char *path,
+                        size_t len, ts_err *err)
+{
+    if (snprintf(path, len, "%s/%s", root, id) >= (int)len)
+        return ts_err_set(err, TS_EINVAL, "task %s: task_dirs: path too long", id);
+    if (mkdir(root, TASK_DIRS_MODE) == 0)
+        chmod(root, TASK_DIRS_MODE); /* the umask may have taken the x bits */
+    int dfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return ts_err_set(err, errno == ENOENT ? TS_ENOENT : TS_EIO, "task %s: task_dirs %s: %s",
+                          id, root, strerror(errno));
+    const char *step = "removing the old";
+    int fd = -1;
+    if (agent_rm_tree_at(dfd, id, 0) == 0) {
+        step = "mkdir";
+        if (mkdirat(dfd, id, TASK_DIR_MODE) == 0) {
+            step = "open";
+            fd = openat(dfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        }
+    }
+    int e = errno;
+    close(dfd);
+    if (fd < 0)
+        return ts_err_set(err, TS_EIO, "task %s: its folder %s: %s: %s", id, path, step,
+                          strerror(e));
+    /* the mode is the umask's otherwise; the owner the task's, who writes its ack there */
+    if (fchmod(fd, TASK_DIR_MODE) != 0 || (geteuid() == 0 && fchown(fd, uid, gid) != 0)) {
+        e = errno;
+        close(fd);
+        agent_task_dir_remove(path, id);
+        return ts_err_set(err, TS_EIO, "task %s: its folder %s: chown: %s", id, path,
+                          strerror(e));
+    }
+    close(fd);
+    return 0;
+}
+
+void agent_task_dir_remove(const char *path, const char *id)
+{
+    const char *slash = strrchr(path, '/');
+    if (path[0] == '\0' || slash == NULL || slash == path || strcmp(slash + 1, id) != 0 ||
+        strcmp(id, ".") == 0 || strcmp(id, "..") == 0)
+        return;
+    char parent[PATH_MAX];
+    if (snprintf(parent, sizeof parent, "%.*s", (int)(slash - path), path) >= (int)sizeof parent)
+        return;
+    int dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return;
+    agent_rm_tree_at(dfd, id, 0);
+    close(dfd);
+}
+
+void agent_task_dirs_sweep(const char *task_dirs, const char *record_dir)
+{
+    int dfd = open(task_dirs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return;
+    DIR *d = fdopendir(dfd);
+    if (d == NULL) {
+        close(dfd);
+        return;
+    }
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        const char *n = e->d_name;
+        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
+            continue;
+        char rec[PATH_MAX];
+        struct stat sb;
+        if (snprintf(rec, sizeof rec, "%s/%s.task", record_dir, n) < (int)sizeof rec &&
+            lstat(rec, &sb) != 0 && errno == ENOENT)
+            agent_rm_tree_at(dirfd(d), n, 0); /* no record holds its task */
+    }
+    closedir(d);
+}
