@@ -36,6 +36,7 @@
 #include "agent/agent_internal.h"
 #include "agent/sync_fit.h"
 #include "agent/taskfile.h"
+#include "agent/trash.h"
 #include "tessera/agent_proto.h"
 
 int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, ts_err *err)
@@ -93,6 +94,9 @@ int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, t
     snprintf(images, sizeof images, "%s/images", cfg->state_dir);
     snprintf(a->bundles, sizeof a->bundles, "%s/bundles", cfg->state_dir);
     mkdir(a->bundles, 0700);
+    char trash[700];
+    snprintf(trash, sizeof trash, "%s/" BUNDLE_TRASH_DIR, a->bundles);
+    agent_trash_sweep(trash); /* bundles an ended agent had not finished removing */
     ts_err ie;
     a->images_ok = agent_image_store_open(&a->images, images, cfg->image_budget_bytes, &ie) == 0;
     if (!a->images_ok)
