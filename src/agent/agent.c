@@ -414,6 +414,14 @@ static void agent_task_forget(ts_agent *a, int k)
     agent_shim_mark_remove(lt);
     agent_keeper_fd_close(lt);
     agent_task_free(lt->t); /* its container, if any, is gone with it: then its image and bundle */
+    if (lt->mounts_pinned || lt->image_ready) { /* its job mounts, pinned (agent_start.c) */
+        char id[64];
+        if (lt->is_step)
+            snprintf(id, sizeof id, "j%lld-r%d-s%d", (long long)lt->job, lt->rank, lt->step);
+        else
+            snprintf(id, sizeof id, "j%lld-r%d", (long long)lt->job, lt->rank);
+        agent_mount_unpin(a->cfg.state_dir, id);
+    }
     agent_stdio_close(lt);
     agent_net_end(a, lt); /* after the task: nothing of it is left in the namespace */
     agent_image_forget(a, lt);

@@ -102,6 +102,9 @@ typedef struct local_task {
     struct agent_stdio *stdio;
     bool stdio_tty;
     double stdio_exit_s;
+    /* a container task's job mounts are pinned (agent_mount_pin): unpinned
+     * when the task is forgotten */
+    bool mounts_pinned;
 } local_task;
 
 /* A prolog or epilog running (hooks.c). */
@@ -305,6 +308,22 @@ void agent_data_meta_get(local_task *lt, json_t *meta);
  * to bind into a container: no other user can swap a link into its path;
  * false with why otherwise. */
 bool agent_checkpoint_folder(const char *dir, uid_t uid, gid_t gid, char *why, size_t n);
+/* A job mount's host folder host, opened (O_PATH) one component at a time
+ * without following a link: a user who may write under a root its tenant
+ * may mount could otherwise put a link there to any folder of the node,
+ * which the controller, checking the path as text, cannot see. Returns the
+ * descriptor (close-on-exec), or -1 with why, which starts with field. */
+int agent_mount_source_open(const char *field, const char *host, char *why, size_t n);
+#define AGENT_MOUNT_PINS_MAX 16 /* a job spec's mounts (TS_SPEC_MAX_MOUNTS) */
+/* Binds the folder fd (agent_mount_source_open's) at
+ * <state_dir>/mounts/<task>/<i>, a path only root reaches, for the runtime
+ * to bind from: the folder checked, whatever its path holds later (the
+ * runtime mounts in a namespace of its own, where a descriptor of the
+ * agent's cannot be bound). Its path into out; false with why. */
+bool agent_mount_pin(const char *state_dir, const char *task, int i, int fd, char *out,
+                     size_t n, char *why, size_t wn);
+/* Unmounts and removes <state_dir>/mounts/<task> (never recursively). */
+void agent_mount_unpin(const char *state_dir, const char *task);
 /* Makes slurm_dir/kit afresh: a copy of the tessera CLI cli, its libraries
  * and the node's loader, and an srun that runs them from slurm_dir, where
  * the kit is bound in a container; its path into kit. 0, or a negative
