@@ -49,6 +49,8 @@ int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, t
         a->cfg.lost_s = TS_AGENT_LOST_S;
     if (a->cfg.hook_timeout_s <= 0)
         a->cfg.hook_timeout_s = TS_AGENT_HOOK_TIMEOUT_S;
+    if (a->cfg.max_hooks <= 0 || a->cfg.max_hooks > TS_AGENT_MAX_HOOKS)
+        a->cfg.max_hooks = TS_AGENT_MAX_HOOKS;
     a->node = node;
     a->body_max = TS_AGENT_BODY_MAX_BYTES;
     a->report_seq = (int64_t)(agent_wall_now() * 1e6);

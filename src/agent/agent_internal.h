@@ -117,6 +117,17 @@ typedef struct agent_hook {
     double deadline;            /* agent_launch_now() */
 } agent_hook;
 
+/* An epilog waiting for a hook slot: the ended task's identity. */
+typedef struct agent_epilog_wait {
+    int64_t job;
+    int rank;
+    char user[64];
+    long long uid;
+    int gpus[16];
+    int ngpu;
+    int exit_code;
+} agent_epilog_wait;
+
 #define TS_AGENT_STDIO_DRAIN_S 30.0
 
 struct ts_agent {
@@ -167,6 +178,10 @@ struct ts_agent {
     char bundles[600];     /* <state_dir>/bundles: container tasks' OCI bundles */
     agent_hook hooks[TS_AGENT_MAX_HOOKS];
     int nhooks;
+    /* epilogs of tasks that ended while every hook slot was taken, oldest
+     * first (a ring): each starts as a slot frees (hooks.c) */
+    agent_epilog_wait epilogs_waiting[TS_AGENT_EPILOGS_WAITING_MAX];
+    int epilogs_head, nepilogs_waiting;
     char drain_why[256];   /* a hook failed: sent as the sync's "drain" until one is
                             * answered; "" none */
     char sess_seen[64][64];/* the last sessions opened (session.c): each opens once */
