@@ -4,8 +4,8 @@
  *
  * The queue holds (trash folder, name) pairs, oldest first; the thread
  * removes one tree at a time, under nice, without following a link and
- * without crossing into another filesystem (a mount left in a task's
- * folder is left alone, as rm --one-file-system does). What a task left is
+ * without descending into another mount (another filesystem, or a bind of
+ * a folder of the same one, which rm --one-file-system would not see). What a task left is
  * hostile: a chain of folders thousands deep must not make the thread hold
  * thousands of descriptors (the agent's own opens would fail), so past
  * TRASH_DEPTH_OPEN_MAX a folder is renamed up into the trash folder and
@@ -57,8 +57,22 @@ typedef struct {
     const char *trash;
     int tfd;
     dev_t dev;
+    unsigned long long mnt_id; /* a bind of a folder of the same filesystem has its own */
+    bool has_mnt_id;
     bool root;
 } trash_ctx;
+
+/* Whether dfd/name (a folder) is on another mount than the trash: one
+ * left there is never descended into, whatever filesystem it shows. */
+static bool trash_other_mount(const trash_ctx *c, int dfd, const char *name, dev_t dev)
+{
+    if (dev != c->dev)
+        return true;
+    struct statx sx;
+    return c->has_mnt_id &&
+           statx(dfd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_MNT_ID, &sx) == 0 &&
+           (sx.stx_mask & STATX_MNT_ID) && sx.stx_mnt_id != c->mnt_id;
+}
 
 static void trash_push(const char *trash, const char *name, int passes)
 {
@@ -87,7 +101,7 @@ static void trash_rm_at(const trash_ctx *c, int dfd, const char *name, int depth
         unlinkat(dfd, name, 0);
         return;
     }
-    if (sb.st_dev != c->dev)
+    if (trash_other_mount(c, dfd, name, sb.st_dev))
         return;
     if (depth >= TRASH_DEPTH_OPEN_MAX) {
         char up[TRASH_NAME_MAX];
@@ -124,6 +138,11 @@ static void trash_remove(trash_item *it)
     struct stat sb;
     if (c.tfd < 0)
         return;
+    struct statx sx;
+    if (statx(c.tfd, "", AT_EMPTY_PATH, STATX_MNT_ID, &sx) == 0 && (sx.stx_mask & STATX_MNT_ID)) {
+        c.mnt_id = sx.stx_mnt_id;
+        c.has_mnt_id = true;
+    }
     if (fstat(c.tfd, &sb) == 0) {
         c.dev = sb.st_dev;
         trash_rm_at(&c, c.tfd, it->name, 0);

@@ -7,7 +7,9 @@
  * path when agent_bundle_remove returns, and <bundles>/.trash is emptied
  * behind; a chain of folders 300 deep (more than the thread holds open) is
  * removed whole; a link in the tree to a folder outside is removed, not
- * followed (the folder and its file stay); a path not there is no error;
+ * followed (the folder and its file stay); a bind of a folder of the same
+ * filesystem left in the tree is not descended into; a path not there is
+ * no error;
  * a sweep empties what an ended agent left in a trash folder.
  */
 #define _GNU_SOURCE
@@ -24,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -147,6 +150,44 @@ static void links_are_not_followed(void **state)
     assert_int_equal(agent_trash_put(missing, trash), 0);
 }
 
+/* A bind of a folder of the same filesystem left in a tree: rm's
+ * --one-file-system, which compares devices, would empty the folder. */
+static void a_bind_mount_is_not_descended(void **state)
+{
+    (void)state;
+    if (geteuid() != 0)
+        skip();
+    char trash[300], path[300], outside[300], mnt[400], kept[400];
+    snprintf(trash, sizeof trash, "%s/trash", top);
+    snprintf(path, sizeof path, "%s/task", top);
+    snprintf(outside, sizeof outside, "%s/outside", top);
+    snprintf(mnt, sizeof mnt, "%s/mnt", path);
+    snprintf(kept, sizeof kept, "%s/precious", outside);
+    assert_int_equal(mkdir(path, 0700), 0);
+    assert_int_equal(mkdir(mnt, 0700), 0);
+    assert_int_equal(mkdir(outside, 0700), 0);
+    put_file(outside, "precious");
+    put_file(path, "plain");
+    if (mount(outside, mnt, NULL, MS_BIND, NULL) != 0)
+        skip();
+    assert_int_equal(agent_trash_put(path, trash), 0);
+    assert_true(agent_trash_idle(IDLE_WAIT_MS));
+    struct stat sb;
+    assert_int_equal(stat(kept, &sb), 0);
+    DIR *d = opendir(trash); /* the tree stays, with the mount point */
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char left[900];
+        snprintf(left, sizeof left, "%s/%s/mnt", trash, e->d_name);
+        assert_int_equal(umount2(left, MNT_DETACH), 0);
+        snprintf(left, sizeof left, "%s/%s/plain", trash, e->d_name);
+        assert_int_not_equal(lstat(left, &sb), 0); /* the rest of it went */
+    }
+    closedir(d);
+}
+
 static void sweep_empties_what_was_left(void **state)
 {
     (void)state;
@@ -169,6 +210,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(deep_chain_is_removed_whole, setup, teardown),
         cmocka_unit_test_setup_teardown(links_are_not_followed, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_bind_mount_is_not_descended, setup, teardown),
         cmocka_unit_test_setup_teardown(sweep_empties_what_was_left, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
