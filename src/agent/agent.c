@@ -121,6 +121,7 @@ int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, t
     if (nrec < 0 && nrec != TS_ENOENT)
         fprintf(stderr, "tessera-agent: task records in %s: %s\n", a->logs, e.msg);
     agent_secrets_sweep(a); /* the folders of tasks that ended while no agent ran */
+    agent_mount_pins_sweep(a); /* and their job mounts' pins */
     agent_steps_sweep(a);   /* the files of tasks no record holds */
     agent_net_open(a);
     a->last_ok_s = agent_launch_now();

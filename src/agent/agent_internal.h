@@ -331,14 +331,17 @@ bool agent_checkpoint_folder(const char *dir, uid_t uid, gid_t gid, char *why, s
 int agent_mount_source_open(const char *field, const char *host, char *why, size_t n);
 #define AGENT_MOUNT_PINS_MAX 16 /* a job spec's mounts (TS_SPEC_MAX_MOUNTS) */
 /* Binds the folder fd (agent_mount_source_open's) at
- * <state_dir>/mounts/<task>/<i>, a path only root reaches, for the runtime
+ * /run/tessera-agent/mounts-<hash of state_dir>/<task>/<i>, a path only
+ * root reaches and outside the state folder, for the runtime
  * to bind from: the folder checked, whatever its path holds later (the
  * runtime mounts in a namespace of its own, where a descriptor of the
  * agent's cannot be bound). Its path into out; false with why. */
 bool agent_mount_pin(const char *state_dir, const char *task, int i, int fd, char *out,
                      size_t n, char *why, size_t wn);
-/* Unmounts and removes <state_dir>/mounts/<task> (never recursively). */
+/* Unmounts and removes the task's pins (never recursively). */
 void agent_mount_unpin(const char *state_dir, const char *task);
+/* Unpins the tasks no record adopted (ended while no agent ran). */
+void agent_mount_pins_sweep(const ts_agent *a);
 /* Makes slurm_dir/kit afresh: a copy of the tessera CLI cli, its libraries
  * and the node's loader, and an srun that runs them from slurm_dir, where
  * the kit is bound in a container; its path into kit. 0, or a negative

@@ -35,12 +35,13 @@
 #include <unistd.h>
 
 #include "agent/agent_internal.h"
+#include "agent/launch_cgroup.h" /* FNV64_* */
 
 #define KIT_LIBS_MAX 128
 #define COPY_CHUNK_BYTES 65536
 
 #define MOUNT_PATH_MAX 1024
-#define MOUNT_PINS_DIR "mounts" /* <state_dir>/mounts/<task>/<i>: agent_mount_pin */
+#define MOUNT_PINS_ROOT "/run/tessera-agent" /* .../mounts-<hash>/<task>/<i>: agent_mount_pin */
 #define SHARED_FOLDER_MODE 01777 /* a root or tenant folder made here: as /tmp */
 
 static const char *base_of(const char *path)
@@ -148,19 +149,34 @@ int agent_mount_source_open(const char *field, const char *host, char *why, size
     return fd;
 }
 
+/* MOUNT_PINS_ROOT/mounts-<FNV-1a of state_dir>: this agent's pins (two
+ * agents of one host, two clusters' tests, each have their own), kept out
+ * of its state folder: a `rm -rf` of that folder must not reach through a
+ * pin into a folder of the node. */
+static void pins_dir(const char *state_dir, char *out, size_t n)
+{
+    unsigned long long h = FNV64_OFFSET;
+    for (const unsigned char *p = (const unsigned char *)state_dir; *p; p++)
+        h = (h ^ *p) * FNV64_PRIME;
+    snprintf(out, n, MOUNT_PINS_ROOT "/mounts-%016llx", h);
+}
+
 static void pin_path(const char *state_dir, const char *task, int i, char *out, size_t n)
 {
+    char dir[128];
+    pins_dir(state_dir, dir, sizeof dir);
     if (i < 0)
-        snprintf(out, n, "%s/" MOUNT_PINS_DIR "/%s", state_dir, task);
+        snprintf(out, n, "%s/%s", dir, task);
     else
-        snprintf(out, n, "%s/" MOUNT_PINS_DIR "/%s/%d", state_dir, task, i);
+        snprintf(out, n, "%s/%s/%d", dir, task, i);
 }
 
 bool agent_mount_pin(const char *state_dir, const char *task, int i, int fd, char *out,
                      size_t n, char *why, size_t wn)
 {
     char p[MOUNT_PATH_MAX], src[64];
-    snprintf(p, sizeof p, "%s/" MOUNT_PINS_DIR, state_dir);
+    mkdir(MOUNT_PINS_ROOT, 0700);
+    pins_dir(state_dir, p, sizeof p);
     mkdir(p, 0700);
     pin_path(state_dir, task, -1, p, sizeof p);
     mkdir(p, 0700);
@@ -186,6 +202,32 @@ void agent_mount_unpin(const char *state_dir, const char *task)
     }
     pin_path(state_dir, task, -1, p, sizeof p);
     rmdir(p);
+    pins_dir(state_dir, p, sizeof p);
+    rmdir(p); /* when it was the last task's */
+}
+
+void agent_mount_pins_sweep(const ts_agent *a)
+{
+    char dir[128];
+    pins_dir(a->cfg.state_dir, dir, sizeof dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d));) {
+        bool adopted = e->d_name[0] == '.';
+        for (int i = 0; i < a->ntasks && !adopted; i++) {
+            const local_task *lt = &a->tasks[i];
+            char id[64];
+            if (lt->is_step)
+                snprintf(id, sizeof id, "j%lld-r%d-s%d", (long long)lt->job, lt->rank, lt->step);
+            else
+                snprintf(id, sizeof id, "j%lld-r%d", (long long)lt->job, lt->rank);
+            adopted = !strcmp(id, e->d_name);
+        }
+        if (!adopted)
+            agent_mount_unpin(a->cfg.state_dir, e->d_name);
+    }
+    closedir(d);
 }
 
 /* Copies src to dst (created with mode); false on any failure. A hard link
