@@ -166,13 +166,15 @@ def scenario_epilogs_beyond_the_running_hooks_wait_and_all_run(c):
     """tessera-agent.md: an epilog beyond the hooks already running waits for a slot and
     runs once one frees, oldest first: ending many tasks at once skips no epilog."""
     go = os.path.join(HOOKS, "go-r-5")
-    wait_go = f"while [ ! -e {go} ]; do sleep 0.1; done"
+    wait_go = f"echo up; while [ ! -e {go} ]; do sleep 0.1; done"
     jids = []
     try:
-        for _ in range(3):  # 2 ranks each: their prologs fit r-5's 2 slots
-            jids.append(c.submit(on("r-5", wait_go, tasks=[
-                {"count": 2, "gpus": 1, "cpu_milli": 100, "memory_mib": 64}])))
-            c.wait_job(jids[-1], "running", 30)
+        for _ in range(3):  # 2 ranks each: their prologs fit r-5's 2 slots, one job at a time
+            jid = c.submit(on("r-5", wait_go, tasks=[
+                {"count": 2, "gpus": 1, "cpu_milli": 100, "memory_mib": 64}]))
+            jids.append(jid)
+            c.wait(lambda: all("up" in c.output("r-5", jid, r) for r in (0, 1)),
+                   f"job {jid}'s tasks run (their prologs done)", 30)
         flag("slow-epilog-r-5")
         flag("go-r-5")  # the 6 tasks end at once; each epilog takes a second
         for jid in jids:
