@@ -12,7 +12,8 @@
  * the task's user, named in $TESSERA_SECRETS_DIR; the folder is removed
  * when the agent is done with the task, and at start for tasks no record
  * adopts: moved into secrets/.trash at once, emptied by the agent's trash
- * thread (the task's user may have filled it). An adopted task keeps its folder until it ends.
+ * thread (the task's user may have filled it). An adopted task keeps its
+ * folder until it ends.
  *
  * Files are created without following links (O_NOFOLLOW|O_EXCL in a
  * folder only root writes), and nothing here prints a value.
