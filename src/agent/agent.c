@@ -36,6 +36,7 @@
 #include "agent/agent_internal.h"
 #include "agent/sync_fit.h"
 #include "agent/taskfile.h"
+#include "agent/trash.h"
 #include "tessera/agent_proto.h"
 
 int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, ts_err *err)
@@ -48,6 +49,8 @@ int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, t
         a->cfg.lost_s = TS_AGENT_LOST_S;
     if (a->cfg.hook_timeout_s <= 0)
         a->cfg.hook_timeout_s = TS_AGENT_HOOK_TIMEOUT_S;
+    if (a->cfg.max_hooks <= 0 || a->cfg.max_hooks > TS_AGENT_MAX_HOOKS)
+        a->cfg.max_hooks = TS_AGENT_MAX_HOOKS;
     a->node = node;
     a->body_max = TS_AGENT_BODY_MAX_BYTES;
     a->report_seq = (int64_t)(agent_wall_now() * 1e6);
@@ -94,6 +97,9 @@ int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, t
     snprintf(images, sizeof images, "%s/images", cfg->state_dir);
     snprintf(a->bundles, sizeof a->bundles, "%s/bundles", cfg->state_dir);
     mkdir(a->bundles, 0700);
+    char trash[700];
+    snprintf(trash, sizeof trash, "%s/" BUNDLE_TRASH_DIR, a->bundles);
+    agent_trash_sweep(trash); /* bundles an ended agent had not finished removing */
     ts_err ie;
     a->images_ok = agent_image_store_open(&a->images, images, cfg->image_budget_bytes, &ie) == 0;
     if (!a->images_ok)
@@ -116,6 +122,7 @@ int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, t
     if (nrec < 0 && nrec != TS_ENOENT)
         fprintf(stderr, "tessera-agent: task records in %s: %s\n", a->logs, e.msg);
     agent_secrets_sweep(a); /* the folders of tasks that ended while no agent ran */
+    agent_mount_pins_sweep(a); /* and their job mounts' pins */
     agent_steps_sweep(a);   /* the files of tasks no record holds */
     agent_task_dirs_sweep(a->task_dirs, a->logs); /* and their own folders */
     agent_net_open(a);
@@ -412,6 +419,14 @@ static void agent_task_forget(ts_agent *a, int k)
     agent_shim_mark_remove(lt);
     agent_keeper_fd_close(lt);
     agent_task_free(lt->t); /* its container, if any, is gone with it: then its image and bundle */
+    if (lt->mounts_pinned || lt->image_ready) { /* its job mounts, pinned (agent_start.c) */
+        char id[64];
+        if (lt->is_step)
+            snprintf(id, sizeof id, "j%lld-r%d-s%d", (long long)lt->job, lt->rank, lt->step);
+        else
+            snprintf(id, sizeof id, "j%lld-r%d", (long long)lt->job, lt->rank);
+        agent_mount_unpin(a->cfg.state_dir, id);
+    }
     agent_stdio_close(lt);
     agent_net_end(a, lt); /* after the task: nothing of it is left in the namespace */
     agent_image_forget(a, lt);

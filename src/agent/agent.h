@@ -23,7 +23,8 @@
 #include "tessera/error.h"
 
 #define TS_AGENT_MAX_TASKS 256
-#define TS_AGENT_MAX_HOOKS 64          /* prologs and epilogs running at once */
+#define TS_AGENT_MAX_HOOKS 64          /* prologs and epilogs running at once (--max-hooks) */
+#define TS_AGENT_EPILOGS_WAITING_MAX 1024 /* epilogs waiting for a free hook slot */
 #define TS_AGENT_HOOK_TIMEOUT_S 60.0   /* --hook-timeout default */
 #define TS_AGENT_WAIT_IDLE_S 10.0  /* long-poll wait with nothing to watch */
 #define TS_AGENT_WAIT_BUSY_S 1.0   /* with tasks running or stopping */
@@ -62,6 +63,7 @@ typedef struct ts_agent_config {
      * task starts and after it ended; "" = none */
     char prolog[512], epilog[512];
     double hook_timeout_s;  /* a hook still running then is killed and failed */
+    int max_hooks;          /* hooks running at once, 1..TS_AGENT_MAX_HOOKS; 0 = the most */
     char p2p_listen[64];    /* IPV4:PORT serving image pieces to peers; "" = no P2P */
     char p2p_advertise[256];/* the URL peers reach it at; "" = from p2p_listen */
     bool p2p_fault_corrupt; /* fault injection (tests, bench): serve corrupt pieces */

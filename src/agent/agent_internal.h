@@ -103,6 +103,9 @@ typedef struct local_task {
     struct agent_stdio *stdio;
     bool stdio_tty;
     double stdio_exit_s;
+    /* a container task's job mounts are pinned (agent_mount_pin): unpinned
+     * when the task is forgotten */
+    bool mounts_pinned;
 } local_task;
 
 /* A prolog or epilog running (hooks.c). */
@@ -114,6 +117,17 @@ typedef struct agent_hook {
     int rank;
     double deadline;            /* agent_launch_now() */
 } agent_hook;
+
+/* An epilog waiting for a hook slot: the ended task's identity. */
+typedef struct agent_epilog_wait {
+    int64_t job;
+    int rank;
+    char user[64];
+    long long uid;
+    int gpus[16];
+    int ngpu;
+    int exit_code;
+} agent_epilog_wait;
 
 #define TS_AGENT_STDIO_DRAIN_S 30.0
 
@@ -166,6 +180,10 @@ struct ts_agent {
     char bundles[600];     /* <state_dir>/bundles: container tasks' OCI bundles */
     agent_hook hooks[TS_AGENT_MAX_HOOKS];
     int nhooks;
+    /* epilogs of tasks that ended while every hook slot was taken, oldest
+     * first (a ring): each starts as a slot frees (hooks.c) */
+    agent_epilog_wait epilogs_waiting[TS_AGENT_EPILOGS_WAITING_MAX];
+    int epilogs_head, nepilogs_waiting;
     char drain_why[256];   /* a hook failed: sent as the sync's "drain" until one is
                             * answered; "" none */
     char sess_seen[64][64];/* the last sessions opened (session.c): each opens once */
@@ -313,6 +331,25 @@ void agent_data_meta_get(local_task *lt, json_t *meta);
  * to bind into a container: no other user can swap a link into its path;
  * false with why otherwise. */
 bool agent_checkpoint_folder(const char *dir, uid_t uid, gid_t gid, char *why, size_t n);
+/* A job mount's host folder host, opened (O_PATH) one component at a time
+ * without following a link: a user who may write under a root its tenant
+ * may mount could otherwise put a link there to any folder of the node,
+ * which the controller, checking the path as text, cannot see. Returns the
+ * descriptor (close-on-exec), or -1 with why, which starts with field. */
+int agent_mount_source_open(const char *field, const char *host, char *why, size_t n);
+#define AGENT_MOUNT_PINS_MAX 16 /* a job spec's mounts (TS_SPEC_MAX_MOUNTS) */
+/* Binds the folder fd (agent_mount_source_open's) at
+ * /run/tessera-agent/mounts-<hash of state_dir>/<task>/<i>, a path only
+ * root reaches and outside the state folder, for the runtime
+ * to bind from: the folder checked, whatever its path holds later (the
+ * runtime mounts in a namespace of its own, where a descriptor of the
+ * agent's cannot be bound). Its path into out; false with why. */
+bool agent_mount_pin(const char *state_dir, const char *task, int i, int fd, char *out,
+                     size_t n, char *why, size_t wn);
+/* Unmounts and removes the task's pins (never recursively). */
+void agent_mount_unpin(const char *state_dir, const char *task);
+/* Unpins the tasks no record adopted (ended while no agent ran). */
+void agent_mount_pins_sweep(const ts_agent *a);
 /* Makes slurm_dir/kit afresh: a copy of the tessera CLI cli, its libraries
  * and the node's loader, and an srun that runs them from slurm_dir, where
  * the kit is bound in a container; its path into kit. 0, or a negative

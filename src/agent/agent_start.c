@@ -233,6 +233,7 @@ typedef struct task_start {
     ts_devnum devs[16];
     char bundle[700], secrets_dir[800];
     ts_bundle_mount binds[5 + TASK_MOUNTS_MAX + TS_AGENT_DATA_MAX];
+    char mount_src[TASK_MOUNTS_MAX][900]; /* where a job mount's folder is pinned */
     json_t *cdi;                  /* the container's GPUs (docs/images.md) */
     char cuser[64];               /* who it is inside the image when its job says */
     char ns_path[AGENT_NET_NS_PATH_MAX];
@@ -482,7 +483,8 @@ static void start_spec(ts_agent *a, local_task *lt, task_start *S)
 
 /* In a container: the task library's files and its secrets at the paths its
  * environment names, the job's host folders (as its tenant may mount them,
- * checked at submission) and data; the number of binds. */
+ * checked at submission as text; here opened without following a link, and
+ * pinned where the runtime binds it from) and data; the number of binds. */
 static size_t container_binds(ts_agent *a, local_task *lt, task_start *S)
 {
     const size_t cap = sizeof S->binds / sizeof S->binds[0];
@@ -493,14 +495,23 @@ static size_t container_binds(ts_agent *a, local_task *lt, task_start *S)
     struct stat sd;
     if (stat(S->secrets_dir, &sd) == 0 && S_ISDIR(sd.st_mode))
         S->binds[nb++] = (ts_bundle_mount){S->secrets_dir, S->secrets_dir, false};
+    if (S->d->nmounts > 0) {
+        agent_mount_unpin(a->cfg.state_dir, S->id);
+        lt->mounts_pinned = true;
+    }
     for (size_t mi = 0; mi < (size_t)S->d->nmounts; mi++) {
         const char *host = S->d->mounts[mi].host, *in = S->d->mounts[mi].path;
-        if (nb == cap)
+        if (nb == cap || mi >= AGENT_MOUNT_PINS_MAX)
             break;
-        struct stat hs;
-        if (!S->why[0] && (stat(host, &hs) != 0 || !S_ISDIR(hs.st_mode)))
-            snprintf(S->why, sizeof S->why,
-                     "mounts[%zu].host: %.300s: no such folder on this node", mi, host);
+        char field[32];
+        snprintf(field, sizeof field, "mounts[%zu].host", mi);
+        int fd = S->why[0] ? -1 : agent_mount_source_open(field, host, S->why, sizeof S->why);
+        /* the runtime binds the folder checked, whatever the path holds later */
+        if (fd >= 0 && agent_mount_pin(a->cfg.state_dir, S->id, (int)mi, fd, S->mount_src[mi],
+                                       sizeof S->mount_src[mi], S->why, sizeof S->why))
+            host = S->mount_src[mi];
+        if (fd >= 0)
+            close(fd);
         S->binds[nb++] = (ts_bundle_mount){host, in, S->d->mounts[mi].write};
     }
     return nb + agent_data_binds(lt, S->binds + nb, cap - nb);

@@ -30,14 +30,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/agent_internal.h"
+#include "agent/launch_cgroup.h" /* FNV64_* */
 
 #define KIT_LIBS_MAX 128
 #define COPY_CHUNK_BYTES 65536
 
+#define MOUNT_PATH_MAX 1024
+#define MOUNT_PINS_ROOT "/run/tessera-agent" /* .../mounts-<hash>/<task>/<i>: agent_mount_pin */
 #define SHARED_FOLDER_MODE 01777 /* a root or tenant folder made here: as /tmp */
 
 static const char *base_of(const char *path)
@@ -103,6 +107,127 @@ bool agent_checkpoint_folder(const char *dir, uid_t uid, gid_t gid, char *why, s
         return false;
     }
     return plain_folder(path, 0700, uid, why, n);
+}
+
+int agent_mount_source_open(const char *field, const char *host, char *why, size_t n)
+{
+    char path[MOUNT_PATH_MAX];
+    if (host[0] != '/' || strlen(host) >= sizeof path) {
+        snprintf(why, n, "%s: %.300s: not an absolute path", field, host);
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s", host);
+    int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    char *save = NULL;
+    for (char *c = strtok_r(path, "/", &save); c && fd >= 0; c = strtok_r(NULL, "/", &save)) {
+        if (!strcmp(c, "."))
+            continue;
+        int next = strcmp(c, "..") ? openat(fd, c, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
+        struct stat st;
+        const char *bad = NULL, *link = "";
+        if (!strcmp(c, ".."))
+            bad = "\"..\" in the path is refused";
+        else if (next < 0)
+            bad = errno == ENOENT ? "no such folder on this node" : strerror(errno);
+        else if (fstat(next, &st) != 0)
+            bad = strerror(errno);
+        else if (S_ISLNK(st.st_mode))
+            link = c, bad = " is a symbolic link: a mount's path may hold none";
+        else if (!S_ISDIR(st.st_mode))
+            bad = "not a folder";
+        close(fd);
+        fd = next;
+        if (bad) {
+            snprintf(why, n, "%s: %.300s: %.100s%s", field, host, link, bad);
+            if (fd >= 0)
+                close(fd);
+            return -1;
+        }
+    }
+    if (fd < 0)
+        snprintf(why, n, "%s: %.300s: %s", field, host, strerror(errno));
+    return fd;
+}
+
+/* MOUNT_PINS_ROOT/mounts-<FNV-1a of state_dir>: this agent's pins (two
+ * agents of one host, two clusters' tests, each have their own), kept out
+ * of its state folder: a `rm -rf` of that folder must not reach through a
+ * pin into a folder of the node. */
+static void pins_dir(const char *state_dir, char *out, size_t n)
+{
+    unsigned long long h = FNV64_OFFSET;
+    for (const unsigned char *p = (const unsigned char *)state_dir; *p; p++)
+        h = (h ^ *p) * FNV64_PRIME;
+    snprintf(out, n, MOUNT_PINS_ROOT "/mounts-%016llx", h);
+}
+
+static void pin_path(const char *state_dir, const char *task, int i, char *out, size_t n)
+{
+    char dir[128];
+    pins_dir(state_dir, dir, sizeof dir);
+    if (i < 0)
+        snprintf(out, n, "%s/%s", dir, task);
+    else
+        snprintf(out, n, "%s/%s/%d", dir, task, i);
+}
+
+bool agent_mount_pin(const char *state_dir, const char *task, int i, int fd, char *out,
+                     size_t n, char *why, size_t wn)
+{
+    char p[MOUNT_PATH_MAX], src[64];
+    mkdir(MOUNT_PINS_ROOT, 0700);
+    pins_dir(state_dir, p, sizeof p);
+    mkdir(p, 0700);
+    pin_path(state_dir, task, -1, p, sizeof p);
+    mkdir(p, 0700);
+    pin_path(state_dir, task, i, out, n);
+    umount2(out, MNT_DETACH); /* an earlier run's, left by a crash */
+    snprintf(src, sizeof src, "/proc/self/fd/%d", fd);
+    if ((mkdir(out, 0700) != 0 && errno != EEXIST) ||
+        mount(src, out, NULL, MS_BIND | MS_REC, NULL) != 0) {
+        snprintf(why, wn, "mounts[%d].host: cannot bind it at %.300s: %s", i, out,
+                 strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+void agent_mount_unpin(const char *state_dir, const char *task)
+{
+    char p[MOUNT_PATH_MAX];
+    for (int i = 0; i < AGENT_MOUNT_PINS_MAX; i++) {
+        pin_path(state_dir, task, i, p, sizeof p);
+        umount2(p, MNT_DETACH);
+        rmdir(p); /* only ever an empty mount point: never a removal of what it held */
+    }
+    pin_path(state_dir, task, -1, p, sizeof p);
+    rmdir(p);
+    pins_dir(state_dir, p, sizeof p);
+    rmdir(p); /* when it was the last task's */
+}
+
+void agent_mount_pins_sweep(const ts_agent *a)
+{
+    char dir[128];
+    pins_dir(a->cfg.state_dir, dir, sizeof dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d));) {
+        bool adopted = e->d_name[0] == '.';
+        for (int i = 0; i < a->ntasks && !adopted; i++) {
+            const local_task *lt = &a->tasks[i];
+            char id[64];
+            if (lt->is_step)
+                snprintf(id, sizeof id, "j%lld-r%d-s%d", (long long)lt->job, lt->rank, lt->step);
+            else
+                snprintf(id, sizeof id, "j%lld-r%d", (long long)lt->job, lt->rank);
+            adopted = !strcmp(id, e->d_name);
+        }
+        if (!adopted)
+            agent_mount_unpin(a->cfg.state_dir, e->d_name);
+    }
+    closedir(d);
 }
 
 /* Copies src to dst (created with mode); false on any failure. A hard link

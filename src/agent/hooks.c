@@ -14,9 +14,12 @@
  * launch (end "prolog_failed"), a failing epilog leaves the task's end as it
  * was; either asks the controller to drain the node, with the reason, as
  * Slurm does: a node whose hooks fail is not trusted with more work until an
- * admin resumes it. At most TS_AGENT_MAX_HOOKS hooks run at once; a prolog
- * beyond that fails its launch, an epilog beyond it is skipped (said in the
- * log).
+ * admin resumes it. At most --max-hooks (TS_AGENT_MAX_HOOKS) hooks run at
+ * once; a prolog beyond that fails its launch, an epilog beyond it waits in
+ * a ring of TS_AGENT_EPILOGS_WAITING_MAX and starts, oldest first, as a slot
+ * frees: a user ending many tasks at once must not skip the site's cleanup.
+ * An epilog that finds even the ring full is skipped and drains the node,
+ * as a failed one does.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -97,6 +100,45 @@ static pid_t hook_spawn(const char *path, char **envp, char *why, size_t wsize)
     return pid;
 }
 
+/* Keeps an epilog for when a hook slot frees; false (and the node drained)
+ * when even the waiting ring is full. */
+static bool epilog_wait(ts_agent *a, int64_t job, int rank, const char *user, long long uid,
+                        const int *gpus, int ngpu, int exit_code)
+{
+    if (a->nepilogs_waiting == TS_AGENT_EPILOGS_WAITING_MAX) {
+        fprintf(stderr, "tessera-agent: epilog of job %lld rank %d: %d hooks run and %d "
+                "epilogs wait; skipped\n", (long long)job, rank, a->cfg.max_hooks,
+                TS_AGENT_EPILOGS_WAITING_MAX);
+        agent_hook_drain(a, "epilog %.120s skipped: %d epilogs already waiting (job %lld rank "
+                         "%d)", a->cfg.epilog, TS_AGENT_EPILOGS_WAITING_MAX, (long long)job, rank);
+        return false;
+    }
+    int k = (a->epilogs_head + a->nepilogs_waiting++) % TS_AGENT_EPILOGS_WAITING_MAX;
+    agent_epilog_wait *w = &a->epilogs_waiting[k];
+    memset(w, 0, sizeof *w);
+    w->job = job;
+    w->rank = rank;
+    snprintf(w->user, sizeof w->user, "%s", user ? user : "");
+    w->uid = uid;
+    w->ngpu = ngpu < 16 ? ngpu : 16;
+    memcpy(w->gpus, gpus, (size_t)w->ngpu * sizeof *gpus);
+    w->exit_code = exit_code;
+    fprintf(stderr, "tessera-agent: epilog of job %lld rank %d waits: %d hooks run (%d "
+            "epilogs waiting)\n", (long long)job, rank, a->cfg.max_hooks, a->nepilogs_waiting);
+    return true;
+}
+
+/* Starts waiting epilogs, oldest first, while hook slots are free. */
+static void epilogs_resume(ts_agent *a)
+{
+    while (a->nepilogs_waiting > 0 && a->nhooks < a->cfg.max_hooks) {
+        agent_epilog_wait w = a->epilogs_waiting[a->epilogs_head];
+        a->epilogs_head = (a->epilogs_head + 1) % TS_AGENT_EPILOGS_WAITING_MAX;
+        a->nepilogs_waiting--;
+        agent_hook_start(a, false, w.job, w.rank, w.user, w.uid, w.gpus, w.ngpu, w.exit_code);
+    }
+}
+
 bool agent_hook_start(ts_agent *a, bool prolog, int64_t job, int rank, const char *user,
                          long long uid, const int *gpus, int ngpu, int exit_code)
 {
@@ -104,10 +146,11 @@ bool agent_hook_start(ts_agent *a, bool prolog, int64_t job, int rank, const cha
     const char *kind = prolog ? "prolog" : "epilog";
     if (!path[0])
         return false;
-    if (a->nhooks == TS_AGENT_MAX_HOOKS) {
-        fprintf(stderr, "tessera-agent: %s of job %lld rank %d: %d hooks already run; %s\n",
-                kind, (long long)job, rank, TS_AGENT_MAX_HOOKS,
-                prolog ? "its launch fails" : "skipped");
+    if (a->nhooks >= a->cfg.max_hooks) {
+        if (!prolog)
+            return epilog_wait(a, job, rank, user, uid, gpus, ngpu, exit_code);
+        fprintf(stderr, "tessera-agent: prolog of job %lld rank %d: %d hooks already run; its "
+                "launch fails\n", (long long)job, rank, a->cfg.max_hooks);
         return false;
     }
     char env[HOOK_ENV_MAX][HOOK_ENV_BYTES], *envp[HOOK_ENV_MAX + 1];
@@ -211,6 +254,7 @@ void agent_hooks_poll(ts_agent *a, double now)
             agent_hook_drain(a, "epilog %.120s %s (job %lld rank %d)", a->cfg.epilog, how,
                                 (long long)done.job, done.rank);
     }
+    epilogs_resume(a);
 }
 
 bool agent_prolog_begin(ts_agent *a, local_task *lt, const json_t *t, const ts_desired_task *d)

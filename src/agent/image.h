@@ -191,7 +191,13 @@ int agent_bundle_apply_cdi(json_t *cfg, const json_t *edits, ts_err *err);
  * dir/config.json. TS_EINVAL names the field; TS_EIO the step. */
 int agent_bundle_make(const ts_bundle_spec *b, ts_err *err);
 
-/* Unmounts the bundle's rootfs and removes the bundle directory. */
+/* Where in the bundles' folder a removed bundle waits for the trash thread. */
+#define BUNDLE_TRASH_DIR ".trash"
+
+/* Unmounts the bundle's rootfs and moves the bundle directory into
+ * BUNDLE_TRASH_DIR next to it, for the agent's trash thread to remove
+ * (agent/trash.h): it returns at once, however many files the task left.
+ * Removes it in place, waiting, only where it cannot be moved. */
 void agent_bundle_remove(const char *dir);
 
 #endif

@@ -33,6 +33,7 @@
 
 #include <jansson.h>
 
+#include "agent/trash.h"
 #include "image.h"
 
 #define CPU_PERIOD_US 100000
@@ -343,11 +344,9 @@ int agent_bundle_make(const ts_bundle_spec *b, ts_err *err)
     return rc;
 }
 
-void agent_bundle_remove(const char *dir)
+/* rm -rf, waited for: only where the bundle cannot be moved aside. */
+static void bundle_rm_now(const char *dir)
 {
-    char p[800];
-    snprintf(p, sizeof p, "%s/rootfs", dir);
-    umount2(p, MNT_DETACH);
     pid_t pid = fork();
     if (pid == 0) {
         /* the upper layer holds whatever the task made: rm -rf does not follow links */
@@ -359,4 +358,23 @@ void agent_bundle_remove(const char *dir)
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
             ;
     }
+}
+
+void agent_bundle_remove(const char *dir)
+{
+    char p[800];
+    snprintf(p, sizeof p, "%s/rootfs", dir);
+    umount2(p, MNT_DETACH);
+    /* the upper layer holds as many files as the task made: moved aside into
+     * <bundles>/.trash at once and removed behind (trash.h), so that the main
+     * loop, which calls this, does not wait on them */
+    char trash[800];
+    snprintf(trash, sizeof trash, "%s", dir);
+    char *slash = strrchr(trash, '/');
+    if (slash && slash != trash) {
+        snprintf(slash, sizeof trash - (size_t)(slash - trash), "/" BUNDLE_TRASH_DIR);
+        if (agent_trash_put(dir, trash) == 0)
+            return;
+    }
+    bundle_rm_now(dir);
 }

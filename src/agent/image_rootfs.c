@@ -23,8 +23,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/loop.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent/trash.h"
 #include "image_rootfs.h"
 #include "image_store.h"
 
@@ -99,39 +98,18 @@ static void first_line(const char *path, char *out, size_t n)
     fclose(f);
 }
 
-static void *trash_main(void *arg)
-{
-    image_rm_tree(arg);
-    free(arg);
-    return NULL;
-}
-
-/* Moves tree aside, next to dir (in the store's tmp/, emptied at every
- * opening should this process end first), and removes it on a thread of its
- * own; removes it here when no thread can be had. */
+/* Moves tree aside, into the store's tmp/ (dir's parent, emptied at every
+ * opening should this process end first), for the agent's trash thread to
+ * remove (trash.h); removes it here when it cannot be moved. */
 static void trash_later(const char *tree, const char *dir)
 {
-    static atomic_uint seq;
-    char *aside = malloc(1100);
-    if (!aside) {
+    char tmp[1000];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    char *slash = strrchr(tmp, '/');
+    if (slash)
+        *slash = 0;
+    if (!slash || agent_trash_put(tree, tmp) != 0)
         image_rm_tree(tree);
-        return;
-    }
-    snprintf(aside, 1100, "%s.trash-%ld-%u", dir, (long)getpid(), atomic_fetch_add(&seq, 1));
-    if (rename(tree, aside) != 0) {
-        free(aside);
-        image_rm_tree(tree);
-        return;
-    }
-    pthread_t th;
-    pthread_attr_t at;
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&th, &at, trash_main, aside) != 0) {
-        image_rm_tree(aside);
-        free(aside);
-    }
-    pthread_attr_destroy(&at);
 }
 
 int image_rootfs_pack(const char *dir, bool compress, long long *bytes, ts_err *err)

@@ -94,6 +94,8 @@ static void usage(FILE *f)
                "task starts / after it\n"
                "                      ended; a failure drains the node) [--hook-timeout "
                "SECONDS]  (default 60)\n"
+               "                     [--max-hooks N]  (hooks running at once, 1..64; "
+               "default 64: more epilogs wait)\n"
                "                     [--p2p-listen IPV4:PORT]  (serve image pieces to peer "
                "agents; docs/images.md \"Peer-to-peer\")\n"
                "                     [--p2p-advertise URL]  (the URL peers reach it at; "
@@ -340,6 +342,15 @@ static int opt_checked(agent_args *A, ts_agent_node *node, const char *o, const 
     } else if (strcmp(o, "--hook-timeout") == 0) {
         if (!seconds_opt(o, v, &cfg->hook_timeout_s))
             return 2;
+    } else if (strcmp(o, "--max-hooks") == 0) {
+        char *end;
+        long n = v ? strtol(v, &end, 10) : 0;
+        if (!v || end == v || *end || n < 1 || n > TS_AGENT_MAX_HOOKS) {
+            fprintf(stderr, "tessera-agent: --max-hooks: \"%s\" is not a number in 1..%d\n",
+                    v ? v : "", TS_AGENT_MAX_HOOKS);
+            return 2;
+        }
+        cfg->max_hooks = (int)n;
     } else {
         return 0;
     }

@@ -11,7 +11,9 @@
  * task's user, under a 0711 parent nobody may list), each 0400 owned by
  * the task's user, named in $TESSERA_SECRETS_DIR; the folder is removed
  * when the agent is done with the task, and at start for tasks no record
- * adopts. An adopted task keeps its folder until it ends.
+ * adopts: moved into secrets/.trash at once, emptied by the agent's trash
+ * thread (the task's user may have filled it). An adopted task keeps its
+ * folder until it ends.
  *
  * Files are created without following links (O_NOFOLLOW|O_EXCL in a
  * folder only root writes), and nothing here prints a value.
@@ -28,14 +30,18 @@
 #include <unistd.h>
 
 #include "agent/agent_internal.h"
+#include "agent/trash.h"
+
+#define SECRETS_TRASH_DIR ".trash" /* secrets/.trash: removed folders, emptied behind */
 
 static void dir_of(const ts_agent *a, int64_t job, int rank, char *out, size_t size)
 {
     snprintf(out, size, "%s/secrets/j%lld-r%d", a->cfg.state_dir, (long long)job, rank);
 }
 
-/* Removes a task's folder and what is in it (files only: it holds nothing else). */
-static void remove_dir(const char *dir)
+/* Removes a task's folder in place: files only, what the agent put there;
+ * only where it cannot be moved aside. */
+static void remove_dir_now(const char *dir)
 {
     chmod(dir, 0700); /* a 0500 folder: a non-root agent could not empty it */
     DIR *d = opendir(dir);
@@ -48,11 +54,22 @@ static void remove_dir(const char *dir)
     rmdir(dir);
 }
 
+/* Removes a task's folder. It is the task user's, who may fill it with
+ * millions of files and folders: it is moved into secrets/.trash at once
+ * and removed behind (trash.h), never here on the main loop. */
+static void remove_dir(const ts_agent *a, const char *dir)
+{
+    char trash[760];
+    snprintf(trash, sizeof trash, "%s/secrets/" SECRETS_TRASH_DIR, a->cfg.state_dir);
+    if (agent_trash_put(dir, trash) != 0)
+        remove_dir_now(dir);
+}
+
 void agent_secrets_remove(const ts_agent *a, int64_t job, int rank)
 {
     char dir[800];
     dir_of(a, job, rank, dir, sizeof dir);
-    remove_dir(dir);
+    remove_dir(a, dir);
 }
 
 void agent_secrets_sweep(const ts_agent *a)
@@ -73,10 +90,12 @@ void agent_secrets_sweep(const ts_agent *a)
         if (!adopted) {
             char dir[1400];
             snprintf(dir, sizeof dir, "%s/%s", base, e->d_name);
-            remove_dir(dir);
+            remove_dir(a, dir);
         }
     }
     closedir(d);
+    snprintf(base, sizeof base, "%s/secrets/" SECRETS_TRASH_DIR, a->cfg.state_dir);
+    agent_trash_sweep(base); /* what an ended agent had not finished removing */
 }
 
 static bool write_file(int dfd, const char *name, const char *v, size_t len, uid_t uid,
@@ -99,7 +118,7 @@ static bool put_files(const ts_agent *a, const local_task *lt, const ts_desired_
     mkdir(base, 0711);
     chmod(base, 0711);
     dir_of(a, lt->job, lt->rank, dir, dsize);
-    remove_dir(dir); /* an earlier run's */
+    remove_dir(a, dir); /* an earlier run's */
     struct passwd *pw = user && a->caps.root ? getpwnam(user) : NULL;
     bool own = pw != NULL;
     if (mkdir(dir, 0700) != 0) {
@@ -126,7 +145,7 @@ static bool put_files(const ts_agent *a, const local_task *lt, const ts_desired_
     if (dfd >= 0)
         close(dfd);
     if (!ok)
-        remove_dir(dir);
+        remove_dir(a, dir);
     return ok;
 }
 

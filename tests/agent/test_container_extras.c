@@ -6,7 +6,11 @@
  * /tmp; the job's 0700 for the task's user); a job folder that is a link
  * (to /etc) is refused and the link left alone; a tenant folder written by
  * its group and not sticky is refused, naming it; a job folder another user
- * owns is refused; paths with `..` or not absolute are refused.
+ * owns is refused; paths with `..` or not absolute are refused. A job
+ * mount's host path with a link anywhere in it (or `..`) is refused, naming
+ * the field and the link; a pinned mount keeps the folder checked when a
+ * link is swapped into its path afterwards, and unpinning removes only the
+ * mount point.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -121,6 +125,80 @@ static void unclean_paths_are_refused(void **state)
     assert_non_null(strstr(why, "<root>/<tenant>/<job>"));
 }
 
+static int mount_open(const char *rel)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", top, rel);
+    why[0] = '\0';
+    return agent_mount_source_open("mounts[2].host", p, why, sizeof why);
+}
+
+static void a_mount_through_a_link_is_refused(void **state)
+{
+    (void)state;
+    char p[512];
+    snprintf(p, sizeof p, "%s/mdata", top);
+    assert_int_equal(mkdir(p, 0755), 0);
+    snprintf(p, sizeof p, "%s/to-root", top);
+    assert_int_equal(symlink("/", p), 0);
+    snprintf(p, sizeof p, "%s/to-data", top);
+    assert_int_equal(symlink("mdata", p), 0);
+    int fd = mount_open("mdata");
+    assert_true(fd >= 0);
+    close(fd);
+    fd = mount_open("./mdata/.");
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(mount_open("to-root/etc"), -1); /* a link on the way */
+    assert_non_null(strstr(why, "mounts[2].host: "));
+    assert_non_null(strstr(why, "to-root is a symbolic link"));
+    assert_int_equal(mount_open("to-data"), -1); /* a link at the end */
+    assert_non_null(strstr(why, "to-data is a symbolic link"));
+    assert_int_equal(mount_open("mdata/../mdata"), -1);
+    assert_non_null(strstr(why, "\"..\" in the path is refused"));
+    assert_int_equal(mount_open("missing"), -1);
+    assert_non_null(strstr(why, "no such folder on this node"));
+    snprintf(p, sizeof p, "%s/mdata/file", top);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(mount_open("mdata/file"), -1);
+    assert_non_null(strstr(why, "not a folder"));
+}
+
+/* The pinned folder is the one checked: a link swapped into its path
+ * afterwards changes nothing the runtime binds. */
+static void a_pinned_mount_outlives_a_swap(void **state)
+{
+    (void)state;
+    if (geteuid() != 0)
+        skip();
+    char p[512], moved[512], pin[900], seen[1000];
+    snprintf(p, sizeof p, "%s/pdata", top);
+    assert_int_equal(mkdir(p, 0755), 0);
+    snprintf(seen, sizeof seen, "%s/mark", p);
+    FILE *f = fopen(seen, "w");
+    assert_non_null(f);
+    fclose(f);
+    int fd = mount_open("pdata");
+    assert_true(fd >= 0);
+    assert_true(agent_mount_pin(top, "j1-r0", 0, fd, pin, sizeof pin, why, sizeof why));
+    close(fd);
+    snprintf(moved, sizeof moved, "%s/moved", top);
+    assert_int_equal(rename(p, moved), 0);
+    assert_int_equal(symlink("/etc", p), 0);
+    snprintf(seen, sizeof seen, "%s/mark", pin);
+    struct stat st;
+    assert_int_equal(stat(seen, &st), 0); /* still the folder checked, not /etc */
+    snprintf(seen, sizeof seen, "%s/hostname", pin);
+    assert_int_not_equal(stat(seen, &st), 0);
+    agent_mount_unpin(top, "j1-r0");
+    assert_int_not_equal(lstat(pin, &st), 0); /* unmounted, its folders gone */
+    assert_null(strstr(pin, top)); /* outside the state folder */
+    snprintf(seen, sizeof seen, "%s/mark", moved);
+    assert_int_equal(stat(seen, &st), 0); /* and what it held untouched */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -129,6 +207,8 @@ int main(void)
         cmocka_unit_test(a_group_written_tenant_folder_is_refused),
         cmocka_unit_test(another_users_job_folder_is_refused),
         cmocka_unit_test(unclean_paths_are_refused),
+        cmocka_unit_test(a_mount_through_a_link_is_refused),
+        cmocka_unit_test(a_pinned_mount_outlives_a_swap),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

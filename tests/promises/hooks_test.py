@@ -24,6 +24,7 @@ echo "{kind} job=$TESSERA_JOB_ID slurm=$SLURM_JOB_ID rank=$TESSERA_RANK user=$TE
 uid=$TESSERA_UID gpus=$TESSERA_GPUS node=$TESSERA_NODE exit=$TESSERA_EXIT_CODE" >> $d/{kind}.log
 echo "{kind} output for the agent log"
 [ -e $d/hang-{kind}-$TESSERA_NODE ] && sleep 60
+[ -e $d/slow-{kind}-$TESSERA_NODE ] && sleep 1
 [ -e $d/fail-{kind}-$TESSERA_NODE ] && exit 3
 exit 0
 """
@@ -36,7 +37,9 @@ os.chmod(HOOKS, 0o755)
 
 ARGS = ["--prolog", os.path.join(HOOKS, "prolog.sh"), "--epilog",
         os.path.join(HOOKS, "epilog.sh"), "--hook-timeout", "3"]
-CLUSTER = {"nodes": [Node(n, "l1", args=ARGS) for n in ("r-1", "r-2", "r-3", "r-4")]}
+# r-5 runs at most 2 hooks at once: more epilogs wait for a slot
+CLUSTER = {"nodes": [Node(n, "l1", args=ARGS) for n in ("r-1", "r-2", "r-3", "r-4")] +
+           [Node("r-5", "l1", args=ARGS + ["--max-hooks", "2"])]}
 
 SPEC = {"tenant": "team-a", "name": "hooked", "tier": "guaranteed",
         "tasks": [{"count": 1, "gpus": 2, "cpu_milli": 500, "memory_mib": 256}],
@@ -180,3 +183,35 @@ def scenario_the_steps_srun_runs_run_no_hook(c):
     epi = [x for x in lines("epilog") if f"job={jid} " in x]
     check(len(pro) == 1 and len(epi) == 1,
           f"one prolog and one epilog, the rank's, none for its steps: {pro} {epi}")
+
+
+def scenario_epilogs_beyond_the_running_hooks_wait_and_all_run(c):
+    """tessera-agent.md: an epilog beyond the hooks already running waits for a slot and
+    runs once one frees, oldest first: ending many tasks at once skips no epilog."""
+    go = os.path.join(HOOKS, "go-r-5")
+    wait_go = f"echo up; while [ ! -e {go} ]; do sleep 0.1; done"
+    jids = []
+    try:
+        for _ in range(3):  # 2 ranks each: their prologs fit r-5's 2 slots, one job at a time
+            jid = c.submit(on("r-5", wait_go, tasks=[
+                {"count": 2, "gpus": 1, "cpu_milli": 100, "memory_mib": 64}]))
+            jids.append(jid)
+            c.wait(lambda: all("up" in c.output("r-5", jid, r) for r in (0, 1)),
+                   f"job {jid}'s tasks run (their prologs done)", 30)
+        flag("slow-epilog-r-5")
+        flag("go-r-5")  # the 6 tasks end at once; each epilog takes a second
+        for jid in jids:
+            c.wait_job(jid, "completed", 30)
+        want = {(j, r) for j in jids for r in ("0", "1")}
+
+        def ran():
+            return {(j, x.split("rank=")[1].split()[0]) for j in jids for x in lines("epilog")
+                    if f"job={j} " in x and "node=r-5" in x}
+        c.wait(lambda: ran() >= want, "an epilog ran for each of the 6 ranks", 30)
+        check(ran() >= want, f"each rank's epilog ran, none skipped: {len(ran() & want)} of 6")
+        log = open(c.path("r-5.log")).read()
+        check("waits: 2 hooks run" in log, "the agent log says which epilogs waited")
+        check(c.node("r-5").get("state") == "up", "the node stays up")
+    finally:
+        unflag("slow-epilog-r-5")
+        unflag("go-r-5")

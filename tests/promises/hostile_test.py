@@ -3,7 +3,8 @@ agent reads (a FIFO, a socket, a device node, links to /etc/shadow or to
 another task's files), asks for a megabyte of its output, writes hundreds of
 megabytes to stdout, fills the disk of its output, closes its output, forks
 hundreds of processes, ignores every signal, leaves its process group with
-setsid, spins a CPU or opens another GPU's device node. Each runs next to an ordinary task of another tenant
+setsid, spins a CPU, opens another GPU's device node or leaves 200,000 files
+in its secrets folder. Each runs next to an ordinary task of another tenant
 on the same node, and each scenario checks, from the controller's view:
 
 - the agent keeps syncing: the largest gap between two syncs of the node
@@ -24,7 +25,7 @@ import threading
 import time
 
 from cluster import Node
-from harness import check
+from harness import USER_IDENTITY, check
 
 CLUSTER = {
     "nodes": [Node("h-1", "l1")],
@@ -112,14 +113,16 @@ class Neighbour:
         self.c.call("POST", f"/v1/jobs/{self.jid}/cancel")
 
 
-def hostile(c, what, cmd, end=("completed",), timeout=30, during=None, grace="3s", grow=True):
+def hostile(c, what, cmd, end=("completed",), timeout=30, during=None, grace="3s", grow=True,
+            token=None, extra=None):
     """Runs cmd as a hostile task next to a neighbour; checks the sync gap,
     the neighbour, and that the task reaches a state of end. during(c, jid),
-    if given, runs while the hostile task runs. Returns the job's id."""
+    if given, runs while the hostile task runs; token submits it, extra
+    joins its spec. Returns the job's id."""
     nb = Neighbour(c)
     with SyncWatch(c) as w:
-        jid = c.submit(spec("".join(ch if ch.isalnum() else "-" for ch in what)[:40], cmd,
-                            grace=grace))
+        s = spec("".join(ch if ch.isalnum() else "-" for ch in what)[:40], cmd, grace=grace)
+        jid = c.submit(dict(s, **(extra or {})), token)
         if during:
             c.wait_job(jid, ("running",) + tuple(end), 20)
             during(c, jid)
@@ -357,6 +360,35 @@ def scenario_opens_another_gpus_device_node(c):
 
 
 scenario_opens_another_gpus_device_node.needs_root = True
+
+
+FILL_FILES = 200000   # files a task leaves in its secrets folder
+
+
+def scenario_fills_its_secrets_folder(c):
+    """agent-tasks.md: a task that leaves 200,000 files in its secrets folder delays
+    no sync: the folder is moved aside when the task ends and emptied behind."""
+    os.chmod(c.tmp, 0o711)  # the task's user reaches its folders
+    user = c.token("filler", "user", "team-a", **USER_IDENTITY)
+    r = c.cli("secrets", "set", "FILL_KEY", token=user, stdin="fill-value\n")
+    check(r.returncode == 0, f"a secret for the task: {r.returncode} {r.stderr}")
+    cmd = (f'cd "$TESSERA_SECRETS_DIR" && chmod 700 . && seq {FILL_FILES} | xargs touch && '
+           f'mkdir -p d/e && touch d/e/f && echo "left $(find . -type f | wc -l) files"')
+    jid = hostile(c, "fills its secrets folder", cmd, timeout=300, token=user,
+                  extra={"secrets": [{"name": "FILL_KEY", "file": "key"}]})
+    if jid is None:
+        return
+    out = c.output(NODE, jid)
+    check(f"left {FILL_FILES + 2} files" in out, f"the task left its files: {out[-200:]!r}")
+    folder = c.path(NODE, "secrets", f"j{jid}-r0")
+    trash = c.path(NODE, "secrets", ".trash")
+    check(not os.path.exists(folder), "its secrets folder is gone from its place")
+    check(bool(c.wait(lambda: not os.path.exists(trash) or not os.listdir(trash),
+                      "the trash is emptied behind", 120)),
+          f"its files are removed behind: {os.listdir(trash) if os.path.exists(trash) else []}")
+
+
+scenario_fills_its_secrets_folder.needs_root = True
 
 
 def scenario_spins_a_cpu(c):

@@ -349,6 +349,33 @@ scenario_mounts_only_what_the_tenant_allows.needs_root = True
 scenario_mounts_only_what_the_tenant_allows.needs = NEEDS
 
 
+def scenario_a_mount_through_a_link_is_refused(c):
+    """images.md: a mount whose host path holds a symbolic link is refused by the
+    node's agent: the task fails, naming the mount and the link."""
+    r = registry()
+    link = os.path.join(HOST_RW, f"to-root-{os.getpid()}")
+    os.symlink("/", link)  # what any user may do in a folder its tenant may mount
+    try:
+        jid = c.submit(spec("via-link", "cat /hostetc/hostname && echo read-the-node",
+                            f"{r.host}/team/tools:1",
+                            mounts=[{"host": f"{link}/etc", "path": "/hostetc"}]))
+        j = c.wait_job(jid, ("failed", "completed"), 60)
+        if not j:
+            return
+        why = j.get("why") or ""
+        out = "".join(c.output(n, jid) for n in ("r-1", "r-2"))
+        check(j.get("state") == "failed" and "mounts[0].host" in why and
+              "is a symbolic link" in why and os.path.basename(link) in why,
+              f"it fails naming the mount and the link: {j.get('state')} {why!r}")
+        check("read-the-node" not in out, f"nothing of the node's /etc was read: {out!r}")
+    finally:
+        os.unlink(link)
+
+
+scenario_a_mount_through_a_link_is_refused.needs_root = True
+scenario_a_mount_through_a_link_is_refused.needs = NEEDS
+
+
 def _digest(r, repo_tag):
     """The manifest digest the registry serves for repo_tag."""
     import subprocess
