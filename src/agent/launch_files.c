@@ -24,11 +24,13 @@
 #include <unistd.h>
 
 #include "launch_files.h"
+#include "agent/trash.h"
 
 #define LOG_FILE_MODE 0640
 #define TASK_DIR_MODE 0700   /* the task's alone */
 #define TASK_DIRS_MODE 0711  /* anyone may pass through to their own, no one may list */
 #define REMOVE_DEPTH_MAX 256 /* a descriptor a level; what a task nests deeper is left */
+#define TASK_DIRS_TRASH ".trash" /* <task_dirs>/.trash: removed folders, emptied behind */
 
 int agent_log_open(const char *dir, const char *id, const char *ext, char *path, size_t len,
                    const struct ts_run_as *ra, ts_err *err)
@@ -99,6 +101,20 @@ static int agent_rm_tree_at(int dfd, const char *name, int depth)
     return rc;
 }
 
+/* Removes root/id (dfd: root's descriptor). The folder is the task's, which
+ * may fill it with millions of files, and this runs on the main loop: it is
+ * moved into root/.trash at once and removed behind by the trash thread
+ * (trash.h), in place only where it cannot be moved. 0, or -1 with errno. */
+static int task_dir_discard(int dfd, const char *root, const char *id)
+{
+    char path[PATH_MAX], trash[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", root, id) < (int)sizeof path &&
+        snprintf(trash, sizeof trash, "%s/" TASK_DIRS_TRASH, root) < (int)sizeof trash &&
+        agent_trash_put(path, trash) == 0)
+        return 0;
+    return agent_rm_tree_at(dfd, id, 0);
+}
+
 int agent_task_dir_make(const char *root, const char *id, uid_t uid, gid_t gid, char *path,
                         size_t len, ts_err *err)
 {
@@ -112,7 +128,7 @@ int agent_task_dir_make(const char *root, const char *id, uid_t uid, gid_t gid, 
                           id, root, strerror(errno));
     const char *step = "removing the old";
     int fd = -1;
-    if (agent_rm_tree_at(dfd, id, 0) == 0) {
+    if (task_dir_discard(dfd, root, id) == 0) {
         step = "mkdir";
         if (mkdirat(dfd, id, TASK_DIR_MODE) == 0) {
             step = "open";
@@ -148,7 +164,7 @@ void agent_task_dir_remove(const char *path, const char *id)
     int dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return;
-    agent_rm_tree_at(dfd, id, 0);
+    task_dir_discard(dfd, parent, id);
     close(dfd);
 }
 
@@ -164,13 +180,16 @@ void agent_task_dirs_sweep(const char *task_dirs, const char *record_dir)
     }
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
         const char *n = e->d_name;
-        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
+        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0 || strcmp(n, TASK_DIRS_TRASH) == 0)
             continue;
         char rec[PATH_MAX];
         struct stat sb;
         if (snprintf(rec, sizeof rec, "%s/%s.task", record_dir, n) < (int)sizeof rec &&
             lstat(rec, &sb) != 0 && errno == ENOENT)
-            agent_rm_tree_at(dirfd(d), n, 0); /* no record holds its task */
+            task_dir_discard(dirfd(d), task_dirs, n); /* no record holds its task */
     }
     closedir(d);
+    char trash[PATH_MAX];
+    if (snprintf(trash, sizeof trash, "%s/" TASK_DIRS_TRASH, task_dirs) < (int)sizeof trash)
+        agent_trash_sweep(trash); /* what an ended agent had not finished removing */
 }

@@ -36,9 +36,11 @@ int agent_log_open(const char *dir, const char *id, const char *ext, char *path,
 int agent_task_dir_make(const char *root, const char *id, uid_t uid, gid_t gid, char *path,
                         size_t len, ts_err *err);
 
-/* Removes the folder path and everything below it without following a
- * link, only when its last component is id (a damaged record must not name
- * another folder). Nothing when path is "". */
+/* Removes the folder path and everything below it, only when its last
+ * component is id (a damaged record must not name another folder): moved
+ * into <task_dirs>/.trash at once and removed behind (trash.h), in place
+ * without following a link where it cannot be moved. Nothing when path is
+ * "". */
 void agent_task_dir_remove(const char *path, const char *id);
 
 #endif

@@ -5,7 +5,8 @@
  * its own folder (0700, its user's), which goes with the task; a link, a
  * FIFO or a hard link planted where a log goes is refused, naming it,
  * before anything is created through it; the folders of tasks no record
- * holds are swept without following links in them. Every wait is bounded.
+ * holds are swept (moved aside, emptied behind by the trash thread) without
+ * following links in them. Every wait is bounded.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +26,7 @@
 #include <cmocka.h>
 
 #include "agent/launch.h"
+#include "agent/trash.h"
 
 #define READY_WAIT_S 3.0
 
@@ -190,6 +192,10 @@ static void task_dirs_sweep_keeps_recorded_ones(void **state)
     assert_false(file_exists(p));
     snprintf(p, sizeof p, "%s/live", root);
     assert_true(file_exists(p));
+    /* moved into tasks/.trash at once, emptied there by the trash thread */
+    assert_true(agent_trash_idle(5000));
+    snprintf(cmd, sizeof cmd, "test -d %s/.trash && test -z \"$(ls -A %s/.trash)\"", root, root);
+    assert_int_equal(system(cmd), 0);
     assert_true(file_exists(outside));
     snprintf(p, sizeof p, "%s/live.task", f->recs);
     unlink(p);
