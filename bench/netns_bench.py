@@ -13,8 +13,10 @@ here beyond "the run worked": the targets are in the issue and docs.
    pair and between two tasks, one per node, over their tenant's VXLAN
    (MTU 1450 on a 1500 underlay, 1500 on a jumbo one), every measurement
    of every variant once per round, REPS rounds; medians. The baseline is
-   variant a's bare pair: MTU 1500 and default offloads, what a task's
-   1500-byte-class network would be without the overlay; each variant's
+   a pristine bare pair (MTU 1500, default offloads, no agent started in
+   its namespaces: the agent's nat table would put the underlay's own TCP
+   through connection tracking), what a task's 1500-byte-class network
+   would be without the overlay; each variant's
    overlay is also shown against its own underlay, the median of each
    round's ratio to that round's baseline, and Gbit per CPU-second of the
    two iperf3 processes (what a byte costs, whatever share of a shared
@@ -25,8 +27,13 @@ here beyond "the run worked": the targets are in the issue and docs.
    run, with their median over the runs: one run on a shared machine moves
    by a tenth, the median of several less.
 
+   --affinity C,S pins the iperf3 client and server (iperf3 -A): 0,0 puts
+   both ends and the whole stack on one CPU, the cost per byte without the
+   machine's scheduling between two CPUs (which moves a 2-CPU VM's figures
+   by half).
+
 usage: netns_bench.py NETNS_TOOL [--tasks N] [--reps R] [--seconds S] [--runs N]
-                      [--variants a,f] [--json OUT]
+                      [--variants a,f] [--affinity C,S] [--json OUT]
 """
 import argparse
 import json
@@ -53,6 +60,9 @@ def pct(v, p):
     return v[min(len(v) - 1, int(round(p / 100.0 * (len(v) - 1))))]
 
 
+AFFINITY = []  # iperf3 -A CLIENT,SERVER (--affinity): both processes pinned
+
+
 def iperf(src_ns, dst_ns, addr, seconds):
     srv = subprocess.Popen(["nsenter", f"--net=/run/netns/{dst_ns}", "iperf3", "-s", "-1",
                             "-B", addr], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -61,7 +71,7 @@ def iperf(src_ns, dst_ns, addr, seconds):
             if nsx(dst_ns, "ss", "-ltn", check=False).stdout.find(":5201") >= 0:
                 break
             subprocess.run(["sleep", "0.1"])
-        out = nsx(src_ns, "iperf3", "-c", addr, "-t", str(seconds), "-J",
+        out = nsx(src_ns, "iperf3", "-c", addr, "-t", str(seconds), "-J", *AFFINITY,
                   timeout=seconds + 30).stdout
         end = json.loads(out)["end"]
         cpu = end.get("cpu_utilization_percent", {})
@@ -94,6 +104,9 @@ VARIANTS = [("a", 1500, False, True, 1450),
 # what a variant changes in the tenant's links after the agent made them:
 # "g" tries the outer UDP checksum (on by default in this kernel's VXLAN)
 VXLAN_REMADE = {"g": ["noudpcsum"]}
+
+# the baseline's pair: MTU 1500, default offloads, no agent in its namespaces
+PRISTINE = "p"
 
 
 def vxlan_remake(node, state_dir, extra):
@@ -141,8 +154,10 @@ def fabric_of(state_dir):
     return f"tsf-{h:08x}"
 
 
-def fabric(tool, tmp, name, mtu, gro, brnf=True):
-    """Two node namespaces joined by a bare veth pair u0 (the underlay)."""
+def fabric(tool, tmp, name, mtu, gro, brnf=True, agent=True):
+    """Two node namespaces joined by a bare veth pair u0 (the underlay);
+    agent=False: no agent started in them, so none of its rules (the node's
+    nat table turns connection tracking on for the underlay's own TCP)."""
     nodes = [f"{TAG}-{name}0", f"{TAG}-{name}1"]
     for n in nodes:
         sh("ip", "netns", "add", n)
@@ -159,8 +174,9 @@ def fabric(tool, tmp, name, mtu, gro, brnf=True):
         if not brnf:
             for t in ("iptables", "ip6tables", "arptables"):
                 nsx(n, "sysctl", "-qw", f"net.bridge.bridge-nf-call-{t}=0", check=False)
-        os.makedirs(f"{tmp}/{n}")
-        nsx(n, tool, "start", f"{tmp}/{n}")
+        if agent:
+            os.makedirs(f"{tmp}/{n}")
+            nsx(n, tool, "start", f"{tmp}/{n}")
     return nodes
 
 
@@ -171,20 +187,27 @@ def measure(a, variants, runs):
         r.update({"bare": [], "overlay": [], "bare_cpu": [], "overlay_cpu": []})
     for _ in range(a.reps):
         for name, r in runs.items():
+            if name == PRISTINE:
+                g, c = iperf(r["nodes"][0], r["nodes"][1], under(name, 1), a.seconds)
+                r["bare"].append(g)
+                r["bare_cpu"].append(c)
+                continue
             g, c = iperf(r["nodes"][0], r["nodes"][1], under(name, 1), a.seconds)
             r["bare"].append(g)
             r["bare_cpu"].append(c)
             g, c = iperf(r["tasks"][0], r["tasks"][1], f"10.91.{r['k']}.3", a.seconds)
             r["overlay"].append(g)
             r["overlay_cpu"].append(c)
-    base = statistics.median(runs["a"]["bare"])
-    ba = runs["a"]["bare"]
+    # the baseline: the pristine pair (no agent, no rules), same MTU and
+    # offloads as variant a's underlay
+    base = statistics.median(runs[PRISTINE]["bare"])
+    ba = runs[PRISTINE]["bare"]
 
     def per_cpu(r, which):  # Gbit per CPU-second, median over the rounds
         return statistics.median(g * a.seconds / c for g, c in zip(r[which], r[which + "_cpu"])
                                  if c > 0) if any(r[which + "_cpu"]) else 0.0
-    base_eff = per_cpu(runs["a"], "bare")
-    out = {}
+    base_eff = per_cpu(runs[PRISTINE], "bare")
+    out = {"baseline": {"bare": ba, "bare_median": base, "gbit_per_cpu_s": base_eff}}
     for name, umtu, gro, brnf, omtu in variants:
         r = runs[name]
         mb, mo = statistics.median(r["bare"]), statistics.median(r["overlay"])
@@ -210,8 +233,12 @@ def main():
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--variants", default="", help="comma-separated names (default: all)")
+    ap.add_argument("--affinity", default="",
+                    help="iperf3 -A client,server CPUs (e.g. 0,0: one CPU does both ends)")
     ap.add_argument("--json")
     a = ap.parse_args()
+    if a.affinity:
+        AFFINITY[:] = ["-A", a.affinity]
     pick = set(a.variants.split(",")) if a.variants else None
     variants = [v for v in VARIANTS if v[0] == "a" or not pick or v[0] in pick]
     if os.geteuid() != 0 or not all(shutil.which(t) for t in ("iperf3", "nft", "ethtool")):
@@ -242,6 +269,7 @@ def main():
             for n in ns if name in VXLAN_REMADE else []:
                 vxlan_remake(n, f"{tmp}/{n}", VXLAN_REMADE[name])
             runs[name] = {"nodes": ns, "tasks": tasks, "k": k}
+        runs[PRISTINE] = {"nodes": fabric(a.tool, tmp, PRISTINE, 1500, False, agent=False)}
         res["load_before"] = os.getloadavg()[0]
         res["runs"] = []
         for _ in range(max(1, a.runs)):
@@ -267,7 +295,8 @@ def main():
                               else "not loaded on this host: 'on' and 'off' variants are alike"))
     print(f"iperf3 TCP, {a.seconds} s x {a.reps} rounds, interleaved (load average "
           f"{res['load_before']:.1f} before, {res['load_after']:.1f} after); baseline: bare veth, "
-          f"MTU 1500, default offloads, median {t['a']['bare_median']:.2f} Gbit/s")
+          f"MTU 1500, default offloads, no agent's rules, median {t['baseline']['bare_median']:.2f} "
+          f"Gbit/s" + (f"; iperf3 -A {a.affinity}" if a.affinity else ""))
     for name, umtu, gro, brnf, omtu in variants:
         v = t[name]
         how = (" + GRO" if gro else "") + (", no br_netfilter" if not brnf else "")
