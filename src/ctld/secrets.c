@@ -313,6 +313,21 @@ static size_t doc_bytes(const json_t *doc, ssize_t skip)
     return sum;
 }
 
+/* What one tenant's secrets take: how many and their values' bytes, the
+ * entry at skip (the one a set replaces) left out */
+static void doc_tenant_use(const json_t *doc, const char *tenant, ssize_t skip, size_t *n,
+                           size_t *bytes)
+{
+    size_t i;
+    json_t *e;
+    *n = *bytes = 0;
+    json_array_foreach(json_object_get(doc, "secrets"), i, e)
+        if ((ssize_t)i != skip && strcmp(str_of(e, "tenant"), tenant) == 0) {
+            (*n)++;
+            *bytes += strlen(str_of(e, "ct")) / 2 - TAG_BYTES;
+        }
+}
+
 static ssize_t doc_find(const json_t *doc, const char *tenant, const char *owner,
                         const char *name)
 {
@@ -416,8 +431,18 @@ int ctld_secrets_set(ctld_secrets *s, const char *tenant, const char *owner, con
     ssize_t at = d ? doc_find(d, tenant, owner, name) : -1;
     int rc = 0;
     *created = at < 0;
+    size_t tn = 0, tbytes = 0;
+    if (d)
+        doc_tenant_use(d, tenant, at, &tn, &tbytes);
     if (!d)
         rc = ts_err_set(err, TS_ENOMEM, "out of memory");
+    else if (at < 0 && tn >= CTLD_SECRETS_TENANT_MAX)
+        rc = ts_err_set(err, TS_ENOSPC, "secrets: tenant \"%s\" holds %d secrets, the most "
+                        "one tenant may", tenant, CTLD_SECRETS_TENANT_MAX);
+    else if (tbytes + len > CTLD_SECRETS_TENANT_BYTES_MAX)
+        rc = ts_err_set(err, TS_ENOSPC, "secrets: tenant \"%s\"'s values would take more than "
+                        "%d bytes together, the most one tenant may", tenant,
+                        CTLD_SECRETS_TENANT_BYTES_MAX);
     else if (at < 0 && json_array_size(list) >= CTLD_SECRETS_MAX)
         rc = ts_err_set(err, TS_ENOSPC, "secrets: the store holds %d secrets, the most it "
                         "takes", CTLD_SECRETS_MAX);

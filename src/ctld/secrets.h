@@ -32,6 +32,10 @@
 #define CTLD_SECRETS_MAX 4096         /* secrets in all, every tenant together */
 #define CTLD_SECRETS_BYTES_MAX (4 << 20) /* their values together: every set rewrites the
                                           * stored document, which stays under ~9 MiB */
+/* One tenant's share of those: a user of one tenant who fills the store
+ * would otherwise refuse every other tenant's secrets (409) */
+#define CTLD_SECRETS_TENANT_MAX 512
+#define CTLD_SECRETS_TENANT_BYTES_MAX (512 << 10)
 #define CTLD_SECRET_KEY_BYTES 32      /* AES-256 */
 #define CTLD_SECRET_KEYS_MAX 8        /* keys in one key file */
 

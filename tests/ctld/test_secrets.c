@@ -207,12 +207,46 @@ static void caps(void **state)
     assert_int_equal(ctld_secrets_set(s, "t", "a", "B", big, CTLD_SECRET_VALUE_MAX + 1, 1.0,
                                       &created, &err), TS_EINVAL);
     assert_non_null(strstr(err.msg, "value"));
-    /* the size cap: the document as if it held the most, then one more */
+    /* one tenant's share: tenant t at the most it may hold, by count and
+     * then by bytes; another tenant still sets its own */
+    assert_int_equal(ctld_secrets_set(s, "t", "a", "S0", "v", 1, 1.0, &created, &err), 0);
     json_t *list = json_object_get(s->doc, "secrets");
+    while (json_array_size(list) < CTLD_SECRETS_TENANT_MAX) {
+        json_t *e = json_deep_copy(json_array_get(list, 0));
+        char nm[32];
+        snprintf(nm, sizeof nm, "S%zu", json_array_size(list));
+        json_object_set_new(e, "name", json_string(nm));
+        json_array_append_new(list, e);
+    }
+    assert_int_equal(ctld_secrets_set(s, "t", "a", "B", "v", 1, 1.0, &created, &err), TS_ENOSPC);
+    assert_non_null(strstr(err.msg, "tenant \"t\""));
+    assert_int_equal(ctld_secrets_set(s, "u", "a", "B", "v", 1, 1.0, &created, &err), 0);
+    assert_int_equal(ctld_secrets_set(s, "t", "a", "S0", "w", 1, 1.0, &created, &err), 0);
+    list = json_object_get(s->doc, "secrets"); /* each set swaps the document */
+    while (json_array_size(list) > 2)
+        json_array_remove(list, 1);
+    static char mid[8192];
+    memset(mid, 'b', sizeof mid);
+    for (int i = 0; i < (CTLD_SECRETS_TENANT_BYTES_MAX - 1) / (int)sizeof mid; i++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "M%d", i);
+        assert_int_equal(ctld_secrets_set(s, "t", "a", nm, mid, sizeof mid, 1.0, &created, &err),
+                         0);
+    }
+    assert_int_equal(ctld_secrets_set(s, "t", "a", "B", mid, sizeof mid, 1.0, &created, &err),
+                     TS_ENOSPC);
+    assert_non_null(strstr(err.msg, "bytes together, the most one tenant may"));
+    assert_int_equal(ctld_secrets_set(s, "u", "a", "C", mid, sizeof mid, 1.0, &created, &err), 0);
+    list = json_object_get(s->doc, "secrets");
+    while (json_array_size(list) > 1)
+        json_array_remove(list, 1);
+    /* the size cap: the document as if it held the most, then one more (the
+     * filler spread over many tenants, each within its share) */
     while (doc_bytes(s->doc, -1) + CTLD_SECRET_VALUE_MAX <= CTLD_SECRETS_BYTES_MAX) {
         json_t *e = json_deep_copy(json_array_get(list, 0));
         char nm[32];
         snprintf(nm, sizeof nm, "F%zu", json_array_size(list));
+        json_object_set_new(e, "tenant", json_string(nm));
         json_object_set_new(e, "name", json_string(nm));
         char *hex = calloc(2 * (CTLD_SECRET_VALUE_MAX + TAG_BYTES) + 1, 1);
         memset(hex, '0', 2 * (CTLD_SECRET_VALUE_MAX + TAG_BYTES));
@@ -222,7 +256,7 @@ static void caps(void **state)
     }
     assert_int_equal(ctld_secrets_set(s, "t", "a", "B", big, CTLD_SECRET_VALUE_MAX, 1.0,
                                       &created, &err), TS_ENOSPC);
-    assert_non_null(strstr(err.msg, "bytes together"));
+    assert_non_null(strstr(err.msg, "the most the store takes"));
     ctld_secrets_close(s);
     ts_store_close(st);
 }
