@@ -385,7 +385,43 @@ typedef struct item_result {
     int left;    /* an array: the elements it still waits for */
 } item_result;
 
-static void item_eval(ctld *c, const ts_dep_item *it, item_result *r)
+/* One cycle's walks of the arrays waiting jobs name. A dependency may name
+ * a large array many times over (its text allows ~580 repeats of a 6-digit
+ * id) and many jobs may name the same array: without it each naming walked
+ * every element, every cycle, with the lock held. Direct-mapped on the id
+ * (a collision only costs a second walk); id 0 is no job, so an empty
+ * slot. A state that changes at a yield within the cycle is seen next
+ * cycle (a stale answer only delays: MET and NEVER are final). */
+#define MEMO_SLOTS 1024
+typedef struct dep_memo {
+    int64_t sig_id[MEMO_SLOTS];
+    uint64_t sig[MEMO_SLOTS];
+    int64_t res_id[MEMO_SLOTS];
+    int res_type[MEMO_SLOTS];
+    item_result res[MEMO_SLOTS];
+} dep_memo;
+
+static size_t memo_slot(int64_t id) { return (size_t)((uint64_t)id * 0x9e3779b97f4a7c15ULL >> 54); }
+
+static void item_eval_walk(ctld *c, const ts_dep_item *it, item_result *r);
+
+/* item_eval_walk, an array's verdict taken from memo when it has it */
+static void item_eval(ctld *c, const ts_dep_item *it, item_result *r, dep_memo *memo)
+{
+    size_t k = memo_slot(it->job);
+    if (memo && memo->res_id[k] == it->job && memo->res_type[k] == it->type) {
+        *r = memo->res[k];
+        return;
+    }
+    item_eval_walk(c, it, r);
+    if (memo && r->span > 1 && r->v != UNKNOWN) {
+        memo->res_id[k] = it->job;
+        memo->res_type[k] = it->type;
+        memo->res[k] = *r;
+    }
+}
+
+static void item_eval_walk(ctld *c, const ts_dep_item *it, item_result *r)
 {
     int span = 1;
     int st = job_state_span(c, it->job, &span);
@@ -424,8 +460,8 @@ static const char *state_text(int st)
 }
 
 /* MET, WAIT (why filled), NEVER (why filled) or UNKNOWN (the store failed). */
-static int verdict(ctld *c, const cjob *j, const ts_dependency *d, first_map *first, char *why,
-                   size_t size)
+static int verdict(ctld *c, const cjob *j, const ts_dependency *d, first_map *first,
+                   dep_memo *memo, char *why, size_t size)
 {
     char waits[WHY_MAX] = "", nevers[WHY_MAX] = "";
     int nw = 0, mw = 0, nn = 0, mn = 0, met = 0, never = 0;
@@ -443,7 +479,7 @@ static int verdict(ctld *c, const cjob *j, const ts_dependency *d, first_map *fi
             continue;
         }
         item_result r;
-        item_eval(c, it, &r);
+        item_eval(c, it, &r, memo);
         const char *type = ts_dep_type_name(it->type);
         if (r.v == UNKNOWN)
             return UNKNOWN;
@@ -488,7 +524,30 @@ static int verdict(ctld *c, const cjob *j, const ts_dependency *d, first_map *fi
  * the earlier singleton job): while it is the same as when j last waited,
  * j still waits for the same reason and nothing needs writing. 0 when a
  * state is unknown (the store failed). */
-static uint64_t signature(ctld *c, const cjob *j, const ts_dependency *d, first_map *first)
+/* The states of every element of the array whose first element is id (its
+ * state st0, span elements) in one number; 0 when one is unknown */
+static uint64_t array_states(ctld *c, int64_t id, int st0, int span, dep_memo *memo)
+{
+    size_t slot = memo_slot(id);
+    if (memo && memo->sig_id[slot] == id)
+        return memo->sig[slot];
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int k = 0; k < span; k++) {
+        int st = k == 0 ? st0 : job_state(c, id + k);
+        if (st == -1)
+            return 0;
+        h = (h ^ (uint64_t)(st + 3)) * 0x100000001b3ULL;
+    }
+    h |= 1;
+    if (memo) {
+        memo->sig_id[slot] = id;
+        memo->sig[slot] = h;
+    }
+    return h;
+}
+
+static uint64_t signature(ctld *c, const cjob *j, const ts_dependency *d, first_map *first,
+                          dep_memo *memo)
 {
     uint64_t h = 0xcbf29ce484222325ULL;
     for (int i = 0; i < d->n; i++) {
@@ -499,13 +558,14 @@ static uint64_t signature(ctld *c, const cjob *j, const ts_dependency *d, first_
             continue;
         }
         int span = 1;
-        for (int k = 0; k < span; k++) {
-            int st = k == 0 ? job_state_span(c, d->items[i].job, &span)
-                            : job_state(c, d->items[i].job + k);
-            if (st == -1)
-                return 0;
-            h = (h ^ (uint64_t)(st + 3)) * 0x100000001b3ULL;
-        }
+        int st = job_state_span(c, d->items[i].job, &span);
+        if (st == -1)
+            return 0;
+        uint64_t v = span > 1 ? array_states(c, d->items[i].job, st, span, memo)
+                              : (uint64_t)(st + 3);
+        if (v == 0)
+            return 0;
+        h = (h ^ v) * 0x100000001b3ULL;
     }
     return h | 1;
 }
@@ -531,6 +591,7 @@ bool ctld_dep_waits(const cjob *j)
 int ctld_deps_plan(ctld *c, double now, ctld_txn *t, ts_err *err)
 {
     first_map first = {0};
+    dep_memo *memo = NULL; /* made at the first waiting job */
     bool singleton = false;
     /* the jobs there are now: a submission let in at a yield is appended
      * after them and decided next cycle, against a table that has it (a
@@ -562,12 +623,16 @@ int ctld_deps_plan(ctld *c, double now, ctld_txn *t, ts_err *err)
             snprintf(why, sizeof why, "%s", tmp);
         } else {
             /* most waiting jobs wait for the same as last cycle: no strings */
-            uint64_t sig = signature(c, j, &d, &first);
+            if (!memo && !(memo = calloc(1, sizeof *memo))) {
+                rc = ts_err_set(err, TS_ENOMEM, "out of memory");
+                break;
+            }
+            uint64_t sig = signature(c, j, &d, &first, memo);
             if (sig == 0)
                 continue; /* the store failed: decided again next cycle */
             if (sig == j->dep_sig)
                 continue;
-            int v = verdict(c, j, &d, &first, why, sizeof why);
+            int v = verdict(c, j, &d, &first, memo, why, sizeof why);
             if (v == UNKNOWN)
                 continue;
             if (v == MET) {
@@ -591,5 +656,6 @@ int ctld_deps_plan(ctld *c, double now, ctld_txn *t, ts_err *err)
             ts_err_set(err, TS_ENOMEM, "out of memory");
     }
     free(first.v);
+    free(memo);
     return rc;
 }
