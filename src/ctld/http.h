@@ -154,6 +154,12 @@ void ctld_reply_error(ctld_reply *r, int status, const char *code, const char *f
     __attribute__((format(printf, 4, 5)));
 
 json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active);
+/* The same with the row's spec parsed already (ctld_render_spec, NULL for
+ * none; the reference is taken): a spec may be 1 MiB, and parsing it is
+ * work a caller does before taking the lock, not under it. */
+json_t *ctld_render_spec(const ts_job_row *row);
+json_t *ctld_render_job_parsed(const ctld *c, const ts_job_row *row, const cjob *active,
+                               json_t *spec);
 /* privacy.c (docs/secrets.md "Who sees what"). Under c->mu: whether caller w
  * reads the content (env, command, secrets, output) of a job of this tenant
  * and owner: its owner, admins, and the tenant's tenant-admins where its

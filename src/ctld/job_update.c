@@ -434,8 +434,9 @@ void ctld_job_patch(ctld *c, const ctld_request *rq, const ts_job_row *row, bool
         ctld_reply_json(r, 200, NULL);
         return;
     }
+    json_t *spec = ctld_render_spec(&now); /* before the lock */
     ctld_lock_reader(c);
-    json_t *doc = ctld_render_job(c, &now, ctld_job_find(c, id));
+    json_t *doc = ctld_render_job_parsed(c, &now, ctld_job_find(c, id), spec);
     pthread_mutex_unlock(&c->mu);
     if (doc && !content)
         ctld_privacy_redact_job(doc);

@@ -107,8 +107,19 @@ static json_t *gpus_text(const json_t *spec, const char *model)
 
 json_t *ctld_render_job(const ctld *c, const ts_job_row *row, const cjob *active)
 {
+    return ctld_render_job_parsed(c, row, active, ctld_render_spec(row));
+}
+
+json_t *ctld_render_spec(const ts_job_row *row)
+{
     json_error_t je;
-    json_t *spec = row->spec_json ? json_loads(row->spec_json, 0, &je) : NULL;
+    return row->spec_json ? json_loads(row->spec_json, 0, &je) : NULL;
+}
+
+json_t *ctld_render_job_parsed(const ctld *c, const ts_job_row *row, const cjob *active,
+                               json_t *spec)
+{
+    json_error_t je;
     json_t *placement = json_null();
     /* an active job as memory has it: the store row may already hold a
      * change written but not yet applied (the cycle's starts, between their

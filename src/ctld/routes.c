@@ -106,15 +106,25 @@ static void jobs_list(ctld *c, const ctld_request *rq, ctld_reply *r)
         return;
     }
     json_t *jobs = json_array();
+    /* the specs (up to 1 MiB each) parsed before the lock: readers, the
+     * cycle and every other tenant wait while it is held */
+    json_t **specs = calloc((size_t)(n > 0 ? n : 1), sizeof *specs);
+    for (int i = 0; specs && i < n; i++)
+        specs[i] = ctld_render_spec(&rows[i]);
     ctld_lock_reader(c);
     for (int i = 0; i < n; i++) {
         const cjob *a = ctld_job_find(c, rows[i].id);
+        json_t *spec = specs ? specs[i] : ctld_render_spec(&rows[i]);
+        if (specs)
+            specs[i] = NULL;
         /* shown as memory has it (ctld_render_job): a job whose change is
          * written but not yet applied is left out of a list by state, for
          * the moment it matches neither */
-        if (a && f.state >= 0 && (int)a->row.state != f.state)
+        if (a && f.state >= 0 && (int)a->row.state != f.state) {
+            json_decref(spec);
             continue;
-        json_t *doc = ctld_render_job(c, &rows[i], a);
+        }
+        json_t *doc = ctld_render_job_parsed(c, &rows[i], a, spec);
         if (doc && !ctld_sees_content(c, w, rows[i].tenant, rows[i].owner))
             ctld_privacy_redact_job(doc);
         json_array_append_new(jobs, doc);
@@ -125,6 +135,7 @@ static void jobs_list(ctld *c, const ctld_request *rq, ctld_reply *r)
                          ? ctld_arrays_render(c, f.tenant, f.owner)
                          : json_array();
     pthread_mutex_unlock(&c->mu);
+    free(specs);
     char cur[32];
     snprintf(cur, sizeof cur, "%lld", n > 0 ? (long long)rows[n - 1].id : 0LL);
     ctld_reply_json(r, 200,
@@ -177,8 +188,9 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
     if (patch) {
         ctld_job_patch(c, rq, &row, content, r);
     } else if (get && !*rest) {
+        json_t *spec = ctld_render_spec(&row); /* before the lock */
         ctld_lock_reader(c);
-        json_t *j = ctld_render_job(c, &row, ctld_job_find(c, id));
+        json_t *j = ctld_render_job_parsed(c, &row, ctld_job_find(c, id), spec);
         pthread_mutex_unlock(&c->mu);
         if (j && !content)
             ctld_privacy_redact_job(j);
@@ -261,8 +273,9 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
             else {
                 ts_job_row now;
                 if (ts_store_job_get(c->store, id, &now, NULL) == 0) {
+                    json_t *spec = ctld_render_spec(&now);
                     ctld_lock_reader(c);
-                    json_t *j = ctld_render_job(c, &now, ctld_job_find(c, id));
+                    json_t *j = ctld_render_job_parsed(c, &now, ctld_job_find(c, id), spec);
                     pthread_mutex_unlock(&c->mu);
                     if (j && !content)
                         ctld_privacy_redact_job(j);
