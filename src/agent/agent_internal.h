@@ -21,6 +21,13 @@
 
 #define TS_AGENT_DATA_MAX 8 /* a job spec's data (TS_SPEC_MAX_DATA) */
 #define TS_AGENT_IMAGES_LISTED_MAX 256 /* images a sync lists (the controller keeps 256) */
+/* The files of a task's own folder <task_dirs>/<task id>/ (launch.h) that the
+ * agent names in its environment: its step times (TESSERA_STEP_FILE), its
+ * shim's mark (TESSERA_CUDA_LOADED), where it says its output went
+ * (TESSERA_OUTPUT_NOTE). The first two the agent makes; the note the task. */
+#define AGENT_STEP_FILE_NAME "step-times"
+#define AGENT_SHIM_MARK_NAME "shim-loaded"
+#define AGENT_OUT_NOTE_NAME "output-note"
 
 typedef struct local_task {
     int64_t job;
@@ -37,12 +44,12 @@ typedef struct local_task {
                              * never heard of, or whose image was still coming):
                              * reported stopped, so that its job's stop completes */
     ts_task_state st;
-    char step_file[700];   /* where the task writes its step times */
+    char step_file[700];   /* where the task writes its step times (its own folder) */
     char out_note[710];    /* where a task whose output it redirects names the files
                             * (TESSERA_OUTPUT_NOTE, docs/agent-tasks.md) */
     char workdir[1024];    /* its working directory: a relative name there is read */
-    dev_t step_dev;        /* the step file the agent made, while it is there; */
-    ino_t step_ino;        /* 0: none made (never removed) */
+    dev_t step_dev;        /* the step file the agent made, while it is there; 0: none */
+    ino_t step_ino;        /* made (or an adopted task's: gone with its folder) */
     char tenant[64];
     char mig_uuid[96];     /* a MIG task's instance, "" otherwise */
     int mig_profile, mig_start; /* -1 unless a MIG task */
@@ -153,7 +160,7 @@ struct ts_agent {
     local_task tasks[TS_AGENT_MAX_TASKS];
     int ntasks;
     char logs[600];
-    char steps[600];       /* <state_dir>/steps: the tasks' step-time files */
+    char steps[600];       /* <state_dir>/steps: where older agents kept step files (swept) */
     char task_dirs[600];   /* <state_dir>/tasks: each task's own folder (launch.h) */
     char slurm_bin[700];   /* <state_dir>/slurm: a Slurm job's srun; "" if not written */
     char slurm_kit[720];   /* <state_dir>/slurm/kit: srun for an image; "" if not made */
@@ -265,7 +272,9 @@ int agent_post(ts_agent *a, const char *path, json_t *body, long *status, json_t
 void agent_keeper_fd_close(local_task *lt);
 int agent_progress(void *u, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                    curl_off_t ulnow);
-/* Removes the steps folder's task files no adopted task holds (at start). */
+/* Removes the task files no adopted task holds from the steps folder an
+ * older agent shared between its tasks, then the folder once empty (at
+ * start; tasks' files are in their own folders now). */
 void agent_steps_sweep(const ts_agent *a);
 /* The name of a fractional task's ledger (the shim's, in TS_SHIM_LEDGER_DIR). */
 const char *agent_ledger_name(const local_task *lt);
