@@ -99,7 +99,9 @@ typedef struct local_task {
     bool shim_seen;             /* written: the task runs with its limits */
     bool shim_missing;          /* not written in time: the task was stopped */
     char user[64];              /* its Unix user ("" none), for its epilog */
-    json_t *prolog_wait;        /* the desired task, kept while the node's prolog runs */
+    json_t *prolog_wait;        /* the desired task, kept while the node's prolog runs or
+                                 * waits for a hook slot */
+    uint64_t prolog_queued;     /* its prolog waits for a slot: its place in line; 0 not */
     bool prolog_done;           /* the prolog succeeded: the start goes on */
     bool epilog_done;           /* its epilog was started (once per task) */
     /* an interactive task (docs/interactive.md): the agent's end of its
@@ -191,6 +193,9 @@ struct ts_agent {
      * first (a ring): each starts as a slot frees (hooks.c) */
     agent_epilog_wait epilogs_waiting[TS_AGENT_EPILOGS_WAITING_MAX];
     int epilogs_head, nepilogs_waiting;
+    /* prologs waiting for a slot are their tasks' (local_task.prolog_queued,
+     * at most TS_AGENT_MAX_TASKS): the last place in line given */
+    uint64_t prologs_queued;
     char drain_why[256];   /* a hook failed: sent as the sync's "drain" until one is
                             * answered; "" none */
     char sess_seen[64][64];/* the last sessions opened (session.c): each opens once */
@@ -284,9 +289,10 @@ const char *agent_ledger_name(const local_task *lt);
 void agent_task_output(const local_task *lt, char *text[2]);
 
 /* hooks.c: the site's prolog and epilog */
-/* When a prolog is configured and has not run for lt: starts it, keeping a
- * copy of t (decoded as d; the start goes on once it succeeded), or fails
- * lt's launch; true. False: no prolog, start lt now. */
+/* When a prolog is configured and has not run for lt: starts it, or queues
+ * it while every hook slot is taken, keeping a copy of t (decoded as d; the
+ * start goes on once it succeeded), or fails lt's launch; true. False: no
+ * prolog, start lt now. */
 bool agent_prolog_begin(ts_agent *a, local_task *lt, const json_t *t, const ts_desired_task *d);
 /* Starts the epilog of a task that ended (once per task; none configured:
  * nothing). */
