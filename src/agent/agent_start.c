@@ -532,6 +532,21 @@ static size_t container_extras(ts_agent *a, task_start *S, ts_bundle_mount *b, s
     return nb;
 }
 
+/* A bare task's checkpoint folder, made by the agent as a container's is
+ * (agent_checkpoint_folder): the folders above it are open to no user, so
+ * that none makes another's job folder first. Not made, the task still
+ * starts (an admin's folders may let it make its own), the agent log says
+ * why. */
+static void start_checkpoint(ts_agent *a, local_task *lt, task_start *S)
+{
+    const char *ck = S->d->checkpoint_dir;
+    char why[TS_ERR_MSG_MAX];
+    if (S->why[0] || lt->image_ready || !ck || !a->caps.root || !S->pw)
+        return;
+    if (!agent_checkpoint_folder(ck, S->pw->pw_uid, S->pw->pw_gid, why, sizeof why))
+        fprintf(stderr, "tessera-agent: task %s: %s\n", S->id, why);
+}
+
 /* A task in its image: the bundle, its binds, the shim bound in (an image
  * that cannot load it is refused: never a fractional task without its
  * limits, docs/images.md), its GPUs as CDI edits, its user inside. */
@@ -635,6 +650,7 @@ void agent_start_task_decoded(ts_agent *a, local_task *lt, const json_t *t,
     start_nccl(a, lt, S);
     start_spec(a, lt, S);
     start_container(a, lt, S);
+    start_checkpoint(a, lt, S);
     if (!S->why[0])
         agent_data_use(a, lt, S->id, S->why, sizeof S->why);
     start_meta(a, lt, S);
