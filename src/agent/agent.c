@@ -66,8 +66,6 @@ int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, t
     snprintf(a->steps, sizeof a->steps, "%s/steps", cfg->state_dir);
     snprintf(a->task_dirs, sizeof a->task_dirs, "%s/tasks", cfg->state_dir);
     mkdir(cfg->state_dir, 0755);
-    mkdir(a->steps, 01777); /* tasks run as their users; sticky, like /tmp */
-    chmod(a->steps, 01777);
     if (mkdir(a->logs, 0755) != 0 && errno != EEXIST) {
         int e = errno;
         ts_err_set(err, TS_EIO, "state_dir %s: %s", a->logs, strerror(e));
@@ -123,7 +121,7 @@ int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, t
         fprintf(stderr, "tessera-agent: task records in %s: %s\n", a->logs, e.msg);
     agent_secrets_sweep(a); /* the folders of tasks that ended while no agent ran */
     agent_mount_pins_sweep(a); /* and their job mounts' pins */
-    agent_steps_sweep(a);   /* the files of tasks no record holds */
+    agent_steps_sweep(a);   /* an older agent's steps folder: what no record holds */
     agent_task_dirs_sweep(a->task_dirs, a->logs); /* and their own folders */
     agent_net_open(a);
     a->last_ok_s = agent_launch_now();

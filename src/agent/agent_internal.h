@@ -21,6 +21,13 @@
 
 #define TS_AGENT_DATA_MAX 8 /* a job spec's data (TS_SPEC_MAX_DATA) */
 #define TS_AGENT_IMAGES_LISTED_MAX 256 /* images a sync lists (the controller keeps 256) */
+/* The files of a task's own folder <task_dirs>/<task id>/ (launch.h) that the
+ * agent names in its environment: its step times (TESSERA_STEP_FILE), its
+ * shim's mark (TESSERA_CUDA_LOADED), where it says its output went
+ * (TESSERA_OUTPUT_NOTE). The first two the agent makes; the note the task. */
+#define AGENT_STEP_FILE_NAME "step-times"
+#define AGENT_SHIM_MARK_NAME "shim-loaded"
+#define AGENT_OUT_NOTE_NAME "output-note"
 
 typedef struct local_task {
     int64_t job;
@@ -37,12 +44,12 @@ typedef struct local_task {
                              * never heard of, or whose image was still coming):
                              * reported stopped, so that its job's stop completes */
     ts_task_state st;
-    char step_file[700];   /* where the task writes its step times */
+    char step_file[700];   /* where the task writes its step times (its own folder) */
     char out_note[710];    /* where a task whose output it redirects names the files
                             * (TESSERA_OUTPUT_NOTE, docs/agent-tasks.md) */
     char workdir[1024];    /* its working directory: a relative name there is read */
-    dev_t step_dev;        /* the step file the agent made, while it is there; */
-    ino_t step_ino;        /* 0: none made (never removed) */
+    dev_t step_dev;        /* the step file the agent made, while it is there; 0: none */
+    ino_t step_ino;        /* made (or an adopted task's: gone with its folder) */
     char tenant[64];
     char mig_uuid[96];     /* a MIG task's instance, "" otherwise */
     int mig_profile, mig_start; /* -1 unless a MIG task */
@@ -92,7 +99,9 @@ typedef struct local_task {
     bool shim_seen;             /* written: the task runs with its limits */
     bool shim_missing;          /* not written in time: the task was stopped */
     char user[64];              /* its Unix user ("" none), for its epilog */
-    json_t *prolog_wait;        /* the desired task, kept while the node's prolog runs */
+    json_t *prolog_wait;        /* the desired task, kept while the node's prolog runs or
+                                 * waits for a hook slot */
+    uint64_t prolog_queued;     /* its prolog waits for a slot: its place in line; 0 not */
     bool prolog_done;           /* the prolog succeeded: the start goes on */
     bool epilog_done;           /* its epilog was started (once per task) */
     /* an interactive task (docs/interactive.md): the agent's end of its
@@ -153,7 +162,7 @@ struct ts_agent {
     local_task tasks[TS_AGENT_MAX_TASKS];
     int ntasks;
     char logs[600];
-    char steps[600];       /* <state_dir>/steps: the tasks' step-time files */
+    char steps[600];       /* <state_dir>/steps: where older agents kept step files (swept) */
     char task_dirs[600];   /* <state_dir>/tasks: each task's own folder (launch.h) */
     char slurm_bin[700];   /* <state_dir>/slurm: a Slurm job's srun; "" if not written */
     char slurm_kit[720];   /* <state_dir>/slurm/kit: srun for an image; "" if not made */
@@ -184,6 +193,9 @@ struct ts_agent {
      * first (a ring): each starts as a slot frees (hooks.c) */
     agent_epilog_wait epilogs_waiting[TS_AGENT_EPILOGS_WAITING_MAX];
     int epilogs_head, nepilogs_waiting;
+    /* prologs waiting for a slot are their tasks' (local_task.prolog_queued,
+     * at most TS_AGENT_MAX_TASKS): the last place in line given */
+    uint64_t prologs_queued;
     char drain_why[256];   /* a hook failed: sent as the sync's "drain" until one is
                             * answered; "" none */
     char sess_seen[64][64];/* the last sessions opened (session.c): each opens once */
@@ -265,7 +277,9 @@ int agent_post(ts_agent *a, const char *path, json_t *body, long *status, json_t
 void agent_keeper_fd_close(local_task *lt);
 int agent_progress(void *u, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                    curl_off_t ulnow);
-/* Removes the steps folder's task files no adopted task holds (at start). */
+/* Removes the task files no adopted task holds from the steps folder an
+ * older agent shared between its tasks, then the folder once empty (at
+ * start; tasks' files are in their own folders now). */
 void agent_steps_sweep(const ts_agent *a);
 /* The name of a fractional task's ledger (the shim's, in TS_SHIM_LEDGER_DIR). */
 const char *agent_ledger_name(const local_task *lt);
@@ -275,9 +289,10 @@ const char *agent_ledger_name(const local_task *lt);
 void agent_task_output(const local_task *lt, char *text[2]);
 
 /* hooks.c: the site's prolog and epilog */
-/* When a prolog is configured and has not run for lt: starts it, keeping a
- * copy of t (decoded as d; the start goes on once it succeeded), or fails
- * lt's launch; true. False: no prolog, start lt now. */
+/* When a prolog is configured and has not run for lt: starts it, or queues
+ * it while every hook slot is taken, keeping a copy of t (decoded as d; the
+ * start goes on once it succeeded), or fails lt's launch; true. False: no
+ * prolog, start lt now. */
 bool agent_prolog_begin(ts_agent *a, local_task *lt, const json_t *t, const ts_desired_task *d);
 /* Starts the epilog of a task that ended (once per task; none configured:
  * nothing). */

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -170,47 +169,6 @@ static void start_log(const ts_agent *a, const ts_task *t)
         close(fd);
 }
 
-/* The task's step file, made by the agent for the task's user under a name
- * no one can guess (the steps directory is everyone's, like /tmp): nothing
- * another user put there is ever read or removed as this task's. Failing,
- * the task may still make it itself; it is then never removed. */
-static void step_file_make(const ts_agent *a, local_task *lt, const char *id,
-                           const struct passwd *pw)
-{
-    uint64_t r = 0;
-    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
-        r = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)lt;
-    snprintf(lt->step_file, sizeof lt->step_file, "%s/%s.%016llx", a->steps, id,
-             (unsigned long long)r);
-    ts_err e;
-    if (agent_taskfile_create(lt->step_file, pw ? pw->pw_uid : (uid_t)-1,
-                              pw ? pw->pw_gid : (gid_t)-1, &lt->step_dev, &lt->step_ino,
-                              &e) != 0)
-        fprintf(stderr, "tessera-agent: task %s: step file: %s\n", id, e.msg);
-}
-
-/* A fractional task's shim mark: an empty file of the task's user under a
- * name no one can guess, in the steps directory (everyone's, and bound into
- * containers at the same path). 0, or -1 with why filled. */
-static int shim_mark_make(const ts_agent *a, local_task *lt, const char *id,
-                          const struct passwd *pw, char *why, size_t why_len)
-{
-    uint64_t r = 0;
-    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
-        r = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)lt;
-    snprintf(lt->shim_mark, sizeof lt->shim_mark, "%s/%s.shim.%016llx", a->steps, id,
-             (unsigned long long)r);
-    ts_err e;
-    if (agent_taskfile_create(lt->shim_mark, pw ? pw->pw_uid : (uid_t)-1,
-                              pw ? pw->pw_gid : (gid_t)-1, &lt->shim_mark_dev,
-                              &lt->shim_mark_ino, &e) != 0) {
-        snprintf(why, why_len, "the sharing shim's mark: %.400s", e.msg);
-        lt->shim_mark[0] = '\0';
-        return -1;
-    }
-    return 0;
-}
-
 /* What one task's start is made of, filled by the phases below in order;
  * why, once set, says why it does not start (each phase then does nothing
  * that could fail). */
@@ -232,6 +190,8 @@ typedef struct task_start {
     char hca[512], tc[16], sl[16], pkey[16];
     ts_devnum devs[16];
     char bundle[700], secrets_dir[800];
+    ts_task_file files[2];        /* made in its own folder: its step file, its shim's mark */
+    size_t nfiles;
     ts_bundle_mount binds[5 + TASK_MOUNTS_MAX + TS_AGENT_DATA_MAX];
     char mount_src[TASK_MOUNTS_MAX][900]; /* where a job mount's folder is pinned */
     json_t *cdi;                  /* the container's GPUs (docs/images.md) */
@@ -241,6 +201,24 @@ typedef struct task_start {
     int stdio_peer;               /* an interactive task's end of its stream, -1 none */
     ts_task_spec spec;
 } task_start;
+
+/* Where a file of the task's own folder will be (<task_dirs>/<id>/<name>,
+ * launch.h): made there with the folder, before the folder is the task's
+ * (ts_task_file), so no other task and no one else of its user put
+ * anything in its place; dev and ino get its identity. False, with why,
+ * when the path does not fit. */
+static bool task_file_at(const ts_agent *a, task_start *S, const char *name, char *path,
+                         size_t len, dev_t *dev, ino_t *ino)
+{
+    if (snprintf(path, len, "%s/%s/%s", a->task_dirs, S->id, name) >= (int)len) {
+        snprintf(S->why, sizeof S->why, "task %s: its file %s: path too long", S->id, name);
+        path[0] = '\0';
+        return false;
+    }
+    if (dev != NULL) /* the note is the task's to make; the others the agent's */
+        S->files[S->nfiles++] = (ts_task_file){name, dev, ino};
+    return true;
+}
 
 /* The desired task's numbers: identity, MIG or share, tenant, time limit. */
 static void start_fields(local_task *lt, const json_t *t, const ts_desired_task *d)
@@ -282,9 +260,10 @@ static void start_env(ts_agent *a, local_task *lt, task_start *S)
         json_array_append_new(S->envj, json_string(d->env.v[i]));
     const char *uname = d->user;
     snprintf(lt->user, sizeof lt->user, "%s", uname ? uname : "");
-    S->pw = uname ? getpwnam(uname) : NULL; /* the step file's owner */
-    step_file_make(a, lt, S->id, S->pw && a->caps.root ? S->pw : NULL);
-    env_add(S, "TESSERA_STEP_FILE=%s", lt->step_file);
+    S->pw = uname ? getpwnam(uname) : NULL; /* its stream's owner (agent_stdio_make) */
+    if (task_file_at(a, S, AGENT_STEP_FILE_NAME, lt->step_file, sizeof lt->step_file,
+                     &lt->step_dev, &lt->step_ino))
+        env_add(S, "TESSERA_STEP_FILE=%s", lt->step_file);
     /* a batch script's srun reaches the controller with its job's step
      * credential (ctld/steps.h), through the controller this agent uses */
     const char *stok = d->step_token;
@@ -292,9 +271,10 @@ static void start_env(ts_agent *a, local_task *lt, task_start *S)
         env_add(S, "TESSERA_STEP_URL=%s", agent_ctls_url(&a->cfg.ctls));
         env_add(S, "TESSERA_STEP_TOKEN=%s", stok);
     }
-    snprintf(lt->out_note, sizeof lt->out_note, "%s/%s.output", a->steps, S->id);
-    unlink(lt->out_note); /* an old run's note must not name this run's files */
-    env_add(S, "TESSERA_OUTPUT_NOTE=%s", lt->out_note);
+    /* made by the task, if at all, in its folder made fresh for this run:
+     * an old run's note never names this run's files */
+    if (task_file_at(a, S, AGENT_OUT_NOTE_NAME, lt->out_note, sizeof lt->out_note, NULL, NULL))
+        env_add(S, "TESSERA_OUTPUT_NOTE=%s", lt->out_note);
     if (d->present & TS_DT_BIT(TS_DT_NET)) {
         /* its namespace has lo and eth0 only: gloo and NCCL bootstrap there
          * (unless the job chose), whatever the node's hostname resolves to */
@@ -388,10 +368,10 @@ static void start_shim(ts_agent *a, local_task *lt, task_start *S)
         S->shim_envp[ne] = S->shim_env[ne];
         ne++;
     }
-    /* the mark its shim writes once loaded; without one the task could
-     * not be watched, so it does not start */
-    if (shim_mark_make(a, lt, S->id, S->pw && a->caps.root ? S->pw : NULL, S->why,
-                       sizeof S->why) == 0) {
+    /* the mark its shim writes once loaded, made with its folder; without
+     * one the task could not be watched, so it does not start */
+    if (task_file_at(a, S, AGENT_SHIM_MARK_NAME, lt->shim_mark, sizeof lt->shim_mark,
+                     &lt->shim_mark_dev, &lt->shim_mark_ino)) {
         snprintf(S->shim_env[ne], sizeof S->shim_env[ne], TS_SHIM_ENV_LOADED "=%s",
                  lt->shim_mark);
         S->shim_envp[ne] = S->shim_env[ne];
@@ -440,6 +420,8 @@ static void start_spec(ts_agent *a, local_task *lt, task_start *S)
         .user = S->user,
         .log_dir = a->logs,
         .task_dirs = a->task_dirs,
+        .task_files = S->files,
+        .ntask_files = S->nfiles,
         .slurm_bin_dir = a->slurm_bin[0] ? a->slurm_bin : NULL,
         .gpu_uuids = S->uuids,
         .ngpu = S->ngpu,
@@ -481,15 +463,15 @@ static void start_spec(ts_agent *a, local_task *lt, task_start *S)
     }
 }
 
-/* In a container: the task library's files and its secrets at the paths its
- * environment names, the job's host folders (as its tenant may mount them,
+/* In a container: its secrets at the path its environment names (its own
+ * folder, with its step file, shim mark and output note, is bound by the
+ * launcher: launch_container.c), the job's host folders (as its tenant may mount them,
  * checked at submission as text; here opened without following a link, and
  * pinned where the runtime binds it from) and data; the number of binds. */
 static size_t container_binds(ts_agent *a, local_task *lt, task_start *S)
 {
     const size_t cap = sizeof S->binds / sizeof S->binds[0];
     size_t nb = 0;
-    S->binds[nb++] = (ts_bundle_mount){a->steps, a->steps, true};
     snprintf(S->secrets_dir, sizeof S->secrets_dir, "%s/secrets/j%lld-r%d", a->cfg.state_dir,
              (long long)lt->job, lt->rank);
     struct stat sd;
@@ -550,6 +532,21 @@ static size_t container_extras(ts_agent *a, task_start *S, ts_bundle_mount *b, s
     return nb;
 }
 
+/* A bare task's checkpoint folder, made by the agent as a container's is
+ * (agent_checkpoint_folder): the folders above it are open to no user, so
+ * that none makes another's job folder first. Not made, the task still
+ * starts (an admin's folders may let it make its own), the agent log says
+ * why. */
+static void start_checkpoint(ts_agent *a, local_task *lt, task_start *S)
+{
+    const char *ck = S->d->checkpoint_dir;
+    char why[TS_ERR_MSG_MAX];
+    if (S->why[0] || lt->image_ready || !ck || !a->caps.root || !S->pw)
+        return;
+    if (!agent_checkpoint_folder(ck, S->pw->pw_uid, S->pw->pw_gid, why, sizeof why))
+        fprintf(stderr, "tessera-agent: task %s: %s\n", S->id, why);
+}
+
 /* A task in its image: the bundle, its binds, the shim bound in (an image
  * that cannot load it is refused: never a fractional task without its
  * limits, docs/images.md), its GPUs as CDI edits, its user inside. */
@@ -594,16 +591,14 @@ static void start_meta(ts_agent *a, local_task *lt, task_start *S)
     json_t *gl = json_array();
     for (int k = 0; k < lt->ngpu; k++)
         json_array_append_new(gl, json_integer(lt->gpu[k]));
-    json_t *mj = json_pack("{s:I,s:i,s:o,s:s,s:s,s:s,s:i,s:i,s:b,s:f,s:f,s:f,s:i,s:s,s:s,s:I,s:I}",
+    json_t *mj = json_pack("{s:I,s:i,s:o,s:s,s:s,s:s,s:i,s:i,s:b,s:f,s:f,s:f,s:i,s:s,s:s}",
                            "job", (json_int_t)lt->job, "rank", lt->rank, "gpus", gl,
                            "step_file", lt->step_file, "tenant", lt->tenant,
                            "mig_uuid", lt->mig_uuid, "mig_profile", lt->mig_profile,
                            "mig_start", lt->mig_start, "fractional", lt->fractional,
                            "deadline", lt->deadline_unix, "time_limit_s", lt->time_limit_s,
                            "limit_grace_s", lt->limit_grace_s, "limit_signal", lt->limit_signal,
-                           "out_note", lt->out_note, "workdir", lt->workdir,
-                           "step_dev", (json_int_t)lt->step_dev,
-                           "step_ino", (json_int_t)lt->step_ino);
+                           "out_note", lt->out_note, "workdir", lt->workdir);
     if (mj)
         json_object_set_new(mj, "run", json_real(lt->run));
     if (mj && lt->is_step) /* adopted as the step's task, not the rank's */
@@ -655,6 +650,7 @@ void agent_start_task_decoded(ts_agent *a, local_task *lt, const json_t *t,
     start_nccl(a, lt, S);
     start_spec(a, lt, S);
     start_container(a, lt, S);
+    start_checkpoint(a, lt, S);
     if (!S->why[0])
         agent_data_use(a, lt, S->id, S->why, sizeof S->why);
     start_meta(a, lt, S);

@@ -33,6 +33,17 @@ static const char *str_or(const json_t *v)
 }
 
 
+/* Whether mark is where an agent makes task id's shim mark: in its own
+ * folder, or (older agents) a name of one component in the steps folder. */
+static bool shim_mark_where(const ts_agent *a, const char *id, const char *mark)
+{
+    char own[sizeof a->task_dirs + 128];
+    snprintf(own, sizeof own, "%s/%s/" AGENT_SHIM_MARK_NAME, a->task_dirs, id);
+    size_t sl = strlen(a->steps);
+    return strcmp(mark, own) == 0 || (strncmp(mark, a->steps, sl) == 0 && mark[sl] == '/' &&
+                                      !strchr(mark + sl + 1, '/'));
+}
+
 /* Adopts one task from its record: its keeper still runs it, or has left
  * its exit status. Under agent_new, before any exchange. */
 int agent_adopt_one(const char *id, void *ctx)
@@ -96,14 +107,13 @@ int agent_adopt_one(const char *id, void *ctx)
         lt->image_ready = true;
     }
     agent_data_meta_get(lt, m); /* its data images: released when it goes */
-    /* its shim mark, if still the file this agent made there (a regular
-     * file in the steps folder): watched from now for a full period */
+    /* its shim mark, if still a file where the agent makes it (its own
+     * folder; an older agent's steps folder): watched from now for a full
+     * period */
     const char *mark = json_string_value(json_object_get(m, "shim_mark"));
-    size_t sl = strlen(a->steps);
     struct stat ms;
-    if (mark && strncmp(mark, a->steps, sl) == 0 && mark[sl] == '/' &&
-        !strchr(mark + sl + 1, '/') && lstat(mark, &ms) == 0 && S_ISREG(ms.st_mode) && ms.st_nlink == 1 &&
-        strlen(mark) < sizeof lt->shim_mark) {
+    if (mark && shim_mark_where(a, id, mark) && lstat(mark, &ms) == 0 &&
+        S_ISREG(ms.st_mode) && ms.st_nlink == 1 && strlen(mark) < sizeof lt->shim_mark) {
         snprintf(lt->shim_mark, sizeof lt->shim_mark, "%s", mark);
         lt->shim_mark_dev = ms.st_dev;
         lt->shim_mark_ino = ms.st_ino;
@@ -304,10 +314,11 @@ static bool held_by_a_task(const ts_agent *a, const char *path)
 
 void agent_steps_sweep(const ts_agent *a)
 {
-    /* An agent killed between making a task's files and its task's record
-     * (or whose record could not be adopted) leaves files no task owns: the
-     * task never ran, or was forgotten, and the controller starts it anew
-     * with new ones. Only the agent's own names, only regular files. */
+    /* An older agent (which kept tasks' files in this shared folder) killed
+     * between making a task's files and its task's record, or whose record
+     * could not be adopted, left files no task owns: the task never ran, or
+     * was forgotten, and the controller starts it anew with new ones. Only
+     * the agent's own names, only regular files. */
     DIR *d = opendir(a->steps);
     if (!d)
         return;
@@ -330,6 +341,8 @@ void agent_steps_sweep(const ts_agent *a)
     if (removed)
         fprintf(stderr, "tessera-agent: %d file(s) of tasks no record holds removed from %s\n",
                 removed, a->steps);
+    if (rmdir(a->steps) == 0) /* no task's files are made there any more */
+        fprintf(stderr, "tessera-agent: %s (an older agent's) removed\n", a->steps);
 }
 
 void agent_shim_check(ts_agent *a, local_task *lt, double now)

@@ -9,10 +9,12 @@
  * never a path from the job's own env: a task picks no host path to be
  * bound. The agent is root and the folder sits on storage tasks write to, so
  * it binds it only where no other user can swap a link in: the root and the
- * tenant's folder are root's and written by nobody else, or sticky (made
- * sticky, as /tmp, when missing, so that bare tasks still make their own
- * folders there), and the job's folder is a real folder of the task's user
- * (made here when missing).
+ * tenant's folder are root's and written by nobody else (made 0711 when
+ * missing; an older agent's sticky 01777 closed to 0711), and the job's
+ * folder is a real folder of the task's user, made here for bare and
+ * container tasks alike. No user can make a future job's folder first: in a
+ * folder that was open to others, what another user made where the job's
+ * folder goes is moved aside, kept, before the job's is made.
  *
  * `srun` in a bare task is a script that runs the tessera CLI next to the
  * agent (slurm_step.c); an image has neither that CLI nor the node's
@@ -30,8 +32,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/mount.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/agent_internal.h"
@@ -42,7 +47,10 @@
 
 #define MOUNT_PATH_MAX 1024
 #define MOUNT_PINS_ROOT "/run/tessera-agent" /* .../mounts-<hash>/<task>/<i>: agent_mount_pin */
-#define SHARED_FOLDER_MODE 01777 /* a root or tenant folder made here: as /tmp */
+/* the checkpoint root and a tenant's folder: each user passes through to a
+ * job folder the agent made, no one lists or makes one but the agent */
+#define CKPT_PASS_MODE 0711
+#define CKPT_JOB_MODE 0700 /* a job's folder: its task's user's alone */
 
 static const char *base_of(const char *path)
 {
@@ -50,22 +58,58 @@ static const char *base_of(const char *path)
     return s ? s + 1 : path;
 }
 
-/* A folder at path (made when missing, chmod'ed to mode since the umask
- * may have cut it), a real one, not a link, owned by owner; one written by
- * others must be sticky, where no one renames what another owns. */
-static bool plain_folder(const char *path, mode_t mode, uid_t owner, char *why, size_t n)
+/* Moves aside what is at path, not what the agent wants there, in a parent
+ * others could write (an older agent's 01777): another user made it before
+ * the job ran. Kept, renamed .squatted-<name>-<16 hex>, not removed: it is
+ * someone's. True when moved. */
+static bool ckpt_move_aside(const char *path, char *why, size_t n)
 {
-    if (mkdir(path, mode) == 0) {
-        if (chmod(path, mode) != 0) {
-            snprintf(why, n, "checkpoint folder %.300s: chmod: %s", path, strerror(errno));
-            return false;
-        }
-    } else if (errno != EEXIST) {
-        snprintf(why, n, "checkpoint folder %.300s: %s", path, strerror(errno));
+    char aside[1000];
+    const char *base = strrchr(path, '/') + 1;
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+        r = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    snprintf(aside, sizeof aside, "%.*s.squatted-%s-%016llx", (int)(base - path), path, base,
+             (unsigned long long)r);
+    if (rename(path, aside) != 0) {
+        snprintf(why, n, "checkpoint folder %.300s: not the job's, and moving it aside: %s",
+                 path, strerror(errno));
         return false;
     }
+    fprintf(stderr, "tessera-agent: checkpoint folder %s was made by another before its job "
+            "ran: moved aside to %s\n", path, aside);
+    return true;
+}
+
+/* A folder at path owned by owner:group (made when missing, with mode: the
+ * umask may have cut it), a real one, not a link. Where the parent was open
+ * to others (*open, from the parent's check), what another put at path is
+ * moved aside first. A folder of root's that others may write is refused
+ * unless sticky, and a sticky one (an older agent's 01777) is closed to
+ * mode: nothing more can be made in it but by the agent. *open says whether
+ * others could write in it before. */
+static bool ckpt_folder(const char *path, mode_t mode, uid_t owner, gid_t group, bool *open,
+                        char *why, size_t n)
+{
     struct stat st;
-    if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    for (int tries = 0;; tries++) {
+        if (mkdir(path, mode) == 0 &&
+            (chmod(path, mode) != 0 ||
+             (owner != 0 && fchownat(AT_FDCWD, path, owner, group, AT_SYMLINK_NOFOLLOW) != 0))) {
+            snprintf(why, n, "checkpoint folder %.300s: chmod/chown: %s", path, strerror(errno));
+            return false;
+        }
+        if (lstat(path, &st) != 0) {
+            snprintf(why, n, "checkpoint folder %.300s: %s", path, strerror(errno));
+            return false;
+        }
+        bool ours = S_ISDIR(st.st_mode) && st.st_uid == owner;
+        if (ours || !*open || tries == 1)
+            break;
+        if (!ckpt_move_aside(path, why, n))
+            return false;
+    }
+    if (!S_ISDIR(st.st_mode)) {
         snprintf(why, n, "checkpoint folder %.300s: not a folder", path);
         return false;
     }
@@ -73,6 +117,11 @@ static bool plain_folder(const char *path, mode_t mode, uid_t owner, char *why, 
         snprintf(why, n, "checkpoint folder %.300s: must be uid %u's and written by no one "
                          "else (or sticky) for a container to get the job's folder",
                  path, (unsigned)owner);
+        return false;
+    }
+    *open = (st.st_mode & 022) != 0;
+    if (*open && owner == 0 && chmod(path, mode) != 0) {
+        snprintf(why, n, "checkpoint folder %.300s: chmod: %s", path, strerror(errno));
         return false;
     }
     return true;
@@ -96,17 +145,14 @@ bool agent_checkpoint_folder(const char *dir, uid_t uid, gid_t gid, char *why, s
         return false;
     }
     *tenant = '\0'; /* path: the root, then the tenant's folder, then the job's */
-    if (!plain_folder(path, SHARED_FOLDER_MODE, 0, why, n))
+    bool open = false; /* the root's own parent: the node's, as configured */
+    if (!ckpt_folder(path, CKPT_PASS_MODE, 0, 0, &open, why, n))
         return false;
     *tenant = '/';
-    if (!plain_folder(path, SHARED_FOLDER_MODE, 0, why, n))
+    if (!ckpt_folder(path, CKPT_PASS_MODE, 0, 0, &open, why, n))
         return false;
     *job = '/';
-    if (mkdir(path, 0700) == 0 && fchownat(AT_FDCWD, path, uid, gid, AT_SYMLINK_NOFOLLOW) != 0) {
-        snprintf(why, n, "checkpoint folder %.300s: chown: %s", path, strerror(errno));
-        return false;
-    }
-    return plain_folder(path, 0700, uid, why, n);
+    return ckpt_folder(path, CKPT_JOB_MODE, uid, gid, &open, why, n);
 }
 
 int agent_mount_source_open(const char *field, const char *host, char *why, size_t n)

@@ -15,11 +15,14 @@
  * was; either asks the controller to drain the node, with the reason, as
  * Slurm does: a node whose hooks fail is not trusted with more work until an
  * admin resumes it. At most --max-hooks (TS_AGENT_MAX_HOOKS) hooks run at
- * once; a prolog beyond that fails its launch, an epilog beyond it waits in
- * a ring of TS_AGENT_EPILOGS_WAITING_MAX and starts, oldest first, as a slot
- * frees: a user ending many tasks at once must not skip the site's cleanup.
- * An epilog that finds even the ring full is skipped and drains the node,
- * as a failed one does.
+ * once. A prolog beyond that waits for a slot, its task held as it is while
+ * its prolog runs (at most TS_AGENT_MAX_TASKS wait, one a task): a user
+ * starting more tasks at once than there are slots must not drain the node.
+ * An epilog beyond it waits in a ring of TS_AGENT_EPILOGS_WAITING_MAX: a
+ * user ending many tasks at once must not skip the site's cleanup; one that
+ * finds even the ring full is skipped and drains the node, as a failed one
+ * does. As a slot frees, waiting epilogs start first (the cleanup of what
+ * ran before what runs next), then prologs, each oldest first.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -128,6 +131,8 @@ static bool epilog_wait(ts_agent *a, int64_t job, int rank, const char *user, lo
     return true;
 }
 
+static void prologs_resume(ts_agent *a);
+
 /* Starts waiting epilogs, oldest first, while hook slots are free. */
 static void epilogs_resume(ts_agent *a)
 {
@@ -149,8 +154,8 @@ bool agent_hook_start(ts_agent *a, bool prolog, int64_t job, int rank, const cha
     if (a->nhooks >= a->cfg.max_hooks) {
         if (!prolog)
             return epilog_wait(a, job, rank, user, uid, gpus, ngpu, exit_code);
-        fprintf(stderr, "tessera-agent: prolog of job %lld rank %d: %d hooks already run; its "
-                "launch fails\n", (long long)job, rank, a->cfg.max_hooks);
+        fprintf(stderr, "tessera-agent: prolog of job %lld rank %d: %d hooks already run\n",
+                (long long)job, rank, a->cfg.max_hooks); /* agent_prolog_begin queues it */
         return false;
     }
     char env[HOOK_ENV_MAX][HOOK_ENV_BYTES], *envp[HOOK_ENV_MAX + 1];
@@ -255,27 +260,71 @@ void agent_hooks_poll(ts_agent *a, double now)
                                 (long long)done.job, done.rank);
     }
     epilogs_resume(a);
+    prologs_resume(a);
+}
+
+/* Starts lt's prolog (its desired task kept in lt->prolog_wait, decoded as
+ * d); one that cannot be started fails the launch and drains the node. */
+static void prolog_start(ts_agent *a, local_task *lt, const ts_desired_task *d)
+{
+    int gpus[16], ngpu = 0;
+    for (int k = 0; k < d->gpus.n && ngpu < 16; k++)
+        gpus[ngpu++] = (int)d->gpus.v[k];
+    bool has_uid = (d->present & TS_DT_BIT(TS_DT_UID)) && !d->uid_null;
+    if (lt->prolog_wait && agent_hook_start(a, true, lt->job, lt->rank, d->user,
+                                            has_uid ? (long long)d->uid : -1, gpus, ngpu, -1))
+        return;
+    json_decref(lt->prolog_wait);
+    lt->prolog_wait = NULL;
+    snprintf(lt->start_error, sizeof lt->start_error, "prolog_failed: the node's prolog %.300s "
+             "could not be started", a->cfg.prolog);
+    snprintf(lt->launch_end, sizeof lt->launch_end, "prolog_failed");
+    agent_hook_drain(a, "prolog %.120s could not be started (job %lld rank %d)", a->cfg.prolog,
+                     (long long)lt->job, lt->rank);
+}
+
+/* Starts waiting prologs, oldest first, while hook slots are free; one
+ * whose task was stopped meanwhile (its desired task dropped) leaves the
+ * line. */
+static void prologs_resume(ts_agent *a)
+{
+    while (a->nhooks < a->cfg.max_hooks) {
+        local_task *next = NULL;
+        for (int i = 0; i < a->ntasks; i++) {
+            local_task *lt = &a->tasks[i];
+            if (lt->prolog_queued && !lt->prolog_wait)
+                lt->prolog_queued = 0;
+            else if (lt->prolog_queued && (!next || lt->prolog_queued < next->prolog_queued))
+                next = lt;
+        }
+        if (!next)
+            return;
+        next->prolog_queued = 0;
+        ts_desired_task d;
+        ts_err de;
+        if (ts_desired_task_decode(next->prolog_wait, "task", &d, &de) != 0) { /* memory */
+            json_decref(next->prolog_wait);
+            next->prolog_wait = NULL;
+            snprintf(next->start_error, sizeof next->start_error, "%.400s", de.msg);
+            continue;
+        }
+        prolog_start(a, next, &d);
+        ts_desired_task_fini(&d);
+    }
 }
 
 bool agent_prolog_begin(ts_agent *a, local_task *lt, const json_t *t, const ts_desired_task *d)
 {
     if (!a->cfg.prolog[0] || lt->prolog_done || lt->is_step) /* a rank's, not its steps' */
         return false;
-    int gpus[16], ngpu = 0;
-    for (int k = 0; k < d->gpus.n && ngpu < 16; k++)
-        gpus[ngpu++] = (int)d->gpus.v[k];
-    bool has_uid = (d->present & TS_DT_BIT(TS_DT_UID)) && !d->uid_null;
     lt->prolog_wait = json_deep_copy(t); /* read again at its start (agent_start_task_in) */
-    if (!lt->prolog_wait || !agent_hook_start(a, true, lt->job, lt->rank, d->user,
-                                              has_uid ? (long long)d->uid : -1, gpus, ngpu, -1)) {
-        json_decref(lt->prolog_wait);
-        lt->prolog_wait = NULL;
-        snprintf(lt->start_error, sizeof lt->start_error, "prolog_failed: the node's prolog %.300s "
-                 "could not be started", a->cfg.prolog);
-        snprintf(lt->launch_end, sizeof lt->launch_end, "prolog_failed");
-        agent_hook_drain(a, "prolog %.120s could not be started (job %lld rank %d)",
-                            a->cfg.prolog, (long long)lt->job, lt->rank);
+    if (lt->prolog_wait && a->nhooks >= a->cfg.max_hooks) {
+        lt->prolog_queued = ++a->prologs_queued;
+        fprintf(stderr, "tessera-agent: prolog of job %lld rank %d waits: %d hooks run\n",
+                (long long)lt->job, lt->rank, a->cfg.max_hooks);
+        return true; /* started by agent_hooks_poll as a slot frees */
     }
+    prolog_start(a, lt, d);
     return true;
 }
 

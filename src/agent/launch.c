@@ -359,8 +359,8 @@ static int make_task_dir(const ts_task_spec *s, const char *record_dir,
         uid = (uid_t)cu;
         gid = (gid_t)cg;
     }
-    int rc = agent_task_dir_make(root, s->task_id, uid, gid, info->task_dir,
-                                 sizeof info->task_dir, err);
+    int rc = agent_task_dir_make(root, s->task_id, uid, gid, s->task_files, s->ntask_files,
+                                 info->task_dir, sizeof info->task_dir, err);
     if (rc == 0 && snprintf(info->ack_path, sizeof info->ack_path, "%s/" TS_TASK_ACK_NAME,
                             info->task_dir) >= (int)sizeof info->ack_path)
         rc = ts_err_set(err, TS_EINVAL, "task %s: task_dirs: path too long", s->task_id);

@@ -21,9 +21,9 @@
  *
  * Each task also has a folder of its own, <task_dirs>/<task id>/, made
  * fresh for it (0700, its user's) and removed with it: the only place the
- * task writes that the agent reads (its checkpoint ack), and the only agent
- * folder bound into its container. The log and record folder is the
- * agent's alone.
+ * task writes that the agent reads (its checkpoint ack, its step file, its
+ * shim's mark, its output note), and the only agent folder bound into its
+ * container. The log and record folder is the agent's alone.
  *
  * Stopping follows the checkpoint acknowledgement contract (docs/agent-tasks.md):
  * checkpoint signal, wait for $TESSERA_CHECKPOINT_DONE or the grace, SIGTERM,
@@ -77,6 +77,16 @@ typedef struct ts_devnum {
     unsigned major, minor;
 } ts_devnum;
 
+/* A file the agent makes, empty, in the task's own folder for the task's
+ * user before the task or anyone of its user may write there: nothing in
+ * it was put there by another (ts_task_spec.task_files). dev and ino, when
+ * not NULL, get the file's identity. */
+typedef struct ts_task_file {
+    const char *name;             /* one component: no '/', not "." or ".." */
+    dev_t *dev;
+    ino_t *ino;
+} ts_task_file;
+
 typedef struct ts_task_spec {
     const char *task_id;          /* required: 1..TS_TASK_ID_MAX of A-Z a-z 0-9 . _ - */
     const char *const *argv;      /* required, NULL-terminated; argv[0] a path or found on PATH */
@@ -89,6 +99,9 @@ typedef struct ts_task_spec {
                                    * (0700, the task's user's; made 0711 when missing): its
                                    * checkpoint ack, the one agent folder a container gets;
                                    * removed with the task; NULL: <record_dir>/tasks */
+    const ts_task_file *task_files; /* empty files made in that folder before it is the
+                                     * task's (its step file, its shim's mark) */
+    size_t ntask_files;
 
     const char *const *gpu_uuids; /* CUDA_VISIBLE_DEVICES, ngpu entries */
     size_t ngpu;

@@ -12,7 +12,9 @@
  * (to /etc/sudoers.d/x, to another tenant's log) would become a root-made
  * file its user owns. The task's folder is made with mkdirat under a
  * descriptor of its parent, then opened without following and chowned
- * through that descriptor, so no name is looked up twice.
+ * through that descriptor, so no name is looked up twice; the files the
+ * agent makes in it for the task (its step file, its shim's mark) are made
+ * before that chown, while only root may write there.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -28,6 +30,7 @@
 
 #define LOG_FILE_MODE 0640
 #define TASK_DIR_MODE 0700   /* the task's alone */
+#define TASK_FILE_MODE 0600  /* a file made in it for the task: the folder says who reads */
 #define TASK_DIRS_MODE 0711  /* anyone may pass through to their own, no one may list */
 #define REMOVE_DEPTH_MAX 256 /* a descriptor a level; what a task nests deeper is left */
 #define TASK_DIRS_TRASH ".trash" /* <task_dirs>/.trash: removed folders, emptied behind */
@@ -115,8 +118,44 @@ static int task_dir_discard(int dfd, const char *root, const char *id)
     return agent_rm_tree_at(dfd, id, 0);
 }
 
-int agent_task_dir_make(const char *root, const char *id, uid_t uid, gid_t gid, char *path,
-                        size_t len, ts_err *err)
+/* Makes the files in the task's new folder (dfd), empty and uid:gid's when
+ * the agent is root, while the folder is still root's: nothing of the
+ * task's user can be in their place. 0, or -1 with errno and *name the
+ * file that failed. */
+static int task_files_make(int dfd, const ts_task_file *files, size_t n, uid_t uid, gid_t gid,
+                           const char **name)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *f = files[i].name;
+        *name = f;
+        if (f == NULL || f[0] == '\0' || strchr(f, '/') || strcmp(f, ".") == 0 ||
+            strcmp(f, "..") == 0) {
+            errno = EINVAL;
+            return -1;
+        }
+        int fd = openat(dfd, f, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                        TASK_FILE_MODE);
+        struct stat sb;
+        if (fd < 0)
+            return -1;
+        if ((geteuid() == 0 && fchown(fd, uid, gid) != 0) || fstat(fd, &sb) != 0) {
+            int e = errno;
+            close(fd);
+            errno = e;
+            return -1;
+        }
+        close(fd);
+        if (files[i].dev)
+            *files[i].dev = sb.st_dev;
+        if (files[i].ino)
+            *files[i].ino = sb.st_ino;
+    }
+    return 0;
+}
+
+int agent_task_dir_make(const char *root, const char *id, uid_t uid, gid_t gid,
+                        const ts_task_file *files, size_t nfiles, char *path, size_t len,
+                        ts_err *err)
 {
     if (snprintf(path, len, "%s/%s", root, id) >= (int)len)
         return ts_err_set(err, TS_EINVAL, "task %s: task_dirs: path too long", id);
@@ -140,6 +179,14 @@ int agent_task_dir_make(const char *root, const char *id, uid_t uid, gid_t gid, 
     if (fd < 0)
         return ts_err_set(err, TS_EIO, "task %s: its folder %s: %s: %s", id, path, step,
                           strerror(e));
+    const char *fname = "";
+    if (task_files_make(fd, files, nfiles, uid, gid, &fname) != 0) {
+        e = errno;
+        close(fd);
+        agent_task_dir_remove(path, id);
+        return ts_err_set(err, TS_EIO, "task %s: its folder %s: file \"%s\": %s", id, path,
+                          fname ? fname : "(null)", strerror(e));
+    }
     /* the mode is the umask's otherwise; the owner the task's, who writes its ack there */
     if (fchmod(fd, TASK_DIR_MODE) != 0 || (geteuid() == 0 && fchown(fd, uid, gid) != 0)) {
         e = errno;

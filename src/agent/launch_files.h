@@ -31,10 +31,13 @@ int agent_log_open(const char *dir, const char *id, const char *ext, char *path,
 
 /* Makes the task's own folder <root>/<id> anew (an earlier one of the id
  * removed first; root made 0711 when missing), mode 0700, owned by
- * uid:gid when the agent is root; path gets its name. 0, or a negative
- * error code with err set (TS_ENOENT: no root, TS_EIO: the step). */
-int agent_task_dir_make(const char *root, const char *id, uid_t uid, gid_t gid, char *path,
-                        size_t len, ts_err *err);
+ * uid:gid when the agent is root, with files[0..nfiles) in it, empty, mode
+ * 0600, uid:gid's, made before the folder is given away; path gets its
+ * name. 0, or a negative error code with err set (TS_ENOENT: no root,
+ * TS_EIO: the step; the folder is then removed). */
+int agent_task_dir_make(const char *root, const char *id, uid_t uid, gid_t gid,
+                        const ts_task_file *files, size_t nfiles, char *path, size_t len,
+                        ts_err *err);
 
 /* Removes the folder path and everything below it, only when its last
  * component is id (a damaged record must not name another folder): moved

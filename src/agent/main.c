@@ -95,7 +95,7 @@ static void usage(FILE *f)
                "                      ended; a failure drains the node) [--hook-timeout "
                "SECONDS]  (default 60)\n"
                "                     [--max-hooks N]  (hooks running at once, 1..64; "
-               "default 64: more epilogs wait)\n"
+               "default 64: more prologs and epilogs wait)\n"
                "                     [--p2p-listen IPV4:PORT]  (serve image pieces to peer "
                "agents; docs/images.md \"Peer-to-peer\")\n"
                "                     [--p2p-advertise URL]  (the URL peers reach it at; "

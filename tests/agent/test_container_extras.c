@@ -2,8 +2,11 @@
  * test_container_extras.c - agent_checkpoint_folder: which checkpoint
  * folders the agent binds into a container (docs/images.md "Checkpoints").
  *
- * Proves: missing folders are made (the root and the tenant's sticky, as
- * /tmp; the job's 0700 for the task's user); a job folder that is a link
+ * Proves: missing folders are made (the root and the tenant's 0711, open
+ * to no user; the job's 0700 for the task's user); an older agent's 01777
+ * tenant folder is closed, and what another user made in it where a future
+ * job's folder (or in an open root where a tenant's folder) goes is moved
+ * aside, kept, and the job gets its own; a job folder that is a link
  * (to /etc) is refused and the link left alone; a tenant folder written by
  * its group and not sticky is refused, naming it; a job folder another user
  * owns is refused; paths with `..` or not absolute are refused. A job
@@ -24,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent/agent_internal.h"
@@ -63,14 +67,72 @@ static void missing_folders_are_made(void **state)
     assert_true(folder("ck/team-a/7", 4321));
     char p[512];
     struct stat st;
+    snprintf(p, sizeof p, "%s/ck", top);
+    assert_int_equal(lstat(p, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0711);
     snprintf(p, sizeof p, "%s/ck/team-a", top);
     assert_int_equal(lstat(p, &st), 0);
-    assert_int_equal(st.st_mode & 07777, 01777);
+    assert_int_equal(st.st_mode & 07777, 0711);
     snprintf(p, sizeof p, "%s/ck/team-a/7", top);
     assert_int_equal(lstat(p, &st), 0);
     assert_int_equal(st.st_uid, 4321);
     assert_int_equal(st.st_mode & 0777, 0700);
     assert_true(folder("ck/team-a/7", 4321)); /* again: as it is */
+}
+
+/* Made with mode (the umask cleared), owned by uid. */
+static void made(const char *rel, mode_t mode, uid_t uid)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", top, rel);
+    assert_int_equal(mkdir(p, mode), 0);
+    assert_int_equal(chmod(p, mode), 0);
+    assert_int_equal(chown(p, uid, uid), 0);
+}
+
+/* How many names in top/rel begin with prefix. */
+static int count_named(const char *rel, const char *prefix)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "exit $(ls -A '%s/%s' | grep -c '^%s')", top, rel, prefix);
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* An older agent made the folders 01777: another user could make a future
+ * job's folder (or a tenant's) first, and its job's container was then
+ * refused. Such a folder is moved aside, kept; the job gets its own, and
+ * the open folders are closed (0711). */
+static void a_folder_made_first_by_another_is_moved_aside(void **state)
+{
+    (void)state;
+    if (geteuid() != 0)
+        skip();
+    made("old", 01777, 0);
+    made("old/team-a", 01777, 0);
+    made("old/team-a/9", 0755, 5555); /* another user's, before job 9 ran */
+    assert_true(folder("old/team-a/9", 4321));
+    char p[512];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/old/team-a/9", top);
+    assert_int_equal(lstat(p, &st), 0);
+    assert_int_equal(st.st_uid, 4321);
+    assert_int_equal(st.st_mode & 07777, 0700);
+    assert_int_equal(count_named("old/team-a", ".squatted-9-"), 1);
+    snprintf(p, sizeof p, "%s/old/team-a", top);
+    assert_int_equal(lstat(p, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0711);
+    snprintf(p, sizeof p, "%s/old", top);
+    assert_int_equal(lstat(p, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0711);
+
+    made("old2", 01777, 0);
+    made("old2/team-c", 0700, 5555); /* a tenant's folder, another's */
+    assert_true(folder("old2/team-c/1", 4321));
+    snprintf(p, sizeof p, "%s/old2/team-c", top);
+    assert_int_equal(lstat(p, &st), 0);
+    assert_int_equal(st.st_uid, 0);
+    assert_int_equal(count_named("old2", ".squatted-team-c-"), 1);
 }
 
 static void a_link_is_refused(void **state)
@@ -203,6 +265,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(missing_folders_are_made),
+        cmocka_unit_test(a_folder_made_first_by_another_is_moved_aside),
         cmocka_unit_test(a_link_is_refused),
         cmocka_unit_test(a_group_written_tenant_folder_is_refused),
         cmocka_unit_test(another_users_job_folder_is_refused),

@@ -2,7 +2,8 @@
  * test_task_files.c - what the launcher makes for a task outside the task's
  * reach, with real processes: the log folder is root's 0755, as the
  * agent's, and a task as another user still acknowledges its checkpoint in
- * its own folder (0700, its user's), which goes with the task; a link, a
+ * its own folder (0700, its user's), which goes with the task, as the
+ * files the agent makes there for it (step file, shim mark) do; a link, a
  * FIFO or a hard link planted where a log goes is refused, naming it,
  * before anything is created through it; the folders of tasks no record
  * holds are swept (moved aside, emptied behind by the trash thread) without
@@ -138,6 +139,61 @@ static void nonroot_task_acks_in_its_own_folder(void **state)
     agent_task_records(logs, stop_recorded_task, logs, NULL);
 }
 
+/* The files the agent makes for a task (its step file, its shim's mark)
+ * are in its own folder, not in a folder shared with other tasks: made
+ * there before the task starts, its user's (who writes them), 0600, their
+ * identity given back; they go with the folder. A name that is not one
+ * component fails the start, naming it. */
+static void task_files_are_made_in_its_own_folder(void **state)
+{
+    fix *f = *state;
+    struct passwd *pw = getpwnam("nobody");
+    if (geteuid() != 0 || pw == NULL)
+        skip();
+    const char *argv[] = {"/bin/sh", "-c",
+                          "d=$(dirname \"$TESSERA_CHECKPOINT_DONE\"); echo 0.5 >> $d/step-times && "
+                          "echo 1 >> $d/shim-loaded && touch ready; sleep 5", NULL};
+    ts_task_spec s = sh_spec(f, "tf1", argv);
+    s.user = "nobody";
+    dev_t dev[2] = {0, 0};
+    ino_t ino[2] = {0, 0};
+    ts_task_file files[] = {{"step-times", &dev[0], &ino[0]}, {"shim-loaded", &dev[1], &ino[1]}};
+    s.task_files = files;
+    s.ntask_files = 2;
+    ts_task *t;
+    ts_err err = {0};
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), 0);
+    wait_for_file(f->work, "ready");
+    const char *dir = agent_task_info_get(t)->task_dir;
+    for (int i = 0; i < 2; i++) {
+        char p[900];
+        struct stat sb;
+        snprintf(p, sizeof p, "%s/%s", dir, files[i].name);
+        assert_int_equal(lstat(p, &sb), 0);
+        assert_true(S_ISREG(sb.st_mode));
+        assert_int_equal(sb.st_uid, pw->pw_uid);
+        assert_int_equal(sb.st_mode & 07777, 0600);
+        assert_true(sb.st_dev == dev[i] && sb.st_ino == ino[i]);
+        assert_true(sb.st_size > 0); /* the task's user wrote it */
+    }
+    char kept[768];
+    snprintf(kept, sizeof kept, "%s", dir);
+    agent_task_free(t);
+    assert_false(file_exists(kept));
+
+    ts_task_file bad[] = {{"../x", NULL, NULL}};
+    s = sh_spec(f, "tf2", argv);
+    s.task_files = bad;
+    s.ntask_files = 1;
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), TS_EIO);
+    assert_non_null(strstr(err.msg, "\"../x\""));
+    char p[256];
+    snprintf(p, sizeof p, "%s/tasks/x", f->logs);
+    assert_false(file_exists(p));
+    snprintf(p, sizeof p, "%s/tasks/tf2", f->logs);
+    assert_false(file_exists(p));
+}
+
 /* A link or a FIFO put where a task's log goes is refused, naming it: the
  * agent (root) never creates or chowns a file through it. */
 static void planted_log_link_refused(void **state)
@@ -205,6 +261,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(nonroot_task_acks_in_its_own_folder, setup, teardown),
+        cmocka_unit_test_setup_teardown(task_files_are_made_in_its_own_folder, setup, teardown),
         cmocka_unit_test_setup_teardown(planted_log_link_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(task_dirs_sweep_keeps_recorded_ones, setup, teardown),
     };

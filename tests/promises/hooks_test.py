@@ -215,3 +215,30 @@ def scenario_epilogs_beyond_the_running_hooks_wait_and_all_run(c):
     finally:
         unflag("slow-epilog-r-5")
         unflag("go-r-5")
+
+
+def scenario_prologs_beyond_the_running_hooks_wait_and_every_task_starts(c):
+    """tessera-agent.md: a prolog beyond the hooks already running waits for
+    a slot too, its task held: starting more tasks at once than there are
+    slots drains no node and every task starts."""
+    flag("slow-prolog-r-5")  # each prolog takes a second: 6 at once on 2 slots
+    try:
+        jid = c.submit(on("r-5", "echo up", tasks=[
+            {"count": 6, "gpus": 1, "cpu_milli": 100, "memory_mib": 64}]))
+        j = c.wait_job(jid, ("completed", "failed"), 60)
+        check(j and j.get("state") == "completed",
+              f"the job of 6 ranks completes: {j and (j.get('state'), j.get('reason'))}")
+        ranks = {x.split("rank=")[1].split()[0] for x in lines("prolog")
+                 if f"job={jid} " in x and "node=r-5" in x}
+        check(ranks == {str(r) for r in range(6)}, f"a prolog ran for each rank: {sorted(ranks)}")
+        check(all("up" in c.output("r-5", jid, r) for r in range(6)), "every rank's task ran")
+        log = open(c.path("r-5.log")).read()
+        check(f"prolog of job {jid} rank" in log and "waits: 2 hooks run" in log,
+              "the agent log says which prologs waited")
+        n = c.node("r-5")
+        check(n.get("state") == "up", f"the node stays up: {n.get('state')} "
+              f"{n.get('drain_reason')}")
+    finally:
+        unflag("slow-prolog-r-5")
+        if c.node("r-5").get("state") == "drained":
+            resume(c, "r-5")

@@ -156,7 +156,7 @@ def scenario_a_fifo_as_step_file(c):
 def scenario_links_sockets_and_devices_as_step_file(c):
     """agent-tasks.md: links, sockets and device nodes where the agent
     reads are not followed nor read."""
-    nbr = "$(dirname $(dirname $TESSERA_STEP_FILE))/logs"
+    nbr = "$(dirname $(dirname $(dirname $TESSERA_STEP_FILE)))/logs"
     cmd = ('F="$TESSERA_STEP_FILE"; '
            'rm -f "$F"; ln -s /etc/shadow "$F"; sleep 1.2; '
            f'rm -f "$F"; ln -s "$(ls {nbr}/*.out | head -1)" "$F"; sleep 1.2; '

@@ -515,6 +515,39 @@ scenario_container_sees_no_agent_logs.needs_root = True
 scenario_container_sees_no_agent_logs.needs = NEEDS
 
 
+def scenario_container_sees_no_other_tasks_files(c):
+    """agent-tasks.md, images.md: a container's step file, shim mark and
+    output note are in the task's own folder, the one agent folder it gets;
+    no folder shared by the node's tasks is bound into it: its root (which
+    ignores a sticky bit) neither lists nor reaches another task's files."""
+    r = registry()
+    ref = f"{r.host}/team/tools:1"
+    other = c.submit(spec("holds-files", "sleep 30", ref, nodelist="r-1"))
+    if not c.wait_job(other, "running", 90):
+        return
+    steps, tasks = c.path("r-1", "steps"), c.path("r-1", "tasks")
+    cmd = (f"ls -a {steps} && echo SEES-STEPS; echo tasks: $(ls {tasks}); "
+           f"ls {tasks}/j{other}-r0 && echo SEES-ITS-FOLDER; id -u; "
+           "echo step=$TESSERA_STEP_FILE note=$TESSERA_OUTPUT_NOTE; "
+           "echo 0.5 >> $TESSERA_STEP_FILE && echo step-written")
+    jid = c.submit(spec("sees-own-files", cmd, ref, nodelist="r-1"))
+    j = c.wait_job(jid, "completed", 90)
+    out = c.output("r-1", jid)
+    mine = os.path.join(tasks, f"j{jid}-r0")
+    check(bool(j) and "0\n" in out, f"the job runs as root in its image: {out!r}")
+    check("SEES-STEPS" not in out and f"tasks: j{jid}-r0\n" in out and
+          "SEES-ITS-FOLDER" not in out and f"j{other}-r0" not in out,
+          f"it sees no other task's files, nor a folder of them (its own folder only): {out!r}")
+    check(f"step={mine}/step-times note={mine}/output-note" in out and "step-written" in out,
+          f"its step file and output note are in its own folder, and it writes there: {out!r}")
+    c.call("POST", f"/v1/jobs/{other}/cancel")
+    c.wait_job(other, "cancelled", 30)
+
+
+scenario_container_sees_no_other_tasks_files.needs_root = True
+scenario_container_sees_no_other_tasks_files.needs = NEEDS
+
+
 def scenario_registry_down_job_waits_image_pull(c):
     """images.md: a job whose registry is down or slow is not failed: it waits,
     its reason `image_pull`, while the pull is tried again."""

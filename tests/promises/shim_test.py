@@ -79,12 +79,16 @@ def scenario_adopted_fractional_task_is_still_watched(c):
     jid = c.submit(spec("static-adopted", [STATIC, "sleep", "60"]))
     if not c.wait_job(jid, "running", 20):
         return
+    own = c.path("s-1", "tasks", f"j{jid}-r0")
+    mark = os.path.join(own, "shim-loaded")
+    marks = c.wait(lambda: [mark] if os.path.isfile(mark) else None, "its shim mark", 10) or []
+    check(not os.path.exists(c.path("s-1", "steps")),
+          "the agent makes no folder shared by its tasks: the mark is in the task's own")
+    # files an older agent (which kept them in a steps folder shared by its
+    # tasks) killed mid-start left: this agent removes them; what is not of
+    # their names, or not a regular file, stays
     steps = c.path("s-1", "steps")
-    marks = c.wait(lambda: [f for f in os.listdir(steps) if f.startswith(f"j{jid}-r0.shim.")],
-                   "its shim mark", 10) or []
-    # files an agent killed mid-start leaves (made before its task's record):
-    # the next agent removes them; what is not of its names, or not a
-    # regular file, stays
+    os.makedirs(steps)
     orphans = ["j99-r0.shim.0123456789abcdef", "j99-r0.0123456789abcdef", "j99-r1-s2.output"]
     for n in orphans + ["notes.txt"]:
         with open(os.path.join(steps, n), "w") as f:
@@ -103,7 +107,7 @@ def scenario_adopted_fractional_task_is_still_watched(c):
         return
     check(j.get("reason") == "shim_not_loaded",
           f"the adopted task was stopped for shim_not_loaded: {j.get('state')} {j.get('reason')}")
-    gone = c.wait(lambda: not any(os.path.exists(os.path.join(steps, m)) for m in marks) or None,
+    gone = c.wait(lambda: not any(os.path.exists(m) for m in marks) or None,
                   "its mark is removed", 45)
     check(bool(marks) and bool(gone), f"its mark {marks} is removed with it")
     left = sorted(os.listdir(steps))
