@@ -169,6 +169,19 @@ static bool visible_job(ctld *c, const ctld_caller *w, int64_t id, ts_job_row *r
     return false;
 }
 
+/* A job's document as the caller may see it; its spec parsed before the
+ * lock (ctld_render_job_parsed) */
+static json_t *job_doc(ctld *c, const ts_job_row *row, bool content)
+{
+    json_t *spec = ctld_render_spec(row);
+    ctld_lock_reader(c);
+    json_t *j = ctld_render_job_parsed(c, row, ctld_job_find(c, row->id), spec);
+    pthread_mutex_unlock(&c->mu);
+    if (j && !content)
+        ctld_privacy_redact_job(j);
+    return j;
+}
+
 static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *rest,
                     ctld_reply *r)
 {
@@ -188,13 +201,7 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
     if (patch) {
         ctld_job_patch(c, rq, &row, content, r);
     } else if (get && !*rest) {
-        json_t *spec = ctld_render_spec(&row); /* before the lock */
-        ctld_lock_reader(c);
-        json_t *j = ctld_render_job_parsed(c, &row, ctld_job_find(c, id), spec);
-        pthread_mutex_unlock(&c->mu);
-        if (j && !content)
-            ctld_privacy_redact_job(j);
-        ctld_reply_json(r, 200, json_pack("{s:o}", "job", j));
+        ctld_reply_json(r, 200, json_pack("{s:o}", "job", job_doc(c, &row, content)));
     } else if (get && strcmp(rest, "events") == 0) {
         int limit = limit_of(&rq->q, r);
         int64_t after;
@@ -273,13 +280,8 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
             else {
                 ts_job_row now;
                 if (ts_store_job_get(c->store, id, &now, NULL) == 0) {
-                    json_t *spec = ctld_render_spec(&now);
-                    ctld_lock_reader(c);
-                    json_t *j = ctld_render_job_parsed(c, &now, ctld_job_find(c, id), spec);
-                    pthread_mutex_unlock(&c->mu);
-                    if (j && !content)
-                        ctld_privacy_redact_job(j);
-                    ctld_reply_json(r, 200, json_pack("{s:o}", "job", j));
+                    ctld_reply_json(r, 200,
+                                    json_pack("{s:o}", "job", job_doc(c, &now, content)));
                     ts_job_row_fini(&now);
                 } else {
                     ctld_reply_json(r, 200, NULL);
