@@ -250,7 +250,12 @@ static void enqueue(ctld *c, const ts_job_row *to, char *url, char *rcpt, char *
 {
     struct ctld_notify *N = c->notify;
     pthread_mutex_lock(&N->mu);
-    bool ok = body && (url || rcpt) && !N->stop && N->n < N->cap;
+    /* one tenant holds at most half the queue: a tenant whose receivers never
+     * answer (or who sends many on purpose) leaves room for the others' */
+    int mine = 0, share = N->cap / 2 > 1 ? N->cap / 2 : 1;
+    for (int i = 0; i < N->n; i++)
+        mine += strcmp(N->q[(N->head + i) % NOTIFY_QUEUE_MAX].tenant, to->tenant) == 0;
+    bool ok = body && (url || rcpt) && !N->stop && N->n < N->cap && mine < share;
     if (ok && !N->started) {
         N->started = pthread_create(&N->th, NULL, notify_main, N) == 0;
         ok = N->started;
@@ -271,7 +276,12 @@ static void enqueue(ctld *c, const ts_job_row *to, char *url, char *rcpt, char *
         free(rcpt);
         free(body);
         uint64_t d = __atomic_add_fetch(&c->m.notify_dropped, 1, __ATOMIC_RELAXED);
-        if (d == 1 || d % 100 == 0) /* said once, then every 100th: not a flood */
+        if ((d == 1 || d % 100 == 0) && mine >= share) /* said once, then every 100th */
+            fprintf(stderr, "tesserad: job %lld: %s dropped, tenant %s already has %d waiting "
+                    "in the queue of %d, the most one tenant may (%llu dropped so far)\n",
+                    (long long)to->id, rcpt ? "mail" : "webhook", to->tenant, mine, N->cap,
+                    (unsigned long long)d);
+        else if (d == 1 || d % 100 == 0)
             fprintf(stderr, "tesserad: job %lld: %s dropped, its queue of %d is full "
                     "(%llu dropped so far)\n", (long long)to->id, rcpt ? "mail" : "webhook",
                     N->cap, (unsigned long long)d);

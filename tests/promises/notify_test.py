@@ -13,7 +13,8 @@ from cluster import Node
 from harness import USER_IDENTITY, check
 
 CLUSTER = {"nodes": [Node("r-1")],
-           "tenants": "tenants:\n  team-a: {guaranteed: {gpu: {H100-80GB: 8}}}\n"}
+           "tenants": "tenants:\n  team-a: {guaranteed: {gpu: {H100-80GB: 8}}}\n"
+                      "  team-b: {guaranteed: {gpu: {H100-80GB: 8}}}\n"}
 
 KEY = "webhook-key-7f3a"
 
@@ -63,9 +64,9 @@ class Receiver:
         self.srv.server_close()
 
 
-def spec(name, command, notify=None):
-    s = {"tenant": "team-a", "name": name, "time_limit": "5m",
-         "tasks": [{"count": 1, "gpus": 1, "cpu_milli": 500, "memory_mib": 512}],
+def spec(name, command, notify=None, tenant="team-a", gpus=1):
+    s = {"tenant": tenant, "name": name, "time_limit": "5m",
+         "tasks": [{"count": 1, "gpus": gpus, "cpu_milli": 500, "memory_mib": 512}],
          "command": ["/bin/sh", "-c", command]}
     if notify:
         s["notify"] = notify
@@ -131,10 +132,41 @@ def scenario_hanging_receiver_delays_no_start(c):
         dropped = metric(c, "tessera_webhooks_dropped_total") or 0
         check(dropped >= 1, f"the webhooks past the full queue are dropped and counted: {dropped}")
         log = open(c.path("tesserad.log")).read()
-        check("webhook dropped, its queue of 2 is full" in log,
+        check("webhook dropped, tenant team-a already has 1 waiting in the queue of 2" in log,
               f"and the drop is logged: {log[-600:]}")
     finally:
         rx.close()
+
+
+def scenario_one_tenants_webhooks_leave_room_for_anothers(c):
+    """job-spec.md: one tenant's calls take at most half the queue: with
+    team-a's receiver hanging and its webhooks past its half dropped, team-b's
+    webhook is still queued and delivered once the receiver before it answers."""
+    rx_a, rx_b, rx_p = Receiver(hang=True), Receiver(), Receiver()
+    try:
+        # the queue is first made idle: the earlier scenarios' calls are
+        # still being tried; a probe's delivery (first in, first out) says
+        # they are done
+        p = c.submit(spec("probe", "sleep 30", {"url": rx_p.url, "on": ["start"]}, gpus=0))
+        c.wait(lambda: any(bd.get("job") == p for _, bd in rx_p.bodies()),
+               "the probe's webhook is delivered: the queue is idle", timeout=60)
+        # no GPUs: the earlier scenarios' jobs still hold them, and these
+        # must start (and queue their webhooks) together
+        ids = [c.submit(spec(f"q{i}", "sleep 30", {"url": rx_a.url, "on": ["start"]}, gpus=0))
+               for i in range(4)]
+        for jid in ids:
+            c.wait_job(jid, "running", 30)
+        c.wait(lambda: len(rx_a.got) >= 1, "team-a's first webhook is held by its receiver",
+               timeout=20)
+        b = c.submit(spec("b", "sleep 30", {"url": rx_b.url, "on": ["start"]}, tenant="team-b",
+                          gpus=0))
+        c.wait_job(b, "running", 30)
+        rx_a.release.set()  # team-a's receiver answers from now on
+        c.wait(lambda: any(bd.get("job") == b for _, bd in rx_b.bodies()),
+               "team-b's webhook is delivered, not dropped behind team-a's", timeout=45)
+    finally:
+        for rx in (rx_a, rx_b, rx_p):
+            rx.close()
 
 
 def scenario_bad_notify_is_refused(c):
