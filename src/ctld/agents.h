@@ -25,6 +25,7 @@ typedef struct ctld ctld;
 typedef struct ctld_logreq {
     struct ctld_logreq *next;
     int64_t id, job;
+    char tenant[TS_STORE_NAME_MAX]; /* the job's: one tenant holds at most some of a node's */
     int rank;
     int stream;                 /* 0 stdout, 1 stderr */
     long tail;                  /* bytes from the end */

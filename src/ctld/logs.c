@@ -22,6 +22,9 @@
  * answered 429 (each answer rides on the agent's sync, which has a size:
  * docs/agent-protocol.md "Sizes"). */
 #define LOG_REQUESTS_PER_NODE_MAX 4
+/* Of those, one tenant's jobs' (a tenant asking in a loop for a rank it has
+ * on a shared node would otherwise keep every other tenant's at 429). */
+#define LOG_REQUESTS_PER_TENANT_MAX 2
 
 /* The output its agent reported when rank `rank` ended (an "output" event). */
 static void stored_output(ctld *c, const ts_job_row *row, int rank, int stream, ctld_reply *r)
@@ -90,9 +93,20 @@ static bool logreq_add(ctld *c, int n, ctld_logreq *q, ctld_reply *r)
 {
     ctld_agent *a = &c->agents[n];
     pthread_mutex_lock(&a->mu);
-    int waiting = 0;
-    for (const ctld_logreq *w = a->logreqs; w; w = w->next)
+    int waiting = 0, mine = 0;
+    for (const ctld_logreq *w = a->logreqs; w; w = w->next) {
         waiting++;
+        mine += strcmp(w->tenant, q->tenant) == 0;
+    }
+    if (mine >= LOG_REQUESTS_PER_TENANT_MAX) {
+        pthread_mutex_unlock(&a->mu);
+        ctld_reply_error(r, 429, "rate_limited", "%s: %d output requests for tenant %s's jobs "
+                         "already wait for its agent (at most %d of a node's %d); ask again "
+                         "shortly", c->cluster->nodes[n].name, mine, q->tenant,
+                         LOG_REQUESTS_PER_TENANT_MAX, LOG_REQUESTS_PER_NODE_MAX);
+        snprintf(r->retry_after, sizeof r->retry_after, "1");
+        return false;
+    }
     if (waiting >= LOG_REQUESTS_PER_NODE_MAX) {
         pthread_mutex_unlock(&a->mu);
         ctld_reply_error(r, 429, "rate_limited", "%s: %d output requests already wait for its "
@@ -153,6 +167,7 @@ void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_
     }
     q->id = ++c->next_logreq;
     q->job = row->id;
+    snprintf(q->tenant, sizeof q->tenant, "%s", row->tenant);
     q->rank = (int)rank;
     q->stream = stream;
     /* an answer carries at most this much; the API answer says it was cut */

@@ -21,9 +21,11 @@ A100 node, r-1, has a scripted agent. Checked:
   that is otherwise the same, reaches the reader;
 - the readings of same reports still count: a rank reporting 0 % GPU
   utilisation is warned, then stopped and held, by the idle policy;
-- a report that changes something (the rank exits 0) completes the job.
+- a report that changes something (the rank exits 0) completes the job;
+- one tenant's jobs hold at most 2 of a node's 4 waiting output requests.
 Every wait is bounded.
 """
+import json
 import os
 import re
 import subprocess
@@ -45,6 +47,8 @@ BOUND_S = DELAY_MS / 1000.0 / 4
 
 ctld_files(TMP, PORT, ["{names: 'v-[1-2]', class: g8}", "{names: 'r-[1-1]', class: a8}"],
            "virtual_nodes: ['v-*']\nnode_lost_after: 60s\nscheduler: {interval: 0.01s}\n")
+with open(os.path.join(TMP, "tenants.yaml"), "a") as f:
+    f.write("  u: {}\n")  # a second tenant, for the output requests' share
 
 
 def call(method, path, token, body=None, timeout=30):
@@ -203,6 +207,40 @@ try:
     gone = wait_for(lambda: not [t for t in sync(wait_s=0.3)[1].get("tasks", [])
                                  if t["job"] == done] or None, "the ended job leaves", 10.0)
     check(bool(gone), "the ended job leaves r-1's desired state")
+
+    # output requests: one tenant's jobs hold at most 2 of a node's 4 waiting
+    # ones (this agent answers none: each waits its 10 s)
+    both = {}
+    for ten in ("t", "u"):
+        st, d = call("POST", "/v1/jobs", admin,
+                     {"name": f"out-{ten}", "tenant": ten, "command": ["sleep", "100"],
+                      "tasks": [{"gpus": 1, "gpu_model": "A100-80GB"}]})
+        both[ten] = d["jobs"][0]["id"] if st in (200, 201) else 0
+    placed = wait_for(lambda: len({t["job"] for t in sync(wait_s=0.3)[1].get("tasks", [])
+                                   if t["job"] in both.values()}) == 2 or None,
+                      "both jobs in r-1's desired state", 15.0)
+    check(bool(placed), "a job of t and one of u run on r-1")
+    state["tasks"] = [{"job": j, "rank": 0, "state": "running"} for j in both.values()]
+    sync()
+    got = {}
+
+    def ask(key, job):
+        got[key] = call("GET", f"/v1/jobs/{job}/logs?rank=0", admin, timeout=20)
+
+    held = [threading.Thread(target=ask, args=(f"t{i}", both["t"])) for i in range(2)]
+    for th in held:
+        th.start()
+    time.sleep(1.0)  # both wait for the agent now
+    third = call("GET", f"/v1/jobs/{both['t']}/logs?rank=0", admin, timeout=20)
+    check(third[0] == 429 and "tenant t" in json.dumps(third[1]),
+          f"t's third waiting request is refused, naming the tenant: {third[0]} {third[1]}")
+    other = threading.Thread(target=ask, args=("u", both["u"]))
+    other.start()
+    other.join(3.0)
+    check(other.is_alive() or got.get("u", (0,))[0] != 429,
+          f"u's request still has room and waits: {got.get('u')}")
+    for th in held + [other]:
+        th.join(25)
 finally:
     stop_all([proc])
 finish(TMP, ["log"])
