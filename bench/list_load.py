@@ -7,13 +7,14 @@ lock, every reader and the cycle wait for it).
 """
 import os, subprocess, sys, tempfile, time, threading, shutil
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
-from harness import free_port, http_call, wait_ready
+from harness import ctld_files, free_port, http_call, wait_ready
 BIN = sys.argv[1]; NJ = int(sys.argv[2]); KB = int(sys.argv[3])
 TMP = tempfile.mkdtemp(prefix="lb-"); PORT = free_port(); URL = f"http://127.0.0.1:{PORT}"
-def w(n, t): open(os.path.join(TMP, n), "w").write(t)
-w("cluster.yaml", "node_classes:\n  g4: {gpu_model: H100-80GB, gpus: 4, cpu_milli: 64000, memory_mib: 524288}\nnodes:\n  - {name: n1, class: g4}\n")
-w("tenants.yaml", "tenants:\n  org:\n    teams:\n      team-a: {}\n      team-b: {}\n")
-w("tesserad.yaml", f"listen: 127.0.0.1:{PORT}\ncluster: cluster.yaml\ntenants: tenants.yaml\nstate_dir: state\nvirtual_nodes: all\nlimits: {{requests_per_s: 100000, burst: 100000}}\nscheduler: {{interval: 0.2s, backoff: 0s}}\n")
+ctld_files(TMP, PORT, ["{names: 'n-[1-1]', class: g8}"],
+           "virtual_nodes: all\nscheduler: {interval: 0.2s, backoff: 0s}\n")
+with open(os.path.join(TMP, "tenants.yaml"), "a") as f:
+    f.write("  team-a: {}\n")
+    f.write("  team-b: {}\n")
 p = subprocess.Popen([BIN, "--config", os.path.join(TMP, "tesserad.yaml")], stdout=subprocess.DEVNULL, stderr=open(TMP + "/log", "w"))
 try:
     assert wait_ready(URL)
