@@ -220,6 +220,102 @@ TS_MUST_CHECK int ts_desired_task_decode(const json_t *o, const char *where, ts_
                                          ts_err *err);
 void ts_desired_task_fini(ts_desired_task *t);
 
+/* ---- desired: the controller's whole answer to register and sync ---------------- */
+
+/* Each member of the answer, in the order the encoder writes them; a
+ * document's `present` has bit TS_DS_BIT(field) for each member it carries. */
+enum ts_ds_field {
+    TS_DS_DRAINED, TS_DS_LOST_AFTER_S, TS_DS_TASKS, TS_DS_MIG, TS_DS_PREFETCH, TS_DS_NET_PEERS,
+    TS_DS_NET_SERVICES, TS_DS_NET_TENANT_SERVICES, TS_DS_GEN, TS_DS_NOW, TS_DS_LOGS,
+    TS_DS_SESSIONS,
+    TS_DS_NFIELDS
+};
+#define TS_DS_BIT(f) (1ULL << (f))
+
+/* One MIG instance a GPU is to hold. */
+typedef struct ts_desired_mig_slot {
+    int32_t profile, start;
+} ts_desired_mig_slot;
+/* A MIG GPU's whole layout (mig[]). */
+typedef struct ts_desired_mig {
+    int32_t gpu;
+    ts_desired_mig_slot *layout;
+    int nlayout;
+} ts_desired_mig;
+/* An image to fetch ahead for a reserved job (prefetch[]). */
+typedef struct ts_desired_prefetch {
+    int64_t job;
+    const char *image;
+    int64_t rate_bytes_s; /* 0: not sent (the agent's default rate) */
+} ts_desired_prefetch;
+/* A service one tenant's network may reach (net_tenant_services[]). */
+typedef struct ts_desired_tenant_service {
+    int64_t vni;
+    const char *to;
+} ts_desired_tenant_service;
+/* An output request (logs[]): the last `tail` bytes of one stream. */
+typedef struct ts_desired_log {
+    int64_t id, job;
+    int32_t rank;
+    bool is_stderr;
+    int64_t tail;
+} ts_desired_log;
+
+enum ts_session_kind { TS_SESSION_NONE = 0, TS_SESSION_ATTACH, TS_SESSION_EXEC, TS_SESSION_FORWARD };
+/* An interactive session to open (sessions[]). secret is the session's
+ * credential: the controller's copies are wiped once encoded. */
+typedef struct ts_desired_session {
+    enum ts_session_kind kind;
+    int32_t rank;
+    bool tty;
+    bool has_command;
+    ts_strv command;            /* exec */
+    int32_t port;               /* forward; 0: not sent */
+    int32_t rows, cols;         /* 0: not sent */
+    int64_t job;
+    const char *id, *secret;
+} ts_desired_session;
+
+typedef struct ts_desired {
+    uint64_t present; /* TS_DS_BIT of each member carried */
+    bool drained;
+    double lost_after_s;
+    /* the desired tasks, each a ts_desired_task's document: encoding takes
+     * a reference to it; a decode borrows it from the document (each task
+     * is decoded on its own with ts_desired_task_decode, so one outside
+     * the protocol is refused alone) */
+    json_t *tasks;
+    ts_desired_mig *mig;
+    int nmig;
+    ts_desired_prefetch *prefetch;
+    int nprefetch;
+    ts_strv net_peers, net_services;
+    ts_desired_tenant_service *net_tenant_services;
+    int nnet_tenant_services;
+    int64_t gen;
+    double now;
+    ts_desired_log *logs;
+    int nlogs;
+    ts_desired_session *sessions;
+    int nsessions;
+} ts_desired;
+
+/* The answer as a JSON object (a new reference), its members in the order
+ * of enum ts_ds_field; NULL when out of memory. */
+json_t *ts_desired_encode(const ts_desired *d);
+
+/* Sets each member d carries on o, replacing one o has in its place (the
+ * controller keeps a node's answer and renews its gen, now, logs and
+ * sessions for each sync). Returns 0, -1 when out of memory. */
+int ts_desired_encode_into(const ts_desired *d, json_t *o);
+
+/* Decodes an answer, checking every member but the tasks' contents against
+ * the schema's desired. Returns 0, TS_EINVAL naming the field, or
+ * TS_ENOMEM; on error nothing is left allocated. ts_desired_fini frees what
+ * a decode allocated (never the strings, borrowed from o). */
+TS_MUST_CHECK int ts_desired_decode(const json_t *o, ts_desired *d, ts_err *err);
+void ts_desired_fini(ts_desired *d);
+
 #ifdef __cplusplus
 }
 #endif

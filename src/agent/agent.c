@@ -479,7 +479,7 @@ static void refuse_task(ts_agent *a, const json_t *t, const ts_err *why)
 
 /* One task of the answer, decoded (d; t its document, which a start
  * reads): start it, stop it, or pass on its warnings. */
-static void reconcile_task(ts_agent *a, const json_t *desired, json_t *t,
+static void reconcile_task(ts_agent *a, const ts_desired *ds, json_t *t,
                            const ts_desired_task *d, double now)
 {
     bool run = d->action == TS_ACTION_RUN, stop = d->action == TS_ACTION_STOP;
@@ -499,11 +499,11 @@ static void reconcile_task(ts_agent *a, const json_t *desired, json_t *t,
         idle_warn(lt, d->idle_warning);
     if (!lt && run) {
         /* the time it has left, on this node's clock (docs/agent-protocol.md) */
-        json_t *at = json_object_get(desired, "now");
         if (d->present & TS_DT_BIT(TS_DT_DEADLINE))
             json_object_set_new(t, "time_left_s",
-                                json_real(d->deadline - (json_is_number(at) ? json_number_value(at)
-                                                                            : agent_wall_now())));
+                                json_real(d->deadline - (ds->present & TS_DS_BIT(TS_DS_NOW)
+                                                             ? ds->now
+                                                             : agent_wall_now())));
         agent_start_task(a, t, d);
     } else if (lt && lt->t && stop && d->hard && !lt->st.hard_stop) {
         ts_err e; /* the time limit's stop, which this agent had not begun yet */
@@ -558,24 +558,49 @@ static bool desired_is(const json_t *tasks, const ts_desired_task *d, size_t i,
            json_is_integer(sj) == lt->is_step && (!lt->is_step || json_integer_value(sj) == lt->step);
 }
 
+/* The answer, decoded; one outside the protocol is said (at most once a
+ * minute) and only its tasks, each decoded on its own, are applied: the
+ * rest of it is not trusted. False: nothing of it can be read. */
+static bool decode_answer(ts_agent *a, json_t *desired, ts_desired *ds)
+{
+    ts_err e;
+    if (ts_desired_decode(desired, ds, &e) == 0)
+        return true;
+    double now = agent_launch_now();
+    if (now - a->answer_refused_said_s >= 60.0) {
+        a->answer_refused_said_s = now;
+        fprintf(stderr, "tessera-agent: the controller's answer is outside the agent protocol "
+                        "(only its tasks applied): %s\n", e.msg);
+    }
+    json_t *tasks = json_object_get(desired, "tasks");
+    if (!json_is_array(tasks))
+        return false;
+    ds->tasks = tasks;
+    ds->present = TS_DS_BIT(TS_DS_TASKS);
+    return true;
+}
+
 static void reconcile(ts_agent *a, json_t *desired)
 {
-    json_t *lost = json_object_get(desired, "lost_after_s");
-    if (json_is_number(lost) && json_number_value(lost) > 0)
-        a->ctld_lost_s = json_number_value(lost);
-    json_t *tasks = json_object_get(desired, "tasks");
+    ts_desired ds;
+    if (!decode_answer(a, desired, &ds))
+        return;
+    if (ds.present & TS_DS_BIT(TS_DS_LOST_AFTER_S))
+        a->ctld_lost_s = ds.lost_after_s;
+    json_t *tasks = ds.tasks;
     size_t nt = json_array_size(tasks), i;
     /* each task decoded once (present 0: outside the protocol) */
     ts_desired_task *d = calloc(nt + 1, sizeof *d);
-    if (!d)
+    if (!d) {
+        ts_desired_fini(&ds);
         return; /* out of memory: the next answer is applied */
+    }
     double now = agent_launch_now();
-    agent_apply_mig(a, json_object_get(desired, "mig"));
-    agent_net_peers_apply(a, json_object_get(desired, "net_peers"));
-    agent_prefetch_apply(a, json_object_get(desired, "prefetch"));
-    agent_net_services_apply(a, json_object_get(desired, "net_services"),
-                          json_object_get(desired, "net_tenant_services"));
-    agent_answer_logs(a, json_object_get(desired, "logs"));
+    agent_apply_mig(a, &ds);
+    agent_net_peers_apply(a, &ds);
+    agent_prefetch_apply(a, &ds);
+    agent_net_services_apply(a, &ds);
+    agent_answer_logs(a, &ds);
     for (i = 0; i < nt; i++) {
         char where[32];
         ts_err e;
@@ -584,7 +609,7 @@ static void reconcile(ts_agent *a, json_t *desired)
         if (ts_desired_task_decode(t, where, &d[i], &e) != 0)
             refuse_task(a, t, &e);
         else
-            reconcile_task(a, desired, t, &d[i], now);
+            reconcile_task(a, &ds, t, &d[i], now);
     }
     /* what is no longer wanted: stop it, and forget it once it ended */
     for (int k = a->ntasks - 1; k >= 0; k--) {
@@ -608,7 +633,8 @@ static void reconcile(ts_agent *a, json_t *desired)
         ts_desired_task_fini(&d[i]);
     free(d);
     /* after the tasks: a session may be for one that started just now */
-    agent_sessions(a, json_object_get(desired, "sessions"));
+    agent_sessions(a, &ds);
+    ts_desired_fini(&ds);
 }
 
 /* ---- one step ------------------------------------------------------------------- */

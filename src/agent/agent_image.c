@@ -209,27 +209,23 @@ static void pull_abandon(struct agent_pull *p)
     }
 }
 
-void agent_prefetch_apply(ts_agent *a, json_t *list)
+void agent_prefetch_apply(ts_agent *a, const ts_desired *d)
 {
     for (int s = 0; s < PREFETCH_SLOTS; s++) {
         struct agent_prefetch *pf = &a->prefetch[s];
         bool listed = false;
-        size_t i;
-        json_t *e;
-        json_array_foreach(list, i, e)
-            listed = listed || json_integer_value(json_object_get(e, "job")) == pf->job;
+        for (int i = 0; i < d->nprefetch; i++)
+            listed = listed || d->prefetch[i].job == pf->job;
         if (pf->job && !listed) {
             if (pf->pull)
                 pull_abandon(pf->pull);
             memset(pf, 0, sizeof *pf);
         }
     }
-    size_t i;
-    json_t *e;
-    json_array_foreach(list, i, e) {
-        int64_t job = json_integer_value(json_object_get(e, "job"));
-        const char *image = json_string_value(json_object_get(e, "image"));
-        json_int_t rate = json_integer_value(json_object_get(e, "rate_bytes_s"));
+    for (int i = 0; i < d->nprefetch; i++) {
+        int64_t job = d->prefetch[i].job;
+        const char *image = d->prefetch[i].image;
+        int64_t rate = d->prefetch[i].rate_bytes_s;
         int free_slot = -1;
         bool known = false;
         for (int s = 0; s < PREFETCH_SLOTS; s++) {

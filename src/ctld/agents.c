@@ -117,17 +117,35 @@ bool ctld_has_agent_nodes(const ctld *c)
     return false;
 }
 
-/* The output requests waiting for node n's agent; under its a->mu. */
-static json_t *logs_wanted(const ctld_agent *a)
+/* The output requests not yet answered, into d's logs; under a->mu.
+ * False: out of memory. */
+static bool logs_wanted(const ctld_agent *a, ts_desired *d)
 {
-    json_t *logs = json_array();
+    int n = 0;
+    for (const ctld_logreq *q = a->logreqs; q; q = q->next)
+        n += !q->done;
+    d->present |= TS_DS_BIT(TS_DS_LOGS);
+    d->logs = n ? calloc((size_t)n, sizeof *d->logs) : NULL;
+    if (n && !d->logs)
+        return false;
     for (const ctld_logreq *q = a->logreqs; q; q = q->next)
         if (!q->done)
-            json_array_append_new(logs, json_pack("{s:I,s:I,s:i,s:s,s:I}", "id", (json_int_t)q->id,
-                                                  "job", (json_int_t)q->job, "rank", q->rank,
-                                                  "stream", q->stream ? "stderr" : "stdout",
-                                                  "tail", (json_int_t)q->tail));
-    return logs;
+            d->logs[d->nlogs++] = (ts_desired_log){.id = q->id, .job = q->job, .rank = q->rank,
+                                                   .is_stderr = q->stream != 0, .tail = q->tail};
+    return true;
+}
+
+/* The answer's members that move under the agent's own lock, set on the
+ * node's published answer: its generation and clock, the output requests,
+ * the sessions. Under a->mu; false: out of memory. */
+static bool answer_now(ctld *c, int n, ctld_agent *a)
+{
+    ts_desired d = {.present = TS_DS_BIT(TS_DS_GEN) | TS_DS_BIT(TS_DS_NOW),
+                    .gen = (int64_t)a->gen,
+                    .now = ctld_now()}; /* its deadlines' clock */
+    bool ok = logs_wanted(a, &d) && ts_desired_encode_into(&d, a->doc) == 0;
+    ts_desired_fini(&d);
+    return ok && ctld_sessions_wanted(c, n, a->doc) == 0;
 }
 
 /* ---- what the agent reports ---------------------------------------------------- */
@@ -768,13 +786,16 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
         ctld_reply_error(r, 503, "unavailable", "out of memory");
         return;
     }
-    json_object_set_new(a->doc, "gen", json_integer((json_int_t)a->gen));
-    json_object_set_new(a->doc, "now", json_real(ctld_now())); /* its deadlines' clock */
-    json_object_set_new(a->doc, "logs", logs_wanted(a));
-    json_object_set_new(a->doc, "sessions", ctld_sessions_wanted(c, n));
+    if (!answer_now(c, n, a)) {
+        ctld_sessions_forget(a->doc);
+        pthread_mutex_unlock(&a->mu);
+        ctld_reply_error(r, 503, "unavailable", "out of memory");
+        return;
+    }
     r->status = 200;
     r->content_type = "application/json";
     r->body = json_dumps(a->doc, JSON_COMPACT);
+    ctld_sessions_forget(a->doc); /* the sessions' secrets stay in the answer sent only */
     pthread_mutex_unlock(&a->mu);
 }
 

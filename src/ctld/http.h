@@ -66,9 +66,13 @@ typedef struct ctld_request {
 void ctld_session_open(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_reply *r);
 /* POST /v1/agent/stream/{name}: a node's agent opens its side of a session. */
 void ctld_session_agent(ctld *c, const ctld_request *rq, ctld_reply *r);
-/* The sessions waiting for node n's agent, for its desired state; under
- * its a->mu (takes the sessions' own lock inside it). */
-json_t *ctld_sessions_wanted(ctld *c, int n);
+/* Sets doc's "sessions": those waiting for node n's agent, for its
+ * desired state; under its a->mu (takes the sessions' own lock inside
+ * it). 0, -1 out of memory. */
+int ctld_sessions_wanted(ctld *c, int n, json_t *doc);
+/* Wipes the sessions' secrets in doc (explicit_bzero) and takes its
+ * "sessions" out, once the answer carrying them is written. */
+void ctld_sessions_forget(json_t *doc);
 /* From the HTTP server's polling thread: the connection of tag became a
  * raw stream (fd; extra: bytes already read past the request). */
 struct MHD_UpgradeResponseHandle;
