@@ -1,5 +1,5 @@
 /*
- * agent_proto.h - the one codec of the agent protocol's task documents
+ * agent_proto.h - the one codec of the agent protocol's documents
  * (docs/agent-protocol.md, its contract docs/agent-protocol.schema.json).
  *
  * tesserad and tessera-agent both read and write these documents; before this
@@ -11,6 +11,10 @@
  * be an integer". Fields the schema does not describe are ignored by the
  * decoders (a newer peer may send more; the schema test holds both sides to
  * the contract).
+ *
+ * Documents: a task report (ts_task_report), a register or sync body
+ * (ts_sync), a desired task (ts_desired_task) and the whole answer
+ * (ts_desired).
  *
  * Ownership: a decoded struct borrows its strings from the JSON document it
  * was decoded from, valid while that document lives; nothing is allocated for
@@ -309,12 +313,91 @@ json_t *ts_desired_encode(const ts_desired *d);
  * sessions for each sync). Returns 0, -1 when out of memory. */
 int ts_desired_encode_into(const ts_desired *d, json_t *o);
 
-/* Decodes an answer, checking every member but the tasks' contents against
- * the schema's desired. Returns 0, TS_EINVAL naming the field, or
+/* Decodes an answer, checking every member it carries (but the tasks'
+ * contents) against the schema's desired; a member missing reads as absent
+ * (its bit clear in present). Returns 0, TS_EINVAL naming the field, or
  * TS_ENOMEM; on error nothing is left allocated. ts_desired_fini frees what
  * a decode allocated (never the strings, borrowed from o). */
 TS_MUST_CHECK int ts_desired_decode(const json_t *o, ts_desired *d, ts_err *err);
 void ts_desired_fini(ts_desired *d);
+
+/* ---- sync: an agent's register and sync bodies ---------------------------------- */
+
+/* Each member of a register or sync body, in the order the encoder writes
+ * them (a registration carries node, discovery, tasks and seq). */
+enum ts_sy_field {
+    TS_SY_NODE, TS_SY_DISCOVERY, TS_SY_GEN, TS_SY_TASKS, TS_SY_WAIT_S, TS_SY_SEQ, TS_SY_HEALTH,
+    TS_SY_MIG_ERROR, TS_SY_DRAIN, TS_SY_PREFETCH, TS_SY_IMAGES, TS_SY_LOGS,
+    TS_SY_NFIELDS
+};
+#define TS_SY_BIT(f) (1ULL << (f))
+
+enum ts_prefetch_state {
+    TS_PREFETCH_NONE = 0,
+    TS_PREFETCH_FETCHING,
+    TS_PREFETCH_READY,
+    TS_PREFETCH_FAILED,
+};
+/* How a prefetch the controller asked for goes (prefetch[]). */
+typedef struct ts_sync_prefetch {
+    int64_t job;
+    enum ts_prefetch_state state;
+} ts_sync_prefetch;
+/* One image of the node's store (images[]). */
+typedef struct ts_sync_image {
+    const char *digest;
+    ts_strv refs;
+    int64_t bytes;
+} ts_sync_image;
+/* The answer to one output request (logs[]). data may hold NUL bytes. */
+typedef struct ts_sync_log {
+    int64_t id;
+    const char *data; /* NULL: not sent */
+    size_t data_len;
+    bool has_size;
+    int64_t size; /* the stream's whole size in bytes */
+    const char *note, *error; /* NULL: not sent */
+} ts_sync_log;
+
+typedef struct ts_sync {
+    uint64_t present; /* TS_SY_BIT of each member carried */
+    const char *node;
+    /* the node's discovery document, or NULL (null on the wire): encoding
+     * takes a reference, a decode borrows it (an object) */
+    json_t *discovery;
+    int64_t gen;
+    /* the task reports, each a ts_task_report's document: encoding takes a
+     * reference, a decode borrows the list (each report is decoded on its
+     * own, so one outside the protocol is left out alone) */
+    json_t *tasks;
+    double wait_s;
+    int64_t seq;
+    json_t *health; /* the node's health document (an object): as discovery */
+    const char *mig_error, *drain;
+    ts_sync_prefetch *prefetch;
+    int nprefetch;
+    ts_sync_image *images;
+    int nimages;
+    ts_sync_log *logs;
+    int nlogs;
+} ts_sync;
+
+/* The body as a JSON object (a new reference), its members in the order
+ * of enum ts_sy_field; NULL when out of memory. */
+json_t *ts_sync_encode(const ts_sync *s);
+
+/* Decodes a register or sync body, checking each member it carries (but
+ * the reports, the discovery and the health documents' contents) against
+ * the schema. Returns 0, TS_EINVAL naming the field, or TS_ENOMEM; on error
+ * nothing is left allocated. ts_sync_fini frees what a decode allocated
+ * (never the strings, borrowed from o). */
+TS_MUST_CHECK int ts_sync_decode(const json_t *o, ts_sync *s, ts_err *err);
+void ts_sync_fini(ts_sync *s);
+
+/* One output answer as the JSON object of a body's logs[] (a new
+ * reference; NULL when out of memory): the agent keeps its answers so
+ * until a sync carries them, the controller until the reader takes one. */
+json_t *ts_sync_log_encode(const ts_sync_log *l);
 
 #ifdef __cplusplus
 }

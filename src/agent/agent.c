@@ -591,9 +591,9 @@ static void reconcile(ts_agent *a, json_t *desired)
     size_t nt = json_array_size(tasks), i;
     /* each task decoded once (present 0: outside the protocol) */
     ts_desired_task *d = calloc(nt + 1, sizeof *d);
-    if (!d) {
+    if (!d) { /* out of memory: the next answer is applied */
         ts_desired_fini(&ds);
-        return; /* out of memory: the next answer is applied */
+        return;
     }
     double now = agent_launch_now();
     agent_apply_mig(a, &ds);
@@ -717,6 +717,58 @@ static double lost_limit(const ts_agent *a)
     return limit;
 }
 
+/* A sync's body through the protocol's codec: the tasks' reports, the
+ * node's health, the MIG and hook errors (drain_sent), the prefetches, the
+ * image store when it changed since the controller last took it (*imgs:
+ * that list, kept once taken; the controller forgets evicted images) and
+ * the output answers. NULL: out of memory. */
+static json_t *sync_body(ts_agent *a, bool busy, const char *drain_sent, json_t **imgs)
+{
+    json_t *tasks = report(a); /* first: it may begin stops whose ends bound the wait */
+    ts_sync_prefetch pf[sizeof a->prefetch / sizeof a->prefetch[0]];
+    ts_sync s = {.present = TS_SY_BIT(TS_SY_NODE) | TS_SY_BIT(TS_SY_GEN) |
+                            TS_SY_BIT(TS_SY_TASKS) | TS_SY_BIT(TS_SY_WAIT_S) |
+                            TS_SY_BIT(TS_SY_SEQ),
+                 .node = a->cfg.node,
+                 .gen = (int64_t)a->gen,
+                 .tasks = tasks,
+                 .wait_s = busy ? wait_for(a, TS_AGENT_WAIT_BUSY_S) : TS_AGENT_WAIT_IDLE_S,
+                 .seq = (int64_t)++a->report_seq,
+                 .health = a->node->health ? a->node->health(a->node->health_ctx) : NULL,
+                 .mig_error = a->mig_error,
+                 .drain = drain_sent,
+                 .prefetch = pf,
+                 .nprefetch = agent_prefetch_report(a, pf)};
+    s.present |= (s.health ? TS_SY_BIT(TS_SY_HEALTH) : 0) |
+                 (a->mig_error[0] ? TS_SY_BIT(TS_SY_MIG_ERROR) : 0) |
+                 (drain_sent[0] ? TS_SY_BIT(TS_SY_DRAIN) : 0) |
+                 (s.nprefetch ? TS_SY_BIT(TS_SY_PREFETCH) : 0);
+    s.nimages = agent_image_store_list(&a->images, TS_AGENT_IMAGES_LISTED_MAX, &s.images);
+    if (s.nimages >= 0) {
+        ts_sync only = {.present = TS_SY_BIT(TS_SY_IMAGES), .images = s.images,
+                        .nimages = s.nimages};
+        json_t *listed = ts_sync_encode(&only);
+        *imgs = json_incref(json_object_get(listed, "images"));
+        json_decref(listed);
+    }
+    if (*imgs && a->images_sent && json_equal(*imgs, a->images_sent)) {
+        json_decref(*imgs);
+        *imgs = NULL;
+    }
+    s.present |= *imgs ? TS_SY_BIT(TS_SY_IMAGES) : 0;
+    json_t *body = tasks ? ts_sync_encode(&s) : NULL;
+    agent_image_list_free(s.images, s.nimages);
+    json_decref(s.health);
+    json_decref(tasks);
+    /* the output answers, kept as the codec wrote each (agent_answer_logs)
+     * so that the size fit below can cut them */
+    if (body && a->log_answers)
+        json_object_set(body, "logs", a->log_answers);
+    if (body) /* within the protocol's size: answers cut or dropped, never the reports */
+        agent_sync_fit(body, a->body_max);
+    return body;
+}
+
 int agent_step(ts_agent *a, ts_err *err)
 {
     long status = 0;
@@ -724,9 +776,17 @@ int agent_step(ts_agent *a, ts_err *err)
     int rc;
     a->register_now = false;
     if (!a->registered) {
-        json_t *body = json_pack("{s:s,s:O,s:o,s:I}", "node", a->cfg.node, "discovery",
-                                 a->node->discovery ? a->node->discovery : json_null(), "tasks",
-                                 report(a), "seq", (json_int_t)++a->report_seq);
+        json_t *tasks = report(a);
+        ts_sync reg = {.present = TS_SY_BIT(TS_SY_NODE) | TS_SY_BIT(TS_SY_DISCOVERY) |
+                                  TS_SY_BIT(TS_SY_TASKS) | TS_SY_BIT(TS_SY_SEQ),
+                       .node = a->cfg.node,
+                       .discovery = a->node->discovery,
+                       .tasks = tasks,
+                       .seq = (int64_t)++a->report_seq};
+        json_t *body = tasks ? ts_sync_encode(&reg) : NULL;
+        json_decref(tasks);
+        if (!body)
+            return ts_err_set(err, TS_ENOMEM, "register: out of memory");
         agent_sync_fit(body, a->body_max);
         rc = agent_post(a, "/v1/agent/register", body, &status, &ans, 30.0, err);
         json_decref(body);
@@ -740,37 +800,12 @@ int agent_step(ts_agent *a, ts_err *err)
         }
     } else {
         bool busy = a->ntasks > 0;
-        json_t *tasks = report(a); /* first: it may begin stops whose ends bound the wait */
-        json_t *body = json_pack("{s:s,s:I,s:o,s:f,s:I}", "node", a->cfg.node, "gen",
-                                 (json_int_t)a->gen, "tasks", tasks, "wait_s",
-                                 busy ? wait_for(a, TS_AGENT_WAIT_BUSY_S) : TS_AGENT_WAIT_IDLE_S,
-                                 "seq", (json_int_t)++a->report_seq);
-        json_t *h = a->node->health ? a->node->health(a->node->health_ctx) : NULL;
-        if (h)
-            json_object_set_new(body, "health", h);
-        if (a->mig_error[0])
-            json_object_set_new(body, "mig_error", json_string(a->mig_error));
         char drain_sent[sizeof a->drain_why]; /* a hook failed (hooks.c): until answered */
         snprintf(drain_sent, sizeof drain_sent, "%s", a->drain_why);
-        if (drain_sent[0])
-            json_object_set_new(body, "drain", json_string(drain_sent));
-        json_t *pf = agent_prefetch_report(a);
-        if (pf)
-            json_object_set_new(body, "prefetch", pf);
-        /* what the image store holds, when it changed since the controller
-         * last took it: the controller forgets evicted images */
-        json_t *imgs = agent_image_store_list(&a->images, TS_AGENT_IMAGES_LISTED_MAX);
-        if (imgs && a->images_sent && json_equal(imgs, a->images_sent)) {
-            json_decref(imgs);
-            imgs = NULL;
-        }
-        if (imgs)
-            json_object_set(body, "images", imgs);
-        if (a->log_answers)
-            json_object_set(body, "logs", a->log_answers);
-        /* within the protocol's size: answers cut or dropped, never the
-         * tasks' reports (sync_fit.h) */
-        agent_sync_fit(body, a->body_max);
+        json_t *imgs = NULL;
+        json_t *body = sync_body(a, busy, drain_sent, &imgs);
+        if (!body)
+            return json_decref(imgs), ts_err_set(err, TS_ENOMEM, "sync: out of memory");
         /* never wait past the moment the tasks must stop (below) */
         double timeout = TS_AGENT_WAIT_IDLE_S + 30.0;
         if (a->cfg.ctls.n > 1) /* a hung controller must not keep the agent from the others */

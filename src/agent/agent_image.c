@@ -249,20 +249,17 @@ void agent_prefetch_apply(ts_agent *a, const ts_desired *d)
     }
 }
 
-json_t *agent_prefetch_report(const ts_agent *a)
+int agent_prefetch_report(const ts_agent *a, ts_sync_prefetch *out)
 {
-    json_t *arr = NULL;
+    int n = 0;
     for (int s = 0; s < PREFETCH_SLOTS; s++) {
         const struct agent_prefetch *pf = &a->prefetch[s];
-        if (!pf->job)
-            continue;
-        if (!arr)
-            arr = json_array();
-        const char *state = pf->pull ? "fetching" : pf->rc == 0 ? "ready" : "failed";
-        json_array_append_new(arr, json_pack("{s:I,s:s}", "job", (json_int_t)pf->job, "state",
-                                             state));
+        if (pf->job)
+            out[n++] = (ts_sync_prefetch){pf->job, pf->pull      ? TS_PREFETCH_FETCHING
+                                                   : pf->rc == 0 ? TS_PREFETCH_READY
+                                                                 : TS_PREFETCH_FAILED};
     }
-    return arr;
+    return n;
 }
 
 static void prefetch_poll(ts_agent *a)

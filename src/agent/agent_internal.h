@@ -307,8 +307,9 @@ void agent_image_forget(ts_agent *a, local_task *lt);
  * (a task that later needs it finds it there); one no longer listed is
  * abandoned if still coming (agent_image.c). */
 void agent_prefetch_apply(ts_agent *a, const ts_desired *d);
-/* [{job, state: fetching|ready|failed}] of the prefetches listed now; NULL: none. */
-json_t *agent_prefetch_report(const ts_agent *a);
+/* The prefetches listed now and how each goes, into out (room for every
+ * slot of a->prefetch); how many. */
+int agent_prefetch_report(const ts_agent *a, ts_sync_prefetch *out);
 
 /* agent_data.c: a job's read-only data images (docs/images.md "Model
  * weights and data sets"). */

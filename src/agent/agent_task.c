@@ -435,30 +435,33 @@ static bool answered(const json_t *answers, json_int_t id)
 /* The answer to one output request: the stream's tail, or why not. */
 static json_t *log_answer(ts_agent *a, const ts_desired_log *q)
 {
-    json_int_t id = q->id;
+    ts_sync_log ans = {.id = q->id};
     local_task *lt = agent_find(a, q->job, q->rank, -1);
     long long tail = q->tail > 0 ? q->tail : 65536;
     bool cut = tail > TS_AGENT_LOG_ANSWER_MAX_BYTES;
     if (cut)
         tail = TS_AGENT_LOG_ANSWER_MAX_BYTES;
-    if (json_array_size(a->log_answers) >= TS_AGENT_LOG_REQUESTS_MAX)
-        return json_pack("{s:I,s:s}", "id", id, "error",
-                         "too many output requests at once for this node's agent; ask again");
-    if (!lt || !lt->t)
-        return json_pack("{s:I,s:s}", "id", id, "error", "no such task on this node");
-    char *text = NULL;
+    char *text = NULL, note[160];
     long long size = 0;
     ts_err e;
-    if (stream_tail(lt, q->is_stderr, (size_t)tail, &text, &size, &e) != 0)
-        return json_pack("{s:I,s:s}", "id", id, "error", e.msg);
-    json_t *ans = json_pack("{s:I,s:s,s:I}", "id", id, "data", text, "size", (json_int_t)size);
-    if (ans && cut && size > tail)
-        json_object_set_new(ans, "note",
-                            json_sprintf("cut to its last %lld bytes: an answer carries at most "
-                                         "%d bytes of output",
-                                         tail, TS_AGENT_LOG_ANSWER_MAX_BYTES));
+    if (json_array_size(a->log_answers) >= TS_AGENT_LOG_REQUESTS_MAX)
+        ans.error = "too many output requests at once for this node's agent; ask again";
+    else if (!lt || !lt->t)
+        ans.error = "no such task on this node";
+    else if (stream_tail(lt, q->is_stderr, (size_t)tail, &text, &size, &e) != 0)
+        ans.error = e.msg;
+    else {
+        ans.data = text;
+        ans.data_len = strlen(text);
+        ans.has_size = true;
+        ans.size = size;
+        snprintf(note, sizeof note, "cut to its last %lld bytes: an answer carries at most %d "
+                 "bytes of output", tail, TS_AGENT_LOG_ANSWER_MAX_BYTES);
+        ans.note = cut && size > tail ? note : NULL;
+    }
+    json_t *o = ts_sync_log_encode(&ans);
     free(text);
-    return ans;
+    return o;
 }
 
 /* Reads the output the controller asks for (tessera logs); the answers go

@@ -316,7 +316,7 @@ static void job_tasks(const ctld *c, const cjob *j, int n, json_t *tasks)
  * The layouts point into the node's GPUs. False: out of memory. */
 static bool mig_layouts(const ts_node *nd, ts_desired *d)
 {
-    d->mig = nd->ngpu ? calloc((size_t)nd->ngpu, sizeof *d->mig) : NULL;
+    d->mig = nd->ngpu > 0 ? calloc((size_t)nd->ngpu, sizeof *d->mig) : NULL;
     if (nd->ngpu && !d->mig)
         return false;
     for (int g = 0; g < nd->ngpu; g++) {
@@ -325,7 +325,7 @@ static bool mig_layouts(const ts_node *nd, ts_desired *d)
             continue;
         ts_desired_mig *m = &d->mig[d->nmig++];
         m->gpu = g;
-        m->layout = gp->mig.n ? calloc((size_t)gp->mig.n, sizeof *m->layout) : NULL;
+        m->layout = gp->mig.n > 0 ? calloc((size_t)gp->mig.n, sizeof *m->layout) : NULL;
         if (gp->mig.n && !m->layout)
             return false;
         for (int k = 0; k < gp->mig.n; k++)

@@ -153,6 +153,14 @@ TS_MUST_CHECK int ctld_array_cancel(ctld *c, int64_t array, int span, int *cance
                                     ts_err *err);
 /* The agent endpoints (/v1/agent/register, /v1/agent/sync), agents.c. */
 void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *out);
+/* What every route a node's agent calls begins with (agents.c): the body
+ * rq carries as a JSON object, from a node credential only; NULL with r
+ * answered (403, 400 naming why). */
+json_t *ctld_agent_body(const ctld_request *rq, ctld_reply *r);
+/* The node the body names (name), checked against the caller's
+ * credential; -1 with r answered (400 none, 404 not in the cluster, 403
+ * another node's). */
+int ctld_agent_node(const ctld *c, const ctld_request *rq, const char *name, ctld_reply *r);
 void ctld_reply_json(ctld_reply *r, int status, json_t *doc); /* steals doc */
 void ctld_reply_error(ctld_reply *r, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -346,8 +346,9 @@ int ctld_net_services(const ctld *c, ts_desired *d)
     for (int i = 0; i < ns; i++)
         for (int k = 0; c->cfg.net_service_tenants[i][0] && k < c->nnet_tenants; k++)
             some += name_listed(c->cfg.net_service_tenants[i], c->net_tenants[k].name);
-    d->net_services.v = ns ? calloc((size_t)ns, sizeof *d->net_services.v) : NULL;
-    d->net_tenant_services = some ? calloc((size_t)some, sizeof *d->net_tenant_services) : NULL;
+    d->net_services.v = ns > 0 ? calloc((size_t)ns, sizeof *d->net_services.v) : NULL;
+    d->net_tenant_services =
+        some > 0 ? calloc((size_t)some, sizeof *d->net_tenant_services) : NULL;
     if ((ns && !d->net_services.v) || (some && !d->net_tenant_services))
         return -1;
     for (int i = 0; i < ns; i++) {

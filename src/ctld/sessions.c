@@ -177,7 +177,7 @@ int ctld_sessions_wanted(ctld *c, int n, json_t *doc)
     for (int i = 0; i < SESSIONS_MAX; i++)
         k += S->slot[i].used && !S->slot[i].claimed && S->slot[i].node == n && S->slot[i].req;
     /* the structs borrow the sessions' strings: encoded before the lock goes */
-    d.sessions = k ? calloc((size_t)k, sizeof *d.sessions) : NULL;
+    d.sessions = k > 0 ? calloc((size_t)k, sizeof *d.sessions) : NULL;
     for (int i = 0; d.sessions && i < SESSIONS_MAX; i++) {
         const session *s = &S->slot[i];
         if (s->used && !s->claimed && s->node == n && s->req)

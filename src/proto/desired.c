@@ -6,7 +6,7 @@
  * and clock, the output requests and the sessions to open.
  *
  * The members are a table (DS_FIELDS, proto_table.h) in the order
- * tesserad writes them; the lists of objects have an item codec each. The
+ * tesserad writes them; each list of objects names its item's codec. The
  * tasks are left as their documents: each is decoded on its own
  * (desired_task.c), so one task outside the protocol is refused alone and
  * the others still run.
@@ -20,104 +20,10 @@
 #include "proto/proto_table.h"
 #include "tessera/agent_proto.h"
 
-#define LIST(f) PK_OBJ, 0, 0, 0, ds_##f##_decode, ds_##f##_encode
 #define AT(m) offsetof(ts_desired, m)
-
-static int ds_tasks_decode(const json_t *v, const char *path, void *base, ts_err *err);
-static json_t *ds_tasks_encode(const void *base);
-static int ds_mig_decode(const json_t *v, const char *path, void *base, ts_err *err);
-static json_t *ds_mig_encode(const void *base);
-static int ds_prefetch_decode(const json_t *v, const char *path, void *base, ts_err *err);
-static json_t *ds_prefetch_encode(const void *base);
-static int ds_services_decode(const json_t *v, const char *path, void *base, ts_err *err);
-static json_t *ds_services_encode(const void *base);
-static int ds_logs_decode(const json_t *v, const char *path, void *base, ts_err *err);
-static json_t *ds_logs_encode(const void *base);
-static int ds_sessions_decode(const json_t *v, const char *path, void *base, ts_err *err);
-static json_t *ds_sessions_encode(const void *base);
-
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-static const proto_field DS_FIELDS[TS_DS_NFIELDS] = {
-    [TS_DS_DRAINED] = {"drained", PK_BOOL, AT(drained)},
-    [TS_DS_LOST_AFTER_S] = {"lost_after_s", PK_POS, AT(lost_after_s)},
-    [TS_DS_TASKS] = {"tasks", LIST(tasks)},
-    [TS_DS_MIG] = {"mig", LIST(mig)},
-    [TS_DS_PREFETCH] = {"prefetch", LIST(prefetch)},
-    [TS_DS_NET_PEERS] = {"net_peers", PK_STRV, AT(net_peers)},
-    [TS_DS_NET_SERVICES] = {"net_services", PK_STRV, AT(net_services)},
-    [TS_DS_NET_TENANT_SERVICES] = {"net_tenant_services", LIST(services)},
-    [TS_DS_GEN] = {"gen", PK_I64, AT(gen), 0, INT64_MAX},
-    [TS_DS_NOW] = {"now", PK_NUM, AT(now)},
-    [TS_DS_LOGS] = {"logs", LIST(logs)},
-    [TS_DS_SESSIONS] = {"sessions", LIST(sessions)},
-};
-#pragma GCC diagnostic pop
-
-/* The members an answer must carry (the schema's required). */
-static const int DS_REQUIRED[] = {TS_DS_DRAINED, TS_DS_LOST_AFTER_S, TS_DS_TASKS, TS_DS_MIG,
-                                  TS_DS_GEN,     TS_DS_NOW,          TS_DS_LOGS,  TS_DS_SESSIONS};
-
-void ts_desired_fini(ts_desired *d)
-{
-    for (int i = 0; d->mig && i < d->nmig; i++)
-        free(d->mig[i].layout);
-    for (int i = 0; d->sessions && i < d->nsessions; i++)
-        free(d->sessions[i].command.v);
-    free(d->mig);
-    free(d->prefetch);
-    free(d->net_peers.v);
-    free(d->net_services.v);
-    free(d->net_tenant_services);
-    free(d->logs);
-    free(d->sessions);
-    memset(d, 0, sizeof *d);
-}
-
-int ts_desired_encode_into(const ts_desired *d, json_t *o)
-{
-    return proto_table_encode(o, DS_FIELDS, TS_DS_NFIELDS, d, d->present);
-}
-
-json_t *ts_desired_encode(const ts_desired *d)
-{
-    json_t *o = json_object();
-    if (o && ts_desired_encode_into(d, o) != 0) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
-}
-
-int ts_desired_decode(const json_t *o, ts_desired *d, ts_err *err)
-{
-    memset(d, 0, sizeof *d);
-    if (!json_is_object(o))
-        return ts_err_set(err, TS_EINVAL, "answer: must be an object");
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < sizeof DS_REQUIRED / sizeof *DS_REQUIRED; i++)
-        rc = proto_need(o, "", DS_FIELDS[DS_REQUIRED[i]].name, err);
-    rc = rc ? rc : proto_table_decode(o, "", DS_FIELDS, TS_DS_NFIELDS, d, &d->present, err);
-    if (rc != 0)
-        ts_desired_fini(d);
-    return rc;
-}
+#define LIST(m, one) PROTO_LIST(ts_desired, m, n##m, one)
 
 /* ---- the lists ------------------------------------------------------------------- */
-
-static int ds_tasks_decode(const json_t *v, const char *path, void *base, ts_err *err)
-{
-    if (!json_is_array(v))
-        return ts_err_set(err, TS_EINVAL, "%s: must be a list", path);
-    ((ts_desired *)base)->tasks = (json_t *)v;
-    return 0;
-}
-
-static json_t *ds_tasks_encode(const void *base)
-{
-    const ts_desired *d = base;
-    return d->tasks ? json_incref(d->tasks) : json_array();
-}
 
 static int ds_slot_one(const json_t *m, const char *path, void *slot, ts_err *err)
 {
@@ -133,7 +39,7 @@ static int ds_slot_one(const json_t *m, const char *path, void *slot, ts_err *er
     return rc;
 }
 
-static int ds_mig_one(const json_t *m, const char *path, void *slot, ts_err *err)
+static int ds_mig_decode(const json_t *m, const char *path, void *slot, ts_err *err)
 {
     ts_desired_mig *g = slot;
     int64_t gpu = 0;
@@ -148,33 +54,20 @@ static int ds_mig_one(const json_t *m, const char *path, void *slot, ts_err *err
                                        (void **)&g->layout, &g->nlayout, ds_slot_one, err);
 }
 
-static int ds_mig_decode(const json_t *v, const char *path, void *base, ts_err *err)
-{
-    ts_desired *d = base;
-    return proto_objv_decode(v, path, sizeof *d->mig, (void **)&d->mig, &d->nmig, ds_mig_one,
-                             err);
-}
-
 static json_t *ds_slot_encode(const void *slot)
 {
     const ts_desired_mig_slot *s = slot;
     return json_pack("{s:i,s:i}", "profile", s->profile, "start", s->start);
 }
 
-static json_t *ds_mig_item(const void *slot)
+static json_t *ds_mig_encode(const void *slot)
 {
     const ts_desired_mig *g = slot;
     return json_pack("{s:i,s:o}", "gpu", g->gpu, "layout",
                      proto_objv_encode(g->layout, g->nlayout, sizeof *g->layout, ds_slot_encode));
 }
 
-static json_t *ds_mig_encode(const void *base)
-{
-    const ts_desired *d = base;
-    return proto_objv_encode(d->mig, d->nmig, sizeof *d->mig, ds_mig_item);
-}
-
-static int ds_prefetch_one(const json_t *m, const char *path, void *slot, ts_err *err)
+static int ds_prefetch_decode(const json_t *m, const char *path, void *slot, ts_err *err)
 {
     ts_desired_prefetch *f = slot;
     bool p;
@@ -185,14 +78,7 @@ static int ds_prefetch_one(const json_t *m, const char *path, void *slot, ts_err
     return rc ? rc : proto_int(m, path, "rate_bytes_s", 1, INT64_MAX, &f->rate_bytes_s, &p, err);
 }
 
-static int ds_prefetch_decode(const json_t *v, const char *path, void *base, ts_err *err)
-{
-    ts_desired *d = base;
-    return proto_objv_decode(v, path, sizeof *d->prefetch, (void **)&d->prefetch, &d->nprefetch,
-                             ds_prefetch_one, err);
-}
-
-static json_t *ds_prefetch_item(const void *slot)
+static json_t *ds_prefetch_encode(const void *slot)
 {
     const ts_desired_prefetch *f = slot;
     json_t *o = json_pack("{s:I,s:s}", "job", (json_int_t)f->job, "image",
@@ -205,13 +91,7 @@ static json_t *ds_prefetch_item(const void *slot)
     return o;
 }
 
-static json_t *ds_prefetch_encode(const void *base)
-{
-    const ts_desired *d = base;
-    return proto_objv_encode(d->prefetch, d->nprefetch, sizeof *d->prefetch, ds_prefetch_item);
-}
-
-static int ds_service_one(const json_t *m, const char *path, void *slot, ts_err *err)
+static int ds_service_decode(const json_t *m, const char *path, void *slot, ts_err *err)
 {
     ts_desired_tenant_service *s = slot;
     bool p;
@@ -221,28 +101,13 @@ static int ds_service_one(const json_t *m, const char *path, void *slot, ts_err 
     return rc ? rc : proto_str(m, path, "to", &s->to, err);
 }
 
-static int ds_services_decode(const json_t *v, const char *path, void *base, ts_err *err)
-{
-    ts_desired *d = base;
-    return proto_objv_decode(v, path, sizeof *d->net_tenant_services,
-                             (void **)&d->net_tenant_services, &d->nnet_tenant_services,
-                             ds_service_one, err);
-}
-
-static json_t *ds_service_item(const void *slot)
+static json_t *ds_service_encode(const void *slot)
 {
     const ts_desired_tenant_service *s = slot;
     return json_pack("{s:I,s:s}", "vni", (json_int_t)s->vni, "to", s->to ? s->to : "");
 }
 
-static json_t *ds_services_encode(const void *base)
-{
-    const ts_desired *d = base;
-    return proto_objv_encode(d->net_tenant_services, d->nnet_tenant_services,
-                             sizeof *d->net_tenant_services, ds_service_item);
-}
-
-static int ds_log_one(const json_t *m, const char *path, void *slot, ts_err *err)
+static int ds_log_decode(const json_t *m, const char *path, void *slot, ts_err *err)
 {
     static const char *const STREAMS[] = {NULL, "stdout", "stderr"};
     ts_desired_log *l = slot;
@@ -263,14 +128,7 @@ static int ds_log_one(const json_t *m, const char *path, void *slot, ts_err *err
     return rc;
 }
 
-static int ds_logs_decode(const json_t *v, const char *path, void *base, ts_err *err)
-{
-    ts_desired *d = base;
-    return proto_objv_decode(v, path, sizeof *d->logs, (void **)&d->logs, &d->nlogs, ds_log_one,
-                             err);
-}
-
-static json_t *ds_log_item(const void *slot)
+static json_t *ds_log_encode(const void *slot)
 {
     const ts_desired_log *l = slot;
     return json_pack("{s:I,s:I,s:i,s:s,s:I}", "id", (json_int_t)l->id, "job", (json_int_t)l->job,
@@ -278,15 +136,9 @@ static json_t *ds_log_item(const void *slot)
                      (json_int_t)l->tail);
 }
 
-static json_t *ds_logs_encode(const void *base)
-{
-    const ts_desired *d = base;
-    return proto_objv_encode(d->logs, d->nlogs, sizeof *d->logs, ds_log_item);
-}
-
 static const char *const SESSION_KINDS[] = {NULL, "attach", "exec", "forward"};
 
-static int ds_session_one(const json_t *m, const char *path, void *slot, ts_err *err)
+static int ds_session_decode(const json_t *m, const char *path, void *slot, ts_err *err)
 {
     ts_desired_session *s = slot;
     int64_t x = 0;
@@ -323,16 +175,9 @@ static int ds_session_one(const json_t *m, const char *path, void *slot, ts_err 
     return rc;
 }
 
-static int ds_sessions_decode(const json_t *v, const char *path, void *base, ts_err *err)
-{
-    ts_desired *d = base;
-    return proto_objv_decode(v, path, sizeof *d->sessions, (void **)&d->sessions, &d->nsessions,
-                             ds_session_one, err);
-}
-
 /* The order tesserad wrote a session in: kind, rank, tty, command or port,
  * rows, cols, job, id, secret. */
-static json_t *ds_session_item(const void *slot)
+static json_t *ds_session_encode(const void *slot)
 {
     const ts_desired_session *s = slot;
     int k = (int)s->kind > 0 && (int)s->kind < 4 ? (int)s->kind : TS_SESSION_ATTACH;
@@ -357,8 +202,63 @@ static json_t *ds_session_item(const void *slot)
     return o;
 }
 
-static json_t *ds_sessions_encode(const void *base)
+/* ---- the document ------------------------------------------------------------------ */
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+static const proto_field DS_FIELDS[TS_DS_NFIELDS] = {
+    [TS_DS_DRAINED] = {"drained", PK_BOOL, AT(drained)},
+    [TS_DS_LOST_AFTER_S] = {"lost_after_s", PK_POS, AT(lost_after_s)},
+    [TS_DS_TASKS] = {"tasks", PK_DOCS, AT(tasks)},
+    [TS_DS_MIG] = {"mig", LIST(mig, ds_mig)},
+    [TS_DS_PREFETCH] = {"prefetch", LIST(prefetch, ds_prefetch)},
+    [TS_DS_NET_PEERS] = {"net_peers", PK_STRV, AT(net_peers)},
+    [TS_DS_NET_SERVICES] = {"net_services", PK_STRV, AT(net_services)},
+    [TS_DS_NET_TENANT_SERVICES] = {"net_tenant_services",
+                                   LIST(net_tenant_services, ds_service)},
+    [TS_DS_GEN] = {"gen", PK_I64, AT(gen), 0, INT64_MAX},
+    [TS_DS_NOW] = {"now", PK_NUM, AT(now)},
+    [TS_DS_LOGS] = {"logs", LIST(logs, ds_log)},
+    [TS_DS_SESSIONS] = {"sessions", LIST(sessions, ds_session)},
+};
+#pragma GCC diagnostic pop
+
+void ts_desired_fini(ts_desired *d)
 {
-    const ts_desired *d = base;
-    return proto_objv_encode(d->sessions, d->nsessions, sizeof *d->sessions, ds_session_item);
+    for (int i = 0; d->mig && i < d->nmig; i++)
+        free(d->mig[i].layout);
+    for (int i = 0; d->sessions && i < d->nsessions; i++)
+        free(d->sessions[i].command.v);
+    free(d->mig);
+    free(d->prefetch);
+    free(d->net_peers.v);
+    free(d->net_services.v);
+    free(d->net_tenant_services);
+    free(d->logs);
+    free(d->sessions);
+    memset(d, 0, sizeof *d);
+}
+
+int ts_desired_encode_into(const ts_desired *d, json_t *o)
+{
+    return proto_table_encode(o, DS_FIELDS, TS_DS_NFIELDS, d, d->present);
+}
+
+json_t *ts_desired_encode(const ts_desired *d)
+{
+    return proto_table_new(DS_FIELDS, TS_DS_NFIELDS, d, d->present);
+}
+
+int ts_desired_decode(const json_t *o, ts_desired *d, ts_err *err)
+{
+    memset(d, 0, sizeof *d);
+    if (!json_is_object(o))
+        return ts_err_set(err, TS_EINVAL, "answer: must be an object");
+    /* a member missing reads as absent (its bit clear): the schema test
+     * holds tesserad to every required one, and the agent applies what it
+     * was given */
+    int rc = proto_table_decode(o, "", DS_FIELDS, TS_DS_NFIELDS, d, &d->present, err);
+    if (rc != 0)
+        ts_desired_fini(d);
+    return rc;
 }

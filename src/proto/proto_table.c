@@ -155,6 +155,22 @@ static int proto_decode_one(const json_t *o, const char *where, const proto_fiel
         return proto_strv_decode(v, path, (ts_strv *)p, err);
     case PK_OBJ:
         return f->decode(v, path, base, err);
+    case PK_LIST:
+        return proto_objv_decode(v, path, f->item_size, (void **)p,
+                                 (int *)((char *)base + f->count_off), f->item_decode, err);
+    case PK_DOC:
+        if (f->lo && json_is_null(v))
+            return 0;
+        if (!json_is_object(v))
+            return ts_err_set(err, TS_EINVAL, "%s: must be an object%s", path,
+                              f->lo ? " or null" : "");
+        *(json_t **)p = (json_t *)v; /* borrowed */
+        return 0;
+    case PK_DOCS:
+        if (!json_is_array(v))
+            return ts_err_set(err, TS_EINVAL, "%s: must be an array", path);
+        *(json_t **)p = (json_t *)v;
+        return 0;
     }
     return 0;
 }
@@ -187,6 +203,14 @@ static json_t *proto_encode_one(const void *base, const proto_field *f)
         return proto_strv_encode((const ts_strv *)p);
     case PK_OBJ:
         return f->encode(base);
+    case PK_LIST:
+        return proto_objv_encode(*(void *const *)p, *(const int *)((const char *)base + f->count_off),
+                                 f->item_size, f->item_encode);
+    case PK_DOC:
+        return *(json_t *const *)p ? json_incref(*(json_t *const *)p)
+                                   : f->lo ? json_null() : json_object();
+    case PK_DOCS:
+        return *(json_t *const *)p ? json_incref(*(json_t *const *)p) : json_array();
     }
     return NULL;
 }
@@ -215,4 +239,14 @@ int proto_table_encode(json_t *o, const proto_field *f, int n, const void *base,
             return -1;
     }
     return 0;
+}
+
+json_t *proto_table_new(const proto_field *f, int n, const void *base, uint64_t present)
+{
+    json_t *o = json_object();
+    if (o && proto_table_encode(o, f, n, base, present) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }

@@ -31,6 +31,9 @@ typedef enum {
     PK_INTV,     /* ts_intv of integers in lo..hi */
     PK_STRV,     /* ts_strv */
     PK_OBJ,      /* its own decode and encode */
+    PK_LIST,     /* a list of objects: item pointer at off, its int count at count_off */
+    PK_DOC,      /* json_t *, a document carried whole: an object (lo 1: or null) */
+    PK_DOCS,     /* json_t *, a list carried whole (each item decoded on its own) */
 } proto_kind;
 
 typedef struct proto_field {
@@ -41,12 +44,26 @@ typedef struct proto_field {
     /* PK_OBJ: v is the member (never NULL), path "<where>.<name>", base the struct */
     int (*decode)(const json_t *v, const char *path, void *base, ts_err *err);
     json_t *(*encode)(const void *base); /* a new reference; NULL: out of memory */
+    /* PK_LIST: each item (an object) into a slot of item_size bytes */
+    size_t count_off, item_size;
+    int (*item_decode)(const json_t *item, const char *path, void *slot, ts_err *err);
+    json_t *(*item_encode)(const void *slot);
 } proto_field;
+
+/* A PK_LIST line's kind and place: member m (items) and its count c of
+ * struct T, items decoded by one_decode and encoded by one_encode. */
+#define PROTO_LIST(T, m, c, one)                                                              \
+    PK_LIST, offsetof(T, m), 0, 0, NULL, NULL, offsetof(T, c), sizeof *((T *)0)->m,          \
+        one##_decode, one##_encode
 
 /* Decodes each of the n members o carries into base, setting bit i of
  * *present for line i. Returns 0, or the first member's error. */
 int proto_table_decode(const json_t *o, const char *where, const proto_field *f, int n,
                        void *base, uint64_t *present, ts_err *err);
+
+/* A new object of each line whose bit is in present (proto_table_encode);
+ * NULL when out of memory. */
+json_t *proto_table_new(const proto_field *f, int n, const void *base, uint64_t present);
 
 /* Sets o's member of each line whose bit is in present (replacing one o
  * already has, in its place); -1 when out of memory. */
