@@ -1,5 +1,5 @@
 /*
- * agent_proto.h - the one codec of the agent protocol's task documents
+ * agent_proto.h - the one codec of the agent protocol's documents
  * (docs/agent-protocol.md, its contract docs/agent-protocol.schema.json).
  *
  * tesserad and tessera-agent both read and write these documents; before this
@@ -11,6 +11,10 @@
  * be an integer". Fields the schema does not describe are ignored by the
  * decoders (a newer peer may send more; the schema test holds both sides to
  * the contract).
+ *
+ * Documents: a task report (ts_task_report), a register or sync body
+ * (ts_sync), a desired task (ts_desired_task) and the whole answer
+ * (ts_desired).
  *
  * Ownership: a decoded struct borrows its strings from the JSON document it
  * was decoded from, valid while that document lives; nothing is allocated for
@@ -219,6 +223,181 @@ json_t *ts_desired_task_encode(const ts_desired_task *t);
 TS_MUST_CHECK int ts_desired_task_decode(const json_t *o, const char *where, ts_desired_task *t,
                                          ts_err *err);
 void ts_desired_task_fini(ts_desired_task *t);
+
+/* ---- desired: the controller's whole answer to register and sync ---------------- */
+
+/* Each member of the answer, in the order the encoder writes them; a
+ * document's `present` has bit TS_DS_BIT(field) for each member it carries. */
+enum ts_ds_field {
+    TS_DS_DRAINED, TS_DS_LOST_AFTER_S, TS_DS_TASKS, TS_DS_MIG, TS_DS_PREFETCH, TS_DS_NET_PEERS,
+    TS_DS_NET_SERVICES, TS_DS_NET_TENANT_SERVICES, TS_DS_GEN, TS_DS_NOW, TS_DS_LOGS,
+    TS_DS_SESSIONS,
+    TS_DS_NFIELDS
+};
+#define TS_DS_BIT(f) (1ULL << (f))
+
+/* One MIG instance a GPU is to hold. */
+typedef struct ts_desired_mig_slot {
+    int32_t profile, start;
+} ts_desired_mig_slot;
+/* A MIG GPU's whole layout (mig[]). */
+typedef struct ts_desired_mig {
+    int32_t gpu;
+    ts_desired_mig_slot *layout;
+    int nlayout;
+} ts_desired_mig;
+/* An image to fetch ahead for a reserved job (prefetch[]). */
+typedef struct ts_desired_prefetch {
+    int64_t job;
+    const char *image;
+    int64_t rate_bytes_s; /* 0: not sent (the agent's default rate) */
+} ts_desired_prefetch;
+/* A service one tenant's network may reach (net_tenant_services[]). */
+typedef struct ts_desired_tenant_service {
+    int64_t vni;
+    const char *to;
+} ts_desired_tenant_service;
+/* An output request (logs[]): the last `tail` bytes of one stream. */
+typedef struct ts_desired_log {
+    int64_t id, job;
+    int32_t rank;
+    bool is_stderr;
+    int64_t tail;
+} ts_desired_log;
+
+enum ts_session_kind { TS_SESSION_NONE = 0, TS_SESSION_ATTACH, TS_SESSION_EXEC, TS_SESSION_FORWARD };
+/* An interactive session to open (sessions[]). secret is the session's
+ * credential: the controller's copies are wiped once encoded. */
+typedef struct ts_desired_session {
+    enum ts_session_kind kind;
+    int32_t rank;
+    bool tty;
+    bool has_command;
+    ts_strv command;            /* exec */
+    int32_t port;               /* forward; 0: not sent */
+    int32_t rows, cols;         /* 0: not sent */
+    int64_t job;
+    const char *id, *secret;
+} ts_desired_session;
+
+typedef struct ts_desired {
+    uint64_t present; /* TS_DS_BIT of each member carried */
+    bool drained;
+    double lost_after_s;
+    /* the desired tasks, each a ts_desired_task's document: encoding takes
+     * a reference to it; a decode borrows it from the document (each task
+     * is decoded on its own with ts_desired_task_decode, so one outside
+     * the protocol is refused alone) */
+    json_t *tasks;
+    ts_desired_mig *mig;
+    int nmig;
+    ts_desired_prefetch *prefetch;
+    int nprefetch;
+    ts_strv net_peers, net_services;
+    ts_desired_tenant_service *net_tenant_services;
+    int nnet_tenant_services;
+    int64_t gen;
+    double now;
+    ts_desired_log *logs;
+    int nlogs;
+    ts_desired_session *sessions;
+    int nsessions;
+} ts_desired;
+
+/* The answer as a JSON object (a new reference), its members in the order
+ * of enum ts_ds_field; NULL when out of memory. */
+json_t *ts_desired_encode(const ts_desired *d);
+
+/* Sets each member d carries on o, replacing one o has in its place (the
+ * controller keeps a node's answer and renews its gen, now, logs and
+ * sessions for each sync). Returns 0, -1 when out of memory. */
+int ts_desired_encode_into(const ts_desired *d, json_t *o);
+
+/* Decodes an answer, checking every member it carries (but the tasks'
+ * contents) against the schema's desired; a member missing reads as absent
+ * (its bit clear in present). Returns 0, TS_EINVAL naming the field, or
+ * TS_ENOMEM; on error nothing is left allocated. ts_desired_fini frees what
+ * a decode allocated (never the strings, borrowed from o). */
+TS_MUST_CHECK int ts_desired_decode(const json_t *o, ts_desired *d, ts_err *err);
+void ts_desired_fini(ts_desired *d);
+
+/* ---- sync: an agent's register and sync bodies ---------------------------------- */
+
+/* Each member of a register or sync body, in the order the encoder writes
+ * them (a registration carries node, discovery, tasks and seq). */
+enum ts_sy_field {
+    TS_SY_NODE, TS_SY_DISCOVERY, TS_SY_GEN, TS_SY_TASKS, TS_SY_WAIT_S, TS_SY_SEQ, TS_SY_HEALTH,
+    TS_SY_MIG_ERROR, TS_SY_DRAIN, TS_SY_PREFETCH, TS_SY_IMAGES, TS_SY_LOGS,
+    TS_SY_NFIELDS
+};
+#define TS_SY_BIT(f) (1ULL << (f))
+
+enum ts_prefetch_state {
+    TS_PREFETCH_NONE = 0,
+    TS_PREFETCH_FETCHING,
+    TS_PREFETCH_READY,
+    TS_PREFETCH_FAILED,
+};
+/* How a prefetch the controller asked for goes (prefetch[]). */
+typedef struct ts_sync_prefetch {
+    int64_t job;
+    enum ts_prefetch_state state;
+} ts_sync_prefetch;
+/* One image of the node's store (images[]). */
+typedef struct ts_sync_image {
+    const char *digest;
+    ts_strv refs;
+    int64_t bytes;
+} ts_sync_image;
+/* The answer to one output request (logs[]). data may hold NUL bytes. */
+typedef struct ts_sync_log {
+    int64_t id;
+    const char *data; /* NULL: not sent */
+    size_t data_len;
+    bool has_size;
+    int64_t size; /* the stream's whole size in bytes */
+    const char *note, *error; /* NULL: not sent */
+} ts_sync_log;
+
+typedef struct ts_sync {
+    uint64_t present; /* TS_SY_BIT of each member carried */
+    const char *node;
+    /* the node's discovery document, or NULL (null on the wire): encoding
+     * takes a reference, a decode borrows it (an object) */
+    json_t *discovery;
+    int64_t gen;
+    /* the task reports, each a ts_task_report's document: encoding takes a
+     * reference, a decode borrows the list (each report is decoded on its
+     * own, so one outside the protocol is left out alone) */
+    json_t *tasks;
+    double wait_s;
+    int64_t seq;
+    json_t *health; /* the node's health document (an object): as discovery */
+    const char *mig_error, *drain;
+    ts_sync_prefetch *prefetch;
+    int nprefetch;
+    ts_sync_image *images;
+    int nimages;
+    ts_sync_log *logs;
+    int nlogs;
+} ts_sync;
+
+/* The body as a JSON object (a new reference), its members in the order
+ * of enum ts_sy_field; NULL when out of memory. */
+json_t *ts_sync_encode(const ts_sync *s);
+
+/* Decodes a register or sync body, checking each member it carries (but
+ * the reports, the discovery and the health documents' contents) against
+ * the schema. Returns 0, TS_EINVAL naming the field, or TS_ENOMEM; on error
+ * nothing is left allocated. ts_sync_fini frees what a decode allocated
+ * (never the strings, borrowed from o). */
+TS_MUST_CHECK int ts_sync_decode(const json_t *o, ts_sync *s, ts_err *err);
+void ts_sync_fini(ts_sync *s);
+
+/* One output answer as the JSON object of a body's logs[] (a new
+ * reference; NULL when out of memory): the agent keeps its answers so
+ * until a sync carries them, the controller until the reader takes one. */
+json_t *ts_sync_log_encode(const ts_sync_log *l);
 
 #ifdef __cplusplus
 }

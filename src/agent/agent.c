@@ -477,7 +477,7 @@ static void refuse_task(ts_agent *a, const json_t *t, const ts_err *why)
 
 /* One task of the answer, decoded (d; t its document, which a start
  * reads): start it, stop it, or pass on its warnings. */
-static void reconcile_task(ts_agent *a, const json_t *desired, json_t *t,
+static void reconcile_task(ts_agent *a, const ts_desired *ds, json_t *t,
                            const ts_desired_task *d, double now)
 {
     bool run = d->action == TS_ACTION_RUN, stop = d->action == TS_ACTION_STOP;
@@ -497,11 +497,11 @@ static void reconcile_task(ts_agent *a, const json_t *desired, json_t *t,
         idle_warn(lt, d->idle_warning);
     if (!lt && run) {
         /* the time it has left, on this node's clock (docs/agent-protocol.md) */
-        json_t *at = json_object_get(desired, "now");
         if (d->present & TS_DT_BIT(TS_DT_DEADLINE))
             json_object_set_new(t, "time_left_s",
-                                json_real(d->deadline - (json_is_number(at) ? json_number_value(at)
-                                                                            : agent_wall_now())));
+                                json_real(d->deadline - (ds->present & TS_DS_BIT(TS_DS_NOW)
+                                                             ? ds->now
+                                                             : agent_wall_now())));
         agent_start_task(a, t, d);
     } else if (lt && lt->t && stop && d->hard && !lt->st.hard_stop) {
         ts_err e; /* the time limit's stop, which this agent had not begun yet */
@@ -556,24 +556,49 @@ static bool desired_is(const json_t *tasks, const ts_desired_task *d, size_t i,
            json_is_integer(sj) == lt->is_step && (!lt->is_step || json_integer_value(sj) == lt->step);
 }
 
+/* The answer, decoded; one outside the protocol is said (at most once a
+ * minute) and only its tasks, each decoded on its own, are applied: the
+ * rest of it is not trusted. False: nothing of it can be read. */
+static bool decode_answer(ts_agent *a, json_t *desired, ts_desired *ds)
+{
+    ts_err e;
+    if (ts_desired_decode(desired, ds, &e) == 0)
+        return true;
+    double now = agent_launch_now();
+    if (now - a->answer_refused_said_s >= 60.0) {
+        a->answer_refused_said_s = now;
+        fprintf(stderr, "tessera-agent: the controller's answer is outside the agent protocol "
+                        "(only its tasks applied): %s\n", e.msg);
+    }
+    json_t *tasks = json_object_get(desired, "tasks");
+    if (!json_is_array(tasks))
+        return false;
+    ds->tasks = tasks;
+    ds->present = TS_DS_BIT(TS_DS_TASKS);
+    return true;
+}
+
 static void reconcile(ts_agent *a, json_t *desired)
 {
-    json_t *lost = json_object_get(desired, "lost_after_s");
-    if (json_is_number(lost) && json_number_value(lost) > 0)
-        a->ctld_lost_s = json_number_value(lost);
-    json_t *tasks = json_object_get(desired, "tasks");
+    ts_desired ds;
+    if (!decode_answer(a, desired, &ds))
+        return;
+    if (ds.present & TS_DS_BIT(TS_DS_LOST_AFTER_S))
+        a->ctld_lost_s = ds.lost_after_s;
+    json_t *tasks = ds.tasks;
     size_t nt = json_array_size(tasks), i;
     /* each task decoded once (present 0: outside the protocol) */
     ts_desired_task *d = calloc(nt + 1, sizeof *d);
-    if (!d)
-        return; /* out of memory: the next answer is applied */
+    if (!d) { /* out of memory: the next answer is applied */
+        ts_desired_fini(&ds);
+        return;
+    }
     double now = agent_launch_now();
-    agent_apply_mig(a, json_object_get(desired, "mig"));
-    agent_net_peers_apply(a, json_object_get(desired, "net_peers"));
-    agent_prefetch_apply(a, json_object_get(desired, "prefetch"));
-    agent_net_services_apply(a, json_object_get(desired, "net_services"),
-                          json_object_get(desired, "net_tenant_services"));
-    agent_answer_logs(a, json_object_get(desired, "logs"));
+    agent_apply_mig(a, &ds);
+    agent_net_peers_apply(a, &ds);
+    agent_prefetch_apply(a, &ds);
+    agent_net_services_apply(a, &ds);
+    agent_answer_logs(a, &ds);
     for (i = 0; i < nt; i++) {
         char where[32];
         ts_err e;
@@ -582,7 +607,7 @@ static void reconcile(ts_agent *a, json_t *desired)
         if (ts_desired_task_decode(t, where, &d[i], &e) != 0)
             refuse_task(a, t, &e);
         else
-            reconcile_task(a, desired, t, &d[i], now);
+            reconcile_task(a, &ds, t, &d[i], now);
     }
     /* what is no longer wanted: stop it, and forget it once it ended */
     for (int k = a->ntasks - 1; k >= 0; k--) {
@@ -606,7 +631,8 @@ static void reconcile(ts_agent *a, json_t *desired)
         ts_desired_task_fini(&d[i]);
     free(d);
     /* after the tasks: a session may be for one that started just now */
-    agent_sessions(a, json_object_get(desired, "sessions"));
+    agent_sessions(a, &ds);
+    ts_desired_fini(&ds);
 }
 
 /* ---- one step ------------------------------------------------------------------- */
@@ -689,6 +715,58 @@ static double lost_limit(const ts_agent *a)
     return limit;
 }
 
+/* A sync's body through the protocol's codec: the tasks' reports, the
+ * node's health, the MIG and hook errors (drain_sent), the prefetches, the
+ * image store when it changed since the controller last took it (*imgs:
+ * that list, kept once taken; the controller forgets evicted images) and
+ * the output answers. NULL: out of memory. */
+static json_t *sync_body(ts_agent *a, bool busy, const char *drain_sent, json_t **imgs)
+{
+    json_t *tasks = report(a); /* first: it may begin stops whose ends bound the wait */
+    ts_sync_prefetch pf[sizeof a->prefetch / sizeof a->prefetch[0]];
+    ts_sync s = {.present = TS_SY_BIT(TS_SY_NODE) | TS_SY_BIT(TS_SY_GEN) |
+                            TS_SY_BIT(TS_SY_TASKS) | TS_SY_BIT(TS_SY_WAIT_S) |
+                            TS_SY_BIT(TS_SY_SEQ),
+                 .node = a->cfg.node,
+                 .gen = (int64_t)a->gen,
+                 .tasks = tasks,
+                 .wait_s = busy ? wait_for(a, TS_AGENT_WAIT_BUSY_S) : TS_AGENT_WAIT_IDLE_S,
+                 .seq = (int64_t)++a->report_seq,
+                 .health = a->node->health ? a->node->health(a->node->health_ctx) : NULL,
+                 .mig_error = a->mig_error,
+                 .drain = drain_sent,
+                 .prefetch = pf,
+                 .nprefetch = agent_prefetch_report(a, pf)};
+    s.present |= (s.health ? TS_SY_BIT(TS_SY_HEALTH) : 0) |
+                 (a->mig_error[0] ? TS_SY_BIT(TS_SY_MIG_ERROR) : 0) |
+                 (drain_sent[0] ? TS_SY_BIT(TS_SY_DRAIN) : 0) |
+                 (s.nprefetch ? TS_SY_BIT(TS_SY_PREFETCH) : 0);
+    s.nimages = agent_image_store_list(&a->images, TS_AGENT_IMAGES_LISTED_MAX, &s.images);
+    if (s.nimages >= 0) {
+        ts_sync only = {.present = TS_SY_BIT(TS_SY_IMAGES), .images = s.images,
+                        .nimages = s.nimages};
+        json_t *listed = ts_sync_encode(&only);
+        *imgs = json_incref(json_object_get(listed, "images"));
+        json_decref(listed);
+    }
+    if (*imgs && a->images_sent && json_equal(*imgs, a->images_sent)) {
+        json_decref(*imgs);
+        *imgs = NULL;
+    }
+    s.present |= *imgs ? TS_SY_BIT(TS_SY_IMAGES) : 0;
+    json_t *body = tasks ? ts_sync_encode(&s) : NULL;
+    agent_image_list_free(s.images, s.nimages);
+    json_decref(s.health);
+    json_decref(tasks);
+    /* the output answers, kept as the codec wrote each (agent_answer_logs)
+     * so that the size fit below can cut them */
+    if (body && a->log_answers)
+        json_object_set(body, "logs", a->log_answers);
+    if (body) /* within the protocol's size: answers cut or dropped, never the reports */
+        agent_sync_fit(body, a->body_max);
+    return body;
+}
+
 int agent_step(ts_agent *a, ts_err *err)
 {
     long status = 0;
@@ -696,9 +774,17 @@ int agent_step(ts_agent *a, ts_err *err)
     int rc;
     a->register_now = false;
     if (!a->registered) {
-        json_t *body = json_pack("{s:s,s:O,s:o,s:I}", "node", a->cfg.node, "discovery",
-                                 a->node->discovery ? a->node->discovery : json_null(), "tasks",
-                                 report(a), "seq", (json_int_t)++a->report_seq);
+        json_t *tasks = report(a);
+        ts_sync reg = {.present = TS_SY_BIT(TS_SY_NODE) | TS_SY_BIT(TS_SY_DISCOVERY) |
+                                  TS_SY_BIT(TS_SY_TASKS) | TS_SY_BIT(TS_SY_SEQ),
+                       .node = a->cfg.node,
+                       .discovery = a->node->discovery,
+                       .tasks = tasks,
+                       .seq = (int64_t)++a->report_seq};
+        json_t *body = tasks ? ts_sync_encode(&reg) : NULL;
+        json_decref(tasks);
+        if (!body)
+            return ts_err_set(err, TS_ENOMEM, "register: out of memory");
         agent_sync_fit(body, a->body_max);
         rc = agent_post(a, "/v1/agent/register", body, &status, &ans, 30.0, err);
         json_decref(body);
@@ -712,37 +798,12 @@ int agent_step(ts_agent *a, ts_err *err)
         }
     } else {
         bool busy = a->ntasks > 0;
-        json_t *tasks = report(a); /* first: it may begin stops whose ends bound the wait */
-        json_t *body = json_pack("{s:s,s:I,s:o,s:f,s:I}", "node", a->cfg.node, "gen",
-                                 (json_int_t)a->gen, "tasks", tasks, "wait_s",
-                                 busy ? wait_for(a, TS_AGENT_WAIT_BUSY_S) : TS_AGENT_WAIT_IDLE_S,
-                                 "seq", (json_int_t)++a->report_seq);
-        json_t *h = a->node->health ? a->node->health(a->node->health_ctx) : NULL;
-        if (h)
-            json_object_set_new(body, "health", h);
-        if (a->mig_error[0])
-            json_object_set_new(body, "mig_error", json_string(a->mig_error));
         char drain_sent[sizeof a->drain_why]; /* a hook failed (hooks.c): until answered */
         snprintf(drain_sent, sizeof drain_sent, "%s", a->drain_why);
-        if (drain_sent[0])
-            json_object_set_new(body, "drain", json_string(drain_sent));
-        json_t *pf = agent_prefetch_report(a);
-        if (pf)
-            json_object_set_new(body, "prefetch", pf);
-        /* what the image store holds, when it changed since the controller
-         * last took it: the controller forgets evicted images */
-        json_t *imgs = agent_image_store_list(&a->images, TS_AGENT_IMAGES_LISTED_MAX);
-        if (imgs && a->images_sent && json_equal(imgs, a->images_sent)) {
-            json_decref(imgs);
-            imgs = NULL;
-        }
-        if (imgs)
-            json_object_set(body, "images", imgs);
-        if (a->log_answers)
-            json_object_set(body, "logs", a->log_answers);
-        /* within the protocol's size: answers cut or dropped, never the
-         * tasks' reports (sync_fit.h) */
-        agent_sync_fit(body, a->body_max);
+        json_t *imgs = NULL;
+        json_t *body = sync_body(a, busy, drain_sent, &imgs);
+        if (!body)
+            return json_decref(imgs), ts_err_set(err, TS_ENOMEM, "sync: out of memory");
         /* never wait past the moment the tasks must stop (below) */
         double timeout = TS_AGENT_WAIT_IDLE_S + 30.0;
         if (a->cfg.ctls.n > 1) /* a hung controller must not keep the agent from the others */

@@ -209,27 +209,23 @@ static void pull_abandon(struct agent_pull *p)
     }
 }
 
-void agent_prefetch_apply(ts_agent *a, json_t *list)
+void agent_prefetch_apply(ts_agent *a, const ts_desired *d)
 {
     for (int s = 0; s < PREFETCH_SLOTS; s++) {
         struct agent_prefetch *pf = &a->prefetch[s];
         bool listed = false;
-        size_t i;
-        json_t *e;
-        json_array_foreach(list, i, e)
-            listed = listed || json_integer_value(json_object_get(e, "job")) == pf->job;
+        for (int i = 0; i < d->nprefetch; i++)
+            listed = listed || d->prefetch[i].job == pf->job;
         if (pf->job && !listed) {
             if (pf->pull)
                 pull_abandon(pf->pull);
             memset(pf, 0, sizeof *pf);
         }
     }
-    size_t i;
-    json_t *e;
-    json_array_foreach(list, i, e) {
-        int64_t job = json_integer_value(json_object_get(e, "job"));
-        const char *image = json_string_value(json_object_get(e, "image"));
-        json_int_t rate = json_integer_value(json_object_get(e, "rate_bytes_s"));
+    for (int i = 0; i < d->nprefetch; i++) {
+        int64_t job = d->prefetch[i].job;
+        const char *image = d->prefetch[i].image;
+        int64_t rate = d->prefetch[i].rate_bytes_s;
         int free_slot = -1;
         bool known = false;
         for (int s = 0; s < PREFETCH_SLOTS; s++) {
@@ -253,20 +249,17 @@ void agent_prefetch_apply(ts_agent *a, json_t *list)
     }
 }
 
-json_t *agent_prefetch_report(const ts_agent *a)
+int agent_prefetch_report(const ts_agent *a, ts_sync_prefetch *out)
 {
-    json_t *arr = NULL;
+    int n = 0;
     for (int s = 0; s < PREFETCH_SLOTS; s++) {
         const struct agent_prefetch *pf = &a->prefetch[s];
-        if (!pf->job)
-            continue;
-        if (!arr)
-            arr = json_array();
-        const char *state = pf->pull ? "fetching" : pf->rc == 0 ? "ready" : "failed";
-        json_array_append_new(arr, json_pack("{s:I,s:s}", "job", (json_int_t)pf->job, "state",
-                                             state));
+        if (pf->job)
+            out[n++] = (ts_sync_prefetch){pf->job, pf->pull      ? TS_PREFETCH_FETCHING
+                                                   : pf->rc == 0 ? TS_PREFETCH_READY
+                                                                 : TS_PREFETCH_FAILED};
     }
-    return arr;
+    return n;
 }
 
 static void prefetch_poll(ts_agent *a)

@@ -159,6 +159,7 @@ struct ts_agent {
     bool register_now;     /* the last sync was answered 409 (a restarted controller):
                               register at once rather than after the failure's pause */
     double ctld_lost_s;    /* the controller's node_lost_after, from its answers; 0 unknown */
+    double answer_refused_said_s; /* when an answer outside the protocol was last said */
     local_task tasks[TS_AGENT_MAX_TASKS];
     int ntasks;
     char logs[600];
@@ -208,13 +209,13 @@ void agent_net_open(ts_agent *a);
 void agent_net_begin(ts_agent *a, local_task *lt, const char *id, const ts_desired_task *d,
                      char *ns_path, size_t len, char *why, size_t why_len);
 void agent_net_end(ts_agent *a, const local_task *lt);
-void agent_net_peers_apply(ts_agent *a, const json_t *peers);
-void agent_net_services_apply(ts_agent *a, const json_t *services, const json_t *per_tenant);
+void agent_net_peers_apply(ts_agent *a, const ts_desired *d);
+void agent_net_services_apply(ts_agent *a, const ts_desired *d);
 
 /* session.c: interactive sessions (docs/interactive.md) */
 /* Opens the agent's side of every new session of the desired state's
  * "sessions" (each on a thread of its own). */
-void agent_sessions(ts_agent *a, json_t *sessions);
+void agent_sessions(ts_agent *a, const ts_desired *d);
 /* Makes an interactive task's stdio (PTY or socket pair) from the desired
  * task d: fills lt's end; *peer the task's end (closed by the caller after
  * the start), -1 when d is not interactive; why on failure. */
@@ -245,9 +246,9 @@ void agent_start_task_in(ts_agent *a, local_task *lt, json_t *t);
 /* agent_task_records callback: adopts one task an earlier agent left. */
 int agent_adopt_one(const char *id, void *ctx);
 /* Makes each MIG GPU hold its desired layout (a->mig_error: the first error). */
-void agent_apply_mig(ts_agent *a, json_t *mig);
+void agent_apply_mig(ts_agent *a, const ts_desired *d);
 /* Reads the output the controller asks for into a->log_answers. */
-void agent_answer_logs(ts_agent *a, json_t *reqs);
+void agent_answer_logs(ts_agent *a, const ts_desired *d);
 /* Stops MPS daemons no running fractional task uses. */
 void agent_mps_tidy(ts_agent *a);
 /* Tells /metrics which task runs where. */
@@ -320,9 +321,10 @@ void agent_image_forget(ts_agent *a, local_task *lt);
  * is pulled once into the store, below PREFETCH_RATE_BYTES_S, with no user
  * (a task that later needs it finds it there); one no longer listed is
  * abandoned if still coming (agent_image.c). */
-void agent_prefetch_apply(ts_agent *a, json_t *list);
-/* [{job, state: fetching|ready|failed}] of the prefetches listed now; NULL: none. */
-json_t *agent_prefetch_report(const ts_agent *a);
+void agent_prefetch_apply(ts_agent *a, const ts_desired *d);
+/* The prefetches listed now and how each goes, into out (room for every
+ * slot of a->prefetch); how many. */
+int agent_prefetch_report(const ts_agent *a, ts_sync_prefetch *out);
 
 /* agent_data.c: a job's read-only data images (docs/images.md "Model
  * weights and data sets"). */

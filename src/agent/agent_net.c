@@ -51,15 +51,17 @@ void agent_net_open(ts_agent *a)
                 removed);
 }
 
-static const char **peer_list(const json_t *peers, size_t *n)
+/* The answer's members in `members` as compact JSON: what was applied
+ * last is kept as this, and an answer that says the same is not applied
+ * again. NULL: out of memory. */
+static char *net_key(const ts_desired *d, uint64_t members)
 {
-    size_t cap = json_array_size(peers);
-    const char **v = calloc(cap + 1, sizeof *v);
-    *n = 0;
-    for (size_t i = 0; v && i < cap && *n < AGENT_NET_PEERS_MAX; i++)
-        if (json_string_value(json_array_get(peers, i)))
-            v[(*n)++] = json_string_value(json_array_get(peers, i));
-    return v;
+    ts_desired only = *d;
+    only.present = d->present & members;
+    json_t *o = ts_desired_encode(&only);
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return s;
 }
 
 /* A list of the desired task as the network code reads it: at most
@@ -147,59 +149,53 @@ void agent_net_end(ts_agent *a, const local_task *lt)
         fprintf(stderr, "tessera-agent: task %s: removing its network: %s\n", id, e.msg);
 }
 
-void agent_net_peers_apply(ts_agent *a, const json_t *peers)
+void agent_net_peers_apply(ts_agent *a, const ts_desired *d)
 {
-    if (!json_is_array(peers))
+    if (!(d->present & TS_DS_BIT(TS_DS_NET_PEERS)))
         return;
-    char *s = json_dumps(peers, JSON_COMPACT);
+    char *s = net_key(d, TS_DS_BIT(TS_DS_NET_PEERS));
     if (!s || (a->net_peers && strcmp(s, a->net_peers) == 0)) {
         free(s);
         return;
     }
-    size_t n;
-    const char **v = peer_list(peers, &n);
-    bool ok = v != NULL;
-    for (int i = 0; v && i < a->ntasks; i++) {
+    size_t n = net_count(&d->net_peers);
+    bool ok = true;
+    for (int i = 0; i < a->ntasks; i++) {
         unsigned vni = a->tasks[i].net_vni;
         bool seen = false;
         for (int k = 0; k < i && !seen; k++)
             seen = a->tasks[k].net_vni == vni;
         ts_err e;
-        if (vni && !seen && agent_net_peers(a->cfg.state_dir, vni, a->cfg.net_addr, v, n, &e) != 0) {
+        if (vni && !seen &&
+            agent_net_peers(a->cfg.state_dir, vni, a->cfg.net_addr, d->net_peers.v, n, &e) != 0) {
             fprintf(stderr, "tessera-agent: tenant network %u: %s\n", vni, e.msg);
             ok = false;
         }
     }
-    free(v);
     free(a->net_peers);
     a->net_peers = ok ? s : NULL; /* a failure is tried again on the next answer */
     if (!ok)
         free(s);
 }
 
-void agent_net_services_apply(ts_agent *a, const json_t *services, const json_t *per_tenant)
+void agent_net_services_apply(ts_agent *a, const ts_desired *d)
 {
-    if (!json_is_array(services) || !a->cfg.net_addr[0])
+    if (!(d->present & TS_DS_BIT(TS_DS_NET_SERVICES)) || !a->cfg.net_addr[0])
         return;
-    json_t *both = json_pack("[O,O]", services, per_tenant ? per_tenant : json_null());
-    char *s = both ? json_dumps(both, JSON_COMPACT) : NULL;
-    json_decref(both);
+    char *s = net_key(d, TS_DS_BIT(TS_DS_NET_SERVICES) | TS_DS_BIT(TS_DS_NET_TENANT_SERVICES));
     if (!s || (a->net_services && strcmp(s, a->net_services) == 0)) {
         free(s);
         return;
     }
     /* every tenant's ("ADDR:PORT/proto"), then those of one tenant ({vni, to}) */
-    size_t n = json_array_size(services) + json_array_size(per_tenant), k = 0;
+    size_t n = (size_t)d->net_services.n + (size_t)d->nnet_tenant_services, k = 0;
     agent_net_service *v = calloc(n + 1, sizeof *v);
-    for (size_t i = 0; v && i < json_array_size(services); i++)
-        if (json_string_value(json_array_get(services, i)))
-            v[k++] = (agent_net_service){json_string_value(json_array_get(services, i)), 0};
-    for (size_t i = 0; v && i < json_array_size(per_tenant); i++) {
-        const json_t *e = json_array_get(per_tenant, i);
-        json_int_t vni = json_integer_value(json_object_get(e, "vni"));
-        const char *to = json_string_value(json_object_get(e, "to"));
-        if (to && vni > 0 && vni <= 16777215)
-            v[k++] = (agent_net_service){to, (unsigned)vni};
+    for (int i = 0; v && i < d->net_services.n; i++)
+        v[k++] = (agent_net_service){d->net_services.v[i], 0};
+    for (int i = 0; v && i < d->nnet_tenant_services; i++) {
+        const ts_desired_tenant_service *e = &d->net_tenant_services[i];
+        if (e->vni > 0 && e->vni <= 16777215)
+            v[k++] = (agent_net_service){e->to, (unsigned)e->vni};
     }
     ts_err e;
     bool ok = v && agent_net_services(a->cfg.state_dir, v, k, &e) == 0;

@@ -392,29 +392,21 @@ void agent_start_task(ts_agent *a, json_t *t, const ts_desired_task *d)
 /* Makes each MIG GPU hold the layout the controller asks for, never
  * touching an instance a local task still uses; the first error is kept
  * for the next report. */
-void agent_apply_mig(ts_agent *a, json_t *mig)
+void agent_apply_mig(ts_agent *a, const ts_desired *d)
 {
     a->mig_error[0] = '\0';
-    size_t i;
-    json_t *m;
     bool changed = false; /* instances made or destroyed: the CDI spec is stale */
-    json_array_foreach(mig, i, m)
-    {
-        int g = (int)json_integer_value(json_object_get(m, "gpu"));
+    for (int i = 0; i < d->nmig; i++) {
+        const ts_desired_mig *m = &d->mig[i];
+        int g = m->gpu;
         if (!a->node->nv) {
             snprintf(a->mig_error, sizeof a->mig_error, "gpu %d: no NVML on this node", g);
             return;
         }
         ts_mig_layout want = {0};
-        size_t k;
-        json_t *in;
-        json_array_foreach(json_object_get(m, "layout"), k, in)
-        {
-            if (want.n == TS_MIG_MAX_INSTANCES)
-                break;
-            want.inst[want.n].profile_id =
-                (int8_t)json_integer_value(json_object_get(in, "profile"));
-            want.inst[want.n++].start = (int8_t)json_integer_value(json_object_get(in, "start"));
+        for (int k = 0; k < m->nlayout && want.n < TS_MIG_MAX_INSTANCES; k++) {
+            want.inst[want.n].profile_id = (int8_t)m->layout[k].profile;
+            want.inst[want.n++].start = (int8_t)m->layout[k].start;
         }
         ts_agent_mig_busy busy[TS_AGENT_MAX_TASKS];
         int nbusy = 0;
@@ -453,59 +445,48 @@ static bool answered(const json_t *answers, json_int_t id)
     return false;
 }
 
+/* The answer to one output request: the stream's tail, or why not. */
+static json_t *log_answer(ts_agent *a, const ts_desired_log *q)
+{
+    ts_sync_log ans = {.id = q->id};
+    local_task *lt = agent_find(a, q->job, q->rank, -1);
+    long long tail = q->tail > 0 ? q->tail : 65536;
+    bool cut = tail > TS_AGENT_LOG_ANSWER_MAX_BYTES;
+    if (cut)
+        tail = TS_AGENT_LOG_ANSWER_MAX_BYTES;
+    char *text = NULL, note[160];
+    long long size = 0;
+    ts_err e;
+    if (json_array_size(a->log_answers) >= TS_AGENT_LOG_REQUESTS_MAX)
+        ans.error = "too many output requests at once for this node's agent; ask again";
+    else if (!lt || !lt->t)
+        ans.error = "no such task on this node";
+    else if (stream_tail(lt, q->is_stderr, (size_t)tail, &text, &size, &e) != 0)
+        ans.error = e.msg;
+    else {
+        ans.data = text;
+        ans.data_len = strlen(text);
+        ans.has_size = true;
+        ans.size = size;
+        snprintf(note, sizeof note, "cut to its last %lld bytes: an answer carries at most %d "
+                 "bytes of output", tail, TS_AGENT_LOG_ANSWER_MAX_BYTES);
+        ans.note = cut && size > tail ? note : NULL;
+    }
+    json_t *o = ts_sync_log_encode(&ans);
+    free(text);
+    return o;
+}
+
 /* Reads the output the controller asks for (tessera logs); the answers go
  * with the next sync. */
-void agent_answer_logs(ts_agent *a, json_t *reqs)
+void agent_answer_logs(ts_agent *a, const ts_desired *d)
 {
-    size_t i;
-    json_t *q;
-    json_array_foreach(reqs, i, q)
-    {
+    for (int i = 0; i < d->nlogs; i++) {
         if (!a->log_answers)
             a->log_answers = json_array();
-        json_int_t id = json_integer_value(json_object_get(q, "id"));
-        if (answered(a->log_answers, id))
+        if (answered(a->log_answers, d->logs[i].id))
             continue; /* listed again before its answer went: answered once */
-        local_task *lt = agent_find(a, json_integer_value(json_object_get(q, "job")),
-                                       (int)json_integer_value(json_object_get(q, "rank")), -1);
-        const char *stream = json_string_value(json_object_get(q, "stream"));
-        json_int_t tail = json_integer_value(json_object_get(q, "tail"));
-        if (tail <= 0)
-            tail = 65536;
-        bool cut = tail > TS_AGENT_LOG_ANSWER_MAX_BYTES;
-        if (cut)
-            tail = TS_AGENT_LOG_ANSWER_MAX_BYTES;
-        if (json_array_size(a->log_answers) >= TS_AGENT_LOG_REQUESTS_MAX) {
-            json_array_append_new(a->log_answers,
-                                  json_pack("{s:I,s:s}", "id", id, "error",
-                                            "too many output requests at once for this node's "
-                                            "agent; ask again"));
-            continue;
-        }
-        if (!lt || !lt->t) {
-            json_array_append_new(a->log_answers, json_pack("{s:I,s:s}", "id", id, "error",
-                                                            "no such task on this node"));
-            continue;
-        }
-        char *text = NULL;
-        long long size = 0;
-        ts_err e;
-        if (stream_tail(lt, stream && strcmp(stream, "stderr") == 0, (size_t)tail, &text, &size,
-                        &e) != 0)
-            json_array_append_new(a->log_answers,
-                                  json_pack("{s:I,s:s}", "id", id, "error", e.msg));
-        else {
-            json_t *ans = json_pack("{s:I,s:s,s:I}", "id", id, "data", text, "size",
-                                    (json_int_t)size);
-            if (cut && size > tail)
-                json_object_set_new(ans, "note",
-                                    json_sprintf("cut to its last %lld bytes: an answer "
-                                                 "carries at most %d bytes of output",
-                                                 (long long)tail,
-                                                 TS_AGENT_LOG_ANSWER_MAX_BYTES));
-            json_array_append_new(a->log_answers, ans);
-        }
-        free(text);
+        json_array_append_new(a->log_answers, log_answer(a, &d->logs[i]));
     }
 }
 

@@ -29,6 +29,7 @@
 
 #include <jansson.h>
 
+#include "tessera/agent_proto.h"
 #include "tessera/error.h"
 #include "tessera/image_ref.h"
 
@@ -143,13 +144,14 @@ long long agent_image_evict(ts_image_store *st, long long target_bytes);
 /* Bytes the store holds now (blobs + root filesystems). */
 long long agent_image_store_bytes(const ts_image_store *st);
 
-/* The images the store holds now, at most max: [{digest, refs: [the
- * references it was pulled by, ts_image_ref_format's form], bytes: its
- * root's on disk}], for the agent's report (the controller forgets what is
- * gone: docs/images.md "Placement"); owned by the caller; NULL out of
- * memory. Reads the store without its lock: an image being evicted may be
- * listed once more. */
-json_t *agent_image_store_list(const ts_image_store *st, int max);
+/* The images the store holds now, at most max, into a new array *out
+ * (its digest, the references it was pulled by in ts_image_ref_format's
+ * form, its root's bytes on disk), for the agent's report (the controller
+ * forgets what is gone: docs/images.md "Placement"); freed with
+ * agent_image_list_free. Returns how many, -1 out of memory. Reads the
+ * store without its lock: an image being evicted may be listed once more. */
+int agent_image_store_list(const ts_image_store *st, int max, ts_sync_image **out);
+void agent_image_list_free(ts_sync_image *v, int n);
 
 /* ---- the task's bundle (image_bundle.c) ---- */
 

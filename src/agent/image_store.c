@@ -463,30 +463,54 @@ void image_store_note_ref(ts_image_store *st, const char *digest, const char *re
         unlink(tmp);
 }
 
-json_t *agent_image_store_list(const ts_image_store *st, int max)
+void agent_image_list_free(ts_sync_image *v, int n)
+{
+    for (int i = 0; v && i < n; i++) {
+        for (int k = 0; k < v[i].refs.n; k++)
+            free((char *)v[i].refs.v[k]);
+        free(v[i].refs.v);
+        free((char *)v[i].digest);
+    }
+    free(v);
+}
+
+/* Image i of the list: its digest and references, copied. False: out of memory. */
+static bool store_list_one(const ts_image_store *st, const image_entry *im, ts_sync_image *out)
+{
+    char dir[800], digest[80];
+    snprintf(dir, sizeof dir, "%s/images/%s", st->root, im->hex);
+    snprintf(digest, sizeof digest, "sha256:%s", im->hex);
+    char refs[REFS_MAX][REF_LINE_MAX];
+    int nr = read_refs(dir, refs);
+    out->bytes = im->bytes;
+    out->digest = strdup(digest);
+    out->refs.v = nr > 0 ? calloc((size_t)nr, sizeof *out->refs.v) : NULL;
+    if (!out->digest || (nr > 0 && !out->refs.v))
+        return false;
+    for (int k = 0; k < nr; k++)
+        if (!(out->refs.v[out->refs.n++] = strdup(refs[k])))
+            return false;
+    return true;
+}
+
+int agent_image_store_list(const ts_image_store *st, int max, ts_sync_image **out)
 {
     image_entry *im = calloc(IMAGES_MAX, sizeof *im);
-    json_t *out = json_array();
-    if (!im || !out) {
-        free(im);
-        json_decref(out);
-        return NULL;
-    }
+    *out = NULL;
+    if (!im)
+        return -1;
     int n = list_images(st, im, max < IMAGES_MAX ? max : IMAGES_MAX);
-    for (int i = 0; i < n; i++) {
-        char dir[800], digest[80];
-        snprintf(dir, sizeof dir, "%s/images/%s", st->root, im[i].hex);
-        snprintf(digest, sizeof digest, "sha256:%s", im[i].hex);
-        char refs[REFS_MAX][REF_LINE_MAX];
-        int nr = read_refs(dir, refs);
-        json_t *ra = json_array();
-        for (int k = 0; k < nr; k++)
-            json_array_append_new(ra, json_string(refs[k]));
-        json_array_append_new(out, json_pack("{s:s,s:o,s:I}", "digest", digest, "refs", ra,
-                                             "bytes", (json_int_t)im[i].bytes));
-    }
+    ts_sync_image *v = n > 0 ? calloc((size_t)n, sizeof *v) : NULL;
+    bool ok = n <= 0 || v;
+    for (int i = 0; ok && i < n; i++)
+        ok = store_list_one(st, &im[i], &v[i]);
     free(im);
-    return out;
+    if (!ok) {
+        agent_image_list_free(v, n);
+        return -1;
+    }
+    *out = v;
+    return n > 0 ? n : 0;
 }
 
 /* Adds the blob digests a kept image's manifest names to keep (a JSON object used as a set). */

@@ -749,10 +749,10 @@ static bool seen(ts_agent *a, const char *id)
 }
 
 /* What the session needs of its task, taken on the agent's thread. */
-static void sess_prepare(ts_agent *a, sess *s, const json_t *q)
+static void sess_prepare(ts_agent *a, sess *s, const ts_desired_session *q)
 {
-    int64_t job = json_integer_value(json_object_get(q, "job"));
-    int rank = (int)json_integer_value(json_object_get(q, "rank"));
+    int64_t job = q->job;
+    int rank = q->rank;
     local_task *lt = agent_find(a, job, rank, -1); /* the rank's own task */
     if (!lt || !lt->t || (lt->st.phase == TS_TASK_EXITED && s->kind != K_ATTACH)) {
         snprintf(s->error, sizeof s->error, "rank %d of job %lld does not run on this node",
@@ -778,15 +778,12 @@ static void sess_prepare(ts_agent *a, sess *s, const json_t *q)
     }
 }
 
-void agent_sessions(ts_agent *a, json_t *sessions)
+void agent_sessions(ts_agent *a, const ts_desired *d)
 {
-    size_t i;
-    json_t *q;
-    json_array_foreach(sessions, i, q) {
-        const char *id = json_string_value(json_object_get(q, "id"));
-        const char *secret = json_string_value(json_object_get(q, "secret"));
-        const char *kind = json_string_value(json_object_get(q, "kind"));
-        if (!id || !secret || !kind || strlen(id) >= 64 || strlen(secret) >= 128 || seen(a, id))
+    for (int i = 0; i < d->nsessions; i++) {
+        const ts_desired_session *q = &d->sessions[i];
+        const char *id = q->id, *secret = q->secret;
+        if (!id || !secret || strlen(id) >= 64 || strlen(secret) >= 128 || seen(a, id))
             continue;
         sess *s = calloc(1, sizeof *s);
         if (!s)
@@ -796,21 +793,18 @@ void agent_sessions(ts_agent *a, json_t *sessions)
         snprintf(s->ca, sizeof s->ca, "%s", a->cfg.ca_file);
         snprintf(s->id, sizeof s->id, "%s", id);
         snprintf(s->secret, sizeof s->secret, "%s", secret);
-        s->kind = strcmp(kind, "attach") == 0 ? K_ATTACH
-                  : strcmp(kind, "exec") == 0 ? K_EXEC
-                                              : K_FORWARD;
-        s->tty = json_is_true(json_object_get(q, "tty"));
-        s->rows = (int)json_integer_value(json_object_get(q, "rows"));
-        s->cols = (int)json_integer_value(json_object_get(q, "cols"));
-        s->port = (int)json_integer_value(json_object_get(q, "port"));
-        json_t *cmd = json_object_get(q, "command");
+        s->kind = q->kind == TS_SESSION_ATTACH ? K_ATTACH
+                  : q->kind == TS_SESSION_EXEC ? K_EXEC
+                                               : K_FORWARD;
+        s->tty = q->tty;
+        s->rows = q->rows;
+        s->cols = q->cols;
+        s->port = q->port;
         if (s->kind == K_EXEC) {
-            size_t n = json_array_size(cmd);
-            s->argv = calloc(n + 1, sizeof *s->argv);
-            for (size_t k = 0; s->argv && k < n && k < SESSION_ARGS_MAX; k++) {
-                const char *v = json_string_value(json_array_get(cmd, k));
-                s->argv[k] = strdup(v ? v : "");
-            }
+            int n = q->command.n;
+            s->argv = calloc((size_t)n + 1, sizeof *s->argv);
+            for (int k = 0; s->argv && k < n && k < SESSION_ARGS_MAX; k++)
+                s->argv[k] = strdup(q->command.v[k]);
             if (!s->argv || n == 0 || !s->argv[0] || !s->argv[0][0])
                 snprintf(s->error, sizeof s->error, "exec: no command");
         }

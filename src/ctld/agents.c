@@ -117,17 +117,35 @@ bool ctld_has_agent_nodes(const ctld *c)
     return false;
 }
 
-/* The output requests waiting for node n's agent; under its a->mu. */
-static json_t *logs_wanted(const ctld_agent *a)
+/* The output requests not yet answered, into d's logs; under a->mu.
+ * False: out of memory. */
+static bool logs_wanted(const ctld_agent *a, ts_desired *d)
 {
-    json_t *logs = json_array();
+    int n = 0;
+    for (const ctld_logreq *q = a->logreqs; q; q = q->next)
+        n += !q->done;
+    d->present |= TS_DS_BIT(TS_DS_LOGS);
+    d->logs = n > 0 ? calloc((size_t)n, sizeof *d->logs) : NULL;
+    if (n && !d->logs)
+        return false;
     for (const ctld_logreq *q = a->logreqs; q; q = q->next)
         if (!q->done)
-            json_array_append_new(logs, json_pack("{s:I,s:I,s:i,s:s,s:I}", "id", (json_int_t)q->id,
-                                                  "job", (json_int_t)q->job, "rank", q->rank,
-                                                  "stream", q->stream ? "stderr" : "stdout",
-                                                  "tail", (json_int_t)q->tail));
-    return logs;
+            d->logs[d->nlogs++] = (ts_desired_log){.id = q->id, .job = q->job, .rank = q->rank,
+                                                   .is_stderr = q->stream != 0, .tail = q->tail};
+    return true;
+}
+
+/* The answer's members that move under the agent's own lock, set on the
+ * node's published answer: its generation and clock, the output requests,
+ * the sessions. Under a->mu; false: out of memory. */
+static bool answer_now(ctld *c, int n, ctld_agent *a)
+{
+    ts_desired d = {.present = TS_DS_BIT(TS_DS_GEN) | TS_DS_BIT(TS_DS_NOW),
+                    .gen = (int64_t)a->gen,
+                    .now = ctld_now()}; /* its deadlines' clock */
+    bool ok = logs_wanted(a, &d) && ts_desired_encode_into(&d, a->doc) == 0;
+    ts_desired_fini(&d);
+    return ok && ctld_sessions_wanted(c, n, a->doc) == 0;
 }
 
 /* ---- what the agent reports ---------------------------------------------------- */
@@ -136,6 +154,7 @@ static json_t *logs_wanted(const ctld_agent *a)
  * (tessera/agent_proto.h); the reports borrow their strings from doc. */
 typedef struct sync_msg {
     json_t *doc;
+    ts_sync s; /* the body, decoded (its strings borrowed from doc) */
     ts_task_report *tasks;
     size_t ntasks;
     bool has_tasks; /* "tasks" was sent: an empty list says nothing runs */
@@ -404,29 +423,46 @@ static int apply_drain(ctld *c, int n, const char *why, ts_err *err)
 
 /* ---- the endpoints --------------------------------------------------------------- */
 
-static int node_of(ctld *c, const ctld_request *rq, json_t *in, ctld_reply *r)
+int ctld_agent_node(const ctld *c, const ctld_request *rq, const char *name, ctld_reply *r)
 {
-    const char *name = json_string_value(json_object_get(in, "node"));
     int n = name ? ts_cluster_find_node(c->cluster, name) : -1;
-    if (!name) {
+    if (!name)
         ctld_reply_error(r, 400, "invalid", "node: required");
-        return -1;
-    }
-    if (n < 0) {
+    else if (n < 0)
         ctld_reply_error(r, 404, "not_found", "node \"%s\" is not in the cluster", name);
-        return -1;
-    }
-    if (strcmp(rq->who->name, name) != 0) {
+    else if (strcmp(rq->who->name, name) != 0)
         ctld_reply_error(r, 403, "forbidden", "node credential \"%s\" cannot speak for \"%s\"",
                          rq->who->name, name);
-        return -1;
-    }
-    if (c->node_virtual[n]) {
+    else
+        return n;
+    return -1;
+}
+
+static int node_of(ctld *c, const ctld_request *rq, const ts_sync *in, ctld_reply *r)
+{
+    int n = ctld_agent_node(c, rq, in->node, r);
+    if (n >= 0 && c->node_virtual[n]) {
         ctld_reply_error(r, 409, "conflict", "node \"%s\" is virtual in the configuration",
-                         name);
+                         in->node);
         return -1;
     }
     return n;
+}
+
+json_t *ctld_agent_body(const ctld_request *rq, ctld_reply *r)
+{
+    if (rq->who->role != TS_ROLE_NODE) {
+        ctld_reply_error(r, 403, "forbidden", "only a node credential may use %s", rq->url);
+        return NULL;
+    }
+    json_error_t je;
+    json_t *in = json_loadb(rq->body, rq->len, 0, &je);
+    if (!json_is_object(in)) {
+        ctld_reply_error(r, 400, "invalid", "body: not a JSON object (%s)", je.text);
+        json_decref(in);
+        return NULL;
+    }
+    return in;
 }
 
 /* A digest of what in a report can change the controller's state: each
@@ -445,7 +481,6 @@ static uint64_t report_digest(const sync_msg *m)
 {
     uint64_t h = 14695981039346656037ULL;
     char num[96];
-    json_t *in = m->doc;
     size_t i;
     h = fnv(h, m->has_tasks ? "tasks" : "no tasks");
     for (i = 0; i < m->ntasks; i++) {
@@ -456,13 +491,13 @@ static uint64_t report_digest(const sync_msg *m)
         h = fnv(h, ts_report_state_name(tk->state));
         h = fnv(h, ts_report_outcome_name(tk->outcome));
     }
-    json_t *health = json_object_get(in, "health"), *why;
-    h = fnv(h, json_is_object(health) ? "health" : "no health");
+    json_t *health = m->s.health, *why;
+    h = fnv(h, health ? "health" : "no health");
     h = fnv(h, json_string_value(json_object_get(health, "verdict")));
     json_array_foreach(json_object_get(health, "reasons"), i, why)
         h = fnv(h, json_string_value(why));
-    h = fnv(h, json_string_value(json_object_get(in, "drain")));
-    return fnv(h, json_string_value(json_object_get(in, "mig_error")));
+    h = fnv(h, m->s.drain);
+    return fnv(h, m->s.mig_error);
 }
 
 /* The report's readings replace the node's; under a->mu. Only running
@@ -490,22 +525,18 @@ static void keep_readings(ctld_agent *a, const sync_msg *m, double now)
 }
 
 /* The answers to output requests the report carries; under a->mu. */
-static void take_log_answers(ctld_agent *a, json_t *in)
+static void take_log_answers(ctld_agent *a, const ts_sync *in)
 {
-    size_t li;
-    json_t *ans;
-    json_array_foreach(json_object_get(in, "logs"), li, ans)
-    {
-        json_int_t id = json_integer_value(json_object_get(ans, "id"));
+    for (int i = 0; i < in->nlogs; i++) {
+        const ts_sync_log *ans = &in->logs[i];
         for (ctld_logreq *q = a->logreqs; q; q = q->next)
-            if (q->id == id && !q->done) {
+            if (q->id == ans->id && !q->done) {
                 q->done = true;
                 /* its own copy: the reader frees it in another thread
                  * than the one freeing the report; one larger than an
                  * answer may be is dropped (docs/agent-protocol.md) */
-                json_t *data = json_object_get(ans, "data");
-                q->answer = json_string_length(data) <= CTLD_LOG_ANSWER_MAX_BYTES
-                                ? json_deep_copy(ans)
+                q->answer = ans->data_len <= CTLD_LOG_ANSWER_MAX_BYTES
+                                ? ts_sync_log_encode(ans)
                                 : json_pack("{s:s}", "error", "the agent's answer was larger "
                                             "than the agent protocol allows; dropped");
                 pthread_cond_signal(&q->cv);
@@ -531,7 +562,7 @@ static int apply_sync(ctld *c, int n, bool reg, const sync_msg *m, uint64_t dige
                       uint64_t seq, double now, ctld_reply *r)
 {
     ctld_agent *a = &c->agents[n];
-    json_t *in = m->doc;
+    const ts_sync *in = &m->s;
     pthread_mutex_lock(&c->mu);
     ctld_commit_wait(c);
     if (seq > 0 && !reg && seq <= a->applied_seq) {
@@ -550,7 +581,7 @@ static int apply_sync(ctld *c, int n, bool reg, const sync_msg *m, uint64_t dige
     pthread_mutex_unlock(&a->mu);
     if (reg) {
         json_decref(a->discovery);
-        a->discovery = json_incref(json_object_get(in, "discovery"));
+        a->discovery = json_incref(in->discovery);
         bool was = a->registered;
         pthread_mutex_lock(&a->mu);
         a->registered = true;
@@ -567,10 +598,10 @@ static int apply_sync(ctld *c, int n, bool reg, const sync_msg *m, uint64_t dige
     ts_err err;
     int wrc = 0;
     bool whole = !reg;
-    if (json_is_object(json_object_get(in, "health")))
-        wrc = apply_health(c, n, json_object_get(in, "health"), now, &err);
-    if (wrc == 0 && json_is_string(json_object_get(in, "drain")))
-        wrc = apply_drain(c, n, json_string_value(json_object_get(in, "drain")), &err);
+    if (in->health)
+        wrc = apply_health(c, n, in->health, now, &err);
+    if (wrc == 0 && in->drain)
+        wrc = apply_drain(c, n, in->drain, &err);
     if (wrc == 0 && m->has_tasks)
         wrc = apply_reports(c, n, m, now, &whole, &err);
     if (wrc != 0) {
@@ -579,8 +610,7 @@ static int apply_sync(ctld *c, int n, bool reg, const sync_msg *m, uint64_t dige
         ctld_reply_error(r, 503, "unavailable", "%s", err.msg);
         return -1;
     }
-    const char *mig_error = json_string_value(json_object_get(in, "mig_error"));
-    snprintf(a->mig_error, sizeof a->mig_error, "%s", mig_error ? mig_error : "");
+    snprintf(a->mig_error, sizeof a->mig_error, "%s", in->mig_error ? in->mig_error : "");
     pthread_mutex_lock(&a->mu);
     /* every change of a job on the node moves gen, and so does undoing a
      * report whose write failed; a newer report applied while this one's
@@ -595,6 +625,51 @@ static int apply_sync(ctld *c, int n, bool reg, const sync_msg *m, uint64_t dige
     return 0;
 }
 
+/* Says what of node n's sync was left out, at most once a minute a node. */
+static void say_refused(ctld *c, int n, const char *what, const char *why)
+{
+    ctld_agent *a = &c->agents[n];
+    double now = ctld_now();
+    pthread_mutex_lock(&a->mu);
+    bool say = now - a->refused_said_s >= 60.0;
+    if (say)
+        a->refused_said_s = now;
+    pthread_mutex_unlock(&a->mu);
+    if (say)
+        fprintf(stderr, "tesserad: node %s: %s: %s\n", c->cluster->nodes[n].name, what, why);
+}
+
+/* Decodes a register or sync body (tessera/agent_proto.h) into m->s. A
+ * member outside the protocol is left out and the rest decoded again, as a
+ * task report is (a newer agent's value must not keep a node's reports out
+ * until it is declared lost); *left holds the first such error. False,
+ * with r answered, for a "node" or "tasks" outside it (400: nothing can be
+ * applied without them) or out of memory. */
+static bool decode_body(sync_msg *m, ts_err *left, ctld_reply *r)
+{
+    ts_err err;
+    for (int tries = 0; tries <= TS_SY_NFIELDS; tries++) {
+        int rc = ts_sync_decode(m->doc, &m->s, &err);
+        if (rc == 0) {
+            m->has_tasks = m->s.present & TS_SY_BIT(TS_SY_TASKS);
+            return true;
+        }
+        /* the member is the error's path up to its first '.', '[' or ':' */
+        size_t len = strcspn(err.msg, ".[:");
+        char key[32];
+        snprintf(key, sizeof key, "%.*s", (int)(len < sizeof key ? len : sizeof key - 1),
+                 err.msg);
+        if (rc != TS_EINVAL || !strcmp(key, "node") || !strcmp(key, "tasks") ||
+            json_object_del(m->doc, key) != 0)
+            break;
+        if (!left->msg[0])
+            *left = err;
+    }
+    ctld_reply_error(r, err.code == TS_ENOMEM ? 503 : 400,
+                     err.code == TS_ENOMEM ? "unavailable" : "invalid", "%s", err.msg);
+    return false;
+}
+
 /* Decodes the body's task reports into m; false with r answered (400
  * naming the field) when one is not what the protocol allows. */
 /* Decodes a sync's task reports. A report outside the protocol is left
@@ -607,11 +682,7 @@ static int apply_sync(ctld *c, int n, bool reg, const sync_msg *m, uint64_t dige
  * not a list, or out of memory. */
 static bool decode_sync(ctld *c, int n, sync_msg *m, ctld_reply *r)
 {
-    const json_t *tasks = json_object_get(m->doc, "tasks");
-    if (tasks && !json_is_array(tasks)) {
-        ctld_reply_error(r, 400, "invalid", "tasks: must be an array");
-        return false;
-    }
+    const json_t *tasks = m->s.tasks;
     size_t len = json_array_size(tasks), refused = 0;
     m->tasks = len ? calloc(len, sizeof *m->tasks) : NULL;
     if (len && !m->tasks) {
@@ -630,17 +701,10 @@ static bool decode_sync(ctld *c, int n, sync_msg *m, ctld_reply *r)
     }
     if (refused > 0) {
         __atomic_fetch_add(&c->m.agent_reports_refused, refused, __ATOMIC_RELAXED);
-        ctld_agent *a = &c->agents[n];
-        double now = ctld_now();
-        pthread_mutex_lock(&a->mu);
-        bool say = now - a->refused_said_s >= 60.0;
-        if (say)
-            a->refused_said_s = now;
-        pthread_mutex_unlock(&a->mu);
-        if (say)
-            fprintf(stderr, "tesserad: node %s: %zu task report(s) outside the agent protocol "
-                            "left out (the rest of its sync applied): %s\n",
-                    c->cluster->nodes[n].name, refused, first.msg);
+        char what[160];
+        snprintf(what, sizeof what, "%zu task report(s) outside the agent protocol left out "
+                 "(the rest of its sync applied)", refused);
+        say_refused(c, n, what, first.msg);
     }
     return true;
 }
@@ -648,6 +712,7 @@ static bool decode_sync(ctld *c, int n, sync_msg *m, ctld_reply *r)
 static void sync_msg_fini(sync_msg *m)
 {
     free(m->tasks);
+    ts_sync_fini(&m->s);
     json_decref(m->doc);
 }
 
@@ -676,40 +741,38 @@ static bool publish_desired(ctld *c, int n)
 
 void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
-    if (rq->who->role != TS_ROLE_NODE) {
-        ctld_reply_error(r, 403, "forbidden", "only a node credential may use %s", rq->url);
-        return;
-    }
-    if (strcmp(rq->method, "POST") != 0) {
+    if (rq->who->role == TS_ROLE_NODE && strcmp(rq->method, "POST") != 0) {
         ctld_reply_error(r, 405, "method_not_allowed", "%s %s", rq->method, rq->url);
         return;
     }
-    json_error_t je;
-    json_t *in = json_loadb(rq->body, rq->len, 0, &je);
-    if (!json_is_object(in)) {
-        ctld_reply_error(r, 400, "invalid", "body: not a JSON object (%s)", je.text);
-        json_decref(in);
+    json_t *in = ctld_agent_body(rq, r);
+    if (!in)
         return;
-    }
     bool reg = strcmp(rq->url, "/v1/agent/register") == 0;
     if (!reg && strcmp(rq->url, "/v1/agent/sync") != 0) {
         ctld_reply_error(r, 404, "not_found", "%s %s: no such endpoint", rq->method, rq->url);
         json_decref(in);
         return;
     }
-    int n = node_of(c, rq, in, r); /* the cluster's nodes are fixed: no lock */
-    sync_msg m = {.doc = in, .has_tasks = json_object_get(in, "tasks") != NULL};
-    if (n < 0 || !decode_sync(c, n, &m, r)) {
+    sync_msg m = {.doc = in};
+    ts_err left = {0};
+    if (!decode_body(&m, &left, r)) {
         json_decref(in);
+        return;
+    }
+    int n = node_of(c, rq, &m.s, r); /* the cluster's nodes are fixed: no lock */
+    if (n >= 0 && left.msg[0])
+        say_refused(c, n, "a member of its sync outside the agent protocol left out (the rest "
+                          "applied)", left.msg);
+    if (n < 0 || !decode_sync(c, n, &m, r)) {
+        sync_msg_fini(&m);
         return;
     }
     ctld_agent *a = &c->agents[n];
     double now = ctld_now();
     uint64_t digest = report_digest(&m);
-    json_t *seqj = json_object_get(in, "seq");
-    uint64_t seq = json_is_integer(seqj) && json_integer_value(seqj) > 0
-                       ? (uint64_t)json_integer_value(seqj)
-                       : 0; /* an agent that does not number its reports */
+    /* 0: an agent that does not number its reports */
+    uint64_t seq = m.s.present & TS_SY_BIT(TS_SY_SEQ) ? (uint64_t)m.s.seq : 0;
     /* the agent's own bookkeeping, under its own lock */
     pthread_mutex_lock(&a->mu);
     a->last_seen_s = now;
@@ -725,19 +788,17 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
     if ((known || reg) && !stale) {
         keep_readings(a, &m, now);
         int64_t ready = 0;
-        size_t pi;
-        json_t *pe;
-        json_array_foreach(json_object_get(in, "prefetch"), pi, pe)
-            if (!ready && json_is_string(json_object_get(pe, "state")) &&
-                !strcmp(json_string_value(json_object_get(pe, "state")), "ready"))
-                ready = json_integer_value(json_object_get(pe, "job"));
+        for (int i = 0; !ready && i < m.s.nprefetch; i++)
+            if (m.s.prefetch[i].state == TS_PREFETCH_READY)
+                ready = m.s.prefetch[i].job;
         __atomic_store_n(&a->prefetch_ready, ready, __ATOMIC_RELAXED);
     }
     if (known || reg) /* answers, however late, are answers */
-        take_log_answers(a, in);
+        take_log_answers(a, &m.s);
     pthread_mutex_unlock(&a->mu);
-    if ((known || reg) && !stale) /* before the tasks' notes below, which may add pulls */
-        ctld_imgloc_store(c, n, json_object_get(in, "images"));
+    /* before the tasks' notes below, which may add pulls; no list: as last listed */
+    if ((known || reg) && !stale && (m.s.present & TS_SY_BIT(TS_SY_IMAGES)))
+        ctld_imgloc_store(c, n, m.s.images, m.s.nimages);
     if (!reg && !known) {
         sync_msg_fini(&m);
         reply_register_first(r);
@@ -748,14 +809,13 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
         return;
     }
     __atomic_fetch_add(&c->m.agent_syncs[same], 1, __ATOMIC_RELAXED);
-    json_int_t seen = json_integer_value(json_object_get(in, "gen"));
+    int64_t seen = m.s.gen;
     /* long-poll: wait for the node's desired state to move */
     double wait = CTLD_SYNC_WAIT_S < c->cfg.node_lost_s / 2 ? CTLD_SYNC_WAIT_S
                                                             : c->cfg.node_lost_s / 2;
     /* an agent with tasks to watch asks for shorter waits */
-    json_t *ws = json_object_get(in, "wait_s");
-    if (json_is_number(ws) && json_number_value(ws) >= 0 && json_number_value(ws) < wait)
-        wait = json_number_value(ws);
+    if ((m.s.present & TS_SY_BIT(TS_SY_WAIT_S)) && m.s.wait_s < wait)
+        wait = m.s.wait_s;
     sync_msg_fini(&m);
     double until = now + wait;
     pthread_mutex_lock(&a->mu);
@@ -768,13 +828,16 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
         ctld_reply_error(r, 503, "unavailable", "out of memory");
         return;
     }
-    json_object_set_new(a->doc, "gen", json_integer((json_int_t)a->gen));
-    json_object_set_new(a->doc, "now", json_real(ctld_now())); /* its deadlines' clock */
-    json_object_set_new(a->doc, "logs", logs_wanted(a));
-    json_object_set_new(a->doc, "sessions", ctld_sessions_wanted(c, n));
+    if (!answer_now(c, n, a)) {
+        ctld_sessions_forget(a->doc);
+        pthread_mutex_unlock(&a->mu);
+        ctld_reply_error(r, 503, "unavailable", "out of memory");
+        return;
+    }
     r->status = 200;
     r->content_type = "application/json";
     r->body = json_dumps(a->doc, JSON_COMPACT);
+    ctld_sessions_forget(a->doc); /* the sessions' secrets stay in the answer sent only */
     pthread_mutex_unlock(&a->mu);
 }
 

@@ -312,62 +312,81 @@ static void job_tasks(const ctld *c, const cjob *j, int n, json_t *tasks)
         free(dts);
 }
 
-/* The nodes' underlay addresses as a JSON list (a new reference). */
-static json_t *peers_json(const ctld *c)
+/* The layout of every MIG GPU of node nd: the agent makes NVML match it.
+ * The layouts point into the node's GPUs. False: out of memory. */
+static bool mig_layouts(const ts_node *nd, ts_desired *d)
 {
-    const char **v = malloc(sizeof *v * (size_t)(c->cluster->nnodes + 1));
-    json_t *a = v ? json_array() : NULL;
-    for (int i = 0, n = a ? ctld_net_peers(c, v) : 0; i < n; i++)
-        json_array_append_new(a, json_string(v[i]));
-    free(v);
-    return a;
+    d->mig = nd->ngpu > 0 ? calloc((size_t)nd->ngpu, sizeof *d->mig) : NULL;
+    if (nd->ngpu && !d->mig)
+        return false;
+    for (int g = 0; g < nd->ngpu; g++) {
+        const ts_gpu *gp = &nd->gpu[g];
+        if (gp->mode != TS_GPU_MIG)
+            continue;
+        ts_desired_mig *m = &d->mig[d->nmig++];
+        m->gpu = g;
+        m->layout = gp->mig.n > 0 ? calloc((size_t)gp->mig.n, sizeof *m->layout) : NULL;
+        if (gp->mig.n && !m->layout)
+            return false;
+        for (int k = 0; k < gp->mig.n; k++)
+            m->layout[m->nlayout++] = (ts_desired_mig_slot){gp->mig.inst[k].profile_id,
+                                                            gp->mig.inst[k].start};
+    }
+    return true;
+}
+
+/* The reserved job's image, fetched ahead at a low rate (docs/images.md):
+ * a share of the node's link when the cluster file gives its bandwidth,
+ * else the agent's own default rate. False: out of memory. */
+static bool prefetch_of(const ctld *c, int n, ts_desired *d)
+{
+    const cjob *pj = c->prefetch_job ? ctld_job_find((ctld *)c, c->prefetch_job) : NULL;
+    if (!pj || !pj->spec || !pj->spec->image)
+        return true;
+    int64_t rate = c->cluster->nodes[n].net_mbit * 1000000 / 8 * PREFETCH_LINK_SHARE_PCT / 100;
+    for (int i = 0; i < c->nprefetch_nodes; i++)
+        if (c->prefetch_nodes[i] == n) {
+            d->prefetch = calloc(1, sizeof *d->prefetch);
+            if (!d->prefetch)
+                return false;
+            d->prefetch[0] = (ts_desired_prefetch){pj->row.id, pj->spec->image,
+                                                   rate > 0 ? rate : 0};
+            d->nprefetch = 1;
+            d->present |= TS_DS_BIT(TS_DS_PREFETCH);
+            return true; /* one image: the reserved job's */
+        }
+    return true;
 }
 
 /* What should run on node n, without the parts that change under the
- * agent's own lock ("gen", "logs": added when answering). Under c->mu
- * (a cycle that plans meanwhile leaves the live node alone). */
+ * agent's own lock ("gen", "now", "logs", "sessions": added when
+ * answering). Under c->mu (a cycle that plans meanwhile leaves the live
+ * node alone). */
 json_t *ctld_agent_desired(const ctld *c, int n)
 {
     json_t *tasks = json_array();
     const ctld_node_jobs *nj = &c->node_jobs[n]; /* not every job: only the node's */
-    for (int i = 0; i < nj->n; i++) {
+    for (int i = 0; tasks && i < nj->n; i++) {
         const cjob *j = nj->v[i];
         if (!j->allocs || (j->row.state != TS_JOB_RUNNING && j->row.state != TS_JOB_STOPPING))
             continue;
         job_tasks(c, j, n, tasks);
     }
-    /* the MIG layout of every MIG GPU: the agent makes NVML match it */
-    json_t *mig = json_array();
-    const ts_node *nd = &c->cluster->nodes[n];
-    for (int g = 0; g < nd->ngpu; g++) {
-        const ts_gpu *gp = &nd->gpu[g];
-        if (gp->mode != TS_GPU_MIG)
-            continue;
-        json_t *layout = json_array();
-        for (int k = 0; k < gp->mig.n; k++)
-            json_array_append_new(layout, json_pack("{s:i,s:i}", "profile",
-                                                    gp->mig.inst[k].profile_id, "start",
-                                                    gp->mig.inst[k].start));
-        json_array_append_new(mig, json_pack("{s:i,s:o}", "gpu", g, "layout", layout));
+    ts_desired d = {.present = TS_DS_BIT(TS_DS_DRAINED) | TS_DS_BIT(TS_DS_LOST_AFTER_S) |
+                               TS_DS_BIT(TS_DS_TASKS) | TS_DS_BIT(TS_DS_MIG),
+                    .drained = !ts_sched_node_schedulable(c->sched, n),
+                    .lost_after_s = c->cfg.node_lost_s,
+                    .tasks = tasks};
+    bool ok = tasks && mig_layouts(&c->cluster->nodes[n], &d) && prefetch_of(c, n, &d);
+    if (ok && c->cfg.net_isolation) { /* the tenants' VXLANs flood to these */
+        d.net_peers.v = malloc(sizeof *d.net_peers.v * (size_t)(c->cluster->nnodes + 1));
+        d.net_peers.n = d.net_peers.v ? ctld_net_peers(c, d.net_peers.v) : 0;
+        d.present |= TS_DS_BIT(TS_DS_NET_PEERS) | TS_DS_BIT(TS_DS_NET_SERVICES) |
+                     TS_DS_BIT(TS_DS_NET_TENANT_SERVICES);
+        ok = d.net_peers.v && ctld_net_services(c, &d) == 0;
     }
-    json_t *doc = json_pack("{s:b,s:f,s:o,s:o}", "drained", !ts_sched_node_schedulable(c->sched, n),
-                            "lost_after_s", c->cfg.node_lost_s, "tasks", tasks, "mig", mig);
-    /* the reserved job's image, fetched ahead at a low rate (docs/images.md):
-     * a share of the node's link when the cluster file gives its bandwidth,
-     * else the agent's own default rate */
-    const cjob *pj = c->prefetch_job ? ctld_job_find((ctld *)c, c->prefetch_job) : NULL;
-    json_int_t rate = (json_int_t)(nd->net_mbit * 1000000 / 8 * PREFETCH_LINK_SHARE_PCT / 100);
-    for (int i = 0; doc && pj && pj->spec && pj->spec->image && i < c->nprefetch_nodes; i++)
-        if (c->prefetch_nodes[i] == n) {
-            json_t *pf = json_pack("{s:I,s:s}", "job", (json_int_t)pj->row.id, "image",
-                                   pj->spec->image);
-            if (pf && rate > 0)
-                json_object_set_new(pf, "rate_bytes_s", json_integer(rate));
-            json_object_set_new(doc, "prefetch", json_pack("[o]", pf));
-        }
-    if (doc && c->cfg.net_isolation) { /* the tenants' VXLANs flood to these */
-        json_object_set_new(doc, "net_peers", peers_json(c));
-        ctld_net_services(c, doc);
-    }
+    json_t *doc = ok ? ts_desired_encode(&d) : NULL;
+    json_decref(tasks);
+    ts_desired_fini(&d);
     return doc;
 }

@@ -66,9 +66,13 @@ typedef struct ctld_request {
 void ctld_session_open(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_reply *r);
 /* POST /v1/agent/stream/{name}: a node's agent opens its side of a session. */
 void ctld_session_agent(ctld *c, const ctld_request *rq, ctld_reply *r);
-/* The sessions waiting for node n's agent, for its desired state; under
- * its a->mu (takes the sessions' own lock inside it). */
-json_t *ctld_sessions_wanted(ctld *c, int n);
+/* Sets doc's "sessions": those waiting for node n's agent, for its
+ * desired state; under its a->mu (takes the sessions' own lock inside
+ * it). 0, -1 out of memory. */
+int ctld_sessions_wanted(ctld *c, int n, json_t *doc);
+/* Wipes the sessions' secrets in doc (explicit_bzero) and takes its
+ * "sessions" out, once the answer carrying them is written. */
+void ctld_sessions_forget(json_t *doc);
 /* From the HTTP server's polling thread: the connection of tag became a
  * raw stream (fd; extra: bytes already read past the request). */
 struct MHD_UpgradeResponseHandle;
@@ -149,6 +153,14 @@ TS_MUST_CHECK int ctld_array_cancel(ctld *c, int64_t array, int span, int *cance
                                     ts_err *err);
 /* The agent endpoints (/v1/agent/register, /v1/agent/sync), agents.c. */
 void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *out);
+/* What every route a node's agent calls begins with (agents.c): the body
+ * rq carries as a JSON object, from a node credential only; NULL with r
+ * answered (403, 400 naming why). */
+json_t *ctld_agent_body(const ctld_request *rq, ctld_reply *r);
+/* The node the body names (name), checked against the caller's
+ * credential; -1 with r answered (400 none, 404 not in the cluster, 403
+ * another node's). */
+int ctld_agent_node(const ctld *c, const ctld_request *rq, const char *name, ctld_reply *r);
 void ctld_reply_json(ctld_reply *r, int status, json_t *doc); /* steals doc */
 void ctld_reply_error(ctld_reply *r, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -170,10 +170,19 @@ void ctld_imgloc_note(ctld *c, int node, const char *spec_ref, int64_t done, int
     pthread_mutex_unlock(&L->mu);
 }
 
-void ctld_imgloc_store(ctld *c, int node, const json_t *images)
+/* Whether image im lists reference ref. */
+static bool image_lists(const ts_sync_image *im, const char *ref)
+{
+    for (int r = 0; r < im->refs.n; r++)
+        if (strcmp(im->refs.v[r], ref) == 0)
+            return true;
+    return false;
+}
+
+void ctld_imgloc_store(ctld *c, int node, const ts_sync_image *images, int nimages)
 {
     struct ctld_imgloc *L = c->imgloc;
-    if (!L || node < 0 || node >= L->nnodes || !json_is_array(images))
+    if (!L || node < 0 || node >= L->nnodes)
         return;
     pthread_mutex_lock(&L->mu);
     L->listed[node] = 1;
@@ -182,24 +191,16 @@ void ctld_imgloc_store(ctld *c, int node, const json_t *images)
         if (!e->ref[0] || !e->held[node])
             continue;
         bool listed = false;
-        size_t k, r;
-        const json_t *im, *ref;
-        json_array_foreach(images, k, im) {
-            json_array_foreach(json_object_get(im, "refs"), r, ref)
-                listed = listed || (json_is_string(ref) && !strcmp(json_string_value(ref), e->ref));
-            if (listed)
-                break;
-        }
+        for (int k = 0; k < nimages && !listed; k++)
+            listed = image_lists(&images[k], e->ref);
         if (!listed)
             e->held[node] = 0;
     }
-    size_t k, r;
-    const json_t *im, *ref;
-    json_array_foreach(images, k, im) {
-        json_array_foreach(json_object_get(im, "refs"), r, ref) {
+    for (int k = 0; k < nimages; k++)
+        for (int r = 0; r < images[k].refs.n; r++) {
+            const char *ref = images[k].refs.v[r];
             char canon[TS_IMAGE_REF_MAX];
-            if (!json_is_string(ref) || !canonical(json_string_value(ref), canon) ||
-                strcmp(canon, json_string_value(ref)) != 0)
+            if (!canonical(ref, canon) || strcmp(canon, ref) != 0)
                 continue; /* not in the agent's one form: not a name we note by */
             loc_image *e = find(L, canon, true);
             if (!e)
@@ -207,7 +208,6 @@ void ctld_imgloc_store(ctld *c, int node, const json_t *images)
             e->held[node] = INT64_MAX;
             e->used = ++L->notes;
         }
-    }
     pthread_mutex_unlock(&L->mu);
 }
 

@@ -233,9 +233,10 @@ void ctld_net_unbind(cjob *j);
  * (room for c->cluster->nnodes), borrowed from the agents' discovery (valid
  * under mu); how many. */
 int ctld_net_peers(const ctld *c, const char **out);
-/* Sets doc's "net_services" (every tenant's, strings) and
- * "net_tenant_services" ({vni, to} of those only some tenants may reach). */
-void ctld_net_services(const ctld *c, json_t *doc);
+/* Fills d's net_services (every tenant's) and net_tenant_services (those
+ * only some tenants may reach), borrowed from the configuration; the lists
+ * are freed with ts_desired_fini. Under mu. 0, -1 out of memory. */
+int ctld_net_services(const ctld *c, ts_desired *d);
 /* a task's "net" and its overlay master_addr, when the cluster isolates, and
  * its tenant's "ib_pkey" (host-network tasks too) with network.ib_partitions,
  * into the desired task dt (its strings in dt's arena) */

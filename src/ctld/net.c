@@ -340,23 +340,30 @@ static bool name_listed(const char *names, const char *name)
     return false;
 }
 
-void ctld_net_services(const ctld *c, json_t *doc)
+int ctld_net_services(const ctld *c, ts_desired *d)
 {
-    json_t *all = json_array(), *some = json_array();
-    for (int i = 0; i < c->cfg.nnet_services; i++) {
+    int ns = c->cfg.nnet_services, some = 0;
+    for (int i = 0; i < ns; i++)
+        for (int k = 0; c->cfg.net_service_tenants[i][0] && k < c->nnet_tenants; k++)
+            some += name_listed(c->cfg.net_service_tenants[i], c->net_tenants[k].name);
+    d->net_services.v = ns > 0 ? calloc((size_t)ns, sizeof *d->net_services.v) : NULL;
+    d->net_tenant_services =
+        some > 0 ? calloc((size_t)some, sizeof *d->net_tenant_services) : NULL;
+    if ((ns && !d->net_services.v) || (some && !d->net_tenant_services))
+        return -1;
+    for (int i = 0; i < ns; i++) {
         const char *names = c->cfg.net_service_tenants[i];
         if (!names[0]) {
-            json_array_append_new(all, json_string(c->cfg.net_services[i]));
+            d->net_services.v[d->net_services.n++] = c->cfg.net_services[i];
             continue;
         }
         for (int k = 0; k < c->nnet_tenants; k++) /* a tenant with no ordinal has no task */
             if (name_listed(names, c->net_tenants[k].name))
-                json_array_append_new(some, json_pack("{s:i,s:s}", "vni",
-                                                      c->net_vni_base + c->net_tenants[k].ordinal,
-                                                      "to", c->cfg.net_services[i]));
+                d->net_tenant_services[d->nnet_tenant_services++] =
+                    (ts_desired_tenant_service){c->net_vni_base + c->net_tenants[k].ordinal,
+                                                c->cfg.net_services[i]};
     }
-    json_object_set_new(doc, "net_services", all);
-    json_object_set_new(doc, "net_tenant_services", some);
+    return 0;
 }
 
 /* A tenant's ordinal, if it has had one since tesserad started (-1). */

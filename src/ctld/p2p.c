@@ -398,29 +398,14 @@ static json_t *answer(const ctld *c, struct ctld_p2p *T, p2p_blob *b, int n, int
 void ctld_p2p_route(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     struct ctld_p2p *T = c->p2p;
-    if (rq->who->role != TS_ROLE_NODE) {
-        ctld_reply_error(r, 403, "forbidden", "only a node credential may use %s", rq->url);
+    json_t *in = ctld_agent_body(rq, r);
+    if (!in)
         return;
-    }
-    json_error_t je;
-    json_t *in = json_loadb(rq->body, rq->len, 0, &je);
-    if (!json_is_object(in)) {
-        ctld_reply_error(r, 400, "invalid", "body: not a JSON object (%s)", je.text);
-        json_decref(in);
-        return;
-    }
     const char *name = json_string_value(json_object_get(in, "node"));
-    int n = name ? ts_cluster_find_node(c->cluster, name) : -1;
+    int n = ctld_agent_node(c, rq, name, r);
     const char *url, *digest, *have;
     long long size;
-    if (!name) {
-        ctld_reply_error(r, 400, "invalid", "node: required");
-    } else if (n < 0 || n >= T->nnodes) {
-        ctld_reply_error(r, 404, "not_found", "node \"%s\" is not in the cluster", name);
-    } else if (strcmp(rq->who->name, name) != 0) {
-        ctld_reply_error(r, 403, "forbidden", "node credential \"%s\" cannot speak for \"%s\"",
-                         rq->who->name, name);
-    } else if (parse(in, &url, &digest, &size, &have, r)) {
+    if (n >= 0 && parse(in, &url, &digest, &size, &have, r)) { /* T's nodes: the cluster's */
         double now = ctld_now();
         long long expiry = (long long)time(NULL) + TOKEN_S;
         pthread_mutex_lock(&T->mu);

@@ -70,7 +70,8 @@ typedef struct session {
     char secret[2 * SESSION_SECRET_BYTES + 1];
     int node;
     char tenant[TS_SPEC_NAME_MAX];
-    json_t *want;           /* what the agent is told (desired state "sessions") */
+    json_t *req;            /* the checked request: ask's command strings */
+    ts_desired_session ask; /* what the agent is told (desired state "sessions") */
     bool claimed;           /* the agent's side was answered: no longer wanted */
     side s[2];
     double created_s;
@@ -165,20 +166,78 @@ int ctld_sessions_count(ctld *c)
     return n;
 }
 
-json_t *ctld_sessions_wanted(ctld *c, int n)
+int ctld_sessions_wanted(ctld *c, int n, json_t *doc)
 {
     ctld_sessions *S = c->sessions;
-    json_t *a = json_array();
+    ts_desired d = {.present = TS_DS_BIT(TS_DS_SESSIONS)};
     if (!S)
-        return a;
+        return ts_desired_encode_into(&d, doc);
     pthread_mutex_lock(&S->mu);
-    for (int i = 0; i < SESSIONS_MAX; i++) {
+    int k = 0;
+    for (int i = 0; i < SESSIONS_MAX; i++)
+        k += S->slot[i].used && !S->slot[i].claimed && S->slot[i].node == n && S->slot[i].req;
+    /* the structs borrow the sessions' strings: encoded before the lock goes */
+    d.sessions = k > 0 ? calloc((size_t)k, sizeof *d.sessions) : NULL;
+    for (int i = 0; d.sessions && i < SESSIONS_MAX; i++) {
         const session *s = &S->slot[i];
-        if (s->used && !s->claimed && s->node == n && s->want)
-            json_array_append(a, s->want);
+        if (s->used && !s->claimed && s->node == n && s->req)
+            d.sessions[d.nsessions++] = s->ask;
     }
+    int rc = k && !d.sessions ? -1 : ts_desired_encode_into(&d, doc);
     pthread_mutex_unlock(&S->mu);
-    return a;
+    free(d.sessions); /* not ts_desired_fini: the commands are the sessions' */
+    return rc;
+}
+
+void ctld_sessions_forget(json_t *doc)
+{
+    size_t i;
+    json_t *q;
+    json_array_foreach(json_object_get(doc, "sessions"), i, q)
+    {
+        json_t *secret = json_object_get(q, "secret");
+        if (json_is_string(secret)) /* jansson's own copy of the value */
+            explicit_bzero((char *)json_string_value(secret), json_string_length(secret));
+    }
+    json_object_del(doc, "sessions");
+}
+
+/* The session's ask from its checked request (borrowing req's command and
+ * the session's id and secret); false: out of memory. */
+static bool session_ask_of(session *s, json_t *req, int64_t job)
+{
+    const char *kind = json_string_value(json_object_get(req, "kind"));
+    const json_t *cmd = json_object_get(req, "command");
+    s->ask = (ts_desired_session){
+        .kind = strcmp(kind, "attach") == 0 ? TS_SESSION_ATTACH
+                : strcmp(kind, "exec") == 0 ? TS_SESSION_EXEC
+                                            : TS_SESSION_FORWARD,
+        .rank = (int32_t)json_integer_value(json_object_get(req, "rank")),
+        .tty = json_is_true(json_object_get(req, "tty")),
+        .has_command = cmd != NULL,
+        .port = (int32_t)json_integer_value(json_object_get(req, "port")),
+        .rows = (int32_t)json_integer_value(json_object_get(req, "rows")),
+        .cols = (int32_t)json_integer_value(json_object_get(req, "cols")),
+        .job = job,
+        .id = s->id,
+        .secret = s->secret};
+    size_t n = json_array_size(cmd);
+    s->ask.command.v = n ? calloc(n, sizeof *s->ask.command.v) : NULL;
+    if (n && !s->ask.command.v)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        s->ask.command.v[s->ask.command.n++] = json_string_value(json_array_get(cmd, i));
+    s->req = req;
+    return true;
+}
+
+/* Lets go of the session's request and ask. */
+static void session_ask_free(session *s)
+{
+    free(s->ask.command.v);
+    memset(&s->ask, 0, sizeof s->ask);
+    json_decref(s->req);
+    s->req = NULL;
 }
 
 /* The node's agent learns of a new session with its next answer. */
@@ -378,8 +437,7 @@ static void *relay_main(void *arg)
         free(s->s[k].extra);
         s->s[k] = (side){.fd = -1};
     }
-    json_decref(s->want);
-    s->want = NULL;
+    session_ask_free(s);
     s->used = false;
     s->gen++;
     S->nthreads--;
@@ -529,7 +587,6 @@ void ctld_session_open(ctld *c, const ctld_request *rq, const ts_job_row *row, c
         return;
     }
     pthread_mutex_unlock(&c->mu);
-    json_object_set_new(want, "job", json_integer((json_int_t)row->id));
     pthread_mutex_lock(&S->mu);
     int free_slot = -1, of_tenant = 0;
     for (int i = 0; i < SESSIONS_MAX; i++) {
@@ -560,10 +617,9 @@ void ctld_session_open(ctld *c, const ctld_request *rq, const ts_job_row *row, c
     s->s[0] = (side){.fd = -1};
     s->s[1] = (side){.fd = -1};
     s->created_s = ctld_now();
-    json_object_set_new(want, "id", json_string(s->id));
-    json_object_set_new(want, "secret", json_string(s->secret));
-    s->want = want;
-    relay_arg *ra = malloc(sizeof *ra);
+    relay_arg *ra = session_ask_of(s, want, row->id) ? malloc(sizeof *ra) : NULL;
+    if (!s->req)
+        json_decref(want);
     pthread_t th;
     pthread_attr_t at;
     pthread_attr_init(&at);
@@ -573,8 +629,7 @@ void ctld_session_open(ctld *c, const ctld_request *rq, const ts_job_row *row, c
     if (!ra || pthread_create(&th, &at, relay_main, ra) != 0) {
         pthread_attr_destroy(&at);
         free(ra);
-        json_decref(s->want);
-        s->want = NULL;
+        session_ask_free(s);
         s->used = false;
         s->gen++;
         pthread_mutex_unlock(&S->mu);

@@ -159,6 +159,22 @@ try:
     st, d = call("POST", "/v1/agent/register", tok["r-2"],
                  {"node": "r-2", "discovery": {"gpus": 4}, "tasks": []})
     gens["r-2"] = d["gen"]
+    # a member of a sync body outside the protocol is left out, the rest
+    # applied (tessera/agent_proto.h ts_sync); a "tasks" that is no list is 400
+    st, d = call("POST", "/v1/agent/sync", tok["r-2"],
+                 {"node": "r-2", "gen": gens["r-2"], "tasks": [], "wait_s": 0,
+                  "prefetch": [{"job": 1, "state": "paused"}],
+                  "health": {"verdict": "degraded", "reasons": ["xid 79"]}})
+    check(st == 200 and call("GET", "/v1/nodes/r-2", admin)[1]["node"]["health"]["state"]
+          == "degraded", f"a body member outside the protocol is left out, the rest applied ({st})")
+    check("node r-2: a member of its sync outside the agent protocol left out (the rest "
+          "applied): prefetch[0].state: must be one of fetching, ready, failed"
+          in open(os.path.join(TMP, "log")).read(), "tesserad's log names the member left out")
+    st, _ = call("POST", "/v1/agent/sync", tok["r-2"], {"node": "r-2", "gen": 0, "tasks": {}})
+    check(st == 400, f"a tasks that is not a list: 400 ({st})")
+    call("POST", "/v1/agent/sync", tok["r-2"], {"node": "r-2", "gen": gens["r-2"], "tasks": [],
+                                                "wait_s": 0,
+                                                "health": {"verdict": "healthy", "reasons": []}})
     st, d = call("POST", "/v1/jobs", tok["alice"], spec("team-a", "gang", count=2, tier="opportunistic"))
     gang = d["jobs"][0]["id"]
     wait_for(lambda: any(t["job"] == gang for t in sync("r-1")[1]["tasks"]), "gang rank on r-1")

@@ -1,0 +1,252 @@
+/*
+ * proto_table.c - the one decode loop and the one encode loop of the agent
+ * protocol's member tables (proto_table.h), and the lists they share. The
+ * documents (desired_task.c, desired.c) hold only their tables and the
+ * members no kind fits.
+ */
+#include "proto/proto_table.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "proto/proto_fields.h"
+
+void proto_path(char *buf, size_t len, const char *where, const char *key)
+{
+    snprintf(buf, len, "%s%s%s", where ? where : "", where && *where ? "." : "", key);
+}
+
+/* ---- lists ------------------------------------------------------------------------ */
+
+int proto_strv_decode(const json_t *v, const char *path, ts_strv *out, ts_err *err)
+{
+    if (!json_is_array(v))
+        return ts_err_set(err, TS_EINVAL, "%s: must be a list of strings", path);
+    size_t n = json_array_size(v);
+    out->v = n ? calloc(n, sizeof *out->v) : NULL;
+    if (n && !out->v)
+        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
+    for (size_t i = 0; i < n; i++)
+        if (!(out->v[i] = json_string_value(json_array_get(v, i))))
+            return ts_err_set(err, TS_EINVAL, "%s[%zu]: must be a string", path, i);
+    out->n = (int)n;
+    return 0;
+}
+
+json_t *proto_strv_encode(const ts_strv *s)
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < s->n; i++)
+        if (json_array_append_new(a, json_string(s->v[i])) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+int proto_intv_decode(const json_t *v, const char *path, int64_t lo, int64_t hi, ts_intv *out,
+                      ts_err *err)
+{
+    if (!json_is_array(v))
+        return ts_err_set(err, TS_EINVAL, "%s: must be a list of integers", path);
+    size_t n = json_array_size(v);
+    out->v = n ? calloc(n, sizeof *out->v) : NULL;
+    if (n && !out->v)
+        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *x = json_array_get(v, i);
+        if (!json_is_integer(x) || json_integer_value(x) < lo || json_integer_value(x) > hi)
+            return ts_err_set(err, TS_EINVAL, "%s[%zu]: must be an integer%s", path, i,
+                              lo == 0 ? " >= 0" : "");
+        out->v[i] = json_integer_value(x);
+    }
+    out->n = (int)n;
+    return 0;
+}
+
+json_t *proto_intv_encode(const ts_intv *s)
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < s->n; i++)
+        if (json_array_append_new(a, json_integer(s->v[i])) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+int proto_objv_decode(const json_t *v, const char *path, size_t size, void **out, int *n,
+                      int (*one)(const json_t *item, const char *path, void *slot, ts_err *err),
+                      ts_err *err)
+{
+    if (!json_is_array(v))
+        return ts_err_set(err, TS_EINVAL, "%s: must be a list", path);
+    size_t len = json_array_size(v);
+    *out = len ? calloc(len, size) : NULL;
+    if (len && !*out)
+        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
+    *n = (int)len;
+    for (size_t i = 0; i < len; i++) {
+        char sub[192];
+        snprintf(sub, sizeof sub, "%s[%zu]", path, i);
+        const json_t *item = json_array_get(v, i);
+        if (!json_is_object(item))
+            return ts_err_set(err, TS_EINVAL, "%s: must be an object", sub);
+        int rc = one(item, sub, (char *)*out + i * size, err);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+json_t *proto_objv_encode(const void *v, int n, size_t size, json_t *(*one)(const void *slot))
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++)
+        if (json_array_append_new(a, one((const char *)v + (size_t)i * size)) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* ---- the loops -------------------------------------------------------------------- */
+
+static int proto_decode_one(const json_t *o, const char *where, const proto_field *f,
+                            void *base, ts_err *err)
+{
+    const json_t *v = json_object_get(o, f->name);
+    char path[160];
+    proto_path(path, sizeof path, where, f->name);
+    void *p = (char *)base + f->off;
+    int64_t x = 0;
+    bool seen;
+    int rc;
+    switch (f->kind) {
+    case PK_I64:
+        return proto_int(o, where, f->name, f->lo, f->hi, (int64_t *)p, NULL, err);
+    case PK_I32:
+        rc = proto_int(o, where, f->name, f->lo, f->hi, &x, NULL, err);
+        *(int32_t *)p = (int32_t)x;
+        return rc;
+    case PK_NUM:
+        return proto_num(o, where, f->name, -INFINITY, INFINITY, (double *)p, NULL, err);
+    case PK_NUM0:
+        return proto_num(o, where, f->name, 0, INFINITY, (double *)p, NULL, err);
+    case PK_POS:
+        return proto_pos(o, where, f->name, (double *)p, &seen, err);
+    case PK_STR_NULL:
+        if (json_is_null(v))
+            return 0;
+        /* fall through */
+    case PK_STR:
+        return proto_str(o, where, f->name, (const char **)p, err);
+    case PK_BOOL:
+        if (!json_is_boolean(v))
+            return ts_err_set(err, TS_EINVAL, "%s: must be true or false", path);
+        *(bool *)p = json_is_true(v);
+        return 0;
+    case PK_TRUE:
+        return proto_true(o, where, f->name, (bool *)p, err);
+    case PK_INTV:
+        return proto_intv_decode(v, path, f->lo, f->hi, (ts_intv *)p, err);
+    case PK_STRV:
+        return proto_strv_decode(v, path, (ts_strv *)p, err);
+    case PK_OBJ:
+        return f->decode(v, path, base, err);
+    case PK_LIST:
+        return proto_objv_decode(v, path, f->item_size, (void **)p,
+                                 (int *)((char *)base + f->count_off), f->item_decode, err);
+    case PK_DOC:
+        if (f->lo && json_is_null(v))
+            return 0;
+        if (!json_is_object(v))
+            return ts_err_set(err, TS_EINVAL, "%s: must be an object%s", path,
+                              f->lo ? " or null" : "");
+        *(json_t **)p = (json_t *)v; /* borrowed */
+        return 0;
+    case PK_DOCS:
+        if (!json_is_array(v))
+            return ts_err_set(err, TS_EINVAL, "%s: must be an array", path);
+        *(json_t **)p = (json_t *)v;
+        return 0;
+    }
+    return 0;
+}
+
+static json_t *proto_encode_one(const void *base, const proto_field *f)
+{
+    const void *p = (const char *)base + f->off;
+    switch (f->kind) {
+    case PK_I64:
+        return json_integer(*(const int64_t *)p);
+    case PK_I32:
+        return json_integer(*(const int32_t *)p);
+    case PK_NUM:
+    case PK_NUM0:
+    case PK_POS:
+        return json_real(*(const double *)p);
+    case PK_STR_NULL:
+        if (!*(const char *const *)p)
+            return json_null();
+        /* fall through */
+    case PK_STR:
+        return json_string(*(const char *const *)p ? *(const char *const *)p : "");
+    case PK_BOOL:
+        return json_boolean(*(const bool *)p);
+    case PK_TRUE:
+        return json_true();
+    case PK_INTV:
+        return proto_intv_encode((const ts_intv *)p);
+    case PK_STRV:
+        return proto_strv_encode((const ts_strv *)p);
+    case PK_OBJ:
+        return f->encode(base);
+    case PK_LIST:
+        return proto_objv_encode(*(void *const *)p, *(const int *)((const char *)base + f->count_off),
+                                 f->item_size, f->item_encode);
+    case PK_DOC:
+        return *(json_t *const *)p ? json_incref(*(json_t *const *)p)
+                                   : f->lo ? json_null() : json_object();
+    case PK_DOCS:
+        return *(json_t *const *)p ? json_incref(*(json_t *const *)p) : json_array();
+    }
+    return NULL;
+}
+
+int proto_table_decode(const json_t *o, const char *where, const proto_field *f, int n,
+                       void *base, uint64_t *present, ts_err *err)
+{
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        if (!json_object_get(o, f[i].name))
+            continue;
+        *present |= 1ULL << i;
+        rc = proto_decode_one(o, where, &f[i], base, err);
+    }
+    return rc;
+}
+
+int proto_table_encode(json_t *o, const proto_field *f, int n, const void *base,
+                       uint64_t present)
+{
+    for (int i = 0; i < n; i++) {
+        if (!(present & (1ULL << i)))
+            continue;
+        json_t *v = proto_encode_one(base, &f[i]);
+        if (!v || json_object_set_new(o, f[i].name, v) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+json_t *proto_table_new(const proto_field *f, int n, const void *base, uint64_t present)
+{
+    json_t *o = json_object();
+    if (o && proto_table_encode(o, f, n, base, present) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}

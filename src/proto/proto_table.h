@@ -1,0 +1,93 @@
+/*
+ * proto_table.h - the member tables the agent protocol's documents are
+ * described with (src/proto). A document is a C struct and a table with
+ * one line a member: its wire name, its kind, where it lives in the struct
+ * (offsetof) and its range. One loop decodes a document and one encodes
+ * it, so a member is described once, for both directions, and a
+ * document's `present` mask (bit i: line i is carried) makes a decode
+ * followed by an encode give the same members in the same order back.
+ * Members no kind fits (an object, a list of objects, a value that may be
+ * null) name their own decode and encode. Private to src/proto.
+ */
+#ifndef PROTO_TABLE_H
+#define PROTO_TABLE_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/agent_proto.h"
+
+typedef enum {
+    PK_I64,      /* int64_t in lo..hi */
+    PK_I32,      /* int32_t in lo..hi */
+    PK_NUM,      /* double, any finite */
+    PK_NUM0,     /* double >= 0 */
+    PK_POS,      /* double > 0 */
+    PK_STR,      /* const char * */
+    PK_STR_NULL, /* const char *, or null (NULL) */
+    PK_BOOL,     /* bool */
+    PK_TRUE,     /* bool, `"const": true` */
+    PK_INTV,     /* ts_intv of integers in lo..hi */
+    PK_STRV,     /* ts_strv */
+    PK_OBJ,      /* its own decode and encode */
+    PK_LIST,     /* a list of objects: item pointer at off, its int count at count_off */
+    PK_DOC,      /* json_t *, a document carried whole: an object (lo 1: or null) */
+    PK_DOCS,     /* json_t *, a list carried whole (each item decoded on its own) */
+} proto_kind;
+
+typedef struct proto_field {
+    const char *name;
+    proto_kind kind;
+    size_t off;
+    int64_t lo, hi;
+    /* PK_OBJ: v is the member (never NULL), path "<where>.<name>", base the struct */
+    int (*decode)(const json_t *v, const char *path, void *base, ts_err *err);
+    json_t *(*encode)(const void *base); /* a new reference; NULL: out of memory */
+    /* PK_LIST: each item (an object) into a slot of item_size bytes */
+    size_t count_off, item_size;
+    int (*item_decode)(const json_t *item, const char *path, void *slot, ts_err *err);
+    json_t *(*item_encode)(const void *slot);
+} proto_field;
+
+/* A PK_LIST line's kind and place: member m (items) and its count c of
+ * struct T, items decoded by one_decode and encoded by one_encode. */
+#define PROTO_LIST(T, m, c, one)                                                              \
+    PK_LIST, offsetof(T, m), 0, 0, NULL, NULL, offsetof(T, c), sizeof *((T *)0)->m,          \
+        one##_decode, one##_encode
+
+/* Decodes each of the n members o carries into base, setting bit i of
+ * *present for line i. Returns 0, or the first member's error. */
+int proto_table_decode(const json_t *o, const char *where, const proto_field *f, int n,
+                       void *base, uint64_t *present, ts_err *err);
+
+/* A new object of each line whose bit is in present (proto_table_encode);
+ * NULL when out of memory. */
+json_t *proto_table_new(const proto_field *f, int n, const void *base, uint64_t present);
+
+/* Sets o's member of each line whose bit is in present (replacing one o
+ * already has, in its place); -1 when out of memory. */
+int proto_table_encode(json_t *o, const proto_field *f, int n, const void *base,
+                       uint64_t present);
+
+/* "<where>.<key>", or "<key>" with no where. */
+void proto_path(char *buf, size_t len, const char *where, const char *key);
+
+/* Lists: decoded into a new array (freed with free(); strings borrowed from
+ * v), encoded as a new JSON array. */
+int proto_strv_decode(const json_t *v, const char *path, ts_strv *out, ts_err *err);
+json_t *proto_strv_encode(const ts_strv *s);
+int proto_intv_decode(const json_t *v, const char *path, int64_t lo, int64_t hi, ts_intv *out,
+                      ts_err *err);
+json_t *proto_intv_encode(const ts_intv *s);
+
+/* A list of objects: each item (an object, else refused) decoded by one()
+ * into slot i of a new array of `size`-byte items (*out, *n). */
+int proto_objv_decode(const json_t *v, const char *path, size_t size, void **out, int *n,
+                      int (*one)(const json_t *item, const char *path, void *slot, ts_err *err),
+                      ts_err *err);
+
+/* A list of n objects, item i encoded by one(slot i); NULL when out of memory. */
+json_t *proto_objv_encode(const void *v, int n, size_t size, json_t *(*one)(const void *slot));
+
+#endif
