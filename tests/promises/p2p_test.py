@@ -68,7 +68,8 @@ def node_token(c, name):
 def pull(c, node, store, ref, linger=0.0, env=None, port=None):
     """A P2P pull as node, started (a Popen whose stdout is the JSON)."""
     args = [c.bins["agent"], "image-pull", "--store", store, "--plain-http",
-            "--p2p-listen", f"127.0.0.1:{port or free_port()}", "--controller", c.url, "--node", node,
+            "--p2p-listen", f"127.0.0.1:{port or free_port()}", "--controller", c.url,
+            "--node", node,
             "--token-file", node_token(c, node), "--linger", str(linger), ref]
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, **(env or {})))
