@@ -19,8 +19,9 @@ counter) as a multiple of the image's size, bytes from peers; the plain pull
 at the sizes of BASELINE (the same run; others: N x 3.2 s, the line-rate
 model, marked so); then the faults at FAULT_N nodes: a peer killed
 mid-transfer, the same peer started first and killed as it fetches from
-the registry (it holds a grant of the tracker then), a peer serving corrupt
-pieces, the registry restarted mid-transfer, each with the bytes refetched
+the registry (it holds a grant of the tracker then), a peer powered off
+mid-transfer (frozen with SIGSTOP and every packet of its namespace dropped
+by nft: its askers' SYNs go unanswered), a peer serving corrupt pieces, the registry restarted mid-transfer, each with the bytes refetched
 and every rank's root checked. Per N, the median node's CPU-seconds are
 split into the fetch (until its last blob was verified), the rest (the
 unpack and mkfs.erofs) and user space (the rest is the kernel's).
@@ -29,7 +30,8 @@ Everything it makes is named p2p*: namespaces p2p-hub, p2p-reg, p2p-n<i>;
 bridge p2pbr; veths p2pv*/p2pr*; addresses 10.197.0.0/16. Removed at exit.
 
 usage: image_p2p.py BUILD_DIR [--nodes 8,16,32,64] [--baseline 8,16]
-                   [--fault-n 8] [--faults killed,killed-origin,corrupt,registry]
+                   [--fault-n 8]
+                   [--faults killed,killed-origin,poweroff,corrupt,registry]
                    [--json OUT]
 With P2P_TRACE=1 each run's per-node stderr is kept in /tmp/p2p-trace-N-MODE
 (a fault's in /tmp/p2p-trace-N-fault-WORDS, with t0: the ranks' start on
@@ -59,6 +61,9 @@ REG_ADDR, HOST_ADDR = "10.197.0.2", "10.197.0.1"
 REG_PORT, PEER_PORT = 5000, 7070
 RUN_TIMEOUT_S = 300
 KILL_LEAD_S = 0.5   # killed-origin: the doomed peer starts this much before the ranks
+POWER_OFF_RULES = ("table inet p2poff {\n"
+                   " chain in { type filter hook input priority -10; policy drop; }\n"
+                   " chain out { type filter hook output priority -10; policy drop; }\n}\n")
 
 
 def sh(*a, check=True, timeout=60):
@@ -308,8 +313,9 @@ def main():
     ap.add_argument("--nodes", default="8,16,32,64")
     ap.add_argument("--baseline", default="8,16")
     ap.add_argument("--fault-n", type=int, default=8)
-    ap.add_argument("--faults", default="killed,killed-origin,corrupt,registry",
-                    help="which faults run, of killed, killed-origin, corrupt, registry")
+    ap.add_argument("--faults", default="killed,killed-origin,poweroff,corrupt,registry",
+                    help="which faults run, of killed, killed-origin, poweroff, corrupt, "
+                    "registry")
     ap.add_argument("--json")
     a = ap.parse_args()
     sizes = [int(x) for x in a.nodes.split(",") if x]
@@ -435,6 +441,15 @@ def main():
             def kill_peer(procs):
                 time.sleep(LINE_S / 2)
                 procs[n].send_signal(signal.SIGKILL)
+            def power_off(procs):
+                # a node that vanishes: frozen, and every packet to or from
+                # its namespace dropped (no RST: its askers' SYNs go
+                # unanswered, as a busy node's do)
+                time.sleep(LINE_S / 2)
+                procs[n].send_signal(signal.SIGSTOP)
+                subprocess.run(["ip", "netns", "exec", ns_of(n), "nft", "-f", "-"],
+                               input=POWER_OFF_RULES, capture_output=True, text=True,
+                               timeout=30)
             faults = a.faults.split(",")
             if "killed" in faults:
                 fault("a peer killed mid-transfer", {n: {}}, kill_peer)
@@ -444,6 +459,12 @@ def main():
                 # the piece waits for the tracker to free it
                 fault("a peer killed as it fetches from the registry", {n: {}}, kill_peer,
                       lead_s=KILL_LEAD_S)
+            if "poweroff" in faults:
+                try:
+                    fault("a peer powered off mid-transfer", {n: {}}, power_off)
+                finally:
+                    sh("ip", "netns", "exec", ns_of(n), "nft", "delete", "table", "inet",
+                       "p2poff", check=False)
             if "corrupt" in faults:
                 fault("a peer serving corrupt pieces", {n: {"TESSERA_AGENT_P2P_FAULTS": "corrupt"}})
             if "registry" in faults:

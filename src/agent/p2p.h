@@ -22,7 +22,10 @@
  * listener of its own (p2p_serve.c) to peers that present a token the
  * tracker issued to them for that blob (HMAC-SHA256 under a key the
  * tracker hands to the nodes, binding the asking node, the blob and an
- * expiry).
+ * expiry). While the tracker names it as a holder, an agent tells it every
+ * second that it still serves (p2p_tracker.c): a node that powers off is
+ * left out within seconds, where its askers, whose SYNs it drops as a busy
+ * node's link does, took 30 s each to give up on it.
  *
  * Ownership: agent_p2p_start allocates, agent_p2p_stop frees (after every fetch
  * using it returned). Thread-safe: fetches run on the image pulls' threads

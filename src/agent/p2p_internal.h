@@ -1,8 +1,8 @@
 /*
- * p2p_internal.h - what p2p_serve.c (the listener, the object) and
- * p2p_fetch.c (the fetches) share: the object and the table of blobs being
- * fetched now, whose verified pieces are served from the fetch's own file.
- * Everything here is under p->mu.
+ * p2p_internal.h - what p2p_serve.c (the listener, the object), the
+ * fetches (p2p_fetch.h) and the beats (p2p_tracker.c) share: the object
+ * and the table of blobs being fetched now, whose verified pieces are
+ * served from the fetch's own file. Everything here is under p->mu.
  */
 #ifndef TS_AGENT_P2P_INTERNAL_H
 #define TS_AGENT_P2P_INTERNAL_H
@@ -39,6 +39,18 @@ struct ts_p2p {
     p2p_active active[P2P_ACTIVE_MAX];
     long long served_bytes, refused;
     int uploads;                      /* pieces being sent now (atomic) */
+    /* the beats to the tracker while this node serves (p2p_tracker.c) */
+    pthread_t beat_thread;
+    pthread_cond_t beat_cv;           /* on CLOCK_MONOTONIC; signalled to stop */
+    bool beat_started, beat_stop;
+    bool beat_holder;                 /* the tracker's last word: it names this node */
+    bool beat_due;                    /* an announce since the last beat */
 };
+
+/* p2p_tracker.c: the thread that tells the tracker this node still serves
+ * (started by agent_p2p_start, stopped by agent_p2p_stop); false: no
+ * thread (out of resources; the askers' reports remain) */
+bool agent_p2p_beats_start(ts_p2p *p);
+void agent_p2p_beats_stop(ts_p2p *p);
 
 #endif

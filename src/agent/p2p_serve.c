@@ -302,6 +302,7 @@ int agent_p2p_start(const ts_p2p_config *cfg, ts_p2p **out, ts_err *err)
         inet_ntop(AF_INET, &sa.sin_addr, addr, sizeof addr);
         snprintf(p->url, sizeof p->url, "http://%s:%u", addr, info ? info->port : 0);
     }
+    agent_p2p_beats_start(p);
     *out = p;
     return 0;
 }
@@ -310,6 +311,7 @@ void agent_p2p_stop(ts_p2p *p)
 {
     if (!p)
         return;
+    agent_p2p_beats_stop(p); /* silent now: the tracker stops naming it in seconds */
     MHD_stop_daemon(p->httpd);
     for (int i = 0; i < P2P_ACTIVE_MAX; i++) {
         if (p->active[i].digest[0]) {

@@ -244,7 +244,8 @@ int ctld_bootstrap_admin(ctld *c, ts_err *err);
  * WAL, SHM, admin token) 0600 whatever they were (auth.c). */
 int ctld_state_secure(const ctld_config *cfg, ts_err *err);
 
-/* POST /v1/agent/p2p (p2p.c). */
+/* POST /v1/agent/p2p and /v1/agent/p2p/live (p2p.c). */
 void ctld_p2p_route(ctld *c, const ctld_request *rq, ctld_reply *r);
+void ctld_p2p_live_route(ctld *c, const ctld_request *rq, ctld_reply *r);
 
 #endif

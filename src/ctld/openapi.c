@@ -356,6 +356,13 @@ static const struct {
      "\"hashes\":{\"type\":\"array\"},\"grant\":{\"type\":\"integer\"},\"token\":{"
      "\"type\":\"string\"},\"key\":{\"type\":\"string\"},\"granted\":{\"type\":"
      "\"array\",\"items\":{\"type\":\"object\"}}}}"},
+    {"P2PLive",
+     "{\"type\":\"object\",\"description\":\"docs/images.md Peer-to-peer: a node "
+     "serving pieces is alive\",\"required\":[\"node\",\"url\"],\"properties\":{"
+     "\"node\":{\"type\":\"string\"},\"url\":{\"type\":\"string\"}}}"},
+    {"P2PLiveAnswer",
+     "{\"type\":\"object\",\"required\":[\"holder\",\"every_ms\"],\"properties\":{"
+     "\"holder\":{\"type\":\"boolean\"},\"every_ms\":{\"type\":\"integer\"}}}"},
     {"OpenAPI",
      "{\"type\":\"object\",\"required\":[\"openapi\",\"paths\"]}"},
     {"Text",

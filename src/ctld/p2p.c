@@ -21,6 +21,16 @@
  * no piece to serve (granted), which waiting nodes probe: nobody else would
  * find such a node dead.
  *
+ * POST /v1/agent/p2p/live: a node that holds pieces the tracker knows of
+ * says every LIVE_EVERY_MS that it still serves (its fetches' announces
+ * count as well). A node that beats and has gone silent for LIVE_S is not
+ * named, its pieces count as held by nobody and its grants are free, until
+ * it speaks again: a powered-off node drops its askers' SYNs without an
+ * answer, which looks like a busy node to each of them (20 silent connects,
+ * 30 s, before one reports it); its silence here is found in seconds and
+ * for every node at once. A node that never beat (an agent from before the
+ * beats) is judged as before, by its askers' reports.
+ *
  * The table lives in memory only (a restarted controller learns it again
  * from the next announcements): at most BLOBS_MAX blobs, the least
  * recently announced one forgotten first, under its own mutex, never held
@@ -56,6 +66,12 @@
 #define KEY_BYTES 32
 #define PEERS_ANSWER_MAX 48
 #define URL_MAX 256
+/* A node beats this often while it holds pieces the tracker knows of, and
+ * is taken for gone after LIVE_S without a word: two beats lost or late
+ * (a full shaped link delays them; a loaded tracker answers late) are not
+ * yet a death */
+#define LIVE_EVERY_MS 1000
+#define LIVE_S 3.0
 
 typedef struct p2p_blob {
     char digest[TS_IMAGE_DIGEST_MAX]; /* "": a free slot */
@@ -73,6 +89,8 @@ struct ctld_p2p {
     pthread_mutex_t mu;
     int nnodes;
     char (*url)[URL_MAX];      /* per node, as last announced */
+    double *seen_s;            /* per node: its last announce or beat */
+    bool *beats;               /* per node: it beats (judged by its silence) */
     p2p_blob blobs[BLOBS_MAX];
     unsigned char key[KEY_BYTES];
     char key_hex[2 * KEY_BYTES + 1];
@@ -84,9 +102,15 @@ int ctld_p2p_open(ctld *c)
     if (!T)
         return TS_ENOMEM;
     T->nnodes = c->cluster->nnodes;
-    T->url = calloc((size_t)(T->nnodes > 0 ? T->nnodes : 1), sizeof *T->url);
-    if (!T->url || gnutls_rnd(GNUTLS_RND_KEY, T->key, sizeof T->key) != 0) {
+    size_t nn = (size_t)(T->nnodes > 0 ? T->nnodes : 1);
+    T->url = calloc(nn, sizeof *T->url);
+    T->seen_s = calloc(nn, sizeof *T->seen_s);
+    T->beats = calloc(nn, sizeof *T->beats);
+    if (!T->url || !T->seen_s || !T->beats ||
+        gnutls_rnd(GNUTLS_RND_KEY, T->key, sizeof T->key) != 0) {
         free(T->url);
+        free(T->seen_s);
+        free(T->beats);
         free(T);
         return TS_ENOMEM;
     }
@@ -122,6 +146,8 @@ void ctld_p2p_close(ctld *c)
     pthread_mutex_destroy(&T->mu);
     explicit_bzero(T->key, sizeof T->key);
     free(T->url);
+    free(T->seen_s);
+    free(T->beats);
     free(T);
     c->p2p = NULL;
 }
@@ -163,12 +189,24 @@ static p2p_blob *blob_get(struct ctld_p2p *T, const char *digest, long long size
     return lru;
 }
 
+/* Node q may be named: it beats and has not gone silent (or never beat). */
+static bool live(const struct ctld_p2p *T, int q, double now)
+{
+    return !T->beats[q] || now - T->seen_s[q] <= LIVE_S;
+}
+
 static bool held_by_any(const struct ctld_p2p *T, const p2p_blob *b, int i, double now)
 {
     for (int n = 0; n < T->nnodes; n++)
-        if (b->have[n] && b->have[n][i] && b->banned_until[n] <= now)
+        if (b->have[n] && b->have[n][i] && b->banned_until[n] <= now && live(T, n, now))
             return true;
     return false;
+}
+
+/* Piece i's grant holds: its node asked within CLAIM_S and is not silent. */
+static bool claimed(const struct ctld_p2p *T, const p2p_blob *b, int i, double now)
+{
+    return b->claim_node[i] >= 0 && b->claim_until[i] > now && live(T, b->claim_node[i], now);
 }
 
 /* A piece for node n to take from the registry, or -1: its claims on
@@ -196,14 +234,14 @@ static int grant(struct ctld_p2p *T, p2p_blob *b, int n, const uint8_t *fetching
         return -1;
     int out = 0; /* other nodes' live claims */
     for (int i = 0; i < b->npieces; i++)
-        out += b->claim_node[i] >= 0 && b->claim_until[i] > now && !held_by_any(T, b, i, now);
+        out += claimed(T, b, i, now) && !held_by_any(T, b, i, now);
     if (out >= REGISTRY_STREAMS_PER_BLOB)
         return -1;
     for (int k = 0; k < b->npieces; k++) {
         int i = (n + k) % b->npieces; /* nodes start at different pieces */
         if (b->have[n][i] || held_by_any(T, b, i, now))
             continue;
-        if (b->claim_node[i] >= 0 && b->claim_until[i] > now)
+        if (claimed(T, b, i, now))
             continue;
         b->claim_node[i] = n;
         b->claim_until[i] = now + CLAIM_S;
@@ -339,12 +377,13 @@ static void take_reports(const ctld *c, struct ctld_p2p *T, p2p_blob *b, int n, 
 static json_t *answer(const ctld *c, struct ctld_p2p *T, p2p_blob *b, int n, int g,
                       const char *caller, long long expiry)
 {
+    double now = b->used_s;
     json_t *peers = json_array(), *hashes = json_array();
     int listed = 0;
     for (int k = 1; k < T->nnodes && listed < PEERS_ANSWER_MAX; k++) {
         int q = (n + k) % T->nnodes; /* each node sees the peers from its own place on */
         const uint8_t *hv = b->have[q];
-        if (!hv || b->banned_until[q] > b->used_s || !T->url[q][0])
+        if (!hv || b->banned_until[q] > now || !T->url[q][0] || !live(T, q, now))
             continue;
         bool useful = false;
         for (int i = 0; i < b->npieces && !useful; i++)
@@ -372,10 +411,10 @@ static json_t *answer(const ctld *c, struct ctld_p2p *T, p2p_blob *b, int n, int
     for (int q = 0; q < T->nnodes; q++) {
         bool claims = false, holds = false;
         for (int i = 0; i < b->npieces && !claims; i++)
-            claims = b->claim_node[i] == q && b->claim_until[i] > b->used_s && !b->have[n][i];
+            claims = b->claim_node[i] == q && claimed(T, b, i, now) && !b->have[n][i];
         for (int i = 0; claims && b->have[q] && i < b->npieces && !holds; i++)
             holds = b->have[q][i];
-        if (claims && !holds && q != n && T->url[q][0] && b->banned_until[q] <= b->used_s)
+        if (claims && !holds && q != n && T->url[q][0] && b->banned_until[q] <= now)
             json_array_append_new(granted, json_pack("{s:s,s:s}", "node",
                                                      c->cluster->nodes[q].name, "url",
                                                      T->url[q]));
@@ -395,17 +434,66 @@ static json_t *answer(const ctld *c, struct ctld_p2p *T, p2p_blob *b, int n, int
                      T->key_hex, "granted", granted);
 }
 
+/* The body, when it is an object naming the caller's own node of the
+ * cluster (*n); NULL after an error answer. */
+static json_t *caller_body(const ctld *c, const ctld_request *rq, ctld_reply *r, int *n)
+{
+    json_t *in = ctld_agent_body(rq, r); /* a node credential's JSON object */
+    if (!in)
+        return NULL;
+    *n = ctld_agent_node(c, rq, json_string_value(json_object_get(in, "node")), r);
+    if (*n >= 0) /* the tracker's nodes are the cluster's */
+        return in;
+    json_decref(in);
+    return NULL;
+}
+
+/* POST /v1/agent/p2p/live: the node still serves. The answer says whether
+ * it holds pieces the tracker knows of (holder: go on beating every
+ * every_ms; false: its silence would change nothing, so it may stop until
+ * its next fetch). */
+void ctld_p2p_live_route(ctld *c, const ctld_request *rq, ctld_reply *r)
+{
+    struct ctld_p2p *T = c->p2p;
+    int n;
+    json_t *in = caller_body(c, rq, r, &n);
+    if (!in)
+        return;
+    json_t *u = json_object_get(in, "url");
+    if (!json_is_string(u) || strncmp(json_string_value(u), "http", 4) != 0 ||
+        strlen(json_string_value(u)) >= URL_MAX) {
+        ctld_reply_error(r, 400, "invalid", "url: an http(s) URL of at most %d bytes is "
+                         "required", URL_MAX - 1);
+        json_decref(in);
+        return;
+    }
+    bool holder = false;
+    pthread_mutex_lock(&T->mu);
+    T->seen_s[n] = ctld_now();
+    T->beats[n] = true;
+    snprintf(T->url[n], sizeof T->url[n], "%s", json_string_value(u));
+    for (int k = 0; k < BLOBS_MAX && !holder; k++) {
+        const p2p_blob *b = &T->blobs[k];
+        for (int i = 0; b->digest[0] && b->have[n] && i < b->npieces && !holder; i++)
+            holder = b->have[n][i];
+    }
+    pthread_mutex_unlock(&T->mu);
+    json_decref(in);
+    ctld_reply_json(r, 200, json_pack("{s:b,s:i}", "holder", holder, "every_ms",
+                                      LIVE_EVERY_MS));
+}
+
 void ctld_p2p_route(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     struct ctld_p2p *T = c->p2p;
-    json_t *in = ctld_agent_body(rq, r);
+    int n;
+    json_t *in = caller_body(c, rq, r, &n);
     if (!in)
         return;
     const char *name = json_string_value(json_object_get(in, "node"));
-    int n = ctld_agent_node(c, rq, name, r);
     const char *url, *digest, *have;
     long long size;
-    if (n >= 0 && parse(in, &url, &digest, &size, &have, r)) { /* T's nodes: the cluster's */
+    if (parse(in, &url, &digest, &size, &have, r)) {
         double now = ctld_now();
         long long expiry = (long long)time(NULL) + TOKEN_S;
         pthread_mutex_lock(&T->mu);
@@ -422,6 +510,7 @@ void ctld_p2p_route(ctld *c, const ctld_request *rq, ctld_reply *r)
             b->have[n] = calloc((size_t)b->npieces, 1);
         if (b && b->have[n]) {
             b->used_s = now;
+            T->seen_s[n] = now;
             snprintf(T->url[n], sizeof T->url[n], "%s", url);
             bool none = true;
             for (int i = 0; i < b->npieces; i++) {

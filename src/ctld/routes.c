@@ -632,6 +632,10 @@ static const ctld_route_def ROUTES[] = {
      "hold which pieces, the pieces' hashes, a token for its peers and perhaps a piece to take "
      "from the registry (docs/images.md \"Peer-to-peer\")", "P2PAnnounce", 200, "P2PAnswer",
      "409 503"},
+    {"POST", "/v1/agent/p2p/live", ctld_p2p_live_route, CTLD_ROLES_NODE, "agentP2PLive",
+     "A node agent holding pieces of image blobs says, every second, that it still serves: "
+     "the tracker stops naming a node that went silent (docs/images.md \"Peer-to-peer\")",
+     "P2PLive", 200, "P2PLiveAnswer", "503"},
     {"GET", "/healthz", NULL, CTLD_ROLES_PUBLIC, "healthz", "Liveness", NULL, 200, "Text", ""},
     {"GET", "/readyz", NULL, CTLD_ROLES_PUBLIC, "readyz",
      "Readiness: store open and scheduler running (503 while starting)", NULL, 200, "Text",

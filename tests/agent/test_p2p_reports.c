@@ -1,19 +1,19 @@
 /*
  * test_p2p_reports.c - what a fetching agent tells the tracker about its
- * peers (src/agent/p2p_fetch.c, docs/images.md "Peer-to-peer"): a peer first
+ * peers (src/agent/p2p_peers.c and p2p_tracker.c, docs/images.md "Peer-to-peer"): a peer first
  * avoided without a report (it cut a transfer as it died) is reported once
  * its port refuses; a peer that answered 404 (it does not hold
  * what the tracker named) is reported as missing, not bad, and not avoided;
  * each report goes out in one announce.
  */
-#define _GNU_SOURCE /* before any header: p2p_fetch.c's own */
+#define _GNU_SOURCE /* before any header: p2p_tracker.c's own */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "agent/p2p_fetch.c"
+#include "agent/p2p_tracker.c" /* its announce_body */
 
 typedef struct fx {
     struct ts_p2p p;
@@ -66,17 +66,17 @@ static void avoided_then_refusing_is_reported(void **state)
 {
     fx *x = *state;
     char bad[256];
-    avoid(&x->f, "n1", PEER_FAILED_AVOID_S, false); /* cut a transfer */
+    agent_p2p_avoid(&x->f, "n1", PEER_FAILED_AVOID_S, false); /* cut a transfer */
     body_list(&x->f, "bad", bad, sizeof bad);
     assert_string_equal(bad, "");
-    assert_true(avoided(&x->f, "n1"));
-    avoid(&x->f, "n2", PEER_FAILED_AVOID_S, false);
-    avoid(&x->f, "n1", PEER_FAILED_AVOID_S, true); /* its port refuses now */
+    assert_true(agent_p2p_avoided(&x->f, "n1"));
+    agent_p2p_avoid(&x->f, "n2", PEER_FAILED_AVOID_S, false);
+    agent_p2p_avoid(&x->f, "n1", PEER_FAILED_AVOID_S, true); /* its port refuses now */
     body_list(&x->f, "bad", bad, sizeof bad);
     assert_string_equal(bad, "n1");
     body_list(&x->f, "bad", bad, sizeof bad); /* told once */
     assert_string_equal(bad, "");
-    assert_true(avoided(&x->f, "n1") && avoided(&x->f, "n2"));
+    assert_true(agent_p2p_avoided(&x->f, "n1") && agent_p2p_avoided(&x->f, "n2"));
 }
 
 /* A 404 is "not here": reported as missing, once, and the peer not avoided. */
@@ -84,9 +84,9 @@ static void not_here_is_missing_not_bad(void **state)
 {
     fx *x = *state;
     char missing[256], bad[256];
-    note_missing(&x->f, "n3");
-    note_missing(&x->f, "n3");
-    note_missing(&x->f, "n4");
+    agent_p2p_note_missing(&x->f, "n3");
+    agent_p2p_note_missing(&x->f, "n3");
+    agent_p2p_note_missing(&x->f, "n4");
     char *txt = announce_body(&x->f, false); /* both lists read from one body */
     json_t *j = json_loads(txt, 0, NULL);
     free(txt);
@@ -97,7 +97,7 @@ static void not_here_is_missing_not_bad(void **state)
     assert_string_equal(missing, "");
     body_list(&x->f, "bad", bad, sizeof bad);
     assert_string_equal(bad, "");
-    assert_false(avoided(&x->f, "n3"));
+    assert_false(agent_p2p_avoided(&x->f, "n3"));
     assert_int_equal(x->st.bad_peers, 0);
 }
 

@@ -12,6 +12,7 @@ sharing its image, a waiting job's image fetched ahead, a job placed on the
 node that holds its image)."""
 import atexit
 import json
+import signal
 import os
 import shutil
 import subprocess
@@ -64,10 +65,11 @@ def node_token(c, name):
     return path
 
 
-def pull(c, node, store, ref, linger=0.0, env=None):
+def pull(c, node, store, ref, linger=0.0, env=None, port=None):
     """A P2P pull as node, started (a Popen whose stdout is the JSON)."""
     args = [c.bins["agent"], "image-pull", "--store", store, "--plain-http",
-            "--p2p-listen", f"127.0.0.1:{free_port()}", "--controller", c.url, "--node", node,
+            "--p2p-listen", f"127.0.0.1:{port or free_port()}", "--controller", c.url,
+            "--node", node,
             "--token-file", node_token(c, node), "--linger", str(linger), ref]
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, **(env or {})))
@@ -589,3 +591,60 @@ def scenario_k_a_dead_grant_holder_without_pieces_is_reported(c):
 
 
 scenario_k_a_dead_grant_holder_without_pieces_is_reported.needs = NEEDS
+
+
+def scenario_l_a_powered_off_holder_is_dropped_in_seconds(c):
+    """images.md "Peer-to-peer": a node that holds pieces tells the tracker
+    every second that it still serves; a node that powers off (frozen, its
+    packets dropped: its askers' SYNs go unanswered, as a busy node's do)
+    is no longer named within a few seconds, and its askers take its pieces
+    from the registry, where each of them needed 20 silent connects (30 s)
+    before it reported the node."""
+    r, _ = registry()
+    ref = r.push_busybox("team/poweroff:1", "a holder powers off",
+                         {"/data/blob": os.urandom(LAYER_BYTES)}).replace(
+        f"127.0.0.1:{PORT}", f"127.0.0.1:{FRONT_PORT}")
+    s1, s2 = (tempfile.mkdtemp(prefix="tessera-p2p-store-") for _ in range(2))
+    atexit.register(lambda: [(unmount_under(s), shutil.rmtree(s, ignore_errors=True))
+                             for s in (s1, s2)])
+    port = free_port()
+    holder = pull(c, "q-1", s1, ref, linger=120, port=port)
+    if not first_line(holder, "the holder q-1"):
+        return
+    blob, size = _layer_digest(s1)
+    st, a = _announce(c, "q-3", blob, size)
+    check(st == 200 and set(_peer_have(a, "q-1")) == {"1"}, f"q-1 is named as a holder: {a}")
+    table = "tessera_p2p_poweroff"
+    rules = (f"add table inet {table}\n"
+             f"add chain inet {table} in {{ type filter hook input priority -10; }}\n"
+             f"add chain inet {table} out {{ type filter hook output priority -10; }}\n"
+             f"add rule inet {table} in tcp dport {port} drop\n"
+             f"add rule inet {table} out tcp sport {port} drop\n")
+    try:
+        # power off: nothing runs there, nothing answers, nothing refuses
+        holder.send_signal(signal.SIGSTOP)
+        nft = subprocess.run(["nft", "-f", "-"], input=rules, capture_output=True, text=True)
+        check(nft.returncode == 0, f"q-1's port drops every packet: {nft.stderr.strip()}")
+        t0 = time.monotonic()
+        asker = pull(c, "q-2", s2, ref)
+        time.sleep(4.5)  # the tracker's LIVE_S (3 s) and a beat's period
+        st, a = _announce(c, "q-3", blob, size)
+        check(st == 200 and _peer_have(a, "q-1") == "",
+              f"4.5 s after it powered off q-1 is no longer named (nobody has reported it "
+              f"yet: its silence is a busy node's to its askers): {a.get('peers')}")
+        out = finish(asker, "q-2, asking while q-1 is off")
+        took = time.monotonic() - t0
+        check(bool(out) and took < 9.0,
+              f"q-2 takes the pieces from the registry in seconds (its layers verified "
+              f"after {out.get('blobs_s', -1):.1f} s, returned within {took:.1f} s; 20 "
+              f"silent connects, 1.5 s each, before a report): "
+              f"{out.get('from_registry')} bytes from the registry")
+    finally:
+        subprocess.run(["nft", "delete", "table", "inet", table], capture_output=True)
+        holder.send_signal(signal.SIGCONT)
+        holder.kill()
+        holder.communicate()
+
+
+scenario_l_a_powered_off_holder_is_dropped_in_seconds.needs_root = True
+scenario_l_a_powered_off_holder_is_dropped_in_seconds.needs = ("nft",) + NEEDS
