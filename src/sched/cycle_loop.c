@@ -6,7 +6,9 @@
  *
  * Order. Jobs a preemption was decided for come first (their victims are
  * checkpointing for them), then jobs past the starvation bound, oldest
- * first, then the rest: tenants interleaved through a heap keyed by weighted
+ * first (those that would borrow wait until no tenant's next job is
+ * guaranteed, then go tenant by tenant by share: visit_starving), then
+ * the rest: tenants interleaved through a heap keyed by weighted
  * dominant share (decayed usage, plus what this cycle already started for
  * them), a tenant whose next job is guaranteed before any whose next job
  * only borrows, each tenant's own jobs by priority class, tier (guaranteed
