@@ -229,6 +229,14 @@ typedef struct ts_sched_config {
      * is lent then goes by weight, not by who borrowed first
      * (docs/scheduler.md, step 6, "Fair reclaim"). */
     bool fair_reclaim;
+    /* starving_borrowers_by_share: a job past starve_after_s that would
+     * borrow (it does not count as guaranteed work against other tenants'
+     * loans) waits for its tenant's turn in the share order, first of its
+     * tenant's jobs of its tier, instead of going before every tenant by
+     * age: first, it took the GPUs freed in a cycle as young loans ahead of
+     * the guaranteed work of the tenants it borrowed from, and loans went to
+     * the tenants that borrowed most (docs/scheduler.md, step 2). */
+    bool starving_borrowers_by_share;
     /* Victims of equal work at risk: the fewest GPUs first (true, the
      * default: a preemption stops no more than it must, and a big job is the
      * hardest to place again) before the most service attained; false:

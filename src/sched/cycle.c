@@ -74,6 +74,7 @@ void ts_sched_config_default(ts_sched_config *cfg)
     cfg->preemptor_searches_again = true;
     cfg->guarantee_moves = true;
     cfg->fair_reclaim = false; /* measured, not the default: docs/scheduler.md step 6 */
+    cfg->starving_borrowers_by_share = true;
     cfg->las_fifo_within_level = true;
     cfg->victims_fewest_gpus = true;
     cfg->elastic_resize_cost_s = TS_ELASTIC_RESIZE_COST_DEFAULT_S;

@@ -6,7 +6,9 @@
  *
  * Order. Jobs a preemption was decided for come first (their victims are
  * checkpointing for them), then jobs past the starvation bound, oldest
- * first, then the rest: tenants interleaved through a heap keyed by weighted
+ * first (those that would borrow wait until no tenant's next job is
+ * guaranteed, then go tenant by tenant by share: visit_starving), then
+ * the rest: tenants interleaved through a heap keyed by weighted
  * dominant share (decayed usage, plus what this cycle already started for
  * them), a tenant whose next job is guaranteed before any whose next job
  * only borrows, each tenant's own jobs by priority class, tier (guaranteed
@@ -432,6 +434,90 @@ static int visit_preemptors(loop *l, uint8_t *done)
     return rc;
 }
 
+/* The starving jobs that would borrow, kept out of 2. of the order: keys[0,
+ * n) by tenant, then age; each tenant's cursor and end; a heap of tenants. */
+typedef struct deferred {
+    okey *keys;
+    int n;
+    int *start, *end;
+    theap h;
+    bool visited;
+} deferred;
+
+/* 2b. of the order, once no tenant's next job is guaranteed (so the
+ * guaranteed work of the tenants they would borrow from went first): the
+ * starving borrowers, their tenants by share as every borrower (what the
+ * cycle started for them included), each tenant's oldest first. By age
+ * alone, the loans went to the tenants that borrowed most already. */
+static int visit_deferred(loop *l, deferred *df)
+{
+    df->visited = true;
+    int nt = ts_quota_tenants(l->s->q)->n;
+    theap *h = &df->h;
+    h->n = 0;
+    for (int t = 0; t < nt; t++)
+        df->start[t] = df->end[t] = 0;
+    for (int k = df->n - 1; k >= 0; k--) {
+        int t = df->keys[k].tenant;
+        if (df->end[t] == 0)
+            df->end[t] = k + 1;
+        df->start[t] = k;
+    }
+    for (int t = 0; t < nt; t++) {
+        if (df->end[t] == 0)
+            continue;
+        h->key[t] = ts_quota_share(l->s->q, t, l->now) + l->dom[t];
+        h->opp[t] = 0;
+        h->t[h->n++] = t;
+        heap_up(h, h->n - 1);
+    }
+    int rc = 0;
+    while (h->n > 0 && rc == 0) {
+        int t = h->t[0];
+        int before = l->d->nstarts;
+        rc = visit(l, df->keys[df->start[t]++].idx);
+        if (df->start[t] == df->end[t])
+            h->t[0] = h->t[--h->n];
+        else if (l->d->nstarts != before)
+            h->key[t] = ts_quota_share(l->s->q, t, l->now) + l->dom[t];
+        heap_down(h, 0);
+    }
+    return rc;
+}
+
+/* 2. of the order: the starving, oldest first. With
+ * starving_borrowers_by_share, one that would borrow when its turn comes
+ * (it does not count as guaranteed work against other tenants' loans) is
+ * kept for 2b: first, it took the GPUs freed in the cycle as a loan that
+ * the minimum runtime protects, ahead of the guaranteed work of the tenants
+ * it borrowed from. Those kept end at the top of keys (nw of them fit: the
+ * buckets of 3. take only the jobs not done). */
+static int visit_starving(loop *l, uint8_t *done, okey *keys, deferred *df)
+{
+    ts_sched *s = l->s;
+    int n = 0, nd = 0, rc = 0;
+    for (int i = 0; i < l->nw; i++)
+        if (!done[i] && waited_s(l, &l->w[i]) >= s->cfg.starve_after_s)
+            keys[n++] = okey_of(l, i, true);
+    qsort(keys, (size_t)n, sizeof *keys, cmp_okey);
+    for (int k = 0; k < n && rc == 0; k++) {
+        int i = keys[k].idx;
+        done[i] = 1;
+        if (s->cfg.starving_borrowers_by_share && !loop_reclaims(l, i)) {
+            keys[nd] = keys[k]; /* nd <= k: read before written */
+            keys[nd++].tenant = l->w[i].tenant;
+            continue;
+        }
+        rc = visit(l, i);
+    }
+    df->n = nd;
+    df->keys = keys + (l->nw - nd);
+    memmove(df->keys, keys, (size_t)nd * sizeof *keys);
+    qsort(df->keys, (size_t)nd, sizeof *keys, cmp_okey);
+    df->visited = nd == 0;
+    return rc;
+}
+
 /* Preemptors, then the starving, then tenants by share. */
 static int run_order(loop *l)
 {
@@ -451,20 +537,18 @@ static int run_order(loop *l)
     int *heap = malloc(ntz * sizeof *heap);
     double *tkey = malloc(ntz * sizeof *tkey);
     uint8_t *topp = malloc(ntz);
+    int *dstart = malloc(ntz * sizeof *dstart);
+    int *dend = malloc(ntz * sizeof *dend);
+    int *dheap = malloc(ntz * sizeof *dheap);
+    double *dkey = malloc(ntz * sizeof *dkey);
+    uint8_t *dopp = malloc(ntz);
     int rc = TS_ENOMEM;
-    if (!tstart || !tend || !heap || !tkey || !topp)
+    if (!tstart || !tend || !heap || !tkey || !topp || !dstart || !dend || !dheap || !dkey ||
+        !dopp)
         goto out;
+    deferred df = {.start = dstart, .end = dend, .h = {dheap, dkey, dopp, 0}};
     rc = visit_preemptors(l, done);
-    /* 2. the starving, oldest first */
-    int n = 0;
-    for (int i = 0; i < l->nw; i++)
-        if (!done[i] && waited_s(l, &l->w[i]) >= s->cfg.starve_after_s)
-            keys[n++] = okey_of(l, i, true);
-    qsort(keys, (size_t)n, sizeof *keys, cmp_okey);
-    for (int k = 0; k < n && rc == 0; k++) {
-        done[keys[k].idx] = 1;
-        rc = visit(l, keys[k].idx);
-    }
+    rc = rc ? rc : visit_starving(l, done, keys, &df);
     /* 3. tenants by weighted dominant share, each by its own order */
     /* bucket by tenant (counting sort), then sort each bucket: cheaper than
      * one sort of everything */
@@ -492,6 +576,15 @@ static int run_order(loop *l)
         heap_up(&h, h.n - 1);
     }
     while (h.n > 0 && rc == 0) {
+        if (!df.visited && topp[h.t[0]]) {
+            rc = visit_deferred(l, &df);
+            /* what they started counts in their tenants' shares */
+            for (int k = 0; k < h.n; k++)
+                tkey[h.t[k]] = ts_quota_share(s->q, h.t[k], l->now) + l->dom[h.t[k]];
+            for (int k = h.n / 2 - 1; k >= 0; k--)
+                heap_down(&h, k);
+            continue;
+        }
         int t = h.t[0];
         int i = keys[tstart[t]++].idx;
         /* the ordered pass is bound by cache misses on the summaries: fetch
@@ -522,7 +615,14 @@ static int run_order(loop *l)
         }
         heap_down(&h, 0);
     }
+    if (rc == 0 && !df.visited)
+        rc = visit_deferred(l, &df);
 out:
+    free(dstart);
+    free(dend);
+    free(dheap);
+    free(dkey);
+    free(dopp);
     free(topp);
     free(tstart);
     free(tend);

@@ -490,6 +490,9 @@ static void test_guarantee_over_reservation(void **state)
     b->submit_s = now - 10;
     ts_job *w[] = {g, b};
     ts_job *run[] = {x1, y, x2};
+    /* g would borrow: ordered by age, so it holds the reservation before
+     * b's turn (with starving_borrowers_by_share b goes first anyway) */
+    f->cfg.starving_borrowers_by_share = false;
     for (int rule = 1; rule >= 0; rule--) {
         f->cfg.guarantee_over_reservation = rule;
         remake(f, TENANTS_YAML);
@@ -738,6 +741,83 @@ static void test_guaranteed_before_borrowing(void **state)
     assert_int_equal(f->d.pending[0].reason, TS_PEND_QUOTA);
     assert_int_equal(f->d.pending[0].tenant_position, 0);
     assert_int_equal(f->d.pending[0].cluster_position, 1);
+}
+
+#define DAY_S 86400.0
+
+/* A starving job that would borrow waits for the guaranteed work of every
+ * tenant: team-a holds its 4 and a young loan of 2 (inside the loans'
+ * minimum runtime, so nobody can take it back); its 2-GPU job has waited
+ * two days and the last 2 free GPUs are team-b's idle guarantee. Ordered
+ * first by its age, it took them and team-b's guaranteed job waited behind
+ * a loan nobody could reclaim. */
+static void test_starving_borrower_after_guarantees(void **state)
+{
+    fx *f = *state;
+    double now = 2 * DAY_S;
+    /* all inside min_runtime_s: no time-sharing */
+    ts_job *ag = job(f, TA, TS_TIER_GUARANTEED, 1, 4, 1e6);
+    run_on(f, ag, now - 300, (int[]){N0}, (int[]){0});
+    ts_job *cg = job(f, TC, TS_TIER_GUARANTEED, 1, 4, 1e6);
+    run_on(f, cg, now - 300, (int[]){N2}, (int[]){0});
+    ts_job *al = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 2, 1e6);
+    run_on(f, al, now - 10, (int[]){N1}, (int[]){0});
+    ts_job *a = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 2, 1000);
+    a->submit_s = 0;
+    ts_job *b = job(f, TB, TS_TIER_GUARANTEED, 1, 2, 1000);
+    b->submit_s = now;
+    ts_job *w[] = {a, b};
+    ts_job *run[] = {ag, cg, al};
+    assert_int_equal(cycle(f, now, w, 2, run, 3), 0);
+    assert_int_equal(f->d.npreempts, 0);
+    assert_int_equal(f->d.nstarts, 1);
+    assert_int_equal(f->d.starts[0].job, 1);
+    assert_int_equal(f->d.pending[1].cluster_position, 0);
+    assert_int_equal(f->d.pending[0].cluster_position, 1);
+    /* ordered by age alone, as before */
+    f->cfg.starving_borrowers_by_share = false;
+    remake(f, TENANTS_YAML);
+    run_on(f, ag, now - 300, (int[]){N0}, (int[]){0});
+    run_on(f, cg, now - 300, (int[]){N2}, (int[]){0});
+    run_on(f, al, now - 10, (int[]){N1}, (int[]){0});
+    assert_int_equal(cycle(f, now, w, 2, run, 3), 0);
+    assert_int_equal(f->d.nstarts, 1);
+    assert_int_equal(f->d.starts[0].job, 0);
+}
+
+/* Starving borrowers take what is lent by their tenants' shares, not by
+ * age: team-a borrows 2 GPUs, team-c 1, of team-b's idle guarantee; one
+ * GPU is left. team-a's starving job is the older, but team-c, holding
+ * less, gets the GPU; by age alone, the tenant that borrowed most took it. */
+static void test_starving_borrowers_by_share(void **state)
+{
+    fx *f = *state;
+    double now = 2 * DAY_S;
+    ts_job *run[4];
+    run[0] = job(f, TA, TS_TIER_GUARANTEED, 1, 4, 1e6);
+    run[1] = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 2, 1e6);
+    run[2] = job(f, TC, TS_TIER_GUARANTEED, 1, 4, 1e6);
+    run[3] = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 1, 1e6);
+    ts_job *a = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 1, 1000);
+    ts_job *c = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 1, 1000);
+    a->submit_s = 0;
+    c->submit_s = 10;
+    ts_job *w[] = {a, c};
+    for (int by_share = 1; by_share >= 0; by_share--) {
+        f->cfg.starving_borrowers_by_share = by_share;
+        remake(f, TENANTS_YAML);
+        /* inside min_runtime_s: no time-sharing */
+        run_on(f, run[0], now - 300, (int[]){N0}, (int[]){0});
+        run_on(f, run[1], now - 300, (int[]){N1}, (int[]){0});
+        run_on(f, run[2], now - 300, (int[]){N2}, (int[]){0});
+        run_on(f, run[3], now - 300, (int[]){N1}, (int[]){2});
+        assert_true(ts_quota_share(f->q, TC, now) < ts_quota_share(f->q, TA, now));
+        assert_int_equal(cycle(f, now, w, 2, run, 4), 0);
+        assert_int_equal(f->d.npreempts, 0);
+        assert_int_equal(f->d.nstarts, 1);
+        assert_int_equal(f->d.starts[0].job, by_share ? 1 : 0);
+        assert_int_equal(f->d.pending[by_share ? 0 : 1].reason, TS_PEND_QUOTA);
+    }
 }
 
 /* A tenant above its guarantee (its loans included) takes its own loans
@@ -1643,6 +1723,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pending_reasons, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fair_share_orders_tenants, setup, teardown),
         cmocka_unit_test_setup_teardown(test_guaranteed_before_borrowing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_starving_borrower_after_guarantees, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_starving_borrowers_by_share, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fair_reclaim_rule, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fair_reclaim_between_borrowers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fair_reclaim_not_between_equals, setup, teardown),
