@@ -182,7 +182,8 @@ def scenario_a_megabyte_of_output_asked_for(c):
                "the task printed 1.1 MB", 20)
         st, d = c.call("GET", f"/v1/jobs/{jid}/logs?tail=1048576")
         got["one"] = (st, d)
-        # more requests at once than a node takes: some wait their turn (429)
+        # more requests at once than a node takes, and than one tenant's jobs
+        # may hold of a node's (2 of 4): some wait their turn (429)
         res = []
 
         def one():
@@ -206,7 +207,7 @@ def scenario_a_megabyte_of_output_asked_for(c):
           f"{len(data)} bytes of {d.get('size') if isinstance(d, dict) else '?'}, ends "
           f"{data[-5:]!r}, note {d.get('note') if isinstance(d, dict) else d}")
     codes = sorted(s for s, _ in got.get("many", []))
-    check(len(codes) == 10 and set(codes) <= {200, 429} and codes.count(200) >= 4,
+    check(len(codes) == 10 and set(codes) <= {200, 429} and codes.count(200) >= 2,
           f"10 concurrent 1 MiB log requests: answered or told to wait (429): {codes}")
 
 
