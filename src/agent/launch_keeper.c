@@ -38,6 +38,7 @@
 #define CGROUP_RMDIR_TRIES 100      /* x RMDIR_RETRY_NS while killed processes exit */
 #define RMDIR_RETRY_NS 10000000L
 #define FD_FIRST_KEPT 3             /* 0..2 become /dev/null in the keeper */
+#define EXIT_RESERVE_BYTES 256      /* the exit file's text (agent_rec_exit_text) fits */
 #define RUNTIME_SIGNAL_BASE 128     /* an OCI runtime's exit status for signal n: 128 + n */
 #define KEEPER_NAME "tessera-keeper" /* its comm (ps, pgrep): at most 15 bytes */
 
@@ -266,6 +267,10 @@ _Noreturn void agent_keeper_run(const ts_keeper_plan *p)
     if (agent_rec_put(p->paths->keeper_tmp, p->paths->record, head, hb.len, p->record_body,
                    strlen(p->record_body)) != 0)
         give_up(p, agent, pid, TS_STEP_RECORD, errno);
+    /* the exit file's room now: the task's output may fill the same
+     * filesystem before it ends (then its status would be written nowhere,
+     * and the task reported lost); without it, written as before */
+    int exit_fd = agent_rec_reserve(p->paths->exit_tmp, EXIT_RESERVE_BYTES);
     tell_agent(agent, TS_STEP_STARTED, 0, pid, start, kstart);
     close(agent);
 
@@ -299,7 +304,12 @@ _Noreturn void agent_keeper_run(const ts_keeper_plan *p)
         ts_sbuf eb;
         agent_sb_init(&eb, text, sizeof text);
         agent_rec_exit_text(&eb, pid, start, status, ooms);
-        agent_rec_put(p->paths->exit_tmp, p->paths->exit, text, eb.len, "", 0);
+        if (exit_fd < 0 || agent_rec_put_reserved(exit_fd, p->paths->exit_tmp, p->paths->exit,
+                                                  text, eb.len) != 0)
+            agent_rec_put(p->paths->exit_tmp, p->paths->exit, text, eb.len, "", 0);
+    } else if (exit_fd >= 0) {
+        close(exit_fd);
+        unlink(p->paths->exit_tmp);
     }
     remove_cgroup(p->cgroup);
     _exit(0);

@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +134,45 @@ int agent_rec_put(const char *tmp, const char *path, const char *a, size_t alen,
     }
     if (close(fd) != 0 || rename(tmp, path) != 0) {
         int e = errno;
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+int agent_rec_reserve(const char *tmp, size_t bytes)
+{
+    if (unlink(tmp) != 0 && errno != ENOENT)
+        return -1;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC,
+                  REC_FILE_MODE);
+    if (fd < 0)
+        return -1;
+    if (posix_fallocate(fd, 0, (off_t)bytes) != 0) {
+        close(fd);
+        unlink(tmp);
+        return -1;
+    }
+    return fd;
+}
+
+int agent_rec_put_reserved(int fd, const char *tmp, const char *path, const char *a,
+                           size_t alen)
+{
+    /* written over the blocks taken at the start: no block is asked for now */
+    ssize_t w = alen ? pwrite(fd, a, alen, 0) : 0;
+    bool ok = w == (ssize_t)alen && ftruncate(fd, (off_t)alen) == 0;
+    int e = ok ? 0 : (errno ? errno : EIO);
+    if (close(fd) != 0 && ok) {
+        ok = false;
+        e = errno;
+    }
+    if (ok && rename(tmp, path) != 0) {
+        ok = false;
+        e = errno;
+    }
+    if (!ok) {
         unlink(tmp);
         errno = e;
         return -1;

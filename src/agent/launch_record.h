@@ -72,6 +72,14 @@ char *agent_rec_body(const ts_rec *r);
  * Async-signal-safe. */
 int agent_rec_put(const char *tmp, const char *path, const char *a, size_t alen, const char *b,
                size_t blen);
+/* The exit file's room taken at a task's start: tmp made new (never a link
+ * left under the name) with bytes allocated, its descriptor; -1 (errno) when
+ * that fails. agent_rec_put_reserved writes a (alen <= bytes) over those
+ * blocks, so a task that fills the filesystem meanwhile cannot cost the
+ * file, and renames tmp to path; it closes fd in every case. */
+int agent_rec_reserve(const char *tmp, size_t bytes);
+int agent_rec_put_reserved(int fd, const char *tmp, const char *path, const char *a,
+                           size_t alen);
 
 /* Head and body of r to p->record (through p->record_tmp). 0 or TS_E*. */
 int agent_rec_write(const ts_rec *r, const ts_rec_paths *p, ts_err *err);
