@@ -401,7 +401,10 @@ typedef struct dep_memo {
     item_result res[MEMO_SLOTS];
 } dep_memo;
 
-static size_t memo_slot(int64_t id) { return (size_t)((uint64_t)id * 0x9e3779b97f4a7c15ULL >> 54); }
+static size_t memo_slot(int64_t id)
+{
+    return (size_t)((uint64_t)id * 0x9e3779b97f4a7c15ULL >> 54); /* 10 bits: MEMO_SLOTS */
+}
 
 static void item_eval_walk(ctld *c, const ts_dep_item *it, item_result *r);
 
@@ -520,10 +523,6 @@ static int verdict(ctld *c, const cjob *j, const ts_dependency *d, first_map *fi
     return WAIT;
 }
 
-/* The states of the jobs d names (every element of an array it names, and
- * the earlier singleton job): while it is the same as when j last waited,
- * j still waits for the same reason and nothing needs writing. 0 when a
- * state is unknown (the store failed). */
 /* The states of every element of the array whose first element is id (its
  * state st0, span elements) in one number; 0 when one is unknown */
 static uint64_t array_states(ctld *c, int64_t id, int st0, int span, dep_memo *memo)
@@ -546,6 +545,10 @@ static uint64_t array_states(ctld *c, int64_t id, int st0, int span, dep_memo *m
     return h;
 }
 
+/* The states of the jobs d names (every element of an array it names, and
+ * the earlier singleton job): while it is the same as when j last waited,
+ * j still waits for the same reason and nothing needs writing. 0 when a
+ * state is unknown (the store failed). */
 static uint64_t signature(ctld *c, const cjob *j, const ts_dependency *d, first_map *first,
                           dep_memo *memo)
 {
