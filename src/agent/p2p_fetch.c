@@ -55,7 +55,7 @@ double agent_p2p_mono_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-size_t agent_p2p_sink(char *b, size_t sz, size_t n, void *ctx)
+static size_t sink(char *b, size_t sz, size_t n, void *ctx)
 {
     worker *w = ctx;
     size_t len = sz * n;
@@ -64,6 +64,20 @@ size_t agent_p2p_sink(char *b, size_t sz, size_t n, void *ctx)
     memcpy(w->buf + w->buf_n, b, len);
     w->buf_n += len;
     return len;
+}
+
+void agent_p2p_curl_begin(worker *w, const char *url, struct curl_slist *h,
+                          const char *protocols)
+{
+    w->buf_n = 0;
+    curl_easy_reset(w->c);
+    curl_easy_setopt(w->c, CURLOPT_MAXCONNECTS, CONNECTIONS_KEPT);
+    curl_easy_setopt(w->c, CURLOPT_URL, url);
+    curl_easy_setopt(w->c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(w->c, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(w->c, CURLOPT_WRITEDATA, w);
+    curl_easy_setopt(w->c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(w->c, CURLOPT_PROTOCOLS_STR, protocols);
 }
 
 void agent_p2p_piece_span(const fetch *f, int i, long long *off, long long *len)

@@ -74,8 +74,11 @@ typedef struct worker {
 
 /* p2p_fetch.c */
 double agent_p2p_mono_s(void);
-/* curl's write callback into w->buf (a worker); 0 past its end */
-size_t agent_p2p_sink(char *b, size_t sz, size_t n, void *ctx);
+/* w's handle made ready for one request to url with headers h over
+ * protocols ("http", "http,https"), its answer into w->buf (w->buf_n from
+ * 0; the transfer fails past w->buf_max); the caller adds its own options */
+void agent_p2p_curl_begin(worker *w, const char *url, struct curl_slist *h,
+                          const char *protocols);
 void agent_p2p_piece_span(const fetch *f, int i, long long *off, long long *len);
 void agent_p2p_sha(const char *b, size_t n, char out[TS_IMAGE_DIGEST_MAX]);
 

@@ -175,15 +175,7 @@ int agent_p2p_from_peer(worker *w, const peer *pe, int i, const char *want, cons
     snprintf(ht, sizeof ht, "X-Tessera-P2P-Token: %s", token);
     struct curl_slist *h = curl_slist_append(NULL, hn);
     h = curl_slist_append(h, ht);
-    w->buf_n = 0;
-    curl_easy_reset(w->c);
-    curl_easy_setopt(w->c, CURLOPT_MAXCONNECTS, CONNECTIONS_KEPT);
-    curl_easy_setopt(w->c, CURLOPT_URL, url);
-    curl_easy_setopt(w->c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(w->c, CURLOPT_WRITEFUNCTION, agent_p2p_sink);
-    curl_easy_setopt(w->c, CURLOPT_WRITEDATA, w);
-    curl_easy_setopt(w->c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(w->c, CURLOPT_PROTOCOLS_STR, "http");
+    agent_p2p_curl_begin(w, url, h, "http");
     curl_easy_setopt(w->c, CURLOPT_CONNECTTIMEOUT_MS, PEER_CONNECT_TIMEOUT_MS);
     curl_easy_setopt(w->c, CURLOPT_TIMEOUT, PEER_TIMEOUT_S);
     curl_easy_setopt(w->c, CURLOPT_LOW_SPEED_LIMIT, PEER_LOW_SPEED_BYTES);

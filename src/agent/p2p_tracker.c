@@ -102,18 +102,10 @@ json_t *agent_p2p_announce(worker *w, bool done)
     char *saved = w->buf;
     size_t saved_max = w->buf_max;
     w->buf = ans;
-    w->buf_n = 0;
     w->buf_max = ans ? TRACKER_ANSWER_MAX_BYTES - 1 : 0;
-    curl_easy_reset(w->c);
-    curl_easy_setopt(w->c, CURLOPT_MAXCONNECTS, CONNECTIONS_KEPT);
-    curl_easy_setopt(w->c, CURLOPT_URL, url);
-    curl_easy_setopt(w->c, CURLOPT_HTTPHEADER, h);
+    agent_p2p_curl_begin(w, url, h, "http,https");
     curl_easy_setopt(w->c, CURLOPT_POSTFIELDS, txt);
-    curl_easy_setopt(w->c, CURLOPT_WRITEFUNCTION, agent_p2p_sink);
-    curl_easy_setopt(w->c, CURLOPT_WRITEDATA, w);
     curl_easy_setopt(w->c, CURLOPT_TIMEOUT_MS, TRACKER_TIMEOUT_MS);
-    curl_easy_setopt(w->c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(w->c, CURLOPT_PROTOCOLS_STR, "http,https");
     if (p->ca_file[0])
         curl_easy_setopt(w->c, CURLOPT_CAINFO, p->ca_file);
     CURLcode cr = ans ? curl_easy_perform(w->c) : CURLE_OUT_OF_MEMORY;
