@@ -115,55 +115,21 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
-int agent_rec_put(const char *tmp, const char *path, const char *a, size_t alen, const char *b,
-               size_t blen)
-{
-    /* a new file, never one (or a link) someone left under the name */
-    if (unlink(tmp) != 0 && errno != ENOENT)
-        return -1;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC,
-                  REC_FILE_MODE);
-    if (fd < 0)
-        return -1;
-    if (write_all(fd, a, alen) != 0 || write_all(fd, b, blen) != 0) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        errno = e;
-        return -1;
-    }
-    if (close(fd) != 0 || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        errno = e;
-        return -1;
-    }
-    return 0;
-}
-
-int agent_rec_reserve(const char *tmp, size_t bytes)
+/* tmp made anew for writing: never a file (or a link) someone left under
+ * the name; -1 (errno) */
+static int open_new(const char *tmp)
 {
     if (unlink(tmp) != 0 && errno != ENOENT)
         return -1;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC,
-                  REC_FILE_MODE);
-    if (fd < 0)
-        return -1;
-    if (posix_fallocate(fd, 0, (off_t)bytes) != 0) {
-        close(fd);
-        unlink(tmp);
-        return -1;
-    }
-    return fd;
+    return open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC,
+                REC_FILE_MODE);
 }
 
-int agent_rec_put_reserved(int fd, const char *tmp, const char *path, const char *a,
-                           size_t alen)
+/* Closes fd and, when what was written into it is whole (ok), renames tmp
+ * to path; otherwise, or when either fails, removes tmp: -1 with errno
+ * (e: the write's) */
+static int close_and_rename(int fd, const char *tmp, const char *path, bool ok, int e)
 {
-    /* written over the blocks taken at the start: no block is asked for now */
-    ssize_t w = alen ? pwrite(fd, a, alen, 0) : 0;
-    bool ok = w == (ssize_t)alen && ftruncate(fd, (off_t)alen) == 0;
-    int e = ok ? 0 : (errno ? errno : EIO);
     if (close(fd) != 0 && ok) {
         ok = false;
         e = errno;
@@ -178,6 +144,40 @@ int agent_rec_put_reserved(int fd, const char *tmp, const char *path, const char
         return -1;
     }
     return 0;
+}
+
+int agent_rec_put(const char *tmp, const char *path, const char *a, size_t alen, const char *b,
+               size_t blen)
+{
+    int fd = open_new(tmp);
+    if (fd < 0)
+        return -1;
+    bool ok = write_all(fd, a, alen) == 0 && write_all(fd, b, blen) == 0;
+    return close_and_rename(fd, tmp, path, ok, ok ? 0 : errno);
+}
+
+int agent_rec_reserve(const char *tmp, size_t bytes)
+{
+    int fd = open_new(tmp);
+    if (fd < 0)
+        return -1;
+    int e = posix_fallocate(fd, 0, (off_t)bytes); /* an error number, not errno */
+    if (e != 0) {
+        close(fd);
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+int agent_rec_put_reserved(int fd, const char *tmp, const char *path, const char *a,
+                           size_t alen)
+{
+    /* written over the blocks taken at the start: no block is asked for now */
+    ssize_t w = alen ? pwrite(fd, a, alen, 0) : 0;
+    bool ok = w == (ssize_t)alen && ftruncate(fd, (off_t)alen) == 0;
+    return close_and_rename(fd, tmp, path, ok, ok ? 0 : (errno ? errno : EIO));
 }
 
 void agent_rec_exit_text(ts_sbuf *b, pid_t pid, unsigned long long start, int wait_status,
