@@ -303,13 +303,16 @@ static int doc_check(const secret_key *keys, int nkeys, const json_t *doc, ts_er
 }
 
 /* The bytes of every stored value but the one at `skip` (-1: none). */
+/* The bytes of one stored entry's value (its hex ciphertext less the tag) */
+static size_t entry_bytes(const json_t *e) { return strlen(str_of(e, "ct")) / 2 - TAG_BYTES; }
+
 static size_t doc_bytes(const json_t *doc, ssize_t skip)
 {
     size_t i, sum = 0;
     json_t *e;
     json_array_foreach(json_object_get(doc, "secrets"), i, e)
         if ((ssize_t)i != skip)
-            sum += strlen(str_of(e, "ct")) / 2 - TAG_BYTES;
+            sum += entry_bytes(e);
     return sum;
 }
 
@@ -324,7 +327,7 @@ static void doc_tenant_use(const json_t *doc, const char *tenant, ssize_t skip, 
     json_array_foreach(json_object_get(doc, "secrets"), i, e)
         if ((ssize_t)i != skip && strcmp(str_of(e, "tenant"), tenant) == 0) {
             (*n)++;
-            *bytes += strlen(str_of(e, "ct")) / 2 - TAG_BYTES;
+            *bytes += entry_bytes(e);
         }
 }
 
