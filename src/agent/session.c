@@ -58,6 +58,7 @@
  * the task's command: a session waits this long for that, polling */
 #define SESSION_INIT_WAIT_S 10.0
 #define SESSION_INIT_POLL_NS 20000000L
+#define SESSION_ENV_RETRIES 25 /* an empty environment read: 0.5 s of polls (task_environ) */
 #define NS_N 5
 
 struct agent_stdio {
@@ -437,24 +438,45 @@ static pid_t session_target(const sess *s, ts_stream *st)
     return p;
 }
 
-/* The task's environment, NUL-separated, as an envp (one allocation each). */
-static char **task_environ(pid_t pid, char **blob)
+/* Reads /proc/<pid>/environ into b (cap bytes at most); -1: the process is
+ * gone. */
+static ssize_t read_environ(pid_t pid, char *b, size_t cap)
 {
     char p[64];
     snprintf(p, sizeof p, "/proc/%d/environ", (int)pid);
-    *blob = NULL;
     int fd = open(p, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return NULL;
-    char *b = malloc(SESSION_ENV_MAX_BYTES + 1);
+        return -1;
     size_t n = 0;
     ssize_t k;
-    while (b && n < SESSION_ENV_MAX_BYTES &&
-           (k = read(fd, b + n, SESSION_ENV_MAX_BYTES - n)) > 0)
+    while (n < cap && (k = read(fd, b + n, cap - n)) > 0)
         n += (size_t)k;
     close(fd);
+    return (ssize_t)n;
+}
+
+/* The task's environment, NUL-separated, as an envp (one allocation each).
+ * A process in the middle of an execve (a task's shell exec'ing its
+ * command) reads as an empty environment until the new image's stack is
+ * set up: an empty read is tried again for SESSION_ENV_RETRIES polls, and
+ * taken as empty only then (a task may have cleared its environment). */
+static char **task_environ(pid_t pid, char **blob)
+{
+    *blob = NULL;
+    char *b = malloc(SESSION_ENV_MAX_BYTES + 1);
     if (!b)
         return NULL;
+    ssize_t got = read_environ(pid, b, SESSION_ENV_MAX_BYTES);
+    for (int i = 0; got == 0 && i < SESSION_ENV_RETRIES; i++) {
+        struct timespec ts = {0, SESSION_INIT_POLL_NS};
+        nanosleep(&ts, NULL);
+        got = read_environ(pid, b, SESSION_ENV_MAX_BYTES);
+    }
+    if (got < 0) {
+        free(b);
+        return NULL;
+    }
+    size_t n = (size_t)got;
     b[n] = '\0';
     size_t cnt = 0;
     for (size_t i = 0; i < n; i++)

@@ -151,6 +151,29 @@ scenario_exec_joins_the_container.needs_root = True
 scenario_exec_joins_the_container.needs = NEEDS
 
 
+def scenario_exec_into_a_task_that_execs(c):
+    """interactive.md: an exec gets the task's environment even when it
+    lands while the task's process is exec'ing (a shell exec'ing its
+    command): /proc reads an empty environment for that instant, and the
+    agent reads it again rather than run the command with none."""
+    r = registry()
+    loop = 'exec /bin/sh -c "$0" "$0"'  # the same pid exec's itself, forever
+    jid = c.submit(spec("exec-execs", ["/bin/sh", "-c", loop, loop], f"{r.host}/team/tools:1"))
+    if not c.wait_job(jid, "running", 90):
+        return
+    bad = []
+    for i in range(16):
+        p = c.cli("exec", str(jid), "--", "/bin/sh", "-c", "echo rank=$RANK", timeout=30)
+        if p.returncode != 0 or "rank=0" not in p.stdout:
+            bad.append((i, p.returncode, p.stdout.strip(), p.stderr.strip()[-120:]))
+    check(not bad, f"every exec has the task's environment: {bad}")
+    c.call("POST", f"/v1/jobs/{jid}/cancel")
+
+
+scenario_exec_into_a_task_that_execs.needs_root = True
+scenario_exec_into_a_task_that_execs.needs = NEEDS
+
+
 def scenario_oom_kill_in_a_container_is_reported(c):
     """images.md "Limits": a container task that allocates past its memory
     limit is OOM-killed in the container's own cgroup, and ends `oom` with
