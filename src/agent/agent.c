@@ -318,7 +318,7 @@ static void report_started(ts_agent *a, local_task *lt, double now, ts_task_repo
             }
         if (known > 0) /* NVML's percentage; the protocol allows no more */
             r->gpu_util = sum > 100 * known ? 100.0 : (double)sum / known;
-        r->step_s = agent_step_median(lt->step_file, agent_task_info_get(lt->t)->uid);
+        r->step_s = agent_step_median(lt->step_file, agent_task_info_get(lt->t)->run_uid);
         return;
     }
     agent_task_output(lt, out); /* ended: its last output and how */

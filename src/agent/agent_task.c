@@ -190,7 +190,7 @@ static void stream_path(const local_task *lt, int k, char *path, size_t len, boo
     long long size;
     ts_err e;
     if (!lt->out_note[0] ||
-        agent_tail_read(lt->out_note, TS_AGENT_NOTE_BYTES, in->uid, &note, &size, &e) != 0)
+        agent_tail_read(lt->out_note, TS_AGENT_NOTE_BYTES, in->run_uid, &note, &size, &e) != 0)
         return;
     char *save = NULL, *line[2] = {NULL, NULL};
     line[0] = strtok_r(note, "\n", &save);
@@ -218,8 +218,10 @@ static int stream_tail(const local_task *lt, int k, size_t max, char **text, lon
     char path[2048];
     bool owned;
     stream_path(lt, k, path, sizeof path, &owned);
-    (void)owned; /* the agent's own log files are the task's user's too */
-    return agent_tail_read(path, max, agent_task_info_get(lt->t)->uid, text, size, e);
+    /* the agent's own log files are the task's user's; a file its note
+     * names, whoever its processes run as */
+    const ts_task_info *in = agent_task_info_get(lt->t);
+    return agent_tail_read(path, max, owned ? in->run_uid : in->uid, text, size, e);
 }
 
 /* An ended task's last output, for its job's events (docs/agent-protocol.md). */
@@ -255,7 +257,7 @@ void agent_ledger_remove(const ts_agent *a, const local_task *lt)
     /* the task's shim made it, as the task's user: only a regular file of
      * that user goes, never what another put under its name */
     if (lt->t)
-        agent_taskfile_remove(path, 0, 0, agent_task_info_get(lt->t)->uid);
+        agent_taskfile_remove(path, 0, 0, agent_task_info_get(lt->t)->run_uid);
 }
 
 /* A forgotten task's step file goes with it, if still the agent's. */

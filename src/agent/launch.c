@@ -359,6 +359,7 @@ static int make_task_dir(const ts_task_spec *s, const char *record_dir,
         uid = (uid_t)cu;
         gid = (gid_t)cg;
     }
+    info->run_uid = uid;
     int rc = agent_task_dir_make(root, s->task_id, uid, gid, s->task_files, s->ntask_files,
                                  info->task_dir, sizeof info->task_dir, err);
     if (rc == 0 && snprintf(info->ack_path, sizeof info->ack_path, "%s/" TS_TASK_ACK_NAME,

@@ -167,6 +167,10 @@ typedef struct ts_task_info {
     bool adopted;                 /* from agent_task_adopt, not agent_task_start */
     char record_path[768], exit_path[768];
     uid_t uid;                    /* who the task runs as */
+    /* who its processes are: its container user's uid where it runs as one
+     * (user: "uid:gid"), else uid; the owner of its folder and of what the
+     * task writes that the agent reads (step file, output note, shim mark) */
+    uid_t run_uid;
     char user_note[TS_LAUNCH_REASON_MAX]; /* non-empty when not run as spec->user */
     bool isolated;                /* in its own cgroup with the limits */
     bool cgroup_v1;               /* cgroup_path is a v1 cgroup path, in every hierarchy */

@@ -315,6 +315,8 @@ char *agent_rec_body(const ts_rec *r)
     const ts_task_info *in = &r->info;
     fprintf(f, "uid %ld\nterm_grace_s %.9g\nisolated %d\ndevices_isolated %d\n", (long)in->uid,
             r->term_grace_s, in->isolated, in->devices_isolated);
+    if (in->run_uid != in->uid) /* absent: the same (records of older agents too) */
+        fprintf(f, "run_uid %ld\n", (long)in->run_uid);
     if (in->cgroup_v1) /* absent: a cgroup2 directory (records of older agents too) */
         fputs("cgroup_v1 1\n", f);
     put_escaped(f, "cgroup", in->cgroup_path);
@@ -552,6 +554,13 @@ static int parse_line(ts_rec *r, const char *key, char *v, int *seen)
         if (parse_ull(v, &u) != 0 || u > 0xffffffffULL)
             return -1;
         in->uid = (uid_t)u;
+        in->run_uid = (uid_t)u; /* until a later run_uid line says otherwise */
+        return 0;
+    }
+    if (strcmp(key, "run_uid") == 0) {
+        if (parse_ull(v, &u) != 0 || u > 0xffffffffULL)
+            return -1;
+        in->run_uid = (uid_t)u;
         return 0;
     }
     if (strcmp(key, "term_grace_s") == 0)

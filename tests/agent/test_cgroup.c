@@ -283,8 +283,10 @@ static void half_a_core_gets_about_half_a_core(void **state)
     assert_true(cores < CPU_SHARE_MAX);
     /* throttled, unless the machine was too busy for two spinners to reach
      * the quota at all (other work on a shared 2-core machine): then the
-     * bound above is all this run can show */
-    if (cores > 0.8 * CPU_HALF_MILLI / 1000.0)
+     * bound above is all this run can show; under 95 % of the quota on
+     * average, a busy machine can keep every period under it (seen at load
+     * 7 on 2 cores: 0.4+ cores, no period throttled) */
+    if (cores > 0.95 * CPU_HALF_MILLI / 1000.0)
         assert_true(periods > 0);
     else
         print_message("the machine gave the spinners less than the quota: throttling not "

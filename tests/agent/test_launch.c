@@ -425,6 +425,42 @@ static void exit_file_decodes_code_signal_and_oom_kills(void **state)
     assert_int_equal(ooms, 0);
 }
 
+/* A record keeps who the task's processes are (a container user's uid)
+ * when that is not its user; a record without it (the same uid, or an
+ * older agent's) reads as its user. */
+static void record_keeps_the_run_uid(void **state)
+{
+    fix *f = *state;
+    for (int other = 1; other >= 0; other--) {
+        ts_rec r;
+        memset(&r, 0, sizeof r);
+        snprintf(r.info.task_id, sizeof r.info.task_id, "ru");
+        r.info.uid = 1000;
+        r.info.run_uid = other ? 4242 : 1000;
+        snprintf(r.info.stdout_path, sizeof r.info.stdout_path, "%s/ru.out", f->logs);
+        snprintf(r.info.stderr_path, sizeof r.info.stderr_path, "%s/ru.err", f->logs);
+        snprintf(r.info.ack_path, sizeof r.info.ack_path, "%s/ru.ack", f->logs);
+        char head[256], path[160], tmp[170];
+        ts_sbuf b;
+        agent_sb_init(&b, head, sizeof head);
+        agent_rec_head(&b, "ru", 4242, 99, 4243, 98);
+        char *body = agent_rec_body(&r);
+        assert_non_null(body);
+        assert_int_equal(strstr(body, "run_uid") != NULL, other);
+        snprintf(path, sizeof path, "%s/ru.task", f->logs);
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        assert_int_equal(agent_rec_put(tmp, path, head, b.len, body, strlen(body)), 0);
+        free(body);
+        ts_rec back;
+        ts_err e;
+        assert_int_equal(agent_rec_read(path, &back, &e), 0);
+        assert_int_equal(back.info.uid, 1000);
+        assert_int_equal(back.info.run_uid, other ? 4242 : 1000);
+        agent_rec_clear(&back);
+        unlink(path); /* never adopted by the teardown: its pids are made up */
+    }
+}
+
 static void group_dies_with_the_task(void **state)
 {
     fix *f = *state;
@@ -935,6 +971,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(reused_pid_is_not_taken_for_the_task, setup, teardown),
         cmocka_unit_test_setup_teardown(task_lost_when_its_keeper_is_killed, setup, teardown),
         cmocka_unit_test_setup_teardown(records_list_what_was_left_running, setup, teardown),
+        cmocka_unit_test_setup_teardown(record_keeps_the_run_uid, setup, teardown),
         cmocka_unit_test_setup_teardown(detach_keeps_task_and_record_forget_removes, setup,
                                         teardown),
     };

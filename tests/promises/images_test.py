@@ -503,6 +503,27 @@ scenario_user_inside_the_image.needs_root = True
 scenario_user_inside_the_image.needs = NEEDS
 
 
+def scenario_output_note_of_a_container_user(c):
+    """agent-tasks.md: a task whose output goes elsewhere names those files in
+    `$TESSERA_OUTPUT_NOTE`; the agent reads them as the task's user's files
+    only: in a container run as other numbers (`user: "uid:gid"`), the
+    user its processes are, whose note and files the agent then reads."""
+    r = registry()
+    cmd = ('d=$(dirname "$TESSERA_OUTPUT_NOTE"); echo "$d/mine.log" > "$TESSERA_OUTPUT_NOTE"; '
+           'exec > "$d/mine.log" 2>&1; echo "uid=$(id -u) Traceback: elsewhere"; exit 4')
+    jid = c.submit(spec("note-as-numbers", cmd, f"{r.host}/team/tools:1", user="4242:4243"))
+    j = c.wait_job(jid, "failed", 90)
+    if not j:
+        return
+    check(j.get("exit_code") == 4, f"its exit code is the command's: {j.get('exit_code')}")
+    check("uid=4242 Traceback: elsewhere" in (j.get("why") or ""),
+          f"why quotes the last line of the file its note names: {j.get('why')!r}")
+
+
+scenario_output_note_of_a_container_user.needs_root = True
+scenario_output_note_of_a_container_user.needs = NEEDS
+
+
 def scenario_container_sees_no_agent_logs(c):
     """images.md: a container gets the task's own folder (its checkpoint
     acknowledgement), never the agent's log folder: its root does not see
