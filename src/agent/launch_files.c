@@ -15,6 +15,12 @@
  * through that descriptor, so no name is looked up twice; the files the
  * agent makes in it for the task (its step file, its shim's mark) are made
  * before that chown, while only root may write there.
+ *
+ * The folder is the task's to fill, and it is on the agent's state disk
+ * (with every task's records): where the agent is root, it is a tmpfs of
+ * its own (TASK_DIR_TMPFS), so a task that fills it gets ENOSPC there and
+ * nothing else does; its pages are charged to the memory cgroup of the task
+ * that writes them. Removing it is an unmount.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -22,6 +28,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,6 +41,9 @@
 #define TASK_DIRS_MODE 0711  /* anyone may pass through to their own, no one may list */
 #define REMOVE_DEPTH_MAX 256 /* a descriptor a level; what a task nests deeper is left */
 #define TASK_DIRS_TRASH ".trash" /* <task_dirs>/.trash: removed folders, emptied behind */
+/* the task folder's own filesystem: its ack, step file, shim mark, note and
+ * whatever small files the task keeps there (docs/agent-tasks.md) */
+#define TASK_DIR_TMPFS "size=64m,nr_inodes=16384,mode=0700"
 
 int agent_log_open(const char *dir, const char *id, const char *ext, char *path, size_t len,
                    const struct ts_run_as *ra, ts_err *err)
@@ -111,11 +121,31 @@ static int agent_rm_tree_at(int dfd, const char *name, int depth)
 static int task_dir_discard(int dfd, const char *root, const char *id)
 {
     char path[PATH_MAX], trash[PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/%s", root, id) < (int)sizeof path &&
-        snprintf(trash, sizeof trash, "%s/" TASK_DIRS_TRASH, root) < (int)sizeof trash &&
+    if (snprintf(path, sizeof path, "%s/%s", root, id) >= (int)sizeof path)
+        return agent_rm_tree_at(dfd, id, 0);
+    /* its own tmpfs, with all the task put there, goes at once (EINVAL: not
+     * a mount point, an older agent's folder or a non-root agent's) */
+    umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW);
+    if (snprintf(trash, sizeof trash, "%s/" TASK_DIRS_TRASH, root) < (int)sizeof trash &&
         agent_trash_put(path, trash) == 0)
         return 0;
     return agent_rm_tree_at(dfd, id, 0);
+}
+
+/* Mounts the task's folder's own tmpfs on root/id, just made (root is
+ * root's 0711: no one else can have put a link there). Where the agent is
+ * not root, or the mount is refused, the folder stays on the state disk. */
+static void task_dir_mount(const char *root, const char *id)
+{
+    char path[PATH_MAX];
+    if (geteuid() != 0 || snprintf(path, sizeof path, "%s/%s", root, id) >= (int)sizeof path)
+        return;
+    if (mount("tessera-task", path, "tmpfs", MS_NOSUID | MS_NODEV, TASK_DIR_TMPFS) != 0) {
+        static int said; /* once per agent: the same on every start */
+        if (!said++)
+            fprintf(stderr, "tessera-agent: a task's folder on a tmpfs of its own: %s (the "
+                    "folders stay on the state disk)\n", strerror(errno));
+    }
 }
 
 /* Makes the files in the task's new folder (dfd), empty and uid:gid's when
@@ -170,6 +200,7 @@ int agent_task_dir_make(const char *root, const char *id, uid_t uid, gid_t gid,
     if (task_dir_discard(dfd, root, id) == 0) {
         step = "mkdir";
         if (mkdirat(dfd, id, TASK_DIR_MODE) == 0) {
+            task_dir_mount(root, id);
             step = "open";
             fd = openat(dfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         }

@@ -5,8 +5,10 @@
  * agent folder a container gets read-write for the task alone). The log
  * folder also holds every task's records, so nothing there is opened by a
  * link or kept as a link, a FIFO or a hard link someone put in its place;
- * and a task's own folder is made fresh (0700, the task's user's) and
- * removed without following what the task put in it.
+ * and a task's own folder is made fresh (0700, the task's user's; where the
+ * agent is root, a tmpfs of its own, so what the task writes there cannot
+ * fill the state disk) and removed without following what the task put in
+ * it.
  *
  * Private to launch*.c. Nothing prints; errors name the path and the reason.
  */

@@ -7,7 +7,10 @@
  * FIFO or a hard link planted where a log goes is refused, naming it,
  * before anything is created through it; the folders of tasks no record
  * holds are swept (moved aside, emptied behind by the trash thread) without
- * following links in them. Every wait is bounded.
+ * following links in them; where the agent is root, a task's folder is a
+ * tmpfs of its own that the task fills alone (ENOSPC there, nothing on the
+ * state disk) and that goes, unmounted, with the task or the sweep. Every
+ * wait is bounded.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -257,6 +262,80 @@ static void task_dirs_sweep_keeps_recorded_ones(void **state)
     unlink(p);
 }
 
+#define TMPFS_MAGIC_NUMBER 0x01021994 /* statfs f_type of a tmpfs */
+
+/* Whether path is a mount point in this process's view. */
+static bool mounted_at(const char *path)
+{
+    FILE *m = fopen("/proc/self/mountinfo", "re");
+    char line[4096], mp[2048];
+    bool found = false;
+    while (m && !found && fgets(line, sizeof line, m))
+        found = sscanf(line, "%*s %*s %*s %*s %2047s", mp) == 1 && strcmp(mp, path) == 0;
+    if (m)
+        fclose(m);
+    return found;
+}
+
+/* A task that fills its own folder fills a tmpfs of its own (64 MiB):
+ * its write ends in ENOSPC and the state disk gets none of it; the
+ * folder's filesystem goes with the task, and the sweep unmounts what an
+ * agent that died left mounted. */
+static void task_folder_is_a_filesystem_of_its_own(void **state)
+{
+    fix *f = *state;
+    struct passwd *pw = getpwnam("nobody");
+    if (geteuid() != 0 || pw == NULL)
+        skip();
+    const char *argv[] = {"/bin/sh", "-c",
+                          "d=$(dirname \"$TESSERA_CHECKPOINT_DONE\"); "
+                          "head -c 100000000 /dev/zero > $d/fill; echo $? > filled; sleep 5",
+                          NULL};
+    ts_task_spec s = sh_spec(f, "tf3", argv);
+    s.user = "nobody";
+    ts_task *t;
+    ts_err err = {0};
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), 0);
+    wait_for_file(f->work, "filled");
+    const char *dir = agent_task_info_get(t)->task_dir;
+    char p[900];
+    struct statfs fs;
+    struct stat sb, disk;
+    assert_int_equal(statfs(dir, &fs), 0);
+    assert_true((unsigned long)fs.f_type == TMPFS_MAGIC_NUMBER);
+    snprintf(p, sizeof p, "%s/fill", dir);
+    assert_int_equal(lstat(p, &sb), 0);
+    assert_int_equal(stat(f->dir, &disk), 0);
+    assert_true(sb.st_dev != disk.st_dev);           /* not on the state disk */
+    assert_true(sb.st_size <= 64LL * 1024 * 1024);   /* stopped at its size */
+    snprintf(p, sizeof p, "%s/filled", f->work);
+    FILE *rc = fopen(p, "re");
+    int code = 0;
+    assert_non_null(rc);
+    assert_int_equal(fscanf(rc, "%d", &code), 1);
+    fclose(rc);
+    assert_int_not_equal(code, 0);                   /* the task's write failed */
+    char kept[768];
+    snprintf(kept, sizeof kept, "%s", dir);
+    assert_true(mounted_at(kept));
+    agent_task_free(t);
+    assert_false(mounted_at(kept));
+    assert_false(file_exists(kept));
+
+    char root[128];
+    snprintf(root, sizeof root, "%s/tasks", f->dir);
+    snprintf(p, sizeof p, "%s/ghost", root);
+    assert_int_equal(mkdir(root, 0711) == 0 || errno == EEXIST, 1);
+    assert_int_equal(mkdir(p, 0700), 0);
+    assert_int_equal(mount("t", p, "tmpfs", 0, "size=1m"), 0);
+    agent_task_dirs_sweep(root, f->recs);
+    bool left = mounted_at(p);
+    if (left)
+        umount2(p, MNT_DETACH);
+    assert_false(left);
+    assert_false(file_exists(p));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -264,6 +343,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(task_files_are_made_in_its_own_folder, setup, teardown),
         cmocka_unit_test_setup_teardown(planted_log_link_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(task_dirs_sweep_keeps_recorded_ones, setup, teardown),
+        cmocka_unit_test_setup_teardown(task_folder_is_a_filesystem_of_its_own, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -254,6 +254,34 @@ def scenario_output_that_fills_its_disk(c):
         subprocess.run(["umount", "-l", logs], capture_output=True)
 
 
+def scenario_a_task_that_fills_its_own_folder(c):
+    """agent-tasks.md: Where the agent runs as root the folder is a
+    filesystem of its own, a 64 MiB tmpfs (16,384 files), so a task that
+    fills it gets "No space left on device" there and the state disk, with
+    every task's records, gets none of it"""
+    state = os.path.dirname(c.path(NODE, "logs"))
+    devs = []
+
+    def look(c, jid):  # while it runs: where its folder's file is
+        fill = os.path.join(state, "tasks", f"j{jid}-r0", "fill")
+        c.wait(lambda: os.path.exists(fill) or None, "the task writes its folder", 10)
+        try:
+            devs.append((os.stat(fill).st_dev, os.stat(state).st_dev))
+        except OSError as e:
+            devs.append(str(e))
+    jid = hostile(c, "fills its own folder",
+                  'd=$(dirname "$TESSERA_STEP_FILE"); head -c 200000000 /dev/zero > $d/fill; '
+                  'echo "write ended $?"; echo "size $(stat -c %s $d/fill)"; sleep 3; exit 0',
+                  during=look)
+    out = c.output(NODE, jid) if jid else ""
+    size = next((int(w[1]) for w in (l.split() for l in out.splitlines())
+                 if len(w) == 2 and w[0] == "size" and w[1].isdigit()), -1)
+    check("write ended 1" in out and 60 << 20 <= size <= 64 << 20,
+          f"its write failed at its folder's 64 MiB: {out!r}")
+    check(bool(devs) and isinstance(devs[0], tuple) and devs[0][0] != devs[0][1],
+          f"its file is not on the state disk (its device, the state folder's): {devs}")
+
+
 def scenario_closed_stdout(c):
     """agent-tasks.md: a task that closes its output is reported as any
     other."""
