@@ -24,6 +24,7 @@
 
 #define TS_AGENT_MAX_TASKS 256
 #define TS_AGENT_MAX_HOOKS 64          /* prologs and epilogs running at once (--max-hooks) */
+#define TS_AGENT_CONTAINER_WRITE_MIB 20480 /* --container-write-mib default, at most */
 #define TS_AGENT_EPILOGS_WAITING_MAX 1024 /* epilogs waiting for a free hook slot */
 #define TS_AGENT_HOOK_TIMEOUT_S 60.0   /* --hook-timeout default */
 #define TS_AGENT_WAIT_IDLE_S 10.0  /* long-poll wait with nothing to watch */
@@ -64,6 +65,11 @@ typedef struct ts_agent_config {
     char prolog[512], epilog[512];
     double hook_timeout_s;  /* a hook still running then is killed and failed */
     int max_hooks;          /* hooks running at once, 1..TS_AGENT_MAX_HOOKS; 0 = the most */
+    /* a container's writable layer: its own filesystem of this size (MiB; 0
+     * = on the state disk, unbounded), --container-write-mib; unset: the
+     * default, TS_AGENT_CONTAINER_WRITE_MIB or a quarter of the state disk */
+    long long container_write_mib;
+    bool container_write_set;
     char p2p_listen[64];    /* IPV4:PORT serving image pieces to peers; "" = no P2P */
     char p2p_advertise[256];/* the URL peers reach it at; "" = from p2p_listen */
     bool p2p_fault_corrupt; /* fault injection (tests, bench): serve corrupt pieces */

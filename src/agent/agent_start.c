@@ -573,6 +573,7 @@ static void start_container(ts_agent *a, local_task *lt, task_start *S)
     if (!S->why[0])
         agent_container_user(lt, S->d, S->cuser, sizeof S->cuser, S->why, sizeof S->why);
     S->spec.container_user = S->cuser[0] ? S->cuser : NULL;
+    S->spec.container_write_mib = a->cfg.container_write_mib;
     nb += container_extras(a, S, S->binds + nb, sizeof S->binds / sizeof S->binds[0] - nb);
     S->spec.nmounts = nb;
     /* inside the image; NULL: the image's own */

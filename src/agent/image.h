@@ -174,6 +174,7 @@ typedef struct ts_bundle_spec {
     long long memory_bytes, cpu_milli, pids_max; /* 0: no limit */
     const char *cgroups_path;        /* NULL: the runtime's default */
     const json_t *cdi_edits;         /* the allocation's CDI edits (agent_cdi_edits); NULL: no GPU */
+    long long write_limit_mib;       /* its writable layer's size (agent_bundle_scratch); 0: none */
 } ts_bundle_spec;
 
 /* 0 when the image at rootfs has a glibc that can load the sharing shim
@@ -189,12 +190,22 @@ int agent_image_glibc_check(const char *rootfs, char *why, size_t why_len);
 int agent_bundle_apply_cdi(json_t *cfg, const json_t *edits, ts_err *err);
 
 /* Makes dir/rootfs (an overlay: the image's root filesystem below, dir/upper
- * above; a read-only bind of it where overlayfs is refused) and writes
+ * above, or dir/scratch/upper on a filesystem of write_limit_mib where that
+ * is set; a read-only bind of it where overlayfs is refused) and writes
  * dir/config.json. TS_EINVAL names the field; TS_EIO the step. */
 int agent_bundle_make(const ts_bundle_spec *b, ts_err *err);
 
 /* Where in the bundles' folder a removed bundle waits for the trash thread. */
 #define BUNDLE_TRASH_DIR ".trash"
+
+/* The bundle's folder that holds its writable layer's own filesystem. */
+#define BUNDLE_SCRATCH_DIR "scratch"
+
+/* Mounts dir/scratch: an ext4 filesystem of limit_mib in a sparse file
+ * dir/scratch.img, through a loop device that clears itself when it is
+ * unmounted (image_scratch.c). 0, or -1 with why (no loop device, no
+ * mkfs.ext4, a refused mount: the caller keeps the layer on its disk). */
+int agent_bundle_scratch(const char *dir, long long limit_mib, char *why, size_t wn);
 
 /* Unmounts the bundle's rootfs and moves the bundle directory into
  * BUNDLE_TRASH_DIR next to it, for the agent's trash thread to remove

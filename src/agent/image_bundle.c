@@ -152,17 +152,37 @@ static json_t *merged_env(json_t *img_env, const char *const *env, const char *p
     return out;
 }
 
+/* Where the overlay's upper and work folders go: dir itself, or the
+ * layer's own filesystem (dir/scratch) of b->write_limit_mib. */
+static void layer_home(const ts_bundle_spec *b, char *home, size_t n)
+{
+    snprintf(home, n, "%s", b->dir);
+    if (b->write_limit_mib <= 0)
+        return;
+    char why[256];
+    if (agent_bundle_scratch(b->dir, b->write_limit_mib, why, sizeof why) == 0) {
+        snprintf(home, n, "%s/" BUNDLE_SCRATCH_DIR, b->dir);
+        return;
+    }
+    static int said; /* once per agent: the same cause on every start */
+    if (!said++)
+        fprintf(stderr, "tessera-agent: a container's writable layer on a filesystem of its "
+                "own (--container-write-mib): %s; the layers stay on the state disk, "
+                "unbounded\n", why);
+}
+
 static int mount_rootfs(const ts_bundle_spec *b, bool *readonly, ts_err *err)
 {
-    char up[800], work[800], root[800], opts[3000];
-    snprintf(up, sizeof up, "%s/upper", b->dir);
-    snprintf(work, sizeof work, "%s/work", b->dir);
+    char up[840], work[840], root[800], opts[3000], home[800];
+    if (strchr(b->image->rootfs, ',') || strchr(b->dir, ','))
+        return ts_err_set(err, TS_EINVAL, "bundle %s: a path with a comma", b->dir);
+    layer_home(b, home, sizeof home);
+    snprintf(up, sizeof up, "%s/upper", home);
+    snprintf(work, sizeof work, "%s/work", home);
     snprintf(root, sizeof root, "%s/rootfs", b->dir);
     if ((mkdir(up, 0755) && errno != EEXIST) || (mkdir(work, 0700) && errno != EEXIST) ||
         (mkdir(root, 0755) && errno != EEXIST))
         return ts_err_set(err, TS_EIO, "bundle %s: %s", b->dir, strerror(errno));
-    if (strchr(b->image->rootfs, ',') || strchr(b->dir, ','))
-        return ts_err_set(err, TS_EINVAL, "bundle %s: a path with a comma", b->dir);
     snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s", b->image->rootfs, up, work);
     *readonly = false;
     if (mount("overlay", root, "overlay", MS_NODEV, opts) == 0)
@@ -295,8 +315,8 @@ int agent_bundle_make(const ts_bundle_spec *b, ts_err *err)
     if (!rc && mkdir(b->dir, 0700) != 0 && errno != EEXIST)
         rc = ts_err_set(err, TS_EIO, "bundle %s: %s", b->dir, strerror(errno));
     bool readonly = false;
-    if (!rc)
-        rc = mount_rootfs(b, &readonly, err);
+    if (!rc && (rc = mount_rootfs(b, &readonly, err)) != 0)
+        agent_bundle_remove(b->dir); /* with the layer's filesystem, if it was made */
     if (rc) {
         json_decref(args);
         json_decref(img);
@@ -365,6 +385,10 @@ void agent_bundle_remove(const char *dir)
     char p[800];
     snprintf(p, sizeof p, "%s/rootfs", dir);
     umount2(p, MNT_DETACH);
+    /* the writable layer's own filesystem, if it has one (its loop device
+     * clears itself once the overlay above lets it go) */
+    snprintf(p, sizeof p, "%s/" BUNDLE_SCRATCH_DIR, dir);
+    umount2(p, MNT_DETACH | UMOUNT_NOFOLLOW);
     /* the upper layer holds as many files as the task made: moved aside into
      * <bundles>/.trash at once and removed behind (trash.h), so that the main
      * loop, which calls this, does not wait on them */

@@ -143,6 +143,8 @@ typedef struct ts_task_spec {
     const json_t *cdi_edits;      /* its GPUs from the node's CDI spec (agent/cdi.h); NULL: none */
     const char *container_user;   /* "uid:gid" inside the image (its job's `user`, checked
                                    * by the caller); NULL: user's identity */
+    long long container_write_mib; /* with an image: its writable layer's size on a
+                                    * filesystem of its own; 0: on the state disk, unbounded */
 
     /* An interactive task (docs/interactive.md): stdin, stdout and stderr
      * are stdio_fd (a PTY's slave side, or a socket) instead of /dev/null

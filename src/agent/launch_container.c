@@ -138,7 +138,8 @@ int agent_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
         .user = s->container_user ? s->container_user : s->user || ra->change ? user : NULL,
         .mounts = m, .nmounts = nm,
         .memory_bytes = s->memory_bytes, .cpu_milli = s->cpu_milli, .pids_max = s->pids_max,
-        .cgroups_path = cg, .cdi_edits = s->cdi_edits, .path_first = NULL};
+        .cgroups_path = cg, .cdi_edits = s->cdi_edits, .path_first = NULL,
+        .write_limit_mib = s->container_write_mib};
     for (size_t i = 0; env && env[i] && s->slurm_bin_dir; i++)
         if (strncmp(env[i], "SLURM_JOB_NAME=", 15) == 0) /* its srun (docs/slurm.md) */
             b.path_first = s->slurm_bin_dir;

@@ -96,6 +96,10 @@ static void usage(FILE *f)
                "SECONDS]  (default 60)\n"
                "                     [--max-hooks N]  (hooks running at once, 1..64; "
                "default 64: more prologs and epilogs wait)\n"
+               "                     [--container-write-mib N]  (a container's writable "
+               "layer, its own filesystem;\n"
+               "                      default 20480 or a quarter of the state disk; 0: "
+               "unbounded, on the state disk)\n"
                "                     [--p2p-listen IPV4:PORT]  (serve image pieces to peer "
                "agents; docs/images.md \"Peer-to-peer\")\n"
                "                     [--p2p-advertise URL]  (the URL peers reach it at; "
@@ -351,6 +355,16 @@ static int opt_checked(agent_args *A, ts_agent_node *node, const char *o, const 
             return 2;
         }
         cfg->max_hooks = (int)n;
+    } else if (strcmp(o, "--container-write-mib") == 0) {
+        char *end;
+        long long n = v ? strtoll(v, &end, 10) : -1;
+        if (!v || end == v || *end || n < 0 || n > (1LL << 30)) {
+            fprintf(stderr, "tessera-agent: --container-write-mib: \"%s\" is not a number of "
+                    "MiB in 0..%lld\n", v ? v : "", 1LL << 30);
+            return 2;
+        }
+        cfg->container_write_mib = n;
+        cfg->container_write_set = true;
     } else {
         return 0;
     }

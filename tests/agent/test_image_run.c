@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -177,6 +178,43 @@ static void image_command_and_writes_stay_private(void **state)
     assert_true(lstat(p, &sb) != 0);
 }
 
+/* With container_write_mib, what the task writes in its root goes to a
+ * filesystem of its own of that size: a write past it fails there, none of
+ * it is on the bundles' disk, and removing the bundle unmounts it. */
+static void writable_layer_is_its_own_filesystem(void **state)
+{
+    (void)state;
+    if (!runnable())
+        skip();
+    if (access("/dev/loop-control", F_OK) != 0) /* the layer stays on the disk */
+        skip();
+    const char *w[] = {"sh", "-c",
+                       "head -c 40000000 /dev/zero > /tmp/fill; echo ended-$?; sleep 30",
+                       NULL};
+    char bundle[256], fill[300], scratch[300];
+    ts_task_spec s = spec("img-scratch.0", w, bundle, sizeof bundle);
+    s.container_write_mib = 16;
+    ts_task *t;
+    ts_err err = {0};
+    assert_int_equal(agent_task_start(NULL, &s, &t, &err), 0);
+    const ts_task_info *in = agent_task_info_get(t);
+    for (int i = 0; i < 200 && !strstr(slurp(in->stdout_path), "ended-"); i++)
+        nanosleep(&(struct timespec){0, 50000000L}, NULL);
+    assert_non_null(strstr(slurp(in->stdout_path), "ended-1"));
+    snprintf(fill, sizeof fill, "%s/" BUNDLE_SCRATCH_DIR "/upper/tmp/fill", bundle);
+    struct stat sb, disk;
+    assert_int_equal(lstat(fill, &sb), 0);
+    assert_int_equal(stat(bundles, &disk), 0);
+    assert_true(sb.st_size <= 16LL << 20);
+    assert_true(sb.st_dev != disk.st_dev);
+    agent_task_free(t);
+    agent_bundle_remove(bundle);
+    snprintf(scratch, sizeof scratch, "%s/" BUNDLE_SCRATCH_DIR, bundle);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "grep -q ' %s ' /proc/self/mountinfo", scratch);
+    assert_int_not_equal(system(cmd), 0); /* unmounted */
+}
+
 static void checkpoint_signal_and_ack(void **state)
 {
     (void)state;
@@ -321,6 +359,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(runs_in_the_image, setup, teardown),
         cmocka_unit_test_setup_teardown(image_command_and_writes_stay_private, setup, teardown),
+        cmocka_unit_test_setup_teardown(writable_layer_is_its_own_filesystem, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(checkpoint_signal_and_ack, setup, teardown),
         cmocka_unit_test_setup_teardown(log_folder_not_in_the_container, setup, teardown),
         cmocka_unit_test_setup_teardown(grace_then_kill_and_adoption, setup, teardown),

@@ -48,7 +48,9 @@ with open(SHIM, "w") as _f:
     _f.write("a stand-in: never loaded\n")
 os.chmod(SHIM, 0o644)
 PULL += ["--shim", SHIM]
-CLUSTER = {"nodes": [Node("r-1", "l1", args=PULL), Node("r-2", "l1", args=PULL),
+# r-2 gives a container's writable layer 64 MiB (the others the default)
+CLUSTER = {"nodes": [Node("r-1", "l1", args=PULL),
+                     Node("r-2", "l1", args=PULL + ["--container-write-mib", "64"]),
                      Node("s-1", "l1", cls="h8shared", args=PULL)],
            "tenants": TENANTS}
 NEEDS = ("runc",) + tuple(t for t in ("docker-registry", "umoci", "skopeo", "busybox"))
@@ -106,6 +108,54 @@ def scenario_image_job_runs_inside_its_image(c):
 
 scenario_image_job_runs_inside_its_image.needs_root = True
 scenario_image_job_runs_inside_its_image.needs = NEEDS
+
+
+def _mounts_under(path):
+    with open("/proc/self/mountinfo") as f:
+        return [l.split()[4] for l in f if l.split()[4].startswith(path + "/")]
+
+
+def scenario_a_container_that_fills_its_root(c):
+    """images.md: what a container task writes in its root goes to a
+    filesystem of its own, of `--container-write-mib`: a task that fills it
+    gets "No space left on device" and the node's state disk gets none of
+    it; the filesystem goes with the task."""
+    if not os.path.exists("/dev/loop-control") or not shutil.which("mkfs.ext4",
+                                                                   path="/usr/sbin:/sbin"):
+        print("  skipped: no loop devices or no mkfs.ext4 here (the layer stays on the disk)")
+        return
+    r = registry()
+    bundles = c.path("r-2", "bundles")
+    cmd = ("head -c 200000000 /dev/zero > /tmp/fill; echo write-ended-$?; "
+           "echo size $(stat -c %s /tmp/fill); sleep 4")
+    jid = c.submit(spec("fills-root", cmd, f"{r.host}/team/tools:1", nodelist="r-2"))
+    if not c.wait_job(jid, "running", 90):
+        return
+    def fill_dev():  # <bundles>/<id>/scratch/upper/tmp/fill
+        for root, _, files in os.walk(bundles):
+            if "fill" in files and root.endswith("/upper/tmp"):
+                bundle = root[:root.index("/upper/tmp")].rsplit("/scratch", 1)[0]
+                return os.stat(os.path.join(root, "fill")).st_dev, bundle
+        return None
+    found = c.wait(fill_dev, "the task's file shows in its layer", 20)
+    state_dev = os.stat(bundles).st_dev
+    j = c.wait_job(jid, "completed", 60)
+    out = c.output("r-2", jid)
+    size = next((int(w[1]) for w in (l.split() for l in out.splitlines())
+                 if len(w) == 2 and w[0] == "size" and w[1].isdigit()), -1)
+    check(bool(j) and "write-ended-1" in out and 0 < size <= 64 << 20,
+          f"its write failed within its 64 MiB: {out!r}")
+    check(bool(found) and found[0] != state_dev,
+          f"its layer is not on the state disk (its device {found}, the state disk's "
+          f"{state_dev})")
+    if found:
+        gone = c.wait(lambda: not _mounts_under(found[1]) or None,
+                      "its layer's filesystem is unmounted", 20)
+        check(gone is not None, f"nothing of it stays mounted: {_mounts_under(found[1])}")
+
+
+scenario_a_container_that_fills_its_root.needs_root = True
+scenario_a_container_that_fills_its_root.needs = NEEDS
 
 
 def scenario_exec_joins_the_container(c):

@@ -1,0 +1,157 @@
+/*
+ * image_scratch.c - a container's writable layer on a filesystem of its own
+ * (image.h, agent_bundle_scratch).
+ *
+ * The overlay's upper directory holds whatever the task writes anywhere in
+ * its root. On the agent's state disk, next to every task's records and the
+ * image store, one task writing without end would fill that disk for all of
+ * them. So the layer is a sparse file of the limit's size in the bundle,
+ * made ext4 (no journal, no reserved blocks, inode tables left for the
+ * kernel to use as they are: mkfs takes ~0.1 s and writes ~4 MB whatever
+ * the size) and mounted through a loop device that clears itself when the
+ * filesystem is unmounted. The task's writes past the limit get ENOSPC in
+ * its own filesystem; the file takes on the disk only what was written.
+ * Removing the bundle unmounts it (image_bundle.c).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/loop.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/image.h"
+
+#define SCRATCH_IMG "scratch.img"
+#define SCRATCH_MKFS_WAIT_S 30.0 /* a mkfs still running then is killed: no limit */
+#define SCRATCH_LOOP_TRIES 8     /* another process took the free loop device first */
+#define SCRATCH_PATH "/usr/sbin:/usr/bin:/sbin:/bin" /* where mkfs.ext4 is looked for */
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* mkfs.ext4 on the file at img; 0, or -1 with why. */
+static int scratch_mkfs(const char *img, char *why, size_t wn)
+{
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(why, wn, "fork: %s", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        int nul = open("/dev/null", O_RDWR);
+        if (nul >= 0) {
+            dup2(nul, 0);
+            dup2(nul, 1);
+            dup2(nul, 2);
+        }
+        char *const env[] = {"PATH=" SCRATCH_PATH, NULL};
+        execvpe("mkfs.ext4",
+                (char *const[]){"mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", "-E",
+                                "lazy_itable_init=1,nodiscard", "--", (char *)img, NULL},
+                env);
+        _exit(127);
+    }
+    double until = mono_now() + SCRATCH_MKFS_WAIT_S;
+    int st = 0;
+    pid_t r;
+    while ((r = waitpid(pid, &st, WNOHANG)) == 0 && mono_now() < until)
+        nanosleep(&(struct timespec){0, 5000000L}, NULL);
+    if (r == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        snprintf(why, wn, "mkfs.ext4 did not end within %.0f s", SCRATCH_MKFS_WAIT_S);
+        return -1;
+    }
+    if (r < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        snprintf(why, wn, "mkfs.ext4 %s", r > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 127
+                                              ? "not found (e2fsprogs)"
+                                              : "failed");
+        return -1;
+    }
+    return 0;
+}
+
+/* Binds the file (img_fd) to a free loop device that clears itself once
+ * unmounted; its descriptor, or -1 with why. */
+static int scratch_loop(int img_fd, char *dev, size_t dn, char *why, size_t wn)
+{
+    int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+    if (ctl < 0) {
+        snprintf(why, wn, "/dev/loop-control: %s", strerror(errno));
+        return -1;
+    }
+    int fd = -1;
+    for (int i = 0; i < SCRATCH_LOOP_TRIES && fd < 0; i++) {
+        int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+        if (n < 0) {
+            snprintf(why, wn, "no free loop device: %s", strerror(errno));
+            break;
+        }
+        snprintf(dev, dn, "/dev/loop%d", n);
+        fd = open(dev, O_RDWR | O_CLOEXEC);
+        if (fd < 0) {
+            snprintf(why, wn, "%s: %s", dev, strerror(errno));
+            break;
+        }
+        struct loop_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.fd = (unsigned)img_fd;
+        cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+        if (ioctl(fd, LOOP_CONFIGURE, &cfg) == 0)
+            break;
+        int e = errno;
+        close(fd);
+        fd = -1;
+        snprintf(why, wn, "%s: %s", dev, strerror(e));
+        if (e != EBUSY) /* taken by another between the two calls: the next one */
+            break;
+    }
+    close(ctl);
+    return fd;
+}
+
+int agent_bundle_scratch(const char *dir, long long limit_mib, char *why, size_t wn)
+{
+    char img[800], mnt[800], dev[32];
+    snprintf(img, sizeof img, "%s/" SCRATCH_IMG, dir);
+    snprintf(mnt, sizeof mnt, "%s/" BUNDLE_SCRATCH_DIR, dir);
+    if (mkdir(mnt, 0700) != 0 && errno != EEXIST) {
+        snprintf(why, wn, "%s: %s", mnt, strerror(errno));
+        return -1;
+    }
+    int img_fd = open(img, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (img_fd < 0 || ftruncate(img_fd, (off_t)limit_mib << 20) != 0) {
+        snprintf(why, wn, "%s: %s", img, strerror(errno));
+        if (img_fd >= 0) {
+            close(img_fd);
+            unlink(img);
+        }
+        return -1;
+    }
+    int loop = -1, rc = -1;
+    if (scratch_mkfs(img, why, wn) == 0 && (loop = scratch_loop(img_fd, dev, sizeof dev, why,
+                                                                 wn)) >= 0) {
+        /* noinit_itable: the inode tables stay as mkfs left them (unused,
+         * marked so), not zeroed behind, which would write the whole file */
+        if (mount(dev, mnt, "ext4", MS_NODEV | MS_NOSUID, "noinit_itable") == 0)
+            rc = 0;
+        else
+            snprintf(why, wn, "mount %s (ext4): %s", dev, strerror(errno));
+        close(loop); /* the mount holds the device now; unmounted, it clears */
+    }
+    close(img_fd);
+    if (rc != 0)
+        unlink(img);
+    return rc;
+}
