@@ -29,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,19 +38,6 @@
 #include "agent/taskfile.h"
 #include "agent/trash.h"
 #include "tessera/agent_proto.h"
-
-/* A container's writable layer by default: TS_AGENT_CONTAINER_WRITE_MIB,
- * or a quarter of the state disk where that is less, so that no one task
- * can fill the disk that holds every task's records. */
-static long long container_write_default(const char *state_dir)
-{
-    struct statvfs v;
-    if (statvfs(state_dir, &v) != 0)
-        return TS_AGENT_CONTAINER_WRITE_MIB;
-    long long quarter = (long long)((unsigned long long)v.f_blocks * v.f_frsize / 4 >> 20);
-    return quarter < TS_AGENT_CONTAINER_WRITE_MIB ? (quarter > 16 ? quarter : 16)
-                                                  : TS_AGENT_CONTAINER_WRITE_MIB;
-}
 
 int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, ts_err *err)
 {
@@ -81,7 +67,8 @@ int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, t
     snprintf(a->task_dirs, sizeof a->task_dirs, "%s/tasks", cfg->state_dir);
     mkdir(cfg->state_dir, 0755);
     if (!a->cfg.container_write_set)
-        a->cfg.container_write_mib = container_write_default(cfg->state_dir);
+        a->cfg.container_write_mib =
+            agent_container_write_default(cfg->state_dir, TS_AGENT_CONTAINER_WRITE_MIB);
     if (mkdir(a->logs, 0755) != 0 && errno != EEXIST) {
         int e = errno;
         ts_err_set(err, TS_EIO, "state_dir %s: %s", a->logs, strerror(e));

@@ -207,6 +207,11 @@ int agent_bundle_make(const ts_bundle_spec *b, ts_err *err);
  * mkfs.ext4, a refused mount: the caller keeps the layer on its disk). */
 int agent_bundle_scratch(const char *dir, long long limit_mib, char *why, size_t wn);
 
+/* The writable layer's size by default: most_mib, or a quarter of the
+ * filesystem of state_dir where that is less (at least 16 MiB), so that no
+ * one task can fill the disk that holds every task's records. */
+long long agent_container_write_default(const char *state_dir, long long most_mib);
+
 /* Unmounts the bundle's rootfs and moves the bundle directory into
  * BUNDLE_TRASH_DIR next to it, for the agent's trash thread to remove
  * (agent/trash.h): it returns at once, however many files the task left.
