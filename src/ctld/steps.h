@@ -32,6 +32,9 @@
 
 #define CTLD_STEP_TOKEN_PREFIX "tsstep_"
 #define CTLD_STEPS_MAX 4096            /* a job's steps, all runs together */
+/* A job's steps running at once: each step task carries its rank's whole
+ * environment and the step's command in its node's answer (agents_desired.c) */
+#define CTLD_STEPS_RUNNING_MAX 64
 #define CTLD_STEP_OUTPUT_MAX_BYTES 65536 /* the output kept of one step task, a stream */
 
 /* Whether j is a batch job (rank 0 runs the script, the others wait for
