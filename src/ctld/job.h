@@ -191,6 +191,12 @@ int ctld_tenant_queued(const ctld *c, const char *tenant);
 /* Under c->mu: the bytes of the specs of the tenant's pending and held jobs,
  * a large array's elements not yet jobs each counted (its spec's bytes). */
 int64_t ctld_tenant_queued_bytes(const ctld *c, const char *tenant);
+/* Under c->mu: 0 when the tenant's queued specs (and those claimed by
+ * submissions being written) take `more` bytes more within
+ * limits.queued_spec_mib_per_tenant; else TS_ENOSPC, err naming the tenant,
+ * what it holds, what (the words for `more`) and the budget. */
+int ctld_queued_bytes_check(const ctld *c, const char *tenant, int64_t more, const char *what,
+                            ts_err *err);
 /* Under c->mu: j's state goes from `from` to `to` (-1: not an active job);
  * its spec's bytes, counted while it is queued, are read at `to` (a spec
  * changed by an update is noted after the change). */

@@ -201,6 +201,21 @@ int64_t ctld_tenant_queued_bytes(const ctld *c, const char *tenant)
            ctld_arrays_queued_bytes(c, tenant);
 }
 
+int ctld_queued_bytes_check(const ctld *c, const char *tenant, int64_t more, const char *what,
+                            ts_err *err)
+{
+    /* each queued job's spec is a row a cancel, an update or a start writes */
+    int t = ts_tenant_find(c->tenants, tenant);
+    int64_t held = ctld_tenant_queued_bytes(c, tenant) +
+                   (t >= 0 && t < c->nqueued ? c->claimed_bytes[t] : 0);
+    if (held + more <= c->cfg.queued_spec_bytes)
+        return 0;
+    return ts_err_set(err, TS_ENOSPC, "tenant \"%s\": its pending and held jobs' specs take "
+                      "%lld bytes; %s would pass the budget of %lld MiB "
+                      "(limits.queued_spec_mib_per_tenant)", tenant, (long long)held, what,
+                      (long long)(c->cfg.queued_spec_bytes >> 20));
+}
+
 /* Under mu, at a submission's check: claims n queued jobs of tenant (index
  * t), each spec of `bytes`, until they are added, or refuses them if they
  * would pass limits.queued_jobs_per_tenant (TS_ELIMIT) or
@@ -215,14 +230,11 @@ static int queued_claim(ctld *c, const char *tenant, int t, int n, int64_t bytes
         return ts_err_set(err, TS_ELIMIT, "tenant \"%s\": %ld jobs pending or held, %d more "
                           "would pass the cap of %d (limits.queued_jobs_per_tenant)",
                           tenant, have, n, c->cfg.queued_per_tenant);
-    /* each queued job's spec is a row a cancel, an update or a start writes */
-    int64_t held = ctld_tenant_queued_bytes(c, tenant) + (known ? c->claimed_bytes[t] : 0);
-    if (held + (int64_t)n * bytes > c->cfg.queued_spec_bytes)
-        return ts_err_set(err, TS_ENOSPC, "tenant \"%s\": its pending and held jobs' specs "
-                          "take %lld bytes; %d more of %lld bytes each would pass the budget "
-                          "of %lld MiB (limits.queued_spec_mib_per_tenant)", tenant,
-                          (long long)held, n, (long long)bytes,
-                          (long long)(c->cfg.queued_spec_bytes >> 20));
+    char what[96];
+    snprintf(what, sizeof what, "%d more of %lld bytes each", n, (long long)bytes);
+    int rc = ctld_queued_bytes_check(c, tenant, (int64_t)n * bytes, what, err);
+    if (rc != 0)
+        return rc;
     if (known) {
         c->claimed[t] += n;
         c->claimed_bytes[t] += (int64_t)n * bytes;

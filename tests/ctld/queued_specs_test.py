@@ -15,7 +15,8 @@ budget is 2 MiB a tenant. Checked, on held jobs (they stay queued):
 - another tenant's jobs have their own budget;
 - a cancelled job gives its bytes back;
 - an array counts each element, and so does a large array's elements not
-  yet jobs.
+  yet jobs;
+- an update that grows a queued job's spec past the budget is refused.
 Every wait is bounded.
 """
 import json
@@ -45,7 +46,7 @@ write("cluster.yaml", """node_classes:
 nodes:
   - {names: 'n[1-2]', class: g8}
 """)
-write("tenants.yaml", "tenants:\n  t: {}\n  u: {}\n  v: {}\n")
+write("tenants.yaml", "tenants:\n  t: {}\n  u: {}\n  v: {}\n  w: {}\n")
 write("tesserad.yaml", f"""listen: 127.0.0.1:{PORT}
 cluster: cluster.yaml
 tenants: tenants.yaml
@@ -105,6 +106,26 @@ try:
     held = int(m.group(1)) if m else 0  # the gate's spec, and each element's with its dependency
     check(st == 413 and n * each <= held <= n * (each + 64) + 1000,
           f"the large array's elements not yet jobs count, each: {st} {json.dumps(d)[:300]}")
+
+    # an update that grows a queued job's spec is held to the budget too
+    st, d = submit(spec("w", "three", 600, 3))
+    check(st == 201, f"tenant w: 3 x 600 KB taken ({st})")
+    pad = spec("w", "pad", 0)
+    pad["env"] = {"P": ""}
+    st, d = submit(dict(pad, array_size=90000))
+    m = re.search(r"take (\d+) bytes; 90000 more of (\d+) bytes each", json.dumps(d))
+    check(st == 413 and m, f"w's bytes read from a refusal: {json.dumps(d)[:300]}")
+    held, each = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+    pad["env"] = {"P": "x" * (2 * 2**20 - held - each - 500)}
+    st, d = submit(pad)
+    check(st == 201, f"w filled to 500 bytes under its budget ({st} {json.dumps(d)[:200]})")
+    padded = d["jobs"][0]["id"] if st == 201 else 0
+    st, d = http_call(URL, "PATCH", f"/v1/jobs/{padded}", admin,
+                      {"dependency": "afterany:" + ":".join([str(padded - 1)] * 100)})
+    check(st == 413 and "queued_specs_too_large" in json.dumps(d),
+          f"a dependency that grows the spec past the budget is refused: {st} {json.dumps(d)[:300]}")
+    st, d = http_call(URL, "PATCH", f"/v1/jobs/{padded}", admin, {"nice": 5})
+    check(st == 200, f"an update within it is taken ({st} {json.dumps(d)[:200]})")
 finally:
     stop_all([proc])
 finish(TMP, ["log"])
