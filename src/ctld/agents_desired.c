@@ -23,6 +23,7 @@
  * with the most bytes on the node loses its largest job's ranks or steps
  * (answer_budget), never the node and never a tenant within its share.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -298,29 +299,6 @@ static void rank_task(const ctld *c, const cjob *j, int r, ctld_dtask *dt)
     }
 }
 
-/* The tasks of job j that node n runs: its ranks' into ranks, its steps'
- * into steps (built on their ranks' tasks, so those are kept until the
- * steps are written). */
-static void job_tasks(const ctld *c, const cjob *j, int n, json_t *ranks, json_t *steps)
-{
-    int nr = 0;
-    for (int r = 0; r < j->ntasks; r++)
-        nr += j->allocs[r].node == n;
-    ctld_dtask one = {0}, *dts = nr > 1 ? calloc((size_t)nr, sizeof *dts) : &one;
-    if (!dts)
-        return;
-    for (int r = 0, k = 0; r < j->ntasks; r++)
-        if (j->allocs[r].node == n) {
-            rank_task(c, j, r, &dts[k]);
-            json_array_append_new(ranks, ctld_dtask_encode(&dts[k++]));
-        }
-    ctld_steps_desired(c, j, n, dts, nr, steps);
-    for (int k = 0; k < nr; k++)
-        ctld_dtask_fini(&dts[k]); /* wipes the secrets it held */
-    if (dts != &one)
-        free(dts);
-}
-
 /* ---- the node's answer budget ---------------------------------------------------- */
 
 /* One job's tasks on the node, in two parts: its ranks' tasks, kept or left
@@ -330,8 +308,9 @@ typedef struct answer_part {
     const cjob *j;
     int tenant;     /* its tenant's index (-1: not in the tenants file any more) */
     bool steps;
-    json_t *tasks;
-    size_t *size;   /* [each task] its size in the answer */
+    json_t *tasks;  /* the ranks' tasks, built (the steps' are built once kept) */
+    size_t *size;   /* [each task] its size in the answer (a step task's at most) */
+    size_t ntasks;  /* its tasks */
     size_t keep;    /* the first tasks kept */
     size_t bytes;   /* the kept tasks' size */
 } answer_part;
@@ -410,35 +389,76 @@ static void answer_budget(const ctld *c, int n, answer_part *p, int np)
                     "out of its agent's answer, over the node's budget of %zu bytes (its "
                     "tenant's tasks there took the most)\n", c->cluster->nodes[n].name,
                     (long long)p[i].j->row.id, p[i].j->row.tenant,
-                    json_array_size(p[i].tasks) - p[i].keep, p[i].steps ? "step" : "rank",
+                    p[i].ntasks - p[i].keep, p[i].steps ? "step" : "rank",
                     budget);
     }
     free(by);
 }
 
-/* The sizes of part p's tasks in the answer (what json_dumpb would write);
- * false: out of memory. */
-static bool measure(answer_part *p)
+/* One job's tasks on the node while its answer is built: its ranks' tasks
+ * (kept until its steps' tasks, made from them, are built) and the two parts. */
+typedef struct job_build {
+    const cjob *j;
+    ctld_dtask *dts; /* [nr] its ranks' tasks on the node */
+    int nr;
+    answer_part *ranks, *steps;
+} job_build;
+
+/* Job j's rank tasks on node n built and measured into b (its parts set
+ * up); its step tasks only measured, from their ranks' tasks. False: out
+ * of memory. */
+static bool job_ranks(const ctld *c, const cjob *j, int n, job_build *b)
 {
-    size_t nt = json_array_size(p->tasks);
-    if (nt > 0 && !(p->size = malloc(nt * sizeof *p->size)))
-        return false;
-    for (size_t k = 0; k < nt; k++) {
-        p->size[k] = json_dumpb(json_array_get(p->tasks, k), NULL, 0, JSON_COMPACT) + 1;
-        p->bytes += p->size[k];
+    for (int r = 0; r < j->ntasks; r++)
+        b->nr += j->allocs[r].node == n;
+    b->j = j;
+    b->dts = calloc((size_t)b->nr + 1, sizeof *b->dts);
+    b->ranks->size = calloc((size_t)b->nr + 1, sizeof *b->ranks->size);
+    size_t *bytes = calloc((size_t)b->nr + 1, sizeof *bytes); /* by index in dts */
+    bool ok = b->dts && b->ranks->size && bytes;
+    for (int r = 0, k = 0; ok && r < j->ntasks; r++) {
+        if (j->allocs[r].node != n)
+            continue;
+        rank_task(c, j, r, &b->dts[k]);
+        json_t *o = ctld_dtask_encode(&b->dts[k]);
+        if (o) { /* the size json_dumpb writes, and its comma */
+            bytes[k] = json_dumpb(o, NULL, 0, JSON_COMPACT) + 1;
+            b->ranks->size[b->ranks->keep++] = bytes[k];
+            b->ranks->bytes += bytes[k];
+        }
+        ok = json_array_append_new(b->ranks->tasks, o) == 0 || !o;
+        k++;
     }
-    p->keep = nt;
-    return true;
+    b->ranks->ntasks = b->ranks->keep;
+    int ns = ok ? ctld_steps_desired(c, j, n, b->dts, bytes, b->nr, NULL, NULL, INT_MAX) : 0;
+    if (ok && ns > 0 && (ok = (b->steps->size = calloc((size_t)ns, sizeof(size_t))) != NULL)) {
+        b->steps->keep = (size_t)ctld_steps_desired(c, j, n, b->dts, bytes, b->nr, NULL,
+                                                    b->steps->size, ns);
+        b->steps->ntasks = b->steps->keep;
+        for (size_t k = 0; k < b->steps->keep; k++)
+            b->steps->bytes += b->steps->size[k];
+    }
+    free(bytes);
+    return ok;
 }
 
-/* Node n's tasks, each job's ranks and steps measured and kept within the
- * node's answer budget. NULL: out of memory. */
+static void job_build_fini(job_build *b)
+{
+    for (int k = 0; b->dts && k < b->nr; k++)
+        ctld_dtask_fini(&b->dts[k]); /* wipes the secrets it held */
+    free(b->dts);
+}
+
+/* Node n's tasks: each job's ranks' tasks, then its steps', kept within
+ * the node's answer budget (a step task left out is never built). NULL:
+ * out of memory. */
 static json_t *node_tasks(const ctld *c, int n)
 {
     const ctld_node_jobs *nj = &c->node_jobs[n]; /* not every job: only the node's */
     answer_part *p = calloc((size_t)nj->n * 2 + 1, sizeof *p);
-    json_t *tasks = p ? json_array() : NULL;
-    int np = 0;
+    job_build *jb = calloc((size_t)nj->n + 1, sizeof *jb);
+    json_t *tasks = p && jb ? json_array() : NULL;
+    int np = 0, nb = 0;
     bool ok = tasks != NULL;
     for (int i = 0; ok && i < nj->n; i++) {
         const cjob *j = nj->v[i];
@@ -446,22 +466,28 @@ static json_t *node_tasks(const ctld *c, int n)
             continue;
         int k = ts_tenant_find(c->tenants, j->row.tenant);
         p[np] = (answer_part){.j = j, .tenant = k, .tasks = json_array()};
-        p[np + 1] = (answer_part){.j = j, .tenant = k, .steps = true, .tasks = json_array()};
+        p[np + 1] = (answer_part){.j = j, .tenant = k, .steps = true};
+        jb[nb] = (job_build){.ranks = &p[np], .steps = &p[np + 1]};
         np += 2;
-        ok = p[np - 2].tasks && p[np - 1].tasks;
-        if (ok)
-            job_tasks(c, j, n, p[np - 2].tasks, p[np - 1].tasks);
+        ok = p[np - 2].tasks && job_ranks(c, j, n, &jb[nb++]);
     }
-    for (int i = 0; ok && i < np; i++)
-        ok = measure(&p[i]);
     if (ok)
         answer_budget(c, n, p, np);
+    for (int i = 0; ok && i < nb; i++) {
+        answer_part *r = jb[i].ranks, *st = jb[i].steps;
+        for (size_t k = 0; ok && k < r->keep; k++)
+            ok = json_array_append(tasks, json_array_get(r->tasks, k)) == 0;
+        if (ok && st->keep > 0)
+            ctld_steps_desired(c, jb[i].j, n, jb[i].dts, NULL, jb[i].nr, tasks, NULL,
+                               (int)st->keep);
+    }
+    for (int i = 0; i < nb; i++)
+        job_build_fini(&jb[i]);
     for (int i = 0; i < np; i++) {
-        for (size_t k = 0; ok && k < p[i].keep; k++)
-            ok = json_array_append(tasks, json_array_get(p[i].tasks, k)) == 0;
         json_decref(p[i].tasks);
         free(p[i].size);
     }
+    free(jb);
     free(p);
     if (!ok) {
         json_decref(tasks);

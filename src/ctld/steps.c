@@ -156,12 +156,32 @@ static json_t *step_task(const cjob *j, const ctld_step *s, int q, int nnodes,
     return o;
 }
 
-void ctld_steps_desired(const ctld *c, const cjob *j, int n, const ctld_dtask *ranks,
-                        int nranks, json_t *tasks)
+/* What a step task adds to its rank's task beyond the command: its four
+ * variables and its numbering (the rank's hold and step credential go) */
+#define STEP_TASK_EXTRA_BYTES 512
+
+/* The most bytes argv takes in a task's JSON: quotes, commas, escapes (a
+ * control character at most 6: \u0000). */
+static size_t argv_json_bytes(char *const *argv, int argc)
+{
+    size_t n = 2;
+    for (int i = 0; i < argc; i++) {
+        n += 3;
+        for (const unsigned char *p = (const unsigned char *)argv[i]; *p; p++)
+            n += *p == '"' || *p == '\\' ? 2 : *p < 0x20 ? 6 : 1;
+    }
+    return n;
+}
+
+int ctld_steps_desired(const ctld *c, const cjob *j, int n, const ctld_dtask *ranks,
+                       const size_t *rank_bytes, int nranks, json_t *tasks, size_t *est,
+                       int max)
 {
     if (!j->steps || j->row.state != TS_JOB_RUNNING || !j->allocs)
-        return;
-    for (int k = 0; k < j->steps->n; k++) {
+        return 0;
+    size_t job_cmd = argv_json_bytes(j->spec->argv, j->spec->argc);
+    int got = 0;
+    for (int k = 0; k < j->steps->n && got < max; k++) {
         const ctld_step *s = &j->steps->v[k];
         if (s->state != STEP_RUNNING || s->run != j->row.start_s)
             continue;
@@ -173,18 +193,25 @@ void ctld_steps_desired(const ctld *c, const cjob *j, int n, const ctld_dtask *r
             nnodes += !seen;
         }
         const char *first = ctld_step_node(c, j, s->rank[0]);
-        for (int q = 0; q < s->n; q++) {
+        size_t cmd = est ? argv_json_bytes(s->cmd->argv, s->cmd->argc) : 0;
+        for (int q = 0; q < s->n && got < max; q++) {
             int r = s->rank[q];
             if (j->allocs[r].node != n || s->st[q] > CTLD_RANK_RUNNING)
                 continue;
-            const ctld_dtask *base = NULL;
-            for (int b = 0; b < nranks && !base; b++)
-                if (ranks[b].t.rank == r && !ranks[b].oom)
-                    base = &ranks[b];
-            if (base) /* its rank's task was written (not out of memory) */
-                json_array_append_new(tasks, step_task(j, s, q, nnodes, first, base));
+            int b = 0;
+            while (b < nranks && (ranks[b].t.rank != r || ranks[b].oom))
+                b++;
+            if (b == nranks) /* its rank's task was not written (out of memory) */
+                continue;
+            if (tasks)
+                json_array_append_new(tasks, step_task(j, s, q, nnodes, first, &ranks[b]));
+            if (est) /* the rank's task with the step's command for the job's */
+                est[got] = (rank_bytes[b] > job_cmd ? rank_bytes[b] - job_cmd : 0) + cmd +
+                           STEP_TASK_EXTRA_BYTES;
+            got++;
         }
     }
+    return got;
 }
 
 static char *tail_of(const char *text)
