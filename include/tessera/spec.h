@@ -30,6 +30,10 @@ extern "C" {
 #define TS_SPEC_TTY_MAX 1000       /* interactive.rows, interactive.cols */
 #define TS_SPEC_MAX_ARGS 4096
 #define TS_SPEC_MAX_ENV 4096
+/* A task's environment and command together ("NAME=value" and each argument,
+ * a byte more each): every task and step task carries them to its node. Room
+ * for the largest batch script (TS_SBATCH_MAX_BYTES) and 128 KiB of env. */
+#define TS_SPEC_MAX_TASK_BYTES (640 * 1024)
 #define TS_SPEC_MAX_SECRETS 64
 
 /* Every error found, each "field.path: reason" (e.g. "tasks[1].gpus: must be

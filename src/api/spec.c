@@ -467,6 +467,24 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
         spec_fail(P, "array_throttle", "only an array (array_size 2 or more) has one");
 }
 
+/* Every task carries the job's environment and command (and every step task
+ * its rank's environment again), into the answer its node's agent reads: a
+ * bound on them together keeps one job's tasks a bounded share of it. */
+static void check_task_bytes(spec_parser *P)
+{
+    const ts_job_spec *spec = P->spec;
+    size_t env = 0, cmd = 0;
+    for (int i = 0; i < spec->nenv; i++)
+        env += strlen(spec->env[i]) + 1;
+    for (int i = 0; i < spec->argc; i++)
+        cmd += strlen(spec->argv[i]) + 1;
+    if (env + cmd > TS_SPEC_MAX_TASK_BYTES)
+        spec_fail(P, env >= cmd ? "env" : "command",
+                  "the environment (%zu bytes) and the command (%zu bytes) together are over "
+                  "%d bytes, the most each task carries",
+                  env, cmd, TS_SPEC_MAX_TASK_BYTES);
+}
+
 static int walk(void *ctx)
 {
     spec_parser *P = ctx;
@@ -484,6 +502,8 @@ static int walk(void *ctx)
     }
     P->seen[0] = 1; /* the root: an alias to it is a cycle */
     walk_top(P, root);
+    if (!P->walk_failed && !P->oom)
+        check_task_bytes(P);
     free(P->seen);
     P->seen = NULL;
     if (P->oom)

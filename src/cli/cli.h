@@ -166,6 +166,7 @@ struct cli_resp {
     long status;
     json_t *json;       /* the parsed body; NULL for an empty (204) answer */
     bool replayed;      /* 200 where 201 was possible (idempotent retry) */
+    char code[48];      /* a quiet request's non-2xx answer: its error code ("" none) */
 };
 
 struct cli_req {

@@ -117,6 +117,32 @@ static int srun_wait(struct cli_ctx *ctx, long jid, long step, bool label)
     }
 }
 
+/* POSTs the step. A job runs at most 64 steps at once: past that the
+ * controller answers 409 too_many_running_steps and srun waits for one to
+ * end, as Slurm's srun waits when step creation is disabled for a while (it
+ * says so once); any other failure is printed. Bounded by the job: its end
+ * answers not_running. */
+static int srun_post(struct cli_ctx *ctx, struct cli_req *req, struct cli_resp *resp)
+{
+    for (bool said = false;;) {
+        req->quiet = true;
+        int rc = cli_http(ctx, req, resp);
+        if (rc == CLI_EXIT_OK || resp->status != 409 ||
+            strcmp(resp->code, "too_many_running_steps") != 0) {
+            if (rc == CLI_EXIT_OK || rc == CLI_EXIT_UNREACHABLE)
+                return rc;
+            /* again, aloud: a refused step changed nothing, and says why */
+            req->quiet = false;
+            return cli_http(ctx, req, resp);
+        }
+        if (!said)
+            fprintf(stderr, "srun: Job step creation temporarily disabled, retrying (the job "
+                    "runs as many steps as it may at once)\n");
+        said = true;
+        struct timespec ts = {0, CLI_SRUN_POLL_MS * 1000L * 1000L};
+        nanosleep(&ts, NULL);
+    }
+}
 
 int cli_cmd_srun(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
@@ -198,7 +224,7 @@ int cli_cmd_srun(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
                           .body_len = text ? strlen(text) : 0,
                           .content_type = "application/json"};
     struct cli_resp resp = {0};
-    rc = text ? cli_http(ctx, &req, &resp) : CLI_EXIT_LOCAL;
+    rc = text ? srun_post(ctx, &req, &resp) : CLI_EXIT_LOCAL;
     free(text);
     if (rc != CLI_EXIT_OK)
         return SRUN_EXIT_FAILED; /* why is printed; srun's own failures exit 1 */

@@ -366,8 +366,14 @@ static int conclude(struct cli_ctx *ctx, const struct cli_req *req, struct attem
         return transport_failed(ctx, t->cc, t->os_errno, t->errbuf, &t->s);
     resp->status = t->status;
     resp->replayed = resp->status == 200;
-    if ((resp->status < 200 || resp->status > 299) && req->quiet)
+    if ((resp->status < 200 || resp->status > 299) && req->quiet) {
+        json_t *root = t->s.body.p ? json_loadb(t->s.body.p, t->s.body.len, 0, NULL) : NULL;
+        const char *code = json_string_value(json_object_get(json_object_get(root, "error"),
+                                                             "code"));
+        snprintf(resp->code, sizeof resp->code, "%s", code ? code : "");
+        json_decref(root);
         return exit_for_status(resp->status);
+    }
     if (resp->status < 200 || resp->status > 299)
         return status_failed(ctx, resp->status, &t->s);
     if (t->s.body.len == 0)

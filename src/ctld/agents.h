@@ -118,6 +118,12 @@ void ctld_agent_moved(ctld *c, int n);
  * none (a virtual node, or no report yet). */
 bool ctld_rank_reading(ctld *c, const cjob *j, int rank, float *util, float *step_s);
 
+/* The most bytes of tasks a node's answer carries (agents_desired.c): half
+ * the most an agent reads (tessera-agent's TS_AGENT_ANSWER_MAX_BYTES, 64 MiB),
+ * the rest left for the answer's other members (output requests, sessions,
+ * the networks' peers and services). */
+#define CTLD_ANSWER_BUDGET_BYTES (32L * 1024 * 1024)
+
 /* agents_desired.c: what should run on node n (the sync's answer without
  * "gen" and "logs", which change under the agent's own lock); a new document
  * the caller frees, NULL when out of memory. Under c->mu: it reads the live

@@ -15,11 +15,20 @@
  * written by the codec's encoder, the one the agent's decoder mirrors; a
  * job's rank tasks are kept until its steps' tasks, made from them, are
  * written too.
+ *
+ * The tasks are what a tenant controls (its environment and command, copied
+ * into every rank and step task), and the agent refuses an answer over its
+ * limit, after which every sync of the node fails for every job on it. So
+ * the tasks are kept within a budget under that limit: over it, the tenant
+ * with the most bytes on the node loses its largest job's ranks or steps
+ * (answer_budget), never the node and never a tenant within its share.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctld/agents.h"
 #include "ctld/ctld.h"
 #include "ctld/dtask.h"
 #include "ctld/job_end.h"
@@ -290,26 +299,201 @@ static void rank_task(const ctld *c, const cjob *j, int r, ctld_dtask *dt)
     }
 }
 
-/* The tasks of job j that node n runs: its ranks', then its steps' (built
- * on their ranks' tasks, so those are kept until the steps are written). */
-static void job_tasks(const ctld *c, const cjob *j, int n, json_t *tasks)
+/* ---- the node's answer budget ---------------------------------------------------- */
+
+/* One job's tasks on the node, in two parts: its ranks' tasks, kept or left
+ * out together (a gang), and its steps' tasks, left out from the last (the
+ * newest steps first). */
+typedef struct answer_part {
+    const cjob *j;
+    int tenant;     /* its tenant's index (-1: not in the tenants file any more) */
+    bool steps;
+    json_t *tasks;  /* the ranks' tasks, built (the steps' are built once kept) */
+    size_t *size;   /* [each task] its size in the answer (a step task's at most) */
+    size_t ntasks;  /* its tasks */
+    size_t keep;    /* the first tasks kept */
+    size_t bytes;   /* the kept tasks' size */
+} answer_part;
+
+static size_t answer_budget_bytes(void)
 {
-    int nr = 0;
-    for (int r = 0; r < j->ntasks; r++)
-        nr += j->allocs[r].node == n;
-    ctld_dtask one = {0}, *dts = nr > 1 ? calloc((size_t)nr, sizeof *dts) : &one;
-    if (!dts)
+#ifdef TS_STORE_FAULTS_ENV /* test builds: a small budget, to see it spent */
+    const char *b = getenv("TESSERAD_TEST_ANSWER_BUDGET");
+    long v = b ? atol(b) : 0;
+    if (v > 0 && v < CTLD_ANSWER_BUDGET_BYTES)
+        return (size_t)v;
+#endif
+    return CTLD_ANSWER_BUDGET_BYTES;
+}
+
+/* The part of tenant k (any tenant when k is -2) with the most bytes
+ * still in; -1 when none. */
+static int largest_part(const answer_part *p, int np, int k)
+{
+    int best = -1;
+    for (int i = 0; i < np; i++)
+        if (p[i].bytes > 0 && (k == -2 || p[i].tenant == k) &&
+            (best < 0 || p[i].bytes > p[best].bytes))
+            best = i;
+    return best;
+}
+
+/* Leaves out part i's last step task, or all its ranks' tasks; the bytes
+ * left out. */
+static size_t drop_some(answer_part *p)
+{
+    size_t was = p->bytes;
+    if (p->steps && p->keep > 0)
+        p->bytes -= p->size[--p->keep];
+    else
+        p->keep = p->bytes = 0;
+    return was - p->bytes;
+}
+
+/* While the parts are over the budget, the tenant with the most bytes on
+ * the node loses tasks of its largest part: a tenant whose tasks take no
+ * more than its share (the budget over the tenants on the node) keeps them
+ * all, and a node's answer stays under what its agent reads, whatever one
+ * tenant's jobs carry (their environment copied into each step task,
+ * thousands of tasks). A task left out is held (a step task not started
+ * waits: its step stays running, srun waits) or stopped by the agent, as a
+ * task no longer wanted (its rank or step then ends as stopped). */
+static void answer_budget(const ctld *c, int n, answer_part *p, int np)
+{
+    size_t total = 0, budget = answer_budget_bytes();
+    for (int i = 0; i < np; i++)
+        total += p[i].bytes;
+    int nt = c->tenants->n + 1; /* the last: tenants no longer in the file */
+    size_t *by = total > budget ? calloc((size_t)nt, sizeof *by) : NULL;
+    if (total > budget && !by) { /* out of memory: the largest parts go, whoever's */
+        for (int i = largest_part(p, np, -2); total > budget && i >= 0;
+             i = largest_part(p, np, -2))
+            total -= drop_some(&p[i]);
         return;
-    for (int r = 0, k = 0; r < j->ntasks; r++)
-        if (j->allocs[r].node == n) {
-            rank_task(c, j, r, &dts[k]);
-            json_array_append_new(tasks, ctld_dtask_encode(&dts[k++]));
+    }
+    for (int i = 0; by && i < np; i++)
+        by[p[i].tenant >= 0 ? p[i].tenant : nt - 1] += p[i].bytes;
+    while (by && total > budget) {
+        int k = 0;
+        for (int t = 1; t < nt; t++)
+            if (by[t] > by[k])
+                k = t;
+        int i = largest_part(p, np, k == nt - 1 ? -1 : k);
+        if (i < 0)
+            break;
+        size_t out = drop_some(&p[i]);
+        total -= out;
+        by[k] -= out;
+        if (p[i].bytes == 0 || total <= budget)
+            fprintf(stderr, "tesserad: node %s: job %lld (tenant %s): %zu of its %s tasks held "
+                    "out of its agent's answer, over the node's budget of %zu bytes (its "
+                    "tenant's tasks there took the most)\n", c->cluster->nodes[n].name,
+                    (long long)p[i].j->row.id, p[i].j->row.tenant,
+                    p[i].ntasks - p[i].keep, p[i].steps ? "step" : "rank",
+                    budget);
+    }
+    free(by);
+}
+
+/* One job's tasks on the node while its answer is built: its ranks' tasks
+ * (kept until its steps' tasks, made from them, are built) and the two parts. */
+typedef struct job_build {
+    const cjob *j;
+    ctld_dtask *dts; /* [nr] its ranks' tasks on the node */
+    int nr;
+    answer_part *ranks, *steps;
+} job_build;
+
+/* Job j's rank tasks on node n built and measured into b (its parts set
+ * up); its step tasks only measured, from their ranks' tasks. False: out
+ * of memory. */
+static bool job_ranks(const ctld *c, const cjob *j, int n, job_build *b)
+{
+    for (int r = 0; r < j->ntasks; r++)
+        b->nr += j->allocs[r].node == n;
+    b->j = j;
+    b->dts = calloc((size_t)b->nr + 1, sizeof *b->dts);
+    b->ranks->size = calloc((size_t)b->nr + 1, sizeof *b->ranks->size);
+    size_t *bytes = calloc((size_t)b->nr + 1, sizeof *bytes); /* by index in dts */
+    bool ok = b->dts && b->ranks->size && bytes;
+    for (int r = 0, k = 0; ok && r < j->ntasks; r++) {
+        if (j->allocs[r].node != n)
+            continue;
+        rank_task(c, j, r, &b->dts[k]);
+        json_t *o = ctld_dtask_encode(&b->dts[k]);
+        if (o) { /* the size json_dumpb writes, and its comma */
+            bytes[k] = json_dumpb(o, NULL, 0, JSON_COMPACT) + 1;
+            b->ranks->size[b->ranks->keep++] = bytes[k];
+            b->ranks->bytes += bytes[k];
         }
-    ctld_steps_desired(c, j, n, dts, nr, tasks);
-    for (int k = 0; k < nr; k++)
-        ctld_dtask_fini(&dts[k]); /* wipes the secrets it held */
-    if (dts != &one)
-        free(dts);
+        ok = json_array_append_new(b->ranks->tasks, o) == 0 || !o;
+        k++;
+    }
+    b->ranks->ntasks = b->ranks->keep;
+    int ns = ok ? ctld_steps_desired(c, j, n, b->dts, bytes, b->nr, NULL, NULL, INT_MAX) : 0;
+    if (ok && ns > 0 && (ok = (b->steps->size = calloc((size_t)ns, sizeof(size_t))) != NULL)) {
+        b->steps->keep = (size_t)ctld_steps_desired(c, j, n, b->dts, bytes, b->nr, NULL,
+                                                    b->steps->size, ns);
+        b->steps->ntasks = b->steps->keep;
+        for (size_t k = 0; k < b->steps->keep; k++)
+            b->steps->bytes += b->steps->size[k];
+    }
+    free(bytes);
+    return ok;
+}
+
+static void job_build_fini(job_build *b)
+{
+    for (int k = 0; b->dts && k < b->nr; k++)
+        ctld_dtask_fini(&b->dts[k]); /* wipes the secrets it held */
+    free(b->dts);
+}
+
+/* Node n's tasks: each job's ranks' tasks, then its steps', kept within
+ * the node's answer budget (a step task left out is never built). NULL:
+ * out of memory. */
+static json_t *node_tasks(const ctld *c, int n)
+{
+    const ctld_node_jobs *nj = &c->node_jobs[n]; /* not every job: only the node's */
+    answer_part *p = calloc((size_t)nj->n * 2 + 1, sizeof *p);
+    job_build *jb = calloc((size_t)nj->n + 1, sizeof *jb);
+    json_t *tasks = p && jb ? json_array() : NULL;
+    int np = 0, nb = 0;
+    bool ok = tasks != NULL;
+    for (int i = 0; ok && i < nj->n; i++) {
+        const cjob *j = nj->v[i];
+        if (!j->allocs || (j->row.state != TS_JOB_RUNNING && j->row.state != TS_JOB_STOPPING))
+            continue;
+        int k = ts_tenant_find(c->tenants, j->row.tenant);
+        p[np] = (answer_part){.j = j, .tenant = k, .tasks = json_array()};
+        p[np + 1] = (answer_part){.j = j, .tenant = k, .steps = true};
+        jb[nb] = (job_build){.ranks = &p[np], .steps = &p[np + 1]};
+        np += 2;
+        ok = p[np - 2].tasks && job_ranks(c, j, n, &jb[nb++]);
+    }
+    if (ok)
+        answer_budget(c, n, p, np);
+    for (int i = 0; ok && i < nb; i++) {
+        answer_part *r = jb[i].ranks, *st = jb[i].steps;
+        for (size_t k = 0; ok && k < r->keep; k++)
+            ok = json_array_append(tasks, json_array_get(r->tasks, k)) == 0;
+        if (ok && st->keep > 0)
+            ctld_steps_desired(c, jb[i].j, n, jb[i].dts, NULL, jb[i].nr, tasks, NULL,
+                               (int)st->keep);
+    }
+    for (int i = 0; i < nb; i++)
+        job_build_fini(&jb[i]);
+    for (int i = 0; i < np; i++) {
+        json_decref(p[i].tasks);
+        free(p[i].size);
+    }
+    free(jb);
+    free(p);
+    if (!ok) {
+        json_decref(tasks);
+        return NULL;
+    }
+    return tasks;
 }
 
 /* The layout of every MIG GPU of node nd: the agent makes NVML match it.
@@ -364,14 +548,7 @@ static bool prefetch_of(const ctld *c, int n, ts_desired *d)
  * node alone). */
 json_t *ctld_agent_desired(const ctld *c, int n)
 {
-    json_t *tasks = json_array();
-    const ctld_node_jobs *nj = &c->node_jobs[n]; /* not every job: only the node's */
-    for (int i = 0; tasks && i < nj->n; i++) {
-        const cjob *j = nj->v[i];
-        if (!j->allocs || (j->row.state != TS_JOB_RUNNING && j->row.state != TS_JOB_STOPPING))
-            continue;
-        job_tasks(c, j, n, tasks);
-    }
+    json_t *tasks = node_tasks(c, n);
     ts_desired d = {.present = TS_DS_BIT(TS_DS_DRAINED) | TS_DS_BIT(TS_DS_LOST_AFTER_S) |
                                TS_DS_BIT(TS_DS_TASKS) | TS_DS_BIT(TS_DS_MIG),
                     .drained = !ts_sched_node_schedulable(c->sched, n),

@@ -38,6 +38,7 @@ struct ctld_lazy {
     int64_t id;             /* its first element's, the array's */
     ctld_range r;           /* its elements that are not jobs yet */
     ts_job_row tmpl;        /* what each element copies; name: the array's (no index) */
+    int64_t spec_bytes;     /* strlen(tmpl.spec_json): each element's in the queued budget */
     char idem[TS_STORE_KEY_MAX]; /* the submission's Idempotency-Key ("" none) */
     int throttle;           /* its spec's array_throttle (0 none) */
     int window;             /* elements it keeps waiting as jobs (wanted()) */
@@ -96,6 +97,7 @@ ctld_lazy *ctld_lazy_new(const ts_job_row *first, int size, int next, int thrott
     a->tmpl.preemptions = 0;
     a->tmpl.gpu_model[0] = a->tmpl.reason[0] = '\0';
     a->tmpl.gen = 0;
+    a->spec_bytes = a->tmpl.spec_json ? (int64_t)strlen(a->tmpl.spec_json) : 0;
     if (!a->tmpl.spec_json) {
         free(a);
         return NULL;
@@ -189,6 +191,15 @@ int ctld_arrays_queued(const ctld *c, const char *tenant)
     for (int i = 0; i < c->nlazy; i++)
         if (strcmp(c->lazy[i]->tmpl.tenant, tenant) == 0)
             n += ctld_range_count(&c->lazy[i]->r);
+    return n;
+}
+
+int64_t ctld_arrays_queued_bytes(const ctld *c, const char *tenant)
+{
+    int64_t n = 0;
+    for (int i = 0; i < c->nlazy; i++)
+        if (strcmp(c->lazy[i]->tmpl.tenant, tenant) == 0)
+            n += (int64_t)ctld_range_count(&c->lazy[i]->r) * c->lazy[i]->spec_bytes;
     return n;
 }
 

@@ -598,10 +598,11 @@ static int limits_key(cfg_ctx *x, yaml_node_t *v)
     ctld_config *cfg = x->cfg;
     static const char *const lk[] = {"requests_per_s", "burst", "connections",
                                      "connections_per_client", "request_timeout",
-                                     "queued_jobs_per_tenant", "connections_per_token"};
-    yaml_node_t *lv[7];
+                                     "queued_jobs_per_tenant", "connections_per_token",
+                                     "queued_spec_mib_per_tenant"};
+    yaml_node_t *lv[8];
     int64_t iv;
-    int rc = ts_yaml_map_fields(&x->D, v, "limits", lk, 7, lv);
+    int rc = ts_yaml_map_fields(&x->D, v, "limits", lk, 8, lv);
     if (rc == 0 && lv[0] &&
         (rc = ts_yaml_get_int(&x->D, lv[0], "limits.requests_per_s", 1, 1000000, "1..1000000",
                               &iv)) == 0)
@@ -630,6 +631,10 @@ static int limits_key(cfg_ctx *x, yaml_node_t *v)
         (rc = ts_yaml_get_int(&x->D, lv[5], "limits.queued_jobs_per_tenant", 1, 100000000,
                               "1..100000000", &iv)) == 0)
         cfg->queued_per_tenant = (int)iv;
+    if (rc == 0 && lv[7] &&
+        (rc = ts_yaml_get_int(&x->D, lv[7], "limits.queued_spec_mib_per_tenant", 1, 16777216,
+                              "1..16777216", &iv)) == 0)
+        cfg->queued_spec_bytes = iv << 20;
     return rc;
 }
 
@@ -741,6 +746,7 @@ static void defaults(ctld_config *cfg)
     cfg->conns_per_token = 64;
     cfg->request_timeout_s = 10.0;
     cfg->queued_per_tenant = 100000;
+    cfg->queued_spec_bytes = (int64_t)CTLD_QUEUED_SPEC_MIB_DEFAULT << 20;
     cfg->metrics_public = false;
     cfg->node_lost_s = CTLD_NODE_LOST_S;
     cfg->idle_threshold_pct = 5.0;

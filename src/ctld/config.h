@@ -19,6 +19,9 @@
 #define CTLD_PATH_MAX 1024
 #define CTLD_MAX_PRIORITY_CLASSES 32
 #define CTLD_BODY_MAX_BYTES (1 << 20)
+/* limits.queued_spec_mib_per_tenant: a tenant's queued jobs' specs, each
+ * array element counted (a cancel or an update writes each one's row) */
+#define CTLD_QUEUED_SPEC_MIB_DEFAULT 1024
 
 /* ---- configuration (config.c) ------------------------------------------- */
 
@@ -95,6 +98,7 @@ typedef struct ctld_config {
     int conns_per_token;        /* open connections that showed one token */
     double request_timeout_s;   /* every request must arrive whole within this */
     int queued_per_tenant;      /* pending and held jobs per tenant */
+    int64_t queued_spec_bytes;  /* their specs' bytes per tenant (an array's: each element's) */
     bool metrics_public;        /* /metrics without a token */
     double node_lost_s;         /* an agent silent this long is lost */
     double idle_threshold_pct;  /* a task below this GPU utilisation is idle */

@@ -75,6 +75,8 @@ typedef struct ctld {
     int submitting;              /* submissions between their check and their jobs' add */
     int *queued;                 /* [nqueued] pending and held jobs per tenant index */
     int *claimed;                /* [nqueued] jobs of submissions between their check and their add */
+    int64_t *queued_bytes;       /* [nqueued] their specs' bytes */
+    int64_t *claimed_bytes;      /* [nqueued] the claimed jobs' specs' bytes */
     int nqueued;
     pthread_cond_t committed;    /* ... and broadcasts this when it is done */
     ctld_lazy **lazy;            /* array_lazy.c: large arrays' elements not yet jobs */

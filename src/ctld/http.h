@@ -104,7 +104,8 @@ void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *out);
 /* array_lazy.c: large arrays' pending elements that are not jobs yet.
  * Under mu: ctld_array_lazy (job id is such an element), ctld_array_lazy_row
  * (its row as it would be stored, owned by the caller; TS_ENOENT when it is
- * not one), ctld_arrays_queued (a tenant's such elements), ctld_arrays_render
+ * not one), ctld_arrays_queued (a tenant's such elements) and
+ * ctld_arrays_queued_bytes (their specs' bytes, each counted), ctld_arrays_render
  * (one entry per array the filter matches, for GET /v1/jobs), ctld_lazy_new
  * (a record from the stored row of its first element) and ctld_lazy_add
  * (c owns it from then on, or it is freed: TS_ENOMEM). Not under mu:
@@ -116,6 +117,7 @@ void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *out);
 bool ctld_array_lazy(ctld *c, int64_t id);
 int ctld_array_lazy_row(ctld *c, int64_t id, ts_job_row *out);
 int ctld_arrays_queued(const ctld *c, const char *tenant);
+int64_t ctld_arrays_queued_bytes(const ctld *c, const char *tenant);
 json_t *ctld_arrays_render(ctld *c, const char *tenant, const char *owner);
 ctld_lazy *ctld_lazy_new(const ts_job_row *first, int size, int next, int throttle);
 TS_MUST_CHECK int ctld_lazy_add(ctld *c, ctld_lazy *a);

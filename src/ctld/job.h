@@ -100,6 +100,7 @@ typedef struct cjob {
     bool restart_now;           /* stopping to restart elsewhere at once (no backoff) */
     bool cancel_stop;           /* stopping because it was cancelled: ends cancelled */
     int pinned;                 /* a change of it is being written with mu released */
+    int64_t queued_bytes;       /* its spec's bytes in its tenant's queued count (0: none) */
     bool has_dep;               /* its spec names a dependency (set by job_build: the
                                  * passes over every job read it, not the spec) */
     bool dep_met;               /* its dependency held once (depend.c): it stays met */
@@ -187,8 +188,19 @@ void ctld_straggler_check(ctld *c, double now);
  * with every state change, not counted: the per-tenant cap reads it on
  * every submission). */
 int ctld_tenant_queued(const ctld *c, const char *tenant);
-/* Under c->mu: j's state goes from `from` to `to` (-1: not an active job). */
-void ctld_queued_note(ctld *c, const cjob *j, int from, int to);
+/* Under c->mu: the bytes of the specs of the tenant's pending and held jobs,
+ * a large array's elements not yet jobs each counted (its spec's bytes). */
+int64_t ctld_tenant_queued_bytes(const ctld *c, const char *tenant);
+/* Under c->mu: 0 when the tenant's queued specs (and those claimed by
+ * submissions being written) take `more` bytes more within
+ * limits.queued_spec_mib_per_tenant; else TS_ENOSPC, err naming the tenant,
+ * what it holds, what (the words for `more`) and the budget. */
+int ctld_queued_bytes_check(const ctld *c, const char *tenant, int64_t more, const char *what,
+                            ts_err *err);
+/* Under c->mu: j's state goes from `from` to `to` (-1: not an active job);
+ * its spec's bytes, counted while it is queued, are read at `to` (a spec
+ * changed by an update is noted after the change). */
+void ctld_queued_note(ctld *c, cjob *j, int from, int to);
 /* Under c->mu: removes and frees an active job. */
 void ctld_job_remove(ctld *c, cjob *j);
 /* Under c->mu: j got its allocations (j->allocs): the per-node index

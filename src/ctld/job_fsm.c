@@ -394,7 +394,7 @@ static void apply_one(ctld *c, ctld_change *ch, double now)
     char *spec_json = ch->row.spec_json ? ch->row.spec_json : j->row.spec_json;
     if (ch->row.spec_json)
         free(j->row.spec_json);
-    ctld_queued_note(c, j, j->row.state, ch->row.state);
+    int was = j->row.state;
     ctld_notify_change(c, j, j->row.state, &ch->row, now);
     free(j->row.placement_json);
     free(j->row.why);
@@ -402,6 +402,7 @@ static void apply_one(ctld *c, ctld_change *ch, double now)
     j->row = ch->row;
     j->row.spec_json = spec_json;
     memset(&ch->row, 0, sizeof ch->row); /* ownership moved */
+    ctld_queued_note(c, j, was, j->row.state); /* its new spec's bytes (an update's) */
     j->sj.held = j->row.state == TS_JOB_HELD;
     switch (ch->event) {
     case CTLD_JE_START:

@@ -289,6 +289,13 @@ static bool update_commit(ctld *c, const ctld_caller *w, int64_t id, json_t *pat
         }
         priority = probe.sj.priority;
     }
+    int64_t grow = ok && f->queued ? (int64_t)strlen(canon) - j->queued_bytes : 0;
+    char what[64];
+    snprintf(what, sizeof what, "the update's %lld bytes more", (long long)grow);
+    if (grow > 0 && ctld_queued_bytes_check(c, j->row.tenant, grow, what, &err) != 0) {
+        ctld_reply_error(r, 413, "queued_specs_too_large", "%s", err.msg);
+        ok = false;
+    }
     if (ok && priority > f->class_now && w->role == TS_ROLE_USER) {
         const char *field = json_object_get(patch, "priority_class") ? "priority_class" : "nice";
         ctld_reply_error(r, 403, "forbidden", "%s: the job's priority would rise from %d to %d "

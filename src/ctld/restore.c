@@ -361,6 +361,8 @@ void ctld_close(ctld *c)
     free(c->node_jobs);
     free(c->queued);
     free(c->claimed);
+    free(c->queued_bytes);
+    free(c->claimed_bytes);
     ctld_arrays_free(c);
     ctld_deps_free(c);
     ts_decision_fini(&c->d);

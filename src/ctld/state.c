@@ -174,11 +174,17 @@ void ctld_job_remove(ctld *c, cjob *j)
 
 static bool is_queued(int state) { return state == TS_JOB_PENDING || state == TS_JOB_HELD; }
 
-void ctld_queued_note(ctld *c, const cjob *j, int from, int to)
+void ctld_queued_note(ctld *c, cjob *j, int from, int to)
 {
     int t = j->sj.tenant;
-    if (t >= 0 && t < c->nqueued)
-        c->queued[t] += (int)is_queued(to) - (int)is_queued(from);
+    if (t < 0 || t >= c->nqueued)
+        return;
+    c->queued[t] += (int)is_queued(to) - (int)is_queued(from);
+    if (is_queued(from))
+        c->queued_bytes[t] -= j->queued_bytes;
+    j->queued_bytes = 0;
+    if (is_queued(to) && j->row.spec_json)
+        c->queued_bytes[t] += j->queued_bytes = (int64_t)strlen(j->row.spec_json);
 }
 
 int ctld_tenant_queued(const ctld *c, const char *tenant)
@@ -188,11 +194,35 @@ int ctld_tenant_queued(const ctld *c, const char *tenant)
     return (t >= 0 && t < c->nqueued ? c->queued[t] : 0) + ctld_arrays_queued(c, tenant);
 }
 
+int64_t ctld_tenant_queued_bytes(const ctld *c, const char *tenant)
+{
+    int t = ts_tenant_find(c->tenants, tenant);
+    return (t >= 0 && t < c->nqueued ? c->queued_bytes[t] : 0) +
+           ctld_arrays_queued_bytes(c, tenant);
+}
+
+int ctld_queued_bytes_check(const ctld *c, const char *tenant, int64_t more, const char *what,
+                            ts_err *err)
+{
+    /* each queued job's spec is a row a cancel, an update or a start writes */
+    int t = ts_tenant_find(c->tenants, tenant);
+    int64_t held = ctld_tenant_queued_bytes(c, tenant) +
+                   (t >= 0 && t < c->nqueued ? c->claimed_bytes[t] : 0);
+    if (held + more <= c->cfg.queued_spec_bytes)
+        return 0;
+    return ts_err_set(err, TS_ENOSPC, "tenant \"%s\": its pending and held jobs' specs take "
+                      "%lld bytes; %s would pass the budget of %lld MiB "
+                      "(limits.queued_spec_mib_per_tenant)", tenant, (long long)held, what,
+                      (long long)(c->cfg.queued_spec_bytes >> 20));
+}
+
 /* Under mu, at a submission's check: claims n queued jobs of tenant (index
- * t) until they are added, or refuses them (TS_ELIMIT) if they would pass
- * limits.queued_jobs_per_tenant with the queued jobs and the other claims:
- * two submissions checked at once cannot both pass the cap. */
-static int queued_claim(ctld *c, const char *tenant, int t, int n, ts_err *err)
+ * t), each spec of `bytes`, until they are added, or refuses them if they
+ * would pass limits.queued_jobs_per_tenant (TS_ELIMIT) or
+ * limits.queued_spec_mib_per_tenant (TS_ENOSPC) with the queued jobs and
+ * the other claims: two submissions checked at once cannot both pass. */
+static int queued_claim(ctld *c, const char *tenant, int t, int n, int64_t bytes,
+                        ts_err *err)
 {
     bool known = t >= 0 && t < c->nqueued;
     long have = (long)ctld_tenant_queued(c, tenant) + (known ? c->claimed[t] : 0);
@@ -200,8 +230,15 @@ static int queued_claim(ctld *c, const char *tenant, int t, int n, ts_err *err)
         return ts_err_set(err, TS_ELIMIT, "tenant \"%s\": %ld jobs pending or held, %d more "
                           "would pass the cap of %d (limits.queued_jobs_per_tenant)",
                           tenant, have, n, c->cfg.queued_per_tenant);
-    if (known)
+    char what[96];
+    snprintf(what, sizeof what, "%d more of %lld bytes each", n, (long long)bytes);
+    int rc = ctld_queued_bytes_check(c, tenant, (int64_t)n * bytes, what, err);
+    if (rc != 0)
+        return rc;
+    if (known) {
         c->claimed[t] += n;
+        c->claimed_bytes[t] += (int64_t)n * bytes;
+    }
     return 0;
 }
 
@@ -210,15 +247,22 @@ int ctld_queued_recount(ctld *c)
 {
     int n = c->tenants->n;
     int *q = calloc((size_t)n + 1, sizeof *q), *cl = calloc((size_t)n + 1, sizeof *cl);
-    if (!q || !cl) {
+    int64_t *qb = calloc((size_t)n + 1, sizeof *qb), *cb = calloc((size_t)n + 1, sizeof *cb);
+    if (!q || !cl || !qb || !cb) {
         free(q);
         free(cl);
+        free(qb);
+        free(cb);
         return TS_ENOMEM;
     }
     free(c->queued);
     free(c->claimed); /* none: a replacement waits for every submission's add */
+    free(c->queued_bytes);
+    free(c->claimed_bytes);
     c->queued = q;
     c->claimed = cl;
+    c->queued_bytes = qb;
+    c->claimed_bytes = cb;
     c->nqueued = n;
     for (int i = 0; i < c->njobs; i++)
         ctld_queued_note(c, c->jobs[i], -1, c->jobs[i]->row.state);
@@ -481,8 +525,9 @@ double ctld_job_run_s(const cjob *j)
  * tenant's queued cap holds n more (claimed: the caller gives them back).
  * 0 opens a submission (ctld_submission_begin); *priority is the jobs'
  * priority, *tq the tenant's index. */
-static int submit_check(ctld *c, const ts_job_spec *spec, const char *owner,
-                        const char *run_user, int n, int *priority, int *tq, ts_err *err)
+static int submit_check(ctld *c, const ts_job_spec *spec, int64_t spec_bytes,
+                        const char *owner, const char *run_user, int n, int *priority, int *tq,
+                        ts_err *err)
 {
     cjob probe = {0};
     probe.row.submit_s = ctld_now();
@@ -497,7 +542,7 @@ static int submit_check(ctld *c, const ts_job_spec *spec, const char *owner,
         rc = ctld_fit_check(c, &probe, err); /* never runs: refused now, not left waiting */
     *tq = ts_tenant_find(c->tenants, spec->tenant);
     if (rc == 0)
-        rc = queued_claim(c, spec->tenant, *tq, n, err);
+        rc = queued_claim(c, spec->tenant, *tq, n, spec_bytes, err);
     if (rc == 0)
         ctld_submission_begin(c);
     pthread_mutex_unlock(&c->mu);
@@ -553,7 +598,8 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
         return ts_err_set(err, TS_EINVAL, "name: too long for an array of %d (at most %zu "
                           "characters)", n, TS_STORE_NAME_MAX - 1 - strlen(suffix));
     int priority, tq;
-    int rc = submit_check(c, spec, owner, run_user, n, &priority, &tq, err);
+    int rc = submit_check(c, spec, (int64_t)strlen(spec_json), owner, run_user, n, &priority,
+                          &tq, err);
     if (rc != 0)
         return rc;
     double now = ctld_now();
@@ -641,8 +687,10 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
     if (lazy)
         c->m.submitted += (uint64_t)(n_all - n);
     ctld_kick(c);
-    if (tq >= 0 && tq < c->nqueued)
-        c->claimed[tq] -= n_all; /* added now, counted in queued */
+    if (tq >= 0 && tq < c->nqueued) { /* added now, counted in queued */
+        c->claimed[tq] -= n_all;
+        c->claimed_bytes[tq] -= (int64_t)n_all * (int64_t)strlen(spec_json);
+    }
     ctld_submission_end(c);
     pthread_mutex_unlock(&c->mu);
     for (int i = 0; mine && i < n; i++)

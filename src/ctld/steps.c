@@ -1,8 +1,8 @@
 /*
  * steps.c - steps inside an allocation (see steps.h; the credential is
- * steps_cred.c): the steps a job has run and runs, their tasks in the
- * agents' desired state, the agents' reports of them, and GET/POST
- * /v1/jobs/{id}/steps.
+ * steps_cred.c, the documents and reads steps_view.c): the steps a job has
+ * run and runs, their tasks in the agents' desired state, the agents'
+ * reports of them, and POST /v1/jobs/{id}/steps.
  *
  * A step picks its tasks from the job's ranks the way srun does inside an
  * allocation: the nodes in the order the job holds them (its first
@@ -31,9 +31,35 @@
 #define STEP_ARGV_MAX 256
 #define STEP_ARG_MAX_BYTES 65536
 
-static const char *const STEP_STATES[] = {"running", "completed", "failed", "cancelled"};
-
 /* ---- one step ------------------------------------------------------------------- */
+
+ctld_step_cmd *ctld_step_cmd_new(const json_t *cmd)
+{
+    size_t argc = json_array_size(cmd), bytes = 0;
+    for (size_t i = 0; i < argc; i++) {
+        const char *a = json_string_value(json_array_get(cmd, i));
+        bytes += a ? strlen(a) + 1 : 1;
+    }
+    ctld_step_cmd *c = malloc(sizeof *c + argc * sizeof c->argv[0] + bytes);
+    if (!c)
+        return NULL;
+    atomic_init(&c->refs, 1);
+    c->argc = (int)argc;
+    char *at = (char *)&c->argv[argc];
+    for (size_t i = 0; i < argc; i++) {
+        const char *a = json_string_value(json_array_get(cmd, i));
+        size_t len = a ? strlen(a) + 1 : 1; /* a restored event's: checked when posted */
+        c->argv[i] = memcpy(at, a ? a : "", len);
+        at += len;
+    }
+    return c;
+}
+
+void ctld_step_cmd_put(ctld_step_cmd *cmd)
+{
+    if (cmd && atomic_fetch_sub(&cmd->refs, 1) == 1)
+        free(cmd);
+}
 
 void ctld_step_fini(ctld_step *s)
 {
@@ -41,9 +67,7 @@ void ctld_step_fini(ctld_step *s)
         free(s->out[i]);
         free(s->err[i]);
     }
-    for (int i = 0; i < s->argc; i++)
-        free(s->argv[i]);
-    free(s->argv);
+    ctld_step_cmd_put(s->cmd);
     free(s->rank);
     free(s->st);
     free(s->code);
@@ -63,97 +87,11 @@ void ctld_steps_free(cjob *j)
     j->steps = NULL;
 }
 
-static ctld_step *step_find(const cjob *j, int id)
-{
-    for (int i = 0; j->steps && i < j->steps->n; i++)
-        if (j->steps->v[i].id == id)
-            return &j->steps->v[i];
-    return NULL;
-}
-
-static double task_gpus(const cjob *j, int rank)
-{
-    const ts_alloc *a = &j->allocs[rank];
-    if (a->ngpu == 1 && a->gpu_milli > 0 && a->gpu_milli < 1000)
-        return a->gpu_milli / 1000.0;
-    return a->ngpu;
-}
-
-static double step_gpu_s(const cjob *j, const ctld_step *s, double now)
-{
-    double sum = 0;
-    for (int i = 0; i < s->n; i++) {
-        double end = s->end[i] > 0 ? s->end[i] : s->end_s > 0 ? s->end_s : now;
-        if (j->allocs && s->rank[i] < j->ntasks && end > s->start_s)
-            sum += task_gpus(j, s->rank[i]) * (end - s->start_s);
-    }
-    return sum;
-}
-
-static int step_exit(const ctld_step *s)
-{
-    int code = 0;
-    for (int i = 0; i < s->n; i++)
-        if (s->code[i] > code)
-            code = s->code[i];
-    return code;
-}
-
-static const char *node_of_rank(const ctld *c, const cjob *j, int rank)
-{
-    return j->allocs && rank < j->ntasks ? c->cluster->nodes[j->allocs[rank].node].name : "";
-}
-
-static json_t *step_json(const ctld *c, const cjob *j, const ctld_step *s, bool tasks,
-                         double now)
-{
-    json_t *cmd = json_array(), *nodes = json_array(), *t = json_array();
-    for (int i = 0; i < s->argc; i++)
-        json_array_append_new(cmd, json_string(s->argv[i]));
-    for (int i = 0; i < s->n; i++) {
-        const char *nd = node_of_rank(c, j, s->rank[i]);
-        bool seen = false;
-        for (size_t k = 0; k < json_array_size(nodes) && !seen; k++)
-            seen = strcmp(json_string_value(json_array_get(nodes, k)), nd) == 0;
-        if (!seen)
-            json_array_append_new(nodes, json_string(nd));
-        if (!tasks)
-            continue;
-        int st = s->st[i];
-        const char *sn = st == CTLD_RANK_DONE      ? "completed"
-                         : st == CTLD_RANK_FAILED  ? "failed"
-                         : st == CTLD_RANK_STOPPED ? "stopped"
-                         : st == CTLD_RANK_RUNNING ? "running"
-                                                   : "pending";
-        json_array_append_new(
-            t, json_pack("{s:i,s:i,s:s,s:s,s:o,s:s,s:s}", "task", i, "rank", s->rank[i], "node",
-                         nd, "state", sn, "exit_code",
-                         s->code[i] >= 0 ? json_integer(s->code[i]) : json_null(), "stdout",
-                         s->out[i] ? s->out[i] : "", "stderr", s->err[i] ? s->err[i] : ""));
-    }
-    char name[48];
-    snprintf(name, sizeof name, "%lld.%d", (long long)j->row.id, s->id);
-    json_t *o = json_pack(
-        "{s:i,s:I,s:s,s:s,s:o,s:i,s:o,s:f,s:o,s:o,s:f}", "id", s->id, "job",
-        (json_int_t)j->row.id, "name", name, "state", STEP_STATES[s->state], "command", cmd,
-        "ntasks", s->n, "nodes", nodes, "start", s->start_s, "end",
-        s->end_s > 0 ? json_real(s->end_s) : json_null(), "exit_code",
-        s->state == STEP_RUNNING ? json_null() : json_integer(step_exit(s)), "gpu_seconds",
-        step_gpu_s(j, s, now));
-    if (o && s->why[0])
-        json_object_set_new(o, "reason", json_string(s->why));
-    if (o && tasks)
-        json_object_set_new(o, "tasks", t);
-    else
-        json_decref(t);
-    return o;
-}
-
 /* The step-ended event's detail: what accounting reads once the job is gone. */
 static int plan_end_event(const ctld *c, const cjob *j, const ctld_step *s, double now,
                           ctld_txn *t)
 {
-    json_t *o = step_json(c, j, s, false, now);
+    json_t *o = ctld_step_json(c, j, s, false, now);
     char *d = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     int rc = d ? ctld_txn_event(t, j->row.id, now, "step-ended", d) : TS_ENOMEM;
@@ -199,7 +137,7 @@ static json_t *step_task(const cjob *j, const ctld_step *s, int q, int nnodes,
     ctld_dtask_env_add(&dt, "SLURM_STEP_NUM_TASKS=%d", s->n);
     ctld_dtask_env_add(&dt, "SLURM_STEP_NUM_NODES=%d", nnodes);
     ctld_dtask_env_add(&dt, "TESSERA_STEP_ID=%d", s->id);
-    t->command = (ts_strv){(const char **)s->argv, s->argc};
+    t->command = (ts_strv){(const char **)s->cmd->argv, s->cmd->argc};
     t->action = TS_ACTION_RUN;
     CTLD_DT_SET(&dt, STEP);
     t->step = s->id;
@@ -218,12 +156,32 @@ static json_t *step_task(const cjob *j, const ctld_step *s, int q, int nnodes,
     return o;
 }
 
-void ctld_steps_desired(const ctld *c, const cjob *j, int n, const ctld_dtask *ranks,
-                        int nranks, json_t *tasks)
+/* What a step task adds to its rank's task beyond the command: its four
+ * variables and its numbering (the rank's hold and step credential go) */
+#define STEP_TASK_EXTRA_BYTES 512
+
+/* The most bytes argv takes in a task's JSON: quotes, commas, escapes (a
+ * control character at most 6: \u0000). */
+static size_t argv_json_bytes(char *const *argv, int argc)
+{
+    size_t n = 2;
+    for (int i = 0; i < argc; i++) {
+        n += 3;
+        for (const unsigned char *p = (const unsigned char *)argv[i]; *p; p++)
+            n += *p == '"' || *p == '\\' ? 2 : *p < 0x20 ? 6 : 1;
+    }
+    return n;
+}
+
+int ctld_steps_desired(const ctld *c, const cjob *j, int n, const ctld_dtask *ranks,
+                       const size_t *rank_bytes, int nranks, json_t *tasks, size_t *est,
+                       int max)
 {
     if (!j->steps || j->row.state != TS_JOB_RUNNING || !j->allocs)
-        return;
-    for (int k = 0; k < j->steps->n; k++) {
+        return 0;
+    size_t job_cmd = argv_json_bytes(j->spec->argv, j->spec->argc);
+    int got = 0;
+    for (int k = 0; k < j->steps->n && got < max; k++) {
         const ctld_step *s = &j->steps->v[k];
         if (s->state != STEP_RUNNING || s->run != j->row.start_s)
             continue;
@@ -234,19 +192,26 @@ void ctld_steps_desired(const ctld *c, const cjob *j, int n, const ctld_dtask *r
                 seen = j->allocs[s->rank[p]].node == j->allocs[s->rank[q]].node;
             nnodes += !seen;
         }
-        const char *first = node_of_rank(c, j, s->rank[0]);
-        for (int q = 0; q < s->n; q++) {
+        const char *first = ctld_step_node(c, j, s->rank[0]);
+        size_t cmd = est ? argv_json_bytes(s->cmd->argv, s->cmd->argc) : 0;
+        for (int q = 0; q < s->n && got < max; q++) {
             int r = s->rank[q];
             if (j->allocs[r].node != n || s->st[q] > CTLD_RANK_RUNNING)
                 continue;
-            const ctld_dtask *base = NULL;
-            for (int b = 0; b < nranks && !base; b++)
-                if (ranks[b].t.rank == r && !ranks[b].oom)
-                    base = &ranks[b];
-            if (base) /* its rank's task was written (not out of memory) */
-                json_array_append_new(tasks, step_task(j, s, q, nnodes, first, base));
+            int b = 0;
+            while (b < nranks && (ranks[b].t.rank != r || ranks[b].oom))
+                b++;
+            if (b == nranks) /* its rank's task was not written (out of memory) */
+                continue;
+            if (tasks)
+                json_array_append_new(tasks, step_task(j, s, q, nnodes, first, &ranks[b]));
+            if (est) /* the rank's task with the step's command for the job's */
+                est[got] = (rank_bytes[b] > job_cmd ? rank_bytes[b] - job_cmd : 0) + cmd +
+                           STEP_TASK_EXTRA_BYTES;
+            got++;
         }
     }
+    return got;
 }
 
 static char *tail_of(const char *text)
@@ -264,7 +229,7 @@ int ctld_steps_report(ctld *c, cjob *j, int n, const ts_task_report *tk, double 
                       ctld_txn *t)
 {
     int id = tk->step, rank = tk->rank;
-    ctld_step *s = step_find(j, id);
+    ctld_step *s = ctld_step_find(j, id);
     if (!s || s->state != STEP_RUNNING || tk->state == TS_REPORT_NONE || !j->allocs)
         return 0;
     if (tk->has_run && tk->run != s->run)
@@ -537,6 +502,15 @@ static bool step_refused(const ctld *c, const cjob *j, int64_t id, ctld_reply *r
                          (long long)id);
         return true;
     }
+    int running = 0;
+    for (int k = 0; j->steps && k < j->steps->n; k++)
+        running += j->steps->v[k].state == STEP_RUNNING && j->steps->v[k].run == j->row.start_s;
+    if (running >= CTLD_STEPS_RUNNING_MAX) { /* each copies its ranks' tasks to their nodes */
+        ctld_reply_error(r, 409, "too_many_running_steps", "job %lld runs %d steps, the most a "
+                         "job runs at once; a step starts once one has ended", (long long)id,
+                         CTLD_STEPS_RUNNING_MAX);
+        return true;
+    }
     if (j->steps && j->steps->n >= CTLD_STEPS_MAX) {
         ctld_reply_error(r, 409, "too_many_steps", "job %lld has run %d steps, the most a job "
                          "may", (long long)id, CTLD_STEPS_MAX);
@@ -556,15 +530,11 @@ bool ctld_step_alloc(ctld_step *s, const json_t *cmd, struct ctld_steps *steps)
     s->end = calloc((size_t)n, sizeof *s->end);
     s->out = calloc((size_t)n, sizeof *s->out);
     s->err = calloc((size_t)n, sizeof *s->err);
-    s->argc = (int)json_array_size(cmd);
-    s->argv = calloc((size_t)s->argc, sizeof *s->argv);
-    if (!s->st || !s->code || !s->end || !s->out || !s->err || !s->argv)
+    s->cmd = ctld_step_cmd_new(cmd);
+    if (!s->st || !s->code || !s->end || !s->out || !s->err || !s->cmd)
         return false;
     for (int i = 0; i < n; i++)
         s->code[i] = -1;
-    for (int i = 0; i < s->argc; i++)
-        if (!(s->argv[i] = strdup(json_string_value(json_array_get(cmd, (size_t)i)))))
-            return false;
     if (steps->n == steps->cap) {
         int cap = steps->cap ? steps->cap * 2 : 8;
         ctld_step *nv = realloc(steps->v, (size_t)cap * sizeof *nv);
@@ -584,7 +554,7 @@ bool ctld_step_alloc(ctld_step *s, const json_t *cmd, struct ctld_steps *steps)
 static json_t *step_commit(ctld *c, cjob *j, const ctld_step *s, ctld_reply *r)
 {
     int64_t id = j->row.id;
-    json_t *doc = step_json(c, j, s, false, s->start_s);
+    json_t *doc = ctld_step_json(c, j, s, false, s->start_s);
     /* what a restarted controller rebuilds the step from (ctld_steps_restore):
      * the job's ranks it runs in and the run it belongs to */
     json_t *ev = doc ? json_deep_copy(doc) : NULL, *ranks = json_array();
@@ -684,77 +654,6 @@ out:
     json_decref(body);
 }
 
-json_t *ctld_steps_of(ctld *c, int64_t id, ts_err *err)
-{
-    ctld_lock_reader(c);
-    const cjob *j = ctld_job_find(c, id);
-    if (j) {
-        json_t *a = json_array();
-        double now = ctld_now();
-        for (int k = 0; j->steps && k < j->steps->n; k++)
-            json_array_append_new(a, step_json(c, j, &j->steps->v[k], false, now));
-        pthread_mutex_unlock(&c->mu);
-        return a;
-    }
-    pthread_mutex_unlock(&c->mu);
-    ctld_reply r = {0};
-    json_t *a = ctld_step_events(c, id, "step-ended", &r);
-    if (!a)
-        ts_err_set(err, TS_EIO, "the store: %s", r.body ? r.body : "unavailable");
-    free(r.body);
-    return a;
-}
-
-static void step_get(ctld *c, const ctld_request *rq, ctld_reply *r)
-{
-    int64_t one = -1;
-    if (rq->q.step && !ctld_parse_number(rq->q.step, "step", 0, CTLD_STEPS_MAX, &one, r))
-        return;
-    ctld_lock_reader(c);
-    const cjob *j = ctld_job_find(c, rq->id);
-    double now = ctld_now();
-    if (!j) { /* ended: what its events keep */
-        pthread_mutex_unlock(&c->mu);
-        json_t *a = ctld_step_events(c, rq->id, "step-ended", r);
-        if (!a)
-            return;
-        if (one < 0) {
-            ctld_reply_json(r, 200, json_pack("{s:o}", "steps", a));
-            return;
-        }
-        size_t k;
-        json_t *s;
-        json_array_foreach(a, k, s)
-        {
-            if (json_integer_value(json_object_get(s, "id")) == one) {
-                ctld_reply_json(r, 200, json_pack("{s:O}", "step", s));
-                json_decref(a);
-                return;
-            }
-        }
-        json_decref(a);
-        ctld_reply_error(r, 404, "not_found", "job %lld has no step %lld", (long long)rq->id,
-                         (long long)one);
-        return;
-    }
-    if (one >= 0) {
-        const ctld_step *s = j ? step_find(j, (int)one) : NULL;
-        json_t *o = s ? step_json(c, j, s, true, now) : NULL;
-        pthread_mutex_unlock(&c->mu);
-        if (o)
-            ctld_reply_json(r, 200, json_pack("{s:o}", "step", o));
-        else
-            ctld_reply_error(r, 404, "not_found", "job %lld has no step %lld",
-                             (long long)rq->id, (long long)one);
-        return;
-    }
-    json_t *a = json_array();
-    for (int k = 0; j && j->steps && k < j->steps->n; k++)
-        json_array_append_new(a, step_json(c, j, &j->steps->v[k], false, now));
-    pthread_mutex_unlock(&c->mu);
-    ctld_reply_json(r, 200, json_pack("{s:o}", "steps", a));
-}
-
 /* What a caller who may not read the job's content reads of its steps:
  * no command, no output (docs/secrets.md, as the job's own). */
 static void redact(json_t *doc)
@@ -822,7 +721,7 @@ void ctld_steps_route(ctld *c, const ctld_request *rq, ctld_reply *r)
         step_post(c, rq, r);
         return;
     }
-    step_get(c, rq, r);
+    ctld_steps_get(c, rq, r);
     if (!content && r->status == 200 && r->body) { /* its answer, without the content */
         json_error_t je;
         json_t *doc = json_loads(r->body, 0, &je);

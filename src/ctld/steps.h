@@ -32,6 +32,9 @@
 
 #define CTLD_STEP_TOKEN_PREFIX "tsstep_"
 #define CTLD_STEPS_MAX 4096            /* a job's steps, all runs together */
+/* A job's steps running at once: each step task carries its rank's whole
+ * environment and the step's command in its node's answer (agents_desired.c) */
+#define CTLD_STEPS_RUNNING_MAX 64
 #define CTLD_STEP_OUTPUT_MAX_BYTES 65536 /* the output kept of one step task, a stream */
 
 /* Whether j is a batch job (rank 0 runs the script, the others wait for
@@ -52,11 +55,15 @@ int64_t ctld_step_token_job(const ctld *c, const char *token);
 /* Reads <state_dir>/step.key, making it (32 random bytes, 0600) if absent. */
 int ctld_step_key_load(ctld *c, ts_err *err);
 
-/* Appends to tasks the step tasks of j that node n runs (desired state),
- * each written on its rank's task among ranks (the nranks tasks of j's
- * ranks on n, agents_desired.c). */
-void ctld_steps_desired(const ctld *c, const cjob *j, int n, const ctld_dtask *ranks,
-                        int nranks, json_t *tasks);
+/* The step tasks of j that node n runs (desired state), the oldest steps'
+ * first, at most max of them: each written on its rank's task among ranks
+ * (the nranks tasks of j's ranks on n, agents_desired.c) and appended to
+ * tasks (NULL: none built), and with est (room for max), each one's most
+ * bytes in the answer, from its rank's task's (rank_bytes, by index in
+ * ranks) and its command's, without building it. Their count. */
+int ctld_steps_desired(const ctld *c, const cjob *j, int n, const ctld_dtask *ranks,
+                       const size_t *rank_bytes, int nranks, json_t *tasks, size_t *est,
+                       int max);
 /* One agent report of a step task (it has "step"): recorded; a step whose
  * tasks all ended ends, its event planned into t. 0 or TS_ENOMEM. The
  * step's memory changes at once: a commit of t that fails leaves the step

@@ -285,7 +285,8 @@ static bool submit_allowed(ctld *c, const ctld_caller *w, const ts_job_spec *spe
 }
 
 /* The answer to a submission the store took (or refused): 400 naming the
- * field, 429 past the tenant's queued cap, 503, else the jobs (201, or 200
+ * field, 429 past the tenant's queued cap, 413 past its queued specs' bytes,
+ * 503, else the jobs (201, or 200
  * for an idempotent retry) with a large array's elements not yet jobs. */
 static void reply_submitted(ctld_reply *r, int rc, const ts_err *e, bool existed, json_t *jobs,
                             const int64_t *ids, int nids, const char *name)
@@ -300,6 +301,8 @@ static void reply_submitted(ctld_reply *r, int rc, const ts_err *e, bool existed
                       colon ? colon + 2 : e->msg));
     } else if (rc == TS_ELIMIT) { /* the cap, checked with the jobs' other checks */
         ctld_reply_error(r, 429, "too_many_queued", "%s", e->msg);
+    } else if (rc == TS_ENOSPC) { /* the tenant's budget of queued specs' bytes */
+        ctld_reply_error(r, 413, "queued_specs_too_large", "%s", e->msg);
     } else if (rc != 0) {
         ctld_reply_error(r, 503, "unavailable", "%s", e->msg);
     } else {

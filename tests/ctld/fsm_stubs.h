@@ -65,7 +65,7 @@ void ctld_notify_change(ctld *c, const cjob *j, int from, const ts_job_row *to, 
 {
     (void)c, (void)j, (void)from, (void)to, (void)now;
 }
-void ctld_queued_note(ctld *c, const cjob *j, int from, int to)
+void ctld_queued_note(ctld *c, cjob *j, int from, int to)
 {
     (void)c;
     (void)j;

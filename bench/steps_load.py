@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""One tenant listing its batch job's steps (64 KiB commands each) while
+another tenant reads one small job: the other's read latency (a list that
+renders every step's command under the lock makes every reader and the
+cycle wait for it).
+
+    steps_load.py TESSERAD NSTEPS     (bench/steps-load BUILD_DIR: 1000 steps)
+
+One real node, r-1, has a scripted agent: the steps start 64 at a time (the
+most a job runs at once) and the agent reports their tasks' ends.
+"""
+import os, subprocess, sys, tempfile, time, threading, shutil, urllib.request
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
+from harness import ctld_files, free_port, http_call, wait_ready
+BIN = sys.argv[1]; NS = int(sys.argv[2])
+TMP = tempfile.mkdtemp(prefix="sl-"); PORT = free_port(); URL = f"http://127.0.0.1:{PORT}"
+ctld_files(TMP, PORT, ["{names: 'r-[1-1]', class: a8}"],
+           "node_lost_after: 600s\nscheduler: {interval: 0.05s}\n")
+with open(os.path.join(TMP, "tenants.yaml"), "a") as f:
+    f.write("  team-a: {}\n  team-b: {}\n")
+p = subprocess.Popen([BIN, "--config", os.path.join(TMP, "tesserad.yaml")], stdout=subprocess.DEVNULL,
+                     stderr=open(TMP + "/log", "w"))
+try:
+    assert wait_ready(URL)
+    tok = open(os.path.join(TMP, "state", "admin.token")).read().strip()
+    st, d = http_call(URL, "POST", "/v1/tokens", tok, {"name": "r-1", "role": "node"})
+    node = d["token"]["secret"]
+    gen = http_call(URL, "POST", "/v1/agent/register", node, {"node": "r-1", "discovery": {"gpus": 8}})[1]["gen"]
+    def sync(tasks, wait_s=0):
+        global gen
+        st, d = http_call(URL, "POST", "/v1/agent/sync", node, {"node": "r-1", "gen": gen, "tasks": tasks, "wait_s": wait_s})
+        assert st == 200, (st, str(d)[:200])
+        gen = d["gen"]
+        return d
+    def spec(name, tenant, env):
+        return {"tenant": tenant, "name": name, "command": ["sleep", "3600"], "env": env,
+                "tasks": [{"gpus": 1, "gpu_model": "A100-80GB"}]}
+    small = http_call(URL, "POST", "/v1/jobs", tok, spec("small", "team-b", {}))[1]["jobs"][0]["id"]
+    batch = http_call(URL, "POST", "/v1/jobs", tok, spec("batch", "team-a", {"SLURM_JOB_NAME": "b"}))[1]["jobs"][0]["id"]
+    step_tok = None
+    for _ in range(200):
+        d = sync([], wait_s=0.2)
+        step_tok = next((t.get("step_token") for t in d.get("tasks", []) if t["job"] == batch), None)
+        if step_tok:
+            break
+    assert step_tok, "the batch job runs"
+    ranks = [{"job": batch, "rank": 0, "state": "running"}, {"job": small, "rank": 0, "state": "running"}]
+    sync(ranks)
+    arg = "x" * 65000
+    made = 0
+    while made < NS:
+        ids = []
+        for _ in range(min(64, NS - made)):
+            st, d = http_call(URL, "POST", f"/v1/jobs/{batch}/steps", step_tok, {"command": ["echo", arg]})
+            assert st == 201, (st, str(d)[:200])
+            ids.append(d["step"]["id"])
+        made += len(ids)
+        sync(ranks + [{"job": batch, "rank": 0, "step": s, "state": "exited", "exit_code": 0} for s in ids])
+    stop = time.time() + 10
+    lists = [0]
+    def lister():  # the answer read, not parsed: the client's parse would hold the GIL
+        while time.time() < stop:
+            req = urllib.request.Request(f"{URL}/v1/jobs/{batch}/steps", headers={"Authorization": "Bearer " + tok})
+            with urllib.request.urlopen(req, timeout=120) as r:
+                while r.read(1 << 20):
+                    pass
+            lists[0] += 1
+    ts = [threading.Thread(target=lister) for _ in range(2)]
+    for t in ts: t.start()
+    lat = []
+    while time.time() < stop:
+        q = time.time(); http_call(URL, "GET", f"/v1/jobs/{small}", tok); lat.append(time.time() - q); time.sleep(0.02)
+    for t in ts: t.join()
+    lat.sort()
+    print(f"{BIN} {NS} steps x 64 KiB commands, 2 listers ({lists[0]} lists): other tenant's GET n={len(lat)} "
+          f"p50 {1000*lat[len(lat)//2]:.1f} ms p99 {1000*lat[int(len(lat)*0.99)]:.1f} ms max {1000*lat[-1]:.1f}")
+finally:
+    p.kill(); p.wait(); shutil.rmtree(TMP, ignore_errors=True)
