@@ -136,6 +136,17 @@ try:
     other = call("POST", "/v1/jobs", spec("plain"))[1]["jobs"][0]["id"]
     check(other >= F + N, f"a later job gets an id after the array's: {other} >= {F + N}")
 
+    # held: its elements past the window would come pending and start
+    st, d = call("POST", "/v1/jobs", spec("held-big", array_size=500, hold=True), timeout=120)
+    check(st == 400 and "hold" in str(d) and "dependency" in str(d),
+          f"a large array submitted held is refused, naming hold: {st} {d}")
+    st, d = call("POST", "/v1/jobs", spec("held-small", array_size=64, hold=True))
+    small = [j["id"] for j in d.get("jobs", [])] if st == 201 else []
+    check(st == 201 and all(job(k).get("state") == "held" for k in small[-2:]),
+          f"an array of 64 is taken held, each element: {st}")
+    if small:
+        call("POST", f"/v1/arrays/{small[0]}/cancel")
+
     # ---- listing: the elements not yet jobs, compactly ----
     st, d = call("GET", "/v1/jobs?limit=10")
     arr = [a for a in d.get("arrays", []) if a.get("array") == F]
