@@ -756,7 +756,6 @@ static json_t *sync_body(ts_agent *a, bool busy, const char *drain_sent, json_t 
     s.present |= *imgs ? TS_SY_BIT(TS_SY_IMAGES) : 0;
     json_t *body = tasks ? ts_sync_encode(&s) : NULL;
     agent_image_list_free(s.images, s.nimages);
-    json_decref(s.health);
     json_decref(tasks);
     /* the output answers, kept as the codec wrote each (agent_answer_logs)
      * so that the size fit below can cut them */

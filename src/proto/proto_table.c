@@ -158,19 +158,15 @@ static int proto_decode_one(const json_t *o, const char *where, const proto_fiel
     case PK_LIST:
         return proto_objv_decode(v, path, f->item_size, (void **)p,
                                  (int *)((char *)base + f->count_off), f->item_decode, err);
-    case PK_DOC:
-        if (f->lo && json_is_null(v))
-            return 0;
-        if (!json_is_object(v))
-            return ts_err_set(err, TS_EINVAL, "%s: must be an object%s", path,
-                              f->lo ? " or null" : "");
-        *(json_t **)p = (json_t *)v; /* borrowed */
-        return 0;
     case PK_DOCS:
         if (!json_is_array(v))
             return ts_err_set(err, TS_EINVAL, "%s: must be an array", path);
         *(json_t **)p = (json_t *)v;
         return 0;
+    case PK_ENUM:
+        return proto_enum(o, where, f->name, f->names, (int)f->hi, (int *)p, err);
+    case PK_SUB:
+        return proto_table_need(v, path, f->sub, f->nsub, (uint64_t)f->lo, p, NULL, err);
     }
     return 0;
 }
@@ -206,11 +202,14 @@ static json_t *proto_encode_one(const void *base, const proto_field *f)
     case PK_LIST:
         return proto_objv_encode(*(void *const *)p, *(const int *)((const char *)base + f->count_off),
                                  f->item_size, f->item_encode);
-    case PK_DOC:
-        return *(json_t *const *)p ? json_incref(*(json_t *const *)p)
-                                   : f->lo ? json_null() : json_object();
     case PK_DOCS:
         return *(json_t *const *)p ? json_incref(*(json_t *const *)p) : json_array();
+    case PK_ENUM: {
+        int k = *(const int *)p; /* an unset or unknown value: the first name */
+        return json_string(f->names[k > 0 && k < f->hi ? k : 1]);
+    }
+    case PK_SUB:
+        return proto_table_new(f->sub, f->nsub, p, PROTO_ALL(f->nsub));
     }
     return NULL;
 }
@@ -225,6 +224,21 @@ int proto_table_decode(const json_t *o, const char *where, const proto_field *f,
         *present |= 1ULL << i;
         rc = proto_decode_one(o, where, &f[i], base, err);
     }
+    return rc;
+}
+
+int proto_table_need(const json_t *o, const char *where, const proto_field *f, int n,
+                     uint64_t need, void *base, uint64_t *present, ts_err *err)
+{
+    if (!json_is_object(o))
+        return ts_err_set(err, TS_EINVAL, "%s: must be an object", where);
+    uint64_t seen = 0;
+    int rc = proto_table_decode(o, where, f, n, base, &seen, err);
+    for (int i = 0; rc == 0 && i < n; i++)
+        if ((need >> i & 1) && !(seen >> i & 1))
+            rc = ts_err_set(err, TS_EINVAL, "%s.%s: required", where, f[i].name);
+    if (present)
+        *present = seen;
     return rc;
 }
 

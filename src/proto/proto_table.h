@@ -32,8 +32,10 @@ typedef enum {
     PK_STRV,     /* ts_strv */
     PK_OBJ,      /* its own decode and encode */
     PK_LIST,     /* a list of objects: item pointer at off, its int count at count_off */
-    PK_DOC,      /* json_t *, a document carried whole: an object (lo 1: or null) */
     PK_DOCS,     /* json_t *, a list carried whole (each item decoded on its own) */
+    PK_ENUM,     /* an enum (int-sized) whose value k is names[k], k in 1..hi-1 */
+    PK_SUB,      /* an object of its own table (sub, nsub) in place at off; lo: its
+                  * required lines' bits, every member encoded */
 } proto_kind;
 
 typedef struct proto_field {
@@ -48,6 +50,9 @@ typedef struct proto_field {
     size_t count_off, item_size;
     int (*item_decode)(const json_t *item, const char *path, void *slot, ts_err *err);
     json_t *(*item_encode)(const void *slot);
+    const char *const *names;   /* PK_ENUM: names[0] the unset value's slot */
+    const struct proto_field *sub; /* PK_SUB */
+    int nsub;
 } proto_field;
 
 /* A PK_LIST line's kind and place: member m (items) and its count c of
@@ -60,6 +65,16 @@ typedef struct proto_field {
  * *present for line i. Returns 0, or the first member's error. */
 int proto_table_decode(const json_t *o, const char *where, const proto_field *f, int n,
                        void *base, uint64_t *present, ts_err *err);
+
+/* As proto_table_decode, for an object o must be (else "<where>: must be an
+ * object") with each line whose bit is in need carried (else
+ * "<where>.<name>: required"); *present (when not NULL) is set to the
+ * lines carried. */
+int proto_table_need(const json_t *o, const char *where, const proto_field *f, int n,
+                     uint64_t need, void *base, uint64_t *present, ts_err *err);
+
+/* The bits of lines 0..n-1: every member of a table of n lines. */
+#define PROTO_ALL(n) ((n) >= 64 ? ~0ULL : (1ULL << (n)) - 1)
 
 /* A new object of each line whose bit is in present (proto_table_encode);
  * NULL when out of memory. */
