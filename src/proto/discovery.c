@@ -40,34 +40,12 @@ static const proto_field CI_FIELDS[] = {
     {"uuid", PK_STR, offsetof(ts_disc_ci, uuid)},
 };
 
-static int dc_ci_decode(const json_t *m, const char *path, void *slot, ts_err *err)
-{
-    return proto_table_need(m, path, CI_FIELDS, NLINES(CI_FIELDS), PROTO_ALL(NLINES(CI_FIELDS)),
-                            slot, NULL, err);
-}
-
-static json_t *dc_ci_encode(const void *slot)
-{
-    return proto_table_new(CI_FIELDS, NLINES(CI_FIELDS), slot, PROTO_ALL(NLINES(CI_FIELDS)));
-}
-
 static const proto_field GI_FIELDS[] = {
     {"gpu_instance_id", PK_I64, offsetof(ts_disc_gi, gpu_instance_id), INT64_MIN, INT64_MAX},
     {"profile_id", PK_I64, offsetof(ts_disc_gi, profile_id), INT64_MIN, INT64_MAX},
     {PLACEMENT(ts_disc_gi)},
-    {"compute_instances", PROTO_LIST(ts_disc_gi, cis, ncis, dc_ci)},
+    {.name = "compute_instances", PROTO_ROWS(ts_disc_gi, cis, ncis, CI_FIELDS)},
 };
-
-static int dc_gi_decode(const json_t *m, const char *path, void *slot, ts_err *err)
-{
-    return proto_table_need(m, path, GI_FIELDS, NLINES(GI_FIELDS), PROTO_ALL(NLINES(GI_FIELDS)),
-                            slot, NULL, err);
-}
-
-static json_t *dc_gi_encode(const void *slot)
-{
-    return proto_table_new(GI_FIELDS, NLINES(GI_FIELDS), slot, PROTO_ALL(NLINES(GI_FIELDS)));
-}
 
 typedef struct dc_mig {
     bool enabled, pending;
@@ -78,7 +56,7 @@ typedef struct dc_mig {
 static const proto_field MIG_FIELDS[] = {
     {"enabled", PK_BOOL, offsetof(dc_mig, enabled)},
     {"pending", PK_BOOL, offsetof(dc_mig, pending)},
-    {"instances", PROTO_LIST(dc_mig, instances, ninstances, dc_gi)},
+    {.name = "instances", PROTO_ROWS(dc_mig, instances, ninstances, GI_FIELDS)},
 };
 
 static const char *const REMOTE_TYPES[] = {NULL, "gpu", "switch"};
@@ -91,18 +69,6 @@ static const proto_field NVLINK_FIELDS[] = {
      .hi = NLINES(REMOTE_TYPES), .names = REMOTE_TYPES},
 };
 
-static int dc_nvlink_decode(const json_t *m, const char *path, void *slot, ts_err *err)
-{
-    return proto_table_need(m, path, NVLINK_FIELDS, NLINES(NVLINK_FIELDS),
-                            PROTO_ALL(NLINES(NVLINK_FIELDS)), slot, NULL, err);
-}
-
-static json_t *dc_nvlink_encode(const void *slot)
-{
-    return proto_table_new(NVLINK_FIELDS, NLINES(NVLINK_FIELDS), slot,
-                           PROTO_ALL(NLINES(NVLINK_FIELDS)));
-}
-
 #define G(m) offsetof(ts_disc_gpu, m)
 static const proto_field GPU_FIELDS[TS_DG_NFIELDS] = {
     [TS_DG_INDEX] = {"index", PK_I64, G(index), 0, INT64_MAX},
@@ -113,7 +79,8 @@ static const proto_field GPU_FIELDS[TS_DG_NFIELDS] = {
     [TS_DG_MODEL] = {"model", PK_STR_NULL, G(model)},
     [TS_DG_MEMORY_BYTES] = {"memory_bytes", PK_I64, G(memory_bytes), 0, INT64_MAX},
     [TS_DG_PCI_BUS_ID] = {"pci_bus_id", PK_STR, G(pci_bus_id)},
-    [TS_DG_NVLINKS] = {"nvlinks", PROTO_LIST(ts_disc_gpu, nvlinks, nnvlinks, dc_nvlink)},
+    [TS_DG_NVLINKS] = {.name = "nvlinks",
+                       PROTO_ROWS(ts_disc_gpu, nvlinks, nnvlinks, NVLINK_FIELDS)},
     [TS_DG_MIG] = {.name = "mig", .kind = PK_SUB, .off = G(mig), .lo = PROTO_ALL(3),
                    .sub = MIG_FIELDS, .nsub = NLINES(MIG_FIELDS)},
     [TS_DG_ERROR] = {"error", PK_STR, G(error)},
@@ -145,34 +112,10 @@ static const proto_field RAIL_FIELDS[] = {
     {"hca", PK_STR, offsetof(ts_disc_rail, hca)},
 };
 
-static int dc_rail_decode(const json_t *m, const char *path, void *slot, ts_err *err)
-{
-    return proto_table_need(m, path, RAIL_FIELDS, NLINES(RAIL_FIELDS),
-                            PROTO_ALL(NLINES(RAIL_FIELDS)), slot, NULL, err);
-}
-
-static json_t *dc_rail_encode(const void *slot)
-{
-    return proto_table_new(RAIL_FIELDS, NLINES(RAIL_FIELDS), slot,
-                           PROTO_ALL(NLINES(RAIL_FIELDS)));
-}
-
 static const proto_field PORT_FIELDS[] = {
     {"hca", PK_STR, offsetof(ts_disc_ib_port, hca)},
     {"guid", PK_STR, offsetof(ts_disc_ib_port, guid)},
 };
-
-static int dc_port_decode(const json_t *m, const char *path, void *slot, ts_err *err)
-{
-    return proto_table_need(m, path, PORT_FIELDS, NLINES(PORT_FIELDS),
-                            PROTO_ALL(NLINES(PORT_FIELDS)), slot, NULL, err);
-}
-
-static json_t *dc_port_encode(const void *slot)
-{
-    return proto_table_new(PORT_FIELDS, NLINES(PORT_FIELDS), slot,
-                           PROTO_ALL(NLINES(PORT_FIELDS)));
-}
 
 /* The topology: row i names NVML's level between GPU i and each GPU. */
 static int dc_topology_decode(const json_t *v, const char *path, void *base, ts_err *err)
@@ -216,8 +159,9 @@ static const proto_field DC_FIELDS[TS_DC_NFIELDS] = {
     [TS_DC_TOPOLOGY] = {"topology", PK_OBJ, D(topology), 0, 0, dc_topology_decode,
                         dc_topology_encode},
     [TS_DC_NET_ADDR] = {"net_addr", PK_STR, D(net_addr)},
-    [TS_DC_RAILS] = {"rails", PROTO_LIST(ts_discovery, rails, nrails, dc_rail)},
-    [TS_DC_IB_PORTS] = {"ib_ports", PROTO_LIST(ts_discovery, ib_ports, nib_ports, dc_port)},
+    [TS_DC_RAILS] = {.name = "rails", PROTO_ROWS(ts_discovery, rails, nrails, RAIL_FIELDS)},
+    [TS_DC_IB_PORTS] = {.name = "ib_ports",
+                        PROTO_ROWS(ts_discovery, ib_ports, nib_ports, PORT_FIELDS)},
 };
 #undef D
 #pragma GCC diagnostic pop

@@ -34,18 +34,6 @@ static const proto_field REASON_FIELDS[] = {
     {VERDICT(ts_health_reason_doc)},
     {"message", PK_STR, offsetof(ts_health_reason_doc, message)},
 };
-#define NREASON ((int)(sizeof REASON_FIELDS / sizeof *REASON_FIELDS))
-
-static int nh_reason_decode(const json_t *m, const char *path, void *slot, ts_err *err)
-{
-    return proto_table_need(m, path, REASON_FIELDS, NREASON, PROTO_ALL(NREASON), slot, NULL,
-                            err);
-}
-
-static json_t *nh_reason_encode(const void *slot)
-{
-    return proto_table_new(REASON_FIELDS, NREASON, slot, PROTO_ALL(NREASON));
-}
 
 #define G(m) offsetof(ts_gpu_health_doc, m)
 #define INT(m) PK_I64, G(m), INT64_MIN, INT64_MAX
@@ -60,7 +48,8 @@ static const proto_field GH_FIELDS[TS_GH_NFIELDS] = {
                                         INT(ecc_uncorrected_volatile)},
     [TS_GH_NVLINKS_DOWN] = {"nvlinks_down", INT(nvlinks_down)},
     [TS_GH_UTIL_GPU_PCT] = {"util_gpu_pct", INT(util_gpu_pct)},
-    [TS_GH_REASONS] = {"reasons", PROTO_LIST(ts_gpu_health_doc, reasons, nreasons, nh_reason)},
+    [TS_GH_REASONS] = {.name = "reasons",
+                       PROTO_ROWS(ts_gpu_health_doc, reasons, nreasons, REASON_FIELDS)},
 };
 #undef INT
 #undef G

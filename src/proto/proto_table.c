@@ -76,9 +76,12 @@ json_t *proto_intv_encode(const ts_intv *s)
     return a;
 }
 
-int proto_objv_decode(const json_t *v, const char *path, size_t size, void **out, int *n,
-                      int (*one)(const json_t *item, const char *path, void *slot, ts_err *err),
-                      ts_err *err)
+typedef int (*proto_item_fn)(const json_t *item, const char *path, void *slot, ts_err *err);
+
+/* A list of objects, each by one() or, without one, by rows's table
+ * (every line required). */
+static int proto_list_decode(const json_t *v, const char *path, size_t size, void **out, int *n,
+                             proto_item_fn one, const proto_field *rows, ts_err *err)
 {
     if (!json_is_array(v))
         return ts_err_set(err, TS_EINVAL, "%s: must be a list", path);
@@ -93,22 +96,41 @@ int proto_objv_decode(const json_t *v, const char *path, size_t size, void **out
         const json_t *item = json_array_get(v, i);
         if (!json_is_object(item))
             return ts_err_set(err, TS_EINVAL, "%s: must be an object", sub);
-        int rc = one(item, sub, (char *)*out + i * size, err);
+        void *slot = (char *)*out + i * size;
+        int rc = one ? one(item, sub, slot, err)
+                     : proto_table_need(item, sub, rows->sub, rows->nsub, PROTO_ALL(rows->nsub),
+                                        slot, NULL, err);
         if (rc != 0)
             return rc;
     }
     return 0;
 }
 
-json_t *proto_objv_encode(const void *v, int n, size_t size, json_t *(*one)(const void *slot))
+int proto_objv_decode(const json_t *v, const char *path, size_t size, void **out, int *n,
+                      proto_item_fn one, ts_err *err)
+{
+    return proto_list_decode(v, path, size, out, n, one, NULL, err);
+}
+
+static json_t *proto_list_encode(const void *v, int n, size_t size, json_t *(*one)(const void *),
+                                 const proto_field *rows)
 {
     json_t *a = json_array();
-    for (int i = 0; a && i < n; i++)
-        if (json_array_append_new(a, one((const char *)v + (size_t)i * size)) != 0) {
+    for (int i = 0; a && i < n; i++) {
+        const void *slot = (const char *)v + (size_t)i * size;
+        json_t *item = one ? one(slot)
+                           : proto_table_new(rows->sub, rows->nsub, slot, PROTO_ALL(rows->nsub));
+        if (json_array_append_new(a, item) != 0) {
             json_decref(a);
             return NULL;
         }
+    }
     return a;
+}
+
+json_t *proto_objv_encode(const void *v, int n, size_t size, json_t *(*one)(const void *slot))
+{
+    return proto_list_encode(v, n, size, one, NULL);
 }
 
 /* ---- the loops -------------------------------------------------------------------- */
@@ -156,8 +178,8 @@ static int proto_decode_one(const json_t *o, const char *where, const proto_fiel
     case PK_OBJ:
         return f->decode(v, path, base, err);
     case PK_LIST:
-        return proto_objv_decode(v, path, f->item_size, (void **)p,
-                                 (int *)((char *)base + f->count_off), f->item_decode, err);
+        return proto_list_decode(v, path, f->item_size, (void **)p,
+                                 (int *)((char *)base + f->count_off), f->item_decode, f, err);
     case PK_DOCS:
         if (!json_is_array(v))
             return ts_err_set(err, TS_EINVAL, "%s: must be an array", path);
@@ -200,8 +222,9 @@ static json_t *proto_encode_one(const void *base, const proto_field *f)
     case PK_OBJ:
         return f->encode(base);
     case PK_LIST:
-        return proto_objv_encode(*(void *const *)p, *(const int *)((const char *)base + f->count_off),
-                                 f->item_size, f->item_encode);
+        return proto_list_encode(*(void *const *)p,
+                                 *(const int *)((const char *)base + f->count_off), f->item_size,
+                                 f->item_encode, f);
     case PK_DOCS:
         return *(json_t *const *)p ? json_incref(*(json_t *const *)p) : json_array();
     case PK_ENUM: {

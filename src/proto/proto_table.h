@@ -31,7 +31,9 @@ typedef enum {
     PK_INTV,     /* ts_intv of integers in lo..hi */
     PK_STRV,     /* ts_strv */
     PK_OBJ,      /* its own decode and encode */
-    PK_LIST,     /* a list of objects: item pointer at off, its int count at count_off */
+    PK_LIST,     /* a list of objects: item pointer at off, its int count at count_off;
+                  * each item by item_decode/encode, or by its table (sub, nsub) with
+                  * every line required (PROTO_ROWS) */
     PK_DOCS,     /* json_t *, a list carried whole (each item decoded on its own) */
     PK_ENUM,     /* an enum (int-sized) whose value k is names[k], k in 1..hi-1 */
     PK_SUB,      /* an object of its own table (sub, nsub) in place at off; lo: its
@@ -60,6 +62,12 @@ typedef struct proto_field {
 #define PROTO_LIST(T, m, c, one)                                                              \
     PK_LIST, offsetof(T, m), 0, 0, NULL, NULL, offsetof(T, c), sizeof *((T *)0)->m,          \
         one##_decode, one##_encode
+
+/* A PK_LIST line (designated) of items of struct T's member m (count c),
+ * each an object of the table rows, every member required and written. */
+#define PROTO_ROWS(T, m, c, rows)                                                             \
+    .kind = PK_LIST, .off = offsetof(T, m), .count_off = offsetof(T, c),                      \
+    .item_size = sizeof *((T *)0)->m, .sub = rows, .nsub = (int)(sizeof rows / sizeof *rows)
 
 /* Decodes each of the n members o carries into base, setting bit i of
  * *present for line i. Returns 0, or the first member's error. */
