@@ -555,26 +555,31 @@ static uint64_t report_gen(const ctld_agent *a) { return a->gen - a->log_moves; 
  * with r answered. */
 void ctld_agent_forget_discovery(ctld_agent *a)
 {
-    if (a->discovery)
-        ts_discovery_fini(a->discovery);
-    free(a->discovery);
-    json_decref(a->discovery_doc);
-    a->discovery = NULL;
-    a->discovery_doc = NULL;
+    for (int i = 0; i < a->nib_guids; i++)
+        free(a->ib_guids[i]);
+    free(a->ib_guids);
+    free(a->net_addr);
+    a->ib_guids = NULL;
+    a->nib_guids = 0;
+    a->net_addr = NULL;
 }
 
-/* Keeps a registration's discovery, taken from m, with the document its
- * strings are borrowed from. Under c->mu. */
-static void keep_discovery(ctld_agent *a, sync_msg *m)
+/* Keeps what the controller reads of a registration's discovery (d, NULL
+ * none): copies, so that neither the document nor the rest of it stays for
+ * the agent's life. Out of memory: what was copied. Under c->mu. */
+static void keep_discovery(ctld_agent *a, const ts_discovery *d)
 {
     ctld_agent_forget_discovery(a);
-    a->discovery = m->s.discovery;
-    m->s.discovery = NULL;
-    if (a->discovery)
-        a->discovery_doc = json_incref(json_object_get(m->doc, "discovery"));
+    if (!d)
+        return;
+    a->net_addr = d->net_addr ? strdup(d->net_addr) : NULL;
+    a->ib_guids = d->nib_ports ? calloc((size_t)d->nib_ports, sizeof *a->ib_guids) : NULL;
+    for (int i = 0; a->ib_guids && i < d->nib_ports; i++)
+        if ((a->ib_guids[a->nib_guids] = strdup(d->ib_ports[i].guid)))
+            a->nib_guids++;
 }
 
-static int apply_sync(ctld *c, int n, bool reg, sync_msg *m, uint64_t digest,
+static int apply_sync(ctld *c, int n, bool reg, const sync_msg *m, uint64_t digest,
                       uint64_t seq, double now, ctld_reply *r)
 {
     ctld_agent *a = &c->agents[n];
@@ -596,7 +601,7 @@ static int apply_sync(ctld *c, int n, bool reg, sync_msg *m, uint64_t digest,
     uint64_t gen0 = report_gen(a);
     pthread_mutex_unlock(&a->mu);
     if (reg) {
-        keep_discovery(a, m);
+        keep_discovery(a, in->discovery);
         bool was = a->registered;
         pthread_mutex_lock(&a->mu);
         a->registered = true;

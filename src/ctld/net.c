@@ -317,7 +317,7 @@ int ctld_net_peers(const ctld *c, const char **out)
     int n = 0;
     for (int k = 0; k < c->cluster->nnodes; k++) {
         const ctld_agent *ag = &c->agents[k];
-        const char *s = ag->registered && ag->discovery ? ag->discovery->net_addr : NULL;
+        const char *s = ag->registered ? ag->net_addr : NULL;
         if (s)
             out[n++] = s;
     }
@@ -457,9 +457,9 @@ static char *partitions_text(const ctld *c)
             json_object_set_new(byord, key, list);
         }
         for (int r = 0; r < j->ntasks; r++) {
-            const ts_discovery *d = c->agents[j->allocs[r].node].discovery;
-            for (int i = 0; d && i < d->nib_ports; i++) {
-                const char *g = d->ib_ports[i].guid;
+            const ctld_agent *ag = &c->agents[j->allocs[r].node];
+            for (int i = 0; i < ag->nib_guids; i++) {
+                const char *g = ag->ib_guids[i];
                 if (!guid_listed(list, g))
                     json_array_append_new(list, json_string(g));
             }
