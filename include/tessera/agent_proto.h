@@ -13,7 +13,8 @@
  * the contract).
  *
  * Documents: a task report (ts_task_report), a register or sync body
- * (ts_sync), a desired task (ts_desired_task) and the whole answer
+ * (ts_sync) with the node's discovery (ts_discovery) and health
+ * (ts_node_health), a desired task (ts_desired_task) and the whole answer
  * (ts_desired).
  *
  * Ownership: a decoded struct borrows its strings from the JSON document it
@@ -321,6 +322,143 @@ int ts_desired_encode_into(const ts_desired *d, json_t *o);
 TS_MUST_CHECK int ts_desired_decode(const json_t *o, ts_desired *d, ts_err *err);
 void ts_desired_fini(ts_desired *d);
 
+/* ---- discovery: what a node is (a registration's "discovery") ------------------- */
+
+/* Each member of a discovery, in the order the agent writes them. */
+enum ts_dc_field {
+    TS_DC_CPUS, TS_DC_MEMORY_BYTES, TS_DC_DRIVER_VERSION, TS_DC_GPUS, TS_DC_TOPOLOGY,
+    TS_DC_NET_ADDR, TS_DC_RAILS, TS_DC_IB_PORTS,
+    TS_DC_NFIELDS
+};
+#define TS_DC_BIT(f) (1ULL << (f))
+/* Each member of a discovered GPU, in the order the agent writes them
+ * (model, mig and error are optional). */
+enum ts_dg_field {
+    TS_DG_INDEX, TS_DG_UUID, TS_DG_NAME, TS_DG_MODEL, TS_DG_MEMORY_BYTES, TS_DG_PCI_BUS_ID,
+    TS_DG_NVLINKS, TS_DG_MIG, TS_DG_ERROR,
+    TS_DG_NFIELDS
+};
+#define TS_DG_BIT(f) (1ULL << (f))
+
+/* Where a MIG instance sits among a GPU's slices. */
+typedef struct ts_disc_placement {
+    int64_t start, size;
+} ts_disc_placement;
+typedef struct ts_disc_ci {
+    int64_t id, profile_id;
+    ts_disc_placement placement;
+    const char *uuid;
+} ts_disc_ci;
+typedef struct ts_disc_gi {
+    int64_t gpu_instance_id, profile_id;
+    ts_disc_placement placement;
+    ts_disc_ci *cis; /* compute_instances */
+    int ncis;
+} ts_disc_gi;
+typedef struct ts_disc_nvlink {
+    int64_t link;
+    bool up;
+    const char *remote_pci_bus_id;
+    enum ts_disc_remote { TS_REMOTE_NONE = 0, TS_REMOTE_GPU, TS_REMOTE_SWITCH } remote_type;
+} ts_disc_nvlink;
+typedef struct ts_disc_gpu {
+    uint64_t present; /* TS_DG_BIT of each member carried */
+    int64_t index;
+    const char *uuid, *name, *model;
+    int64_t memory_bytes;
+    const char *pci_bus_id;
+    ts_disc_nvlink *nvlinks;
+    int nnvlinks;
+    struct {
+        bool enabled, pending;
+        ts_disc_gi *instances;
+        int ninstances;
+    } mig; /* a MIG-capable GPU's */
+    const char *error;
+} ts_disc_gpu;
+typedef struct ts_disc_rail {
+    int64_t gpu;
+    const char *hca;
+} ts_disc_rail;
+typedef struct ts_disc_ib_port {
+    const char *hca, *guid;
+} ts_disc_ib_port;
+
+typedef struct ts_discovery {
+    uint64_t present; /* TS_DC_BIT of each member carried */
+    int64_t cpus, memory_bytes;
+    const char *driver_version;
+    ts_disc_gpu *gpus;
+    int ngpus;
+    ts_strv *topology; /* row i: NVML's level between GPU i and each GPU */
+    int ntopology;
+    const char *net_addr;
+    ts_disc_rail *rails;
+    int nrails;
+    ts_disc_ib_port *ib_ports;
+    int nib_ports;
+} ts_discovery;
+
+/* The discovery as a JSON object (a new reference); NULL when out of memory. */
+json_t *ts_discovery_encode(const ts_discovery *d);
+/* Decodes a discovery, checking every member against the schema's
+ * discovery; `where` prefixes the field in an error ("discovery"). Returns
+ * 0, TS_EINVAL naming the field, or TS_ENOMEM; on error nothing is left
+ * allocated. ts_discovery_fini frees the lists (a decode's or a caller's
+ * made with calloc), never the strings. */
+TS_MUST_CHECK int ts_discovery_decode(const json_t *o, const char *where, ts_discovery *d,
+                                      ts_err *err);
+void ts_discovery_fini(ts_discovery *d);
+
+/* ---- node_health: a node's health (a sync's "health") --------------------------- */
+
+enum ts_verdict { TS_VERDICT_NONE = 0, TS_VERDICT_HEALTHY, TS_VERDICT_DEGRADED, TS_VERDICT_FAILED };
+/* The wire name of a verdict; NULL for NONE. */
+const char *ts_verdict_name(enum ts_verdict v);
+
+/* Each member of a node's health and of one GPU's, in the order the agent
+ * writes them. */
+enum ts_nh_field { TS_NH_VERDICT, TS_NH_XID_MONITORED, TS_NH_REASONS, TS_NH_GPUS, TS_NH_NFIELDS };
+#define TS_NH_BIT(f) (1ULL << (f))
+enum ts_gh_field {
+    TS_GH_INDEX, TS_GH_VERDICT, TS_GH_TEMPERATURE_C, TS_GH_PCIE_GEN, TS_GH_PCIE_WIDTH,
+    TS_GH_CLOCK_EVENT_REASONS, TS_GH_ECC_UNCORRECTED_VOLATILE, TS_GH_NVLINKS_DOWN,
+    TS_GH_UTIL_GPU_PCT, TS_GH_REASONS,
+    TS_GH_NFIELDS
+};
+#define TS_GH_BIT(f) (1ULL << (f))
+
+typedef struct ts_health_reason_doc {
+    const char *code;
+    enum ts_verdict verdict;
+    const char *message;
+} ts_health_reason_doc;
+typedef struct ts_gpu_health_doc {
+    uint64_t present; /* TS_GH_BIT of each member carried */
+    int64_t index;
+    enum ts_verdict verdict;
+    int64_t temperature_c, pcie_gen, pcie_width, clock_event_reasons,
+        ecc_uncorrected_volatile, nvlinks_down, util_gpu_pct;
+    ts_health_reason_doc *reasons;
+    int nreasons;
+} ts_gpu_health_doc;
+typedef struct ts_node_health {
+    uint64_t present; /* TS_NH_BIT of each member carried */
+    enum ts_verdict verdict;
+    bool xid_monitored;
+    ts_strv reasons; /* one line a reason, "gpu 3: xid-79: ..." */
+    ts_gpu_health_doc *gpus;
+    int ngpus;
+} ts_node_health;
+
+/* The health as a JSON object (a new reference); NULL when out of memory. */
+json_t *ts_node_health_encode(const ts_node_health *h);
+/* Decodes a node's health against the schema's health, as
+ * ts_discovery_decode does; ts_node_health_fini frees the lists. */
+TS_MUST_CHECK int ts_node_health_decode(const json_t *o, const char *where, ts_node_health *h,
+                                        ts_err *err);
+void ts_node_health_fini(ts_node_health *h);
+
 /* ---- sync: an agent's register and sync bodies ---------------------------------- */
 
 /* Each member of a register or sync body, in the order the encoder writes
@@ -362,9 +500,9 @@ typedef struct ts_sync_log {
 typedef struct ts_sync {
     uint64_t present; /* TS_SY_BIT of each member carried */
     const char *node;
-    /* the node's discovery document, or NULL (null on the wire): encoding
-     * takes a reference, a decode borrows it (an object) */
-    json_t *discovery;
+    /* the node's discovery, or NULL (null on the wire): encoding borrows
+     * it, a decode allocates it (freed by ts_sync_fini) */
+    ts_discovery *discovery;
     int64_t gen;
     /* the task reports, each a ts_task_report's document: encoding takes a
      * reference, a decode borrows the list (each report is decoded on its
@@ -372,7 +510,7 @@ typedef struct ts_sync {
     json_t *tasks;
     double wait_s;
     int64_t seq;
-    json_t *health; /* the node's health document (an object): as discovery */
+    ts_node_health *health; /* the node's health (never NULL when carried): as discovery */
     const char *mig_error, *drain;
     ts_sync_prefetch *prefetch;
     int nprefetch;
@@ -387,8 +525,7 @@ typedef struct ts_sync {
 json_t *ts_sync_encode(const ts_sync *s);
 
 /* Decodes a register or sync body, checking each member it carries (but
- * the reports, the discovery and the health documents' contents) against
- * the schema. Returns 0, TS_EINVAL naming the field, or TS_ENOMEM; on error
+ * the reports' contents) against the schema. Returns 0, TS_EINVAL naming the field, or TS_ENOMEM; on error
  * nothing is left allocated. ts_sync_fini frees what a decode allocated
  * (never the strings, borrowed from o). */
 TS_MUST_CHECK int ts_sync_decode(const json_t *o, ts_sync *s, ts_err *err);

@@ -152,7 +152,7 @@ void agent_free(ts_agent *a)
     if (a->multi)
         curl_multi_cleanup(a->multi);
     curl_easy_cleanup(a->h);
-    json_decref(a->log_answers);
+    agent_answers_clear(&a->log_answers);
     json_decref(a->images_sent);
     free(a->net_peers);
     free(a->net_services);
@@ -560,8 +560,9 @@ static bool desired_is(const json_t *tasks, const ts_desired_task *d, size_t i,
 }
 
 /* The answer, decoded; one outside the protocol is said (at most once a
- * minute) and only its tasks, each decoded on its own, are applied: the
- * rest of it is not trusted. False: nothing of it can be read. */
+ * minute) and only its tasks, each decoded on its own, and its gen (else
+ * the next sync would be answered at once, again and again) are applied:
+ * the rest of it is not trusted. False: nothing of it can be read. */
 static bool decode_answer(ts_agent *a, json_t *desired, ts_desired *ds)
 {
     ts_err e;
@@ -573,6 +574,11 @@ static bool decode_answer(ts_agent *a, json_t *desired, ts_desired *ds)
         fprintf(stderr, "tessera-agent: the controller's answer is outside the agent protocol "
                         "(only its tasks applied): %s\n", e.msg);
     }
+    json_t *gen = json_pack("{s:O}", "gen", json_object_get(desired, "gen"));
+    ts_desired g; /* a gen alone leaves nothing to free */
+    if (gen && ts_desired_decode(gen, &g, NULL) == 0 && (g.present & TS_DS_BIT(TS_DS_GEN)))
+        a->gen = g.gen;
+    json_decref(gen);
     json_t *tasks = json_object_get(desired, "tasks");
     if (!json_is_array(tasks))
         return false;
@@ -586,6 +592,8 @@ static void reconcile(ts_agent *a, json_t *desired)
     ts_desired ds;
     if (!decode_answer(a, desired, &ds))
         return;
+    if (ds.present & TS_DS_BIT(TS_DS_GEN)) /* what the next sync says it holds */
+        a->gen = ds.gen;
     if (ds.present & TS_DS_BIT(TS_DS_LOST_AFTER_S))
         a->ctld_lost_s = ds.lost_after_s;
     json_t *tasks = ds.tasks;
@@ -645,7 +653,7 @@ static void reconcile(ts_agent *a, json_t *desired)
  * they were refused, and the budget halves, down to its floor. */
 static void body_refused(ts_agent *a)
 {
-    agent_answers_drop(a->log_answers, "the controller refused the agent's sync carrying it "
+    agent_answers_drop(&a->log_answers, "the controller refused the agent's sync carrying it "
                                        "as too large (HTTP 413)");
     a->body_max /= 2;
     if (a->body_max < TS_AGENT_BODY_MIN_BYTES)
@@ -739,8 +747,11 @@ static json_t *sync_body(ts_agent *a, bool busy, const char *drain_sent, json_t 
                  .mig_error = a->mig_error,
                  .drain = drain_sent,
                  .prefetch = pf,
-                 .nprefetch = agent_prefetch_report(a, pf)};
+                 .nprefetch = agent_prefetch_report(a, pf),
+                 /* the output answers (agent_answer_logs), typed: the fit below cuts them */
+                 .logs = a->log_answers.ans, .nlogs = a->log_answers.n};
     s.present |= (s.health ? TS_SY_BIT(TS_SY_HEALTH) : 0) |
+                 (s.nlogs ? TS_SY_BIT(TS_SY_LOGS) : 0) |
                  (a->mig_error[0] ? TS_SY_BIT(TS_SY_MIG_ERROR) : 0) |
                  (drain_sent[0] ? TS_SY_BIT(TS_SY_DRAIN) : 0) |
                  (s.nprefetch ? TS_SY_BIT(TS_SY_PREFETCH) : 0);
@@ -759,14 +770,9 @@ static json_t *sync_body(ts_agent *a, bool busy, const char *drain_sent, json_t 
     s.present |= *imgs ? TS_SY_BIT(TS_SY_IMAGES) : 0;
     json_t *body = tasks ? ts_sync_encode(&s) : NULL;
     agent_image_list_free(s.images, s.nimages);
-    json_decref(s.health);
     json_decref(tasks);
-    /* the output answers, kept as the codec wrote each (agent_answer_logs)
-     * so that the size fit below can cut them */
-    if (body && a->log_answers)
-        json_object_set(body, "logs", a->log_answers);
     if (body) /* within the protocol's size: answers cut or dropped, never the reports */
-        agent_sync_fit(body, a->body_max);
+        agent_sync_fit(body, &a->log_answers, a->body_max);
     return body;
 }
 
@@ -788,16 +794,15 @@ int agent_step(ts_agent *a, ts_err *err)
         json_decref(tasks);
         if (!body)
             return ts_err_set(err, TS_ENOMEM, "register: out of memory");
-        agent_sync_fit(body, a->body_max);
+        agent_sync_fit(body, NULL, a->body_max);
         rc = agent_post(a, "/v1/agent/register", body, &status, &ans, 30.0, err);
         json_decref(body);
         if (rc == 0) {
             a->registered = true;
             json_decref(a->images_sent); /* the controller's knowledge starts afresh */
             a->images_sent = NULL;
-            a->gen = json_integer_value(json_object_get(ans, "gen"));
             a->last_ok_s = agent_launch_now();
-            reconcile(a, ans);
+            reconcile(a, ans); /* its gen too */
         }
     } else {
         bool busy = a->ntasks > 0;
@@ -830,13 +835,11 @@ int agent_step(ts_agent *a, ts_err *err)
             return 0;
         }
         if (rc == 0) {
-            json_decref(a->log_answers); /* delivered */
-            a->log_answers = NULL;
+            agent_answers_clear(&a->log_answers); /* delivered */
             if (drain_sent[0] && strcmp(drain_sent, a->drain_why) == 0)
                 a->drain_why[0] = '\0'; /* the node is drained: an admin resumes it */
-            a->gen = json_integer_value(json_object_get(ans, "gen"));
             a->last_ok_s = agent_launch_now();
-            reconcile(a, ans);
+            reconcile(a, ans); /* its gen too */
         } else if (status == 409) {
             a->registered = false; /* the controller restarted or declared us lost */
             a->register_now = true;

@@ -20,6 +20,7 @@
 #include "agent/mps.h"
 #include "agent/nics.h"
 #include "agent/nvml.h"
+#include "tessera/agent_proto.h"
 #include "tessera/error.h"
 
 #define TS_AGENT_MAX_TASKS 256
@@ -80,7 +81,7 @@ typedef struct ts_agent_config {
 #define TS_AGENT_SHIM_REGISTER_S 5.0 /* --shim-register default */
 
 typedef struct ts_agent_node {
-    json_t *discovery;      /* sent at registration (owned) */
+    ts_discovery *discovery; /* sent at registration (the caller's) */
     char gpu_uuid[16][96];  /* CUDA_VISIBLE_DEVICES value per GPU index */
     int ngpu;
     int gpu_util[16];       /* last utilisation % per GPU (the health callback sets it), -1 unknown */
@@ -99,8 +100,9 @@ typedef struct ts_agent_node {
      * its files); NULL: the spec stays as made at start */
     void (*cdi_refresh)(struct ts_agent_node *node, void *ctx);
     void *cdi_refresh_ctx;
-    /* health, refreshed by the caller before each sync; NULL = not reported */
-    json_t *(*health)(void *ctx);
+    /* health, refreshed by the caller before each sync, valid until the
+     * next call; NULL = not reported */
+    ts_node_health *(*health)(void *ctx);
     void *health_ctx;
 } ts_agent_node;
 

@@ -17,6 +17,7 @@
 #include "agent/agent.h"
 #include "agent/image.h"
 #include "agent/p2p.h"
+#include "agent/sync_fit.h"
 #include "tessera/agent_proto.h"
 
 #define TS_AGENT_DATA_MAX 8 /* a job spec's data (TS_SPEC_MAX_DATA) */
@@ -168,7 +169,7 @@ struct ts_agent {
     char slurm_bin[700];   /* <state_dir>/slurm: a Slurm job's srun; "" if not written */
     char slurm_kit[720];   /* <state_dir>/slurm/kit: srun for an image; "" if not made */
     char mig_error[256];   /* the last MIG reconfiguration's error, "" none */
-    json_t *log_answers;   /* output the controller asked for, sent with the next sync */
+    agent_answers log_answers; /* output the controller asked for, sent with the next sync */
     size_t body_max;       /* the budget of a sync's body (TS_AGENT_BODY_MAX_BYTES) */
     ts_mps_daemon mps[16]; /* per GPU, while fractional tasks use it */
     bool mps_on[16];

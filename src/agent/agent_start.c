@@ -39,9 +39,8 @@
 /* The minor of /dev/nvidia<N> for the GPU of NVML index gpu (cdi.c). */
 static unsigned gpu_minor(const ts_agent *a, int gpu)
 {
-    const json_t *gpus = json_object_get(a->node->discovery, "gpus");
-    const char *bus = json_string_value(json_object_get(json_array_get(gpus, (size_t)gpu),
-                                                        "pci_bus_id"));
+    const ts_discovery *d = a->node->discovery;
+    const char *bus = d && gpu >= 0 && gpu < d->ngpus ? d->gpus[gpu].pci_bus_id : NULL;
     return agent_gpu_minor(NULL, bus, (unsigned)gpu);
 }
 

@@ -434,21 +434,9 @@ void agent_apply_mig(ts_agent *a, const ts_desired *d)
         a->node->cdi_refresh(a->node, a->node->cdi_refresh_ctx);
 }
 
-/* Whether answers (an array) already holds the answer to request id. */
-static bool answered(const json_t *answers, json_int_t id)
-{
-    size_t i;
-    json_t *q;
-    json_array_foreach(answers, i, q)
-    {
-        if (json_integer_value(json_object_get(q, "id")) == id)
-            return true;
-    }
-    return false;
-}
-
-/* The answer to one output request: the stream's tail, or why not. */
-static json_t *log_answer(ts_agent *a, const ts_desired_log *q)
+/* The answer to one output request, kept for the next sync: the stream's
+ * tail, or why not. Out of memory: none (the reader's wait ends). */
+static void log_answer(ts_agent *a, const ts_desired_log *q)
 {
     ts_sync_log ans = {.id = q->id};
     local_task *lt = agent_find(a, q->job, q->rank, -1);
@@ -459,7 +447,7 @@ static json_t *log_answer(ts_agent *a, const ts_desired_log *q)
     char *text = NULL, note[160];
     long long size = 0;
     ts_err e;
-    if (json_array_size(a->log_answers) >= TS_AGENT_LOG_REQUESTS_MAX)
+    if (a->log_answers.n >= TS_AGENT_LOG_REQUESTS_MAX)
         ans.error = "too many output requests at once for this node's agent; ask again";
     else if (!lt || !lt->t)
         ans.error = "no such task on this node";
@@ -474,9 +462,8 @@ static json_t *log_answer(ts_agent *a, const ts_desired_log *q)
                  "bytes of output", tail, TS_AGENT_LOG_ANSWER_MAX_BYTES);
         ans.note = cut && size > tail ? note : NULL;
     }
-    json_t *o = ts_sync_log_encode(&ans);
+    (void)agent_answers_add(&a->log_answers, &ans);
     free(text);
-    return o;
 }
 
 /* Reads the output the controller asks for (tessera logs); the answers go
@@ -484,11 +471,9 @@ static json_t *log_answer(ts_agent *a, const ts_desired_log *q)
 void agent_answer_logs(ts_agent *a, const ts_desired *d)
 {
     for (int i = 0; i < d->nlogs; i++) {
-        if (!a->log_answers)
-            a->log_answers = json_array();
-        if (answered(a->log_answers, d->logs[i].id))
+        if (agent_answers_has(&a->log_answers, d->logs[i].id))
             continue; /* listed again before its answer went: answered once */
-        json_array_append_new(a->log_answers, log_answer(a, &d->logs[i]));
+        log_answer(a, &d->logs[i]);
     }
 }
 

@@ -301,65 +301,86 @@ int agent_discover(ts_nvml *nv, ts_node_desc *out, ts_err *err)
     return 0;
 }
 
-/* ---- JSON --------------------------------------------------------------- */
+/* ---- the registration's discovery --------------------------------------------- */
 
-static json_t *placement_json(unsigned start, unsigned size)
-{
-    return json_pack("{s:I, s:I}", "start", (json_int_t)start, "size", (json_int_t)size);
-}
+/* The members every discovered GPU carries. */
+#define GPU_ALWAYS                                                                            \
+    (TS_DG_BIT(TS_DG_INDEX) | TS_DG_BIT(TS_DG_UUID) | TS_DG_BIT(TS_DG_NAME) |                 \
+     TS_DG_BIT(TS_DG_MEMORY_BYTES) | TS_DG_BIT(TS_DG_PCI_BUS_ID) | TS_DG_BIT(TS_DG_NVLINKS))
 
-static json_t *gpu_json(const ts_gpu_desc *g)
+static int gpu_doc(const ts_gpu_desc *g, ts_disc_gpu *o)
 {
     const ts_gpu_model_info *mi = ts_gpu_model_get(g->model);
-    json_t *links = json_array();
+    *o = (ts_disc_gpu){.index = g->index, .uuid = g->uuid, .name = g->name,
+                       .model = mi ? mi->name : NULL, .memory_bytes = (int64_t)g->mem_total_bytes,
+                       .pci_bus_id = g->bus_id, .error = g->error};
+    /* an unmapped model is left out (the schema's model is a string) */
+    o->present = GPU_ALWAYS | (mi ? TS_DG_BIT(TS_DG_MODEL) : 0) |
+                 (g->mig_capable ? TS_DG_BIT(TS_DG_MIG) : 0) |
+                 (g->error[0] ? TS_DG_BIT(TS_DG_ERROR) : 0);
+    o->nvlinks = g->nlinks ? calloc((size_t)g->nlinks, sizeof *o->nvlinks) : NULL;
+    o->mig.instances = g->ngi ? calloc((size_t)g->ngi, sizeof *o->mig.instances) : NULL;
+    if ((g->nlinks && !o->nvlinks) || (g->ngi && !o->mig.instances))
+        return -1; /* what was made is freed with the whole */
+    o->nnvlinks = g->nlinks;
     for (int l = 0; l < g->nlinks; l++)
-        json_array_append_new(links, json_pack("{s:I, s:b, s:s, s:s}", "link",
-                                               (json_int_t)g->link[l].link, "up", g->link[l].up,
-                                               "remote_pci_bus_id", g->link[l].remote_bus_id,
-                                               "remote_type",
-                                               g->link[l].remote_is_switch ? "switch" : "gpu"));
-    json_t *gis = json_array();
+        o->nvlinks[l] = (ts_disc_nvlink){
+            .link = g->link[l].link, .up = g->link[l].up,
+            .remote_pci_bus_id = g->link[l].remote_bus_id,
+            .remote_type = g->link[l].remote_is_switch ? TS_REMOTE_SWITCH : TS_REMOTE_GPU};
+    o->mig.enabled = g->mig_enabled;
+    o->mig.pending = g->mig_pending;
+    o->mig.ninstances = g->ngi;
     for (int i = 0; i < g->ngi; i++) {
         const ts_mig_gi_desc *d = &g->gi[i];
-        json_t *cis = json_array();
+        ts_disc_gi *gi = &o->mig.instances[i];
+        *gi = (ts_disc_gi){.gpu_instance_id = d->id, .profile_id = d->profile_id,
+                           .placement = {d->start, d->size}};
+        if (d->nci && !(gi->cis = calloc((size_t)d->nci, sizeof *gi->cis)))
+            return -1;
+        gi->ncis = d->nci;
         for (int c = 0; c < d->nci; c++)
-            json_array_append_new(
-                cis, json_pack("{s:I, s:I, s:o, s:s}", "id", (json_int_t)d->ci[c].id,
-                               "profile_id", (json_int_t)d->ci[c].profile_id, "placement",
-                               placement_json(d->ci[c].start, d->ci[c].size), "uuid",
-                               d->ci[c].uuid));
-        json_array_append_new(
-            gis, json_pack("{s:I, s:I, s:o, s:o}", "gpu_instance_id", (json_int_t)d->id,
-                           "profile_id", (json_int_t)d->profile_id, "placement",
-                           placement_json(d->start, d->size), "compute_instances", cis));
+            gi->cis[c] = (ts_disc_ci){.id = d->ci[c].id, .profile_id = d->ci[c].profile_id,
+                                      .placement = {d->ci[c].start, d->ci[c].size},
+                                      .uuid = d->ci[c].uuid};
     }
-    json_t *j = json_pack("{s:I, s:s, s:s, s:s?, s:I, s:s, s:o}", "index", (json_int_t)g->index,
-                          "uuid", g->uuid, "name", g->name, "model", mi ? mi->name : NULL,
-                          "memory_bytes", (json_int_t)g->mem_total_bytes, "pci_bus_id",
-                          g->bus_id, "nvlinks", links);
-    if (j && g->mig_capable)
-        json_object_set_new(j, "mig",
-                            json_pack("{s:b, s:b, s:o}", "enabled", g->mig_enabled, "pending",
-                                      g->mig_pending, "instances", gis));
-    else
-        json_decref(gis);
-    if (j && g->error[0])
-        json_object_set_new(j, "error", json_string(g->error));
-    return j;
+    return 0;
+}
+
+int agent_discover_doc(const ts_node_desc *d, ts_discovery *out)
+{
+    int n = d->ngpus;
+    *out = (ts_discovery){
+        .present = TS_DC_BIT(TS_DC_CPUS) | TS_DC_BIT(TS_DC_MEMORY_BYTES) |
+                   TS_DC_BIT(TS_DC_DRIVER_VERSION) | TS_DC_BIT(TS_DC_GPUS) |
+                   TS_DC_BIT(TS_DC_TOPOLOGY),
+        .cpus = d->cpus,
+        .memory_bytes = (int64_t)d->mem_total_bytes,
+        .driver_version = d->driver_version,
+        .gpus = n ? calloc((size_t)n, sizeof *out->gpus) : NULL,
+        .topology = n ? calloc((size_t)n, sizeof *out->topology) : NULL};
+    int rc = n && (!out->gpus || !out->topology) ? -1 : 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        out->ngpus = out->ntopology = i + 1;
+        rc = gpu_doc(&d->gpu[i], &out->gpus[i]);
+        ts_strv *row = &out->topology[i];
+        if (rc == 0 && !(row->v = calloc((size_t)n, sizeof *row->v)))
+            rc = -1;
+        for (int j = 0; rc == 0 && j < n; j++)
+            row->v[j] = agent_nvml_topo_name(d->topo[i][j]);
+        row->n = rc == 0 ? n : 0;
+    }
+    if (rc != 0)
+        ts_discovery_fini(out);
+    return rc;
 }
 
 json_t *agent_discover_json(const ts_node_desc *d)
 {
-    json_t *gpus = json_array();
-    json_t *topo = json_array();
-    for (int i = 0; i < d->ngpus; i++) {
-        json_array_append_new(gpus, gpu_json(&d->gpu[i]));
-        json_t *row = json_array();
-        for (int j = 0; j < d->ngpus; j++)
-            json_array_append_new(row, json_string(agent_nvml_topo_name(d->topo[i][j])));
-        json_array_append_new(topo, row);
-    }
-    return json_pack("{s:I, s:I, s:s, s:o, s:o}", "cpus", (json_int_t)d->cpus, "memory_bytes",
-                     (json_int_t)d->mem_total_bytes, "driver_version", d->driver_version,
-                     "gpus", gpus, "topology", topo);
+    ts_discovery doc;
+    if (agent_discover_doc(d, &doc) != 0)
+        return NULL;
+    json_t *j = ts_discovery_encode(&doc);
+    ts_discovery_fini(&doc);
+    return j;
 }

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "agent/nvml.h"
+#include "tessera/agent_proto.h"
 #include "tessera/error.h"
 
 #define TS_DISC_MAX_GPUS 16
@@ -90,7 +91,11 @@ int agent_discover_model(const char *nvml_name, unsigned pci_device_id);
 /* "X" (same GPU), "PIX", "PXB", "PHB", "NODE", "SYS" or "?" (nvidia-smi topo -m). */
 const char *agent_nvml_topo_name(int level);
 
-/* The registration document (caller json_decref's it); NULL on ENOMEM. */
+/* The registration's discovery (tessera/agent_proto.h), its strings
+ * borrowed from desc (which must outlive it), its lists freed with
+ * ts_discovery_fini. 0, -1 out of memory (nothing left allocated). */
+int agent_discover_doc(const ts_node_desc *desc, ts_discovery *out);
+/* The same as a JSON document (caller json_decref's it); NULL on ENOMEM. */
 json_t *agent_discover_json(const ts_node_desc *desc);
 
 #endif

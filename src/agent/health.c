@@ -371,34 +371,64 @@ int agent_health_sample_now(ts_health *h, ts_health_sample *out, ts_err *err)
     return 0;
 }
 
-/* ---- JSON -------------------------------------------------------------------- */
+/* ---- the sync's health ------------------------------------------------------- */
+
+static enum ts_verdict verdict_doc(int v)
+{
+    return v == TS_HEALTH_FAILED     ? TS_VERDICT_FAILED
+           : v == TS_HEALTH_DEGRADED ? TS_VERDICT_DEGRADED
+                                     : TS_VERDICT_HEALTHY;
+}
+
+ts_node_health *agent_health_doc(const ts_health_sample *s, agent_health_report *out)
+{
+    ts_node_health *h = &out->doc;
+    *h = (ts_node_health){.present = TS_NH_BIT(TS_NH_VERDICT) | TS_NH_BIT(TS_NH_XID_MONITORED) |
+                                     TS_NH_BIT(TS_NH_REASONS) | TS_NH_BIT(TS_NH_GPUS),
+                          .verdict = verdict_doc(s->verdict),
+                          .xid_monitored = s->xid_monitored,
+                          .reasons = {out->lines, 0},
+                          .gpus = out->gpus,
+                          .ngpus = s->ngpus};
+    for (int i = 0; i < s->ngpus; i++) {
+        const ts_gpu_health *g = &s->gpu[i];
+        ts_gpu_health_doc *d = &out->gpus[i];
+        *d = (ts_gpu_health_doc){.present = TS_GH_BIT(TS_GH_NFIELDS) - 1,
+                                 .index = g->index,
+                                 .verdict = verdict_doc(g->verdict),
+                                 .temperature_c = g->temperature_c,
+                                 .pcie_gen = g->pcie_gen,
+                                 .pcie_width = g->pcie_width,
+                                 .clock_event_reasons = (int64_t)g->clock_event_reasons,
+                                 .ecc_uncorrected_volatile = (int64_t)g->ecc_uncorrected_volatile,
+                                 .nvlinks_down = g->nvlinks_down,
+                                 .util_gpu_pct = g->util_gpu_pct,
+                                 .reasons = out->reasons[i],
+                                 .nreasons = g->nreasons};
+        for (int k = 0; k < g->nreasons; k++) {
+            const ts_health_reason *r = &g->reason[k];
+            char *line = out->text[h->reasons.n];
+            snprintf(line, sizeof out->text[0], "gpu %u: %s: %s", g->index, r->code, r->message);
+            out->lines[h->reasons.n++] = line;
+            out->reasons[i][k] = (ts_health_reason_doc){r->code, verdict_doc(r->verdict),
+                                                        r->message};
+        }
+    }
+    return h;
+}
+
+ts_node_health *agent_health_unread_doc(const char *why, agent_health_report *out)
+{
+    snprintf(out->text[0], sizeof out->text[0], "%s", why);
+    out->lines[0] = out->text[0];
+    out->doc = (ts_node_health){.present = TS_NH_BIT(TS_NH_VERDICT) | TS_NH_BIT(TS_NH_REASONS),
+                                .verdict = TS_VERDICT_DEGRADED,
+                                .reasons = {out->lines, 1}};
+    return &out->doc;
+}
 
 json_t *agent_health_json(const ts_health_sample *s)
 {
-    json_t *lines = json_array();
-    json_t *gpus = json_array();
-    for (int i = 0; i < s->ngpus; i++) {
-        const ts_gpu_health *g = &s->gpu[i];
-        json_t *rs = json_array();
-        for (int k = 0; k < g->nreasons; k++) {
-            const ts_health_reason *r = &g->reason[k];
-            char line[TS_HEALTH_CODE_MAX + TS_HEALTH_MSG_MAX + 32];
-            snprintf(line, sizeof line, "gpu %u: %s: %s", g->index, r->code, r->message);
-            json_array_append_new(lines, json_string(line));
-            json_array_append_new(rs, json_pack("{s:s, s:s, s:s}", "code", r->code, "verdict",
-                                                agent_health_verdict_name(r->verdict), "message",
-                                                r->message));
-        }
-        json_array_append_new(
-            gpus, json_pack("{s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "index",
-                            (json_int_t)g->index, "verdict", agent_health_verdict_name(g->verdict),
-                            "temperature_c", (json_int_t)g->temperature_c, "pcie_gen",
-                            (json_int_t)g->pcie_gen, "pcie_width", (json_int_t)g->pcie_width,
-                            "clock_event_reasons", (json_int_t)g->clock_event_reasons,
-                            "ecc_uncorrected_volatile", (json_int_t)g->ecc_uncorrected_volatile,
-                            "nvlinks_down", (json_int_t)g->nvlinks_down, "util_gpu_pct",
-                            (json_int_t)g->util_gpu_pct, "reasons", rs));
-    }
-    return json_pack("{s:s, s:b, s:o, s:o}", "verdict", agent_health_verdict_name(s->verdict),
-                     "xid_monitored", s->xid_monitored, "reasons", lines, "gpus", gpus);
+    static agent_health_report doc; /* large: the tests' thread only */
+    return ts_node_health_encode(agent_health_doc(s, &doc));
 }

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "agent/nvml.h"
+#include "tessera/agent_proto.h"
 #include "tessera/error.h"
 
 #define TS_HEALTH_MAX_GPUS 16
@@ -87,8 +88,22 @@ int agent_health_xid_policy(unsigned xid, const char **meaning);
 
 const char *agent_health_verdict_name(int verdict); /* "healthy" | "degraded" | "failed" */
 
-/* {"verdict", "reasons": ["gpu 0: xid-79: ..."], "gpus": [...]}: the
- * sync message's health object (docs/agent-protocol.md). NULL on ENOMEM. */
+/* A sample as the sync's health (tessera/agent_proto.h: the verdict, one
+ * line a reason, "gpu 0: xid-79: ...", and each GPU's readings and
+ * reasons), held in out with the lines it writes; its strings are borrowed
+ * from the sample, so both must outlive the sync it goes in. */
+typedef struct agent_health_report {
+    ts_node_health doc;
+    ts_gpu_health_doc gpus[TS_HEALTH_MAX_GPUS];
+    ts_health_reason_doc reasons[TS_HEALTH_MAX_GPUS][TS_HEALTH_MAX_REASONS];
+    const char *lines[TS_HEALTH_MAX_GPUS * TS_HEALTH_MAX_REASONS];
+    char text[TS_HEALTH_MAX_GPUS * TS_HEALTH_MAX_REASONS]
+             [TS_HEALTH_CODE_MAX + TS_HEALTH_MSG_MAX + 32];
+} agent_health_report;
+ts_node_health *agent_health_doc(const ts_health_sample *s, agent_health_report *out);
+/* The health of a node whose sample could not be read: degraded, why. */
+ts_node_health *agent_health_unread_doc(const char *why, agent_health_report *out);
+/* The sample's health as JSON (the tests' view of the wire); NULL on ENOMEM. */
 json_t *agent_health_json(const ts_health_sample *s);
 
 #endif

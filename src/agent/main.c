@@ -45,16 +45,17 @@ typedef struct health_ctx {
 
 /* The node's health for the next sync (agent.h's callback); it also leaves
  * each GPU's utilisation for the tasks' idle reports. */
-static json_t *health_report(void *ctx)
+static ts_node_health *health_report(void *ctx)
 {
     health_ctx *hc = ctx;
-    static ts_health_sample s;
+    static ts_health_sample s; /* the report borrows from it until the next call */
+    static agent_health_report doc;
     ts_err err;
     if (agent_health_sample_now(hc->h, &s, &err) != 0)
-        return json_pack("{s:s,s:[s]}", "verdict", "degraded", "reasons", err.msg);
+        return agent_health_unread_doc(err.msg, &doc);
     for (int g = 0; g < s.ngpus && g < 16; g++)
         hc->node->gpu_util[g] = s.gpu[g].util_gpu_pct;
-    return agent_health_json(&s);
+    return agent_health_doc(&s, &doc);
 }
 
 static void usage(FILE *f)
@@ -433,27 +434,33 @@ static int node_rails(agent_args *A, ts_agent_node *node, ts_nvml *nv, const ts_
         if (A->nic_map)
             return 2;
     }
-    json_t *rails = json_array();
-    for (int g = 0; g < node->nics.ngpu; g++)
-        if (node->nics.hca[g][0])
-            json_array_append_new(rails, json_pack("{s:i,s:s}", "gpu", g, "hca", node->nics.hca[g]));
-    if (json_array_size(rails) > 0)
-        fprintf(stderr, "tessera-agent: %zu GPU(s) with an RDMA adapter (rail)\n",
-                json_array_size(rails));
-    json_object_set_new(node->discovery, "rails", rails);
-    json_t *ports = json_array();
-    for (int g = 0; g < node->nics.ngpu; g++) {
+    ts_discovery *disc = node->discovery;
+    int ng = node->nics.ngpu;
+    ts_disc_rail *rails = ng > 0 ? calloc((size_t)ng, sizeof *rails) : NULL;
+    ts_disc_ib_port *ports = ng > 0 ? calloc((size_t)ng, sizeof *ports) : NULL;
+    static char guids[TS_NICS_MAX_GPUS][19]; /* the discovery borrows them */
+    int nrails = 0, nports = 0;
+    for (int g = 0; rails && ports && g < ng; g++) {
+        if (!node->nics.hca[g][0])
+            continue;
+        rails[nrails++] = (ts_disc_rail){g, node->nics.hca[g]};
         bool seen = false;
         for (int k = 0; k < g && !seen; k++)
             seen = strcmp(node->nics.hca[k], node->nics.hca[g]) == 0;
-        char guid[19];
         ts_err ge;
-        if (node->nics.hca[g][0] && !seen &&
-            agent_nics_port_guid(A->sysfs_root, node->nics.hca[g], guid, &ge) == 0)
-            json_array_append_new(ports, json_pack("{s:s,s:s}", "hca", node->nics.hca[g], "guid",
-                                                   guid));
+        if (!seen && agent_nics_port_guid(A->sysfs_root, node->nics.hca[g], guids[g], &ge) == 0)
+            ports[nports++] = (ts_disc_ib_port){node->nics.hca[g], guids[g]};
     }
-    json_object_set_new(node->discovery, "ib_ports", ports);
+    if (nrails > 0)
+        fprintf(stderr, "tessera-agent: %d GPU(s) with an RDMA adapter (rail)\n", nrails);
+    if (disc) { /* sent even empty: the controller learns the node has none */
+        disc->rails = rails, disc->nrails = nrails, disc->ib_ports = ports;
+        disc->nib_ports = nports;
+        disc->present |= TS_DC_BIT(TS_DC_RAILS) | TS_DC_BIT(TS_DC_IB_PORTS);
+    } else {
+        free(rails);
+        free(ports);
+    }
     write_cdi_net(&node->nics, A->sysfs_root, A->cfg.state_dir, A->cdi_dir);
     return 0;
 }
@@ -484,7 +491,8 @@ static int serve(agent_args *A, ts_agent_node *node)
         fprintf(stderr, "tessera-agent: metrics on port %d (/metrics)\n",
                 agent_metrics_port(metrics));
     }
-    node->discovery = agent_discover_json(&desc);
+    static ts_discovery disc; /* borrows desc's strings */
+    node->discovery = agent_discover_doc(&desc, &disc) == 0 ? &disc : NULL;
     snprintf(node->sysfs_root, sizeof node->sysfs_root, "%s", A->sysfs_root);
     write_cdi(&desc, node, A->cfg.state_dir, A->cdi_dir, A->dev_root);
     static cdi_ctx cdi_refresh;
@@ -493,8 +501,10 @@ static int serve(agent_args *A, ts_agent_node *node)
         node->cdi_refresh = refresh_cdi;
         node->cdi_refresh_ctx = &cdi_refresh;
     }
-    if (A->cfg.net_addr[0] && node->discovery) /* the controller's peers for the tenants' VXLANs */
-        json_object_set_new(node->discovery, "net_addr", json_string(A->cfg.net_addr));
+    if (A->cfg.net_addr[0] && node->discovery) { /* the peers of the tenants' VXLANs */
+        node->discovery->net_addr = A->cfg.net_addr;
+        node->discovery->present |= TS_DC_BIT(TS_DC_NET_ADDR);
+    }
     if (nv && agent_health_open(nv, &health, &err) != 0)
         fprintf(stderr, "tessera-agent: health checks unavailable: %s\n", err.msg);
     for (int g = 0; g < 16; g++)
@@ -557,7 +567,8 @@ static int serve(agent_args *A, ts_agent_node *node)
     agent_stop_all(a);
     agent_free(a);
     agent_metrics_stop(metrics);
-    json_decref(node->discovery);
+    if (node->discovery)
+        ts_discovery_fini(node->discovery);
     json_decref(node->cdi);
     agent_health_close(health);
     agent_nvml_close(nv);

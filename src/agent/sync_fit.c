@@ -3,9 +3,11 @@
  * first to the reports (task states, health: what keeps the node alive),
  * then to output answers in equal shares, then to the ended tasks' last
  * output. An answer's text is cut from its start, so what is kept is the
- * newest output, as `tessera logs` shows it.
+ * newest output, as `tessera logs` shows it. The answers are kept typed
+ * until a sync carries them (agent_answers).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent/sync_fit.h"
@@ -45,62 +47,129 @@ static size_t keep_from(const char *text, size_t len, size_t budget)
     return at;
 }
 
-void agent_answer_cut(json_t *answer, size_t max, const char *why)
+/* ---- the kept answers ------------------------------------------------------------ */
+
+int agent_answers_add(agent_answers *q, const ts_sync_log *l)
 {
-    const char *data = json_string_value(json_object_get(answer, "data"));
-    if (!data)
-        return;
-    size_t len = json_string_length(json_object_get(answer, "data"));
-    size_t cost = 0;
-    for (size_t i = 0; i < len; i++)
-        cost += esc_cost((unsigned char)data[i]);
-    if (cost <= max)
-        return;
-    size_t at = keep_from(data, len, max);
-    char note[256];
-    snprintf(note, sizeof note, "cut to its last %zu bytes: %s", len - at, why);
-    json_t *kept = json_stringn(data + at, len - at);
-    json_object_set_new(answer, "data", kept ? kept : json_string(""));
-    json_object_set_new(answer, "note", json_string(note));
+    if (q->n == q->cap) {
+        int cap = q->cap ? 2 * q->cap : 4;
+        ts_sync_log *ans = realloc(q->ans, (size_t)cap * sizeof *ans);
+        if (ans)
+            q->ans = ans;
+        agent_answer_own *own = ans ? realloc(q->own, (size_t)cap * sizeof *own) : NULL;
+        if (!own)
+            return -1;
+        q->own = own;
+        q->cap = cap;
+    }
+    agent_answer_own *o = &q->own[q->n];
+    ts_sync_log *a = &q->ans[q->n];
+    *a = (ts_sync_log){.id = l->id, .has_size = l->has_size, .size = l->size};
+    o->text = NULL;
+    if (l->data) {
+        if (!(o->text = malloc(l->data_len + 1)))
+            return -1;
+        memcpy(o->text, l->data, l->data_len);
+        o->text[l->data_len] = '\0';
+        a->data = o->text;
+        a->data_len = l->data_len;
+    }
+    snprintf(o->note, sizeof o->note, "%s", l->note ? l->note : "");
+    snprintf(o->error, sizeof o->error, "%s", l->error ? l->error : "");
+    a->note = l->note ? o->note : NULL;
+    a->error = l->error ? o->error : NULL;
+    q->n++;
+    return 0;
 }
 
-void agent_answers_drop(json_t *answers, const char *why)
+bool agent_answers_has(const agent_answers *q, int64_t id)
 {
-    size_t i;
-    json_t *q;
-    json_array_foreach(answers, i, q)
-    {
-        json_object_del(q, "data");
-        json_object_del(q, "size");
-        json_object_del(q, "note");
-        if (!json_object_get(q, "error"))
-            json_object_set_new(q, "error", json_string(why));
+    for (int i = 0; i < q->n; i++)
+        if (q->ans[i].id == id)
+            return true;
+    return false;
+}
+
+void agent_answers_clear(agent_answers *q)
+{
+    for (int i = 0; i < q->n; i++)
+        free(q->own[i].text);
+    free(q->ans);
+    free(q->own);
+    *q = (agent_answers){0};
+}
+
+void agent_answer_cut(agent_answers *q, int i, size_t max, const char *why)
+{
+    ts_sync_log *a = &q->ans[i];
+    if (!a->data)
+        return;
+    size_t len = a->data_len, cost = 0;
+    for (size_t k = 0; k < len; k++)
+        cost += esc_cost((unsigned char)a->data[k]);
+    if (cost <= max)
+        return;
+    size_t at = keep_from(a->data, len, max);
+    snprintf(q->own[i].note, sizeof q->own[i].note, "cut to its last %zu bytes: %s", len - at,
+             why);
+    a->data += at;
+    a->data_len = len - at;
+    a->note = q->own[i].note;
+}
+
+void agent_answers_drop(agent_answers *q, const char *why)
+{
+    for (int i = 0; i < q->n; i++) {
+        ts_sync_log *a = &q->ans[i];
+        a->data = NULL;
+        a->data_len = 0;
+        a->has_size = false;
+        a->note = NULL;
+        if (!a->error) {
+            snprintf(q->own[i].error, sizeof q->own[i].error, "%s", why);
+            a->error = q->own[i].error;
+        }
     }
 }
 
-size_t agent_sync_fit(json_t *body, size_t max)
+/* ---- the fit ---------------------------------------------------------------------- */
+
+/* The answers of q as the codec writes them, in body's "logs" (in its place). */
+static void answers_write(json_t *body, const agent_answers *q)
+{
+    json_t *logs = json_array();
+    for (int i = 0; logs && i < q->n; i++)
+        if (json_array_append_new(logs, ts_sync_log_encode(&q->ans[i])) != 0) {
+            json_decref(logs);
+            logs = NULL;
+        }
+    if (logs)
+        json_object_set_new(body, "logs", logs);
+    /* out of memory: the answers as they were written */
+}
+
+size_t agent_sync_fit(json_t *body, agent_answers *q, size_t max)
 {
     size_t n = agent_json_cost(body);
     if (n <= max)
         return n;
     json_t *logs = json_object_get(body, "logs");
-    size_t nlogs = json_array_size(logs);
-    if (nlogs > 0) {
+    if (q && q->n > 0 && logs) {
         size_t rest = n - agent_json_cost(logs);
-        size_t share = rest < max ? (max - rest) / nlogs : 0;
+        size_t share = rest < max ? (max - rest) / (size_t)q->n : 0;
         share = share > ANSWER_OVERHEAD_BYTES ? share - ANSWER_OVERHEAD_BYTES : 0;
         char why[160];
         if (share < ANSWER_SHARE_MIN_BYTES) {
             snprintf(why, sizeof why, "no room left in the agent's sync (at most %zu bytes)",
                      max);
-            agent_answers_drop(logs, why);
+            agent_answers_drop(q, why);
         } else {
-            snprintf(why, sizeof why, "an agent's sync carries at most %zu bytes (%zu output "
-                     "answers in this one)", max, nlogs);
-            size_t i;
-            json_t *q;
-            json_array_foreach(logs, i, q) agent_answer_cut(q, share, why);
+            snprintf(why, sizeof why, "an agent's sync carries at most %zu bytes (%d output "
+                     "answers in this one)", max, q->n);
+            for (int i = 0; i < q->n; i++)
+                agent_answer_cut(q, i, share, why);
         }
+        answers_write(body, q);
         n = agent_json_cost(body);
     }
     if (n <= max)

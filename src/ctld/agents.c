@@ -362,21 +362,16 @@ static void set_health(ctld *c, int n, int health)
     ctld_agent_moved(c, n);
 }
 
-static int apply_health(ctld *c, int n, json_t *h, double now, ts_err *err)
+static int apply_health(ctld *c, int n, const ts_node_health *h, double now, ts_err *err)
 {
-    const char *v = json_string_value(json_object_get(h, "verdict"));
-    int health = v && strcmp(v, "failed") == 0     ? CTLD_FAILED
-                 : v && strcmp(v, "degraded") == 0 ? CTLD_DEGRADED
-                                                   : CTLD_HEALTHY;
+    int health = h->verdict == TS_VERDICT_FAILED     ? CTLD_FAILED
+                 : h->verdict == TS_VERDICT_DEGRADED ? CTLD_DEGRADED
+                                                     : CTLD_HEALTHY;
     ctld_agent *a = &c->agents[n];
-    json_t *reasons = json_object_get(h, "reasons");
     char why[256] = "";
-    size_t i;
-    json_t *r;
-    json_array_foreach(reasons, i, r)
-    {
-        const char *s = json_string_value(r);
-        if (s && strlen(why) + strlen(s) + 3 < sizeof why)
+    for (int i = 0; i < h->reasons.n; i++) {
+        const char *s = h->reasons.v[i];
+        if (strlen(why) + strlen(s) + 3 < sizeof why)
             snprintf(why + strlen(why), sizeof why - strlen(why), "%s%s", why[0] ? "; " : "", s);
     }
     snprintf(a->health_why, sizeof a->health_why, "%s", why);
@@ -491,11 +486,11 @@ static uint64_t report_digest(const sync_msg *m)
         h = fnv(h, ts_report_state_name(tk->state));
         h = fnv(h, ts_report_outcome_name(tk->outcome));
     }
-    json_t *health = m->s.health, *why;
+    const ts_node_health *health = m->s.health;
     h = fnv(h, health ? "health" : "no health");
-    h = fnv(h, json_string_value(json_object_get(health, "verdict")));
-    json_array_foreach(json_object_get(health, "reasons"), i, why)
-        h = fnv(h, json_string_value(why));
+    h = fnv(h, health ? ts_verdict_name(health->verdict) : NULL);
+    for (int k = 0; health && k < health->reasons.n; k++)
+        h = fnv(h, health->reasons.v[k]);
     h = fnv(h, m->s.drain);
     return fnv(h, m->s.mig_error);
 }
@@ -558,6 +553,32 @@ static uint64_t report_gen(const ctld_agent *a) { return a->gen - a->log_moves; 
 /* Applies what a registration or a report changes in the controller's
  * state, under c->mu, once no cycle plans or commits. Returns 0, or -1
  * with r answered. */
+void ctld_agent_forget_discovery(ctld_agent *a)
+{
+    for (int i = 0; i < a->nib_guids; i++)
+        free(a->ib_guids[i]);
+    free(a->ib_guids);
+    free(a->net_addr);
+    a->ib_guids = NULL;
+    a->nib_guids = 0;
+    a->net_addr = NULL;
+}
+
+/* Keeps what the controller reads of a registration's discovery (d, NULL
+ * none): copies, so that neither the document nor the rest of it stays for
+ * the agent's life. Out of memory: what was copied. Under c->mu. */
+static void keep_discovery(ctld_agent *a, const ts_discovery *d)
+{
+    ctld_agent_forget_discovery(a);
+    if (!d)
+        return;
+    a->net_addr = d->net_addr ? strdup(d->net_addr) : NULL;
+    a->ib_guids = d->nib_ports ? calloc((size_t)d->nib_ports, sizeof *a->ib_guids) : NULL;
+    for (int i = 0; a->ib_guids && i < d->nib_ports; i++)
+        if ((a->ib_guids[a->nib_guids] = strdup(d->ib_ports[i].guid)))
+            a->nib_guids++;
+}
+
 static int apply_sync(ctld *c, int n, bool reg, const sync_msg *m, uint64_t digest,
                       uint64_t seq, double now, ctld_reply *r)
 {
@@ -580,8 +601,7 @@ static int apply_sync(ctld *c, int n, bool reg, const sync_msg *m, uint64_t dige
     uint64_t gen0 = report_gen(a);
     pthread_mutex_unlock(&a->mu);
     if (reg) {
-        json_decref(a->discovery);
-        a->discovery = json_incref(in->discovery);
+        keep_discovery(a, in->discovery);
         bool was = a->registered;
         pthread_mutex_lock(&a->mu);
         a->registered = true;
@@ -642,10 +662,12 @@ static void say_refused(ctld *c, int n, const char *what, const char *why)
 /* Decodes a register or sync body (tessera/agent_proto.h) into m->s. A
  * member outside the protocol is left out and the rest decoded again, as a
  * task report is (a newer agent's value must not keep a node's reports out
- * until it is declared lost); *left holds the first such error. False,
- * with r answered, for a "node" or "tasks" outside it (400: nothing can be
- * applied without them) or out of memory. */
-static bool decode_body(sync_msg *m, ts_err *left, ctld_reply *r)
+ * until it is declared lost); *left holds the first such error, but a
+ * discovery's, which goes in *disc (said on its own: it is sent once, at
+ * registration, and a node without one has no underlay address or IB
+ * ports). False, with r answered, for a "node" or "tasks" outside it (400:
+ * nothing can be applied without them) or out of memory. */
+static bool decode_body(sync_msg *m, ts_err *left, ts_err *disc, ctld_reply *r)
 {
     ts_err err;
     for (int tries = 0; tries <= TS_SY_NFIELDS; tries++) {
@@ -662,7 +684,9 @@ static bool decode_body(sync_msg *m, ts_err *left, ctld_reply *r)
         if (rc != TS_EINVAL || !strcmp(key, "node") || !strcmp(key, "tasks") ||
             json_object_del(m->doc, key) != 0)
             break;
-        if (!left->msg[0])
+        if (!strcmp(key, "discovery"))
+            *disc = err;
+        else if (!left->msg[0])
             *left = err;
     }
     ctld_reply_error(r, err.code == TS_ENOMEM ? 503 : 400,
@@ -755,12 +779,16 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
         return;
     }
     sync_msg m = {.doc = in};
-    ts_err left = {0};
-    if (!decode_body(&m, &left, r)) {
+    ts_err left = {0}, disc = {0};
+    if (!decode_body(&m, &left, &disc, r)) {
         json_decref(in);
         return;
     }
     int n = node_of(c, rq, &m.s, r); /* the cluster's nodes are fixed: no lock */
+    if (n >= 0 && disc.msg[0])
+        fprintf(stderr, "tesserad: node %s: its discovery is outside the agent protocol, left "
+                "out (no underlay address or IB ports known for it): %s\n",
+                c->cluster->nodes[n].name, disc.msg);
     if (n >= 0 && left.msg[0])
         say_refused(c, n, "a member of its sync outside the agent protocol left out (the rest "
                           "applied)", left.msg);

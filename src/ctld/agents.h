@@ -64,7 +64,12 @@ typedef struct ctld_agent {
                                  * its start (docs/images.md); 0 none. Atomic */
     int health;                 /* 0 healthy, 1 degraded, 2 failed */
     char health_why[256];
-    json_t *discovery;          /* its last registration's description */
+    /* what the controller reads of its last registration's discovery
+     * (tessera/agent_proto.h ts_discovery), copied: its underlay address
+     * (NULL none) and its adapters' port GUIDs */
+    char *net_addr;
+    char **ib_guids;
+    int nib_guids;
     char drain_why[256];        /* why the controller drained it itself ("" = it did not) */
     char mig_error[256];        /* the agent's last MIG reconfiguration error, "" none */
     pthread_mutex_t mu;
@@ -113,6 +118,9 @@ typedef struct ctld_agent {
  * long-poll (one condition variable per node: a job change must not wake
  * a thousand agents) and marks its published document stale. */
 void ctld_agent_moved(ctld *c, int n);
+/* Frees what the agent's discovery left (a new registration, or the
+ * controller closing). */
+void ctld_agent_forget_discovery(ctld_agent *a);
 /* A rank's last readings from its agent, taken after the job's current
  * run started (locks the node's agent; any lock order above it). false:
  * none (a virtual node, or no report yet). */

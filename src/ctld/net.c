@@ -317,9 +317,7 @@ int ctld_net_peers(const ctld *c, const char **out)
     int n = 0;
     for (int k = 0; k < c->cluster->nnodes; k++) {
         const ctld_agent *ag = &c->agents[k];
-        const char *s = ag->registered && ag->discovery
-                            ? json_string_value(json_object_get(ag->discovery, "net_addr"))
-                            : NULL;
+        const char *s = ag->registered ? ag->net_addr : NULL;
         if (s)
             out[n++] = s;
     }
@@ -460,13 +458,9 @@ static char *partitions_text(const ctld *c)
         }
         for (int r = 0; r < j->ntasks; r++) {
             const ctld_agent *ag = &c->agents[j->allocs[r].node];
-            size_t i;
-            json_t *p;
-            json_array_foreach(ag->discovery ? json_object_get(ag->discovery, "ib_ports") : NULL,
-                               i, p)
-            {
-                const char *g = json_string_value(json_object_get(p, "guid"));
-                if (g && !guid_listed(list, g))
+            for (int i = 0; i < ag->nib_guids; i++) {
+                const char *g = ag->ib_guids[i];
+                if (!guid_listed(list, g))
                     json_array_append_new(list, json_string(g));
             }
         }

@@ -349,7 +349,7 @@ void ctld_close(ctld *c)
     free(c->admin_drained);
     ctld_resv_free(c);
     for (int i = 0; c->agents && i < c->cluster->nnodes; i++) {
-        json_decref(c->agents[i].discovery);
+        ctld_agent_forget_discovery(&c->agents[i]);
         json_decref(c->agents[i].doc);
         free(c->agents[i].readings);
         pthread_cond_destroy(&c->agents[i].moved);

@@ -76,9 +76,12 @@ json_t *proto_intv_encode(const ts_intv *s)
     return a;
 }
 
-int proto_objv_decode(const json_t *v, const char *path, size_t size, void **out, int *n,
-                      int (*one)(const json_t *item, const char *path, void *slot, ts_err *err),
-                      ts_err *err)
+typedef int (*proto_item_fn)(const json_t *item, const char *path, void *slot, ts_err *err);
+
+/* A list of objects, each by one() or, without one, by rows's table
+ * (every line required). */
+static int proto_list_decode(const json_t *v, const char *path, size_t size, void **out, int *n,
+                             proto_item_fn one, const proto_field *rows, ts_err *err)
 {
     if (!json_is_array(v))
         return ts_err_set(err, TS_EINVAL, "%s: must be a list", path);
@@ -93,22 +96,41 @@ int proto_objv_decode(const json_t *v, const char *path, size_t size, void **out
         const json_t *item = json_array_get(v, i);
         if (!json_is_object(item))
             return ts_err_set(err, TS_EINVAL, "%s: must be an object", sub);
-        int rc = one(item, sub, (char *)*out + i * size, err);
+        void *slot = (char *)*out + i * size;
+        int rc = one ? one(item, sub, slot, err)
+                     : proto_table_need(item, sub, rows->sub, rows->nsub, PROTO_ALL(rows->nsub),
+                                        slot, NULL, err);
         if (rc != 0)
             return rc;
     }
     return 0;
 }
 
-json_t *proto_objv_encode(const void *v, int n, size_t size, json_t *(*one)(const void *slot))
+int proto_objv_decode(const json_t *v, const char *path, size_t size, void **out, int *n,
+                      proto_item_fn one, ts_err *err)
+{
+    return proto_list_decode(v, path, size, out, n, one, NULL, err);
+}
+
+static json_t *proto_list_encode(const void *v, int n, size_t size, json_t *(*one)(const void *),
+                                 const proto_field *rows)
 {
     json_t *a = json_array();
-    for (int i = 0; a && i < n; i++)
-        if (json_array_append_new(a, one((const char *)v + (size_t)i * size)) != 0) {
+    for (int i = 0; a && i < n; i++) {
+        const void *slot = (const char *)v + (size_t)i * size;
+        json_t *item = one ? one(slot)
+                           : proto_table_new(rows->sub, rows->nsub, slot, PROTO_ALL(rows->nsub));
+        if (json_array_append_new(a, item) != 0) {
             json_decref(a);
             return NULL;
         }
+    }
     return a;
+}
+
+json_t *proto_objv_encode(const void *v, int n, size_t size, json_t *(*one)(const void *slot))
+{
+    return proto_list_encode(v, n, size, one, NULL);
 }
 
 /* ---- the loops -------------------------------------------------------------------- */
@@ -156,21 +178,17 @@ static int proto_decode_one(const json_t *o, const char *where, const proto_fiel
     case PK_OBJ:
         return f->decode(v, path, base, err);
     case PK_LIST:
-        return proto_objv_decode(v, path, f->item_size, (void **)p,
-                                 (int *)((char *)base + f->count_off), f->item_decode, err);
-    case PK_DOC:
-        if (f->lo && json_is_null(v))
-            return 0;
-        if (!json_is_object(v))
-            return ts_err_set(err, TS_EINVAL, "%s: must be an object%s", path,
-                              f->lo ? " or null" : "");
-        *(json_t **)p = (json_t *)v; /* borrowed */
-        return 0;
+        return proto_list_decode(v, path, f->item_size, (void **)p,
+                                 (int *)((char *)base + f->count_off), f->item_decode, f, err);
     case PK_DOCS:
         if (!json_is_array(v))
             return ts_err_set(err, TS_EINVAL, "%s: must be an array", path);
         *(json_t **)p = (json_t *)v;
         return 0;
+    case PK_ENUM:
+        return proto_enum(o, where, f->name, f->names, (int)f->hi, (int *)p, err);
+    case PK_SUB:
+        return proto_table_need(v, path, f->sub, f->nsub, (uint64_t)f->lo, p, NULL, err);
     }
     return 0;
 }
@@ -204,13 +222,17 @@ static json_t *proto_encode_one(const void *base, const proto_field *f)
     case PK_OBJ:
         return f->encode(base);
     case PK_LIST:
-        return proto_objv_encode(*(void *const *)p, *(const int *)((const char *)base + f->count_off),
-                                 f->item_size, f->item_encode);
-    case PK_DOC:
-        return *(json_t *const *)p ? json_incref(*(json_t *const *)p)
-                                   : f->lo ? json_null() : json_object();
+        return proto_list_encode(*(void *const *)p,
+                                 *(const int *)((const char *)base + f->count_off), f->item_size,
+                                 f->item_encode, f);
     case PK_DOCS:
         return *(json_t *const *)p ? json_incref(*(json_t *const *)p) : json_array();
+    case PK_ENUM: {
+        int k = *(const int *)p; /* an unset or unknown value: the first name */
+        return json_string(f->names[k > 0 && k < f->hi ? k : 1]);
+    }
+    case PK_SUB:
+        return proto_table_new(f->sub, f->nsub, p, PROTO_ALL(f->nsub));
     }
     return NULL;
 }
@@ -225,6 +247,21 @@ int proto_table_decode(const json_t *o, const char *where, const proto_field *f,
         *present |= 1ULL << i;
         rc = proto_decode_one(o, where, &f[i], base, err);
     }
+    return rc;
+}
+
+int proto_table_need(const json_t *o, const char *where, const proto_field *f, int n,
+                     uint64_t need, void *base, uint64_t *present, ts_err *err)
+{
+    if (!json_is_object(o))
+        return ts_err_set(err, TS_EINVAL, "%s: must be an object", where);
+    uint64_t seen = 0;
+    int rc = proto_table_decode(o, where, f, n, base, &seen, err);
+    for (int i = 0; rc == 0 && i < n; i++)
+        if ((need >> i & 1) && !(seen >> i & 1))
+            rc = ts_err_set(err, TS_EINVAL, "%s.%s: required", where, f[i].name);
+    if (present)
+        *present = seen;
     return rc;
 }
 

@@ -31,9 +31,13 @@ typedef enum {
     PK_INTV,     /* ts_intv of integers in lo..hi */
     PK_STRV,     /* ts_strv */
     PK_OBJ,      /* its own decode and encode */
-    PK_LIST,     /* a list of objects: item pointer at off, its int count at count_off */
-    PK_DOC,      /* json_t *, a document carried whole: an object (lo 1: or null) */
+    PK_LIST,     /* a list of objects: item pointer at off, its int count at count_off;
+                  * each item by item_decode/encode, or by its table (sub, nsub) with
+                  * every line required (PROTO_ROWS) */
     PK_DOCS,     /* json_t *, a list carried whole (each item decoded on its own) */
+    PK_ENUM,     /* an enum (int-sized) whose value k is names[k], k in 1..hi-1 */
+    PK_SUB,      /* an object of its own table (sub, nsub) in place at off; lo: its
+                  * required lines' bits, every member encoded */
 } proto_kind;
 
 typedef struct proto_field {
@@ -48,6 +52,9 @@ typedef struct proto_field {
     size_t count_off, item_size;
     int (*item_decode)(const json_t *item, const char *path, void *slot, ts_err *err);
     json_t *(*item_encode)(const void *slot);
+    const char *const *names;   /* PK_ENUM: names[0] the unset value's slot */
+    const struct proto_field *sub; /* PK_SUB */
+    int nsub;
 } proto_field;
 
 /* A PK_LIST line's kind and place: member m (items) and its count c of
@@ -56,10 +63,26 @@ typedef struct proto_field {
     PK_LIST, offsetof(T, m), 0, 0, NULL, NULL, offsetof(T, c), sizeof *((T *)0)->m,          \
         one##_decode, one##_encode
 
+/* A PK_LIST line (designated) of items of struct T's member m (count c),
+ * each an object of the table rows, every member required and written. */
+#define PROTO_ROWS(T, m, c, rows)                                                             \
+    .kind = PK_LIST, .off = offsetof(T, m), .count_off = offsetof(T, c),                      \
+    .item_size = sizeof *((T *)0)->m, .sub = rows, .nsub = (int)(sizeof rows / sizeof *rows)
+
 /* Decodes each of the n members o carries into base, setting bit i of
  * *present for line i. Returns 0, or the first member's error. */
 int proto_table_decode(const json_t *o, const char *where, const proto_field *f, int n,
                        void *base, uint64_t *present, ts_err *err);
+
+/* As proto_table_decode, for an object o must be (else "<where>: must be an
+ * object") with each line whose bit is in need carried (else
+ * "<where>.<name>: required"); *present (when not NULL) is set to the
+ * lines carried. */
+int proto_table_need(const json_t *o, const char *where, const proto_field *f, int n,
+                     uint64_t need, void *base, uint64_t *present, ts_err *err);
+
+/* The bits of lines 0..n-1: every member of a table of n lines. */
+#define PROTO_ALL(n) ((n) >= 64 ? ~0ULL : (1ULL << (n)) - 1)
 
 /* A new object of each line whose bit is in present (proto_table_encode);
  * NULL when out of memory. */

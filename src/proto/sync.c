@@ -9,8 +9,8 @@
  * One table (SY_FIELDS, proto_table.h) for both bodies, in the order the
  * agent writes them. The reports stay their documents, decoded one by one
  * (task_report.c), so one outside the protocol is left out alone; the
- * discovery and health documents are carried whole (their contents are the
- * schema's $defs/discovery and $defs/health, read by the controller).
+ * discovery and the health are typed documents of their own (discovery.c,
+ * node_health.c).
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -105,18 +105,61 @@ static json_t *sy_log_encode(const void *slot)
     return ts_sync_log_encode(slot);
 }
 
+/* ---- the node's documents ----------------------------------------------------------- */
+
+static int sy_discovery_decode(const json_t *v, const char *path, void *base, ts_err *err)
+{
+    ts_sync *s = base;
+    if (json_is_null(v))
+        return 0; /* an agent that has none yet */
+    if (!(s->discovery = malloc(sizeof *s->discovery)))
+        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
+    int rc = ts_discovery_decode(v, path, s->discovery, err);
+    if (rc != 0) {
+        free(s->discovery);
+        s->discovery = NULL;
+    }
+    return rc;
+}
+
+static json_t *sy_discovery_encode(const void *base)
+{
+    const ts_sync *s = base;
+    return s->discovery ? ts_discovery_encode(s->discovery) : json_null();
+}
+
+static int sy_health_decode(const json_t *v, const char *path, void *base, ts_err *err)
+{
+    ts_sync *s = base;
+    if (!(s->health = malloc(sizeof *s->health)))
+        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
+    int rc = ts_node_health_decode(v, path, s->health, err);
+    if (rc != 0) {
+        free(s->health);
+        s->health = NULL;
+    }
+    return rc;
+}
+
+static json_t *sy_health_encode(const void *base)
+{
+    const ts_sync *s = base;
+    return s->health ? ts_node_health_encode(s->health) : json_object();
+}
+
 /* ---- the document ------------------------------------------------------------------ */
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const proto_field SY_FIELDS[TS_SY_NFIELDS] = {
     [TS_SY_NODE] = {"node", PK_STR, AT(node)},
-    [TS_SY_DISCOVERY] = {"discovery", PK_DOC, AT(discovery), 1}, /* or null */
+    [TS_SY_DISCOVERY] = {"discovery", PK_OBJ, AT(discovery), 0, 0, sy_discovery_decode,
+                         sy_discovery_encode}, /* or null */
     [TS_SY_GEN] = {"gen", PK_I64, AT(gen), 0, INT64_MAX},
     [TS_SY_TASKS] = {"tasks", PK_DOCS, AT(tasks)},
     [TS_SY_WAIT_S] = {"wait_s", PK_NUM0, AT(wait_s)},
     [TS_SY_SEQ] = {"seq", PK_I64, AT(seq), 1, INT64_MAX},
-    [TS_SY_HEALTH] = {"health", PK_DOC, AT(health)},
+    [TS_SY_HEALTH] = {"health", PK_OBJ, AT(health), 0, 0, sy_health_decode, sy_health_encode},
     [TS_SY_MIG_ERROR] = {"mig_error", PK_STR, AT(mig_error)},
     [TS_SY_DRAIN] = {"drain", PK_STR, AT(drain)},
     [TS_SY_PREFETCH] = {"prefetch", LIST(prefetch, sy_prefetch)},
@@ -127,6 +170,12 @@ static const proto_field SY_FIELDS[TS_SY_NFIELDS] = {
 
 void ts_sync_fini(ts_sync *s)
 {
+    if (s->discovery)
+        ts_discovery_fini(s->discovery);
+    if (s->health)
+        ts_node_health_fini(s->health);
+    free(s->discovery);
+    free(s->health);
     for (int i = 0; s->images && i < s->nimages; i++)
         free(s->images[i].refs.v);
     free(s->prefetch);

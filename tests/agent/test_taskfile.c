@@ -169,51 +169,66 @@ static void test_only_the_agents_own_file_is_removed(void **state)
     assert_true(agent_taskfile_remove(at("other"), 0, 0, getuid()));
 }
 
-/* A body of n output answers of len bytes each and one running task. */
-static json_t *body_with(int n, size_t len)
+/* A body of n output answers of len bytes each (kept in q, as the agent
+ * keeps them) and one running task, as the codec writes it. */
+static json_t *body_with(int n, size_t len, agent_answers *q)
 {
     char *big = malloc(len + 1);
     for (size_t i = 0; i < len; i++)
         big[i] = i % 64 == 63 ? '\n' : (i % 7 ? 'x' : '"'); /* quotes cost 2 */
     big[len - 1] = '\n';
     big[len] = '\0';
-    json_t *logs = json_array();
-    for (int i = 0; i < n; i++)
-        json_array_append_new(logs, json_pack("{s:i,s:s,s:I}", "id", i + 1, "data", big, "size",
-                                              (json_int_t)len));
+    *q = (agent_answers){0};
+    for (int i = 0; i < n; i++) {
+        ts_sync_log l = {.id = i + 1, .data = big, .data_len = len, .has_size = true,
+                         .size = (int64_t)len};
+        assert_int_equal(agent_answers_add(q, &l), 0);
+    }
     free(big);
-    return json_pack("{s:s,s:[{s:i,s:i,s:s}],s:o}", "node", "n1", "tasks", "job", 7, "rank", 0,
-                     "state", "running", "logs", logs);
+    json_t *tasks = json_pack("[{s:i,s:i,s:s}]", "job", 7, "rank", 0, "state", "running");
+    ts_sync s = {.present = TS_SY_BIT(TS_SY_NODE) | TS_SY_BIT(TS_SY_TASKS) |
+                            TS_SY_BIT(TS_SY_LOGS),
+                 .node = "n1", .tasks = tasks, .logs = q->ans, .nlogs = q->n};
+    json_t *b = ts_sync_encode(&s);
+    json_decref(tasks);
+    return b;
 }
 
 static void test_a_sync_keeps_its_budget_and_its_reports(void **state)
 {
     (void)state;
     /* 1.1 MB asked for: cut to the budget, with a note, the report kept */
-    json_t *b = body_with(1, 1100000);
-    size_t n = agent_sync_fit(b, 512 * 1024);
+    agent_answers q;
+    json_t *b = body_with(1, 1100000, &q);
+    size_t n = agent_sync_fit(b, &q, 512 * 1024);
     assert_true(n <= 512 * 1024);
     assert_int_equal(n, agent_json_cost(b));
-    json_t *q = json_array_get(json_object_get(b, "logs"), 0);
-    assert_non_null(strstr(json_string_value(json_object_get(q, "note")), "cut to its last"));
-    assert_true(json_string_length(json_object_get(q, "data")) > 100000);
-    const char *d = json_string_value(json_object_get(q, "data"));
+    json_t *a = json_array_get(json_object_get(b, "logs"), 0);
+    assert_non_null(strstr(json_string_value(json_object_get(a, "note")), "cut to its last"));
+    assert_true(json_string_length(json_object_get(a, "data")) > 100000);
+    const char *d = json_string_value(json_object_get(a, "data"));
     assert_true(d[strlen(d) - 1] == '\n'); /* its end is kept */
     assert_int_equal(json_array_size(json_object_get(b, "tasks")), 1);
+    /* the kept answer is the one sent: its next sync carries the same cut */
+    assert_int_equal(q.ans[0].data_len, json_string_length(json_object_get(a, "data")));
     json_decref(b);
+    agent_answers_clear(&q);
     /* more answers than the budget has room for: each says so */
-    b = body_with(600, 2000);
-    assert_true(agent_sync_fit(b, 64 * 1024) <= 64 * 1024);
-    q = json_array_get(json_object_get(b, "logs"), 0);
-    assert_non_null(strstr(json_string_value(json_object_get(q, "error")), "no room"));
-    assert_null(json_object_get(q, "data"));
+    b = body_with(600, 2000, &q);
+    assert_true(agent_sync_fit(b, &q, 64 * 1024) <= 64 * 1024);
+    a = json_array_get(json_object_get(b, "logs"), 0);
+    assert_non_null(strstr(json_string_value(json_object_get(a, "error")), "no room"));
+    assert_null(json_object_get(a, "data"));
+    assert_null(json_object_get(a, "size"));
     assert_int_equal(json_array_size(json_object_get(b, "tasks")), 1);
     json_decref(b);
+    agent_answers_clear(&q);
     /* within the budget: unchanged */
-    b = body_with(2, 1000);
+    b = body_with(2, 1000, &q);
     size_t before = agent_json_cost(b);
-    assert_int_equal(agent_sync_fit(b, 512 * 1024), before);
+    assert_int_equal(agent_sync_fit(b, &q, 512 * 1024), before);
     json_decref(b);
+    agent_answers_clear(&q);
 }
 
 int main(void)

@@ -27,7 +27,8 @@ static const char SYNC[] =
     "\"data\":\"a\\u0000b\\n\",\"size\":4,\"note\":\"cut\"},{\"id\":4,\"error\":\"no such task\"}]}";
 
 static const char REGISTER[] =
-    "{\"node\":\"n-1\",\"discovery\":{\"cpus\":2},\"tasks\":[],\"seq\":1}";
+    "{\"node\":\"n-1\",\"discovery\":{\"cpus\":2,\"memory_bytes\":4096,\"driver_version\":\"\","
+    "\"gpus\":[],\"topology\":[],\"net_addr\":\"10.0.0.1\"},\"tasks\":[],\"seq\":1}";
 
 static json_t *parse(const char *text)
 {
@@ -62,7 +63,8 @@ static void a_sync_round_trips_byte_for_byte(void **state)
     assert_string_equal(s.node, "n-1");
     assert_int_equal(s.gen, 4);
     assert_int_equal(json_array_size(s.tasks), 1);
-    assert_string_equal(json_string_value(json_object_get(s.health, "verdict")), "healthy");
+    assert_int_equal(s.health->verdict, TS_VERDICT_HEALTHY);
+    assert_int_equal(s.health->reasons.n, 0);
     assert_string_equal(s.drain, "prolog failed");
     assert_int_equal(s.nprefetch, 2);
     assert_int_equal(s.prefetch[1].state, TS_PREFETCH_READY);
@@ -85,6 +87,7 @@ static void a_registration_round_trips(void **state)
     ts_sync s;
     round_trip(REGISTER, &s);
     assert_int_equal(s.seq, 1);
+    assert_int_equal(s.discovery->cpus, 2);
     ts_sync_fini(&s);
     /* no discovery (an agent without NVML's answer yet): null */
     json_t *in = parse("{\"node\":\"n-1\",\"discovery\":null,\"tasks\":[]}");
@@ -95,6 +98,13 @@ static void a_registration_round_trips(void **state)
     assert_true(json_is_null(json_object_get(out, "discovery")));
     json_decref(out);
     ts_sync_fini(&s);
+    json_decref(in);
+    /* a discovery outside the protocol is refused by its path, nothing kept */
+    in = parse("{\"node\":\"n-1\",\"discovery\":{\"gpus\":4},\"tasks\":[]}");
+    ts_err err = {0};
+    assert_int_equal(ts_sync_decode(in, &s, &err), TS_EINVAL);
+    assert_string_equal(err.msg, "discovery.gpus: must be a list");
+    assert_null(s.discovery);
     json_decref(in);
 }
 
@@ -112,6 +122,9 @@ static void each_bad_member_is_named(void **state)
         {"\"seq\":9", "\"seq\":0", "seq: must be an integer >= 1"},
         {"\"health\":{\"verdict\":\"healthy\",\"reasons\":[]}", "\"health\":[]",
          "health: must be an object"},
+        {"\"health\":{\"verdict\":\"healthy\",", "\"health\":{", "health.verdict: required"},
+        {"\"verdict\":\"healthy\"", "\"verdict\":\"fine\"",
+         "health.verdict: must be one of healthy, degraded, failed"},
         {"\"drain\":\"prolog failed\"", "\"drain\":true", "drain: must be a string"},
         {"\"state\":\"fetching\"", "\"state\":\"paused\"",
          "prefetch[0].state: must be one of fetching, ready, failed"},
