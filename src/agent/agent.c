@@ -66,9 +66,6 @@ int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, t
     snprintf(a->steps, sizeof a->steps, "%s/steps", cfg->state_dir);
     snprintf(a->task_dirs, sizeof a->task_dirs, "%s/tasks", cfg->state_dir);
     mkdir(cfg->state_dir, 0755);
-    if (!a->cfg.container_write_set)
-        a->cfg.container_write_mib =
-            agent_container_write_default(cfg->state_dir, TS_AGENT_CONTAINER_WRITE_MIB);
     if (mkdir(a->logs, 0755) != 0 && errno != EEXIST) {
         int e = errno;
         ts_err_set(err, TS_EIO, "state_dir %s: %s", a->logs, strerror(e));

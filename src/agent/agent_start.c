@@ -572,7 +572,10 @@ static void start_container(ts_agent *a, local_task *lt, task_start *S)
     if (!S->why[0])
         agent_container_user(lt, S->d, S->cuser, sizeof S->cuser, S->why, sizeof S->why);
     S->spec.container_user = S->cuser[0] ? S->cuser : NULL;
-    S->spec.container_write_mib = a->cfg.container_write_mib;
+    S->spec.container_write_mib = a->cfg.container_write_set
+                                      ? a->cfg.container_write_mib
+                                      : agent_container_write_default(
+                                            a->cfg.state_dir, TS_AGENT_CONTAINER_WRITE_MIB);
     nb += container_extras(a, S, S->binds + nb, sizeof S->binds / sizeof S->binds[0] - nb);
     S->spec.nmounts = nb;
     /* inside the image; NULL: the image's own */

@@ -529,6 +529,14 @@ static int submit_check(ctld *c, const ts_job_spec *spec, int64_t spec_bytes,
                         const char *owner, const char *run_user, int n, int *priority, int *tq,
                         ts_err *err)
 {
+    /* a large array's elements past its window are not jobs yet and would
+     * become jobs pending (array_lazy.c), starting: held, it would start
+     * all but its first CTLD_ARRAY_WINDOW */
+    if (spec->hold && n > CTLD_ARRAY_WINDOW)
+        return ts_err_set(err, TS_EINVAL, "hold: an array of %d elements cannot be submitted "
+                          "held (at most %d: a larger array's elements past its first %d are "
+                          "not jobs yet); make it wait on a dependency (a job you hold) "
+                          "instead", n, CTLD_ARRAY_WINDOW, CTLD_ARRAY_WINDOW);
     cjob probe = {0};
     probe.row.submit_s = ctld_now();
     probe.spec = (ts_job_spec *)spec;
@@ -597,14 +605,6 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
     if (n > 1 && strlen(spec->name) + strlen(suffix) >= TS_STORE_NAME_MAX)
         return ts_err_set(err, TS_EINVAL, "name: too long for an array of %d (at most %zu "
                           "characters)", n, TS_STORE_NAME_MAX - 1 - strlen(suffix));
-    /* a large array's elements past its window are not jobs yet and would
-     * become jobs pending (array_lazy.c), starting: held, it would start
-     * all but its first CTLD_ARRAY_WINDOW */
-    if (spec->hold && n > CTLD_ARRAY_WINDOW)
-        return ts_err_set(err, TS_EINVAL, "hold: an array of %d elements cannot be submitted "
-                          "held (at most %d: a larger array's elements past its first %d are "
-                          "not jobs yet); make it wait on a dependency (a job you hold) "
-                          "instead", n, CTLD_ARRAY_WINDOW, CTLD_ARRAY_WINDOW);
     int priority, tq;
     int rc = submit_check(c, spec, (int64_t)strlen(spec_json), owner, run_user, n, &priority,
                           &tq, err);
