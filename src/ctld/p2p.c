@@ -72,6 +72,10 @@
  * the next grant goes to another node while its piece is copied, and a
  * death costs the registry at most that piece and the one being fetched. */
 #define ALONE_HELD_MAX 1
+/* A node lacking pieces counts as fetching the blob while it announces it
+ * (each of its streams does before each piece); one that stopped (its
+ * fetch failed, it serves other blobs) must not hold others' grants back */
+#define FETCHING_S 10.0
 #define BAN_S 60.0             /* a peer reported bad is left out this long */
 #define TOKEN_S 600            /* a token's life */
 #define KEY_BYTES 32
@@ -94,6 +98,7 @@ typedef struct p2p_blob {
     double *claim_until, *claim_at; /* claim_at: when granted */
     uint8_t **have;            /* per node: NULL, or npieces of 0/1 */
     double *banned_until;      /* per node */
+    double *announced_s;       /* per node: its last announce of this blob */
 } p2p_blob;
 
 struct ctld_p2p {
@@ -144,6 +149,7 @@ static void blob_free(p2p_blob *b, int nnodes)
     free(b->claim_until);
     free(b->claim_at);
     free(b->banned_until);
+    free(b->announced_s);
     memset(b, 0, sizeof *b);
 }
 
@@ -183,11 +189,13 @@ static p2p_blob *blob_get(struct ctld_p2p *T, const char *digest, long long size
     lru->claim_at = calloc((size_t)np, sizeof *lru->claim_at);
     lru->have = calloc((size_t)T->nnodes, sizeof *lru->have);
     lru->banned_until = calloc((size_t)T->nnodes, sizeof *lru->banned_until);
+    lru->announced_s = calloc((size_t)T->nnodes, sizeof *lru->announced_s);
     if (!lru->hash || !lru->claim_node || !lru->claim_until || !lru->claim_at || !lru->have ||
-        !lru->banned_until) {
+        !lru->banned_until || !lru->announced_s) {
         free(lru->hash), free(lru->claim_node), free(lru->claim_until), free(lru->have);
         free(lru->claim_at);
         free(lru->banned_until);
+        free(lru->announced_s);
         memset(lru, 0, sizeof *lru);
         return NULL;
     }
@@ -221,7 +229,8 @@ static bool claimed(const struct ctld_p2p *T, const p2p_blob *b, int i, double n
 }
 
 /* The pieces n alone holds (no other live node named) that a live node
- * fetching the blob still lacks: copies that would be lost with n. */
+ * fetching the blob (announced within FETCHING_S) still lacks: copies that
+ * would be lost with n. */
 static int alone_held(const struct ctld_p2p *T, const p2p_blob *b, int n, double now)
 {
     int alone = 0;
@@ -233,7 +242,7 @@ static int alone_held(const struct ctld_p2p *T, const p2p_blob *b, int n, double
             if (q == n || !b->have[q] || b->banned_until[q] > now || !live(T, q, now))
                 continue;
             other = b->have[q][i];
-            wanted = wanted || !b->have[q][i];
+            wanted = wanted || (!b->have[q][i] && now - b->announced_s[q] <= FETCHING_S);
         }
         alone += !other && wanted;
     }
@@ -541,6 +550,7 @@ void ctld_p2p_route(ctld *c, const ctld_request *rq, ctld_reply *r)
             b->have[n] = calloc((size_t)b->npieces, 1);
         if (b && b->have[n]) {
             b->used_s = now;
+            b->announced_s[n] = now;
             T->seen_s[n] = now;
             snprintf(T->url[n], sizeof T->url[n], "%s", url);
             bool none = true;

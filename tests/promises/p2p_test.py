@@ -660,7 +660,8 @@ def scenario_m_a_node_alone_holding_a_wanted_piece_is_granted_no_more(c):
     node fetching the layer lacks is granted no more pieces from the
     registry until that piece is copied (the next grant goes to another
     node), so that its death costs the registry at most that piece and the
-    one it is taking; a node fetching a layer alone is granted on."""
+    one it is taking; a node fetching a layer alone is granted on, and a
+    node that stopped announcing the layer for 10 s counts as gone from it."""
     blob = "sha256:" + os.urandom(32).hex()
     size, n = 20 << 20, 5
     st, a = _announce(c, "q-1", blob, size, have=_have(n, {0}), fetching=[])
@@ -679,6 +680,17 @@ def scenario_m_a_node_alone_holding_a_wanted_piece_is_granted_no_more(c):
     g3 = a.get("grant", -1) if st == 200 else -1
     check(g3 >= 0 and g3 not in (0, g1, g2),
           f"once they are copied, q-1 is granted the next piece: {st} {a.get('grant')}")
+    # a node that announced a layer and then stopped fetching it (its fetch
+    # failed) holds nobody's grants back once FETCHING_S (10 s) has passed
+    blob = "sha256:" + os.urandom(32).hex()
+    _announce(c, "q-2", blob, size, fetching=[])
+    st, a = _announce(c, "q-1", blob, size, have=_have(n, {0}), fetching=[])
+    check(st == 200 and a.get("grant") == -1,
+          f"q-1 alone holds a piece q-2 lacks: granted none: {st} {a.get('grant')}")
+    time.sleep(10.5)
+    st, a = _announce(c, "q-1", blob, size, have=_have(n, {0}), fetching=[])
+    check(st == 200 and a.get("grant", -1) > 0,
+          f"q-2 silent on the layer for 10 s: q-1 is granted on: {st} {a.get('grant')}")
 
 
 scenario_m_a_node_alone_holding_a_wanted_piece_is_granted_no_more.needs = ()
