@@ -10,9 +10,7 @@
  * one piece no other worker is fetching: the granted piece from the
  * registry (every piece leaves the registry once, as early as it can: the
  * registry's link is the one all nodes wait on), else the rarest piece a
- * peer not avoided holds (from a holder the worker is connected to where
- * there is one: a new connection waits behind a busy holder's uploads; a
- * holder sending its most answers 503 and is
+ * peer not avoided holds (a holder sending its most answers 503 and is
  * left alone a moment: another holder or another piece; ties broken by this node's own offset, so that a
  * gang's nodes start at different pieces), else wait a little (others are
  * fetching the rest from the registry; meanwhile it probes the grant
@@ -144,36 +142,12 @@ static int from_origin(worker *w, int i, ts_err *err)
     return put_piece(f, i, w->buf, len, err);
 }
 
-/* Whether w holds an open connection to node (it answered w lately). */
-static bool connected(const worker *w, const char *node, double now)
+/* The piece to take from a peer, under f->mu: the rarest missing one no
+ * worker is fetching, with a hash, whose holders are not all avoided or
+ * busy; -1: none. *who: the holder chosen; *held: some peer not avoided
+ * holds a missing piece (busy now, perhaps): the swarm is moving. */
+static int pick(fetch *f, const peer *peers, int npeers, int start, int *who, bool *held)
 {
-    for (int k = 0; k < PEERS_MAX && w->conn_node[k][0]; k++)
-        if (!strcmp(w->conn_node[k], node))
-            return now - w->conn_at[k] < PEER_CONN_KEPT_S;
-    return false;
-}
-
-/* node answered w (its connection stays open) or did not (forgotten). */
-static void note_conn(worker *w, const char *node, bool open)
-{
-    int k = 0, oldest = 0;
-    for (; k < PEERS_MAX && w->conn_node[k][0] && strcmp(w->conn_node[k], node); k++)
-        if (w->conn_at[k] < w->conn_at[oldest])
-            oldest = k;
-    if (k == PEERS_MAX)
-        k = oldest;
-    snprintf(w->conn_node[k], sizeof w->conn_node[k], "%s", node);
-    w->conn_at[k] = open ? agent_p2p_mono_s() : 0.0;
-}
-
-/* The piece for worker w to take from a peer, under f->mu: the rarest
- * missing one no worker is fetching, with a hash, whose holders are not all
- * avoided or busy; -1: none. *who: the holder chosen, one w is connected to
- * where there is one; *held: some peer not avoided holds a missing piece
- * (busy now, perhaps): the swarm is moving. */
-static int pick(const worker *w, const peer *peers, int npeers, int start, int *who, bool *held)
-{
-    fetch *f = w->f;
     int best = -1, best_n = PEERS_MAX + 1;
     double now = agent_p2p_mono_s();
     *held = false;
@@ -181,7 +155,7 @@ static int pick(const worker *w, const peer *peers, int npeers, int start, int *
         int i = (start + k) % f->npieces;
         if (f->have[i] || f->busy[i] || !f->hash[i][0])
             continue;
-        int n = 0, nc = 0, chosen = -1, chosen_c = -1;
+        int n = 0, chosen = -1;
         for (int q = 0; q < npeers; q++) {
             if (peers[q].have[i] != '1' || agent_p2p_avoided(f, peers[q].node))
                 continue;
@@ -191,11 +165,7 @@ static int pick(const worker *w, const peer *peers, int npeers, int start, int *
             n++;
             if (rand() % n == 0) /* a holder chosen evenly among them */
                 chosen = q;
-            if (connected(w, peers[q].node, now) && rand() % ++nc == 0)
-                chosen_c = q; /* or evenly among those already connected */
         }
-        if (chosen_c >= 0)
-            chosen = chosen_c;
         if (n > 0 && n < best_n) {
             best = i, best_n = n, *who = chosen;
         }
@@ -315,7 +285,7 @@ static void *work(void *arg)
          * registry's link is the one every node waits on */
         bool held = false;
         if (grant < 0)
-            i = pick(w, peers, npeers, (int)(f->start % (unsigned)f->npieces), &who, &held);
+            i = pick(f, peers, npeers, (int)(f->start % (unsigned)f->npieces), &who, &held);
         /* a stall: nobody holds what is missing (past the tracker's grants of
          * silent nodes); holders busy sending to others are a swarm at work,
          * on a loaded machine for long, and waited for up to BUSY_STALL_S */
@@ -342,8 +312,6 @@ static void *work(void *arg)
             long long off, len;
             agent_p2p_piece_span(f, i, &off, &len);
             int got = agent_p2p_from_peer(w, &peers[who], i, want, token);
-            note_conn(w, peers[who].node, got == PEER_OK || got == PEER_BUSY ||
-                                              got == PEER_MISSING);
             if (got == PEER_OK) {
                 rc = put_piece(f, i, w->buf, len, &err);
                 pthread_mutex_lock(&f->mu);

@@ -64,21 +64,12 @@ typedef struct fetch {
     ts_err err;
 } fetch;
 
-/* A worker's connection to a holder counts as open this long after its
- * last answer (the holders' listener closes an idle one after 30 s) */
-#define PEER_CONN_KEPT_S 20.0
-
-/* One worker: its own connections and piece buffer. */
+/* One worker: its own connection and piece buffer. */
 typedef struct worker {
     fetch *f;
     CURL *c;
     char *buf;                  /* one piece (+1: the origin's reader ends it with a NUL) */
     size_t buf_n, buf_max;
-    /* the holders this worker's handle holds an open connection to: asked
-     * first among a piece's holders, since a new connection's SYN-ACK is
-     * dropped behind a busy holder's uploads (a silent connect: 1.5 s lost) */
-    char conn_node[PEERS_MAX][64];
-    double conn_at[PEERS_MAX];
 } worker;
 
 /* p2p_fetch.c */
