@@ -15,13 +15,15 @@ fetch code.
 
 Printed: per N, last rank ready after the allocation (all pulls started at
 once) against the 3.2 s bound, registry egress (the registry veth's own tx
-counter) as a multiple of the image's size, bytes from peers; the plain pull
+counter) as a multiple of the image's size, bytes from peers, the tracker's
+load (tesserad's CPU-seconds, requests answered per second of the run); the plain pull
 at the sizes of BASELINE (the same run; others: N x 3.2 s, the line-rate
 model, marked so); then the faults at FAULT_N nodes: a peer killed
 mid-transfer, the same peer started first and killed as it fetches from
 the registry (it holds a grant of the tracker then), a peer powered off
 mid-transfer (frozen with SIGSTOP and every packet of its namespace dropped
-by nft: its askers' SYNs go unanswered), a peer serving corrupt pieces, the registry restarted mid-transfer, each with the bytes refetched
+by nft: its askers' SYNs go unanswered), a peer serving corrupt pieces, the registry restarted mid-transfer, each with the bytes refetched,
+the ranks' own share of the registry's egress (the rest is the extra peer's)
 and every rank's root checked. Per N, the median node's CPU-seconds are
 split into the fetch (until its last blob was verified), the rest (the
 unpack and mkfs.erofs) and user space (the rest is the kernel's).
@@ -84,6 +86,16 @@ def softirq_s():
     with open("/proc/stat") as f:
         v = f.readline().split()
     return int(v[7]) / os.sysconf("SC_CLK_TCK")
+
+
+def tracker_requests(c):
+    """The requests tesserad (the tracker) has answered so far: its
+    tessera_http_responses_total, every status class."""
+    st, txt = c.call("GET", "/metrics")
+    if st != 200 or not isinstance(txt, str):
+        return 0
+    return sum(int(float(line.split()[-1])) for line in txt.splitlines()
+               if line.startswith("tessera_http_responses_total{"))
 
 
 def ns_of(i):
@@ -349,14 +361,18 @@ def main():
         print(f"{'N':>4} {'mode':>9} {'last ready s':>12} {'x bound':>8} {'median s':>9} "
               f"{'egress x image':>15} {'from peers MB':>14} {'last blob s':>11} "
               f"{'CPU s/node':>10} {'CPU s all':>9} {'all/cores s':>11} {'tracker':>8} "
+              f"{'req/s':>6} "
               f"{'softirq':>8} {'CPU s/node fetch/rest/user':>26}")
 
         def one(n, p2p, label):
             fresh(stores)
             tx0 = net.reg_tx()
             ctld0, sirq0 = proc_cpu_s(c.procs["tesserad"].pid), softirq_s()
+            req0 = tracker_requests(c)
             times, outs, ok = run_gang(b, range(n), ref, p2p, stores)
             ctld_cpu = proc_cpu_s(c.procs["tesserad"].pid) - ctld0
+            # less the two /metrics reads themselves
+            reqs = tracker_requests(c) - req0 - 1
             sirq = softirq_s() - sirq0
             if os.environ.get("P2P_TRACE"):
                 keep = f"/tmp/p2p-trace-{n}-{label}"
@@ -386,7 +402,8 @@ def main():
             cores = len(os.sched_getaffinity(0))
             print(f"{n:>4} {label:>9} {last:>12.1f} {last / LINE_S:>8.1f} {med:>9.1f} "
                   f"{egress:>15.2f} {peers:>14.0f} {blobs:>11.1f} {cpus[len(cpus) // 2]:>10.2f} "
-                  f"{cpu_all:>9.1f} {cpu_all / cores:>11.1f} {ctld_cpu:>8.1f} {sirq:>8.1f} "
+                  f"{cpu_all:>9.1f} {cpu_all / cores:>11.1f} {ctld_cpu:>8.1f} {reqs / last:>6.0f} "
+                  f"{sirq:>8.1f} "
                   f"{'%.2f / %.2f / %.2f' % split:>26}"
                   f"{'' if ok else '  (FAILED: ' + str([o.get('error') for o in outs.values() if 'error' in o][:2]) + ')'}",
                   flush=True)
@@ -395,7 +412,8 @@ def main():
                                    "egress_x": egress, "from_peers_mb": peers, "ok": ok,
                                    "last_blob_s": blobs, "cpu_s_median": cpus[len(cpus) // 2],
                                    "cpu_s_all": cpu_all, "cores": cores,
-                                   "tracker_cpu_s": ctld_cpu, "softirq_s": sirq,
+                                   "tracker_cpu_s": ctld_cpu, "tracker_requests": reqs,
+                                   "softirq_s": sirq,
                                    "cpu_s_fetch_median": split[0],
                                    "cpu_s_rest_median": split[1],
                                    "cpu_s_user_median": split[2],
@@ -419,24 +437,34 @@ def main():
             def fault(label, extra=None, during=None, lead_s=0.0):
                 fresh(stores)
                 tx0 = net.reg_tx()
+                ctld0, req0 = proc_cpu_s(c.procs["tesserad"].pid), tracker_requests(c)
                 times, outs, ok = run_gang(b, range(n), ref, True, stores, extra, during,
                                            lead_s)
                 egress = (net.reg_tx() - tx0) / IMAGE_BYTES
+                ctld_cpu = proc_cpu_s(c.procs["tesserad"].pid) - ctld0
+                reqs = tracker_requests(c) - req0 - 1
                 if os.environ.get("P2P_TRACE"):
                     keep = f"/tmp/p2p-trace-{n}-fault-{'-'.join(label.split()[2:4])}"
                     shutil.rmtree(keep, ignore_errors=True)
                     shutil.copytree(stores, keep, ignore=shutil.ignore_patterns("blobs", "images", "tmp"))
                 bad = verify_roots(stores, range(n), outs, want) if ok else n
                 refetched = sum(o.get("refetched", 0) for o in outs.values()) / 1e6
+                # the ranks' own bytes from the registry: the rest of the
+                # egress is the extra peer's (and what was cut mid-transfer)
+                ranks_reg = sum(o.get("from_registry", 0) for o in outs.values()) / IMAGE_BYTES
                 # the fetch's end against the last rank's: where the time went
                 blobs = max((o.get("blobs_s", 0) for o in outs.values()), default=0)
                 print(f"  {label:<34} last ready {max(times):6.1f} s (last blob {blobs:.1f} s), "
                       f"every rank verified: "
                       f"{'yes' if ok and bad == 0 else 'NO'}, refetched {refetched:.1f} MB, "
-                      f"registry egress {egress:.2f}x", flush=True)
+                      f"registry egress {egress:.2f}x (ranks {ranks_reg:.2f}x), "
+                      f"tracker {ctld_cpu:.1f} CPU s "
+                      f"{reqs / max(times):.0f} req/s", flush=True)
                 result["runs"].append({"n": n, "mode": "fault:" + label, "last_s": max(times),
                                        "ok": ok and bad == 0, "refetched_mb": refetched,
-                                       "egress_x": egress, "last_blob_s": blobs})
+                                       "egress_x": egress, "ranks_registry_x": ranks_reg,
+                                       "last_blob_s": blobs,
+                                       "tracker_cpu_s": ctld_cpu, "tracker_requests": reqs})
 
             def kill_peer(procs):
                 time.sleep(LINE_S / 2)

@@ -11,7 +11,9 @@
  * one piece this node should fetch from the registry, because nobody holds
  * it and nobody else holds a grant of it (a grant lasts CLAIM_S, renewed by
  * each announce of its node), at most REGISTRY_STREAMS_PER_BLOB of them at
- * once. So a gang's nodes take each piece from the
+ * once, and none to a node that alone holds a piece another fetcher lacks
+ * (ALONE_HELD_MAX: what its death would cost the registry again). So a
+ * gang's nodes take each piece from the
  * registry about once (the grant of a node that went silent goes to
  * another node) and the rest from each other. A peer reported bad by a
  * node is left out of every answer for that blob for BAN_S, or until it
@@ -61,6 +63,19 @@
  * is out after a fifth of that and spreads among the peers while the rest
  * comes, and the registry's link never waits for the next grant. */
 #define REGISTRY_STREAMS_PER_BLOB 2
+/* Pieces a node may hold that nobody else holds, while a live node fetching
+ * the blob lacks them, and still be granted more from the registry. A node
+ * granted piece after piece outruns its own upload: what it alone holds
+ * grows, and its death sends all of that to the registry again
+ * (bench/image-p2p, a peer killed as it fetches from the registry: 0.4x of
+ * the image taken by it, 0.2x lost, whatever the piece size). Held at one,
+ * the next grant goes to another node while its piece is copied, and a
+ * death costs the registry at most that piece and the one being fetched. */
+#define ALONE_HELD_MAX 1
+/* A node lacking pieces counts as fetching the blob while it announces it
+ * (each of its streams does before each piece); one that stopped (its
+ * fetch failed, it serves other blobs) must not hold others' grants back */
+#define FETCHING_S 10.0
 #define BAN_S 60.0             /* a peer reported bad is left out this long */
 #define TOKEN_S 600            /* a token's life */
 #define KEY_BYTES 32
@@ -83,6 +98,7 @@ typedef struct p2p_blob {
     double *claim_until, *claim_at; /* claim_at: when granted */
     uint8_t **have;            /* per node: NULL, or npieces of 0/1 */
     double *banned_until;      /* per node */
+    double *announced_s;       /* per node: its last announce of this blob */
 } p2p_blob;
 
 struct ctld_p2p {
@@ -133,6 +149,7 @@ static void blob_free(p2p_blob *b, int nnodes)
     free(b->claim_until);
     free(b->claim_at);
     free(b->banned_until);
+    free(b->announced_s);
     memset(b, 0, sizeof *b);
 }
 
@@ -172,11 +189,13 @@ static p2p_blob *blob_get(struct ctld_p2p *T, const char *digest, long long size
     lru->claim_at = calloc((size_t)np, sizeof *lru->claim_at);
     lru->have = calloc((size_t)T->nnodes, sizeof *lru->have);
     lru->banned_until = calloc((size_t)T->nnodes, sizeof *lru->banned_until);
+    lru->announced_s = calloc((size_t)T->nnodes, sizeof *lru->announced_s);
     if (!lru->hash || !lru->claim_node || !lru->claim_until || !lru->claim_at || !lru->have ||
-        !lru->banned_until) {
+        !lru->banned_until || !lru->announced_s) {
         free(lru->hash), free(lru->claim_node), free(lru->claim_until), free(lru->have);
         free(lru->claim_at);
         free(lru->banned_until);
+        free(lru->announced_s);
         memset(lru, 0, sizeof *lru);
         return NULL;
     }
@@ -209,6 +228,27 @@ static bool claimed(const struct ctld_p2p *T, const p2p_blob *b, int i, double n
     return b->claim_node[i] >= 0 && b->claim_until[i] > now && live(T, b->claim_node[i], now);
 }
 
+/* The pieces n alone holds (no other live node named) that a live node
+ * fetching the blob (announced within FETCHING_S) still lacks: copies that
+ * would be lost with n. */
+static int alone_held(const struct ctld_p2p *T, const p2p_blob *b, int n, double now)
+{
+    int alone = 0;
+    for (int i = 0; i < b->npieces; i++) {
+        if (!b->have[n][i])
+            continue;
+        bool other = false, wanted = false;
+        for (int q = 0; q < T->nnodes && !other; q++) {
+            if (q == n || !b->have[q] || b->banned_until[q] > now || !live(T, q, now))
+                continue;
+            other = b->have[q][i];
+            wanted = wanted || (!b->have[q][i] && now - b->announced_s[q] <= FETCHING_S);
+        }
+        alone += !other && wanted;
+    }
+    return alone;
+}
+
 /* A piece for node n to take from the registry, or -1: its claims on
  * pieces it now holds are over; it holds at most CLAIMS_PER_NODE at once
  * (its other streams fetch from peers meanwhile). fetching: the pieces n
@@ -230,7 +270,7 @@ static int grant(struct ctld_p2p *T, p2p_blob *b, int n, const uint8_t *fetching
                 live++;
             }
         }
-    if (live >= CLAIMS_PER_NODE)
+    if (live >= CLAIMS_PER_NODE || alone_held(T, b, n, now) >= ALONE_HELD_MAX)
         return -1;
     int out = 0; /* other nodes' live claims */
     for (int i = 0; i < b->npieces; i++)
@@ -510,6 +550,7 @@ void ctld_p2p_route(ctld *c, const ctld_request *rq, ctld_reply *r)
             b->have[n] = calloc((size_t)b->npieces, 1);
         if (b && b->have[n]) {
             b->used_s = now;
+            b->announced_s[n] = now;
             T->seen_s[n] = now;
             snprintf(T->url[n], sizeof T->url[n], "%s", url);
             bool none = true;

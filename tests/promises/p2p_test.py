@@ -648,3 +648,49 @@ def scenario_l_a_powered_off_holder_is_dropped_in_seconds(c):
 
 scenario_l_a_powered_off_holder_is_dropped_in_seconds.needs_root = True
 scenario_l_a_powered_off_holder_is_dropped_in_seconds.needs = ("nft",) + NEEDS
+
+
+def _have(pieces, held):
+    """The have string of a blob of pieces with the pieces in held."""
+    return "".join("1" if i in held else "0" for i in range(pieces))
+
+
+def scenario_m_a_node_alone_holding_a_wanted_piece_is_granted_no_more(c):
+    """images.md "Peer-to-peer": a node that alone holds a piece another
+    node fetching the layer lacks is granted no more pieces from the
+    registry until that piece is copied (the next grant goes to another
+    node), so that its death costs the registry at most that piece and the
+    one it is taking; a node fetching a layer alone is granted on, and a
+    node that stopped announcing the layer for 10 s counts as gone from it."""
+    blob = "sha256:" + os.urandom(32).hex()
+    size, n = 20 << 20, 5
+    st, a = _announce(c, "q-1", blob, size, have=_have(n, {0}), fetching=[])
+    g1 = a.get("grant", -1) if st == 200 else -1
+    check(g1 > 0, f"a node fetching alone holds piece 0 and is granted another: {st} {a}")
+    st, b = _announce(c, "q-2", blob, size, fetching=[])
+    g2 = b.get("grant", -1) if st == 200 else -1
+    check(g2 >= 0 and g2 not in (0, g1), f"a second node is granted a third piece: {st} {b}")
+    # q-1 took its piece; q-2 lacks both of q-1's, which nobody else holds
+    st, a = _announce(c, "q-1", blob, size, have=_have(n, {0, g1}), fetching=[])
+    check(st == 200 and a.get("grant") == -1,
+          f"q-1, alone holding two pieces q-2 lacks, is granted none: {st} {a.get('grant')}")
+    # q-2 copied them (its own grant still being taken)
+    st, b = _announce(c, "q-2", blob, size, have=_have(n, {0, g1}), fetching=[g2])
+    st, a = _announce(c, "q-1", blob, size, have=_have(n, {0, g1}), fetching=[])
+    g3 = a.get("grant", -1) if st == 200 else -1
+    check(g3 >= 0 and g3 not in (0, g1, g2),
+          f"once they are copied, q-1 is granted the next piece: {st} {a.get('grant')}")
+    # a node that announced a layer and then stopped fetching it (its fetch
+    # failed) holds nobody's grants back once FETCHING_S (10 s) has passed
+    blob = "sha256:" + os.urandom(32).hex()
+    _announce(c, "q-2", blob, size, fetching=[])
+    st, a = _announce(c, "q-1", blob, size, have=_have(n, {0}), fetching=[])
+    check(st == 200 and a.get("grant") == -1,
+          f"q-1 alone holds a piece q-2 lacks: granted none: {st} {a.get('grant')}")
+    time.sleep(10.5)
+    st, a = _announce(c, "q-1", blob, size, have=_have(n, {0}), fetching=[])
+    check(st == 200 and a.get("grant", -1) > 0,
+          f"q-2 silent on the layer for 10 s: q-1 is granted on: {st} {a.get('grant')}")
+
+
+scenario_m_a_node_alone_holding_a_wanted_piece_is_granted_no_more.needs = ()
