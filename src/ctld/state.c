@@ -605,7 +605,7 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
     if (n > 1 && strlen(spec->name) + strlen(suffix) >= TS_STORE_NAME_MAX)
         return ts_err_set(err, TS_EINVAL, "name: too long for an array of %d (at most %zu "
                           "characters)", n, TS_STORE_NAME_MAX - 1 - strlen(suffix));
-    int priority, tq;
+    int priority = 0, tq = 0;
     int rc = submit_check(c, spec, (int64_t)strlen(spec_json), owner, run_user, n, &priority,
                           &tq, err);
     if (rc != 0)
