@@ -505,10 +505,13 @@ static bool step_refused(const ctld *c, const cjob *j, int64_t id, ctld_reply *r
     int running = 0;
     for (int k = 0; j->steps && k < j->steps->n; k++)
         running += j->steps->v[k].state == STEP_RUNNING && j->steps->v[k].run == j->row.start_s;
-    if (running >= CTLD_STEPS_RUNNING_MAX) { /* each copies its ranks' tasks to their nodes */
-        ctld_reply_error(r, 409, "too_many_running_steps", "job %lld runs %d steps, the most a "
-                         "job runs at once; a step starts once one has ended", (long long)id,
-                         CTLD_STEPS_RUNNING_MAX);
+    int most = j->ntasks * CTLD_STEPS_RUNNING_PER_RANK;
+    if (most < CTLD_STEPS_RUNNING_MAX)
+        most = CTLD_STEPS_RUNNING_MAX;
+    if (running >= most) { /* each copies its ranks' tasks to their nodes */
+        ctld_reply_error(r, 409, "too_many_running_steps", "job %lld runs %d steps, the most it "
+                         "runs at once (64, or 8 per rank of the job where more); a step starts "
+                         "once one has ended", (long long)id, most);
         return true;
     }
     if (j->steps && j->steps->n >= CTLD_STEPS_MAX) {

@@ -35,6 +35,10 @@
 /* A job's steps running at once: each step task carries its rank's whole
  * environment and the step's command in its node's answer (agents_desired.c) */
 #define CTLD_STEPS_RUNNING_MAX 64
+/* ... or this many per rank of the job where more: a large allocation's
+ * script may run a step per GPU (the node's answer budget still bounds
+ * what the steps carry, agents_desired.c) */
+#define CTLD_STEPS_RUNNING_PER_RANK 8
 #define CTLD_STEP_OUTPUT_MAX_BYTES 65536 /* the output kept of one step task, a stream */
 
 /* Whether j is a batch job (rank 0 runs the script, the others wait for
