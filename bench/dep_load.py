@@ -7,19 +7,14 @@ job meanwhile (every read waits for the lock the cycle holds).
     dep_load.py TESSERAD K NJ SPAN     (bench/dep-load BUILD_DIR runs 580 20 50000
                                         and 1 200 50000)
 """
-import os, shutil, subprocess, sys, tempfile, time
+import os, shutil, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
-from harness import ctld_files, free_port, http_call, wait_ready
+from harness import bench_ctld, http_call
 BIN = sys.argv[1]; K = int(sys.argv[2]); NJ = int(sys.argv[3]); SPAN = int(sys.argv[4])
-TMP = tempfile.mkdtemp(prefix="depb-"); PORT = free_port(); URL = f"http://127.0.0.1:{PORT}"
-ctld_files(TMP, PORT, ["{names: 'n-[1-1]', class: g8}"],
-           "virtual_nodes: all\nscheduler: {interval: 0.2s, backoff: 0s}\n")
-with open(os.path.join(TMP, "tenants.yaml"), "a") as f:
-    f.write("  team-a: {}\n")
-p = subprocess.Popen([BIN, "--config", os.path.join(TMP, "tesserad.yaml")], stdout=subprocess.DEVNULL, stderr=open(TMP + "/log", "w"))
+p, URL, tok, TMP = bench_ctld(BIN, "depb-", ["{names: 'n-[1-1]', class: g8}"],
+                              "virtual_nodes: all\nscheduler: {interval: 0.2s, backoff: 0s}\n",
+                              ["team-a"])
 try:
-    assert wait_ready(URL)
-    tok = open(os.path.join(TMP, "state", "admin.token")).read().strip()
     def spec(name, dep=None, arr=0):
         s = {"tenant": "team-a", "name": name, "command": ["run"], "time_limit": "1h", "duration": "1h",
              "tasks": [{"gpus": 1, "cpu_milli": 1000, "memory_mib": 1024}]}

@@ -5,20 +5,14 @@ lock, every reader and the cycle wait for it).
 
     list_load.py TESSERAD NJOBS KB     (bench/list-load BUILD_DIR: 200 jobs, 500 KB)
 """
-import os, subprocess, sys, tempfile, time, threading, shutil
+import os, sys, time, threading, shutil, urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
-from harness import ctld_files, free_port, http_call, wait_ready
+from harness import bench_ctld, http_call
 BIN = sys.argv[1]; NJ = int(sys.argv[2]); KB = int(sys.argv[3])
-TMP = tempfile.mkdtemp(prefix="lb-"); PORT = free_port(); URL = f"http://127.0.0.1:{PORT}"
-ctld_files(TMP, PORT, ["{names: 'n-[1-1]', class: g8}"],
-           "virtual_nodes: all\nscheduler: {interval: 0.2s, backoff: 0s}\n")
-with open(os.path.join(TMP, "tenants.yaml"), "a") as f:
-    f.write("  team-a: {}\n")
-    f.write("  team-b: {}\n")
-p = subprocess.Popen([BIN, "--config", os.path.join(TMP, "tesserad.yaml")], stdout=subprocess.DEVNULL, stderr=open(TMP + "/log", "w"))
+p, URL, tok, TMP = bench_ctld(BIN, "lb-", ["{names: 'n-[1-1]', class: g8}"],
+                              "virtual_nodes: all\nscheduler: {interval: 0.2s, backoff: 0s}\n",
+                              ["team-a", "team-b"])
 try:
-    assert wait_ready(URL)
-    tok = open(os.path.join(TMP, "state", "admin.token")).read().strip()
     big = {f"V{i}": "x" * 1000 for i in range(KB)}
     def spec(name, tenant, env=None):
         s = {"tenant": tenant, "name": name, "command": ["run"], "time_limit": "1h", "duration": "1h",
@@ -30,9 +24,13 @@ try:
         st, d = http_call(URL, "POST", "/v1/jobs", tok, spec(f"big{i}", "team-a", big))
         assert st == 201, (st, str(d)[:200])
     stop = time.time() + 10
-    def lister():
+    def lister():  # the answer read, not parsed: the client's parse would hold the GIL
         while time.time() < stop:
-            http_call(URL, "GET", f"/v1/jobs?tenant=team-a&limit={NJ}", tok)
+            req = urllib.request.Request(f"{URL}/v1/jobs?tenant=team-a&limit={NJ}",
+                                         headers={"Authorization": "Bearer " + tok})
+            with urllib.request.urlopen(req, timeout=120) as r:
+                while r.read(1 << 20):
+                    pass
     ts = [threading.Thread(target=lister) for _ in range(2)]
     for t in ts: t.start()
     lat = []

@@ -9,20 +9,14 @@ cycle wait for it).
 One real node, r-1, has a scripted agent: the steps start 64 at a time (the
 most a job runs at once) and the agent reports their tasks' ends.
 """
-import os, subprocess, sys, tempfile, time, threading, shutil, urllib.request
+import os, sys, time, threading, shutil, urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
-from harness import ctld_files, free_port, http_call, wait_ready
+from harness import bench_ctld, http_call
 BIN = sys.argv[1]; NS = int(sys.argv[2])
-TMP = tempfile.mkdtemp(prefix="sl-"); PORT = free_port(); URL = f"http://127.0.0.1:{PORT}"
-ctld_files(TMP, PORT, ["{names: 'r-[1-1]', class: a8}"],
-           "node_lost_after: 600s\nscheduler: {interval: 0.05s}\n")
-with open(os.path.join(TMP, "tenants.yaml"), "a") as f:
-    f.write("  team-a: {}\n  team-b: {}\n")
-p = subprocess.Popen([BIN, "--config", os.path.join(TMP, "tesserad.yaml")], stdout=subprocess.DEVNULL,
-                     stderr=open(TMP + "/log", "w"))
+p, URL, tok, TMP = bench_ctld(BIN, "sl-", ["{names: 'r-[1-1]', class: a8}"],
+                              "node_lost_after: 600s\nscheduler: {interval: 0.05s}\n",
+                              ["team-a", "team-b"])
 try:
-    assert wait_ready(URL)
-    tok = open(os.path.join(TMP, "state", "admin.token")).read().strip()
     st, d = http_call(URL, "POST", "/v1/tokens", tok, {"name": "r-1", "role": "node"})
     node = d["token"]["secret"]
     gen = http_call(URL, "POST", "/v1/agent/register", node, {"node": "r-1", "discovery": {"gpus": 8}})[1]["gen"]

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -133,6 +134,26 @@ def wait_ready(url, timeout=20.0):
         except Exception:
             time.sleep(0.1)
     return False
+
+
+def bench_ctld(binary, prefix, nodes, extra, tenants):
+    """A tesserad for a bench (bench/*_load.py): in a new folder, the files
+    of ctld_files with the tenants added, started and ready. Returns
+    (process, url, admin token, folder); the caller kills the process and
+    removes the folder."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    ctld_files(tmp, port, nodes, extra)
+    with open(os.path.join(tmp, "tenants.yaml"), "a") as f:
+        f.write("".join(f"  {t}: {{}}\n" for t in tenants))
+    p = subprocess.Popen([binary, "--config", os.path.join(tmp, "tesserad.yaml")],
+                         stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "log"), "w"))
+    if not wait_ready(url):
+        p.kill()
+        p.wait()
+        raise SystemExit(f"tesserad did not get ready (its log: {tmp}/log)")
+    return p, url, open(os.path.join(tmp, "state", "admin.token")).read().strip(), tmp
 
 
 def unmount_under(top):
