@@ -207,6 +207,12 @@ int agent_bundle_make(const ts_bundle_spec *b, ts_err *err);
  * mkfs.ext4, a refused mount: the caller keeps the layer on its disk). */
 int agent_bundle_scratch(const char *dir, long long limit_mib, char *why, size_t wn);
 
+/* Mounts the file img on mnt (fstype, flags, data) through a free loop
+ * device that clears itself once unmounted, read-only where flags has
+ * MS_RDONLY (image_rootfs.c). 0, or TS_EIO with err naming the step. */
+int agent_loop_mount(const char *img, const char *mnt, const char *fstype, unsigned long flags,
+                     const char *data, ts_err *err);
+
 /* The writable layer's size by default: most_mib, or a quarter of the
  * filesystem of state_dir where that is less (at least 16 MiB), so that no
  * one task can fill the disk that holds every task's records. */

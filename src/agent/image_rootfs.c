@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent/image.h"
 #include "agent/trash.h"
 #include "image_rootfs.h"
 #include "image_store.h"
@@ -179,17 +180,18 @@ bool image_rootfs_mounted(const char *dir)
            d.st_dev != m.st_dev;
 }
 
-/* Binds img to a free loop device, read-only, released with its last user. */
-static int loop_attach(const char *img, char *dev, size_t devn, ts_err *err)
+/* Binds img to a free loop device (read-only unless rw), released with its
+ * last user. */
+static int loop_attach(const char *img, bool rw, char *dev, size_t devn, ts_err *err)
 {
-    int ifd = open(img, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    int ifd = open(img, (rw ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW);
     if (ifd < 0)
-        return ts_err_set(err, TS_EIO, "image store: %s: %s", img, strerror(errno));
+        return ts_err_set(err, TS_EIO, "%s: %s", img, strerror(errno));
     int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
     if (ctl < 0) {
         int e = errno;
         close(ifd);
-        return ts_err_set(err, TS_EIO, "image store: /dev/loop-control: %s", strerror(e));
+        return ts_err_set(err, TS_EIO, "/dev/loop-control: %s", strerror(e));
     }
     int lfd = -1, e = 0;
     for (int tries = 0; lfd < 0 && tries < LOOP_TRIES_MAX; tries++) {
@@ -207,7 +209,7 @@ static int loop_attach(const char *img, char *dev, size_t devn, ts_err *err)
         struct loop_config cfg;
         memset(&cfg, 0, sizeof cfg);
         cfg.fd = (unsigned)ifd;
-        cfg.info.lo_flags = LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR;
+        cfg.info.lo_flags = (rw ? 0 : LO_FLAGS_READ_ONLY) | LO_FLAGS_AUTOCLEAR;
         size_t len = strlen(img), keep = sizeof cfg.info.lo_file_name - 1;
         const char *tail = len > keep ? img + len - keep : img; /* its end says which image */
         memcpy(cfg.info.lo_file_name, tail, strlen(tail));
@@ -222,24 +224,33 @@ static int loop_attach(const char *img, char *dev, size_t devn, ts_err *err)
     close(ctl);
     close(ifd);
     if (lfd < 0)
-        return ts_err_set(err, TS_EIO, "image store: no loop device for %s: %s", img,
+        return ts_err_set(err, TS_EIO, "no loop device for %s: %s", img,
                           strerror(e ? e : EBUSY));
     return lfd;
 }
 
-static int mount_via_loop(const char *img, const char *mnt, ts_err *err)
+int agent_loop_mount(const char *img, const char *mnt, const char *fstype, unsigned long flags,
+                     const char *data, ts_err *err)
 {
     char dev[64];
-    int lfd = loop_attach(img, dev, sizeof dev, err);
+    int lfd = loop_attach(img, !(flags & MS_RDONLY), dev, sizeof dev, err);
     if (lfd < 0)
         return lfd;
     int rc = 0;
-    if (mount(dev, mnt, "erofs", MOUNT_FLAGS, NULL) != 0) {
-        rc = ts_err_set(err, TS_EIO, "image store: mount %s (%s) on %s: %s", img, dev, mnt,
+    if (mount(dev, mnt, fstype, flags, data) != 0) {
+        rc = ts_err_set(err, TS_EIO, "mount %s (%s, %s) on %s: %s", img, dev, fstype, mnt,
                         strerror(errno));
         ioctl(lfd, LOOP_CLR_FD, 0);
     }
     close(lfd); /* autoclear: the device stays bound while mounted */
+    return rc;
+}
+
+static int mount_via_loop(const char *img, const char *mnt, ts_err *err)
+{
+    int rc = agent_loop_mount(img, mnt, "erofs", MOUNT_FLAGS, NULL, err);
+    if (rc)
+        ts_err_prefix(err, "image store: ");
     return rc;
 }
 

@@ -18,10 +18,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/loop.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -30,19 +28,12 @@
 #include <unistd.h>
 
 #include "agent/image.h"
+#include "agent/launch.h"
 
 #define SCRATCH_IMG "scratch.img"
 #define SCRATCH_MKFS_WAIT_S 30.0 /* a mkfs still running then is killed: no limit */
-#define SCRATCH_LOOP_TRIES 8     /* another process took the free loop device first */
 #define SCRATCH_PATH "/usr/sbin:/usr/bin:/sbin:/bin" /* where mkfs.ext4 is looked for */
 #define SCRATCH_MIN_MIB 16       /* the smallest default (a small state disk's quarter) */
-
-static double mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* mkfs.ext4 on the file at img; 0, or -1 with why. */
 static int scratch_mkfs(const char *img, char *why, size_t wn)
@@ -66,10 +57,10 @@ static int scratch_mkfs(const char *img, char *why, size_t wn)
                 env);
         _exit(127);
     }
-    double until = mono_now() + SCRATCH_MKFS_WAIT_S;
+    double until = agent_launch_now() + SCRATCH_MKFS_WAIT_S;
     int st = 0;
     pid_t r;
-    while ((r = waitpid(pid, &st, WNOHANG)) == 0 && mono_now() < until)
+    while ((r = waitpid(pid, &st, WNOHANG)) == 0 && agent_launch_now() < until)
         nanosleep(&(struct timespec){0, 5000000L}, NULL);
     if (r == 0) {
         kill(pid, SIGKILL);
@@ -84,45 +75,6 @@ static int scratch_mkfs(const char *img, char *why, size_t wn)
         return -1;
     }
     return 0;
-}
-
-/* Binds the file (img_fd) to a free loop device that clears itself once
- * unmounted; its descriptor, or -1 with why. */
-static int scratch_loop(int img_fd, char *dev, size_t dn, char *why, size_t wn)
-{
-    int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
-    if (ctl < 0) {
-        snprintf(why, wn, "/dev/loop-control: %s", strerror(errno));
-        return -1;
-    }
-    int fd = -1;
-    for (int i = 0; i < SCRATCH_LOOP_TRIES && fd < 0; i++) {
-        int n = ioctl(ctl, LOOP_CTL_GET_FREE);
-        if (n < 0) {
-            snprintf(why, wn, "no free loop device: %s", strerror(errno));
-            break;
-        }
-        snprintf(dev, dn, "/dev/loop%d", n);
-        fd = open(dev, O_RDWR | O_CLOEXEC);
-        if (fd < 0) {
-            snprintf(why, wn, "%s: %s", dev, strerror(errno));
-            break;
-        }
-        struct loop_config cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.fd = (unsigned)img_fd;
-        cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
-        if (ioctl(fd, LOOP_CONFIGURE, &cfg) == 0)
-            break;
-        int e = errno;
-        close(fd);
-        fd = -1;
-        snprintf(why, wn, "%s: %s", dev, strerror(e));
-        if (e != EBUSY) /* taken by another between the two calls: the next one */
-            break;
-    }
-    close(ctl);
-    return fd;
 }
 
 /* Copies the written parts of src (its data extents) into dst, a file of
@@ -189,7 +141,7 @@ long long agent_container_write_default(const char *state_dir, long long most_mi
 
 int agent_bundle_scratch(const char *dir, long long limit_mib, char *why, size_t wn)
 {
-    char img[800], mnt[800], dev[32];
+    char img[800], mnt[800];
     snprintf(img, sizeof img, "%s/" SCRATCH_IMG, dir);
     snprintf(mnt, sizeof mnt, "%s/" BUNDLE_SCRATCH_DIR, dir);
     if (mkdir(mnt, 0700) != 0 && errno != EEXIST) {
@@ -201,30 +153,24 @@ int agent_bundle_scratch(const char *dir, long long limit_mib, char *why, size_t
         return -1;
     int src = open(tpl, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     int img_fd = open(img, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (src < 0 || img_fd < 0 || ftruncate(img_fd, (off_t)limit_mib << 20) != 0 ||
-        copy_extents(src, img_fd) != 0) {
+    bool copied = src >= 0 && img_fd >= 0 &&
+                  ftruncate(img_fd, (off_t)limit_mib << 20) == 0 && copy_extents(src, img_fd) == 0;
+    if (!copied)
         snprintf(why, wn, "%s: %s", img, strerror(errno));
-        if (src >= 0)
-            close(src);
-        if (img_fd >= 0) {
-            close(img_fd);
-            unlink(img);
-        }
-        return -1;
-    }
-    close(src);
-    int loop = -1, rc = -1;
-    if ((loop = scratch_loop(img_fd, dev, sizeof dev, why, wn)) >= 0) {
-        /* noinit_itable: the inode tables stay as mkfs left them (unused,
-         * marked so), not zeroed behind, which would write the whole file */
-        if (mount(dev, mnt, "ext4", MS_NODEV | MS_NOSUID, "noinit_itable") == 0)
-            rc = 0;
-        else
-            snprintf(why, wn, "mount %s (ext4): %s", dev, strerror(errno));
-        close(loop); /* the mount holds the device now; unmounted, it clears */
-    }
-    close(img_fd);
-    if (rc != 0)
+    if (src >= 0)
+        close(src);
+    bool made = img_fd >= 0; /* ours to remove on a failure */
+    if (made)
+        close(img_fd);
+    ts_err e = {0};
+    /* noinit_itable: the inode tables stay as mkfs left them (unused,
+     * marked so), not zeroed behind, which would write the whole file */
+    if (copied && agent_loop_mount(img, mnt, "ext4", MS_NODEV | MS_NOSUID, "noinit_itable",
+                                   &e) == 0)
+        return 0;
+    if (copied)
+        snprintf(why, wn, "%s", e.msg);
+    if (made)
         unlink(img);
-    return rc;
+    return -1;
 }
