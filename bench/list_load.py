@@ -5,9 +5,9 @@ lock, every reader and the cycle wait for it).
 
     list_load.py TESSERAD NJOBS KB     (bench/list-load BUILD_DIR: 200 jobs, 500 KB)
 """
-import os, sys, time, threading, shutil, urllib.request
+import os, sys, time, threading, shutil
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
-from harness import bench_ctld, http_call
+from harness import bench_ctld, http_call, read_unparsed
 BIN = sys.argv[1]; NJ = int(sys.argv[2]); KB = int(sys.argv[3])
 p, URL, tok, TMP = bench_ctld(BIN, "lb-", ["{names: 'n-[1-1]', class: g8}"],
                               "virtual_nodes: all\nscheduler: {interval: 0.2s, backoff: 0s}\n",
@@ -24,13 +24,9 @@ try:
         st, d = http_call(URL, "POST", "/v1/jobs", tok, spec(f"big{i}", "team-a", big))
         assert st == 201, (st, str(d)[:200])
     stop = time.time() + 10
-    def lister():  # the answer read, not parsed: the client's parse would hold the GIL
+    def lister():
         while time.time() < stop:
-            req = urllib.request.Request(f"{URL}/v1/jobs?tenant=team-a&limit={NJ}",
-                                         headers={"Authorization": "Bearer " + tok})
-            with urllib.request.urlopen(req, timeout=120) as r:
-                while r.read(1 << 20):
-                    pass
+            read_unparsed(URL, f"/v1/jobs?tenant=team-a&limit={NJ}", tok)
     ts = [threading.Thread(target=lister) for _ in range(2)]
     for t in ts: t.start()
     lat = []

@@ -9,9 +9,9 @@ cycle wait for it).
 One real node, r-1, has a scripted agent: the steps start 64 at a time (the
 most a job runs at once) and the agent reports their tasks' ends.
 """
-import os, sys, time, threading, shutil, urllib.request
+import os, sys, time, threading, shutil
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
-from harness import bench_ctld, http_call
+from harness import bench_ctld, http_call, read_unparsed
 BIN = sys.argv[1]; NS = int(sys.argv[2])
 p, URL, tok, TMP = bench_ctld(BIN, "sl-", ["{names: 'r-[1-1]', class: a8}"],
                               "node_lost_after: 600s\nscheduler: {interval: 0.05s}\n",
@@ -52,12 +52,9 @@ try:
         sync(ranks + [{"job": batch, "rank": 0, "step": s, "state": "exited", "exit_code": 0} for s in ids])
     stop = time.time() + 10
     lists = [0]
-    def lister():  # the answer read, not parsed: the client's parse would hold the GIL
+    def lister():
         while time.time() < stop:
-            req = urllib.request.Request(f"{URL}/v1/jobs/{batch}/steps", headers={"Authorization": "Bearer " + tok})
-            with urllib.request.urlopen(req, timeout=120) as r:
-                while r.read(1 << 20):
-                    pass
+            read_unparsed(URL, f"/v1/jobs/{batch}/steps", tok)
             lists[0] += 1
     ts = [threading.Thread(target=lister) for _ in range(2)]
     for t in ts: t.start()

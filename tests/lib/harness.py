@@ -156,6 +156,16 @@ def bench_ctld(binary, prefix, nodes, extra, tenants):
     return p, url, open(os.path.join(tmp, "state", "admin.token")).read().strip(), tmp
 
 
+def read_unparsed(url, path, token, timeout=120):
+    """GETs path and reads the answer without parsing it: a bench's load
+    clients, whose parse of a large answer would hold Python's GIL while
+    the client being measured waits."""
+    req = urllib.request.Request(url + path, headers={"Authorization": "Bearer " + token})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        while r.read(1 << 20):
+            pass
+
+
 def unmount_under(top):
     """Lazily unmounts every mount below the folder top, deepest first (the
     image roots an agent or the image-pull command left mounted there), so
