@@ -26,6 +26,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -194,6 +195,11 @@ int agent_bundle_apply_cdi(json_t *cfg, const json_t *edits, ts_err *err);
  * is set; a read-only bind of it where overlayfs is refused) and writes
  * dir/config.json. TS_EINVAL names the field; TS_EIO the step. */
 int agent_bundle_make(const ts_bundle_spec *b, ts_err *err);
+
+/* The capabilities a container's process has (Docker's default set), as a
+ * mask of CAP_* bits: an exec session into the container keeps these and no
+ * more, as its task (session.c). */
+uint64_t agent_container_cap_mask(void);
 
 /* Where in the bundles' folder a removed bundle waits for the trash thread. */
 #define BUNDLE_TRASH_DIR ".trash"

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <linux/capability.h>
 
 #include "agent/trash.h"
 #include "image.h"
@@ -39,10 +40,41 @@
 #define CPU_PERIOD_US 100000
 #define MILLI_PER_CPU 1000
 
-static const char *const CAPS[] = {
-    "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_NET_RAW",
-    "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
-    "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE", NULL};
+/* A container's capabilities (Docker's default set): in its config.json, and
+ * what an exec session into it keeps (agent_container_cap_mask) */
+static const struct {
+    const char *name;
+    int bit;
+} CAPS[] = {{"CAP_CHOWN", CAP_CHOWN},
+            {"CAP_DAC_OVERRIDE", CAP_DAC_OVERRIDE},
+            {"CAP_FSETID", CAP_FSETID},
+            {"CAP_FOWNER", CAP_FOWNER},
+            {"CAP_NET_RAW", CAP_NET_RAW},
+            {"CAP_SETGID", CAP_SETGID},
+            {"CAP_SETUID", CAP_SETUID},
+            {"CAP_SETFCAP", CAP_SETFCAP},
+            {"CAP_SETPCAP", CAP_SETPCAP},
+            {"CAP_NET_BIND_SERVICE", CAP_NET_BIND_SERVICE},
+            {"CAP_SYS_CHROOT", CAP_SYS_CHROOT},
+            {"CAP_KILL", CAP_KILL},
+            {"CAP_AUDIT_WRITE", CAP_AUDIT_WRITE}};
+#define NCAPS (sizeof CAPS / sizeof CAPS[0])
+
+uint64_t agent_container_cap_mask(void)
+{
+    uint64_t m = 0;
+    for (size_t i = 0; i < NCAPS; i++)
+        m |= (uint64_t)1 << CAPS[i].bit;
+    return m;
+}
+
+static json_t *cap_names(void)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < NCAPS; i++)
+        json_array_append_new(a, json_string(CAPS[i].name));
+    return a;
+}
 
 static const char *const MASKED[] = {
     "/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
@@ -185,11 +217,12 @@ static int mount_rootfs(const ts_bundle_spec *b, bool *readonly, ts_err *err)
         return ts_err_set(err, TS_EIO, "bundle %s: %s", b->dir, strerror(errno));
     snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s", b->image->rootfs, up, work);
     *readonly = false;
-    if (mount("overlay", root, "overlay", MS_NODEV, opts) == 0)
+    if (mount("overlay", root, "overlay", MS_NODEV | MS_NOSUID, opts) == 0)
         return 0;
     int e = errno;
     if (mount(b->image->rootfs, root, NULL, MS_BIND, NULL) != 0 ||
-        mount(NULL, root, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) != 0)
+        mount(NULL, root, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+              NULL) != 0)
         return ts_err_set(err, TS_EIO, "bundle %s: overlay (%s) and bind (%s) both refused",
                           b->dir, strerror(e), strerror(errno));
     *readonly = true;
@@ -330,7 +363,7 @@ int agent_bundle_make(const ts_bundle_spec *b, ts_err *err)
                                                    "rbind", "nosuid", "nodev",
                                                    m->read_write ? "rw" : "ro", NULL}));
     }
-    json_t *caps = strings(CAPS);
+    json_t *caps = cap_names();
     json_t *proc = json_pack(
         "{s:b, s:{s:I, s:I}, s:o, s:o, s:s, s:b, s:{s:O, s:O, s:O}}",
         "terminal", 0, "user", "uid", (json_int_t)uid, "gid", (json_int_t)gid, "args", args,

@@ -35,31 +35,28 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <linux/capability.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agent/agent_internal.h"
+#include "agent/image.h"
 #include "agent/launch.h"
 #include "agent/launch_cgroup.h"
 #include "agent/launch_keeper.h"
+#include "agent/session_proc.h"
 #include "tessera/stream.h"
 
 #define SESSION_OPEN_TIMEOUT_S 10.0  /* the agent's side of the stream */
 #define SESSION_WRITE_TIMEOUT_S 60.0 /* a client that reads nothing this long ends it */
-#define SESSION_ENV_MAX_BYTES (256 * 1024)
-#define SESSION_GROUPS_MAX 64
 #define SESSION_ARGS_MAX 256
 #define SESSION_KILL_WAIT_S 2.0      /* an exec whose client left: SIGHUP, then SIGKILL */
-/* A container's first process is the OCI runtime's own init until it execs
- * the task's command: a session waits this long for that, polling */
-#define SESSION_INIT_WAIT_S 10.0
-#define SESSION_INIT_POLL_NS 20000000L
-#define SESSION_ENV_RETRIES 25 /* an empty environment read: 0.5 s of polls (task_environ) */
-#define NS_N 5
 
 struct agent_stdio {
     int fd;
@@ -150,7 +147,8 @@ typedef struct sess {
     int rows, cols, port;
     char **argv;                /* exec: NULL-terminated */
     char error[512];            /* "" or why it cannot run: sent as an error frame */
-    pid_t task_pid;
+    pid_t task_pid;             /* the task's process (a container's: its runtime) */
+    unsigned long long task_start; /* its start ticks: the pid is this process still */
     bool task_container;
     ts_cg_dirs cg;              /* the task's cgroup (n == 0: none) */
     struct agent_stdio *stdio;  /* attach: a reference */
@@ -201,6 +199,7 @@ typedef struct relay_end {
     bool tty;
     bool socket;     /* half-close with shutdown */
     pid_t pgrp;      /* signals go to it; 0: none */
+    unsigned long long pgrp_start; /* its leader's start ticks (0: our own child) */
     bool wait_remote;/* after the local end, relay until the client's too (forward) */
     pid_t child;     /* exec: the command; its end ends the relay (a background
                       * process may keep its terminal open); 0: none */
@@ -212,6 +211,18 @@ typedef struct relay_end {
 } relay_end;
 
 #define CHILD_POLL_MS 100 /* how often an exec's relay looks for its command's end */
+
+/* Whether a signal to -pgrp still reaches the task's group: a pid that leads
+ * a group stays taken while any member lives, so either its leader is the
+ * task's process or no process has that pid; another process with it means
+ * the group is gone and the number reused (its group may be root's). */
+static bool group_is_ours(const relay_end *e)
+{
+    unsigned long long t;
+    char state;
+    return e->pgrp_start == 0 || agent_rec_proc_stat(e->pgrp, &t, &state) != 0 ||
+           t == e->pgrp_start;
+}
 
 /* Applies one frame from the client; -1 to end. */
 static int frame_in(relay_end *e, int type, const uint8_t *p, size_t n)
@@ -236,7 +247,7 @@ static int frame_in(relay_end *e, int type, const uint8_t *p, size_t n)
         }
         return 0;
     case TS_FRAME_SIGNAL:
-        if (n == 1 && e->pgrp > 0 && p[0] > 0 && p[0] < 65)
+        if (n == 1 && e->pgrp > 0 && p[0] > 0 && p[0] < 65 && group_is_ours(e))
             kill(-e->pgrp, p[0]);
         return 0;
     default:
@@ -324,112 +335,15 @@ static void relay(ts_stream *st, relay_end *e)
 
 /* ---- exec -------------------------------------------------------------------------- */
 
-/* pid last: joining it moves only the children made after (exec_child) */
-static const char *const NS_NAMES[NS_N] = {"ipc", "uts", "net", "mnt", "pid"};
+/* the order of agent_sess_namespaces's: pid last, joining it moves only the
+ * children made after (exec_child) */
 static const int NS_FLAGS[NS_N] = {CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWNET, CLONE_NEWNS,
                                    CLONE_NEWPID};
-enum { NS_PID = 4 };
-
-/* Opens the task's namespaces that differ from the agent's (-1 the same). */
-static void open_namespaces(pid_t pid, int fds[NS_N])
-{
-    for (int i = 0; i < NS_N; i++) {
-        char p[64], q[64];
-        struct stat a, b;
-        fds[i] = -1;
-        snprintf(p, sizeof p, "/proc/%d/ns/%s", (int)pid, NS_NAMES[i]);
-        snprintf(q, sizeof q, "/proc/self/ns/%s", NS_NAMES[i]);
-        if (stat(p, &a) == 0 && stat(q, &b) == 0 && (a.st_ino != b.st_ino || a.st_dev != b.st_dev))
-            fds[i] = open(p, O_RDONLY | O_CLOEXEC);
-    }
-}
-
-/* The process whose namespaces, user and environment a session joins: the
- * task's own, or for a container task (whose process is the OCI runtime)
- * its first descendant in another mount namespace: the container's. */
-static pid_t join_target(pid_t pid, bool container)
-{
-    if (!container)
-        return pid;
-    struct stat self;
-    if (stat("/proc/self/ns/mnt", &self) != 0)
-        return pid;
-    pid_t queue[64];
-    int head = 0, tail = 0;
-    queue[tail++] = pid;
-    while (head < tail) {
-        pid_t p = queue[head++];
-        char path[96];
-        struct stat st;
-        snprintf(path, sizeof path, "/proc/%d/ns/mnt", (int)p);
-        if (p != pid && stat(path, &st) == 0 && st.st_ino != self.st_ino)
-            return p;
-        /* every thread's children: a runtime's threads each fork (Go) */
-        snprintf(path, sizeof path, "/proc/%d/task", (int)p);
-        DIR *d = opendir(path);
-        struct dirent *de;
-        while (d && tail < 64 && (de = readdir(d)) != NULL) {
-            if (de->d_name[0] < '0' || de->d_name[0] > '9')
-                continue;
-            char cp[128];
-            snprintf(cp, sizeof cp, "/proc/%d/task/%.16s/children", (int)p, de->d_name);
-            FILE *f = fopen(cp, "re");
-            int c;
-            while (f && tail < 64 && fscanf(f, "%d", &c) == 1)
-                queue[tail++] = (pid_t)c;
-            if (f)
-                fclose(f);
-        }
-        if (d)
-            closedir(d);
-    }
-    return pid;
-}
-
-/* The first word of a process's command line into out ("" when it is gone). */
-static void argv0_of(pid_t pid, char *out, size_t cap)
-{
-    char p[64];
-    snprintf(p, sizeof p, "/proc/%d/cmdline", (int)pid);
-    out[0] = '\0';
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    ssize_t n = read(fd, out, cap - 1);
-    close(fd);
-    out[n > 0 ? n : 0] = '\0'; /* the first NUL ends the first word */
-}
-
-/* join_target for a container task, once the container's first process
- * is the task's command: until then there is none (the runtime is creating
- * the container) or it is the runtime's init (the runtime re-executed with
- * its own first word, e.g. `runc init`), whose directory and environment
- * are not the task's. Waits at most SESSION_INIT_WAIT_S; -1: the container
- * was still starting. */
-static pid_t container_target(pid_t runtime)
-{
-    char rt[256], cand[256];
-    double until = (double)time(NULL) + SESSION_INIT_WAIT_S;
-    for (;;) {
-        pid_t p = join_target(runtime, true);
-        argv0_of(runtime, rt, sizeof rt);
-        if (!rt[0]) /* the runtime is gone: the task ended (the caller says so) */
-            return runtime;
-        argv0_of(p, cand, sizeof cand);
-        /* p == runtime: no process in another mount namespace yet */
-        if (p != runtime && cand[0] && strcmp(rt, cand) != 0)
-            return p;
-        if ((double)time(NULL) >= until)
-            return -1;
-        struct timespec ts = {0, SESSION_INIT_POLL_NS};
-        nanosleep(&ts, NULL);
-    }
-}
 
 /* The process a session joins, or -1 with an error frame sent on st. */
 static pid_t session_target(const sess *s, ts_stream *st)
 {
-    pid_t p = s->task_container ? container_target(s->task_pid) : s->task_pid;
+    pid_t p = agent_sess_target(s->task_pid, s->task_container);
     if (p < 0) {
         const char *m = "the container is still starting (its runtime has not started the "
                         "task's command): try again";
@@ -438,99 +352,61 @@ static pid_t session_target(const sess *s, ts_stream *st)
     return p;
 }
 
-/* Reads /proc/<pid>/environ into b (cap bytes at most); -1: the process is
- * gone. */
-static ssize_t read_environ(pid_t pid, char *b, size_t cap)
+static void session_gone(ts_stream *st)
 {
-    char p[64];
-    snprintf(p, sizeof p, "/proc/%d/environ", (int)pid);
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    const char *m = "the task ended: nothing to run a command in";
+    ts_stream_frame(st, TS_FRAME_ERROR, m, strlen(m), SESSION_WRITE_TIMEOUT_S);
+}
+
+/* What an exec takes of its task, read from /proc/<pid>. */
+typedef struct exec_from {
+    char **envp;
+    char *blob;
+    uid_t uid;
+    gid_t gid, groups[AGENT_SESS_GROUPS_MAX];
+    int ng;
+    char cwd[1024];
+    int ns[NS_N];
+} exec_from;
+
+/* In the child, joining a container: its confinement as its config.json
+ * gives it (image_bundle.c): no new privileges, and of the capabilities
+ * only the container's set, bounding set included. Without it a session
+ * as root would hold every capability the agent has, and one as a user
+ * could regain them through a setuid file the container's root made.
+ * Async-signal-safe. */
+static int confine_as_container(uint64_t keep)
+{
+    for (int c = 0; c < 64; c++) /* past the kernel's last capability: EINVAL */
+        if (!(keep >> c & 1) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL)
+            return -1;
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
         return -1;
-    size_t n = 0;
-    ssize_t k;
-    while (n < cap && (k = read(fd, b + n, cap - n)) > 0)
-        n += (size_t)k;
-    close(fd);
-    return (ssize_t)n;
-}
-
-/* The task's environment, NUL-separated, as an envp (one allocation each).
- * A process in the middle of an execve (a task's shell exec'ing its
- * command) reads as an empty environment until the new image's stack is
- * set up: an empty read is tried again for SESSION_ENV_RETRIES polls, and
- * taken as empty only then (a task may have cleared its environment). */
-static char **task_environ(pid_t pid, char **blob)
-{
-    *blob = NULL;
-    char *b = malloc(SESSION_ENV_MAX_BYTES + 1);
-    if (!b)
-        return NULL;
-    ssize_t got = read_environ(pid, b, SESSION_ENV_MAX_BYTES);
-    for (int i = 0; got == 0 && i < SESSION_ENV_RETRIES; i++) {
-        struct timespec ts = {0, SESSION_INIT_POLL_NS};
-        nanosleep(&ts, NULL);
-        got = read_environ(pid, b, SESSION_ENV_MAX_BYTES);
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct d[2] = {{0}, {0}};
+    if (syscall(SYS_capget, &h, d) != 0)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        uint32_t k = (uint32_t)(keep >> (32 * i));
+        d[i].effective &= k;
+        d[i].permitted &= k;
+        d[i].inheritable = 0;
     }
-    if (got < 0) {
-        free(b);
-        return NULL;
-    }
-    size_t n = (size_t)got;
-    b[n] = '\0';
-    size_t cnt = 0;
-    for (size_t i = 0; i < n; i++)
-        cnt += b[i] == '\0';
-    char **env = calloc(cnt + 2, sizeof *env);
-    if (!env) {
-        free(b);
-        return NULL;
-    }
-    size_t e = 0;
-    for (size_t i = 0; i < n && e <= cnt;) {
-        if (b[i])
-            env[e++] = b + i;
-        i += strlen(b + i) + 1;
-    }
-    *blob = b;
-    return env;
-}
-
-/* The uid, gid and groups of the task (its /proc status). */
-static bool task_ids(pid_t pid, uid_t *uid, gid_t *gid, gid_t *groups, int *ng)
-{
-    char p[64], line[1024];
-    snprintf(p, sizeof p, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(p, "re");
-    bool u = false, g = false;
-    *ng = 0;
-    while (f && fgets(line, sizeof line, f)) {
-        unsigned long v;
-        if (sscanf(line, "Uid: %lu", &v) == 1) {
-            *uid = (uid_t)v;
-            u = true;
-        } else if (sscanf(line, "Gid: %lu", &v) == 1) {
-            *gid = (gid_t)v;
-            g = true;
-        } else if (strncmp(line, "Groups:", 7) == 0) {
-            char *s = line + 7, *end;
-            while (*ng < SESSION_GROUPS_MAX && (v = strtoul(s, &end, 10), end != s)) {
-                groups[(*ng)++] = (gid_t)v;
-                s = end;
-            }
-        }
-    }
-    if (f)
-        fclose(f);
-    return u && g;
+    if (syscall(SYS_capset, &h, d) != 0)
+        return -1;
+    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 }
 
 /* In the child: joins, drops privileges, execs. Only async-signal-safe
  * calls and writes to its own memory. */
-_Noreturn static void exec_child(const sess *s, int stdio, bool tty, const int ns[NS_N],
-                                 uid_t uid, gid_t gid, const gid_t *groups, int ng,
-                                 const char *cwd, char **envp, char *pathbuf, size_t pathlen)
+_Noreturn static void exec_child(const sess *s, int stdio, const exec_from *x, char *pathbuf,
+                                 size_t pathlen)
 {
+    const int *ns = x->ns;
+    uid_t uid = x->uid;
+    const char *cwd = x->cwd;
+    char **envp = x->envp;
+    bool tty = s->tty;
     setsid();
     if (dup2(stdio, 0) < 0 || dup2(stdio, 1) < 0 || dup2(stdio, 2) < 0)
         _exit(126);
@@ -561,8 +437,10 @@ _Noreturn static void exec_child(const sess *s, int stdio, bool tty, const int n
             _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
         }
     }
+    if (s->task_container && confine_as_container(agent_container_cap_mask()) != 0)
+        _exit(126);
     if (getuid() == 0 && uid != 0) {
-        if (setgroups((size_t)ng, groups) != 0 || setgid(gid) != 0 || setuid(uid) != 0)
+        if (setgroups((size_t)x->ng, x->groups) != 0 || setgid(x->gid) != 0 || setuid(uid) != 0)
             _exit(126);
     }
     if (!cwd[0] || chdir(cwd) != 0)
@@ -594,37 +472,51 @@ _Noreturn static void exec_child(const sess *s, int stdio, bool tty, const int n
     _exit(127);
 }
 
-static void run_exec(sess *s, ts_stream *st)
+/* Reads what an exec takes of process tp; false: it ended. */
+static bool exec_read(pid_t tp, exec_from *x)
 {
-    if ((s->task_pid = session_target(s, st)) < 0)
-        return;
-    int ns[NS_N];
-    char *blob = NULL;
-    char **envp = task_environ(s->task_pid, &blob);
-    uid_t uid = 0;
-    gid_t gid = 0, groups[SESSION_GROUPS_MAX];
-    int ng = 0;
-    char cwd[1024] = "", lnk[64];
-    snprintf(lnk, sizeof lnk, "/proc/%d/cwd", (int)s->task_pid);
-    ssize_t cl = readlink(lnk, cwd, sizeof cwd - 1);
-    cwd[cl > 0 ? cl : 0] = '\0';
+    x->envp = agent_sess_environ(tp, &x->blob);
+    char lnk[64];
+    snprintf(lnk, sizeof lnk, "/proc/%d/cwd", (int)tp);
+    ssize_t cl = readlink(lnk, x->cwd, sizeof x->cwd - 1);
+    x->cwd[cl > 0 ? cl : 0] = '\0';
     /* a container's cwd reads, from here, under its root: made relative to
      * that root, where the command finds it once in the mount namespace */
     char root[1024];
-    snprintf(lnk, sizeof lnk, "/proc/%d/root", (int)s->task_pid);
+    snprintf(lnk, sizeof lnk, "/proc/%d/root", (int)tp);
     ssize_t rl = readlink(lnk, root, sizeof root - 1);
     root[rl > 0 ? rl : 0] = '\0';
     size_t rn = strlen(root);
+    char *cwd = x->cwd;
     if (rn > 1 && strncmp(cwd, root, rn) == 0 && (cwd[rn] == '/' || cwd[rn] == '\0'))
         memmove(cwd, cwd[rn] ? cwd + rn : "/", strlen(cwd[rn] ? cwd + rn : "/") + 1);
-    if (!envp || !task_ids(s->task_pid, &uid, &gid, groups, &ng)) {
-        free(envp);
-        free(blob);
-        const char *m = "the task ended: nothing to run a command in";
-        ts_stream_frame(st, TS_FRAME_ERROR, m, strlen(m), SESSION_WRITE_TIMEOUT_S);
+    if (!x->envp || !agent_sess_ids(tp, &x->uid, &x->gid, x->groups, &x->ng))
+        return false;
+    agent_sess_namespaces(tp, x->ns);
+    return true;
+}
+
+static void exec_from_free(exec_from *x)
+{
+    for (int i = 0; i < NS_N; i++)
+        if (x->ns[i] >= 0)
+            close(x->ns[i]);
+    free(x->envp);
+    free(x->blob);
+}
+
+static void run_exec(sess *s, ts_stream *st)
+{
+    pid_t tp = session_target(s, st);
+    if (tp < 0)
+        return;
+    unsigned long long tstart = 0;
+    exec_from x = {.ns = {-1, -1, -1, -1, -1}};
+    if (!agent_sess_pin(s->task_pid, s->task_start, tp, &tstart) || !exec_read(tp, &x) || !agent_sess_still(tp, tstart)) {
+        exec_from_free(&x);
+        session_gone(st);
         return;
     }
-    open_namespaces(s->task_pid, ns);
     int fds[2] = {-1, -1};
     int ok;
     if (s->tty) {
@@ -641,15 +533,10 @@ static void run_exec(sess *s, ts_stream *st)
     char pathbuf[4200];
     pid_t pid = ok ? fork() : -1;
     if (pid == 0)
-        exec_child(s, fds[1], s->tty, ns, uid, gid, groups, ng, cwd, envp, pathbuf,
-                   sizeof pathbuf);
-    for (int i = 0; i < NS_N; i++)
-        if (ns[i] >= 0)
-            close(ns[i]);
+        exec_child(s, fds[1], &x, pathbuf, sizeof pathbuf);
     if (fds[1] >= 0)
         close(fds[1]);
-    free(envp);
-    free(blob);
+    exec_from_free(&x);
     if (pid < 0) {
         char m[128];
         snprintf(m, sizeof m, "cannot start the command: %s", strerror(errno));
@@ -662,10 +549,10 @@ static void run_exec(sess *s, ts_stream *st)
     relay(st, &e);
     int status = e.child_status;
     if (e.child_done) {
-        char x[16];
+        char cs[16];
         int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        snprintf(x, sizeof x, "%d", code);
-        ts_stream_frame(st, TS_FRAME_EXIT, x, strlen(x), SESSION_WRITE_TIMEOUT_S);
+        snprintf(cs, sizeof cs, "%d", code);
+        ts_stream_frame(st, TS_FRAME_EXIT, cs, strlen(cs), SESSION_WRITE_TIMEOUT_S);
     } else if (e.stream_gone) { /* the client left: its command goes, as a closed terminal's */
         kill(-pid, SIGHUP);
         kill(-pid, SIGCONT);
@@ -682,10 +569,10 @@ static void run_exec(sess *s, ts_stream *st)
     } else {
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
         }
-        char x[16];
+        char cs[16];
         int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        snprintf(x, sizeof x, "%d", code);
-        ts_stream_frame(st, TS_FRAME_EXIT, x, strlen(x), SESSION_WRITE_TIMEOUT_S);
+        snprintf(cs, sizeof cs, "%d", code);
+        ts_stream_frame(st, TS_FRAME_EXIT, cs, strlen(cs), SESSION_WRITE_TIMEOUT_S);
     }
     close(fds[0]);
 }
@@ -694,12 +581,22 @@ static void run_exec(sess *s, ts_stream *st)
 
 static void run_forward(sess *s, ts_stream *st)
 {
-    if ((s->task_pid = session_target(s, st)) < 0)
+    pid_t tp = session_target(s, st);
+    if (tp < 0)
         return;
-    char p[64], m[256];
-    snprintf(p, sizeof p, "/proc/%d/ns/net", (int)s->task_pid);
+    char m[256];
     int ns[NS_N];
-    open_namespaces(s->task_pid, ns);
+    unsigned long long tstart = 0;
+    bool ours = agent_sess_pin(s->task_pid, s->task_start, tp, &tstart);
+    if (ours)
+        agent_sess_namespaces(tp, ns);
+    if (!ours || !agent_sess_still(tp, tstart)) {
+        for (int i = 0; ours && i < NS_N; i++)
+            if (ns[i] >= 0)
+                close(ns[i]);
+        session_gone(st);
+        return;
+    }
     int bad = 0;
     for (int i = 0; i < NS_N; i++) {
         if (i == 2 && ns[i] >= 0 && setns(ns[i], CLONE_NEWNET) != 0)
@@ -746,7 +643,7 @@ static void *sess_main(void *arg)
         ts_stream_frame(st, TS_FRAME_ERROR, s->error, strlen(s->error), SESSION_WRITE_TIMEOUT_S);
     } else if (s->kind == K_ATTACH) {
         relay_end e = {.fd = s->stdio->fd, .tty = s->stdio->tty, .socket = !s->stdio->tty,
-                       .pgrp = s->task_pid};
+                       .pgrp = s->task_pid, .pgrp_start = s->task_start};
         relay(st, &e);
         if (e.local_eof) /* all its output went: its end may be reported */
             __atomic_store_n(&s->stdio->drained, 1, __ATOMIC_RELEASE);
@@ -783,6 +680,7 @@ static void sess_prepare(ts_agent *a, sess *s, const ts_desired_session *q)
     }
     const ts_task_info *in = agent_task_info_get(lt->t);
     s->task_pid = in->pid;
+    s->task_start = in->start_ticks;
     s->task_container = lt->image_ready;
     if (in->isolated && agent_cg_dirs_of(in->cgroup_path, in->cgroup_v1, &s->cg) != 0)
         s->cg.n = 0;

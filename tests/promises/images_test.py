@@ -34,6 +34,7 @@ os.chmod(os.path.join(HOST_RO, "in.txt"), 0o644)
 atexit.register(lambda: [shutil.rmtree(d, ignore_errors=True) for d in (HOST_RO, HOST_RW)])
 TENANTS = f"""tenants:
   org:
+    allow_root: true
     guaranteed: {{gpu: {{H100-80GB: 16}}}}
     teams:
       team-a:
@@ -222,6 +223,50 @@ def scenario_exec_into_a_task_that_execs(c):
 
 scenario_exec_into_a_task_that_execs.needs_root = True
 scenario_exec_into_a_task_that_execs.needs = NEEDS
+
+
+def _status_lines(text, keys=("CapEff", "CapBnd", "CapPrm", "NoNewPrivs")):
+    return {k: v.strip() for k, _, v in (ln.partition(":") for ln in text.splitlines())
+            if k in keys}
+
+
+def scenario_exec_keeps_the_container_confinement(c):
+    """interactive.md: `tessera exec` into a container runs under the
+    container's own confinement, as its task: no new privileges and only the
+    container's capabilities (Docker's default set), bounding set included.
+    A session as root (here a tenant with allow_root) is no stronger than
+    its task: it cannot mount, and cannot gain what the task lacks."""
+    r = registry()
+    jid = c.submit(spec("exec-root", "exec sleep 120", f"{r.host}/team/tools:1",
+                        user="0:0"))
+    if not c.wait_job(jid, "running", 90):
+        return
+    show = ("/bin/busybox grep -E '^(CapEff|CapBnd|CapPrm|NoNewPrivs)' /proc/$$/status; "
+            "echo ---; /bin/busybox grep -E '^(CapEff|CapBnd|CapPrm|NoNewPrivs)' /proc/1/status")
+    out = ""
+    for _ in range(20):  # until the container's first process is the task's sleep
+        p = c.cli("exec", str(jid), "--", "/bin/sh", "-c", show, timeout=30)
+        out = p.stdout
+        if p.returncode == 0 and "---" in out and "CapBnd" in out.split("---")[1]:
+            break
+        time.sleep(0.5)
+    mine, task = (_status_lines(t) for t in (out.split("---") + ["", ""])[:2])
+    check(bool(task) and mine.get("CapEff") == task.get("CapEff")
+          and mine.get("CapBnd") == task.get("CapBnd") and mine.get("CapPrm") == task.get("CapPrm"),
+          f"a root exec holds the task's capabilities and no more: exec {mine} task {task}")
+    bnd = int(mine.get("CapBnd") or "ffffffffff", 16)
+    check(not bnd & (1 << 21 | 1 << 16 | 1 << 19),  # CAP_SYS_ADMIN, _MODULE, _PTRACE
+          f"the container's set, bounding set included, with none of the host's: {mine}")
+    check(mine.get("NoNewPrivs") == "1", f"with no new privileges, as the task: {mine}")
+    p = c.cli("exec", str(jid), "--", "/bin/busybox", "mount", "-t", "tmpfs", "x", "/tmp",
+              timeout=30)
+    check(p.returncode != 0, f"a root exec cannot mount (no CAP_SYS_ADMIN): {p.returncode} "
+          f"{p.stdout!r} {p.stderr!r}")
+    c.call("POST", f"/v1/jobs/{jid}/cancel")
+
+
+scenario_exec_keeps_the_container_confinement.needs_root = True
+scenario_exec_keeps_the_container_confinement.needs = NEEDS
 
 
 def scenario_oom_kill_in_a_container_is_reported(c):
