@@ -191,6 +191,7 @@ double agent_wall_now(void)
 static void enforce_limits(ts_agent *a, double now)
 {
     double wall = agent_wall_now();
+    agent_disk_check(a, now);
     for (int i = 0; i < a->ntasks; i++) {
         local_task *lt = &a->tasks[i];
         agent_shim_check(a, lt, now);
@@ -326,16 +327,8 @@ static void report_started(ts_agent *a, local_task *lt, double now, ts_task_repo
     r->out_stdout = out[0];
     r->out_stderr = out[1];
     add_end(lt, r);
-    if (lt->shim_missing) {
-        /* stopped: it would have run without its limits */
-        double reg = a->node->shim_register_s > 0 ? a->node->shim_register_s
-                                                  : TS_AGENT_SHIM_REGISTER_S;
-        snprintf(why, 256, "shim_not_loaded: the sharing shim did not register within %g s (a "
-                 "static program, or a loader that ignored LD_PRELOAD): stopped, never a "
-                 "fractional task without its limits", reg);
-        r->state = TS_REPORT_FAILED;
-        r->error = why;
-        r->launch_end = "shim_not_loaded";
+    if (lt->shim_missing || lt->disk_stopped) { /* stopped by the agent as it ran */
+        agent_stopped_report(a, lt, r, why);
     } else if (lt->stop_requested) {
         r->state = TS_REPORT_STOPPED;
         r->outcome = outcome_of(lt->st.outcome);

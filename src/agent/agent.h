@@ -26,6 +26,7 @@
 #define TS_AGENT_MAX_TASKS 256
 #define TS_AGENT_MAX_HOOKS 64          /* prologs and epilogs running at once (--max-hooks) */
 #define TS_AGENT_CONTAINER_WRITE_MIB 20480 /* --container-write-mib default, at most */
+#define TS_AGENT_DISK_RESERVE_MIB 1024     /* --disk-reserve-mib default, at most */
 #define TS_AGENT_EPILOGS_WAITING_MAX 1024 /* epilogs waiting for a free hook slot */
 #define TS_AGENT_HOOK_TIMEOUT_S 60.0   /* --hook-timeout default */
 #define TS_AGENT_WAIT_IDLE_S 10.0  /* long-poll wait with nothing to watch */
@@ -71,6 +72,11 @@ typedef struct ts_agent_config {
      * default, TS_AGENT_CONTAINER_WRITE_MIB or a quarter of the state disk */
     long long container_write_mib;
     bool container_write_set;
+    /* MiB kept free on the state disk: under it the container task whose
+     * writable layer holds the most is stopped (--disk-reserve-mib; 0 = no
+     * check); unset: min(TS_AGENT_DISK_RESERVE_MIB, 5 % of the disk) */
+    long long disk_reserve_mib;
+    bool disk_reserve_set;
     char p2p_listen[64];    /* IPV4:PORT serving image pieces to peers; "" = no P2P */
     char p2p_advertise[256];/* the URL peers reach it at; "" = from p2p_listen */
     bool p2p_fault_corrupt; /* fault injection (tests, bench): serve corrupt pieces */

@@ -105,6 +105,7 @@ static CURLcode perform(ts_agent *a, bool wake, bool *woken)
             rc = CURLE_FAILED_INIT;
             break;
         }
+        agent_disk_check(a, agent_launch_now()); /* a disk fills faster than curl's progress */
         for (unsigned i = 0; i < n; i++) {
             if (!(w[i].revents & CURL_WAIT_POLLIN))
                 continue;

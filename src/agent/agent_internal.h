@@ -99,6 +99,10 @@ typedef struct local_task {
     double shim_due;            /* agent_launch_now() by which it must be written */
     bool shim_seen;             /* written: the task runs with its limits */
     bool shim_missing;          /* not written in time: the task was stopped */
+    /* stopped because the state disk fell under its reserve while this
+     * task's writable layer held the most (disk_pressure.c): MiB figures */
+    bool disk_stopped;
+    long long disk_layer_mib, disk_free_mib, disk_reserve_mib;
     char user[64];              /* its Unix user ("" none), for its epilog */
     json_t *prolog_wait;        /* the desired task, kept while the node's prolog runs or
                                  * waits for a hook slot */
@@ -202,7 +206,23 @@ struct ts_agent {
                             * answered; "" none */
     char sess_seen[64][64];/* the last sessions opened (session.c): each opens once */
     int sess_next;
+    double disk_next;      /* agent_launch_now() of the state disk's next check */
+    double disk_settle;    /* no task stopped for the disk before this (disk_pressure.c) */
 };
+
+/* disk_pressure.c: the state disk kept for every task (docs/images.md) */
+/* Checks the state disk's free space (every DISK_CHECK_S); under the
+ * reserve (--disk-reserve-mib), stops the container task whose writable
+ * layer takes the most of it, one at a time. */
+void agent_disk_check(ts_agent *a, double now);
+/* The report of a task the agent stopped as it ran (its sharing shim never
+ * registered, or its layer took the most of a disk under its reserve):
+ * failed, with its reason code and why (AGENT_STOPPED_WHY_BYTES). */
+#define AGENT_STOPPED_WHY_BYTES 256
+void agent_stopped_report(const ts_agent *a, const local_task *lt, ts_task_report *r, char *why);
+/* The reserve in MiB the agent keeps free on its state disk: the option's,
+ * or min(TS_AGENT_DISK_RESERVE_MIB, 5 % of the disk); 0 = none. */
+long long agent_disk_reserve_mib(const ts_agent_config *cfg);
 
 /* agent_net.c: tenant networks (docs/network.md) */
 void agent_net_open(ts_agent *a);

@@ -101,6 +101,10 @@ static void usage(FILE *f)
                "layer, its own filesystem;\n"
                "                      default 20480 or a quarter of the state disk; 0: "
                "unbounded, on the state disk)\n"
+               "                     [--disk-reserve-mib N]  (kept free on the state disk: "
+               "under it the container\n"
+               "                      whose layer takes the most is stopped; default 1024 "
+               "or 5 %% of the disk; 0: none)\n"
                "                     [--p2p-listen IPV4:PORT]  (serve image pieces to peer "
                "agents; docs/images.md \"Peer-to-peer\")\n"
                "                     [--p2p-advertise URL]  (the URL peers reach it at; "
@@ -366,6 +370,16 @@ static int opt_checked(agent_args *A, ts_agent_node *node, const char *o, const 
         }
         cfg->container_write_mib = n;
         cfg->container_write_set = true;
+    } else if (strcmp(o, "--disk-reserve-mib") == 0) {
+        char *end;
+        long long n = v ? strtoll(v, &end, 10) : -1;
+        if (!v || end == v || *end || n < 0 || n > (1LL << 30)) {
+            fprintf(stderr, "tessera-agent: --disk-reserve-mib: \"%s\" is not a number of "
+                    "MiB in 0..%lld\n", v ? v : "", 1LL << 30);
+            return 2;
+        }
+        cfg->disk_reserve_mib = n;
+        cfg->disk_reserve_set = true;
     } else {
         return 0;
     }

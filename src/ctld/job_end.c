@@ -113,11 +113,14 @@ static json_t *rank_end_json(const ctld *c, const cjob *j, int rank, const ts_ta
             end = "image_not_found";
         if (le && strcmp(le, "prolog_failed") == 0) /* the node's prolog failed (drained) */
             end = "prolog_failed";
-        bool shim = le && strcmp(le, "shim_not_loaded") == 0; /* stopped: no limits in force */
-        if (shim)
-            end = "shim_not_loaded";
+        /* stopped as it ran: no limits in force, or its layer filled the disk */
+        bool ran = false;
+        if (le && strcmp(le, "shim_not_loaded") == 0)
+            end = "shim_not_loaded", ran = true;
+        if (le && strcmp(le, "disk_pressure") == 0)
+            end = "disk_pressure", ran = true;
         snprintf(reason, sizeof reason, "%s%s",
-                 strcmp(end, "lost") != 0 && !shim ? "could not start: " : "", rep->error);
+                 strcmp(end, "lost") != 0 && !ran ? "could not start: " : "", rep->error);
     } else if (rep->state == TS_REPORT_STOPPED) {
         end = "stopped";
         snprintf(reason, sizeof reason, "stopped (%s)",

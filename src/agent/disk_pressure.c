@@ -1,0 +1,154 @@
+/*
+ * disk_pressure.c - the agent's state disk kept for every task
+ * (docs/images.md "A container's writable layer").
+ *
+ * The state disk holds every task's records and exit files, the image store
+ * and each container's writable layer. Each layer is bounded
+ * (--container-write-mib), but a layer is a sparse file that takes only what
+ * was written: several tasks writing their layers full together could still
+ * fill the disk, and with it every other task's records. So the agent checks
+ * the disk's free space every DISK_CHECK_S (also while a long-poll waits); under its reserve it stops the
+ * running container task whose layer takes the most of the disk, as kubelet
+ * evicts the pod that uses the most ephemeral storage: the tasks that fill
+ * the disk pay, not their neighbours. Its job fails with reason
+ * `disk_pressure`, the figures in its event. One task at a time, then
+ * DISK_SETTLE_S before the next; while a stopped task's layer is still there
+ * (its space comes back when its bundle is removed, once the controller
+ * acknowledged its end) the next is stopped only if the free space falls
+ * under half the reserve. agent_stopped_report reports tasks the agent
+ * stopped as they ran (this one, and a sharing shim that never registered).
+ */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include "agent/agent_internal.h"
+#include "agent/image.h"
+
+#define DISK_CHECK_S 0.2   /* statvfs and one stat a container: cheap */
+#define DISK_SETTLE_S 1.0  /* after a task was stopped: its kill takes effect */
+#define DISK_RESERVE_PERCENT 5
+#define DISK_STOP_PART 8       /* a layer stopped gives back an 8th of the reserve at least */
+#define DISK_STOP_MIN_MIB 16
+#define MIB (1024LL * 1024LL)
+
+long long agent_disk_reserve_mib(const ts_agent_config *cfg)
+{
+    if (cfg->disk_reserve_set)
+        return cfg->disk_reserve_mib;
+    struct statvfs v;
+    if (statvfs(cfg->state_dir, &v) != 0)
+        return 0;
+    long long disk = (long long)v.f_blocks * (long long)v.f_frsize / MIB;
+    long long part = disk * DISK_RESERVE_PERCENT / 100;
+    return part < TS_AGENT_DISK_RESERVE_MIB ? part : TS_AGENT_DISK_RESERVE_MIB;
+}
+
+/* The bytes task lt's writable layer takes on the state disk (0: none). */
+static long long layer_bytes(const ts_agent *a, const local_task *lt)
+{
+    char p[1024];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s/scratch.img", a->bundles,
+             agent_task_info_get(lt->t)->task_id);
+    return stat(p, &st) == 0 ? (long long)st.st_blocks * 512 : 0;
+}
+
+/* Whether a task stopped for the disk still holds its layer. One that has
+ * ended gives it back now, not when the controller acknowledged its end:
+ * its keeper wrote its exit file after the runtime deleted its container,
+ * so nothing uses its bundle any more (removed again, as nothing, when the
+ * task is forgotten: agent_image.c). */
+static bool stopped_layer_left(ts_agent *a, double now)
+{
+    bool left = false;
+    for (int i = 0; i < a->ntasks; i++) {
+        local_task *lt = &a->tasks[i];
+        if (!lt->disk_stopped || !lt->t || layer_bytes(a, lt) == 0)
+            continue;
+        ts_err e;
+        agent_task_poll(lt->t, now, &lt->st, &e);
+        if (lt->st.phase != TS_TASK_EXITED) {
+            left = true;
+            continue;
+        }
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s/%s", a->bundles, agent_task_info_get(lt->t)->task_id);
+        agent_bundle_remove(dir);
+    }
+    return left;
+}
+
+void agent_disk_check(ts_agent *a, double now)
+{
+    if (now < a->disk_next || now < a->disk_settle)
+        return;
+    a->disk_next = now + DISK_CHECK_S;
+    long long reserve = agent_disk_reserve_mib(&a->cfg);
+    struct statvfs v;
+    if (reserve <= 0 || statvfs(a->cfg.state_dir, &v) != 0)
+        return;
+    long long free_mib = (long long)v.f_bavail * (long long)v.f_frsize / MIB;
+    bool left = stopped_layer_left(a, now);
+    if (free_mib >= reserve)
+        return;
+    /* meanwhile the next is stopped only if the disk keeps filling past
+     * half the reserve */
+    if (left && free_mib >= reserve / 2)
+        return;
+    /* a layer that gives back less is not worth a task: the disk is full of
+     * something else */
+    long long least = reserve * MIB / DISK_STOP_PART;
+    least = least > DISK_STOP_MIN_MIB * MIB ? least : DISK_STOP_MIN_MIB * MIB;
+    local_task *worst = NULL;
+    long long most = least - 1;
+    for (int i = 0; i < a->ntasks; i++) {
+        local_task *lt = &a->tasks[i];
+        if (!lt->t || !lt->image_ready || lt->disk_stopped || lt->st.phase == TS_TASK_EXITED)
+            continue;
+        long long b = layer_bytes(a, lt);
+        if (b > most) {
+            most = b;
+            worst = lt;
+        }
+    }
+    if (!worst)
+        return; /* full of what no task's layer holds: not a task's doing */
+    worst->disk_stopped = true;
+    worst->disk_layer_mib = most / MIB;
+    worst->disk_free_mib = free_mib;
+    worst->disk_reserve_mib = reserve;
+    fprintf(stderr, "tessera-agent: job %lld rank %d: the state disk has %lld MiB free, under "
+                    "its reserve of %lld MiB, and this task's writable layer takes %lld MiB, "
+                    "the most: stopped (disk_pressure)\n",
+            (long long)worst->job, worst->rank, free_mib, reserve, worst->disk_layer_mib);
+    ts_err e;
+    /* SIGTERM with no grace: the SIGKILL to its group and cgroup follows at once */
+    if (agent_task_preempt_begin(worst->t, SIGTERM, 0, now, &e) != 0)
+        fprintf(stderr, "tessera-agent: job %lld rank %d: stop: %s\n", (long long)worst->job,
+                worst->rank, e.msg);
+    agent_task_poll(worst->t, now, &worst->st, &e);
+    a->disk_settle = now + DISK_SETTLE_S;
+}
+
+void agent_stopped_report(const ts_agent *a, const local_task *lt, ts_task_report *r, char *why)
+{
+    if (lt->shim_missing) { /* it would have run without its limits */
+        double reg = a->node->shim_register_s > 0 ? a->node->shim_register_s
+                                                  : TS_AGENT_SHIM_REGISTER_S;
+        snprintf(why, AGENT_STOPPED_WHY_BYTES, "shim_not_loaded: the sharing shim did not "
+                 "register within %g s (a static program, or a loader that ignored LD_PRELOAD): "
+                 "stopped, never a fractional task without its limits", reg);
+        r->launch_end = "shim_not_loaded";
+    } else {
+        snprintf(why, AGENT_STOPPED_WHY_BYTES, "disk_pressure: the node's state disk had %lld MiB "
+                 "free, under its reserve of %lld MiB, and this task's writable layer took %lld "
+                 "MiB of it, the most of any task there: stopped", lt->disk_free_mib,
+                 lt->disk_reserve_mib, lt->disk_layer_mib);
+        r->launch_end = "disk_pressure";
+    }
+    r->state = TS_REPORT_FAILED;
+    r->error = why;
+}

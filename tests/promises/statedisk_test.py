@@ -1,0 +1,132 @@
+"""Promises of the node's state disk under container tasks that write
+(docs/images.md "Running it"), on a real agent whose state disk is a small
+filesystem of its own (a 320 MiB tmpfs mounted here), with a real registry
+(Debian's docker-registry), images built with umoci and pushed with skopeo,
+tasks run by Debian's runc. Each container's writable layer is bounded, but
+layers are sparse: two tasks that write theirs together could fill the disk
+that holds every task's records. The agent keeps a reserve free: under it,
+the task whose layer takes the most is stopped (`disk_pressure`), and a
+neighbour's exit status is still recorded."""
+import atexit
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from cluster import Node  # noqa: E402
+from harness import check  # noqa: E402
+from registry import Registry, free_port  # noqa: E402
+
+PORT = free_port()
+DISK_MIB, LAYER_MIB, RESERVE_MIB, WRITE_MIB = 320, 200, 80, 150
+STATE = tempfile.mkdtemp(prefix="tessera-statedisk-")
+if os.geteuid() == 0:  # else the scenario is skipped: the folder stands in
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_MIB}m", "tessera-statedisk",
+                    STATE], check=False)
+
+
+def _unmount():
+    subprocess.run(["umount", "-l", STATE], capture_output=True)
+    shutil.rmtree(STATE, ignore_errors=True)
+
+
+atexit.register(_unmount)
+TENANTS = """tenants:
+  org:
+    guaranteed: {gpu: {H100-80GB: 8}}
+    teams:
+      team-a: {guaranteed: {gpu: {H100-80GB: 4}}}
+      team-b: {guaranteed: {gpu: {H100-80GB: 4}}}
+"""
+AGENT = ["--plain-http-registries", f"127.0.0.1:{PORT}", "--state-dir", STATE,
+         "--container-write-mib", str(LAYER_MIB), "--disk-reserve-mib", str(RESERVE_MIB)]
+CLUSTER = {"nodes": [Node("d-1", "l1", args=AGENT)], "tenants": TENANTS}
+NEEDS = ("runc", "docker-registry", "umoci", "skopeo", "busybox", "mkfs.ext4")
+_reg = {}
+
+
+def registry():
+    if "r" not in _reg:
+        work = tempfile.mkdtemp(prefix="tessera-statedisk-reg-")
+        r = Registry(work, PORT)
+        atexit.register(lambda: (r.stop(), shutil.rmtree(work, ignore_errors=True)))
+        r.push_busybox("team/tools:1", "inside the image")
+        _reg["r"] = r
+    return _reg["r"]
+
+
+def spec(tenant, name, cmd, image):
+    return {"tenant": tenant, "name": name, "tier": "guaranteed", "image": image,
+            "command": ["/bin/sh", "-c", cmd],
+            "tasks": [{"count": 1, "gpus": 1, "cpu_milli": 500, "memory_mib": 512}],
+            "time_limit": "5m"}
+
+
+def _free_mib():
+    v = os.statvfs(STATE)
+    return v.f_bavail * v.f_frsize // (1024 * 1024)
+
+
+def scenario_a_layer_that_fills_the_state_disk_is_stopped(c):
+    """images.md: under the reserve the agent stops the running container
+    task whose layer takes the most of the disk, and its job fails with
+    reason `disk_pressure`, its event giving the free space, the reserve and
+    the layer's size; a neighbour runs on and its exit status is recorded, the
+    disk gets its room back and the node takes new work."""
+    r = registry()
+    img = f"{r.host}/team/tools:1"
+    quiet = c.submit(spec("team-b", "neighbour", "sleep 20; exit 3", img))
+    # 1 MiB every 20 ms, a busy writer: two of them pass the reserve
+    write = (f"i=0; while [ $i -lt {WRITE_MIB} ]; do /bin/busybox dd if=/dev/zero bs=1M "
+             "count=1 2>/dev/null >> /tmp/fill || break; i=$((i+1)); /bin/busybox usleep 20000; "
+             "done; echo wrote $i; sleep 120")
+    if not c.wait_job(quiet, "running", 90):
+        return
+    low = [_free_mib()]
+    stop = threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            low[0] = min(low[0], _free_mib())
+            time.sleep(0.05)
+
+    th = threading.Thread(target=watch, daemon=True)
+    th.start()
+    writers = [c.submit(spec("team-a", f"writer-{k}", write, img)) for k in (1, 2)]
+    stopped = None
+    deadline = time.time() + 90
+    while time.time() < deadline and stopped is None:
+        for jid in writers:
+            j = c.job(jid)
+            if j.get("state") == "failed":
+                stopped = j
+        time.sleep(0.5)
+    check(stopped is not None and stopped.get("reason") == "disk_pressure",
+          f"a writer is stopped with reason disk_pressure: {stopped}")
+    why = (stopped or {}).get("why") or ""
+    check(f"reserve of {RESERVE_MIB} MiB" in why and "writable layer took" in why,
+          f"its why gives the reserve and its layer: {why!r}")
+    j = c.wait_job(quiet, ("failed", "completed"), 60)
+    check(bool(j) and j.get("exit_code") == 3,
+          f"the neighbour ran on and its exit status is recorded: "
+          f"{j.get('state') if j else None} {(j or {}).get('exit_code')} {(j or {}).get('why')!r}")
+    back = c.wait(lambda: _free_mib() >= RESERVE_MIB // 2 or None,
+                  "the stopped layer's space comes back", 30)
+    stop.set()
+    th.join()
+    print(f"state disk: {low[0]} MiB free at the least, {_free_mib()} MiB now")
+    check(bool(back), f"the state disk has room again: {_free_mib()} MiB free")
+    after = c.submit(spec("team-b", "after", "echo fine", img))
+    j = c.wait_job(after, ("completed", "failed"), 60)
+    check(bool(j) and j.get("state") == "completed",
+          f"and the node takes new work: {(j or {}).get('state')} {(j or {}).get('why')!r}")
+    for jid in writers:
+        c.call("POST", f"/v1/jobs/{jid}/cancel")
+
+
+scenario_a_layer_that_fills_the_state_disk_is_stopped.needs_root = True
+scenario_a_layer_that_fills_the_state_disk_is_stopped.needs = NEEDS
