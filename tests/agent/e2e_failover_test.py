@@ -125,16 +125,17 @@ try:
                        capture_output=True, text=True, timeout=30)
     check(r.returncode == 2 and 'URL 2 "ftp://x"' in r.stderr,
           f"a bad URL in the list is refused, named ({r.returncode}: {r.stderr.strip()})")
-    # a container's writable layer: a size in MiB, 0..2^30 (docs/tessera-agent.md)
-    for bad in ("-1", "lots", str((1 << 30) + 1)):
-        r = subprocess.run([AGENT, "--controller", SURL, "--node", "r-1", "--token-file",
-                            os.path.join(TMP, "r-1.token"), "--state-dir",
-                            os.path.join(TMP, "bad"), "--container-write-mib", bad],
-                           capture_output=True, text=True, timeout=30)
-        check(r.returncode == 2 and "--container-write-mib" in r.stderr and
-              f'"{bad}"' in r.stderr and "0..1073741824" in r.stderr,
-              f"--container-write-mib {bad} is refused, naming it ({r.returncode}: "
-              f"{r.stderr.strip()})")
+    # a container's writable layer and the state disk's reserve: sizes in MiB,
+    # 0..2^30 (docs/tessera-agent.md)
+    for opt in ("--container-write-mib", "--disk-reserve-mib"):
+        for bad in ("-1", "lots", str((1 << 30) + 1)):
+            r = subprocess.run([AGENT, "--controller", SURL, "--node", "r-1", "--token-file",
+                                os.path.join(TMP, "r-1.token"), "--state-dir",
+                                os.path.join(TMP, "bad"), opt, bad],
+                               capture_output=True, text=True, timeout=30)
+            check(r.returncode == 2 and opt in r.stderr and
+                  f'"{bad}"' in r.stderr and "0..1073741824" in r.stderr,
+                  f"{opt} {bad} is refused, naming it ({r.returncode}: {r.stderr.strip()})")
 
     env = dict(os.environ, TESSERA_FAKE_NVML_FIXTURE=FIXTURE)
     start("r-1", [AGENT, "--controller", f"http://127.0.0.1:{DEAD},{SURL}", "--node", "r-1",
