@@ -599,10 +599,11 @@ static int limits_key(cfg_ctx *x, yaml_node_t *v)
     static const char *const lk[] = {"requests_per_s", "burst", "connections",
                                      "connections_per_client", "request_timeout",
                                      "queued_jobs_per_tenant", "connections_per_token",
-                                     "queued_spec_mib_per_tenant"};
-    yaml_node_t *lv[8];
+                                     "queued_spec_mib_per_tenant", "connections_per_tenant",
+                                     "tokens_per_tenant"};
+    yaml_node_t *lv[10];
     int64_t iv;
-    int rc = ts_yaml_map_fields(&x->D, v, "limits", lk, 8, lv);
+    int rc = ts_yaml_map_fields(&x->D, v, "limits", lk, 10, lv);
     if (rc == 0 && lv[0] &&
         (rc = ts_yaml_get_int(&x->D, lv[0], "limits.requests_per_s", 1, 1000000, "1..1000000",
                               &iv)) == 0)
@@ -623,6 +624,14 @@ static int limits_key(cfg_ctx *x, yaml_node_t *v)
         (rc = ts_yaml_get_int(&x->D, lv[6], "limits.connections_per_token", 1, 1000000,
                               "1..1000000", &iv)) == 0)
         cfg->conns_per_token = (int)iv;
+    if (rc == 0 && lv[8] &&
+        (rc = ts_yaml_get_int(&x->D, lv[8], "limits.connections_per_tenant", 1, 1000000,
+                              "1..1000000", &iv)) == 0)
+        cfg->conns_per_tenant = (int)iv;
+    if (rc == 0 && lv[9] &&
+        (rc = ts_yaml_get_int(&x->D, lv[9], "limits.tokens_per_tenant", 1, 1000000,
+                              "1..1000000", &iv)) == 0)
+        cfg->tokens_per_tenant = (int)iv;
     if (rc == 0 && lv[4] &&
         (rc = ctld_cfg_dur(x, lv[4], "limits.request_timeout", &cfg->request_timeout_s)) == 0 &&
         (cfg->request_timeout_s < 1.0 || cfg->request_timeout_s > 3600.0))
@@ -744,6 +753,8 @@ static void defaults(ctld_config *cfg)
     cfg->conns_max = 65536;
     cfg->conns_per_client = 64;
     cfg->conns_per_token = 64;
+    cfg->conns_per_tenant = 512;
+    cfg->tokens_per_tenant = 1000;
     cfg->request_timeout_s = 10.0;
     cfg->queued_per_tenant = 100000;
     cfg->queued_spec_bytes = (int64_t)CTLD_QUEUED_SPEC_MIB_DEFAULT << 20;

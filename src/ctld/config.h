@@ -96,6 +96,8 @@ typedef struct ctld_config {
     int conns_max;              /* connections in all (also capped by RLIMIT_NOFILE) */
     int conns_per_client;       /* not yet authenticated, per client address (IPv6: /64) */
     int conns_per_token;        /* open connections that showed one token */
+    int conns_per_tenant;       /* and all the tokens of one tenant together */
+    int tokens_per_tenant;      /* a tenant's live tokens a tenant-admin may make */
     double request_timeout_s;   /* every request must arrive whole within this */
     int queued_per_tenant;      /* pending and held jobs per tenant */
     int64_t queued_spec_bytes;  /* their specs' bytes per tenant (an array's: each element's) */

@@ -302,10 +302,13 @@ static void serve(ctld *c, conn_ctx *x)
                          "steps only (/v1/jobs/%lld/steps)", (long long)who.step_job);
         return;
     }
-    if (authed && !ctld_conn_vouch(c, x->tr, who.name)) {
-        ctld_reply_error(r, 429, "too_many_connections", "token \"%s\": more than %d open "
-                         "connections (limits.connections_per_token); this one is closed",
-                         who.name, c->cfg.conns_per_token);
+    const char *cap = NULL;
+    if (authed && !ctld_conn_vouch(c, x->tr, who.name, who.tenant, &cap)) {
+        bool tok = strcmp(cap, "limits.connections_per_token") == 0;
+        ctld_reply_error(r, 429, "too_many_connections", "%s \"%s\": more than %d open "
+                         "connections (%s); this one is closed", tok ? "token" : "tenant",
+                         tok ? who.name : who.tenant,
+                         tok ? c->cfg.conns_per_token : c->cfg.conns_per_tenant, cap);
         r->close = true;
         return;
     }

@@ -51,6 +51,7 @@ typedef struct conn_track {
     double t0;                   /* when its current request began */
     bool vouched;                /* a request on it carried a valid token */
     char token[TS_STORE_NAME_MAX]; /* whose, while vouched: its per-token count */
+    char tenant[TS_STORE_NAME_MAX + 1]; /* "@<tenant>" of that token ("": none): its count */
     bool received;               /* the current request arrived whole */
     bool reaped;                 /* shut down for being too slow */
 } conn_track;
@@ -101,12 +102,15 @@ void ctld_notify_connection(void *cls, struct MHD_Connection *conn, void **socke
                             enum MHD_ConnectionNotificationCode toe);
 /* The connection's tracking entry (NULL when none). */
 conn_track *ctld_conn_track(struct MHD_Connection *conn);
-/* The connection showed token name's valid token: its client's cap no
- * longer counts it, the token's does. False (nothing changed) when the
- * token already holds limits.connections_per_token other connections: the
- * request is refused and the connection closed. Every request on every
- * connection keeps its deadline (limits.request_timeout). */
-bool ctld_conn_vouch(ctld *c, conn_track *t, const char *name);
+/* The connection showed token name's valid token (of tenant, "" none): its
+ * client's cap no longer counts it, the token's and its tenant's do. False
+ * (nothing changed) when the token already holds
+ * limits.connections_per_token other connections, or its tenant's tokens
+ * limits.connections_per_tenant (*which names the limit): the request is
+ * refused and the connection closed. Every request on every connection
+ * keeps its deadline (limits.request_timeout). */
+bool ctld_conn_vouch(ctld *c, conn_track *t, const char *name, const char *tenant,
+                     const char **which);
 /* After a revocation: no connection is vouched for any more; each counts
  * against its address again (one over the cap is shut down) until a
  * request on it shows a valid token again. */

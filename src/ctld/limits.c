@@ -186,6 +186,15 @@ static void token_drop(ctld_server *S, const char *name)
         }
 }
 
+/* Under S->mu: the connection no longer counts for its token and tenant. */
+static void vouch_drop(ctld_server *S, conn_track *t)
+{
+    token_drop(S, t->token);
+    if (t->tenant[0])
+        token_drop(S, t->tenant);
+    t->token[0] = t->tenant[0] = '\0';
+}
+
 /* Accept policy: a client at its cap of connections not vouched for is
  * refused before anything is read (MHD's own limit caps them all). */
 enum MHD_Result ctld_accept_policy(void *cls, const struct sockaddr *addr, socklen_t len)
@@ -250,7 +259,7 @@ void ctld_notify_connection(void *cls, struct MHD_Connection *conn, void **socke
         if (!t->vouched)
             addr_drop(S, t->key);
         else
-            token_drop(S, t->token);
+            vouch_drop(S, t);
         if (t->prev)
             t->prev->next = t->next;
         else
@@ -270,31 +279,49 @@ conn_track *ctld_conn_track(struct MHD_Connection *conn)
     return i ? i->socket_context : NULL;
 }
 
-bool ctld_conn_vouch(ctld *c, conn_track *t, const char *name)
+bool ctld_conn_vouch(ctld *c, conn_track *t, const char *name, const char *tenant,
+                     const char **which)
 {
     ctld_server *S = c->limiter;
+    *which = NULL;
     if (!t)
         return true;
-    bool ok = true;
     pthread_mutex_lock(&S->mu);
     if (!t->vouched || strcmp(t->token, name) != 0) {
+        /* a tenant's count shares the tokens' table under a name no token
+         * has ('@' is not a token name's character) */
+        char tk[sizeof t->tenant] = "";
+        if (tenant && tenant[0])
+            snprintf(tk, sizeof tk, "@%s", tenant);
         token_conns *k = token_find(S, name, true);
-        if (k && k->n >= c->cfg.conns_per_token) {
-            ok = false;
+        token_conns *kt = tk[0] ? token_find(S, tk, true) : NULL;
+        if (k && k->n >= c->cfg.conns_per_token)
+            *which = "limits.connections_per_token";
+        else if (kt && kt->n >= c->cfg.conns_per_tenant)
+            *which = "limits.connections_per_tenant";
+        if (*which) {
             S->refused++;
         } else {
             if (t->vouched)
-                token_drop(S, t->token); /* the connection changed tokens */
+                vouch_drop(S, t); /* the connection changed tokens */
             else
                 addr_drop(S, t->key);
             if (k)
                 k->n++;
+            if (kt)
+                kt->n++;
             t->vouched = true;
             snprintf(t->token, sizeof t->token, "%s", name);
+            snprintf(t->tenant, sizeof t->tenant, "%s", kt ? tk : "");
         }
+        /* counts created for a refused connection go again when empty */
+        if (*which && k && k->n == 0)
+            token_drop(S, name);
+        if (*which && kt && kt->n == 0)
+            token_drop(S, tk);
     }
     pthread_mutex_unlock(&S->mu);
-    return ok;
+    return *which == NULL;
 }
 
 void ctld_conns_unvouch_all(ctld_server *S, int per_client)
@@ -304,9 +331,8 @@ void ctld_conns_unvouch_all(ctld_server *S, int per_client)
     for (conn_track *t = S->conns; t; t = t->next) {
         if (!t->vouched)
             continue;
-        token_drop(S, t->token);
+        vouch_drop(S, t);
         t->vouched = false;
-        t->token[0] = '\0';
         addr_count *a = addr_find(S, t->key, true);
         if (a)
             a->n++;

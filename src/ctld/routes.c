@@ -587,7 +587,8 @@ static const ctld_route_def ROUTES[] = {
      "List tokens visible to the caller", NULL, 200, "TokenList", "503"},
     {"POST", "/v1/tokens", ctld_tokens_route, R_TADMIN, "createToken",
      "Create a token (admin; tenant-admin: user and viewer of its tenant); the secret is "
-     "returned once", "TokenRequest", 201, "TokenCreated", "409 503"},
+     "returned once; a tenant-admin's beyond limits.tokens_per_tenant: 429", "TokenRequest",
+     201, "TokenCreated", "409 429 503"},
     {"DELETE", "/v1/tokens/{name}", ctld_tokens_route, R_ADMIN, "revokeToken",
      "Revoke a token (admin)", NULL, 204, NULL, "503"},
     {"GET", "/v1/reservations", ctld_resv_route, R_READ, "listReservations",

@@ -305,6 +305,23 @@ static int token_full_name(ctld *c, const ctld_caller *w, const token_in *t, cha
     return 0;
 }
 
+/* Whether tenant holds limits.tokens_per_tenant live tokens (neither
+ * revoked nor expired) or more: a tenant-admin may make no more (an admin
+ * may). Each token may hold its own connections: without a cap a tenant
+ * could hold the controller's. */
+static bool tenant_tokens_full(ctld *c, const char *tenant, double now_s)
+{
+    ts_token_row *rows = NULL;
+    int n = 0, live = 0;
+    ts_err err;
+    if (ts_store_token_list(c->store, tenant, &rows, &n, &err) != 0)
+        return false; /* the insert says the store is unavailable */
+    for (int i = 0; i < n; i++)
+        live += rows[i].revoked_s == 0 && (rows[i].expires_s == 0 || rows[i].expires_s > now_s);
+    free(rows);
+    return live >= c->cfg.tokens_per_tenant;
+}
+
 static void token_create(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     json_error_t je;
@@ -327,8 +344,17 @@ static void token_create(ctld *c, const ctld_request *rq, ctld_reply *r)
                  "2027-01-31T12:00:00Z) or a duration from now (e.g. 90d)", t.expires);
         status = 400;
     }
+    if (status == 0 && rq->who->role != TS_ROLE_ADMIN && t.tenant && *t.tenant &&
+        tenant_tokens_full(c, t.tenant, row.created_s)) {
+        snprintf(why, sizeof why, "tenant \"%.64s\" holds %d live tokens "
+                 "(limits.tokens_per_tenant): revoke one, or let one expire, first", t.tenant,
+                 c->cfg.tokens_per_tenant);
+        status = 429;
+    }
     if (status != 0) {
-        ctld_reply_error(r, status, status == 403 ? "forbidden" : "invalid", "%s", why);
+        ctld_reply_error(r, status, status == 403   ? "forbidden"
+                                    : status == 429 ? "too_many_tokens"
+                                                    : "invalid", "%s", why);
         json_decref(in);
         return;
     }

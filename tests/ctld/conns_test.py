@@ -20,7 +20,11 @@ viewer connections trickling bytes held the server.
 4. every answer carries X-Content-Type-Options: nosniff;
 5. /metrics (every tenant's series) needs a token by default: a scrape
    token (which may read nothing else), an admin or a cluster-viewer; a
-   tenant's viewer reads its tenant's page (tests/ctld/metrics_scope_test.py).
+   tenant's viewer reads its tenant's page (tests/ctld/metrics_scope_test.py);
+6. a tenant is bounded as a whole: its tokens together hold at most
+   limits.connections_per_tenant (6) connections (the next told 429 naming
+   the limit), and its tenant-admin makes at most limits.tokens_per_tenant
+   (5) live tokens (429 too_many_tokens; an admin still may).
 Every wait is bounded.
 """
 import os
@@ -39,7 +43,7 @@ from harness import check, finish, free_port, http_call, stop_all, wait_ready  #
 TMP = tempfile.mkdtemp(prefix="tessera-conns-")
 PORT = free_port()
 URL = f"http://127.0.0.1:{PORT}"
-PER_TOKEN, PER_CLIENT = 4, 6
+PER_TOKEN, PER_CLIENT, PER_TENANT, TOKENS = 4, 6, 6, 5
 
 open(os.path.join(TMP, "cluster.yaml"), "w").write(
     "topology:\n  levels: [node, gpu]\nnode_classes:\n"
@@ -50,7 +54,8 @@ open(os.path.join(TMP, "tesserad.yaml"), "w").write(
     f"listen: 127.0.0.1:{PORT}\ncluster: cluster.yaml\ntenants: tenants.yaml\n"
     "state_dir: state\nnode_lost_after: 30s\n"
     f"limits: {{requests_per_s: 100000, burst: 100000, connections_per_client: {PER_CLIENT}, "
-    f"connections_per_token: {PER_TOKEN}, request_timeout: 2s}}\n")
+    f"connections_per_token: {PER_TOKEN}, request_timeout: 2s, "
+    f"connections_per_tenant: {PER_TENANT}, tokens_per_tenant: {TOKENS}}}\n")
 
 
 def call(method, path, token=None, body=None, timeout=5):
@@ -205,6 +210,37 @@ try:
           f"5. a viewer of one tenant reads its tenant's series only: {st}")
     st, d = call("GET", "/v1/jobs", prom)
     check(st == 403, f"5. a scrape token reads /metrics only: GET /v1/jobs {st}")
+
+    # ---- 6. a tenant's tokens and connections are bounded together ---------------------
+    st, d = call("POST", "/v1/tokens", admin, {"name": "boss", "role": "tenant-admin",
+                                               "tenant": "t"})
+    boss = d["token"]["secret"] if st == 201 else ""
+    made = []  # live in t now: viewer-1 and boss
+    for k in range(TOKENS):
+        st, d = call("POST", "/v1/tokens", boss, {"name": f"v{k}", "role": "viewer",
+                                                  "tenant": "t"})
+        made.append((st, d))
+    codes = [st for st, _ in made]
+    check(codes == [201] * (TOKENS - 2) + [429] * 2,
+          f"6. a tenant-admin makes tokens until its tenant holds {TOKENS} live: {codes}")
+    last = made[-1][1]
+    check(isinstance(last, dict) and last.get("error", {}).get("code") == "too_many_tokens" and
+          "limits.tokens_per_tenant" in last["error"]["message"],
+          f"6. then 429 too_many_tokens naming the limit: {last}")
+    st, _ = call("POST", "/v1/tokens", admin, {"name": "by-admin", "role": "viewer",
+                                               "tenant": "t"})
+    check(st == 201, f"6. an admin still may ({st})")
+    pairs = [vouched(toks["viewer-1"], "127.0.0.4") for _ in range(PER_TOKEN)]
+    v0 = made[0][1]["token"]["secret"] if made[0][0] == 201 else ""
+    pairs += [vouched(v0, "127.0.0.5") for _ in range(PER_TOKEN)]
+    codes = sorted(st for _, st in pairs)
+    check(codes.count(200) == PER_TENANT and codes.count(429) == 2 * PER_TOKEN - PER_TENANT,
+          f"6. two tokens of one tenant hold {PER_TENANT} connections together, the rest "
+          f"told 429: {codes}")
+    other = vouched(admin, "127.0.0.6")
+    check(other[1] == 200, f"6. another tenant's (the admin's) are not counted: {other[1]}")
+    for s, _ in pairs + [other]:
+        s.close()
 
     # ---- 3. a long-poll is not cut by the request deadline -------------------------------
     st, d = call("POST", "/v1/tokens", admin, {"name": "n-1", "role": "node"})
