@@ -199,6 +199,13 @@ struct ts_agent {
      * first (a ring): each starts as a slot frees (hooks.c) */
     agent_epilog_wait epilogs_waiting[TS_AGENT_EPILOGS_WAITING_MAX];
     int epilogs_head, nepilogs_waiting;
+    /* the epilogs taken over from the last agent (agent_epilogs_restore):
+     * a task of theirs it still held a record of is not given another */
+    struct agent_epilog_id {
+        int64_t job;
+        int rank;
+    } epilogs_restored[TS_AGENT_EPILOGS_WAITING_MAX];
+    int nepilogs_restored;
     /* prologs waiting for a slot are their tasks' (local_task.prolog_queued,
      * at most TS_AGENT_MAX_TASKS): the last place in line given */
     uint64_t prologs_queued;
@@ -322,6 +329,9 @@ void agent_epilog_begin(ts_agent *a, local_task *lt);
 /* Starts one hook; false (said in the log) when it could not start. */
 bool agent_hook_start(ts_agent *a, bool prolog, int64_t job, int rank, const char *user,
                          long long uid, const int *gpus, int ngpu, int exit_code);
+/* At the agent's start: the epilogs that waited for a slot when the last
+ * agent stopped (<state_dir>/epilogs) start, or wait again. */
+void agent_epilogs_restore(ts_agent *a);
 /* Reaps ended hooks, kills those past their deadline, and acts on each end. */
 void agent_hooks_poll(ts_agent *a, double now);
 /* Asks the controller to drain this node (the first reason stands). */

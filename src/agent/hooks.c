@@ -22,8 +22,13 @@
  * user ending many tasks at once must not skip the site's cleanup; one that
  * finds even the ring full is skipped and drains the node, as a failed one
  * does. As a slot frees, waiting epilogs start first (the cleanup of what
- * ran before what runs next), then prologs, each oldest first.
+ * ran before what runs next), then prologs, each oldest first. A waiting
+ * epilog is also a file in <state_dir>/epilogs until it starts: an agent
+ * that stops (or is killed) with epilogs waiting runs them after its
+ * restart, since the tasks they clean up after may be gone from its records
+ * (a task it still has a record of is not given a second one).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -31,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -103,6 +109,68 @@ static pid_t hook_spawn(const char *path, char **envp, char *why, size_t wsize)
     return pid;
 }
 
+#define EPILOG_FILE_HEAD "tessera-epilog 1"
+#define EPILOG_FILE_BYTES 512
+
+/* <state_dir>/epilogs[/j<job>-r<rank>] into p. */
+static void epilog_path(const ts_agent *a, const agent_epilog_wait *w, char *p, size_t n)
+{
+    if (w)
+        snprintf(p, n, "%s/epilogs/j%lld-r%d", a->cfg.state_dir, (long long)w->job, w->rank);
+    else
+        snprintf(p, n, "%s/epilogs", a->cfg.state_dir);
+}
+
+/* A waiting epilog's file (written whole, then renamed into place). */
+static void epilog_keep(const ts_agent *a, const agent_epilog_wait *w)
+{
+    char p[700], tmp[720], gpus[128] = "";
+    epilog_path(a, w, p, sizeof p);
+    snprintf(tmp, sizeof tmp, "%s.tmp", p);
+    for (int k = 0; k < w->ngpu; k++)
+        snprintf(gpus + strlen(gpus), sizeof gpus - strlen(gpus), "%s%d", k ? "," : "",
+                 w->gpus[k]);
+    FILE *f = fopen(tmp, "we");
+    bool ok = f && fprintf(f, EPILOG_FILE_HEAD "\n%lld %d %lld %d %s %s\n", (long long)w->job,
+                           w->rank, w->uid, w->exit_code, gpus[0] ? gpus : "-",
+                           w->user[0] ? w->user : "-") > 0;
+    if (f && fclose(f) != 0)
+        ok = false;
+    if (!ok || rename(tmp, p) != 0) {
+        fprintf(stderr, "tessera-agent: epilog of job %lld rank %d: %s: %s (it runs, unless "
+                "the agent stops first)\n", (long long)w->job, w->rank, p, strerror(errno));
+        unlink(tmp);
+    }
+}
+
+/* Reads a waiting epilog's file; false for anything else. */
+static bool epilog_read(const char *path, agent_epilog_wait *w)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    char b[EPILOG_FILE_BYTES], gpus[128], user[64];
+    ssize_t n = fd >= 0 ? read(fd, b, sizeof b - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return false;
+    b[n] = '\0';
+    memset(w, 0, sizeof *w);
+    long long job, uid;
+    if (strncmp(b, EPILOG_FILE_HEAD "\n", strlen(EPILOG_FILE_HEAD) + 1) != 0 ||
+        sscanf(b + strlen(EPILOG_FILE_HEAD) + 1, "%lld %d %lld %d %127s %63s", &job, &w->rank,
+               &uid, &w->exit_code, gpus, user) != 6)
+        return false;
+    w->job = job;
+    w->uid = uid;
+    snprintf(w->user, sizeof w->user, "%s", strcmp(user, "-") ? user : "");
+    for (char *s = gpus, *end; *s && *s != '-' && w->ngpu < 16; s = *end ? end + 1 : end) {
+        w->gpus[w->ngpu++] = (int)strtol(s, &end, 10);
+        if (end == s)
+            return false;
+    }
+    return true;
+}
+
 /* Keeps an epilog for when a hook slot frees; false (and the node drained)
  * when even the waiting ring is full. */
 static bool epilog_wait(ts_agent *a, int64_t job, int rank, const char *user, long long uid,
@@ -126,9 +194,41 @@ static bool epilog_wait(ts_agent *a, int64_t job, int rank, const char *user, lo
     w->ngpu = ngpu < 16 ? ngpu : 16;
     memcpy(w->gpus, gpus, (size_t)w->ngpu * sizeof *gpus);
     w->exit_code = exit_code;
+    epilog_keep(a, w);
     fprintf(stderr, "tessera-agent: epilog of job %lld rank %d waits: %d hooks run (%d "
             "epilogs waiting)\n", (long long)job, rank, a->cfg.max_hooks, a->nepilogs_waiting);
     return true;
+}
+
+void agent_epilogs_restore(ts_agent *a)
+{
+    char dir[700];
+    epilog_path(a, NULL, dir, sizeof dir);
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        fprintf(stderr, "tessera-agent: %s: %s\n", dir, strerror(errno));
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) {
+        char p[1024];
+        agent_epilog_wait w;
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        if (!a->cfg.epilog[0] || !epilog_read(p, &w)) { /* no epilog now, or not ours */
+            unlink(p);
+            continue;
+        }
+        fprintf(stderr, "tessera-agent: epilog of job %lld rank %d waited when the last agent "
+                "stopped: it runs now\n", (long long)w.job, w.rank);
+        if (a->nepilogs_restored < TS_AGENT_EPILOGS_WAITING_MAX)
+            a->epilogs_restored[a->nepilogs_restored++] = (struct agent_epilog_id){w.job, w.rank};
+        bool queued = a->nhooks >= a->cfg.max_hooks; /* then its file is kept, rewritten */
+        agent_hook_start(a, false, w.job, w.rank, w.user, w.uid, w.gpus, w.ngpu, w.exit_code);
+        if (!queued)
+            unlink(p); /* started (or failed to): it waits no more */
+    }
+    if (d)
+        closedir(d);
 }
 
 static void prologs_resume(ts_agent *a);
@@ -141,6 +241,9 @@ static void epilogs_resume(ts_agent *a)
         a->epilogs_head = (a->epilogs_head + 1) % TS_AGENT_EPILOGS_WAITING_MAX;
         a->nepilogs_waiting--;
         agent_hook_start(a, false, w.job, w.rank, w.user, w.uid, w.gpus, w.ngpu, w.exit_code);
+        char p[700];
+        epilog_path(a, &w, p, sizeof p);
+        unlink(p); /* started: after a restart it would run twice */
     }
 }
 
@@ -333,6 +436,9 @@ void agent_epilog_begin(ts_agent *a, local_task *lt)
     if (!a->cfg.epilog[0] || lt->epilog_done || !lt->t || lt->is_step)
         return;
     lt->epilog_done = true;
+    for (int i = 0; i < a->nepilogs_restored; i++) /* the last agent's, taken over */
+        if (a->epilogs_restored[i].job == lt->job && a->epilogs_restored[i].rank == lt->rank)
+            return;
     const ts_task_info *info = agent_task_info_get(lt->t);
     char user[64] = "";
     long long uid = info ? (long long)info->uid : -1;

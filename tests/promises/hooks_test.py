@@ -25,6 +25,7 @@ uid=$TESSERA_UID gpus=$TESSERA_GPUS node=$TESSERA_NODE exit=$TESSERA_EXIT_CODE" 
 echo "{kind} output for the agent log"
 [ -e $d/hang-{kind}-$TESSERA_NODE ] && sleep 60
 [ -e $d/slow-{kind}-$TESSERA_NODE ] && sleep 1
+[ -e $d/slower-{kind}-$TESSERA_NODE ] && sleep 2
 [ -e $d/fail-{kind}-$TESSERA_NODE ] && exit 3
 exit 0
 """
@@ -215,6 +216,53 @@ def scenario_epilogs_beyond_the_running_hooks_wait_and_all_run(c):
     finally:
         unflag("slow-epilog-r-5")
         unflag("go-r-5")
+
+
+def scenario_waiting_epilogs_outlive_a_killed_agent(c):
+    """tessera-agent.md: an agent killed while epilogs wait for a slot runs
+    them after its restart, also for tasks whose ends the controller already
+    took (their records gone): each once."""
+    go = os.path.join(HOOKS, "go-r-5")
+    wait_go = f"echo up; while [ ! -e {go} ]; do sleep 0.1; done"
+    jids = []
+    log = c.path("r-5.log")
+    try:
+        for _ in range(3):
+            jid = c.submit(on("r-5", wait_go, tasks=[
+                {"count": 2, "gpus": 1, "cpu_milli": 100, "memory_mib": 64}]))
+            jids.append(jid)
+            c.wait(lambda: all("up" in c.output("r-5", jid, r) for r in (0, 1)),
+                   f"job {jid}'s tasks run (their prologs done)", 30)
+        flag("slower-epilog-r-5")
+        flag("go-r-5")  # 6 ends at once on 2 slots, 2 s each: the last wait ~4 s
+        for jid in jids:  # the controller took their ends: the agent forgets the tasks
+            c.wait_job(jid, "completed", 30)
+        ed = c.path("r-5", "epilogs")
+        waiting = os.listdir(ed) if os.path.isdir(ed) else []
+        old = c.procs["r-5"]
+        old.kill()  # kill -9 with epilogs waiting
+        old.wait(10)
+        check(len(waiting) >= 1, f"epilogs wait when the agent is killed: {waiting}")
+        unflag("slower-epilog-r-5")
+        c._spawn("r-5", old.args, dict(os.environ,
+                                       TESSERA_FAKE_NVML_FIXTURE=c.path("r-5-gpus.json")))
+        want = {(j, r) for j in jids for r in ("0", "1")}
+
+        def runs():
+            return [(j, x.split("rank=")[1].split()[0]) for j in jids for x in lines("epilog")
+                    if f"job={j} " in x and "node=r-5" in x]
+        c.wait(lambda: set(runs()) >= want or None, "an epilog ran for each of the 6 ranks", 30)
+        got = runs()
+        check(set(got) >= want, f"each rank's epilog ran across the restart: "
+              f"{len(set(got) & want)} of 6")
+        check(len(got) == len(set(got)), f"each once: {sorted(got)}")
+        check("waited when the last agent stopped" in open(log).read(),
+              "the restarted agent says which epilogs it took over")
+    finally:
+        unflag("slower-epilog-r-5")
+        unflag("go-r-5")
+        if c.node("r-5").get("state") == "drained":
+            resume(c, "r-5")
 
 
 def scenario_prologs_beyond_the_running_hooks_wait_and_every_task_starts(c):
