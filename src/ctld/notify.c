@@ -3,12 +3,16 @@
  *
  * A job whose spec has notify: {url, on} gets a POST of a small JSON
  * document when it starts, ends or fails, as on asks. The change is queued
- * where it is applied (under c->mu, never waiting: the queue is bounded, and
- * a full queue drops the message, counts it and says so on stderr); one
- * thread of its own delivers, so a slow or hanging receiver delays only
- * other webhooks, never the controller. A delivery is tried NOTIFY_TRIES
- * times, NOTIFY_BACKOFF_S doubling between tries, each try at most
- * NOTIFY_TIMEOUT_S; a 2xx answer is delivered.
+ * where it is applied (under c->mu, never waiting: the queue is bounded, one
+ * tenant holds at most half of it, and a message past that is dropped,
+ * counted and said on stderr). NOTIFY_WORKERS threads of their own deliver,
+ * never two messages of one tenant at once: a tenant whose receiver is slow
+ * or never answers holds one worker and delays only its own messages, never
+ * another tenant's, nor the controller. A delivery is tried NOTIFY_TRIES
+ * times, each try at most NOTIFY_TIMEOUT_S; a failed one waits
+ * NOTIFY_BACKOFF_S, doubling, before the next, in the queue, while the
+ * workers deliver others; a 2xx answer is delivered. Of the messages that
+ * may be tried, the oldest goes first; one job's go in their order.
  *
  * Signature: when the job's tenant has a tenant secret named NOTIFY_KEY
  * (docs/secrets.md), the body is signed with HMAC-SHA256 under it:
@@ -17,7 +21,7 @@
  *
  * Mail: notify.mail's addresses get a message through the SMTP relay of the
  * configuration (notify_mail.c), queued, tried and backed off as a webhook
- * is, on the same thread.
+ * is, by the same workers.
  */
 #include <curl/curl.h>
 #include <gnutls/crypto.h>
@@ -34,6 +38,7 @@
 #include "ctld/secrets.h"
 
 #define NOTIFY_QUEUE_MAX 1024
+#define NOTIFY_WORKERS 4
 #define NOTIFY_TRIES 4
 #define NOTIFY_BACKOFF_S 1.0
 #define NOTIFY_TIMEOUT_S 5L
@@ -44,16 +49,22 @@ typedef struct nmsg {
     int64_t job;
     char *url, *body;
     char *rcpt;       /* a mail to these addresses (comma-separated; url NULL), or NULL */
+    uint64_t seq;     /* its place in the order of arrival */
+    double due;       /* monotonic: not tried before */
+    int tries;
+    bool busy;        /* a worker tries it now */
 } nmsg;
 
 struct ctld_notify {
     ctld *c;
     pthread_mutex_t mu;
     pthread_cond_t wake;
-    nmsg q[NOTIFY_QUEUE_MAX];
-    int head, n, cap; /* cap <= NOTIFY_QUEUE_MAX: a test build may lower it */
-    bool stop, started;
-    pthread_t th;
+    nmsg *q[NOTIFY_QUEUE_MAX]; /* in no order: each pick looks at them all */
+    int n, cap; /* cap <= NOTIFY_QUEUE_MAX: a test build may lower it */
+    uint64_t seq;
+    bool stop;
+    int nthreads;
+    pthread_t th[NOTIFY_WORKERS];
 };
 
 static double mono_now(void)
@@ -131,42 +142,74 @@ static bool post(struct ctld_notify *N, CURL *h, const nmsg *m, const char *sig,
     return rc == CURLE_OK && *status >= 200 && *status < 300;
 }
 
-/* Waits until t (monotonic) or the stop; true when stopping. */
-static bool sleep_until(struct ctld_notify *N, double t)
+static void nmsg_free(nmsg *m)
 {
-    pthread_mutex_lock(&N->mu);
-    while (!N->stop && mono_now() < t) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        double left = t - mono_now();
-        long ns = ts.tv_nsec + (long)((left - (long)left) * 1e9);
-        ts.tv_sec += (time_t)left + ns / 1000000000L;
-        ts.tv_nsec = ns % 1000000000L;
-        pthread_cond_timedwait(&N->wake, &N->mu, &ts);
-    }
-    bool stop = N->stop;
-    pthread_mutex_unlock(&N->mu);
-    return stop;
+    free(m->url);
+    free(m->body);
+    free(m->rcpt);
+    free(m);
 }
 
-static void deliver(struct ctld_notify *N, CURL *h, const nmsg *m)
+/* Under N->mu: the oldest message that may be tried now (due, no worker on
+ * it, none on another of its tenant's, none of its job's before it), or -1
+ * with *next the soonest due. */
+static int pick(struct ctld_notify *N, double now, double *next)
 {
-    char sig[80], why[CURL_ERROR_SIZE] = "";
-    bool signed_ = !m->rcpt && sign(N, m, sig, sizeof sig);
-    double backoff = NOTIFY_BACKOFF_S;
-    long status = 0;
-    for (int t = 0; t < NOTIFY_TRIES; t++) {
-        bool done = m->rcpt ? ctld_mail_send(h, &N->c->cfg, m->rcpt, m->body, NOTIFY_TIMEOUT_S,
-                                             on_progress, N, why, sizeof why)
-                            : post(N, h, m, signed_ ? sig : NULL, &status);
-        if (done) {
-            __atomic_add_fetch(&N->c->m.notify_delivered, 1, __ATOMIC_RELAXED);
-            return;
+    const char *busy[NOTIFY_WORKERS];
+    int nb = 0, best = -1;
+    for (int i = 0; i < N->n && nb < NOTIFY_WORKERS; i++)
+        if (N->q[i]->busy)
+            busy[nb++] = N->q[i]->tenant;
+    *next = 0.0;
+    for (int i = 0; i < N->n; i++) {
+        const nmsg *m = N->q[i];
+        bool held = m->busy;
+        for (int k = 0; k < nb && !held; k++)
+            held = strcmp(busy[k], m->tenant) == 0;
+        for (int k = 0; k < N->n && !held; k++) /* one job's calls go in their order */
+            held = N->q[k]->job == m->job && N->q[k]->seq < m->seq;
+        if (held)
+            continue;
+        if (m->due > now) {
+            *next = *next == 0.0 || m->due < *next ? m->due : *next;
+            continue;
         }
-        if (t + 1 < NOTIFY_TRIES && sleep_until(N, mono_now() + backoff))
-            break;
-        backoff *= 2;
+        if (best < 0 || m->seq < N->q[best]->seq)
+            best = i;
     }
+    return best;
+}
+
+/* Under N->mu: waits for wake, or until the monotonic time t (0: none). */
+static void wait_until(struct ctld_notify *N, double t)
+{
+    if (t == 0.0) {
+        pthread_cond_wait(&N->wake, &N->mu);
+        return;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double left = t - mono_now();
+    left = left > 0 ? left : 0;
+    long ns = ts.tv_nsec + (long)((left - (long)left) * 1e9);
+    ts.tv_sec += (time_t)left + ns / 1000000000L;
+    ts.tv_nsec = ns % 1000000000L;
+    pthread_cond_timedwait(&N->wake, &N->mu, &ts);
+}
+
+/* One try of m: true when delivered. */
+static bool try_once(struct ctld_notify *N, CURL *h, const nmsg *m, long *status, char *why,
+                     size_t wn)
+{
+    char sig[80];
+    if (m->rcpt)
+        return ctld_mail_send(h, &N->c->cfg, m->rcpt, m->body, NOTIFY_TIMEOUT_S, on_progress, N,
+                              why, wn);
+    return post(N, h, m, sign(N, m, sig, sizeof sig) ? sig : NULL, status);
+}
+
+static void given_up(struct ctld_notify *N, const nmsg *m, long status, const char *why)
+{
     __atomic_add_fetch(&N->c->m.notify_failed, 1, __ATOMIC_RELAXED);
     if (m->rcpt)
         fprintf(stderr, "tesserad: job %lld: mail to %s not delivered through %s (%s)\n",
@@ -180,24 +223,41 @@ static void *notify_main(void *p)
 {
     struct ctld_notify *N = p;
     CURL *h = curl_easy_init();
-    for (;;) {
-        pthread_mutex_lock(&N->mu);
-        while (!N->stop && N->n == 0)
-            pthread_cond_wait(&N->wake, &N->mu);
-        if (N->stop) {
-            pthread_mutex_unlock(&N->mu);
-            break;
+    pthread_mutex_lock(&N->mu);
+    while (h && !N->stop) {
+        double next;
+        int k = pick(N, mono_now(), &next);
+        if (k < 0) {
+            wait_until(N, next);
+            continue;
         }
-        nmsg m = N->q[N->head];
-        N->head = (N->head + 1) % NOTIFY_QUEUE_MAX;
-        N->n--;
+        nmsg *m = N->q[k];
+        m->busy = true;
         pthread_mutex_unlock(&N->mu);
-        if (h)
-            deliver(N, h, &m);
-        free(m.url);
-        free(m.body);
-        free(m.rcpt);
+        long status = 0;
+        char why[CURL_ERROR_SIZE] = "";
+        bool ok = try_once(N, h, m, &status, why, sizeof why);
+        bool last = !ok && m->tries + 1 >= NOTIFY_TRIES;
+        if (ok)
+            __atomic_add_fetch(&N->c->m.notify_delivered, 1, __ATOMIC_RELAXED);
+        else if (last)
+            given_up(N, m, status, why);
+        pthread_mutex_lock(&N->mu);
+        m->busy = false;
+        if (ok || last) {
+            for (int i = 0; i < N->n; i++)
+                if (N->q[i] == m) {
+                    N->q[i] = N->q[--N->n];
+                    break;
+                }
+            nmsg_free(m);
+        } else { /* its next try waits its backoff; the others go meanwhile */
+            m->due = mono_now() + NOTIFY_BACKOFF_S * (double)(1 << m->tries);
+            m->tries++;
+        }
+        pthread_cond_broadcast(&N->wake);
     }
+    pthread_mutex_unlock(&N->mu);
     if (h)
         curl_easy_cleanup(h);
     return NULL;
@@ -229,15 +289,12 @@ void ctld_notify_close(ctld *c)
     pthread_mutex_lock(&N->mu);
     N->stop = true;
     pthread_cond_broadcast(&N->wake);
-    bool started = N->started;
+    int nt = N->nthreads;
     pthread_mutex_unlock(&N->mu);
-    if (started)
-        pthread_join(N->th, NULL);
-    for (int i = 0; i < N->n; i++) {
-        free(N->q[(N->head + i) % NOTIFY_QUEUE_MAX].url);
-        free(N->q[(N->head + i) % NOTIFY_QUEUE_MAX].body);
-        free(N->q[(N->head + i) % NOTIFY_QUEUE_MAX].rcpt);
-    }
+    for (int i = 0; i < nt; i++)
+        pthread_join(N->th[i], NULL);
+    for (int i = 0; i < N->n; i++)
+        nmsg_free(N->q[i]);
     pthread_cond_destroy(&N->wake);
     pthread_mutex_destroy(&N->mu);
     free(N);
@@ -252,22 +309,29 @@ static void enqueue(ctld *c, const ts_job_row *to, char *url, char *rcpt, char *
     pthread_mutex_lock(&N->mu);
     /* one tenant holds at most half the queue: a tenant whose receivers never
      * answer (or who sends many on purpose) leaves room for the others' */
-    int mine = 0, share = N->cap / 2 > 1 ? N->cap / 2 : 1;
-    for (int i = 0; i < N->n; i++)
-        mine += strcmp(N->q[(N->head + i) % NOTIFY_QUEUE_MAX].tenant, to->tenant) == 0;
-    bool ok = body && (url || rcpt) && !N->stop && N->n < N->cap && mine < share;
-    if (ok && !N->started) {
-        N->started = pthread_create(&N->th, NULL, notify_main, N) == 0;
-        ok = N->started;
+    /* the queue's cap counts the calls not yet tried; one being tried or
+     * waiting for its next try still holds a slot of the array */
+    int mine = 0, queued = 0, share = N->cap / 2 > 1 ? N->cap / 2 : 1;
+    for (int i = 0; i < N->n; i++) {
+        bool untried = N->q[i]->tries == 0 && !N->q[i]->busy;
+        queued += untried;
+        mine += untried && strcmp(N->q[i]->tenant, to->tenant) == 0;
     }
+    bool ok = body && (url || rcpt) && !N->stop && N->n < NOTIFY_QUEUE_MAX && queued < N->cap &&
+              mine < share;
+    while (ok && N->nthreads < NOTIFY_WORKERS &&
+           pthread_create(&N->th[N->nthreads], NULL, notify_main, N) == 0)
+        N->nthreads++;
+    nmsg *m = ok && N->nthreads > 0 ? calloc(1, sizeof *m) : NULL;
+    ok = m != NULL;
     if (ok) {
-        nmsg *m = &N->q[(N->head + N->n) % NOTIFY_QUEUE_MAX];
         snprintf(m->tenant, sizeof m->tenant, "%s", to->tenant);
         m->job = to->id;
         m->url = url;
         m->rcpt = rcpt;
         m->body = body;
-        N->n++;
+        m->seq = N->seq++;
+        N->q[N->n++] = m;
         pthread_cond_signal(&N->wake);
     }
     pthread_mutex_unlock(&N->mu);

@@ -141,7 +141,8 @@ def scenario_hanging_receiver_delays_no_start(c):
 def scenario_one_tenants_webhooks_leave_room_for_anothers(c):
     """job-spec.md: one tenant's calls take at most half the queue: with
     team-a's receiver hanging and its webhooks past its half dropped, team-b's
-    webhook is still queued and delivered once the receiver before it answers."""
+    webhook is still queued, and delivered while team-a's receiver still
+    holds its call: a hanging receiver delays only its own tenant's calls."""
     rx_a, rx_b, rx_p = Receiver(hang=True), Receiver(), Receiver()
     try:
         # the queue is first made idle: the earlier scenarios' calls are
@@ -161,9 +162,11 @@ def scenario_one_tenants_webhooks_leave_room_for_anothers(c):
         b = c.submit(spec("b", "sleep 30", {"url": rx_b.url, "on": ["start"]}, tenant="team-b",
                           gpus=0))
         c.wait_job(b, "running", 30)
-        rx_a.release.set()  # team-a's receiver answers from now on
         c.wait(lambda: any(bd.get("job") == b for _, bd in rx_b.bodies()),
-               "team-b's webhook is delivered, not dropped behind team-a's", timeout=45)
+               "team-b's webhook is delivered, not dropped behind team-a's", timeout=15)
+        check(not rx_a.release.is_set() and len(rx_a.got) >= 1,
+              "while team-a's receiver still holds its call: not delayed behind it")
+        rx_a.release.set()  # team-a's receiver answers from now on
     finally:
         for rx in (rx_a, rx_b, rx_p):
             rx.close()
