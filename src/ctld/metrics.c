@@ -145,8 +145,10 @@ static void metrics_counters(ctld *c, sbuf *b, const char *only)
         if (only && ctr[i].jobs)
             continue;
         head(b, ctr[i].name, "counter", ctr[i].help);
+        /* atomic: some are counted outside c->mu (the webhook workers') */
         put(b, "%s %llu\n", ctr[i].name,
-            (unsigned long long)*(const uint64_t *)((const char *)m + ctr[i].off));
+            (unsigned long long)__atomic_load_n((const uint64_t *)((const char *)m + ctr[i].off),
+                                                __ATOMIC_RELAXED));
     }
     if (!only) { /* every tenant's sessions */
         head(b, "tessera_sessions_open", "gauge",
