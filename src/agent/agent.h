@@ -27,6 +27,7 @@
 #define TS_AGENT_MAX_HOOKS 64          /* prologs and epilogs running at once (--max-hooks) */
 #define TS_AGENT_CONTAINER_WRITE_MIB 20480 /* --container-write-mib default, at most */
 #define TS_AGENT_DISK_RESERVE_MIB 1024     /* --disk-reserve-mib default, at most */
+#define TS_AGENT_OUTPUT_KEEP_MIB 1024      /* --output-keep-mib default, at most */
 #define TS_AGENT_EPILOGS_WAITING_MAX 1024 /* epilogs waiting for a free hook slot */
 #define TS_AGENT_HOOK_TIMEOUT_S 60.0   /* --hook-timeout default */
 #define TS_AGENT_WAIT_IDLE_S 10.0  /* long-poll wait with nothing to watch */
@@ -77,6 +78,11 @@ typedef struct ts_agent_config {
      * check); unset: min(TS_AGENT_DISK_RESERVE_MIB, 5 % of the disk) */
     long long disk_reserve_mib;
     bool disk_reserve_set;
+    /* MiB of a task's stdout (and of its stderr) kept on the state disk: past
+     * it the older part is dropped (--output-keep-mib; 0 = all kept); unset:
+     * min(TS_AGENT_OUTPUT_KEEP_MIB, 2 % of the disk) */
+    long long output_keep_mib;
+    bool output_keep_set;
     char p2p_listen[64];    /* IPV4:PORT serving image pieces to peers; "" = no P2P */
     char p2p_advertise[256];/* the URL peers reach it at; "" = from p2p_listen */
     bool p2p_fault_corrupt; /* fault injection (tests, bench): serve corrupt pieces */

@@ -218,15 +218,19 @@ struct ts_agent {
 };
 
 /* disk_pressure.c: the state disk kept for every task (docs/images.md) */
-/* Checks the state disk's free space (every DISK_CHECK_S); under the
- * reserve (--disk-reserve-mib), stops the container task whose writable
- * layer takes the most of it, one at a time. */
+/* Keeps running tasks' output logs within --output-keep-mib and checks the
+ * state disk's free space (every DISK_CHECK_S); under the reserve
+ * (--disk-reserve-mib), stops the task whose files there (writable layer,
+ * logs) take the most, one at a time. */
 void agent_disk_check(ts_agent *a, double now);
 /* The report of a task the agent stopped as it ran (its sharing shim never
  * registered, or its layer took the most of a disk under its reserve):
  * failed, with its reason code and why (AGENT_STOPPED_WHY_BYTES). */
 #define AGENT_STOPPED_WHY_BYTES 256
 void agent_stopped_report(const ts_agent *a, const local_task *lt, ts_task_report *r, char *why);
+/* MiB of one task's output log kept on the state disk: the option's, or
+ * min(TS_AGENT_OUTPUT_KEEP_MIB, 2 % of the disk); 0 = all kept. */
+long long agent_output_keep_mib(const ts_agent_config *cfg);
 /* The reserve in MiB the agent keeps free on its state disk: the option's,
  * or min(TS_AGENT_DISK_RESERVE_MIB, 5 % of the disk); 0 = none. */
 long long agent_disk_reserve_mib(const ts_agent_config *cfg);

@@ -2,15 +2,19 @@
  * disk_pressure.c - the agent's state disk kept for every task
  * (docs/images.md "A container's writable layer").
  *
- * The state disk holds every task's records and exit files, the image store
- * and each container's writable layer. Each layer is bounded
- * (--container-write-mib), but a layer is a sparse file that takes only what
- * was written: several tasks writing their layers full together could still
- * fill the disk, and with it every other task's records. So the agent checks
- * the disk's free space every DISK_CHECK_S (also while a long-poll waits); under its reserve it stops the
- * running container task whose layer takes the most of the disk, as kubelet
- * evicts the pod that uses the most ephemeral storage: the tasks that fill
- * the disk pay, not their neighbours. Its job fails with reason
+ * The state disk holds every task's records and exit files, its output logs,
+ * the image store and each container's writable layer. A task's output log
+ * is kept within --output-keep-mib: past it, the log's older part is punched
+ * out (the file keeps its size and its tail, which is what the end report
+ * and output requests read), as a container runtime rotates a log. Each
+ * layer is bounded (--container-write-mib), but a layer is a sparse file
+ * that takes only what was written: several tasks writing together could
+ * still fill the disk, and with it every other task's records. So the agent
+ * checks the disk's free space every DISK_CHECK_S (also while a long-poll
+ * waits); under its reserve it stops the running task whose files there (its
+ * layer and its logs) take the most, as kubelet evicts the pod that uses the
+ * most ephemeral storage: the tasks that fill the disk pay, not their
+ * neighbours. Its job fails with reason
  * `disk_pressure`, the figures in its event. One task at a time, then
  * DISK_SETTLE_S before the next; while a stopped task's layer is still there
  * (its space comes back when its bundle is removed, once the controller
@@ -19,10 +23,14 @@
  * stopped as they ran (this one, and a sharing shim that never registered).
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "agent/agent_internal.h"
 #include "agent/image.h"
@@ -33,6 +41,8 @@
 #define DISK_STOP_PART 8       /* a layer stopped gives back an 8th of the reserve at least */
 #define DISK_STOP_MIN_MIB 16
 #define MIB (1024LL * 1024LL)
+#define OUTPUT_KEEP_PERCENT 2
+#define OUTPUT_TRIM_ALIGN MIB  /* holes punched in whole MiB */
 
 long long agent_disk_reserve_mib(const ts_agent_config *cfg)
 {
@@ -46,14 +56,59 @@ long long agent_disk_reserve_mib(const ts_agent_config *cfg)
     return part < TS_AGENT_DISK_RESERVE_MIB ? part : TS_AGENT_DISK_RESERVE_MIB;
 }
 
+long long agent_output_keep_mib(const ts_agent_config *cfg)
+{
+    if (cfg->output_keep_set)
+        return cfg->output_keep_mib;
+    struct statvfs v;
+    if (statvfs(cfg->state_dir, &v) != 0)
+        return TS_AGENT_OUTPUT_KEEP_MIB;
+    long long part = (long long)v.f_blocks * (long long)v.f_frsize / MIB * OUTPUT_KEEP_PERCENT / 100;
+    part = part > 1 ? part : 1;
+    return part < TS_AGENT_OUTPUT_KEEP_MIB ? part : TS_AGENT_OUTPUT_KEEP_MIB;
+}
+
+static long long file_bytes(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 ? (long long)st.st_blocks * 512 : 0;
+}
+
 /* The bytes task lt's writable layer takes on the state disk (0: none). */
 static long long layer_bytes(const ts_agent *a, const local_task *lt)
 {
     char p[1024];
-    struct stat st;
     snprintf(p, sizeof p, "%s/%s/scratch.img", a->bundles,
              agent_task_info_get(lt->t)->task_id);
-    return stat(p, &st) == 0 ? (long long)st.st_blocks * 512 : 0;
+    return file_bytes(p);
+}
+
+/* Keeps an output log within keep bytes on the disk: past it, all but its
+ * last half of keep is punched out (whole MiB). Said once per agent where
+ * the filesystem cannot punch holes. */
+static void output_trim(const char *path, long long keep)
+{
+    struct stat st;
+    if (keep <= 0 || lstat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+        (long long)st.st_blocks * 512 <= keep)
+        return;
+    int fd = open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    off_t upto = (off_t)((st.st_size - keep / 2) / OUTPUT_TRIM_ALIGN * OUTPUT_TRIM_ALIGN);
+    static int said;
+    if (upto > 0 && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, upto) != 0 &&
+        !said++)
+        fprintf(stderr, "tessera-agent: %s: the older part of a task's output cannot be "
+                        "dropped here (%s): its log grows\n", path, strerror(errno));
+    close(fd);
+}
+
+/* The bytes task lt's files take on the state disk: its layer and logs. */
+static long long task_disk_bytes(const ts_agent *a, const local_task *lt)
+{
+    const ts_task_info *in = agent_task_info_get(lt->t);
+    return layer_bytes(a, lt) + file_bytes(in->stdout_path) + file_bytes(in->stderr_path);
 }
 
 /* Whether a task stopped for the disk still holds its layer. One that has
@@ -83,9 +138,19 @@ static bool stopped_layer_left(ts_agent *a, double now)
 
 void agent_disk_check(ts_agent *a, double now)
 {
-    if (now < a->disk_next || now < a->disk_settle)
+    if (now < a->disk_next)
         return;
     a->disk_next = now + DISK_CHECK_S;
+    long long keep = agent_output_keep_mib(&a->cfg) * MIB;
+    for (int i = 0; i < a->ntasks; i++) {
+        const local_task *lt = &a->tasks[i];
+        if (lt->t && lt->st.phase != TS_TASK_EXITED) {
+            output_trim(agent_task_info_get(lt->t)->stdout_path, keep);
+            output_trim(agent_task_info_get(lt->t)->stderr_path, keep);
+        }
+    }
+    if (now < a->disk_settle)
+        return;
     long long reserve = agent_disk_reserve_mib(&a->cfg);
     struct statvfs v;
     if (reserve <= 0 || statvfs(a->cfg.state_dir, &v) != 0)
@@ -106,9 +171,9 @@ void agent_disk_check(ts_agent *a, double now)
     long long most = least - 1;
     for (int i = 0; i < a->ntasks; i++) {
         local_task *lt = &a->tasks[i];
-        if (!lt->t || !lt->image_ready || lt->disk_stopped || lt->st.phase == TS_TASK_EXITED)
+        if (!lt->t || lt->disk_stopped || lt->st.phase == TS_TASK_EXITED)
             continue;
-        long long b = layer_bytes(a, lt);
+        long long b = task_disk_bytes(a, lt);
         if (b > most) {
             most = b;
             worst = lt;
@@ -121,8 +186,8 @@ void agent_disk_check(ts_agent *a, double now)
     worst->disk_free_mib = free_mib;
     worst->disk_reserve_mib = reserve;
     fprintf(stderr, "tessera-agent: job %lld rank %d: the state disk has %lld MiB free, under "
-                    "its reserve of %lld MiB, and this task's writable layer takes %lld MiB, "
-                    "the most: stopped (disk_pressure)\n",
+                    "its reserve of %lld MiB, and this task's files there (its writable layer "
+                    "and output) take %lld MiB, the most: stopped (disk_pressure)\n",
             (long long)worst->job, worst->rank, free_mib, reserve, worst->disk_layer_mib);
     ts_err e;
     /* SIGTERM with no grace: the SIGKILL to its group and cgroup follows at once */
@@ -144,8 +209,8 @@ void agent_stopped_report(const ts_agent *a, const local_task *lt, ts_task_repor
         r->launch_end = "shim_not_loaded";
     } else {
         snprintf(why, AGENT_STOPPED_WHY_BYTES, "disk_pressure: the node's state disk had %lld MiB "
-                 "free, under its reserve of %lld MiB, and this task's writable layer took %lld "
-                 "MiB of it, the most of any task there: stopped", lt->disk_free_mib,
+                 "free, under its reserve of %lld MiB, and this task's files there (writable "
+                 "layer, output) took %lld MiB, the most of any task: stopped", lt->disk_free_mib,
                  lt->disk_reserve_mib, lt->disk_layer_mib);
         r->launch_end = "disk_pressure";
     }

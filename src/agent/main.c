@@ -105,6 +105,10 @@ static void usage(FILE *f)
                "under it the container\n"
                "                      whose layer takes the most is stopped; default 1024 "
                "or 5 %% of the disk; 0: none)\n"
+               "                     [--output-keep-mib N]  (of a task's stdout and of its "
+               "stderr on the state disk;\n"
+               "                      past it the older part is dropped; default 1024 or 2 %% "
+               "of the disk; 0: all)\n"
                "                     [--p2p-listen IPV4:PORT]  (serve image pieces to peer "
                "agents; docs/images.md \"Peer-to-peer\")\n"
                "                     [--p2p-advertise URL]  (the URL peers reach it at; "
@@ -293,6 +297,20 @@ static bool path_opt(const char *o, const char *v, int mode, char *out, size_t s
 }
 
 /* An option whose value is checked: 1 taken, 0 not this kind, 2 bad. */
+
+/* A size in MiB, 0..2^30, into *out; false (said) for anything else. */
+static bool mib_option(const char *o, const char *v, long long *out)
+{
+    char *end;
+    long long n = v ? strtoll(v, &end, 10) : -1;
+    if (!v || end == v || *end || n < 0 || n > (1LL << 30)) {
+        fprintf(stderr, "tessera-agent: %s: \"%s\" is not a number of MiB in 0..%lld\n", o,
+                v ? v : "", 1LL << 30);
+        return false;
+    }
+    *out = n;
+    return true;
+}
 static int opt_checked(agent_args *A, ts_agent_node *node, const char *o, const char *v)
 {
     ts_agent_config *cfg = &A->cfg;
@@ -361,25 +379,17 @@ static int opt_checked(agent_args *A, ts_agent_node *node, const char *o, const 
         }
         cfg->max_hooks = (int)n;
     } else if (strcmp(o, "--container-write-mib") == 0) {
-        char *end;
-        long long n = v ? strtoll(v, &end, 10) : -1;
-        if (!v || end == v || *end || n < 0 || n > (1LL << 30)) {
-            fprintf(stderr, "tessera-agent: --container-write-mib: \"%s\" is not a number of "
-                    "MiB in 0..%lld\n", v ? v : "", 1LL << 30);
+        if (!mib_option(o, v, &cfg->container_write_mib))
             return 2;
-        }
-        cfg->container_write_mib = n;
         cfg->container_write_set = true;
     } else if (strcmp(o, "--disk-reserve-mib") == 0) {
-        char *end;
-        long long n = v ? strtoll(v, &end, 10) : -1;
-        if (!v || end == v || *end || n < 0 || n > (1LL << 30)) {
-            fprintf(stderr, "tessera-agent: --disk-reserve-mib: \"%s\" is not a number of "
-                    "MiB in 0..%lld\n", v ? v : "", 1LL << 30);
+        if (!mib_option(o, v, &cfg->disk_reserve_mib))
             return 2;
-        }
-        cfg->disk_reserve_mib = n;
         cfg->disk_reserve_set = true;
+    } else if (strcmp(o, "--output-keep-mib") == 0) {
+        if (!mib_option(o, v, &cfg->output_keep_mib))
+            return 2;
+        cfg->output_keep_set = true;
     } else {
         return 0;
     }

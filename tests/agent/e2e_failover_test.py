@@ -127,7 +127,7 @@ try:
           f"a bad URL in the list is refused, named ({r.returncode}: {r.stderr.strip()})")
     # a container's writable layer and the state disk's reserve: sizes in MiB,
     # 0..2^30 (docs/tessera-agent.md)
-    for opt in ("--container-write-mib", "--disk-reserve-mib"):
+    for opt in ("--container-write-mib", "--disk-reserve-mib", "--output-keep-mib"):
         for bad in ("-1", "lots", str((1 << 30) + 1)):
             r = subprocess.run([AGENT, "--controller", SURL, "--node", "r-1", "--token-file",
                                 os.path.join(TMP, "r-1.token"), "--state-dir",

@@ -228,7 +228,8 @@ def scenario_hundreds_of_megabytes_to_stdout(c):
 def scenario_output_that_fills_its_disk(c):
     """agent-tasks.md: a task that fills the disk of its output delays no
     sync, and ends as it would; the other tasks of the node share that disk
-    (the agent has no output quota) but run on."""
+    (here a 16 MiB disk, under the output cap of --output-keep-mib) but run
+    on."""
     logs = c.path(NODE, "logs")
     if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs",
                                             logs], capture_output=True).returncode != 0:

@@ -4,9 +4,10 @@ filesystem of its own (a 320 MiB tmpfs mounted here), with a real registry
 (Debian's docker-registry), images built with umoci and pushed with skopeo,
 tasks run by Debian's runc. Each container's writable layer is bounded, but
 layers are sparse: two tasks that write theirs together could fill the disk
-that holds every task's records. The agent keeps a reserve free: under it,
-the task whose layer takes the most is stopped (`disk_pressure`), and a
-neighbour's exit status is still recorded."""
+that holds every task's records, and a task's output could fill it alone.
+The agent keeps each task's output within --output-keep-mib, and a reserve
+free: under it, the task whose files take the most is stopped
+(`disk_pressure`), and a neighbour's exit status is still recorded."""
 import atexit
 import os
 import shutil
@@ -22,7 +23,7 @@ from harness import check  # noqa: E402
 from registry import Registry, free_port  # noqa: E402
 
 PORT = free_port()
-DISK_MIB, LAYER_MIB, RESERVE_MIB, WRITE_MIB = 320, 200, 80, 150
+DISK_MIB, LAYER_MIB, RESERVE_MIB, WRITE_MIB, KEEP_MIB = 320, 200, 80, 150, 16
 STATE = tempfile.mkdtemp(prefix="tessera-statedisk-")
 if os.geteuid() == 0:  # else the scenario is skipped: the folder stands in
     subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_MIB}m", "tessera-statedisk",
@@ -43,7 +44,8 @@ TENANTS = """tenants:
       team-b: {guaranteed: {gpu: {H100-80GB: 4}}}
 """
 AGENT = ["--plain-http-registries", f"127.0.0.1:{PORT}", "--state-dir", STATE,
-         "--container-write-mib", str(LAYER_MIB), "--disk-reserve-mib", str(RESERVE_MIB)]
+         "--container-write-mib", str(LAYER_MIB), "--disk-reserve-mib", str(RESERVE_MIB),
+         "--output-keep-mib", str(KEEP_MIB)]
 CLUSTER = {"nodes": [Node("d-1", "l1", args=AGENT)], "tenants": TENANTS}
 NEEDS = ("runc", "docker-registry", "umoci", "skopeo", "busybox", "mkfs.ext4")
 _reg = {}
@@ -108,7 +110,7 @@ def scenario_a_layer_that_fills_the_state_disk_is_stopped(c):
     check(stopped is not None and stopped.get("reason") == "disk_pressure",
           f"a writer is stopped with reason disk_pressure: {stopped}")
     why = (stopped or {}).get("why") or ""
-    check(f"reserve of {RESERVE_MIB} MiB" in why and "writable layer took" in why,
+    check(f"reserve of {RESERVE_MIB} MiB" in why and "(writable layer, output) took" in why,
           f"its why gives the reserve and its layer: {why!r}")
     j = c.wait_job(quiet, ("failed", "completed"), 60)
     check(bool(j) and j.get("exit_code") == 3,
@@ -130,3 +132,39 @@ def scenario_a_layer_that_fills_the_state_disk_is_stopped(c):
 
 scenario_a_layer_that_fills_the_state_disk_is_stopped.needs_root = True
 scenario_a_layer_that_fills_the_state_disk_is_stopped.needs = NEEDS
+
+
+def scenario_a_task_that_floods_its_output_keeps_its_tail(c):
+    """agent-tasks.md: a task's stdout past --output-keep-mib loses its older
+    part, not the disk: the log keeps its size and its last lines, and takes
+    at most that much of the state disk."""
+    mark = "the-last-line-of-the-flood"
+    jid = c.submit({"tenant": "team-b", "name": "flood", "tier": "guaranteed",
+                    "command": ["/bin/sh", "-c", "yes 0123456789abcdef | head -c 100000000; "
+                                f"echo; echo {mark}; sleep 60"],
+                    "tasks": [{"count": 1, "gpus": 0, "cpu_milli": 500, "memory_mib": 256}],
+                    "time_limit": "5m"})
+    if not c.wait_job(jid, "running", 60):
+        return
+    log = os.path.join(STATE, "logs", f"j{jid}-r0.out")
+
+    def tail():
+        try:
+            with open(log, "rb") as f:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+    c.wait(lambda: mark in tail() or None, "the flood's last line is written", 60)
+    time.sleep(0.5)  # the agent's next look at it
+    st = os.stat(log)
+    used = st.st_blocks * 512 // (1024 * 1024)
+    print(f"log: {st.st_size // (1024 * 1024)} MiB long, {used} MiB on the disk")
+    check(st.st_size >= 100000000 and mark in tail(),
+          f"the log keeps its length and its last lines: {st.st_size} bytes")
+    check(used <= KEEP_MIB, f"and takes at most --output-keep-mib of the disk: {used} MiB")
+    check(c.job(jid).get("state") == "running", "the task runs on")
+    c.call("POST", f"/v1/jobs/{jid}/cancel")
+
+
+scenario_a_task_that_floods_its_output_keeps_its_tail.needs_root = True
