@@ -40,6 +40,24 @@ def _run(cmd):
     return subprocess.run(cmd, check=True, capture_output=True, text=True)
 
 
+_started = {}
+
+
+def busybox_registry(port, prefix):
+    """The registry on port, started by the first caller (stopped and its
+    folder removed at exit) with busybox pushed as team/tools:1 (its /marker
+    says "inside the image"); the same Registry for every later call."""
+    if port not in _started:
+        import atexit
+        import tempfile
+        work = tempfile.mkdtemp(prefix=prefix)
+        r = Registry(work, port)
+        atexit.register(lambda: (r.stop(), shutil.rmtree(work, ignore_errors=True)))
+        r.push_busybox("team/tools:1", "inside the image")
+        _started[port] = r
+    return _started[port]
+
+
 class Registry:
     def __init__(self, work, port=None):
         self.work = work

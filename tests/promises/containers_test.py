@@ -22,7 +22,7 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from cluster import DEFAULT_CONFIG, Node  # noqa: E402
 from harness import check  # noqa: E402
-from registry import Registry, free_port  # noqa: E402
+from registry import busybox_registry, free_port  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -59,17 +59,8 @@ OLD_CACHE = os.path.join(os.environ.get("TESSERA_TEST_CACHE", "/var/tmp/tessera-
                          f"{OLD_SUITE}-debs")
 OLD_PACKAGES = ("libc6", "dash")
 
-_reg = {}
-
-
 def registry():
-    if "r" not in _reg:
-        work = tempfile.mkdtemp(prefix="tessera-containers-")
-        r = Registry(work, PORT)
-        atexit.register(lambda: (r.stop(), shutil.rmtree(work, ignore_errors=True)))
-        r.push_busybox("team/tools:1", "inside the image")
-        _reg["r"] = r
-    return _reg["r"]
+    return busybox_registry(PORT, "tessera-containers-")
 
 
 def run(cmd, **kw):

@@ -186,19 +186,26 @@ def scenario_the_steps_srun_runs_run_no_hook(c):
           f"one prolog and one epilog, the rank's, none for its steps: {pro} {epi}")
 
 
-def scenario_epilogs_beyond_the_running_hooks_wait_and_all_run(c):
-    """tessera-agent.md: an epilog beyond the hooks already running waits for a slot and
-    runs once one frees, oldest first: ending many tasks at once skips no epilog."""
+def six_ranks_waiting(c):
+    """Three jobs of 2 ranks on r-5, each rank running until go-r-5 is
+    flagged; their ids. Their prologs fit r-5's 2 slots, one job at a time."""
     go = os.path.join(HOOKS, "go-r-5")
     wait_go = f"echo up; while [ ! -e {go} ]; do sleep 0.1; done"
     jids = []
+    for _ in range(3):
+        jid = c.submit(on("r-5", wait_go, tasks=[
+            {"count": 2, "gpus": 1, "cpu_milli": 100, "memory_mib": 64}]))
+        jids.append(jid)
+        c.wait(lambda: all("up" in c.output("r-5", jid, r) for r in (0, 1)),
+               f"job {jid}'s tasks run (their prologs done)", 30)
+    return jids
+
+
+def scenario_epilogs_beyond_the_running_hooks_wait_and_all_run(c):
+    """tessera-agent.md: an epilog beyond the hooks already running waits for a slot and
+    runs once one frees, oldest first: ending many tasks at once skips no epilog."""
     try:
-        for _ in range(3):  # 2 ranks each: their prologs fit r-5's 2 slots, one job at a time
-            jid = c.submit(on("r-5", wait_go, tasks=[
-                {"count": 2, "gpus": 1, "cpu_milli": 100, "memory_mib": 64}]))
-            jids.append(jid)
-            c.wait(lambda: all("up" in c.output("r-5", jid, r) for r in (0, 1)),
-                   f"job {jid}'s tasks run (their prologs done)", 30)
+        jids = six_ranks_waiting(c)
         flag("slow-epilog-r-5")
         flag("go-r-5")  # the 6 tasks end at once; each epilog takes a second
         for jid in jids:
@@ -222,17 +229,9 @@ def scenario_waiting_epilogs_outlive_a_killed_agent(c):
     """tessera-agent.md: an agent killed while epilogs wait for a slot runs
     them after its restart, also for tasks whose ends the controller already
     took (their records gone): each once."""
-    go = os.path.join(HOOKS, "go-r-5")
-    wait_go = f"echo up; while [ ! -e {go} ]; do sleep 0.1; done"
-    jids = []
     log = c.path("r-5.log")
     try:
-        for _ in range(3):
-            jid = c.submit(on("r-5", wait_go, tasks=[
-                {"count": 2, "gpus": 1, "cpu_milli": 100, "memory_mib": 64}]))
-            jids.append(jid)
-            c.wait(lambda: all("up" in c.output("r-5", jid, r) for r in (0, 1)),
-                   f"job {jid}'s tasks run (their prologs done)", 30)
+        jids = six_ranks_waiting(c)
         flag("slower-epilog-r-5")
         flag("go-r-5")  # 6 ends at once on 2 slots, 2 s each: the last wait ~4 s
         for jid in jids:  # the controller took their ends: the agent forgets the tasks

@@ -20,7 +20,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from cluster import Node  # noqa: E402
 from harness import check  # noqa: E402
-from registry import Registry, free_port  # noqa: E402
+from registry import busybox_registry, free_port  # noqa: E402
 
 PORT = free_port()
 DISK_MIB, LAYER_MIB, RESERVE_MIB, WRITE_MIB, KEEP_MIB = 320, 200, 80, 150, 16
@@ -48,17 +48,8 @@ AGENT = ["--plain-http-registries", f"127.0.0.1:{PORT}", "--state-dir", STATE,
          "--output-keep-mib", str(KEEP_MIB)]
 CLUSTER = {"nodes": [Node("d-1", "l1", args=AGENT)], "tenants": TENANTS}
 NEEDS = ("runc", "docker-registry", "umoci", "skopeo", "busybox", "mkfs.ext4")
-_reg = {}
-
-
 def registry():
-    if "r" not in _reg:
-        work = tempfile.mkdtemp(prefix="tessera-statedisk-reg-")
-        r = Registry(work, PORT)
-        atexit.register(lambda: (r.stop(), shutil.rmtree(work, ignore_errors=True)))
-        r.push_busybox("team/tools:1", "inside the image")
-        _reg["r"] = r
-    return _reg["r"]
+    return busybox_registry(PORT, "tessera-statedisk-reg-")
 
 
 def spec(tenant, name, cmd, image):
