@@ -28,6 +28,7 @@
 #define TS_AGENT_CONTAINER_WRITE_MIB 20480 /* --container-write-mib default, at most */
 #define TS_AGENT_DISK_RESERVE_MIB 1024     /* --disk-reserve-mib default, at most */
 #define TS_AGENT_OUTPUT_KEEP_MIB 1024      /* --output-keep-mib default, at most */
+#define TS_AGENT_OUTPUT_KEEP_HOURS 24.0    /* --output-keep-hours default */
 #define TS_AGENT_EPILOGS_WAITING_MAX 1024 /* epilogs waiting for a free hook slot */
 #define TS_AGENT_HOOK_TIMEOUT_S 60.0   /* --hook-timeout default */
 #define TS_AGENT_WAIT_IDLE_S 10.0  /* long-poll wait with nothing to watch */
@@ -83,6 +84,10 @@ typedef struct ts_agent_config {
      * min(TS_AGENT_OUTPUT_KEEP_MIB, 2 % of the disk) */
     long long output_keep_mib;
     bool output_keep_set;
+    /* hours the output log of an ended task the agent no longer has stays
+     * (--output-keep-hours; unset: TS_AGENT_OUTPUT_KEEP_HOURS) */
+    double output_keep_hours;
+    bool output_hours_set;
     char p2p_listen[64];    /* IPV4:PORT serving image pieces to peers; "" = no P2P */
     char p2p_advertise[256];/* the URL peers reach it at; "" = from p2p_listen */
     bool p2p_fault_corrupt; /* fault injection (tests, bench): serve corrupt pieces */

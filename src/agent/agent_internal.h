@@ -215,6 +215,7 @@ struct ts_agent {
     int sess_next;
     double disk_next;      /* agent_launch_now() of the state disk's next check */
     double disk_settle;    /* no task stopped for the disk before this (disk_pressure.c) */
+    double disk_logs_next, disk_pressed_next; /* ended tasks' logs: the next sweeps */
 };
 
 /* disk_pressure.c: the state disk kept for every task (docs/images.md) */
@@ -231,6 +232,8 @@ void agent_stopped_report(const ts_agent *a, const local_task *lt, ts_task_repor
 /* MiB of one task's output log kept on the state disk: the option's, or
  * min(TS_AGENT_OUTPUT_KEEP_MIB, 2 % of the disk); 0 = all kept. */
 long long agent_output_keep_mib(const ts_agent_config *cfg);
+/* Hours an ended task's output log stays (--output-keep-hours). */
+double agent_output_keep_hours(const ts_agent_config *cfg);
 /* The reserve in MiB the agent keeps free on its state disk: the option's,
  * or min(TS_AGENT_DISK_RESERVE_MIB, 5 % of the disk); 0 = none. */
 long long agent_disk_reserve_mib(const ts_agent_config *cfg);

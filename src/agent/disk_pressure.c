@@ -11,10 +11,13 @@
  * that takes only what was written: several tasks writing together could
  * still fill the disk, and with it every other task's records. So the agent
  * checks the disk's free space every DISK_CHECK_S (also while a long-poll
- * waits); under its reserve it stops the running task whose files there (its
- * layer and its logs) take the most, as kubelet evicts the pod that uses the
- * most ephemeral storage: the tasks that fill the disk pay, not their
- * neighbours. Its job fails with reason
+ * waits). The logs of tasks it no longer has (their ends reported and taken:
+ * nothing reads them again, the job keeps their last output) go after
+ * --output-keep-hours, and first of all under the reserve, oldest first, as
+ * kubelet collects dead containers' logs before it evicts a pod. If that is
+ * not enough, it stops the running task whose files there (its layer and its
+ * logs) take the most, as kubelet evicts the pod that uses the most
+ * ephemeral storage: the tasks that fill the disk pay, not their neighbours. Its job fails with reason
  * `disk_pressure`, the figures in its event. One task at a time, then
  * DISK_SETTLE_S before the next; while a stopped task's layer is still there
  * (its space comes back when its bundle is removed, once the controller
@@ -23,13 +26,16 @@
  * stopped as they ran (this one, and a sharing shim that never registered).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/agent_internal.h"
@@ -43,6 +49,9 @@
 #define MIB (1024LL * 1024LL)
 #define OUTPUT_KEEP_PERCENT 2
 #define OUTPUT_TRIM_ALIGN MIB  /* holes punched in whole MiB */
+#define ENDED_SWEEP_S 10.0     /* ended tasks' logs looked at this often */
+#define ENDED_PRESSED_S 2.0    /* and under the reserve */
+#define ENDED_LOGS_MAX 65536   /* looked at in one sweep */
 
 long long agent_disk_reserve_mib(const ts_agent_config *cfg)
 {
@@ -136,35 +145,76 @@ static bool stopped_layer_left(ts_agent *a, double now)
     return left;
 }
 
-void agent_disk_check(ts_agent *a, double now)
+typedef struct ended_log {
+    char name[256];
+    time_t mtime;
+    long long bytes;
+} ended_log;
+
+static int by_age(const void *x, const void *y)
 {
-    if (now < a->disk_next)
-        return;
-    a->disk_next = now + DISK_CHECK_S;
-    long long keep = agent_output_keep_mib(&a->cfg) * MIB;
-    for (int i = 0; i < a->ntasks; i++) {
-        const local_task *lt = &a->tasks[i];
-        if (lt->t && lt->st.phase != TS_TASK_EXITED) {
-            output_trim(agent_task_info_get(lt->t)->stdout_path, keep);
-            output_trim(agent_task_info_get(lt->t)->stderr_path, keep);
+    time_t a = ((const ended_log *)x)->mtime, b = ((const ended_log *)y)->mtime;
+    return a < b ? -1 : a > b;
+}
+
+/* Whether logs-folder entry n is an output log ("<task id>.out" or ".err")
+ * with no record beside it ("<task id>.task": the agent has that task, or
+ * will adopt it); its age and size into *e. */
+static bool ended_log_of(int dfd, const char *n, ended_log *e)
+{
+    size_t l = strlen(n);
+    struct stat st;
+    char rec[300];
+    if (l < 5 || l >= sizeof e->name || (strcmp(n + l - 4, ".out") && strcmp(n + l - 4, ".err")))
+        return false;
+    snprintf(rec, sizeof rec, "%.*s.task", (int)(l - 4), n);
+    if (fstatat(dfd, rec, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+        fstatat(dfd, n, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+        return false;
+    snprintf(e->name, sizeof e->name, "%s", n);
+    e->mtime = st.st_mtime;
+    e->bytes = (long long)st.st_blocks * 512;
+    return true;
+}
+
+/* Removes the logs of ended tasks untouched for --output-keep-hours, and
+ * with need > 0 (bytes) the oldest others too until that much came back. */
+static void ended_logs_sweep(ts_agent *a, long long need)
+{
+    DIR *d = opendir(a->logs);
+    ended_log *v = d ? malloc(sizeof *v * ENDED_LOGS_MAX) : NULL;
+    int n = 0;
+    struct dirent *de;
+    while (v && n < ENDED_LOGS_MAX && (de = readdir(d)) != NULL)
+        n += ended_log_of(dirfd(d), de->d_name, &v[n]);
+    if (n > 1)
+        qsort(v, (size_t)n, sizeof *v, by_age);
+    time_t old = time(NULL) - (time_t)(agent_output_keep_hours(&a->cfg) * 3600.0);
+    int gone = 0;
+    long long back = 0;
+    for (int i = 0; i < n && (v[i].mtime < old || back < need); i++)
+        if (unlinkat(dirfd(d), v[i].name, 0) == 0) {
+            gone++;
+            back += v[i].bytes;
         }
-    }
-    if (now < a->disk_settle)
-        return;
-    long long reserve = agent_disk_reserve_mib(&a->cfg);
-    struct statvfs v;
-    if (reserve <= 0 || statvfs(a->cfg.state_dir, &v) != 0)
-        return;
-    long long free_mib = (long long)v.f_bavail * (long long)v.f_frsize / MIB;
-    bool left = stopped_layer_left(a, now);
-    if (free_mib >= reserve)
-        return;
-    /* meanwhile the next is stopped only if the disk keeps filling past
-     * half the reserve */
-    if (left && free_mib >= reserve / 2)
-        return;
-    /* a layer that gives back less is not worth a task: the disk is full of
-     * something else */
+    if (gone)
+        fprintf(stderr, "tessera-agent: %d output log(s) of ended tasks removed (%lld MiB)%s\n",
+                gone, back / MIB, need > 0 ? ": the state disk is under its reserve" : "");
+    free(v);
+    if (d)
+        closedir(d);
+}
+
+double agent_output_keep_hours(const ts_agent_config *cfg)
+{
+    return cfg->output_hours_set ? cfg->output_keep_hours : TS_AGENT_OUTPUT_KEEP_HOURS;
+}
+
+/* Under the reserve, and ended tasks' logs not enough: stops the running
+ * task whose files on the disk take the most (none under a part of the
+ * reserve: the disk is full of something else). */
+static void stop_the_largest(ts_agent *a, double now, long long free_mib, long long reserve)
+{
     long long least = reserve * MIB / DISK_STOP_PART;
     least = least > DISK_STOP_MIN_MIB * MIB ? least : DISK_STOP_MIN_MIB * MIB;
     local_task *worst = NULL;
@@ -180,7 +230,7 @@ void agent_disk_check(ts_agent *a, double now)
         }
     }
     if (!worst)
-        return; /* full of what no task's layer holds: not a task's doing */
+        return; /* full of what no task's files hold: not a task's doing */
     worst->disk_stopped = true;
     worst->disk_layer_mib = most / MIB;
     worst->disk_free_mib = free_mib;
@@ -196,6 +246,52 @@ void agent_disk_check(ts_agent *a, double now)
                 worst->rank, e.msg);
     agent_task_poll(worst->t, now, &worst->st, &e);
     a->disk_settle = now + DISK_SETTLE_S;
+}
+
+/* The state disk's free MiB; -1 when it cannot be read. */
+static long long free_mib_now(const ts_agent *a)
+{
+    struct statvfs v;
+    if (statvfs(a->cfg.state_dir, &v) != 0)
+        return -1;
+    return (long long)v.f_bavail * (long long)v.f_frsize / MIB;
+}
+
+void agent_disk_check(ts_agent *a, double now)
+{
+    if (now < a->disk_next)
+        return;
+    a->disk_next = now + DISK_CHECK_S;
+    long long keep = agent_output_keep_mib(&a->cfg) * MIB;
+    for (int i = 0; i < a->ntasks; i++) {
+        const local_task *lt = &a->tasks[i];
+        if (lt->t && lt->st.phase != TS_TASK_EXITED) {
+            output_trim(agent_task_info_get(lt->t)->stdout_path, keep);
+            output_trim(agent_task_info_get(lt->t)->stderr_path, keep);
+        }
+    }
+    if (now >= a->disk_logs_next) {
+        a->disk_logs_next = now + ENDED_SWEEP_S;
+        ended_logs_sweep(a, 0);
+    }
+    long long reserve = agent_disk_reserve_mib(&a->cfg);
+    long long free_mib = free_mib_now(a);
+    if (now < a->disk_settle || reserve <= 0 || free_mib < 0)
+        return;
+    bool left = stopped_layer_left(a, now);
+    if (free_mib >= reserve)
+        return;
+    if (now >= a->disk_pressed_next) { /* ended tasks' logs go first */
+        a->disk_pressed_next = now + ENDED_PRESSED_S;
+        ended_logs_sweep(a, (reserve - free_mib) * MIB);
+        if ((free_mib = free_mib_now(a)) >= reserve)
+            return;
+    }
+    /* meanwhile the next is stopped only if the disk keeps filling past
+     * half the reserve */
+    if (left && free_mib >= reserve / 2)
+        return;
+    stop_the_largest(a, now, free_mib, reserve);
 }
 
 void agent_stopped_report(const ts_agent *a, const local_task *lt, ts_task_report *r, char *why)

@@ -109,6 +109,8 @@ static void usage(FILE *f)
                "stderr on the state disk;\n"
                "                      past it the older part is dropped; default 1024 or 2 %% "
                "of the disk; 0: all)\n"
+               "                     [--output-keep-hours H]  (an ended task's output logs "
+               "stay this long; default 24)\n"
                "                     [--p2p-listen IPV4:PORT]  (serve image pieces to peer "
                "agents; docs/images.md \"Peer-to-peer\")\n"
                "                     [--p2p-advertise URL]  (the URL peers reach it at; "
@@ -386,6 +388,16 @@ static int opt_checked(agent_args *A, ts_agent_node *node, const char *o, const 
         if (!mib_option(o, v, &cfg->disk_reserve_mib))
             return 2;
         cfg->disk_reserve_set = true;
+    } else if (strcmp(o, "--output-keep-hours") == 0) {
+        char *end;
+        double h = v ? strtod(v, &end) : -1;
+        if (!v || end == v || *end || !(h >= 0 && h <= 87600)) {
+            fprintf(stderr, "tessera-agent: --output-keep-hours: \"%s\" is not a number of "
+                    "hours in 0..87600\n", v ? v : "");
+            return 2;
+        }
+        cfg->output_keep_hours = h;
+        cfg->output_hours_set = true;
     } else if (strcmp(o, "--output-keep-mib") == 0) {
         if (!mib_option(o, v, &cfg->output_keep_mib))
             return 2;

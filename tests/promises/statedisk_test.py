@@ -159,3 +159,39 @@ def scenario_a_task_that_floods_its_output_keeps_its_tail(c):
 
 
 scenario_a_task_that_floods_its_output_keeps_its_tail.needs_root = True
+
+
+def scenario_ended_tasks_logs_go_first(c):
+    """agent-tasks.md: the output logs of ended tasks the agent no longer has
+    go after --output-keep-hours, and first of all under the state disk's
+    reserve, oldest first, before any running task is stopped."""
+    logs = os.path.join(STATE, "logs")
+
+    def put(name, mib, age_h=0.0):
+        p = os.path.join(logs, name)
+        with open(p, "wb") as f:
+            for _ in range(mib):
+                f.write(b"x" * (1 << 20))
+        t = time.time() - age_h * 3600
+        os.utime(p, (t, t))
+        return p
+    stale, fresh = put("j9998-r0.out", 1, 48), put("j9997-r0.out", 1)
+    gone = c.wait(lambda: not os.path.exists(stale) or None,
+                  "an ended task's log older than --output-keep-hours (24) goes", 30)
+    check(bool(gone) and os.path.exists(fresh), "a younger one stays, until the disk needs it")
+    big = put("j9996-r0.err", WRITE_MIB)
+    r = registry()
+    write = (f"/bin/busybox dd if=/dev/zero of=/tmp/fill bs=1M count={WRITE_MIB} 2>/dev/null; "
+             "echo wrote; sleep 60")
+    jid = c.submit(spec("team-a", "writer-3", write, f"{r.host}/team/tools:1"))
+    c.wait(lambda: not os.path.exists(big) or None,
+           "under the reserve, the ended task's log goes", 60)
+    time.sleep(2)
+    j = c.job(jid)
+    check(j.get("state") == "running" and not os.path.exists(big) and not os.path.exists(fresh),
+          f"before any running task is stopped: {j.get('state')} {j.get('why')!r}")
+    c.call("POST", f"/v1/jobs/{jid}/cancel")
+
+
+scenario_ended_tasks_logs_go_first.needs_root = True
+scenario_ended_tasks_logs_go_first.needs = NEEDS
