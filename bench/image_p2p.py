@@ -35,7 +35,9 @@ usage: image_p2p.py BUILD_DIR [--nodes 8,16,32,64] [--baseline 8,16]
                    [--fault-n 8]
                    [--faults killed,killed-origin,poweroff,corrupt,registry]
                    [--json OUT]
-With P2P_TRACE=1 each run's per-node stderr is kept in /tmp/p2p-trace-N-MODE
+With P2P_TRACE=1 the pulls trace their steps (TESSERA_AGENT_IMAGE_TRACE:
+each piece, the blob's check, its fsync, the unpack, mkfs.erofs, the mount)
+and each P2P run prints the median rank's step times; each run's per-node stderr is kept in /tmp/p2p-trace-N-MODE
 (a fault's in /tmp/p2p-trace-N-fault-WORDS, with t0: the ranks' start on
 CLOCK_MONOTONIC) and the registry's access log in /tmp/p2p-registry.log.
 """
@@ -125,10 +127,35 @@ def link(ns, dev, peer, addr):
     shape(HUB, peer)
 
 
+NEIGH = "/proc/sys/net/ipv4/neigh/default/gc_thresh"
+
+
+def neigh_room(n):
+    """The kernel's neighbour (ARP) table is one for all namespaces, 1,024
+    entries at most by default (gc_thresh3): n nodes that each talk to the
+    others, the registry and the host hold about n * (n + 2), 4,224 at 64,
+    and past the cap a node's new neighbours fail to resolve ("neighbor
+    table overflow!" in dmesg), so its connections to the registry time out
+    and its announces to the tracker go unanswered (a 64-node run: 10 to 32
+    of the 64 pulls failed their manifest, 2 nodes took the whole image
+    from the registry, 5.8x egress). Raised for the run to twice that, the
+    values before returned for Net.close to restore."""
+    want = 2 * n * (n + 2)
+    old = {}
+    for k, v in (("3", want), ("2", want // 2)):
+        with open(NEIGH + k) as f:
+            old[k] = int(f.read())
+        if old[k] < v:
+            with open(NEIGH + k, "w") as f:
+                f.write(f"{v}\n")
+    return old
+
+
 class Net:
     def __init__(self, n):
         self.n = n
         self.made = []
+        self.neigh = neigh_room(n + 2)
         sh("ip", "netns", "add", HUB)
         self.made.append(HUB)
         sh("ip", "-n", HUB, "link", "add", "p2pbr", "type", "bridge")
@@ -162,6 +189,9 @@ class Net:
         sh("ip", "link", "del", "p2pvhost", check=False)
         for ns in reversed(self.made):
             sh("ip", "netns", "del", ns, check=False)
+        for k, v in sorted(self.neigh.items()):  # 2 back before 3, as they were raised in reverse
+            with open(NEIGH + k, "w") as f:
+                f.write(f"{v}\n")
 
 
 class BenchCluster(Cluster):
@@ -248,6 +278,8 @@ def run_gang(b, nodes, ref, p2p, stores, extra=None, during=None, lead_s=0.0):
                      f"http://{HOST_ADDR}:{b['port']}", "--node", f"n{i}", "--token-file",
                      b["tokens"][i], "--linger", str(RUN_TIMEOUT_S)]
         env = dict(os.environ, **extra.get(i, {}))
+        if os.environ.get("P2P_TRACE"):
+            env["TESSERA_AGENT_IMAGE_TRACE"] = "1"
         errf = open(os.path.join(stores, f"n{i}.err"), "w")
         procs[i] = subprocess.Popen(args + [ref], stdout=subprocess.PIPE,
                                     stderr=errf, text=True, env=env)
@@ -273,6 +305,41 @@ def run_gang(b, nodes, ref, p2p, stores, extra=None, during=None, lead_s=0.0):
         p.wait()
     ok = all(i in outs and "digest" in outs[i] for i in nodes)
     return [done.get(i, float("inf")) for i in nodes], outs, ok
+
+
+# the steps of a pull, as its trace names them (src/agent/image_pull.c's
+# agent_image_trace), each from the step before it
+STEPS = (("manifest", "manifest"), ("first piece", None), ("all held", "pieces all held"),
+         ("check", "whole blob checked"), ("fsync", "synced"), ("unpack", "unpacked"),
+         ("mkfs", "packed"), ("mount", "renamed and mounted"))
+
+
+def trace_steps(stores, nodes, t0):
+    """The median rank's seconds in each step of its pull (P2P_TRACE), from
+    the ranks' start; a step a rank's trace lacks is left out."""
+    per = {name: [] for name, _ in STEPS}
+    for i in nodes:
+        at = {}
+        try:
+            with open(os.path.join(stores, f"n{i}.err")) as f:
+                lines = [line.split(None, 2) for line in f if line.startswith("image-trace ")]
+        except OSError:
+            continue
+        for _, t, ev in lines:
+            ev = ev.strip()
+            for name, prefix in STEPS:
+                if prefix is None:  # the first piece in, from peers or the registry
+                    hit = ev.startswith("piece ") and ev.endswith(("(answer 0)", "(rc 0)"))
+                else:
+                    hit = ev.startswith(prefix) or (prefix == "synced" and ev.endswith(prefix))
+                if hit and name not in at:
+                    at[name] = float(t) - t0
+        prev = 0.0
+        for name, _ in STEPS:
+            if name in at:
+                per[name].append(at[name] - prev)
+                prev = at[name]
+    return {k: sorted(v)[len(v) // 2] for k, v in per.items() if v}
 
 
 def verify_roots(stores, nodes, outs, want):
@@ -374,7 +441,10 @@ def main():
             # less the two /metrics reads themselves
             reqs = tracker_requests(c) - req0 - 1
             sirq = softirq_s() - sirq0
+            steps = {}
             if os.environ.get("P2P_TRACE"):
+                with open(os.path.join(stores, "t0")) as f:
+                    steps = trace_steps(stores, range(n), float(f.read()))
                 keep = f"/tmp/p2p-trace-{n}-{label}"
                 shutil.rmtree(keep, ignore_errors=True)
                 shutil.copytree(stores, keep, ignore=shutil.ignore_patterns("blobs", "images", "tmp"))
@@ -418,6 +488,10 @@ def main():
                                    "cpu_s_rest_median": split[1],
                                    "cpu_s_user_median": split[2],
                                    "load1": os.getloadavg()[0]})
+            if steps:
+                print(f"{'':>4} {'':>9} the median rank's steps, s: " +
+                      ", ".join(f"{k} {v:.2f}" for k, v in steps.items()), flush=True)
+                result["runs"][-1]["steps_s"] = steps
             return last
         for n in sorted(set(sizes) | set(base_sizes)):
             if n in sizes:

@@ -133,6 +133,13 @@ void agent_image_store_close(ts_image_store *st);
 int agent_image_pull(ts_image_store *st, const ts_image_ref *ref, const ts_pull_opts *o,
                   ts_image *out, ts_err *err);
 
+/* With TESSERA_AGENT_IMAGE_TRACE set (to anything but "" or "0"), one
+ * line to stderr, "image-trace SECONDS EVENT", SECONDS on CLOCK_MONOTONIC:
+ * the steps of a pull (manifest, each blob, each piece of a blob from
+ * peers, the whole blob's check, the unpack, mkfs.erofs, the mount) for
+ * bench/image-p2p's P2P_TRACE; nothing otherwise. Thread-safe. */
+void agent_image_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Registers task_id as a user of the image (kept on disk: survives an agent
  * restart) / removes it. An image with a user is never evicted. */
 int agent_image_use(ts_image_store *st, const char *digest, const char *task_id, ts_err *err);

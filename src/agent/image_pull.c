@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -336,6 +337,26 @@ static double mono_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+void agent_image_trace(const char *fmt, ...)
+{
+    static int on = -1; /* a race here writes the same value twice */
+    if (on < 0) {
+        const char *e = getenv("TESSERA_AGENT_IMAGE_TRACE");
+        on = e && *e && strcmp(e, "0") != 0;
+    }
+    if (!on)
+        return;
+    char line[512];
+    int n = snprintf(line, sizeof line, "image-trace %.3f ", mono_s());
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    strcat(line, "\n");
+    ssize_t w = write(2, line, strlen(line)); /* one write: lines of threads stay whole */
+    (void)w;
+}
+
 static int get_manifest(puller *p, const char *ref, ts_err *err)
 {
     char url[1200];
@@ -426,9 +447,11 @@ static int fetch_blob_p2p(ts_image_store *st, puller *p, const char *digest, lon
         *p->o->from_peers += ps.from_peers;
     if (p->o->refetched)
         *p->o->refetched += ps.refetched;
+    agent_image_trace("blob %.19s verified (rc %d)", digest, rc);
     if (!rc && fsync(fd) != 0)
         rc = ts_err_set(err, TS_EIO, "image store: %s: %s", tmp, strerror(errno));
     close(fd);
+    agent_image_trace("blob %.19s synced", digest);
     if (!rc && rename(tmp, final) != 0)
         rc = ts_err_set(err, TS_EIO, "image store: %s: %s", final, strerror(errno));
     agent_p2p_release(p->o->p2p, digest, rc == 0);
@@ -557,6 +580,7 @@ static int pull(ts_image_store *st, puller *p, ts_image *out, ts_err *err)
     }
     char digest[TS_IMAGE_DIGEST_MAX];
     mem_digest(p->mem, p->mem_n, digest);
+    agent_image_trace("manifest %.19s", digest);
     const char *cfg = NULL, *layers[LAYERS_MAX];
     long long cfg_size = 0, sizes[LAYERS_MAX];
     json_t *ls = json_object_get(m, "layers");
@@ -598,8 +622,11 @@ static int pull(ts_image_store *st, puller *p, ts_image *out, ts_err *err)
         return rc;
     }
     rc = fetch_blob(st, p, cfg, cfg_size, err);
-    for (size_t i = 0; !rc && i < n; i++)
+    for (size_t i = 0; !rc && i < n; i++) {
+        agent_image_trace("blob %.19s %lld bytes", layers[i], sizes[i]);
         rc = fetch_blob(st, p, layers[i], sizes[i], err);
+        agent_image_trace("blob %.19s in the store (rc %d)", layers[i], rc);
+    }
     if (p->o->blobs_s)
         *p->o->blobs_s = mono_s() - p->t0;
     struct rusage ru;
@@ -621,6 +648,7 @@ static int pull(ts_image_store *st, puller *p, ts_image *out, ts_err *err)
     }
     if (!rc && !found)
         rc = image_store_prepare(st, digest, p->mem, p->mem_n, cfg, layers, n, out, err);
+    agent_image_trace("prepared (rc %d)", rc);
     json_decref(m);
     if (!rc && !found && st->budget_bytes > 0) {
         /* the new image stays while others go; when even alone it is too big, it goes */

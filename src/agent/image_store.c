@@ -277,6 +277,7 @@ int image_store_prepare(ts_image_store *st, const char *digest, const char *mani
             ts_err_prefix(err, "layer %s: ", layers[i]);
     }
     close(root_fd);
+    agent_image_trace("unpacked (rc %d)", rc);
     char num[32];
     long long bytes = 0;
     /* what gzip could not shrink, lz4 cannot either: stored as is, it costs
@@ -286,6 +287,7 @@ int image_store_prepare(ts_image_store *st, const char *digest, const char *mani
         rc = image_rootfs_pack(tmp, compress, &bytes, err); /* from the checked tree only */
     else
         bytes = tree_bytes(p);
+    agent_image_trace("packed (rc %d)", rc);
     int n = snprintf(num, sizeof num, "%lld\n", bytes);
     if (!rc) {
         snprintf(p, sizeof p, "%s/manifest.json", tmp);
@@ -315,6 +317,7 @@ int image_store_prepare(ts_image_store *st, const char *digest, const char *mani
     }
     if (!rc && (rc = image_rootfs_mount(final, err)) != 0)
         rm_tree(final);
+    agent_image_trace("renamed and mounted (rc %d)", rc);
     if (rc) {
         rm_tree(tmp);
         return rc;

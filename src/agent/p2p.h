@@ -37,8 +37,8 @@
 #include <stdbool.h>
 
 #include "tessera/error.h"
+#include "tessera/p2p_proto.h"
 
-#define TS_P2P_PIECE_BYTES (4LL << 20)
 #define TS_P2P_MIN_BLOB_BYTES (1LL << 20) /* smaller blobs: straight from the registry */
 #define TS_P2P_URL_MAX 256
 

@@ -18,8 +18,10 @@
  * Waiting longer than STALL_S
  * without a new piece, or a tracker that has not answered for
  * TRACKER_LOST_S, and the registry gives the next missing piece. Each piece from a peer must have the
- * tracker's hash; the file as a whole must have the blob's digest, else
- * every piece that came from peers is fetched again from the registry.
+ * tracker's hash; the file as a whole must have the blob's digest (taken
+ * as the pieces come, in order, so that the check after the last piece
+ * reads only what is not yet in it), else every piece that came from peers
+ * is fetched again from the registry.
  * The workers share the fetch's state under its mutex; the network is
  * never waited on under it. Asking peers is p2p_peers.c's, announcing
  * p2p_tracker.c's (p2p_fetch.h: what they share).
@@ -27,6 +29,7 @@
 #define _GNU_SOURCE
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +40,7 @@
 #include <gnutls/crypto.h>
 #include <jansson.h>
 
+#include "agent/image.h"
 #include "agent/p2p_fetch.h"
 
 #define FETCH_DEADLINE_S 900.0
@@ -108,6 +112,9 @@ static int put_piece(fetch *f, int i, const char *b, long long len, ts_err *err)
                               strerror(errno));
         w += k;
     }
+    /* the disk starts writing now, so the fsync before the blob enters the
+     * store waits for the last pieces only, not for all of it */
+    sync_file_range(f->fd, off, len, SYNC_FILE_RANGE_WRITE);
     pthread_mutex_lock(&f->mu);
     if (!f->have[i])
         f->held++;
@@ -126,9 +133,11 @@ static int from_origin(worker *w, int i, ts_err *err)
     fetch *f = w->f;
     long long off, len;
     agent_p2p_piece_span(f, i, &off, &len);
+    double t = agent_p2p_mono_s();
     pthread_mutex_lock(&f->origin_mu);
     int rc = f->origin(f->origin_ctx, off, len, w->buf, err);
     pthread_mutex_unlock(&f->origin_mu);
+    agent_image_trace("piece %d registry %.3f s (rc %d)", i, agent_p2p_mono_s() - t, rc);
     if (rc)
         return rc;
     char h[TS_IMAGE_DIGEST_MAX];
@@ -216,37 +225,156 @@ void agent_p2p_release(ts_p2p *p, const char *digest, bool held)
     (void)held; /* agent_p2p_fetch announced the whole blob once it was verified */
 }
 
-/* The whole file's digest against the blob's. */
+/* len bytes at off of the fetch's file into buf; false: short */
+static bool read_span(int fd, char *buf, long long off, long long len)
+{
+    long long got = 0;
+    while (got < len) {
+        ssize_t k = pread(fd, buf + got, (size_t)(len - got), off + got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return false;
+        got += k;
+    }
+    return true;
+}
+
+static bool digest_is(const unsigned char d[32], const char *digest)
+{
+    char got[TS_IMAGE_DIGEST_MAX];
+    char *q = got + sprintf(got, "sha256:");
+    for (int i = 0; i < 32; i++)
+        q += sprintf(q, "%02x", d[i]);
+    return strcmp(got, digest) == 0;
+}
+
+/* The held pieces that follow those in f->whole, in order, read back from
+ * the file into it with w's buffer; under f->hash_mu. */
+static void hash_held(worker *w)
+{
+    fetch *f = w->f;
+    while (!f->hash_failed) {
+        pthread_mutex_lock(&f->mu);
+        bool next = f->hashed < f->npieces && f->have[f->hashed];
+        pthread_mutex_unlock(&f->mu);
+        if (!next)
+            return;
+        long long off, len;
+        agent_p2p_piece_span(f, f->hashed, &off, &len);
+        if (!read_span(f->fd, w->buf, off, len) ||
+            gnutls_hash((gnutls_hash_hd_t)f->whole, w->buf, (size_t)len) != 0)
+            f->hash_failed = true;
+        else
+            f->hashed++;
+    }
+}
+
+/* After a piece came: the pieces now in order go into the blob's digest,
+ * by this worker, or by the one hashing now, which looks again before it
+ * stops (hash_again): no worker waits for another's hashing. */
+static void hash_advance(worker *w)
+{
+    fetch *f = w->f;
+    if (!f->whole)
+        return;
+    pthread_mutex_lock(&f->mu);
+    f->hash_again = true;
+    pthread_mutex_unlock(&f->mu);
+    while (pthread_mutex_trylock(&f->hash_mu) == 0) {
+        pthread_mutex_lock(&f->mu);
+        f->hash_again = false;
+        pthread_mutex_unlock(&f->mu);
+        hash_held(w);
+        pthread_mutex_unlock(&f->hash_mu);
+        pthread_mutex_lock(&f->mu);
+        bool again = f->hash_again;
+        pthread_mutex_unlock(&f->mu);
+        if (!again)
+            break;
+    }
+}
+
+/* The whole file's digest against the blob's, once every piece is held and
+ * the workers are gone: the digest taken as the pieces came, finished with
+ * the pieces not yet in it, else (a read failed, or the check runs again
+ * after a refetch) the whole file read once more. */
 static bool whole_ok(worker *w)
 {
     fetch *f = w->f;
+    unsigned char d[32];
+    if (f->whole) {
+        hash_held(w);
+        gnutls_hash_deinit((gnutls_hash_hd_t)f->whole, d);
+        f->whole = NULL;
+        if (!f->hash_failed && f->hashed == f->npieces)
+            return digest_is(d, f->digest);
+    }
     gnutls_hash_hd_t h;
     if (gnutls_hash_init(&h, GNUTLS_DIG_SHA256) != 0)
         return false;
     for (int i = 0; i < f->npieces; i++) {
-        long long off, len, got = 0;
+        long long off, len;
         agent_p2p_piece_span(f, i, &off, &len);
-        while (got < len) {
-            ssize_t k = pread(f->fd, w->buf + got, (size_t)(len - got), off + got);
-            if (k < 0 && errno == EINTR)
-                continue;
-            if (k <= 0)
-                break;
-            got += k;
-        }
-        if (got != len) {
+        if (!read_span(f->fd, w->buf, off, len)) {
             gnutls_hash_deinit(h, NULL);
             return false;
         }
         gnutls_hash(h, w->buf, (size_t)len);
     }
-    unsigned char d[32];
     gnutls_hash_deinit(h, d);
-    char got[TS_IMAGE_DIGEST_MAX];
-    char *q = got + sprintf(got, "sha256:");
-    for (int i = 0; i < 32; i++)
-        q += sprintf(q, "%02x", d[i]);
-    return strcmp(got, f->digest) == 0;
+    return digest_is(d, f->digest);
+}
+
+/* Piece i from the holder pe (its hash want), and what its answer means for
+ * asking it again; 0, or the error of writing the piece. */
+static int from_peer(worker *w, const peer *pe, int i, const char *want, const char *token,
+                     ts_err *err)
+{
+    fetch *f = w->f;
+    long long off, len;
+    agent_p2p_piece_span(f, i, &off, &len);
+    double t = agent_p2p_mono_s();
+    int got = agent_p2p_from_peer(w, pe, i, want, token);
+    agent_image_trace("piece %d peer %s %.3f s (answer %d)", i, pe->node,
+                      agent_p2p_mono_s() - t, got);
+    int rc = 0;
+    if (got == PEER_OK) {
+        rc = put_piece(f, i, w->buf, len, err);
+        pthread_mutex_lock(&f->mu);
+        agent_p2p_note_answered(f, pe->node);
+        f->st->from_peers += len;
+        pthread_mutex_unlock(&f->mu);
+    } else if (got == PEER_MISSING) {
+        /* the tracker's word is older than the peer's store (it
+         * evicted the blob, or restarted): told as missing */
+        pthread_mutex_lock(&f->mu);
+        agent_p2p_note_missing(f, pe->node);
+        agent_p2p_note_busy(f, pe->node);
+        pthread_mutex_unlock(&f->mu);
+    } else if (got == PEER_BUSY) { /* another holder, or this one in a moment */
+        pthread_mutex_lock(&f->mu);
+        agent_p2p_note_busy(f, pe->node);
+        pthread_mutex_unlock(&f->mu);
+        struct timespec ts = {0, BUSY_PAUSE_NS};
+        nanosleep(&ts, NULL);
+    } else if (got == PEER_SILENT) {
+        /* a full link drops some SYN-ACKs; one that never answers
+         * is down: reported as gone */
+        pthread_mutex_lock(&f->mu);
+        if (agent_p2p_note_silent(f, pe->node) >= PEER_SILENT_MAX)
+            agent_p2p_avoid(f, pe->node, PEER_FAILED_AVOID_S, true);
+        pthread_mutex_unlock(&f->mu);
+        struct timespec ts = {0, BUSY_PAUSE_NS};
+        nanosleep(&ts, NULL);
+    } else {
+        pthread_mutex_lock(&f->mu);
+        /* a liar for good; an error or a dead peer a while */
+        agent_p2p_avoid(f, pe->node, got == PEER_LIED ? -1.0 : PEER_FAILED_AVOID_S,
+                        got == PEER_LIED || got == PEER_DEAD);
+        pthread_mutex_unlock(&f->mu);
+    }
+    return rc;
 }
 
 /* One worker's loop until every piece is held or a worker failed. */
@@ -266,7 +394,9 @@ static void *work(void *arg)
         if (agent_p2p_mono_s() - f->t0 > FETCH_DEADLINE_S)
             rc = ts_err_set(&err, TS_EIO, "blob %s: not fetched within %.0f s", f->digest,
                             FETCH_DEADLINE_S);
+        double ta = agent_p2p_mono_s();
         json_t *ans = rc ? NULL : agent_p2p_announce(w, false);
+        agent_image_trace("announce %.3f s", agent_p2p_mono_s() - ta);
         int npeers = ans ? agent_p2p_peers_of(f, ans, peers) : 0;
         json_t *g = json_object_get(ans, "grant");
         int grant = json_is_integer(g) ? (int)json_integer_value(g) : -1;
@@ -309,44 +439,7 @@ static void *work(void *arg)
         pthread_mutex_unlock(&f->mu);
         if (rc) {
         } else if (i >= 0) {
-            long long off, len;
-            agent_p2p_piece_span(f, i, &off, &len);
-            int got = agent_p2p_from_peer(w, &peers[who], i, want, token);
-            if (got == PEER_OK) {
-                rc = put_piece(f, i, w->buf, len, &err);
-                pthread_mutex_lock(&f->mu);
-                agent_p2p_note_answered(f, peers[who].node);
-                f->st->from_peers += len;
-                pthread_mutex_unlock(&f->mu);
-            } else if (got == PEER_MISSING) {
-                /* the tracker's word is older than the peer's store (it
-                 * evicted the blob, or restarted): told as missing */
-                pthread_mutex_lock(&f->mu);
-                agent_p2p_note_missing(f, peers[who].node);
-                agent_p2p_note_busy(f, peers[who].node);
-                pthread_mutex_unlock(&f->mu);
-            } else if (got == PEER_BUSY) { /* another holder, or this one in a moment */
-                pthread_mutex_lock(&f->mu);
-                agent_p2p_note_busy(f, peers[who].node);
-                pthread_mutex_unlock(&f->mu);
-                struct timespec ts = {0, BUSY_PAUSE_NS};
-                nanosleep(&ts, NULL);
-            } else if (got == PEER_SILENT) {
-                /* a full link drops some SYN-ACKs; one that never answers
-                 * is down: reported as gone */
-                pthread_mutex_lock(&f->mu);
-                if (agent_p2p_note_silent(f, peers[who].node) >= PEER_SILENT_MAX)
-                    agent_p2p_avoid(f, peers[who].node, PEER_FAILED_AVOID_S, true);
-                pthread_mutex_unlock(&f->mu);
-                struct timespec ts = {0, BUSY_PAUSE_NS};
-                nanosleep(&ts, NULL);
-            } else {
-                pthread_mutex_lock(&f->mu);
-                /* a liar for good; an error or a dead peer a while */
-                agent_p2p_avoid(f, peers[who].node, got == PEER_LIED ? -1.0 : PEER_FAILED_AVOID_S,
-                      got == PEER_LIED || got == PEER_DEAD);
-                pthread_mutex_unlock(&f->mu);
-            }
+            rc = from_peer(w, &peers[who], i, want, token, &err);
         } else if (grant >= 0) {
             rc = from_origin(w, grant, &err);
             i = grant;
@@ -363,6 +456,8 @@ static void *work(void *arg)
             f->err = err;
         }
         pthread_mutex_unlock(&f->mu);
+        if (i >= 0 && !rc)
+            hash_advance(w);
     }
     free(peers);
     return NULL;
@@ -382,13 +477,16 @@ static int run(fetch *f, worker *ws, int nw, ts_err *err)
     for (int k = 1; k < nw; k++)
         if (started & (1 << k))
             pthread_join(th[k], NULL);
+    agent_image_trace("pieces all held (rc %d)", f->rc);
     if (f->rc) {
         if (err)
             *err = f->err;
         return f->rc;
     }
-    if (whole_ok(&ws[0]))
+    if (whole_ok(&ws[0])) {
+        agent_image_trace("whole blob checked");
         return 0;
+    }
     /* a piece's hash lied (its first fetcher reported a wrong one): what came
      * from peers comes again from the registry */
     for (int i = 0; i < f->npieces; i++)
@@ -421,6 +519,10 @@ int agent_p2p_fetch(ts_p2p *p, const char *digest, long long size, int fd,
     f.npieces = (int)((size + TS_P2P_PIECE_BYTES - 1) / TS_P2P_PIECE_BYTES);
     pthread_mutex_init(&f.mu, NULL);
     pthread_mutex_init(&f.origin_mu, NULL);
+    pthread_mutex_init(&f.hash_mu, NULL);
+    gnutls_hash_hd_t whole;
+    if (gnutls_hash_init(&whole, GNUTLS_DIG_SHA256) == 0)
+        f.whole = whole;
     f.have = calloc((size_t)f.npieces, 1);
     f.busy = calloc((size_t)f.npieces, 1);
     f.from_origin = calloc((size_t)f.npieces, 1);
@@ -456,6 +558,9 @@ int agent_p2p_fetch(ts_p2p *p, const char *digest, long long size, int fd,
     }
     pthread_mutex_destroy(&f.mu);
     pthread_mutex_destroy(&f.origin_mu);
+    pthread_mutex_destroy(&f.hash_mu);
+    if (f.whole)
+        gnutls_hash_deinit((gnutls_hash_hd_t)f.whole, NULL);
     free(f.have);
     free(f.busy);
     free(f.from_origin);

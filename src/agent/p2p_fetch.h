@@ -34,6 +34,15 @@ typedef struct peer {
 typedef struct fetch {
     pthread_mutex_t mu;
     pthread_mutex_t origin_mu;  /* the registry's reader is one connection: one piece at a time */
+    /* The blob's digest, taken piece by piece in order as they arrive, so
+     * that the check after the last piece reads only what came last:
+     * whole, hashed and hash_failed under hash_mu (one worker hashes at a
+     * time, never under mu); hash_again under mu: a piece came while
+     * another worker was hashing */
+    pthread_mutex_t hash_mu;
+    void *whole;                /* gnutls_hash_hd_t; NULL: the check reads the whole file */
+    int hashed;                 /* pieces [0, hashed) are in whole */
+    bool hash_failed, hash_again;
     ts_p2p *p;
     const char *digest;
     long long size;

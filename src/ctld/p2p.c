@@ -50,8 +50,8 @@
 #include "ctld/ctld.h"
 #include "ctld/http.h"
 #include "tessera/image_ref.h"
+#include "tessera/p2p_proto.h"
 
-#define PIECE_BYTES (4LL << 20) /* the agents' TS_P2P_PIECE_BYTES */
 #define BLOB_BYTES_MAX (1LL << 40)
 #define BLOBS_MAX 256
 #define CLAIM_S 5.0            /* a grant's hold on its piece, renewed by its node's announces */
@@ -182,7 +182,7 @@ static p2p_blob *blob_get(struct ctld_p2p *T, const char *digest, long long size
             lru = b;
     }
     blob_free(lru, T->nnodes);
-    int np = (int)((size + PIECE_BYTES - 1) / PIECE_BYTES);
+    int np = (int)((size + TS_P2P_PIECE_BYTES - 1) / TS_P2P_PIECE_BYTES);
     lru->hash = calloc((size_t)np, sizeof *lru->hash);
     lru->claim_node = malloc((size_t)np * sizeof *lru->claim_node);
     lru->claim_until = calloc((size_t)np, sizeof *lru->claim_until);
@@ -329,14 +329,14 @@ static bool parse(const json_t *in, const char **url, const char **digest, long 
     *url = json_string_value(u);
     *digest = json_string_value(d);
     *size = (long long)json_integer_value(s);
-    long long np = (*size + PIECE_BYTES - 1) / PIECE_BYTES;
+    long long np = (*size + TS_P2P_PIECE_BYTES - 1) / TS_P2P_PIECE_BYTES;
     const char *hv = json_string_value(h);
     bool ok = hv && (long long)strlen(hv) == np;
     for (long long i = 0; ok && i < np; i++)
         ok = hv[i] == '0' || hv[i] == '1';
     if (!ok) {
         ctld_reply_error(r, 400, "invalid", "have: one '0' or '1' per piece of %lld bytes "
-                         "(%lld pieces) is required", PIECE_BYTES, np);
+                         "(%lld pieces) is required", TS_P2P_PIECE_BYTES, np);
         return false;
     }
     *have = hv;
@@ -469,9 +469,9 @@ static json_t *answer(const ctld *c, struct ctld_p2p *T, p2p_blob *b, int n, int
         return NULL;
     for (int i = 0; i < 32; i++)
         q += sprintf(q, "%02x", mac[i]);
-    return json_pack("{s:I,s:o,s:o,s:i,s:s,s:s,s:o}", "piece_bytes", (json_int_t)PIECE_BYTES,
-                     "peers", peers, "hashes", hashes, "grant", g, "token", token, "key",
-                     T->key_hex, "granted", granted);
+    return json_pack("{s:I,s:o,s:o,s:i,s:s,s:s,s:o}", "piece_bytes",
+                     (json_int_t)TS_P2P_PIECE_BYTES, "peers", peers, "hashes", hashes, "grant",
+                     g, "token", token, "key", T->key_hex, "granted", granted);
 }
 
 /* The body, when it is an object naming the caller's own node of the

@@ -1,6 +1,7 @@
 """Promises of images shared between agents (docs/images.md "Peer-to-peer"),
 on a real tesserad (the tracker) and real agents' pull code: an image with a
-12 MB random layer (three pieces) in Debian's docker-registry on loopback,
+12 MB random layer (three pieces of 4 MiB, twelve of 1 MiB: the tracker
+says its piece size) in Debian's docker-registry on loopback,
 behind a front that counts the blob bytes the registry sends. Nodes fetch
 pieces from each other; the registry sends each piece about once; a peer
 that serves corrupt pieces is caught by the piece's hash and the piece is
@@ -241,12 +242,29 @@ def _layer_digest(store):
     return "sha256:" + name, os.path.getsize(os.path.join(d, name))
 
 
+_piece = {}
+
+
+def _piece_bytes(c):
+    """The pieces' size, as the tracker answers it (include/tessera/
+    p2p_proto.h: a build may set another), from a one-byte blob's announce."""
+    if "bytes" not in _piece:
+        st, a = _announce(c, "q-3", "sha256:" + os.urandom(32).hex(), 1, have="0")
+        check(st == 200 and a.get("piece_bytes", 0) > 0, f"the tracker names its piece size: {a}")
+        _piece["bytes"] = a.get("piece_bytes") or 4 << 20
+    return _piece["bytes"]
+
+
+def _pieces(c, size):
+    return (size + _piece_bytes(c) - 1) // _piece_bytes(c)
+
+
 def _announce(c, node, blob, size, have=None, hashes=None, bad=None, fetching=None,
               missing=None, url="http://127.0.0.1:1"):
     from harness import http_call
     with open(node_token(c, node)) as f:
         tok = f.read().strip()
-    pieces = (size + (4 << 20) - 1) >> 22
+    pieces = _pieces(c, size) if have is None else len(have)
     body = {"node": node, "url": url, "blob": blob, "size": size,
             "have": have if have is not None else "0" * pieces}
     if hashes is not None:
@@ -452,7 +470,7 @@ def scenario_h_a_dead_peers_registry_piece_goes_to_another_at_once(c):
     to ask is granted that piece, not after the grant's hold (CLAIM_S, 5 s)
     runs out. A blob of one piece: its only grant is the dead node's."""
     blob = "sha256:" + os.urandom(32).hex()
-    size = 1 << 20
+    size = _piece_bytes(c)
     st, a = _announce(c, "q-1", blob, size, fetching=[])
     check(st == 200 and a.get("grant") == 0, f"the first node is granted the piece: {st} {a}")
     st, a = _announce(c, "q-1", blob, size, fetching=[0])  # it is taking it now
@@ -530,7 +548,7 @@ def scenario_j_a_peer_without_the_layer_is_not_here_not_bad(c):
     (a restarted node fetching the layer anew), where a report as bad kept
     it out for a minute."""
     blob = "sha256:" + os.urandom(32).hex()
-    size = 12 << 20
+    size = 3 * _piece_bytes(c)
     st, _ = _announce(c, "q-1", blob, size, have="111")
     st, a = _announce(c, "q-3", blob, size)
     check(st == 200 and _peer_have(a, "q-1") == "111", f"q-1 is named as a holder: {a}")
@@ -582,8 +600,7 @@ def scenario_k_a_dead_grant_holder_without_pieces_is_reported(c):
     took = time.monotonic() - t0
     check(out.get("from_peers", -1) == 0, f"q-2 took every piece from the registry: {out}")
     # the tracker banned q-1 for the layer: named no longer, whatever it holds
-    st, _ = _announce(c, "q-1", blob, size, have="1" + "0" * (((size + (4 << 20) - 1) >> 22)
-                                                               - 1), url=dead)
+    st, _ = _announce(c, "q-1", blob, size, have="1" + "0" * (_pieces(c, size) - 1), url=dead)
     st, a = _announce(c, "q-3", blob, size)
     check(st == 200 and _peer_have(a, "q-1") == "",
           f"q-2 probed q-1, found its port refused and reported it (pull {took:.1f} s; "
@@ -663,7 +680,8 @@ def scenario_m_a_node_alone_holding_a_wanted_piece_is_granted_no_more(c):
     one it is taking; a node fetching a layer alone is granted on, and a
     node that stopped announcing the layer for 10 s counts as gone from it."""
     blob = "sha256:" + os.urandom(32).hex()
-    size, n = 20 << 20, 5
+    n = 5
+    size = n * _piece_bytes(c)
     st, a = _announce(c, "q-1", blob, size, have=_have(n, {0}), fetching=[])
     g1 = a.get("grant", -1) if st == 200 else -1
     check(g1 > 0, f"a node fetching alone holds piece 0 and is granted another: {st} {a}")
