@@ -418,6 +418,9 @@ _Noreturn static void exec_child(const sess *s, int stdio, const exec_from *x, c
     for (int i = 0; i < NS_N; i++)
         if (ns[i] >= 0 && setns(ns[i], NS_FLAGS[i]) != 0)
             _exit(126);
+    /* confined before the pid namespace's child is made: its waiter too */
+    if (s->task_container && confine_as_container(agent_container_cap_mask()) != 0)
+        _exit(126);
     if (ns[NS_PID] >= 0) {
         /* a container's own pid namespace: only a child is born in it. This
          * process waits for it and ends as it did; it stays in the session's
@@ -437,8 +440,6 @@ _Noreturn static void exec_child(const sess *s, int stdio, const exec_from *x, c
             _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
         }
     }
-    if (s->task_container && confine_as_container(agent_container_cap_mask()) != 0)
-        _exit(126);
     if (getuid() == 0 && uid != 0) {
         if (setgroups((size_t)x->ng, x->groups) != 0 || setgid(x->gid) != 0 || setuid(uid) != 0)
             _exit(126);
