@@ -206,14 +206,21 @@ void agent_epilogs_restore(ts_agent *a)
     epilog_path(a, NULL, dir, sizeof dir);
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
         fprintf(stderr, "tessera-agent: %s: %s\n", dir, strerror(errno));
+    /* the names first: a queued one's file is written again while the
+     * folder would still be read */
     DIR *d = opendir(dir);
     struct dirent *de;
-    while (d && (de = readdir(d)) != NULL) {
+    char (*names)[64] = d ? calloc(TS_AGENT_EPILOGS_WAITING_MAX, sizeof *names) : NULL;
+    int nn = 0;
+    while (names && nn < TS_AGENT_EPILOGS_WAITING_MAX && (de = readdir(d)) != NULL)
+        if (de->d_name[0] != '.' && strlen(de->d_name) < sizeof names[0])
+            memcpy(names[nn++], de->d_name, strlen(de->d_name) + 1);
+    if (d)
+        closedir(d);
+    for (int i = 0; i < nn; i++) {
         char p[1024];
         agent_epilog_wait w;
-        if (de->d_name[0] == '.')
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
         if (!a->cfg.epilog[0] || !epilog_read(p, &w)) { /* no epilog now, or not ours */
             unlink(p);
             continue;
@@ -227,8 +234,7 @@ void agent_epilogs_restore(ts_agent *a)
         if (!queued)
             unlink(p); /* started (or failed to): it waits no more */
     }
-    if (d)
-        closedir(d);
+    free(names);
 }
 
 static void prologs_resume(ts_agent *a);
