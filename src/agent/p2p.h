@@ -89,9 +89,11 @@ void agent_p2p_release(ts_p2p *p, const char *digest, bool held);
 
 /* ---- shared by p2p_fetch.c and p2p_serve.c ---- */
 
-/* The HMAC token text for (node, digest, expiry) under key (hex) into out
- * (65 bytes); false when the key is not hex. */
-bool p2p_token_mac(const char *key_hex, const char *node, const char *digest, long long expiry,
-                   char out[65]);
+/* The HMAC token text for (node, holder, digest, expiry) under key (hex)
+ * into out (65 bytes): node may fetch the blob from holder until expiry
+ * (holder NULL: from any holder, the form of older trackers); false when
+ * the key is not hex. */
+bool p2p_token_mac(const char *key_hex, const char *node, const char *holder, const char *digest,
+                   long long expiry, char out[65]);
 
 #endif

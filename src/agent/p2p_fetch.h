@@ -22,12 +22,14 @@
  * reuses what it opened */
 #define CONNECTIONS_KEPT ((long)PEERS_MAX + 1)
 #define PEER_FAILED_AVOID_S 10.0    /* a peer that failed is not asked again this long */
+#define P2P_TOKEN_MAX 160           /* "<expiry>.<64 hex>" and room */
 #define PEER_SILENT_MAX 20          /* connects timed out in a row (30 s): the holder is down */
 
 typedef struct peer {
     char node[64];
     char url[TS_P2P_URL_MAX];
     const char *have; /* npieces of '0'/'1', in the tracker's answer */
+    const char *token; /* the token good at this peer, in the answer; NULL: the blob's */
 } peer;
 
 /* The blob's fetch, shared by its workers under mu. */
@@ -67,7 +69,7 @@ typedef struct fetch {
     double t0, last_new, tracker_ok; /* tracker_ok: its last answer */
     unsigned start;             /* this node's own starting point among the pieces */
     long long rate;
-    char token[160];
+    char token[P2P_TOKEN_MAX];
     ts_p2p_stats *st;
     int rc;                     /* the first worker's error; 0 */
     ts_err err;

@@ -172,7 +172,7 @@ int agent_p2p_from_peer(worker *w, const peer *pe, int i, const char *want, cons
     char url[TS_P2P_URL_MAX + 200], hn[128], ht[220];
     snprintf(url, sizeof url, "%s/p2p/v1/blobs/%s/%d", pe->url, f->digest, i);
     snprintf(hn, sizeof hn, "X-Tessera-Node: %s", f->p->node);
-    snprintf(ht, sizeof ht, "X-Tessera-P2P-Token: %s", token);
+    snprintf(ht, sizeof ht, "X-Tessera-P2P-Token: %s", pe->token ? pe->token : token);
     struct curl_slist *h = curl_slist_append(NULL, hn);
     h = curl_slist_append(h, ht);
     agent_p2p_curl_begin(w, url, h, "http");
@@ -226,6 +226,8 @@ int agent_p2p_peers_of(const fetch *f, json_t *ans, peer *peers)
         snprintf(peers[npeers].node, sizeof peers[npeers].node, "%s", n);
         snprintf(peers[npeers].url, sizeof peers[npeers].url, "%s", u);
         peers[npeers].have = h;
+        const char *t = json_string_value(json_object_get(pe, "token"));
+        peers[npeers].token = t && strlen(t) < P2P_TOKEN_MAX ? t : NULL;
         npeers++;
     }
     return npeers;

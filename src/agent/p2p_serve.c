@@ -41,8 +41,8 @@ static int hexval(char c)
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-bool p2p_token_mac(const char *key_hex, const char *node, const char *digest, long long expiry,
-                   char out[65])
+bool p2p_token_mac(const char *key_hex, const char *node, const char *holder, const char *digest,
+                   long long expiry, char out[65])
 {
     unsigned char key[64], mac[32];
     size_t kl = strlen(key_hex);
@@ -55,7 +55,8 @@ bool p2p_token_mac(const char *key_hex, const char *node, const char *digest, lo
         key[i] = (unsigned char)(hi << 4 | lo);
     }
     char text[400];
-    int n = snprintf(text, sizeof text, "%s|%s|%lld", node, digest, expiry);
+    int n = holder ? snprintf(text, sizeof text, "%s|%s|%s|%lld", node, holder, digest, expiry)
+                   : snprintf(text, sizeof text, "%s|%s|%lld", node, digest, expiry);
     if (n < 0 || (size_t)n >= sizeof text)
         return false;
     if (gnutls_hmac_fast(GNUTLS_MAC_SHA256, key, kl / 2, text, (size_t)n, mac) != 0)
@@ -65,6 +66,21 @@ bool p2p_token_mac(const char *key_hex, const char *node, const char *digest, lo
     return true;
 }
 
+/* Whether the MAC part of a token equals want, in constant time. */
+static bool mac_equal(const char *want, const char *got)
+{
+    unsigned diff = 0;
+    for (int i = 0; i < 64; i++)
+        diff |= (unsigned)(want[i] ^ got[i]);
+    return diff == 0;
+}
+
+/* A token the tracker gave node for this holder (this node) and blob; or
+ * one for the blob at any holder, as trackers before holder-bound tokens
+ * gave, which only their agents present: a token a node hands its peer is
+ * good at that peer only, so whoever holds this node's port while its agent
+ * is away (a host-network task of another tenant) learns nothing it could
+ * fetch elsewhere with. */
 static bool token_ok(ts_p2p *p, const char *node, const char *digest, const char *tok)
 {
     if (!node || !tok || strlen(node) >= 64)
@@ -72,18 +88,14 @@ static bool token_ok(ts_p2p *p, const char *node, const char *digest, const char
     char *dot;
     errno = 0;
     long long expiry = strtoll(tok, &dot, 10);
-    if (errno || *dot != '.' || expiry < (long long)time(NULL))
+    if (errno || *dot != '.' || expiry < (long long)time(NULL) || strlen(dot + 1) != 64)
         return false;
     char key[P2P_KEY_HEX_MAX], want[65];
     pthread_mutex_lock(&p->mu);
     memcpy(key, p->key, sizeof key);
     pthread_mutex_unlock(&p->mu);
-    if (!p2p_token_mac(key, node, digest, expiry, want) || strlen(dot + 1) != 64)
-        return false;
-    unsigned diff = 0; /* in constant time */
-    for (int i = 0; i < 64; i++)
-        diff |= (unsigned)(want[i] ^ dot[1 + i]);
-    return diff == 0;
+    return (p2p_token_mac(key, node, p->node, digest, expiry, want) && mac_equal(want, dot + 1)) ||
+           (p2p_token_mac(key, node, NULL, digest, expiry, want) && mac_equal(want, dot + 1));
 }
 
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, void *body,

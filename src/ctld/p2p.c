@@ -414,6 +414,30 @@ static void take_reports(const ctld *c, struct ctld_p2p *T, p2p_blob *b, int n, 
     }
 }
 
+#define TOKEN_TEXT_MAX 120
+
+/* "<expiry>.<hex HMAC-SHA256>" over "caller|holder|digest|expiry" under the
+ * tracker's key into out: caller may fetch the blob's pieces from holder
+ * until expiry. A token good at one holder only: a node's port held by
+ * another process while its agent is away (a host-network task) learns
+ * nothing it could fetch elsewhere with. holder NULL: over
+ * "caller|digest|expiry", good at any holder, for agents from before. */
+static bool issue_token(const struct ctld_p2p *T, const char *caller, const char *holder,
+                        const char *digest, long long expiry, char out[TOKEN_TEXT_MAX])
+{
+    char text[400];
+    unsigned char mac[32];
+    int len = holder ? snprintf(text, sizeof text, "%s|%s|%s|%lld", caller, holder, digest, expiry)
+                     : snprintf(text, sizeof text, "%s|%s|%lld", caller, digest, expiry);
+    if (len < 0 || (size_t)len >= sizeof text ||
+        gnutls_hmac_fast(GNUTLS_MAC_SHA256, T->key, sizeof T->key, text, (size_t)len, mac) != 0)
+        return false;
+    char *q = out + snprintf(out, TOKEN_TEXT_MAX, "%lld.", expiry);
+    for (int i = 0; i < 32; i++)
+        q += sprintf(q, "%02x", mac[i]);
+    return true;
+}
+
 static json_t *answer(const ctld *c, struct ctld_p2p *T, p2p_blob *b, int n, int g,
                       const char *caller, long long expiry)
 {
@@ -436,9 +460,11 @@ static json_t *answer(const ctld *c, struct ctld_p2p *T, p2p_blob *b, int n, int
         for (int i = 0; i < b->npieces; i++)
             bits[i] = hv[i] ? '1' : '0';
         bits[b->npieces] = 0;
-        json_array_append_new(peers, json_pack("{s:s,s:s,s:s}", "node", c->cluster->nodes[q].name,
-                                               "url", T->url[q],
-                                               "have", bits));
+        char tok[TOKEN_TEXT_MAX];
+        if (issue_token(T, caller, c->cluster->nodes[q].name, b->digest, expiry, tok))
+            json_array_append_new(peers, json_pack("{s:s,s:s,s:s,s:s}", "node",
+                                                   c->cluster->nodes[q].name, "url", T->url[q],
+                                                   "have", bits, "token", tok));
         free(bits);
         listed++;
     }
@@ -459,16 +485,9 @@ static json_t *answer(const ctld *c, struct ctld_p2p *T, p2p_blob *b, int n, int
                                                      c->cluster->nodes[q].name, "url",
                                                      T->url[q]));
     }
-    char mac_text[400];
-    unsigned char mac[32];
-    char token[120];
-    int len = snprintf(mac_text, sizeof mac_text, "%s|%s|%lld", caller, b->digest, expiry);
-    char *q = token + sprintf(token, "%lld.", expiry);
-    if (gnutls_hmac_fast(GNUTLS_MAC_SHA256, T->key, sizeof T->key, mac_text, (size_t)len,
-                         mac) != 0)
+    char token[TOKEN_TEXT_MAX];
+    if (!issue_token(T, caller, NULL, b->digest, expiry, token))
         return NULL;
-    for (int i = 0; i < 32; i++)
-        q += sprintf(q, "%02x", mac[i]);
     return json_pack("{s:I,s:o,s:o,s:i,s:s,s:s,s:o}", "piece_bytes",
                      (json_int_t)TS_P2P_PIECE_BYTES, "peers", peers, "hashes", hashes, "grant",
                      g, "token", token, "key", T->key_hex, "granted", granted);

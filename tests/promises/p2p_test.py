@@ -184,15 +184,17 @@ scenario_b_a_peer_serving_corrupt_pieces_costs_a_refetch.needs = NEEDS
 
 def scenario_c_a_peer_refuses_a_caller_without_a_token(c):
     """images.md "Peer-to-peer": an agent serves its pieces only to a node
-    that presents a token the tracker issued it for that blob."""
+    that presents a token the tracker issued it for that blob, and each peer
+    the tracker names comes with a token good at that peer only."""
     r, front = registry()
     ref = f"127.0.0.1:{FRONT_PORT}/team/big:1"
+    _piece_bytes(c)  # asked as q-3 with a made-up URL: before q-3's agent tells its own
     s1 = tempfile.mkdtemp(prefix="tessera-p2p-store-")
     atexit.register(lambda: (unmount_under(s1), shutil.rmtree(s1, ignore_errors=True)))
     port = free_port()
     args = [c.bins["agent"], "image-pull", "--store", s1, "--plain-http", "--p2p-listen",
             f"127.0.0.1:{port}", "--controller", c.url, "--node", "q-3", "--token-file",
-            node_token(c, "q-3"), "--linger", "10", ref]
+            node_token(c, "q-3"), "--linger", "60", ref]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = p.stdout.readline()
     try:
@@ -225,6 +227,39 @@ def scenario_c_a_peer_refuses_a_caller_without_a_token(c):
               "the token the tracker issued q-1 opens the piece for q-1")
         check(status({"X-Tessera-Node": "q-2", "X-Tessera-P2P-Token": ans["token"]}) == 403,
               "and not for another node")
+    # a second holder: each peer the tracker names comes with a token good at
+    # that peer only, so a process holding one node's port (its agent away)
+    # learns nothing it could fetch elsewhere with
+    port4 = free_port()
+    s4 = tempfile.mkdtemp(prefix="tessera-p2p-store-")
+    atexit.register(lambda: (unmount_under(s4), shutil.rmtree(s4, ignore_errors=True)))
+    p4 = subprocess.Popen([c.bins["agent"], "image-pull", "--store", s4, "--plain-http",
+                           "--p2p-listen", f"127.0.0.1:{port4}", "--controller", c.url,
+                           "--node", "q-2", "--token-file", node_token(c, "q-2"), "--linger",
+                           "60", ref], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p4.stdout.readline()
+
+    def at(port_, headers):
+        req = urllib.request.Request(f"http://127.0.0.1:{port_}/p2p/v1/blobs/{blob}/0",
+                                     headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                return resp.status
+        except urllib.error.HTTPError as e:
+            return e.code
+    st, ans = _announce(c, "q-1", blob, size)
+    toks = {pe.get("node"): pe.get("token") for pe in ans.get("peers", [])} if st == 200 else {}
+    check(bool(toks.get("q-3")) and bool(toks.get("q-2")) and toks["q-3"] != toks["q-2"],
+          f"each peer named comes with its own token: {sorted(toks)}")
+    if toks.get("q-3") and toks.get("q-2"):
+        check(at(port, {"X-Tessera-Node": "q-1", "X-Tessera-P2P-Token": toks["q-3"]}) == 200 and
+              at(port4, {"X-Tessera-Node": "q-1", "X-Tessera-P2P-Token": toks["q-2"]}) == 200,
+              "each opens the piece at its own peer")
+        check(at(port4, {"X-Tessera-Node": "q-1", "X-Tessera-P2P-Token": toks["q-3"]}) == 403 and
+              at(port, {"X-Tessera-Node": "q-1", "X-Tessera-P2P-Token": toks["q-2"]}) == 403,
+              "and not at another peer (403)")
+    p4.kill()
+    p4.communicate()
     st, bad = _announce(c, "q-1", blob, size, have="01")
     check(st == 400 and "have" in json.dumps(bad), f"a bad announce is refused naming the "
           f"field: {st} {bad}")
