@@ -59,6 +59,13 @@
  * tuning set of CPU-short clusters (docs/policies.md). Both ratios are read
  * when the scorer is set up, which tesserad's cycle does again whenever its
  * learned mix changes; a node joining in between is counted from then on.
+ *
+ * On such a cluster a pod that asks no GPU goes first to a node with no fully
+ * free GPU (or no GPU), lowest index first; only where none can take it does
+ * M decide. M cannot see the CPU a CPU-only pod takes from beside whole free
+ * GPUs while the node still has plenty (M does not move, the score is 50),
+ * but the whole-GPU pods that come later need it (issue 31; on the tuning
+ * set's openb x 25 % CPU-only point +0.66, docs/policies.md).
  */
 #include <math.h>
 #include <stddef.h>
@@ -76,6 +83,9 @@
 #define TESSERA_LEAN_EXP 6.0    /* exponent of a CPU-hungry class's discount */
 #define TESSERA_GAP_TYPES 64    /* share sizes the tie-break tells apart, + 1 */
 #define TESSERA_GAP_UNIT 100    /* sum-of-squares change per step of the tie */
+/* a CPU-only pod's score on a node with no fully free GPU, on a cluster
+ * short of CPU: above 50, the most any other node can give it */
+#define TESSERA_SCORE_NO_IDLE (TESSERA_SCORE_BUCKETS / 2 + 1)
 
 typedef struct before_entry {
     uint64_t version; /* node version + 1 when valid */
@@ -104,6 +114,7 @@ typedef struct tessera {
     ts_frag_memo *memo;   /* F_mem and S by shape; NULL (out of memory) computes each */
     gap_book gaps;        /* the tie-break among equal scores of a share */
     double delta_scale;   /* milli-GPU of M per sigmoid unit */
+    bool cpu_short;       /* the mix asks more CPU per GPU than the cluster has */
 } tessera;
 
 /* The share of the typical list's GPU demand (sum p_j * GPUs_j) that is
@@ -148,11 +159,17 @@ static double typical_cpu_per_gpu(const ts_typical *typ)
  * asks, a class asking more CPU per GPU than the cluster has is discounted
  * by (supply / asked)^TESSERA_LEAN_EXP (the file's header says why).
  * Unchanged where CPU is not short, without a cluster or GPU nodes. */
-static void weigh_by_cluster(const ts_typical *typ, const ts_cluster *c, double *p)
+/* The mix asks more CPU per GPU than the cluster's GPU nodes have; false
+ * without a cluster or GPU nodes. */
+static bool cpu_short_for(const ts_typical *typ, const ts_cluster *c)
 {
     double supply = cluster_cpu_per_gpu(c);
-    if (typical_cpu_per_gpu(typ) <= supply)
-        supply = 0.0;
+    return supply > 0.0 && typical_cpu_per_gpu(typ) > supply;
+}
+
+static void weigh_by_cluster(const ts_typical *typ, const ts_cluster *c, double *p)
+{
+    double supply = cpu_short_for(typ, c) ? cluster_cpu_per_gpu(c) : 0.0;
     for (int j = 0; j < typ->n; j++) {
         const ts_request *q = &typ->req[j];
         double gpus = (double)q->num_gpu * (double)q->gpu_milli / TS_MILLI_PER_GPU;
@@ -325,6 +342,7 @@ static int tessera_init(void **state, const ts_sched_env *env, ts_err *err)
     bool cpu_heavy = cpu_only_share(&t->typ) >= TESSERA_CPU_HEAVY;
     t->share_f = pinned || !cpu_heavy ? TESSERA_SHARE_HALF : 1.0;
     t->share_s = !pinned && !cpu_heavy ? TESSERA_SHARE_HALF : 1.0;
+    t->cpu_short = cpu_short_for(&t->typ, env->cluster);
     /* the weights above read the list as given; F and S read it weighed */
     weigh_by_cluster(&t->typ, env->cluster, p);
     t->typ.p = p;
@@ -379,12 +397,24 @@ static before_entry measure_before(tessera *t, const ts_node *n, const ts_frag_s
     return *e;
 }
 
+static bool asks_no_gpu(const ts_request *r) { return r->num_gpu == 0 && r->mig_profile < 0; }
+
+static bool has_whole_free_gpu(const ts_node *n)
+{
+    for (int k = 0; k < n->ngpu; k++)
+        if (ts_gpu_free_milli(&n->gpu[k]) == TS_MILLI_PER_GPU)
+            return true;
+    return false;
+}
+
 static int64_t tessera_score(void *st, const ts_node *n, const ts_request *r, ts_alloc *a,
                              ts_rng *rng)
 {
     (void)rng;
     tessera *t = st;
     ts_node_choose_gpus(n, r, a);
+    if (t->cpu_short && asks_no_gpu(r) && !has_whole_free_gpu(n))
+        return TESSERA_SCORE_NO_IDLE;
     ts_frag_shape s;
     ts_frag_shape_of(n, &s);
     before_entry b = measure_before(t, n, &s);
@@ -416,13 +446,14 @@ static int64_t tessera_score(void *st, const ts_node *n, const ts_request *r, ts
 
 /* A pod without GPUs only takes CPU and memory, which can make classes fail
  * and strand more GPUs but never less: M cannot drop, so the score is at most
- * that of no change, which a node whose M stays the same reaches. */
+ * that of no change, which a node whose M stays the same reaches; on a
+ * cluster short of CPU, at most that of a node with no fully free GPU. */
 static int64_t tessera_bound(void *st, const ts_request *r)
 {
-    (void)st;
-    if (r->num_gpu > 0 || r->mig_profile >= 0)
+    const tessera *t = st;
+    if (!asks_no_gpu(r))
         return INT64_MAX;
-    return (int64_t)(TESSERA_SCORE_BUCKETS / 2);
+    return t->cpu_short ? TESSERA_SCORE_NO_IDLE : (int64_t)(TESSERA_SCORE_BUCKETS / 2);
 }
 
 const struct ts_scorer_ops ts_scorer_tessera = {

@@ -15,6 +15,8 @@
  * (2 / 3)^6, and on one that is not (5 cores per GPU), where every p is as
  * given. The nodes have two GPUs, so D is 1000; test_scale_follows_largest_node
  * checks that a node of 8 GPUs joining the cluster makes it 4000.
+ * test_cpu_only_pod_spares_whole_gpus checks that on a cluster short of CPU
+ * a pod asking no GPU goes to a node without a fully free GPU first.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -224,6 +226,45 @@ static void test_scale_follows_largest_node(void **state)
     ts_cluster_free(c);
 }
 
+/* Node 0: two idle T4s and 4 cores, where a 1-core CPU-only pod leaves M
+ * as it is (one 3-core GPU pod fits before and after), so it scores 50;
+ * node 1 has no GPU. With 2 cores per GPU against the 4 the mix asks, the
+ * pod goes to node 1 (on the scorer before, to node 0: equal scores, lowest
+ * index); with 16 cores on node 0 the cluster is not short and node 0, the
+ * lowest index, takes it. */
+static int cpu_only_lands_on(int64_t cpu0)
+{
+    ts_cluster *c = ts_cluster_new();
+    assert_non_null(c);
+    ts_node_spec gpus = {.name = "t4", .gpu_model = "T4", .ngpu = 2, .cpu_milli = cpu0,
+                         .mem_mib = 32768, .gpu_mode = TS_GPU_SHARED};
+    ts_node_spec cpus = {.name = "cpu", .gpu_model = NULL, .ngpu = 0, .cpu_milli = 8000,
+                         .mem_mib = 32768};
+    assert_int_equal(ts_cluster_add_node(c, &gpus, NULL), 0);
+    assert_int_equal(ts_cluster_add_node(c, &cpus, NULL), 1);
+    ts_request cls[2] = {req(1000, 0, 0, 0), req(3000, 1, 1000, 0)};
+    double p[2] = {0.5, 0.5};
+    int64_t cnt[2] = {1, 1};
+    int64_t mem[2] = {1024, 1024};
+    ts_typical typ = {.n = 2, .req = cls, .p = p, .count = cnt, .mem_mib = mem};
+    ts_sched_env env = {.cluster = c, .typical = &typ};
+    ts_err err = {0};
+    ts_placer *pl = ts_placer_new(c, ts_scorer_find("tessera"), &env, 2, 1, &err);
+    assert_non_null(pl);
+    ts_alloc a = {0};
+    int node = ts_placer_place(pl, &cls[0], 0, &a);
+    ts_placer_free(pl);
+    ts_cluster_free(c);
+    return node;
+}
+
+static void test_cpu_only_pod_spares_whole_gpus(void **state)
+{
+    (void)state;
+    assert_int_equal(cpu_only_lands_on(4000), 1);
+    assert_int_equal(cpu_only_lands_on(16000), 0);
+}
+
 static uint32_t t4(void) { return UINT32_C(1) << ts_gpu_model_lookup("T4"); }
 
 static void test_light_mix_halves_both(void **state)
@@ -264,6 +305,7 @@ int main(void)
         cmocka_unit_test(test_pinned_threshold),
         cmocka_unit_test(test_short_cpu_discounts_hungry_class),
         cmocka_unit_test(test_scale_follows_largest_node),
+        cmocka_unit_test(test_cpu_only_pod_spares_whole_gpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -108,6 +108,13 @@ timeout $RUN_TIMEOUT_S "$SIM" fgd --quiet --jobs 1 --nodes "$TMP/g4n.csv" --pods
   --policy tessera,core --seeds 1 >"$TMP/t.txt"
 check "core gives the tessera scorer's figures on 4-GPU nodes" \
   test -n "$(figures core)" -a "$(figures core)" = "$(figures tessera)"
+# and on a cluster short of CPU, where a pod that asks no GPU goes first to a
+# node with no fully free GPU
+"$SIM" gen-cluster --nodes "$NODES" --out "$TMP/c60n.csv" --cpu-per-gpu 0.6
+timeout $RUN_TIMEOUT_S "$SIM" fgd --quiet --jobs 1 --nodes "$TMP/c60n.csv" --pods "$TMP/a.csv" \
+  --policy tessera,core --seeds 1 >"$TMP/t.txt"
+check "core gives the tessera scorer's figures on a cluster short of CPU" \
+  test -n "$(figures core)" -a "$(figures core)" = "$(figures tessera)"
 
 # core-learned (no trace list: the cycle learns the mix online, as tesserad)
 # within half a point of core on the default workload
