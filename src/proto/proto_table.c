@@ -237,17 +237,23 @@ static json_t *proto_encode_one(const void *base, const proto_field *f)
     return NULL;
 }
 
-int proto_table_decode(const json_t *o, const char *where, const proto_field *f, int n,
-                       void *base, uint64_t *present, ts_err *err)
+int proto_table_pick(const json_t *o, const char *where, const proto_field *f, int n,
+                     uint64_t pick, void *base, uint64_t *present, ts_err *err)
 {
     int rc = 0;
     for (int i = 0; rc == 0 && i < n; i++) {
-        if (!json_object_get(o, f[i].name))
+        if (!(pick >> i & 1) || !json_object_get(o, f[i].name))
             continue;
         *present |= 1ULL << i;
         rc = proto_decode_one(o, where, &f[i], base, err);
     }
     return rc;
+}
+
+int proto_table_decode(const json_t *o, const char *where, const proto_field *f, int n,
+                       void *base, uint64_t *present, ts_err *err)
+{
+    return proto_table_pick(o, where, f, n, PROTO_ALL(n), base, present, err);
 }
 
 int proto_table_need(const json_t *o, const char *where, const proto_field *f, int n,

@@ -74,6 +74,11 @@ typedef struct proto_field {
 int proto_table_decode(const json_t *o, const char *where, const proto_field *f, int n,
                        void *base, uint64_t *present, ts_err *err);
 
+/* As proto_table_decode, for the lines whose bit is in pick alone: the
+ * others are neither read nor checked. */
+int proto_table_pick(const json_t *o, const char *where, const proto_field *f, int n,
+                     uint64_t pick, void *base, uint64_t *present, ts_err *err);
+
 /* As proto_table_decode, for an object o must be (else "<where>: must be an
  * object") with each line whose bit is in need carried (else
  * "<where>.<name>: required"); *present (when not NULL) is set to the
