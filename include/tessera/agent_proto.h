@@ -420,6 +420,11 @@ json_t *ts_discovery_encode(const ts_discovery *d);
 TS_MUST_CHECK int ts_discovery_decode(const json_t *o, const char *where, ts_discovery *d,
                                       ts_err *err);
 void ts_discovery_fini(ts_discovery *d);
+/* The JSON Schema of what ts_discovery_decode accepts, written from its
+ * member tables (so the OpenAPI document cannot drift from the codec);
+ * objects open, as the decoder ignores members it does not know. A new
+ * reference; NULL when out of memory. */
+json_t *ts_discovery_schema(void);
 
 /* ---- node_health: a node's health (a sync's "health") --------------------------- */
 
@@ -469,6 +474,8 @@ json_t *ts_node_health_encode(const ts_node_health *h);
 TS_MUST_CHECK int ts_node_health_decode(const json_t *o, const char *where, ts_node_health *h,
                                         ts_err *err);
 void ts_node_health_fini(ts_node_health *h);
+/* The JSON Schema of what ts_node_health_decode accepts, as ts_discovery_schema. */
+json_t *ts_node_health_schema(void);
 
 /* ---- sync: an agent's register and sync bodies ---------------------------------- */
 
