@@ -189,14 +189,8 @@ static int fsm_refusal(const ctld_txn *t, const cjob *j, int event, const transi
 /* Room for one more change in the transaction. */
 static int txn_reserve(ctld_txn *t, ts_err *err)
 {
-    if (t->n < t->cap)
-        return 0;
-    int cap = t->cap ? t->cap * 2 : 16;
-    ctld_change *ch = realloc(t->ch, (size_t)cap * sizeof *ch);
-    if (!ch)
+    if (ts_grow((void **)&t->ch, &t->cap, t->n + 1, 16, sizeof *t->ch) != 0)
         return ts_err_set(err, TS_ENOMEM, "out of memory");
-    t->ch = ch;
-    t->cap = cap;
     return 0;
 }
 

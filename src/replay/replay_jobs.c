@@ -19,6 +19,7 @@
 
 #include "model/csv_reader.h"
 #include "replay/replay.h"
+#include "tessera/grow.h"
 
 #define NCOLS 9
 #define LINE_MAX_BYTES 4096
@@ -69,14 +70,8 @@ static int find_or_add_workload(ts_replay_trace *t, const char *name, int *cap)
     for (int i = 0; i < t->nwl; i++)
         if (strcmp(t->wl[i].name, name) == 0)
             return i;
-    if (t->nwl == *cap) {
-        int nc = *cap ? *cap * 2 : 8;
-        ts_replay_workload *nw = realloc(t->wl, sizeof *nw * (size_t)nc);
-        if (!nw)
-            return -1;
-        t->wl = nw;
-        *cap = nc;
-    }
+    if (ts_grow((void **)&t->wl, cap, t->nwl + 1, 8, sizeof *t->wl) != 0)
+        return -1;
     ts_replay_workload *w = &t->wl[t->nwl];
     memset(w, 0, sizeof *w);
     snprintf(w->name, sizeof w->name, "%s", name);
