@@ -17,13 +17,19 @@
 
 #define TIMEOUT_MAX_S 3600
 
+/* One line on stderr: the program's name, what (an error: none), the message. */
+static void cli_vsay(const char *what, const char *fmt, va_list ap)
+{
+    fprintf(stderr, CLI_PROG ": %s", what);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 void cli_errorf(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs(CLI_PROG ": ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    cli_vsay("", fmt, ap);
     va_end(ap);
 }
 
@@ -31,9 +37,7 @@ void cli_warn(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs(CLI_PROG ": warning: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    cli_vsay("warning: ", fmt, ap);
     va_end(ap);
 }
 
