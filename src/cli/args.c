@@ -78,6 +78,14 @@ int cli_job_id(const struct cli_cmd *cmd, const char *s, long *id)
     return CLI_CONTINUE;
 }
 
+int cli_parse_job(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
+                  const struct cli_opt *opts, long *id)
+{
+    const char *arg;
+    int rc = cli_parse(ctx, cmd, argc, argv, opts, &arg, 1, 1);
+    return rc != CLI_CONTINUE ? rc : cli_job_id(cmd, arg, id);
+}
+
 /* The global flags, pointing into ctx->flags. */
 static void global_opts(struct cli_ctx *ctx, struct cli_opt g[9])
 {
