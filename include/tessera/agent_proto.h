@@ -225,6 +225,17 @@ TS_MUST_CHECK int ts_desired_task_decode(const json_t *o, const char *where, ts_
                                          ts_err *err);
 void ts_desired_task_fini(ts_desired_task *t);
 
+/* The members that name a task and its run (job, rank, step, run): what
+ * the agent reports a task by when the whole of it is refused. */
+#define TS_DT_ID_BITS                                                                          \
+    (TS_DT_BIT(TS_DT_JOB) | TS_DT_BIT(TS_DT_RANK) | TS_DT_BIT(TS_DT_STEP) | TS_DT_BIT(TS_DT_RUN))
+
+/* Decodes only the members of TS_DT_ID_BITS, checked as ts_desired_task_decode
+ * checks them (job and rank required); the others are not read. Allocates
+ * nothing. Returns 0 or TS_EINVAL naming the field. */
+TS_MUST_CHECK int ts_desired_task_decode_id(const json_t *o, const char *where,
+                                            ts_desired_task *t, ts_err *err);
+
 /* ---- desired: the controller's whole answer to register and sync ---------------- */
 
 /* Each member of the answer, in the order the encoder writes them; a
@@ -409,6 +420,11 @@ json_t *ts_discovery_encode(const ts_discovery *d);
 TS_MUST_CHECK int ts_discovery_decode(const json_t *o, const char *where, ts_discovery *d,
                                       ts_err *err);
 void ts_discovery_fini(ts_discovery *d);
+/* The JSON Schema of what ts_discovery_decode accepts, written from its
+ * member tables (so the OpenAPI document cannot drift from the codec);
+ * objects open, as the decoder ignores members it does not know. A new
+ * reference; NULL when out of memory. */
+json_t *ts_discovery_schema(void);
 
 /* ---- node_health: a node's health (a sync's "health") --------------------------- */
 
@@ -458,6 +474,8 @@ json_t *ts_node_health_encode(const ts_node_health *h);
 TS_MUST_CHECK int ts_node_health_decode(const json_t *o, const char *where, ts_node_health *h,
                                         ts_err *err);
 void ts_node_health_fini(ts_node_health *h);
+/* The JSON Schema of what ts_node_health_decode accepts, as ts_discovery_schema. */
+json_t *ts_node_health_schema(void);
 
 /* ---- sync: an agent's register and sync bodies ---------------------------------- */
 

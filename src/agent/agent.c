@@ -440,20 +440,16 @@ static void idle_warn(local_task *lt, const char *warn)
 }
 
 /* A task of the answer that is outside the protocol (tessera/agent_proto.h
- * names the field): nothing of it starts. A new one is reported failed with
- * that reason, so its job ends saying why instead of waiting for a rank
- * that never comes; one the agent already has is left as it is. */
-static void refuse_task(ts_agent *a, const json_t *t, const ts_err *why)
+ * names the field; id: what names it, present 0 where even that could not
+ * be read): nothing of it starts. A new one is reported failed with that
+ * reason, so its job ends saying why instead of waiting for a rank that
+ * never comes; one the agent already has is left as it is. */
+static void refuse_task(ts_agent *a, const ts_desired_task *id, const ts_err *why)
 {
-    const json_t *jj = json_object_get(t, "job"), *rj = json_object_get(t, "rank");
-    const json_t *sj = json_object_get(t, "step"), *run = json_object_get(t, "run");
-    if (!json_is_integer(jj) || json_integer_value(jj) < 1 || !json_is_integer(rj) ||
-        json_integer_value(rj) < 0 || json_integer_value(rj) > INT32_MAX ||
-        (sj && (!json_is_integer(sj) || json_integer_value(sj) < 0 ||
-                json_integer_value(sj) > INT32_MAX)))
+    if (!id->present)
         return; /* nothing to report it by */
-    int64_t job = json_integer_value(jj);
-    int rank = (int)json_integer_value(rj), step = sj ? (int)json_integer_value(sj) : -1;
+    int64_t job = id->job;
+    int rank = id->rank, step = id->present & TS_DT_BIT(TS_DT_STEP) ? id->step : -1;
     if (agent_find(a, job, rank, step) || a->ntasks >= TS_AGENT_MAX_TASKS)
         return;
     local_task *nt = &a->tasks[a->ntasks++];
@@ -462,7 +458,7 @@ static void refuse_task(ts_agent *a, const json_t *t, const ts_err *why)
     nt->rank = rank;
     nt->is_step = step >= 0;
     nt->step = step;
-    nt->run = json_is_number(run) ? json_number_value(run) : 0;
+    nt->run = id->run;
     nt->mig_profile = -1;
     snprintf(nt->start_error, sizeof nt->start_error,
              "the controller's task is outside the agent protocol: %.400s", why->msg);
@@ -534,20 +530,13 @@ static void reconcile_task(ts_agent *a, const ts_desired *ds, json_t *t,
     }
 }
 
-/* Whether the answer's task i (d[i], or its document where it did not
- * decode) is the local task lt. */
-static bool desired_is(const json_t *tasks, const ts_desired_task *d, size_t i,
-                       const local_task *lt)
+/* Whether the answer's task d (decoded whole, or only what names it where
+ * the rest was refused; present 0: nothing names it) is the local task lt. */
+static bool desired_is(const ts_desired_task *d, const local_task *lt)
 {
-    if (d[i].present) {
-        bool is_step = d[i].present & TS_DT_BIT(TS_DT_STEP);
-        return d[i].job == lt->job && d[i].rank == lt->rank && is_step == lt->is_step &&
-               (!is_step || d[i].step == lt->step);
-    }
-    const json_t *t = json_array_get(tasks, i), *sj = json_object_get(t, "step");
-    return json_integer_value(json_object_get(t, "job")) == lt->job &&
-           json_integer_value(json_object_get(t, "rank")) == lt->rank &&
-           json_is_integer(sj) == lt->is_step && (!lt->is_step || json_integer_value(sj) == lt->step);
+    bool is_step = d->present & TS_DT_BIT(TS_DT_STEP);
+    return d->present && d->job == lt->job && d->rank == lt->rank && is_step == lt->is_step &&
+           (!is_step || d->step == lt->step);
 }
 
 /* The answer, decoded; one outside the protocol is said (at most once a
@@ -589,7 +578,7 @@ static void reconcile(ts_agent *a, json_t *desired)
         a->ctld_lost_s = ds.lost_after_s;
     json_t *tasks = ds.tasks;
     size_t nt = json_array_size(tasks), i;
-    /* each task decoded once (present 0: outside the protocol) */
+    /* each task decoded once (a refused one: only what names it) */
     ts_desired_task *d = calloc(nt + 1, sizeof *d);
     if (!d) { /* out of memory: the next answer is applied */
         ts_desired_fini(&ds);
@@ -606,9 +595,12 @@ static void reconcile(ts_agent *a, json_t *desired)
         ts_err e;
         snprintf(where, sizeof where, "tasks[%zu]", i);
         json_t *t = json_array_get(tasks, i);
-        if (ts_desired_task_decode(t, where, &d[i], &e) != 0)
-            refuse_task(a, t, &e);
-        else
+        if (ts_desired_task_decode(t, where, &d[i], &e) != 0) {
+            /* what names it, if that much can be read: else d[i] names nothing */
+            if (ts_desired_task_decode_id(t, where, &d[i], NULL) != 0)
+                d[i].present = 0;
+            refuse_task(a, &d[i], &e);
+        } else
             reconcile_task(a, &ds, t, &d[i], now);
     }
     /* what is no longer wanted: stop it, and forget it once it ended */
@@ -616,7 +608,7 @@ static void reconcile(ts_agent *a, json_t *desired)
         local_task *lt = &a->tasks[k];
         bool wanted = false;
         for (i = 0; i < nt && !wanted; i++)
-            wanted = desired_is(tasks, d, i, lt);
+            wanted = desired_is(&d[i], lt);
         if (wanted)
             continue;
         if (lt->t && lt->st.phase != TS_TASK_EXITED) {

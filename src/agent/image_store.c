@@ -33,6 +33,7 @@
 
 #include "image_rootfs.h"
 #include "image_store.h"
+#include "agent/trash.h"
 
 #define IMAGES_MAX 4096          /* images one eviction pass considers */
 #define RM_DEPTH_MAX 1024
@@ -58,33 +59,9 @@ static int mkdir_p(const char *path)
     return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
-/* Removes dfd/name recursively without following links. */
-static void rm_at(int dfd, const char *name, int depth)
-{
-    struct stat sb;
-    if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
-        return;
-    if (!S_ISDIR(sb.st_mode) || depth > RM_DEPTH_MAX) {
-        unlinkat(dfd, name, 0);
-        return;
-    }
-    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    for (struct dirent *e; (e = readdir(d));)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-            rm_at(fd, e->d_name, depth + 1);
-    closedir(d);
-    unlinkat(dfd, name, AT_REMOVEDIR);
-}
-
 static void rm_tree(const char *path)
 {
-    rm_at(AT_FDCWD, path, 0);
+    agent_rm_tree_at(AT_FDCWD, path, RM_DEPTH_MAX); /* what is left: the next gc's */
 }
 
 void image_rm_tree(const char *path)

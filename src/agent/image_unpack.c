@@ -33,6 +33,7 @@
 #include <zlib.h>
 
 #include "image.h"
+#include "agent/trash.h"
 
 #define TAR_BLOCK_BYTES 512
 #define READ_CHUNK_BYTES 65536
@@ -195,56 +196,6 @@ static int open_parent(int root_fd, char **parts, int n)
     return fd;
 }
 
-/* Removes dfd/name and, for a directory, all below it, never following links. */
-static int remove_tree(int dfd, const char *name, int depth)
-{
-    struct stat sb;
-    if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
-        return errno == ENOENT ? 0 : -1;
-    if (!S_ISDIR(sb.st_mode))
-        return unlinkat(dfd, name, 0);
-    if (depth > REMOVE_DEPTH_MAX) {
-        errno = ELOOP;
-        return -1;
-    }
-    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -1;
-    }
-    int rc = 0;
-    for (struct dirent *e; rc == 0 && (e = readdir(d));) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        rc = remove_tree(fd, e->d_name, depth + 1);
-    }
-    closedir(d);
-    return rc ? rc : unlinkat(dfd, name, AT_REMOVEDIR);
-}
-
-static int empty_dir(int dfd)
-{
-    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -1;
-    }
-    int rc = 0;
-    for (struct dirent *e; rc == 0 && (e = readdir(d));) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        rc = remove_tree(fd, e->d_name, 0);
-    }
-    closedir(d);
-    return rc;
-}
-
 typedef struct entry {
     char type;
     char *name, *link;      /* malloc'd */
@@ -354,7 +305,7 @@ static int apply(reader *r, int root_fd, entry *e, ts_unpack_stats *s, ts_err *e
                           strerror(errno));
     rc = 1;
     if (!strcmp(base, WHITEOUT_OPAQUE)) {
-        if (empty_dir(pfd) != 0)
+        if (agent_rm_entries(pfd, REMOVE_DEPTH_MAX) != 0)
             rc = ts_err_set(err, TS_EIO, "opaque whiteout: %s", strerror(errno));
         goto out;
     }
@@ -362,13 +313,13 @@ static int apply(reader *r, int root_fd, entry *e, ts_unpack_stats *s, ts_err *e
         const char *victim = base + strlen(WHITEOUT_PREFIX);
         if (!*victim || !strcmp(victim, ".") || !strcmp(victim, ".."))
             rc = ts_err_set(err, TS_EINVAL, "a whiteout of \"%s\": not allowed", victim);
-        else if (remove_tree(pfd, victim, 0) != 0)
+        else if (agent_rm_tree_at(pfd, victim, REMOVE_DEPTH_MAX) != 0)
             rc = ts_err_set(err, TS_EIO, "whiteout: %s", strerror(errno));
         goto out;
     }
     struct stat old;
     bool exists = fstatat(pfd, base, &old, AT_SYMLINK_NOFOLLOW) == 0;
-    if (exists && !(e->type == '5' && S_ISDIR(old.st_mode)) && remove_tree(pfd, base, 0) != 0) {
+    if (exists && !(e->type == '5' && S_ISDIR(old.st_mode)) && agent_rm_tree_at(pfd, base, REMOVE_DEPTH_MAX) != 0) {
         rc = ts_err_set(err, TS_EIO, "cannot replace: %s", strerror(errno));
         goto out;
     }

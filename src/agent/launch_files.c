@@ -82,38 +82,6 @@ int agent_log_open(const char *dir, const char *id, const char *ext, char *path,
     return fd;
 }
 
-/* Removes dfd/name and, for a folder, what is below it, never following a
- * link. 0, or -1 with errno. */
-static int agent_rm_tree_at(int dfd, const char *name, int depth)
-{
-    struct stat sb;
-    if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
-        return errno == ENOENT ? 0 : -1;
-    if (!S_ISDIR(sb.st_mode))
-        return unlinkat(dfd, name, 0) == 0 || errno == ENOENT ? 0 : -1;
-    if (depth >= REMOVE_DEPTH_MAX) {
-        errno = ELOOP;
-        return -1;
-    }
-    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return -1;
-    fchmod(fd, TASK_DIR_MODE); /* a task's 0500 subfolder: root passes, an agent as a user not */
-    DIR *d = fdopendir(fd);
-    if (d == NULL) {
-        close(fd);
-        return -1;
-    }
-    int rc = 0;
-    for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            rc = agent_rm_tree_at(dirfd(d), e->d_name, depth + 1);
-    closedir(d);
-    if (rc == 0 && unlinkat(dfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
-        rc = -1;
-    return rc;
-}
-
 /* Removes root/id (dfd: root's descriptor). The folder is the task's, which
  * may fill it with millions of files, and this runs on the main loop: it is
  * moved into root/.trash at once and removed behind by the trash thread
@@ -122,14 +90,14 @@ static int task_dir_discard(int dfd, const char *root, const char *id)
 {
     char path[PATH_MAX], trash[PATH_MAX];
     if (snprintf(path, sizeof path, "%s/%s", root, id) >= (int)sizeof path)
-        return agent_rm_tree_at(dfd, id, 0);
+        return agent_rm_tree_at(dfd, id, REMOVE_DEPTH_MAX);
     /* its own tmpfs, with all the task put there, goes at once (EINVAL: not
      * a mount point, an older agent's folder or a non-root agent's) */
     umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW);
     if (snprintf(trash, sizeof trash, "%s/" TASK_DIRS_TRASH, root) < (int)sizeof trash &&
         agent_trash_put(path, trash) == 0)
         return 0;
-    return agent_rm_tree_at(dfd, id, 0);
+    return agent_rm_tree_at(dfd, id, REMOVE_DEPTH_MAX);
 }
 
 /* Mounts the task's folder's own tmpfs on root/id, just made (root is

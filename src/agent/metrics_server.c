@@ -11,6 +11,7 @@
  * its bytes trickle in: MHD's own timeout is an idle one).
  */
 #include "agent/metrics.h"
+#include "agent/http_reply.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -232,29 +233,6 @@ static char *scrape(ts_agent_metrics *m, size_t *len)
     return text;
 }
 
-static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, char *body,
-                             size_t len, const char *type)
-{
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-    if (!resp) {
-        free(body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, "Content-Type", type);
-    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
-    if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-        MHD_add_response_header(resp, "Allow", "GET, HEAD");
-    enum MHD_Result ret = MHD_queue_response(conn, status, resp);
-    MHD_destroy_response(resp);
-    return ret;
-}
-
-static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned status, const char *s)
-{
-    char *body = strdup(s);
-    return body ? reply(conn, status, body, strlen(body), "text/plain; charset=utf-8") : MHD_NO;
-}
-
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
                               const char *method, const char *version, const char *upload,
                               size_t *upload_size, void **con_cls)
@@ -272,14 +250,14 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     }
     mark_received(cls, conn);
     if (strcmp(url, "/metrics") != 0)
-        return reply_text(conn, MHD_HTTP_NOT_FOUND, "not found: the agent serves /metrics\n");
+        return agent_reply_text(conn, MHD_HTTP_NOT_FOUND, "not found: the agent serves /metrics\n");
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-        return reply_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "/metrics: use GET\n");
+        return agent_reply_method(conn, "GET, HEAD", "/metrics: use GET\n");
     size_t len;
     char *text = scrape(cls, &len);
     if (!text)
-        return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
-    return reply(conn, MHD_HTTP_OK, text, len, CONTENT_TYPE);
+        return agent_reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+    return agent_reply(conn, MHD_HTTP_OK, text, len, CONTENT_TYPE);
 }
 
 /* "ADDR:PORT", "[V6]:PORT" or ":PORT" into a socket address. */

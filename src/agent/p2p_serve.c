@@ -29,6 +29,7 @@
 
 #include <gnutls/crypto.h>
 
+#include "agent/http_reply.h"
 #include "agent/p2p_internal.h"
 
 #define HTTP_TIMEOUT_S 30u
@@ -98,26 +99,6 @@ static bool token_ok(ts_p2p *p, const char *node, const char *digest, const char
            (p2p_token_mac(key, node, NULL, digest, expiry, want) && mac_equal(want, dot + 1));
 }
 
-static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, void *body,
-                             size_t len, const char *type)
-{
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-    if (!resp) {
-        free(body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, "Content-Type", type);
-    enum MHD_Result ret = MHD_queue_response(conn, status, resp);
-    MHD_destroy_response(resp);
-    return ret;
-}
-
-static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned status, const char *s)
-{
-    char *b = strdup(s);
-    return b ? reply(conn, status, b, strlen(b), "text/plain; charset=utf-8") : MHD_NO;
-}
-
 /* An fd for the piece's bytes: the active fetch's file when that piece is
  * verified, else the store's finished blob; -1: not held. Closed by the
  * caller. */
@@ -173,20 +154,20 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         return MHD_YES;
     }
     if (strcmp(method, "GET") != 0)
-        return reply_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "use GET\n");
+        return agent_reply_method(conn, "GET", "use GET\n");
     if (strncmp(url, PATH_PREFIX, strlen(PATH_PREFIX)) != 0)
-        return reply_text(conn, MHD_HTTP_NOT_FOUND, "not found\n");
+        return agent_reply_text(conn, MHD_HTTP_NOT_FOUND, "not found\n");
     const char *rest = url + strlen(PATH_PREFIX), *slash = strrchr(rest, '/');
     char digest[TS_IMAGE_DIGEST_MAX];
     if (!slash || (size_t)(slash - rest) >= sizeof digest)
-        return reply_text(conn, MHD_HTTP_NOT_FOUND, "want /p2p/v1/blobs/<digest>/<piece>\n");
+        return agent_reply_text(conn, MHD_HTTP_NOT_FOUND, "want /p2p/v1/blobs/<digest>/<piece>\n");
     memcpy(digest, rest, (size_t)(slash - rest));
     digest[slash - rest] = 0;
     char *end;
     errno = 0;
     long piece = strtol(slash + 1, &end, 10);
     if (!ts_image_digest_ok(digest) || !slash[1] || *end || errno || piece < 0)
-        return reply_text(conn, MHD_HTTP_NOT_FOUND, "want /p2p/v1/blobs/<digest>/<piece>\n");
+        return agent_reply_text(conn, MHD_HTTP_NOT_FOUND, "want /p2p/v1/blobs/<digest>/<piece>\n");
     const char *node = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Tessera-Node");
     const char *tok = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Tessera-P2P-Token");
     pthread_mutex_lock(&p->mu);
@@ -197,14 +178,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
      * where a 403 had every asker avoid it for 10 s (bench/image-p2p, the
      * 8-node faults after 32 nodes: last ready 16-19 s, not 10-12) */
     if (!keyed)
-        return reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "starting: ask again\n");
+        return agent_reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "starting: ask again\n");
     if (!token_ok(p, node, digest, tok)) {
         __atomic_fetch_add(&p->refused, 1, __ATOMIC_RELAXED);
-        return reply_text(conn, MHD_HTTP_FORBIDDEN, "a tracker token for this blob is needed\n");
+        return agent_reply_text(conn, MHD_HTTP_FORBIDDEN,
+                                "a tracker token for this blob is needed\n");
     }
     if (__atomic_add_fetch(&p->uploads, 1, __ATOMIC_RELAXED) > P2P_UPLOADS_MAX) {
         __atomic_fetch_sub(&p->uploads, 1, __ATOMIC_RELAXED);
-        return reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "busy: ask another holder\n");
+        return agent_reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "busy: ask another holder\n");
     }
     *con_cls = &uploading_marker; /* released in completed(), whatever the answer */
     long long size = 0;
@@ -213,7 +195,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     if (fd < 0 || off >= size) {
         if (fd >= 0)
             close(fd);
-        return reply_text(conn, MHD_HTTP_NOT_FOUND, "this node does not hold that piece\n");
+        return agent_reply_text(conn, MHD_HTTP_NOT_FOUND, "this node does not hold that piece\n");
     }
     long long len = size - off < TS_P2P_PIECE_BYTES ? size - off : TS_P2P_PIECE_BYTES;
     __atomic_fetch_add(&p->served_bytes, len, __ATOMIC_RELAXED);
@@ -245,10 +227,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     close(fd);
     if (!buf || got != len) {
         free(buf);
-        return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot read the piece\n");
+        return agent_reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot read the piece\n");
     }
     buf[len / 2] ^= 0x5a; /* the fault injected: a corrupt piece */
-    return reply(conn, MHD_HTTP_OK, buf, (size_t)len, "application/octet-stream");
+    return agent_reply(conn, MHD_HTTP_OK, buf, (size_t)len, "application/octet-stream");
 }
 
 static int parse_listen(const char *listen, struct sockaddr_in *sa, ts_err *err)

@@ -12,7 +12,9 @@
  * queued as a tree of its own. A tree still not empty after its pass (a
  * process of the task still writing through a folder it holds open) is
  * queued again, up to TRASH_PASSES_MAX passes; what is left then stays in
- * the trash until the next agent's sweep.
+ * the trash until the next agent's sweep. The agent's one remover in place
+ * (agent_rm_tree_at: images, whiteouts, a task folder that cannot be
+ * trashed) lives here too.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -129,6 +131,62 @@ static void trash_rm_at(const trash_ctx *c, int dfd, const char *name, int depth
             trash_rm_at(c, fd, e->d_name, depth + 1);
     closedir(d);
     unlinkat(dfd, name, AT_REMOVEDIR);
+}
+
+/* ---- in place ------------------------------------------------------------------ */
+
+static int agent_rm_at(int dfd, const char *name, int depth, int depth_max);
+
+/* Each entry of the open folder fd (closed here), depth deep. */
+static int agent_rm_below(int fd, int depth, int depth_max)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -1;
+    }
+    int rc = 0, first = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            agent_rm_at(fd, e->d_name, depth, depth_max) != 0 && rc == 0) {
+            rc = -1;
+            first = errno;
+        }
+    closedir(d);
+    errno = first;
+    return rc;
+}
+
+static int agent_rm_at(int dfd, const char *name, int depth, int depth_max)
+{
+    struct stat sb;
+    if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOENT ? 0 : -1;
+    if (!S_ISDIR(sb.st_mode))
+        return unlinkat(dfd, name, 0) == 0 || errno == ENOENT ? 0 : -1;
+    if (depth >= depth_max) {
+        errno = ELOOP;
+        return -1;
+    }
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    if (geteuid() != 0)
+        fchmod(fd, S_IRWXU); /* root passes a 0500 folder; the agent as a user not */
+    if (agent_rm_below(fd, depth + 1, depth_max) != 0)
+        return -1;
+    return unlinkat(dfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+int agent_rm_tree_at(int dfd, const char *name, int depth_max)
+{
+    return agent_rm_at(dfd, name, 0, depth_max);
+}
+
+int agent_rm_entries(int dfd, int depth_max)
+{
+    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    return fd < 0 ? -1 : agent_rm_below(fd, 0, depth_max);
 }
 
 static void trash_remove(trash_item *it)

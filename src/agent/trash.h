@@ -24,6 +24,18 @@ int agent_trash_put(const char *path, const char *trash);
  * removed behind. */
 void agent_trash_sweep(const char *trash);
 
+/* Removes dfd/name and, for a folder, all below it, in place and at once,
+ * never following a link: the one remover of the agent's own trees (an
+ * image, a layer's whiteout, a task folder that could not be trashed). A
+ * folder depth_max deep is not opened (ELOOP; a descriptor a level); a
+ * non-root agent makes each folder its own first (a 0500 folder of an image
+ * or a task). Goes on past an entry it cannot remove. 0 (also when dfd/name
+ * is gone already), or -1 with the first error's errno. */
+int agent_rm_tree_at(int dfd, const char *name, int depth_max);
+
+/* As agent_rm_tree_at for each entry of the folder dfd, which stays. */
+int agent_rm_entries(int dfd, int depth_max);
+
 /* Waits up to timeout_ms for the trash thread to have nothing left to do;
  * true when it has not (for tests and benchmarks). */
 bool agent_trash_idle(int timeout_ms);

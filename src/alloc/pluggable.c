@@ -52,6 +52,16 @@ __attribute__((format(printf, 1, 2))) static void plug_fail(const char *fmt, ...
     va_end(ap);
 }
 
+/* Device i's state where it was made (its allocator is live), else NULL:
+ * what the calls for every device visit. */
+static plug_dev *plug_ready(int i)
+{
+    pthread_mutex_lock(&plug_init_lock);
+    int ready = plug_devs[i].ready;
+    pthread_mutex_unlock(&plug_init_lock);
+    return ready ? &plug_devs[i] : NULL;
+}
+
 /* The device's state, created on first use; NULL with the reason recorded. */
 static plug_dev *plug_get(int device, int create)
 {
@@ -155,11 +165,8 @@ PLUG_EXPORT void tessera_record_stream(void *ptr, cudaStream_t stream)
 {
     uint64_t p = (uint64_t)(uintptr_t)ptr;
     for (int i = 0; i < PLUG_MAX_DEVICES; i++) {
-        plug_dev *d = &plug_devs[i];
-        pthread_mutex_lock(&plug_init_lock);
-        int ready = d->ready;
-        pthread_mutex_unlock(&plug_init_lock);
-        if (!ready)
+        plug_dev *d = plug_ready(i);
+        if (!d)
             continue;
         ts_err err = {0, ""};
         pthread_mutex_lock(&d->lock);
@@ -178,11 +185,8 @@ PLUG_EXPORT void tessera_record_stream(void *ptr, cudaStream_t stream)
 PLUG_EXPORT void tessera_empty_cache(void)
 {
     for (int i = 0; i < PLUG_MAX_DEVICES; i++) {
-        plug_dev *d = &plug_devs[i];
-        pthread_mutex_lock(&plug_init_lock);
-        int ready = d->ready;
-        pthread_mutex_unlock(&plug_init_lock);
-        if (!ready)
+        plug_dev *d = plug_ready(i);
+        if (!d)
             continue;
         ts_err err = {0, ""};
         pthread_mutex_lock(&d->lock);

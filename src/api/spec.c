@@ -401,7 +401,7 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
     if (v[K_WORKDIR])
         walk_workdir(P, v[K_WORKDIR]);
     if (v[K_SECRETS])
-        spec_walk_secrets(P, v[K_SECRETS]);
+        spec_walk_list(P, v[K_SECRETS], &SPEC_SECRETS);
     if (v[K_NETWORK])
         spec_walk_network(P, v[K_NETWORK]);
     if (v[K_IMAGE])
@@ -410,10 +410,10 @@ static void walk_top(spec_parser *P, const yaml_node_t *root)
         if (!v[K_IMAGE])
             spec_fail(P, "mounts", "only with an image");
         else
-            spec_walk_mounts(P, v[K_MOUNTS]);
+            spec_walk_list(P, v[K_MOUNTS], &SPEC_MOUNTS);
     }
     if (v[K_DATA])
-        spec_walk_data(P, v[K_DATA]);
+        spec_walk_list(P, v[K_DATA], &SPEC_DATA);
     if (v[K_USER]) {
         /* who the task is inside its image: its User, or numbers (the
          * tenant's rules are the controller's question, at submission) */

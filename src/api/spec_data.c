@@ -24,19 +24,9 @@ static bool one_data(spec_parser *P, const yaml_node_t *n, const char *path, ts_
 {
     static const char *const keys[] = {"ref", "path"};
     yaml_node_t *v[2];
-    unsigned given;
-    if (!spec_map_fields(P, n, path, keys, 2, v, &given)) {
-        spec_fail_got(P, n, path, "{ref, path}");
+    if (!spec_map_need(P, n, path, keys, 2, 2, "{ref, path}", v))
         return false;
-    }
     char sub[SPEC_PATH_MAX + 16];
-    for (int k = 0; k < 2; k++) {
-        snprintf(sub, sizeof sub, "%s.%s", path, keys[k]);
-        if (!v[k]) {
-            spec_fail(P, sub, "required");
-            return false;
-        }
-    }
     snprintf(sub, sizeof sub, "%s.ref", path);
     const char *ref = spec_text(P, v[0], sub);
     if (!ref)
@@ -54,50 +44,29 @@ static bool one_data(spec_parser *P, const yaml_node_t *n, const char *path, ts_
     }
     snprintf(d->ref, sizeof d->ref, "%s", ref);
     snprintf(sub, sizeof sub, "%s.path", path);
-    const char *p = spec_text(P, v[1], sub);
-    if (!p)
-        return false;
-    if (!ts_mount_path_ok(p)) {
-        spec_fail_got(P, v[1], sub, "an absolute path without . or .. components, under 256 "
-                      "bytes");
-        return false;
-    }
-    if (spec_path_reserved(p)) {
-        spec_fail(P, sub, "\"%s\" is the runtime's (/, /proc, /sys, /dev)", p);
-        return false;
-    }
-    snprintf(d->path, sizeof d->path, "%s", p);
-    return true;
+    return spec_mount_path(P, v[1], sub, true, d->path);
 }
 
-void spec_walk_data(spec_parser *P, const yaml_node_t *seq)
+static void data_item(spec_parser *P, yaml_node_t *it, const char *path)
 {
     ts_job_spec *spec = P->spec;
-    void *items;
-    ptrdiff_t n = spec_list_alloc(P, seq, "data", "a list of {ref, path}", "entries",
-                                  TS_SPEC_MAX_DATA, sizeof *spec->data, &items);
-    if (n < 0)
+    ts_spec_data d;
+    memset(&d, 0, sizeof d);
+    if (!one_data(P, it, path, &d))
         return;
-    spec->data = items;
-    char path[SPEC_PATH_MAX];
-    for (ptrdiff_t i = 0; i < n; i++) {
-        snprintf(path, sizeof path, "data[%td]", i);
-        bool reused;
-        yaml_node_t *it = spec_child(P, seq->data.sequence.items.start[i], path, &reused);
-        ts_spec_data d;
-        memset(&d, 0, sizeof d);
-        if (!it || !one_data(P, it, path, &d))
-            continue;
-        bool twice = false;
-        for (int k = 0; !twice && k < spec->ndata; k++)
-            twice = strcmp(spec->data[k].path, d.path) == 0;
-        for (int k = 0; !twice && k < spec->nmounts; k++)
-            twice = strcmp(spec->mounts[k].path, d.path) == 0;
-        if (twice) {
-            snprintf(path, sizeof path, "data[%td].path", i);
-            spec_fail(P, path, "\"%s\" is mounted twice (data or mounts)", d.path);
-            continue;
-        }
-        spec->data[spec->ndata++] = d;
+    bool twice = false;
+    for (int k = 0; !twice && k < spec->ndata; k++)
+        twice = strcmp(spec->data[k].path, d.path) == 0;
+    for (int k = 0; !twice && k < spec->nmounts; k++)
+        twice = strcmp(spec->mounts[k].path, d.path) == 0;
+    if (twice) {
+        char sub[SPEC_PATH_MAX + 8];
+        snprintf(sub, sizeof sub, "%s.path", path);
+        spec_fail(P, sub, "\"%s\" is mounted twice (data or mounts)", d.path);
+        return;
     }
+    spec->data[spec->ndata++] = d;
 }
+
+const spec_list_def SPEC_DATA = {"data", "a list of {ref, path}", "entries", TS_SPEC_MAX_DATA,
+                                 sizeof(ts_spec_data), offsetof(ts_job_spec, data), data_item};

@@ -16,7 +16,7 @@
 #include "api/spec_walk.h"
 #include "tessera/tenant.h"
 
-bool spec_path_reserved(const char *p)
+static bool spec_path_reserved(const char *p)
 {
     static const char *const R[] = {"/proc", "/sys", "/dev"};
     if (strcmp(p, "/") == 0)
@@ -29,62 +29,55 @@ bool spec_path_reserved(const char *p)
     return false;
 }
 
+bool spec_mount_path(spec_parser *P, const yaml_node_t *v, const char *sub, bool in_image,
+                     char out[256])
+{
+    const char *s = spec_text(P, v, sub);
+    if (!s)
+        return false;
+    if (!ts_mount_path_ok(s)) {
+        spec_fail_got(P, v, sub, "an absolute path without . or .. components, under 256 bytes");
+        return false;
+    }
+    if (in_image && spec_path_reserved(s)) {
+        spec_fail(P, sub, "\"%s\" is the runtime's (/, /proc, /sys, /dev)", s);
+        return false;
+    }
+    snprintf(out, 256, "%s", s);
+    return true;
+}
+
 static bool one_mount(spec_parser *P, const yaml_node_t *n, const char *path, ts_spec_mount *m)
 {
     static const char *const keys[] = {"host", "path", "write"};
     yaml_node_t *v[3];
-    unsigned given;
-    if (!spec_map_fields(P, n, path, keys, 3, v, &given)) {
-        spec_fail_got(P, n, path, "{host, path, write}");
+    if (!spec_map_need(P, n, path, keys, 3, 2, "{host, path, write}", v))
         return false;
-    }
     char sub[SPEC_PATH_MAX + 16];
     for (int k = 0; k < 2; k++) {
         snprintf(sub, sizeof sub, "%s.%s", path, keys[k]);
-        if (!v[k]) {
-            spec_fail(P, sub, "required");
+        if (!spec_mount_path(P, v[k], sub, k == 1, k == 0 ? m->host : m->path))
             return false;
-        }
-        const char *s = spec_text(P, v[k], sub);
-        if (!s)
-            return false;
-        if (!ts_mount_path_ok(s)) {
-            spec_fail_got(P, v[k], sub, "an absolute path without . or .. components, "
-                          "under 256 bytes");
-            return false;
-        }
-        if (k == 1 && spec_path_reserved(s)) {
-            spec_fail(P, sub, "\"%s\" is the runtime's (/, /proc, /sys, /dev)", s);
-            return false;
-        }
-        snprintf(k == 0 ? m->host : m->path, TS_MOUNT_PATH_MAX, "%s", s);
     }
     snprintf(sub, sizeof sub, "%s.write", path);
     return !v[2] || spec_bool(P, v[2], sub, &m->write);
 }
 
-void spec_walk_mounts(spec_parser *P, const yaml_node_t *seq)
+static void mount_item(spec_parser *P, yaml_node_t *it, const char *path)
 {
     ts_job_spec *spec = P->spec;
-    void *items;
-    ptrdiff_t n = spec_list_alloc(P, seq, "mounts", "a list of {host, path, write}", "mounts",
-                                  TS_SPEC_MAX_MOUNTS, sizeof *spec->mounts, &items);
-    if (n < 0)
+    ts_spec_mount m = {0};
+    if (!one_mount(P, it, path, &m))
         return;
-    spec->mounts = items;
-    char path[SPEC_PATH_MAX];
-    for (ptrdiff_t i = 0; i < n; i++) {
-        snprintf(path, sizeof path, "mounts[%td]", i);
-        bool reused;
-        yaml_node_t *it = spec_child(P, seq->data.sequence.items.start[i], path, &reused);
-        ts_spec_mount m = {0};
-        if (!it || !one_mount(P, it, path, &m))
-            continue;
-        for (int k = 0; k < spec->nmounts; k++)
-            if (strcmp(spec->mounts[k].path, m.path) == 0) {
-                snprintf(path, sizeof path, "mounts[%td].path", i);
-                spec_fail(P, path, "\"%s\" is mounted twice", m.path);
-            }
-        spec->mounts[spec->nmounts++] = m;
-    }
+    for (int k = 0; k < spec->nmounts; k++)
+        if (strcmp(spec->mounts[k].path, m.path) == 0) {
+            char sub[SPEC_PATH_MAX + 8];
+            snprintf(sub, sizeof sub, "%s.path", path);
+            spec_fail(P, sub, "\"%s\" is mounted twice", m.path);
+        }
+    spec->mounts[spec->nmounts++] = m;
 }
+
+const spec_list_def SPEC_MOUNTS = {"mounts", "a list of {host, path, write}", "mounts",
+                                   TS_SPEC_MAX_MOUNTS, sizeof(ts_spec_mount),
+                                   offsetof(ts_job_spec, mounts), mount_item};

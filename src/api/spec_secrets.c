@@ -80,41 +80,30 @@ static bool secret_object(spec_parser *P, const yaml_node_t *n, const char *path
     return true;
 }
 
-void spec_walk_secrets(spec_parser *P, const yaml_node_t *seq)
+static void secret_item(spec_parser *P, yaml_node_t *it, const char *path)
 {
     ts_job_spec *spec = P->spec;
-    void *items;
-    ptrdiff_t n = spec_list_alloc(P, seq, "secrets", "a list of secret names", "secrets",
-                                  TS_SPEC_MAX_SECRETS, sizeof *spec->secrets, &items);
-    if (n < 0)
-        return;
-    spec->secrets = items;
-    char path[SPEC_PATH_MAX];
-    for (ptrdiff_t i = 0; i < n; i++) {
-        snprintf(path, sizeof path, "secrets[%td]", i);
-        bool reused;
-        yaml_node_t *it = spec_child(P, seq->data.sequence.items.start[i], path, &reused);
-        ts_secret_ref ref = {0};
-        if (!it)
-            continue;
-        bool ok = it->type == YAML_MAPPING_NODE ? secret_object(P, it, path, &ref)
-                                                : secret_name(P, it, path, ref.name);
-        if (ok && it->type != YAML_MAPPING_NODE)
-            snprintf(ref.target, sizeof ref.target, "%s", ref.name);
-        for (int k = 0; ok && k < spec->nsecrets; k++)
-            if (spec->secrets[k].file == ref.file &&
-                strcmp(spec->secrets[k].target, ref.target) == 0) {
-                spec_fail(P, path, "%s \"%s\" is given by secrets[%d] already",
-                          ref.file ? "file" : "variable", ref.target, k);
-                ok = false;
-            }
-        size_t tl = strlen(ref.target);
-        for (int k = 0; ok && !ref.file && k < spec->nenv; k++)
-            if (strncmp(spec->env[k], ref.target, tl) == 0 && spec->env[k][tl] == '=') {
-                spec_fail(P, path, "variable \"%s\" is in env too: give it once", ref.target);
-                ok = false;
-            }
-        if (ok)
-            spec->secrets[spec->nsecrets++] = ref;
-    }
+    ts_secret_ref ref = {0};
+    bool ok = it->type == YAML_MAPPING_NODE ? secret_object(P, it, path, &ref)
+                                            : secret_name(P, it, path, ref.name);
+    if (ok && it->type != YAML_MAPPING_NODE)
+        snprintf(ref.target, sizeof ref.target, "%s", ref.name);
+    for (int k = 0; ok && k < spec->nsecrets; k++)
+        if (spec->secrets[k].file == ref.file && strcmp(spec->secrets[k].target, ref.target) == 0) {
+            spec_fail(P, path, "%s \"%s\" is given by secrets[%d] already",
+                      ref.file ? "file" : "variable", ref.target, k);
+            ok = false;
+        }
+    size_t tl = strlen(ref.target);
+    for (int k = 0; ok && !ref.file && k < spec->nenv; k++)
+        if (strncmp(spec->env[k], ref.target, tl) == 0 && spec->env[k][tl] == '=') {
+            spec_fail(P, path, "variable \"%s\" is in env too: give it once", ref.target);
+            ok = false;
+        }
+    if (ok)
+        spec->secrets[spec->nsecrets++] = ref;
 }
+
+const spec_list_def SPEC_SECRETS = {"secrets", "a list of secret names", "secrets",
+                                    TS_SPEC_MAX_SECRETS, sizeof(ts_secret_ref),
+                                    offsetof(ts_job_spec, secrets), secret_item};

@@ -375,23 +375,49 @@ char *spec_dup(spec_parser *P, const char *s)
     return d;
 }
 
-ptrdiff_t spec_list_alloc(spec_parser *P, const yaml_node_t *seq, const char *key,
-                          const char *want, const char *noun, int max, size_t elem_size,
-                          void **out)
+void spec_walk_list(spec_parser *P, const yaml_node_t *seq, const spec_list_def *def)
 {
-    *out = NULL;
     if (seq->type != YAML_SEQUENCE_NODE) {
-        spec_fail_got(P, seq, key, want);
-        return -1;
+        spec_fail_got(P, seq, def->key, def->want);
+        return;
     }
     ptrdiff_t n = seq->data.sequence.items.top - seq->data.sequence.items.start;
-    if (n > max) {
-        spec_fail(P, key, "%td %s, at most %d", n, noun, max);
-        return -1;
+    if (n > def->max) {
+        spec_fail(P, def->key, "%td %s, at most %d", n, def->noun, def->max);
+        return;
     }
-    if (n && !(*out = calloc((size_t)n, elem_size))) {
+    void *items = n ? calloc((size_t)n, def->elem_size) : NULL;
+    if (n && !items) {
         spec_fail_oom(P);
-        return -1;
+        return;
     }
-    return n;
+    /* the spec's array (ts_spec_data *, ...): an object pointer as any other */
+    *(void **)((char *)P->spec + def->member) = items;
+    char path[SPEC_PATH_MAX];
+    for (ptrdiff_t i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s[%td]", def->key, i);
+        bool reused;
+        yaml_node_t *it = spec_child(P, seq->data.sequence.items.start[i], path, &reused);
+        if (it)
+            def->one(P, it, path);
+    }
+}
+
+bool spec_map_need(spec_parser *P, const yaml_node_t *n, const char *path,
+                   const char *const *keys, int nkeys, int nneed, const char *want,
+                   yaml_node_t **v)
+{
+    unsigned given;
+    if (!spec_map_fields(P, n, path, keys, nkeys, v, &given)) {
+        spec_fail_got(P, n, path, want);
+        return false;
+    }
+    for (int k = 0; k < nneed; k++)
+        if (!v[k]) {
+            char sub[SPEC_PATH_MAX + 16];
+            snprintf(sub, sizeof sub, "%s.%s", path, keys[k]);
+            spec_fail(P, sub, "required");
+            return false;
+        }
+    return true;
 }

@@ -77,27 +77,40 @@ bool spec_int(spec_parser *P, const yaml_node_t *n, const char *path, int64_t lo
               int64_t *out);
 bool spec_bool(spec_parser *P, const yaml_node_t *n, const char *path, bool *out);
 bool spec_duration(spec_parser *P, const yaml_node_t *n, const char *path, double *out);
-/* The top-level secrets: list (spec_secrets.c). */
-void spec_walk_secrets(spec_parser *P, const yaml_node_t *seq);
-/* The top-level mounts: list (spec_mounts.c). */
-void spec_walk_mounts(spec_parser *P, const yaml_node_t *seq);
-/* Whether a path inside an image is the runtime's: /, /proc, /sys, /dev and below. */
-bool spec_path_reserved(const char *p);
-/* The top-level data: list (spec_data.c); after mounts, whose paths it may not reuse. */
-void spec_walk_data(spec_parser *P, const yaml_node_t *seq);
+/* A mount's path at sub (the host's, or in_image one inside the image):
+ * absolute, without . or .. components, under 256 bytes, and inside the
+ * image not the runtime's (/, /proc, /sys, /dev and below); copied into out
+ * (256 bytes). False after an error in P. */
+bool spec_mount_path(spec_parser *P, const yaml_node_t *v, const char *sub, bool in_image,
+                     char out[256]);
 /* The top-level tasks: list of task groups (spec_tasks.c). */
 void spec_walk_tasks(spec_parser *P, const yaml_node_t *n);
 /* The top-level network: a mode, or a map with nics and publish (spec_network.c). */
 void spec_walk_network(spec_parser *P, const yaml_node_t *n);
 /* The top-level notify: map (spec_notify.c). */
 void spec_walk_notify(spec_parser *P, const yaml_node_t *n);
-/* A top-level list of at most max items (want: what it must be, noun: what
- * its items are called in "N noun, at most max"): its length, with *out a
- * zeroed array of that many elem_size items (NULL when empty, the caller
- * owns it); -1 after an error (not a list, too long, out of memory). */
-ptrdiff_t spec_list_alloc(spec_parser *P, const yaml_node_t *seq, const char *key,
-                          const char *want, const char *noun, int max, size_t elem_size,
-                          void **out);
+/* A top-level list of objects (secrets, mounts, data): key, what it must be
+ * (want), what its items are called in "N noun, at most max", its items'
+ * size and the place of its array in ts_job_spec (member, offsetof), and
+ * one(), which reads an item (path "key[i]") and appends it. */
+typedef struct spec_list_def {
+    const char *key, *want, *noun;
+    int max;
+    size_t elem_size, member;
+    void (*one)(spec_parser *P, yaml_node_t *it, const char *path);
+} spec_list_def;
+/* Checks the list (else an error naming it), gives the spec a zeroed array
+ * of its length (NULL when empty; the spec owns it) and reads each item
+ * that can be read. */
+void spec_walk_list(spec_parser *P, const yaml_node_t *seq, const spec_list_def *def);
+/* The top-level secrets (spec_secrets.c), mounts (spec_mounts.c) and data
+ * (spec_data.c; after mounts, whose paths it may not reuse) lists. */
+extern const spec_list_def SPEC_SECRETS, SPEC_MOUNTS, SPEC_DATA;
+/* A mapping of keys (spec_map_fields), else "<path>: must be <want>", with
+ * the first nneed keys given (else "<path>.<key>: required"). */
+bool spec_map_need(spec_parser *P, const yaml_node_t *n, const char *path,
+                   const char *const *keys, int nkeys, int nneed, const char *want,
+                   yaml_node_t **v);
 /* strdup, an out-of-memory error in P when it fails. */
 char *spec_dup(spec_parser *P, const char *s);
 /* A task group's count or gpus given as a range {min, max} (spec_elastic.c):

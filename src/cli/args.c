@@ -17,13 +17,19 @@
 
 #define TIMEOUT_MAX_S 3600
 
+/* One line on stderr: the program's name, what (an error: none), the message. */
+static void cli_vsay(const char *what, const char *fmt, va_list ap)
+{
+    fprintf(stderr, CLI_PROG ": %s", what);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 void cli_errorf(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs(CLI_PROG ": ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    cli_vsay("", fmt, ap);
     va_end(ap);
 }
 
@@ -31,9 +37,7 @@ void cli_warn(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs(CLI_PROG ": warning: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    cli_vsay("warning: ", fmt, ap);
     va_end(ap);
 }
 
@@ -72,6 +76,14 @@ int cli_job_id(const struct cli_cmd *cmd, const char *s, long *id)
     if (!cli_parse_long(s, 1, LONG_MAX, id))
         return cli_usage_error(cmd, "job id must be a positive integer, got '%s'", s);
     return CLI_CONTINUE;
+}
+
+int cli_parse_job(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
+                  const struct cli_opt *opts, long *id)
+{
+    const char *arg;
+    int rc = cli_parse(ctx, cmd, argc, argv, opts, &arg, 1, 1);
+    return rc != CLI_CONTINUE ? rc : cli_job_id(cmd, arg, id);
 }
 
 /* The global flags, pointing into ctx->flags. */

@@ -121,6 +121,11 @@ bool cli_parse_long(const char *s, long lo, long hi, long *out);
 /* A job id as the API has it: a positive integer. Usage error if not. */
 int cli_job_id(const struct cli_cmd *cmd, const char *s, long *id);
 
+/* cli_parse for a command of one positional argument, a job id (cli_job_id),
+ * with its own opts (NULL: none). */
+int cli_parse_job(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
+                  const struct cli_opt *opts, long *id);
+
 /* ---- config.c ---- */
 
 /*

@@ -366,10 +366,9 @@ static void content_cell(const json_t *job, const char *key, struct cli_buf *b)
 static int job_doc(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
                    const char *suffix, const char *member, json_t **root, json_t **doc)
 {
-    const char *arg;
     long id;
-    int rc = cli_parse(ctx, cmd, argc, argv, NULL, &arg, 1, 1);
-    if (rc != CLI_CONTINUE || (rc = cli_job_id(cmd, arg, &id)) != CLI_CONTINUE)
+    int rc = cli_parse_job(ctx, cmd, argc, argv, NULL, &id);
+    if (rc != CLI_CONTINUE)
         return rc;
     rc = job_request(ctx, "GET", id, suffix, member, root, doc);
     if (rc != CLI_EXIT_OK || cli_emit(ctx, *root)) {
@@ -742,10 +741,9 @@ int cli_cmd_explain(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, ch
 
 int cli_cmd_events(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    const char *arg;
     long id;
-    int rc = cli_parse(ctx, cmd, argc, argv, NULL, &arg, 1, 1);
-    if (rc != CLI_CONTINUE || (rc = cli_job_id(cmd, arg, &id)) != CLI_CONTINUE)
+    int rc = cli_parse_job(ctx, cmd, argc, argv, NULL, &id);
+    if (rc != CLI_CONTINUE)
         return rc;
     char path[96];
     snprintf(path, sizeof path, "/v1/jobs/%ld/events", id);

@@ -163,7 +163,7 @@ static int follow_logs(struct cli_ctx *ctx, long id, long rank, bool err_stream,
 
 int cli_cmd_logs(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    const char *arg, *rank_s = NULL, *tail_s = NULL;
+    const char *rank_s = NULL, *tail_s = NULL;
     bool err_stream = false, follow = false;
     const struct cli_opt opts[] = {{"rank", 0, &rank_s, NULL},
                                    {"stderr", 0, NULL, &err_stream},
@@ -171,8 +171,8 @@ int cli_cmd_logs(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
                                    {"follow", 'f', NULL, &follow},
                                    {0}};
     long id, rank = 0, tail = 65536;
-    int rc = cli_parse(ctx, cmd, argc, argv, opts, &arg, 1, 1);
-    if (rc != CLI_CONTINUE || (rc = cli_job_id(cmd, arg, &id)) != CLI_CONTINUE)
+    int rc = cli_parse_job(ctx, cmd, argc, argv, opts, &id);
+    if (rc != CLI_CONTINUE)
         return rc;
     if (rank_s && !cli_parse_long(rank_s, 0, 65535, &rank))
         return cli_usage_error(cmd, "--rank: \"%s\" is not a rank 0..65535", rank_s);

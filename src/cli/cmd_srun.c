@@ -238,10 +238,9 @@ int cli_cmd_srun(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
 /* `tessera steps JOB`: the job's steps as sacct shows them (JOB.STEP rows). */
 int cli_cmd_steps(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    const char *arg;
     long id;
-    int rc = cli_parse(ctx, cmd, argc, argv, NULL, &arg, 1, 1);
-    if (rc != CLI_CONTINUE || (rc = cli_job_id(cmd, arg, &id)) != CLI_CONTINUE)
+    int rc = cli_parse_job(ctx, cmd, argc, argv, NULL, &id);
+    if (rc != CLI_CONTINUE)
         return rc;
     char path[64];
     snprintf(path, sizeof path, "/v1/jobs/%ld/steps", id);

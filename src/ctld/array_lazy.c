@@ -30,6 +30,7 @@
 #include "ctld/array_range.h"
 #include "ctld/ctld.h"
 #include "ctld/http.h"
+#include "tessera/grow.h"
 
 /* Pending elements turned into rows per write when the whole array is cancelled. */
 #define CANCEL_CHUNK_ROWS 4096
@@ -114,15 +115,9 @@ ctld_lazy *ctld_lazy_new(const ts_job_row *first, int size, int next, int thrott
 
 int ctld_lazy_add(ctld *c, ctld_lazy *a)
 {
-    if (c->nlazy == c->lazy_cap) {
-        int cap = c->lazy_cap ? 2 * c->lazy_cap : 8;
-        ctld_lazy **v = realloc(c->lazy, (size_t)cap * sizeof *v);
-        if (!v) {
-            lazy_free(a);
-            return TS_ENOMEM;
-        }
-        c->lazy = v;
-        c->lazy_cap = cap;
+    if (ts_grow((void **)&c->lazy, &c->lazy_cap, c->nlazy + 1, 8, sizeof *c->lazy) != 0) {
+        lazy_free(a);
+        return TS_ENOMEM;
     }
     c->lazy[c->nlazy++] = a;
     return 0;

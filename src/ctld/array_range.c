@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tessera/grow.h"
+
 void ctld_range_fini(ctld_range *r)
 {
     free(r->taken);
@@ -74,14 +76,8 @@ int ctld_range_take(ctld_range *r, int idx)
         }
         return 0;
     }
-    if (r->ntaken == r->cap) {
-        int cap = r->cap ? 2 * r->cap : 8;
-        int *t = realloc(r->taken, (size_t)cap * sizeof *t);
-        if (!t)
-            return -1;
-        r->taken = t;
-        r->cap = cap;
-    }
+    if (ts_grow((void **)&r->taken, &r->cap, r->ntaken + 1, 8, sizeof *r->taken) != 0)
+        return -1;
     int at = r->ntaken;
     while (at > 0 && r->taken[at - 1] > idx)
         at--;

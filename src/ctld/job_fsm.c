@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tessera/grow.h"
+
 /* Effects, applied after the commit. */
 #define FX_UNBIND 0x01u     /* its allocations go back (agents told) */
 #define FX_BIND 0x02u       /* it takes the cycle's allocations */
@@ -139,14 +141,8 @@ bool ctld_txn_has(const ctld_txn *t, const cjob *j)
 
 int ctld_txn_event(ctld_txn *t, int64_t job, double now, const char *kind, const char *detail)
 {
-    if (t->nev == t->evcap) {
-        int cap = t->evcap ? t->evcap * 2 : 16;
-        ts_event_row *e = realloc(t->ev, (size_t)cap * sizeof *e);
-        if (!e)
-            return TS_ENOMEM;
-        t->ev = e;
-        t->evcap = cap;
-    }
+    if (ts_grow((void **)&t->ev, &t->evcap, t->nev + 1, 16, sizeof *t->ev) != 0)
+        return TS_ENOMEM;
     ts_event_row *e = &t->ev[t->nev];
     memset(e, 0, sizeof *e);
     e->job_id = job;
@@ -193,14 +189,8 @@ static int fsm_refusal(const ctld_txn *t, const cjob *j, int event, const transi
 /* Room for one more change in the transaction. */
 static int txn_reserve(ctld_txn *t, ts_err *err)
 {
-    if (t->n < t->cap)
-        return 0;
-    int cap = t->cap ? t->cap * 2 : 16;
-    ctld_change *ch = realloc(t->ch, (size_t)cap * sizeof *ch);
-    if (!ch)
+    if (ts_grow((void **)&t->ch, &t->cap, t->n + 1, 16, sizeof *t->ch) != 0)
         return ts_err_set(err, TS_ENOMEM, "out of memory");
-    t->ch = ch;
-    t->cap = cap;
     return 0;
 }
 

@@ -7,6 +7,8 @@
  * hold lives here: the JSON Schemas of the bodies (written from what each
  * handler answers: routes.c, render.c, tokens.c, secrets_api.c, logs.c),
  * each operation's query parameters, and the links between operations.
+ * The agent's discovery and health are the codec's (src/proto), written from
+ * the member tables the controller decodes them with.
  */
 #include <assert.h>
 #include <ctype.h>
@@ -15,6 +17,7 @@
 
 #include "ctld/router.h"
 #include "ctld/http.h"
+#include "tessera/agent_proto.h"
 
 #define ID_MAX_TEXT "9223372036854775807"
 
@@ -331,7 +334,8 @@ static const struct {
      "{\"type\":\"object\",\"description\":\"docs/agent-protocol.md: register carries "
      "discovery, sync gen and health; both carry what runs\",\"required\":[\"node\"],"
      "\"properties\":{\"node\":{\"type\":\"string\"},\"gen\":{\"type\":\"integer\"},"
-     "\"discovery\":{\"type\":\"object\"},\"health\":{\"type\":\"object\"},"
+     "\"discovery\":{\"$ref\":\"#/components/schemas/Discovery\"},"
+     "\"health\":{\"$ref\":\"#/components/schemas/NodeHealth\"},"
      "\"tasks\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
      "\"job\":{\"type\":\"integer\"},\"rank\":{\"type\":\"integer\"},"
      "\"state\":{\"type\":\"string\"}}}},\"logs\":{\"type\":\"array\"},"
@@ -640,6 +644,9 @@ json_t *ctld_openapi(void)
         assert(one); /* a literal of this file: tested by ctld/openapi */
         json_object_set_new(schemas, SCHEMAS[i].name, one);
     }
+    /* the agent's documents, from the codec's member tables (src/proto) */
+    json_object_set_new(schemas, "Discovery", ts_discovery_schema());
+    json_object_set_new(schemas, "NodeHealth", ts_node_health_schema());
     return json_pack("{s:s,s:{s:s,s:s,s:s},s:o,s:{s:{s:{s:s,s:s}},s:o,s:o}}", "openapi",
                      "3.1.0", "info", "title", "Tessera controller API", "version", "1",
                      "description", "docs/api.md. A path the API does not have answers 404; "

@@ -37,6 +37,7 @@
 #include "tessera/node_select.h"
 #include "tessera/tenant_load.h"
 #include "ctld/state.h"
+#include "tessera/grow.h"
 
 
 
@@ -93,14 +94,8 @@ cjob *ctld_job_find(ctld *c, int64_t id)
 
 int ctld_job_add(ctld *c, cjob *j)
 {
-    if (c->njobs == c->jobs_cap) {
-        int cap = c->jobs_cap ? c->jobs_cap * 2 : 256;
-        cjob **nj = realloc(c->jobs, (size_t)cap * sizeof *nj);
-        if (!nj)
-            return TS_ENOMEM;
-        c->jobs = nj;
-        c->jobs_cap = cap;
-    }
+    if (ts_grow((void **)&c->jobs, &c->jobs_cap, c->njobs + 1, 256, sizeof *c->jobs) != 0)
+        return TS_ENOMEM;
     /* the map grows first: if it cannot, the job is in neither */
     if ((int64_t)(c->njobs + 1) * 2 > c->map_cap &&
         ctld_map_rebuild(c, c->map_cap ? c->map_cap * 2 : 1024) != 0)
@@ -281,14 +276,8 @@ int ctld_node_index_add(ctld *c, cjob *j)
         if (seen)
             continue;
         ctld_node_jobs *nj = &c->node_jobs[n];
-        if (nj->n == nj->cap) {
-            int cap = nj->cap ? nj->cap * 2 : 8;
-            cjob **v = realloc(nj->v, (size_t)cap * sizeof *v);
-            if (!v)
-                return TS_ENOMEM;
-            nj->v = v;
-            nj->cap = cap;
-        }
+        if (ts_grow((void **)&nj->v, &nj->cap, nj->n + 1, 8, sizeof *nj->v) != 0)
+            return TS_ENOMEM;
         nj->v[nj->n++] = j;
     }
     return 0;

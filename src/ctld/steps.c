@@ -27,6 +27,7 @@
 #include "ctld/input.h"
 #include "ctld/router.h"
 #include "ctld/steps_internal.h"
+#include "tessera/grow.h"
 
 #define STEP_ARGV_MAX 256
 #define STEP_ARG_MAX_BYTES 65536
@@ -538,14 +539,8 @@ bool ctld_step_alloc(ctld_step *s, const json_t *cmd, struct ctld_steps *steps)
         return false;
     for (int i = 0; i < n; i++)
         s->code[i] = -1;
-    if (steps->n == steps->cap) {
-        int cap = steps->cap ? steps->cap * 2 : 8;
-        ctld_step *nv = realloc(steps->v, (size_t)cap * sizeof *nv);
-        if (!nv)
-            return false;
-        steps->v = nv;
-        steps->cap = cap;
-    }
+    if (ts_grow((void **)&steps->v, &steps->cap, steps->n + 1, 8, sizeof *steps->v) != 0)
+        return false;
     return true;
 }
 

@@ -19,6 +19,7 @@
 
 #include "ctld/ctld.h"
 #include "ctld/depend.h"
+#include "tessera/grow.h"
 
 typedef struct throttled {
     int64_t array;  /* its first element's id */
@@ -63,28 +64,16 @@ static throttled *find(ctld_throttle *t, int64_t array, int limit, bool add)
             return &t->a[i];
     if (!add)
         return NULL;
-    if (t->n == t->cap) {
-        int cap = t->cap ? 2 * t->cap : 8;
-        throttled *a = realloc(t->a, (size_t)cap * sizeof *a);
-        if (!a)
-            return NULL;
-        t->a = a;
-        t->cap = cap;
-    }
+    if (ts_grow((void **)&t->a, &t->cap, t->n + 1, 8, sizeof *t->a) != 0)
+        return NULL;
     t->a[t->n] = (throttled){.array = array, .room = limit, .limit = limit};
     return &t->a[t->n++];
 }
 
 static int pend_add(throttled *e, int64_t id)
 {
-    if (e->npend == e->cappend) {
-        int cap = e->cappend ? 2 * e->cappend : 16;
-        int64_t *p = realloc(e->pend, (size_t)cap * sizeof *p);
-        if (!p)
-            return -1;
-        e->pend = p;
-        e->cappend = cap;
-    }
+    if (ts_grow((void **)&e->pend, &e->cappend, e->npend + 1, 16, sizeof *e->pend) != 0)
+        return -1;
     e->pend[e->npend++] = id;
     return 0;
 }

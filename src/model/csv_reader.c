@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tessera/grow.h"
+
 int ts_csv_next(ts_csv_lines *it, char *row, size_t cap, ts_err *err)
 {
     if (it->pos >= it->len)
@@ -80,14 +82,8 @@ int ts_csv_row(ts_csv_lines *it, char *row, size_t cap, const char *header, char
 int ts_csv_reserve(void **arr, int *cap, int n, int first, size_t elem, const char *fname,
                    ts_err *err)
 {
-    if (n < *cap)
-        return 0;
-    int nc = *cap ? *cap * 2 : first;
-    void *na = realloc(*arr, elem * (size_t)nc);
-    if (!na)
+    if (ts_grow(arr, cap, n + 1, first, elem) != 0)
         return ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
-    *arr = na;
-    *cap = nc;
     return 0;
 }
 

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tessera/grow.h"
+
 #define CSV_MAX_COLS 32
 #define CSV_FIELD_MAX 256
 
@@ -312,15 +314,9 @@ int ts_load_pods_csv(const char *buf, size_t len, const char *fname, ts_workload
             ts_err_prefix(err, "%s:%d: ", fname, r->line);
             goto fail;
         }
-        if (wl->npods == pod_cap) {
-            int ncap = pod_cap ? pod_cap * 2 : 1024;
-            ts_pod *np = realloc(wl->pods, (size_t)ncap * sizeof *np);
-            if (!np) {
-                rc = ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
-                goto fail;
-            }
-            wl->pods = np;
-            pod_cap = ncap;
+        if (ts_grow((void **)&wl->pods, &pod_cap, wl->npods + 1, 1024, sizeof *wl->pods) != 0) {
+            rc = ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
+            goto fail;
         }
         ts_pod *p = &wl->pods[wl->npods];
         memset(p, 0, sizeof *p);

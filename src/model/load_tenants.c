@@ -23,6 +23,7 @@
 
 #include "model/yaml_doc.h"
 #include "tessera/image_ref.h"
+#include "tessera/grow.h"
 
 #define TYAML_PATH_MAX 320 /* organisation + three team levels of 63-character names */
 #define TYAML_UNLIMITED "unlimited"
@@ -316,16 +317,8 @@ static int load_mounts(const tloader *L, const yaml_node_t *seq, const char *pat
 
 static int record_line(tloader *L, int idx, int line)
 {
-    if (idx >= L->line_cap) {
-        int ncap = L->line_cap ? L->line_cap * 2 : 32;
-        while (ncap <= idx)
-            ncap *= 2;
-        int *nl = realloc(L->line, (size_t)ncap * sizeof *nl);
-        if (!nl)
-            return ts_err_set(L->y.err, TS_ENOMEM, "%s: out of memory", L->y.fname);
-        L->line = nl;
-        L->line_cap = ncap;
-    }
+    if (ts_grow((void **)&L->line, &L->line_cap, idx + 1, 32, sizeof *L->line) != 0)
+        return ts_err_set(L->y.err, TS_ENOMEM, "%s: out of memory", L->y.fname);
     L->line[idx] = line;
     return 0;
 }

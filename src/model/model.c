@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tessera/grow.h"
+
 static const ts_gpu_model_info gpu_models[] = {
     {"P100", 16384, TS_MIG_NONE},
     {"T4", 16384, TS_MIG_NONE},
@@ -464,14 +466,9 @@ int ts_cluster_add_node(ts_cluster *c, const ts_node_spec *s, ts_err *err)
                 return ts_err_prefix(err, "mig_layout: gpu %d: ", i);
         }
     }
-    if (c->nnodes == c->cap) {
-        int cap = c->cap ? c->cap * 2 : CLUSTER_INITIAL_CAP;
-        ts_node *nn = realloc(c->nodes, (size_t)cap * sizeof *nn);
-        if (!nn)
-            return ts_err_set(err, TS_ENOMEM, "out of memory adding node");
-        c->nodes = nn;
-        c->cap = cap;
-    }
+    if (ts_grow((void **)&c->nodes, &c->cap, c->nnodes + 1, CLUSTER_INITIAL_CAP,
+                sizeof *c->nodes) != 0)
+        return ts_err_set(err, TS_ENOMEM, "out of memory adding node");
     ts_node *n = &c->nodes[c->nnodes];
     memset(n, 0, sizeof *n);
     strcpy(n->name, s->name);

@@ -316,7 +316,10 @@ json_t *ts_desired_task_encode(const ts_desired_task *t)
     return proto_table_new(DT_FIELDS, TS_DT_NFIELDS, t, t->present);
 }
 
-int ts_desired_task_decode(const json_t *o, const char *where, ts_desired_task *t, ts_err *err)
+/* The members of pick that o carries, job and rank required (and the
+ * action, when picked); on error nothing is left allocated. */
+static int dt_decode(const json_t *o, const char *where, uint64_t pick, ts_desired_task *t,
+                     ts_err *err)
 {
     memset(t, 0, sizeof *t);
     where = where ? where : "";
@@ -324,12 +327,24 @@ int ts_desired_task_decode(const json_t *o, const char *where, ts_desired_task *
         return ts_err_set(err, TS_EINVAL, "%s: must be an object", *where ? where : "task");
     int rc = proto_need(o, where, "job", err);
     rc = rc ? rc : proto_need(o, where, "rank", err);
-    rc = rc ? rc : proto_need(o, where, "action", err);
-    rc = rc ? rc : proto_table_decode(o, where, DT_FIELDS, TS_DT_NFIELDS, t, &t->present, err);
+    if (pick & TS_DT_BIT(TS_DT_ACTION))
+        rc = rc ? rc : proto_need(o, where, "action", err);
+    rc = rc ? rc : proto_table_pick(o, where, DT_FIELDS, TS_DT_NFIELDS, pick, t, &t->present, err);
     if (rc == 0 && (t->present & TS_DT_BIT(TS_DT_UID_RANGE)) && t->uid_range.n != 2)
         rc = ts_err_set(err, TS_EINVAL, "%s%suid_range: must be two integers (lowest, highest)",
                         where, *where ? "." : "");
     if (rc != 0)
         ts_desired_task_fini(t);
     return rc;
+}
+
+int ts_desired_task_decode(const json_t *o, const char *where, ts_desired_task *t, ts_err *err)
+{
+    return dt_decode(o, where, PROTO_ALL(TS_DT_NFIELDS), t, err);
+}
+
+int ts_desired_task_decode_id(const json_t *o, const char *where, ts_desired_task *t,
+                              ts_err *err)
+{
+    return dt_decode(o, where, TS_DT_ID_BITS, t, err);
 }

@@ -105,6 +105,11 @@ static json_t *dc_gpu_encode(const void *slot)
     return proto_table_new(GPU_FIELDS, TS_DG_NFIELDS, g, g->present);
 }
 
+static json_t *dc_gpu_schema(void)
+{
+    return proto_table_schema(GPU_FIELDS, TS_DG_NFIELDS, GPU_NEED);
+}
+
 /* ---- the node's parts -------------------------------------------------------------- */
 
 static const proto_field RAIL_FIELDS[] = {
@@ -138,6 +143,12 @@ static int dc_topology_decode(const json_t *v, const char *path, void *base, ts_
     return 0;
 }
 
+static json_t *dc_topology_schema(void)
+{
+    return json_pack("{s:s,s:{s:s,s:{s:s}}}", "type", "array", "items", "type", "array",
+                     "items", "type", "string");
+}
+
 static json_t *dc_topology_encode(const void *base)
 {
     const ts_discovery *d = base;
@@ -155,9 +166,10 @@ static const proto_field DC_FIELDS[TS_DC_NFIELDS] = {
     [TS_DC_CPUS] = {"cpus", PK_I64, D(cpus), 0, INT64_MAX},
     [TS_DC_MEMORY_BYTES] = {"memory_bytes", PK_I64, D(memory_bytes), 0, INT64_MAX},
     [TS_DC_DRIVER_VERSION] = {"driver_version", PK_STR, D(driver_version)},
-    [TS_DC_GPUS] = {"gpus", PROTO_LIST(ts_discovery, gpus, ngpus, dc_gpu)},
+    [TS_DC_GPUS] = {"gpus", PROTO_LIST(ts_discovery, gpus, ngpus, dc_gpu),
+                    .schema = dc_gpu_schema},
     [TS_DC_TOPOLOGY] = {"topology", PK_OBJ, D(topology), 0, 0, dc_topology_decode,
-                        dc_topology_encode},
+                        dc_topology_encode, .schema = dc_topology_schema},
     [TS_DC_NET_ADDR] = {"net_addr", PK_STR, D(net_addr)},
     [TS_DC_RAILS] = {.name = "rails", PROTO_ROWS(ts_discovery, rails, nrails, RAIL_FIELDS)},
     [TS_DC_IB_PORTS] = {.name = "ib_ports",
@@ -200,4 +212,9 @@ int ts_discovery_decode(const json_t *o, const char *where, ts_discovery *d, ts_
     if (rc != 0)
         ts_discovery_fini(d);
     return rc;
+}
+
+json_t *ts_discovery_schema(void)
+{
+    return proto_table_schema(DC_FIELDS, TS_DC_NFIELDS, DC_NEED);
 }

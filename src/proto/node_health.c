@@ -67,12 +67,18 @@ static json_t *nh_gpu_encode(const void *slot)
     return proto_table_new(GH_FIELDS, TS_GH_NFIELDS, g, g->present);
 }
 
+static json_t *nh_gpu_schema(void)
+{
+    return proto_table_schema(GH_FIELDS, TS_GH_NFIELDS, GH_NEED);
+}
+
 #define H(m) offsetof(ts_node_health, m)
 static const proto_field NH_FIELDS[TS_NH_NFIELDS] = {
     [TS_NH_VERDICT] = {VERDICT(ts_node_health)},
     [TS_NH_XID_MONITORED] = {"xid_monitored", PK_BOOL, H(xid_monitored)},
     [TS_NH_REASONS] = {"reasons", PK_STRV, H(reasons)},
-    [TS_NH_GPUS] = {"gpus", PROTO_LIST(ts_node_health, gpus, ngpus, nh_gpu)},
+    [TS_NH_GPUS] = {"gpus", PROTO_LIST(ts_node_health, gpus, ngpus, nh_gpu),
+                    .schema = nh_gpu_schema},
 };
 #undef H
 #pragma GCC diagnostic pop
@@ -99,4 +105,9 @@ int ts_node_health_decode(const json_t *o, const char *where, ts_node_health *h,
     if (rc != 0)
         ts_node_health_fini(h);
     return rc;
+}
+
+json_t *ts_node_health_schema(void)
+{
+    return proto_table_schema(NH_FIELDS, TS_NH_NFIELDS, NH_NEED);
 }

@@ -237,17 +237,23 @@ static json_t *proto_encode_one(const void *base, const proto_field *f)
     return NULL;
 }
 
-int proto_table_decode(const json_t *o, const char *where, const proto_field *f, int n,
-                       void *base, uint64_t *present, ts_err *err)
+int proto_table_pick(const json_t *o, const char *where, const proto_field *f, int n,
+                     uint64_t pick, void *base, uint64_t *present, ts_err *err)
 {
     int rc = 0;
     for (int i = 0; rc == 0 && i < n; i++) {
-        if (!json_object_get(o, f[i].name))
+        if (!(pick >> i & 1) || !json_object_get(o, f[i].name))
             continue;
         *present |= 1ULL << i;
         rc = proto_decode_one(o, where, &f[i], base, err);
     }
     return rc;
+}
+
+int proto_table_decode(const json_t *o, const char *where, const proto_field *f, int n,
+                       void *base, uint64_t *present, ts_err *err)
+{
+    return proto_table_pick(o, where, f, n, PROTO_ALL(n), base, present, err);
 }
 
 int proto_table_need(const json_t *o, const char *where, const proto_field *f, int n,
@@ -286,4 +292,96 @@ json_t *proto_table_new(const proto_field *f, int n, const void *base, uint64_t 
         return NULL;
     }
     return o;
+}
+
+/* ---- the schema ------------------------------------------------------------------- */
+
+/* An integer in f's lo..hi; a bound that is the C type's own is left out. */
+static json_t *proto_int_schema(const proto_field *f, int64_t type_lo, int64_t type_hi)
+{
+    json_t *s = json_pack("{s:s}", "type", "integer");
+    if (s && f->lo > type_lo)
+        json_object_set_new(s, "minimum", json_integer(f->lo));
+    if (s && f->hi < type_hi)
+        json_object_set_new(s, "maximum", json_integer(f->hi));
+    return s;
+}
+
+static json_t *proto_enum_schema(const proto_field *f)
+{
+    json_t *names = json_array();
+    for (int k = 1; names && k < f->hi; k++)
+        json_array_append_new(names, json_string(f->names[k]));
+    return json_pack("{s:s,s:o}", "type", "string", "enum", names);
+}
+
+static json_t *proto_member_schema(const proto_field *f)
+{
+    switch (f->kind) {
+    case PK_I64:
+        return proto_int_schema(f, INT64_MIN, INT64_MAX);
+    case PK_I32:
+        return proto_int_schema(f, INT32_MIN, INT32_MAX);
+    case PK_NUM:
+        return json_pack("{s:s}", "type", "number");
+    case PK_NUM0:
+        return json_pack("{s:s,s:i}", "type", "number", "minimum", 0);
+    case PK_POS:
+        return json_pack("{s:s,s:i}", "type", "number", "exclusiveMinimum", 0);
+    case PK_STR:
+        return json_pack("{s:s}", "type", "string");
+    case PK_STR_NULL:
+        return json_pack("{s:[ss]}", "type", "string", "null");
+    case PK_BOOL:
+        return json_pack("{s:s}", "type", "boolean");
+    case PK_TRUE:
+        return json_pack("{s:b}", "const", 1);
+    case PK_INTV:
+        return json_pack("{s:s,s:o}", "type", "array", "items",
+                         proto_int_schema(f, INT64_MIN, INT64_MAX));
+    case PK_STRV:
+        return json_pack("{s:s,s:{s:s}}", "type", "array", "items", "type", "string");
+    case PK_OBJ:
+        return f->schema ? f->schema() : json_object();
+    case PK_LIST:
+        return json_pack("{s:s,s:o}", "type", "array", "items",
+                         f->item_decode ? (f->schema ? f->schema() : json_object())
+                                        : proto_table_schema(f->sub, f->nsub,
+                                                             PROTO_ALL(f->nsub)));
+    case PK_DOCS:
+        return json_pack("{s:s,s:{s:s}}", "type", "array", "items", "type", "object");
+    case PK_ENUM:
+        return proto_enum_schema(f);
+    case PK_SUB:
+        return proto_table_schema(f->sub, f->nsub, (uint64_t)f->lo);
+    }
+    return NULL;
+}
+
+json_t *proto_table_schema(const proto_field *f, int n, uint64_t need)
+{
+    json_t *required = json_array(), *props = json_object();
+    for (int i = 0; required && props && i < n; i++) {
+        if ((need >> i & 1) && json_array_append_new(required, json_string(f[i].name)) != 0)
+            break;
+        json_t *one = proto_member_schema(&f[i]);
+        if (!one || json_object_set_new(props, f[i].name, one) != 0) {
+            json_decref(props);
+            props = NULL;
+        }
+    }
+    if (!required || !props) {
+        json_decref(required);
+        json_decref(props);
+        return NULL;
+    }
+    json_t *s = json_pack("{s:s}", "type", "object");
+    if (s && json_array_size(required) > 0)
+        json_object_set(s, "required", required);
+    json_decref(required);
+    if (!s || json_object_set_new(s, "properties", props) != 0) {
+        json_decref(s);
+        return NULL;
+    }
+    return s;
 }

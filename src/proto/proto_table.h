@@ -55,6 +55,9 @@ typedef struct proto_field {
     const char *const *names;   /* PK_ENUM: names[0] the unset value's slot */
     const struct proto_field *sub; /* PK_SUB */
     int nsub;
+    /* PK_OBJ, and PK_LIST by item_decode: the member's JSON Schema (an
+     * item's, for a list); NULL: any value (proto_table_schema) */
+    json_t *(*schema)(void);
 } proto_field;
 
 /* A PK_LIST line's kind and place: member m (items) and its count c of
@@ -74,6 +77,11 @@ typedef struct proto_field {
 int proto_table_decode(const json_t *o, const char *where, const proto_field *f, int n,
                        void *base, uint64_t *present, ts_err *err);
 
+/* As proto_table_decode, for the lines whose bit is in pick alone: the
+ * others are neither read nor checked. */
+int proto_table_pick(const json_t *o, const char *where, const proto_field *f, int n,
+                     uint64_t pick, void *base, uint64_t *present, ts_err *err);
+
 /* As proto_table_decode, for an object o must be (else "<where>: must be an
  * object") with each line whose bit is in need carried (else
  * "<where>.<name>: required"); *present (when not NULL) is set to the
@@ -92,6 +100,12 @@ json_t *proto_table_new(const proto_field *f, int n, const void *base, uint64_t 
  * already has, in its place); -1 when out of memory. */
 int proto_table_encode(json_t *o, const proto_field *f, int n, const void *base,
                        uint64_t present);
+
+/* The JSON Schema of an object of table f (n lines), the lines whose bit is
+ * in need required: what the decode loop accepts, each member's type and
+ * range, objects open (a decoder ignores the members it does not know).
+ * A new reference; NULL when out of memory. */
+json_t *proto_table_schema(const proto_field *f, int n, uint64_t need);
 
 /* "<where>.<key>", or "<key>" with no where. */
 void proto_path(char *buf, size_t len, const char *where, const char *key);

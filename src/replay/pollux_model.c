@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "model/csv_reader.h"
+#include "tessera/grow.h"
 
 #define ROW_MAX 512
 #define FIELDS_MAX 8
@@ -120,15 +121,7 @@ int replay_pm_app_max_gpus(const ts_pm_app *a, int cap)
 /* Grows *arr (of *cap elements of size sz) to hold n + 1. */
 static int grow(void **arr, int *cap, int n, size_t sz)
 {
-    if (n < *cap)
-        return 0;
-    int nc = *cap ? *cap * 2 : 64;
-    void *p = realloc(*arr, (size_t)nc * sz);
-    if (!p)
-        return -1;
-    *arr = p;
-    *cap = nc;
-    return 0;
+    return ts_grow(arr, cap, n + 1, 64, sz) != 0 ? -1 : 0;
 }
 
 /* Splits the next data row into want fields; 1 with a row, 0 at the end. */

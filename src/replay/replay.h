@@ -322,6 +322,14 @@ typedef struct ts_replay_fairness {
     double deficit_gpu_s; /* sum over tenants */
 } ts_replay_fairness;
 
+/* A trace loader's end: t gets its one workload, called name (t's set too),
+ * with room for njobs jobs (njobs set; the loader writes them), and a copy
+ * of the ntenants tenants. TS_ENOMEM naming fname, t then left for
+ * ts_replay_trace_free. */
+int replay_trace_fill(ts_replay_trace *t, const char *name, int njobs,
+                      const ts_replay_tenant *tenants, int ntenants, const char *fname,
+                      ts_err *err);
+
 /* The figures above from a finished replay: its jobs, their outcomes and
  * the log of their holds, on a cluster of total_gpus. tres gets ntenants
  * entries; fair may be NULL. TS_EINVAL (a job's tenant out of range), TS_ENOMEM. */

@@ -140,31 +140,16 @@ int ts_replay_load_jobs_csv(const char *buf, size_t len, const char *fname,
     }
     if (rc == 0 && n == 0)
         rc = ts_err_set(err, TS_EINVAL, "%s: no jobs", fname);
-    if (rc == 0) {
-        t->wl = calloc(1, sizeof *t->wl);
-        if (t->wl) {
-            t->nwl = 1;
-            t->wl->jobs = malloc(sizeof *t->wl->jobs * (size_t)n);
-        }
-        if (ntenants > 0)
-            t->tenants = malloc(sizeof *t->tenants * (size_t)ntenants);
-        if (!t->wl || !t->wl->jobs || (ntenants > 0 && !t->tenants))
-            rc = ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
-    }
+    if (rc == 0)
+        rc = replay_trace_fill(t, "jobs", n, tenants, ntenants, fname, err);
     if (rc) {
         free(rows);
         ts_replay_trace_free(t);
         return rc;
     }
     qsort(rows, (size_t)n, sizeof *rows, cmp_row);
-    snprintf(t->set, sizeof t->set, "jobs");
-    snprintf(t->wl->name, sizeof t->wl->name, "jobs");
     for (int i = 0; i < n; i++)
         t->wl->jobs[i] = rows[i].job;
-    t->wl->njobs = n;
-    if (ntenants > 0)
-        memcpy(t->tenants, tenants, sizeof *t->tenants * (size_t)ntenants);
-    t->ntenants = ntenants;
     free(rows);
     *out = t;
     return 0;

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "replay/replay.h"
+#include "tessera/grow.h"
 
 /* Slack for comparing accumulated float times (event-driven mode only; with
  * integer rounds every value is exact). */
@@ -78,15 +79,9 @@ static void log_hold(engine *e, int j, double end_s, bool done)
     ts_replay_log *log = e->log;
     if (!log || e->log_failed)
         return;
-    if (log->n == log->cap) {
-        int nc = log->cap ? log->cap * 2 : 1024;
-        ts_replay_hold *nh = realloc(log->holds, sizeof *nh * (size_t)nc);
-        if (!nh) {
-            e->log_failed = TS_ENOMEM;
-            return;
-        }
-        log->holds = nh;
-        log->cap = nc;
+    if (ts_grow((void **)&log->holds, &log->cap, log->n + 1, 1024, sizeof *log->holds) != 0) {
+        e->log_failed = TS_ENOMEM;
+        return;
     }
     log->holds[log->n++] = (ts_replay_hold){j, e->st[j].hold_start_s, end_s, done};
 }

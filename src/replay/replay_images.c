@@ -38,6 +38,7 @@
 #include "replay/replay.h"
 #include "replay/replay_images.h"
 #include "tessera/rng.h"
+#include "tessera/grow.h"
 
 #define NIMAGES_DEFAULT 16
 #define NIMAGES_MAX 1024
@@ -264,14 +265,8 @@ static void prefetch_one(replay_images *m, int job, const int *nodes, int nnodes
             m->pf[was].named = true;
         if (m->pf_share <= 0.0 || m->held[k] >= m->bytes[img] || was >= 0)
             continue;
-        if (m->npf == m->pf_cap) {
-            int cap = m->pf_cap ? 2 * m->pf_cap : 64;
-            struct prefetch *c = realloc(m->pf, (size_t)cap * sizeof *c);
-            if (!c)
-                return; /* no prefetch: the start pulls it all, as without one */
-            m->pf = c;
-            m->pf_cap = cap;
-        }
+        if (ts_grow((void **)&m->pf, &m->pf_cap, m->npf + 1, 64, sizeof *m->pf) != 0)
+            return; /* no prefetch: the start pulls it all, as without one */
         make_room(m, img, node);
         m->used_s[k] = now_s; /* not the next to go while it comes */
         m->pf[m->npf++] = (struct prefetch){.cell = k, .since_s = now_s, .from = m->held[k],

@@ -9,7 +9,8 @@
  * Rows are grouped by `workload` in order of first appearance; inside a
  * workload jobs are put in arrival order (stable, so equal submit times keep
  * file order). Parsing is from memory, strict (fixed header, 9 fields, no
- * quoting) and every error names file:line: field.
+ * quoting) and every error names file:line: field. A trace's one workload
+ * and tenants, as every loader ends (replay_trace_fill), are made here too.
  */
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 
 #include "model/csv_reader.h"
 #include "replay/replay.h"
+#include "tessera/grow.h"
 
 #define NCOLS 9
 #define LINE_MAX_BYTES 4096
@@ -29,6 +31,28 @@ static const char *const cols[NCOLS] = {"workload_set", "workload", "name", "tim
                                         "num_gpus", "batch_size", "duration", "gpu_time"};
 #define HEADER "workload_set,workload,name,time,application,num_gpus,batch_size,duration,gpu_time"
 enum { C_SET, C_WL, C_NAME, C_TIME, C_APP, C_GPUS, C_BSZ, C_DUR, C_GPUTIME };
+
+int replay_trace_fill(ts_replay_trace *t, const char *name, int njobs,
+                      const ts_replay_tenant *tenants, int ntenants, const char *fname,
+                      ts_err *err)
+{
+    t->wl = calloc(1, sizeof *t->wl);
+    if (t->wl) {
+        t->nwl = 1;
+        t->wl->jobs = malloc(sizeof *t->wl->jobs * (size_t)(njobs > 0 ? njobs : 1));
+    }
+    if (ntenants > 0)
+        t->tenants = malloc(sizeof *t->tenants * (size_t)ntenants);
+    if (!t->wl || !t->wl->jobs || (ntenants > 0 && !t->tenants))
+        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
+    snprintf(t->set, sizeof t->set, "%s", name);
+    snprintf(t->wl->name, sizeof t->wl->name, "%s", name);
+    t->wl->njobs = njobs;
+    if (ntenants > 0)
+        memcpy(t->tenants, tenants, sizeof *t->tenants * (size_t)ntenants);
+    t->ntenants = ntenants;
+    return 0;
+}
 
 void ts_replay_trace_free(ts_replay_trace *t)
 {
@@ -46,14 +70,8 @@ static int find_or_add_workload(ts_replay_trace *t, const char *name, int *cap)
     for (int i = 0; i < t->nwl; i++)
         if (strcmp(t->wl[i].name, name) == 0)
             return i;
-    if (t->nwl == *cap) {
-        int nc = *cap ? *cap * 2 : 8;
-        ts_replay_workload *nw = realloc(t->wl, sizeof *nw * (size_t)nc);
-        if (!nw)
-            return -1;
-        t->wl = nw;
-        *cap = nc;
-    }
+    if (ts_grow((void **)&t->wl, cap, t->nwl + 1, 8, sizeof *t->wl) != 0)
+        return -1;
     ts_replay_workload *w = &t->wl[t->nwl];
     memset(w, 0, sizeof *w);
     snprintf(w->name, sizeof w->name, "%s", name);

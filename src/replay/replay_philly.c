@@ -222,34 +222,19 @@ int ts_replay_load_philly(const char *buf, size_t len, const char *fname,
         rc = ts_err_set(err, TS_EINVAL, "%s:1: header: file is empty", fname);
     if (rc == 0 && n == 0)
         rc = ts_err_set(err, TS_EINVAL, "%s: no jobs of the virtual clusters in the window", fname);
-    if (rc == 0) {
-        t->wl = calloc(1, sizeof *t->wl);
-        t->tenants = malloc(sizeof *t->tenants * (size_t)ntenants);
-        if (t->wl)
-            t->wl->jobs = malloc(sizeof *t->wl->jobs * (size_t)n);
-        if (!t->wl || !t->tenants || !t->wl->jobs) {
-            if (t->wl)
-                t->nwl = 1;  /* so that trace_free frees it */
-            rc = ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
-        }
-    }
+    if (rc == 0)
+        rc = replay_trace_fill(t, "philly", n, tenants, ntenants, fname, err);
     if (rc) {
         free(rows);
         ts_replay_trace_free(t);
         return rc;
     }
     qsort(rows, (size_t)n, sizeof *rows, cmp_row);
-    t->nwl = 1;
-    snprintf(t->wl->name, sizeof t->wl->name, "philly");
-    snprintf(t->set, sizeof t->set, "philly");
     t->origin_epoch_s = rows[0].epoch_s;
     for (int i = 0; i < n; i++) {
         t->wl->jobs[i] = rows[i].job;
         t->wl->jobs[i].submit_s = rows[i].epoch_s - t->origin_epoch_s;
     }
-    t->wl->njobs = n;
-    memcpy(t->tenants, tenants, sizeof *t->tenants * (size_t)ntenants);
-    t->ntenants = ntenants;
     free(rows);
     *out = t;
     return 0;

@@ -11,6 +11,7 @@
 
 #include "sched/cycle_internal.h"
 #include "sched/elastic.h"
+#include "tessera/grow.h"
 #include "tessera/node_select.h"
 
 /* The las defaults (docs/scheduler.md has the sweep behind them). */
@@ -465,15 +466,5 @@ void ts_decision_fini(ts_decision *d)
 
 int cycle_grow(void **p, int *cap, int need, size_t size)
 {
-    if (need <= *cap)
-        return 0;
-    int n = *cap > 0 ? *cap : 16;
-    while (n < need)
-        n *= 2;
-    void *q = realloc(*p, (size_t)n * size);
-    if (!q)
-        return TS_ENOMEM;
-    *p = q;
-    *cap = n;
-    return 0;
+    return ts_grow(p, cap, need, 16, size);
 }

@@ -161,6 +161,31 @@ static const ts_mig_profile *node_profile(const plan *p, int i, const ts_request
     return ts_mig_profile_get(*geo, r->mig_profile);
 }
 
+/* A walk over the MIG GPUs (node i, GPU j) of the nodes that admit r's
+ * profile (prof, in geometry geo on node n): start at {.j = -1}. */
+typedef struct mig_walk {
+    int i, j, geo;
+    const ts_node *n;
+    const ts_mig_profile *prof;
+} mig_walk;
+
+/* The walk's next GPU; false after the last. */
+static bool mig_walk_next(const plan *p, const ts_request *r, mig_walk *w)
+{
+    while (w->i < p->c->nnodes) {
+        if (w->j < 0 && !(w->prof = node_profile(p, w->i, r, &w->n, &w->geo))) {
+            w->i++;
+            continue;
+        }
+        while (++w->j < w->n->ngpu)
+            if (w->n->gpu[w->j].mode == TS_GPU_MIG)
+                return true;
+        w->i++;
+        w->j = -1;
+    }
+    return false;
+}
+
 /* Rule (also ts_mig_plan_node): an idle instance of the profile anywhere
  * first, lowest node; else the GPU with room and the fewest free memory
  * slices (best fit keeps big holes for big requests), lowest node on ties.
@@ -168,25 +193,16 @@ static const ts_mig_profile *node_profile(const plan *p, int i, const ts_request
 static int pick_node(const plan *p, const ts_request *r)
 {
     int best = TS_ENOSPC, best_free = INT_MAX;
-    for (int i = 0; i < p->c->nnodes; i++) {
-        const ts_node *n;
-        int geo;
-        const ts_mig_profile *prof = node_profile(p, i, r, &n, &geo);
-        if (!prof)
+    for (mig_walk w = {.j = -1}; mig_walk_next(p, r, &w);) {
+        const ts_gpu *g = &w.n->gpu[w.j];
+        if (has_idle(g, r->mig_profile))
+            return w.i;
+        int f = free_slices(w.geo, &g->mig);
+        if (f < w.prof->mem_slices || f >= best_free)
             continue;
-        for (int j = 0; j < n->ngpu; j++) {
-            const ts_gpu *g = &n->gpu[j];
-            if (g->mode != TS_GPU_MIG)
-                continue;
-            if (has_idle(g, r->mig_profile))
-                return i;
-            int f = free_slices(geo, &g->mig);
-            if (f < prof->mem_slices || f >= best_free)
-                continue;
-            if (has_room(geo, &g->mig, prof)) {
-                best = i;
-                best_free = f;
-            }
+        if (has_room(w.geo, &g->mig, w.prof)) {
+            best = w.i;
+            best_free = f;
         }
     }
     return best;
@@ -292,38 +308,30 @@ static int find_cuts(const plan *p, const ts_request *r, const uint32_t *wanted,
 {
     int nbest = 0;
     bool may_add = p->nout < p->k;
-    for (int i = 0; i < p->c->nnodes; i++) {
-        const ts_node *n;
-        int geo;
-        const ts_mig_profile *prof = node_profile(p, i, r, &n, &geo);
-        if (!prof)
+    for (mig_walk w = {.j = -1}; mig_walk_next(p, r, &w);) {
+        int i = w.i, j = w.j;
+        const ts_gpu *g = &w.n->gpu[j];
+        if (g->mig.n == 0 || (!may_add && change_of(p, i, j) < 0))
             continue;
-        for (int j = 0; j < n->ngpu; j++) {
-            const ts_gpu *g = &n->gpu[j];
-            if (g->mode != TS_GPU_MIG || g->mig.n == 0)
-                continue;
-            if (!may_add && change_of(p, i, j) < 0)
-                continue;
-            /* as the GPU is now, not after this plan's own placements */
-            if (p->idle_gpus_only && p->c->nodes[i].gpu[j].ntasks > 0)
-                continue;
-            cut c;
-            if (!gpu_cut(geo, g, prof, wanted[n->model], &c))
-                continue;
-            c.node = i;
-            c.gpu = j;
-            /* insertion into the short list; equal keys keep index order */
-            int at = nbest;
-            while (at > 0 && cut_better(&c, &best[at - 1]))
-                at--;
-            if (at >= CUT_TRIES)
-                continue;
-            int last = nbest < CUT_TRIES ? nbest : CUT_TRIES - 1;
-            memmove(&best[at + 1], &best[at], (size_t)(last - at) * sizeof best[0]);
-            best[at] = c;
-            if (nbest < CUT_TRIES)
-                nbest++;
-        }
+        /* as the GPU is now, not after this plan's own placements */
+        if (p->idle_gpus_only && p->c->nodes[i].gpu[j].ntasks > 0)
+            continue;
+        cut c;
+        if (!gpu_cut(w.geo, g, w.prof, wanted[w.n->model], &c))
+            continue;
+        c.node = i;
+        c.gpu = j;
+        /* insertion into the short list; equal keys keep index order */
+        int at = nbest;
+        while (at > 0 && cut_better(&c, &best[at - 1]))
+            at--;
+        if (at >= CUT_TRIES)
+            continue;
+        int last = nbest < CUT_TRIES ? nbest : CUT_TRIES - 1;
+        memmove(&best[at + 1], &best[at], (size_t)(last - at) * sizeof best[0]);
+        best[at] = c;
+        if (nbest < CUT_TRIES)
+            nbest++;
     }
     return nbest;
 }

@@ -325,28 +325,30 @@ static CUresult call_free_async_ptsz(uint64_t p)
     return PASS(cuMemFreeAsync_ptsz, p, tl_free_stream);
 }
 
+/* Both frees (call: the driver's, for the one the program called): an
+ * allocation of a pool the shim charged goes back to its pool's count, any
+ * other charged one to the ledger. */
+static CUresult free_async(CUdeviceptr dptr, CUstream hStream, CUresult (*call)(uint64_t))
+{
+    tl_free_stream = hStream;
+    if (!ts_shim.cfg.mem_on || dptr == 0)
+        return call(dptr);
+    CUresult r;
+    if (shim_mem_pool_free(dptr, call, &r))
+        return r;
+    return shim_mem_charged_free(TS_REC_PTR, dptr, call);
+}
+
 TS_SHIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
     shim_ready();
-    if (!ts_shim.cfg.mem_on || dptr == 0)
-        return PASS(cuMemFreeAsync, dptr, hStream);
-    tl_free_stream = hStream;
-    CUresult r;
-    if (shim_mem_pool_free(dptr, call_free_async, &r))
-        return r;
-    return shim_mem_charged_free(TS_REC_PTR, dptr, call_free_async);
+    return free_async(dptr, hStream, call_free_async);
 }
 
 TS_SHIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
     shim_ready();
-    if (!ts_shim.cfg.mem_on || dptr == 0)
-        return PASS(cuMemFreeAsync_ptsz, dptr, hStream);
-    tl_free_stream = hStream;
-    CUresult r;
-    if (shim_mem_pool_free(dptr, call_free_async_ptsz, &r))
-        return r;
-    return shim_mem_charged_free(TS_REC_PTR, dptr, call_free_async_ptsz);
+    return free_async(dptr, hStream, call_free_async_ptsz);
 }
 
 TS_SHIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)

@@ -50,3 +50,11 @@ char *sim_read_file(const char *path, size_t *len, ts_err *err)
     *len = n;
     return buf;
 }
+
+int sim_bad(const char *who, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "%s: ", who);
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n");
+    return 2;
+}

@@ -1,7 +1,8 @@
 /*
  * fileio.h - reading a whole input file for the simulator's subcommands, so
  * both `fgd` and `replay` report an unreadable, oversized or vanished file the
- * same way (the core itself parses from memory and never opens files).
+ * same way (the core itself parses from memory and never opens files), and
+ * saying that an option is wrong the same way too.
  */
 #ifndef TS_SIM_FILEIO_H
 #define TS_SIM_FILEIO_H
@@ -15,5 +16,9 @@
 /* The file's bytes (caller frees) and their count in *len, or NULL with err
  * naming the path and the reason. */
 char *sim_read_file(const char *path, size_t *len, ts_err *err);
+
+/* Says "<who>: " and fmt (with one %s, arg) on stderr; returns the exit
+ * status of bad input (2). */
+int sim_bad(const char *who, const char *fmt, const char *arg);
 
 #endif

@@ -38,6 +38,7 @@
 #include "sim/fileio.h"
 #include "tessera/load.h"
 #include "tessera/rng.h"
+#include "tessera/grow.h"
 
 #define EXIT_BAD_INPUT 2
 #define GEN_PODS_MAX 1000000 /* pods written at most */
@@ -80,14 +81,8 @@ static int push(gen *g, const ts_request *r)
 {
     if (g->n == GEN_PODS_MAX)
         return TS_EINVAL;
-    if (g->n == g->cap) {
-        int nc = g->cap ? g->cap * 2 : 1024;
-        ts_request *np = realloc(g->p, (size_t)nc * sizeof *np);
-        if (!np)
-            return TS_ENOMEM;
-        g->p = np;
-        g->cap = nc;
-    }
+    if (ts_grow((void **)&g->p, &g->cap, g->n + 1, 1024, sizeof *g->p) != 0)
+        return TS_ENOMEM;
     g->p[g->n++] = *r;
     return 0;
 }

@@ -61,10 +61,7 @@ static void usage(FILE *f)
 
 static int bad(const char *fmt, const char *arg)
 {
-    fprintf(stderr, "tessera-sim: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n");
-    return EXIT_BAD_INPUT;
+    return sim_bad("tessera-sim", fmt, arg);
 }
 
 /* "42-51", "42", or "1,5,9" */

@@ -73,10 +73,7 @@ static void usage(FILE *f)
 
 static int bad(const char *fmt, const char *arg)
 {
-    fprintf(stderr, "tessera-sim replay: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n");
-    return EXIT_BAD_INPUT;
+    return sim_bad("tessera-sim replay", fmt, arg);
 }
 
 static int parse_num(const char *opt, const char *v, double min, double max, bool integer,

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "tessera/grow.h"
 #include "tessera/tenant.h"
 
 static const char *const job_state_names[TS_JOB_STATES] = {
@@ -95,14 +96,8 @@ void store_copy_field(char *dst, size_t cap, const char *src, size_t len)
 
 void *store_grow(void **rows, int n, int *cap, size_t size)
 {
-    if (n == *cap) {
-        int ncap = *cap ? *cap * 2 : 16;
-        void *p = realloc(*rows, (size_t)ncap * size);
-        if (!p)
-            return NULL;
-        *rows = p;
-        *cap = ncap;
-    }
+    if (ts_grow(rows, cap, n + 1, 16, size) != 0)
+        return NULL;
     return (char *)*rows + (size_t)n * size;
 }
 

@@ -35,6 +35,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "tessera/grow.h"
+
 #define HOUR_S 3600.0
 #define DAY_S 86400.0
 /* Runs longer than this are "long": bucketed by days, not hours. */
@@ -107,14 +109,8 @@ static int agg_group(agg *g, const ru_run *r)
     for (int i = 0; i < g->ngroups; i++)
         if (strcmp(g->groups[i], key) == 0)
             return g->last_group = i;
-    if (g->ngroups == g->gcap) {
-        int cap = g->gcap ? 2 * g->gcap : 64;
-        void *p = realloc(g->groups, (size_t)cap * sizeof *g->groups);
-        if (!p)
-            return -1;
-        g->groups = p;
-        g->gcap = cap;
-    }
+    if (ts_grow((void **)&g->groups, &g->gcap, g->ngroups + 1, 64, sizeof *g->groups) != 0)
+        return -1;
     memcpy(g->groups[g->ngroups], key, sizeof key);
     return g->last_group = g->ngroups++;
 }

@@ -3,7 +3,8 @@
  * (src/proto/desired_task.c): a document with every member, in the order
  * tesserad writes them, decodes and encodes back byte for byte; the members
  * read as typed values (lists, objects, null workdir and uid, secret values
- * with NUL bytes); each wrong member is refused with its path and reason.
+ * with NUL bytes); each wrong member is refused with its path and reason;
+ * a task refused whole is still read for what names it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -160,12 +161,49 @@ static void each_bad_member_is_named(void **state)
     }
 }
 
+/* A task refused as a whole is still named by its job, rank, step and run,
+ * read through the same table; what names it wrong is refused as before. */
+static void a_refused_task_is_named_by_its_id(void **state)
+{
+    (void)state;
+    json_t *in = parse("{\"job\":6,\"rank\":2,\"action\":\"pause\",\"world_size\":0,"
+                       "\"gpus\":\"x\",\"step\":3,\"run\":17.5}");
+    ts_desired_task t;
+    assert_int_equal(ts_desired_task_decode(in, "tasks[1]", &t, NULL), TS_EINVAL);
+    assert_int_equal(ts_desired_task_decode_id(in, "tasks[1]", &t, NULL), 0);
+    assert_int_equal(t.present, TS_DT_ID_BITS);
+    assert_int_equal(t.job, 6);
+    assert_int_equal(t.rank, 2);
+    assert_int_equal(t.step, 3);
+    assert_true(t.run == 17.5);
+    assert_null(t.gpus.v); /* the other members are not read */
+    json_decref(in);
+    static const struct {
+        const char *doc, *msg;
+    } BAD[] = {
+        {"{\"rank\":0}", "tasks[1].job: required"},
+        {"{\"job\":0,\"rank\":0}", "tasks[1].job: must be an integer >= 1"},
+        {"{\"job\":1,\"rank\":0,\"step\":\"2\"}",
+         "tasks[1].step: must be an integer in 0..2147483647"},
+        {"{\"job\":1,\"rank\":0,\"run\":\"now\"}", "tasks[1].run: must be a number"},
+    };
+    for (size_t k = 0; k < sizeof BAD / sizeof *BAD; k++) {
+        in = parse(BAD[k].doc);
+        ts_err err = {0};
+        int rc = ts_desired_task_decode_id(in, "tasks[1]", &t, &err);
+        if (rc != TS_EINVAL || strcmp(err.msg, BAD[k].msg) != 0 || t.present != 0)
+            fail_msg("%s: got %d \"%s\", want \"%s\"", BAD[k].doc, rc, err.msg, BAD[k].msg);
+        json_decref(in);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_member_round_trips_byte_for_byte),
         cmocka_unit_test(least_task_and_nulls),
         cmocka_unit_test(each_bad_member_is_named),
+        cmocka_unit_test(a_refused_task_is_named_by_its_id),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
