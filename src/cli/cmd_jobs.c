@@ -324,7 +324,7 @@ static int job_request(struct cli_ctx *ctx, const char *method, long id, const c
  * job's state after it: "job ID: STATE". */
 static int job_post_state(struct cli_ctx *ctx, long id, const char *suffix)
 {
-    json_t *root, *job;
+    json_t *root = NULL, *job;
     int rc = job_request(ctx, "POST", id, suffix, "job", &root, &job);
     if (rc != CLI_EXIT_OK)
         return rc;
@@ -381,7 +381,7 @@ static int job_doc(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
 
 int cli_cmd_show(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    json_t *root, *job;
+    json_t *root = NULL, *job;
     int rc = job_doc(ctx, cmd, argc, argv, "", "job", &root, &job);
     if (rc != CLI_CONTINUE)
         return rc;
@@ -566,7 +566,7 @@ static bool array_head(const json_t *job, long *span)
 static int array_target(struct cli_ctx *ctx, long id, long elem, bool *head, long *span,
                         long *k)
 {
-    json_t *root, *job;
+    json_t *root = NULL, *job;
     int rc = job_request(ctx, "GET", id, "", "job", &root, &job);
     if (rc != CLI_EXIT_OK)
         return rc;
@@ -704,7 +704,7 @@ int cli_cmd_cancel(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
 
 int cli_cmd_explain(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    json_t *root, *job_id;
+    json_t *root = NULL, *job_id;
     int rc = job_doc(ctx, cmd, argc, argv, "/explain", NULL, &root, &job_id);
     if (rc != CLI_CONTINUE)
         return rc;
