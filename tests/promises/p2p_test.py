@@ -208,14 +208,17 @@ def scenario_c_a_peer_refuses_a_caller_without_a_token(c):
     import urllib.error
     blob, size = _layer_digest(s1)
 
-    def status(headers):
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/p2p/v1/blobs/{blob}/0",
+    def at(port_, headers):  # piece 0 of the layer at the peer on port_: its status
+        req = urllib.request.Request(f"http://127.0.0.1:{port_}/p2p/v1/blobs/{blob}/0",
                                      headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=5) as resp:
                 return resp.status
         except urllib.error.HTTPError as e:
             return e.code
+
+    def status(headers):
+        return at(port, headers)
     check(status({}) == 403, "a caller without a token is refused (403)")
     check(status({"X-Tessera-Node": "q-1", "X-Tessera-P2P-Token": "9999999999." + "0" * 64})
           == 403, "a made-up token is refused (403)")
@@ -238,15 +241,6 @@ def scenario_c_a_peer_refuses_a_caller_without_a_token(c):
                            "--node", "q-2", "--token-file", node_token(c, "q-2"), "--linger",
                            "60", ref], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     p4.stdout.readline()
-
-    def at(port_, headers):
-        req = urllib.request.Request(f"http://127.0.0.1:{port_}/p2p/v1/blobs/{blob}/0",
-                                     headers=headers)
-        try:
-            with urllib.request.urlopen(req, timeout=5) as resp:
-                return resp.status
-        except urllib.error.HTTPError as e:
-            return e.code
     st, ans = _announce(c, "q-1", blob, size)
     toks = {pe.get("node"): pe.get("token") for pe in ans.get("peers", [])} if st == 200 else {}
     check(bool(toks.get("q-3")) and bool(toks.get("q-2")) and toks["q-3"] != toks["q-2"],
