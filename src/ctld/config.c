@@ -714,6 +714,7 @@ static const struct cfg_key {
     {"secrets_key_file", secrets_key_file_key, NULL},
     {"network", network_parse, NULL},
     {"mail", mail_parse, NULL},
+    {"webhooks", ctld_cfg_webhooks, NULL},
 };
 enum { CFG_NKEYS = sizeof CFG_KEYS / sizeof CFG_KEYS[0] };
 

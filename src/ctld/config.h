@@ -2,6 +2,7 @@
  * config.h - internal: tesserad's configuration (config.c; the keys: docs/tesserad.md).
  */
 #ifndef TS_CTLD_CONFIG_H
+#define CTLD_HOOK_ALLOW_MAX 32 /* webhooks.allow entries */
 #define TS_CTLD_CONFIG_H
 
 #include <pthread.h>
@@ -68,6 +69,15 @@ typedef struct ctld_config {
     /* mail (docs/tesserad.md): the SMTP relay of notify.mail, "" = none;
      * STARTTLS required when mail_starttls */
     char mail_relay[256], mail_from[256];
+    /* webhooks.allow: address ranges a job's notify.url may reach beyond
+     * the default (webhook_dest.c: not loopback, link-local, unspecified
+     * or multicast) */
+    struct ctld_cidr {
+        int family;       /* AF_INET or AF_INET6 */
+        unsigned char addr[16];
+        int prefix;       /* bits */
+    } hook_allow[CTLD_HOOK_ALLOW_MAX];
+    int nhook_allow;
     bool mail_starttls;
     char mail_ca_file[CTLD_PATH_MAX]; /* "" the system's CAs verify the relay */
     char listen_addr[64];       /* "127.0.0.1" */

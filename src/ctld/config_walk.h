@@ -31,4 +31,7 @@ int ctld_cfg_stragglers(cfg_ctx *x, yaml_node_t *m);
 int ctld_cfg_idle(cfg_ctx *x, yaml_node_t *m);
 int ctld_cfg_qos(cfg_ctx *x, yaml_node_t *m);
 
+/* webhooks: {allow: [CIDR...]} (webhook_dest.c). */
+int ctld_cfg_webhooks(cfg_ctx *x, yaml_node_t *m);
+
 #endif

@@ -91,11 +91,17 @@ int ctld_sessions_count(ctld *c);
 void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_reply *r);
 
 /* notify.c: webhooks of jobs' state changes. open at start, close at
- * shutdown (waits for the delivery thread); change is called under mu
+ * shutdown (waits for the delivery workers); change is called under mu
  * where a job's new row is applied, and never waits on a delivery. */
 int ctld_notify_open(ctld *c);
 void ctld_notify_close(ctld *c);
 void ctld_notify_change(ctld *c, const cjob *j, int from, const ts_job_row *to, double now);
+struct sockaddr;
+/* webhook_dest.c: whether a webhook may connect to sa (not loopback,
+ * link-local, unspecified or multicast unless webhooks.allow admits it);
+ * why (wn bytes) says why not. */
+bool ctld_webhook_dest_ok(const ctld_config *cfg, const struct sockaddr *sa, char *why,
+                          size_t wn);
 
 /* GET /v1/acct: one accounting row per job the caller may see (acct.c). */
 void ctld_acct(ctld *c, const ctld_request *rq, ctld_reply *r);

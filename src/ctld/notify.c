@@ -12,7 +12,10 @@
  * times, each try at most NOTIFY_TIMEOUT_S; a failed one waits
  * NOTIFY_BACKOFF_S, doubling, before the next, in the queue, while the
  * workers deliver others; a 2xx answer is delivered. Of the messages that
- * may be tried, the oldest goes first; one job's go in their order.
+ * may be tried, the oldest goes first; one job's go in their order. A call
+ * connects only where webhook_dest.c allows (not the controller's own host,
+ * a link-local address such as a cloud's instance metadata, unless
+ * webhooks.allow admits it): one refused is not tried again.
  *
  * Signature: when the job's tenant has a tenant secret named NOTIFY_KEY
  * (docs/secrets.md), the body is signed with HMAC-SHA256 under it:
@@ -30,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "ctld/ctld.h"
@@ -112,8 +116,28 @@ static bool sign(struct ctld_notify *N, const nmsg *m, char *out, size_t size)
     return true;
 }
 
-/* One try: true on a 2xx answer. */
-static bool post(struct ctld_notify *N, CURL *h, const nmsg *m, const char *sig, long *status)
+/* The address a webhook connects to, checked first (webhook_dest.c). */
+typedef struct dest_check {
+    const ctld_config *cfg;
+    bool refused;
+    char why[200];
+} dest_check;
+
+static curl_socket_t open_checked(void *p, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    dest_check *d = p;
+    (void)purpose;
+    if (!ctld_webhook_dest_ok(d->cfg, &a->addr, d->why, sizeof d->why)) {
+        d->refused = true;
+        return CURL_SOCKET_BAD;
+    }
+    return socket(a->family, a->socktype, a->protocol);
+}
+
+/* One try: true on a 2xx answer; *refused when its address may not be
+ * reached (why in d: it is not tried again). */
+static bool post(struct ctld_notify *N, CURL *h, const nmsg *m, const char *sig, long *status,
+                 dest_check *d)
 {
     struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
     char line[96];
@@ -134,6 +158,8 @@ static bool post(struct ctld_notify *N, CURL *h, const nmsg *m, const char *sig,
     curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(h, CURLOPT_XFERINFODATA, N);
+    curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, open_checked);
+    curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, d);
     CURLcode rc = curl_easy_perform(h);
     *status = 0;
     if (rc == CURLE_OK)
@@ -197,15 +223,23 @@ static void wait_until(struct ctld_notify *N, double t)
     pthread_cond_timedwait(&N->wake, &N->mu, &ts);
 }
 
-/* One try of m: true when delivered. */
+/* One try of m: true when delivered; *refused: never to be tried again
+ * (why says so). */
 static bool try_once(struct ctld_notify *N, CURL *h, const nmsg *m, long *status, char *why,
-                     size_t wn)
+                     size_t wn, bool *refused)
 {
     char sig[80];
+    *refused = false;
     if (m->rcpt)
         return ctld_mail_send(h, &N->c->cfg, m->rcpt, m->body, NOTIFY_TIMEOUT_S, on_progress, N,
                               why, wn);
-    return post(N, h, m, sign(N, m, sig, sizeof sig) ? sig : NULL, status);
+    dest_check d = {.cfg = &N->c->cfg};
+    bool ok = post(N, h, m, sign(N, m, sig, sizeof sig) ? sig : NULL, status, &d);
+    if (d.refused) {
+        *refused = true;
+        snprintf(why, wn, "%s", d.why);
+    }
+    return ok;
 }
 
 static void given_up(struct ctld_notify *N, const nmsg *m, long status, const char *why)
@@ -214,6 +248,9 @@ static void given_up(struct ctld_notify *N, const nmsg *m, long status, const ch
     if (m->rcpt)
         fprintf(stderr, "tesserad: job %lld: mail to %s not delivered through %s (%s)\n",
                 (long long)m->job, m->rcpt, N->c->cfg.mail_relay, why);
+    else if (why[0])
+        fprintf(stderr, "tesserad: job %lld: webhook %s not delivered: %s\n", (long long)m->job,
+                m->url, why);
     else
         fprintf(stderr, "tesserad: job %lld: webhook %s not delivered (last answer %ld)\n",
                 (long long)m->job, m->url, status);
@@ -236,8 +273,9 @@ static void *notify_main(void *p)
         pthread_mutex_unlock(&N->mu);
         long status = 0;
         char why[CURL_ERROR_SIZE] = "";
-        bool ok = try_once(N, h, m, &status, why, sizeof why);
-        bool last = !ok && m->tries + 1 >= NOTIFY_TRIES;
+        bool refused;
+        bool ok = try_once(N, h, m, &status, why, sizeof why, &refused);
+        bool last = !ok && (refused || m->tries + 1 >= NOTIFY_TRIES);
         if (ok)
             __atomic_add_fetch(&N->c->m.notify_delivered, 1, __ATOMIC_RELAXED);
         else if (last)

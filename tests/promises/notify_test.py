@@ -9,12 +9,15 @@ import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from cluster import Node
+from cluster import DEFAULT_CONFIG, Node
 from harness import USER_IDENTITY, check
 
+# the receivers here are on the controller's own host: 127.0.0.1 admitted,
+# the rest of loopback not (scenario_a_webhook_to_the_controllers_host)
 CLUSTER = {"nodes": [Node("r-1")],
            "tenants": "tenants:\n  team-a: {guaranteed: {gpu: {H100-80GB: 8}}}\n"
-                      "  team-b: {guaranteed: {gpu: {H100-80GB: 8}}}\n"}
+                      "  team-b: {guaranteed: {gpu: {H100-80GB: 8}}}\n",
+           "config": DEFAULT_CONFIG + "webhooks: {allow: [127.0.0.1/32]}\n"}
 
 KEY = "webhook-key-7f3a"
 
@@ -27,7 +30,7 @@ class Receiver:
     first `fail_first` of them; with hang set, holds every request until
     released."""
 
-    def __init__(self, fail_first=0, hang=False):
+    def __init__(self, fail_first=0, hang=False, host="127.0.0.1"):
         self.got, self.fail_first, self.hang = [], fail_first, hang
         self.release = threading.Event()
         self.lock = threading.Lock()
@@ -49,9 +52,9 @@ class Receiver:
             def log_message(self, *a):
                 pass
 
-        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.srv = ThreadingHTTPServer((host, 0), H)
         self.srv.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}/hook"
+        self.url = f"http://{host}:{self.srv.server_address[1]}/hook"
         threading.Thread(target=self.srv.serve_forever, daemon=True).start()
 
     def bodies(self):
@@ -170,6 +173,53 @@ def scenario_one_tenants_webhooks_leave_room_for_anothers(c):
     finally:
         for rx in (rx_a, rx_b, rx_p):
             rx.close()
+
+
+def scenario_a_webhook_to_the_controllers_host_is_not_made(c):
+    """job-spec.md: a webhook is not made to the controller's own host
+    (loopback), a link-local address (a cloud's instance metadata) or an
+    unspecified or multicast one, unless tesserad.yaml's webhooks.allow
+    admits it: it is given up at once, counted and logged; one to an
+    admitted address is made."""
+    rx, ok = Receiver(host="127.0.0.2"), Receiver()
+    try:
+        failed0 = metric(c, "tessera_webhooks_failed_total") or 0
+        # one call each (this file's queue holds 2, one a tenant)
+        jid = c.submit(spec("ssrf", "true", {"url": rx.url, "on": ["end"]}, gpus=0))
+        good = c.submit(spec("fine", "true", {"url": ok.url, "on": ["end"]}, tenant="team-b",
+                             gpus=0))
+        c.wait_job(jid, "completed", 30)
+        c.wait(lambda: any(bd.get("job") == good for _, bd in ok.bodies()),
+               "a webhook to an admitted address is made", 30)
+        c.wait(lambda: (metric(c, "tessera_webhooks_failed_total") or 0) >= failed0 + 1 or None,
+               "the refused call is given up at once (no retries) and counted", 5)
+        check(not rx.got, f"nothing reached 127.0.0.2 (loopback, not admitted): {len(rx.got)}")
+        log = open(c.path("tesserad.log")).read()
+        check("127.0.0.2 is a loopback address" in log and "webhooks.allow" in log,
+              f"the log says why: {log[-400:]}")
+    finally:
+        rx.close()
+        ok.close()
+
+
+def scenario_bad_webhooks_allow_is_refused(c):
+    """tesserad.md: an entry of webhooks.allow that is not an address or a
+    range is refused at start, naming it."""
+    import subprocess
+    bad = c.path("bad-webhooks.yaml")
+    with open(c.path("tesserad.yaml")) as f:
+        text = f.read()
+    for entry, shown in (("10.0.0.0/33", "webhooks.allow[1]"), ("localhost", "webhooks.allow[1]")):
+        with open(bad, "w") as f:
+            f.write(text.replace("allow: [127.0.0.1/32]", f"allow: [127.0.0.1/32, {entry}]"))
+        try:  # refused while it reads its configuration, before it listens
+            r = subprocess.run([c.bins["tesserad"], "--config", bad], capture_output=True,
+                               text=True, timeout=15)
+        except subprocess.TimeoutExpired:
+            check(False, f"tesserad with webhooks.allow {entry} exits at once")
+            continue
+        check(r.returncode != 0 and shown in r.stderr and entry in r.stderr,
+              f"{entry} refused naming {shown}: {r.returncode} {r.stderr.strip()[:300]}")
 
 
 def scenario_bad_notify_is_refused(c):
