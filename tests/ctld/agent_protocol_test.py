@@ -101,10 +101,12 @@ try:
     gens = {"r-1": 0, "r-2": 0}
     reports = {"r-1": [], "r-2": []}
 
-    def sync(node, health=None):
+    def sync(node, health=None, wait_s=None):
         body = {"node": node, "gen": gens[node], "tasks": reports[node]}
         if health:
             body["health"] = health
+        if wait_s is not None:
+            body["wait_s"] = wait_s
         st, d = call("POST", "/v1/agent/sync", tok[node], body)
         if st == 200:
             gens[node] = d["gen"]
@@ -207,7 +209,11 @@ try:
     reports["r-2"] = [{"job": bj, "rank": 1, "state": "stopped", "outcome": "checkpointed"}]
     sync("r-1")
     sync("r-2")
-    wait_for(lambda: job(bj)["state"] == "pending", "the victim requeues once every rank stopped")
+    # as an agent does, each sync reports again (a report that lands while
+    # the job's change is being written counts at the next one)
+    wait_for(lambda: (sync("r-1", wait_s=0.2), sync("r-2", wait_s=0.2),
+                      job(bj)["state"] == "pending")[-1],
+             "the victim requeues once every rank stopped")
     ev = call("GET", f"/v1/jobs/{bj}/events", admin)[1]["events"]
     check(any(e["kind"] == "requeued" and "checkpointed" in (e["detail"] or "") for e in ev),
           "its requeued event says it checkpointed")
