@@ -7,6 +7,8 @@
  * another process (made so with ns_last_pid, as a task cycling pids would),
  * is not pinned; the task's child is pinned, a process outside its tree is
  * not; a target that ends after the pin is seen gone (agent_sess_still).
+ * (A start time is in clock ticks: a pid reused within its process's first
+ * tick would not be told apart; a task has lived longer than that.)
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -22,18 +24,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/launch_record.h"
 #include "agent/session_proc.h"
 
 #define REUSE_TRIES 200 /* other processes fork too: ns_last_pid is a race */
+#define REUSE_AFTER_NS 50000000L /* 5 clock ticks */
 
+/* A child that waits forever; it dies with this test (a failed assertion
+ * leaves no process holding the test runner's output open) and holds none
+ * of its descriptors. */
 static pid_t sleeper(void)
 {
     pid_t p = fork();
     if (p == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int nul = open("/dev/null", O_RDWR);
+        for (int fd = 0; fd < 3 && nul >= 0; fd++)
+            dup2(nul, fd);
         for (;;)
             pause();
     }
@@ -85,6 +97,9 @@ static void a_reused_pid_is_not_the_task(void **state)
     unsigned long long s = 0;
     assert_true(agent_sess_pin(task, task_start, task, &s));
     assert_true(agent_sess_still(task, s));
+    /* start times are in clock ticks (1/100 s): a task's pid reused within
+     * the tick it started in would look the same; a task lives longer */
+    nanosleep(&(struct timespec){0, REUSE_AFTER_NS}, NULL);
     end(task);
     pid_t other = sleeper_at(task); /* the task's pid, now another process's */
     if (other == 0) {
