@@ -52,6 +52,7 @@
 #define ENDED_SWEEP_S 10.0     /* ended tasks' logs looked at this often */
 #define ENDED_PRESSED_S 2.0    /* and under the reserve */
 #define ENDED_LOGS_MAX 65536   /* looked at in one sweep */
+#define ENDED_MIN_AGE_S 60     /* a log written since is never an ended task's */
 
 long long agent_disk_reserve_mib(const ts_agent_config *cfg)
 {
@@ -182,17 +183,29 @@ static bool ended_log_of(int dfd, const char *n, ended_log *e)
 static void ended_logs_sweep(ts_agent *a, long long need)
 {
     DIR *d = opendir(a->logs);
-    ended_log *v = d ? malloc(sizeof *v * ENDED_LOGS_MAX) : NULL;
-    int n = 0;
+    ended_log *v = NULL, e;
+    int n = 0, cap = 0;
     struct dirent *de;
-    while (v && n < ENDED_LOGS_MAX && (de = readdir(d)) != NULL)
-        n += ended_log_of(dirfd(d), de->d_name, &v[n]);
+    while (d && n < ENDED_LOGS_MAX && (de = readdir(d)) != NULL) {
+        if (!ended_log_of(dirfd(d), de->d_name, &e))
+            continue;
+        if (n == cap) {
+            ended_log *g = realloc(v, sizeof *v * (size_t)(cap = cap ? cap * 2 : 64));
+            if (!g)
+                break;
+            v = g;
+        }
+        v[n++] = e;
+    }
     if (n > 1)
         qsort(v, (size_t)n, sizeof *v, by_age);
-    time_t old = time(NULL) - (time_t)(agent_output_keep_hours(&a->cfg) * 3600.0);
+    time_t now = time(NULL), old = now - (time_t)(agent_output_keep_hours(&a->cfg) * 3600.0);
     int gone = 0;
     long long back = 0;
-    for (int i = 0; i < n && (v[i].mtime < old || back < need); i++)
+    /* never one written in the last minute: a task being started has its
+     * logs a moment before its record */
+    for (int i = 0; i < n && (v[i].mtime < old || back < need) &&
+                    v[i].mtime < now - ENDED_MIN_AGE_S; i++)
         if (unlinkat(dirfd(d), v[i].name, 0) == 0) {
             gone++;
             back += v[i].bytes;

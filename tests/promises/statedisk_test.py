@@ -175,11 +175,13 @@ def scenario_ended_tasks_logs_go_first(c):
         t = time.time() - age_h * 3600
         os.utime(p, (t, t))
         return p
-    stale, fresh = put("j9998-r0.out", 1, 48), put("j9997-r0.out", 1)
+    # ages: one past --output-keep-hours (24), two under it (and over the
+    # minute in which a starting task's logs are never taken for an ended one's)
+    stale, fresh = put("j9998-r0.out", 1, 48), put("j9997-r0.out", 1, 0.1)
     gone = c.wait(lambda: not os.path.exists(stale) or None,
                   "an ended task's log older than --output-keep-hours (24) goes", 30)
     check(bool(gone) and os.path.exists(fresh), "a younger one stays, until the disk needs it")
-    big = put("j9996-r0.err", WRITE_MIB)
+    big = put("j9996-r0.err", WRITE_MIB, 0.05)
     r = registry()
     write = (f"/bin/busybox dd if=/dev/zero of=/tmp/fill bs=1M count={WRITE_MIB} 2>/dev/null; "
              "echo wrote; sleep 60")
