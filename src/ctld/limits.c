@@ -297,7 +297,9 @@ bool ctld_conn_vouch(ctld *c, conn_track *t, const char *name, const char *tenan
         token_conns *kt = tk[0] ? token_find(S, tk, true) : NULL;
         if (k && k->n >= c->cfg.conns_per_token)
             *which = "limits.connections_per_token";
-        else if (kt && kt->n >= c->cfg.conns_per_tenant)
+        /* a connection that changes tokens within its tenant is counted there already */
+        int mine = t->vouched && kt && strcmp(t->tenant, tk) == 0;
+        if (!*which && kt && kt->n - mine >= c->cfg.conns_per_tenant)
             *which = "limits.connections_per_tenant";
         if (*which) {
             S->refused++;
