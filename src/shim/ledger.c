@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define LEDGER_MAGIC 0x54534c44u
@@ -73,9 +74,25 @@ static void repair_locked(struct ledger_file *f)
     }
 }
 
+/* A waiter sleeps at most LOCK_RETRY_NS at a time, then looks again: a
+ * holder killed in the middle of its unlock can leave the lock free with
+ * its waiters never woken (seen: a survivor asleep on a lock word of 0 after
+ * a process was killed mid-storm); a look again finds it free. */
+#define LOCK_RETRY_NS 50000000L
+
 static void lock(ts_ledger *l)
 {
-    int rc = pthread_mutex_lock(&l->f->lock);
+    int rc;
+    do {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += LOCK_RETRY_NS;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        rc = pthread_mutex_timedlock(&l->f->lock, &ts);
+    } while (rc == ETIMEDOUT);
     if (rc == EOWNERDEAD) {
         repair_locked(l->f); /* the dead holder may have stopped half-way */
         pthread_mutex_consistent(&l->f->lock);
