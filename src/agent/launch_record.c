@@ -202,37 +202,58 @@ void agent_rec_exit_text(ts_sbuf *b, pid_t pid, unsigned long long start, int wa
     agent_sb_str(b, "\n");
 }
 
-int agent_rec_proc_stat(pid_t pid, unsigned long long *start, char *state)
+/* /proc/<pid>/stat read into buf (n bytes): its fields after the command's
+ * name, from field 3 (the state letter) on, or NULL when there is no such
+ * process. Async-signal-safe. */
+static char *proc_stat_fields(pid_t pid, char *buf, size_t n)
 {
-    char path[48], buf[PROC_STAT_BYTES];
+    char path[48];
     ts_sbuf b;
     agent_sb_init(&b, path, sizeof path);
     agent_sb_str(&b, "/proc/");
     agent_sb_int(&b, pid);
     agent_sb_str(&b, "/stat");
     if (pid <= 0)
-        return -1;
+        return NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return -1;
-    ssize_t n;
+        return NULL;
+    ssize_t got;
     do
-        n = read(fd, buf, sizeof buf - 1);
-    while (n < 0 && errno == EINTR);
+        got = read(fd, buf, n - 1);
+    while (got < 0 && errno == EINTR);
     close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
+    if (got <= 0)
+        return NULL;
+    buf[got] = '\0';
     /* "pid (comm) S ...": comm may hold spaces and ')', so start after the last ')' */
     char *p = NULL;
-    for (ssize_t i = n - 1; i >= 0; i--)
+    for (ssize_t i = got - 1; i >= 0; i--)
         if (buf[i] == ')') {
             p = buf + i + 1;
             break;
         }
     if (p == NULL || p[0] != ' ' || p[1] == '\0')
+        return NULL;
+    return p + 1;
+}
+
+/* The decimal number at *p, moving p past it; false when there is none. */
+static bool proc_number(char **p, unsigned long long *v)
+{
+    if (**p < '0' || **p > '9')
+        return false;
+    for (*v = 0; **p >= '0' && **p <= '9'; (*p)++)
+        *v = *v * 10 + (unsigned long long)(**p - '0');
+    return true;
+}
+
+int agent_rec_proc_stat(pid_t pid, unsigned long long *start, char *state)
+{
+    char buf[PROC_STAT_BYTES];
+    char *p = proc_stat_fields(pid, buf, sizeof buf);
+    if (p == NULL)
         return -1;
-    p++;
     *state = *p;
     for (int field = 3; field < PROC_START_FIELD; field++) {
         while (*p != ' ' && *p != '\0')
@@ -241,13 +262,18 @@ int agent_rec_proc_stat(pid_t pid, unsigned long long *start, char *state)
             return -1;
         p++;
     }
-    unsigned long long v = 0;
-    if (*p < '0' || *p > '9')
-        return -1;
-    while (*p >= '0' && *p <= '9')
-        v = v * 10 + (unsigned long long)(*p++ - '0');
-    *start = v;
-    return 0;
+    return proc_number(&p, start) ? 0 : -1;
+}
+
+pid_t agent_rec_proc_parent(pid_t pid)
+{
+    char buf[PROC_STAT_BYTES];
+    char *p = proc_stat_fields(pid, buf, sizeof buf);
+    unsigned long long pp;
+    if (p == NULL || p[1] != ' ') /* field 3, one letter, then field 4 */
+        return 0;
+    p += 2;
+    return proc_number(&p, &pp) ? (pid_t)pp : 0;
 }
 
 /* ---- agent side ----------------------------------------------------------------- */

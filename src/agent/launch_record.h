@@ -105,6 +105,9 @@ int agent_rec_exit_read(const char *path, pid_t pid, unsigned long long start, i
  * /proc/<pid>/stat. 0, or -1 when there is no such process.
  * Async-signal-safe. */
 int agent_rec_proc_stat(pid_t pid, unsigned long long *start, char *state);
+/* Field 4 (the parent's pid) of /proc/<pid>/stat; 0 when there is no such
+ * process. Async-signal-safe. */
+pid_t agent_rec_proc_parent(pid_t pid);
 
 /* pid is the process that started at `start` and has not ended (a zombie has
  * ended). */

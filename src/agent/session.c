@@ -513,7 +513,7 @@ static void run_exec(sess *s, ts_stream *st)
         return;
     unsigned long long tstart = 0;
     exec_from x = {.ns = {-1, -1, -1, -1, -1}};
-    if (!agent_sess_pin(s->task_pid, s->task_start, tp, &tstart) || !exec_read(tp, &x) || !agent_sess_still(tp, tstart)) {
+    if (!agent_sess_pin(s->task_pid, s->task_start, tp, &tstart) || !exec_read(tp, &x) || !agent_rec_alive(tp, tstart)) {
         exec_from_free(&x);
         session_gone(st);
         return;
@@ -591,7 +591,7 @@ static void run_forward(sess *s, ts_stream *st)
     bool ours = agent_sess_pin(s->task_pid, s->task_start, tp, &tstart);
     if (ours)
         agent_sess_namespaces(tp, ns);
-    if (!ours || !agent_sess_still(tp, tstart)) {
+    if (!ours || !agent_rec_alive(tp, tstart)) {
         for (int i = 0; ours && i < NS_N; i++)
             if (ns[i] >= 0)
                 close(ns[i]);

@@ -128,25 +128,6 @@ pid_t agent_sess_target(pid_t task, bool container)
     return container ? container_target(task) : task;
 }
 
-/* The parent of pid, from /proc/<pid>/stat (0: gone). */
-static pid_t parent_of(pid_t pid)
-{
-    char path[64], b[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, b, sizeof b - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    b[n] = '\0';
-    char *r = strrchr(b, ')'); /* after the command's name, which may hold anything */
-    char state;
-    int pp = 0;
-    return r && sscanf(r + 1, " %c %d", &state, &pp) == 2 ? (pid_t)pp : 0;
-}
-
 /* Whether target is the task's: its own process, or (a container) one of
  * its runtime's descendants, while that process is still the one the agent
  * started. A session reads /proc/<pid> on its own thread once its stream is
@@ -162,16 +143,9 @@ bool agent_sess_pin(pid_t task, unsigned long long task_start, pid_t target,
         return false;
     pid_t p = target;
     for (int depth = 0; p > 1 && p != task && depth < SESSION_TREE_DEPTH; depth++)
-        p = parent_of(p);
+        p = agent_rec_proc_parent(p);
     /* the tree was read while the task's process was still the agent's */
     return p == task && agent_rec_alive(task, task_start);
-}
-
-/* After the reads: target was the same process throughout (a pid is not
- * reused while its process lives), so what was read is the task's. */
-bool agent_sess_still(pid_t target, unsigned long long start)
-{
-    return agent_rec_alive(target, start);
 }
 
 /* Reads /proc/<pid>/environ into b (cap bytes at most); -1: the process is

@@ -25,14 +25,13 @@ pid_t agent_sess_target(pid_t task, bool container);
  * its start ticks). A session reads /proc/<pid> on its own thread once its
  * stream is open: the task may have ended by then and its pid gone to
  * another process (a task can cycle pids fast), which a session must never
- * join: its user may be root. *start: target's start ticks, for
- * agent_sess_still after the reads. */
+ * join: its user may be root. *start: target's start ticks: after the
+ * reads, agent_rec_alive(target, *start) says target was the same process
+ * throughout (a pid is not reused while its process lives), so what was
+ * read is the task's. */
 bool agent_sess_pin(pid_t task, unsigned long long task_start, pid_t target,
                     unsigned long long *start);
 
-/* After the reads: target was the same process throughout (a pid is not
- * reused while its process lives), so what was read is the task's. */
-bool agent_sess_still(pid_t target, unsigned long long start);
 
 /* The task's environment, NUL-separated, as an envp (*blob holds the
  * strings); NULL when the process is gone. */

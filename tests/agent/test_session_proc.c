@@ -6,7 +6,7 @@
  * Proves: a pid the task had, once the task ended and the pid went to
  * another process (made so with ns_last_pid, as a task cycling pids would),
  * is not pinned; the task's child is pinned, a process outside its tree is
- * not; a target that ends after the pin is seen gone (agent_sess_still).
+ * not; a target that ends after the pin is seen gone (agent_rec_alive).
  * (A start time is in clock ticks: a pid reused within its process's first
  * tick would not be told apart; a task has lived longer than that.)
  */
@@ -96,7 +96,7 @@ static void a_reused_pid_is_not_the_task(void **state)
     unsigned long long task_start = start_of(task);
     unsigned long long s = 0;
     assert_true(agent_sess_pin(task, task_start, task, &s));
-    assert_true(agent_sess_still(task, s));
+    assert_true(agent_rec_alive(task, s));
     /* start times are in clock ticks (1/100 s): a task's pid reused within
      * the tick it started in would look the same; a task lives longer */
     nanosleep(&(struct timespec){0, REUSE_AFTER_NS}, NULL);
@@ -108,7 +108,7 @@ static void a_reused_pid_is_not_the_task(void **state)
     }
     assert_int_equal(other, task);
     assert_false(agent_sess_pin(task, task_start, task, &s));
-    assert_false(agent_sess_still(task, task_start));
+    assert_false(agent_rec_alive(task, task_start));
     end(other);
 }
 
@@ -133,7 +133,7 @@ static void only_the_tasks_tree_is_pinned(void **state)
     pid_t outsider = sleeper();
     unsigned long long task_start = start_of(task), s = 0;
     assert_true(agent_sess_pin(task, task_start, child, &s));
-    assert_true(agent_sess_still(child, s));
+    assert_true(agent_rec_alive(child, s));
     assert_false(agent_sess_pin(task, task_start, outsider, &s));
     assert_false(agent_sess_pin(task, task_start + 1, child, &s)); /* not the task's start */
     kill(child, SIGKILL);
@@ -148,7 +148,7 @@ static void a_target_that_ends_is_seen_gone(void **state)
     unsigned long long s = 0;
     assert_true(agent_sess_pin(task, start_of(task), task, &s));
     end(task);
-    assert_false(agent_sess_still(task, s));
+    assert_false(agent_rec_alive(task, s));
 }
 
 int main(void)
