@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "agent/agent_internal.h"
+#include "agent/launch_record.h"
 
 #define HOOK_ENV_MAX 24
 #define HOOK_ENV_BYTES 256
@@ -121,26 +122,22 @@ static void epilog_path(const ts_agent *a, const agent_epilog_wait *w, char *p, 
         snprintf(p, n, "%s/epilogs", a->cfg.state_dir);
 }
 
-/* A waiting epilog's file (written whole, then renamed into place). */
+/* A waiting epilog's file, written whole then renamed into place as a
+ * task's record is (agent_rec_put). */
 static void epilog_keep(const ts_agent *a, const agent_epilog_wait *w)
 {
-    char p[700], tmp[720], gpus[128] = "";
+    char p[700], tmp[720], gpus[128] = "", text[EPILOG_FILE_BYTES];
     epilog_path(a, w, p, sizeof p);
     snprintf(tmp, sizeof tmp, "%s.tmp", p);
     for (int k = 0; k < w->ngpu; k++)
         snprintf(gpus + strlen(gpus), sizeof gpus - strlen(gpus), "%s%d", k ? "," : "",
                  w->gpus[k]);
-    FILE *f = fopen(tmp, "we");
-    bool ok = f && fprintf(f, EPILOG_FILE_HEAD "\n%lld %d %lld %d %s %s\n", (long long)w->job,
-                           w->rank, w->uid, w->exit_code, gpus[0] ? gpus : "-",
-                           w->user[0] ? w->user : "-") > 0;
-    if (f && fclose(f) != 0)
-        ok = false;
-    if (!ok || rename(tmp, p) != 0) {
+    int n = snprintf(text, sizeof text, EPILOG_FILE_HEAD "\n%lld %d %lld %d %s %s\n",
+                     (long long)w->job, w->rank, w->uid, w->exit_code, gpus[0] ? gpus : "-",
+                     w->user[0] ? w->user : "-");
+    if (n < 0 || (size_t)n >= sizeof text || agent_rec_put(tmp, p, text, (size_t)n, "", 0) != 0)
         fprintf(stderr, "tessera-agent: epilog of job %lld rank %d: %s: %s (it runs, unless "
                 "the agent stops first)\n", (long long)w->job, w->rank, p, strerror(errno));
-        unlink(tmp);
-    }
 }
 
 /* Reads a waiting epilog's file; false for anything else. */
