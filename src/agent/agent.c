@@ -99,6 +99,7 @@ int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, t
     snprintf(trash, sizeof trash, "%s/" BUNDLE_TRASH_DIR, a->bundles);
     agent_trash_sweep(trash); /* bundles an ended agent had not finished removing */
     agent_epilogs_restore(a);
+    agent_disk_limits(&a->cfg);
     ts_err ie;
     a->images_ok = agent_image_store_open(&a->images, images, cfg->image_budget_bytes, &ie) == 0;
     if (!a->images_ok)

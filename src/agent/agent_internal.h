@@ -229,14 +229,12 @@ void agent_disk_check(ts_agent *a, double now);
  * failed, with its reason code and why (AGENT_STOPPED_WHY_BYTES). */
 #define AGENT_STOPPED_WHY_BYTES 256
 void agent_stopped_report(const ts_agent *a, const local_task *lt, ts_task_report *r, char *why);
-/* MiB of one task's output log kept on the state disk: the option's, or
- * min(TS_AGENT_OUTPUT_KEEP_MIB, 2 % of the disk); 0 = all kept. */
-long long agent_output_keep_mib(const ts_agent_config *cfg);
-/* Hours an ended task's output log stays (--output-keep-hours). */
-double agent_output_keep_hours(const ts_agent_config *cfg);
-/* The reserve in MiB the agent keeps free on its state disk: the option's,
- * or min(TS_AGENT_DISK_RESERVE_MIB, 5 % of the disk); 0 = none. */
-long long agent_disk_reserve_mib(const ts_agent_config *cfg);
+/* The state disk's limits the options leave unset, sized once at the
+ * agent's start from the disk under state_dir (which must exist): the
+ * reserve min(TS_AGENT_DISK_RESERVE_MIB, 5 %), a task's output
+ * min(TS_AGENT_OUTPUT_KEEP_MIB, 2 %), an ended task's logs
+ * TS_AGENT_OUTPUT_KEEP_HOURS. */
+void agent_disk_limits(ts_agent_config *cfg);
 
 /* agent_net.c: tenant networks (docs/network.md) */
 void agent_net_open(ts_agent *a);

@@ -54,28 +54,30 @@
 #define ENDED_LOGS_MAX 65536   /* looked at in one sweep */
 #define ENDED_MIN_AGE_S 60     /* a log written since is never an ended task's */
 
-long long agent_disk_reserve_mib(const ts_agent_config *cfg)
+/* percent of the disk under dir in MiB, between least and most; fallback
+ * when the disk cannot be read. */
+static long long disk_part_mib(const char *dir, int percent, long long least, long long most,
+                               long long fallback)
 {
-    if (cfg->disk_reserve_set)
-        return cfg->disk_reserve_mib;
     struct statvfs v;
-    if (statvfs(cfg->state_dir, &v) != 0)
-        return 0;
-    long long disk = (long long)v.f_blocks * (long long)v.f_frsize / MIB;
-    long long part = disk * DISK_RESERVE_PERCENT / 100;
-    return part < TS_AGENT_DISK_RESERVE_MIB ? part : TS_AGENT_DISK_RESERVE_MIB;
+    if (statvfs(dir, &v) != 0)
+        return fallback;
+    long long part = (long long)v.f_blocks * (long long)v.f_frsize / MIB * percent / 100;
+    part = part > least ? part : least;
+    return part < most ? part : most;
 }
 
-long long agent_output_keep_mib(const ts_agent_config *cfg)
+void agent_disk_limits(ts_agent_config *cfg)
 {
-    if (cfg->output_keep_set)
-        return cfg->output_keep_mib;
-    struct statvfs v;
-    if (statvfs(cfg->state_dir, &v) != 0)
-        return TS_AGENT_OUTPUT_KEEP_MIB;
-    long long part = (long long)v.f_blocks * (long long)v.f_frsize / MIB * OUTPUT_KEEP_PERCENT / 100;
-    part = part > 1 ? part : 1;
-    return part < TS_AGENT_OUTPUT_KEEP_MIB ? part : TS_AGENT_OUTPUT_KEEP_MIB;
+    if (!cfg->disk_reserve_set)
+        cfg->disk_reserve_mib = disk_part_mib(cfg->state_dir, DISK_RESERVE_PERCENT, 0,
+                                              TS_AGENT_DISK_RESERVE_MIB, 0);
+    if (!cfg->output_keep_set)
+        cfg->output_keep_mib = disk_part_mib(cfg->state_dir, OUTPUT_KEEP_PERCENT, 1,
+                                             TS_AGENT_OUTPUT_KEEP_MIB, TS_AGENT_OUTPUT_KEEP_MIB);
+    if (!cfg->output_hours_set)
+        cfg->output_keep_hours = TS_AGENT_OUTPUT_KEEP_HOURS;
+    cfg->disk_reserve_set = cfg->output_keep_set = cfg->output_hours_set = true;
 }
 
 static long long file_bytes(const char *path)
@@ -199,7 +201,7 @@ static void ended_logs_sweep(ts_agent *a, long long need)
     }
     if (n > 1)
         qsort(v, (size_t)n, sizeof *v, by_age);
-    time_t now = time(NULL), old = now - (time_t)(agent_output_keep_hours(&a->cfg) * 3600.0);
+    time_t now = time(NULL), old = now - (time_t)(a->cfg.output_keep_hours * 3600.0);
     int gone = 0;
     long long back = 0;
     /* never one written in the last minute: a task being started has its
@@ -216,11 +218,6 @@ static void ended_logs_sweep(ts_agent *a, long long need)
     free(v);
     if (d)
         closedir(d);
-}
-
-double agent_output_keep_hours(const ts_agent_config *cfg)
-{
-    return cfg->output_hours_set ? cfg->output_keep_hours : TS_AGENT_OUTPUT_KEEP_HOURS;
 }
 
 /* Under the reserve, and ended tasks' logs not enough: stops the running
@@ -275,7 +272,7 @@ void agent_disk_check(ts_agent *a, double now)
     if (now < a->disk_next)
         return;
     a->disk_next = now + DISK_CHECK_S;
-    long long keep = agent_output_keep_mib(&a->cfg) * MIB;
+    long long keep = a->cfg.output_keep_mib * MIB;
     for (int i = 0; i < a->ntasks; i++) {
         const local_task *lt = &a->tasks[i];
         if (lt->t && lt->st.phase != TS_TASK_EXITED) {
@@ -287,7 +284,7 @@ void agent_disk_check(ts_agent *a, double now)
         a->disk_logs_next = now + ENDED_SWEEP_S;
         ended_logs_sweep(a, 0);
     }
-    long long reserve = agent_disk_reserve_mib(&a->cfg);
+    long long reserve = a->cfg.disk_reserve_mib;
     long long free_mib = free_mib_now(a);
     if (now < a->disk_settle || reserve <= 0 || free_mib < 0)
         return;
