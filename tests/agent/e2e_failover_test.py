@@ -136,6 +136,15 @@ try:
             check(r.returncode == 2 and opt in r.stderr and
                   f'"{bad}"' in r.stderr and "0..1073741824" in r.stderr,
                   f"{opt} {bad} is refused, naming it ({r.returncode}: {r.stderr.strip()})")
+    for bad in ("-1", "lots", "87601"):  # hours an ended task's logs stay, 0..87600
+        r = subprocess.run([AGENT, "--controller", SURL, "--node", "r-1", "--token-file",
+                            os.path.join(TMP, "r-1.token"), "--state-dir",
+                            os.path.join(TMP, "bad"), "--output-keep-hours", bad],
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode == 2 and "--output-keep-hours" in r.stderr and f'"{bad}"' in r.stderr
+              and "0..87600" in r.stderr,
+              f"--output-keep-hours {bad} is refused, naming it ({r.returncode}: "
+              f"{r.stderr.strip()})")
 
     env = dict(os.environ, TESSERA_FAKE_NVML_FIXTURE=FIXTURE)
     start("r-1", [AGENT, "--controller", f"http://127.0.0.1:{DEAD},{SURL}", "--node", "r-1",
