@@ -28,6 +28,7 @@ viewer connections trickling bytes held the server.
 Every wait is bounded.
 """
 import os
+import re
 import select
 import urllib.error
 import socket
@@ -241,6 +242,15 @@ try:
     check(other[1] == 200, f"6. another tenant's (the admin's) are not counted: {other[1]}")
     for s, _ in pairs + [other]:
         s.close()
+
+    for key, bad in (("connections_per_tenant", "0"), ("tokens_per_tenant", "lots")):
+        cfg = os.path.join(TMP, f"bad-{key}.yaml")
+        with open(os.path.join(TMP, "tesserad.yaml")) as f, open(cfg, "w") as g:
+            g.write(re.sub(rf"{key}: \d+", f"{key}: {bad}", f.read()))
+        r = subprocess.run([TESSERAD, "--config", cfg], capture_output=True, text=True,
+                           timeout=15)
+        check(r.returncode != 0 and f"limits.{key}" in r.stderr and "1..1000000" in r.stderr,
+              f"6. limits.{key}: {bad} is refused at start, naming it: {r.stderr.strip()[:200]}")
 
     # ---- 3. a long-poll is not cut by the request deadline -------------------------------
     st, d = call("POST", "/v1/tokens", admin, {"name": "n-1", "role": "node"})
