@@ -117,37 +117,6 @@ bool ctld_has_agent_nodes(const ctld *c)
     return false;
 }
 
-/* The output requests not yet answered, into d's logs; under a->mu.
- * False: out of memory. */
-static bool logs_wanted(const ctld_agent *a, ts_desired *d)
-{
-    int n = 0;
-    for (const ctld_logreq *q = a->logreqs; q; q = q->next)
-        n += !q->done;
-    d->present |= TS_DS_BIT(TS_DS_LOGS);
-    d->logs = n > 0 ? calloc((size_t)n, sizeof *d->logs) : NULL;
-    if (n && !d->logs)
-        return false;
-    for (const ctld_logreq *q = a->logreqs; q; q = q->next)
-        if (!q->done)
-            d->logs[d->nlogs++] = (ts_desired_log){.id = q->id, .job = q->job, .rank = q->rank,
-                                                   .is_stderr = q->stream != 0, .tail = q->tail};
-    return true;
-}
-
-/* The answer's members that move under the agent's own lock, set on the
- * node's published answer: its generation and clock, the output requests,
- * the sessions. Under a->mu; false: out of memory. */
-static bool answer_now(ctld *c, int n, ctld_agent *a)
-{
-    ts_desired d = {.present = TS_DS_BIT(TS_DS_GEN) | TS_DS_BIT(TS_DS_NOW),
-                    .gen = (int64_t)a->gen,
-                    .now = ctld_now()}; /* its deadlines' clock */
-    bool ok = logs_wanted(a, &d) && ts_desired_encode_into(&d, a->doc) == 0;
-    ts_desired_fini(&d);
-    return ok && ctld_sessions_wanted(c, n, a->doc) == 0;
-}
-
 /* ---- what the agent reports ---------------------------------------------------- */
 
 /* A register or sync body, its task reports decoded once at the door
@@ -740,29 +709,6 @@ static void sync_msg_fini(sync_msg *m)
     json_decref(m->doc);
 }
 
-/* The node's desired document, answered from the published one; rebuilt
- * under c->mu if something in it changed (a cycle that plans meanwhile
- * leaves the live node alone: tessera/cycle.h). Under a->mu, held on
- * return; false: out of memory. */
-static bool publish_desired(ctld *c, int n)
-{
-    ctld_agent *a = &c->agents[n];
-    while (!a->doc_ok) {
-        pthread_mutex_unlock(&a->mu);
-        ctld_lock_reader(c);
-        json_t *d = ctld_agent_desired(c, n);
-        pthread_mutex_lock(&a->mu);
-        /* what it shows changes under c->mu only, held since it was built */
-        json_decref(a->doc);
-        a->doc = d;
-        a->doc_ok = d != NULL;
-        pthread_mutex_unlock(&c->mu);
-        if (!d)
-            return false;
-    }
-    return true;
-}
-
 void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     if (rq->who->role == TS_ROLE_NODE && strcmp(rq->method, "POST") != 0) {
@@ -851,22 +797,7 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
            ctld_now() < until)
         ctld_cond_wait_until(&a->moved, &a->mu, until);
     a->last_seen_s = ctld_now();
-    if (!publish_desired(c, n)) {
-        pthread_mutex_unlock(&a->mu);
-        ctld_reply_error(r, 503, "unavailable", "out of memory");
-        return;
-    }
-    if (!answer_now(c, n, a)) {
-        ctld_sessions_forget(a->doc);
-        pthread_mutex_unlock(&a->mu);
-        ctld_reply_error(r, 503, "unavailable", "out of memory");
-        return;
-    }
-    r->status = 200;
-    r->content_type = "application/json";
-    r->body = json_dumps(a->doc, JSON_COMPACT);
-    ctld_sessions_forget(a->doc); /* the sessions' secrets stay in the answer sent only */
-    pthread_mutex_unlock(&a->mu);
+    ctld_agent_answer(c, n, r);
 }
 
 void ctld_agents_expire(ctld *c, double now)

@@ -400,6 +400,7 @@ static void answer_budget(const ctld *c, int n, answer_part *p, int np)
 typedef struct job_build {
     const cjob *j;
     ctld_dtask *dts; /* [nr] its ranks' tasks on the node */
+    json_t **env;    /* [nr] each one's encoded "env" (borrowed from ranks->tasks) */
     int nr;
     answer_part *ranks, *steps;
 } job_build;
@@ -413,9 +414,10 @@ static bool job_ranks(const ctld *c, const cjob *j, int n, job_build *b)
         b->nr += j->allocs[r].node == n;
     b->j = j;
     b->dts = calloc((size_t)b->nr + 1, sizeof *b->dts);
+    b->env = calloc((size_t)b->nr + 1, sizeof *b->env);
     b->ranks->size = calloc((size_t)b->nr + 1, sizeof *b->ranks->size);
     size_t *bytes = calloc((size_t)b->nr + 1, sizeof *bytes); /* by index in dts */
-    bool ok = b->dts && b->ranks->size && bytes;
+    bool ok = b->dts && b->env && b->ranks->size && bytes;
     for (int r = 0, k = 0; ok && r < j->ntasks; r++) {
         if (j->allocs[r].node != n)
             continue;
@@ -425,14 +427,16 @@ static bool job_ranks(const ctld *c, const cjob *j, int n, job_build *b)
             bytes[k] = json_dumpb(o, NULL, 0, JSON_COMPACT) + 1;
             b->ranks->size[b->ranks->keep++] = bytes[k];
             b->ranks->bytes += bytes[k];
+            b->env[k] = json_object_get(o, "env");
         }
         ok = json_array_append_new(b->ranks->tasks, o) == 0 || !o;
         k++;
     }
     b->ranks->ntasks = b->ranks->keep;
-    int ns = ok ? ctld_steps_desired(c, j, n, b->dts, bytes, b->nr, NULL, NULL, INT_MAX) : 0;
+    int ns = ok ? ctld_steps_desired(c, j, n, b->dts, NULL, bytes, b->nr, NULL, NULL, INT_MAX)
+                : 0;
     if (ok && ns > 0 && (ok = (b->steps->size = calloc((size_t)ns, sizeof(size_t))) != NULL)) {
-        b->steps->keep = (size_t)ctld_steps_desired(c, j, n, b->dts, bytes, b->nr, NULL,
+        b->steps->keep = (size_t)ctld_steps_desired(c, j, n, b->dts, NULL, bytes, b->nr, NULL,
                                                     b->steps->size, ns);
         b->steps->ntasks = b->steps->keep;
         for (size_t k = 0; k < b->steps->keep; k++)
@@ -447,6 +451,7 @@ static void job_build_fini(job_build *b)
     for (int k = 0; b->dts && k < b->nr; k++)
         ctld_dtask_fini(&b->dts[k]); /* wipes the secrets it held */
     free(b->dts);
+    free(b->env);
 }
 
 /* Node n's tasks: each job's ranks' tasks, then its steps', kept within
@@ -478,8 +483,8 @@ static json_t *node_tasks(const ctld *c, int n)
         for (size_t k = 0; ok && k < r->keep; k++)
             ok = json_array_append(tasks, json_array_get(r->tasks, k)) == 0;
         if (ok && st->keep > 0)
-            ctld_steps_desired(c, jb[i].j, n, jb[i].dts, NULL, jb[i].nr, tasks, NULL,
-                               (int)st->keep);
+            ctld_steps_desired(c, jb[i].j, n, jb[i].dts, jb[i].env, NULL, jb[i].nr, tasks,
+                               NULL, (int)st->keep);
     }
     for (int i = 0; i < nb; i++)
         job_build_fini(&jb[i]);

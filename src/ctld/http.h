@@ -161,6 +161,11 @@ TS_MUST_CHECK int ctld_array_cancel(ctld *c, int64_t array, int span, int *cance
                                     ts_err *err);
 /* The agent endpoints (/v1/agent/register, /v1/agent/sync), agents.c. */
 void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *out);
+/* agents_answer.c: answers node n's register or sync (r: 200 with the node's
+ * desired document and this answer's generation, clock, output requests and
+ * sessions; 503 when out of memory). Called under the node's a->mu, which it
+ * releases; the answer is written with no lock held. */
+void ctld_agent_answer(ctld *c, int n, ctld_reply *r);
 /* What every route a node's agent calls begins with (agents.c): the body
  * rq carries as a JSON object, from a node credential only; NULL with r
  * answered (403, 400 naming why). */

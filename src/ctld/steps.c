@@ -125,15 +125,38 @@ static void step_settle(ctld *c, cjob *j, ctld_step *s, double now, ctld_txn *t)
 
 /* ---- the desired state and the reports ------------------------------------------ */
 
+/* The step task o's environment as its rank's (base_env, the rank task's
+ * encoded "env", whose strings are shared, not copied) followed by what o
+ * has (the step's own variables). 0, or -1 when out of memory. */
+static int step_env_share(json_t *o, const json_t *base_env)
+{
+    const json_t *own = json_object_get(o, "env");
+    json_t *env = json_array();
+    int rc = env ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < json_array_size(base_env); i++)
+        rc = json_array_append(env, json_array_get(base_env, i));
+    for (size_t i = 0; rc == 0 && i < json_array_size(own); i++)
+        rc = json_array_append(env, json_array_get(own, i));
+    return rc == 0 ? json_object_set_new(o, "env", env) : (json_decref(env), -1);
+}
+
 /* Step task q of s on its rank's task `base`: the same resources and
  * identity, the step's command and numbering; no secret values (the rank
- * had them), no hold and no step credential (those are the script's). */
+ * had them), no hold and no step credential (those are the script's).
+ * base_env (NULL: none) is the rank task's encoded environment: its
+ * strings are shared with the step task's, not encoded again, so a job's
+ * steps cost the controller their own variables, however large the job's
+ * environment (the answer's text still carries it in each task). */
 static json_t *step_task(const cjob *j, const ctld_step *s, int q, int nnodes,
-                         const char *first, const ctld_dtask *base)
+                         const char *first, const ctld_dtask *base, const json_t *base_env)
 {
     ctld_dtask dt = {.t = base->t};
     ts_desired_task *t = &dt.t;
-    ctld_dtask_env_init(&dt, base->t.env.v, base->t.env.n);
+    bool share = json_array_size(base_env) == (size_t)base->t.env.n && base->t.env.n > 0;
+    if (share)
+        ctld_dtask_env_init(&dt, NULL, 0);
+    else
+        ctld_dtask_env_init(&dt, base->t.env.v, base->t.env.n);
     ctld_dtask_env_add(&dt, "SLURM_STEP_ID=%d", s->id);
     ctld_dtask_env_add(&dt, "SLURM_STEP_NUM_TASKS=%d", s->n);
     ctld_dtask_env_add(&dt, "SLURM_STEP_NUM_NODES=%d", nnodes);
@@ -154,6 +177,10 @@ static json_t *step_task(const cjob *j, const ctld_step *s, int q, int nnodes,
     CTLD_DT_CLEAR(&dt, SECRETS);
     json_t *o = ctld_dtask_encode(&dt);
     ctld_dtask_fini(&dt);
+    if (o && share && step_env_share(o, base_env) != 0) {
+        json_decref(o);
+        return NULL;
+    }
     return o;
 }
 
@@ -175,8 +202,8 @@ static size_t argv_json_bytes(char *const *argv, int argc)
 }
 
 int ctld_steps_desired(const ctld *c, const cjob *j, int n, const ctld_dtask *ranks,
-                       const size_t *rank_bytes, int nranks, json_t *tasks, size_t *est,
-                       int max)
+                       json_t *const *rank_env, const size_t *rank_bytes, int nranks,
+                       json_t *tasks, size_t *est, int max)
 {
     if (!j->steps || j->row.state != TS_JOB_RUNNING || !j->allocs)
         return 0;
@@ -205,7 +232,8 @@ int ctld_steps_desired(const ctld *c, const cjob *j, int n, const ctld_dtask *ra
             if (b == nranks) /* its rank's task was not written (out of memory) */
                 continue;
             if (tasks)
-                json_array_append_new(tasks, step_task(j, s, q, nnodes, first, &ranks[b]));
+                json_array_append_new(tasks, step_task(j, s, q, nnodes, first, &ranks[b],
+                                                       rank_env ? rank_env[b] : NULL));
             if (est) /* the rank's task with the step's command for the job's */
                 est[got] = (rank_bytes[b] > job_cmd ? rank_bytes[b] - job_cmd : 0) + cmd +
                            STEP_TASK_EXTRA_BYTES;

@@ -64,10 +64,12 @@ int ctld_step_key_load(ctld *c, ts_err *err);
  * (the nranks tasks of j's ranks on n, agents_desired.c) and appended to
  * tasks (NULL: none built), and with est (room for max), each one's most
  * bytes in the answer, from its rank's task's (rank_bytes, by index in
- * ranks) and its command's, without building it. Their count. */
+ * ranks) and its command's, without building it. rank_env (NULL: none; an
+ * entry NULL: that rank's) is each rank task's encoded "env", whose strings
+ * the step tasks share. Their count. */
 int ctld_steps_desired(const ctld *c, const cjob *j, int n, const ctld_dtask *ranks,
-                       const size_t *rank_bytes, int nranks, json_t *tasks, size_t *est,
-                       int max);
+                       json_t *const *rank_env, const size_t *rank_bytes, int nranks,
+                       json_t *tasks, size_t *est, int max);
 /* One agent report of a step task (it has "step"): recorded; a step whose
  * tasks all ended ends, its event planned into t. 0 or TS_ENOMEM. The
  * step's memory changes at once: a commit of t that fails leaves the step
