@@ -49,6 +49,8 @@ typedef struct local_task {
     char out_note[710];    /* where a task whose output it redirects names the files
                             * (TESSERA_OUTPUT_NOTE, docs/agent-tasks.md) */
     char workdir[1024];    /* its working directory: a relative name there is read */
+    char bundle[720];      /* a container task's bundle folder, "" for a bare one: the
+                            * names its note gives are the container's (bundle_path.h) */
     dev_t step_dev;        /* the step file the agent made, while it is there; 0: none */
     ino_t step_ino;        /* made (or an adopted task's: gone with its folder) */
     char tenant[64];

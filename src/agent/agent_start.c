@@ -554,6 +554,7 @@ static void start_container(ts_agent *a, local_task *lt, task_start *S)
     if (!lt->image_ready)
         return;
     snprintf(S->bundle, sizeof S->bundle, "%s/%s", a->bundles, S->id);
+    snprintf(lt->bundle, sizeof lt->bundle, "%s", S->bundle);
     S->spec.image = &lt->image;
     S->spec.bundle_dir = S->bundle;
     size_t nb = container_binds(a, lt, S);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "agent/agent_internal.h"
+#include "agent/bundle_path.h"
 #include "agent/cdi.h"
 #include "agent/netns.h"
 #include "agent/tail.h"
@@ -105,6 +106,7 @@ int agent_adopt_one(const char *id, void *ctx)
     if (img && ts_image_digest_ok(img)) { /* still its image's user, its bundle in place */
         snprintf(lt->image.digest, sizeof lt->image.digest, "%s", img);
         lt->image_ready = true;
+        snprintf(lt->bundle, sizeof lt->bundle, "%s/%s", a->bundles, id);
     }
     agent_data_meta_get(lt, m); /* its data images: released when it goes */
     /* its shim mark, if still a file where the agent makes it (its own
@@ -180,11 +182,16 @@ double agent_step_median(const char *path, uid_t owner)
 /* Where stream k (0 stdout, 1 stderr) of the task went, into path: a file
  * its output note names (a task that redirected it, as sbatch --output
  * does: TESSERA_OUTPUT_NOTE) and *owned, or else the agent's own log. The
- * note and the file are the task's: read as its user's files only. */
-static void stream_path(const local_task *lt, int k, char *path, size_t len, bool *owned)
+ * note and the file are the task's: read as its user's files only. A
+ * container task's names are the container's: root (room rlen) gets where
+ * on this node the name is seen from (its bind's source, or its root), and
+ * path the name below it; root is "" for a bare task's or the agent's log. */
+static void stream_path(const local_task *lt, int k, char *root, size_t rlen, char *path,
+                        size_t len, bool *owned)
 {
     const ts_task_info *in = agent_task_info_get(lt->t);
     snprintf(path, len, "%s", k ? in->stderr_path : in->stdout_path);
+    root[0] = '\0';
     *owned = false;
     char *note = NULL;
     long long size;
@@ -202,11 +209,19 @@ static void stream_path(const local_task *lt, int k, char *path, size_t len, boo
     const char *want = line[k];
     /* stderr into stdout's file: reported once, as stdout */
     if (want && want[0] && !(k == 1 && line[0] && strcmp(line[0], want) == 0)) {
-        if (want[0] == '/')
-            snprintf(path, len, "%s", want);
-        else
-            snprintf(path, len, "%s/%s", lt->workdir, want);
-        *owned = true;
+        if (lt->bundle[0]) { /* never the node's file of that name */
+            *owned = agent_bundle_path(lt->bundle, want, root, rlen, path, len, &e) == 0;
+            if (!*owned) { /* in no place the node can read: the agent's log */
+                snprintf(path, len, "%s", k ? in->stderr_path : in->stdout_path);
+                root[0] = '\0';
+            }
+        } else {
+            if (want[0] == '/')
+                snprintf(path, len, "%s", want);
+            else
+                snprintf(path, len, "%s/%s", lt->workdir, want);
+            *owned = true;
+        }
     }
     free(note);
 }
@@ -215,13 +230,14 @@ static void stream_path(const local_task *lt, int k, char *path, size_t len, boo
 static int stream_tail(const local_task *lt, int k, size_t max, char **text, long long *size,
                        ts_err *e)
 {
-    char path[2048];
+    char root[1024], path[2048];
     bool owned;
-    stream_path(lt, k, path, sizeof path, &owned);
+    stream_path(lt, k, root, sizeof root, path, sizeof path, &owned);
     /* the agent's own log files are the task's user's; a file its note
      * names, whoever its processes run as */
     const ts_task_info *in = agent_task_info_get(lt->t);
-    return agent_tail_read(path, max, owned ? in->run_uid : in->uid, text, size, e);
+    return agent_tail_read_in(root[0] ? root : NULL, path, max, owned ? in->run_uid : in->uid,
+                              text, size, e);
 }
 
 /* An ended task's last output, for its job's events (docs/agent-protocol.md). */

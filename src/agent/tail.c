@@ -62,10 +62,16 @@ void agent_tail_sanitize(char *buf, size_t len)
 int agent_tail_read(const char *path, size_t max, uid_t owner, char **out, long long *size,
                  ts_err *err)
 {
+    return agent_tail_read_in(NULL, path, max, owner, out, size, err);
+}
+
+int agent_tail_read_in(const char *root, const char *path, size_t max, uid_t owner, char **out,
+                       long long *size, ts_err *err)
+{
     *out = NULL;
     *size = 0;
     /* the task's file: no link followed, nothing that blocks (taskfile.h) */
-    int fd = agent_taskfile_open(path, O_RDONLY, owner, err);
+    int fd = agent_taskfile_open_in(root, path, O_RDONLY, owner, err);
     if (fd < 0)
         return fd;
     struct stat st;

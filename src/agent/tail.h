@@ -20,6 +20,10 @@
  * TS_ENOENT / TS_EINVAL / TS_EIO naming the file. */
 int agent_tail_read(const char *path, size_t max, uid_t owner, char **out, long long *size,
                  ts_err *err);
+/* The same for path as seen from root (agent_taskfile_open_in); root NULL:
+ * agent_tail_read(path). */
+int agent_tail_read_in(const char *root, const char *path, size_t max, uid_t owner, char **out,
+                       long long *size, ts_err *err);
 
 /* Replaces invalid UTF-8 and control bytes in buf[0..len) in place. */
 void agent_tail_sanitize(char *buf, size_t len);

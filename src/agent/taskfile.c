@@ -7,18 +7,22 @@
  * removal checks with lstat that the name still holds the agent's own file
  * (a race with the task can at worst remove the task's own file).
  */
-#define _DEFAULT_SOURCE /* fchown */
+#define _GNU_SOURCE /* fchown, O_PATH, syscall */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <linux/openat2.h>
+#include <stdint.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agent/taskfile.h"
 
-int agent_taskfile_open(const char *path, int flags, uid_t owner, ts_err *err)
+/* fd (or -1 with errno) as opened for path: a regular file with one link,
+ * owned by owner; else closed and an error naming path. */
+static int taskfile_checked(int fd, const char *path, uid_t owner, ts_err *err)
 {
-    int fd = open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
         if (e == ENOENT)
@@ -27,6 +31,8 @@ int agent_taskfile_open(const char *path, int flags, uid_t owner, ts_err *err)
             return ts_err_set(err, TS_EINVAL, "%s: a symbolic link, not followed", path);
         if (e == ENXIO) /* a FIFO without a reader, a socket, a device without driver */
             return ts_err_set(err, TS_EINVAL, "%s: not a regular file", path);
+        if (e == EXDEV) /* openat2: out of its root */
+            return ts_err_set(err, TS_EINVAL, "%s: out of the task's root", path);
         return ts_err_set(err, TS_EIO, "%s: %s", path, strerror(e));
     }
     struct stat st;
@@ -48,6 +54,30 @@ int agent_taskfile_open(const char *path, int flags, uid_t owner, ts_err *err)
     if (fl >= 0)
         (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     return fd;
+}
+
+int agent_taskfile_open(const char *path, int flags, uid_t owner, ts_err *err)
+{
+    return taskfile_checked(open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC),
+                            path, owner, err);
+}
+
+int agent_taskfile_open_in(const char *root, const char *path, int flags, uid_t owner,
+                           ts_err *err)
+{
+    if (!root)
+        return agent_taskfile_open(path, flags, owner, err);
+    int dir = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
+        return taskfile_checked(-1, root, owner, err);
+    struct open_how how = {
+        .flags = (uint64_t)(flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC),
+        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+    int fd = (int)syscall(SYS_openat2, dir, path, &how, sizeof how);
+    int e = errno;
+    close(dir);
+    errno = e;
+    return taskfile_checked(fd, path, owner, err);
 }
 
 int agent_taskfile_create(const char *path, uid_t uid, gid_t gid, dev_t *dev, ino_t *ino,

@@ -28,6 +28,12 @@
  * AGENT_TASKFILE_ANY_OWNER). TS_ENOENT when there is none. Returns the
  * descriptor, or a negative error code with err set. */
 int agent_taskfile_open(const char *path, int flags, uid_t owner, ts_err *err);
+/* The same for path as seen from root (a container's root, or a bind's
+ * source): ".." stops at root and no link is followed anywhere on the way
+ * (openat2 RESOLVE_IN_ROOT, RESOLVE_NO_SYMLINKS), so nothing the container
+ * put there leads out of it. root NULL: agent_taskfile_open(path). */
+int agent_taskfile_open_in(const char *root, const char *path, int flags, uid_t owner,
+                           ts_err *err);
 
 /* Creates path as a new, empty regular file (O_EXCL: nothing already there
  * is used) owned by uid:gid (when the agent may give it away; -1 keeps the

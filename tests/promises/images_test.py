@@ -619,6 +619,45 @@ scenario_output_note_of_a_container_user.needs_root = True
 scenario_output_note_of_a_container_user.needs = NEEDS
 
 
+def scenario_output_note_names_the_containers_files(c):
+    """agent-tasks.md: a container task's note names files as the container
+    sees them: the agent reads them in the container's root or the bind that
+    holds them, never the node's file of that name, and follows no link on
+    the way."""
+    r = registry()
+    host = tempfile.mkdtemp(prefix="tessera-host-note-")
+    atexit.register(lambda: shutil.rmtree(host, ignore_errors=True))
+    with open(os.path.join(host, "x.log"), "w") as f:
+        f.write("HOST-ONLY secret of the node\n")
+    # root in the container (its tenant allows it): the node's file is root's too
+    cmd = (f'mkdir -p {host} && echo "inside the container" > {host}/x.log && '
+           f'echo "{host}/x.log" > "$TESSERA_OUTPUT_NOTE"; exit 3')
+    jid = c.submit(spec("note-in-root", cmd, f"{r.host}/team/tools:1", user="0:0"))
+    j = c.wait_job(jid, "failed", 90)
+    why = (j or {}).get("why") or ""
+    check(bool(j) and "inside the container" in why and "HOST-ONLY" not in why,
+          f"the container's {host}/x.log is read, not the node's: {why!r}")
+    # a link it made on the way (its / under another name) is not followed
+    cmd = (f'ln -s / /up && echo "/up{host}/x.log" > "$TESSERA_OUTPUT_NOTE"; exit 3')
+    jid = c.submit(spec("note-through-link", cmd, f"{r.host}/team/tools:1", user="0:0"))
+    j = c.wait_job(jid, "failed", 90)
+    why = (j or {}).get("why") or ""
+    check(bool(j) and "HOST-ONLY" not in why and "code 3" in why,
+          f"a name through a link is not read: {why!r}")
+    # nor one that climbs out of its root
+    cmd = (f'echo "/../../../..{host}/../{os.path.basename(host)}/x.log" > '
+           f'"$TESSERA_OUTPUT_NOTE"; exit 3')
+    jid = c.submit(spec("note-climbing-out", cmd, f"{r.host}/team/tools:1", user="0:0"))
+    j = c.wait_job(jid, "failed", 90)
+    why = (j or {}).get("why") or ""
+    check(bool(j) and "HOST-ONLY" not in why and "code 3" in why,
+          f"a name climbing out of its root is not read: {why!r}")
+
+
+scenario_output_note_names_the_containers_files.needs_root = True
+scenario_output_note_names_the_containers_files.needs = NEEDS
+
+
 def scenario_container_sees_no_agent_logs(c):
     """images.md: a container gets the task's own folder (its checkpoint
     acknowledgement), never the agent's log folder: its root does not see
