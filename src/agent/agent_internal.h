@@ -25,10 +25,13 @@
 /* The files of a task's own folder <task_dirs>/<task id>/ (launch.h) that the
  * agent names in its environment: its step times (TESSERA_STEP_FILE), its
  * shim's mark (TESSERA_CUDA_LOADED), where it says its output went
- * (TESSERA_OUTPUT_NOTE). The first two the agent makes; the note the task. */
+ * (TESSERA_OUTPUT_NOTE), a bare task's sharing ledger (TESSERA_CUDA_LEDGER,
+ * its rank's for a step). The first two the agent makes; the others the
+ * task (its shim). */
 #define AGENT_STEP_FILE_NAME "step-times"
 #define AGENT_SHIM_MARK_NAME "shim-loaded"
 #define AGENT_OUT_NOTE_NAME "output-note"
+#define AGENT_LEDGER_NAME "cuda-ledger"
 
 typedef struct local_task {
     int64_t job;

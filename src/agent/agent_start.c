@@ -344,6 +344,33 @@ static void start_mps(ts_agent *a, local_task *lt, task_start *S)
     }
 }
 
+/* The task's sharing ledger, into S->shim_env[0]: a bare task's in its own
+ * folder (its rank's, for a step of a rank running here, so that the rank and
+ * its steps count against one quota), which no other user can write into. A
+ * name in the node's /dev/shm, shared by every bare task, could be made first
+ * by another tenant's task: one the victim's shim cannot open (its processes
+ * then each count alone, together past the grant), or a ledger whose totals
+ * that tenant writes. A container has a /dev/shm of its own: the name stays. */
+static void ledger_env(const ts_agent *a, const local_task *lt, task_start *S)
+{
+    char rank_id[64];
+    snprintf(rank_id, sizeof rank_id, "j%lld-r%d", (long long)lt->job, lt->rank);
+    const char *dir = S->id;
+    for (int i = 0; lt->is_step && dir == S->id && i < a->ntasks; i++) {
+        const local_task *r = &a->tasks[i];
+        if (!r->is_step && r->job == lt->job && r->rank == lt->rank && r->t &&
+            !strcmp(agent_task_info_get(r->t)->task_id, rank_id))
+            dir = rank_id;
+    }
+    int n = lt->image_ready ? snprintf(S->shim_env[0], sizeof S->shim_env[0],
+                                       "TESSERA_CUDA_LEDGER=%s", agent_ledger_name(lt))
+                            : snprintf(S->shim_env[0], sizeof S->shim_env[0],
+                                       "TESSERA_CUDA_LEDGER=%s/%s/" AGENT_LEDGER_NAME,
+                                       a->task_dirs, dir);
+    if (n < 0 || (size_t)n >= sizeof S->shim_env[0])
+        snprintf(S->why, sizeof S->why, "task %s: its sharing ledger: path too long", S->id);
+}
+
 /* The sharing shim (docs/sharing.md): the task's GPU memory and share of
  * the GPU, as the scheduler granted them, enforced for every process of
  * the task through one ledger per task. */
@@ -352,7 +379,7 @@ static void start_shim(ts_agent *a, local_task *lt, task_start *S)
     if (S->why[0] || !lt->fractional || !a->node->shim[0] || lt->ngpu != 1)
         return;
     int ne = 0;
-    snprintf(S->shim_env[ne], sizeof S->shim_env[ne], "TESSERA_CUDA_LEDGER=%s", agent_ledger_name(lt));
+    ledger_env(a, lt, S);
     S->shim_envp[ne] = S->shim_env[ne];
     ne++;
     if (lt->gpu_mem_mib > 0) {

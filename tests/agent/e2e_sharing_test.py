@@ -217,10 +217,13 @@ try:
         d = os.path.join(TMP, "s-1", "logs")
         errs = sorted(open(os.path.join(d, f)).read().strip() for f in os.listdir(d)
                       if f.startswith(f"j{mps}-") and f.endswith(".err"))
-        check(len(errs) == 2 and all(e.startswith(f"shim={SHIM} quota=2048M ledger=tessera-j{mps}-r")
-                                     and e.endswith(" share=mps") for e in errs)
+        own = os.path.join(TMP, "s-1", "tasks", f"j{mps}-r")
+        check(len(errs) == 2 and all(e.startswith(f"shim={SHIM} quota=2048M ledger={own}")
+                                     and e.endswith("/cuda-ledger share=mps") for e in errs)
               and len({e.split("ledger=")[1] for e in errs}) == 2,
-              f"the sharing shim is preloaded with each task's quota, one ledger per task: {errs}")
+              f"the sharing shim is preloaded with each task's quota, one ledger per task, in "
+              f"the task's own folder (never a name in the node's shared /dev/shm, which "
+              f"another tenant's task could make first): {errs}")
     wait_for(lambda: all("quit" in open(p).read() for p in logs),
              "the daemon is told to quit once no task uses the GPU")
 finally:
