@@ -229,32 +229,48 @@ static int write_text(const char *path, const char *text, size_t len)
     return rc;
 }
 
-int image_store_prepare(ts_image_store *st, const char *digest, const char *manifest,
-                        size_t manifest_len, const char *config_digest,
-                        const char *const *layers, size_t nlayers, ts_image *out, ts_err *err)
+/* The layers unpacked in order into the new directory root. */
+static int unpack_layers(ts_image_store *st, const char *root, const char *const *layers,
+                         size_t nlayers, ts_unpack_stats *stats, long long *layer_bytes,
+                         ts_err *err)
 {
-    char tmp[700], p[800], blob[700], final[700];
-    snprintf(tmp, sizeof tmp, "%s/tmp/image-%s", st->root, digest + 7);
-    rm_tree(tmp);
-    snprintf(p, sizeof p, "%s/rootfs", tmp);
-    if (mkdir_p(p) != 0)
-        return ts_err_set(err, TS_EIO, "image store: %s: %s", p, strerror(errno));
-    int root_fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    char blob[700];
+    if (mkdir_p(root) != 0)
+        return ts_err_set(err, TS_EIO, "image store: %s: %s", root, strerror(errno));
+    int root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (root_fd < 0)
-        return ts_err_set(err, TS_EIO, "image store: %s: %s", p, strerror(errno));
-    ts_unpack_stats stats = {0};
+        return ts_err_set(err, TS_EIO, "image store: %s: %s", root, strerror(errno));
     int rc = 0;
-    long long layer_bytes = 0;
     for (size_t i = 0; i < nlayers && !rc; i++) {
         image_blob_path(st, layers[i], blob, sizeof blob);
         struct stat lb;
-        layer_bytes += stat(blob, &lb) == 0 ? (long long)lb.st_size : 0;
-        rc = agent_image_unpack_layer(root_fd, blob, &st->limits, &stats, err);
+        *layer_bytes += stat(blob, &lb) == 0 ? (long long)lb.st_size : 0;
+        rc = agent_image_unpack_layer(root_fd, blob, &st->limits, stats, err);
         if (rc)
             ts_err_prefix(err, "layer %s: ", layers[i]);
     }
     close(root_fd);
-    agent_image_trace("unpacked (rc %d)", rc);
+    return rc;
+}
+
+int image_store_prepare(ts_image_store *st, const char *digest, const char *manifest,
+                        size_t manifest_len, const char *config_digest,
+                        const char *const *layers, size_t nlayers, image_stream *s,
+                        ts_image *out, ts_err *err)
+{
+    char tmp[700], p[800], final[700];
+    snprintf(tmp, sizeof tmp, "%s/tmp/image-%s", st->root, digest + 7);
+    rm_tree(tmp);
+    snprintf(p, sizeof p, "%s/rootfs", tmp);
+    ts_unpack_stats stats = {0};
+    int rc = 0;
+    long long layer_bytes = 0;
+    /* the tree unpacked as the layers came, each verified, else unpacked now */
+    bool staged = s && mkdir_p(tmp) == 0 &&
+                  image_stream_take(s, nlayers, p, &stats, &layer_bytes);
+    if (!staged)
+        rc = unpack_layers(st, p, layers, nlayers, &stats, &layer_bytes, err);
+    agent_image_trace("unpacked (rc %d%s)", rc, staged ? ", as the layers came" : "");
     char num[32];
     long long bytes = 0;
     /* what gzip could not shrink, lz4 cannot either: stored as is, it costs
