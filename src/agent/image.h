@@ -6,7 +6,8 @@
  * agent pulls the image through the OCI distribution API (image_pull.c),
  * keeps every blob once, by digest, in a store on the node's disk shared by
  * all tasks (image_store.c), and prepares one root filesystem per image,
- * once: unpacked (image_unpack.c: layers are hostile input, see there), then
+ * once: unpacked (image_unpack.c: layers are hostile input, see there; a
+ * layer that comes piece by piece is unpacked as it comes, image_stream.c), then
  * packed into a read-only EROFS image mounted for all its tasks where the
  * node can (image_rootfs.c). Each
  * task then gets a bundle (image_bundle.c): an overlay whose lower layer is

@@ -13,6 +13,9 @@
  *
  * An image directory appears whole (prepared under tmp/ and renamed), so a
  * crash leaves either nothing or a usable image; tmp/ is emptied at open.
+ * Its root is a tree unpacked from the verified blobs, or the one a pull
+ * unpacked as the layers came (tmp/stream-*, image_stream.c), taken only
+ * when every layer in it was verified.
  * Users are files so that an agent restarted with tasks still running does
  * not evict their images. One unpacked root filesystem per image rather than
  * an overlay stack of layers: docs/images.md says why (bench/image-start).
@@ -297,6 +300,7 @@ int image_store_prepare(ts_image_store *st, const char *digest, const char *mani
         if (write_text(p, config_digest, strlen(config_digest)) != 0)
             rc = ts_err_set(err, TS_EIO, "image store: %s: %s", p, strerror(errno));
     }
+    agent_image_trace("written (rc %d)", rc);
     image_dir(st, digest, final, sizeof final);
     if (!rc) {
         snprintf(p, sizeof p, "%s/users", tmp);
@@ -308,6 +312,7 @@ int image_store_prepare(ts_image_store *st, const char *digest, const char *mani
         if (rename(tmp, final) != 0)
             rc = ts_err_set(err, TS_EIO, "image store: rename %s: %s", final, strerror(errno));
     }
+    agent_image_trace("renamed (rc %d)", rc);
     if (!rc && (rc = image_rootfs_mount(final, err)) != 0)
         rm_tree(final);
     agent_image_trace("renamed and mounted (rc %d)", rc);

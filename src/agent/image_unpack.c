@@ -17,6 +17,12 @@
  * the bytes decompressed and the entries of one image (a decompression bomb
  * ends in TS_ENOSPC, not a full disk).
  *
+ * A layer is read from its verified blob, or (agent_image_unpack_stream,
+ * for image_stream.c) from the file its fetch is writing, each byte once
+ * the fetch says it is there; those bytes are hashed as they are read, to
+ * the file's end, and the caller uses what was made only when they have the
+ * layer's digest.
+ *
  * OCI whiteouts: ".wh.NAME" removes NAME from the lower layers,
  * ".wh..wh..opq" empties its directory (applied when met, so a layer puts it
  * before the entries it adds there, as the tools that write layers do).

@@ -20,8 +20,9 @@
  * TRACKER_LOST_S, and the registry gives the next missing piece. Each piece from a peer must have the
  * tracker's hash; the file as a whole must have the blob's digest (taken
  * as the pieces come, in order, so that the check after the last piece
- * reads only what is not yet in it), else every piece that came from peers
- * is fetched again from the registry.
+ * reads only what is not yet in it; the caller's in_order is told as that
+ * prefix grows, so that a layer's unpack follows it), else every piece
+ * that came from peers is fetched again from the registry.
  * The workers share the fetch's state under its mutex; the network is
  * never waited on under it. Asking peers is p2p_peers.c's, announcing
  * p2p_tracker.c's (p2p_fetch.h: what they share).
