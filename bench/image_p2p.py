@@ -422,7 +422,8 @@ def run_gang(b, nodes, ref, p2p, stores, extra=None, during=None, lead_s=0.0):
 # agent_image_trace), each from the step before it
 STEPS = (("manifest", "manifest"), ("first piece", None), ("all held", "pieces all held"),
          ("check", "whole blob checked"), ("fsync", "synced"), ("unpack", "unpacked"),
-         ("mkfs", "packed"), ("write", "written"), ("mount", "renamed and mounted"))
+         ("write", "written"), ("mkfs", "packed"), ("size", "sized"),
+         ("mount", "renamed and mounted"))
 
 
 def trace_steps(stores, nodes, t0):

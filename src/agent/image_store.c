@@ -274,25 +274,12 @@ int image_store_prepare(ts_image_store *st, const char *digest, const char *mani
     if (!staged)
         rc = unpack_layers(st, p, layers, nlayers, &stats, &layer_bytes, err);
     agent_image_trace("unpacked (rc %d%s)", rc, staged ? ", as the layers came" : "");
-    char num[32];
-    long long bytes = 0;
-    /* what gzip could not shrink, lz4 cannot either: stored as is, it costs
-     * no compression time before the start */
-    bool compress = (double)stats.bytes >= PACK_COMPRESS_MIN_RATIO * (double)layer_bytes;
-    if (!rc && image_rootfs_can_pack(st))
-        rc = image_rootfs_pack(tmp, compress, &bytes, err); /* from the checked tree only */
-    else
-        bytes = tree_bytes(p);
-    agent_image_trace("packed (rc %d)", rc);
-    int n = snprintf(num, sizeof num, "%lld\n", bytes);
+    /* written (and their fsync's journal commits made) before mkfs.erofs
+     * adds its file to what a commit flushes: on a gang's nodes every
+     * rank's commit waits for the others' dirty bytes */
     if (!rc) {
         snprintf(p, sizeof p, "%s/manifest.json", tmp);
         if (write_text(p, manifest, manifest_len) != 0)
-            rc = ts_err_set(err, TS_EIO, "image store: %s: %s", p, strerror(errno));
-    }
-    if (!rc) {
-        snprintf(p, sizeof p, "%s/bytes", tmp);
-        if (write_text(p, num, (size_t)n) != 0)
             rc = ts_err_set(err, TS_EIO, "image store: %s: %s", p, strerror(errno));
     }
     if (!rc) {
@@ -301,6 +288,24 @@ int image_store_prepare(ts_image_store *st, const char *digest, const char *mani
             rc = ts_err_set(err, TS_EIO, "image store: %s: %s", p, strerror(errno));
     }
     agent_image_trace("written (rc %d)", rc);
+    char num[32];
+    long long bytes = 0;
+    /* what gzip could not shrink, lz4 cannot either: stored as is, it costs
+     * no compression time before the start */
+    bool compress = (double)stats.bytes >= PACK_COMPRESS_MIN_RATIO * (double)layer_bytes;
+    snprintf(p, sizeof p, "%s/rootfs", tmp);
+    if (!rc && image_rootfs_can_pack(st))
+        rc = image_rootfs_pack(tmp, compress, &bytes, err); /* from the checked tree only */
+    else
+        bytes = tree_bytes(p);
+    agent_image_trace("packed (rc %d)", rc);
+    int n = snprintf(num, sizeof num, "%lld\n", bytes);
+    if (!rc) {
+        snprintf(p, sizeof p, "%s/bytes", tmp);
+        if (write_text(p, num, (size_t)n) != 0)
+            rc = ts_err_set(err, TS_EIO, "image store: %s: %s", p, strerror(errno));
+    }
+    agent_image_trace("sized (rc %d)", rc);
     image_dir(st, digest, final, sizeof final);
     if (!rc) {
         snprintf(p, sizeof p, "%s/users", tmp);
