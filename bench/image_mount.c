@@ -98,8 +98,8 @@ static double prepare(ts_image_store *st, const char *digest, const char *cfg,
     ts_err err = {0};
     int lk = image_store_lock(st, &err);
     double t0 = now_ms();
-    if (image_store_prepare(st, digest, manifest, (size_t)len, cfg, layers, (size_t)n, img,
-                            &err) != 0)
+    if (image_store_prepare(st, digest, manifest, (size_t)len, cfg, layers, (size_t)n, NULL,
+                            img, &err) != 0)
         die("prepare", &err);
     double ms = now_ms() - t0;
     image_store_unlock(lk);

@@ -31,10 +31,19 @@ unpack and mkfs.erofs) and user space (the rest is the kernel's).
 Everything it makes is named p2p*: namespaces p2p-hub, p2p-reg, p2p-n<i>;
 bridge p2pbr; veths p2pv*/p2pr*; addresses 10.197.0.0/16. Removed at exit.
 
+Full mode (--full N, with --nvml and --fixtures): a gang of N ranks run
+through real agents, one per node namespace (each with --p2p-listen, its
+image store, runc), the job submitted to the same tesserad: the last and
+the median rank's seconds after the allocation (the job's `started`
+event) until its agent learned of the task, its pull's steps, the image
+ready, the runtime's start and the task's exec (the rank prints
+/proc/uptime, CLOCK_BOOTTIME, at its start). Its agents trace always
+(TESSERA_AGENT_IMAGE_TRACE); their logs are kept in /tmp/p2p-full-N.
+
 usage: image_p2p.py BUILD_DIR [--nodes 8,16,32,64] [--baseline 8,16]
                    [--fault-n 8]
                    [--faults killed,killed-origin,poweroff,corrupt,registry]
-                   [--json OUT]
+                   [--full N --nvml LIB --fixtures DIR] [--json OUT]
 With P2P_TRACE=1 the pulls trace their steps (TESSERA_AGENT_IMAGE_TRACE:
 each piece, the blob's check, its fsync, the unpack, mkfs.erofs, the mount)
 and each P2P run prints the median rank's step times; each run's per-node stderr is kept in /tmp/p2p-trace-N-MODE
@@ -55,7 +64,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
 from cluster import Cluster, Node  # noqa: E402
-from registry import Registry  # noqa: E402
+from registry import Registry, free_port  # noqa: E402
 
 RATE = "100mbit"
 IMAGE_BYTES = 40 * 1000 * 1000
@@ -239,6 +248,108 @@ class RegistryInNs:
             self.proc.wait()
 
 
+class FullCluster(BenchCluster):
+    """tesserad and one real agent per node namespace (its node's address
+    for its peers, the host's for the controller), tracing its steps."""
+
+    def _spawn(self, name, args, env=None):
+        if name.startswith("n") and name[1:].isdigit():
+            # its network namespace only: `ip netns exec` would give it a
+            # sysfs of its own, without the cgroup hierarchy runc needs
+            args = ["nsenter", f"--net=/run/netns/{ns_of(int(name[1:]))}"] + args
+            env = dict(env or os.environ, TESSERA_AGENT_IMAGE_TRACE="1")
+        super()._spawn(name, args, env)
+
+
+# what a full-mode agent's trace says, in order: (name, the line's start)
+FULL_STEPS = (("learned", "task j"), ("manifest", "manifest"),
+              ("all held", "pieces all held"), ("mounted", "renamed and mounted"),
+              ("image ready", None), ("bundle ready", None), ("runtime started", None))
+
+
+def boottime_minus_monotonic():
+    return time.clock_gettime(time.CLOCK_BOOTTIME) - time.monotonic()
+
+
+def full_gang(b, n, ref, result):
+    """A gang of n ranks, one a node, through real agents (--full)."""
+    port = free_port()
+    url = f"http://{HOST_ADDR}:{port}"
+    args = ["--plain-http-registries", f"{REG_ADDR}:{REG_PORT}"]
+    nodes = [Node(f"n{i}", args=args + ["--p2p-listen", f"{addr_of(i)}:{PEER_PORT}"],
+                  server=url) for i in range(n)]
+    gpus = 8 * n  # the team's guarantee holds the whole gang
+    tenants = (f"tenants:\n  org:\n    guaranteed: {{gpu: {{H100-80GB: {gpus}}}}}\n"
+               f"    teams:\n      team-a: {{guaranteed: {{gpu: {{H100-80GB: {gpus}}}}}}}\n")
+    c = FullCluster({"tesserad": b["tesserad"], "agent": b["agent"], "nvml": b["nvml"],
+                     "fixtures": b["fixtures"]}, nodes=nodes, tenants=tenants, name="p2p-full",
+                    port=port, config="scheduler: {interval: 0.2s, grace: 2s}\n")
+    try:
+        if not c.start():
+            print(f"{n:>4} {'full':>9} the agents did not come up", flush=True)
+            return
+        jid = c.submit({"tenant": "team-a", "name": "p2p-full", "image": ref, "command": ["/bin/sh", "-c", "cat /proc/uptime"],
+                        "tasks": [{"count": n, "gpus": 8, "cpu_milli": 1000,
+                                   "memory_mib": 1024}], "time_limit": "5m"})
+        j = c.wait_job(jid, ("completed", "failed", "cancelled"), RUN_TIMEOUT_S)
+        mono_of_wall = time.time() - time.monotonic()
+        boot = boottime_minus_monotonic()
+        st, ev = c.call("GET", f"/v1/jobs/{jid}/events?limit=1000")
+        started = [e["time"] for e in ev.get("events", []) if e.get("kind") == "started"]
+        if not j or j.get("state") != "completed" or not started:
+            print(f"{n:>4} {'full':>9} the gang did not complete: "
+                  f"{j and j.get('state')} {j and j.get('reason')}", flush=True)
+            return
+        t_alloc = started[0] - mono_of_wall
+        per = {name: [] for name, _ in FULL_STEPS}
+        per["exec"] = []
+        for i in range(n):
+            at = {}
+            with open(c.path(f"n{i}.log"), errors="replace") as f:
+                for line in f:
+                    if not line.startswith("image-trace "):
+                        continue
+                    _, t, ev_ = line.rstrip("\n").split(None, 2)
+                    for name, prefix in FULL_STEPS:
+                        hit = ev_.endswith(name) if prefix is None else \
+                            ev_.startswith(prefix) and (name != "learned" or
+                                                         ev_.endswith("learned"))
+                        if hit and name not in at:
+                            at[name] = float(t) - t_alloc
+            rank = None
+            for name in os.listdir(c.path(f"n{i}", "logs")):
+                if name.startswith(f"j{jid}-r") and name.endswith(".out"):
+                    rank = name
+            if rank:
+                with open(c.path(f"n{i}", "logs", rank)) as f:
+                    words = f.read().split()
+                if words:
+                    at["exec"] = float(words[0]) - boot - t_alloc
+            for k, v in at.items():
+                per[k].append(v)
+        med = {k: sorted(v)[len(v) // 2] for k, v in per.items() if v}
+        last = max(per["exec"]) if len(per["exec"]) == n else float("inf")
+        print(f"{n:>4} {'full':>9} {last:>12.1f} {last / LINE_S:>8.1f} "
+              f"{med.get('exec', float('nan')):>9.1f}   (real agents and runc; "
+              f"{len(per['exec'])} of {n} ranks exec'd)", flush=True)
+        print(f"{'':>4} {'':>9} the median rank's seconds after the allocation: " +
+              ", ".join(f"{k} {v:.2f}" for k, v in med.items()), flush=True)
+        result["runs"].append({"n": n, "mode": "full", "last_s": last,
+                               "median_s": med.get("exec"), "after_allocation_s": med,
+                               "load1": os.getloadavg()[0]})
+    finally:
+        c.stop()
+        keep = f"/tmp/p2p-full-{n}"
+        shutil.rmtree(keep, ignore_errors=True)
+        os.makedirs(keep)
+        for i in range(n):
+            if os.path.exists(c.path(f"n{i}.log")):
+                shutil.copy(c.path(f"n{i}.log"), keep)
+            if os.path.isdir(c.path(f"n{i}", "logs")):
+                shutil.copytree(c.path(f"n{i}", "logs"), os.path.join(keep, f"n{i}-logs"))
+        c.cleanup()
+
+
 def build_image(work):
     """The 40 MB random image pushed to the registry; its reference and the
     sha256 of its big file."""
@@ -311,7 +422,8 @@ def run_gang(b, nodes, ref, p2p, stores, extra=None, during=None, lead_s=0.0):
 # agent_image_trace), each from the step before it
 STEPS = (("manifest", "manifest"), ("first piece", None), ("all held", "pieces all held"),
          ("check", "whole blob checked"), ("fsync", "synced"), ("unpack", "unpacked"),
-         ("mkfs", "packed"), ("mount", "renamed and mounted"))
+         ("write", "written"), ("mkfs", "packed"), ("size", "sized"),
+         ("mount", "renamed and mounted"))
 
 
 def trace_steps(stores, nodes, t0):
@@ -395,14 +507,21 @@ def main():
     ap.add_argument("--faults", default="killed,killed-origin,poweroff,corrupt,registry",
                     help="which faults run, of killed, killed-origin, poweroff, corrupt, "
                     "registry")
+    ap.add_argument("--full", type=int, default=0,
+                    help="a gang of this many ranks through real agents and runc")
+    ap.add_argument("--nvml", help="the fake NVML library (--full)")
+    ap.add_argument("--fixtures", help="its fixtures' folder, tests/fakes (--full)")
     ap.add_argument("--json")
     a = ap.parse_args()
     sizes = [int(x) for x in a.nodes.split(",") if x]
     base_sizes = [int(x) for x in a.baseline.split(",") if x]
-    nmax = max(sizes + base_sizes + ([a.fault_n + 2] if a.fault_n > 0 else []))
+    nmax = max(sizes + base_sizes + ([a.fault_n + 2] if a.fault_n > 0 else []) + [a.full])
     build = os.path.abspath(a.build)
     b = {"agent": os.path.join(build, "tessera-agent"),
-         "tesserad": os.path.join(build, "tesserad")}
+         "tesserad": os.path.join(build, "tesserad"),
+         "nvml": os.path.abspath(a.nvml or os.path.join(build, "fakes", "libnvidia-ml.so.1")),
+         "fixtures": os.path.abspath(a.fixtures or os.path.join(
+             os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fakes"))}
     work = tempfile.mkdtemp(prefix="p2p-bench-")
     stores = os.path.join(work, "stores")
     net = reg = c = None
@@ -572,6 +691,8 @@ def main():
             if "registry" in faults:
                 fault("the registry restarted mid-transfer", None,
                       lambda procs: (time.sleep(LINE_S / 3), reg.restart_after(1.0)))
+        if a.full > 0:
+            full_gang(b, a.full, ref, result)
     finally:
         if c:
             c.stop()

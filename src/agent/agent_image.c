@@ -389,6 +389,7 @@ void agent_images_poll(ts_agent *a, double now)
             lt->image_ready = has_image;
             lt->data_ready = lt->ndata > 0;
             lt->pulled = true;
+            agent_image_trace("task j%lld-r%d image ready", (long long)lt->job, lt->rank);
             agent_start_task_in(a, lt, t);
         }
         json_decref(t);

@@ -685,6 +685,8 @@ void agent_start_task_decoded(ts_agent *a, local_task *lt, const json_t *t,
     if (!S->why[0])
         agent_data_use(a, lt, S->id, S->why, sizeof S->why);
     start_meta(a, lt, S);
+    /* bench/image-p2p's full mode: from here to the next line is the runtime's start */
+    agent_image_trace("task %s bundle ready", S->id);
     ts_err err;
     if (S->why[0]) {
         snprintf(lt->start_error, sizeof lt->start_error, "%s", S->why);
@@ -694,6 +696,7 @@ void agent_start_task_decoded(ts_agent *a, local_task *lt, const json_t *t,
         snprintf(lt->start_error, sizeof lt->start_error, "%s", err.msg);
         lt->t = NULL;
     } else {
+        agent_image_trace("task %s runtime started", S->id);
         start_log(a, lt->t);
         double reg = a->node->shim_register_s > 0 ? a->node->shim_register_s
                                                   : TS_AGENT_SHIM_REGISTER_S;

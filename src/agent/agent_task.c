@@ -402,6 +402,7 @@ void agent_start_task(ts_agent *a, json_t *t, const ts_desired_task *d)
     lt->step = d->step;
     lt->run = d->run;
     lt->mig_profile = -1;
+    agent_image_trace("task j%lld-r%d learned", (long long)lt->job, lt->rank);
     if (agent_prolog_begin(a, lt, t, d))
         return; /* started by agent_hooks_poll once the prolog succeeded */
     agent_start_task_decoded(a, lt, t, d);

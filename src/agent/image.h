@@ -6,7 +6,8 @@
  * agent pulls the image through the OCI distribution API (image_pull.c),
  * keeps every blob once, by digest, in a store on the node's disk shared by
  * all tasks (image_store.c), and prepares one root filesystem per image,
- * once: unpacked (image_unpack.c: layers are hostile input, see there), then
+ * once: unpacked (image_unpack.c: layers are hostile input, see there; a
+ * layer that comes piece by piece is unpacked as it comes, image_stream.c), then
  * packed into a read-only EROFS image mounted for all its tasks where the
  * node can (image_rootfs.c). Each
  * task then gets a bundle (image_bundle.c): an overlay whose lower layer is
@@ -24,6 +25,7 @@
 #ifndef TS_AGENT_IMAGE_H
 #define TS_AGENT_IMAGE_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -67,6 +69,26 @@ typedef struct ts_unpack_stats {
  * (stats carries over between the layers of one image). */
 int agent_image_unpack_layer(int root_fd, const char *path, const ts_unpack_limits *lim,
                           ts_unpack_stats *stats, ts_err *err);
+
+/* A layer's bytes as they are written to its file (image_stream.c feeds it
+ * from the blob's fetch, p2p.h): [0, avail) are written, in order, not yet
+ * verified; ended: no more will come (ok: the whole blob is there, size
+ * bytes). Under mu; cv broadcast at each change. */
+typedef struct ts_unpack_feed {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    long long avail, size;
+    bool ended, ok;
+} ts_unpack_feed;
+
+/* As agent_image_unpack_layer, for the layer being written to fd as feed
+ * says: each byte is read once it is there, so that the unpack follows the
+ * transfer. The bytes read are hashed, to the file's end: TS_EINVAL unless
+ * they are size bytes of the layer's digest, and then what was made under
+ * root_fd is unverified (the caller removes it: it is never used). TS_EIO
+ * when the feed ends without the whole layer. */
+int agent_image_unpack_stream(int root_fd, int fd, ts_unpack_feed *feed, const char *digest,
+                              const ts_unpack_limits *lim, ts_unpack_stats *stats, ts_err *err);
 
 /* ---- the store and the registry client (image_store.c, image_pull.c) ---- */
 

@@ -76,6 +76,9 @@ typedef struct puller {
     bool too_big;
     /* progress */
     long long done, total;
+    /* the layers unpacked as their pieces come (image_stream.c); NULL: after */
+    image_stream *stream;
+    size_t layer;               /* the layer fetched now (0 first); SIZE_MAX: the config */
 } puller;
 
 static size_t on_header(char *b, size_t sz, size_t n, void *ctx)
@@ -439,8 +442,10 @@ static int fetch_blob_p2p(ts_image_store *st, puller *p, const char *digest, lon
         return ts_err_set(err, TS_EIO, "image store: %s: %s", tmp, strerror(errno));
     origin_ctx oc = {p, digest, size};
     ts_p2p_stats ps;
+    const ts_p2p_in_order *follow = image_stream_follow(p->stream, p->layer, fd, digest, size);
     int rc = agent_p2p_fetch(p->o->p2p, digest, size, fd, origin_piece, &oc, p->o->rate_bytes_s,
-                          &ps, err);
+                          follow, &ps, err);
+    image_stream_end(p->stream, rc == 0); /* its unpack done before fd closes */
     if (p->o->from_origin)
         *p->o->from_origin += ps.from_origin;
     if (p->o->from_peers)
@@ -621,11 +626,24 @@ static int pull(ts_image_store *st, puller *p, ts_image *out, ts_err *err)
         json_decref(m);
         return rc;
     }
+    /* the layers that come piece by piece are unpacked as they come, into a
+     * staging tree used only once every layer in it is verified */
+    image_stream stream;
+    if (p->o->p2p) {
+        image_stream_open(st, digest, &stream);
+        p->stream = &stream;
+    }
+    p->layer = SIZE_MAX;
     rc = fetch_blob(st, p, cfg, cfg_size, err);
     for (size_t i = 0; !rc && i < n; i++) {
         agent_image_trace("blob %.19s %lld bytes", layers[i], sizes[i]);
+        p->layer = i;
         rc = fetch_blob(st, p, layers[i], sizes[i], err);
         agent_image_trace("blob %.19s in the store (rc %d)", layers[i], rc);
+        char bp[700];
+        image_blob_path(st, layers[i], bp, sizeof bp);
+        if (!rc)
+            image_stream_catch_up(p->stream, i, bp);
     }
     if (p->o->blobs_s)
         *p->o->blobs_s = mono_s() - p->t0;
@@ -647,7 +665,10 @@ static int pull(ts_image_store *st, puller *p, ts_image *out, ts_err *err)
                             "at the next try", d);
     }
     if (!rc && !found)
-        rc = image_store_prepare(st, digest, p->mem, p->mem_n, cfg, layers, n, out, err);
+        rc = image_store_prepare(st, digest, p->mem, p->mem_n, cfg, layers, n, p->stream, out,
+                                 err);
+    image_stream_close(p->stream);
+    p->stream = NULL;
     agent_image_trace("prepared (rc %d)", rc);
     json_decref(m);
     if (!rc && !found && st->budget_bytes > 0) {

@@ -13,6 +13,9 @@
  *
  * An image directory appears whole (prepared under tmp/ and renamed), so a
  * crash leaves either nothing or a usable image; tmp/ is emptied at open.
+ * Its root is a tree unpacked from the verified blobs, or the one a pull
+ * unpacked as the layers came (tmp/stream-*, image_stream.c), taken only
+ * when every layer in it was verified.
  * Users are files so that an agent restarted with tasks still running does
  * not evict their images. One unpacked root filesystem per image rather than
  * an overlay stack of layers: docs/images.md says why (bench/image-start).
@@ -229,51 +232,54 @@ static int write_text(const char *path, const char *text, size_t len)
     return rc;
 }
 
-int image_store_prepare(ts_image_store *st, const char *digest, const char *manifest,
-                        size_t manifest_len, const char *config_digest,
-                        const char *const *layers, size_t nlayers, ts_image *out, ts_err *err)
+/* The layers unpacked in order into the new directory root. */
+static int unpack_layers(ts_image_store *st, const char *root, const char *const *layers,
+                         size_t nlayers, ts_unpack_stats *stats, long long *layer_bytes,
+                         ts_err *err)
 {
-    char tmp[700], p[800], blob[700], final[700];
-    snprintf(tmp, sizeof tmp, "%s/tmp/image-%s", st->root, digest + 7);
-    rm_tree(tmp);
-    snprintf(p, sizeof p, "%s/rootfs", tmp);
-    if (mkdir_p(p) != 0)
-        return ts_err_set(err, TS_EIO, "image store: %s: %s", p, strerror(errno));
-    int root_fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    char blob[700];
+    if (mkdir_p(root) != 0)
+        return ts_err_set(err, TS_EIO, "image store: %s: %s", root, strerror(errno));
+    int root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (root_fd < 0)
-        return ts_err_set(err, TS_EIO, "image store: %s: %s", p, strerror(errno));
-    ts_unpack_stats stats = {0};
+        return ts_err_set(err, TS_EIO, "image store: %s: %s", root, strerror(errno));
     int rc = 0;
-    long long layer_bytes = 0;
     for (size_t i = 0; i < nlayers && !rc; i++) {
         image_blob_path(st, layers[i], blob, sizeof blob);
         struct stat lb;
-        layer_bytes += stat(blob, &lb) == 0 ? (long long)lb.st_size : 0;
-        rc = agent_image_unpack_layer(root_fd, blob, &st->limits, &stats, err);
+        *layer_bytes += stat(blob, &lb) == 0 ? (long long)lb.st_size : 0;
+        rc = agent_image_unpack_layer(root_fd, blob, &st->limits, stats, err);
         if (rc)
             ts_err_prefix(err, "layer %s: ", layers[i]);
     }
     close(root_fd);
-    agent_image_trace("unpacked (rc %d)", rc);
-    char num[32];
-    long long bytes = 0;
-    /* what gzip could not shrink, lz4 cannot either: stored as is, it costs
-     * no compression time before the start */
-    bool compress = (double)stats.bytes >= PACK_COMPRESS_MIN_RATIO * (double)layer_bytes;
-    if (!rc && image_rootfs_can_pack(st))
-        rc = image_rootfs_pack(tmp, compress, &bytes, err); /* from the checked tree only */
-    else
-        bytes = tree_bytes(p);
-    agent_image_trace("packed (rc %d)", rc);
-    int n = snprintf(num, sizeof num, "%lld\n", bytes);
+    return rc;
+}
+
+int image_store_prepare(ts_image_store *st, const char *digest, const char *manifest,
+                        size_t manifest_len, const char *config_digest,
+                        const char *const *layers, size_t nlayers, image_stream *s,
+                        ts_image *out, ts_err *err)
+{
+    char tmp[700], p[800], final[700];
+    snprintf(tmp, sizeof tmp, "%s/tmp/image-%s", st->root, digest + 7);
+    rm_tree(tmp);
+    snprintf(p, sizeof p, "%s/rootfs", tmp);
+    ts_unpack_stats stats = {0};
+    int rc = 0;
+    long long layer_bytes = 0;
+    /* the tree unpacked as the layers came, each verified, else unpacked now */
+    bool staged = s && mkdir_p(tmp) == 0 &&
+                  image_stream_take(s, nlayers, p, &stats, &layer_bytes);
+    if (!staged)
+        rc = unpack_layers(st, p, layers, nlayers, &stats, &layer_bytes, err);
+    agent_image_trace("unpacked (rc %d%s)", rc, staged ? ", as the layers came" : "");
+    /* written (and their fsync's journal commits made) before mkfs.erofs
+     * adds its file to what a commit flushes: on a gang's nodes every
+     * rank's commit waits for the others' dirty bytes */
     if (!rc) {
         snprintf(p, sizeof p, "%s/manifest.json", tmp);
         if (write_text(p, manifest, manifest_len) != 0)
-            rc = ts_err_set(err, TS_EIO, "image store: %s: %s", p, strerror(errno));
-    }
-    if (!rc) {
-        snprintf(p, sizeof p, "%s/bytes", tmp);
-        if (write_text(p, num, (size_t)n) != 0)
             rc = ts_err_set(err, TS_EIO, "image store: %s: %s", p, strerror(errno));
     }
     if (!rc) {
@@ -281,6 +287,25 @@ int image_store_prepare(ts_image_store *st, const char *digest, const char *mani
         if (write_text(p, config_digest, strlen(config_digest)) != 0)
             rc = ts_err_set(err, TS_EIO, "image store: %s: %s", p, strerror(errno));
     }
+    agent_image_trace("written (rc %d)", rc);
+    char num[32];
+    long long bytes = 0;
+    /* what gzip could not shrink, lz4 cannot either: stored as is, it costs
+     * no compression time before the start */
+    bool compress = (double)stats.bytes >= PACK_COMPRESS_MIN_RATIO * (double)layer_bytes;
+    snprintf(p, sizeof p, "%s/rootfs", tmp);
+    if (!rc && image_rootfs_can_pack(st))
+        rc = image_rootfs_pack(tmp, compress, &bytes, err); /* from the checked tree only */
+    else
+        bytes = tree_bytes(p);
+    agent_image_trace("packed (rc %d)", rc);
+    int n = snprintf(num, sizeof num, "%lld\n", bytes);
+    if (!rc) {
+        snprintf(p, sizeof p, "%s/bytes", tmp);
+        if (write_text(p, num, (size_t)n) != 0)
+            rc = ts_err_set(err, TS_EIO, "image store: %s: %s", p, strerror(errno));
+    }
+    agent_image_trace("sized (rc %d)", rc);
     image_dir(st, digest, final, sizeof final);
     if (!rc) {
         snprintf(p, sizeof p, "%s/users", tmp);
@@ -292,6 +317,7 @@ int image_store_prepare(ts_image_store *st, const char *digest, const char *mani
         if (rename(tmp, final) != 0)
             rc = ts_err_set(err, TS_EIO, "image store: rename %s: %s", final, strerror(errno));
     }
+    agent_image_trace("renamed (rc %d)", rc);
     if (!rc && (rc = image_rootfs_mount(final, err)) != 0)
         rm_tree(final);
     agent_image_trace("renamed and mounted (rc %d)", rc);

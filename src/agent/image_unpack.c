@@ -17,6 +17,12 @@
  * the bytes decompressed and the entries of one image (a decompression bomb
  * ends in TS_ENOSPC, not a full disk).
  *
+ * A layer is read from its verified blob, or (agent_image_unpack_stream,
+ * for image_stream.c) from the file its fetch is writing, each byte once
+ * the fetch says it is there; those bytes are hashed as they are read, to
+ * the file's end, and the caller uses what was made only when they have the
+ * layer's digest.
+ *
  * OCI whiteouts: ".wh.NAME" removes NAME from the lower layers,
  * ".wh..wh..opq" empties its directory (applied when met, so a layer puts it
  * before the entries it adds there, as the tools that write layers do).
@@ -31,6 +37,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+
+#include <gnutls/crypto.h>
 
 #include "image.h"
 #include "agent/trash.h"
@@ -50,14 +58,59 @@ typedef struct reader {
     z_stream z;
     unsigned char in[READ_CHUNK_BYTES];
     long long out_total, out_max;
+    /* a layer read as it arrives (agent_image_unpack_stream): its bytes
+     * [0, pos) read so far, and hashed into hash */
+    ts_unpack_feed *feed;
+    long long pos;
+    gnutls_hash_hd_t hash;
 } reader;
+
+/* The end of the bytes there to read from pos on, once at least need of
+ * them are (or the layer is whole); -1: the feed ended without them. */
+static long long feed_wait(ts_unpack_feed *f, long long need)
+{
+    pthread_mutex_lock(&f->mu);
+    while (!f->ended && f->avail < need)
+        pthread_cond_wait(&f->cv, &f->mu);
+    long long lim = f->ended && f->ok ? f->size : f->avail;
+    pthread_mutex_unlock(&f->mu);
+    return lim < need ? -1 : lim;
+}
+
+/* Up to n bytes of the layer: read(2) from a file, else from the feed's
+ * file, at most what is there, hashed. 0: its end; -1 with errno (EIO: the
+ * feed ended short). */
+static ssize_t rd_read(reader *r, void *buf, size_t n)
+{
+    if (!r->feed)
+        return read(r->fd, buf, n);
+    if (r->pos >= r->feed->size)
+        return 0;
+    long long lim = feed_wait(r->feed, r->pos + 1);
+    if (lim < 0) {
+        errno = EIO;
+        return -1;
+    }
+    if ((long long)n > lim - r->pos)
+        n = (size_t)(lim - r->pos);
+    ssize_t k = pread(r->fd, buf, n, r->pos);
+    if (k == 0) { /* the feed said it is written: a short file is a failed write */
+        errno = EIO;
+        return -1;
+    }
+    if (k > 0) {
+        gnutls_hash(r->hash, buf, (size_t)k);
+        r->pos += k;
+    }
+    return k;
+}
 
 static int rd_fill(reader *r, unsigned char *buf, size_t n, ts_err *err)
 {
     size_t got = 0;
     while (got < n) {
         if (!r->gz) {
-            ssize_t k = read(r->fd, buf + got, n - got);
+            ssize_t k = rd_read(r, buf + got, n - got);
             if (k < 0 && errno == EINTR)
                 continue;
             if (k < 0)
@@ -70,7 +123,7 @@ static int rd_fill(reader *r, unsigned char *buf, size_t n, ts_err *err)
         if (r->z_end)
             return ts_err_set(err, TS_EINVAL, "the tar ends inside an entry");
         if (r->z.avail_in == 0 && !r->in_eof) {
-            ssize_t k = read(r->fd, r->in, sizeof r->in);
+            ssize_t k = rd_read(r, r->in, sizeof r->in);
             if (k < 0 && errno == EINTR)
                 continue;
             if (k < 0)
@@ -475,30 +528,10 @@ static int entry_names(const unsigned char *h, entry *next, entry *e, ts_err *er
     return 0;
 }
 
-int agent_image_unpack_layer(int root_fd, const char *path, const ts_unpack_limits *lim,
-                          ts_unpack_stats *stats, ts_err *err)
+/* The layer's entries, from r (ready to read), applied under root_fd. */
+static int unpack(reader *r, int root_fd, long long max_entries, ts_unpack_stats *stats,
+                  ts_err *err)
 {
-    long long max_bytes = lim && lim->max_bytes > 0 ? lim->max_bytes
-                                                    : TS_IMAGE_UNPACK_MAX_BYTES_DEFAULT;
-    long long max_entries = lim && lim->max_entries > 0 ? lim->max_entries
-                                                        : TS_IMAGE_ENTRIES_MAX;
-    reader *r = calloc(1, sizeof *r);
-    if (!r)
-        return ts_err_set(err, TS_ENOMEM, "out of memory");
-    r->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (r->fd < 0) {
-        free(r);
-        return ts_err_set(err, TS_ENOENT, "%s: %s", path, strerror(errno));
-    }
-    unsigned char magic[2] = {0, 0};
-    r->gz = pread(r->fd, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-    if (r->gz && inflateInit2(&r->z, 15 + 32) != Z_OK) {
-        close(r->fd);
-        free(r);
-        return ts_err_set(err, TS_ENOMEM, "zlib: cannot start");
-    }
-    r->out_total = stats->bytes;
-    r->out_max = max_bytes;
     entry next = {0};
     unsigned char h[TAR_BLOCK_BYTES];
     int rc = 0, zero_blocks = 0;
@@ -550,9 +583,99 @@ int agent_image_unpack_layer(int root_fd, const char *path, const ts_unpack_limi
     free(next.name);
     free(next.link);
     stats->bytes = r->out_total;
+    return rc;
+}
+
+/* r for the layer open as fd (r->feed set before: read as it arrives),
+ * gzip or not as its first two bytes say; NULL out of memory. */
+static reader *reader_new(int fd, ts_unpack_feed *feed, const ts_unpack_limits *lim,
+                          const ts_unpack_stats *stats)
+{
+    reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->fd = fd;
+    r->feed = feed;
+    unsigned char magic[2] = {0, 0};
+    long long need = feed && feed->size < 2 ? feed->size : 2;
+    if (!feed || feed_wait(feed, need) >= need)
+        r->gz = pread(fd, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+    if (r->gz && inflateInit2(&r->z, 15 + 32) != Z_OK) {
+        free(r);
+        return NULL;
+    }
+    r->out_total = stats->bytes;
+    r->out_max = lim && lim->max_bytes > 0 ? lim->max_bytes : TS_IMAGE_UNPACK_MAX_BYTES_DEFAULT;
+    return r;
+}
+
+static void reader_free(reader *r)
+{
     if (r->gz)
         inflateEnd(&r->z);
-    close(r->fd);
     free(r);
+}
+
+static long long entries_max(const ts_unpack_limits *lim)
+{
+    return lim && lim->max_entries > 0 ? lim->max_entries : TS_IMAGE_ENTRIES_MAX;
+}
+
+int agent_image_unpack_layer(int root_fd, const char *path, const ts_unpack_limits *lim,
+                          ts_unpack_stats *stats, ts_err *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ts_err_set(err, TS_ENOENT, "%s: %s", path, strerror(errno));
+    reader *r = reader_new(fd, NULL, lim, stats);
+    int rc = r ? unpack(r, root_fd, entries_max(lim), stats, err)
+               : ts_err_set(err, TS_ENOMEM, "out of memory (a reader, zlib)");
+    if (r)
+        reader_free(r);
+    close(fd);
+    return rc;
+}
+
+/* What the stream reader has not read yet, to the file's end, read and
+ * hashed: a layer's digest covers its bytes after the tar's end too. */
+static int drain(reader *r, ts_err *err)
+{
+    unsigned char buf[READ_CHUNK_BYTES];
+    for (;;) {
+        ssize_t k = rd_read(r, buf, sizeof buf);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return ts_err_set(err, TS_EIO, "read: %s", strerror(errno));
+        if (k == 0)
+            return 0;
+    }
+}
+
+int agent_image_unpack_stream(int root_fd, int fd, ts_unpack_feed *feed, const char *digest,
+                              const ts_unpack_limits *lim, ts_unpack_stats *stats, ts_err *err)
+{
+    gnutls_hash_hd_t h;
+    if (gnutls_hash_init(&h, GNUTLS_DIG_SHA256) != 0)
+        return ts_err_set(err, TS_ENOMEM, "sha256: cannot start");
+    reader *r = reader_new(fd, feed, lim, stats);
+    int rc = r ? 0 : ts_err_set(err, TS_ENOMEM, "out of memory (a reader, zlib)");
+    if (r) {
+        r->hash = h;
+        rc = unpack(r, root_fd, entries_max(lim), stats, err);
+        if (!rc)
+            rc = drain(r, err);
+    }
+    unsigned char d[32];
+    gnutls_hash_deinit(h, d);
+    char got[TS_IMAGE_DIGEST_MAX];
+    char *q = got + sprintf(got, "sha256:");
+    for (int i = 0; i < 32; i++)
+        q += sprintf(q, "%02x", d[i]);
+    if (!rc && (r->pos != feed->size || strcmp(got, digest) != 0))
+        rc = ts_err_set(err, TS_EINVAL, "layer %s: the %lld bytes unpacked as they came have "
+                        "digest %s: the unpack is discarded", digest, r->pos, got);
+    if (r)
+        reader_free(r);
     return rc;
 }

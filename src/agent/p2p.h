@@ -67,6 +67,18 @@ typedef struct ts_p2p_stats {
 typedef int (*ts_p2p_origin_fn)(void *ctx, long long off, long long len, char *buf,
                                 ts_err *err);
 
+/* May be given to agent_p2p_fetch (NULL: none): told, each time it grows,
+ * how many bytes of fd from its start are written (the pieces held, in
+ * order; not verified: the whole blob's digest is checked after its last
+ * piece, and a blob that fails it has pieces written again), so that a
+ * reader can follow the transfer (image_stream.c unpacks a layer so). Told
+ * on a fetch's worker thread, holding none of the fetch's locks but the
+ * one of its digest (one worker at a time): it must not block. */
+typedef struct ts_p2p_in_order {
+    void (*fn)(void *ctx, long long bytes);
+    void *ctx;
+} ts_p2p_in_order;
+
 int agent_p2p_start(const ts_p2p_config *cfg, ts_p2p **out, ts_err *err);
 void agent_p2p_stop(ts_p2p *p);
 /* The controller the tracker is asked at (the agent's current one). */
@@ -82,7 +94,7 @@ const char *agent_p2p_url(const ts_p2p *p);
  * registry's own bytes do not match the digest. */
 int agent_p2p_fetch(ts_p2p *p, const char *digest, long long size, int fd,
                  ts_p2p_origin_fn origin, void *origin_ctx, long long rate_bytes_s,
-                 ts_p2p_stats *stats, ts_err *err);
+                 const ts_p2p_in_order *in_order, ts_p2p_stats *stats, ts_err *err);
 /* The blob is in the store now (renamed into place) or was dropped: tells
  * the tracker it holds all of it (when held), stops serving from fd. */
 void agent_p2p_release(ts_p2p *p, const char *digest, bool held);

@@ -20,8 +20,9 @@
  * TRACKER_LOST_S, and the registry gives the next missing piece. Each piece from a peer must have the
  * tracker's hash; the file as a whole must have the blob's digest (taken
  * as the pieces come, in order, so that the check after the last piece
- * reads only what is not yet in it), else every piece that came from peers
- * is fetched again from the registry.
+ * reads only what is not yet in it; the caller's in_order is told as that
+ * prefix grows, so that a layer's unpack follows it), else every piece
+ * that came from peers is fetched again from the registry.
  * The workers share the fetch's state under its mutex; the network is
  * never waited on under it. Asking peers is p2p_peers.c's, announcing
  * p2p_tracker.c's (p2p_fetch.h: what they share).
@@ -267,6 +268,8 @@ static void hash_held(worker *w)
             f->hash_failed = true;
         else
             f->hashed++;
+        if (!f->hash_failed && f->in_order && f->in_order->fn)
+            f->in_order->fn(f->in_order->ctx, off + len);
     }
 }
 
@@ -507,12 +510,12 @@ static int run(fetch *f, worker *ws, int nw, ts_err *err)
 
 int agent_p2p_fetch(ts_p2p *p, const char *digest, long long size, int fd,
                  ts_p2p_origin_fn origin, void *origin_ctx, long long rate_bytes_s,
-                 ts_p2p_stats *stats, ts_err *err)
+                 const ts_p2p_in_order *in_order, ts_p2p_stats *stats, ts_err *err)
 {
     ts_p2p_stats none;
     fetch f = {.p = p, .digest = digest, .size = size, .fd = fd, .rate = rate_bytes_s,
                .st = stats ? stats : &none, .slot = -1, .origin = origin,
-               .origin_ctx = origin_ctx};
+               .origin_ctx = origin_ctx, .in_order = in_order};
     memset(f.st, 0, sizeof *f.st);
     if (size <= 0)
         return ts_err_set(err, TS_EINVAL, "blob %s: size %lld", digest, size);

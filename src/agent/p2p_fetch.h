@@ -44,6 +44,7 @@ typedef struct fetch {
     pthread_mutex_t hash_mu;
     void *whole;                /* gnutls_hash_hd_t; NULL: the check reads the whole file */
     int hashed;                 /* pieces [0, hashed) are in whole */
+    const ts_p2p_in_order *in_order; /* told as hashed grows; NULL: none */
     bool hash_failed, hash_again;
     ts_p2p *p;
     const char *digest;

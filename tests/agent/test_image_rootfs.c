@@ -133,7 +133,7 @@ static int prepare(const char *tag, char *digest, ts_image *img, ts_err *err)
                      cfg, layer);
     int lk = image_store_lock(&st, err);
     assert_true(lk >= 0);
-    int rc = image_store_prepare(&st, digest, manifest, (size_t)n, cfg, layers, 1, img, err);
+    int rc = image_store_prepare(&st, digest, manifest, (size_t)n, cfg, layers, 1, NULL, img, err);
     image_store_unlock(lk);
     return rc;
 }
@@ -261,7 +261,7 @@ static void hostile_layer_leaves_nothing_mounted(void **state)
     ts_image img;
     ts_err err = {0};
     int lk = image_store_lock(&st, &err);
-    int rc = image_store_prepare(&st, digest, "{}", 2, cfg, layers, 1, &img, &err);
+    int rc = image_store_prepare(&st, digest, "{}", 2, cfg, layers, 1, NULL, &img, &err);
     image_store_unlock(lk);
     assert_int_equal(rc, TS_EINVAL);
     assert_non_null(strstr(err.msg, "../evil"));
