@@ -560,6 +560,53 @@ static bool layer_type_ok(const char *mt)
                    !strstr(mt, "foreign"));
 }
 
+/* The config's and the layers' blobs into the store, in order, each layer
+ * that came piece by piece already unpacked as it came (p->stream); the
+ * seconds and CPU seconds it took, where asked. */
+static int fetch_all(ts_image_store *st, puller *p, const char *cfg, long long cfg_size,
+                     const char *const *layers, const long long *sizes, size_t n, ts_err *err)
+{
+    p->layer = SIZE_MAX;
+    int rc = fetch_blob(st, p, cfg, cfg_size, err);
+    for (size_t i = 0; !rc && i < n; i++) {
+        agent_image_trace("blob %.19s %lld bytes", layers[i], sizes[i]);
+        p->layer = i;
+        rc = fetch_blob(st, p, layers[i], sizes[i], err);
+        agent_image_trace("blob %.19s in the store (rc %d)", layers[i], rc);
+        char bp[700];
+        image_blob_path(st, layers[i], bp, sizeof bp);
+        if (!rc)
+            image_stream_catch_up(p->stream, i, bp);
+    }
+    if (p->o->blobs_s)
+        *p->o->blobs_s = mono_s() - p->t0;
+    struct rusage ru;
+    if (p->o->blobs_cpu_s && getrusage(RUSAGE_SELF, &ru) == 0)
+        *p->o->blobs_cpu_s = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                             (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    return rc;
+}
+
+/* The new image digest stays while others go to keep the store within its
+ * budget; when even alone it is too big, it goes (TS_ENOSPC). Under the
+ * store's lock. */
+static int within_budget(ts_image_store *st, const char *digest, ts_err *err)
+{
+    char dir[700], mark[800];
+    image_dir(st, digest, dir, sizeof dir);
+    snprintf(mark, sizeof mark, "%s/users/" PULL_MARK, dir);
+    int fd = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        close(fd);
+    long long left = image_store_evict_locked(st, st->budget_bytes);
+    unlink(mark);
+    if (left <= st->budget_bytes)
+        return 0;
+    image_store_evict_locked(st, 0); /* only unused images go: this one now too */
+    return ts_err_set(err, TS_ENOSPC, "image %s: %lld bytes on disk with it, over the "
+                      "store's budget of %lld bytes", digest, left, st->budget_bytes);
+}
+
 static int pull(ts_image_store *st, puller *p, ts_image *out, ts_err *err)
 {
     const ts_image_ref *ref = p->ref;
@@ -633,24 +680,7 @@ static int pull(ts_image_store *st, puller *p, ts_image *out, ts_err *err)
         image_stream_open(st, digest, &stream);
         p->stream = &stream;
     }
-    p->layer = SIZE_MAX;
-    rc = fetch_blob(st, p, cfg, cfg_size, err);
-    for (size_t i = 0; !rc && i < n; i++) {
-        agent_image_trace("blob %.19s %lld bytes", layers[i], sizes[i]);
-        p->layer = i;
-        rc = fetch_blob(st, p, layers[i], sizes[i], err);
-        agent_image_trace("blob %.19s in the store (rc %d)", layers[i], rc);
-        char bp[700];
-        image_blob_path(st, layers[i], bp, sizeof bp);
-        if (!rc)
-            image_stream_catch_up(p->stream, i, bp);
-    }
-    if (p->o->blobs_s)
-        *p->o->blobs_s = mono_s() - p->t0;
-    struct rusage ru;
-    if (p->o->blobs_cpu_s && getrusage(RUSAGE_SELF, &ru) == 0)
-        *p->o->blobs_cpu_s = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-                             (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    rc = fetch_all(st, p, cfg, cfg_size, layers, sizes, n, err);
     lk = rc ? -1 : image_store_lock(st, err);
     if (!rc && lk < 0)
         rc = err ? err->code : TS_EIO;
@@ -671,22 +701,8 @@ static int pull(ts_image_store *st, puller *p, ts_image *out, ts_err *err)
     p->stream = NULL;
     agent_image_trace("prepared (rc %d)", rc);
     json_decref(m);
-    if (!rc && !found && st->budget_bytes > 0) {
-        /* the new image stays while others go; when even alone it is too big, it goes */
-        char dir[700], mark[800];
-        image_dir(st, digest, dir, sizeof dir);
-        snprintf(mark, sizeof mark, "%s/users/" PULL_MARK, dir);
-        int fd = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-        if (fd >= 0)
-            close(fd);
-        long long left = image_store_evict_locked(st, st->budget_bytes);
-        unlink(mark);
-        if (left > st->budget_bytes) {
-            image_store_evict_locked(st, 0); /* only unused images go: this one now too */
-            rc = ts_err_set(err, TS_ENOSPC, "image %s: %lld bytes on disk with it, over the "
-                            "store's budget of %lld bytes", digest, left, st->budget_bytes);
-        }
-    }
+    if (!rc && !found && st->budget_bytes > 0)
+        rc = within_budget(st, digest, err);
     if (!rc && p->o->use_as)
         rc = agent_image_use(st, digest, p->o->use_as, err);
     if (!rc)
