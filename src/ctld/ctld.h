@@ -77,6 +77,8 @@ typedef struct ctld {
     int *claimed;                /* [nqueued] jobs of submissions between their check and their add */
     int64_t *queued_bytes;       /* [nqueued] their specs' bytes */
     int64_t *claimed_bytes;      /* [nqueued] the claimed jobs' specs' bytes */
+    int *by_state;               /* [nqueued * TS_JOB_STATES] jobs per tenant index and state,
+                                  * kept as they change: /metrics reads them, not every job */
     int nqueued;
     pthread_cond_t committed;    /* ... and broadcasts this when it is done */
     ctld_lazy **lazy;            /* array_lazy.c: large arrays' elements not yet jobs */

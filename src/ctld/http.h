@@ -209,8 +209,9 @@ void ctld_task_image_secret(const ctld *c, const cjob *j, ctld_dtask *dt);
 json_t *ctld_render_node(const ctld *c, int node);
 
 /* GPUs each tenant is owed now (docs/scheduler.md, "The guarantee"):
- * owed[t] for t < tenants->n (the caller's array); under mu (owed.c). */
-void ctld_owed_gpus(const ctld *c, double *owed);
+ * owed[t] for t < tenants->n (the caller's array; 0 for every tenant but
+ * only, when only >= 0); under mu (owed.c). */
+void ctld_owed_gpus(const ctld *c, double *owed, int only);
 /* The /metrics page (malloc'd). tenant NULL: every series; otherwise that
  * tenant's own series and the cluster-wide ones that count no tenant's jobs
  * or requests (docs/metrics.md "Who reads what"). */

@@ -201,6 +201,12 @@ int ctld_queued_bytes_check(const ctld *c, const char *tenant, int64_t more, con
  * its spec's bytes, counted while it is queued, are read at `to` (a spec
  * changed by an update is noted after the change). */
 void ctld_queued_note(ctld *c, cjob *j, int from, int to);
+#ifdef TS_STORE_FAULTS_ENV
+/* Test builds, after each cycle (loop.c): the jobs by tenant and state kept
+ * as they change (ctld_queued_note) equal a count of every job; false with
+ * why naming the first that differs. */
+bool ctld_counts_check(const ctld *c, char *why, size_t n);
+#endif
 /* Under c->mu: removes and frees an active job. */
 void ctld_job_remove(ctld *c, cjob *j);
 /* Under c->mu: j got its allocations (j->allocs): the per-node index

@@ -323,6 +323,10 @@ static void check_bound(ctld *c)
         abort();
     }
     free(held);
+    if (!ctld_counts_check(c, e.msg, sizeof e.msg)) {
+        fprintf(stderr, "tesserad: the jobs by tenant and state disagree: %s\n", e.msg);
+        abort();
+    }
 }
 #endif
 

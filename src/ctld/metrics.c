@@ -76,32 +76,30 @@ static bool shown(const ctld *c, int t, const char *only)
  * 0 included, so a dashboard's query always has its series). */
 static void metrics_jobs(ctld *c, sbuf *b, const char *only)
 {
-    int nt = c->tenants->n;
+    /* counted as jobs change (state.c): a page costs the tenants, not the jobs */
+    int nt = c->tenants->n < c->nqueued ? c->tenants->n : c->nqueued;
     head(b, "tessera_jobs", "gauge", "Active jobs by state and tenant.");
-    int64_t *counts = calloc((size_t)nt * TS_JOB_STATES + 1, sizeof *counts);
-    for (int i = 0; counts && i < c->njobs; i++) {
-        int t = c->jobs[i]->sj.tenant;
-        if (t >= 0 && t < nt)
-            counts[t * TS_JOB_STATES + c->jobs[i]->row.state]++;
-    }
-    for (int t = 0; counts && t < nt; t++)
+    for (int t = 0; c->by_state && t < nt; t++)
         for (int s = 0; s < TS_JOB_STATES; s++)
             if (!ts_job_state_terminal(s) && shown(c, t, only))
                 put(b, "tessera_jobs{state=\"%s\",tenant=\"%s\"} %lld\n", ts_job_state_name(s),
-                    c->tenants->t[t].name, (long long)counts[t * TS_JOB_STATES + s]);
-    free(counts);
+                    c->tenants->t[t].name, (long long)c->by_state[t * TS_JOB_STATES + s]);
     head(b, "tessera_jobs_waiting", "gauge",
          "Pending and held jobs by the reason they wait (the last cycle's).");
     int64_t by_reason[TS_PEND_LAST + 1] = {0};
+    int last = -1; /* the reason matched last: most waiting jobs share a few */
     for (int i = 0; i < c->njobs; i++) {
         const cjob *j = c->jobs[i];
         if ((j->row.state != TS_JOB_PENDING && j->row.state != TS_JOB_HELD) ||
             (only && strcmp(j->row.tenant, only) != 0))
             continue;
         int r = j->row.state == TS_JOB_HELD ? TS_PEND_HELD : TS_PEND_NONE;
-        for (int k = 1; k <= TS_PEND_LAST && j->row.reason[0]; k++)
-            if (strcmp(j->row.reason, ts_pending_name(k)) == 0)
-                r = k;
+        if (last > 0 && strcmp(j->row.reason, ts_pending_name(last)) == 0)
+            r = last;
+        else
+            for (int k = 1; k <= TS_PEND_LAST && j->row.reason[0]; k++)
+                if (strcmp(j->row.reason, ts_pending_name(k)) == 0)
+                    r = last = k;
         by_reason[r]++;
     }
     for (int k = 0; k <= TS_PEND_LAST; k++)
@@ -210,7 +208,7 @@ static void metrics_tenants(ctld *c, sbuf *b, const char *only)
          "guarantee it leaves unused (docs/scheduler.md, The guarantee).");
     double *owed = calloc((size_t)nt + 1, sizeof *owed);
     if (owed)
-        ctld_owed_gpus(c, owed);
+        ctld_owed_gpus(c, owed, only ? ts_tenant_find(c->tenants, only) : -1);
     for (int t = 0; owed && t < nt; t++) {
         if (!shown(c, t, only))
             continue;

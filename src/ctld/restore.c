@@ -360,6 +360,7 @@ void ctld_close(ctld *c)
         free(c->node_jobs[i].v);
     free(c->node_jobs);
     free(c->queued);
+    free(c->by_state);
     free(c->claimed);
     free(c->queued_bytes);
     free(c->claimed_bytes);

@@ -258,7 +258,7 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
             double *owed = calloc((size_t)c->tenants->n + 1, sizeof *owed);
             int t = j->sj.tenant;
             if (owed && t >= 0 && t < c->tenants->n) {
-                ctld_owed_gpus(c, owed);
+                ctld_owed_gpus(c, owed, t);
                 json_object_set_new(doc, "tenant_owed_gpus", json_real(owed[t]));
             }
             free(owed);

@@ -175,6 +175,10 @@ void ctld_queued_note(ctld *c, cjob *j, int from, int to)
     if (t < 0 || t >= c->nqueued)
         return;
     c->queued[t] += (int)is_queued(to) - (int)is_queued(from);
+    if (from >= 0 && from < TS_JOB_STATES)
+        c->by_state[t * TS_JOB_STATES + from]--;
+    if (to >= 0 && to < TS_JOB_STATES)
+        c->by_state[t * TS_JOB_STATES + to]++;
     if (is_queued(from))
         c->queued_bytes[t] -= j->queued_bytes;
     j->queued_bytes = 0;
@@ -243,13 +247,17 @@ int ctld_queued_recount(ctld *c)
     int n = c->tenants->n;
     int *q = calloc((size_t)n + 1, sizeof *q), *cl = calloc((size_t)n + 1, sizeof *cl);
     int64_t *qb = calloc((size_t)n + 1, sizeof *qb), *cb = calloc((size_t)n + 1, sizeof *cb);
-    if (!q || !cl || !qb || !cb) {
+    int *bs = calloc((size_t)(n + 1) * TS_JOB_STATES, sizeof *bs);
+    if (!q || !cl || !qb || !cb || !bs) {
         free(q);
         free(cl);
         free(qb);
         free(cb);
+        free(bs);
         return TS_ENOMEM;
     }
+    free(c->by_state);
+    c->by_state = bs;
     free(c->queued);
     free(c->claimed); /* none: a replacement waits for every submission's add */
     free(c->queued_bytes);
@@ -263,6 +271,28 @@ int ctld_queued_recount(ctld *c)
         ctld_queued_note(c, c->jobs[i], -1, c->jobs[i]->row.state);
     return 0;
 }
+
+#ifdef TS_STORE_FAULTS_ENV
+bool ctld_counts_check(const ctld *c, char *why, size_t n)
+{
+    int *bs = calloc((size_t)(c->nqueued + 1) * TS_JOB_STATES, sizeof *bs);
+    bool ok = true;
+    for (int i = 0; bs && i < c->njobs; i++) {
+        int t = c->jobs[i]->sj.tenant, st = c->jobs[i]->row.state;
+        if (t >= 0 && t < c->nqueued && st >= 0 && st < TS_JOB_STATES)
+            bs[t * TS_JOB_STATES + st]++;
+    }
+    for (int k = 0; bs && ok && k < c->nqueued * TS_JOB_STATES; k++)
+        if (bs[k] != c->by_state[k]) {
+            snprintf(why, n, "tenant %d, state %s: %d jobs counted as they changed, %d there",
+                     k / TS_JOB_STATES, ts_job_state_name(k % TS_JOB_STATES), c->by_state[k],
+                     bs[k]);
+            ok = false;
+        }
+    free(bs);
+    return ok;
+}
+#endif
 
 /* ---- jobs by node -------------------------------------------------------------- */
 
