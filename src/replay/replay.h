@@ -322,13 +322,16 @@ typedef struct ts_replay_fairness {
     double deficit_gpu_s; /* sum over tenants */
 } ts_replay_fairness;
 
-/* A trace loader's end: t gets its one workload, called name (t's set too),
- * with room for njobs jobs (njobs set; the loader writes them), and a copy
- * of the ntenants tenants. TS_ENOMEM naming fname, t then left for
- * ts_replay_trace_free. */
-int replay_trace_fill(ts_replay_trace *t, const char *name, int njobs,
-                      const ts_replay_tenant *tenants, int ntenants, const char *fname,
-                      ts_err *err);
+/* A one-workload loader's end, rc its result so far: *t (a new trace where
+ * *t is NULL) gets its one workload, called name (the trace's set too), of
+ * the n rows' jobs (njobs set; the loader copies them in), and a copy of the
+ * ntenants tenants; the rows (each size bytes) are sorted into arrival order
+ * by cmp. On failure (rc, or TS_ENOMEM naming fname) rows and *t are freed,
+ * *t is NULL and that code is returned. */
+int replay_trace_end(ts_replay_trace **t, int rc, const char *name, void *rows, int n,
+                     size_t size, int (*cmp)(const void *, const void *),
+                     const ts_replay_tenant *tenants, int ntenants, const char *fname,
+                     ts_err *err);
 
 /* The figures above from a finished replay: its jobs, their outcomes and
  * the log of their holds, on a cluster of total_gpus. tres gets ntenants
