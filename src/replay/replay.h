@@ -353,6 +353,7 @@ typedef struct ts_replay_series {
     double *busy_gpus;  /* GPUs held */
     double *queue_jobs; /* submitted, unfinished jobs holding no GPUs */
     double *held;       /* npoints x ntenants, row-major: GPUs each tenant holds */
+    void *block;        /* the four arrays above, one allocation */
 } ts_replay_series;
 
 /* ntenants may be 0 (no per-tenant columns). *out is new (ts_replay_series_free). */
