@@ -70,7 +70,7 @@ void pt_block_delete(pt_block *b)
     }
 }
 
-pt_seg *pt_seg_new(pt *a, uint64_t addr, uint64_t size, uint64_t stream, pt_pool *pool)
+pt_seg *pt_seg_new(pt *a, uint64_t addr, uint64_t size, uint64_t stream)
 {
     if (a->nsegs == a->capsegs) {
         size_t nc = a->capsegs ? a->capsegs * 2 : 64;
@@ -86,7 +86,6 @@ pt_seg *pt_seg_new(pt *a, uint64_t addr, uint64_t size, uint64_t stream, pt_pool
     s->addr = addr;
     s->size = size;
     s->stream = stream;
-    s->pool = pool;
     s->index = a->nsegs;
     a->segs[a->nsegs++] = s;
     return s;
@@ -314,7 +313,7 @@ static int pt_alloc_block(pt *a, pt_pool *pool, uint64_t stream, uint64_t size,
     int rc = alloc_memdev_mem_alloc(a->dev, alloc_size, &p, err);
     if (rc != 0)
         return rc;
-    pt_seg *s = pt_seg_new(a, p, alloc_size, stream, pool);
+    pt_seg *s = pt_seg_new(a, p, alloc_size, stream);
     pt_block *b = s ? pt_block_new(a, p, alloc_size, stream, pool, s) : NULL;
     if (!b) {
         if (s)
@@ -561,7 +560,7 @@ static int pt_adopt_segment(void *impl, uint64_t addr, uint64_t size, uint64_t s
     if (rc != 0)
         return rc;
     pt_pool *pool = small ? &a->small : &a->large;
-    pt_seg *s = p == addr ? pt_seg_new(a, p, size, stream, pool) : NULL;
+    pt_seg *s = p == addr ? pt_seg_new(a, p, size, stream) : NULL;
     pt_block *b = s ? pt_block_new(a, p, size, stream, pool, s) : NULL;
     if (!b) {
         if (s)
