@@ -100,22 +100,26 @@ void pt_seg_delete(pt *a, pt_seg *s)
     free(s);
 }
 
+/* nb into a segment's list of blocks, between prev and next (either NULL at
+ * an end of the segment). */
+static void pt_link_between(pt_block *nb, pt_block *prev, pt_block *next)
+{
+    nb->prev = prev;
+    nb->next = next;
+    if (prev)
+        prev->next = nb;
+    if (next)
+        next->prev = nb;
+}
+
 void pt_link_before(pt_block *nb, pt_block *b)
 {
-    nb->prev = b->prev;
-    if (nb->prev)
-        nb->prev->next = nb;
-    nb->next = b;
-    b->prev = nb;
+    pt_link_between(nb, b->prev, b);
 }
 
 void pt_link_after(pt_block *nb, pt_block *b)
 {
-    nb->next = b->next;
-    if (nb->next)
-        nb->next->prev = nb;
-    nb->prev = b;
-    b->next = nb;
+    pt_link_between(nb, b, b->next);
 }
 
 /* b->in_tree says which tree holds b: 0 none, IN_BLOCKS or IN_UNMAPPED. */
