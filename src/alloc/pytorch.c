@@ -189,6 +189,23 @@ static void pt_free_block(pt *a, pt_block *b)
     pt_blocks_insert(b->pool, b);
 }
 
+/* The oldest event held on q, taken off it (the tail cleared with the last
+ * one): the event released, the entry freed. The block it held, where that
+ * was the block's last event, else NULL; what becomes of the block is the
+ * caller's (back to its pool, or deleted with the allocator). */
+static pt_block *pt_pending_pop(pt *a, pt_stream_q *q)
+{
+    pt_pending *p = q->head;
+    q->head = p->next;
+    if (!q->head)
+        q->tail = NULL;
+    alloc_memdev_event_release(a->dev, p->event);
+    pt_block *b = --p->b->event_count == 0 ? p->b : NULL;
+    free(p);
+    a->npending--;
+    return b;
+}
+
 static int pt_process_events(pt *a, ts_err *err)
 {
     if (!a->npending)
@@ -205,15 +222,9 @@ static int pt_process_events(pt *a, ts_err *err)
                 return rc;
             if (!done)
                 break;
-            pt_pending *p = q->head;
-            q->head = p->next;
-            if (!q->head)
-                q->tail = NULL;
-            alloc_memdev_event_release(a->dev, p->event);
-            if (--p->b->event_count == 0)
-                pt_free_block(a, p->b);
-            free(p);
-            a->npending--;
+            pt_block *b = pt_pending_pop(a, q);
+            if (b)
+                pt_free_block(a, b);
         }
     }
     return 0;
@@ -228,18 +239,13 @@ static int pt_sync_events(pt *a, ts_err *err)
     while (alloc_ptrmap_next(&a->queues, &pos, &key, &val)) {
         pt_stream_q *q = val;
         while (q->head) {
-            pt_pending *p = q->head;
-            int rc = alloc_memdev_event_sync(a->dev, p->event, err);
+            int rc = alloc_memdev_event_sync(a->dev, q->head->event, err);
             if (rc != 0)
                 return rc;
-            q->head = p->next;
-            alloc_memdev_event_release(a->dev, p->event);
-            if (--p->b->event_count == 0)
-                pt_free_block(a, p->b);
-            free(p);
-            a->npending--;
+            pt_block *b = pt_pending_pop(a, q);
+            if (b)
+                pt_free_block(a, b);
         }
-        q->tail = NULL;
     }
     return 0;
 }
@@ -638,12 +644,9 @@ static void pt_destroy(void *impl)
     while (alloc_ptrmap_next(&a->queues, &pos, &key, &val)) {
         pt_stream_q *q = val;
         while (q->head) {
-            pt_pending *p = q->head;
-            q->head = p->next;
-            alloc_memdev_event_release(a->dev, p->event);
-            if (--p->b->event_count == 0)
-                pt_block_delete(p->b);
-            free(p);
+            pt_block *b = pt_pending_pop(a, q);
+            if (b)
+                pt_block_delete(b);
         }
         free(q);
     }
