@@ -32,6 +32,15 @@ typedef struct ts_block_part {
 /* A part for array p (any pointer lvalue) of n elements. */
 #define TS_BLOCK_PART(p, n) {(void **)&(p), (n), sizeof *(p)}
 
+/* Parallel arrays on one capacity (the same index in each), grown together
+ * by ts_grow's rule: each part's *ptr reallocated (its count is not read:
+ * TS_GROW_PART). 0, or TS_ENOMEM with *cap unchanged; a part moved before
+ * the failure keeps its contents in its larger room. */
+int ts_grow_parts(const ts_block_part *parts, int nparts, int *cap, int need, int first);
+
+/* A part for ts_grow_parts: array p (any pointer lvalue). */
+#define TS_GROW_PART(p) {(void **)&(p), 0, sizeof *(p)}
+
 /* Allocates the nparts arrays as one zeroed block, each starting at a
  * multiple of alignof(max_align_t), and stores each one's address in its
  * *ptr. Returns the block, which the caller frees once (that frees every

@@ -13,22 +13,50 @@
 
 #include "tessera/error.h"
 
+/* The capacity need grows cap to (first where cap is 0, doubled until need
+ * fits); 0 where it would pass INT_MAX. */
+static int grow_capacity(int cap, int need, int first)
+{
+    int n = cap > 0 ? cap : (first > 0 ? first : 1);
+    while (n < need) {
+        if (n > INT_MAX / 2)
+            return 0;
+        n *= 2;
+    }
+    return n;
+}
+
+/* *arr reallocated to n elements of size bytes; false, *arr kept, if not. */
+static bool grow_to(void **arr, int n, size_t size)
+{
+    if (size && (size_t)n > SIZE_MAX / size)
+        return false;
+    void *p = realloc(*arr, (size_t)n * size);
+    if (!p)
+        return false;
+    *arr = p;
+    return true;
+}
+
 int ts_grow(void **arr, int *cap, int need, int first, size_t size)
 {
     if (need <= *cap)
         return 0;
-    int n = *cap > 0 ? *cap : (first > 0 ? first : 1);
-    while (n < need) {
-        if (n > INT_MAX / 2)
+    int n = grow_capacity(*cap, need, first);
+    if (n == 0 || !grow_to(arr, n, size))
+        return TS_ENOMEM;
+    *cap = n;
+    return 0;
+}
+
+int ts_grow_parts(const ts_block_part *parts, int nparts, int *cap, int need, int first)
+{
+    if (need <= *cap)
+        return 0;
+    int n = grow_capacity(*cap, need, first);
+    for (int i = 0; i < nparts; i++)
+        if (n == 0 || !grow_to(parts[i].ptr, n, parts[i].size))
             return TS_ENOMEM;
-        n *= 2;
-    }
-    if (size && (size_t)n > SIZE_MAX / size)
-        return TS_ENOMEM;
-    void *p = realloc(*arr, (size_t)n * size);
-    if (!p)
-        return TS_ENOMEM;
-    *arr = p;
     *cap = n;
     return 0;
 }

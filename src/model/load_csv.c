@@ -259,18 +259,9 @@ static int intern_spec(ts_workload *w, const ts_request *req, int *cap)
             w->spec_count[i]++;
             return i;
         }
-    if (w->nspecs == *cap) {
-        int ncap = *cap ? *cap * 2 : 64;
-        ts_request *s = realloc(w->specs, (size_t)ncap * sizeof *s);
-        if (!s)
-            return TS_ENOMEM;
-        w->specs = s;
-        int *cnt = realloc(w->spec_count, (size_t)ncap * sizeof *cnt);
-        if (!cnt)
-            return TS_ENOMEM;
-        w->spec_count = cnt;
-        *cap = ncap;
-    }
+    ts_block_part parts[] = {TS_GROW_PART(w->specs), TS_GROW_PART(w->spec_count)};
+    if (ts_grow_parts(parts, 2, cap, w->nspecs + 1, 64) != 0)
+        return TS_ENOMEM;
     w->specs[w->nspecs] = *req;
     w->spec_count[w->nspecs] = 1;
     return w->nspecs++;

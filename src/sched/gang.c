@@ -269,22 +269,10 @@ static int shadow_slot(plan *p, int node)
     int s = p->ix->slot[node];
     if (s >= 0)
         return s;
-    if (p->nshadow == p->shadow_cap) {
-        int cap = p->shadow_cap ? 2 * p->shadow_cap : SHADOW_INITIAL_NODES;
-        ts_node *sh = realloc(p->shadow, (size_t)cap * sizeof *sh);
-        if (!sh)
-            return TS_ENOMEM;
-        p->shadow = sh;
-        int *sn = realloc(p->shadow_node, (size_t)cap * sizeof *sn);
-        if (!sn)
-            return TS_ENOMEM;
-        p->shadow_node = sn;
-        int *st = realloc(p->shadow_tasks, (size_t)cap * sizeof *st);
-        if (!st)
-            return TS_ENOMEM;
-        p->shadow_tasks = st;
-        p->shadow_cap = cap;
-    }
+    ts_block_part parts[] = {TS_GROW_PART(p->shadow), TS_GROW_PART(p->shadow_node),
+                             TS_GROW_PART(p->shadow_tasks)};
+    if (ts_grow_parts(parts, 3, &p->shadow_cap, p->nshadow + 1, SHADOW_INITIAL_NODES) != 0)
+        return TS_ENOMEM;
     s = p->nshadow++;
     p->shadow[s] = p->ix->c->nodes[node];
     p->shadow_node[s] = node;

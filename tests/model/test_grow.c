@@ -2,7 +2,8 @@
  * test_grow.c - the one growth rule of the tree's arrays (tessera/grow.h):
  * from the first capacity, doubling until the need fits; nothing moves
  * when it fits already; a need past what an int capacity can double to is
- * refused with the array left as it was. A block of arrays sized once:
+ * refused with the array left as it was. Parallel arrays on one capacity
+ * grow together by the same rule. A block of arrays sized once:
  * every part aligned for any type and zeroed, the parts apart, and sizes that
  * overflow refused with no pointer touched.
  */
@@ -50,6 +51,32 @@ static void an_overflowing_need_is_refused(void **state)
     free(v);
 }
 
+static void parallel_arrays_grow_together(void **state)
+{
+    (void)state;
+    double *d = NULL;
+    char *c = NULL;
+    int cap = 0;
+    ts_block_part parts[] = {TS_GROW_PART(d), TS_GROW_PART(c)};
+    assert_int_equal(ts_grow_parts(parts, 2, &cap, 1, 4), 0);
+    assert_int_equal(cap, 4);
+    d[3] = 3.5;
+    c[3] = 'x';
+    double *was = d;
+    assert_int_equal(ts_grow_parts(parts, 2, &cap, 4, 4), 0);
+    assert_ptr_equal(d, was); /* fits: untouched */
+    assert_int_equal(ts_grow_parts(parts, 2, &cap, 9, 4), 0);
+    assert_int_equal(cap, 16);
+    d[15] = 1.0;
+    c[15] = 'y';
+    assert_true(d[3] == 3.5);
+    assert_int_equal(c[3], 'x');
+    assert_int_equal(ts_grow_parts(parts, 2, &cap, INT_MAX, 4), TS_ENOMEM);
+    assert_int_equal(cap, 16);
+    free(d);
+    free(c);
+}
+
 static void a_block_holds_its_parts_apart_and_aligned(void **state)
 {
     (void)state;
@@ -94,6 +121,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(doubles_from_the_first_capacity),
         cmocka_unit_test(an_overflowing_need_is_refused),
+        cmocka_unit_test(parallel_arrays_grow_together),
         cmocka_unit_test(a_block_holds_its_parts_apart_and_aligned),
         cmocka_unit_test(a_block_too_large_is_refused),
     };
