@@ -67,22 +67,25 @@ void alloc_memdev_note_used(ts_memdev *d, int64_t delta)
         d->st.peak_used_bytes = d->st.used_bytes;
 }
 
+/* A device call's result rc, its change of the memory in use (delta bytes)
+ * noted where it succeeded. */
+static int alloc_memdev_used_if(ts_memdev *d, int rc, int64_t delta)
+{
+    if (rc == 0)
+        alloc_memdev_note_used(d, delta);
+    return rc;
+}
+
 int alloc_memdev_mem_alloc(ts_memdev *d, uint64_t size, uint64_t *ptr, ts_err *err)
 {
     d->st.calls[TS_MEMDEV_MALLOC]++;
-    int rc = d->ops->mem_alloc(d->impl, size, ptr, err);
-    if (rc == 0)
-        alloc_memdev_note_used(d, (int64_t)size);
-    return rc;
+    return alloc_memdev_used_if(d, d->ops->mem_alloc(d->impl, size, ptr, err), (int64_t)size);
 }
 
 int alloc_memdev_mem_free(ts_memdev *d, uint64_t ptr, uint64_t size, ts_err *err)
 {
     d->st.calls[TS_MEMDEV_FREE]++;
-    int rc = d->ops->mem_free(d->impl, ptr, size, err);
-    if (rc == 0)
-        alloc_memdev_note_used(d, -(int64_t)size);
-    return rc;
+    return alloc_memdev_used_if(d, d->ops->mem_free(d->impl, ptr, size, err), -(int64_t)size);
 }
 
 int alloc_memdev_va_reserve(ts_memdev *d, uint64_t size, uint64_t align, uint64_t *va, ts_err *err)
@@ -100,19 +103,13 @@ int alloc_memdev_va_free(ts_memdev *d, uint64_t va, uint64_t size, ts_err *err)
 int alloc_memdev_create(ts_memdev *d, uint64_t size, uint64_t *handle, ts_err *err)
 {
     d->st.calls[TS_MEMDEV_CREATE]++;
-    int rc = d->ops->create(d->impl, size, handle, err);
-    if (rc == 0)
-        alloc_memdev_note_used(d, (int64_t)size);
-    return rc;
+    return alloc_memdev_used_if(d, d->ops->create(d->impl, size, handle, err), (int64_t)size);
 }
 
 int alloc_memdev_release(ts_memdev *d, uint64_t handle, uint64_t size, ts_err *err)
 {
     d->st.calls[TS_MEMDEV_RELEASE]++;
-    int rc = d->ops->release(d->impl, handle, size, err);
-    if (rc == 0)
-        alloc_memdev_note_used(d, -(int64_t)size);
-    return rc;
+    return alloc_memdev_used_if(d, d->ops->release(d->impl, handle, size, err), -(int64_t)size);
 }
 
 int alloc_memdev_map(ts_memdev *d, uint64_t va, uint64_t size, uint64_t handle, ts_err *err)

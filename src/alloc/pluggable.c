@@ -18,6 +18,7 @@
  */
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -161,40 +162,57 @@ PLUG_EXPORT void tessera_free(void *ptr, ssize_t size, int device, cudaStream_t 
         plug_fail("tessera_free: %s (device %d)", err.msg, device);
 }
 
-PLUG_EXPORT void tessera_record_stream(void *ptr, cudaStream_t stream)
+/* One device's part of a call for every device, under its lock; *mine set
+ * where this device held what the call was about (the visit then stops). */
+typedef int (*plug_op)(plug_dev *d, void *ctx, bool *mine, ts_err *err);
+
+/* Runs op on every ready device in turn, each failure recorded naming the
+ * call (what) and the device. Whether a device said the call was its own. */
+static bool plug_each(const char *what, plug_op op, void *ctx)
 {
-    uint64_t p = (uint64_t)(uintptr_t)ptr;
     for (int i = 0; i < PLUG_MAX_DEVICES; i++) {
         plug_dev *d = plug_ready(i);
         if (!d)
             continue;
         ts_err err = {0, ""};
+        bool mine = false;
         pthread_mutex_lock(&d->lock);
-        int mine = ts_memalloc_size_of(d->a, p) != 0;
-        int rc = mine ? ts_memalloc_record_stream(d->a, p, (uint64_t)(uintptr_t)stream, &err) : 0;
+        int rc = op(d, ctx, &mine, &err);
         pthread_mutex_unlock(&d->lock);
         if (rc != 0)
-            plug_fail("tessera_record_stream: %s (device %d)", err.msg, i);
+            plug_fail("%s: %s (device %d)", what, err.msg, i);
         if (mine)
-            return;
+            return true;
     }
-    plug_fail("tessera_record_stream: ptr 0x%llx is not a live allocation",
-              (unsigned long long)p);
+    return false;
+}
+
+/* ctx: the pointer and the stream, as two uint64_t */
+static int plug_record_op(plug_dev *d, void *ctx, bool *mine, ts_err *err)
+{
+    const uint64_t *ptr_stream = ctx;
+    *mine = ts_memalloc_size_of(d->a, ptr_stream[0]) != 0;
+    return *mine ? ts_memalloc_record_stream(d->a, ptr_stream[0], ptr_stream[1], err) : 0;
+}
+
+PLUG_EXPORT void tessera_record_stream(void *ptr, cudaStream_t stream)
+{
+    uint64_t ptr_stream[2] = {(uint64_t)(uintptr_t)ptr, (uint64_t)(uintptr_t)stream};
+    if (!plug_each("tessera_record_stream", plug_record_op, ptr_stream))
+        plug_fail("tessera_record_stream: ptr 0x%llx is not a live allocation",
+                  (unsigned long long)ptr_stream[0]);
+}
+
+static int plug_empty_op(plug_dev *d, void *ctx, bool *mine, ts_err *err)
+{
+    (void)ctx;
+    (void)mine;
+    return ts_memalloc_empty_cache(d->a, err);
 }
 
 PLUG_EXPORT void tessera_empty_cache(void)
 {
-    for (int i = 0; i < PLUG_MAX_DEVICES; i++) {
-        plug_dev *d = plug_ready(i);
-        if (!d)
-            continue;
-        ts_err err = {0, ""};
-        pthread_mutex_lock(&d->lock);
-        int rc = ts_memalloc_empty_cache(d->a, &err);
-        pthread_mutex_unlock(&d->lock);
-        if (rc != 0)
-            plug_fail("tessera_empty_cache: %s (device %d)", err.msg, i);
-    }
+    plug_each("tessera_empty_cache", plug_empty_op, NULL);
 }
 
 PLUG_EXPORT int tessera_alloc_stats(int device, ts_memalloc_stats *out)

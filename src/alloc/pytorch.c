@@ -70,7 +70,7 @@ void pt_block_delete(pt_block *b)
     }
 }
 
-pt_seg *pt_seg_new(pt *a, uint64_t addr, uint64_t size, uint64_t stream, pt_pool *pool)
+pt_seg *pt_seg_new(pt *a, uint64_t addr, uint64_t size, uint64_t stream)
 {
     if (a->nsegs == a->capsegs) {
         size_t nc = a->capsegs ? a->capsegs * 2 : 64;
@@ -86,7 +86,6 @@ pt_seg *pt_seg_new(pt *a, uint64_t addr, uint64_t size, uint64_t stream, pt_pool
     s->addr = addr;
     s->size = size;
     s->stream = stream;
-    s->pool = pool;
     s->index = a->nsegs;
     a->segs[a->nsegs++] = s;
     return s;
@@ -101,22 +100,26 @@ void pt_seg_delete(pt *a, pt_seg *s)
     free(s);
 }
 
+/* nb into a segment's list of blocks, between prev and next (either NULL at
+ * an end of the segment). */
+static void pt_link_between(pt_block *nb, pt_block *prev, pt_block *next)
+{
+    nb->prev = prev;
+    nb->next = next;
+    if (prev)
+        prev->next = nb;
+    if (next)
+        next->prev = nb;
+}
+
 void pt_link_before(pt_block *nb, pt_block *b)
 {
-    nb->prev = b->prev;
-    if (nb->prev)
-        nb->prev->next = nb;
-    nb->next = b;
-    b->prev = nb;
+    pt_link_between(nb, b->prev, b);
 }
 
 void pt_link_after(pt_block *nb, pt_block *b)
 {
-    nb->next = b->next;
-    if (nb->next)
-        nb->next->prev = nb;
-    nb->prev = b;
-    b->next = nb;
+    pt_link_between(nb, b, b->next);
 }
 
 /* b->in_tree says which tree holds b: 0 none, IN_BLOCKS or IN_UNMAPPED. */
@@ -186,6 +189,23 @@ static void pt_free_block(pt *a, pt_block *b)
     pt_blocks_insert(b->pool, b);
 }
 
+/* The oldest event held on q, taken off it (the tail cleared with the last
+ * one): the event released, the entry freed. The block it held, where that
+ * was the block's last event, else NULL; what becomes of the block is the
+ * caller's (back to its pool, or deleted with the allocator). */
+static pt_block *pt_pending_pop(pt *a, pt_stream_q *q)
+{
+    pt_pending *p = q->head;
+    q->head = p->next;
+    if (!q->head)
+        q->tail = NULL;
+    alloc_memdev_event_release(a->dev, p->event);
+    pt_block *b = --p->b->event_count == 0 ? p->b : NULL;
+    free(p);
+    a->npending--;
+    return b;
+}
+
 static int pt_process_events(pt *a, ts_err *err)
 {
     if (!a->npending)
@@ -202,15 +222,9 @@ static int pt_process_events(pt *a, ts_err *err)
                 return rc;
             if (!done)
                 break;
-            pt_pending *p = q->head;
-            q->head = p->next;
-            if (!q->head)
-                q->tail = NULL;
-            alloc_memdev_event_release(a->dev, p->event);
-            if (--p->b->event_count == 0)
-                pt_free_block(a, p->b);
-            free(p);
-            a->npending--;
+            pt_block *b = pt_pending_pop(a, q);
+            if (b)
+                pt_free_block(a, b);
         }
     }
     return 0;
@@ -225,18 +239,13 @@ static int pt_sync_events(pt *a, ts_err *err)
     while (alloc_ptrmap_next(&a->queues, &pos, &key, &val)) {
         pt_stream_q *q = val;
         while (q->head) {
-            pt_pending *p = q->head;
-            int rc = alloc_memdev_event_sync(a->dev, p->event, err);
+            int rc = alloc_memdev_event_sync(a->dev, q->head->event, err);
             if (rc != 0)
                 return rc;
-            q->head = p->next;
-            alloc_memdev_event_release(a->dev, p->event);
-            if (--p->b->event_count == 0)
-                pt_free_block(a, p->b);
-            free(p);
-            a->npending--;
+            pt_block *b = pt_pending_pop(a, q);
+            if (b)
+                pt_free_block(a, b);
         }
-        q->tail = NULL;
     }
     return 0;
 }
@@ -314,7 +323,7 @@ static int pt_alloc_block(pt *a, pt_pool *pool, uint64_t stream, uint64_t size,
     int rc = alloc_memdev_mem_alloc(a->dev, alloc_size, &p, err);
     if (rc != 0)
         return rc;
-    pt_seg *s = pt_seg_new(a, p, alloc_size, stream, pool);
+    pt_seg *s = pt_seg_new(a, p, alloc_size, stream);
     pt_block *b = s ? pt_block_new(a, p, alloc_size, stream, pool, s) : NULL;
     if (!b) {
         if (s)
@@ -561,7 +570,7 @@ static int pt_adopt_segment(void *impl, uint64_t addr, uint64_t size, uint64_t s
     if (rc != 0)
         return rc;
     pt_pool *pool = small ? &a->small : &a->large;
-    pt_seg *s = p == addr ? pt_seg_new(a, p, size, stream, pool) : NULL;
+    pt_seg *s = p == addr ? pt_seg_new(a, p, size, stream) : NULL;
     pt_block *b = s ? pt_block_new(a, p, size, stream, pool, s) : NULL;
     if (!b) {
         if (s)
@@ -635,12 +644,9 @@ static void pt_destroy(void *impl)
     while (alloc_ptrmap_next(&a->queues, &pos, &key, &val)) {
         pt_stream_q *q = val;
         while (q->head) {
-            pt_pending *p = q->head;
-            q->head = p->next;
-            alloc_memdev_event_release(a->dev, p->event);
-            if (--p->b->event_count == 0)
-                pt_block_delete(p->b);
-            free(p);
+            pt_block *b = pt_pending_pop(a, q);
+            if (b)
+                pt_block_delete(b);
         }
         free(q);
     }

@@ -32,7 +32,6 @@ typedef struct pt_pool {
 
 typedef struct pt_seg {
     uint64_t addr, size, stream;
-    pt_pool *pool;
     int expandable;
     uint64_t page;     /* expandable: page size */
     uint64_t *handles; /* expandable: per page, 0 = not mapped */
@@ -81,7 +80,7 @@ typedef struct pt {
 pt_block *pt_block_new(pt *a, uint64_t addr, uint64_t size, uint64_t stream, pt_pool *pool,
                        pt_seg *seg);
 void pt_block_delete(pt_block *b);
-pt_seg *pt_seg_new(pt *a, uint64_t addr, uint64_t size, uint64_t stream, pt_pool *pool);
+pt_seg *pt_seg_new(pt *a, uint64_t addr, uint64_t size, uint64_t stream);
 void pt_seg_delete(pt *a, pt_seg *s);
 /* Puts nb into b's segment list right before (after) b. */
 void pt_link_before(pt_block *nb, pt_block *b);

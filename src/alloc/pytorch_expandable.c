@@ -50,7 +50,7 @@ static pt_block *find_expandable_block(pt *a, pt_pool *pool, uint64_t stream, ui
     uint64_t va = 0;
     if (alloc_memdev_va_reserve(a->dev, space, 0, &va, err) != 0)
         return NULL;
-    pt_seg *s = pt_seg_new(a, va, space, stream, pool);
+    pt_seg *s = pt_seg_new(a, va, space, stream);
     pt_block *b = NULL;
     if (s) {
         s->expandable = 1;

@@ -329,8 +329,8 @@ int tess_sync_pending(tess *a, ts_err *err)
     return a->npending ? process_pending(a, 1, err) : 0;
 }
 
-static int take_block(tess *a, ts_tnode *n, uint64_t size, uint64_t stream, tess_alloc *al,
-                      ts_err *err)
+int tess_take_block(tess *a, ts_tnode *n, uint64_t size, uint64_t stream, tess_alloc *al,
+                    ts_err *err)
 {
     tess_blk *b = TS_CONTAINER_OF(n, tess_blk, fnode);
     int rc = tess_order_after(a, stream, b, err);
@@ -365,13 +365,13 @@ static int tess_malloc(void *impl, uint64_t size, uint64_t stream, uint64_t *ptr
             n = rc == 0 ? alloc_tree_lower_bound(&a->small_free, rs, 0, 0) : NULL;
         }
         if (n)
-            rc = take_block(a, n, rs, stream, al, err);
+            rc = tess_take_block(a, n, rs, stream, al, err);
         else if (rc == 0)
             rc = ts_err_set(err, TS_EINVAL, "tessera: new small granule holds no block");
     } else {
         ts_tnode *n = alloc_tree_lower_bound(&a->large_free, rs, 0, 0);
         if (n) {
-            rc = take_block(a, n, rs, stream, al, err);
+            rc = tess_take_block(a, n, rs, stream, al, err);
         } else {
             rc = tess_cache_take(a, rs, stream, al, err);
             if (rc == 0)

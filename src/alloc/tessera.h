@@ -121,6 +121,10 @@ tess_blk *tess_release_blk(tess *a, tess_blk *b, uint32_t sidx, uint64_t epoch, 
 tess_blk *tess_free_at(tess *a, uint64_t off);
 /* Orders stream after the frees that made b free (stream waits). */
 int tess_order_after(tess *a, uint64_t stream, const tess_blk *b, ts_err *err);
+/* Takes size bytes from the start of free block n (its fnode) for al, stream
+ * ordered after the frees that made it free: al's block and pointer set. */
+int tess_take_block(tess *a, ts_tnode *n, uint64_t size, uint64_t stream, tess_alloc *al,
+                    ts_err *err);
 int tess_sync_pending(tess *a, ts_err *err);
 
 /* tessera_grow.c */

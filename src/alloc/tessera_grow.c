@@ -549,17 +549,8 @@ static int take_fit(tess *a, uint64_t rs, uint64_t stream, tess_alloc *al, ts_er
     ts_tnode *n = alloc_tree_lower_bound(&a->large_free, rs, 0, 0);
     if (!n)
         return 0;
-    tess_blk *b = TS_CONTAINER_OF(n, tess_blk, fnode);
-    int rc = tess_order_after(a, stream, b, err);
-    if (rc != 0)
-        return rc;
-    tess_blk *mid = tess_carve(a, b, b->off, rs);
-    if (!mid)
-        return ts_err_set(err, TS_ENOMEM, "tessera: out of host memory");
-    mid->owner = al;
-    al->blk = mid;
-    al->ptr = a->home_va + mid->off;
-    return 1;
+    int rc = tess_take_block(a, n, rs, stream, al, err);
+    return rc != 0 ? rc : 1;
 }
 
 static int large_slow_once(tess *a, uint64_t rs, uint64_t stream, tess_alloc *al, ts_err *err)

@@ -15,51 +15,12 @@
 #include <string.h>
 
 #include "alloc/ptrmap.h"
+#include "io/read_file.h"
 #include "model/csv_reader.h"
 #include "tessera/alloc.h"
 
 #define TRACE_MAX_COLS 16
 #define TRACE_FILE_MAX_BYTES (1ull << 32)
-
-static int slurp(const char *path, char **out, ts_err *err)
-{
-    *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return ts_err_set(err, TS_EIO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (n < cap - 1)
-            break;
-        if (cap >= TRACE_FILE_MAX_BYTES) {
-            free(buf);
-            fclose(f);
-            return ts_err_set(err, TS_EINVAL, "%s: file too large", path);
-        }
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf)
-        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
-    if (bad) {
-        free(buf);
-        return ts_err_set(err, TS_EIO, "%s: read error", path);
-    }
-    buf[n] = '\0';
-    *out = buf;
-    return 0;
-}
 
 static int col_index(char **hdr, int nh, const char *name)
 {
@@ -95,7 +56,8 @@ static int walk_csv(const char *path, const char *const *want, int nwant, int re
                     row_fn row, void *ctx, ts_err *err)
 {
     char *buf = NULL;
-    int rc = slurp(path, &buf, err);
+    size_t size;
+    int rc = io_read_file(path, TRACE_FILE_MAX_BYTES, &buf, &size, err);
     if (rc != 0)
         return rc;
     char *save = buf, *line;

@@ -148,82 +148,89 @@ static int parse_nonneg(const csv_reader *r, const col_want *w, int64_t max, int
     return 0;
 }
 
+/* One data row's work: r->cols holds the row, w the wanted columns. */
+typedef int (*csv_row_fn)(const csv_reader *r, const col_want *w, void *ctx, ts_err *err);
+
+/* Both lists are read the same way: the header, then each row handed to
+ * on_row, and a file with no rows after its header refused naming what it
+ * lacks (a list of nothing is a mistake, not an empty cluster). */
+static int csv_load(const char *buf, size_t len, const char *fname, col_want *w, int nw,
+                    const char *what, csv_row_fn on_row, void *ctx, ts_err *err)
+{
+    csv_reader *r = calloc(1, sizeof *r);
+    int rc, nrows = 0;
+    if (!r)
+        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
+    r->p = buf;
+    r->end = buf + len;
+    r->fname = fname;
+    if ((rc = csv_header(r, w, nw, err)) == 0) {
+        while ((rc = csv_row(r, err)) > 0 && (rc = on_row(r, w, ctx, err)) == 0)
+            nrows++;
+    }
+    if (rc == 0 && nrows == 0)
+        rc = ts_err_set(err, TS_EINVAL, "%s:%d: header: no rows after the header (no %s)", fname,
+                        r->header_line, what);
+    free(r);
+    return rc < 0 ? rc : 0;
+}
+
 #define CSV_MAX_CPU_MILLI (1LL << 32)
 #define CSV_MAX_MEM_MIB (1LL << 32)
+
+enum { NODE_SN, NODE_CPU, NODE_MEM, NODE_GPU, NODE_MODEL, NODE_NCOL };
+
+static int load_node_row(const csv_reader *r, const col_want *w, void *ctx, ts_err *err)
+{
+    ts_cluster *c = ctx;
+    const char *fname = r->fname;
+    int64_t cpu = 0, mem = 0, ngpu = 0; /* set by parse_nonneg before use */
+    int rc;
+    const char *name = field(r, &w[NODE_SN]);
+    const char *model = field(r, &w[NODE_MODEL]);
+    if ((rc = parse_nonneg(r, &w[NODE_CPU], CSV_MAX_CPU_MILLI, &cpu, err)) < 0 ||
+        (rc = parse_nonneg(r, &w[NODE_MEM], CSV_MAX_MEM_MIB, &mem, err)) < 0 ||
+        (rc = parse_nonneg(r, &w[NODE_GPU], TS_NODE_MAX_GPUS, &ngpu, err)) < 0)
+        return rc;
+    if (!name || !*name)
+        return ts_err_set(err, TS_EINVAL, "%s:%d: sn: empty node name", fname, r->line);
+    if (strlen(name) >= TS_NAME_MAX)
+        return ts_err_set(err, TS_EINVAL, "%s:%d: sn: must be 1..%d characters", fname, r->line,
+                          TS_NAME_MAX - 1);
+    if (!model)
+        return ts_err_set(err, TS_EINVAL, "%s:%d: model: missing field", fname, r->line);
+    ts_node_spec s = {.name = name,
+                      .gpu_model = model,
+                      .ngpu = (int)ngpu,
+                      .cpu_milli = cpu,
+                      .mem_mib = mem,
+                      .gpu_mode = TS_GPU_SHARED};
+    if ((rc = ts_cluster_add_node(c, &s, err)) == TS_EEXIST)
+        /* the column is "sn", and a bad file is TS_EINVAL like any other */
+        return ts_err_set(err, TS_EINVAL, "%s:%d: sn: duplicate node \"%s\"", fname, r->line,
+                          name);
+    if (rc < 0)
+        ts_err_prefix(err, "%s:%d: ", fname, r->line);
+    return rc < 0 ? rc : 0;
+}
 
 int ts_load_nodes_csv(const char *buf, size_t len, const char *fname, ts_cluster **out,
                       ts_err *err)
 {
     *out = NULL;
-    csv_reader *r = calloc(1, sizeof *r);
     ts_cluster *c = ts_cluster_new();
-    int rc = TS_ENOMEM;
-    if (!r || !c) {
-        ts_err_set(err, rc, "%s: out of memory", fname);
-        goto fail;
-    }
-    r->p = buf;
-    r->end = buf + len;
-    r->fname = fname;
-    enum { SN, CPU, MEM, GPU, MODEL, NCOL };
-    col_want w[NCOL] = {{"sn", true, -1},
-                        {"cpu_milli", true, -1},
-                        {"memory_mib", true, -1},
-                        {"gpu", true, -1},
-                        {"model", true, -1}};
-    if ((rc = csv_header(r, w, NCOL, err)) < 0)
-        goto fail;
-    while ((rc = csv_row(r, err)) > 0) {
-        int64_t cpu, mem, ngpu;
-        const char *name = field(r, &w[SN]);
-        const char *model = field(r, &w[MODEL]);
-        if ((rc = parse_nonneg(r, &w[CPU], CSV_MAX_CPU_MILLI, &cpu, err)) < 0 ||
-            (rc = parse_nonneg(r, &w[MEM], CSV_MAX_MEM_MIB, &mem, err)) < 0 ||
-            (rc = parse_nonneg(r, &w[GPU], TS_NODE_MAX_GPUS, &ngpu, err)) < 0)
-            goto fail;
-        if (!name || !*name) {
-            rc = ts_err_set(err, TS_EINVAL, "%s:%d: sn: empty node name", fname, r->line);
-            goto fail;
-        }
-        if (strlen(name) >= TS_NAME_MAX) {
-            rc = ts_err_set(err, TS_EINVAL, "%s:%d: sn: must be 1..%d characters", fname,
-                            r->line, TS_NAME_MAX - 1);
-            goto fail;
-        }
-        if (!model) {
-            rc = ts_err_set(err, TS_EINVAL, "%s:%d: model: missing field", fname, r->line);
-            goto fail;
-        }
-        ts_node_spec s = {.name = name,
-                          .gpu_model = model,
-                          .ngpu = (int)ngpu,
-                          .cpu_milli = cpu,
-                          .mem_mib = mem,
-                          .gpu_mode = TS_GPU_SHARED};
-        if ((rc = ts_cluster_add_node(c, &s, err)) == TS_EEXIST) {
-            /* the column is "sn", and a bad file is TS_EINVAL like any other */
-            rc = ts_err_set(err, TS_EINVAL, "%s:%d: sn: duplicate node \"%s\"", fname, r->line,
-                            name);
-            goto fail;
-        }
-        if (rc < 0) {
-            ts_err_prefix(err, "%s:%d: ", fname, r->line);
-            goto fail;
-        }
-    }
-    if (rc < 0)
-        goto fail;
-    if (c->nnodes == 0) {
-        rc = ts_err_set(err, TS_EINVAL, "%s:%d: header: no rows after the header (no nodes)",
-                        fname, r->header_line);
-        goto fail;
-    }
-    free(r);
-    *out = c;
-    return 0;
-fail:
-    free(r);
-    ts_cluster_free(c);
+    if (!c)
+        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
+    col_want w[NODE_NCOL] = {{"sn", true, -1},
+                             {"cpu_milli", true, -1},
+                             {"memory_mib", true, -1},
+                             {"gpu", true, -1},
+                             {"model", true, -1}};
+    int rc = csv_load(buf, len, fname, w, NODE_NCOL, "nodes", load_node_row, c, err);
+    if (rc == 0)
+        *out = c;
+    else
+        ts_cluster_free(c);
     return rc;
 }
 
@@ -252,96 +259,77 @@ static int intern_spec(ts_workload *w, const ts_request *req, int *cap)
             w->spec_count[i]++;
             return i;
         }
-    if (w->nspecs == *cap) {
-        int ncap = *cap ? *cap * 2 : 64;
-        ts_request *s = realloc(w->specs, (size_t)ncap * sizeof *s);
-        if (!s)
-            return TS_ENOMEM;
-        w->specs = s;
-        int *cnt = realloc(w->spec_count, (size_t)ncap * sizeof *cnt);
-        if (!cnt)
-            return TS_ENOMEM;
-        w->spec_count = cnt;
-        *cap = ncap;
-    }
+    ts_block_part parts[] = {TS_GROW_PART(w->specs), TS_GROW_PART(w->spec_count)};
+    if (ts_grow_parts(parts, 2, cap, w->nspecs + 1, 64) != 0)
+        return TS_ENOMEM;
     w->specs[w->nspecs] = *req;
     w->spec_count[w->nspecs] = 1;
     return w->nspecs++;
 }
 
+enum { POD_NAME, POD_CPU, POD_MEM, POD_NGPU, POD_MILLI, POD_SPEC, POD_NCOL };
+
+typedef struct load_pods {
+    ts_workload *wl;
+    int pod_cap, spec_cap;
+} load_pods;
+
+static int load_pod_row(const csv_reader *r, const col_want *w, void *ctx, ts_err *err)
+{
+    load_pods *lp = ctx;
+    ts_workload *wl = lp->wl;
+    const char *fname = r->fname;
+    ts_request q = {.mig_profile = -1};
+    int64_t ngpu = 0, milli = 0; /* set by parse_nonneg before use */
+    int rc;
+    const char *name = field(r, &w[POD_NAME]);
+    if (!name || !*name || strlen(name) >= TS_NAME_MAX)
+        return ts_err_set(err, TS_EINVAL, "%s:%d: name: must be 1..%d characters", fname,
+                          r->line, TS_NAME_MAX - 1);
+    if ((rc = parse_nonneg(r, &w[POD_CPU], CSV_MAX_CPU_MILLI, &q.cpu_milli, err)) < 0 ||
+        (rc = parse_nonneg(r, &w[POD_MEM], CSV_MAX_MEM_MIB, &q.mem_mib, err)) < 0 ||
+        (rc = parse_nonneg(r, &w[POD_NGPU], TS_NODE_MAX_GPUS, &ngpu, err)) < 0 ||
+        (rc = parse_nonneg(r, &w[POD_MILLI], TS_MILLI_PER_GPU, &milli, err)) < 0)
+        return rc;
+    q.num_gpu = (int32_t)ngpu;
+    q.gpu_milli = (int32_t)milli;
+    const char *spec = field(r, &w[POD_SPEC]);
+    if (spec && (rc = ts_gpu_model_mask_parse(spec, &q.model_mask, err)) < 0) {
+        ts_err_prefix(err, "%s:%d: gpu_spec: ", fname, r->line);
+        return rc;
+    }
+    if ((rc = ts_request_check(&q, err)) < 0) {
+        ts_err_prefix(err, "%s:%d: ", fname, r->line);
+        return rc;
+    }
+    if (ts_grow((void **)&wl->pods, &lp->pod_cap, wl->npods + 1, 1024, sizeof *wl->pods) != 0)
+        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
+    ts_pod *p = &wl->pods[wl->npods];
+    memset(p, 0, sizeof *p);
+    strcpy(p->name, name);
+    p->req = q;
+    int k = intern_spec(wl, &q, &lp->spec_cap);
+    if (k < 0)
+        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
+    p->spec_key = (uint32_t)k;
+    wl->npods++;
+    return 0;
+}
+
 int ts_load_pods_csv(const char *buf, size_t len, const char *fname, ts_workload **out,
                      ts_err *err)
 {
+    load_pods lp = {.wl = calloc(1, sizeof *lp.wl)};
     *out = NULL;
-    csv_reader *r = calloc(1, sizeof *r);
-    ts_workload *wl = calloc(1, sizeof *wl);
-    int rc = TS_ENOMEM, pod_cap = 0, spec_cap = 0;
-    if (!r || !wl) {
-        ts_err_set(err, rc, "%s: out of memory", fname);
-        goto fail;
-    }
-    r->p = buf;
-    r->end = buf + len;
-    r->fname = fname;
-    enum { NAME, CPU, MEM, NGPU, MILLI, SPEC, NCOL };
-    col_want w[NCOL] = {{"name", true, -1},     {"cpu_milli", true, -1},
-                        {"memory_mib", true, -1}, {"num_gpu", true, -1},
-                        {"gpu_milli", true, -1},  {"gpu_spec", false, -1}};
-    if ((rc = csv_header(r, w, NCOL, err)) < 0)
-        goto fail;
-    while ((rc = csv_row(r, err)) > 0) {
-        ts_request q = {.mig_profile = -1};
-        int64_t ngpu, milli;
-        const char *name = field(r, &w[NAME]);
-        if (!name || !*name || strlen(name) >= TS_NAME_MAX) {
-            rc = ts_err_set(err, TS_EINVAL, "%s:%d: name: must be 1..%d characters", fname,
-                            r->line, TS_NAME_MAX - 1);
-            goto fail;
-        }
-        if ((rc = parse_nonneg(r, &w[CPU], CSV_MAX_CPU_MILLI, &q.cpu_milli, err)) < 0 ||
-            (rc = parse_nonneg(r, &w[MEM], CSV_MAX_MEM_MIB, &q.mem_mib, err)) < 0 ||
-            (rc = parse_nonneg(r, &w[NGPU], TS_NODE_MAX_GPUS, &ngpu, err)) < 0 ||
-            (rc = parse_nonneg(r, &w[MILLI], TS_MILLI_PER_GPU, &milli, err)) < 0)
-            goto fail;
-        q.num_gpu = (int32_t)ngpu;
-        q.gpu_milli = (int32_t)milli;
-        const char *spec = field(r, &w[SPEC]);
-        if (spec && (rc = ts_gpu_model_mask_parse(spec, &q.model_mask, err)) < 0) {
-            ts_err_prefix(err, "%s:%d: gpu_spec: ", fname, r->line);
-            goto fail;
-        }
-        if ((rc = ts_request_check(&q, err)) < 0) {
-            ts_err_prefix(err, "%s:%d: ", fname, r->line);
-            goto fail;
-        }
-        if (ts_grow((void **)&wl->pods, &pod_cap, wl->npods + 1, 1024, sizeof *wl->pods) != 0) {
-            rc = ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
-            goto fail;
-        }
-        ts_pod *p = &wl->pods[wl->npods];
-        memset(p, 0, sizeof *p);
-        strcpy(p->name, name);
-        p->req = q;
-        int k = intern_spec(wl, &q, &spec_cap);
-        if (k < 0) {
-            rc = ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
-            goto fail;
-        }
-        p->spec_key = (uint32_t)k;
-        wl->npods++;
-    }
-    if (rc < 0)
-        goto fail;
-    if (wl->npods == 0) {
-        rc = ts_err_set(err, TS_EINVAL, "%s:%d: header: no rows after the header (no pods)",
-                        fname, r->header_line);
-        goto fail;
-    }
-    free(r);
-    *out = wl;
-    return 0;
-fail:
-    free(r);
-    ts_workload_free(wl);
+    if (!lp.wl)
+        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
+    col_want w[POD_NCOL] = {{"name", true, -1},     {"cpu_milli", true, -1},
+                            {"memory_mib", true, -1}, {"num_gpu", true, -1},
+                            {"gpu_milli", true, -1},  {"gpu_spec", false, -1}};
+    int rc = csv_load(buf, len, fname, w, POD_NCOL, "pods", load_pod_row, &lp, err);
+    if (rc == 0)
+        *out = lp.wl;
+    else
+        ts_workload_free(lp.wl);
     return rc;
 }

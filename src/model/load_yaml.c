@@ -22,6 +22,7 @@
 
 #include "model/name_range.h"
 #include "model/yaml_doc.h"
+#include "tessera/grow.h"
 
 #define YAML_MAX_CLASSES 4096        /* distinct node classes in one file */
 #define YAML_MAX_NODES 100000        /* nodes in one file, all entries together */
@@ -463,20 +464,9 @@ static int node_named(const loader *L, const char *name)
 /* Remembers where node idx came from (for duplicate messages) and its name. */
 static int node_record(loader *L, int idx, const node_entry *e)
 {
-    if (idx >= L->node_cap) {
-        int ncap = L->node_cap ? L->node_cap * 2 : 64;
-        while (ncap <= idx)
-            ncap *= 2;
-        int *nl = realloc(L->node_line, (size_t)ncap * sizeof *nl);
-        if (!nl)
-            return TS_ENOMEM;
-        L->node_line = nl;
-        int *ne = realloc(L->node_entry, (size_t)ncap * sizeof *ne);
-        if (!ne)
-            return TS_ENOMEM;
-        L->node_entry = ne;
-        L->node_cap = ncap;
-    }
+    ts_block_part parts[] = {TS_GROW_PART(L->node_line), TS_GROW_PART(L->node_entry)};
+    if (ts_grow_parts(parts, 2, &L->node_cap, idx + 1, 64) != 0)
+        return TS_ENOMEM;
     L->node_line[idx] = model_yaml_line(e->at);
     L->node_entry[idx] = e->index;
     if ((idx + 1) * 2 > L->name_hash_cap) {

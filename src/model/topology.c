@@ -14,6 +14,7 @@
  */
 #include "tessera/topology.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +56,20 @@ static int check_name(const char *what, const char *name, ts_err *err)
     return 0;
 }
 
+/* t's vertex array and hash table at t's capacities, their contents the
+ * caller's (they grow apart later, so they are two allocations); false,
+ * neither kept, when memory is short. */
+static bool topo_alloc_arrays(ts_topo *t)
+{
+    t->v = malloc((size_t)t->cap * sizeof *t->v);
+    t->hash = malloc((size_t)t->hash_cap * sizeof *t->hash);
+    if (t->v && t->hash)
+        return true;
+    free(t->v);
+    free(t->hash);
+    return false;
+}
+
 ts_topo *ts_topo_new(const char *const *levels, int nlevels, ts_err *err)
 {
     if (!levels || nlevels < 2 || nlevels > TS_TOPO_MAX_LEVELS) {
@@ -82,11 +97,9 @@ ts_topo *ts_topo_new(const char *const *levels, int nlevels, ts_err *err)
     for (int i = 0; i < nlevels; i++)
         memcpy(t->levels[i], levels[i], strlen(levels[i]) + 1);
     t->cap = TOPO_VERTICES_INITIAL;
-    t->v = malloc((size_t)t->cap * sizeof *t->v);
     t->hash_cap = TOPO_HASH_INITIAL;
-    t->hash = malloc((size_t)t->hash_cap * sizeof *t->hash);
-    if (!t->v || !t->hash) {
-        ts_topo_free(t);
+    if (!topo_alloc_arrays(t)) {
+        free(t);
         ts_err_set(err, TS_ENOMEM, "topology: out of memory");
         return NULL;
     }
@@ -111,10 +124,8 @@ ts_topo *ts_topo_clone(const ts_topo *topo)
     if (!t)
         return NULL;
     *t = *topo;
-    t->v = malloc((size_t)t->cap * sizeof *t->v);
-    t->hash = malloc((size_t)t->hash_cap * sizeof *t->hash);
-    if (!t->v || !t->hash) {
-        ts_topo_free(t);
+    if (!topo_alloc_arrays(t)) {
+        free(t);
         return NULL;
     }
     memcpy(t->v, topo->v, (size_t)topo->nv * sizeof *t->v);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "replay/pollux_model.h"
+#include "tessera/grow.h"
 
 #define CANDIDATES 50
 #define BSZ_EPS 1e-8
@@ -29,6 +30,7 @@ struct ts_pm_goodput {
     cand *c;         /* (max_gpus + 1) x CANDIDATES */
     double *best;    /* (epochs) x (max_gpus + 1): goodput, < 0 until computed */
     int *best_batch;
+    void *block; /* c, best and best_batch, one allocation */
 };
 
 int replay_pm_goodput_new(const ts_pm_app *a, int gpus_per_node, int max_gpus,
@@ -37,12 +39,14 @@ int replay_pm_goodput_new(const ts_pm_app *a, int gpus_per_node, int max_gpus,
     ts_pm_goodput *g = calloc(1, sizeof *g);
     int ep = replay_pm_app_epochs(a);
     if (g) {
-        g->c = calloc((size_t)(max_gpus + 1) * CANDIDATES, sizeof *g->c);
-        g->best = malloc((size_t)ep * (max_gpus + 1) * sizeof *g->best);
-        g->best_batch = calloc((size_t)ep * (max_gpus + 1), sizeof *g->best_batch);
+        ts_block_part parts[] = {
+            TS_BLOCK_PART(g->c, (size_t)(max_gpus + 1) * CANDIDATES),
+            TS_BLOCK_PART(g->best, (size_t)ep * (max_gpus + 1)),
+            TS_BLOCK_PART(g->best_batch, (size_t)ep * (max_gpus + 1))};
+        g->block = ts_block_alloc(parts, sizeof parts / sizeof *parts);
     }
-    if (!g || !g->c || !g->best || !g->best_batch) {
-        replay_pm_goodput_free(g);
+    if (!g || !g->block) {
+        free(g);
         return ts_err_set(err, TS_ENOMEM, "out of memory");
     }
     g->app = a;
@@ -84,9 +88,7 @@ void replay_pm_goodput_free(ts_pm_goodput *g)
 {
     if (!g)
         return;
-    free(g->c);
-    free(g->best);
-    free(g->best_batch);
+    free(g->block);
     free(g);
 }
 

@@ -25,6 +25,7 @@
 #include "replay/pollux_model.h"
 #include "replay/replay.h"
 #include "sched/elastic.h"
+#include "tessera/grow.h"
 
 #define VIRTUAL_TIME_MAX_S (100L * 24 * 3600)
 #define APPS_MAX 64
@@ -63,6 +64,7 @@ typedef struct elastic_ctx {
     int *emax;
     const double **esp;
     double *eleft;
+    void *block; /* every array above, sized once (ts_block_alloc) */
 } elastic_ctx;
 
 /* Seconds an elastic job still needs at g GPUs, at its best batch. */
@@ -188,15 +190,7 @@ static void elastic_free(elastic_ctx *e)
 {
     for (int a = 0; a < APPS_MAX; a++)
         replay_pm_goodput_free(e->gp[a]);
-    free(e->minrow);
-    free(e->min);
-    free(e->speedup);
-    free(e->ej);
-    free(e->ejob);
-    free(e->target);
-    free(e->emax);
-    free(e->esp);
-    free(e->eleft);
+    free(e->block);
 }
 
 static int elastic_init(elastic_ctx *e, const ts_pm_app *const *apps, const ts_pm_wjob *jobs,
@@ -216,30 +210,22 @@ static int elastic_init(elastic_ctx *e, const ts_pm_app *const *apps, const ts_p
             return rc;
     }
     size_t nn = (size_t)n + 1;
-    e->minrow = calloc(nn * (size_t)nodes, sizeof *e->minrow);
-    e->min = calloc(nn, sizeof *e->min);
-    for (int j = 0; e->min && j < n; j++) {
+    ts_block_part parts[] = {
+        TS_BLOCK_PART(e->minrow, nn * (size_t)nodes), TS_BLOCK_PART(e->min, nn),
+        TS_BLOCK_PART(e->speedup, nn * (size_t)(total + 1)), TS_BLOCK_PART(e->ej, nn),
+        TS_BLOCK_PART(e->ejob, nn), TS_BLOCK_PART(e->target, nn), TS_BLOCK_PART(e->emax, nn),
+        TS_BLOCK_PART(e->esp, nn), TS_BLOCK_PART(e->eleft, nn)};
+    if (!(e->block = ts_block_alloc(parts, sizeof parts / sizeof *parts)))
+        return ts_err_set(err, TS_ENOMEM, "out of memory");
+    for (int j = 0; j < n; j++) {
         int a = jobs[j].app, g = jobs[j].replicas;
         e->min[j] = kind == TS_PM_ELASTIC_FROM_TUNED ? (g < e->max_gpus[a] ? g : e->max_gpus[a])
                                                      : 1;
         if (e->min[j] < 1)
             e->min[j] = 1;
-    }
-    e->speedup = calloc(nn * (size_t)(total + 1), sizeof *e->speedup);
-    e->ej = calloc(nn, sizeof *e->ej);
-    e->ejob = calloc(nn, sizeof *e->ejob);
-    e->target = calloc(nn, sizeof *e->target);
-    e->emax = calloc(nn, sizeof *e->emax);
-    e->esp = calloc(nn, sizeof *e->esp);
-    e->eleft = calloc(nn, sizeof *e->eleft);
-    for (int j = 0; e->emax && e->esp && e->speedup && j < n; j++) {
-        int a = jobs[j].app;
         e->emax[j] = e->max_gpus[a] > e->min[j] ? e->max_gpus[a] : e->min[j];
         e->esp[j] = &e->speedup[(size_t)j * (size_t)(total + 1)];
     }
-    if (!e->minrow || !e->min || !e->speedup || !e->ej || !e->ejob || !e->target || !e->emax ||
-        !e->esp || !e->eleft)
-        return ts_err_set(err, TS_ENOMEM, "out of memory");
     return 0;
 }
 
@@ -289,23 +275,21 @@ typedef struct run_ctx {
     bool *holding, *run, *changed;
     double *work_left, *at_risk;
     int *alloc, *node_free;
+    void *block; /* the arrays from pj on, sized once (ts_block_alloc) */
 } run_ctx;
 
 static bool run_alloc(run_ctx *r)
 {
     size_t nn = r->nn;
-    r->pj = calloc(nn, sizeof *r->pj);
-    r->rj = calloc(nn, sizeof *r->rj);
-    r->pending = calloc(nn, sizeof *r->pending);
-    r->holding = calloc(nn, sizeof *r->holding);
-    r->run = calloc(nn, sizeof *r->run);
-    r->changed = calloc(nn, sizeof *r->changed);
-    r->work_left = calloc(nn, sizeof *r->work_left);
-    r->at_risk = calloc(nn, sizeof *r->at_risk);
-    r->alloc = calloc(nn * (size_t)r->nodes, sizeof *r->alloc);
-    r->node_free = calloc((size_t)r->nodes, sizeof *r->node_free);
-    return r->pj && r->rj && r->pending && r->holding && r->run && r->changed && r->work_left &&
-           r->at_risk && r->alloc && r->node_free;
+    ts_block_part parts[] = {
+        TS_BLOCK_PART(r->pj, nn),        TS_BLOCK_PART(r->rj, nn),
+        TS_BLOCK_PART(r->pending, nn),   TS_BLOCK_PART(r->holding, nn),
+        TS_BLOCK_PART(r->run, nn),       TS_BLOCK_PART(r->changed, nn),
+        TS_BLOCK_PART(r->work_left, nn), TS_BLOCK_PART(r->at_risk, nn),
+        TS_BLOCK_PART(r->alloc, nn * (size_t)r->nodes),
+        TS_BLOCK_PART(r->node_free, (size_t)r->nodes)};
+    r->block = ts_block_alloc(parts, sizeof parts / sizeof *parts);
+    return r->block != NULL;
 }
 
 static void run_free(run_ctx *r)
@@ -314,16 +298,7 @@ static void run_free(run_ctx *r)
         r->ops->free(r->state);
     if (r->e)
         elastic_free(r->e);
-    free(r->pj);
-    free(r->rj);
-    free(r->pending);
-    free(r->holding);
-    free(r->run);
-    free(r->changed);
-    free(r->work_left);
-    free(r->at_risk);
-    free(r->alloc);
-    free(r->node_free);
+    free(r->block);
 }
 
 /* Seconds job j still needs at the GPUs the policy is told it asks for. */

@@ -322,13 +322,16 @@ typedef struct ts_replay_fairness {
     double deficit_gpu_s; /* sum over tenants */
 } ts_replay_fairness;
 
-/* A trace loader's end: t gets its one workload, called name (t's set too),
- * with room for njobs jobs (njobs set; the loader writes them), and a copy
- * of the ntenants tenants. TS_ENOMEM naming fname, t then left for
- * ts_replay_trace_free. */
-int replay_trace_fill(ts_replay_trace *t, const char *name, int njobs,
-                      const ts_replay_tenant *tenants, int ntenants, const char *fname,
-                      ts_err *err);
+/* A one-workload loader's end, rc its result so far: *t (a new trace where
+ * *t is NULL) gets its one workload, called name (the trace's set too), of
+ * the n rows' jobs (njobs set; the loader copies them in), and a copy of the
+ * ntenants tenants; the rows (each size bytes) are sorted into arrival order
+ * by cmp. On failure (rc, or TS_ENOMEM naming fname) rows and *t are freed,
+ * *t is NULL and that code is returned. */
+int replay_trace_end(ts_replay_trace **t, int rc, const char *name, void *rows, int n,
+                     size_t size, int (*cmp)(const void *, const void *),
+                     const ts_replay_tenant *tenants, int ntenants, const char *fname,
+                     ts_err *err);
 
 /* The figures above from a finished replay: its jobs, their outcomes and
  * the log of their holds, on a cluster of total_gpus. tres gets ntenants
@@ -350,6 +353,7 @@ typedef struct ts_replay_series {
     double *busy_gpus;  /* GPUs held */
     double *queue_jobs; /* submitted, unfinished jobs holding no GPUs */
     double *held;       /* npoints x ntenants, row-major: GPUs each tenant holds */
+    void *block;        /* the four arrays above, one allocation */
 } ts_replay_series;
 
 /* ntenants may be 0 (no per-tenant columns). *out is new (ts_replay_series_free). */
@@ -371,27 +375,29 @@ void replay_water_fill(double capacity, const double *demand, const double *weig
 
 /* ---- tenants: siloed and shared replays --------------------------------- */
 
-/* Replays each tenant alone on its own partition of tenants[k].gpus GPUs (as
- * nodes of base->gpus_per_node when it divides them, else one node): a
- * tenant never uses another's GPUs. base->nodes x gpus_per_node is the
- * cluster the fairness figures are measured against. jobs are in arrival
- * order with .tenant in [0, ntenants). res pools every job (averages
- * weighted by job count, as Helios' "all"); utilisation is over all
- * partitions' GPUs; tres gets ntenants entries. out, fair and log (holds of
- * every partition, job indices into jobs) may be NULL. */
-int ts_replay_run_siloed(const ts_replay_config *base, const ts_replay_policy_ops *policy,
-                         const ts_replay_job *jobs, int njobs, const ts_replay_tenant *tenants,
-                         int ntenants, ts_replay_outcome *out, ts_replay_result *res,
-                         ts_replay_tenant_result *tres, ts_replay_fairness *fair,
-                         ts_replay_log *log, ts_err *err);
+/* How a replay with tenants places them. */
+typedef enum ts_replay_tenancy {
+    /* Each tenant alone on its own partition of tenants[k].gpus GPUs (as
+     * nodes of base->gpus_per_node when it divides them, else one node): a
+     * tenant never uses another's GPUs. res pools every job (averages
+     * weighted by job count, as Helios' "all"); utilisation is over all
+     * partitions' GPUs. */
+    TS_REPLAY_SILOED,
+    /* Every tenant on one pooled cluster (base's nodes) with the tenants and
+     * their guarantees in the policy's view (the sum of guarantees must fit
+     * in the cluster). */
+    TS_REPLAY_SHARED,
+} ts_replay_tenancy;
 
-/* Replays every tenant on one pooled cluster (base's nodes) with the tenants
- * and their guarantees in the policy's view (the sum of guarantees must fit
- * in the cluster); the rest as ts_replay_run_siloed. */
-int ts_replay_run_shared(const ts_replay_config *base, const ts_replay_policy_ops *policy,
-                         const ts_replay_job *jobs, int njobs, const ts_replay_tenant *tenants,
-                         int ntenants, ts_replay_outcome *out, ts_replay_result *res,
-                         ts_replay_tenant_result *tres, ts_replay_fairness *fair,
-                         ts_replay_log *log, ts_err *err);
+/* Replays jobs with tenants placed as tenancy says. jobs are in arrival
+ * order with .tenant in [0, ntenants). base->nodes x gpus_per_node (or a
+ * siloed replay's partitions, if they are more) is the cluster the fairness
+ * figures are measured against. tres gets ntenants entries. out, fair and
+ * log (holds of every run, job indices into jobs) may be NULL. */
+int ts_replay_run_tenants(const ts_replay_config *base, const ts_replay_policy_ops *policy,
+                          ts_replay_tenancy tenancy, const ts_replay_job *jobs, int njobs,
+                          const ts_replay_tenant *tenants, int ntenants, ts_replay_outcome *out,
+                          ts_replay_result *res, ts_replay_tenant_result *tres,
+                          ts_replay_fairness *fair, ts_replay_log *log, ts_err *err);
 
 #endif

@@ -30,6 +30,7 @@
 
 #include "replay/replay.h"
 #include "replay/replay_images.h"
+#include "tessera/grow.h"
 #include "tessera/cycle.h"
 
 #define CORE_MODEL "H100-80GB"         /* a label: the replays count GPUs only */
@@ -83,6 +84,7 @@ typedef struct core_state {
     struct probe *probe;   /* TS_REPLAY_DEFICIT_PROBE set: where guarantees wait */
     int images;            /* 0 none; tessera-img: 2, told to the cycle; -blind: 1, not */
     replay_images *img;    /* the pull-time model (replay_images.c), once built */
+    void *block;           /* jobs, running, wv..wk and gsum, sized once */
 } core_state;
 
 /* ---- deficit probe (TS_REPLAY_DEFICIT_PROBE=1): where a guarantee waits --
@@ -106,6 +108,7 @@ typedef struct probe {
     double *tgpu_s;  /* [ntenants] deficit GPU-s so far */
     probe_bucket b[PROBE_BUCKETS];
     int nb;
+    void *block;     /* deficit, bucket and tgpu_s: one allocation */
 } probe;
 
 static int probe_bucket_of(probe *pr, const char *reason, const char *why)
@@ -250,20 +253,11 @@ static void core_free(void *p)
     ts_cluster_free(s->c);
     for (int j = 0; s->jobs && j < s->njobs; j++)
         free(s->jobs[j].allocs);
-    free(s->jobs);
+    free(s->block);
     free(s->tasks);
-    free(s->running);
-    free(s->wv);
-    free(s->rv);
-    free(s->wi);
-    free(s->ri);
-    free(s->wk);
-    free(s->gsum);
     if (s->probe) {
         probe_print(s->probe);
-        free(s->probe->deficit);
-        free(s->probe->bucket);
-        free(s->probe->tgpu_s);
+        free(s->probe->block);
         free(s->probe);
     }
     replay_images_print(s->img, stderr, s->images == 2 ? "tessera-img" : "tessera-img-blind");
@@ -279,17 +273,13 @@ static int core_init(void **out, int njobs, int ntenants, ts_err *err)
         s->njobs = njobs;
         s->ntenants = ntenants;
         ts_decision_init(&s->d);
-        s->jobs = calloc(n, sizeof *s->jobs);
-        s->running = calloc(n, sizeof *s->running);
-        s->wv = malloc(n * sizeof *s->wv);
-        s->rv = malloc(n * sizeof *s->rv);
-        s->wi = malloc(n * sizeof *s->wi);
-        s->ri = malloc(n * sizeof *s->ri);
-        s->wk = malloc(n * sizeof *s->wk);
-        s->gsum = calloc((size_t)ntenants + 2, sizeof *s->gsum);
+        ts_block_part parts[] = {
+            TS_BLOCK_PART(s->jobs, n), TS_BLOCK_PART(s->running, n), TS_BLOCK_PART(s->wv, n),
+            TS_BLOCK_PART(s->rv, n),   TS_BLOCK_PART(s->wi, n),      TS_BLOCK_PART(s->ri, n),
+            TS_BLOCK_PART(s->wk, n),   TS_BLOCK_PART(s->gsum, (size_t)ntenants + 2)};
+        s->block = ts_block_alloc(parts, sizeof parts / sizeof *parts);
     }
-    if (!s || !s->jobs || !s->running || !s->wv || !s->rv || !s->wi || !s->ri || !s->wk ||
-        !s->gsum) {
+    if (!s || !s->block) {
         core_free(s);
         return ts_err_set(err, TS_ENOMEM, "replay policy core: out of memory");
     }
@@ -297,10 +287,15 @@ static int core_init(void **out, int njobs, int ntenants, ts_err *err)
     if (pv && *pv && ntenants > 0) {
         probe *pr = calloc(1, sizeof *pr);
         if (pr) {
+            size_t nt = (size_t)ntenants;
+            ts_block_part parts[] = {TS_BLOCK_PART(pr->deficit, nt),
+                                     TS_BLOCK_PART(pr->bucket, nt),
+                                     TS_BLOCK_PART(pr->tgpu_s, nt)};
             pr->nt = ntenants;
-            pr->deficit = calloc((size_t)ntenants, sizeof *pr->deficit);
-            pr->bucket = calloc((size_t)ntenants, sizeof *pr->bucket);
-            pr->tgpu_s = calloc((size_t)ntenants, sizeof *pr->tgpu_s);
+            if (!(pr->block = ts_block_alloc(parts, sizeof parts / sizeof *parts))) {
+                free(pr); /* a debugging aid: without memory for it, no probe */
+                pr = NULL;
+            }
         }
         s->probe = pr;
     }

@@ -123,12 +123,10 @@ int ts_replay_load_jobs_csv(const char *buf, size_t len, const char *fname,
     if (ntenants > 0 && ncols < 5)
         return ts_err_set(err, TS_EINVAL,
                           "%s:1: header: tenant: column needed to replay with tenants", fname);
-    ts_replay_trace *t = calloc(1, sizeof *t);
+    ts_replay_trace *t = NULL;  /* made once the rows are read */
     row_job *rows = NULL;
     int cap = 0, n = 0, rc = 0;
     char row[LINE_MAX_BYTES];
-    if (!t)
-        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
     ts_csv_lines lines = {.buf = buf, .fname = fname, .len = len};
     char *f[NCOLS_MAX];
     while ((rc = ts_csv_row(&lines, row, sizeof row, NULL, f, ncols, err)) > 0) {
@@ -140,14 +138,9 @@ int ts_replay_load_jobs_csv(const char *buf, size_t len, const char *fname,
     }
     if (rc == 0 && n == 0)
         rc = ts_err_set(err, TS_EINVAL, "%s: no jobs", fname);
-    if (rc == 0)
-        rc = replay_trace_fill(t, "jobs", n, tenants, ntenants, fname, err);
-    if (rc) {
-        free(rows);
-        ts_replay_trace_free(t);
+    if ((rc = replay_trace_end(&t, rc, "jobs", rows, n, sizeof *rows, cmp_row, tenants, ntenants,
+                               fname, err)) != 0)
         return rc;
-    }
-    qsort(rows, (size_t)n, sizeof *rows, cmp_row);
     for (int i = 0; i < n; i++)
         t->wl->jobs[i] = rows[i].job;
     free(rows);

@@ -79,6 +79,7 @@ struct replay_images {
                            * last start; -1: not planned */
     int nstarts, cap;
     int64_t pulled_bytes, prefetched_bytes;
+    void *block; /* the arrays sized once (job_image..bw, planned_s) */
 };
 
 /* Zipf(1) over n: the index whose cumulative weight passes u in [0, 1). */
@@ -108,14 +109,14 @@ replay_images *replay_images_new(int njobs, int nnodes)
     m->nnodes = nnodes;
     m->nimages = n;
     size_t cells = (size_t)n * (size_t)(nnodes > 0 ? nnodes : 1);
-    m->job_image = calloc((size_t)(njobs > 0 ? njobs : 1), sizeof *m->job_image);
-    m->bytes = calloc((size_t)n, sizeof *m->bytes);
-    m->held = calloc(cells, sizeof *m->held);
-    m->used_s = calloc(cells, sizeof *m->used_s);
-    m->bw = calloc((size_t)(nnodes > 0 ? nnodes : 1), sizeof *m->bw);
-    m->planned_s = malloc((size_t)(njobs > 0 ? njobs : 1) * sizeof *m->planned_s);
-    if (!m->job_image || !m->bytes || !m->held || !m->used_s || !m->bw || !m->planned_s) {
-        replay_images_free(m);
+    size_t jobs = (size_t)(njobs > 0 ? njobs : 1);
+    ts_block_part parts[] = {
+        TS_BLOCK_PART(m->job_image, jobs), TS_BLOCK_PART(m->bytes, (size_t)n),
+        TS_BLOCK_PART(m->held, cells),     TS_BLOCK_PART(m->used_s, cells),
+        TS_BLOCK_PART(m->bw, (size_t)(nnodes > 0 ? nnodes : 1)),
+        TS_BLOCK_PART(m->planned_s, jobs)};
+    if (!(m->block = ts_block_alloc(parts, sizeof parts / sizeof *parts))) {
+        free(m);
         return NULL;
     }
     for (int j = 0; j < njobs; j++)
@@ -153,15 +154,10 @@ void replay_images_free(replay_images *m)
 {
     if (!m)
         return;
-    free(m->job_image);
-    free(m->bytes);
-    free(m->held);
-    free(m->used_s);
-    free(m->bw);
+    free(m->block);
     free(m->pf);
     free(m->wait);
     free(m->kind);
-    free(m->planned_s);
     free(m);
 }
 

@@ -10,7 +10,8 @@
  * workload jobs are put in arrival order (stable, so equal submit times keep
  * file order). Parsing is from memory, strict (fixed header, 9 fields, no
  * quoting) and every error names file:line: field. A trace's one workload
- * and tenants, as every loader ends (replay_trace_fill), are made here too.
+ * and tenants, and the sorted rows, as every loader ends (replay_trace_end),
+ * are made here too.
  */
 #include <math.h>
 #include <stdio.h>
@@ -32,9 +33,9 @@ static const char *const cols[NCOLS] = {"workload_set", "workload", "name", "tim
 #define HEADER "workload_set,workload,name,time,application,num_gpus,batch_size,duration,gpu_time"
 enum { C_SET, C_WL, C_NAME, C_TIME, C_APP, C_GPUS, C_BSZ, C_DUR, C_GPUTIME };
 
-int replay_trace_fill(ts_replay_trace *t, const char *name, int njobs,
-                      const ts_replay_tenant *tenants, int ntenants, const char *fname,
-                      ts_err *err)
+static int replay_trace_fill(ts_replay_trace *t, const char *name, int njobs,
+                             const ts_replay_tenant *tenants, int ntenants, const char *fname,
+                             ts_err *err)
 {
     t->wl = calloc(1, sizeof *t->wl);
     if (t->wl) {
@@ -51,6 +52,25 @@ int replay_trace_fill(ts_replay_trace *t, const char *name, int njobs,
     if (ntenants > 0)
         memcpy(t->tenants, tenants, sizeof *t->tenants * (size_t)ntenants);
     t->ntenants = ntenants;
+    return 0;
+}
+
+int replay_trace_end(ts_replay_trace **t, int rc, const char *name, void *rows, int n,
+                     size_t size, int (*cmp)(const void *, const void *),
+                     const ts_replay_tenant *tenants, int ntenants, const char *fname,
+                     ts_err *err)
+{
+    if (rc == 0 && !*t && !(*t = calloc(1, sizeof **t)))
+        rc = ts_err_set(err, TS_ENOMEM, "%s: out of memory", fname);
+    if (rc == 0)
+        rc = replay_trace_fill(*t, name, n, tenants, ntenants, fname, err);
+    if (rc) {
+        free(rows);
+        ts_replay_trace_free(*t);
+        *t = NULL;
+        return rc;
+    }
+    qsort(rows, (size_t)n, size, cmp);
     return 0;
 }
 

@@ -222,14 +222,9 @@ int ts_replay_load_philly(const char *buf, size_t len, const char *fname,
         rc = ts_err_set(err, TS_EINVAL, "%s:1: header: file is empty", fname);
     if (rc == 0 && n == 0)
         rc = ts_err_set(err, TS_EINVAL, "%s: no jobs of the virtual clusters in the window", fname);
-    if (rc == 0)
-        rc = replay_trace_fill(t, "philly", n, tenants, ntenants, fname, err);
-    if (rc) {
-        free(rows);
-        ts_replay_trace_free(t);
+    if ((rc = replay_trace_end(&t, rc, "philly", rows, n, sizeof *rows, cmp_row, tenants,
+                               ntenants, fname, err)) != 0)
         return rc;
-    }
-    qsort(rows, (size_t)n, sizeof *rows, cmp_row);
     t->origin_epoch_s = rows[0].epoch_s;
     for (int i = 0; i < n; i++) {
         t->wl->jobs[i] = rows[i].job;

@@ -104,58 +104,26 @@ static int append_log(ts_replay_log *dst, const ts_replay_log *src, const int *i
     return 0;
 }
 
-/* Both replays' start: the tenants checked, and where the outcomes go (*o:
- * out, or *own, allocated here for the caller to free). */
-static int tenants_begin(const ts_replay_job *jobs, int njobs, const ts_replay_tenant *tenants,
-                         int ntenants, ts_replay_outcome *out, ts_replay_outcome **o,
-                         ts_replay_outcome **own, ts_err *err)
+/* Each tenant alone: one engine run per tenant with jobs, on a partition of
+ * its GPUs, the outcomes put back at the jobs' places in o and the hold logs
+ * pooled into *all. *measured_gpus becomes the larger of the cluster and the
+ * partitions together, so that the fairness figures compare with a shared
+ * replay's. */
+static int run_siloed(const ts_replay_config *base, const ts_replay_policy_ops *policy,
+                      const ts_replay_job *jobs, int njobs, const ts_replay_tenant *tenants,
+                      int ntenants, ts_replay_outcome *o, ts_replay_result *res,
+                      ts_replay_log *all, long *measured_gpus, ts_err *err)
 {
-    *o = *own = NULL;
-    int rc = check_tenants(jobs, njobs, tenants, ntenants, err);
-    if (rc)
-        return rc;
-    if (!out)
-        *own = calloc((size_t)(njobs > 0 ? njobs : 1), sizeof **own);
-    *o = out ? out : *own;
-    return *o ? 0 : ts_err_set(err, TS_ENOMEM, "replay: out of memory");
-}
-
-/* Both replays' end: the tenants' figures measured against cluster_gpus,
- * and the pooled hold log (*all) handed to the caller's log when asked. */
-static int tenants_end(const ts_replay_job *jobs, int njobs, const ts_replay_outcome *o,
-                       ts_replay_log *all, const ts_replay_tenant *tenants, int ntenants,
-                       long cluster_gpus, ts_replay_tenant_result *tres, ts_replay_fairness *fair,
-                       ts_replay_log *log, ts_err *err)
-{
-    int rc = replay_tenant_metrics(jobs, njobs, o, all, tenants, ntenants, cluster_gpus, tres,
-                                   fair, err);
-    if (rc == 0 && log) {
-        ts_replay_log_free(log);
-        *log = *all;
-        *all = (ts_replay_log){0};
-    }
-    return rc;
-}
-
-int ts_replay_run_siloed(const ts_replay_config *base, const ts_replay_policy_ops *policy,
-                         const ts_replay_job *jobs, int njobs, const ts_replay_tenant *tenants,
-                         int ntenants, ts_replay_outcome *out, ts_replay_result *res,
-                         ts_replay_tenant_result *tres, ts_replay_fairness *fair,
-                         ts_replay_log *log, ts_err *err)
-{
-    ts_replay_outcome *o, *own;
-    int rc = tenants_begin(jobs, njobs, tenants, ntenants, out, &o, &own, err);
-    if (rc)
-        return rc;
     size_t n = (size_t)(njobs > 0 ? njobs : 1);
     int *idx = malloc(sizeof *idx * n);
     ts_replay_job *sub = malloc(sizeof *sub * n);
     ts_replay_outcome *subo = malloc(sizeof *subo * n);
     ts_replay_result *part = calloc((size_t)ntenants, sizeof *part);
-    ts_replay_log all = {0}, one = {0};
+    ts_replay_log one = {0};
+    int rc = 0;
     if (!idx || !sub || !subo || !part)
         rc = ts_err_set(err, TS_ENOMEM, "replay: out of memory");
-    long partition_gpus = 0, cluster = (long)base->nodes * base->gpus_per_node;
+    long partition_gpus = 0;
     for (int k = 0; k < ntenants && rc == 0; k++) {
         int m = 0;
         for (int j = 0; j < njobs; j++)
@@ -180,44 +148,55 @@ int ts_replay_run_siloed(const ts_replay_config *base, const ts_replay_policy_op
         one.n = 0;
         rc = ts_replay_run_logged(&cfg, policy, sub, m, subo, &part[k], &one, err);
         if (rc == 0)
-            rc = append_log(&all, &one, idx, err);
+            rc = append_log(all, &one, idx, err);
         for (int i = 0; i < m && rc == 0; i++)
             o[idx[i]] = subo[i];
     }
     if (rc == 0)
         rc = pool(jobs, njobs, o, partition_gpus, base->gpus_per_node, part, ntenants, res, err);
-    if (rc == 0)
-        rc = tenants_end(jobs, njobs, o, &all, tenants, ntenants,
-                         cluster > partition_gpus ? cluster : partition_gpus, tres, fair, log,
-                         err);
-    ts_replay_log_free(&all);
+    if (partition_gpus > *measured_gpus)
+        *measured_gpus = partition_gpus;
     ts_replay_log_free(&one);
     free(idx);
     free(sub);
     free(subo);
-    free(own);
     free(part);
     return rc;
 }
 
-int ts_replay_run_shared(const ts_replay_config *base, const ts_replay_policy_ops *policy,
-                         const ts_replay_job *jobs, int njobs, const ts_replay_tenant *tenants,
-                         int ntenants, ts_replay_outcome *out, ts_replay_result *res,
-                         ts_replay_tenant_result *tres, ts_replay_fairness *fair,
-                         ts_replay_log *log, ts_err *err)
+int ts_replay_run_tenants(const ts_replay_config *base, const ts_replay_policy_ops *policy,
+                          ts_replay_tenancy tenancy, const ts_replay_job *jobs, int njobs,
+                          const ts_replay_tenant *tenants, int ntenants, ts_replay_outcome *out,
+                          ts_replay_result *res, ts_replay_tenant_result *tres,
+                          ts_replay_fairness *fair, ts_replay_log *log, ts_err *err)
 {
-    ts_replay_outcome *o, *own;
-    int rc = tenants_begin(jobs, njobs, tenants, ntenants, out, &o, &own, err);
+    int rc = check_tenants(jobs, njobs, tenants, ntenants, err);
     if (rc)
         return rc;
-    ts_replay_config cfg = *base;
-    cfg.tenants = tenants;
-    cfg.ntenants = ntenants;
+    /* the outcomes go to out, or to an array of our own the metrics read */
+    ts_replay_outcome *own = out ? NULL : calloc((size_t)(njobs > 0 ? njobs : 1), sizeof *own);
+    ts_replay_outcome *o = out ? out : own;
+    if (!o)
+        return ts_err_set(err, TS_ENOMEM, "replay: out of memory");
     ts_replay_log all = {0};
-    rc = ts_replay_run_logged(&cfg, policy, jobs, njobs, o, res, &all, err);
+    long measured_gpus = (long)base->nodes * base->gpus_per_node;
+    if (tenancy == TS_REPLAY_SILOED) {
+        rc = run_siloed(base, policy, jobs, njobs, tenants, ntenants, o, res, &all,
+                        &measured_gpus, err);
+    } else {
+        ts_replay_config cfg = *base;
+        cfg.tenants = tenants;
+        cfg.ntenants = ntenants;
+        rc = ts_replay_run_logged(&cfg, policy, jobs, njobs, o, res, &all, err);
+    }
     if (rc == 0)
-        rc = tenants_end(jobs, njobs, o, &all, tenants, ntenants,
-                         (long)base->nodes * base->gpus_per_node, tres, fair, log, err);
+        rc = replay_tenant_metrics(jobs, njobs, o, &all, tenants, ntenants, measured_gpus, tres,
+                                   fair, err);
+    if (rc == 0 && log) {
+        ts_replay_log_free(log);
+        *log = all;
+        all = (ts_replay_log){0};
+    }
     ts_replay_log_free(&all);
     free(own);
     return rc;

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "replay/replay.h"
+#include "tessera/grow.h"
 
 enum { EV_SUBMIT, EV_FINISH, EV_HOLD_START, EV_HOLD_END };
 
@@ -387,10 +388,7 @@ void ts_replay_series_free(ts_replay_series *s)
 {
     if (!s)
         return;
-    free(s->t_s);
-    free(s->busy_gpus);
-    free(s->queue_jobs);
-    free(s->held);
+    free(s->block);
     free(s);
 }
 
@@ -421,12 +419,12 @@ int ts_replay_series_build(const ts_replay_job *jobs, int njobs, const ts_replay
     if (!c.per_event)
         c.width = (S->end_s - c.t_first) / max_points;
     size_t np = (size_t)(S->npoints > 0 ? S->npoints : 1);
-    S->t_s = calloc(np, sizeof *S->t_s);
-    S->busy_gpus = calloc(np, sizeof *S->busy_gpus);
-    S->queue_jobs = calloc(np, sizeof *S->queue_jobs);
-    S->held = calloc(np * (size_t)(S->ntenants > 0 ? S->ntenants : 1), sizeof *S->held);
-    if (!S->t_s || !S->busy_gpus || !S->queue_jobs || !S->held) {
-        ts_replay_series_free(S);
+    ts_block_part parts[] = {
+        TS_BLOCK_PART(S->t_s, np), TS_BLOCK_PART(S->busy_gpus, np),
+        TS_BLOCK_PART(S->queue_jobs, np),
+        TS_BLOCK_PART(S->held, np * (size_t)(S->ntenants > 0 ? S->ntenants : 1))};
+    if (!(S->block = ts_block_alloc(parts, sizeof parts / sizeof *parts))) {
+        free(S);
         return ts_err_set(err, TS_ENOMEM, "replay: out of memory");
     }
     if (!c.per_event)

@@ -29,6 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tessera/grow.h"
+
 #define SHADOW_INITIAL_NODES 16
 #define FRAG_HEAD_EXTRA 8 /* nodes measured beyond the tasks left, per run */
 
@@ -138,18 +140,8 @@ void ts_gang_index_free(ts_gang_index *ix)
 {
     if (!ix)
         return;
-    free(ix->v_free);
-    free(ix->v_full);
-    free(ix->v_hist);
-    free(ix->v_nstart);
     free(ix->v_nodes);
-    free(ix->d_start);
-    free(ix->d_verts);
-    free(ix->n_free);
-    free(ix->n_full);
-    free(ix->n_off);
-    free(ix->bucket);
-    free(ix->slot);
+    free(ix->block);
     free(ix);
 }
 
@@ -159,19 +151,19 @@ static int index_build(ts_gang_index *ix)
 {
     ts_cluster *c = ix->c;
     size_t nv = (size_t)ix->nv, nn = (size_t)ix->nnodes;
-    ix->v_free = calloc(nv + 1, sizeof *ix->v_free);
-    ix->v_full = calloc(nv + 1, sizeof *ix->v_full);
-    ix->v_hist = calloc((nv + 1) * NBUCKET, sizeof *ix->v_hist);
-    ix->v_nstart = calloc(nv + 2, sizeof *ix->v_nstart);
-    ix->d_start = calloc((size_t)ix->nlevels + 2, sizeof *ix->d_start);
-    ix->d_verts = calloc(nv + 1, sizeof *ix->d_verts);
-    ix->n_free = calloc(nn + 1, 1);
-    ix->n_off = calloc(nn + 1, 1);
-    ix->n_full = calloc(nn + 1, 1);
-    ix->bucket = calloc((size_t)NBUCKET * (size_t)ix->words + 1, sizeof *ix->bucket);
-    ix->slot = malloc((nn + 1) * sizeof *ix->slot);
-    if (!ix->v_free || !ix->v_full || !ix->v_hist || !ix->v_nstart || !ix->d_start ||
-        !ix->d_verts || !ix->n_free || !ix->n_full || !ix->n_off || !ix->bucket || !ix->slot)
+    ts_block_part parts[] = {
+        TS_BLOCK_PART(ix->v_free, nv + 1),
+        TS_BLOCK_PART(ix->v_full, nv + 1),
+        TS_BLOCK_PART(ix->v_hist, (nv + 1) * NBUCKET),
+        TS_BLOCK_PART(ix->v_nstart, nv + 2),
+        TS_BLOCK_PART(ix->d_start, (size_t)ix->nlevels + 2),
+        TS_BLOCK_PART(ix->d_verts, nv + 1),
+        TS_BLOCK_PART(ix->n_free, nn + 1),
+        TS_BLOCK_PART(ix->n_off, nn + 1),
+        TS_BLOCK_PART(ix->n_full, nn + 1),
+        TS_BLOCK_PART(ix->bucket, (size_t)NBUCKET * (size_t)ix->words + 1),
+        TS_BLOCK_PART(ix->slot, nn + 1)};
+    if (!(ix->block = ts_block_alloc(parts, sizeof parts / sizeof *parts)))
         return TS_ENOMEM;
     for (size_t i = 0; i < nn; i++)
         ix->slot[i] = -1;
@@ -277,22 +269,10 @@ static int shadow_slot(plan *p, int node)
     int s = p->ix->slot[node];
     if (s >= 0)
         return s;
-    if (p->nshadow == p->shadow_cap) {
-        int cap = p->shadow_cap ? 2 * p->shadow_cap : SHADOW_INITIAL_NODES;
-        ts_node *sh = realloc(p->shadow, (size_t)cap * sizeof *sh);
-        if (!sh)
-            return TS_ENOMEM;
-        p->shadow = sh;
-        int *sn = realloc(p->shadow_node, (size_t)cap * sizeof *sn);
-        if (!sn)
-            return TS_ENOMEM;
-        p->shadow_node = sn;
-        int *st = realloc(p->shadow_tasks, (size_t)cap * sizeof *st);
-        if (!st)
-            return TS_ENOMEM;
-        p->shadow_tasks = st;
-        p->shadow_cap = cap;
-    }
+    ts_block_part parts[] = {TS_GROW_PART(p->shadow), TS_GROW_PART(p->shadow_node),
+                             TS_GROW_PART(p->shadow_tasks)};
+    if (ts_grow_parts(parts, 3, &p->shadow_cap, p->nshadow + 1, SHADOW_INITIAL_NODES) != 0)
+        return TS_ENOMEM;
     s = p->nshadow++;
     p->shadow[s] = p->ix->c->nodes[node];
     p->shadow_node[s] = node;

@@ -32,6 +32,7 @@ struct ts_gang_index {
     int32_t hist[NBUCKET];
     uint64_t *bucket;    /* [NBUCKET * words] node bitset per free count */
     int *slot;           /* [nnodes] shadow slot while planning, -1 */
+    void *block;         /* the arrays sized once at build (all but v_nodes) */
 };
 
 typedef struct plan {

@@ -33,6 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tessera/grow.h"
+
 #define PROFILE_ID_SPAN 32 /* profile ids (0..20) index bit masks */
 #define OVERLAY_INITIAL_CAP 8
 /* Cuts tried for one instance, and verifications per allowed change. */
@@ -66,18 +68,9 @@ static ts_node *plan_touch(plan *p, int i)
 {
     if (p->slot[i] >= 0)
         return &p->copy[p->slot[i]];
-    if (p->ncopy == p->capcopy) {
-        int cap = p->capcopy ? p->capcopy * 2 : OVERLAY_INITIAL_CAP;
-        ts_node *nc = realloc(p->copy, (size_t)cap * sizeof *nc);
-        if (!nc)
-            return NULL;
-        p->copy = nc;
-        int *no = realloc(p->node_of, (size_t)cap * sizeof *no);
-        if (!no)
-            return NULL;
-        p->node_of = no;
-        p->capcopy = cap;
-    }
+    ts_block_part parts[] = {TS_GROW_PART(p->copy), TS_GROW_PART(p->node_of)};
+    if (ts_grow_parts(parts, 2, &p->capcopy, p->ncopy + 1, OVERLAY_INITIAL_CAP) != 0)
+        return NULL;
     p->copy[p->ncopy] = p->c->nodes[i];
     p->node_of[p->ncopy] = i;
     p->slot[i] = p->ncopy;

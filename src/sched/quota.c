@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "tessera/fmt.h"
+#include "tessera/grow.h"
 #include "tessera/mig.h"
 
 struct ts_quota {
@@ -41,6 +42,7 @@ struct ts_quota {
     int64_t *cavail;        /* sum of the children's avail */
     double *decayed;        /* decayed usage, resource-seconds */
     double *stamp;          /* [n]: time decayed was brought to */
+    void *block;            /* own..stamp, sized once (ts_block_alloc) */
     int64_t rneed[TS_RES_DIMS];   /* over the organisations */
     int64_t ravail[TS_RES_DIMS];
     int64_t ruse[TS_RES_DIMS];
@@ -101,19 +103,15 @@ int ts_quota_new(const ts_tenants *ts, double half_life_s, ts_quota **out, ts_er
     q->ts = ts;
     q->n = ts->n;
     q->lambda = log(2.0) / half_life_s;
-    q->own = calloc(cells * TS_TIERS, sizeof *q->own);
-    q->use = calloc(cells, sizeof *q->use);
-    q->use_g = calloc(cells, sizeof *q->use_g);
-    q->unassigned = calloc(cells, sizeof *q->unassigned);
-    q->need = calloc(cells, sizeof *q->need);
-    q->avail = calloc(cells, sizeof *q->avail);
-    q->cneed = calloc(cells, sizeof *q->cneed);
-    q->cavail = calloc(cells, sizeof *q->cavail);
-    q->decayed = calloc(cells, sizeof *q->decayed);
-    q->stamp = calloc((size_t)(ts->n > 0 ? ts->n : 1), sizeof *q->stamp);
-    if (!q->own || !q->use || !q->use_g || !q->unassigned || !q->need || !q->avail ||
-        !q->cneed || !q->cavail || !q->decayed || !q->stamp) {
-        ts_quota_free(q);
+    ts_block_part parts[] = {
+        TS_BLOCK_PART(q->own, cells * TS_TIERS), TS_BLOCK_PART(q->use, cells),
+        TS_BLOCK_PART(q->use_g, cells),          TS_BLOCK_PART(q->unassigned, cells),
+        TS_BLOCK_PART(q->need, cells),           TS_BLOCK_PART(q->avail, cells),
+        TS_BLOCK_PART(q->cneed, cells),          TS_BLOCK_PART(q->cavail, cells),
+        TS_BLOCK_PART(q->decayed, cells),
+        TS_BLOCK_PART(q->stamp, (size_t)(ts->n > 0 ? ts->n : 1))};
+    if (!(q->block = ts_block_alloc(parts, sizeof parts / sizeof *parts))) {
+        free(q);
         return ts_err_set(err, TS_ENOMEM, "quota: out of memory");
     }
     for (int i = 0; i < ts->n; i++) {
@@ -147,16 +145,7 @@ void ts_quota_free(ts_quota *q)
 {
     if (!q)
         return;
-    free(q->own);
-    free(q->use);
-    free(q->use_g);
-    free(q->unassigned);
-    free(q->need);
-    free(q->avail);
-    free(q->cneed);
-    free(q->cavail);
-    free(q->decayed);
-    free(q->stamp);
+    free(q->block);
     free(q);
 }
 
@@ -195,6 +184,7 @@ int ts_quota_copy(ts_quota **dst, const ts_quota *src)
     d->cavail = keep.cavail;
     d->decayed = keep.decayed;
     d->stamp = keep.stamp;
+    d->block = keep.block;
     return 0;
 }
 

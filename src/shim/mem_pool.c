@@ -351,23 +351,27 @@ TS_SHIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
     return free_async(dptr, hStream, call_free_async_ptsz);
 }
 
-TS_SHIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+/* A call after which the pools may hold less (a trim, a new release
+ * threshold, a synchronisation): its result, once their figures are read
+ * again. */
+static CUresult shim_pools_after(CUresult r)
 {
-    shim_ready();
-    CUresult r = PASS(cuMemPoolTrimTo, pool, minBytesToKeep);
     if (ts_shim.cfg.mem_on)
         shim_mem_pools_refresh(-1, 0);
     return r;
+}
+
+TS_SHIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    shim_ready();
+    return shim_pools_after(PASS(cuMemPoolTrimTo, pool, minBytesToKeep));
 }
 
 TS_SHIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
                                               void *value)
 {
     shim_ready();
-    CUresult r = PASS(cuMemPoolSetAttribute, pool, attr, value);
-    if (ts_shim.cfg.mem_on)
-        shim_mem_pools_refresh(-1, 0);
-    return r;
+    return shim_pools_after(PASS(cuMemPoolSetAttribute, pool, attr, value));
 }
 
 /* A destroyed pool gives its cache back at once; its live allocations keep
@@ -403,35 +407,24 @@ TS_SHIM_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 TS_SHIM_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
 {
     shim_ready();
-    CUresult r = PASS(cuStreamSynchronize, hStream);
-    if (ts_shim.cfg.mem_on)
-        shim_mem_pools_refresh(-1, 0);
-    return r;
+    return shim_pools_after(PASS(cuStreamSynchronize, hStream));
 }
 
 TS_SHIM_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 {
     shim_ready();
-    CUresult r = PASS(cuStreamSynchronize_ptsz, hStream);
-    if (ts_shim.cfg.mem_on)
-        shim_mem_pools_refresh(-1, 0);
-    return r;
+    return shim_pools_after(PASS(cuStreamSynchronize_ptsz, hStream));
 }
 
 TS_SHIM_EXPORT CUresult cuCtxSynchronize(void)
 {
     shim_ready();
-    CUresult r = REAL.cuCtxSynchronize ? REAL.cuCtxSynchronize() : CUDA_ERROR_NOT_SUPPORTED;
-    if (ts_shim.cfg.mem_on)
-        shim_mem_pools_refresh(-1, 0);
-    return r;
+    return shim_pools_after(REAL.cuCtxSynchronize ? REAL.cuCtxSynchronize()
+                                                 : CUDA_ERROR_NOT_SUPPORTED);
 }
 
 TS_SHIM_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
 {
     shim_ready();
-    CUresult r = PASS(cuEventSynchronize, hEvent);
-    if (ts_shim.cfg.mem_on)
-        shim_mem_pools_refresh(-1, 0);
-    return r;
+    return shim_pools_after(PASS(cuEventSynchronize, hEvent));
 }

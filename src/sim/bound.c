@@ -30,6 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tessera/grow.h"
+
 #define BOUND_ROUNDS_MAX 2000
 #define BOUND_REDUCED_COST_EPS 1e-7
 #define BOUND_ROUND_EPS 1e-6
@@ -63,6 +65,8 @@ typedef struct lp_ctx {
     int size_class[BOUND_SHARE_SIZES_MAX]; /* per size: the first class of it */
     int nsizes;
     int *xcol;          /* per class x type: column, 0 when it does not fit */
+    void *node_block;   /* types and type_of, sized once (ts_block_alloc) */
+    void *class_block;  /* count, class_row, share_idx and xcol, likewise */
 } lp_ctx;
 
 static int64_t req_milli(const ts_request *r) { return (int64_t)r->num_gpu * r->gpu_milli; }
@@ -81,9 +85,9 @@ static bool same_type(const ts_node *a, const ts_node *b)
 static int build_types(lp_ctx *x)
 {
     const ts_cluster *c = x->c;
-    x->type_of = malloc((size_t)c->nnodes * sizeof *x->type_of);
-    x->types = calloc((size_t)c->nnodes, sizeof *x->types);
-    if (!x->type_of || !x->types)
+    ts_block_part parts[] = {TS_BLOCK_PART(x->types, (size_t)c->nnodes),
+                             TS_BLOCK_PART(x->type_of, (size_t)c->nnodes)};
+    if (!(x->node_block = ts_block_alloc(parts, sizeof parts / sizeof *parts)))
         return TS_ENOMEM;
     for (int n = 0; n < c->nnodes; n++) {
         int t = 0;
@@ -476,23 +480,19 @@ static void ctx_free(lp_ctx *x)
         glp_delete_prob(x->lp);
     for (int t = 0; t < x->ntypes; t++)
         free(x->types[t].link_row);
-    free(x->types);
-    free(x->type_of);
-    free(x->count);
-    free(x->class_row);
-    free(x->share_idx);
-    free(x->xcol);
+    free(x->node_block);
+    free(x->class_block);
 }
 
 /* Classes' counts and the distinct share sizes; TS_EINVAL for MIG. */
 static int build_classes(lp_ctx *x, const sim_bound *b, ts_err *err)
 {
     const ts_workload *w = x->w;
-    x->count = calloc((size_t)w->nspecs, sizeof *x->count);
-    x->class_row = calloc((size_t)w->nspecs, sizeof *x->class_row);
-    x->share_idx = malloc((size_t)w->nspecs * sizeof *x->share_idx);
-    x->xcol = calloc((size_t)w->nspecs * (size_t)x->ntypes, sizeof *x->xcol);
-    if (!x->count || !x->class_row || !x->share_idx || !x->xcol)
+    size_t nspecs = (size_t)w->nspecs;
+    ts_block_part parts[] = {TS_BLOCK_PART(x->count, nspecs), TS_BLOCK_PART(x->class_row, nspecs),
+                             TS_BLOCK_PART(x->share_idx, nspecs),
+                             TS_BLOCK_PART(x->xcol, nspecs * (size_t)x->ntypes)};
+    if (!(x->class_block = ts_block_alloc(parts, sizeof parts / sizeof *parts)))
         return ts_err_set(err, TS_ENOMEM, "out of memory");
     for (int i = 0; i < b->npods; i++) {
         const ts_pod *p = &w->pods[b->pods[i]];

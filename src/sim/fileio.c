@@ -1,54 +1,42 @@
 /*
- * fileio.c - the simulator's one way of reading an input file whole: grows a
- * buffer to at most SIM_FILE_MAX_BYTES and names the path in every error.
+ * fileio.c - the simulator's input files, read whole by the tools' one
+ * reader (io/read_file.h) up to SIM_FILE_MAX_BYTES, and the node and pod
+ * lists read then parsed.
  */
 #include "sim/fileio.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
+
+#include "io/read_file.h"
 
 char *sim_read_file(const char *path, size_t *len, ts_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        ts_err_set(err, TS_EIO, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap)
-            break;
-        if (cap >= (size_t)SIM_FILE_MAX_BYTES) {
-            free(buf);
-            buf = NULL;
-            ts_err_set(err, TS_EINVAL, "%s: larger than %ld bytes", path, SIM_FILE_MAX_BYTES);
-            fclose(f);
-            return NULL;
-        }
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    if (!buf)
-        ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
-    else if (ferror(f)) {
-        ts_err_set(err, TS_EIO, "%s: read error", path);
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
+    char *buf;
+    return io_read_file(path, SIM_FILE_MAX_BYTES, &buf, len, err) == 0 ? buf : NULL;
+}
+
+ts_cluster *sim_load_cluster(const char *path, bool yaml, ts_err *err)
+{
+    size_t len;
+    ts_cluster *c = NULL;
+    char *buf = sim_read_file(path, &len, err);
+    if (buf && (yaml ? ts_load_cluster_yaml(buf, len, path, &c, err)
+                     : ts_load_nodes_csv(buf, len, path, &c, err)) != 0)
+        c = NULL;
+    free(buf);
+    return c;
+}
+
+ts_workload *sim_load_pods(const char *path, ts_err *err)
+{
+    size_t len;
+    ts_workload *w = NULL;
+    char *buf = sim_read_file(path, &len, err);
+    if (buf && ts_load_pods_csv(buf, len, path, &w, err) != 0)
+        w = NULL;
+    free(buf);
+    return w;
 }
 
 int sim_bad(const char *who, const char *fmt, const char *arg)

@@ -233,15 +233,11 @@ int gen_cluster_main(int argc, char **argv)
         return EXIT_BAD_INPUT;
     }
     ts_err err = {0};
-    size_t len;
-    ts_cluster *c = NULL;
-    char *buf = sim_read_file(nodes, &len, &err);
-    if (!buf || ts_load_nodes_csv(buf, len, nodes, &c, &err) != 0) {
-        free(buf);
+    ts_cluster *c = sim_load_cluster(nodes, false, &err);
+    if (!c) {
         fprintf(stderr, "tessera-sim: %s\n", err.msg);
         return EXIT_BAD_INPUT;
     }
-    free(buf);
     int rc = write_variant(out, c, &o, &err);
     if (rc)
         fprintf(stderr, "tessera-sim: %s\n", err.msg);

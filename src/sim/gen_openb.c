@@ -366,15 +366,11 @@ int gen_openb_main(int argc, char **argv)
         return EXIT_BAD_INPUT;
     }
     ts_err err = {0};
-    size_t len;
-    ts_workload *w = NULL;
-    char *buf = sim_read_file(pods, &len, &err);
-    if (!buf || ts_load_pods_csv(buf, len, pods, &w, &err) != 0) {
-        free(buf);
+    ts_workload *w = sim_load_pods(pods, &err);
+    if (!w) {
         fprintf(stderr, "tessera-sim: %s\n", err.msg);
         return EXIT_BAD_INPUT;
     }
-    free(buf);
     gen g = {0};
     ts_rng_seed(&g.rng, seed);
     int rc = 0;

@@ -203,26 +203,13 @@ static int fgd_policies(const char *policies, const struct ts_scorer_ops **pol, 
 static int fgd_load(const fgd_opts *o, ts_cluster **cluster, ts_workload **wl)
 {
     ts_err err = {0};
-    size_t len;
-    *cluster = NULL;
     *wl = NULL;
-    char *buf = sim_read_file(o->nodes_path, &len, &err);
-    if (!buf || (is_yaml(o->nodes_path)
-                     ? ts_load_cluster_yaml(buf, len, o->nodes_path, cluster, &err)
-                     : ts_load_nodes_csv(buf, len, o->nodes_path, cluster, &err)) != 0) {
-        free(buf);
-        fprintf(stderr, "tessera-sim: %s\n", err.msg);
-        return EXIT_BAD_INPUT;
-    }
-    free(buf);
-    buf = sim_read_file(o->pods_path, &len, &err);
-    if (!buf || ts_load_pods_csv(buf, len, o->pods_path, wl, &err) != 0) {
-        free(buf);
+    if (!(*cluster = sim_load_cluster(o->nodes_path, is_yaml(o->nodes_path), &err)) ||
+        !(*wl = sim_load_pods(o->pods_path, &err))) {
         ts_cluster_free(*cluster);
         fprintf(stderr, "tessera-sim: %s\n", err.msg);
         return EXIT_BAD_INPUT;
     }
-    free(buf);
     if ((*cluster)->total_gpus == 0) {
         ts_cluster_free(*cluster);
         ts_workload_free(*wl);

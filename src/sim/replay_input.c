@@ -81,19 +81,13 @@ int replay_load_tenants(const char *path, ts_replay_tenant **out, int *n)
 
 int replay_load_cluster(const char *path, int *nodes, int *gpus_per_node)
 {
-    size_t len;
-    char *buf = replay_slurp(path, &len);
-    if (!buf)
-        return EXIT_BAD_INPUT;
     ts_err err = {0};
-    ts_cluster *c = NULL;
-    int rc = ts_load_cluster_yaml(buf, len, path, &c, &err);
-    free(buf);
-    if (rc) {
+    ts_cluster *c = sim_load_cluster(path, true, &err);
+    if (!c) {
         fprintf(stderr, "tessera-sim replay: %s\n", err.msg);
         return EXIT_BAD_INPUT;
     }
-    rc = 0;
+    int rc = 0;
     if (c->nnodes < 1 || c->nodes[0].ngpu < 1) {
         fprintf(stderr, "tessera-sim replay: %s: nodes: the replay needs GPU nodes\n", path);
         rc = EXIT_BAD_INPUT;

@@ -346,12 +346,11 @@ static int run_policy(const options *o, const ts_replay_trace *t, replay_policy_
         ts_replay_log log = {0};
         if (!out)
             rc = ts_err_set(&err, TS_ENOMEM, "out of memory");
-        else if (shared)
-            rc = ts_replay_run_shared(&cfg, pr->ops, W->jobs, W->njobs, t->tenants, t->ntenants,
-                                      out, &pr->per[w], pr->tres, &pr->fair, &log, &err);
-        else if (tenanted)
-            rc = ts_replay_run_siloed(&cfg, pr->ops, W->jobs, W->njobs, t->tenants, t->ntenants,
-                                      out, &pr->per[w], pr->tres, &pr->fair, &log, &err);
+        else if (shared || tenanted)
+            rc = ts_replay_run_tenants(&cfg, pr->ops,
+                                       shared ? TS_REPLAY_SHARED : TS_REPLAY_SILOED, W->jobs,
+                                       W->njobs, t->tenants, t->ntenants, out, &pr->per[w],
+                                       pr->tres, &pr->fair, &log, &err);
         else
             rc = ts_replay_run_logged(&cfg, pr->ops, W->jobs, W->njobs, out, &pr->per[w],
                                       want_series ? &log : NULL, &err);

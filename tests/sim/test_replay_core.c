@@ -41,8 +41,8 @@ static void run(const ts_replay_job *jobs, int n, ts_replay_outcome *o, ts_repla
     ts_replay_tenant_result tr[2];
     ts_replay_fairness fair;
     ts_err err = {0};
-    if (ts_replay_run_shared(&cfg, &ts_replay_core_ops, jobs, n, TENANTS, 2, o, r, tr, &fair,
-                             NULL, &err) != 0)
+    if (ts_replay_run_tenants(&cfg, &ts_replay_core_ops, TS_REPLAY_SHARED, jobs, n, TENANTS, 2, o,
+                              r, tr, &fair, NULL, &err) != 0)
         fail_msg("%s", err.msg);
 }
 

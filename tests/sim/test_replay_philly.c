@@ -55,7 +55,8 @@ static void run_siloed_ok(const ts_replay_config *cfg, const char *policy,
     ts_err err = {0};
     const ts_replay_policy_ops *ops = ts_replay_policy_find(policy);
     assert_non_null(ops);
-    if (ts_replay_run_siloed(cfg, ops, jobs, n, t, nt, out, res, tres, fair, NULL, &err) != 0)
+    if (ts_replay_run_tenants(cfg, ops, TS_REPLAY_SILOED, jobs, n, t, nt, out, res, tres, fair,
+                              NULL, &err) != 0)
         fail_msg("%s", err.msg);
 }
 

@@ -1,6 +1,7 @@
 /*
  * test_replay_shared.c - the `tessera` replay policy (the production cycle,
- * replay_core.c) on one cluster shared by tenants (ts_replay_run_shared).
+ * replay_core.c) on one cluster shared by tenants (ts_replay_run_tenants,
+ * TS_REPLAY_SHARED).
  *
  * Its decisions do not depend on durations (a recording policy wrapped
  * around it sees the same runs when every job's work changes, up to the
@@ -134,14 +135,14 @@ static void test_guarantees_must_fit(void **state)
     ts_replay_result r;
     ts_replay_tenant_result tr[2];
     ts_err err = {0};
-    assert_int_equal(ts_replay_run_shared(&cfg, &ts_replay_tessera_ops, &j, 1, t, 2, &o, &r, tr,
-                                          NULL, NULL, &err),
+    assert_int_equal(ts_replay_run_tenants(&cfg, &ts_replay_tessera_ops, TS_REPLAY_SHARED, &j, 1,
+                                           t, 2, &o, &r, tr, NULL, NULL, &err),
                      TS_EINVAL);
     assert_non_null(strstr(err.msg, "guarantees add up to 12 GPUs"));
     j.tenant = 2;
     t[1].gpus = 0;
-    assert_int_equal(ts_replay_run_shared(&cfg, &ts_replay_tessera_ops, &j, 1, t, 2, &o, &r, tr,
-                                          NULL, NULL, &err),
+    assert_int_equal(ts_replay_run_tenants(&cfg, &ts_replay_tessera_ops, TS_REPLAY_SHARED, &j, 1,
+                                           t, 2, &o, &r, tr, NULL, NULL, &err),
                      TS_EINVAL);
     assert_non_null(strstr(err.msg, ".tenant: must be 0..1"));
 }

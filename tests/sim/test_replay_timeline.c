@@ -62,8 +62,8 @@ static void siloed(const char *policy, const ts_replay_job *jobs, int n,
     ts_replay_config cfg = {.nodes = 2, .gpus_per_node = 8};
     ts_replay_result r;
     ts_err err = {0};
-    if (ts_replay_run_siloed(&cfg, ts_replay_policy_find(policy), jobs, n, t, nt, o, &r, tr, fair,
-                             log, &err) != 0)
+    if (ts_replay_run_tenants(&cfg, ts_replay_policy_find(policy), TS_REPLAY_SILOED, jobs, n, t,
+                              nt, o, &r, tr, fair, log, &err) != 0)
         fail_msg("%s", err.msg);
 }
 
