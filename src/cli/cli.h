@@ -126,6 +126,21 @@ int cli_job_id(const struct cli_cmd *cmd, const char *s, long *id);
 int cli_parse_job(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
                   const struct cli_opt *opts, long *id);
 
+/*
+ * For a command that reads its own words before cli_parse because its unknown
+ * options are not errors (sbatch passes them on; the session commands stop at
+ * the command): takes argv[*i] when it is -h/--help, a global value flag
+ * other than --output (sbatch has its own), or one of own[0..nown) as
+ * --NAME VALUE or --NAME=VALUE, and sets *taken. Returns CLI_CONTINUE or
+ * CLI_EXIT_USAGE (the value is missing; printed).
+ */
+struct cli_word {
+    const char *name;   /* long name without "--" */
+    const char **slot;
+};
+int cli_take_word(struct cli_ctx *ctx, const struct cli_cmd *cmd, const struct cli_word *own,
+                  size_t nown, int argc, char **argv, int *i, bool *taken);
+
 /* ---- config.c ---- */
 
 /*
