@@ -336,6 +336,17 @@ static int network_ib_services_parse(cfg_ctx *x, yaml_node_t *l)
     return 0;
 }
 
+/* The items of the list l, of at most max, else a "got" error with want. */
+static int cfg_list(cfg_ctx *x, yaml_node_t *l, const char *path, int max, const char *want,
+                    yaml_node_item_t **items, int *n)
+{
+    *items = l->type == YAML_SEQUENCE_NODE ? l->data.sequence.items.start : NULL;
+    *n = *items ? (int)(l->data.sequence.items.top - *items) : -1;
+    if (*n < 0 || *n > max)
+        return ts_yaml_fail_got(&x->D, l, path, want);
+    return 0;
+}
+
 /* network: {isolation: host|tenant, range: A.B.C.D/N, tenant_prefix: N, mtu: N,
  * services: [ADDR[/N]:PORT/tcp|udp | {to: .., tenants: [..]}]} (docs/network.md) */
 static int network_parse(cfg_ctx *x, yaml_node_t *m)
@@ -351,11 +362,11 @@ static int network_parse(cfg_ctx *x, yaml_node_t *m)
         rc = network_ib_services_parse(x, nv[10]);
     if (rc == 0 && nv[7]) {
         yaml_node_t *l = nv[7];
-        yaml_node_item_t *b = l->type == YAML_SEQUENCE_NODE ? l->data.sequence.items.start : NULL;
-        int n = b ? (int)(l->data.sequence.items.top - b) : -1;
-        if (n < 0 || n > CTLD_NET_PUBLISH_FROM_MAX)
-            return ts_yaml_fail_got(&x->D, l, "network.publish_from",
-                                    "a list of at most 32 IPv4 addresses or ranges ADDR[/N]");
+        yaml_node_item_t *b;
+        int n;
+        if ((rc = cfg_list(x, l, "network.publish_from", CTLD_NET_PUBLISH_FROM_MAX,
+                           "a list of at most 32 IPv4 addresses or ranges ADDR[/N]", &b, &n)))
+            return rc;
         for (int i = 0; i < n && rc == 0; i++) {
             yaml_node_t *e = yaml_document_get_node(x->D.doc, b[i]);
             const char *s = e ? ts_yaml_scalar(e) : NULL;
@@ -433,12 +444,13 @@ static int network_parse(cfg_ctx *x, yaml_node_t *m)
         rc = network_pkeys_parse(x, m, nv[5], nv[9]);
     if (rc == 0 && nv[4]) {
         yaml_node_t *l = nv[4];
-        yaml_node_item_t *b = l->type == YAML_SEQUENCE_NODE ? l->data.sequence.items.start : NULL;
-        int n = b ? (int)(l->data.sequence.items.top - b) : -1;
-        if (n < 0 || n > CTLD_NET_SERVICES_MAX)
-            return ts_yaml_fail_got(&x->D, l, "network.services",
-                                    "a list of at most 32 \"ADDR[/N]:PORT/tcp|udp\" or "
-                                    "{to: ADDR[/N]:PORT/tcp|udp, tenants: [NAME, ...]}");
+        yaml_node_item_t *b;
+        int n;
+        if ((rc = cfg_list(x, l, "network.services", CTLD_NET_SERVICES_MAX,
+                           "a list of at most 32 \"ADDR[/N]:PORT/tcp|udp\" or "
+                           "{to: ADDR[/N]:PORT/tcp|udp, tenants: [NAME, ...]}",
+                           &b, &n)))
+            return rc;
         for (int i = 0; i < n && rc == 0; i++) {
             yaml_node_t *e = yaml_document_get_node(x->D.doc, b[i]);
             rc = service_parse(x, e ? e : l, i);
