@@ -9,40 +9,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void resv_row(const struct cli_ctx *ctx, const json_t *r, char (*c)[CLI_CELL_MAX],
+                     const char **row)
+{
+    char users[CLI_CELL_MAX] = "";
+    size_t k, ul = 0;
+    json_t *u;
+    json_array_foreach(json_object_get(r, "users"), k, u) {
+        const char *s = json_string_value(u);
+        if (s && ul < sizeof users)
+            ul += (size_t)snprintf(users + ul, sizeof users - ul, "%s%s", k ? "," : "", s);
+    }
+    const char *cells[7] = {
+        cli_str(r, "name", c[0], CLI_CELL_MAX), cli_str(r, "nodes", c[1], CLI_CELL_MAX),
+        cli_time_short(ctx, json_object_get(r, "start"), c[2], CLI_CELL_MAX),
+        cli_time_short(ctx, json_object_get(r, "end"), c[3], CLI_CELL_MAX),
+        json_is_true(json_object_get(r, "maintenance")) ? "(maintenance)"
+                                                        : cli_str(r, "tenant", c[4],
+                                                                  CLI_CELL_MAX),
+        users[0] ? cli_clean(users, c[5], CLI_CELL_MAX) : "-",
+        cli_str(r, "state", c[6], CLI_CELL_MAX)};
+    memcpy(row, cells, sizeof cells);
+}
+
 int cli_cmd_resv_list(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    json_t *root, *list;
-    int rc = cli_list_fetch(ctx, cmd, argc, argv, "/v1/reservations", "reservations", &root, &list);
-    if (rc != CLI_CONTINUE)
-        return rc;
     static const char *const head[] = {"NAME", "NODES", "START", "END", "TENANT", "USERS",
                                        "STATE"};
-    struct cli_table t;
-    cli_table_init(&t, 7, head, 0);
-    size_t i;
-    json_t *r;
-    json_array_foreach(list, i, r) {
-        char c[7][CLI_CELL_MAX], users[CLI_CELL_MAX] = "";
-        size_t k, ul = 0;
-        json_t *u;
-        json_array_foreach(json_object_get(r, "users"), k, u) {
-            const char *s = json_string_value(u);
-            if (s && ul < sizeof users)
-                ul += (size_t)snprintf(users + ul, sizeof users - ul, "%s%s", k ? "," : "", s);
-        }
-        const char *row[7] = {
-            cli_str(r, "name", c[0], sizeof c[0]), cli_str(r, "nodes", c[1], sizeof c[1]),
-            cli_time_short(ctx, json_object_get(r, "start"), c[2], sizeof c[2]),
-            cli_time_short(ctx, json_object_get(r, "end"), c[3], sizeof c[3]),
-            json_is_true(json_object_get(r, "maintenance")) ? "(maintenance)"
-                                                            : cli_str(r, "tenant", c[4],
-                                                                      sizeof c[4]),
-            users[0] ? cli_clean(users, c[5], sizeof c[5]) : "-",
-            cli_str(r, "state", c[6], sizeof c[6])};
-        cli_table_row(&t, row);
-    }
-    json_decref(root);
-    return cli_table_finish(&t, "reservations");
+    static const struct cli_listing resv_list = {"reservations", 7, head, 0, resv_row};
+    json_t *root, *list;
+    int rc = cli_list_fetch(ctx, cmd, argc, argv, "/v1/reservations", "reservations", &root, &list);
+    return rc != CLI_CONTINUE ? rc : cli_list_print(ctx, &resv_list, root, list);
 }
 
 int cli_cmd_resv_create(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)

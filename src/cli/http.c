@@ -519,12 +519,44 @@ int cli_list_fetch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     int rc = cli_parse(ctx, cmd, argc, argv, NULL, NULL, 0, 0);
     if (rc != CLI_CONTINUE)
         return rc;
-    rc = cli_get_member(ctx, path, key, JSON_ARRAY, root, list);
-    if (rc != CLI_EXIT_OK || cli_emit(ctx, *root)) {
-        json_decref(*root);
+    return cli_list_get(ctx, path, key, root, list);
+}
+
+int cli_list_get(struct cli_ctx *ctx, const char *path, const char *key, json_t **root,
+                 json_t **list)
+{
+    *root = NULL;
+    int rc = path ? cli_get_member(ctx, path, key, JSON_ARRAY, root, list) : CLI_EXIT_LOCAL;
+    return cli_answered(ctx, rc, *root) ? rc : CLI_CONTINUE;
+}
+
+int cli_job_list(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
+                 const char *suffix, const char *key, bool paged, const struct cli_listing *l)
+{
+    long id;
+    int rc = cli_parse_job(ctx, cmd, argc, argv, NULL, &id);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    char path[96];
+    snprintf(path, sizeof path, "/v1/jobs/%ld%s", id, suffix);
+    json_t *root = NULL, *list = NULL;
+    if (paged) {
+        rc = cli_get_pages(ctx, path, key, true, &root);
+        if (cli_answered(ctx, rc, root))
+            return rc;
+        list = json_object_get(root, key);
+    } else if ((rc = cli_list_get(ctx, path, key, &root, &list)) != CLI_CONTINUE) {
         return rc;
     }
-    return CLI_CONTINUE;
+    return cli_list_print(ctx, l, root, list);
+}
+
+bool cli_answered(const struct cli_ctx *ctx, int rc, json_t *out)
+{
+    if (rc == CLI_EXIT_OK && !cli_emit(ctx, out))
+        return false;
+    json_decref(out);
+    return true;
 }
 
 int cli_send_json(struct cli_ctx *ctx, const char *method, const char *path, json_t *body,
