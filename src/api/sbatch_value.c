@@ -415,6 +415,17 @@ const char *sbatch_check_dependency(const char *s)
     return why;
 }
 
+const char *sbatch_next_line(const char *buf, size_t len, size_t *pos, size_t *ll)
+{
+    if (*pos >= len)
+        return NULL;
+    const char *ls = buf + *pos;
+    const char *nl = memchr(ls, '\n', len - *pos);
+    *ll = nl ? (size_t)(nl - ls) : len - *pos;
+    *pos += *ll + (nl ? 1 : 0);
+    return ls;
+}
+
 /* --export: ALL, NONE, or a list of ALL, NIL, NAME and NAME=value. */
 const char *sbatch_check_export(const char *s)
 {
