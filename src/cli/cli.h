@@ -246,6 +246,10 @@ int cli_list_get(struct cli_ctx *ctx, const char *path, const char *key, json_t 
                  json_t **list);
 
 struct cli_listing; /* table.c */
+/* A listing command without arguments: cli_list_fetch, then l's table. */
+int cli_list_cmd(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
+                 const char *path, const char *key, const struct cli_listing *l);
+
 /*
  * A command `CMD JOB` that lists a job's key (events, steps): GETs
  * /v1/jobs/JOB<suffix>, every page when paged, and prints its array member
@@ -273,6 +277,9 @@ int cli_send_json(struct cli_ctx *ctx, const char *method, const char *path, jso
  */
 int cli_delete_named(struct cli_ctx *ctx, const char *prefix, const char *name,
                      const char *const *query, const char *what, const char *done);
+/* A command `CMD NAME` that deletes prefix + NAME, as cli_delete_named. */
+int cli_delete_cmd(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
+                   const char *prefix, const char *what, const char *done);
 
 /*
  * GETs path (which may already hold a query) following next_cursor until

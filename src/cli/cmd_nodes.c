@@ -56,9 +56,7 @@ int cli_cmd_nodes(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char
                                        "CPU FREE", "MEM FREE", "JOBS"};
     static const struct cli_listing nodes_list = {
         "nodes", 7, head, 1u << 3 | 1u << 4 | 1u << 5 | 1u << 6, node_row};
-    json_t *root, *nodes;
-    int rc = cli_list_fetch(ctx, cmd, argc, argv, "/v1/nodes", "nodes", &root, &nodes);
-    return rc != CLI_CONTINUE ? rc : cli_list_print(ctx, &nodes_list, root, nodes);
+    return cli_list_cmd(ctx, cmd, argc, argv, "/v1/nodes", "nodes", &nodes_list);
 }
 
 /* "gpu 0: 3g.40gb@0 used, 1g.10gb@4 free" a line per GPU. */

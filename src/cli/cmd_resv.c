@@ -37,9 +37,7 @@ int cli_cmd_resv_list(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, 
     static const char *const head[] = {"NAME", "NODES", "START", "END", "TENANT", "USERS",
                                        "STATE"};
     static const struct cli_listing resv_list = {"reservations", 7, head, 0, resv_row};
-    json_t *root, *list;
-    int rc = cli_list_fetch(ctx, cmd, argc, argv, "/v1/reservations", "reservations", &root, &list);
-    return rc != CLI_CONTINUE ? rc : cli_list_print(ctx, &resv_list, root, list);
+    return cli_list_cmd(ctx, cmd, argc, argv, "/v1/reservations", "reservations", &resv_list);
 }
 
 int cli_cmd_resv_create(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
@@ -95,9 +93,5 @@ int cli_cmd_resv_create(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc
 
 int cli_cmd_resv_delete(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    const char *name;
-    int rc = cli_parse(ctx, cmd, argc, argv, NULL, &name, 1, 1);
-    if (rc != CLI_CONTINUE)
-        return rc;
-    return cli_delete_named(ctx, "/v1/reservations/", name, NULL, "reservation", "deleted");
+    return cli_delete_cmd(ctx, cmd, argc, argv, "/v1/reservations/", "reservation", "deleted");
 }

@@ -78,9 +78,7 @@ int cli_cmd_tenants(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, ch
                                        "GPUS GUARANTEED", "GPUS USED"};
     static const struct cli_listing tenants_list = {"tenants", 7, head,
                                                     1u << 2 | 1u << 3 | 1u << 4, tenant_row};
-    json_t *root, *tenants;
-    int rc = cli_list_fetch(ctx, cmd, argc, argv, "/v1/tenants", "tenants", &root, &tenants);
-    return rc != CLI_CONTINUE ? rc : cli_list_print(ctx, &tenants_list, root, tenants);
+    return cli_list_cmd(ctx, cmd, argc, argv, "/v1/tenants", "tenants", &tenants_list);
 }
 
 static void quota_row(struct cli_table *t, const char *tenant, const char *model,

@@ -52,9 +52,7 @@ int cli_cmd_tokens(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     static const char *const head[] = {"NAME",    "ROLE",    "TENANT", "UNIX USER",
                                        "UID",     "CREATED", "EXPIRES", "REVOKED"};
     static const struct cli_listing tokens_list = {"tokens", 8, head, 0, token_row};
-    json_t *root, *tokens;
-    int rc = cli_list_fetch(ctx, cmd, argc, argv, "/v1/tokens", "tokens", &root, &tokens);
-    return rc != CLI_CONTINUE ? rc : cli_list_print(ctx, &tokens_list, root, tokens);
+    return cli_list_cmd(ctx, cmd, argc, argv, "/v1/tokens", "tokens", &tokens_list);
 }
 
 int cli_cmd_tokens_create(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
@@ -119,11 +117,7 @@ int cli_cmd_tokens_create(struct cli_ctx *ctx, const struct cli_cmd *cmd, int ar
 
 int cli_cmd_tokens_revoke(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    const char *name;
-    int rc = cli_parse(ctx, cmd, argc, argv, NULL, &name, 1, 1);
-    if (rc != CLI_CONTINUE)
-        return rc;
-    return cli_delete_named(ctx, "/v1/tokens/", name, NULL, "token", "revoked");
+    return cli_delete_cmd(ctx, cmd, argc, argv, "/v1/tokens/", "token", "revoked");
 }
 
 /* Writes the ID token to path, 0600, replacing what was there. */

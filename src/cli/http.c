@@ -522,6 +522,14 @@ int cli_list_fetch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     return cli_list_get(ctx, path, key, root, list);
 }
 
+int cli_list_cmd(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
+                 const char *path, const char *key, const struct cli_listing *l)
+{
+    json_t *root, *list;
+    int rc = cli_list_fetch(ctx, cmd, argc, argv, path, key, &root, &list);
+    return rc != CLI_CONTINUE ? rc : cli_list_print(ctx, l, root, list);
+}
+
 int cli_list_get(struct cli_ctx *ctx, const char *path, const char *key, json_t **root,
                  json_t **list)
 {
@@ -602,6 +610,16 @@ int cli_delete_named(struct cli_ctx *ctx, const char *prefix, const char *name,
     }
     cli_resp_free(&resp);
     return CLI_EXIT_OK;
+}
+
+int cli_delete_cmd(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
+                   const char *prefix, const char *what, const char *done)
+{
+    const char *name;
+    int rc = cli_parse(ctx, cmd, argc, argv, NULL, &name, 1, 1);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    return cli_delete_named(ctx, prefix, name, NULL, what, done);
 }
 
 int cli_get_pages(struct cli_ctx *ctx, const char *path, const char *key, bool all, json_t **out)
