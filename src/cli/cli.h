@@ -269,6 +269,10 @@ int cli_expect_member(const json_t *root, const char *key, json_type want, json_
  */
 int cli_send_json(struct cli_ctx *ctx, const char *method, const char *path, json_t *body,
                   struct cli_resp *resp);
+/* cli_send_json, then the answer's member key of type want (as
+ * cli_expect_member). The caller frees resp whatever the outcome. */
+int cli_send_member(struct cli_ctx *ctx, const char *method, const char *path, json_t *body,
+                    const char *key, json_type want, struct cli_resp *resp, json_t **member);
 
 /*
  * DELETE prefix + name (escaped) + the query pairs (key, value, ..., NULL;

@@ -75,11 +75,9 @@ int cli_cmd_resv_create(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc
         json_object_set_new(body, "users", ul);
     }
     struct cli_resp resp;
-    rc = cli_send_json(ctx, "POST", "/v1/reservations", body, &resp);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    json_t *r;
-    rc = cli_expect_member(resp.json, "reservation", JSON_OBJECT, &r);
+    json_t *r = NULL;
+    rc = cli_send_member(ctx, "POST", "/v1/reservations", body, "reservation", JSON_OBJECT, &resp,
+                         &r);
     if (rc == CLI_EXIT_OK && !cli_emit(ctx, resp.json)) {
         char nm[CLI_CELL_MAX], nd[CLI_CELL_MAX], st[CLI_CELL_MAX], en[CLI_CELL_MAX];
         printf("reservation %s created: %s from %s to %s\n", cli_str(r, "name", nm, sizeof nm),

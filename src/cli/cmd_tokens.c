@@ -93,11 +93,8 @@ int cli_cmd_tokens_create(struct cli_ctx *ctx, const struct cli_cmd *cmd, int ar
         json_object_set_new(body, "uid", json_integer(uid_v));
     }
     struct cli_resp resp;
-    rc = cli_send_json(ctx, "POST", "/v1/tokens", body, &resp);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    json_t *tok;
-    rc = cli_expect_member(resp.json, "token", JSON_OBJECT, &tok);
+    json_t *tok = NULL;
+    rc = cli_send_member(ctx, "POST", "/v1/tokens", body, "token", JSON_OBJECT, &resp, &tok);
     const char *secret = json_string_value(json_object_get(tok, "secret"));
     if (rc == CLI_EXIT_OK && !secret) {
         cli_errorf("unreadable answer: the new token has no secret");

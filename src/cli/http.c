@@ -583,6 +583,14 @@ int cli_send_json(struct cli_ctx *ctx, const char *method, const char *path, jso
     return rc;
 }
 
+int cli_send_member(struct cli_ctx *ctx, const char *method, const char *path, json_t *body,
+                    const char *key, json_type want, struct cli_resp *resp, json_t **member)
+{
+    *resp = (struct cli_resp){0};
+    int rc = cli_send_json(ctx, method, path, body, resp);
+    return rc != CLI_EXIT_OK ? rc : cli_expect_member(resp->json, key, want, member);
+}
+
 int cli_delete_named(struct cli_ctx *ctx, const char *prefix, const char *name,
                      const char *const *query, const char *what, const char *done)
 {
