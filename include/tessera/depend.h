@@ -49,6 +49,17 @@ typedef struct ts_dependency {
 /* Parses s. 0 and *out, or TS_EINVAL with why (a reason without the field
  * name, e.g. "unknown type \"afterfoo\" (after, afterany, ...)"). */
 int ts_dep_parse(const char *s, ts_dependency *out, char *why, size_t size);
+/*
+ * The items of a dependency text, for ts_dep_parse and for sbatch's check of
+ * Slurm's fuller syntax, which differ in what an item may be but not in how
+ * items are joined: calls item(p, e, arg) on each run p..e between the
+ * separators ',' (all of) and '?' (any of), in order, and returns the first
+ * non-zero it returns. Then TS_EINVAL when both separators appear (they cannot
+ * be mixed: TS_DEP_MIXED says so), else 0 with *any set when '?' joined them.
+ */
+#define TS_DEP_MIXED "',' (all of) and '?' (any of) cannot be mixed"
+int ts_dep_walk(const char *s, int (*item)(const char *p, const char *e, void *arg), void *arg,
+                bool *any);
 /* The canonical text of d: types in the order given, ids joined by ':'
  * under one type while the type repeats ("afterok:1:2,singleton"). */
 void ts_dep_format(const ts_dependency *d, char *buf, size_t size);

@@ -107,6 +107,44 @@ static int parse_item(const char *p, const char *e, ts_dependency *d, char *why,
     }
 }
 
+int ts_dep_walk(const char *s, int (*item)(const char *p, const char *e, void *arg), void *arg,
+                bool *any)
+{
+    bool comma = false, question = false;
+    const char *p = s;
+    for (;;) {
+        const char *e = p + strcspn(p, ",?");
+        int rc = item(p, e, arg);
+        if (rc)
+            return rc;
+        if (*e == '\0')
+            break;
+        comma = comma || *e == ',';
+        question = question || *e == '?';
+        p = e + 1;
+    }
+    if (comma && question)
+        return TS_EINVAL;
+    *any = question;
+    return 0;
+}
+
+/* What ts_dep_parse hands each item through ts_dep_walk. */
+struct dep_walk {
+    ts_dependency *out;
+    char *why;
+    size_t size;
+    bool item_failed; /* else a failed walk is the mixed separators */
+};
+
+static int dep_item(const char *p, const char *e, void *arg)
+{
+    struct dep_walk *w = arg;
+    int rc = parse_item(p, e, w->out, w->why, w->size);
+    w->item_failed = rc != 0;
+    return rc;
+}
+
 int ts_dep_parse(const char *s, ts_dependency *out, char *why, size_t size)
 {
     memset(out, 0, sizeof *out);
@@ -120,23 +158,11 @@ int ts_dep_parse(const char *s, ts_dependency *out, char *why, size_t size)
         snprintf(n, sizeof n, "%zu characters, at most %d", len, TS_DEP_MAX_BYTES);
         return fail(why, size, "%s", n);
     }
-    bool comma = false, question = false;
-    const char *p = s;
-    for (;;) {
-        const char *e = p + strcspn(p, ",?");
-        int rc = parse_item(p, e, out, why, size);
-        if (rc)
-            return rc;
-        if (*e == '\0')
-            break;
-        comma = comma || *e == ',';
-        question = question || *e == '?';
-        p = e + 1;
-    }
-    if (comma && question)
-        return fail(why, size, "',' (all of) and '?' (any of) cannot be mixed%s", "");
-    out->any = question;
-    return 0;
+    struct dep_walk w = {out, why, size, false};
+    int rc = ts_dep_walk(s, dep_item, &w, &out->any);
+    if (rc && !w.item_failed)
+        return fail(why, size, "%s", TS_DEP_MIXED);
+    return rc;
 }
 
 void ts_dep_format(const ts_dependency *d, char *buf, size_t size)

@@ -289,13 +289,10 @@ static int split_words(const char *s, size_t len, char **words, int max, char **
 static int read_script(struct sbatch_req *r, const char *script, size_t len, const char *name,
                        ts_sbatch *sb, ts_spec_errors *errs)
 {
-    size_t pos = 0;
+    size_t pos = 0, ll;
     int line = 0;
-    while (pos < len) {
-        const char *ls = script + pos;
-        const char *nl = memchr(ls, '\n', len - pos);
-        size_t ll = nl ? (size_t)(nl - ls) : len - pos;
-        pos += ll + (nl ? 1 : 0);
+    const char *ls;
+    while ((ls = sbatch_next_line(script, len, &pos, &ll))) {
         line++;
         size_t k = 0;
         while (k < ll && (ls[k] == ' ' || ls[k] == '\t' || ls[k] == '\r'))

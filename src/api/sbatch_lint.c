@@ -88,17 +88,12 @@ static void lint_line(ts_sbatch *sb, const char *where, char *text, bool *module
 
 void sbatch_lint(const char *script, size_t len, const char *name, ts_sbatch *sb)
 {
-    const char *nl = memchr(script, '\n', len);
-    size_t first = nl ? (size_t)(nl - script) : len;
-    if (memmem(script, first, "python", 6) != NULL)
+    size_t pos = 0, ll = 0;
+    if (sbatch_next_line(script, len, &pos, &ll) && memmem(script, ll, "python", 6) != NULL)
         return; /* not a shell script */
     bool module_told = false;
-    size_t pos = first + (nl ? 1 : 0);
-    for (int line = 2; pos < len; line++) {
-        const char *ls = script + pos;
-        const char *e = memchr(ls, '\n', len - pos);
-        size_t ll = e ? (size_t)(e - ls) : len - pos;
-        pos += ll + (e ? 1 : 0);
+    const char *ls;
+    for (int line = 2; (ls = sbatch_next_line(script, len, &pos, &ll)); line++) {
         char buf[1024];
         if (ll == 0 || ll >= sizeof buf)
             continue;

@@ -12,6 +12,7 @@
 #define TS_API_SBATCH_REQ_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tessera/sbatch.h"
@@ -72,6 +73,10 @@ int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
                  const struct sbatch_req *r, ts_sbatch *sb, ts_spec_errors *errs);
 
 /* ---- sbatch_value.c: one option's value ---- */
+
+/* The line of buf[0..len) at *pos, which moves past its '\n': its start,
+ * and its length without the '\n' in *ll; NULL when *pos is at the end. */
+const char *sbatch_next_line(const char *buf, size_t len, size_t *pos, size_t *ll);
 
 /* A plain decimal integer lo..hi. */
 bool sbatch_parse_long(const char *s, long lo, long hi, long *out);

@@ -1,7 +1,8 @@
 /*
  * sbatch_set.c - what each sbatch option does to a request (sbatch_req.h):
- * one setter per option (or per family: --ntasks and --ntasks-per-node, the
- * GPU options, the memory options...), found by the option's id in OPT_SET.
+ * one setter per option (or per family: the counts, the GPU options, the
+ * memory options, the names...), found by the option's id in OPT_DO with the
+ * member of the request it fills, so a family's setter is written once.
  *
  * Each setter checks its value on its own and says what is wrong with it
  * ("script:LINE: --opt: why, got \"value\""); an error is collected and the
@@ -9,6 +10,7 @@
  * combine (ntasks against nodes, memory per GPU against GPUs) is
  * sbatch_spec.c's. The table of option names is sbatch.c's, with the words.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +100,8 @@ struct opt_at {
     const char *where; /* "script:LINE: " or "" */
     ts_sbatch *sb;     /* warnings */
     ts_spec_errors *errs;
+    void *slot;        /* the member of the request the option fills (OPT_DO) */
+    long max;          /* its number's bound */
 };
 
 static int opt_name(struct sbatch_req *r, const struct sopt *o, const char *v,
@@ -144,27 +148,26 @@ static int opt_nodes(struct sbatch_req *r, const struct sopt *o, const char *v,
     return 0;
 }
 
-static int opt_tasks(struct sbatch_req *r, const struct sopt *o, const char *v,
+/* A count 1..max (--ntasks, --ntasks-per-node, --cpus-per-task, --cpus-per-gpu). */
+static int opt_count(struct sbatch_req *r, const struct sopt *o, const char *v,
                      const struct opt_at *at)
 {
-    long l;
-    if (!sbatch_parse_long(v, 1, TASKS_MAX, &l)) {
-        sbatch_error(at->errs, "%s--%s: must be 1..65536, got \"%s\"", at->where, o->name, v);
-        return 0;
-    }
-    *(o->id == O_NTASKS ? &r->ntasks : &r->ntasks_per_node) = l;
+    (void)r;
+    if (!sbatch_parse_long(v, 1, at->max, at->slot))
+        sbatch_error(at->errs, "%s--%s: must be 1..%ld, got \"%s\"", at->where, o->name,
+                     at->max, v);
     return 0;
 }
 
-static int opt_cpus(struct sbatch_req *r, const struct sopt *o, const char *v,
-                    const struct opt_at *at)
+/* One option of the GPU group: how many, of which type, read as kind. */
+static int gpu_take(struct sbatch_req *r, const struct sopt *o, int kind, long n,
+                    const char *type, const struct opt_at *at)
 {
-    long l;
-    if (!sbatch_parse_long(v, 1, CPUS_PER_TASK_MAX, &l)) {
-        sbatch_error(at->errs, "%s--%s: must be 1..4096, got \"%s\"", at->where, o->name, v);
+    if (!group_take(&r->gpu_kind, &r->gpu_src, kind, at->src, at->where, o->name, GPU_GROUP,
+                    at->errs))
         return 0;
-    }
-    *(o->id == O_CPT ? &r->cpus_per_task : &r->cpus_per_gpu) = l;
+    r->gpu_n = n;
+    snprintf(r->gpu_type, sizeof r->gpu_type, "%s", type);
     return 0;
 }
 
@@ -173,20 +176,13 @@ static int opt_gpus(struct sbatch_req *r, const struct sopt *o, const char *v,
 {
     long l;
     char type[SBATCH_NAME_MAX];
-    long max = o->id == O_GPUS ? GPUS_TOTAL_MAX
-                               : o->id == O_GPN ? GPUS_PER_NODE_MAX : GPUS_PER_TASK_MAX;
-    if (!sbatch_parse_gpu_count(v, max, &l, type)) {
+    if (!sbatch_parse_gpu_count(v, at->max, &l, type)) {
         sbatch_error(at->errs, "%s--%s: must be [TYPE:]N with N 0..%ld, got \"%s\"", at->where,
-                     o->name, max, v);
+                     o->name, at->max, v);
         return 0;
     }
     int kind = o->id == O_GPUS ? GPU_TOTAL : o->id == O_GPN ? GPU_PER_NODE : GPU_PER_TASK;
-    if (!group_take(&r->gpu_kind, &r->gpu_src, kind, at->src, at->where, o->name, GPU_GROUP,
-                    at->errs))
-        return 0;
-    r->gpu_n = l;
-    snprintf(r->gpu_type, sizeof r->gpu_type, "%s", type);
-    return 0;
+    return gpu_take(r, o, kind, l, type, at);
 }
 
 static int opt_gres(struct sbatch_req *r, const struct sopt *o, const char *v,
@@ -200,12 +196,7 @@ static int opt_gres(struct sbatch_req *r, const struct sopt *o, const char *v,
         sbatch_error(at->errs, "%s--gres: %s, got \"%s\"", at->where, why, v);
         return 0;
     }
-    if (!group_take(&r->gpu_kind, &r->gpu_src, GPU_GRES, at->src, at->where, o->name, GPU_GROUP,
-                    at->errs))
-        return 0;
-    r->gpu_n = l;
-    snprintf(r->gpu_type, sizeof r->gpu_type, "%s", type);
-    return 0;
+    return gpu_take(r, o, GPU_GRES, l, type, at);
 }
 
 static int opt_mem(struct sbatch_req *r, const struct sopt *o, const char *v,
@@ -270,6 +261,7 @@ static int opt_array(struct sbatch_req *r, const struct sopt *o, const char *v,
     return 0;
 }
 
+/* A name (--qos, --account, --partition, --reservation). */
 static int opt_label(struct sbatch_req *r, const struct sopt *o, const char *v,
                      const struct opt_at *at)
 {
@@ -278,8 +270,8 @@ static int opt_label(struct sbatch_req *r, const struct sopt *o, const char *v,
                      TS_SPEC_NAME_MAX - 1);
         return 0;
     }
-    char **slot = o->id == O_QOS ? &r->qos : o->id == O_ACCOUNT ? &r->account : &r->partition;
-    return set_str(slot, v) ? 0 : TS_ENOMEM;
+    (void)r;
+    return set_str(at->slot, v) ? 0 : TS_ENOMEM;
 }
 
 static int opt_dependency(struct sbatch_req *r, const struct sopt *o, const char *v,
@@ -319,13 +311,6 @@ static int opt_mail_type(struct sbatch_req *r, const struct sopt *o, const char 
     return mail_type(r, v, at->where, at->sb, at->errs);
 }
 
-static int opt_mail_user(struct sbatch_req *r, const struct sopt *o, const char *v,
-                         const struct opt_at *at)
-{
-    (void)o; (void)at;
-    return set_str(&r->mail_user, v) ? 0 : TS_ENOMEM;
-}
-
 /* --nice[=N]: without N, Slurm's default adjustment (100). */
 static int opt_nice(struct sbatch_req *r, const struct sopt *o, const char *v,
                     const struct opt_at *at)
@@ -345,17 +330,6 @@ static int opt_nice(struct sbatch_req *r, const struct sopt *o, const char *v,
     return 0;
 }
 
-static int opt_reservation(struct sbatch_req *r, const struct sopt *o, const char *v,
-                           const struct opt_at *at)
-{
-    if (strlen(v) >= TS_SPEC_NAME_MAX) {
-        sbatch_error(at->errs, "%s--%s: longer than %d characters", at->where, o->name,
-                     TS_SPEC_NAME_MAX - 1);
-        return 0;
-    }
-    return set_str(&r->reservation, v) ? 0 : TS_ENOMEM;
-}
-
 static int opt_select(struct sbatch_req *r, const struct sopt *o, const char *v,
                       const struct opt_at *at)
 {
@@ -364,10 +338,8 @@ static int opt_select(struct sbatch_req *r, const struct sopt *o, const char *v,
         sbatch_error(at->errs, "%s--%s: %s", at->where, o->name, e.msg);
         return 0;
     }
-    char **slot = o->id == O_CONSTRAINT ? &r->constraint
-                  : o->id == O_NODELIST ? &r->nodelist
-                                        : &r->exclude;
-    return set_str(slot, v) ? 0 : TS_ENOMEM;
+    (void)r;
+    return set_str(at->slot, v) ? 0 : TS_ENOMEM;
 }
 
 static int opt_signal(struct sbatch_req *r, const struct sopt *o, const char *v,
@@ -399,14 +371,13 @@ static int opt_image(struct sbatch_req *r, const struct sopt *o, const char *v,
     return set_str(&r->image, ref) ? 0 : TS_ENOMEM;
 }
 
-static int opt_path(struct sbatch_req *r, const struct sopt *o, const char *v,
+/* A value kept as given (--output, --error, --chdir, --mail-user). */
+static int opt_text(struct sbatch_req *r, const struct sopt *o, const char *v,
                     const struct opt_at *at)
 {
-    (void)at;
-    return set_str(o->id == O_OUTPUT ? &r->output : o->id == O_ERROR ? &r->error : &r->chdir,
-                   v)
-               ? 0
-               : TS_ENOMEM;
+    (void)r;
+    (void)o;
+    return set_str(at->slot, v) ? 0 : TS_ENOMEM;
 }
 
 static int opt_export(struct sbatch_req *r, const struct sopt *o, const char *v,
@@ -437,45 +408,52 @@ static int opt_refuse(struct sbatch_req *r, const struct sopt *o, const char *v,
     return 0;
 }
 
-/* What each option does to the request, by opt_id; an option not listed
- * (O_REFUSE) is refused with its reason. */
-static int (*const OPT_SET[])(struct sbatch_req *r, const struct sopt *o, const char *v,
-                              const struct opt_at *at) = {
-    [O_NAME] = opt_name,
-    [O_NODES] = opt_nodes,
-    [O_NTASKS] = opt_tasks,
-    [O_NTPN] = opt_tasks,
-    [O_CPT] = opt_cpus,
-    [O_CPG] = opt_cpus,
-    [O_GPUS] = opt_gpus,
-    [O_GPN] = opt_gpus,
-    [O_GPT] = opt_gpus,
-    [O_GRES] = opt_gres,
-    [O_MEM] = opt_mem,
-    [O_MEM_CPU] = opt_mem,
-    [O_MEM_GPU] = opt_mem,
-    [O_TIME] = opt_time,
-    [O_ARRAY] = opt_array,
-    [O_QOS] = opt_label,
-    [O_ACCOUNT] = opt_label,
-    [O_PARTITION] = opt_label,
-    [O_DEPENDENCY] = opt_dependency,
-    [O_HOLD] = opt_hold,
-    [O_MAIL_TYPE] = opt_mail_type,
-    [O_MAIL_USER] = opt_mail_user,
-    [O_NICE] = opt_nice,
-    [O_RESERVATION] = opt_reservation,
-    [O_CONSTRAINT] = opt_select,
-    [O_NODELIST] = opt_select,
-    [O_EXCLUDE] = opt_select,
-    [O_SIGNAL] = opt_signal,
-    [O_IMAGE] = opt_image,
-    [O_OUTPUT] = opt_path,
-    [O_ERROR] = opt_path,
-    [O_CHDIR] = opt_path,
-    [O_EXPORT] = opt_export,
-    [O_WARN] = opt_warn,
+/* What each option does to the request, by opt_id: its setter, the member
+ * it fills where the setter serves several options, and a number's bound;
+ * an option not listed (O_REFUSE) is refused with its reason. */
+#define AT(member) offsetof(struct sbatch_req, member)
+static const struct opt_do {
+    int (*set)(struct sbatch_req *r, const struct sopt *o, const char *v,
+               const struct opt_at *at);
+    size_t off;
+    long max;
+} OPT_DO[] = {
+    [O_NAME] = {opt_name, 0, 0},
+    [O_NODES] = {opt_nodes, 0, 0},
+    [O_NTASKS] = {opt_count, AT(ntasks), TASKS_MAX},
+    [O_NTPN] = {opt_count, AT(ntasks_per_node), TASKS_MAX},
+    [O_CPT] = {opt_count, AT(cpus_per_task), CPUS_PER_TASK_MAX},
+    [O_CPG] = {opt_count, AT(cpus_per_gpu), CPUS_PER_TASK_MAX},
+    [O_GPUS] = {opt_gpus, 0, GPUS_TOTAL_MAX},
+    [O_GPN] = {opt_gpus, 0, GPUS_PER_NODE_MAX},
+    [O_GPT] = {opt_gpus, 0, GPUS_PER_TASK_MAX},
+    [O_GRES] = {opt_gres, 0, 0},
+    [O_MEM] = {opt_mem, 0, 0},
+    [O_MEM_CPU] = {opt_mem, 0, 0},
+    [O_MEM_GPU] = {opt_mem, 0, 0},
+    [O_TIME] = {opt_time, 0, 0},
+    [O_ARRAY] = {opt_array, 0, 0},
+    [O_QOS] = {opt_label, AT(qos), 0},
+    [O_ACCOUNT] = {opt_label, AT(account), 0},
+    [O_PARTITION] = {opt_label, AT(partition), 0},
+    [O_DEPENDENCY] = {opt_dependency, 0, 0},
+    [O_HOLD] = {opt_hold, 0, 0},
+    [O_MAIL_TYPE] = {opt_mail_type, 0, 0},
+    [O_MAIL_USER] = {opt_text, AT(mail_user), 0},
+    [O_NICE] = {opt_nice, 0, 0},
+    [O_RESERVATION] = {opt_label, AT(reservation), 0},
+    [O_CONSTRAINT] = {opt_select, AT(constraint), 0},
+    [O_NODELIST] = {opt_select, AT(nodelist), 0},
+    [O_EXCLUDE] = {opt_select, AT(exclude), 0},
+    [O_SIGNAL] = {opt_signal, 0, 0},
+    [O_IMAGE] = {opt_image, 0, 0},
+    [O_OUTPUT] = {opt_text, AT(output), 0},
+    [O_ERROR] = {opt_text, AT(error), 0},
+    [O_CHDIR] = {opt_text, AT(chdir), 0},
+    [O_EXPORT] = {opt_export, 0, 0},
+    [O_WARN] = {opt_warn, 0, 0},
 };
+#undef AT
 
 int sbatch_apply(struct sbatch_req *r, const struct sopt *o, const char *v, int src,
                  const char *where, ts_sbatch *sb, ts_spec_errors *errs)
@@ -489,8 +467,14 @@ int sbatch_apply(struct sbatch_req *r, const struct sopt *o, const char *v, int 
         sbatch_error(errs, "%s--%s: empty value", where, n);
         return 0;
     }
-    const struct opt_at at = {.src = src, .where = where, .sb = sb, .errs = errs};
-    bool listed = o->id >= 0 && (size_t)o->id < sizeof OPT_SET / sizeof OPT_SET[0] &&
-                  OPT_SET[o->id];
-    return (listed ? OPT_SET[o->id] : opt_refuse)(r, o, v, &at);
+    bool listed = o->id >= 0 && (size_t)o->id < sizeof OPT_DO / sizeof OPT_DO[0] &&
+                  OPT_DO[o->id].set;
+    if (!listed) {
+        const struct opt_at at = {.src = src, .where = where, .sb = sb, .errs = errs};
+        return opt_refuse(r, o, v, &at);
+    }
+    const struct opt_do *d = &OPT_DO[o->id];
+    const struct opt_at at = {.src = src, .where = where, .sb = sb, .errs = errs,
+                              .slot = (char *)r + d->off, .max = d->max};
+    return d->set(r, o, v, &at);
 }

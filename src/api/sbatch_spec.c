@@ -71,13 +71,10 @@ int ts_sbatch_map_parse(const char *buf, size_t len, ts_sbatch_map **out, ts_err
     ts_sbatch_map *m = calloc(1, sizeof *m);
     if (!m)
         return ts_err_set(err, TS_ENOMEM, "out of memory");
-    size_t pos = 0;
+    size_t pos = 0, ll;
     int line = 0;
-    while (pos < len) {
-        const char *ls = buf + pos;
-        const char *nl = memchr(ls, '\n', len - pos);
-        size_t ll = nl ? (size_t)(nl - ls) : len - pos;
-        pos += ll + (nl ? 1 : 0);
+    const char *ls;
+    while ((ls = sbatch_next_line(buf, len, &pos, &ll))) {
         line++;
         char text[256];
         if (memchr(ls, '#', ll))

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "api/sbatch_req.h"
+#include "tessera/depend.h"
 #include "api/spec_scalar.h"
 
 #define MEM_MAX_MIB (64LL << 20)         /* 64 TiB, the spec's per-task ceiling */
@@ -351,65 +352,78 @@ const char *sbatch_parse_signal(const char *s, int *sig, long *secs)
     return NULL;
 }
 
-/* --dependency, checked as Slurm writes it (sbatch.c then reads what
- * Tessera evaluates with ts_dep_parse): TYPE:ID[+MIN][:ID...] or
- * singleton, joined by ',' (all) or '?' (any). */
-const char *sbatch_check_dependency(const char *s)
+static int sbatch_dep_fail(const char **why, const char *reason)
+{
+    *why = reason;
+    return 1;
+}
+
+/* One item of --dependency (ts_dep_walk): TYPE:ID[_INDEX][+MIN][:ID...] or
+ * singleton; *arg is left NULL or set to the reason. */
+static int sbatch_dep_item(const char *p, const char *e, void *arg)
 {
     static const char *const types[] = {"after", "afterany", "afterok", "afternotok",
                                         "aftercorr", "afterburstbuffer"};
-    bool comma = false, question = false;
-    const char *p = s;
-    for (;;) {
-        const char *e = p;
-        while (*e && *e != ',' && *e != '?')
-            e++;
-        size_t n = (size_t)(e - p);
-        if (n == 9 && strncmp(p, "singleton", 9) == 0) {
-            /* no job ids */
-        } else {
-            const char *colon = memchr(p, ':', n);
-            if (!colon)
-                return "each item must be TYPE:JOBID[:JOBID...] or singleton";
-            size_t tl = (size_t)(colon - p);
-            bool known = false;
-            for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
-                known = known || (strlen(types[t]) == tl && strncmp(types[t], p, tl) == 0);
-            if (!known)
-                return "unknown type (after, afterany, afterok, afternotok, aftercorr, "
-                       "singleton)";
-            const char *q = colon + 1;
-            while (q < e) {
-                long id, plus;
-                if (!sbatch_take_num(&q, 0x7fffffffL, &id) || id < 1)
-                    return "job ids must be positive integers";
-                if (*q == '_') { /* an array element: ID_INDEX */
-                    q++;
-                    if (!sbatch_take_num(&q, TS_SBATCH_ARRAY_INDEX_MAX, &id))
-                        return "an array element is JOBID_INDEX";
-                }
-                if (*q == '+') {
-                    q++;
-                    if (!sbatch_take_num(&q, 0x7fffffffL, &plus))
-                        return "a delay after '+' is minutes";
-                }
-                if (q < e && *q != ':')
-                    return "job ids are separated by ':'";
-                if (q < e)
-                    q++;
-                if (q == e && q[-1] == ':')
-                    return "ends with ':'";
-            }
+    const char **why = arg;
+    size_t n = (size_t)(e - p);
+    if (n == 9 && strncmp(p, "singleton", 9) == 0)
+        return 0; /* no job ids */
+    const char *colon = memchr(p, ':', n);
+    if (!colon)
+        return sbatch_dep_fail(why, "each item must be TYPE:JOBID[:JOBID...] or singleton");
+    size_t tl = (size_t)(colon - p);
+    bool known = false;
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        known = known || (strlen(types[t]) == tl && strncmp(types[t], p, tl) == 0);
+    if (!known)
+        return sbatch_dep_fail(why, "unknown type (after, afterany, afterok, afternotok, "
+                                    "aftercorr, singleton)");
+    const char *q = colon + 1;
+    while (q < e) {
+        long id, plus;
+        if (!sbatch_take_num(&q, 0x7fffffffL, &id) || id < 1)
+            return sbatch_dep_fail(why, "job ids must be positive integers");
+        if (*q == '_') { /* an array element: ID_INDEX */
+            q++;
+            if (!sbatch_take_num(&q, TS_SBATCH_ARRAY_INDEX_MAX, &id))
+                return sbatch_dep_fail(why, "an array element is JOBID_INDEX");
         }
-        if (*e == '\0')
-            break;
-        comma = comma || *e == ',';
-        question = question || *e == '?';
-        p = e + 1;
+        if (*q == '+') {
+            q++;
+            if (!sbatch_take_num(&q, 0x7fffffffL, &plus))
+                return sbatch_dep_fail(why, "a delay after '+' is minutes");
+        }
+        if (q < e && *q != ':')
+            return sbatch_dep_fail(why, "job ids are separated by ':'");
+        if (q < e)
+            q++;
+        if (q == e && q[-1] == ':')
+            return sbatch_dep_fail(why, "ends with ':'");
     }
-    if (comma && question)
-        return "',' (all of) and '?' (any of) cannot be mixed";
-    return NULL;
+    return 0;
+}
+
+/* --dependency, checked as Slurm writes it (sbatch.c then reads what
+ * Tessera evaluates with ts_dep_parse): items joined by ',' (all) or '?'
+ * (any), as ts_dep_walk splits them. */
+const char *sbatch_check_dependency(const char *s)
+{
+    const char *why = NULL;
+    bool any;
+    if (ts_dep_walk(s, sbatch_dep_item, &why, &any) && !why)
+        return TS_DEP_MIXED;
+    return why;
+}
+
+const char *sbatch_next_line(const char *buf, size_t len, size_t *pos, size_t *ll)
+{
+    if (*pos >= len)
+        return NULL;
+    const char *ls = buf + *pos;
+    const char *nl = memchr(ls, '\n', len - *pos);
+    *ll = nl ? (size_t)(nl - ls) : len - *pos;
+    *pos += *ll + (nl ? 1 : 0);
+    return ls;
 }
 
 /* --export: ALL, NONE, or a list of ALL, NIL, NAME and NAME=value. */

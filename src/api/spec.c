@@ -152,6 +152,29 @@ static void walk_interactive(spec_parser *P, const yaml_node_t *map)
         spec->tty_cols = (int)x;
 }
 
+/* Room in *out for the n strings of path, at most max (what names them in
+ * the error); false when refused or out of memory, the failure noted. */
+static bool spec_strings(spec_parser *P, const char *path, ptrdiff_t n, int max,
+                         const char *what, char ***out)
+{
+    if (n > max) {
+        spec_fail(P, path, "%td %s, at most %d", n, what, max);
+        return false;
+    }
+    if (n && !(*out = calloc((size_t)n, sizeof **out))) {
+        spec_fail_oom(P);
+        return false;
+    }
+    return true;
+}
+
+static void spec_strings_free(char **v, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
 static void walk_command(spec_parser *P, const yaml_node_t *n)
 {
     ts_job_spec *spec = P->spec;
@@ -178,14 +201,8 @@ static void walk_command(spec_parser *P, const yaml_node_t *n)
         return;
     }
     ptrdiff_t nargs = n->data.sequence.items.top - n->data.sequence.items.start;
-    if (nargs > TS_SPEC_MAX_ARGS) {
-        spec_fail(P, "command", "%td arguments, at most %d", nargs, TS_SPEC_MAX_ARGS);
+    if (!spec_strings(P, "command", nargs, TS_SPEC_MAX_ARGS, "arguments", &spec->argv))
         return;
-    }
-    if (nargs && !(spec->argv = calloc((size_t)nargs, sizeof *spec->argv))) {
-        spec_fail_oom(P);
-        return;
-    }
     char path[SPEC_PATH_MAX];
     for (ptrdiff_t i = 0; i < nargs; i++) {
         ts_yaml_pathf(path, sizeof path, "command[%td]", i);
@@ -220,14 +237,8 @@ static void walk_env(spec_parser *P, const yaml_node_t *map)
         return;
     }
     ptrdiff_t nvars = map->data.mapping.pairs.top - map->data.mapping.pairs.start;
-    if (nvars > TS_SPEC_MAX_ENV) {
-        spec_fail(P, "env", "%td variables, at most %d", nvars, TS_SPEC_MAX_ENV);
+    if (!spec_strings(P, "env", nvars, TS_SPEC_MAX_ENV, "variables", &spec->env))
         return;
-    }
-    if (nvars && !(spec->env = calloc((size_t)nvars, sizeof *spec->env))) {
-        spec_fail_oom(P);
-        return;
-    }
     char path[SPEC_PATH_MAX];
     for (ptrdiff_t i = 0; i < nvars; i++) {
         yaml_node_pair_t *p = &map->data.mapping.pairs.start[i];
@@ -617,12 +628,8 @@ void ts_spec_free(ts_job_spec *spec)
     if (!spec)
         return;
     free(spec->tasks);
-    for (int i = 0; i < spec->argc; i++)
-        free(spec->argv[i]);
-    free(spec->argv);
-    for (int i = 0; i < spec->nenv; i++)
-        free(spec->env[i]);
-    free(spec->env);
+    spec_strings_free(spec->argv, spec->argc);
+    spec_strings_free(spec->env, spec->nenv);
     free(spec->workdir);
     free(spec->image);
     free(spec->mounts);

@@ -241,3 +241,46 @@ int cli_parse(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **a
         return cli_usage_error(cmd, "missing argument");
     return check_globals(ctx, cmd);
 }
+
+/* --NAME VALUE or --NAME=VALUE at argv[*i] into *slot; *taken says whether it was --NAME. */
+static int cli_take_value(const struct cli_cmd *cmd, const struct cli_word *w, int argc,
+                          char **argv, int *i, bool *taken)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(w->name);
+    *taken = false;
+    if (strncmp(a, "--", 2) != 0 || strncmp(a + 2, w->name, n) != 0)
+        return CLI_CONTINUE;
+    if (a[2 + n] == '=') {
+        *w->slot = a + 3 + n;
+        *taken = true;
+    } else if (a[2 + n] == '\0') {
+        if (*i + 1 >= argc)
+            return cli_usage_error(cmd, "option --%s needs a value", w->name);
+        *w->slot = argv[++*i];
+        *taken = true;
+    }
+    return CLI_CONTINUE;
+}
+
+int cli_take_word(struct cli_ctx *ctx, const struct cli_cmd *cmd, const struct cli_word *own,
+                  size_t nown, int argc, char **argv, int *i, bool *taken)
+{
+    const char *a = argv[*i];
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        ctx->flags.help = true;
+        *taken = true;
+        return CLI_CONTINUE;
+    }
+    struct cli_flags *f = &ctx->flags;
+    const struct cli_word globals[] = {{"server", &f->server}, {"token", &f->token},
+                                       {"config", &f->config}, {"ca", &f->ca},
+                                       {"timeout", &f->timeout}};
+    *taken = false;
+    for (size_t k = 0; k < nown + sizeof globals / sizeof globals[0] && !*taken; k++) {
+        const struct cli_word *w = k < nown ? &own[k] : &globals[k - nown];
+        if (cli_take_value(cmd, w, argc, argv, i, taken) != CLI_CONTINUE)
+            return CLI_EXIT_USAGE;
+    }
+    return CLI_CONTINUE;
+}

@@ -126,6 +126,21 @@ int cli_job_id(const struct cli_cmd *cmd, const char *s, long *id);
 int cli_parse_job(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
                   const struct cli_opt *opts, long *id);
 
+/*
+ * For a command that reads its own words before cli_parse because its unknown
+ * options are not errors (sbatch passes them on; the session commands stop at
+ * the command): takes argv[*i] when it is -h/--help, a global value flag
+ * other than --output (sbatch has its own), or one of own[0..nown) as
+ * --NAME VALUE or --NAME=VALUE, and sets *taken. Returns CLI_CONTINUE or
+ * CLI_EXIT_USAGE (the value is missing; printed).
+ */
+struct cli_word {
+    const char *name;   /* long name without "--" */
+    const char **slot;
+};
+int cli_take_word(struct cli_ctx *ctx, const struct cli_cmd *cmd, const struct cli_word *own,
+                  size_t nown, int argc, char **argv, int *i, bool *taken);
+
 /* ---- config.c ---- */
 
 /*
@@ -217,6 +232,32 @@ int cli_get_member(struct cli_ctx *ctx, const char *path, const char *key, json_
 int cli_list_fetch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
                    const char *path, const char *key, json_t **root, json_t **list);
 
+/* After a GET of out that returned rc: true when the command is done, as it
+ * failed or printed out for --output json|yaml; out is then freed. */
+bool cli_answered(const struct cli_ctx *ctx, int rc, json_t *out);
+
+/*
+ * GETs path (NULL: it could not be built, out of memory) and its array member
+ * key, and prints the answer itself for --output json|yaml. Returns
+ * CLI_CONTINUE with *root (free with json_decref) and *list when the caller
+ * is to print its table; else the exit code, all done.
+ */
+int cli_list_get(struct cli_ctx *ctx, const char *path, const char *key, json_t **root,
+                 json_t **list);
+
+struct cli_listing; /* table.c */
+/* A listing command without arguments: cli_list_fetch, then l's table. */
+int cli_list_cmd(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
+                 const char *path, const char *key, const struct cli_listing *l);
+
+/*
+ * A command `CMD JOB` that lists a job's key (events, steps): GETs
+ * /v1/jobs/JOB<suffix>, every page when paged, and prints its array member
+ * key as l's table. Returns the exit code.
+ */
+int cli_job_list(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
+                 const char *suffix, const char *key, bool paged, const struct cli_listing *l);
+
 /* Checks that an answer has member key of type want; prints and returns
  * CLI_EXIT_SERVER if not, else CLI_EXIT_OK. */
 int cli_expect_member(const json_t *root, const char *key, json_type want, json_t **member);
@@ -228,6 +269,10 @@ int cli_expect_member(const json_t *root, const char *key, json_type want, json_
  */
 int cli_send_json(struct cli_ctx *ctx, const char *method, const char *path, json_t *body,
                   struct cli_resp *resp);
+/* cli_send_json, then the answer's member key of type want (as
+ * cli_expect_member). The caller frees resp whatever the outcome. */
+int cli_send_member(struct cli_ctx *ctx, const char *method, const char *path, json_t *body,
+                    const char *key, json_type want, struct cli_resp *resp, json_t **member);
 
 /*
  * DELETE prefix + name (escaped) + the query pairs (key, value, ..., NULL;
@@ -236,6 +281,9 @@ int cli_send_json(struct cli_ctx *ctx, const char *method, const char *path, jso
  */
 int cli_delete_named(struct cli_ctx *ctx, const char *prefix, const char *name,
                      const char *const *query, const char *what, const char *done);
+/* A command `CMD NAME` that deletes prefix + NAME, as cli_delete_named. */
+int cli_delete_cmd(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
+                   const char *prefix, const char *what, const char *done);
 
 /*
  * GETs path (which may already hold a query) following next_cursor until
@@ -317,6 +365,31 @@ void cli_kv(struct cli_table *t, const char *key, const char *value);
 /* Prints t (or "no <what>" to stderr when empty), frees it, returns the
  * exit code (CLI_EXIT_LOCAL when out of memory). */
 int cli_table_finish(struct cli_table *t, const char *what);
+
+/* Below t's rows, when there are several: "total" and the sum in the last
+ * column, with that many decimals. */
+void cli_table_total(struct cli_table *t, double total, int decimals);
+
+/*
+ * A listing's table, for the commands that print one row per element of a
+ * list: its columns, and how one element fills a row (row[0..ncols), with
+ * c[0..ncols) as room for the cells' text).
+ */
+#define CLI_LIST_COLS_MAX 16
+struct cli_listing {
+    const char *what; /* "no <what>" when the list is empty */
+    int ncols;        /* at most CLI_LIST_COLS_MAX */
+    const char *const *head;
+    unsigned right;   /* as cli_table_init's */
+    void (*row)(const struct cli_ctx *ctx, const json_t *item, char (*c)[CLI_CELL_MAX],
+                const char **row);
+};
+/* Appends a row to t (initialised with l's columns) per element of list. */
+void cli_list_rows(const struct cli_ctx *ctx, const struct cli_listing *l, struct cli_table *t,
+                   const json_t *list);
+/* Prints list as l's table (cli_table_finish), then frees root; returns the exit code. */
+int cli_list_print(const struct cli_ctx *ctx, const struct cli_listing *l, json_t *root,
+                   const json_t *list);
 
 /* ---- the commands (cmd_*.c) ---- */
 

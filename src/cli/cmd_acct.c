@@ -115,10 +115,8 @@ int cli_cmd_acct(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
         json_decref(out);
         return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_LOCAL;
     }
-    if (cli_emit(ctx, out)) {
-        json_decref(out);
+    if (cli_answered(ctx, CLI_EXIT_OK, out))
         return CLI_EXIT_OK;
-    }
     static const char *const head[] = {"ID",    "TENANT", "USER",    "NAME",
                                        "TIER",  "MODEL",  "GPUS",    "STATE",
                                        "EXIT",  "START",  "ELAPSED", "GPU-HOURS"};
@@ -158,12 +156,7 @@ int cli_cmd_acct(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
             cli_table_row(&t, srow);
         }
     }
-    if (t.nrows > 1) {
-        char c[32];
-        snprintf(c, sizeof c, "%.2f", total);
-        const char *row[12] = {"total", "", "", "", "", "", "", "", "", "", "", c};
-        cli_table_row(&t, row);
-    }
+    cli_table_total(&t, total, 2);
     json_decref(out);
     return cli_table_finish(&t, "jobs in this period");
 }

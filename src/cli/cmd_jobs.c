@@ -198,6 +198,20 @@ static void ranks_cell(const json_t *job, struct cli_buf *b)
     }
 }
 
+static void job_row(const struct cli_ctx *ctx, const json_t *job, char (*c)[CLI_CELL_MAX],
+                    const char **row)
+{
+    const char *cells[11] = {
+        cli_str(job, "id", c[0], CLI_CELL_MAX),     cli_str(job, "name", c[1], CLI_CELL_MAX),
+        cli_str(job, "tenant", c[2], CLI_CELL_MAX), cli_str(job, "owner", c[3], CLI_CELL_MAX),
+        cli_str(job, "state", c[4], CLI_CELL_MAX),  exit_cell(job, c[5], CLI_CELL_MAX),
+        gpus_cell(job, c[6], CLI_CELL_MAX),         position_cell(job, c[7], CLI_CELL_MAX),
+        start_cell(ctx, job, c[8], CLI_CELL_MAX),
+        cli_time_short(ctx, json_object_get(job, "submit_time"), c[9], CLI_CELL_MAX),
+        cli_str(job, "reason", c[10], CLI_CELL_MAX)};
+    memcpy(row, cells, sizeof cells);
+}
+
 int cli_cmd_jobs(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
     const char *tenant = NULL, *state = NULL, *owner = NULL, *limit = NULL;
@@ -220,29 +234,18 @@ int cli_cmd_jobs(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
     json_t *out = NULL;
     rc = path.oom ? CLI_EXIT_LOCAL : cli_get_pages(ctx, path.p, "jobs", all, &out);
     cli_buf_free(&path);
-    if (rc != CLI_EXIT_OK || cli_emit(ctx, out)) {
-        json_decref(out);
+    if (cli_answered(ctx, rc, out))
         return rc;
-    }
     static const char *const head[] = {"ID",       "NAME",  "TENANT",    "OWNER",
                                        "STATE",    "EXIT",  "GPUS",      "POSITION",
                                        "START",    "SUBMITTED", "REASON"};
+    static const struct cli_listing jobs_list = {
+        "jobs", 11, head, 1u << 0 | 1u << 5 | 1u << 6 | 1u << 7, job_row};
     struct cli_table t;
-    cli_table_init(&t, 11, head, 1u << 0 | 1u << 5 | 1u << 6 | 1u << 7);
+    cli_table_init(&t, jobs_list.ncols, head, jobs_list.right);
+    cli_list_rows(ctx, &jobs_list, &t, json_object_get(out, "jobs"));
     size_t i;
     json_t *job;
-    json_array_foreach(json_object_get(out, "jobs"), i, job) {
-        char c[11][CLI_CELL_MAX];
-        const char *row[11] = {
-            cli_str(job, "id", c[0], sizeof c[0]),         cli_str(job, "name", c[1], sizeof c[1]),
-            cli_str(job, "tenant", c[2], sizeof c[2]),     cli_str(job, "owner", c[3], sizeof c[3]),
-            cli_str(job, "state", c[4], sizeof c[4]),      exit_cell(job, c[5], sizeof c[5]),
-            gpus_cell(job, c[6], sizeof c[6]),             position_cell(job, c[7], sizeof c[7]),
-            start_cell(ctx, job, c[8], sizeof c[8]),
-            cli_time_short(ctx, json_object_get(job, "submit_time"), c[9], sizeof c[9]),
-            cli_str(job, "reason", c[10], sizeof c[10])};
-        cli_table_row(&t, row);
-    }
     /* a large array's elements that are not jobs yet: one line, as Slurm's
      * squeue prints 123_[5-99999] */
     json_array_foreach(json_object_get(out, "arrays"), i, job) {
@@ -370,13 +373,9 @@ static int job_doc(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     int rc = cli_parse_job(ctx, cmd, argc, argv, NULL, &id);
     if (rc != CLI_CONTINUE)
         return rc;
+    *root = NULL;
     rc = job_request(ctx, "GET", id, suffix, member, root, doc);
-    if (rc != CLI_EXIT_OK || cli_emit(ctx, *root)) {
-        if (rc == CLI_EXIT_OK)
-            json_decref(*root);
-        return rc;
-    }
-    return CLI_CONTINUE;
+    return cli_answered(ctx, rc, *root) ? rc : CLI_CONTINUE;
 }
 
 int cli_cmd_show(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
@@ -739,33 +738,20 @@ int cli_cmd_explain(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, ch
     return cli_table_finish(&t, "explanation");
 }
 
+static void event_row(const struct cli_ctx *ctx, const json_t *ev, char (*c)[CLI_CELL_MAX],
+                      const char **row)
+{
+    (void)ctx;
+    const char *cells[4] = {cli_str(ev, "id", c[0], CLI_CELL_MAX),
+                            cli_time_iso(json_object_get(ev, "time"), c[1], CLI_CELL_MAX),
+                            cli_str(ev, "kind", c[2], CLI_CELL_MAX),
+                            cli_event_text(ev, c[3], CLI_CELL_MAX)};
+    memcpy(row, cells, sizeof cells);
+}
+
 int cli_cmd_events(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    long id;
-    int rc = cli_parse_job(ctx, cmd, argc, argv, NULL, &id);
-    if (rc != CLI_CONTINUE)
-        return rc;
-    char path[96];
-    snprintf(path, sizeof path, "/v1/jobs/%ld/events", id);
-    json_t *out = NULL;
-    rc = cli_get_pages(ctx, path, "events", true, &out);
-    if (rc != CLI_EXIT_OK || cli_emit(ctx, out)) {
-        json_decref(out);
-        return rc;
-    }
     static const char *const head[] = {"ID", "TIME", "KIND", "DETAIL"};
-    struct cli_table t;
-    cli_table_init(&t, 4, head, 1u << 0);
-    size_t i;
-    json_t *ev;
-    json_array_foreach(json_object_get(out, "events"), i, ev) {
-        char c[4][CLI_CELL_MAX];
-        const char *row[4] = {cli_str(ev, "id", c[0], sizeof c[0]),
-                              cli_time_iso(json_object_get(ev, "time"), c[1], sizeof c[1]),
-                              cli_str(ev, "kind", c[2], sizeof c[2]),
-                              cli_event_text(ev, c[3], sizeof c[3])};
-        cli_table_row(&t, row);
-    }
-    json_decref(out);
-    return cli_table_finish(&t, "events");
+    static const struct cli_listing events_list = {"events", 4, head, 1u << 0, event_row};
+    return cli_job_list(ctx, cmd, argc, argv, "/events", "events", true, &events_list);
 }

@@ -33,34 +33,30 @@ static const char *state_cell(const json_t *node, char *buf, size_t size)
     return buf;
 }
 
+static void node_row(const struct cli_ctx *ctx, const json_t *n, char (*c)[CLI_CELL_MAX],
+                     const char **row)
+{
+    (void)ctx;
+    snprintf(c[6], CLI_CELL_MAX, "%zu", json_array_size(json_object_get(n, "jobs")));
+    const char *cells[7] = {cli_str(n, "name", c[0], CLI_CELL_MAX),
+                            state_cell(n, c[1], CLI_CELL_MAX),
+                            cli_str(n, "gpu_model", c[2], CLI_CELL_MAX),
+                            free_of(n, "gpus_free", "gpus", 1, "", c[3], CLI_CELL_MAX),
+                            free_of(n, "cpu_free_milli", "cpu_milli", MILLI_PER_CORE, "", c[4],
+                                    CLI_CELL_MAX),
+                            free_of(n, "memory_free_mib", "memory_mib", MIB_PER_GIB, "Gi", c[5],
+                                    CLI_CELL_MAX),
+                            c[6]};
+    memcpy(row, cells, sizeof cells);
+}
+
 int cli_cmd_nodes(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    json_t *root, *nodes;
-    int rc = cli_list_fetch(ctx, cmd, argc, argv, "/v1/nodes", "nodes", &root, &nodes);
-    if (rc != CLI_CONTINUE)
-        return rc;
     static const char *const head[] = {"NAME", "STATE", "MODEL", "GPUS FREE",
                                        "CPU FREE", "MEM FREE", "JOBS"};
-    struct cli_table t;
-    cli_table_init(&t, 7, head, 1u << 3 | 1u << 4 | 1u << 5 | 1u << 6);
-    size_t i;
-    json_t *n;
-    json_array_foreach(nodes, i, n) {
-        char c[7][CLI_CELL_MAX];
-        snprintf(c[6], sizeof c[6], "%zu", json_array_size(json_object_get(n, "jobs")));
-        const char *row[7] = {cli_str(n, "name", c[0], sizeof c[0]),
-                              state_cell(n, c[1], sizeof c[1]),
-                              cli_str(n, "gpu_model", c[2], sizeof c[2]),
-                              free_of(n, "gpus_free", "gpus", 1, "", c[3], sizeof c[3]),
-                              free_of(n, "cpu_free_milli", "cpu_milli", MILLI_PER_CORE, "",
-                                      c[4], sizeof c[4]),
-                              free_of(n, "memory_free_mib", "memory_mib", MIB_PER_GIB, "Gi",
-                                      c[5], sizeof c[5]),
-                              c[6]};
-        cli_table_row(&t, row);
-    }
-    json_decref(root);
-    return cli_table_finish(&t, "nodes");
+    static const struct cli_listing nodes_list = {
+        "nodes", 7, head, 1u << 3 | 1u << 4 | 1u << 5 | 1u << 6, node_row};
+    return cli_list_cmd(ctx, cmd, argc, argv, "/v1/nodes", "nodes", &nodes_list);
 }
 
 /* "gpu 0: 3g.40gb@0 used, 1g.10gb@4 free" a line per GPU. */
@@ -127,13 +123,10 @@ int cli_cmd_node(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
     int rc = cli_parse(ctx, cmd, argc, argv, NULL, &name, 1, 1);
     if (rc != CLI_CONTINUE)
         return rc;
-    json_t *root, *n;
+    json_t *root = NULL, *n;
     rc = node_request(ctx, "GET", name, "", &root, &n);
-    if (rc != CLI_EXIT_OK || cli_emit(ctx, root)) {
-        if (rc == CLI_EXIT_OK)
-            json_decref(root);
+    if (cli_answered(ctx, rc, root))
         return rc;
-    }
     char v[CLI_CELL_MAX];
     struct cli_table t;
     cli_table_init(&t, 2, NULL, 0);

@@ -9,40 +9,35 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void resv_row(const struct cli_ctx *ctx, const json_t *r, char (*c)[CLI_CELL_MAX],
+                     const char **row)
+{
+    char users[CLI_CELL_MAX] = "";
+    size_t k, ul = 0;
+    json_t *u;
+    json_array_foreach(json_object_get(r, "users"), k, u) {
+        const char *s = json_string_value(u);
+        if (s && ul < sizeof users)
+            ul += (size_t)snprintf(users + ul, sizeof users - ul, "%s%s", k ? "," : "", s);
+    }
+    const char *cells[7] = {
+        cli_str(r, "name", c[0], CLI_CELL_MAX), cli_str(r, "nodes", c[1], CLI_CELL_MAX),
+        cli_time_short(ctx, json_object_get(r, "start"), c[2], CLI_CELL_MAX),
+        cli_time_short(ctx, json_object_get(r, "end"), c[3], CLI_CELL_MAX),
+        json_is_true(json_object_get(r, "maintenance")) ? "(maintenance)"
+                                                        : cli_str(r, "tenant", c[4],
+                                                                  CLI_CELL_MAX),
+        users[0] ? cli_clean(users, c[5], CLI_CELL_MAX) : "-",
+        cli_str(r, "state", c[6], CLI_CELL_MAX)};
+    memcpy(row, cells, sizeof cells);
+}
+
 int cli_cmd_resv_list(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    json_t *root, *list;
-    int rc = cli_list_fetch(ctx, cmd, argc, argv, "/v1/reservations", "reservations", &root, &list);
-    if (rc != CLI_CONTINUE)
-        return rc;
     static const char *const head[] = {"NAME", "NODES", "START", "END", "TENANT", "USERS",
                                        "STATE"};
-    struct cli_table t;
-    cli_table_init(&t, 7, head, 0);
-    size_t i;
-    json_t *r;
-    json_array_foreach(list, i, r) {
-        char c[7][CLI_CELL_MAX], users[CLI_CELL_MAX] = "";
-        size_t k, ul = 0;
-        json_t *u;
-        json_array_foreach(json_object_get(r, "users"), k, u) {
-            const char *s = json_string_value(u);
-            if (s && ul < sizeof users)
-                ul += (size_t)snprintf(users + ul, sizeof users - ul, "%s%s", k ? "," : "", s);
-        }
-        const char *row[7] = {
-            cli_str(r, "name", c[0], sizeof c[0]), cli_str(r, "nodes", c[1], sizeof c[1]),
-            cli_time_short(ctx, json_object_get(r, "start"), c[2], sizeof c[2]),
-            cli_time_short(ctx, json_object_get(r, "end"), c[3], sizeof c[3]),
-            json_is_true(json_object_get(r, "maintenance")) ? "(maintenance)"
-                                                            : cli_str(r, "tenant", c[4],
-                                                                      sizeof c[4]),
-            users[0] ? cli_clean(users, c[5], sizeof c[5]) : "-",
-            cli_str(r, "state", c[6], sizeof c[6])};
-        cli_table_row(&t, row);
-    }
-    json_decref(root);
-    return cli_table_finish(&t, "reservations");
+    static const struct cli_listing resv_list = {"reservations", 7, head, 0, resv_row};
+    return cli_list_cmd(ctx, cmd, argc, argv, "/v1/reservations", "reservations", &resv_list);
 }
 
 int cli_cmd_resv_create(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
@@ -80,11 +75,9 @@ int cli_cmd_resv_create(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc
         json_object_set_new(body, "users", ul);
     }
     struct cli_resp resp;
-    rc = cli_send_json(ctx, "POST", "/v1/reservations", body, &resp);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    json_t *r;
-    rc = cli_expect_member(resp.json, "reservation", JSON_OBJECT, &r);
+    json_t *r = NULL;
+    rc = cli_send_member(ctx, "POST", "/v1/reservations", body, "reservation", JSON_OBJECT, &resp,
+                         &r);
     if (rc == CLI_EXIT_OK && !cli_emit(ctx, resp.json)) {
         char nm[CLI_CELL_MAX], nd[CLI_CELL_MAX], st[CLI_CELL_MAX], en[CLI_CELL_MAX];
         printf("reservation %s created: %s from %s to %s\n", cli_str(r, "name", nm, sizeof nm),
@@ -98,9 +91,5 @@ int cli_cmd_resv_create(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc
 
 int cli_cmd_resv_delete(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    const char *name;
-    int rc = cli_parse(ctx, cmd, argc, argv, NULL, &name, 1, 1);
-    if (rc != CLI_CONTINUE)
-        return rc;
-    return cli_delete_named(ctx, "/v1/reservations/", name, NULL, "reservation", "deleted");
+    return cli_delete_cmd(ctx, cmd, argc, argv, "/v1/reservations/", "reservation", "deleted");
 }

@@ -174,22 +174,13 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     const char **secrets = sopts + argc + 1;
     int nsecrets = 0;
     int nsopts = 0, i = 0;
-    struct {
-        const char *name;
-        const char **slot;
-    } own[] = {{"tenant", &tenant},          {"slurm-map", &map_path},
-               {"idempotency-key", &key},    {"server", &ctx->flags.server},
-               {"token", &ctx->flags.token}, {"config", &ctx->flags.config},
-               {"ca", &ctx->flags.ca},       {"timeout", &ctx->flags.timeout}};
+    const struct cli_word own[] = {
+        {"tenant", &tenant}, {"slurm-map", &map_path}, {"idempotency-key", &key}};
     for (; i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) {
             i++;
             break;
-        }
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            ctx->flags.help = true;
-            continue;
         }
         if (strcmp(a, "--dry-run") == 0) {
             dry_run = true;
@@ -200,21 +191,10 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
             continue;
         }
         bool mine = false;
-        for (size_t k = 0; k < sizeof own / sizeof own[0] && !mine; k++) {
-            size_t n = strlen(own[k].name);
-            if (strncmp(a, "--", 2) != 0 || strncmp(a + 2, own[k].name, n) != 0)
-                continue;
-            if (a[2 + n] == '=') {
-                *own[k].slot = a + 3 + n;
-                mine = true;
-            } else if (a[2 + n] == '\0') {
-                if (i + 1 >= argc) {
-                    free(sopts);
-                    return cli_usage_error(cmd, "option --%s needs a value", own[k].name);
-                }
-                *own[k].slot = argv[++i];
-                mine = true;
-            }
+        if (cli_take_word(ctx, cmd, own, sizeof own / sizeof own[0], argc, argv, &i, &mine) !=
+            CLI_CONTINUE) {
+            free(sopts);
+            return CLI_EXIT_USAGE;
         }
         if (mine)
             continue;

@@ -37,37 +37,29 @@ static int tenant_path(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc,
     return CLI_CONTINUE;
 }
 
+static void secret_row(const struct cli_ctx *ctx, const json_t *s, char (*c)[CLI_CELL_MAX],
+                       const char **row)
+{
+    const char *cells[4] = {cli_str(s, "name", c[0], CLI_CELL_MAX),
+                            cli_str(s, "scope", c[1], CLI_CELL_MAX),
+                            cli_str(s, "owner", c[2], CLI_CELL_MAX),
+                            cli_time_short(ctx, json_object_get(s, "updated"), c[3],
+                                           CLI_CELL_MAX)};
+    memcpy(row, cells, sizeof cells);
+}
+
 int cli_cmd_secrets(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
+    static const char *const head[] = {"NAME", "SCOPE", "OWNER", "UPDATED"};
+    static const struct cli_listing secrets_list = {"secrets", 4, head, 0, secret_row};
     struct cli_buf path = {0};
     int rc = tenant_path(ctx, cmd, argc, argv, "/v1/secrets", &path);
     if (rc != CLI_CONTINUE)
         return rc;
     json_t *root, *list;
-    rc = path.oom ? CLI_EXIT_LOCAL
-                  : cli_get_member(ctx, path.p, "secrets", JSON_ARRAY, &root, &list);
+    rc = cli_list_get(ctx, path.oom ? NULL : path.p, "secrets", &root, &list);
     cli_buf_free(&path);
-    if (rc != CLI_EXIT_OK || cli_emit(ctx, root)) {
-        if (rc == CLI_EXIT_OK)
-            json_decref(root);
-        return rc;
-    }
-    static const char *const head[] = {"NAME", "SCOPE", "OWNER", "UPDATED"};
-    struct cli_table t;
-    cli_table_init(&t, 4, head, 0);
-    size_t i;
-    json_t *s;
-    json_array_foreach(list, i, s) {
-        char c[4][CLI_CELL_MAX];
-        const char *row[4] = {cli_str(s, "name", c[0], sizeof c[0]),
-                              cli_str(s, "scope", c[1], sizeof c[1]),
-                              cli_str(s, "owner", c[2], sizeof c[2]),
-                              cli_time_short(ctx, json_object_get(s, "updated"), c[3],
-                                             sizeof c[3])};
-        cli_table_row(&t, row);
-    }
-    json_decref(root);
-    return cli_table_finish(&t, "secrets");
+    return rc != CLI_CONTINUE ? rc : cli_list_print(ctx, &secrets_list, root, list);
 }
 
 /* The value: the file's bytes, or stdin's less one final newline. */
@@ -143,8 +135,23 @@ int cli_cmd_secrets_rm(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc,
     return cli_delete_named(ctx, "/v1/secrets/", name, query, "secret", "deleted");
 }
 
+static void secret_event_row(const struct cli_ctx *ctx, const json_t *ev,
+                             char (*c)[CLI_CELL_MAX], const char **row)
+{
+    (void)ctx;
+    static const char *const keys[] = {"tenant", "scope", "owner", "name", "by"};
+    const json_t *d = json_object_get(ev, "data");
+    row[0] = cli_time_iso(json_object_get(ev, "time"), c[0], CLI_CELL_MAX);
+    row[1] = cli_str(ev, "kind", c[1], CLI_CELL_MAX);
+    for (int k = 0; k < 5; k++)
+        row[2 + k] = cli_str(d, keys[k], c[2 + k], CLI_CELL_MAX);
+}
+
 int cli_cmd_secrets_events(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
+    static const char *const head[] = {"TIME", "KIND", "TENANT", "SCOPE", "OWNER", "NAME", "BY"};
+    static const struct cli_listing events_list = {"secret events", 7, head, 0,
+                                                   secret_event_row};
     struct cli_buf path = {0};
     int rc = tenant_path(ctx, cmd, argc, argv, "/v1/secrets/events", &path);
     if (rc != CLI_CONTINUE)
@@ -152,25 +159,7 @@ int cli_cmd_secrets_events(struct cli_ctx *ctx, const struct cli_cmd *cmd, int a
     json_t *out = NULL;
     rc = path.oom ? CLI_EXIT_LOCAL : cli_get_pages(ctx, path.p, "events", true, &out);
     cli_buf_free(&path);
-    if (rc != CLI_EXIT_OK || cli_emit(ctx, out)) {
-        json_decref(out);
+    if (cli_answered(ctx, rc, out))
         return rc;
-    }
-    static const char *const head[] = {"TIME", "KIND", "TENANT", "SCOPE", "OWNER", "NAME", "BY"};
-    static const char *const keys[] = {"tenant", "scope", "owner", "name", "by"};
-    struct cli_table t;
-    cli_table_init(&t, 7, head, 0);
-    size_t i;
-    json_t *ev;
-    json_array_foreach(json_object_get(out, "events"), i, ev) {
-        char c[7][CLI_CELL_MAX];
-        const json_t *d = json_object_get(ev, "data");
-        const char *row[7] = {cli_time_iso(json_object_get(ev, "time"), c[0], sizeof c[0]),
-                              cli_str(ev, "kind", c[1], sizeof c[1])};
-        for (int k = 0; k < 5; k++)
-            row[2 + k] = cli_str(d, keys[k], c[2 + k], sizeof c[2 + k]);
-        cli_table_row(&t, row);
-    }
-    json_decref(out);
-    return cli_table_finish(&t, "secret events");
+    return cli_list_print(ctx, &events_list, out, json_object_get(out, "events"));
 }

@@ -87,27 +87,17 @@ static int parse_opts(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, 
     /* srun and salloc read as Slurm's: --pty, --gres=gpu:N, the command
      * without "--" */
     bool slurm = job_flags && (strcmp(cmd->name, "srun") == 0 || strcmp(cmd->name, "salloc") == 0);
-    struct {
-        const char *name;
-        const char **slot;
-        bool job;
-    } own[] = {{"tenant", &o->tenant, true},         {"name", &o->name, true},
-               {"gpus", &o->gpus, true},             {"tier", &o->tier, true},
-               {"time-limit", &o->time_limit, true}, {"image", &o->image, true},
-               {"file", &o->file, true},             {"idle", &o->idle, true},
-               {"server", &ctx->flags.server, false},
-               {"token", &ctx->flags.token, false},  {"config", &ctx->flags.config, false},
-               {"ca", &ctx->flags.ca, false},        {"timeout", &ctx->flags.timeout, false}};
+    const struct cli_word own[] = {{"tenant", &o->tenant},         {"name", &o->name},
+                                   {"gpus", &o->gpus},             {"tier", &o->tier},
+                                   {"time-limit", &o->time_limit}, {"image", &o->image},
+                                   {"file", &o->file},             {"idle", &o->idle}};
+    size_t nown = job_flags ? sizeof own / sizeof own[0] : 0;
     int i = 0;
     for (; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) {
             i++;
             break;
-        }
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            ctx->flags.help = true;
-            continue;
         }
         if (strcmp(a, "-T") == 0 || strcmp(a, "--no-tty") == 0) {
             o->no_tty = true;
@@ -132,21 +122,8 @@ static int parse_opts(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, 
             continue;
         }
         bool mine = false;
-        for (size_t k = 0; k < sizeof own / sizeof own[0] && !mine; k++) {
-            size_t n = strlen(own[k].name);
-            if (strncmp(a, "--", 2) != 0 || strncmp(a + 2, own[k].name, n) != 0 ||
-                (own[k].job && !job_flags))
-                continue;
-            if (a[2 + n] == '=') {
-                *own[k].slot = a + 3 + n;
-                mine = true;
-            } else if (a[2 + n] == '\0') {
-                if (i + 1 >= argc)
-                    return cli_usage_error(cmd, "option --%s needs a value", own[k].name);
-                *own[k].slot = argv[++i];
-                mine = true;
-            }
-        }
+        if (cli_take_word(ctx, cmd, own, nown, argc, argv, &i, &mine) != CLI_CONTINUE)
+            return CLI_EXIT_USAGE;
         if (!mine)
             return cli_usage_error(cmd, "unknown option %s", a);
     }

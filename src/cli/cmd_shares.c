@@ -26,6 +26,39 @@ static const json_t *tenant_named(const json_t *tenants, const char *name)
     return NULL;
 }
 
+/* A tenant's row, or under it one of its users' (USER and OF TENANT only). */
+static void share_row(const struct cli_ctx *ctx, const json_t *r, char (*c)[CLI_CELL_MAX],
+                      const char **row)
+{
+    (void)ctx;
+    bool user = json_is_string(json_object_get(r, "user"));
+    snprintf(c[6], CLI_CELL_MAX, "%.2f", json_number_value(json_object_get(r, "gpu_hours")));
+    if (user)
+        snprintf(c[7], CLI_CELL_MAX, "%.3f", json_number_value(json_object_get(r, "fraction")));
+    const char *cells[8] = {user ? "" : cli_str(r, "tenant", c[0], CLI_CELL_MAX),
+                            user ? cli_str(r, "user", c[1], CLI_CELL_MAX) : "",
+                            user ? "" : cli_str(r, "weight", c[2], CLI_CELL_MAX),
+                            user ? "" : cli_str(r, "share", c[3], CLI_CELL_MAX),
+                            user ? "" : cli_str(r, "usage_share", c[4], CLI_CELL_MAX),
+                            user ? "" : cli_str(r, "order", c[5], CLI_CELL_MAX),
+                            c[6],
+                            user ? c[7] : ""};
+    memcpy(row, cells, sizeof cells);
+}
+
+/* A pending job's row: its members by name, in the columns' order. */
+static void prio_row(const struct cli_ctx *ctx, const json_t *j, char (*c)[CLI_CELL_MAX],
+                     const char **row)
+{
+    (void)ctx;
+    static const char *const keys[] = {"id",    "tenant",    "user",  "priority",
+                                       "tenant_share", "order", "las_level",
+                                       "attained_gpu_hours", "position_tenant",
+                                       "position_cluster"};
+    for (int k = 0; k < 10; k++)
+        row[k] = cli_str(j, keys[k], c[k], CLI_CELL_MAX);
+}
+
 int cli_cmd_shares(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
     const char *since = NULL;
@@ -96,33 +129,13 @@ int cli_cmd_shares(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     json_decref(acct);
     json_decref(troot);
     json_t *doc = json_pack("{s:o,s:f}", "shares", out, "since", t_from);
-    if (cli_emit(ctx, doc)) {
-        json_decref(doc);
+    if (cli_answered(ctx, CLI_EXIT_OK, doc))
         return CLI_EXIT_OK;
-    }
     static const char *const head[] = {"TENANT", "USER",  "WEIGHT",    "SHARE",
                                        "NOW",    "ORDER", "GPU-HOURS", "OF TENANT"};
-    struct cli_table t;
-    cli_table_init(&t, 8, head, 1u << 2 | 1u << 3 | 1u << 4 | 1u << 6 | 1u << 7);
-    json_array_foreach(out, i, r) {
-        char c[8][CLI_CELL_MAX];
-        bool user = json_is_string(json_object_get(r, "user"));
-        snprintf(c[6], sizeof c[6], "%.2f", json_number_value(json_object_get(r, "gpu_hours")));
-        if (user)
-            snprintf(c[7], sizeof c[7], "%.3f",
-                     json_number_value(json_object_get(r, "fraction")));
-        const char *row[8] = {user ? "" : cli_str(r, "tenant", c[0], sizeof c[0]),
-                              user ? cli_str(r, "user", c[1], sizeof c[1]) : "",
-                              user ? "" : cli_str(r, "weight", c[2], sizeof c[2]),
-                              user ? "" : cli_str(r, "share", c[3], sizeof c[3]),
-                              user ? "" : cli_str(r, "usage_share", c[4], sizeof c[4]),
-                              user ? "" : cli_str(r, "order", c[5], sizeof c[5]),
-                              c[6],
-                              user ? c[7] : ""};
-        cli_table_row(&t, row);
-    }
-    json_decref(doc);
-    return cli_table_finish(&t, "tenants");
+    static const struct cli_listing shares_list = {
+        "tenants", 8, head, 1u << 2 | 1u << 3 | 1u << 4 | 1u << 6 | 1u << 7, share_row};
+    return cli_list_print(ctx, &shares_list, doc, out);
 }
 
 int cli_cmd_prio(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
@@ -169,26 +182,12 @@ int cli_cmd_prio(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
     json_decref(jobs);
     json_decref(troot);
     json_t *doc = json_pack("{s:o}", "jobs", out);
-    if (cli_emit(ctx, doc)) {
-        json_decref(doc);
+    if (cli_answered(ctx, CLI_EXIT_OK, doc))
         return CLI_EXIT_OK;
-    }
     static const char *const head[] = {"ID",    "TENANT",  "USER",   "PRIORITY", "SHARE",
                                        "ORDER", "LEVEL",   "GPU-H",  "IN TENANT", "IN CLUSTER"};
-    struct cli_table t;
-    cli_table_init(&t, 10, head,
-                   1u << 0 | 1u << 3 | 1u << 4 | 1u << 6 | 1u << 7 | 1u << 8 | 1u << 9);
-    json_array_foreach(out, i, j) {
-        char c[10][CLI_CELL_MAX];
-        static const char *const keys[] = {"id",    "tenant",    "user",  "priority",
-                                           "tenant_share", "order", "las_level",
-                                           "attained_gpu_hours", "position_tenant",
-                                           "position_cluster"};
-        const char *row[10];
-        for (int k = 0; k < 10; k++)
-            row[k] = cli_str(j, keys[k], c[k], sizeof c[k]);
-        cli_table_row(&t, row);
-    }
-    json_decref(doc);
-    return cli_table_finish(&t, "pending jobs");
+    static const struct cli_listing prio_list = {
+        "pending jobs", 10, head,
+        1u << 0 | 1u << 3 | 1u << 4 | 1u << 6 | 1u << 7 | 1u << 8 | 1u << 9, prio_row};
+    return cli_list_print(ctx, &prio_list, doc, out);
 }

@@ -235,61 +235,46 @@ int cli_cmd_srun(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
     return srun_wait(ctx, jid, step, label);
 }
 
+/* A step's row as sacct shows it (JOB.STEP). */
+static void step_row(const struct cli_ctx *ctx, const json_t *s, char (*v)[CLI_CELL_MAX],
+                     const char **row)
+{
+    struct cli_buf nodes = {0}, argv_b = {0};
+    size_t q;
+    json_t *x;
+    json_array_foreach(json_object_get(s, "nodes"), q, x)
+    {
+        cli_buf_puts(&nodes, q ? "," : "");
+        cli_buf_puts(&nodes, json_string_value(x) ? json_string_value(x) : "");
+    }
+    json_array_foreach(json_object_get(s, "command"), q, x)
+    {
+        cli_buf_puts(&argv_b, q ? " " : "");
+        cli_buf_puts(&argv_b, json_string_value(x) ? json_string_value(x) : "");
+    }
+    const json_t *st = json_object_get(s, "start"), *en = json_object_get(s, "end");
+    double el = json_is_number(en) ? json_number_value(en) - json_number_value(st)
+                                   : (double)ctx->now - json_number_value(st);
+    cli_duration(el > 0 ? el : 0, v[6], CLI_CELL_MAX);
+    snprintf(v[7], CLI_CELL_MAX, "%.0f", json_number_value(json_object_get(s, "gpu_seconds")));
+    const char *cells[9] = {
+        cli_str(s, "name", v[0], CLI_CELL_MAX), cli_str(s, "state", v[1], CLI_CELL_MAX),
+        cli_value(json_object_get(s, "exit_code"), v[2], CLI_CELL_MAX),
+        cli_value(json_object_get(s, "ntasks"), v[3], CLI_CELL_MAX),
+        cli_clean(nodes.p ? nodes.p : "", v[4], CLI_CELL_MAX),
+        cli_time_short(ctx, st, v[5], CLI_CELL_MAX), v[6], v[7],
+        cli_clean(argv_b.p ? argv_b.p : "", v[8], CLI_CELL_MAX)};
+    memcpy(row, cells, sizeof cells);
+    cli_buf_free(&nodes);
+    cli_buf_free(&argv_b);
+}
+
 /* `tessera steps JOB`: the job's steps as sacct shows them (JOB.STEP rows). */
 int cli_cmd_steps(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    long id;
-    int rc = cli_parse_job(ctx, cmd, argc, argv, NULL, &id);
-    if (rc != CLI_CONTINUE)
-        return rc;
-    char path[64];
-    snprintf(path, sizeof path, "/v1/jobs/%ld/steps", id);
-    json_t *root, *steps;
-    rc = cli_get_member(ctx, path, "steps", JSON_ARRAY, &root, &steps);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    if (cli_emit(ctx, root)) {
-        json_decref(root);
-        return CLI_EXIT_OK;
-    }
     static const char *const H[] = {"STEP", "STATE", "EXIT", "TASKS", "NODES",
                                     "START", "ELAPSED", "GPU-S", "COMMAND"};
-    struct cli_table t;
-    cli_table_init(&t, 9, H, (1u << 2) | (1u << 3) | (1u << 6) | (1u << 7));
-    size_t k;
-    json_t *s;
-    json_array_foreach(steps, k, s)
-    {
-        char v[9][CLI_CELL_MAX];
-        struct cli_buf nodes = {0}, argv_b = {0};
-        size_t q;
-        json_t *x;
-        json_array_foreach(json_object_get(s, "nodes"), q, x)
-        {
-            cli_buf_puts(&nodes, q ? "," : "");
-            cli_buf_puts(&nodes, json_string_value(x) ? json_string_value(x) : "");
-        }
-        json_array_foreach(json_object_get(s, "command"), q, x)
-        {
-            cli_buf_puts(&argv_b, q ? " " : "");
-            cli_buf_puts(&argv_b, json_string_value(x) ? json_string_value(x) : "");
-        }
-        const json_t *st = json_object_get(s, "start"), *en = json_object_get(s, "end");
-        double el = json_is_number(en) ? json_number_value(en) - json_number_value(st)
-                                       : (double)ctx->now - json_number_value(st);
-        cli_duration(el > 0 ? el : 0, v[6], sizeof v[6]);
-        snprintf(v[7], sizeof v[7], "%.0f", json_number_value(json_object_get(s, "gpu_seconds")));
-        const char *cells[9] = {
-            cli_str(s, "name", v[0], sizeof v[0]), cli_str(s, "state", v[1], sizeof v[1]),
-            cli_value(json_object_get(s, "exit_code"), v[2], sizeof v[2]),
-            cli_value(json_object_get(s, "ntasks"), v[3], sizeof v[3]),
-            cli_clean(nodes.p ? nodes.p : "", v[4], sizeof v[4]),
-            cli_time_short(ctx, st, v[5], sizeof v[5]), v[6], v[7],
-            cli_clean(argv_b.p ? argv_b.p : "", v[8], sizeof v[8])};
-        cli_table_row(&t, cells);
-        cli_buf_free(&nodes);
-        cli_buf_free(&argv_b);
-    }
-    json_decref(root);
-    return cli_table_finish(&t, "steps");
+    static const struct cli_listing steps_list = {
+        "steps", 9, H, (1u << 2) | (1u << 3) | (1u << 6) | (1u << 7), step_row};
+    return cli_job_list(ctx, cmd, argc, argv, "/steps", "steps", false, &steps_list);
 }

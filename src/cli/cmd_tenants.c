@@ -56,33 +56,29 @@ static const char *share_cell(const json_t *tenant, const char *key, char *buf, 
     return buf;
 }
 
+static void tenant_row(const struct cli_ctx *ctx, const json_t *tn, char (*c)[CLI_CELL_MAX],
+                       const char **row)
+{
+    (void)ctx;
+    const char *cells[7] = {cli_str(tn, "name", c[0], CLI_CELL_MAX),
+                            cli_str(tn, "parent", c[1], CLI_CELL_MAX),
+                            cli_str(tn, "weight", c[2], CLI_CELL_MAX),
+                            share_cell(tn, "share", c[3], CLI_CELL_MAX),
+                            share_cell(tn, "usage_share", c[4], CLI_CELL_MAX),
+                            gpu_map_cell(json_object_get(tn, "guaranteed"), c[5], CLI_CELL_MAX),
+                            gpu_map_cell(json_object_get(tn, "usage"), c[6], CLI_CELL_MAX)};
+    memcpy(row, cells, sizeof cells);
+}
+
 int cli_cmd_tenants(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    json_t *root, *tenants;
-    int rc = cli_list_fetch(ctx, cmd, argc, argv, "/v1/tenants", "tenants", &root, &tenants);
-    if (rc != CLI_CONTINUE)
-        return rc;
     /* SHARE: the decayed fair share the scheduler orders by; NOW: the share of
      * what the tenant uses at this moment (docs/cli.md "tenants") */
     static const char *const head[] = {"NAME", "PARENT", "WEIGHT", "SHARE", "NOW",
                                        "GPUS GUARANTEED", "GPUS USED"};
-    struct cli_table t;
-    cli_table_init(&t, 7, head, 1u << 2 | 1u << 3 | 1u << 4);
-    size_t i;
-    json_t *tn;
-    json_array_foreach(tenants, i, tn) {
-        char c[7][CLI_CELL_MAX];
-        const char *row[7] = {cli_str(tn, "name", c[0], sizeof c[0]),
-                              cli_str(tn, "parent", c[1], sizeof c[1]),
-                              cli_str(tn, "weight", c[2], sizeof c[2]),
-                              share_cell(tn, "share", c[3], sizeof c[3]),
-                              share_cell(tn, "usage_share", c[4], sizeof c[4]),
-                              gpu_map_cell(json_object_get(tn, "guaranteed"), c[5], sizeof c[5]),
-                              gpu_map_cell(json_object_get(tn, "usage"), c[6], sizeof c[6])};
-        cli_table_row(&t, row);
-    }
-    json_decref(root);
-    return cli_table_finish(&t, "tenants");
+    static const struct cli_listing tenants_list = {"tenants", 7, head,
+                                                    1u << 2 | 1u << 3 | 1u << 4, tenant_row};
+    return cli_list_cmd(ctx, cmd, argc, argv, "/v1/tenants", "tenants", &tenants_list);
 }
 
 static void quota_row(struct cli_table *t, const char *tenant, const char *model,
@@ -196,14 +192,11 @@ int cli_cmd_usage(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char
     cli_buf_puts(&path, "/v1/usage");
     cli_buf_query(&path, "from", from ? fb : NULL);
     cli_buf_query(&path, "to", to ? tb : NULL);
-    json_t *root = NULL, *usage;
-    rc = path.oom ? CLI_EXIT_LOCAL
-                  : cli_get_member(ctx, path.p, "usage", JSON_ARRAY, &root, &usage);
+    json_t *root, *usage;
+    rc = cli_list_get(ctx, path.oom ? NULL : path.p, "usage", &root, &usage);
     cli_buf_free(&path);
-    if (rc != CLI_EXIT_OK || cli_emit(ctx, root)) {
-        json_decref(root);
+    if (rc != CLI_CONTINUE)
         return rc;
-    }
     static const char *const head[] = {"TENANT", "TIER", "GPU MODEL", "GPU-HOURS"};
     struct cli_table t;
     cli_table_init(&t, 4, head, 1u << 3);
@@ -221,12 +214,7 @@ int cli_cmd_usage(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char
                               cli_str(u, "gpu_model", c[2], sizeof c[2]), c[3]};
         cli_table_row(&t, row);
     }
-    if (t.nrows > 1) {
-        char c[32];
-        snprintf(c, sizeof c, "%.1f", total);
-        const char *row[4] = {"total", "", "", c};
-        cli_table_row(&t, row);
-    }
+    cli_table_total(&t, total, 1);
     json_decref(root);
     return cli_table_finish(&t, "usage in this period");
 }

@@ -30,35 +30,29 @@
 static const char *const ROLES[] = {"admin", "tenant-admin", "user", "viewer",
                                     "cluster-viewer", "node", "scrape"};
 
+static void token_row(const struct cli_ctx *ctx, const json_t *tk, char (*c)[CLI_CELL_MAX],
+                      const char **row)
+{
+    const json_t *rev = json_object_get(tk, "revoked");
+    const json_t *exp = json_object_get(tk, "expires");
+    const char *cells[8] = {
+        cli_str(tk, "name", c[0], CLI_CELL_MAX), cli_str(tk, "role", c[1], CLI_CELL_MAX),
+        cli_str(tk, "tenant", c[2], CLI_CELL_MAX), cli_str(tk, "unix_user", c[3], CLI_CELL_MAX),
+        cli_str(tk, "uid", c[4], CLI_CELL_MAX),
+        cli_time_short(ctx, json_object_get(tk, "created"), c[5], CLI_CELL_MAX),
+        json_is_number(exp) ? cli_time_short(ctx, exp, c[6], CLI_CELL_MAX) : "never",
+        json_is_number(rev) ? cli_time_short(ctx, rev, c[7], CLI_CELL_MAX)
+        : json_is_null(rev) || !rev ? "no"
+                                    : cli_value(rev, c[7], CLI_CELL_MAX)};
+    memcpy(row, cells, sizeof cells);
+}
+
 int cli_cmd_tokens(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    json_t *root, *tokens;
-    int rc = cli_list_fetch(ctx, cmd, argc, argv, "/v1/tokens", "tokens", &root, &tokens);
-    if (rc != CLI_CONTINUE)
-        return rc;
     static const char *const head[] = {"NAME",    "ROLE",    "TENANT", "UNIX USER",
                                        "UID",     "CREATED", "EXPIRES", "REVOKED"};
-    struct cli_table t;
-    cli_table_init(&t, 8, head, 0);
-    size_t i;
-    json_t *tk;
-    json_array_foreach(tokens, i, tk) {
-        char c[8][CLI_CELL_MAX];
-        const json_t *rev = json_object_get(tk, "revoked");
-        const json_t *exp = json_object_get(tk, "expires");
-        const char *row[8] = {
-            cli_str(tk, "name", c[0], sizeof c[0]), cli_str(tk, "role", c[1], sizeof c[1]),
-            cli_str(tk, "tenant", c[2], sizeof c[2]), cli_str(tk, "unix_user", c[3], sizeof c[3]),
-            cli_str(tk, "uid", c[4], sizeof c[4]),
-            cli_time_short(ctx, json_object_get(tk, "created"), c[5], sizeof c[5]),
-            json_is_number(exp) ? cli_time_short(ctx, exp, c[6], sizeof c[6]) : "never",
-            json_is_number(rev) ? cli_time_short(ctx, rev, c[7], sizeof c[7])
-            : json_is_null(rev) || !rev ? "no"
-                                        : cli_value(rev, c[7], sizeof c[7])};
-        cli_table_row(&t, row);
-    }
-    json_decref(root);
-    return cli_table_finish(&t, "tokens");
+    static const struct cli_listing tokens_list = {"tokens", 8, head, 0, token_row};
+    return cli_list_cmd(ctx, cmd, argc, argv, "/v1/tokens", "tokens", &tokens_list);
 }
 
 int cli_cmd_tokens_create(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
@@ -99,11 +93,8 @@ int cli_cmd_tokens_create(struct cli_ctx *ctx, const struct cli_cmd *cmd, int ar
         json_object_set_new(body, "uid", json_integer(uid_v));
     }
     struct cli_resp resp;
-    rc = cli_send_json(ctx, "POST", "/v1/tokens", body, &resp);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    json_t *tok;
-    rc = cli_expect_member(resp.json, "token", JSON_OBJECT, &tok);
+    json_t *tok = NULL;
+    rc = cli_send_member(ctx, "POST", "/v1/tokens", body, "token", JSON_OBJECT, &resp, &tok);
     const char *secret = json_string_value(json_object_get(tok, "secret"));
     if (rc == CLI_EXIT_OK && !secret) {
         cli_errorf("unreadable answer: the new token has no secret");
@@ -123,11 +114,7 @@ int cli_cmd_tokens_create(struct cli_ctx *ctx, const struct cli_cmd *cmd, int ar
 
 int cli_cmd_tokens_revoke(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    const char *name;
-    int rc = cli_parse(ctx, cmd, argc, argv, NULL, &name, 1, 1);
-    if (rc != CLI_CONTINUE)
-        return rc;
-    return cli_delete_named(ctx, "/v1/tokens/", name, NULL, "token", "revoked");
+    return cli_delete_cmd(ctx, cmd, argc, argv, "/v1/tokens/", "token", "revoked");
 }
 
 /* Writes the ID token to path, 0600, replacing what was there. */

@@ -519,12 +519,52 @@ int cli_list_fetch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     int rc = cli_parse(ctx, cmd, argc, argv, NULL, NULL, 0, 0);
     if (rc != CLI_CONTINUE)
         return rc;
-    rc = cli_get_member(ctx, path, key, JSON_ARRAY, root, list);
-    if (rc != CLI_EXIT_OK || cli_emit(ctx, *root)) {
-        json_decref(*root);
+    return cli_list_get(ctx, path, key, root, list);
+}
+
+int cli_list_cmd(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
+                 const char *path, const char *key, const struct cli_listing *l)
+{
+    json_t *root, *list;
+    int rc = cli_list_fetch(ctx, cmd, argc, argv, path, key, &root, &list);
+    return rc != CLI_CONTINUE ? rc : cli_list_print(ctx, l, root, list);
+}
+
+int cli_list_get(struct cli_ctx *ctx, const char *path, const char *key, json_t **root,
+                 json_t **list)
+{
+    *root = NULL;
+    int rc = path ? cli_get_member(ctx, path, key, JSON_ARRAY, root, list) : CLI_EXIT_LOCAL;
+    return cli_answered(ctx, rc, *root) ? rc : CLI_CONTINUE;
+}
+
+int cli_job_list(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
+                 const char *suffix, const char *key, bool paged, const struct cli_listing *l)
+{
+    long id;
+    int rc = cli_parse_job(ctx, cmd, argc, argv, NULL, &id);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    char path[96];
+    snprintf(path, sizeof path, "/v1/jobs/%ld%s", id, suffix);
+    json_t *root = NULL, *list = NULL;
+    if (paged) {
+        rc = cli_get_pages(ctx, path, key, true, &root);
+        if (cli_answered(ctx, rc, root))
+            return rc;
+        list = json_object_get(root, key);
+    } else if ((rc = cli_list_get(ctx, path, key, &root, &list)) != CLI_CONTINUE) {
         return rc;
     }
-    return CLI_CONTINUE;
+    return cli_list_print(ctx, l, root, list);
+}
+
+bool cli_answered(const struct cli_ctx *ctx, int rc, json_t *out)
+{
+    if (rc == CLI_EXIT_OK && !cli_emit(ctx, out))
+        return false;
+    json_decref(out);
+    return true;
 }
 
 int cli_send_json(struct cli_ctx *ctx, const char *method, const char *path, json_t *body,
@@ -541,6 +581,14 @@ int cli_send_json(struct cli_ctx *ctx, const char *method, const char *path, jso
     int rc = cli_http(ctx, &req, resp);
     free(text);
     return rc;
+}
+
+int cli_send_member(struct cli_ctx *ctx, const char *method, const char *path, json_t *body,
+                    const char *key, json_type want, struct cli_resp *resp, json_t **member)
+{
+    *resp = (struct cli_resp){0};
+    int rc = cli_send_json(ctx, method, path, body, resp);
+    return rc != CLI_EXIT_OK ? rc : cli_expect_member(resp->json, key, want, member);
 }
 
 int cli_delete_named(struct cli_ctx *ctx, const char *prefix, const char *name,
@@ -570,6 +618,16 @@ int cli_delete_named(struct cli_ctx *ctx, const char *prefix, const char *name,
     }
     cli_resp_free(&resp);
     return CLI_EXIT_OK;
+}
+
+int cli_delete_cmd(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
+                   const char *prefix, const char *what, const char *done)
+{
+    const char *name;
+    int rc = cli_parse(ctx, cmd, argc, argv, NULL, &name, 1, 1);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    return cli_delete_named(ctx, prefix, name, NULL, what, done);
 }
 
 int cli_get_pages(struct cli_ctx *ctx, const char *path, const char *key, bool all, json_t **out)

@@ -169,3 +169,40 @@ int cli_table_finish(struct cli_table *t, const char *what)
     cli_table_free(t);
     return rc;
 }
+
+void cli_table_total(struct cli_table *t, double total, int decimals)
+{
+    if (t->nrows <= 1 || t->ncols > CLI_LIST_COLS_MAX)
+        return;
+    char c[32];
+    snprintf(c, sizeof c, "%.*f", decimals, total);
+    const char *row[CLI_LIST_COLS_MAX];
+    row[0] = "total";
+    for (int i = 1; i < t->ncols - 1; i++)
+        row[i] = "";
+    row[t->ncols - 1] = c;
+    cli_table_row(t, row);
+}
+
+void cli_list_rows(const struct cli_ctx *ctx, const struct cli_listing *l, struct cli_table *t,
+                   const json_t *list)
+{
+    size_t i;
+    const json_t *item;
+    json_array_foreach(list, i, item) {
+        char c[CLI_LIST_COLS_MAX][CLI_CELL_MAX];
+        const char *row[CLI_LIST_COLS_MAX];
+        l->row(ctx, item, c, row);
+        cli_table_row(t, row);
+    }
+}
+
+int cli_list_print(const struct cli_ctx *ctx, const struct cli_listing *l, json_t *root,
+                   const json_t *list)
+{
+    struct cli_table t;
+    cli_table_init(&t, l->ncols, l->head, l->right);
+    cli_list_rows(ctx, l, &t, list);
+    json_decref(root);
+    return cli_table_finish(&t, l->what);
+}

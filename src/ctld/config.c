@@ -6,6 +6,7 @@
  * in the file are relative to the file's own folder. Defaults make a file
  * with only `cluster:` a working configuration.
  */
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <libgen.h>
@@ -85,6 +86,56 @@ int ctld_cfg_dur(cfg_ctx *x, const yaml_node_t *n, const char *path, double *out
     if (ctld_parse_duration(ts_yaml_scalar(n), out) != 0)
         return ts_yaml_fail_got(&x->D, n, path, "a duration such as 90s, 15m, 2h or 7d");
     return 0;
+}
+
+/* One member of a ctld_cfg_map table, given as v. */
+static int cfg_field_read(cfg_ctx *x, const cfg_field *f, yaml_node_t *v, const char *path)
+{
+    void *at = (char *)x->cfg + f->off;
+    double d;
+    int64_t iv;
+    int rc;
+    switch (f->kind) {
+    case CFG_KIND_READ:
+        return f->read(x, v, path);
+    case CFG_KIND_DUR:
+        if ((rc = ctld_cfg_dur(x, v, path, &d)) != 0)
+            return rc;
+        if (f->hi > 0 && (d < (double)f->lo || d > (double)f->hi))
+            return ts_yaml_fail(&x->D, v, TS_EINVAL, "%s: %s", path, f->want);
+        *(double *)at = d;
+        return 0;
+    case CFG_KIND_INT:
+    case CFG_KIND_INT_F64:
+    case CFG_KIND_MIB:
+        break;
+    }
+    if ((rc = ts_yaml_get_int(&x->D, v, path, f->lo, f->hi, f->want, &iv)) != 0)
+        return rc;
+    if (f->kind == CFG_KIND_INT)
+        *(int *)at = (int)iv;
+    else if (f->kind == CFG_KIND_INT_F64)
+        *(double *)at = (double)iv;
+    else
+        *(int64_t *)at = iv << 20; /* MiB */
+    return 0;
+}
+
+int ctld_cfg_map(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *fields, int nf)
+{
+    const char *keys[CFG_FIELDS_MAX] = {0};
+    yaml_node_t *v[CFG_FIELDS_MAX];
+    assert(nf <= CFG_FIELDS_MAX);
+    for (int i = 0; i < nf; i++)
+        keys[i] = fields[i].key;
+    int rc = ts_yaml_map_fields(&x->D, n, path, keys, nf, v);
+    for (int i = 0; rc == 0 && i < nf; i++) {
+        char sub[256];
+        ts_yaml_pathf(sub, sizeof sub, "%s.%s", path, fields[i].key);
+        if (v[i])
+            rc = cfg_field_read(x, &fields[i], v[i], sub);
+    }
+    return rc;
 }
 
 static int get_bool(cfg_ctx *x, const yaml_node_t *n, const char *path, bool *out)
@@ -285,6 +336,17 @@ static int network_ib_services_parse(cfg_ctx *x, yaml_node_t *l)
     return 0;
 }
 
+/* The items of the list l, of at most max, else a "got" error with want. */
+static int cfg_list(cfg_ctx *x, yaml_node_t *l, const char *path, int max, const char *want,
+                    yaml_node_item_t **items, int *n)
+{
+    *items = l->type == YAML_SEQUENCE_NODE ? l->data.sequence.items.start : NULL;
+    *n = *items ? (int)(l->data.sequence.items.top - *items) : -1;
+    if (*n < 0 || *n > max)
+        return ts_yaml_fail_got(&x->D, l, path, want);
+    return 0;
+}
+
 /* network: {isolation: host|tenant, range: A.B.C.D/N, tenant_prefix: N, mtu: N,
  * services: [ADDR[/N]:PORT/tcp|udp | {to: .., tenants: [..]}]} (docs/network.md) */
 static int network_parse(cfg_ctx *x, yaml_node_t *m)
@@ -300,11 +362,11 @@ static int network_parse(cfg_ctx *x, yaml_node_t *m)
         rc = network_ib_services_parse(x, nv[10]);
     if (rc == 0 && nv[7]) {
         yaml_node_t *l = nv[7];
-        yaml_node_item_t *b = l->type == YAML_SEQUENCE_NODE ? l->data.sequence.items.start : NULL;
-        int n = b ? (int)(l->data.sequence.items.top - b) : -1;
-        if (n < 0 || n > CTLD_NET_PUBLISH_FROM_MAX)
-            return ts_yaml_fail_got(&x->D, l, "network.publish_from",
-                                    "a list of at most 32 IPv4 addresses or ranges ADDR[/N]");
+        yaml_node_item_t *b;
+        int n;
+        if ((rc = cfg_list(x, l, "network.publish_from", CTLD_NET_PUBLISH_FROM_MAX,
+                           "a list of at most 32 IPv4 addresses or ranges ADDR[/N]", &b, &n)))
+            return rc;
         for (int i = 0; i < n && rc == 0; i++) {
             yaml_node_t *e = yaml_document_get_node(x->D.doc, b[i]);
             const char *s = e ? ts_yaml_scalar(e) : NULL;
@@ -382,12 +444,13 @@ static int network_parse(cfg_ctx *x, yaml_node_t *m)
         rc = network_pkeys_parse(x, m, nv[5], nv[9]);
     if (rc == 0 && nv[4]) {
         yaml_node_t *l = nv[4];
-        yaml_node_item_t *b = l->type == YAML_SEQUENCE_NODE ? l->data.sequence.items.start : NULL;
-        int n = b ? (int)(l->data.sequence.items.top - b) : -1;
-        if (n < 0 || n > CTLD_NET_SERVICES_MAX)
-            return ts_yaml_fail_got(&x->D, l, "network.services",
-                                    "a list of at most 32 \"ADDR[/N]:PORT/tcp|udp\" or "
-                                    "{to: ADDR[/N]:PORT/tcp|udp, tenants: [NAME, ...]}");
+        yaml_node_item_t *b;
+        int n;
+        if ((rc = cfg_list(x, l, "network.services", CTLD_NET_SERVICES_MAX,
+                           "a list of at most 32 \"ADDR[/N]:PORT/tcp|udp\" or "
+                           "{to: ADDR[/N]:PORT/tcp|udp, tenants: [NAME, ...]}",
+                           &b, &n)))
+            return rc;
         for (int i = 0; i < n && rc == 0; i++) {
             yaml_node_t *e = yaml_document_get_node(x->D.doc, b[i]);
             rc = service_parse(x, e ? e : l, i);
@@ -593,63 +656,22 @@ static int metrics_public_key(cfg_ctx *x, yaml_node_t *v)
 }
 
 /* limits: the front's rate, connection and queue caps (docs/tesserad.md). */
+static const cfg_field LIMITS[] = {
+    CFG_INT_F64("requests_per_s", 1, 1000000, rate_per_s),
+    CFG_INT_F64("burst", 1, 10000000, rate_burst),
+    CFG_INT("connections", 16, 1000000, conns_max),
+    CFG_INT("connections_per_client", 1, 1000000, conns_per_client),
+    CFG_DUR_IN("request_timeout", 1, 3600, "1s..1h", request_timeout_s),
+    CFG_INT("queued_jobs_per_tenant", 1, 100000000, queued_per_tenant),
+    CFG_INT("connections_per_token", 1, 1000000, conns_per_token),
+    CFG_MIB("queued_spec_mib_per_tenant", 1, 16777216, queued_spec_bytes),
+    CFG_INT("connections_per_tenant", 1, 1000000, conns_per_tenant),
+    CFG_INT("tokens_per_tenant", 1, 1000000, tokens_per_tenant),
+};
+
 static int limits_key(cfg_ctx *x, yaml_node_t *v)
 {
-    ctld_config *cfg = x->cfg;
-    static const char *const lk[] = {"requests_per_s", "burst", "connections",
-                                     "connections_per_client", "request_timeout",
-                                     "queued_jobs_per_tenant", "connections_per_token",
-                                     "queued_spec_mib_per_tenant", "connections_per_tenant",
-                                     "tokens_per_tenant"};
-    yaml_node_t *lv[10];
-    int64_t iv;
-    int rc = ts_yaml_map_fields(&x->D, v, "limits", lk, 10, lv);
-    if (rc == 0 && lv[0] &&
-        (rc = ts_yaml_get_int(&x->D, lv[0], "limits.requests_per_s", 1, 1000000, "1..1000000",
-                              &iv)) == 0)
-        cfg->rate_per_s = (double)iv;
-    if (rc == 0 && lv[1] &&
-        (rc = ts_yaml_get_int(&x->D, lv[1], "limits.burst", 1, 10000000, "1..10000000", &iv)) ==
-            0)
-        cfg->rate_burst = (double)iv;
-    if (rc == 0 && lv[2] &&
-        (rc = ts_yaml_get_int(&x->D, lv[2], "limits.connections", 16, 1000000, "16..1000000",
-                              &iv)) == 0)
-        cfg->conns_max = (int)iv;
-    if (rc == 0 && lv[3] &&
-        (rc = ts_yaml_get_int(&x->D, lv[3], "limits.connections_per_client", 1, 1000000,
-                              "1..1000000", &iv)) == 0)
-        cfg->conns_per_client = (int)iv;
-    if (rc == 0 && lv[6] &&
-        (rc = ts_yaml_get_int(&x->D, lv[6], "limits.connections_per_token", 1, 1000000,
-                              "1..1000000", &iv)) == 0)
-        cfg->conns_per_token = (int)iv;
-    if (rc == 0 && lv[8] &&
-        (rc = ts_yaml_get_int(&x->D, lv[8], "limits.connections_per_tenant", 1, 1000000,
-                              "1..1000000", &iv)) == 0)
-        cfg->conns_per_tenant = (int)iv;
-    if (rc == 0 && lv[9] &&
-        (rc = ts_yaml_get_int(&x->D, lv[9], "limits.tokens_per_tenant", 1, 1000000,
-                              "1..1000000", &iv)) == 0)
-        cfg->tokens_per_tenant = (int)iv;
-    if (rc == 0 && lv[4] &&
-        (rc = ctld_cfg_dur(x, lv[4], "limits.request_timeout", &cfg->request_timeout_s)) == 0 &&
-        (cfg->request_timeout_s < 1.0 || cfg->request_timeout_s > 3600.0))
-        rc = ts_yaml_fail(&x->D, lv[4], TS_EINVAL, "limits.request_timeout: 1s..1h");
-    if (rc == 0 && lv[5] &&
-        (rc = ts_yaml_get_int(&x->D, lv[5], "limits.queued_jobs_per_tenant", 1, 100000000,
-                              "1..100000000", &iv)) == 0)
-        cfg->queued_per_tenant = (int)iv;
-    if (rc == 0 && lv[7] &&
-        (rc = ts_yaml_get_int(&x->D, lv[7], "limits.queued_spec_mib_per_tenant", 1, 16777216,
-                              "1..16777216", &iv)) == 0)
-        cfg->queued_spec_bytes = iv << 20;
-    return rc;
-}
-
-static int scheduler_key(cfg_ctx *x, yaml_node_t *v)
-{
-    return ctld_cfg_scheduler(x, v);
+    return ctld_cfg_map(x, v, "limits", LIMITS, (int)(sizeof LIMITS / sizeof LIMITS[0]));
 }
 
 static int node_lost_after_key(cfg_ctx *x, yaml_node_t *v)
@@ -702,7 +724,7 @@ static const struct cfg_key {
     {"admin_token_file", admin_token_file_key, NULL},
     {"metrics_public", metrics_public_key, NULL},
     {"limits", limits_key, NULL},
-    {"scheduler", scheduler_key, NULL},
+    {"scheduler", ctld_cfg_scheduler, NULL},
     {"node_lost_after", node_lost_after_key, NULL},
     {"idle", ctld_cfg_idle, NULL},
     {"stragglers", ctld_cfg_stragglers, NULL},

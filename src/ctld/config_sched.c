@@ -84,93 +84,98 @@ static int las_parse(cfg_ctx *x, const yaml_node_t *n, ts_sched_config *sc)
     return rc;
 }
 
-int ctld_cfg_scheduler(cfg_ctx *x, const yaml_node_t *n)
+/* scheduler.priority_classes: {name: priority} */
+static int classes_read(cfg_ctx *x, yaml_node_t *m, const char *path)
 {
-    static const char *const keys[] = {
-        "interval", "default_time_limit", "starve_after", "min_runtime",
-        "max_preemptions_per_hour", "grace", "backoff", "preemptors_per_cycle", "half_life",
-        "priority_classes", "reserve_per_gpu", "cap_per_gpu", "placement", "order", "las",
-        "reclaim_min_runtime"};
-    enum { NK = sizeof keys / sizeof keys[0] };
-    yaml_node_t *v[NK];
     ctld_config *cfg = x->cfg;
-    ts_sched_config *sc = &cfg->sched;
-    int rc = ts_yaml_map_fields(&x->D, n, "scheduler", keys, NK, v);
-    if (rc == 0 && v[0])
-        rc = ctld_cfg_dur(x, v[0], "scheduler.interval", &cfg->interval_s);
-    if (rc == 0 && v[1])
-        rc = ctld_cfg_dur(x, v[1], "scheduler.default_time_limit", &sc->default_time_limit_s);
-    if (rc == 0 && v[2])
-        rc = ctld_cfg_dur(x, v[2], "scheduler.starve_after", &sc->starve_after_s);
-    if (rc == 0 && v[3])
-        rc = ctld_cfg_dur(x, v[3], "scheduler.min_runtime", &sc->min_runtime_s);
-    int64_t iv;
-    if (rc == 0 && v[4] &&
-        (rc = ts_yaml_get_int(&x->D, v[4], "scheduler.max_preemptions_per_hour", 0, 1000,
-                              "0..1000", &iv)) == 0)
-        sc->max_preemptions_hour = (int)iv;
-    if (rc == 0 && v[5])
-        rc = ctld_cfg_dur(x, v[5], "scheduler.grace", &sc->default_grace_s);
-    if (rc == 0 && v[6])
-        rc = ctld_cfg_dur(x, v[6], "scheduler.backoff", &sc->backoff_base_s);
-    if (rc == 0 && v[7] &&
-        (rc = ts_yaml_get_int(&x->D, v[7], "scheduler.preemptors_per_cycle", 0, 1000, "0..1000",
-                              &iv)) == 0)
-        sc->max_preemptors_cycle = (int)iv;
-    if (rc == 0 && v[8])
-        rc = ctld_cfg_dur(x, v[8], "scheduler.half_life", &cfg->half_life_s);
-    if (rc == 0 && v[15])
-        rc = ctld_cfg_dur(x, v[15], "scheduler.reclaim_min_runtime", &sc->reclaim_min_runtime_s);
+    if (m->type != YAML_MAPPING_NODE)
+        return ts_yaml_fail_got(&x->D, m, path, "a mapping of class name to integer");
+    cfg->nclasses = 0;
+    int rc = 0;
+    for (yaml_node_pair_t *p = m->data.mapping.pairs.start;
+         rc == 0 && p < m->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = ts_yaml_node(&x->D, p->key);
+        const char *name = ts_yaml_scalar(k);
+        if (!name || !ts_yaml_name_ok(name, TS_SPEC_NAME_MAX))
+            return ts_yaml_fail_got(&x->D, k, path, "a class name");
+        if (cfg->nclasses == CTLD_MAX_PRIORITY_CLASSES)
+            return ts_yaml_fail(&x->D, k, TS_EINVAL, "%s: at most %d classes", path,
+                                CTLD_MAX_PRIORITY_CLASSES);
+        char sub[128];
+        ts_yaml_pathf(sub, sizeof sub, "%s.%s", path, name);
+        int64_t iv = 0;
+        rc = ts_yaml_get_int(&x->D, ts_yaml_node(&x->D, p->value), sub, TS_PRIORITY_MIN,
+                             TS_PRIORITY_MAX, "an integer -1000000..1000000", &iv);
+        snprintf(cfg->classes[cfg->nclasses].name, TS_SPEC_NAME_MAX, "%s", name);
+        cfg->classes[cfg->nclasses++].value = (int)iv;
+    }
+    return rc;
+}
+
+static int reserve_read(cfg_ctx *x, yaml_node_t *v, const char *path)
+{
+    ts_sched_config *sc = &x->cfg->sched;
+    return per_gpu(x, v, path, sc->reserve_cpu_milli_per_gpu, sc->reserve_mem_mib_per_gpu);
+}
+
+static int cap_read(cfg_ctx *x, yaml_node_t *v, const char *path)
+{
+    ts_sched_config *sc = &x->cfg->sched;
+    return per_gpu(x, v, path, sc->cap_cpu_milli_per_gpu, sc->cap_mem_mib_per_gpu);
+}
+
+/* a placement policy by name: sched.h's scorers */
+static int placement_read(cfg_ctx *x, yaml_node_t *v, const char *path)
+{
+    const char *name = ts_yaml_scalar(v);
+    x->cfg->sched.placement = name ? ts_scorer_find(name) : NULL;
+    if (!x->cfg->sched.placement)
+        return ts_yaml_fail_got(&x->D, v, path,
+                                "tessera, fgd, bestfit, dotprod, packing, clustering or random");
+    return 0;
+}
+
+static int order_read(cfg_ctx *x, yaml_node_t *v, const char *path)
+{
+    int order = ts_order_parse(ts_yaml_scalar(v));
+    if (order < 0)
+        return ts_yaml_fail_got(&x->D, v, path, "las or fifo");
+    x->cfg->sched.order = order;
+    return 0;
+}
+
+static int las_read(cfg_ctx *x, yaml_node_t *v, const char *path)
+{
+    (void)path;
+    return las_parse(x, v, &x->cfg->sched);
+}
+
+static const cfg_field SCHEDULER[] = {
+    CFG_DUR("interval", interval_s),
+    CFG_DUR("default_time_limit", sched.default_time_limit_s),
+    CFG_DUR("starve_after", sched.starve_after_s),
+    CFG_DUR("min_runtime", sched.min_runtime_s),
+    CFG_INT("max_preemptions_per_hour", 0, 1000, sched.max_preemptions_hour),
+    CFG_DUR("grace", sched.default_grace_s),
+    CFG_DUR("backoff", sched.backoff_base_s),
+    CFG_INT("preemptors_per_cycle", 0, 1000, sched.max_preemptors_cycle),
+    CFG_DUR("half_life", half_life_s),
+    CFG_READ("priority_classes", classes_read),
+    CFG_READ("reserve_per_gpu", reserve_read),
+    CFG_READ("cap_per_gpu", cap_read),
+    CFG_READ("placement", placement_read),
+    CFG_READ("order", order_read),
+    CFG_READ("las", las_read),
+    CFG_DUR("reclaim_min_runtime", sched.reclaim_min_runtime_s),
+};
+
+int ctld_cfg_scheduler(cfg_ctx *x, yaml_node_t *n)
+{
+    ctld_config *cfg = x->cfg;
+    int rc = ctld_cfg_map(x, n, "scheduler", SCHEDULER,
+                          (int)(sizeof SCHEDULER / sizeof SCHEDULER[0]));
     if (rc == 0 && (cfg->interval_s <= 0.0 || cfg->half_life_s <= 0.0))
         rc = ts_yaml_fail(&x->D, n, TS_EINVAL, "scheduler: interval and half_life must be > 0");
-    if (rc == 0 && v[9]) {
-        const yaml_node_t *m = v[9];
-        if (m->type != YAML_MAPPING_NODE)
-            return ts_yaml_fail_got(&x->D, m, "scheduler.priority_classes",
-                                    "a mapping of class name to integer");
-        cfg->nclasses = 0;
-        for (yaml_node_pair_t *p = m->data.mapping.pairs.start;
-             rc == 0 && p < m->data.mapping.pairs.top; p++) {
-            yaml_node_t *k = ts_yaml_node(&x->D, p->key);
-            const char *name = ts_yaml_scalar(k);
-            if (!name || !ts_yaml_name_ok(name, TS_SPEC_NAME_MAX))
-                return ts_yaml_fail_got(&x->D, k, "scheduler.priority_classes", "a class name");
-            if (cfg->nclasses == CTLD_MAX_PRIORITY_CLASSES)
-                return ts_yaml_fail(&x->D, k, TS_EINVAL,
-                                    "scheduler.priority_classes: at most %d classes",
-                                    CTLD_MAX_PRIORITY_CLASSES);
-            char path[128];
-            ts_yaml_pathf(path, sizeof path, "scheduler.priority_classes.%s", name);
-            rc = ts_yaml_get_int(&x->D, ts_yaml_node(&x->D, p->value), path, TS_PRIORITY_MIN,
-                                 TS_PRIORITY_MAX, "an integer -1000000..1000000", &iv);
-            snprintf(cfg->classes[cfg->nclasses].name, TS_SPEC_NAME_MAX, "%s", name);
-            cfg->classes[cfg->nclasses++].value = (int)iv;
-        }
-    }
-    if (rc == 0 && v[10])
-        rc = per_gpu(x, v[10], "scheduler.reserve_per_gpu", sc->reserve_cpu_milli_per_gpu,
-                     sc->reserve_mem_mib_per_gpu);
-    if (rc == 0 && v[11])
-        rc = per_gpu(x, v[11], "scheduler.cap_per_gpu", sc->cap_cpu_milli_per_gpu,
-                     sc->cap_mem_mib_per_gpu);
-    if (rc == 0 && v[12]) {
-        /* a placement policy by name: sched.h's scorers */
-        const char *name = ts_yaml_scalar(v[12]);
-        sc->placement = name ? ts_scorer_find(name) : NULL;
-        if (!sc->placement)
-            rc = ts_yaml_fail_got(&x->D, v[12], "scheduler.placement",
-                                  "tessera, fgd, bestfit, dotprod, packing, clustering or "
-                                  "random");
-    }
-    if (rc == 0 && v[13]) {
-        int order = ts_order_parse(ts_yaml_scalar(v[13]));
-        if (order < 0)
-            rc = ts_yaml_fail_got(&x->D, v[13], "scheduler.order", "las or fifo");
-        else
-            sc->order = order;
-    }
-    if (rc == 0 && v[14])
-        rc = las_parse(x, v[14], sc);
     return rc;
 }
 
@@ -212,11 +217,11 @@ int ctld_cfg_stragglers(cfg_ctx *x, yaml_node_t *m)
 }
 
 /* idle.tenants: {tenant: duration} */
-static int idle_tenants_parse(cfg_ctx *x, yaml_node_t *m)
+static int idle_tenants_read(cfg_ctx *x, yaml_node_t *m, const char *where)
 {
     ctld_config *cfg = x->cfg;
     if (m->type != YAML_MAPPING_NODE)
-        return ts_yaml_fail_got(&x->D, m, "idle.tenants", "a mapping of tenant names to durations");
+        return ts_yaml_fail_got(&x->D, m, where, "a mapping of tenant names to durations");
     int n = (int)(m->data.mapping.pairs.top - m->data.mapping.pairs.start);
     cfg->idle_tenant = calloc((size_t)(n > 0 ? n : 1), sizeof *cfg->idle_tenant);
     cfg->idle_tenant_s = calloc((size_t)(n > 0 ? n : 1), sizeof *cfg->idle_tenant_s);
@@ -226,9 +231,9 @@ static int idle_tenants_parse(cfg_ctx *x, yaml_node_t *m)
         yaml_node_t *k = ts_yaml_node(&x->D, p->key), *v = ts_yaml_node(&x->D, p->value);
         const char *name = ts_yaml_scalar(k);
         if (!name || !ts_yaml_name_ok(name, TS_NAME_MAX))
-            return ts_yaml_fail_got(&x->D, k, "idle.tenants", "a tenant name");
+            return ts_yaml_fail_got(&x->D, k, where, "a tenant name");
         char path[TS_NAME_MAX + 16];
-        ts_yaml_pathf(path, sizeof path, "idle.tenants.%s", name);
+        ts_yaml_pathf(path, sizeof path, "%s.%s", where, name);
         for (int i = 0; i < cfg->nidle_tenant; i++)
             if (strcmp(cfg->idle_tenant[i], name) == 0)
                 return ts_yaml_fail(&x->D, k, TS_EINVAL, "%s: given twice", path);
@@ -243,24 +248,16 @@ static int idle_tenants_parse(cfg_ctx *x, yaml_node_t *m)
 }
 
 /* idle: {threshold_pct, guaranteed, opportunistic, tenants} (docs/tesserad.md) */
+static const cfg_field IDLE[] = {
+    CFG_INT_F64("threshold_pct", 0, 100, idle_threshold_pct),
+    CFG_DUR("guaranteed", idle_window_s[0]),
+    CFG_DUR("opportunistic", idle_window_s[1]),
+    CFG_READ("tenants", idle_tenants_read),
+};
+
 int ctld_cfg_idle(cfg_ctx *x, yaml_node_t *m)
 {
-    ctld_config *cfg = x->cfg;
-    static const char *const ik[] = {"threshold_pct", "guaranteed", "opportunistic",
-                                     "tenants"};
-    yaml_node_t *iv[4];
-    int64_t pct;
-    int rc = ts_yaml_map_fields(&x->D, m, "idle", ik, 4, iv);
-    if (rc == 0 && iv[3])
-        rc = idle_tenants_parse(x, iv[3]);
-    if (rc == 0 && iv[0] &&
-        (rc = ts_yaml_get_int(&x->D, iv[0], "idle.threshold_pct", 0, 100, "0..100", &pct)) == 0)
-        cfg->idle_threshold_pct = (double)pct;
-    if (rc == 0 && iv[1])
-        rc = ctld_cfg_dur(x, iv[1], "idle.guaranteed", &cfg->idle_window_s[0]);
-    if (rc == 0 && iv[2])
-        rc = ctld_cfg_dur(x, iv[2], "idle.opportunistic", &cfg->idle_window_s[1]);
-    return rc;
+    return ctld_cfg_map(x, m, "idle", IDLE, (int)(sizeof IDLE / sizeof IDLE[0]));
 }
 
 /* nccl_qos: {tenant: {tc, sl}} */

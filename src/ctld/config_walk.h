@@ -11,6 +11,9 @@
 #ifndef TS_CTLD_CONFIG_WALK_H
 #define TS_CTLD_CONFIG_WALK_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include <yaml.h>
 
 #include "ctld/config.h"
@@ -25,8 +28,50 @@ typedef struct cfg_ctx {
 /* A duration such as 90s, 15m, 2h or 7d (ctld_parse_duration). */
 int ctld_cfg_dur(cfg_ctx *x, const yaml_node_t *n, const char *path, double *out);
 
+/*
+ * A mapping's members as a table (ctld_cfg_map): an integer in lo..hi, whose
+ * error names the range as the table writes it ("1..1000000"), stored as an
+ * int, a double, or MiB as bytes; a duration, in lo..hi seconds when hi > 0
+ * (want is then the range's error, e.g. "1s..1h"); or a value read by a
+ * function of its own. `off` is the member of ctld_config it fills.
+ */
+enum cfg_kind { CFG_KIND_INT, CFG_KIND_INT_F64, CFG_KIND_MIB, CFG_KIND_DUR, CFG_KIND_READ };
+typedef struct cfg_field {
+    const char *key;
+    enum cfg_kind kind;
+    int64_t lo, hi;
+    const char *want;
+    size_t off;
+    int (*read)(cfg_ctx *x, yaml_node_t *v, const char *path); /* CFG_KIND_READ */
+} cfg_field;
+
+/* offsetof(ctld_config, member), refused at compile time unless the member
+ * has the size of the type the kind stores. */
+#define CFG_OFF(member, type)                                                                  \
+    (offsetof(ctld_config, member) +                                                           \
+     0 * sizeof(char[sizeof(((ctld_config *)0)->member) == sizeof(type) ? 1 : -1]))
+#define CFG_INT(key, lo, hi, member)                                                           \
+    {key, CFG_KIND_INT, lo, hi, #lo ".." #hi, CFG_OFF(member, int), NULL}
+#define CFG_INT_F64(key, lo, hi, member)                                                       \
+    {key, CFG_KIND_INT_F64, lo, hi, #lo ".." #hi, CFG_OFF(member, double), NULL}
+#define CFG_MIB(key, lo, hi, member)                                                           \
+    {key, CFG_KIND_MIB, lo, hi, #lo ".." #hi, CFG_OFF(member, int64_t), NULL}
+#define CFG_DUR(key, member) {key, CFG_KIND_DUR, 0, 0, NULL, CFG_OFF(member, double), NULL}
+#define CFG_DUR_IN(key, lo, hi, want, member)                                                  \
+    {key, CFG_KIND_DUR, lo, hi, want, CFG_OFF(member, double), NULL}
+#define CFG_READ(key, fn) {key, CFG_KIND_READ, 0, 0, NULL, 0, fn}
+
+/*
+ * The mapping n at path whose members are fields[0..nf), at most
+ * CFG_FIELDS_MAX: an unknown key's error lists them in that order, and they
+ * are read in that order (the first error is the one reported).
+ */
+#define CFG_FIELDS_MAX 32
+int ctld_cfg_map(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *fields,
+                 int nf);
+
 /* The scheduling keys (config_sched.c). */
-int ctld_cfg_scheduler(cfg_ctx *x, const yaml_node_t *n);
+int ctld_cfg_scheduler(cfg_ctx *x, yaml_node_t *n);
 int ctld_cfg_stragglers(cfg_ctx *x, yaml_node_t *m);
 int ctld_cfg_idle(cfg_ctx *x, yaml_node_t *m);
 int ctld_cfg_qos(cfg_ctx *x, yaml_node_t *m);

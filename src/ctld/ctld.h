@@ -73,12 +73,14 @@ typedef struct ctld {
     int inflight;                /* other changes being written with mu released */
     bool swapping;               /* tenants being replaced (written with mu released) */
     int submitting;              /* submissions between their check and their jobs' add */
-    int *queued;                 /* [nqueued] pending and held jobs per tenant index */
-    int *claimed;                /* [nqueued] jobs of submissions between their check and their add */
-    int64_t *queued_bytes;       /* [nqueued] their specs' bytes */
-    int64_t *claimed_bytes;      /* [nqueued] the claimed jobs' specs' bytes */
-    int *by_state;               /* [nqueued * TS_JOB_STATES] jobs per tenant index and state,
-                                  * kept as they change: /metrics reads them, not every job */
+    struct ctld_queue_count {
+        int queued;              /* pending and held jobs */
+        int claimed;             /* jobs of submissions between their check and their add */
+        int64_t queued_bytes;    /* the queued jobs' specs' bytes */
+        int64_t claimed_bytes;   /* the claimed jobs' specs' bytes */
+        int by_state[TS_JOB_STATES]; /* its jobs by state, kept as they change: /metrics
+                                      * reads them, not every job */
+    } *queue;                    /* [nqueued] per tenant index */
     int nqueued;
     pthread_cond_t committed;    /* ... and broadcasts this when it is done */
     ctld_lazy **lazy;            /* array_lazy.c: large arrays' elements not yet jobs */

@@ -32,12 +32,18 @@
 #define WHY_MAX 384       /* the why of a waiting job, "and N more" past it */
 #define GONE (-2)         /* a job the store no longer has */
 
-/* Outcomes of ended jobs by id, open addressing (id 0 = empty), with the
- * elements of the array each one is the first of (1: none). */
+/* A job's outcome as the dependency pass reads it: its state (GONE: the
+ * store has no such job; -1: the store failed) and the elements of the
+ * array it is the first of (1: none). */
+typedef struct dep_entry {
+    int64_t id;
+    int32_t span;
+    int8_t state;
+} dep_entry;
+
+/* Outcomes of ended jobs by id, open addressing (id 0 = empty). */
 typedef struct dep_cache {
-    int64_t *ids;
-    int8_t *state;
-    int32_t *span;
+    dep_entry *e;
     int n, cap;
 } dep_cache;
 
@@ -49,52 +55,38 @@ static int cache_find(dep_cache *k, int64_t id)
     if (!k->cap)
         return -1;
     for (uint64_t h = hash_id(id) % (uint64_t)k->cap;; h = (h + 1) % (uint64_t)k->cap) {
-        if (k->ids[h] == id)
+        if (k->e[h].id == id)
             return (int)h;
-        if (k->ids[h] == 0)
+        if (k->e[h].id == 0)
             return -1;
     }
 }
 
-static void cache_put(dep_cache *k, int64_t id, int8_t state, int32_t span)
+static void cache_put(dep_cache *k, const dep_entry *in)
 {
     if ((k->n + 1) * 2 > k->cap) {
         int cap = k->cap ? k->cap * 2 : 256;
-        int64_t *ids = calloc((size_t)cap, sizeof *ids);
-        int8_t *st = calloc((size_t)cap, sizeof *st);
-        int32_t *sp = calloc((size_t)cap, sizeof *sp);
-        if (!ids || !st || !sp) {
-            free(ids);
-            free(st);
-            free(sp);
+        dep_entry *e = calloc((size_t)cap, sizeof *e);
+        if (!e)
             return; /* not cached: asked again next time */
-        }
         for (int i = 0; i < k->cap; i++) {
-            if (!k->ids[i])
+            if (!k->e[i].id)
                 continue;
-            uint64_t h = hash_id(k->ids[i]) % (uint64_t)cap;
-            while (ids[h])
+            uint64_t h = hash_id(k->e[i].id) % (uint64_t)cap;
+            while (e[h].id)
                 h = (h + 1) % (uint64_t)cap;
-            ids[h] = k->ids[i];
-            st[h] = k->state[i];
-            sp[h] = k->span[i];
+            e[h] = k->e[i];
         }
-        free(k->ids);
-        free(k->state);
-        free(k->span);
-        k->ids = ids;
-        k->state = st;
-        k->span = sp;
+        free(k->e);
+        k->e = e;
         k->cap = cap;
     }
-    uint64_t h = hash_id(id) % (uint64_t)k->cap;
-    while (k->ids[h] && k->ids[h] != id)
+    uint64_t h = hash_id(in->id) % (uint64_t)k->cap;
+    while (k->e[h].id && k->e[h].id != in->id)
         h = (h + 1) % (uint64_t)k->cap;
-    if (!k->ids[h])
+    if (!k->e[h].id)
         k->n++;
-    k->ids[h] = id;
-    k->state[h] = state;
-    k->span[h] = span;
+    k->e[h] = *in;
 }
 
 void ctld_deps_free(ctld *c)
@@ -102,9 +94,7 @@ void ctld_deps_free(ctld *c)
     dep_cache *k = c->deps;
     if (!k)
         return;
-    free(k->ids);
-    free(k->state);
-    free(k->span);
+    free(k->e);
     free(k);
     c->deps = NULL;
 }
@@ -145,8 +135,8 @@ static int job_state_span(ctld *c, int64_t id, int *span)
     int hit = cache_find(k, id);
     if (hit >= 0) {
         if (span)
-            *span = k->span[hit];
-        return k->state[hit];
+            *span = k->e[hit].span;
+        return k->e[hit].state;
     }
     ts_job_row row;
     ts_err e;
@@ -165,7 +155,7 @@ static int job_state_span(ctld *c, int64_t id, int *span)
     }
     /* a job not active in memory has ended: its outcome is final */
     if (st == GONE || ts_job_state_terminal(st))
-        cache_put(k, id, (int8_t)st, sp);
+        cache_put(k, &(dep_entry){.id = id, .span = sp, .state = (int8_t)st});
     if (span)
         *span = sp;
     return st;
@@ -179,9 +169,7 @@ static int job_state(ctld *c, int64_t id) { return job_state_span(c, id, NULL); 
 #define PREFETCH_ROUNDS 3 /* an array's first element, then its others */
 
 typedef struct prefetch {
-    int64_t *id;
-    int8_t *state;
-    int32_t *span;
+    dep_entry *e;
     int n;
 } prefetch;
 
@@ -195,7 +183,7 @@ static bool needs_store(ctld *c, int64_t id)
 static void prefetch_add(prefetch *p, ctld *c, int64_t id)
 {
     if (p->n < PREFETCH_MAX && needs_store(c, id))
-        p->id[p->n++] = id;
+        p->e[p->n++].id = id;
 }
 
 /* Under mu: the ids the waiting jobs name whose state only the store has,
@@ -217,7 +205,7 @@ static void prefetch_collect(ctld *c, int n0, prefetch *p)
             prefetch_add(p, c, id);
             dep_cache *kc = c->deps;
             int hit = kc ? cache_find(kc, id) : -1;
-            for (int e = 1; hit >= 0 && e < kc->span[hit]; e++)
+            for (int e = 1; hit >= 0 && e < kc->e[hit].span; e++)
                 prefetch_add(p, c, id + e);
         }
     }
@@ -225,7 +213,7 @@ static void prefetch_collect(ctld *c, int n0, prefetch *p)
 
 static int cmp_id(const void *a, const void *b)
 {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    int64_t x = ((const dep_entry *)a)->id, y = ((const dep_entry *)b)->id;
     return (x > y) - (x < y);
 }
 
@@ -238,40 +226,37 @@ static void deps_prefetch(ctld *c, int n0)
 {
     if (!c->cycling || (!c->deps && !(c->deps = calloc(1, sizeof(dep_cache)))))
         return;
-    prefetch p = {.id = malloc(PREFETCH_MAX * sizeof *p.id),
-                  .state = malloc(PREFETCH_MAX * sizeof *p.state),
-                  .span = malloc(PREFETCH_MAX * sizeof *p.span)};
-    for (int round = 0; p.id && p.state && p.span && round < PREFETCH_ROUNDS; round++) {
+    prefetch p = {.e = malloc(PREFETCH_MAX * sizeof *p.e)};
+    for (int round = 0; p.e && round < PREFETCH_ROUNDS; round++) {
         p.n = 0;
         prefetch_collect(c, n0, &p);
         if (p.n == 0)
             break;
-        qsort(p.id, (size_t)p.n, sizeof *p.id, cmp_id);
+        qsort(p.e, (size_t)p.n, sizeof *p.e, cmp_id);
         int u = 0;
         for (int i = 0; i < p.n; i++)
-            if (u == 0 || p.id[u - 1] != p.id[i])
-                p.id[u++] = p.id[i];
+            if (u == 0 || p.e[u - 1].id != p.e[i].id)
+                p.e[u++] = p.e[i];
         p.n = u;
         pthread_mutex_unlock(&c->mu);
         for (int i = 0; i < p.n; i++) {
             ts_job_row row;
             ts_err e;
-            int rc = ts_store_job_get(c->store, p.id[i], &row, &e);
-            p.state[i] = rc == TS_ENOENT ? GONE : rc != 0 ? -1 : (int8_t)row.state;
-            p.span[i] = 1;
+            int rc = ts_store_job_get(c->store, p.e[i].id, &row, &e);
+            p.e[i].state = rc == TS_ENOENT ? GONE : rc != 0 ? -1 : (int8_t)row.state;
+            p.e[i].span = 1;
             if (rc == 0) {
-                p.span[i] = ctld_dep_array_span(&row);
+                p.e[i].span = ctld_dep_array_span(&row);
                 ts_job_row_fini(&row);
             }
         }
         ctld_lock_reader(c);
         for (int i = 0; i < p.n; i++) /* ended: final; the rest is read again in place */
-            if (p.state[i] == GONE || (p.state[i] >= 0 && ts_job_state_terminal(p.state[i])))
-                cache_put(c->deps, p.id[i], p.state[i], p.span[i]);
+            if (p.e[i].state == GONE ||
+                (p.e[i].state >= 0 && ts_job_state_terminal(p.e[i].state)))
+                cache_put(c->deps, &p.e[i]);
     }
-    free(p.id);
-    free(p.state);
-    free(p.span);
+    free(p.e);
 }
 
 /* ---- singleton: the earliest active job per (name, owner) ------------------- */

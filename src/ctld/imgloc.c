@@ -65,6 +65,7 @@ struct ctld_imgloc {
     const char *cycle_ref[IMGLOC_CYCLE_IMAGES];
     double *bw;                    /* [nnodes] bytes/s: the cluster file's bandwidth, or
                                     * TS_IMAGE_BW_DEFAULT_BYTES_S */
+    void *per_node;                /* the one allocation of held, bw and listed */
     ts_image_table table;
 };
 
@@ -80,16 +81,16 @@ int ctld_imgloc_open(ctld *c)
         return TS_ENOMEM;
     L->nnodes = c->cluster->nnodes;
     size_t n = (size_t)(L->nnodes > 0 ? L->nnodes : 1);
-    L->held = calloc(IMGLOC_CYCLE_IMAGES * n, sizeof *L->held);
-    L->listed = calloc(n, 1);
-    L->bw = calloc(n, sizeof *L->bw);
-    if (!L->held || !L->listed || !L->bw) {
-        free(L->held);
-        free(L->listed);
-        free(L->bw);
+    /* one block, widest members first so that each stays aligned */
+    size_t held = IMGLOC_CYCLE_IMAGES * n * sizeof *L->held;
+    char *m = L->per_node = calloc(1, held + n * (sizeof *L->bw + sizeof *L->listed));
+    if (!m) {
         free(L);
         return TS_ENOMEM;
     }
+    L->held = (int64_t *)(void *)m;
+    L->bw = (double *)(void *)(m + held);
+    L->listed = (uint8_t *)(m + held + n * sizeof *L->bw);
     for (int k = 0; k < L->nnodes; k++)
         L->bw[k] = ctld_node_bw_bytes_s(&c->cluster->nodes[k]);
     pthread_mutex_init(&L->mu, NULL);
@@ -105,9 +106,7 @@ void ctld_imgloc_close(ctld *c)
     for (int i = 0; i < IMGLOC_IMAGES; i++)
         free(L->img[i].held);
     pthread_mutex_destroy(&L->mu);
-    free(L->held);
-    free(L->listed);
-    free(L->bw);
+    free(L->per_node);
     free(L);
     c->imgloc = NULL;
 }

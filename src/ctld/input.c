@@ -142,3 +142,30 @@ bool ctld_time_of(const char *s, const char *param, double *out, ctld_reply *r)
     return true;
 }
 
+
+const char *ctld_unknown_key(const json_t *in, const char *const *known, size_t n)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)in, k, v) {
+        bool ok = false;
+        for (size_t i = 0; i < n && !ok; i++)
+            ok = strcmp(k, known[i]) == 0;
+        if (!ok)
+            return k;
+    }
+    return NULL;
+}
+
+bool ctld_name_listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; n && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0)
+            return true;
+        p += len + (end ? 1 : 0);
+    }
+    return false;
+}

@@ -151,26 +151,41 @@ static bool key_bytes(const json_t *key, const char *member, gnutls_datum_t *d)
     return true;
 }
 
+/* j's signature (as gnutls wants it) checked over data with pk. */
+static int jwt_check_sig(gnutls_pubkey_t pk, gnutls_sign_algorithm_t algo,
+                         const gnutls_datum_t *data, const gnutls_datum_t *sig, char *why,
+                         size_t size)
+{
+    return gnutls_pubkey_verify_data2(pk, algo, 0, data, sig) >= 0
+               ? 0
+               : jwt_fail(why, size, "bad signature");
+}
+
+/* What a verification read of the key: the public key and its two members. */
+static void jwt_key_free(gnutls_pubkey_t pk, gnutls_datum_t *a, gnutls_datum_t *b)
+{
+    if (pk)
+        gnutls_pubkey_deinit(pk);
+    free(a->data);
+    free(b->data);
+}
+
 static int verify_rsa(const json_t *key, const gnutls_datum_t *data, const ctld_jwt *j,
                       char *why, size_t size)
 {
     gnutls_datum_t n = {0}, e = {0};
     gnutls_pubkey_t pk = NULL;
-    int rc = TS_EINVAL;
+    int rc;
     if (!key_bytes(key, "n", &n) || !key_bytes(key, "e", &e)) {
-        jwt_fail(why, size, "the issuer's key \"%s\": bad n or e", j->kid ? j->kid : "");
+        rc = jwt_fail(why, size, "the issuer's key \"%s\": bad n or e", j->kid ? j->kid : "");
     } else if (gnutls_pubkey_init(&pk) < 0 || gnutls_pubkey_import_rsa_raw(pk, &n, &e) < 0) {
-        jwt_fail(why, size, "the issuer's key \"%s\": not a usable RSA key", j->kid ? j->kid : "");
+        rc = jwt_fail(why, size, "the issuer's key \"%s\": not a usable RSA key",
+                      j->kid ? j->kid : "");
     } else {
         gnutls_datum_t sig = {j->sig, (unsigned)j->sig_len};
-        rc = gnutls_pubkey_verify_data2(pk, GNUTLS_SIGN_RSA_SHA256, 0, data, &sig) >= 0
-                 ? 0
-                 : jwt_fail(why, size, "bad signature");
+        rc = jwt_check_sig(pk, GNUTLS_SIGN_RSA_SHA256, data, &sig, why, size);
     }
-    if (pk)
-        gnutls_pubkey_deinit(pk);
-    free(n.data);
-    free(e.data);
+    jwt_key_free(pk, &n, &e);
     return rc;
 }
 
@@ -179,28 +194,26 @@ static int verify_ec(const json_t *key, const gnutls_datum_t *data, const ctld_j
 {
     gnutls_datum_t x = {0}, y = {0}, der = {0};
     gnutls_pubkey_t pk = NULL;
-    int rc = TS_EINVAL;
+    int rc;
     const char *crv = json_string_value(json_object_get(key, "crv"));
     if (!crv || strcmp(crv, "P-256") != 0 || !key_bytes(key, "x", &x) || !key_bytes(key, "y", &y)) {
-        jwt_fail(why, size, "the issuer's key \"%s\": not a P-256 key", j->kid ? j->kid : "");
+        rc = jwt_fail(why, size, "the issuer's key \"%s\": not a P-256 key", j->kid ? j->kid : "");
     } else if (j->sig_len != 2 * ES256_HALF_BYTES) {
-        jwt_fail(why, size, "bad signature (ES256 wants 64 bytes, got %zu)", j->sig_len);
+        rc = jwt_fail(why, size, "bad signature (ES256 wants 64 bytes, got %zu)", j->sig_len);
     } else if (gnutls_pubkey_init(&pk) < 0 ||
                gnutls_pubkey_import_ecc_raw(pk, GNUTLS_ECC_CURVE_SECP256R1, &x, &y) < 0) {
-        jwt_fail(why, size, "the issuer's key \"%s\": not a usable P-256 key", j->kid ? j->kid : "");
+        rc = jwt_fail(why, size, "the issuer's key \"%s\": not a usable P-256 key",
+                      j->kid ? j->kid : "");
     } else {
+        /* JWS carries r || s; gnutls verifies the DER form */
         gnutls_datum_t r = {j->sig, ES256_HALF_BYTES};
         gnutls_datum_t s = {j->sig + ES256_HALF_BYTES, ES256_HALF_BYTES};
-        rc = gnutls_encode_rs_value(&der, &r, &s) == 0 &&
-                     gnutls_pubkey_verify_data2(pk, GNUTLS_SIGN_ECDSA_SHA256, 0, data, &der) >= 0
-                 ? 0
+        rc = gnutls_encode_rs_value(&der, &r, &s) == 0
+                 ? jwt_check_sig(pk, GNUTLS_SIGN_ECDSA_SHA256, data, &der, why, size)
                  : jwt_fail(why, size, "bad signature");
     }
-    if (pk)
-        gnutls_pubkey_deinit(pk);
     gnutls_free(der.data);
-    free(x.data);
-    free(y.data);
+    jwt_key_free(pk, &x, &y);
     return rc;
 }
 

@@ -79,11 +79,11 @@ static void metrics_jobs(ctld *c, sbuf *b, const char *only)
     /* counted as jobs change (state.c): a page costs the tenants, not the jobs */
     int nt = c->tenants->n < c->nqueued ? c->tenants->n : c->nqueued;
     head(b, "tessera_jobs", "gauge", "Active jobs by state and tenant.");
-    for (int t = 0; c->by_state && t < nt; t++)
+    for (int t = 0; c->queue && t < nt; t++)
         for (int s = 0; s < TS_JOB_STATES; s++)
             if (!ts_job_state_terminal(s) && shown(c, t, only))
                 put(b, "tessera_jobs{state=\"%s\",tenant=\"%s\"} %lld\n", ts_job_state_name(s),
-                    c->tenants->t[t].name, (long long)c->by_state[t * TS_JOB_STATES + s]);
+                    c->tenants->t[t].name, (long long)c->queue[t].by_state[s]);
     head(b, "tessera_jobs_waiting", "gauge",
          "Pending and held jobs by the reason they wait (the last cycle's).");
     int64_t by_reason[TS_PEND_LAST + 1] = {0};

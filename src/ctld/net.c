@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "ctld/ctld.h"
+#include "ctld/input.h"
 #include "ctld/dtask.h"
 #include "ctld/job_fsm.h"
 
@@ -324,26 +325,12 @@ int ctld_net_peers(const ctld *c, const char **out)
     return n;
 }
 
-/* Whether name is one of the comma-separated names. */
-static bool name_listed(const char *names, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *p = names; *p;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len == n && strncmp(p, name, n) == 0)
-            return true;
-        p += len + (end ? 1 : 0);
-    }
-    return false;
-}
-
 int ctld_net_services(const ctld *c, ts_desired *d)
 {
     int ns = c->cfg.nnet_services, some = 0;
     for (int i = 0; i < ns; i++)
         for (int k = 0; c->cfg.net_service_tenants[i][0] && k < c->nnet_tenants; k++)
-            some += name_listed(c->cfg.net_service_tenants[i], c->net_tenants[k].name);
+            some += ctld_name_listed(c->cfg.net_service_tenants[i], c->net_tenants[k].name);
     d->net_services.v = ns > 0 ? calloc((size_t)ns, sizeof *d->net_services.v) : NULL;
     d->net_tenant_services =
         some > 0 ? calloc((size_t)some, sizeof *d->net_tenant_services) : NULL;
@@ -356,7 +343,7 @@ int ctld_net_services(const ctld *c, ts_desired *d)
             continue;
         }
         for (int k = 0; k < c->nnet_tenants; k++) /* a tenant with no ordinal has no task */
-            if (name_listed(names, c->net_tenants[k].name))
+            if (ctld_name_listed(names, c->net_tenants[k].name))
                 d->net_tenant_services[d->nnet_tenant_services++] =
                     (ts_desired_tenant_service){c->net_vni_base + c->net_tenants[k].ordinal,
                                                 c->cfg.net_services[i]};

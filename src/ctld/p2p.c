@@ -99,6 +99,7 @@ typedef struct p2p_blob {
     uint8_t **have;            /* per node: NULL, or npieces of 0/1 */
     double *banned_until;      /* per node */
     double *announced_s;       /* per node: its last announce of this blob */
+    void *block;               /* the one allocation the arrays above lie in */
 } p2p_blob;
 
 struct ctld_p2p {
@@ -107,6 +108,7 @@ struct ctld_p2p {
     char (*url)[URL_MAX];      /* per node, as last announced */
     double *seen_s;            /* per node: its last announce or beat */
     bool *beats;               /* per node: it beats (judged by its silence) */
+    void *per_node;            /* the one allocation of url, seen_s and beats */
     p2p_blob blobs[BLOBS_MAX];
     unsigned char key[KEY_BYTES];
     char key_hex[2 * KEY_BYTES + 1];
@@ -119,17 +121,16 @@ int ctld_p2p_open(ctld *c)
         return TS_ENOMEM;
     T->nnodes = c->cluster->nnodes;
     size_t nn = (size_t)(T->nnodes > 0 ? T->nnodes : 1);
-    T->url = calloc(nn, sizeof *T->url);
-    T->seen_s = calloc(nn, sizeof *T->seen_s);
-    T->beats = calloc(nn, sizeof *T->beats);
-    if (!T->url || !T->seen_s || !T->beats ||
-        gnutls_rnd(GNUTLS_RND_KEY, T->key, sizeof T->key) != 0) {
-        free(T->url);
-        free(T->seen_s);
-        free(T->beats);
+    /* one block, widest members first so that each stays aligned */
+    char *m = T->per_node = calloc(nn, sizeof *T->seen_s + sizeof *T->url + sizeof *T->beats);
+    if (!m || gnutls_rnd(GNUTLS_RND_KEY, T->key, sizeof T->key) != 0) {
+        free(m);
         free(T);
         return TS_ENOMEM;
     }
+    T->seen_s = (double *)(void *)m;
+    T->url = (char (*)[URL_MAX])(void *)(m + nn * sizeof *T->seen_s);
+    T->beats = (bool *)(void *)(m + nn * (sizeof *T->seen_s + sizeof *T->url));
     for (int i = 0; i < KEY_BYTES; i++)
         sprintf(T->key_hex + 2 * i, "%02x", T->key[i]);
     pthread_mutex_init(&T->mu, NULL);
@@ -143,14 +144,33 @@ static void blob_free(p2p_blob *b, int nnodes)
         return;
     for (int n = 0; n < nnodes; n++)
         free(b->have[n]);
-    free(b->have);
-    free(b->hash);
-    free(b->claim_node);
-    free(b->claim_until);
-    free(b->claim_at);
-    free(b->banned_until);
-    free(b->announced_s);
+    free(b->block);
     memset(b, 0, sizeof *b);
+}
+
+/* A blob's arrays of np pieces (hash, claim_node, claim_until, claim_at) and
+ * of nnodes nodes (have, banned_until, announced_s): one zeroed block, the
+ * doubles first, then pointers, ints and bytes, so that each stays aligned. */
+static bool blob_alloc(p2p_blob *b, int np, int nnodes)
+{
+    size_t p = (size_t)np, n = (size_t)nnodes;
+    size_t doubles = 2 * p + 2 * n;
+    char *m = calloc(1, doubles * sizeof(double) + n * sizeof *b->have +
+                            p * (sizeof *b->claim_node + sizeof *b->hash) + 1);
+    if (!m)
+        return false;
+    b->block = m;
+    b->claim_until = (double *)(void *)m;
+    b->claim_at = b->claim_until + p;
+    b->banned_until = b->claim_at + p;
+    b->announced_s = b->banned_until + n;
+    m += doubles * sizeof(double);
+    b->have = (uint8_t **)(void *)m;
+    m += n * sizeof *b->have;
+    b->claim_node = (int *)(void *)m;
+    m += p * sizeof *b->claim_node;
+    b->hash = (char (*)[TS_IMAGE_DIGEST_MAX])(void *)m;
+    return true;
 }
 
 void ctld_p2p_close(ctld *c)
@@ -162,9 +182,7 @@ void ctld_p2p_close(ctld *c)
         blob_free(&T->blobs[i], T->nnodes);
     pthread_mutex_destroy(&T->mu);
     explicit_bzero(T->key, sizeof T->key);
-    free(T->url);
-    free(T->seen_s);
-    free(T->beats);
+    free(T->per_node);
     free(T);
     c->p2p = NULL;
 }
@@ -183,22 +201,8 @@ static p2p_blob *blob_get(struct ctld_p2p *T, const char *digest, long long size
     }
     blob_free(lru, T->nnodes);
     int np = (int)((size + TS_P2P_PIECE_BYTES - 1) / TS_P2P_PIECE_BYTES);
-    lru->hash = calloc((size_t)np, sizeof *lru->hash);
-    lru->claim_node = malloc((size_t)np * sizeof *lru->claim_node);
-    lru->claim_until = calloc((size_t)np, sizeof *lru->claim_until);
-    lru->claim_at = calloc((size_t)np, sizeof *lru->claim_at);
-    lru->have = calloc((size_t)T->nnodes, sizeof *lru->have);
-    lru->banned_until = calloc((size_t)T->nnodes, sizeof *lru->banned_until);
-    lru->announced_s = calloc((size_t)T->nnodes, sizeof *lru->announced_s);
-    if (!lru->hash || !lru->claim_node || !lru->claim_until || !lru->claim_at || !lru->have ||
-        !lru->banned_until || !lru->announced_s) {
-        free(lru->hash), free(lru->claim_node), free(lru->claim_until), free(lru->have);
-        free(lru->claim_at);
-        free(lru->banned_until);
-        free(lru->announced_s);
-        memset(lru, 0, sizeof *lru);
+    if (!blob_alloc(lru, np, T->nnodes))
         return NULL;
-    }
     for (int i = 0; i < np; i++)
         lru->claim_node[i] = -1;
     snprintf(lru->digest, sizeof lru->digest, "%s", digest);

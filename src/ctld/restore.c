@@ -359,11 +359,7 @@ void ctld_close(ctld *c)
     for (int i = 0; c->node_jobs && i < c->cluster->nnodes; i++)
         free(c->node_jobs[i].v);
     free(c->node_jobs);
-    free(c->queued);
-    free(c->by_state);
-    free(c->claimed);
-    free(c->queued_bytes);
-    free(c->claimed_bytes);
+    free(c->queue);
     ctld_arrays_free(c);
     ctld_deps_free(c);
     ts_decision_fini(&c->d);

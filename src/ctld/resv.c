@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ctld/ctld.h"
+#include "ctld/input.h"
 #include "ctld/http.h"
 #include "tessera/node_select.h"
 
@@ -98,22 +99,6 @@ static const ctld_resv *resv_find(const ctld *c, const char *name)
     return NULL;
 }
 
-/* Whether name is one of the comma-separated list's entries. */
-static bool list_has(const char *list, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *p = list; n && *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && strncmp(p, name, n) == 0)
-            return true;
-        if (!e)
-            break;
-        p = e + 1;
-    }
-    return false;
-}
-
 int ctld_resv_job(const ctld *c, const char *name, const char *tenant, const char *owner,
                   const char *run_user, int64_t *id, ts_err *err)
 {
@@ -126,8 +111,8 @@ int ctld_resv_job(const ctld *c, const char *name, const char *tenant, const cha
     if (tenant && strcmp(r->row.tenant, tenant) != 0)
         return ts_err_set(err, TS_EINVAL, "reservation: \"%s\" is tenant \"%s\"'s, not \"%s\"'s",
                           name, r->row.tenant, tenant);
-    if (owner && r->row.users[0] && !list_has(r->row.users, owner) &&
-        !(run_user && run_user[0] && list_has(r->row.users, run_user)))
+    if (owner && r->row.users[0] && !ctld_name_listed(r->row.users, owner) &&
+        !(run_user && run_user[0] && ctld_name_listed(r->row.users, run_user)))
         return ts_err_set(err, TS_EINVAL, "reservation: \"%s\" is kept for the users %s; \"%s\" "
                           "is not one of them", name, r->row.users, owner);
     *id = r->id;

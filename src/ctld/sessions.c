@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "ctld/ctld.h"
+#include "ctld/input.h"
 #include "ctld/http.h"
 #include "ctld/router.h"
 #include "tessera/stream.h"
@@ -463,19 +464,9 @@ static json_t *parse_request(const ctld_request *rq, ctld_reply *r)
     json_t *rank = json_object_get(in, "rank"), *cmd = json_object_get(in, "command"),
            *port = json_object_get(in, "port"), *tty = json_object_get(in, "tty"),
            *rows = json_object_get(in, "rows"), *cols = json_object_get(in, "cols");
-    const char *bad = NULL, *why = NULL;
     static const char *const KEYS[] = {"kind", "rank", "command", "port", "tty", "rows", "cols"};
-    const char *key;
-    json_t *v;
-    json_object_foreach(in, key, v) {
-        bool known = false;
-        for (size_t i = 0; i < sizeof KEYS / sizeof KEYS[0]; i++)
-            known = known || strcmp(key, KEYS[i]) == 0;
-        if (!known && !bad) {
-            bad = key;
-            why = "unknown field";
-        }
-    }
+    const char *bad = ctld_unknown_key(in, KEYS, sizeof KEYS / sizeof KEYS[0]);
+    const char *why = bad ? "unknown field" : NULL;
     if (bad) {
     } else if (!kind || (strcmp(kind, "attach") != 0 && strcmp(kind, "exec") != 0 &&
                          strcmp(kind, "forward") != 0)) {

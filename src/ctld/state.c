@@ -174,29 +174,29 @@ void ctld_queued_note(ctld *c, cjob *j, int from, int to)
     int t = j->sj.tenant;
     if (t < 0 || t >= c->nqueued)
         return;
-    c->queued[t] += (int)is_queued(to) - (int)is_queued(from);
+    c->queue[t].queued += (int)is_queued(to) - (int)is_queued(from);
     if (from >= 0 && from < TS_JOB_STATES)
-        c->by_state[t * TS_JOB_STATES + from]--;
+        c->queue[t].by_state[from]--;
     if (to >= 0 && to < TS_JOB_STATES)
-        c->by_state[t * TS_JOB_STATES + to]++;
+        c->queue[t].by_state[to]++;
     if (is_queued(from))
-        c->queued_bytes[t] -= j->queued_bytes;
+        c->queue[t].queued_bytes -= j->queued_bytes;
     j->queued_bytes = 0;
     if (is_queued(to) && j->row.spec_json)
-        c->queued_bytes[t] += j->queued_bytes = (int64_t)strlen(j->row.spec_json);
+        c->queue[t].queued_bytes += j->queued_bytes = (int64_t)strlen(j->row.spec_json);
 }
 
 int ctld_tenant_queued(const ctld *c, const char *tenant)
 {
     int t = ts_tenant_find(c->tenants, tenant);
     /* a large array's elements that are not jobs yet count too, each one */
-    return (t >= 0 && t < c->nqueued ? c->queued[t] : 0) + ctld_arrays_queued(c, tenant);
+    return (t >= 0 && t < c->nqueued ? c->queue[t].queued : 0) + ctld_arrays_queued(c, tenant);
 }
 
 int64_t ctld_tenant_queued_bytes(const ctld *c, const char *tenant)
 {
     int t = ts_tenant_find(c->tenants, tenant);
-    return (t >= 0 && t < c->nqueued ? c->queued_bytes[t] : 0) +
+    return (t >= 0 && t < c->nqueued ? c->queue[t].queued_bytes : 0) +
            ctld_arrays_queued_bytes(c, tenant);
 }
 
@@ -206,7 +206,7 @@ int ctld_queued_bytes_check(const ctld *c, const char *tenant, int64_t more, con
     /* each queued job's spec is a row a cancel, an update or a start writes */
     int t = ts_tenant_find(c->tenants, tenant);
     int64_t held = ctld_tenant_queued_bytes(c, tenant) +
-                   (t >= 0 && t < c->nqueued ? c->claimed_bytes[t] : 0);
+                   (t >= 0 && t < c->nqueued ? c->queue[t].claimed_bytes : 0);
     if (held + more <= c->cfg.queued_spec_bytes)
         return 0;
     return ts_err_set(err, TS_ENOSPC, "tenant \"%s\": its pending and held jobs' specs take "
@@ -224,7 +224,7 @@ static int queued_claim(ctld *c, const char *tenant, int t, int n, int64_t bytes
                         ts_err *err)
 {
     bool known = t >= 0 && t < c->nqueued;
-    long have = (long)ctld_tenant_queued(c, tenant) + (known ? c->claimed[t] : 0);
+    long have = (long)ctld_tenant_queued(c, tenant) + (known ? c->queue[t].claimed : 0);
     if (have + n > (long)c->cfg.queued_per_tenant)
         return ts_err_set(err, TS_ELIMIT, "tenant \"%s\": %ld jobs pending or held, %d more "
                           "would pass the cap of %d (limits.queued_jobs_per_tenant)",
@@ -235,8 +235,8 @@ static int queued_claim(ctld *c, const char *tenant, int t, int n, int64_t bytes
     if (rc != 0)
         return rc;
     if (known) {
-        c->claimed[t] += n;
-        c->claimed_bytes[t] += (int64_t)n * bytes;
+        c->queue[t].claimed += n;
+        c->queue[t].claimed_bytes += (int64_t)n * bytes;
     }
     return 0;
 }
@@ -245,27 +245,11 @@ static int queued_claim(ctld *c, const char *tenant, int t, int n, int64_t bytes
 int ctld_queued_recount(ctld *c)
 {
     int n = c->tenants->n;
-    int *q = calloc((size_t)n + 1, sizeof *q), *cl = calloc((size_t)n + 1, sizeof *cl);
-    int64_t *qb = calloc((size_t)n + 1, sizeof *qb), *cb = calloc((size_t)n + 1, sizeof *cb);
-    int *bs = calloc((size_t)(n + 1) * TS_JOB_STATES, sizeof *bs);
-    if (!q || !cl || !qb || !cb || !bs) {
-        free(q);
-        free(cl);
-        free(qb);
-        free(cb);
-        free(bs);
+    struct ctld_queue_count *q = calloc((size_t)n + 1, sizeof *q);
+    if (!q)
         return TS_ENOMEM;
-    }
-    free(c->by_state);
-    c->by_state = bs;
-    free(c->queued);
-    free(c->claimed); /* none: a replacement waits for every submission's add */
-    free(c->queued_bytes);
-    free(c->claimed_bytes);
-    c->queued = q;
-    c->claimed = cl;
-    c->queued_bytes = qb;
-    c->claimed_bytes = cb;
+    free(c->queue); /* none claimed: a replacement waits for every submission's add */
+    c->queue = q;
     c->nqueued = n;
     for (int i = 0; i < c->njobs; i++)
         ctld_queued_note(c, c->jobs[i], -1, c->jobs[i]->row.state);
@@ -282,13 +266,14 @@ bool ctld_counts_check(const ctld *c, char *why, size_t n)
         if (t >= 0 && t < c->nqueued && st >= 0 && st < TS_JOB_STATES)
             bs[t * TS_JOB_STATES + st]++;
     }
-    for (int k = 0; bs && ok && k < c->nqueued * TS_JOB_STATES; k++)
-        if (bs[k] != c->by_state[k]) {
-            snprintf(why, n, "tenant %d, state %s: %d jobs counted as they changed, %d there",
-                     k / TS_JOB_STATES, ts_job_state_name(k % TS_JOB_STATES), c->by_state[k],
-                     bs[k]);
+    for (int k = 0; bs && ok && k < c->nqueued * TS_JOB_STATES; k++) {
+        int t = k / TS_JOB_STATES, st = k % TS_JOB_STATES;
+        if (bs[k] != c->queue[t].by_state[st]) {
+            snprintf(why, n, "tenant %d, state %s: %d jobs counted as they changed, %d there", t,
+                     ts_job_state_name(st), c->queue[t].by_state[st], bs[k]);
             ok = false;
         }
+    }
     free(bs);
     return ok;
 }
@@ -715,8 +700,8 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
         c->m.submitted += (uint64_t)(n_all - n);
     ctld_kick(c);
     if (tq >= 0 && tq < c->nqueued) { /* added now, counted in queued */
-        c->claimed[tq] -= n_all;
-        c->claimed_bytes[tq] -= (int64_t)n_all * (int64_t)strlen(spec_json);
+        c->queue[tq].claimed -= n_all;
+        c->queue[tq].claimed_bytes -= (int64_t)n_all * (int64_t)strlen(spec_json);
     }
     ctld_submission_end(c);
     pthread_mutex_unlock(&c->mu);

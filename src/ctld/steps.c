@@ -64,17 +64,12 @@ void ctld_step_cmd_put(ctld_step_cmd *cmd)
 
 void ctld_step_fini(ctld_step *s)
 {
-    for (int i = 0; i < s->n; i++) {
-        free(s->out[i]);
-        free(s->err[i]);
+    for (int i = 0; s->task && i < s->n; i++) {
+        free(s->task[i].out);
+        free(s->task[i].err);
     }
     ctld_step_cmd_put(s->cmd);
-    free(s->rank);
-    free(s->st);
-    free(s->code);
-    free(s->end);
-    free(s->out);
-    free(s->err);
+    free(s->task);
 }
 
 void ctld_steps_free(cjob *j)
@@ -104,11 +99,11 @@ static void step_settle(ctld *c, cjob *j, ctld_step *s, double now, ctld_txn *t)
 {
     int failed = 0, stopped = 0;
     for (int i = 0; i < s->n; i++) {
-        if (s->st[i] != CTLD_RANK_DONE && s->st[i] != CTLD_RANK_FAILED &&
-            s->st[i] != CTLD_RANK_STOPPED)
+        if (s->task[i].st != CTLD_RANK_DONE && s->task[i].st != CTLD_RANK_FAILED &&
+            s->task[i].st != CTLD_RANK_STOPPED)
             return;
-        failed += s->st[i] != CTLD_RANK_DONE;
-        stopped += s->st[i] == CTLD_RANK_STOPPED;
+        failed += s->task[i].st != CTLD_RANK_DONE;
+        stopped += s->task[i].st == CTLD_RANK_STOPPED;
     }
     s->state = failed ? STEP_FAILED : STEP_COMPLETED;
     if (stopped && j->row.state != TS_JOB_RUNNING) {
@@ -170,7 +165,7 @@ static json_t *step_task(const cjob *j, const ctld_step *s, int q, int nnodes,
     t->world_size = s->n;
     t->local_rank = 0;
     for (int p = 0; p < q; p++)
-        t->local_rank += j->allocs[s->rank[p]].node == j->allocs[s->rank[q]].node;
+        t->local_rank += j->allocs[s->task[p].rank].node == j->allocs[s->task[q].rank].node;
     t->master_addr = first;
     CTLD_DT_CLEAR(&dt, STEP_TOKEN);
     CTLD_DT_CLEAR(&dt, HOLD);
@@ -217,14 +212,14 @@ int ctld_steps_desired(const ctld *c, const cjob *j, int n, const ctld_dtask *ra
         for (int q = 0; q < s->n; q++) {
             bool seen = false;
             for (int p = 0; p < q && !seen; p++)
-                seen = j->allocs[s->rank[p]].node == j->allocs[s->rank[q]].node;
+                seen = j->allocs[s->task[p].rank].node == j->allocs[s->task[q].rank].node;
             nnodes += !seen;
         }
-        const char *first = ctld_step_node(c, j, s->rank[0]);
+        const char *first = ctld_step_node(c, j, s->task[0].rank);
         size_t cmd = est ? argv_json_bytes(s->cmd->argv, s->cmd->argc) : 0;
         for (int q = 0; q < s->n && got < max; q++) {
-            int r = s->rank[q];
-            if (j->allocs[r].node != n || s->st[q] > CTLD_RANK_RUNNING)
+            int r = s->task[q].rank;
+            if (j->allocs[r].node != n || s->task[q].st > CTLD_RANK_RUNNING)
                 continue;
             int b = 0;
             while (b < nranks && (ranks[b].t.rank != r || ranks[b].oom))
@@ -265,33 +260,33 @@ int ctld_steps_report(ctld *c, cjob *j, int n, const ts_task_report *tk, double 
         return 0;
     int q = -1;
     for (int k = 0; k < s->n && q < 0; k++)
-        if (s->rank[k] == rank && j->allocs[rank].node == n)
+        if (s->task[k].rank == rank && j->allocs[rank].node == n)
             q = k;
-    if (q < 0 || s->st[q] > CTLD_RANK_RUNNING)
+    if (q < 0 || s->task[q].st > CTLD_RANK_RUNNING)
         return 0;
     if (tk->state == TS_REPORT_RUNNING) {
-        s->st[q] = CTLD_RANK_RUNNING;
+        s->task[q].st = CTLD_RANK_RUNNING;
         return 0;
     }
     int ec = tk->signal > 0         ? 128 + tk->signal
              : tk->has_exit_code    ? tk->exit_code
              : tk->state == TS_REPORT_EXITED ? 0
                                              : 1;
-    s->code[q] = ec;
-    s->end[q] = now;
-    s->st[q] = tk->state == TS_REPORT_STOPPED ? CTLD_RANK_STOPPED
+    s->task[q].code = ec;
+    s->task[q].end = now;
+    s->task[q].st = tk->state == TS_REPORT_STOPPED ? CTLD_RANK_STOPPED
                : ec == 0                      ? CTLD_RANK_DONE
                                               : CTLD_RANK_FAILED;
     const char *so = tk->out_stdout, *se = tk->out_stderr, *launch = tk->error;
-    if (so && !(s->out[q] = tail_of(so)))
+    if (so && !(s->task[q].out = tail_of(so)))
         return TS_ENOMEM;
     if (launch && *launch) { /* it could not start: srun says why */
         size_t len = strlen(launch) + 64;
-        if (!(s->err[q] = malloc(len)))
+        if (!(s->task[q].err = malloc(len)))
             return TS_ENOMEM;
-        snprintf(s->err[q], len, "srun: task %d on %s: %s\n", q, c->cluster->nodes[n].name,
+        snprintf(s->task[q].err, len, "srun: task %d on %s: %s\n", q, c->cluster->nodes[n].name,
                  launch);
-    } else if (se && !(s->err[q] = tail_of(se))) {
+    } else if (se && !(s->task[q].err = tail_of(se))) {
         return TS_ENOMEM;
     }
     step_settle(c, j, s, now, t);
@@ -551,22 +546,20 @@ static bool step_refused(const ctld *c, const cjob *j, int64_t id, ctld_reply *r
     return false;
 }
 
-/* s's per-task arrays for its s->n tasks and its argv from cmd, and room for
- * one more step in steps; false when out of memory (step_fini frees what
- * s holds). */
-bool ctld_step_alloc(ctld_step *s, const json_t *cmd, struct ctld_steps *steps)
+/* s's tasks (s->n, on the job's ranks rank[0..n)) and its argv from cmd,
+ * and room for one more step in steps; false when out of memory
+ * (ctld_step_fini frees what s holds). */
+bool ctld_step_alloc(ctld_step *s, const int *rank, const json_t *cmd, struct ctld_steps *steps)
 {
     int n = s->n;
-    s->st = calloc((size_t)n, 1);
-    s->code = malloc((size_t)n * sizeof *s->code);
-    s->end = calloc((size_t)n, sizeof *s->end);
-    s->out = calloc((size_t)n, sizeof *s->out);
-    s->err = calloc((size_t)n, sizeof *s->err);
+    s->task = calloc((size_t)n, sizeof *s->task);
     s->cmd = ctld_step_cmd_new(cmd);
-    if (!s->st || !s->code || !s->end || !s->out || !s->err || !s->cmd)
+    if (!s->task || !s->cmd)
         return false;
-    for (int i = 0; i < n; i++)
-        s->code[i] = -1;
+    for (int i = 0; i < n; i++) {
+        s->task[i].rank = rank[i];
+        s->task[i].code = -1;
+    }
     if (ts_grow((void **)&steps->v, &steps->cap, steps->n + 1, 8, sizeof *steps->v) != 0)
         return false;
     return true;
@@ -585,7 +578,7 @@ static json_t *step_commit(ctld *c, cjob *j, const ctld_step *s, ctld_reply *r)
      * the job's ranks it runs in and the run it belongs to */
     json_t *ev = doc ? json_deep_copy(doc) : NULL, *ranks = json_array();
     for (int q = 0; ev && q < s->n; q++)
-        json_array_append_new(ranks, json_integer(s->rank[q]));
+        json_array_append_new(ranks, json_integer(s->task[q].rank));
     if (ev) {
         json_object_set_new(ev, "ranks", ranks);
         json_object_set_new(ev, "run", json_real(s->run));
@@ -624,9 +617,9 @@ static json_t *step_commit(ctld *c, cjob *j, const ctld_step *s, ctld_reply *r)
     for (int q = 0; q < s->n; q++) {
         bool seen = false;
         for (int p = 0; p < q && !seen; p++)
-            seen = j->allocs[s->rank[p]].node == j->allocs[s->rank[q]].node;
+            seen = j->allocs[s->task[p].rank].node == j->allocs[s->task[q].rank].node;
         if (!seen)
-            ctld_agent_moved(c, j->allocs[s->rank[q]].node);
+            ctld_agent_moved(c, j->allocs[s->task[q].rank].node);
     }
     return doc;
 }
@@ -658,10 +651,11 @@ static void step_post(ctld *c, const ctld_request *rq, ctld_reply *r)
     s.id = j->steps->n > 0 ? j->steps->v[j->steps->n - 1].id + 1 : next_id;
     s.run = j->row.start_s;
     s.n = n;
-    s.rank = rank;
-    rank = NULL;
     s.start_s = ctld_now();
-    if (!ctld_step_alloc(&s, cmd, j->steps))
+    bool made = ctld_step_alloc(&s, rank, cmd, j->steps);
+    free(rank);
+    rank = NULL;
+    if (!made)
         goto oom;
     json_t *doc = step_commit(c, j, &s, r);
     if (!doc)

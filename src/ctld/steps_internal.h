@@ -31,15 +31,20 @@ ctld_step_cmd *ctld_step_cmd_new(const json_t *cmd);
 /* Drops a reference (any thread, with or without c->mu); the last frees. */
 void ctld_step_cmd_put(ctld_step_cmd *cmd);
 
+/* One task of a step. */
+typedef struct ctld_step_task {
+    int rank;          /* the job's rank it runs in */
+    uint8_t st;        /* CTLD_RANK_* */
+    int code;          /* exit status (128 + signal), -1 unknown */
+    double end;        /* when it ended */
+    char *out, *err;   /* the last of its output, NULL none */
+} ctld_step_task;
+
 typedef struct ctld_step {
     int id;
     double run;        /* the job's start_s of the run it belongs to */
     int n;             /* its tasks */
-    int *rank;         /* [n] the job's rank each task runs in */
-    uint8_t *st;       /* [n] CTLD_RANK_* */
-    int *code;         /* [n] exit status (128 + signal), -1 unknown */
-    double *end;       /* [n] when each ended */
-    char **out, **err; /* [n] the last of each task's output, NULL none */
+    ctld_step_task *task; /* [n] */
     ctld_step_cmd *cmd;
     int state;
     double start_s, end_s;
@@ -53,10 +58,11 @@ struct ctld_steps {
 
 /* Frees what a step owns (not the step). */
 void ctld_step_fini(ctld_step *s);
-/* s's per-task arrays and argv (from cmd) made for its s->n tasks, and room
- * for one more step in steps; false when out of memory (ctld_step_fini frees
- * what was made). */
-bool ctld_step_alloc(ctld_step *s, const json_t *cmd, struct ctld_steps *steps);
+/* s's s->n tasks, on the job's ranks rank[0..n), and argv (from cmd) made,
+ * and room for one more step in steps; false when out of memory
+ * (ctld_step_fini frees what was made). */
+bool ctld_step_alloc(ctld_step *s, const int *rank, const json_t *cmd,
+                     struct ctld_steps *steps);
 /* steps_view.c: step id of j (NULL: none); the node rank runs on ("" when j
  * holds none); step s's document (with each task's output when tasks),
  * NULL when out of memory; GET /v1/jobs/{id}/steps (takes mu itself, a list

@@ -25,13 +25,16 @@ static int step_rebuilt(cjob *j, const json_t *b, const json_t *e, double now)
     s.n = (int)json_array_size(ranks);
     if (s.n <= 0 || s.n > j->ntasks || s.id < 0 || s.id >= CTLD_STEPS_MAX)
         return 0; /* an event of an older tesserad (no ranks): left to accounting */
-    if (!(s.rank = malloc((size_t)s.n * sizeof *s.rank)))
+    int *rank = malloc((size_t)s.n * sizeof *rank);
+    if (!rank)
         return TS_ENOMEM;
     for (int q = 0; q < s.n; q++) {
         json_int_t r = json_integer_value(json_array_get(ranks, (size_t)q));
-        s.rank[q] = r >= 0 && r < j->ntasks ? (int)r : 0;
+        rank[q] = r >= 0 && r < j->ntasks ? (int)r : 0;
     }
-    if (!ctld_step_alloc(&s, json_object_get(b, "command"), j->steps)) {
+    bool ok = ctld_step_alloc(&s, rank, json_object_get(b, "command"), j->steps);
+    free(rank);
+    if (!ok) {
         ctld_step_fini(&s);
         return TS_ENOMEM;
     }
@@ -43,9 +46,9 @@ static int step_rebuilt(cjob *j, const json_t *b, const json_t *e, double now)
         s.end_s = json_number_value(json_object_get(e, "end"));
         int code = (int)json_integer_value(json_object_get(e, "exit_code"));
         for (int q = 0; q < s.n; q++) {
-            s.st[q] = s.state == STEP_COMPLETED ? CTLD_RANK_DONE : CTLD_RANK_FAILED;
-            s.code[q] = code;
-            s.end[q] = s.end_s;
+            s.task[q].st = s.state == STEP_COMPLETED ? CTLD_RANK_DONE : CTLD_RANK_FAILED;
+            s.task[q].code = code;
+            s.task[q].end = s.end_s;
         }
         const char *why = json_string_value(json_object_get(e, "reason"));
         snprintf(s.why, sizeof s.why, "%s", why ? why : "");

@@ -58,9 +58,9 @@ static double step_gpu_s(const cjob *j, const ctld_step *s, double now)
 {
     double sum = 0;
     for (int i = 0; i < s->n; i++) {
-        double end = s->end[i] > 0 ? s->end[i] : s->end_s > 0 ? s->end_s : now;
-        if (j->allocs && s->rank[i] < j->ntasks && end > s->start_s)
-            sum += task_gpus(j, s->rank[i]) * (end - s->start_s);
+        double end = s->task[i].end > 0 ? s->task[i].end : s->end_s > 0 ? s->end_s : now;
+        if (j->allocs && s->task[i].rank < j->ntasks && end > s->start_s)
+            sum += task_gpus(j, s->task[i].rank) * (end - s->start_s);
     }
     return sum;
 }
@@ -69,8 +69,8 @@ static int step_exit(const ctld_step *s)
 {
     int code = 0;
     for (int i = 0; i < s->n; i++)
-        if (s->code[i] > code)
-            code = s->code[i];
+        if (s->task[i].code > code)
+            code = s->task[i].code;
     return code;
 }
 
@@ -94,7 +94,7 @@ static bool view_of(const ctld *c, const cjob *j, const ctld_step *s, double now
         return false;
     }
     for (int i = 0; i < s->n; i++) {
-        const char *nd = ctld_step_node(c, j, s->rank[i]);
+        const char *nd = ctld_step_node(c, j, s->task[i].rank);
         bool seen = false;
         for (int k = 0; k < v->nnodes && !seen; k++)
             seen = v->nodes[k] == nd; /* one name per node: the same pointer */
@@ -131,17 +131,18 @@ static json_t *tasks_json(const ctld *c, const cjob *j, const ctld_step *s)
 {
     json_t *t = json_array();
     for (int i = 0; i < s->n; i++) {
-        int st = s->st[i];
+        const ctld_step_task *k = &s->task[i];
+        int st = k->st;
         const char *sn = st == CTLD_RANK_DONE      ? "completed"
                          : st == CTLD_RANK_FAILED  ? "failed"
                          : st == CTLD_RANK_STOPPED ? "stopped"
                          : st == CTLD_RANK_RUNNING ? "running"
                                                    : "pending";
         json_array_append_new(
-            t, json_pack("{s:i,s:i,s:s,s:s,s:o,s:s,s:s}", "task", i, "rank", s->rank[i], "node",
-                         ctld_step_node(c, j, s->rank[i]), "state", sn, "exit_code",
-                         s->code[i] >= 0 ? json_integer(s->code[i]) : json_null(), "stdout",
-                         s->out[i] ? s->out[i] : "", "stderr", s->err[i] ? s->err[i] : ""));
+            t, json_pack("{s:i,s:i,s:s,s:s,s:o,s:s,s:s}", "task", i, "rank", k->rank, "node",
+                         ctld_step_node(c, j, k->rank), "state", sn, "exit_code",
+                         k->code >= 0 ? json_integer(k->code) : json_null(), "stdout",
+                         k->out ? k->out : "", "stderr", k->err ? k->err : ""));
     }
     return t;
 }

@@ -48,6 +48,25 @@ static bool idem_same(ctld *c, const int64_t *ids, int n, const char *json)
     return same;
 }
 
+/* An image (field path) from host, a registry the tenant may use
+ * (registries in tenants.yaml): else 400 naming the field. */
+static bool registry_ok(ctld *c, const ts_job_spec *spec, const char *host, const char *path,
+                        ctld_reply *r)
+{
+    char allowed[TS_TENANT_REGISTRIES_BYTES] = "";
+    ctld_lock_reader(c);
+    int k = ts_tenant_find(c->tenants, spec->tenant);
+    bool ok = k < 0 || ts_tenant_registry_ok(&c->tenants->t[k], host);
+    if (!ok)
+        snprintf(allowed, sizeof allowed, "%s", c->tenants->t[k].registries);
+    pthread_mutex_unlock(&c->mu);
+    if (!ok)
+        ctld_field_error(r, path, "tenant \"%s\" may use images from %s only (registries "
+                         "in tenants.yaml), not from %s", spec->tenant,
+                         allowed[0] ? allowed : "no registry", host);
+    return ok;
+}
+
 /* An image from a registry its tenant may not use (registries in
  * tenants.yaml, docs/images.md): 400 naming the field. */
 static bool image_ok(ctld *c, const ctld_caller *w, const ts_job_spec *spec, ctld_reply *r)
@@ -73,44 +92,22 @@ static bool image_ok(ctld *c, const ctld_caller *w, const ts_job_spec *spec, ctl
         ts_image_ref dref;
         if (ts_image_ref_parse(spec->data[i].ref, "data", &dref, NULL) != 0)
             continue; /* the spec's parse refused it already */
-        char allowed[TS_TENANT_REGISTRIES_BYTES] = "";
-        ctld_lock_reader(c);
-        int k = ts_tenant_find(c->tenants, spec->tenant);
-        bool ok = k < 0 || ts_tenant_registry_ok(&c->tenants->t[k], dref.host);
-        if (!ok)
-            snprintf(allowed, sizeof allowed, "%s", c->tenants->t[k].registries);
-        pthread_mutex_unlock(&c->mu);
-        if (!ok) {
-            char path[40];
-            snprintf(path, sizeof path, "data[%d].ref", i);
-            ctld_field_error(r, path, "tenant \"%s\" may use images from %s only (registries "
-                             "in tenants.yaml), not from %s", spec->tenant,
-                             allowed[0] ? allowed : "no registry", dref.host);
+        char path[40];
+        snprintf(path, sizeof path, "data[%d].ref", i);
+        if (!registry_ok(c, spec, dref.host, path, r))
             return false;
-        }
     }
     if (!spec->image)
         return true;
     ts_image_ref ref;
     if (ts_image_ref_parse(spec->image, "image", &ref, NULL) != 0)
         return true; /* the spec's parse refused it already */
-    char allowed[TS_TENANT_REGISTRIES_BYTES] = "";
-    ctld_lock_reader(c);
-    int k = ts_tenant_find(c->tenants, spec->tenant);
-    bool ok = k < 0 || ts_tenant_registry_ok(&c->tenants->t[k], ref.host);
-    if (!ok)
-        snprintf(allowed, sizeof allowed, "%s", c->tenants->t[k].registries);
-    pthread_mutex_unlock(&c->mu);
-    if (!ok) {
-        ctld_field_error(r, "image", "tenant \"%s\" may use images from %s only (registries "
-                         "in tenants.yaml), not from %s", spec->tenant,
-                         allowed[0] ? allowed : "no registry", ref.host);
+    if (!registry_ok(c, spec, ref.host, "image", r))
         return false;
-    }
     /* host folders: each under one the tenant may mount (mounts in tenants.yaml) */
     int bad = -1;
     ctld_lock_reader(c);
-    k = ts_tenant_find(c->tenants, spec->tenant);
+    int k = ts_tenant_find(c->tenants, spec->tenant);
     for (int i = 0; k >= 0 && bad < 0 && i < spec->nmounts; i++)
         if (!ts_tenant_mount_ok(&c->tenants->t[k], spec->mounts[i].host, spec->mounts[i].write))
             bad = i;

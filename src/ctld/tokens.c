@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "ctld/ctld.h"
+#include "ctld/input.h"
 #include "ctld/http.h"
 #include "tessera/fmt.h"
 
@@ -104,19 +105,6 @@ int ctld_parse_expiry(const char *s, double now_s, double *out)
 }
 
 
-static bool listed(const char *csv, const char *name)
-{
-    size_t len = strlen(name);
-    for (const char *p = csv; p && *p;) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n == len && strncmp(p, name, n) == 0)
-            return true;
-        p = end ? end + 1 : NULL;
-    }
-    return false;
-}
-
 /* Whether caller w may give a token of tenant `tenant` the identity
  * (user, uid); 0, or an HTTP status with the reason in why. */
 static int identity_allowed(ctld *c, const ctld_caller *w, const char *tenant, const char *user,
@@ -137,7 +125,7 @@ static int identity_allowed(ctld *c, const ctld_caller *w, const char *tenant, c
     if (!id.unix_users[0] && !id.has_uid_range)
         snprintf(why, size, "unix_user: tenant \"%s\" lets its tenant-admin map no Unix user "
                  "(tenants.yaml: unix_users, uid_range); ask an admin", tenant);
-    else if (id.unix_users[0] && !listed(id.unix_users, user))
+    else if (id.unix_users[0] && !ctld_name_listed(id.unix_users, user))
         snprintf(why, size, "unix_user: \"%s\" is not among tenant \"%s\"'s unix_users (%s)",
                  user, tenant, id.unix_users);
     else if (id.has_uid_range && (uid < id.uid_min || uid > id.uid_max))
@@ -160,17 +148,11 @@ typedef struct token_in {
 static int token_in_read(json_t *in, token_in *t, char *why, size_t size)
 {
     static const char *const known[] = {"name", "role", "tenant", "unix_user", "uid", "expires"};
-    const char *k;
-    json_t *kv;
-    json_object_foreach(in, k, kv) {
-        bool ok = false;
-        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-            ok = ok || strcmp(k, known[i]) == 0;
-        if (!ok) {
-            snprintf(why, size, "%.64s: unknown key (known: name, role, tenant, unix_user, uid, "
-                     "expires)", k);
-            return 400;
-        }
+    const char *k = ctld_unknown_key(in, known, sizeof known / sizeof known[0]);
+    if (k) {
+        snprintf(why, size, "%.64s: unknown key (known: name, role, tenant, unix_user, uid, "
+                 "expires)", k);
+        return 400;
     }
     t->name = json_string_value(json_object_get(in, "name"));
     t->role = json_string_value(json_object_get(in, "role"));

@@ -32,30 +32,38 @@ static const char *const role_names[] = {"admin", "tenant-admin", "user", "viewe
                                          "scrape"};
 #define ROLES ((int)(sizeof role_names / sizeof role_names[0]))
 
+/* names[i] for 0 <= i < n, else "unknown"; and back, -1 for none. */
+static const char *store_name_of(const char *const *names, int n, int i)
+{
+    return i >= 0 && i < n ? names[i] : "unknown";
+}
+
+static int store_name_find(const char *const *names, int n, const char *name)
+{
+    for (int i = 0; name && i < n; i++)
+        if (strcmp(name, names[i]) == 0)
+            return i;
+    return -1;
+}
+
 const char *ts_job_state_name(int state)
 {
-    return state >= 0 && state < TS_JOB_STATES ? job_state_names[state] : "unknown";
+    return store_name_of(job_state_names, TS_JOB_STATES, state);
 }
 
 int ts_job_state_parse(const char *name)
 {
-    for (int i = 0; name && i < TS_JOB_STATES; i++)
-        if (strcmp(name, job_state_names[i]) == 0)
-            return i;
-    return -1;
+    return store_name_find(job_state_names, TS_JOB_STATES, name);
 }
 
 const char *ts_role_name(int role)
 {
-    return role >= 0 && role < ROLES ? role_names[role] : "unknown";
+    return store_name_of(role_names, ROLES, role);
 }
 
 int ts_role_parse(const char *name)
 {
-    for (int i = 0; name && i < ROLES; i++)
-        if (strcmp(name, role_names[i]) == 0)
-            return i;
-    return -1;
+    return store_name_find(role_names, ROLES, name);
 }
 
 void ts_job_row_fini(ts_job_row *r)

@@ -159,65 +159,62 @@ static int held_elsewhere(ts_store *s, const char *what, ts_err *err)
                       what, li.holder, (long long)li.epoch, li.remaining_s > 0 ? li.remaining_s : 0);
 }
 
-int ts_store_lease_acquire(ts_store *s, const char *holder, const char *url, double lease_s,
-                           int64_t *epoch, ts_err *err)
+/*
+ * The lease row changed by one UPDATE of parameters holder, second, lease_s
+ * ($1..$3) that changes the row only where this holder may: 0 (and *epoch
+ * from its RETURNING, when asked), or who holds it instead.
+ */
+static int lease_update(ts_store *s, const char *sql, const char *holder, const char *second,
+                        double lease_s, const char *what, int64_t *epoch, ts_err *err)
 {
     int rc;
     if ((rc = check_holder(holder, err)) || (rc = check_lease_s(lease_s, err)))
         return rc;
-    if (!url)
-        url = "";
-    if (strlen(url) >= TS_LEASE_URL_MAX)
-        return ts_err_set(err, TS_EINVAL, "lease url: longer than %d bytes",
-                          TS_LEASE_URL_MAX - 1);
     char dur[32];
     snprintf(dur, sizeof dur, "%.17g", lease_s);
-    const char *p[] = {holder, url, dur};
+    const char *p[] = {holder, second, dur};
     pthread_mutex_lock(&s->lease_mu);
     PGresult *res = NULL;
-    /* the SET expressions all read the row as it was */
-    rc = lease_exec(s,
-                    "UPDATE lease SET "
-                    "epoch = CASE WHEN holder = $1 AND expires_at > now() THEN epoch "
-                    "ELSE epoch + 1 END, holder = $1, url = $2, "
-                    "expires_at = now() + $3::float8 * interval '1 second' "
-                    "WHERE id = 1 AND (holder = $1 OR expires_at <= now()) RETURNING epoch",
-                    3, p, &res, "acquire", err);
+    rc = lease_exec(s, sql, 3, p, &res, what, err);
     if (rc == 0) {
-        if (PQntuples(res) == 1)
+        bool ok = epoch ? PQntuples(res) == 1 : strcmp(PQcmdTuples(res), "1") == 0;
+        if (ok && epoch)
             *epoch = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-        else
-            rc = held_elsewhere(s, "acquire", err);
         PQclear(res);
+        if (!ok)
+            rc = held_elsewhere(s, what, err);
     }
     pthread_mutex_unlock(&s->lease_mu);
     return rc;
 }
 
+int ts_store_lease_acquire(ts_store *s, const char *holder, const char *url, double lease_s,
+                           int64_t *epoch, ts_err *err)
+{
+    if (!url)
+        url = "";
+    if (strlen(url) >= TS_LEASE_URL_MAX)
+        return ts_err_set(err, TS_EINVAL, "lease url: longer than %d bytes",
+                          TS_LEASE_URL_MAX - 1);
+    /* the SET expressions all read the row as it was */
+    return lease_update(s,
+                        "UPDATE lease SET "
+                        "epoch = CASE WHEN holder = $1 AND expires_at > now() THEN epoch "
+                        "ELSE epoch + 1 END, holder = $1, url = $2, "
+                        "expires_at = now() + $3::float8 * interval '1 second' "
+                        "WHERE id = 1 AND (holder = $1 OR expires_at <= now()) RETURNING epoch",
+                        holder, url, lease_s, "acquire", epoch, err);
+}
+
 int ts_store_lease_renew(ts_store *s, const char *holder, int64_t epoch, double lease_s,
                          ts_err *err)
 {
-    int rc;
-    if ((rc = check_holder(holder, err)) || (rc = check_lease_s(lease_s, err)))
-        return rc;
-    char ep[32], dur[32];
+    char ep[32];
     snprintf(ep, sizeof ep, "%lld", (long long)epoch);
-    snprintf(dur, sizeof dur, "%.17g", lease_s);
-    const char *p[] = {holder, ep, dur};
-    pthread_mutex_lock(&s->lease_mu);
-    PGresult *res = NULL;
-    rc = lease_exec(s,
-                    "UPDATE lease SET expires_at = now() + $3::float8 * interval '1 second' "
-                    "WHERE id = 1 AND holder = $1 AND epoch = $2::bigint",
-                    3, p, &res, "renew", err);
-    if (rc == 0) {
-        bool ok = strcmp(PQcmdTuples(res), "1") == 0;
-        PQclear(res);
-        if (!ok)
-            rc = held_elsewhere(s, "renew", err);
-    }
-    pthread_mutex_unlock(&s->lease_mu);
-    return rc;
+    return lease_update(s,
+                        "UPDATE lease SET expires_at = now() + $3::float8 * interval '1 second' "
+                        "WHERE id = 1 AND holder = $1 AND epoch = $2::bigint",
+                        holder, ep, lease_s, "renew", NULL, err);
 }
 
 int ts_store_lease_release(ts_store *s, const char *holder, int64_t epoch, ts_err *err)

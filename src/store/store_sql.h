@@ -71,6 +71,34 @@ struct store_backend {
     void (*set_fence)(void *db, int64_t epoch);
 };
 
+/*
+ * The members every backend must have, from its functions PREFIX_connect ..
+ * PREFIX_changes: a backend that lacks one fails to compile, where a list of
+ * designated members would leave it NULL and crash at its first use.
+ */
+#define STORE_BACKEND_CORE(prefix)     \
+    .connect = prefix##_connect,       \
+    .disconnect = prefix##_disconnect, \
+    .healthy = prefix##_healthy,       \
+    .exec = prefix##_exec,             \
+    .begin = prefix##_begin,           \
+    .commit = prefix##_commit,         \
+    .rollback = prefix##_rollback,     \
+    .prepare = prefix##_prepare,       \
+    .finalize = prefix##_finalize,     \
+    .reset = prefix##_reset,           \
+    .bind_i64 = prefix##_bind_i64,     \
+    .bind_f64 = prefix##_bind_f64,     \
+    .bind_text = prefix##_bind_text,   \
+    .bind_blob = prefix##_bind_blob,   \
+    .step = prefix##_step,             \
+    .col_null = prefix##_col_null,     \
+    .col_i64 = prefix##_col_i64,       \
+    .col_f64 = prefix##_col_f64,       \
+    .col_text = prefix##_col_text,     \
+    .col_blob = prefix##_col_blob,     \
+    .changes = prefix##_changes
+
 extern const struct store_backend store_sqlite_backend;
 extern const struct store_backend store_pg_backend;
 
