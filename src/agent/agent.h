@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "io/dest.h"
 #include "agent/controllers.h"
 #include "agent/launch.h"
 #include "agent/metrics.h"
@@ -38,6 +39,7 @@
 #define TS_AGENT_STEP_SAMPLES 20   /* step times a task's median is taken over */
 #define TS_AGENT_STEP_TAIL_BYTES 4096 /* read from the end of a step file for them */
 #define TS_AGENT_OUTPUT_TAIL 4096  /* bytes of each stream an ended task reports */
+#define TS_AGENT_REGISTRY_ALLOW_MAX 48 /* --registry-allow ranges and plain-http hosts */
 #define TS_AGENT_NOTE_BYTES 8192   /* of a task's output note (two file names) */
 /* Sizes of the agent protocol (docs/agent-protocol.md "Sizes"): what the
  * agent sends in one registration or sync (half the controller's 1 MiB
@@ -64,6 +66,11 @@ typedef struct ts_agent_config {
     char net_addr[16];      /* the node's underlay IPv4 (VXLAN source); "" = none */
     long long image_budget_bytes;    /* the image store's disk budget, 0 = none */
     char plain_http_registries[512]; /* "host:port,..." pulled over http, not https */
+    /* what an image pull may connect to beyond addresses of no refused kind
+     * (io/dest.h: loopback, link-local, unspecified, multicast): the ranges
+     * of --registry-allow and the plain-http registries named by address */
+    io_cidr registry_allow[TS_AGENT_REGISTRY_ALLOW_MAX];
+    int nregistry_allow;
     /* the site's hooks (hooks.c, docs/tessera-agent.md): run as root before a
      * task starts and after it ended; "" = none */
     char prolog[512], epilog[512];

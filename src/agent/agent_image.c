@@ -50,6 +50,8 @@ struct agent_pull {
     struct ts_p2p *p2p;         /* NULL: from the registry only */
     long long rate_bytes_s;     /* > 0: a prefetch's cap */
     char ca_file[512];
+    io_cidr allow[TS_AGENT_REGISTRY_ALLOW_MAX]; /* what it may reach (ts_pull_opts.allow) */
+    int nallow;
     char cred[1024];            /* "user:password" or "", wiped when freed */
     char task_id[64];           /* the task that will use the image; "" a prefetch */
     long long bytes_done, bytes_total;
@@ -79,7 +81,8 @@ static void *pull_main(void *arg)
     ts_pull_opts o = {.ca_file = p->ca_file[0] ? p->ca_file : NULL,
                       .progress = on_progress, .progress_ctx = p,
                       .use_as = p->task_id[0] ? p->task_id : NULL, .p2p = p->p2p,
-                      .rate_bytes_s = p->rate_bytes_s};
+                      .rate_bytes_s = p->rate_bytes_s, .guard = true, .allow = p->allow,
+                      .nallow = p->nallow};
     char *colon = strchr(p->cred, ':');
     const char *user = NULL, *password = NULL;
     if (colon) {
@@ -154,6 +157,8 @@ static struct agent_pull *pull_new(ts_agent *a, const ts_image_ref *refs, int n,
     p->p2p = a->p2p;
     p->rate_bytes_s = rate_bytes_s;
     snprintf(p->ca_file, sizeof p->ca_file, "%s", a->cfg.ca_file);
+    memcpy(p->allow, a->cfg.registry_allow, sizeof p->allow);
+    p->nallow = a->cfg.nregistry_allow;
     if (cred)
         snprintf(p->cred, sizeof p->cred, "%s", cred);
     snprintf(p->task_id, sizeof p->task_id, "%s", task_id);

@@ -32,6 +32,7 @@
 
 #include <jansson.h>
 
+#include "io/dest.h"
 #include "tessera/agent_proto.h"
 #include "tessera/error.h"
 #include "tessera/image_ref.h"
@@ -124,6 +125,13 @@ typedef struct ts_pull_opts {
     /* may be NULL: this process's CPU-seconds (user and system) at that
      * moment, so that a bench can tell the fetch's CPU from the unpack's */
     double *blobs_cpu_s;
+    /* the addresses the pull may connect to (io/dest.h): with guard, none of
+     * a refused kind (loopback, link-local, unspecified, multicast) beyond
+     * allow[0..nallow); a registry and the redirects and token service it
+     * names are the tenant's to choose. false: any (an admin's image-pull) */
+    bool guard;
+    const io_cidr *allow;
+    int nallow;
 } ts_pull_opts;
 
 typedef struct ts_image {

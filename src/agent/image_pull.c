@@ -28,6 +28,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -79,7 +80,19 @@ typedef struct puller {
     /* the layers unpacked as their pieces come (image_stream.c); NULL: after */
     image_stream *stream;
     size_t layer;               /* the layer fetched now (0 first); SIZE_MAX: the config */
+    char refused[256];          /* why a connection was refused (o->guard), "" none */
 } puller;
+
+/* A connection of the pull, to an address checked first (o->guard). */
+static curl_socket_t open_checked(void *ctx, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    puller *p = ctx;
+    (void)purpose;
+    if (!io_dest_ok(&a->addr, p->o->allow, p->o->nallow, "an image pull",
+                    "the agent's --registry-allow", p->refused, sizeof p->refused))
+        return CURL_SOCKET_BAD;
+    return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
 
 static size_t on_header(char *b, size_t sz, size_t n, void *ctx)
 {
@@ -173,6 +186,11 @@ static int get_once(puller *p, const char *url, const char *accept, long *status
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
     if (p->o->ca_file)
         curl_easy_setopt(c, CURLOPT_CAINFO, p->o->ca_file);
+    if (p->o->guard) {
+        curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_checked);
+        curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, p);
+    }
+    p->refused[0] = '\0';
     if (p->o->rate_bytes_s > 0)
         curl_easy_setopt(c, CURLOPT_MAX_RECV_SPEED_LARGE, (curl_off_t)p->o->rate_bytes_s);
     if (p->basic && p->o->user) {
@@ -187,6 +205,8 @@ static int get_once(puller *p, const char *url, const char *accept, long *status
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
     if (p->too_big)
         return ts_err_set(err, TS_EINVAL, "larger than the %lld bytes it should have", p->max);
+    if (cr != CURLE_OK && p->refused[0]) /* not a registry down: not tried again */
+        return ts_err_set(err, TS_EINVAL, "registry %s: %s", p->ref->host, p->refused);
     if (cr != CURLE_OK)
         return ts_err_set(err, TS_EIO, "registry %s: %s", p->ref->host, curl_easy_strerror(cr));
     return 0;

@@ -91,6 +91,9 @@ static void usage(FILE *f)
                "default: none)\n"
                "                     [--plain-http-registries HOST:PORT,...]  (pulled over "
                "http, e.g. a registry on loopback)\n"
+               "                     [--registry-allow ADDR[/N],...]  (loopback or link-local "
+               "addresses a pull may reach;\n"
+               "                      default none but the plain-http registries' own)\n"
                "                     [--prolog PATH] [--epilog PATH]  (run as root before a "
                "task starts / after it\n"
                "                      ended; a failure drains the node) [--hook-timeout "
@@ -313,6 +316,50 @@ static bool mib_option(const char *o, const char *v, long long *out)
     *out = n;
     return true;
 }
+/* One range more an image pull may reach; false when there is no room. */
+static bool registry_allow_add(ts_agent_config *cfg, const io_cidr *c)
+{
+    if (cfg->nregistry_allow == TS_AGENT_REGISTRY_ALLOW_MAX)
+        return false;
+    cfg->registry_allow[cfg->nregistry_allow++] = *c;
+    return true;
+}
+
+/* --registry-allow A.B.C.D[/N],X::Y[/N],...: 1, or 2 (said) for a bad entry. */
+static int registry_allow_opt(ts_agent_config *cfg, const char *v)
+{
+    char list[1024];
+    snprintf(list, sizeof list, "%s", v);
+    int i = 0;
+    for (char *save = NULL, *e = strtok_r(list, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+        io_cidr c;
+        if (!io_cidr_parse(e, &c) || !registry_allow_add(cfg, &c)) {
+            fprintf(stderr, "tessera-agent: --registry-allow: entry %d \"%s\": not an address "
+                    "or a range (A.B.C.D/N, X::Y/N), or over %d entries\n", i, e,
+                    TS_AGENT_REGISTRY_ALLOW_MAX);
+            return 2;
+        }
+        i++;
+    }
+    return 1;
+}
+
+/* A plain-http registry named by its address (a registry on loopback, a
+ * test's) is one the site named: a pull may reach that address. */
+static void plain_http_allow(ts_agent_config *cfg)
+{
+    char list[sizeof cfg->plain_http_registries];
+    snprintf(list, sizeof list, "%s", cfg->plain_http_registries);
+    for (char *save = NULL, *e = strtok_r(list, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+        char *end = e[0] == '[' ? strchr(e, ']') : strrchr(e, ':');
+        if (end)
+            *end = '\0';
+        io_cidr c;
+        if (io_cidr_parse(e[0] == '[' ? e + 1 : e, &c))
+            (void)registry_allow_add(cfg, &c);
+    }
+}
+
 static int opt_checked(agent_args *A, ts_agent_node *node, const char *o, const char *v)
 {
     ts_agent_config *cfg = &A->cfg;
@@ -336,6 +383,8 @@ static int opt_checked(agent_args *A, ts_agent_node *node, const char *o, const 
             return 2;
         }
         snprintf(cfg->plain_http_registries, sizeof cfg->plain_http_registries, "%s", v);
+    } else if (strcmp(o, "--registry-allow") == 0) {
+        return registry_allow_opt(cfg, v);
     } else if (strcmp(o, "--p2p-listen") == 0) {
         if (strlen(v) >= sizeof cfg->p2p_listen || !strchr(v, ':')) {
             fprintf(stderr, "tessera-agent: --p2p-listen: IPV4:PORT (under %zu bytes)\n",
@@ -443,6 +492,7 @@ static int parse_args(int argc, char **argv, agent_args *A, ts_agent_node *node)
         usage(stderr);
         return 2;
     }
+    plain_http_allow(&A->cfg);
     /* fault injection for the tests and bench/image-p2p: a peer that lies */
     const char *faults = getenv("TESSERA_AGENT_P2P_FAULTS");
     A->cfg.p2p_fault_corrupt = faults && strstr(faults, "corrupt");

@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "io/dest.h"
 #include "tessera/cycle.h"
 #include "tessera/spec.h"
 #include "tessera/store.h"
@@ -72,11 +73,7 @@ typedef struct ctld_config {
     /* webhooks.allow: address ranges a job's notify.url may reach beyond
      * the default (webhook_dest.c: not loopback, link-local, unspecified
      * or multicast) */
-    struct ctld_cidr {
-        int family;       /* AF_INET or AF_INET6 */
-        unsigned char addr[16];
-        int prefix;       /* bits */
-    } hook_allow[CTLD_HOOK_ALLOW_MAX];
+    io_cidr hook_allow[CTLD_HOOK_ALLOW_MAX];
     int nhook_allow;
     bool mail_starttls;
     char mail_ca_file[CTLD_PATH_MAX]; /* "" the system's CAs verify the relay */

@@ -145,6 +145,14 @@ try:
               and "0..87600" in r.stderr,
               f"--output-keep-hours {bad} is refused, naming it ({r.returncode}: "
               f"{r.stderr.strip()})")
+    for bad in ("169.254.0.0/40", "metadata", "127.0.0.1,,10.0.0.0/8x"):
+        r = subprocess.run([AGENT, "--controller", SURL, "--node", "r-1", "--token-file",
+                            os.path.join(TMP, "r-1.token"), "--state-dir",
+                            os.path.join(TMP, "bad"), "--registry-allow", bad],
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode == 2 and "--registry-allow" in r.stderr and "entry" in r.stderr,
+              f"--registry-allow {bad} is refused, naming the entry ({r.returncode}: "
+              f"{r.stderr.strip()})")
 
     env = dict(os.environ, TESSERA_FAKE_NVML_FIXTURE=FIXTURE)
     start("r-1", [AGENT, "--controller", f"http://127.0.0.1:{DEAD},{SURL}", "--node", "r-1",

@@ -21,8 +21,9 @@ from harness import check  # noqa: E402
 from registry import Registry, StallFront, TokenFront, free_port  # noqa: E402
 
 PORT, FRONT_PORT, LATE_PORT, STALL_PORT = free_port(), free_port(), free_port(), free_port()
+REDIR_PORT = free_port()
 PULL = ["--plain-http-registries", f"127.0.0.1:{PORT},127.0.0.1:{FRONT_PORT},127.0.0.1:{LATE_PORT},"
-                                f"127.0.0.1:{STALL_PORT}"]
+                                f"127.0.0.1:{STALL_PORT},127.0.0.1:{REDIR_PORT}"]
 PULL_USER, PULL_PASS = "puller", "pull-pw-never-shown-7"
 # host folders team-a may mount: one read-only, one read-write
 HOST_RO, HOST_RW = tempfile.mkdtemp(prefix="tessera-ro-"), tempfile.mkdtemp(prefix="tessera-rw-")
@@ -656,6 +657,69 @@ def scenario_output_note_names_the_containers_files(c):
 
 scenario_output_note_names_the_containers_files.needs_root = True
 scenario_output_note_names_the_containers_files.needs = NEEDS
+
+
+def scenario_a_registry_cannot_send_a_pull_to_the_nodes_own_services(c):
+    """images.md: a pull connects to no loopback, link-local, unspecified or
+    multicast address beyond the registries the agent was told of: a
+    registry that redirects its manifest, or names a token service, on the
+    node's own host fails the job saying so, and nothing there is called."""
+    import http.server
+    import threading
+    hits = []
+
+    class Sink(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            hits.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+    sink = http.server.ThreadingHTTPServer(("127.0.0.2", 0), Sink)
+    threading.Thread(target=sink.serve_forever, daemon=True).start()
+    target = f"http://127.0.0.2:{sink.server_address[1]}"
+
+    class Front(http.server.BaseHTTPRequestHandler):
+        """A tenant's registry: redirects manifests to the node's own host,
+        and asks for a token from a service there for the other repository."""
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            if "/token-repo/" in self.path:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate",
+                                 f'Bearer realm="{target}/token",service="s"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.send_response(302)
+            self.send_header("Location", f"{target}/latest/meta-data{self.path}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    front = http.server.ThreadingHTTPServer(("127.0.0.1", REDIR_PORT), Front)
+    threading.Thread(target=front.serve_forever, daemon=True).start()
+    try:
+        for repo in ("redirect-repo", "token-repo"):
+            jid = c.submit(spec(f"ssrf-{repo}", "true", f"127.0.0.1:{REDIR_PORT}/{repo}:1"))
+            j = c.wait_job(jid, "failed", 90)
+            why = (j or {}).get("why") or ""
+            check(bool(j) and "127.0.0.2 is a loopback address" in why and
+                  "--registry-allow" in why,
+                  f"{repo}: the pull fails naming the refused address: {why!r}")
+        check(not hits, f"nothing on the node's own host was called: {hits}")
+    finally:
+        front.shutdown()
+        sink.shutdown()
+
+
+scenario_a_registry_cannot_send_a_pull_to_the_nodes_own_services.needs_root = True
+scenario_a_registry_cannot_send_a_pull_to_the_nodes_own_services.needs = NEEDS
 
 
 def scenario_container_sees_no_agent_logs(c):
