@@ -214,7 +214,7 @@ static void prepass(loop *l, uint8_t *done)
         js->las = l->tord[job->tenant] == TS_ORDER_LAS;
         if (js->las && job->attained_gpu_s > 0.0) { /* a fresh job is at level 0 */
             js->attained = job->attained_gpu_s;
-            js->level = js->earned = ts_sched_las_level(s, js->attained);
+            js->level = js->earned = 2 * ts_sched_las_level(s, js->attained);
             double queued = job->queued_s > 0.0 ? job->queued_s : job->submit_s;
             double rate = js->level > 0 && s->cfg.las_promote_factor > 0.0
                               ? ts_sched_job_rate(s, job)
@@ -233,6 +233,57 @@ static void prepass(loop *l, uint8_t *done)
         js->tier = job->tier;
         done[i] = 0;
     }
+}
+
+/* The split first level (cfg.las_split_gpu_s). Inside a tenant level 0 is
+ * first come first served and never time-shared, so once the tenant's
+ * level-0 work outgrows what it holds, a short job waits behind every older
+ * job of up to las_level_gpu_s. A tenant with a guarantee whose waiting
+ * level-0 work left exceeds las_split_backlog * las_level_gpu_s per GPU it
+ * holds (at least its guarantee) puts its jobs past the split step at
+ * doubled level 1: after its fresh jobs, which may time-share them. A
+ * tenant with no guarantee (one team alone on a cluster) is never split:
+ * its backlog's depth says nothing of a first level's fit. */
+static int split_levels(loop *l, const uint8_t *done)
+{
+    ts_sched *s = l->s;
+    double step = s->cfg.las_split_gpu_s, top = s->cfg.las_level_gpu_s;
+    if (!(step > 0.0) || step >= top)
+        return 0;
+    int nt = ts_quota_tenants(s->q)->n;
+    double *left = calloc((size_t)(nt > 0 ? nt : 1), sizeof *left);
+    uint8_t *split = calloc((size_t)(nt > 0 ? nt : 1), 1);
+    if (!left || !split) {
+        free(left);
+        free(split);
+        return TS_ENOMEM;
+    }
+    for (int i = 0; i < l->nw; i++)
+        if (!done[i] && l->js[i].las && l->js[i].earned == 0)
+            left[l->js[i].tenant] += top - l->js[i].attained;
+    bool any = false;
+    for (int t = 0; t < nt; t++) {
+        int64_t g = cycle_guaranteed_gpu_milli(s, t), held = cycle_held_gpu_milli(s, t);
+        double gpus = (double)(held > g ? held : g) / TS_MILLI_PER_GPU;
+        split[t] = g > 0 && left[t] > s->cfg.las_split_backlog * top * gpus;
+        any = any || split[t];
+    }
+    double at = step * (1.0 - 1e-9); /* a sum of increments: a hair below is at it */
+    for (int i = 0; any && i < l->nw; i++) {
+        jsum *js = &l->js[i];
+        if (!done[i] && js->las && split[js->tenant] && js->earned == 0 && js->attained >= at)
+            js->level = js->earned = 1;
+    }
+    for (int j = 0; any && j < l->nr; j++)
+        if (split[l->r[j].tenant] && l->tord[l->r[j].tenant] == TS_ORDER_LAS &&
+            l->rlevel[j] == 0 && l->rattained[j] >= at) {
+            l->rlevel[j] = 1;
+            if (l->max_running_level < 1)
+                l->max_running_level = 1;
+        }
+    free(left);
+    free(split);
+    return 0;
 }
 
 /* ---- order ------------------------------------------------------------------ */
@@ -286,7 +337,7 @@ static int visit(loop *l, int i)
     int t = l->w[i].tenant;
     p->tenant_position = l->tseen[t]++;
     p->cluster_position = l->seen++;
-    p->level = l->js[i].las ? l->js[i].level : -1;
+    p->level = l->js[i].las ? l->js[i].level / 2 : -1;
     return loop_process(l, i);
 }
 
@@ -366,7 +417,7 @@ static int loop_alloc(loop *l)
     }
     for (int j = 0; j < l->nr; j++) {
         l->rattained[j] = loop_running_attained(l, &l->r[j]);
-        l->rlevel[j] = ts_sched_las_level(s, l->rattained[j]);
+        l->rlevel[j] = 2 * ts_sched_las_level(s, l->rattained[j]);
         if (l->rlevel[j] > l->max_running_level)
             l->max_running_level = l->rlevel[j];
         if (l->r[j].stopping)
@@ -530,6 +581,8 @@ static int run_order(loop *l)
     okey *keys = s->keys;
     memset(done, 0, (size_t)nwz);
     prepass(l, done);
+    if (split_levels(l, done) != 0)
+        return TS_ENOMEM;
     int nt = ts_quota_tenants(s->q)->n;
     int *tstart = calloc((size_t)nt + 1, sizeof *tstart);
     size_t ntz = (size_t)(nt > 0 ? nt : 1);
