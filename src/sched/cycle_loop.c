@@ -231,6 +231,8 @@ static void prepass(loop *l, uint8_t *done)
         js->limit_s = limit_of(l, job);
         js->tenant = job->tenant;
         js->tier = job->tier;
+        if (js->las && js->earned == 0) /* the split first level's measure */
+            l->tleft[js->tenant] += s->cfg.las_level_gpu_s - js->attained;
         done[i] = 0;
     }
 }
@@ -251,16 +253,10 @@ static int split_levels(loop *l, const uint8_t *done)
     if (!(step > 0.0) || step >= top)
         return 0;
     int nt = ts_quota_tenants(s->q)->n;
-    double *left = calloc((size_t)(nt > 0 ? nt : 1), sizeof *left);
+    const double *left = l->tleft; /* summed by prepass */
     uint8_t *split = calloc((size_t)(nt > 0 ? nt : 1), 1);
-    if (!left || !split) {
-        free(left);
-        free(split);
+    if (!split)
         return TS_ENOMEM;
-    }
-    for (int i = 0; i < l->nw; i++)
-        if (!done[i] && l->js[i].las && l->js[i].earned == 0)
-            left[l->js[i].tenant] += top - l->js[i].attained;
     bool any = false;
     for (int t = 0; t < nt; t++) {
         int64_t g = cycle_guaranteed_gpu_milli(s, t), held = cycle_held_gpu_milli(s, t);
@@ -281,7 +277,6 @@ static int split_levels(loop *l, const uint8_t *done)
             if (l->max_running_level < 1)
                 l->max_running_level = 1;
         }
-    free(left);
     free(split);
     return 0;
 }
@@ -378,6 +373,7 @@ static int loop_alloc(loop *l)
     l->tseen = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tseen);
     l->tborrows = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tborrows);
     l->theld = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->theld);
+    l->tleft = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tleft);
     l->rattained = malloc(nr * sizeof *l->rattained);
     l->rlevel = malloc(nr * sizeof *l->rlevel);
     l->stopping = malloc(nr * sizeof *l->stopping);
@@ -390,7 +386,7 @@ static int loop_alloc(loop *l)
     l->why_off = s->why_off;
     if (!l->start_off || !l->tmp || !l->plan || !l->pj || !l->lost || !l->cand || !l->chosen ||
         !l->victim || !l->dom || !l->js || !l->why_off || !l->tord || !l->tseen || !l->tborrows ||
-        !l->theld ||
+        !l->theld || !l->tleft ||
         !l->rattained ||
         !l->rlevel || !l->stopping)
         return TS_ENOMEM;
@@ -446,6 +442,7 @@ static void loop_free(loop *l)
     free(l->tseen);
     free(l->tborrows);
     free(l->theld);
+    free(l->tleft);
     free(l->rattained);
     free(l->rlevel);
     free(l->stopping);

@@ -67,6 +67,7 @@ typedef struct loop {
     int *tseen;         /* [ntenants] its jobs looked at so far in the order */
     bool *tborrows;     /* [ntenants] it holds more than its guarantee: set per search */
     int64_t *theld;     /* [ntenants] GPU milli it holds: set per fair search */
+    double *tleft;      /* [ntenants] level-0 GPU-s its waiting jobs have left (las) */
     double *rattained;  /* [nr] each running job's GPU-s attained, its current run included */
     int *rlevel;        /* [nr] and the las level that makes (doubled) */
     int *stopping;      /* [nr] the running jobs that are stopping, nstopping of them */
