@@ -429,11 +429,13 @@ static void preempt_record(loop *l, int i, const vkey *keys, int m, const bool *
             s->epoch++;
     }
     double lost = 0.0;
-    bool sharing = false, fairly = false;
+    bool sharing = false, fairly = false, split = false;
     int moved = 0;
     for (int k = 0; k < m; k++) {
         lost += keys[l->chosen[k]].lost;
         sharing = sharing || keys[l->chosen[k]].ts;
+        /* doubled level 1: past the step of a split first level */
+        split = split || (keys[l->chosen[k]].ts && keys[l->chosen[k]].level == 1);
         fairly = fairly || keys[l->chosen[k]].fair;
         moved += move && move[l->chosen[k]];
     }
@@ -451,6 +453,10 @@ static void preempt_record(loop *l, int i, const vkey *keys, int m, const bool *
              "weight than the tenants it borrows from; preempting %d loan%s of theirs (%s "
              "GPU-hours since their checkpoints); they stop by %s (in %s)", m,
              m == 1 ? "" : "s", lost_h, by, in);
+    else if (split)
+        pend(l, i, TS_PEND_PREEMPTING, "time-sharing: its tenant's first las level overflows "
+             "and is split; preempting %d job%s past its first step (%s GPU-hours since their "
+             "checkpoints); they stop by %s (in %s)", m, m == 1 ? "" : "s", lost_h, by, in);
     else if (sharing)
         pend(l, i, TS_PEND_PREEMPTING, "time-sharing: preempting %d job%s of a higher las "
              "level than its %d (%s GPU-hours since their checkpoints); they stop by %s "

@@ -134,6 +134,12 @@ static void test_overflowing_first_level_is_time_shared(void **state)
     /* the levels shown are the configured ones: both parts are level 0 */
     assert_int_equal(w.d.pending[0].level, 0);
     assert_int_equal(w.d.preempts[0].victim_level, 0);
+    const char *why = NULL;
+    for (int i = 0; i < 9; i++)
+        if (w.d.pending[i].reason == TS_PEND_PREEMPTING)
+            why = w.d.pending[i].why;
+    assert_non_null(why);
+    assert_non_null(strstr(why, "first las level overflows"));
     done(&w);
     /* the cycle before: one first level, never time-shared */
     assert_int_equal(run(&w, GUARANTEED_YAML, 0.0, 9, false), 0);
