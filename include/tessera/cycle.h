@@ -172,6 +172,17 @@ typedef struct ts_sched_config {
      * let short jobs ahead) or by GPU-seconds attained (false: inside the
      * last level that puts the jobs furthest along behind every other) */
     bool las_fifo_within_level;
+    /* las: a tenant with a guarantee whose first level overflows splits
+     * it: its jobs below las_split_gpu_s of service go before, and may
+     * time-share, its jobs between that and las_level_gpu_s (0: never
+     * split). It overflows while the level-0 work its waiting jobs have
+     * left (each job's las_level_gpu_s less its service) exceeds
+     * las_split_backlog times las_level_gpu_s per GPU it holds (at least
+     * its guarantee): its first level would take longer to drain than one
+     * GPU takes through the level. Other tenants' jobs see the level as
+     * one, and tenants with no guarantee never split. */
+    double las_split_gpu_s;
+    double las_split_backlog;
     double default_time_limit_s;   /* for jobs that give none */
     double starve_after_s;         /* a job waiting longer goes to the head */
     double min_runtime_s;          /* a job is not preempted before this */

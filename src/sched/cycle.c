@@ -16,6 +16,8 @@
 
 /* The las defaults (docs/scheduler.md has the sweep behind them). */
 #define LAS_LEVEL_DEFAULT_GPU_S (8.0 * 3600.0)
+#define LAS_SPLIT_DEFAULT_GPU_S 3600.0 /* the first step of an overflowing first level */
+#define LAS_SPLIT_DEFAULT_BACKLOG 2.0 /* its trigger: never at Philly 8x (peak 1.65) */
 #define LAS_LEVELS_DEFAULT 3
 #define LAS_PROMOTE_DEFAULT 1.0
 /* A loan runs this long before a reclaim may take it back: work that was
@@ -77,6 +79,8 @@ void ts_sched_config_default(ts_sched_config *cfg)
     cfg->fair_reclaim = false; /* measured, not the default: docs/scheduler.md step 6 */
     cfg->starving_borrowers_by_share = true;
     cfg->las_fifo_within_level = true;
+    cfg->las_split_gpu_s = LAS_SPLIT_DEFAULT_GPU_S;
+    cfg->las_split_backlog = LAS_SPLIT_DEFAULT_BACKLOG;
     cfg->victims_fewest_gpus = true;
     cfg->elastic_resize_cost_s = TS_ELASTIC_RESIZE_COST_DEFAULT_S;
 }

@@ -49,8 +49,7 @@ int64_t cycle_held_gpu_milli(const ts_sched *s, int t)
     return held;
 }
 
-/* Tenant t's guarantee in GPU milli, every model present. */
-static int64_t guaranteed_gpu_milli(const ts_sched *s, int t)
+int64_t cycle_guaranteed_gpu_milli(const ts_sched *s, int t)
 {
     const ts_tenant *tt = &ts_quota_tenants(s->q)->t[t];
     int64_t g = 0;
@@ -66,7 +65,7 @@ bool cycle_fair_takes(const ts_sched *s, int a, int64_t a_held, int64_t a_gain, 
     const ts_tenants *ts = ts_quota_tenants(s->q);
     double wa = ts->t[a].weight, wb = ts->t[b].weight;
     if (a == b || !(wa > 0.0) || !(wb > 0.0) || b_loss > b_held ||
-        b_held - b_loss < guaranteed_gpu_milli(s, b))
+        b_held - b_loss < cycle_guaranteed_gpu_milli(s, b))
         return false;
     /* cross-multiplied: (a_held + 2 a_gain) / wa < (b_held - b_loss) / wb */
     return (double)(a_held + 2 * a_gain) * wb < (double)(b_held - b_loss) * wa;

@@ -201,6 +201,8 @@ int cycle_mig_reshape(const ts_sched *s, const ts_job *job, int *ngpus);
 
 /* GPUs (milli) tenant t holds now, every model present. */
 int64_t cycle_held_gpu_milli(const ts_sched *s, int t);
+/* Tenant t's guarantee in GPU milli, every model present. */
+int64_t cycle_guaranteed_gpu_milli(const ts_sched *s, int t);
 /* Fair reclaim: may tenant a, holding a_held and gaining a_gain GPU milli,
  * take b_loss of tenant b's loans (b holding b_held)? True when b keeps its
  * guarantee and a's GPUs per unit of weight after, one more a_gain added,

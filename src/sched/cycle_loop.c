@@ -214,7 +214,7 @@ static void prepass(loop *l, uint8_t *done)
         js->las = l->tord[job->tenant] == TS_ORDER_LAS;
         if (js->las && job->attained_gpu_s > 0.0) { /* a fresh job is at level 0 */
             js->attained = job->attained_gpu_s;
-            js->level = js->earned = ts_sched_las_level(s, js->attained);
+            js->level = js->earned = 2 * ts_sched_las_level(s, js->attained);
             double queued = job->queued_s > 0.0 ? job->queued_s : job->submit_s;
             double rate = js->level > 0 && s->cfg.las_promote_factor > 0.0
                               ? ts_sched_job_rate(s, job)
@@ -231,8 +231,54 @@ static void prepass(loop *l, uint8_t *done)
         js->limit_s = limit_of(l, job);
         js->tenant = job->tenant;
         js->tier = job->tier;
+        if (js->las && js->earned == 0) /* the split first level's measure */
+            l->tleft[js->tenant] += s->cfg.las_level_gpu_s - js->attained;
         done[i] = 0;
     }
+}
+
+/* The split first level (cfg.las_split_gpu_s). Inside a tenant level 0 is
+ * first come first served and never time-shared, so once the tenant's
+ * level-0 work outgrows what it holds, a short job waits behind every older
+ * job of up to las_level_gpu_s. A tenant with a guarantee whose waiting
+ * level-0 work left exceeds las_split_backlog * las_level_gpu_s per GPU it
+ * holds (at least its guarantee) puts its jobs past the split step at
+ * doubled level 1: after its fresh jobs, which may time-share them. A
+ * tenant with no guarantee (one team alone on a cluster) is never split:
+ * its backlog's depth says nothing of a first level's fit. */
+static int split_levels(loop *l, const uint8_t *done)
+{
+    ts_sched *s = l->s;
+    double step = s->cfg.las_split_gpu_s, top = s->cfg.las_level_gpu_s;
+    if (!(step > 0.0) || step >= top)
+        return 0;
+    int nt = ts_quota_tenants(s->q)->n;
+    const double *left = l->tleft; /* summed by prepass */
+    uint8_t *split = calloc((size_t)(nt > 0 ? nt : 1), 1);
+    if (!split)
+        return TS_ENOMEM;
+    bool any = false;
+    for (int t = 0; t < nt; t++) {
+        int64_t g = cycle_guaranteed_gpu_milli(s, t), held = cycle_held_gpu_milli(s, t);
+        double gpus = (double)(held > g ? held : g) / TS_MILLI_PER_GPU;
+        split[t] = g > 0 && left[t] > s->cfg.las_split_backlog * top * gpus;
+        any = any || split[t];
+    }
+    double at = step * (1.0 - 1e-9); /* a sum of increments: a hair below is at it */
+    for (int i = 0; any && i < l->nw; i++) {
+        jsum *js = &l->js[i];
+        if (!done[i] && js->las && split[js->tenant] && js->earned == 0 && js->attained >= at)
+            js->level = js->earned = 1;
+    }
+    for (int j = 0; any && j < l->nr; j++)
+        if (split[l->r[j].tenant] && l->tord[l->r[j].tenant] == TS_ORDER_LAS &&
+            l->rlevel[j] == 0 && l->rattained[j] >= at) {
+            l->rlevel[j] = 1;
+            if (l->max_running_level < 1)
+                l->max_running_level = 1;
+        }
+    free(split);
+    return 0;
 }
 
 /* ---- order ------------------------------------------------------------------ */
@@ -286,7 +332,7 @@ static int visit(loop *l, int i)
     int t = l->w[i].tenant;
     p->tenant_position = l->tseen[t]++;
     p->cluster_position = l->seen++;
-    p->level = l->js[i].las ? l->js[i].level : -1;
+    p->level = l->js[i].las ? l->js[i].level / 2 : -1;
     return loop_process(l, i);
 }
 
@@ -327,6 +373,7 @@ static int loop_alloc(loop *l)
     l->tseen = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tseen);
     l->tborrows = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tborrows);
     l->theld = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->theld);
+    l->tleft = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tleft);
     l->rattained = malloc(nr * sizeof *l->rattained);
     l->rlevel = malloc(nr * sizeof *l->rlevel);
     l->stopping = malloc(nr * sizeof *l->stopping);
@@ -339,7 +386,7 @@ static int loop_alloc(loop *l)
     l->why_off = s->why_off;
     if (!l->start_off || !l->tmp || !l->plan || !l->pj || !l->lost || !l->cand || !l->chosen ||
         !l->victim || !l->dom || !l->js || !l->why_off || !l->tord || !l->tseen || !l->tborrows ||
-        !l->theld ||
+        !l->theld || !l->tleft ||
         !l->rattained ||
         !l->rlevel || !l->stopping)
         return TS_ENOMEM;
@@ -366,7 +413,7 @@ static int loop_alloc(loop *l)
     }
     for (int j = 0; j < l->nr; j++) {
         l->rattained[j] = loop_running_attained(l, &l->r[j]);
-        l->rlevel[j] = ts_sched_las_level(s, l->rattained[j]);
+        l->rlevel[j] = 2 * ts_sched_las_level(s, l->rattained[j]);
         if (l->rlevel[j] > l->max_running_level)
             l->max_running_level = l->rlevel[j];
         if (l->r[j].stopping)
@@ -395,6 +442,7 @@ static void loop_free(loop *l)
     free(l->tseen);
     free(l->tborrows);
     free(l->theld);
+    free(l->tleft);
     free(l->rattained);
     free(l->rlevel);
     free(l->stopping);
@@ -530,6 +578,8 @@ static int run_order(loop *l)
     okey *keys = s->keys;
     memset(done, 0, (size_t)nwz);
     prepass(l, done);
+    if (split_levels(l, done) != 0)
+        return TS_ENOMEM;
     int nt = ts_quota_tenants(s->q)->n;
     int *tstart = calloc((size_t)nt + 1, sizeof *tstart);
     size_t ntz = (size_t)(nt > 0 ? nt : 1);

@@ -31,6 +31,8 @@ typedef struct jsum {
     double limit_s;      /* its time limit, the default applied */
     uint32_t allowed;    /* GPU models it may use, present in the cluster */
     int tenant, tier;
+    /* las levels are doubled in the cycle: 2k for level k, 1 for the upper
+     * part of a split first level (cfg.las_split_gpu_s) */
     int level;           /* las level (0 when promoted), 0 under fifo */
     int earned;          /* las level by its service alone: time-sharing's */
     double attained;     /* GPU-s attained, 0 under fifo (an order key only
@@ -65,8 +67,9 @@ typedef struct loop {
     int *tseen;         /* [ntenants] its jobs looked at so far in the order */
     bool *tborrows;     /* [ntenants] it holds more than its guarantee: set per search */
     int64_t *theld;     /* [ntenants] GPU milli it holds: set per fair search */
+    double *tleft;      /* [ntenants] level-0 GPU-s its waiting jobs have left (las) */
     double *rattained;  /* [nr] each running job's GPU-s attained, its current run included */
-    int *rlevel;        /* [nr] and the las level that makes */
+    int *rlevel;        /* [nr] and the las level that makes (doubled) */
     int *stopping;      /* [nr] the running jobs that are stopping, nstopping of them */
     int nstopping;
     int max_running_level;

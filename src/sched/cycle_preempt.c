@@ -113,7 +113,9 @@ static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *t
                            : l->reclaim_others);
     if (reclaim)
         return true;
-    if (js->las && vlevel > js->earned &&
+    /* levels are doubled in the cycle (split_levels): the split of a
+     * tenant's first level is its own, other tenants' jobs see one level */
+    if (js->las && (same ? vlevel > js->earned : vlevel / 2 > js->earned / 2) &&
         (same ? v->priority <= job->priority &&
                     (js->tier == TS_TIER_GUARANTEED || v->tier == TS_TIER_OPPORTUNISTIC)
               : v->tier == TS_TIER_OPPORTUNISTIC)) {
@@ -399,8 +401,8 @@ static void preempt_record(loop *l, int i, const vkey *keys, int m, const bool *
             .lost_gpu_s = keys[l->chosen[k]].lost,
             .time_sharing = keys[l->chosen[k]].ts,
             .move = move && move[l->chosen[k]],
-            .victim_level = keys[l->chosen[k]].level,
-            .preemptor_level = l->js[i].earned,
+            .victim_level = keys[l->chosen[k]].level / 2,
+            .preemptor_level = l->js[i].earned / 2,
         };
         if (l->now + grace > until)
             until = l->now + grace;
@@ -427,11 +429,13 @@ static void preempt_record(loop *l, int i, const vkey *keys, int m, const bool *
             s->epoch++;
     }
     double lost = 0.0;
-    bool sharing = false, fairly = false;
+    bool sharing = false, fairly = false, split = false;
     int moved = 0;
     for (int k = 0; k < m; k++) {
         lost += keys[l->chosen[k]].lost;
         sharing = sharing || keys[l->chosen[k]].ts;
+        /* doubled level 1: past the step of a split first level */
+        split = split || (keys[l->chosen[k]].ts && keys[l->chosen[k]].level == 1);
         fairly = fairly || keys[l->chosen[k]].fair;
         moved += move && move[l->chosen[k]];
     }
@@ -449,10 +453,14 @@ static void preempt_record(loop *l, int i, const vkey *keys, int m, const bool *
              "weight than the tenants it borrows from; preempting %d loan%s of theirs (%s "
              "GPU-hours since their checkpoints); they stop by %s (in %s)", m,
              m == 1 ? "" : "s", lost_h, by, in);
+    else if (split)
+        pend(l, i, TS_PEND_PREEMPTING, "time-sharing: its tenant's first las level overflows "
+             "and is split; preempting %d job%s past its first step (%s GPU-hours since their "
+             "checkpoints); they stop by %s (in %s)", m, m == 1 ? "" : "s", lost_h, by, in);
     else if (sharing)
         pend(l, i, TS_PEND_PREEMPTING, "time-sharing: preempting %d job%s of a higher las "
              "level than its %d (%s GPU-hours since their checkpoints); they stop by %s "
-             "(in %s)", m, m == 1 ? "" : "s", l->js[i].earned, lost_h, by, in);
+             "(in %s)", m, m == 1 ? "" : "s", l->js[i].earned / 2, lost_h, by, in);
     else
         pend(l, i, TS_PEND_PREEMPTING, "preempting %d opportunistic job%s (%s GPU-hours "
              "since their checkpoints); they stop by %s (in %s)", m, m == 1 ? "" : "s", lost_h,

@@ -1,0 +1,190 @@
+/*
+ * test_las_split.c - the split first las level (ts_sched_config.
+ * las_split_gpu_s, issue 33): a tenant with a guarantee whose waiting
+ * level-0 work outgrows what it holds puts its jobs past the split step
+ * behind its fresh ones, which may time-share them; other tenants, and
+ * tenants with no guarantee, keep one first level.
+ *
+ * One node of 4 GPUs. team-a is guaranteed all 4 and runs four 1-GPU jobs
+ * that have held their GPU for 2 hours (2 GPU-hours each: level 0, past the
+ * 1-GPU-hour split step). Its waiting fresh 1-GPU jobs each have 8
+ * GPU-hours of level 0 left; with the defaults the first level overflows
+ * when they exceed twice 8 GPU-hours per GPU held (4 held, 64 GPU-hours):
+ * 9 jobs do, 8 do not. With the split,
+ * a fresh job takes a running job's GPU by time-sharing; without it (the
+ * cycle before, las_split_gpu_s 0), equals of level 0 never swap.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/sched_world.h"
+#include "tessera/cycle.h"
+
+static const char CLUSTER_YAML[] =
+    "topology:\n"
+    "  levels: [leaf, gpu]\n"
+    "node_classes:\n"
+    "  g4: {gpu_model: H100-80GB, gpus: 4, cpu_milli: 64000, memory_mib: 524288}\n"
+    "nodes:\n"
+    "  - {name: n0, class: g4, topology: {leaf: l0}}\n";
+
+static const char GUARANTEED_YAML[] =
+    "tenants:\n"
+    "  org:\n"
+    "    guaranteed: {gpu: {H100-80GB: 4}}\n"
+    "    teams:\n"
+    "      team-a: {guaranteed: {gpu: {H100-80GB: 4}}}\n"
+    "      team-b: {guaranteed: {gpu: {H100-80GB: 0}}}\n";
+
+/* the same team with no guarantee (a cluster with one team and no quotas) */
+static const char NONE_YAML[] =
+    "tenants:\n"
+    "  org:\n"
+    "    teams:\n"
+    "      team-a: {}\n"
+    "      team-b: {}\n";
+
+enum { TA = 1 };
+#define NOW_S 100000.0
+#define RAN_S 7200.0 /* each running job's time on its GPU */
+#define MAX_JOBS 16
+
+typedef struct world {
+    ts_cluster *c;
+    ts_tenants *ts;
+    ts_quota *q;
+    ts_sched *s;
+    ts_decision d;
+    ts_job jobs[MAX_JOBS];
+    ts_request tasks[MAX_JOBS];
+    ts_alloc allocs[MAX_JOBS];
+} world;
+
+/* Four running jobs of team-a and nwait fresh ones waiting, plus (when
+ * requeued) one waiting job that already ran 2 GPU-hours and was submitted
+ * before them; one cycle. Returns the preemptions decided. */
+static int run(world *w, const char *tenants, double split_gpu_s, int nwait, bool requeued)
+{
+    ts_sched_config cfg;
+    ts_sched_config_default(&cfg);
+    cfg.las_split_gpu_s = split_gpu_s;
+    assert_int_equal(sched_world_open(CLUSTER_YAML, tenants, &cfg, &w->c, &w->ts, &w->q, &w->s,
+                                      &w->d),
+                     0);
+    ts_job run[4], wait[MAX_JOBS];
+    for (int k = 0; k < 4; k++) {
+        ts_job *j = &w->jobs[k];
+        sched_world_job(j, k, TA, &w->tasks[k], 1, 1, 86400);
+        ts_alloc *a = &w->allocs[k];
+        memset(a, 0, sizeof *a);
+        a->node = 0;
+        a->ngpu = 1;
+        a->gpu[0] = (int8_t)k;
+        a->gpu_milli = TS_MILLI_PER_GPU;
+        a->cpu_milli = 1000;
+        a->mem_mib = 1024;
+        a->mig_profile = -1;
+        a->mig_start = -1;
+        a->shape = (int8_t)ts_request_shape(&w->tasks[k]);
+        j->allocs = a;
+        j->start_s = j->last_ckpt_s = NOW_S - RAN_S;
+        ts_err err;
+        assert_int_equal(ts_sched_start(w->s, j, j->start_s, &err), 0);
+        run[k] = *j;
+    }
+    int nw = 0;
+    if (requeued) { /* ran 2 GPU-hours, stopped, waits again (not long enough to be promoted) */
+        ts_job *j = &w->jobs[4];
+        sched_world_job(j, 4, TA, &w->tasks[4], 1, 1, 86400);
+        j->submit_s = NOW_S - 3 * RAN_S;
+        j->attained_gpu_s = RAN_S;
+        j->queued_s = NOW_S - 600;
+        wait[nw++] = *j;
+    }
+    for (int k = 0; k < nwait; k++) {
+        ts_job *j = &w->jobs[5 + k];
+        sched_world_job(j, 5 + k, TA, &w->tasks[5 + k], 1, 1, 86400);
+        j->submit_s = NOW_S - 300 + k;
+        wait[nw++] = *j;
+    }
+    ts_err err;
+    assert_int_equal(ts_sched_cycle(w->s, NOW_S, wait, nw, run, 4, &w->d, &err), 0);
+    for (int p = 0; p < w->d.npreempts; p++)
+        assert_true(w->d.preempts[p].time_sharing);
+    return w->d.npreempts;
+}
+
+static void done(world *w)
+{
+    sched_world_close(w->c, w->ts, w->q, w->s, &w->d);
+    memset(w, 0, sizeof *w);
+}
+
+static void test_overflowing_first_level_is_time_shared(void **state)
+{
+    (void)state;
+    world w = {0};
+    assert_true(run(&w, GUARANTEED_YAML, 3600.0, 9, false) > 0);
+    /* the levels shown are the configured ones: both parts are level 0 */
+    assert_int_equal(w.d.pending[0].level, 0);
+    assert_int_equal(w.d.preempts[0].victim_level, 0);
+    const char *why = NULL;
+    for (int i = 0; i < 9; i++)
+        if (w.d.pending[i].reason == TS_PEND_PREEMPTING)
+            why = w.d.pending[i].why;
+    assert_non_null(why);
+    assert_non_null(strstr(why, "first las level overflows"));
+    done(&w);
+    /* the cycle before: one first level, never time-shared */
+    assert_int_equal(run(&w, GUARANTEED_YAML, 0.0, 9, false), 0);
+    done(&w);
+}
+
+static void test_first_level_that_fits_is_not_split(void **state)
+{
+    (void)state;
+    world w = {0};
+    assert_int_equal(run(&w, GUARANTEED_YAML, 3600.0, 8, false), 0);
+    done(&w);
+}
+
+static void test_tenant_without_guarantee_is_not_split(void **state)
+{
+    (void)state;
+    world w = {0};
+    assert_int_equal(run(&w, NONE_YAML, 3600.0, 9, false), 0);
+    done(&w);
+}
+
+/* A job past the split step waits behind the tenant's fresh jobs although
+ * it was submitted first; with one first level it goes first. */
+static void test_split_orders_fresh_jobs_first(void **state)
+{
+    (void)state;
+    world w = {0};
+    run(&w, GUARANTEED_YAML, 3600.0, 9, true);
+    assert_int_equal(w.d.pending[0].tenant_position, 9);
+    assert_int_equal(w.d.pending[1].tenant_position, 0);
+    done(&w);
+    run(&w, GUARANTEED_YAML, 0.0, 9, true);
+    assert_int_equal(w.d.pending[0].tenant_position, 0);
+    assert_int_equal(w.d.pending[1].tenant_position, 1);
+    done(&w);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_overflowing_first_level_is_time_shared),
+        cmocka_unit_test(test_first_level_that_fits_is_not_split),
+        cmocka_unit_test(test_tenant_without_guarantee_is_not_split),
+        cmocka_unit_test(test_split_orders_fresh_jobs_first),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
