@@ -10,43 +10,79 @@ PATH may name LAST (the last job submitted) or FIRSTP (job 20, pending).
 Two threads call PATH for 10 s; the other tenant's reader, in its own
 process, GETs its job every 20 ms.
 """
-import os, sys, time, threading, shutil, multiprocessing, urllib.request
+import multiprocessing
+import os
+import shutil
+import sys
+import threading
+import time
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
-from harness import bench_ctld, http_call, read_unparsed
-BIN = sys.argv[1]; NA = int(sys.argv[2]); PATH = sys.argv[3]
+from harness import bench_ctld, http_call, read_unparsed  # noqa: E402
+
+BIN, NA, PATH = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+
+
 def reader(url, path, tok, stop_at, out):
     lat = []
     while time.time() < stop_at:
-        q = time.time(); read_unparsed(url, path, tok); lat.append(time.time() - q); time.sleep(0.02)
+        q = time.time()
+        read_unparsed(url, path, tok)
+        lat.append(time.time() - q)
+        time.sleep(0.02)
     out.put(lat)
-p, URL, tok, TMP = bench_ctld(BIN, "ex-", ["{names: 'n-[1-1]', class: g8}"],
-                              "virtual_nodes: all\nscheduler: {interval: 0.2s, backoff: 0s}\n",
-                              ["team-a", "team-b"])
-try:
-    def spec(name, tenant, arr=None):
-        s = {"tenant": tenant, "name": name, "command": ["run"], "time_limit": "1h", "duration": "1h",
-             "tasks": [{"gpus": 1, "cpu_milli": 1000, "memory_mib": 1024}]}
-        if arr: s["array_size"] = 100
-        return s
-    st, d = http_call(URL, "POST", "/v1/jobs", tok, spec("small", "team-b")); small = d["jobs"][0]["id"]
-    t0 = time.time()
-    for i in range(NA):
-        st, d = http_call(URL, "POST", "/v1/jobs", tok, spec(f"a{i}", "team-a", "0-99"))
-        assert st == 201, (st, str(d)[:200])
-    last = d["jobs"][-1]["id"]
-    print("submitted", NA * 100, "in", round(time.time() - t0, 1), "s; last", last, flush=True)
-    time.sleep(3)
-    stop = time.time() + 10
-    out = multiprocessing.Queue()
-    rd = multiprocessing.Process(target=reader, args=(URL, f"/v1/jobs/{small}", tok, stop, out)); rd.start()
-    n = [0]
-    def hammer():
-        while time.time() < stop:
-            read_unparsed(URL, PATH.replace("LAST", str(last)).replace("FIRSTP", "20"), tok); n[0] += 1
-    ts = [threading.Thread(target=hammer) for _ in range(2)]
-    for t in ts: t.start()
-    for t in ts: t.join()
-    lat = sorted(out.get()); rd.join()
-    print(f"{PATH}: {n[0]} calls in 10 s; other GET n={len(lat)} p50 {1000*lat[len(lat)//2]:.1f} ms p99 {1000*lat[int(len(lat)*0.99)]:.1f} ms max {1000*lat[-1]:.1f}")
-finally:
-    p.kill(); p.wait(); shutil.rmtree(TMP, ignore_errors=True)
+
+
+def spec(name, tenant, size=1):
+    s = {"tenant": tenant, "name": name, "command": ["run"], "time_limit": "1h",
+         "duration": "1h", "tasks": [{"gpus": 1, "cpu_milli": 1000, "memory_mib": 1024}]}
+    if size > 1:
+        s["array_size"] = size
+    return s
+
+
+def main():
+    p, url, tok, tmp = bench_ctld(BIN, "rl-", ["{names: 'n-[1-1]', class: g8}"],
+                                  "virtual_nodes: all\nscheduler: {interval: 0.2s, backoff: 0s}\n",
+                                  ["team-a", "team-b"])
+    try:
+        st, d = http_call(url, "POST", "/v1/jobs", tok, spec("small", "team-b"))
+        small = d["jobs"][0]["id"]
+        t0 = time.time()
+        for i in range(NA):
+            st, d = http_call(url, "POST", "/v1/jobs", tok, spec(f"a{i}", "team-a", 100))
+            assert st == 201, (st, str(d)[:200])
+        last = d["jobs"][-1]["id"]
+        print(f"submitted {NA * 100} in {time.time() - t0:.1f} s; last {last}", flush=True)
+        time.sleep(3)
+        path = PATH.replace("LAST", str(last)).replace("FIRSTP", "20")
+        stop = time.time() + 10
+        out = multiprocessing.Queue()
+        rd = multiprocessing.Process(target=reader,
+                                     args=(url, f"/v1/jobs/{small}", tok, stop, out))
+        rd.start()
+        n = [0]
+
+        def hammer():
+            while time.time() < stop:
+                read_unparsed(url, path, tok)
+                n[0] += 1
+
+        ts = [threading.Thread(target=hammer) for _ in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        lat = sorted(out.get(timeout=120))
+        rd.join()
+        print(f"{PATH}: {n[0]} calls in 10 s; other GET n={len(lat)} "
+              f"p50 {1000 * lat[len(lat) // 2]:.1f} ms p99 {1000 * lat[int(len(lat) * 0.99)]:.1f}"
+              f" ms max {1000 * lat[-1]:.1f}")
+    finally:
+        p.kill()
+        p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
