@@ -32,7 +32,7 @@ import time
 TESSERAD = sys.argv[1]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
-from harness import ctld_files, wait_for  # noqa: E402
+from harness import ScriptedNode, ctld_files, wait_for  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="tessera-answer-write-")
 PORT = free_port()
@@ -57,21 +57,8 @@ proc = subprocess.Popen([TESSERAD, "--config", os.path.join(TMP, "tesserad.yaml"
 try:
     check(wait_ready(URL, timeout=30), "tesserad is ready")
     admin = open(os.path.join(TMP, "state", "admin.token")).read().strip()
-    st, d = call("POST", "/v1/tokens", admin, {"name": "r-1", "role": "node"})
-    check(st == 201, f"a node credential for r-1 ({st})")
-    node = d["token"]["secret"] if st == 201 else ""
-    state = {"gen": 0, "tasks": []}
-
-    def sync(wait_s=0):
-        body = {"node": "r-1", "gen": state["gen"], "tasks": state["tasks"], "wait_s": wait_s}
-        st, d = http_call(URL, "POST", "/v1/agent/sync", node, body, timeout=60)
-        if st == 200:
-            state["gen"] = d["gen"]
-        return st, d
-
-    st, d = call("POST", "/v1/agent/register", node, {"node": "r-1", "discovery": {"gpus": 8}})
-    check(st == 200, f"r-1 registers ({st})")
-    state["gen"] = d.get("gen", 0) if st == 200 else 0
+    r1 = ScriptedNode(URL, admin, "r-1")
+    check(r1.made and r1.registered, "r-1 has a node credential and registers")
 
     def job(name, tenant, count, env, command=("sleep", "1000")):
         st, d = call("POST", "/v1/jobs", admin,
@@ -85,7 +72,7 @@ try:
     batch = job("batch", "t", 2, {"SLURM_JOB_NAME": "batch", "BIG": "b" * 2000})
 
     def all_there():
-        st, d = sync(wait_s=1)
+        st, d = r1.sync(wait_s=1)
         jobs = {t["job"] for t in d.get("tasks", [])} if st == 200 else set()
         return d if {doomed, other, batch} <= jobs else None
 
@@ -94,15 +81,15 @@ try:
     token = next((t.get("step_token") for t in tasks
                   if t["job"] == batch and t.get("rank") == 0), None)
     check(bool(token), "rank 0 of the batch job holds its step credential")
-    state["tasks"] = [{"job": t["job"], "rank": t["rank"], "state": "running"} for t in tasks]
-    st, d = sync()
+    r1.tasks = [{"job": t["job"], "rank": t["rank"], "state": "running"} for t in tasks]
+    st, d = r1.sync()
     check(st == 200, f"the ranks run ({st})")
 
     # a step on both ranks: its tasks are their ranks' plus the step's variables
     st, d = call("POST", f"/v1/jobs/{batch}/steps", token, {"command": ["hostname"]})
     check(st == 201, f"a step starts ({st})")
     step = d["step"]["id"] if st == 201 else -1
-    st, d = sync()
+    st, d = r1.sync()
     got = d.get("tasks", []) if st == 200 else []
     ranks = {t["rank"]: t for t in got if t["job"] == batch and t.get("step") is None}
     steps = [t for t in got if t["job"] == batch and t.get("step") == step]
@@ -120,13 +107,13 @@ try:
               f"step task of rank {t['rank']}: the step's command, no credential, no hold")
 
     # a sync whose answer takes DELAY_MS to write, and meanwhile a change on r-1
-    state["tasks"] += [{"job": batch, "rank": r, "step": step, "state": "running"}
+    r1.tasks += [{"job": batch, "rank": r, "step": step, "state": "running"}
                        for r in (0, 1)]
     slow = {}
 
     def slow_sync():
         q = time.time()
-        slow["st"], slow["d"] = sync()
+        slow["st"], slow["d"] = r1.sync()
         slow["s"] = time.time() - q
 
     th = threading.Thread(target=slow_sync)
@@ -149,7 +136,7 @@ try:
            if t.get("step") is None}
     check(was.get(doomed) == "run" and was.get(other) == "run",
           f"that answer is r-1's as of its sync, whole: {was}")
-    st, d = sync()
+    st, d = r1.sync()
     now = {t["job"]: t.get("action") for t in d.get("tasks", []) if t.get("step") is None}
     check(st == 200 and now.get(doomed) == "stop" and now.get(other) == "run",
           f"the next answer stops the cancelled job: {now}")

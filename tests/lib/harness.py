@@ -311,3 +311,30 @@ class TcpProxy:
 
     def close(self):
         self.ls.close()
+
+
+class ScriptedNode:
+    """A node whose agent is the test itself: a node credential made with
+    the admin token, then register and sync calls that keep the answer's
+    generation. tasks: the reports each sync sends (the test sets them)."""
+
+    def __init__(self, url, admin, name, gpus=8, timeout=60):
+        self.url, self.name, self.timeout = url, name, timeout
+        st, d = http_call(url, "POST", "/v1/tokens", admin, {"name": name, "role": "node"})
+        self.made = st == 201
+        self.token = d["token"]["secret"] if self.made else ""
+        self.gen, self.tasks = 0, []
+        st, d = http_call(url, "POST", "/v1/agent/register", self.token,
+                          {"node": name, "discovery": {"gpus": gpus}}, timeout=timeout)
+        self.registered = st == 200
+        if self.registered:
+            self.gen = d.get("gen", 0)
+
+    def sync(self, wait_s=0):
+        """(status, answer) of one sync reporting self.tasks."""
+        body = {"node": self.name, "gen": self.gen, "tasks": self.tasks, "wait_s": wait_s}
+        st, d = http_call(self.url, "POST", "/v1/agent/sync", self.token, body,
+                          timeout=self.timeout)
+        if st == 200:
+            self.gen = d["gen"]
+        return st, d
