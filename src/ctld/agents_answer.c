@@ -101,7 +101,12 @@ void ctld_agent_answer(ctld *c, int n, ctld_reply *r)
     char *body = ok ? json_dumps(ans, JSON_COMPACT) : NULL;
     if (ans)
         ctld_sessions_forget(ans); /* the sessions' secrets stay in the answer sent only */
+    /* the copy goes under a->mu, as a published document does: which of the
+     * two drops a shared task last (and frees it) is then ordered by the lock,
+     * not only by jansson's atomic counts, which ThreadSanitizer cannot see */
+    pthread_mutex_lock(&a->mu);
     json_decref(ans);
+    pthread_mutex_unlock(&a->mu);
     if (!body) {
         ctld_reply_error(r, 503, "unavailable", "out of memory");
         return;
