@@ -351,17 +351,12 @@ static void start_mps(ts_agent *a, local_task *lt, task_start *S)
  * by another tenant's task: one the victim's shim cannot open (its processes
  * then each count alone, together past the grant), or a ledger whose totals
  * that tenant writes. A container has a /dev/shm of its own: the name stays. */
-static void ledger_env(const ts_agent *a, const local_task *lt, task_start *S)
+static void ledger_env(ts_agent *a, const local_task *lt, task_start *S)
 {
     char rank_id[64];
     snprintf(rank_id, sizeof rank_id, "j%lld-r%d", (long long)lt->job, lt->rank);
-    const char *dir = S->id;
-    for (int i = 0; lt->is_step && dir == S->id && i < a->ntasks; i++) {
-        const local_task *r = &a->tasks[i];
-        if (!r->is_step && r->job == lt->job && r->rank == lt->rank && r->t &&
-            !strcmp(agent_task_info_get(r->t)->task_id, rank_id))
-            dir = rank_id;
-    }
+    const local_task *rank = lt->is_step ? agent_find(a, lt->job, lt->rank, -1) : NULL;
+    const char *dir = rank && rank->t ? rank_id : S->id;
     int n = lt->image_ready ? snprintf(S->shim_env[0], sizeof S->shim_env[0],
                                        "TESSERA_CUDA_LEDGER=%s", agent_ledger_name(lt))
                             : snprintf(S->shim_env[0], sizeof S->shim_env[0],
