@@ -15,7 +15,6 @@ starts another, syncing after each: every change rebuilds r-1's answer.
 Tenant team-b's reader, in its own process (a parse of a 33 MB answer here
 would hold this one's interpreter), GETs its job every 20 ms.
 """
-import multiprocessing
 import os
 import re
 import shutil
@@ -24,23 +23,11 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
-from harness import bench_ctld, http_call  # noqa: E402
+from harness import LatencyReader, bench_ctld, http_call  # noqa: E402
 
 BIN = sys.argv[1]
 SECONDS = float(sys.argv[2]) if len(sys.argv) > 2 else 10.0
 GEN = re.compile(rb'"gen"\s*:\s*(\d+)')
-
-
-def reader(url, path, token, stop_at, out):
-    lat = []
-    while time.time() < stop_at:
-        q = time.time()
-        req = urllib.request.Request(url + path, headers={"Authorization": "Bearer " + token})
-        with urllib.request.urlopen(req, timeout=120) as r:
-            r.read()
-        lat.append(time.time() - q)
-        time.sleep(0.02)
-    out.put(lat)
 
 
 def main():
@@ -95,11 +82,8 @@ def main():
 
         live = [step() for _ in range(64)]
         size = sync(ranks)
-        out = multiprocessing.Queue()
         stop_at = time.time() + SECONDS
-        rd = multiprocessing.Process(target=reader, args=(url, f"/v1/jobs/{small}", tok,
-                                                          stop_at, out))
-        rd.start()
+        other = LatencyReader(url, f"/v1/jobs/{small}", tok, stop_at)
         syncs = []
         while time.time() < stop_at:
             done = live.pop(0)
@@ -109,15 +93,10 @@ def main():
             live.append(step())
             size = sync(ranks)
             syncs.append(time.time() - q)
-        lat = out.get(timeout=120)
-        rd.join()
-        lat.sort()
         syncs.sort()
         print(f"{BIN}: 64 steps x 4 ranks x 600 KB env, answer {size / 1e6:.1f} MB, "
               f"{len(syncs)} step changes in {SECONDS:.0f} s (median {1000 * syncs[len(syncs) // 2]:.0f}"
-              f" ms each, 2 syncs + a step start); other tenant's GET n={len(lat)} "
-              f"p50 {1000 * lat[len(lat) // 2]:.1f} ms p99 {1000 * lat[int(len(lat) * 0.99)]:.1f}"
-              f" ms max {1000 * lat[-1]:.1f} ms")
+              f" ms each, 2 syncs + a step start); other tenant's GET {other.summary()}")
     finally:
         p.kill()
         p.wait()

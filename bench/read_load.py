@@ -10,7 +10,6 @@ PATH may name LAST (the last job submitted) or FIRSTP (job 20, pending).
 Two threads call PATH for 10 s; the other tenant's reader, in its own
 process, GETs its job every 20 ms.
 """
-import multiprocessing
 import os
 import shutil
 import sys
@@ -18,19 +17,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
-from harness import bench_ctld, http_call, read_unparsed  # noqa: E402
+from harness import LatencyReader, bench_ctld, http_call, read_unparsed  # noqa: E402
 
 BIN, NA, PATH = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-
-
-def reader(url, path, tok, stop_at, out):
-    lat = []
-    while time.time() < stop_at:
-        q = time.time()
-        read_unparsed(url, path, tok)
-        lat.append(time.time() - q)
-        time.sleep(0.02)
-    out.put(lat)
 
 
 def spec(name, tenant, size=1):
@@ -57,10 +46,7 @@ def main():
         time.sleep(3)
         path = PATH.replace("LAST", str(last)).replace("FIRSTP", "20")
         stop = time.time() + 10
-        out = multiprocessing.Queue()
-        rd = multiprocessing.Process(target=reader,
-                                     args=(url, f"/v1/jobs/{small}", tok, stop, out))
-        rd.start()
+        other = LatencyReader(url, f"/v1/jobs/{small}", tok, stop)
         n = [0]
 
         def hammer():
@@ -73,11 +59,7 @@ def main():
             t.start()
         for t in ts:
             t.join()
-        lat = sorted(out.get(timeout=120))
-        rd.join()
-        print(f"{PATH}: {n[0]} calls in 10 s; other GET n={len(lat)} "
-              f"p50 {1000 * lat[len(lat) // 2]:.1f} ms p99 {1000 * lat[int(len(lat) * 0.99)]:.1f}"
-              f" ms max {1000 * lat[-1]:.1f}")
+        print(f"{PATH}: {n[0]} calls in 10 s; other GET {other.summary()}")
     finally:
         p.kill()
         p.wait()

@@ -338,3 +338,33 @@ class ScriptedNode:
         if st == 200:
             self.gen = d["gen"]
         return st, d
+
+
+def _read_every(url, path, token, stop_at, pause_s, out):
+    lat = []
+    while time.time() < stop_at:
+        q = time.time()
+        read_unparsed(url, path, token)
+        lat.append(time.time() - q)
+        time.sleep(pause_s)
+    out.put(lat)
+
+
+class LatencyReader:
+    """A bench's other tenant: GETs path every pause_s until stop_at, in a
+    process of its own (the bench's own parse of a large answer would hold
+    this interpreter while the read being measured waits). summary() after
+    stop_at: "n=N p50 X ms p99 Y ms max Z ms"."""
+
+    def __init__(self, url, path, token, stop_at, pause_s=0.02):
+        import multiprocessing
+        self.out = multiprocessing.Queue()
+        self.proc = multiprocessing.Process(target=_read_every,
+                                            args=(url, path, token, stop_at, pause_s, self.out))
+        self.proc.start()
+
+    def summary(self):
+        lat = sorted(self.out.get(timeout=120))
+        self.proc.join()
+        return (f"n={len(lat)} p50 {1000 * lat[len(lat) // 2]:.1f} ms "
+                f"p99 {1000 * lat[int(len(lat) * 0.99)]:.1f} ms max {1000 * lat[-1]:.1f} ms")
