@@ -31,7 +31,7 @@ import tempfile
 TESSERAD = sys.argv[1]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import check, finish, free_port, http_call, stop_all, wait_ready  # noqa: E402
-from harness import ctld_files, wait_for  # noqa: E402
+from harness import ScriptedNode, ctld_files, wait_for  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="tessera-answer-budget-")
 PORT = free_port()
@@ -57,23 +57,14 @@ proc = subprocess.Popen([TESSERAD, "--config", os.path.join(TMP, "tesserad.yaml"
 try:
     check(wait_ready(URL, timeout=30), "tesserad is ready")
     admin = open(os.path.join(TMP, "state", "admin.token")).read().strip()
-    st, d = call("POST", "/v1/tokens", admin, {"name": "r-1", "role": "node"})
-    check(st == 201, f"a node credential for r-1 ({st})")
-    node = d["token"]["secret"] if st == 201 else ""
-    state = {"gen": 0, "tasks": []}
+    r1 = ScriptedNode(URL, admin, "r-1")
+    check(r1.made, "a node credential for r-1")
+    check(r1.registered, "r-1 registers")
 
     def sync(wait_s=0):
-        body = {"node": "r-1", "gen": state["gen"], "tasks": state["tasks"], "wait_s": wait_s}
-        req = http_call(URL, "POST", "/v1/agent/sync", node, body, timeout=60)
-        st, d = req
-        size = len(json.dumps(d)) if st == 200 else 0
-        if st == 200:
-            state["gen"] = d["gen"]
-        return st, d, size
-
-    st, d = call("POST", "/v1/agent/register", node, {"node": "r-1", "discovery": {"gpus": 8}})
-    check(st == 200, f"r-1 registers ({st})")
-    state["gen"] = d.get("gen", 0) if st == 200 else 0
+        """r-1's sync and the size of its answer's text."""
+        st, d = r1.sync(wait_s)
+        return st, d, len(json.dumps(d)) if st == 200 else 0
 
     # a task's environment and command are bounded at the API
     st, d = call("POST", "/v1/jobs", admin,
@@ -104,7 +95,7 @@ try:
     token = next((t.get("step_token") for t in tasks
                   if t["job"] == batch and t.get("rank") == 0), None)
     check(bool(token), "rank 0 of the batch job holds its step credential")
-    state["tasks"] = [{"job": t["job"], "rank": t["rank"], "state": "running"} for t in tasks]
+    r1.tasks = [{"job": t["job"], "rank": t["rank"], "state": "running"} for t in tasks]
     st, d, size = sync()
     check(st == 200, f"the ranks run ({st})")
 
@@ -140,7 +131,7 @@ try:
         check(st == 200, f"r-1 keeps syncing ({st}, {size} bytes)")
 
     # the steps end (the agent reports every step task exited): the next runs
-    state["tasks"] += [{"job": batch, "rank": r, "step": s, "state": "exited", "exit_code": 0}
+    r1.tasks += [{"job": batch, "rank": r, "step": s, "state": "exited", "exit_code": 0}
                        for s in posted for r in range(4)]
     st, d, size = sync()
     check(st == 200, f"the steps' ends are applied ({st})")
