@@ -4,29 +4,30 @@
  * The policy's text, the services and running the tools are in
  * netns_policy.c. Why iproute2 and nft by fork/exec rather than netlink
  * sockets of our own:
- * the VXLAN, veth-into-namespace, bridge-port and nftables-set messages are
- * many and version-dependent, and the tools are what operators debug with;
- * each batch is parsed and applied by the kernel's own tools, which report
- * the failing line. A task costs four or five short processes (nft in the
- * fabric, ip here, ip in the fabric, ip in the task's namespace; bridge when
- * a VXLAN is new), spawned with posix_spawn, argv and a fixed environment,
- * never a shell.
+ * the VXLAN, macvlan-into-namespace and nftables messages are many and
+ * version-dependent, and the tools are what operators debug with; each
+ * batch is parsed and applied by the kernel's own tools, which report the
+ * failing line. A task costs four short processes (ip here, ip in the
+ * fabric, ip and nft in the task's namespace; the gateway's address, the
+ * VXLAN's chains and bridge's flood entries when a VXLAN is new), spawned
+ * with posix_spawn, argv and a fixed environment, never a shell.
  *
  * Names: the namespace ts-<tag>-<task id>, where tag is 8 hex of the FNV-1a
  * of the agent's state directory (its real path): task ids repeat across
  * clusters (every cluster has a j1-r0), and /run/netns is the host's, so two
  * agents of one host (two clusters, parallel test runs) never name the same
  * namespace, nor remove each other's. The host's links carry the tag too,
- * folded to 4 hex (IFNAMSIZ is 15 bytes): the veth t<tag4>v<8 hex of the
- * FNV-1a of tag and id>, the tenant's bridge t<tag4>b<vni> and VXLAN
- * t<tag4>x<vni> (both in the fabric namespace tsf-<tag>, netns_fabric.c,
- * with the gateway's fabric end t<tag4>g<vni>; its end here is named as the
- * bridge), and the tables are tessera_<tag>, whose rules match only
- * t<tag4>... links: two agents of one host keep their own; eth0 inside. The
- * task's MAC is derived from its address (02:00:a:b:c:d), so the binding of
- * port, address and MAC that the bridge policy checks is known before the
- * port exists. The state file <state dir>/net/<task id> ("veth vni addr mac")
- * is written first and removed last.
+ * folded to 4 hex (IFNAMSIZ is 15 bytes): the tenant's VXLAN t<tag4>x<vni>
+ * (in the fabric namespace tsf-<tag>, netns_fabric.c) and gateway
+ * t<tag4>b<vni> (here), and the tables are tessera_<tag>, whose rules match
+ * only t<tag4>... links: two agents of one host keep their own; eth0 inside.
+ * The task's MAC is derived from its address (02:00:a:b:c:d), so its own
+ * table is known before its macvlan exists. The state file
+ * <state dir>/net/<task id> ("link vni addr mac", link t<tag4>m<8 hex of the
+ * FNV-1a of tag and id>: a name only, saying the kind; an older agent's task
+ * names its veth t<tag4>v..., a port of the tenant's bridge t<tag4>b<vni> in
+ * the fabric, whose other ports are the VXLAN and the gateway's fabric end
+ * t<tag4>g<vni>) is written first and removed last.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -91,13 +92,16 @@ void agent_net_names(const char *state_dir, net_names *n)
     snprintf(n->table, sizeof n->table, "tessera_%08x", tag);
 }
 
-static void veth_name(const char *state_dir, const char *id, char out[IFNAMSIZ])
+/* The task's link as its state file names it (netns_priv.h): kind 'm' for
+ * the macvlans this agent makes. */
+static void task_link_name(const char *state_dir, const char *id, char out[IFNAMSIZ])
 {
     char tag[16];
     net_names nn;
     agent_net_names(state_dir, &nn);
     snprintf(tag, sizeof tag, "%08x/", agent_tag(state_dir));
-    snprintf(out, IFNAMSIZ, "t%04xv%08x", nn.tag4 & 0xffffu, fnv32(fnv32(2166136261u, tag), id));
+    snprintf(out, IFNAMSIZ, "t%04x%c%08x", nn.tag4 & 0xffffu, NET_LINK_MACVLAN,
+             fnv32(fnv32(2166136261u, tag), id));
 }
 
 /* The tenant's bridge (kind 'b') or VXLAN ('x') on this node; a state file
@@ -370,6 +374,7 @@ static int elements(const net_names *nn, const char *verb, const net_state *s, b
                     ts_err *err)
 {
     char script[4096], br[IFNAMSIZ];
+    bool mv = agent_net_is_macvlan(s->veth); /* its binding is its own namespace's table */
     snprintf(script, sizeof script,
              "%s element bridge %s bound4 { \"%s\" . %s . %s }\n", verb, nn->table, s->veth,
              s->mac, s->addr);
@@ -378,8 +383,10 @@ static int elements(const net_names *nn, const char *verb, const net_state *s, b
         snprintf(script + strlen(script), sizeof script - strlen(script),
                  "add element inet %s bridged { \"%s\" . \"%s\" }\n", nn->table, br, br);
     const char *argv[] = {"nft", "-f", "-", NULL};
-    int rc = legacy ? agent_net_run_tool(argv, script, err)
-                    : agent_net_fabric_exists(nn) ? agent_net_fabric_nft(nn, script, err) : 0;
+    int rc = mv       ? 0
+             : legacy ? agent_net_run_tool(argv, script, err)
+             : agent_net_fabric_exists(nn) ? agent_net_fabric_nft(nn, script, err)
+                                           : 0;
     if (s->publish[0]) { /* apart: each removal goes even when the other is already gone */
         publish_lines(nn, verb, s, script, sizeof script);
         int prc = agent_net_run_tool(argv, script, err);
@@ -406,7 +413,7 @@ static int task_state(const char *state_dir, const agent_net_task *t, net_state 
         return ts_err_set(err, TS_EINVAL, "net.addr: %s is the block's gateway address",
                           t->addr);
     *s = (net_state){.vni = t->vni};
-    veth_name(state_dir, t->task_id, s->veth);
+    task_link_name(state_dir, t->task_id, s->veth);
     snprintf(s->addr, sizeof s->addr, "%s", t->addr);
     snprintf(s->mac, sizeof s->mac, "02:00:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3]);
     for (size_t i = 0, len = 0; i < t->nnics; i++)
@@ -453,58 +460,57 @@ static int state_save(const char *state_dir, const agent_net_task *t, const net_
 
 /* The names of one task's links and which of its tenant's are new here. */
 typedef struct {
-    char br[IFNAMSIZ], vx[IFNAMSIZ], gp[IFNAMSIZ], ns[80], fab[64];
-    bool new_br, new_vx, new_gw;
+    char br[IFNAMSIZ], vx[IFNAMSIZ], ns[80], fab[64];
+    bool new_vx, new_gw;
     int mtu;
 } task_links;
 
-/* The ip batches that make them: here, the task's namespace, the tenant's
- * gateway (a veth, its other end into the fabric) and VXLAN (made here, so
- * its socket is on this namespace's underlay, then moved), the task's veth
- * between the fabric and its namespace; in the fabric: the bridge and its
- * ports. */
+/* The ip batches that make them. Here: the task's namespace and, new, the
+ * tenant's VXLAN (made here, so its socket is on this namespace's underlay,
+ * then moved into the fabric, down until its ingress chain is in). In the
+ * fabric: macvlans in bridge mode on the VXLAN, made straight into their
+ * namespaces, the task's eth0 (its MAC fixed from its address) and, new, the
+ * tenant's gateway (named like the bridges before, t<tag4>b<vni>, so the
+ * host's rules are as they were) into this namespace (pid: the agent's). A
+ * frame between a task and its VXLAN or a neighbour crosses no veth and no
+ * bridge: a macvlan hands it to its lower device in the same call, where a
+ * veth queues it for another pass of the receive path (bench/netns). Then
+ * here: the gateway's address. */
 static void link_batches(const agent_net_task *t, const net_state *s, const task_links *L,
-                         const char *gws, char *host, size_t hn, char *fabric, size_t fn)
+                         const char *gws, char *host, size_t hn, char *fabric, size_t fn,
+                         char *gw, size_t gn)
 {
     size_t n = 0, m = 0;
     n += (size_t)snprintf(host + n, hn - n, "netns add %s\n", L->ns);
-    if (L->new_gw)
-        n += (size_t)snprintf(host + n, hn - n,
-                              "link add %s mtu %d address 02:54:53:%02x:%02x:%02x type veth peer "
-                              "name %s mtu %d netns %s\n"
-                              "link set %s addrgenmode none\n"
-                              "addr add %s/%d dev %s\n"
-                              "link set %s up\n",
-                              L->br, L->mtu, (t->vni >> 16) & 0xff, (t->vni >> 8) & 0xff,
-                              t->vni & 0xff, L->gp, L->mtu, L->fab, L->br, gws, t->prefix, L->br,
-                              L->br);
     if (L->new_vx)
         n += (size_t)snprintf(host + n, hn - n,
                               "link add %s mtu %d netns %s type vxlan id %u local %s dstport %d\n",
                               L->vx, L->mtu, L->fab, t->vni, t->local, VXLAN_PORT);
-    n += (size_t)snprintf(host + n, hn - n,
-                          "link add %s mtu %d netns %s type veth peer name eth0 mtu %d netns %s\n",
-                          s->veth, L->mtu, L->fab, L->mtu, L->ns);
     for (size_t i = 0; i < t->nnics; i++) /* the task's own NICs: down while they move */
         n += (size_t)snprintf(host + n, hn - n, "link set %s down\n"
                               "link set %s netns %s\n", t->nics[i], t->nics[i], L->ns);
-    if (L->new_br)
-        m += (size_t)snprintf(fabric + m, fn - m, "link add %s type bridge\nlink set %s up\n",
-                              L->br, L->br);
-    if (L->new_gw)
-        m += (size_t)snprintf(fabric + m, fn - m, "link set %s master %s\nlink set %s up\n",
-                              L->gp, L->br, L->gp);
     if (L->new_vx)
-        m += (size_t)snprintf(fabric + m, fn - m, "link set %s master %s\nlink set %s up\n",
-                              L->vx, L->br, L->vx);
-    snprintf(fabric + m, fn - m, "link set %s master %s\nlink set %s up\n", s->veth, L->br,
-             s->veth);
+        m += (size_t)snprintf(fabric + m, fn - m, "link set %s up\n", L->vx);
+    if (L->new_gw)
+        m += (size_t)snprintf(fabric + m, fn - m,
+                              "link add %s link %s netns %ld mtu %d address "
+                              "02:54:53:%02x:%02x:%02x type macvlan mode bridge\n",
+                              L->br, L->vx, (long)getpid(), L->mtu, (t->vni >> 16) & 0xff,
+                              (t->vni >> 8) & 0xff, t->vni & 0xff);
+    snprintf(fabric + m, fn - m,
+             "link add eth0 link %s netns %s mtu %d address %s type macvlan mode bridge\n",
+             L->vx, L->ns, L->mtu, s->mac);
+    gw[0] = '\0';
+    if (L->new_gw)
+        snprintf(gw, gn, "link set %s addrgenmode none\naddr add %s/%d dev %s\nlink set %s up\n",
+                 L->br, gws, t->prefix, L->br, L->br);
 }
 
 /* Inside the task's namespace: loopback, eth0 with its address and the
- * default route through the gateway, the task's own NICs up. */
-static int task_inside(const agent_net_task *t, const net_state *s, const char *ns,
-                       const char *gws, ts_err *err)
+ * default route through the gateway, the task's own NICs up; then its own
+ * table (what eth0 may send), before anything of the task runs. */
+static int task_inside(const char *state_dir, const agent_net_task *t, const net_state *s,
+                       const char *ns, const char *gws, ts_err *err)
 {
     char inside[512 + AGENT_NET_NICS_MAX * 40];
     snprintf(inside, sizeof inside,
@@ -519,7 +525,16 @@ static int task_inside(const agent_net_task *t, const net_state *s, const char *
         snprintf(inside + strlen(inside), sizeof inside - strlen(inside), "link set %s up\n",
                  t->nics[i]);
     const char *ip_ns[] = {"ip", "-n", ns, "-batch", "-", NULL};
-    return agent_net_run_tool(ip_ns, inside, err);
+    int rc = agent_net_run_tool(ip_ns, inside, err);
+    if (rc)
+        return rc;
+    char table[1024], arg[128];
+    net_names nn;
+    agent_net_names(state_dir, &nn);
+    agent_net_task_policy_text(&nn, s->mac, s->addr, table, sizeof table);
+    snprintf(arg, sizeof arg, "--net=%s/%s", NS_DIR, ns);
+    const char *nft[] = {"nsenter", arg, "nft", "-f", "-", NULL};
+    return agent_net_run_tool(nft, table, err);
 }
 
 /* The task's RDMA devices into its namespace, each on its own: one that
@@ -549,7 +564,6 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
     task_links L = {.mtu = t->mtu ? t->mtu : AGENT_NET_MTU_DEFAULT};
     agent_net_tenant_link(&nn, 'b', t->vni, false, L.br);
     agent_net_tenant_link(&nn, 'x', t->vni, false, L.vx);
-    agent_net_tenant_link(&nn, 'g', t->vni, false, L.gp);
     agent_net_ns_name(state_dir, t->task_id, L.ns, sizeof L.ns);
     agent_net_fabric_name(&nn, L.fab, sizeof L.fab);
     if (link_exists(L.vx)) {
@@ -561,15 +575,24 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
     if ((rc = agent_net_fabric_ensure(&nn, err)) != 0 ||
         (rc = elements(&nn, "add", &s, false, err)) != 0)
         goto fail;
-    L.new_br = !agent_net_fabric_has_link(&nn, L.br);
+    if (agent_net_fabric_has_link(&nn, L.br)) { /* a VXLAN on a bridge takes no macvlan */
+        rc = ts_err_set(err, TS_ECONFLICT, "net.vni: %u: this tenant's bridge is still in the "
+                        "fabric namespace (made by an agent before the macvlans); a task of it "
+                        "can start here once its tasks there have ended", t->vni);
+        goto fail;
+    }
     L.new_vx = !agent_net_fabric_has_link(&nn, L.vx);
     L.new_gw = !link_exists(L.br);
-    char host[2048], fabric[1024];
-    link_batches(t, &s, &L, gws, host, sizeof host, fabric, sizeof fabric);
+    char host[2048], fabric[1024], gw[256], chain[512];
+    link_batches(t, &s, &L, gws, host, sizeof host, fabric, sizeof fabric, gw, sizeof gw);
+    agent_net_overlay_chain_text(&nn, t->vni, L.vx, chain, sizeof chain);
     const char *ip_host[] = {"ip", "-batch", "-", NULL};
     if ((rc = agent_net_run_tool(ip_host, host, err)) != 0 ||
-        (rc = bridge_sysctls(L.br, err)) != 0 || (rc = agent_net_fabric_ip(&nn, fabric, err)) != 0 ||
-        (rc = task_inside(t, &s, L.ns, gws, err)) != 0)
+        (L.new_vx && (rc = agent_net_fabric_nft(&nn, chain, err)) != 0) ||
+        (rc = agent_net_fabric_ip(&nn, fabric, err)) != 0 ||
+        (gw[0] && (rc = agent_net_run_tool(ip_host, gw, err)) != 0) ||
+        (rc = bridge_sysctls(L.br, err)) != 0 ||
+        (rc = task_inside(state_dir, t, &s, L.ns, gws, err)) != 0)
         goto fail;
     if (L.new_vx && (rc = fdb_add(&nn, L.vx, t->peers, t->npeers, t->local, err)) != 0)
         goto fail;
@@ -798,7 +821,14 @@ int agent_net_start(const char *state_dir, bool (*keep)(const char *task_id, voi
         state_path(state_dir, ids.v[i], path, sizeof path);
         if (!keep || !keep(ids.v[i], ctx) || state_read(path, &s) != 0)
             continue;
-        if (!link_exists(s.veth)) {
+        if (agent_net_is_macvlan(s.veth)) { /* its tenant's VXLAN's chain, once */
+            char vx[IFNAMSIZ], chain[512];
+            agent_net_tenant_link(&nn, 'x', s.vni, false, vx);
+            agent_net_overlay_chain_text(&nn, s.vni, vx, chain, sizeof chain);
+            if (!strstr(fab, chain) && agent_net_fabric_exists(&nn) &&
+                agent_net_fabric_has_link(&nn, vx) && f + strlen(chain) < SCRIPT_BYTES)
+                f += (size_t)snprintf(fab + f, SCRIPT_BYTES - f, "%s", chain);
+        } else if (!link_exists(s.veth)) {
             f += (size_t)snprintf(fab + f, SCRIPT_BYTES - f,
                                   "add element bridge %s bound4 { \"%s\" . %s . %s }\n",
                                   nn.table, s.veth, s.mac, s.addr);

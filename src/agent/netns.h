@@ -3,24 +3,24 @@
  * (docs/network.md).
  *
  * Each task gets its own namespace (/run/netns/ts-<tag>-<task id>, tag: this
- * agent's, agent_net_ns_name) holding one
- * veth end named eth0 with the address the controller assigned; the other
- * end (t<tag4>v<hash>) is a port of the tenant's bridge on this node
- * (t<tag4>b<vni>), whose other ports are the tenant's VXLAN device
- * (t<tag4>x<vni>, VNI from the controller) flooding to the other nodes'
- * underlay addresses and the tenant's gateway. The bridges, VXLANs and
- * veth ends are in this agent's fabric namespace (tsf-<tag>, with
- * br_netfilter off: netns_fabric.c); the gateway is a veth whose end here is
- * t<tag4>b<vni>, with the tenant's gateway address. Tenants share no bridge
- * and no VNI, so there is no layer-2 path between them; this agent's
- * nftables tables ("bridge tessera_<tag>" in the fabric, "inet
- * tessera_<tag>" here) drop what a task could still try (another address or
- * MAC than its own, ARP spoofing, IPv6, other ethertypes, routing through
- * the host between tenant gateways). The gateway routes to the configured
- * services only (agent_net_services).
+ * agent's, agent_net_ns_name) holding eth0, a macvlan in bridge mode on the
+ * tenant's VXLAN device on this node (t<tag4>x<vni>, VNI from the
+ * controller, flooding to the other nodes' underlay addresses), with the
+ * address the controller assigned. The VXLANs are in this agent's fabric
+ * namespace (tsf-<tag>: netns_fabric.c); the tenant's gateway is one more
+ * macvlan on the VXLAN, here, t<tag4>b<vni>, with the tenant's gateway
+ * address. Tenants share no VXLAN and no VNI, so there is no layer-2 path
+ * between them; each task's own table (netdev, on its eth0's egress) drops
+ * what it could still try (another address or MAC than its own, ARP
+ * spoofing, IPv6, other ethertypes), the fabric's keeps gateways' frames off
+ * the overlay, and this agent's "inet tessera_<tag>" table here stops
+ * routing through the host between tenant gateways. The gateway routes to
+ * the configured services only (agent_net_services). Tasks an agent before
+ * the macvlans started keep their veth into the tenant's bridge in the
+ * fabric ("bridge tessera_<tag>" holds their bindings) until they end.
  *
  * The work is done by iproute2 and nft, exec'd with argv and their commands
- * on stdin (`ip -batch -`, `nft -f -`): four or five processes per task, no
+ * on stdin (`ip -batch -`, `nft -f -`): four to seven processes per task, no
  * shell, and the kernel's own tools parse and apply each batch.
  * What a task was given is written to <state dir>/net/<task id> before
  * anything is made and removed last, so teardown, and a restarted agent's
@@ -63,7 +63,7 @@ typedef struct agent_net_task {
     size_t nnics;
     /* ports reachable at this node's address ("PORT/tcp|udp", "network: {publish}"),
      * forwarded to the task's, from the addresses in publish_from ("ADDR[/N]"; none:
-     * anywhere) and never from a tenant's bridge; at most AGENT_NET_PUBLISH_MAX and
+     * anywhere) and never from a tenant's gateway; at most AGENT_NET_PUBLISH_MAX and
      * AGENT_NET_PUBLISH_FROM_MAX */
     const char *const *publish;
     size_t npublish;
@@ -82,13 +82,13 @@ typedef struct agent_net_task {
 
 /* Makes the nftables tables (atomically replacing earlier ones), removes
  * what an earlier agent left for tasks keep() does not name (counted in
- * *removed, may be NULL) and re-adds the address bindings of those it
- * keeps. Called once at agent start, after the tasks were adopted. */
+ * *removed, may be NULL) and re-adds the address bindings (older tasks') and
+ * VXLAN chains of those it keeps. Called once at agent start, after the tasks were adopted. */
 int agent_net_start(const char *state_dir, bool (*keep)(const char *task_id, void *ctx),
                     void *ctx, int *removed, ts_err *err);
 
-/* Makes the task's namespace, veth, address and bindings (and the tenant's
- * bridge and VXLAN on their first task here); fills ns_path with the
+/* Makes the task's namespace, macvlan, address and own table (and the
+ * tenant's VXLAN, its chains and its gateway on its first task here); fills ns_path with the
  * namespace's path for setns. On failure what was made is removed. */
 int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_path,
                     size_t ns_path_len, ts_err *err);
@@ -107,8 +107,9 @@ typedef struct agent_net_service {
 int agent_net_services(const char *state_dir, const agent_net_service *svc, size_t n,
                        ts_err *err);
 
-/* Removes the task's namespace, veth and bindings, and the tenant's bridge
- * and VXLAN when no other task of the tenant is left here. A task with no
+/* Removes the task's namespace (its macvlan and table with it; an older
+ * task's veth and bindings), and the tenant's VXLAN, chains and gateway (or
+ * an older agent's bridge) when no other task of the tenant is left here. A task with no
  * network state is not an error. */
 int agent_net_teardown(const char *state_dir, const char *task_id, ts_err *err);
 

@@ -18,6 +18,11 @@
  * ports and masquerading stay in the host's inet table as before. The
  * bridge table (the bindings of port, address and MAC) is loaded here.
  *
+ * Tasks of this agent sit on their tenant's VXLAN here through macvlans
+ * (netns.h), with no bridge; the bridges above remain for the tasks an
+ * agent before the macvlans started, until they end. The VXLANs' ingress
+ * chains (netdev table, x<vni>) are loaded here too.
+ *
  * The namespace is tsf-<tag> (tag as netns.c's: a task's is ts-<tag>-<id>),
  * made on the first task's setup and removed with the last task's teardown.
  * Looking into it (does a link exist, its sysctls) is done by the calling
@@ -146,7 +151,9 @@ int agent_net_fabric_table(const net_names *nn, const char *bindings, ts_err *er
     if (!script)
         return ts_err_set(err, TS_ENOMEM, "network: out of memory");
     size_t n = (size_t)snprintf(script, FABRIC_TABLE_BYTES, "table bridge %s\n"
-                                "delete table bridge %s\n", nn->table, nn->table);
+                                "delete table bridge %s\ntable netdev %s\n"
+                                "delete table netdev %s\n", nn->table, nn->table, nn->table,
+                                nn->table);
     n += agent_net_policy_bridge_text(nn, script + n, FABRIC_TABLE_BYTES - n);
     strcpy(script + n, bindings ? bindings : "");
     int rc = agent_net_fabric_nft(nn, script, err);
@@ -199,7 +206,13 @@ void agent_net_tenant_remove(const net_names *nn, unsigned vni, bool legacy, boo
     agent_net_tenant_link(nn, 'b', vni, false, br);
     agent_net_tenant_link(nn, 'x', vni, false, vx);
     agent_net_tenant_link(nn, 'g', vni, false, gp);
-    if (fabric) { /* the gateway's fabric end takes its host end with it */
+    if (fabric && agent_net_fabric_has_link(nn, vx)) { /* its overlay chain first */
+        char chain[160];
+        snprintf(chain, sizeof chain, "delete chain netdev %s xi%u\ndelete chain netdev %s xo%u\n",
+                 nn->table, vni & VNI_MAX, nn->table, vni & VNI_MAX);
+        agent_net_fabric_nft(nn, chain, &e); /* none (a bridge's VXLAN, a reload): no error */
+    }
+    if (fabric) { /* the gateway's fabric end (or the VXLAN its macvlan) takes its host end */
         const char *names[] = {vx, gp, br};
         for (int i = 0; i < 3; i++)
             if (agent_net_fabric_has_link(nn, names[i]))

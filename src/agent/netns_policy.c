@@ -63,6 +63,42 @@ static const char POLICY_BRIDGE[] =
     "  }\n"
     "}\n";
 
+/* The fabric's tenant VXLANs whose tasks' macvlans sit on them (netns.h):
+ * two chains per device (agent_net_overlay_chain_text) jump here. Every
+ * node's gateway has one MAC, so a gateway's frames never go out on the
+ * overlay (another node's tasks would take its answer for their own
+ * gateway's): dropped on the VXLAN's egress. Only IPv4 and ARP come in from
+ * it. A frame the gateway sends to a task here also enters the VXLAN's
+ * ingress (a macvlan hands a frame for a neighbour to its lower device's
+ * receive path), so the ingress cannot tell gateways apart: each node
+ * drops its own on the way out. */
+static const char POLICY_OVERLAY[] =
+    "table netdev {T} {\n"
+    "  chain to_overlay {\n"
+    "    ether saddr & ff:ff:ff:00:00:00 == " GW_MAC_PREFIX " counter drop\n"
+    "  }\n"
+    "  chain from_overlay {\n"
+    "    ether type { ip, arp } accept\n"
+    "    counter drop\n"
+    "  }\n"
+    "}\n";
+
+/* A task's own table in its namespace, on its eth0's egress: what a task
+ * sends leaves only through it (a macvlan on the tenant's VXLAN), and a task
+ * has no CAP_NET_ADMIN there to change it (the agent's tasks run as their
+ * user; containers keep Docker's default capabilities). IPv4 from its own
+ * MAC and address, ARP for them; nothing else (IPv6, VLAN tags, other
+ * types). "%1$s" its MAC, "%2$s" its address. */
+static const char POLICY_TASK[] =
+    "table netdev {T} {\n"
+    "  chain egress {\n"
+    "    type filter hook egress device \"eth0\" priority 0; policy drop;\n"
+    "    ether saddr %1$s ether type ip ip saddr %2$s accept\n"
+    "    ether saddr %1$s ether type arp arp saddr ether %1$s arp saddr ip %2$s accept\n"
+    "    counter\n"
+    "  }\n"
+    "}\n";
+
 /* For the bridges an earlier agent made in its own namespace, which
  * br_netfilter shows to the host's inet hooks (the fabric's has it off):
  * a frame that stays on a tenant's layer 2 needs no connection state, so it
@@ -260,7 +296,35 @@ size_t agent_net_policy_text(const net_names *nn, char *out, size_t len)
 
 size_t agent_net_policy_bridge_text(const net_names *nn, char *out, size_t len)
 {
-    return fill(POLICY_BRIDGE, nn, out, len);
+    size_t n = fill(POLICY_BRIDGE, nn, out, len);
+    return n + fill(POLICY_OVERLAY, nn, out + n, len - n);
+}
+
+size_t agent_net_overlay_chain_text(const net_names *nn, unsigned vni, const char *vx,
+                                    char *out, size_t len)
+{
+    int n = snprintf(out, len,
+                     "table netdev %s {\n"
+                     "  chain xi%u {\n"
+                     "    type filter hook ingress device \"%s\" priority 0; policy accept;\n"
+                     "    jump from_overlay\n"
+                     "  }\n"
+                     "  chain xo%u {\n"
+                     "    type filter hook egress device \"%s\" priority 0; policy accept;\n"
+                     "    jump to_overlay\n"
+                     "  }\n"
+                     "}\n",
+                     nn->table, vni & VNI_MAX, vx, vni & VNI_MAX, vx);
+    return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
+}
+
+size_t agent_net_task_policy_text(const net_names *nn, const char *mac, const char *addr,
+                                  char *out, size_t len)
+{
+    char text[sizeof POLICY_TASK + 64];
+    fill(POLICY_TASK, nn, text, sizeof text);
+    int n = snprintf(out, len, text, mac, addr);
+    return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
 }
 
 /* ---- services ------------------------------------------------------------------ */

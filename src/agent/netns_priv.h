@@ -29,6 +29,18 @@ typedef struct net_names {
 
 void agent_net_names(const char *state_dir, net_names *n);
 
+/* What a task's state file names (net_state.veth): t<tag4>v<hash>, a veth
+ * whose other end is a port of the tenant's bridge in the fabric (an agent
+ * before the macvlans), t<tag4>m<hash>, a macvlan on the tenant's VXLAN
+ * (only the name of the kind: the device is eth0 in the task's namespace),
+ * or tsv<hash> (an agent before per-agent names). */
+#define NET_LINK_VETH 'v'
+#define NET_LINK_MACVLAN 'm'
+static inline bool agent_net_is_macvlan(const char *link)
+{
+    return link[0] == 't' && link[1] != 's' && link[5] == NET_LINK_MACVLAN;
+}
+
 /* The tenant's bridge and gateway (kind 'b': the bridge in the fabric, the
  * gateway's end here), VXLAN ('x') or gateway's fabric end ('g') on this
  * node; legacy: the names before per-agent ones (tsb<vni>, tsx<vni>). */
@@ -40,6 +52,15 @@ void agent_net_tenant_link(const net_names *nn, char kind, unsigned vni, bool le
  * fabric namespace. */
 size_t agent_net_policy_text(const net_names *nn, char *out, size_t len);
 size_t agent_net_policy_bridge_text(const net_names *nn, char *out, size_t len);
+/* The fabric's chains for the tenant's VXLAN vx: what it brings from the
+ * other nodes (netdev ingress, xi<vni>) and what it may send to them
+ * (egress, xo<vni>), declared (idempotent), into out. */
+size_t agent_net_overlay_chain_text(const net_names *nn, unsigned vni, const char *vx,
+                                    char *out, size_t len);
+/* A task's own table, in its namespace: what its eth0 may send (IPv4 from
+ * its own MAC and address, ARP for them; nothing else), into out. */
+size_t agent_net_task_policy_text(const net_names *nn, const char *mac, const char *addr,
+                                  char *out, size_t len);
 
 /* The fabric namespace (netns_fabric.c): the tenants' bridges, VXLAN devices
  * and the host ends of the tasks' veths, with br_netfilter's switches off.

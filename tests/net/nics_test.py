@@ -11,6 +11,8 @@ NICs are in its namespace and up, and gone from the node's; a second task
 asking for a NIC already taken is refused, naming it, and leaves nothing;
 teardown brings the NICs back; so does a restarted agent's reconcile for a
 task it does not adopt (as after kill -9), while one it adopts keeps them.
+An older agent's task on its tenant's bridge holds that tenant's new tasks
+off until it ends, and its teardown removes the bridge.
 
 usage: nics_test.py NETNS_TOOL     (root; exit 77 = skipped)
 """
@@ -65,6 +67,44 @@ def expect(cond, what):
     if not cond:
         raise AssertionError(what)
     print("ok:", what)
+
+
+def upgraded(state):
+    """A task an agent before the macvlans left (its veth a port of its
+    tenant's bridge in the fabric, the VXLAN on the bridge): a new task of
+    that tenant is refused, naming the VNI, until it ends; its teardown
+    removes its veth, the bridge and the VXLAN; then the tenant's tasks
+    start on macvlans."""
+    h = int(ns_name(state, "x")[3:11], 16)
+    t4, fab = f"t{(h ^ (h >> 16)) & 0xffff:04x}", f"tsf-{h:08x}"
+    nsx(NODE, TOOL, "setup", state, tid(7), "4210", "10.75.0.2", "24", LOCAL)  # the fabric
+    old_ns, veth, br, vx = ns_name(state, tid(8)), f"{t4}v0000beef", f"{t4}b4211", f"{t4}x4211"
+    sh("ip", "netns", "add", old_ns)
+    nsx(NODE, "ip", "link", "add", vx, "netns", fab, "type", "vxlan", "id", "4211", "local",
+        LOCAL, "dstport", "4789")
+    sh("ip", "-n", fab, "link", "add", br, "type", "bridge")
+    sh("ip", "-n", fab, "link", "set", vx, "master", br)
+    sh("ip", "-n", fab, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns",
+       old_ns)
+    sh("ip", "-n", fab, "link", "set", veth, "master", br)
+    with open(os.path.join(state, "net", tid(8)), "w") as f:
+        f.write(f"{veth} 4211 10.76.0.2 02:00:0a:4c:00:02\n")
+    refused = nsx(NODE, TOOL, "setup", state, tid(9), "4211", "10.76.0.3", "24", LOCAL,
+                  check=False)
+    expect(refused.returncode != 0 and "net.vni: 4211" in refused.stderr and
+           "before the macvlans" in refused.stderr and br in links(fab),
+           f"a new task of a tenant whose older task is on its bridge is refused, naming the "
+           f"VNI, and the bridge stays: {refused.stderr.strip()}")
+    nsx(NODE, TOOL, "teardown", state, tid(8))
+    left = set(links(fab)) & {veth, br, vx}
+    expect(not os.path.exists("/run/netns/" + old_ns) and not left,
+           f"the older task's teardown removes its namespace, veth, bridge and VXLAN {left}")
+    nsx(NODE, TOOL, "setup", state, tid(9), "4211", "10.76.0.3", "24", LOCAL)
+    kind = nsx(ns_name(state, tid(9)), "ip", "-d", "-o", "link", "show", "eth0").stdout
+    expect(" macvlan mode bridge " in kind, "then the tenant's new task starts on a macvlan")
+    nsx(NODE, TOOL, "teardown", state, tid(9))
+    nsx(NODE, TOOL, "teardown", state, tid(7))
+    expect(not os.path.exists("/run/netns/" + fab), "the last teardown removes the fabric")
 
 
 def main():
@@ -128,7 +168,7 @@ def main():
                "every NIC back and no state left")
 
         # two agents of one host (two clusters): the same task id, two namespaces,
-        # each agent its own bridges, VXLANs and tables; neither agent's
+        # each agent its own gateways, VXLANs and tables; neither agent's
         # teardown nor restart touches the other's
         os.makedirs(other)
         nsx(NODE, TOOL, "start", other)
@@ -141,7 +181,7 @@ def main():
         mine_tables = sorted(t for t in tables if t.startswith("tessera_"))
         bridges = sorted(n for n in links(NODE) if re.match(r"^t[0-9a-f]{4}b\d+$", n))
         expect(len(mine_tables) == 4 and len(bridges) == 2 and bridges[0][:5] != bridges[1][:5],
-               f"two agents, two pairs of tables {mine_tables} and bridges of their own "
+               f"two agents, two pairs of tables {mine_tables} and gateways of their own "
                f"prefixes {bridges}")
         nsx(NODE, TOOL, "teardown", state, tid(5))
         nsx(NODE, TOOL, "teardown", state, tid(5))  # again: nothing of its own is left
@@ -150,15 +190,19 @@ def main():
         addr = nsx(b, "ip", "-4", "-o", "addr", "show", "dev", "eth0").stdout
         expect("10.73.0.2/24" in addr, f"which keeps its address: {addr.strip()}")
         out = nsx(NODE, TOOL, "start", state).stdout
-        # its bindings are in its fabric namespace's bridge table (netns_fabric.c)
+        # its binding is its task's own table (what its eth0 may send), its
+        # VXLAN's chains are in its fabric namespace's netdev table (netns_fabric.c)
         otag = ns_name(other, "x")[3:11]
-        bound = nsx("tsf-" + otag, "nft", "list", "set", "bridge", "tessera_" + otag,
-                    "bound4").stdout
-        expect("removed=0" in out and os.path.exists("/run/netns/" + b) and "10.73.0.2" in bound,
+        bound = nsx(b, "nft", "list", "table", "netdev", "tessera_" + otag, check=False).stdout
+        chains = nsx("tsf-" + otag, "nft", "list", "table", "netdev", "tessera_" + otag,
+                     check=False).stdout
+        expect("removed=0" in out and os.path.exists("/run/netns/" + b) and "10.73.0.2" in bound
+               and "chain xi4202" in chains and "chain xo4202" in chains,
                "a restart of the first agent removes nothing of the other's, not even its "
-               "bindings")
+               "bindings and its VXLAN's chains")
         nsx(NODE, TOOL, "teardown", other, tid(5))
         expect(not os.path.exists("/run/netns/" + b), "the other agent removes its own")
+        upgraded(state)
         return 0
     finally:
         fabrics = {"tsf-" + ns_name(d, "x")[3:11] for d in (state, other)}
