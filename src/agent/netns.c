@@ -471,7 +471,8 @@ typedef struct {
  * fabric: macvlans in bridge mode on the VXLAN, made straight into their
  * namespaces, the task's eth0 (its MAC fixed from its address) and, new, the
  * tenant's gateway (named like the bridges before, t<tag4>b<vni>, so the
- * host's rules are as they were) into this namespace (pid: the agent's). A
+ * host's rules are as they were) into this namespace (the calling thread's:
+ * /proc/<tid>/ns/net, whatever another thread has entered). A
  * frame between a task and its VXLAN or a neighbour crosses no veth and no
  * bridge: a macvlan hands it to its lower device in the same call, where a
  * veth queues it for another pass of the receive path (bench/netns). Then
@@ -495,7 +496,7 @@ static void link_batches(const agent_net_task *t, const net_state *s, const task
         m += (size_t)snprintf(fabric + m, fn - m,
                               "link add %s link %s netns %ld mtu %d address "
                               "02:54:53:%02x:%02x:%02x type macvlan mode bridge\n",
-                              L->br, L->vx, (long)getpid(), L->mtu, (t->vni >> 16) & 0xff,
+                              L->br, L->vx, (long)gettid(), L->mtu, (t->vni >> 16) & 0xff,
                               (t->vni >> 8) & 0xff, t->vni & 0xff);
     snprintf(fabric + m, fn - m,
              "link add eth0 link %s netns %s mtu %d address %s type macvlan mode bridge\n",
