@@ -12,7 +12,15 @@
  *   <root>/images/<hex>/used          touched at each use: its mtime orders eviction
  *
  * An image directory appears whole (prepared under tmp/ and renamed), so a
- * crash leaves either nothing or a usable image; tmp/ is emptied at open.
+ * crash leaves either nothing or an image; tmp/ is emptied at open. Its
+ * packed file (or unpacked tree) is not flushed before the rename, which on
+ * a gang's nodes would hold every rank's start for the disk: instead
+ *   <root>/images/<hex>/boot          this boot's id (/proc/sys/kernel/random/boot_id)
+ * is written (and flushed) with the directory, and removed by a thread once
+ * the image's bytes are on the disk. An image whose `boot` names another
+ * boot than the running one may have lost bytes in a power loss: the store's
+ * open removes it (a pull makes it again); one naming this boot (an agent
+ * restarted, the machine not) is flushed and sealed then.
  * Its root is a tree unpacked from the verified blobs, or the one a pull
  * unpacked as the layers came (tmp/stream-*, image_stream.c), taken only
  * when every layer in it was verified.
@@ -24,6 +32,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +123,8 @@ void image_dir(const ts_image_store *st, const char *digest, char *out, size_t n
     snprintf(out, n, "%s/images/%s", st->root, digest + 7);
 }
 
+static void seal_or_drop(const ts_image_store *st);
+
 int agent_image_store_open(ts_image_store *st, const char *root, long long budget_bytes,
                         ts_err *err)
 {
@@ -137,6 +149,7 @@ int agent_image_store_open(ts_image_store *st, const char *root, long long budge
     rm_tree(p);
     mkdir(p, 0700);
     image_rootfs_sweep(st); /* mounts of images no task uses any more */
+    seal_or_drop(st);
     image_store_unlock(lk);
     return 0;
 }
@@ -232,6 +245,82 @@ static int write_text(const char *path, const char *text, size_t len)
     return rc;
 }
 
+/* This boot's id, "" where the kernel has none to read. */
+static void boot_id(char out[64])
+{
+    out[0] = '\0';
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+    if (f && fgets(out, 64, f))
+        out[strcspn(out, "\n")] = '\0';
+    if (f)
+        fclose(f);
+}
+
+/* Flushes the image directory's bytes (its packed file; an unpacked tree:
+ * its filesystem's), then removes its `boot`: the image is sealed. The
+ * directory is held open, so an image evicted meanwhile (and perhaps pulled
+ * again under the same name) is never sealed by this thread. */
+static void *seal_main(void *arg)
+{
+    int dfd = (int)(intptr_t)arg;
+    int fd = openat(dfd, "rootfs.erofs", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    bool flushed = fd >= 0 ? fsync(fd) == 0 : syncfs(dfd) == 0;
+    if (fd >= 0)
+        close(fd);
+    if (flushed && unlinkat(dfd, "boot", 0) == 0)
+        fsync(dfd);
+    close(dfd);
+    return NULL;
+}
+
+/* Seals the image directory dir in a thread of its own; a thread that cannot
+ * start leaves the image unsealed, to be sealed at the next open. */
+static void seal_later(const char *dir)
+{
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    pthread_t t;
+    pthread_attr_t at;
+    if (dfd < 0)
+        return;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &at, seal_main, (void *)(intptr_t)dfd) != 0)
+        close(dfd);
+    pthread_attr_destroy(&at);
+}
+
+/* At open: each image whose `boot` names another boot goes; one naming this
+ * boot is sealed. */
+static void seal_or_drop(const ts_image_store *st)
+{
+    char now[64], dir[700], p[1000], was[64];
+    boot_id(now);
+    snprintf(dir, sizeof dir, "%s/images", st->root);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(p, sizeof p, "%s/%s/boot", dir, e->d_name);
+        FILE *f = fopen(p, "re");
+        if (!f)
+            continue; /* sealed, or from an agent before the seal */
+        was[0] = '\0';
+        if (fgets(was, sizeof was, f))
+            was[strcspn(was, "\n")] = '\0';
+        fclose(f);
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (strcmp(was, now) == 0 && now[0])
+            seal_later(p);
+        else if (!image_in_use(p)) {
+            image_rootfs_unmount(p);
+            rm_tree(p);
+        }
+    }
+    if (d)
+        closedir(d);
+}
+
 /* The layers unpacked in order into the new directory root. */
 static int unpack_layers(ts_image_store *st, const char *root, const char *const *layers,
                          size_t nlayers, ts_unpack_stats *stats, long long *layer_bytes,
@@ -307,6 +396,16 @@ int image_store_prepare(ts_image_store *st, const char *digest, const char *mani
     }
     agent_image_trace("sized (rc %d)", rc);
     image_dir(st, digest, final, sizeof final);
+    if (!rc) { /* unsealed until its bytes are flushed (seal_later) */
+        char id[64];
+        boot_id(id);
+        snprintf(p, sizeof p, "%s/boot", tmp);
+        int dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (write_text(p, id, strlen(id)) != 0 || dfd < 0 || fsync(dfd) != 0)
+            rc = ts_err_set(err, TS_EIO, "image store: %s: %s", p, strerror(errno));
+        if (dfd >= 0)
+            close(dfd);
+    }
     if (!rc) {
         snprintf(p, sizeof p, "%s/users", tmp);
         mkdir(p, 0700);
@@ -325,6 +424,7 @@ int image_store_prepare(ts_image_store *st, const char *digest, const char *mani
         rm_tree(tmp);
         return rc;
     }
+    seal_later(final);
     fill_image(st, digest, final, out);
     return 0;
 }
@@ -380,7 +480,7 @@ typedef struct image_entry {
 
 static bool has_users(const char *dir)
 {
-    char p[900];
+    char p[1100];
     snprintf(p, sizeof p, "%s/users", dir);
     DIR *d = opendir(p);
     if (!d)

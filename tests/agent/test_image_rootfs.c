@@ -317,6 +317,63 @@ static void eviction_and_restart_unmount_unused(void **state)
     assert_int_not_equal(stat(dused, &sb), 0);
 }
 
+/* Whether dir/boot is gone within 10 s (the seal's thread flushed the image). */
+static bool sealed_soon(const char *dir)
+{
+    char p[900];
+    snprintf(p, sizeof p, "%s/boot", dir);
+    for (int i = 0; i < 200; i++) {
+        if (access(p, F_OK) != 0)
+            return true;
+        usleep(50000);
+    }
+    return false;
+}
+
+static void write_boot(const char *dir, const char *id)
+{
+    char p[900];
+    snprintf(p, sizeof p, "%s/boot", dir);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(id, f);
+    fclose(f);
+}
+
+/* A prepared image carries this boot's id until its bytes are flushed; one
+ * found at open naming another boot (a power loss before the flush) goes,
+ * one naming this boot (the agent restarted, not the machine) is sealed. */
+static void unsealed_image_of_another_boot_goes(void **state)
+{
+    (void)state;
+    need_erofs();
+    char first[TS_IMAGE_DIGEST_MAX], second[TS_IMAGE_DIGEST_MAX], d1[700], d2[700], id[64] = "";
+    ts_image img;
+    ts_err err = {0};
+    assert_int_equal(prepare("first", first, &img, &err), 0);
+    image_dir_of(first, d1, sizeof d1);
+    assert_true(sealed_soon(d1));
+    assert_int_equal(prepare("second", second, &img, &err), 0);
+    image_dir_of(second, d2, sizeof d2);
+    assert_true(sealed_soon(d2));
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    assert_non_null(f);
+    assert_non_null(fgets(id, sizeof id, f));
+    fclose(f);
+    write_boot(d1, "00000000-0000-0000-0000-000000000000");
+    write_boot(d2, id);
+    ts_image_store again;
+    assert_int_equal(agent_image_store_open(&again, store_dir, 0, &err), 0);
+    struct stat sb;
+    assert_int_not_equal(stat(d1, &sb), 0); /* another boot's: may have lost bytes */
+    assert_int_equal(stat(d2, &sb), 0);     /* this boot's: flushed now, and kept */
+    assert_true(sealed_soon(d2));
+    int lk = image_store_lock(&st, &err);
+    assert_false(image_store_find(&st, first, &img));
+    assert_true(image_store_find(&st, second, &img));
+    image_store_unlock(lk);
+}
+
 static void loop_device_path_mounts_and_frees(void **state)
 {
     (void)state;
@@ -376,6 +433,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(packed_root_mounted_as_checked, setup, teardown),
         cmocka_unit_test_setup_teardown(hostile_layer_leaves_nothing_mounted, setup, teardown),
         cmocka_unit_test_setup_teardown(eviction_and_restart_unmount_unused, setup, teardown),
+        cmocka_unit_test_setup_teardown(unsealed_image_of_another_boot_goes, setup, teardown),
         cmocka_unit_test_setup_teardown(loop_device_path_mounts_and_frees, setup, teardown),
         cmocka_unit_test_setup_teardown(unpacked_roots_still_work, setup, teardown),
     };
