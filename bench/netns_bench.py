@@ -256,7 +256,7 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
     s, d, t = res["setup_ms"], res["teardown_ms"], res["throughput_gbps"]
     print(f"per-task network setup ({s['n']} tasks): p50 {s['p50']:.1f} ms, p99 {s['p99']:.1f} ms, "
-          f"max {s['max']:.1f} ms (first, with bridge+VXLAN: {s['first']:.1f} ms); target p99 <= 100 ms")
+          f"max {s['max']:.1f} ms (first, with its tenant's VXLAN and gateway: {s['first']:.1f} ms); target p99 <= 100 ms")
     print(f"teardown: p50 {d['p50']:.1f} ms, p99 {d['p99']:.1f} ms, max {d['max']:.1f} ms")
     loaded = os.path.exists("/proc/sys/net/bridge/bridge-nf-call-iptables")
     print("br_netfilter: " + ("loaded on this host (the variants with it on pay for it)" if loaded
