@@ -4,8 +4,9 @@ throughput, measured in one run. Figures are printed; nothing is asserted
 here beyond "the run worked": the targets are in the issue and docs.
 
 1. Setup: in a fresh namespace standing for a node, netns_tool's `time`
-   makes N task networks of one tenant one after another (namespace, veth,
-   address, bindings; the first also the tenant's bridge and VXLAN) through
+   makes N task networks of one tenant one after another (namespace,
+   macvlan, address, its own table; the first also the tenant's VXLAN and
+   gateway) through
    the agent's own code, then removes them; p50/p99/max of each.
 2. Throughput, in variants (VARIANTS): each two node namespaces joined by
    a bare veth pair (the underlay), at MTU 1500 or jumbo 9000, with or
