@@ -77,8 +77,9 @@ typedef struct puller {
     bool too_big;
     /* progress */
     long long done, total;
-    /* the layers unpacked as their pieces come (image_stream.c); NULL: after */
+    /* the layers unpacked as their bytes come (image_stream.c); NULL: after */
     image_stream *stream;
+    const ts_p2p_in_order *follow; /* told as the file sink's prefix grows; NULL: none */
     size_t layer;               /* the layer fetched now (0 first); SIZE_MAX: the config */
     char refused[256];          /* why a connection was refused (o->guard), "" none */
 } puller;
@@ -142,6 +143,8 @@ static size_t on_body(char *b, size_t sz, size_t n, void *ctx)
         p->mem[p->mem_n] = 0;
     }
     p->written += (long long)len;
+    if (p->fd >= 0 && p->follow) /* written in order: the unpack may read it */
+        p->follow->fn(p->follow->ctx, p->written);
     return len;
 }
 
@@ -510,11 +513,17 @@ static int fetch_blob(ts_image_store *st, puller *p, const char *digest, long lo
         gnutls_hash_init(&p->hash, GNUTLS_DIG_SHA256);
         p->max = size;
         long status;
+        /* the first try's bytes unpacked as they come, as a peer's pieces are */
+        p->follow = attempt ? NULL : image_stream_follow(p->stream, p->layer, p->fd, digest, size);
         rc = get(p, url, NULL, &status, reset_file, err);
         unsigned char d[SHA256_BYTES];
         gnutls_hash_deinit(p->hash, d);
         char got[TS_IMAGE_DIGEST_MAX];
         hex_digest(d, got);
+        if (p->follow) /* its unpack done before fd closes; a bad blob drops the tree */
+            image_stream_end(p->stream, !rc && status == 200 && !strcmp(got, digest) &&
+                                            p->written == size);
+        p->follow = NULL;
         int fsrc = rc ? 0 : fsync(p->fd);
         close(p->fd);
         p->fd = -1;
@@ -693,13 +702,12 @@ static int pull(ts_image_store *st, puller *p, ts_image *out, ts_err *err)
         json_decref(m);
         return rc;
     }
-    /* the layers that come piece by piece are unpacked as they come, into a
-     * staging tree used only once every layer in it is verified */
+    /* the layers are unpacked as their bytes come (from peers or the
+     * registry), into a staging tree used only once every layer in it is
+     * verified */
     image_stream stream;
-    if (p->o->p2p) {
-        image_stream_open(st, digest, &stream);
-        p->stream = &stream;
-    }
+    image_stream_open(st, digest, &stream);
+    p->stream = &stream;
     rc = fetch_all(st, p, cfg, cfg_size, layers, sizes, n, err);
     lk = rc ? -1 : image_store_lock(st, err);
     if (!rc && lk < 0)

@@ -5,12 +5,14 @@ Starts Debian's docker-registry (the reference OCI distribution server) on a
 free loopback port with its storage in a temporary directory, builds two
 small images with umoci from Debian's static busybox, pushes them with
 skopeo, and pulls them with `tessera-agent image-pull`:
-  - a pull prepares the root filesystem; the second is served from the store;
+  - a pull prepares the root filesystem, its layers unpacked as their bytes
+    come; the second is served from the store;
   - an unknown tag fails as not found (exit 3), an unreachable registry as
     worth a retry (exit 4);
   - an image index resolves to its linux/amd64 manifest; a digest-pinned
     reference pulls the same image;
-  - a blob the registry serves corrupted is discarded: nothing is stored;
+  - a blob the registry serves corrupted is discarded: nothing is stored,
+    no staging tree is left;
   - a registry behind bearer-token authentication (a token service in front
     of it, here) is pulled with a pull secret; a wrong secret is refused and
     never printed;
@@ -76,6 +78,15 @@ def main():
         assert rc == 0 and again["cached"] and again["digest"] == one["digest"], err
         print("pull, then from the store: ok")
 
+        # straight from the registry (no peers), the layers are unpacked as
+        # their bytes come, not once the blob is whole
+        traced = os.path.join(work, "store-traced")
+        p = subprocess.run([AGENT, "image-pull", "--store", traced, "--plain-http",
+                            f"{host}/test/busy:1"], capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, TESSERA_AGENT_IMAGE_TRACE="1"))
+        assert p.returncode == 0 and "as the layers came" in p.stderr, p.stderr[-2000:]
+        print("layers unpacked as they came from the registry: ok")
+
         rc, _, err = pull(store, f"{host}/test/busy:nope")
         assert rc == 3 and "not found" in err, (rc, err)
         rc, _, err = pull(store, f"{host}/test/other:1")
@@ -116,6 +127,7 @@ def main():
         assert rc == 1 and "digest" in err and "discarded" in err, (rc, err)
         assert not os.path.exists(os.path.join(fresh, "blobs/sha256", layer))
         assert os.listdir(os.path.join(fresh, "images")) == []
+        assert os.listdir(os.path.join(fresh, "tmp")) == [], os.listdir(os.path.join(fresh, "tmp"))
         with open(data, "wb") as f:
             f.write(good)
         print("corrupted blob discarded, never stored: ok")
