@@ -331,14 +331,13 @@ static bool whole_ok(worker *w)
 
 /* Piece i from the holder pe (its hash want), and what its answer means for
  * asking it again; 0, or the error of writing the piece. */
-static int from_peer(worker *w, const peer *pe, int i, const char *want, const char *token,
-                     ts_err *err)
+static int from_peer(worker *w, const peer *pe, int i, const char *want, ts_err *err)
 {
     fetch *f = w->f;
     long long off, len;
     agent_p2p_piece_span(f, i, &off, &len);
     double t = agent_p2p_mono_s();
-    int got = agent_p2p_from_peer(w, pe, i, want, token);
+    int got = agent_p2p_from_peer(w, pe, i, want);
     agent_image_trace("piece %d peer %s %.3f s (answer %d)", i, pe->node,
                       agent_p2p_mono_s() - t, got);
     int rc = 0;
@@ -404,7 +403,7 @@ static void *work(void *arg)
         json_t *g = json_object_get(ans, "grant");
         int grant = json_is_integer(g) ? (int)json_integer_value(g) : -1;
         int who = -1, i = -1;
-        char want[TS_IMAGE_DIGEST_MAX] = "", token[160];
+        char want[TS_IMAGE_DIGEST_MAX] = "";
         pthread_mutex_lock(&f->mu);
         if (!ans)
             f->st->no_tracker = true;
@@ -438,11 +437,10 @@ static void *work(void *arg)
             f->busy[grant] = 1;
             f->origin_busy[grant] = 1;
         }
-        memcpy(token, f->token, sizeof token);
         pthread_mutex_unlock(&f->mu);
         if (rc) {
         } else if (i >= 0) {
-            rc = from_peer(w, &peers[who], i, want, token, &err);
+            rc = from_peer(w, &peers[who], i, want, &err);
         } else if (grant >= 0) {
             rc = from_origin(w, grant, &err);
             i = grant;

@@ -29,7 +29,7 @@ typedef struct peer {
     char node[64];
     char url[TS_P2P_URL_MAX];
     const char *have; /* npieces of '0'/'1', in the tracker's answer */
-    const char *token; /* the token good at this peer, in the answer; NULL: the blob's */
+    const char *token; /* the token good at this peer, in the answer */
 } peer;
 
 /* The blob's fetch, shared by its workers under mu. */
@@ -70,7 +70,6 @@ typedef struct fetch {
     double t0, last_new, tracker_ok; /* tracker_ok: its last answer */
     unsigned start;             /* this node's own starting point among the pieces */
     long long rate;
-    char token[P2P_TOKEN_MAX];
     ts_p2p_stats *st;
     int rc;                     /* the first worker's error; 0 */
     ts_err err;
@@ -104,7 +103,7 @@ void agent_p2p_note_answered(fetch *f, const char *node);
 void agent_p2p_avoid(fetch *f, const char *node, double for_s, bool report);
 void agent_p2p_note_missing(fetch *f, const char *node);
 enum { PEER_OK, PEER_MISSING, PEER_BUSY, PEER_SILENT, PEER_FAILED, PEER_DEAD, PEER_LIED };
-int agent_p2p_from_peer(worker *w, const peer *pe, int i, const char *want, const char *token);
+int agent_p2p_from_peer(worker *w, const peer *pe, int i, const char *want);
 int agent_p2p_peers_of(const fetch *f, json_t *ans, peer *peers);
 bool agent_p2p_probe_holders(fetch *f, json_t *ans);
 

@@ -164,7 +164,7 @@ void agent_p2p_note_missing(fetch *f, const char *node)
  * (503); PEER_SILENT: not connected within PEER_CONNECT_TIMEOUT_MS;
  * PEER_DEAD: its port refuses; PEER_FAILED: another error, a peer
  * that died mid-transfer or went too slow; PEER_LIED: bad bytes. */
-int agent_p2p_from_peer(worker *w, const peer *pe, int i, const char *want, const char *token)
+int agent_p2p_from_peer(worker *w, const peer *pe, int i, const char *want)
 {
     fetch *f = w->f;
     long long off, len;
@@ -172,7 +172,7 @@ int agent_p2p_from_peer(worker *w, const peer *pe, int i, const char *want, cons
     char url[TS_P2P_URL_MAX + 200], hn[128], ht[220];
     snprintf(url, sizeof url, "%s/p2p/v1/blobs/%s/%d", pe->url, f->digest, i);
     snprintf(hn, sizeof hn, "X-Tessera-Node: %s", f->p->node);
-    snprintf(ht, sizeof ht, "X-Tessera-P2P-Token: %s", pe->token ? pe->token : token);
+    snprintf(ht, sizeof ht, "X-Tessera-P2P-Token: %s", pe->token);
     struct curl_slist *h = curl_slist_append(NULL, hn);
     h = curl_slist_append(h, ht);
     agent_p2p_curl_begin(w, url, h, "http");
@@ -219,15 +219,17 @@ int agent_p2p_peers_of(const fetch *f, json_t *ans, peer *peers)
         const char *n = json_string_value(json_object_get(pe, "node"));
         const char *u = json_string_value(json_object_get(pe, "url"));
         const char *h = json_string_value(json_object_get(pe, "have"));
-        if (!n || !u || !h || npeers >= PEERS_MAX || strlen(h) != (size_t)f->npieces ||
+        const char *t = json_string_value(json_object_get(pe, "token"));
+        /* a peer without its own token (a tracker before them) would refuse */
+        if (!n || !u || !h || !t || strlen(t) >= P2P_TOKEN_MAX || npeers >= PEERS_MAX ||
+            strlen(h) != (size_t)f->npieces ||
             strlen(n) >= sizeof peers[0].node || strlen(u) >= sizeof peers[0].url ||
             !strcmp(n, f->p->node))
             continue;
         snprintf(peers[npeers].node, sizeof peers[npeers].node, "%s", n);
         snprintf(peers[npeers].url, sizeof peers[npeers].url, "%s", u);
         peers[npeers].have = h;
-        const char *t = json_string_value(json_object_get(pe, "token"));
-        peers[npeers].token = t && strlen(t) < P2P_TOKEN_MAX ? t : NULL;
+        peers[npeers].token = t;
         npeers++;
     }
     return npeers;

@@ -56,8 +56,7 @@ bool p2p_token_mac(const char *key_hex, const char *node, const char *holder, co
         key[i] = (unsigned char)(hi << 4 | lo);
     }
     char text[400];
-    int n = holder ? snprintf(text, sizeof text, "%s|%s|%s|%lld", node, holder, digest, expiry)
-                   : snprintf(text, sizeof text, "%s|%s|%lld", node, digest, expiry);
+    int n = snprintf(text, sizeof text, "%s|%s|%s|%lld", node, holder, digest, expiry);
     if (n < 0 || (size_t)n >= sizeof text)
         return false;
     if (gnutls_hmac_fast(GNUTLS_MAC_SHA256, key, kl / 2, text, (size_t)n, mac) != 0)
@@ -76,12 +75,12 @@ static bool mac_equal(const char *want, const char *got)
     return diff == 0;
 }
 
-/* A token the tracker gave node for this holder (this node) and blob; or
- * one for the blob at any holder, as trackers before holder-bound tokens
- * gave, which only their agents present: a token a node hands its peer is
- * good at that peer only, so whoever holds this node's port while its agent
- * is away (a host-network task of another tenant) learns nothing it could
- * fetch elsewhere with. */
+/* A token the tracker gave node for this holder (this node) and blob: a
+ * token a node hands its peer is good at that peer only, so whoever holds
+ * this node's port while its agent is away (a host-network task of another
+ * tenant) learns nothing it could fetch elsewhere with. A token for the blob
+ * at any holder (what trackers before holder-bound tokens gave) is refused:
+ * one such token caught at a squatted port would open every holder. */
 static bool token_ok(ts_p2p *p, const char *node, const char *digest, const char *tok)
 {
     if (!node || !tok || strlen(node) >= 64)
@@ -95,8 +94,7 @@ static bool token_ok(ts_p2p *p, const char *node, const char *digest, const char
     pthread_mutex_lock(&p->mu);
     memcpy(key, p->key, sizeof key);
     pthread_mutex_unlock(&p->mu);
-    return (p2p_token_mac(key, node, p->node, digest, expiry, want) && mac_equal(want, dot + 1)) ||
-           (p2p_token_mac(key, node, NULL, digest, expiry, want) && mac_equal(want, dot + 1));
+    return p2p_token_mac(key, node, p->node, digest, expiry, want) && mac_equal(want, dot + 1);
 }
 
 /* An fd for the piece's bytes: the active fetch's file when that piece is

@@ -137,9 +137,6 @@ json_t *agent_p2p_announce(worker *w, bool done)
         pthread_mutex_unlock(&p->mu);
     }
     pthread_mutex_lock(&f->mu);
-    const char *tok = json_string_value(json_object_get(j, "token"));
-    if (tok)
-        snprintf(f->token, sizeof f->token, "%s", tok);
     json_t *hs = json_object_get(j, "hashes");
     for (int i = 0; i < f->npieces && json_is_array(hs); i++) {
         const char *h1 = json_string_value(json_array_get(hs, (size_t)i));

@@ -424,15 +424,14 @@ static void take_reports(const ctld *c, struct ctld_p2p *T, p2p_blob *b, int n, 
  * tracker's key into out: caller may fetch the blob's pieces from holder
  * until expiry. A token good at one holder only: a node's port held by
  * another process while its agent is away (a host-network task) learns
- * nothing it could fetch elsewhere with. holder NULL: over
- * "caller|digest|expiry", good at any holder, for agents from before. */
+ * nothing it could fetch elsewhere with. (No token good at any holder is
+ * made any more, and agents refuse one.) */
 static bool issue_token(const struct ctld_p2p *T, const char *caller, const char *holder,
                         const char *digest, long long expiry, char out[TOKEN_TEXT_MAX])
 {
     char text[400];
     unsigned char mac[32];
-    int len = holder ? snprintf(text, sizeof text, "%s|%s|%s|%lld", caller, holder, digest, expiry)
-                     : snprintf(text, sizeof text, "%s|%s|%lld", caller, digest, expiry);
+    int len = snprintf(text, sizeof text, "%s|%s|%s|%lld", caller, holder, digest, expiry);
     if (len < 0 || (size_t)len >= sizeof text ||
         gnutls_hmac_fast(GNUTLS_MAC_SHA256, T->key, sizeof T->key, text, (size_t)len, mac) != 0)
         return false;
@@ -489,12 +488,9 @@ static json_t *answer(const ctld *c, struct ctld_p2p *T, p2p_blob *b, int n, int
                                                      c->cluster->nodes[q].name, "url",
                                                      T->url[q]));
     }
-    char token[TOKEN_TEXT_MAX];
-    if (!issue_token(T, caller, NULL, b->digest, expiry, token))
-        return NULL;
-    return json_pack("{s:I,s:o,s:o,s:i,s:s,s:s,s:o}", "piece_bytes",
+    return json_pack("{s:I,s:o,s:o,s:i,s:s,s:o}", "piece_bytes",
                      (json_int_t)TS_P2P_PIECE_BYTES, "peers", peers, "hashes", hashes, "grant",
-                     g, "token", token, "key", T->key_hex, "granted", granted);
+                     g, "key", T->key_hex, "granted", granted);
 }
 
 /* The body, when it is an object naming the caller's own node of the

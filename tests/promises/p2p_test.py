@@ -224,12 +224,27 @@ def scenario_c_a_peer_refuses_a_caller_without_a_token(c):
           == 403, "a made-up token is refused (403)")
     # the tracker gives node q-1 a token for that blob: q-1's own announce
     st, ans = _announce(c, "q-1", blob, size)
-    check(st == 200 and ans.get("token"), f"the tracker answers a node's announce: {st}")
-    if st == 200:
-        check(status({"X-Tessera-Node": "q-1", "X-Tessera-P2P-Token": ans["token"]}) == 200,
-              "the token the tracker issued q-1 opens the piece for q-1")
-        check(status({"X-Tessera-Node": "q-2", "X-Tessera-P2P-Token": ans["token"]}) == 403,
+    tok3 = ({pe.get("node"): pe.get("token") for pe in ans.get("peers", [])}.get("q-3")
+            if st == 200 else None)
+    check(bool(tok3), f"the tracker answers a node's announce, naming q-3 with a token: {st}")
+    check(st == 200 and "token" not in ans, "the answer carries no token good at any holder")
+    if tok3:
+        check(status({"X-Tessera-Node": "q-1", "X-Tessera-P2P-Token": tok3}) == 200,
+              "the token the tracker issued q-1 for q-3 opens the piece for q-1")
+        check(status({"X-Tessera-Node": "q-2", "X-Tessera-P2P-Token": tok3}) == 403,
               "and not for another node")
+        # a token for the blob at any holder (the form trackers gave before
+        # holder-bound tokens), made with the key the tracker gives its nodes:
+        # good nowhere, so a port held while its agent is away gets nothing
+        # it could use at another holder
+        if ans.get("key"):
+            import hashlib
+            import hmac
+            exp = int(time.time()) + 600
+            mac = hmac.new(bytes.fromhex(ans["key"]), f"q-1|{blob}|{exp}".encode(),
+                           hashlib.sha256).hexdigest()
+            check(status({"X-Tessera-Node": "q-1", "X-Tessera-P2P-Token": f"{exp}.{mac}"}) == 403,
+                  "a token for the blob at any holder is refused (403)")
     # a second holder: each peer the tracker names comes with a token good at
     # that peer only, so a process holding one node's port (its agent away)
     # learns nothing it could fetch elsewhere with
