@@ -200,21 +200,16 @@ void ts_discovery_fini(ts_discovery *d)
     memset(d, 0, sizeof *d);
 }
 
-json_t *ts_discovery_encode(const ts_discovery *d)
-{
-    return proto_table_new(DC_FIELDS, TS_DC_NFIELDS, d, d->present);
-}
+static void dc_fini(void *doc) { ts_discovery_fini(doc); }
+
+const proto_msg PROTO_DISCOVERY = {DC_FIELDS, TS_DC_NFIELDS, DC_NEED, sizeof(ts_discovery),
+                                   offsetof(ts_discovery, present), NULL, dc_fini};
+
+json_t *ts_discovery_encode(const ts_discovery *d) { return proto_msg_encode(&PROTO_DISCOVERY, d); }
 
 int ts_discovery_decode(const json_t *o, const char *where, ts_discovery *d, ts_err *err)
 {
-    memset(d, 0, sizeof *d);
-    int rc = proto_table_need(o, where, DC_FIELDS, TS_DC_NFIELDS, DC_NEED, d, &d->present, err);
-    if (rc != 0)
-        ts_discovery_fini(d);
-    return rc;
+    return proto_msg_decode(&PROTO_DISCOVERY, o, where, d, err);
 }
 
-json_t *ts_discovery_schema(void)
-{
-    return proto_table_schema(DC_FIELDS, TS_DC_NFIELDS, DC_NEED);
-}
+json_t *ts_discovery_schema(void) { return proto_msg_schema(&PROTO_DISCOVERY); }

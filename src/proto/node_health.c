@@ -93,21 +93,19 @@ void ts_node_health_fini(ts_node_health *h)
     memset(h, 0, sizeof *h);
 }
 
+static void nh_fini(void *doc) { ts_node_health_fini(doc); }
+
+const proto_msg PROTO_NODE_HEALTH = {NH_FIELDS, TS_NH_NFIELDS, NH_NEED, sizeof(ts_node_health),
+                                     offsetof(ts_node_health, present), NULL, nh_fini};
+
 json_t *ts_node_health_encode(const ts_node_health *h)
 {
-    return proto_table_new(NH_FIELDS, TS_NH_NFIELDS, h, h->present);
+    return proto_msg_encode(&PROTO_NODE_HEALTH, h);
 }
 
 int ts_node_health_decode(const json_t *o, const char *where, ts_node_health *h, ts_err *err)
 {
-    memset(h, 0, sizeof *h);
-    int rc = proto_table_need(o, where, NH_FIELDS, TS_NH_NFIELDS, NH_NEED, h, &h->present, err);
-    if (rc != 0)
-        ts_node_health_fini(h);
-    return rc;
+    return proto_msg_decode(&PROTO_NODE_HEALTH, o, where, h, err);
 }
 
-json_t *ts_node_health_schema(void)
-{
-    return proto_table_schema(NH_FIELDS, TS_NH_NFIELDS, NH_NEED);
-}
+json_t *ts_node_health_schema(void) { return proto_msg_schema(&PROTO_NODE_HEALTH); }

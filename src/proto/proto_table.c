@@ -7,6 +7,7 @@
 #include "proto/proto_table.h"
 
 #include <math.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -384,4 +385,48 @@ json_t *proto_table_schema(const proto_field *f, int n, uint64_t need)
         return NULL;
     }
     return s;
+}
+
+/* ---- a document's entry points ---------------------------------------------------- */
+
+static uint64_t *proto_msg_present(const proto_msg *m, void *doc)
+{
+    return (uint64_t *)((char *)doc + m->present_off);
+}
+
+json_t *proto_msg_encode(const proto_msg *m, const void *doc)
+{
+    return proto_table_new(m->fields, m->n, doc, *proto_msg_present(m, (void *)doc));
+}
+
+int proto_msg_decode(const proto_msg *m, const json_t *o, const char *where, void *doc,
+                     ts_err *err)
+{
+    memset(doc, 0, m->size);
+    int rc = m->root && !json_is_object(o)
+                 ? ts_err_set(err, TS_EINVAL, "%s: must be an object", m->root)
+                 : proto_table_need(o, where, m->fields, m->n, m->need, doc,
+                                    proto_msg_present(m, doc), err);
+    if (rc != 0)
+        m->fini(doc);
+    return rc;
+}
+
+int proto_msg_decode_new(const proto_msg *m, const json_t *v, const char *path, void **out,
+                         ts_err *err)
+{
+    void *doc = malloc(m->size);
+    int rc = doc ? proto_msg_decode(m, v, path, doc, err)
+                 : ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
+    if (rc != 0) {
+        free(doc);
+        doc = NULL;
+    }
+    *out = doc;
+    return rc;
+}
+
+json_t *proto_msg_schema(const proto_msg *m)
+{
+    return proto_table_schema(m->fields, m->n, m->need);
 }

@@ -107,6 +107,41 @@ int proto_table_encode(json_t *o, const proto_field *f, int n, const void *base,
  * A new reference; NULL when out of memory. */
 json_t *proto_table_schema(const proto_field *f, int n, uint64_t need);
 
+/* A document of the protocol: its table (n lines), the lines it requires,
+ * its struct (size bytes, its present mask at present_off) and what frees
+ * what a decode allocated. A document's public encode, decode and schema are
+ * this one descriptor walked by the proto_msg_* functions, so each document
+ * states its shape once and not its entry points' steps again. */
+typedef struct proto_msg {
+    const proto_field *fields;
+    int n;
+    uint64_t need;
+    size_t size, present_off;
+    /* a body at the top of a request or an answer: what "must be an object"
+     * calls it ("body"); NULL: the where a decode is given */
+    const char *root;
+    void (*fini)(void *doc);
+} proto_msg;
+
+/* A new object of each member doc carries; NULL when out of memory. */
+json_t *proto_msg_encode(const proto_msg *m, const void *doc);
+
+/* doc (cleared first) from o, each required line carried; on an error
+ * (naming the member) nothing is left allocated. */
+int proto_msg_decode(const proto_msg *m, const json_t *o, const char *where, void *doc,
+                     ts_err *err);
+
+/* A new document of m (malloc'd, freed by m->fini then free()) decoded from
+ * v into *out; *out NULL on an error. */
+int proto_msg_decode_new(const proto_msg *m, const json_t *v, const char *path, void **out,
+                         ts_err *err);
+
+/* The JSON Schema of what proto_msg_decode accepts (proto_table_schema). */
+json_t *proto_msg_schema(const proto_msg *m);
+
+/* The documents other documents carry (discovery.c, node_health.c). */
+extern const proto_msg PROTO_DISCOVERY, PROTO_NODE_HEALTH;
+
 /* "<where>.<key>", or "<key>" with no where. */
 void proto_path(char *buf, size_t len, const char *where, const char *key);
 

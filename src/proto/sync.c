@@ -112,13 +112,9 @@ static int sy_discovery_decode(const json_t *v, const char *path, void *base, ts
     ts_sync *s = base;
     if (json_is_null(v))
         return 0; /* an agent that has none yet */
-    if (!(s->discovery = malloc(sizeof *s->discovery)))
-        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
-    int rc = ts_discovery_decode(v, path, s->discovery, err);
-    if (rc != 0) {
-        free(s->discovery);
-        s->discovery = NULL;
-    }
+    void *doc; /* the discovery and the health are documents of their own */
+    int rc = proto_msg_decode_new(&PROTO_DISCOVERY, v, path, &doc, err);
+    s->discovery = doc;
     return rc;
 }
 
@@ -131,13 +127,9 @@ static json_t *sy_discovery_encode(const void *base)
 static int sy_health_decode(const json_t *v, const char *path, void *base, ts_err *err)
 {
     ts_sync *s = base;
-    if (!(s->health = malloc(sizeof *s->health)))
-        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
-    int rc = ts_node_health_decode(v, path, s->health, err);
-    if (rc != 0) {
-        free(s->health);
-        s->health = NULL;
-    }
+    void *doc;
+    int rc = proto_msg_decode_new(&PROTO_NODE_HEALTH, v, path, &doc, err);
+    s->health = doc;
     return rc;
 }
 
@@ -184,18 +176,15 @@ void ts_sync_fini(ts_sync *s)
     memset(s, 0, sizeof *s);
 }
 
-json_t *ts_sync_encode(const ts_sync *s)
-{
-    return proto_table_new(SY_FIELDS, TS_SY_NFIELDS, s, s->present);
-}
+static void sy_fini(void *doc) { ts_sync_fini(doc); }
+
+/* no member required: the register and the sync bodies carry different ones */
+static const proto_msg SY_MSG = {SY_FIELDS, TS_SY_NFIELDS, 0, sizeof(ts_sync),
+                                 offsetof(ts_sync, present), "body", sy_fini};
+
+json_t *ts_sync_encode(const ts_sync *s) { return proto_msg_encode(&SY_MSG, s); }
 
 int ts_sync_decode(const json_t *o, ts_sync *s, ts_err *err)
 {
-    memset(s, 0, sizeof *s);
-    if (!json_is_object(o))
-        return ts_err_set(err, TS_EINVAL, "body: must be an object");
-    int rc = proto_table_decode(o, "", SY_FIELDS, TS_SY_NFIELDS, s, &s->present, err);
-    if (rc != 0)
-        ts_sync_fini(s);
-    return rc;
+    return proto_msg_decode(&SY_MSG, o, "", s, err);
 }
