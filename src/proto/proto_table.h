@@ -38,6 +38,9 @@ typedef enum {
     PK_ENUM,     /* an enum (int-sized) whose value k is names[k], k in 1..hi-1 */
     PK_SUB,      /* an object of its own table (sub, nsub) in place at off; lo: its
                   * required lines' bits, every member encoded */
+    PK_DOC,      /* a pointer at off to a document of msg, allocated by the decode
+                  * (the owner's fini frees it); lo 1: null allowed, read as NULL
+                  * and NULL written as null; lo 0: NULL written as {} */
 } proto_kind;
 
 typedef struct proto_field {
@@ -52,6 +55,9 @@ typedef struct proto_field {
     size_t count_off, item_size;
     int (*item_decode)(const json_t *item, const char *path, void *slot, ts_err *err);
     json_t *(*item_encode)(const void *slot);
+    /* PK_LIST (PROTO_DOCS): each item a document of its own, with its
+     * required lines and its present mask; PK_DOC: the document pointed to */
+    const struct proto_msg *msg;
     const char *const *names;   /* PK_ENUM: names[0] the unset value's slot */
     const struct proto_field *sub; /* PK_SUB */
     int nsub;
@@ -71,6 +77,13 @@ typedef struct proto_field {
 #define PROTO_ROWS(T, m, c, rows)                                                             \
     .kind = PK_LIST, .off = offsetof(T, m), .count_off = offsetof(T, c),                      \
     .item_size = sizeof *((T *)0)->m, .sub = rows, .nsub = (int)(sizeof rows / sizeof *rows)
+
+/* A PK_LIST line (designated) of items of struct T's member m (count c),
+ * each a document of the proto_msg doc: its required lines refused when
+ * missing, its members carried kept in its present mask and written back. */
+#define PROTO_DOCS(T, m, c, doc)                                                              \
+    .kind = PK_LIST, .off = offsetof(T, m), .count_off = offsetof(T, c),                      \
+    .item_size = sizeof *((T *)0)->m, .msg = &doc
 
 /* Decodes each of the n members o carries into base, setting bit i of
  * *present for line i. Returns 0, or the first member's error. */

@@ -105,53 +105,20 @@ static json_t *sy_log_encode(const void *slot)
     return ts_sync_log_encode(slot);
 }
 
-/* ---- the node's documents ----------------------------------------------------------- */
-
-static int sy_discovery_decode(const json_t *v, const char *path, void *base, ts_err *err)
-{
-    ts_sync *s = base;
-    if (json_is_null(v))
-        return 0; /* an agent that has none yet */
-    void *doc; /* the discovery and the health are documents of their own */
-    int rc = proto_msg_decode_new(&PROTO_DISCOVERY, v, path, &doc, err);
-    s->discovery = doc;
-    return rc;
-}
-
-static json_t *sy_discovery_encode(const void *base)
-{
-    const ts_sync *s = base;
-    return s->discovery ? ts_discovery_encode(s->discovery) : json_null();
-}
-
-static int sy_health_decode(const json_t *v, const char *path, void *base, ts_err *err)
-{
-    ts_sync *s = base;
-    void *doc;
-    int rc = proto_msg_decode_new(&PROTO_NODE_HEALTH, v, path, &doc, err);
-    s->health = doc;
-    return rc;
-}
-
-static json_t *sy_health_encode(const void *base)
-{
-    const ts_sync *s = base;
-    return s->health ? ts_node_health_encode(s->health) : json_object();
-}
-
 /* ---- the document ------------------------------------------------------------------ */
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const proto_field SY_FIELDS[TS_SY_NFIELDS] = {
     [TS_SY_NODE] = {"node", PK_STR, AT(node)},
-    [TS_SY_DISCOVERY] = {"discovery", PK_OBJ, AT(discovery), 0, 0, sy_discovery_decode,
-                         sy_discovery_encode}, /* or null */
+    /* the discovery and the health are documents of their own; an agent
+     * that has no discovery yet sends null */
+    [TS_SY_DISCOVERY] = {"discovery", PK_DOC, AT(discovery), 1, .msg = &PROTO_DISCOVERY},
     [TS_SY_GEN] = {"gen", PK_I64, AT(gen), 0, INT64_MAX},
     [TS_SY_TASKS] = {"tasks", PK_DOCS, AT(tasks)},
     [TS_SY_WAIT_S] = {"wait_s", PK_NUM0, AT(wait_s)},
     [TS_SY_SEQ] = {"seq", PK_I64, AT(seq), 1, INT64_MAX},
-    [TS_SY_HEALTH] = {"health", PK_OBJ, AT(health), 0, 0, sy_health_decode, sy_health_encode},
+    [TS_SY_HEALTH] = {"health", PK_DOC, AT(health), .msg = &PROTO_NODE_HEALTH},
     [TS_SY_MIG_ERROR] = {"mig_error", PK_STR, AT(mig_error)},
     [TS_SY_DRAIN] = {"drain", PK_STR, AT(drain)},
     [TS_SY_PREFETCH] = {"prefetch", LIST(prefetch, sy_prefetch)},
