@@ -16,6 +16,19 @@
 #include "agent/agent_internal.h"
 #include "io/body.h"
 
+void agent_curl_call(CURL *c, const char *url, struct curl_slist *h, curl_write_callback write,
+                     void *data, const char *protocols, const char *ca_file)
+{
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, data);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, protocols);
+    if (ca_file && ca_file[0])
+        curl_easy_setopt(c, CURLOPT_CAINFO, ca_file);
+}
+
 /* ---- a long-poll that a task's end cuts short ------------------------------------- */
 
 /* The pidfds of the keepers of tasks still running, opened as needed, in w
