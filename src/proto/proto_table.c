@@ -201,7 +201,9 @@ static int proto_decode_one(const json_t *o, const char *where, const proto_fiel
     case PK_SUB:
         return proto_table_need(v, path, f->sub, f->nsub, (uint64_t)f->lo, p, NULL, err);
     case PK_DOC:
-        return f->lo && json_is_null(v) ? 0 : proto_msg_decode_new(f->msg, v, path, (void **)p, err);
+        if (f->lo && json_is_null(v))
+            return 0; /* a document that may be null: NULL */
+        return proto_msg_decode_new(f->msg, v, path, (void **)p, err);
     }
     return 0;
 }
