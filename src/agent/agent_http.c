@@ -14,26 +14,19 @@
 #include <unistd.h>
 
 #include "agent/agent_internal.h"
+#include "io/body.h"
 
-typedef struct buf {
-    char *p;
-    size_t len;
-} buf;
-
-static size_t sink(char *p, size_t sz, size_t n, void *u)
+void agent_curl_call(CURL *c, const char *url, struct curl_slist *h, curl_write_callback write,
+                     void *data, const char *protocols, const char *ca_file)
 {
-    buf *b = u;
-    size_t k = sz * n;
-    if (b->len + k > TS_AGENT_ANSWER_MAX_BYTES)
-        return 0; /* the transfer fails: an answer past the protocol's size */
-    char *np = realloc(b->p, b->len + k + 1);
-    if (!np)
-        return 0;
-    memcpy(np + b->len, p, k);
-    b->p = np;
-    b->len += k;
-    b->p[b->len] = '\0';
-    return k;
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, data);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, protocols);
+    if (ca_file && ca_file[0])
+        curl_easy_setopt(c, CURLOPT_CAINFO, ca_file);
 }
 
 /* ---- a long-poll that a task's end cuts short ------------------------------------- */
@@ -136,11 +129,11 @@ int agent_post_woken(ts_agent *a, const char *path, json_t *body, long *status,
         return ts_err_set(err, TS_ENOMEM, "out of memory");
     struct curl_slist *hd = curl_slist_append(NULL, auth);
     hd = curl_slist_append(hd, "Content-Type: application/json");
-    buf b = {0};
+    io_body b = {.max = TS_AGENT_ANSWER_MAX_BYTES}; /* past the protocol's size: failed */
     curl_easy_setopt(a->h, CURLOPT_URL, url);
     curl_easy_setopt(a->h, CURLOPT_HTTPHEADER, hd);
     curl_easy_setopt(a->h, CURLOPT_POSTFIELDS, txt);
-    curl_easy_setopt(a->h, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(a->h, CURLOPT_WRITEFUNCTION, io_body_sink);
     curl_easy_setopt(a->h, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(a->h, CURLOPT_TIMEOUT_MS, (long)(timeout_s * 1000));
     curl_easy_setopt(a->h, CURLOPT_CONNECTTIMEOUT_MS, 5000L);

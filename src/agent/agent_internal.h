@@ -316,6 +316,14 @@ int agent_post(ts_agent *a, const char *path, json_t *body, long *status, json_t
 void agent_keeper_fd_close(local_task *lt);
 int agent_progress(void *u, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                    curl_off_t ulnow);
+
+/* What each of the agent's calls to a peer, a tracker or a registry sets
+ * alike (agent_http.c), after a curl_easy_reset: the url, its headers, the
+ * answer into write(data), no signals (the agent's threads share the
+ * process), the protocols it may speak ("http", "http,https") and, where
+ * ca_file is set (not NULL nor ""), the CA it trusts. */
+void agent_curl_call(CURL *c, const char *url, struct curl_slist *h, curl_write_callback write,
+                     void *data, const char *protocols, const char *ca_file);
 /* Removes the task files no adopted task holds from the steps folder an
  * older agent shared between its tasks, then the folder once empty (at
  * start; tasks' files are in their own folders now). */

@@ -37,6 +37,7 @@
 #include <gnutls/crypto.h>
 #include <jansson.h>
 
+#include "agent/agent_internal.h"
 #include "agent/p2p.h"
 #include "image_store.h"
 
@@ -170,25 +171,18 @@ static int get_once(puller *p, const char *url, const char *accept, long *status
         h = curl_slist_append(h, p->auth);
     if (p->range[0])
         h = curl_slist_append(h, p->range);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    agent_curl_call(c, url, h, on_body, p, "http,https", p->o->ca_file);
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(c, CURLOPT_MAXREDIRS, REDIRECTS_MAX);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT_S);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, p->o->timeout_s > 0 ? p->o->timeout_s
                                                               : PULL_TIMEOUT_DEFAULT_S);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, p);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, p);
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, p);
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-    if (p->o->ca_file)
-        curl_easy_setopt(c, CURLOPT_CAINFO, p->o->ca_file);
     if (p->o->guard) {
         curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_checked);
         curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, p);

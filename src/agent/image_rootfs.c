@@ -19,7 +19,6 @@
  * released with the last mount. Callers hold the store's lock.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/loop.h>
@@ -289,25 +288,20 @@ void image_rootfs_unmount(const char *dir)
         umount2(mnt, MNT_DETACH | UMOUNT_NOFOLLOW);
 }
 
+static bool sweep_one(const char *dir, const char *hex, void *u)
+{
+    (void)hex;
+    if (image_rootfs_mounted(dir) && !image_in_use(dir)) {
+        image_rootfs_unmount(dir);
+        ++*(int *)u;
+    }
+    return true;
+}
+
 int image_rootfs_sweep(const ts_image_store *st)
 {
-    char p[600];
-    snprintf(p, sizeof p, "%s/images", st->root);
-    DIR *d = opendir(p);
-    if (!d)
-        return 0;
     int n = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (strlen(e->d_name) != 64)
-            continue;
-        char dir[700];
-        snprintf(dir, sizeof dir, "%s/%.64s", p, e->d_name);
-        if (image_rootfs_mounted(dir) && !image_in_use(dir)) {
-            image_rootfs_unmount(dir);
-            n++;
-        }
-    }
-    closedir(d);
+    image_store_each(st, sweep_one, &n);
     return n;
 }
 

@@ -497,32 +497,54 @@ bool image_in_use(const char *dir)
     return has_users(dir);
 }
 
-static int list_images(const ts_image_store *st, image_entry *out, int max)
+void image_store_each(const ts_image_store *st,
+                      bool (*one)(const char *dir, const char *hex, void *u), void *u)
 {
     char p[700];
     snprintf(p, sizeof p, "%s/images", st->root);
     DIR *d = opendir(p);
     if (!d)
-        return 0;
-    int n = 0;
-    for (struct dirent *e; n < max && (e = readdir(d));) {
+        return;
+    for (struct dirent *e; (e = readdir(d));) {
         if (strlen(e->d_name) != 64)
             continue;
-        image_entry *ie = &out[n];
-        memset(ie, 0, sizeof *ie);
-        memcpy(ie->hex, e->d_name, 65);
-        char dir[800], f[900];
+        char dir[800];
         snprintf(dir, sizeof dir, "%s/%.64s", p, e->d_name);
-        snprintf(f, sizeof f, "%s/used", dir);
-        struct stat sb;
-        ie->used = stat(f, &sb) == 0 ? sb.st_mtime : 0;
-        snprintf(f, sizeof f, "%s/bytes", dir);
-        ie->bytes = read_ll(f);
-        ie->in_use = has_users(dir);
-        n++;
+        if (!one(dir, e->d_name, u))
+            break;
     }
     closedir(d);
-    return n;
+}
+
+typedef struct image_list {
+    image_entry *out;
+    int n, max;
+} image_list;
+
+static bool list_one(const char *dir, const char *hex, void *u)
+{
+    image_list *l = u;
+    if (l->n >= l->max)
+        return false;
+    image_entry *ie = &l->out[l->n++];
+    memset(ie, 0, sizeof *ie);
+    memcpy(ie->hex, hex, 65);
+    char f[900];
+    snprintf(f, sizeof f, "%s/used", dir);
+    struct stat sb;
+    ie->used = stat(f, &sb) == 0 ? sb.st_mtime : 0;
+    snprintf(f, sizeof f, "%s/bytes", dir);
+    ie->bytes = read_ll(f);
+    ie->in_use = has_users(dir);
+    return l->n < l->max;
+}
+
+static int list_images(const ts_image_store *st, image_entry *out, int max)
+{
+    image_list l = {out, 0, max};
+    if (max > 0)
+        image_store_each(st, list_one, &l);
+    return l.n;
 }
 
 /* The references in dir's refs file into refs (at most REFS_MAX); their count. */

@@ -86,6 +86,13 @@ void image_store_note_ref(ts_image_store *st, const char *digest, const char *re
 /* Removes path recursively without following links. */
 void image_rm_tree(const char *path);
 
+/* Each image's folder in the store (<root>/images/<64 hex digits>), in
+ * directory order: one(dir, hex, u) with its path and its digest's hex,
+ * until one returns false. Names of another length are not images and are
+ * passed over. */
+void image_store_each(const ts_image_store *st,
+                      bool (*one)(const char *dir, const char *hex, void *u), void *u);
+
 /* Whether the image directory dir has a user (a task, a pull). */
 bool image_in_use(const char *dir);
 

@@ -41,6 +41,7 @@
 #include <gnutls/crypto.h>
 #include <jansson.h>
 
+#include "agent/agent_internal.h"
 #include "agent/image.h"
 #include "agent/p2p_fetch.h"
 
@@ -77,12 +78,7 @@ void agent_p2p_curl_begin(worker *w, const char *url, struct curl_slist *h,
     w->buf_n = 0;
     curl_easy_reset(w->c);
     curl_easy_setopt(w->c, CURLOPT_MAXCONNECTS, CONNECTIONS_KEPT);
-    curl_easy_setopt(w->c, CURLOPT_URL, url);
-    curl_easy_setopt(w->c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(w->c, CURLOPT_WRITEFUNCTION, sink);
-    curl_easy_setopt(w->c, CURLOPT_WRITEDATA, w);
-    curl_easy_setopt(w->c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(w->c, CURLOPT_PROTOCOLS_STR, protocols);
+    agent_curl_call(w->c, url, h, sink, w, protocols, NULL);
 }
 
 void agent_p2p_piece_span(const fetch *f, int i, long long *off, long long *len)

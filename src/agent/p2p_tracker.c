@@ -27,7 +27,9 @@
 #include <gnutls/crypto.h>
 #include <jansson.h>
 
+#include "agent/agent_internal.h"
 #include "agent/p2p_fetch.h"
+#include "io/body.h"
 
 #define TRACKER_TIMEOUT_MS 5000L
 #define TRACKER_ANSWER_MAX_BYTES (8 << 20)
@@ -147,22 +149,6 @@ json_t *agent_p2p_announce(worker *w, bool done)
     return j;
 }
 
-typedef struct beat_buf {
-    char b[BEAT_ANSWER_MAX_BYTES];
-    size_t n;
-} beat_buf;
-
-static size_t beat_sink(char *b, size_t sz, size_t n, void *ctx)
-{
-    beat_buf *a = ctx;
-    size_t len = sz * n;
-    if (a->n + len >= sizeof a->b)
-        return 0;
-    memcpy(a->b + a->n, b, len);
-    a->n += len;
-    return len;
-}
-
 /* One beat on c (kept: its connection is reused, no SYN to lose behind a
  * full link); the tracker's word on whether it names this node, or
  * *holder unchanged when it did not answer (a tracker that does not know
@@ -180,23 +166,17 @@ static void beat(ts_p2p *p, CURL *c, const char *ctl, bool *holder)
     struct curl_slist *h = curl_slist_append(NULL, auth);
     h = curl_slist_append(h, "Content-Type: application/json");
     h = curl_slist_append(h, "Expect:");
-    beat_buf *a = calloc(1, sizeof *a);
-    if (txt && h && a) {
+    io_body a = {.max = BEAT_ANSWER_MAX_BYTES - 1};
+    if (txt && h) {
         curl_easy_reset(c);
-        curl_easy_setopt(c, CURLOPT_URL, url);
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        agent_curl_call(c, url, h, io_body_sink, &a, "http,https", p->ca_file);
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, txt);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, beat_sink);
-        curl_easy_setopt(c, CURLOPT_WRITEDATA, a);
         curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, BEAT_TIMEOUT_MS);
-        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-        if (p->ca_file[0])
-            curl_easy_setopt(c, CURLOPT_CAINFO, p->ca_file);
         long status = 0;
         CURLcode cr = curl_easy_perform(c);
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-        json_t *j = cr == CURLE_OK && status == 200 ? json_loadb(a->b, a->n, 0, NULL) : NULL;
+        json_t *j = cr == CURLE_OK && status == 200 && a.p ? json_loadb(a.p, a.len, 0, NULL)
+                                                          : NULL;
         if (j)
             *holder = json_is_true(json_object_get(j, "holder"));
         else if (cr == CURLE_OK && (status == 404 || status == 405))
@@ -206,7 +186,7 @@ static void beat(ts_p2p *p, CURL *c, const char *ctl, bool *holder)
     curl_slist_free_all(h);
     explicit_bzero(auth, sizeof auth);
     free(txt);
-    free(a);
+    free(a.p);
 }
 
 static void *beats(void *arg)

@@ -228,6 +228,37 @@ static int file_units_take(sim *s, size_t n, size_t *first)
     return -1;
 }
 
+#define SIM_FIRST_HANDLES 256
+#define SIM_FIRST_EVENTS 64
+
+/* A slot in a table whose freed indices are taken again first (the handles,
+ * the events): *idx, a freed one from freev (*nfree of them), else the next
+ * of the *n used, the items (item bytes each) and the freed indices
+ * doubled together from first when full. -1 when out of memory (a part
+ * moved keeps its contents; *cap stays what both hold). */
+static int sim_slot_take(void **v, size_t item, size_t *n, size_t *cap, uint64_t **freev,
+                         size_t *nfree, size_t first, uint64_t *idx)
+{
+    if (*nfree) {
+        *idx = (*freev)[--*nfree];
+        return 0;
+    }
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : first;
+        void *nv = realloc(*v, nc * item);
+        uint64_t *nf = realloc(*freev, nc * sizeof *nf);
+        if (nv)
+            *v = nv;
+        if (nf)
+            *freev = nf;
+        if (!nv || !nf)
+            return -1;
+        *cap = nc;
+    }
+    *idx = (*n)++;
+    return 0;
+}
+
 static int sim_create(void *impl, uint64_t size, uint64_t *handle, ts_err *err)
 {
     sim *s = impl;
@@ -245,23 +276,9 @@ static int sim_create(void *impl, uint64_t size, uint64_t *handle, ts_err *err)
         off = (uint64_t)first * SIM_PAGE_BYTES;
     }
     uint64_t idx;
-    if (s->nhfree) {
-        idx = s->hfree[--s->nhfree];
-    } else {
-        if (s->nh == s->caph) {
-            size_t nc = s->caph ? s->caph * 2 : 256;
-            struct sim_handle *nh = realloc(s->h, nc * sizeof *nh);
-            uint64_t *nf = realloc(s->hfree, nc * sizeof *nf);
-            if (nh)
-                s->h = nh;
-            if (nf)
-                s->hfree = nf;
-            if (!nh || !nf)
-                return ts_err_set(err, TS_ENOMEM, "simulated device: out of host memory");
-            s->caph = nc;
-        }
-        idx = s->nh++;
-    }
+    if (sim_slot_take((void **)&s->h, sizeof *s->h, &s->nh, &s->caph, &s->hfree, &s->nhfree,
+                      SIM_FIRST_HANDLES, &idx) != 0)
+        return ts_err_set(err, TS_ENOMEM, "simulated device: out of host memory");
     s->h[idx] = (struct sim_handle){.size = size, .file_off = off, .maps = 0, .live = 1};
     s->used += size;
     s->live_handles++;
@@ -393,23 +410,9 @@ static int sim_event_record(void *impl, uint64_t stream, uint64_t *event, ts_err
     if (!st)
         return ts_err_set(err, TS_ENOMEM, "simulated device: out of host memory");
     uint64_t idx;
-    if (s->nevfree) {
-        idx = s->evfree[--s->nevfree];
-    } else {
-        if (s->nev == s->capev) {
-            size_t nc = s->capev ? s->capev * 2 : 64;
-            struct sim_event *ne = realloc(s->ev, nc * sizeof *ne);
-            uint64_t *nf = realloc(s->evfree, nc * sizeof *nf);
-            if (ne)
-                s->ev = ne;
-            if (nf)
-                s->evfree = nf;
-            if (!ne || !nf)
-                return ts_err_set(err, TS_ENOMEM, "simulated device: out of host memory");
-            s->capev = nc;
-        }
-        idx = s->nev++;
-    }
+    if (sim_slot_take((void **)&s->ev, sizeof *s->ev, &s->nev, &s->capev, &s->evfree,
+                      &s->nevfree, SIM_FIRST_EVENTS, &idx) != 0)
+        return ts_err_set(err, TS_ENOMEM, "simulated device: out of host memory");
     st->recorded++;
     if (!st->held)
         st->completed = st->recorded;

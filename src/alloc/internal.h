@@ -31,6 +31,13 @@ int alloc_pt_new(const ts_memalloc_config *cfg, ts_memdev *dev, ts_memalloc_stat
 int alloc_tess_new(const ts_memalloc_config *cfg, ts_memdev *dev, ts_memalloc_stats *st,
                 const struct ts_memalloc_impl_ops **ops, void **impl, ts_err *err);
 
+/* record_stream's rule, the same in every allocator: stream joins the set
+ * (*uses, *nuses) of the streams a block was used on unless it is the
+ * block's own (own) or already there. who names the allocator in the
+ * out-of-memory error. */
+int alloc_uses_add(uint64_t **uses, int *nuses, uint64_t own, uint64_t stream, const char *who,
+                   ts_err *err);
+
 static inline void alloc_stats_alloc(ts_memalloc_stats *s, uint64_t requested, uint64_t allocated)
 {
     s->requested_bytes += requested;

@@ -90,6 +90,22 @@ int ts_memalloc_record_stream(ts_memalloc *a, uint64_t ptr, uint64_t stream, ts_
     return a->ops->record_stream(a->impl, ptr, stream, err);
 }
 
+int alloc_uses_add(uint64_t **uses, int *nuses, uint64_t own, uint64_t stream, const char *who,
+                   ts_err *err)
+{
+    if (stream == own)
+        return 0;
+    for (int i = 0; i < *nuses; i++)
+        if ((*uses)[i] == stream)
+            return 0;
+    uint64_t *nu = realloc(*uses, (size_t)(*nuses + 1) * sizeof *nu);
+    if (!nu)
+        return ts_err_set(err, TS_ENOMEM, "%s: out of host memory", who);
+    *uses = nu;
+    nu[(*nuses)++] = stream;
+    return 0;
+}
+
 int ts_memalloc_empty_cache(ts_memalloc *a, ts_err *err)
 {
     return a->ops->empty_cache(a->impl, err);

@@ -530,17 +530,7 @@ static int pt_record_stream(void *impl, uint64_t ptr, uint64_t stream, ts_err *e
     if (!b)
         return ts_err_set(err, TS_EINVAL, "record_stream: %#llx is not a live allocation",
                           (unsigned long long)ptr);
-    if (stream == b->stream)
-        return 0;
-    for (int i = 0; i < b->nuses; i++)
-        if (b->uses[i] == stream)
-            return 0;
-    uint64_t *nu = realloc(b->uses, (size_t)(b->nuses + 1) * sizeof *nu);
-    if (!nu)
-        return ts_err_set(err, TS_ENOMEM, "pytorch: out of host memory");
-    b->uses = nu;
-    b->uses[b->nuses++] = stream;
-    return 0;
+    return alloc_uses_add(&b->uses, &b->nuses, b->stream, stream, "pytorch", err);
 }
 
 static int pt_empty_cache(void *impl, ts_err *err)

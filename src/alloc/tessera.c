@@ -425,17 +425,7 @@ static int tess_record_stream(void *impl, uint64_t ptr, uint64_t stream, ts_err 
     if (!al)
         return ts_err_set(err, TS_EINVAL, "record_stream: %#llx is not a live allocation",
                           (unsigned long long)ptr);
-    if (stream == al->stream)
-        return 0;
-    for (int i = 0; i < al->nuses; i++)
-        if (al->uses[i] == stream)
-            return 0;
-    uint64_t *nu = realloc(al->uses, (size_t)(al->nuses + 1) * sizeof *nu);
-    if (!nu)
-        return ts_err_set(err, TS_ENOMEM, "tessera: out of host memory");
-    al->uses = nu;
-    al->uses[al->nuses++] = stream;
-    return 0;
+    return alloc_uses_add(&al->uses, &al->nuses, al->stream, stream, "tessera", err);
 }
 
 static uint64_t tess_size_of(const void *impl, uint64_t ptr)

@@ -10,6 +10,7 @@
  * and segment_free are kept for the fidelity check, the rest are skipped.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,14 +114,48 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
     return 0;
 }
 
-struct ev_ctx {
+/* A numeric column of a row: the field at cols[at], its name in errors,
+ * whether it may be empty (read as 0: unknown), and where it goes in the
+ * row's struct. */
+typedef struct trace_num {
+    int at;
+    const char *name;
+    int empty_ok;
+    size_t off;
+} trace_num;
+
+/* Each of nums[0..n) into row, in order; 0, or the first column's error. */
+static int parse_nums(const char *file, int line, char **f, const int *cols,
+                      const trace_num *nums, int n, void *row, ts_err *err)
+{
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < n; i++)
+        rc = parse_u64(file, line, nums[i].name, f[cols[nums[i].at]], nums[i].empty_ok,
+                       (uint64_t *)((char *)row + nums[i].off), err);
+    return rc;
+}
+
+/* item (size bytes) after the *n items of *arr (room for *cap); 0, or
+ * TS_ENOMEM naming file. */
+static int append(void **arr, size_t *n, size_t *cap, const void *item, size_t size,
+                  const char *file, ts_err *err)
+{
+    if (grow(arr, cap, *n, size) != 0)
+        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", file);
+    memcpy((char *)*arr + *n * size, item, size);
+    ++*n;
+    return 0;
+}
+
+/* A table being read: the trace, and the room of the array being filled. */
+struct trace_ctx {
     ts_memtrace *t;
     size_t cap;
 };
 
 static int ev_row(void *ctx, const char *file, int line, char **f, const int *cols, ts_err *err)
 {
-    struct ev_ctx *c = ctx;
+    struct trace_ctx *c = ctx;
     const char *action = f[cols[1]];
     int op;
     if (strcmp(action, "alloc") == 0)
@@ -136,14 +171,15 @@ static int ev_row(void *ctx, const char *file, int line, char **f, const int *co
     ts_memtrace_ev e;
     memset(&e, 0, sizeof e);
     e.op = op;
+    static const trace_num NUMS[] = {
+        {2, "addr", 0, offsetof(ts_memtrace_ev, addr)},
+        {3, "size", 0, offsetof(ts_memtrace_ev, size)},
+        {4, "stream", 0, offsetof(ts_memtrace_ev, stream)},
+    };
     uint64_t seq = 0;
     int rc = parse_u64(file, line, "seq", f[cols[0]], 0, &seq, err);
     if (rc == 0)
-        rc = parse_u64(file, line, "addr", f[cols[2]], 0, &e.addr, err);
-    if (rc == 0)
-        rc = parse_u64(file, line, "size", f[cols[3]], 0, &e.size, err);
-    if (rc == 0)
-        rc = parse_u64(file, line, "stream", f[cols[4]], 0, &e.stream, err);
+        rc = parse_nums(file, line, f, cols, NUMS, 3, &e, err);
     if (rc != 0)
         return rc;
     if (op == TS_MEMTRACE_ALLOC && !e.size)
@@ -151,49 +187,39 @@ static int ev_row(void *ctx, const char *file, int line, char **f, const int *co
     if (!e.addr)
         return ts_err_set(err, TS_EINVAL, "%s:%d: addr: must be > 0", file, line);
     e.seq = (int64_t)seq;
-    if (grow((void **)&c->t->ev, &c->cap, c->t->nev, sizeof e) != 0)
-        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", file);
-    c->t->ev[c->t->nev++] = e;
-    return 0;
+    return append((void **)&c->t->ev, &c->t->nev, &c->cap, &e, sizeof e, file, err);
 }
-
-struct live_ctx {
-    ts_memtrace *t;
-    size_t cap;
-};
 
 static int live_row(void *ctx, const char *file, int line, char **f, const int *cols, ts_err *err)
 {
-    struct live_ctx *c = ctx;
+    struct trace_ctx *c = ctx;
     ts_memtrace_live l;
     memset(&l, 0, sizeof l);
-    int rc = parse_u64(file, line, "addr", f[cols[0]], 0, &l.addr, err);
-    if (rc == 0)
-        rc = parse_u64(file, line, "requested_size", f[cols[1]], 0, &l.requested, err);
-    if (rc == 0)
-        rc = parse_u64(file, line, "block_size", f[cols[2]], 1, &l.block_size, err);
-    if (rc == 0)
-        rc = parse_u64(file, line, "stream", f[cols[3]], 0, &l.stream, err);
+    static const trace_num NUMS[] = {
+        {0, "addr", 0, offsetof(ts_memtrace_live, addr)},
+        {1, "requested_size", 0, offsetof(ts_memtrace_live, requested)},
+        {2, "block_size", 1, offsetof(ts_memtrace_live, block_size)},
+        {3, "stream", 0, offsetof(ts_memtrace_live, stream)},
+    };
+    int rc = parse_nums(file, line, f, cols, NUMS, 4, &l, err);
     if (rc != 0)
         return rc;
     if (!l.addr || !l.requested)
         return ts_err_set(err, TS_EINVAL, "%s:%d: addr and requested_size must be > 0", file, line);
-    if (grow((void **)&c->t->live, &c->cap, c->t->nlive, sizeof l) != 0)
-        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", file);
-    c->t->live[c->t->nlive++] = l;
-    return 0;
+    return append((void **)&c->t->live, &c->t->nlive, &c->cap, &l, sizeof l, file, err);
 }
 
 static int seg_row(void *ctx, const char *file, int line, char **f, const int *cols, ts_err *err)
 {
-    struct live_ctx *c = ctx;
+    struct trace_ctx *c = ctx;
     ts_memtrace_seg s;
     memset(&s, 0, sizeof s);
-    int rc = parse_u64(file, line, "addr", f[cols[0]], 0, &s.addr, err);
-    if (rc == 0)
-        rc = parse_u64(file, line, "total_size", f[cols[1]], 0, &s.size, err);
-    if (rc == 0)
-        rc = parse_u64(file, line, "stream", f[cols[2]], 0, &s.stream, err);
+    static const trace_num NUMS[] = {
+        {0, "addr", 0, offsetof(ts_memtrace_seg, addr)},
+        {1, "total_size", 0, offsetof(ts_memtrace_seg, size)},
+        {2, "stream", 0, offsetof(ts_memtrace_seg, stream)},
+    };
+    int rc = parse_nums(file, line, f, cols, NUMS, 3, &s, err);
     if (rc != 0)
         return rc;
     const char *pool = f[cols[3]];
@@ -201,10 +227,7 @@ static int seg_row(void *ctx, const char *file, int line, char **f, const int *c
         return ts_err_set(err, TS_EINVAL, "%s:%d: pool: must be small or large, got \"%.16s\"",
                           file, line, pool);
     s.small_pool = pool[0] == 's';
-    if (grow((void **)&c->t->seg, &c->cap, c->t->nseg, sizeof s) != 0)
-        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", file);
-    c->t->seg[c->t->nseg++] = s;
-    return 0;
+    return append((void **)&c->t->seg, &c->t->nseg, &c->cap, &s, sizeof s, file, err);
 }
 
 static int live_cmp(const void *a, const void *b)
@@ -220,16 +243,16 @@ int ts_memtrace_load(const char *events_csv, const char *initial_live_csv,
     static const char *const ev_cols[] = {"seq", "action", "addr", "size", "stream"};
     static const char *const live_cols[] = {"addr", "requested_size", "block_size", "stream"};
     static const char *const seg_cols[] = {"addr", "total_size", "stream", "pool"};
-    struct ev_ctx ec = {out, 0};
+    struct trace_ctx ec = {out, 0};
     int rc = walk_csv(events_csv, ev_cols, 5, 5, ev_row, &ec, err);
     if (rc == 0 && initial_live_csv) {
-        struct live_ctx lc = {out, 0};
+        struct trace_ctx lc = {out, 0};
         rc = walk_csv(initial_live_csv, live_cols, 4, 4, live_row, &lc, err);
         if (rc == 0 && out->nlive)
             qsort(out->live, out->nlive, sizeof *out->live, live_cmp);
     }
     if (rc == 0 && segments_csv) {
-        struct live_ctx sc = {out, 0};
+        struct trace_ctx sc = {out, 0};
         rc = walk_csv(segments_csv, seg_cols, 4, 4, seg_row, &sc, err);
     }
     if (rc != 0)

@@ -370,6 +370,16 @@ int cli_table_finish(struct cli_table *t, const char *what);
  * column, with that many decimals. */
 void cli_table_total(struct cli_table *t, double total, int decimals);
 
+/* The GPU-hours cell of a row of the usage and accounting tables: row's
+ * "gpu_hours" (0 when it carries none) with that many decimals into cell,
+ * and added to *total (the sum cli_table_total prints; NULL: not summed).
+ * Returns cell. */
+const char *cli_hours_cell(const json_t *row, double *total, int decimals, char *cell,
+                           size_t n);
+
+/* A duration of s seconds as H:MM:SS into cell; returns cell. */
+const char *cli_hms_cell(long long s, char *cell, size_t n);
+
 /*
  * A listing's table, for the commands that print one row per element of a
  * list: its columns, and how one element fills a row (row[0..ncols), with

@@ -127,12 +127,9 @@ int cli_cmd_acct(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
     json_t *r;
     json_array_foreach(rows, i, r) {
         char c[12][CLI_CELL_MAX];
-        const json_t *h = json_object_get(r, "gpu_hours");
-        double hours = json_is_number(h) ? json_number_value(h) : 0;
-        total += hours;
-        long long el = (long long)json_number_value(json_object_get(r, "elapsed_s"));
-        snprintf(c[10], sizeof c[10], "%lld:%02lld:%02lld", el / 3600, el / 60 % 60, el % 60);
-        snprintf(c[11], sizeof c[11], "%.2f", hours);
+        cli_hms_cell((long long)json_number_value(json_object_get(r, "elapsed_s")), c[10],
+                     sizeof c[10]);
+        cli_hours_cell(r, &total, 2, c[11], sizeof c[11]);
         const char *row[12] = {
             cli_str(r, "id", c[0], sizeof c[0]),        cli_str(r, "tenant", c[1], sizeof c[1]),
             cli_str(r, "user", c[2], sizeof c[2]),      cli_str(r, "name", c[3], sizeof c[3]),
@@ -144,11 +141,9 @@ int cli_cmd_acct(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
         size_t q;
         json_t *s;
         json_array_foreach(json_object_get(r, "steps"), q, s) { /* sacct's JOB.STEP rows */
-            long long sel = (long long)json_number_value(json_object_get(s, "elapsed_s"));
-            snprintf(c[10], sizeof c[10], "%lld:%02lld:%02lld", sel / 3600, sel / 60 % 60,
-                     sel % 60);
-            snprintf(c[11], sizeof c[11], "%.2f",
-                     json_number_value(json_object_get(s, "gpu_hours")));
+            cli_hms_cell((long long)json_number_value(json_object_get(s, "elapsed_s")), c[10],
+                         sizeof c[10]);
+            cli_hours_cell(s, NULL, 2, c[11], sizeof c[11]);
             const char *srow[12] = {
                 cli_str(s, "name", c[0], sizeof c[0]), "", "", "", "", "", "",
                 cli_str(s, "state", c[7], sizeof c[7]), cli_str(s, "exit_code", c[8], sizeof c[8]),

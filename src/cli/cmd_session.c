@@ -194,6 +194,124 @@ static int pump_local(ts_stream *st, int fd, uint8_t *buf, bool *open)
     return 0;
 }
 
+/* One relay between a local descriptor and a session's stream: what the
+ * local side has goes out as data frames until its end, and each frame the
+ * stream brings goes to on_frame. The terminal's relay and a
+ * port-forward's are this one loop, each with its own frames' meaning. */
+typedef struct relay {
+    ts_stream *st;
+    int in_fd;       /* the local side */
+    bool in_open;    /* until it ended */
+    int poll_ms;     /* a turn's wait while the stream has nothing pending */
+    bool remote_eof; /* the stream's end-of-file frame came */
+    /* one frame from the stream; true: the relay is over */
+    bool (*on_frame)(struct relay *r, int type, const uint8_t *pl, size_t n);
+    /* first in each turn; true: the relay is over */
+    bool (*turn)(struct relay *r);
+    void *u;
+} relay;
+
+/* How a relay ended: a frame or a turn said so (or poll failed), the stream
+ * refused the local side's data, the stream ended, a frame was malformed. */
+enum relay_end { RELAY_OVER, RELAY_REFUSED, RELAY_CLOSED, RELAY_MALFORMED, RELAY_MORE };
+
+static enum relay_end relay_frames(relay *r, ts_frame_reader *fr, const uint8_t *buf, size_t k)
+{
+    size_t off = 0;
+    while (off < k) {
+        size_t used, n;
+        int type;
+        const uint8_t *pl;
+        int got = ts_frame_feed(fr, buf + off, k - off, &used, &type, &pl, &n);
+        off += used;
+        if (got < 0)
+            return RELAY_MALFORMED;
+        if (got == 0)
+            break;
+        if (type == TS_FRAME_EOF)
+            r->remote_eof = true;
+        bool over = r->on_frame(r, type, pl, n);
+        ts_frame_next(fr);
+        if (over)
+            return RELAY_OVER;
+    }
+    return RELAY_MORE;
+}
+
+static enum relay_end relay_run(relay *r)
+{
+    ts_frame_reader *fr = calloc(1, sizeof *fr);
+    uint8_t *buf = malloc(TS_FRAME_PAYLOAD_MAX);
+    enum relay_end end = RELAY_OVER;
+    while (fr && buf && !r->turn(r)) {
+        /* an ended side is left out: a hung-up descriptor would wake poll at once */
+        struct pollfd p[2] = {{ts_stream_fd(r->st), POLLIN, 0},
+                              {r->in_open ? r->in_fd : -1, POLLIN, 0}};
+        bool more = ts_stream_pending(r->st); /* then the local side is still looked at */
+        int got = poll(p, 2, more ? 0 : r->poll_ms);
+        if (got < 0 && errno != EINTR)
+            break;
+        if (got <= 0 && !more)
+            continue;
+        if (r->in_open && (p[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
+            pump_local(r->st, r->in_fd, buf, &r->in_open) != 0) {
+            end = RELAY_REFUSED;
+            break;
+        }
+        if (!more && !p[0].revents)
+            continue;
+        ssize_t k = ts_stream_read(r->st, buf, TS_FRAME_PAYLOAD_MAX);
+        if (k == -1)
+            continue;
+        end = k <= 0 ? RELAY_CLOSED : relay_frames(r, fr, buf, (size_t)k);
+        if (end != RELAY_MORE)
+            break;
+        end = RELAY_OVER;
+    }
+    free(fr);
+    free(buf);
+    return end;
+}
+
+/* The terminal's relay: the want_exit of relay_stdio, and what it found. */
+typedef struct stdio_relay {
+    bool want_exit;
+    relay_out *out;
+} stdio_relay;
+
+static bool stdio_turn(relay *r)
+{
+    if (got_winch) {
+        got_winch = 0;
+        send_size(r->st);
+    }
+    if (got_signal) {
+        uint8_t s = (uint8_t)got_signal;
+        got_signal = 0;
+        ts_stream_frame(r->st, TS_FRAME_SIGNAL, &s, 1, WRITE_TIMEOUT_S);
+    }
+    return false;
+}
+
+static bool stdio_frame(relay *r, int type, const uint8_t *pl, size_t n)
+{
+    const stdio_relay *sr = r->u;
+    if (type == TS_FRAME_DATA)
+        write_all(1, pl, n);
+    else if (type == TS_FRAME_EOF)
+        return !sr->want_exit; /* no more output: an attach is over (an exec's status follows) */
+    else if (type == TS_FRAME_EXIT) {
+        char x[16];
+        snprintf(x, sizeof x, "%.*s", (int)(n < 15 ? n : 15), (const char *)pl);
+        sr->out->exit_code = atoi(x);
+        return true;
+    } else if (type == TS_FRAME_ERROR) {
+        snprintf(sr->out->error, sizeof sr->out->error, "%.*s", (int)n, (const char *)pl);
+        return true;
+    }
+    return false;
+}
+
 /* Relays the terminal (or stdin/stdout) and the stream until the remote
  * side ends. */
 static void relay_stdio(ts_stream *st, bool tty, bool want_exit, relay_out *out)
@@ -221,79 +339,17 @@ static void relay_stdio(ts_stream *st, bool tty, bool want_exit, relay_out *out)
         sigaction(SIGTERM, &sa, NULL);
         sigaction(SIGHUP, &sa, NULL);
     }
-    ts_frame_reader *fr = calloc(1, sizeof *fr);
-    uint8_t *buf = malloc(TS_FRAME_PAYLOAD_MAX);
-    bool in_open = true;
-    while (fr && buf) {
-        if (got_winch) {
-            got_winch = 0;
-            send_size(st);
-        }
-        if (got_signal) {
-            uint8_t s = (uint8_t)got_signal;
-            got_signal = 0;
-            ts_stream_frame(st, TS_FRAME_SIGNAL, &s, 1, WRITE_TIMEOUT_S);
-        }
-        /* an ended side is left out: a hung-up descriptor would wake poll at once */
-        struct pollfd p[2] = {{ts_stream_fd(st), POLLIN, 0}, {in_open ? 0 : -1, POLLIN, 0}};
-        bool more = ts_stream_pending(st); /* then the local side is still looked at */
-        int r = poll(p, 2, more ? 0 : 500);
-        if (r < 0 && errno != EINTR)
-            break;
-        if (r <= 0 && !more)
-            continue;
-        if (in_open && (p[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
-            pump_local(st, 0, buf, &in_open) != 0) {
-            out->broken = true;
-            break;
-        }
-        if (!more && !p[0].revents)
-            continue;
-        ssize_t k = ts_stream_read(st, buf, TS_FRAME_PAYLOAD_MAX);
-        if (k == -1)
-            continue;
-        if (k <= 0) {
-            out->broken = !out->remote_eof;
-            break;
-        }
-        size_t off = 0;
-        bool done = false;
-        while (off < (size_t)k && !done) {
-            size_t used, n;
-            int type;
-            const uint8_t *pl;
-            int got = ts_frame_feed(fr, buf + off, (size_t)k - off, &used, &type, &pl, &n);
-            off += used;
-            if (got < 0) {
-                snprintf(out->error, sizeof out->error, "a malformed frame from the stream");
-                done = true;
-            } else if (got == 0) {
-                break;
-            } else {
-                if (type == TS_FRAME_DATA)
-                    write_all(1, pl, n);
-                else if (type == TS_FRAME_EOF) {
-                    /* no more output: an attach is over (an exec's status follows) */
-                    out->remote_eof = true;
-                    done = !want_exit;
-                }
-                else if (type == TS_FRAME_EXIT) {
-                    char x[16];
-                    snprintf(x, sizeof x, "%.*s", (int)(n < 15 ? n : 15), (const char *)pl);
-                    out->exit_code = atoi(x);
-                    done = true;
-                } else if (type == TS_FRAME_ERROR) {
-                    snprintf(out->error, sizeof out->error, "%.*s", (int)n, (const char *)pl);
-                    done = true;
-                }
-                ts_frame_next(fr);
-            }
-        }
-        if (done)
-            break;
-    }
-    free(fr);
-    free(buf);
+    stdio_relay sr = {want_exit, out};
+    relay r = {.st = st, .in_fd = 0, .in_open = true, .poll_ms = 500, .on_frame = stdio_frame,
+               .turn = stdio_turn, .u = &sr};
+    enum relay_end end = relay_run(&r);
+    out->remote_eof = r.remote_eof;
+    if (end == RELAY_REFUSED)
+        out->broken = true;
+    else if (end == RELAY_CLOSED)
+        out->broken = !r.remote_eof;
+    else if (end == RELAY_MALFORMED)
+        snprintf(out->error, sizeof out->error, "a malformed frame from the stream");
     restore_tty();
 }
 
@@ -623,6 +679,22 @@ typedef struct fwd {
     int fd;
 } fwd;
 
+/* A forward is over when both sides ended. */
+static bool fwd_turn(relay *r) { return !r->in_open && r->remote_eof; }
+
+static bool fwd_frame(relay *r, int type, const uint8_t *pl, size_t n)
+{
+    if (type == TS_FRAME_DATA)
+        return write_all(r->in_fd, pl, n) != 0;
+    if (type == TS_FRAME_EOF)
+        shutdown(r->in_fd, SHUT_WR);
+    else if (type == TS_FRAME_ERROR) {
+        cli_errorf("port-forward: %.*s", (int)n, (const char *)pl);
+        return true;
+    }
+    return false;
+}
+
 static void *fwd_main(void *arg)
 {
     fwd *f = arg;
@@ -636,58 +708,9 @@ static void *fwd_main(void *arg)
         free(f);
         return NULL;
     }
-    ts_frame_reader *fr = calloc(1, sizeof *fr);
-    uint8_t *buf = malloc(TS_FRAME_PAYLOAD_MAX);
-    bool local_eof = false, remote_eof = false;
-    while (fr && buf && !(local_eof && remote_eof)) {
-        struct pollfd p[2] = {{ts_stream_fd(st), POLLIN, 0}, {local_eof ? -1 : f->fd, POLLIN, 0}};
-        bool more = ts_stream_pending(st); /* then the local side is still looked at */
-        int r = poll(p, 2, more ? 0 : 1000);
-        if (r < 0 && errno != EINTR)
-            break;
-        if (r <= 0 && !more)
-            continue;
-        bool local_open = !local_eof;
-        if (local_open && (p[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
-            pump_local(st, f->fd, buf, &local_open) != 0)
-            break;
-        local_eof = !local_open;
-        if (!more && !p[0].revents)
-            continue;
-        ssize_t k = ts_stream_read(st, buf, TS_FRAME_PAYLOAD_MAX);
-        if (k == -1)
-            continue;
-        if (k <= 0)
-            break;
-        size_t off = 0;
-        bool stop = false;
-        while (off < (size_t)k && !stop) {
-            size_t used, n;
-            int type;
-            const uint8_t *pl;
-            int got = ts_frame_feed(fr, buf + off, (size_t)k - off, &used, &type, &pl, &n);
-            off += used;
-            if (got <= 0) {
-                stop = got < 0;
-                break;
-            }
-            if (type == TS_FRAME_DATA) {
-                if (write_all(f->fd, pl, n) != 0)
-                    stop = true;
-            } else if (type == TS_FRAME_EOF) {
-                remote_eof = true;
-                shutdown(f->fd, SHUT_WR);
-            } else if (type == TS_FRAME_ERROR) {
-                cli_errorf("port-forward: %.*s", (int)n, (const char *)pl);
-                stop = true;
-            }
-            ts_frame_next(fr);
-        }
-        if (stop)
-            break;
-    }
-    free(fr);
-    free(buf);
+    relay r = {.st = st, .in_fd = f->fd, .in_open = true, .poll_ms = 1000,
+               .on_frame = fwd_frame, .turn = fwd_turn};
+    relay_run(&r);
     ts_stream_close(st);
     close(f->fd);
     free(f);

@@ -205,13 +205,10 @@ int cli_cmd_usage(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char
     json_t *u;
     json_array_foreach(usage, i, u) {
         char c[4][CLI_CELL_MAX];
-        const json_t *h = json_object_get(u, "gpu_hours");
-        double hours = json_is_number(h) ? json_number_value(h) : 0;
-        total += hours;
-        snprintf(c[3], sizeof c[3], "%.1f", hours);
         const char *row[4] = {cli_str(u, "tenant", c[0], sizeof c[0]),
                               cli_str(u, "tier", c[1], sizeof c[1]),
-                              cli_str(u, "gpu_model", c[2], sizeof c[2]), c[3]};
+                              cli_str(u, "gpu_model", c[2], sizeof c[2]),
+                              cli_hours_cell(u, &total, 1, c[3], sizeof c[3])};
         cli_table_row(&t, row);
     }
     cli_table_total(&t, total, 1);

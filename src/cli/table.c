@@ -184,6 +184,23 @@ void cli_table_total(struct cli_table *t, double total, int decimals)
     cli_table_row(t, row);
 }
 
+const char *cli_hours_cell(const json_t *row, double *total, int decimals, char *cell,
+                           size_t n)
+{
+    const json_t *h = json_object_get(row, "gpu_hours");
+    double hours = json_is_number(h) ? json_number_value(h) : 0;
+    if (total)
+        *total += hours;
+    snprintf(cell, n, "%.*f", decimals, hours);
+    return cell;
+}
+
+const char *cli_hms_cell(long long s, char *cell, size_t n)
+{
+    snprintf(cell, n, "%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
+    return cell;
+}
+
 void cli_list_rows(const struct cli_ctx *ctx, const struct cli_listing *l, struct cli_table *t,
                    const json_t *list)
 {

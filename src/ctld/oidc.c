@@ -31,6 +31,7 @@
 #include "ctld/ctld.h"
 #include "ctld/http.h"
 #include "ctld/jwt.h"
+#include "io/body.h"
 
 /* A key set is read again for an unknown kid at most this often. */
 #define OIDC_REFRESH_MIN_S 1.0
@@ -50,40 +51,16 @@ static pthread_once_t oidc_once = PTHREAD_ONCE_INIT;
 
 static void oidc_global_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
-typedef struct grow_buf {
-    char *p;
-    size_t len;
-    bool too_big;
-} grow_buf;
-
-static size_t on_body(char *data, size_t size, size_t n, void *arg)
-{
-    grow_buf *b = arg;
-    size_t k = size * n;
-    if (b->len + k > OIDC_JWKS_MAX_BYTES) {
-        b->too_big = true;
-        return 0;
-    }
-    char *np = realloc(b->p, b->len + k + 1);
-    if (!np)
-        return 0;
-    memcpy(np + b->len, data, k);
-    b->p = np;
-    b->len += k;
-    b->p[b->len] = '\0';
-    return k;
-}
-
 static json_t *fetch_url(const char *url, char *why, size_t size)
 {
     pthread_once(&oidc_once, oidc_global_init);
     CURL *h = curl_easy_init();
-    grow_buf b = {0};
+    io_body b = {.max = OIDC_JWKS_MAX_BYTES};
     long status = 0;
     CURLcode rc = CURLE_FAILED_INIT;
     if (h) {
         curl_easy_setopt(h, CURLOPT_URL, url);
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, io_body_sink);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
         curl_easy_setopt(h, CURLOPT_TIMEOUT, OIDC_FETCH_TIMEOUT_S);
         curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);

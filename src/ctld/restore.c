@@ -4,11 +4,11 @@
  * where it ran (state.c has the jobs in memory); and closed.
  */
 
-#include <errno.h>
 #include <fnmatch.h>
 #include <math.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,38 +28,12 @@
 #include "tessera/tenant_load.h"
 #include "ctld/state.h"
 #include "ctld/steps.h"
+#include "io/read_file.h"
 
 /* ---- open and restore -------------------------------------------------------------- */
 
-static int read_file(const char *path, char **buf, size_t *len, ts_err *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return ts_err_set(err, TS_EIO, "%s: %s", path, strerror(errno));
-    size_t cap = 65536, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        size_t k = fread(b + n, 1, cap - n, f);
-        n += k;
-        if (n < cap)
-            break;
-        char *nb = realloc(b, cap * 2);
-        if (!nb) {
-            free(b);
-            b = NULL;
-            break;
-        }
-        b = nb;
-        cap *= 2;
-    }
-    fclose(f);
-    if (!b)
-        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
-    *buf = b;
-    *len = n;
-    return 0;
-}
-
+/* The cluster and tenants files are the admin's own: read whole, unbounded. */
+#define CTLD_ADMIN_FILE_MAX_BYTES (SIZE_MAX - 1)
 
 static const char DEFAULT_TENANTS[] = "tenants:\n  default: {}\n";
 
@@ -90,7 +64,8 @@ static int load_tenants(ctld *c, ts_err *err)
         fname = "tenants (set through the API)";
         len = strlen(yaml);
     } else if (c->cfg.tenants_file[0]) {
-        if ((rc = read_file(c->cfg.tenants_file, &yaml, &len, err)) != 0)
+        rc = io_read_file(c->cfg.tenants_file, CTLD_ADMIN_FILE_MAX_BYTES, &yaml, &len, err);
+        if (rc != 0)
             return rc;
         fname = c->cfg.tenants_file;
     }
@@ -266,7 +241,7 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
     char *buf;
     size_t len;
     mkdir(c->cfg.state_dir, 0700);
-    int rc = read_file(cfg->cluster_file, &buf, &len, err);
+    int rc = io_read_file(cfg->cluster_file, CTLD_ADMIN_FILE_MAX_BYTES, &buf, &len, err);
     if (rc != 0)
         return rc;
     rc = ts_load_cluster_yaml(buf, len, cfg->cluster_file, &c->cluster, err);

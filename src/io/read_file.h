@@ -1,9 +1,10 @@
 /*
- * read_file.h - the one way the tools read an input file whole: the
- * simulator's traces and clusters, the allocator's trace files. The core
- * (libtessera) parses from memory and never opens a file; the programs that
- * do read files all say an unreadable, oversized or unreadable-midway file
- * the same way, naming the path.
+ * read_file.h - the one way the programs read an input file whole: the
+ * simulator's traces and clusters, the allocator's trace files, tesserad's
+ * cluster and tenants files. The core (libtessera) parses from memory and
+ * never opens a file; the programs that do read files all say an
+ * unreadable, oversized or unreadable-midway file the same way, naming the
+ * path.
  */
 #ifndef TS_IO_READ_FILE_H
 #define TS_IO_READ_FILE_H

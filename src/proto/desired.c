@@ -244,21 +244,16 @@ int ts_desired_encode_into(const ts_desired *d, json_t *o)
     return proto_table_encode(o, DS_FIELDS, TS_DS_NFIELDS, d, d->present);
 }
 
-json_t *ts_desired_encode(const ts_desired *d)
-{
-    return proto_table_new(DS_FIELDS, TS_DS_NFIELDS, d, d->present);
-}
+static void ds_fini(void *doc) { ts_desired_fini(doc); }
+
+/* a member missing reads as absent (its bit clear): the schema test holds
+ * tesserad to every required one, and the agent applies what it was given */
+static const proto_msg DS_MSG = {DS_FIELDS, TS_DS_NFIELDS, 0, sizeof(ts_desired),
+                                 offsetof(ts_desired, present), "answer", ds_fini};
+
+json_t *ts_desired_encode(const ts_desired *d) { return proto_msg_encode(&DS_MSG, d); }
 
 int ts_desired_decode(const json_t *o, ts_desired *d, ts_err *err)
 {
-    memset(d, 0, sizeof *d);
-    if (!json_is_object(o))
-        return ts_err_set(err, TS_EINVAL, "answer: must be an object");
-    /* a member missing reads as absent (its bit clear): the schema test
-     * holds tesserad to every required one, and the agent applies what it
-     * was given */
-    int rc = proto_table_decode(o, "", DS_FIELDS, TS_DS_NFIELDS, d, &d->present, err);
-    if (rc != 0)
-        ts_desired_fini(d);
-    return rc;
+    return proto_msg_decode(&DS_MSG, o, "", d, err);
 }

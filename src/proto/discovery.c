@@ -93,22 +93,8 @@ _Static_assert(sizeof(dc_mig) == sizeof(((ts_disc_gpu *)0)->mig),
     (TS_DG_BIT(TS_DG_INDEX) | TS_DG_BIT(TS_DG_UUID) | TS_DG_BIT(TS_DG_NAME) |                 \
      TS_DG_BIT(TS_DG_MEMORY_BYTES) | TS_DG_BIT(TS_DG_PCI_BUS_ID) | TS_DG_BIT(TS_DG_NVLINKS))
 
-static int dc_gpu_decode(const json_t *m, const char *path, void *slot, ts_err *err)
-{
-    ts_disc_gpu *g = slot;
-    return proto_table_need(m, path, GPU_FIELDS, TS_DG_NFIELDS, GPU_NEED, g, &g->present, err);
-}
-
-static json_t *dc_gpu_encode(const void *slot)
-{
-    const ts_disc_gpu *g = slot;
-    return proto_table_new(GPU_FIELDS, TS_DG_NFIELDS, g, g->present);
-}
-
-static json_t *dc_gpu_schema(void)
-{
-    return proto_table_schema(GPU_FIELDS, TS_DG_NFIELDS, GPU_NEED);
-}
+static const proto_msg GPU_MSG = {GPU_FIELDS, TS_DG_NFIELDS, GPU_NEED, sizeof(ts_disc_gpu),
+                                  offsetof(ts_disc_gpu, present)};
 
 /* ---- the node's parts -------------------------------------------------------------- */
 
@@ -166,8 +152,7 @@ static const proto_field DC_FIELDS[TS_DC_NFIELDS] = {
     [TS_DC_CPUS] = {"cpus", PK_I64, D(cpus), 0, INT64_MAX},
     [TS_DC_MEMORY_BYTES] = {"memory_bytes", PK_I64, D(memory_bytes), 0, INT64_MAX},
     [TS_DC_DRIVER_VERSION] = {"driver_version", PK_STR, D(driver_version)},
-    [TS_DC_GPUS] = {"gpus", PROTO_LIST(ts_discovery, gpus, ngpus, dc_gpu),
-                    .schema = dc_gpu_schema},
+    [TS_DC_GPUS] = {.name = "gpus", PROTO_DOCS(ts_discovery, gpus, ngpus, GPU_MSG)},
     [TS_DC_TOPOLOGY] = {"topology", PK_OBJ, D(topology), 0, 0, dc_topology_decode,
                         dc_topology_encode, .schema = dc_topology_schema},
     [TS_DC_NET_ADDR] = {"net_addr", PK_STR, D(net_addr)},
@@ -200,21 +185,16 @@ void ts_discovery_fini(ts_discovery *d)
     memset(d, 0, sizeof *d);
 }
 
-json_t *ts_discovery_encode(const ts_discovery *d)
-{
-    return proto_table_new(DC_FIELDS, TS_DC_NFIELDS, d, d->present);
-}
+static void dc_fini(void *doc) { ts_discovery_fini(doc); }
+
+const proto_msg PROTO_DISCOVERY = {DC_FIELDS, TS_DC_NFIELDS, DC_NEED, sizeof(ts_discovery),
+                                   offsetof(ts_discovery, present), NULL, dc_fini};
+
+json_t *ts_discovery_encode(const ts_discovery *d) { return proto_msg_encode(&PROTO_DISCOVERY, d); }
 
 int ts_discovery_decode(const json_t *o, const char *where, ts_discovery *d, ts_err *err)
 {
-    memset(d, 0, sizeof *d);
-    int rc = proto_table_need(o, where, DC_FIELDS, TS_DC_NFIELDS, DC_NEED, d, &d->present, err);
-    if (rc != 0)
-        ts_discovery_fini(d);
-    return rc;
+    return proto_msg_decode(&PROTO_DISCOVERY, o, where, d, err);
 }
 
-json_t *ts_discovery_schema(void)
-{
-    return proto_table_schema(DC_FIELDS, TS_DC_NFIELDS, DC_NEED);
-}
+json_t *ts_discovery_schema(void) { return proto_msg_schema(&PROTO_DISCOVERY); }

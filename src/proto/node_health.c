@@ -55,30 +55,15 @@ static const proto_field GH_FIELDS[TS_GH_NFIELDS] = {
 #undef G
 #define GH_NEED (TS_GH_BIT(TS_GH_INDEX) | TS_GH_BIT(TS_GH_VERDICT) | TS_GH_BIT(TS_GH_REASONS))
 
-static int nh_gpu_decode(const json_t *m, const char *path, void *slot, ts_err *err)
-{
-    ts_gpu_health_doc *g = slot;
-    return proto_table_need(m, path, GH_FIELDS, TS_GH_NFIELDS, GH_NEED, g, &g->present, err);
-}
-
-static json_t *nh_gpu_encode(const void *slot)
-{
-    const ts_gpu_health_doc *g = slot;
-    return proto_table_new(GH_FIELDS, TS_GH_NFIELDS, g, g->present);
-}
-
-static json_t *nh_gpu_schema(void)
-{
-    return proto_table_schema(GH_FIELDS, TS_GH_NFIELDS, GH_NEED);
-}
+static const proto_msg GH_MSG = {GH_FIELDS, TS_GH_NFIELDS, GH_NEED, sizeof(ts_gpu_health_doc),
+                                 offsetof(ts_gpu_health_doc, present)};
 
 #define H(m) offsetof(ts_node_health, m)
 static const proto_field NH_FIELDS[TS_NH_NFIELDS] = {
     [TS_NH_VERDICT] = {VERDICT(ts_node_health)},
     [TS_NH_XID_MONITORED] = {"xid_monitored", PK_BOOL, H(xid_monitored)},
     [TS_NH_REASONS] = {"reasons", PK_STRV, H(reasons)},
-    [TS_NH_GPUS] = {"gpus", PROTO_LIST(ts_node_health, gpus, ngpus, nh_gpu),
-                    .schema = nh_gpu_schema},
+    [TS_NH_GPUS] = {.name = "gpus", PROTO_DOCS(ts_node_health, gpus, ngpus, GH_MSG)},
 };
 #undef H
 #pragma GCC diagnostic pop
@@ -93,21 +78,19 @@ void ts_node_health_fini(ts_node_health *h)
     memset(h, 0, sizeof *h);
 }
 
+static void nh_fini(void *doc) { ts_node_health_fini(doc); }
+
+const proto_msg PROTO_NODE_HEALTH = {NH_FIELDS, TS_NH_NFIELDS, NH_NEED, sizeof(ts_node_health),
+                                     offsetof(ts_node_health, present), NULL, nh_fini};
+
 json_t *ts_node_health_encode(const ts_node_health *h)
 {
-    return proto_table_new(NH_FIELDS, TS_NH_NFIELDS, h, h->present);
+    return proto_msg_encode(&PROTO_NODE_HEALTH, h);
 }
 
 int ts_node_health_decode(const json_t *o, const char *where, ts_node_health *h, ts_err *err)
 {
-    memset(h, 0, sizeof *h);
-    int rc = proto_table_need(o, where, NH_FIELDS, TS_NH_NFIELDS, NH_NEED, h, &h->present, err);
-    if (rc != 0)
-        ts_node_health_fini(h);
-    return rc;
+    return proto_msg_decode(&PROTO_NODE_HEALTH, o, where, h, err);
 }
 
-json_t *ts_node_health_schema(void)
-{
-    return proto_table_schema(NH_FIELDS, TS_NH_NFIELDS, NH_NEED);
-}
+json_t *ts_node_health_schema(void) { return proto_msg_schema(&PROTO_NODE_HEALTH); }

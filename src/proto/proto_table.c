@@ -7,10 +7,16 @@
 #include "proto/proto_table.h"
 
 #include <math.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "proto/proto_fields.h"
+
+static uint64_t *proto_msg_present(const proto_msg *m, void *doc)
+{
+    return (uint64_t *)((char *)doc + m->present_off);
+}
 
 void proto_path(char *buf, size_t len, const char *where, const char *key)
 {
@@ -97,7 +103,10 @@ static int proto_list_decode(const json_t *v, const char *path, size_t size, voi
         if (!json_is_object(item))
             return ts_err_set(err, TS_EINVAL, "%s: must be an object", sub);
         void *slot = (char *)*out + i * size;
+        const proto_msg *m = rows ? rows->msg : NULL;
         int rc = one ? one(item, sub, slot, err)
+                 : m ? proto_table_need(item, sub, m->fields, m->n, m->need, slot,
+                                        proto_msg_present(m, slot), err)
                      : proto_table_need(item, sub, rows->sub, rows->nsub, PROTO_ALL(rows->nsub),
                                         slot, NULL, err);
         if (rc != 0)
@@ -118,7 +127,9 @@ static json_t *proto_list_encode(const void *v, int n, size_t size, json_t *(*on
     json_t *a = json_array();
     for (int i = 0; a && i < n; i++) {
         const void *slot = (const char *)v + (size_t)i * size;
+        const proto_msg *m = rows ? rows->msg : NULL;
         json_t *item = one ? one(slot)
+                       : m ? proto_msg_encode(m, slot)
                            : proto_table_new(rows->sub, rows->nsub, slot, PROTO_ALL(rows->nsub));
         if (json_array_append_new(a, item) != 0) {
             json_decref(a);
@@ -189,6 +200,10 @@ static int proto_decode_one(const json_t *o, const char *where, const proto_fiel
         return proto_enum(o, where, f->name, f->names, (int)f->hi, (int *)p, err);
     case PK_SUB:
         return proto_table_need(v, path, f->sub, f->nsub, (uint64_t)f->lo, p, NULL, err);
+    case PK_DOC:
+        if (f->lo && json_is_null(v))
+            return 0; /* a document that may be null: NULL */
+        return proto_msg_decode_new(f->msg, v, path, (void **)p, err);
     }
     return 0;
 }
@@ -233,6 +248,10 @@ static json_t *proto_encode_one(const void *base, const proto_field *f)
     }
     case PK_SUB:
         return proto_table_new(f->sub, f->nsub, p, PROTO_ALL(f->nsub));
+    case PK_DOC: {
+        const void *doc = *(const void *const *)p;
+        return doc ? proto_msg_encode(f->msg, doc) : f->lo ? json_null() : json_object();
+    }
     }
     return NULL;
 }
@@ -346,6 +365,7 @@ static json_t *proto_member_schema(const proto_field *f)
     case PK_LIST:
         return json_pack("{s:s,s:o}", "type", "array", "items",
                          f->item_decode ? (f->schema ? f->schema() : json_object())
+                         : f->msg       ? proto_msg_schema(f->msg)
                                         : proto_table_schema(f->sub, f->nsub,
                                                              PROTO_ALL(f->nsub)));
     case PK_DOCS:
@@ -354,6 +374,10 @@ static json_t *proto_member_schema(const proto_field *f)
         return proto_enum_schema(f);
     case PK_SUB:
         return proto_table_schema(f->sub, f->nsub, (uint64_t)f->lo);
+    case PK_DOC:
+        return f->lo ? json_pack("{s:[o,{s:s}]}", "anyOf", proto_msg_schema(f->msg), "type",
+                                 "null")
+                     : proto_msg_schema(f->msg);
     }
     return NULL;
 }
@@ -384,4 +408,43 @@ json_t *proto_table_schema(const proto_field *f, int n, uint64_t need)
         return NULL;
     }
     return s;
+}
+
+/* ---- a document's entry points ---------------------------------------------------- */
+
+json_t *proto_msg_encode(const proto_msg *m, const void *doc)
+{
+    return proto_table_new(m->fields, m->n, doc, *proto_msg_present(m, (void *)doc));
+}
+
+int proto_msg_decode(const proto_msg *m, const json_t *o, const char *where, void *doc,
+                     ts_err *err)
+{
+    memset(doc, 0, m->size);
+    int rc = m->root && !json_is_object(o)
+                 ? ts_err_set(err, TS_EINVAL, "%s: must be an object", m->root)
+                 : proto_table_need(o, where, m->fields, m->n, m->need, doc,
+                                    proto_msg_present(m, doc), err);
+    if (rc != 0)
+        m->fini(doc);
+    return rc;
+}
+
+int proto_msg_decode_new(const proto_msg *m, const json_t *v, const char *path, void **out,
+                         ts_err *err)
+{
+    void *doc = malloc(m->size);
+    int rc = doc ? proto_msg_decode(m, v, path, doc, err)
+                 : ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
+    if (rc != 0) {
+        free(doc);
+        doc = NULL;
+    }
+    *out = doc;
+    return rc;
+}
+
+json_t *proto_msg_schema(const proto_msg *m)
+{
+    return proto_table_schema(m->fields, m->n, m->need);
 }

@@ -38,6 +38,9 @@ typedef enum {
     PK_ENUM,     /* an enum (int-sized) whose value k is names[k], k in 1..hi-1 */
     PK_SUB,      /* an object of its own table (sub, nsub) in place at off; lo: its
                   * required lines' bits, every member encoded */
+    PK_DOC,      /* a pointer at off to a document of msg, allocated by the decode
+                  * (the owner's fini frees it); lo 1: null allowed, read as NULL
+                  * and NULL written as null; lo 0: NULL written as {} */
 } proto_kind;
 
 typedef struct proto_field {
@@ -52,6 +55,9 @@ typedef struct proto_field {
     size_t count_off, item_size;
     int (*item_decode)(const json_t *item, const char *path, void *slot, ts_err *err);
     json_t *(*item_encode)(const void *slot);
+    /* PK_LIST (PROTO_DOCS): each item a document of its own, with its
+     * required lines and its present mask; PK_DOC: the document pointed to */
+    const struct proto_msg *msg;
     const char *const *names;   /* PK_ENUM: names[0] the unset value's slot */
     const struct proto_field *sub; /* PK_SUB */
     int nsub;
@@ -71,6 +77,13 @@ typedef struct proto_field {
 #define PROTO_ROWS(T, m, c, rows)                                                             \
     .kind = PK_LIST, .off = offsetof(T, m), .count_off = offsetof(T, c),                      \
     .item_size = sizeof *((T *)0)->m, .sub = rows, .nsub = (int)(sizeof rows / sizeof *rows)
+
+/* A PK_LIST line (designated) of items of struct T's member m (count c),
+ * each a document of the proto_msg doc: its required lines refused when
+ * missing, its members carried kept in its present mask and written back. */
+#define PROTO_DOCS(T, m, c, doc)                                                              \
+    .kind = PK_LIST, .off = offsetof(T, m), .count_off = offsetof(T, c),                      \
+    .item_size = sizeof *((T *)0)->m, .msg = &doc
 
 /* Decodes each of the n members o carries into base, setting bit i of
  * *present for line i. Returns 0, or the first member's error. */
@@ -106,6 +119,41 @@ int proto_table_encode(json_t *o, const proto_field *f, int n, const void *base,
  * range, objects open (a decoder ignores the members it does not know).
  * A new reference; NULL when out of memory. */
 json_t *proto_table_schema(const proto_field *f, int n, uint64_t need);
+
+/* A document of the protocol: its table (n lines), the lines it requires,
+ * its struct (size bytes, its present mask at present_off) and what frees
+ * what a decode allocated. A document's public encode, decode and schema are
+ * this one descriptor walked by the proto_msg_* functions, so each document
+ * states its shape once and not its entry points' steps again. */
+typedef struct proto_msg {
+    const proto_field *fields;
+    int n;
+    uint64_t need;
+    size_t size, present_off;
+    /* a body at the top of a request or an answer: what "must be an object"
+     * calls it ("body"); NULL: the where a decode is given */
+    const char *root;
+    void (*fini)(void *doc);
+} proto_msg;
+
+/* A new object of each member doc carries; NULL when out of memory. */
+json_t *proto_msg_encode(const proto_msg *m, const void *doc);
+
+/* doc (cleared first) from o, each required line carried; on an error
+ * (naming the member) nothing is left allocated. */
+int proto_msg_decode(const proto_msg *m, const json_t *o, const char *where, void *doc,
+                     ts_err *err);
+
+/* A new document of m (malloc'd, freed by m->fini then free()) decoded from
+ * v into *out; *out NULL on an error. */
+int proto_msg_decode_new(const proto_msg *m, const json_t *v, const char *path, void **out,
+                         ts_err *err);
+
+/* The JSON Schema of what proto_msg_decode accepts (proto_table_schema). */
+json_t *proto_msg_schema(const proto_msg *m);
+
+/* The documents other documents carry (discovery.c, node_health.c). */
+extern const proto_msg PROTO_DISCOVERY, PROTO_NODE_HEALTH;
 
 /* "<where>.<key>", or "<key>" with no where. */
 void proto_path(char *buf, size_t len, const char *where, const char *key);

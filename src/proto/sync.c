@@ -105,61 +105,20 @@ static json_t *sy_log_encode(const void *slot)
     return ts_sync_log_encode(slot);
 }
 
-/* ---- the node's documents ----------------------------------------------------------- */
-
-static int sy_discovery_decode(const json_t *v, const char *path, void *base, ts_err *err)
-{
-    ts_sync *s = base;
-    if (json_is_null(v))
-        return 0; /* an agent that has none yet */
-    if (!(s->discovery = malloc(sizeof *s->discovery)))
-        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
-    int rc = ts_discovery_decode(v, path, s->discovery, err);
-    if (rc != 0) {
-        free(s->discovery);
-        s->discovery = NULL;
-    }
-    return rc;
-}
-
-static json_t *sy_discovery_encode(const void *base)
-{
-    const ts_sync *s = base;
-    return s->discovery ? ts_discovery_encode(s->discovery) : json_null();
-}
-
-static int sy_health_decode(const json_t *v, const char *path, void *base, ts_err *err)
-{
-    ts_sync *s = base;
-    if (!(s->health = malloc(sizeof *s->health)))
-        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
-    int rc = ts_node_health_decode(v, path, s->health, err);
-    if (rc != 0) {
-        free(s->health);
-        s->health = NULL;
-    }
-    return rc;
-}
-
-static json_t *sy_health_encode(const void *base)
-{
-    const ts_sync *s = base;
-    return s->health ? ts_node_health_encode(s->health) : json_object();
-}
-
 /* ---- the document ------------------------------------------------------------------ */
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const proto_field SY_FIELDS[TS_SY_NFIELDS] = {
     [TS_SY_NODE] = {"node", PK_STR, AT(node)},
-    [TS_SY_DISCOVERY] = {"discovery", PK_OBJ, AT(discovery), 0, 0, sy_discovery_decode,
-                         sy_discovery_encode}, /* or null */
+    /* the discovery and the health are documents of their own; an agent
+     * that has no discovery yet sends null */
+    [TS_SY_DISCOVERY] = {"discovery", PK_DOC, AT(discovery), 1, .msg = &PROTO_DISCOVERY},
     [TS_SY_GEN] = {"gen", PK_I64, AT(gen), 0, INT64_MAX},
     [TS_SY_TASKS] = {"tasks", PK_DOCS, AT(tasks)},
     [TS_SY_WAIT_S] = {"wait_s", PK_NUM0, AT(wait_s)},
     [TS_SY_SEQ] = {"seq", PK_I64, AT(seq), 1, INT64_MAX},
-    [TS_SY_HEALTH] = {"health", PK_OBJ, AT(health), 0, 0, sy_health_decode, sy_health_encode},
+    [TS_SY_HEALTH] = {"health", PK_DOC, AT(health), .msg = &PROTO_NODE_HEALTH},
     [TS_SY_MIG_ERROR] = {"mig_error", PK_STR, AT(mig_error)},
     [TS_SY_DRAIN] = {"drain", PK_STR, AT(drain)},
     [TS_SY_PREFETCH] = {"prefetch", LIST(prefetch, sy_prefetch)},
@@ -184,18 +143,15 @@ void ts_sync_fini(ts_sync *s)
     memset(s, 0, sizeof *s);
 }
 
-json_t *ts_sync_encode(const ts_sync *s)
-{
-    return proto_table_new(SY_FIELDS, TS_SY_NFIELDS, s, s->present);
-}
+static void sy_fini(void *doc) { ts_sync_fini(doc); }
+
+/* no member required: the register and the sync bodies carry different ones */
+static const proto_msg SY_MSG = {SY_FIELDS, TS_SY_NFIELDS, 0, sizeof(ts_sync),
+                                 offsetof(ts_sync, present), "body", sy_fini};
+
+json_t *ts_sync_encode(const ts_sync *s) { return proto_msg_encode(&SY_MSG, s); }
 
 int ts_sync_decode(const json_t *o, ts_sync *s, ts_err *err)
 {
-    memset(s, 0, sizeof *s);
-    if (!json_is_object(o))
-        return ts_err_set(err, TS_EINVAL, "body: must be an object");
-    int rc = proto_table_decode(o, "", SY_FIELDS, TS_SY_NFIELDS, s, &s->present, err);
-    if (rc != 0)
-        ts_sync_fini(s);
-    return rc;
+    return proto_msg_decode(&SY_MSG, o, "", s, err);
 }

@@ -4,6 +4,8 @@
 
 #include "shim/mem_internal.h"
 
+#include <stdbool.h>
+
 static void pools_refresh_locked(int ldev, int trim);
 
 /* ---- stream-ordered pools ------------------------------------------------- *
@@ -253,38 +255,40 @@ static CUresult real_alloc_pool_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemor
     return PASS(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, s);
 }
 
-TS_SHIM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+/* The four exported pool allocations (stream-ordered or from a pool, each
+ * with its per-thread-default-stream twin) differ only in the driver's
+ * function they end in: one entry, given it. A call the shim does not
+ * charge (no quota, no pointer, nothing asked, from_pool without a pool)
+ * goes to the driver as it came. */
+static CUresult pool_entry(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                           bool from_pool, CUstream hStream, pool_alloc_fn call)
 {
     shim_ready();
-    if (!ts_shim.cfg.mem_on || !dptr || !bytesize)
-        return PASS(cuMemAllocAsync, dptr, bytesize, hStream);
-    return pooled_alloc(dptr, bytesize, NULL, hStream, real_alloc_async);
+    if (!ts_shim.cfg.mem_on || !dptr || !bytesize || (from_pool && !pool))
+        return call(dptr, bytesize, pool, hStream);
+    return pooled_alloc(dptr, bytesize, pool, hStream, call);
+}
+
+TS_SHIM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    return pool_entry(dptr, bytesize, NULL, false, hStream, real_alloc_async);
 }
 
 TS_SHIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-    shim_ready();
-    if (!ts_shim.cfg.mem_on || !dptr || !bytesize)
-        return PASS(cuMemAllocAsync_ptsz, dptr, bytesize, hStream);
-    return pooled_alloc(dptr, bytesize, NULL, hStream, real_alloc_async_ptsz);
+    return pool_entry(dptr, bytesize, NULL, false, hStream, real_alloc_async_ptsz);
 }
 
 TS_SHIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize,
                                                 CUmemoryPool pool, CUstream hStream)
 {
-    shim_ready();
-    if (!ts_shim.cfg.mem_on || !dptr || !bytesize || !pool)
-        return PASS(cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream);
-    return pooled_alloc(dptr, bytesize, pool, hStream, real_alloc_pool);
+    return pool_entry(dptr, bytesize, pool, true, hStream, real_alloc_pool);
 }
 
 TS_SHIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
                                                      CUmemoryPool pool, CUstream hStream)
 {
-    shim_ready();
-    if (!ts_shim.cfg.mem_on || !dptr || !bytesize || !pool)
-        return PASS(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, hStream);
-    return pooled_alloc(dptr, bytesize, pool, hStream, real_alloc_pool_ptsz);
+    return pool_entry(dptr, bytesize, pool, true, hStream, real_alloc_pool_ptsz);
 }
 
 /* A pool allocation going back to its pool: nothing to release (the pool

@@ -104,6 +104,13 @@ static void test_load_errors(void **state)
                  "s.csv:2: pool: must be small or large");
     expect_error(ok, write_file("l.csv", "addr,requested_size,block_size,stream\nx,1,,0\n"), NULL,
                  "l.csv:2: addr:");
+    /* each numeric column by its name; only block_size may be empty (unknown) */
+    expect_error(ok, write_file("m.csv", "addr,requested_size,block_size,stream\n1,1,-1,0\n"),
+                 NULL, "m.csv:2: block_size:");
+    expect_error(ok, write_file("n.csv", "addr,requested_size,block_size,stream\n1,,,0\n"),
+                 NULL, "n.csv:2: requested_size:");
+    expect_error(ok, NULL, write_file("t.csv", "addr,total_size,stream,pool\n1,2,-1,small\n"),
+                 "t.csv:2: stream:");
     ts_memtrace t;
     ts_err err = {0, ""};
     assert_int_equal(ts_memtrace_load("/nonexistent.csv", NULL, NULL, &t, &err), TS_EIO);

@@ -152,12 +152,30 @@ static void each_bad_member_is_named(void **state)
     }
 }
 
+/* The bodies are the top of a request: a body that is no object is called
+ * that, not by an empty path, and so is an answer (proto_msg's root). */
+static void a_body_that_is_no_object_is_named(void **state)
+{
+    (void)state;
+    json_t *in = parse("[1]");
+    ts_sync s;
+    ts_err err = {0};
+    assert_int_equal(ts_sync_decode(in, &s, &err), TS_EINVAL);
+    assert_string_equal(err.msg, "body: must be an object");
+    ts_desired d;
+    assert_int_equal(ts_desired_decode(in, &d, &err), TS_EINVAL);
+    assert_string_equal(err.msg, "answer: must be an object");
+    assert_null(d.mig);
+    json_decref(in);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_sync_round_trips_byte_for_byte),
         cmocka_unit_test(a_registration_round_trips),
         cmocka_unit_test(each_bad_member_is_named),
+        cmocka_unit_test(a_body_that_is_no_object_is_named),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
