@@ -64,24 +64,8 @@ static const char POLICY_BRIDGE[] =
     "}\n";
 
 /* The fabric's tenant VXLANs whose tasks' macvlans sit on them (netns.h):
- * two chains per device (agent_net_overlay_chain_text) jump here. Every
- * node's gateway has one MAC, so a gateway's frames never go out on the
- * overlay (another node's tasks would take its answer for their own
- * gateway's): dropped on the VXLAN's egress. Only IPv4 and ARP come in from
- * it. A frame the gateway sends to a task here also enters the VXLAN's
- * ingress (a macvlan hands a frame for a neighbour to its lower device's
- * receive path), so the ingress cannot tell gateways apart: each node
- * drops its own on the way out. */
-static const char POLICY_OVERLAY[] =
-    "table netdev {T} {\n"
-    "  chain to_overlay {\n"
-    "    ether saddr & ff:ff:ff:00:00:00 == " GW_MAC_PREFIX " counter drop\n"
-    "  }\n"
-    "  chain from_overlay {\n"
-    "    ether type { ip, arp } accept\n"
-    "    counter drop\n"
-    "  }\n"
-    "}\n";
+ * the table whose chains (agent_net_overlay_chain_text) each VXLAN gets. */
+static const char POLICY_OVERLAY[] = "table netdev {T} {\n}\n";
 
 /* A task's own table in its namespace, on its eth0's egress: what a task
  * sends leaves only through it (a macvlan on the tenant's VXLAN), and a task
@@ -300,18 +284,28 @@ size_t agent_net_policy_bridge_text(const net_names *nn, char *out, size_t len)
     return n + fill(POLICY_OVERLAY, nn, out + n, len - n);
 }
 
+/* A tenant VXLAN's two chains, each rule in its base chain (no jump: these
+ * run for every overlay packet). Only IPv4 and ARP come in from the other
+ * nodes (xi). Every node's gateway has one MAC, so a gateway's frames never
+ * go out on the overlay (another node's tasks would take its answer for
+ * their own gateway's): dropped on the VXLAN's egress (xo). The check cannot
+ * be on the way in: a macvlan hands a frame for a neighbour to its lower
+ * device's receive path, so the gateway's frames to this node's tasks enter
+ * the VXLAN's ingress too. */
 size_t agent_net_overlay_chain_text(const net_names *nn, unsigned vni, const char *vx,
                                     char *out, size_t len)
 {
     int n = snprintf(out, len,
                      "table netdev %s {\n"
                      "  chain xi%u {\n"
-                     "    type filter hook ingress device \"%s\" priority 0; policy accept;\n"
-                     "    jump from_overlay\n"
+                     "    type filter hook ingress device \"%s\" priority 0; policy drop;\n"
+                     "    ether type ip accept\n"
+                     "    ether type arp accept\n"
+                     "    counter\n"
                      "  }\n"
                      "  chain xo%u {\n"
                      "    type filter hook egress device \"%s\" priority 0; policy accept;\n"
-                     "    jump to_overlay\n"
+                     "    ether saddr & ff:ff:ff:00:00:00 == " GW_MAC_PREFIX " counter drop\n"
                      "  }\n"
                      "}\n",
                      nn->table, vni & VNI_MAX, vx, vni & VNI_MAX, vx);
