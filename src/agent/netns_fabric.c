@@ -20,8 +20,9 @@
  *
  * Tasks of this agent sit on their tenant's VXLAN here through macvlans
  * (netns.h), with no bridge; the bridges above remain for the tasks an
- * agent before the macvlans started, until they end. The VXLANs' ingress
- * chains (netdev table, x<vni>) are loaded here too.
+ * agent before the macvlans started, until they end. The VXLANs' chains
+ * (netdev table: xi<vni> on the way in, xo<vni> on the way out) are loaded
+ * here too.
  *
  * The namespace is tsf-<tag> (tag as netns.c's: a task's is ts-<tag>-<id>),
  * made on the first task's setup and removed with the last task's teardown.
