@@ -289,8 +289,9 @@ static void seal_later(const char *dir)
     pthread_attr_destroy(&at);
 }
 
-/* At open: each image whose `boot` names another boot goes; one naming this
- * boot is sealed. */
+/* At open: each image whose `boot` names another boot goes (its users too:
+ * no task of that boot runs); one naming this boot is sealed; where either
+ * boot is unknown, one a task runs on is sealed and the others go. */
 static void seal_or_drop(const ts_image_store *st)
 {
     char now[64], dir[700], p[1000], was[64];
@@ -310,9 +311,12 @@ static void seal_or_drop(const ts_image_store *st)
             was[strcspn(was, "\n")] = '\0';
         fclose(f);
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (strcmp(was, now) == 0 && now[0])
-            seal_later(p);
-        else if (!image_in_use(p)) {
+        bool this_boot = now[0] && strcmp(was, now) == 0;
+        /* another boot's: no task of it runs now, whatever its users say */
+        bool other_boot = now[0] && was[0] && !this_boot;
+        if (this_boot || (!other_boot && image_in_use(p))) {
+            seal_later(p); /* the boot unknown: kept only where a task runs on it */
+        } else {
             image_rootfs_unmount(p);
             rm_tree(p);
         }

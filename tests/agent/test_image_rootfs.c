@@ -362,6 +362,8 @@ static void unsealed_image_of_another_boot_goes(void **state)
     fclose(f);
     write_boot(d1, "00000000-0000-0000-0000-000000000000");
     write_boot(d2, id);
+    /* a task of the other boot named as its user: it cannot be running now */
+    assert_int_equal(agent_image_use(&st, first, "task-1", &err), 0);
     ts_image_store again;
     assert_int_equal(agent_image_store_open(&again, store_dir, 0, &err), 0);
     struct stat sb;
