@@ -291,38 +291,37 @@ static void seal_later(const char *dir)
 
 /* At open: each image whose `boot` names another boot goes (its users too:
  * no task of that boot runs); one naming this boot is sealed; where either
- * boot is unknown, one a task runs on is sealed and the others go. */
+ * boot is unknown, one a task runs on is sealed and the others go. u: this
+ * boot's id. */
+static bool seal_or_drop_one(const char *dir, const char *hex, void *u)
+{
+    const char *now = u;
+    char p[900], was[64] = "";
+    (void)hex;
+    snprintf(p, sizeof p, "%s/boot", dir);
+    FILE *f = fopen(p, "re");
+    if (!f)
+        return true; /* sealed, or from an agent before the seal */
+    if (fgets(was, sizeof was, f))
+        was[strcspn(was, "\n")] = '\0';
+    fclose(f);
+    bool this_boot = now[0] && strcmp(was, now) == 0;
+    /* another boot's: no task of it runs now, whatever its users say */
+    bool other_boot = now[0] && was[0] && !this_boot;
+    if (this_boot || (!other_boot && image_in_use(dir))) {
+        seal_later(dir); /* the boot unknown: kept only where a task runs on it */
+    } else {
+        image_rootfs_unmount(dir);
+        rm_tree(dir);
+    }
+    return true;
+}
+
 static void seal_or_drop(const ts_image_store *st)
 {
-    char now[64], dir[700], p[1000], was[64];
+    char now[64];
     boot_id(now);
-    snprintf(dir, sizeof dir, "%s/images", st->root);
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(p, sizeof p, "%s/%s/boot", dir, e->d_name);
-        FILE *f = fopen(p, "re");
-        if (!f)
-            continue; /* sealed, or from an agent before the seal */
-        was[0] = '\0';
-        if (fgets(was, sizeof was, f))
-            was[strcspn(was, "\n")] = '\0';
-        fclose(f);
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        bool this_boot = now[0] && strcmp(was, now) == 0;
-        /* another boot's: no task of it runs now, whatever its users say */
-        bool other_boot = now[0] && was[0] && !this_boot;
-        if (this_boot || (!other_boot && image_in_use(p))) {
-            seal_later(p); /* the boot unknown: kept only where a task runs on it */
-        } else {
-            image_rootfs_unmount(p);
-            rm_tree(p);
-        }
-    }
-    if (d)
-        closedir(d);
+    image_store_each(st, seal_or_drop_one, now);
 }
 
 /* The layers unpacked in order into the new directory root. */
@@ -484,7 +483,7 @@ typedef struct image_entry {
 
 static bool has_users(const char *dir)
 {
-    char p[1100];
+    char p[900];
     snprintf(p, sizeof p, "%s/users", dir);
     DIR *d = opendir(p);
     if (!d)
