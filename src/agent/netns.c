@@ -529,13 +529,12 @@ static int task_inside(const char *state_dir, const agent_net_task *t, const net
     int rc = agent_net_run_tool(ip_ns, inside, err);
     if (rc)
         return rc;
-    char table[1024], arg[128];
+    char table[1024], path[128];
     net_names nn;
     agent_net_names(state_dir, &nn);
     agent_net_task_policy_text(&nn, s->mac, s->addr, table, sizeof table);
-    snprintf(arg, sizeof arg, "--net=%s/%s", NS_DIR, ns);
-    const char *nft[] = {"nsenter", arg, "nft", "-f", "-", NULL};
-    return agent_net_run_tool(nft, table, err);
+    snprintf(path, sizeof path, "%s/%s", NS_DIR, ns);
+    return agent_net_nft_in(path, table, err);
 }
 
 /* The task's RDMA devices into its namespace, each on its own: one that

@@ -131,11 +131,9 @@ static int fabric_sysctls(void *ctx)
 
 int agent_net_fabric_nft(const net_names *nn, const char *script, ts_err *err)
 {
-    char path[128], arg[160];
+    char path[128];
     agent_net_fabric_path(nn, path, sizeof path);
-    snprintf(arg, sizeof arg, "--net=%s", path);
-    const char *argv[] = {"nsenter", arg, "nft", "-f", "-", NULL};
-    return agent_net_run_tool(argv, script, err);
+    return agent_net_nft_in(path, script, err);
 }
 
 int agent_net_fabric_ip(const net_names *nn, const char *script, ts_err *err)

@@ -252,6 +252,14 @@ int agent_net_run_tool(const char *const *argv, const char *input, ts_err *err)
                       msg[0] ? msg : "(no message)");
 }
 
+int agent_net_nft_in(const char *ns_path, const char *script, ts_err *err)
+{
+    char arg[160];
+    snprintf(arg, sizeof arg, "--net=%s", ns_path);
+    const char *argv[] = {"nsenter", arg, "nft", "-f", "-", NULL};
+    return agent_net_run_tool(argv, script, err);
+}
+
 /* text with this agent's names in: {P} its link prefix, {T} its tables. */
 static size_t fill(const char *text, const net_names *nn, char *out, size_t len)
 {
