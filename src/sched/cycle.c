@@ -163,6 +163,8 @@ void ts_sched_free(ts_sched *s)
     free(s->sdirty);
     free(s->blk);
     free(s->keys);
+    free(s->keys_tmp);
+    free(s->keys_grp);
     free(s->done);
     free(s->js);
     free(s->why_off);

@@ -89,6 +89,10 @@ struct ts_sched {
     /* per-cycle scratch kept between cycles (no page faults per cycle) */
     void *keys;
     int keys_cap;
+    void *keys_tmp;             /* the order's sort buffer, as keys */
+    int keys_tmp_cap;
+    uint8_t *keys_grp;          /* each key's group in the counting pass */
+    int keys_grp_cap;
     uint8_t *done;
     int done_cap;
     void *js;

@@ -45,6 +45,7 @@
 #include <string.h>
 
 #include "sched/cycle_loop.h"
+#include "sched/cycle_order.h"
 #include "sched/elastic.h"
 #include "tessera/fmt.h"
 
@@ -283,46 +284,15 @@ static int split_levels(loop *l, const uint8_t *done)
 
 /* ---- order ------------------------------------------------------------------ */
 
-/* A tenant's own order: priority class, tier (guaranteed first), then las
- * level and attained service (both 0 under fifo; the service 0 too with
- * las_fifo_within_level), then submission. */
-typedef struct okey {
-    int tenant;
-    int priority;
-    int tier;
-    int level;
-    double attained;
-    double submit_s;
-    int64_t id;
-    int idx;
-} okey;
-
-static int cmp_okey(const void *a, const void *b)
-{
-    const okey *x = a, *y = b;
-    if (x->tenant != y->tenant)
-        return x->tenant < y->tenant ? -1 : 1;
-    if (x->priority != y->priority)
-        return x->priority > y->priority ? -1 : 1;
-    if (x->tier != y->tier)
-        return x->tier < y->tier ? -1 : 1;
-    if (x->level != y->level)
-        return x->level < y->level ? -1 : 1;
-    if (x->attained != y->attained)
-        return x->attained < y->attained ? -1 : 1;
-    if (x->submit_s != y->submit_s)
-        return x->submit_s < y->submit_s ? -1 : 1;
-    return (x->id > y->id) - (x->id < y->id);
-}
-
-static okey okey_of(const loop *l, int idx, bool by_age)
+static cycle_okey okey_of(const loop *l, int idx, bool by_age)
 {
     const ts_job *j = &l->w[idx];
     const jsum *js = &l->js[idx];
     if (by_age) /* one bucket, oldest first */
-        return (okey){0, 0, 0, 0, 0.0, j->submit_s, j->id, idx};
+        return (cycle_okey){0, 0, 0, 0, 0.0, j->submit_s, j->id, idx};
     double attained = l->s->cfg.las_fifo_within_level ? 0.0 : js->attained;
-    return (okey){j->tenant, j->priority, j->tier, js->level, attained, j->submit_s, j->id, idx};
+    return (cycle_okey){j->tenant, j->priority, j->tier, js->level,
+                        attained, j->submit_s, j->id, idx};
 }
 
 /* Where job i stands in the order, then its processing. */
@@ -485,7 +455,7 @@ static int visit_preemptors(loop *l, uint8_t *done)
 /* The starving jobs that would borrow, kept out of 2. of the order: keys[0,
  * n) by tenant, then age; each tenant's cursor and end; a heap of tenants. */
 typedef struct deferred {
-    okey *keys;
+    cycle_okey *keys;
     int n;
     int *start, *end;
     theap h;
@@ -540,14 +510,14 @@ static int visit_deferred(loop *l, deferred *df)
  * the minimum runtime protects, ahead of the guaranteed work of the tenants
  * it borrowed from. Those kept end at the top of keys (nw of them fit: the
  * buckets of 3. take only the jobs not done). */
-static int visit_starving(loop *l, uint8_t *done, okey *keys, deferred *df)
+static int visit_starving(loop *l, uint8_t *done, cycle_okey *keys, deferred *df)
 {
     ts_sched *s = l->s;
     int n = 0, nd = 0, rc = 0;
     for (int i = 0; i < l->nw; i++)
         if (!done[i] && waited_s(l, &l->w[i]) >= s->cfg.starve_after_s)
             keys[n++] = okey_of(l, i, true);
-    qsort(keys, (size_t)n, sizeof *keys, cmp_okey);
+    cycle_order_sort(keys, n, l->s->keys_tmp, l->s->keys_grp);
     for (int k = 0; k < n && rc == 0; k++) {
         int i = keys[k].idx;
         done[i] = 1;
@@ -561,7 +531,7 @@ static int visit_starving(loop *l, uint8_t *done, okey *keys, deferred *df)
     df->n = nd;
     df->keys = keys + (l->nw - nd);
     memmove(df->keys, keys, (size_t)nd * sizeof *keys);
-    qsort(df->keys, (size_t)nd, sizeof *keys, cmp_okey);
+    cycle_order_sort(df->keys, nd, l->s->keys_tmp, l->s->keys_grp);
     df->visited = nd == 0;
     return rc;
 }
@@ -571,11 +541,13 @@ static int run_order(loop *l)
 {
     ts_sched *s = l->s;
     int nwz = l->nw > 0 ? l->nw : 1;
-    if (cycle_grow(&s->keys, &s->keys_cap, nwz, sizeof(okey)) != 0 ||
+    if (cycle_grow(&s->keys, &s->keys_cap, nwz, sizeof(cycle_okey)) != 0 ||
+        cycle_grow(&s->keys_tmp, &s->keys_tmp_cap, nwz, sizeof(cycle_okey)) != 0 ||
+        cycle_grow((void **)&s->keys_grp, &s->keys_grp_cap, nwz, 1) != 0 ||
         cycle_grow((void **)&s->done, &s->done_cap, nwz, 1) != 0)
         return TS_ENOMEM;
     uint8_t *done = s->done;
-    okey *keys = s->keys;
+    cycle_okey *keys = s->keys;
     memset(done, 0, (size_t)nwz);
     prepass(l, done);
     if (split_levels(l, done) != 0)
@@ -614,7 +586,7 @@ static int run_order(loop *l)
             keys[tend[l->w[i].tenant]++] = okey_of(l, i, false);
     for (int t = 0; t < nt; t++)
         if (tend[t] - tstart[t] > 1)
-            qsort(keys + tstart[t], (size_t)(tend[t] - tstart[t]), sizeof *keys, cmp_okey);
+            cycle_order_sort(keys + tstart[t], tend[t] - tstart[t], s->keys_tmp, s->keys_grp);
     /* tstart[t] is now t's cursor, tend[t] its end */
     theap h = {heap, tkey, topp, 0};
     for (int t = 0; t < nt; t++) {
@@ -641,7 +613,9 @@ static int run_order(loop *l)
          * this tenant's next jobs ahead (it usually goes on until a start) */
         if (tstart[t] + PREFETCH_AHEAD < tend[t]) {
             int ahead = keys[tstart[t] + PREFETCH_AHEAD].idx;
+            /* a summary spans two or three lines: its flags are at its end */
             __builtin_prefetch(&l->js[ahead]);
+            __builtin_prefetch((const char *)&l->js[ahead + 1] - 1);
             __builtin_prefetch(&l->d->pending[ahead], 1);
             __builtin_prefetch(&l->why_off[ahead], 1);
             /* the job itself, whose tenant visit reads first, and the tasks

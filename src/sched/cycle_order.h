@@ -1,0 +1,32 @@
+/*
+ * cycle_order.h - the key a tenant's waiting jobs are ordered by in a
+ * cycle, and its sort (internal to src/sched).
+ */
+#ifndef TS_SCHED_CYCLE_ORDER_H
+#define TS_SCHED_CYCLE_ORDER_H
+
+#include <stdint.h>
+
+/* A tenant's own order: priority class, tier (guaranteed first), then las
+ * level and attained service (both 0 under fifo; the service 0 too with
+ * las_fifo_within_level), then submission. */
+typedef struct cycle_okey {
+    int tenant;
+    int priority;
+    int tier;
+    int level;
+    double attained;
+    double submit_s;
+    int64_t id;
+    int idx;
+} cycle_okey;
+
+/* Sorts a[0..n) by tenant, then the order above (higher priority first,
+ * lower tier, level, service, submission, id first); tmp and grp hold n
+ * each. Keys never tie (ids are unique), so any sort gives this one order.
+ * Linear where each group (tenant,
+ * priority, tier, level) already stands in order and the groups are few (the
+ * usual queue: jobs come in submission order), a merge sort otherwise. */
+void cycle_order_sort(cycle_okey *a, int n, cycle_okey *tmp, uint8_t *grp);
+
+#endif
