@@ -282,9 +282,11 @@ int ts_sched_check_job(const ts_sched *s, const ts_job *job, ts_err *err)
             return ts_err_set(err, TS_EINVAL, "tasks[%d].%s", i, e.msg);
         if (r->num_gpu < 1)
             continue;
-        for (int m = 0; m < TS_MAX_GPU_MODELS; m++) {
-            if (!(s->models_present >> m & 1) || (r->model_mask && !(r->model_mask >> m & 1)))
-                continue;
+        /* the models present it may use, lowest first (the first refusal's
+         * message names the lowest, as a walk over every model did) */
+        uint32_t may = s->models_present & (r->model_mask ? r->model_mask : UINT32_MAX);
+        for (; may; may &= may - 1) {
+            int m = __builtin_ctz(may);
             int64_t cap_cpu = s->cfg.cap_cpu_milli_per_gpu[m];
             int64_t cap_mem = s->cfg.cap_mem_mib_per_gpu[m];
             if (cap_cpu > 0 && r->cpu_milli > cap_cpu * r->num_gpu)
