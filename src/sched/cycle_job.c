@@ -76,9 +76,9 @@ static bool quota_precheck(loop *l, int i)
     }
     ts_quota_verdict first = {0};
     bool have_first = false;
-    for (int m = js->gpu ? 0 : -1; m < (js->gpu ? TS_MAX_GPU_MODELS : 0); m++) {
-        if (m >= 0 && !(js->allowed >> m & 1))
-            continue;
+    /* each model it may use, lowest first; a job without GPUs once, as -1 */
+    for (uint32_t may = js->gpu ? js->allowed : 1u; may; may &= may - 1) {
+        int m = js->gpu ? __builtin_ctz(may) : -1;
         int64_t demand[TS_RES_DIMS] = {0};
         if (js->mig) {
             if (cycle_job_demand(s, job, NULL, m, demand) != 0) {
@@ -245,10 +245,8 @@ bool loop_within_guarantee(const loop *l, int i)
     if (!js->gpu)
         return true;
     const ts_tenant *t = &ts_quota_tenants(l->s->q)->t[js->tenant];
-    for (int m = 0; m < TS_MAX_GPU_MODELS; m++) {
-        if (!(js->allowed >> m & 1))
-            continue;
-        int k = ts_res_gpu(m);
+    for (uint32_t may = js->allowed; may; may &= may - 1) {
+        int k = ts_res_gpu(__builtin_ctz(may));
         if (ts_quota_usage(l->s->q, js->tenant, k) + js->gpu_milli <= t->guaranteed[k])
             return true;
     }
