@@ -130,6 +130,13 @@ static const char POLICY_INET[] =
     "  }\n"
     "  chain raw_output {\n"
     "    type filter hook output priority -300; policy accept;\n"
+    /* VXLAN carries no proof of origin: a datagram to any node's VXLAN port
+     * from a process of this node (a host-network task) would land its
+     * inner frame, with any tenant's VNI, in that tenant's overlay. Only
+     * the kernel's VXLAN devices send there: their packets carry no socket
+     * of this namespace (a task's, from its own, does not count here) or
+     * root's */
+    "    udp dport " STR(VXLAN_PORT) " meta skuid != 0 counter drop\n"
     "    udp dport " STR(VXLAN_PORT) " notrack\n"
     "  }\n"
     "  chain forward {\n"

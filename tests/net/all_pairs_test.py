@@ -9,7 +9,9 @@ each tenant its own /24 block as the controller gives them, so a
 cross-tenant packet goes to the tenant's gateway (a macvlan on its VXLAN on each node) and
 only the policy stops it being routed on. Checks: every intra-tenant pair
 connects over TCP, UDP and ICMP, no cross-tenant pair does; a spoofed
-source address, an IPv6 flow and a broadcast do not cross; a gloo
+source address, an IPv6 flow and a broadcast do not cross; VXLAN
+datagrams forged by an unprivileged process of a node (tenant 1's VNI, to
+its own and another node's VXLAN port) reach no task; a gloo
 rendezvous (torch.distributed) among a tenant's 4 ranks works over the
 overlay when /usr/bin/python3 has torch; teardown leaves nothing (counted),
 also after the agent's state is abandoned as by kill -9 and a restarted
@@ -110,6 +112,33 @@ for _ in range(3):
 
 # who has the gateway's address: a task's ARP request floods the overlay to
 # every node of its tenant; the answers it gets within half a second, counted
+# a VXLAN datagram built by hand (tenant 1's VNI, an IPv4/UDP frame to its
+# ranks' port 7001), sent from a node's own namespace as an unprivileged
+# user to each VXLAN port given (a host-network task could do this)
+INJECT = r"""
+import socket, struct, sys
+vni, src_ip = int(sys.argv[1]), sys.argv[2]
+def csum(b):
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    s = (s >> 16) + (s & 0xffff)
+    return ~(s + (s >> 16)) & 0xffff
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for arg in sys.argv[3:]:
+    node, dst_ip = arg.split("=")
+    mac = lambda ip: bytes([2, 0]) + socket.inet_aton(ip)
+    body = b"injected"
+    udp = struct.pack("!HHHH", 7777, 7001, 8 + len(body), 0) + body
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 1, 0x4000, 64, 17, 0,
+                     socket.inet_aton(src_ip), socket.inet_aton(dst_ip))
+    ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+    frame = mac(dst_ip) + mac(src_ip) + b"\x08\x00" + ip + udp
+    try:
+        s.sendto(struct.pack("!II", 0x08000000, vni << 8) + frame, (node, 4789))
+        print("sent")
+    except PermissionError:  # the node's output chain drops it
+        print("refused")
+"""
+
 ARP_WHO = r"""
 import socket, sys, time
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0806)); s.bind(("eth0", 0))
@@ -410,6 +439,18 @@ def main():
             failures.append(f"tenant 0's broadcast reached {bcast}/3 of its own ranks")
         print(f"spoofed datagrams delivered: 0 checked; tenant 0's broadcast reached "
               f"{bcast}/3 of its peers")
+        # a process of node 0 that is not root (a host-network task) sends VXLAN
+        # datagrams of tenant 1's VNI to node 1's and its own node's VXLAN port
+        sends = nsx(node_ns(0), "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                    "/usr/bin/python3", "-c", INJECT, str(VNI_BASE + 1), task_addr(1, 2),
+                    f"{under(1)}={task_addr(1, 1)}", f"{under(0)}={task_addr(1, 0)}").stdout
+        time.sleep(0.5)
+        injected = [f"{k}/{r}" for (k, r), path in logs.items()
+                    if os.path.exists(path) and "injected" in open(path).read()]
+        print(f"VXLAN datagrams a node's unprivileged process forged, delivered: "
+              f"{len(injected)} (want 0) {injected}; at the sender: {sends.split()}")
+        if injected:
+            failures.append(f"a forged VXLAN datagram reached {injected}")
         # ARP spoofing: rank 0 claims rank 1's address; rank 2 (another node)
         # must keep rank 1's MAC for it
         victim_mac = nsx(task_ns(0, 2), "ip", "neigh", "show", task_addr(0, 1)).stdout
