@@ -382,14 +382,13 @@ static int elements(const net_names *nn, const char *verb, const net_state *s, b
     if (legacy && strcmp(verb, "add") == 0) /* the tenant's bridge: kept while any task is there */
         snprintf(script + strlen(script), sizeof script - strlen(script),
                  "add element inet %s bridged { \"%s\" . \"%s\" }\n", nn->table, br, br);
-    const char *argv[] = {"nft", "-f", "-", NULL};
     int rc = mv       ? 0
-             : legacy ? agent_net_run_tool(argv, script, err)
+             : legacy ? agent_net_nft_in(NULL, script, err)
              : agent_net_fabric_exists(nn) ? agent_net_fabric_nft(nn, script, err)
                                            : 0;
     if (s->publish[0]) { /* apart: each removal goes even when the other is already gone */
         publish_lines(nn, verb, s, script, sizeof script);
-        int prc = agent_net_run_tool(argv, script, err);
+        int prc = agent_net_nft_in(NULL, script, err);
         rc = rc ? rc : prc;
     }
     return rc;
@@ -854,8 +853,7 @@ int agent_net_start(const char *state_dir, bool (*keep)(const char *task_id, voi
         *err = e;
     }
     free(fab);
-    const char *argv[] = {"nft", "-f", "-", NULL};
-    if (agent_net_run_tool(argv, script, &e) != 0 && rc == 0) {
+    if (agent_net_nft_in(NULL, script, &e) != 0 && rc == 0) {
         rc = e.code;
         *err = e;
     }

@@ -234,8 +234,7 @@ void agent_net_tenant_remove(const net_names *nn, unsigned vni, bool legacy, boo
         char el[160];
         snprintf(el, sizeof el, "delete element inet %s bridged { \"%s\" . \"%s\" }\n",
                  nn->table, br, br);
-        const char *nft[] = {"nft", "-f", "-", NULL};
-        agent_net_run_tool(nft, el, &e); /* absent after a table reload: no error */
+        agent_net_nft_in(NULL, el, &e); /* absent after a table reload: no error */
     }
     const char *argv[] = {"ip", "-batch", "-", NULL};
     if (n && agent_net_run_tool(argv, script, &e) != 0 && *rc == 0) {

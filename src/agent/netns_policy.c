@@ -261,6 +261,10 @@ int agent_net_run_tool(const char *const *argv, const char *input, ts_err *err)
 
 int agent_net_nft_in(const char *ns_path, const char *script, ts_err *err)
 {
+    if (!ns_path) {
+        const char *here[] = {"nft", "-f", "-", NULL};
+        return agent_net_run_tool(here, script, err);
+    }
     char arg[160];
     snprintf(arg, sizeof arg, "--net=%s", ns_path);
     const char *argv[] = {"nsenter", arg, "nft", "-f", "-", NULL};
@@ -402,8 +406,7 @@ int agent_net_services(const char *state_dir, const agent_net_service *svc, size
                                     "add element inet %s tenant_services { \"%s\" . %s }\n",
                                     nn.table, br, el);
     }
-    const char *argv[] = {"nft", "-f", "-", NULL};
-    int rc = agent_net_run_tool(argv, script, err);
+    int rc = agent_net_nft_in(NULL, script, err);
     free(script);
     return rc;
 }

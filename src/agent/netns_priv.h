@@ -90,7 +90,8 @@ int agent_net_fabric_table(const net_names *nn, const char *bindings, ts_err *er
  * input on its stdin; exit 0 is success, anything else an error carrying
  * the first line of its stderr. No shell, a fixed environment. */
 int agent_net_run_tool(const char *const *argv, const char *input, ts_err *err);
-/* Runs an nft script in the network namespace at ns_path (nsenter). */
+/* Runs an nft script in the network namespace at ns_path (nsenter), or in
+ * the agent's own where ns_path is NULL. */
 int agent_net_nft_in(const char *ns_path, const char *script, ts_err *err);
 
 /* "ADDR[/N]:PORT/tcp|udp" into nft's "ADDR/N . tcp . PORT"; -1 if not one. */
