@@ -308,8 +308,10 @@ static bool seal_or_drop_one(const char *dir, const char *hex, void *u)
     bool this_boot = now[0] && strcmp(was, now) == 0;
     /* another boot's: no task of it runs now, whatever its users say */
     bool other_boot = now[0] && was[0] && !this_boot;
+    /* this boot's is sealed; where either boot is unknown, only one a task
+     * runs on is kept */
     if (this_boot || (!other_boot && image_in_use(dir))) {
-        seal_later(dir); /* the boot unknown: kept only where a task runs on it */
+        seal_later(dir);
     } else {
         image_rootfs_unmount(dir);
         rm_tree(dir);
