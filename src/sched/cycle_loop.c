@@ -244,7 +244,12 @@ static void prepass(loop *l, uint8_t *done)
  * job of up to las_level_gpu_s. A tenant with a guarantee whose waiting
  * level-0 work left exceeds las_split_backlog * las_level_gpu_s per GPU it
  * holds (at least its guarantee) puts its jobs past the split step at
- * doubled level 1: after its fresh jobs, which may time-share them. A
+ * doubled level 1: after its fresh jobs, which may time-share them. Its
+ * jobs promoted by their wait (long jobs requeued, ordered by submission,
+ * so ahead of every fresh job in one first level) go there too: with a
+ * backlog hours deep they would otherwise hold the tenant's GPUs against
+ * every short job that arrives (issue 33: on Philly October-November at
+ * 24 and 32 times its arrivals, 336 and 1,324 s off the average JCT). A
  * tenant with no guarantee (one team alone on a cluster) is never split:
  * its backlog's depth says nothing of a first level's fit. */
 static int split_levels(loop *l, const uint8_t *done)
@@ -268,8 +273,12 @@ static int split_levels(loop *l, const uint8_t *done)
     double at = step * (1.0 - 1e-9); /* a sum of increments: a hair below is at it */
     for (int i = 0; any && i < l->nw; i++) {
         jsum *js = &l->js[i];
-        if (!done[i] && js->las && split[js->tenant] && js->earned == 0 && js->attained >= at)
-            js->level = js->earned = 1;
+        if (done[i] || !js->las || !split[js->tenant])
+            continue;
+        if (js->earned == 0 && js->attained >= at)
+            js->level = js->earned = 1; /* past the step */
+        else if (js->earned > 0 && js->level == 0)
+            js->level = 1; /* promoted by its wait: after the fresh jobs too */
     }
     for (int j = 0; any && j < l->nr; j++)
         if (split[l->r[j].tenant] && l->tord[l->r[j].tenant] == TS_ORDER_LAS &&

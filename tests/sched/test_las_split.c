@@ -66,10 +66,15 @@ typedef struct world {
     ts_alloc allocs[MAX_JOBS];
 } world;
 
-/* Four running jobs of team-a and nwait fresh ones waiting, plus (when
- * requeued) one waiting job that already ran 2 GPU-hours and was submitted
- * before them; one cycle. Returns the preemptions decided. */
-static int run(world *w, const char *tenants, double split_gpu_s, int nwait, bool requeued)
+/* What waits before the fresh jobs: nothing, a job that already ran 2
+ * GPU-hours, or one that ran 9 (level 1) and has waited longer than that
+ * since (promoted). */
+enum earlier { NONE, REQUEUED, PROMOTED };
+
+/* Four running jobs of team-a and nwait fresh ones waiting, plus (unless
+ * NONE) one waiting job submitted before them; one cycle. Returns the
+ * preemptions decided. */
+static int run(world *w, const char *tenants, double split_gpu_s, int nwait, enum earlier e)
 {
     ts_sched_config cfg;
     ts_sched_config_default(&cfg);
@@ -99,12 +104,19 @@ static int run(world *w, const char *tenants, double split_gpu_s, int nwait, boo
         run[k] = *j;
     }
     int nw = 0;
-    if (requeued) { /* ran 2 GPU-hours, stopped, waits again (not long enough to be promoted) */
+    if (e == REQUEUED) { /* ran 2 GPU-hours, stopped, waits again (not long enough to be promoted) */
         ts_job *j = &w->jobs[4];
         sched_world_job(j, 4, TA, &w->tasks[4], 1, 1, 86400);
         j->submit_s = NOW_S - 3 * RAN_S;
         j->attained_gpu_s = RAN_S;
         j->queued_s = NOW_S - 600;
+        wait[nw++] = *j;
+    } else if (e == PROMOTED) { /* ran 9 GPU-hours, has waited 10 hours since */
+        ts_job *j = &w->jobs[4];
+        sched_world_job(j, 4, TA, &w->tasks[4], 1, 1, 86400);
+        j->submit_s = NOW_S - 20 * 3600;
+        j->attained_gpu_s = 9 * 3600;
+        j->queued_s = NOW_S - 10 * 3600;
         wait[nw++] = *j;
     }
     for (int k = 0; k < nwait; k++) {
@@ -130,7 +142,7 @@ static void test_overflowing_first_level_is_time_shared(void **state)
 {
     (void)state;
     world w = {0};
-    assert_true(run(&w, GUARANTEED_YAML, 3600.0, 9, false) > 0);
+    assert_true(run(&w, GUARANTEED_YAML, 3600.0, 9, NONE) > 0);
     /* the levels shown are the configured ones: both parts are level 0 */
     assert_int_equal(w.d.pending[0].level, 0);
     assert_int_equal(w.d.preempts[0].victim_level, 0);
@@ -142,7 +154,7 @@ static void test_overflowing_first_level_is_time_shared(void **state)
     assert_non_null(strstr(why, "first las level overflows"));
     done(&w);
     /* the cycle before: one first level, never time-shared */
-    assert_int_equal(run(&w, GUARANTEED_YAML, 0.0, 9, false), 0);
+    assert_int_equal(run(&w, GUARANTEED_YAML, 0.0, 9, NONE), 0);
     done(&w);
 }
 
@@ -150,7 +162,7 @@ static void test_first_level_that_fits_is_not_split(void **state)
 {
     (void)state;
     world w = {0};
-    assert_int_equal(run(&w, GUARANTEED_YAML, 3600.0, 8, false), 0);
+    assert_int_equal(run(&w, GUARANTEED_YAML, 3600.0, 8, NONE), 0);
     done(&w);
 }
 
@@ -158,7 +170,7 @@ static void test_tenant_without_guarantee_is_not_split(void **state)
 {
     (void)state;
     world w = {0};
-    assert_int_equal(run(&w, NONE_YAML, 3600.0, 9, false), 0);
+    assert_int_equal(run(&w, NONE_YAML, 3600.0, 9, NONE), 0);
     done(&w);
 }
 
@@ -168,11 +180,30 @@ static void test_split_orders_fresh_jobs_first(void **state)
 {
     (void)state;
     world w = {0};
-    run(&w, GUARANTEED_YAML, 3600.0, 9, true);
+    run(&w, GUARANTEED_YAML, 3600.0, 9, REQUEUED);
     assert_int_equal(w.d.pending[0].tenant_position, 9);
     assert_int_equal(w.d.pending[1].tenant_position, 0);
     done(&w);
-    run(&w, GUARANTEED_YAML, 0.0, 9, true);
+    run(&w, GUARANTEED_YAML, 0.0, 9, REQUEUED);
+    assert_int_equal(w.d.pending[0].tenant_position, 0);
+    assert_int_equal(w.d.pending[1].tenant_position, 1);
+    done(&w);
+}
+
+/* A job promoted by its wait goes before the fresh jobs, by submission, in
+ * one first level; in a split one it goes after them, with the jobs past
+ * the split step: a tenant whose backlog is deep would otherwise serve its
+ * long jobs' requeues before any fresh short job. */
+static void test_split_orders_promoted_jobs_after_fresh_ones(void **state)
+{
+    (void)state;
+    world w = {0};
+    run(&w, GUARANTEED_YAML, 3600.0, 9, PROMOTED);
+    assert_int_equal(w.d.pending[0].level, 0); /* promoted: shown at level 0 */
+    assert_int_equal(w.d.pending[0].tenant_position, 9);
+    assert_int_equal(w.d.pending[1].tenant_position, 0);
+    done(&w);
+    run(&w, GUARANTEED_YAML, 0.0, 9, PROMOTED);
     assert_int_equal(w.d.pending[0].tenant_position, 0);
     assert_int_equal(w.d.pending[1].tenant_position, 1);
     done(&w);
@@ -185,6 +216,7 @@ int main(void)
         cmocka_unit_test(test_first_level_that_fits_is_not_split),
         cmocka_unit_test(test_tenant_without_guarantee_is_not_split),
         cmocka_unit_test(test_split_orders_fresh_jobs_first),
+        cmocka_unit_test(test_split_orders_promoted_jobs_after_fresh_ones),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
