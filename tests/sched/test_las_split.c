@@ -174,20 +174,28 @@ static void test_tenant_without_guarantee_is_not_split(void **state)
     done(&w);
 }
 
+/* The earlier job (waiting[0]) stands after the nine fresh ones in a split
+ * first level and first in one first level. */
+static void check_after_fresh_only_when_split(enum earlier e)
+{
+    world w = {0};
+    run(&w, GUARANTEED_YAML, 3600.0, 9, e);
+    assert_int_equal(w.d.pending[0].level, 0); /* the configured level is shown */
+    assert_int_equal(w.d.pending[0].tenant_position, 9);
+    assert_int_equal(w.d.pending[1].tenant_position, 0);
+    done(&w);
+    run(&w, GUARANTEED_YAML, 0.0, 9, e);
+    assert_int_equal(w.d.pending[0].tenant_position, 0);
+    assert_int_equal(w.d.pending[1].tenant_position, 1);
+    done(&w);
+}
+
 /* A job past the split step waits behind the tenant's fresh jobs although
  * it was submitted first; with one first level it goes first. */
 static void test_split_orders_fresh_jobs_first(void **state)
 {
     (void)state;
-    world w = {0};
-    run(&w, GUARANTEED_YAML, 3600.0, 9, REQUEUED);
-    assert_int_equal(w.d.pending[0].tenant_position, 9);
-    assert_int_equal(w.d.pending[1].tenant_position, 0);
-    done(&w);
-    run(&w, GUARANTEED_YAML, 0.0, 9, REQUEUED);
-    assert_int_equal(w.d.pending[0].tenant_position, 0);
-    assert_int_equal(w.d.pending[1].tenant_position, 1);
-    done(&w);
+    check_after_fresh_only_when_split(REQUEUED);
 }
 
 /* A job promoted by its wait goes before the fresh jobs, by submission, in
@@ -197,16 +205,7 @@ static void test_split_orders_fresh_jobs_first(void **state)
 static void test_split_orders_promoted_jobs_after_fresh_ones(void **state)
 {
     (void)state;
-    world w = {0};
-    run(&w, GUARANTEED_YAML, 3600.0, 9, PROMOTED);
-    assert_int_equal(w.d.pending[0].level, 0); /* promoted: shown at level 0 */
-    assert_int_equal(w.d.pending[0].tenant_position, 9);
-    assert_int_equal(w.d.pending[1].tenant_position, 0);
-    done(&w);
-    run(&w, GUARANTEED_YAML, 0.0, 9, PROMOTED);
-    assert_int_equal(w.d.pending[0].tenant_position, 0);
-    assert_int_equal(w.d.pending[1].tenant_position, 1);
-    done(&w);
+    check_after_fresh_only_when_split(PROMOTED);
 }
 
 int main(void)
