@@ -110,8 +110,6 @@ for _ in range(3):
         print("forged ARP refused:", e)
 """
 
-# who has the gateway's address: a task's ARP request floods the overlay to
-# every node of its tenant; the answers it gets within half a second, counted
 # a VXLAN datagram built by hand (tenant 1's VNI, an IPv4/UDP frame to its
 # ranks' port 7001), sent from a node's own namespace as an unprivileged
 # user to each VXLAN port given (a host-network task could do this)
@@ -122,12 +120,13 @@ def csum(b):
     s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
     s = (s >> 16) + (s & 0xffff)
     return ~(s + (s >> 16)) & 0xffff
+def mac(ip):
+    return bytes([2, 0]) + socket.inet_aton(ip)
+body = b"injected"
+udp = struct.pack("!HHHH", 7777, 7001, 8 + len(body), 0) + body
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 for arg in sys.argv[3:]:
     node, dst_ip = arg.split("=")
-    mac = lambda ip: bytes([2, 0]) + socket.inet_aton(ip)
-    body = b"injected"
-    udp = struct.pack("!HHHH", 7777, 7001, 8 + len(body), 0) + body
     ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 1, 0x4000, 64, 17, 0,
                      socket.inet_aton(src_ip), socket.inet_aton(dst_ip))
     ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
@@ -139,6 +138,8 @@ for arg in sys.argv[3:]:
         print("refused")
 """
 
+# who has the gateway's address: a task's ARP request floods the overlay to
+# every node of its tenant; the answers it gets within half a second, counted
 ARP_WHO = r"""
 import socket, sys, time
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0806)); s.bind(("eth0", 0))
