@@ -249,7 +249,12 @@ static void prepass(loop *l, uint8_t *done)
  * so ahead of every fresh job in one first level) go there too: with a
  * backlog hours deep they would otherwise hold the tenant's GPUs against
  * every short job that arrives (issue 33: on Philly October-November at
- * 24 and 32 times its arrivals, 336 and 1,324 s off the average JCT). A
+ * 24 and 32 times its arrivals, 336 and 1,324 s off the average JCT). Its
+ * fresh jobs go by the GPUs they ask, fewest first, then by submission: no
+ * fresh job has a service to go by, and in a backlog that deep first come
+ * first served makes a 1-GPU job of minutes wait out every older gang (on
+ * Philly, 78 % of 1-GPU jobs hold under a GPU-hour, 17-29 % of 4- and 8-GPU
+ * ones; a starving gang still goes first by the starvation bound). A
  * tenant with no guarantee (one team alone on a cluster) is never split:
  * its backlog's depth says nothing of a first level's fit. */
 static int split_levels(loop *l, const uint8_t *done)
@@ -279,6 +284,8 @@ static int split_levels(loop *l, const uint8_t *done)
             js->level = js->earned = 1; /* past the step */
         else if (js->earned > 0 && js->level == 0)
             js->level = 1; /* promoted by its wait: after the fresh jobs too */
+        else if (js->earned == 0)
+            js->by_size = true; /* fresh: fewest GPUs first */
     }
     for (int j = 0; any && j < l->nr; j++)
         if (split[l->r[j].tenant] && l->tord[l->r[j].tenant] == TS_ORDER_LAS &&
@@ -299,7 +306,9 @@ static cycle_okey okey_of(const loop *l, int idx, bool by_age)
     const jsum *js = &l->js[idx];
     if (by_age) /* one bucket, oldest first */
         return (cycle_okey){0, 0, 0, 0, 0.0, j->submit_s, j->id, idx};
-    double attained = l->s->cfg.las_fifo_within_level ? 0.0 : js->attained;
+    double attained = js->by_size                           ? (double)js->gpus
+                      : l->s->cfg.las_fifo_within_level ? 0.0
+                                                        : js->attained;
     return (cycle_okey){j->tenant, j->priority, j->tier, js->level,
                         attained, j->submit_s, j->id, idx};
 }

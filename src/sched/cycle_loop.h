@@ -40,6 +40,7 @@ typedef struct jsum {
     bool las;            /* its tenant orders by attained service */
     bool gpu, mig, whole;
     bool preemptor;      /* in the preemptor table: its victims stop for it */
+    bool by_size;        /* fresh in a split first level: fewest GPUs first */
 } jsum;
 
 typedef struct loop {

@@ -75,7 +75,8 @@ static void okey_merge_sort(cycle_okey *a, int n, cycle_okey *tmp)
 
 /* The usual queue in linear time: jobs come in submission order, so each
  * group's jobs are already in order by service and age (always so under
- * fifo and for fresh jobs) and a stable counting pass over the few groups
+ * fifo and for fresh jobs outside a split first level, whose fresh jobs go
+ * by size) and a stable counting pass over the few groups
  * sorts them. False, a untouched, where they are not or the groups are
  * many; grp holds n. */
 static bool okey_group_sort(cycle_okey *a, int n, cycle_okey *tmp, uint8_t *grp)

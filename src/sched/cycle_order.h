@@ -9,7 +9,8 @@
 
 /* A tenant's own order: priority class, tier (guaranteed first), then las
  * level and attained service (both 0 under fifo; the service 0 too with
- * las_fifo_within_level), then submission. */
+ * las_fifo_within_level; for a fresh job of a split first level, the GPUs
+ * it asks instead), then submission. */
 typedef struct cycle_okey {
     int tenant;
     int priority;

@@ -67,10 +67,10 @@ typedef struct world {
     ts_alloc allocs[MAX_JOBS];
 } world;
 
-/* What waits before the fresh jobs: nothing, a job that already ran 2
- * GPU-hours, or one that ran 9 (level 1) and has waited longer than that
- * since (promoted). */
-enum earlier { NONE, REQUEUED, PROMOTED };
+/* What waits before the fresh 1-GPU jobs: nothing, a job that already ran 2
+ * GPU-hours, one that ran 9 (level 1) and has waited longer than that
+ * since (promoted), or a fresh job of 2 GPUs. */
+enum earlier { NONE, REQUEUED, PROMOTED, WIDER };
 
 /* Four running jobs of team-a and nwait fresh ones waiting, plus (unless
  * NONE) one waiting job submitted before them; one cycle. Returns the
@@ -118,6 +118,11 @@ static int run(world *w, const char *tenants, double split_gpu_s, int nwait, enu
         j->submit_s = NOW_S - 20 * 3600;
         j->attained_gpu_s = 9 * 3600;
         j->queued_s = NOW_S - 10 * 3600;
+        wait[nw++] = *j;
+    } else if (e == WIDER) { /* fresh, submitted first, asks 2 GPUs */
+        ts_job *j = &w->jobs[4];
+        sched_world_job(j, 4, TA, &w->tasks[4], 1, 2, 86400);
+        j->submit_s = NOW_S - 3 * RAN_S;
         wait[nw++] = *j;
     }
     for (int k = 0; k < nwait; k++) {
@@ -209,6 +214,15 @@ static void test_split_orders_promoted_jobs_after_fresh_ones(void **state)
     check_after_fresh_only_when_split(PROMOTED);
 }
 
+/* Fresh jobs of a split first level go by the GPUs they ask, fewest first
+ * (then by submission): the 2-GPU job submitted first stands after the
+ * nine 1-GPU ones; in one first level it goes first. */
+static void test_split_orders_fresh_jobs_by_size(void **state)
+{
+    (void)state;
+    check_after_fresh_only_when_split(WIDER);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -217,6 +231,7 @@ int main(void)
         cmocka_unit_test(test_tenant_without_guarantee_is_not_split),
         cmocka_unit_test(test_split_orders_fresh_jobs_first),
         cmocka_unit_test(test_split_orders_promoted_jobs_after_fresh_ones),
+        cmocka_unit_test(test_split_orders_fresh_jobs_by_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
