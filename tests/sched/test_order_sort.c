@@ -43,6 +43,8 @@ typedef struct shape {
     bool in_order;   /* ids and submissions rise with the index */
     int tied_every;  /* 0, or every k-th key repeats its neighbour's submission */
     bool attained;   /* random attained service */
+    bool sizes;      /* service 1, 2, 4 or 8 (the GPUs of a split tenant's fresh
+                      * job), or -0 and 0 */
 } shape;
 
 static void fill(cycle_okey *a, int n, const shape *sh, ts_rng *rng)
@@ -56,6 +58,10 @@ static void fill(cycle_okey *a, int n, const shape *sh, ts_rng *rng)
         if (sh->tied_every && i > 0 && i % sh->tied_every == 0)
             a[i].submit_s = a[i - 1].submit_s;
         a[i].attained = sh->attained ? (double)ts_rng_below(rng, 4) * 3600.0 : 0.0;
+        if (sh->sizes) {
+            uint64_t r = ts_rng_below(rng, 6);
+            a[i].attained = r < 4 ? (double)(1 << r) : r == 4 ? -0.0 : 0.0;
+        }
     }
 }
 
@@ -105,6 +111,15 @@ static void many_groups(void **state)
     each_size(&(shape){.groups = 45, .in_order = true});
 }
 
+/* fresh jobs of split tenants, whose service is the GPUs they ask (-0 and
+ * 0 equal), in submission order and not */
+static void sizes_as_groups(void **state)
+{
+    (void)state;
+    each_size(&(shape){.groups = 6, .in_order = true, .sizes = true});
+    each_size(&(shape){.groups = 6, .in_order = false, .sizes = true});
+}
+
 /* a group out of order (random submissions and ids): the merge sort */
 static void out_of_order(void **state)
 {
@@ -130,6 +145,7 @@ int main(void)
         cmocka_unit_test(many_groups),
         cmocka_unit_test(out_of_order),
         cmocka_unit_test(ties),
+        cmocka_unit_test(sizes_as_groups),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
