@@ -2,9 +2,9 @@
  * test_las_split.c - the split first las level (ts_sched_config.
  * las_split_gpu_s, issue 33): a tenant with a guarantee whose waiting
  * level-0 work outgrows what it holds puts its jobs past the split step
- * (and its jobs promoted by their wait) behind its fresh ones, which may
- * time-share the former; other tenants, and tenants with no guarantee, keep
- * one first level.
+ * (and its jobs promoted by their wait) behind its fresh ones, which go
+ * fewest GPUs first and may time-share the former; other tenants, and
+ * tenants with no guarantee, keep one first level.
  *
  * One node of 4 GPUs. team-a is guaranteed all 4 and runs four 1-GPU jobs
  * that have held their GPU for 2 hours (2 GPU-hours each: level 0, past the
