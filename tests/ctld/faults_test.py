@@ -236,11 +236,13 @@ def api_scenario(ctl, key):
     submit("a")
     submit("b")
     submit("c")
-    submit("d", gpus=1, duration="1s")
-    submit("arr", gpus=1, duration="30s", array_size=3)
     wait_for(lambda: not ctl.alive() or all(
         ctl.call("GET", f"/v1/jobs/{led['ids'][n][0]}")[1].get("job", {}).get("state") != "pending"
         for n in ("a", "b") if n in led["ids"]), "a and b leave pending", timeout=3)
+    # the 1-GPU jobs after a and b run: in a split first level (team-a's
+    # backlog deep against its 8 GPUs) they would go first, fewest GPUs first
+    submit("d", gpus=1, duration="1s")
+    submit("arr", gpus=1, duration="30s", array_size=3)
     act("c", "hold")
     act("c", "release")
     act("c", "hold")
