@@ -62,12 +62,14 @@ static int get_number(cfg_ctx *x, const yaml_node_t *n, const char *path, double
     return 0;
 }
 
-/* scheduler.las: {level_gpu_hours, levels, promote_factor} (docs/scheduler.md) */
+/* scheduler.las: {level_gpu_hours, levels, promote_factor, split_gpu_hours,
+ * split_backlog} (docs/scheduler.md) */
 static int las_parse(cfg_ctx *x, const yaml_node_t *n, ts_sched_config *sc)
 {
-    static const char *const keys[] = {"level_gpu_hours", "levels", "promote_factor"};
-    yaml_node_t *v[3];
-    int rc = ts_yaml_map_fields(&x->D, n, "scheduler.las", keys, 3, v);
+    static const char *const keys[] = {"level_gpu_hours", "levels", "promote_factor",
+                                       "split_gpu_hours", "split_backlog"};
+    yaml_node_t *v[5];
+    int rc = ts_yaml_map_fields(&x->D, n, "scheduler.las", keys, 5, v);
     double h = 0.0;
     int64_t iv;
     if (rc == 0 && v[0] &&
@@ -81,6 +83,14 @@ static int las_parse(cfg_ctx *x, const yaml_node_t *n, ts_sched_config *sc)
     if (rc == 0 && v[2])
         rc = get_number(x, v[2], "scheduler.las.promote_factor", 0.0, 1e6,
                         "a number >= 0 (0: never promote)", &sc->las_promote_factor);
+    if (rc == 0 && v[3] &&
+        (rc = get_number(x, v[3], "scheduler.las.split_gpu_hours", 0.0, 1e6,
+                         "a number of GPU-hours, 0..1000000 (0: never split)", &h)) == 0)
+        sc->las_split_gpu_s = h * 3600.0;
+    if (rc == 0 && v[4])
+        rc = get_number(x, v[4], "scheduler.las.split_backlog", 0.001, 1e6,
+                        "a number of first levels per GPU, 0.001..1000000",
+                        &sc->las_split_backlog);
     return rc;
 }
 

@@ -17,7 +17,7 @@
 /* The las defaults (docs/scheduler.md has the sweep behind them). */
 #define LAS_LEVEL_DEFAULT_GPU_S (8.0 * 3600.0)
 #define LAS_SPLIT_DEFAULT_GPU_S 3600.0 /* the first step of an overflowing first level */
-#define LAS_SPLIT_DEFAULT_BACKLOG 2.0 /* its trigger: never at Philly 8x (peak 1.65) */
+#define LAS_SPLIT_DEFAULT_BACKLOG 0.5 /* its trigger (2 split no Philly 8x tenant: peak 1.65) */
 #define LAS_LEVELS_DEFAULT 3
 #define LAS_PROMOTE_DEFAULT 1.0
 /* A loan runs this long before a reclaim may take it back: work that was
@@ -64,7 +64,7 @@ void ts_sched_config_default(ts_sched_config *cfg)
     cfg->las_levels = LAS_LEVELS_DEFAULT;
     cfg->las_promote_factor = LAS_PROMOTE_DEFAULT;
     cfg->default_time_limit_s = 24.0 * 3600.0;
-    cfg->starve_after_s = 24.0 * 3600.0;
+    cfg->starve_after_s = 48.0 * 3600.0; /* docs/scheduler.md, "Starvation bound" */
     cfg->min_runtime_s = 600.0;
     cfg->max_preemptions_hour = 3;
     cfg->default_grace_s = 60.0;

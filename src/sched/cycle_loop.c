@@ -265,9 +265,7 @@ static int split_levels(loop *l, const uint8_t *done)
         return 0;
     int nt = ts_quota_tenants(s->q)->n;
     const double *left = l->tleft; /* summed by prepass */
-    uint8_t *split = calloc((size_t)(nt > 0 ? nt : 1), 1);
-    if (!split)
-        return TS_ENOMEM;
+    uint8_t *split = l->tsplit; /* zeroed by loop_alloc */
     bool any = false;
     for (int t = 0; t < nt; t++) {
         int64_t g = cycle_guaranteed_gpu_milli(s, t), held = cycle_held_gpu_milli(s, t);
@@ -294,7 +292,6 @@ static int split_levels(loop *l, const uint8_t *done)
             if (l->max_running_level < 1)
                 l->max_running_level = 1;
         }
-    free(split);
     return 0;
 }
 
@@ -362,6 +359,7 @@ static int loop_alloc(loop *l)
     l->tborrows = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tborrows);
     l->theld = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->theld);
     l->tleft = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tleft);
+    l->tsplit = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tsplit);
     l->rattained = malloc(nr * sizeof *l->rattained);
     l->rlevel = malloc(nr * sizeof *l->rlevel);
     l->stopping = malloc(nr * sizeof *l->stopping);
@@ -374,7 +372,7 @@ static int loop_alloc(loop *l)
     l->why_off = s->why_off;
     if (!l->start_off || !l->tmp || !l->plan || !l->pj || !l->lost || !l->cand || !l->chosen ||
         !l->victim || !l->dom || !l->js || !l->why_off || !l->tord || !l->tseen || !l->tborrows ||
-        !l->theld || !l->tleft ||
+        !l->theld || !l->tleft || !l->tsplit ||
         !l->rattained ||
         !l->rlevel || !l->stopping)
         return TS_ENOMEM;
@@ -431,6 +429,8 @@ static void loop_free(loop *l)
     free(l->tborrows);
     free(l->theld);
     free(l->tleft);
+    free(l->tsplit);
+    free(l->swap_top);
     free(l->rattained);
     free(l->rlevel);
     free(l->stopping);

@@ -69,11 +69,15 @@ typedef struct loop {
     bool *tborrows;     /* [ntenants] it holds more than its guarantee: set per search */
     int64_t *theld;     /* [ntenants] GPU milli it holds: set per fair search */
     double *tleft;      /* [ntenants] level-0 GPU-s its waiting jobs have left (las) */
+    uint8_t *tsplit;    /* [ntenants] its first las level is split this cycle */
     double *rattained;  /* [nr] each running job's GPU-s attained, its current run included */
     int *rlevel;        /* [nr] and the las level that makes (doubled) */
     int *stopping;      /* [nr] the running jobs that are stopping, nstopping of them */
     int nstopping;
     int max_running_level;
+    /* [ntenants * TS_TIERS] the highest level a swap search may take there,
+     * -1 none; NULL until the cycle's first swap search (cycle_preempt.c) */
+    int *swap_top;
     /* the job searching for victims: its tenant stays within its guarantee
      * (loans included) once it runs, so other tenants' loans may go for it */
     bool reclaim_others;

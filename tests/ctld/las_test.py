@@ -57,13 +57,16 @@ virtual_nodes: all
 limits: {{requests_per_s: 100000, burst: 100000}}
 """
 SCHED = "scheduler: {interval: 0.2s, min_runtime: 1s, grace: 1s, backoff: 0s, " \
-        "las: {level_gpu_hours: 0.001, levels: 3, promote_factor: 0}}\n"
+        "las: {level_gpu_hours: 0.001, levels: 3, promote_factor: 0, split_gpu_hours: 0, " \
+        "split_backlog: 2}}\n"
 write("tesserad.yaml", BASE + SCHED)
 
 for bad, key in [("scheduler: {order: sjf}\n", "scheduler.order"),
                  ("scheduler: {las: {levels: 99}}\n", "scheduler.las.levels"),
                  ("scheduler: {las: {promote_factor: -1}}\n", "scheduler.las.promote_factor"),
                  ("scheduler: {las: {level_gpu_hours: lots}}\n", "scheduler.las.level_gpu_hours"),
+                 ("scheduler: {las: {split_gpu_hours: -1}}\n", "scheduler.las.split_gpu_hours"),
+                 ("scheduler: {las: {split_backlog: 0}}\n", "scheduler.las.split_backlog"),
                  ("scheduler: {las: {speed: 3}}\n", "speed"),
                  ("scheduler: {reclaim_min_runtime: soon}\n", "scheduler.reclaim_min_runtime"),
                  ("scheduler: {reclaim_min_runtime: -5s}\n", "scheduler.reclaim_min_runtime")]:

@@ -471,16 +471,18 @@ static void test_guarantee_moves_smaller_job(void **state)
     }
 }
 
+#define DAY_S 86400.0
+
 /* A guarantee is not another tenant's to hold back: team-a, over its
- * guarantee, has a starving job (over a day of waiting) that borrows a
- * whole node; it holds the reservation on n1, whole once team-b's small job
- * there ends. Team-b's guaranteed job, within team-b's guarantee and
- * running past that time, fits only on n1's free GPUs: it starts there (it
- * waited as `reservation` before). */
+ * guarantee, has a starving job (three days of waiting, past the bound's
+ * default two) that borrows a whole node; it holds the reservation on n1,
+ * whole once team-b's small job there ends. Team-b's guaranteed job, within
+ * team-b's guarantee and running past that time, fits only on n1's free
+ * GPUs: it starts there (it waited as `reservation` before). */
 static void test_guarantee_over_reservation(void **state)
 {
     fx *f = *state;
-    double now = 90000.0;
+    double now = 3 * DAY_S;
     ts_job *x1 = job(f, TA, TS_TIER_GUARANTEED, 1, 3, 2000);
     ts_job *y = job(f, TB, TS_TIER_GUARANTEED, 1, 1, 1500);
     ts_job *x2 = job(f, TC, TS_TIER_GUARANTEED, 1, 4, 1000000);
@@ -743,18 +745,16 @@ static void test_guaranteed_before_borrowing(void **state)
     assert_int_equal(f->d.pending[0].cluster_position, 1);
 }
 
-#define DAY_S 86400.0
-
 /* A starving job that would borrow waits for the guaranteed work of every
  * tenant: team-a holds its 4 and a young loan of 2 (inside the loans'
  * minimum runtime, so nobody can take it back); its 2-GPU job has waited
- * two days and the last 2 free GPUs are team-b's idle guarantee. Ordered
+ * three days (the bound is two) and the last 2 free GPUs are team-b's idle guarantee. Ordered
  * first by its age, it took them and team-b's guaranteed job waited behind
  * a loan nobody could reclaim. */
 static void test_starving_borrower_after_guarantees(void **state)
 {
     fx *f = *state;
-    double now = 2 * DAY_S;
+    double now = 3 * DAY_S;
     /* all inside min_runtime_s: no time-sharing */
     ts_job *ag = job(f, TA, TS_TIER_GUARANTEED, 1, 4, 1e6);
     run_on(f, ag, now - 300, (int[]){N0}, (int[]){0});
@@ -792,7 +792,7 @@ static void test_starving_borrower_after_guarantees(void **state)
 static void test_starving_borrowers_by_share(void **state)
 {
     fx *f = *state;
-    double now = 2 * DAY_S;
+    double now = 3 * DAY_S;
     ts_job *run[4];
     run[0] = job(f, TA, TS_TIER_GUARANTEED, 1, 4, 1e6);
     run[1] = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 2, 1e6);

@@ -10,8 +10,8 @@
  * that have held their GPU for 2 hours (2 GPU-hours each: level 0, past the
  * 1-GPU-hour split step). Its waiting fresh 1-GPU jobs each have 8
  * GPU-hours of level 0 left; with the defaults the first level overflows
- * when they exceed twice 8 GPU-hours per GPU held (4 held, 64 GPU-hours):
- * 9 jobs do, 8 do not. With the split,
+ * when they exceed half of 8 GPU-hours per GPU held (4 held, 16
+ * GPU-hours): 3 jobs do, 2 do not. With the split,
  * a fresh job takes a running job's GPU by time-sharing; without it (the
  * cycle before, las_split_gpu_s 0), equals of level 0 never swap.
  */
@@ -168,7 +168,9 @@ static void test_first_level_that_fits_is_not_split(void **state)
 {
     (void)state;
     world w = {0};
-    assert_int_equal(run(&w, GUARANTEED_YAML, 3600.0, 8, NONE), 0);
+    assert_int_equal(run(&w, GUARANTEED_YAML, 3600.0, 2, NONE), 0);
+    done(&w);
+    assert_true(run(&w, GUARANTEED_YAML, 3600.0, 3, NONE) > 0); /* one more overflows it */
     done(&w);
 }
 
@@ -223,6 +225,86 @@ static void test_split_orders_fresh_jobs_by_size(void **state)
     check_after_fresh_only_when_split(WIDER);
 }
 
+/* Two tenants, 4 GPUs each on a node of their own, both split (nine fresh
+ * 1-GPU jobs waiting each) and the cycle allowed one victim search. team-a's
+ * running jobs started 5 minutes ago, inside the minimum runtime: no swap
+ * search of team-a's can find a victim. team-b's ran 2 hours, past the split
+ * step: its fresh jobs may time-share them. team-a's jobs come first in the
+ * order; its search, which cannot succeed, is not made, so team-b's is. */
+static const char TWO_NODES_YAML[] =
+    "topology:\n"
+    "  levels: [leaf, gpu]\n"
+    "node_classes:\n"
+    "  g4: {gpu_model: H100-80GB, gpus: 4, cpu_milli: 64000, memory_mib: 524288}\n"
+    "nodes:\n"
+    "  - {name: n0, class: g4, topology: {leaf: l0}}\n"
+    "  - {name: n1, class: g4, topology: {leaf: l0}}\n";
+
+static const char TWO_TEAMS_YAML[] =
+    "tenants:\n"
+    "  org:\n"
+    "    guaranteed: {gpu: {H100-80GB: 8}}\n"
+    "    teams:\n"
+    "      team-a: {guaranteed: {gpu: {H100-80GB: 4}}}\n"
+    "      team-b: {guaranteed: {gpu: {H100-80GB: 4}}}\n";
+
+enum { TB = 2 };
+
+static void test_split_search_without_candidate_spends_no_bound(void **state)
+{
+    (void)state;
+    ts_sched_config cfg;
+    ts_sched_config_default(&cfg);
+    cfg.max_preemptors_cycle = 1;
+    ts_cluster *c;
+    ts_tenants *ts;
+    ts_quota *q;
+    ts_sched *s;
+    ts_decision d;
+    assert_int_equal(sched_world_open(TWO_NODES_YAML, TWO_TEAMS_YAML, &cfg, &c, &ts, &q, &s, &d),
+                     0);
+    static ts_job jobs[26];
+    static ts_request tasks[26];
+    static ts_alloc allocs[8];
+    ts_job run[8], wait[18];
+    for (int n = 0; n < 8; n++) { /* started in time order: team-b's first */
+        int k = (n + 4) % 8, team = k < 4 ? TA : TB;
+        ts_job *j = &jobs[k];
+        sched_world_job(j, k, team, &tasks[k], 1, 1, 86400);
+        ts_alloc *a = &allocs[k];
+        memset(a, 0, sizeof *a);
+        a->node = k / 4;
+        a->ngpu = 1;
+        a->gpu[0] = (int8_t)(k % 4);
+        a->gpu_milli = TS_MILLI_PER_GPU;
+        a->cpu_milli = 1000;
+        a->mem_mib = 1024;
+        a->mig_profile = -1;
+        a->mig_start = -1;
+        a->shape = (int8_t)ts_request_shape(&tasks[k]);
+        j->allocs = a;
+        /* team-a's inside the minimum runtime; team-b's past the split step */
+        j->start_s = j->last_ckpt_s = NOW_S - (team == TA ? 300.0 : RAN_S);
+        j->attained_gpu_s = team == TA ? RAN_S : 0.0; /* team-a's ran before too */
+        ts_err err;
+        assert_int_equal(ts_sched_start(s, j, j->start_s, &err), 0);
+        run[k] = *j;
+    }
+    for (int k = 0; k < 18; k++) {
+        ts_job *j = &jobs[8 + k];
+        sched_world_job(j, 8 + k, k < 9 ? TA : TB, &tasks[8 + k], 1, 1, 86400);
+        j->submit_s = NOW_S - 300 + k;
+        wait[k] = *j;
+    }
+    ts_err err;
+    assert_int_equal(ts_sched_cycle(s, NOW_S, wait, 18, run, 8, &d, &err), 0);
+    assert_int_equal(d.npreempts, 1);
+    assert_true(d.preempts[0].time_sharing);
+    assert_true(d.preempts[0].victim >= 4); /* one of team-b's */
+    assert_int_equal(d.pending[9].reason, TS_PEND_PREEMPTING); /* team-b's first */
+    sched_world_close(c, ts, q, s, &d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -232,6 +314,7 @@ int main(void)
         cmocka_unit_test(test_split_orders_fresh_jobs_first),
         cmocka_unit_test(test_split_orders_promoted_jobs_after_fresh_ones),
         cmocka_unit_test(test_split_orders_fresh_jobs_by_size),
+        cmocka_unit_test(test_split_search_without_candidate_spends_no_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
