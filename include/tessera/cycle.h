@@ -178,8 +178,9 @@ typedef struct ts_sched_config {
      * split). It overflows while the level-0 work its waiting jobs have
      * left (each job's las_level_gpu_s less its service) exceeds
      * las_split_backlog times las_level_gpu_s per GPU it holds (at least
-     * its guarantee): its first level would take longer to drain than one
-     * GPU takes through the level. Other tenants' jobs see the level as
+     * its guarantee; at 1, its first level would take longer to drain than
+     * one GPU takes through the level; the default is 0.5, tesserad's
+     * scheduler.las.split_backlog). Other tenants' jobs see the level as
      * one, and tenants with no guarantee never split. */
     double las_split_gpu_s;
     double las_split_backlog;
