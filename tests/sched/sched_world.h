@@ -62,4 +62,28 @@ static inline void sched_world_job(ts_job *j, int n, int tenant, ts_request *tas
                                 .gpu_milli = TS_MILLI_PER_GPU, .mig_profile = -1};
 }
 
+/* Starts the one-task job j at start_s on node's GPUs from first_gpu on,
+ * with what its task asks, its allocation written to a; ts_sched_start's
+ * result. */
+static inline int sched_world_start(ts_sched *s, ts_job *j, ts_alloc *a, int node,
+                                     int first_gpu, double start_s)
+{
+    const ts_request *t = &j->tasks[0];
+    memset(a, 0, sizeof *a);
+    a->node = node;
+    a->ngpu = t->num_gpu;
+    for (int g = 0; g < a->ngpu; g++)
+        a->gpu[g] = (int8_t)(first_gpu + g);
+    a->gpu_milli = t->gpu_milli;
+    a->cpu_milli = t->cpu_milli;
+    a->mem_mib = t->mem_mib;
+    a->mig_profile = -1;
+    a->mig_start = -1;
+    a->shape = (int8_t)ts_request_shape(t);
+    j->allocs = a;
+    j->start_s = j->last_ckpt_s = start_s;
+    ts_err err;
+    return ts_sched_start(s, j, start_s, &err);
+}
+
 #endif

@@ -87,21 +87,7 @@ static int run(world *w, const char *tenants, double split_gpu_s, int nwait, enu
     for (int k = 0; k < 4; k++) {
         ts_job *j = &w->jobs[k];
         sched_world_job(j, k, TA, &w->tasks[k], 1, 1, 86400);
-        ts_alloc *a = &w->allocs[k];
-        memset(a, 0, sizeof *a);
-        a->node = 0;
-        a->ngpu = 1;
-        a->gpu[0] = (int8_t)k;
-        a->gpu_milli = TS_MILLI_PER_GPU;
-        a->cpu_milli = 1000;
-        a->mem_mib = 1024;
-        a->mig_profile = -1;
-        a->mig_start = -1;
-        a->shape = (int8_t)ts_request_shape(&w->tasks[k]);
-        j->allocs = a;
-        j->start_s = j->last_ckpt_s = NOW_S - RAN_S;
-        ts_err err;
-        assert_int_equal(ts_sched_start(w->s, j, j->start_s, &err), 0);
+        assert_int_equal(sched_world_start(w->s, j, &w->allocs[k], 0, k, NOW_S - RAN_S), 0);
         run[k] = *j;
     }
     int nw = 0;
@@ -271,23 +257,10 @@ static void test_split_search_without_candidate_spends_no_bound(void **state)
         int k = (n + 4) % 8, team = k < 4 ? TA : TB;
         ts_job *j = &jobs[k];
         sched_world_job(j, k, team, &tasks[k], 1, 1, 86400);
-        ts_alloc *a = &allocs[k];
-        memset(a, 0, sizeof *a);
-        a->node = k / 4;
-        a->ngpu = 1;
-        a->gpu[0] = (int8_t)(k % 4);
-        a->gpu_milli = TS_MILLI_PER_GPU;
-        a->cpu_milli = 1000;
-        a->mem_mib = 1024;
-        a->mig_profile = -1;
-        a->mig_start = -1;
-        a->shape = (int8_t)ts_request_shape(&tasks[k]);
-        j->allocs = a;
         /* team-a's inside the minimum runtime; team-b's past the split step */
-        j->start_s = j->last_ckpt_s = NOW_S - (team == TA ? 300.0 : RAN_S);
+        double ran = team == TA ? 300.0 : RAN_S;
+        assert_int_equal(sched_world_start(s, j, &allocs[k], k / 4, k % 4, NOW_S - ran), 0);
         j->attained_gpu_s = team == TA ? RAN_S : 0.0; /* team-a's ran before too */
-        ts_err err;
-        assert_int_equal(ts_sched_start(s, j, j->start_s, &err), 0);
         run[k] = *j;
     }
     for (int k = 0; k < 18; k++) {
