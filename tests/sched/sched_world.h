@@ -9,6 +9,7 @@
 
 #include <string.h>
 
+#include "test_util.h"
 #include "tessera/cycle.h"
 #include "tessera/load.h"
 #include "tessera/tenant_load.h"
@@ -62,24 +63,22 @@ static inline void sched_world_job(ts_job *j, int n, int tenant, ts_request *tas
                                 .gpu_milli = TS_MILLI_PER_GPU, .mig_profile = -1};
 }
 
+/* Fills a as the allocation of task t on node's GPUs from first_gpu on
+ * (ts_test_alloc with consecutive GPUs). */
+static inline void sched_world_alloc(ts_alloc *a, const ts_request *t, int node, int first_gpu)
+{
+    int gpus[TS_NODE_MAX_GPUS];
+    for (int g = 0; g < t->num_gpu && g < TS_NODE_MAX_GPUS; g++)
+        gpus[g] = first_gpu + g;
+    *a = ts_test_alloc(t, node, gpus, t->num_gpu);
+}
+
 /* Starts the one-task job j at start_s on node's GPUs from first_gpu on,
- * with what its task asks, its allocation written to a; ts_sched_start's
- * result. */
+ * its allocation written to a; ts_sched_start's result. */
 static inline int sched_world_start(ts_sched *s, ts_job *j, ts_alloc *a, int node,
                                      int first_gpu, double start_s)
 {
-    const ts_request *t = &j->tasks[0];
-    memset(a, 0, sizeof *a);
-    a->node = node;
-    a->ngpu = t->num_gpu;
-    for (int g = 0; g < a->ngpu; g++)
-        a->gpu[g] = (int8_t)(first_gpu + g);
-    a->gpu_milli = t->gpu_milli;
-    a->cpu_milli = t->cpu_milli;
-    a->mem_mib = t->mem_mib;
-    a->mig_profile = -1;
-    a->mig_start = -1;
-    a->shape = (int8_t)ts_request_shape(t);
+    sched_world_alloc(a, &j->tasks[0], node, first_gpu);
     j->allocs = a;
     j->start_s = j->last_ckpt_s = start_s;
     ts_err err;

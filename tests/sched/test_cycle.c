@@ -140,20 +140,8 @@ static ts_job *job(fx *f, int tenant, int tier, int ntasks, int k, double limit_
 static void run_on(fx *f, ts_job *j, double start_s, const int *nodes, const int *first_gpu)
 {
     int n = (int)(j - f->jobs);
-    for (int t = 0; t < j->ntasks; t++) {
-        ts_alloc *a = &f->allocs[n][t];
-        memset(a, 0, sizeof *a);
-        a->node = nodes[t];
-        a->ngpu = j->tasks[t].num_gpu;
-        for (int g = 0; g < a->ngpu; g++)
-            a->gpu[g] = (int8_t)(first_gpu[t] + g);
-        a->gpu_milli = j->tasks[t].gpu_milli;
-        a->cpu_milli = j->tasks[t].cpu_milli;
-        a->mem_mib = j->tasks[t].mem_mib;
-        a->mig_profile = -1;
-        a->mig_start = -1;
-        a->shape = (int8_t)ts_request_shape(&j->tasks[t]);
-    }
+    for (int t = 0; t < j->ntasks; t++)
+        sched_world_alloc(&f->allocs[n][t], &j->tasks[t], nodes[t], first_gpu[t]);
     j->allocs = f->allocs[n];
     j->start_s = start_s;
     j->last_ckpt_s = start_s;
