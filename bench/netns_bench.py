@@ -64,6 +64,13 @@ def pct(v, p):
 AFFINITY = []  # iperf3 -A CLIENT,SERVER (--affinity): both processes pinned
 
 
+def cpu_times():
+    """The host's CPU time so far, from /proc/stat: (steal, all), in ticks."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (v[7] if len(v) > 7 else 0), sum(v[:8])
+
+
 def iperf(src_ns, dst_ns, addr, seconds):
     srv = subprocess.Popen(["nsenter", f"--net=/run/netns/{dst_ns}", "iperf3", "-s", "-1",
                             "-B", addr], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -240,10 +247,15 @@ def main():
             runs[name] = {"nodes": ns, "tasks": tasks, "k": k}
         runs[PRISTINE] = {"nodes": fabric(a.tool, tmp, PRISTINE, 1500, False, agent=False)}
         res["load_before"] = os.getloadavg()[0]
+        st0, all0 = cpu_times()
         res["runs"] = []
         for _ in range(max(1, a.runs)):
             res["runs"].append(measure(a, variants, runs))
         res["load_after"] = os.getloadavg()[0]
+        st1, all1 = cpu_times()
+        # a virtual machine's neighbours take CPU without the load average
+        # showing it; the bare pair's own spread over rounds says the same
+        res["steal_pct"] = 100.0 * (st1 - st0) / (all1 - all0) if all1 > all0 else 0.0
         res["throughput_gbps"] = res["runs"][0]
     finally:
         # each node's agent state removes its tasks' namespaces (named by its tag)
@@ -266,6 +278,13 @@ def main():
           f"{res['load_before']:.1f} before, {res['load_after']:.1f} after); baseline: bare veth, "
           f"MTU 1500, default offloads, no agent's rules, median {t['baseline']['bare_median']:.2f} "
           f"Gbit/s" + (f"; iperf3 -A {a.affinity}" if a.affinity else ""))
+    bare = [g for r in res["runs"] for g in r["baseline"]["bare"]]
+    spread = max(bare) / min(bare) - 1 if bare and min(bare) > 0 else 0.0
+    res["baseline_spread"] = spread
+    print(f"host: CPU stolen by other guests {res['steal_pct']:.1f} % of the throughput part; the bare "
+          f"pair's rounds {min(bare):.2f}-{max(bare):.2f} Gbit/s (spread {100 * spread:.0f} %)" +
+          ("; NOT STEADY (over 20 %): the longer path loses more to bursts of other work, "
+           "so the ratios below understate it" if spread > 0.20 else ""))
     for name, umtu, gro, brnf, omtu in variants:
         v = t[name]
         how = (" + GRO" if gro else "") + (", no br_netfilter" if not brnf else "")
