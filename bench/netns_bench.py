@@ -283,8 +283,8 @@ def main():
     res["baseline_spread"] = spread
     print(f"host: CPU stolen by other guests {res['steal_pct']:.1f} % of the throughput part; the bare "
           f"pair's rounds {min(bare):.2f}-{max(bare):.2f} Gbit/s (spread {100 * spread:.0f} %)" +
-          ("; NOT STEADY (over 20 %): the longer path loses more to bursts of other work, "
-           "so the ratios below understate it" if spread > 0.20 else ""))
+          ("; NOT STEADY (over 20 %): while the bare pair itself moves this much, the "
+           "ratios below say more about the host than the path; run again" if spread > 0.20 else ""))
     for name, umtu, gro, brnf, omtu in variants:
         v = t[name]
         how = (" + GRO" if gro else "") + (", no br_netfilter" if not brnf else "")
