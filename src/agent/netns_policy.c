@@ -13,12 +13,16 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/netns.h"
@@ -179,6 +183,77 @@ static const char *tool_path(const char *name, char *buf, size_t len)
     return NULL;
 }
 
+static int tool_timeout_ms = AGENT_NET_TOOL_TIMEOUT_MS;
+
+void agent_net_set_tool_timeout_ms(int ms)
+{
+    tool_timeout_ms = ms > 0 ? ms : AGENT_NET_TOOL_TIMEOUT_MS;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Feeds input to the tool's stdin (fd in, non-blocking) and keeps the first
+ * TOOL_ERR_BYTES of its stderr (fd er) in msg, until it closes stderr or the
+ * deadline passes; closes both. 0, or -1 at the deadline. */
+static int tool_talk(int in, int er, const char *input, char *msg, size_t len)
+{
+    const char *p = input;
+    size_t left = input ? strlen(input) : 0, got = 0;
+    int64_t deadline = now_ms() + tool_timeout_ms;
+    int rc = 0;
+    if (left == 0) {
+        close(in);
+        in = -1;
+    }
+    for (;;) {
+        struct pollfd fd[2] = {{er, POLLIN, 0}, {in, POLLOUT, 0}};
+        int64_t wait = deadline - now_ms();
+        if (wait <= 0) {
+            rc = -1;
+            break;
+        }
+        int n = poll(fd, in >= 0 ? 2 : 1, (int)(wait < INT32_MAX ? wait : INT32_MAX));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            break;
+        if (in >= 0 && fd[1].revents) {
+            ssize_t w = write(in, p, left);
+            if (w > 0) {
+                p += w;
+                left -= (size_t)w;
+            }
+            /* all written, or the tool closed its stdin (EPIPE; SIGPIPE is
+             * ignored by the agent): it has what it will read */
+            if (left == 0 || (w < 0 && errno != EAGAIN && errno != EINTR)) {
+                close(in);
+                in = -1;
+            }
+        }
+        if (fd[0].revents) {
+            char junk[512];
+            ssize_t r = got + 1 < len ? read(er, msg + got, len - 1 - got)
+                                      : read(er, junk, sizeof junk);
+            if (r < 0 && (errno == EINTR || errno == EAGAIN))
+                continue;
+            if (r <= 0)
+                break;
+            if (got + 1 < len)
+                got += (size_t)r;
+        }
+    }
+    msg[got] = '\0';
+    if (in >= 0)
+        close(in);
+    close(er);
+    return rc;
+}
+
 int agent_net_run_tool(const char *const *argv, const char *input, ts_err *err)
 {
     char path[64];
@@ -219,37 +294,19 @@ int agent_net_run_tool(const char *const *argv, const char *input, ts_err *err)
         close(er[0]);
         return ts_err_set(err, TS_EIO, "network: %s: %s", argv[0], strerror(rc));
     }
-    /* the batches are small (a task's lines, a table): within the pipe's buffer */
-    size_t left = input ? strlen(input) : 0;
-    const char *p = input;
-    while (left > 0) {
-        ssize_t n = write(in[1], p, left);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        p += n;
-        left -= (size_t)n;
-    }
-    close(in[1]);
-    char msg[TOOL_ERR_BYTES] = "";
-    size_t got = 0;
-    for (;;) {
-        char junk[512];
-        ssize_t n = got + 1 < sizeof msg ? read(er[0], msg + got, sizeof msg - 1 - got)
-                                         : read(er[0], junk, sizeof junk);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        if (got + 1 < sizeof msg)
-            got += (size_t)n;
-    }
-    msg[got] = '\0';
-    close(er[0]);
+    fcntl(in[1], F_SETFL, O_NONBLOCK);
+    char msg[TOOL_ERR_BYTES];
+    /* a tool that hangs (the kernel's lock held long, a namespace going
+     * away) must not hold the agent: it is killed at the deadline */
+    bool late = tool_talk(in[1], er[0], input, msg, sizeof msg) != 0;
+    if (late)
+        kill(pid, SIGKILL);
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
+    if (late)
+        return ts_err_set(err, TS_ETIMEDOUT, "network: %s did not finish within %d ms (killed)",
+                          argv[0], tool_timeout_ms);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return 0;
     char *nl = strchr(msg, '\n');

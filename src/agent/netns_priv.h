@@ -90,6 +90,10 @@ int agent_net_fabric_table(const net_names *nn, const char *bindings, ts_err *er
  * input on its stdin; exit 0 is success, anything else an error carrying
  * the first line of its stderr. No shell, a fixed environment. */
 int agent_net_run_tool(const char *const *argv, const char *input, ts_err *err);
+/* How long a tool may run before it is killed and its call fails with
+ * TS_ETIMEDOUT (default AGENT_NET_TOOL_TIMEOUT_MS; <= 0 restores it). */
+#define AGENT_NET_TOOL_TIMEOUT_MS 5000
+void agent_net_set_tool_timeout_ms(int ms);
 /* Runs an nft script in the network namespace at ns_path (nsenter), or in
  * the agent's own where ns_path is NULL. */
 int agent_net_nft_in(const char *ns_path, const char *script, ts_err *err);
