@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -200,11 +201,10 @@ static int64_t now_ms(void)
 /* Feeds input to the tool's stdin (fd in, non-blocking) and keeps the first
  * TOOL_ERR_BYTES of its stderr (fd er) in msg, until it closes stderr or the
  * deadline passes; closes both. 0, or -1 at the deadline. */
-static int tool_talk(int in, int er, const char *input, char *msg, size_t len)
+static int tool_talk(int in, int er, const char *input, char *msg, size_t len, int64_t deadline)
 {
     const char *p = input;
     size_t left = input ? strlen(input) : 0, got = 0;
-    int64_t deadline = now_ms() + tool_timeout_ms;
     int rc = 0;
     if (left == 0) {
         close(in);
@@ -254,6 +254,33 @@ static int tool_talk(int in, int er, const char *input, char *msg, size_t len)
     return rc;
 }
 
+/* Waits for the tool (its stderr closed: it is ending, or has closed it and
+ * goes on) until the deadline; 0 once reaped, -1 at the deadline. */
+static int tool_reap(pid_t pid, int *status, int64_t deadline)
+{
+    int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    for (;;) {
+        pid_t w = waitpid(pid, status, WNOHANG);
+        if (w == pid || (w < 0 && errno != EINTR))
+            break;
+        int64_t wait = deadline - now_ms();
+        if (w == 0 && wait <= 0) {
+            if (pfd >= 0)
+                close(pfd);
+            return -1;
+        }
+        if (w == 0 && pfd >= 0) { /* readable once the tool has ended */
+            struct pollfd fd = {pfd, POLLIN, 0};
+            poll(&fd, 1, (int)(wait < INT32_MAX ? wait : INT32_MAX));
+        } else if (w == 0) { /* no pidfd (Linux before 5.3): short naps */
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+        }
+    }
+    if (pfd >= 0)
+        close(pfd);
+    return 0;
+}
+
 int agent_net_run_tool(const char *const *argv, const char *input, ts_err *err)
 {
     char path[64];
@@ -298,12 +325,15 @@ int agent_net_run_tool(const char *const *argv, const char *input, ts_err *err)
     char msg[TOOL_ERR_BYTES];
     /* a tool that hangs (the kernel's lock held long, a namespace going
      * away) must not hold the agent: it is killed at the deadline */
-    bool late = tool_talk(in[1], er[0], input, msg, sizeof msg) != 0;
-    if (late)
+    int64_t deadline = now_ms() + tool_timeout_ms;
+    bool late = tool_talk(in[1], er[0], input, msg, sizeof msg, deadline) != 0;
+    int status = 0;
+    if (late || tool_reap(pid, &status, deadline) != 0) {
+        late = true;
         kill(pid, SIGKILL);
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+            ;
+    }
     if (late)
         return ts_err_set(err, TS_ETIMEDOUT, "network: %s did not finish within %d ms (killed)",
                           argv[0], tool_timeout_ms);

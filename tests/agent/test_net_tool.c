@@ -6,7 +6,9 @@
  * Proves: a tool that exits 0 succeeds and one that exits 1 fails with the
  * first line of its stderr; a tool that sleeps past the deadline fails with
  * TS_ETIMEDOUT well before it would have ended, and is reaped (no child
- * left); the same with 1 MiB on its stdin that it never reads (a blocking
+ * left); the same for one that closes its stderr first (the end of stderr
+ * is not the end of the tool), and with 1 MiB on its stdin that it never
+ * reads (a blocking
  * write would have waited for it); a tool that reads 1 MiB of stdin gets
  * all of it.
  */
@@ -80,6 +82,18 @@ static void test_hang_killed(void **state)
     assert_no_child();
 }
 
+static void test_closed_stderr(void **state)
+{
+    (void)state;
+    ts_err e;
+    /* closes its stderr, then hangs: reaped at the deadline all the same */
+    const char *hang[] = {"sh", "-c", "exec 2>&-; sleep 30", NULL};
+    double t0 = now_s();
+    assert_int_equal(agent_net_run_tool(hang, NULL, &e), TS_ETIMEDOUT);
+    assert_true(now_s() - t0 < 10.0);
+    assert_no_child();
+}
+
 static void test_unread_stdin(void **state)
 {
     (void)state;
@@ -106,6 +120,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exit_status),
         cmocka_unit_test(test_hang_killed),
+        cmocka_unit_test(test_closed_stderr),
         cmocka_unit_test(test_unread_stdin),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
