@@ -261,6 +261,8 @@ static int tool_reap(pid_t pid, int *status, int64_t deadline)
     int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
     for (;;) {
         pid_t w = waitpid(pid, status, WNOHANG);
+        if (w < 0 && errno != EINTR)
+            *status = -1; /* not ours to reap any more: not a success */
         if (w == pid || (w < 0 && errno != EINTR))
             break;
         int64_t wait = deadline - now_ms();
