@@ -21,7 +21,9 @@ here beyond "the run worked": the targets are in the issue and docs.
    overlay is also shown against its own underlay, the median of each
    round's ratio to that round's baseline, and Gbit per CPU-second of the
    two iperf3 processes (what a byte costs, whatever share of a shared
-   machine a run gets); the load average before and after.
+   machine a run gets); the load average before and after; and how steady
+   the host was: the CPU its hypervisor gave other guests meanwhile (steal)
+   and the bare pair's spread over the rounds, flagged over 20 %.
 3. With --runs N the throughput part is run N times over the same nodes
    (each REPS rounds) and the two ratios that matter, overlay / baseline
    and per CPU-second overlay / baseline, are printed side by side per
