@@ -8,10 +8,12 @@
  * from stdin, one per line; `quit` ends the daemon; CUDA_MPS_PIPE_DIRECTORY
  * must match between daemon, servers and clients; CUDA_MPS_LOG_DIRECTORY gets
  * control.log and server.log. Every wait here is bounded by the daemon's
- * wait_ms and polls in POLL_STEP_MS steps: the daemon is not our child after
- * it daemonises, so there is nothing to block on.
+ * wait_ms: on the client and the launcher, our children, by
+ * agent_child_reap; on the daemon in POLL_STEP_MS steps, since it is not our
+ * child after it daemonises, so there is nothing to block on.
  */
 #include "agent/mps.h"
+#include "agent/child.h"
 #include "agent/taskfile.h"
 
 #include <errno.h>
@@ -40,13 +42,6 @@ extern char **environ;
 #define ENV_VAR_MAX (TS_MPS_PATH_MAX + 32)
 #define PROC_LINE_MAX 512
 #define COMMAND_MAX 128
-
-static long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * MS_PER_S + ts.tv_nsec / NS_PER_MS;
-}
 
 static void sleep_ms(long ms)
 {
@@ -184,25 +179,6 @@ static int spawn(const ts_mps_daemon *d, bool daemon, int in_fd, int out_fd, pid
     return rc;
 }
 
-/* waitpid until deadline; past it the child is killed and reaped. */
-static int wait_child(pid_t pid, long deadline, int *status)
-{
-    for (;;) {
-        pid_t r = waitpid(pid, status, WNOHANG);
-        if (r == pid)
-            return 0;
-        if (r < 0 && errno != EINTR)
-            return errno;
-        if (now_ms() >= deadline) {
-            kill(pid, SIGKILL);
-            while (waitpid(pid, status, 0) < 0 && errno == EINTR) {
-            }
-            return ETIMEDOUT;
-        }
-        sleep_ms(POLL_STEP_MS);
-    }
-}
-
 static void describe_status(int status, char *buf, size_t len)
 {
     if (WIFEXITED(status))
@@ -250,11 +226,11 @@ static int run_client(const ts_mps_daemon *d, const char *input, char *out, size
         return ts_err_set(err, TS_EIO, "MPS %s: cannot run %s: %s", d->uuid, d->binary,
                           strerror(sp));
     }
-    long deadline = now_ms() + d->wait_ms;
+    long deadline = agent_mono_ms() + d->wait_ms;
     size_t got = 0;
     char sink[PROC_LINE_MAX];
     for (;;) {
-        long left = deadline - now_ms();
+        long left = deadline - agent_mono_ms();
         struct pollfd pfd = {op[0], POLLIN, 0};
         if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
             break; /* timeout (or EINTR: the wait below decides) */
@@ -269,7 +245,7 @@ static int run_client(const ts_mps_daemon *d, const char *input, char *out, size
     if (len > 0)
         out[got] = '\0';
     close(op[0]);
-    int wr = wait_child(pid, deadline, status);
+    int wr = agent_child_reap(pid, deadline, status);
     if (wr == ETIMEDOUT)
         return ts_err_set(err, TS_EIO, "MPS %s: %s (client) gave no answer within %d ms",
                           d->uuid, d->binary, d->wait_ms);
@@ -355,9 +331,9 @@ static int launch_daemon(ts_mps_daemon *d, ts_err *err)
     if (sp != 0)
         return ts_err_set(err, TS_EIO, "MPS %s: cannot run %s -d: %s", d->uuid, d->binary,
                           strerror(sp));
-    long deadline = now_ms() + d->wait_ms;
+    long deadline = agent_mono_ms() + d->wait_ms;
     int status = 0;
-    int wr = wait_child(pid, deadline, &status);
+    int wr = agent_child_reap(pid, deadline, &status);
     if (wr != 0)
         return ts_err_set(err, TS_EIO, "MPS %s: %s -d did not return within %d ms%s%s",
                           d->uuid, d->binary, d->wait_ms, wr == ETIMEDOUT ? "" : ": ",
@@ -376,9 +352,9 @@ static int launch_daemon(ts_mps_daemon *d, ts_err *err)
                           how, line[0] ? ": " : "", line);
     }
     /* the launcher returned; the daemon announces itself with its pid file */
-    deadline = now_ms() + d->wait_ms;
+    deadline = agent_mono_ms() + d->wait_ms;
     while ((d->pid = read_pid_file(d)) == 0 || !pid_alive(d->pid, d->binary)) {
-        if (now_ms() >= deadline) {
+        if (agent_mono_ms() >= deadline) {
             d->pid = 0;
             return ts_err_set(err, TS_EIO,
                               "MPS %s: %s -d exited 0 but no live daemon wrote %s/%s within "
@@ -506,9 +482,9 @@ int agent_mps_stop(ts_mps_daemon *d, ts_err *err)
         return 0;
     ts_err send_err = {0};
     int sent = agent_mps_send(d, "quit", NULL, 0, &send_err);
-    long deadline = now_ms() + d->wait_ms;
+    long deadline = agent_mono_ms() + d->wait_ms;
     while (pid_alive(d->pid, d->binary)) {
-        if (now_ms() >= deadline)
+        if (agent_mono_ms() >= deadline)
             return ts_err_set(err, TS_EIO, "MPS %s: daemon %ld still running %d ms after quit%s%s",
                               d->uuid, d->pid, d->wait_ms, sent ? "; " : "",
                               sent ? send_err.msg : "");

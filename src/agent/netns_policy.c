@@ -16,16 +16,14 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "agent/child.h"
 #include "agent/netns.h"
 #include "agent/netns_priv.h"
 
@@ -191,13 +189,6 @@ void agent_net_set_tool_timeout_ms(int ms)
     tool_timeout_ms = ms > 0 ? ms : AGENT_NET_TOOL_TIMEOUT_MS;
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 /* Feeds input to the tool's stdin (fd in, non-blocking) and keeps the first
  * TOOL_ERR_BYTES of its stderr (fd er) in msg, until it closes stderr or the
  * deadline passes; closes both. 0, or -1 at the deadline. */
@@ -212,7 +203,7 @@ static int tool_talk(int in, int er, const char *input, char *msg, size_t len, i
     }
     for (;;) {
         struct pollfd fd[2] = {{er, POLLIN, 0}, {in, POLLOUT, 0}};
-        int64_t wait = deadline - now_ms();
+        int64_t wait = deadline - agent_mono_ms();
         if (wait <= 0) {
             rc = -1;
             break;
@@ -252,35 +243,6 @@ static int tool_talk(int in, int er, const char *input, char *msg, size_t len, i
         close(in);
     close(er);
     return rc;
-}
-
-/* Waits for the tool (its stderr closed: it is ending, or has closed it and
- * goes on) until the deadline; 0 once reaped, -1 at the deadline. */
-static int tool_reap(pid_t pid, int *status, int64_t deadline)
-{
-    int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    for (;;) {
-        pid_t w = waitpid(pid, status, WNOHANG);
-        if (w < 0 && errno != EINTR)
-            *status = -1; /* not ours to reap any more: not a success */
-        if (w == pid || (w < 0 && errno != EINTR))
-            break;
-        int64_t wait = deadline - now_ms();
-        if (w == 0 && wait <= 0) {
-            if (pfd >= 0)
-                close(pfd);
-            return -1;
-        }
-        if (w == 0 && pfd >= 0) { /* readable once the tool has ended */
-            struct pollfd fd = {pfd, POLLIN, 0};
-            poll(&fd, 1, (int)(wait < INT32_MAX ? wait : INT32_MAX));
-        } else if (w == 0) { /* no pidfd (Linux before 5.3): short naps */
-            nanosleep(&(struct timespec){0, 1000000}, NULL);
-        }
-    }
-    if (pfd >= 0)
-        close(pfd);
-    return 0;
 }
 
 int agent_net_run_tool(const char *const *argv, const char *input, ts_err *err)
@@ -327,16 +289,13 @@ int agent_net_run_tool(const char *const *argv, const char *input, ts_err *err)
     char msg[TOOL_ERR_BYTES];
     /* a tool that hangs (the kernel's lock held long, a namespace going
      * away) must not hold the agent: it is killed at the deadline */
-    int64_t deadline = now_ms() + tool_timeout_ms;
-    bool late = tool_talk(in[1], er[0], input, msg, sizeof msg, deadline) != 0;
-    int status = 0;
-    if (late || tool_reap(pid, &status, deadline) != 0) {
-        late = true;
-        kill(pid, SIGKILL);
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-            ;
-    }
-    if (late)
+    int64_t deadline = agent_mono_ms() + tool_timeout_ms;
+    /* past the deadline (stderr still open, or closed and the tool going
+     * on) it is killed and reaped at once */
+    if (tool_talk(in[1], er[0], input, msg, sizeof msg, deadline) != 0)
+        deadline = 0;
+    int status;
+    if (agent_child_reap(pid, deadline, &status) == ETIMEDOUT)
         return ts_err_set(err, TS_ETIMEDOUT, "network: %s did not finish within %d ms (killed)",
                           argv[0], tool_timeout_ms);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)

@@ -1,0 +1,21 @@
+/*
+ * child.h - waiting for a process the agent spawned and waits on in its own
+ * loop (the tenant networks' tools, the MPS client), within a deadline:
+ * past it the child is killed, so a hung tool costs one bounded wait.
+ */
+#ifndef TS_AGENT_CHILD_H
+#define TS_AGENT_CHILD_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Milliseconds on CLOCK_MONOTONIC: the clock of the deadlines below. */
+int64_t agent_mono_ms(void);
+
+/* Reaps pid into *status by deadline_ms (agent_mono_ms), sleeping on a pidfd
+ * (in short naps where the kernel has none); past the deadline kills it
+ * (SIGKILL) and reaps it. 0 when it ended by itself; ETIMEDOUT when it was
+ * killed; else waitpid's errno, with *status -1 (not a success). */
+int agent_child_reap(pid_t pid, int64_t deadline_ms, int *status);
+
+#endif
