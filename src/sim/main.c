@@ -345,6 +345,98 @@ static int bound_write_packing(FILE *f, const ts_cluster *c, const ts_workload *
     return ferror(f) ? -1 : 0;
 }
 
+/* Per spec: whether a pod of it fits some node of the empty cluster c. */
+static bool *specs_placeable(const ts_cluster *c, const ts_workload *w)
+{
+    bool *ok = calloc((size_t)w->nspecs + 1, sizeof *ok);
+    for (int k = 0; ok && k < w->nspecs; k++)
+        for (int j = 0; j < c->nnodes && !ok[k]; j++)
+            ok[k] = ts_node_fits(&c->nodes[j], &w->specs[k]);
+    return ok;
+}
+
+/* The bound of the figure the fgd experiment reports: the mean, over the
+ * events of bin 100 (seq[0..n) ends with its last), of what each could have
+ * allocated - at most the LP optimum at the first of BIN_BOUND_STEPS events
+ * spread over the bin, or of its last, at or after it (the optimum only grows
+ * as pods arrive), and at most the GPU that pods fitting an empty
+ * node had asked for by then - rounded to 0.01 % as the experiment rounds
+ * each event and the bin's mean. The optima are of the LP that may leave
+ * CPU-only pods out (lp_milli: the last event's), which never falls as pods
+ * arrive. The LP optimum alone where bin 100 has no event. */
+#define BIN_BOUND_STEPS 4 /* LP optima solved inside bin 100 besides its last event's */
+
+static double bin_bound_pct(const sim_input *in, const int *seq, int n, double lp_milli,
+                            const bool *placeable, unsigned flags)
+{
+    if (flags & SIM_BOUND_PLACE_CPU_PODS) { /* lp_milli made them a must */
+        sim_bound lb;
+        ts_err le = {0};
+        lp_milli = sim_bound_solve(in->cluster, in->pods, seq, n, 0, &lb, &le) == 0
+                       ? lb.lp_milli
+                       : INFINITY;
+        sim_bound_fini(&lb);
+    }
+    double cap = (double)in->cluster->total_gpus * TS_MILLI_PER_GPU, sum = 0;
+    int64_t arrived = 0;
+    int first = -1;
+    for (int i = 0; i < n && first < 0; i++) {
+        const ts_pod *p = &in->pods->pods[seq[i]];
+        arrived += (int64_t)p->req.num_gpu * p->req.gpu_milli;
+        if (nearbyint(100.0 * (double)arrived / cap) == SIM_ARRIVED_REPORT)
+            first = i;
+    }
+    if (first < 0)
+        return 100.0 * lp_milli / cap;
+    /* the optimum at BIN_BOUND_STEPS events spread over the bin: each bounds
+     * every event up to it */
+    int at[BIN_BOUND_STEPS + 1];
+    double opt[BIN_BOUND_STEPS + 1];
+    for (int s = 0; s < BIN_BOUND_STEPS; s++) {
+        at[s] = first + (int)((int64_t)(n - 1 - first) * s / BIN_BOUND_STEPS);
+        sim_bound b;
+        ts_err err = {0};
+        opt[s] = sim_bound_solve(in->cluster, in->pods, seq, at[s] + 1, 0, &b, &err) == 0
+                     ? b.lp_milli
+                     : lp_milli;
+        sim_bound_fini(&b);
+    }
+    at[BIN_BOUND_STEPS] = n - 1;
+    opt[BIN_BOUND_STEPS] = lp_milli;
+    int64_t fit = 0;
+    int events = 0, s = 0;
+    arrived = 0;
+    for (int i = 0; i < n; i++) {
+        const ts_pod *p = &in->pods->pods[seq[i]];
+        int64_t m = (int64_t)p->req.num_gpu * p->req.gpu_milli;
+        arrived += m;
+        fit += placeable[p->spec_key] ? m : 0;
+        while (s < BIN_BOUND_STEPS && at[s] < i)
+            s++;
+        if (nearbyint(100.0 * (double)arrived / cap) == SIM_ARRIVED_REPORT) {
+            sum += nearbyint(100.0 * 100.0 * fmin(opt[s], (double)fit) / cap) / 100.0;
+            events++;
+        }
+    }
+    return nearbyint(100.0 * sum / events) / 100.0; /* the experiment rounds the bin's mean */
+}
+
+/* A mean and sample SD over the seeds. */
+typedef struct seed_stat {
+    double sum, sum2;
+    int n;
+} seed_stat;
+
+static void stat_add(seed_stat *st, double x) { st->sum += x, st->sum2 += x * x, st->n++; }
+
+static double stat_mean(const seed_stat *st) { return st->n ? st->sum / st->n : 0; }
+
+static double stat_sd(const seed_stat *st)
+{
+    double m = stat_mean(st);
+    return st->n > 1 ? sqrt(fmax(0, (st->sum2 - st->n * m * m) / (st->n - 1))) : 0;
+}
+
 /* `tessera-sim bound`: the offline bound and packing of each seed's pods. */
 static int bound_main(int argc, char **argv)
 {
@@ -404,10 +496,17 @@ static int bound_main(int argc, char **argv)
     char wname[256];
     workload_name(o.pods_path, wname, sizeof wname);
     sim_input in = {.cluster = cluster, .pods = wl, .tune = o.tune};
-    double cap = (double)cluster->total_gpus * TS_MILLI_PER_GPU, sb = 0, sb2 = 0, sp = 0, sp2 = 0;
+    double cap = (double)cluster->total_gpus * TS_MILLI_PER_GPU;
+    seed_stat sb = {0}, sp = {0}, sbin = {0};
+    bool *placeable = rc == 0 ? specs_placeable(cluster, wl) : NULL;
+    if (rc == 0 && !placeable) {
+        fprintf(stderr, "tessera-sim: out of memory\n");
+        rc = 1;
+    }
     if (rc == 0)
-        printf("%-28s %5s %6s %8s %8s %8s %7s %8s %6s  %s\n", "workload", "seed", "pods",
-               "arrived%", "bound%", "packing%", "placed", "patterns", "rounds", "check");
+        printf("%-28s %5s %6s %8s %8s %8s %7s %8s %6s %7s  %s\n", "workload", "seed", "pods",
+               "arrived%", "bound%", "packing%", "placed", "patterns", "rounds", "bin%",
+               "check");
     for (int s = 0; s < nseeds && rc == 0; s++) {
         int *seq = NULL, nseq = 0;
         ts_err err = {0};
@@ -422,10 +521,11 @@ static int bound_main(int argc, char **argv)
             rc = sim_bound_check(cluster, wl, &b, &err);
         if (rc == 0) {
             double bp = 100.0 * b.lp_milli / cap, pp = 100.0 * (double)b.pack_milli / cap;
-            sb += bp, sb2 += bp * bp, sp += pp, sp2 += pp * pp;
-            printf("%-28s %5llu %6d %8.2f %8.2f %8.2f %7d %8d %6d  feasible\n", wname,
+            double bb = bin_bound_pct(&in, seq, n, b.lp_milli, placeable, flags);
+            stat_add(&sb, bp), stat_add(&sp, pp), stat_add(&sbin, bb);
+            printf("%-28s %5llu %6d %8.2f %8.2f %8.2f %7d %8d %6d %7.2f  feasible\n", wname,
                    (unsigned long long)seeds[s], n, 100.0 * (double)b.arrived_milli / cap, bp,
-                   pp, b.placed, b.patterns, b.rounds);
+                   pp, b.placed, b.patterns, b.rounds, bb);
             if (b.cpu_pods_out > 0)
                 fprintf(stderr, "tessera-sim: %s seed %llu: the packing left %d pods that ask "
                                 "no GPU out; it is not held to the bound\n",
@@ -440,17 +540,16 @@ static int bound_main(int argc, char **argv)
         sim_bound_fini(&b);
         free(seq);
     }
-    if (rc == 0) {
-        double mb = sb / nseeds, mp = sp / nseeds;
-        double db = nseeds > 1 ? sqrt(fmax(0, (sb2 - nseeds * mb * mb) / (nseeds - 1))) : 0;
-        double dp = nseeds > 1 ? sqrt(fmax(0, (sp2 - nseeds * mp * mp) / (nseeds - 1))) : 0;
-        printf("%-28s %5s %6s %8s %8.2f %8.2f   (mean; SD %.2f / %.2f over %d seeds)\n", wname,
-               "all", "", "", mb, mp, db, dp, nseeds);
-    }
+    if (rc == 0)
+        printf("%-28s %5s %6s %8s %8.2f %8.2f   (mean; SD %.2f / %.2f over %d seeds); bin "
+               "%.2f (SD %.2f)\n",
+               wname, "all", "", "", stat_mean(&sb), stat_mean(&sp), stat_sd(&sb),
+               stat_sd(&sp), nseeds, stat_mean(&sbin), stat_sd(&sbin));
     if (pf && fclose(pf) != 0 && rc == 0) {
         fprintf(stderr, "tessera-sim: --packing: %s: write failed\n", packing_path);
         rc = 1;
     }
+    free(placeable);
     ts_cluster_free(cluster);
     ts_workload_free(wl);
     return rc;

@@ -10,7 +10,9 @@
 # packing never passes the bound and the command's own check calls it
 # feasible; the packing it writes (--packing) is replayed here, outside the
 # simulator, against the node list (CPU, memory, whole GPUs held by one pod,
-# shares summing to at most one GPU) and sums to the packing % printed; bad
+# shares summing to at most one GPU) and sums to the packing % printed; the
+# bound of the reported figure (bin%) is at most the bound and at least what
+# every policy reaches on the small fixtures; bad
 # options exit 2 naming the option; --place-cpu-pods gives the bound worked by
 # hand for each count of CPU-only pods and places them all. The last line is
 # "N passed, M failed".
@@ -129,6 +131,40 @@ for pods in openb-pods-small openb-pods-multigpu-small; do
     pass
   fi
   expect_replay "$pods" "$DATA/openb-nodes-sim.csv" "$DATA/$pods.csv"
+done
+
+# ---- the bound of the figure the fgd experiment reports (bin%) --------------
+# at most the bound at the bin's last event, seed by seed, and at least every
+# policy's figure (mean over the same seeds)
+for pods in openb-pods-small openb-pods-multigpu-small; do
+  sim fgd --quiet --nodes "$DATA/openb-nodes-sim.csv" --pods "$DATA/$pods.csv" --seeds 1-3 \
+    --policy core,fgd,bestfit,packing,clustering,dotprod,random --json "$tmp/fgd.json"
+  if [ "$rc" -ne 0 ]; then
+    fail "$pods: fgd exit $rc"
+    continue
+  fi
+  sim bound --nodes "$DATA/openb-nodes-sim.csv" --pods "$DATA/$pods.csv" --seeds 1-3
+  if [ "$rc" -ne 0 ]; then
+    fail "$pods: bound exit $rc"
+    continue
+  fi
+  got=$(python3 - "$tmp/out" "$tmp/fgd.json" <<'PY'
+import json, sys
+rows = [l.split() for l in open(sys.argv[1]) if not l.startswith("workload")]
+seeds = [r for r in rows if r[1] != "all"]
+bad = [f"seed {r[1]}: bin {r[9]} over bound {r[4]}" for r in seeds if float(r[9]) > float(r[4])]
+bin_mean = sum(float(r[9]) for r in seeds) / len(seeds)
+all_row = next(r for r in rows if r[1] == "all")
+if abs(float(all_row[all_row.index("bin") + 1]) - bin_mean) > 0.006:
+    bad.append(f"the all row's bin {all_row[all_row.index('bin') + 1]} is not the seeds' mean")
+for r in json.load(open(sys.argv[2]))["results"]:
+    m = r["alloc_pct_at_arrived_100"]["mean"]
+    if m > bin_mean + 0.005:
+        bad.append(f"{r['policy']} {m} over the bin bound {bin_mean:.2f}")
+print("; ".join(bad) or "ok")
+PY
+)
+  if [ "$got" = ok ]; then pass; else fail "$pods: $got"; fi
 done
 
 # ---- --place-cpu-pods: the bound of packings that place every CPU-only pod ----
