@@ -545,7 +545,8 @@ int sim_bound_solve(const ts_cluster *c, const ts_workload *w, const int *pods, 
     b->ntypes = x.ntypes;
     for (int k = 0; k < w->nspecs; k++)
         b->nclasses += x.class_row[k] != 0;
-    if ((rc = solve_lp(&x, b, err)) != 0 || (rc = pack(&x, b, err)) != 0)
+    if ((rc = solve_lp(&x, b, err)) != 0 ||
+        (!(flags & SIM_BOUND_LP_ONLY) && (rc = pack(&x, b, err)) != 0))
         goto out;
 out:
     ctx_free(&x);

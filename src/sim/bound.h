@@ -20,6 +20,9 @@ enum {
     /* every arrived pod that asks no GPU must be placed, as an online placer
      * places each pod that fits: the bound of packings that place them all */
     SIM_BOUND_PLACE_CPU_PODS = 1u << 0,
+    /* the LP optimum alone: no packing is built (pack_milli 0, allocs unset:
+     * neither sim_bound_check nor a --packing file may be given it) */
+    SIM_BOUND_LP_ONLY = 1u << 1,
 };
 
 typedef struct sim_bound {

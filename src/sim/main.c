@@ -372,7 +372,7 @@ static double bin_bound_pct(const sim_input *in, const int *seq, int n, double l
     if (flags & SIM_BOUND_PLACE_CPU_PODS) { /* lp_milli made them a must */
         sim_bound lb;
         ts_err le = {0};
-        lp_milli = sim_bound_solve(in->cluster, in->pods, seq, n, 0, &lb, &le) == 0
+        lp_milli = sim_bound_solve(in->cluster, in->pods, seq, n, SIM_BOUND_LP_ONLY, &lb, &le) == 0
                        ? lb.lp_milli
                        : INFINITY;
         sim_bound_fini(&lb);
@@ -396,7 +396,8 @@ static double bin_bound_pct(const sim_input *in, const int *seq, int n, double l
         at[s] = first + (int)((int64_t)(n - 1 - first) * s / BIN_BOUND_STEPS);
         sim_bound b;
         ts_err err = {0};
-        opt[s] = sim_bound_solve(in->cluster, in->pods, seq, at[s] + 1, 0, &b, &err) == 0
+        opt[s] = sim_bound_solve(in->cluster, in->pods, seq, at[s] + 1, SIM_BOUND_LP_ONLY, &b,
+                                   &err) == 0
                      ? b.lp_milli
                      : lp_milli;
         sim_bound_fini(&b);
