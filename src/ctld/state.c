@@ -526,12 +526,13 @@ double ctld_job_run_s(const cjob *j)
 /* A submission checked against the cluster and tenants once, before
  * anything is written: the spec builds, its reservation is the tenant's and
  * user's, it fits (never runs: refused now, not left waiting) and the
- * tenant's queued cap holds n more (claimed: the caller gives them back).
+ * tenant's queued cap holds `claim` more of the n (claimed: the caller gives
+ * them back; 0 for an idempotent retry, whose jobs are stored already).
  * 0 opens a submission (ctld_submission_begin); *priority is the jobs'
  * priority, *tq the tenant's index. */
 static int submit_check(ctld *c, const ts_job_spec *spec, int64_t spec_bytes,
-                        const char *owner, const char *run_user, int n, int *priority, int *tq,
-                        ts_err *err)
+                        const char *owner, const char *run_user, int n, int claim,
+                        int *priority, int *tq, ts_err *err)
 {
     /* a large array's elements past its window are not jobs yet and would
      * become jobs pending (array_lazy.c), starting: held, it would start
@@ -553,8 +554,8 @@ static int submit_check(ctld *c, const ts_job_spec *spec, int64_t spec_bytes,
     if (rc == 0)
         rc = ctld_fit_check(c, &probe, err); /* never runs: refused now, not left waiting */
     *tq = ts_tenant_find(c->tenants, spec->tenant);
-    if (rc == 0)
-        rc = queued_claim(c, spec->tenant, *tq, n, spec_bytes, err);
+    if (rc == 0 && claim > 0)
+        rc = queued_claim(c, spec->tenant, *tq, claim, spec_bytes, err);
     if (rc == 0)
         ctld_submission_begin(c);
     pthread_mutex_unlock(&c->mu);
@@ -597,6 +598,34 @@ static int submit_add(ctld *c, cjob **jobs, const ts_job_row *rows, int n, int n
     return rc;
 }
 
+/* Whether a submission under idem_key repeats a stored one (its first
+ * element's key is the owner's already): 1 with the same body, its jobs are
+ * there and it takes no room in the tenant's queue (a client that retries
+ * a submission answered too late is given its jobs, even with the tenant at
+ * its cap); TS_EEXIST with another body, before anything is written; 0 for
+ * a new key; else the store's error. */
+static int idem_retry(ctld *c, const char *owner, const char *idem_key, int n,
+                      const char *spec_json, ts_err *err)
+{
+    if (!idem_key || !*idem_key)
+        return 0;
+    char key0[TS_STORE_KEY_MAX];
+    snprintf(key0, sizeof key0, n > 1 ? "%.100s#0" : "%s", idem_key);
+    int64_t id0 = 0;
+    int rc = ts_store_job_by_idem(c->store, owner, key0, &id0, err);
+    if (rc != 0 || id0 <= 0)
+        return rc;
+    ts_job_row row;
+    if (ts_store_job_get(c->store, id0, &row, NULL) != 0)
+        return 0; /* gone since: the insert tells */
+    bool same = row.spec_json && strcmp(row.spec_json, spec_json) == 0;
+    ts_job_row_fini(&row);
+    if (!same)
+        return ts_err_set(err, TS_EEXIST, "Idempotency-Key: already used by token \"%s\" "
+                          "for another request body", owner);
+    return 1;
+}
+
 int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const char *owner,
                 const char *run_user, int64_t run_uid, const char *idem_key, int64_t *ids_out,
                 int *nids, bool *existed, json_t *rendered, ts_err *err)
@@ -609,9 +638,15 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
     if (n > 1 && strlen(spec->name) + strlen(suffix) >= TS_STORE_NAME_MAX)
         return ts_err_set(err, TS_EINVAL, "name: too long for an array of %d (at most %zu "
                           "characters)", n, TS_STORE_NAME_MAX - 1 - strlen(suffix));
+    int claim = n;
+    int rc = idem_retry(c, owner, idem_key, n, spec_json, err);
+    if (rc < 0)
+        return rc;
+    if (rc == 1)
+        claim = 0;
     int priority = 0, tq = 0;
-    int rc = submit_check(c, spec, (int64_t)strlen(spec_json), owner, run_user, n, &priority,
-                          &tq, err);
+    rc = submit_check(c, spec, (int64_t)strlen(spec_json), owner, run_user, n, claim,
+                      &priority, &tq, err);
     if (rc != 0)
         return rc;
     double now = ctld_now();
@@ -700,8 +735,8 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
         c->m.submitted += (uint64_t)(n_all - n);
     ctld_kick(c);
     if (tq >= 0 && tq < c->nqueued) { /* added now, counted in queued */
-        c->queue[tq].claimed -= n_all;
-        c->queue[tq].claimed_bytes -= (int64_t)n_all * (int64_t)strlen(spec_json);
+        c->queue[tq].claimed -= claim;
+        c->queue[tq].claimed_bytes -= (int64_t)claim * (int64_t)strlen(spec_json);
     }
     ctld_submission_end(c);
     pthread_mutex_unlock(&c->mu);

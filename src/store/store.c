@@ -362,6 +362,7 @@ static void reader_put(ts_store *s, int slot)
 enum read_kind {
     RD_SETTING,
     RD_JOB,
+    RD_JOB_BY_IDEM,
     RD_ARRAYS,
     RD_RESVS,
     RD_JOBS,
@@ -374,7 +375,8 @@ enum read_kind {
 };
 typedef struct store_read {
     enum read_kind kind;
-    const char *key; /* a setting's key; the tenant of counts and tokens */
+    const char *key; /* a setting's key; the tenant of counts and tokens; an owner */
+    const char *key2; /* an idempotency key */
     int64_t id;      /* a job's id (0: events about no job or of every job) */
     int64_t after_id;
     int limit;
@@ -392,6 +394,8 @@ static int read_once(store_conn *c, const store_read *r, ts_err *err)
         return store_setting_get(c, r->key, r->out, err);
     case RD_JOB:
         return store_job_get(c, r->id, r->out, err);
+    case RD_JOB_BY_IDEM:
+        return store_job_by_idem(c, r->key, r->key2, r->out, err);
     case RD_ARRAYS:
         return store_arrays_open(c, r->out, r->n, err);
     case RD_RESVS:
@@ -658,6 +662,16 @@ int ts_store_job_get(ts_store *s, int64_t id, ts_job_row *out, ts_err *err)
     if (id <= 0)
         return ts_err_set(err, TS_ENOENT, "job %lld: no such job", (long long)id);
     store_read r = {.kind = RD_JOB, .id = id, .out = out};
+    return reader_run(s, &r, err);
+}
+
+int ts_store_job_by_idem(ts_store *s, const char *owner, const char *idem_key, int64_t *id,
+                         ts_err *err)
+{
+    *id = 0;
+    if (!owner || !idem_key || !*idem_key)
+        return 0; /* no key: never a retry */
+    store_read r = {.kind = RD_JOB_BY_IDEM, .key = owner, .key2 = idem_key, .out = id};
     return reader_run(s, &r, err);
 }
 

@@ -352,6 +352,20 @@ int store_job_insert(store_conn *c, const ts_job_row *r, int64_t *id, bool *exis
                                             "without a stored job", c->be->name);
 }
 
+int store_job_by_idem(store_conn *c, const char *owner, const char *key, int64_t *id,
+                      ts_err *err)
+{
+    *id = 0;
+    void *st = NULL;
+    int rc = prep(c, ST_JOB_BY_IDEM, &st, err);
+    if (rc)
+        return rc;
+    c->be->bind_text(st, 1, owner);
+    c->be->bind_text(st, 2, key);
+    rc = one_row(c, st, "job by idempotency key", read_i64, id, err);
+    return rc < 0 ? rc : 0;
+}
+
 int store_job_update(store_conn *c, const ts_job_row *r, ts_err *err)
 {
     const struct store_backend *be = c->be;

@@ -206,6 +206,8 @@ int store_resv_delete(store_conn *c, const char *name, ts_err *err);
 
 /* Reads (any connection). A list leaves *rows NULL and *n 0 when it fails. */
 int store_job_get(store_conn *c, int64_t id, ts_job_row *out, ts_err *err);
+int store_job_by_idem(store_conn *c, const char *owner, const char *key, int64_t *id,
+                      ts_err *err);
 int store_job_list(store_conn *c, const ts_job_filter *f, int64_t after_id, int limit,
                    ts_job_row **rows, int *n, ts_err *err);
 int store_job_counts(store_conn *c, const char *tenant, int64_t out[TS_JOB_STATES],

@@ -123,6 +123,11 @@ def waiting(tenant, name, **kw):
     return spec(tenant, name, gpus=4, count=3, topology={"required": "leaf"}, **kw)
 
 
+def queued_count(token, tenant):
+    _, d = call("GET", f"/v1/jobs?tenant={tenant}&limit=1000", token)
+    return len([j for j in d.get("jobs", []) if j["state"] in ("pending", "held")])
+
+
 def raw_http(data, timeout=5.0, src="127.0.0.1"):
     """Sends bytes on a fresh connection; the status code answered (0: none)."""
     s = socket.socket()
@@ -322,17 +327,26 @@ try:
     check(st == 201 and st2 == 422, f"4. a job's key reused for an array: 422 ({st}, {st2})")
 
     # ---- 10. queued jobs per tenant -------------------------------------------------------------------
-    codes = [call("POST", "/v1/jobs", admin, waiting("team-c", f"w{i}"))[0] for i in range(QUEUED_CAP)]
+    firsts = [call("POST", "/v1/jobs", admin, waiting("team-c", f"w{i}"),
+                   headers={"Idempotency-Key": f"w{i}"}) for i in range(QUEUED_CAP)]
+    codes = [st for st, _ in firsts]
     st, d = call("POST", "/v1/jobs", admin, waiting("team-c", "over"))
     check(codes == [201] * QUEUED_CAP and st == 429 and "queued_jobs_per_tenant" in d["error"]["message"],
           f"10. the {QUEUED_CAP + 1}th queued job of a tenant: 429 naming the cap ({codes}, {st})")
+    # a retry is not a new job: at the cap it is given its job, and another
+    # body under its key is the key's conflict, not the cap's
+    st, d = call("POST", "/v1/jobs", admin, waiting("team-c", "w0"), headers={"Idempotency-Key": "w0"})
+    check(st == 200 and codes[0] == 201 and d["jobs"][0]["id"] == firsts[0][1]["jobs"][0]["id"],
+          f"10. at the cap, a retry under its key: 200, its job ({st})")
+    st, d = call("POST", "/v1/jobs", admin, waiting("team-c", "w1", array_size=2),
+                 headers={"Idempotency-Key": "w1"})
+    check(st == 422 and "Idempotency-Key" in d["error"]["message"],
+          f"10. at the cap, another body under a used key: 422, not 429 ({st})")
+    check(queued_count(admin, "team-c") == QUEUED_CAP, "10. ... and nothing new is queued")
     st, _ = call("POST", "/v1/jobs", admin, waiting("team-b", "else"))
     check(st == 201, "10. ... other tenants are not held back")
     # submissions racing each other: each is checked against the others' claims too
-    def queued_of(tenant):
-        _, d = call("GET", f"/v1/jobs?tenant={tenant}&limit=1000", admin)
-        return len([j for j in d.get("jobs", []) if j["state"] in ("pending", "held")])
-    before, codes = queued_of("team-b"), []
+    before, codes = queued_count(admin, "team-b"), []
     racers = [threading.Thread(target=lambda i=i: codes.append(
         call("POST", "/v1/jobs", admin, waiting("team-b", f"race{i}"))[0]))
         for i in range(QUEUED_CAP + 4)]
@@ -340,7 +354,7 @@ try:
         t.start()
     for t in racers:
         t.join(60)
-    after = queued_of("team-b")
+    after = queued_count(admin, "team-b")
     check(codes.count(201) == QUEUED_CAP - before and after == QUEUED_CAP
           and codes.count(429) == len(racers) - codes.count(201),
           f"10. {len(racers)} racing submissions never pass the cap together "

@@ -312,6 +312,16 @@ static void test_idempotency(void **state)
     ts_job_row d = store_fixture_job("team-a", "alice", "");
     ts_job_row e = store_fixture_job("team-a", "alice", "");
     assert_true(insert(s, &d) != insert(s, &e));
+    /* asked before a submission claims queue room: the owner's key only */
+    int64_t found = -1;
+    assert_int_equal(ts_store_job_by_idem(s, "alice", "k1", &found, &err), 0);
+    assert_int_equal(found, id);
+    assert_int_equal(ts_store_job_by_idem(s, "carol", "k1", &found, &err), 0);
+    assert_int_equal(found, 0);
+    assert_int_equal(ts_store_job_by_idem(s, "alice", "k2", &found, &err), 0);
+    assert_int_equal(found, 0);
+    assert_int_equal(ts_store_job_by_idem(s, "alice", "", &found, &err), 0);
+    assert_int_equal(found, 0); /* no key: never a retry, though keyless jobs exist */
     int64_t counts[TS_JOB_STATES];
     assert_int_equal(ts_store_job_counts(s, NULL, counts, &err), 0);
     assert_int_equal(counts[TS_JOB_PENDING], 4);
