@@ -638,13 +638,10 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
     if (n > 1 && strlen(spec->name) + strlen(suffix) >= TS_STORE_NAME_MAX)
         return ts_err_set(err, TS_EINVAL, "name: too long for an array of %d (at most %zu "
                           "characters)", n, TS_STORE_NAME_MAX - 1 - strlen(suffix));
-    int claim = n;
     int rc = idem_retry(c, owner, idem_key, n, spec_json, err);
     if (rc < 0)
         return rc;
-    if (rc == 1)
-        claim = 0;
-    int priority = 0, tq = 0;
+    int claim = rc == 1 ? 0 : n, priority = 0, tq = 0; /* a retry's jobs are there */
     rc = submit_check(c, spec, (int64_t)strlen(spec_json), owner, run_user, n, claim,
                       &priority, &tq, err);
     if (rc != 0)
