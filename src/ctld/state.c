@@ -598,32 +598,34 @@ static int submit_add(ctld *c, cjob **jobs, const ts_job_row *rows, int n, int n
     return rc;
 }
 
-/* Whether a submission under idem_key repeats a stored one (its first
- * element's key is the owner's already): 1 with the same body, its jobs are
- * there and it takes no room in the tenant's queue (a client that retries
- * a submission answered too late is given its jobs, even with the tenant at
- * its cap); TS_EEXIST with another body, before anything is written; 0 for
- * a new key; else the store's error. */
-static int idem_retry(ctld *c, const char *owner, const char *idem_key, int n,
-                      const char *spec_json, ts_err *err)
+/* How many of a submission's n jobs claim room under the tenant's queued
+ * cap: n for a new key (or none); 0 when idem_key repeats a stored
+ * submission with the same body (its first element's key is the owner's
+ * already: its jobs are there, so a client that retries a submission
+ * answered too late is given them even with the tenant at its cap);
+ * TS_EEXIST with *existed set when the stored jobs carry another body,
+ * before anything is written; else the store's error. */
+static int idem_claim(ctld *c, const char *owner, const char *idem_key, int n,
+                      const char *spec_json, bool *existed, ts_err *err)
 {
     if (!idem_key || !*idem_key)
-        return 0;
+        return n;
     char key0[TS_STORE_KEY_MAX];
     snprintf(key0, sizeof key0, n > 1 ? "%.100s#0" : "%s", idem_key);
     int64_t id0 = 0;
     int rc = ts_store_job_by_idem(c->store, owner, key0, &id0, err);
-    if (rc != 0 || id0 <= 0)
+    if (rc != 0)
         return rc;
     ts_job_row row;
-    if (ts_store_job_get(c->store, id0, &row, NULL) != 0)
-        return 0; /* gone since: the insert tells */
+    if (id0 <= 0 || ts_store_job_get(c->store, id0, &row, NULL) != 0)
+        return n; /* new, or gone since: the insert tells */
     bool same = row.spec_json && strcmp(row.spec_json, spec_json) == 0;
     ts_job_row_fini(&row);
-    if (!same)
-        return ts_err_set(err, TS_EEXIST, "Idempotency-Key: already used by token \"%s\" "
-                          "for another request body", owner);
-    return 1;
+    if (same)
+        return 0;
+    *existed = true;
+    return ts_err_set(err, TS_EEXIST, "Idempotency-Key: already used by token \"%s\" for "
+                      "another request body", owner);
 }
 
 int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const char *owner,
@@ -638,12 +640,12 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
     if (n > 1 && strlen(spec->name) + strlen(suffix) >= TS_STORE_NAME_MAX)
         return ts_err_set(err, TS_EINVAL, "name: too long for an array of %d (at most %zu "
                           "characters)", n, TS_STORE_NAME_MAX - 1 - strlen(suffix));
-    int rc = idem_retry(c, owner, idem_key, n, spec_json, err);
-    if (rc < 0)
-        return rc;
-    int claim = rc == 1 ? 0 : n, priority = 0, tq = 0; /* a retry's jobs are there */
-    rc = submit_check(c, spec, (int64_t)strlen(spec_json), owner, run_user, n, claim,
-                      &priority, &tq, err);
+    int claim = idem_claim(c, owner, idem_key, n, spec_json, existed, err);
+    if (claim < 0)
+        return claim;
+    int priority = 0, tq = 0;
+    int rc = submit_check(c, spec, (int64_t)strlen(spec_json), owner, run_user, n, claim,
+                          &priority, &tq, err);
     if (rc != 0)
         return rc;
     double now = ctld_now();

@@ -296,7 +296,7 @@ static void reply_submitted(ctld_reply *r, int rc, const ts_err *e, bool existed
                       e->msg, "fields", "path", e->msg,
                       colon ? (size_t)(colon - e->msg) : (size_t)0, "reason",
                       colon ? colon + 2 : e->msg));
-    } else if (rc == TS_EEXIST) { /* the key's stored jobs carry another body */
+    } else if (rc == TS_EEXIST && existed) { /* the key's stored jobs carry another body */
         ctld_reply_error(r, 422, "idempotency_conflict", "%s", e->msg);
     } else if (rc == TS_ELIMIT) { /* the cap, checked with the jobs' other checks */
         ctld_reply_error(r, 429, "too_many_queued", "%s", e->msg);
