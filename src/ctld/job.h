@@ -157,8 +157,8 @@ cjob *ctld_job_find(ctld *c, int64_t id);
  * entries) and rendered (if not NULL) the JSON of those that are jobs now
  * (a large array's first CTLD_ARRAY_WINDOW: array_lazy.c). Not under mu: takes it
  * itself. existed: an idempotent retry, which takes no room under the
- * tenant's queued cap; TS_EEXIST with existed set: idem_key is the owner's
- * for another body (nothing written). */
+ * tenant's queued cap; TS_EEXIST with existed set: at that cap, idem_key is
+ * the owner's for another body (nothing written). */
 TS_MUST_CHECK
 int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const char *owner,
                 const char *run_user, int64_t run_uid, const char *idem_key, int64_t *ids_out,

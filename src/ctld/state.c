@@ -628,6 +628,27 @@ static int idem_claim(ctld *c, const char *owner, const char *idem_key, int n,
                       "another request body", owner);
 }
 
+/* submit_check, and where it meets the queued cap with an Idempotency-Key,
+ * the key's answer instead: a retry's jobs are there, so it is checked
+ * again claiming no room (*claim 0); another body under the key is its
+ * conflict (idem_claim). The key is looked up only at the cap: below it the
+ * insert finds a retry, without a read on every keyed submission. */
+static int submit_admit(ctld *c, const ts_job_spec *spec, const char *spec_json,
+                        const char *owner, const char *run_user, const char *idem_key, int n,
+                        int *claim, int *priority, int *tq, bool *existed, ts_err *err)
+{
+    int64_t bytes = (int64_t)strlen(spec_json);
+    *claim = n;
+    int rc = submit_check(c, spec, bytes, owner, run_user, n, n, priority, tq, err);
+    if ((rc != TS_ELIMIT && rc != TS_ENOSPC) || !idem_key || !*idem_key)
+        return rc;
+    int again = idem_claim(c, owner, idem_key, n, spec_json, existed, err);
+    if (again != 0)
+        return again < 0 ? again : rc; /* a new key: the cap's answer */
+    *claim = 0;
+    return submit_check(c, spec, bytes, owner, run_user, n, 0, priority, tq, err);
+}
+
 int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const char *owner,
                 const char *run_user, int64_t run_uid, const char *idem_key, int64_t *ids_out,
                 int *nids, bool *existed, json_t *rendered, ts_err *err)
@@ -640,12 +661,9 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
     if (n > 1 && strlen(spec->name) + strlen(suffix) >= TS_STORE_NAME_MAX)
         return ts_err_set(err, TS_EINVAL, "name: too long for an array of %d (at most %zu "
                           "characters)", n, TS_STORE_NAME_MAX - 1 - strlen(suffix));
-    int claim = idem_claim(c, owner, idem_key, n, spec_json, existed, err);
-    if (claim < 0)
-        return claim;
-    int priority = 0, tq = 0;
-    int rc = submit_check(c, spec, (int64_t)strlen(spec_json), owner, run_user, n, claim,
-                          &priority, &tq, err);
+    int claim = n, priority = 0, tq = 0;
+    int rc = submit_admit(c, spec, spec_json, owner, run_user, idem_key, n, &claim, &priority,
+                          &tq, existed, err);
     if (rc != 0)
         return rc;
     double now = ctld_now();
