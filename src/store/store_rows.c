@@ -341,15 +341,11 @@ int store_job_insert(store_conn *c, const ts_job_row *r, int64_t *id, bool *exis
     if (rc > 0)
         return 0;
     /* nothing inserted: the owner used this idempotency key before */
-    if ((rc = prep(c, ST_JOB_BY_IDEM, &st, err)))
+    if ((rc = store_job_by_idem(c, r->owner, r->idem_key, id, err)))
         return rc;
-    c->be->bind_text(st, 1, r->owner);
-    c->be->bind_text(st, 2, r->idem_key);
-    if ((rc = one_row(c, st, "insert job", read_i64, id, err)) < 0)
-        return rc;
-    return rc > 0 ? 0
-                  : ts_err_set(err, TS_EIO, "%s: insert job: idempotency key conflict "
-                                            "without a stored job", c->be->name);
+    return *id > 0 ? 0
+                   : ts_err_set(err, TS_EIO, "%s: insert job: idempotency key conflict "
+                                             "without a stored job", c->be->name);
 }
 
 int store_job_by_idem(store_conn *c, const char *owner, const char *key, int64_t *id,
