@@ -234,8 +234,8 @@ int ts_store_apply(ts_store *s, ts_job_row *rows, int nrows, const ts_event_row 
 int ts_store_job_get(ts_store *s, int64_t id, ts_job_row *out, ts_err *err);
 /* The id of owner's job stored under idempotency key idem_key (as the row
  * holds it); 0 in *id when there is none. Nothing is written: a submission
- * asks before it claims room in its tenant's queue (an idempotent retry
- * takes none). */
+ * its tenant's queued cap refuses asks it, since an idempotent retry takes
+ * no room. */
 int ts_store_job_by_idem(ts_store *s, const char *owner, const char *idem_key, int64_t *id,
                          ts_err *err);
 /* Jobs with id > after_id matching f, ascending id, at most limit (1..10000).
