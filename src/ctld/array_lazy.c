@@ -30,6 +30,7 @@
 #include "ctld/array_range.h"
 #include "ctld/ctld.h"
 #include "ctld/http.h"
+#include "ctld/input.h"
 #include "tessera/grow.h"
 
 /* Pending elements turned into rows per write when the whole array is cancelled. */
@@ -143,10 +144,7 @@ static void element_row(const ctld_lazy *a, int idx, ts_job_row *out)
     char name[TS_STORE_NAME_MAX + 16];
     snprintf(name, sizeof name, "%s[%d]", a->tmpl.name, idx);
     snprintf(out->name, sizeof out->name, "%.*s", (int)sizeof out->name - 1, name);
-    if (a->idem[0])
-        snprintf(out->idem_key, sizeof out->idem_key, "%.100s#%d", a->idem, idx);
-    else
-        out->idem_key[0] = '\0';
+    ctld_idem_element(out->idem_key, a->idem, idx);
 }
 
 bool ctld_array_lazy(ctld *c, int64_t id)

@@ -65,6 +65,14 @@ bool ctld_idem_stored(const char *key, char out[CTLD_IDEM_STORED_MAX], ctld_repl
     return true;
 }
 
+void ctld_idem_element(char out[TS_STORE_KEY_MAX], const char *stored, int i)
+{
+    if (stored && *stored)
+        snprintf(out, TS_STORE_KEY_MAX, "%.100s#%d", stored, i);
+    else
+        out[0] = '\0';
+}
+
 /* A topology level the cluster has ("node", "any" or a level above gpu). */
 bool ctld_level_known(const ctld *c, const char *name)
 {

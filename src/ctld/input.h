@@ -32,6 +32,10 @@ void ctld_field_error(ctld_reply *r, const char *path, const char *fmt, ...)
  * none); false and a 400 naming the header when it is too long or holds
  * other than printable ASCII. */
 bool ctld_idem_stored(const char *key, char out[CTLD_IDEM_STORED_MAX], ctld_reply *r);
+/* Element i's key as its row holds it: the stored key and "#<i>" (a single
+ * job is element 0); "" when stored is NULL or "" (no key). The one place
+ * the form is made: a retry is found by meeting it again. */
+void ctld_idem_element(char out[TS_STORE_KEY_MAX], const char *stored, int i);
 /* Whether the cluster has this topology level ("node", "any", "" or a level
  * above gpu). */
 bool ctld_level_known(const ctld *c, const char *name);

@@ -156,9 +156,11 @@ cjob *ctld_job_find(ctld *c, int64_t id);
  * the jobs durably and adds them. ids_out gets their ids (array_size
  * entries) and rendered (if not NULL) the JSON of those that are jobs now
  * (a large array's first CTLD_ARRAY_WINDOW: array_lazy.c). Not under mu: takes it
- * itself. existed: an idempotent retry, which takes no room under the
- * tenant's queued cap; TS_EEXIST with existed set: at that cap, idem_key is
- * the owner's for another body (nothing written). */
+ * itself. idem_key: the stored Idempotency-Key (ctld_idem_stored; "" none),
+ * to which each element's row adds "#<i>" (ctld_idem_element). existed: an
+ * idempotent retry, which takes no room under the tenant's queued cap;
+ * TS_EEXIST with existed set: at that cap, idem_key is the owner's for
+ * another body (nothing written). */
 TS_MUST_CHECK
 int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const char *owner,
                 const char *run_user, int64_t run_uid, const char *idem_key, int64_t *ids_out,

@@ -27,6 +27,7 @@
 
 #include "ctld/ctld.h"
 #include "ctld/http.h"
+#include "ctld/input.h"
 #include "ctld/steps.h"
 #include "ctld/secrets.h"
 #include "ctld/depend.h"
@@ -611,7 +612,7 @@ static int idem_claim(ctld *c, const char *owner, const char *idem_key, int n,
     if (!idem_key || !*idem_key)
         return n;
     char key0[TS_STORE_KEY_MAX];
-    snprintf(key0, sizeof key0, n > 1 ? "%.100s#0" : "%s", idem_key);
+    ctld_idem_element(key0, idem_key, 0);
     int64_t id0 = 0;
     int rc = ts_store_job_by_idem(c->store, owner, key0, &id0, err);
     if (rc != 0)
@@ -688,12 +689,7 @@ int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const c
         snprintf(r->owner, sizeof r->owner, "%s", owner);
         snprintf(r->run_user, sizeof r->run_user, "%s", run_user ? run_user : "");
         r->run_uid = r->run_user[0] ? run_uid : -1;
-        if (idem_key && *idem_key) {
-            if (n_all > 1)
-                snprintf(r->idem_key, sizeof r->idem_key, "%.100s#%d", idem_key, i);
-            else
-                snprintf(r->idem_key, sizeof r->idem_key, "%s", idem_key);
-        }
+        ctld_idem_element(r->idem_key, idem_key, i);
         r->state = spec->hold ? TS_JOB_HELD : TS_JOB_PENDING;
         if (spec->hold) /* the cycle says the same of every held job */
             snprintf(r->reason, sizeof r->reason, "held");

@@ -333,9 +333,6 @@ void ctld_jobs_submit(ctld *c, const ctld_request *rq, ctld_reply *r)
         ts_spec_free(spec);
         return;
     }
-    int want = spec->array_size > 0 ? spec->array_size : 1;
-    if (idem[0] && want == 1)
-        strcat(idem, "#0"); /* an array's elements get theirs from ctld_submit */
     char *json = ts_spec_to_json(spec);
     int n = spec->array_size > 0 ? spec->array_size : 1;
     char name[TS_STORE_NAME_MAX];
