@@ -184,6 +184,18 @@ typedef struct ts_sched_config {
      * one, and tenants with no guarantee never split. */
     double las_split_gpu_s;
     double las_split_backlog;
+    /* Inside a split tenant its own jobs take each other's room (reclaim by
+     * class, time-sharing) after las_split_min_runtime_s of run and up to
+     * las_split_max_preemptions_hour times an hour (< 0, the default:
+     * min_runtime_s and max_preemptions_hour), which keep protecting its
+     * work from other tenants' jobs either way; with las_split_cross_tier
+     * (off by default) an opportunistic job of it may time-share its
+     * guaranteed work: there the levels decide, not the tiers (a tenant at
+     * its guarantee that queues its overflow as opportunistic, its running
+     * work guaranteed, could otherwise never time-share it). */
+    double las_split_min_runtime_s;
+    int las_split_max_preemptions_hour;
+    bool las_split_cross_tier;
     double default_time_limit_s;   /* for jobs that give none */
     double starve_after_s;         /* a job waiting longer goes to the head */
     double min_runtime_s;          /* a job is not preempted before this */

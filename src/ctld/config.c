@@ -138,7 +138,7 @@ int ctld_cfg_map(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *
     return rc;
 }
 
-static int get_bool(cfg_ctx *x, const yaml_node_t *n, const char *path, bool *out)
+int ctld_cfg_bool(cfg_ctx *x, const yaml_node_t *n, const char *path, bool *out)
 {
     const char *v = ts_yaml_scalar(n);
     if (v && strcmp(v, "true") == 0)
@@ -386,13 +386,8 @@ static int network_parse(cfg_ctx *x, yaml_node_t *m)
     if (rc == 0 && nv[6])
         rc = get_path(x, nv[6], "network.ib_partitions_file", cfg->net_ib_partitions_file,
                       sizeof cfg->net_ib_partitions_file);
-    if (rc == 0 && nv[5]) {
-        const char *s = ts_yaml_scalar(nv[5]);
-        if (!s || (strcmp(s, "true") != 0 && strcmp(s, "false") != 0))
-            rc = ts_yaml_fail_got(&x->D, nv[5], "network.ib_partitions", "true or false");
-        else
-            cfg->net_ib_partitions = strcmp(s, "true") == 0;
-    }
+    if (rc == 0 && nv[5])
+        rc = ctld_cfg_bool(x, nv[5], "network.ib_partitions", &cfg->net_ib_partitions);
     if (rc == 0 && nv[0]) {
         const char *s = ts_yaml_scalar(nv[0]);
         if (s && strcmp(s, "tenant") == 0)
@@ -559,7 +554,7 @@ static int mail_parse(cfg_ctx *x, yaml_node_t *m)
     if (rc == 0 && (!strchr(cfg->mail_from, '@') || strpbrk(cfg->mail_from, " <>\r\n,")))
         rc = ts_yaml_fail_got(&x->D, mv[1], "mail.from", "an address user@domain");
     if (rc == 0 && mv[2])
-        rc = get_bool(x, mv[2], "mail.starttls", &cfg->mail_starttls);
+        rc = ctld_cfg_bool(x, mv[2], "mail.starttls", &cfg->mail_starttls);
     if (rc == 0 && mv[3])
         rc = get_path(x, mv[3], "mail.ca_file", cfg->mail_ca_file, sizeof cfg->mail_ca_file);
     if (rc == 0 && mv[3] && !cfg->mail_starttls)
@@ -652,7 +647,7 @@ static int admin_token_file_key(cfg_ctx *x, yaml_node_t *v)
 
 static int metrics_public_key(cfg_ctx *x, yaml_node_t *v)
 {
-    return get_bool(x, v, "metrics_public", &x->cfg->metrics_public);
+    return ctld_cfg_bool(x, v, "metrics_public", &x->cfg->metrics_public);
 }
 
 /* limits: the front's rate, connection and queue caps (docs/tesserad.md). */

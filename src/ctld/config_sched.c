@@ -63,13 +63,21 @@ static int get_number(cfg_ctx *x, const yaml_node_t *n, const char *path, double
 }
 
 /* scheduler.las: {level_gpu_hours, levels, promote_factor, split_gpu_hours,
- * split_backlog} (docs/scheduler.md) */
+ * split_backlog, split_min_runtime, split_max_preemptions_per_hour,
+ * split_cross_tier} (docs/scheduler.md) */
 static int las_parse(cfg_ctx *x, const yaml_node_t *n, ts_sched_config *sc)
 {
-    static const char *const keys[] = {"level_gpu_hours", "levels", "promote_factor",
-                                       "split_gpu_hours", "split_backlog"};
-    yaml_node_t *v[5];
-    int rc = ts_yaml_map_fields(&x->D, n, "scheduler.las", keys, 5, v);
+    static const char *const keys[] = {"level_gpu_hours",
+                                       "levels",
+                                       "promote_factor",
+                                       "split_gpu_hours",
+                                       "split_backlog",
+                                       "split_min_runtime",
+                                       "split_max_preemptions_per_hour",
+                                       "split_cross_tier"};
+    enum { NKEYS = (int)(sizeof keys / sizeof keys[0]) };
+    yaml_node_t *v[NKEYS];
+    int rc = ts_yaml_map_fields(&x->D, n, "scheduler.las", keys, NKEYS, v);
     double h = 0.0;
     int64_t iv;
     if (rc == 0 && v[0] &&
@@ -88,9 +96,18 @@ static int las_parse(cfg_ctx *x, const yaml_node_t *n, ts_sched_config *sc)
                          "a number of GPU-hours, 0..1000000 (0: never split)", &h)) == 0)
         sc->las_split_gpu_s = h * 3600.0;
     if (rc == 0 && v[4])
-        rc = get_number(x, v[4], "scheduler.las.split_backlog", 0.001, 1e6,
-                        "a number of first levels per GPU, 0.001..1000000",
+        rc = get_number(x, v[4], "scheduler.las.split_backlog", 0.0, 1e6,
+                        "a number of first levels per GPU, 0..1000000 (0: any fresh job waiting)",
                         &sc->las_split_backlog);
+    if (rc == 0 && v[5])
+        rc = ctld_cfg_dur(x, v[5], "scheduler.las.split_min_runtime",
+                          &sc->las_split_min_runtime_s);
+    if (rc == 0 && v[6] &&
+        (rc = ts_yaml_get_int(&x->D, v[6], "scheduler.las.split_max_preemptions_per_hour", 0,
+                              1000, "0..1000", &iv)) == 0)
+        sc->las_split_max_preemptions_hour = (int)iv;
+    if (rc == 0 && v[7])
+        rc = ctld_cfg_bool(x, v[7], "scheduler.las.split_cross_tier", &sc->las_split_cross_tier);
     return rc;
 }
 
@@ -160,6 +177,11 @@ static int las_read(cfg_ctx *x, yaml_node_t *v, const char *path)
     return las_parse(x, v, &x->cfg->sched);
 }
 
+static int fair_reclaim_read(cfg_ctx *x, yaml_node_t *v, const char *path)
+{
+    return ctld_cfg_bool(x, v, path, &x->cfg->sched.fair_reclaim);
+}
+
 static const cfg_field SCHEDULER[] = {
     CFG_DUR("interval", interval_s),
     CFG_DUR("default_time_limit", sched.default_time_limit_s),
@@ -177,6 +199,7 @@ static const cfg_field SCHEDULER[] = {
     CFG_READ("order", order_read),
     CFG_READ("las", las_read),
     CFG_DUR("reclaim_min_runtime", sched.reclaim_min_runtime_s),
+    CFG_READ("fair_reclaim", fair_reclaim_read),
 };
 
 int ctld_cfg_scheduler(cfg_ctx *x, yaml_node_t *n)

@@ -11,6 +11,7 @@
 #ifndef TS_CTLD_CONFIG_WALK_H
 #define TS_CTLD_CONFIG_WALK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,8 @@ typedef struct cfg_ctx {
 
 /* A duration such as 90s, 15m, 2h or 7d (ctld_parse_duration). */
 int ctld_cfg_dur(cfg_ctx *x, const yaml_node_t *n, const char *path, double *out);
+/* true or false. */
+int ctld_cfg_bool(cfg_ctx *x, const yaml_node_t *n, const char *path, bool *out);
 
 /*
  * A mapping's members as a table (ctld_cfg_map): an integer in lo..hi, whose

@@ -81,6 +81,9 @@ void ts_sched_config_default(ts_sched_config *cfg)
     cfg->las_fifo_within_level = true;
     cfg->las_split_gpu_s = LAS_SPLIT_DEFAULT_GPU_S;
     cfg->las_split_backlog = LAS_SPLIT_DEFAULT_BACKLOG;
+    cfg->las_split_min_runtime_s = -1.0;     /* min_runtime_s */
+    cfg->las_split_max_preemptions_hour = -1; /* max_preemptions_hour */
+    cfg->las_split_cross_tier = false;
     cfg->victims_fewest_gpus = true;
     cfg->elastic_resize_cost_s = TS_ELASTIC_RESIZE_COST_DEFAULT_S;
 }

@@ -54,6 +54,37 @@ static bool another_borrows(loop *l, int t)
 
 static bool fair_loan(const loop *l, int i, const ts_job *v);
 
+/* The minimum runtime and preemptions per hour that protect a job from
+ * the job searching: a split tenant's own jobs' (own_split) or the others'. */
+static double min_runtime(const ts_sched_config *cfg, bool own_split)
+{
+    return own_split && cfg->las_split_min_runtime_s >= 0.0 ? cfg->las_split_min_runtime_s
+                                                            : cfg->min_runtime_s;
+}
+
+static int per_hour(const ts_sched_config *cfg, bool own_split)
+{
+    return own_split && cfg->las_split_max_preemptions_hour >= 0
+               ? cfg->las_split_max_preemptions_hour
+               : cfg->max_preemptions_hour;
+}
+
+/* Is job i of a tenant whose first las level is split this cycle? Its own
+ * jobs then take each other's room under the split's limits. */
+static bool split_own(const loop *l, int i)
+{
+    return l->js[i].las && l->tsplit[l->js[i].tenant];
+}
+
+/* May job i, in a swap search, take its own tenant's running job v of the
+ * other tier? Only an opportunistic job of a split tenant, its guaranteed
+ * work, with cfg.las_split_cross_tier (the levels decide there). */
+static bool swap_cross_tier(const loop *l, int i, const ts_job *v)
+{
+    return l->s->cfg.las_split_cross_tier && split_own(l, i) &&
+           l->js[i].tier == TS_TIER_OPPORTUNISTIC && v->tier == TS_TIER_GUARANTEED;
+}
+
 /* GPU milli a job holds (whole GPUs and shares; MIG instances not). */
 static int64_t job_gpu_milli(const ts_job *v)
 {
@@ -71,7 +102,9 @@ static int64_t job_gpu_milli(const ts_job *v)
  * tenant (an opportunistic job only from opportunistic work, never from a
  * higher class) or opportunistic work of another tenant; so guaranteed work
  * is never a time-sharing victim of another tenant, nor of its own tenant's
- * opportunistic work. Either way never before the victim's minimum runtime
+ * opportunistic work unless the tenant's first level is split and
+ * cfg.las_split_cross_tier holds (in a split tenant the levels decide, not
+ * the tiers). Either way never before the victim's minimum runtime
  * nor past its preemptions per hour, except another tenant's loan taken back
  * for a job within its tenant's guarantee (of either tier with
  * reclaim_any_tier): cfg.reclaim_min_runtime_s is its floor (60 s by default),
@@ -79,7 +112,9 @@ static int64_t job_gpu_milli(const ts_job *v)
  * (reclaim_ignores_hour_limit). Fair reclaim (l->fair): a job past its
  * tenant's guarantee takes another borrowing tenant's loan when its tenant
  * still holds less per unit of weight after (cycle_fair.c), the loan past
- * min_runtime_s and within its preemptions per hour. *ts set when only
+ * min_runtime_s and within its preemptions per hour. A split tenant's own
+ * jobs (reclaim by class or time-sharing) keep the split's limits instead
+ * (cfg.las_split_min_runtime_s, las_split_max_preemptions_hour). *ts set when only
  * time-sharing allows it, *fair when only fair reclaim does. */
 static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *ts, bool *fair)
 {
@@ -91,6 +126,10 @@ static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *t
     if (v->stopping)
         return false;
     bool same = v->tenant == job->tenant;
+    /* a split tenant's own jobs take each other's room under the split's
+     * limits (cfg.las_split_min_runtime_s and _max_preemptions_hour): its
+     * overflow is ordered within it, other tenants' work keeps the others */
+    bool own_split = same && split_own(l, i);
     /* another tenant's loan, taken back for a job within its guarantee: its
      * tenant borrows, so once taken back it cannot take the room back in
      * turn (the preemptor's tenant stays within its guarantee, and
@@ -99,17 +138,23 @@ static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *t
     bool loan = !same && v->tier != TS_TIER_GUARANTEED && l->reclaim_others &&
                 l->tborrows[v->tenant];
     double floor = loan && cfg->reclaim_min_runtime_s >= 0.0 ? cfg->reclaim_min_runtime_s
-                                                             : cfg->min_runtime_s;
+                                                             : min_runtime(cfg, own_split);
     if (l->now - v->start_s < floor)
         return false;
-    if (v->preemptions_hour >= cfg->max_preemptions_hour &&
+    if (v->preemptions_hour >= per_hour(cfg, own_split) &&
         !(loan && cfg->reclaim_ignores_hour_limit && js->tier == TS_TIER_GUARANTEED))
         return false;
     if (loan)
         return true;
+    /* with cross-tier time-sharing a split tenant's levels decide, not its
+     * tiers: its guaranteed job of a class does not take back the room of
+     * its opportunistic job of that class and a lower level (which may have
+     * time-shared it: the two would preempt each other in turn) */
+    bool levels_decide = own_split && cfg->las_split_cross_tier && vlevel < js->earned;
     bool reclaim = js->tier == TS_TIER_GUARANTEED &&
                    (v->tier == TS_TIER_GUARANTEED ? same && v->priority < job->priority
-                    : same ? v->priority <= job->priority
+                    : same ? v->priority < job->priority ||
+                                 (v->priority == job->priority && !levels_decide)
                            : l->reclaim_others);
     if (reclaim)
         return true;
@@ -117,7 +162,8 @@ static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *t
      * tenant's first level is its own, other tenants' jobs see one level */
     if (js->las && (same ? vlevel > js->earned : vlevel / 2 > js->earned / 2) &&
         (same ? v->priority <= job->priority &&
-                    (js->tier == TS_TIER_GUARANTEED || v->tier == TS_TIER_OPPORTUNISTIC)
+                    (js->tier == TS_TIER_GUARANTEED || v->tier == TS_TIER_OPPORTUNISTIC ||
+                     (own_split && cfg->las_split_cross_tier))
               : v->tier == TS_TIER_OPPORTUNISTIC)) {
         *ts = true;
         return true;
@@ -365,7 +411,8 @@ static int preempt_candidates(loop *l, int i, bool swap, vkey *keys)
         if (v->stopping || l->victim[j])
             continue;
         bool ts, fair;
-        if (swap && (v->tenant != job->tenant || v->tier != job->tier))
+        if (swap && (v->tenant != job->tenant ||
+                     (v->tier != job->tier && !swap_cross_tier(l, i, v))))
             continue;
         if (!victim_ok(l, i, v, l->rlevel[j], &ts, &fair) || (swap && !ts))
             continue;
@@ -494,9 +541,10 @@ static bool swap_may_find(loop *l, int i)
             l->swap_top[k] = -1;
         for (int j = 0; j < l->nr; j++) {
             const ts_job *v = &l->r[j];
+            bool split = l->tsplit[v->tenant]; /* its own jobs' limits: victim_ok */
             if (v->stopping || l->victim[j] || v->tier < 0 || v->tier >= TS_TIERS ||
-                l->now - v->start_s < cfg->min_runtime_s ||
-                v->preemptions_hour >= cfg->max_preemptions_hour)
+                l->now - v->start_s < min_runtime(cfg, split) ||
+                v->preemptions_hour >= per_hour(cfg, split))
                 continue;
             int *top = &l->swap_top[(size_t)v->tenant * TS_TIERS + (size_t)v->tier];
             if (l->rlevel[j] > *top)
@@ -504,8 +552,14 @@ static bool swap_may_find(loop *l, int i)
         }
     }
     const jsum *js = &l->js[i];
-    return js->tier >= 0 && js->tier < TS_TIERS &&
-           l->swap_top[(size_t)js->tenant * TS_TIERS + (size_t)js->tier] > js->earned;
+    if (js->tier < 0 || js->tier >= TS_TIERS)
+        return false;
+    const int *top = &l->swap_top[(size_t)js->tenant * TS_TIERS];
+    /* an opportunistic job of a split tenant may take its guaranteed work
+     * too (swap_cross_tier) */
+    return top[js->tier] > js->earned ||
+           (cfg->las_split_cross_tier && js->tier == TS_TIER_OPPORTUNISTIC &&
+            top[TS_TIER_GUARANTEED] > js->earned);
 }
 
 /* Victims for job i (reclaim by guaranteed work, or time-sharing by a job

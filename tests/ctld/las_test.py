@@ -66,7 +66,7 @@ for bad, key in [("scheduler: {order: sjf}\n", "scheduler.order"),
                  ("scheduler: {las: {promote_factor: -1}}\n", "scheduler.las.promote_factor"),
                  ("scheduler: {las: {level_gpu_hours: lots}}\n", "scheduler.las.level_gpu_hours"),
                  ("scheduler: {las: {split_gpu_hours: -1}}\n", "scheduler.las.split_gpu_hours"),
-                 ("scheduler: {las: {split_backlog: 0}}\n", "scheduler.las.split_backlog"),
+                 ("scheduler: {las: {split_backlog: -1}}\n", "scheduler.las.split_backlog"),
                  ("scheduler: {las: {speed: 3}}\n", "speed"),
                  ("scheduler: {reclaim_min_runtime: soon}\n", "scheduler.reclaim_min_runtime"),
                  ("scheduler: {reclaim_min_runtime: -5s}\n", "scheduler.reclaim_min_runtime")]:

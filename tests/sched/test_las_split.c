@@ -72,22 +72,37 @@ typedef struct world {
  * since (promoted), or a fresh job of 2 GPUs. */
 enum earlier { NONE, REQUEUED, PROMOTED, WIDER };
 
+/* How the running jobs and the fresh ones stand: each running job's time
+ * on its GPU, its GPU-seconds attained in all (0: RAN_S), its preemptions
+ * in the last hour, and the tiers. */
+typedef struct shape {
+    double ran_s;
+    double attained_s;
+    int preemptions_hour;
+    int fresh_tier;
+    int run_tier;   /* the running jobs' */
+    bool any_cause; /* preemptions need not be time-sharing */
+} shape;
+
+static const shape DEFAULT_SHAPE = {RAN_S, 0, 0, TS_TIER_GUARANTEED, TS_TIER_GUARANTEED, false};
+
 /* Four running jobs of team-a and nwait fresh ones waiting, plus (unless
- * NONE) one waiting job submitted before them; one cycle. Returns the
- * preemptions decided. */
-static int run(world *w, const char *tenants, double split_gpu_s, int nwait, enum earlier e)
+ * NONE) one waiting job submitted before them, under cfg; one cycle.
+ * Returns the preemptions decided. */
+static int run_shaped(world *w, const char *tenants, const ts_sched_config *cfg, int nwait,
+                      enum earlier e, shape sh)
 {
-    ts_sched_config cfg;
-    ts_sched_config_default(&cfg);
-    cfg.las_split_gpu_s = split_gpu_s;
-    assert_int_equal(sched_world_open(CLUSTER_YAML, tenants, &cfg, &w->c, &w->ts, &w->q, &w->s,
+    assert_int_equal(sched_world_open(CLUSTER_YAML, tenants, cfg, &w->c, &w->ts, &w->q, &w->s,
                                       &w->d),
                      0);
     ts_job run[4], wait[MAX_JOBS];
     for (int k = 0; k < 4; k++) {
         ts_job *j = &w->jobs[k];
         sched_world_job(j, k, TA, &w->tasks[k], 1, 1, 86400);
-        assert_int_equal(sched_world_start(w->s, j, &w->allocs[k], 0, k, NOW_S - RAN_S), 0);
+        j->tier = sh.run_tier;
+        assert_int_equal(sched_world_start(w->s, j, &w->allocs[k], 0, k, NOW_S - sh.ran_s), 0);
+        j->attained_gpu_s = (sh.attained_s > 0 ? sh.attained_s : RAN_S) - sh.ran_s;
+        j->preemptions_hour = sh.preemptions_hour;
         run[k] = *j;
     }
     int nw = 0;
@@ -115,13 +130,24 @@ static int run(world *w, const char *tenants, double split_gpu_s, int nwait, enu
         ts_job *j = &w->jobs[5 + k];
         sched_world_job(j, 5 + k, TA, &w->tasks[5 + k], 1, 1, 86400);
         j->submit_s = NOW_S - 300 + k;
+        j->tier = sh.fresh_tier;
         wait[nw++] = *j;
     }
     ts_err err;
     assert_int_equal(ts_sched_cycle(w->s, NOW_S, wait, nw, run, 4, &w->d, &err), 0);
-    for (int p = 0; p < w->d.npreempts; p++)
+    for (int p = 0; p < w->d.npreempts && !sh.any_cause; p++)
         assert_true(w->d.preempts[p].time_sharing);
     return w->d.npreempts;
+}
+
+/* run_shaped with the defaults but the split step, the running jobs on
+ * their GPU for RAN_S. */
+static int run(world *w, const char *tenants, double split_gpu_s, int nwait, enum earlier e)
+{
+    ts_sched_config cfg;
+    ts_sched_config_default(&cfg);
+    cfg.las_split_gpu_s = split_gpu_s;
+    return run_shaped(w, tenants, &cfg, nwait, e, DEFAULT_SHAPE);
 }
 
 static void done(world *w)
@@ -278,6 +304,81 @@ static void test_split_search_without_candidate_spends_no_bound(void **state)
     sched_world_close(c, ts, q, s, &d);
 }
 
+/* A split tenant's own jobs keep the split's limits, not the cluster's:
+ * running for 2 minutes (inside the 10-minute minimum runtime) or
+ * preempted 3 times this hour (the default limit), team-a's running jobs
+ * are past the split step and time-shared by its fresh jobs only once
+ * las_split_min_runtime_s or las_split_max_preemptions_hour allows it. */
+static void test_split_limits_protect_own_jobs(void **state)
+{
+    (void)state;
+    world w = {0};
+    ts_sched_config cfg;
+    ts_sched_config_default(&cfg);
+    shape young = {120.0, 0, 0, TS_TIER_GUARANTEED, TS_TIER_GUARANTEED, false};
+    shape often = {RAN_S, 0, 3, TS_TIER_GUARANTEED, TS_TIER_GUARANTEED, false};
+    assert_int_equal(run_shaped(&w, GUARANTEED_YAML, &cfg, 9, NONE, young), 0);
+    done(&w);
+    assert_int_equal(run_shaped(&w, GUARANTEED_YAML, &cfg, 9, NONE, often), 0);
+    done(&w);
+    cfg.las_split_min_runtime_s = 60.0;
+    assert_true(run_shaped(&w, GUARANTEED_YAML, &cfg, 9, NONE, young) > 0);
+    done(&w);
+    assert_int_equal(run_shaped(&w, GUARANTEED_YAML, &cfg, 9, NONE, often), 0);
+    done(&w);
+    cfg.las_split_max_preemptions_hour = 10;
+    assert_true(run_shaped(&w, GUARANTEED_YAML, &cfg, 9, NONE, often) > 0);
+    done(&w);
+    /* a first level that fits is not split: the cluster's limits hold */
+    assert_int_equal(run_shaped(&w, GUARANTEED_YAML, &cfg, 2, NONE, young), 0);
+    done(&w);
+}
+
+/* A tenant at its guarantee queues its overflow as opportunistic while its
+ * running work is guaranteed: its fresh jobs time-share that work only
+ * with las_split_cross_tier (there the levels decide, not the tiers). */
+static void test_split_cross_tier(void **state)
+{
+    (void)state;
+    world w = {0};
+    ts_sched_config cfg;
+    ts_sched_config_default(&cfg);
+    shape opp = {RAN_S, 0, 0, TS_TIER_OPPORTUNISTIC, TS_TIER_GUARANTEED, false};
+    assert_int_equal(run_shaped(&w, GUARANTEED_YAML, &cfg, 9, NONE, opp), 0);
+    done(&w);
+    cfg.las_split_cross_tier = true;
+    int n = run_shaped(&w, GUARANTEED_YAML, &cfg, 9, NONE, opp);
+    assert_true(n > 0);
+    for (int p = 0; p < n; p++)
+        assert_int_equal(w.jobs[w.d.preempts[p].victim].tier, TS_TIER_GUARANTEED);
+    done(&w);
+    /* only in a split tenant */
+    assert_int_equal(run_shaped(&w, GUARANTEED_YAML, &cfg, 2, NONE, opp), 0);
+    done(&w);
+}
+
+/* The other way round: team-a's opportunistic jobs run at level 0 (they
+ * time-shared its guaranteed work, which waits past the split step). By
+ * its tier the guaranteed job would take their room back, and they would
+ * preempt each other in turn; with las_split_cross_tier the levels decide
+ * and it waits. */
+static void test_split_cross_tier_no_ping_pong(void **state)
+{
+    (void)state;
+    world w = {0};
+    ts_sched_config cfg;
+    ts_sched_config_default(&cfg);
+    cfg.las_split_backlog = 0.0; /* the requeued job's level-0 work left splits team-a */
+    cfg.las_split_min_runtime_s = 60.0;
+    /* on their GPUs 2 minutes, all they attained: level 0 */
+    shape back = {120.0, 120.0, 0, TS_TIER_GUARANTEED, TS_TIER_OPPORTUNISTIC, true};
+    assert_true(run_shaped(&w, GUARANTEED_YAML, &cfg, 0, REQUEUED, back) > 0); /* by its tier */
+    done(&w);
+    cfg.las_split_cross_tier = true;
+    assert_int_equal(run_shaped(&w, GUARANTEED_YAML, &cfg, 0, REQUEUED, back), 0);
+    done(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -288,6 +389,9 @@ int main(void)
         cmocka_unit_test(test_split_orders_promoted_jobs_after_fresh_ones),
         cmocka_unit_test(test_split_orders_fresh_jobs_by_size),
         cmocka_unit_test(test_split_search_without_candidate_spends_no_bound),
+        cmocka_unit_test(test_split_limits_protect_own_jobs),
+        cmocka_unit_test(test_split_cross_tier),
+        cmocka_unit_test(test_split_cross_tier_no_ping_pong),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
