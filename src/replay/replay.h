@@ -62,6 +62,8 @@ typedef struct ts_replay_tenant {
     int gpus;
 } ts_replay_tenant;
 
+struct ts_sched_config;
+
 typedef struct ts_replay_config {
     int nodes;
     int gpus_per_node;
@@ -77,6 +79,9 @@ typedef struct ts_replay_config {
      * must fit in the cluster. Borrowed, not owned. */
     const ts_replay_tenant *tenants;
     int ntenants;
+    /* The tessera policy's scheduler configuration (borrowed; NULL:
+     * tesserad's default, ts_sched_config_default). */
+    const struct ts_sched_config *sched;
 } ts_replay_config;
 
 /* 7 s for 1 GPU, 30 s for 2..8, 60 s above (Helios SRTF, README A). */
@@ -104,6 +109,7 @@ typedef struct ts_replay_view {
     const ts_replay_tenant *tenants;
     int ntenants;
     int gpus_per_node;           /* the replayed nodes' size */
+    const struct ts_sched_config *sched; /* the config's (NULL: the default) */
     /* Optional (NULL: every job rigid), the Pollux job model's elastic runs:
      * per job the most GPUs it may hold (jobs[j].gpus is its minimum; equal
      * or 0: rigid), its speedup curve (elastic_speedup[j][g], g in

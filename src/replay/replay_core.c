@@ -375,10 +375,14 @@ static int build(core_state *s, const ts_replay_view *v)
                                                 v->ntenants / (double)total, &err) != 0)
             return err.code;
     }
-    /* tesserad's default configuration, nothing changed (jobs give no grace:
-     * the engine charges restarts and lost progress itself) */
+    /* tesserad's default configuration unless the replay was given one
+     * (jobs give no grace: the engine charges restarts and lost progress
+     * itself) */
     ts_sched_config cfg;
-    ts_sched_config_default(&cfg);
+    if (v->sched)
+        cfg = *v->sched;
+    else
+        ts_sched_config_default(&cfg);
     s->fifo_level = cfg.las_fifo_within_level;
     int rc = ts_quota_new(s->ts, TS_HALF_LIFE_DEFAULT_S, &s->q, &err);
     if (rc == 0)

@@ -197,6 +197,7 @@ static ts_replay_view view_of(const engine *e)
         .tenants = e->cfg->ntenants > 0 ? e->cfg->tenants : NULL,
         .ntenants = e->cfg->ntenants,
         .gpus_per_node = e->cfg->gpus_per_node,
+        .sched = e->cfg->sched,
     };
 }
 

@@ -51,6 +51,8 @@ typedef struct replay_report {
     double load;                  /* --load: submit times were divided by it */
     const replay_policy_run *pr;
     int npol;
+    const char *const *sched;     /* the --sched NAME=VALUE given, in order */
+    int nsched;
 } replay_report;
 
 void replay_print(FILE *f, const replay_report *r);
@@ -65,6 +67,11 @@ int replay_write_series(const char *path, const replay_report *r);
 void replay_write_jobs_header(FILE *f);
 void replay_write_jobs(FILE *f, const char *policy, const ts_replay_workload *W,
                        const ts_replay_trace *t, const ts_replay_outcome *out);
+
+/* sched_set.c: --sched NAME=VALUE, one field of the tessera policy's
+ * ts_sched_config by its name; 0, or -1 after saying why on stderr. */
+struct ts_sched_config;
+int sim_sched_set(struct ts_sched_config *cfg, const char *arg);
 
 /* plot.c: utilisation and queue length over time, and with tenants the GPUs
  * each holds (stacked), one section per policy, as a self-contained SVG. */

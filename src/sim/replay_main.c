@@ -6,6 +6,7 @@
  *       [--tenants TENANTS.yaml | --vc-nodes VC.csv] [--from DAY --to DAY]
  *       [--round-s S] [--restart-cost-s S] [--checkpoint-s S] [--load X]
  *       [--json OUT.json] [--series OUT.csv] [--plot OUT.svg] [--jobs-out OUT.csv]
+ *       [--sched NAME=VALUE]...
  *
  * The jobs file's header tells its format: the Pollux rigid workloads, the
  * Philly job list, or our own job list (name,submit_s,gpus,duration_s
@@ -34,6 +35,7 @@
 #include "sim/fileio.h"
 #include "sim/replay.h"
 #include "sim/replay_cli.h"
+#include "tessera/cycle.h"
 
 #define EXIT_BAD_INPUT 2
 #define POLICIES_MAX 16
@@ -49,6 +51,8 @@
 #define SERIES_POINTS_MAX 2000
 #define VC_FILE_NAME "philly_vc_nodes_helios.csv"
 #define PATH_MAX_BYTES 4096
+#define SCHED_SET_MAX 32
+#define SCHED_SET_MAX_S "32"
 
 static void usage(FILE *f)
 {
@@ -57,7 +61,7 @@ static void usage(FILE *f)
                "         [--tenants TENANTS.yaml | --vc-nodes VC.csv] [--from YYYY-MM-DD]\n"
                "         [--to YYYY-MM-DD] [--round-s S] [--restart-cost-s S] [--checkpoint-s S]\n"
                "         [--load X] [--json OUT.json] [--series OUT.csv] [--plot OUT.svg]\n"
-               "         [--jobs-out OUT.csv]\n"
+               "         [--jobs-out OUT.csv] [--sched NAME=VALUE]...\n"
                "  JOBS.csv: pollux_rigid_durations.csv, philly_jobs_pollux.csv, or a job list\n"
                "    name,submit_s,gpus,duration_s[,tenant] (told apart by the header)\n"
                "  --round-s 0 decides on every event instead of in rounds\n"
@@ -65,6 +69,8 @@ static void usage(FILE *f)
                "  --load X: jobs arrive X times as fast (submit times / X; default 1)\n"
                "  --jobs-out: one CSV row per job and policy (when it ran, waited, finished)\n"
                "  with tenants, tessera shares one cluster; other policies run siloed\n"
+               "  --sched NAME=VALUE: a field of tessera's scheduler configuration\n"
+               "    (ts_sched_config; tesserad's default otherwise), e.g. fair_reclaim=true\n"
                "policies:");
     for (const ts_replay_policy_ops *const *p = ts_replay_policy_all(); *p; p++)
         fprintf(f, " %s", (*p)->name);
@@ -98,6 +104,9 @@ typedef struct options {
     bool round_given, restart_given, nodes_given;
     double nodes, gpus_per_node, load;
     ts_replay_config cfg;
+    ts_sched_config sched; /* --sched: cfg.sched points here once one is given */
+    const char *sched_set[SCHED_SET_MAX];
+    int nsched_set;
     const ts_replay_policy_ops *ops[POLICIES_MAX];
     int npol;
     FILE *jobs_out_f; /* --jobs-out, open while the policies run */
@@ -132,6 +141,7 @@ static int parse_options(int argc, char **argv, options *o)
     o->load = 1;
     o->cfg.round_s = TS_REPLAY_ROUND_DEFAULT_S;
     o->cfg.restart_cost_s = TS_REPLAY_RESTART_DEFAULT_S;
+    ts_sched_config_default(&o->sched);
     struct { const char *name; const char **dst; } paths[] = {
         {"--jobs", &o->jobs},       {"--set", &o->set},         {"--policy", &o->policies},
         {"--json", &o->json},       {"--series", &o->series},   {"--plot", &o->plot},
@@ -172,6 +182,12 @@ static int parse_options(int argc, char **argv, options *o)
             rc = parse_num(opt, v, 0, CHECKPOINT_MAX_S, false, &o->cfg.checkpoint_s);
         } else if (strcmp(opt, "--load") == 0) {
             rc = parse_num(opt, v, LOAD_MIN, LOAD_MAX, false, &o->load);
+        } else if (strcmp(opt, "--sched") == 0) {
+            if (o->nsched_set == SCHED_SET_MAX)
+                return bad("--sched: at most %s", SCHED_SET_MAX_S);
+            rc = sim_sched_set(&o->sched, v);
+            o->sched_set[o->nsched_set++] = v;
+            o->cfg.sched = &o->sched;
         } else {
             fprintf(stderr, "tessera-sim replay: unknown option \"%s\"\n", opt);
             usage(stderr);
@@ -417,7 +433,8 @@ int replay_main(int argc, char **argv)
         pr[p].ops = o.ops[p];
         rc = run_policy(&o, t, &pr[p]);
     }
-    replay_report rep = {o.jobs, o.set, format, t, &o.cfg, o.load, pr, o.npol};
+    replay_report rep = {o.jobs, o.set, format, t, &o.cfg, o.load, pr, o.npol,
+                         o.sched_set, o.nsched_set};
     if (rc == 0) {
         replay_print(stdout, &rep);
         const char *failed = NULL;

@@ -211,11 +211,15 @@ int replay_write_json(const char *path, const replay_report *r)
         }
         json_array_append_new(results, o);
     }
-    json_t *doc = json_pack("{s:s,s:o,s:s,s:{s:i,s:i},s:f,s:f,s:o}", "jobs_file", r->jobs_file,
-                            "set", r->set ? json_string(r->set) : json_null(), "format",
-                            r->format, "cluster", "nodes", r->cfg->nodes, "gpus_per_node",
-                            r->cfg->gpus_per_node, "checkpoint_s", r->cfg->checkpoint_s, "load",
-                            r->load, "results", results);
+    json_t *sched = json_array(); /* what tessera ran under besides the defaults */
+    for (int k = 0; sched && k < r->nsched; k++)
+        json_array_append_new(sched, json_string(r->sched[k]));
+    json_t *doc = json_pack("{s:s,s:o,s:s,s:{s:i,s:i},s:f,s:f,s:o,s:o*}", "jobs_file",
+                            r->jobs_file, "set", r->set ? json_string(r->set) : json_null(),
+                            "format", r->format, "cluster", "nodes", r->cfg->nodes,
+                            "gpus_per_node", r->cfg->gpus_per_node, "checkpoint_s",
+                            r->cfg->checkpoint_s, "load", r->load, "results", results, "sched",
+                            sched);
     if (!doc)
         return -1;
     int rc = json_dump_file(doc, path, JSON_INDENT(1) | JSON_REAL_PRECISION(10));

@@ -206,6 +206,26 @@ expect_bad "replay: siloed tenant too small" "tenants.speech: guaranteed 0 GPUs,
 expect_bad "replay: bad --load" "--load: must be a number in [0.01, 100]" \
   replay "${ours[@]}" --policy fifo --load 0
 
+expect_bad "replay: unknown --sched field" "--sched: unknown field in \"speed=3\"" \
+  replay "${ours[@]}" --policy tessera --sched speed=3
+expect_bad "replay: --sched without =" "--sched: expected NAME=VALUE" \
+  replay "${ours[@]}" --policy tessera --sched fair_reclaim
+expect_bad "replay: bad --sched value" "--sched: las_split_cross_tier: must be true or false" \
+  replay "${ours[@]}" --policy tessera --sched las_split_cross_tier=yes
+expect_bad "replay: --sched out of range" "--sched: max_preemptions_hour: must be an integer" \
+  replay "${ours[@]}" --policy tessera --sched max_preemptions_hour=2.5
+
+# --sched reaches tessera's scheduler: no victim searches, no preemption (one by default)
+sim replay "${ours[@]}" --policy tessera --checkpoint-s 600 --json "$tmp/s0.json"
+sim replay "${ours[@]}" --policy tessera --checkpoint-s 600 --sched max_preemptors_cycle=0 \
+  --json "$tmp/s1.json"
+if [ "$rc" -eq 0 ] && python3 - "$tmp/s0.json" "$tmp/s1.json" <<'PY'; then pass; else fail "replay --sched: exit $rc, or it did not reach the scheduler"; fi
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert a["sched"] == [] and b["sched"] == ["max_preemptors_cycle=0"], (a["sched"], b["sched"])
+assert a["results"][0]["preemptions"] >= 1 and b["results"][0]["preemptions"] == 0
+PY
+
 # --load 2: the same jobs arriving twice as fast (submit times halved)
 sim replay "${ours[@]}" --policy tessera --load 2 --series "$tmp/l.csv" --json "$tmp/l.json"
 if [ "$rc" -eq 0 ] && python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["load"] == 2' "$tmp/l.json" &&
