@@ -14,8 +14,11 @@ the long job waits, explain and the job carry its standing (level, GPU-hours
 attained, jobs ahead), queue position and start estimate. Across a restart
 of tesserad, the long job keeps the service it attained (rebuilt
 from its run-ended events). A fifo tenant's jobs carry no level; a throttled array
-runs at most its throttle of elements at once. Every wait
-is bounded.
+runs at most its throttle of elements at once. Then a tenant at its guarantee
+whose first level is split (scheduler.las.split_*): its opportunistic short
+job time-shares its guaranteed long job under the split's limits of a
+second (the cluster's are an hour), and is not preempted back by tier.
+Every wait is bounded.
 """
 import os
 import subprocess
@@ -68,6 +71,13 @@ for bad, key in [("scheduler: {order: sjf}\n", "scheduler.order"),
                  ("scheduler: {las: {split_gpu_hours: -1}}\n", "scheduler.las.split_gpu_hours"),
                  ("scheduler: {las: {split_backlog: -1}}\n", "scheduler.las.split_backlog"),
                  ("scheduler: {las: {speed: 3}}\n", "speed"),
+                 ("scheduler: {las: {split_min_runtime: soon}}\n",
+                  "scheduler.las.split_min_runtime"),
+                 ("scheduler: {las: {split_max_preemptions_per_hour: 1001}}\n",
+                  "scheduler.las.split_max_preemptions_per_hour"),
+                 ("scheduler: {las: {split_cross_tier: maybe}}\n",
+                  "scheduler.las.split_cross_tier"),
+                 ("scheduler: {fair_reclaim: yes}\n", "scheduler.fair_reclaim"),
                  ("scheduler: {reclaim_min_runtime: soon}\n", "scheduler.reclaim_min_runtime"),
                  ("scheduler: {reclaim_min_runtime: -5s}\n", "scheduler.reclaim_min_runtime")]:
     write("bad.yaml", BASE + bad)
@@ -82,8 +92,8 @@ check(r.returncode != 0 and "team-f.order" in r.stderr,
       f"a tenant's order is las or fifo: {r.stderr.strip()[:160]}")
 
 
-def spec(tenant, name, duration):
-    return {"tenant": tenant, "name": name, "tier": "opportunistic", "command": ["run"],
+def spec(tenant, name, duration, tier="opportunistic"):
+    return {"tenant": tenant, "name": name, "tier": tier, "command": ["run"],
             "tasks": [{"gpus": 4, "cpu_milli": 1000, "memory_mib": 1024}],
             "time_limit": "1h", "duration": duration}
 
@@ -91,8 +101,8 @@ def spec(tenant, name, duration):
 procs = []
 
 
-def start():
-    p = subprocess.Popen([TESSERAD, "--config", os.path.join(TMP, "tesserad.yaml")],
+def start(config="tesserad.yaml"):
+    p = subprocess.Popen([TESSERAD, "--config", os.path.join(TMP, config)],
                          stdout=subprocess.DEVNULL,
                          stderr=open(os.path.join(TMP, "log"), "a"))
     procs.append(p)
@@ -192,6 +202,43 @@ try:
     if e:
         check("(fifo)" in e["standing"] and e["las"]["level"] is None,
               f"fifo standing: {e['standing']}, las {e['las']}")
+
+    # A split tenant's own limits and cross-tier time-sharing: team-g holds
+    # the node's 4 GPUs as its guarantee, the cluster's minimum runtime is an
+    # hour, so only the split keys let anything be preempted here. Its long
+    # guaranteed job runs past the split step (18 GPU-s: 4.5 s of 4 GPUs);
+    # its opportunistic short job (12 GPU-s, inside the step), the overflow a
+    # tenant at its guarantee queues as opportunistic, time-shares it after a
+    # second, not the hour. The long job does not take the GPUs back by its
+    # tier while the short one stands at a lower level (the two would
+    # preempt each other in turn): the short job starts once and ends, then
+    # the long one resumes.
+    stop_all(procs)
+    procs.clear()
+    write("tenants-g.yaml", "tenants:\n  org:\n    guaranteed: {gpu: {H100-80GB: 4}}\n"
+          "    teams:\n      team-g: {guaranteed: {gpu: {H100-80GB: 4}}}\n")
+    write("split.yaml", BASE.replace("tenants.yaml", "tenants-g.yaml").replace(
+        "state_dir: state", "state_dir: state-split") +
+        "scheduler: {interval: 0.2s, min_runtime: 1h, grace: 1s, backoff: 0s, "
+        "las: {split_gpu_hours: 0.005, split_backlog: 0, split_min_runtime: 1s, "
+        "split_max_preemptions_per_hour: 10, split_cross_tier: true}}\n")
+    proc = start("split.yaml")
+    admin = open(os.path.join(TMP, "state-split", "admin.token")).read().strip()
+    st, d = call("POST", "/v1/jobs", spec("team-g", "long-g", "60s", "guaranteed"))
+    long_id = d["jobs"][0]["id"] if "jobs" in d else d["job"]["id"]
+    wait_for(lambda: job(long_id)["state"] == "running", "team-g's long job runs")
+    time.sleep(6)  # past the split step
+    st, d = call("POST", "/v1/jobs", spec("team-g", "short-g", "3s"))
+    short_id = d["jobs"][0]["id"] if "jobs" in d else d["job"]["id"]
+    ev = wait_for(lambda: [e for e in call("GET", f"/v1/jobs/{long_id}/events")[1]["events"]
+                           if e["kind"] == "preempted"],
+                  "the long job is time-shared within seconds, not the hour", 15)
+    if ev:
+        detail = ev[0].get("detail") or ""
+        check("time-sharing" in detail and f"for job {short_id}" in detail, f"why: {detail}")
+    wait_for(lambda: job(short_id)["state"] == "completed", "the short job completes", 20)
+    check(kinds(short_id).count("started") == 1, f"once, not preempted back: {kinds(short_id)}")
+    wait_for(lambda: kinds(long_id).count("started") >= 2, "the long job resumes", 20)
 finally:
     stop_all(procs)
 finish(TMP, ["log"])
