@@ -98,6 +98,8 @@ static int cfg_field_read(cfg_ctx *x, const cfg_field *f, yaml_node_t *v, const 
     switch (f->kind) {
     case CFG_KIND_READ:
         return f->read(x, v, path);
+    case CFG_KIND_BOOL:
+        return ctld_cfg_bool(x, v, path, (bool *)at);
     case CFG_KIND_DUR:
         if ((rc = ctld_cfg_dur(x, v, path, &d)) != 0)
             return rc;

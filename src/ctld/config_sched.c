@@ -177,11 +177,6 @@ static int las_read(cfg_ctx *x, yaml_node_t *v, const char *path)
     return las_parse(x, v, &x->cfg->sched);
 }
 
-static int fair_reclaim_read(cfg_ctx *x, yaml_node_t *v, const char *path)
-{
-    return ctld_cfg_bool(x, v, path, &x->cfg->sched.fair_reclaim);
-}
-
 static const cfg_field SCHEDULER[] = {
     CFG_DUR("interval", interval_s),
     CFG_DUR("default_time_limit", sched.default_time_limit_s),
@@ -199,7 +194,7 @@ static const cfg_field SCHEDULER[] = {
     CFG_READ("order", order_read),
     CFG_READ("las", las_read),
     CFG_DUR("reclaim_min_runtime", sched.reclaim_min_runtime_s),
-    CFG_READ("fair_reclaim", fair_reclaim_read),
+    CFG_BOOL("fair_reclaim", sched.fair_reclaim),
 };
 
 int ctld_cfg_scheduler(cfg_ctx *x, yaml_node_t *n)

@@ -34,11 +34,18 @@ int ctld_cfg_bool(cfg_ctx *x, const yaml_node_t *n, const char *path, bool *out)
 /*
  * A mapping's members as a table (ctld_cfg_map): an integer in lo..hi, whose
  * error names the range as the table writes it ("1..1000000"), stored as an
- * int, a double, or MiB as bytes; a duration, in lo..hi seconds when hi > 0
- * (want is then the range's error, e.g. "1s..1h"); or a value read by a
- * function of its own. `off` is the member of ctld_config it fills.
+ * int, a double, or MiB as bytes; true or false (ctld_cfg_bool); a duration,
+ * in lo..hi seconds when hi > 0 (want is then the range's error, e.g.
+ * "1s..1h"); or a value read by a function of its own. `off` is the member of ctld_config it fills.
  */
-enum cfg_kind { CFG_KIND_INT, CFG_KIND_INT_F64, CFG_KIND_MIB, CFG_KIND_DUR, CFG_KIND_READ };
+enum cfg_kind {
+    CFG_KIND_INT,
+    CFG_KIND_INT_F64,
+    CFG_KIND_MIB,
+    CFG_KIND_DUR,
+    CFG_KIND_BOOL,
+    CFG_KIND_READ
+};
 typedef struct cfg_field {
     const char *key;
     enum cfg_kind kind;
@@ -62,6 +69,7 @@ typedef struct cfg_field {
 #define CFG_DUR(key, member) {key, CFG_KIND_DUR, 0, 0, NULL, CFG_OFF(member, double), NULL}
 #define CFG_DUR_IN(key, lo, hi, want, member)                                                  \
     {key, CFG_KIND_DUR, lo, hi, want, CFG_OFF(member, double), NULL}
+#define CFG_BOOL(key, member) {key, CFG_KIND_BOOL, 0, 0, NULL, CFG_OFF(member, bool), NULL}
 #define CFG_READ(key, fn) {key, CFG_KIND_READ, 0, 0, NULL, 0, fn}
 
 /*
