@@ -68,6 +68,11 @@ void replay_write_jobs_header(FILE *f);
 void replay_write_jobs(FILE *f, const char *policy, const ts_replay_workload *W,
                        const ts_replay_trace *t, const ts_replay_outcome *out);
 
+/* An option's number v in [min, max] (an integer if asked) into *out; 0, or
+ * -1 after saying "tessera-sim replay: OPT: must be ..." on stderr. */
+int replay_parse_num(const char *opt, const char *v, double min, double max, bool integer,
+                     double *out);
+
 /* sched_set.c: --sched NAME=VALUE, one field of the tessera policy's
  * ts_sched_config by its name; 0, or -1 after saying why on stderr. */
 struct ts_sched_config;

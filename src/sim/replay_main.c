@@ -82,7 +82,7 @@ static int bad(const char *fmt, const char *arg)
     return sim_bad("tessera-sim replay", fmt, arg);
 }
 
-static int parse_num(const char *opt, const char *v, double min, double max, bool integer,
+int replay_parse_num(const char *opt, const char *v, double min, double max, bool integer,
                      double *out)
 {
     char *end;
@@ -167,21 +167,21 @@ static int parse_options(int argc, char **argv, options *o)
             continue;
         int rc = 0;
         if (strcmp(opt, "--nodes") == 0) {
-            rc = parse_num(opt, v, 1, NODES_MAX, true, &o->nodes);
+            rc = replay_parse_num(opt, v, 1, NODES_MAX, true, &o->nodes);
             o->nodes_given = true;
         } else if (strcmp(opt, "--gpus-per-node") == 0) {
-            rc = parse_num(opt, v, 1, GPUS_PER_NODE_MAX, true, &o->gpus_per_node);
+            rc = replay_parse_num(opt, v, 1, GPUS_PER_NODE_MAX, true, &o->gpus_per_node);
             o->nodes_given = true;
         } else if (strcmp(opt, "--round-s") == 0) {
-            rc = parse_num(opt, v, 0, ROUND_MAX_S, false, &o->cfg.round_s);
+            rc = replay_parse_num(opt, v, 0, ROUND_MAX_S, false, &o->cfg.round_s);
             o->round_given = true;
         } else if (strcmp(opt, "--restart-cost-s") == 0) {
-            rc = parse_num(opt, v, 0, RESTART_MAX_S, false, &o->cfg.restart_cost_s);
+            rc = replay_parse_num(opt, v, 0, RESTART_MAX_S, false, &o->cfg.restart_cost_s);
             o->restart_given = true;
         } else if (strcmp(opt, "--checkpoint-s") == 0) {
-            rc = parse_num(opt, v, 0, CHECKPOINT_MAX_S, false, &o->cfg.checkpoint_s);
+            rc = replay_parse_num(opt, v, 0, CHECKPOINT_MAX_S, false, &o->cfg.checkpoint_s);
         } else if (strcmp(opt, "--load") == 0) {
-            rc = parse_num(opt, v, LOAD_MIN, LOAD_MAX, false, &o->load);
+            rc = replay_parse_num(opt, v, LOAD_MIN, LOAD_MAX, false, &o->load);
         } else if (strcmp(opt, "--sched") == 0) {
             if (o->nsched_set == SCHED_SET_MAX)
                 return bad("--sched: at most %s", SCHED_SET_MAX_S);

@@ -7,8 +7,6 @@
  * guarantee's experiments vary (docs/simulator.md); a name outside it is an
  * error that lists them.
  */
-#include <errno.h>
-#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +15,7 @@
 #include "sim/replay_cli.h"
 #include "tessera/cycle.h"
 
-enum set_kind { SET_SECONDS, SET_INT, SET_BOOL, SET_NUMBER };
+enum set_kind { SET_NUMBER, SET_INT, SET_BOOL }; /* seconds and GPU-seconds are numbers */
 
 typedef struct set_field {
     const char *name;
@@ -28,16 +26,16 @@ typedef struct set_field {
 
 #define F(name, kind, lo, hi) {#name, kind, offsetof(ts_sched_config, name), lo, hi}
 static const set_field FIELDS[] = {
-    F(min_runtime_s, SET_SECONDS, 0, 1e7),
+    F(min_runtime_s, SET_NUMBER, 0, 1e7),
     F(max_preemptions_hour, SET_INT, 0, 1000),
-    F(reclaim_min_runtime_s, SET_SECONDS, -1, 1e7),
+    F(reclaim_min_runtime_s, SET_NUMBER, -1, 1e7),
     F(max_preemptors_cycle, SET_INT, 0, 1000),
-    F(starve_after_s, SET_SECONDS, 0, 1e9),
+    F(starve_after_s, SET_NUMBER, 0, 1e9),
     F(fair_reclaim, SET_BOOL, 0, 1),
     F(las_level_gpu_s, SET_NUMBER, 1, 1e10),
     F(las_split_gpu_s, SET_NUMBER, 0, 1e10),
     F(las_split_backlog, SET_NUMBER, 0, 1e6),
-    F(las_split_min_runtime_s, SET_SECONDS, -1, 1e7),
+    F(las_split_min_runtime_s, SET_NUMBER, -1, 1e7),
     F(las_split_max_preemptions_hour, SET_INT, -1, 1000),
     F(las_split_cross_tier, SET_BOOL, 0, 1),
 };
@@ -77,17 +75,12 @@ int sim_sched_set(ts_sched_config *cfg, const char *arg)
         *(bool *)at = strcmp(v, "true") == 0;
         return 0;
     }
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
+    char what[64];
+    snprintf(what, sizeof what, "--sched: %s", f->name);
     bool integer = f->kind == SET_INT;
-    if (end == v || *end || errno || !isfinite(x) || x < f->lo || x > f->hi ||
-        (integer && x != floor(x))) {
-        fprintf(stderr, "tessera-sim replay: --sched: %s: must be %s in [%g, %g], got \"%s\"\n",
-                f->name, integer ? "an integer" : f->kind == SET_SECONDS ? "seconds" : "a number",
-                f->lo, f->hi, v);
+    double x;
+    if (replay_parse_num(what, v, f->lo, f->hi, integer, &x) != 0)
         return -1;
-    }
     if (integer)
         *(int *)at = (int)x;
     else
