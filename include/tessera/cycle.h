@@ -184,6 +184,13 @@ typedef struct ts_sched_config {
      * one, and tenants with no guarantee never split. */
     double las_split_gpu_s;
     double las_split_backlog;
+    /* With las_split_horizon_s > 0 (0, the default: the step is fixed) a
+     * split tenant's step follows its backlog: the largest, up to
+     * las_split_gpu_s and at least las_split_min_gpu_s, at which each of its
+     * waiting first-level jobs could take it within the horizon on the
+     * GPUs it holds (at least its guarantee). */
+    double las_split_horizon_s;
+    double las_split_min_gpu_s;
     /* Inside a split tenant its own jobs take each other's room (reclaim by
      * class, time-sharing) after las_split_min_runtime_s of run and up to
      * las_split_max_preemptions_hour times an hour (< 0, the default:

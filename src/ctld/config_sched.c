@@ -64,7 +64,7 @@ static int get_number(cfg_ctx *x, const yaml_node_t *n, const char *path, double
 
 /* scheduler.las: {level_gpu_hours, levels, promote_factor, split_gpu_hours,
  * split_backlog, split_min_runtime, split_max_preemptions_per_hour,
- * split_cross_tier} (docs/scheduler.md) */
+ * split_cross_tier, split_horizon, split_min_gpu_hours} (docs/scheduler.md) */
 static int las_parse(cfg_ctx *x, const yaml_node_t *n, ts_sched_config *sc)
 {
     static const char *const keys[] = {"level_gpu_hours",
@@ -74,7 +74,9 @@ static int las_parse(cfg_ctx *x, const yaml_node_t *n, ts_sched_config *sc)
                                        "split_backlog",
                                        "split_min_runtime",
                                        "split_max_preemptions_per_hour",
-                                       "split_cross_tier"};
+                                       "split_cross_tier",
+                                       "split_horizon",
+                                       "split_min_gpu_hours"};
     enum { NKEYS = (int)(sizeof keys / sizeof keys[0]) };
     yaml_node_t *v[NKEYS];
     int rc = ts_yaml_map_fields(&x->D, n, "scheduler.las", keys, NKEYS, v);
@@ -108,6 +110,12 @@ static int las_parse(cfg_ctx *x, const yaml_node_t *n, ts_sched_config *sc)
         sc->las_split_max_preemptions_hour = (int)iv;
     if (rc == 0 && v[7])
         rc = ctld_cfg_bool(x, v[7], "scheduler.las.split_cross_tier", &sc->las_split_cross_tier);
+    if (rc == 0 && v[8])
+        rc = ctld_cfg_dur(x, v[8], "scheduler.las.split_horizon", &sc->las_split_horizon_s);
+    if (rc == 0 && v[9] &&
+        (rc = get_number(x, v[9], "scheduler.las.split_min_gpu_hours", 0.0, 1e6,
+                         "a number of GPU-hours, 0..1000000", &h)) == 0)
+        sc->las_split_min_gpu_s = h * 3600.0;
     return rc;
 }
 

@@ -17,6 +17,7 @@
 /* The las defaults (docs/scheduler.md has the sweep behind them). */
 #define LAS_LEVEL_DEFAULT_GPU_S (8.0 * 3600.0)
 #define LAS_SPLIT_DEFAULT_GPU_S 3600.0 /* the first step of an overflowing first level */
+#define LAS_SPLIT_DEFAULT_MIN_GPU_S 120.0 /* the shortest step a backlog brings */
 #define LAS_SPLIT_DEFAULT_BACKLOG 0.5 /* its trigger (2 split no Philly 8x tenant: peak 1.65) */
 #define LAS_LEVELS_DEFAULT 3
 #define LAS_PROMOTE_DEFAULT 1.0
@@ -81,6 +82,8 @@ void ts_sched_config_default(ts_sched_config *cfg)
     cfg->las_fifo_within_level = true;
     cfg->las_split_gpu_s = LAS_SPLIT_DEFAULT_GPU_S;
     cfg->las_split_backlog = LAS_SPLIT_DEFAULT_BACKLOG;
+    cfg->las_split_horizon_s = 0.0; /* a fixed step */
+    cfg->las_split_min_gpu_s = LAS_SPLIT_DEFAULT_MIN_GPU_S;
     cfg->las_split_min_runtime_s = -1.0;     /* min_runtime_s */
     cfg->las_split_max_preemptions_hour = -1; /* max_preemptions_hour */
     cfg->las_split_cross_tier = false;

@@ -232,8 +232,10 @@ static void prepass(loop *l, uint8_t *done)
         js->limit_s = limit_of(l, job);
         js->tenant = job->tenant;
         js->tier = job->tier;
-        if (js->las && js->earned == 0) /* the split first level's measure */
+        if (js->las && js->earned == 0) { /* the split first level's measure */
             l->tleft[js->tenant] += s->cfg.las_level_gpu_s - js->attained;
+            l->tfresh[js->tenant]++;
+        }
         done[i] = 0;
     }
 }
@@ -257,6 +259,26 @@ static void prepass(loop *l, uint8_t *done)
  * ones; a starving gang still goes first by the starvation bound). A
  * tenant with no guarantee (one team alone on a cluster) is never split:
  * its backlog's depth says nothing of a first level's fit. */
+/* Where tenant t's split first level steps (cfg.las_split_gpu_s). With
+ * las_split_horizon_s set the step follows its backlog: the largest, up to
+ * las_split_gpu_s and at least las_split_min_gpu_s, at which every waiting
+ * job of its first level could take it within the horizon on the GPUs it
+ * holds (each counted at the whole step, a hair more than those that ran
+ * have left). A backlog an hour deep keeps the step long, so few jobs are
+ * stopped where a restart costs minutes; one days deep shortens it until
+ * a job of minutes is through in minutes. */
+static double split_step(const loop *l, int t, double gpus)
+{
+    const ts_sched_config *c = &l->s->cfg;
+    double step = c->las_split_gpu_s;
+    if (c->las_split_horizon_s > 0.0 && l->tfresh[t] > 0) {
+        double fit = c->las_split_horizon_s * gpus / l->tfresh[t];
+        if (fit < step)
+            step = fit > c->las_split_min_gpu_s ? fit : c->las_split_min_gpu_s;
+    }
+    return step;
+}
+
 static int split_levels(loop *l, const uint8_t *done)
 {
     ts_sched *s = l->s;
@@ -266,32 +288,35 @@ static int split_levels(loop *l, const uint8_t *done)
     int nt = ts_quota_tenants(s->q)->n;
     const double *left = l->tleft; /* summed by prepass */
     uint8_t *split = l->tsplit; /* zeroed by loop_alloc */
+    double *at = l->tstep; /* a hair below each split tenant's step: a sum of increments */
     bool any = false;
     for (int t = 0; t < nt; t++) {
         int64_t g = cycle_guaranteed_gpu_milli(s, t), held = cycle_held_gpu_milli(s, t);
         double gpus = (double)(held > g ? held : g) / TS_MILLI_PER_GPU;
         split[t] = g > 0 && left[t] > s->cfg.las_split_backlog * top * gpus;
+        at[t] = split[t] ? split_step(l, t, gpus) * (1.0 - 1e-9) : 0.0;
         any = any || split[t];
     }
-    double at = step * (1.0 - 1e-9); /* a sum of increments: a hair below is at it */
     for (int i = 0; any && i < l->nw; i++) {
         jsum *js = &l->js[i];
         if (done[i] || !js->las || !split[js->tenant])
             continue;
-        if (js->earned == 0 && js->attained >= at)
+        if (js->earned == 0 && js->attained >= at[js->tenant])
             js->level = js->earned = 1; /* past the step */
         else if (js->earned > 0 && js->level == 0)
             js->level = 1; /* promoted by its wait: after the fresh jobs too */
         else if (js->earned == 0)
             js->by_size = true; /* fresh: fewest GPUs first */
     }
-    for (int j = 0; any && j < l->nr; j++)
-        if (split[l->r[j].tenant] && l->tord[l->r[j].tenant] == TS_ORDER_LAS &&
-            l->rlevel[j] == 0 && l->rattained[j] >= at) {
+    for (int j = 0; any && j < l->nr; j++) {
+        int t = l->r[j].tenant;
+        if (split[t] && l->tord[t] == TS_ORDER_LAS && l->rlevel[j] == 0 &&
+            l->rattained[j] >= at[t]) {
             l->rlevel[j] = 1;
             if (l->max_running_level < 1)
                 l->max_running_level = 1;
         }
+    }
     return 0;
 }
 
@@ -360,6 +385,8 @@ static int loop_alloc(loop *l)
     l->theld = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->theld);
     l->tleft = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tleft);
     l->tsplit = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tsplit);
+    l->tfresh = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tfresh);
+    l->tstep = calloc((size_t)(nt > 0 ? nt : 1), sizeof *l->tstep);
     l->rattained = malloc(nr * sizeof *l->rattained);
     l->rlevel = malloc(nr * sizeof *l->rlevel);
     l->stopping = malloc(nr * sizeof *l->stopping);
@@ -372,7 +399,7 @@ static int loop_alloc(loop *l)
     l->why_off = s->why_off;
     if (!l->start_off || !l->tmp || !l->plan || !l->pj || !l->lost || !l->cand || !l->chosen ||
         !l->victim || !l->dom || !l->js || !l->why_off || !l->tord || !l->tseen || !l->tborrows ||
-        !l->theld || !l->tleft || !l->tsplit ||
+        !l->theld || !l->tleft || !l->tsplit || !l->tfresh || !l->tstep ||
         !l->rattained ||
         !l->rlevel || !l->stopping)
         return TS_ENOMEM;
@@ -430,6 +457,8 @@ static void loop_free(loop *l)
     free(l->theld);
     free(l->tleft);
     free(l->tsplit);
+    free(l->tfresh);
+    free(l->tstep);
     free(l->swap_top);
     free(l->rattained);
     free(l->rlevel);

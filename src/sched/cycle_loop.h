@@ -70,6 +70,8 @@ typedef struct loop {
     int64_t *theld;     /* [ntenants] GPU milli it holds: set per fair search */
     double *tleft;      /* [ntenants] level-0 GPU-s its waiting jobs have left (las) */
     uint8_t *tsplit;    /* [ntenants] its first las level is split this cycle */
+    int *tfresh;        /* [ntenants] its waiting jobs at their first level (las) */
+    double *tstep;      /* [ntenants] where its split first level steps, this cycle */
     double *rattained;  /* [nr] each running job's GPU-s attained, its current run included */
     int *rlevel;        /* [nr] and the las level that makes (doubled) */
     int *stopping;      /* [nr] the running jobs that are stopping, nstopping of them */

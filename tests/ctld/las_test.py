@@ -77,6 +77,9 @@ for bad, key in [("scheduler: {order: sjf}\n", "scheduler.order"),
                   "scheduler.las.split_max_preemptions_per_hour"),
                  ("scheduler: {las: {split_cross_tier: maybe}}\n",
                   "scheduler.las.split_cross_tier"),
+                 ("scheduler: {las: {split_horizon: later}}\n", "scheduler.las.split_horizon"),
+                 ("scheduler: {las: {split_min_gpu_hours: -1}}\n",
+                  "scheduler.las.split_min_gpu_hours"),
                  ("scheduler: {fair_reclaim: yes}\n", "scheduler.fair_reclaim"),
                  ("scheduler: {reclaim_min_runtime: soon}\n", "scheduler.reclaim_min_runtime"),
                  ("scheduler: {reclaim_min_runtime: -5s}\n", "scheduler.reclaim_min_runtime")]:
@@ -221,7 +224,8 @@ try:
         "state_dir: state", "state_dir: state-split") +
         "scheduler: {interval: 0.2s, min_runtime: 1h, grace: 1s, backoff: 0s, "
         "las: {split_gpu_hours: 0.005, split_backlog: 0, split_min_runtime: 1s, "
-        "split_max_preemptions_per_hour: 10, split_cross_tier: true}}\n")
+        "split_max_preemptions_per_hour: 10, split_cross_tier: true, split_horizon: 1h, "
+        "split_min_gpu_hours: 0.001}}\n")
     proc = start("split.yaml")
     admin = open(os.path.join(TMP, "state-split", "admin.token")).read().strip()
     st, d = call("POST", "/v1/jobs", spec("team-g", "long-g", "60s", "guaranteed"))

@@ -379,6 +379,33 @@ static void test_split_cross_tier_no_ping_pong(void **state)
     done(&w);
 }
 
+/* With las_split_horizon_s the step follows the backlog: nine fresh jobs
+ * on the 4 GPUs team-a holds, each at the step within an hour, step at
+ * 1,600 GPU-s, under what the running jobs attained (7,200): they are time-
+ * shared. Within ten hours the step would be 16,000, above it; and no step
+ * is shorter than las_split_min_gpu_s. The fixed step (20,000, above the
+ * running jobs) time-shares nothing. */
+static void test_split_step_follows_backlog(void **state)
+{
+    (void)state;
+    world w = {0};
+    ts_sched_config cfg;
+    ts_sched_config_default(&cfg);
+    cfg.las_split_gpu_s = 20000.0;
+    assert_int_equal(run_shaped(&w, GUARANTEED_YAML, &cfg, 9, NONE, DEFAULT_SHAPE), 0);
+    done(&w);
+    cfg.las_split_horizon_s = 3600.0;
+    assert_true(run_shaped(&w, GUARANTEED_YAML, &cfg, 9, NONE, DEFAULT_SHAPE) > 0);
+    done(&w);
+    cfg.las_split_horizon_s = 36000.0;
+    assert_int_equal(run_shaped(&w, GUARANTEED_YAML, &cfg, 9, NONE, DEFAULT_SHAPE), 0);
+    done(&w);
+    cfg.las_split_horizon_s = 3600.0;
+    cfg.las_split_min_gpu_s = 10000.0;
+    assert_int_equal(run_shaped(&w, GUARANTEED_YAML, &cfg, 9, NONE, DEFAULT_SHAPE), 0);
+    done(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -392,6 +419,7 @@ int main(void)
         cmocka_unit_test(test_split_limits_protect_own_jobs),
         cmocka_unit_test(test_split_cross_tier),
         cmocka_unit_test(test_split_cross_tier_no_ping_pong),
+        cmocka_unit_test(test_split_step_follows_backlog),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
