@@ -240,6 +240,26 @@ static void prepass(loop *l, uint8_t *done)
     }
 }
 
+/* Where tenant t's split first level steps (cfg.las_split_gpu_s). With
+ * las_split_horizon_s set the step follows its backlog: the largest, up to
+ * las_split_gpu_s and at least las_split_min_gpu_s, at which every waiting
+ * job of its first level could take it within the horizon on the GPUs it
+ * holds (each counted at the whole step, a hair more than those that ran
+ * have left). A backlog of a few jobs per GPU keeps the step long, so few jobs
+ * are stopped where a restart costs minutes; one of hundreds shortens it
+ * until a job of minutes is through in minutes. */
+static double split_step(const loop *l, int t, double gpus)
+{
+    const ts_sched_config *c = &l->s->cfg;
+    double step = c->las_split_gpu_s;
+    if (c->las_split_horizon_s > 0.0 && l->tfresh[t] > 0) {
+        double fit = c->las_split_horizon_s * gpus / l->tfresh[t];
+        if (fit < step)
+            step = fit > c->las_split_min_gpu_s ? fit : c->las_split_min_gpu_s;
+    }
+    return step;
+}
+
 /* The split first level (cfg.las_split_gpu_s). Inside a tenant level 0 is
  * first come first served and never time-shared, so once the tenant's
  * level-0 work outgrows what it holds, a short job waits behind every older
@@ -259,26 +279,6 @@ static void prepass(loop *l, uint8_t *done)
  * ones; a starving gang still goes first by the starvation bound). A
  * tenant with no guarantee (one team alone on a cluster) is never split:
  * its backlog's depth says nothing of a first level's fit. */
-/* Where tenant t's split first level steps (cfg.las_split_gpu_s). With
- * las_split_horizon_s set the step follows its backlog: the largest, up to
- * las_split_gpu_s and at least las_split_min_gpu_s, at which every waiting
- * job of its first level could take it within the horizon on the GPUs it
- * holds (each counted at the whole step, a hair more than those that ran
- * have left). A backlog an hour deep keeps the step long, so few jobs are
- * stopped where a restart costs minutes; one days deep shortens it until
- * a job of minutes is through in minutes. */
-static double split_step(const loop *l, int t, double gpus)
-{
-    const ts_sched_config *c = &l->s->cfg;
-    double step = c->las_split_gpu_s;
-    if (c->las_split_horizon_s > 0.0 && l->tfresh[t] > 0) {
-        double fit = c->las_split_horizon_s * gpus / l->tfresh[t];
-        if (fit < step)
-            step = fit > c->las_split_min_gpu_s ? fit : c->las_split_min_gpu_s;
-    }
-    return step;
-}
-
 static int split_levels(loop *l, const uint8_t *done)
 {
     ts_sched *s = l->s;
