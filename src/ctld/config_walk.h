@@ -36,7 +36,8 @@ int ctld_cfg_bool(cfg_ctx *x, const yaml_node_t *n, const char *path, bool *out)
  * error names the range as the table writes it ("1..1000000"), stored as an
  * int, a double, or MiB as bytes; true or false (ctld_cfg_bool); a duration,
  * in lo..hi seconds when hi > 0 (want is then the range's error, e.g.
- * "1s..1h"); or a value read by a function of its own. `off` is the member of ctld_config it fills.
+ * "1s..1h"); or a value read by a function of its own. `off` is the member
+ * of ctld_config it fills.
  */
 enum cfg_kind {
     CFG_KIND_INT,
