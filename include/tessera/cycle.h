@@ -191,6 +191,11 @@ typedef struct ts_sched_config {
      * GPUs it holds (at least its guarantee). */
     double las_split_horizon_s;
     double las_split_min_gpu_s;
+    /* A second step inside a split first level (0, the default: none):
+     * a split tenant's jobs past las_split_mid_gpu_s (when it is above the
+     * step) go after its jobs past the step, which may time-share them, and
+     * so do its jobs promoted by their wait. */
+    double las_split_mid_gpu_s;
     /* Inside a split tenant its own jobs take each other's room (reclaim by
      * class, time-sharing) after las_split_min_runtime_s of run and up to
      * las_split_max_preemptions_hour times an hour (< 0, the default:

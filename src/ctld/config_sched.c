@@ -64,7 +64,8 @@ static int get_number(cfg_ctx *x, const yaml_node_t *n, const char *path, double
 
 /* scheduler.las: {level_gpu_hours, levels, promote_factor, split_gpu_hours,
  * split_backlog, split_min_runtime, split_max_preemptions_per_hour,
- * split_cross_tier, split_horizon, split_min_gpu_hours} (docs/scheduler.md) */
+ * split_cross_tier, split_horizon, split_min_gpu_hours, split_mid_gpu_hours}
+ * (docs/scheduler.md) */
 static int las_parse(cfg_ctx *x, const yaml_node_t *n, ts_sched_config *sc)
 {
     static const char *const keys[] = {"level_gpu_hours",
@@ -76,7 +77,8 @@ static int las_parse(cfg_ctx *x, const yaml_node_t *n, ts_sched_config *sc)
                                        "split_max_preemptions_per_hour",
                                        "split_cross_tier",
                                        "split_horizon",
-                                       "split_min_gpu_hours"};
+                                       "split_min_gpu_hours",
+                                       "split_mid_gpu_hours"};
     enum { NKEYS = (int)(sizeof keys / sizeof keys[0]) };
     yaml_node_t *v[NKEYS];
     int rc = ts_yaml_map_fields(&x->D, n, "scheduler.las", keys, NKEYS, v);
@@ -116,6 +118,10 @@ static int las_parse(cfg_ctx *x, const yaml_node_t *n, ts_sched_config *sc)
         (rc = get_number(x, v[9], "scheduler.las.split_min_gpu_hours", 0.0, 1e6,
                          "a number of GPU-hours, 0..1000000", &h)) == 0)
         sc->las_split_min_gpu_s = h * 3600.0;
+    if (rc == 0 && v[10] &&
+        (rc = get_number(x, v[10], "scheduler.las.split_mid_gpu_hours", 0.0, 1e6,
+                         "a number of GPU-hours, 0..1000000 (0: one step)", &h)) == 0)
+        sc->las_split_mid_gpu_s = h * 3600.0;
     return rc;
 }
 

@@ -84,6 +84,7 @@ void ts_sched_config_default(ts_sched_config *cfg)
     cfg->las_split_backlog = LAS_SPLIT_DEFAULT_BACKLOG;
     cfg->las_split_horizon_s = 0.0; /* a fixed step */
     cfg->las_split_min_gpu_s = LAS_SPLIT_DEFAULT_MIN_GPU_S;
+    cfg->las_split_mid_gpu_s = 0.0; /* one step */
     cfg->las_split_min_runtime_s = -1.0;     /* min_runtime_s */
     cfg->las_split_max_preemptions_hour = -1; /* max_preemptions_hour */
     cfg->las_split_cross_tier = false;

@@ -215,7 +215,7 @@ static void prepass(loop *l, uint8_t *done)
         js->las = l->tord[job->tenant] == TS_ORDER_LAS;
         if (js->las && job->attained_gpu_s > 0.0) { /* a fresh job is at level 0 */
             js->attained = job->attained_gpu_s;
-            js->level = js->earned = 2 * ts_sched_las_level(s, js->attained);
+            js->level = js->earned = LAS_SCALE * ts_sched_las_level(s, js->attained);
             double queued = job->queued_s > 0.0 ? job->queued_s : job->submit_s;
             double rate = js->level > 0 && s->cfg.las_promote_factor > 0.0
                               ? ts_sched_job_rate(s, job)
@@ -289,6 +289,8 @@ static int split_levels(loop *l, const uint8_t *done)
     const double *left = l->tleft; /* summed by prepass */
     uint8_t *split = l->tsplit; /* zeroed by loop_alloc */
     double *at = l->tstep; /* a hair below each split tenant's step: a sum of increments */
+    double mid = s->cfg.las_split_mid_gpu_s < top ? s->cfg.las_split_mid_gpu_s * (1.0 - 1e-9)
+                                                  : 0.0;
     bool any = false;
     for (int t = 0; t < nt; t++) {
         int64_t g = cycle_guaranteed_gpu_milli(s, t), held = cycle_held_gpu_milli(s, t);
@@ -301,10 +303,11 @@ static int split_levels(loop *l, const uint8_t *done)
         jsum *js = &l->js[i];
         if (done[i] || !js->las || !split[js->tenant])
             continue;
+        bool past_mid = mid > at[js->tenant] && js->attained >= mid;
         if (js->earned == 0 && js->attained >= at[js->tenant])
-            js->level = js->earned = 1; /* past the step */
+            js->level = js->earned = past_mid ? 2 : 1; /* past the step */
         else if (js->earned > 0 && js->level == 0)
-            js->level = 1; /* promoted by its wait: after the fresh jobs too */
+            js->level = mid > at[js->tenant] ? 2 : 1; /* promoted by its wait: last of the level */
         else if (js->earned == 0)
             js->by_size = true; /* fresh: fewest GPUs first */
     }
@@ -312,9 +315,9 @@ static int split_levels(loop *l, const uint8_t *done)
         int t = l->r[j].tenant;
         if (split[t] && l->tord[t] == TS_ORDER_LAS && l->rlevel[j] == 0 &&
             l->rattained[j] >= at[t]) {
-            l->rlevel[j] = 1;
-            if (l->max_running_level < 1)
-                l->max_running_level = 1;
+            l->rlevel[j] = mid > at[t] && l->rattained[j] >= mid ? 2 : 1;
+            if (l->max_running_level < l->rlevel[j])
+                l->max_running_level = l->rlevel[j];
         }
     }
     return 0;
@@ -342,7 +345,7 @@ static int visit(loop *l, int i)
     int t = l->w[i].tenant;
     p->tenant_position = l->tseen[t]++;
     p->cluster_position = l->seen++;
-    p->level = l->js[i].las ? l->js[i].level / 2 : -1;
+    p->level = l->js[i].las ? l->js[i].level / LAS_SCALE : -1;
     return loop_process(l, i);
 }
 
@@ -426,7 +429,7 @@ static int loop_alloc(loop *l)
     }
     for (int j = 0; j < l->nr; j++) {
         l->rattained[j] = loop_running_attained(l, &l->r[j]);
-        l->rlevel[j] = 2 * ts_sched_las_level(s, l->rattained[j]);
+        l->rlevel[j] = LAS_SCALE * ts_sched_las_level(s, l->rattained[j]);
         if (l->rlevel[j] > l->max_running_level)
             l->max_running_level = l->rlevel[j];
         if (l->r[j].stopping)

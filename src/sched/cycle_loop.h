@@ -21,6 +21,11 @@
 #define MEMO_SEARCH_FAILED (-2) /* memo reason: a victim search found no set */
 #define MEMO_RESHAPE_FAILED (-3) /* memo reason: no MIG reshape gives the room */
 
+/* The cycle's las levels: level k is LAS_SCALE * k, so a tenant's split
+ * first level has room below level 1 for its parts past the step (1) and
+ * past the mid step (2) (split_levels in cycle_loop.c). */
+#define LAS_SCALE 4
+
 /* Per waiting job, computed once in memory order (the ordered pass then
  * touches this and the job only when it tries a placement). */
 typedef struct jsum {
@@ -31,8 +36,9 @@ typedef struct jsum {
     double limit_s;      /* its time limit, the default applied */
     uint32_t allowed;    /* GPU models it may use, present in the cluster */
     int tenant, tier;
-    /* las levels are doubled in the cycle: 2k for level k, 1 for the upper
-     * part of a split first level (cfg.las_split_gpu_s) */
+    /* las levels are scaled in the cycle: LAS_SCALE k for level k, 1 for a
+     * split first level past its step (cfg.las_split_gpu_s), 2 past its mid
+     * step (cfg.las_split_mid_gpu_s) */
     int level;           /* las level (0 when promoted), 0 under fifo */
     int earned;          /* las level by its service alone: time-sharing's */
     double attained;     /* GPU-s attained, 0 under fifo (an order key only
@@ -73,7 +79,7 @@ typedef struct loop {
     int *tfresh;        /* [ntenants] its waiting jobs at their first level (las) */
     double *tstep;      /* [ntenants] where its split first level steps, this cycle */
     double *rattained;  /* [nr] each running job's GPU-s attained, its current run included */
-    int *rlevel;        /* [nr] and the las level that makes (doubled) */
+    int *rlevel;        /* [nr] and the las level that makes (scaled) */
     int *stopping;      /* [nr] the running jobs that are stopping, nstopping of them */
     int nstopping;
     int max_running_level;

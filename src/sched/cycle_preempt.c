@@ -158,9 +158,9 @@ static bool victim_ok(const loop *l, int i, const ts_job *v, int vlevel, bool *t
                            : l->reclaim_others);
     if (reclaim)
         return true;
-    /* levels are doubled in the cycle (split_levels): the split of a
+    /* levels are scaled by LAS_SCALE in the cycle (split_levels): the split of a
      * tenant's first level is its own, other tenants' jobs see one level */
-    if (js->las && (same ? vlevel > js->earned : vlevel / 2 > js->earned / 2) &&
+    if (js->las && (same ? vlevel > js->earned : vlevel / LAS_SCALE > js->earned / LAS_SCALE) &&
         (same ? v->priority <= job->priority &&
                     (js->tier == TS_TIER_GUARANTEED || v->tier == TS_TIER_OPPORTUNISTIC ||
                      (own_split && cfg->las_split_cross_tier))
@@ -448,8 +448,8 @@ static void preempt_record(loop *l, int i, const vkey *keys, int m, const bool *
             .lost_gpu_s = keys[l->chosen[k]].lost,
             .time_sharing = keys[l->chosen[k]].ts,
             .move = move && move[l->chosen[k]],
-            .victim_level = keys[l->chosen[k]].level / 2,
-            .preemptor_level = l->js[i].earned / 2,
+            .victim_level = keys[l->chosen[k]].level / LAS_SCALE,
+            .preemptor_level = l->js[i].earned / LAS_SCALE,
         };
         if (l->now + grace > until)
             until = l->now + grace;
@@ -481,8 +481,8 @@ static void preempt_record(loop *l, int i, const vkey *keys, int m, const bool *
     for (int k = 0; k < m; k++) {
         lost += keys[l->chosen[k]].lost;
         sharing = sharing || keys[l->chosen[k]].ts;
-        /* doubled level 1: past the step of a split first level */
-        split = split || (keys[l->chosen[k]].ts && keys[l->chosen[k]].level == 1);
+        /* a part of a split first level past its step */
+        split = split || (keys[l->chosen[k]].ts && keys[l->chosen[k]].level % LAS_SCALE != 0);
         fairly = fairly || keys[l->chosen[k]].fair;
         moved += move && move[l->chosen[k]];
     }
@@ -507,7 +507,7 @@ static void preempt_record(loop *l, int i, const vkey *keys, int m, const bool *
     else if (sharing)
         pend(l, i, TS_PEND_PREEMPTING, "time-sharing: preempting %d job%s of a higher las "
              "level than its %d (%s GPU-hours since their checkpoints); they stop by %s "
-             "(in %s)", m, m == 1 ? "" : "s", l->js[i].earned / 2, lost_h, by, in);
+             "(in %s)", m, m == 1 ? "" : "s", l->js[i].earned / LAS_SCALE, lost_h, by, in);
     else
         pend(l, i, TS_PEND_PREEMPTING, "preempting %d opportunistic job%s (%s GPU-hours "
              "since their checkpoints); they stop by %s (in %s)", m, m == 1 ? "" : "s", lost_h,
@@ -562,6 +562,16 @@ static bool swap_may_find(loop *l, int i)
             top[TS_TIER_GUARANTEED] > js->earned);
 }
 
+/* A level in the memo's key: 2k for level k and 2k + 1 past a split step,
+ * as when the cycle doubled its levels (the same key, so the same slots, for
+ * every setting that has no mid step), the part past a mid step above bit 40. */
+static uint64_t level_key(int earned)
+{
+    int part = earned % LAS_SCALE;
+    uint64_t k = (uint64_t)(2 * (earned / LAS_SCALE) + (part != 0));
+    return part > 1 ? k | (uint64_t)part << 40 : k;
+}
+
 /* Victims for job i (reclaim by guaranteed work, or time-sharing by a job
  * of a lower las level); true if a preemption was decided. swap: the job's
  * quota is what it lacks, so only its own tenant's jobs of its tier that
@@ -604,7 +614,7 @@ bool loop_try_preempt(loop *l, int i, bool swap)
      * it, a tenant's many identical jobs that could take nothing back used
      * up the cycle's searches before another tenant's job that could. */
     uint64_t skey = mix(mix(mix(js->key, (uint64_t)js->tenant + 17),
-                            (uint64_t)js->tier * 64 + (uint64_t)js->earned * 4 +
+                            (uint64_t)js->tier * 64 + (uint64_t)level_key(js->earned) * 4 +
                                 (uint64_t)swap * 2 + l->reclaim_others),
                         (uint64_t)(int64_t)job->priority + 0x5eed);
     memo_entry *ms = memo_slot(s, skey);

@@ -36,6 +36,7 @@ static const set_field FIELDS[] = {
     F(las_split_gpu_s, SET_NUMBER, 0, 1e10),
     F(las_split_backlog, SET_NUMBER, 0, 1e6),
     F(las_split_horizon_s, SET_NUMBER, 0, 1e9),
+    F(las_split_mid_gpu_s, SET_NUMBER, 0, 1e9),
     F(las_split_min_gpu_s, SET_NUMBER, 0, 1e10),
     F(las_split_min_runtime_s, SET_NUMBER, -1, 1e7),
     F(las_split_max_preemptions_hour, SET_INT, -1, 1000),

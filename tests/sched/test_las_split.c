@@ -69,8 +69,9 @@ typedef struct world {
 
 /* What waits before the fresh 1-GPU jobs: nothing, a job that already ran 2
  * GPU-hours, one that ran 9 (level 1) and has waited longer than that
- * since (promoted), or a fresh job of 2 GPUs. */
-enum earlier { NONE, REQUEUED, PROMOTED, WIDER };
+ * since (promoted), a fresh job of 2 GPUs, or a job that ran half a
+ * GPU-hour. */
+enum earlier { NONE, REQUEUED, PROMOTED, WIDER, PARTWAY };
 
 /* How the running jobs and the fresh ones stand: each running job's time
  * on its GPU, its GPU-seconds attained in all (0: RAN_S), its preemptions
@@ -106,11 +107,11 @@ static int run_shaped(world *w, const char *tenants, const ts_sched_config *cfg,
         run[k] = *j;
     }
     int nw = 0;
-    if (e == REQUEUED) { /* ran 2 GPU-hours, stopped, waits again (not long enough to be promoted) */
+    if (e == REQUEUED || e == PARTWAY) { /* ran, stopped, waits again (not promoted) */
         ts_job *j = &w->jobs[4];
         sched_world_job(j, 4, TA, &w->tasks[4], 1, 1, 86400);
         j->submit_s = NOW_S - 3 * RAN_S;
-        j->attained_gpu_s = RAN_S;
+        j->attained_gpu_s = e == REQUEUED ? RAN_S : RAN_S / 4;
         j->queued_s = NOW_S - 600;
         wait[nw++] = *j;
     } else if (e == PROMOTED) { /* ran 9 GPU-hours, has waited 10 hours since */
@@ -406,6 +407,34 @@ static void test_split_step_follows_backlog(void **state)
     done(&w);
 }
 
+/* las_split_mid_gpu_s: a second step inside a split first level. team-a's
+ * only waiting job ran half a GPU-hour (past a step of 10 GPU-minutes) and
+ * any waiting first-level work splits (backlog 0); its running jobs hold 2
+ * GPU-hours each. With one step they are all past it, equals that never
+ * swap; with a mid step at 1 GPU-hour the waiting job time-shares them. A
+ * mid step above what they attained, or at the first level's top or
+ * beyond, leaves one step. */
+static void test_split_mid_step(void **state)
+{
+    (void)state;
+    world w = {0};
+    ts_sched_config cfg;
+    ts_sched_config_default(&cfg);
+    cfg.las_split_gpu_s = 600.0;
+    cfg.las_split_backlog = 0.0;
+    assert_int_equal(run_shaped(&w, GUARANTEED_YAML, &cfg, 0, PARTWAY, DEFAULT_SHAPE), 0);
+    done(&w);
+    cfg.las_split_mid_gpu_s = 3600.0;
+    assert_int_equal(run_shaped(&w, GUARANTEED_YAML, &cfg, 0, PARTWAY, DEFAULT_SHAPE), 1);
+    done(&w);
+    cfg.las_split_mid_gpu_s = 10000.0;
+    assert_int_equal(run_shaped(&w, GUARANTEED_YAML, &cfg, 0, PARTWAY, DEFAULT_SHAPE), 0);
+    done(&w);
+    cfg.las_split_mid_gpu_s = cfg.las_level_gpu_s;
+    assert_int_equal(run_shaped(&w, GUARANTEED_YAML, &cfg, 0, PARTWAY, DEFAULT_SHAPE), 0);
+    done(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -420,6 +449,7 @@ int main(void)
         cmocka_unit_test(test_split_cross_tier),
         cmocka_unit_test(test_split_cross_tier_no_ping_pong),
         cmocka_unit_test(test_split_step_follows_backlog),
+        cmocka_unit_test(test_split_mid_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
