@@ -80,6 +80,8 @@ for bad, key in [("scheduler: {order: sjf}\n", "scheduler.order"),
                  ("scheduler: {las: {split_horizon: later}}\n", "scheduler.las.split_horizon"),
                  ("scheduler: {las: {split_min_gpu_hours: -1}}\n",
                   "scheduler.las.split_min_gpu_hours"),
+                 ("scheduler: {las: {split_mid_gpu_hours: soon}}\n",
+                  "scheduler.las.split_mid_gpu_hours"),
                  ("scheduler: {fair_reclaim: yes}\n", "scheduler.fair_reclaim"),
                  ("scheduler: {reclaim_min_runtime: soon}\n", "scheduler.reclaim_min_runtime"),
                  ("scheduler: {reclaim_min_runtime: -5s}\n", "scheduler.reclaim_min_runtime")]:
@@ -185,7 +187,10 @@ try:
     check(st in (200, 201) and len(ids) == 5, f"a throttled array of 5 ({st})")
     most, why_seen, deadline = 0, "", time.time() + 25
     while ids and time.time() < deadline:
-        js = [job(i) for i in ids]
+        # one list call: a snapshot of all five at one instant (a call per
+        # element on a loaded host can see one end and another start)
+        listed = call("GET", "/v1/jobs?limit=1000")[1].get("jobs", [])
+        js = [j for j in listed if j["id"] in ids]
         most = max(most, sum(j["state"] in ("running", "stopping") for j in js))
         why_seen = why_seen or next((j["why"] for j in js if j["state"] == "pending" and
                                      "array throttle" in (j.get("why") or "")), "")
@@ -225,7 +230,7 @@ try:
         "scheduler: {interval: 0.2s, min_runtime: 1h, grace: 1s, backoff: 0s, "
         "las: {split_gpu_hours: 0.005, split_backlog: 0, split_min_runtime: 1s, "
         "split_max_preemptions_per_hour: 10, split_cross_tier: true, split_horizon: 1h, "
-        "split_min_gpu_hours: 0.001}}\n")
+        "split_min_gpu_hours: 0.001, split_mid_gpu_hours: 1}}\n")
     proc = start("split.yaml")
     admin = open(os.path.join(TMP, "state-split", "admin.token")).read().strip()
     st, d = call("POST", "/v1/jobs", spec("team-g", "long-g", "60s", "guaranteed"))
