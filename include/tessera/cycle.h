@@ -265,6 +265,14 @@ typedef struct ts_sched_config {
      * is lent then goes by weight, not by who borrowed first
      * (docs/scheduler.md, step 6, "Fair reclaim"). */
     bool fair_reclaim;
+    /* fair_moves (with fair_reclaim; off by default): a job of a tenant past
+     * its guarantee that needs whole nodes' room, for which fair reclaim
+     * finds no set, may move smaller one-node jobs as guarantee_moves does,
+     * on free room alone (no loan is taken for it), when its tenant, the
+     * job started, would still hold fewer GPUs per unit of weight than some
+     * borrower holds: GPUs free in ones and twos over many nodes otherwise
+     * stay idle while gangs of the tenants behind their share wait. */
+    bool fair_moves;
     /* starving_borrowers_by_share: a job past starve_after_s that would
      * borrow (it does not count as guaranteed work against other tenants'
      * loans) waits for its tenant's turn in the share order, first of its

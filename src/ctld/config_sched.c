@@ -209,6 +209,7 @@ static const cfg_field SCHEDULER[] = {
     CFG_READ("las", las_read),
     CFG_DUR("reclaim_min_runtime", sched.reclaim_min_runtime_s),
     CFG_BOOL("fair_reclaim", sched.fair_reclaim),
+    CFG_BOOL("fair_moves", sched.fair_moves),
 };
 
 int ctld_cfg_scheduler(cfg_ctx *x, yaml_node_t *n)

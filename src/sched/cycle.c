@@ -78,6 +78,7 @@ void ts_sched_config_default(ts_sched_config *cfg)
     cfg->preemptor_searches_again = true;
     cfg->guarantee_moves = true;
     cfg->fair_reclaim = false; /* measured, not the default: docs/scheduler.md step 6 */
+    cfg->fair_moves = false;
     cfg->starving_borrowers_by_share = true;
     cfg->las_fifo_within_level = true;
     cfg->las_split_gpu_s = LAS_SPLIT_DEFAULT_GPU_S;

@@ -388,6 +388,19 @@ static bool fair_set_holds(const loop *l, int i, const vkey *keys, int m)
     return true;
 }
 
+/* Fair moves (cfg.fair_moves): would job i's tenant, the job started,
+ * still hold fewer GPUs per unit of weight than some borrower holds now?
+ * (l->theld and l->tborrows as the fair search counted them) */
+static bool fair_behind(const loop *l, int i)
+{
+    int a = l->js[i].tenant;
+    for (int b = 0; b < ts_quota_tenants(l->s->q)->n; b++)
+        if (l->tborrows[b] &&
+            cycle_fair_takes(l->s, a, l->theld[a], l->js[i].gpu_milli, b, l->theld[b], 0))
+            return true;
+    return false;
+}
+
 /* The running jobs job i may stop, into keys (l->nr at most) in no order;
  * how many. Who borrows (and, for a fair search, what each tenant holds)
  * is counted first. */
@@ -491,10 +504,12 @@ static void preempt_record(loop *l, int i, const vkey *keys, int m, const bool *
     ts_fmt_duration(until - l->now, in, sizeof in);
     snprintf(lost_h, sizeof lost_h, "%.2f", lost / 3600.0);
     if (moved > 0)
-        pend(l, i, TS_PEND_PREEMPTING, "owed its tenant's guarantee: preempting %d job%s, %d "
-             "of them moved to restart at once elsewhere so that one node holds it (%s "
-             "GPU-hours since their checkpoints); they stop by %s (in %s)", m,
-             m == 1 ? "" : "s", moved, lost_h, by, in);
+        pend(l, i, TS_PEND_PREEMPTING, "%s: preempting %d job%s, %d of them moved to restart "
+             "at once elsewhere so that one node holds it (%s GPU-hours since their "
+             "checkpoints); they stop by %s (in %s)",
+             l->fair ? "its tenant holds less per unit of weight than a borrower"
+                     : "owed its tenant's guarantee",
+             m, m == 1 ? "" : "s", moved, lost_h, by, in);
     else if (fairly && !sharing)
         pend(l, i, TS_PEND_PREEMPTING, "fair share: its tenant holds fewer GPUs per unit of "
              "weight than the tenants it borrows from; preempting %d loan%s of theirs (%s "
@@ -649,6 +664,8 @@ bool loop_try_preempt(loop *l, int i, bool swap)
     bool *move = NULL;
     if (m == 0 && others && !swap && s->cfg.guarantee_moves)
         m = plan_moves(l, i, keys, n, &move);
+    else if (m == 0 && fair && s->cfg.fair_moves && fair_behind(l, i))
+        m = plan_moves(l, i, keys, 0, &move); /* on free room alone */
     if (m == 0) {
         free(keys);
         free(move);

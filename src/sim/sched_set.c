@@ -32,6 +32,7 @@ static const set_field FIELDS[] = {
     F(max_preemptors_cycle, SET_INT, 0, 1000),
     F(starve_after_s, SET_NUMBER, 0, 1e9),
     F(fair_reclaim, SET_BOOL, 0, 1),
+    F(fair_moves, SET_BOOL, 0, 1),
     F(las_level_gpu_s, SET_NUMBER, 1, 1e10),
     F(las_split_gpu_s, SET_NUMBER, 0, 1e10),
     F(las_split_backlog, SET_NUMBER, 0, 1e6),

@@ -83,6 +83,7 @@ for bad, key in [("scheduler: {order: sjf}\n", "scheduler.order"),
                  ("scheduler: {las: {split_mid_gpu_hours: soon}}\n",
                   "scheduler.las.split_mid_gpu_hours"),
                  ("scheduler: {fair_reclaim: yes}\n", "scheduler.fair_reclaim"),
+                 ("scheduler: {fair_moves: often}\n", "scheduler.fair_moves"),
                  ("scheduler: {reclaim_min_runtime: soon}\n", "scheduler.reclaim_min_runtime"),
                  ("scheduler: {reclaim_min_runtime: -5s}\n", "scheduler.reclaim_min_runtime")]:
     write("bad.yaml", BASE + bad)
@@ -228,6 +229,7 @@ try:
     write("split.yaml", BASE.replace("tenants.yaml", "tenants-g.yaml").replace(
         "state_dir: state", "state_dir: state-split") +
         "scheduler: {interval: 0.2s, min_runtime: 1h, grace: 1s, backoff: 0s, "
+        "fair_reclaim: true, fair_moves: true, "
         "las: {split_gpu_hours: 0.005, split_backlog: 0, split_min_runtime: 1s, "
         "split_max_preemptions_per_hour: 10, split_cross_tier: true, split_horizon: 1h, "
         "split_min_gpu_hours: 0.001, split_mid_gpu_hours: 1}}\n")

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -950,6 +951,59 @@ static void test_fair_reclaim_between_borrowers(void **state)
     assert_int_equal(f->d.starts[0].allocs[0].node, N0);
 }
 
+/* Fair moves (cfg.fair_moves): a tenant behind its share gets the node's
+ * room that free GPUs spread over nodes would give. team-a (weight 2, no
+ * guarantee) asks a 4-GPU job; team-c holds 5 GPUs (4 guaranteed), so it
+ * borrows. n0: team-c's 1-GPU job and 3 free; n1: team-c's 3-GPU job and 1
+ * free; n2: team-b's 2-GPU job, team-c's 1-GPU loan (younger than an hour)
+ * and 1 free. No node has 4 free and no loan gives them; team-a, the job
+ * started, would hold (0 + 2 * 4) / 2 = 4 GPUs per unit of weight, below
+ * team-c's 5, so team-c's job on n0 moves to n1's free GPU. Nothing moves
+ * with the rule off, nor with team-a weighing 1 (8 against 5). */
+static const char FAIR_MOVE_TENANTS_YAML[] =
+    "tenants:\n"
+    "  org:\n"
+    "    guaranteed: {gpu: {H100-80GB: 12}}\n"
+    "    teams:\n"
+    "      team-a: {weight: %d}\n"
+    "      team-b: {guaranteed: {gpu: {H100-80GB: 4}}}\n"
+    "      team-c: {guaranteed: {gpu: {H100-80GB: 4}}}\n";
+
+static void test_fair_moves(void **state)
+{
+    fx *f = *state;
+    double now = 5000.0;
+    ts_job *c1 = job(f, TC, TS_TIER_GUARANTEED, 1, 1, 100000);
+    ts_job *c2 = job(f, TC, TS_TIER_GUARANTEED, 1, 3, 100000);
+    ts_job *b1 = job(f, TB, TS_TIER_GUARANTEED, 1, 2, 100000);
+    ts_job *c3 = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 1, 100000);
+    ts_job *a = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 1000);
+    ts_job *run[] = {c1, c2, b1, c3};
+    const struct { bool rule; int weight; int moves; } cases[] = {
+        {true, 2, 1}, {false, 2, 0}, {true, 1, 0}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char yaml[512];
+        snprintf(yaml, sizeof yaml, FAIR_MOVE_TENANTS_YAML, cases[k].weight);
+        f->cfg.fair_reclaim = true;
+        f->cfg.fair_moves = cases[k].rule;
+        remake(f, yaml);
+        run_on(f, c1, 0, (int[]){N0}, (int[]){0});
+        run_on(f, c2, 0, (int[]){N1}, (int[]){0});
+        run_on(f, b1, 0, (int[]){N2}, (int[]){0});
+        run_on(f, c3, now - 600, (int[]){N2}, (int[]){2});
+        assert_int_equal(cycle(f, now, &a, 1, run, 4), 0);
+        assert_int_equal(f->d.nstarts, 0);
+        assert_int_equal(f->d.npreempts, cases[k].moves);
+        if (cases[k].moves == 0)
+            continue;
+        assert_true(f->d.preempts[0].move);
+        assert_int_equal(f->d.preempts[0].victim, 0);
+        assert_int_equal(f->d.pending[0].reason, TS_PEND_PREEMPTING);
+        assert_non_null(strstr(f->d.pending[0].why, "moved"));
+        assert_non_null(strstr(f->d.pending[0].why, "per unit of weight"));
+    }
+}
+
 static void test_fair_reclaim_not_between_equals(void **state)
 {
     fx *f = *state;
@@ -1717,6 +1771,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fair_reclaim_between_borrowers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fair_reclaim_not_between_equals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fair_reclaim_off, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fair_moves, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reclaim_by_borrower_takes_own_loans, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_failed_search_not_repeated, setup, teardown),
