@@ -279,6 +279,13 @@ static double split_step(const loop *l, int t, double gpus)
  * ones; a starving gang still goes first by the starvation bound). A
  * tenant with no guarantee (one team alone on a cluster) is never split:
  * its backlog's depth says nothing of a first level's fit. */
+/* The part of a split first level that attained service puts a job in:
+ * 0 before the step, 1 past it, 2 past the mid step (when above the step). */
+static int split_part(double attained, double step, double mid)
+{
+    return attained < step ? 0 : mid > step && attained >= mid ? 2 : 1;
+}
+
 static int split_levels(loop *l, const uint8_t *done)
 {
     ts_sched *s = l->s;
@@ -303,9 +310,9 @@ static int split_levels(loop *l, const uint8_t *done)
         jsum *js = &l->js[i];
         if (done[i] || !js->las || !split[js->tenant])
             continue;
-        bool past_mid = mid > at[js->tenant] && js->attained >= mid;
-        if (js->earned == 0 && js->attained >= at[js->tenant])
-            js->level = js->earned = past_mid ? 2 : 1; /* past the step */
+        int part = split_part(js->attained, at[js->tenant], mid);
+        if (js->earned == 0 && part > 0)
+            js->level = js->earned = part; /* past the step */
         else if (js->earned > 0 && js->level == 0)
             js->level = mid > at[js->tenant] ? 2 : 1; /* promoted by its wait: last of the level */
         else if (js->earned == 0)
@@ -313,9 +320,9 @@ static int split_levels(loop *l, const uint8_t *done)
     }
     for (int j = 0; any && j < l->nr; j++) {
         int t = l->r[j].tenant;
-        if (split[t] && l->tord[t] == TS_ORDER_LAS && l->rlevel[j] == 0 &&
-            l->rattained[j] >= at[t]) {
-            l->rlevel[j] = mid > at[t] && l->rattained[j] >= mid ? 2 : 1;
+        int part = split[t] ? split_part(l->rattained[j], at[t], mid) : 0;
+        if (part > 0 && l->tord[t] == TS_ORDER_LAS && l->rlevel[j] == 0) {
+            l->rlevel[j] = part;
             if (l->max_running_level < l->rlevel[j])
                 l->max_running_level = l->rlevel[j];
         }
