@@ -16,9 +16,15 @@
 
 /* The las defaults (docs/scheduler.md has the sweep behind them). */
 #define LAS_LEVEL_DEFAULT_GPU_S (8.0 * 3600.0)
-#define LAS_SPLIT_DEFAULT_GPU_S 3600.0 /* the first step of an overflowing first level */
+/* A tenant's first level splits as soon as a fresh job of it waits, at 120
+ * GPU-s, with a second step at a GPU-hour (docs/scheduler.md, "The split
+ * by default"; docs/simulator.md has the held-out cells behind them). */
+#define LAS_SPLIT_DEFAULT_GPU_S 120.0 /* the first step of an overflowing first level */
 #define LAS_SPLIT_DEFAULT_MIN_GPU_S 120.0 /* the shortest step a backlog brings */
-#define LAS_SPLIT_DEFAULT_BACKLOG 0.5 /* its trigger (2 split no Philly 8x tenant: peak 1.65) */
+#define LAS_SPLIT_DEFAULT_BACKLOG 0.0 /* its trigger: any fresh job waiting */
+#define LAS_SPLIT_DEFAULT_MID_GPU_S 3600.0 /* the mid step */
+#define LAS_SPLIT_DEFAULT_MIN_RUNTIME_S 60.0 /* a split tenant's own jobs, each other */
+#define LAS_SPLIT_DEFAULT_MAX_PREEMPTIONS_HOUR 10
 #define LAS_LEVELS_DEFAULT 3
 #define LAS_PROMOTE_DEFAULT 1.0
 /* A loan runs this long before a reclaim may take it back: work that was
@@ -77,18 +83,18 @@ void ts_sched_config_default(ts_sched_config *cfg)
     cfg->guarantee_over_reservation = true;
     cfg->preemptor_searches_again = true;
     cfg->guarantee_moves = true;
-    cfg->fair_reclaim = false; /* measured, not the default: docs/scheduler.md step 6 */
-    cfg->fair_moves = false;
+    cfg->fair_reclaim = true; /* docs/scheduler.md, step 6 */
+    cfg->fair_moves = true;
     cfg->starving_borrowers_by_share = true;
     cfg->las_fifo_within_level = true;
     cfg->las_split_gpu_s = LAS_SPLIT_DEFAULT_GPU_S;
     cfg->las_split_backlog = LAS_SPLIT_DEFAULT_BACKLOG;
     cfg->las_split_horizon_s = 0.0; /* a fixed step */
     cfg->las_split_min_gpu_s = LAS_SPLIT_DEFAULT_MIN_GPU_S;
-    cfg->las_split_mid_gpu_s = 0.0; /* one step */
-    cfg->las_split_min_runtime_s = -1.0;     /* min_runtime_s */
-    cfg->las_split_max_preemptions_hour = -1; /* max_preemptions_hour */
-    cfg->las_split_cross_tier = false;
+    cfg->las_split_mid_gpu_s = LAS_SPLIT_DEFAULT_MID_GPU_S;
+    cfg->las_split_min_runtime_s = LAS_SPLIT_DEFAULT_MIN_RUNTIME_S;
+    cfg->las_split_max_preemptions_hour = LAS_SPLIT_DEFAULT_MAX_PREEMPTIONS_HOUR;
+    cfg->las_split_cross_tier = true;
     cfg->victims_fewest_gpus = true;
     cfg->elastic_resize_cost_s = TS_ELASTIC_RESIZE_COST_DEFAULT_S;
 }

@@ -101,6 +101,15 @@ static void remake(fx *f, const char *tenants)
     assert_int_equal(make(f, tenants), 0);
 }
 
+/* Without the split of a first level (docs/scheduler.md, "The split"): for
+ * tests of another rule whose jobs would otherwise time-share their own
+ * tenant's work, as a split tenant's do after las_split_min_runtime_s. */
+static void no_split(fx *f)
+{
+    f->cfg.las_split_gpu_s = 0.0;
+    remake(f, TENANTS_YAML);
+}
+
 /* EASY backfill's reservation is for every job under fifo; under las (the
  * default) only for jobs past the starvation bound. */
 static void use_fifo(fx *f)
@@ -471,6 +480,7 @@ static void test_guarantee_moves_smaller_job(void **state)
 static void test_guarantee_over_reservation(void **state)
 {
     fx *f = *state;
+    no_split(f);
     double now = 3 * DAY_S;
     ts_job *x1 = job(f, TA, TS_TIER_GUARANTEED, 1, 3, 2000);
     ts_job *y = job(f, TB, TS_TIER_GUARANTEED, 1, 1, 1500);
@@ -743,6 +753,7 @@ static void test_guaranteed_before_borrowing(void **state)
 static void test_starving_borrower_after_guarantees(void **state)
 {
     fx *f = *state;
+    no_split(f);
     double now = 3 * DAY_S;
     /* all inside min_runtime_s: no time-sharing */
     ts_job *ag = job(f, TA, TS_TIER_GUARANTEED, 1, 4, 1e6);
@@ -781,6 +792,7 @@ static void test_starving_borrower_after_guarantees(void **state)
 static void test_starving_borrowers_by_share(void **state)
 {
     fx *f = *state;
+    no_split(f);
     double now = 3 * DAY_S;
     ts_job *run[4];
     run[0] = job(f, TA, TS_TIER_GUARANTEED, 1, 4, 1e6);
@@ -910,7 +922,11 @@ static ts_job *fair_setup(fx *f, ts_job **run, int *nr)
 static void test_fair_reclaim_between_borrowers(void **state)
 {
     fx *f = *state;
-    f->cfg.fair_reclaim = true; /* off by default */
+    f->cfg.las_split_gpu_s = 0.0; /* no_split: another rule's test */
+    f->cfg.fair_reclaim = true; /* the default */
+    /* fair moves (test_fair_moves) would move a young loan to n0's free
+     * GPU at once; this is the loan that stops after its hour */
+    f->cfg.fair_moves = false;
     remake(f, FAIR_TENANTS_YAML);
     ts_job *run[8];
     int nr = 0;
@@ -1007,7 +1023,8 @@ static void test_fair_moves(void **state)
 static void test_fair_reclaim_not_between_equals(void **state)
 {
     fx *f = *state;
-    f->cfg.fair_reclaim = true; /* off by default */
+    f->cfg.las_split_gpu_s = 0.0; /* no_split: another rule's test */
+    f->cfg.fair_reclaim = true; /* the default */
     remake(f, TENANTS_YAML);
     ts_job *run[8];
     int nr = 0;
@@ -1019,6 +1036,7 @@ static void test_fair_reclaim_not_between_equals(void **state)
 static void test_fair_reclaim_off(void **state)
 {
     fx *f = *state;
+    f->cfg.las_split_gpu_s = 0.0; /* no_split: another rule's test */
     f->cfg.fair_reclaim = false;
     remake(f, FAIR_TENANTS_YAML);
     ts_job *run[8];
@@ -1078,6 +1096,7 @@ static void test_loans_and_guarantees_on_separate_nodes(void **state)
 static void test_failed_search_not_repeated(void **state)
 {
     fx *f = *state;
+    f->cfg.las_split_gpu_s = 0.0; /* no_split: another rule's test */
     f->cfg.max_preemptors_cycle = 2;
     remake(f, TENANTS_YAML);
     ts_err err;
@@ -1364,7 +1383,12 @@ static void test_random_workloads_keep_invariants(void **state)
                 assert_true(jobs[k].ntasks == 1 && jobs[k].tasks[0].num_gpu < pre_gpus);
             assert_true(move || jobs[k].tier == TS_TIER_OPPORTUNISTIC ||
                         jobs[k].tenant == pre->tenant);
-            assert_true(move || pre->tier == TS_TIER_GUARANTEED ||
+            /* (las_split_cross_tier, the default: inside a split tenant the
+             * levels decide, so its opportunistic job may time-share its
+             * own guaranteed work) */
+            bool own_split = f->cfg.las_split_cross_tier && f->cfg.las_split_gpu_s > 0.0 &&
+                             jobs[k].tenant == pre->tenant && f->d.preempts[p].time_sharing;
+            assert_true(move || own_split || pre->tier == TS_TIER_GUARANTEED ||
                         (jobs[k].tier == TS_TIER_OPPORTUNISTIC && jobs[k].tenant != pre->tenant));
             jobs[k].stopping = true;
             jobs[k].stop_by_s = now + f->d.preempts[p].grace_s;
@@ -1475,6 +1499,7 @@ static void test_las_short_job_overtakes(void **state)
 static void test_las_starving_job_is_promoted(void **state)
 {
     fx *f = *state;
+    no_split(f);
     ts_job *run[3];
     fill_with_team_a(f, run, NOW_S - 50); /* all within their minimum runtime */
     /* old: ran 9,000 s on 4 GPUs (level 1), has waited 10,000 s since: at the
@@ -1617,6 +1642,7 @@ static void test_victims_fewest_gpus(void **state)
 static void test_las_victim_keeps_min_runtime(void **state)
 {
     fx *f = *state;
+    no_split(f);
     ts_job *run[3];
     /* level 2 by their earlier runs, but restarted 100 s ago (as after a
      * time-sharing preemption): not victims until the minimum runtime */
@@ -1643,6 +1669,7 @@ static void test_las_victim_keeps_min_runtime(void **state)
 static void test_las_plans_without_holding(void **state)
 {
     fx *f = *state;
+    no_split(f);
     /* n0 has 1 GPU busy until 1000; under las a 2 x 4 gang inside l0 is
      * planned (when it could start) but holds nothing: a later job still
      * takes n1 */
@@ -1675,17 +1702,28 @@ static void test_las_guaranteed_never_victim_of_other_tenant(void **state)
      * level 2 and their minimum runtime */
     ts_job *run[3];
     int tenants[3] = {TB, TC, TA};
-    for (int n = 0; n < 3; n++) {
-        run[n] = job(f, tenants[n], TS_TIER_GUARANTEED, 1, 4, 86400);
-        run_on(f, run[n], 0, (int[]){n}, (int[]){0});
+    ts_job *wa = NULL;
+    /* the default (split, cross tier): team-a's fresh opportunistic job
+     * time-shares team-a's own guaranteed job, never the others'; without
+     * the split, none of them */
+    for (int split = 1; split >= 0; split--) {
+        f->njobs = 0;
+        if (!split)
+            no_split(f);
+        for (int n = 0; n < 3; n++) {
+            run[n] = job(f, tenants[n], TS_TIER_GUARANTEED, 1, 4, 86400);
+            run_on(f, run[n], 0, (int[]){n}, (int[]){0});
+        }
+        wa = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 86400);
+        wa->submit_s = NOW_S - 10;
+        assert_int_equal(cycle(f, NOW_S, &wa, 1, run, 3), 0);
+        assert_int_equal(f->d.pending[0].level, 0);
+        assert_int_equal(f->d.npreempts, split);
+        if (split) {
+            assert_int_equal(f->d.preempts[0].victim, 2);
+            assert_true(f->d.preempts[0].time_sharing);
+        }
     }
-    /* team-a's fresh opportunistic job may take none of them: others'
-     * guaranteed work, nor its own tenant's guaranteed work */
-    ts_job *wa = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 86400);
-    wa->submit_s = NOW_S - 10;
-    assert_int_equal(cycle(f, NOW_S, &wa, 1, run, 3), 0);
-    assert_int_equal(f->d.npreempts, 0);
-    assert_int_equal(f->d.pending[0].level, 0);
     /* but another tenant's opportunistic work at a higher level, yes (with
      * no guarantees anywhere, so that the quota lets it borrow) */
     f->njobs = 0;

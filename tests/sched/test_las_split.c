@@ -141,12 +141,27 @@ static int run_shaped(world *w, const char *tenants, const ts_sched_config *cfg,
     return w->d.npreempts;
 }
 
-/* run_shaped with the defaults but the split step, the running jobs on
+/* The split at its strictest, from which each test below turns on one
+ * rule: one step at a GPU-hour (no mid step), a backlog of half a first level per GPU,
+ * the cluster's limits for a tenant's own jobs, tiers kept. The default
+ * turns them all on (test_split_defaults). */
+static void split_base(ts_sched_config *cfg)
+{
+    ts_sched_config_default(cfg);
+    cfg->las_split_gpu_s = 3600.0;
+    cfg->las_split_backlog = 0.5;
+    cfg->las_split_mid_gpu_s = 0.0;
+    cfg->las_split_min_runtime_s = -1.0;
+    cfg->las_split_max_preemptions_hour = -1;
+    cfg->las_split_cross_tier = false;
+}
+
+/* run_shaped with split_base but the split step, the running jobs on
  * their GPU for RAN_S. */
 static int run(world *w, const char *tenants, double split_gpu_s, int nwait, enum earlier e)
 {
     ts_sched_config cfg;
-    ts_sched_config_default(&cfg);
+    split_base(&cfg);
     cfg.las_split_gpu_s = split_gpu_s;
     return run_shaped(w, tenants, &cfg, nwait, e, DEFAULT_SHAPE);
 }
@@ -267,7 +282,7 @@ static void test_split_search_without_candidate_spends_no_bound(void **state)
 {
     (void)state;
     ts_sched_config cfg;
-    ts_sched_config_default(&cfg);
+    split_base(&cfg);
     cfg.max_preemptors_cycle = 1;
     ts_cluster *c;
     ts_tenants *ts;
@@ -315,7 +330,7 @@ static void test_split_limits_protect_own_jobs(void **state)
     (void)state;
     world w = {0};
     ts_sched_config cfg;
-    ts_sched_config_default(&cfg);
+    split_base(&cfg);
     shape young = {120.0, 0, 0, TS_TIER_GUARANTEED, TS_TIER_GUARANTEED, false};
     shape often = {RAN_S, 0, 3, TS_TIER_GUARANTEED, TS_TIER_GUARANTEED, false};
     assert_int_equal(run_shaped(&w, GUARANTEED_YAML, &cfg, 9, NONE, young), 0);
@@ -343,7 +358,7 @@ static void test_split_cross_tier(void **state)
     (void)state;
     world w = {0};
     ts_sched_config cfg;
-    ts_sched_config_default(&cfg);
+    split_base(&cfg);
     shape opp = {RAN_S, 0, 0, TS_TIER_OPPORTUNISTIC, TS_TIER_GUARANTEED, false};
     assert_int_equal(run_shaped(&w, GUARANTEED_YAML, &cfg, 9, NONE, opp), 0);
     done(&w);
@@ -368,7 +383,7 @@ static void test_split_cross_tier_no_ping_pong(void **state)
     (void)state;
     world w = {0};
     ts_sched_config cfg;
-    ts_sched_config_default(&cfg);
+    split_base(&cfg);
     cfg.las_split_backlog = 0.0; /* the requeued job's level-0 work left splits team-a */
     cfg.las_split_min_runtime_s = 60.0;
     /* on their GPUs 2 minutes, all they attained: level 0 */
@@ -391,7 +406,7 @@ static void test_split_step_follows_backlog(void **state)
     (void)state;
     world w = {0};
     ts_sched_config cfg;
-    ts_sched_config_default(&cfg);
+    split_base(&cfg);
     cfg.las_split_gpu_s = 20000.0;
     assert_int_equal(run_shaped(&w, GUARANTEED_YAML, &cfg, 9, NONE, DEFAULT_SHAPE), 0);
     done(&w);
@@ -419,7 +434,7 @@ static void test_split_mid_step(void **state)
     (void)state;
     world w = {0};
     ts_sched_config cfg;
-    ts_sched_config_default(&cfg);
+    split_base(&cfg);
     cfg.las_split_gpu_s = 600.0;
     cfg.las_split_backlog = 0.0;
     assert_int_equal(run_shaped(&w, GUARANTEED_YAML, &cfg, 0, PARTWAY, DEFAULT_SHAPE), 0);
@@ -432,6 +447,39 @@ static void test_split_mid_step(void **state)
     done(&w);
     cfg.las_split_mid_gpu_s = cfg.las_level_gpu_s;
     assert_int_equal(run_shaped(&w, GUARANTEED_YAML, &cfg, 0, PARTWAY, DEFAULT_SHAPE), 0);
+    done(&w);
+}
+
+/* The default: a split at 120 GPU-s as soon as a fresh job waits, a mid
+ * step at a GPU-hour, and a split tenant's own jobs time-shared after a
+ * minute of run, up to 10 times an hour, across its tiers. */
+static void test_split_defaults(void **state)
+{
+    (void)state;
+    world w = {0};
+    ts_sched_config cfg;
+    ts_sched_config_default(&cfg);
+    assert_true(cfg.las_split_gpu_s == 120.0 && cfg.las_split_backlog == 0.0);
+    assert_true(cfg.las_split_mid_gpu_s == 3600.0 && cfg.las_split_min_runtime_s == 60.0);
+    assert_int_equal(cfg.las_split_max_preemptions_hour, 10);
+    assert_true(cfg.las_split_cross_tier && cfg.fair_reclaim && cfg.fair_moves);
+    shape young = {120.0, 0, 0, TS_TIER_GUARANTEED, TS_TIER_GUARANTEED, false};
+    shape often = {RAN_S, 0, 3, TS_TIER_GUARANTEED, TS_TIER_GUARANTEED, false};
+    shape opp = {RAN_S, 0, 0, TS_TIER_OPPORTUNISTIC, TS_TIER_GUARANTEED, false};
+    assert_true(run_shaped(&w, GUARANTEED_YAML, &cfg, 9, NONE, young) > 0);
+    done(&w);
+    assert_true(run_shaped(&w, GUARANTEED_YAML, &cfg, 9, NONE, often) > 0);
+    done(&w);
+    assert_true(run_shaped(&w, GUARANTEED_YAML, &cfg, 9, NONE, opp) > 0);
+    done(&w);
+    /* one fresh job is backlog enough */
+    assert_true(run_shaped(&w, GUARANTEED_YAML, &cfg, 1, NONE, young) > 0);
+    done(&w);
+    /* never a tenant's jobs run under a minute, nor another tenant's */
+    shape fresh = {30.0, 0, 0, TS_TIER_GUARANTEED, TS_TIER_GUARANTEED, false};
+    assert_int_equal(run_shaped(&w, GUARANTEED_YAML, &cfg, 9, NONE, fresh), 0);
+    done(&w);
+    assert_int_equal(run_shaped(&w, NONE_YAML, &cfg, 9, NONE, young), 0);
     done(&w);
 }
 
@@ -450,6 +498,7 @@ int main(void)
         cmocka_unit_test(test_split_cross_tier_no_ping_pong),
         cmocka_unit_test(test_split_step_follows_backlog),
         cmocka_unit_test(test_split_mid_step),
+        cmocka_unit_test(test_split_defaults),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
