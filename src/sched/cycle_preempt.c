@@ -185,6 +185,7 @@ typedef struct vkey {
     double share;
     int priority;
     int level;
+    int guaranteed;     /* the victim's tier: opportunistic work goes first */
     double lost;
     int64_t gpus;       /* 0 when the config does not prefer the fewest */
     double attained;
@@ -194,8 +195,11 @@ typedef struct vkey {
 } vkey;
 
 /* Victims in preference order: borrowing tenants, the most over-share,
- * the lowest class, the highest las level, the least work lost, the fewest
- * GPUs (cfg.victims_fewest_gpus), the most service attained. */
+ * the lowest class, the highest las level, opportunistic before guaranteed
+ * work (a guaranteed job stopped for its own tenant's job would, waiting,
+ * take an equal opportunistic job's room back at once: two stops for one),
+ * the least work lost, the fewest GPUs (cfg.victims_fewest_gpus), the most
+ * service attained. */
 static int cmp_vkey(const void *a, const void *b)
 {
     const vkey *x = a, *y = b;
@@ -207,6 +211,8 @@ static int cmp_vkey(const void *a, const void *b)
         return x->priority < y->priority ? -1 : 1;
     if (x->level != y->level)
         return x->level > y->level ? -1 : 1;
+    if (x->guaranteed != y->guaranteed)
+        return x->guaranteed - y->guaranteed;
     if (x->lost != y->lost)
         return x->lost < y->lost ? -1 : 1;
     if (x->gpus != y->gpus)
@@ -259,7 +265,7 @@ bool loop_victims_gone(const loop *l, int64_t id)
  * ordinary search) stop for job i to restart at once elsewhere? One task of
  * whole GPUs, fewer in all than job i's (chains of moves end), running for
  * the loan's minimum runtime at least, within its preemptions per hour. */
-static bool move_ok(const loop *l, int i, const ts_job *v)
+static bool move_ok(const loop *l, int i, const ts_job *v, double min_age_s)
 {
     const ts_sched_config *cfg = &l->s->cfg;
     const ts_request *r = &v->tasks[0];
@@ -268,6 +274,8 @@ static bool move_ok(const loop *l, int i, const ts_job *v)
         return false;
     double floor = cfg->reclaim_min_runtime_s >= 0.0 ? cfg->reclaim_min_runtime_s
                                                      : cfg->min_runtime_s;
+    if (floor < min_age_s)
+        floor = min_age_s;
     return l->now - v->start_s >= floor && v->preemptions_hour < cfg->max_preemptions_hour;
 }
 
@@ -281,8 +289,15 @@ static bool move_ok(const loop *l, int i, const ts_job *v)
  * (l->chosen into keys, (*move)[k] marks a move) or 0; *move is the
  * caller's to free. */
 #define MOVE_NODES_SPARE 3
+/* A job moved for fair share (cfg.fair_moves) has run this long: without
+ * it, Philly October-November 8x stopped 150,917 jobs (77,865 of them
+ * moves) for Jain 0.998; with 1 hour 93,155 (0.997), with 4 hours 49,016
+ * (0.992, and 30 s less avg JCT); with no fair moves 30,057 (0.971). A
+ * guarantee's moves keep the reclaim floor (docs/scheduler.md, "Fair
+ * moves"). */
+#define FAIR_MOVE_MIN_AGE_S (4.0 * 3600.0)
 #define MOVE_NODES_MAX 16
-static int plan_moves(loop *l, int i, vkey *keys, int n, bool **move)
+static int plan_moves(loop *l, int i, vkey *keys, int n, double min_age_s, bool **move)
 {
     ts_sched *s = l->s;
     const ts_job *job = &l->w[i];
@@ -310,7 +325,7 @@ static int plan_moves(loop *l, int i, vkey *keys, int n, bool **move)
     for (int k = 0; k < n; k++)
         cand[keys[k].j] = true;
     for (int j = 0; j < l->nr; j++)
-        if (!cand[j] && !l->victim[j] && move_ok(l, i, &l->r[j]))
+        if (!cand[j] && !l->victim[j] && move_ok(l, i, &l->r[j], min_age_s))
             mov[l->r[j].allocs[0].node] += l->r[j].allocs[0].ngpu;
     int want = job->ntasks + MOVE_NODES_SPARE;
     int best[MOVE_NODES_MAX], nbest = 0;
@@ -335,12 +350,14 @@ static int plan_moves(loop *l, int i, vkey *keys, int n, bool **move)
         int first = total;
         for (int j = 0; j < l->nr; j++) {
             const ts_job *v = &l->r[j];
-            if (cand[j] || l->victim[j] || v->allocs[0].node != best[b] || !move_ok(l, i, v))
+            if (cand[j] || l->victim[j] || v->allocs[0].node != best[b] || !move_ok(l, i, v, min_age_s))
                 continue;
             double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
             int64_t g = cycle_job_gpus(v);
-            keys[total++] = (vkey){0, 0.0, v->priority, l->rlevel[j], (double)g * (l->now - since),
-                                   g, l->rattained[j], false, false, j};
+            /* a move restarts at once: its tier is no reason (0) */
+            keys[total++] = (vkey){0, 0.0, v->priority, l->rlevel[j], 0,
+                                   (double)g * (l->now - since), g, l->rattained[j], false,
+                                   false, j};
         }
         /* on a node, in the ordinary order (class, level, work lost, GPUs) */
         qsort(keys + first, (size_t)(total - first), sizeof *keys, cmp_vkey);
@@ -432,7 +449,8 @@ static int preempt_candidates(loop *l, int i, bool swap, vkey *keys)
         double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
         int64_t g = cycle_job_gpus(v);
         keys[n++] = (vkey){l->tborrows[v->tenant], ts_quota_share(s->q, v->tenant, l->now),
-                           v->priority, l->rlevel[j], (double)g * (l->now - since),
+                           v->priority, l->rlevel[j], v->tier == TS_TIER_GUARANTEED,
+                           (double)g * (l->now - since),
                            s->cfg.victims_fewest_gpus ? g : 0, l->rattained[j], ts, fair, j};
     }
     return n;
@@ -663,9 +681,9 @@ bool loop_try_preempt(loop *l, int i, bool swap)
         m = 0;
     bool *move = NULL;
     if (m == 0 && others && !swap && s->cfg.guarantee_moves)
-        m = plan_moves(l, i, keys, n, &move);
+        m = plan_moves(l, i, keys, n, 0.0, &move);
     else if (m == 0 && fair && s->cfg.fair_moves && fair_behind(l, i))
-        m = plan_moves(l, i, keys, 0, &move); /* on free room alone */
+        m = plan_moves(l, i, keys, 0, FAIR_MOVE_MIN_AGE_S, &move); /* on free room alone */
     if (m == 0) {
         free(keys);
         free(move);

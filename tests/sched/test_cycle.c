@@ -975,7 +975,8 @@ static void test_fair_reclaim_between_borrowers(void **state)
  * and 1 free. No node has 4 free and no loan gives them; team-a, the job
  * started, would hold (0 + 2 * 4) / 2 = 4 GPUs per unit of weight, below
  * team-c's 5, so team-c's job on n0 moves to n1's free GPU. Nothing moves
- * with the rule off, nor with team-a weighing 1 (8 against 5). */
+ * with the rule off, nor with team-a weighing 1 (8 against 5), nor when
+ * that job has run under 4 hours. */
 static const char FAIR_MOVE_TENANTS_YAML[] =
     "tenants:\n"
     "  org:\n"
@@ -988,24 +989,26 @@ static const char FAIR_MOVE_TENANTS_YAML[] =
 static void test_fair_moves(void **state)
 {
     fx *f = *state;
-    double now = 5000.0;
+    double now = 5.0 * 3600.0;
     ts_job *c1 = job(f, TC, TS_TIER_GUARANTEED, 1, 1, 100000);
     ts_job *c2 = job(f, TC, TS_TIER_GUARANTEED, 1, 3, 100000);
     ts_job *b1 = job(f, TB, TS_TIER_GUARANTEED, 1, 2, 100000);
     ts_job *c3 = job(f, TC, TS_TIER_OPPORTUNISTIC, 1, 1, 100000);
     ts_job *a = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 1000);
     ts_job *run[] = {c1, c2, b1, c3};
-    const struct { bool rule; int weight; int moves; } cases[] = {
-        {true, 2, 1}, {false, 2, 0}, {true, 1, 0}};
+    /* the job moved has run 4 hours at least (FAIR_MOVE_MIN_AGE_S): team-c's
+     * two guaranteed jobs started 3.9 hours ago move neither way */
+    const struct { bool rule; int weight; double c_start; int moves; } cases[] = {
+        {true, 2, 0.0, 1}, {false, 2, 0.0, 0}, {true, 1, 0.0, 0}, {true, 2, now - 3.9 * 3600, 0}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         char yaml[512];
         snprintf(yaml, sizeof yaml, FAIR_MOVE_TENANTS_YAML, cases[k].weight);
         f->cfg.fair_reclaim = true;
         f->cfg.fair_moves = cases[k].rule;
         remake(f, yaml);
-        run_on(f, c1, 0, (int[]){N0}, (int[]){0});
-        run_on(f, c2, 0, (int[]){N1}, (int[]){0});
         run_on(f, b1, 0, (int[]){N2}, (int[]){0});
+        run_on(f, c1, cases[k].c_start, (int[]){N0}, (int[]){0});
+        run_on(f, c2, cases[k].c_start, (int[]){N1}, (int[]){0});
         run_on(f, c3, now - 600, (int[]){N2}, (int[]){2});
         assert_int_equal(cycle(f, now, &a, 1, run, 4), 0);
         assert_int_equal(f->d.nstarts, 0);

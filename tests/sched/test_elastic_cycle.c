@@ -77,15 +77,6 @@ static int teardown(void **state)
     return 0;
 }
 
-/* Rebuilds the scheduler with f->cfg. */
-static int sched_world_reopen(fx *f)
-{
-    sched_world_close(f->c, f->ts, f->q, f->s, &f->d);
-    f->s = NULL;
-    return sched_world_open(CLUSTER_YAML, TENANTS_YAML, &f->cfg, &f->c, &f->ts, &f->q, &f->s,
-                            &f->d);
-}
-
 /* A guaranteed job of ntasks tasks of k whole GPUs each. */
 static ts_job *job(fx *f, int ntasks, int k)
 {
@@ -246,16 +237,6 @@ static void test_extras_go_before_victims(void **state)
     assert_non_null(strstr(f->d.pending[0].why, "taken back"));
     /* the same rule seen from the other side: 4 GPUs are more than the extras */
     ts_job *w4 = job(f, 1, 4);
-    cycle(f, NOW_S, &w4, 1, run, 2);
-    assert_int_equal(f->d.npreempts, 1);
-    assert_int_equal(f->d.nresizes, 0);
-    /* which victim: under the split (the default) the team's levels decide,
-     * not its tiers, and e and r are alike there; without it the guaranteed
-     * job reclaims the opportunistic r */
-    f->cfg.las_split_gpu_s = 0.0;
-    assert_int_equal(sched_world_reopen(f), 0);
-    run_on(f, e, LONG_AGO_S, (int[]){0}, (int[]){0});
-    run_on(f, r, LONG_AGO_S, (int[]){1}, (int[]){0});
     cycle(f, NOW_S, &w4, 1, run, 2);
     assert_int_equal(f->d.npreempts, 1);
     assert_int_equal(f->d.preempts[0].victim, 1);
