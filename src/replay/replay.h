@@ -146,6 +146,10 @@ typedef struct ts_replay_policy_ops {
     /* optional: the GPUs running job j holds (an elastic job resized by the
      * policy: the view's elastic_*), 0 when it does not hold any */
     int (*size)(void *state, int j);
+    /* optional: running job j was stopped in this decision and started
+     * again (a move): the engine counts the preemption, its lost work and
+     * its restart as for any other */
+    bool (*restarted)(void *state, int j);
 } ts_replay_policy_ops;
 
 /* NULL-terminated list of the built-in policies; lookup by name or NULL. */
@@ -190,6 +194,9 @@ typedef struct ts_replay_result {
     double avg_gang_wait_s;
     double utilization_pct; /* GPU-s held (incl. restarts) / (GPUs x makespan) */
     long preemptions;
+    /* of them, from policies that tell (estimates): moves (a job stopped to
+     * restart at once elsewhere) and time-sharing; the rest reclaim room */
+    long moves, time_shares;
     double lost_gpu_s;      /* GPU-s of restart delay beyond each job's first start,
                                plus progress lost to preemptions */
     double makespan_s;      /* latest completion, from time 0 */

@@ -55,6 +55,7 @@ typedef struct core_job {
     double first_start_s;  /* -1 until it starts */
     double preempted_at[4];
     double pull_s;         /* its image's wait at its last start (tessera-img) */
+    bool stopped;          /* preempted in this decision */
 } core_job;
 
 typedef struct wkey {
@@ -85,6 +86,7 @@ typedef struct core_state {
     int images;            /* 0 none; tessera-img: 2, told to the cycle; -blind: 1, not */
     replay_images *img;    /* the pull-time model (replay_images.c), once built */
     void *block;           /* jobs, running, wv..wk and gsum, sized once */
+    long moves, time_shares; /* the decisions' preemptions of those kinds */
 } core_state;
 
 /* ---- deficit probe (TS_REPLAY_DEFICIT_PROBE=1): where a guarantee waits --
@@ -534,6 +536,9 @@ static int core_cycle(core_state *s, const ts_replay_view *v)
         core_job *cj = &s->jobs[j];
         memmove(cj->preempted_at + 1, cj->preempted_at, 3 * sizeof *cj->preempted_at);
         cj->preempted_at[0] = v->now_s;
+        cj->stopped = true;
+        s->moves += s->d.preempts[k].move;
+        s->time_shares += s->d.preempts[k].time_sharing;
         stop(s, v, j);
     }
     for (int k = 0; k < s->d.nstarts; k++) {
@@ -582,6 +587,7 @@ static void core_decide(void *p, const ts_replay_view *v, bool *run)
         while (pi < v->npending && v->pending[pi] < j)
             pi++;
         bool pending = pi < v->npending && v->pending[pi] == j;
+        s->jobs[j].stopped = false;
         if (s->running[j] && !pending)
             stop(s, v, j);
     }
@@ -621,6 +627,13 @@ static void core_decide(void *p, const ts_replay_view *v, bool *run)
         run[v->pending[i]] = s->running[v->pending[i]];
 }
 
+/* Stopped by this decision and running again: moved. */
+static bool core_restarted(void *p, int j)
+{
+    const core_state *s = p;
+    return s->built && s->running[j] && s->jobs[j].stopped;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -644,6 +657,8 @@ static void core_estimates(void *p, ts_replay_result *res)
     }
     qsort(err, (size_t)n, sizeof *err, cmp_double);
     res->est_waited = waited;
+    res->moves = s->moves;
+    res->time_shares = s->time_shares;
     res->est_jobs = n;
     res->est_median_err_s = n ? replay_percentile(err, n, 50) : 0.0;
     res->est_p90_err_s = n ? replay_percentile(err, n, 90) : 0.0;
@@ -689,18 +704,18 @@ static int core_init_img_blind(void **out, int njobs, int ntenants, ts_err *err)
 
 const ts_replay_policy_ops ts_replay_tessera_img_ops = {
     "tessera-img", true, core_init_img, core_decide, NULL, core_free, core_estimates,
-    core_placement, core_size};
+    core_placement, core_size, core_restarted};
 const ts_replay_policy_ops ts_replay_tessera_img_blind_ops = {
     "tessera-img-blind", true, core_init_img_blind, core_decide, NULL, core_free,
-    core_estimates, core_placement, core_size};
+    core_estimates, core_placement, core_size, core_restarted};
 
 const ts_replay_policy_ops ts_replay_core_ops = {"core", true, core_init, core_decide, NULL,
                                                  core_free, core_estimates, core_placement,
-                                                 core_size};
+                                                 core_size, core_restarted};
 /* `tessera` in every table is the same: the production cycle */
 const ts_replay_policy_ops ts_replay_tessera_ops = {"tessera", true, core_init, core_decide,
                                                     NULL, core_free, core_estimates,
-                                                    core_placement, core_size};
+                                                    core_placement, core_size, core_restarted};
 
 bool ts_replay_runs_cycle(const ts_replay_policy_ops *ops)
 {

@@ -232,6 +232,15 @@ static int decide(engine *e, ts_err *err)
             e->out[j].lost_work_s += lost;
             release(e, j, e->now, false);
             e->out[j].preemptions++;
+        } else if (e->holding[j] && e->run[j] && e->pol->restarted &&
+                   e->pol->restarted(e->pol_state, j)) {
+            /* stopped and started again in this decision (a move): a
+             * preemption and a restart like any other */
+            double lost = at_risk_s(e, j);
+            e->st[j].work_left_s += lost;
+            e->out[j].lost_work_s += lost;
+            release(e, j, e->now, false);
+            e->out[j].preemptions++;
         }
     }
     for (int i = 0; i < e->npending; i++) {
@@ -498,6 +507,8 @@ void ts_replay_result_mean(const ts_replay_result *per, int n, ts_replay_result 
         out->utilization_pct += r->utilization_pct / n;
         out->makespan_s += r->makespan_s / n;
         out->preemptions += r->preemptions;
+        out->moves += r->moves;
+        out->time_shares += r->time_shares;
         out->lost_gpu_s += r->lost_gpu_s;
         out->est_waited += r->est_waited;
         out->est_jobs += r->est_jobs;

@@ -226,14 +226,14 @@ static double tiresias_next_event(void *p, const ts_replay_view *v)
 /* ---- registry -------------------------------------------------------- */
 
 static const ts_replay_policy_ops fifo_ops = {"fifo", false, order_init, fifo_decide, NULL,
-                                              order_free, NULL, NULL, NULL};
+                                              order_free, NULL, NULL, NULL, NULL};
 static const ts_replay_policy_ops sjf_ops = {"sjf", false, order_init, sjf_decide, NULL,
-                                             order_free, NULL, NULL, NULL};
+                                             order_free, NULL, NULL, NULL, NULL};
 static const ts_replay_policy_ops srtf_ops = {"srtf", true, order_init, srtf_decide, NULL,
-                                              order_free, NULL, NULL, NULL};
+                                              order_free, NULL, NULL, NULL, NULL};
 static const ts_replay_policy_ops tiresias_ops = {"tiresias", true, order_init, tiresias_decide,
                                                   tiresias_next_event, order_free, NULL, NULL,
-                                                  NULL};
+                                                  NULL, NULL};
 
 static const ts_replay_policy_ops *const all_policies[] = {&fifo_ops, &sjf_ops, &srtf_ops,
                                                            &tiresias_ops, &ts_replay_tessera_ops,

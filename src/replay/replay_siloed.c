@@ -32,6 +32,8 @@ static int pool(const ts_replay_job *jobs, int njobs, const ts_replay_outcome *o
     res->jobs = njobs;
     for (int k = 0; k < nparts; k++) {
         res->preemptions += part[k].preemptions;
+        res->moves += part[k].moves;
+        res->time_shares += part[k].time_shares;
         res->lost_gpu_s += part[k].lost_gpu_s;
     }
     if (njobs == 0)

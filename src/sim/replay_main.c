@@ -70,7 +70,7 @@ static void usage(FILE *f)
                "  --jobs-out: one CSV row per job and policy (when it ran, waited, finished)\n"
                "  with tenants, tessera shares one cluster; other policies run siloed\n"
                "  --sched NAME=VALUE: a field of tessera's scheduler configuration\n"
-               "    (ts_sched_config; tesserad's default otherwise), e.g. fair_reclaim=true\n"
+               "    (ts_sched_config; tesserad's default otherwise), e.g. fair_reclaim=false\n"
                "policies:");
     for (const ts_replay_policy_ops *const *p = ts_replay_policy_all(); *p; p++)
         fprintf(f, " %s", (*p)->name);

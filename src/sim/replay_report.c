@@ -38,6 +38,10 @@ static void print_estimates(FILE *f, const replay_report *r)
                        "first cycle; |estimate - start| median %.0f s, p90 %.0f s\n",
                     r->pr[p].ops->name, m->est_jobs, m->est_waited, m->est_median_err_s,
                     m->est_p90_err_s);
+        if (r->pr[p].ops->estimates && m->preemptions > 0)
+            fprintf(f, "preemptions (%s): %ld, of them %ld moves and %ld time-sharing; the "
+                       "rest took room back\n",
+                    r->pr[p].ops->name, m->preemptions, m->moves, m->time_shares);
     }
 }
 
@@ -199,6 +203,10 @@ int replay_write_json(const char *path, const replay_report *r)
             "makespan_s", m->makespan_s, "tenants", tenants_json(r, pr), "workloads", wls);
         if (o)
             json_object_set_new(o, "gang_wait_s", json_real(m->avg_gang_wait_s));
+        if (o && pr->ops->estimates)
+            json_object_set_new(o, "preemption_kinds",
+                                json_pack("{s:I,s:I}", "moves", (json_int_t)m->moves,
+                                          "time_sharing", (json_int_t)m->time_shares));
         if (o && pr->ops->estimates)
             json_object_set_new(o, "start_estimates",
                                 json_pack("{s:i,s:i,s:f,s:f}", "jobs_waited", m->est_waited,

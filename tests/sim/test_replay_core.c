@@ -56,8 +56,30 @@ static void test_borrow_then_reclaim(void **state)
     ts_replay_result r;
     run(jobs, 3, o, &r);
     assert_int_equal(r.preemptions, 1);
+    assert_int_equal(r.moves + r.time_shares, 0); /* a reclaim */
     assert_true(o[2].queue_s <= 1e-9); /* started in the decision it arrived at */
     assert_true(o[0].preemptions + o[1].preemptions == 1);
+}
+
+/* By default a tenant's fresh job splits its first level: a's 4-GPU job at
+ * 300 s time-shares one of a's own two jobs (1,200 GPU-s each, past the
+ * 120-GPU-s step and the split's minute), and the replay counts it so. The
+ * victim is the loan (job 1, opportunistic): had it been job 0, job 0,
+ * guaranteed, would have taken job 1's room back in the same decision, two
+ * stops for one (a restart the replay counts as a preemption). */
+static void test_time_sharing_counted(void **state)
+{
+    (void)state;
+    ts_replay_job jobs[] = {job(0, 0, 4, 1000), job(0, 0, 4, 1000), job(0, 300, 4, 100)};
+    ts_replay_outcome o[3];
+    ts_replay_result r;
+    run(jobs, 3, o, &r);
+    assert_int_equal(r.preemptions, 1);
+    assert_int_equal(r.time_shares, 1);
+    assert_int_equal(r.moves, 0);
+    assert_int_equal(o[1].preemptions, 1);
+    assert_int_equal(o[0].starts, 1);
+    assert_true(o[2].queue_s <= 1e-9);
 }
 
 static void test_gang_spans_nodes(void **state)
@@ -105,6 +127,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_borrow_then_reclaim),
+        cmocka_unit_test(test_time_sharing_counted),
         cmocka_unit_test(test_gang_spans_nodes),
         cmocka_unit_test(test_random_workloads_finish_deterministically),
     };

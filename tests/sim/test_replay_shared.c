@@ -96,7 +96,7 @@ static void rec_free(void *st)
 }
 
 static const ts_replay_policy_ops rec_ops = {"tessera-rec", true, rec_init, rec_decide, NULL,
-                                             rec_free, NULL, NULL, NULL};
+                                             rec_free, NULL, NULL, NULL, NULL};
 
 static void test_no_durations_read(void **state)
 {
