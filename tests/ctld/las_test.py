@@ -212,9 +212,12 @@ try:
         check("(fifo)" in e["standing"] and e["las"]["level"] is None,
               f"fifo standing: {e['standing']}, las {e['las']}")
 
-    # A split tenant's own limits and cross-tier time-sharing: team-g holds
-    # the node's 4 GPUs as its guarantee, the cluster's minimum runtime is an
-    # hour, so only the split keys let anything be preempted here. Its long
+    # A split tenant's own limits and cross-tier time-sharing, as tesserad
+    # runs by default (fair reclaim and moves, any fresh job splits, 10
+    # preemptions an hour, across tiers, a mid step at a GPU-hour) but for a
+    # step and a minimum runtime in seconds: team-g holds the node's 4 GPUs
+    # as its guarantee, the cluster's minimum runtime is an hour, so only the
+    # split keys let anything be preempted here. Its long
     # guaranteed job runs past the split step (18 GPU-s: 4.5 s of 4 GPUs);
     # its opportunistic short job (12 GPU-s, inside the step), the overflow a
     # tenant at its guarantee queues as opportunistic, time-shares it after a
@@ -229,10 +232,7 @@ try:
     write("split.yaml", BASE.replace("tenants.yaml", "tenants-g.yaml").replace(
         "state_dir: state", "state_dir: state-split") +
         "scheduler: {interval: 0.2s, min_runtime: 1h, grace: 1s, backoff: 0s, "
-        "fair_reclaim: true, fair_moves: true, "
-        "las: {split_gpu_hours: 0.005, split_backlog: 0, split_min_runtime: 1s, "
-        "split_max_preemptions_per_hour: 10, split_cross_tier: true, split_horizon: 1h, "
-        "split_min_gpu_hours: 0.001, split_mid_gpu_hours: 1}}\n")
+        "las: {split_gpu_hours: 0.005, split_min_runtime: 1s}}\n")
     proc = start("split.yaml")
     admin = open(os.path.join(TMP, "state-split", "admin.token")).read().strip()
     st, d = call("POST", "/v1/jobs", spec("team-g", "long-g", "60s", "guaranteed"))
