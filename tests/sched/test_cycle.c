@@ -1698,6 +1698,15 @@ static void test_las_plans_without_holding(void **state)
     assert_int_equal(f->d.pending[0].reason, TS_PEND_INVALID);
 }
 
+/* team-a's fresh opportunistic 4-GPU job, submitted 10 s ago, in a cycle
+ * with the three running jobs */
+static void fresh_job_of_a(fx *f, ts_job **run)
+{
+    ts_job *wa = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 86400);
+    wa->submit_s = NOW_S - 10;
+    assert_int_equal(cycle(f, NOW_S, &wa, 1, run, 3), 0);
+}
+
 static void test_las_guaranteed_never_victim_of_other_tenant(void **state)
 {
     fx *f = *state;
@@ -1705,7 +1714,6 @@ static void test_las_guaranteed_never_victim_of_other_tenant(void **state)
      * level 2 and their minimum runtime */
     ts_job *run[3];
     int tenants[3] = {TB, TC, TA};
-    ts_job *wa = NULL;
     /* the default (split, cross tier): team-a's fresh opportunistic job
      * time-shares team-a's own guaranteed job, never the others'; without
      * the split, none of them */
@@ -1717,9 +1725,7 @@ static void test_las_guaranteed_never_victim_of_other_tenant(void **state)
             run[n] = job(f, tenants[n], TS_TIER_GUARANTEED, 1, 4, 86400);
             run_on(f, run[n], 0, (int[]){n}, (int[]){0});
         }
-        wa = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 86400);
-        wa->submit_s = NOW_S - 10;
-        assert_int_equal(cycle(f, NOW_S, &wa, 1, run, 3), 0);
+        fresh_job_of_a(f, run);
         assert_int_equal(f->d.pending[0].level, 0);
         assert_int_equal(f->d.npreempts, split);
         if (split) {
@@ -1738,9 +1744,7 @@ static void test_las_guaranteed_never_victim_of_other_tenant(void **state)
         run[n] = job(f, tenants[n], TS_TIER_GUARANTEED, 1, 4, 86400);
         run_on(f, run[n], 0, (int[]){n}, (int[]){0});
     }
-    wa = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 86400);
-    wa->submit_s = NOW_S - 10;
-    assert_int_equal(cycle(f, NOW_S, &wa, 1, run, 3), 0);
+    fresh_job_of_a(f, run);
     assert_int_equal(f->d.npreempts, 1);
     assert_int_equal(f->d.preempts[0].victim, 0);
     assert_true(f->d.preempts[0].time_sharing);
