@@ -17,8 +17,9 @@
 /* The las defaults (docs/scheduler.md has the sweep behind them). */
 #define LAS_LEVEL_DEFAULT_GPU_S (8.0 * 3600.0)
 /* A tenant's first level splits as soon as a fresh job of it waits, at 120
- * GPU-s, with a second step at a GPU-hour (docs/scheduler.md, "The split
- * by default"; docs/simulator.md has the held-out cells behind them). */
+ * GPU-s, with a second step at a GPU-hour (docs/scheduler.md, "The
+ * defaults since issue 33"; docs/simulator.md, "The defaults since
+ * 2026-12-07", has the grid and held-out cells behind them). */
 #define LAS_SPLIT_DEFAULT_GPU_S 120.0 /* the first step of an overflowing first level */
 #define LAS_SPLIT_DEFAULT_MIN_GPU_S 120.0 /* the shortest step a backlog brings */
 #define LAS_SPLIT_DEFAULT_BACKLOG 0.0 /* its trigger: any fresh job waiting */
