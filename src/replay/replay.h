@@ -136,7 +136,8 @@ typedef struct ts_replay_policy_ops {
     void (*decide)(void *state, const ts_replay_view *v, bool *run);
     double (*next_event_s)(void *state, const ts_replay_view *v);
     void (*free)(void *state);
-    /* optional: fills res's est_* figures once the replay is over */
+    /* optional: fills res's est_* figures and its preemption kinds (moves,
+     * time_shares) once the replay is over */
     void (*estimates)(void *state, struct ts_replay_result *res);
     /* optional: where the policy put running job j, GPUs per node into
      * per_node[0..nodes) (zeroed by the caller); returns the GPUs counted, 0

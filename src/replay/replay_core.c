@@ -657,11 +657,11 @@ static void core_estimates(void *p, ts_replay_result *res)
     }
     qsort(err, (size_t)n, sizeof *err, cmp_double);
     res->est_waited = waited;
-    res->moves = s->moves;
-    res->time_shares = s->time_shares;
     res->est_jobs = n;
     res->est_median_err_s = n ? replay_percentile(err, n, 50) : 0.0;
     res->est_p90_err_s = n ? replay_percentile(err, n, 90) : 0.0;
+    res->moves = s->moves;
+    res->time_shares = s->time_shares;
     free(err);
 }
 

@@ -225,17 +225,11 @@ static int decide(engine *e, ts_err *err)
     int nholding = 0;
     for (int i = 0; i < e->npending; i++) {
         int j = e->pending[i];
-        if (e->holding[j] && !e->run[j]) {
+        /* stopped, or stopped and started again in this decision (a move):
+         * a preemption either way, the restart placed below */
+        bool moved = e->run[j] && e->pol->restarted && e->pol->restarted(e->pol_state, j);
+        if (e->holding[j] && (!e->run[j] || moved)) {
             assert(e->pol->preemptive);
-            double lost = at_risk_s(e, j);
-            e->st[j].work_left_s += lost;
-            e->out[j].lost_work_s += lost;
-            release(e, j, e->now, false);
-            e->out[j].preemptions++;
-        } else if (e->holding[j] && e->run[j] && e->pol->restarted &&
-                   e->pol->restarted(e->pol_state, j)) {
-            /* stopped and started again in this decision (a move): a
-             * preemption and a restart like any other */
             double lost = at_risk_s(e, j);
             e->st[j].work_left_s += lost;
             e->out[j].lost_work_s += lost;

@@ -261,10 +261,19 @@ bool loop_victims_gone(const loop *l, int64_t id)
     return true;
 }
 
+/* A job moved for fair share (cfg.fair_moves) has run this long: without
+ * it, Philly October-November 8x stopped 150,917 jobs (77,865 of them
+ * moves) for Jain 0.998; with 1 hour 93,155 (0.997), with 4 hours 49,016
+ * (0.992, and 30 s less avg JCT); with no fair moves 30,057 (0.971). A
+ * guarantee's moves keep the reclaim floor (docs/scheduler.md, "Fair
+ * moves"). */
+#define FAIR_MOVE_MIN_AGE_S (4.0 * 3600.0)
+
 /* Moves (cfg.guarantee_moves): may running job v (not a candidate of the
  * ordinary search) stop for job i to restart at once elsewhere? One task of
  * whole GPUs, fewer in all than job i's (chains of moves end), running for
- * the loan's minimum runtime at least, within its preemptions per hour. */
+ * the loan's minimum runtime (and min_age_s) at least, within its
+ * preemptions per hour. */
 static bool move_ok(const loop *l, int i, const ts_job *v, double min_age_s)
 {
     const ts_sched_config *cfg = &l->s->cfg;
@@ -289,13 +298,6 @@ static bool move_ok(const loop *l, int i, const ts_job *v, double min_age_s)
  * (l->chosen into keys, (*move)[k] marks a move) or 0; *move is the
  * caller's to free. */
 #define MOVE_NODES_SPARE 3
-/* A job moved for fair share (cfg.fair_moves) has run this long: without
- * it, Philly October-November 8x stopped 150,917 jobs (77,865 of them
- * moves) for Jain 0.998; with 1 hour 93,155 (0.997), with 4 hours 49,016
- * (0.992, and 30 s less avg JCT); with no fair moves 30,057 (0.971). A
- * guarantee's moves keep the reclaim floor (docs/scheduler.md, "Fair
- * moves"). */
-#define FAIR_MOVE_MIN_AGE_S (4.0 * 3600.0)
 #define MOVE_NODES_MAX 16
 static int plan_moves(loop *l, int i, vkey *keys, int n, double min_age_s, bool **move)
 {
@@ -350,7 +352,8 @@ static int plan_moves(loop *l, int i, vkey *keys, int n, double min_age_s, bool 
         int first = total;
         for (int j = 0; j < l->nr; j++) {
             const ts_job *v = &l->r[j];
-            if (cand[j] || l->victim[j] || v->allocs[0].node != best[b] || !move_ok(l, i, v, min_age_s))
+            if (cand[j] || l->victim[j] || v->allocs[0].node != best[b] ||
+                !move_ok(l, i, v, min_age_s))
                 continue;
             double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
             int64_t g = cycle_job_gpus(v);
