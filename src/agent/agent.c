@@ -38,6 +38,7 @@
 #include "agent/taskfile.h"
 #include "agent/trash.h"
 #include "tessera/agent_proto.h"
+#include "agent/clock.h"
 
 int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, ts_err *err)
 {
@@ -126,7 +127,7 @@ int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, t
     agent_steps_sweep(a);   /* an older agent's steps folder: what no record holds */
     agent_task_dirs_sweep(a->task_dirs, a->logs); /* and their own folders */
     agent_net_open(a);
-    a->last_ok_s = agent_launch_now();
+    a->last_ok_s = agent_mono_s();
     *out = a;
     return 0;
 }
@@ -218,7 +219,7 @@ static void enforce_limits(ts_agent *a, double now)
  * answer (curl's progress callback, at least about once a second). */
 static void keep_time(ts_agent *a)
 {
-    double now = agent_launch_now();
+    double now = agent_mono_s();
     agent_hooks_poll(a, now);
     agent_images_poll(a, now);
     enforce_limits(a, now);
@@ -244,8 +245,8 @@ int agent_progress(void *u, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ult
 
 void agent_pause(ts_agent *a, double seconds)
 {
-    double end = agent_launch_now() + seconds;
-    for (double now = agent_launch_now(); now < end; now = agent_launch_now()) {
+    double end = agent_mono_s() + seconds;
+    for (double now = agent_mono_s(); now < end; now = agent_mono_s()) {
         keep_time(a);
         double step = end - now < TS_AGENT_WAIT_MIN_S ? end - now : TS_AGENT_WAIT_MIN_S;
         struct timespec ts = {0, (long)(step * 1e9)};
@@ -257,7 +258,7 @@ void agent_pause(ts_agent *a, double seconds)
  * a stop's phase here, so each is acted on when it comes. */
 static double wait_for(const ts_agent *a, double busy_s)
 {
-    double wall = agent_wall_now(), now = agent_launch_now(), w = busy_s;
+    double wall = agent_wall_now(), now = agent_mono_s(), w = busy_s;
     for (int i = 0; i < a->ntasks; i++) {
         const local_task *lt = &a->tasks[i];
         if (!lt->t || lt->st.phase == TS_TASK_EXITED)
@@ -346,7 +347,7 @@ static void report_started(ts_agent *a, local_task *lt, double now, ts_task_repo
 static json_t *report(ts_agent *a)
 {
     json_t *arr = json_array();
-    double now = agent_launch_now();
+    double now = agent_mono_s();
     enforce_limits(a, now);
     for (int i = 0; i < a->ntasks; i++) {
         local_task *lt = &a->tasks[i];
@@ -549,7 +550,7 @@ static bool decode_answer(ts_agent *a, json_t *desired, ts_desired *ds)
     ts_err e;
     if (ts_desired_decode(desired, ds, &e) == 0)
         return true;
-    double now = agent_launch_now();
+    double now = agent_mono_s();
     if (now - a->answer_refused_said_s >= 60.0) {
         a->answer_refused_said_s = now;
         fprintf(stderr, "tessera-agent: the controller's answer is outside the agent protocol "
@@ -585,7 +586,7 @@ static void reconcile(ts_agent *a, json_t *desired)
         ts_desired_fini(&ds);
         return;
     }
-    double now = agent_launch_now();
+    double now = agent_mono_s();
     agent_apply_mig(a, &ds);
     agent_net_peers_apply(a, &ds);
     agent_prefetch_apply(a, &ds);
@@ -785,7 +786,7 @@ int agent_step(ts_agent *a, ts_err *err)
             a->registered = true;
             json_decref(a->images_sent); /* the controller's knowledge starts afresh */
             a->images_sent = NULL;
-            a->last_ok_s = agent_launch_now();
+            a->last_ok_s = agent_mono_s();
             reconcile(a, ans); /* its gen too */
         }
     } else {
@@ -802,7 +803,7 @@ int agent_step(ts_agent *a, ts_err *err)
             timeout = (busy ? TS_AGENT_WAIT_BUSY_S : TS_AGENT_WAIT_IDLE_S) +
                       TS_AGENT_ANSWER_SLACK_S;
         if (busy) {
-            double left = lost_limit(a) - (agent_launch_now() - a->last_ok_s);
+            double left = lost_limit(a) - (agent_mono_s() - a->last_ok_s);
             timeout = left < TS_AGENT_WAIT_BUSY_S + 0.5 ? TS_AGENT_WAIT_BUSY_S + 0.5
                       : left < timeout                  ? left
                                                         : timeout;
@@ -822,7 +823,7 @@ int agent_step(ts_agent *a, ts_err *err)
             agent_answers_clear(&a->log_answers); /* delivered */
             if (drain_sent[0] && strcmp(drain_sent, a->drain_why) == 0)
                 a->drain_why[0] = '\0'; /* the node is drained: an admin resumes it */
-            a->last_ok_s = agent_launch_now();
+            a->last_ok_s = agent_mono_s();
             reconcile(a, ans); /* its gen too */
         } else if (status == 409) {
             a->registered = false; /* the controller restarted or declared us lost */
@@ -839,11 +840,11 @@ int agent_step(ts_agent *a, ts_err *err)
      * and requeues its jobs elsewhere, where they must not run twice. So
      * the tasks stop at half that time, with a termination grace of a
      * quarter of it: gone before the controller gives up on the node. */
-    if (rc != 0 && agent_launch_now() - a->last_ok_s > lost_limit(a) && a->ntasks > 0) {
+    if (rc != 0 && agent_mono_s() - a->last_ok_s > lost_limit(a) && a->ntasks > 0) {
         fprintf(stderr, "tessera-agent: no controller has answered for %.1f s (limit %.1f s: "
                         "--lost-after or half the controller's node_lost_after): stopping %d "
                         "task(s), which the controller requeues\n",
-                agent_launch_now() - a->last_ok_s, lost_limit(a), a->ntasks);
+                agent_mono_s() - a->last_ok_s, lost_limit(a), a->ntasks);
         agent_stop_all(a);
     }
     return rc;
@@ -852,7 +853,7 @@ int agent_step(ts_agent *a, ts_err *err)
 void agent_stop_all(ts_agent *a)
 {
     /* every task's stop sequence at once, then wait for all of them */
-    double now = agent_launch_now(), deadline = now;
+    double now = agent_mono_s(), deadline = now;
     for (int i = 0; i < a->ntasks; i++) {
         local_task *lt = &a->tasks[i];
         if (lt->t && lt->st.phase != TS_TASK_EXITED) {
@@ -864,7 +865,7 @@ void agent_stop_all(ts_agent *a)
     }
     for (;;) {
         bool running = false;
-        now = agent_launch_now();
+        now = agent_mono_s();
         for (int i = 0; i < a->ntasks; i++) {
             local_task *lt = &a->tasks[i];
             ts_err e;

@@ -15,6 +15,7 @@
 
 #include "agent/agent_internal.h"
 #include "io/body.h"
+#include "agent/clock.h"
 
 void agent_curl_call(CURL *c, const char *url, struct curl_slist *h, curl_write_callback write,
                      void *data, const char *protocols, const char *ca_file)
@@ -98,7 +99,7 @@ static CURLcode perform(ts_agent *a, bool wake, bool *woken)
             rc = CURLE_FAILED_INIT;
             break;
         }
-        agent_disk_check(a, agent_launch_now()); /* a disk fills faster than curl's progress */
+        agent_disk_check(a, agent_mono_s()); /* a disk fills faster than curl's progress */
         for (unsigned i = 0; i < n; i++) {
             if (!(w[i].revents & CURL_WAIT_POLLIN))
                 continue;

@@ -101,7 +101,7 @@ typedef struct local_task {
     char shim_mark[720];        /* "" none (no shim, or an adopted task: not watched) */
     dev_t shim_mark_dev;
     ino_t shim_mark_ino;
-    double shim_due;            /* agent_launch_now() by which it must be written */
+    double shim_due;            /* agent_mono_s() by which it must be written */
     bool shim_seen;             /* written: the task runs with its limits */
     bool shim_missing;          /* not written in time: the task was stopped */
     /* stopped because the state disk fell under its reserve while this
@@ -134,7 +134,7 @@ typedef struct agent_hook {
     bool killed;                /* past its deadline: killed, failed; reaped when it exits */
     int64_t job;
     int rank;
-    double deadline;            /* agent_launch_now() */
+    double deadline;            /* agent_mono_s() */
 } agent_hook;
 
 /* An epilog waiting for a hook slot: the ended task's identity. */
@@ -218,7 +218,7 @@ struct ts_agent {
                             * answered; "" none */
     char sess_seen[64][64];/* the last sessions opened (session.c): each opens once */
     int sess_next;
-    double disk_next;      /* agent_launch_now() of the state disk's next check */
+    double disk_next;      /* agent_mono_s() of the state disk's next check */
     double disk_settle;    /* no task stopped for the disk before this (disk_pressure.c) */
     double disk_logs_next, disk_pressed_next; /* ended tasks' logs: the next sweeps */
 };

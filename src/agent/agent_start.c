@@ -22,6 +22,7 @@
 #include "agent/taskfile.h"
 #include "tessera/agent_proto.h"
 #include "tessera/shim.h"
+#include "agent/clock.h"
 
 #define TASK_MOUNTS_MAX 16 /* a job spec's mounts (TS_SPEC_MAX_MOUNTS) */
 #define NVIDIA_GPU_MAJOR 195u
@@ -695,7 +696,7 @@ void agent_start_task_decoded(ts_agent *a, local_task *lt, const json_t *t,
         start_log(a, lt->t);
         double reg = a->node->shim_register_s > 0 ? a->node->shim_register_s
                                                   : TS_AGENT_SHIM_REGISTER_S;
-        lt->shim_due = agent_launch_now() + reg;
+        lt->shim_due = agent_mono_s() + reg;
     }
     if (S->stdio_peer >= 0)
         close(S->stdio_peer); /* the task holds it now */

@@ -27,6 +27,7 @@
 #include "agent/tail.h"
 #include "agent/taskfile.h"
 #include "tessera/shim.h"
+#include "agent/clock.h"
 
 static const char *str_or(const json_t *v)
 {
@@ -119,11 +120,11 @@ int agent_adopt_one(const char *id, void *ctx)
         snprintf(lt->shim_mark, sizeof lt->shim_mark, "%s", mark);
         lt->shim_mark_dev = ms.st_dev;
         lt->shim_mark_ino = ms.st_ino;
-        lt->shim_due = agent_launch_now() + (a->node->shim_register_s > 0 ? a->node->shim_register_s
+        lt->shim_due = agent_mono_s() + (a->node->shim_register_s > 0 ? a->node->shim_register_s
                                                                        : TS_AGENT_SHIM_REGISTER_S);
     }
     json_decref(m);
-    agent_task_poll(t, agent_launch_now(), &lt->st, &e);
+    agent_task_poll(t, agent_mono_s(), &lt->st, &e);
     lt->stop_requested = (lt->st.phase != TS_TASK_RUNNING && lt->st.phase != TS_TASK_EXITED) ||
                          lt->st.outcome != TS_STOP_NONE;
     if (lt->fractional && a->node->mps && lt->ngpu == 1 && !a->mps_on[lt->gpu[0]]) {

@@ -15,13 +15,6 @@
 
 #define NAP_NS 1000000L /* without a pidfd (Linux before 5.3): 1-ms naps */
 
-int64_t agent_mono_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 int agent_child_reap(pid_t pid, int64_t deadline_ms, int *status)
 {
     int pfd = (int)syscall(SYS_pidfd_open, pid, 0);

@@ -9,8 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Milliseconds on CLOCK_MONOTONIC: the clock of the deadlines below. */
-int64_t agent_mono_ms(void);
+#include "agent/clock.h" /* agent_mono_ms: the clock of the deadlines below */
 
 /* Reaps pid into *status by deadline_ms (agent_mono_ms), sleeping on a pidfd
  * (in short naps where the kernel has none); past the deadline kills it

@@ -43,6 +43,7 @@
 
 #include "agent/agent_internal.h"
 #include "agent/launch_record.h"
+#include "agent/clock.h"
 
 #define HOOK_ENV_MAX 24
 #define HOOK_ENV_BYTES 256
@@ -279,7 +280,7 @@ bool agent_hook_start(ts_agent *a, bool prolog, int64_t job, int rank, const cha
     h->prolog = prolog;
     h->job = job;
     h->rank = rank;
-    h->deadline = agent_launch_now() + a->cfg.hook_timeout_s;
+    h->deadline = agent_mono_s() + a->cfg.hook_timeout_s;
     fprintf(stderr, "tessera-agent: %s %s of job %lld rank %d started (pid %d)\n", kind, path,
             (long long)job, rank, (int)pid);
     return true;

@@ -40,6 +40,7 @@
 #include "agent/agent_internal.h"
 #include "agent/p2p.h"
 #include "image_store.h"
+#include "agent/clock.h"
 
 #define MANIFEST_MAX_BYTES (4 << 20)
 #define TOKEN_MAX_BYTES (1 << 20)
@@ -350,13 +351,6 @@ static void mem_digest(const char *b, size_t n, char *out)
 }
 
 /* The manifest named by `ref` (tag or digest) into p->mem. */
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 void agent_image_trace(const char *fmt, ...)
 {
     static int on = -1; /* a race here writes the same value twice */
@@ -367,7 +361,7 @@ void agent_image_trace(const char *fmt, ...)
     if (!on)
         return;
     char line[512];
-    int n = snprintf(line, sizeof line, "image-trace %.3f ", mono_s());
+    int n = snprintf(line, sizeof line, "image-trace %.3f ", agent_mono_s());
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
@@ -602,7 +596,7 @@ static int fetch_all(ts_image_store *st, puller *p, const char *cfg, long long c
             image_stream_catch_up(p->stream, i, bp);
     }
     if (p->o->blobs_s)
-        *p->o->blobs_s = mono_s() - p->t0;
+        *p->o->blobs_s = agent_mono_s() - p->t0;
     struct rusage ru;
     if (p->o->blobs_cpu_s && getrusage(RUSAGE_SELF, &ru) == 0)
         *p->o->blobs_cpu_s = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
@@ -746,7 +740,7 @@ int agent_image_pull(ts_image_store *st, const ts_image_ref *ref, const ts_pull_
     }
     p->ref = ref;
     p->o = o ? o : &none;
-    p->t0 = mono_s();
+    p->t0 = agent_mono_s();
     p->mem = mem;
     p->fd = -1;
     snprintf(p->base, sizeof p->base, "%s://%s/v2/%s", p->o->plain_http ? "http" : "https",

@@ -29,6 +29,7 @@
 
 #include "agent/image.h"
 #include "agent/launch.h"
+#include "agent/clock.h"
 
 #define SCRATCH_IMG "scratch.img"
 #define SCRATCH_MKFS_WAIT_S 30.0 /* a mkfs still running then is killed: no limit */
@@ -57,10 +58,10 @@ static int scratch_mkfs(const char *img, char *why, size_t wn)
                 env);
         _exit(127);
     }
-    double until = agent_launch_now() + SCRATCH_MKFS_WAIT_S;
+    double until = agent_mono_s() + SCRATCH_MKFS_WAIT_S;
     int st = 0;
     pid_t r;
-    while ((r = waitpid(pid, &st, WNOHANG)) == 0 && agent_launch_now() < until)
+    while ((r = waitpid(pid, &st, WNOHANG)) == 0 && agent_mono_s() < until)
         nanosleep(&(struct timespec){0, 5000000L}, NULL);
     if (r == 0) {
         kill(pid, SIGKILL);

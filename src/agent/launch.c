@@ -46,6 +46,7 @@
 #include "launch_files.h"
 #include "launch_keeper.h"
 #include "launch_record.h"
+#include "agent/clock.h"
 
 _Static_assert(TS_TASK_LOST_SIGNAL == SIGKILL, "launch.h documents a lost task as SIGKILL");
 
@@ -71,13 +72,6 @@ static const char *const STEP_NAME[TS_STEP_COUNT] = {
     [TS_STEP_CGROUP] = "joining the cgroup", [TS_STEP_STDIO] = "redirecting stdio",
     [TS_STEP_GROUPS] = "setgroups", [TS_STEP_GID] = "setgid", [TS_STEP_UID] = "setuid",
     [TS_STEP_CHDIR] = "chdir", [TS_STEP_EXEC] = "exec"};
-
-double agent_launch_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 void agent_launch_probe(const char *cgroup_parent, ts_launch_caps *caps)
 {
@@ -832,10 +826,10 @@ int agent_task_poll(ts_task *t, double now, ts_task_state *st, ts_err *err)
 
 int agent_task_wait(ts_task *t, double timeout_s, ts_task_state *st, ts_err *err)
 {
-    double end = agent_launch_now() + timeout_s;
+    double end = agent_mono_s() + timeout_s;
     for (;;) {
         ts_task_state s;
-        int rc = agent_task_poll(t, agent_launch_now(), &s, err);
+        int rc = agent_task_poll(t, agent_mono_s(), &s, err);
         if (st != NULL)
             *st = s;
         if (rc != 0 || s.phase == TS_TASK_EXITED) {
@@ -843,7 +837,7 @@ int agent_task_wait(ts_task *t, double timeout_s, ts_task_state *st, ts_err *err
                 remove_cgroup(t, CGROUP_RMDIR_TRIES);
             return rc;
         }
-        if (timeout_s >= 0 && agent_launch_now() >= end)
+        if (timeout_s >= 0 && agent_mono_s() >= end)
             return TS_ENOSPC;
         nanosleep(&(struct timespec){0, POLL_INTERVAL_NS}, NULL);
     }
@@ -851,7 +845,7 @@ int agent_task_wait(ts_task *t, double timeout_s, ts_task_state *st, ts_err *err
 
 int agent_task_preempt(ts_task *t, int sig, double grace_s, ts_stop_outcome *outcome, ts_err *err)
 {
-    int rc = agent_task_preempt_begin(t, sig, grace_s, agent_launch_now(), err);
+    int rc = agent_task_preempt_begin(t, sig, grace_s, agent_mono_s(), err);
     ts_task_state st = {0};
     if (rc == 0)
         rc = agent_task_wait(t, -1, &st, err);
@@ -867,8 +861,8 @@ void agent_task_free(ts_task *t)
     if (t->r.phase != TS_TASK_EXITED) {
         signal_group(t, SIGKILL);
         reap_keeper(t, true); /* a keeper ends right after its task */
-        double end = agent_launch_now() + TS_TASK_FREE_WAIT_S;
-        for (settle(t); t->r.phase != TS_TASK_EXITED && agent_launch_now() < end; settle(t))
+        double end = agent_mono_s() + TS_TASK_FREE_WAIT_S;
+        for (settle(t); t->r.phase != TS_TASK_EXITED && agent_mono_s() < end; settle(t))
             nanosleep(&(struct timespec){0, POLL_INTERVAL_NS}, NULL);
         if (t->r.phase != TS_TASK_EXITED)
             finish(t, -1, TS_TASK_LOST_SIGNAL, true);

@@ -217,7 +217,7 @@ typedef struct ts_task_state {
     bool lost;
     long long oom_kills;     /* processes of its cgroup the kernel's OOM killer ended */
     bool hard_stop;          /* stopped by agent_task_timeout_begin (its time limit) */
-    double phase_end_s;      /* a stop's current phase ends then (agent_launch_now); 0: none */
+    double phase_end_s;      /* a stop's current phase ends then (agent_mono_s); 0: none */
 } ts_task_state;
 
 /* Fills caps. cgroup_parent: a delegated cgroup2 directory, or on a cgroup v1
@@ -225,9 +225,6 @@ typedef struct ts_task_state {
  * agent's own cgroup2 directory, else /tessera in the v1 hierarchies.
  * Never fails: what is missing is in the reasons. */
 void agent_launch_probe(const char *cgroup_parent, ts_launch_caps *caps);
-
-/* Monotonic seconds, the clock agent_task_poll expects. */
-double agent_launch_now(void);
 
 /* Starts the task (through its keeper) and writes its record. caps may be
  * NULL (then no cgroups: the info says so). An old record and exit file of
@@ -283,7 +280,7 @@ int agent_task_preempt_begin(ts_task *t, int sig, double grace_s, double now, ts
  * The record keeps it, so an adopting agent kills on time too. */
 int agent_task_timeout_begin(ts_task *t, int sig, double grace_s, double now, ts_err *err);
 
-/* Advances the state machine at time `now` (agent_launch_now) and reports it;
+/* Advances the state machine at time `now` (agent_mono_s) and reports it;
  * never blocks, and does not fail today (err is for the future). The task's
  * end comes from its keeper's exit file (or is "lost", see ts_task_state).
  * Once EXITED the group is killed and the cgroup removed. Rewriting the record

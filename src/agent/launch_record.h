@@ -34,7 +34,7 @@ typedef struct ts_rec {
     bool ack_seen;
     int stop_signal;
     bool stop_hard;          /* the grace is a hard limit: SIGKILL when it ends (a time limit) */
-    double stop_grace_s, stop_begun_s; /* agent_launch_now clock (CLOCK_MONOTONIC: one boot) */
+    double stop_grace_s, stop_begun_s; /* agent_mono_s clock (CLOCK_MONOTONIC: one boot) */
     ts_task_phase phase;     /* RUNNING, or the stop's phase */
     double deadline_s;       /* when the current stop phase ends */
 } ts_rec;

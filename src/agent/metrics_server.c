@@ -12,6 +12,7 @@
  */
 #include "agent/metrics.h"
 #include "agent/http_reply.h"
+#include "agent/clock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -63,13 +64,6 @@ struct ts_agent_metrics {
     unsigned long long reaped;
 };
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* The slot of the connection whose descriptor is fd (-1 looks for a free one). */
 static int conn_slot(ts_agent_metrics *m, int fd)
 {
@@ -93,7 +87,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     int i = conn_slot(m, toe == MHD_CONNECTION_NOTIFY_STARTED ? -1 : fd);
     if (i >= 0 && toe == MHD_CONNECTION_NOTIFY_STARTED) {
         m->conn[i].fd = fd;
-        m->conn[i].t0 = mono_s();
+        m->conn[i].t0 = agent_mono_s();
         m->conn[i].received = false;
     } else if (i >= 0) {
         m->conn[i].fd = -1; /* MHD closes it after this returns */
@@ -113,7 +107,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     pthread_mutex_lock(&m->cmu);
     int i = fi ? conn_slot(m, fi->connect_fd) : -1;
     if (i >= 0) {
-        m->conn[i].t0 = mono_s();
+        m->conn[i].t0 = agent_mono_s();
         m->conn[i].received = false;
     }
     pthread_mutex_unlock(&m->cmu);
@@ -139,7 +133,7 @@ static void *reaper_main(void *arg)
         struct timespec ts = {0, HTTP_REAP_EVERY_NS};
         nanosleep(&ts, NULL);
         pthread_mutex_lock(&m->cmu);
-        double now = mono_s();
+        double now = agent_mono_s();
         for (int i = 0; i < (int)HTTP_CONNECTIONS_MAX; i++)
             if (m->conn[i].fd >= 0 && !m->conn[i].received &&
                 now - m->conn[i].t0 > HTTP_REQUEST_DEADLINE_S) {

@@ -44,6 +44,7 @@
 #include "agent/agent_internal.h"
 #include "agent/image.h"
 #include "agent/p2p_fetch.h"
+#include "agent/clock.h"
 
 #define FETCH_DEADLINE_S 900.0
 #define STALL_S 15.0                /* no new piece this long (past the tracker's grants
@@ -53,13 +54,6 @@
 #define P2P_STREAMS 3               /* pieces fetched at once; one of them from the registry */
 #define BUSY_STALL_S 120.0          /* holders all busy this long: the registry after all */
 #define BUSY_PAUSE_NS (50 * 1000 * 1000L) /* every holder of a wanted piece busy: this pause */
-
-double agent_p2p_mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static size_t sink(char *b, size_t sz, size_t n, void *ctx)
 {
@@ -116,7 +110,7 @@ static int put_piece(fetch *f, int i, const char *b, long long len, ts_err *err)
     if (!f->have[i])
         f->held++;
     f->have[i] = 1;
-    f->last_new = agent_p2p_mono_s();
+    f->last_new = agent_mono_s();
     pthread_mutex_unlock(&f->mu);
     pthread_mutex_lock(&f->p->mu);
     if (f->slot >= 0)
@@ -130,11 +124,11 @@ static int from_origin(worker *w, int i, ts_err *err)
     fetch *f = w->f;
     long long off, len;
     agent_p2p_piece_span(f, i, &off, &len);
-    double t = agent_p2p_mono_s();
+    double t = agent_mono_s();
     pthread_mutex_lock(&f->origin_mu);
     int rc = f->origin(f->origin_ctx, off, len, w->buf, err);
     pthread_mutex_unlock(&f->origin_mu);
-    agent_image_trace("piece %d registry %.3f s (rc %d)", i, agent_p2p_mono_s() - t, rc);
+    agent_image_trace("piece %d registry %.3f s (rc %d)", i, agent_mono_s() - t, rc);
     if (rc)
         return rc;
     char h[TS_IMAGE_DIGEST_MAX];
@@ -155,7 +149,7 @@ static int from_origin(worker *w, int i, ts_err *err)
 static int pick(fetch *f, const peer *peers, int npeers, int start, int *who, bool *held)
 {
     int best = -1, best_n = PEERS_MAX + 1;
-    double now = agent_p2p_mono_s();
+    double now = agent_mono_s();
     *held = false;
     for (int k = 0; k < f->npieces; k++) {
         int i = (start + k) % f->npieces;
@@ -332,10 +326,10 @@ static int from_peer(worker *w, const peer *pe, int i, const char *want, ts_err 
     fetch *f = w->f;
     long long off, len;
     agent_p2p_piece_span(f, i, &off, &len);
-    double t = agent_p2p_mono_s();
+    double t = agent_mono_s();
     int got = agent_p2p_from_peer(w, pe, i, want);
     agent_image_trace("piece %d peer %s %.3f s (answer %d)", i, pe->node,
-                      agent_p2p_mono_s() - t, got);
+                      agent_mono_s() - t, got);
     int rc = 0;
     if (got == PEER_OK) {
         rc = put_piece(f, i, w->buf, len, err);
@@ -389,12 +383,12 @@ static void *work(void *arg)
             break;
         ts_err err = {0};
         int rc = 0;
-        if (agent_p2p_mono_s() - f->t0 > FETCH_DEADLINE_S)
+        if (agent_mono_s() - f->t0 > FETCH_DEADLINE_S)
             rc = ts_err_set(&err, TS_EIO, "blob %s: not fetched within %.0f s", f->digest,
                             FETCH_DEADLINE_S);
-        double ta = agent_p2p_mono_s();
+        double ta = agent_mono_s();
         json_t *ans = rc ? NULL : agent_p2p_announce(w, false);
-        agent_image_trace("announce %.3f s", agent_p2p_mono_s() - ta);
+        agent_image_trace("announce %.3f s", agent_mono_s() - ta);
         int npeers = ans ? agent_p2p_peers_of(f, ans, peers) : 0;
         json_t *g = json_object_get(ans, "grant");
         int grant = json_is_integer(g) ? (int)json_integer_value(g) : -1;
@@ -404,9 +398,9 @@ static void *work(void *arg)
         if (!ans)
             f->st->no_tracker = true;
         else
-            f->tracker_ok = agent_p2p_mono_s();
+            f->tracker_ok = agent_mono_s();
         /* a slow or restarting tracker is waited for a while, not taken for gone */
-        bool lost = !ans && agent_p2p_mono_s() - f->tracker_ok > TRACKER_LOST_S;
+        bool lost = !ans && agent_mono_s() - f->tracker_ok > TRACKER_LOST_S;
         if (grant >= f->npieces || (grant >= 0 && (f->have[grant] || f->busy[grant])))
             grant = -1;
         /* a grant first: each piece must leave the registry once, and the
@@ -417,7 +411,7 @@ static void *work(void *arg)
         /* a stall: nobody holds what is missing (past the tracker's grants of
          * silent nodes); holders busy sending to others are a swarm at work,
          * on a loaded machine for long, and waited for up to BUSY_STALL_S */
-        double idle_s = agent_p2p_mono_s() - f->last_new;
+        double idle_s = agent_mono_s() - f->last_new;
         bool stalled = idle_s > (held ? BUSY_STALL_S : STALL_S);
         if (grant < 0 && i < 0 && !rc && (lost || stalled))
             for (int k = 0; k < f->npieces && grant < 0; k++) {
@@ -462,7 +456,7 @@ static void *work(void *arg)
 
 static int run(fetch *f, worker *ws, int nw, ts_err *err)
 {
-    f->t0 = f->last_new = f->tracker_ok = agent_p2p_mono_s();
+    f->t0 = f->last_new = f->tracker_ok = agent_mono_s();
     for (const char *s = f->p->node; *s; s++)
         f->start = f->start * 31u + (unsigned char)*s;
     pthread_t th[P2P_STREAMS];

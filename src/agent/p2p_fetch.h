@@ -84,7 +84,6 @@ typedef struct worker {
 } worker;
 
 /* p2p_fetch.c */
-double agent_p2p_mono_s(void);
 /* w's handle made ready for one request to url with headers h over
  * protocols ("http", "http,https"), its answer into w->buf (w->buf_n from
  * 0; the transfer fails past w->buf_max); the caller adds its own options */

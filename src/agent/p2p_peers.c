@@ -22,6 +22,7 @@
 #include <jansson.h>
 
 #include "agent/p2p_fetch.h"
+#include "agent/clock.h"
 
 #define PEER_TIMEOUT_S 60L
 /* A holder not connected within this is taken as busy (its link full: the
@@ -44,7 +45,7 @@ bool agent_p2p_avoided(const fetch *f, const char *node)
 {
     for (int i = 0; i < f->navoid; i++)
         if (!strcmp(f->avoid[i], node))
-            return f->avoid_until[i] > agent_p2p_mono_s();
+            return f->avoid_until[i] > agent_mono_s();
     return false;
 }
 
@@ -76,14 +77,14 @@ static int busy_slot(fetch *f, const char *node)
 
 void agent_p2p_note_busy(fetch *f, const char *node)
 {
-    f->busy_until[busy_slot(f, node)] = agent_p2p_mono_s() + PEER_BUSY_S;
+    f->busy_until[busy_slot(f, node)] = agent_mono_s() + PEER_BUSY_S;
 }
 
 /* Under f->mu: node's connect timed out again; its count in a row. */
 int agent_p2p_note_silent(fetch *f, const char *node)
 {
     int k = busy_slot(f, node);
-    f->busy_until[k] = agent_p2p_mono_s() + PEER_BUSY_S;
+    f->busy_until[k] = agent_mono_s() + PEER_BUSY_S;
     return ++f->silent[k];
 }
 
@@ -104,7 +105,7 @@ void agent_p2p_note_answered(fetch *f, const char *node)
  * to the registry. */
 void agent_p2p_avoid(fetch *f, const char *node, double for_s, bool report)
 {
-    double until = for_s < 0 ? 1e300 : agent_p2p_mono_s() + for_s;
+    double until = for_s < 0 ? 1e300 : agent_mono_s() + for_s;
     for (int i = 0; i < f->navoid; i++)
         if (!strcmp(f->avoid[i], node)) {
             /* a liar for good stays one */
@@ -243,7 +244,7 @@ int agent_p2p_peers_of(const fetch *f, json_t *ans, peer *peers)
 bool agent_p2p_probe_holders(fetch *f, json_t *ans)
 {
     pthread_mutex_lock(&f->mu);
-    double now = agent_p2p_mono_s();
+    double now = agent_mono_s();
     bool due = now - f->probed_s >= PROBE_EVERY_S;
     if (due)
         f->probed_s = now;

@@ -52,6 +52,7 @@
 #include "agent/launch_keeper.h"
 #include "agent/session_proc.h"
 #include "tessera/stream.h"
+#include "agent/clock.h"
 
 #define SESSION_OPEN_TIMEOUT_S 10.0  /* the agent's side of the stream */
 #define SESSION_WRITE_TIMEOUT_S 60.0 /* a client that reads nothing this long ends it */
@@ -167,17 +168,10 @@ static void sess_free(sess *s)
     free(s);
 }
 
-static double mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Writes all of p to a non-blocking local descriptor within the bound. */
 static int local_write(int fd, const uint8_t *p, size_t n)
 {
-    double until = mono() + SESSION_WRITE_TIMEOUT_S;
+    double until = agent_mono_s() + SESSION_WRITE_TIMEOUT_S;
     while (n > 0) {
         ssize_t k = write(fd, p, n);
         if (k > 0) {
@@ -185,7 +179,7 @@ static int local_write(int fd, const uint8_t *p, size_t n)
             n -= (size_t)k;
         } else if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
             struct pollfd pf = {fd, POLLOUT, 0};
-            if (mono() > until || poll(&pf, 1, 250) < 0)
+            if (agent_mono_s() > until || poll(&pf, 1, 250) < 0)
                 return -1;
         } else {
             return -1;
@@ -557,9 +551,9 @@ static void run_exec(sess *s, ts_stream *st)
     } else if (e.stream_gone) { /* the client left: its command goes, as a closed terminal's */
         kill(-pid, SIGHUP);
         kill(-pid, SIGCONT);
-        double until = mono() + SESSION_KILL_WAIT_S;
+        double until = agent_mono_s() + SESSION_KILL_WAIT_S;
         while (waitpid(pid, &status, WNOHANG) == 0) {
-            if (mono() > until) {
+            if (agent_mono_s() > until) {
                 kill(-pid, SIGKILL);
                 waitpid(pid, &status, 0);
                 break;

@@ -34,6 +34,7 @@
 
 #include "agent/launch.h"
 #include "agent/launch_cgroup.h"
+#include "agent/clock.h"
 
 #define WAIT_S 20.0
 #define READY_WAIT_S 10.0
@@ -130,9 +131,9 @@ static void wait_for_file(const char *dir, const char *name)
 {
     char path[256];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    double end = agent_launch_now() + READY_WAIT_S;
+    double end = agent_mono_s() + READY_WAIT_S;
     while (access(path, F_OK) != 0) {
-        assert_true(agent_launch_now() < end);
+        assert_true(agent_mono_s() < end);
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
     }
 }
@@ -272,10 +273,10 @@ static void half_a_core_gets_about_half_a_core(void **state)
     assert_int_equal(agent_task_start(&f->caps, &s, &t, &err), 0);
     ts_cg_dirs d = task_dirs(t);
     wait_for_file(f->work, "ready");
-    double u0 = cpu_used_s(&d), t0 = agent_launch_now();
+    double u0 = cpu_used_s(&d), t0 = agent_mono_s();
     nanosleep(&(struct timespec){CPU_MEASURE_NS / 1000000000L, CPU_MEASURE_NS % 1000000000L},
               NULL);
-    double u1 = cpu_used_s(&d), t1 = agent_launch_now();
+    double u1 = cpu_used_s(&d), t1 = agent_mono_s();
     double cores = (u1 - u0) / (t1 - t0);
     long long periods = throttled(&d);
     print_message("two spinners limited to %d milli-cores used %.2f cores over %.2f s "
@@ -390,8 +391,8 @@ static void adopted_after_the_agent_died_nothing_is_left(void **state)
     assert_int_equal(agent_task_adopt(&f->caps, f->logs, "adopt1", &t, &err), 0);
     ts_cg_dirs d = task_dirs(t);
     agent_task_free(t);
-    double end = agent_launch_now() + READY_WAIT_S;
-    while (!process_gone(escaped) && agent_launch_now() < end)
+    double end = agent_mono_s() + READY_WAIT_S;
+    while (!process_gone(escaped) && agent_mono_s() < end)
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
     assert_true(process_gone(escaped)); /* left its session, killed all the same */
     assert_removed(&d);

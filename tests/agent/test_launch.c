@@ -33,6 +33,7 @@
 #include "agent/launch.h"
 #include "agent/launch_cgroup.h"
 #include "agent/launch_record.h"
+#include "agent/clock.h"
 
 #define WAIT_S 5.0
 #define READY_WAIT_S 3.0
@@ -119,9 +120,9 @@ static void wait_for_file(const char *dir, const char *name)
 {
     char path[256];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    double end = agent_launch_now() + READY_WAIT_S;
+    double end = agent_mono_s() + READY_WAIT_S;
     while (access(path, F_OK) != 0) {
-        assert_true(agent_launch_now() < end);
+        assert_true(agent_mono_s() < end);
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
     }
 }
@@ -286,10 +287,10 @@ static void preempt_checkpointed(void **state)
                              "touch ready; while :; do sleep 0.05; done");
     ts_stop_outcome out;
     ts_err err = {0};
-    double t0 = agent_launch_now();
+    double t0 = agent_mono_s();
     assert_int_equal(agent_task_preempt(t, 0, 3.0, &out, &err), 0);
     assert_int_equal(out, TS_STOP_CHECKPOINTED);
-    assert_true(agent_launch_now() - t0 < 2.0); /* the ack ended it, not the grace */
+    assert_true(agent_mono_s() - t0 < 2.0); /* the ack ended it, not the grace */
     agent_task_free(t);
 }
 
@@ -299,7 +300,7 @@ static void preempt_terminated_with_nonblocking_poll(void **state)
     ts_task *t = start_ready(f, "p2", "trap '' USR1; touch ready; while :; do sleep 0.05; done");
     ts_err err = {0};
     ts_task_state st;
-    double now = agent_launch_now();
+    double now = agent_mono_s();
     assert_int_equal(agent_task_preempt_begin(t, SIGUSR1, 0.3, now, &err), 0);
     assert_int_equal(agent_task_poll(t, now, &st, &err), 0);
     assert_int_equal(st.phase, TS_TASK_CHECKPOINTING); /* returned at once */
@@ -321,8 +322,8 @@ static void preempt_killed_with_its_children(void **state)
     assert_int_equal(out, TS_STOP_KILLED);
     long child = atol(slurp(f->work, "child.pid"));
     assert_true(child > 0);
-    double end = agent_launch_now() + 1.0;
-    while (!process_gone(child) && agent_launch_now() < end)
+    double end = agent_mono_s() + 1.0;
+    while (!process_gone(child) && agent_mono_s() < end)
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
     assert_true(process_gone(child));
     agent_task_free(t);
@@ -342,14 +343,14 @@ static void timeout_kills_when_its_grace_ends(void **state)
     ts_err err = {0};
     assert_int_equal(agent_task_start(NULL, &s, &t, &err), 0);
     wait_for_file(f->work, "ready");
-    double begun = agent_launch_now();
+    double begun = agent_mono_s();
     assert_int_equal(agent_task_timeout_begin(t, 0, 0.3, begun, &err), 0);
     ts_task_state st;
-    assert_int_equal(agent_task_poll(t, agent_launch_now(), &st, &err), 0);
+    assert_int_equal(agent_task_poll(t, agent_mono_s(), &st, &err), 0);
     assert_true(st.hard_stop);
     assert_true(st.phase_end_s > begun && st.phase_end_s <= begun + 0.31);
     assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
-    double took = agent_launch_now() - begun;
+    double took = agent_mono_s() - begun;
     assert_true(took >= 0.3 && took < 0.3 + 1.0); /* never the 30-s SIGTERM grace */
     assert_int_equal(st.outcome, TS_STOP_KILLED);
     assert_int_equal(st.term_signal, SIGKILL);
@@ -361,7 +362,7 @@ static void timeout_kills_when_its_grace_ends(void **state)
     snprintf(ready, sizeof ready, "%s/ready", f->work);
     unlink(ready); /* the next task's own */
     t = start_ready(f, "h2", "touch ready; while :; do sleep 0.05; done");
-    assert_int_equal(agent_task_timeout_begin(t, 0, 5.0, agent_launch_now(), &err), 0);
+    assert_int_equal(agent_task_timeout_begin(t, 0, 5.0, agent_mono_s(), &err), 0);
     assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
     assert_int_equal(st.term_signal, SIGTERM);
     agent_task_free(t);
@@ -375,12 +376,12 @@ static void timeout_shortens_a_stop_in_progress(void **state)
     ts_task *t =
         start_ready(f, "h3", "trap '' USR1 TERM; touch ready; while :; do sleep 0.05; done");
     ts_err err = {0};
-    double now = agent_launch_now();
+    double now = agent_mono_s();
     assert_int_equal(agent_task_preempt_begin(t, SIGUSR1, 60.0, now, &err), 0);
     assert_int_equal(agent_task_timeout_begin(t, SIGTERM, 0.2, now, &err), 0);
     ts_task_state st;
     assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
-    assert_true(agent_launch_now() - now < 1.5);
+    assert_true(agent_mono_s() - now < 1.5);
     assert_int_equal(st.term_signal, SIGKILL);
     assert_true(st.hard_stop);
     agent_task_free(t);
@@ -473,8 +474,8 @@ static void group_dies_with_the_task(void **state)
     assert_int_equal(agent_task_wait(t, WAIT_S, &st, &err), 0);
     assert_int_equal(st.exit_code, 0);
     long child = atol(slurp(f->work, "child.pid"));
-    double end = agent_launch_now() + 1.0;
-    while (!process_gone(child) && agent_launch_now() < end)
+    double end = agent_mono_s() + 1.0;
+    while (!process_gone(child) && agent_mono_s() < end)
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
     assert_true(process_gone(child));
     agent_task_free(t);
@@ -558,10 +559,10 @@ static void agent_that_dies(fix *f, const char *id, const char *script, const ch
         if (agent_task_start(NULL, &s, &t, &err) != 0)
             _exit(PLAYED_AGENT_FAILED);
         if (stop_grace_s >= 0) {
-            double end = agent_launch_now() + READY_WAIT_S;
-            while (access(ready, F_OK) != 0 && agent_launch_now() < end)
+            double end = agent_mono_s() + READY_WAIT_S;
+            while (access(ready, F_OK) != 0 && agent_mono_s() < end)
                 nanosleep(&(struct timespec){0, 10000000L}, NULL);
-            if (agent_task_preempt_begin(t, SIGUSR1, stop_grace_s, agent_launch_now(), &err) != 0)
+            if (agent_task_preempt_begin(t, SIGUSR1, stop_grace_s, agent_mono_s(), &err) != 0)
                 _exit(PLAYED_AGENT_FAILED);
         }
         _exit(0); /* no agent_task_free, no agent_task_detach: a crash */
@@ -579,7 +580,7 @@ static ts_task *adopt(fix *f, const char *id, ts_task_state *st)
     assert_int_equal(agent_task_adopt(NULL, f->recs, id, &t, &err), 0);
     assert_non_null(t);
     assert_true(agent_task_info_get(t)->adopted);
-    assert_int_equal(agent_task_poll(t, agent_launch_now(), st, &err), 0);
+    assert_int_equal(agent_task_poll(t, agent_mono_s(), st, &err), 0);
     return t;
 }
 
@@ -670,7 +671,7 @@ static void adopted_task_preempted_with_checkpoint_ack(void **state)
     ts_err err = {0};
     assert_int_equal(agent_task_preempt(t, 0, 3.0, &out, &err), 0);
     assert_int_equal(out, TS_STOP_CHECKPOINTED);
-    assert_int_equal(agent_task_poll(t, agent_launch_now(), &st, &err), 0);
+    assert_int_equal(agent_task_poll(t, agent_mono_s(), &st, &err), 0);
     assert_true(st.ack_seen);
     assert_false(st.lost);
     agent_task_free(t);
@@ -751,7 +752,7 @@ static void reused_pid_is_not_taken_for_the_task(void **state)
     assert_int_equal(st.exit_code, -1);         /* and never a success */
     assert_int_equal(st.term_signal, TS_TASK_LOST_SIGNAL);
     ts_err err = {0};
-    assert_int_equal(agent_task_preempt_begin(t, SIGUSR1, 1.0, agent_launch_now(), &err), 0);
+    assert_int_equal(agent_task_preempt_begin(t, SIGUSR1, 1.0, agent_mono_s(), &err), 0);
     agent_task_free(t);
     assert_false(file_exists(path));
     /* nothing was sent to the process that now has the pid, nor to its group: the
@@ -794,12 +795,12 @@ static void task_lost_when_its_keeper_is_killed(void **state)
     ts_task *t = adopt(f, "k1", &st);
     const ts_task_info *in = agent_task_info_get(t);
     assert_int_equal(kill(in->keeper_pid, SIGKILL), 0);
-    double end = agent_launch_now() + READY_WAIT_S;
-    while (!process_gone(in->keeper_pid) && agent_launch_now() < end)
+    double end = agent_mono_s() + READY_WAIT_S;
+    while (!process_gone(in->keeper_pid) && agent_mono_s() < end)
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
     assert_true(process_gone(in->keeper_pid));
     ts_err err = {0};
-    assert_int_equal(agent_task_poll(t, agent_launch_now(), &st, &err), 0);
+    assert_int_equal(agent_task_poll(t, agent_mono_s(), &st, &err), 0);
     assert_int_equal(st.phase, TS_TASK_RUNNING); /* still watched, through /proc */
     char go[160];
     snprintf(go, sizeof go, "%s/go", f->work);
@@ -919,9 +920,9 @@ static void detach_keeps_task_and_record_forget_removes(void **state)
     agent_task_detach(t); /* ended and detached: the exit file waits for the next agent */
     assert_true(file_exists(in.exit_path));
     /* its keeper ends right after the exit file; reaped by the adopter or by its parent here */
-    double end = agent_launch_now() + READY_WAIT_S;
+    double end = agent_mono_s() + READY_WAIT_S;
     pid_t reaped;
-    while ((reaped = waitpid(in.keeper_pid, NULL, WNOHANG)) == 0 && agent_launch_now() < end)
+    while ((reaped = waitpid(in.keeper_pid, NULL, WNOHANG)) == 0 && agent_mono_s() < end)
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
     assert_true(reaped == in.keeper_pid || (reaped < 0 && errno == ECHILD));
 
