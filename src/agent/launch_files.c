@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "launch_files.h"
+#include "agent/taskfile.h"
 #include "agent/trash.h"
 
 #define LOG_FILE_MODE 0640
@@ -50,34 +51,17 @@ int agent_log_open(const char *dir, const char *id, const char *ext, char *path,
 {
     if (snprintf(path, len, "%s/%s.%s", dir, id, ext) >= (int)len)
         return ts_err_set(err, TS_EINVAL, "task %s: log_dir: path too long", id);
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY |
-                            O_NONBLOCK, LOG_FILE_MODE);
-    if (fd < 0) {
-        int e = errno;
-        if (e == ELOOP || e == ENXIO) /* a link, or a FIFO no one reads */
-            return ts_err_set(err, TS_EIO, "task %s: log %s: not a regular file (%s): refused",
-                              id, path, strerror(e));
-        return ts_err_set(err, e == ENOENT ? TS_ENOENT : TS_EIO, "task %s: log %s: %s", id,
-                          path, strerror(e));
-    }
-    struct stat sb;
-    const char *bad = NULL;
-    if (fstat(fd, &sb) != 0)
-        bad = strerror(errno);
-    else if (!S_ISREG(sb.st_mode))
-        bad = "not a regular file";
-    else if (sb.st_nlink != 1)
-        bad = "a file with more than one link";
-    if (bad != NULL) {
+    /* the rule every file a task may have had a hand in is opened by */
+    ts_err e;
+    int fd = agent_taskfile_open_mode(path, O_WRONLY | O_CREAT | O_APPEND, LOG_FILE_MODE,
+                                      AGENT_TASKFILE_ANY_OWNER, &e);
+    if (fd < 0)
+        return ts_err_set(err, fd == TS_ENOENT ? TS_ENOENT : TS_EIO, "task %s: log %s", id,
+                          e.msg);
+    if (ra->change && fchown(fd, ra->uid, ra->gid) != 0) {
+        int en = errno;
         close(fd);
-        return ts_err_set(err, TS_EIO, "task %s: log %s: %s: refused", id, path, bad);
-    }
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0 ||
-        (ra->change && fchown(fd, ra->uid, ra->gid) != 0)) {
-        int e = errno;
-        close(fd);
-        return ts_err_set(err, TS_EIO, "task %s: log %s: %s", id, path, strerror(e));
+        return ts_err_set(err, TS_EIO, "task %s: log %s: %s", id, path, strerror(en));
     }
     return fd;
 }

@@ -47,7 +47,7 @@ static int taskfile_checked(int fd, const char *path, uid_t owner, ts_err *err)
         why = "not owned by the task's user";
     if (why) {
         close(fd);
-        return ts_err_set(err, TS_EINVAL, "%s: %s; not read", path, why);
+        return ts_err_set(err, TS_EINVAL, "%s: %s; refused", path, why);
     }
     /* a regular file: non-blocking changes nothing, but reads are plain */
     int fl = fcntl(fd, F_GETFL);
@@ -58,7 +58,14 @@ static int taskfile_checked(int fd, const char *path, uid_t owner, ts_err *err)
 
 int agent_taskfile_open(const char *path, int flags, uid_t owner, ts_err *err)
 {
-    return taskfile_checked(open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC),
+    return agent_taskfile_open_mode(path, flags & ~O_CREAT, 0, owner, err);
+}
+
+int agent_taskfile_open_mode(const char *path, int flags, mode_t mode, uid_t owner,
+                             ts_err *err)
+{
+    return taskfile_checked(open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+                                 mode),
                             path, owner, err);
 }
 

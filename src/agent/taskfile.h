@@ -28,6 +28,10 @@
  * AGENT_TASKFILE_ANY_OWNER). TS_ENOENT when there is none. Returns the
  * descriptor, or a negative error code with err set. */
 int agent_taskfile_open(const char *path, int flags, uid_t owner, ts_err *err);
+/* The same with O_CREAT in flags allowed: a file it makes gets mode (the
+ * rules above hold for a file that was there). */
+int agent_taskfile_open_mode(const char *path, int flags, mode_t mode, uid_t owner,
+                             ts_err *err);
 /* The same for path as seen from root (a container's root, or a bind's
  * source): ".." stops at root and no link is followed anywhere on the way
  * (openat2 RESOLVE_IN_ROOT, RESOLVE_NO_SYMLINKS), so nothing the container
