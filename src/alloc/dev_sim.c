@@ -269,16 +269,19 @@ static int sim_create(void *impl, uint64_t size, uint64_t *handle, ts_err *err)
                           (unsigned long long)s->used, (unsigned long long)size,
                           (unsigned long long)s->capacity);
     uint64_t off = 0;
+    size_t units = (size_t)(size / SIM_PAGE_BYTES), first = 0;
     if (s->backed) {
-        size_t first;
-        if (file_units_take(s, (size_t)(size / SIM_PAGE_BYTES), &first) != 0)
+        if (file_units_take(s, units, &first) != 0)
             return ts_err_set(err, TS_ENOSPC, "simulated device: no contiguous backing left");
         off = (uint64_t)first * SIM_PAGE_BYTES;
     }
     uint64_t idx;
     if (sim_slot_take((void **)&s->h, sizeof *s->h, &s->nh, &s->caph, &s->hfree, &s->nhfree,
-                      SIM_FIRST_HANDLES, &idx) != 0)
+                      SIM_FIRST_HANDLES, &idx) != 0) {
+        if (s->backed) /* the backing taken above goes back: nothing was written to it */
+            memset(s->unit_used + first, 0, units);
         return ts_err_set(err, TS_ENOMEM, "simulated device: out of host memory");
+    }
     s->h[idx] = (struct sim_handle){.size = size, .file_off = off, .maps = 0, .live = 1};
     s->used += size;
     s->live_handles++;
