@@ -226,25 +226,9 @@ static int run_client(const ts_mps_daemon *d, const char *input, char *out, size
         return ts_err_set(err, TS_EIO, "MPS %s: cannot run %s: %s", d->uuid, d->binary,
                           strerror(sp));
     }
-    long deadline = agent_mono_ms() + d->wait_ms;
-    size_t got = 0;
-    char sink[PROC_LINE_MAX];
-    for (;;) {
-        long left = deadline - agent_mono_ms();
-        struct pollfd pfd = {op[0], POLLIN, 0};
-        if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
-            break; /* timeout (or EINTR: the wait below decides) */
-        char *dst = got + 1 < len ? out + got : sink;
-        size_t room = got + 1 < len ? len - 1 - got : sizeof sink;
-        ssize_t r = read(op[0], dst, room);
-        if (r <= 0)
-            break; /* EOF: the client closed its output */
-        if (dst != sink)
-            got += (size_t)r;
-    }
-    if (len > 0)
-        out[got] = '\0';
-    close(op[0]);
+    int64_t deadline = agent_mono_ms() + d->wait_ms;
+    /* its output until it closes it or the deadline: the wait below decides */
+    (void)agent_child_talk(-1, op[0], NULL, out, len, deadline);
     int wr = agent_child_reap(pid, deadline, status);
     if (wr == ETIMEDOUT)
         return ts_err_set(err, TS_EIO, "MPS %s: %s (client) gave no answer within %d ms",

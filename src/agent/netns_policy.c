@@ -189,62 +189,6 @@ void agent_net_set_tool_timeout_ms(int ms)
     tool_timeout_ms = ms > 0 ? ms : AGENT_NET_TOOL_TIMEOUT_MS;
 }
 
-/* Feeds input to the tool's stdin (fd in, non-blocking) and keeps the first
- * TOOL_ERR_BYTES of its stderr (fd er) in msg, until it closes stderr or the
- * deadline passes; closes both. 0, or -1 at the deadline. */
-static int tool_talk(int in, int er, const char *input, char *msg, size_t len, int64_t deadline)
-{
-    const char *p = input;
-    size_t left = input ? strlen(input) : 0, got = 0;
-    int rc = 0;
-    if (left == 0) {
-        close(in);
-        in = -1;
-    }
-    for (;;) {
-        struct pollfd fd[2] = {{er, POLLIN, 0}, {in, POLLOUT, 0}};
-        int64_t wait = deadline - agent_mono_ms();
-        if (wait <= 0) {
-            rc = -1;
-            break;
-        }
-        int n = poll(fd, in >= 0 ? 2 : 1, (int)(wait < INT32_MAX ? wait : INT32_MAX));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            break;
-        if (in >= 0 && fd[1].revents) {
-            ssize_t w = write(in, p, left);
-            if (w > 0) {
-                p += w;
-                left -= (size_t)w;
-            }
-            /* all written, or the tool closed its stdin (EPIPE; SIGPIPE is
-             * ignored by the agent): it has what it will read */
-            if (left == 0 || (w < 0 && errno != EAGAIN && errno != EINTR)) {
-                close(in);
-                in = -1;
-            }
-        }
-        if (fd[0].revents) {
-            char junk[512];
-            ssize_t r = got + 1 < len ? read(er, msg + got, len - 1 - got)
-                                      : read(er, junk, sizeof junk);
-            if (r < 0 && (errno == EINTR || errno == EAGAIN))
-                continue;
-            if (r <= 0)
-                break;
-            if (got + 1 < len)
-                got += (size_t)r;
-        }
-    }
-    msg[got] = '\0';
-    if (in >= 0)
-        close(in);
-    close(er);
-    return rc;
-}
-
 int agent_net_run_tool(const char *const *argv, const char *input, ts_err *err)
 {
     char path[64];
@@ -292,7 +236,7 @@ int agent_net_run_tool(const char *const *argv, const char *input, ts_err *err)
     int64_t deadline = agent_mono_ms() + tool_timeout_ms;
     /* past the deadline (stderr still open, or closed and the tool going
      * on) it is killed and reaped at once */
-    if (tool_talk(in[1], er[0], input, msg, sizeof msg, deadline) != 0)
+    if (agent_child_talk(in[1], er[0], input, msg, sizeof msg, deadline) != 0)
         deadline = 0;
     int status;
     if (agent_child_reap(pid, deadline, &status) == ETIMEDOUT)
