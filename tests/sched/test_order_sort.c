@@ -104,20 +104,26 @@ static void few_groups_in_order(void **state)
     each_size(&(shape){.groups = 6, .in_order = true});
 }
 
-/* more groups than the counting pass takes: the merge sort */
+/* groups up to what the counting pass takes (128), and more: the merge
+ * sort */
 static void many_groups(void **state)
 {
     (void)state;
     each_size(&(shape){.groups = 45, .in_order = true});
+    each_size(&(shape){.groups = 128, .in_order = true});
+    each_size(&(shape){.groups = 300, .in_order = true});
 }
 
 /* fresh jobs of split tenants, whose service is the GPUs they ask (-0 and
- * 0 equal), in submission order and not */
+ * 0 equal), in submission order and not; with 25 groups of 5 services the
+ * counting pass takes 125, with 30 of them the merge sort */
 static void sizes_as_groups(void **state)
 {
     (void)state;
     each_size(&(shape){.groups = 6, .in_order = true, .sizes = true});
     each_size(&(shape){.groups = 6, .in_order = false, .sizes = true});
+    each_size(&(shape){.groups = 25, .in_order = true, .sizes = true});
+    each_size(&(shape){.groups = 30, .in_order = true, .sizes = true});
 }
 
 /* a group out of order (random submissions and ids): the merge sort */
