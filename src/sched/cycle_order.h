@@ -25,9 +25,10 @@ typedef struct cycle_okey {
 /* Sorts a[0..n) by tenant, then the order above (higher priority first,
  * lower tier, level, service, submission, id first); tmp and grp hold n
  * each. Keys never tie (ids are unique), so any sort gives this one order.
- * Linear where each group (tenant,
- * priority, tier, level) already stands in order and the groups are few (the
- * usual queue: jobs come in submission order), a merge sort otherwise. */
+ * Linear where the jobs of each group (tenant, priority, tier, level) and
+ * service already stand in order and those groups are at most 128 (the
+ * usual queue: jobs come in submission order, and a split tenant's fresh
+ * jobs have a few sizes), a merge sort otherwise. */
 void cycle_order_sort(cycle_okey *a, int n, cycle_okey *tmp, uint8_t *grp);
 
 #endif
