@@ -478,6 +478,8 @@ static void loop_free(loop *l)
 /* 1. of the order: the preemptors, in the order their preemptions were
  * decided; then the table keeps the entries whose job still waits, did not
  * start and whose wait is not over. */
+#define PREEMPTOR_FILTER_WORDS 64
+
 static int visit_preemptors(loop *l, uint8_t *done)
 {
     ts_sched *s = l->s;
@@ -485,14 +487,17 @@ static int visit_preemptors(loop *l, uint8_t *done)
     int pos[PREEMPTOR_TABLE_MAX];
     for (int k = 0; k < s->npre; k++)
         pos[k] = -1;
-    /* a filter on the ids' low bits: most waiting jobs are in no entry, and
-     * the walk over every entry for each of them was 2 % of a 100,000-job
-     * cycle */
-    uint64_t maybe = 0;
-    for (int k = 0; k < s->npre; k++)
-        maybe |= UINT64_C(1) << ((uint64_t)s->pre[k].id & 63);
+    /* a filter on the ids' low 12 bits: most waiting jobs are in no entry,
+     * and the walk over every entry for each of them was 2 % of a
+     * 100,000-job cycle (with 6 bits, a full table let half the jobs in) */
+    uint64_t maybe[PREEMPTOR_FILTER_WORDS] = {0};
+    for (int k = 0; k < s->npre; k++) {
+        uint64_t b = (uint64_t)s->pre[k].id % (64 * PREEMPTOR_FILTER_WORDS);
+        maybe[b / 64] |= UINT64_C(1) << (b % 64);
+    }
     for (int i = 0; i < l->nw && s->npre > 0; i++) {
-        if (!(maybe >> ((uint64_t)l->w[i].id & 63) & 1))
+        uint64_t b = (uint64_t)l->w[i].id % (64 * PREEMPTOR_FILTER_WORDS);
+        if (!(maybe[b / 64] >> (b % 64) & 1))
             continue;
         for (int k = 0; k < s->npre; k++)
             if (s->pre[k].id == l->w[i].id && pos[k] < 0)
