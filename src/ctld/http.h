@@ -192,8 +192,12 @@ json_t *ctld_render_job_parsed(const ctld *c, const ts_job_row *row, const cjob 
 bool ctld_sees_content(const ctld *c, const ctld_caller *w, const char *tenant,
                        const char *owner);
 /* Replaces a rendered job's content fields by "hidden" and lists them in
- * "hidden". */
+ * "hidden"; a failed rank's last output quoted in its why and its rank's
+ * reason reads "hidden" too. */
 void ctld_privacy_redact_job(json_t *doc);
+/* s with the rank's output it quotes (past CTLD_LAST_OUTPUT) as "hidden",
+ * malloc'd; NULL when it quotes none (or out of memory). */
+char *ctld_privacy_cut_output(const char *s);
 /* Whether events of this kind carry content (a rank's output). */
 bool ctld_event_is_content(const char *kind);
 /* secrets_api.c: /v1/secrets; at submission, whether every secret the spec

@@ -135,7 +135,7 @@ static json_t *rank_end_json(const ctld *c, const cjob *j, int rank, const ts_ta
     bool failure = strcmp(end, "signal") == 0 || strcmp(end, "oom") == 0 ||
                    (strcmp(end, "exited") == 0 && rep->exit_code != 0);
     if (failure && line[0]) /* its last words, where the user looks first */
-        snprintf(reason + strlen(reason), sizeof reason - strlen(reason), "; last output: %s",
+        snprintf(reason + strlen(reason), sizeof reason - strlen(reason), CTLD_LAST_OUTPUT "%s",
                  line);
     return json_pack("{s:i,s:s,s:s,s:o,s:o,s:I,s:s}", "rank", rank, "node",
                      c->cluster->nodes[j->allocs[rank].node].name, "end", end, "exit_code",

@@ -11,6 +11,10 @@
 #include "ctld/job_fsm.h"
 #include "tessera/agent_proto.h"
 
+/* What a failed rank's reason carries before its last output line (the
+ * rank's content: privacy.c hides what follows from readers without it). */
+#define CTLD_LAST_OUTPUT "; last output: "
+
 /* The job's time limit (its own, else the scheduler's default), the signal
  * that starts its stop (its checkpoint signal, else SIGTERM) and the grace
  * before SIGKILL (its checkpoint grace, else the scheduler's). */

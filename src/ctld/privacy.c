@@ -14,8 +14,11 @@
  */
 #include <string.h>
 
+#include <stdlib.h>
+
 #include "ctld/ctld.h"
 #include "ctld/http.h"
+#include "ctld/job_end.h"
 
 /* The spec's fields that are content, in the order the list names them. */
 static const char *const CONTENT_FIELDS[] = {"env", "command", "secrets"};
@@ -45,8 +48,38 @@ bool ctld_sees_content(const ctld *c, const ctld_caller *w, const char *tenant,
     return w->role != TS_ROLE_VIEWER && strcmp(w->name, owner) == 0;
 }
 
+char *ctld_privacy_cut_output(const char *s)
+{
+    const char *at = s ? strstr(s, CTLD_LAST_OUTPUT) : NULL;
+    if (!at)
+        return NULL;
+    size_t keep = (size_t)(at - s) + strlen(CTLD_LAST_OUTPUT);
+    char *out = malloc(keep + sizeof "hidden");
+    if (out) {
+        memcpy(out, s, keep);
+        memcpy(out + keep, "hidden", sizeof "hidden");
+    }
+    return out;
+}
+
+/* obj's string member key without the output it quotes, if it quotes one. */
+static void cut_member(json_t *obj, const char *key)
+{
+    char *cut = ctld_privacy_cut_output(json_string_value(json_object_get(obj, key)));
+    if (cut)
+        json_object_set_new(obj, key, json_string(cut));
+    free(cut);
+}
+
 void ctld_privacy_redact_job(json_t *doc)
 {
+    /* a failed rank's last output line, quoted in why and its rank's end */
+    cut_member(doc, "why");
+    size_t r;
+    json_t *rank;
+    json_array_foreach(json_object_get(doc, "ranks"), r, rank)
+        if (json_is_object(rank))
+            cut_member(rank, "reason");
     json_t *spec = json_object_get(doc, "spec");
     json_t *hidden = json_array();
     for (int i = 0; json_is_object(spec) && i < NCONTENT; i++) {

@@ -51,13 +51,17 @@ static bool caller_sees_tenant(const void *who, const char *tenant)
 static json_t *event_json(const ctld_caller *who, const ts_event_row *ev, bool content)
 {
     bool hide = !content && ctld_event_is_content(ev->kind);
-    json_t *data = hide ? json_object() : ctld_event_data(ev->kind, ev->detail);
-    char *red = hide ? NULL : ctld_event_redact(ev->kind, ev->detail, data, caller_sees_tenant, who);
+    /* a failed rank's last output line, quoted in its job's failed event */
+    char *cut = content ? NULL : ctld_privacy_cut_output(ev->detail);
+    const char *text = cut ? cut : ev->detail;
+    json_t *data = hide ? json_object() : ctld_event_data(ev->kind, text);
+    char *red = hide ? NULL : ctld_event_redact(ev->kind, text, data, caller_sees_tenant, who);
     json_t *detail = hide ? json_string("hidden")
                      : red ? json_string(red)
-                     : ev->detail ? json_string(ev->detail)
-                                  : json_null();
+                     : text ? json_string(text)
+                            : json_null();
     free(red);
+    free(cut);
     return json_pack("{s:I,s:f,s:s,s:o,s:o}", "id", (json_int_t)ev->id, "time", ev->t_s, "kind",
                      ev->kind, "detail", detail, "data", data);
 }
@@ -250,6 +254,10 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
                                 reason && *reason ? json_string(reason) : json_null(),
                                 "explanation", why && *why ? json_string(why) : json_null(),
                                 "reserved_at", at > 0.0 ? json_real(at) : json_null());
+        char *cut = content ? NULL : ctld_privacy_cut_output(why);
+        if (doc && cut) /* a failed rank's last output is the owner's */
+            json_object_set_new(doc, "explanation", json_string(cut));
+        free(cut);
         if (doc)
             ctld_render_queue(c, j, doc);
         /* a pending job's tenant owed GPUs of its guarantee (docs/scheduler.md,

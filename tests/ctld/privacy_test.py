@@ -302,6 +302,37 @@ def agent_run(admin, tok):
     check(st == 200 and ENV_VALUE in lg.get("data", ""), f"the owner reads the logs: {st} {lg}")
     st, lg = call("GET", f"/v1/jobs/{job}/logs", tok["bob"])
     check(st == 403 and ENV_VALUE not in str(lg), f"bob's logs: 403, got {st}")
+    # a failed rank's last output line is quoted in the job's why, its
+    # rank's reason, its failed event and its explanation: the owner's too
+    st, ans = call("POST", "/v1/jobs", tok["owner"], dict(spec, name="fails", secrets=[]))
+    job = ans["jobs"][0]["id"] if st == 201 else 0
+    deadline = time.time() + 20
+    while time.time() < deadline and not [t for t in sync([]) if t["job"] == job]:
+        pass
+    sync([{"job": job, "rank": 0, "state": "running"}])
+    leak = "DB_PASSWORD=" + ENV_VALUE
+    deadline = time.time() + 20
+    while time.time() < deadline and call("GET", f"/v1/jobs/{job}", admin)[1].get(
+            "job", {}).get("state") != "failed":
+        sync([{"job": job, "rank": 0, "state": "exited", "exit_code": 1,
+               "output": {"stdout": "", "stderr": leak + "\n"}}])
+    for who, sees in (("owner", True), ("admin", True), ("bob", False), ("viewer", False),
+                      ("tadmin", False), ("cviewer", False)):
+        doc = call("GET", f"/v1/jobs/{job}", tok[who] if who != "admin" else admin)[1]
+        lst = call("GET", "/v1/jobs?tenant=t", tok[who] if who != "admin" else admin)[1]
+        ev = call("GET", f"/v1/jobs/{job}/events", tok[who] if who != "admin" else admin)[1]
+        ex = call("GET", f"/v1/jobs/{job}/explain", tok[who] if who != "admin" else admin)[1]
+        j = doc.get("job", {})
+        failed = [e["detail"] for e in ev.get("events", []) if e["kind"] == "failed"]
+        want = "last output: " + (leak if sees else "hidden")
+        ranks = j.get("ranks") or [{}]
+        check(want in (j.get("why") or "") and want in (ranks[0] or {}).get("reason", "")
+              and failed and want in failed[0] and want in (ex.get("explanation") or ""),
+              f"{who} reads a failed rank's last output as {want!r} in why, ranks, the "
+              f"failed event and explain: {j.get('why')!r} {failed} {ex.get('explanation')!r}")
+        if not sees:
+            check(leak not in str(doc) + str(lst) + str(ev) + str(ex),
+                  f"{who}: the output line is nowhere in the job, the list, events or explain")
 
 
 def plaintext_checks():
