@@ -40,6 +40,9 @@
 #include "tessera/agent_proto.h"
 #include "agent/clock.h"
 
+#define AGENT_LOGS_MODE 0711   /* <state_dir>/logs */
+#define AGENT_IMAGES_MODE 0700 /* <state_dir>/images */
+
 int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, ts_err *err)
 {
     ts_agent *a = calloc(1, sizeof *a);
@@ -67,7 +70,10 @@ int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, t
     snprintf(a->steps, sizeof a->steps, "%s/steps", cfg->state_dir);
     snprintf(a->task_dirs, sizeof a->task_dirs, "%s/tasks", cfg->state_dir);
     mkdir(cfg->state_dir, 0755);
-    if (mkdir(a->logs, 0755) != 0 && errno != EEXIST) {
+    /* anyone may pass through to their own log (a task reopens its stdout
+     * by path), no one may list them; an older agent's folder was 0755 */
+    if ((mkdir(a->logs, AGENT_LOGS_MODE) != 0 && errno != EEXIST) ||
+        chmod(a->logs, AGENT_LOGS_MODE) != 0) {
         int e = errno;
         ts_err_set(err, TS_EIO, "state_dir %s: %s", a->logs, strerror(e));
         if (a->multi)
@@ -94,6 +100,11 @@ int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, t
     /* the node's images (docs/images.md); without a store only bare tasks run */
     char images[700];
     snprintf(images, sizeof images, "%s/images", cfg->state_dir);
+    /* an image's files are its tenant's: the store is root's alone (runc
+     * mounts a container's root as root; the task sees only its own
+     * mount); an older agent's was 0755 */
+    if (mkdir(images, AGENT_IMAGES_MODE) == 0 || errno == EEXIST)
+        chmod(images, AGENT_IMAGES_MODE);
     snprintf(a->bundles, sizeof a->bundles, "%s/bundles", cfg->state_dir);
     mkdir(a->bundles, 0700);
     char trash[700];

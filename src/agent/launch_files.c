@@ -36,7 +36,9 @@
 #include "agent/taskfile.h"
 #include "agent/trash.h"
 
-#define LOG_FILE_MODE 0640
+/* the task's user's alone (it may reopen its own stdout by path): a group
+ * its user shares with other tenants' users reads nothing */
+#define LOG_FILE_MODE 0600
 #define TASK_DIR_MODE 0700   /* the task's alone */
 #define TASK_FILE_MODE 0600  /* a file made in it for the task: the folder says who reads */
 #define TASK_DIRS_MODE 0711  /* anyone may pass through to their own, no one may list */

@@ -425,6 +425,35 @@ def scenario_fills_its_secrets_folder(c):
 scenario_fills_its_secrets_folder.needs_root = True
 
 
+def scenario_lists_and_reads_other_tasks_logs(c):
+    """agent-tasks.md: the log folder is the agent's alone: a task of
+    another user can neither list it nor read a log there (each its task's
+    user's, 0600: a primary group shared with other tenants' users reads
+    nothing); the image store is root's alone."""
+    os.chmod(c.tmp, 0o711)  # the task's user reaches the log folder's parent
+    lurker = c.token("lurker", "user", "team-a", unix_user="nobody", uid=65534)
+    logs = c.path(NODE, "logs")
+    cmd = (f'ls {shlex.quote(logs)} >/dev/null 2>&1 && echo LISTED; '
+           f'for i in $(seq 1 400); do cat {shlex.quote(logs)}/j$i-r0.out 2>/dev/null; done '
+           f'| grep -c tick | sed "s/^/READ /"; exit 0')
+    jid = hostile(c, "lists and reads other tasks' logs", cmd, token=lurker,
+                  extra={"workdir": "/tmp"})
+    if jid is None:
+        return
+    out = c.output(NODE, jid)
+    check("LISTED" not in out and "READ 0" in out,
+          f"another user's task lists no log and reads none: {out[-200:]!r}")
+    modes = {name: stat.S_IMODE(os.stat(c.path(NODE, name)).st_mode) for name in ("logs", "images")
+             if os.path.exists(c.path(NODE, name))}
+    logmode = stat.S_IMODE(os.stat(c.path(NODE, "logs", f"j{jid}-r0.out")).st_mode)
+    check(modes.get("logs") == 0o711 and modes.get("images", 0o700) == 0o700 and logmode == 0o600,
+          f"the log folder is 0711, the image store 0700, a log 0600: "
+          f"{ {k: oct(v) for k, v in modes.items()} } {oct(logmode)}")
+
+
+scenario_lists_and_reads_other_tasks_logs.needs_root = True
+
+
 def scenario_spins_a_cpu(c):
     """agent-tasks.md: a task spinning a CPU delays no sync."""
     hostile(c, "spins a CPU", 'timeout 4 sh -c "while :; do :; done"; exit 0')
