@@ -55,6 +55,11 @@ void agent_tail_sanitize(char *buf, size_t len)
             p[i++] = '?';
             continue;
         }
+        if (k == 2 && p[i] == 0xC2 && p[i + 1] <= 0x9F) { /* a C1 control, U+0080..U+009F */
+            p[i++] = '?';
+            p[i++] = '?';
+            continue;
+        }
         i += k;
     }
 }

@@ -307,6 +307,15 @@ bool cli_emit(const struct cli_ctx *ctx, const json_t *v);
 
 /* s cut to size with control characters but '\n' replaced by '?'; returns buf. */
 const char *cli_clean(const char *s, char *buf, size_t size);
+/* Whether byte i of s is one of a C1 control's two bytes in UTF-8 (U+0080..
+ * U+009F: U+009B is a terminal's CSI, as ESC [ is), which cli_clean and the
+ * server's messages print as '?'. */
+static inline bool cli_c1_in(const char *s, size_t i)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    bool lead = u[i] == 0xc2 && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f;
+    return lead || (i > 0 && u[i - 1] == 0xc2 && u[i] >= 0x80 && u[i] <= 0x9f);
+}
 /* A value as cleaned text: strings as-is, numbers in decimal, booleans
  * yes/no, a container "...", null or NULL "-". Returns buf. */
 const char *cli_value(const json_t *v, char *buf, size_t size);

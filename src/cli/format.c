@@ -29,7 +29,7 @@ const char *cli_clean(const char *s, char *buf, size_t size)
     for (; s[i] && i + 1 < size; i++) {
         unsigned char c = (unsigned char)s[i];
         /* a newline is kept: the table continues the cell on the next line */
-        buf[i] = (c < 0x20 && c != '\n') || c == 0x7f ? '?' : (char)c;
+        buf[i] = (c < 0x20 && c != '\n') || c == 0x7f || cli_c1_in(s, i) ? '?' : (char)c;
     }
     buf[i] = '\0';
     if (s[i] && size > 4)

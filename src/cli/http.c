@@ -83,7 +83,7 @@ static void put_clean(FILE *f, const char *s, size_t max)
     size_t i = 0;
     for (; s[i] && i < max; i++) {
         unsigned char c = (unsigned char)s[i];
-        fputc(c < 0x20 || c == 0x7f ? '?' : c, f);
+        fputc(c < 0x20 || c == 0x7f || cli_c1_in(s, i) ? '?' : c, f);
     }
     if (s[i])
         fputs("...", f);

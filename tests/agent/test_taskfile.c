@@ -231,6 +231,17 @@ static void test_a_sync_keeps_its_budget_and_its_reports(void **state)
     agent_answers_clear(&q);
 }
 
+/* A task's output as the agent sends it: C0 but newline and tab, DEL, C1
+ * (both bytes of U+0080..U+009F: U+009B is a terminal's CSI) and bytes that
+ * are not UTF-8 become '?'; the rest, U+00A0 and é among it, stays. */
+static void test_output_is_sanitized(void **state)
+{
+    (void)state;
+    char out[] = "a\x1b[31mb\x07\tc\x7f" "d\xc2\x9b" "2J\xc2\x85" "e\xc3\xa9\xc2\xa0\xff\n";
+    agent_tail_sanitize(out, strlen(out));
+    assert_string_equal(out, "a?[31mb?\tc?d??2J??e\xc3\xa9\xc2\xa0?\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -243,6 +254,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_only_the_agents_own_file_is_removed, setup,
                                         teardown),
         cmocka_unit_test(test_a_sync_keeps_its_budget_and_its_reports),
+        cmocka_unit_test(test_output_is_sanitized),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

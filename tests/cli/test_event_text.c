@@ -106,6 +106,11 @@ static void events_read_in_words(void **state)
                    "node", "r1-n1", "nodes", "r1-n1", "r1-n2", "r1-n3", "r1-n4", "more_nodes", 0);
     assert_string_equal(cli_event_text(ev, b, sizeof b), "on r1-n[1-4]");
     json_decref(ev);
+    /* who cancelled, held, released or requeued it */
+    ev = json_pack("{s:s,s:s,s:{s:s}}", "kind", "cancel", "detail", "by=alice", "data", "by",
+                   "alice");
+    assert_string_equal(cli_event_text(ev, b, sizeof b), "by alice");
+    json_decref(ev);
     /* no data, or data this client does not know: the detail as it came */
     ev = json_pack("{s:s,s:s,s:{}}", "kind", "reserved", "detail", "at +25m", "data");
     assert_string_equal(cli_event_text(ev, b, sizeof b), "at +25m");
@@ -115,12 +120,30 @@ static void events_read_in_words(void **state)
     json_decref(ev);
 }
 
+/* docs/cli.md: control characters in server text print as '?': C0 (a
+ * newline kept in a cell), DEL, and C1 (U+009B is a terminal's CSI as ESC [
+ * is) whose two UTF-8 bytes both go; other text, U+00A0 and é included,
+ * stays as it came */
+static void control_characters_print_as_question_marks(void **state)
+{
+    (void)state;
+    char b[64];
+    assert_string_equal(cli_clean("a\x1b[2Jb\x07" "c\x7f", b, sizeof b), "a?[2Jb?c?");
+    assert_string_equal(cli_clean("x\xc2\x9b" "2J y\xc2\x85z", b, sizeof b), "x??2J y??z");
+    assert_string_equal(cli_clean("caf\xc3\xa9\xc2\xa0ok\nnext", b, sizeof b),
+                        "caf\xc3\xa9\xc2\xa0ok\nnext");
+    assert_string_equal(cli_clean("\xc2", b, sizeof b), "\xc2"); /* cut short: not a C1 */
+    assert_true(cli_c1_in("\xc2\x80", 0) && cli_c1_in("\xc2\x9f", 1));
+    assert_false(cli_c1_in("\xc2\xa0", 0) || cli_c1_in("\xc2\xa0", 1) || cli_c1_in("\x9b", 0));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(names_fold_into_ranges),
         cmocka_unit_test(durations_read),
         cmocka_unit_test(events_read_in_words),
+        cmocka_unit_test(control_characters_print_as_question_marks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
