@@ -613,7 +613,12 @@ static const bad_case BAD[] = {
     {BASE, "tasks", "required"},
     {"tenant: ~\nname: n\ntasks: [{}]\n", "tenant", "required"},
     /* unknown and repeated keys */
-    {BASE_TASKS "tenantx: 1\n", "tenantx", "unknown key"},
+    {BASE_TASKS "tenantx: 1\n", "tenantx", "unknown key (did you mean \"tenant\"?"},
+    /* a typo of a key late in the list: its fix first, and every key (the
+     * list was cut at 256 bytes, mid-word, before "hold") */
+    {BASE_TASKS "hodl: true\n", "hodl", "did you mean \"hold\"? expected one of: tenant, name"},
+    {BASE_TASKS "hodl: true\n", "hodl", "reservation, notify, hold, nice, interactive, data, user)"},
+    {BASE_TASKS "zzzzzzzz: 1\n", "zzzzzzzz", "unknown key (expected one of: tenant,"},
     {BASE_TASKS "\"a b\": 1\n", "[\"a b\"]", "unknown key"},
     {BASE_TASKS "[x]: 1\n", "top level", "keys must be names"},
     {"tenant: t\ntenant: u\nname: n\ntasks: [{}]\n", "tenant", "given twice"},
