@@ -27,6 +27,7 @@
 
 #include "ctld/ctld.h"
 #include "ctld/http.h"
+#include "ctld/ended_runs.h"
 #include "ctld/imgloc.h"
 #include "ctld/job_end.h"
 #include "ctld/job_fsm.h"
@@ -160,7 +161,7 @@ typedef struct rank_undo {
  * for the next one (its job's change was being written). */
 /* An ended rank's last output (its report's "output"), kept with the job's
  * events, each stream's end from a whole character; TS_ENOMEM. */
-static int output_events(const cjob *j, int rank, const ts_task_report *tk, double now,
+static int output_events(int64_t job, int rank, const ts_task_report *tk, double now,
                          ctld_txn *t)
 {
     static const char *const NAMES[] = {"stdout", "stderr"};
@@ -179,7 +180,7 @@ static int output_events(const cjob *j, int rank, const ts_task_report *tk, doub
         if (!d)
             return TS_ENOMEM;
         snprintf(d, len, "rank %d %s\n%s", rank, NAMES[k], text);
-        int rc = ctld_txn_event(t, j->row.id, now, "output", d);
+        int rc = ctld_txn_event(t, job, now, "output", d);
         free(d);
         if (rc != 0)
             return TS_ENOMEM;
@@ -207,6 +208,10 @@ static int apply_reports(ctld *c, int n, const sync_msg *m, double now, bool *wh
                 rc = ts_err_set(err, TS_ENOMEM, "out of memory");
             continue;
         }
+        if (!j && st >= 0 && st != CTLD_RANK_RUNNING && st != CTLD_RANK_PENDING &&
+            ctld_ended_take(c, id, rank, n, tk->has_run, tk->run, now) &&
+            output_events(id, rank, tk, now, &t) != 0) /* a failed gang's other rank */
+            rc = ts_err_set(err, TS_ENOMEM, "out of memory");
         if (!j || !j->allocs || rank < 0 || rank >= j->ntasks || j->allocs[rank].node != n ||
             st < 0)
             continue; /* not ours (any more): the desired state tells the agent */
@@ -242,7 +247,7 @@ static int apply_reports(ctld *c, int n, const sync_msg *m, double now, bool *wh
         j->rank_state[rank] = (uint8_t)st;
         /* its document drops the values */
         started_secret |= j->spec->nsecrets > 0 || j->spec->image_secret[0];
-        if (rc == 0 && st != CTLD_RANK_RUNNING && output_events(j, rank, tk, now, &t) != 0)
+        if (rc == 0 && st != CTLD_RANK_RUNNING && output_events(id, rank, tk, now, &t) != 0)
             rc = ts_err_set(err, TS_ENOMEM, "out of memory");
         if (rc == 0 && st != CTLD_RANK_RUNNING && ctld_rank_end_note(c, j, rank, tk) != 0)
             rc = ts_err_set(err, TS_ENOMEM, "out of memory");

@@ -120,6 +120,7 @@ typedef struct ctld {
     struct ctld_notify *notify;  /* notify.c: the webhooks' queue and thread */
     struct ctld_p2p *p2p;        /* p2p.c: the tracker of image blobs between agents */
     struct ctld_imgloc *imgloc;  /* imgloc.c: which node holds which image, for placement */
+    struct ctld_ended *ended;    /* ended_runs.c: failed gangs' ranks whose output may come */
     ctld_resv *resv;             /* resv.c: the reservations (under mu) */
     int nresv;
     int64_t resv_next_id;        /* the last id handed to one */

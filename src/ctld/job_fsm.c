@@ -12,6 +12,7 @@
  */
 #include "ctld/job_fsm.h"
 #include "ctld/http.h"
+#include "ctld/ended_runs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -377,6 +378,8 @@ static void apply_one(ctld *c, ctld_change *ch, double now)
                 (long long)j->row.id, ctld_job_event_name(ch->event));
         return;
     }
+    if (ch->event == CTLD_JE_FAIL && !j->is_virtual)
+        ctld_ended_note(c, j, now); /* its other ranks' last output comes after it */
     if (ch->fx & FX_UNBIND)
         ctld_job_unbind(c, j, now); /* frees the old placement too */
     /* the row: the committed copy, with the job's own spec (an update's

@@ -120,6 +120,21 @@ static bool logreq_add(ctld *c, int n, ctld_logreq *q, ctld_reply *r)
     return true;
 }
 
+/* How many ranks a job no longer in memory has: its stored spec's tasks'
+ * counts (its canonical spec, as submitted or updated); 0 if unknown. */
+static int result_ranks(const ts_job_row *row)
+{
+    json_error_t je;
+    json_t *spec = row->spec_json ? json_loads(row->spec_json, 0, &je) : NULL;
+    size_t i;
+    json_t *t;
+    long long n = 0;
+    json_array_foreach(json_object_get(spec, "tasks"), i, t)
+        n += json_integer_value(json_object_get(t, "count"));
+    json_decref(spec);
+    return n > 0 && n <= INT32_MAX ? (int)n : 0;
+}
+
 void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_reply *r)
 {
     int64_t rank = 0, tail = LOG_TAIL_DEFAULT;
@@ -137,8 +152,10 @@ void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_
     }
     ctld_lock_reader(c);
     cjob *j = ctld_job_find(c, row->id);
-    if (j && j->allocs && rank >= j->ntasks) {
-        int nt = j->ntasks; /* read under mu: the job may end once it is released */
+    /* read under mu: the job may end once it is released; an ended job's
+     * ranks are its result's */
+    int nt = j ? j->ntasks : result_ranks(row);
+    if (nt > 0 && rank >= nt) {
         pthread_mutex_unlock(&c->mu);
         ctld_reply_error(r, 400, "invalid", "rank: the job has ranks 0..%d", nt - 1);
         return;

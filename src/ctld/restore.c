@@ -17,6 +17,7 @@
 
 #include "ctld/ctld.h"
 #include "ctld/http.h"
+#include "ctld/ended_runs.h"
 #include "ctld/imgloc.h"
 #include "ctld/secrets.h"
 #include "ctld/depend.h"
@@ -312,6 +313,7 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
 
 void ctld_close(ctld *c)
 {
+    ctld_ended_free(c);
     ctld_oidc_fini(c);
     for (int i = 0; i < c->njobs; i++)
         ctld_cjob_free(c->jobs[i]);

@@ -155,6 +155,25 @@ try:
     check(st == 400 and "stream" in d["error"]["message"], f"a stream that is not one: {st}")
     call("POST", f"/v1/jobs/{chatty}/cancel", admin)
     wait_for(lambda: job(chatty)["state"] == "cancelled", "it is cancelled")
+    st, d = call("GET", f"/v1/jobs/{chatty}/logs?rank=5", admin)
+    check(st == 400 and "ranks 0..0" in d["error"]["message"],
+          f"a rank it does not have, once it ended: 400 naming its ranks: {st} {d}")
+
+    # a gang whose rank 1 fails: the job fails at once, and rank 0, stopped
+    # as the gang stops, still reports its last output, kept with the job
+    st, d = call("POST", "/v1/jobs", admin, spec(
+        "team-a", "gangfail", 'if [ "$RANK" = 1 ]; then sleep 1.5; echo boom; exit 3; fi; '
+        'while true; do echo r0 working; sleep 0.2; done', count=2, tier="opportunistic",
+        grace="1s"))
+    gf = d["jobs"][0]["id"]
+    wait_for(lambda: job(gf)["state"] == "failed", "the gang fails as its rank 1 exits 3")
+    got = wait_for(lambda: (lambda r: r[1] if r[0] == 200 else None)(
+        call("GET", f"/v1/jobs/{gf}/logs?rank=0", admin)), "rank 0's last output is kept", 15)
+    check(bool(got) and not got["live"] and "r0 working" in got["data"],
+          f"the stopped rank's last output is kept once the job failed: {got}")
+    outs = [e for e in call("GET", f"/v1/jobs/{gf}/events", admin)[1]["events"]
+            if e["kind"] == "output" and e["detail"].startswith("rank 0 stdout")]
+    check(len(outs) == 1, f"kept once: {len(outs)} output events of rank 0")
 
     # step times: each rank appends its own to $TESSERA_STEP_FILE; rank 1 is
     # three times slower, and the controller flags it from the agents' medians
