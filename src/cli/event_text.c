@@ -116,6 +116,9 @@ const char *cli_event_text(const json_t *ev, char *buf, size_t size)
                      cli_time_iso(json_object_get(d, "eligible_at"), t0, sizeof t0));
         else
             snprintf(buf, size, "every rank stopped (%s); held until released", str(d, "outcome"));
+    } else if ((strcmp(kind, "cancel") == 0 || strcmp(kind, "hold") == 0 ||
+                strcmp(kind, "release") == 0 || strcmp(kind, "requeue") == 0) && has(d, "by")) {
+        snprintf(buf, size, "by %s", cli_clean(str(d, "by"), raw, sizeof raw));
     } else {
         snprintf(buf, size, "%s", cli_str(ev, "detail", raw, sizeof raw));
     }

@@ -79,7 +79,20 @@ void ctld_job_unbind(ctld *c, cjob *j, double now)
     j->idle_warned = false;
 }
 
-int ctld_job_action(ctld *c, int64_t id, const char *action, ts_err *err)
+void ctld_actor_init(ctld_actor *x, int event, const char *by)
+{
+    memset(x, 0, sizeof *x);
+    if (!by)
+        return;
+    snprintf(x->detail, sizeof x->detail, "by=%s", by);
+    x->args.detail = x->detail;
+    if (event == CTLD_JE_CANCEL) {
+        snprintf(x->why, sizeof x->why, "cancelled by %s", by);
+        x->args.end_why = x->why;
+    }
+}
+
+int ctld_job_action(ctld *c, int64_t id, const char *action, const char *by, ts_err *err)
 {
     static const struct {
         const char *name;
@@ -107,7 +120,9 @@ int ctld_job_action(ctld *c, int64_t id, const char *action, ts_err *err)
         /* written (with mu released), then applied: a failed write changes nothing */
         ctld_txn t = {0};
         double now = ctld_now();
-        rc = ctld_fsm_plan(c, &t, j, event, NULL, now, err);
+        ctld_actor who;
+        ctld_actor_init(&who, event, by);
+        rc = ctld_fsm_plan(c, &t, j, event, &who.args, now, err);
         if (rc == 0)
             rc = ctld_txn_commit_unlocked(c, &t, now, err);
         ctld_txn_fini(&t);

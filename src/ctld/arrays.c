@@ -29,9 +29,11 @@
 /* One round under mu: plans and commits event (a cancel, hold or release)
  * of every element not pinned that it applies to; *busy counts those
  * pinned. */
-static int action_round(ctld *c, int64_t array, int span, int event, int *changed, int *busy,
-                        ts_err *err)
+static int action_round(ctld *c, int64_t array, int span, int event, const char *by,
+                        int *changed, int *busy, ts_err *err)
 {
+    ctld_actor who;
+    ctld_actor_init(&who, event, by);
     pthread_mutex_lock(&c->mu);
     ctld_commit_wait(c);
     ctld_txn t = {0};
@@ -47,7 +49,7 @@ static int action_round(ctld *c, int64_t array, int span, int event, int *change
             continue;
         }
         ts_err e;
-        int prc = ctld_fsm_plan(c, &t, j, event, NULL, now, &e);
+        int prc = ctld_fsm_plan(c, &t, j, event, &who.args, now, &e);
         if (prc != 0 && prc != TS_ECONFLICT) /* a conflict: the event does not apply */
             rc = ts_err_set(err, prc, "%s", e.msg);
     }
@@ -62,11 +64,12 @@ static int action_round(ctld *c, int64_t array, int span, int event, int *change
 }
 
 /* Rounds of event over the array's elements until none was busy. */
-static int array_action(ctld *c, int64_t array, int span, int event, int *changed, ts_err *err)
+static int array_action(ctld *c, int64_t array, int span, int event, const char *by,
+                        int *changed, ts_err *err)
 {
     for (int round = 0; round < CANCEL_ROUNDS; round++) {
         int busy = 0;
-        int rc = action_round(c, array, span, event, changed, &busy, err);
+        int rc = action_round(c, array, span, event, by, changed, &busy, err);
         if (rc != 0 || busy == 0)
             return rc;
         struct timespec ts = {0, CANCEL_RETRY_MS * 1000000L};
@@ -76,7 +79,8 @@ static int array_action(ctld *c, int64_t array, int span, int event, int *change
                       "again", (long long)array, ctld_job_event_name(event), *changed);
 }
 
-int ctld_array_cancel(ctld *c, int64_t array, int span, int *cancelled, ts_err *err)
+int ctld_array_cancel(ctld *c, int64_t array, int span, const char *by, int *cancelled,
+                      ts_err *err)
 {
     *cancelled = 0;
     /* a large array's elements that are not jobs yet: stored as cancelled
@@ -84,7 +88,7 @@ int ctld_array_cancel(ctld *c, int64_t array, int span, int *cancelled, ts_err *
     int rc = ctld_array_cancel_rest(c, array, cancelled, err);
     if (rc != 0)
         return rc;
-    return array_action(c, array, span, CTLD_JE_CANCEL, cancelled, err);
+    return array_action(c, array, span, CTLD_JE_CANCEL, by, cancelled, err);
 }
 
 void ctld_array_route(ctld *c, const ctld_request *rq, ctld_reply *r)
@@ -118,10 +122,19 @@ void ctld_array_route(ctld *c, const ctld_request *rq, ctld_reply *r)
     }
     bool seen = rc == 0 && (w->role == TS_ROLE_ADMIN || strcmp(w->tenant, row.tenant) == 0);
     int span = seen ? ctld_dep_array_span(&row) : 0;
+    /* an array is its submitter's, as each of its elements */
+    bool may = seen && ctld_may_manage(w, row.owner);
+    char owner[sizeof row.owner];
+    snprintf(owner, sizeof owner, "%s", seen ? row.owner : "");
     if (rc == 0)
         ts_job_row_fini(&row);
     if (!seen) {
         ctld_reply_error(r, 404, "not_found", "job %lld does not exist", id);
+        return;
+    }
+    if (!may && span > 1) {
+        ctld_reply_error(r, 403, "forbidden", "array %lld is \"%s\"'s: only its owner, its "
+                         "tenant's admins and admins may %s it", id, owner, end + 1);
         return;
     }
     if (span <= 1) {
@@ -145,8 +158,8 @@ void ctld_array_route(ctld *c, const ctld_request *rq, ctld_reply *r)
         }
     }
     int n = 0;
-    rc = event == CTLD_JE_CANCEL ? ctld_array_cancel(c, id, span, &n, &err)
-                                 : array_action(c, id, span, event, &n, &err);
+    rc = event == CTLD_JE_CANCEL ? ctld_array_cancel(c, id, span, w->name, &n, &err)
+                                 : array_action(c, id, span, event, w->name, &n, &err);
     static const char *const DONE[] = {[CTLD_JE_CANCEL] = "cancelled", [CTLD_JE_HOLD] = "held",
                                        [CTLD_JE_RELEASE] = "released"};
     if (rc != 0)

@@ -64,8 +64,11 @@ static bool row_matches(const bulk_filter *f, const ts_job_row *row)
 
 /* One round under mu: plans a cancel of every matching job not pinned and
  * commits them at once; *busy counts those pinned. */
-static int bulk_round(ctld *c, const bulk_filter *f, json_t *ids, int *busy, ts_err *err)
+static int bulk_round(ctld *c, const bulk_filter *f, const char *by, json_t *ids, int *busy,
+                      ts_err *err)
 {
+    ctld_actor who;
+    ctld_actor_init(&who, CTLD_JE_CANCEL, by);
     pthread_mutex_lock(&c->mu);
     ctld_commit_wait(c);
     ctld_txn t = {0};
@@ -84,7 +87,7 @@ static int bulk_round(ctld *c, const bulk_filter *f, json_t *ids, int *busy, ts_
             continue;
         }
         ts_err e;
-        int prc = ctld_fsm_plan(c, &t, j, CTLD_JE_CANCEL, NULL, now, &e);
+        int prc = ctld_fsm_plan(c, &t, j, CTLD_JE_CANCEL, &who.args, now, &e);
         if (prc == 0)
             planned[n++] = j->row.id;
         else if (prc != TS_ECONFLICT) /* a conflict: a cancel does not apply */
@@ -189,6 +192,15 @@ static bool parse_filter(ctld *c, const ctld_request *rq, json_t *in, bulk_filte
     }
     if (!all)
         f->tenant = w->tenant;
+    /* a user cancels its own jobs (as one by one): its tenant-admins and
+     * admins anyone's */
+    if (w->role == TS_ROLE_USER && f->user && strcmp(f->user, w->name) != 0) {
+        ctld_reply_error(r, 403, "forbidden", "user: a user token cancels its own jobs only "
+                         "(\"%s\"), not \"%s\"'s", w->name, f->user);
+        return false;
+    }
+    if (w->role == TS_ROLE_USER)
+        f->user = w->name;
     if (v && json_is_integer(v)) {
         f->array = (int64_t)json_integer_value(v);
         ts_job_row row;
@@ -245,7 +257,7 @@ void ctld_jobs_cancel_bulk(ctld *c, const ctld_request *rq, ctld_reply *r)
     json_t *ids = json_array();
     for (int round = 0; rc == 0 && round < BULK_ROUNDS; round++) {
         int busy = 0;
-        rc = bulk_round(c, &f, ids, &busy, &err);
+        rc = bulk_round(c, &f, rq->who->name, ids, &busy, &err);
         if (rc != 0 || busy == 0)
             break;
         if (round == BULK_ROUNDS - 1)

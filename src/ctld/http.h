@@ -140,7 +140,8 @@ TS_MUST_CHECK int ctld_jobs_adopt(ctld *c, ts_job_row *rows, int n, ctld_spec_sh
                                   int *added, ts_err *err);
 /* arrays.c: POST /v1/arrays/{id}/cancel. ctld_array_cancel (not under mu)
  * cancels every active element of the array whose first element is job
- * `array` (span elements); *cancelled counts them. */
+ * `array` (span elements), by the token named by (NULL: the controller);
+ * *cancelled counts them. */
 void ctld_array_route(ctld *c, const ctld_request *rq, ctld_reply *out);
 /* job_update.c: PATCH /v1/jobs/{id} for a job the caller sees (row, as
  * read); content: whether the caller reads its content. Not under mu. */
@@ -157,8 +158,8 @@ bool ctld_sees_all(const ctld_caller *w);
 bool ctld_sees_tenant(const ctld_caller *w, const char *tenant);
 /* bulk.c: POST /v1/jobs/cancel, every active job a filter matches. */
 void ctld_jobs_cancel_bulk(ctld *c, const ctld_request *rq, ctld_reply *out);
-TS_MUST_CHECK int ctld_array_cancel(ctld *c, int64_t array, int span, int *cancelled,
-                                    ts_err *err);
+TS_MUST_CHECK int ctld_array_cancel(ctld *c, int64_t array, int span, const char *by,
+                                    int *cancelled, ts_err *err);
 /* The agent endpoints (/v1/agent/register, /v1/agent/sync), agents.c. */
 void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *out);
 /* agents_answer.c: answers node n's register or sync (r: 200 with the node's
@@ -191,6 +192,10 @@ json_t *ctld_render_job_parsed(const ctld *c, const ts_job_row *row, const cjob 
  * policy says so. */
 bool ctld_sees_content(const ctld *c, const ctld_caller *w, const char *tenant,
                        const char *owner);
+/* routes.c: whether caller w, who sees the job (its tenant's, or an admin),
+ * may cancel, hold, release or requeue a job of owner: admins, the tenant's
+ * tenant-admins, and a user its own jobs only (as an update). */
+bool ctld_may_manage(const ctld_caller *w, const char *owner);
 /* Replaces a rendered job's content fields by "hidden" and lists them in
  * "hidden"; a failed rank's last output quoted in its why and its rank's
  * reason reads "hidden" too. */

@@ -165,10 +165,12 @@ TS_MUST_CHECK
 int ctld_submit(ctld *c, const ts_job_spec *spec, const char *spec_json, const char *owner,
                 const char *run_user, int64_t run_uid, const char *idem_key, int64_t *ids_out,
                 int *nids, bool *existed, json_t *rendered, ts_err *err);
-/* Actions on an active job ("cancel", "hold", "release", "requeue"); not
- * under mu. TS_ENOENT (not active: maybe finished), TS_ECONFLICT (state does
- * not allow it: 409), else the store's error (503: nothing changed). */
-TS_MUST_CHECK int ctld_job_action(ctld *c, int64_t id, const char *action, ts_err *err);
+/* Actions on an active job ("cancel", "hold", "release", "requeue") by the
+ * token named by (its event says so; NULL: the controller's own); not under
+ * mu. TS_ENOENT (not active: maybe finished), TS_ECONFLICT (state does not
+ * allow it: 409), else the store's error (503: nothing changed). */
+TS_MUST_CHECK int ctld_job_action(ctld *c, int64_t id, const char *action, const char *by,
+                                  ts_err *err);
 /* Under mu: builds j->tasks, j->node_mask and j->sj from j->spec and j->row
  * as a submission does (err names the field); the caller frees tasks and
  * node_mask of a probe it does not keep. */

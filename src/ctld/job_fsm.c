@@ -63,8 +63,9 @@ static const transition TABLE[CTLD_JE_EVENTS] = {
                       "only a pending job can be held"},
     [CTLD_JE_RELEASE] = {"release", S(TS_JOB_HELD), TS_JOB_PENDING, FX_CLEAR_REASON, "release",
                          "only a held job can be released"},
-    [CTLD_JE_CANCEL] = {"cancel", ACTIVE, TS_JOB_CANCELLED, FX_UNBIND | FX_REMOVE | FX_TIMES_END,
-                        "cancel", "only an active job can be cancelled"},
+    [CTLD_JE_CANCEL] = {"cancel", ACTIVE, TS_JOB_CANCELLED,
+                        FX_UNBIND | FX_REMOVE | FX_TIMES_END | FX_CANCEL_REASON, "cancel",
+                        "only an active job can be cancelled"},
     [CTLD_JE_REQUEUE] = {"requeue", S(TS_JOB_RUNNING), TS_JOB_PENDING,
                          FX_UNBIND | FX_RUN_ENDED | FX_TIMES_RESET, "requeue",
                          "only a running job can be requeued"},
@@ -258,9 +259,13 @@ static bool row_with_effects(ts_job_row *r, const cjob *j, const transition *tr,
         snprintf(r->reason, sizeof r->reason, "%s", CANCEL_REASON);
     if (a->end_reason)
         snprintf(r->reason, sizeof r->reason, "%s", a->end_reason);
-    if (a->end_why) {
+    /* cancelled at once: what it waited for is no longer why */
+    const char *why = a->end_why ? a->end_why
+                      : (tr->fx & FX_CANCEL_REASON) && to == TS_JOB_CANCELLED ? "cancelled"
+                                                                              : NULL;
+    if (why) {
         free(r->why);
-        r->why = dup_or_null(a->end_why, &oom);
+        r->why = dup_or_null(why, &oom);
     }
     r->result_json = dup_or_null(a->result_json, &oom);
     return !oom;

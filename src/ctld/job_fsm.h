@@ -86,6 +86,17 @@ typedef struct ctld_txn {
     bool quiet;               /* applying does not kick the loop (the cycle's own) */
 } ctld_txn;
 
+/* A user's action (cancel, hold, release, requeue) as its event says who
+ * took it: args.detail "by=NAME" and, for a cancel, args.end_why "cancelled
+ * by NAME" (the job's why from then); by NULL: the controller's own (no
+ * detail). */
+typedef struct ctld_actor {
+    ctld_fsm_args args;
+    char detail[160];
+    char why[176];
+} ctld_actor;
+void ctld_actor_init(ctld_actor *x, int event, const char *by);
+
 /* Name of an event (for messages). */
 const char *ctld_job_event_name(int event);
 /* Plans event on j into t: checks the table (TS_ECONFLICT, err says which

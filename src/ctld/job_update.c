@@ -423,7 +423,7 @@ void ctld_job_patch(ctld *c, const ctld_request *rq, const ts_job_row *row, bool
             ts_job_row_fini(&now);
         }
         if ((state == TS_JOB_HELD) != want || (state != TS_JOB_PENDING && state != TS_JOB_HELD))
-            rc = ctld_job_action(c, id, want ? "hold" : "release", &err);
+            rc = ctld_job_action(c, id, want ? "hold" : "release", rq->who->name, &err);
         if (rc == TS_ENOENT || rc == TS_ECONFLICT)
             ctld_reply_error(r, 409, "conflict", "hold: job %lld is %s: only a pending job "
                              "can be held, a held one released", (long long)id,

@@ -35,6 +35,12 @@ bool ctld_sees_all(const ctld_caller *w)
 
 static bool may_write_jobs(const ctld_caller *w) { return w->role != TS_ROLE_VIEWER; }
 
+bool ctld_may_manage(const ctld_caller *w, const char *owner)
+{
+    return w->role == TS_ROLE_ADMIN || w->role == TS_ROLE_TENANT_ADMIN ||
+           (w->role == TS_ROLE_USER && strcmp(owner, w->name) == 0);
+}
+
 bool ctld_sees_tenant(const ctld_caller *w, const char *tenant)
 {
     return ctld_sees_all(w) || strcmp(w->tenant, tenant) == 0;
@@ -277,9 +283,13 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
                         strcmp(rest, "release") == 0 || strcmp(rest, "requeue") == 0)) {
         if (!may_write_jobs(w)) {
             ctld_reply_error(r, 403, "forbidden", "role viewer cannot change jobs");
+        } else if (!ctld_may_manage(w, row.owner)) {
+            ctld_reply_error(r, 403, "forbidden", "job %lld is \"%s\"'s: only its owner, its "
+                             "tenant's admins and admins may %s it", (long long)id, row.owner,
+                             rest);
         } else {
             ts_err err;
-            int rc = ctld_job_action(c, id, rest, &err);
+            int rc = ctld_job_action(c, id, rest, w->name, &err);
             if (rc == TS_ENOENT || rc == TS_ECONFLICT)
                 ctld_reply_error(r, 409, "conflict", "job %lld is %s: cannot %s it",
                                  (long long)id, ts_job_state_name(row.state), rest);

@@ -40,7 +40,7 @@ static bool idem_same(ctld *c, const int64_t *ids, int n, const char *json)
     }
     for (int i = 0; !same && mine && i < n; i++) {
         ts_err e;
-        if (mine[i] && ctld_job_action(c, ids[i], "cancel", &e) != 0)
+        if (mine[i] && ctld_job_action(c, ids[i], "cancel", NULL, &e) != 0)
             fprintf(stderr, "tesserad: job %lld: cannot cancel after an idempotency conflict: "
                     "%s\n", (long long)ids[i], e.msg);
     }

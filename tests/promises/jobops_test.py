@@ -108,12 +108,12 @@ def scenario_bulk_cancel_by_user_and_state(c):
 def scenario_bulk_cancel_scoped_to_the_callers_tenant(c):
     """api.md: `POST /v1/jobs/cancel` acts on the jobs the caller may see: a user
     on its tenant's, an admin across tenants; a viewer may not."""
-    a = c.submit(job("shared", "team-a"))
+    user = globals()["user"](c, "ua")
+    a = c.submit(job("shared", "team-a"), token=user)
     b = c.submit(job("shared", "team-b"))
     other = c.submit(job("other", "team-b"))
     if not all(c.wait_job(j, "running", 30) for j in (a, b, other)):
         return
-    user = c.token("ua", "user", "team-a")
     st, d = c.call("POST", "/v1/jobs/cancel", {"tenant": "team-b"}, token=user)
     check(st == 403 and "tenant" in d.get("error", {}).get("message", str(d)),
           f"a team-a user may not cancel team-b's jobs (403 naming tenant): {st} {d}")
@@ -129,6 +129,51 @@ def scenario_bulk_cancel_scoped_to_the_callers_tenant(c):
     check(st == 200 and d.get("jobs") == [b], f"an admin cancels across tenants: {st} {d}")
     c.wait_job(b, "cancelled", 30)
     check(c.job(other).get("state") == "running", "the job no filter matched goes on")
+
+
+def scenario_a_user_manages_its_own_jobs_only(c):
+    """api.md: a user cancels, holds, releases and requeues its own jobs only
+    (403 for another user's, one by one, by filter or as an array); its
+    tenant's tenant-admins and admins anyone's; each such event names who
+    did it, and a job cancelled while it waits reads reason `cancel`."""
+    alice, bob = user(c, "alice2"), user(c, "bob2")
+    tadmin = user(c, "tadmin2", "tenant-admin")
+    run = c.submit(job("a2-run"), token=alice)
+    arr = c.submit(dict(job("a2-arr"), array_size=2), token=alice)
+    if not c.wait_job(run, "running", 30):
+        return
+    for action in ("cancel", "requeue", "hold", "release"):
+        st, d = c.call("POST", f"/v1/jobs/{run}/{action}", token=bob)
+        msg = d.get("error", {}).get("message", "") if isinstance(d, dict) else ""
+        check(st == 403 and "alice2" in msg, f"bob may not {action} alice's job: 403 naming "
+              f"its owner: {st} {msg!r}")
+    st, d = c.call("POST", f"/v1/arrays/{arr}/cancel", token=bob)
+    check(st == 403, f"bob may not cancel alice's array: {st} {d}")
+    st, d = c.call("POST", "/v1/jobs/cancel", {"state": "running"}, token=bob)
+    check(st == 200 and d.get("jobs") == [], f"bob's cancel by state takes only his own "
+          f"(none): {st} {d}")
+    st, d = c.call("POST", "/v1/jobs/cancel", {"user": "alice2"}, token=bob)
+    check(st == 403 and "user" in d.get("error", {}).get("message", ""),
+          f"bob may not cancel by alice's name: 403 naming user: {st} {d}")
+    check(c.job(run).get("state") == "running", "alice's job goes on")
+    # a pending job cancelled by its owner: reason cancel, why and event say who
+    wait = c.submit(dict(job("a2-wait"), dependency=f"afterok:{run}"), token=alice)
+    st, _ = c.call("POST", f"/v1/jobs/{wait}/cancel", token=alice)
+    j = c.job(wait)
+    ev = [e for e in c.events(wait) if e["kind"] == "cancel"]
+    check(st == 200 and j.get("state") == "cancelled" and j.get("reason") == "cancel" and
+          j.get("why") == "cancelled by alice2", f"a waiting job cancelled reads reason cancel, "
+          f"why 'cancelled by alice2': {st} {j.get('state')} {j.get('reason')} {j.get('why')}")
+    check(ev and ev[0].get("data", {}).get("by") == "alice2",
+          f"its cancel event names who: {ev}")
+    # her tenant's tenant-admin may
+    st, _ = c.call("POST", f"/v1/jobs/{run}/cancel", token=tadmin)
+    c.wait_job(run, "cancelled", 30)
+    ev = [e for e in c.events(run) if e["kind"] == "cancel"]
+    check(st == 200 and ev and ev[0].get("data", {}).get("by") == "tadmin2",
+          f"the tenant-admin cancels it, and the event says so: {st} {ev}")
+    st, d = c.call("POST", f"/v1/arrays/{arr}/cancel", token=alice)
+    check(st == 200, f"alice cancels her own array: {st} {d}")
 
 
 def scenario_bulk_cancel_refuses_bad_filters(c):
