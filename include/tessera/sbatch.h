@@ -56,6 +56,8 @@ typedef struct ts_sbatch_input {
     int nargs;
     const char *const *environ;       /* "NAME=value", NULL-terminated: for --export; may be NULL */
     const char *tenant;               /* overrides --account/--partition; NULL: none */
+    const char *default_tenant;       /* without tenant, --account and --partition: the
+                                       * submitting token's tenant; NULL: none (an error) */
     const char *submit_dir;           /* SLURM_SUBMIT_DIR, and the default workdir; may be NULL */
     const ts_sbatch_map *map;         /* may be NULL: every name maps to itself */
     const char *const *secrets;       /* secrets the job gets as variables of the same */

@@ -626,7 +626,7 @@ static const char *pick_tenant(const ts_sbatch_input *in, const struct sbatch_re
     if (acct && part && strcmp(acct, part) != 0)
         sbatch_warn(sb, "--partition: ignored (\"%s\"): the tenant is --account's, \"%s\"",
                     r->partition, acct);
-    const char *t = acct ? acct : part;
+    const char *t = acct ? acct : part ? part : in->default_tenant;
     if (!t)
         sbatch_error(errs, "tenant: give #SBATCH --account (or --partition) naming the tenant, "
                      "or tessera sbatch --tenant");

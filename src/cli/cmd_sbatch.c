@@ -163,6 +163,31 @@ static int send_parsed(struct cli_ctx *ctx, int prc, ts_sbatch *sb, const ts_spe
     return rc;
 }
 
+/* Whether the script's errors include that it names no tenant. */
+static bool names_no_tenant(const ts_spec_errors *errs)
+{
+    for (int k = 0; k < errs->n; k++)
+        if (strstr(errs->msg[k], "tenant: give #SBATCH --account"))
+            return true;
+    return false;
+}
+
+/* The token's tenant (GET /v1/whoami) into buf; false, nothing said, where
+ * it has none (an admin) or the server does not answer. */
+static bool token_tenant(struct cli_ctx *ctx, char *buf, size_t size)
+{
+    struct cli_req req = {.method = "GET", .path = "/v1/whoami", .quiet = true};
+    struct cli_resp resp;
+    if (cli_http(ctx, &req, &resp) != CLI_EXIT_OK)
+        return false;
+    const char *t = json_string_value(json_object_get(resp.json, "tenant"));
+    bool ok = t && *t && strlen(t) < size;
+    if (ok)
+        snprintf(buf, size, "%s", t);
+    cli_resp_free(&resp);
+    return ok;
+}
+
 int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
     const char *tenant = NULL, *map_path = NULL, *key = NULL;
@@ -245,6 +270,13 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     ts_sbatch *sb = NULL;
     ts_spec_errors errs;
     int prc = ts_sbatch_parse(text, len, &in, &sb, &errs);
+    /* no tenant named: the token's, as tessera run's (asked only then, so a
+     * dry run that names one needs no server) */
+    char mine[128];
+    if (prc != 0 && !tenant && names_no_tenant(&errs) && token_tenant(ctx, mine, sizeof mine)) {
+        in.default_tenant = mine;
+        prc = ts_sbatch_parse(text, len, &in, &sb, &errs);
+    }
     free(text);
     free(sopts);
     ts_sbatch_map_free(map);

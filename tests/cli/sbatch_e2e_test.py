@@ -16,6 +16,7 @@ creates 3 jobs that all complete. A refused directive submits nothing.
 """
 import json
 import os
+import pwd
 import subprocess
 import sys
 import tempfile
@@ -199,6 +200,21 @@ echo "array=$SLURM_ARRAY_JOB_ID task=$SLURM_ARRAY_TASK_ID"
           f"a refused directive: exit 2 ({err})")
     after = len(call("GET", "/v1/jobs?limit=1000", admin)[1]["jobs"])
     check(after == before, "and nothing was submitted")
+
+    # no --account: a tenant's user submits to its token's tenant, as with
+    # tessera run; an admin's token has no tenant, so the error stays
+    plain = script("plain.sh", "#!/bin/sh\necho plain\n")
+    rc, ids, err = sbatch(admin, "--dry-run", plain)
+    check(rc == 2 and "tenant: give #SBATCH --account" in err,
+          f"an admin names the tenant: exit 2 naming it ({rc} {err!r})")
+    ident = {"unix_user": pwd.getpwuid(os.getuid()).pw_name, "uid": os.getuid()}
+    st, d = call("POST", "/v1/tokens", admin, dict(ident, name="sb-user", role="user",
+                                                    tenant="team-a"))
+    user = d["token"]["secret"] if st == 201 else admin
+    rc, ids, err = sbatch(user, plain)
+    j = job(int(ids[-1])) if rc == 0 and ids and ids[-1].isdigit() else {}
+    check(rc == 0 and j.get("tenant") == "team-a",
+          f"a user's script without --account goes to the token's tenant: {rc} {ids} {err!r}")
 finally:
     stop_all(PROCS)
 finish(TMP, ["tesserad.log", "r-1.log", "r-2.log"])
