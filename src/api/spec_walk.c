@@ -83,57 +83,6 @@ void spec_fail(spec_parser *P, const char *path, const char *fmt, ...)
     one_line(P->errs->msg[P->errs->n - 1]);
 }
 
-/* Levenshtein's distance between a and b, at most SPEC_NEAR_MAX + 1 (and
- * that for words longer than the row). */
-static int near_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > SPEC_KEY_NEAR_LEN || lb > SPEC_KEY_NEAR_LEN)
-        return SPEC_NEAR_MAX + 1;
-    int row[SPEC_KEY_NEAR_LEN + 1];
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        int diag = row[0];
-        row[0] = (int)i;
-        for (size_t j = 1; j <= lb; j++) {
-            int up = row[j];
-            int best = diag + (a[i - 1] != b[j - 1]);
-            best = up + 1 < best ? up + 1 : best;
-            best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
-void spec_expect_keys(const char *got, const char *const *keys, int nkeys, char *out,
-                      size_t size)
-{
-    /* the nearest key, where one is near: a typo's fix first */
-    int best = -1, bestd = SPEC_NEAR_MAX + 1;
-    for (int i = 0; i < nkeys; i++) {
-        int d = near_distance(got, keys[i]);
-        if (d < bestd && (size_t)d * 3 <= strlen(keys[i]) + 2) {
-            best = i;
-            bestd = d;
-        }
-    }
-    size_t used = 0;
-    if (best >= 0)
-        used = (size_t)snprintf(out, size, "did you mean \"%s\"? ", keys[best]);
-    used += (size_t)snprintf(out + used, size - used, "expected one of: ");
-    for (int i = 0; i < nkeys && used < size; i++) {
-        /* whole names only: the rest named by where they are listed */
-        if (used + strlen(keys[i]) + 2 + sizeof ", ... (docs/job-spec.md)" > size) {
-            snprintf(out + used, size - used, ", ... (docs/job-spec.md)");
-            return;
-        }
-        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", keys[i]);
-    }
-}
-
 void spec_fail_oom(spec_parser *P)
 {
     if (!P->oom)
@@ -309,7 +258,7 @@ bool spec_map_fields(spec_parser *P, const yaml_node_t *map, const char *path,
                 idx = i;
         if (idx < 0) {
             char expect[SPEC_EXPECT_MAX];
-            spec_expect_keys(ks, keys, nkeys, expect, sizeof expect);
+            ts_yaml_expect_keys(ks, keys, nkeys, "docs/job-spec.md", expect, sizeof expect);
             spec_fail(P, kpath, "unknown key (%s)", expect);
             continue;
         }

@@ -26,9 +26,7 @@
 #define SPEC_SHOW_BUF (SPEC_SHOW_MAX * 2 + 32)
 /* an unknown key's hint: within one error's reason (TS_ERR_MSG_MAX less
  * the path) with room for its own words */
-#define SPEC_EXPECT_MAX 360
-#define SPEC_KEY_NEAR_LEN 32 /* keys compared for the nearest one: at most this long */
-#define SPEC_NEAR_MAX 3      /* the farthest a nearest key may be (edits) */
+#define SPEC_EXPECT_MAX TS_YAML_EXPECT_MAX
 #define BIT(k) (1u << (k))
 
 typedef struct spec_parser {
@@ -40,12 +38,6 @@ typedef struct spec_parser {
     bool walk_failed; /* errs holds the walk's errors */
     bool oom;
 } spec_parser;
-/* The hint for an unknown key got among keys[0..nkeys) into out: the
- * nearest key where one is a few edits away ("did you mean "hold"? "), then
- * the keys, whole names only, "..." and where they are listed when they do
- * not all fit. */
-void spec_expect_keys(const char *got, const char *const *keys, int nkeys, char *out,
-                      size_t size);
 
 /* Appends one message to errs (counted in errs->more past TS_SPEC_MAX_ERRORS). */
 __attribute__((format(printf, 2, 3))) void spec_push(ts_spec_errors *errs, const char *fmt, ...);

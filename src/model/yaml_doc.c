@@ -101,6 +101,60 @@ int ts_yaml_get_int(const ts_yaml_doc *D, const yaml_node_t *n, const char *path
     return 0;
 }
 
+#define YAML_KEY_NEAR_LEN 32 /* keys compared for the nearest one: at most this long */
+#define YAML_NEAR_MAX 3      /* the farthest a nearest key may be (edits) */
+
+/* Levenshtein's distance between a and b, at most YAML_NEAR_MAX + 1 (and
+ * that for words longer than the row). */
+static int near_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > YAML_KEY_NEAR_LEN || lb > YAML_KEY_NEAR_LEN)
+        return YAML_NEAR_MAX + 1;
+    int row[YAML_KEY_NEAR_LEN + 1];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            best = up + 1 < best ? up + 1 : best;
+            best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+void ts_yaml_expect_keys(const char *got, const char *const *keys, int nkeys, const char *doc,
+                         char *out, size_t size)
+{
+    /* the nearest key, where one is near: a typo's fix first */
+    int best = -1, bestd = YAML_NEAR_MAX + 1;
+    for (int i = 0; i < nkeys; i++) {
+        int d = near_distance(got, keys[i]);
+        if (d < bestd && (size_t)d * 3 <= strlen(keys[i]) + 2) {
+            best = i;
+            bestd = d;
+        }
+    }
+    size_t used = 0;
+    if (best >= 0)
+        used = (size_t)snprintf(out, size, "did you mean \"%s\"? ", keys[best]);
+    used += (size_t)snprintf(out + used, size - used, "expected one of: ");
+    for (int i = 0; i < nkeys && used < size; i++) {
+        /* whole names only: the rest named by where they are listed */
+        if (used + strlen(keys[i]) + strlen(doc) + sizeof ", , ... ()" > size) {
+            snprintf(out + used, size - used, ", ... (%s)", doc);
+            return;
+        }
+        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", keys[i]);
+    }
+}
+
 int ts_yaml_map_fields(const ts_yaml_doc *D, const yaml_node_t *map, const char *path,
                        const char *const *keys, int nkeys, yaml_node_t **vals)
 {
@@ -117,13 +171,11 @@ int ts_yaml_map_fields(const ts_yaml_doc *D, const yaml_node_t *map, const char 
             if (strcmp(ks, keys[i]) == 0)
                 idx = i;
         if (idx < 0) {
-            char got[TS_YAML_GOT_MAX], expect[256] = "";
+            char got[TS_YAML_GOT_MAX], expect[TS_YAML_EXPECT_MAX];
             model_yaml_describe(k, got, sizeof got);
-            for (int i = 0; i < nkeys; i++) {
-                size_t used = strlen(expect);
-                snprintf(expect + used, sizeof expect - used, "%s%s", i ? ", " : "", keys[i]);
-            }
-            return ts_yaml_fail(D, k, TS_EINVAL, "%s: unknown key %s (expected one of: %s)",
+            ts_yaml_expect_keys(ks ? ks : "", keys, nkeys, "its format's page in docs/", expect,
+                                sizeof expect);
+            return ts_yaml_fail(D, k, TS_EINVAL, "%s: unknown key %s (%s)",
                                 path[0] ? path : "top level", got, expect);
         }
         if (vals[idx])

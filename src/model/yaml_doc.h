@@ -49,6 +49,14 @@ yaml_node_t *ts_yaml_node(const ts_yaml_doc *D, int id);
 
 /* A scalar node's text, or NULL for anything else (and for NULL). */
 const char *ts_yaml_scalar(const yaml_node_t *n);
+/* The hint for an unknown key got among keys[0..nkeys) into out (at most
+ * TS_YAML_EXPECT_MAX fits an error): the nearest key where one is a few
+ * edits away ("did you mean "hold"? "), then "expected one of: " and the
+ * keys, whole names only, ending "..." and where doc lists them when they
+ * do not all fit. */
+#define TS_YAML_EXPECT_MAX 360
+void ts_yaml_expect_keys(const char *got, const char *const *keys, int nkeys, const char *doc,
+                         char *out, size_t size);
 
 /*
  * Fills D->err with "file:line: <fmt>" (line of at, 1 when at is NULL) and

@@ -193,7 +193,7 @@ static const bad_case BAD[] = {
     {"tenants empty", "tenants: {}  #<\n", "tenants: must name at least one tenant"},
     {"two documents", "tenants: {a: }\n---\nx: 1  #<\n", "only one YAML document"},
     {"unknown tenant key", "tenants:\n  a:\n    wieght: 2  #<\n",
-     "tenants.a: unknown key \"wieght\""},
+     "tenants.a: unknown key \"wieght\" (did you mean \"weight\"? expected one of: weight,"},
     {"key twice", "tenants:\n  a:\n    weight: 2\n    weight: 3  #<\n",
      "tenants.a.weight: key given twice"},
     {"tenant a list", "tenants:\n  a: [1]  #<\n", "tenants.a: must be a mapping"},
