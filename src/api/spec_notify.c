@@ -94,13 +94,13 @@ void spec_walk_notify(spec_parser *P, const yaml_node_t *n)
     }
     if (v[2])
         walk_mail(P, v[2]);
+    /* a bad url and a bad on are both reported: every error at once */
     const char *url = v[0] ? spec_text(P, v[0], "notify.url") : NULL;
-    if (v[0] && !url)
-        return;
+    bool bad_url = v[0] && !url;
     if (url && !url_ok(url)) {
         spec_fail_got(P, v[0], "notify.url", "an http:// or https:// URL of at most 1024 "
                       "printable characters");
-        return;
+        bad_url = true;
     }
     unsigned on = TS_NOTIFY_END;
     if (v[1]) {
@@ -135,6 +135,8 @@ void spec_walk_notify(spec_parser *P, const yaml_node_t *n)
             return;
         }
     }
+    if (bad_url)
+        return;
     P->spec->notify_url = url ? spec_dup(P, url) : NULL;
     P->spec->notify_on = on;
 }

@@ -398,6 +398,13 @@ static void notify_mail_and_hold(void **state)
     const char *none = "tenant: t\nname: n\ntasks: [{gpus: 1}]\nnotify: {on: [end]}\n";
     ts_spec_errors errs = parse_bad(none, strlen(none));
     assert_true(starts_with(errs.msg[0], "notify.url: required"));
+    /* a bad url does not hide a bad on: both at once */
+    const char *both = "tenant: t\nname: n\ntasks: [{gpus: 1}]\n"
+                       "notify: {url: 'ftp://x', on: [boom]}\n";
+    ts_spec_errors berrs = parse_bad(both, strlen(both));
+    assert_int_equal(berrs.n, 2);
+    assert_true(starts_with(berrs.msg[0], "notify.url: "));
+    assert_true(starts_with(berrs.msg[1], "notify.on: "));
 }
 
 /* image: a reference the agent can pull, kept as written; errors name the field */
