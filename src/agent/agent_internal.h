@@ -149,6 +149,7 @@ typedef struct agent_epilog_wait {
 } agent_epilog_wait;
 
 #define TS_AGENT_STDIO_DRAIN_S 30.0
+#define AGENT_DISK_SAMPLES 13 /* the state disk sampled over the last minute (disk_pressure.c) */
 
 struct ts_agent {
     ts_agent_config cfg;
@@ -221,6 +222,15 @@ struct ts_agent {
     double disk_next;      /* agent_mono_s() of the state disk's next check */
     double disk_settle;    /* no task stopped for the disk before this (disk_pressure.c) */
     double disk_logs_next, disk_pressed_next; /* ended tasks' logs: the next sweeps */
+    /* the disk's free bytes and the running tasks' files' bytes, sampled
+     * every DISK_SAMPLE_S (a ring, disk_pressure.c): who filled it lately */
+    struct agent_disk_sample {
+        double at;
+        long long free_bytes, task_bytes;
+    } disk_samples[AGENT_DISK_SAMPLES];
+    int disk_nsamples, disk_sample_next;
+    double disk_sample_at;
+    bool disk_outside;     /* under the reserve, filled from outside the tasks' files */
 };
 
 /* disk_pressure.c: the state disk kept for every task (docs/images.md) */

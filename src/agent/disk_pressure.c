@@ -17,7 +17,14 @@
  * kubelet collects dead containers' logs before it evicts a pod. If that is
  * not enough, it stops the running task whose files there (its layer and its
  * logs) take the most, as kubelet evicts the pod that uses the most
- * ephemeral storage: the tasks that fill the disk pay, not their neighbours. Its job fails with reason
+ * ephemeral storage: the tasks that fill the disk pay, not their neighbours.
+ * Only where their files filled it: the disk and the running tasks' files
+ * are sampled every DISK_SAMPLE_S, and when the disk lost over the last
+ * minute more than twice what the tasks' files grew by, it was filled from
+ * outside them (a bare task writing in a shared folder of the same disk,
+ * which no file of its counts): no task is stopped for that, the largest
+ * would be an innocent one, until the disk has its reserve again or the
+ * tasks' files fill it. Its job fails with reason
  * `disk_pressure`, the figures in its event. One task at a time, then
  * DISK_SETTLE_S before the next; while a stopped task's layer is still there
  * (its space comes back when its bundle is removed, once the controller
@@ -53,6 +60,8 @@
 #define ENDED_PRESSED_S 2.0    /* and under the reserve */
 #define ENDED_LOGS_MAX 65536   /* looked at in one sweep */
 #define ENDED_MIN_AGE_S 60     /* a log written since is never an ended task's */
+#define DISK_SAMPLE_S 5.0      /* the disk and the tasks' files sampled this often */
+#define DISK_WINDOW_MIN_S 2.0  /* a sample at least this old tells who filled the disk */
 
 /* percent of the disk under dir in MiB, between least and most; fallback
  * when the disk cannot be read. */
@@ -121,6 +130,53 @@ static long long task_disk_bytes(const ts_agent *a, const local_task *lt)
 {
     const ts_task_info *in = agent_task_info_get(lt->t);
     return layer_bytes(a, lt) + file_bytes(in->stdout_path) + file_bytes(in->stderr_path);
+}
+
+/* What the running tasks' files take on the state disk. */
+static long long tasks_disk_bytes(const ts_agent *a)
+{
+    long long sum = 0;
+    for (int i = 0; i < a->ntasks; i++) {
+        const local_task *lt = &a->tasks[i];
+        if (lt->t && !lt->disk_stopped && lt->st.phase != TS_TASK_EXITED)
+            sum += task_disk_bytes(a, lt);
+    }
+    return sum;
+}
+
+static void disk_sample(ts_agent *a, double now, long long free_bytes)
+{
+    if (now < a->disk_sample_at)
+        return;
+    a->disk_sample_at = now + DISK_SAMPLE_S;
+    a->disk_samples[a->disk_sample_next] =
+        (struct agent_disk_sample){now, free_bytes, tasks_disk_bytes(a)};
+    a->disk_sample_next = (a->disk_sample_next + 1) % AGENT_DISK_SAMPLES;
+    if (a->disk_nsamples < AGENT_DISK_SAMPLES)
+        a->disk_nsamples++;
+}
+
+/* Whether the tasks' files filled the disk lately: since the oldest sample
+ * of the last minute (at least DISK_WINDOW_MIN_S old), they grew by at
+ * least half of what the disk lost. True where no sample tells (the agent
+ * just started) or the disk lost nothing; *lost and *grew in bytes. */
+static bool tasks_filled_it(const ts_agent *a, double now, long long free_bytes,
+                            long long *lost, long long *grew)
+{
+    const struct agent_disk_sample *old = NULL;
+    for (int k = 0; k < a->disk_nsamples; k++) {
+        const struct agent_disk_sample *s = &a->disk_samples[k];
+        double age = now - s->at;
+        if (age >= DISK_WINDOW_MIN_S && age <= DISK_SAMPLE_S * AGENT_DISK_SAMPLES &&
+            (!old || s->at < old->at))
+            old = s;
+    }
+    *lost = *grew = 0;
+    if (!old)
+        return true;
+    *lost = old->free_bytes - free_bytes;
+    *grew = tasks_disk_bytes(a) - old->task_bytes;
+    return *lost <= 0 || *grew * 2 >= *lost;
 }
 
 /* Whether a task stopped for the disk still holds its layer. One that has
@@ -289,8 +345,11 @@ void agent_disk_check(ts_agent *a, double now)
     if (now < a->disk_settle || reserve <= 0 || free_mib < 0)
         return;
     bool left = stopped_layer_left(a, now);
-    if (free_mib >= reserve)
+    disk_sample(a, now, free_mib * MIB);
+    if (free_mib >= reserve) {
+        a->disk_outside = false;
         return;
+    }
     if (now >= a->disk_pressed_next) { /* ended tasks' logs go first */
         a->disk_pressed_next = now + ENDED_PRESSED_S;
         ended_logs_sweep(a, (reserve - free_mib) * MIB);
@@ -301,6 +360,19 @@ void agent_disk_check(ts_agent *a, double now)
      * half the reserve */
     if (left && free_mib >= reserve / 2)
         return;
+    /* filled from outside the tasks' files: no task pays for it, until
+     * their files fill it again */
+    long long lost, grew;
+    bool theirs = tasks_filled_it(a, now, free_mib * MIB, &lost, &grew);
+    if (!theirs || (a->disk_outside && lost <= 0)) {
+        if (!a->disk_outside)
+            fprintf(stderr, "tessera-agent: the state disk has %lld MiB free, under its reserve "
+                    "of %lld MiB, filled from outside the tasks' files (it lost %lld MiB lately, "
+                    "their files grew %lld MiB): no task stopped\n", free_mib, reserve,
+                    lost / MIB, grew / MIB);
+        a->disk_outside = true;
+        return;
+    }
     stop_the_largest(a, now, free_mib, reserve);
 }
 

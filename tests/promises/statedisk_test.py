@@ -125,6 +125,49 @@ scenario_a_layer_that_fills_the_state_disk_is_stopped.needs_root = True
 scenario_a_layer_that_fills_the_state_disk_is_stopped.needs = NEEDS
 
 
+def scenario_a_disk_filled_from_outside_stops_no_task(c):
+    """agent-tasks.md: a state disk filled from outside the tasks' files (a
+    bare task writing in a shared folder of the same disk, which no file of
+    its counts) stops no task: the largest would be an innocent one. It runs
+    on, and the agent says why it stopped nothing."""
+    r = registry()
+    img = f"{r.host}/team/tools:1"
+    # its layer's 40 MiB synced, so the disk sees them (an innocent with files
+    # to lose: the largest task's)
+    innocent = c.submit(spec("team-b", "innocent", "/bin/busybox dd if=/dev/zero of=/tmp/fill "
+                             "bs=1M count=40 2>/dev/null; /bin/busybox sync; echo wrote; "
+                             "sleep 120", img))
+    if not c.wait_job(innocent, "running", 90):
+        return
+    log = os.path.join(STATE, "logs", f"j{innocent}-r0.out")
+    c.wait(lambda: os.path.exists(log) and "wrote" in open(log).read() or None,
+           "the innocent task wrote 40 MiB in its layer", 30)
+    time.sleep(6)  # a sample of the disk after it
+    # the filler: this test, in a folder of the state disk no task owns
+    scratch = os.path.join(STATE, "scratch-fill")
+    need = _free_mib() - RESERVE_MIB // 2
+    with open(scratch, "wb") as f:
+        for _ in range(max(0, need)):
+            f.write(b"\0" * (1 << 20))
+            f.flush()
+    low = _free_mib()
+    time.sleep(4)  # the agent's checks, every 0.2 s, under the reserve
+    j = c.job(innocent)
+    said = open(c.path("d-1.log"), errors="replace").read()
+    os.remove(scratch)
+    check(low < RESERVE_MIB and j.get("state") == "running",
+          f"under the reserve ({low} MiB free < {RESERVE_MIB}), the innocent task runs on: "
+          f"{j.get('state')} {j.get('why')!r}")
+    check("filled from outside the tasks' files" in said and "no task stopped" in said,
+          "the agent says why it stopped nothing")
+    c.call("POST", f"/v1/jobs/{innocent}/cancel")
+    c.wait_job(innocent, ("cancelled",), 30)
+
+
+scenario_a_disk_filled_from_outside_stops_no_task.needs_root = True
+scenario_a_disk_filled_from_outside_stops_no_task.needs = NEEDS
+
+
 def scenario_a_task_that_floods_its_output_keeps_its_tail(c):
     """agent-tasks.md: a task's stdout past --output-keep-mib loses its older
     part, not the disk: the log keeps its size and its last lines, and takes
