@@ -107,6 +107,11 @@ int cli_cmd_tokens_create(struct cli_ctx *ctx, const struct cli_cmd *cmd, int ar
                         "this once\n",
                 cli_str(tok, "name", nm, sizeof nm), cli_str(tok, "role", rl, sizeof rl),
                 cli_str(tok, "tenant", tn, sizeof tn));
+        size_t k;
+        json_t *w;
+        json_array_foreach(json_object_get(resp.json, "warnings"), k, w)
+            cli_warn("%s", cli_clean(json_string_value(w) ? json_string_value(w) : "",
+                                     nm, sizeof nm));
     }
     cli_resp_free(&resp);
     return rc;

@@ -304,6 +304,45 @@ static bool tenant_tokens_full(ctld *c, const char *tenant, double now_s)
     return live >= c->cfg.tokens_per_tenant;
 }
 
+/* The live tokens of other tenants that map the new token's Unix identity:
+ * on a node, one identity's tasks can reach each other's files (their task
+ * folders are kept apart by owner), so tenants that share one are not apart
+ * there. A warning per such tenant (at most 4); NULL when none. */
+static json_t *shared_identity(ctld *c, const ts_token_row *row)
+{
+    ts_token_row *rows = NULL;
+    int n = 0;
+    ts_err err;
+    if (!row->unix_user[0] || !row->tenant[0] ||
+        ts_store_token_list(c->store, NULL, &rows, &n, &err) != 0)
+        return NULL;
+    json_t *w = NULL;
+    char seen[4][TS_STORE_NAME_MAX];
+    int nseen = 0;
+    for (int i = 0; i < n && nseen < 4; i++) {
+        const ts_token_row *o = &rows[i];
+        bool live = o->revoked_s == 0 && (o->expires_s == 0 || o->expires_s > row->created_s);
+        bool dup = false;
+        for (int k = 0; k < nseen; k++)
+            dup = dup || strcmp(seen[k], o->tenant) == 0;
+        if (!live || dup || !o->unix_user[0] || !o->tenant[0] || o->uid != row->uid ||
+            strcmp(o->tenant, row->tenant) == 0)
+            continue;
+        snprintf(seen[nseen++], sizeof seen[0], "%s", o->tenant);
+        if (!w)
+            w = json_array();
+        json_array_append_new(w, json_sprintf("uid %lld (%s) also runs tasks of tenant \"%s\" "
+                                              "(token \"%s\"): on a node one Unix identity's "
+                                              "tasks can reach each other's files, so the two "
+                                              "tenants are not apart there "
+                                              "(docs/agent-tasks.md \"User\")",
+                                              (long long)row->uid, row->unix_user, o->tenant,
+                                              o->name));
+    }
+    free(rows);
+    return w;
+}
+
 static void token_create(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     json_error_t je;
@@ -361,7 +400,13 @@ static void token_create(ctld *c, const ctld_request *rq, ctld_reply *r)
     else {
         json_t *doc = token_json(&row);
         json_object_set_new(doc, "secret", json_string(secret));
-        ctld_reply_json(r, 201, json_pack("{s:o}", "token", doc));
+        json_t *ans = json_pack("{s:o}", "token", doc);
+        json_t *warn = shared_identity(c, &row);
+        if (ans && warn)
+            json_object_set_new(ans, "warnings", warn);
+        else
+            json_decref(warn);
+        ctld_reply_json(r, 201, ans);
     }
 }
 

@@ -89,6 +89,17 @@ def mapping_rules(admin):
                          "uid": 2001})
     check(st == 201 and d["token"]["unix_user"] == "alice" and d["token"]["uid"] == 2001,
           f"admin maps a user token: {st} {d}")
+    check("warnings" not in d, f"the first token of uid 2001: no warning: {d}")
+    # the same Unix identity in another tenant: created, with a warning naming it
+    st, d = mint(admin, {"name": "alice-u", "role": "user", "tenant": "u", "unix_user": "alice",
+                         "uid": 2001})
+    w = d.get("warnings") or [""]
+    check(st == 201 and len(w) == 1 and "also runs tasks of tenant \"t\"" in w[0] and
+          "token \"alice\"" in w[0], f"uid 2001 in a second tenant warns, naming it: {st} {d}")
+    st, d = mint(admin, {"name": "alice2", "role": "user", "tenant": "t", "unix_user": "alice",
+                         "uid": 2001})
+    check(st == 201 and "also runs tasks of tenant \"u\"" in str(d.get("warnings")),
+          f"and a further token of t warns of u's: {d}")
     st, d = mint(admin, {"name": "x1", "role": "user", "tenant": "t", "unix_user": "alice"})
     check(st == 400 and err(d).startswith("uid:"), f"unix_user without uid: 400 naming uid: {d}")
     st, d = mint(admin, {"name": "x2", "role": "user", "tenant": "t", "unix_user": "Root!",
