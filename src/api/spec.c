@@ -110,9 +110,9 @@ static void walk_checkpoint(spec_parser *P, const yaml_node_t *map)
         spec_show(v[CK_SIGNAL], got, sizeof got);
         if (s && sig < 0)
             spec_fail(P, "checkpoint.signal",
-                      "unknown signal %s (a name like SIGUSR1 or USR1, or a "
+                      "unknown signal \"%.*s\" (a name like SIGUSR1 or USR1, or a "
                       "number 1..%d)",
-                      got, TS_SPEC_SIGNAL_MAX);
+                      SPEC_SHOW_MAX, s, TS_SPEC_SIGNAL_MAX);
         else if (sig == SIGKILL || sig == SIGSTOP)
             spec_fail(P, "checkpoint.signal",
                       "%s cannot be caught, so no job could checkpoint on it",

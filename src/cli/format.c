@@ -103,7 +103,7 @@ static void relative(double delta, char *buf, size_t size)
         n = (long)(a / SECONDS_PER_DAY);
         unit = 'd';
     }
-    if (delta >= 0)
+    if (delta >= 0 || n == 0) /* a second's clock skew: "in 0s" reads as a future */
         snprintf(buf, size, "%ld%c ago", n, unit);
     else
         snprintf(buf, size, "in %ld%c", n, unit);

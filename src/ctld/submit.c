@@ -271,8 +271,10 @@ static bool submit_allowed(ctld *c, const ctld_caller *w, const ts_job_spec *spe
     if (bad_level) {
         char have[256] = "node, any";
         for (int lv = 0; c->cluster->topo && lv < ts_topo_nlevels(c->cluster->topo) - 1; lv++) {
+            const char *name = ts_topo_level_name(c->cluster->topo, lv);
             size_t hl = strlen(have);
-            snprintf(have + hl, sizeof have - hl, ", %s", ts_topo_level_name(c->cluster->topo, lv));
+            if (strcmp(name, "node") != 0 && strcmp(name, "any") != 0) /* said first */
+                snprintf(have + hl, sizeof have - hl, ", %s", name);
         }
         ctld_field_error(r, bad_level, "the cluster has no topology level \"%s\" (it has %s)",
                     bad_level[9] == 'r' ? spec->required_level : spec->preferred_level, have);

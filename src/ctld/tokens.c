@@ -224,7 +224,11 @@ static int token_in_check(ctld *c, const ctld_caller *w, const token_in *t, char
     else if (w->role != TS_ROLE_ADMIN &&
              !(w->role == TS_ROLE_TENANT_ADMIN && tenant && strcmp(tenant, w->tenant) == 0 &&
                (rl == TS_ROLE_USER || rl == TS_ROLE_VIEWER))) {
-        snprintf(why, size, "role %s cannot create a %s token", ts_role_name(w->role), t->role);
+        snprintf(why, size, "role %s cannot create %s %s token%s", ts_role_name(w->role),
+                 strchr("aeiou", t->role[0]) ? "an" : "a", t->role,
+                 w->role == TS_ROLE_TENANT_ADMIN && tenant && *tenant && strcmp(tenant, w->tenant)
+                     ? " of another tenant"
+                     : "");
         return 403;
     } else if (t->unix_user)
         return identity_allowed(c, w, tenant, t->unix_user, json_integer_value(t->uid_j), why,
