@@ -208,8 +208,8 @@ static int apply_reports(ctld *c, int n, const sync_msg *m, double now, bool *wh
                 rc = ts_err_set(err, TS_ENOMEM, "out of memory");
             continue;
         }
-        if (!j && st >= 0 && st != CTLD_RANK_RUNNING && st != CTLD_RANK_PENDING &&
-            ctld_ended_take(c, id, rank, n, tk->has_run, tk->run, now) &&
+        if (!j && tk->step < 0 && st >= 0 && st != CTLD_RANK_RUNNING &&
+            st != CTLD_RANK_PENDING && ctld_ended_take(c, id, rank, n, tk->has_run, tk->run, now) &&
             output_events(id, rank, tk, now, &t) != 0) /* a failed gang's other rank */
             rc = ts_err_set(err, TS_ENOMEM, "out of memory");
         if (!j || !j->allocs || rank < 0 || rank >= j->ntasks || j->allocs[rank].node != n ||

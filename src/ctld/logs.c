@@ -150,11 +150,13 @@ void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_
         }
         stream = 1;
     }
+    /* an ended job's ranks, parsed before the lock */
+    int ended_nt = ts_job_state_terminal(row->state) ? result_ranks(row) : 0;
     ctld_lock_reader(c);
     cjob *j = ctld_job_find(c, row->id);
     /* read under mu: the job may end once it is released; an ended job's
-     * ranks are its result's */
-    int nt = j ? j->ntasks : result_ranks(row);
+     * ranks are its spec's */
+    int nt = j ? j->ntasks : ended_nt;
     if (nt > 0 && rank >= nt) {
         pthread_mutex_unlock(&c->mu);
         ctld_reply_error(r, 400, "invalid", "rank: the job has ranks 0..%d", nt - 1);
