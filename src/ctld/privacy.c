@@ -12,9 +12,8 @@
  * it). Everyone else gets the job with each withheld field replaced by the
  * string "hidden", and a list "hidden" naming them, so clients can say so.
  */
-#include <string.h>
-
 #include <stdlib.h>
+#include <string.h>
 
 #include "ctld/ctld.h"
 #include "ctld/http.h"
