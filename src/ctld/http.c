@@ -263,6 +263,26 @@ static const char *arg(struct MHD_Connection *conn, const char *k)
     return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, k);
 }
 
+/* The query parameters the API reads (ctld_query), in its order. */
+static const char *const QUERY_KEYS[] = {"tenant", "state", "owner", "limit", "cursor",
+                                         "from", "to", "rank", "stream", "tail",
+                                         "scope", "format", "step", "steps"};
+#define NQUERY_KEYS (sizeof QUERY_KEYS / sizeof QUERY_KEYS[0])
+
+/* MHD's walk over the query: stops at the first key the API does not read
+ * (*cls takes it), so a typo (?stat=pending) is a 400, not every job. */
+static enum MHD_Result unknown_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    (void)kind;
+    (void)value;
+    for (size_t i = 0; i < NQUERY_KEYS; i++)
+        if (strcmp(key, QUERY_KEYS[i]) == 0)
+            return MHD_YES;
+    *(const char **)cls = key;
+    return MHD_NO;
+}
+
 /* Runs one request on a worker thread: authentication, rate limit, route. */
 static void serve(ctld *c, conn_ctx *x)
 {
@@ -571,6 +591,17 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     if (x->too_large) {
         ctld_reply_error(&r, 413, "too_large", "request body: larger than %d bytes",
                          CTLD_BODY_MAX_BYTES);
+        return send_reply(conn, c, &r);
+    }
+    const char *unknown = NULL;
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, unknown_arg, &unknown);
+    if (unknown) {
+        char known[256] = "";
+        for (size_t i = 0; i < NQUERY_KEYS; i++)
+            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "",
+                     QUERY_KEYS[i]);
+        ctld_reply_error(&r, 400, "invalid", "%.64s: unknown query parameter (the API reads %s; "
+                         "docs/api.md)", unknown, known);
         return send_reply(conn, c, &r);
     }
     x->authz = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");

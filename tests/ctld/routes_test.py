@@ -137,6 +137,12 @@ try:
     check(st == 200 and any(j["id"] == jid for j in d["jobs"]), "cursor=0 is the first page")
     st, _, d = call("GET", "/v1/secrets/events?cursor=18446744073709551617", admin)
     check(st == 400 and message(d).startswith("cursor:"), f"the secrets' audit cursor too ({st})")
+    # a query parameter the API does not read: a typo is refused, not ignored
+    for path, param in (("/v1/jobs?stat=pending", "stat"), (f"/v1/jobs/{jid}?x=1", "x"),
+                        ("/v1/nodes?state=up&limt=5", "limt")):
+        st, _, d = call("GET", path, admin)
+        check(st == 400 and message(d).startswith(param + ": unknown query parameter"),
+              f"GET {path}: 400 naming {param} ({st} {message(d)})")
 
     # what the property-based run found: an empty Idempotency-Key and a
     # secret's tenant that is no string were taken
