@@ -47,6 +47,10 @@ typedef struct ts_sbatch_map ts_sbatch_map;
 int ts_sbatch_map_parse(const char *buf, size_t len, ts_sbatch_map **out, ts_err *err);
 void ts_sbatch_map_free(ts_sbatch_map *map);
 
+/* How the error for a script that names no tenant begins (the CLI then
+ * asks for its token's tenant). */
+#define TS_SBATCH_NO_TENANT "tenant: give #SBATCH --account"
+
 /* What the script runs with, besides its text. */
 typedef struct ts_sbatch_input {
     const char *script_name;          /* the script's file name (default job name) */

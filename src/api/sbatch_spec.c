@@ -628,7 +628,7 @@ static const char *pick_tenant(const ts_sbatch_input *in, const struct sbatch_re
                     r->partition, acct);
     const char *t = acct ? acct : part ? part : in->default_tenant;
     if (!t)
-        sbatch_error(errs, "tenant: give #SBATCH --account (or --partition) naming the tenant, "
+        sbatch_error(errs, TS_SBATCH_NO_TENANT " (or --partition) naming the tenant, "
                      "or tessera sbatch --tenant");
     else if (!name_ok(t))
         sbatch_error(errs, "%s: \"%s\" is not a tenant name (1..63 of A-Z a-z 0-9 . _ -)",

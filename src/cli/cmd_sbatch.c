@@ -167,7 +167,7 @@ static int send_parsed(struct cli_ctx *ctx, int prc, ts_sbatch *sb, const ts_spe
 static bool names_no_tenant(const ts_spec_errors *errs)
 {
     for (int k = 0; k < errs->n; k++)
-        if (strstr(errs->msg[k], "tenant: give #SBATCH --account"))
+        if (strstr(errs->msg[k], TS_SBATCH_NO_TENANT))
             return true;
     return false;
 }

@@ -133,8 +133,7 @@ void ctld_array_route(ctld *c, const ctld_request *rq, ctld_reply *r)
         return;
     }
     if (!may && span > 1) {
-        ctld_reply_error(r, 403, "forbidden", "array %lld is \"%s\"'s: only its owner, its "
-                         "tenant's admins and admins may %s it", id, owner, end + 1);
+        ctld_reply_not_owner(r, "array", id, owner, end + 1);
         return;
     }
     if (span <= 1) {

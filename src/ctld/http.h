@@ -196,6 +196,10 @@ bool ctld_sees_content(const ctld *c, const ctld_caller *w, const char *tenant,
  * may cancel, hold, release or requeue a job of owner: admins, the tenant's
  * tenant-admins, and a user its own jobs only (as an update). */
 bool ctld_may_manage(const ctld_caller *w, const char *owner);
+/* The 403 for one who may not: "job 7 is "alice"'s: only its owner, ...
+ * may cancel it" (what: job or array; verb: the action). */
+void ctld_reply_not_owner(ctld_reply *r, const char *what, int64_t id, const char *owner,
+                          const char *verb);
 /* Replaces a rendered job's content fields by "hidden" and lists them in
  * "hidden"; a failed rank's last output quoted in its why and its rank's
  * reason reads "hidden" too. */

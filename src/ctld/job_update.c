@@ -377,9 +377,8 @@ void ctld_job_patch(ctld *c, const ctld_request *rq, const ts_job_row *row, bool
         ctld_reply_error(r, 403, "forbidden", "role viewer cannot change jobs");
         return;
     }
-    if (w->role == TS_ROLE_USER && strcmp(row->owner, w->name) != 0) {
-        ctld_reply_error(r, 403, "forbidden", "job %lld is \"%s\"'s: only its owner, its "
-                         "tenant's admins and admins may update it", (long long)id, row->owner);
+    if (!ctld_may_manage(w, row->owner)) {
+        ctld_reply_not_owner(r, "job", id, row->owner, "update");
         return;
     }
     json_error_t je;

@@ -41,6 +41,13 @@ bool ctld_may_manage(const ctld_caller *w, const char *owner)
            (w->role == TS_ROLE_USER && strcmp(owner, w->name) == 0);
 }
 
+void ctld_reply_not_owner(ctld_reply *r, const char *what, int64_t id, const char *owner,
+                          const char *verb)
+{
+    ctld_reply_error(r, 403, "forbidden", "%s %lld is \"%s\"'s: only its owner, its tenant's "
+                     "admins and admins may %s it", what, (long long)id, owner, verb);
+}
+
 bool ctld_sees_tenant(const ctld_caller *w, const char *tenant)
 {
     return ctld_sees_all(w) || strcmp(w->tenant, tenant) == 0;
@@ -284,9 +291,7 @@ static void job_one(ctld *c, const ctld_request *rq, int64_t id, const char *res
         if (!may_write_jobs(w)) {
             ctld_reply_error(r, 403, "forbidden", "role viewer cannot change jobs");
         } else if (!ctld_may_manage(w, row.owner)) {
-            ctld_reply_error(r, 403, "forbidden", "job %lld is \"%s\"'s: only its owner, its "
-                             "tenant's admins and admins may %s it", (long long)id, row.owner,
-                             rest);
+            ctld_reply_not_owner(r, "job", id, row.owner, rest);
         } else {
             ts_err err;
             int rc = ctld_job_action(c, id, rest, w->name, &err);
