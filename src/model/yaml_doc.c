@@ -104,8 +104,8 @@ int ts_yaml_get_int(const ts_yaml_doc *D, const yaml_node_t *n, const char *path
 #define YAML_KEY_NEAR_LEN 32 /* keys compared for the nearest one: at most this long */
 #define YAML_NEAR_MAX 3      /* the farthest a nearest key may be (edits) */
 
-/* Levenshtein's distance between a and b, at most YAML_NEAR_MAX + 1 (and
- * that for words longer than the row). */
+/* Levenshtein's distance between a and b; YAML_NEAR_MAX + 1 (too far to
+ * suggest) where either is longer than YAML_KEY_NEAR_LEN. */
 static int near_distance(const char *a, const char *b)
 {
     size_t la = strlen(a), lb = strlen(b);
