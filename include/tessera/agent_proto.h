@@ -269,12 +269,15 @@ typedef struct ts_desired_tenant_service {
     int64_t vni;
     const char *to;
 } ts_desired_tenant_service;
-/* An output request (logs[]): the last `tail` bytes of one stream. */
+/* An output request (logs[]): the last `tail` bytes of one stream, or with
+ * has_offset at most `tail` bytes from byte `offset` on (tessera logs -f). */
 typedef struct ts_desired_log {
     int64_t id, job;
     int32_t rank;
     bool is_stderr;
     int64_t tail;
+    bool has_offset;
+    int64_t offset;
 } ts_desired_log;
 
 enum ts_session_kind { TS_SESSION_NONE = 0, TS_SESSION_ATTACH, TS_SESSION_EXEC, TS_SESSION_FORWARD };
@@ -512,6 +515,8 @@ typedef struct ts_sync_log {
     size_t data_len;
     bool has_size;
     int64_t size; /* the stream's whole size in bytes */
+    bool has_offset;
+    int64_t offset; /* where data starts in the stream, in bytes */
     const char *note, *error; /* NULL: not sent */
 } ts_sync_log;
 

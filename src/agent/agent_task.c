@@ -227,9 +227,10 @@ static void stream_path(const local_task *lt, int k, char *root, size_t rlen, ch
     free(note);
 }
 
-/* The last max bytes of stream k (stream_path). */
-static int stream_tail(const local_task *lt, int k, size_t max, char **text, long long *size,
-                       ts_err *e)
+/* At most max bytes of stream k (stream_path) from byte offset on, or its
+ * last ones where offset < 0 (agent_tail_read_at). */
+static int stream_read(const local_task *lt, int k, long long offset, size_t max, char **text,
+                       long long *size, long long *from, ts_err *e)
 {
     char root[1024], path[2048];
     bool owned;
@@ -237,18 +238,18 @@ static int stream_tail(const local_task *lt, int k, size_t max, char **text, lon
     /* the agent's own log files are the task's user's; a file its note
      * names, whoever its processes run as */
     const ts_task_info *in = agent_task_info_get(lt->t);
-    return agent_tail_read_in(root[0] ? root : NULL, path, max, owned ? in->run_uid : in->uid,
-                              text, size, e);
+    return agent_tail_read_at(root[0] ? root : NULL, path, offset, max,
+                              owned ? in->run_uid : in->uid, text, size, from, e);
 }
 
 /* An ended task's last output, for its job's events (docs/agent-protocol.md). */
 void agent_task_output(const local_task *lt, char *text[2])
 {
     for (int k = 0; k < 2; k++) {
-        long long size;
+        long long size, from;
         ts_err e;
         text[k] = NULL;
-        if (stream_tail(lt, k, TS_AGENT_OUTPUT_TAIL, &text[k], &size, &e) != 0 ||
+        if (stream_read(lt, k, -1, TS_AGENT_OUTPUT_TAIL, &text[k], &size, &from, &e) != 0 ||
             (text[k] && !text[k][0])) {
             free(text[k]);
             text[k] = NULL;
@@ -453,7 +454,8 @@ void agent_apply_mig(ts_agent *a, const ts_desired *d)
 }
 
 /* The answer to one output request, kept for the next sync: the stream's
- * tail, or why not. Out of memory: none (the reader's wait ends). */
+ * tail or the piece from the offset asked for, or why not. Out of memory:
+ * none (the reader's wait ends). */
 static void log_answer(ts_agent *a, const ts_desired_log *q)
 {
     ts_sync_log ans = {.id = q->id};
@@ -463,24 +465,29 @@ static void log_answer(ts_agent *a, const ts_desired_log *q)
     if (cut)
         tail = TS_AGENT_LOG_ANSWER_MAX_BYTES;
     char *text = NULL, note[160];
-    long long size = 0;
+    long long size = 0, from = 0;
     ts_err e;
     if (a->log_answers.n >= TS_AGENT_LOG_REQUESTS_MAX)
         ans.error = "too many output requests at once for this node's agent; ask again";
     else if (!lt || !lt->t)
         ans.error = "no such task on this node";
-    else if (stream_tail(lt, q->is_stderr, (size_t)tail, &text, &size, &e) != 0)
+    else if (stream_read(lt, q->is_stderr, q->has_offset ? q->offset : -1, (size_t)tail, &text,
+                         &size, &from, &e) != 0)
         ans.error = e.msg;
     else {
         ans.data = text;
         ans.data_len = strlen(text);
         ans.has_size = true;
         ans.size = size;
+        ans.has_offset = true;
+        ans.offset = from;
         snprintf(note, sizeof note, "cut to its last %lld bytes: an answer carries at most %d "
                  "bytes of output", tail, TS_AGENT_LOG_ANSWER_MAX_BYTES);
-        ans.note = cut && size > tail ? note : NULL;
+        ans.note = cut && size > tail && !q->has_offset ? note : NULL;
     }
-    (void)agent_answers_add(&a->log_answers, &ans);
+    /* a piece from an offset keeps its start when a sync must cut it */
+    if (agent_answers_add(&a->log_answers, &ans) == 0)
+        a->log_answers.own[a->log_answers.n - 1].keep_start = q->has_offset;
     free(text);
 }
 

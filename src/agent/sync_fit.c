@@ -3,7 +3,8 @@
  * first to the reports (task states, health: what keeps the node alive),
  * then to output answers in equal shares, then to the ended tasks' last
  * output. An answer's text is cut from its start, so what is kept is the
- * newest output, as `tessera logs` shows it. The answers are kept typed
+ * newest output, as `tessera logs` shows it; a piece read from an offset
+ * (`tessera logs -f`) is cut from its end, and read on from there. The answers are kept typed
  * until a sync carries them (agent_answers).
  */
 #include <stdio.h>
@@ -64,8 +65,10 @@ int agent_answers_add(agent_answers *q, const ts_sync_log *l)
     }
     agent_answer_own *o = &q->own[q->n];
     ts_sync_log *a = &q->ans[q->n];
-    *a = (ts_sync_log){.id = l->id, .has_size = l->has_size, .size = l->size};
+    *a = (ts_sync_log){.id = l->id, .has_size = l->has_size, .size = l->size,
+                       .has_offset = l->has_offset, .offset = l->offset};
     o->text = NULL;
+    o->keep_start = false;
     if (l->data) {
         if (!(o->text = malloc(l->data_len + 1)))
             return -1;
@@ -109,11 +112,26 @@ void agent_answer_cut(agent_answers *q, int i, size_t max, const char *why)
         cost += esc_cost((unsigned char)a->data[k]);
     if (cost <= max)
         return;
+    if (q->own[i].keep_start) {
+        /* the reader asks for the rest from where this piece ends */
+        size_t end = 0;
+        cost = 0;
+        while (end < len && cost + esc_cost((unsigned char)a->data[end]) <= max)
+            cost += esc_cost((unsigned char)a->data[end++]);
+        while (end > 0 && end < len && ((unsigned char)a->data[end] & 0xC0) == 0x80)
+            end--; /* not inside a character */
+        a->data_len = end;
+        snprintf(q->own[i].note, sizeof q->own[i].note, "cut to its first %zu bytes: %s", end,
+                 why);
+        a->note = q->own[i].note;
+        return;
+    }
     size_t at = keep_from(a->data, len, max);
     snprintf(q->own[i].note, sizeof q->own[i].note, "cut to its last %zu bytes: %s", len - at,
              why);
     a->data += at;
     a->data_len = len - at;
+    a->offset += (int64_t)at;
     a->note = q->own[i].note;
 }
 

@@ -32,6 +32,7 @@
 typedef struct agent_answer_own {
     char *text; /* the output read (malloc'd); the answer's data is its end */
     char note[AGENT_ANSWER_WHY_MAX], error[AGENT_ANSWER_WHY_MAX];
+    bool keep_start; /* a piece from an offset: a cut keeps its start, not its end */
 } agent_answer_own;
 
 /* The output answers a sync is to carry: ans[i] (what the codec writes)

@@ -3,6 +3,7 @@
  */
 #define _DEFAULT_SOURCE /* pread */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,8 +74,30 @@ int agent_tail_read(const char *path, size_t max, uid_t owner, char **out, long 
 int agent_tail_read_in(const char *root, const char *path, size_t max, uid_t owner, char **out,
                        long long *size, ts_err *err)
 {
+    long long from;
+    return agent_tail_read_at(root, path, -1, max, owner, out, size, &from, err);
+}
+
+/* How many bytes at the end of buf[0..n) begin a UTF-8 character that
+ * does not end there (0 when its last character is whole or invalid). */
+static size_t utf8_unfinished(const unsigned char *buf, size_t n)
+{
+    for (size_t back = 1; back <= 3 && back <= n; back++) {
+        unsigned char b = buf[n - back];
+        if ((b & 0xC0) == 0x80)
+            continue; /* a continuation byte: look further back */
+        size_t need = (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : (b & 0xF8) == 0xF0 ? 4 : 1;
+        return need > back ? back : 0;
+    }
+    return 0;
+}
+
+int agent_tail_read_at(const char *root, const char *path, long long offset, size_t max,
+                       uid_t owner, char **out, long long *size, long long *from, ts_err *err)
+{
     *out = NULL;
     *size = 0;
+    *from = 0;
     /* the task's file: no link followed, nothing that blocks (taskfile.h) */
     int fd = agent_taskfile_open_in(root, path, O_RDONLY, owner, err);
     if (fd < 0)
@@ -85,7 +108,10 @@ int agent_tail_read_in(const char *root, const char *path, size_t max, uid_t own
         return ts_err_set(err, TS_EIO, "%s: %s", path, strerror(errno));
     }
     *size = (long long)st.st_size;
-    size_t want = (size_t)st.st_size < max ? (size_t)st.st_size : max;
+    bool tail = offset < 0;
+    off_t at = tail ? st.st_size - (off_t)((size_t)st.st_size < max ? (size_t)st.st_size : max)
+                    : (off_t)(offset < (long long)st.st_size ? offset : (long long)st.st_size);
+    size_t want = (size_t)(st.st_size - at) < max ? (size_t)(st.st_size - at) : max;
     char *buf = malloc(want + 1);
     if (!buf) {
         close(fd);
@@ -93,7 +119,6 @@ int agent_tail_read_in(const char *root, const char *path, size_t max, uid_t own
     }
     /* at most want bytes, however the file grows or shrinks meanwhile */
     size_t got = 0;
-    off_t at = (off_t)((size_t)st.st_size - want);
     while (got < want) {
         ssize_t n = pread(fd, buf + got, want - got, at + (off_t)got);
         if (n < 0 && errno == EINTR)
@@ -103,15 +128,17 @@ int agent_tail_read_in(const char *root, const char *path, size_t max, uid_t own
         got += (size_t)n;
     }
     close(fd);
-    buf[got] = '\0';
-    /* a cut first line is dropped when the tail holds more than it */
     char *start = buf;
-    if (got == max && (size_t)st.st_size > max) {
+    if (tail && got == max && (size_t)st.st_size > max) {
+        /* a cut first line is dropped when the tail holds more than it */
         char *nl = memchr(buf, '\n', got);
         if (nl && (size_t)(nl - buf) + 1 < got)
             start = nl + 1;
+    } else if (!tail) {
+        got -= utf8_unfinished((const unsigned char *)buf, got);
     }
     size_t n = got - (size_t)(start - buf);
+    *from = (long long)at + (long long)(start - buf);
     memmove(buf, start, n);
     buf[n] = '\0';
     agent_tail_sanitize(buf, n);

@@ -24,6 +24,14 @@ int agent_tail_read(const char *path, size_t max, uid_t owner, char **out, long 
  * agent_tail_read(path). */
 int agent_tail_read_in(const char *root, const char *path, size_t max, uid_t owner, char **out,
                        long long *size, ts_err *err);
+/* A piece of the file rather than its end (tessera logs -f): at most max
+ * bytes from byte offset on (offset < 0: its end, as agent_tail_read_in),
+ * not cut to lines, its last character whole (a character still being
+ * written is read next time); *from gets the byte *out starts at. An offset
+ * past the end (a new file) reads nothing. The sanitising keeps the length,
+ * so *from + strlen(*out) is where the next piece starts. */
+int agent_tail_read_at(const char *root, const char *path, long long offset, size_t max,
+                       uid_t owner, char **out, long long *size, long long *from, ts_err *err);
 
 /* Replaces invalid UTF-8 and control bytes in buf[0..len) in place. */
 void agent_tail_sanitize(char *buf, size_t len);

@@ -2,9 +2,9 @@
  * cmd_logs.c - tessera logs: a job's output (docs/api.md "Logs"), once or
  * followed with -f.
  *
- * Following polls the job's output and its state until the job ends, then
- * prints what its stored output holds past what was printed (matched against
- * the last bytes shown). Apart from cmd_jobs.c because it is the one job
+ * Following polls the job's output, each poll from where the last ended,
+ * and its state until the job ends, then prints what its stored output
+ * holds past what was printed (matched against the last bytes shown). Apart from cmd_jobs.c because it is the one job
  * command that loops and handles signals.
  */
 #include "cli/cli.h"
@@ -83,10 +83,11 @@ static void follow_pause(void)
 }
 
 /*
- * tessera logs -f: polls the logs route (each answer says the file's whole
- * size, so what is new since the last poll is its last size-printed bytes)
- * until the job ends, then prints what its stored output holds past what was
- * printed. Exit 0 once the job ended; 130 on Ctrl-C (SIGINT) or SIGTERM.
+ * tessera logs -f: polls the logs route until the job ends, each poll reading
+ * the output from the byte the last one ended at (`offset`; the first, the
+ * last `tail` bytes), at once again while the file holds more; then prints
+ * what the rank's stored output holds past what was printed.
+ * Exit 0 once the job ended; 130 on Ctrl-C (SIGINT) or SIGTERM.
  */
 static int follow_logs(struct cli_ctx *ctx, long id, long rank, bool err_stream, long tail)
 {
@@ -95,12 +96,19 @@ static int follow_logs(struct cli_ctx *ctx, long id, long rank, bool err_stream,
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     static struct follow_seen seen;
-    long long printed = -1; /* bytes of the live file printed; -1 before the first answer */
+    long long next = -1;    /* the live file's byte to read from; -1: its tail */
+    long long printed = -1; /* without offsets: bytes of the live file printed */
     char state[32];
     while (!follow_stop) {
-        char path[160];
-        snprintf(path, sizeof path, "/v1/jobs/%ld/logs?rank=%ld&stream=%s&tail=%ld", id, rank,
-                 err_stream ? "stderr" : "stdout", printed < 0 ? tail : FOLLOW_ANSWER_MAX);
+        char path[192];
+        int at = snprintf(path, sizeof path, "/v1/jobs/%ld/logs?rank=%ld&stream=%s", id, rank,
+                          err_stream ? "stderr" : "stdout");
+        if (next >= 0)
+            snprintf(path + at, sizeof path - (size_t)at, "&offset=%lld&tail=%d", next,
+                     FOLLOW_ANSWER_MAX);
+        else
+            snprintf(path + at, sizeof path - (size_t)at, "&tail=%ld",
+                     printed < 0 ? tail : FOLLOW_ANSWER_MAX);
         struct cli_req req = {.method = "GET", .path = path, .quiet = true};
         struct cli_resp resp;
         int rc = cli_http(ctx, &req, &resp);
@@ -110,18 +118,33 @@ static int follow_logs(struct cli_ctx *ctx, long id, long rank, bool err_stream,
             long long size = json_integer_value(json_object_get(resp.json, "size"));
             const char *p = json_string_value(data);
             size_t len = json_string_length(data);
-            if (printed < 0 || size < printed) /* the first answer, or a new run's file */
-                printed = size > (long long)len ? size - (long long)len : 0;
-            size_t fresh = (size_t)(size - printed);
-            if (fresh > len) {
-                fprintf(stderr, "tessera: %zu bytes of output came faster than one answer "
-                        "carries; not shown\n", fresh - len);
-                fresh = len;
+            json_t *off = json_object_get(resp.json, "offset");
+            bool more = false;
+            if (json_is_integer(off) && next >= 0 && size < next) {
+                next = 0; /* a new run's file: from its start */
+                more = true;
+            } else if (json_is_integer(off)) {
+                follow_write(&seen, p, len);
+                next = json_integer_value(off) + (long long)len;
+                printed = next;
+                more = len > 0 && next < size;
+            } else {
+                /* an agent that reads no offsets: what is new since the
+                 * last poll is the answer's last size-printed bytes */
+                if (printed < 0 || size < printed)
+                    printed = size > (long long)len ? size - (long long)len : 0;
+                size_t fresh = (size_t)(size - printed);
+                if (fresh > len) {
+                    fprintf(stderr, "tessera: %zu bytes of output came faster than one answer "
+                            "carries; not shown\n", fresh - len);
+                    fresh = len;
+                }
+                follow_write(&seen, p + len - fresh, fresh);
+                printed = size;
             }
-            follow_write(&seen, p + len - fresh, fresh);
-            printed = size;
             cli_resp_free(&resp);
-            follow_pause();
+            if (!more)
+                follow_pause();
             continue;
         }
         if (rc == CLI_EXIT_OK)

@@ -28,7 +28,8 @@ typedef struct ctld_logreq {
     char tenant[TS_STORE_NAME_MAX]; /* the job's: one tenant holds at most some of a node's */
     int rank;
     int stream;                 /* 0 stdout, 1 stderr */
-    long tail;                  /* bytes from the end */
+    long tail;                  /* bytes from the end, or from offset on */
+    long long offset;           /* -1: the end */
     bool done;
     json_t *answer;             /* {"data", "size"} or {"error"} */
     pthread_cond_t cv;

@@ -35,7 +35,9 @@ static bool logs_wanted(const ctld_agent *a, ts_desired *d)
     for (const ctld_logreq *q = a->logreqs; q; q = q->next)
         if (!q->done)
             d->logs[d->nlogs++] = (ts_desired_log){.id = q->id, .job = q->job, .rank = q->rank,
-                                                   .is_stderr = q->stream != 0, .tail = q->tail};
+                                                   .is_stderr = q->stream != 0, .tail = q->tail,
+                                                   .has_offset = q->offset >= 0,
+                                                   .offset = q->offset >= 0 ? q->offset : 0};
     return true;
 }
 

@@ -266,7 +266,7 @@ static const char *arg(struct MHD_Connection *conn, const char *k)
 /* The query parameters the API reads (ctld_query), in its order. */
 static const char *const QUERY_KEYS[] = {"tenant", "state", "owner", "limit", "cursor",
                                          "from", "to", "rank", "stream", "tail",
-                                         "scope", "format", "step", "steps"};
+                                         "offset", "scope", "format", "step", "steps"};
 #define NQUERY_KEYS (sizeof QUERY_KEYS / sizeof QUERY_KEYS[0])
 
 /* MHD's walk over the query: stops at the first key the API does not read
@@ -281,6 +281,22 @@ static enum MHD_Result unknown_arg(void *cls, enum MHD_ValueKind kind, const cha
             return MHD_YES;
     *(const char **)cls = key;
     return MHD_NO;
+}
+
+/* True, r answered 400 naming it, when the query holds a key the API does not read. */
+static bool query_unknown(struct MHD_Connection *conn, ctld_reply *r)
+{
+    const char *unknown = NULL;
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, unknown_arg, &unknown);
+    if (!unknown)
+        return false;
+    char known[256] = "";
+    for (size_t i = 0; i < NQUERY_KEYS; i++)
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "",
+                 QUERY_KEYS[i]);
+    ctld_reply_error(r, 400, "invalid", "%.64s: unknown query parameter (the API reads %s; "
+                     "docs/api.md)", unknown, known);
+    return true;
 }
 
 /* Runs one request on a worker thread: authentication, rate limit, route. */
@@ -593,24 +609,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
                          CTLD_BODY_MAX_BYTES);
         return send_reply(conn, c, &r);
     }
-    const char *unknown = NULL;
-    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, unknown_arg, &unknown);
-    if (unknown) {
-        char known[256] = "";
-        for (size_t i = 0; i < NQUERY_KEYS; i++)
-            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "",
-                     QUERY_KEYS[i]);
-        ctld_reply_error(&r, 400, "invalid", "%.64s: unknown query parameter (the API reads %s; "
-                         "docs/api.md)", unknown, known);
+    if (query_unknown(conn, &r))
         return send_reply(conn, c, &r);
-    }
     x->authz = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
     x->rq = (ctld_request){
         .method = method,
         .url = url,
         .q = {arg(conn, "tenant"), arg(conn, "state"), arg(conn, "owner"), arg(conn, "limit"),
               arg(conn, "cursor"), arg(conn, "from"), arg(conn, "to"), arg(conn, "rank"),
-              arg(conn, "stream"), arg(conn, "tail"), arg(conn, "scope"),
+              arg(conn, "stream"), arg(conn, "tail"), arg(conn, "offset"), arg(conn, "scope"),
               arg(conn, "format"), arg(conn, "step"), arg(conn, "steps")},
         .content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type"),
         .idem_key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key"),

@@ -37,7 +37,7 @@ typedef struct ctld_reply {
 /* The query parameters the API reads (NULL when absent). */
 typedef struct ctld_query {
     const char *tenant, *state, *owner, *limit, *cursor, *from, *to;
-    const char *rank, *stream, *tail; /* GET /v1/jobs/{id}/logs */
+    const char *rank, *stream, *tail, *offset; /* GET /v1/jobs/{id}/logs */
     const char *scope;                /* DELETE /v1/secrets/{name} */
     const char *format;               /* GET /v1/acct: json or csv */
     const char *step, *steps;         /* GET /v1/jobs/{id}/steps?step=, /v1/acct?steps= */

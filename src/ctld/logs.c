@@ -67,19 +67,24 @@ static void stored_output(ctld *c, const ts_job_row *row, int rank, int stream, 
 
 /* The agent's answer as the API gives it: "note" when less than the tail
  * asked for came back although the file holds more (cut to what an answer
- * carries, or to fit the agent's sync). */
+ * carries, or to fit the agent's sync); "offset" where its data starts (an
+ * older agent's answer has none). */
 static void live_answer(ctld_reply *r, int64_t job, int rank, int stream, long tail,
-                        json_t *ans)
+                        bool piece, json_t *ans)
 {
     const char *data = json_string_value(json_object_get(ans, "data"));
     json_t *size = json_object_get(ans, "size");
     json_t *doc = json_pack("{s:I,s:i,s:s,s:b,s:s,s:O}", "job", (json_int_t)job, "rank", rank,
                             "stream", stream ? "stderr" : "stdout", "live", 1, "data",
                             data ? data : "", "size", size ? size : json_null());
+    json_t *offset = json_object_get(ans, "offset");
+    if (json_is_integer(offset))
+        json_object_set(doc, "offset", offset);
     const char *note = json_string_value(json_object_get(ans, "note"));
     if (note)
         json_object_set_new(doc, "note", json_string(note));
-    else if (tail > CTLD_LOG_ANSWER_MAX_BYTES && json_integer_value(size) > CTLD_LOG_ANSWER_MAX_BYTES)
+    else if (!piece && tail > CTLD_LOG_ANSWER_MAX_BYTES &&
+             json_integer_value(size) > CTLD_LOG_ANSWER_MAX_BYTES)
         json_object_set_new(doc, "note",
                             json_sprintf("cut to its last %d bytes: an answer carries at most "
                                          "that much output (docs/agent-protocol.md)",
@@ -137,10 +142,13 @@ static int result_ranks(const ts_job_row *row)
 
 void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_reply *r)
 {
-    int64_t rank = 0, tail = LOG_TAIL_DEFAULT;
+    int64_t rank = 0, tail = LOG_TAIL_DEFAULT, offset = -1;
     if ((rq->q.rank && !ctld_parse_number(rq->q.rank, "rank", 0, INT32_MAX, &rank, r)) ||
-        (rq->q.tail && !ctld_parse_number(rq->q.tail, "tail", 1, LOG_TAIL_MAX, &tail, r)))
+        (rq->q.tail && !ctld_parse_number(rq->q.tail, "tail", 1, LOG_TAIL_MAX, &tail, r)) ||
+        (rq->q.offset && !ctld_parse_number(rq->q.offset, "offset", 0, INT64_MAX, &offset, r)))
         return;
+    if (offset >= 0 && !rq->q.tail)
+        tail = CTLD_LOG_ANSWER_MAX_BYTES; /* a piece: as much as one answer carries */
     int stream = 0;
     if (rq->q.stream && strcmp(rq->q.stream, "stdout") != 0) {
         if (strcmp(rq->q.stream, "stderr") != 0) {
@@ -191,6 +199,7 @@ void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_
     q->stream = stream;
     /* an answer carries at most this much; the API answer says it was cut */
     q->tail = tail < CTLD_LOG_ANSWER_MAX_BYTES ? tail : CTLD_LOG_ANSWER_MAX_BYTES;
+    q->offset = offset;
     pthread_cond_init(&q->cv, NULL);
     pthread_mutex_unlock(&c->mu);
     /* the request waits on the node's own lock: the agent answers in a
@@ -226,7 +235,7 @@ void ctld_job_logs(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_
         ctld_reply_error(r, 404, "not_found", "rank %ld on %s: %s", (long)rank,
                          c->cluster->nodes[n].name, err);
     else
-        live_answer(r, row->id, (int)rank, stream, tail, ans);
+        live_answer(r, row->id, (int)rank, stream, tail, offset >= 0, ans);
     json_decref(ans);
 }
 

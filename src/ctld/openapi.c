@@ -126,7 +126,9 @@ static const struct {
      "{\"type\":\"object\",\"required\":[\"job\",\"rank\",\"stream\",\"live\"],"
      "\"properties\":{\"job\":{\"type\":\"integer\"},\"rank\":{\"type\":\"integer\"},"
      "\"stream\":{\"type\":\"string\",\"enum\":[\"stdout\",\"stderr\"]},"
-     "\"live\":{\"type\":\"boolean\"}}}"},
+     "\"live\":{\"type\":\"boolean\"},\"data\":{\"type\":\"string\"},"
+     "\"size\":{\"type\":[\"integer\",\"null\"],\"minimum\":0},"
+     "\"offset\":{\"type\":\"integer\",\"minimum\":0},\"note\":{\"type\":\"string\"}}}"},
     {"JobExplain",
      "{\"type\":\"object\",\"required\":[\"job_id\",\"state\",\"reason\",\"explanation\","
      "\"reserved_at\"],\"properties\":{\"job_id\":{\"type\":\"integer\"},"
@@ -448,6 +450,9 @@ static void add_query(const ctld_route_def *rt, json_t *params)
         json_array_append_new(params, param("tail", "query", false,
                                             json_pack("{s:s,s:i}", "type", "integer", "minimum",
                                                       1)));
+        json_array_append_new(params, param("offset", "query", false,
+                                            json_pack("{s:s,s:i}", "type", "integer", "minimum",
+                                                      0)));
     }
     if (strcmp(id, "listJobSteps") == 0)
         json_array_append_new(params, param("step", "query", false,

@@ -123,6 +123,7 @@ static int ds_log_decode(const json_t *m, const char *path, void *slot, ts_err *
     rc = rc ? rc : proto_int(m, path, "rank", 0, INT32_MAX, &rank, &p, err);
     rc = rc ? rc : proto_enum(m, path, "stream", STREAMS, 3, &stream, err);
     rc = rc ? rc : proto_int(m, path, "tail", 0, INT64_MAX, &l->tail, &p, err);
+    rc = rc ? rc : proto_int(m, path, "offset", 0, INT64_MAX, &l->offset, &l->has_offset, err);
     l->rank = (int32_t)rank;
     l->is_stderr = stream == 2;
     return rc;
@@ -131,9 +132,14 @@ static int ds_log_decode(const json_t *m, const char *path, void *slot, ts_err *
 static json_t *ds_log_encode(const void *slot)
 {
     const ts_desired_log *l = slot;
-    return json_pack("{s:I,s:I,s:i,s:s,s:I}", "id", (json_int_t)l->id, "job", (json_int_t)l->job,
-                     "rank", l->rank, "stream", l->is_stderr ? "stderr" : "stdout", "tail",
-                     (json_int_t)l->tail);
+    json_t *o = json_pack("{s:I,s:I,s:i,s:s,s:I}", "id", (json_int_t)l->id, "job",
+                          (json_int_t)l->job, "rank", l->rank, "stream",
+                          l->is_stderr ? "stderr" : "stdout", "tail", (json_int_t)l->tail);
+    if (o && l->has_offset && json_object_set_new(o, "offset", json_integer(l->offset)) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
 static const char *const SESSION_KINDS[] = {NULL, "attach", "exec", "forward"};

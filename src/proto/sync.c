@@ -77,6 +77,7 @@ static int sy_log_decode(const json_t *m, const char *path, void *slot, ts_err *
     rc = rc ? rc : proto_str(m, path, "data", &l->data, err);
     l->data_len = l->data ? json_string_length(json_object_get(m, "data")) : 0;
     rc = rc ? rc : proto_int(m, path, "size", 0, INT64_MAX, &l->size, &l->has_size, err);
+    rc = rc ? rc : proto_int(m, path, "offset", 0, INT64_MAX, &l->offset, &l->has_offset, err);
     rc = rc ? rc : proto_str(m, path, "note", &l->note, err);
     return rc ? rc : proto_str(m, path, "error", &l->error, err);
 }
@@ -89,6 +90,8 @@ json_t *ts_sync_log_encode(const ts_sync_log *l)
         ok = json_object_set_new(o, "data", json_stringn(l->data, l->data_len)) == 0;
     if (ok && l->has_size)
         ok = json_object_set_new(o, "size", json_integer(l->size)) == 0;
+    if (ok && l->has_offset)
+        ok = json_object_set_new(o, "offset", json_integer(l->offset)) == 0;
     if (ok && l->note)
         ok = json_object_set_new(o, "note", json_string(l->note)) == 0;
     if (ok && l->error)

@@ -5,7 +5,7 @@
  * directory, a file of another user. None blocks the read of a step file
  * or an output tail, none is read, and the agent removes only its own file.
  * Also the sync body's budget (sync_fit.c): answers cut or dropped, the
- * reports kept.
+ * reports kept; and output read piece by piece from offsets (logs -f).
  */
 #define _DEFAULT_SOURCE
 #include <fcntl.h>
@@ -242,6 +242,87 @@ static void test_output_is_sanitized(void **state)
     assert_string_equal(out, "a?[31mb?\tc?d??2J??e\xc3\xa9\xc2\xa0?\n");
 }
 
+/* tessera logs -f reads a file in pieces from offsets: a line longer than
+ * a piece comes whole over several, a character cut at a piece's end is
+ * read with the next one, an offset past the end reads nothing. */
+static void test_pieces_from_offsets_cover_the_file(void **state)
+{
+    (void)state;
+    size_t long_line = 10000;
+    char *text = malloc(long_line + 64);
+    memset(text, 'x', long_line);
+    strcpy(text + long_line, "\nnext \xc3\xa9t\xc3\xa9\n");
+    put("out", text);
+    size_t total = strlen(text);
+    char *got = calloc(1, total + 1), *piece;
+    long long size, from, offset = 0;
+    ts_err e;
+    int reads = 0;
+    while (offset < (long long)total && reads++ < 100) {
+        assert_int_equal(agent_tail_read_at(NULL, at("out"), offset, 4097, AGENT_TASKFILE_ANY_OWNER,
+                                            &piece, &size, &from, &e), 0);
+        assert_int_equal(size, (long long)total);
+        assert_int_equal(from, offset);
+        assert_true(strlen(piece) <= 4097);
+        memcpy(got + from, piece, strlen(piece));
+        offset = from + (long long)strlen(piece);
+        free(piece);
+    }
+    assert_string_equal(got, text); /* every byte once, no '?' for a cut character */
+    /* a piece ending inside é stops before it */
+    assert_int_equal(agent_tail_read_at(NULL, at("out"), (long long)long_line + 6, 1,
+                                        AGENT_TASKFILE_ANY_OWNER, &piece, &size, &from, &e), 0);
+    assert_string_equal(piece, "");
+    free(piece);
+    /* past the end: nothing, the size says the file is shorter */
+    assert_int_equal(agent_tail_read_at(NULL, at("out"), (long long)total + 50, 4096,
+                                        AGENT_TASKFILE_ANY_OWNER, &piece, &size, &from, &e), 0);
+    assert_string_equal(piece, "");
+    assert_int_equal(size, (long long)total);
+    free(piece);
+    /* the tail says where it starts: after the cut long line */
+    assert_int_equal(agent_tail_read_at(NULL, at("out"), -1, 4096, AGENT_TASKFILE_ANY_OWNER,
+                                        &piece, &size, &from, &e), 0);
+    assert_string_equal(piece, "next \xc3\xa9t\xc3\xa9\n");
+    assert_int_equal(from, (long long)long_line + 1);
+    free(piece);
+    free(got);
+    free(text);
+}
+
+/* A piece from an offset that a sync must cut keeps its start (the reader
+ * reads on from its end); its offset stays. A tail keeps its end and its
+ * offset moves to where the kept text starts. */
+static void test_a_cut_piece_keeps_its_start(void **state)
+{
+    (void)state;
+    size_t len = 300000;
+    char *big = malloc(len + 1);
+    for (size_t i = 0; i < len; i++)
+        big[i] = (char)('a' + i % 26);
+    big[len] = '\0';
+    for (int keep_start = 0; keep_start < 2; keep_start++) {
+        agent_answers q = {0};
+        ts_sync_log l = {.id = 1, .data = big, .data_len = len, .has_size = true,
+                         .size = 1000000, .has_offset = true, .offset = 5000};
+        assert_int_equal(agent_answers_add(&q, &l), 0);
+        q.own[0].keep_start = keep_start;
+        agent_answer_cut(&q, 0, 100000, "test");
+        assert_int_equal(q.ans[0].data_len, keep_start ? 100000 : q.ans[0].data_len);
+        assert_true(q.ans[0].data_len <= 100000 && q.ans[0].data_len > 90000);
+        if (keep_start) {
+            assert_memory_equal(q.ans[0].data, big, q.ans[0].data_len);
+            assert_int_equal(q.ans[0].offset, 5000);
+            assert_non_null(strstr(q.ans[0].note, "cut to its first 100000 bytes"));
+        } else {
+            assert_memory_equal(q.ans[0].data, big + len - q.ans[0].data_len, q.ans[0].data_len);
+            assert_int_equal(q.ans[0].offset, 5000 + (int64_t)(len - q.ans[0].data_len));
+        }
+        agent_answers_clear(&q);
+    }
+    free(big);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -255,6 +336,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test(test_a_sync_keeps_its_budget_and_its_reports),
         cmocka_unit_test(test_output_is_sanitized),
+        cmocka_unit_test_setup_teardown(test_pieces_from_offsets_cover_the_file, setup, teardown),
+        cmocka_unit_test(test_a_cut_piece_keeps_its_start),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

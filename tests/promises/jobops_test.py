@@ -39,6 +39,28 @@ def scenario_logs_follow_prints_everything_until_the_end(c):
     check(c.job(jid).get("state") == "completed", "the job completed")
 
 
+def scenario_logs_follow_keeps_up_with_a_long_line_and_a_burst(c):
+    """cli.md: `tessera logs -f` reads on from where the last answer ended, at
+    once again while the file holds more than one answer carries: a 600 KiB
+    line and 1 MiB written within a second are printed whole, every byte once
+    (each was skipped before, "faster than one answer carries")."""
+    script = ("sleep 6; head -c 600000 /dev/zero | tr '\\0' x; echo; seq 1 150000; "
+              "echo end; sleep 6")
+    jid = c.submit(dict(SPEC, command=["/bin/sh", "-c", script]))
+    p = follow(c, jid)
+    try:
+        out, err = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        check(False, "logs -f ends within 120 s of a job that runs about 12 s")
+    want = "x" * 600000 + "\n" + "".join(f"{i}\n" for i in range(1, 150001)) + "end\n"
+    check(p.returncode == 0, f"logs -f exits 0 once the job ended: {p.returncode} {err!r}")
+    check(err == "", f"nothing on stderr: {err[:300]!r}")
+    check(len(out) == len(want), f"logs -f printed {len(out)} bytes of {len(want)}")
+    check(out == want, "logs -f printed every byte once, in order")
+
+
 def scenario_logs_follow_stops_on_ctrl_c(c):
     """cli.md: Ctrl-C stops `tessera logs -f` at once (exit 130), with no
     error message; the job goes on."""

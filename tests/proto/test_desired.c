@@ -25,7 +25,7 @@ static const char FULL[] =
     "\"net_peers\":[\"192.0.2.1\",\"192.0.2.2\"],\"net_services\":[\"10.0.0.5:53/udp\"],"
     "\"net_tenant_services\":[{\"vni\":4097,\"to\":\"10.0.0.6:443/tcp\"}],\"gen\":12,"
     "\"now\":1764400000.5,\"logs\":[{\"id\":3,\"job\":7,\"rank\":0,\"stream\":\"stderr\","
-    "\"tail\":4096}],\"sessions\":[{\"kind\":\"exec\",\"rank\":0,\"tty\":true,\"command\":[\"sh\","
+    "\"tail\":4096,\"offset\":8192}],\"sessions\":[{\"kind\":\"exec\",\"rank\":0,\"tty\":true,\"command\":[\"sh\","
     "\"-c\",\"ls\"],\"rows\":40,\"cols\":120,\"job\":7,\"id\":\"ab12\",\"secret\":\"s3\"},"
     "{\"kind\":\"forward\",\"rank\":1,\"tty\":false,\"port\":8888,\"job\":7,\"id\":\"cd34\","
     "\"secret\":\"s4\"}]}";
@@ -148,6 +148,7 @@ static void each_bad_member_is_named(void **state)
         {"\"stream\":\"stderr\"", "\"stream\":\"stdin\"",
          "logs[0].stream: must be one of stdout, stderr"},
         {"\"tail\":4096", "\"tail\":-1", "logs[0].tail: must be an integer >= 0"},
+        {"\"offset\":8192", "\"offset\":\"0\"", "logs[0].offset: must be an integer >= 0"},
         {"\"kind\":\"exec\"", "\"kind\":\"shell\"",
          "sessions[0].kind: must be one of attach, exec, forward"},
         {"\"port\":8888", "\"port\":70000", "sessions[1].port: must be an integer in 1..65535"},

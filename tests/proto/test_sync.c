@@ -24,7 +24,7 @@ static const char SYNC[] =
     "\"mig_error\":\"gpu 0: busy\",\"drain\":\"prolog failed\",\"prefetch\":[{\"job\":8,"
     "\"state\":\"fetching\"},{\"job\":9,\"state\":\"ready\"}],\"images\":[{\"digest\":"
     "\"sha256:ab\",\"refs\":[\"reg/x:1\",\"reg/x:2\"],\"bytes\":1048576}],\"logs\":[{\"id\":3,"
-    "\"data\":\"a\\u0000b\\n\",\"size\":4,\"note\":\"cut\"},{\"id\":4,\"error\":\"no such task\"}]}";
+    "\"data\":\"a\\u0000b\\n\",\"size\":4,\"offset\":96,\"note\":\"cut\"},{\"id\":4,\"error\":\"no such task\"}]}";
 
 static const char REGISTER[] =
     "{\"node\":\"n-1\",\"discovery\":{\"cpus\":2,\"memory_bytes\":4096,\"driver_version\":\"\","
@@ -73,6 +73,8 @@ static void a_sync_round_trips_byte_for_byte(void **state)
     assert_int_equal(s.logs[0].data_len, 4);
     assert_memory_equal(s.logs[0].data, "a\0b\n", 4);
     assert_true(s.logs[0].has_size);
+    assert_true(s.logs[0].has_offset);
+    assert_int_equal(s.logs[0].offset, 96);
     assert_null(s.logs[1].data);
     assert_string_equal(s.logs[1].error, "no such task");
     ts_sync_fini(&s);
