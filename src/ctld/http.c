@@ -534,6 +534,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         *con_cls = x;
     }
     ctld_reply r = {0};
+    /* HEAD is GET without the body (MHD sends none for it): the same route,
+     * roles and headers */
+    if (strcmp(method, "HEAD") == 0)
+        method = "GET";
     if (x->state == ST_ANSWERED) {
         x->state = ST_SENT;
         return send_reply(conn, c, &x->reply);

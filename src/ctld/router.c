@@ -4,7 +4,8 @@
  * is checked against the row's roles, the path's parameters are parsed
  * strictly, and the row's handler runs. A path the table does not know is a
  * 404; a known path with another method is a 405 whose Allow header lists
- * the methods the path has.
+ * the methods the path has (HEAD wherever GET: http.c answers it as GET
+ * without the body).
  *
  * Matching is by segments: a literal segment must be equal, a {parameter}
  * takes any non-empty segment. Where a literal and a parameter both match
@@ -102,7 +103,8 @@ int ctld_route_find(const char *method, const char *path, const ctld_route_def *
             *out = &t[i];
         if (allow_size && !strstr(allow, t[i].method)) {
             size_t l = strlen(allow);
-            snprintf(allow + l, allow_size - l, "%s%s", l ? ", " : "", t[i].method);
+            snprintf(allow + l, allow_size - l, "%s%s%s", l ? ", " : "", t[i].method,
+                     strcmp(t[i].method, "GET") == 0 ? ", HEAD" : "");
         }
     }
     return *out ? CTLD_ROUTE_FOUND : best >= 0 ? CTLD_ROUTE_NO_METHOD : CTLD_ROUTE_NO_PATH;

@@ -85,21 +85,32 @@ try:
     # methods: 405 with Allow on a known path, with or without a token
     for m in ("DELETE", "PUT", "POST", "PATCH"):
         st, h, _ = call(m, "/v1/nodes/a-1", admin)
-        check(st == 405 and h.get("Allow") == "GET", f"{m} /v1/nodes/a-1: 405 Allow GET ({st} "
+        check(st == 405 and h.get("Allow") == "GET, HEAD", f"{m} /v1/nodes/a-1: 405 Allow GET ({st} "
               f"{h.get('Allow')})")
     for p in ("/healthz", "/readyz", "/metrics"):
         for tok in (None, admin):
             st, h, _ = call("POST", p, tok)
-            check(st == 405 and h.get("Allow") == "GET", f"POST {p} (token: {bool(tok)}): 405 "
+            check(st == 405 and h.get("Allow") == "GET, HEAD", f"POST {p} (token: {bool(tok)}): 405 "
                   f"Allow GET ({st} {h.get('Allow')})")
     st, h, _ = call("GET", "/v1/jobs/1/cancel", admin)
     check(st == 405 and h.get("Allow") == "POST", f"GET a POST-only job action: 405 ({st})")
     st, h, _ = call("DELETE", "/v1/jobs", admin)
-    check(st == 405 and h.get("Allow") in ("POST, GET", "GET, POST"),
+    check(st == 405 and h.get("Allow") in ("POST, GET, HEAD", "GET, HEAD, POST"),
           f"DELETE /v1/jobs: 405 Allow GET and POST ({st} {h.get('Allow')})")
     st, h, _ = call("PUT", "/v1/secrets/events", admin)
-    check(st == 405 and h.get("Allow") == "GET", f"the fixed path wins: PUT /v1/secrets/events "
+    check(st == 405 and h.get("Allow") == "GET, HEAD", f"the fixed path wins: PUT /v1/secrets/events "
           f"405 Allow GET ({st} {h.get('Allow')})")
+    # HEAD is GET without the body: the same status and headers, the same roles
+    for p, tok in (("/v1/nodes/a-1", admin), ("/healthz", None), ("/metrics", admin),
+                   ("/v1/jobs", None)):
+        st, h, body = call("HEAD", p, tok)
+        gst, gh, _ = call("GET", p, tok)
+        n = int(h.get("Content-Length") or 0)
+        check(st == gst and body == "" and n > 0 and h.get("Content-Type") ==
+              gh.get("Content-Type"), f"HEAD {p}: {gst} as GET, its length, no body ({st} {n} "
+              f"{body!r})")
+    st, h, _ = call("HEAD", "/v1/jobs/1/cancel", admin)
+    check(st == 405 and h.get("Allow") == "POST", f"HEAD a POST-only job action: 405 ({st})")
     for p in ("/v1/nope", "/v1/jobs/1/nope", "/v1/nodes/", "/v1//jobs", "/v1/jobs/1/cancel/x"):
         st, _, _ = call("GET", p, admin)
         check(st == 404, f"GET {p}: 404 ({st})")
