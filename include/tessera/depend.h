@@ -61,8 +61,14 @@ int ts_dep_parse(const char *s, ts_dependency *out, char *why, size_t size);
 int ts_dep_walk(const char *s, int (*item)(const char *p, const char *e, void *arg), void *arg,
                 bool *any);
 /* The canonical text of d: types in the order given, ids joined by ':'
- * under one type while the type repeats ("afterok:1:2,singleton"). */
+ * under one type while the type repeats and items are joined by ','
+ * ("afterok:1:2,singleton"); joined by '?', each id an item of its own
+ * ("afterok:1?afterok:2", which would read back as both if joined). */
 void ts_dep_format(const ts_dependency *d, char *buf, size_t size);
+/* s parsed and written in canonical form into out (TS_DEP_MAX_BYTES + 1
+ * bytes at least): 0, or TS_EINVAL with why as ts_dep_parse's (also when
+ * the canonical form would be longer than TS_DEP_MAX_BYTES). */
+int ts_dep_canonical(const char *s, char *out, char *why, size_t size);
 const char *ts_dep_type_name(int type);
 
 #ifdef __cplusplus

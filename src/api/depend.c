@@ -165,6 +165,27 @@ int ts_dep_parse(const char *s, ts_dependency *out, char *why, size_t size)
     return rc;
 }
 
+int ts_dep_canonical(const char *s, char *out, char *why, size_t size)
+{
+    ts_dependency d;
+    if (ts_dep_parse(s, &d, why, size) != 0)
+        return TS_EINVAL;
+    /* an any-dependency's ids each take their type again: at most
+     * "?afterany:" and one digit for each ':' and digit given */
+    static _Thread_local char text[6 * TS_DEP_MAX_BYTES + 16];
+    ts_dep_format(&d, text, sizeof text);
+    size_t len = strlen(text);
+    if (len > TS_DEP_MAX_BYTES) {
+        if (why && size)
+            snprintf(why, size, "%zu characters in canonical form (each id of an any-one "
+                     "dependency, joined by '?', takes its type again), at most %d",
+                     len, TS_DEP_MAX_BYTES);
+        return TS_EINVAL;
+    }
+    memcpy(out, text, len + 1);
+    return 0;
+}
+
 void ts_dep_format(const ts_dependency *d, char *buf, size_t size)
 {
     size_t used = 0;
@@ -176,7 +197,9 @@ void ts_dep_format(const ts_dependency *d, char *buf, size_t size)
         int w;
         if (it->type == TS_DEP_SINGLETON)
             w = snprintf(buf + used, size - used, "%ssingleton", i ? (d->any ? "?" : ",") : "");
-        else if (i > 0 && d->items[i - 1].type == it->type)
+        else if (i > 0 && d->items[i - 1].type == it->type && !d->any)
+            /* joined under one type only with ',': "afterok:1?afterok:2" so
+             * written would read back as all of them */
             w = snprintf(buf + used, size - used, ":%lld", (long long)it->job);
         else
             w = snprintf(buf + used, size - used, "%s%s:%lld", i ? (d->any ? "?" : ",") : "",

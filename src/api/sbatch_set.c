@@ -280,19 +280,16 @@ static int opt_dependency(struct sbatch_req *r, const struct sopt *o, const char
     (void)o;
     const char *why;
     /* Slurm's grammar first (its messages), then what Tessera evaluates */
-    ts_dependency d;
-    char dwhy[TS_ERR_MSG_MAX / 2];
+    char dwhy[TS_ERR_MSG_MAX / 2], text[TS_DEP_MAX_BYTES + 1];
     why = sbatch_check_dependency(v);
     if (why) {
         sbatch_error(at->errs, "%s--dependency: %s, got \"%.256s\"", at->where, why, v);
         return 0;
     }
-    if (ts_dep_parse(v, &d, dwhy, sizeof dwhy) != 0) {
+    if (ts_dep_canonical(v, text, dwhy, sizeof dwhy) != 0) {
         sbatch_error(at->errs, "%s--dependency: %s", at->where, dwhy);
         return 0;
     }
-    char text[TS_DEP_MAX_BYTES + 1];
-    ts_dep_format(&d, text, sizeof text);
     return set_str(&r->dependency, text) ? 0 : TS_ENOMEM;
 }
 

@@ -324,14 +324,11 @@ static void walk_dependency(spec_parser *P, const yaml_node_t *n)
     const char *s = spec_text(P, n, "dependency");
     if (!s)
         return;
-    ts_dependency d;
-    char why[TS_ERR_MSG_MAX - 32];
-    if (ts_dep_parse(s, &d, why, sizeof why) != 0) {
+    char why[TS_ERR_MSG_MAX - 32], text[TS_DEP_MAX_BYTES + 1];
+    if (ts_dep_canonical(s, text, why, sizeof why) != 0) {
         spec_fail(P, "dependency", "%s", why);
         return;
     }
-    char text[TS_DEP_MAX_BYTES + 1];
-    ts_dep_format(&d, text, sizeof text);
     P->spec->dependency = spec_dup(P, text);
 }
 

@@ -791,6 +791,9 @@ static void dependency_forms(void **state)
         {"afterok:1:2,afterok:3", "afterok:1:2:3"},
         {"after:1,afterany:2,afternotok:3,singleton", "after:1,afterany:2,afternotok:3,singleton"},
         {"afterok:007?afterany:8", "afterok:7?afterany:8"},
+        /* any one: each id keeps its '?' (joined, "afterok:1:2" is both) */
+        {"afterok:1?afterok:2", "afterok:1?afterok:2"},
+        {"afterok:1:2?afterany:3", "afterok:1?afterok:2?afterany:3"},
         {"singleton", "singleton"},
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
@@ -822,6 +825,19 @@ static void dependency_forms(void **state)
     strcat(ids, ",singleton");
     assert_int_equal(ts_dep_parse(ids, &d, why, sizeof why), 0);
     assert_int_equal(d.n, 1001);
+    /* any one of many ids: canonical, each takes its type again; past the
+     * bound it is an error naming the length, never a cut text */
+    static char anyof[TS_DEP_MAX_BYTES + 2] = "afterok";
+    for (int i = 1; i <= 300; i++)
+        snprintf(anyof + strlen(anyof), sizeof anyof - strlen(anyof), ":%d", i);
+    strcat(anyof, "?singleton");
+    static char canon[TS_DEP_MAX_BYTES + 1];
+    assert_int_equal(ts_dep_canonical(anyof, canon, why, sizeof why), 0);
+    assert_int_equal(strncmp(canon, "afterok:1?afterok:2?afterok:3?", 30), 0);
+    for (int i = 301; i <= 800; i++)
+        snprintf(anyof + strlen(anyof) - 10, sizeof anyof - strlen(anyof) + 10, ":%d?singleton", i);
+    assert_int_equal(ts_dep_canonical(anyof, canon, why, sizeof why), TS_EINVAL);
+    assert_non_null(strstr(why, "in canonical form"));
     /* the most ids the text can hold: 2047 one-digit ids */
     static char most[TS_DEP_MAX_BYTES + 2] = "afterok";
     while (strlen(most) + 2 <= TS_DEP_MAX_BYTES)
