@@ -9,15 +9,27 @@
  * upgrade a read lock, which under contention from another process is where
  * SQLite would fail with "database is locked" instead of waiting.
  *
+ * The file belongs to one process (docs/ha.md): the writer holds an
+ * exclusive flock on "<file>.lock", which names its pid, for as long as it
+ * is open, and a second process (a second tesserad on the same state
+ * directory) is refused at start, naming that pid, rather than splitting
+ * the control plane in two over one file.
+ *
  * Only the client library lives here: the statements are store_stmts.c's,
  * prepared once per connection (SQLITE_PREPARE_PERSISTENT) and kept by
  * store_sql.c.
  */
 #include "store/store_internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 /* How long a connection waits for another process's lock before failing. */
 #define BUSY_TIMEOUT_MS 10000
@@ -38,7 +50,70 @@ static int sq_exec(void *db, const char *sql, ts_err *err)
     return rc == SQLITE_OK ? 0 : sq_fail(db, rc, "exec", err);
 }
 
-static void sq_disconnect(void *db) { sqlite3_close(db); }
+/* The writers this process holds and their lock files' descriptors. */
+#define SQ_WRITERS_MAX 16
+static struct {
+    void *db;
+    int fd;
+} sq_writers[SQ_WRITERS_MAX];
+static pthread_mutex_t sq_writers_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Takes "<target>.lock" for writer db: 0, or TS_EEXIST naming the pid that
+ * holds it. An in-memory or URI target has no file of its own to guard. */
+static int sq_lock(const char *target, void *db, ts_err *err)
+{
+    if (strcmp(target, ":memory:") == 0 || strncmp(target, "file:", 5) == 0)
+        return 0;
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s.lock", target) >= (int)sizeof path)
+        return ts_err_set(err, TS_EINVAL, "sqlite: %s: path too long", target);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return ts_err_set(err, TS_EIO, "sqlite: %s: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        close(fd);
+        return ts_err_set(err, TS_EEXIST, "sqlite: %s is in use by another process (pid %s, "
+                          "which holds %s): a SQLite store belongs to one tesserad "
+                          "(docs/ha.md); stop that one first", target, pid[0] ? pid : "?",
+                          path);
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    /* written or not, the lock holds: only a second process's message lacks the pid */
+    bool named = ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)len, 0) == len;
+    (void)named;
+    pthread_mutex_lock(&sq_writers_mu);
+    for (int i = 0; i < SQ_WRITERS_MAX; i++)
+        if (!sq_writers[i].db) {
+            sq_writers[i].db = db;
+            sq_writers[i].fd = fd;
+            fd = -1;
+            break;
+        }
+    pthread_mutex_unlock(&sq_writers_mu);
+    if (fd >= 0) {
+        close(fd);
+        return ts_err_set(err, TS_ENOMEM, "sqlite: %s: more than %d stores open in one process",
+                          target, SQ_WRITERS_MAX);
+    }
+    return 0;
+}
+
+static void sq_disconnect(void *db)
+{
+    pthread_mutex_lock(&sq_writers_mu);
+    for (int i = 0; db && i < SQ_WRITERS_MAX; i++)
+        if (sq_writers[i].db == db) {
+            close(sq_writers[i].fd); /* the lock goes with it */
+            sq_writers[i].db = NULL;
+        }
+    pthread_mutex_unlock(&sq_writers_mu);
+    sqlite3_close(db);
+}
 
 /* The writer runs in WAL mode with every commit flushed; readers only read. */
 static int sq_setup(sqlite3 *db, const char *target, bool writer, ts_err *err)
@@ -73,8 +148,8 @@ static int sq_connect(const char *target, bool writer, void **out, ts_err *err)
     }
     sqlite3_extended_result_codes(db, 1);
     sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
-    if ((rc = sq_setup(db, target, writer, err))) {
-        sqlite3_close(db);
+    if ((writer && (rc = sq_lock(target, db, err))) || (rc = sq_setup(db, target, writer, err))) {
+        sq_disconnect(db);
         return rc;
     }
     *out = db;

@@ -208,6 +208,18 @@ static void test_urls(void **state)
     snprintf(url, sizeof url, "%s/bare.db", fx->dir); /* a bare path */
     assert_int_equal(ts_store_open(url, &s, &err), 0);
     assert_string_equal(ts_store_backend(s), "sqlite");
+    /* the file belongs to one writer: a second open is refused naming the
+     * holder's pid (a second tesserad on the same state directory), and
+     * taken once the first closed */
+    ts_store *again = NULL;
+    assert_int_equal(ts_store_open(url, &again, &err), TS_EEXIST);
+    assert_null(again);
+    char pid[32];
+    snprintf(pid, sizeof pid, "pid %ld,", (long)getpid());
+    assert_non_null(strstr(err.msg, pid));
+    assert_non_null(strstr(err.msg, "in use by another process"));
+    ts_store_close(s);
+    assert_int_equal(ts_store_open(url, &s, &err), 0);
     ts_store_close(s);
     snprintf(url, sizeof url, "sqlite://%s/slashes.db", fx->dir);
     assert_int_equal(ts_store_open(url, &s, &err), 0);
