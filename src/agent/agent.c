@@ -341,7 +341,7 @@ static void report_started(ts_agent *a, local_task *lt, double now, ts_task_repo
     r->out_stdout = out[0];
     r->out_stderr = out[1];
     add_end(lt, r);
-    if (lt->shim_missing || lt->disk_stopped) { /* stopped by the agent as it ran */
+    if (lt->shim_missing || lt->disk_stopped || lt->cut_off) { /* stopped by the agent as it ran */
         agent_stopped_report(a, lt, r, why);
     } else if (lt->stop_requested) {
         r->state = TS_REPORT_STOPPED;
@@ -772,6 +772,8 @@ static json_t *sync_body(ts_agent *a, bool busy, const char *drain_sent, json_t 
     return body;
 }
 
+static void stop_and_wait(ts_agent *a);
+
 int agent_step(ts_agent *a, ts_err *err)
 {
     long status = 0;
@@ -851,17 +853,34 @@ int agent_step(ts_agent *a, ts_err *err)
      * and requeues its jobs elsewhere, where they must not run twice. So
      * the tasks stop at half that time, with a termination grace of a
      * quarter of it: gone before the controller gives up on the node. */
-    if (rc != 0 && agent_mono_s() - a->last_ok_s > lost_limit(a) && a->ntasks > 0) {
+    int running = 0;
+    for (int i = 0; i < a->ntasks; i++)
+        running += a->tasks[i].t && a->tasks[i].st.phase != TS_TASK_EXITED;
+    double silent = agent_mono_s() - a->last_ok_s;
+    if (rc != 0 && silent > lost_limit(a) && running > 0) {
         fprintf(stderr, "tessera-agent: no controller has answered for %.1f s (limit %.1f s: "
                         "--lost-after or half the controller's node_lost_after): stopping %d "
                         "task(s), which the controller requeues\n",
-                agent_mono_s() - a->last_ok_s, lost_limit(a), a->ntasks);
-        agent_stop_all(a);
+                silent, lost_limit(a), running);
+        /* kept, ended: the next registration reports each (an already
+         * ended one as it ended), so a controller that comes back requeues
+         * them rather than starting them again here */
+        for (int i = 0; i < a->ntasks; i++) {
+            local_task *lt = &a->tasks[i];
+            if (lt->t && lt->st.phase != TS_TASK_EXITED) {
+                lt->cut_off = true;
+                lt->cut_off_silent_s = silent;
+                lt->cut_off_limit_s = lost_limit(a);
+            }
+        }
+        stop_and_wait(a);
     }
     return rc;
 }
 
-void agent_stop_all(ts_agent *a)
+/* Every running task's stop sequence at once, then a wait for all of them
+ * (at most two termination graces and a second). */
+static void stop_and_wait(ts_agent *a)
 {
     /* every task's stop sequence at once, then wait for all of them */
     double now = agent_mono_s(), deadline = now;
@@ -889,6 +908,11 @@ void agent_stop_all(ts_agent *a)
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
+}
+
+void agent_stop_all(ts_agent *a)
+{
+    stop_and_wait(a);
     for (int i = 0; i < a->ntasks; i++) {
         agent_task_free(a->tasks[i].t);
         if (!a->tasks[i].is_step)

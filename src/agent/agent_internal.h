@@ -108,6 +108,10 @@ typedef struct local_task {
      * task's writable layer held the most (disk_pressure.c): MiB figures */
     bool disk_stopped;
     long long disk_layer_mib, disk_free_mib, disk_reserve_mib;
+    /* stopped because no controller answered for half the time it takes to
+     * declare the node lost (agent.c): kept, with how long, to report */
+    bool cut_off;
+    double cut_off_silent_s, cut_off_limit_s;
     char user[64];              /* its Unix user ("" none), for its epilog */
     json_t *prolog_wait;        /* the desired task, kept while the node's prolog runs or
                                  * waits for a hook slot */

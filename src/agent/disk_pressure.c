@@ -385,6 +385,11 @@ void agent_stopped_report(const ts_agent *a, const local_task *lt, ts_task_repor
                  "register within %g s (a static program, or a loader that ignored LD_PRELOAD): "
                  "stopped, never a fractional task without its limits", reg);
         r->launch_end = "shim_not_loaded";
+    } else if (lt->cut_off) { /* the controller requeues it (ctld/agents.c) */
+        snprintf(why, AGENT_STOPPED_WHY_BYTES, "controller_lost: no controller answered its "
+                 "agent for %.1f s (limit %.1f s): stopped so that it never runs twice",
+                 lt->cut_off_silent_s, lt->cut_off_limit_s);
+        r->launch_end = "controller_lost";
     } else {
         snprintf(why, AGENT_STOPPED_WHY_BYTES, "disk_pressure: the node's state disk had %lld MiB "
                  "free, under its reserve of %lld MiB, and this task's files there (writable "

@@ -223,6 +223,14 @@ static int apply_reports(ctld *c, int n, const sync_msg *m, double now, bool *wh
         }
         if (st == CTLD_RANK_DONE && tk->exit_code != 0)
             st = CTLD_RANK_FAILED;
+        /* stopped by its agent while no controller answered (a controller
+         * down for half of node_lost_after): not the job's failure, a stop
+         * the controller did not ask for; a running job requeues, as on a
+         * lost node, never started again on the same run */
+        bool cut_off = st == CTLD_RANK_FAILED && tk->launch_end &&
+                       strcmp(tk->launch_end, "controller_lost") == 0;
+        if (cut_off)
+            st = CTLD_RANK_STOPPED;
         bool pulling = tk->has_image_pull;
         if (pulling && st == CTLD_RANK_RUNNING) { /* its image is coming */
             j->pull_seen_s = now;
@@ -259,6 +267,13 @@ static int apply_reports(ctld *c, int n, const sync_msg *m, double now, bool *wh
             snprintf(d, sizeof d, "rank %d on %s: %s", rank, c->cluster->nodes[n].name, launch);
             if (ctld_txn_event(&t, j->row.id, now, "launch-error", d) != 0)
                 rc = ts_err_set(err, TS_ENOMEM, "out of memory");
+        }
+        if (rc == 0 && cut_off && j->row.state == TS_JOB_RUNNING && !ctld_txn_has(&t, j)) {
+            char d[TS_ERR_MSG_MAX + 64];
+            snprintf(d, sizeof d, "rank %d on %s: %s", rank, c->cluster->nodes[n].name,
+                     tk->error ? tk->error : "stopped by its agent");
+            ctld_fsm_args ea = {.detail = d};
+            rc = ctld_fsm_plan(c, &t, j, CTLD_JE_EVICT, &ea, now, err);
         }
         if (rc == 0 && st != CTLD_RANK_RUNNING && rank == 0 && ctld_job_is_batch(j))
             ctld_steps_run_ended(c, j, now, &t); /* the script ended: its steps end with it */

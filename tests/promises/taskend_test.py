@@ -147,6 +147,45 @@ def scenario_time_limit_holds_while_the_controller_is_down(c):
           f"once back, the controller records the timeout: {j}")
 
 
+def scenario_a_controller_restart_past_half_node_lost_after_reruns_nothing(c):
+    """tessera-agent.md: cut off for half of node_lost_after, the agent stops
+    its tasks, "which the controller requeues". A tesserad killed and started
+    again 9 s later (node_lost_after 10 s) finds each agent's stopped tasks in
+    its registration: the running job is requeued with the agent's reason,
+    never started again on its old run behind the user's back, and a job
+    that ended during the outage keeps its exit code and ran once (both were
+    started again, silently, before)."""
+    import signal
+    from harness import wait_ready
+    runs, once = c.path("runs.txt"), c.path("once.txt")
+    for f in (runs, once):
+        open(f, "w").close()
+        os.chmod(f, 0o666)
+    long_id = c.submit(spec("long", f"echo run >> {runs}; sleep 300", gpus=1))
+    short_id = c.submit(spec("short", f"echo run >> {once}; sleep 3; exit 3", gpus=1))
+    if not (c.wait_job(long_id, "running", 30) and c.wait_job(short_id, "running", 30)):
+        return
+    c.wait(lambda: open(runs).read() and open(once).read(), "both tasks started", 15)
+    ctld = c.procs["tesserad"]
+    ctld.send_signal(signal.SIGKILL)
+    ctld.wait()
+    time.sleep(9)  # past half of node_lost_after (5 s) and the tasks' stop
+    c._spawn("tesserad", [c.bins["tesserad"], "--config", c.path("tesserad.yaml")])
+    check(wait_ready(c.url, 30), "tesserad is back")
+    j = c.wait_job(short_id, "failed", 30)
+    check(bool(j) and j.get("exit_code") == 3,
+          f"the job that ended in the outage keeps its exit code: {j and j.get('exit_code')}")
+    check(open(once).read() == "run\n", f"and ran once: {open(once).read()!r}")
+    ev = c.wait(lambda: [e for e in c.events(long_id) if e["kind"] == "requeued"],
+                "the running job is requeued", 30)
+    check(bool(ev) and "controller_lost" in (ev[0].get("detail") or ""),
+          f"its requeued event gives the agent's reason: {ev}")
+    starts = [e for e in c.events(long_id) if e["kind"] == "started"]
+    lines = open(runs).read().count("run")
+    check(lines == len(starts), f"each start of it is a started event ({lines} runs, "
+          f"{len(starts)} started events)")
+
+
 def scenario_exit_code_of_a_rank(c):
     """api.md: an ended job's `exit_code` and each rank's end (`ranks`); a
     failed job's reason names the rank, its node and its exit code."""
