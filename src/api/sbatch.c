@@ -382,6 +382,17 @@ int ts_sbatch_parse(const char *script, size_t len, const ts_sbatch_input *in, t
         sbatch_error(errs, "%.256s: not valid UTF-8", name);
         return TS_EINVAL;
     }
+    const char *cr = memchr(script, '\r', len);
+    if (cr && cr + 1 < script + len && cr[1] == '\n') {
+        /* as sbatch: the body would run with '\r' in every word
+         * ("mkdir out\r"), which no directive shows */
+        int line = 1;
+        for (const char *p = script; p < cr; p++)
+            line += *p == '\n';
+        sbatch_error(errs, "%.256s:%d: DOS line breaks (\\r\\n) instead of UNIX ones (\\n): "
+                     "convert it first (dos2unix %.256s)", name, line, name);
+        return TS_EINVAL;
+    }
     for (int i = 0; i < in->argc; i++)
         if (!utf8_ok(in->argv[i], strlen(in->argv[i])))
             sbatch_error(errs, "option %d: not valid UTF-8", i + 1);

@@ -658,29 +658,12 @@ static int cancel_bulk(struct cli_ctx *ctx, const struct cli_cmd *cmd, const cha
     return CLI_EXIT_OK;
 }
 
-int cli_cmd_cancel(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+/* Cancels one job, one array element (elem >= 0) or a whole array. */
+static int cancel_one(struct cli_ctx *ctx, long id, long elem)
 {
-    const char *arg = NULL, *f[5] = {0};
-    long id, elem, span;
-    const struct cli_opt opts[] = {{"user", 'u', &f[0], NULL},   {"name", 'n', &f[1], NULL},
-                                   {"state", 't', &f[2], NULL},  {"array", 0, &f[3], NULL},
-                                   {"tenant", 0, &f[4], NULL},   {0}};
-    int rc = cli_parse(ctx, cmd, argc, argv, opts, &arg, 0, 1);
-    if (rc != CLI_CONTINUE)
-        return rc;
-    bool filtered = f[0] || f[1] || f[2] || f[3] || f[4];
-    if (filtered && arg)
-        return cli_usage_error(cmd, "give a job id or filters (--user, --name, --state, "
-                               "--array, --tenant), not both");
-    if (filtered)
-        return cancel_bulk(ctx, cmd, f);
-    if (!arg)
-        return cli_usage_error(cmd, "give a job id, or filters (--user, --name, --state, "
-                               "--array, --tenant)");
-    if ((rc = cancel_target(cmd, arg, &id, &elem)) != CLI_CONTINUE)
-        return rc;
     bool head;
-    long k;
+    long k, span;
+    int rc;
     if ((rc = array_target(ctx, id, elem, &head, &span, &k)) != CLI_EXIT_OK)
         return rc;
     if (head && elem < 0) {
@@ -699,6 +682,38 @@ int cli_cmd_cancel(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     if (elem >= 0)
         id += k;
     return job_post_state(ctx, id, "/cancel");
+}
+
+int cli_cmd_cancel(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *args[ACTION_IDS_MAX] = {0}, *f[5] = {0};
+    const struct cli_opt opts[] = {{"user", 'u', &f[0], NULL},   {"name", 'n', &f[1], NULL},
+                                   {"state", 't', &f[2], NULL},  {"array", 0, &f[3], NULL},
+                                   {"tenant", 0, &f[4], NULL},   {0}};
+    int rc = cli_parse(ctx, cmd, argc, argv, opts, args, 0, ACTION_IDS_MAX);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    bool filtered = f[0] || f[1] || f[2] || f[3] || f[4];
+    if (filtered && args[0])
+        return cli_usage_error(cmd, "give job ids or filters (--user, --name, --state, "
+                               "--array, --tenant), not both");
+    if (filtered)
+        return cancel_bulk(ctx, cmd, f);
+    if (!args[0])
+        return cli_usage_error(cmd, "give a job id, or filters (--user, --name, --state, "
+                               "--array, --tenant)");
+    /* several ids, as scancel 41 42: every one checked before any is sent,
+     * every one tried; the exit code is the last failure's */
+    long ids[ACTION_IDS_MAX], elems[ACTION_IDS_MAX];
+    int n = 0;
+    for (; n < ACTION_IDS_MAX && args[n]; n++)
+        if ((rc = cancel_target(cmd, args[n], &ids[n], &elems[n])) != CLI_CONTINUE)
+            return rc;
+    int worst = CLI_EXIT_OK;
+    for (int i = 0; i < n; i++)
+        if ((rc = cancel_one(ctx, ids[i], elems[i])) != CLI_EXIT_OK)
+            worst = rc;
+    return worst;
 }
 
 int cli_cmd_explain(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)

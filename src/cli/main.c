@@ -57,13 +57,13 @@ static const struct cli_cmd COMMANDS[] = {
      "  --all                              follow the pages to the end",
      cli_cmd_jobs},
     {"show", "show ID", "Shows one job: state, times, reason and placement.", cli_cmd_show},
-    {"cancel", "cancel ID | ARRAY_ID | ARRAY_ID_INDEX | ARRAY_ID[INDEX]\n"
+    {"cancel", "cancel ID... (ID, ARRAY_ID, ARRAY_ID_INDEX or ARRAY_ID[INDEX])\n"
      "       tessera cancel [-u USER] [-n NAME] [-t STATE] [--array ID] [--tenant T]",
      "Cancels a job (stops it if running). An array's id (its first element's, as\n"
      "TESSERA_ARRAY_JOB_ID shows it) cancels every element still active, as Slurm's\n"
-     "scancel; ID_INDEX or ID[INDEX] cancels that element only. With filters instead\n"
-     "of an id it cancels, in one call, every active job they all match that the\n"
-     "caller may see (an admin's: across tenants), as scancel -u/--name/--state:\n\n"
+     "scancel; ID_INDEX or ID[INDEX] cancels that element only; several ids, each.\n"
+     "With filters instead of ids it cancels, in one call, every active job they all\n"
+     "match that the caller may see (an admin's: across tenants), as scancel -u/--name/--state:\n\n"
      "  -u, --user USER    submitted by token USER\n"
      "  -n, --name NAME    named NAME (an array NAME's elements too)\n"
      "  -t, --state STATE  pending, held, running or stopping\n"

@@ -372,6 +372,8 @@ static void test_refusals(void **state)
 {
     (void)state;
     expect_error("#SBATCH --licenses=x\n", NULL, 0, "t.sh:2: --licenses: not supported");
+    /* DOS line breaks, refused as sbatch refuses them, naming the first */
+    expect_error("#SBATCH -J x\necho hi\r\n", NULL, 0, "t.sh:3: DOS line breaks");
     expect_error("#SBATCH --nodelist=n-[3-1]\n", NULL, 0, "t.sh:2: --nodelist: \"n-[3-1]\"");
     expect_error("#SBATCH -w n1,\n", NULL, 0, "--nodelist: ends with a comma");
     expect_error("#SBATCH -x a,,b\n", NULL, 0, "--exclude: empty name at byte 2");

@@ -99,6 +99,21 @@ def job(name, tenant="team-a", command="sleep 300"):
     return dict(SPEC, name=name, tenant=tenant, command=["/bin/sh", "-c", command])
 
 
+def scenario_cancel_takes_several_ids(c):
+    """cli.md: several ids (`tessera cancel 41 42 50_3`, as `scancel 41 42`) are all
+    checked before any is sent, each is tried, and the exit code is the last
+    failure's."""
+    a, b, keep = (c.submit(job(n)) for n in ("c-a", "c-b", "c-keep"))
+    r = c.cli("cancel", str(a), "x7", str(b))
+    check(r.returncode == 2, f"a bad id: usage error, nothing sent: {r.returncode} {r.stderr!r}")
+    check(c.job(a).get("state") not in ("cancelled", "stopping"), "a is not cancelled by it")
+    r = c.cli("cancel", str(a), "987654", str(b))
+    check(r.returncode == 3, f"exit 3 for the job that does not exist: {r.returncode} {r.stderr!r}")
+    for jid in (a, b):
+        check(c.wait_job(jid, "cancelled", 30), f"job {jid} named beside it is cancelled")
+    check(c.job(keep).get("state") in ("pending", "running"), "the job not named goes on")
+
+
 def scenario_bulk_cancel_by_user_and_state(c):
     """cli.md: `tessera cancel` with filters cancels, in one call, every active job
     they all match that the caller may see; the others go on."""
