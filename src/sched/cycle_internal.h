@@ -231,6 +231,10 @@ typedef struct plan_job {
 /* Earliest time at which job fits once the jobs of ends[] (sorted by end_s)
  * released theirs; the scratch placement at that time in plan[]. Returns 0
  * and *at_s, or TS_ENOSPC when it never fits. */
+/* After plan_reservation found no time: how many nodes are down or drained
+ * (not schedulable) if job would fit on the emptied cluster with them up
+ * again, else 0 (it never fits here). */
+int plan_fits_with_nodes_up(ts_sched *s, const ts_job *job);
 int plan_reservation(ts_sched *s, const ts_job *job, const plan_job *ends, int nends,
                      ts_alloc *plan, double *at_s);
 /* Chooses victims among cand[0..n-1] (already in preference order; each one

@@ -339,7 +339,14 @@ static void reserve(loop *l, int i, bool hold)
     if (plan_reservation(s, job, l->pj, n, l->plan, &at) != 0) {
         char was[TS_CYCLE_WHY_MAX];
         snprintf(was, sizeof was, "%s: %s", ts_pending_name(p->reason), why_of(l, i));
-        if (p->reason != TS_PEND_PREEMPTING)
+        /* nodes that are down (no agent yet: a controller that just
+         * started) or drained are the cluster's still: waiting for them is
+         * capacity, not a spec that can never run */
+        int down = p->reason != TS_PEND_PREEMPTING ? plan_fits_with_nodes_up(s, job) : 0;
+        if (down > 0)
+            pend(l, i, TS_PEND_CAPACITY, "fits only once nodes that are down or drained are "
+                 "up again (%d of the cluster's %d now) (%s)", down, s->sc->nnodes, was);
+        else if (p->reason != TS_PEND_PREEMPTING)
             pend(l, i, TS_PEND_INVALID, "does not fit even on the idle cluster (%s)", was);
         return;
     }

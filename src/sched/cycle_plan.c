@@ -185,6 +185,29 @@ int plan_reservation(ts_sched *s, const ts_job *job, const plan_job *ends, int n
     return rc;
 }
 
+int plan_fits_with_nodes_up(ts_sched *s, const ts_job *job)
+{
+    int n = s->sc->nnodes, down = 0;
+    for (int i = 0; i < n; i++)
+        down += !ts_gang_index_node_enabled(s->six, i);
+    if (down == 0)
+        return 0;
+    ts_alloc *tmp = malloc((size_t)job->ntasks * sizeof *tmp);
+    if (!tmp)
+        return 0;
+    bool *was = calloc((size_t)n, sizeof *was);
+    for (int i = 0; was && i < n; i++)
+        if (!(was[i] = ts_gang_index_node_enabled(s->six, i)))
+            ts_gang_index_node_enable(s->six, i, true);
+    bool fits = was && scratch_fits(s, job, NULL, tmp);
+    for (int i = 0; was && i < n; i++)
+        if (!was[i])
+            ts_gang_index_node_enable(s->six, i, false);
+    free(was);
+    free(tmp);
+    return fits ? down : 0;
+}
+
 static int cmp_lost_desc(const void *a, const void *b, const double *lost)
 {
     int x = *(const int *)a, y = *(const int *)b;

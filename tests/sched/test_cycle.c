@@ -1144,6 +1144,20 @@ static void test_drained_node_gets_no_work(void **state)
     for (int k = 0; k < f->d.nstarts; k++)
         assert_true(f->d.starts[k].allocs[0].node == N2 || f->d.starts[k].allocs[0].node == C0);
     assert_int_equal(ts_sched_node_set_schedulable(f->s, 99, false, &err), TS_EINVAL);
+    /* every GPU node down (a controller that just started, its agents not
+     * registered yet): a job that fits the cluster waits for capacity, and
+     * only one that never fits it is invalid */
+    assert_int_equal(ts_sched_node_set_schedulable(f->s, N2, false, &err), 0);
+    ts_job *later = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 100);
+    ts_job *never = job(f, TA, TS_TIER_OPPORTUNISTIC, 2, 4, 100);
+    never->required_level = never->preferred_level = TS_GANG_LEVEL_NODE;
+    ts_job *w2[] = {later, never};
+    assert_int_equal(cycle(f, 0, w2, 2, NULL, 0), 0);
+    assert_int_equal(f->d.nstarts, 0);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_CAPACITY);
+    assert_non_null(strstr(f->d.pending[0].why, "once nodes that are down or drained"));
+    assert_int_equal(f->d.pending[1].reason, TS_PEND_INVALID);
+    assert_int_equal(ts_sched_node_set_schedulable(f->s, N2, true, &err), 0);
     /* back in service */
     assert_int_equal(ts_sched_node_set_schedulable(f->s, N0, true, &err), 0);
     assert_int_equal(free_gpus(f), 4);
