@@ -427,13 +427,19 @@ static json_t *build_command(const char *script, size_t len, const ts_sbatch_inp
                          r->error ? err : r->output ? out : "\"\"");
         if (k < 0 || (size_t)k >= sizeof code)
             k = 0;
+        /* a file that cannot be opened (its folder missing): the shell's
+         * message stays in the agent's log, which the emptied note points
+         * back to, so that the job's why and tessera logs show it */
+        static const char FAILED[] =
+            " || { [ -z \"$TESSERA_OUTPUT_NOTE\" ] || : >\"$TESSERA_OUTPUT_NOTE\"; exit 2; }; "
+            "exec \"$@\"";
         if (r->output && r->error)
-            snprintf(code + k, sizeof code - (size_t)k, "exec >>%s 2>>%s; exec \"$@\"", out,
-                     err);
+            snprintf(code + k, sizeof code - (size_t)k, "command exec >>%s 2>>%s%s", out, err,
+                     FAILED);
         else if (r->output)
-            snprintf(code + k, sizeof code - (size_t)k, "exec >>%s 2>&1; exec \"$@\"", out);
+            snprintf(code + k, sizeof code - (size_t)k, "command exec >>%s 2>&1%s", out, FAILED);
         else
-            snprintf(code + k, sizeof code - (size_t)k, "exec 2>>%s; exec \"$@\"", err);
+            snprintf(code + k, sizeof code - (size_t)k, "command exec 2>>%s%s", err, FAILED);
         json_array_append_new(argv, json_string("/bin/sh"));
         json_array_append_new(argv, json_string("-c"));
         json_array_append_new(argv, json_string(code));
@@ -650,6 +656,11 @@ static void add_optional(json_t *spec, const struct sbatch_req *r, const ts_sbat
         json_object_set_new(spec, "dependency", json_string(r->dependency));
     if (r->image) /* the script runs in it, as pyxis runs it (docs/images.md) */
         json_object_set_new(spec, "image", json_string(r->image));
+    if (r->image && (r->output || r->error))
+        sbatch_warn(sb, "--%s: opened inside the container, not on the node (pyxis opens it "
+                    "on the host): name a path in a folder mounted into it (docs/images.md "
+                    "\"mounts\"), or leave it out and read tessera logs",
+                    r->output ? "output" : "error");
     if (r->constraint)
         json_object_set_new(spec, "constraint", json_string(r->constraint));
     if (r->nodelist)

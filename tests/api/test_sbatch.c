@@ -363,6 +363,13 @@ static void test_container_image(void **state)
     assert_string_equal(json_string_value(json_object_get(spec, "image")),
                         "reg.example:5000/team/torch:2");
     json_decref(spec);
+    assert_int_equal(sb->nwarnings, 0);
+    ts_sbatch_free(sb);
+    /* its output files would be opened inside the container: said */
+    assert_int_equal(parse_lines("#SBATCH --container-image=reg.example:5000#team/torch:2\n"
+                                 "#SBATCH -o out-%j.txt\n", NULL, 0, &sb, &errs), 0);
+    assert_int_equal(sb->nwarnings, 1);
+    assert_non_null(strstr(sb->warnings[0], "--output: opened inside the container"));
     ts_sbatch_free(sb);
     expect_error("#SBATCH --container-image=ubuntu:22.04\n", NULL, 0,
                  "t.sh:2: --container-image: must name the registry");

@@ -197,6 +197,31 @@ srun sleep 299.5
     check(bool(gone), "the step's tasks are stopped with the job")
 
 
+def scenario_an_output_file_that_cannot_be_opened_says_why(c):
+    """slurm.md `--output`: a file that cannot be opened (its folder missing)
+    fails the job with the shell's reason in its why and its logs, not "no
+    stderr was recorded" (the note named the files that never opened)."""
+    missing = c.path("no-such-folder", "o-%j")
+    p = script(c, "nodir.sh", f"""#!/bin/sh
+#SBATCH --account=team-a --time=5 --gpus=1
+#SBATCH --output={missing}.out --error={missing}.err
+echo never
+""")
+    r = c.cli("sbatch", p)
+    jid = next((int(w) for w in r.stdout.split() if w.isdigit()), None)
+    check(jid is not None, f"tessera sbatch submits it: {r.returncode} {r.stdout} {r.stderr}")
+    j = jid and c.wait_job(jid, ("completed", "failed"), 60)
+    if not j:
+        return
+    why = j.get("why") or ""
+    check(j.get("state") == "failed" and "no-such-folder" in why,
+          f"the job fails naming the file it could not open: {j.get('state')} {why!r}")
+    r = c.cli("logs", str(jid), "--stderr")
+    check(r.returncode == 0 and "no-such-folder" in r.stdout,
+          f"tessera logs --stderr shows the shell's reason: {r.returncode} {r.stdout!r} "
+          f"{r.stderr!r}")
+
+
 def scenario_plain_job_runs_in_every_task(c):
     """slurm.md "Steps": a job submitted as a spec (not from sbatch) runs its
     command in every task, as before, and has no steps."""
