@@ -486,7 +486,7 @@ json_t *ts_node_health_schema(void);
  * them (a registration carries node, discovery, tasks and seq). */
 enum ts_sy_field {
     TS_SY_NODE, TS_SY_DISCOVERY, TS_SY_GEN, TS_SY_TASKS, TS_SY_WAIT_S, TS_SY_SEQ, TS_SY_HEALTH,
-    TS_SY_MIG_ERROR, TS_SY_DRAIN, TS_SY_PREFETCH, TS_SY_IMAGES, TS_SY_LOGS,
+    TS_SY_MIG_ERROR, TS_SY_DRAIN, TS_SY_PREFETCH, TS_SY_IMAGES, TS_SY_LOGS, TS_SY_AGENT,
     TS_SY_NFIELDS
 };
 #define TS_SY_BIT(f) (1ULL << (f))
@@ -541,6 +541,10 @@ typedef struct ts_sync {
     int nimages;
     ts_sync_log *logs;
     int nlogs;
+    /* which agent this is (a registration): its machine and state
+     * directory, the same across its restarts; another one is a second
+     * agent for the node */
+    const char *agent;
 } ts_sync;
 
 /* The body as a JSON object (a new reference), its members in the order

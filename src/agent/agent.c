@@ -70,6 +70,7 @@ int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, t
     snprintf(a->steps, sizeof a->steps, "%s/steps", cfg->state_dir);
     snprintf(a->task_dirs, sizeof a->task_dirs, "%s/tasks", cfg->state_dir);
     mkdir(cfg->state_dir, 0755);
+    agent_identity(cfg->state_dir, a->identity, sizeof a->identity);
     /* anyone may pass through to their own log (a task reopens its stdout
      * by path), no one may list them; an older agent's folder was 0755 */
     if ((mkdir(a->logs, AGENT_LOGS_MODE) != 0 && errno != EEXIST) ||
@@ -341,6 +342,8 @@ static void report_started(ts_agent *a, local_task *lt, double now, ts_task_repo
     r->out_stdout = out[0];
     r->out_stderr = out[1];
     add_end(lt, r);
+    if (lt->st.cut_off) /* its keeper stopped it while no agent ran (launch_keeper.c) */
+        lt->cut_off = true;
     if (lt->shim_missing || lt->disk_stopped || lt->cut_off) { /* stopped by the agent as it ran */
         agent_stopped_report(a, lt, r, why);
     } else if (lt->stop_requested) {
@@ -713,15 +716,6 @@ double agent_pause_s(ts_agent *a)
     return agent_ctls_pause_s(&a->cfg.ctls);
 }
 
-/* How long without the controller before this node's tasks must stop. */
-static double lost_limit(const ts_agent *a)
-{
-    double limit = a->cfg.lost_s;
-    if (a->ctld_lost_s > 0 && a->ctld_lost_s / 2 < limit)
-        limit = a->ctld_lost_s / 2;
-    return limit;
-}
-
 /* A sync's body through the protocol's codec: the tasks' reports, the
  * node's health, the MIG and hook errors (drain_sent), the prefetches, the
  * image store when it changed since the controller last took it (*imgs:
@@ -772,8 +766,6 @@ static json_t *sync_body(ts_agent *a, bool busy, const char *drain_sent, json_t 
     return body;
 }
 
-static void stop_and_wait(ts_agent *a);
-
 int agent_step(ts_agent *a, ts_err *err)
 {
     long status = 0;
@@ -787,7 +779,10 @@ int agent_step(ts_agent *a, ts_err *err)
                        .node = a->cfg.node,
                        .discovery = a->node->discovery,
                        .tasks = tasks,
-                       .seq = (int64_t)++a->report_seq};
+                       .seq = (int64_t)++a->report_seq,
+                       .agent = a->identity};
+        if (a->identity[0])
+            reg.present |= TS_SY_BIT(TS_SY_AGENT);
         json_t *body = tasks ? ts_sync_encode(&reg) : NULL;
         json_decref(tasks);
         if (!body)
@@ -799,7 +794,7 @@ int agent_step(ts_agent *a, ts_err *err)
             a->registered = true;
             json_decref(a->images_sent); /* the controller's knowledge starts afresh */
             a->images_sent = NULL;
-            a->last_ok_s = agent_mono_s();
+            agent_heard_from_controller(a);
             reconcile(a, ans); /* its gen too */
         }
     } else {
@@ -816,7 +811,7 @@ int agent_step(ts_agent *a, ts_err *err)
             timeout = (busy ? TS_AGENT_WAIT_BUSY_S : TS_AGENT_WAIT_IDLE_S) +
                       TS_AGENT_ANSWER_SLACK_S;
         if (busy) {
-            double left = lost_limit(a) - (agent_mono_s() - a->last_ok_s);
+            double left = agent_lost_limit(a) - (agent_mono_s() - a->last_ok_s);
             timeout = left < TS_AGENT_WAIT_BUSY_S + 0.5 ? TS_AGENT_WAIT_BUSY_S + 0.5
                       : left < timeout                  ? left
                                                         : timeout;
@@ -836,7 +831,7 @@ int agent_step(ts_agent *a, ts_err *err)
             agent_answers_clear(&a->log_answers); /* delivered */
             if (drain_sent[0] && strcmp(drain_sent, a->drain_why) == 0)
                 a->drain_why[0] = '\0'; /* the node is drained: an admin resumes it */
-            a->last_ok_s = agent_mono_s();
+            agent_heard_from_controller(a);
             reconcile(a, ans); /* its gen too */
         } else if (status == 409) {
             a->registered = false; /* the controller restarted or declared us lost */
@@ -849,75 +844,7 @@ int agent_step(ts_agent *a, ts_err *err)
     json_decref(ans);
     agent_tell_metrics(a);
     agent_mps_tidy(a);
-    /* Cut off: the controller declares this node lost after ctld_lost_s
-     * and requeues its jobs elsewhere, where they must not run twice. So
-     * the tasks stop at half that time, with a termination grace of a
-     * quarter of it: gone before the controller gives up on the node. */
-    int running = 0;
-    for (int i = 0; i < a->ntasks; i++)
-        running += a->tasks[i].t && a->tasks[i].st.phase != TS_TASK_EXITED;
-    double silent = agent_mono_s() - a->last_ok_s;
-    if (rc != 0 && silent > lost_limit(a) && running > 0) {
-        fprintf(stderr, "tessera-agent: no controller has answered for %.1f s (limit %.1f s: "
-                        "--lost-after or half the controller's node_lost_after): stopping %d "
-                        "task(s), which the controller requeues\n",
-                silent, lost_limit(a), running);
-        /* kept, ended: the next registration reports each (an already
-         * ended one as it ended), so a controller that comes back requeues
-         * them rather than starting them again here */
-        for (int i = 0; i < a->ntasks; i++) {
-            local_task *lt = &a->tasks[i];
-            if (lt->t && lt->st.phase != TS_TASK_EXITED) {
-                lt->cut_off = true;
-                lt->cut_off_silent_s = silent;
-                lt->cut_off_limit_s = lost_limit(a);
-            }
-        }
-        stop_and_wait(a);
-    }
+    agent_cut_off_check(a, rc);
     return rc;
 }
 
-/* Every running task's stop sequence at once, then a wait for all of them
- * (at most two termination graces and a second). */
-static void stop_and_wait(ts_agent *a)
-{
-    /* every task's stop sequence at once, then wait for all of them */
-    double now = agent_mono_s(), deadline = now;
-    for (int i = 0; i < a->ntasks; i++) {
-        local_task *lt = &a->tasks[i];
-        if (lt->t && lt->st.phase != TS_TASK_EXITED) {
-            ts_err e;
-            lt->stop_requested = true;
-            agent_task_preempt_begin(lt->t, SIGTERM, 0.0, now, &e);
-            deadline = now + 2.0 * TS_TERM_GRACE_DEFAULT_S + 1.0;
-        }
-    }
-    for (;;) {
-        bool running = false;
-        now = agent_mono_s();
-        for (int i = 0; i < a->ntasks; i++) {
-            local_task *lt = &a->tasks[i];
-            ts_err e;
-            if (lt->t && lt->st.phase != TS_TASK_EXITED &&
-                (agent_task_poll(lt->t, now, &lt->st, &e) != 0 || lt->st.phase != TS_TASK_EXITED))
-                running = true;
-        }
-        if (!running || now > deadline)
-            break;
-        struct timespec ts = {0, 20 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-}
-
-void agent_stop_all(ts_agent *a)
-{
-    stop_and_wait(a);
-    for (int i = 0; i < a->ntasks; i++) {
-        agent_task_free(a->tasks[i].t);
-        if (!a->tasks[i].is_step)
-            agent_secrets_remove(a, a->tasks[i].job, a->tasks[i].rank);
-    }
-    a->ntasks = 0;
-    agent_mps_tidy(a); /* no task is left on the MPS daemons this agent started */
-}

@@ -169,6 +169,7 @@ struct ts_agent {
      * may still be waiting there when its successor arrives) */
     int64_t report_seq;
     double last_ok_s;
+    long long deadline_written_ms; /* the keepers' controller deadline last written */
     bool switched;         /* the last step moved to another controller */
     int quick_retries;     /* retries without a pause since the last pause or answer */
     bool register_now;     /* the last sync was answered 409 (a restarted controller):
@@ -178,6 +179,7 @@ struct ts_agent {
     local_task tasks[TS_AGENT_MAX_TASKS];
     int ntasks;
     char logs[600];
+    char identity[128];         /* "MACHINE:DEV:INO" of its state directory (register's agent) */
     char steps[600];       /* <state_dir>/steps: where older agents kept step files (swept) */
     char task_dirs[600];   /* <state_dir>/tasks: each task's own folder (launch.h) */
     char slurm_bin[700];   /* <state_dir>/slurm: a Slurm job's srun; "" if not written */
@@ -295,6 +297,19 @@ void agent_start_task(ts_agent *a, json_t *t, const ts_desired_task *d);
 void agent_start_task_decoded(ts_agent *a, local_task *lt, const json_t *t,
                               const ts_desired_task *d);
 void agent_start_task_in(ts_agent *a, local_task *lt, json_t *t);
+/* cutoff.c: how long without a controller before this node's tasks must
+ * stop (--lost-after, or half the controller's node_lost_after); a
+ * controller answered (last_ok_s, and the keepers' deadline file); after an
+ * exchange (rc its result): the tasks stopped, and kept, where none answered
+ * for that long. */
+double agent_lost_limit(const ts_agent *a);
+/* Which agent this is, the same across its restarts: the machine (its
+ * /etc/machine-id, else its host name) and the state directory's device and
+ * inode, into out ("" when the directory cannot be read). */
+void agent_identity(const char *state_dir, char *out, size_t size);
+void agent_heard_from_controller(ts_agent *a);
+void agent_cut_off_check(ts_agent *a, int rc);
+
 /* agent_task_records callback: adopts one task an earlier agent left. */
 int agent_adopt_one(const char *id, void *ctx);
 /* Makes each MIG GPU hold its desired layout (a->mig_error: the first error). */

@@ -386,9 +386,14 @@ void agent_stopped_report(const ts_agent *a, const local_task *lt, ts_task_repor
                  "stopped, never a fractional task without its limits", reg);
         r->launch_end = "shim_not_loaded";
     } else if (lt->cut_off) { /* the controller requeues it (ctld/agents.c) */
-        snprintf(why, AGENT_STOPPED_WHY_BYTES, "controller_lost: no controller answered its "
-                 "agent for %.1f s (limit %.1f s): stopped so that it never runs twice",
-                 lt->cut_off_silent_s, lt->cut_off_limit_s);
+        if (lt->cut_off_limit_s > 0)
+            snprintf(why, AGENT_STOPPED_WHY_BYTES, "controller_lost: no controller answered "
+                     "its agent for %.1f s (limit %.1f s): stopped so that it never runs twice",
+                     lt->cut_off_silent_s, lt->cut_off_limit_s);
+        else
+            snprintf(why, AGENT_STOPPED_WHY_BYTES, "controller_lost: stopped by its keeper, "
+                     "its agent gone past the time by which it had to hear from a controller "
+                     "again: so that it never runs twice");
         r->launch_end = "controller_lost";
     } else {
         snprintf(why, AGENT_STOPPED_WHY_BYTES, "disk_pressure: the node's state disk had %lld MiB "

@@ -59,6 +59,7 @@ struct ts_task {
     ts_stop_outcome outcome;
     int exit_code, term_signal;
     long long oom_kills;
+    bool cut_off;            /* its keeper stopped it (the exit file says so) */
     bool lost, cgroup_left;
     bool keeper_child;       /* this agent forked the keeper and has not reaped it */
     bool keeper_gone;
@@ -507,7 +508,11 @@ int agent_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task 
                         s->netns_path, strerror(errno));
         goto fail;
     }
+    char deadline[PATH_MAX];
+    bool named = snprintf(deadline, sizeof deadline, "%s/%s", record_dir,
+                          TS_TASK_DEADLINE_FILE) < (int)sizeof deadline;
     ts_keeper_plan plan = {
+        .deadline_path = named ? deadline : NULL,
         .in = fds[0], .out = fds[1], .err = fds[2], .stdio_tty = s->stdio_given && s->stdio_tty,
         .task_report_rd = fds[4], .task_report_wr = fds[5], .agent_report_wr = fds[7],
         .run_as = &ra, .workdir = s->workdir, .exe = exe, .argv = argv, .envp = env.v,
@@ -722,7 +727,7 @@ static void settle(ts_task *t)
     bool gone = keeper_gone(t);
     int code, sig;
     if (agent_rec_exit_read(t->paths.exit, in->pid, in->start_ticks, &code, &sig,
-                         &t->oom_kills) == 1)
+                         &t->oom_kills, &t->cut_off) == 1)
         finish(t, code, sig, false);
     else if (gone && !agent_rec_alive(in->pid, in->start_ticks))
         finish(t, -1, TS_TASK_LOST_SIGNAL, true);
@@ -815,6 +820,7 @@ int agent_task_poll(ts_task *t, double now, ts_task_state *st, ts_err *err)
         st->ack_seen = t->r.ack_seen;
         st->lost = t->lost;
         st->oom_kills = t->oom_kills;
+        st->cut_off = t->cut_off;
         st->hard_stop = t->r.stop_hard;
         st->phase_end_s = t->r.stopping && (t->r.phase == TS_TASK_CHECKPOINTING ||
                                             t->r.phase == TS_TASK_TERMINATING)

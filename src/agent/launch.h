@@ -58,6 +58,11 @@
 #define TS_TASK_ID_MAX 63
 #define TS_TASK_META_MAX_BYTES 65536       /* the caller's meta string, see ts_task_spec */
 #define TS_TASK_LOST_SIGNAL 9              /* SIGKILL: what a lost task reports (see lost) */
+/* In the record dir: "DEADLINE_MS GRACE_MS\n", CLOCK_MONOTONIC milliseconds
+ * by which the agent must have heard from a controller again, and the
+ * termination grace; past it (the agent killed or gone) each task's keeper
+ * stops its task, as a cut-off agent does (launch_keeper.c). */
+#define TS_TASK_DEADLINE_FILE "controller-deadline"
 
 /* What this node allows: filled by agent_launch_probe. */
 typedef struct ts_launch_caps {
@@ -216,6 +221,7 @@ typedef struct ts_task_state {
      * at this flag still never takes a lost task for a success. */
     bool lost;
     long long oom_kills;     /* processes of its cgroup the kernel's OOM killer ended */
+    bool cut_off;            /* its keeper stopped it: the controller deadline passed */
     bool hard_stop;          /* stopped by agent_task_timeout_begin (its time limit) */
     double phase_end_s;      /* a stop's current phase ends then (agent_mono_s); 0: none */
 } ts_task_state;

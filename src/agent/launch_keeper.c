@@ -8,7 +8,12 @@
  * it), ignores the signals it has no use for, and keeps only the descriptors
  * it needs. It forks the task exactly as the agent used to (own session and
  * process group, cgroup, stdio, user, workdir, default signals, exec),
- * records who the task is, tells the agent, then waits. When the task ends
+ * records who the task is, tells the agent, then waits. While it waits it
+ * keeps the agent's promise for it: a task whose agent has not heard from a
+ * controller by the deadline the agent keeps in TS_TASK_DEADLINE_FILE (the
+ * agent killed, or gone for an upgrade that did not come back) is stopped,
+ * as a cut-off agent stops it, before the controller declares the node lost
+ * and starts the job elsewhere: never twice at once. When the task ends
  * it kills what is left of the task's group and cgroup, writes the exit file,
  * removes the cgroup and exits.
  *
@@ -22,11 +27,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -41,6 +48,9 @@
 #define EXIT_RESERVE_BYTES 256      /* the exit file's text (agent_rec_exit_text) fits */
 #define RUNTIME_SIGNAL_BASE 128     /* an OCI runtime's exit status for signal n: 128 + n */
 #define KEEPER_NAME "tessera-keeper" /* its comm (ps, pgrep): at most 15 bytes */
+#define DEADLINE_SLACK_MS 2000      /* a live agent's own stop comes first (at most half
+                                     * the grace: all is over before the node is lost) */
+#define DEADLINE_CHECK_MS 1000      /* the deadline file read this often */
 
 struct task_report {
     int step, err;
@@ -124,6 +134,82 @@ static int reap(pid_t pid)
     while ((r = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
         ;
     return r == pid ? status : -1;
+}
+
+static long long mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The deadline file's two numbers (0 0: none, or unreadable). */
+static void read_deadline(const char *path, long long *deadline, long long *grace)
+{
+    char b[64];
+    *deadline = *grace = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, b, sizeof b - 1);
+    close(fd);
+    long long v[2] = {0, 0};
+    int k = 0;
+    for (ssize_t i = 0; i < n && k < 2; i++) {
+        if (b[i] >= '0' && b[i] <= '9' && v[k] < 1000000000000000LL)
+            v[k] = v[k] * 10 + (b[i] - '0');
+        else if (b[i] == ' ' || b[i] == '\n')
+            k++;
+        else
+            return;
+    }
+    if (k == 2) {
+        *deadline = v[0];
+        *grace = v[1];
+    }
+}
+
+/* Waits for the task as reap does; past the agent's controller deadline
+ * (and a slack for a live agent's own stop) it stops it: SIGTERM to its
+ * group, SIGKILL to the group and cgroups after the grace (*cut_off). */
+static int keep_waiting(const ts_keeper_plan *p, pid_t pid, bool *cut_off)
+{
+    *cut_off = false;
+    if (p->deadline_path == NULL)
+        return reap(pid);
+    long pfd = syscall(SYS_pidfd_open, pid, 0);
+    long long kill_at = 0;
+    for (;;) {
+        int status = 0;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid || (r < 0 && errno != EINTR)) {
+            if (pfd >= 0)
+                close((int)pfd);
+            return r == pid ? status : -1;
+        }
+        long long now = mono_ms(), deadline, grace;
+        read_deadline(p->deadline_path, &deadline, &grace);
+        long long slack = grace / 2 < DEADLINE_SLACK_MS ? grace / 2 : DEADLINE_SLACK_MS;
+        if (!*cut_off && deadline > 0 && now > deadline + slack) {
+            *cut_off = true;
+            kill(-pid, SIGTERM);
+            kill_at = now + grace;
+        }
+        if (kill_at > 0 && now >= kill_at) {
+            kill(-pid, SIGKILL);
+            agent_cg_kill(p->cgroup);
+            if (p->runtime_cgroup != NULL)
+                agent_cg_kill(p->runtime_cgroup);
+            kill_at = 0;
+        }
+        if (pfd >= 0) {
+            struct pollfd w = {.fd = (int)pfd, .events = POLLIN};
+            poll(&w, 1, DEADLINE_CHECK_MS);
+        } else {
+            struct timespec ts = {0, 250000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
 }
 
 /* A failed start after the fork: nothing of the task may stay behind. */
@@ -274,7 +360,8 @@ _Noreturn void agent_keeper_run(const ts_keeper_plan *p)
     tell_agent(agent, TS_STEP_STARTED, 0, pid, start, kstart);
     close(agent);
 
-    int status = reap(pid);
+    bool cut_off;
+    int status = keep_waiting(p, pid, &cut_off);
     /* counted before the cgroup kill below, which is no OOM kill; a
      * container's own cgroup is read while the runtime has kept it */
     long long ooms = agent_cg_oom_kills(p->cgroup);
@@ -303,7 +390,7 @@ _Noreturn void agent_keeper_run(const ts_keeper_plan *p)
         char text[256];
         ts_sbuf eb;
         agent_sb_init(&eb, text, sizeof text);
-        agent_rec_exit_text(&eb, pid, start, status, ooms);
+        agent_rec_exit_text(&eb, pid, start, status, ooms, cut_off);
         if (exit_fd < 0 || agent_rec_put_reserved(exit_fd, p->paths->exit_tmp, p->paths->exit,
                                                   text, eb.len) != 0)
             agent_rec_put(p->paths->exit_tmp, p->paths->exit, text, eb.len, "", 0);

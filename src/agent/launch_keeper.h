@@ -82,6 +82,8 @@ typedef struct ts_keeper_plan {
     /* the container's own cgroup, whose OOM kills count with the task's
      * (read before the delete removes it); NULL: none */
     const ts_cg_dirs *runtime_cgroup;
+    /* the agent's controller deadline (TS_TASK_DEADLINE_FILE); NULL: none */
+    const char *deadline_path;
 } ts_keeper_plan;
 
 /* Runs in the agent's child and never returns. */

@@ -181,7 +181,7 @@ int agent_rec_put_reserved(int fd, const char *tmp, const char *path, const char
 }
 
 void agent_rec_exit_text(ts_sbuf *b, pid_t pid, unsigned long long start, int wait_status,
-                      long long oom_kills)
+                      long long oom_kills, bool cut_off)
 {
     agent_sb_str(b, EXIT_VERSION_LINE "\npid ");
     agent_sb_int(b, pid);
@@ -199,6 +199,8 @@ void agent_rec_exit_text(ts_sbuf *b, pid_t pid, unsigned long long start, int wa
         agent_sb_str(b, "\noom_kill ");
         agent_sb_int(b, oom_kills);
     }
+    if (cut_off) /* an older agent reading it passes over the line */
+        agent_sb_str(b, "\ncut_off 1");
     agent_sb_str(b, "\n");
 }
 
@@ -672,7 +674,7 @@ int agent_rec_read(const char *path, ts_rec *r, ts_err *err)
 }
 
 int agent_rec_exit_read(const char *path, pid_t pid, unsigned long long start, int *code, int *sig,
-                     long long *oom_kills)
+                     long long *oom_kills, bool *cut_off)
 {
     size_t len;
     char *text = slurp(path, EXIT_FILE_MAX_BYTES, &len);
@@ -685,6 +687,7 @@ int agent_rec_exit_read(const char *path, pid_t pid, unsigned long long start, i
     *code = -1;
     *sig = 0;
     *oom_kills = 0;
+    *cut_off = false;
     char *save = NULL;
     for (char *line = strtok_r(text, "\n", &save); line != NULL && ok;
          line = strtok_r(NULL, "\n", &save)) {
@@ -712,6 +715,8 @@ int agent_rec_exit_read(const char *path, pid_t pid, unsigned long long start, i
         } else if (strcmp(line, "oom_kill") == 0 && parse_ull(sp + 1, &v) == 0 &&
                    v < (1ULL << 62)) {
             *oom_kills = (long long)v;
+        } else if (strcmp(line, "cut_off") == 0) {
+            *cut_off = strcmp(sp + 1, "1") == 0;
         }
     }
     free(text);

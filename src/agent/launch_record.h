@@ -90,16 +90,18 @@ int agent_rec_read(const char *path, ts_rec *r, ts_err *err);
 void agent_rec_clear(ts_rec *r);
 
 /* The exit file's text for a wait status and the OOM kills its cgroup
- * counted (memory.events oom_kill; 0: none or no cgroup). Async-signal-safe. */
+ * counted (memory.events oom_kill; 0: none or no cgroup); cut_off: its
+ * keeper stopped it, the agent's controller deadline past (launch_keeper.c).
+ * Async-signal-safe. */
 void agent_rec_exit_text(ts_sbuf *b, pid_t pid, unsigned long long start, int wait_status,
-                      long long oom_kills);
+                      long long oom_kills, bool cut_off);
 
 /* Reads an exit file: 1 and the status (*code 0..255 or -1, *sig or 0) when
- * it exists and names this pid and start time, and *oom_kills (0 unless the
- * file has them); 0 when there is none (or it is another task's, or
- * damaged: the task's status is then not known). */
+ * it exists and names this pid and start time, *oom_kills (0 unless the
+ * file has them) and *cut_off; 0 when there is none (or it is another
+ * task's, or damaged: the task's status is then not known). */
 int agent_rec_exit_read(const char *path, pid_t pid, unsigned long long start, int *code, int *sig,
-                     long long *oom_kills);
+                     long long *oom_kills, bool *cut_off);
 
 /* Field 22 (start time in clock ticks) and field 3 (state letter) of
  * /proc/<pid>/stat. 0, or -1 when there is no such process.

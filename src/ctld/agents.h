@@ -75,6 +75,11 @@ typedef struct ctld_agent {
     char mig_error[256];        /* the agent's last MIG reconfiguration error, "" none */
     pthread_mutex_t mu;
     double last_seen_s;
+    /* the registered agent's identity (its machine and state directory,
+     * "" an agent that sends none) and when it was last heard: another
+     * agent's registration is refused meanwhile (agents.c second_agent) */
+    char identity[128];
+    double holder_seen_s;
     uint64_t gen;               /* the node's desired-state generation */
     pthread_cond_t moved;       /* gen moved (or the controller stops): wakes its long-poll */
     /* The desired document (tasks, MIG layout, drain) as last built under

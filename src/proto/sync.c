@@ -127,6 +127,7 @@ static const proto_field SY_FIELDS[TS_SY_NFIELDS] = {
     [TS_SY_PREFETCH] = {"prefetch", LIST(prefetch, sy_prefetch)},
     [TS_SY_IMAGES] = {"images", LIST(images, sy_image)},
     [TS_SY_LOGS] = {"logs", LIST(logs, sy_log)},
+    [TS_SY_AGENT] = {"agent", PK_STR, AT(agent)},
 };
 #pragma GCC diagnostic pop
 

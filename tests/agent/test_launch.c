@@ -404,16 +404,18 @@ static void exit_file_decodes_code_signal_and_oom_kills(void **state)
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
         ts_sbuf b;
         agent_sb_init(&b, text, sizeof text);
-        agent_rec_exit_text(&b, 4242, 99, CASES[i].status, CASES[i].ooms);
+        agent_rec_exit_text(&b, 4242, 99, CASES[i].status, CASES[i].ooms, i == 2);
         assert_false(b.cut);
         assert_int_equal(agent_rec_put(tmp, path, text, b.len, "", 0), 0);
         int code, sig;
         long long ooms;
-        assert_int_equal(agent_rec_exit_read(path, 4242, 99, &code, &sig, &ooms), 1);
+        bool cut;
+        assert_int_equal(agent_rec_exit_read(path, 4242, 99, &code, &sig, &ooms, &cut), 1);
         assert_int_equal(code, CASES[i].code);
         assert_int_equal(sig, CASES[i].sig);
         assert_int_equal(ooms, CASES[i].ooms);
-        assert_int_equal(agent_rec_exit_read(path, 4243, 99, &code, &sig, &ooms), 0);
+        assert_int_equal(cut, i == 2); /* stopped by its keeper, the controller lost */
+        assert_int_equal(agent_rec_exit_read(path, 4243, 99, &code, &sig, &ooms, &cut), 0);
     }
     char *nl = strstr(text, "oom_kill"); /* the last case has one: cut it off */
     assert_non_null(nl);
@@ -421,7 +423,9 @@ static void exit_file_decodes_code_signal_and_oom_kills(void **state)
     assert_int_equal(agent_rec_put(tmp, path, text, strlen(text), "", 0), 0);
     int code, sig;
     long long ooms = 7;
-    assert_int_equal(agent_rec_exit_read(path, 4242, 99, &code, &sig, &ooms), 1);
+    bool cut = true;
+    assert_int_equal(agent_rec_exit_read(path, 4242, 99, &code, &sig, &ooms, &cut), 1);
+    assert_false(cut);
     assert_int_equal(code, 1);
     assert_int_equal(ooms, 0);
 }

@@ -186,6 +186,73 @@ def scenario_a_controller_restart_past_half_node_lost_after_reruns_nothing(c):
           f"{len(starts)} started events)")
 
 
+def scenario_a_killed_agent_s_tasks_stop_before_its_job_runs_elsewhere(c):
+    """tessera-agent.md: an agent killed and not back within half of
+    node_lost_after: its tasks' keepers stop them, as a cut-off agent does,
+    before the controller declares the node lost and starts the job on
+    another node, so the job never runs twice at once (it ran on both
+    before, the old rank until an agent came back)."""
+    import signal
+    cmd = "echo \"pid=$$\"; while :; do sleep 0.2; done"
+    jid = c.submit(spec("orphan", cmd, gpus=8))
+    if not c.wait_job(jid, "running", 30):
+        return
+    pid = pid_of(c, jid)
+    node = ((c.job(jid).get("placement") or [{}])[0]).get("node")
+    if not pid or not node:
+        check(False, f"the rank's pid and node: {pid} {node}")
+        return
+    agent = c.procs[node]
+    agent.send_signal(signal.SIGKILL)
+    agent.wait()
+    killed, dead_at, elsewhere_at = time.time(), None, None
+    while time.time() < killed + 30 and not (dead_at and elsewhere_at):
+        if dead_at is None and not alive(pid):
+            dead_at = time.time()
+        j = c.job(jid)
+        where = ((j.get("placement") or [{}])[0]).get("node")
+        if elsewhere_at is None and j.get("state") == "running" and where and where != node:
+            elsewhere_at = time.time()
+        time.sleep(0.1)
+    check(dead_at is not None, f"the rank on {node} stops with its agent gone")
+    check(elsewhere_at is not None, "the job runs on another node once its node is lost")
+    if dead_at and elsewhere_at:
+        check(dead_at < elsewhere_at, f"the old rank was gone {elsewhere_at - dead_at:.1f} s "
+              f"before the job ran elsewhere ({dead_at - killed:.1f} s after the kill)")
+    # the agent back: it adopts the stopped task and the node takes work again
+    c._spawn(node, agent.args, dict(os.environ,
+                                    TESSERA_FAKE_NVML_FIXTURE=c.path(node + "-gpus.json")))
+    c.wait(lambda: c.node(node).get("state") in ("up", "drained"), "the agent registers", 30)
+
+
+def scenario_a_second_agent_for_a_node_is_refused(c):
+    """agent-protocol.md: a second tessera-agent for a node (its own state
+    directory, the node's token) is refused while the node's agent is heard
+    from, naming both; it starts nothing (it started the node's job again on
+    the same GPUs before)."""
+    mark = "second-agent-probe-7731"
+    jid = c.submit(spec("once", f"sleep 300; : {mark}", gpus=8))
+    if not c.wait_job(jid, "running", 30):
+        return
+    node = ((c.job(jid).get("placement") or [{}])[0]).get("node")
+    first = c.procs[node]
+    args = list(first.args)
+    args[args.index("--state-dir") + 1] = c.path(node + "-second")
+    c._spawn(node + "-second", args, dict(os.environ,
+                                          TESSERA_FAKE_NVML_FIXTURE=c.path(node + "-gpus.json")))
+    log = c.path(node + "-second.log")
+    said = c.wait(lambda: os.path.exists(log) and "another tessera-agent serves it" in
+                  open(log).read(), "the second agent is refused, and says why", 20)
+    check(bool(said), f"its log: {open(log).read()[-400:] if os.path.exists(log) else ''!r}")
+    time.sleep(3)
+    import subprocess
+    n = len(subprocess.run(["pgrep", "-f", mark], capture_output=True,
+                           text=True).stdout.split())
+    check(n == 1, f"the job's task runs once, not again by the second agent ({n})")
+    check(c.job(jid).get("state") == "running", "the job runs on")
+    c.procs.pop(node + "-second").kill()
+
+
 def scenario_exit_code_of_a_rank(c):
     """api.md: an ended job's `exit_code` and each rank's end (`ranks`); a
     failed job's reason names the rank, its node and its exit code."""

@@ -24,11 +24,13 @@ static const char SYNC[] =
     "\"mig_error\":\"gpu 0: busy\",\"drain\":\"prolog failed\",\"prefetch\":[{\"job\":8,"
     "\"state\":\"fetching\"},{\"job\":9,\"state\":\"ready\"}],\"images\":[{\"digest\":"
     "\"sha256:ab\",\"refs\":[\"reg/x:1\",\"reg/x:2\"],\"bytes\":1048576}],\"logs\":[{\"id\":3,"
-    "\"data\":\"a\\u0000b\\n\",\"size\":4,\"offset\":96,\"note\":\"cut\"},{\"id\":4,\"error\":\"no such task\"}]}";
+    "\"data\":\"a\\u0000b\\n\",\"size\":4,\"offset\":96,\"note\":\"cut\"},{\"id\":4,\"error\":\"no such task\"}],"
+    "\"agent\":\"m1:2049:131\"}";
 
 static const char REGISTER[] =
     "{\"node\":\"n-1\",\"discovery\":{\"cpus\":2,\"memory_bytes\":4096,\"driver_version\":\"\","
-    "\"gpus\":[],\"topology\":[],\"net_addr\":\"10.0.0.1\"},\"tasks\":[],\"seq\":1}";
+    "\"gpus\":[],\"topology\":[],\"net_addr\":\"10.0.0.1\"},\"tasks\":[],\"seq\":1,"
+    "\"agent\":\"m1:2049:131\"}";
 
 static json_t *parse(const char *text)
 {
