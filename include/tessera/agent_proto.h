@@ -73,6 +73,7 @@ typedef struct ts_task_report {
     int32_t signal;    /* the signal that ended it, 1..TS_REPORT_SIGNAL_MAX; 0 none */
     int64_t oom_kills; /* OOM kills in its cgroup; 0 none */
     bool timeout;      /* its time limit stopped it */
+    double ended_at;   /* when it ended, Unix s on its node's clock; 0 not given */
     bool has_time_limit;
     double time_limit_s; /* the limit that stopped it, sent with timeout */
     const char *error;      /* why it failed or never started; NULL none */

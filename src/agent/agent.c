@@ -302,6 +302,7 @@ static void add_end(const local_task *lt, ts_task_report *r)
         r->signal = lt->st.term_signal;
     if (lt->st.oom_kills > 0)
         r->oom_kills = lt->st.oom_kills;
+    r->ended_at = lt->st.ended_at;
     if (lt->st.hard_stop) {
         r->timeout = true;
         r->has_time_limit = true;

@@ -60,6 +60,7 @@ struct ts_task {
     int exit_code, term_signal;
     long long oom_kills;
     bool cut_off;            /* its keeper stopped it (the exit file says so) */
+    double ended_at;         /* its exit file's time, Unix s; 0 unknown */
     bool lost, cgroup_left;
     bool keeper_child;       /* this agent forked the keeper and has not reaped it */
     bool keeper_gone;
@@ -727,8 +728,12 @@ static void settle(ts_task *t)
     bool gone = keeper_gone(t);
     int code, sig;
     if (agent_rec_exit_read(t->paths.exit, in->pid, in->start_ticks, &code, &sig,
-                         &t->oom_kills, &t->cut_off) == 1)
+                         &t->oom_kills, &t->cut_off) == 1) {
+        struct stat st; /* written as the task ended, whether or not an agent ran */
+        if (stat(t->paths.exit, &st) == 0)
+            t->ended_at = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9;
         finish(t, code, sig, false);
+    }
     else if (gone && !agent_rec_alive(in->pid, in->start_ticks))
         finish(t, -1, TS_TASK_LOST_SIGNAL, true);
 }
@@ -821,6 +826,7 @@ int agent_task_poll(ts_task *t, double now, ts_task_state *st, ts_err *err)
         st->lost = t->lost;
         st->oom_kills = t->oom_kills;
         st->cut_off = t->cut_off;
+        st->ended_at = t->ended_at;
         st->hard_stop = t->r.stop_hard;
         st->phase_end_s = t->r.stopping && (t->r.phase == TS_TASK_CHECKPOINTING ||
                                             t->r.phase == TS_TASK_TERMINATING)

@@ -222,6 +222,7 @@ typedef struct ts_task_state {
     bool lost;
     long long oom_kills;     /* processes of its cgroup the kernel's OOM killer ended */
     bool cut_off;            /* its keeper stopped it: the controller deadline passed */
+    double ended_at;         /* EXITED: when (Unix s: its exit file's time), 0 unknown */
     bool hard_stop;          /* stopped by agent_task_timeout_begin (its time limit) */
     double phase_end_s;      /* a stop's current phase ends then (agent_mono_s); 0: none */
 } ts_task_state;

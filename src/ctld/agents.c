@@ -223,6 +223,8 @@ static int apply_reports(ctld *c, int n, const sync_msg *m, double now, bool *wh
         }
         if (st == CTLD_RANK_DONE && tk->exit_code != 0)
             st = CTLD_RANK_FAILED;
+        if (st != CTLD_RANK_RUNNING && tk->ended_at > j->ended_at_s)
+            j->ended_at_s = tk->ended_at;
         /* stopped by its agent while no controller answered (a controller
          * down for half of node_lost_after): not the job's failure, a stop
          * the controller did not ask for; a running job requeues, as on a

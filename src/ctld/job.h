@@ -86,6 +86,7 @@ typedef struct cjob {
     double idle_since_s;        /* every rank idle since; 0 = not idle */
     bool idle_warned, reaped;
     char stop_outcome[32];      /* how the last rank stopped (checkpointed, terminated, ...) */
+    double ended_at_s;          /* the latest end its agents reported (their clocks), 0 none */
     /* its image is being pulled (docs/images.md): the last report saying so,
      * its rank and its bytes; 0 = none pulling. Not stored: reports renew it */
     double pull_seen_s;

@@ -207,8 +207,11 @@ static int plan_end(ctld *c, ctld_txn *t, cjob *j, int event, const char *reason
     char *result = result_doc(j, &ff);
     if (!result)
         return ts_err_set(err, TS_ENOMEM, "out of memory");
+    /* the time its ranks ended on their nodes, where the controller heard
+     * later (it was down): never before the run's start */
+    double end = j->ended_at_s > j->row.start_s ? j->ended_at_s : 0;
     ctld_fsm_args a = {.detail = detail, .result_json = result, .end_reason = reason,
-                       .end_why = why};
+                       .end_why = why, .end_s = end};
     int rc = ctld_fsm_plan(c, t, j, event, &a, now, err);
     free(result);
     return rc;

@@ -245,8 +245,8 @@ static bool row_with_effects(ts_job_row *r, const cjob *j, const transition *tr,
     r->result_json = NULL;
     r->why = dup_or_null(j->row.why, &oom);
     r->state = to;
-    if (tr->fx & FX_TIMES_END)
-        r->end_s = now;
+    if (tr->fx & FX_TIMES_END) /* its agents' time where they said it (an outage) */
+        r->end_s = a->end_s > 0 && a->end_s < now ? a->end_s : now;
     if (tr->fx & FX_TIMES_RESET)
         r->start_s = 0;
     if (tr->fx & FX_PREEMPTED)

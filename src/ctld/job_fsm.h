@@ -59,6 +59,7 @@ typedef struct ctld_fsm_args {
      * reason and why */
     const char *result_json;
     const char *end_reason, *end_why;
+    double end_s; /* when it ended, as its agents said (0: now; later than now: now) */
     /* UPDATE: the new canonical spec (copied), and the row's priority and
      * GPUs as that spec gives them */
     const char *spec_json;

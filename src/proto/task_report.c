@@ -81,6 +81,8 @@ static bool report_encode_end(const ts_task_report *r, json_t *o)
         ok = report_set(o, "timeout", json_true());
     if (ok && r->has_time_limit)
         ok = report_set_real(o, "time_limit_s", r->time_limit_s);
+    if (ok && r->ended_at > 0)
+        ok = report_set_real(o, "ended_at", r->ended_at);
     return ok;
 }
 
@@ -159,6 +161,7 @@ static int report_decode_end(const json_t *o, const char *where, ts_task_report 
     rc = rc ? rc : proto_true(o, where, "timeout", &r->timeout, err);
     rc = rc ? rc : proto_num(o, where, "time_limit_s", -INFINITY, INFINITY, &r->time_limit_s,
                              &r->has_time_limit, err);
+    rc = rc ? rc : proto_pos(o, where, "ended_at", &r->ended_at, &p, err);
     return rc;
 }
 

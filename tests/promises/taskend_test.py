@@ -153,8 +153,9 @@ def scenario_a_controller_restart_past_half_node_lost_after_reruns_nothing(c):
     again 9 s later (node_lost_after 10 s) finds each agent's stopped tasks in
     its registration: the running job is requeued with the agent's reason,
     never started again on its old run behind the user's back, and a job
-    that ended during the outage keeps its exit code and ran once (both were
-    started again, silently, before)."""
+    that ended during the outage keeps its exit code, its end time and ran
+    once (both were started again, silently, before; the end time was the
+    restart's)."""
     import signal
     from harness import wait_ready
     runs, once = c.path("runs.txt"), c.path("once.txt")
@@ -170,11 +171,16 @@ def scenario_a_controller_restart_past_half_node_lost_after_reruns_nothing(c):
     ctld.send_signal(signal.SIGKILL)
     ctld.wait()
     time.sleep(9)  # past half of node_lost_after (5 s) and the tasks' stop
+    back = time.time()
     c._spawn("tesserad", [c.bins["tesserad"], "--config", c.path("tesserad.yaml")])
     check(wait_ready(c.url, 30), "tesserad is back")
     j = c.wait_job(short_id, "failed", 30)
     check(bool(j) and j.get("exit_code") == 3,
           f"the job that ended in the outage keeps its exit code: {j and j.get('exit_code')}")
+    end, start = (j or {}).get("end_time") or 0, (j or {}).get("start_time") or 0
+    check(start + 2 < end < back - 2, f"and its end time is when it ended (about 3 s after its "
+          f"start), not when the controller came back: start {start:.1f}, end {end:.1f}, "
+          f"back {back:.1f}")
     check(open(once).read() == "run\n", f"and ran once: {open(once).read()!r}")
     ev = c.wait(lambda: [e for e in c.events(long_id) if e["kind"] == "requeued"],
                 "the running job is requeued", 30)

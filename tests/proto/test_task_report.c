@@ -44,6 +44,7 @@ static void every_field_round_trips(void **state)
     r.timeout = true;
     r.has_time_limit = true;
     r.time_limit_s = 3600;
+    r.ended_at = 1764400123.25;
     r.error = "could not start";
     r.launch = true;
     r.launch_end = "image_not_found";
@@ -76,6 +77,7 @@ static void every_field_round_trips(void **state)
     assert_int_equal(d.signal, 15);
     assert_int_equal(d.oom_kills, 2);
     assert_true(d.timeout && d.has_time_limit && d.time_limit_s == 3600);
+    assert_true(d.ended_at == 1764400123.25);
     assert_string_equal(d.error, "could not start");
     assert_true(d.launch);
     assert_string_equal(d.launch_end, "image_not_found");
@@ -130,7 +132,8 @@ static void agent_documents_encode_back(void **state)
         "{\"job\":5,\"rank\":3,\"step\":2,\"state\":\"exited\",\"output\":{\"stderr\":\"x\\n\"},"
         "\"exit_code\":0}",
         "{\"job\":5,\"rank\":4,\"state\":\"failed\",\"output\":{},\"exit_code\":137,"
-        "\"signal\":9,\"oom_kills\":1,\"timeout\":true,\"time_limit_s\":3.0}",
+        "\"signal\":9,\"oom_kills\":1,\"timeout\":true,\"time_limit_s\":3.0,"
+        "\"ended_at\":1764400010.5}",
         "{\"job\":5,\"rank\":5,\"state\":\"stopped\",\"outcome\":\"terminated\",\"output\":{}}",
     };
     for (size_t k = 0; k < sizeof DOCS / sizeof *DOCS; k++) {
