@@ -488,7 +488,7 @@ json_t *ts_node_health_schema(void);
 enum ts_sy_field {
     TS_SY_NODE, TS_SY_DISCOVERY, TS_SY_GEN, TS_SY_TASKS, TS_SY_WAIT_S, TS_SY_SEQ, TS_SY_HEALTH,
     TS_SY_MIG_ERROR, TS_SY_DRAIN, TS_SY_PREFETCH, TS_SY_IMAGES, TS_SY_LOGS, TS_SY_AGENT,
-    TS_SY_NFIELDS
+    TS_SY_LEAVING, TS_SY_NFIELDS
 };
 #define TS_SY_BIT(f) (1ULL << (f))
 
@@ -546,6 +546,9 @@ typedef struct ts_sync {
      * directory, the same across its restarts; another one is a second
      * agent for the node */
     const char *agent;
+    /* the agent's last sync as it stops (SIGTERM): its tasks' reports, and
+     * the node out of service until an agent registers again */
+    bool leaving;
 } ts_sync;
 
 /* The body as a JSON object (a new reference), its members in the order

@@ -345,7 +345,8 @@ static void report_started(ts_agent *a, local_task *lt, double now, ts_task_repo
     add_end(lt, r);
     if (lt->st.cut_off) /* its keeper stopped it while no agent ran (launch_keeper.c) */
         lt->cut_off = true;
-    if (lt->shim_missing || lt->disk_stopped || lt->cut_off) { /* stopped by the agent as it ran */
+    if (lt->shim_missing || lt->disk_stopped || lt->cut_off || lt->agent_stopped) {
+        /* stopped by the agent as it ran */
         agent_stopped_report(a, lt, r, why);
     } else if (lt->stop_requested) {
         r->state = TS_REPORT_STOPPED;
@@ -732,7 +733,10 @@ static json_t *sync_body(ts_agent *a, bool busy, const char *drain_sent, json_t 
                  .node = a->cfg.node,
                  .gen = (int64_t)a->gen,
                  .tasks = tasks,
-                 .wait_s = busy ? wait_for(a, TS_AGENT_WAIT_BUSY_S) : TS_AGENT_WAIT_IDLE_S,
+                 .wait_s = a->leaving ? 0.0
+                           : busy    ? wait_for(a, TS_AGENT_WAIT_BUSY_S)
+                                     : TS_AGENT_WAIT_IDLE_S,
+                 .leaving = a->leaving,
                  .seq = (int64_t)++a->report_seq,
                  .health = a->node->health ? a->node->health(a->node->health_ctx) : NULL,
                  .mig_error = a->mig_error,
@@ -741,7 +745,8 @@ static json_t *sync_body(ts_agent *a, bool busy, const char *drain_sent, json_t 
                  .nprefetch = agent_prefetch_report(a, pf),
                  /* the output answers (agent_answer_logs), typed: the fit below cuts them */
                  .logs = a->log_answers.ans, .nlogs = a->log_answers.n};
-    s.present |= (s.health ? TS_SY_BIT(TS_SY_HEALTH) : 0) |
+    s.present |= (a->leaving ? TS_SY_BIT(TS_SY_LEAVING) : 0) |
+                 (s.health ? TS_SY_BIT(TS_SY_HEALTH) : 0) |
                  (s.nlogs ? TS_SY_BIT(TS_SY_LOGS) : 0) |
                  (a->mig_error[0] ? TS_SY_BIT(TS_SY_MIG_ERROR) : 0) |
                  (drain_sent[0] ? TS_SY_BIT(TS_SY_DRAIN) : 0) |
@@ -799,7 +804,7 @@ int agent_step(ts_agent *a, ts_err *err)
             reconcile(a, ans); /* its gen too */
         }
     } else {
-        bool busy = a->ntasks > 0;
+        bool busy = a->ntasks > 0 && !a->leaving;
         char drain_sent[sizeof a->drain_why]; /* a hook failed (hooks.c): until answered */
         snprintf(drain_sent, sizeof drain_sent, "%s", a->drain_why);
         json_t *imgs = NULL;
@@ -811,6 +816,8 @@ int agent_step(ts_agent *a, ts_err *err)
         if (a->cfg.ctls.n > 1) /* a hung controller must not keep the agent from the others */
             timeout = (busy ? TS_AGENT_WAIT_BUSY_S : TS_AGENT_WAIT_IDLE_S) +
                       TS_AGENT_ANSWER_SLACK_S;
+        if (a->leaving) /* its last word: the controller answers at once, or not at all */
+            timeout = TS_AGENT_WAIT_BUSY_S + 0.5;
         if (busy) {
             double left = agent_lost_limit(a) - (agent_mono_s() - a->last_ok_s);
             timeout = left < TS_AGENT_WAIT_BUSY_S + 0.5 ? TS_AGENT_WAIT_BUSY_S + 0.5
@@ -833,7 +840,8 @@ int agent_step(ts_agent *a, ts_err *err)
             if (drain_sent[0] && strcmp(drain_sent, a->drain_why) == 0)
                 a->drain_why[0] = '\0'; /* the node is drained: an admin resumes it */
             agent_heard_from_controller(a);
-            reconcile(a, ans); /* its gen too */
+            if (!a->leaving) /* nothing starts as it stops */
+                reconcile(a, ans); /* its gen too */
         } else if (status == 409) {
             a->registered = false; /* the controller restarted or declared us lost */
             a->register_now = true;

@@ -150,6 +150,12 @@ void agent_pause(ts_agent *a, double seconds);
 /* Stops every task (the controller has been unreachable too long, or the
  * agent is shutting down); blocks at most for their graces. */
 void agent_stop_all(ts_agent *a);
+/* As the agent stops (SIGTERM): stops every task as agent_stop_all does,
+ * then tells the controller in one last sync (each task reported stopped,
+ * launch_end agent_stopped, and the node leaving), so that their jobs
+ * requeue at once and no work is placed on the node until an agent
+ * registers again. */
+void agent_leave(ts_agent *a);
 /* What isolation this node allows (cgroups, device filter), and why not. */
 const ts_launch_caps *agent_caps(const ts_agent *a);
 /* Tasks it runs now. */

@@ -112,6 +112,7 @@ typedef struct local_task {
      * declare the node lost (agent.c): kept, with how long, to report */
     bool cut_off;
     double cut_off_silent_s, cut_off_limit_s;
+    bool agent_stopped;         /* stopped as the agent itself stopped (SIGTERM): requeued */
     char user[64];              /* its Unix user ("" none), for its epilog */
     json_t *prolog_wait;        /* the desired task, kept while the node's prolog runs or
                                  * waits for a hook slot */
@@ -180,6 +181,7 @@ struct ts_agent {
     int ntasks;
     char logs[600];
     char identity[128];         /* "MACHINE:DEV:INO" of its state directory (register's agent) */
+    bool leaving;               /* agent_leave's last sync: no wait, nothing started */
     char steps[600];       /* <state_dir>/steps: where older agents kept step files (swept) */
     char task_dirs[600];   /* <state_dir>/tasks: each task's own folder (launch.h) */
     char slurm_bin[700];   /* <state_dir>/slurm: a Slurm job's srun; "" if not written */

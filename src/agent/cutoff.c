@@ -137,9 +137,10 @@ static void stop_and_wait(ts_agent *a)
     }
 }
 
-void agent_stop_all(ts_agent *a)
+/* Forgets every task (each stopped: agent_stop_and_wait), and the
+ * secrets and MPS daemons they used. */
+static void forget_all(ts_agent *a)
 {
-    stop_and_wait(a);
     for (int i = 0; i < a->ntasks; i++) {
         agent_task_free(a->tasks[i].t);
         if (!a->tasks[i].is_step)
@@ -147,4 +148,28 @@ void agent_stop_all(ts_agent *a)
     }
     a->ntasks = 0;
     agent_mps_tidy(a); /* no task is left on the MPS daemons this agent started */
+}
+
+void agent_stop_all(ts_agent *a)
+{
+    stop_and_wait(a);
+    forget_all(a);
+}
+
+void agent_leave(ts_agent *a)
+{
+    for (int i = 0; i < a->ntasks; i++)
+        if (a->tasks[i].t && a->tasks[i].st.phase != TS_TASK_EXITED)
+            a->tasks[i].agent_stopped = true;
+    stop_and_wait(a);
+    if (a->registered) {
+        /* one sync: the stopped tasks (their jobs requeue at once, not
+         * after node_lost_after) and the node out of service */
+        ts_err e;
+        a->leaving = true;
+        if (agent_step(a, &e) != 0)
+            fprintf(stderr, "tessera-agent: could not tell the controller it stops (its "
+                            "jobs requeue once the node is lost): %s\n", e.msg);
+    }
+    forget_all(a);
 }

@@ -385,6 +385,10 @@ void agent_stopped_report(const ts_agent *a, const local_task *lt, ts_task_repor
                  "register within %g s (a static program, or a loader that ignored LD_PRELOAD): "
                  "stopped, never a fractional task without its limits", reg);
         r->launch_end = "shim_not_loaded";
+    } else if (lt->agent_stopped) { /* the controller requeues it (ctld/agents.c) */
+        snprintf(why, AGENT_STOPPED_WHY_BYTES, "agent_stopped: its agent was stopped "
+                 "(SIGTERM), taking the node out of service: stopped, to run elsewhere");
+        r->launch_end = "agent_stopped";
     } else if (lt->cut_off) { /* the controller requeues it (ctld/agents.c) */
         if (lt->cut_off_limit_s > 0)
             snprintf(why, AGENT_STOPPED_WHY_BYTES, "controller_lost: no controller answered "

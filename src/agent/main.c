@@ -650,7 +650,7 @@ static int serve(agent_args *A, ts_agent_node *node)
         }
     }
     fprintf(stderr, "tessera-agent: stopping %d task(s)\n", agent_ntasks(a));
-    agent_stop_all(a);
+    agent_leave(a);
     agent_free(a);
     agent_metrics_stop(metrics);
     if (node->discovery)

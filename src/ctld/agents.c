@@ -226,11 +226,13 @@ static int apply_reports(ctld *c, int n, const sync_msg *m, double now, bool *wh
         if (st != CTLD_RANK_RUNNING && tk->ended_at > j->ended_at_s)
             j->ended_at_s = tk->ended_at;
         /* stopped by its agent while no controller answered (a controller
-         * down for half of node_lost_after): not the job's failure, a stop
-         * the controller did not ask for; a running job requeues, as on a
-         * lost node, never started again on the same run */
+         * down for half of node_lost_after), or as the agent stopped: not
+         * the job's failure, a stop the controller did not ask for; a
+         * running job requeues, as on a lost node, never started again on
+         * the same run */
         bool cut_off = st == CTLD_RANK_FAILED && tk->launch_end &&
-                       strcmp(tk->launch_end, "controller_lost") == 0;
+                       (strcmp(tk->launch_end, "controller_lost") == 0 ||
+                        strcmp(tk->launch_end, "agent_stopped") == 0);
         if (cut_off)
             st = CTLD_RANK_STOPPED;
         bool pulling = tk->has_image_pull;
@@ -622,6 +624,14 @@ static int apply_sync(ctld *c, int n, bool reg, const sync_msg *m, uint64_t dige
         return -1;
     }
     snprintf(a->mig_error, sizeof a->mig_error, "%s", in->mig_error ? in->mig_error : "");
+    if (in->leaving) { /* its agent stops: no work placed there until one registers */
+        pthread_mutex_lock(&a->mu);
+        a->registered = false;
+        a->holder_seen_s = 0; /* another agent may register at once */
+        pthread_mutex_unlock(&a->mu);
+        ctld_agent_moved(c, n);
+        ctld_node_refresh(c, n);
+    }
     pthread_mutex_lock(&a->mu);
     /* every change of a job on the node moves gen, and so does undoing a
      * report whose write failed; a newer report applied while this one's
@@ -809,7 +819,7 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
         a->seen_seq = seq;
     /* the report applied last, again, with nothing moved on the node since:
      * it changes nothing, and neither c->mu nor the cycle is waited for */
-    bool same = !reg && known && a->applied_ok && a->applied_digest == digest &&
+    bool same = !reg && known && !m.s.leaving && a->applied_ok && a->applied_digest == digest &&
                 a->applied_gen == report_gen(a);
     if ((known || reg) && !stale) {
         keep_readings(a, &m, now);

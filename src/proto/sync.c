@@ -128,6 +128,7 @@ static const proto_field SY_FIELDS[TS_SY_NFIELDS] = {
     [TS_SY_IMAGES] = {"images", LIST(images, sy_image)},
     [TS_SY_LOGS] = {"logs", LIST(logs, sy_log)},
     [TS_SY_AGENT] = {"agent", PK_STR, AT(agent)},
+    [TS_SY_LEAVING] = {"leaving", PK_TRUE, AT(leaving)},
 };
 #pragma GCC diagnostic pop
 

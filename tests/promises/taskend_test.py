@@ -259,6 +259,35 @@ def scenario_a_second_agent_for_a_node_is_refused(c):
     c.procs.pop(node + "-second").kill()
 
 
+def scenario_an_agent_stopped_with_sigterm_says_so(c):
+    """tessera-agent.md: SIGTERM stops the agent's tasks and takes the node out
+    of service: its last sync reports them, so their job requeues at once
+    (with the agent's reason) and runs elsewhere, not after node_lost_after;
+    the node takes no work until an agent registers again."""
+    import signal
+    jid = c.submit(spec("moves", "sleep 300", gpus=8))
+    if not c.wait_job(jid, "running", 30):
+        return
+    node = ((c.job(jid).get("placement") or [{}])[0]).get("node")
+    agent = c.procs[node]
+    t0 = time.time()
+    agent.send_signal(signal.SIGTERM)
+    agent.wait(30)
+    ev = c.wait(lambda: [e for e in c.events(jid) if e["kind"] == "requeued"],
+                "the job is requeued", 20)
+    took = time.time() - t0
+    check(bool(ev) and "agent_stopped" in (ev[0].get("detail") or ""),
+          f"its requeued event gives the agent's reason: {ev}")
+    check(took < 8, f"within seconds of the stop, not node_lost_after (10 s): {took:.1f} s")
+    check(c.node(node).get("state") != "up", f"{node} takes no work: {c.node(node).get('state')}")
+    j = c.wait_job(jid, "running", 30)
+    where = ((j or {}).get("placement") or [{}])[0].get("node")
+    check(bool(j) and where != node, f"the job runs elsewhere: {where}")
+    c._spawn(node, agent.args, dict(os.environ,
+                                    TESSERA_FAKE_NVML_FIXTURE=c.path(node + "-gpus.json")))
+    c.wait(lambda: c.node(node).get("state") == "up", "the agent back, its node is up", 30)
+
+
 def scenario_exit_code_of_a_rank(c):
     """api.md: an ended job's `exit_code` and each rank's end (`ranks`); a
     failed job's reason names the rank, its node and its exit code."""

@@ -25,7 +25,7 @@ static const char SYNC[] =
     "\"state\":\"fetching\"},{\"job\":9,\"state\":\"ready\"}],\"images\":[{\"digest\":"
     "\"sha256:ab\",\"refs\":[\"reg/x:1\",\"reg/x:2\"],\"bytes\":1048576}],\"logs\":[{\"id\":3,"
     "\"data\":\"a\\u0000b\\n\",\"size\":4,\"offset\":96,\"note\":\"cut\"},{\"id\":4,\"error\":\"no such task\"}],"
-    "\"agent\":\"m1:2049:131\"}";
+    "\"agent\":\"m1:2049:131\",\"leaving\":true}";
 
 static const char REGISTER[] =
     "{\"node\":\"n-1\",\"discovery\":{\"cpus\":2,\"memory_bytes\":4096,\"driver_version\":\"\","
