@@ -158,6 +158,31 @@ static int exit_for_status(long status)
     return CLI_EXIT_SERVER;
 }
 
+/* Whether msg is fields' "path: reason" joined by "; " (the server's
+ * message for a request with several errors). */
+static bool fields_joined(const json_t *fields, const char *msg)
+{
+    size_t i, at = 0, len = strlen(msg);
+    const json_t *fe;
+    json_array_foreach(fields, i, fe) {
+        const char *path = json_string_value(json_object_get(fe, "path"));
+        const char *why = json_string_value(json_object_get(fe, "reason"));
+        if (!path || !why)
+            return false;
+        if (i > 0) {
+            if (strncmp(msg + at, "; ", 2) != 0)
+                return false;
+            at += 2;
+        }
+        size_t pl = strlen(path), wl = strlen(why);
+        if (at + pl + 2 + wl > len || strncmp(msg + at, path, pl) != 0 ||
+            strncmp(msg + at + pl, ": ", 2) != 0 || strncmp(msg + at + pl + 2, why, wl) != 0)
+            return false;
+        at += pl + 2 + wl;
+    }
+    return at == len;
+}
+
 /* Prints a non-2xx answer: the server's message and field errors, or what
  * little the body says, plus a hint where one helps. */
 static int status_failed(const struct cli_ctx *ctx, long status, const struct sink *s)
@@ -171,6 +196,17 @@ static int status_failed(const struct cli_ctx *ctx, long status, const struct si
     json_t *e = json_object_get(root, "error");
     const char *code = json_string_value(json_object_get(e, "code"));
     const char *msg = json_string_value(json_object_get(e, "message"));
+    json_t *fields = json_object_get(e, "fields");
+    size_t i, nf = json_array_size(fields);
+    json_t *fe;
+    /* a message that only joins the field errors is said once: as the
+     * one line it is, or as a count above their lines */
+    bool joined = msg && nf > 0 && fields_joined(fields, msg);
+    char count[48];
+    if (joined && nf > 1) {
+        snprintf(count, sizeof count, "%zu errors in the request", nf);
+        msg = count;
+    }
     fputs(CLI_PROG ": ", stderr);
     if (msg) {
         put_clean(stderr, msg, CLI_CELL_MAX);
@@ -185,10 +221,7 @@ static int status_failed(const struct cli_ctx *ctx, long status, const struct si
         }
         fputc('\n', stderr);
     }
-    json_t *fields = json_object_get(e, "fields");
-    size_t i;
-    json_t *fe;
-    json_array_foreach(fields, i, fe) {
+    json_array_foreach(joined && nf == 1 ? NULL : fields, i, fe) {
         const char *path = json_string_value(json_object_get(fe, "path"));
         const char *why = json_string_value(json_object_get(fe, "reason"));
         fputs("  ", stderr);

@@ -38,6 +38,16 @@ void ts_res_name(int dim, char *buf, size_t size)
     }
 }
 
+/* An amount of dimension dim as a tenants file writes it: GPUs (not
+ * milli-GPUs, docs/scheduler.md), else the dimension's own unit. */
+static void res_amount(int dim, int64_t v, char *buf, size_t size)
+{
+    if (dim >= TS_RES_GPU0 && v % TS_MILLI_PER_GPU != 0)
+        snprintf(buf, size, "%.3f", (double)v / TS_MILLI_PER_GPU);
+    else
+        snprintf(buf, size, "%lld", (long long)(dim >= TS_RES_GPU0 ? v / TS_MILLI_PER_GPU : v));
+}
+
 ts_tenants *ts_tenants_new(void)
 {
     ts_tenants *ts = calloc(1, sizeof *ts);
@@ -222,13 +232,14 @@ int ts_tenants_validate(const ts_tenants *ts, ts_err *err)
         for (int k = 0; k < TS_RES_DIMS; k++) {
             int64_t s = sum[(size_t)i * TS_RES_DIMS + (size_t)k];
             if (s > t->guaranteed[k]) {
-                char dn[TS_NAME_MAX + 8];
+                char dn[TS_NAME_MAX + 8], sa[32], pa[32];
                 ts_res_name(k, dn, sizeof dn);
+                res_amount(k, s, sa, sizeof sa);
+                res_amount(k, t->guaranteed[k], pa, sizeof pa);
                 free(sum);
                 return ts_err_set(err, TS_EINVAL,
-                                  "tenants.%s.guaranteed.%s: children's guarantees (%lld) "
-                                  "exceed the parent's (%lld)",
-                                  t->name, dn, (long long)s, (long long)t->guaranteed[k]);
+                                  "tenants.%s.guaranteed.%s: children's guarantees (%s) "
+                                  "exceed the parent's (%s)", t->name, dn, sa, pa);
             }
         }
     }

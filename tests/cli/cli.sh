@@ -211,6 +211,11 @@ printf 'name: x\ntenant: team-a\ntasks:\n  - gpus: 99\n' >"$tmp/bad.yaml"
 expect "invalid spec" 4 submit -f "$tmp/bad.yaml" && err_has "invalid spec" "the job spec is invalid" &&
   err_has "invalid spec" "^  tasks\[0\]\.gpus: must be 0\.\.16$" && err_has "invalid spec" "^  name: required$" &&
   out_empty "invalid spec"
+# a message that joins the field errors is said once: a count above their lines
+printf 'name: x\ntenant: team-a\ntasks:\n  - gpus: 98\n' >"$tmp/bad2.yaml"
+expect "joined errors" 4 submit -f "$tmp/bad2.yaml" &&
+  err_has "joined errors" "^tessera: 2 errors in the request \(400 invalid\)$" &&
+  err_has "joined errors" "^  name: required$" && { if [ "$(grep -c 'must be 0..16' "$tmp/err")" = 1 ]; then pass; else fail "joined errors: said twice"; fi; }
 printf 'tenants:\n  team-a:\n    wieght: 2\n' >"$tmp/bad-tenants.yaml"
 expect "invalid tenants" 4 quota set -f "$tmp/bad-tenants.yaml" &&
   err_has "invalid tenants" 'tenants.team-a: unknown key "wieght"' &&

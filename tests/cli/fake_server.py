@@ -269,6 +269,10 @@ class Handler(BaseHTTPRequestHandler):
             raise Answer(400, "invalid", f"unsupported content type {ctype}")
         if len(body) > BODY_MAX_BYTES:
             raise Answer(413, "too_large", "body above 1 MiB")
+        if b"gpus: 98" in body:  # as tesserad says several: its message joins the fields
+            raise Answer(400, "invalid", "tasks[0].gpus: must be 0..16; name: required", [
+                {"path": "tasks[0].gpus", "reason": "must be 0..16"},
+                {"path": "name", "reason": "required"}])
         if b"gpus: 99" in body or b'"gpus": 99' in body:
             raise Answer(400, "invalid", "the job spec is invalid", [
                 {"path": "tasks[0].gpus", "reason": "must be 0..16"},

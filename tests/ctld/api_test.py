@@ -236,6 +236,10 @@ try:
     st, d = call("POST", "/v1/nodes/b-2/drain", admin)
     st, d = call("GET", "/v1/tenants", toks["vera"])
     check(st == 200 and {t["name"] for t in d["tenants"]} >= {"team-a", "team-b"}, "tenants")
+    # fair share is public within the cluster (api.md): a tenant's user reads every tenant
+    st, d = call("GET", "/v1/tenants", toks["alice"])
+    check(st == 200 and {t["name"] for t in d["tenants"]} >= {"team-a", "team-b"},
+          "a tenant's user reads every tenant's guarantee, usage and share")
     st, d = call("GET", "/v1/usage", admin)
     check(st == 200 and any(u["tenant"] == "team-b" for u in d["usage"]), f"usage {d}")
     # a preempted run keeps counting: its "run-ended" event is in team-b's usage

@@ -245,7 +245,7 @@ static const bad_case BAD[] = {
      "tenants:\n  org:\n    guaranteed: {gpu: {T4: 8}}\n    teams:\n"
      "      x: {guaranteed: {gpu: {T4: 8}}}\n  other: {}\n  a:  #<\n    teams:\n"
      "      b: {guaranteed: {gpu: {T4: 16}}}\n",
-     "tenants.a.guaranteed.gpu[T4]: children's guarantees (16000) exceed the parent's (0)"},
+     "tenants.a.guaranteed.gpu[T4]: children's guarantees (16) exceed the parent's (0)"},
     {"children exceed cpu",
      "tenants:\n  org:  #<\n    guaranteed: {cpu_milli: 1000}\n    teams:\n"
      "      x: {guaranteed: {cpu_milli: 600}}\n      y: {guaranteed: {cpu_milli: 600}}\n",

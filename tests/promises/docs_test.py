@@ -3,6 +3,7 @@
 waiting reasons, the CLI's empty lists and node table, a task's working
 directory and environment, that real nodes ignore a job's `duration`, and
 that tenants replaced through the API outlive a restart of tesserad."""
+import os
 import re
 import signal
 import time
@@ -12,9 +13,18 @@ from harness import check, http_call, wait_ready
 
 CLUSTER = {"nodes": [Node("r-1", leaf="l1"), Node("r-2", leaf="l1")]}
 
-# docs/metrics.md, tessera_jobs_waiting
-REASONS = ("quota", "capacity", "topology", "fragmentation", "gang", "reservation",
-           "preempting", "held", "dependency", "invalid", "not-yet-ranked")
+METRICS_MD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                          "metrics.md")
+
+
+def metrics_doc():
+    """docs/metrics.md's series table: {name: its row}."""
+    rows = {}
+    for line in open(METRICS_MD):
+        m = re.match(r"^\| `(tessera_[a-z_]+)` \|", line)
+        if m:
+            rows[m.group(1)] = line
+    return rows
 
 
 def job_spec(name, command, gpus=1, **kw):
@@ -53,8 +63,14 @@ def scenario_every_waiting_reason_is_always_present(c):
     st, text = http_call(c.url, "GET", "/metrics", c.admin)
     check(st == 200 and isinstance(text, str), f"/metrics with an admin token answers 200: {st}")
     got = set(re.findall(r'^tessera_jobs_waiting\{reason="([a-z-]+)"\} ', str(text), re.M))
-    missing = [r for r in REASONS if r not in got]
-    check(not missing, f"tessera_jobs_waiting has every reason; missing {missing}")
+    row = metrics_doc().get("tessera_jobs_waiting", "")
+    said = set(re.findall(r"`([a-z-]+)`", row.split("|")[4] if row.count("|") > 4 else ""))
+    check(said and said == got, f"tessera_jobs_waiting has every reason metrics.md lists, and "
+          f"no other; not served {sorted(said - got)}, not listed {sorted(got - said)}")
+    # every series the page serves is in metrics.md's table (its agents' are agent-metrics.md's)
+    served = set(re.findall(r"^# TYPE (tessera_[a-z_]+) ", str(text), re.M))
+    unlisted = sorted(served - set(metrics_doc()))
+    check(not unlisted, f"every series served is in metrics.md: not listed {unlisted}")
 
 
 def scenario_nodes_count_their_jobs(c):
