@@ -53,7 +53,8 @@ void ts_sbatch_map_free(ts_sbatch_map *map);
 
 /* What the script runs with, besides its text. */
 typedef struct ts_sbatch_input {
-    const char *script_name;          /* the script's file name (default job name) */
+    const char *script_name;          /* the script's path as given (its base name: the
+                                       * default job name) */
     const char *const *argv;          /* sbatch options from the command line, argc of them */
     int argc;
     const char *const *script_args;   /* arguments after the script, nargs of them */

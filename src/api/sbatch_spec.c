@@ -298,6 +298,12 @@ static int resolve(const struct sbatch_req *r, ts_sbatch_shape *s, const char **
 
 #define SHEBANG_WORDS_MAX 8
 
+/* Run as `python -c PYTHON_BOOT TEXT FILE ARGS`: the script's text runs in
+ * __main__ with __file__ and sys.argv[0] its FILE, compiled under that name. */
+#define PYTHON_BOOT                                                                             \
+    "import sys as _s;_s.argv.pop(0);_t=_s.argv.pop(0);__file__=_s.argv[0];del _s;"        \
+    "exec(compile(globals().pop('_t'),__file__,'exec'))"
+
 static bool interp_known(const char *base, bool *shell)
 {
     static const char *const shells[] = {"sh", "bash", "dash", "zsh", "ksh"};
@@ -448,11 +454,23 @@ static json_t *build_command(const char *script, size_t len, const ts_sbatch_inp
     for (int i = 0; i < nw; i++)
         json_array_append_new(argv, json_string(w[i]));
     json_array_append_new(argv, json_string("-c"));
-    json_array_append_new(argv, json_stringn(script, len));
-    if (shell)
-        json_array_append_new(argv, json_string(in->script_name && *in->script_name
-                                                    ? in->script_name
-                                                    : "script"));
+    const char *name = in->script_name && *in->script_name ? in->script_name : "script";
+    if (shell) { /* sh -c TEXT NAME ARGS: $0 is the script's name */
+        json_array_append_new(argv, json_stringn(script, len));
+        json_array_append_new(argv, json_string(name));
+    } else {
+        /* python -c BOOT TEXT FILE ARGS: BOOT runs TEXT as the script FILE
+         * (the path it had at submit), so __file__, sys.argv[0] and its
+         * tracebacks name it, as they would run from a file */
+        json_array_append_new(argv, json_string(PYTHON_BOOT));
+        json_array_append_new(argv, json_stringn(script, len));
+        char file[4096];
+        if (name[0] != '/' && in->submit_dir && *in->submit_dir)
+            snprintf(file, sizeof file, "%s/%s", in->submit_dir, name);
+        else
+            snprintf(file, sizeof file, "%s", name);
+        json_array_append_new(argv, json_string(file));
+    }
     for (int i = 0; i < in->nargs; i++)
         json_array_append_new(argv, json_string(in->script_args[i]));
     return argv;

@@ -253,9 +253,10 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
         return rc;
     }
     char cwd[PATH_MAX];
-    const char *base = strrchr(script, '/') ? strrchr(script, '/') + 1 : script;
+    /* the path as given: a python script's __file__ (from the submit
+     * directory), its errors' FILE:LINE; the job's name is its base name */
     ts_sbatch_input in = {
-        .script_name = strcmp(script, "-") == 0 ? "stdin" : base,
+        .script_name = strcmp(script, "-") == 0 ? "stdin" : script,
         .argv = sopts,
         .argc = nsopts,
         .script_args = (const char *const *)argv + i,

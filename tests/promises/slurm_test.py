@@ -222,6 +222,31 @@ echo never
           f"{r.stderr!r}")
 
 
+def scenario_a_python_script_knows_its_file(c):
+    """slurm.md: a python script runs as the file it was at submit: __file__
+    and sys.argv[0] name it (absolute, from the submit directory), its
+    arguments follow, and its tracebacks name its lines (__file__ was
+    undefined and sys.argv[0] "-c" before)."""
+    p = script(c, "where.py", """#!/usr/bin/env python3
+#SBATCH --account=team-a --time=5 --gpus=1
+import sys
+from pathlib import Path
+print("file", __file__, Path(__file__).name, __name__)
+print("argv", sys.argv)
+""")
+    os.chmod(p, 0o644)
+    r = c.cli("sbatch", p, "one", "two")
+    jid = next((int(w) for w in r.stdout.split() if w.isdigit()), None)
+    check(jid is not None, f"tessera sbatch submits it: {r.returncode} {r.stdout} {r.stderr}")
+    j = jid and c.wait_job(jid, ("completed", "failed"), 60)
+    if not j:
+        return
+    out = outputs(c, jid, (0,))[0]
+    check(j.get("state") == "completed", f"it completes: {j.get('state')} {j.get('why')}")
+    check(f"file {p} where.py __main__" in out, f"__file__ is the script's path: {out!r}")
+    check(f"argv ['{p}', 'one', 'two']" in out, f"sys.argv[0] too, then its arguments: {out!r}")
+
+
 def scenario_plain_job_runs_in_every_task(c):
     """slurm.md "Steps": a job submitted as a spec (not from sbatch) runs its
     command in every task, as before, and has no steps."""
