@@ -415,6 +415,12 @@ int cli_list_print(const struct cli_ctx *ctx, const struct cli_listing *l, json_
 int cli_cmd_submit(struct cli_ctx *, const struct cli_cmd *, int, char **);
 /* cmd_sbatch.c: a batch script; also `submit` without -f. */
 int cli_cmd_sbatch(struct cli_ctx *, const struct cli_cmd *, int, char **);
+/* Slurm's job options (sbatch's: -p, -A, -t, -N, -n, -c, --mem, -J, --gres,
+ * ...) read as tessera sbatch reads them, into the spec they make (*spec, a
+ * new reference; tenant: --tenant's, or NULL): what srun and salloc take
+ * from their command line. Errors and warnings are said; the exit code. */
+int cli_sbatch_options(struct cli_ctx *ctx, const char *const *opts, int n, const char *tenant,
+                       json_t **spec);
 int cli_cmd_srun(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_steps(struct cli_ctx *, const struct cli_cmd *, int, char **);
 bool cli_submit_is_script(int argc, char **argv);

@@ -283,3 +283,37 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     ts_sbatch_map_free(map);
     return send_parsed(ctx, prc, sb, &errs, dry_run, key, script);
 }
+
+int cli_sbatch_options(struct cli_ctx *ctx, const char *const *opts, int n, const char *tenant,
+                       json_t **spec)
+{
+    *spec = NULL;
+    ts_sbatch_map *map = NULL;
+    int rc = load_map(NULL, &map);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    static const char SCRIPT[] = "#!/bin/sh\n:\n";
+    char cwd[PATH_MAX];
+    ts_sbatch_input in = {.script_name = "interactive", .argv = opts, .argc = n,
+                          .environ = (const char *const *)environ, .tenant = tenant,
+                          .submit_dir = getcwd(cwd, sizeof cwd), .map = map};
+    ts_sbatch *sb = NULL;
+    ts_spec_errors errs;
+    int prc = ts_sbatch_parse(SCRIPT, sizeof SCRIPT - 1, &in, &sb, &errs);
+    char mine[128];
+    if (prc != 0 && !tenant && names_no_tenant(&errs) && token_tenant(ctx, mine, sizeof mine)) {
+        in.default_tenant = mine;
+        prc = ts_sbatch_parse(SCRIPT, sizeof SCRIPT - 1, &in, &sb, &errs);
+    }
+    ts_sbatch_map_free(map);
+    if (prc != 0) {
+        for (int k = 0; k < errs.n; k++)
+            cli_errorf("%s", errs.msg[k]);
+        return prc == TS_ENOMEM ? CLI_EXIT_LOCAL : CLI_EXIT_USAGE;
+    }
+    for (int k = 0; k < sb->nwarnings; k++)
+        cli_warn("%s", sb->warnings[k]);
+    *spec = json_loads(sb->spec_json, 0, NULL);
+    ts_sbatch_free(sb);
+    return *spec ? CLI_EXIT_OK : CLI_EXIT_LOCAL;
+}

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "tessera/sbatch.h"
 #include "tessera/stream.h"
 
 #define START_POLL_MS 20            /* how often `run` asks whether its job started */
@@ -78,6 +79,9 @@ typedef struct sess_opts {
     int ncmd;
     const char *pos[3];
     int npos;
+    /* srun and salloc: Slurm's job options, read as sbatch reads them */
+    const char *sopts[64];
+    int nsopts;
 } sess_opts;
 
 static int parse_opts(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
@@ -105,10 +109,6 @@ static int parse_opts(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, 
         }
         if (slurm && strcmp(a, "--pty") == 0)
             continue; /* a terminal is the default wherever there is one */
-        if (slurm && strncmp(a, "--gres=gpu:", 11) == 0) {
-            o->gpus = a + 11;
-            continue;
-        }
         if (slurm && (a[0] != '-' || !a[1]))
             break; /* srun CMD ARGS...: the command starts at the first word */
         if (a[0] != '-' || !a[1]) {
@@ -124,6 +124,13 @@ static int parse_opts(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, 
         bool mine = false;
         if (cli_take_word(ctx, cmd, own, nown, argc, argv, &i, &mine) != CLI_CONTINUE)
             return CLI_EXIT_USAGE;
+        if (!mine && slurm && o->nsopts + 2 <= (int)(sizeof o->sopts / sizeof *o->sopts)) {
+            /* -p, -t, -N, -n, -c, --mem, -J, --gres=gpu:TYPE:N...: sbatch's reading */
+            o->sopts[o->nsopts++] = a;
+            if (ts_sbatch_option_takes_next(a) && i + 1 < argc)
+                o->sopts[o->nsopts++] = argv[++i];
+            continue;
+        }
         if (!mine)
             return cli_usage_error(cmd, "unknown option %s", a);
     }
@@ -536,6 +543,39 @@ int cli_cmd_exec(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
 
 /* ---- run ------------------------------------------------------------------------ */
 
+/* srun's and salloc's Slurm options (o->sopts), read as tessera sbatch reads
+ * them, into spec: what they say of the tenant, name, its one task, time
+ * limit, tier, image and nodes, unless a tessera flag said it. */
+static int slurm_options(struct cli_ctx *ctx, const struct cli_cmd *cmd, const sess_opts *o,
+                         json_t *spec)
+{
+    if (o->nsopts == 0)
+        return CLI_EXIT_OK;
+    json_t *tr = NULL;
+    int rc = cli_sbatch_options(ctx, o->sopts, o->nsopts, o->tenant, &tr);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    json_t *tasks = json_object_get(tr, "tasks");
+    json_int_t count = json_integer_value(json_object_get(json_array_get(tasks, 0), "count"));
+    if (json_array_size(tasks) != 1 || count != 1) {
+        json_decref(tr);
+        return cli_usage_error(cmd, "an interactive job runs one task: these options ask for "
+                               "%lld (submit a batch script for more: tessera sbatch)",
+                               json_array_size(tasks) == 1 ? (long long)count : 2LL);
+    }
+    static const char *const KEYS[] = {"tenant", "name", "tasks", "time_limit", "tier", "image",
+                                       "constraint", "nodelist", "exclude", "reservation"};
+    const bool given[] = {o->tenant, o->name, o->gpus, o->time_limit, o->tier, o->image,
+                          false, false, false, false};
+    for (size_t k = 0; k < sizeof KEYS / sizeof *KEYS; k++) {
+        json_t *v = json_object_get(tr, KEYS[k]);
+        if (v && !given[k])
+            json_object_set(spec, KEYS[k], v);
+    }
+    json_decref(tr);
+    return CLI_EXIT_OK;
+}
+
 static int submit_interactive(struct cli_ctx *ctx, const struct cli_cmd *cmd, const sess_opts *o,
                               bool tty, long *id)
 {
@@ -556,6 +596,11 @@ static int submit_interactive(struct cli_ctx *ctx, const struct cli_cmd *cmd, co
         }
     } else {
         spec = json_object();
+    }
+    int rc = slurm_options(ctx, cmd, o, spec);
+    if (rc != CLI_EXIT_OK) {
+        json_decref(spec);
+        return rc;
     }
     char tenant[128] = "";
     if (o->tenant) {
@@ -607,7 +652,7 @@ static int submit_interactive(struct cli_ctx *ctx, const struct cli_cmd *cmd, co
                           .body_len = body ? strlen(body) : 0,
                           .content_type = "application/json"};
     struct cli_resp resp = {0};
-    int rc = body ? cli_http(ctx, &req, &resp) : CLI_EXIT_LOCAL;
+    rc = body ? cli_http(ctx, &req, &resp) : CLI_EXIT_LOCAL;
     free(body);
     if (rc != CLI_EXIT_OK)
         return rc;

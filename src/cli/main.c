@@ -124,11 +124,13 @@ static const struct cli_cmd COMMANDS[] = {
      "  -f FILE          start from this JSON job spec\n"
      "  -T, --no-tty     stream stdin/stdout even on a terminal",
      cli_cmd_run},
-    {"srun", "srun [--pty] [--gres=gpu:N] [run's flags] COMMAND [ARGS...]",
+    {"srun", "srun [--pty] [SLURM JOB OPTIONS] [run's flags] COMMAND [ARGS...]",
      "The same as run, read as Slurm's srun: --pty (a terminal is the default where\n"
-     "there is one), --gres=gpu:N, and the command from the first word on (no --):\n"
-     "tessera srun --pty --gres=gpu:1 bash.", cli_cmd_run},
-    {"salloc", "salloc [--gres=gpu:N] [run's flags] COMMAND [ARGS...]",
+     "there is one), Slurm's job options as tessera sbatch reads them (-p, -A, -t,\n"
+     "-c, --mem, -J, --gres=gpu:[TYPE:]N, -N 1, -n 1, ...: one task), and the command\n"
+     "from the first word on (no --): tessera srun -p gpu -t 60 --gres=gpu:1 --pty bash.",
+     cli_cmd_run},
+    {"salloc", "salloc [SLURM JOB OPTIONS] [run's flags] COMMAND [ARGS...]",
      "The same as srun: an allocation whose first task runs COMMAND (no shell is\n"
      "assumed: name it, e.g. tessera salloc bash).", cli_cmd_run},
     {"exec", "exec JOB [RANK] [-T] -- COMMAND [ARGS...]",

@@ -165,6 +165,27 @@ def scenario_run_without_terminal_streams_stdin_stdout(c):
     check("via-srun-GPU" in r.stdout and r.returncode == 2,
           f"tessera srun --pty --gres=gpu:1 CMD reads as Slurm's: {r.returncode} {r.stdout!r} "
           f"{r.stderr!r}")
+    # Slurm's everyday job options, read as tessera sbatch reads them
+    r = subprocess.run([c.bins["cli"], "srun", "-p", "team-a", "-t", "10", "-N", "1", "-n", "1",
+                        "-c", "2", "--mem=1G", "-J", "probe-srun", "--gres=gpu:H100-80GB:1",
+                        "--pty", "/bin/sh", "-c", "echo gpus-$CUDA_VISIBLE_DEVICES; exit 4"],
+                       stdin=subprocess.DEVNULL, env=cli_env(c), text=True,
+                       capture_output=True, timeout=60)
+    check("gpus-GPU" in r.stdout and r.returncode == 4,
+          f"tessera srun -p -t -N -n -c --mem -J --gres=gpu:TYPE:N runs it: {r.returncode} "
+          f"{r.stdout!r} {r.stderr!r}")
+    st, d = c.call("GET", "/v1/jobs?state=failed&limit=1000")
+    mine = [j for j in (d.get("jobs") or []) if j.get("name") == "probe-srun"]
+    spec = (c.job(mine[0]["id"]).get("spec") or {}) if mine else {}
+    task = (spec.get("tasks") or [{}])[0]
+    check(spec.get("time_limit") == 600 and task.get("cpu_milli") == 2000 and
+          task.get("memory_mib") == 1024 and task.get("gpu_model") == "H100-80GB",
+          f"its spec has them: {spec.get('time_limit')} {task}")
+    r = subprocess.run([c.bins["cli"], "srun", "-N", "2", "--tenant", "team-a", "true"],
+                       stdin=subprocess.DEVNULL, env=cli_env(c), text=True,
+                       capture_output=True, timeout=60)
+    check(r.returncode == 2 and "one task" in r.stderr,
+          f"more than one task is refused, saying so: {r.returncode} {r.stderr!r}")
     # a signal to tessera run goes on to the remote process group
     p = subprocess.Popen([c.bins["cli"], "run", "-T", "--tenant", "team-a", "--", "/bin/sh", "-c",
                           'trap "echo got-int; exit 9" INT; echo ready; '
