@@ -38,6 +38,7 @@ struct sbatch_req {
     char *qos, *account, *partition;
     int signal;                 /* 0 = not given */
     long signal_time_s;
+    bool signal_batch;          /* B: (the batch shell alone, in Slurm) */
     char *output, *error, *chdir;
     char *image;                /* --container-image, as a reference; NULL = none */
     char *export_list;          /* NULL = not given (ALL) */

@@ -346,6 +346,7 @@ static int opt_signal(struct sbatch_req *r, const struct sopt *o, const char *v,
     const char *why = sbatch_parse_signal(v, &r->signal, &r->signal_time_s);
     if (why)
         sbatch_error(at->errs, "%s--signal: %s, got \"%s\"", at->where, why, v);
+    r->signal_batch = strncmp(v, "B:", 2) == 0 || strncmp(v, "RB:", 3) == 0;
     return 0;
 }
 

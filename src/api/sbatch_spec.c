@@ -764,12 +764,27 @@ int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
         json_object_set_new(spec, "tier", json_string(tier));
     if (s->nodes_given && s->nodes == 1 && s->ntasks > 1)
         json_object_set_new(spec, "topology", json_pack("{s:s}", "required", "node"));
-    if (s->time_limit_min > 0)
+    /* --signal=SIG@N: Tessera signals at the time limit and kills after the
+     * grace, so the limit is --time less N: SIG comes N s before --time and
+     * the job ends at --time, as in Slurm */
+    int64_t limit = s->time_limit_min * SECONDS_PER_MINUTE;
+    if (limit > 0 && r->signal > 0 && r->signal_time_s >= limit) {
+        sbatch_error(errs, "--signal: %ld seconds before the end is not within --time (%lld s)",
+                     r->signal_time_s, (long long)limit);
+        json_decref(spec);
+        json_decref(argv);
+        json_decref(env);
+        return 0;
+    }
+    if (limit > 0)
         json_object_set_new(spec, "time_limit",
-                            json_integer(s->time_limit_min * SECONDS_PER_MINUTE));
+                            json_integer(limit - (r->signal > 0 ? r->signal_time_s : 0)));
     if (r->signal > 0)
         json_object_set_new(spec, "checkpoint", json_pack("{s:i,s:i}", "signal", r->signal,
                                                           "grace", (int)r->signal_time_s));
+    if (r->signal_batch)
+        sbatch_warn(sb, "--signal: B: sends it to the script's whole process group (its "
+                    "children too), not to the batch shell alone");
     json_object_set_new(spec, "command", argv);
     if (json_object_size(env) > TS_SPEC_MAX_ENV) {
         sbatch_error(errs, "--export: %zu variables, more than %d (use --export=NONE or a list)",

@@ -116,9 +116,12 @@ static void check_expect(const char *file, const ts_sbatch *sb, const char *expe
         else if (strcmp(k, "memtask") == 0)
             ok = s->mem_per_task_mib == n &&
                  json_integer_value(json_object_get(task, "memory_mib")) == n;
-        else if (strcmp(k, "time") == 0)
+        else if (strcmp(k, "time") == 0) /* less a --signal's lead: it ends at --time */
             ok = s->time_limit_min == n &&
-                 json_integer_value(json_object_get(spec, "time_limit")) == n * 60;
+                 json_integer_value(json_object_get(spec, "time_limit")) +
+                         json_integer_value(json_object_get(json_object_get(spec, "checkpoint"),
+                                                            "grace")) ==
+                     n * 60;
         else if (strcmp(k, "array") == 0)
             ok = s->array_count == n &&
                  (n == 0 ? !json_object_get(spec, "array_size")
