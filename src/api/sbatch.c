@@ -143,8 +143,15 @@ void sbatch_warn(ts_sbatch *sb, const char *fmt, ...)
     va_end(ap);
 }
 
+const char *sbatch_at(const struct sbatch_req *r, int id)
+{
+    return id >= 0 && id < O_OPTS && r->at[id] ? r->at[id] : "";
+}
+
 void sbatch_req_free(struct sbatch_req *r)
 {
+    for (int i = 0; i < O_OPTS; i++)
+        free(r->at[i]);
     free(r->name);
     free(r->array);
     free(r->qos);
@@ -411,7 +418,9 @@ int ts_sbatch_parse(const char *script, size_t len, const ts_sbatch_input *in, t
         return TS_ENOMEM;
     struct sbatch_req r = {0};
     int rc = sbatch_read(script, len, in, &r, sb, errs);
-    if (rc == 0 && errs->n == 0)
+    /* with the directives' errors too: every error of the script at once,
+     * those found only when the whole of it is read included */
+    if (rc == 0)
         rc = sbatch_build(script, len, in, &r, sb, errs);
     sbatch_req_free(&r);
     if (rc == 0 && errs->n > 0)

@@ -24,6 +24,13 @@ enum sbatch_src { SRC_NONE, SRC_SCRIPT, SRC_CLI };
 #define SBATCH_NAME_MAX 256
 #define GPUS_PER_NODE_MAX 64L
 
+enum opt_id {
+    O_NAME, O_NODES, O_NTASKS, O_NTPN, O_CPT, O_CPG, O_GPUS, O_GPN, O_GPT, O_GRES, O_MEM,
+    O_MEM_CPU, O_MEM_GPU, O_TIME, O_ARRAY, O_QOS, O_ACCOUNT, O_PARTITION, O_DEPENDENCY,
+    O_CONSTRAINT, O_NODELIST, O_EXCLUDE, O_RESERVATION, O_HOLD, O_MAIL_TYPE, O_MAIL_USER, O_NICE,
+    O_SIGNAL, O_OUTPUT, O_ERROR, O_EXPORT, O_CHDIR, O_IMAGE, O_WARN, O_REFUSE, O_OPTS
+};
+
 struct sbatch_req {
     char *name;                 /* --job-name, NULL: the script's name */
     long nodes, ntasks, ntasks_per_node, cpus_per_task, cpus_per_gpu; /* 0 = not given */
@@ -51,10 +58,16 @@ struct sbatch_req {
     char *mail_user;            /* --mail-user, NULL = not given */
     int nice;                   /* --nice, when nice_given */
     bool nice_given;
+    /* where each option was last given ("train.sh:4: "; NULL: the command
+     * line, or not given), for the errors found once the whole script is
+     * read (sbatch_at) */
+    char *at[O_OPTS];
 };
 #define SBATCH_NICE_DEFAULT 100 /* --nice without a value, as Slurm */
 
 void sbatch_req_free(struct sbatch_req *r);
+/* The FILE:LINE: prefix of option id's last setting, "" where none. */
+const char *sbatch_at(const struct sbatch_req *r, int id);
 
 /* Appends one error / warning (printf-style). */
 void sbatch_error(ts_spec_errors *errs, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -109,12 +122,7 @@ void sbatch_lint(const char *script, size_t len, const char *name, ts_sbatch *sb
 
 /* ---- the options (sbatch.c's table, sbatch_set.c's setters) ---------------- */
 
-enum opt_id {
-    O_NAME, O_NODES, O_NTASKS, O_NTPN, O_CPT, O_CPG, O_GPUS, O_GPN, O_GPT, O_GRES, O_MEM,
-    O_MEM_CPU, O_MEM_GPU, O_TIME, O_ARRAY, O_QOS, O_ACCOUNT, O_PARTITION, O_DEPENDENCY,
-    O_CONSTRAINT, O_NODELIST, O_EXCLUDE, O_RESERVATION, O_HOLD, O_MAIL_TYPE, O_MAIL_USER, O_NICE,
-    O_SIGNAL, O_OUTPUT, O_ERROR, O_EXPORT, O_CHDIR, O_IMAGE, O_WARN, O_REFUSE
-};
+
 enum { ARG_NONE, ARG_REQUIRED, ARG_OPTIONAL };
 
 struct sopt {

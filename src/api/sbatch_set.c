@@ -474,5 +474,7 @@ int sbatch_apply(struct sbatch_req *r, const struct sopt *o, const char *v, int 
     const struct opt_do *d = &OPT_DO[o->id];
     const struct opt_at at = {.src = src, .where = where, .sb = sb, .errs = errs,
                               .slot = (char *)r + d->off, .max = d->max};
+    free(r->at[o->id]); /* its errors once the script is read name this place */
+    r->at[o->id] = where && *where ? strdup(where) : NULL;
     return d->set(r, o, v, &at);
 }

@@ -191,12 +191,14 @@ static int resolve(const struct sbatch_req *r, ts_sbatch_shape *s, const char **
     }
     int before = errs->n;
     if (T < N)
-        sbatch_error(errs, "--ntasks: %ld tasks cannot fill %ld nodes (--nodes)", T, N);
+        sbatch_error(errs, "%s--ntasks: %ld tasks cannot fill %ld nodes (--nodes)",
+                     sbatch_at(r, O_NTASKS), T, N);
     if (r->nodes && ntpn && r->ntasks && T > N * ntpn)
-        sbatch_error(errs, "--ntasks: %ld tasks do not fit %ld nodes of %ld tasks "
-                     "(--ntasks-per-node)", T, N, ntpn);
+        sbatch_error(errs, "%s--ntasks: %ld tasks do not fit %ld nodes of %ld tasks "
+                     "(--ntasks-per-node)", sbatch_at(r, O_NTASKS), T, N, ntpn);
     if (T > SPEC_TASKS_MAX)
-        sbatch_error(errs, "--ntasks: %ld tasks, more than %ld", T, SPEC_TASKS_MAX);
+        sbatch_error(errs, "%s--ntasks: %ld tasks, more than %ld", sbatch_at(r, O_NTASKS), T,
+                     SPEC_TASKS_MAX);
     if (errs->n > before)
         return 0;
     s->nodes = (int)N;
@@ -205,13 +207,17 @@ static int resolve(const struct sbatch_req *r, ts_sbatch_shape *s, const char **
 
     long long G = 0;
     const char *gopt = "--gpus";
+    int gid = O_GPUS;
     switch (r->gpu_kind) {
     case GPU_TOTAL: G = r->gpu_n; break;
-    case GPU_PER_NODE: G = (long long)r->gpu_n * N; gopt = "--gpus-per-node"; break;
-    case GPU_GRES: G = (long long)r->gpu_n * N; gopt = "--gres"; break;
-    case GPU_PER_TASK: G = (long long)r->gpu_n * T; gopt = "--gpus-per-task"; break;
+    case GPU_PER_NODE: G = (long long)r->gpu_n * N; gopt = "--gpus-per-node"; gid = O_GPN; break;
+    case GPU_GRES: G = (long long)r->gpu_n * N; gopt = "--gres"; gid = O_GRES; break;
+    case GPU_PER_TASK: G = (long long)r->gpu_n * T; gopt = "--gpus-per-task"; gid = O_GPT; break;
     default: break;
     }
+    char gat[400]; /* where it was given, then its name: "train.sh:4: --gres" */
+    snprintf(gat, sizeof gat, "%s%s", sbatch_at(r, gid), gopt);
+    gopt = gat;
     if (G % T != 0) {
         sbatch_error(errs, "%s: %lld GPUs over %ld tasks: every task gets the same whole GPUs "
                      "in Tessera; ask for a multiple of the tasks (or use --gpus-per-task)",
@@ -244,11 +250,12 @@ static int resolve(const struct sbatch_req *r, ts_sbatch_shape *s, const char **
     long c = r->cpus_per_task ? r->cpus_per_task : 1;
     if (r->cpus_per_gpu) {
         if (r->cpus_per_task) {
-            sbatch_error(errs, "--cpus-per-gpu: give --cpus-per-task or --cpus-per-gpu, not both");
+            sbatch_error(errs, "%s--cpus-per-gpu: give --cpus-per-task or --cpus-per-gpu, not both",
+                         sbatch_at(r, O_CPG));
             return 0;
         }
         if (G == 0) {
-            sbatch_error(errs, "--cpus-per-gpu: the job asks for no GPUs");
+            sbatch_error(errs, "%s--cpus-per-gpu: the job asks for no GPUs", sbatch_at(r, O_CPG));
             return 0;
         }
         c = r->cpus_per_gpu * s->gpus_per_task;
@@ -267,7 +274,7 @@ static int resolve(const struct sbatch_req *r, ts_sbatch_shape *s, const char **
         break;
     case MEM_PER_GPU:
         if (G == 0) {
-            sbatch_error(errs, "--mem-per-gpu: the job asks for no GPUs");
+            sbatch_error(errs, "%s--mem-per-gpu: the job asks for no GPUs", sbatch_at(r, O_MEM_GPU));
             return 0;
         }
         per_task = (long long)r->mem_mib * s->gpus_per_task;
@@ -414,12 +421,12 @@ static json_t *build_command(const char *script, size_t len, const ts_sbatch_inp
         char code[8 * TS_SBATCH_VALUE_MAX + 512];
         const char *why = NULL;
         if (r->output && !pattern_word(r->output, out, sizeof out, &why)) {
-            sbatch_error(errs, "--output: %s, got \"%s\"", why, r->output);
+            sbatch_error(errs, "%s--output: %s, got \"%s\"", sbatch_at(r, O_OUTPUT), why, r->output);
             json_decref(argv);
             return NULL;
         }
         if (r->error && !pattern_word(r->error, err, sizeof err, &why)) {
-            sbatch_error(errs, "--error: %s, got \"%s\"", why, r->error);
+            sbatch_error(errs, "%s--error: %s, got \"%s\"", sbatch_at(r, O_ERROR), why, r->error);
             json_decref(argv);
             return NULL;
         }
@@ -723,7 +730,7 @@ int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
     ts_sbatch_shape *s = &sb->shape;
     const char *model = NULL;
     int rc = resolve(r, s, &model, errs);
-    if (rc != 0 || errs->n > 0)
+    if (rc != 0) /* its errors do not stop the others below: every one at once */
         return rc;
     const char *tenant = pick_tenant(in, r, sb, errs);
     const char *tier = NULL;
@@ -732,16 +739,17 @@ int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
         if (!tier && (strcmp(r->qos, "guaranteed") == 0 || strcmp(r->qos, "opportunistic") == 0))
             tier = r->qos;
         if (!tier)
-            sbatch_error(errs, "--qos: no tier for \"%s\" (guaranteed, opportunistic, or map it "
-                         "in the slurm map: qos %s TIER)", r->qos, r->qos);
+            sbatch_error(errs, "%s--qos: no tier for \"%s\" (guaranteed, opportunistic, or map it "
+                         "in the slurm map: qos %s TIER)", sbatch_at(r, O_QOS), r->qos, r->qos);
     }
     const char *base = in->script_name && *in->script_name ? in->script_name : "script";
     if (strrchr(base, '/'))
         base = strrchr(base, '/') + 1;
     const char *name = r->name ? r->name : base;
     if (!name_ok(name))
-        sbatch_error(errs, "--job-name: \"%s\" is not a Tessera job name (1..63 of A-Z a-z 0-9 "
-                     ". _ -)%s", name, r->name ? "" : "; the script's file name is the default");
+        sbatch_error(errs, "%s--job-name: \"%s\" is not a Tessera job name (1..63 of A-Z a-z "
+                     "0-9 . _ -)%s", sbatch_at(r, O_NAME), name,
+                     r->name ? "" : "; the script's file name is the default");
     if (errs->n > 0)
         return 0;
 
@@ -769,7 +777,8 @@ int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
      * the job ends at --time, as in Slurm */
     int64_t limit = s->time_limit_min * SECONDS_PER_MINUTE;
     if (limit > 0 && r->signal > 0 && r->signal_time_s >= limit) {
-        sbatch_error(errs, "--signal: %ld seconds before the end is not within --time (%lld s)",
+        sbatch_error(errs, "%s--signal: %ld seconds before the end is not within --time (%lld s)",
+                     sbatch_at(r, O_SIGNAL),
                      r->signal_time_s, (long long)limit);
         json_decref(spec);
         json_decref(argv);
@@ -801,7 +810,7 @@ int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
         wd = joined;
     }
     if (wd && wd[0] != '/')
-        sbatch_error(errs, "--chdir: \"%s\" is not an absolute path", wd);
+        sbatch_error(errs, "%s--chdir: \"%s\" is not an absolute path", sbatch_at(r, O_CHDIR), wd);
     else if (wd)
         json_object_set_new(spec, "workdir", json_string(wd));
     add_optional(spec, r, s, in, sb);

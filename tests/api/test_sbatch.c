@@ -382,6 +382,23 @@ static void test_refusals(void **state)
 {
     (void)state;
     expect_error("#SBATCH --licenses=x\n", NULL, 0, "t.sh:2: --licenses: not supported");
+    /* every error at once, each with its file and line: those of the options
+     * (read line by line) and those found once the whole script is read */
+    {
+        ts_sbatch *sb = NULL;
+        ts_spec_errors errs;
+        assert_int_equal(parse_lines("#SBATCH --frobnicate\n#SBATCH --qos=normal\n"
+                                     "#SBATCH --gres=gpu:a100:2 -J \"my job\"\n",
+                                     NULL, 0, &sb, &errs), TS_EINVAL);
+        assert_null(sb);
+        assert_int_equal(errs.n, 4);
+        const char *want[] = {"t.sh:2: --frobnicate: unknown option",
+                              "t.sh:4: --gres: ambiguous GPU type", "t.sh:3: --qos: no tier",
+                              "t.sh:4: --job-name: \"my job\""};
+        for (int k = 0; k < 4; k++)
+            if (!strstr(errs.msg[k], want[k]))
+                fail_msg("error %d: want \"%s\", got \"%s\"", k, want[k], errs.msg[k]);
+    }
     /* DOS line breaks, refused as sbatch refuses them, naming the first */
     expect_error("#SBATCH -J x\necho hi\r\n", NULL, 0, "t.sh:3: DOS line breaks");
     expect_error("#SBATCH --nodelist=n-[3-1]\n", NULL, 0, "t.sh:2: --nodelist: \"n-[3-1]\"");
