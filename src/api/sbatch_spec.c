@@ -177,6 +177,57 @@ static const char *gpu_model(const char *type, bool *ambiguous)
     return hits == 1 ? found : NULL;
 }
 
+/* The job's GPUs (s->gpus, per task) and model from --gpus, --gpus-per-node,
+ * --gres or --gpus-per-task over T tasks on N nodes; false when they are
+ * not a Tessera shape (said). */
+static bool resolve_gpus(const struct sbatch_req *r, ts_sbatch_shape *s, long N, long T,
+                         long long *gpus, const char **model, ts_spec_errors *errs)
+{
+    long long G = 0;
+    const char *gopt = "--gpus";
+    int gid = O_GPUS;
+    switch (r->gpu_kind) {
+    case GPU_TOTAL: G = r->gpu_n; break;
+    case GPU_PER_NODE: G = (long long)r->gpu_n * N; gopt = "--gpus-per-node"; gid = O_GPN; break;
+    case GPU_GRES: G = (long long)r->gpu_n * N; gopt = "--gres"; gid = O_GRES; break;
+    case GPU_PER_TASK: G = (long long)r->gpu_n * T; gopt = "--gpus-per-task"; gid = O_GPT; break;
+    default: break;
+    }
+    char gat[400]; /* where it was given, then its name: "train.sh:4: --gres" */
+    snprintf(gat, sizeof gat, "%s%s", sbatch_at(r, gid), gopt);
+    gopt = gat;
+    if (G % T != 0) {
+        sbatch_error(errs, "%s: %lld GPUs over %ld tasks: every task gets the same whole GPUs "
+                     "in Tessera; ask for a multiple of the tasks (or use --gpus-per-task)",
+                     gopt, G, T);
+        return false;
+    }
+    if (G / T > SPEC_GPUS_PER_TASK_MAX) {
+        sbatch_error(errs, "%s: %lld GPUs per task, more than %d (a task's GPUs are on one "
+                     "node): use more tasks (--ntasks)", gopt, G / T, SPEC_GPUS_PER_TASK_MAX);
+        return false;
+    }
+    s->gpus = (int)G;
+    s->gpus_per_task = (int)(G / T);
+    *model = NULL;
+    if (r->gpu_type[0]) {
+        bool amb;
+        *model = gpu_model(r->gpu_type, &amb);
+        if (!*model) {
+            sbatch_error(errs, "%s: %s GPU type \"%s\" (Tessera's models: P100, T4, V100M16, "
+                         "V100M32, A10, A100-40GB, A100-80GB, H100-80GB, H200-141GB, ...)",
+                         gopt, amb ? "ambiguous" : "unknown", r->gpu_type);
+            return false;
+        }
+        if (G == 0) {
+            sbatch_error(errs, "%s: a GPU type with 0 GPUs", gopt);
+            return false;
+        }
+    }
+    *gpus = G;
+    return true;
+}
+
 static int resolve(const struct sbatch_req *r, ts_sbatch_shape *s, const char **model,
                    ts_spec_errors *errs)
 {
@@ -206,46 +257,8 @@ static int resolve(const struct sbatch_req *r, ts_sbatch_shape *s, const char **
     s->ntasks = (int)T;
 
     long long G = 0;
-    const char *gopt = "--gpus";
-    int gid = O_GPUS;
-    switch (r->gpu_kind) {
-    case GPU_TOTAL: G = r->gpu_n; break;
-    case GPU_PER_NODE: G = (long long)r->gpu_n * N; gopt = "--gpus-per-node"; gid = O_GPN; break;
-    case GPU_GRES: G = (long long)r->gpu_n * N; gopt = "--gres"; gid = O_GRES; break;
-    case GPU_PER_TASK: G = (long long)r->gpu_n * T; gopt = "--gpus-per-task"; gid = O_GPT; break;
-    default: break;
-    }
-    char gat[400]; /* where it was given, then its name: "train.sh:4: --gres" */
-    snprintf(gat, sizeof gat, "%s%s", sbatch_at(r, gid), gopt);
-    gopt = gat;
-    if (G % T != 0) {
-        sbatch_error(errs, "%s: %lld GPUs over %ld tasks: every task gets the same whole GPUs "
-                     "in Tessera; ask for a multiple of the tasks (or use --gpus-per-task)",
-                     gopt, G, T);
+    if (!resolve_gpus(r, s, N, T, &G, model, errs))
         return 0;
-    }
-    if (G / T > SPEC_GPUS_PER_TASK_MAX) {
-        sbatch_error(errs, "%s: %lld GPUs per task, more than %d (a task's GPUs are on one "
-                     "node): use more tasks (--ntasks)", gopt, G / T, SPEC_GPUS_PER_TASK_MAX);
-        return 0;
-    }
-    s->gpus = (int)G;
-    s->gpus_per_task = (int)(G / T);
-    *model = NULL;
-    if (r->gpu_type[0]) {
-        bool amb;
-        *model = gpu_model(r->gpu_type, &amb);
-        if (!*model) {
-            sbatch_error(errs, "%s: %s GPU type \"%s\" (Tessera's models: P100, T4, V100M16, "
-                         "V100M32, A10, A100-40GB, A100-80GB, H100-80GB, H200-141GB, ...)",
-                         gopt, amb ? "ambiguous" : "unknown", r->gpu_type);
-            return 0;
-        }
-        if (G == 0) {
-            sbatch_error(errs, "%s: a GPU type with 0 GPUs", gopt);
-            return 0;
-        }
-    }
 
     long c = r->cpus_per_task ? r->cpus_per_task : 1;
     if (r->cpus_per_gpu) {
@@ -274,7 +287,8 @@ static int resolve(const struct sbatch_req *r, ts_sbatch_shape *s, const char **
         break;
     case MEM_PER_GPU:
         if (G == 0) {
-            sbatch_error(errs, "%s--mem-per-gpu: the job asks for no GPUs", sbatch_at(r, O_MEM_GPU));
+            sbatch_error(errs, "%s--mem-per-gpu: the job asks for no GPUs",
+                         sbatch_at(r, O_MEM_GPU));
             return 0;
         }
         per_task = (long long)r->mem_mib * s->gpus_per_task;
@@ -284,8 +298,11 @@ static int resolve(const struct sbatch_req *r, ts_sbatch_shape *s, const char **
         break;
     }
     if (per_task > SPEC_MEM_MAX_MIB) {
-        sbatch_error(errs, "--mem: %lld MiB per task, more than %lld", per_task,
-                     SPEC_MEM_MAX_MIB);
+        sbatch_error(errs, "%s--mem: %lld MiB per task, more than %lld",
+                     sbatch_at(r, r->mem_kind == MEM_PER_NODE ? O_MEM : r->mem_kind == MEM_PER_CPU
+                                                                         ? O_MEM_CPU
+                                                                         : O_MEM_GPU),
+                     per_task, SPEC_MEM_MAX_MIB);
         return 0;
     }
     s->mem_mib = total;
