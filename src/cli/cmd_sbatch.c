@@ -190,7 +190,7 @@ static bool token_tenant(struct cli_ctx *ctx, char *buf, size_t size)
 
 int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    const char *tenant = NULL, *map_path = NULL, *key = NULL;
+    const char *tenant = NULL, *map_path = NULL, *key = NULL, *wrap = NULL;
     bool dry_run = false;
     /* the sbatch options, then the --secret names: argc + 1 each at most */
     const char **sopts = calloc(2 * ((size_t)argc + 1), sizeof *sopts);
@@ -209,6 +209,10 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
         }
         if (strcmp(a, "--dry-run") == 0) {
             dry_run = true;
+            continue;
+        }
+        if (strncmp(a, "--wrap", 6) == 0 && (a[6] == '=' || (a[6] == '\0' && i + 1 < argc))) {
+            wrap = a[6] == '=' ? a + 7 : argv[++i]; /* the script: #!/bin/sh and it */
             continue;
         }
         if (strncmp(a, "--secret", 8) == 0 && (a[8] == '=' || (a[8] == '\0' && i + 1 < argc))) {
@@ -233,11 +237,16 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
         free(sopts);
         return rc;
     }
-    if (i >= argc) {
+    if (wrap && i < argc) {
         free(sopts);
-        return cli_usage_error(cmd, "missing the script");
+        return cli_usage_error(cmd, "--wrap: give a script or --wrap, not both (got \"%s\")",
+                               argv[i]);
     }
-    const char *script = argv[i++];
+    if (!wrap && i >= argc) {
+        free(sopts);
+        return cli_usage_error(cmd, "missing the script (or --wrap=COMMAND)");
+    }
+    const char *script = wrap ? "wrap" : argv[i++];
     if (argc - i > SBATCH_MAX_ARGS) {
         free(sopts);
         return cli_usage_error(cmd, "more than %d script arguments", SBATCH_MAX_ARGS);
@@ -245,8 +254,15 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     ts_sbatch_map *map = NULL;
     rc = load_map(map_path, &map);
     size_t len = 0;
-    char *text = rc == CLI_EXIT_OK ? cli_read_file(script, TS_SBATCH_MAX_BYTES + 1, &len, &rc)
-                                   : NULL;
+    char *text = NULL;
+    if (rc == CLI_EXIT_OK && wrap) { /* as sbatch --wrap: a sh script of the command */
+        len = strlen(wrap) + 12;
+        if ((text = malloc(len + 1)))
+            len = (size_t)snprintf(text, len + 1, "#!/bin/sh\n%s\n", wrap);
+        rc = text ? CLI_EXIT_OK : CLI_EXIT_LOCAL;
+    } else if (rc == CLI_EXIT_OK) {
+        text = cli_read_file(script, TS_SBATCH_MAX_BYTES + 1, &len, &rc);
+    }
     if (!text) {
         ts_sbatch_map_free(map);
         free(sopts);

@@ -29,7 +29,7 @@ static const struct cli_cmd COMMANDS[] = {
      "                           anything else by its first character\n"
      "  --idempotency-key K      the key of this submission",
      cli_cmd_submit},
-    {"sbatch", "sbatch [--tenant T] [--slurm-map F] [--dry-run] [OPTIONS] SCRIPT [ARGS]",
+    {"sbatch", "sbatch [--tenant T] [--slurm-map F] [--dry-run] [OPTIONS] SCRIPT [ARGS] | --wrap=CMD",
      "Submits a Slurm batch script: its #SBATCH lines and the sbatch OPTIONS given here\n"
      "(which override them) become a job spec (docs/slurm.md). Prints the job ids, one a\n"
      "line; '" CLI_PROG " submit SCRIPT' does the same. Options after SCRIPT are its own.\n\n"

@@ -521,6 +521,11 @@ expect "sbatch dry-run" 0 sbatch --dry-run --slurm-map "$SB/map.txt" "$SB/01-bas
 expect "sbatch override" 0 sbatch --dry-run -N 1 --gpus-per-node=4 -t 5 -o "run-%j.out" "$SB/01-basic.sh" a1 a2 &&
   json_ok "sbatch override" 'd["interpretation"]["gpus"] == 4 and d["spec"]["time_limit"] == 300 and d["spec"]["command"][-2:] == ["a1", "a2"] and "run-${SLURM_JOB_ID}.out" in d["spec"]["command"][2]'
 expect "sbatch tessera -o" 0 -o yaml sbatch --dry-run "$SB/02-minimal.sh" && out_has "sbatch tessera -o" "^spec:"
+# --wrap: the command as a sh script named wrap, as sbatch --wrap
+expect "sbatch --wrap" 0 sbatch --dry-run --tenant research -t 5 --wrap="echo hi" &&
+  json_ok "sbatch --wrap" 'd["spec"]["command"][:3] == ["/bin/sh", "-c", "#!/bin/sh\necho hi\n"] and d["spec"]["name"] == "wrap" and d["spec"]["time_limit"] == 300'
+expect "sbatch --wrap and a script" 2 sbatch --dry-run --wrap="echo hi" "$SB/02-minimal.sh" &&
+  err_has "sbatch --wrap and a script" "give a script or --wrap, not both"
 expect "sbatch --tenant" 0 sbatch --dry-run --tenant team-b "$SB/02-minimal.sh" &&
   json_ok "sbatch --tenant" 'd["spec"]["tenant"] == "team-b"'
 expect "sbatch warning" 0 sbatch --dry-run "$SB/33-warn-safe.sh" && err_has "sbatch warning" "warning: .*--requeue: ignored"
