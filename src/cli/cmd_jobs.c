@@ -171,6 +171,19 @@ static const char *start_cell(const struct cli_ctx *ctx, const json_t *job, char
 
 /* An ended job's exit: its exit code, "sig N" when a signal ended it, "-"
  * while it runs or when nothing is known (docs/api.md "Job"). */
+/* Its spec's time limit as a duration; "default" where it gives none (the
+ * cluster's default_time_limit), "-" where the spec is not shown. */
+static const char *limit_cell(const json_t *job, char *buf, size_t size)
+{
+    const json_t *spec = json_object_get(job, "spec");
+    const json_t *lim = json_object_get(spec, "time_limit");
+    if (json_is_integer(lim) || json_is_real(lim))
+        cli_duration(json_number_value(lim), buf, size);
+    else
+        snprintf(buf, size, "%s", json_is_object(spec) ? "default" : "-");
+    return buf;
+}
+
 static const char *exit_cell(const json_t *job, char *buf, size_t size)
 {
     const json_t *code = json_object_get(job, "exit_code"), *sig = json_object_get(job, "signal");
@@ -388,8 +401,9 @@ int cli_cmd_show(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
         {"ID", "id"},     {"Name", "name"},         {"Tenant", "tenant"},
         {"Owner", "owner"}, {"State", "state"},     {"Tier", "tier"},
         {"Priority", "priority"}, {"GPUs", NULL},   {"Submitted", "submit_time"},
-        {"Started", "start_time"}, {"Ended", "end_time"}, {"Preemptions", "preemptions"},
-        {"Reason", "reason"}, {"Why", "why"}, {"Exit code", NULL},
+        {"Started", "start_time"}, {"Ended", "end_time"}, {"Time limit", NULL},
+        {"Preemptions", "preemptions"}, {"Reason", "reason"}, {"Why", "why"},
+        {"Exit code", NULL},
     };
     struct cli_table t;
     cli_table_init(&t, 2, NULL, 0);
@@ -397,7 +411,9 @@ int cli_cmd_show(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
         char v[CLI_CELL_MAX];
         const char *val;
         if (!keys[k][1])
-            val = keys[k][0][0] == 'G' ? gpus_cell(job, v, sizeof v) : exit_cell(job, v, sizeof v);
+            val = keys[k][0][0] == 'G'   ? gpus_cell(job, v, sizeof v)
+                  : keys[k][0][0] == 'T' ? limit_cell(job, v, sizeof v)
+                                         : exit_cell(job, v, sizeof v);
         else if (strstr(keys[k][1], "_time"))
             val = cli_time_long(ctx, json_object_get(job, keys[k][1]), v, sizeof v);
         else
