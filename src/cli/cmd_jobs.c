@@ -308,8 +308,11 @@ static void placement_cell(const json_t *job, struct cli_buf *b)
     json_t *p;
     json_array_foreach(json_object_get(job, "placement"), i, p) {
         char node[CLI_CELL_MAX];
-        cli_buf_printf(b, "%s%s: GPUs ", i ? "\n" : "", cli_str(p, "node", node, sizeof node));
-        gpu_ranges(json_object_get(p, "gpus"), b);
+        bool none = json_array_size(json_object_get(p, "gpus")) == 0; /* a CPU-only task */
+        cli_buf_printf(b, "%s%s: %s", i ? "\n" : "", cli_str(p, "node", node, sizeof node),
+                       none ? "no GPU" : "GPUs ");
+        if (!none)
+            gpu_ranges(json_object_get(p, "gpus"), b);
     }
 }
 

@@ -56,13 +56,17 @@ const char *cli_event_text(const json_t *ev, char *buf, size_t size)
         kind = "";
     if (strcmp(kind, "run-ended") == 0 && has(d, "start") && has(d, "end")) {
         double s = num(d, "start"), e = num(d, "end");
+        long long g = (long long)json_integer_value(json_object_get(d, "gpus"));
+        char on[CLI_CELL_MAX];
+        if (g > 0)
+            snprintf(on, sizeof on, "%lld\u00d7%s", g, str(d, "model"));
+        else
+            snprintf(on, sizeof on, "no GPU"); /* a CPU-only run */
         cli_duration(e - s, span, sizeof span);
-        snprintf(buf, size, "ran %s (%s to %s) on %lld\u00d7%s, %s; %.2f GPU-hours", span,
+        snprintf(buf, size, "ran %s (%s to %s) on %s, %s; %.2f GPU-hours", span,
                  cli_time_iso(json_object_get(d, "start"), t0, sizeof t0),
-                 cli_time_iso(json_object_get(d, "end"), t1, sizeof t1),
-                 (long long)json_integer_value(json_object_get(d, "gpus")), str(d, "model"),
-                 str(d, "tier"), (double)json_integer_value(json_object_get(d, "gpus")) * (e - s) /
-                                     EVENT_S_PER_HOUR);
+                 cli_time_iso(json_object_get(d, "end"), t1, sizeof t1), on, str(d, "tier"),
+                 (double)g * (e - s) / EVENT_S_PER_HOUR);
     } else if (strcmp(kind, "reserved") == 0 && has(d, "start_by")) {
         cli_duration(num(d, "in_s"), span, sizeof span);
         snprintf(buf, size, "holds the reservation: starts by %s (in %s)",

@@ -64,6 +64,10 @@ static int load_tenants(ctld *c, ts_err *err)
     if (yaml) {
         fname = "tenants (set through the API)";
         len = strlen(yaml);
+        if (c->cfg.tenants_file[0]) /* an admin who edited the file learns why it is not in force */
+            fprintf(stderr, "tesserad: %s not read: the tenants set through the API "
+                    "(PUT /v1/tenants, stored) are in force; change them there (tessera "
+                    "quota set -f %s)\n", c->cfg.tenants_file, c->cfg.tenants_file);
     } else if (c->cfg.tenants_file[0]) {
         rc = io_read_file(c->cfg.tenants_file, CTLD_ADMIN_FILE_MAX_BYTES, &yaml, &len, err);
         if (rc != 0)

@@ -40,6 +40,10 @@ static int sq_fail(sqlite3 *db, int code, const char *what, ts_err *err)
              : (code & 0xff) == SQLITE_CONSTRAINT ? TS_EEXIST
              : (code & 0xff) == SQLITE_BUSY       ? TS_ETIMEDOUT
                                                    : TS_EIO;
+    const char *file = db ? sqlite3_db_filename(db, "main") : NULL;
+    if (((code & 0xff) == SQLITE_CORRUPT || (code & 0xff) == SQLITE_NOTADB) && file && *file)
+        return ts_err_set(err, ts, "sqlite: %s: %s: %s",
+                          what, file, sqlite3_errmsg(db));
     return ts_err_set(err, ts, "sqlite: %s: %s", what,
                       db ? sqlite3_errmsg(db) : sqlite3_errstr(code));
 }

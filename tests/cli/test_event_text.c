@@ -81,6 +81,13 @@ static void events_read_in_words(void **state)
     assert_non_null(strstr(b, "on 8\u00d7H100-80GB, guaranteed; 16.00 GPU-hours"));
     assert_null(strstr(b, "tier="));
     json_decref(ev);
+    /* a CPU-only run: no "0×H100-80GB" */
+    ev = json_pack("{s:s,s:s,s:{s:f,s:f,s:i,s:s,s:s}}", "kind", "run-ended", "detail", "x",
+                   "data", "start", 0.0, "end", 60.0, "gpus", 0, "model", "H100-80GB", "tier",
+                   "opportunistic");
+    cli_event_text(ev, b, sizeof b);
+    assert_non_null(strstr(b, "on no GPU, opportunistic; 0.00 GPU-hours"));
+    json_decref(ev);
     ev = json_pack("{s:s,s:s,s:{s:i,s:s,s:i,s:f,s:f}}", "kind", "preempted", "detail", "x",
                    "data", "for_job", 7, "for_tenant", "team-b", "signal", 15, "grace_s", 30.0,
                    "lost_gpu_s", 1800.0);

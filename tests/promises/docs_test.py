@@ -145,7 +145,8 @@ TENANTS_API = {"tenants": {"org": {
 
 def scenario_tenants_set_through_the_api_outlive_a_restart(c):
     """tesserad.md: once tenants are changed through the API the stored
-    version wins over the tenants file. (Last: it restarts tesserad.)"""
+    version wins over the tenants file, and each start says so. (Last: it
+    restarts tesserad.)"""
     st, d = c.call("PUT", "/v1/tenants", TENANTS_API)
     check(st == 200, f"PUT /v1/tenants answers 200: {st} {d if st != 200 else ''}")
     p = c.procs["tesserad"]
@@ -162,5 +163,8 @@ def scenario_tenants_set_through_the_api_outlive_a_restart(c):
     st, d = c.call("GET", "/v1/tenants")
     names = sorted(t["name"] for t in d.get("tenants", [])) if st == 200 else []
     check("team-c" in names, f"the tenants set through the API, not the file's: {names}")
+    log = open(c.path("tesserad.log")).read()
+    check("tenants.yaml not read: the tenants set through the API" in log,
+          f"and its start says the file is not read: {log[-600:]!r}")
     c.wait(lambda: all(c.node(n).get("state") == "up" for n in ("r-1", "r-2")),
            "the agents register with the restarted controller", 30)

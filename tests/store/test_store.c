@@ -221,6 +221,36 @@ static void test_urls(void **state)
     ts_store_close(s);
     assert_int_equal(ts_store_open(url, &s, &err), 0);
     ts_store_close(s);
+    /* a damaged file: the error names it */
+    snprintf(url, sizeof url, "%s/damaged.db", fx->dir);
+    assert_int_equal(ts_store_open(url, &s, &err), 0);
+    for (int i = 0; i < 2000; i++) {
+        ts_job_row r = store_fixture_job("a", "alice", "");
+        insert(s, &r);
+    }
+    ts_store_close(s);
+    FILE *f = fopen(url, "r+b");
+    assert_non_null(f);
+    char junk[256];
+    memset(junk, 0xff, sizeof junk);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    for (long at = size / 2 / 4096 * 4096; at < size; at += 4096) { /* the jobs' rows' pages */
+        fseek(f, at, SEEK_SET);
+        fwrite(junk, 1, sizeof junk, f);
+    }
+    fclose(f);
+    int rc = ts_store_open(url, &s, &err);
+    if (rc == 0) {
+        ts_job_row *rows = NULL;
+        int n = 0;
+        rc = ts_store_job_list(s, NULL, 0, 1000, &rows, &n, &err);
+        if (rc == 0)
+            ts_store_free_jobs(rows, n);
+        ts_store_close(s);
+    }
+    assert_int_not_equal(rc, 0);
+    assert_non_null(strstr(err.msg, "damaged.db"));
     snprintf(url, sizeof url, "sqlite://%s/slashes.db", fx->dir);
     assert_int_equal(ts_store_open(url, &s, &err), 0);
     ts_store_close(s);
