@@ -115,7 +115,7 @@ static int set_nonempty(ts_envv *e, const char *name, const char *v)
  * 0-based number, turned into its Slurm index through the script's
  * TESSERA_SLURM_ARRAY list). docs/agent-tasks.md lists them.
  */
-static int slurm_vars(ts_envv *e, const ts_task_spec *s)
+static int slurm_vars(ts_envv *e, const ts_task_spec *s, const struct ts_env_user *u)
 {
     if (agent_envv_get(e, "SLURM_JOB_NAME") == NULL)
         return 0;
@@ -152,7 +152,22 @@ static int slurm_vars(ts_envv *e, const ts_task_spec *s)
     if (nn != NULL) {
         rc |= agent_envv_set(e, "SLURM_NNODES", nn, 1);
         rc |= agent_envv_set(e, "SLURM_JOB_NUM_NODES", nn, 1);
+        long nodes_n = strtol(nn, NULL, 10);
+        if (nodes_n > 0 && ntasks % nodes_n == 0) { /* Slurm's "4(x2)": 4 on each of 2 */
+            char tpn[48];
+            if (nodes_n == 1)
+                snprintf(tpn, sizeof tpn, "%d", ntasks);
+            else
+                snprintf(tpn, sizeof tpn, "%ld(x%ld)", ntasks / nodes_n, nodes_n);
+            rc |= agent_envv_set(e, "SLURM_TASKS_PER_NODE", tpn, 1);
+        }
     }
+    if (u->name && u->name[0])
+        rc |= agent_envv_set(e, "SLURM_JOB_USER", u->name, 1);
+    rc |= set_int(e, "SLURM_GPUS_ON_NODE", (long)s->ngpu);
+    const char *restarts = agent_envv_get(e, "TESSERA_RESTARTS");
+    if (restarts != NULL)
+        rc |= agent_envv_set(e, "SLURM_RESTART_COUNT", restarts, 1);
     const char *aj = agent_envv_get(e, "TESSERA_ARRAY_JOB_ID");
     const char *ai = agent_envv_get(e, "TESSERA_ARRAY_INDEX");
     if (aj != NULL && ai != NULL) {
@@ -228,7 +243,7 @@ int agent_envv_build(ts_envv *e, const ts_task_spec *s, const struct ts_env_user
         for (const char *const *p = s->shim_env; p != NULL && *p != NULL; p++)
             rc |= put(e, strdup(*p), 1);
     }
-    rc |= slurm_vars(e, s);
+    rc |= slurm_vars(e, s, u);
     rc |= agent_envv_set(e, "TESSERA_TASK_ID", s->task_id, 1);
     rc |= agent_envv_set(e, "TESSERA_CHECKPOINT_DONE", ack_path, 1);
     return rc == 0 ? 0 : -1;

@@ -41,7 +41,7 @@ static void test_batch_job(void **state)
     const char *env[] = {"SLURM_JOB_NAME=train", "TESSERA_JOB_ID=42", "SLURM_PROCID=99",
                          "TESSERA_NODELIST=node[001-002]", "TESSERA_NNODES=2",
                          "TESSERA_ARRAY_JOB_ID=40", "TESSERA_ARRAY_INDEX=2",
-                         "TESSERA_SLURM_ARRAY=1-19:3", NULL};
+                         "TESSERA_SLURM_ARRAY=1-19:3", "TESSERA_RESTARTS=2", NULL};
     ts_envv e = build(env, 4, 1, 1);
     expect(&e, "SLURM_JOB_ID", "42");
     expect(&e, "SLURM_PROCID", "1");
@@ -51,6 +51,10 @@ static void test_batch_job(void **state)
     expect(&e, "SLURM_JOB_NODELIST", "node[001-002]");
     expect(&e, "SLURM_ARRAY_JOB_ID", "40");
     expect(&e, "SLURM_ARRAY_TASK_ID", "7");
+    expect(&e, "SLURM_TASKS_PER_NODE", "2(x2)");
+    expect(&e, "SLURM_JOB_USER", "alice");
+    expect(&e, "SLURM_GPUS_ON_NODE", "0");
+    expect(&e, "SLURM_RESTART_COUNT", "2");
     agent_envv_free(&e);
 }
 
@@ -62,6 +66,7 @@ static void test_single_task_without_controller_extras(void **state)
     expect(&e, "SLURM_NTASKS", "1");
     expect(&e, "SLURM_PROCID", "0");
     expect(&e, "SLURM_NNODES", "1");
+    expect(&e, "SLURM_TASKS_PER_NODE", "1");
     expect(&e, "SLURM_JOB_NODELIST", "node001");
     expect(&e, "SLURM_ARRAY_TASK_ID", NULL);
     agent_envv_free(&e);
