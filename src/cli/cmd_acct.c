@@ -12,8 +12,23 @@
 static const char *const COLS[] = {"id",       "tenant",    "user",  "name",  "tier",
                                    "gpu_model", "gpus",     "state", "exit_code", "submit",
                                    "start",    "end",       "elapsed_s", "gpu_hours",
-                                   "preemptions"};
+                                   "preemptions", "signal", "reason"};
 #define NCOLS ((int)(sizeof COLS / sizeof COLS[0]))
+
+/* How a job ended, as tessera jobs says it: its exit code, "sig N" where a
+ * signal ended it, its reason where neither is known (timeout, cancel). */
+static const char *exit_cell(const json_t *r, char *buf, size_t size)
+{
+    const json_t *code = json_object_get(r, "exit_code"), *sig = json_object_get(r, "signal");
+    const char *why = json_string_value(json_object_get(r, "reason"));
+    if (json_is_integer(sig))
+        snprintf(buf, size, "sig %lld", (long long)json_integer_value(sig));
+    else if (json_is_integer(code))
+        snprintf(buf, size, "%lld", (long long)json_integer_value(code));
+    else
+        snprintf(buf, size, "%s", why && *why ? why : "-");
+    return buf;
+}
 
 /* One CSV field: quoted when it holds a comma, quote or line break. */
 static void csv_put(FILE *f, const json_t *v)
@@ -135,7 +150,7 @@ int cli_cmd_acct(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
             cli_str(r, "user", c[2], sizeof c[2]),      cli_str(r, "name", c[3], sizeof c[3]),
             cli_str(r, "tier", c[4], sizeof c[4]),      cli_str(r, "gpu_model", c[5], sizeof c[5]),
             cli_str(r, "gpus", c[6], sizeof c[6]),      cli_str(r, "state", c[7], sizeof c[7]),
-            cli_str(r, "exit_code", c[8], sizeof c[8]),
+            exit_cell(r, c[8], sizeof c[8]),
             cli_time_short(ctx, json_object_get(r, "start"), c[9], sizeof c[9]), c[10], c[11]};
         cli_table_row(&t, row);
         size_t q;

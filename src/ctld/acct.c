@@ -35,6 +35,8 @@ typedef struct acct_row {
     char gpu_model[TS_STORE_NAME_MAX];
     double elapsed_s, gpu_hours;
     json_t *exit_code; /* null when unknown */
+    int signal;        /* the signal that ended it (its first failed rank's), 0 none */
+    char reason[TS_STORE_REASON_MAX]; /* how it ended (exit-code, timeout, cancel, ...) */
 } acct_row;
 
 static const char *tier_name(int tier)
@@ -61,7 +63,9 @@ static void fill(ctld *c, const ts_job_row *row, double from, double to, double 
     json_t *res = m->result_json ? json_loads(m->result_json, 0, &je) : NULL;
     json_t *code = res ? json_object_get(res, "exit_code") : NULL;
     o->exit_code = json_is_integer(code) ? json_incref(code) : json_null();
+    o->signal = (int)json_integer_value(json_object_get(res, "signal"));
     json_decref(res);
+    snprintf(o->reason, sizeof o->reason, "%s", ts_job_state_terminal(m->state) ? m->reason : "");
 }
 
 static bool in_window(const ctld *c, const ts_job_row *row, double from, double to)
@@ -74,13 +78,15 @@ static bool in_window(const ctld *c, const ts_job_row *row, double from, double 
 static json_t *row_json(const acct_row *o)
 {
     const ts_job_row *r = o->row;
-    return json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:i,s:s,s:O,s:f,s:o,s:o,s:f,s:f,s:i}", "id",
-                     (json_int_t)r->id, "tenant", r->tenant, "user", r->owner, "name", r->name,
-                     "tier", tier_name(r->tier), "gpu_model", o->gpu_model, "gpus", r->gpus,
-                     "state", ts_job_state_name(o->state), "exit_code", o->exit_code, "submit",
-                     r->submit_s, "start", o->start_s > 0 ? json_real(o->start_s) : json_null(),
-                     "end", o->end_s > 0 ? json_real(o->end_s) : json_null(), "elapsed_s",
-                     o->elapsed_s, "gpu_hours", o->gpu_hours, "preemptions", r->preemptions);
+    return json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:i,s:s,s:O,s:o,s:o,s:f,s:o,s:o,s:f,s:f,s:i}",
+                     "id", (json_int_t)r->id, "tenant", r->tenant, "user", r->owner, "name",
+                     r->name, "tier", tier_name(r->tier), "gpu_model", o->gpu_model, "gpus",
+                     r->gpus, "state", ts_job_state_name(o->state), "exit_code", o->exit_code,
+                     "signal", o->signal > 0 ? json_integer(o->signal) : json_null(), "reason",
+                     o->reason[0] ? json_string(o->reason) : json_null(), "submit", r->submit_s,
+                     "start", o->start_s > 0 ? json_real(o->start_s) : json_null(), "end",
+                     o->end_s > 0 ? json_real(o->end_s) : json_null(), "elapsed_s", o->elapsed_s,
+                     "gpu_hours", o->gpu_hours, "preemptions", r->preemptions);
 }
 
 /* The columns a job's row and its steps' rows share: tenant, user, job
@@ -111,7 +117,12 @@ static void csv_row(FILE *f, const acct_row *o)
     fputc(',', f);
     if (o->end_s > 0)
         fprintf(f, "%.3f", o->end_s);
-    fprintf(f, ",%.3f,%.6f,%d\r\n", o->elapsed_s, o->gpu_hours, r->preemptions);
+    fprintf(f, ",%.3f,%.6f,%d,", o->elapsed_s, o->gpu_hours, r->preemptions);
+    if (o->signal > 0)
+        fprintf(f, "%d", o->signal);
+    fputc(',', f);
+    ts_csv_put_field(f, o->reason);
+    fputs("\r\n", f);
 }
 
 /* A step's row after its job's (?steps=true): sacct's JOB.STEP. Its
@@ -144,7 +155,7 @@ static void csv_step(FILE *f, const acct_row *o, const json_t *s)
     if (json_is_number(en))
         fprintf(f, "%.3f", json_number_value(en));
     double el = json_is_number(en) ? json_number_value(en) - st : 0;
-    fprintf(f, ",%.3f,%.6f,%d\r\n", el > 0 ? el : 0,
+    fprintf(f, ",%.3f,%.6f,%d,,\r\n", el > 0 ? el : 0,
             json_number_value(json_object_get(s, "gpu_seconds")) / 3600.0, 0);
 }
 
@@ -266,7 +277,7 @@ void ctld_acct(ctld *c, const ctld_request *rq, ctld_reply *r)
     FILE *out = csv ? open_memstream(&text, &tlen) : NULL;
     if (csv && out)
         fputs("id,tenant,user,name,tier,gpu_model,gpus,state,exit_code,submit,start,end,"
-              "elapsed_s,gpu_hours,preemptions\r\n", out);
+              "elapsed_s,gpu_hours,preemptions,signal,reason\r\n", out);
     /* the rows under mu; their steps (a store read for an ended job's)
      * after, with mu released */
     acct_row *kept = n > 0 ? calloc((size_t)n, sizeof *kept) : NULL;

@@ -62,6 +62,8 @@ def scenario_rows_say_who_what_and_how_it_ended(c):
     b = every.get(bad, {})
     check(b.get("state") == "failed" and b.get("exit_code") == 3 and b.get("user") == "bob",
           f"the row of a failed job has its exit code: {b}")
+    check(b.get("signal") is None and b.get("reason") == "exit-code",
+          f"no signal, and how it ended: {b}")
     mine = rows(c, token=t["alice"])
     check(set(mine) == {ok}, f"a user sees its own rows only: {sorted(mine)}")
     check(rows(c, "?owner=bob", t["alice"]) == {}, "a user asking for another's rows gets none")
@@ -92,6 +94,14 @@ def scenario_rows_say_who_what_and_how_it_ended(c):
         if not cur:
             break
     check(sorted(seen) == sorted(every), f"pages of one row give every row once: {seen}")
+    killed = c.submit(spec("team-a", "killed", "kill -9 $$"), t["bob"])
+    if c.wait_job(killed, "failed", 30):
+        k = rows(c, "?owner=bob").get(killed, {})
+        check(k.get("signal") == 9 and k.get("exit_code") is None,
+              f"a job a signal ended has it in its row (sacct's 0:9): {k}")
+        r = c.cli("acct", "--user", "bob")
+        line = next((ln for ln in r.stdout.splitlines() if ln.split()[:1] == [str(killed)]), "")
+        check("sig 9" in line, f"tessera acct shows it as tessera jobs does: {line!r}")
 
 
 def scenario_csv_export_and_cli(c):
