@@ -67,6 +67,8 @@ typedef struct ts_job_row {
     char gpu_model[TS_STORE_NAME_MAX];   /* model it runs on ("" until placed) */
     double submit_s, start_s, end_s;     /* Unix seconds; 0 = not yet */
     int preemptions;
+    int restarts;                        /* runs stopped to run again: preemptions,
+                                          * straggler restarts, requeues (TESSERA_RESTARTS) */
     char reason[TS_STORE_REASON_MAX];    /* last pending reason ("" when none) */
     char *spec_json;                     /* the canonical spec (owned, never NULL on read) */
     char *placement_json;                /* allocations while it runs (owned, may be NULL) */

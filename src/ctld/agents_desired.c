@@ -220,8 +220,8 @@ static void task_extras(const ctld *c, const cjob *j, int rank, ctld_dtask *dt)
         }
     }
     ctld_dtask_env_add(dt, "TESSERA_JOB_ID=%lld", (long long)j->row.id);
-    ctld_dtask_env_add(dt, "TESSERA_RESTARTS=%d", j->row.preemptions);
-    if (j->row.preemptions > 0 && j->stop_outcome[0])
+    ctld_dtask_env_add(dt, "TESSERA_RESTARTS=%d", j->row.restarts);
+    if (j->row.restarts > 0 && j->stop_outcome[0])
         ctld_dtask_env_add(dt, "TESSERA_LAST_STOP=%s", j->stop_outcome);
     slurm_extras(c, j, dt);
     array_extras(j, dt);

@@ -97,6 +97,7 @@ ctld_lazy *ctld_lazy_new(const ts_job_row *first, int size, int next, int thrott
     a->tmpl.state = TS_JOB_PENDING;
     a->tmpl.start_s = a->tmpl.end_s = 0;
     a->tmpl.preemptions = 0;
+    a->tmpl.restarts = 0;
     a->tmpl.gpu_model[0] = a->tmpl.reason[0] = '\0';
     a->tmpl.gen = 0;
     a->spec_bytes = a->tmpl.spec_json ? (int64_t)strlen(a->tmpl.spec_json) : 0;

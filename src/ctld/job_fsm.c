@@ -27,7 +27,7 @@
 #define FX_RUN_ENDED 0x08u  /* a "run-ended" event first (usage counts the run) */
 #define FX_BACKOFF 0x10u    /* eligible again at eligible_s */
 #define FX_REMOVE 0x20u     /* terminal: leaves memory */
-#define FX_PREEMPTED 0x40u  /* counts as a preemption (TESSERA_RESTARTS, backoff) */
+#define FX_PREEMPTED 0x40u  /* counts as a preemption (backoff, acct) */
 #define FX_TIMES_END 0x80u  /* end_s = now */
 #define FX_TIMES_RESET 0x100u /* start_s = 0 (back to waiting) */
 #define FX_TIMED_OUT 0x200u /* its time limit ends it: reason "timeout" until it ends */
@@ -35,6 +35,7 @@
 #define FX_RESPEC 0x800u    /* its spec, priority and GPUs are the args' (state stays) */
 #define FX_HELD_REASON 0x1000u /* reason "held" at once, not only from the next cycle */
 #define FX_CLEAR_REASON 0x2000u /* its reason goes (the next cycle says why it waits) */
+#define FX_RESTART 0x4000u  /* its run stopped to run again: restarts (TESSERA_RESTARTS) */
 
 /* A transition whose state stays what it was. */
 #define TO_SAME (-1)
@@ -67,7 +68,7 @@ static const transition TABLE[CTLD_JE_EVENTS] = {
                         FX_UNBIND | FX_REMOVE | FX_TIMES_END | FX_CANCEL_REASON, "cancel",
                         "only an active job can be cancelled"},
     [CTLD_JE_REQUEUE] = {"requeue", S(TS_JOB_RUNNING), TS_JOB_PENDING,
-                         FX_UNBIND | FX_RUN_ENDED | FX_TIMES_RESET, "requeue",
+                         FX_UNBIND | FX_RUN_ENDED | FX_TIMES_RESET | FX_RESTART, "requeue",
                          "only a running job can be requeued"},
     [CTLD_JE_START] = {"start", S(TS_JOB_PENDING), TS_JOB_RUNNING, FX_BIND, "started",
                        "only a pending job can start"},
@@ -86,10 +87,11 @@ static const transition TABLE[CTLD_JE_EVENTS] = {
                       FX_UNBIND | FX_REMOVE | FX_TIMES_END, "failed",
                       "only a running job can fail"},
     [CTLD_JE_STOPPED] = {"requeue", S(TS_JOB_STOPPING), TS_JOB_PENDING,
-                         FX_UNBIND | FX_RUN_ENDED | FX_BACKOFF | FX_TIMES_RESET, "requeued",
+                         FX_UNBIND | FX_RUN_ENDED | FX_BACKOFF | FX_TIMES_RESET | FX_RESTART,
+                         "requeued",
                          "only a stopping job can requeue"},
     [CTLD_JE_EVICT] = {"evict", S(TS_JOB_RUNNING) | S(TS_JOB_STOPPING), TS_JOB_PENDING,
-                       FX_UNBIND | FX_RUN_ENDED | FX_TIMES_RESET, "requeued",
+                       FX_UNBIND | FX_RUN_ENDED | FX_TIMES_RESET | FX_RESTART, "requeued",
                        "only a job with allocations can be evicted"},
     [CTLD_JE_DEPFAIL] = {"fail", S(TS_JOB_PENDING), TS_JOB_FAILED, FX_REMOVE | FX_TIMES_END,
                          "failed", "only a pending job fails on its dependency"},
@@ -251,6 +253,8 @@ static bool row_with_effects(ts_job_row *r, const cjob *j, const transition *tr,
         r->start_s = 0;
     if (tr->fx & FX_PREEMPTED)
         r->preemptions++;
+    if (tr->fx & FX_RESTART)
+        r->restarts++;
     if (!(tr->fx & FX_UNBIND))
         r->placement_json = dup_or_null(j->row.placement_json, &oom);
     if (tr->fx & FX_TIMED_OUT)

@@ -61,6 +61,7 @@ static const struct {
      "\"null\"]},\"submit_time\":{\"type\":[\"number\",\"null\"]},"
      "\"start_time\":{\"type\":[\"number\",\"null\"]},\"end_time\":{\"type\":[\"number\","
      "\"null\"]},\"preemptions\":{\"type\":\"integer\",\"minimum\":0},"
+     "\"restarts\":{\"type\":\"integer\",\"minimum\":0},"
      "\"reason\":{\"type\":[\"string\",\"null\"]},\"why\":{\"type\":[\"string\",\"null\"]},"
      "\"placement\":{\"type\":[\"array\",\"null\"]},\"exit_code\":{\"type\":[\"integer\","
      "\"null\"]},\"signal\":{\"type\":[\"integer\",\"null\"]},"

@@ -154,6 +154,8 @@ json_t *ctld_render_job_parsed(const ctld *c, const ts_job_row *row, const cjob 
                      time_or_null(live->end_s), "preemptions", live->preemptions, "reason",
                      str_or_null(live->reason), "why", str_or_null(live->why), "placement",
                      placement, "spec", spec ? spec : json_null());
+    if (doc) /* runs stopped to run again (TESSERA_RESTARTS) */
+        json_object_set_new(doc, "restarts", json_integer(live->restarts));
     if (doc) {
         render_result(active ? &active->row : row, doc);
         /* the Unix identity its tasks run as (docs/api.md "Tokens") */

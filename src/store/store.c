@@ -146,6 +146,8 @@ static int check_mutable(const char *what, const ts_job_row *r, ts_err *err)
         return rc;
     if (r->preemptions < 0)
         return ts_err_set(err, TS_EINVAL, "%s.preemptions: must be >= 0", what);
+    if (r->restarts < 0)
+        return ts_err_set(err, TS_EINVAL, "%s.restarts: must be >= 0", what);
     return 0;
 }
 

@@ -21,7 +21,7 @@
 #include "tessera/store.h"
 
 /* The schema this code writes. A store at a higher version is refused. */
-#define TS_SCHEMA_VERSION 9
+#define TS_SCHEMA_VERSION 10
 /* The first schema with rolled-up accounting (store_usage.c). */
 #define TS_SCHEMA_ROLLUP 8
 /* Settings key of the tenants YAML document. */

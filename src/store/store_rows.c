@@ -128,6 +128,7 @@ static int read_job(store_conn *c, void *st, void *row, ts_err *err)
     r->gen = be->col_i64(st, 18);
     store_col_field(c, st, 20, r->run_user, sizeof r->run_user);
     r->run_uid = be->col_i64(st, 21);
+    r->restarts = (int)be->col_i64(st, 22);
     if (!store_col_dup(c, st, 15, &r->why) || !store_col_dup(c, st, 16, &r->spec_json) ||
         !store_col_dup(c, st, 17, &r->placement_json) ||
         !store_col_dup(c, st, 19, &r->result_json) ||
@@ -263,7 +264,7 @@ static const bind_col NEW_JOB[] = {
     COL(B_INT, ts_job_row, preemptions),  COL(B_NAME, ts_job_row, reason),
     COL(B_STR, ts_job_row, why),          COL(B_STR, ts_job_row, spec_json),
     COL(B_STR, ts_job_row, placement_json), COL(B_NAME, ts_job_row, run_user),
-    COL(B_I64, ts_job_row, run_uid),
+    COL(B_I64, ts_job_row, run_uid),      COL(B_INT, ts_job_row, restarts),
 };
 /* ST_JOB_UPDATE: the row's id and gen select it, the rest is written */
 static const bind_col JOB_UPDATE[] = {
@@ -275,7 +276,7 @@ static const bind_col JOB_UPDATE[] = {
     COL(B_NAME, ts_job_row, gpu_model),   COL(B_STR, ts_job_row, result_json),
     /* NULL: unchanged (only an update of the job's spec sets it) */
     COL(B_STR, ts_job_row, spec_json),    COL(B_INT, ts_job_row, priority),
-    COL(B_INT, ts_job_row, gpus),
+    COL(B_INT, ts_job_row, gpus),         COL(B_INT, ts_job_row, restarts),
 };
 static const bind_col NEW_TOKEN[] = {
     COL(B_NAME, ts_token_row, name),      COL(B_INT, ts_token_row, role),

@@ -136,6 +136,13 @@ static const migration migrations[] = {
      " users TEXT NOT NULL DEFAULT '', maintenance INTEGER NOT NULL DEFAULT 0,"
      " created_s @F64 NOT NULL);",
      NULL, NULL},
+    {10,
+     /* the runs a job was stopped to run again: preemptions, straggler
+      * restarts, requeues by a user or a lost node (TESSERA_RESTARTS);
+      * until now that count was its preemptions */
+     "ALTER TABLE jobs ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0;"
+     "UPDATE jobs SET restarts = preemptions;",
+     NULL, NULL},
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

@@ -56,7 +56,7 @@ static const struct {
 #define JOB_COLS                                                                               \
     "id, tenant, name, owner, idem_key, state, tier, priority, gpus, gpu_model, submit_s, "    \
     "start_s, end_s, preemptions, reason, why, spec_json, placement_json, gen, result_json, "  \
-    "run_user, run_uid"
+    "run_user, run_uid, restarts"
 #define TOKEN_COLS                                                                             \
     "id, name, role, tenant, hash, created_s, revoked_s, unix_user, uid, expires_s"
 #define EVENT_COLS "id, job_id, t_s, kind, detail"
@@ -72,9 +72,9 @@ static const char *const SQL[ST_COUNT] = {
     [ST_JOB_INSERT] =
         "INSERT INTO jobs (tenant, name, owner, idem_key, state, tier, priority, gpus, "
         "gpu_model, submit_s, start_s, end_s, preemptions, reason, why, spec_json, "
-        "placement_json, gen, run_user, run_uid, id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
-        "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, 1, ?18, ?19, "
-        "COALESCE(?20@I8, @NEXT_JOB_ID)) ON CONFLICT (owner, idem_key) WHERE "
+        "placement_json, gen, run_user, run_uid, restarts, id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+        "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, 1, ?18, ?19, ?20, "
+        "COALESCE(?21@I8, @NEXT_JOB_ID)) ON CONFLICT (owner, idem_key) WHERE "
         "idem_key <> '' DO NOTHING RETURNING id",
     [ST_JOB_BY_IDEM] = "SELECT id FROM jobs WHERE owner = ?1 AND idem_key = ?2 AND idem_key <> ''",
     [ST_IDS_RESERVE] = "@RESERVE_JOB_IDS",
@@ -90,7 +90,8 @@ static const char *const SQL[ST_COUNT] = {
     [ST_JOB_UPDATE] = "UPDATE jobs SET state = ?3, submit_s = ?4, start_s = ?5, end_s = ?6, "
                       "preemptions = ?7, reason = ?8, why = ?9, placement_json = ?10, "
                       "gpu_model = ?11, result_json = ?12, spec_json = COALESCE(?13, spec_json), "
-                      "priority = ?14, gpus = ?15, gen = gen + 1 WHERE id = ?1 AND gen = ?2",
+                      "priority = ?14, gpus = ?15, restarts = ?16, gen = gen + 1 "
+                      "WHERE id = ?1 AND gen = ?2",
     [ST_JOB_GEN] = "SELECT gen FROM jobs WHERE id = ?1",
     [ST_JOB_GET] = "SELECT " JOB_COLS " FROM jobs WHERE id = ?1",
     [ST_COUNTS_ALL] = "SELECT state, COUNT(*) FROM jobs GROUP BY state",

@@ -77,11 +77,13 @@ def scenario_hold_and_release(c):
 
 def scenario_requeue_runs_again(c):
     """api.md: requeue stops a running job and queues it again; it runs again
-    (the events say `requeued`, then `started` a second time)."""
-    jid = c.submit(spec("again", 'echo "pid=$$"; exec sleep 300'))
+    (the events say `requeued`, then `started` a second time), its tasks
+    seeing TESSERA_RESTARTS 1 (agent-tasks.md; it stayed 0 before)."""
+    jid = c.submit(spec("again", 'echo "restarts=$TESSERA_RESTARTS"; echo "pid=$$"; '
+                                 'exec sleep 300'))
     if not c.wait_job(jid, "running", 30):
         return
-    first = pid_of(c, jid)
+    first = pid_of_run(c, jid) or pid_of(c, jid)
     st, d = c.call("POST", f"/v1/jobs/{jid}/requeue")
     check(st == 200, f"requeue answers 200: {st} {d}")
 
@@ -96,6 +98,12 @@ def scenario_requeue_runs_again(c):
     check(second and alive(second), f"the second run is a new process: {first} -> {second}")
     kinds = [e["kind"] for e in c.events(jid)]
     check("requeue" in kinds or "requeued" in kinds, f"the requeue is an event: {kinds}")
+    # agent-tasks.md: TESSERA_RESTARTS counts a user's requeue, so the run resumes
+    out = "".join(c.output(n.name, jid) for n in c.nodes)
+    seen = [x for x in out.split("\n") if x.startswith("restarts=")]
+    check(seen[:1] == ["restarts=0"] and seen[-1:] == ["restarts=1"],
+          f"TESSERA_RESTARTS is 0, then 1 after the requeue: {seen}")
+    check(c.job(jid).get("restarts") == 1, f"the job's restarts: {c.job(jid).get('restarts')}")
 
 
 def scenario_drain_takes_no_work_and_resume_does(c):

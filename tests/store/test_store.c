@@ -157,7 +157,7 @@ static void test_open_and_names(void **state)
     store_fixture *fx = *state;
     ts_store *s = open_store(state);
     assert_string_equal(ts_store_backend(s), fx->pg ? "postgresql" : "sqlite");
-    assert_int_equal(ts_store_schema_version(s), 9);
+    assert_int_equal(ts_store_schema_version(s), 10);
     ts_store_close(s);
     /* reopening an existing store migrates nothing and keeps its rows */
     s = open_store(state);

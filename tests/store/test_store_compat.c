@@ -7,7 +7,7 @@
  * placement, a result, a "run-ended" event and a roll-up to backfill, a
  * pending job, a live and a revoked token, the tenants document, a secret
  * setting and a large array whose element ids are reserved. Opening one
- * runs migrations 8 and 9 with today's code; every row must read back as it
+ * runs migrations 8 to 10 with today's code; every row must read back as it
  * was written, the accounting must be rolled up from it, and new ids must
  * still skip the array's reserved ones.
  */
@@ -63,7 +63,7 @@ static ts_store *open_fixture(void **state)
     ts_store *s = NULL;
     ts_err err = {0};
     assert_int_equal(ts_store_open(fx->url, &s, &err), 0);
-    assert_int_equal(ts_store_schema_version(s), 9);
+    assert_int_equal(ts_store_schema_version(s), 10);
     return s;
 }
 

@@ -207,8 +207,13 @@ static void test_migration_backfills(void **state)
 {
     store_fixture *fx = *state;
     ts_store *s = open_url(fx->url, TS_SCHEMA_ROLLUP - 1);
+    /* today's statements write the old store's history: the column a later
+     * migration adds is there for them, and gone again before it runs */
+    static const char ADD[] = "ALTER TABLE jobs ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0";
+    assert_int_equal(store_fixture_raw(fx, ADD, NULL), 0);
     history(s, 42, 150);
     ts_store_close(s);
+    assert_int_equal(store_fixture_raw(fx, "ALTER TABLE jobs DROP COLUMN restarts", NULL), 0);
     s = open_url(fx->url, 0);
     assert_int_equal(ts_store_schema_version(s), TS_SCHEMA_VERSION);
     random_windows(s, 4242);
