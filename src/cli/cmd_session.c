@@ -545,11 +545,14 @@ int cli_cmd_exec(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
 
 /* srun's and salloc's Slurm options (o->sopts), read as tessera sbatch reads
  * them, into spec: what they say of the tenant, name, its one task, time
- * limit, tier, image and nodes, unless a tessera flag said it. */
+ * limit, tier, image and nodes, unless a tessera flag said it; and the
+ * environment sbatch gives a script (SLURM_JOB_NAME among it), which makes
+ * the job a Slurm job: its task gets Slurm's variables and runs srun as
+ * steps (ctld/steps.h). salloc always reads so. */
 static int slurm_options(struct cli_ctx *ctx, const struct cli_cmd *cmd, const sess_opts *o,
                          json_t *spec)
 {
-    if (o->nsopts == 0)
+    if (o->nsopts == 0 && strcmp(cmd->name, "salloc") != 0)
         return CLI_EXIT_OK;
     json_t *tr = NULL;
     int rc = cli_sbatch_options(ctx, o->sopts, o->nsopts, o->tenant, &tr);
@@ -563,10 +566,11 @@ static int slurm_options(struct cli_ctx *ctx, const struct cli_cmd *cmd, const s
                                "%lld (submit a batch script for more: tessera sbatch)",
                                json_array_size(tasks) == 1 ? (long long)count : 2LL);
     }
-    static const char *const KEYS[] = {"tenant", "name", "tasks", "time_limit", "tier", "image",
-                                       "constraint", "nodelist", "exclude", "reservation"};
-    const bool given[] = {o->tenant, o->name, o->gpus, o->time_limit, o->tier, o->image,
-                          false, false, false, false};
+    static const char *const KEYS[] = {"tenant",     "name",       "tasks", "time_limit",
+                                       "tier",       "image",      "constraint", "nodelist",
+                                       "exclude",    "reservation", "env"};
+    const bool given[] = {o->tenant, o->name,  o->gpus, o->time_limit, o->tier, o->image,
+                          false,     false,    false,   false,         json_object_get(spec, "env")};
     for (size_t k = 0; k < sizeof KEYS / sizeof *KEYS; k++) {
         json_t *v = json_object_get(tr, KEYS[k]);
         if (v && !given[k])

@@ -132,7 +132,8 @@ static const struct cli_cmd COMMANDS[] = {
      cli_cmd_run},
     {"salloc", "salloc [SLURM JOB OPTIONS] [run's flags] COMMAND [ARGS...]",
      "The same as srun: an allocation whose first task runs COMMAND (no shell is\n"
-     "assumed: name it, e.g. tessera salloc bash).", cli_cmd_run},
+     "assumed: name it, e.g. tessera salloc bash), a Slurm job: SLURM_* variables set\n"
+     "and srun running steps in it.", cli_cmd_run},
     {"exec", "exec JOB [RANK] [-T] -- COMMAND [ARGS...]",
      "Runs COMMAND in a running task (default rank 0): its cgroup, namespaces, user,\n"
      "working directory and environment; on a PTY when this is a terminal (-T: never);\n"

@@ -137,7 +137,8 @@ static int step_env_share(json_t *o, const json_t *base_env)
 
 /* Step task q of s on its rank's task `base`: the same resources and
  * identity, the step's command and numbering; no secret values (the rank
- * had them), no hold and no step credential (those are the script's).
+ * had them), no hold, no step credential (those are the script's) and no
+ * terminal (an interactive rank 0's stream is its own).
  * base_env (NULL: none) is the rank task's encoded environment: its
  * strings are shared with the step task's, not encoded again, so a job's
  * steps cost the controller their own variables, however large the job's
@@ -170,6 +171,7 @@ static json_t *step_task(const cjob *j, const ctld_step *s, int q, int nnodes,
     CTLD_DT_CLEAR(&dt, STEP_TOKEN);
     CTLD_DT_CLEAR(&dt, HOLD);
     CTLD_DT_CLEAR(&dt, SECRETS);
+    CTLD_DT_CLEAR(&dt, INTERACTIVE); /* an salloc's rank 0 is the terminal's; its steps log */
     json_t *o = ctld_dtask_encode(&dt);
     ctld_dtask_fini(&dt);
     if (o && share && step_env_share(o, base_env) != 0) {

@@ -181,6 +181,16 @@ def scenario_run_without_terminal_streams_stdin_stdout(c):
     check(spec.get("time_limit") == 600 and task.get("cpu_milli") == 2000 and
           task.get("memory_mib") == 1024 and task.get("gpu_model") == "H100-80GB",
           f"its spec has them: {spec.get('time_limit')} {task}")
+    # salloc: a Slurm job, its variables set and srun running steps in it
+    r = subprocess.run([c.bins["cli"], "salloc", "-T", "--tenant", "team-a", "--gres=gpu:1",
+                        "--", "/bin/sh", "-c", 'echo "job=$SLURM_JOB_ID n=$SLURM_NTASKS"; '
+                        'srun printenv SLURM_STEP_ID; echo srun-rc=$?'],
+                       stdin=subprocess.DEVNULL, env=cli_env(c), text=True,
+                       capture_output=True, timeout=90)
+    check(r.returncode == 0 and "job=" in r.stdout and "job= " not in r.stdout and
+          "n=1" in r.stdout and "\n0\n" in r.stdout and "srun-rc=0" in r.stdout,
+          f"inside salloc, SLURM_JOB_ID is set and srun runs a step: {r.returncode} "
+          f"{r.stdout!r} {r.stderr!r}")
     r = subprocess.run([c.bins["cli"], "srun", "-N", "2", "--tenant", "team-a", "true"],
                        stdin=subprocess.DEVNULL, env=cli_env(c), text=True,
                        capture_output=True, timeout=60)
