@@ -454,8 +454,10 @@ json_t *ctld_agent_body(const ctld_request *rq, ctld_reply *r)
 }
 
 /* A digest of what in a report can change the controller's state: each
- * task's job, rank, state, exit code and outcome, the health verdict and
- * its reasons, the MIG error (FNV-1a over their text). Readings (GPU
+ * task's job, rank, state, exit code and outcome, and its image pull's
+ * progress (a pull that ended is a rank that runs: its reason image_pull
+ * goes), the health verdict and its reasons, the MIG error (FNV-1a over
+ * their text). Readings (GPU
  * utilisation, step time) are left out: they are kept under the agent's
  * own lock whatever the digest. */
 static uint64_t fnv(uint64_t h, const char *s)
@@ -478,6 +480,11 @@ static uint64_t report_digest(const sync_msg *m)
         h = fnv(h, num);
         h = fnv(h, ts_report_state_name(tk->state));
         h = fnv(h, ts_report_outcome_name(tk->outcome));
+        if (tk->has_image_pull) { /* its pull's progress, and its end, are news */
+            snprintf(num, sizeof num, "pull %lld/%lld", (long long)tk->pull_done_bytes,
+                     (long long)tk->pull_total_bytes);
+            h = fnv(h, num);
+        }
     }
     const ts_node_health *health = m->s.health;
     h = fnv(h, health ? "health" : "no health");
