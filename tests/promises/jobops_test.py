@@ -20,21 +20,27 @@ def follow(c, jid, *extra):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def follow_to_end(c, jid, timeout, runs_s):
+    """tessera logs -f JOB run to its end: (exit code, stdout, stderr)."""
+    p = follow(c, jid)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        check(False, f"logs -f ends within {timeout} s of a job that runs about {runs_s} s")
+    return p.returncode, out, err
+
+
 def scenario_logs_follow_prints_everything_until_the_end(c):
     """cli.md: `tessera logs -f` prints the rank's output as it comes, every line
     once and in order, from before the job starts until it ends; then exits 0."""
     lines = 40
     script = f"for i in $(seq 1 {lines}); do echo line $i; sleep 0.1; done"
     jid = c.submit(dict(SPEC, command=["/bin/sh", "-c", script]))
-    p = follow(c, jid)
-    try:
-        out, err = p.communicate(timeout=90)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
-        check(False, "logs -f ends within 90 s of a job that runs about 4 s")
+    rc, out, err = follow_to_end(c, jid, 90, 4)
     want = "".join(f"line {i}\n" for i in range(1, lines + 1))
-    check(p.returncode == 0, f"logs -f exits 0 once the job ended: {p.returncode} {err!r}")
+    check(rc == 0, f"logs -f exits 0 once the job ended: {rc} {err!r}")
     check(out == want, f"logs -f printed every line once, in order: {out!r}")
     check(c.job(jid).get("state") == "completed", "the job completed")
 
@@ -47,15 +53,9 @@ def scenario_logs_follow_keeps_up_with_a_long_line_and_a_burst(c):
     script = ("sleep 6; head -c 600000 /dev/zero | tr '\\0' x; echo; seq 1 150000; "
               "echo end; sleep 6")
     jid = c.submit(dict(SPEC, command=["/bin/sh", "-c", script]))
-    p = follow(c, jid)
-    try:
-        out, err = p.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
-        check(False, "logs -f ends within 120 s of a job that runs about 12 s")
+    rc, out, err = follow_to_end(c, jid, 120, 12)
     want = "x" * 600000 + "\n" + "".join(f"{i}\n" for i in range(1, 150001)) + "end\n"
-    check(p.returncode == 0, f"logs -f exits 0 once the job ended: {p.returncode} {err!r}")
+    check(rc == 0, f"logs -f exits 0 once the job ended: {rc} {err!r}")
     check(err == "", f"nothing on stderr: {err[:300]!r}")
     check(len(out) == len(want), f"logs -f printed {len(out)} bytes of {len(want)}")
     check(out == want, "logs -f printed every byte once, in order")
