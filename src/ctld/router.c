@@ -204,7 +204,11 @@ void ctld_route(ctld *c, const ctld_request *rq, ctld_reply *r)
             ctld_reply_error(r, 403, "forbidden", "only a node credential may use %s", rq->url);
         else
             ctld_reply_error(r, 403, "forbidden", "%s %s: role %s may not call it%s", rq->method,
-                             rt->pattern, ts_role_name(role),
+                             rt->pattern,
+                             /* a viewer of no tenant is the cluster's, as tokens name it */
+                             role == TS_ROLE_VIEWER && !rq->who->tenant[0]
+                                 ? "cluster-viewer"
+                                 : ts_role_name(role),
                              rt->roles == CTLD_ROLES_ADMIN ? " (admin only)" : "");
         return;
     }

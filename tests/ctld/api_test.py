@@ -229,6 +229,10 @@ try:
     check(st == 200 and len(d["nodes"]) == 4, "nodes")
     st, _ = call("POST", "/v1/nodes/a-1/drain", toks["alice"])
     check(st == 403, "a user cannot drain")
+    st, d = call("POST", "/v1/nodes/a-1/drain", toks["vera"])
+    msg = d.get("error", {}).get("message", "") if isinstance(d, dict) else ""
+    check(st == 403 and "role cluster-viewer may not" in msg,
+          f"a cluster-viewer's refusal names its role as its token does: {st} {msg!r}")
     st, d = call("POST", "/v1/nodes/a-1/drain", admin)
     check(st == 200 and d["node"]["state"] == "drained", "admin drains a node")
     st, d = call("POST", "/v1/nodes/a-1/resume", admin)
