@@ -61,7 +61,7 @@ static void check_mig(spec_parser *P, const yaml_node_t *n, const char *path, in
         if (ts_mig_profile_parse(g, s, NULL) >= 0)
             return;
     char got[SPEC_SHOW_BUF];
-    spec_show(n, got, sizeof got);
+    spec_show_name(n, got, sizeof got);
     spec_fail(P, path,
               "unknown MIG profile %s (e.g. 1g.10gb, 3g.40gb or a short form: 1g, 1g+me, "
               "1gx2, 2g, 3g, 4g, 7g)",
@@ -76,7 +76,7 @@ static void unknown_model(spec_parser *P, const yaml_node_t *n, const char *path
         snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "",
                  ts_gpu_model_get(i)->name);
     }
-    spec_show(n, got, sizeof got);
+    spec_show_name(n, got, sizeof got);
     spec_fail(P, path, "unknown GPU model %s (known: %s)", got, known);
 }
 

@@ -161,6 +161,17 @@ void spec_show(const yaml_node_t *n, char *buf, size_t size)
     }
 }
 
+void spec_show_name(const yaml_node_t *n, char *buf, size_t size)
+{
+    char text[SPEC_SHOW_BUF];
+    if (!n || n->type != YAML_SCALAR_NODE || spec_is_null(n)) {
+        spec_show(n, buf, size);
+        return;
+    }
+    spec_sanitize((const char *)n->data.scalar.value, n->data.scalar.length, text, sizeof text);
+    snprintf(buf, size, "\"%s\"", text);
+}
+
 void spec_fail_got(spec_parser *P, const yaml_node_t *n, const char *path, const char *want)
 {
     char got[SPEC_SHOW_BUF + 16];

@@ -52,6 +52,9 @@ void spec_fail_oom(spec_parser *P);
 bool spec_is_null(const yaml_node_t *n);
 /* What a value is, safe to quote: "17", the string "17", null, a mapping, a list. */
 void spec_show(const yaml_node_t *n, char *buf, size_t size);
+/* A name as it was given, quoted ("H100"), whether quoted or not in the
+ * document (a name is text either way); else as spec_show. */
+void spec_show_name(const yaml_node_t *n, char *buf, size_t size);
 /* parent.key, or parent["key"] (cut, made printable) for a key that is not a word. */
 void spec_key_path(char *buf, size_t size, const char *parent, const char *key, size_t keylen);
 /* A scalar's text if it holds no NUL byte, else NULL. */

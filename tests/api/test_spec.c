@@ -678,6 +678,8 @@ static const bad_case BAD[] = {
     {BASE "tasks: [{gpu_fraction: 0.5, gpus: 2}]\n", "tasks[0].gpu_fraction", "gpus: 2"},
     {BASE "tasks: [{gpu_fraction: 0.5, gpus: 0}]\n", "tasks[0].gpu_fraction", "gpus: 0"},
     {BASE "tasks: [{gpu_model: A100}]\n", "tasks[0].gpu_model", "unknown GPU model \"A100\""},
+    /* quoted (a JSON spec's are): still the name, not "the string \"A100\"" */
+    {BASE "tasks: [{gpu_model: \"A100\"}]\n", "tasks[0].gpu_model", "unknown GPU model \"A100\""},
     {BASE "tasks: [{gpu_model: T4}]\n", "tasks[0].gpu_model", "needs gpus"},
     {BASE "tasks: [{mig_profile: 5g.50gb}]\n", "tasks[0].mig_profile", "unknown MIG profile"},
     {BASE "tasks: [{mig_profile: 1g, gpus: 1}]\n", "tasks[0].mig_profile", "gpus: 1"},
