@@ -122,8 +122,30 @@ static void usage(FILE *f)
                "[--auth-file FILE] REFERENCE\n");
 }
 
+/* The node credential lets whoever holds it speak for the node (its tasks'
+ * secrets, its sessions): a file others may read is made the agent's own
+ * (0600) where it is the agent's, and said; else refused. */
+static int token_file_private(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !(st.st_mode & 077))
+        return 0;
+    if (st.st_uid == geteuid() && chmod(path, st.st_mode & 0700) == 0) {
+        fprintf(stderr, "tessera-agent: --token-file %s was readable by others (mode %04o): made "
+                        "0600, since any local user or task holding it could act as this node; "
+                        "keep it so\n", path, (unsigned)(st.st_mode & 07777));
+        return 0;
+    }
+    fprintf(stderr, "tessera-agent: --token-file %s is readable by others (mode %04o) and not "
+                    "this agent's to change: chmod 600 it (any local user or task holding it "
+                    "could act as this node)\n", path, (unsigned)(st.st_mode & 07777));
+    return -1;
+}
+
 static int read_token(const char *path, char *out, size_t size)
 {
+    if (token_file_private(path) != 0)
+        return -2;
     FILE *f = fopen(path, "r");
     if (!f)
         return -1;
@@ -496,8 +518,11 @@ static int parse_args(int argc, char **argv, agent_args *A, ts_agent_node *node)
     /* fault injection for the tests and bench/image-p2p: a peer that lies */
     const char *faults = getenv("TESSERA_AGENT_P2P_FAULTS");
     A->cfg.p2p_fault_corrupt = faults && strstr(faults, "corrupt");
-    if (read_token(A->token_file, A->cfg.token, sizeof A->cfg.token) != 0) {
-        fprintf(stderr, "tessera-agent: --token-file %s: cannot read a token\n", A->token_file);
+    int trc = read_token(A->token_file, A->cfg.token, sizeof A->cfg.token);
+    if (trc != 0) {
+        if (trc != -2)
+            fprintf(stderr, "tessera-agent: --token-file %s: cannot read a token\n",
+                    A->token_file);
         return 2;
     }
     return -1;

@@ -146,6 +146,18 @@ def procs_with(word):
 # ---- the agent never trusts a task's files ------------------------------------------
 
 
+def scenario_the_node_credential_is_kept_from_tasks(c):
+    """tessera-agent.md: a --token-file others may read is made 0600 by the
+    agent whose file it is, and said: a task of any tenant could otherwise read
+    it and speak for the node (its tasks' secrets, its sessions)."""
+    path = c.path("h-1.token")
+    mode = os.stat(path).st_mode & 0o777
+    check(mode & 0o077 == 0, f"the node's token file is private: {oct(mode)}")
+    log = open(c.path("h-1.log")).read()
+    check("was readable by others (mode 0644): made 0600" in log,
+          f"and the agent said it made it so: {log[:600]!r}")
+
+
 def scenario_a_fifo_as_step_file(c):
     """agent-tasks.md: a FIFO where the agent reads the step file blocks
     nothing."""
