@@ -418,6 +418,8 @@ static bool ended(const char *state)
 }
 
 /* After an attach: waits for the job's end and exits as it did. */
+#define RUN_EXIT_NOT_FOUND 127 /* a shell's status for a command it cannot find */
+
 static int job_exit(struct cli_ctx *ctx, long id)
 {
     double until = mono() + END_WAIT_S;
@@ -429,8 +431,13 @@ static int job_exit(struct cli_ctx *ctx, long id)
             return rc;
         if (ended(state) || strcmp(state, "pending") == 0 || strcmp(state, "held") == 0) {
             json_t *x = json_object_get(job, "exit_code"), *sg = json_object_get(job, "signal");
+            /* its command never started: a shell's 127, as the agent says it */
+            const json_t *r0 = json_array_get(json_object_get(job, "ranks"), 0);
+            const char *rwhy = json_string_value(json_object_get(r0, "reason"));
+            bool not_found = rwhy && strstr(rwhy, "could not start: command not found: ");
             int code = json_is_integer(x)    ? (int)json_integer_value(x)
                        : json_is_integer(sg) ? 128 + (int)json_integer_value(sg)
+                       : not_found           ? RUN_EXIT_NOT_FOUND
                        : strcmp(state, "completed") == 0 ? 0
                                                          : 1;
             if (!ended(state)) { /* stopped and put back: reaped when idle, preempted */
@@ -451,6 +458,41 @@ static int job_exit(struct cli_ctx *ctx, long id)
     return CLI_EXIT_SERVER;
 }
 
+/* A job that ended before its session opened, said with its why; job (its
+ * document) is released. The job's exit status. */
+static int ended_before(struct cli_ctx *ctx, long id, const char *state, json_t *job)
+{
+    const char *why = json_string_value(json_object_get(job, "why"));
+    cli_errorf("job %ld %s before its session opened%s%s", id, state, why ? ": " : "",
+               why ? why : "");
+    json_decref(job);
+    return job_exit(ctx, id);
+}
+
+/* A session refused because its task is gone (it could not start: its
+ * command not found): the job's own end, once the controller recorded it
+ * (a few seconds at most), says it better. True with *code the job's exit. */
+static bool ended_instead(struct cli_ctx *ctx, long id, int *code)
+{
+    double until = mono() + END_WAIT_S;
+    char state[32];
+    while (mono() < until) {
+        json_t *job = NULL;
+        if (job_state(ctx, id, state, sizeof state, &job) != CLI_EXIT_OK)
+            return false;
+        if (ended(state)) {
+            *code = ended_before(ctx, id, state, job);
+            return true;
+        }
+        bool waits = strcmp(state, "running") == 0 || strcmp(state, "stopping") == 0;
+        json_decref(job);
+        if (!waits)
+            return false;
+        sleep_ms(START_POLL_MS);
+    }
+    return false;
+}
+
 static int attach_job(struct cli_ctx *ctx, long id, long rank)
 {
     (void)rank;
@@ -463,6 +505,9 @@ static int attach_job(struct cli_ctx *ctx, long id, long rank)
     relay_out out;
     relay_stdio(st, isatty(0) && isatty(1), false, &out);
     ts_stream_close(st);
+    int code;
+    if (out.error[0] && ended_instead(ctx, id, &code))
+        return code;
     if (out.error[0]) {
         cli_errorf("job %ld: %s", id, out.error);
         return CLI_EXIT_REFUSED;
@@ -699,13 +744,8 @@ int cli_cmd_run(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char *
             json_decref(job);
             break;
         }
-        if (ended(state)) {
-            const char *why = json_string_value(json_object_get(job, "why"));
-            cli_errorf("job %ld %s before its session opened%s%s", id, state, why ? ": " : "",
-                       why ? why : "");
-            json_decref(job);
-            return job_exit(ctx, id);
-        }
+        if (ended(state))
+            return ended_before(ctx, id, state, job);
         if (!noted && mono() - t0 > START_WAIT_NOTE_S) {
             const char *why = json_string_value(json_object_get(job, "reason"));
             fprintf(stderr, "tessera: job %ld is %s%s%s; waiting for it to start (^C leaves it "

@@ -181,6 +181,14 @@ def scenario_run_without_terminal_streams_stdin_stdout(c):
     check(spec.get("time_limit") == 600 and task.get("cpu_milli") == 2000 and
           task.get("memory_mib") == 1024 and task.get("gpu_model") == "H100-80GB",
           f"its spec has them: {spec.get('time_limit')} {task}")
+    # a command the node cannot find: the job fails, and tessera run exits 127 as a shell
+    for _ in range(2):  # either way: the end seen before the session, or the session refused
+        r = subprocess.run([c.bins["cli"], "run", "-T", "--tenant", "team-a", "--",
+                            "no-such-command-7731"], stdin=subprocess.DEVNULL, env=cli_env(c),
+                           text=True, capture_output=True, timeout=60)
+        check(r.returncode == 127 and "command not found: no-such-command-7731" in r.stderr,
+              f"a command not found: exit 127 with the agent's reason: {r.returncode} "
+              f"{r.stderr!r}")
     # salloc: a Slurm job, its variables set and srun running steps in it
     r = subprocess.run([c.bins["cli"], "salloc", "-T", "--tenant", "team-a", "--gres=gpu:1",
                         "--", "/bin/sh", "-c", 'echo "job=$SLURM_JOB_ID n=$SLURM_NTASKS"; '
