@@ -457,6 +457,15 @@ int cli_cmd_show(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
     ranks_cell(job, &place);
     if (place.p)
         cli_kv(&t, "Ranks", place.p);
+    json_t *pull = json_object_get(job, "image_pull");
+    if (json_is_object(pull)) { /* its image still coming to rank's node */
+        char v[CLI_CELL_MAX], note[CLI_CELL_MAX];
+        const char *n = json_string_value(json_object_get(pull, "note"));
+        snprintf(v, sizeof v, "rank %lld: %lld of %lld bytes%s%s", cli_int(pull, "rank", 0),
+                 cli_int(pull, "done_bytes", 0), cli_int(pull, "total_bytes", 0),
+                 n ? "; last try: " : "", n ? cli_clean(n, note, sizeof note) : "");
+        cli_kv(&t, "Image pull", v);
+    }
     t.oom |= place.oom;
     cli_buf_free(&place);
     static const char *const content[][2] = {

@@ -695,6 +695,20 @@ static int submit_interactive(struct cli_ctx *ctx, const struct cli_cmd *cmd, co
         json_object_set_new(it, "cols", json_integer(ws.ws_col));
     }
     json_object_set_new(spec, "interactive", it);
+    /* a terminal's kind goes with it, as ssh sends it: the remote programs
+     * draw for this terminal (unless the job set its own) */
+    const char *term = getenv("TERM");
+    if (tty && term && *term && strlen(term) < 64 && strspn(term, "abcdefghijklmnopqrstuvwxyz"
+                                                          "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                                          "-_.+") == strlen(term)) {
+        json_t *env = json_object_get(spec, "env");
+        if (!env) {
+            env = json_object();
+            json_object_set_new(spec, "env", env);
+        }
+        if (json_is_object(env) && !json_object_get(env, "TERM"))
+            json_object_set_new(env, "TERM", json_string(term));
+    }
     char *body = json_dumps(spec, JSON_COMPACT);
     json_decref(spec);
     struct cli_req req = {.method = "POST", .path = "/v1/jobs", .body = body,

@@ -241,6 +241,7 @@ static int apply_reports(ctld *c, int n, const sync_msg *m, double now, bool *wh
             j->pull_rank = rank;
             j->pull_done = tk->pull_done_bytes;
             j->pull_total = tk->pull_total_bytes;
+            snprintf(j->pull_note, sizeof j->pull_note, "%s", tk->pull_note ? tk->pull_note : "");
         } else if (j->pull_seen_s > 0 && j->pull_rank == rank) {
             j->pull_seen_s = 0;
         }
@@ -484,6 +485,7 @@ static uint64_t report_digest(const sync_msg *m)
             snprintf(num, sizeof num, "pull %lld/%lld", (long long)tk->pull_done_bytes,
                      (long long)tk->pull_total_bytes);
             h = fnv(h, num);
+            h = fnv(h, tk->pull_note);
         }
     }
     const ts_node_health *health = m->s.health;

@@ -92,6 +92,7 @@ typedef struct cjob {
     double pull_seen_s;
     int pull_rank;
     int64_t pull_done, pull_total;
+    char pull_note[256];        /* why its last try failed (registry down...), "" none */
     struct ctld_steps *steps;   /* steps.c: its steps (a batch job's), NULL none */
     json_t *rank_end;           /* ntasks: each rank's end as reported (job_end.c), null
                                  * until it ended; while it runs on agents */

@@ -168,9 +168,11 @@ json_t *ctld_render_job_parsed(const ctld *c, const ts_job_row *row, const cjob 
         if (active && active->pull_seen_s > 0 && live->state == TS_JOB_RUNNING) {
             /* started, its image still coming to a node (docs/images.md) */
             json_object_set_new(doc, "image_pull",
-                                json_pack("{s:i,s:I,s:I}", "rank", active->pull_rank,
+                                json_pack("{s:i,s:I,s:I,s:o}", "rank", active->pull_rank,
                                           "done_bytes", (json_int_t)active->pull_done,
-                                          "total_bytes", (json_int_t)active->pull_total));
+                                          "total_bytes", (json_int_t)active->pull_total, "note",
+                                          active->pull_note[0] ? json_string(active->pull_note)
+                                                               : json_null()));
             if (!live->reason[0])
                 json_object_set_new(doc, "reason", json_string("image_pull"));
         }

@@ -801,6 +801,12 @@ def scenario_registry_down_job_waits_image_pull(c):
         return
     check(j.get("state") == "running" and "image_pull" in j,
           f"started, its image coming: {j.get('state')} {j.get('image_pull')}")
+    note = c.wait(lambda: (c.job(jid).get("image_pull") or {}).get("note"),
+                  "its image_pull says why the last try failed", 20)
+    check(bool(note) and str(LATE_PORT) in note, f"the note names the registry: {note!r}")
+    r = c.cli("show", str(jid))
+    check("Image pull:" in r.stdout and "last try: registry" in r.stdout,
+          f"tessera show says it: {r.stdout[-400:]!r}")
     # the registry comes back with the image in it (pushed first: a registry
     # that came up empty would answer the next try's pull 404, not found)
     registry().push_busybox("team/late:1", "the registry came back")

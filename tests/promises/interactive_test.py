@@ -37,7 +37,7 @@ class Term:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: the CLI, its terminal sized first
             fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-            os.execve(c.bins["cli"], [c.bins["cli"], *args], cli_env(c))
+            os.execve(c.bins["cli"], [c.bins["cli"], *args], dict(cli_env(c), TERM="xterm-probe"))
         self.seen = b""
         self.status = None
 
@@ -126,6 +126,8 @@ def scenario_run_pty_tty_echo_resize_ctrl_c_exit_status(c):
     check(t.expect("ready-2", 30), "the remote shell runs what is typed")
     t.send("tty\n")
     check(t.expect("/dev/pts/"), "tty in the session names a terminal")
+    t.send("echo term=$TERM\n")
+    check(t.expect("term=xterm-probe"), "the local terminal's TERM went with it")
     t.send("echo hello-$((6*7))\n")
     check(t.expect("hello-$((6*7))") and t.expect("hello-42"),
           "the keys echo and the command runs")
