@@ -40,8 +40,10 @@
 #define CPU_PERIOD_US 100000
 #define MILLI_PER_CPU 1000
 
-/* A container's capabilities (Docker's default set): in its config.json, and
- * what an exec session into it keeps (agent_container_cap_mask) */
+/* A container's capabilities (Docker's default set less CAP_NET_RAW, as
+ * Podman's): in its config.json, and what an exec session into it keeps
+ * (agent_container_cap_mask). Its tasks share the node's network: a root
+ * task with raw sockets would read every tenant's loopback traffic. */
 static const struct {
     const char *name;
     int bit;
@@ -49,7 +51,6 @@ static const struct {
             {"CAP_DAC_OVERRIDE", CAP_DAC_OVERRIDE},
             {"CAP_FSETID", CAP_FSETID},
             {"CAP_FOWNER", CAP_FOWNER},
-            {"CAP_NET_RAW", CAP_NET_RAW},
             {"CAP_SETGID", CAP_SETGID},
             {"CAP_SETUID", CAP_SETUID},
             {"CAP_SETFCAP", CAP_SETFCAP},

@@ -258,6 +258,9 @@ def scenario_exec_keeps_the_container_confinement(c):
     bnd = int(mine.get("CapBnd") or "ffffffffff", 16)
     check(not bnd & (1 << 21 | 1 << 16 | 1 << 19),  # CAP_SYS_ADMIN, _MODULE, _PTRACE
           f"the container's set, bounding set included, with none of the host's: {mine}")
+    # no raw sockets: a root task on the node's network would read every tenant's traffic
+    check(not bnd & (1 << 13) and not int(task.get("CapEff") or "0", 16) & (1 << 13),
+          f"no CAP_NET_RAW, the task's or its exec's: {mine} {task}")
     check(mine.get("NoNewPrivs") == "1", f"with no new privileges, as the task: {mine}")
     p = c.cli("exec", str(jid), "--", "/bin/busybox", "mount", "-t", "tmpfs", "x", "/tmp",
               timeout=30)
