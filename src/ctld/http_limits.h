@@ -54,6 +54,8 @@ typedef struct conn_track {
     char tenant[TS_STORE_NAME_MAX + 1]; /* "@<tenant>" of that token ("": none): its count */
     bool received;               /* the current request arrived whole */
     bool reaped;                 /* shut down for being too slow */
+    bool evicted;                /* shut down for a newer one of its address (no longer
+                                  * counted there) */
 } conn_track;
 
 typedef struct addr_count {

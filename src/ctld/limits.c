@@ -195,8 +195,30 @@ static void vouch_drop(ctld_server *S, conn_track *t)
     t->token[0] = t->tenant[0] = '\0';
 }
 
-/* Accept policy: a client at its cap of connections not vouched for is
- * refused before anything is read (MHD's own limit caps them all). */
+/* At its address's cap: the oldest of its connections that has neither
+ * shown a token nor sent a whole request is shut down for the new one, so
+ * that a client holding slow anonymous connections cannot keep the others
+ * behind its address (every task of a node, a login node's users) out: a
+ * legitimate request completes at once and is never the oldest for long.
+ * False when none is. Under S->mu. */
+static bool evict_slowest(ctld_server *S, addr_count *a, const uint8_t *key)
+{
+    conn_track *old = NULL;
+    for (conn_track *t = S->conns; t; t = t->next)
+        if (!t->vouched && !t->received && !t->reaped && !t->evicted && t->fd >= 0 &&
+            memcmp(t->key, key, ADDR_KEY) == 0 && (!old || t->t0 < old->t0))
+            old = t;
+    if (!old)
+        return false;
+    shutdown(old->fd, SHUT_RDWR);
+    old->evicted = true;
+    a->n--; /* its place is the new one's now */
+    return true;
+}
+
+/* Accept policy: a client at its cap of connections not vouched for makes
+ * room by its oldest slow one (evict_slowest), else is refused before
+ * anything is read (MHD's own limit caps them all). */
 enum MHD_Result ctld_accept_policy(void *cls, const struct sockaddr *addr, socklen_t len)
 {
     (void)len;
@@ -206,7 +228,8 @@ enum MHD_Result ctld_accept_policy(void *cls, const struct sockaddr *addr, sockl
     addr_key(addr, key);
     pthread_mutex_lock(&S->mu);
     addr_count *a = addr_find(S, key, false);
-    bool ok = !S->stopping && (!a || a->n < c->cfg.conns_per_client);
+    bool ok = !S->stopping && (!a || a->n < c->cfg.conns_per_client ||
+                               evict_slowest(S, a, key));
     if (!ok)
         S->refused++;
     pthread_mutex_unlock(&S->mu);
@@ -256,9 +279,9 @@ void ctld_notify_connection(void *cls, struct MHD_Connection *conn, void **socke
         if (!t)
             return;
         pthread_mutex_lock(&S->mu);
-        if (!t->vouched)
+        if (!t->vouched && !t->evicted)
             addr_drop(S, t->key);
-        else
+        else if (t->vouched)
             vouch_drop(S, t);
         if (t->prev)
             t->prev->next = t->next;
@@ -306,7 +329,7 @@ bool ctld_conn_vouch(ctld *c, conn_track *t, const char *name, const char *tenan
         } else {
             if (t->vouched)
                 vouch_drop(S, t); /* the connection changed tokens */
-            else
+            else if (!t->evicted) /* an evicted one's place went already */
                 addr_drop(S, t->key);
             if (k)
                 k->n++;

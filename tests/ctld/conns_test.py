@@ -181,6 +181,29 @@ try:
     for s in mine + slow:
         s.close()
 
+    # ---- 2b. slow anonymous connections do not lock their address out -----------------
+    # (a malicious-tenant probe held an address's cap with tokenless slow sockets: every
+    # other client behind it - a node's tasks and agent, a login node - was refused)
+    held = []
+    for _ in range(PER_CLIENT):
+        s = socket.socket()
+        s.bind(("127.0.0.4", 0))
+        s.connect(("127.0.0.1", PORT))
+        s.sendall(b"GET /v1/jobs HTTP/1.1\r\nHost: x\r\n")  # never finished
+        held.append(s)
+    time.sleep(0.3)
+    served = 0
+    for _ in range(3):  # each new client makes room by the oldest slow one
+        s, st = vouched(toks["viewer-1"], "127.0.0.4")
+        served += st == 200
+        s.close()
+    check(served == 3, f"2b. a client behind an address held by {PER_CLIENT} slow anonymous "
+          f"connections is served: {served} of 3")
+    check(alive(held) <= PER_CLIENT - 1, f"2b. the oldest slow one made room: "
+          f"{alive(held)} of {PER_CLIENT} left")
+    for s in held:
+        s.close()
+
     # ---- 4. every answer says nosniff ---------------------------------------------------
     import urllib.request
     for path, tok in (("/healthz", None), ("/readyz", None), ("/metrics", None),
