@@ -19,10 +19,21 @@
 
 #include "agent/taskfile.h"
 
+/* The one answer for a path a task named (owner given) that is not a
+ * regular file of its user, whatever it is instead: the root agent must not
+ * tell the task what exists where the task may not look (another tenant's
+ * secrets folder, the controller's state). The code still says which. */
+#define NOT_THE_TASKS "not a regular file of the task's user (or none there); refused"
+
 /* fd (or -1 with errno) as opened for path: a regular file with one link,
  * owned by owner; else closed and an error naming path. */
 static int taskfile_checked(int fd, const char *path, uid_t owner, ts_err *err)
 {
+    bool named = owner != AGENT_TASKFILE_ANY_OWNER;
+    if (fd < 0 && named) {
+        int e = errno;
+        return ts_err_set(err, e == ENOENT ? TS_ENOENT : TS_EINVAL, "%s: " NOT_THE_TASKS, path);
+    }
     if (fd < 0) {
         int e = errno;
         if (e == ENOENT)
@@ -47,6 +58,8 @@ static int taskfile_checked(int fd, const char *path, uid_t owner, ts_err *err)
         why = "not owned by the task's user";
     if (why) {
         close(fd);
+        if (named)
+            return ts_err_set(err, TS_EINVAL, "%s: " NOT_THE_TASKS, path);
         return ts_err_set(err, TS_EINVAL, "%s: %s; refused", path, why);
     }
     /* a regular file: non-blocking changes nothing, but reads are plain */

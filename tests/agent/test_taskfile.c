@@ -138,6 +138,16 @@ static void test_another_users_file_is_not_the_tasks(void **state)
     text = NULL;
     assert_int_equal(tail_of("steps", getuid() + 4242, &text), TS_EINVAL);
     assert_null(text);
+    /* another user's file and no file at all read the same to the task: the
+     * root agent is no oracle of what exists where the task may not look */
+    long long size;
+    ts_err e1, e2;
+    assert_int_equal(agent_tail_read(at("steps"), 64, getuid() + 4242, &text, &size, &e1),
+                     TS_EINVAL);
+    assert_int_equal(agent_tail_read(at("none"), 64, getuid() + 4242, &text, &size, &e2),
+                     TS_ENOENT);
+    assert_non_null(strstr(e1.msg, "not a regular file of the task's user (or none there)"));
+    assert_string_equal(strchr(e1.msg, ':'), strchr(e2.msg, ':'));
 }
 
 static void test_only_the_agents_own_file_is_removed(void **state)
