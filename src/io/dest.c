@@ -2,6 +2,7 @@
  * dest.c - where an outgoing call that a tenant chooses may go (dest.h).
  */
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,28 @@ static bool in_range(const io_cidr *c, int family, const unsigned char *a)
     return rest == 0 || (c->addr[full] & mask) == (a[full] & mask);
 }
 
+/* Whether a is one of this host's own interface addresses: the host
+ * itself by another name than loopback (its services bound to every
+ * address). */
+static bool own_address(int family, const unsigned char *a)
+{
+    struct ifaddrs *list = NULL;
+    if (getifaddrs(&list) != 0)
+        return false;
+    bool own = false;
+    for (const struct ifaddrs *i = list; i && !own; i = i->ifa_next) {
+        const struct sockaddr *sa = i->ifa_addr;
+        if (!sa || sa->sa_family != family)
+            continue;
+        const void *mine = family == AF_INET
+                               ? (const void *)&((const struct sockaddr_in *)sa)->sin_addr
+                               : (const void *)((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+        own = memcmp(mine, a, family == AF_INET ? 4 : 16) == 0;
+    }
+    freeifaddrs(list);
+    return own;
+}
+
 /* What kind of address a call may not reach by default ("" none). */
 static const char *refused_kind(int family, const unsigned char *a)
 {
@@ -64,7 +87,7 @@ static const char *refused_kind(int family, const unsigned char *a)
             return "an unspecified address";
         if (a[0] >= 224)
             return "a multicast or reserved address";
-        return "";
+        return own_address(AF_INET, a) ? "an address of the calling host itself" : "";
     }
     static const unsigned char zero[16], one[16] = {[15] = 1};
     if (memcmp(a, one, 16) == 0)
@@ -75,7 +98,7 @@ static const char *refused_kind(int family, const unsigned char *a)
         return "a link-local address";
     if (a[0] == 0xff)
         return "a multicast address";
-    return "";
+    return own_address(AF_INET6, a) ? "an address of the calling host itself" : "";
 }
 
 bool io_dest_ok(const struct sockaddr *sa, const io_cidr *allow, int n, const char *who,

@@ -7,6 +7,7 @@ import hmac
 import json
 import os
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from cluster import DEFAULT_CONFIG, Node
@@ -200,6 +201,38 @@ def scenario_a_webhook_to_the_controllers_host_is_not_made(c):
     finally:
         rx.close()
         ok.close()
+
+
+def own_address():
+    """One of this host's addresses other than loopback (None: it has none)."""
+    import subprocess
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"],
+                         capture_output=True, text=True).stdout.split()
+    return next((w.split("/")[0] for i, w in enumerate(out) if out[i - 1:i] == ["inet"]), None)
+
+
+def scenario_a_webhook_to_the_controllers_own_address_is_not_made(c):
+    """job-spec.md: not to the controller's own host by its other addresses
+    either (its services bound to every address): a malicious-tenant probe's
+    webhook to the host's own non-loopback address was delivered."""
+    addr = own_address()
+    if not addr:
+        print("  no address but loopback here: nothing to check")
+        return
+    rx = Receiver(host=addr)
+    try:
+        failed0 = metric(c, "tessera_webhooks_failed_total") or 0
+        jid = c.submit(spec("own-addr", "true", {"url": rx.url, "on": ["end"]}, gpus=0))
+        c.wait_job(jid, "completed", 30)
+        c.wait(lambda: (metric(c, "tessera_webhooks_failed_total") or 0) >= failed0 + 1 or None,
+               "the refused call is given up at once and counted", 10)
+        time.sleep(0.5)
+        check(not rx.got, f"nothing reached {addr}, the host's own: {len(rx.got)}")
+        log = open(c.path("tesserad.log")).read()
+        check(f"{addr} is an address of the calling host itself" in log,
+              f"the log says why: {log[-400:]}")
+    finally:
+        rx.close()
 
 
 def scenario_bad_webhooks_allow_is_refused(c):
