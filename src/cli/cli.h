@@ -415,12 +415,20 @@ int cli_list_print(const struct cli_ctx *ctx, const struct cli_listing *l, json_
 int cli_cmd_submit(struct cli_ctx *, const struct cli_cmd *, int, char **);
 /* cmd_sbatch.c: a batch script; also `submit` without -f. */
 int cli_cmd_sbatch(struct cli_ctx *, const struct cli_cmd *, int, char **);
+/* What a tessera flag of srun or salloc gave, which their Slurm options do
+ * not replace (cli_sbatch_session). */
+enum {
+    CLI_SL_TENANT = 1, CLI_SL_NAME = 2, CLI_SL_TASKS = 4, CLI_SL_TIME = 8, CLI_SL_TIER = 16,
+    CLI_SL_IMAGE = 32, CLI_SL_ENV = 64
+};
 /* Slurm's job options (sbatch's: -p, -A, -t, -N, -n, -c, --mem, -J, --gres,
- * ...) read as tessera sbatch reads them, into the spec they make (*spec, a
- * new reference; tenant: --tenant's, or NULL): what srun and salloc take
- * from their command line. Errors and warnings are said; the exit code. */
-int cli_sbatch_options(struct cli_ctx *ctx, const char *const *opts, int n, const char *tenant,
-                       json_t **spec);
+ * ...) read as tessera sbatch reads them (tenant: --tenant's, or NULL), into
+ * spec: its tenant, name, one task (more is a usage error), time limit,
+ * tier, image, node choice and environment, but what `given` names. What
+ * srun and salloc take from their command line. Errors and warnings are
+ * said; the exit code. */
+int cli_sbatch_session(struct cli_ctx *ctx, const struct cli_cmd *cmd, const char *const *opts,
+                       int n, const char *tenant, unsigned given, json_t *spec);
 int cli_cmd_srun(struct cli_ctx *, const struct cli_cmd *, int, char **);
 int cli_cmd_steps(struct cli_ctx *, const struct cli_cmd *, int, char **);
 bool cli_submit_is_script(int argc, char **argv);

@@ -300,8 +300,8 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     return send_parsed(ctx, prc, sb, &errs, dry_run, key, script);
 }
 
-int cli_sbatch_options(struct cli_ctx *ctx, const char *const *opts, int n, const char *tenant,
-                       json_t **spec)
+static int sbatch_options(struct cli_ctx *ctx, const char *const *opts, int n,
+                          const char *tenant, json_t **spec)
 {
     *spec = NULL;
     ts_sbatch_map *map = NULL;
@@ -332,4 +332,35 @@ int cli_sbatch_options(struct cli_ctx *ctx, const char *const *opts, int n, cons
     *spec = json_loads(sb->spec_json, 0, NULL);
     ts_sbatch_free(sb);
     return *spec ? CLI_EXIT_OK : CLI_EXIT_LOCAL;
+}
+
+int cli_sbatch_session(struct cli_ctx *ctx, const struct cli_cmd *cmd, const char *const *opts,
+                       int n, const char *tenant, unsigned given, json_t *spec)
+{
+    json_t *tr = NULL;
+    int rc = sbatch_options(ctx, opts, n, tenant, &tr);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    json_t *tasks = json_object_get(tr, "tasks");
+    json_int_t count = json_integer_value(json_object_get(json_array_get(tasks, 0), "count"));
+    if (json_array_size(tasks) != 1 || count != 1) {
+        json_decref(tr);
+        return cli_usage_error(cmd, "an interactive job runs one task: these options ask for "
+                               "%lld (submit a batch script for more: tessera sbatch)",
+                               json_array_size(tasks) == 1 ? (long long)count : 2LL);
+    }
+    static const struct {
+        const char *key;
+        unsigned flag; /* 0: no tessera flag gives it */
+    } KEYS[] = {{"tenant", CLI_SL_TENANT}, {"name", CLI_SL_NAME},  {"tasks", CLI_SL_TASKS},
+                {"time_limit", CLI_SL_TIME}, {"tier", CLI_SL_TIER}, {"image", CLI_SL_IMAGE},
+                {"constraint", 0},          {"nodelist", 0},       {"exclude", 0},
+                {"reservation", 0},         {"env", CLI_SL_ENV}};
+    for (size_t k = 0; k < sizeof KEYS / sizeof *KEYS; k++) {
+        json_t *v = json_object_get(tr, KEYS[k].key);
+        if (v && !(given & KEYS[k].flag))
+            json_object_set(spec, KEYS[k].key, v);
+    }
+    json_decref(tr);
+    return CLI_EXIT_OK;
 }

@@ -599,30 +599,11 @@ static int slurm_options(struct cli_ctx *ctx, const struct cli_cmd *cmd, const s
 {
     if (o->nsopts == 0 && strcmp(cmd->name, "salloc") != 0)
         return CLI_EXIT_OK;
-    json_t *tr = NULL;
-    int rc = cli_sbatch_options(ctx, o->sopts, o->nsopts, o->tenant, &tr);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    json_t *tasks = json_object_get(tr, "tasks");
-    json_int_t count = json_integer_value(json_object_get(json_array_get(tasks, 0), "count"));
-    if (json_array_size(tasks) != 1 || count != 1) {
-        json_decref(tr);
-        return cli_usage_error(cmd, "an interactive job runs one task: these options ask for "
-                               "%lld (submit a batch script for more: tessera sbatch)",
-                               json_array_size(tasks) == 1 ? (long long)count : 2LL);
-    }
-    static const char *const KEYS[] = {"tenant",     "name",       "tasks", "time_limit",
-                                       "tier",       "image",      "constraint", "nodelist",
-                                       "exclude",    "reservation", "env"};
-    const bool given[] = {o->tenant, o->name,  o->gpus, o->time_limit, o->tier, o->image,
-                          false,     false,    false,   false,         json_object_get(spec, "env")};
-    for (size_t k = 0; k < sizeof KEYS / sizeof *KEYS; k++) {
-        json_t *v = json_object_get(tr, KEYS[k]);
-        if (v && !given[k])
-            json_object_set(spec, KEYS[k], v);
-    }
-    json_decref(tr);
-    return CLI_EXIT_OK;
+    unsigned given = (o->tenant ? CLI_SL_TENANT : 0) | (o->name ? CLI_SL_NAME : 0) |
+                     (o->gpus ? CLI_SL_TASKS : 0) | (o->time_limit ? CLI_SL_TIME : 0) |
+                     (o->tier ? CLI_SL_TIER : 0) | (o->image ? CLI_SL_IMAGE : 0) |
+                     (json_object_get(spec, "env") ? CLI_SL_ENV : 0);
+    return cli_sbatch_session(ctx, cmd, o->sopts, o->nsopts, o->tenant, given, spec);
 }
 
 static int submit_interactive(struct cli_ctx *ctx, const struct cli_cmd *cmd, const sess_opts *o,

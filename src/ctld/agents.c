@@ -750,26 +750,6 @@ static void sync_msg_fini(sync_msg *m)
     json_decref(m->doc);
 }
 
-/* A registration of another agent than the node's registered one while
- * that one is heard from: refused with 409, as a second agent would start
- * the node's tasks again (its own state directory holds none of them).
- * Under a->mu. */
-static bool second_agent(ctld *c, int n, const ts_sync *in, double now, ctld_reply *r)
-{
-    const ctld_agent *a = &c->agents[n];
-    const char *id = in->present & TS_SY_BIT(TS_SY_AGENT) && in->agent ? in->agent : "";
-    double quiet = now - a->holder_seen_s;
-    if (!a->identity[0] || !id[0] || strcmp(a->identity, id) == 0 ||
-        quiet >= c->cfg.node_lost_s)
-        return false;
-    ctld_reply_error(r, 409, "conflict", "node %s: another tessera-agent serves it (%.64s, "
-                     "heard %.0f s ago), not this one (%.64s): a second agent for one node "
-                     "would start its tasks again; stop one of them (this one is refused until "
-                     "the other has been silent for node_lost_after, %.0f s)",
-                     c->cluster->nodes[n].name, a->identity, quiet, id, c->cfg.node_lost_s);
-    return true;
-}
-
 void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     if (rq->who->role == TS_ROLE_NODE && strcmp(rq->method, "POST") != 0) {
@@ -810,7 +790,7 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *r)
     uint64_t seq = m.s.present & TS_SY_BIT(TS_SY_SEQ) ? (uint64_t)m.s.seq : 0;
     /* the agent's own bookkeeping, under its own lock */
     pthread_mutex_lock(&a->mu);
-    if (reg && second_agent(c, n, &m.s, now, r)) {
+    if (reg && ctld_agent_second(c, n, &m.s, now, r)) {
         pthread_mutex_unlock(&a->mu);
         sync_msg_fini(&m);
         return;

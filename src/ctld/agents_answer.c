@@ -12,8 +12,10 @@
  * c->mu (ctld_agent_moved). So the answer's members go on a copy of the
  * published document's top (its tasks shared: a published document is never
  * changed, only replaced), and the copy is written after a->mu is released.
+ * Also the refusal of a second agent's registration (ctld_agent_second).
  */
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "ctld/agents.h"
@@ -116,4 +118,24 @@ void ctld_agent_answer(ctld *c, int n, ctld_reply *r)
     r->status = 200;
     r->content_type = "application/json";
     r->body = body;
+}
+
+/* A registration of another agent than the node's registered one while
+ * that one is heard from: refused with 409, as a second agent would start
+ * the node's tasks again (its own state directory holds none of them).
+ * Under a->mu. */
+bool ctld_agent_second(const ctld *c, int n, const ts_sync *in, double now, ctld_reply *r)
+{
+    const ctld_agent *a = &c->agents[n];
+    const char *id = in->present & TS_SY_BIT(TS_SY_AGENT) && in->agent ? in->agent : "";
+    double quiet = now - a->holder_seen_s;
+    if (!a->identity[0] || !id[0] || strcmp(a->identity, id) == 0 ||
+        quiet >= c->cfg.node_lost_s)
+        return false;
+    ctld_reply_error(r, 409, "conflict", "node %s: another tessera-agent serves it (%.64s, "
+                     "heard %.0f s ago), not this one (%.64s): a second agent for one node "
+                     "would start its tasks again; stop one of them (this one is refused until "
+                     "the other has been silent for node_lost_after, %.0f s)",
+                     c->cluster->nodes[n].name, a->identity, quiet, id, c->cfg.node_lost_s);
+    return true;
 }

@@ -167,6 +167,11 @@ void ctld_agent_route(ctld *c, const ctld_request *rq, ctld_reply *out);
  * sessions; 503 when out of memory). Called under the node's a->mu, which it
  * releases; the answer is written with no lock held. */
 void ctld_agent_answer(ctld *c, int n, ctld_reply *r);
+/* agents_answer.c: a registration of another agent (in's identity) than
+ * node n's registered one while that one is heard from: true, r answered
+ * 409 naming both (a second agent would start the node's tasks again).
+ * Under the node's a->mu. */
+bool ctld_agent_second(const ctld *c, int n, const ts_sync *in, double now, ctld_reply *r);
 /* What every route a node's agent calls begins with (agents.c): the body
  * rq carries as a JSON object, from a node credential only; NULL with r
  * answered (403, 400 naming why). */
