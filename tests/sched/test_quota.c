@@ -91,7 +91,7 @@ static void test_validate_messages(void **state)
     add(ts, "y", "team-a", 48000, UNL, UNL);
     assert_int_equal(ts_tenants_validate(ts, &err), TS_EINVAL);
     assert_string_equal(err.msg, "tenants.team-a.guaranteed.gpu[A100-80GB]: children's "
-                                 "guarantees (96000) exceed the parent's (64000)");
+                                 "guarantees (96) exceed the parent's (64)");
     ts_quota *q = NULL;
     assert_int_equal(ts_quota_new(ts, HALF_LIFE_S, &q, &err), TS_EINVAL);
     assert_null(q);
