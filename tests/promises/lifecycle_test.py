@@ -83,7 +83,7 @@ def scenario_requeue_runs_again(c):
                                  'exec sleep 300'))
     if not c.wait_job(jid, "running", 30):
         return
-    first = pid_of_run(c, jid) or pid_of(c, jid)
+    first = c.wait(lambda: pid_of_run(c, jid), f"job {jid} rank 0 prints its pid", 20)
     st, d = c.call("POST", f"/v1/jobs/{jid}/requeue")
     check(st == 200, f"requeue answers 200: {st} {d}")
 
