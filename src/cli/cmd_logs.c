@@ -179,6 +179,11 @@ static int follow_logs(struct cli_ctx *ctx, long id, long rank, bool err_stream,
             }
             return CLI_EXIT_OK;
         }
+        /* followed from before it runs (pending, or requeued): its run's
+         * output is read from the start, not its tail */
+        if (next < 0 && printed < 0 && strcmp(state, "running") != 0 &&
+            strcmp(state, "stopping") != 0)
+            next = 0;
         follow_pause();
     }
     return 130;
