@@ -150,12 +150,20 @@ def scenario_the_node_credential_is_kept_from_tasks(c):
     """tessera-agent.md: a --token-file others may read is made 0600 by the
     agent whose file it is, and said: a task of any tenant could otherwise read
     it and speak for the node (its tasks' secrets, its sessions)."""
+    import signal
     path = c.path("h-1.token")
-    mode = os.stat(path).st_mode & 0o777
-    check(mode & 0o077 == 0, f"the node's token file is private: {oct(mode)}")
-    log = open(c.path("h-1.log")).read()
+    agent = c.procs["h-1"]
+    agent.send_signal(signal.SIGKILL)  # an upgrade's restart: its tasks stay
+    agent.wait()
+    os.chmod(path, 0o644)  # as an admin's umask may have left it
+    before = len(open(c.path("h-1.log")).read())
+    c._spawn("h-1", agent.args, dict(os.environ, TESSERA_FAKE_NVML_FIXTURE=c.path("h-1-gpus.json")))
+    made = c.wait(lambda: os.stat(path).st_mode & 0o077 == 0, "the agent makes it 0600", 20)
+    check(bool(made), f"the node's token file is private: {oct(os.stat(path).st_mode & 0o777)}")
+    log = open(c.path("h-1.log")).read()[before:]
     check("was readable by others (mode 0644): made 0600" in log,
-          f"and the agent said it made it so: {log[:600]!r}")
+          f"and the agent said it made it so: {log[-600:]!r}")
+    c.wait(lambda: c.node("h-1").get("state") == "up", "the restarted agent registers", 30)
 
 
 def scenario_a_fifo_as_step_file(c):

@@ -797,7 +797,7 @@ def scenario_registry_down_job_waits_image_pull(c):
     """images.md: a job whose registry is down or slow is not failed: it waits,
     its reason `image_pull`, while the pull is tried again."""
     registry()
-    jid = c.submit(spec("late", "cat /marker; sleep 6", f"127.0.0.1:{LATE_PORT}/team/late:1"))
+    jid = c.submit(spec("late", "cat /marker; sleep 15", f"127.0.0.1:{LATE_PORT}/team/late:1"))
     j = c.wait(lambda: (c.job(jid).get("reason") == "image_pull") and c.job(jid),
                "the job shows reason image_pull while its registry is down", 30)
     if not j:
@@ -820,7 +820,7 @@ def scenario_registry_down_job_waits_image_pull(c):
                   "the job runs in its image", 60)
     done = c.wait(lambda: (lambda j: j.get("state") == "running" and
                            j.get("reason") != "image_pull" and "image_pull" not in j)(c.job(jid)),
-                  "its agent's next report ends the pull shown", 5)
+                  "its agent's next report ends the pull shown", 10)
     j = c.job(jid)
     check(node and done, f"while it runs, no pull shown: {j.get('state')} {j.get('reason')} "
           f"{j.get('image_pull')}")
