@@ -188,6 +188,23 @@ static bool token_tenant(struct cli_ctx *ctx, char *buf, size_t size)
     return ok;
 }
 
+/* ts_sbatch_parse; where no tenant is named (in->tenant NULL) and none
+ * is given, again with the token's, as tessera run's (asked only then, so
+ * a dry run that names one needs no server). */
+static int parse_as_token_tenant(struct cli_ctx *ctx, const char *text, size_t len,
+                                 ts_sbatch_input *in, ts_sbatch **sb, ts_spec_errors *errs)
+{
+    int prc = ts_sbatch_parse(text, len, in, sb, errs);
+    char mine[128];
+    if (prc != 0 && !in->tenant && names_no_tenant(errs) &&
+        token_tenant(ctx, mine, sizeof mine)) {
+        in->default_tenant = mine;
+        prc = ts_sbatch_parse(text, len, in, sb, errs);
+        in->default_tenant = NULL; /* mine ends here */
+    }
+    return prc;
+}
+
 int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
 {
     const char *tenant = NULL, *map_path = NULL, *key = NULL, *wrap = NULL;
@@ -286,14 +303,7 @@ int cli_cmd_sbatch(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     };
     ts_sbatch *sb = NULL;
     ts_spec_errors errs;
-    int prc = ts_sbatch_parse(text, len, &in, &sb, &errs);
-    /* no tenant named: the token's, as tessera run's (asked only then, so a
-     * dry run that names one needs no server) */
-    char mine[128];
-    if (prc != 0 && !tenant && names_no_tenant(&errs) && token_tenant(ctx, mine, sizeof mine)) {
-        in.default_tenant = mine;
-        prc = ts_sbatch_parse(text, len, &in, &sb, &errs);
-    }
+    int prc = parse_as_token_tenant(ctx, text, len, &in, &sb, &errs);
     free(text);
     free(sopts);
     ts_sbatch_map_free(map);
@@ -315,12 +325,7 @@ static int sbatch_options(struct cli_ctx *ctx, const char *const *opts, int n,
                           .submit_dir = getcwd(cwd, sizeof cwd), .map = map};
     ts_sbatch *sb = NULL;
     ts_spec_errors errs;
-    int prc = ts_sbatch_parse(SCRIPT, sizeof SCRIPT - 1, &in, &sb, &errs);
-    char mine[128];
-    if (prc != 0 && !tenant && names_no_tenant(&errs) && token_tenant(ctx, mine, sizeof mine)) {
-        in.default_tenant = mine;
-        prc = ts_sbatch_parse(SCRIPT, sizeof SCRIPT - 1, &in, &sb, &errs);
-    }
+    int prc = parse_as_token_tenant(ctx, SCRIPT, sizeof SCRIPT - 1, &in, &sb, &errs);
     ts_sbatch_map_free(map);
     if (prc != 0) {
         for (int k = 0; k < errs.n; k++)
