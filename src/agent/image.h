@@ -213,6 +213,9 @@ typedef struct ts_bundle_spec {
     const char *cgroups_path;        /* NULL: the runtime's default */
     const json_t *cdi_edits;         /* the allocation's CDI edits (agent_cdi_edits); NULL: no GPU */
     long long write_limit_mib;       /* its writable layer's size (agent_bundle_scratch); 0: none */
+    bool terminal;                   /* the runtime makes the process a PTY in the container and
+                                        relays it to its own stdio, itself a terminal (an
+                                        interactive rank 0) */
 } ts_bundle_spec;
 
 /* 0 when the image at rootfs has a glibc that can load the sharing shim

@@ -367,7 +367,7 @@ int agent_bundle_make(const ts_bundle_spec *b, ts_err *err)
     json_t *caps = cap_names();
     json_t *proc = json_pack(
         "{s:b, s:{s:I, s:I}, s:o, s:o, s:s, s:b, s:{s:O, s:O, s:O}}",
-        "terminal", 0, "user", "uid", (json_int_t)uid, "gid", (json_int_t)gid, "args", args,
+        "terminal", b->terminal, "user", "uid", (json_int_t)uid, "gid", (json_int_t)gid, "args", args,
         "env", merged_env(json_object_get(ic, "Env"), b->env, b->path_first), "cwd", cwd,
         "noNewPrivileges", 1, "capabilities", "bounding", caps, "effective", caps, "permitted",
         caps);

@@ -139,7 +139,11 @@ int agent_container_prepare(const ts_task_spec *s, const struct ts_run_as *ra,
         .mounts = m, .nmounts = nm,
         .memory_bytes = s->memory_bytes, .cpu_milli = s->cpu_milli, .pids_max = s->pids_max,
         .cgroups_path = cg, .cdi_edits = s->cdi_edits, .path_first = NULL,
-        .write_limit_mib = s->container_write_mib};
+        .write_limit_mib = s->container_write_mib,
+        /* runc in the foreground with a terminal: the process gets a PTY of
+         * the container's own devpts, runc relays it to its stdio (the
+         * session's PTY, which it sets raw) and passes window changes on */
+        .terminal = s->stdio_given && s->stdio_tty};
     for (size_t i = 0; env && env[i] && s->slurm_bin_dir; i++)
         if (strncmp(env[i], "SLURM_JOB_NAME=", 15) == 0) /* its srun (docs/slurm.md) */
             b.path_first = s->slurm_bin_dir;

@@ -8,81 +8,17 @@ are refused; a node credential cannot open another node's session.
 
 Each scenario_* runs on the default cluster of tests/lib/cluster.py (four
 8-GPU H100 nodes; tenants team-a and team-b). Every wait is bounded."""
-import fcntl
 import json
 import os
-import pty
-import select
 import signal
 import socket
-import struct
 import subprocess
-import termios
 import time
 import urllib.request
 
 from cluster import pid_of
+from term import Term, cli_env
 from harness import check
-
-
-def cli_env(c, token=None):
-    return dict(os.environ, TESSERA_URL=c.url, TESSERA_TOKEN=token or c.admin, HOME=c.tmp,
-                XDG_CONFIG_HOME=c.path("xdg"))
-
-
-class Term:
-    """The CLI on a real local terminal (a PTY whose master the test holds)."""
-
-    def __init__(self, c, args, rows=30, cols=100):
-        self.pid, self.fd = pty.fork()
-        if self.pid == 0:  # the child: the CLI, its terminal sized first
-            fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-            os.execve(c.bins["cli"], [c.bins["cli"], *args], dict(cli_env(c), TERM="xterm-probe"))
-        self.seen = b""
-        self.status = None
-
-    def send(self, text):
-        os.write(self.fd, text.encode() if isinstance(text, str) else text)
-
-    def expect(self, what, timeout=15.0):
-        """True once what appeared in the output since the last expect."""
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if what.encode() in self.seen:
-                i = self.seen.index(what.encode()) + len(what)
-                self.seen = self.seen[i:]
-                return True
-            r, _, _ = select.select([self.fd], [], [], 0.1)
-            if r:
-                try:
-                    b = os.read(self.fd, 4096)
-                except OSError:
-                    b = b""
-                if not b:
-                    break
-                self.seen += b
-        print(f"  expected {what!r}; terminal shows {self.seen[-400:]!r}")
-        return False
-
-    def resize(self, rows, cols):
-        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-
-    def wait(self, timeout=30.0):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            try:
-                r, _, _ = select.select([self.fd], [], [], 0.1)
-                if r:
-                    self.seen += os.read(self.fd, 4096)
-            except OSError:
-                pass
-            pid, st = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.status = os.waitstatus_to_exitcode(st)
-                return self.status
-        os.kill(self.pid, signal.SIGKILL)
-        os.waitpid(self.pid, 0)
-        return None
 
 
 def sleeper(name="held", tenant="team-a", cmd="echo pid=$$; exec sleep 120"):
