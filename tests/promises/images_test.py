@@ -10,10 +10,11 @@ the field."""
 import atexit
 import json
 import os
-import time
 import shutil
 import sys
 import tempfile
+import time
+import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from cluster import Node  # noqa: E402
@@ -419,7 +420,8 @@ def scenario_private_registry_with_pull_secret(c):
     st, d = c.call("PUT", "/v1/secrets/REG_PULL", {"value": f"{PULL_USER}:{PULL_PASS}",
                                                     "scope": "tenant", "tenant": "team-a"})
     check(st in (200, 201), f"the pull secret is stored: {st} {d}")
-    jid = c.submit(spec("private", "cat /marker", private, image_pull_secret="REG_PULL"))
+    jid = c.submit(spec("private", "cat /marker", private, image_pull_secret="REG_PULL",
+                        nodelist="r-1"))
     j = c.wait_job(jid, "completed", 60)
     check(bool(j), "the job pulls from the private registry with its secret and completes")
     shown = str(c.job(jid)) + str(c.events(jid)) + c.output("r-1", jid) + c.output("r-2", jid)
@@ -428,6 +430,21 @@ def scenario_private_registry_with_pull_secret(c):
     j = c.wait_job(jid, "failed", 60)
     check(bool(j) and j.get("reason") == "image_not_found",
           f"without it the registry refuses: {j and j.get('reason')}")
+    # the image is now on r-1: named there by its digest, without the secret,
+    # it is still refused (every start asks the registry with the job's secret)
+    req = urllib.request.Request(registry().base + "/v2/team/tools/manifests/1", method="HEAD")
+    req.add_header("Accept", "application/vnd.oci.image.manifest.v1+json, "
+                   "application/vnd.docker.distribution.manifest.v2+json, "
+                   "application/vnd.oci.image.index.v1+json")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        digest = r.headers.get("Docker-Content-Digest", "")
+    check(digest.startswith("sha256:"), f"the registry names the image's digest: {digest!r}")
+    pinned = f"127.0.0.1:{FRONT_PORT}/team/tools@{digest}"
+    jid = c.submit(spec("by-digest", "cat /marker", pinned, nodelist="r-1"))
+    j = c.wait_job(jid, ("completed", "failed"), 60)
+    check(bool(j) and j.get("state") == "failed" and j.get("reason") == "image_not_found",
+          "another job naming the node's copy by digest, without the secret, is refused: "
+          f"{j and (j.get('state'), j.get('reason'))}")
     st, d = c.call("POST", "/v1/jobs", spec("missing", "true", private,
                                             image_pull_secret="NO_SUCH"))
     check(st == 400 and "image_pull_secret" in str(d), f"an unknown secret: 400 naming it: {st}")
