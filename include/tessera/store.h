@@ -52,6 +52,11 @@ enum ts_job_state {
  * "timeout". */
 const char *ts_job_state_name(int state);
 int ts_job_state_parse(const char *name); /* -1 if unknown */
+/* A comma-separated list of state names ("pending,running") into a set,
+ * bit (1u << state) for each; -1 (the first unknown name, cut to n, in bad)
+ * when a name is not a state or the list is empty. */
+int ts_job_states_parse(const char *list, unsigned *set, char *bad, size_t n);
+#define TS_JOB_STATES_ALL ((1u << TS_JOB_STATES) - 1u)
 static inline bool ts_job_state_terminal(int s) { return s >= TS_JOB_COMPLETED; }
 
 typedef struct ts_job_row {
@@ -89,7 +94,7 @@ void ts_job_row_fini(ts_job_row *r);
 typedef struct ts_job_filter {
     const char *tenant;   /* NULL = any */
     const char *owner;    /* NULL = any */
-    int state;            /* -1 = any */
+    unsigned states;      /* the states listed, bit (1u << state) each; 0 = any */
     bool active_only;     /* pending, held, running, stopping */
 } ts_job_filter;
 

@@ -208,11 +208,9 @@ static bool acct_query(const ctld_caller *w, const ctld_query *q, struct acct_qu
         ctld_reply_error(r, 400, "invalid", "to: must be after from");
         return false;
     }
-    o->f = (ts_job_filter){.tenant = q->tenant, .owner = q->owner, .state = -1};
-    if (q->state && (o->f.state = ts_job_state_parse(q->state)) < 0) {
-        ctld_reply_error(r, 400, "invalid", "state: unknown state \"%s\"", q->state);
+    o->f = (ts_job_filter){.tenant = q->tenant, .owner = q->owner};
+    if (!ctld_states_of(q->state, &o->f.states, r))
         return false;
-    }
     o->none = false;
     if (!ctld_sees_all(w)) {
         o->none |= o->f.tenant && strcmp(o->f.tenant, w->tenant) != 0;
@@ -288,7 +286,7 @@ void ctld_acct(ctld *c, const ctld_request *rq, ctld_reply *r)
             continue;
         acct_row o;
         fill(c, &rows[i], from, to, now, &o);
-        if (f.state >= 0 && o.state != f.state) {
+        if (f.states && !(f.states & (1u << o.state))) {
             json_decref(o.exit_code);
             continue;
         }

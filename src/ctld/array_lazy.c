@@ -409,7 +409,7 @@ void ctld_arrays_fill(ctld *c)
  * before a restart): the store's jobs with ids in that part of its range. */
 static int restore_taken(ctld *c, ctld_lazy *a, ts_err *err)
 {
-    ts_job_filter f = {.state = -1};
+    ts_job_filter f = {0};
     int64_t after = a->id + a->r.next - 1, end = a->id + a->r.size;
     for (;;) {
         ts_job_row *rows = NULL;

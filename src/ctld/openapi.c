@@ -432,11 +432,13 @@ static void add_query(const ctld_route_def *rt, json_t *params)
                                                                                 "string")));
         json_array_append_new(params, param("owner", "query", false, json_pack("{s:s}", "type",
                                                                                "string")));
+        /* one state or several joined by commas (ctld_states_of) */
+#define STATE_RE "(pending|held|running|stopping|completed|failed|cancelled|timeout)"
         json_array_append_new(
             params, param("state", "query", false,
-                          json_pack("{s:s,s:[ssssssss]}", "type", "string", "enum", "pending",
-                                    "held", "running", "stopping", "completed", "failed",
-                                    "cancelled", "timeout")));
+                          json_pack("{s:s,s:s}", "type", "string", "pattern",
+                                    "^" STATE_RE "(," STATE_RE ")*$")));
+#undef STATE_RE
     }
     if (strcmp(id, "listJobs") == 0 || strcmp(id, "listJobEvents") == 0 ||
         strcmp(id, "listSecretEvents") == 0 || acct) {

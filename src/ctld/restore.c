@@ -165,7 +165,7 @@ static int restore_running(ctld *c, cjob *j, double now, ts_err *err)
 
 static int restore_jobs(ctld *c, ts_err *err)
 {
-    ts_job_filter f = {.state = -1, .active_only = true};
+    ts_job_filter f = {.active_only = true};
     int64_t after = 0;
     double now = ctld_now();
     for (;;) {

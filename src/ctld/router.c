@@ -144,6 +144,18 @@ bool ctld_parse_number(const char *s, const char *param, int64_t min, int64_t ma
     return true;
 }
 
+bool ctld_states_of(const char *s, unsigned *set, ctld_reply *r)
+{
+    char bad[32];
+    *set = 0;
+    if (!s || ts_job_states_parse(s, set, bad, sizeof bad) == 0)
+        return true;
+    ctld_reply_error(r, 400, "invalid", "state: unknown state \"%s\" (one of pending, held, "
+                     "running, stopping, completed, failed, cancelled, timeout, or several "
+                     "joined by commas)", bad);
+    return false;
+}
+
 /* Fills rq's id, name and action from the path, by the route's pattern. */
 static bool bind(const ctld_route_def *rt, ctld_request *rq, char *name, size_t name_size,
                  ctld_reply *r)

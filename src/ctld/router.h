@@ -64,4 +64,9 @@ void ctld_route_refuse(ctld_reply *r, int st, const char *method, const char *pa
 bool ctld_parse_number(const char *s, const char *param, int64_t min, int64_t max,
                        int64_t *out, ctld_reply *r);
 
+/* The state query parameter: one state or several, comma-separated
+ * ("pending,running"), into a set (ts_job_states_parse); NULL: any (0).
+ * False, and a 400 naming the unknown state, otherwise. */
+bool ctld_states_of(const char *s, unsigned *set, ctld_reply *r);
+
 #endif

@@ -103,11 +103,9 @@ static void jobs_list(ctld *c, const ctld_request *rq, ctld_reply *r)
     int64_t after;
     if (limit < 0 || !cursor_of(rq->q.cursor, &after, r))
         return;
-    ts_job_filter f = {.tenant = rq->q.tenant, .owner = rq->q.owner, .state = -1};
-    if (rq->q.state && (f.state = ts_job_state_parse(rq->q.state)) < 0) {
-        ctld_reply_error(r, 400, "invalid", "state: unknown state \"%s\"", rq->q.state);
+    ts_job_filter f = {.tenant = rq->q.tenant, .owner = rq->q.owner};
+    if (!ctld_states_of(rq->q.state, &f.states, r))
         return;
-    }
     if (!ctld_sees_all(w)) {
         if (f.tenant && strcmp(f.tenant, w->tenant) != 0) {
             ctld_reply_json(r, 200, json_pack("{s:[],s:n}", "jobs", "next_cursor"));
@@ -137,7 +135,7 @@ static void jobs_list(ctld *c, const ctld_request *rq, ctld_reply *r)
         /* shown as memory has it (ctld_render_job): a job whose change is
          * written but not yet applied is left out of a list by state, for
          * the moment it matches neither */
-        if (a && f.state >= 0 && (int)a->row.state != f.state) {
+        if (a && f.states && !(f.states & (1u << a->row.state))) {
             json_decref(spec);
             continue;
         }
@@ -148,7 +146,7 @@ static void jobs_list(ctld *c, const ctld_request *rq, ctld_reply *r)
     }
     /* large arrays' elements that are not jobs yet: one entry per array, on
      * the first page, where pending jobs are asked for */
-    json_t *arrays = !rq->q.cursor && (f.state < 0 || f.state == TS_JOB_PENDING)
+    json_t *arrays = !rq->q.cursor && (!f.states || (f.states & (1u << TS_JOB_PENDING)))
                          ? ctld_arrays_render(c, f.tenant, f.owner)
                          : json_array();
     pthread_mutex_unlock(&c->mu);

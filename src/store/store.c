@@ -56,6 +56,32 @@ int ts_job_state_parse(const char *name)
     return store_name_find(job_state_names, TS_JOB_STATES, name);
 }
 
+int ts_job_states_parse(const char *list, unsigned *set, char *bad, size_t n)
+{
+    *set = 0;
+    if (n)
+        bad[0] = '\0';
+    for (const char *p = list; p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        char name[16];
+        int st = -1;
+        if (len < sizeof name) {
+            memcpy(name, p, len);
+            name[len] = '\0';
+            st = ts_job_state_parse(name);
+        }
+        if (st < 0) {
+            if (n)
+                snprintf(bad, n, "%.*s", (int)len, p);
+            return -1;
+        }
+        *set |= 1u << st;
+        p = e ? e + 1 : NULL;
+    }
+    return 0;
+}
+
 const char *ts_role_name(int role)
 {
     return store_name_of(role_names, ROLES, role);
@@ -721,11 +747,12 @@ int ts_store_job_list(ts_store *s, const ts_job_filter *f, int64_t after_id, int
     int rc = check_limit(limit, err);
     if (rc)
         return rc;
-    ts_job_filter any = {.state = -1};
+    ts_job_filter any = {0};
     if (!f)
         f = &any;
-    if (f->state < -1 || f->state >= TS_JOB_STATES)
-        return ts_err_set(err, TS_EINVAL, "filter.state: %d is not a job state", f->state);
+    if (f->states & ~TS_JOB_STATES_ALL)
+        return ts_err_set(err, TS_EINVAL, "filter.states: 0x%x names no job state",
+                          f->states & ~TS_JOB_STATES_ALL);
     store_read r = {
         .kind = RD_JOBS, .filter = f, .after_id = after_id, .limit = limit, .out = rows, .n = n};
     return reader_run(s, &r, err);

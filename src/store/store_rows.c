@@ -524,9 +524,11 @@ int store_job_get(store_conn *c, int64_t id, ts_job_row *out, ts_err *err)
 int store_job_list(store_conn *c, const ts_job_filter *f, int64_t after_id, int limit,
                    ts_job_row **rows, int *n, ts_err *err)
 {
+    /* one state by its index; several by a mask */
+    bool one = f->states && !(f->states & (f->states - 1));
     int mask = (f->tenant ? LF_TENANT : 0) | (f->owner ? LF_OWNER : 0) |
-               (f->state >= 0 ? LF_STATE : 0) | (f->active_only ? LF_ACTIVE : 0);
-    char sql[512];
+               (one ? LF_STATE : f->states ? LF_STATES : 0) | (f->active_only ? LF_ACTIVE : 0);
+    char sql[1024];
     store_list_sql(mask, sql, sizeof sql);
     void *st = NULL;
     int rc = store_stmt(c, ST_LIST_SLOT(mask), sql, &st, err);
@@ -538,8 +540,10 @@ int store_job_list(store_conn *c, const ts_job_filter *f, int64_t after_id, int 
         c->be->bind_text(st, p++, f->tenant);
     if (f->owner)
         c->be->bind_text(st, p++, f->owner);
-    if (f->state >= 0)
-        c->be->bind_i64(st, p++, f->state);
+    if (one)
+        c->be->bind_i64(st, p++, __builtin_ctz(f->states));
+    else if (f->states)
+        c->be->bind_i64(st, p++, f->states);
     c->be->bind_i64(st, p, limit);
     return collect(c, st, LIST_JOBS, sizeof **rows, read_job, free_jobs, (void **)rows, n,
                    err);

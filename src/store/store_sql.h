@@ -136,7 +136,8 @@ enum store_stmt {
     ST_COUNT
 };
 /* Job-list filter bits: which conditions a variant has. */
-enum { LF_TENANT = 1, LF_OWNER = 2, LF_STATE = 4, LF_ACTIVE = 8, LF_VARIANTS = 16 };
+/* LF_STATE: one state; LF_STATES: a set of several (a bit mask parameter) */
+enum { LF_TENANT = 1, LF_OWNER = 2, LF_STATE = 4, LF_ACTIVE = 8, LF_STATES = 16, LF_VARIANTS = 32 };
 #define ST_LIST_SLOT(mask) (ST_COUNT + (mask))
 #define ST_RU_SLOT(ru) (ST_COUNT + LF_VARIANTS + (ru))
 /* Room for the rolled-up accounting's statements (checked in store_sql.c). */

@@ -163,13 +163,15 @@ const char *store_ru_sql(int ru) { return RU_SQL[ru]; }
 void store_list_sql(int mask, char *buf, size_t cap)
 {
     int p = 2;
-    char tn[32] = "", on[32] = "", sn[32] = "";
+    char tn[32] = "", on[32] = "", sn[64] = "";
     if (mask & LF_TENANT)
         snprintf(tn, sizeof tn, " AND tenant = ?%d", p++);
     if (mask & LF_OWNER)
         snprintf(on, sizeof on, " AND owner = ?%d", p++);
     if (mask & LF_STATE)
         snprintf(sn, sizeof sn, " AND state = ?%d", p++);
+    else if (mask & LF_STATES) /* the same text for SQLite and PostgreSQL */
+        snprintf(sn, sizeof sn, " AND ((CAST(?%d AS BIGINT) >> state) & 1) = 1", p++);
     snprintf(buf, cap, "SELECT " JOB_COLS " FROM jobs WHERE id > ?1%s%s%s%s ORDER BY id LIMIT ?%d",
              tn, on, sn, mask & LF_ACTIVE ? " AND state IN (0, 1, 2, 3)" : "", p);
 }

@@ -148,6 +148,23 @@ try:
     check(st == 200 and any(j["id"] == jid for j in d["jobs"]), "cursor=0 is the first page")
     st, _, d = call("GET", "/v1/secrets/events?cursor=18446744073709551617", admin)
     check(st == 400 and message(d).startswith("cursor:"), f"the secrets' audit cursor too ({st})")
+    # a list of states: the job is listed under a list that holds its state,
+    # and left out of one that does not; a wrong name is a 400 naming it, as
+    # is an empty item
+    st, _, d = call("GET", f"/v1/jobs/{jid}", admin)
+    now = d["job"]["state"]
+    other = [x for x in ("pending", "held", "running", "completed") if x != now][:2]
+    st, _, d = call("GET", f"/v1/jobs?state={other[0]},{now}&limit=1000", admin)
+    check(st == 200 and any(j["id"] == jid for j in d["jobs"]) and
+          all(j["state"] in (other[0], now) for j in d["jobs"]),
+          f"state={other[0]},{now} lists the {now} job, only those two states ({st})")
+    st, _, d = call("GET", f"/v1/jobs?state={','.join(other)}&limit=1000", admin)
+    check(st == 200 and not any(j["id"] == jid for j in d["jobs"]),
+          f"state={','.join(other)} leaves the {now} job out ({st})")
+    for q, bad in (("pending,runing", "runing"), ("pending,", ""), ("", "")):
+        st, _, d = call("GET", f"/v1/jobs?state={q}", admin)
+        check(st == 400 and message(d).startswith(f'state: unknown state "{bad}"'),
+              f"state={q}: 400 naming {bad!r} ({st} {message(d)})")
     # a query parameter the API does not read: a typo is refused, not ignored
     for path, param in (("/v1/jobs?stat=pending", "stat"), (f"/v1/jobs/{jid}?x=1", "x"),
                         ("/v1/nodes?state=up&limt=5", "limt")):

@@ -509,12 +509,16 @@ static void test_list_and_counts(void **state)
         ts_job_filter f;
         int want;
     } cases[] = {
-        {{.tenant = "t1", .state = -1}, 13},
-        {{.owner = "o0", .state = TS_JOB_RUNNING}, 3},  /* i = 2, 16, 30 */
-        {{.tenant = "t0", .owner = "o1", .state = -1}, 7},
-        {{.state = -1, .active_only = true}, 24},
-        {{.tenant = "t2", .state = -1, .active_only = true}, 8},
-        {{.tenant = "nobody", .state = -1}, 0},
+        {{.tenant = "t1"}, 13},
+        {{.owner = "o0", .states = 1u << TS_JOB_RUNNING}, 3},  /* i = 2, 16, 30 */
+        {{.tenant = "t0", .owner = "o1"}, 7},
+        {{.active_only = true}, 24},
+        {{.tenant = "t2", .active_only = true}, 8},
+        {{.tenant = "nobody"}, 0},
+        /* several states: a mask (i = 2, 16, 30 running; 12, 26 failed) */
+        {{.owner = "o0", .states = 1u << TS_JOB_RUNNING | 1u << TS_JOB_FAILED}, 5},
+        /* one used, one not (i = 0, 7, ..., 35 pending; no job timed out) */
+        {{.states = 1u << TS_JOB_PENDING | 1u << TS_JOB_TIMEOUT}, 6},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         ts_job_row *rows;
@@ -525,7 +529,7 @@ static void test_list_and_counts(void **state)
             const ts_job_filter *f = &cases[c].f;
             assert_true(!f->tenant || strcmp(rows[i].tenant, f->tenant) == 0);
             assert_true(!f->owner || strcmp(rows[i].owner, f->owner) == 0);
-            assert_true(f->state < 0 || rows[i].state == f->state);
+            assert_true(!f->states || (f->states & (1u << rows[i].state)));
             assert_true(!f->active_only || !ts_job_state_terminal(rows[i].state));
             assert_true(i == 0 || rows[i].id > rows[i - 1].id);
         }
@@ -536,7 +540,18 @@ static void test_list_and_counts(void **state)
     assert_int_equal(ts_store_job_list(s, NULL, 0, 0, &rows, &n, &err), TS_EINVAL);
     assert_string_equal(err.msg, "limit: must be 1..10000");
     assert_int_equal(ts_store_job_list(s, NULL, 0, 10001, &rows, &n, &err), TS_EINVAL);
-    ts_job_filter badf = {.state = 9};
+    ts_job_filter badf = {.states = 1u << TS_JOB_STATES};
+    unsigned set;
+    char bad[16];
+    assert_int_equal(ts_job_states_parse("pending,running", &set, bad, sizeof bad), 0);
+    assert_int_equal(set, 1u << TS_JOB_PENDING | 1u << TS_JOB_RUNNING);
+    assert_int_equal(ts_job_states_parse("timeout", &set, bad, sizeof bad), 0);
+    assert_int_equal(set, 1u << TS_JOB_TIMEOUT);
+    assert_int_equal(ts_job_states_parse("pending,runing", &set, bad, sizeof bad), -1);
+    assert_string_equal(bad, "runing");
+    assert_int_equal(ts_job_states_parse("", &set, bad, sizeof bad), -1);
+    assert_int_equal(ts_job_states_parse("pending,", &set, bad, sizeof bad), -1);
+    assert_string_equal(bad, "");
     assert_int_equal(ts_store_job_list(s, &badf, 0, 10, &rows, &n, &err), TS_EINVAL);
 
     int64_t counts[TS_JOB_STATES];
