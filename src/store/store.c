@@ -59,27 +59,19 @@ int ts_job_state_parse(const char *name)
 int ts_job_states_parse(const char *list, unsigned *set, char *bad, size_t n)
 {
     *set = 0;
-    if (n)
-        bad[0] = '\0';
-    for (const char *p = list; p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        char name[16];
-        int st = -1;
-        if (len < sizeof name) {
-            memcpy(name, p, len);
-            name[len] = '\0';
-            st = ts_job_state_parse(name);
-        }
+    for (const char *p = list;; p++) {
+        size_t len = strcspn(p, ",");
+        char name[16] = {0};
+        int st = len < sizeof name ? ts_job_state_parse(memcpy(name, p, len)) : -1;
         if (st < 0) {
             if (n)
                 snprintf(bad, n, "%.*s", (int)len, p);
             return -1;
         }
         *set |= 1u << st;
-        p = e ? e + 1 : NULL;
+        if (!*(p += len))
+            return 0;
     }
-    return 0;
 }
 
 const char *ts_role_name(int role)
