@@ -96,6 +96,8 @@ typedef struct ts_job_filter {
     const char *owner;    /* NULL = any */
     unsigned states;      /* the states listed, bit (1u << state) each; 0 = any */
     bool active_only;     /* pending, held, running, stopping */
+    bool newest_first;    /* by id descending: after_id then lists the ids below it (0: from
+                             the newest) */
 } ts_job_filter;
 
 typedef struct ts_event_row {

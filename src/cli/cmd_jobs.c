@@ -244,6 +244,9 @@ int cli_cmd_jobs(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
     cli_buf_query(&path, "state", state);
     cli_buf_query(&path, "owner", owner);
     cli_buf_query(&path, "limit", limit);
+    /* newest first: the first page holds what was just submitted, however
+     * many jobs the cluster has kept */
+    cli_buf_query(&path, "order", "newest");
     json_t *out = NULL;
     rc = path.oom ? CLI_EXIT_LOCAL : cli_get_pages(ctx, path.p, "jobs", all, &out);
     cli_buf_free(&path);

@@ -266,7 +266,8 @@ static const char *arg(struct MHD_Connection *conn, const char *k)
 /* The query parameters the API reads (ctld_query), in its order. */
 static const char *const QUERY_KEYS[] = {"tenant", "state", "owner", "limit", "cursor",
                                          "from", "to", "rank", "stream", "tail",
-                                         "offset", "scope", "format", "step", "steps"};
+                                         "offset", "scope", "format", "step", "steps",
+                                         "order"};
 #define NQUERY_KEYS (sizeof QUERY_KEYS / sizeof QUERY_KEYS[0])
 
 /* MHD's walk over the query: stops at the first key the API does not read
@@ -622,7 +623,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         .q = {arg(conn, "tenant"), arg(conn, "state"), arg(conn, "owner"), arg(conn, "limit"),
               arg(conn, "cursor"), arg(conn, "from"), arg(conn, "to"), arg(conn, "rank"),
               arg(conn, "stream"), arg(conn, "tail"), arg(conn, "offset"), arg(conn, "scope"),
-              arg(conn, "format"), arg(conn, "step"), arg(conn, "steps")},
+              arg(conn, "format"), arg(conn, "step"), arg(conn, "steps"), arg(conn, "order")},
         .content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type"),
         .idem_key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key"),
         .session_secret = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,

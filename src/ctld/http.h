@@ -41,6 +41,7 @@ typedef struct ctld_query {
     const char *scope;                /* DELETE /v1/secrets/{name} */
     const char *format;               /* GET /v1/acct: json or csv */
     const char *step, *steps;         /* GET /v1/jobs/{id}/steps?step=, /v1/acct?steps= */
+    const char *order;                /* GET /v1/jobs: oldest (default) or newest first */
 } ctld_query;
 
 typedef struct ctld_request {

@@ -459,6 +459,10 @@ static void add_query(const ctld_route_def *rt, json_t *params)
                                             json_pack("{s:s,s:i}", "type", "integer", "minimum",
                                                       0)));
     }
+    if (strcmp(id, "listJobs") == 0) /* newest: by id descending, the cursor lists below */
+        json_array_append_new(params, param("order", "query", false,
+                                            json_pack("{s:s,s:[ss]}", "type", "string", "enum",
+                                                      "oldest", "newest")));
     if (strcmp(id, "listJobSteps") == 0)
         json_array_append_new(params, param("step", "query", false,
                                             json_pack("{s:s,s:i,s:i}", "type", "integer",

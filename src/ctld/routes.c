@@ -106,6 +106,13 @@ static void jobs_list(ctld *c, const ctld_request *rq, ctld_reply *r)
     ts_job_filter f = {.tenant = rq->q.tenant, .owner = rq->q.owner};
     if (!ctld_states_of(rq->q.state, &f.states, r))
         return;
+    const char *order = rq->q.order;
+    if (order && strcmp(order, "oldest") != 0 && strcmp(order, "newest") != 0) {
+        ctld_reply_error(r, 400, "invalid", "order: \"%.32s\" is neither oldest nor newest",
+                         order);
+        return;
+    }
+    f.newest_first = order && strcmp(order, "newest") == 0;
     if (!ctld_sees_all(w)) {
         if (f.tenant && strcmp(f.tenant, w->tenant) != 0) {
             ctld_reply_json(r, 200, json_pack("{s:[],s:n}", "jobs", "next_cursor"));

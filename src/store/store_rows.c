@@ -527,7 +527,8 @@ int store_job_list(store_conn *c, const ts_job_filter *f, int64_t after_id, int 
     /* one state by its index; several by a mask */
     bool one = f->states && !(f->states & (f->states - 1));
     int mask = (f->tenant ? LF_TENANT : 0) | (f->owner ? LF_OWNER : 0) |
-               (one ? LF_STATE : f->states ? LF_STATES : 0) | (f->active_only ? LF_ACTIVE : 0);
+               (one ? LF_STATE : f->states ? LF_STATES : 0) | (f->active_only ? LF_ACTIVE : 0) |
+               (f->newest_first ? LF_DESC : 0);
     char sql[1024];
     store_list_sql(mask, sql, sizeof sql);
     void *st = NULL;
@@ -535,7 +536,7 @@ int store_job_list(store_conn *c, const ts_job_filter *f, int64_t after_id, int 
     if (rc)
         return rc;
     int p = 1;
-    c->be->bind_i64(st, p++, after_id);
+    c->be->bind_i64(st, p++, f->newest_first && after_id == 0 ? INT64_MAX : after_id);
     if (f->tenant)
         c->be->bind_text(st, p++, f->tenant);
     if (f->owner)

@@ -137,7 +137,9 @@ enum store_stmt {
 };
 /* Job-list filter bits: which conditions a variant has. */
 /* LF_STATE: one state; LF_STATES: a set of several (a bit mask parameter) */
-enum { LF_TENANT = 1, LF_OWNER = 2, LF_STATE = 4, LF_ACTIVE = 8, LF_STATES = 16, LF_VARIANTS = 32 };
+/* LF_DESC: newest first, ?1 the id to list below */
+enum { LF_TENANT = 1, LF_OWNER = 2, LF_STATE = 4, LF_ACTIVE = 8, LF_STATES = 16, LF_DESC = 32,
+       LF_VARIANTS = 64 };
 #define ST_LIST_SLOT(mask) (ST_COUNT + (mask))
 #define ST_RU_SLOT(ru) (ST_COUNT + LF_VARIANTS + (ru))
 /* Room for the rolled-up accounting's statements (checked in store_sql.c). */

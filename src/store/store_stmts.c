@@ -172,8 +172,10 @@ void store_list_sql(int mask, char *buf, size_t cap)
         snprintf(sn, sizeof sn, " AND state = ?%d", p++);
     else if (mask & LF_STATES) /* the same text for SQLite and PostgreSQL */
         snprintf(sn, sizeof sn, " AND ((CAST(?%d AS BIGINT) >> state) & 1) = 1", p++);
-    snprintf(buf, cap, "SELECT " JOB_COLS " FROM jobs WHERE id > ?1%s%s%s%s ORDER BY id LIMIT ?%d",
-             tn, on, sn, mask & LF_ACTIVE ? " AND state IN (0, 1, 2, 3)" : "", p);
+    bool desc = mask & LF_DESC;
+    snprintf(buf, cap, "SELECT " JOB_COLS " FROM jobs WHERE id %s ?1%s%s%s%s ORDER BY id%s LIMIT ?%d",
+             desc ? "<" : ">", tn, on, sn, mask & LF_ACTIVE ? " AND state IN (0, 1, 2, 3)" : "",
+             desc ? " DESC" : "", p);
 }
 
 static bool is_word_char(char ch)

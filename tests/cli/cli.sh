@@ -244,7 +244,7 @@ last_ok "jobs sent the token" 'd["authorization"] == "Bearer tsk_admin"'
 expect "jobs -o after" 0 jobs -o json && cp "$tmp/out" "$tmp/a.json"
 expect "jobs -o before" 0 -o json jobs && same "jobs -o before = after" "$tmp/a.json"
 expect "jobs --tenant" 0 jobs --tenant team-b && out_lines "jobs --tenant" 3 && out_lacks "jobs --tenant" "team-a"
-last_ok "jobs query" 'd["query"] == {"tenant": ["team-b"]}'
+last_ok "jobs query" 'd["query"] == {"tenant": ["team-b"], "order": ["newest"]}'
 expect "jobs escaping" 0 jobs --owner 'a b&c=d'
 last_ok "jobs escaping sent" 'd["query"]["owner"] == ["a b&c=d"]'
 expect "jobs --limit 2" 0 jobs --limit 2 && out_lines "jobs --limit 2" 3 && err_has "jobs --limit 2" "--all"

@@ -161,6 +161,18 @@ try:
     st, _, d = call("GET", f"/v1/jobs?state={','.join(other)}&limit=1000", admin)
     check(st == 200 and not any(j["id"] == jid for j in d["jobs"]),
           f"state={','.join(other)} leaves the {now} job out ({st})")
+    # newest first: the same jobs by id descending, the cursor paging below
+    spec2 = dict(spec, name="r2")
+    st, _, d2 = call("POST", "/v1/jobs", admin, spec2)
+    jid2 = d2["jobs"][0]["id"] if st == 201 else 0
+    st, _, d = call("GET", "/v1/jobs?order=newest&limit=1", admin)
+    check(st == 200 and [j["id"] for j in d["jobs"]] == [jid2] and d["next_cursor"] == str(jid2),
+          f"order=newest: the newest job first ({st} {d.get('jobs') and d['jobs'][0]['id']})")
+    st, _, d = call("GET", f"/v1/jobs?order=newest&limit=1&cursor={jid2}", admin)
+    check(st == 200 and [j["id"] for j in d["jobs"]] == [jid],
+          f"and its cursor pages to the one before ({st})")
+    st, _, d = call("GET", "/v1/jobs?order=latest", admin)
+    check(st == 400 and message(d).startswith("order:"), f"order=latest: 400 naming order ({st})")
     for q, bad in (("pending,runing", "runing"), ("pending,", ""), ("", "")):
         st, _, d = call("GET", f"/v1/jobs?state={q}", admin)
         check(st == 400 and message(d).startswith(f'state: unknown state "{bad}"'),

@@ -519,6 +519,7 @@ static void test_list_and_counts(void **state)
         {{.owner = "o0", .states = 1u << TS_JOB_RUNNING | 1u << TS_JOB_FAILED}, 5},
         /* one used, one not (i = 0, 7, ..., 35 pending; no job timed out) */
         {{.states = 1u << TS_JOB_PENDING | 1u << TS_JOB_TIMEOUT}, 6},
+        {{.tenant = "t1", .newest_first = true}, 13},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         ts_job_row *rows;
@@ -531,7 +532,8 @@ static void test_list_and_counts(void **state)
             assert_true(!f->owner || strcmp(rows[i].owner, f->owner) == 0);
             assert_true(!f->states || (f->states & (1u << rows[i].state)));
             assert_true(!f->active_only || !ts_job_state_terminal(rows[i].state));
-            assert_true(i == 0 || rows[i].id > rows[i - 1].id);
+            assert_true(i == 0 || (f->newest_first ? rows[i].id < rows[i - 1].id
+                                                   : rows[i].id > rows[i - 1].id));
         }
         ts_store_free_jobs(rows, n);
     }
