@@ -171,6 +171,30 @@ static void ordinary_layers_unpack(void **state)
     assert_false(exists(root, "opq/old"));
     assert_true(exists(root, "opq/new"));
     assert_true(exists(root, "etc"));
+
+    /* a link and a file the next layer makes directories (a /lib -> usr/lib
+     * link later a folder): each is replaced by a directory with the entry's
+     * mode, and what goes in it lands there, not through the old link */
+    tb_entry(&t, "lib", '2', 0777, NULL, 0, "usr/lib");
+    tb_file(&t, "was-file", "x");
+    tb_write(&t);
+    assert_int_equal(unpack(&st, 0, &err), 0);
+    tb_entry(&t, "lib/", '5', 0755, NULL, 0, NULL);
+    tb_file(&t, "lib/libc.so", "elf");
+    tb_entry(&t, "was-file/", '5', 0750, NULL, 0, NULL);
+    tb_write(&t);
+    assert_int_equal(unpack(&st, 0, &err), 0);
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/lib", root);
+    assert_int_equal(lstat(p, &sb), 0);
+    assert_true(S_ISDIR(sb.st_mode));
+    assert_int_equal(sb.st_mode & 07777, 0755);
+    assert_true(exists(root, "lib/libc.so"));
+    assert_false(exists(root, "usr/lib/libc.so"));
+    snprintf(p, sizeof p, "%s/was-file", root);
+    assert_int_equal(lstat(p, &sb), 0);
+    assert_true(S_ISDIR(sb.st_mode));
+    assert_int_equal(sb.st_mode & 07777, 0750);
 }
 
 static void path_traversal_refused(void **state)
