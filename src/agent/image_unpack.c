@@ -371,9 +371,7 @@ static int apply(reader *r, int root_fd, entry *e, ts_unpack_stats *s, ts_err *e
         goto out;
     }
     struct stat old;
-    /* what an earlier entry or layer made there goes, except a directory
-     * that a directory entry keeps (its contents stay, its owner and mode
-     * are the entry's): a link or file replaced by a directory is made anew */
+    /* what was there goes, but a directory a directory entry keeps */
     bool exists = fstatat(pfd, base, &old, AT_SYMLINK_NOFOLLOW) == 0;
     bool dir_kept = exists && e->type == '5' && S_ISDIR(old.st_mode);
     if (exists && !dir_kept && agent_rm_tree_at(pfd, base, REMOVE_DEPTH_MAX) != 0) {

@@ -73,7 +73,7 @@ static const char *const STEP_NAME[TS_STEP_COUNT] = {
     [TS_STEP_RECORD] = "record", [TS_STEP_SETSID] = "setsid",
     [TS_STEP_CGROUP] = "joining the cgroup", [TS_STEP_STDIO] = "redirecting stdio",
     [TS_STEP_GROUPS] = "setgroups", [TS_STEP_GID] = "setgid", [TS_STEP_UID] = "setuid",
-    [TS_STEP_CHDIR] = "chdir", [TS_STEP_EXEC] = "exec"};
+    [TS_STEP_CHDIR] = "workdir", [TS_STEP_EXEC] = "exec"};
 
 void agent_launch_probe(const char *cgroup_parent, ts_launch_caps *caps)
 {
@@ -162,25 +162,6 @@ static int check_spec(const ts_task_spec *s, ts_err *err)
                           TS_TASK_META_MAX_BYTES);
     rc = check_env_list(s->env, "env", err);
     return rc ? rc : check_env_list(s->shim_env, "shim_env", err);
-}
-
-/* argv[0] as execve wants it: itself if it has a '/', else found on PATH. */
-static int resolve_command(const char *cmd, const char *path, char *out, size_t len)
-{
-    if (strchr(cmd, '/') != NULL) {
-        agent_say(out, len, "%s", cmd);
-        return access(cmd, X_OK);
-    }
-    for (const char *p = path; p != NULL && *p != '\0';) {
-        const char *end = strchr(p, ':');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n > 0 && snprintf(out, len, "%.*s/%s", (int)n, p, cmd) < (int)len &&
-            access(out, X_OK) == 0)
-            return 0;
-        p = end ? end + 1 : NULL;
-    }
-    errno = ENOENT;
-    return -1;
 }
 
 static int pick_user(const ts_task_spec *s, struct ts_run_as *ra, ts_task_info *info, ts_err *err)
@@ -282,6 +263,19 @@ static int check_dir(const char *id, const char *what, const char *dir, ts_err *
     return 0;
 }
 
+/* The task's user, then its workdir checked as root only for a task that
+ * runs as root: for its user the keeper's chdir, once it is the user, says
+ * what is wrong (root's stat would tell a user what lies in folders closed
+ * to it). */
+static int pick_user_and_dir(const ts_task_spec *s, struct ts_run_as *ra, ts_task_info *info,
+                             ts_err *err)
+{
+    int rc = pick_user(s, ra, info, err);
+    if (!rc && s->image == NULL && !ra->change)
+        rc = check_dir(s->task_id, "workdir", s->workdir, err);
+    return rc;
+}
+
 /* The keeper's answer: 0 when the task runs (t filled), else the failed step. */
 static int read_report(int fd, pid_t keeper, const ts_task_spec *s, const char *exe, ts_task *t,
                        ts_err *err)
@@ -312,6 +306,8 @@ static int read_report(int fd, pid_t keeper, const ts_task_spec *s, const char *
                        : r.step == TS_STEP_RECORD ? t->paths.record
                                                   : "";
     int code = r.err == ENOENT ? TS_ENOENT : TS_EIO;
+    if (r.step == TS_STEP_EXEC && r.err == ENOENT) /* what a shell would say */
+        return ts_err_set(err, code, "task %s: command not found: %s", s->task_id, exe);
     return ts_err_set(err, code, "task %s: %s%s%s: %s", s->task_id, STEP_NAME[r.step],
                       what[0] ? " " : "", what, strerror(r.err));
 }
@@ -384,14 +380,12 @@ static int pick_exe(const ts_task_spec *s, const struct ts_run_as *ra, const ts_
         *cpp = cp;
         return 0;
     }
-    if (resolve_command(s->argv[0], agent_envv_get(env, "PATH"), exe, exe_size) != 0) {
-        int e = errno; /* what a shell would say: "command not found: pyhton" */
-        if (e == ENOENT)
-            return ts_err_set(err, TS_ENOENT, "task %s: command not found: %s", s->task_id,
-                              s->argv[0]);
-        return ts_err_set(err, TS_EIO, "task %s: command %s: %s", s->task_id, s->argv[0],
-                          strerror(e));
-    }
+    /* found by the task itself, as its user, from its workdir (a relative
+     * ./run.sh there, a bare name on its PATH): the agent, root, looks at
+     * nothing a user could not */
+    if (snprintf(exe, exe_size, "%s", s->argv[0]) >= (int)exe_size)
+        return ts_err_set(err, TS_EINVAL, "task %s: argv[0]: longer than %zu bytes", s->task_id,
+                          exe_size - 1);
     size_t argc = 0;
     while (s->argv[argc] != NULL)
         argc++;
@@ -462,8 +456,7 @@ int agent_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task 
     if (rc)
         return rc;
     const char *record_dir = s->record_dir && s->record_dir[0] ? s->record_dir : s->log_dir;
-    if ((s->image == NULL && (rc = check_dir(s->task_id, "workdir", s->workdir, err)) != 0) ||
-        (rc = check_dir(s->task_id, "record_dir", record_dir, err)) != 0)
+    if ((rc = check_dir(s->task_id, "record_dir", record_dir, err)) != 0)
         return rc;
 
     ts_task *t = calloc(1, sizeof *t);
@@ -479,7 +472,7 @@ int agent_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task 
     if ((rc = task_record_init(t, s, record_dir, err)) != 0)
         goto fail;
 
-    if ((rc = pick_user(s, &ra, info, err)) != 0)
+    if ((rc = pick_user_and_dir(s, &ra, info, err)) != 0)
         goto fail;
     info->uid = ra.uid;
     if ((rc = make_task_dir(s, record_dir, &ra, info, err)) != 0)
@@ -518,8 +511,9 @@ int agent_task_start(const ts_launch_caps *caps, const ts_task_spec *s, ts_task 
         .task_report_rd = fds[4], .task_report_wr = fds[5], .agent_report_wr = fds[7],
         .run_as = &ra, .workdir = s->workdir, .exe = exe, .argv = argv, .envp = env.v,
         .task_id = s->task_id, .paths = &t->paths, .record_body = body,
-        .cgroup = &t->cg, .netns = netns};
+        .cgroup = &t->cg, .netns = netns, .path = agent_envv_get(&env, "PATH")};
     if (cp != NULL) {
+        plan.path = NULL;
         plan.run_as = &cp->root;
         plan.workdir = cp->bundle;
         plan.argv = cp->argv;

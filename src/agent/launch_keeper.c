@@ -64,6 +64,31 @@ _Noreturn static void task_fail(int fd, int step)
     _exit(KEEPER_FAILED_EXIT);
 }
 
+/* exe on the task's PATH, as execvp does it but with the task's own PATH
+ * (p->path, not the agent's) and no allocation: each directory, the first
+ * one whose file the task's user may execute; errno EACCES when one was
+ * there but not executable, else ENOENT. Returns only on failure. */
+static void exec_on_path(const ts_keeper_plan *p)
+{
+    const char *name = p->exe;
+    size_t nlen = strlen(name);
+    bool denied = false;
+    for (const char *d = p->path; d && *d;) {
+        const char *end = strchr(d, ':');
+        size_t dlen = end ? (size_t)(end - d) : strlen(d);
+        char full[PATH_MAX];
+        if (dlen > 0 && dlen + 1 + nlen < sizeof full) {
+            memcpy(full, d, dlen);
+            full[dlen] = '/';
+            memcpy(full + dlen + 1, name, nlen + 1);
+            execve(full, p->argv, p->envp);
+            denied |= errno == EACCES;
+        }
+        d = end ? end + 1 : NULL;
+    }
+    errno = denied ? EACCES : ENOENT;
+}
+
 /* The task itself, from fork to exec. */
 _Noreturn static void task(const ts_keeper_plan *p, int rep, int in, int out, int errfd)
 {
@@ -92,7 +117,10 @@ _Noreturn static void task(const ts_keeper_plan *p, int rep, int in, int out, in
     /* neither the agent's nor the keeper's signal handling, nor what the
      * keeper still holds (its pipes), reaches the task */
     agent_exec_reset();
-    execve(p->exe, p->argv, p->envp);
+    if (p->path && !strchr(p->exe, '/'))
+        exec_on_path(p);
+    else
+        execve(p->exe, p->argv, p->envp);
     task_fail(rep, TS_STEP_EXEC);
 }
 

@@ -68,6 +68,10 @@ typedef struct ts_keeper_plan {
     int agent_report_wr;      /* where the ts_keeper_report goes */
     const struct ts_run_as *run_as;
     const char *workdir, *exe;
+    /* exe without a '/': looked for on this PATH (the task's), as the task's
+     * user, the first one it may execute, as a shell does; with a '/' it is
+     * run as named, a relative one from the workdir. NULL: exe as named. */
+    const char *path;
     char *const *argv, *const *envp;
     const char *task_id;
     const ts_rec_paths *paths;

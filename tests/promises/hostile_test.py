@@ -474,6 +474,40 @@ def scenario_lists_and_reads_other_tasks_logs(c):
 scenario_lists_and_reads_other_tasks_logs.needs_root = True
 
 
+def scenario_a_workdir_or_command_in_a_closed_folder_tells_nothing(c):
+    """agent-tasks.md: a task's workdir and command are looked at with its
+    user's rights, never root's: a file, a folder and nothing in a folder
+    closed to the user all read "Permission denied", so a job cannot learn
+    what lies on the node where its user may not look."""
+    os.chmod(c.tmp, 0o711)
+    closed = c.path("closed-to-users")
+    os.makedirs(os.path.join(closed, "a-folder"), exist_ok=True)
+    with open(os.path.join(closed, "a-file"), "w") as f:
+        f.write("secret\n")
+    os.chmod(closed, 0o700)
+    lurker = c.token("prober", "user", "team-a", unix_user="nobody", uid=65534)
+    whys = {}
+    for what in ("a-file", "a-folder", "nothing-there"):
+        for field in ("workdir", "command"):
+            path = os.path.join(closed, what)
+            s = spec(f"probe-{field}", "true")
+            if field == "workdir":
+                s["workdir"] = path
+            else:
+                s.update(command=[path], workdir="/tmp")
+            jid = c.submit(s, lurker)
+            j = c.wait_job(jid, ("failed", "completed"), 30) if jid else None
+            whys[(what, field)] = (j or {}).get("why") or ""
+    for field in ("workdir", "command"):
+        seen = {what: whys[(what, field)].replace(os.path.join(closed, what), "PATH")
+                for what in ("a-file", "a-folder", "nothing-there")}
+        check(len(set(seen.values())) == 1 and "Permission denied" in seen["a-file"],
+              f"its {field} reads the same for a file, a folder and nothing: {seen}")
+
+
+scenario_a_workdir_or_command_in_a_closed_folder_tells_nothing.needs_root = True
+
+
 def scenario_spins_a_cpu(c):
     """agent-tasks.md: a task spinning a CPU delays no sync."""
     hostile(c, "spins a CPU", 'timeout 4 sh -c "while :; do :; done"; exit 0')

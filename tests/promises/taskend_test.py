@@ -360,6 +360,29 @@ def scenario_launch_error_says_command_not_found(c):
           in (j.get("why") or ""), f"a missing workdir says so: {(j or {}).get('why')}")
 
 
+def scenario_a_relative_command_runs_from_its_workdir(c):
+    """agent-tasks.md: a command named by a relative path (`./train.sh`,
+    `bin/run`) is found in the task's workdir, as a shell started there
+    finds it."""
+    wd = c.path("rel-wd")
+    os.makedirs(os.path.join(wd, "bin"), exist_ok=True)
+    for name in ("run.sh", "bin/run"):
+        path = os.path.join(wd, name)
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\necho \"relative $0 ok in $(pwd)\"\n")
+        os.chmod(path, 0o755)
+    os.chmod(wd, 0o755)
+    os.chmod(os.path.join(wd, "bin"), 0o755)
+    os.chmod(c.tmp, 0o755)
+    for cmd in ("./run.sh", "bin/run"):
+        jid = c.submit(spec("rel", [cmd], gpus=1, workdir=wd))
+        j = c.wait_job(jid, ("completed", "failed"), 30)
+        out = "".join(c.output(n.name, jid) for n in c.nodes)
+        check(bool(j) and j.get("state") == "completed" and f"relative {cmd} ok in {wd}" in out,
+              f"{cmd} from its workdir runs: {(j or {}).get('state')} {(j or {}).get('why')} "
+              f"{out!r}")
+
+
 def scenario_oom_kill_is_reported(c):
     """agent-tasks.md: a rank the kernel's OOM killer ended (its cgroup's
     memory.events on v2, memory.oom_control on v1) ends `oom` with the signal
